@@ -1,0 +1,80 @@
+package identity
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+)
+
+// EnvKey is the environment variable that may hold the secret in hex.
+const EnvKey = "SNAPNODE_KEY"
+
+// ErrKeyFilePermissions is returned by LoadKeyFile for a key file that other
+// users could read or write.
+var ErrKeyFilePermissions = errors.New("key file is accessible to other users")
+
+// LoadKeyFile reads a key file: the secret as 64 hex characters, surrounding
+// white space ignored. It refuses a file that group or others may access, and
+// the error says how to fix it.
+func LoadKeyFile(path string) (*Key, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("identity: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("identity: %w", err)
+	}
+	if perm := st.Mode().Perm(); perm&0o077 != 0 {
+		return nil, fmt.Errorf("identity: %s has mode %04o: %w; run `chmod 600 %s`",
+			path, perm, ErrKeyFilePermissions, path)
+	}
+	buf := make([]byte, 256)
+	n, err := f.Read(buf)
+	if err != nil && n == 0 {
+		return nil, fmt.Errorf("identity: read %s: %w", path, err)
+	}
+	k, err := FromHex(strings.TrimSpace(string(buf[:n])))
+	if err != nil {
+		return nil, fmt.Errorf("identity: %s: %w", path, err)
+	}
+	return k, nil
+}
+
+// SaveKeyFile writes k to a new file created with mode 0600. It never
+// overwrites an existing file: losing a key loses an identity.
+func SaveKeyFile(path string, k *Key) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("identity: %s exists; refusing to overwrite a key", path)
+		}
+		return fmt.Errorf("identity: %w", err)
+	}
+	if _, err := f.WriteString(k.Hex() + "\n"); err != nil {
+		f.Close()
+		return fmt.Errorf("identity: write %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("identity: sync %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+// FromEnv returns the key held in SNAPNODE_KEY, or (nil, nil) when the
+// variable is unset or empty.
+func FromEnv() (*Key, error) {
+	v := strings.TrimSpace(os.Getenv(EnvKey))
+	if v == "" {
+		return nil, nil
+	}
+	k, err := FromHex(v)
+	if err != nil {
+		return nil, fmt.Errorf("identity: %s: %w", EnvKey, err)
+	}
+	return k, nil
+}

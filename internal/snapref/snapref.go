@@ -1,0 +1,110 @@
+// Package snapref finds the published SNAP test vectors and schemas for
+// tests. They live in ../shared/snap-reference beside the project root and
+// are read from there, never copied into the project.
+//
+//	dir := snapref.Dir(t) // skips the test when the folder is absent
+//	var v snapref.KeyVectors
+//	snapref.Load(t, "keys/key-encoding.json", &v)
+package snapref
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// Dir returns the snap-reference folder. When it cannot be found, the test
+// is skipped with a message naming the folder it looked for.
+func Dir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Skip("snap-reference: no go.mod above the test's folder")
+		}
+		dir = parent
+	}
+	ref := filepath.Join(filepath.Dir(dir), "shared", "snap-reference")
+	if _, err := os.Stat(ref); err != nil {
+		t.Skipf("snap-reference vectors not found at %s (they come with ../shared beside the project)", ref)
+	}
+	return ref
+}
+
+// Load decodes the JSON file at rel (relative to Dir) into v.
+func Load(t testing.TB, rel string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(Dir(t), rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v", rel, err)
+	}
+}
+
+// KeyVectors is keys/key-encoding.json.
+type KeyVectors struct {
+	Vectors []struct {
+		Description      string `json:"description"`
+		PrivateKey       string `json:"privateKey"`
+		PublicKeyXOnly   string `json:"publicKeyXOnly"`
+		TweakedPublicKey string `json:"tweakedPublicKey"`
+		P2TRAddress      string `json:"p2trAddress"`
+		NostrPubkeyHex   string `json:"nostrPubkeyHex"`
+		Network          string `json:"network"`
+	} `json:"vectors"`
+}
+
+// CanonicalVectors is canonical/jcs-payloads.json. Input is kept raw so the
+// test canonicalizes the bytes of the file, not a re-encoding of them.
+type CanonicalVectors struct {
+	Vectors []struct {
+		Description string          `json:"description"`
+		Input       json.RawMessage `json:"input"`
+		Expected    string          `json:"expected"`
+	} `json:"vectors"`
+}
+
+// SignatureVectors is signatures/schnorr-signatures.json.
+type SignatureVectors struct {
+	Valid []struct {
+		Description       string          `json:"description"`
+		PrivateKey        string          `json:"privateKey"`
+		InternalPublicKey string          `json:"internalPublicKey"`
+		TweakedPublicKey  string          `json:"tweakedPublicKey"`
+		Message           json.RawMessage `json:"message"`
+		Intermediates     struct {
+			CanonicalPayload  string `json:"canonicalPayload"`
+			SignatureInput    string `json:"signatureInput"`
+			SignatureInputHex string `json:"signatureInputHex"`
+			SHA256Hash        string `json:"sha256Hash"`
+		} `json:"intermediates"`
+		ExpectedSignature string `json:"expectedSignature"`
+	} `json:"valid"`
+	Invalid []struct {
+		Description      string          `json:"description"`
+		Message          json.RawMessage `json:"message"`
+		Signature        string          `json:"signature"`
+		TweakedPublicKey string          `json:"tweakedPublicKey"`
+		Reason           string          `json:"reason"`
+	} `json:"invalid"`
+}
+
+// SchemaTests is schemas/tests/*.test.json.
+type SchemaTests struct {
+	Description string `json:"description"`
+	Tests       []struct {
+		Description string          `json:"description"`
+		Data        json.RawMessage `json:"data"`
+		Valid       bool            `json:"valid"`
+	} `json:"tests"`
+}

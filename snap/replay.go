@@ -1,0 +1,140 @@
+package snap
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// ErrReplayStoreFull is returned by a bounded ReplayStore that cannot record
+// another message before older records expire. The validator then refuses
+// the message (5003) rather than forget an id it promised to remember.
+var ErrReplayStoreFull = errors.New("replay store full")
+
+// ReplayRecord is what a replay store keeps per (from, id).
+type ReplayRecord struct {
+	FirstSeen time.Time
+	Expires   time.Time
+	// Fingerprint is SHA-256(digest ‖ signature): equal fingerprints mean
+	// a byte-for-byte replay of an authenticated message.
+	Fingerprint [32]byte
+}
+
+// ReplayStore remembers the (from, id) of authenticated messages for at
+// least the replay window. The validator records a pair only after its
+// signature verifies, so forged messages cannot burn a sender's ids.
+//
+// Implementations must be safe for concurrent use, and Remember must be
+// atomic: of two concurrent calls for one pair exactly one is fresh.
+type ReplayStore interface {
+	// Lookup returns the record of (from, id) if one is held and has not
+	// expired at now.
+	Lookup(ctx context.Context, from, id string, now time.Time) (ReplayRecord, bool, error)
+	// Remember records (from, id) unless an unexpired record exists. It
+	// returns fresh=true when it recorded, else the prior record.
+	Remember(ctx context.Context, from, id string, rec ReplayRecord) (prior ReplayRecord, fresh bool, err error)
+}
+
+var _ ReplayStore = (*MemoryReplayStore)(nil)
+
+// MemoryReplayStore is a bounded in-memory ReplayStore for a single process.
+// Records are swept in the order they were made as they expire, with no
+// goroutine: each Remember first drops the expired records at the head of
+// the queue. Records must be given expiry times that grow with insertion,
+// as the Validator's fixed retention does; a record that expires early is
+// still treated as absent by Lookup and Remember.
+type MemoryReplayStore struct {
+	mu    sync.Mutex
+	max   int
+	m     map[string]ReplayRecord
+	queue []queued // insertion order; queue[head:] is live
+	head  int
+}
+
+type queued struct {
+	key     string
+	expires time.Time
+}
+
+// DefaultReplayCapacity bounds a MemoryReplayStore made with capacity 0:
+// a million records, about 300 MB at the largest ids, 120 s at 8,000
+// messages a second.
+const DefaultReplayCapacity = 1_000_000
+
+// NewMemoryReplayStore returns a store that holds at most capacity records
+// (DefaultReplayCapacity when capacity ≤ 0).
+func NewMemoryReplayStore(capacity int) *MemoryReplayStore {
+	if capacity <= 0 {
+		capacity = DefaultReplayCapacity
+	}
+	return &MemoryReplayStore{max: capacity, m: make(map[string]ReplayRecord)}
+}
+
+func replayKey(from, id string) string { return from + "\x00" + id }
+
+// Lookup implements ReplayStore.
+func (s *MemoryReplayStore) Lookup(_ context.Context, from, id string, now time.Time) (ReplayRecord, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.m[replayKey(from, id)]
+	if !ok || !now.Before(r.Expires) {
+		return ReplayRecord{}, false, nil
+	}
+	return r, true, nil
+}
+
+// Remember implements ReplayStore.
+func (s *MemoryReplayStore) Remember(_ context.Context, from, id string, rec ReplayRecord) (ReplayRecord, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sweep(rec.FirstSeen)
+	k := replayKey(from, id)
+	if prior, ok := s.m[k]; ok && rec.FirstSeen.Before(prior.Expires) {
+		return prior, false, nil
+	}
+	if len(s.m) >= s.max {
+		return ReplayRecord{}, false, ErrReplayStoreFull
+	}
+	s.m[k] = rec
+	s.queue = append(s.queue, queued{key: k, expires: rec.Expires})
+	return ReplayRecord{}, true, nil
+}
+
+// Len returns the number of records held, expired ones not yet swept
+// included.
+func (s *MemoryReplayStore) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.m)
+}
+
+// NextExpiry returns when the oldest record expires, the earliest moment
+// a full store has room again.
+func (s *MemoryReplayStore) NextExpiry() (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.head == len(s.queue) {
+		return time.Time{}, false
+	}
+	return s.queue[s.head].expires, true
+}
+
+// sweep drops the expired records at the head of the queue and compacts
+// the queue when most of it is dead.
+func (s *MemoryReplayStore) sweep(now time.Time) {
+	for s.head < len(s.queue) && !now.Before(s.queue[s.head].expires) {
+		q := s.queue[s.head]
+		if r, ok := s.m[q.key]; ok && !now.Before(r.Expires) {
+			delete(s.m, q.key)
+		}
+		s.queue[s.head] = queued{}
+		s.head++
+	}
+	if s.head > 1024 && s.head > len(s.queue)/2 {
+		n := copy(s.queue, s.queue[s.head:])
+		clear(s.queue[n:])
+		s.queue = s.queue[:n]
+		s.head = 0
+	}
+}

@@ -1,0 +1,188 @@
+package snap
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/snapnode/snapnode/identity"
+)
+
+// DefaultMaxDrift is the spec's timestamp window: a message more than 60 s
+// from the receiver's clock is rejected; exactly 60 s is accepted.
+const DefaultMaxDrift = 60 * time.Second
+
+// MinReplayRetention is how long the spec requires ids to be remembered.
+const MinReplayRetention = 120 * time.Second
+
+// Config configures a Validator. The zero value validates without a replay
+// store and without a recipient check.
+type Config struct {
+	// Self is this agent's address. When set, a message whose to names
+	// another agent is rejected (1004, field "to").
+	Self string
+	// MaxDrift is the timestamp window; 0 means DefaultMaxDrift.
+	MaxDrift time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Replay remembers (from, id) pairs. nil disables the replay stage,
+	// which only a stateless tool such as `snapnode verify` should do.
+	Replay ReplayStore
+	// KeyCacheSize bounds the cache of decoded sender addresses; 0 means
+	// 4096.
+	KeyCacheSize int
+}
+
+// Validator runs the whole validation of inbound SNAP messages, in the order
+// of DESIGN.md: syntax, structure, types, constraints, semantics (see
+// Stage), then timestamp, signature, replay and recipient. The first failure
+// wins and is returned as an *Error with its code and data. A Validator is
+// safe for concurrent use.
+type Validator struct {
+	cfg       Config
+	keys      *keyCache
+	retention time.Duration
+}
+
+// NewValidator returns a Validator for cfg.
+func NewValidator(cfg Config) *Validator {
+	if cfg.MaxDrift <= 0 {
+		cfg.MaxDrift = DefaultMaxDrift
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.KeyCacheSize <= 0 {
+		cfg.KeyCacheSize = 4096
+	}
+	// A message is acceptable while |now − timestamp| ≤ drift, so over a
+	// span of 2·drift; keep its id at least that long, and at least the
+	// spec's 120 s.
+	return &Validator{
+		cfg:       cfg,
+		keys:      newKeyCache(cfg.KeyCacheSize),
+		retention: max(MinReplayRetention, 2*cfg.MaxDrift+time.Second),
+	}
+}
+
+// Verified is a message that passed validation.
+type Verified struct {
+	*Message
+	// Signed reports that the message carried a signature and it
+	// verified. Requests are always signed; responses and events may not
+	// be, and an unsigned one proves nothing about its sender.
+	Signed bool
+	// Sender is the decoded from address.
+	Sender identity.Address
+	// Digest is SHA-256 of the signature input.
+	Digest [32]byte
+}
+
+// Validate validates raw, a serialized SNAP message.
+func (v *Validator) Validate(ctx context.Context, raw []byte) (*Verified, error) {
+	m, from, err := parseMessage(raw, StageSemantics, v.keys)
+	if err != nil {
+		return nil, err
+	}
+	now := v.cfg.Now()
+
+	// Timestamp.
+	drift := now.Unix() - m.Timestamp
+	if drift < 0 {
+		drift = -drift
+	}
+	if maxDrift := int64(v.cfg.MaxDrift / time.Second); drift > maxDrift {
+		return nil, &Error{
+			Code:    CodeTimestampExpired,
+			Message: fmt.Sprintf("timestamp is %d s from the server's clock; at most %d s allowed", drift, maxDrift),
+			Data:    map[string]any{"provided": m.Timestamp, "serverTime": now.Unix(), "maxDrift": maxDrift},
+		}
+	}
+
+	out := &Verified{Message: m, Sender: from.addr, Digest: digest(m, m.Payload)}
+
+	// Signature.
+	if m.Sig == "" {
+		if m.Type == TypeRequest {
+			return nil, &Error{Code: CodeSignatureMissing, Message: "a request must be signed",
+				Data: map[string]any{"field": "sig", "required": true}}
+		}
+		// An unsigned response or event: accepted as unauthenticated,
+		// and never recorded, so it cannot burn its sender's ids.
+		return out, v.checkRecipient(m)
+	}
+	fp := fingerprint(out.Digest, m.Sig)
+	if v.cfg.Replay != nil {
+		// A byte-for-byte replay of a message already authenticated is
+		// rejected without a second verification. Anything else that
+		// reuses the pair must verify first, so a forger learns nothing.
+		prior, seen, err := v.cfg.Replay.Lookup(ctx, m.From, m.ID, now)
+		if err != nil {
+			return nil, internal("replay store", err)
+		}
+		if seen && prior.Fingerprint == fp {
+			return nil, duplicate(m, prior)
+		}
+	}
+	if !verifySignature(from.pub, out.Digest, m.Sig) {
+		return nil, &Error{Code: CodeSignatureInvalid, Message: "signature does not verify against the key of from",
+			Data: map[string]any{"field": "sig", "reason": "BIP-340 verification failed for the output key of " + m.From}}
+	}
+	out.Signed = true
+
+	// Replay.
+	if v.cfg.Replay != nil {
+		rec := ReplayRecord{FirstSeen: now, Expires: now.Add(v.retention), Fingerprint: fp}
+		prior, fresh, err := v.cfg.Replay.Remember(ctx, m.From, m.ID, rec)
+		switch {
+		case errors.Is(err, ErrReplayStoreFull):
+			return nil, &Error{Code: CodeServiceUnavailable, Message: "too many recent messages; try again shortly",
+				Data: map[string]any{"reason": "replay store full", "retryAfter": int64(v.retention / time.Second)}}
+		case err != nil:
+			return nil, internal("replay store", err)
+		case !fresh:
+			return nil, duplicate(m, prior)
+		}
+	}
+
+	// Recipient.
+	if err := v.checkRecipient(m); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// checkRecipient rejects a message addressed to another agent. It returns
+// a nil error, not a nil *Error, on success.
+func (v *Validator) checkRecipient(m *Message) error {
+	if v.cfg.Self != "" && m.To != "" && m.To != v.cfg.Self {
+		return FieldError("to", "recipient", v.cfg.Self, m.To)
+	}
+	return nil
+}
+
+func fingerprint(d [32]byte, sigHex string) [32]byte {
+	var raw [64]byte
+	hex.Decode(raw[:], []byte(sigHex))
+	h := sha256.New()
+	h.Write(d[:])
+	h.Write(raw[:])
+	var out [32]byte
+	h.Sum(out[:0])
+	return out
+}
+
+func duplicate(m *Message, prior ReplayRecord) *Error {
+	return &Error{
+		Code:    CodeDuplicateMessage,
+		Message: "message id already seen from this sender",
+		Data:    map[string]any{"id": m.ID, "firstSeen": prior.FirstSeen.Unix()},
+	}
+}
+
+func internal(what string, err error) *Error {
+	return &Error{Code: CodeInternal, Message: what + ": " + err.Error()}
+}
