@@ -109,9 +109,9 @@ func EncodeAddress(n Network, q [32]byte) string {
 
 // ParseAddress decodes a P2TR address. The rules are checked in this order
 // and the first broken one is reported: lowercase only, prefix bc1/tb1,
-// exactly 62 characters, bech32 alphabet, bech32m checksum (a bech32 v0
-// checksum is rejected), witness version 1, zero padding bits. It does not
-// check that the program is on the curve; Address.PublicKey does.
+// exactly 62 characters, bech32 alphabet, witness version 1, bech32m
+// checksum (a bech32 v0 checksum is rejected), zero padding bits. It does
+// not check that the program is on the curve; Address.PublicKey does.
 func ParseAddress(s string) (Address, error) {
 	fail := func(rule error, detail string) (Address, error) {
 		return Address{}, &AddressError{Address: s, Rule: rule, Detail: detail}
@@ -127,21 +127,14 @@ func ParseAddress(s string) (Address, error) {
 	if err != nil {
 		return fail(ErrChecksum, "")
 	}
-	if len(data) == 0 {
-		return fail(ErrLength, "no data")
-	}
-	if data[0] != 1 {
-		return fail(ErrWitnessVersion, fmt.Sprintf("version %d", data[0]))
-	}
 	if version != bech32.VersionM {
 		return fail(ErrChecksum, "bech32 checksum where witness version 1 requires bech32m")
 	}
+	// CheckAddressSyntax fixed the length: 52 words after the version,
+	// 260 bits, so 32 bytes and 4 padding bits that must be zero.
 	prog, err := bech32.ConvertBits(data[1:], 5, 8, false)
 	if err != nil {
 		return fail(ErrPadding, "")
-	}
-	if len(prog) != 32 {
-		return fail(ErrLength, fmt.Sprintf("program of %d bytes", len(prog)))
 	}
 	a := Address{Network: n}
 	copy(a.Key[:], prog)
@@ -150,7 +143,8 @@ func ParseAddress(s string) (Address, error) {
 
 // CheckAddressSyntax applies the rules of ParseAddress that need no
 // decoding: lowercase only, prefix bc1 or tb1, 62 characters, bech32
-// alphabet. It is what a pattern can check; ParseAddress does the rest.
+// alphabet, witness version character p. It is what the spec's pattern
+// ^(bc1p|tb1p)[a-z0-9]{58}$ checks; ParseAddress does the rest.
 func CheckAddressSyntax(s string) error {
 	fail := func(rule error, detail string) error {
 		return &AddressError{Address: s, Rule: rule, Detail: detail}
@@ -181,8 +175,14 @@ func CheckAddressSyntax(s string) error {
 			return fail(ErrCharacter, fmt.Sprintf("%q at position %d", s[i], i))
 		}
 	}
+	// The first data character is the witness version: p is 1.
+	if s[3] != 'p' {
+		return fail(ErrWitnessVersion, fmt.Sprintf("version %d", strings.IndexByte(bech32Alphabet, s[3])))
+	}
 	return nil
 }
+
+const bech32Alphabet = "qpzry9x8gf2tvdw0s3jn54khce6mua7l"
 
 // isBech32Char reports whether c is in the lowercase bech32 alphabet
 // "qpzry9x8gf2tvdw0s3jn54khce6mua7l".

@@ -50,7 +50,7 @@ func SaveKeyFile(path string, k *Key) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		if errors.Is(err, fs.ErrExist) {
-			return fmt.Errorf("identity: %s exists; refusing to overwrite a key", path)
+			return fmt.Errorf("identity: %s exists; refusing to overwrite a key: %w", path, fs.ErrExist)
 		}
 		return fmt.Errorf("identity: %w", err)
 	}
@@ -75,6 +75,26 @@ func FromEnv() (*Key, error) {
 	k, err := FromHex(v)
 	if err != nil {
 		return nil, fmt.Errorf("identity: %s: %w", EnvKey, err)
+	}
+	return k, nil
+}
+
+// ErrNoKey is returned by Load when neither a file nor SNAPNODE_KEY names a
+// key.
+var ErrNoKey = errors.New("no key: give a key file or set " + EnvKey)
+
+// Load returns the key in the file at path, or, when path is empty, the
+// key in SNAPNODE_KEY; ErrNoKey when there is neither.
+func Load(path string) (*Key, error) {
+	if path != "" {
+		return LoadKeyFile(path)
+	}
+	k, err := FromEnv()
+	if err != nil {
+		return nil, err
+	}
+	if k == nil {
+		return nil, ErrNoKey
 	}
 	return k, nil
 }

@@ -1,0 +1,277 @@
+// Command snapnode is the SNAP agent node: its operator and client
+// sub-commands. It only parses flags, reads input and prints results; the
+// protocol lives in the identity and snap packages.
+//
+// Exit status: 0 on success, 1 when the input was read but failed (an
+// invalid message or card, a refused key file, a signing failure), 2 on a
+// usage error or input that could not be read.
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/snap"
+)
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitFail  = 1
+	exitUsage = 2
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
+
+// cli is one invocation's standard streams.
+type cli struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+}
+
+// command is a sub-command; run gets the arguments after its name.
+type command struct {
+	name    string
+	summary string
+	run     func(c *cli, args []string) int
+}
+
+// commands lists the sub-commands in the order help shows them. It is
+// filled in init because card and help refer to it.
+var commands []command
+
+func init() {
+	commands = []command{
+		{"keygen", "make a new identity key (optionally from a new BIP-39 mnemonic)", (*cli).keygen},
+		{"sign", "fill in the envelope of a SNAP message and sign it", (*cli).sign},
+		{"verify", "validate a SNAP message (syntax, timestamp, signature)", (*cli).verify},
+		{"card", "sign or verify an Agent Card (card sign, card verify)", (*cli).card},
+		{"help", "show this list, or the flags of a command (help <command>)", (*cli).help},
+	}
+}
+
+func lookup(name string) *command {
+	for i := range commands {
+		if commands[i].name == name {
+			return &commands[i]
+		}
+	}
+	return nil
+}
+
+// run executes snapnode with args (without the program name) and returns
+// the exit code.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	c := &cli{stdin: stdin, stdout: stdout, stderr: stderr}
+	if len(args) == 0 {
+		c.printCommands(stderr)
+		return exitUsage
+	}
+	switch args[0] {
+	case "-h", "-help", "--help":
+		c.printCommands(stdout)
+		return exitOK
+	}
+	cmd := lookup(args[0])
+	if cmd == nil {
+		fmt.Fprintf(stderr, "snapnode: unknown command %q\n\n", args[0])
+		c.printCommands(stderr)
+		return exitUsage
+	}
+	return cmd.run(c, args[1:])
+}
+
+func (c *cli) printCommands(w io.Writer) {
+	fmt.Fprintln(w, "snapnode: a SNAP agent node")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "usage: snapnode <command> [flags] [arguments]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "commands:")
+	for _, cmd := range commands {
+		fmt.Fprintf(w, "  %-8s %s\n", cmd.name, cmd.summary)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Exit status: 0 success, 1 invalid input or failure, 2 usage error or unreadable input.")
+}
+
+// help prints the command list, or a command's usage, on stdout.
+func (c *cli) help(args []string) int {
+	if len(args) == 0 {
+		c.printCommands(c.stdout)
+		return exitOK
+	}
+	cmd := lookup(args[0])
+	switch {
+	case cmd == nil:
+		fmt.Fprintf(c.stderr, "snapnode help: unknown command %q\n", args[0])
+		return exitUsage
+	case cmd.name == "help":
+		c.printCommands(c.stdout)
+		return exitOK
+	}
+	// A command asked for -h prints its usage and exits 0.
+	quiet := &cli{stdin: c.stdin, stdout: c.stdout, stderr: c.stdout}
+	return cmd.run(quiet, append(args[1:len(args):len(args)], "-h"))
+}
+
+// flagSet returns a FlagSet for "snapnode <name>" that reports to stderr
+// with the usage line use.
+func (c *cli) flagSet(name, use string, desc ...string) *flag.FlagSet {
+	fs := flag.NewFlagSet("snapnode "+name, flag.ContinueOnError)
+	fs.SetOutput(c.stderr)
+	fs.Usage = func() {
+		w := fs.Output()
+		fmt.Fprintf(w, "usage: snapnode %s %s\n", name, use)
+		for _, d := range desc {
+			fmt.Fprintln(w, d)
+		}
+		fmt.Fprintln(w)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parse parses args with fs, allowing flags after positional arguments, and
+// checks the number of positional arguments is at most maxPos. When done
+// is true the command must return code at once (help, or a usage error
+// already reported).
+func (c *cli) parse(fs *flag.FlagSet, args []string, maxPos int) (pos []string, code int, done bool) {
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, exitOK, true
+			}
+			return nil, exitUsage, true // the flag package printed the error and usage
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			pos = append(pos, rest...) // everything after -- is positional
+			break
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+	if len(pos) > maxPos {
+		return nil, c.usageError(fs, fmt.Sprintf("too many arguments: %s", strings.Join(pos, " "))), true
+	}
+	return pos, exitOK, false
+}
+
+// usageError reports msg and the usage of fs on stderr and returns 2.
+func (c *cli) usageError(fs *flag.FlagSet, msg string) int {
+	fmt.Fprintf(c.stderr, "%s: %s\n", fs.Name(), msg)
+	fs.Usage()
+	return exitUsage
+}
+
+// readInput reads the file named by pos[0], or stdin when there is none or
+// it is "-". It reads at most one byte more than snap.MaxMessageSize, so an
+// oversized input is still reported by the parser as too large.
+func (c *cli) readInput(pos []string) ([]byte, error) {
+	var r io.Reader = c.stdin
+	name := "standard input"
+	if len(pos) > 0 && pos[0] != "-" {
+		f, err := os.Open(pos[0])
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		r, name = f, pos[0]
+	}
+	b, err := io.ReadAll(io.LimitReader(r, snap.MaxMessageSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", name, err)
+	}
+	return b, nil
+}
+
+func network(testnet bool) identity.Network {
+	if testnet {
+		return identity.Testnet
+	}
+	return identity.Mainnet
+}
+
+// unixTime is a flag holding Unix seconds; set reports whether it was given.
+type unixTime struct {
+	t   time.Time
+	set bool
+}
+
+func (u *unixTime) String() string {
+	if u == nil || !u.set {
+		return ""
+	}
+	return strconv.FormatInt(u.t.Unix(), 10)
+}
+
+func (u *unixTime) Set(s string) error {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || n > snap.MaxTimestamp {
+		return fmt.Errorf("want Unix seconds in 0…%d", int64(snap.MaxTimestamp))
+	}
+	u.t, u.set = time.Unix(n, 0), true
+	return nil
+}
+
+// or returns the flag's time, or def when the flag was not given.
+func (u *unixTime) or(def time.Time) time.Time {
+	if u.set {
+		return u.t
+	}
+	return def
+}
+
+// writeJSON prints v as one line of JSON, without HTML escaping.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// errorBody is the {"error":{…}} object printed for a SNAP error; data is
+// always an object, {} when the error has none.
+type errorBody struct {
+	Error errorObject `json:"error"`
+}
+
+type errorObject struct {
+	Code    int            `json:"code"`
+	Message string         `json:"message"`
+	Data    map[string]any `json:"data"`
+}
+
+// fail reports err and returns 1: a *snap.Error as {"error":…} on stdout,
+// anything else as a line on stderr prefixed with prog.
+func (c *cli) fail(prog string, err error) int {
+	var se *snap.Error
+	if errors.As(err, &se) {
+		data := se.Data
+		if data == nil {
+			data = map[string]any{}
+		}
+		if werr := writeJSON(c.stdout, errorBody{errorObject{int(se.Code), se.Message, data}}); werr != nil {
+			fmt.Fprintf(c.stderr, "%s: %v\n", prog, werr)
+		}
+		return exitFail
+	}
+	fmt.Fprintf(c.stderr, "%s: %v\n", prog, err)
+	return exitFail
+}
+
+// ioError reports an input, output or setup error on stderr and returns 2.
+func (c *cli) ioError(prog string, err error) int {
+	fmt.Fprintf(c.stderr, "%s: %v\n", prog, err)
+	return exitUsage
+}
