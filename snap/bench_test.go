@@ -14,7 +14,8 @@ import (
 	"github.com/snapnode/snapnode/snap"
 )
 
-// payload1KiB is a message/send payload whose message is 1 KiB serialized.
+// payload1KiB is a message/send payload sized so that the whole signed
+// message is 1 KiB serialized.
 func payload1KiB(tb testing.TB) []byte {
 	tb.Helper()
 	p := map[string]any{"message": map[string]any{
@@ -22,7 +23,7 @@ func payload1KiB(tb testing.TB) []byte {
 		"parts": []any{map[string]any{"text": ""}},
 	}}
 	b, _ := json.Marshal(p)
-	text := strings.Repeat("Write a login form in React. ", 40)[:1024-len(b)-200]
+	text := strings.Repeat("Write a login form in React. ", 40)[:1024-len(b)-415]
 	p["message"].(map[string]any)["parts"] = []any{map[string]any{"text": text}}
 	b, err := json.Marshal(p)
 	if err != nil {
