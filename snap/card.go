@@ -489,18 +489,12 @@ func signCard(c *Card, k *identity.Key, ts time.Time, aux *[32]byte) (*SignedCar
 	if err != nil {
 		return nil, fmt.Errorf("snap: sign card: %w", err)
 	}
-	d := cardDigest(canon, ts.Unix())
-	var sig [64]byte
-	if aux != nil {
-		sig, err = k.SignWithAux(d, *aux)
-	} else {
-		sig, err = k.Sign(d)
-	}
+	sig, err := signDigest(k, cardDigest(canon, ts.Unix()), aux)
 	if err != nil {
 		return nil, fmt.Errorf("snap: sign card: %w", err)
 	}
 	q := k.OutputKey()
-	return &SignedCard{Card: raw, Sig: hex.EncodeToString(sig[:]), PublicKey: hex.EncodeToString(q[:]), Timestamp: ts.Unix()}, nil
+	return &SignedCard{Card: raw, Sig: sig, PublicKey: hex.EncodeToString(q[:]), Timestamp: ts.Unix()}, nil
 }
 
 // VerifySignedCard checks a well-known card document as the spec requires:

@@ -124,7 +124,9 @@ func readEnvelope(raw []byte) (*envelope, *Error) {
 	dec := jsontext.NewDecoder(bytes.NewBuffer(raw))
 	tok, err := dec.ReadToken()
 	if err != nil {
-		return nil, invalidMessage(syntaxErr(err))
+		se := syntaxErr(err)
+		se.reason = "not JSON: " + se.reason
+		return nil, invalidMessage(se)
 	}
 	if tok.Kind() != '{' {
 		// Still tell a scalar or array apart from garbage.

@@ -104,18 +104,28 @@ func (m *Message) sign(k *identity.Key, aux *[32]byte) error {
 		return fmt.Errorf("snap: sign: payload: %w", err)
 	}
 	m.setCanonical(payload)
-	d := digest(m, payload)
+	sig, err := signDigest(k, digest(m, payload), aux)
+	if err != nil {
+		return fmt.Errorf("snap: sign: %w", err)
+	}
+	m.Sig = sig
+	return nil
+}
+
+// signDigest signs d with k's tweaked secret, with fresh auxiliary data
+// unless aux is given, and returns the signature in hex.
+func signDigest(k *identity.Key, d [32]byte, aux *[32]byte) (string, error) {
 	var sig [64]byte
+	var err error
 	if aux != nil {
 		sig, err = k.SignWithAux(d, *aux)
 	} else {
 		sig, err = k.Sign(d)
 	}
 	if err != nil {
-		return fmt.Errorf("snap: sign: %w", err)
+		return "", err
 	}
-	m.Sig = hex.EncodeToString(sig[:])
-	return nil
+	return hex.EncodeToString(sig[:]), nil
 }
 
 // verifySignature checks a 128-hex BIP-340 signature of digest against the

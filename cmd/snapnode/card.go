@@ -1,12 +1,10 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"time"
 
-	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/snap"
 )
 
@@ -52,17 +50,11 @@ func (c *cli) cardSign(args []string) int {
 		return code
 	}
 	const prog = "snapnode card sign"
-	k, err := identity.Load(*keyFile)
-	if errors.Is(err, identity.ErrNoKey) {
-		return c.usageError(fs, err.Error())
+	k, raw, code, ok := c.keyAndInput(fs, prog, *keyFile, pos)
+	if !ok {
+		return code
 	}
-	if err != nil {
-		return c.ioError(prog, err)
-	}
-	raw, err := c.readInput(pos)
-	if err != nil {
-		return c.ioError(prog, err)
-	}
+	var err error
 	raw, err = snap.PrepareCard(raw, k.Address(network(*testnet)))
 	if err != nil {
 		return c.fail(prog, err)

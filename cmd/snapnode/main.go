@@ -196,6 +196,22 @@ func (c *cli) readInput(pos []string) ([]byte, error) {
 	return b, nil
 }
 
+// keyAndInput loads the signing key (--key FILE, else SNAPNODE_KEY) and
+// reads the input; when ok is false, code is the exit code to return.
+func (c *cli) keyAndInput(fs *flag.FlagSet, prog, keyFile string, pos []string) (k *identity.Key, raw []byte, code int, ok bool) {
+	k, err := identity.Load(keyFile)
+	if errors.Is(err, identity.ErrNoKey) {
+		return nil, nil, c.usageError(fs, err.Error()), false
+	}
+	if err != nil {
+		return nil, nil, c.ioError(prog, err), false
+	}
+	if raw, err = c.readInput(pos); err != nil {
+		return nil, nil, c.ioError(prog, err), false
+	}
+	return k, raw, 0, true
+}
+
 func network(testnet bool) identity.Network {
 	if testnet {
 		return identity.Testnet

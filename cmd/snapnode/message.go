@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"time"
 
-	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/snap"
 )
 
@@ -29,17 +27,11 @@ func (c *cli) sign(args []string) int {
 		return code
 	}
 	const prog = "snapnode sign"
-	k, err := identity.Load(*keyFile)
-	if errors.Is(err, identity.ErrNoKey) {
-		return c.usageError(fs, err.Error())
+	k, raw, code, ok := c.keyAndInput(fs, prog, *keyFile, pos)
+	if !ok {
+		return code
 	}
-	if err != nil {
-		return c.ioError(prog, err)
-	}
-	raw, err := c.readInput(pos)
-	if err != nil {
-		return c.ioError(prog, err)
-	}
+	var err error
 	raw, err = snap.Prepare(raw, k.Address(network(*testnet)), now.or(time.Now()))
 	if err != nil {
 		return c.fail(prog, err)
