@@ -111,3 +111,16 @@ func (k *Key) SignWithAux(digest [32]byte, aux [32]byte) ([64]byte, error) {
 	copy(out[:], sig.Serialize())
 	return out, nil
 }
+
+// OutputKeyOf returns the BIP-341 key-path output key Q of the x-only
+// internal key p: what P2TR(p) encodes. A Nostr event's pubkey is such a p,
+// so this checks that an event's author is the agent its message names.
+func OutputKeyOf(p [32]byte) ([32]byte, error) {
+	pub, err := schnorr.ParsePubKey(p[:])
+	if err != nil {
+		return [32]byte{}, fmt.Errorf("%w: internal key is not on the curve", ErrInvalidKey)
+	}
+	var q [32]byte
+	copy(q[:], schnorr.SerializePubKey(txscript.ComputeTaprootKeyNoScript(pub)))
+	return q, nil
+}

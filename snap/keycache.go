@@ -9,6 +9,38 @@ import (
 	"github.com/snapnode/snapnode/identity"
 )
 
+// boundedCache is a map of at most max entries that evicts an arbitrary
+// entry when full: a flood of new keys costs what no cache would and no
+// more memory. Safe for concurrent use.
+type boundedCache[K comparable, V any] struct {
+	mu  sync.Mutex
+	max int
+	m   map[K]V
+}
+
+func newBoundedCache[K comparable, V any](max int) *boundedCache[K, V] {
+	return &boundedCache[K, V]{max: max, m: make(map[K]V, min(max, 1024))}
+}
+
+func (c *boundedCache[K, V]) get(k K) (V, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.m[k]
+	return v, ok
+}
+
+func (c *boundedCache[K, V]) put(k K, v V) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.m[k]; !ok && len(c.m) >= c.max {
+		for victim := range c.m {
+			delete(c.m, victim)
+			break
+		}
+	}
+	c.m[k] = v
+}
+
 // cachedKey is a decoded address and its lifted output key Q.
 type cachedKey struct {
 	addr identity.Address
@@ -17,27 +49,17 @@ type cachedKey struct {
 
 // keyCache remembers decoded addresses so that a known sender costs a map
 // look-up instead of a bech32m decode and a field square root (lift_x is
-// about a tenth of a Schnorr verification). It holds at most max entries and
-// evicts an arbitrary one when full, so a flood of new addresses costs what
-// no cache would and no more memory. A nil *keyCache decodes every time.
-type keyCache struct {
-	mu  sync.Mutex
-	max int
-	m   map[string]*cachedKey
-}
+// about a tenth of a Schnorr verification). A nil *keyCache decodes every
+// time.
+type keyCache struct{ c *boundedCache[string, *cachedKey] }
 
-func newKeyCache(max int) *keyCache {
-	return &keyCache{max: max, m: make(map[string]*cachedKey, min(max, 1024))}
-}
+func newKeyCache(max int) *keyCache { return &keyCache{newBoundedCache[string, *cachedKey](max)} }
 
 // lookup decodes addr, which names the given envelope field, or fails with
 // 2005 naming the broken rule.
 func (c *keyCache) lookup(field, addr string) (*cachedKey, *Error) {
 	if c != nil {
-		c.mu.Lock()
-		k := c.m[addr]
-		c.mu.Unlock()
-		if k != nil {
+		if k, ok := c.c.get(addr); ok {
 			return k, nil
 		}
 	}
@@ -51,15 +73,7 @@ func (c *keyCache) lookup(field, addr string) (*cachedKey, *Error) {
 	}
 	k := &cachedKey{addr: a, pub: pub}
 	if c != nil {
-		c.mu.Lock()
-		if len(c.m) >= c.max {
-			for victim := range c.m {
-				delete(c.m, victim)
-				break
-			}
-		}
-		c.m[addr] = k
-		c.mu.Unlock()
+		c.c.put(addr, k)
 	}
 	return k, nil
 }
@@ -76,4 +90,22 @@ func addressError(field, value string, err error) *Error {
 		}
 	}
 	return identityInvalid(field, value, reason)
+}
+
+// tweakCache maps internal keys P (Nostr pubkeys) to their BIP-341 output
+// keys Q, which cost a lift and a scalar multiplication to compute.
+type tweakCache struct{ c *boundedCache[[32]byte, [32]byte] }
+
+func newTweakCache(max int) *tweakCache { return &tweakCache{newBoundedCache[[32]byte, [32]byte](max)} }
+
+func (c *tweakCache) of(p [32]byte) ([32]byte, error) {
+	if q, ok := c.c.get(p); ok {
+		return q, nil
+	}
+	q, err := identity.OutputKeyOf(p)
+	if err != nil {
+		return q, err
+	}
+	c.c.put(p, q)
+	return q, nil
 }

@@ -173,17 +173,17 @@ func readEnvelope(raw []byte) (*envelope, *Error) {
 }
 
 func parse(raw []byte, last Stage, keys *keyCache) (*Message, error) {
-	m, _, err := parseMessage(raw, last, keys)
+	env, e := readEnvelope(raw)
+	if e != nil {
+		return nil, e
+	}
+	m, _, err := parseEnvelope(env, last, keys)
 	return m, err
 }
 
-// parseMessage runs the stages through last and also returns the decoded
-// sender address when semantics ran.
-func parseMessage(raw []byte, last Stage, keys *keyCache) (*Message, *cachedKey, error) {
-	env, e := readEnvelope(raw)
-	if e != nil {
-		return nil, nil, e
-	}
+// parseEnvelope runs the stages after syntax through last, and also
+// returns the decoded sender address when semantics ran.
+func parseEnvelope(env *envelope, last Stage, keys *keyCache) (*Message, *cachedKey, error) {
 	if last < StageStructure {
 		return &Message{}, nil, nil
 	}

@@ -2,35 +2,18 @@ package snap
 
 import (
 	"bytes"
-	"crypto/rand"
-	"encoding/hex"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/google/uuid"
 )
 
-// NewID returns a random (version 4) UUID in its 36-character text form,
-// which matches the message id pattern ^[a-zA-Z0-9_-]+$.
-func NewID() string {
-	var b [16]byte
-	rand.Read(b[:])         // never fails (crypto/rand, Go ≥ 1.24)
-	b[6] = b[6]&0x0f | 0x40 // version 4
-	b[8] = b[8]&0x3f | 0x80 // variant 10 (RFC 9562)
-	var s [36]byte
-	hex.Encode(s[0:8], b[0:4])
-	s[8] = '-'
-	hex.Encode(s[9:13], b[4:6])
-	s[13] = '-'
-	hex.Encode(s[14:18], b[6:8])
-	s[18] = '-'
-	hex.Encode(s[19:23], b[8:10])
-	s[23] = '-'
-	hex.Encode(s[24:36], b[10:16])
-	return string(s[:])
-}
+// NewID returns a random (version 4) UUID, the message id form the spec
+// recommends; it matches the id pattern ^[a-zA-Z0-9_-]+$.
+func NewID() string { return uuid.NewString() }
 
 // Prepare fills the envelope fields a sender usually leaves to its tooling,
 // each only when absent from the JSON object raw: version (ProtocolVersion),

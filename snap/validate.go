@@ -42,9 +42,10 @@ type Config struct {
 // wins and is returned as an *Error with its code and data. A Validator is
 // safe for concurrent use.
 type Validator struct {
-	cfg       Config
-	keys      *keyCache
-	retention time.Duration
+	cfg        Config
+	keys       *keyCache
+	outputKeys *tweakCache
+	retention  time.Duration
 }
 
 // NewValidator returns a Validator for cfg.
@@ -62,9 +63,10 @@ func NewValidator(cfg Config) *Validator {
 	// span of 2·drift; keep its id at least that long, and at least the
 	// spec's 120 s.
 	return &Validator{
-		cfg:       cfg,
-		keys:      newKeyCache(cfg.KeyCacheSize),
-		retention: max(MinReplayRetention, 2*cfg.MaxDrift+time.Second),
+		cfg:        cfg,
+		keys:       newKeyCache(cfg.KeyCacheSize),
+		outputKeys: newTweakCache(cfg.KeyCacheSize),
+		retention:  max(MinReplayRetention, 2*cfg.MaxDrift+time.Second),
 	}
 }
 
@@ -83,9 +85,41 @@ type Verified struct {
 
 // Validate validates raw, a serialized SNAP message.
 func (v *Validator) Validate(ctx context.Context, raw []byte) (*Verified, error) {
-	m, from, err := parseMessage(raw, StageSemantics, v.keys)
+	out, _, err := v.validate(ctx, raw, nil)
+	return out, err
+}
+
+// ValidateSigned validates raw, a message whose transport authenticated its
+// sender with the x-only key signer, as a Nostr event's pubkey does: from
+// must be the P2TR address of signer on either network, else 2003
+// IdentityMismatch. The check follows the semantics stage.
+func (v *Validator) ValidateSigned(ctx context.Context, raw []byte, signer [32]byte) (*Verified, error) {
+	out, _, err := v.validate(ctx, raw, &signer)
+	return out, err
+}
+
+// validate is Validate; it also returns the envelope when the syntax stage
+// passed, so that a server can address its error response.
+func (v *Validator) validate(ctx context.Context, raw []byte, signer *[32]byte) (*Verified, *envelope, error) {
+	env, e := readEnvelope(raw)
+	if e != nil {
+		return nil, nil, e
+	}
+	out, err := v.authenticate(ctx, env, signer)
+	return out, env, err
+}
+
+func (v *Validator) authenticate(ctx context.Context, env *envelope, signer *[32]byte) (*Verified, error) {
+	m, from, err := parseEnvelope(env, StageSemantics, v.keys)
 	if err != nil {
 		return nil, err
+	}
+	if signer != nil {
+		q, err := v.outputKeys.of(*signer)
+		if err != nil || q != from.addr.Key {
+			return nil, &Error{Code: CodeIdentityMismatch, Message: "from is not the address of the transport's signing key",
+				Data: map[string]any{"from": m.From, "signer": hex.EncodeToString(signer[:])}}
+		}
 	}
 	now := v.cfg.Now()
 

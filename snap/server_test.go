@@ -1,0 +1,244 @@
+package snap_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/snap"
+)
+
+// newServer returns B's server with an echo handler for message/send and a
+// handler per test need, and A's validator of B's responses.
+func newServer(t *testing.T, maxSize int) (*snap.Server, *snap.Validator) {
+	t.Helper()
+	r := snap.NewRouter()
+	r.Handle("message/send", func(ctx context.Context, req *snap.Verified) (any, error) {
+		return map[string]any{"task": map[string]any{"id": "task-" + req.ID, "echo": json.RawMessage(req.Payload)}}, nil
+	})
+	r.Handle("tasks/get", func(ctx context.Context, req *snap.Verified) (any, error) {
+		return nil, snap.NewError(snap.CodeTaskNotFound, "task not found", map[string]any{"taskId": "x"})
+	})
+	r.Handle("tasks/cancel", func(ctx context.Context, req *snap.Verified) (any, error) {
+		panic("boom")
+	})
+	r.Handle("test/plain_error", func(ctx context.Context, req *snap.Verified) (any, error) {
+		return nil, errors.New("database password is hunter2")
+	})
+	r.Handle("test/big", func(ctx context.Context, req *snap.Verified) (any, error) {
+		h := make([]string, 100)
+		for i := range h {
+			h[i] = strings.Repeat("h", 50)
+		}
+		return &shrinkable{History: h}, nil
+	})
+	r.Handle("test/huge", func(ctx context.Context, req *snap.Verified) (any, error) {
+		return map[string]string{"blob": strings.Repeat("x", 100_000)}, nil
+	})
+	self := keyB.Address(identity.Mainnet)
+	s := snap.NewServer(snap.ServerConfig{
+		Key: keyB, Router: r, Now: at(t0), MaxResponseSize: maxSize, Logger: slog.New(slog.DiscardHandler),
+		Validator: snap.NewValidator(snap.Config{Self: self, Now: at(t0), Replay: snap.NewMemoryReplayStore(0)}),
+	})
+	return s, snap.NewValidator(snap.Config{Self: keyA.Address(identity.Mainnet), Now: at(t0)})
+}
+
+type shrinkable struct {
+	History []string `json:"history"`
+}
+
+func (s *shrinkable) Shrink() bool {
+	if len(s.History) == 0 {
+		return false
+	}
+	s.History = s.History[len(s.History)/2+len(s.History)%2:]
+	return true
+}
+
+// request returns a signed request from A to B.
+func request(t *testing.T, id, method, payload string) []byte {
+	t.Helper()
+	m := &snap.Message{ID: id, Version: "0.1", Type: snap.TypeRequest, Method: method,
+		From: keyA.Address(identity.Mainnet), To: keyB.Address(identity.Mainnet),
+		Payload: []byte(payload), Timestamp: t0}
+	if err := m.Sign(keyA); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := m.MarshalJSON()
+	return raw
+}
+
+// check verifies resp as a requester must and returns its payload.
+func check(t *testing.T, client *snap.Validator, resp *snap.Message, method string) map[string]any {
+	t.Helper()
+	if resp == nil {
+		t.Fatal("no response")
+	}
+	raw, _ := resp.MarshalJSON()
+	v, err := client.Validate(context.Background(), raw)
+	if err != nil {
+		t.Fatalf("response does not validate: %v\n%s", err, raw)
+	}
+	if !v.Signed || v.Type != snap.TypeResponse || v.Method != method || v.From != keyB.Address(identity.Mainnet) {
+		t.Fatalf("response envelope: %s", raw)
+	}
+	var p map[string]any
+	if err := json.Unmarshal(v.Payload, &p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func errorCode(p map[string]any) (int, map[string]any) {
+	e, _ := p["error"].(map[string]any)
+	if e == nil {
+		return 0, nil
+	}
+	c, _ := e["code"].(float64)
+	d, _ := e["data"].(map[string]any)
+	return int(c), d
+}
+
+func TestServerAnswersEveryRequest(t *testing.T) {
+	ctx := context.Background()
+	s, client := newServer(t, 0)
+
+	p := check(t, client, s.Respond(ctx, snap.Inbound{Raw: request(t, "ok-1", "message/send", `{"a":1}`)}), "message/send")
+	if task, _ := p["task"].(map[string]any); task["id"] != "task-ok-1" {
+		t.Errorf("handler result missing: %v", p)
+	}
+
+	cases := []struct {
+		name   string
+		raw    []byte
+		method string
+		code   int
+		field  string
+	}{
+		{"unknown method", request(t, "u-1", "foo/bar", `{}`), "foo/bar", 1007, ""},
+		{"handler's own error", request(t, "g-1", "tasks/get", `{"taskId":"x"}`), "tasks/get", 1001, ""},
+		{"handler panic", request(t, "c-1", "tasks/cancel", `{}`), "tasks/cancel", 5001, ""},
+		{"plain error is not leaked", request(t, "p-1", "test/plain_error", `{}`), "test/plain_error", 5001, ""},
+		{"bad field", []byte(strings.Replace(string(request(t, "b-1", "message/send", `{}`)), `"id":"b-1"`, `"id":"b@1"`, 1)), "message/send", 1004, "id"},
+		{"bad signature", []byte(strings.Replace(string(request(t, "s-1", "message/send", `{"a":1}`)), `"a":1`, `"a":2`, 1)), "message/send", 2001, "sig"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := check(t, client, s.Respond(ctx, snap.Inbound{Raw: c.raw}), c.method)
+			code, data := errorCode(p)
+			if code != c.code {
+				t.Fatalf("code %d, want %d: %v", code, c.code, p)
+			}
+			if c.field != "" && data["field"] != c.field {
+				t.Errorf("field %v, want %s", data["field"], c.field)
+			}
+			if strings.Contains(p["error"].(map[string]any)["message"].(string), "hunter2") {
+				t.Error("internal error text leaked to the peer")
+			}
+		})
+	}
+}
+
+// A message that is not even JSON still gets a signed answer; with no
+// sender to address, to is omitted.
+func TestServerAnswersGarbage(t *testing.T) {
+	s, _ := newServer(t, 0)
+	resp := s.Respond(context.Background(), snap.Inbound{Raw: []byte("not json")})
+	if resp == nil || resp.To != "" || resp.Method != "snap/error" || resp.Sig == "" {
+		t.Fatalf("response %+v", resp)
+	}
+	if !strings.Contains(string(resp.Payload), `"code":1003`) {
+		t.Errorf("payload %s", resp.Payload)
+	}
+}
+
+// Responses and events are never routed and never answered, signed or not
+// (the SDK's authentication bypass, SPEC-NOTES 2.1 #1).
+func TestServerNeverRoutesResponsesOrEvents(t *testing.T) {
+	s, _ := newServer(t, 0)
+	for _, typ := range []string{"response", "event"} {
+		raw := request(t, "r-"+typ, "tasks/cancel", `{}`) // tasks/cancel panics if routed
+		unsigned := strings.Replace(string(raw), `"type":"request"`, `"type":"`+typ+`"`, 1)
+		unsigned = unsigned[:strings.LastIndex(unsigned, `,"sig"`)] + "}"
+		if resp := s.Respond(context.Background(), snap.Inbound{Raw: []byte(unsigned)}); resp != nil {
+			t.Errorf("unsigned %s answered: %s", typ, resp.Payload)
+		}
+		m, _ := snap.Parse([]byte(unsigned))
+		m.Sign(keyA)
+		signed, _ := m.MarshalJSON()
+		if resp := s.Respond(context.Background(), snap.Inbound{Raw: signed}); resp != nil {
+			t.Errorf("signed %s answered: %s", typ, resp.Payload)
+		}
+	}
+}
+
+func TestServerSignerBinding(t *testing.T) {
+	s, client := newServer(t, 0)
+	ctx := context.Background()
+	pa, pc := keyA.InternalKey(), keyC.InternalKey()
+	p := check(t, client, s.Respond(ctx, snap.Inbound{Raw: request(t, "n-1", "message/send", `{}`), Signer: &pa}), "message/send")
+	if code, _ := errorCode(p); code != 0 {
+		t.Fatalf("A's event carrying A's message: %v", p)
+	}
+	p = check(t, client, s.Respond(ctx, snap.Inbound{Raw: request(t, "n-2", "message/send", `{}`), Signer: &pc}), "message/send")
+	code, data := errorCode(p)
+	if code != 2003 || data["from"] != keyA.Address(identity.Mainnet) || data["signer"] == nil {
+		t.Fatalf("C's event carrying A's message: %v, want 2003 {from, signer}", p)
+	}
+	// A testnet from is bound to the same key.
+	m := &snap.Message{ID: "n-3", Version: "0.1", Type: snap.TypeRequest, Method: "message/send",
+		From: keyA.Address(identity.Testnet), Payload: []byte(`{}`), Timestamp: t0}
+	m.Sign(keyA)
+	raw, _ := m.MarshalJSON()
+	resp := s.Respond(ctx, snap.Inbound{Raw: raw, Signer: &pa})
+	if strings.Contains(string(resp.Payload), `"error"`) {
+		t.Errorf("testnet from of the signer rejected: %s", resp.Payload)
+	}
+}
+
+// A retried message/send gets the original result marked deduplicated;
+// other duplicates get 2006.
+func TestServerDeduplicated(t *testing.T) {
+	s, client := newServer(t, 0)
+	ctx := context.Background()
+	raw := request(t, "d-1", "message/send", `{"n":1}`)
+	first := check(t, client, s.Respond(ctx, snap.Inbound{Raw: raw}), "message/send")
+	again := check(t, client, s.Respond(ctx, snap.Inbound{Raw: raw}), "message/send")
+	if again["deduplicated"] != true {
+		t.Fatalf("retry: %v, want deduplicated", again)
+	}
+	delete(again, "deduplicated")
+	a, _ := json.Marshal(first)
+	b, _ := json.Marshal(again)
+	if string(a) != string(b) {
+		t.Errorf("retry result differs:\n%s\n%s", a, b)
+	}
+	get := request(t, "d-2", "tasks/get", `{"taskId":"x"}`)
+	s.Respond(ctx, snap.Inbound{Raw: get})
+	p := check(t, client, s.Respond(ctx, snap.Inbound{Raw: get}), "tasks/get")
+	if code, _ := errorCode(p); code != 2006 {
+		t.Errorf("duplicate tasks/get: %v, want 2006", p)
+	}
+}
+
+func TestServerResponseSizeLimit(t *testing.T) {
+	s, client := newServer(t, 2000)
+	ctx := context.Background()
+	resp := s.Respond(ctx, snap.Inbound{Raw: request(t, "z-1", "test/big", `{}`)})
+	if b, _ := resp.MarshalJSON(); len(b) > 2000 {
+		t.Fatalf("response of %d bytes over a 2000 limit", len(b))
+	}
+	p := check(t, client, resp, "test/big")
+	if h, ok := p["history"].([]any); !ok || len(h) == 0 || len(h) == 100 {
+		t.Errorf("history not trimmed to fit: %d entries", len(h))
+	}
+	p = check(t, client, s.Respond(ctx, snap.Inbound{Raw: request(t, "z-2", "test/huge", `{}`)}), "test/huge")
+	code, data := errorCode(p)
+	if code != 5001 || data["limit"] != float64(2000) {
+		t.Errorf("unshrinkable response: %v, want 5001 with the limit", p)
+	}
+}
