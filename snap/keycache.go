@@ -51,7 +51,9 @@ type cachedKey struct {
 // look-up instead of a bech32m decode and a field square root (lift_x is
 // about a tenth of a Schnorr verification). A nil *keyCache decodes every
 // time.
-type keyCache struct{ c *boundedCache[string, *cachedKey] }
+type keyCache struct {
+	c *boundedCache[string, *cachedKey]
+}
 
 func newKeyCache(max int) *keyCache { return &keyCache{newBoundedCache[string, *cachedKey](max)} }
 
@@ -94,7 +96,9 @@ func addressError(field, value string, err error) *Error {
 
 // tweakCache maps internal keys P (Nostr pubkeys) to their BIP-341 output
 // keys Q, which cost a lift and a scalar multiplication to compute.
-type tweakCache struct{ c *boundedCache[[32]byte, [32]byte] }
+type tweakCache struct {
+	c *boundedCache[[32]byte, [32]byte]
+}
 
 func newTweakCache(max int) *tweakCache { return &tweakCache{newBoundedCache[[32]byte, [32]byte](max)} }
 
