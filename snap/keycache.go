@@ -2,44 +2,12 @@ package snap
 
 import (
 	"errors"
-	"sync"
 
 	"github.com/btcsuite/btcd/btcec/v2"
 
 	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/bounded"
 )
-
-// boundedCache is a map of at most max entries that evicts an arbitrary
-// entry when full: a flood of new keys costs what no cache would and no
-// more memory. Safe for concurrent use.
-type boundedCache[K comparable, V any] struct {
-	mu  sync.Mutex
-	max int
-	m   map[K]V
-}
-
-func newBoundedCache[K comparable, V any](max int) *boundedCache[K, V] {
-	return &boundedCache[K, V]{max: max, m: make(map[K]V, min(max, 1024))}
-}
-
-func (c *boundedCache[K, V]) get(k K) (V, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	v, ok := c.m[k]
-	return v, ok
-}
-
-func (c *boundedCache[K, V]) put(k K, v V) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.m[k]; !ok && len(c.m) >= c.max {
-		for victim := range c.m {
-			delete(c.m, victim)
-			break
-		}
-	}
-	c.m[k] = v
-}
 
 // cachedKey is a decoded address and its lifted output key Q.
 type cachedKey struct {
@@ -52,16 +20,16 @@ type cachedKey struct {
 // about a tenth of a Schnorr verification). A nil *keyCache decodes every
 // time.
 type keyCache struct {
-	c *boundedCache[string, *cachedKey]
+	c *bounded.Cache[string, *cachedKey]
 }
 
-func newKeyCache(max int) *keyCache { return &keyCache{newBoundedCache[string, *cachedKey](max)} }
+func newKeyCache(max int) *keyCache { return &keyCache{bounded.NewCache[string, *cachedKey](max)} }
 
 // lookup decodes addr, which names the given envelope field, or fails with
 // 2005 naming the broken rule.
 func (c *keyCache) lookup(field, addr string) (*cachedKey, *Error) {
 	if c != nil {
-		if k, ok := c.c.get(addr); ok {
+		if k, ok := c.c.Get(addr); ok {
 			return k, nil
 		}
 	}
@@ -75,7 +43,7 @@ func (c *keyCache) lookup(field, addr string) (*cachedKey, *Error) {
 	}
 	k := &cachedKey{addr: a, pub: pub}
 	if c != nil {
-		c.c.put(addr, k)
+		c.c.Put(addr, k)
 	}
 	return k, nil
 }
@@ -97,19 +65,21 @@ func addressError(field, value string, err error) *Error {
 // tweakCache maps internal keys P (Nostr pubkeys) to their BIP-341 output
 // keys Q, which cost a lift and a scalar multiplication to compute.
 type tweakCache struct {
-	c *boundedCache[[32]byte, [32]byte]
+	c *bounded.Cache[[32]byte, [32]byte]
 }
 
-func newTweakCache(max int) *tweakCache { return &tweakCache{newBoundedCache[[32]byte, [32]byte](max)} }
+func newTweakCache(max int) *tweakCache {
+	return &tweakCache{bounded.NewCache[[32]byte, [32]byte](max)}
+}
 
 func (c *tweakCache) of(p [32]byte) ([32]byte, error) {
-	if q, ok := c.c.get(p); ok {
+	if q, ok := c.c.Get(p); ok {
 		return q, nil
 	}
 	q, err := identity.OutputKeyOf(p)
 	if err != nil {
 		return q, err
 	}
-	c.c.put(p, q)
+	c.c.Put(p, q)
 	return q, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/bounded"
 )
 
 // HandlerFunc handles a verified request. It returns the response payload
@@ -96,7 +97,7 @@ type ServerConfig struct {
 type Server struct {
 	cfg   ServerConfig
 	addr  string
-	dedup *boundedCache[string, dedupEntry]
+	dedup *bounded.Cache[string, dedupEntry]
 }
 
 type dedupEntry struct {
@@ -118,7 +119,7 @@ func NewServer(cfg ServerConfig) *Server {
 	return &Server{
 		cfg:   cfg,
 		addr:  cfg.Key.Address(cfg.Network),
-		dedup: newBoundedCache[string, dedupEntry](cfg.DedupCapacity),
+		dedup: bounded.NewCache[string, dedupEntry](cfg.DedupCapacity),
 	}
 }
 
@@ -157,7 +158,7 @@ func (s *Server) Respond(ctx context.Context, in Inbound) *Message {
 	resp := s.reply(v.From, v.Method, payload, nil)
 	if v.Method == "message/send" && resp.Sig != "" {
 		if p, ok := isResult(resp.Payload); ok {
-			s.dedup.put(replayKey(v.From, v.ID), dedupEntry{payload: p, expires: s.cfg.Now().Add(s.cfg.Validator.retention)})
+			s.dedup.Put(replayKey(v.From, v.ID), dedupEntry{payload: p, expires: s.cfg.Now().Add(s.cfg.Validator.retention)})
 		}
 	}
 	return resp
@@ -185,7 +186,7 @@ func (s *Server) fail(ctx context.Context, env *envelope, err error) *Message {
 	var se *Error
 	if errors.As(err, &se) && se.Code == CodeDuplicateMessage && method == "message/send" {
 		id, _ := se.Data["id"].(string)
-		if e, ok := s.dedup.get(replayKey(from, id)); ok && s.cfg.Now().Before(e.expires) {
+		if e, ok := s.dedup.Get(replayKey(from, id)); ok && s.cfg.Now().Before(e.expires) {
 			return s.reply(from, method, json.RawMessage(withDeduplicated(e.payload)), nil)
 		}
 	}

@@ -1,0 +1,52 @@
+// Package bounded provides a map of bounded size for caches that must not
+// grow under a flood: when full, putting a new key evicts an arbitrary
+// entry, so a flood of new keys costs what no cache would and no more
+// memory.
+//
+//	c := bounded.NewCache[string, *Key](4096)
+//	if k, ok := c.Get(addr); ok { … }
+//	c.Put(addr, k)
+package bounded
+
+import "sync"
+
+// Cache is a bounded map safe for concurrent use.
+type Cache[K comparable, V any] struct {
+	mu  sync.Mutex
+	max int
+	m   map[K]V
+}
+
+// NewCache returns a Cache of at most max entries (at least 1).
+func NewCache[K comparable, V any](size int) *Cache[K, V] {
+	size = max(size, 1)
+	return &Cache[K, V]{max: size, m: make(map[K]V, min(size, 1024))}
+}
+
+// Get returns the value of k.
+func (c *Cache[K, V]) Get(k K) (V, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.m[k]
+	return v, ok
+}
+
+// Put stores v under k, evicting an arbitrary entry if the cache is full.
+func (c *Cache[K, V]) Put(k K, v V) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.m[k]; !ok && len(c.m) >= c.max {
+		for victim := range c.m {
+			delete(c.m, victim)
+			break
+		}
+	}
+	c.m[k] = v
+}
+
+// Len returns the number of entries.
+func (c *Cache[K, V]) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.m)
+}
