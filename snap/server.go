@@ -287,3 +287,10 @@ func withDeduplicated(obj []byte) []byte {
 	out = append(out, obj[:len(obj)-1]...)
 	return append(out, `,"deduplicated":true}`...)
 }
+
+// Refuse returns a signed error response for a message the transport could
+// not even open (an undecryptable payload, a full queue), addressed to no
+// one and echoing no method.
+func (s *Server) Refuse(err *Error) *Message {
+	return s.reply("", "snap/error", nil, err)
+}

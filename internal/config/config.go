@@ -1,0 +1,284 @@
+// Package config loads snapnode's settings. Each setting comes from, in
+// order of precedence: a command-line flag, a SNAPNODE_* environment
+// variable, the TOML file named by --config (or SNAPNODE_CONFIG), then the
+// default. With nothing configured, the node runs self-contained: data in
+// ./snapnode-data, an embedded relay on 127.0.0.1:7447.
+//
+//	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+//	cfg := config.Default()
+//	config.Flags(fs, &cfg)        // binds flags to cfg's fields
+//	fs.Parse(args)
+//	err := config.Load(&cfg, fs, os.Getenv) // applies file, env, then set flags
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Config is every setting of `snapnode run`.
+type Config struct {
+	// ConfigFile is the TOML file read (flag --config, SNAPNODE_CONFIG).
+	ConfigFile string `toml:"-"`
+	// DataDir holds the identity, the databases and the sandbox.
+	DataDir string `toml:"data_dir"`
+	// KeyFile is the identity's secret; default <data-dir>/identity.key.
+	// SNAPNODE_KEY, when set, is the key itself and wins over the file.
+	KeyFile string `toml:"key_file"`
+	// Testnet makes the node's address tb1p… instead of bc1p….
+	Testnet bool `toml:"testnet"`
+	// Relays to use. When empty the node starts its embedded relay on
+	// RelayListen and uses that.
+	Relays []string `toml:"relays"`
+	// RelayListen is the embedded relay's address; empty disables it.
+	RelayListen string `toml:"relay_listen"`
+	// LogLevel is debug, info, warn or error.
+	LogLevel string `toml:"log_level"`
+	// MaxDrift is the SNAP timestamp window.
+	MaxDrift Duration `toml:"max_drift"`
+	// ReplyTTL is the NIP-40 expiration of replies to stored requests.
+	ReplyTTL Duration `toml:"reply_ttl"`
+	// Workers handle requests concurrently.
+	Workers int `toml:"workers"`
+	// Operators are identities that may see and manage every task.
+	Operators []string `toml:"operators"`
+	// Card is the agent card the node publishes.
+	Card Card `toml:"card"`
+}
+
+// Card is the configurable part of the agent card; the identity and the
+// relays are filled in by the node.
+type Card struct {
+	Name        string   `toml:"name"`
+	Description string   `toml:"description"`
+	Version     string   `toml:"version"`
+	InputModes  []string `toml:"input_modes"`
+	OutputModes []string `toml:"output_modes"`
+	Skills      []Skill  `toml:"skills"`
+	Endpoints   []struct {
+		Protocol string `toml:"protocol"`
+		URL      string `toml:"url"`
+	} `toml:"endpoints"`
+}
+
+// Skill is one skill of the card.
+type Skill struct {
+	ID          string   `toml:"id"`
+	Name        string   `toml:"name"`
+	Description string   `toml:"description"`
+	Tags        []string `toml:"tags"`
+	Examples    []string `toml:"examples"`
+}
+
+// Duration is a time.Duration written as "60s" in TOML.
+type Duration struct{ time.Duration }
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return err
+	}
+	d.Duration = v
+	return nil
+}
+
+// Default returns the settings of a node with no configuration.
+func Default() Config {
+	return Config{
+		DataDir:     "snapnode-data",
+		RelayListen: "127.0.0.1:7447",
+		LogLevel:    "info",
+		MaxDrift:    Duration{60 * time.Second},
+		ReplyTTL:    Duration{7 * 24 * time.Hour},
+		Workers:     8,
+		Card: Card{
+			Name:        "snapnode",
+			Description: "A SNAP agent run by snapnode: send it a task; file actions are validated, judged by policy and sandboxed.",
+			Version:     "0.1.0",
+			InputModes:  []string{"text/plain", "application/json"},
+			OutputModes: []string{"text/plain", "application/json"},
+			Skills: []Skill{{
+				ID: "tasks", Name: "Tasks",
+				Description: "Accepts SNAP tasks (message/send, tasks/get, tasks/cancel) and keeps them durably.",
+				Tags:        []string{"tasks", "snap"},
+			}},
+		},
+	}
+}
+
+// setting ties one setting to its flag and environment variable.
+type setting struct {
+	flag, env, usage string
+	bind             func(fs *flag.FlagSet, c *Config, name, usage string)
+	fromEnv          func(c *Config, v string) error
+}
+
+func stringSetting(flagName, env, usage string, field func(*Config) *string) setting {
+	return setting{flagName, env, usage,
+		func(fs *flag.FlagSet, c *Config, name, usage string) { fs.StringVar(field(c), name, *field(c), usage) },
+		func(c *Config, v string) error { *field(c) = v; return nil }}
+}
+
+var settings = []setting{
+	stringSetting("data-dir", "SNAPNODE_DATA_DIR", "keep the identity and databases in `DIR`", func(c *Config) *string { return &c.DataDir }),
+	stringSetting("key", "SNAPNODE_KEY_FILE", "the identity's secret key `FILE` (default <data-dir>/identity.key; SNAPNODE_KEY holds a key itself)", func(c *Config) *string { return &c.KeyFile }),
+	stringSetting("relay-listen", "SNAPNODE_RELAY_LISTEN", "run the embedded relay on `ADDR` when no --relay is given (empty: none)", func(c *Config) *string { return &c.RelayListen }),
+	stringSetting("log-level", "SNAPNODE_LOG_LEVEL", "log `LEVEL`: debug, info, warn or error", func(c *Config) *string { return &c.LogLevel }),
+	{"testnet", "SNAPNODE_TESTNET", "use the testnet (tb1p…) address",
+		func(fs *flag.FlagSet, c *Config, name, usage string) { fs.BoolVar(&c.Testnet, name, c.Testnet, usage) },
+		func(c *Config, v string) (err error) { c.Testnet, err = strconv.ParseBool(v); return err }},
+	{"relay", "SNAPNODE_RELAYS", "use the relay at `URL` (repeatable; the variable is comma-separated)",
+		func(fs *flag.FlagSet, c *Config, name, usage string) {
+			fs.Func(name, usage, func(v string) error { c.Relays = append(c.Relays, v); return nil })
+		},
+		func(c *Config, v string) error { c.Relays = splitList(v); return nil }},
+	{"max-drift", "SNAPNODE_MAX_DRIFT", "accept SNAP timestamps within `DURATION` of the clock",
+		func(fs *flag.FlagSet, c *Config, name, usage string) { fs.DurationVar(&c.MaxDrift.Duration, name, c.MaxDrift.Duration, usage) },
+		func(c *Config, v string) error { return c.MaxDrift.UnmarshalText([]byte(v)) }},
+	{"reply-ttl", "SNAPNODE_REPLY_TTL", "expire replies to stored requests after `DURATION`",
+		func(fs *flag.FlagSet, c *Config, name, usage string) { fs.DurationVar(&c.ReplyTTL.Duration, name, c.ReplyTTL.Duration, usage) },
+		func(c *Config, v string) error { return c.ReplyTTL.UnmarshalText([]byte(v)) }},
+	{"workers", "SNAPNODE_WORKERS", "handle `N` requests at once",
+		func(fs *flag.FlagSet, c *Config, name, usage string) { fs.IntVar(&c.Workers, name, c.Workers, usage) },
+		func(c *Config, v string) (err error) { c.Workers, err = strconv.Atoi(v); return err }},
+	{"operator", "SNAPNODE_OPERATORS", "give `ADDR` the operator role (repeatable; the variable is comma-separated)",
+		func(fs *flag.FlagSet, c *Config, name, usage string) {
+			fs.Func(name, usage, func(v string) error { c.Operators = append(c.Operators, v); return nil })
+		},
+		func(c *Config, v string) error { c.Operators = splitList(v); return nil }},
+}
+
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Flags defines the settings' flags on fs, plus --config.
+func Flags(fs *flag.FlagSet, c *Config) {
+	fs.StringVar(&c.ConfigFile, "config", c.ConfigFile, "read settings from the TOML `FILE` (also SNAPNODE_CONFIG)")
+	for _, s := range settings {
+		s.bind(fs, c, s.flag, s.usage)
+	}
+}
+
+// Load completes c after fs has parsed the command line: it reads the TOML
+// file, then the environment, then re-applies the flags that were set, so
+// that each setting has the value of its most specific source. getenv is
+// os.Getenv in production.
+func Load(c *Config, fs *flag.FlagSet, getenv func(string) string) error {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	// What the flags said, to apply last.
+	flagged := *c
+	flagged.Relays = slices.Clone(c.Relays)
+	flagged.Operators = slices.Clone(c.Operators)
+
+	file := c.ConfigFile
+	if !set["config"] {
+		file = getenv("SNAPNODE_CONFIG")
+	}
+	base := Default()
+	if file != "" {
+		md, err := toml.DecodeFile(file, &base)
+		if err != nil {
+			return fmt.Errorf("config: %s: %w", file, err)
+		}
+		if un := md.Undecoded(); len(un) > 0 {
+			return fmt.Errorf("config: %s: unknown setting %q", file, un[0].String())
+		}
+	}
+	base.ConfigFile = file
+	for _, s := range settings {
+		if v := getenv(s.env); v != "" {
+			if err := s.fromEnv(&base, v); err != nil {
+				return fmt.Errorf("config: %s=%q: %w", s.env, v, err)
+			}
+		}
+	}
+	// Flags win. A repeatable flag's value is what was parsed into c; the
+	// others are re-applied from their text.
+	for name := range set {
+		switch name {
+		case "config":
+		case "relay":
+			base.Relays = flagged.Relays
+		case "operator":
+			base.Operators = flagged.Operators
+		default:
+			if err := bindValue(&base, name, fs.Lookup(name).Value.String()); err != nil {
+				return err
+			}
+		}
+	}
+	*c = base
+	return c.Validate()
+}
+
+// bindValue sets the setting called name on c from its flag text.
+func bindValue(c *Config, name, v string) error {
+	for _, s := range settings {
+		if s.flag == name {
+			return s.fromEnv(c, v)
+		}
+	}
+	return fmt.Errorf("config: no setting %s", name)
+}
+
+// Validate checks the settings that can be checked before starting.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.DataDir == "" {
+		errs = append(errs, errors.New("config: data_dir is empty"))
+	}
+	if len(c.Relays) == 0 && c.RelayListen == "" {
+		errs = append(errs, errors.New("config: no relay: give --relay URL or an embedded relay address (--relay-listen)"))
+	}
+	for _, r := range c.Relays {
+		if !strings.HasPrefix(r, "ws://") && !strings.HasPrefix(r, "wss://") {
+			errs = append(errs, fmt.Errorf("config: relay %q is not a ws:// or wss:// URL", r))
+		}
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("config: log_level %q: want debug, info, warn or error", c.LogLevel))
+	}
+	if c.MaxDrift.Duration < time.Second {
+		errs = append(errs, fmt.Errorf("config: max_drift %v: want at least 1s", c.MaxDrift.Duration))
+	}
+	if c.Workers < 1 {
+		errs = append(errs, fmt.Errorf("config: workers %d: want at least 1", c.Workers))
+	}
+	return errors.Join(errs...)
+}
+
+// KeyPath returns the identity file: KeyFile, or identity.key in DataDir.
+func (c *Config) KeyPath() string {
+	if c.KeyFile != "" {
+		return c.KeyFile
+	}
+	return filepath.Join(c.DataDir, "identity.key")
+}
+
+// EnsureDataDir creates the data folder (0700) if it does not exist.
+func (c *Config) EnsureDataDir() error {
+	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
+		return fmt.Errorf("config: data folder: %w", err)
+	}
+	return nil
+}

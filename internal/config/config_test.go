@@ -1,0 +1,111 @@
+package config_test
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/snapnode/snapnode/internal/config"
+)
+
+func load(t *testing.T, args []string, env map[string]string) (config.Config, error) {
+	t.Helper()
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	c := config.Default()
+	config.Flags(fs, &c)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	err := config.Load(&c, fs, func(k string) string { return env[k] })
+	return c, err
+}
+
+func TestDefaultsNeedNothing(t *testing.T) {
+	c, err := load(t, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.DataDir != "snapnode-data" || c.RelayListen != "127.0.0.1:7447" || len(c.Relays) != 0 ||
+		c.MaxDrift.Duration != time.Minute || c.KeyPath() != filepath.Join("snapnode-data", "identity.key") {
+		t.Errorf("defaults: %+v", c)
+	}
+}
+
+// Precedence: flag, then environment, then file, then default; each
+// setting independently.
+func TestPrecedence(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "snapnode.toml")
+	os.WriteFile(file, []byte(`
+data_dir = "from-file"
+relay_listen = "127.0.0.1:9000"
+log_level = "warn"
+workers = 3
+max_drift = "90s"
+relays = ["wss://file.example"]
+[card]
+name = "Filed"
+`), 0o600)
+	env := map[string]string{"SNAPNODE_DATA_DIR": "from-env", "SNAPNODE_LOG_LEVEL": "error", "SNAPNODE_RELAYS": "wss://env1.example, wss://env2.example"}
+	c, err := load(t, []string{"--config", file, "--data-dir", "from-flag", "--relay", "ws://127.0.0.1:1"}, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct{ name, got, want string }{
+		{"data_dir: flag over env and file", c.DataDir, "from-flag"},
+		{"log_level: env over file", c.LogLevel, "error"},
+		{"relay_listen: file over default", c.RelayListen, "127.0.0.1:9000"},
+		{"relays: flag over env", strings.Join(c.Relays, ","), "ws://127.0.0.1:1"},
+		{"card name: file", c.Card.Name, "Filed"},
+		{"card version: default kept under a partial [card]", c.Card.Version, "0.1.0"},
+	}
+	for _, ch := range checks {
+		if ch.got != ch.want {
+			t.Errorf("%s: %q, want %q", ch.name, ch.got, ch.want)
+		}
+	}
+	if c.Workers != 3 || c.MaxDrift.Duration != 90*time.Second {
+		t.Errorf("file values lost: workers %d, max_drift %v", c.Workers, c.MaxDrift)
+	}
+	// Without the flag, the environment's list wins over the file's.
+	c, err = load(t, []string{"--config", file}, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(c.Relays, ",") != "wss://env1.example,wss://env2.example" {
+		t.Errorf("relays from env: %v", c.Relays)
+	}
+	// SNAPNODE_CONFIG names the file when --config is absent.
+	c, err = load(t, nil, map[string]string{"SNAPNODE_CONFIG": file})
+	if err != nil || c.DataDir != "from-file" {
+		t.Errorf("SNAPNODE_CONFIG: %v %q", err, c.DataDir)
+	}
+}
+
+func TestRejectsBadSettings(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "bad.toml")
+	os.WriteFile(file, []byte("data_dirr = \"typo\"\n"), 0o600)
+	cases := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"unknown file key", []string{"--config", file}, nil, "unknown setting"},
+		{"no relay at all", []string{"--relay-listen", ""}, nil, "no relay"},
+		{"relay scheme", []string{"--relay", "http://x"}, nil, "not a ws://"},
+		{"log level", nil, map[string]string{"SNAPNODE_LOG_LEVEL": "loud"}, "log_level"},
+		{"bad env number", nil, map[string]string{"SNAPNODE_WORKERS": "many"}, "SNAPNODE_WORKERS"},
+		{"missing file", []string{"--config", "/nonexistent.toml"}, nil, "nonexistent"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := load(t, tc.args, tc.env)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want one mentioning %q", err, tc.want)
+			}
+		})
+	}
+}
