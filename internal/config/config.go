@@ -143,10 +143,14 @@ var settings = []setting{
 		},
 		func(c *Config, v string) error { c.Relays = splitList(v); return nil }},
 	{"max-drift", "SNAPNODE_MAX_DRIFT", "accept SNAP timestamps within `DURATION` of the clock",
-		func(fs *flag.FlagSet, c *Config, name, usage string) { fs.DurationVar(&c.MaxDrift.Duration, name, c.MaxDrift.Duration, usage) },
+		func(fs *flag.FlagSet, c *Config, name, usage string) {
+			fs.DurationVar(&c.MaxDrift.Duration, name, c.MaxDrift.Duration, usage)
+		},
 		func(c *Config, v string) error { return c.MaxDrift.UnmarshalText([]byte(v)) }},
 	{"reply-ttl", "SNAPNODE_REPLY_TTL", "expire replies to stored requests after `DURATION`",
-		func(fs *flag.FlagSet, c *Config, name, usage string) { fs.DurationVar(&c.ReplyTTL.Duration, name, c.ReplyTTL.Duration, usage) },
+		func(fs *flag.FlagSet, c *Config, name, usage string) {
+			fs.DurationVar(&c.ReplyTTL.Duration, name, c.ReplyTTL.Duration, usage)
+		},
 		func(c *Config, v string) error { return c.ReplyTTL.UnmarshalText([]byte(v)) }},
 	{"workers", "SNAPNODE_WORKERS", "handle `N` requests at once",
 		func(fs *flag.FlagSet, c *Config, name, usage string) { fs.IntVar(&c.Workers, name, c.Workers, usage) },
