@@ -1,6 +1,55 @@
-// Package tasks will hold the durable SNAP task engine: Task, Status,
-// Artifact, Part, history and contexts; the state machine; the Store
-// interface with SQLite and PostgreSQL implementations; and the service
-// behind message/send and tasks/*. Nothing is implemented yet: it arrives
-// with the durable-tasks issue.
+// Package tasks is the SNAP task engine: Task, Status, Message, Part and
+// Artifact with the JSON form of the SNAP schemas; validation of the
+// message/send, tasks/get and tasks/cancel payloads with every limit of the
+// spec; the task state machine; the Store interface with an in-memory
+// implementation; task events; and the Service the node routes those three
+// methods to.
+//
+// Wiring the Service to the node's router (anything with the Registrar
+// method, such as snap.Router):
+//
+//	store := tasks.NewMemoryStore(tasks.MemoryStoreOptions{MaxTasks: 100_000}) // or a SQL Store
+//	svc := tasks.NewService(store, tasks.ServiceOptions{
+//		Operators: []string{operatorAddr}, // may read and cancel every task
+//	})
+//	svc.Register(router) // message/send, tasks/get, tasks/cancel
+//
+// Each handler takes the requester from the verified request's from and
+// returns a *tasks.TaskResponse ({"task": …}) or a *snap.Error: 1004 naming
+// the payload field ("payload.message.parts[0].text"), 1001 {taskId} for a
+// task that does not exist or is another requester's, 1002 {taskId, state}
+// for canceling a completed or failed task, 5003 when the store is full,
+// 5001 for anything internal. A response too large for its transport
+// shrinks (snap.Shrinker) by dropping its oldest history, as
+// task.TrimHistory(n) does.
+//
+// The same operations are methods, for callers that hold the requester and
+// payload themselves:
+//
+//	task, err := svc.SendMessage(ctx, from, payload) // new task, or continue one
+//	task, err = svc.GetTask(ctx, from, []byte(`{"taskId":"…","historyLength":10}`))
+//	task, err = svc.CancelTask(ctx, from, []byte(`{"taskId":"…"}`))
+//
+// A new task is submitted and waits for a worker. Workers and the executor
+// move it on and attach results; the state machine of SPEC-NOTES 1.10 is
+// enforced (errors.Is(err, tasks.ErrIllegalTransition)):
+//
+//	svc.Transition(ctx, task.ID, tasks.StateWorking, "")
+//	svc.AddArtifact(ctx, task.ID, tasks.Artifact{ArtifactID: "result",
+//		Parts: []tasks.Part{tasks.DataPart(resultJSON)}})
+//	svc.Transition(ctx, task.ID, tasks.StateCompleted, "")
+//
+// Every change of state and every artifact is an Event carrying the task's
+// version. Streams (message/stream, tasks/resubscribe) take the task and
+// its later events with no gap between them:
+//
+//	snapshot, events, err := svc.Subscribe(ctx, from, taskID)
+//	for ev := range events { … } // closed after the final event, when ctx
+//	                            // ends, or if the reader falls behind
+//
+// Stores keep tasks with their owner and a version for optimistic
+// concurrency (Update with an expected version fails with
+// ErrVersionConflict). A new Store proves itself with the shared suite:
+//
+//	storetest.Run(t, func(t *testing.T) tasks.Store { return newStore(t) })
 package tasks

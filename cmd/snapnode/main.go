@@ -50,10 +50,15 @@ var commands []command
 
 func init() {
 	commands = []command{
+		{"run", "run the node: embedded relay, inbox, tasks, agent card", (*cli).runNode},
+		{"send", "send a message/send request to an agent and print its answer", (*cli).send},
+		{"task", "get or cancel one of your tasks on an agent (task get|cancel ID)", (*cli).task},
+		{"discover", "find agent cards by identity or skill on the relays", (*cli).discover},
 		{"keygen", "make a new identity key (optionally from a new BIP-39 mnemonic)", (*cli).keygen},
 		{"sign", "fill in the envelope of a SNAP message and sign it", (*cli).sign},
 		{"verify", "validate a SNAP message (syntax, timestamp, signature)", (*cli).verify},
 		{"card", "sign or verify an Agent Card (card sign, card verify)", (*cli).card},
+		{"relay", "run the embedded Nostr relay alone (relay --listen ADDR --db FILE)", (*cli).relay},
 		{"help", "show this list, or the flags of a command (help <command>)", (*cli).help},
 	}
 }
@@ -140,7 +145,8 @@ func (c *cli) flagSet(name, use string, desc ...string) *flag.FlagSet {
 }
 
 // parse parses args with fs, allowing flags after positional arguments, and
-// checks the number of positional arguments is at most maxPos. When done
+// checks the number of positional arguments is at most maxPos (no limit
+// when maxPos is negative). When done
 // is true the command must return code at once (help, or a usage error
 // already reported).
 func (c *cli) parse(fs *flag.FlagSet, args []string, maxPos int) (pos []string, code int, done bool) {
@@ -162,7 +168,7 @@ func (c *cli) parse(fs *flag.FlagSet, args []string, maxPos int) (pos []string, 
 		pos = append(pos, rest[0])
 		args = rest[1:]
 	}
-	if len(pos) > maxPos {
+	if maxPos >= 0 && len(pos) > maxPos {
 		return nil, c.usageError(fs, fmt.Sprintf("too many arguments: %s", strings.Join(pos, " "))), true
 	}
 	return pos, exitOK, false

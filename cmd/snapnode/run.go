@@ -1,0 +1,71 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/snapnode/snapnode/internal/config"
+	"github.com/snapnode/snapnode/internal/node"
+)
+
+// runNode is `snapnode run`: the daemon.
+func (c *cli) runNode(args []string) int {
+	fs := c.flagSet("run", "[flags]",
+		"Runs the node: with no configuration it creates its data folder and identity,",
+		"starts the embedded relay on 127.0.0.1:7447, publishes its agent card and answers",
+		"SNAP requests until SIGINT or SIGTERM. Settings: flags, then SNAPNODE_* variables,",
+		"then the TOML file of --config, then defaults.")
+	cfg := config.Default()
+	config.Flags(fs, &cfg)
+	_, code, done := c.parse(fs, args, 0)
+	if done {
+		return code
+	}
+	if err := config.Load(&cfg, fs, os.Getenv); err != nil {
+		return c.usageError(fs, err.Error())
+	}
+	var level slog.Level
+	level.UnmarshalText([]byte(cfg.LogLevel)) // Validate checked it
+	logger := slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: level}))
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	n, err := node.Start(ctx, cfg, logger)
+	if err != nil {
+		fmt.Fprintf(c.stderr, "snapnode run: %v\n", err)
+		return exitFail
+	}
+	relayURL := n.RelayURLs()[0]
+	fmt.Fprintf(c.stdout, "snapnode ready address=%s nostr=%s relay=%s\n", n.Address(), n.NostrPublicKey(), relayURL)
+	fmt.Fprintf(c.stdout, "try: %s send --to %s --relay %s \"hello\"\n", selfCommand(), n.Address(), relayURL)
+	<-ctx.Done()
+	logger.Info("stopping: finishing in-flight requests")
+	if err := n.Wait(); err != nil {
+		logger.Error("stopped with an error", "err", err)
+		return exitFail
+	}
+	logger.Info("stopped")
+	return exitOK
+}
+
+// selfCommand is how the user can run this program again: the binary as
+// invoked, or `go run ./cmd/snapnode` when it was built by go run.
+func selfCommand() string {
+	exe := os.Args[0]
+	if strings.Contains(exe, "go-build") {
+		return "go run ./cmd/snapnode"
+	}
+	if !strings.ContainsRune(exe, filepath.Separator) {
+		return exe // found on PATH
+	}
+	if abs, err := filepath.Abs(exe); err == nil {
+		return abs
+	}
+	return exe
+}

@@ -1,0 +1,234 @@
+// Package node assembles a running snapnode from its parts: the identity,
+// the embedded relay (when no relay is configured), the relay pool, the
+// task service behind a snap.Server, the Nostr inbox, and the agent card.
+// cmd/snapnode's `run` is this package plus flags and signals; tests start
+// real nodes with it.
+//
+//	n, err := node.Start(ctx, cfg, logger)
+//	if err != nil { … }
+//	fmt.Println(n.Address(), n.RelayURLs())
+//	<-ctx.Done()
+//	err = n.Wait() // finishes in-flight requests, closes everything
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"time"
+
+	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/config"
+	"github.com/snapnode/snapnode/relay"
+	"github.com/snapnode/snapnode/relay/embedded"
+	"github.com/snapnode/snapnode/snap"
+	"github.com/snapnode/snapnode/tasks"
+)
+
+// Node is a running snapnode.
+type Node struct {
+	cfg        config.Config
+	key        *identity.Key
+	network    identity.Network
+	logger     *slog.Logger
+	relay      *embedded.Relay // nil when relays are configured
+	relayDone  chan error
+	urls       []string
+	pool       *relay.Pool
+	checkpoint *relay.SQLCheckpoint
+	inbox      *relay.Inbox
+	inboxDone  chan error
+	stopRelay  func()
+	stopPool   func()
+	card       *snap.Card
+	Tasks      *tasks.Service
+}
+
+// Start starts a node and returns once it listens for requests and its
+// card is published. The node runs until ctx ends; then call Wait.
+func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (n *Node, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := cfg.EnsureDataDir(); err != nil {
+		return nil, err
+	}
+	n = &Node{cfg: cfg, logger: logger}
+	if cfg.Testnet {
+		n.network = identity.Testnet
+	}
+	if n.key, err = loadOrCreateKey(cfg, logger); err != nil {
+		return nil, err
+	}
+	// Undo what was started when a later step fails.
+	var cleanup []func()
+	defer func() {
+		if err != nil {
+			for i := len(cleanup) - 1; i >= 0; i-- {
+				cleanup[i]()
+			}
+		}
+	}()
+
+	n.urls = cfg.Relays
+	if len(n.urls) == 0 {
+		rctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+		n.relay, err = embedded.New(embedded.Config{DBPath: filepath.Join(cfg.DataDir, "relay.db"), Logger: logger.With("part", "relay")})
+		if err != nil {
+			stop()
+			return nil, fmt.Errorf("node: embedded relay: %w", err)
+		}
+		ln, err := net.Listen("tcp", cfg.RelayListen)
+		if err != nil {
+			stop()
+			return nil, fmt.Errorf("node: embedded relay: %w", err)
+		}
+		n.relayDone = make(chan error, 1)
+		go func() { n.relayDone <- n.relay.Serve(rctx, ln) }()
+		cleanup = append(cleanup, func() { stop(); <-n.relayDone })
+		n.urls = []string{"ws://" + ln.Addr().String()}
+		// The relay outlives ctx: it stops in Wait, after the inbox
+		// has published its last answer.
+		n.stopRelay = stop
+	}
+
+	n.pool = relay.NewPool(relay.PoolConfig{URLs: n.urls, Logger: logger.With("part", "pool")})
+	poolCtx, stopPool := context.WithCancel(context.WithoutCancel(ctx))
+	n.pool.Start(poolCtx)
+	n.stopPool = stopPool
+	cleanup = append(cleanup, func() { stopPool(); n.pool.Close() })
+
+	store := tasks.NewMemoryStore(tasks.MemoryStoreOptions{})
+	n.Tasks = tasks.NewService(store, tasks.ServiceOptions{Operators: cfg.Operators})
+	router := snap.NewRouter()
+	n.Tasks.Register(router)
+	addr := n.key.Address(n.network)
+	server := snap.NewServer(snap.ServerConfig{
+		Key: n.key, Network: n.network, Router: router, Logger: logger.With("part", "snap"),
+		MaxResponseSize: relay.MaxNIP44Plain,
+		Validator: snap.NewValidator(snap.Config{
+			Self: addr, MaxDrift: cfg.MaxDrift.Duration, Replay: snap.NewMemoryReplayStore(0),
+		}),
+	})
+
+	if n.checkpoint, err = relay.OpenCheckpoint(filepath.Join(cfg.DataDir, "node.db")); err != nil {
+		return nil, err
+	}
+	cleanup = append(cleanup, func() { n.checkpoint.Close() })
+
+	n.inbox = relay.NewInbox(relay.InboxConfig{
+		Key: n.key, Transport: n.pool, Responder: server, Checkpoint: n.checkpoint,
+		Logger: logger.With("part", "inbox"), Workers: cfg.Workers, ReplyTTL: cfg.ReplyTTL.Duration,
+	})
+	n.inboxDone = make(chan error, 1)
+	go func() { n.inboxDone <- n.inbox.Run(ctx) }()
+	select {
+	case <-n.inbox.Ready():
+	case err := <-n.inboxDone:
+		return nil, fmt.Errorf("node: inbox: %w", err)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+
+	if n.card, err = buildCard(cfg, addr, n.urls); err != nil {
+		return nil, err
+	}
+	if err := n.PublishCard(ctx); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// loadOrCreateKey returns the key in SNAPNODE_KEY, else in the key file,
+// creating the file (0600) with a new key on first start.
+func loadOrCreateKey(cfg config.Config, logger *slog.Logger) (*identity.Key, error) {
+	if k, err := identity.FromEnv(); k != nil || err != nil {
+		return k, err
+	}
+	path := cfg.KeyPath()
+	k, err := identity.LoadKeyFile(path)
+	if err == nil || !errors.Is(err, fs.ErrNotExist) {
+		return k, err
+	}
+	if k, err = identity.Generate(); err != nil {
+		return nil, err
+	}
+	if err := identity.SaveKeyFile(path, k); err != nil {
+		return nil, err
+	}
+	logger.Info("created a new identity", "file", path, "address", k.Address(identity.Mainnet))
+	return k, nil
+}
+
+// buildCard makes the agent card from the configuration.
+func buildCard(cfg config.Config, addr string, relays []string) (*snap.Card, error) {
+	c := &snap.Card{
+		Name: cfg.Card.Name, Description: cfg.Card.Description, Version: cfg.Card.Version,
+		Identity: addr, NostrRelays: relays,
+		ProtocolVersion: snap.ProtocolVersion, SupportedVersions: snap.SupportedVersions,
+		DefaultInputModes: cfg.Card.InputModes, DefaultOutputModes: cfg.Card.OutputModes,
+	}
+	for _, s := range cfg.Card.Skills {
+		c.Skills = append(c.Skills, snap.Skill{ID: s.ID, Name: s.Name, Description: s.Description, Tags: s.Tags, Examples: s.Examples})
+	}
+	for _, e := range cfg.Card.Endpoints {
+		c.Endpoints = append(c.Endpoints, snap.Endpoint{Protocol: e.Protocol, URL: e.URL})
+	}
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("node: the configured card is invalid: %w", err)
+	}
+	return c, nil
+}
+
+// PublishCard publishes the node's card to its relays, retrying while no
+// relay is connected yet, for up to 15 s.
+func (n *Node) PublishCard(ctx context.Context) error {
+	ev, err := relay.CardEvent(n.card, n.key, time.Now())
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 2*time.Second) {
+		_, err := n.pool.Publish(ctx, ev)
+		if err == nil {
+			n.logger.Info("card published", "event", ev.ID, "relays", n.urls)
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("node: publish card: %w", err)
+		case <-time.After(delay):
+		}
+	}
+}
+
+// Address returns the node's P2TR address.
+func (n *Node) Address() string { return n.key.Address(n.network) }
+
+// NostrPublicKey returns the node's Nostr key (hex).
+func (n *Node) NostrPublicKey() string { return n.key.NostrPublicKey() }
+
+// RelayURLs returns the relays the node uses.
+func (n *Node) RelayURLs() []string { return n.urls }
+
+// Card returns the published card.
+func (n *Node) Card() *snap.Card { return n.card }
+
+// Wait waits for the node to stop after its context ended: the inbox
+// finishes the requests it accepted and publishes their answers, then the
+// pool, the checkpoint and the embedded relay close.
+func (n *Node) Wait() error {
+	err := <-n.inboxDone
+	n.stopPool()
+	errs := []error{err, n.pool.Close(), n.checkpoint.Close()}
+	if n.relay != nil {
+		n.stopRelay()
+		errs = append(errs, <-n.relayDone)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,147 @@
+package node_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/config"
+	"github.com/snapnode/snapnode/internal/node"
+	"github.com/snapnode/snapnode/relay"
+)
+
+// startNode starts a node with its embedded relay on a free loopback port
+// and a data folder of its own; it stops at the end of the test.
+func startNode(t *testing.T, mutate func(*config.Config)) (*node.Node, context.CancelFunc) {
+	t.Helper()
+	cfg := config.Default()
+	cfg.DataDir = filepath.Join(t.TempDir(), "data")
+	cfg.RelayListen = "127.0.0.1:0"
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n, err := node.Start(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			if err := n.Wait(); err != nil {
+				t.Errorf("node stopped with %v", err)
+			}
+		}
+	}
+	t.Cleanup(stop)
+	return n, stop
+}
+
+// requester is a client identity with its own pool.
+type requester struct {
+	key    *identity.Key
+	pool   *relay.Pool
+	client *relay.Client
+}
+
+func newRequester(t *testing.T, urls []string) *requester {
+	t.Helper()
+	k, err := identity.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := relay.NewPool(relay.PoolConfig{URLs: urls, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	p.Start(ctx)
+	t.Cleanup(func() { cancel(); p.Close() })
+	return &requester{key: k, pool: p, client: relay.NewClient(relay.ClientConfig{Key: k, Transport: p})}
+}
+
+func (r *requester) call(t *testing.T, n *node.Node, method string, payload any, persist bool) map[string]any {
+	t.Helper()
+	body, _ := json.Marshal(payload)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	resp, err := r.client.Request(ctx, relay.Target{Address: n.Address(), PubKey: n.NostrPublicKey()},
+		relay.Request{Method: method, Payload: body, Persist: persist})
+	if err != nil {
+		t.Fatalf("%s: %v", method, err)
+	}
+	var p map[string]any
+	if err := json.Unmarshal(resp.Payload, &p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func text(s string) map[string]any {
+	return map[string]any{"message": map[string]any{"messageId": "m-" + s, "role": "user", "parts": []any{map[string]any{"text": s}}}}
+}
+
+func errCode(p map[string]any) int {
+	e, _ := p["error"].(map[string]any)
+	c, _ := e["code"].(float64)
+	return int(c)
+}
+
+func TestNodeRoundTripsOverEmbeddedRelay(t *testing.T) {
+	n, _ := startNode(t, nil)
+	alice := newRequester(t, n.RelayURLs())
+
+	p := alice.call(t, n, "message/send", text("hello"), false)
+	task, _ := p["task"].(map[string]any)
+	id, _ := task["id"].(string)
+	if id == "" || task["status"].(map[string]any)["state"] != "submitted" || task["contextId"] == nil {
+		t.Fatalf("message/send: %v", p)
+	}
+	p = alice.call(t, n, "tasks/get", map[string]any{"taskId": id}, false)
+	if p["task"].(map[string]any)["id"] != id {
+		t.Fatalf("tasks/get: %v", p)
+	}
+	p = alice.call(t, n, "tasks/cancel", map[string]any{"taskId": id}, true) // stored kinds too
+	if p["task"].(map[string]any)["status"].(map[string]any)["state"] != "canceled" {
+		t.Fatalf("tasks/cancel: %v", p)
+	}
+	p = alice.call(t, n, "tasks/cancel", map[string]any{"taskId": id}, false)
+	if errCode(p) != 0 || p["task"].(map[string]any)["status"].(map[string]any)["state"] != "canceled" {
+		t.Fatalf("tasks/cancel again (idempotent): %v", p)
+	}
+	// Another identity cannot see the task.
+	mallory := newRequester(t, n.RelayURLs())
+	if p := mallory.call(t, n, "tasks/get", map[string]any{"taskId": id}, false); errCode(p) != 1001 {
+		t.Fatalf("another identity's tasks/get: %v, want 1001", p)
+	}
+	if p := alice.call(t, n, "foo/bar", map[string]any{}, false); errCode(p) != 1007 {
+		t.Fatalf("unknown method: %v, want 1007", p)
+	}
+	if p := alice.call(t, n, "message/send", map[string]any{"message": map[string]any{"role": "robot"}}, false); errCode(p) != 1004 {
+		t.Fatalf("bad payload: %v, want 1004", p)
+	}
+}
+
+// The card is on the relay, valid and bound to the node's key.
+func TestNodePublishesItsCard(t *testing.T) {
+	n, _ := startNode(t, nil)
+	r := newRequester(t, n.RelayURLs())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	d, rejected, err := relay.DiscoverByIdentity(ctx, r.pool, n.Address())
+	if err != nil || len(rejected) != 0 {
+		t.Fatalf("discover: %v, rejected %v", err, rejected)
+	}
+	if d.PubKey != n.NostrPublicKey() || d.Card.Name != "snapnode" || d.Card.NostrRelays[0] != n.RelayURLs()[0] {
+		t.Errorf("card: %+v", d)
+	}
+	found, _, err := relay.DiscoverBySkill(ctx, r.pool, "tasks")
+	if err != nil || len(found) != 1 || found[0].Card.Identity != n.Address() {
+		t.Errorf("discover by skill: %v %v", found, err)
+	}
+}

@@ -1,0 +1,35 @@
+// Package embedded is a small, complete NIP-01 Nostr relay that snapnode runs
+// by default (on loopback) and that tests start on 127.0.0.1:0. It can also
+// run alone as "snapnode relay".
+//
+// It speaks NIP-01 over WebSocket (EVENT, REQ, CLOSE; OK, EVENT, EOSE,
+// CLOSED, NOTICE), answers NIP-11 information requests on the same URL,
+// honours the kind classes of NIP-01 (regular, replaceable, ephemeral,
+// addressable; formerly NIP-16 and NIP-33) and NIP-40 expiration, and keeps
+// events in SQLite with their tags in a side table, so that tag filters,
+// single-letter or not ("#p", "#skill"), are index lookups.
+//
+// Every resource is bounded: message size, subscriptions per connection,
+// filters per REQ, values per filter, subscription id length, the limit of a
+// query, and each connection's outbound queue. A client that reads too
+// slowly to drain its queue is disconnected; it never slows down the
+// publisher or the other subscribers.
+//
+// Use:
+//
+//	r, err := embedded.New(embedded.Config{DBPath: filepath.Join(dataDir, "relay.db")})
+//	if err != nil {
+//		return err
+//	}
+//	defer r.Close()
+//	ln, err := net.Listen("tcp", "127.0.0.1:0")
+//	if err != nil {
+//		return err
+//	}
+//	fmt.Println("relay at", embedded.WebSocketURL(ln.Addr()))
+//	return r.Serve(ctx, ln) // returns when ctx is cancelled
+//
+// A Relay is also an http.Handler, so it can be mounted in another server
+// (or httptest.NewServer); then call Sweep now and then to delete expired
+// events, which Serve otherwise does every Config.SweepInterval.
+package embedded

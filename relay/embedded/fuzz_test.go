@@ -1,0 +1,229 @@
+package embedded
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+)
+
+// fuzzLimits are small, so that the fuzzer reaches every limit.
+func fuzzLimits() *limits {
+	return &limits{
+		maxMessageLength: 16 << 10,
+		maxSubscriptions: 4,
+		maxFilters:       3,
+		maxFilterValues:  20,
+		maxLimit:         50,
+		defaultLimit:     10,
+		maxSubIDLength:   16,
+		maxEventTags:     10,
+		maxContentLength: 1024,
+	}
+}
+
+var replyPrefixes = []string{"invalid: ", "unsupported: ", "error: "}
+
+func FuzzParseClientMessage(f *testing.F) {
+	id := strings.Repeat("ab", 32)
+	sig := strings.Repeat("cd", 64)
+	for _, s := range []string{
+		`["EVENT",{"id":"` + id + `","pubkey":"` + id + `","created_at":1,"kind":1,"tags":[["p","x"]],"content":"hi","sig":"` + sig + `"}]`,
+		`["EVENT",{"id":"` + id + `","pubkey":"` + id + `","created_at":1.5,"kind":1,"tags":[],"content":"","sig":"` + sig + `"}]`,
+		`["EVENT",{"id":null}]`,
+		`["REQ","sub",{"kinds":[21339,4339],"#p":["` + id + `"],"since":1700000000}]`,
+		`["REQ","s",{"#skill":["echo"],"limit":5},{"ids":[],"authors":null}]`,
+		`["REQ","s",{"search":"x"}]`,
+		`["CLOSE","sub"]`,
+		`["COUNT","c",{}]`,
+		`["AUTH",{}]`,
+		`[]`, `{}`, `null`, `"EVENT"`, `[1]`, ``,
+	} {
+		f.Add([]byte(s))
+	}
+	lim := fuzzLimits()
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := parseClientMessage(b, lim)
+		if err != nil {
+			var r *refusal
+			if !errors.As(err, &r) {
+				t.Fatalf("error %v is not a refusal", err)
+			}
+			ok := false
+			for _, p := range replyPrefixes {
+				ok = ok || strings.HasPrefix(r.msg, p)
+			}
+			if !ok {
+				t.Fatalf("reply %q has no machine-readable prefix", r.msg)
+			}
+			if r.reply == replyClosed && r.ref == "" {
+				t.Fatalf("CLOSED without a subscription id: %q", r.msg)
+			}
+			return
+		}
+		if len(b) > lim.maxMessageLength {
+			t.Fatalf("accepted a message of %d bytes", len(b))
+		}
+		switch m.typ {
+		case msgEvent:
+			if m.event == nil {
+				t.Fatal("EVENT without event")
+			}
+			if err := checkShape(m.event, lim); err != nil {
+				t.Fatalf("accepted event fails checkShape: %v", err)
+			}
+		case msgReq:
+			if m.subID == "" || len(m.subID) > lim.maxSubIDLength {
+				t.Fatalf("subscription id %q accepted", m.subID)
+			}
+			if len(m.filters) == 0 || len(m.filters) > lim.maxFilters {
+				t.Fatalf("%d filters accepted", len(m.filters))
+			}
+			for _, f := range m.filters {
+				if f.valueCount() > lim.maxFilterValues {
+					t.Fatalf("filter with %d values accepted", f.valueCount())
+				}
+				if f.hasLimit && (f.limit < 0 || f.limit > lim.maxLimit) {
+					t.Fatalf("limit %d accepted", f.limit)
+				}
+			}
+		case msgClose:
+			if m.subID == "" || len(m.subID) > lim.maxSubIDLength {
+				t.Fatalf("subscription id %q accepted", m.subID)
+			}
+		default:
+			t.Fatalf("unknown message type %d", m.typ)
+		}
+	})
+}
+
+func FuzzFilterMatch(f *testing.F) {
+	id := strings.Repeat("ab", 32)
+	pk := strings.Repeat("01", 32)
+	sig := strings.Repeat("cd", 64)
+	ev := `{"id":"` + id + `","pubkey":"` + pk + `","created_at":100,"kind":31337,"tags":[["d","bc1p"],["skill","echo","Echo"],["p","` + pk + `"],["e"]],"content":"","sig":"` + sig + `"}`
+	for _, flt := range []string{
+		`{}`,
+		`{"ids":["` + id + `"]}`,
+		`{"ids":[]}`,
+		`{"authors":["` + pk + `"],"kinds":[31337]}`,
+		`{"kinds":[1,31337],"since":100,"until":100}`,
+		`{"since":101}`,
+		`{"#skill":["echo"]}`,
+		`{"#skill":["Echo"]}`,
+		`{"#d":["bc1p"],"#p":["` + pk + `"]}`,
+		`{"#e":[""]}`,
+		`{"#p":null,"limit":0}`,
+	} {
+		f.Add(flt, ev)
+	}
+	lim := fuzzLimits()
+	f.Fuzz(func(t *testing.T, filterJSON, eventJSON string) {
+		if len(filterJSON) > lim.maxMessageLength || len(eventJSON) > lim.maxMessageLength {
+			return
+		}
+		flt, err := parseFilter(json.RawMessage(filterJSON), lim)
+		if err != nil {
+			return
+		}
+		ev, _, err := parseEvent(json.RawMessage(eventJSON), lim)
+		if err != nil {
+			return
+		}
+		got := flt.matches(ev)
+		want, ok := refMatch(filterJSON, eventJSON)
+		if !ok {
+			t.Fatalf("reference could not read inputs the parser accepted:\n%s\n%s", filterJSON, eventJSON)
+		}
+		if got != want {
+			t.Fatalf("matches = %v, reference = %v\nfilter %s\nevent %s", got, want, filterJSON, eventJSON)
+		}
+		if flt.matchesNothing() && got {
+			t.Fatalf("matchesNothing filter matched\nfilter %s\nevent %s", filterJSON, eventJSON)
+		}
+	})
+}
+
+// refMatch is a straightforward NIP-01 matcher over generic JSON, written
+// from the specification independently of filter.go: every present field
+// must match (null counts as absent), a list matches when it contains the
+// event's value, "#x" matches a tag ["x", value, …] with value in the
+// list, since and until are inclusive, limit is ignored.
+func refMatch(filterJSON, eventJSON string) (bool, bool) {
+	var flt, ev map[string]any
+	if !decodeNumbers(filterJSON, &flt) || !decodeNumbers(eventJSON, &ev) {
+		return false, false
+	}
+	created, err := ev["created_at"].(json.Number).Int64()
+	if err != nil {
+		return false, false
+	}
+	kind, err := ev["kind"].(json.Number).Int64()
+	if err != nil {
+		return false, false
+	}
+	contains := func(list any, v string) bool {
+		for _, x := range list.([]any) {
+			if x.(string) == v {
+				return true
+			}
+		}
+		return false
+	}
+	for k, v := range flt {
+		if v == nil {
+			continue
+		}
+		switch {
+		case k == "ids":
+			if !contains(v, ev["id"].(string)) {
+				return false, true
+			}
+		case k == "authors":
+			if !contains(v, ev["pubkey"].(string)) {
+				return false, true
+			}
+		case k == "kinds":
+			found := false
+			for _, x := range v.([]any) {
+				n, err := x.(json.Number).Int64()
+				found = found || (err == nil && n == kind)
+			}
+			if !found {
+				return false, true
+			}
+		case k == "since":
+			n, _ := v.(json.Number).Int64()
+			if created < n {
+				return false, true
+			}
+		case k == "until":
+			n, _ := v.(json.Number).Int64()
+			if created > n {
+				return false, true
+			}
+		case k == "limit":
+		case strings.HasPrefix(k, "#"):
+			found := false
+			for _, tag := range ev["tags"].([]any) {
+				tag := tag.([]any)
+				if len(tag) >= 2 && tag[0].(string) == k[1:] && contains(v, tag[1].(string)) {
+					found = true
+				}
+			}
+			if !found {
+				return false, true
+			}
+		default:
+			return false, false
+		}
+	}
+	return true, true
+}
+
+func decodeNumbers(s string, v any) bool {
+	d := json.NewDecoder(bytes.NewReader([]byte(s)))
+	d.UseNumber()
+	return d.Decode(v) == nil
+}

@@ -1,0 +1,250 @@
+package embedded
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/nbd-wtf/go-nostr"
+)
+
+// testNow is the fake clock's starting time.
+const testNow = 1_700_000_000
+
+// fakeClock is an injectable clock, moved by hand.
+type fakeClock struct{ unix atomic.Int64 }
+
+func newClock() *fakeClock {
+	c := &fakeClock{}
+	c.unix.Store(testNow)
+	return c
+}
+
+func (c *fakeClock) Now() time.Time        { return time.Unix(c.unix.Load(), 0) }
+func (c *fakeClock) Advance(s int64)       { c.unix.Add(s) }
+func (c *fakeClock) Unix() nostr.Timestamp { return nostr.Timestamp(c.unix.Load()) }
+
+// testRelay is a relay served on 127.0.0.1:0 for one test.
+type testRelay struct {
+	*Relay
+	url   string
+	clock *fakeClock
+	stop  func() // cancels Serve and waits for it
+}
+
+func startRelay(t testing.TB, cfg Config) *testRelay {
+	t.Helper()
+	clock := newClock()
+	if cfg.Now == nil {
+		cfg.Now = clock.Now
+	}
+	r, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- r.Serve(ctx, ln) }()
+	for r.Addr() == nil { // Serve records the address first thing
+		time.Sleep(time.Millisecond)
+	}
+	var stopped atomic.Bool
+	stop := func() {
+		if stopped.Swap(true) {
+			return
+		}
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}
+	t.Cleanup(func() {
+		stop()
+		if err := r.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return &testRelay{Relay: r, url: WebSocketURL(ln.Addr()), clock: clock, stop: stop}
+}
+
+// client is a raw NIP-01 client over a gorilla WebSocket.
+type client struct {
+	t  testing.TB
+	ws *websocket.Conn
+}
+
+func dial(t testing.TB, url string) *client {
+	t.Helper()
+	ws, _, err := websocket.DefaultDialer.Dial(url, nil)
+	if err != nil {
+		t.Fatalf("dial %s: %v", url, err)
+	}
+	t.Cleanup(func() { ws.Close() })
+	return &client{t: t, ws: ws}
+}
+
+func (c *client) send(v ...any) {
+	c.t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.sendRaw(b)
+}
+
+func (c *client) sendRaw(b []byte) {
+	c.t.Helper()
+	if err := c.ws.WriteMessage(websocket.TextMessage, b); err != nil {
+		c.t.Fatalf("write: %v", err)
+	}
+}
+
+// msg is one relay message: its type and raw elements.
+type msg struct {
+	typ  string
+	args []json.RawMessage
+}
+
+func (m msg) str(i int) string {
+	var s string
+	_ = json.Unmarshal(m.args[i], &s)
+	return s
+}
+
+func (m msg) event(i int) *nostr.Event {
+	var ev nostr.Event
+	if err := json.Unmarshal(m.args[i], &ev); err != nil {
+		panic(err)
+	}
+	return &ev
+}
+
+// read reads the next message, failing the test after 5 s.
+func (c *client) read() msg {
+	c.t.Helper()
+	m, err := c.readErr(5 * time.Second)
+	if err != nil {
+		c.t.Fatalf("read: %v", err)
+	}
+	return m
+}
+
+func (c *client) readErr(timeout time.Duration) (msg, error) {
+	_ = c.ws.SetReadDeadline(time.Now().Add(timeout))
+	_, b, err := c.ws.ReadMessage()
+	if err != nil {
+		return msg{}, err
+	}
+	var arr []json.RawMessage
+	if err := json.Unmarshal(b, &arr); err != nil || len(arr) == 0 {
+		return msg{}, errors.New("bad relay message: " + string(b))
+	}
+	var typ string
+	_ = json.Unmarshal(arr[0], &typ)
+	return msg{typ: typ, args: arr[1:]}, nil
+}
+
+func (c *client) expect(typ string) msg {
+	c.t.Helper()
+	m := c.read()
+	if m.typ != typ {
+		c.t.Fatalf("got %s %s, want %s", m.typ, joinRaw(m.args), typ)
+	}
+	return m
+}
+
+func joinRaw(a []json.RawMessage) string {
+	s := make([]string, len(a))
+	for i, r := range a {
+		s[i] = string(r)
+	}
+	return strings.Join(s, ", ")
+}
+
+// publish sends ev and returns its OK answer (accepted, message).
+func (c *client) publish(ev *nostr.Event) (bool, string) {
+	c.t.Helper()
+	c.send("EVENT", ev)
+	m := c.expect("OK")
+	if got := m.str(0); got != ev.ID {
+		c.t.Fatalf("OK for %s, want %s", got, ev.ID)
+	}
+	var ok bool
+	_ = json.Unmarshal(m.args[1], &ok)
+	return ok, m.str(2)
+}
+
+func (c *client) mustPublish(ev *nostr.Event) {
+	c.t.Helper()
+	if ok, why := c.publish(ev); !ok {
+		c.t.Fatalf("publish refused: %s", why)
+	}
+}
+
+// req subscribes and returns the ids of the stored events, in order,
+// checking that EOSE ends them.
+func (c *client) req(subID string, filters ...any) []string {
+	c.t.Helper()
+	c.send(append([]any{"REQ", subID}, filters...)...)
+	var ids []string
+	for {
+		m := c.read()
+		switch m.typ {
+		case "EVENT":
+			if m.str(0) != subID {
+				c.t.Fatalf("EVENT for %q, want %q", m.str(0), subID)
+			}
+			ids = append(ids, m.event(1).ID)
+		case "EOSE":
+			if m.str(0) != subID {
+				c.t.Fatalf("EOSE for %q, want %q", m.str(0), subID)
+			}
+			return ids
+		default:
+			c.t.Fatalf("got %s %s during REQ", m.typ, joinRaw(m.args))
+		}
+	}
+}
+
+// key is a test signer.
+type key struct{ sk, pk string }
+
+func newKey(t testing.TB) key {
+	sk := nostr.GeneratePrivateKey()
+	pk, err := nostr.GetPublicKey(sk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key{sk, pk}
+}
+
+// event signs a new event.
+func (k key) event(t testing.TB, kind int, created nostr.Timestamp, content string, tags ...nostr.Tag) *nostr.Event {
+	t.Helper()
+	ev := &nostr.Event{PubKey: k.pk, CreatedAt: created, Kind: kind, Tags: nostr.Tags(tags), Content: content}
+	if ev.Tags == nil {
+		ev.Tags = nostr.Tags{}
+	}
+	if err := ev.Sign(k.sk); err != nil {
+		t.Fatal(err)
+	}
+	return ev
+}
+
+func ids(evs ...*nostr.Event) []string {
+	out := make([]string, len(evs))
+	for i, e := range evs {
+		out[i] = e.ID
+	}
+	return out
+}

@@ -1,0 +1,522 @@
+package embedded
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/nbd-wtf/go-nostr"
+)
+
+// Config configures a Relay. The zero value is a usable relay with an
+// in-memory database; zero fields take the defaults shown.
+type Config struct {
+	// DBPath is the SQLite database file; "" or ":memory:" keeps events
+	// in memory only. The node uses <data-dir>/relay.db.
+	DBPath string
+
+	// Name, Description and Version go into the NIP-11 document.
+	// Defaults: "snapnode relay", a one-line description, "dev".
+	Name, Description, Version string
+
+	// Logger receives the relay's logs; nil discards them.
+	Logger *slog.Logger
+
+	// Now is the clock used for NIP-40 expiration, created_at checks and
+	// rate limits; nil is time.Now. Tests inject a fake clock here.
+	Now func() time.Time
+
+	// Limits, announced in the NIP-11 document.
+	MaxMessageLength int // bytes of one client message; default 512 KiB
+	MaxSubscriptions int // open subscriptions per connection; default 64
+	MaxFilters       int // filters per REQ; default 16
+	MaxFilterValues  int // values in the lists of one filter; default 1000
+	MaxLimit         int // cap on a filter's limit; default 5000
+	DefaultLimit     int // stored events per filter without limit; default 500
+	MaxSubIDLength   int // subscription id length; default 64
+	MaxEventTags     int // tags of one event; default 2500
+	MaxContentLength int // bytes of an event's content; default 256 KiB
+
+	// CreatedAtUpperLimit refuses events dated further in the future than
+	// this; default 15 minutes, negative: no limit.
+	CreatedAtUpperLimit time.Duration
+
+	// SendQueue is the number of live messages queued per connection
+	// (and buffered per subscription while its stored events are sent);
+	// a client that lets it fill up is disconnected. Default 256.
+	SendQueue int
+	// WriteTimeout bounds one write to a client, and how long the relay
+	// waits for room to queue an answer; default 10 s.
+	WriteTimeout time.Duration
+	// PingInterval is how often clients are pinged; a client silent for
+	// twice as long is disconnected. Default 30 s.
+	PingInterval time.Duration
+	// SweepInterval is how often Serve deletes expired events; default
+	// 1 minute.
+	SweepInterval time.Duration
+
+	// EventsPerSecond and EventBurst rate-limit EVENT messages per
+	// connection (token bucket); 0 means no limit. EventBurst defaults to
+	// EventsPerSecond, at least 1.
+	EventsPerSecond float64
+	EventBurst      int
+
+	// AcceptEvent, when set, is asked about every valid event before it
+	// is stored or forwarded; an error refuses it with "blocked: <err>".
+	AcceptEvent func(*nostr.Event) error
+}
+
+// Defaults.
+const (
+	DefaultMaxMessageLength    = 512 << 10
+	DefaultMaxSubscriptions    = 64
+	DefaultMaxFilters          = 16
+	DefaultMaxFilterValues     = 1000
+	DefaultMaxLimit            = 5000
+	DefaultDefaultLimit        = 500
+	DefaultMaxSubIDLength      = 64
+	DefaultMaxEventTags        = 2500
+	DefaultMaxContentLength    = 256 << 10
+	DefaultCreatedAtUpperLimit = 15 * time.Minute
+	DefaultSendQueue           = 256
+	DefaultWriteTimeout        = 10 * time.Second
+	DefaultPingInterval        = 30 * time.Second
+	DefaultSweepInterval       = time.Minute
+)
+
+// withDefaults fills zero fields and checks the rest.
+func (c Config) withDefaults() (Config, error) {
+	def := func(p *int, v int, name string) error {
+		switch {
+		case *p == 0:
+			*p = v
+		case *p < 0:
+			return fmt.Errorf("embedded relay config: %s must not be negative", name)
+		}
+		return nil
+	}
+	defDur := func(p *time.Duration, v time.Duration, name string) error {
+		switch {
+		case *p == 0:
+			*p = v
+		case *p < 0:
+			return fmt.Errorf("embedded relay config: %s must not be negative", name)
+		}
+		return nil
+	}
+	err := errors.Join(
+		def(&c.MaxMessageLength, DefaultMaxMessageLength, "MaxMessageLength"),
+		def(&c.MaxSubscriptions, DefaultMaxSubscriptions, "MaxSubscriptions"),
+		def(&c.MaxFilters, DefaultMaxFilters, "MaxFilters"),
+		def(&c.MaxFilterValues, DefaultMaxFilterValues, "MaxFilterValues"),
+		def(&c.MaxLimit, DefaultMaxLimit, "MaxLimit"),
+		def(&c.DefaultLimit, DefaultDefaultLimit, "DefaultLimit"),
+		def(&c.MaxSubIDLength, DefaultMaxSubIDLength, "MaxSubIDLength"),
+		def(&c.MaxEventTags, DefaultMaxEventTags, "MaxEventTags"),
+		def(&c.MaxContentLength, DefaultMaxContentLength, "MaxContentLength"),
+		def(&c.SendQueue, DefaultSendQueue, "SendQueue"),
+		def(&c.EventBurst, max(int(c.EventsPerSecond), 1), "EventBurst"),
+		defDur(&c.WriteTimeout, DefaultWriteTimeout, "WriteTimeout"),
+		defDur(&c.PingInterval, DefaultPingInterval, "PingInterval"),
+		defDur(&c.SweepInterval, DefaultSweepInterval, "SweepInterval"),
+	)
+	if err != nil {
+		return c, err
+	}
+	if c.EventsPerSecond < 0 {
+		return c, errors.New("embedded relay config: EventsPerSecond must not be negative")
+	}
+	if c.CreatedAtUpperLimit == 0 {
+		c.CreatedAtUpperLimit = DefaultCreatedAtUpperLimit
+	}
+	c.DefaultLimit = min(c.DefaultLimit, c.MaxLimit)
+	if c.Name == "" {
+		c.Name = "snapnode relay"
+	}
+	if c.Description == "" {
+		c.Description = "Embedded Nostr relay of a snapnode SNAP agent node."
+	}
+	if c.Version == "" {
+		c.Version = "dev"
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c, nil
+}
+
+// Relay is an embedded Nostr relay. It is an http.Handler (WebSocket and
+// NIP-11 on the same URL); Serve or ListenAndServe run it on a listener.
+type Relay struct {
+	cfg      Config
+	lim      limits
+	log      *slog.Logger
+	now      func() time.Time
+	store    *store
+	hub      *hub
+	upgrader websocket.Upgrader
+	info     []byte // the NIP-11 document
+
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
+
+	mu     sync.Mutex
+	conns  map[*conn]struct{}
+	closed bool
+	addr   net.Addr
+
+	slowCuts atomic.Int64 // clients disconnected for a full queue
+}
+
+// New opens the database and returns a relay ready to serve. Call Close
+// when done with it.
+func New(cfg Config) (*Relay, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	st, err := openStore(ctx, cfg.DBPath)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("embedded relay: %w", err)
+	}
+	r := &Relay{
+		cfg: cfg,
+		lim: limits{
+			maxMessageLength: cfg.MaxMessageLength,
+			maxSubscriptions: cfg.MaxSubscriptions,
+			maxFilters:       cfg.MaxFilters,
+			maxFilterValues:  cfg.MaxFilterValues,
+			maxLimit:         cfg.MaxLimit,
+			defaultLimit:     cfg.DefaultLimit,
+			maxSubIDLength:   cfg.MaxSubIDLength,
+			maxEventTags:     cfg.MaxEventTags,
+			maxContentLength: cfg.MaxContentLength,
+		},
+		log:    cfg.Logger,
+		now:    cfg.Now,
+		store:  st,
+		hub:    newHub(),
+		ctx:    ctx,
+		cancel: cancel,
+		conns:  make(map[*conn]struct{}),
+		upgrader: websocket.Upgrader{
+			ReadBufferSize:  4096,
+			WriteBufferSize: 4096,
+			// Nostr clients connect from any origin, browsers included.
+			CheckOrigin: func(*http.Request) bool { return true },
+		},
+	}
+	if r.info, err = marshalNoEscape(r.Info()); err != nil {
+		st.close()
+		cancel()
+		return nil, fmt.Errorf("embedded relay: encode NIP-11 document: %w", err)
+	}
+	return r, nil
+}
+
+// Info is the NIP-11 relay information document.
+type Info struct {
+	Name          string     `json:"name"`
+	Description   string     `json:"description"`
+	SupportedNIPs []int      `json:"supported_nips"`
+	Software      string     `json:"software"`
+	Version       string     `json:"version"`
+	Limitation    Limitation `json:"limitation"`
+}
+
+// Limitation is the "limitation" object of NIP-11.
+type Limitation struct {
+	MaxMessageLength    int   `json:"max_message_length"`
+	MaxSubscriptions    int   `json:"max_subscriptions"`
+	MaxFilters          int   `json:"max_filters"`
+	MaxLimit            int   `json:"max_limit"`
+	DefaultLimit        int   `json:"default_limit"`
+	MaxSubIDLength      int   `json:"max_subid_length"`
+	MaxEventTags        int   `json:"max_event_tags"`
+	MaxContentLength    int   `json:"max_content_length"`
+	MinPowDifficulty    int   `json:"min_pow_difficulty"`
+	AuthRequired        bool  `json:"auth_required"`
+	PaymentRequired     bool  `json:"payment_required"`
+	RestrictedWrites    bool  `json:"restricted_writes"`
+	CreatedAtLowerLimit int64 `json:"created_at_lower_limit"`
+	CreatedAtUpperLimit int64 `json:"created_at_upper_limit,omitempty"`
+}
+
+// Software is the NIP-11 "software" of the relay.
+const Software = "https://github.com/snapnode/snapnode"
+
+// Info returns the relay's NIP-11 document.
+func (r *Relay) Info() Info {
+	var upper int64
+	if r.cfg.CreatedAtUpperLimit > 0 {
+		upper = int64(r.cfg.CreatedAtUpperLimit / time.Second)
+	}
+	return Info{
+		Name:        r.cfg.Name,
+		Description: r.cfg.Description,
+		// 16, 20 and 33 were folded into NIP-01; old clients look for them.
+		SupportedNIPs: []int{1, 11, 16, 20, 33, 40},
+		Software:      Software,
+		Version:       r.cfg.Version,
+		Limitation: Limitation{
+			MaxMessageLength:    r.cfg.MaxMessageLength,
+			MaxSubscriptions:    r.cfg.MaxSubscriptions,
+			MaxFilters:          r.cfg.MaxFilters,
+			MaxLimit:            r.cfg.MaxLimit,
+			DefaultLimit:        r.cfg.DefaultLimit,
+			MaxSubIDLength:      r.cfg.MaxSubIDLength,
+			MaxEventTags:        r.cfg.MaxEventTags,
+			MaxContentLength:    r.cfg.MaxContentLength,
+			RestrictedWrites:    r.cfg.AcceptEvent != nil,
+			CreatedAtUpperLimit: upper,
+		},
+	}
+}
+
+// ServeHTTP serves a WebSocket upgrade as a Nostr connection, a request
+// accepting application/nostr+json as the NIP-11 document, and anything
+// else with a short plain-text page.
+func (r *Relay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if websocket.IsWebSocketUpgrade(req) {
+		r.serveWebSocket(w, req)
+		return
+	}
+	h := w.Header()
+	h.Set("Access-Control-Allow-Origin", "*")
+	h.Set("Access-Control-Allow-Headers", "*")
+	h.Set("Access-Control-Allow-Methods", "GET, OPTIONS")
+	switch {
+	case req.Method == http.MethodOptions:
+		w.WriteHeader(http.StatusNoContent)
+	case req.Method != http.MethodGet && req.Method != http.MethodHead:
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+	case strings.Contains(req.Header.Get("Accept"), "application/nostr+json"):
+		h.Set("Content-Type", "application/nostr+json")
+		_, _ = w.Write(r.info)
+	default:
+		h.Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(w, "This is a Nostr relay: connect with a WebSocket client.\n")
+	}
+}
+
+func (r *Relay) serveWebSocket(w http.ResponseWriter, req *http.Request) {
+	r.mu.Lock()
+	closed := r.closed
+	r.mu.Unlock()
+	if closed {
+		http.Error(w, "relay closed", http.StatusServiceUnavailable)
+		return
+	}
+	ws, err := r.upgrader.Upgrade(w, req, nil)
+	if err != nil {
+		return // the upgrader answered with an HTTP error
+	}
+	ctx, cancel := context.WithCancel(r.ctx)
+	c := &conn{
+		r:         r,
+		ws:        ws,
+		log:       r.log.With("remote", req.RemoteAddr),
+		ctx:       ctx,
+		cancel:    cancel,
+		ctrl:      make(chan outItem, 64),
+		live:      make(chan outItem, r.cfg.SendQueue),
+		done:      make(chan struct{}),
+		finished:  make(chan struct{}),
+		closeCode: websocket.CloseNormalClosure,
+		subs:      make(map[string]*subscription),
+	}
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		cancel()
+		_ = ws.WriteControl(websocket.CloseMessage,
+			websocket.FormatCloseMessage(websocket.CloseGoingAway, "relay shutting down"), time.Now().Add(time.Second))
+		_ = ws.Close()
+		return
+	}
+	r.conns[c] = struct{}{}
+	r.mu.Unlock()
+	c.log.Debug("client connected")
+
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		c.writeLoop()
+	}()
+	c.readLoop()
+	<-writerDone
+	for id, s := range c.subs {
+		r.hub.remove(s)
+		delete(c.subs, id)
+	}
+	cancel()
+	r.mu.Lock()
+	delete(r.conns, c)
+	r.mu.Unlock()
+	close(c.finished)
+	c.log.Debug("client disconnected", "code", c.closeCode, "reason", c.closeText)
+}
+
+// closeConns disconnects every client with a going-away close frame and
+// waits until their goroutines have returned.
+func (r *Relay) closeConns(reason string) {
+	r.mu.Lock()
+	conns := make([]*conn, 0, len(r.conns))
+	for c := range r.conns {
+		conns = append(conns, c)
+	}
+	r.mu.Unlock()
+	for _, c := range conns {
+		c.kill(websocket.CloseGoingAway, reason)
+	}
+	for _, c := range conns {
+		<-c.finished
+	}
+}
+
+// ListenAndServe listens on addr (host:port) and serves until ctx is
+// cancelled; see Serve.
+func (r *Relay) ListenAndServe(ctx context.Context, addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("embedded relay: %w", err)
+	}
+	return r.Serve(ctx, ln)
+}
+
+// Serve serves connections on ln, and deletes expired events every
+// SweepInterval, until ctx is cancelled; then it stops accepting, closes
+// every client connection (close code 1001) and returns nil once they are
+// gone. Addr and URL report ln's address from the moment Serve is called.
+// Serve takes ownership of ln. The database stays open: call Close.
+func (r *Relay) Serve(ctx context.Context, ln net.Listener) error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		ln.Close()
+		return errors.New("embedded relay: closed")
+	}
+	r.addr = ln.Addr()
+	r.mu.Unlock()
+	r.log.Info("relay listening", "url", WebSocketURL(ln.Addr()))
+
+	srv := &http.Server{
+		Handler:           r,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(r.log.Handler(), slog.LevelDebug),
+	}
+	sweepDone := make(chan struct{})
+	go func() {
+		defer close(sweepDone)
+		r.sweepLoop(ctx)
+	}()
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case <-r.ctx.Done(): // Close
+	case err = <-serveErr:
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(shutdownCtx) // stops accepting; hijacked sockets are ours
+	r.closeConns("relay shutting down")
+	if err == nil {
+		err = <-serveErr
+	}
+	<-sweepDone
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	if err != nil {
+		return fmt.Errorf("embedded relay: %w", err)
+	}
+	return nil
+}
+
+func (r *Relay) sweepLoop(ctx context.Context) {
+	t := time.NewTicker(r.cfg.SweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.ctx.Done():
+			return
+		case <-t.C:
+			if _, err := r.Sweep(ctx); err != nil && ctx.Err() == nil {
+				r.log.Error("sweep expired events", "err", err)
+			}
+		}
+	}
+}
+
+// Sweep deletes the stored events that have expired (NIP-40) and returns
+// how many it deleted. Serve calls it every SweepInterval; expired events
+// are never served even before they are swept.
+func (r *Relay) Sweep(ctx context.Context) (int64, error) {
+	n, err := r.store.deleteExpired(ctx, r.now().Unix())
+	if err != nil {
+		return 0, fmt.Errorf("embedded relay: %w", err)
+	}
+	if n > 0 {
+		r.log.Debug("swept expired events", "count", n)
+	}
+	return n, nil
+}
+
+// Addr is the address Serve listens on, or nil before Serve is called.
+func (r *Relay) Addr() net.Addr {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.addr
+}
+
+// URL is the relay's ws:// URL, or "" before Serve is called.
+func (r *Relay) URL() string {
+	a := r.Addr()
+	if a == nil {
+		return ""
+	}
+	return WebSocketURL(a)
+}
+
+// WebSocketURL is the ws:// URL of a relay listening on addr.
+func WebSocketURL(addr net.Addr) string {
+	return "ws://" + addr.String()
+}
+
+// Close disconnects every client, waits for their goroutines and closes
+// the database. Serve calls in progress return once their ctx is
+// cancelled. Close is idempotent.
+func (r *Relay) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	r.mu.Unlock()
+	r.closeConns("relay shutting down")
+	r.cancel()
+	if err := r.store.close(); err != nil {
+		return fmt.Errorf("embedded relay: close database: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,814 @@
+package embedded
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/nbd-wtf/go-nostr"
+)
+
+func TestPublishOK(t *testing.T) {
+	tr := startRelay(t, Config{})
+	c := dial(t, tr.url)
+	k := newKey(t)
+	now := tr.clock.Unix()
+
+	ev := k.event(t, 1, now, "hello")
+	if ok, why := c.publish(ev); !ok || why != "" {
+		t.Fatalf("valid event: ok=%v %q", ok, why)
+	}
+	if ok, why := c.publish(ev); !ok || !strings.HasPrefix(why, "duplicate:") {
+		t.Fatalf("duplicate: ok=%v %q, want true duplicate:", ok, why)
+	}
+
+	badID := k.event(t, 1, now, "bad id")
+	badID.Content = "changed after signing"
+	if ok, why := c.publish(badID); ok || !strings.HasPrefix(why, "invalid:") {
+		t.Fatalf("bad id: ok=%v %q", ok, why)
+	}
+
+	badSig := k.event(t, 1, now, "bad sig")
+	other := k.event(t, 1, now, "other")
+	badSig.Sig = other.Sig
+	if ok, why := c.publish(badSig); ok || !strings.HasPrefix(why, "invalid:") {
+		t.Fatalf("bad sig: ok=%v %q", ok, why)
+	}
+
+	// Upper-case hex, a missing field, a null tag element: invalid, and the
+	// OK carries the id.
+	upper := k.event(t, 1, now, "upper")
+	upper.ID = strings.ToUpper(upper.ID)
+	if ok, why := c.publish(upper); ok || !strings.HasPrefix(why, "invalid:") {
+		t.Fatalf("upper-case id: ok=%v %q", ok, why)
+	}
+	noSig := k.event(t, 1, now, "no sig")
+	c.sendRaw([]byte(fmt.Sprintf(`["EVENT",{"id":%q,"pubkey":%q,"created_at":%d,"kind":1,"tags":[],"content":"no sig"}]`, noSig.ID, noSig.PubKey, now)))
+	if m := c.expect("OK"); m.str(0) != noSig.ID || !strings.HasPrefix(m.str(2), "invalid:") {
+		t.Fatalf("missing sig: %s", joinRaw(m.args))
+	}
+	c.sendRaw([]byte(fmt.Sprintf(`["EVENT",{"id":%q,"pubkey":%q,"created_at":%d,"kind":1,"tags":[["p",null]],"content":"","sig":%q}]`, noSig.ID, noSig.PubKey, now, noSig.Sig)))
+	if m := c.expect("OK"); !strings.HasPrefix(m.str(2), "invalid:") {
+		t.Fatalf("null in tag: %s", joinRaw(m.args))
+	}
+
+	// Only the valid event is stored.
+	if got := c.req("all", map[string]any{}); !slices.Equal(got, ids(ev)) {
+		t.Fatalf("stored %v, want %v", got, ids(ev))
+	}
+}
+
+func TestReqFilters(t *testing.T) {
+	tr := startRelay(t, Config{})
+	c := dial(t, tr.url)
+	alice, bob := newKey(t), newKey(t)
+	now := tr.clock.Unix()
+
+	e1 := alice.event(t, 1, now-50, "one", nostr.Tag{"p", bob.pk})
+	e2 := alice.event(t, 4339, now-40, "two", nostr.Tag{"p", bob.pk}, nostr.Tag{"e", e1.ID})
+	e3 := bob.event(t, 4339, now-30, "three", nostr.Tag{"p", alice.pk}, nostr.Tag{"e", e1.ID})
+	card := bob.event(t, 31337, now-20, "{}", nostr.Tag{"d", "bc1pbob"}, nostr.Tag{"skill", "translate", "Translate"}, nostr.Tag{"skill", "summarize", "Summarize"})
+	card2 := alice.event(t, 31337, now-10, "{}", nostr.Tag{"d", "bc1palice"}, nostr.Tag{"skill", "summarize", "Summarize"})
+	for _, ev := range []*nostr.Event{e1, e2, e3, card, card2} {
+		c.mustPublish(ev)
+	}
+
+	for _, tc := range []struct {
+		name   string
+		filter map[string]any
+		want   []*nostr.Event
+	}{
+		{"all newest first", map[string]any{}, []*nostr.Event{card2, card, e3, e2, e1}},
+		{"ids", map[string]any{"ids": []string{e1.ID, e3.ID}}, []*nostr.Event{e3, e1}},
+		{"authors", map[string]any{"authors": []string{alice.pk}}, []*nostr.Event{card2, e2, e1}},
+		{"kinds", map[string]any{"kinds": []int{4339}}, []*nostr.Event{e3, e2}},
+		{"#p", map[string]any{"#p": []string{bob.pk}}, []*nostr.Event{e2, e1}},
+		{"#e", map[string]any{"#e": []string{e1.ID}}, []*nostr.Event{e3, e2}},
+		{"#p and #e", map[string]any{"#p": []string{bob.pk}, "#e": []string{e1.ID}}, []*nostr.Event{e2}},
+		{"#d", map[string]any{"kinds": []int{31337}, "#d": []string{"bc1pbob"}}, []*nostr.Event{card}},
+		{"#skill", map[string]any{"kinds": []int{31337}, "#skill": []string{"summarize"}}, []*nostr.Event{card2, card}},
+		{"#skill one", map[string]any{"#skill": []string{"translate", "nothing"}}, []*nostr.Event{card}},
+		{"#skill matches the first value only", map[string]any{"#skill": []string{"Translate"}}, nil},
+		{"since", map[string]any{"since": int64(now - 30)}, []*nostr.Event{card2, card, e3}},
+		{"until", map[string]any{"until": int64(now - 40)}, []*nostr.Event{e2, e1}},
+		{"since and until", map[string]any{"since": int64(now - 40), "until": int64(now - 20)}, []*nostr.Event{card, e3, e2}},
+		{"limit", map[string]any{"limit": 2}, []*nostr.Event{card2, card}},
+		{"limit 0", map[string]any{"limit": 0}, nil},
+		{"kinds and authors", map[string]any{"kinds": []int{4339}, "authors": []string{bob.pk}}, []*nostr.Event{e3}},
+		{"empty ids", map[string]any{"ids": []string{}}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := c.req("s", tc.filter)
+			if want := ids(tc.want...); !slices.Equal(got, want) {
+				t.Fatalf("got %v\nwant %v", got, want)
+			}
+		})
+	}
+
+	// Several filters: union, newest first, each event once, each filter
+	// with its own limit.
+	got := c.req("multi", map[string]any{"#p": []string{bob.pk}}, map[string]any{"kinds": []int{4339}}, map[string]any{"kinds": []int{31337}, "limit": 1})
+	if want := ids(card2, e3, e2, e1); !slices.Equal(got, want) {
+		t.Fatalf("multi-filter: got %v\nwant %v", got, want)
+	}
+}
+
+func TestLiveDeliveryAndClose(t *testing.T) {
+	tr := startRelay(t, Config{})
+	sub, pub := dial(t, tr.url), dial(t, tr.url)
+	k, target := newKey(t), newKey(t)
+	now := tr.clock.Unix()
+
+	old := k.event(t, 4339, now-5, "stored", nostr.Tag{"p", target.pk})
+	pub.mustPublish(old)
+	if got := sub.req("live", map[string]any{"kinds": []int{21339, 4339}, "#p": []string{target.pk}}); !slices.Equal(got, ids(old)) {
+		t.Fatalf("stored: %v", got)
+	}
+	// After EOSE, matching events arrive live; others do not.
+	pub.mustPublish(k.event(t, 4339, now, "not for target", nostr.Tag{"p", k.pk}))
+	live := k.event(t, 21339, now, "live", nostr.Tag{"p", target.pk})
+	pub.mustPublish(live)
+	m := sub.expect("EVENT")
+	if m.str(0) != "live" || m.event(1).ID != live.ID {
+		t.Fatalf("live: %s", joinRaw(m.args))
+	}
+	if !m.event(1).CheckID() {
+		t.Fatal("delivered event has a wrong id")
+	}
+
+	// CLOSE stops delivery. A REQ on another id afterwards acts as a
+	// barrier: its EOSE comes after anything still queued.
+	sub.send("CLOSE", "live")
+	pub.mustPublish(k.event(t, 21339, now, "after close", nostr.Tag{"p", target.pk}))
+	if got := sub.req("barrier", map[string]any{"limit": 0}); len(got) != 0 {
+		t.Fatalf("barrier: %v", got)
+	}
+	pub.mustPublish(k.event(t, 1, now, "kind 1"))
+	m = sub.expect("EVENT")
+	if m.str(0) != "barrier" {
+		t.Fatalf("event for closed subscription: %s", joinRaw(m.args))
+	}
+	if tr.hub.size() == 0 {
+		t.Fatal("hub lost the open subscription")
+	}
+}
+
+func TestReqReplacesSubscription(t *testing.T) {
+	tr := startRelay(t, Config{})
+	c, pub := dial(t, tr.url), dial(t, tr.url)
+	k := newKey(t)
+	now := tr.clock.Unix()
+	c.req("s", map[string]any{"kinds": []int{1}})
+	c.req("s", map[string]any{"kinds": []int{2}})
+	pub.mustPublish(k.event(t, 1, now, "kind 1"))
+	two := k.event(t, 2, now, "kind 2")
+	pub.mustPublish(two)
+	m := c.expect("EVENT")
+	if m.event(1).ID != two.ID {
+		t.Fatalf("replaced subscription still delivers: %s", joinRaw(m.args))
+	}
+}
+
+func TestEventDeliveredOncePerSubscription(t *testing.T) {
+	tr := startRelay(t, Config{})
+	c := dial(t, tr.url)
+	k := newKey(t)
+	c.req("s", map[string]any{"kinds": []int{1}}, map[string]any{"authors": []string{k.pk}}, map[string]any{"#t": []string{"a", "b"}})
+	ev := k.event(t, 1, tr.clock.Unix(), "x", nostr.Tag{"t", "a"}, nostr.Tag{"t", "b"})
+	c.send("EVENT", ev)
+	var events, oks int
+	for range 2 {
+		switch m := c.read(); m.typ {
+		case "EVENT":
+			events++
+		case "OK":
+			oks++
+		}
+	}
+	if events != 1 || oks != 1 {
+		t.Fatalf("got %d EVENT and %d OK, want one each", events, oks)
+	}
+	if got := c.req("barrier", map[string]any{"limit": 0}); len(got) != 0 {
+		t.Fatal(got)
+	}
+}
+
+func TestEphemeralNotStored(t *testing.T) {
+	tr := startRelay(t, Config{})
+	sub, pub := dial(t, tr.url), dial(t, tr.url)
+	k := newKey(t)
+	sub.req("eph", map[string]any{"kinds": []int{21339}})
+	ev := k.event(t, 21339, tr.clock.Unix(), "ephemeral", nostr.Tag{"p", k.pk})
+	pub.mustPublish(ev)
+	if m := sub.expect("EVENT"); m.event(1).ID != ev.ID {
+		t.Fatal("wrong event")
+	}
+	if got := pub.req("after", map[string]any{"kinds": []int{21339}}); len(got) != 0 {
+		t.Fatalf("ephemeral event was stored: %v", got)
+	}
+	if n, _ := tr.store.count(context.Background()); n != 0 {
+		t.Fatalf("%d rows stored", n)
+	}
+}
+
+func TestReplaceable(t *testing.T) {
+	tr := startRelay(t, Config{})
+	c := dial(t, tr.url)
+	k := newKey(t)
+	now := tr.clock.Unix()
+
+	v1 := k.event(t, 0, now-10, `{"name":"v1"}`)
+	v2 := k.event(t, 0, now-5, `{"name":"v2"}`)
+	c.mustPublish(v1)
+	c.mustPublish(v2)
+	if got := c.req("r", map[string]any{"kinds": []int{0}}); !slices.Equal(got, ids(v2)) {
+		t.Fatalf("after replacement: %v, want %v", got, ids(v2))
+	}
+	// An older version is refused and does not come back.
+	if ok, why := c.publish(v1); ok || !strings.Contains(why, "newer version") {
+		t.Fatalf("older version: ok=%v %q", ok, why)
+	}
+	// Kind 10000-19999 and 3 are replaceable too.
+	for _, kind := range []int{3, 10002} {
+		a := k.event(t, kind, now-3, "a")
+		b := k.event(t, kind, now-2, "b")
+		c.mustPublish(a)
+		c.mustPublish(b)
+		if got := c.req("r", map[string]any{"kinds": []int{kind}}); !slices.Equal(got, ids(b)) {
+			t.Fatalf("kind %d: %v", kind, got)
+		}
+	}
+}
+
+// tiePair signs two events of kind with the same created_at and returns
+// them as (lower id, higher id).
+func tiePair(t *testing.T, k key, kind int, at nostr.Timestamp, tags ...nostr.Tag) (lo, hi *nostr.Event) {
+	a := k.event(t, kind, at, "first", tags...)
+	b := k.event(t, kind, at, "second", tags...)
+	if a.ID < b.ID {
+		return a, b
+	}
+	return b, a
+}
+
+func TestReplaceableTieLowestIDWins(t *testing.T) {
+	for _, order := range []string{"low first", "high first"} {
+		t.Run(order, func(t *testing.T) {
+			tr := startRelay(t, Config{})
+			c := dial(t, tr.url)
+			k := newKey(t)
+			lo, hi := tiePair(t, k, 0, tr.clock.Unix())
+			if order == "low first" {
+				c.mustPublish(lo)
+				if ok, _ := c.publish(hi); ok {
+					t.Fatal("higher id replaced the lower one")
+				}
+			} else {
+				c.mustPublish(hi)
+				c.mustPublish(lo)
+			}
+			if got := c.req("r", map[string]any{"kinds": []int{0}}); !slices.Equal(got, ids(lo)) {
+				t.Fatalf("kept %v, want the lowest id %s", got, lo.ID)
+			}
+		})
+	}
+}
+
+func TestAddressable(t *testing.T) {
+	tr := startRelay(t, Config{})
+	c := dial(t, tr.url)
+	k, other := newKey(t), newKey(t)
+	now := tr.clock.Unix()
+
+	a1 := k.event(t, 31337, now-10, "a1", nostr.Tag{"d", "a"})
+	a2 := k.event(t, 31337, now-5, "a2", nostr.Tag{"d", "a"})
+	b1 := k.event(t, 31337, now-8, "b1", nostr.Tag{"d", "b"})
+	noD := k.event(t, 31337, now-7, "no d") // the d tag defaults to ""
+	emptyD := k.event(t, 31337, now-6, "empty d", nostr.Tag{"d", ""})
+	o1 := other.event(t, 31337, now-9, "other a", nostr.Tag{"d", "a"})
+	for _, ev := range []*nostr.Event{a1, a2, b1, noD, emptyD, o1} {
+		c.mustPublish(ev)
+	}
+	got := c.req("r", map[string]any{"kinds": []int{31337}})
+	if want := ids(a2, emptyD, b1, o1); !slices.Equal(got, want) {
+		t.Fatalf("got %v\nwant %v", got, want)
+	}
+	// Tie on one address: the lowest id stays, whatever the order.
+	lo, hi := tiePair(t, k, 30000, now, nostr.Tag{"d", "x"})
+	c.mustPublish(hi)
+	c.mustPublish(lo)
+	if ok, _ := c.publish(hi); ok {
+		t.Fatal("replaced version came back")
+	}
+	if got := c.req("r", map[string]any{"kinds": []int{30000}, "#d": []string{"x"}}); !slices.Equal(got, ids(lo)) {
+		t.Fatalf("tie: %v, want %s", got, lo.ID)
+	}
+	// The tags of replaced versions are gone from the index.
+	if got := c.req("r", map[string]any{"#d": []string{"a"}, "authors": []string{k.pk}}); !slices.Equal(got, ids(a2)) {
+		t.Fatalf("tag index: %v", got)
+	}
+}
+
+func TestExpiration(t *testing.T) {
+	tr := startRelay(t, Config{})
+	c := dial(t, tr.url)
+	k := newKey(t)
+	now := tr.clock.Unix()
+	exp := func(s nostr.Timestamp) nostr.Tag { return nostr.Tag{"expiration", fmt.Sprint(s)} }
+
+	// Already expired: refused, ephemeral or not.
+	for _, kind := range []int{4339, 21339} {
+		if ok, why := c.publish(k.event(t, kind, now-10, "late", exp(now))); ok || !strings.HasPrefix(why, "invalid:") {
+			t.Fatalf("kind %d expired: ok=%v %q", kind, ok, why)
+		}
+	}
+	if ok, why := c.publish(k.event(t, 4339, now, "bad", nostr.Tag{"expiration", "soon"})); ok || !strings.HasPrefix(why, "invalid:") {
+		t.Fatalf("malformed expiration: ok=%v %q", ok, why)
+	}
+
+	short := k.event(t, 4339, now, "short", exp(now+10))
+	long := k.event(t, 4339, now, "long", exp(now+1000))
+	c.mustPublish(short)
+	c.mustPublish(long)
+	if got := c.req("x", map[string]any{"kinds": []int{4339}}); len(got) != 2 {
+		t.Fatalf("before expiry: %v", got)
+	}
+
+	// Hidden as soon as the clock passes it, before any sweep.
+	tr.clock.Advance(10)
+	if got := c.req("x", map[string]any{"kinds": []int{4339}}); !slices.Equal(got, ids(long)) {
+		t.Fatalf("after expiry: %v, want only %s", got, long.ID)
+	}
+	if n, _ := tr.store.count(context.Background()); n != 2 {
+		t.Fatalf("%d rows before sweep, want 2", n)
+	}
+	n, err := tr.Sweep(context.Background())
+	if err != nil || n != 1 {
+		t.Fatalf("Sweep = %d, %v; want 1", n, err)
+	}
+	if n, _ := tr.store.count(context.Background()); n != 1 {
+		t.Fatalf("%d rows after sweep, want 1", n)
+	}
+	var tags int
+	if err := tr.store.r.QueryRow("SELECT count(*) FROM tags t JOIN events e ON e.seq = t.event_seq WHERE e.id = ?", short.ID).Scan(&tags); err != nil || tags != 0 {
+		t.Fatalf("tags of swept event: %d, %v", tags, err)
+	}
+	// An expired replaceable version does not block a new one with an older
+	// created_at.
+	r1 := k.event(t, 10000, now, "r1", exp(now+11))
+	c.mustPublish(r1)
+	tr.clock.Advance(5)
+	r0 := k.event(t, 10000, now-1, "r0")
+	c.mustPublish(r0)
+	if got := c.req("x", map[string]any{"kinds": []int{10000}}); !slices.Equal(got, ids(r0)) {
+		t.Fatalf("replaceable after expiry: %v", got)
+	}
+}
+
+func TestPeriodicSweep(t *testing.T) {
+	tr := startRelay(t, Config{SweepInterval: 10 * time.Millisecond})
+	c := dial(t, tr.url)
+	k := newKey(t)
+	now := tr.clock.Unix()
+	c.mustPublish(k.event(t, 1, now, "x", nostr.Tag{"expiration", fmt.Sprint(now + 5)}))
+	c.mustPublish(k.event(t, 1, now, "y"))
+	tr.clock.Advance(5)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		n, err := tr.store.count(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("expired event not swept: %d rows", n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestCreatedAtUpperLimit(t *testing.T) {
+	tr := startRelay(t, Config{CreatedAtUpperLimit: time.Minute})
+	c := dial(t, tr.url)
+	k := newKey(t)
+	now := tr.clock.Unix()
+	if ok, why := c.publish(k.event(t, 1, now+61, "future")); ok || !strings.HasPrefix(why, "invalid:") {
+		t.Fatalf("future event: ok=%v %q", ok, why)
+	}
+	c.mustPublish(k.event(t, 1, now+60, "near future"))
+}
+
+func TestNIP11(t *testing.T) {
+	tr := startRelay(t, Config{Name: "test relay", MaxFilters: 3})
+	httpURL := "http" + strings.TrimPrefix(tr.url, "ws")
+	if tr.URL() != tr.url {
+		t.Fatalf("URL() = %q, want %q", tr.URL(), tr.url)
+	}
+	req, _ := http.NewRequest(http.MethodGet, httpURL, nil)
+	req.Header.Set("Accept", "application/nostr+json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if ct := resp.Header.Get("Content-Type"); ct != "application/nostr+json" {
+		t.Fatalf("Content-Type %q", ct)
+	}
+	if resp.Header.Get("Access-Control-Allow-Origin") != "*" {
+		t.Fatal("no CORS header")
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(body, &doc); err != nil {
+		t.Fatalf("%v: %s", err, body)
+	}
+	if doc["name"] != "test relay" || doc["software"] != Software || doc["version"] == "" || doc["description"] == "" {
+		t.Fatalf("document: %s", body)
+	}
+	nips, _ := doc["supported_nips"].([]any)
+	for _, want := range []float64{1, 11, 40} {
+		if !slices.Contains(nips, any(want)) {
+			t.Fatalf("supported_nips %v lacks %v", nips, want)
+		}
+	}
+	lim, _ := doc["limitation"].(map[string]any)
+	for _, f := range []string{"max_message_length", "max_subscriptions", "max_filters", "max_limit", "max_subid_length", "max_event_tags", "max_content_length", "default_limit"} {
+		if v, ok := lim[f].(float64); !ok || v <= 0 {
+			t.Fatalf("limitation.%s = %v", f, lim[f])
+		}
+	}
+	if lim["max_filters"] != 3.0 {
+		t.Fatalf("max_filters %v", lim["max_filters"])
+	}
+
+	// A plain GET is not the document.
+	resp2, err := http.Get(httpURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp2.Body.Close()
+	if resp2.StatusCode != http.StatusOK || resp2.Header.Get("Content-Type") == "application/nostr+json" {
+		t.Fatalf("plain GET: %d %s", resp2.StatusCode, resp2.Header.Get("Content-Type"))
+	}
+}
+
+func TestSlowReaderDisconnected(t *testing.T) {
+	tr := startRelay(t, Config{SendQueue: 4, WriteTimeout: 2 * time.Second})
+	fast, pub := dial(t, tr.url), dial(t, tr.url)
+	// A small receive buffer makes the slow client's socket fill quickly.
+	d := websocket.Dialer{NetDialContext: (&net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		err := rc.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+		return errors.Join(err, serr)
+	}}).DialContext}
+	ws, _, err := d.Dial(tr.url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ws.Close() })
+	slow := &client{t: t, ws: ws}
+	k := newKey(t)
+	filter := map[string]any{"kinds": []int{21339}}
+	slow.req("s", filter)
+	fast.req("f", filter)
+
+	// The slow client stops reading. Large ephemeral events fill the
+	// socket buffers and then its queue of 4; it is cut off, while the
+	// publisher gets every OK and the fast client every event.
+	const n = 200
+	content := strings.Repeat("x", 16<<10)
+	received := make(chan int, 1)
+	go func() {
+		got := 0
+		for got < n {
+			m, err := fast.readErr(20 * time.Second)
+			if err != nil {
+				break
+			}
+			if m.typ == "EVENT" {
+				got++
+			}
+		}
+		received <- got
+	}()
+	now := tr.clock.Unix()
+	for i := range n {
+		pub.mustPublish(k.event(t, 21339, now, fmt.Sprint(i, content)))
+	}
+	if got := <-received; got != n {
+		t.Fatalf("fast subscriber got %d of %d events", got, n)
+	}
+	if tr.slowCuts.Load() == 0 {
+		t.Fatal("slow client was not disconnected")
+	}
+	// The slow client sees the end of its connection after what was
+	// already on the wire.
+	var events int
+	for {
+		m, err := slow.readErr(10 * time.Second)
+		if err != nil {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				t.Fatal("slow client's connection is still open")
+			}
+			break
+		}
+		if m.typ == "EVENT" {
+			events++
+		}
+	}
+	if events >= n {
+		t.Fatalf("slow client got all %d events", events)
+	}
+}
+
+func TestPersistenceAcrossRestart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "relay.db")
+	k := newKey(t)
+	var stored []*nostr.Event
+	{
+		tr := startRelay(t, Config{DBPath: path})
+		c := dial(t, tr.url)
+		now := tr.clock.Unix()
+		stored = []*nostr.Event{
+			k.event(t, 4339, now-2, "persisted", nostr.Tag{"p", k.pk}),
+			k.event(t, 31337, now-1, "card", nostr.Tag{"d", "addr"}, nostr.Tag{"skill", "echo"}),
+		}
+		for _, ev := range stored {
+			c.mustPublish(ev)
+		}
+		tr.stop()
+		if err := tr.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr := startRelay(t, Config{DBPath: path})
+	c := dial(t, tr.url)
+	if got := c.req("p", map[string]any{"#p": []string{k.pk}}); !slices.Equal(got, ids(stored[0])) {
+		t.Fatalf("after restart #p: %v", got)
+	}
+	if got := c.req("s", map[string]any{"#skill": []string{"echo"}}); !slices.Equal(got, ids(stored[1])) {
+		t.Fatalf("after restart #skill: %v", got)
+	}
+	if ok, why := c.publish(stored[0]); !ok || !strings.HasPrefix(why, "duplicate:") {
+		t.Fatalf("republish after restart: %v %q", ok, why)
+	}
+}
+
+func TestLimits(t *testing.T) {
+	tr := startRelay(t, Config{
+		MaxMessageLength: 4096,
+		MaxSubscriptions: 2,
+		MaxFilters:       2,
+		MaxSubIDLength:   8,
+		MaxLimit:         3,
+		MaxEventTags:     5,
+		MaxContentLength: 100,
+		MaxFilterValues:  4,
+	})
+	c := dial(t, tr.url)
+	k := newKey(t)
+	now := tr.clock.Unix()
+
+	closedWith := func(subID, prefix string) {
+		t.Helper()
+		m := c.expect("CLOSED")
+		if m.str(0) != subID || !strings.HasPrefix(m.str(1), prefix) {
+			t.Fatalf("CLOSED %s, want %q %s…", joinRaw(m.args), subID, prefix)
+		}
+	}
+	noticeWith := func(prefix string) {
+		t.Helper()
+		if m := c.expect("NOTICE"); !strings.HasPrefix(m.str(0), prefix) {
+			t.Fatalf("NOTICE %s, want %s…", joinRaw(m.args), prefix)
+		}
+	}
+
+	c.sendRaw([]byte("not json"))
+	noticeWith("invalid:")
+	c.sendRaw([]byte(`{"EVENT":1}`))
+	noticeWith("invalid:")
+	c.sendRaw([]byte(`[]`))
+	noticeWith("invalid:")
+	c.send("AUTH", "x")
+	noticeWith("unsupported:")
+	c.send("COUNT", "c", map[string]any{})
+	closedWith("c", "unsupported:")
+	c.send("REQ", "toolongid", map[string]any{})
+	closedWith("toolongid", "invalid:")
+	c.send("REQ", "", map[string]any{})
+	noticeWith("invalid:")
+	c.send("REQ", "f", map[string]any{}, map[string]any{}, map[string]any{})
+	closedWith("f", "invalid:")
+	c.send("REQ", "v", map[string]any{"authors": []string{"a", "b", "c"}, "#p": []string{"d", "e"}})
+	closedWith("v", "invalid:")
+	c.send("REQ", "n")
+	closedWith("n", "invalid:")
+	c.send("REQ", "q", map[string]any{"search": "x"})
+	closedWith("q", "unsupported:")
+	c.send("REQ", "u", map[string]any{"foo": 1})
+	closedWith("u", "unsupported:")
+	c.send("REQ", "t", map[string]any{"kinds": []any{"1"}})
+	closedWith("t", "invalid:")
+	c.send("REQ", "l", map[string]any{"limit": -1})
+	closedWith("l", "invalid:")
+	c.sendRaw([]byte(`["REQ","x",{"limit":1.5}]`))
+	closedWith("x", "invalid:")
+
+	// Too many tags, too much content: OK false.
+	tags := make([]nostr.Tag, 6)
+	for i := range tags {
+		tags[i] = nostr.Tag{"t", fmt.Sprint(i)}
+	}
+	if ok, why := c.publish(k.event(t, 1, now, "", tags...)); ok || !strings.HasPrefix(why, "invalid:") {
+		t.Fatalf("too many tags: %v %q", ok, why)
+	}
+	if ok, why := c.publish(k.event(t, 1, now, strings.Repeat("x", 101))); ok || !strings.HasPrefix(why, "invalid:") {
+		t.Fatalf("content too long: %v %q", ok, why)
+	}
+	// An oversized EVENT gets an OK false with its id.
+	big := k.event(t, 1, now, "big", nostr.Tag{"x", strings.Repeat("y", 5000)})
+	if ok, why := c.publish(big); ok || !strings.HasPrefix(why, "invalid:") || !strings.Contains(why, "too large") {
+		t.Fatalf("oversized event: %v %q", ok, why)
+	}
+	// An oversized REQ gets a NOTICE.
+	c.send("REQ", "big", map[string]any{"#x": []string{strings.Repeat("y", 5000)}})
+	noticeWith("invalid:")
+
+	// limit is capped at MaxLimit.
+	for i := range 5 {
+		c.mustPublish(k.event(t, 1, now-nostr.Timestamp(i), fmt.Sprint(i)))
+	}
+	if got := c.req("lim", map[string]any{"limit": 100}); len(got) != 3 {
+		t.Fatalf("limit 100 capped to 3: got %d", len(got))
+	}
+	if got := c.req("def", map[string]any{}); len(got) != 3 {
+		t.Fatalf("default limit: got %d", len(got))
+	}
+
+	// Two subscriptions are open (lim, def); a third is refused, a
+	// replacement is not.
+	c.send("REQ", "third", map[string]any{})
+	closedWith("third", "rate-limited:")
+	c.req("lim", map[string]any{"limit": 1})
+	c.send("CLOSE", "lim")
+	c.req("third", map[string]any{"limit": 0})
+
+	// Beyond twice the limit the WebSocket is closed with 1009.
+	c.sendRaw([]byte(`["EVENT",` + strings.Repeat(" ", 9000) + `{}]`))
+	_, err := c.readErr(5 * time.Second)
+	if !websocket.IsCloseError(err, websocket.CloseMessageTooBig) {
+		t.Fatalf("huge message: %v, want close 1009", err)
+	}
+}
+
+func TestRateLimitAndBlocked(t *testing.T) {
+	blocked := newKey(t)
+	tr := startRelay(t, Config{
+		EventsPerSecond: 1,
+		EventBurst:      2,
+		AcceptEvent: func(ev *nostr.Event) error {
+			if ev.PubKey == blocked.pk {
+				return fmt.Errorf("pubkey not allowed")
+			}
+			return nil
+		},
+	})
+	c := dial(t, tr.url)
+	k := newKey(t)
+	now := tr.clock.Unix()
+	if ok, why := c.publish(blocked.event(t, 1, now, "x")); ok || why != "blocked: pubkey not allowed" {
+		t.Fatalf("blocked: %v %q", ok, why)
+	}
+	c.mustPublish(k.event(t, 1, now, "1"))
+	if ok, why := c.publish(k.event(t, 1, now, "2")); ok || !strings.HasPrefix(why, "rate-limited:") {
+		t.Fatalf("over the burst: %v %q", ok, why)
+	}
+	tr.clock.Advance(1)
+	c.mustPublish(k.event(t, 1, now, "3"))
+	if !tr.Info().Limitation.RestrictedWrites {
+		t.Fatal("restricted_writes not announced")
+	}
+}
+
+func TestShutdownClosesConnections(t *testing.T) {
+	tr := startRelay(t, Config{})
+	c := dial(t, tr.url)
+	c.req("s", map[string]any{})
+	done := make(chan struct{})
+	go func() {
+		tr.stop()
+		close(done)
+	}()
+	_, err := c.readErr(5 * time.Second)
+	if !websocket.IsCloseError(err, websocket.CloseGoingAway) {
+		t.Fatalf("client got %v, want close 1001", err)
+	}
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Serve did not return")
+	}
+	if _, _, err := websocket.DefaultDialer.Dial(tr.url, nil); err == nil {
+		t.Fatal("still accepting after shutdown")
+	}
+}
+
+func TestCloseRefusesNewConnections(t *testing.T) {
+	r, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Serve(context.Background(), ln); err == nil {
+		t.Fatal("Serve after Close succeeded")
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	if _, err := New(Config{MaxFilters: -1}); err == nil {
+		t.Fatal("negative MaxFilters accepted")
+	}
+	if _, err := New(Config{DBPath: "x?y"}); err == nil {
+		t.Fatal("path with ? accepted")
+	}
+}
+
+// TestGoNostrClient checks interoperability with go-nostr's client.
+func TestGoNostrClient(t *testing.T) {
+	if raceEnabled {
+		// go-nostr v0.38.2's Relay.Close reads r.Connection while its
+		// connection goroutine sets it to nil: every disconnect is a data
+		// race inside the client, whatever the server does.
+		t.Skip("go-nostr v0.38.2's client races on disconnect; run without -race")
+	}
+	tr := startRelay(t, Config{Now: time.Now})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// The connection ends with ctx; go-nostr v0.38.2's Relay.Close races
+	// with its own connection goroutine, so it is not called.
+	rl, err := nostr.RelayConnect(ctx, tr.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := newKey(t)
+	now := nostr.Now()
+	card := k.event(t, 31337, now, `{"name":"agent"}`, nostr.Tag{"d", "bc1pagent"}, nostr.Tag{"skill", "echo", "Echo"})
+	if err := rl.Publish(ctx, *card); err != nil {
+		t.Fatalf("Publish: %v", err)
+	}
+	got, err := rl.QuerySync(ctx, nostr.Filter{Kinds: []int{31337}, Tags: nostr.TagMap{"skill": {"echo"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].ID != card.ID {
+		t.Fatalf("QuerySync: %v", got)
+	}
+	sub, err := rl.Subscribe(ctx, nostr.Filters{{Kinds: []int{21339}, Tags: nostr.TagMap{"p": {k.pk}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-sub.EndOfStoredEvents:
+	case <-ctx.Done():
+		t.Fatal("no EOSE")
+	}
+	msg := k.event(t, 21339, now, "ciphertext", nostr.Tag{"p", k.pk})
+	if err := rl.Publish(ctx, *msg); err != nil {
+		t.Fatalf("Publish ephemeral: %v", err)
+	}
+	select {
+	case ev := <-sub.Events:
+		if ev.ID != msg.ID {
+			t.Fatalf("got %s", ev.ID)
+		}
+	case <-ctx.Done():
+		t.Fatal("no live event")
+	}
+	bad := *msg
+	bad.Content = "tampered"
+	if err := rl.Publish(ctx, bad); err == nil || !strings.Contains(err.Error(), "invalid") {
+		t.Fatalf("tampered event: %v", err)
+	}
+}

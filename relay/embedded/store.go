@@ -1,0 +1,423 @@
+package embedded
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/nbd-wtf/go-nostr"
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// schemaVersion is stored in PRAGMA user_version.
+const schemaVersion = 1
+
+const schema = `
+CREATE TABLE IF NOT EXISTS events (
+	seq        INTEGER PRIMARY KEY,
+	id         TEXT    NOT NULL UNIQUE,
+	pubkey     TEXT    NOT NULL,
+	created_at INTEGER NOT NULL,
+	kind       INTEGER NOT NULL,
+	d_tag      TEXT,    -- addressable events only
+	expiration INTEGER, -- NIP-40, NULL when none
+	raw        BLOB    NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_created ON events(created_at DESC, id);
+CREATE INDEX IF NOT EXISTS events_pubkey_kind ON events(pubkey, kind, created_at DESC, id);
+CREATE INDEX IF NOT EXISTS events_kind ON events(kind, created_at DESC, id);
+CREATE INDEX IF NOT EXISTS events_address ON events(pubkey, kind, d_tag) WHERE d_tag IS NOT NULL;
+CREATE INDEX IF NOT EXISTS events_expiration ON events(expiration) WHERE expiration IS NOT NULL;
+CREATE TABLE IF NOT EXISTS tags (
+	event_seq  INTEGER NOT NULL, -- events.seq
+	name       TEXT    NOT NULL,
+	value      TEXT    NOT NULL,
+	created_at INTEGER NOT NULL  -- copied from the event, for ordered index scans
+);
+CREATE INDEX IF NOT EXISTS tags_name_value ON tags(name, value, created_at DESC);
+CREATE INDEX IF NOT EXISTS tags_event ON tags(event_seq);
+`
+
+// store keeps events in SQLite. Writes go through one connection (one
+// writer); reads use their own pool, except for an in-memory database,
+// which lives in a single connection.
+type store struct {
+	w, r *sql.DB
+}
+
+// openStore opens (creating if needed) the database at path; "" or
+// ":memory:" is a private in-memory database.
+func openStore(ctx context.Context, path string) (*store, error) {
+	const pragmas = "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+	if path == "" || path == ":memory:" {
+		db, err := sql.Open("sqlite", ":memory:?"+pragmas)
+		if err != nil {
+			return nil, fmt.Errorf("open in-memory database: %w", err)
+		}
+		// One connection, never closed while the store lives: it is
+		// the database.
+		db.SetMaxOpenConns(1)
+		db.SetMaxIdleConns(1)
+		db.SetConnMaxLifetime(0)
+		db.SetConnMaxIdleTime(0)
+		s := &store{w: db, r: db}
+		if err := s.init(ctx); err != nil {
+			db.Close()
+			return nil, err
+		}
+		return s, nil
+	}
+	if strings.ContainsAny(path, "?#") {
+		return nil, fmt.Errorf("database path %q: must not contain '?' or '#'", path)
+	}
+	w, err := sql.Open("sqlite", "file:"+path+"?"+pragmas)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxIdleTime(0)
+	s := &store{w: w}
+	if err := s.init(ctx); err != nil {
+		w.Close()
+		return nil, err
+	}
+	r, err := sql.Open("sqlite", "file:"+path+"?"+pragmas+"&_pragma=query_only(1)")
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open %s for reading: %w", path, err)
+	}
+	r.SetMaxOpenConns(4)
+	r.SetMaxIdleConns(4)
+	s.r = r
+	return s, nil
+}
+
+func (s *store) init(ctx context.Context) error {
+	var v int
+	if err := s.w.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	if v > schemaVersion {
+		return fmt.Errorf("relay database has schema version %d, newer than this program's %d", v, schemaVersion)
+	}
+	if _, err := s.w.ExecContext(ctx, schema); err != nil {
+		return fmt.Errorf("create schema: %w", err)
+	}
+	if _, err := s.w.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion)); err != nil {
+		return fmt.Errorf("write schema version: %w", err)
+	}
+	return nil
+}
+
+func (s *store) close() error {
+	var err error
+	if s.r != s.w {
+		err = s.r.Close()
+	}
+	return errors.Join(err, s.w.Close())
+}
+
+// saveResult is what save did with an event.
+type saveResult int
+
+const (
+	saved      saveResult = iota // stored (replacing older versions, if any)
+	duplicate                    // the same id is already stored
+	superseded                   // a newer version of this replaceable event is stored
+)
+
+// save stores ev, whose JSON form is raw, applying NIP-01 replacement for
+// replaceable and addressable kinds. exp is its NIP-40 expiration (hasExp
+// false: none); now is the current Unix time, so that expired stored
+// versions never block a replacement.
+func (s *store) save(ctx context.Context, ev *nostr.Event, raw []byte, exp int64, hasExp bool, now int64) (res saveResult, err error) {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("begin: %w", err)
+	}
+	defer func() {
+		if err != nil || res != saved {
+			_ = tx.Rollback()
+		}
+	}()
+	var one int
+	switch err := tx.QueryRowContext(ctx, "SELECT 1 FROM events WHERE id = ?", ev.ID).Scan(&one); {
+	case err == nil:
+		return duplicate, nil
+	case !errors.Is(err, sql.ErrNoRows):
+		return 0, fmt.Errorf("look up id: %w", err)
+	}
+
+	var d sql.NullString
+	cls := kindClass(ev.Kind)
+	if cls == classReplaceable || cls == classAddressable {
+		q := "SELECT seq, id, created_at, expiration FROM events WHERE pubkey = ? AND kind = ?"
+		args := []any{ev.PubKey, ev.Kind}
+		if cls == classAddressable {
+			d = sql.NullString{String: dTag(ev), Valid: true}
+			q += " AND d_tag = ?"
+			args = append(args, d.String)
+		}
+		rows, err := tx.QueryContext(ctx, q, args...)
+		if err != nil {
+			return 0, fmt.Errorf("look up previous versions: %w", err)
+		}
+		var old []int64
+		for rows.Next() {
+			var seq, created int64
+			var id string
+			var e sql.NullInt64
+			if err := rows.Scan(&seq, &id, &created, &e); err != nil {
+				rows.Close()
+				return 0, fmt.Errorf("scan previous version: %w", err)
+			}
+			expired := e.Valid && e.Int64 <= now
+			if !expired && !newer(int64(ev.CreatedAt), ev.ID, created, id) {
+				rows.Close()
+				return superseded, nil
+			}
+			old = append(old, seq)
+		}
+		if err := rows.Close(); err != nil {
+			return 0, fmt.Errorf("read previous versions: %w", err)
+		}
+		if err := rows.Err(); err != nil {
+			return 0, fmt.Errorf("read previous versions: %w", err)
+		}
+		for _, seq := range old {
+			if err := deleteSeq(ctx, tx, seq); err != nil {
+				return 0, err
+			}
+		}
+	}
+
+	var e sql.NullInt64
+	if hasExp {
+		e = sql.NullInt64{Int64: exp, Valid: true}
+	}
+	r, err := tx.ExecContext(ctx,
+		"INSERT INTO events (id, pubkey, created_at, kind, d_tag, expiration, raw) VALUES (?, ?, ?, ?, ?, ?, ?)",
+		ev.ID, ev.PubKey, int64(ev.CreatedAt), ev.Kind, d, e, raw)
+	if err != nil {
+		return 0, fmt.Errorf("insert event: %w", err)
+	}
+	seq, err := r.LastInsertId()
+	if err != nil {
+		return 0, fmt.Errorf("insert event: %w", err)
+	}
+	if err := insertTags(ctx, tx, seq, ev); err != nil {
+		return 0, err
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("commit: %w", err)
+	}
+	return saved, nil
+}
+
+// insertTags indexes every tag that has a value: (name, first value), once
+// per distinct pair.
+func insertTags(ctx context.Context, tx *sql.Tx, seq int64, ev *nostr.Event) error {
+	const batch = 200
+	var sb strings.Builder
+	args := make([]any, 0, 4*batch)
+	flush := func() error {
+		if len(args) == 0 {
+			return nil
+		}
+		if _, err := tx.ExecContext(ctx, sb.String(), args...); err != nil {
+			return fmt.Errorf("insert tags: %w", err)
+		}
+		sb.Reset()
+		args = args[:0]
+		return nil
+	}
+	seen := make(map[[2]string]struct{}, len(ev.Tags))
+	for _, t := range ev.Tags {
+		if len(t) < 2 {
+			continue
+		}
+		if _, dup := seen[[2]string{t[0], t[1]}]; dup {
+			continue
+		}
+		seen[[2]string{t[0], t[1]}] = struct{}{}
+		if len(args) == 0 {
+			sb.WriteString("INSERT INTO tags (event_seq, name, value, created_at) VALUES (?, ?, ?, ?)")
+		} else {
+			sb.WriteString(", (?, ?, ?, ?)")
+		}
+		args = append(args, seq, t[0], t[1], int64(ev.CreatedAt))
+		if len(args) == 4*batch {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return flush()
+}
+
+func deleteSeq(ctx context.Context, tx *sql.Tx, seq int64) error {
+	if _, err := tx.ExecContext(ctx, "DELETE FROM tags WHERE event_seq = ?", seq); err != nil {
+		return fmt.Errorf("delete tags: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, "DELETE FROM events WHERE seq = ?", seq); err != nil {
+		return fmt.Errorf("delete event: %w", err)
+	}
+	return nil
+}
+
+// storedEvent is one query result.
+type storedEvent struct {
+	id        string
+	createdAt int64
+	raw       []byte
+}
+
+// query returns up to limit stored events matching f that have not expired
+// at now, newest first (ties: lowest id first).
+func (s *store) query(ctx context.Context, f *filter, limit int, now int64) ([]storedEvent, error) {
+	if limit <= 0 || f.matchesNothing() {
+		return nil, nil
+	}
+	q, args := buildQuery(f, limit, now)
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("query events: %w", err)
+	}
+	defer rows.Close()
+	var out []storedEvent
+	for rows.Next() {
+		var e storedEvent
+		if err := rows.Scan(&e.id, &e.createdAt, &e.raw); err != nil {
+			return nil, fmt.Errorf("scan event: %w", err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("query events: %w", err)
+	}
+	return out, nil
+}
+
+// buildQuery turns f into SQL. With tag conditions, the one with the
+// fewest values drives the query: its rows in the tags table, in
+// created_at order, are joined to their events, and the other conditions
+// filter them; the other tag conditions are lookups in the tags table.
+func buildQuery(f *filter, limit int, now int64) (string, []any) {
+	var sb strings.Builder
+	var args []any
+	in := func(col string, vals []any) {
+		sb.WriteString(" AND ")
+		sb.WriteString(col)
+		sb.WriteString(" IN (")
+		for i := range vals {
+			if i > 0 {
+				sb.WriteString(", ")
+			}
+			sb.WriteByte('?')
+		}
+		sb.WriteByte(')')
+		args = append(args, vals...)
+	}
+	drive := -1
+	if f.ids == nil {
+		for i, t := range f.tags {
+			if drive < 0 || len(t.values) < len(f.tags[drive].values) {
+				drive = i
+			}
+		}
+	}
+	order := "e.created_at"
+	if drive >= 0 {
+		t := f.tags[drive]
+		// An event is indexed once per (name, value), so only a driving
+		// condition with several values can meet it twice.
+		if len(t.values) > 1 {
+			sb.WriteString("SELECT DISTINCT")
+		} else {
+			sb.WriteString("SELECT")
+		}
+		sb.WriteString(" e.id, e.created_at, e.raw FROM tags d CROSS JOIN events e ON e.seq = d.event_seq WHERE d.name = ?")
+		args = append(args, t.name)
+		in("d.value", anys(t.values))
+		order = "d.created_at"
+	} else {
+		sb.WriteString("SELECT e.id, e.created_at, e.raw FROM events e WHERE 1")
+	}
+	sb.WriteString(" AND (e.expiration IS NULL OR e.expiration > ?)")
+	args = append(args, now)
+	if f.ids != nil {
+		in("e.id", anys(f.ids))
+	}
+	if f.authors != nil {
+		in("e.pubkey", anys(f.authors))
+	}
+	if f.kinds != nil {
+		in("e.kind", anys(f.kinds))
+	}
+	if f.hasSince {
+		sb.WriteString(" AND " + order + " >= ?")
+		args = append(args, f.since)
+	}
+	if f.hasUntil {
+		sb.WriteString(" AND " + order + " <= ?")
+		args = append(args, f.until)
+	}
+	for i, t := range f.tags {
+		if i == drive {
+			continue
+		}
+		sb.WriteString(" AND e.seq IN (SELECT t.event_seq FROM tags t WHERE t.name = ?")
+		args = append(args, t.name)
+		in("t.value", anys(t.values))
+		sb.WriteByte(')')
+	}
+	sb.WriteString(" ORDER BY " + order + " DESC, e.id ASC LIMIT ?")
+	args = append(args, limit)
+	return sb.String(), args
+}
+
+func anys[T any](s []T) []any {
+	out := make([]any, len(s))
+	for i, v := range s {
+		out[i] = v
+	}
+	return out
+}
+
+// deleteExpired deletes the events whose expiration is at or before now
+// and returns how many it deleted.
+func (s *store) deleteExpired(ctx context.Context, now int64) (int64, error) {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	const expired = "SELECT seq FROM events WHERE expiration IS NOT NULL AND expiration <= ?"
+	if _, err := tx.ExecContext(ctx, "DELETE FROM tags WHERE event_seq IN ("+expired+")", now); err != nil {
+		return 0, fmt.Errorf("delete expired tags: %w", err)
+	}
+	r, err := tx.ExecContext(ctx, "DELETE FROM events WHERE seq IN ("+expired+")", now)
+	if err != nil {
+		return 0, fmt.Errorf("delete expired events: %w", err)
+	}
+	n, err := r.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("delete expired events: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("commit: %w", err)
+	}
+	return n, nil
+}
+
+// count returns the number of stored events (expired ones included).
+func (s *store) count(ctx context.Context) (int64, error) {
+	var n int64
+	if err := s.r.QueryRowContext(ctx, "SELECT count(*) FROM events").Scan(&n); err != nil {
+		return 0, fmt.Errorf("count events: %w", err)
+	}
+	return n, nil
+}

@@ -1,0 +1,191 @@
+package embedded
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/nbd-wtf/go-nostr"
+)
+
+func testLimits() *limits {
+	cfg, err := Config{}.withDefaults()
+	if err != nil {
+		panic(err)
+	}
+	return &limits{
+		maxMessageLength: cfg.MaxMessageLength,
+		maxSubscriptions: cfg.MaxSubscriptions,
+		maxFilters:       cfg.MaxFilters,
+		maxFilterValues:  cfg.MaxFilterValues,
+		maxLimit:         cfg.MaxLimit,
+		defaultLimit:     cfg.DefaultLimit,
+		maxSubIDLength:   cfg.MaxSubIDLength,
+		maxEventTags:     cfg.MaxEventTags,
+		maxContentLength: cfg.MaxContentLength,
+	}
+}
+
+func mustFilter(t testing.TB, js string) *filter {
+	t.Helper()
+	f, err := parseFilter(json.RawMessage(js), testLimits())
+	if err != nil {
+		t.Fatalf("parseFilter(%s): %v", js, err)
+	}
+	return f
+}
+
+// TestQueryAgreesWithMatch checks, on random events and filters, that the
+// SQL query returns exactly the events the in-memory matcher accepts, in
+// NIP-01 order, cut at the limit.
+func TestQueryAgreesWithMatch(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	keys := []key{newKey(t), newKey(t), newKey(t)}
+	kinds := []int{1, 4339, 7, 1000}
+	names := []string{"p", "e", "skill", "t", "P"}
+	values := []string{"a", "b", "c", "", "bc1p"}
+	pick := func(s []string) string { return s[rng.IntN(len(s))] }
+
+	var all []*nostr.Event
+	for i := range 200 {
+		var tags []nostr.Tag
+		for range rng.IntN(4) {
+			tags = append(tags, nostr.Tag{pick(names), pick(values), "extra"})
+		}
+		if rng.IntN(10) == 0 {
+			tags = append(tags, nostr.Tag{"lonely"})
+		}
+		k := keys[rng.IntN(len(keys))]
+		all = append(all, k.event(t, kinds[rng.IntN(len(kinds))], nostr.Timestamp(1000+rng.IntN(50)), fmt.Sprint(i), tags...))
+	}
+	slices.SortFunc(all, func(a, b *nostr.Event) int {
+		if c := cmp.Compare(b.CreatedAt, a.CreatedAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+
+	var cases []queryCase
+	for range 300 {
+		m := map[string]any{}
+		if rng.IntN(6) == 0 {
+			m["ids"] = []string{all[rng.IntN(len(all))].ID, all[rng.IntN(len(all))].ID}
+		}
+		if rng.IntN(3) == 0 {
+			m["authors"] = []string{keys[rng.IntN(len(keys))].pk}
+		}
+		if rng.IntN(3) == 0 {
+			m["kinds"] = []int{kinds[rng.IntN(len(kinds))], kinds[rng.IntN(len(kinds))]}
+		}
+		for range rng.IntN(3) {
+			m["#"+pick(names)] = []string{pick(values), pick(values)}
+		}
+		if rng.IntN(3) == 0 {
+			m["since"] = 1000 + rng.IntN(50)
+		}
+		if rng.IntN(3) == 0 {
+			m["until"] = 1000 + rng.IntN(50)
+		}
+		limit := 1000
+		if rng.IntN(2) == 0 {
+			limit = 1 + rng.IntN(20)
+		}
+		js, _ := json.Marshal(m)
+		cases = append(cases, queryCase{string(js), limit})
+	}
+	for _, path := range []string{":memory:", filepath.Join(t.TempDir(), "q.db")} {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			testQueryAgreesWithMatch(t, path, all, cases)
+		})
+	}
+}
+
+type queryCase struct {
+	filter string
+	limit  int
+}
+
+func testQueryAgreesWithMatch(t *testing.T, path string, all []*nostr.Event, cases []queryCase) {
+	ctx := context.Background()
+	st, err := openStore(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.close()
+	for _, ev := range all {
+		raw, err := encodeEvent(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res, err := st.save(ctx, ev, raw, 0, false, 0); err != nil || res != saved {
+			t.Fatalf("save: %v %v", res, err)
+		}
+	}
+	for i, c := range cases {
+		f, limit := mustFilter(t, c.filter), c.limit
+		var want []string
+		for _, ev := range all {
+			if len(want) < limit && f.matches(ev) {
+				want = append(want, ev.ID)
+			}
+		}
+		res, err := st.query(ctx, f, limit, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([]string, len(res))
+		for j, e := range res {
+			got[j] = e.id
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("filter %d %s limit %d:\nSQL   %v\nmatch %v", i, c.filter, limit, got, want)
+		}
+	}
+}
+
+func TestParseClientMessageRefusesOversizeCheaply(t *testing.T) {
+	lim := testLimits()
+	big := []byte(`["EVENT",` + strings.Repeat(`{"a":[`, lim.maxMessageLength) + `]`)
+	allocs := testing.AllocsPerRun(10, func() {
+		if _, err := parseClientMessage(big, lim); err == nil {
+			t.Fatal("oversized message accepted")
+		}
+	})
+	if allocs > 5 {
+		t.Fatalf("%v allocations to refuse an oversized message", allocs)
+	}
+}
+
+func TestEventIDHint(t *testing.T) {
+	id := strings.Repeat("ab", 32)
+	for in, want := range map[string]string{
+		`["EVENT",{"content":"x","id":"` + id + `"}]`:    id,
+		`["EVENT",{"id":"` + strings.ToUpper(id) + `"}]`: "",
+		`["REQ",{"id":"` + id + `"}]`:                    "",
+		`["EVENT",{"content":[1,{"id":"x"}]}]`:           "",
+		`not json`:                                       "",
+	} {
+		if got := eventIDHint([]byte(in)); got != want {
+			t.Errorf("eventIDHint(%s) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestKindClass(t *testing.T) {
+	for kind, want := range map[int]class{
+		0: classReplaceable, 1: classRegular, 3: classReplaceable, 4339: classRegular, 9999: classRegular,
+		10000: classReplaceable, 19999: classReplaceable, 20000: classEphemeral, 21339: classEphemeral,
+		29999: classEphemeral, 30000: classAddressable, 31337: classAddressable, 39999: classAddressable,
+		40000: classRegular, 65535: classRegular,
+	} {
+		if got := kindClass(kind); got != want {
+			t.Errorf("kindClass(%d) = %d, want %d", kind, got, want)
+		}
+	}
+}

@@ -1,0 +1,294 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/nbd-wtf/go-nostr"
+)
+
+// Conn is one connection to one relay, reduced to what the Pool needs. The
+// Pool owns reconnection, resubscription, verification and dedupe; a Conn
+// only moves NIP-01 frames. Implementations must be safe for concurrent
+// use. PoolConfig.Dial returns one; DialWebsocket is the default, and unit
+// tests use fakes.
+type Conn interface {
+	// Req opens, or replaces, subscription id with filter f (NIP-01 REQ).
+	// It must not wait on the network: frames are queued and written in
+	// the order Req and CloseReq were called.
+	Req(id string, f nostr.Filter) error
+	// CloseReq ends subscription id (NIP-01 CLOSE), queued like Req.
+	CloseReq(id string) error
+	// Publish sends ev (NIP-01 EVENT) and waits, until ctx ends or the
+	// connection drops, for the relay's OK; accepted and reason are that
+	// OK's second and third fields.
+	Publish(ctx context.Context, ev nostr.Event) (accepted bool, reason string, err error)
+	// Messages delivers the relay's EVENT, EOSE, CLOSED and NOTICE
+	// messages. It is closed when the connection ends.
+	Messages() <-chan ConnMessage
+	// Err reports why the connection ended; it is set before Messages is
+	// closed.
+	Err() error
+	// Close ends the connection and waits for its goroutines.
+	Close() error
+}
+
+// ConnMessage is one relay-to-client message, as a Conn delivers it.
+type ConnMessage struct {
+	Label  string       // "EVENT", "EOSE", "CLOSED" or "NOTICE"
+	SubID  string       // EVENT, EOSE, CLOSED
+	Event  *nostr.Event // EVENT, not yet verified
+	Reason string       // CLOSED reason or NOTICE text
+}
+
+// ErrConnClosed is the Err of a Conn closed by its owner.
+var ErrConnClosed = errors.New("connection closed")
+
+// Limits of the default websocket Conn.
+const (
+	wsHandshakeTimeout = 10 * time.Second
+	wsWriteTimeout     = 10 * time.Second
+	wsPingEvery        = 25 * time.Second
+	wsPongWait         = 60 * time.Second // no frame nor pong for this long: the connection is dead
+	wsReadLimit        = 1 << 20          // bytes of one relay message
+	wsWriteQueue       = 256              // frames waiting to be written; when full the connection is failed
+	wsInbox            = 256              // messages waiting for the pool's reader
+)
+
+// DialWebsocket connects to the relay at url (ws:// or wss://) and
+// returns a Conn that speaks NIP-01 over gorilla/websocket, with go-nostr
+// encoding the envelopes. It is the Pool's default Dial. One goroutine
+// reads and one writes (with a keep-alive ping); both end with the
+// connection. Frames are written from a bounded queue, so Req and CloseReq
+// never wait on the network; a relay that does not drain it is dropped.
+//
+// go-nostr's own Relay is not used: in v0.38.2 it races on its connection
+// field whenever a connection closes (go test -race reports it) and starts
+// a goroutine per received event, which nothing bounds.
+func DialWebsocket(ctx context.Context, url string) (Conn, error) {
+	d := websocket.Dialer{Proxy: http.ProxyFromEnvironment, HandshakeTimeout: wsHandshakeTimeout}
+	ws, resp, err := d.DialContext(ctx, url, nil)
+	if resp != nil && resp.Body != nil {
+		resp.Body.Close()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("relay: dial %s: %w", url, err)
+	}
+	c := &wsConn{
+		url:    url,
+		ws:     ws,
+		out:    make(chan []byte, wsWriteQueue),
+		in:     make(chan ConnMessage, wsInbox),
+		done:   make(chan struct{}),
+		okWait: map[string][]chan okReply{},
+	}
+	ws.SetReadLimit(wsReadLimit)
+	_ = ws.SetReadDeadline(time.Now().Add(wsPongWait))
+	ws.SetPongHandler(func(string) error { return ws.SetReadDeadline(time.Now().Add(wsPongWait)) })
+	c.wg.Add(2)
+	go c.readLoop()
+	go c.writeLoop()
+	return c, nil
+}
+
+type okReply struct {
+	ok     bool
+	reason string
+}
+
+type wsConn struct {
+	url  string
+	ws   *websocket.Conn
+	out  chan []byte
+	in   chan ConnMessage
+	done chan struct{}
+	wg   sync.WaitGroup
+
+	failOnce sync.Once
+	errMu    sync.Mutex
+	err      error
+
+	okMu   sync.Mutex
+	okWait map[string][]chan okReply // event id → publishers waiting for its OK
+}
+
+// fail ends the connection with err (the first error wins).
+func (c *wsConn) fail(err error) {
+	c.failOnce.Do(func() {
+		c.errMu.Lock()
+		c.err = err
+		c.errMu.Unlock()
+		close(c.done)
+		c.ws.Close()
+	})
+}
+
+func (c *wsConn) Err() error {
+	c.errMu.Lock()
+	defer c.errMu.Unlock()
+	return c.err
+}
+
+func (c *wsConn) Messages() <-chan ConnMessage { return c.in }
+
+func (c *wsConn) Close() error {
+	// Say goodbye if the socket is still up; errors mean it is not.
+	_ = c.ws.WriteControl(websocket.CloseMessage,
+		websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
+	c.fail(ErrConnClosed)
+	c.wg.Wait()
+	return nil
+}
+
+func (c *wsConn) readLoop() {
+	defer c.wg.Done()
+	defer close(c.in)
+	for {
+		_, data, err := c.ws.ReadMessage()
+		if err != nil {
+			c.fail(fmt.Errorf("relay: read %s: %w", c.url, err))
+			return
+		}
+		_ = c.ws.SetReadDeadline(time.Now().Add(wsPongWait))
+		var m ConnMessage
+		switch env := nostr.ParseMessage(data).(type) {
+		case *nostr.EventEnvelope:
+			if env.SubscriptionID == nil {
+				continue
+			}
+			ev := env.Event
+			m = ConnMessage{Label: "EVENT", SubID: *env.SubscriptionID, Event: &ev}
+		case *nostr.EOSEEnvelope:
+			m = ConnMessage{Label: "EOSE", SubID: string(*env)}
+		case *nostr.ClosedEnvelope:
+			m = ConnMessage{Label: "CLOSED", SubID: env.SubscriptionID, Reason: env.Reason}
+		case *nostr.NoticeEnvelope:
+			m = ConnMessage{Label: "NOTICE", Reason: string(*env)}
+		case *nostr.OKEnvelope:
+			c.resolveOK(env.EventID, okReply{ok: env.OK, reason: env.Reason})
+			continue
+		default: // AUTH, COUNT, unknown or malformed: not used by the pool
+			continue
+		}
+		select {
+		case c.in <- m:
+		case <-c.done:
+			return
+		}
+	}
+}
+
+func (c *wsConn) writeLoop() {
+	defer c.wg.Done()
+	ping := time.NewTicker(wsPingEvery)
+	defer ping.Stop()
+	for {
+		select {
+		case <-c.done:
+			return
+		case frame := <-c.out:
+			_ = c.ws.SetWriteDeadline(time.Now().Add(wsWriteTimeout))
+			if err := c.ws.WriteMessage(websocket.TextMessage, frame); err != nil {
+				c.fail(fmt.Errorf("relay: write %s: %w", c.url, err))
+				return
+			}
+		case <-ping.C:
+			if err := c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(wsWriteTimeout)); err != nil {
+				c.fail(fmt.Errorf("relay: ping %s: %w", c.url, err))
+				return
+			}
+		}
+	}
+}
+
+// enqueue queues one frame without waiting; a full queue fails the
+// connection, which the pool then re-establishes.
+func (c *wsConn) enqueue(frame []byte) error {
+	select {
+	case <-c.done:
+		return fmt.Errorf("relay: %s: %w", c.url, c.Err())
+	default:
+	}
+	select {
+	case c.out <- frame:
+		return nil
+	default:
+		err := fmt.Errorf("relay: %s: write queue full (%d frames)", c.url, wsWriteQueue)
+		c.fail(err)
+		return err
+	}
+}
+
+func (c *wsConn) Req(id string, f nostr.Filter) error {
+	frame, err := nostr.ReqEnvelope{SubscriptionID: id, Filters: nostr.Filters{f}}.MarshalJSON()
+	if err != nil {
+		return fmt.Errorf("relay: encode REQ: %w", err)
+	}
+	return c.enqueue(frame)
+}
+
+func (c *wsConn) CloseReq(id string) error {
+	frame, err := nostr.CloseEnvelope(id).MarshalJSON()
+	if err != nil {
+		return fmt.Errorf("relay: encode CLOSE: %w", err)
+	}
+	return c.enqueue(frame)
+}
+
+func (c *wsConn) Publish(ctx context.Context, ev nostr.Event) (bool, string, error) {
+	frame, err := nostr.EventEnvelope{Event: ev}.MarshalJSON()
+	if err != nil {
+		return false, "", fmt.Errorf("relay: encode EVENT: %w", err)
+	}
+	reply := make(chan okReply, 1)
+	c.okMu.Lock()
+	c.okWait[ev.ID] = append(c.okWait[ev.ID], reply)
+	c.okMu.Unlock()
+	defer c.dropWaiter(ev.ID, reply)
+
+	if err := c.enqueue(frame); err != nil {
+		return false, "", err
+	}
+	select {
+	case r := <-reply:
+		return r.ok, r.reason, nil
+	case <-ctx.Done():
+		return false, "", fmt.Errorf("relay: %s: no OK for %s: %w", c.url, ev.ID, context.Cause(ctx))
+	case <-c.done:
+		return false, "", fmt.Errorf("relay: %s: no OK for %s: %w", c.url, ev.ID, c.Err())
+	}
+}
+
+func (c *wsConn) resolveOK(id string, r okReply) {
+	c.okMu.Lock()
+	defer c.okMu.Unlock()
+	for _, ch := range c.okWait[id] {
+		select {
+		case ch <- r:
+		default:
+		}
+	}
+	delete(c.okWait, id)
+}
+
+func (c *wsConn) dropWaiter(id string, reply chan okReply) {
+	c.okMu.Lock()
+	defer c.okMu.Unlock()
+	ws := c.okWait[id]
+	for i, ch := range ws {
+		if ch == reply {
+			ws = append(ws[:i], ws[i+1:]...)
+			break
+		}
+	}
+	if len(ws) == 0 {
+		delete(c.okWait, id)
+	} else {
+		c.okWait[id] = ws
+	}
+}

@@ -1,0 +1,58 @@
+package relay
+
+import (
+	"fmt"
+
+	"github.com/nbd-wtf/go-nostr/nip44"
+
+	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/bounded"
+)
+
+// sealer opens and seals NIP-44 v2 payloads for one identity, caching the
+// conversation key of each peer (an ECDH and an HKDF) in a bounded cache.
+type sealer struct {
+	key   *identity.Key
+	convs *bounded.Cache[string, [32]byte]
+}
+
+func newSealer(k *identity.Key, size int) *sealer {
+	return &sealer{key: k, convs: bounded.NewCache[string, [32]byte](size)}
+}
+
+func (s *sealer) conversationKey(peer string) ([32]byte, error) {
+	if ck, ok := s.convs.Get(peer); ok {
+		return ck, nil
+	}
+	ck, err := nip44.GenerateConversationKey(peer, s.key.NostrSecretKey())
+	if err != nil {
+		return ck, fmt.Errorf("relay: conversation key with %s: %w", peer, err)
+	}
+	s.convs.Put(peer, ck)
+	return ck, nil
+}
+
+// seal encrypts plaintext for peer. NIP-44 carries 1 to 65,535 bytes.
+func (s *sealer) seal(peer string, plaintext []byte) (string, error) {
+	if len(plaintext) == 0 || len(plaintext) > MaxNIP44Plain {
+		return "", fmt.Errorf("relay: %d bytes cannot travel in NIP-44 (1 to %d)", len(plaintext), MaxNIP44Plain)
+	}
+	ck, err := s.conversationKey(peer)
+	if err != nil {
+		return "", err
+	}
+	return nip44.Encrypt(string(plaintext), ck)
+}
+
+// open decrypts a payload from peer.
+func (s *sealer) open(peer, content string) ([]byte, error) {
+	ck, err := s.conversationKey(peer)
+	if err != nil {
+		return nil, err
+	}
+	pt, err := nip44.Decrypt(content, ck)
+	if err != nil {
+		return nil, fmt.Errorf("relay: NIP-44 open: %w", err)
+	}
+	return []byte(pt), nil
+}

@@ -1,0 +1,139 @@
+package tasks
+
+import (
+	"context"
+	"sync"
+)
+
+// EventKind says what an Event reports.
+type EventKind string
+
+// The kinds of task events.
+const (
+	EventStatus   EventKind = "status"   // the task entered Status (creation included)
+	EventArtifact EventKind = "artifact" // the task gained Artifact
+)
+
+// Event reports one change of a task. Version is the task's version after
+// the change, so a subscriber sees versions strictly increase; they may skip
+// numbers, since changes that are neither a new state nor an artifact (a
+// message appended to the history) bump the version without an event.
+type Event struct {
+	TaskID   string    `json:"taskId"`
+	Version  int64     `json:"version"`
+	Kind     EventKind `json:"kind"`
+	Status   *Status   `json:"status,omitempty"`
+	Artifact *Artifact `json:"artifact,omitempty"`
+}
+
+// Final reports whether the event moves the task to a terminal state: the
+// last event of the task.
+func (e Event) Final() bool {
+	return e.Kind == EventStatus && e.Status != nil && e.Status.State.Terminal()
+}
+
+// DefaultEventBuffer is a subscription's channel capacity when none is set.
+const DefaultEventBuffer = 64
+
+// Broker fans task events out to subscribers. Publishing never blocks: a
+// subscriber whose channel is full is dropped (its channel closed) and
+// misses the rest; it can read the task again to catch up. After a final
+// event every subscription of the task ends. A Broker is safe for
+// concurrent use.
+type Broker struct {
+	buffer int
+	mu     sync.Mutex
+	subs   map[string]map[*subscription]struct{}
+}
+
+type subscription struct {
+	ch   chan Event
+	last int64       // highest version delivered
+	stop func() bool // stops the context watch
+}
+
+// NewBroker returns a Broker whose subscriptions buffer up to buffer events
+// (DefaultEventBuffer when buffer ≤ 0).
+func NewBroker(buffer int) *Broker {
+	if buffer <= 0 {
+		buffer = DefaultEventBuffer
+	}
+	return &Broker{buffer: buffer, subs: make(map[string]map[*subscription]struct{})}
+}
+
+// Subscribe returns a channel of the events of the task published from now
+// on. The channel is closed when ctx is done, after the task's final event,
+// or when the subscriber falls a whole buffer behind.
+func (b *Broker) Subscribe(ctx context.Context, taskID string) <-chan Event {
+	sub := &subscription{ch: make(chan Event, b.buffer)}
+	b.mu.Lock()
+	set := b.subs[taskID]
+	if set == nil {
+		set = make(map[*subscription]struct{})
+		b.subs[taskID] = set
+	}
+	set[sub] = struct{}{}
+	sub.stop = context.AfterFunc(ctx, func() { b.remove(taskID, sub) })
+	b.mu.Unlock()
+	return sub.ch
+}
+
+// closedEvents returns a channel that is already closed: the subscription to a
+// task that will not change again.
+func closedEvents() <-chan Event {
+	ch := make(chan Event)
+	close(ch)
+	return ch
+}
+
+// Subscribers returns how many subscriptions the task has.
+func (b *Broker) Subscribers(taskID string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.subs[taskID])
+}
+
+func (b *Broker) remove(taskID string, sub *subscription) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.removeLocked(taskID, sub)
+}
+
+// removeLocked ends a subscription once; b.mu is held.
+func (b *Broker) removeLocked(taskID string, sub *subscription) {
+	set := b.subs[taskID]
+	if _, ok := set[sub]; !ok {
+		return
+	}
+	delete(set, sub)
+	if len(set) == 0 {
+		delete(b.subs, taskID)
+	}
+	if sub.stop != nil {
+		sub.stop()
+	}
+	close(sub.ch)
+}
+
+// Publish delivers ev to the task's subscribers without blocking. An event
+// whose version is not above what a subscriber last received is not
+// delivered to it again.
+func (b *Broker) Publish(ev Event) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for sub := range b.subs[ev.TaskID] {
+		if ev.Version <= sub.last {
+			continue
+		}
+		select {
+		case sub.ch <- ev:
+			sub.last = ev.Version
+		default:
+			b.removeLocked(ev.TaskID, sub) // stalled: drop it
+			continue
+		}
+		if ev.Final() {
+			b.removeLocked(ev.TaskID, sub)
+		}
+	}
+}

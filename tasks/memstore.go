@@ -1,0 +1,225 @@
+package tasks
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/snapnode/snapnode/snap"
+)
+
+// DefaultMaxTasks bounds a MemoryStore whose options set no MaxTasks.
+const DefaultMaxTasks = 100_000
+
+// MemoryStoreOptions configure a MemoryStore. The zero value is usable.
+type MemoryStoreOptions struct {
+	// MaxTasks is the most tasks held at once; 0 (or less) means
+	// DefaultMaxTasks.
+	MaxTasks int
+}
+
+// MemoryStore is a Store held in memory, for one process and for tests. It
+// holds at most a fixed number of tasks. When it is full, Create evicts the
+// task that became terminal first; with no terminal task to evict it refuses
+// the new task (ErrStoreFull with a *snap.Error 5003) rather than drop a
+// live one.
+type MemoryStore struct {
+	mu    sync.RWMutex
+	max   int
+	tasks map[string]*Task
+	// terminal holds the ids of terminal tasks in the order they became
+	// terminal, from head on; eviction takes them in that order.
+	terminal []string
+	head     int
+}
+
+var _ Store = (*MemoryStore)(nil)
+
+// NewMemoryStore returns an empty store holding at most opts.MaxTasks
+// tasks.
+func NewMemoryStore(opts MemoryStoreOptions) *MemoryStore {
+	if opts.MaxTasks <= 0 {
+		opts.MaxTasks = DefaultMaxTasks
+	}
+	return &MemoryStore{max: opts.MaxTasks, tasks: make(map[string]*Task)}
+}
+
+// Len returns the number of tasks held.
+func (s *MemoryStore) Len() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.tasks)
+}
+
+// Create implements Store.
+func (s *MemoryStore) Create(ctx context.Context, t *Task) (*Task, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("tasks: create: %w", err)
+	}
+	if err := CheckCreate(t); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.tasks[t.ID]; ok {
+		return nil, fmt.Errorf("tasks: create %s: task %w", t.ID, ErrExists)
+	}
+	if len(s.tasks) >= s.max && !s.evictLocked() {
+		return nil, fmt.Errorf("tasks: create %s: %d live tasks: %w: %w", t.ID, len(s.tasks), ErrStoreFull,
+			snap.NewError(snap.CodeServiceUnavailable, "task store full; retry later",
+				map[string]any{"reason": "the node holds as many live tasks as it may"}))
+	}
+	c := t.Clone()
+	c.Version = 1
+	s.tasks[c.ID] = c
+	if c.Status.State.Terminal() {
+		s.terminal = append(s.terminal, c.ID)
+	}
+	return c.Clone(), nil
+}
+
+// evictLocked drops the task that became terminal first. It reports false
+// when no task is terminal.
+func (s *MemoryStore) evictLocked() bool {
+	if s.head == len(s.terminal) {
+		return false
+	}
+	delete(s.tasks, s.terminal[s.head])
+	s.terminal[s.head] = ""
+	s.head++
+	if s.head > 64 && s.head*2 > len(s.terminal) {
+		s.terminal = slices.Clone(s.terminal[s.head:])
+		s.head = 0
+	}
+	return true
+}
+
+// Get implements Store.
+func (s *MemoryStore) Get(ctx context.Context, id string) (*Task, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("tasks: get: %w", err)
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	t, ok := s.tasks[id]
+	if !ok {
+		return nil, fmt.Errorf("tasks: get %s: %w", id, ErrNotFound)
+	}
+	return t.Clone(), nil
+}
+
+// current returns the stored task id at version expected; s.mu is held.
+func (s *MemoryStore) current(op, id string, expected int64) (*Task, error) {
+	cur, ok := s.tasks[id]
+	if !ok {
+		return nil, fmt.Errorf("tasks: %s %s: %w", op, id, ErrNotFound)
+	}
+	if cur.Version != expected {
+		return nil, fmt.Errorf("tasks: %s %s: version %d, expected %d: %w", op, id, cur.Version, expected, ErrVersionConflict)
+	}
+	return cur, nil
+}
+
+// Update implements Store.
+func (s *MemoryStore) Update(ctx context.Context, t *Task, expected int64) (*Task, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("tasks: update: %w", err)
+	}
+	if t == nil {
+		return nil, fmt.Errorf("tasks: update nil task: %w", ErrInvalidTask)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur, err := s.current("update", t.ID, expected)
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckUpdate(cur, t); err != nil {
+		return nil, err
+	}
+	next := t.Clone()
+	next.Owner, next.ContextID, next.IdempotencyKey, next.CreatedAt = cur.Owner, cur.ContextID, cur.IdempotencyKey, cur.CreatedAt
+	next.Version = cur.Version + 1
+	s.tasks[next.ID] = next
+	if next.Status.State.Terminal() {
+		s.terminal = append(s.terminal, next.ID)
+	}
+	return next.Clone(), nil
+}
+
+// AppendHistory implements Store.
+func (s *MemoryStore) AppendHistory(ctx context.Context, id string, expected int64, msgs ...Message) (*Task, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("tasks: append history: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur, err := s.current("append history", id, expected)
+	if err != nil {
+		return nil, err
+	}
+	if cur.Status.State.Terminal() {
+		return nil, fmt.Errorf("tasks: append history %s: %s: %w", id, cur.Status.State, ErrTerminal)
+	}
+	// Stored tasks are never handed out, so they may change in place.
+	for _, m := range msgs {
+		cur.History = append(cur.History, m.Clone())
+	}
+	cur.Version++
+	return cur.Clone(), nil
+}
+
+// AppendArtifact implements Store.
+func (s *MemoryStore) AppendArtifact(ctx context.Context, id string, expected int64, a Artifact) (*Task, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("tasks: append artifact: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur, err := s.current("append artifact", id, expected)
+	if err != nil {
+		return nil, err
+	}
+	if cur.Status.State.Terminal() {
+		return nil, fmt.Errorf("tasks: append artifact %s: %s: %w", id, cur.Status.State, ErrTerminal)
+	}
+	if len(cur.Artifacts) >= MaxArtifacts {
+		return nil, fmt.Errorf("tasks: append artifact %s: %d artifacts already: %w", id, len(cur.Artifacts), ErrLimit)
+	}
+	for _, have := range cur.Artifacts {
+		if have.ArtifactID == a.ArtifactID {
+			return nil, fmt.Errorf("tasks: append artifact %s: artifact %s %w", id, a.ArtifactID, ErrExists)
+		}
+	}
+	cur.Artifacts = append(cur.Artifacts, a.Clone())
+	cur.Version++
+	return cur.Clone(), nil
+}
+
+// List implements Store.
+func (s *MemoryStore) List(ctx context.Context, f Filter) ([]*Task, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("tasks: list: %w", err)
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var hits []*Task
+	for _, t := range s.tasks {
+		if f.Match(t) {
+			hits = append(hits, t)
+		}
+	}
+	slices.SortFunc(hits, func(a, b *Task) int {
+		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
+	})
+	if f.Limit > 0 && len(hits) > f.Limit {
+		hits = hits[:f.Limit]
+	}
+	out := make([]*Task, len(hits))
+	for i, t := range hits {
+		out[i] = t.Clone()
+	}
+	return out, nil
+}

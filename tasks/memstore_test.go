@@ -1,0 +1,115 @@
+package tasks_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/snapnode/snapnode/snap"
+	"github.com/snapnode/snapnode/tasks"
+	"github.com/snapnode/snapnode/tasks/storetest"
+)
+
+func TestMemoryStoreConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) tasks.Store { return tasks.NewMemoryStore(tasks.MemoryStoreOptions{MaxTasks: 1000}) })
+}
+
+func newTask(id string, st tasks.State) *tasks.Task {
+	return &tasks.Task{
+		ID:        id,
+		Owner:     "bc1powner",
+		Status:    tasks.Status{State: st, Timestamp: time.Unix(1770163200, 0).UTC()},
+		History:   []tasks.Message{{MessageID: "m", Role: tasks.RoleUser, Parts: []tasks.Part{tasks.TextPart("x")}}},
+		CreatedAt: time.Unix(1770163200, 0).UTC(),
+	}
+}
+
+func TestMemoryStoreFull(t *testing.T) {
+	ctx := context.Background()
+	s := tasks.NewMemoryStore(tasks.MemoryStoreOptions{MaxTasks: 3})
+	for i := range 3 {
+		if _, err := s.Create(ctx, newTask(fmt.Sprintf("live%d", i), tasks.StateSubmitted)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Full of live tasks: refuse, 5003, and keep every live task.
+	_, err := s.Create(ctx, newTask("new", tasks.StateSubmitted))
+	var se *snap.Error
+	if !errors.Is(err, tasks.ErrStoreFull) || !errors.As(err, &se) || se.Code != snap.CodeServiceUnavailable {
+		t.Fatalf("full store: err = %v, want ErrStoreFull and a 5003 *snap.Error", err)
+	}
+	if s.Len() != 3 {
+		t.Fatalf("Len = %d", s.Len())
+	}
+
+	// Terminal tasks are evicted in the order they became terminal.
+	finish := func(id string, to tasks.State) {
+		t.Helper()
+		cur, err := s.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		next := cur.Clone()
+		next.Status.State = to
+		if _, err := s.Update(ctx, next, cur.Version); err != nil {
+			t.Fatal(err)
+		}
+	}
+	finish("live2", tasks.StateCanceled) // first to end
+	finish("live0", tasks.StateFailed)   // second
+	if _, err := s.Create(ctx, newTask("new1", tasks.StateSubmitted)); err != nil {
+		t.Fatalf("Create with a terminal task to evict: %v", err)
+	}
+	if _, err := s.Get(ctx, "live2"); !errors.Is(err, tasks.ErrNotFound) {
+		t.Fatalf("live2 (terminal first) not evicted: %v", err)
+	}
+	if _, err := s.Create(ctx, newTask("new2", tasks.StateSubmitted)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get(ctx, "live0"); !errors.Is(err, tasks.ErrNotFound) {
+		t.Fatalf("live0 not evicted: %v", err)
+	}
+	for _, id := range []string{"live1", "new1", "new2"} {
+		if _, err := s.Get(ctx, id); err != nil {
+			t.Fatalf("live task %s lost: %v", id, err)
+		}
+	}
+	if _, err := s.Create(ctx, newTask("new3", tasks.StateSubmitted)); !errors.Is(err, tasks.ErrStoreFull) {
+		t.Fatalf("full again: err = %v", err)
+	}
+}
+
+func TestMemoryStoreEvictionChurn(t *testing.T) {
+	// Many more tasks than room, each finishing at once: the store stays
+	// at its bound and keeps the newest.
+	ctx := context.Background()
+	s := tasks.NewMemoryStore(tasks.MemoryStoreOptions{MaxTasks: 10})
+	for i := range 1000 {
+		id := fmt.Sprintf("t%d", i)
+		if _, err := s.Create(ctx, newTask(id, tasks.StateCompleted)); err != nil {
+			t.Fatalf("task %d: %v", i, err)
+		}
+		if s.Len() > 10 {
+			t.Fatalf("Len = %d > 10", s.Len())
+		}
+	}
+	for i := 990; i < 1000; i++ {
+		if _, err := s.Get(ctx, fmt.Sprintf("t%d", i)); err != nil {
+			t.Fatalf("newest task t%d evicted: %v", i, err)
+		}
+	}
+}
+
+func TestNewMemoryStoreDefault(t *testing.T) {
+	s := tasks.NewMemoryStore(tasks.MemoryStoreOptions{})
+	for i := range 100 {
+		if _, err := s.Create(context.Background(), newTask(fmt.Sprintf("t%d", i), tasks.StateSubmitted)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.Len() != 100 {
+		t.Fatalf("Len = %d", s.Len())
+	}
+}

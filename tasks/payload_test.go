@@ -1,0 +1,357 @@
+package tasks
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/snapnode/snapnode/snap"
+)
+
+// send builds a message/send payload whose parts are partsJSON.
+func send(partsJSON string) string {
+	return `{"message":{"messageId":"m1","role":"user","parts":[` + partsJSON + `]}}`
+}
+
+// sendMsg builds a message/send payload with the given message members.
+func sendMsg(members string) string { return `{"message":{` + members + `}}` }
+
+func quote(s string) string { return `"` + s + `"` }
+
+func repeatParts(n int) string {
+	return strings.TrimSuffix(strings.Repeat(`{"text":"x"},`, n), ",")
+}
+
+type payloadCase struct {
+	name       string
+	payload    string
+	field      string // "" when the payload is valid
+	constraint string
+}
+
+// checkCase runs one case through parse and asserts the outcome.
+func checkCase(t *testing.T, c payloadCase, parse func([]byte) error) {
+	t.Helper()
+	err := parse([]byte(c.payload))
+	if c.field == "" {
+		if err != nil {
+			t.Fatalf("valid payload rejected: %v", err)
+		}
+		return
+	}
+	var se *snap.Error
+	if !errors.As(err, &se) {
+		t.Fatalf("err = %v (%T), want *snap.Error", err, err)
+	}
+	if se.Code != snap.CodeInvalidPayload {
+		t.Fatalf("code = %d, want 1004 (%v)", se.Code, se)
+	}
+	if se.Field() != c.field || se.Data["constraint"] != c.constraint {
+		t.Fatalf("field %q constraint %v, want %q %q (%v)", se.Field(), se.Data["constraint"], c.field, c.constraint, se)
+	}
+	for _, k := range []string{"field", "constraint", "expected", "received"} {
+		if _, ok := se.Data[k]; !ok {
+			t.Fatalf("data lacks %q: %v", k, se.Data)
+		}
+	}
+}
+
+func TestParseSendRequest(t *testing.T) {
+	id128 := strings.Repeat("a", 128)
+	id129 := strings.Repeat("a", 129)
+	text10MB := strings.Repeat("a", MaxTextSize)
+	// 1 MB of compact data: {"k":"aaa…"} is 8 bytes plus the string.
+	data1MB := `{"k":"` + strings.Repeat("a", MaxDataSize-8) + `"}`
+	url2048 := "https://example.com/" + strings.Repeat("a", 2048-20)
+	mt128 := "application/" + strings.Repeat("a", 128-12)
+
+	cases := []payloadCase{
+		// Valid.
+		{"text", send(`{"text":"hello"}`), "", ""},
+		{"empty text", send(`{"text":""}`), "", ""},
+		{"text with media type", send(`{"text":"# hi","mediaType":"text/markdown"}`), "", ""},
+		{"role agent", sendMsg(`"messageId":"m1","role":"agent","parts":[{"text":"x"}]`), "", ""},
+		{"raw padded", send(`{"raw":"aGk=","mediaType":"application/octet-stream"}`), "", ""},
+		{"raw unpadded", send(`{"raw":"aGk","mediaType":"application/octet-stream"}`), "", ""},
+		{"raw empty", send(`{"raw":"","mediaType":"application/octet-stream"}`), "", ""},
+		{"url https", send(`{"url":"https://example.com/a?b=c#d"}`), "", ""},
+		{"url urn", send(`{"url":"urn:isbn:0451450523"}`), "", ""},
+		{"url 2048", send(`{"url":"` + url2048 + `"}`), "", ""},
+		{"data", send(`{"data":{"schema_version":"1.0.0","action":"read_file"},"mediaType":"application/json"}`), "", ""},
+		{"data empty object", send(`{"data":{}}`), "", ""},
+		{"data 1 MB", send(`{"data":` + data1MB + `}`), "", ""},
+		{"data 1 MB compact, spaced out", send(`{"data": ` + strings.Replace(data1MB, ":", " : ", 1) + `}`), "", ""},
+		{"media type with suffix", send(`{"text":"{}","mediaType":"application/vnd.api+json"}`), "", ""},
+		{"media type 128", send(`{"text":"x","mediaType":"` + mt128 + `"}`), "", ""},
+		{"text 10 MB", send(`{"text":"` + text10MB + `"}`), "", ""},
+		{"100 parts", send(repeatParts(100)), "", ""},
+		{"ids 128", `{"taskId":"` + id128 + `","idempotencyKey":"` + id128 + `","message":{"messageId":"` + id128 + `","role":"user","parts":[{"text":"x"}]}}`, "", ""},
+		{"task and key", `{"taskId":"t-1_A","idempotencyKey":"k_1-B","message":{"messageId":"m1","role":"user","parts":[{"text":"x"}]}}`, "", ""},
+		{"unknown members ignored", `{"x-trace":"1","priority":9,"message":{"messageId":"m1","role":"user","extra":true,"parts":[{"text":"x","x-note":{}}]}}`, "", ""},
+		{"other-case member ignored", `{"Message":5,"message":{"messageId":"m1","role":"user","parts":[{"text":"x","Text":1}]}}`, "", ""},
+
+		// The payload itself.
+		{"payload array", `[]`, "payload", "type"},
+		{"payload string", `"x"`, "payload", "type"},
+		{"payload null", `null`, "payload", "type"},
+		{"payload truncated", `{"message":`, "payload.message", "syntax"},
+		{"payload trailing", `{}x`, "payload", "syntax"},
+		{"duplicate member", `{"message":{},"message":{}}`, "payload.message", "syntax"},
+		{"duplicate nested member", send(`{"text":"a","text":"b"}`), "payload.message.parts[0].text", "syntax"},
+		{"invalid UTF-8", send("{\"text\":\"\xff\"}"), "payload.message.parts[0].text", "syntax"},
+
+		// message.
+		{"message missing", `{}`, "payload.message", "required"},
+		{"message other case only", `{"MESSAGE":{"messageId":"m1","role":"user","parts":[{"text":"x"}]}}`, "payload.message", "required"},
+		{"message not object", `{"message":"hi"}`, "payload.message", "type"},
+		{"message null", `{"message":null}`, "payload.message", "type"},
+		{"messageId missing", sendMsg(`"role":"user","parts":[{"text":"x"}]`), "payload.message.messageId", "required"},
+		{"messageId number", sendMsg(`"messageId":1,"role":"user","parts":[{"text":"x"}]`), "payload.message.messageId", "type"},
+		{"messageId empty", sendMsg(`"messageId":"","role":"user","parts":[{"text":"x"}]`), "payload.message.messageId", "minLength"},
+		{"messageId 129", sendMsg(`"messageId":"` + id129 + `","role":"user","parts":[{"text":"x"}]`), "payload.message.messageId", "maxLength"},
+		{"messageId pattern", sendMsg(`"messageId":"msg@001","role":"user","parts":[{"text":"x"}]`), "payload.message.messageId", "pattern"},
+		{"messageId non-ASCII", sendMsg(`"messageId":"é","role":"user","parts":[{"text":"x"}]`), "payload.message.messageId", "pattern"},
+		{"role missing", sendMsg(`"messageId":"m1","parts":[{"text":"x"}]`), "payload.message.role", "required"},
+		{"role assistant", sendMsg(`"messageId":"m1","role":"assistant","parts":[{"text":"x"}]`), "payload.message.role", "enum"},
+		{"role upper case", sendMsg(`"messageId":"m1","role":"User","parts":[{"text":"x"}]`), "payload.message.role", "enum"},
+		{"role empty", sendMsg(`"messageId":"m1","role":"","parts":[{"text":"x"}]`), "payload.message.role", "enum"},
+		{"role number", sendMsg(`"messageId":"m1","role":1,"parts":[{"text":"x"}]`), "payload.message.role", "type"},
+		{"parts missing", sendMsg(`"messageId":"m1","role":"user"`), "payload.message.parts", "required"},
+		{"parts object", sendMsg(`"messageId":"m1","role":"user","parts":{"text":"x"}`), "payload.message.parts", "type"},
+		{"parts empty", send(``), "payload.message.parts", "minItems"},
+		{"parts 101", send(repeatParts(101)), "payload.message.parts", "maxItems"},
+
+		// Parts.
+		{"part string", send(`"hi"`), "payload.message.parts[0]", "type"},
+		{"part no content", send(`{}`), "payload.message.parts[0]", "oneOf"},
+		{"part media type only", send(`{"mediaType":"text/plain"}`), "payload.message.parts[0]", "oneOf"},
+		{"part two contents", send(`{"text":"a","url":"https://x.org"}`), "payload.message.parts[0]", "oneOf"},
+		{"part empty text and data", send(`{"text":"","data":{}}`), "payload.message.parts[0]", "oneOf"},
+		{"second part bad", send(`{"text":"a"},{"text":"b","raw":"aGk=","mediaType":"a/b"}`), "payload.message.parts[1]", "oneOf"},
+		{"text number", send(`{"text":1}`), "payload.message.parts[0].text", "type"},
+		{"text null", send(`{"text":null}`), "payload.message.parts[0].text", "type"},
+		{"text over 10 MB", send(`{"text":"` + text10MB + `a"}`), "payload.message.parts[0].text", "maxLength"},
+		{"raw without media type", send(`{"raw":"aGk="}`), "payload.message.parts[0].mediaType", "required"},
+		{"raw not base64", send(`{"raw":"!!!!","mediaType":"a/b"}`), "payload.message.parts[0].raw", "format"},
+		{"raw url alphabet", send(`{"raw":"-_-_","mediaType":"a/b"}`), "payload.message.parts[0].raw", "format"},
+		{"raw bad padding", send(`{"raw":"aGk==","mediaType":"a/b"}`), "payload.message.parts[0].raw", "format"},
+		{"raw newline", send(`{"raw":"aGk=\naGk=","mediaType":"a/b"}`), "payload.message.parts[0].raw", "format"},
+		{"raw number", send(`{"raw":5,"mediaType":"a/b"}`), "payload.message.parts[0].raw", "type"},
+		{"url relative", send(`{"url":"/a/b"}`), "payload.message.parts[0].url", "format"},
+		{"url no scheme", send(`{"url":"example.com"}`), "payload.message.parts[0].url", "format"},
+		{"url space", send(`{"url":"https://example.com/a b"}`), "payload.message.parts[0].url", "format"},
+		{"url non-ASCII", send(`{"url":"https://example.com/é"}`), "payload.message.parts[0].url", "format"},
+		{"url bad escape", send(`{"url":"https://example.com/%zz"}`), "payload.message.parts[0].url", "format"},
+		{"url empty", send(`{"url":""}`), "payload.message.parts[0].url", "format"},
+		{"url 2049", send(`{"url":"` + url2048 + `a"}`), "payload.message.parts[0].url", "maxLength"},
+		{"url object", send(`{"url":{}}`), "payload.message.parts[0].url", "type"},
+		{"data array", send(`{"data":[1,2]}`), "payload.message.parts[0].data", "type"},
+		{"data null", send(`{"data":null}`), "payload.message.parts[0].data", "type"},
+		{"data string", send(`{"data":"{}"}`), "payload.message.parts[0].data", "type"},
+		{"data over 1 MB", send(`{"data":{"k":"` + strings.Repeat("a", MaxDataSize-7) + `"}}`), "payload.message.parts[0].data", "maxSize"},
+		{"media type empty", send(`{"text":"x","mediaType":""}`), "payload.message.parts[0].mediaType", "pattern"},
+		{"media type upper case", send(`{"text":"x","mediaType":"Text/Plain"}`), "payload.message.parts[0].mediaType", "pattern"},
+		{"media type no slash", send(`{"text":"x","mediaType":"text"}`), "payload.message.parts[0].mediaType", "pattern"},
+		{"media type parameters", send(`{"text":"x","mediaType":"text/plain; charset=utf-8"}`), "payload.message.parts[0].mediaType", "pattern"},
+		{"media type 129", send(`{"text":"x","mediaType":"` + mt128 + `a"}`), "payload.message.parts[0].mediaType", "maxLength"},
+		{"media type number", send(`{"text":"x","mediaType":1}`), "payload.message.parts[0].mediaType", "type"},
+
+		// taskId and idempotencyKey.
+		{"taskId number", `{"taskId":7,` + send(`{"text":"x"}`)[1:], "payload.taskId", "type"},
+		{"taskId null", `{"taskId":null,` + send(`{"text":"x"}`)[1:], "payload.taskId", "type"},
+		{"taskId empty", `{"taskId":"",` + send(`{"text":"x"}`)[1:], "payload.taskId", "minLength"},
+		{"taskId 129", `{"taskId":"` + id129 + `",` + send(`{"text":"x"}`)[1:], "payload.taskId", "maxLength"},
+		{"taskId pattern", `{"taskId":"../etc",` + send(`{"text":"x"}`)[1:], "payload.taskId", "pattern"},
+		{"idempotencyKey bool", `{"idempotencyKey":true,` + send(`{"text":"x"}`)[1:], "payload.idempotencyKey", "type"},
+		{"idempotencyKey empty", `{"idempotencyKey":"",` + send(`{"text":"x"}`)[1:], "payload.idempotencyKey", "minLength"},
+		{"idempotencyKey 129", `{"idempotencyKey":"` + id129 + `",` + send(`{"text":"x"}`)[1:], "payload.idempotencyKey", "maxLength"},
+		{"idempotencyKey pattern", `{"idempotencyKey":"k/1",` + send(`{"text":"x"}`)[1:], "payload.idempotencyKey", "pattern"},
+
+		// Types are checked over the whole payload before constraints.
+		{"type before constraint", `{"taskId":1,"message":{"messageId":"bad id","role":"user","parts":[{"text":"x"}]}}`, "payload.taskId", "type"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			checkCase(t, c, func(b []byte) error { _, err := ParseSendRequest(b); return err })
+		})
+	}
+}
+
+func TestParseSendRequestValues(t *testing.T) {
+	r, err := ParseSendRequest([]byte(`{"taskId":"t1","idempotencyKey":"k1","message":{"messageId":"m1","role":"agent","parts":[` +
+		`{"text":""},{"raw":"aGk=","mediaType":"image/png"},{"url":"https://x.org"},{"data":{ "a" : [1, 2] }}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := r.Message.Parts
+	switch {
+	case r.TaskID != "t1" || r.IdempotencyKey != "k1" || r.Message.MessageID != "m1" || r.Message.Role != RoleAgent:
+		t.Fatalf("fields: %+v", r)
+	case p[0].Text == nil || *p[0].Text != "" || p[0].Raw != nil:
+		t.Fatalf("empty text part: %+v", p[0])
+	case p[1].Raw == nil || *p[1].Raw != "aGk=" || p[1].MediaType != "image/png":
+		t.Fatalf("raw part: %+v", p[1])
+	case p[2].URL == nil || *p[2].URL != "https://x.org":
+		t.Fatalf("url part: %+v", p[2])
+	case string(p[3].Data) != `{"a":[1,2]}`:
+		t.Fatalf("data part kept as %s, want compact", p[3].Data)
+	}
+}
+
+func TestParseGetRequest(t *testing.T) {
+	cases := []payloadCase{
+		{"task only", `{"taskId":"t1"}`, "", ""},
+		{"history 0", `{"taskId":"t1","historyLength":0}`, "", ""},
+		{"history 1000", `{"taskId":"t1","historyLength":1000}`, "", ""},
+		{"history 1.0", `{"taskId":"t1","historyLength":1.0}`, "", ""},
+		{"history 1e2", `{"taskId":"t1","historyLength":1e2}`, "", ""},
+		{"unknown member", `{"taskId":"t1","x-y":[]}`, "", ""},
+		{"empty payload", ``, "payload.taskId", "required"},
+		{"taskId missing", `{"historyLength":1}`, "payload.taskId", "required"},
+		{"taskId other case", `{"TaskId":"t1"}`, "payload.taskId", "required"},
+		{"taskId number", `{"taskId":1}`, "payload.taskId", "type"},
+		{"taskId empty", `{"taskId":""}`, "payload.taskId", "minLength"},
+		{"taskId 129", `{"taskId":"` + strings.Repeat("t", 129) + `"}`, "payload.taskId", "maxLength"},
+		{"taskId pattern", `{"taskId":"a.b"}`, "payload.taskId", "pattern"},
+		{"history -1", `{"taskId":"t1","historyLength":-1}`, "payload.historyLength", "minimum"},
+		{"history 1001", `{"taskId":"t1","historyLength":1001}`, "payload.historyLength", "maximum"},
+		{"history 1.5", `{"taskId":"t1","historyLength":1.5}`, "payload.historyLength", "type"},
+		{"history string", `{"taskId":"t1","historyLength":"5"}`, "payload.historyLength", "type"},
+		{"history null", `{"taskId":"t1","historyLength":null}`, "payload.historyLength", "type"},
+		{"history huge", `{"taskId":"t1","historyLength":1e400}`, "payload.historyLength", "maximum"},
+		{"history huge negative", `{"taskId":"t1","historyLength":-1e400}`, "payload.historyLength", "minimum"},
+		{"not object", `[{"taskId":"t1"}]`, "payload", "type"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			checkCase(t, c, func(b []byte) error { _, err := ParseGetRequest(b); return err })
+		})
+	}
+	for lit, want := range map[string]int{"0": 0, "7": 7, "1000": 1000, "1.0": 1, "1e2": 100, "-0": 0} {
+		r, err := ParseGetRequest([]byte(`{"taskId":"t1","historyLength":` + lit + `}`))
+		if err != nil || r.HistoryLength == nil || *r.HistoryLength != want {
+			t.Errorf("historyLength %s: got %v, %v; want %d", lit, r, err, want)
+		}
+	}
+	if r, err := ParseGetRequest([]byte(`{"taskId":"t1"}`)); err != nil || r.HistoryLength != nil || r.TaskID != "t1" {
+		t.Errorf("no historyLength: %+v, %v", r, err)
+	}
+}
+
+func TestParseCancelRequest(t *testing.T) {
+	cases := []payloadCase{
+		{"ok", `{"taskId":"t1"}`, "", ""},
+		{"unknown member", `{"taskId":"t1","reason":"x"}`, "", ""},
+		{"missing", `{}`, "payload.taskId", "required"},
+		{"number", `{"taskId":1}`, "payload.taskId", "type"},
+		{"empty", `{"taskId":""}`, "payload.taskId", "minLength"},
+		{"pattern", `{"taskId":"a b"}`, "payload.taskId", "pattern"},
+		{"129", `{"taskId":"` + strings.Repeat("t", 129) + `"}`, "payload.taskId", "maxLength"},
+		{"not object", `1`, "payload", "type"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			checkCase(t, c, func(b []byte) error { _, err := ParseCancelRequest(b); return err })
+		})
+	}
+}
+
+// TestValidateGo covers the validators on values built in Go, which have no
+// JSON type errors but can break every other rule.
+func TestValidateGo(t *testing.T) {
+	str := func(s string) *string { return &s }
+	rawMax := base64.StdEncoding.EncodeToString(make([]byte, MaxRawSize))
+	rawOver := base64.StdEncoding.EncodeToString(make([]byte, MaxRawSize+1))
+	okMsg := func() Message { return Message{MessageID: "m1", Role: RoleUser, Parts: []Part{TextPart("x")}} }
+	okArt := func() Artifact { return Artifact{ArtifactID: "a1", Name: "out.txt", Parts: []Part{TextPart("x")}} }
+	cases := []struct {
+		name       string
+		err        error
+		field      string
+		constraint string
+	}{
+		{"message ok", func() error { m := okMsg(); return m.Validate() }(), "", ""},
+		{"message role", func() error { m := okMsg(); m.Role = "bot"; return m.Validate() }(), "message.role", "enum"},
+		{"message no parts", func() error { m := okMsg(); m.Parts = nil; return m.Validate() }(), "message.parts", "minItems"},
+		{"message id", func() error { m := okMsg(); m.MessageID = ""; return m.Validate() }(), "message.messageId", "minLength"},
+		{"artifact ok", func() error { a := okArt(); return a.Validate() }(), "", ""},
+		{"artifact no name ok", func() error { a := okArt(); a.Name = ""; return a.Validate() }(), "", ""},
+		{"artifact name 256", func() error { a := okArt(); a.Name = strings.Repeat("é", 256); return a.Validate() }(), "", ""},
+		{"artifact name 257", func() error { a := okArt(); a.Name = strings.Repeat("é", 257); return a.Validate() }(), "artifact.name", "maxLength"},
+		{"artifact name UTF-8", func() error { a := okArt(); a.Name = "\xff"; return a.Validate() }(), "artifact.name", "format"},
+		{"artifact id", func() error { a := okArt(); a.ArtifactID = "a b"; return a.Validate() }(), "artifact.artifactId", "pattern"},
+		{"artifact 100 parts", func() error { a := okArt(); a.Parts = make([]Part, 100); fill(a.Parts); return a.Validate() }(), "", ""},
+		{"artifact 101 parts", func() error { a := okArt(); a.Parts = make([]Part, 101); fill(a.Parts); return a.Validate() }(), "artifact.parts", "maxItems"},
+		{"artifact no parts", func() error { a := okArt(); a.Parts = []Part{}; return a.Validate() }(), "artifact.parts", "minItems"},
+		{"artifact bad part", func() error { a := okArt(); a.Parts = append(a.Parts, Part{}); return a.Validate() }(), "artifact.parts[1]", "oneOf"},
+		{"part text UTF-8", func() error { p := Part{Text: str("\xff")}; return p.Validate() }(), "part.text", "format"},
+		{"part data array", func() error { p := DataPart([]byte(`[]`)); return p.Validate() }(), "part.data", "type"},
+		{"part data invalid", func() error { p := DataPart([]byte(`{"a":}`)); return p.Validate() }(), "part.data", "type"},
+		{"part data empty", func() error { p := DataPart([]byte{}); return p.Validate() }(), "part.data", "type"},
+		{"part raw no media", func() error { p := RawPart("aGk=", ""); return p.Validate() }(), "part.mediaType", "required"},
+		{"part url", func() error { p := URLPart("nope"); return p.Validate() }(), "part.url", "format"},
+		{"part url scheme only", func() error { p := URLPart("https:"); return p.Validate() }(), "part.url", "format"},
+		// Sizes beyond what a 1 MB payload can carry, checked on values.
+		{"raw 10 MB", func() error { p := RawPart(rawMax, "image/png"); return p.Validate() }(), "", ""},
+		{"raw 10 MB unpadded", func() error { p := RawPart(strings.TrimRight(rawMax, "="), "image/png"); return p.Validate() }(), "", ""},
+		{"raw over 10 MB decoded", func() error { p := RawPart(rawOver, "a/b"); return p.Validate() }(), "part.raw", "maxSize"},
+		{"raw over schema length", func() error { p := RawPart(strings.Repeat("A", MaxRawLength+4), "a/b"); return p.Validate() }(), "part.raw", "maxLength"},
+		{"text 10 MB", func() error { p := TextPart(strings.Repeat("é", MaxTextSize/2)); return p.Validate() }(), "", ""},
+		{"text over 10 MB", func() error { p := TextPart(strings.Repeat("é", MaxTextSize/2) + "a"); return p.Validate() }(), "part.text", "maxLength"},
+		{"data over 1 MB", func() error {
+			p := DataPart([]byte(`{"k":"` + strings.Repeat("a", MaxDataSize) + `"}`))
+			return p.Validate()
+		}(), "part.data", "maxSize"},
+		{"data 1 MB with spaces", func() error {
+			p := DataPart([]byte(`{ "k" : "` + strings.Repeat("a", MaxDataSize-8) + `" }`))
+			return p.Validate()
+		}(), "", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if c.field == "" {
+				if c.err != nil {
+					t.Fatalf("rejected: %v", c.err)
+				}
+				return
+			}
+			var se *snap.Error
+			if !errors.As(c.err, &se) || se.Code != snap.CodeInvalidPayload || se.Field() != c.field || se.Data["constraint"] != c.constraint {
+				t.Fatalf("err = %v, want 1004 %s %s", c.err, c.field, c.constraint)
+			}
+		})
+	}
+}
+
+func fill(ps []Part) {
+	for i := range ps {
+		ps[i] = TextPart(fmt.Sprint(i))
+	}
+}
+
+func FuzzParseSendRequest(f *testing.F) {
+	for _, s := range []string{
+		send(`{"text":"hello"}`),
+		send(`{"raw":"aGk=","mediaType":"a/b"},{"data":{"a":1}},{"url":"https://x.org"}`),
+		`{"taskId":"t","idempotencyKey":"k","message":{}}`,
+		`[]`, `{"message":null}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := ParseSendRequest(b)
+		if err != nil {
+			var se *snap.Error
+			if !errors.As(err, &se) || se.Code != snap.CodeInvalidPayload || !strings.HasPrefix(se.Field(), "payload") {
+				t.Fatalf("error is not a 1004 on a payload field: %v", err)
+			}
+			return
+		}
+		// Whatever is accepted is a valid message.
+		if err := r.Message.Validate(); err != nil {
+			t.Fatalf("accepted payload holds an invalid message: %v", err)
+		}
+	})
+}

@@ -1,0 +1,445 @@
+package tasks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/snapnode/snapnode/snap"
+)
+
+// Defaults of ServiceOptions.
+const (
+	DefaultIdempotencyKeys = 10_000
+	DefaultMaxHistory      = 1000
+)
+
+// ServiceOptions configure a Service. The zero value is usable.
+type ServiceOptions struct {
+	// Now is the clock; nil means time.Now. Status timestamps are taken in
+	// UTC and truncated to microseconds, which SQL stores keep exactly.
+	Now func() time.Time
+	// NewID makes task and context ids; nil means snap.NewID (UUID v4).
+	// Ids must match ^[a-zA-Z0-9_-]+$ and be at most 128 characters.
+	NewID func() string
+	// Operators are the P2TR addresses that may read and cancel any task.
+	Operators []string
+	// IdempotencyKeys bounds the remembered (requester, idempotencyKey)
+	// pairs; the oldest is forgotten first. 0 means
+	// DefaultIdempotencyKeys; a negative value disables idempotency keys.
+	IdempotencyKeys int
+	// MaxHistory bounds the messages of one task: a message/send that
+	// would exceed it fails with 1004. 0 means DefaultMaxHistory.
+	MaxHistory int
+	// EventBuffer is the channel capacity of a subscription; 0 means
+	// DefaultEventBuffer.
+	EventBuffer int
+	// Logger receives internal failures, which peers only see as 5001;
+	// nil discards them.
+	Logger *slog.Logger
+}
+
+// Registrar is where the Service registers its protocol handlers: the node
+// router (snap.Router). A handler's result is the response payload; its
+// error is a *snap.Error.
+type Registrar interface {
+	Handle(method string, h func(ctx context.Context, req *snap.Verified) (any, error))
+}
+
+// Service is the task engine behind message/send, tasks/get and
+// tasks/cancel: it validates payloads, creates and continues tasks, enforces
+// ownership and the state machine, and publishes task events. It is safe
+// for concurrent use.
+//
+// Within one process every write to a task goes through the Service, which
+// serializes the writes to each task so that events leave in version order.
+// Writes by other processes sharing a store are seen by reads, retried over
+// on version conflicts, but publish no events here.
+type Service struct {
+	store      Store
+	events     *Broker
+	now        func() time.Time
+	newID      func() string
+	operators  map[string]struct{}
+	maxHistory int
+	keys       *keyCache
+	log        *slog.Logger
+
+	seed      maphash.Seed
+	taskLocks [256]sync.Mutex
+	keyLocks  [64]sync.Mutex
+}
+
+// conflictRetries bounds how often a write re-reads a task that another
+// process changed under it.
+const conflictRetries = 4
+
+// NewService returns a Service keeping its tasks in store.
+func NewService(store Store, opts ServiceOptions) *Service {
+	s := &Service{
+		store:      store,
+		events:     NewBroker(opts.EventBuffer),
+		now:        opts.Now,
+		newID:      opts.NewID,
+		operators:  make(map[string]struct{}, len(opts.Operators)),
+		maxHistory: opts.MaxHistory,
+		log:        opts.Logger,
+		seed:       maphash.MakeSeed(),
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.newID == nil {
+		s.newID = snap.NewID
+	}
+	for _, op := range opts.Operators {
+		s.operators[op] = struct{}{}
+	}
+	if s.maxHistory <= 0 {
+		s.maxHistory = DefaultMaxHistory
+	}
+	switch {
+	case opts.IdempotencyKeys == 0:
+		s.keys = newKeyCache(DefaultIdempotencyKeys)
+	case opts.IdempotencyKeys > 0:
+		s.keys = newKeyCache(opts.IdempotencyKeys)
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	return s
+}
+
+// Events returns the broker the Service publishes to.
+func (s *Service) Events() *Broker { return s.events }
+
+// IsOperator reports whether addr may read and cancel every task.
+func (s *Service) IsOperator(addr string) bool {
+	_, ok := s.operators[addr]
+	return ok
+}
+
+func (s *Service) canRead(requester string, t *Task) bool {
+	return t.Owner == requester || s.IsOperator(requester)
+}
+
+func (s *Service) timestamp() time.Time {
+	return s.now().UTC().Truncate(time.Microsecond)
+}
+
+func (s *Service) lockTask(id string) *sync.Mutex {
+	m := &s.taskLocks[maphash.String(s.seed, id)%uint64(len(s.taskLocks))]
+	m.Lock()
+	return m
+}
+
+func notFound(id string) *snap.Error {
+	return snap.NewError(snap.CodeTaskNotFound, "task not found", map[string]any{"taskId": id})
+}
+
+// SendMessage handles a message/send payload from owner, the authenticated
+// requester.
+//
+// Without taskId it creates a task: a fresh id and a fresh context (contexts
+// are never shared between requesters), state submitted, the message as its
+// history. The task waits there for a worker, whatever the message holds
+// (free text, or a proposal for the executor).
+//
+// With taskId it continues the task: only its owner may (else 1001, as if
+// it did not exist); a terminal task cannot be continued (1004 on
+// payload.taskId, constraint "state"); a task in input_required goes back
+// to working; the message is appended to the history.
+//
+// With an idempotencyKey, a request repeating a key of the same owner gets
+// the task the key first produced, as it is now, and changes nothing.
+func (s *Service) SendMessage(ctx context.Context, owner string, payload []byte) (*Task, error) {
+	req, err := ParseSendRequest(payload)
+	if err != nil {
+		return nil, err
+	}
+	if owner == "" {
+		return nil, errors.New("tasks: send message: no requester")
+	}
+	if req.IdempotencyKey != "" && s.keys != nil {
+		k := idemKey{owner: owner, key: req.IdempotencyKey}
+		m := &s.keyLocks[maphash.Comparable(s.seed, k)%uint64(len(s.keyLocks))]
+		m.Lock()
+		defer m.Unlock()
+		if id, ok := s.keys.get(k); ok {
+			if req.TaskID != "" && req.TaskID != id {
+				return nil, snap.FieldError(root+".idempotencyKey", "unique", "a key not used for another task", req.IdempotencyKey)
+			}
+			t, err := s.store.Get(ctx, id)
+			switch {
+			case err == nil && t.Owner == owner:
+				return t, nil
+			case err != nil && !errors.Is(err, ErrNotFound):
+				return nil, fmt.Errorf("tasks: send message: %w", err)
+			}
+			s.keys.remove(k) // the task is gone: the key starts afresh
+		}
+		t, err := s.send(ctx, owner, req)
+		if err == nil {
+			s.keys.put(k, t.ID)
+		}
+		return t, err
+	}
+	return s.send(ctx, owner, req)
+}
+
+func (s *Service) send(ctx context.Context, owner string, req *SendRequest) (*Task, error) {
+	if req.TaskID == "" {
+		return s.create(ctx, owner, req)
+	}
+	return s.change(ctx, req.TaskID, func(cur *Task) (*Task, error) {
+		if cur.Owner != owner {
+			return nil, notFound(req.TaskID)
+		}
+		if st := cur.Status.State; st.Terminal() {
+			return nil, snap.FieldError(root+".taskId", "state",
+				[]string{string(StateSubmitted), string(StateWorking), string(StateInputRequired)}, string(st))
+		}
+		if len(cur.History) >= s.maxHistory {
+			return nil, snap.FieldError(root+".taskId", "maxHistory", s.maxHistory, len(cur.History)+1)
+		}
+		if cur.Status.State != StateInputRequired {
+			t, err := s.store.AppendHistory(ctx, cur.ID, cur.Version, req.Message)
+			if err != nil {
+				return nil, fmt.Errorf("tasks: send message: %w", err)
+			}
+			return t, nil
+		}
+		next := cur
+		next.Status = Status{State: StateWorking, Timestamp: s.timestamp()}
+		next.History = append(next.History, req.Message)
+		t, err := s.store.Update(ctx, next, cur.Version)
+		if err != nil {
+			return nil, fmt.Errorf("tasks: send message: %w", err)
+		}
+		s.publishStatus(t)
+		return t, nil
+	})
+}
+
+func (s *Service) create(ctx context.Context, owner string, req *SendRequest) (*Task, error) {
+	now := s.timestamp()
+	t := &Task{
+		ID:             s.newID(),
+		ContextID:      s.newID(),
+		Status:         Status{State: StateSubmitted, Timestamp: now},
+		History:        []Message{req.Message},
+		Owner:          owner,
+		IdempotencyKey: req.IdempotencyKey,
+		CreatedAt:      now,
+	}
+	created, err := s.store.Create(ctx, t)
+	if err != nil {
+		return nil, fmt.Errorf("tasks: send message: %w", err)
+	}
+	s.publishStatus(created)
+	return created, nil
+}
+
+// change runs write on the current task under the task's lock, again when
+// it fails with a version conflict (another process wrote first). A task
+// that does not exist is 1001.
+func (s *Service) change(ctx context.Context, id string, write func(cur *Task) (*Task, error)) (*Task, error) {
+	defer s.lockTask(id).Unlock()
+	for attempt := 1; ; attempt++ {
+		cur, err := s.store.Get(ctx, id)
+		if errors.Is(err, ErrNotFound) {
+			return nil, notFound(id)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("tasks: %w", err)
+		}
+		t, err := write(cur)
+		if errors.Is(err, ErrVersionConflict) && attempt < conflictRetries {
+			continue
+		}
+		return t, err
+	}
+}
+
+func (s *Service) publishStatus(t *Task) {
+	st := t.Status
+	s.events.Publish(Event{TaskID: t.ID, Version: t.Version, Kind: EventStatus, Status: &st})
+}
+
+// GetTask handles a tasks/get payload from requester. The task must be the
+// requester's or the requester an operator, else 1001. historyLength
+// omitted returns the whole history, 0 none, N the last N messages.
+func (s *Service) GetTask(ctx context.Context, requester string, payload []byte) (*Task, error) {
+	req, err := ParseGetRequest(payload)
+	if err != nil {
+		return nil, err
+	}
+	t, err := s.store.Get(ctx, req.TaskID)
+	if errors.Is(err, ErrNotFound) {
+		return nil, notFound(req.TaskID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tasks: get task: %w", err)
+	}
+	if !s.canRead(requester, t) {
+		return nil, notFound(req.TaskID)
+	}
+	if req.HistoryLength != nil {
+		t = t.TrimHistory(*req.HistoryLength)
+	}
+	return t, nil
+}
+
+// CancelTask handles a tasks/cancel payload from requester, the task's
+// owner or an operator (else 1001). A task already canceled is returned as
+// it is (cancel is idempotent); a completed or failed one is 1002 with data
+// {taskId, state}; any other moves to canceled.
+func (s *Service) CancelTask(ctx context.Context, requester string, payload []byte) (*Task, error) {
+	req, err := ParseCancelRequest(payload)
+	if err != nil {
+		return nil, err
+	}
+	return s.change(ctx, req.TaskID, func(cur *Task) (*Task, error) {
+		if !s.canRead(requester, cur) {
+			return nil, notFound(req.TaskID)
+		}
+		switch st := cur.Status.State; st {
+		case StateCanceled:
+			return cur, nil
+		case StateCompleted, StateFailed:
+			return nil, snap.NewError(snap.CodeTaskNotCancelable, "task is "+string(st)+" and cannot be canceled",
+				map[string]any{"taskId": req.TaskID, "state": string(st)})
+		}
+		note := "canceled by the requester"
+		if cur.Owner != requester {
+			note = "canceled by an operator"
+		}
+		next := cur
+		next.Status = Status{State: StateCanceled, Timestamp: s.timestamp(), Message: note}
+		t, err := s.store.Update(ctx, next, cur.Version)
+		if err != nil {
+			return nil, fmt.Errorf("tasks: cancel task: %w", err)
+		}
+		s.publishStatus(t)
+		return t, nil
+	})
+}
+
+// Transition moves a task to another state for a worker or the executor,
+// with an optional note (at most 1024 characters). It enforces the state
+// machine (ErrIllegalTransition, ErrTerminal) but no ownership; a missing
+// task is a *snap.Error 1001.
+func (s *Service) Transition(ctx context.Context, taskID string, to State, note string) (*Task, error) {
+	return s.change(ctx, taskID, func(cur *Task) (*Task, error) {
+		if cur.Status.State.Terminal() {
+			return nil, fmt.Errorf("tasks: transition %s to %s: %w: %w", taskID, to, ErrTerminal, ErrIllegalTransition)
+		}
+		if err := CheckTransition(cur.Status.State, to); err != nil {
+			return nil, fmt.Errorf("tasks: transition %s: %w", taskID, err)
+		}
+		next := cur
+		next.Status = Status{State: to, Timestamp: s.timestamp(), Message: note}
+		t, err := s.store.Update(ctx, next, cur.Version)
+		if err != nil {
+			return nil, fmt.Errorf("tasks: transition: %w", err)
+		}
+		s.publishStatus(t)
+		return t, nil
+	})
+}
+
+// AddArtifact adds an artifact to a task that is not terminal, for a worker
+// or the executor. The artifact is validated first (a *snap.Error 1004 on
+// a field under "artifact"); ErrTerminal, ErrLimit and ErrExists come from
+// the store; a missing task is a *snap.Error 1001.
+func (s *Service) AddArtifact(ctx context.Context, taskID string, a Artifact) (*Task, error) {
+	if err := a.Validate(); err != nil {
+		return nil, err
+	}
+	return s.change(ctx, taskID, func(cur *Task) (*Task, error) {
+		t, err := s.store.AppendArtifact(ctx, taskID, cur.Version, a)
+		if err != nil {
+			return nil, fmt.Errorf("tasks: add artifact: %w", err)
+		}
+		ac := a.Clone()
+		s.events.Publish(Event{TaskID: t.ID, Version: t.Version, Kind: EventArtifact, Artifact: &ac})
+		return t, nil
+	})
+}
+
+// Subscribe returns the task as it is now and a channel of its later
+// events, with no gap or overlap between the two for writes made through
+// this Service. The requester must own the task or be an operator (else
+// 1001). The channel is closed when ctx is done, after the final event, or
+// when the subscriber falls behind; for a terminal task it is closed at once.
+func (s *Service) Subscribe(ctx context.Context, requester, taskID string) (*Task, <-chan Event, error) {
+	defer s.lockTask(taskID).Unlock()
+	t, err := s.store.Get(ctx, taskID)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil, notFound(taskID)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("tasks: subscribe: %w", err)
+	}
+	if !s.canRead(requester, t) {
+		return nil, nil, notFound(taskID)
+	}
+	if t.Status.State.Terminal() {
+		return t, closedEvents(), nil
+	}
+	return t, s.events.Subscribe(ctx, taskID), nil
+}
+
+// Register registers the handlers of message/send, tasks/get and
+// tasks/cancel. The requester is the request's authenticated from; a
+// success is a *TaskResponse (a snap.Shrinker) whose task has no Metadata;
+// a failure is a *snap.Error (5001, without details, for internal
+// failures).
+func (s *Service) Register(r Registrar) {
+	r.Handle("message/send", s.handler("message/send", s.SendMessage))
+	r.Handle("tasks/get", s.handler("tasks/get", s.GetTask))
+	r.Handle("tasks/cancel", s.handler("tasks/cancel", s.CancelTask))
+}
+
+type operation func(ctx context.Context, requester string, payload []byte) (*Task, error)
+
+func (s *Service) handler(method string, op operation) func(context.Context, *snap.Verified) (any, error) {
+	return func(ctx context.Context, req *snap.Verified) (any, error) {
+		switch {
+		case req == nil || req.Message == nil:
+			s.log.Error("tasks: handler called without a message", "method", method)
+			return nil, snap.NewError(snap.CodeInternal, "internal error", nil)
+		case req.Type != snap.TypeRequest:
+			return nil, snap.NewError(snap.CodeInvalidMessage, "only requests are handled",
+				map[string]any{"field": "type", "reason": "not a request"})
+		case !req.Signed:
+			// Ownership rests on an authenticated from.
+			return nil, snap.NewError(snap.CodeSignatureMissing, "a request must be signed",
+				map[string]any{"field": "sig", "required": true})
+		}
+		t, err := op(ctx, req.From, req.Payload)
+		if err != nil {
+			var se *snap.Error
+			if errors.As(err, &se) {
+				return nil, se
+			}
+			s.log.Error("tasks: request failed", "method", method, "from", req.From, "id", req.ID, "err", err)
+			return nil, snap.NewError(snap.CodeInternal, "internal error", nil)
+		}
+		return &TaskResponse{Task: forPeer(t)}, nil
+	}
+}
+
+// forPeer returns t as a peer may see it: without node-local metadata.
+func forPeer(t *Task) *Task {
+	if t.Metadata == nil {
+		return t
+	}
+	c := *t
+	c.Metadata = nil
+	return &c
+}

@@ -1,0 +1,72 @@
+package tasks
+
+import "context"
+
+// Store keeps tasks. MemoryStore is the in-process implementation; SQL
+// stores implement the same contract, which tasks/storetest checks.
+//
+// The contract:
+//   - Every method honours ctx and returns its error (wrapped) when it is
+//     done before the call starts.
+//   - Tasks go in and come out as copies: a store never keeps a caller's
+//     task, slices or maps, and never returns its own.
+//   - Version is 1 after Create and grows by exactly one with every
+//     successful Update, AppendHistory and AppendArtifact; a failed call
+//     changes nothing.
+//   - ID, Owner, ContextID, IdempotencyKey and CreatedAt are set by Create
+//     and never change.
+//   - The state machine holds: writes go through CheckUpdate, so a terminal
+//     task never changes (ErrTerminal) and an illegal change of state fails
+//     with ErrIllegalTransition.
+//   - Implementations are safe for concurrent use; of two writes expecting
+//     the same version, at most one succeeds.
+type Store interface {
+	// Create stores a new task, checked with CheckCreate, and returns it
+	// with Version 1. A task with the same id gives ErrExists; a store that
+	// cannot take another task gives ErrStoreFull.
+	Create(ctx context.Context, t *Task) (*Task, error)
+	// Get returns the task with the id, or ErrNotFound.
+	Get(ctx context.Context, id string) (*Task, error)
+	// Update replaces the status, history, artifacts and metadata of the
+	// task t.ID if its version is expected (else ErrVersionConflict), after
+	// CheckUpdate. It returns the stored task.
+	Update(ctx context.Context, t *Task, expected int64) (*Task, error)
+	// AppendHistory adds messages at the end of the task's history if its
+	// version is expected. It returns the stored task.
+	AppendHistory(ctx context.Context, id string, expected int64, msgs ...Message) (*Task, error)
+	// AppendArtifact adds an artifact if the task's version is expected.
+	// A 101st artifact gives ErrLimit, a second one with the same
+	// artifactId ErrExists. It returns the stored task.
+	AppendArtifact(ctx context.Context, id string, expected int64, a Artifact) (*Task, error)
+	// List returns the tasks matching f, oldest first (CreatedAt, then ID).
+	List(ctx context.Context, f Filter) ([]*Task, error)
+}
+
+// Filter selects tasks for Store.List. Zero fields match everything.
+type Filter struct {
+	Owner     string
+	ContextID string
+	// States matches tasks in any of these states.
+	States []State
+	// Limit caps the number of tasks returned; 0 means no cap.
+	Limit int
+}
+
+// Match reports whether t passes the filter (Limit aside).
+func (f Filter) Match(t *Task) bool {
+	if f.Owner != "" && t.Owner != f.Owner {
+		return false
+	}
+	if f.ContextID != "" && t.ContextID != f.ContextID {
+		return false
+	}
+	if len(f.States) == 0 {
+		return true
+	}
+	for _, s := range f.States {
+		if t.Status.State == s {
+			return true
+		}
+	}
+	return false
+}
