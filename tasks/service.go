@@ -443,3 +443,9 @@ func forPeer(t *Task) *Task {
 	c.Metadata = nil
 	return &c
 }
+
+// List returns the tasks matching f, oldest first: for operators and
+// their commands, not for peers (no ownership check).
+func (s *Service) List(ctx context.Context, f Filter) ([]*Task, error) {
+	return s.store.List(ctx, f)
+}
