@@ -29,8 +29,11 @@ type InboxConfig struct {
 	Transport  Transport
 	Responder  Responder
 	Checkpoint Checkpoint // nil: no catch-up of stored requests
-	Logger     *slog.Logger
-	Now        func() time.Time
+	// Verifier, shared with the transport, learns of the replies the
+	// inbox signs so that publishing them costs no second verification.
+	Verifier *Verifier
+	Logger   *slog.Logger
+	Now      func() time.Time
 	// Workers handle requests concurrently (default 8); Queue bounds the
 	// requests waiting for one (default 256). When the queue is full a
 	// request is refused at once with 5003, never left to time out.
@@ -274,6 +277,7 @@ func (in *Inbox) reply(ctx context.Context, req *nostr.Event, resp *snap.Message
 		in.cfg.Logger.Error("inbox: sign reply", "err", err)
 		return
 	}
+	in.cfg.Verifier.Signed(&ev)
 	res, err := in.cfg.Transport.Publish(ctx, ev)
 	if err != nil {
 		in.cfg.Logger.Error("inbox: reply not published", "request", req.ID, "method", resp.Method, "err", err, "outcome", res)

@@ -2,7 +2,6 @@ package relay
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -62,6 +61,10 @@ type PoolConfig struct {
 	// URLs of the relays (ws:// or wss://); duplicates are ignored.
 	URLs   []string
 	Logger *slog.Logger
+	// Verifier checks every event received or published; share one with
+	// an in-process relay and the inbox so that each event's signature is
+	// checked once. Default: a Verifier of the pool's own.
+	Verifier *Verifier
 	// Backoff between reconnection attempts: capped, jittered
 	// exponential; defaults 500 ms base, 30 s cap. It resets to the base
 	// once a connection has stayed up for BackoffMax, so a relay that
@@ -104,6 +107,9 @@ type PoolConfig struct {
 func (c *PoolConfig) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Verifier == nil {
+		c.Verifier = NewVerifier()
 	}
 	if c.BackoffBase <= 0 {
 		c.BackoffBase = DefaultBackoffBase
@@ -634,7 +640,7 @@ func (r PublishResult) Accepted() int {
 // OK true; the outcome of each relay is returned and logged either way.
 func (p *Pool) Publish(ctx context.Context, ev nostr.Event) (PublishResult, error) {
 	res := PublishResult{EventID: ev.ID}
-	if err := VerifyEvent(&ev); err != nil {
+	if err := p.cfg.Verifier.Verify(&ev); err != nil {
 		return res, fmt.Errorf("relay: publish: %w", err)
 	}
 	if _, ok := ctx.Deadline(); !ok {
@@ -774,30 +780,6 @@ func (p *Pool) Health() []RelayStatus {
 		r.mu.Unlock()
 	}
 	return out
-}
-
-// VerifyEvent checks that ev's id is the NIP-01 hash of its content and
-// that its signature is the author's (BIP-340); the error wraps
-// ErrInvalidEvent.
-func VerifyEvent(ev *nostr.Event) error {
-	var id [32]byte
-	if len(ev.ID) != 64 {
-		return fmt.Errorf("%w: id is not 64 hex characters", ErrInvalidEvent)
-	}
-	if _, err := hex.Decode(id[:], []byte(ev.ID)); err != nil {
-		return fmt.Errorf("%w: id: %w", ErrInvalidEvent, err)
-	}
-	if sha256.Sum256(ev.Serialize()) != id {
-		return fmt.Errorf("%w: id %s does not match the content", ErrInvalidEvent, ev.ID)
-	}
-	ok, err := ev.CheckSignature()
-	if err != nil {
-		return fmt.Errorf("%w: %s: %w", ErrInvalidEvent, ev.ID, err)
-	}
-	if !ok {
-		return fmt.Errorf("%w: %s: bad signature", ErrInvalidEvent, ev.ID)
-	}
-	return nil
 }
 
 // poolRelay is one relay of a pool and its connection loop.
@@ -1001,7 +983,7 @@ func (r *poolRelay) accept(s *Subscription, ev *nostr.Event) {
 	if s.seenBefore(id) { // cheap: skip verifying what another relay brought
 		return
 	}
-	if err := VerifyEvent(ev); err != nil {
+	if err := r.p.cfg.Verifier.Verify(ev); err != nil {
 		r.invalid.Add(1)
 		r.log.Debug("relay pool: dropped an invalid event", "sub", s.wireID, "err", err)
 		return

@@ -74,10 +74,13 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (n *Node
 		}
 	}()
 
+	// One verifier for the embedded relay, the pool and the inbox: each
+	// event's signature is checked once in the process.
+	verifier := relay.NewVerifier()
 	n.urls = cfg.Relays
 	if len(n.urls) == 0 {
 		rctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-		n.relay, err = embedded.New(embedded.Config{DBPath: filepath.Join(cfg.DataDir, "relay.db"), Logger: logger.With("part", "relay")})
+		n.relay, err = embedded.New(embedded.Config{DBPath: filepath.Join(cfg.DataDir, "relay.db"), Logger: logger.With("part", "relay"), Verifier: verifier})
 		if err != nil {
 			stop()
 			return nil, fmt.Errorf("node: embedded relay: %w", err)
@@ -85,18 +88,19 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (n *Node
 		ln, err := net.Listen("tcp", cfg.RelayListen)
 		if err != nil {
 			stop()
+			n.relay.Close()
 			return nil, fmt.Errorf("node: embedded relay: %w", err)
 		}
 		n.relayDone = make(chan error, 1)
 		go func() { n.relayDone <- n.relay.Serve(rctx, ln) }()
-		cleanup = append(cleanup, func() { stop(); <-n.relayDone })
+		cleanup = append(cleanup, func() { stop(); <-n.relayDone; n.relay.Close() })
 		n.urls = []string{"ws://" + ln.Addr().String()}
 		// The relay outlives ctx: it stops in Wait, after the inbox
 		// has published its last answer.
 		n.stopRelay = stop
 	}
 
-	n.pool = relay.NewPool(relay.PoolConfig{URLs: n.urls, Logger: logger.With("part", "pool")})
+	n.pool = relay.NewPool(relay.PoolConfig{URLs: n.urls, Logger: logger.With("part", "pool"), Verifier: verifier})
 	poolCtx, stopPool := context.WithCancel(context.WithoutCancel(ctx))
 	n.pool.Start(poolCtx)
 	n.stopPool = stopPool
@@ -121,7 +125,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (n *Node
 	cleanup = append(cleanup, func() { n.checkpoint.Close() })
 
 	n.inbox = relay.NewInbox(relay.InboxConfig{
-		Key: n.key, Transport: n.pool, Responder: server, Checkpoint: n.checkpoint,
+		Key: n.key, Transport: n.pool, Responder: server, Checkpoint: n.checkpoint, Verifier: verifier,
 		Logger: logger.With("part", "inbox"), Workers: cfg.Workers, ReplyTTL: cfg.ReplyTTL.Duration,
 	})
 	n.inboxDone = make(chan error, 1)
@@ -228,7 +232,7 @@ func (n *Node) Wait() error {
 	errs := []error{err, n.pool.Close(), n.checkpoint.Close()}
 	if n.relay != nil {
 		n.stopRelay()
-		errs = append(errs, <-n.relayDone)
+		errs = append(errs, <-n.relayDone, n.relay.Close())
 	}
 	return errors.Join(errs...)
 }

@@ -17,7 +17,7 @@ import (
 
 // startNode starts a node with its embedded relay on a free loopback port
 // and a data folder of its own; it stops at the end of the test.
-func startNode(t *testing.T, mutate func(*config.Config)) (*node.Node, context.CancelFunc) {
+func startNode(t testing.TB, mutate func(*config.Config)) (*node.Node, context.CancelFunc) {
 	t.Helper()
 	cfg := config.Default()
 	cfg.DataDir = filepath.Join(t.TempDir(), "data")
@@ -52,7 +52,7 @@ type requester struct {
 	client *relay.Client
 }
 
-func newRequester(t *testing.T, urls []string) *requester {
+func newRequester(t testing.TB, urls []string) *requester {
 	t.Helper()
 	k, err := identity.Generate()
 	if err != nil {
@@ -65,7 +65,7 @@ func newRequester(t *testing.T, urls []string) *requester {
 	return &requester{key: k, pool: p, client: relay.NewClient(relay.ClientConfig{Key: k, Transport: p})}
 }
 
-func (r *requester) call(t *testing.T, n *node.Node, method string, payload any, persist bool) map[string]any {
+func (r *requester) call(t testing.TB, n *node.Node, method string, payload any, persist bool) map[string]any {
 	t.Helper()
 	body, _ := json.Marshal(payload)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)

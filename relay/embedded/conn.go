@@ -8,12 +8,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/gorilla/websocket"
 	"github.com/nbd-wtf/go-nostr"
+	"github.com/snapnode/snapnode/relay"
 )
 
 // outItem is one message for the writer. sub, when set, is the
@@ -222,10 +225,17 @@ func (c *conn) readLoop() {
 	for {
 		typ, b, err := c.ws.ReadMessage()
 		if err != nil {
-			if !websocket.IsCloseError(err, websocket.CloseNormalClosure, websocket.CloseGoingAway, websocket.CloseNoStatusReceived) {
-				c.log.Debug("read failed", "err", err)
+			var ne net.Error
+			switch {
+			case errors.As(err, &ne) && ne.Timeout():
+				c.log.Debug("client silent for too long", "timeout", pongWait)
+				c.kill(websocket.CloseGoingAway, "no pong")
+			default:
+				if !websocket.IsCloseError(err, websocket.CloseNormalClosure, websocket.CloseGoingAway, websocket.CloseNoStatusReceived) {
+					c.log.Debug("read failed", "err", err)
+				}
+				c.kill(websocket.CloseNormalClosure, "")
 			}
-			c.kill(websocket.CloseNormalClosure, "")
 			return
 		}
 		_ = c.ws.SetReadDeadline(time.Now().Add(pongWait))
@@ -297,7 +307,7 @@ func (c *conn) handleEvent(ev *nostr.Event) error {
 	if !c.allowEvent(now) {
 		return c.ok(ev.ID, false, "rate-limited: slow down")
 	}
-	if err := verify(ev); err != nil {
+	if err := r.cfg.Verifier.Verify(ev); err != nil {
 		return c.ok(ev.ID, false, "invalid: "+reason(err))
 	}
 	exp, hasExp, err := expiration(ev)
@@ -339,11 +349,13 @@ func (c *conn) handleEvent(ev *nostr.Event) error {
 	return c.ok(ev.ID, true, "")
 }
 
-// reason is the text of an errInvalidEvent without its sentinel prefix.
+// reason is the text of an invalid-event error without its sentinel prefix.
 func reason(err error) string {
 	s := err.Error()
-	if p := errInvalidEvent.Error() + ": "; len(s) > len(p) && s[:len(p)] == p {
-		return s[len(p):]
+	for _, sentinel := range []error{errInvalidEvent, relay.ErrInvalidEvent} {
+		if p := sentinel.Error() + ": "; strings.HasPrefix(s, p) {
+			return s[len(p):]
+		}
 	}
 	return s
 }

@@ -1,13 +1,10 @@
 package embedded
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
 
-	"github.com/btcsuite/btcd/btcec/v2/schnorr"
 	"github.com/nbd-wtf/go-nostr"
 )
 
@@ -78,34 +75,6 @@ func checkShape(ev *nostr.Event, lim *limits) error {
 		return invalidf("too many tags (%d > %d)", len(ev.Tags), lim.maxEventTags)
 	case len(ev.Content) > lim.maxContentLength:
 		return invalidf("content too long (%d > %d bytes)", len(ev.Content), lim.maxContentLength)
-	}
-	return nil
-}
-
-// verify checks that ev.ID is the SHA-256 of the NIP-01 serialization of
-// ev and that ev.Sig is a valid BIP-340 signature of it by ev.PubKey.
-// checkShape must have passed.
-func verify(ev *nostr.Event) error {
-	h := sha256.Sum256(ev.Serialize())
-	var id [32]byte
-	if _, err := hex.Decode(id[:], []byte(ev.ID)); err != nil || id != h {
-		return invalidf("id is not the hash of the event")
-	}
-	pk, err := hex.DecodeString(ev.PubKey)
-	if err != nil {
-		return invalidf("bad pubkey: %v", err)
-	}
-	pub, err := schnorr.ParsePubKey(pk)
-	if err != nil {
-		return invalidf("bad pubkey: not a point on secp256k1")
-	}
-	sb, err := hex.DecodeString(ev.Sig)
-	if err != nil {
-		return invalidf("bad signature: %v", err)
-	}
-	sig, err := schnorr.ParseSignature(sb)
-	if err != nil || !sig.Verify(h[:], pub) {
-		return invalidf("bad signature")
 	}
 	return nil
 }

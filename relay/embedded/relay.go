@@ -15,6 +15,7 @@ import (
 
 	"github.com/gorilla/websocket"
 	"github.com/nbd-wtf/go-nostr"
+	"github.com/snapnode/snapnode/relay"
 )
 
 // Config configures a Relay. The zero value is a usable relay with an
@@ -30,6 +31,11 @@ type Config struct {
 
 	// Logger receives the relay's logs; nil discards them.
 	Logger *slog.Logger
+
+	// Verifier checks each event's id and signature. A node shares one
+	// with its pool and inbox, so that each event is verified once in the
+	// process; nil makes the relay its own.
+	Verifier *relay.Verifier
 
 	// Now is the clock used for NIP-40 expiration, created_at checks and
 	// rate limits; nil is time.Now. Tests inject a fake clock here.
@@ -95,6 +101,9 @@ const (
 
 // withDefaults fills zero fields and checks the rest.
 func (c Config) withDefaults() (Config, error) {
+	if c.Verifier == nil {
+		c.Verifier = relay.NewVerifier()
+	}
 	def := func(p *int, v int, name string) error {
 		switch {
 		case *p == 0:
@@ -401,8 +410,12 @@ func (r *Relay) ListenAndServe(ctx context.Context, addr string) error {
 // Serve serves connections on ln, and deletes expired events every
 // SweepInterval, until ctx is cancelled; then it stops accepting, closes
 // every client connection (close code 1001) and returns nil once they are
-// gone. Addr and URL report ln's address from the moment Serve is called.
-// Serve takes ownership of ln. The database stays open: call Close.
+// gone. It also returns, with nil, when Close is called. Serve takes
+// ownership of ln. The database stays open until Close.
+//
+// Addr and URL report ln's address once Serve has started; a caller that
+// runs Serve in a goroutine should take the URL from WebSocketURL(ln.Addr())
+// instead of racing with it.
 func (r *Relay) Serve(ctx context.Context, ln net.Listener) error {
 	r.mu.Lock()
 	if r.closed {
@@ -460,7 +473,7 @@ func (r *Relay) sweepLoop(ctx context.Context) {
 		case <-r.ctx.Done():
 			return
 		case <-t.C:
-			if _, err := r.Sweep(ctx); err != nil && ctx.Err() == nil {
+			if _, err := r.Sweep(ctx); err != nil && ctx.Err() == nil && r.ctx.Err() == nil {
 				r.log.Error("sweep expired events", "err", err)
 			}
 		}

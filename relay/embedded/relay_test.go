@@ -726,6 +726,38 @@ func TestShutdownClosesConnections(t *testing.T) {
 	}
 }
 
+func TestPingKeepalive(t *testing.T) {
+	tr := startRelay(t, Config{PingInterval: 30 * time.Millisecond})
+	conns := func() int {
+		tr.mu.Lock()
+		defer tr.mu.Unlock()
+		return len(tr.conns)
+	}
+	// A client that reads answers pings (gorilla does it while reading) and
+	// stays; one that never reads never answers and is dropped.
+	live := dial(t, tr.url)
+	liveDone := make(chan error, 1)
+	go func() {
+		_, _, err := live.ws.ReadMessage()
+		liveDone <- err
+	}()
+	silent := dial(t, tr.url)
+	_ = silent
+	deadline := time.Now().Add(5 * time.Second)
+	for conns() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections, want the silent one dropped", conns())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond) // several ping intervals
+	if n := conns(); n != 1 {
+		t.Fatalf("%d connections after the pings, want the reading client kept", n)
+	}
+	live.ws.Close()
+	<-liveDone
+}
+
 func TestCloseRefusesNewConnections(t *testing.T) {
 	r, err := New(Config{})
 	if err != nil {

@@ -189,3 +189,46 @@ func TestKindClass(t *testing.T) {
 		}
 	}
 }
+
+// TestQueryPlans guards the indexes REQ relies on: no filter that names
+// ids, authors, kinds or tags may scan the events table.
+func TestQueryPlans(t *testing.T) {
+	st, err := openStore(context.Background(), filepath.Join(t.TempDir(), "p.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.close()
+	for js, want := range map[string]string{
+		`{"kinds":[21339,4339],"#p":["x"]}`:    "SEARCH d USING INDEX tags_name_value",
+		`{"kinds":[31337],"#skill":["x","y"]}`: "SEARCH d USING INDEX tags_name_value",
+		`{"#p":["x"],"#e":["y"],"since":5}`:    "SEARCH d USING INDEX tags_name_value",
+		`{"authors":["a"],"kinds":[1]}`:        "SEARCH e USING INDEX events_pubkey_kind",
+		`{"kinds":[4339],"since":1}`:           "SEARCH e USING INDEX events_kind",
+		`{"ids":["a","b"],"#p":["x"]}`:         "SEARCH e USING INDEX sqlite_autoindex_events_1",
+		`{}`:                                   "SCAN e USING INDEX events_created",
+	} {
+		q, args := buildQuery(mustFilter(t, js), 500, 0)
+		rows, err := st.r.Query("EXPLAIN QUERY PLAN "+q, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		rows.Close()
+		if len(plan) == 0 || !strings.HasPrefix(plan[0], want) {
+			t.Errorf("%s: plan %q, want it to start with %q", js, plan, want)
+		}
+		for _, step := range plan {
+			if strings.HasPrefix(step, "SCAN e") && js != `{}` {
+				t.Errorf("%s: full scan in plan %q", js, plan)
+			}
+		}
+	}
+}

@@ -1,0 +1,174 @@
+package node_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/btcsuite/btcd/btcec/v2/schnorr"
+	"github.com/nbd-wtf/go-nostr/nip44"
+
+	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/relay"
+)
+
+// nodeProcess is `snapnode run` in its own process, so that its CPU time
+// can be read apart from the requesters'.
+type nodeProcess struct {
+	cmd           *exec.Cmd
+	addr, pub, ws string
+}
+
+func startNodeProcess(b *testing.B) *nodeProcess {
+	b.Helper()
+	dir := b.TempDir()
+	bin := filepath.Join(dir, "snapnode")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/snapnode/snapnode/cmd/snapnode").CombinedOutput(); err != nil {
+		b.Fatalf("build: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin, "run", "--data-dir", filepath.Join(dir, "data"), "--relay-listen", "127.0.0.1:0", "--log-level", "warn")
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() })
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		b.Fatalf("no ready line: %v", err)
+	}
+	m := regexp.MustCompile(`address=(\S+) nostr=(\S+) relay=(\S+)`).FindStringSubmatch(line)
+	if m == nil {
+		b.Fatalf("ready line: %q", line)
+	}
+	return &nodeProcess{cmd: cmd, addr: m[1], pub: m[2], ws: m[3]}
+}
+
+// cpu returns the process's user+system CPU time from /proc.
+func (p *nodeProcess) cpu(b *testing.B) time.Duration {
+	b.Helper()
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	if err != nil {
+		b.Skipf("no /proc: %v", err)
+	}
+	f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	const clkTck = 100 // USER_HZ on Linux
+	return time.Duration(ut+st) * time.Second / clkTck
+}
+
+// cryptoPerRoundTrip measures, in this run, what a node must do at the
+// least for one round trip: verify the request event's signature and the
+// SNAP signature, open and seal NIP-44 with a cached conversation key, sign
+// the SNAP response and the reply event.
+func cryptoPerRoundTrip(b *testing.B) time.Duration {
+	k, _ := identity.Generate()
+	peer, _ := identity.Generate()
+	d := sha256.Sum256([]byte("x"))
+	sig, _ := k.Sign(d)
+	q := k.OutputKey()
+	pub, _ := schnorr.ParsePubKey(q[:])
+	s, _ := schnorr.ParseSignature(sig[:])
+	ck, _ := nip44.GenerateConversationKey(peer.NostrPublicKey(), k.NostrSecretKey())
+	msg := strings.Repeat("m", 900)
+	sealed, _ := nip44.Encrypt(msg, ck)
+	// A plain timed loop: testing.Benchmark cannot run inside a benchmark.
+	per := func(f func()) time.Duration {
+		const n = 300
+		f()
+		t0 := time.Now()
+		for range n {
+			f()
+		}
+		return time.Since(t0) / n
+	}
+	verify := per(func() { s.Verify(d[:], pub) })
+	sign := per(func() { k.Sign(d) })
+	open := per(func() { nip44.Decrypt(sealed, ck) })
+	seal := per(func() { nip44.Encrypt(msg, ck) })
+	return 2*verify + 2*sign + open + seal
+}
+
+// BenchmarkNostrRoundTrip measures message/send round trips through the
+// node's embedded relay on loopback with 1, 8 and 64 concurrent requesters:
+// round trips per second, p50 and p99 latency, and the node's CPU per
+// round trip beside the cryptographic work it cannot avoid.
+func BenchmarkNostrRoundTrip(b *testing.B) {
+	n := startNodeProcess(b)
+	minCrypto := cryptoPerRoundTrip(b)
+	for _, clients := range []int{1, 8, 64} {
+		b.Run(fmt.Sprintf("requesters=%d", clients), func(b *testing.B) {
+			reqs := make([]*relay.Client, clients)
+			for i := range reqs {
+				k, _ := identity.Generate()
+				ctx, cancel := context.WithCancel(context.Background())
+				p := relay.NewPool(relay.PoolConfig{URLs: []string{n.ws}, Logger: slog.New(slog.DiscardHandler)})
+				p.Start(ctx)
+				b.Cleanup(func() { cancel(); p.Close() })
+				reqs[i] = relay.NewClient(relay.ClientConfig{Key: k, Transport: p, Logger: slog.New(slog.DiscardHandler)})
+			}
+			target := relay.Target{Address: n.addr, PubKey: n.pub}
+			body, _ := json.Marshal(text(strings.Repeat("benchmark ", 50)))
+			call := func(c *relay.Client) time.Duration {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				t0 := time.Now()
+				if _, err := c.Request(ctx, target, relay.Request{Method: "message/send", Payload: body}); err != nil {
+					b.Error(err)
+				}
+				return time.Since(t0)
+			}
+			for _, c := range reqs { // warm: connections, conversation keys
+				call(c)
+			}
+			var mu sync.Mutex
+			var lat []time.Duration
+			work := make(chan struct{}, b.N)
+			for range b.N {
+				work <- struct{}{}
+			}
+			close(work)
+			cpu0 := n.cpu(b)
+			b.ResetTimer()
+			start := time.Now()
+			var wg sync.WaitGroup
+			for _, c := range reqs {
+				wg.Go(func() {
+					for range work {
+						d := call(c)
+						mu.Lock()
+						lat = append(lat, d)
+						mu.Unlock()
+					}
+				})
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			b.StopTimer()
+			cpu := n.cpu(b) - cpu0
+			slices.Sort(lat)
+			q := func(p float64) float64 { return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))]) / 1e6 }
+			perRT := cpu / time.Duration(b.N)
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "rt/s")
+			b.ReportMetric(q(0.50), "p50-ms")
+			b.ReportMetric(q(0.99), "p99-ms")
+			b.ReportMetric(float64(perRT.Microseconds()), "node-cpu-µs/rt")
+			b.ReportMetric(float64(minCrypto.Microseconds()), "crypto-µs/rt")
+			b.ReportMetric(float64(perRT)/float64(minCrypto), "cpu/crypto")
+		})
+	}
+}

@@ -1,0 +1,96 @@
+package relay
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+
+	"github.com/btcsuite/btcd/btcec/v2"
+	"github.com/btcsuite/btcd/btcec/v2/schnorr"
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/snapnode/snapnode/internal/bounded"
+)
+
+// Verifier checks Nostr events (NIP-01 id and BIP-340 signature) and
+// remembers, in bounded caches, the authors' lifted keys and the events it
+// has verified or that this process signed. One Verifier shared by the
+// embedded relay, the pool and the inbox checks each event's signature
+// once per process: an event seen again costs the hash of its
+// serialization, which is recomputed every time, so a cached signature
+// only ever vouches for the exact event it was checked on.
+// A Verifier is safe for concurrent use.
+type Verifier struct {
+	keys *bounded.Cache[string, *btcec.PublicKey]
+	seen *bounded.Cache[[32]byte, string] // event id → its verified signature
+}
+
+// NewVerifier returns a Verifier remembering up to 4,096 authors and
+// 65,536 events.
+func NewVerifier() *Verifier {
+	return &Verifier{
+		keys: bounded.NewCache[string, *btcec.PublicKey](4096),
+		seen: bounded.NewCache[[32]byte, string](65536),
+	}
+}
+
+// Verify returns an error wrapping ErrInvalidEvent unless ev's id is the
+// hash of its content and its signature is valid for its pubkey.
+func (v *Verifier) Verify(ev *nostr.Event) error {
+	id, err := checkID(ev)
+	if err != nil {
+		return err
+	}
+	if sig, ok := v.seen.Get(id); ok && sig == ev.Sig {
+		return nil
+	}
+	pub, ok := v.keys.Get(ev.PubKey)
+	if !ok {
+		var p [32]byte
+		if _, err := decodeHex32(ev.PubKey, &p); err != nil {
+			return fmt.Errorf("%w: pubkey: %w", ErrInvalidEvent, err)
+		}
+		if pub, err = schnorr.ParsePubKey(p[:]); err != nil {
+			return fmt.Errorf("%w: pubkey is not a point on secp256k1", ErrInvalidEvent)
+		}
+		v.keys.Put(ev.PubKey, pub)
+	}
+	var raw [64]byte
+	if len(ev.Sig) != 128 {
+		return fmt.Errorf("%w: %s: signature is not 128 hex characters", ErrInvalidEvent, ev.ID)
+	}
+	if _, err := hex.Decode(raw[:], []byte(ev.Sig)); err != nil {
+		return fmt.Errorf("%w: %s: signature: %w", ErrInvalidEvent, ev.ID, err)
+	}
+	sig, err := schnorr.ParseSignature(raw[:])
+	if err != nil || !sig.Verify(id[:], pub) {
+		return fmt.Errorf("%w: %s: bad signature", ErrInvalidEvent, ev.ID)
+	}
+	v.seen.Put(id, ev.Sig)
+	return nil
+}
+
+// Signed records ev, just signed by this process, as verified.
+func (v *Verifier) Signed(ev *nostr.Event) {
+	if v == nil {
+		return
+	}
+	if id, err := checkID(ev); err == nil {
+		v.seen.Put(id, ev.Sig)
+	}
+}
+
+// checkID returns ev's id after checking it is the hash of its content.
+func checkID(ev *nostr.Event) ([32]byte, error) {
+	var id [32]byte
+	if _, err := decodeHex32(ev.ID, &id); err != nil {
+		return id, fmt.Errorf("%w: id is not 64 hex characters", ErrInvalidEvent)
+	}
+	if sha256.Sum256(ev.Serialize()) != id {
+		return id, fmt.Errorf("%w: id %s does not match the content", ErrInvalidEvent, ev.ID)
+	}
+	return id, nil
+}
+
+// VerifyEvent checks one event with a throwaway Verifier.
+func VerifyEvent(ev *nostr.Event) error { return NewVerifier().Verify(ev) }
