@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 
@@ -23,6 +24,7 @@ func (c *cli) runNode(args []string) int {
 		"then the TOML file of --config, then defaults.")
 	cfg := config.Default()
 	config.Flags(fs, &cfg)
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to `FILE` (for go tool pprof)")
 	_, code, done := c.parse(fs, args, 0)
 	if done {
 		return code
@@ -34,6 +36,17 @@ func (c *cli) runNode(args []string) int {
 	level.UnmarshalText([]byte(cfg.LogLevel)) // Validate checked it
 	logger := slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: level}))
 
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return c.ioError("snapnode run", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return c.ioError("snapnode run", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	n, err := node.Start(ctx, cfg, logger)

@@ -224,6 +224,9 @@ func Load(c *Config, fs *flag.FlagSet, getenv func(string) string) error {
 		case "operator":
 			base.Operators = flagged.Operators
 		default:
+			if !isSetting(name) {
+				continue // a flag of the command's own, not a setting
+			}
 			if err := bindValue(&base, name, fs.Lookup(name).Value.String()); err != nil {
 				return err
 			}
@@ -231,6 +234,15 @@ func Load(c *Config, fs *flag.FlagSet, getenv func(string) string) error {
 	}
 	*c = base
 	return c.Validate()
+}
+
+func isSetting(name string) bool {
+	for _, s := range settings {
+		if s.flag == name {
+			return true
+		}
+	}
+	return false
 }
 
 // bindValue sets the setting called name on c from its flag text.

@@ -84,6 +84,20 @@ name = "Filed"
 	}
 }
 
+// A command may define flags of its own beside the settings.
+func TestOtherFlagsPassThrough(t *testing.T) {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	c := config.Default()
+	config.Flags(fs, &c)
+	prof := fs.String("cpuprofile", "", "")
+	if err := fs.Parse([]string{"--cpuprofile", "x.prof", "--workers", "2"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := config.Load(&c, fs, func(string) string { return "" }); err != nil || *prof != "x.prof" || c.Workers != 2 {
+		t.Errorf("Load: %v, cpuprofile %q, workers %d", err, *prof, c.Workers)
+	}
+}
+
 func TestRejectsBadSettings(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "bad.toml")
 	os.WriteFile(file, []byte("data_dirr = \"typo\"\n"), 0o600)

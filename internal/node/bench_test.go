@@ -39,7 +39,11 @@ func startNodeProcess(b *testing.B) *nodeProcess {
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/snapnode/snapnode/cmd/snapnode").CombinedOutput(); err != nil {
 		b.Fatalf("build: %v\n%s", err, out)
 	}
-	cmd := exec.Command(bin, "run", "--data-dir", filepath.Join(dir, "data"), "--relay-listen", "127.0.0.1:0", "--log-level", "warn")
+	args := []string{"run", "--data-dir", filepath.Join(dir, "data"), "--relay-listen", "127.0.0.1:0", "--log-level", "warn"}
+	if prof := os.Getenv("SNAPNODE_BENCH_CPUPROFILE"); prof != "" {
+		args = append(args, "--cpuprofile", prof)
+	}
+	cmd := exec.Command(bin, args...)
 	stdout, _ := cmd.StdoutPipe()
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {

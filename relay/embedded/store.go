@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/nbd-wtf/go-nostr"
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
@@ -45,6 +47,60 @@ CREATE INDEX IF NOT EXISTS tags_event ON tags(event_seq);
 // which lives in a single connection.
 type store struct {
 	w, r *sql.DB
+	// newest is the largest created_at ever stored (an upper bound: it
+	// never goes down when events are deleted). A filter whose since is
+	// past it matches nothing stored, so the query costs no SQL: the
+	// common case of a client listening for replies "since a few seconds
+	// ago". newestKind refines it per kind, for the first maxKindMarks
+	// kinds seen.
+	newest     atomic.Int64
+	markMu     sync.Mutex
+	newestKind map[int]int64
+}
+
+// maxKindMarks bounds the per-kind marks; kinds beyond it use the global
+// mark.
+const maxKindMarks = 1024
+
+// raise records that an event of kind created at ts may be stored. It is
+// called before the event can be read, so that no query skips the
+// database while the event is in it.
+func (s *store) raise(kind int, ts int64) {
+	for cur := s.newest.Load(); ts > cur && !s.newest.CompareAndSwap(cur, ts); cur = s.newest.Load() {
+	}
+	s.markMu.Lock()
+	defer s.markMu.Unlock()
+	if s.newestKind == nil {
+		s.newestKind = make(map[int]int64)
+	}
+	if cur, ok := s.newestKind[kind]; ok || len(s.newestKind) < maxKindMarks {
+		s.newestKind[kind] = max(cur, ts)
+	}
+}
+
+// storedSince reports whether anything stored may match a filter with
+// since and kinds: false means the answer is empty without a query.
+func (s *store) storedSince(f *filter) bool {
+	if !f.hasSince {
+		return true
+	}
+	if f.since > s.newest.Load() {
+		return false
+	}
+	if len(f.kinds) == 0 {
+		return true
+	}
+	s.markMu.Lock()
+	defer s.markMu.Unlock()
+	if len(s.newestKind) >= maxKindMarks {
+		return true // some kinds are not tracked
+	}
+	for _, k := range f.kinds {
+		if ts, ok := s.newestKind[k]; ok && ts >= f.since {
+			return true
+		}
+	}
+	return false
 }
 
 // openStore opens (creating if needed) the database at path; "" or
@@ -109,7 +165,20 @@ func (s *store) init(ctx context.Context) error {
 	if _, err := s.w.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion)); err != nil {
 		return fmt.Errorf("write schema version: %w", err)
 	}
-	return nil
+	rows, err := s.w.QueryContext(ctx, "SELECT kind, MAX(created_at) FROM events GROUP BY kind")
+	if err != nil {
+		return fmt.Errorf("read newest events: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var kind int
+		var ts int64
+		if err := rows.Scan(&kind, &ts); err != nil {
+			return fmt.Errorf("read newest events: %w", err)
+		}
+		s.raise(kind, ts)
+	}
+	return rows.Err()
 }
 
 func (s *store) close() error {
@@ -134,6 +203,7 @@ const (
 // false: none); now is the current Unix time, so that expired stored
 // versions never block a replacement.
 func (s *store) save(ctx context.Context, ev *nostr.Event, raw []byte, exp int64, hasExp bool, now int64) (res saveResult, err error) {
+	s.raise(ev.Kind, int64(ev.CreatedAt))
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, fmt.Errorf("begin: %w", err)
@@ -278,7 +348,7 @@ type storedEvent struct {
 // query returns up to limit stored events matching f that have not expired
 // at now, newest first (ties: lowest id first).
 func (s *store) query(ctx context.Context, f *filter, limit int, now int64) ([]storedEvent, error) {
-	if limit <= 0 || f.matchesNothing() {
+	if limit <= 0 || f.matchesNothing() || !s.storedSince(f) {
 		return nil, nil
 	}
 	q, args := buildQuery(f, limit, now)

@@ -232,3 +232,63 @@ func TestQueryPlans(t *testing.T) {
 		}
 	}
 }
+
+// A REQ whose since is past every stored event answers from memory, and
+// an event stored later is found again.
+func TestStoreSinceWatermark(t *testing.T) {
+	ctx := context.Background()
+	s, err := openStore(ctx, filepath.Join(t.TempDir(), "w.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	k := nostr.GeneratePrivateKey()
+	ev := nostr.Event{Kind: 1, CreatedAt: 1000, Content: "a"}
+	ev.Sign(k)
+	raw, _ := json.Marshal(ev)
+	if _, err := s.save(ctx, &ev, raw, 0, false, 1000); err != nil {
+		t.Fatal(err)
+	}
+	q := func(since int64) int {
+		f := &filter{since: since, hasSince: true}
+		f.finish()
+		got, err := s.query(ctx, f, 10, 2000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(got)
+	}
+	if q(1000) != 1 || q(1001) != 0 {
+		t.Fatalf("since 1000: %d, since 1001: %d; want 1 and 0", q(1000), q(1001))
+	}
+	// Per kind: a newer event of another kind does not make kind 1 match.
+	other := nostr.Event{Kind: 2, CreatedAt: 1500, Content: "b"}
+	other.Sign(k)
+	rawOther, _ := json.Marshal(other)
+	if _, err := s.save(ctx, &other, rawOther, 0, false, 1500); err != nil {
+		t.Fatal(err)
+	}
+	f := &filter{since: 1200, hasSince: true, kinds: []int{1}}
+	f.finish()
+	if s.storedSince(f) {
+		t.Error("kind 1 since 1200 would query although its newest is 1000")
+	}
+	f2 := &filter{since: 1200, hasSince: true, kinds: []int{1, 2}}
+	f2.finish()
+	if !s.storedSince(f2) {
+		t.Error("kinds 1, 2 since 1200 would skip the stored kind-2 event")
+	}
+	// Reopened, the mark comes from the database.
+	path := filepath.Join(t.TempDir(), "w2.db")
+	s2, _ := openStore(ctx, path)
+	s2.save(ctx, &ev, raw, 0, false, 1000)
+	s2.close()
+	s3, err := openStore(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s3.close()
+	if s3.newest.Load() != 1000 {
+		t.Errorf("reopened mark %d, want 1000", s3.newest.Load())
+	}
+}
