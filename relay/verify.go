@@ -37,7 +37,7 @@ func NewVerifier() *Verifier {
 // Verify returns an error wrapping ErrInvalidEvent unless ev's id is the
 // hash of its content and its signature is valid for its pubkey.
 func (v *Verifier) Verify(ev *nostr.Event) error {
-	id, err := checkID(ev)
+	id, err := CheckID(ev)
 	if err != nil {
 		return err
 	}
@@ -75,13 +75,13 @@ func (v *Verifier) Signed(ev *nostr.Event) {
 	if v == nil {
 		return
 	}
-	if id, err := checkID(ev); err == nil {
+	if id, err := CheckID(ev); err == nil {
 		v.seen.Put(id, ev.Sig)
 	}
 }
 
 // checkID returns ev's id after checking it is the hash of its content.
-func checkID(ev *nostr.Event) ([32]byte, error) {
+func CheckID(ev *nostr.Event) ([32]byte, error) {
 	var id [32]byte
 	if _, err := decodeHex32(ev.ID, &id); err != nil {
 		return id, fmt.Errorf("%w: id is not 64 hex characters", ErrInvalidEvent)

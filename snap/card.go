@@ -431,7 +431,7 @@ func ParseCard(raw []byte) (*Card, error) {
 	if err := jsonv2.Unmarshal(raw, &c); err != nil {
 		var se *jsonv2.SemanticError
 		if errors.As(err, &se) && se.JSONPointer != "" {
-			return nil, cardError(pointerPath(se.JSONPointer), "type", typeName(se), kindName(se.JSONKind))
+			return nil, cardError(pointerPath(se.JSONPointer), "type", typeName(se), KindName(se.JSONKind))
 		}
 		return nil, cardError("card", "json", "a card object", err.Error())
 	}

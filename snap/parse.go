@@ -88,7 +88,9 @@ type envelope struct {
 	payloadDepth int
 }
 
-func kindName(k jsontext.Kind) string {
+// KindName names a JSON kind ('"', '0', '{', …) as SNAP errors write the
+// JSON types: "string", "number", "object", "array", "boolean", "null".
+func KindName(k jsontext.Kind) string {
 	switch k {
 	case '"':
 		return "string"
@@ -131,7 +133,7 @@ func readEnvelope(raw []byte) (*envelope, *Error) {
 	if tok.Kind() != '{' {
 		// Still tell a scalar or array apart from garbage.
 		if tok.Kind() == '[' || tok.Kind() == '"' || tok.Kind() == '0' || tok.Kind() == 'n' || tok.Kind() == 't' || tok.Kind() == 'f' {
-			return nil, invalidMessage(&syntaxError{reason: "a SNAP message must be a JSON object, got " + kindName(tok.Kind())})
+			return nil, invalidMessage(&syntaxError{reason: "a SNAP message must be a JSON object, got " + KindName(tok.Kind())})
 		}
 		return nil, invalidMessage(&syntaxError{reason: "not JSON"})
 	}
@@ -193,7 +195,7 @@ func parseEnvelope(env *envelope, last Stage, keys *keyCache) (*Message, *cached
 	// where its absence on a request is 2002.
 	for _, i := range [...]int{fID, fVersion, fFrom, fType, fMethod, fPayload, fTimestamp} {
 		if !f[i].present {
-			return nil, nil, FieldError(fieldNames[i], "required", kindName(fieldKinds[i]), nil)
+			return nil, nil, FieldError(fieldNames[i], "required", KindName(fieldKinds[i]), nil)
 		}
 	}
 	if last < StageTypes {
@@ -203,7 +205,7 @@ func parseEnvelope(env *envelope, last Stage, keys *keyCache) (*Message, *cached
 	// Types.
 	for i := range nFields {
 		if f[i].present && f[i].kind != fieldKinds[i] {
-			return nil, nil, FieldError(fieldNames[i], "type", kindName(fieldKinds[i]), kindName(f[i].kind))
+			return nil, nil, FieldError(fieldNames[i], "type", KindName(fieldKinds[i]), KindName(f[i].kind))
 		}
 	}
 	if last < StageConstraints {
@@ -221,7 +223,7 @@ func parseEnvelope(env *envelope, last Stage, keys *keyCache) (*Message, *cached
 		return string(b)
 	}
 	m.ID = str(fID)
-	if err := checkID("id", m.ID); err != nil {
+	if err := CheckID("id", m.ID); err != nil {
 		return nil, nil, err
 	}
 	m.Version = str(fVersion)
@@ -337,9 +339,10 @@ func parseTimestamp(v []byte) (int64, *Error) {
 	return int64(f), nil
 }
 
-// checkID applies the id pattern ^[a-zA-Z0-9_-]+$ and 1…128 length shared
-// by message, task, context and artifact ids.
-func checkID(field, s string) *Error {
+// CheckID applies the id rule shared by message, task, context and
+// artifact ids and idempotency keys: 1–128 characters of
+// ^[a-zA-Z0-9_-]+$. It fails with 1004 naming field.
+func CheckID(field, s string) *Error {
 	switch {
 	case len(s) == 0:
 		return FieldError(field, "minLength", 1, s)

@@ -56,7 +56,7 @@ func PrepareCard(raw []byte, identity string) ([]byte, error) {
 		return nil, cardError("card", "i-json", "an I-JSON object", err.Error())
 	}
 	if k := jsontext.Value(bytes.TrimSpace(raw)).Kind(); k != '{' {
-		return nil, cardError("card", "type", "object", kindName(k))
+		return nil, cardError("card", "type", "object", KindName(k))
 	}
 	return fillObject(raw, []member{{"identity", jsonString(identity)}}, true)
 }

@@ -90,7 +90,7 @@ func ParseGetRequest(payload []byte) (*GetRequest, error) {
 		}
 		r.HistoryLength = &n
 	}
-	if e := checkID(root+".taskId", r.TaskID); e != nil {
+	if e := snap.CheckID(root+".taskId", r.TaskID); e != nil {
 		return nil, e
 	}
 	return &r, nil
@@ -107,7 +107,7 @@ func ParseCancelRequest(payload []byte) (*CancelRequest, error) {
 	if e != nil {
 		return nil, e
 	}
-	if e := checkID(root+".taskId", id); e != nil {
+	if e := snap.CheckID(root+".taskId", id); e != nil {
 		return nil, e
 	}
 	return &CancelRequest{TaskID: id}, nil
@@ -142,12 +142,12 @@ func parseSend(payload []byte) (*SendRequest, *snap.Error) {
 		return nil, e
 	}
 	if hasTask {
-		if e := checkID(root+".taskId", r.TaskID); e != nil {
+		if e := snap.CheckID(root+".taskId", r.TaskID); e != nil {
 			return nil, e
 		}
 	}
 	if hasKey {
-		if e := checkID(root+".idempotencyKey", r.IdempotencyKey); e != nil {
+		if e := snap.CheckID(root+".idempotencyKey", r.IdempotencyKey); e != nil {
 			return nil, e
 		}
 	}
@@ -321,7 +321,7 @@ func required(field string) *snap.Error {
 }
 
 func typeError(field, want string, v jsontext.Value) *snap.Error {
-	return snap.FieldError(field, "type", want, kindName(v.Kind()))
+	return snap.FieldError(field, "type", want, snap.KindName(v.Kind()))
 }
 
 // syntaxError reports JSON that is not I-JSON, at the path of the offending

@@ -31,7 +31,6 @@ const (
 )
 
 const (
-	idPattern        = "^[a-zA-Z0-9_-]+$"
 	mediaTypePattern = "^[a-z]+/[a-z0-9_.+-]+$"
 )
 
@@ -77,11 +76,11 @@ func (t *Task) Validate() error {
 }
 
 func validateTask(t *Task, path string) *snap.Error {
-	if e := checkID(path+".id", t.ID); e != nil {
+	if e := snap.CheckID(path+".id", t.ID); e != nil {
 		return e
 	}
 	if t.ContextID != "" {
-		if e := checkID(path+".contextId", t.ContextID); e != nil {
+		if e := snap.CheckID(path+".contextId", t.ContextID); e != nil {
 			return e
 		}
 	}
@@ -122,7 +121,7 @@ func stateNames() []string {
 }
 
 func validateMessage(m *Message, path string) *snap.Error {
-	if e := checkID(path+".messageId", m.MessageID); e != nil {
+	if e := snap.CheckID(path+".messageId", m.MessageID); e != nil {
 		return e
 	}
 	if m.Role != RoleUser && m.Role != RoleAgent {
@@ -132,7 +131,7 @@ func validateMessage(m *Message, path string) *snap.Error {
 }
 
 func validateArtifact(a *Artifact, path string) *snap.Error {
-	if e := checkID(path+".artifactId", a.ArtifactID); e != nil {
+	if e := snap.CheckID(path+".artifactId", a.ArtifactID); e != nil {
 		return e
 	}
 	if a.Name != "" {
@@ -199,7 +198,7 @@ func validatePart(p *Part, path string) *snap.Error {
 	case p.Data != nil:
 		v := jsontext.Value(p.Data)
 		if v.Kind() != '{' || !v.IsValid() {
-			return snap.FieldError(path+".data", "type", "object", kindName(v.Kind()))
+			return snap.FieldError(path+".data", "type", "object", snap.KindName(v.Kind()))
 		}
 		if n := compactLen(p.Data); n > MaxDataSize {
 			return snap.FieldError(path+".data", "maxSize", MaxDataSize, n)
@@ -266,41 +265,4 @@ func compactLen(b []byte) int {
 		return len(b)
 	}
 	return len(v)
-}
-
-// checkID applies the id rule shared by task, context, message and artifact
-// ids and idempotency keys: 1–128 characters of ^[a-zA-Z0-9_-]+$.
-func checkID(field, s string) *snap.Error {
-	switch {
-	case len(s) == 0:
-		return snap.FieldError(field, "minLength", 1, s)
-	case len(s) > MaxIDLength:
-		return snap.FieldError(field, "maxLength", MaxIDLength, s)
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
-			return snap.FieldError(field, "pattern", idPattern, s)
-		}
-	}
-	return nil
-}
-
-// kindName names a JSON kind as snap's errors do.
-func kindName(k jsontext.Kind) string {
-	switch k {
-	case '"':
-		return "string"
-	case '0':
-		return "number"
-	case '{':
-		return "object"
-	case '[':
-		return "array"
-	case 't', 'f':
-		return "boolean"
-	case 'n':
-		return "null"
-	}
-	return "invalid"
 }

@@ -30,6 +30,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/snapnode/snapnode/internal/snapref"
 )
 
 // Exit codes of client.mjs.
@@ -49,20 +51,7 @@ const installHint = "run npm ci in interop/js"
 // Dir returns the interop/js folder of the module the test runs in.
 func Dir(t testing.TB) string {
 	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return filepath.Join(dir, "interop", "js")
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("jsinterop: no go.mod above the test's folder")
-		}
-		dir = parent
-	}
+	return filepath.Join(snapref.ModuleRoot(t), "interop", "js")
 }
 
 // unavailable skips the test, or fails it when the CI environment variable

@@ -14,9 +14,9 @@ import (
 	"testing"
 )
 
-// Dir returns the snap-reference folder. When it cannot be found, the test
-// is skipped with a message naming the folder it looked for.
-func Dir(t testing.TB) string {
+// ModuleRoot returns the folder of the module's go.mod above the test's
+// working folder.
+func ModuleRoot(t testing.TB) string {
 	t.Helper()
 	dir, err := os.Getwd()
 	if err != nil {
@@ -24,15 +24,21 @@ func Dir(t testing.TB) string {
 	}
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
+			return dir
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			t.Skip("snap-reference: no go.mod above the test's folder")
+			t.Fatal("no go.mod above the test's folder")
 		}
 		dir = parent
 	}
-	ref := filepath.Join(filepath.Dir(dir), "shared", "snap-reference")
+}
+
+// Dir returns the snap-reference folder. When it cannot be found, the test
+// is skipped with a message naming the folder it looked for.
+func Dir(t testing.TB) string {
+	t.Helper()
+	ref := filepath.Join(filepath.Dir(ModuleRoot(t)), "shared", "snap-reference")
 	if _, err := os.Stat(ref); err != nil {
 		t.Skipf("snap-reference vectors not found at %s (they come with ../shared beside the project)", ref)
 	}
