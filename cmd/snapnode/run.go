@@ -57,7 +57,27 @@ func (c *cli) runNode(args []string) int {
 	relayURL := n.RelayURLs()[0]
 	fmt.Fprintf(c.stdout, "snapnode ready address=%s nostr=%s relay=%s\n", n.Address(), n.NostrPublicKey(), relayURL)
 	fmt.Fprintf(c.stdout, "try: %s send --to %s --relay %s \"hello\"\n", selfCommand(), n.Address(), relayURL)
-	<-ctx.Done()
+	// SIGHUP re-reads the settings and republishes the card if it changed.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for running := true; running; {
+		select {
+		case <-ctx.Done():
+			running = false
+		case <-hup:
+			fresh := config.Default()
+			if err := config.Load(&fresh, fs, os.Getenv); err != nil {
+				logger.Error("SIGHUP: settings not reloaded", "err", err)
+				continue
+			}
+			if published, err := n.UpdateCard(ctx, fresh.Card); err != nil {
+				logger.Error("SIGHUP: card not updated", "err", err)
+			} else {
+				logger.Info("SIGHUP: settings reloaded", "card_republished", published)
+			}
+		}
+	}
 	logger.Info("stopping: finishing in-flight requests")
 	if err := n.Wait(); err != nil {
 		logger.Error("stopped with an error", "err", err)

@@ -12,13 +12,16 @@
 package node
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"net"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/snapnode/snapnode/identity"
@@ -44,6 +47,7 @@ type Node struct {
 	inboxDone  chan error
 	stopRelay  func()
 	stopPool   func()
+	cardMu     sync.Mutex // guards card; serializes UpdateCard
 	card       *snap.Card
 	Tasks      *tasks.Service
 }
@@ -141,7 +145,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (n *Node
 	if n.card, err = buildCard(cfg, addr, n.urls); err != nil {
 		return nil, err
 	}
-	if err := n.PublishCard(ctx); err != nil {
+	if err := n.publish(ctx, n.card); err != nil {
 		return nil, err
 	}
 	return n, nil
@@ -188,10 +192,10 @@ func buildCard(cfg config.Config, addr string, relays []string) (*snap.Card, err
 	return c, nil
 }
 
-// PublishCard publishes the node's card to its relays, retrying while no
-// relay is connected yet, for up to 15 s.
-func (n *Node) PublishCard(ctx context.Context) error {
-	ev, err := relay.CardEvent(n.card, n.key, time.Now())
+// publish publishes card to the node's relays, retrying while no relay
+// is connected yet, for up to 15 s.
+func (n *Node) publish(ctx context.Context, card *snap.Card) error {
+	ev, err := relay.CardEvent(card, n.key, time.Now())
 	if err != nil {
 		return err
 	}
@@ -211,6 +215,30 @@ func (n *Node) PublishCard(ctx context.Context) error {
 	}
 }
 
+// UpdateCard rebuilds the card from c and, when it differs from the one
+// published, publishes it (the relays keep the newest per identity). It
+// reports whether it published.
+func (n *Node) UpdateCard(ctx context.Context, c config.Card) (bool, error) {
+	n.cardMu.Lock()
+	defer n.cardMu.Unlock()
+	cfg := n.cfg
+	cfg.Card = c
+	card, err := buildCard(cfg, n.Address(), n.urls)
+	if err != nil {
+		return false, err
+	}
+	old, _ := json.Marshal(n.card)
+	neu, _ := json.Marshal(card)
+	if bytes.Equal(old, neu) {
+		return false, nil
+	}
+	if err := n.publish(ctx, card); err != nil {
+		return false, err
+	}
+	n.card = card
+	return true, nil
+}
+
 // Address returns the node's P2TR address.
 func (n *Node) Address() string { return n.key.Address(n.network) }
 
@@ -221,7 +249,11 @@ func (n *Node) NostrPublicKey() string { return n.key.NostrPublicKey() }
 func (n *Node) RelayURLs() []string { return n.urls }
 
 // Card returns the published card.
-func (n *Node) Card() *snap.Card { return n.card }
+func (n *Node) Card() *snap.Card {
+	n.cardMu.Lock()
+	defer n.cardMu.Unlock()
+	return n.card
+}
 
 // Wait waits for the node to stop after its context ended: the inbox
 // finishes the requests it accepted and publishes their answers, then the

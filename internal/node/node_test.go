@@ -145,3 +145,30 @@ func TestNodePublishesItsCard(t *testing.T) {
 		t.Errorf("discover by skill: %v %v", found, err)
 	}
 }
+
+// A changed card is republished and discovery returns the new one; an
+// unchanged one is not.
+func TestNodeRepublishesChangedCard(t *testing.T) {
+	n, _ := startNode(t, nil)
+	r := newRequester(t, n.RelayURLs())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c := config.Default().Card
+	if published, err := n.UpdateCard(ctx, c); err != nil || published {
+		t.Fatalf("unchanged card: published=%v err=%v", published, err)
+	}
+	c.Name = "renamed"
+	// Cards are replaceable per second: let the second change.
+	time.Sleep(1100 * time.Millisecond)
+	if published, err := n.UpdateCard(ctx, c); err != nil || !published {
+		t.Fatalf("changed card: published=%v err=%v", published, err)
+	}
+	d, _, err := relay.DiscoverByIdentity(ctx, r.pool, n.Address())
+	if err != nil || d.Card.Name != "renamed" {
+		t.Fatalf("discovered %v, %v; want the renamed card", d, err)
+	}
+	c.Skills = nil // invalid: a card needs a skill
+	if _, err := n.UpdateCard(ctx, c); err == nil || n.Card().Name != "renamed" {
+		t.Errorf("an invalid card was accepted (%v) or replaced the published one", err)
+	}
+}
