@@ -6,6 +6,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // fuzzLimits are small, so that the fuzzer reaches every limit.
@@ -127,7 +129,7 @@ func FuzzFilterMatch(f *testing.F) {
 		if err != nil {
 			return
 		}
-		ev, _, err := parseEvent(json.RawMessage(eventJSON), lim)
+		ev, _, err := parseEvent(jsontext.Value(eventJSON), lim)
 		if err != nil {
 			return
 		}

@@ -4,7 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
 	"unicode/utf8"
+
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/nbd-wtf/go-nostr"
 )
@@ -79,17 +86,33 @@ func parseClientMessage(b []byte, lim *limits) (*clientMessage, error) {
 	if len(b) > lim.maxMessageLength {
 		return nil, notice("invalid: message too large (%d > %d bytes)", len(b), lim.maxMessageLength)
 	}
-	var arr []json.RawMessage
-	if err := json.Unmarshal(b, &arr); err != nil || arr == nil {
+	// One pass validates the whole message and splits its elements
+	// (raw values aliasing b); encoding/json would re-scan each element.
+	dec := jsontext.NewDecoder(bytes.NewBuffer(b))
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '[' {
 		return nil, notice("invalid: could not parse message: not a JSON array")
+	}
+	var arr []jsontext.Value
+	for dec.PeekKind() != ']' {
+		v, err := dec.ReadValue()
+		if err != nil {
+			return nil, notice("invalid: could not parse message: not a JSON array")
+		}
+		arr = append(arr, v)
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, notice("invalid: could not parse message: not a JSON array")
+	}
+	if _, err := dec.ReadToken(); err != io.EOF {
+		return nil, notice("invalid: could not parse message: data after the array")
 	}
 	if len(arr) == 0 {
 		return nil, notice("invalid: empty message")
 	}
-	var label string
-	if isNull(arr[0]) || json.Unmarshal(arr[0], &label) != nil {
+	if arr[0].Kind() != '"' {
 		return nil, notice("invalid: the first element must be the message type")
 	}
+	label := unquote(arr[0])
 	switch label {
 	case "EVENT":
 		if len(arr) < 2 {
@@ -117,7 +140,7 @@ func parseClientMessage(b []byte, lim *limits) (*clientMessage, error) {
 		}
 		filters := make([]*filter, 0, n)
 		for _, raw := range arr[2:] {
-			f, err := parseFilter(raw, lim)
+			f, err := parseFilter(json.RawMessage(raw), lim)
 			if err != nil {
 				if r, ok := err.(*refusal); ok {
 					r.reply, r.ref = replyClosed, subID
@@ -149,9 +172,9 @@ func parseClientMessage(b []byte, lim *limits) (*clientMessage, error) {
 }
 
 // parseSubID reads the subscription id of a REQ, CLOSE or COUNT.
-func parseSubID(arr []json.RawMessage, label string, lim *limits) (string, error) {
+func parseSubID(arr []jsontext.Value, label string, lim *limits) (string, error) {
 	var id string
-	if len(arr) < 2 || isNull(arr[1]) || json.Unmarshal(arr[1], &id) != nil {
+	if len(arr) < 2 || isNull(json.RawMessage(arr[1])) || json.Unmarshal(arr[1], &id) != nil {
 		return "", notice("invalid: %s needs a subscription id string", label)
 	}
 	switch {
@@ -169,59 +192,135 @@ var eventFields = [...]string{"id", "pubkey", "created_at", "kind", "tags", "con
 // parseEvent decodes an event object and checks its shape and limits (not
 // its id or signature: see verify). It returns the id it found, when it is
 // a string, even on error, for the OK answer.
-func parseEvent(raw json.RawMessage, lim *limits) (*nostr.Event, string, error) {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
+func parseEvent(raw jsontext.Value, lim *limits) (*nostr.Event, string, error) {
+	dec := jsontext.NewDecoder(bytes.NewBuffer(raw))
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
 		return nil, "", fmt.Errorf("the event must be a JSON object")
 	}
-	var id string
-	if v, ok := m["id"]; ok {
-		_ = json.Unmarshal(v, &id)
-	}
-	for _, k := range eventFields {
-		if v, ok := m[k]; !ok || isNull(v) {
-			return nil, id, fmt.Errorf("missing field %q", k)
-		}
-	}
 	ev := &nostr.Event{}
-	var created int64
-	var tags []*[]*string // pointers, to refuse nulls
-	for _, f := range []struct {
-		name string
-		dst  any
-		want string
-	}{
-		{"id", &ev.ID, "a string"},
-		{"pubkey", &ev.PubKey, "a string"},
-		{"created_at", &created, "an integer"},
-		{"kind", &ev.Kind, "an integer"},
-		{"tags", &tags, "an array of arrays of strings"},
-		{"content", &ev.Content, "a string"},
-		{"sig", &ev.Sig, "a string"},
-	} {
-		if err := json.Unmarshal(m[f.name], f.dst); err != nil {
-			return nil, id, fmt.Errorf("field %q must be %s", f.name, f.want)
+	var seen [len(eventFields)]bool
+	fail := func(format string, args ...any) (*nostr.Event, string, error) {
+		return nil, ev.ID, fmt.Errorf(format, args...)
+	}
+	for dec.PeekKind() != '}' {
+		name, err := dec.ReadToken()
+		if err != nil {
+			return fail("the event must be a JSON object: %v", jsonReason(err))
+		}
+		k := slices.Index(eventFields[:], name.String())
+		if k < 0 {
+			if err := dec.SkipValue(); err != nil {
+				return fail("the event must be a JSON object: %v", jsonReason(err))
+			}
+			continue
+		}
+		if dec.PeekKind() == 'n' {
+			dec.SkipValue()
+			continue // a null counts as missing
+		}
+		seen[k] = true
+		switch f := eventFields[k]; f {
+		case "id", "pubkey", "content", "sig":
+			tok, err := dec.ReadToken()
+			if err != nil || tok.Kind() != '"' {
+				return fail("field %q must be a string", f)
+			}
+			switch f {
+			case "id":
+				ev.ID = tok.String()
+			case "pubkey":
+				ev.PubKey = tok.String()
+			case "content":
+				ev.Content = tok.String()
+			case "sig":
+				ev.Sig = tok.String()
+			}
+		case "created_at", "kind":
+			tok, err := dec.ReadToken()
+			if err != nil || tok.Kind() != '0' {
+				return fail("field %q must be an integer", f)
+			}
+			n, err := strconv.ParseInt(tok.String(), 10, 64)
+			if err != nil || f == "kind" && (n < math.MinInt32 || n > math.MaxInt32) {
+				return fail("field %q must be an integer", f)
+			}
+			if f == "kind" {
+				ev.Kind = int(n)
+			} else {
+				ev.CreatedAt = nostr.Timestamp(n)
+			}
+		case "tags":
+			tags, err := readTags(dec)
+			if err != nil {
+				return fail("%v", err)
+			}
+			ev.Tags = tags
 		}
 	}
-	ev.CreatedAt = nostr.Timestamp(created)
-	ev.Tags = make(nostr.Tags, len(tags))
-	for i, t := range tags {
-		if t == nil {
-			return nil, id, fmt.Errorf("a tag must be an array of strings, not null")
+	if _, err := dec.ReadToken(); err != nil {
+		return fail("the event must be a JSON object: %v", jsonReason(err))
+	}
+	for k, ok := range seen {
+		if !ok {
+			return fail("missing field %q", eventFields[k])
 		}
-		tag := make(nostr.Tag, len(*t))
-		for j, s := range *t {
-			if s == nil {
-				return nil, id, fmt.Errorf("tag elements must be strings, not null")
-			}
-			tag[j] = *s
-		}
-		ev.Tags[i] = tag
 	}
 	if err := checkShape(ev, lim); err != nil {
-		return nil, id, err
+		return nil, ev.ID, err
 	}
 	return ev, ev.ID, nil
+}
+
+// readTags reads an array of arrays of strings; nulls are refused.
+func readTags(dec *jsontext.Decoder) (nostr.Tags, error) {
+	errShape := fmt.Errorf("field %q must be an array of arrays of strings", "tags")
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '[' {
+		return nil, errShape
+	}
+	tags := nostr.Tags{}
+	for dec.PeekKind() != ']' {
+		switch dec.PeekKind() {
+		case 'n':
+			return nil, fmt.Errorf("a tag must be an array of strings, not null")
+		case '[':
+		default:
+			return nil, errShape
+		}
+		dec.ReadToken()
+		tag := nostr.Tag{}
+		for dec.PeekKind() != ']' {
+			tok, err := dec.ReadToken()
+			switch {
+			case err != nil:
+				return nil, errShape
+			case tok.Kind() == 'n':
+				return nil, fmt.Errorf("tag elements must be strings, not null")
+			case tok.Kind() != '"':
+				return nil, errShape
+			}
+			tag = append(tag, tok.String())
+		}
+		if _, err := dec.ReadToken(); err != nil {
+			return nil, errShape
+		}
+		tags = append(tags, tag)
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, errShape
+	}
+	return tags, nil
+}
+
+// jsonReason is a decoding error's text without the package prefix.
+func jsonReason(err error) string {
+	return strings.TrimPrefix(err.Error(), "jsontext: ")
+}
+
+// unquote returns the string a JSON string value holds; the value was
+// validated by the decoder that produced it.
+func unquote(v jsontext.Value) string {
+	b, _ := jsontext.AppendUnquote(nil, v)
+	return string(b)
 }
 
 // parseFilter decodes one REQ filter.
