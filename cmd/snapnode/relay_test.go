@@ -1,0 +1,71 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"log/slog"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/snapnode/snapnode/relay"
+)
+
+// `snapnode relay` serves a relay that stores events in its database and
+// stops with status 0 on SIGTERM.
+func TestRelayCommand(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "snapnode")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin, "relay", "--listen", "127.0.0.1:0", "--db", filepath.Join(dir, "relay.db"))
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`^snapnode relay listening url=(ws://127\.0\.0\.1:\d+)\n$`).FindStringSubmatch(line)
+	if m == nil {
+		t.Fatalf("first line %q", line)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pool := relay.NewPool(relay.PoolConfig{URLs: []string{m[1]}, Logger: slog.New(slog.DiscardHandler)})
+	pool.Start(ctx)
+	defer pool.Close()
+	ev := nostr.Event{Kind: 1, CreatedAt: nostr.Now(), Tags: nostr.Tags{{"skill", "relay-test"}}, Content: "stored"}
+	ev.Sign(nostr.GeneratePrivateKey())
+	if _, err := pool.Publish(ctx, ev); err != nil {
+		t.Fatal(err)
+	}
+	got, err := pool.Query(ctx, nostr.Filter{Kinds: []int{1}, Tags: nostr.TagMap{"skill": {"relay-test"}}})
+	if err != nil || len(got) != 1 || got[0].ID != ev.ID {
+		t.Fatalf("query by a multi-letter tag: %v, %v", got, err)
+	}
+
+	cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("relay did not stop after SIGTERM")
+	}
+}
