@@ -1,0 +1,66 @@
+// Package sqlstore keeps tasks (a tasks.Store) and the replay record (a
+// snap.ReplayStore) in SQL: SQLite by default, PostgreSQL when several
+// snapnode processes share one database. One implementation serves both,
+// over database/sql; the dialects differ only in placeholders, a row lock
+// and column types.
+//
+//	store, err := sqlstore.Open(ctx, "sqlite:/var/lib/snapnode/snapnode.db")
+//	// or sqlstore.Open(ctx, "postgres://snapnode@db.internal:5432/snapnode?sslmode=verify-full")
+//	if err != nil {
+//		return err
+//	}
+//	defer store.Close()
+//
+//	svc := tasks.NewService(store, tasks.ServiceOptions{})       // tasks.Store
+//	val := snap.NewValidator(snap.Config{Replay: store.ReplayStore(), …}) // snap.ReplayStore
+//	go store.ReplayStore().RunSweeper(ctx, time.Minute, nil)     // ends with ctx
+//
+// Open chooses the dialect from the DSN: postgres:// or postgresql:// is
+// PostgreSQL (any pgx connection URL); sqlite:PATH or a bare file path is
+// SQLite, created (0600) if missing. OpenOptions tunes the pool sizes and
+// SQLite's synchronous setting.
+//
+// # Schema
+//
+// Open applies the migrations embedded from migrations/<dialect>/, in order,
+// in one transaction, and records them in schema_migrations; two processes
+// opening one new database at once are serialized (PostgreSQL: an advisory
+// lock; SQLite: the write lock of BEGIN IMMEDIATE). A database migrated by a
+// newer build is refused (ErrSchemaTooNew).
+//
+//	tasks(id PK, owner, context_id, state, status_ts, status_message, version,
+//	      idempotency_key, created_at, updated_at, history, artifacts, metadata)
+//	      indexes: (owner, created_at, id), (context_id, …), (state, …),
+//	      (created_at, id), (owner, idempotency_key) where a key is set
+//	replay(sender, msg_id) PK, first_seen, expires (indexed), fingerprint
+//
+// What List filters on and orders by are columns with an index each;
+// history, artifacts and metadata are JSON text, read and written whole with
+// the task (every Store call returns the whole task), so a task is one row:
+// Create is one INSERT and Get one indexed SELECT. Appends add to the JSON
+// array as bytes without decoding it. Times are microseconds since the Unix
+// epoch in both dialects (the service's precision, and PostgreSQL's).
+//
+// # Concurrency and durability
+//
+// Every change runs in a transaction that reads the task, checks the
+// expected version (tasks.ErrVersionConflict) and the state machine
+// (tasks.CheckUpdate) and writes it; on PostgreSQL the row is locked
+// (SELECT … FOR UPDATE), and SQLite has one writer. The UPDATE also names the
+// version it read, so a change is never applied twice.
+//
+// SQLite runs in WAL mode with synchronous=FULL: a write returns once it is
+// on disk, so an accepted task survives a crash of the process or of the
+// machine. Concurrent writes share a commit (group commit): one goroutine,
+// stopped by Close, owns the writer connection and commits whatever writes
+// are waiting in one transaction, each in its own savepoint. Reads use a
+// separate pool of read-only connections and never wait for the writer.
+//
+// # Replay
+//
+// ReplayStore.Remember is one INSERT … ON CONFLICT DO UPDATE … WHERE the
+// stored record has expired: the database decides atomically, across
+// connections and processes, which of several concurrent calls for one
+// (from, id) is fresh. With PostgreSQL this is what lets replicas sharing an
+// identity process each message exactly once.
+package sqlstore

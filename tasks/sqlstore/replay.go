@@ -1,0 +1,172 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/snapnode/snapnode/snap"
+)
+
+// ReplayStore is the durable snap.ReplayStore in the tasks' database (the
+// replay table). Records survive restarts and are shared by every process
+// on the database: of several replicas receiving one message, exactly one
+// Remember is fresh, and only that replica processes it.
+//
+// Expired records are treated as absent at once (Lookup, Remember) and
+// deleted by Sweep; nothing sweeps on its own. Call Sweep now and then,
+// or run RunSweeper.
+type ReplayStore struct{ s *Store }
+
+var _ snap.ReplayStore = (*ReplayStore)(nil)
+
+// ReplayStore returns the store's replay record.
+func (s *Store) ReplayStore() *ReplayStore { return s.replay }
+
+// Lookup implements snap.ReplayStore.
+func (rs *ReplayStore) Lookup(ctx context.Context, from, id string, now time.Time) (snap.ReplayRecord, bool, error) {
+	s := rs.s
+	if err := s.start(ctx, "replay lookup"); err != nil {
+		return snap.ReplayRecord{}, false, err
+	}
+	rec, err := scanReplay(s.st.lookup.QueryRowContext(ctx, from, id, micros(now)))
+	if errors.Is(err, sql.ErrNoRows) {
+		return snap.ReplayRecord{}, false, nil
+	}
+	if err != nil {
+		return snap.ReplayRecord{}, false, dbError("replay lookup", from+" "+id, err)
+	}
+	return rec, true, nil
+}
+
+// Remember implements snap.ReplayStore: it records (from, id) unless an
+// unexpired record exists (one whose Expires is after rec.FirstSeen), in
+// one statement that the database makes atomic across connections and
+// processes (INSERT … ON CONFLICT DO UPDATE … WHERE expired). When it did
+// not record, it returns the record that stopped it, read in the same
+// transaction.
+func (rs *ReplayStore) Remember(ctx context.Context, from, id string, rec snap.ReplayRecord) (snap.ReplayRecord, bool, error) {
+	s := rs.s
+	if err := s.start(ctx, "replay remember"); err != nil {
+		return snap.ReplayRecord{}, false, err
+	}
+	var (
+		prior snap.ReplayRecord
+		fresh bool
+	)
+	key := from + " " + id
+	err := s.write(ctx, "replay remember", key, func(ctx context.Context, tx *sql.Tx) error {
+		res, err := tx.StmtContext(ctx, s.st.remember).ExecContext(ctx, from, id, micros(rec.FirstSeen), ceilMicros(rec.Expires), rec.Fingerprint[:])
+		if err != nil {
+			return dbError("replay remember", key, err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return dbError("replay remember", key, err)
+		}
+		if fresh = n > 0; fresh {
+			return nil
+		}
+		// The conflicting row is locked (PostgreSQL) or the database is
+		// (SQLite) until commit: it is still there.
+		prior, err = scanReplay(tx.StmtContext(ctx, s.st.rememberPrior).QueryRowContext(ctx, from, id))
+		if err != nil {
+			return dbError("replay remember", key, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return snap.ReplayRecord{}, false, err
+	}
+	return prior, fresh, nil
+}
+
+// sweepBatch is how many records one transaction of Sweep deletes at most.
+var sweepBatch = 5000
+
+// Sweep deletes the records expired at now, in batches so that other
+// writers are not held up, and returns how many it deleted.
+func (rs *ReplayStore) Sweep(ctx context.Context, now time.Time) (int64, error) {
+	batch := int64(sweepBatch)
+	s := rs.s
+	var total int64
+	for {
+		if err := s.start(ctx, "replay sweep"); err != nil {
+			return total, err
+		}
+		res, err := s.exec1(ctx, "replay sweep", "", s.st.sweep, micros(now), batch)
+		if err != nil {
+			return total, err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return total, dbError("replay sweep", "", err)
+		}
+		total += n
+		if n < batch {
+			return total, nil
+		}
+	}
+}
+
+// RunSweeper sweeps expired records every interval until ctx is done, and
+// then returns ctx's error. A failed sweep is retried at the next tick;
+// report, if not nil, is told of each sweep.
+func (rs *ReplayStore) RunSweeper(ctx context.Context, interval time.Duration, report func(deleted int64, err error)) error {
+	if interval <= 0 {
+		return fmt.Errorf("sqlstore: replay sweeper: interval %v", interval)
+	}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case now := <-tick.C:
+			n, err := rs.Sweep(ctx, now)
+			if report != nil && ctx.Err() == nil {
+				report(n, err)
+			}
+		}
+	}
+}
+
+// Len returns the number of records held, expired ones not yet swept
+// included.
+func (rs *ReplayStore) Len(ctx context.Context) (int64, error) {
+	if err := rs.s.start(ctx, "replay len"); err != nil {
+		return 0, err
+	}
+	var n int64
+	if err := rs.s.r.QueryRowContext(ctx, "SELECT count(*) FROM replay").Scan(&n); err != nil {
+		return 0, dbError("replay len", "", err)
+	}
+	return n, nil
+}
+
+func scanReplay(r *sql.Row) (snap.ReplayRecord, error) {
+	var (
+		first, expires int64
+		fp             []byte
+	)
+	if err := r.Scan(&first, &expires, &fp); err != nil {
+		return snap.ReplayRecord{}, err
+	}
+	rec := snap.ReplayRecord{FirstSeen: fromMicros(first), Expires: fromMicros(expires)}
+	if copy(rec.Fingerprint[:], fp) != len(rec.Fingerprint) || len(fp) != len(rec.Fingerprint) {
+		return snap.ReplayRecord{}, fmt.Errorf("fingerprint of %d bytes", len(fp))
+	}
+	return rec, nil
+}
+
+// ceilMicros rounds an expiry up to the microsecond, so that a record is
+// never forgotten before its time.
+func ceilMicros(t time.Time) int64 {
+	us := t.UnixMicro()
+	if time.UnixMicro(us).Before(t) {
+		us++
+	}
+	return us
+}

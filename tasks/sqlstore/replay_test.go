@@ -1,0 +1,189 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/snapnode/snapnode/snap"
+)
+
+var t0 = time.Date(2026, 2, 4, 10, 0, 0, 0, time.UTC)
+
+func record(at time.Time, ttl time.Duration, fp byte) snap.ReplayRecord {
+	return snap.ReplayRecord{FirstSeen: at, Expires: at.Add(ttl), Fingerprint: [32]byte{fp}}
+}
+
+// The durable store behaves as snap.MemoryReplayStore does.
+func TestReplay(t *testing.T) {
+	dialects(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		rs := open(t, dsn, Options{}).ReplayStore()
+		const from = "bc1pfrom"
+
+		first := record(t0, time.Minute, 1)
+		if _, fresh, err := rs.Remember(ctx, from, "m1", first); err != nil || !fresh {
+			t.Fatalf("first Remember: fresh %v, %v", fresh, err)
+		}
+		if got, ok, err := rs.Lookup(ctx, from, "m1", t0.Add(time.Second)); err != nil || !ok || got != first {
+			t.Fatalf("Lookup = %+v %v %v, want %+v", got, ok, err, first)
+		}
+		// Again within the window: not fresh, and the first record comes back.
+		prior, fresh, err := rs.Remember(ctx, from, "m1", record(t0.Add(30*time.Second), time.Minute, 2))
+		if err != nil || fresh || prior != first {
+			t.Fatalf("second Remember: %+v fresh %v %v", prior, fresh, err)
+		}
+		// Other pairs are independent.
+		for _, p := range [][2]string{{from, "m2"}, {"bc1pother", "m1"}} {
+			if _, fresh, err := rs.Remember(ctx, p[0], p[1], record(t0, time.Minute, 3)); err != nil || !fresh {
+				t.Fatalf("Remember %v: fresh %v, %v", p, fresh, err)
+			}
+		}
+		// Expired: absent for Lookup, replaced by Remember.
+		if _, ok, err := rs.Lookup(ctx, from, "m1", first.Expires); err != nil || ok {
+			t.Fatalf("Lookup at expiry: found %v, %v", ok, err)
+		}
+		later := record(first.Expires, time.Minute, 4)
+		if _, fresh, err := rs.Remember(ctx, from, "m1", later); err != nil || !fresh {
+			t.Fatalf("Remember after expiry: fresh %v, %v", fresh, err)
+		}
+		if got, ok, _ := rs.Lookup(ctx, from, "m1", later.FirstSeen); !ok || got != later {
+			t.Fatalf("Lookup after replacement = %+v", got)
+		}
+		// Sweep deletes what expired, and only that.
+		n, err := rs.Sweep(ctx, t0.Add(time.Minute))
+		if err != nil || n != 2 {
+			t.Fatalf("Sweep = %d, %v; want 2", n, err)
+		}
+		if l, _ := rs.Len(ctx); l != 1 {
+			t.Fatalf("Len after Sweep = %d, want 1", l)
+		}
+		// Times keep their microseconds; an expiry is never rounded down.
+		odd := snap.ReplayRecord{FirstSeen: t0.Add(time.Hour + 1500*time.Nanosecond), Expires: t0.Add(2*time.Hour + 1500*time.Nanosecond)}
+		if _, fresh, _ := rs.Remember(ctx, from, "m3", odd); !fresh {
+			t.Fatal("m3 not fresh")
+		}
+		got, ok, _ := rs.Lookup(ctx, from, "m3", odd.Expires.Add(-time.Nanosecond))
+		if !ok || got.Expires.Before(odd.Expires) || got.Expires.Sub(odd.Expires) >= time.Microsecond {
+			t.Fatalf("m3 = %+v %v, expires %v", got, ok, odd.Expires)
+		}
+	})
+}
+
+// Sweep deletes in batches; all of them.
+func TestReplaySweepBatches(t *testing.T) {
+	dialects(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		s := open(t, dsn, Options{})
+		defer func(n int) { sweepBatch = n }(sweepBatch)
+		sweepBatch = 100
+		const expired, live = 345, 10
+		err := s.write(ctx, "fill", "", func(ctx context.Context, tx *sql.Tx) error {
+			for i := range expired + live {
+				exp := t0
+				if i >= expired {
+					exp = t0.Add(time.Hour)
+				}
+				if _, err := tx.StmtContext(ctx, s.st.remember).ExecContext(ctx, "from", fmt.Sprint(i), micros(t0.Add(-time.Hour)), micros(exp), make([]byte, 32)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := s.ReplayStore().Sweep(ctx, t0)
+		if err != nil || n != expired {
+			t.Fatalf("Sweep = %d, %v; want %d", n, err, expired)
+		}
+		if l, _ := s.ReplayStore().Len(ctx); l != live {
+			t.Fatalf("Len = %d, want %d", l, live)
+		}
+	})
+}
+
+func TestRunSweeper(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	rs := open(t, sqliteDSN(t), Options{}).ReplayStore()
+	past := time.Now().Add(-time.Hour)
+	for i := range 3 {
+		if _, _, err := rs.Remember(ctx, "from", fmt.Sprint(i), record(past, time.Minute, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	swept := make(chan int64, 16)
+	done := make(chan error, 1)
+	go func() {
+		done <- rs.RunSweeper(ctx, 5*time.Millisecond, func(n int64, err error) {
+			if err != nil {
+				t.Errorf("sweep: %v", err)
+			}
+			swept <- n
+		})
+	}()
+	if n := <-swept; n != 3 {
+		t.Fatalf("first sweep deleted %d, want 3", n)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("RunSweeper returned %v", err)
+	}
+}
+
+// Two Stores on one database (two replicas) and several goroutines each
+// race to Remember the same pairs: exactly one call per pair is fresh, and
+// every other call gets the winner's record.
+func TestReplayExactlyOnce(t *testing.T) {
+	dialects(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		stores := []*ReplayStore{open(t, dsn, Options{}).ReplayStore(), open(t, dsn, Options{}).ReplayStore()}
+		const pairs, perStore = 150, 4
+		var (
+			fresh   [pairs]atomic.Int32
+			winners [pairs]atomic.Int32 // fingerprint byte of the fresh call, +1
+			priors  sync.Map            // pair → fingerprints seen as prior
+			wg      sync.WaitGroup
+		)
+		for si, rs := range stores {
+			for g := range perStore {
+				fp := byte(si*perStore + g + 1)
+				wg.Go(func() {
+					for _, p := range rand.Perm(pairs) {
+						prior, ok, err := rs.Remember(ctx, "bc1preplica", fmt.Sprintf("msg-%d", p), record(t0, time.Hour, fp))
+						if err != nil {
+							t.Errorf("Remember: %v", err)
+							return
+						}
+						if ok {
+							fresh[p].Add(1)
+							winners[p].Store(int32(fp))
+							continue
+						}
+						priors.Store(fmt.Sprintf("%d/%d", p, fp), prior.Fingerprint[0])
+					}
+				})
+			}
+		}
+		wg.Wait()
+		for p := range pairs {
+			if n := fresh[p].Load(); n != 1 {
+				t.Fatalf("pair %d: %d fresh Remembers, want exactly 1", p, n)
+			}
+		}
+		priors.Range(func(k, v any) bool {
+			var p, fp int
+			fmt.Sscanf(k.(string), "%d/%d", &p, &fp)
+			if w := byte(winners[p].Load()); v.(byte) != w {
+				t.Errorf("pair %d: caller %d was shown fingerprint %d, the winner's is %d", p, fp, v, w)
+			}
+			return true
+		})
+	})
+}

@@ -1,0 +1,624 @@
+package sqlstore
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/snapnode/snapnode/snap"
+	"github.com/snapnode/snapnode/tasks"
+)
+
+var (
+	// ErrClosed: the store was closed.
+	ErrClosed = errors.New("store closed")
+	// ErrSchemaTooNew: the database was migrated by a newer build; this one
+	// refuses to use a schema it does not know.
+	ErrSchemaTooNew = errors.New("database schema newer than this build")
+)
+
+// Options tune a Store. The zero value is the default.
+type Options struct {
+	// MaxConns bounds the connections: to PostgreSQL (default 16), or
+	// SQLite's read connections (default max(4, GOMAXPROCS)); SQLite has
+	// one writer connection besides.
+	MaxConns int
+	// Synchronous is SQLite's synchronous pragma: "FULL" (the default; a
+	// commit is on disk before the write returns), "NORMAL" (a commit
+	// survives the process dying but maybe not the machine losing power)
+	// or "EXTRA". PostgreSQL ignores it (see its synchronous_commit).
+	Synchronous string
+}
+
+// Store is a tasks.Store, and through ReplayStore a snap.ReplayStore, kept
+// in SQLite or PostgreSQL. It is safe for concurrent use, and several
+// Stores (in one process or several) may share one database.
+type Store struct {
+	d *dialect
+	// w takes the writes, r the reads; the same pool on PostgreSQL.
+	w, r *sql.DB
+	// commit runs SQLite's writes in group commits; nil on PostgreSQL.
+	commit *committer
+	st     statements
+	replay *ReplayStore
+
+	closed    atomic.Bool
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ tasks.Store = (*Store)(nil)
+
+// Open opens the database named by dsn, with default Options, and brings
+// its schema up to date:
+//
+//	sqlite:/var/lib/snapnode/snapnode.db   SQLite (the file is created)
+//	/var/lib/snapnode/snapnode.db          SQLite, a bare path
+//	postgres://user:pw@host:5432/db?sslmode=verify-full
+//	postgresql://…                         PostgreSQL (any pgx connection URL)
+func Open(ctx context.Context, dsn string) (*Store, error) {
+	return OpenOptions(ctx, dsn, Options{})
+}
+
+// OpenOptions is Open with options.
+func OpenOptions(ctx context.Context, dsn string, opts Options) (*Store, error) {
+	tg, err := parseDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{d: tg.dialect}
+	switch tg.dialect {
+	case sqliteDialect:
+		if s.w, s.r, err = openSQLite(ctx, tg.path, opts); err != nil {
+			return nil, err
+		}
+	case postgresDialect:
+		cfg, err := pgx.ParseConfig(tg.conn) // its errors hide the password
+		if err != nil {
+			return nil, fmt.Errorf("sqlstore: %w", err)
+		}
+		db := openPostgres(cfg)
+		n := opts.MaxConns
+		if n <= 0 {
+			n = 16
+		}
+		db.SetMaxOpenConns(n)
+		db.SetMaxIdleConns(n)
+		db.SetConnMaxIdleTime(5 * time.Minute)
+		if err := db.PingContext(ctx); err != nil {
+			_ = db.Close()
+			return nil, fmt.Errorf("sqlstore: connect to PostgreSQL %s:%d/%s: %w", cfg.Host, cfg.Port, cfg.Database, err)
+		}
+		s.w, s.r = db, db
+	}
+	if err := migrate(ctx, s.w, s.d); err != nil {
+		s.closeDBs()
+		return nil, err
+	}
+	if err := s.prepare(ctx); err != nil {
+		s.closeDBs()
+		return nil, err
+	}
+	s.replay = &ReplayStore{s: s}
+	if s.d == sqliteDialect {
+		s.commit = newCommitter(s.w)
+	}
+	return s, nil
+}
+
+// Dialect returns "sqlite" or "postgres".
+func (s *Store) Dialect() string { return s.d.name }
+
+// Close stops the store and closes its connections. Calls in progress
+// finish first; later ones fail with ErrClosed. It is safe to call twice.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		if s.commit != nil {
+			s.commit.stop()
+		}
+		s.closeErr = s.closeDBs()
+	})
+	return s.closeErr
+}
+
+func (s *Store) closeDBs() error {
+	s.st.close()
+	var errs []error
+	if s.r != nil && s.r != s.w {
+		errs = append(errs, s.r.Close())
+	}
+	if s.w != nil {
+		errs = append(errs, s.w.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// SchemaVersion returns the number of the last migration applied.
+func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
+	v, err := appliedVersions(ctx, s.r)
+	if err != nil {
+		return 0, err
+	}
+	if len(v) == 0 {
+		return 0, nil
+	}
+	return v[len(v)-1], nil
+}
+
+// statements are the store's SQL, prepared once: writes on the writer
+// pool, reads on the reader pool (the same pool on PostgreSQL).
+type statements struct {
+	// Writes, used inside transactions through tx.StmtContext.
+	insertTask, getForWrite, updateTask, updateHistory, updateArtifacts *sql.Stmt
+	remember, rememberPrior, sweep                                      *sql.Stmt
+	// Reads.
+	getTask, byIdempotencyKey, lookup *sql.Stmt
+}
+
+func (s *Store) prepare(ctx context.Context) error {
+	var err error
+	p := func(db *sql.DB, query string) *sql.Stmt {
+		if err != nil {
+			return nil
+		}
+		var st *sql.Stmt
+		if st, err = db.PrepareContext(ctx, s.d.rebind(query)); err != nil {
+			err = fmt.Errorf("sqlstore: prepare %.40q…: %w", query, err)
+		}
+		return st
+	}
+	s.st = statements{
+		insertTask: p(s.w, `INSERT INTO tasks (id, owner, context_id, state, status_ts, status_message, version, idempotency_key,
+			created_at, updated_at, history, artifacts, metadata) VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (id) DO NOTHING`),
+		getForWrite: p(s.w, "SELECT "+taskColumns+" FROM tasks WHERE id = ?"+s.d.forUpdate),
+		updateTask: p(s.w, `UPDATE tasks SET state = ?, status_ts = ?, status_message = ?, history = ?, artifacts = ?, metadata = ?,
+			version = version + 1, updated_at = ? WHERE id = ? AND version = ?`),
+		updateHistory:   p(s.w, "UPDATE tasks SET history = ?, version = version + 1, updated_at = ? WHERE id = ? AND version = ?"),
+		updateArtifacts: p(s.w, "UPDATE tasks SET artifacts = ?, version = version + 1, updated_at = ? WHERE id = ? AND version = ?"),
+
+		// An unexpired record stays; an expired one is replaced. Of two
+		// concurrent calls the database lets one insert (or replace) and
+		// makes the other wait for it, then find the row unexpired.
+		remember: p(s.w, `INSERT INTO replay (sender, msg_id, first_seen, expires, fingerprint) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT (sender, msg_id) DO UPDATE SET first_seen = excluded.first_seen, expires = excluded.expires,
+			fingerprint = excluded.fingerprint WHERE replay.expires <= excluded.first_seen`),
+		rememberPrior: p(s.w, "SELECT first_seen, expires, fingerprint FROM replay WHERE sender = ? AND msg_id = ?"),
+		sweep: p(s.w, `DELETE FROM replay WHERE (sender, msg_id) IN
+			(SELECT sender, msg_id FROM replay WHERE expires <= ? LIMIT ?)`),
+
+		getTask:          p(s.r, "SELECT "+taskColumns+" FROM tasks WHERE id = ?"),
+		byIdempotencyKey: p(s.r, "SELECT "+taskColumns+" FROM tasks WHERE owner = ? AND idempotency_key = ? ORDER BY created_at DESC, id DESC LIMIT 1"),
+		lookup:           p(s.r, "SELECT first_seen, expires, fingerprint FROM replay WHERE sender = ? AND msg_id = ? AND expires > ?"),
+	}
+	return err
+}
+
+func (st *statements) close() {
+	for _, x := range []*sql.Stmt{st.insertTask, st.getForWrite, st.updateTask, st.updateHistory, st.updateArtifacts,
+		st.remember, st.rememberPrior, st.sweep, st.getTask, st.byIdempotencyKey, st.lookup} {
+		if x != nil {
+			_ = x.Close()
+		}
+	}
+}
+
+// write runs op in a transaction: on SQLite in the next group commit, on
+// PostgreSQL in a transaction of its own. It returns once op's changes are
+// committed, or with an error and nothing changed: op's own, or one of the
+// transaction (begin, commit, a done context, a closed store) wrapped with
+// the call's name and task id.
+func (s *Store) write(ctx context.Context, call, id string, op func(context.Context, *sql.Tx) error) error {
+	var opFailed bool
+	run := func(ctx context.Context, tx *sql.Tx) error {
+		err := op(ctx, tx)
+		opFailed = err != nil
+		return err
+	}
+	var err error
+	if s.commit != nil {
+		err = s.commit.do(ctx, run)
+	} else {
+		err = s.transact(ctx, run)
+	}
+	if err == nil || opFailed {
+		return err
+	}
+	return dbError(call, id, err)
+}
+
+func (s *Store) transact(ctx context.Context, op func(context.Context, *sql.Tx) error) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := op(ctx, tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// exec1 runs one statement of the writer as a transaction of its own: on
+// SQLite in the next group commit, on PostgreSQL as a single autocommitted
+// statement (one round trip instead of BEGIN, statement, COMMIT).
+func (s *Store) exec1(ctx context.Context, call, id string, stmt *sql.Stmt, args ...any) (sql.Result, error) {
+	if s.commit == nil {
+		res, err := stmt.ExecContext(ctx, args...)
+		return res, dbError(call, id, err)
+	}
+	var res sql.Result
+	err := s.write(ctx, call, id, func(ctx context.Context, tx *sql.Tx) error {
+		var err error
+		res, err = tx.StmtContext(ctx, stmt).ExecContext(ctx, args...)
+		return dbError(call, id, err)
+	})
+	return res, err
+}
+
+// start checks what every call checks first.
+func (s *Store) start(ctx context.Context, op string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("sqlstore: %s: %w", op, err)
+	}
+	if s.closed.Load() {
+		return fmt.Errorf("sqlstore: %s: %w", op, ErrClosed)
+	}
+	return nil
+}
+
+// dbError wraps an error of the database. A full disk is also
+// tasks.ErrStoreFull with a 5003 *snap.Error, like a full MemoryStore.
+func dbError(op, id string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if diskFull(err) {
+		return fmt.Errorf("sqlstore: %s %s: %w: %w: %w", op, id, tasks.ErrStoreFull,
+			snap.NewError(snap.CodeServiceUnavailable, "task store full; retry later",
+				map[string]any{"reason": "the task database is out of space"}), err)
+	}
+	return fmt.Errorf("sqlstore: %s %s: %w", op, id, err)
+}
+
+func diskFull(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code == "53100" // disk_full
+	}
+	var se interface{ Code() int }
+	return errors.As(err, &se) && se.Code()&0xff == 13 // SQLITE_FULL
+}
+
+// Create implements tasks.Store. The task is checked (tasks.CheckCreate,
+// which depends on nothing stored) and encoded first; the write is then one
+// INSERT … ON CONFLICT (id) DO NOTHING, and a task with the same id gives
+// tasks.ErrExists.
+func (s *Store) Create(ctx context.Context, t *tasks.Task) (*tasks.Task, error) {
+	if err := s.start(ctx, "create"); err != nil {
+		return nil, err
+	}
+	if err := tasks.CheckCreate(t); err != nil {
+		return nil, err
+	}
+	r, err := encode(t)
+	if err != nil {
+		return nil, err
+	}
+	r.version = 1
+	res, err := s.exec1(ctx, "create", r.id, s.st.insertTask, r.id, r.owner, r.contextID, r.state, r.statusTS,
+		r.statusMessage, r.idemKey, r.createdAt, micros(time.Now()), string(r.history), string(r.artifacts), string(r.metadata))
+	if err != nil {
+		return nil, err
+	}
+	// ON CONFLICT DO NOTHING: no row means the id is taken.
+	if n, err := res.RowsAffected(); err != nil {
+		return nil, dbError("create", r.id, err)
+	} else if n == 0 {
+		return nil, fmt.Errorf("sqlstore: create %s: task %w", r.id, tasks.ErrExists)
+	}
+	return r.task()
+}
+
+// Get implements tasks.Store.
+func (s *Store) Get(ctx context.Context, id string) (*tasks.Task, error) {
+	if err := s.start(ctx, "get"); err != nil {
+		return nil, err
+	}
+	var r row
+	err := s.st.getTask.QueryRowContext(ctx, id).Scan(r.dest()...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("sqlstore: get %s: %w", id, tasks.ErrNotFound)
+	}
+	if err != nil {
+		return nil, dbError("get", id, err)
+	}
+	return r.task()
+}
+
+// FindByIdempotencyKey returns the newest task that owner created with the
+// idempotency key, or tasks.ErrNotFound. It lets a node honour a key after
+// a restart, or one replica honour a key first seen by another.
+func (s *Store) FindByIdempotencyKey(ctx context.Context, owner, key string) (*tasks.Task, error) {
+	if err := s.start(ctx, "find by idempotency key"); err != nil {
+		return nil, err
+	}
+	if key == "" {
+		return nil, fmt.Errorf("sqlstore: find by idempotency key: empty key: %w", tasks.ErrNotFound)
+	}
+	var r row
+	err := s.st.byIdempotencyKey.QueryRowContext(ctx, owner, key).Scan(r.dest()...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("sqlstore: find by idempotency key %q of %s: %w", key, owner, tasks.ErrNotFound)
+	}
+	if err != nil {
+		return nil, dbError("find by idempotency key", key, err)
+	}
+	return r.task()
+}
+
+// current reads the task id for a change inside tx (locking its row on
+// PostgreSQL) and checks that it is at version expected.
+func (s *Store) current(ctx context.Context, tx *sql.Tx, op, id string, expected int64) (*row, error) {
+	var r row
+	err := tx.StmtContext(ctx, s.st.getForWrite).QueryRowContext(ctx, id).Scan(r.dest()...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("sqlstore: %s %s: %w", op, id, tasks.ErrNotFound)
+	}
+	if err != nil {
+		return nil, dbError(op, id, err)
+	}
+	if r.version != expected {
+		return nil, fmt.Errorf("sqlstore: %s %s: version %d, expected %d: %w", op, id, r.version, expected, tasks.ErrVersionConflict)
+	}
+	return &r, nil
+}
+
+// exactlyOne checks that an UPDATE … WHERE version = expected changed the
+// row. The row was read (and on PostgreSQL locked) in the same transaction
+// at that version, so anything else is a conflict the lock missed.
+func exactlyOne(op, id string, res sql.Result, err error) error {
+	if err != nil {
+		return dbError(op, id, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return dbError(op, id, err)
+	}
+	if n != 1 {
+		return fmt.Errorf("sqlstore: %s %s: %w", op, id, tasks.ErrVersionConflict)
+	}
+	return nil
+}
+
+// Update implements tasks.Store. Inside the transaction it reads the
+// current task, checks the expected version and applies tasks.CheckUpdate,
+// so the state machine holds in the database whoever writes to it. The
+// current task handed to CheckUpdate carries every column but not the
+// decoded history, artifacts and metadata, which CheckUpdate does not read
+// (it judges the current id and state and the next task's contents).
+func (s *Store) Update(ctx context.Context, t *tasks.Task, expected int64) (*tasks.Task, error) {
+	if err := s.start(ctx, "update"); err != nil {
+		return nil, err
+	}
+	if t == nil {
+		return nil, fmt.Errorf("sqlstore: update nil task: %w", tasks.ErrInvalidTask)
+	}
+	next, err := encode(t)
+	if err != nil {
+		return nil, err
+	}
+	now := micros(time.Now())
+	err = s.write(ctx, "update", t.ID, func(ctx context.Context, tx *sql.Tx) error {
+		cur, err := s.current(ctx, tx, "update", t.ID, expected)
+		if err != nil {
+			return err
+		}
+		if err := tasks.CheckUpdate(cur.columns(), t); err != nil {
+			return err
+		}
+		res, err := tx.StmtContext(ctx, s.st.updateTask).ExecContext(ctx, next.state, next.statusTS, next.statusMessage,
+			string(next.history), string(next.artifacts), string(next.metadata), now, t.ID, expected)
+		if err := exactlyOne("update", t.ID, res, err); err != nil {
+			return err
+		}
+		// The fields Create set stay.
+		next.owner, next.contextID, next.idemKey, next.createdAt = cur.owner, cur.contextID, cur.idemKey, cur.createdAt
+		next.version = cur.version + 1
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return next.task()
+}
+
+// columns returns the task of r without decoding its JSON.
+func (r *row) columns() *tasks.Task {
+	return &tasks.Task{
+		ID:             r.id,
+		ContextID:      r.contextID,
+		Status:         tasks.Status{State: tasks.State(r.state), Timestamp: fromMicros(r.statusTS), Message: r.statusMessage},
+		Owner:          r.owner,
+		Version:        r.version,
+		IdempotencyKey: r.idemKey,
+		CreatedAt:      fromMicros(r.createdAt),
+	}
+}
+
+// AppendHistory implements tasks.Store. The messages are appended to the
+// stored JSON array as bytes: the history is not decoded inside the
+// transaction.
+func (s *Store) AppendHistory(ctx context.Context, id string, expected int64, msgs ...tasks.Message) (*tasks.Task, error) {
+	if err := s.start(ctx, "append history"); err != nil {
+		return nil, err
+	}
+	add, err := marshal(msgs)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: append history %s: %w: %w", id, tasks.ErrInvalidTask, err)
+	}
+	now := micros(time.Now())
+	var out *row
+	err = s.write(ctx, "append history", id, func(ctx context.Context, tx *sql.Tx) error {
+		cur, err := s.current(ctx, tx, "append history", id, expected)
+		if err != nil {
+			return err
+		}
+		if st := tasks.State(cur.state); st.Terminal() {
+			return fmt.Errorf("sqlstore: append history %s: %s: %w", id, st, tasks.ErrTerminal)
+		}
+		if len(msgs) > 0 {
+			if cur.history, err = appendJSONArray(cur.history, add); err != nil {
+				return fmt.Errorf("sqlstore: append history %s: stored history: %w", id, err)
+			}
+		}
+		res, err := tx.StmtContext(ctx, s.st.updateHistory).ExecContext(ctx, string(cur.history), now, id, expected)
+		if err := exactlyOne("append history", id, res, err); err != nil {
+			return err
+		}
+		cur.version++
+		out = cur
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out.task()
+}
+
+// AppendArtifact implements tasks.Store. Only the artifact ids are decoded
+// inside the transaction, to check the limit and uniqueness.
+func (s *Store) AppendArtifact(ctx context.Context, id string, expected int64, a tasks.Artifact) (*tasks.Task, error) {
+	if err := s.start(ctx, "append artifact"); err != nil {
+		return nil, err
+	}
+	add, err := marshal([]tasks.Artifact{a})
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: append artifact %s: %w: %w", id, tasks.ErrInvalidTask, err)
+	}
+	now := micros(time.Now())
+	var out *row
+	err = s.write(ctx, "append artifact", id, func(ctx context.Context, tx *sql.Tx) error {
+		cur, err := s.current(ctx, tx, "append artifact", id, expected)
+		if err != nil {
+			return err
+		}
+		if st := tasks.State(cur.state); st.Terminal() {
+			return fmt.Errorf("sqlstore: append artifact %s: %s: %w", id, st, tasks.ErrTerminal)
+		}
+		var have []struct {
+			ArtifactID string `json:"artifactId"`
+		}
+		if err := json.Unmarshal(cur.artifacts, &have); err != nil {
+			return fmt.Errorf("sqlstore: append artifact %s: stored artifacts: %w", id, err)
+		}
+		if len(have) >= tasks.MaxArtifacts {
+			return fmt.Errorf("sqlstore: append artifact %s: %d artifacts already: %w", id, len(have), tasks.ErrLimit)
+		}
+		for _, h := range have {
+			if h.ArtifactID == a.ArtifactID {
+				return fmt.Errorf("sqlstore: append artifact %s: artifact %s %w", id, a.ArtifactID, tasks.ErrExists)
+			}
+		}
+		if cur.artifacts, err = appendJSONArray(cur.artifacts, add); err != nil {
+			return fmt.Errorf("sqlstore: append artifact %s: stored artifacts: %w", id, err)
+		}
+		res, err := tx.StmtContext(ctx, s.st.updateArtifacts).ExecContext(ctx, string(cur.artifacts), now, id, expected)
+		if err := exactlyOne("append artifact", id, res, err); err != nil {
+			return err
+		}
+		cur.version++
+		out = cur
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out.task()
+}
+
+// appendJSONArray returns the JSON array arr (or null) followed by the
+// elements of the non-empty JSON array add.
+func appendJSONArray(arr, add []byte) ([]byte, error) {
+	arr = bytes.TrimSpace(arr)
+	switch {
+	case len(add) < 2 || add[0] != '[' || add[len(add)-1] != ']':
+		return nil, fmt.Errorf("not a JSON array: %.20q", add)
+	case string(arr) == "null" || string(arr) == "[]":
+		return bytes.Clone(add), nil
+	case len(arr) < 2 || arr[0] != '[' || arr[len(arr)-1] != ']':
+		return nil, fmt.Errorf("not a JSON array: %.20q", arr)
+	}
+	out := make([]byte, 0, len(arr)+len(add))
+	out = append(out, arr[:len(arr)-1]...)
+	out = append(out, ',')
+	return append(out, add[1:]...), nil
+}
+
+// List implements tasks.Store. Each filter has its index (owner, context
+// and state, each followed by created_at and id, List's order).
+func (s *Store) List(ctx context.Context, f tasks.Filter) ([]*tasks.Task, error) {
+	if err := s.start(ctx, "list"); err != nil {
+		return nil, err
+	}
+	var (
+		b    strings.Builder
+		args []any
+		and  = " WHERE "
+	)
+	b.WriteString("SELECT " + taskColumns + " FROM tasks")
+	if f.Owner != "" {
+		b.WriteString(and + "owner = ?")
+		args, and = append(args, f.Owner), " AND "
+	}
+	if f.ContextID != "" {
+		b.WriteString(and + "context_id = ?")
+		args, and = append(args, f.ContextID), " AND "
+	}
+	if len(f.States) > 0 {
+		b.WriteString(and + "state IN (?" + strings.Repeat(", ?", len(f.States)-1) + ")")
+		for _, st := range f.States {
+			args = append(args, string(st))
+		}
+	}
+	b.WriteString(" ORDER BY created_at, id")
+	if f.Limit > 0 {
+		b.WriteString(" LIMIT ?")
+		args = append(args, f.Limit)
+	}
+	rows, err := s.r.QueryContext(ctx, s.d.rebind(b.String()), args...)
+	if err != nil {
+		return nil, dbError("list", "", err)
+	}
+	defer rows.Close()
+	var out []*tasks.Task
+	for rows.Next() {
+		var r row
+		if err := rows.Scan(r.dest()...); err != nil {
+			return nil, dbError("list", "", err)
+		}
+		t, err := r.task()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, dbError("list", "", err)
+	}
+	return out, nil
+}
