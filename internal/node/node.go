@@ -104,7 +104,19 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (n *Node
 		n.stopRelay = stop
 	}
 
-	n.pool = relay.NewPool(relay.PoolConfig{URLs: n.urls, Logger: logger.With("part", "pool"), Verifier: verifier})
+	poolCfg := relay.PoolConfig{URLs: n.urls, Logger: logger.With("part", "pool"), Verifier: verifier}
+	if n.relay != nil {
+		// The node reaches its own relay in-process: no socket, no JSON.
+		// External clients use the WebSocket.
+		local, rel := n.urls[0], n.relay
+		poolCfg.Dial = func(ctx context.Context, url string) (relay.Conn, error) {
+			if url == local {
+				return rel.LocalConn()
+			}
+			return relay.DialWebsocket(ctx, url)
+		}
+	}
+	n.pool = relay.NewPool(poolCfg)
 	poolCtx, stopPool := context.WithCancel(context.WithoutCancel(ctx))
 	n.pool.Start(poolCtx)
 	n.stopPool = stopPool

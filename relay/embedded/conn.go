@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -19,25 +18,72 @@ import (
 	"github.com/snapnode/snapnode/relay"
 )
 
+// Relay-to-client message labels (NIP-01).
+const (
+	labelEvent  = "EVENT"
+	labelOK     = "OK"
+	labelEOSE   = "EOSE"
+	labelClosed = "CLOSED"
+	labelNotice = "NOTICE"
+)
+
+// message is one relay-to-client message before any encoding: the
+// transport renders it, as JSON for a WebSocket client or as a
+// relay.ConnMessage for an in-process one.
+type message struct {
+	label string     // labelEvent, labelOK, …
+	ref   string     // the subscription id (EVENT, EOSE, CLOSED) or event id (OK)
+	ev    *eventData // EVENT
+	wire  []byte     // EVENT as JSON, for a transport that sendsJSON
+	ok    bool       // OK
+	text  string     // OK, CLOSED, NOTICE
+}
+
 // outItem is one message for the writer. sub, when set, is the
 // subscription the message belongs to: it is dropped if the subscription
 // has been closed (or replaced) meanwhile. flip, when set, is a marker:
 // the stored phase of that subscription is over.
 type outItem struct {
 	sub  *subscription
-	msg  []byte
+	msg  message
 	flip *subscription
 }
 
-// conn is one client WebSocket connection. Its reader runs in the HTTP
-// handler's goroutine and handles messages one at a time; its writer
-// goroutine drains two bounded queues: ctrl, filled by the reader (answers
-// and stored events; the reader waits for room, up to WriteTimeout), and
-// live, filled by publishers on other connections without ever waiting (a
-// full queue disconnects the client as too slow).
+// transport carries a conn's messages to its client: a WebSocket (ws.go)
+// or a channel in the same process (local.go). Everything else — checks,
+// storage, subscriptions, queues, limits — is the conn's, whatever the
+// transport.
+type transport interface {
+	// write hands one message to the client; an error means the
+	// connection is dead. Only the writer goroutine calls it.
+	write(it outItem) error
+	// ack may answer an EVENT at once, without queueing the OK; it
+	// reports whether it did.
+	ack(id string, accepted bool, msg string) bool
+	// sendsJSON reports whether events go out as JSON.
+	sendsJSON() bool
+	// pingInterval is how often the writer calls ping; 0: never.
+	pingInterval() time.Duration
+	ping() error
+	// abort makes a write in progress return now (the client is too slow).
+	abort()
+	// killed is called once, when the connection is killed, before done
+	// is closed.
+	killed(code int, text string)
+	// finish is called once the writer has stopped for good.
+	finish(code int, text string)
+}
+
+// conn is one client connection. Its reader (the HTTP handler's goroutine
+// for a WebSocket, a goroutine of its own for an in-process connection)
+// handles messages one at a time; its writer goroutine drains two bounded
+// queues: ctrl, filled by the reader (answers and stored events; the
+// reader waits for room, up to WriteTimeout), and live, filled by
+// publishers on other connections without ever waiting (a full queue
+// disconnects the client as too slow).
 type conn struct {
 	r      *Relay
-	ws     *websocket.Conn
+	t      transport
 	log    *slog.Logger
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -59,11 +105,64 @@ type conn struct {
 
 var errConnClosed = errors.New("connection closed")
 
-// kill ends the connection once: the writer sends a close frame with code
-// and text (best effort) and closes the socket, which stops the reader.
+// newConn makes a connection of r over t; register it, then serve it.
+func (r *Relay) newConn(t transport, log *slog.Logger) *conn {
+	ctx, cancel := context.WithCancel(r.ctx)
+	return &conn{
+		r:         r,
+		t:         t,
+		log:       log,
+		ctx:       ctx,
+		cancel:    cancel,
+		ctrl:      make(chan outItem, 64),
+		live:      make(chan outItem, r.cfg.SendQueue),
+		done:      make(chan struct{}),
+		finished:  make(chan struct{}),
+		closeCode: websocket.CloseNormalClosure,
+		subs:      make(map[string]*subscription),
+	}
+}
+
+// register adds c to the relay's connections, unless the relay is closed.
+func (r *Relay) register(c *conn) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return false
+	}
+	r.conns[c] = struct{}{}
+	return true
+}
+
+// serve runs a registered connection: read (which returns when the
+// connection ends) in this goroutine and the writer in another, then
+// removes its subscriptions and unregisters it.
+func (c *conn) serve(read func()) {
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		c.writeLoop()
+	}()
+	read()
+	c.kill(websocket.CloseNormalClosure, "") // if the reader stopped on its own
+	<-writerDone
+	for id, s := range c.subs {
+		c.r.hub.remove(s)
+		delete(c.subs, id)
+	}
+	c.cancel()
+	c.r.mu.Lock()
+	delete(c.r.conns, c)
+	c.r.mu.Unlock()
+	close(c.finished)
+}
+
+// kill ends the connection once: the writer stops, and the transport
+// closes (a WebSocket gets a close frame with code and text, best effort).
 func (c *conn) kill(code int, text string) {
 	c.killOnce.Do(func() {
 		c.closeCode, c.closeText = code, text
+		c.t.killed(code, text)
 		close(c.done)
 		c.cancel()
 	})
@@ -74,16 +173,15 @@ func (c *conn) slow() {
 	c.r.slowCuts.Add(1)
 	c.log.Info("disconnecting slow client", "reason", "outbound queue full")
 	c.kill(websocket.ClosePolicyViolation, "too slow: outbound queue full")
-	// The writer is most likely blocked on a full socket: abort that write
-	// now rather than at its deadline. The close frame is sent only if
-	// the socket still takes it.
-	_ = c.ws.NetConn().SetWriteDeadline(time.Now())
+	// The writer is most likely blocked on the client: abort that write
+	// now rather than at its deadline.
+	c.t.abort()
 }
 
-// sendLive queues msg without waiting; a full queue disconnects the client.
-func (c *conn) sendLive(sub *subscription, msg []byte) {
+// sendLive queues it without waiting; a full queue disconnects the client.
+func (c *conn) sendLive(it outItem) {
 	select {
-	case c.live <- outItem{sub: sub, msg: msg}:
+	case c.live <- it:
 	case <-c.done:
 	default:
 		c.slow()
@@ -113,21 +211,20 @@ func (c *conn) send(it outItem) error {
 	}
 }
 
-func (c *conn) sendJSON(v ...any) error {
-	b, err := marshalNoEscape(v)
-	if err != nil {
-		return fmt.Errorf("encode message: %w", err)
-	}
-	return c.send(outItem{msg: b})
+func (c *conn) notice(msg string) error {
+	return c.send(outItem{msg: message{label: labelNotice, text: msg}})
 }
-
-func (c *conn) notice(msg string) error { return c.sendJSON("NOTICE", msg) }
 
 func (c *conn) ok(id string, accepted bool, msg string) error {
-	return c.sendJSON("OK", id, accepted, msg)
+	if c.t.ack(id, accepted, msg) {
+		return nil
+	}
+	return c.send(outItem{msg: message{label: labelOK, ref: id, ok: accepted, text: msg}})
 }
 
-func (c *conn) closedSub(subID, msg string) error { return c.sendJSON("CLOSED", subID, msg) }
+func (c *conn) closedSub(subID, msg string) error {
+	return c.send(outItem{msg: message{label: labelClosed, ref: subID, text: msg}})
+}
 
 // refuse answers a refused message as the refusal says.
 func (c *conn) refuse(r *refusal) error {
@@ -141,25 +238,24 @@ func (c *conn) refuse(r *refusal) error {
 	}
 }
 
-// writeLoop writes queued messages and pings until the connection is
-// killed, then sends the close frame and closes the socket.
+// writeLoop hands queued messages to the transport (and pings) until the
+// connection is killed, then lets the transport finish.
 func (c *conn) writeLoop() {
-	cfg := &c.r.cfg
-	ping := time.NewTicker(cfg.PingInterval)
-	defer ping.Stop()
-	defer func() {
-		deadline := time.Now().Add(time.Second)
-		_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(c.closeCode, c.closeText), deadline)
-		_ = c.ws.Close()
-	}()
-	write := func(msg []byte) bool {
+	var ping <-chan time.Time
+	if d := c.t.pingInterval(); d > 0 {
+		t := time.NewTicker(d)
+		defer t.Stop()
+		ping = t.C
+	}
+	// Always killed by now: the loop ends only on done or after a kill.
+	defer func() { c.t.finish(c.closeCode, c.closeText) }()
+	write := func(it outItem) bool {
 		select {
 		case <-c.done:
 			return false
 		default:
 		}
-		_ = c.ws.SetWriteDeadline(time.Now().Add(cfg.WriteTimeout))
-		if err := c.ws.WriteMessage(websocket.TextMessage, msg); err != nil {
+		if err := c.t.write(it); err != nil {
 			c.log.Debug("write failed", "err", err)
 			c.kill(websocket.CloseAbnormalClosure, "")
 			return false
@@ -167,12 +263,12 @@ func (c *conn) writeLoop() {
 		return true
 	}
 	handle := func(it outItem) bool {
-		if it.flip != nil {
-			for _, msg := range it.flip.flip() {
-				if it.flip.isClosed() {
+		if s := it.flip; s != nil {
+			for _, it := range s.flip() {
+				if s.isClosed() {
 					break
 				}
-				if !write(msg) {
+				if !write(it) {
 					return false
 				}
 			}
@@ -181,7 +277,7 @@ func (c *conn) writeLoop() {
 		if it.sub != nil && it.sub.isClosed() {
 			return true
 		}
-		return write(it.msg)
+		return write(it)
 	}
 	for {
 		// Prefer being killed over writing more.
@@ -201,8 +297,8 @@ func (c *conn) writeLoop() {
 			if !handle(it) {
 				return
 			}
-		case <-ping.C:
-			if err := c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(cfg.WriteTimeout)); err != nil {
+		case <-ping:
+			if err := c.t.ping(); err != nil {
 				c.kill(websocket.CloseAbnormalClosure, "")
 				return
 			}
@@ -210,59 +306,13 @@ func (c *conn) writeLoop() {
 	}
 }
 
-// readLoop reads and handles messages until the socket fails or the
-// connection is killed.
-func (c *conn) readLoop() {
-	cfg := &c.r.cfg
-	pongWait := 2 * cfg.PingInterval
-	// Messages up to twice the limit are read and refused with an
-	// answer; beyond that the WebSocket library closes with 1009.
-	c.ws.SetReadLimit(int64(2 * cfg.MaxMessageLength))
-	_ = c.ws.SetReadDeadline(time.Now().Add(pongWait))
-	c.ws.SetPongHandler(func(string) error {
-		return c.ws.SetReadDeadline(time.Now().Add(pongWait))
-	})
-	for {
-		typ, b, err := c.ws.ReadMessage()
-		if err != nil {
-			var ne net.Error
-			switch {
-			case errors.As(err, &ne) && ne.Timeout():
-				c.log.Debug("client silent for too long", "timeout", pongWait)
-				c.kill(websocket.CloseGoingAway, "no pong")
-			default:
-				if !websocket.IsCloseError(err, websocket.CloseNormalClosure, websocket.CloseGoingAway, websocket.CloseNoStatusReceived) {
-					c.log.Debug("read failed", "err", err)
-				}
-				c.kill(websocket.CloseNormalClosure, "")
-			}
-			return
-		}
-		_ = c.ws.SetReadDeadline(time.Now().Add(pongWait))
-		if typ != websocket.TextMessage {
-			if c.notice("invalid: only text messages are supported") != nil {
-				return
-			}
-			continue
-		}
-		if err := c.handle(b); err != nil {
-			return
-		}
-	}
-}
-
-// handle acts on one message; an error means the connection is closed.
-func (c *conn) handle(b []byte) error {
-	m, err := parseClientMessage(b, &c.r.lim)
+// process acts on one client message, or answers err, the refusal the
+// message got from the parser; an error means the connection is closed.
+func (c *conn) process(m *clientMessage, err error) error {
 	if err != nil {
 		var r *refusal
 		if !errors.As(err, &r) {
 			return c.notice("error: " + err.Error())
-		}
-		if len(b) > c.r.lim.maxMessageLength {
-			if id := eventIDHint(b); id != "" {
-				return c.ok(id, false, r.msg)
-			}
 		}
 		return c.refuse(r)
 	}
@@ -301,6 +351,8 @@ func (c *conn) allowEvent(now time.Time) bool {
 	return true
 }
 
+// handleEvent checks, stores and forwards ev, which the relay owns from
+// now on and never modifies.
 func (c *conn) handleEvent(ev *nostr.Event) error {
 	r := c.r
 	now := r.now()
@@ -326,13 +378,15 @@ func (c *conn) handleEvent(ev *nostr.Event) error {
 			return c.ok(ev.ID, false, "blocked: "+err.Error())
 		}
 	}
-	raw, err := encodeEvent(ev)
+	d := liveEvent(ev)
+	if kindClass(ev.Kind) == classEphemeral {
+		// Encoded only if a WebSocket subscriber wants it.
+		r.hub.broadcast(d)
+		return c.ok(ev.ID, true, "")
+	}
+	raw, err := d.json()
 	if err != nil {
 		return c.ok(ev.ID, false, "error: could not encode event")
-	}
-	if kindClass(ev.Kind) == classEphemeral {
-		r.hub.broadcast(ev, raw)
-		return c.ok(ev.ID, true, "")
 	}
 	res, err := r.store.save(c.ctx, ev, raw, exp, hasExp, unix)
 	if err != nil {
@@ -345,7 +399,7 @@ func (c *conn) handleEvent(ev *nostr.Event) error {
 	case superseded:
 		return c.ok(ev.ID, false, "invalid: a newer version of this replaceable event is already stored")
 	}
-	r.hub.broadcast(ev, raw)
+	r.hub.broadcast(d)
 	return c.ok(ev.ID, true, "")
 }
 
@@ -403,18 +457,14 @@ func (c *conn) handleReq(subID string, filters []*filter) error {
 	sent := make(map[string]struct{}, len(found))
 	for _, e := range found {
 		sent[e.id] = struct{}{}
-		if err := c.send(outItem{sub: sub, msg: sub.eventMessage(e.raw)}); err != nil {
+		if err := c.send(sub.eventItem(storedEventData(e.raw))); err != nil {
 			return err
 		}
 	}
 	sub.mu.Lock()
 	sub.sent = sent
 	sub.mu.Unlock()
-	eose, err := marshalNoEscape([]any{"EOSE", subID})
-	if err != nil {
-		return fmt.Errorf("encode EOSE: %w", err)
-	}
-	if err := c.send(outItem{sub: sub, msg: eose}); err != nil {
+	if err := c.send(outItem{sub: sub, msg: message{label: labelEOSE, ref: subID}}); err != nil {
 		return err
 	}
 	return c.send(outItem{flip: sub})
@@ -449,42 +499,4 @@ func marshalNoEscape(v any) ([]byte, error) {
 		return nil, err
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
-}
-
-// eventIDHint finds the id of an oversized ["EVENT", {…}] message, so the
-// refusal can be an OK the publisher is waiting for. It gives "" when the
-// message is not an EVENT or has no string id.
-func eventIDHint(b []byte) string {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	want := func(d json.Delim) bool {
-		t, err := dec.Token()
-		return err == nil && t == d
-	}
-	if !want('[') {
-		return ""
-	}
-	if t, err := dec.Token(); err != nil || t != "EVENT" {
-		return ""
-	}
-	if !want('{') {
-		return ""
-	}
-	for dec.More() {
-		k, err := dec.Token()
-		if err != nil {
-			return ""
-		}
-		if k == "id" {
-			var id string
-			if dec.Decode(&id) != nil || !isLowerHex(id, 64) {
-				return ""
-			}
-			return id
-		}
-		var skip json.RawMessage
-		if dec.Decode(&skip) != nil {
-			return ""
-		}
-	}
-	return ""
 }

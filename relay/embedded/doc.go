@@ -29,6 +29,12 @@
 //	fmt.Println("relay at", embedded.WebSocketURL(ln.Addr()))
 //	return r.Serve(ctx, ln) // returns when ctx is cancelled
 //
+// A program that runs the relay and a relay.Pool can connect them in-process
+// with Relay.LocalConn (as PoolConfig.Dial for the relay's URL): the pool's
+// connection is then served like any WebSocket client — same checks,
+// storage, subscriptions, queues and limits — without a socket or JSON in
+// between.
+//
 // A Relay is also an http.Handler, so it can be mounted in another server
 // (or httptest.NewServer); then call Sweep now and then to delete expired
 // events, which Serve otherwise does every Config.SweepInterval.

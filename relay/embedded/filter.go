@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/nbd-wtf/go-nostr"
@@ -57,6 +58,15 @@ func (f *filter) finish() {
 		}
 		return 0
 	})
+}
+
+// complete finishes a filter just read and checks it against lim.
+func (f *filter) complete(lim *limits) (*filter, error) {
+	f.finish()
+	if n := f.valueCount(); n > lim.maxFilterValues {
+		return nil, fmt.Errorf("too many values in a filter (%d > %d)", n, lim.maxFilterValues)
+	}
+	return f, nil
 }
 
 func dedupeStrings(s []string) ([]string, map[string]struct{}) {

@@ -13,19 +13,14 @@ type subscription struct {
 	c       *conn
 	id      string
 	filters []*filter
-	prefix  []byte // `["EVENT",<id>,`
+	prefix  []byte // `["EVENT",<id>,`, for WebSocket clients
 
 	mu      sync.Mutex
 	closed  bool
 	pending bool                // stored events not all sent yet: buffer live ones
-	buf     []bufferedEvent     // live events that arrived while pending
+	buf     []outItem           // live events that arrived while pending
 	entries []*indexEntry       // where the hub indexes this subscription
 	sent    map[string]struct{} // ids sent as stored events (set before the flip)
-}
-
-type bufferedEvent struct {
-	id  string
-	msg []byte
 }
 
 func newSubscription(c *conn, id string, filters []*filter) *subscription {
@@ -37,12 +32,19 @@ func newSubscription(c *conn, id string, filters []*filter) *subscription {
 	return &subscription{c: c, id: id, filters: filters, prefix: prefix, pending: true}
 }
 
-// eventMessage is the EVENT message carrying raw for this subscription.
-func (s *subscription) eventMessage(raw []byte) []byte {
-	msg := make([]byte, 0, len(s.prefix)+len(raw)+1)
-	msg = append(msg, s.prefix...)
-	msg = append(msg, raw...)
-	return append(msg, ']')
+// eventItem is the EVENT message carrying d, for the writer. A WebSocket
+// client's is encoded here, by the goroutine that queues it (the
+// publisher's, or the reader's for stored events), so that writers only
+// write.
+func (s *subscription) eventItem(d *eventData) outItem {
+	m := message{label: labelEvent, ref: s.id, ev: d}
+	if s.c.t.sendsJSON() {
+		if raw, err := d.json(); err == nil {
+			m.wire = make([]byte, 0, len(s.prefix)+len(raw)+1)
+			m.wire = append(append(append(m.wire, s.prefix...), raw...), ']')
+		}
+	}
+	return outItem{sub: s, msg: m}
 }
 
 func (s *subscription) isClosed() bool {
@@ -54,39 +56,98 @@ func (s *subscription) isClosed() bool {
 // deliver hands a live event to the subscription: buffered while its
 // stored events are being sent, else queued on the connection without
 // blocking.
-func (s *subscription) deliver(id string, raw []byte) {
+func (s *subscription) deliver(d *eventData) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return
 	}
-	msg := s.eventMessage(raw)
 	if s.pending {
 		if len(s.buf) >= s.c.r.cfg.SendQueue {
 			s.c.slow()
 			return
 		}
-		s.buf = append(s.buf, bufferedEvent{id: id, msg: msg})
+		s.buf = append(s.buf, s.eventItem(d))
 		return
 	}
-	s.c.sendLive(s, msg)
+	s.c.sendLive(s.eventItem(d))
 }
 
 // flip ends the stored phase: it returns the buffered live events not
 // already sent as stored ones, in arrival order. Called by the writer,
 // which writes them before anything queued later.
-func (s *subscription) flip() [][]byte {
+func (s *subscription) flip() []outItem {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.pending = false
-	var out [][]byte
-	for _, b := range s.buf {
-		if _, dup := s.sent[b.id]; !dup {
-			out = append(out, b.msg)
+	var out []outItem
+	for _, it := range s.buf {
+		if _, dup := s.sent[it.msg.ev.ev.ID]; !dup {
+			out = append(out, it)
 		}
 	}
 	s.buf, s.sent = nil, nil
 	return out
+}
+
+// eventData is an event on its way to subscribers. A live event has ev,
+// which nobody modifies once it is shared, and its JSON is encoded when
+// first needed (by the store or a WebSocket client); a stored event is
+// only its JSON. In-process clients get copies (event).
+type eventData struct {
+	ev   *nostr.Event
+	once sync.Once
+	raw  []byte
+	err  error
+}
+
+func liveEvent(ev *nostr.Event) *eventData { return &eventData{ev: ev} }
+
+func storedEventData(raw []byte) *eventData { return &eventData{raw: raw} }
+
+// json is the event's JSON, encoded once.
+func (d *eventData) json() ([]byte, error) {
+	d.once.Do(func() {
+		if d.raw == nil {
+			d.raw, d.err = encodeEvent(d.ev)
+		}
+	})
+	return d.raw, d.err
+}
+
+// event returns a copy of the event that shares no memory with the relay
+// but its immutable strings: the recipient may modify it.
+func (d *eventData) event() (*nostr.Event, error) {
+	if d.ev == nil {
+		var ev nostr.Event
+		if err := ev.UnmarshalJSON(d.raw); err != nil {
+			return nil, err
+		}
+		return &ev, nil
+	}
+	return copyEvent(d.ev), nil
+}
+
+// copyEvent copies ev deeply: every tag gets its own slice (all backed by
+// one array, each capped so that an append cannot spill into the next).
+// Unexported fields of nostr.Event are left out.
+func copyEvent(ev *nostr.Event) *nostr.Event {
+	cp := &nostr.Event{ID: ev.ID, PubKey: ev.PubKey, CreatedAt: ev.CreatedAt, Kind: ev.Kind, Content: ev.Content, Sig: ev.Sig}
+	if ev.Tags == nil {
+		return cp
+	}
+	n := 0
+	for _, t := range ev.Tags {
+		n += len(t)
+	}
+	all := make([]string, 0, n)
+	cp.Tags = make(nostr.Tags, len(ev.Tags))
+	for i, t := range ev.Tags {
+		start := len(all)
+		all = append(all, t...)
+		cp.Tags[i] = all[start:len(all):len(all)]
+	}
+	return cp
 }
 
 // indexKey is one value a filter is indexed under.
@@ -205,10 +266,10 @@ func (h *hub) remove(s *subscription) {
 	}
 }
 
-// broadcast delivers ev (whose JSON is raw) to every subscription with a
-// matching filter, once per subscription. It never blocks on a
-// connection.
-func (h *hub) broadcast(ev *nostr.Event, raw []byte) {
+// broadcast delivers d to every subscription with a matching filter, once
+// per subscription. It never blocks on a connection.
+func (h *hub) broadcast(d *eventData) {
+	ev := d.ev
 	var targets []*subscription
 	seen := make(map[*subscription]struct{})
 	try := func(k indexKey) {
@@ -234,7 +295,7 @@ func (h *hub) broadcast(ev *nostr.Event, raw []byte) {
 	}
 	h.mu.RUnlock()
 	for _, s := range targets {
-		s.deliver(ev.ID, raw)
+		s.deliver(d)
 	}
 }
 

@@ -142,11 +142,7 @@ func parseClientMessage(b []byte, lim *limits) (*clientMessage, error) {
 		for _, raw := range arr[2:] {
 			f, err := parseFilter(json.RawMessage(raw), lim)
 			if err != nil {
-				if r, ok := err.(*refusal); ok {
-					r.reply, r.ref = replyClosed, subID
-					return nil, r
-				}
-				return nil, closed(subID, "invalid: %v", err)
+				return nil, filterRefusal(subID, err)
 			}
 			filters = append(filters, f)
 		}
@@ -171,19 +167,33 @@ func parseClientMessage(b []byte, lim *limits) (*clientMessage, error) {
 	}
 }
 
+// filterRefusal is the answer to a REQ with a filter refused with err.
+func filterRefusal(subID string, err error) *refusal {
+	if r, ok := err.(*refusal); ok {
+		r.reply, r.ref = replyClosed, subID
+		return r
+	}
+	return closed(subID, "invalid: %v", err)
+}
+
 // parseSubID reads the subscription id of a REQ, CLOSE or COUNT.
 func parseSubID(arr []jsontext.Value, label string, lim *limits) (string, error) {
 	var id string
 	if len(arr) < 2 || isNull(json.RawMessage(arr[1])) || json.Unmarshal(arr[1], &id) != nil {
 		return "", notice("invalid: %s needs a subscription id string", label)
 	}
+	return id, checkSubID(id, label, lim)
+}
+
+// checkSubID checks the subscription id of a REQ, CLOSE or COUNT.
+func checkSubID(id, label string, lim *limits) error {
 	switch {
 	case id == "":
-		return "", notice("invalid: %s subscription id must not be empty", label)
+		return notice("invalid: %s subscription id must not be empty", label)
 	case len(id) > lim.maxSubIDLength:
-		return "", closed(id, "invalid: subscription id too long (%d > %d)", len(id), lim.maxSubIDLength)
+		return closed(id, "invalid: subscription id too long (%d > %d)", len(id), lim.maxSubIDLength)
 	}
-	return id, nil
+	return nil
 }
 
 // eventFields are the members every event must have.
@@ -370,11 +380,7 @@ func parseFilter(raw json.RawMessage, lim *limits) (*filter, error) {
 			return nil, err
 		}
 	}
-	f.finish()
-	if n := f.valueCount(); n > lim.maxFilterValues {
-		return nil, fmt.Errorf("too many values in a filter (%d > %d)", n, lim.maxFilterValues)
-	}
-	return f, nil
+	return f.complete(lim)
 }
 
 // decodeList decodes a JSON array of T into dst (never nil afterwards);

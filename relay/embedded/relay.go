@@ -166,6 +166,21 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
+// limits are the parser's bounds from c, after defaults.
+func (c *Config) limits() limits {
+	return limits{
+		maxMessageLength: c.MaxMessageLength,
+		maxSubscriptions: c.MaxSubscriptions,
+		maxFilters:       c.MaxFilters,
+		maxFilterValues:  c.MaxFilterValues,
+		maxLimit:         c.MaxLimit,
+		defaultLimit:     c.DefaultLimit,
+		maxSubIDLength:   c.MaxSubIDLength,
+		maxEventTags:     c.MaxEventTags,
+		maxContentLength: c.MaxContentLength,
+	}
+}
+
 // Relay is an embedded Nostr relay. It is an http.Handler (WebSocket and
 // NIP-11 on the same URL); Serve or ListenAndServe run it on a listener.
 type Relay struct {
@@ -203,18 +218,8 @@ func New(cfg Config) (*Relay, error) {
 		return nil, fmt.Errorf("embedded relay: %w", err)
 	}
 	r := &Relay{
-		cfg: cfg,
-		lim: limits{
-			maxMessageLength: cfg.MaxMessageLength,
-			maxSubscriptions: cfg.MaxSubscriptions,
-			maxFilters:       cfg.MaxFilters,
-			maxFilterValues:  cfg.MaxFilterValues,
-			maxLimit:         cfg.MaxLimit,
-			defaultLimit:     cfg.DefaultLimit,
-			maxSubIDLength:   cfg.MaxSubIDLength,
-			maxEventTags:     cfg.MaxEventTags,
-			maxContentLength: cfg.MaxContentLength,
-		},
+		cfg:    cfg,
+		lim:    cfg.limits(),
 		log:    cfg.Logger,
 		now:    cfg.Now,
 		store:  st,
@@ -320,64 +325,6 @@ func (r *Relay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		h.Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = io.WriteString(w, "This is a Nostr relay: connect with a WebSocket client.\n")
 	}
-}
-
-func (r *Relay) serveWebSocket(w http.ResponseWriter, req *http.Request) {
-	r.mu.Lock()
-	closed := r.closed
-	r.mu.Unlock()
-	if closed {
-		http.Error(w, "relay closed", http.StatusServiceUnavailable)
-		return
-	}
-	ws, err := r.upgrader.Upgrade(w, req, nil)
-	if err != nil {
-		return // the upgrader answered with an HTTP error
-	}
-	ctx, cancel := context.WithCancel(r.ctx)
-	c := &conn{
-		r:         r,
-		ws:        ws,
-		log:       r.log.With("remote", req.RemoteAddr),
-		ctx:       ctx,
-		cancel:    cancel,
-		ctrl:      make(chan outItem, 64),
-		live:      make(chan outItem, r.cfg.SendQueue),
-		done:      make(chan struct{}),
-		finished:  make(chan struct{}),
-		closeCode: websocket.CloseNormalClosure,
-		subs:      make(map[string]*subscription),
-	}
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		cancel()
-		_ = ws.WriteControl(websocket.CloseMessage,
-			websocket.FormatCloseMessage(websocket.CloseGoingAway, "relay shutting down"), time.Now().Add(time.Second))
-		_ = ws.Close()
-		return
-	}
-	r.conns[c] = struct{}{}
-	r.mu.Unlock()
-	c.log.Debug("client connected")
-
-	writerDone := make(chan struct{})
-	go func() {
-		defer close(writerDone)
-		c.writeLoop()
-	}()
-	c.readLoop()
-	<-writerDone
-	for id, s := range c.subs {
-		r.hub.remove(s)
-		delete(c.subs, id)
-	}
-	cancel()
-	r.mu.Lock()
-	delete(r.conns, c)
-	r.mu.Unlock()
-	close(c.finished)
-	c.log.Debug("client disconnected", "code", c.closeCode, "reason", c.closeText)
 }
 
 // closeConns disconnects every client with a going-away close frame and

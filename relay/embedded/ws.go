@@ -1,0 +1,196 @@
+package embedded
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// wsTransport carries a conn over a WebSocket, as NIP-01 JSON.
+type wsTransport struct {
+	c  *conn
+	ws *websocket.Conn
+}
+
+func (r *Relay) serveWebSocket(w http.ResponseWriter, req *http.Request) {
+	r.mu.Lock()
+	closed := r.closed
+	r.mu.Unlock()
+	if closed {
+		http.Error(w, "relay closed", http.StatusServiceUnavailable)
+		return
+	}
+	ws, err := r.upgrader.Upgrade(w, req, nil)
+	if err != nil {
+		return // the upgrader answered with an HTTP error
+	}
+	t := &wsTransport{ws: ws}
+	c := r.newConn(t, r.log.With("remote", req.RemoteAddr))
+	t.c = c
+	if !r.register(c) {
+		c.cancel()
+		_ = ws.WriteControl(websocket.CloseMessage,
+			websocket.FormatCloseMessage(websocket.CloseGoingAway, "relay shutting down"), time.Now().Add(time.Second))
+		_ = ws.Close()
+		return
+	}
+	c.log.Debug("client connected")
+	c.serve(t.readLoop)
+	c.log.Debug("client disconnected", "code", c.closeCode, "reason", c.closeText)
+}
+
+// readLoop reads and handles messages until the socket fails or the
+// connection is killed.
+func (t *wsTransport) readLoop() {
+	c := t.c
+	cfg := &c.r.cfg
+	pongWait := 2 * cfg.PingInterval
+	// Messages up to twice the limit are read and refused with an
+	// answer; beyond that the WebSocket library closes with 1009.
+	t.ws.SetReadLimit(int64(2 * cfg.MaxMessageLength))
+	_ = t.ws.SetReadDeadline(time.Now().Add(pongWait))
+	t.ws.SetPongHandler(func(string) error {
+		return t.ws.SetReadDeadline(time.Now().Add(pongWait))
+	})
+	for {
+		typ, b, err := t.ws.ReadMessage()
+		if err != nil {
+			var ne net.Error
+			switch {
+			case errors.As(err, &ne) && ne.Timeout():
+				c.log.Debug("client silent for too long", "timeout", pongWait)
+				c.kill(websocket.CloseGoingAway, "no pong")
+			default:
+				if !websocket.IsCloseError(err, websocket.CloseNormalClosure, websocket.CloseGoingAway, websocket.CloseNoStatusReceived) {
+					c.log.Debug("read failed", "err", err)
+				}
+				c.kill(websocket.CloseNormalClosure, "")
+			}
+			return
+		}
+		_ = t.ws.SetReadDeadline(time.Now().Add(pongWait))
+		if typ != websocket.TextMessage {
+			if c.notice("invalid: only text messages are supported") != nil {
+				return
+			}
+			continue
+		}
+		if err := t.handle(b); err != nil {
+			return
+		}
+	}
+}
+
+// handle parses and acts on one message; an error means the connection is
+// closed.
+func (t *wsTransport) handle(b []byte) error {
+	lim := &t.c.r.lim
+	m, err := parseClientMessage(b, lim)
+	var r *refusal
+	if err != nil && errors.As(err, &r) && len(b) > lim.maxMessageLength {
+		// Too large to parse: answer an EVENT with the OK its
+		// publisher waits for.
+		if id := eventIDHint(b); id != "" {
+			err = okFalse(id, "%s", r.msg)
+		}
+	}
+	return t.c.process(m, err)
+}
+
+func (t *wsTransport) sendsJSON() bool { return true }
+
+// ack: OKs are written in turn with everything else.
+func (t *wsTransport) ack(string, bool, string) bool { return false }
+
+func (t *wsTransport) write(it outItem) error {
+	b := it.msg.wire
+	if it.msg.label != labelEvent {
+		var err error
+		if b, err = it.msg.json(); err != nil {
+			t.c.log.Error("encode message", "label", it.msg.label, "err", err)
+			return nil
+		}
+	}
+	if b == nil { // an event that could not be encoded
+		return nil
+	}
+	_ = t.ws.SetWriteDeadline(time.Now().Add(t.c.r.cfg.WriteTimeout))
+	return t.ws.WriteMessage(websocket.TextMessage, b)
+}
+
+// json is m as NIP-01 JSON (EVENT aside: see write).
+func (m *message) json() ([]byte, error) {
+	switch m.label {
+	case labelOK:
+		return marshalNoEscape([]any{labelOK, m.ref, m.ok, m.text})
+	case labelEOSE:
+		return marshalNoEscape([]any{labelEOSE, m.ref})
+	case labelClosed:
+		return marshalNoEscape([]any{labelClosed, m.ref, m.text})
+	default:
+		return marshalNoEscape([]any{labelNotice, m.text})
+	}
+}
+
+func (t *wsTransport) pingInterval() time.Duration { return t.c.r.cfg.PingInterval }
+
+func (t *wsTransport) ping() error {
+	return t.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(t.c.r.cfg.WriteTimeout))
+}
+
+// abort: the close frame is sent afterwards only if the socket still
+// takes it.
+func (t *wsTransport) abort() { _ = t.ws.NetConn().SetWriteDeadline(time.Now()) }
+
+func (t *wsTransport) killed(int, string) {}
+
+// finish sends the close frame (best effort) and closes the socket, which
+// stops the reader.
+func (t *wsTransport) finish(code int, text string) {
+	deadline := time.Now().Add(time.Second)
+	_ = t.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, text), deadline)
+	_ = t.ws.Close()
+}
+
+// eventIDHint finds the id of an oversized ["EVENT", {…}] message, so the
+// refusal can be an OK the publisher is waiting for. It gives "" when the
+// message is not an EVENT or has no string id.
+func eventIDHint(b []byte) string {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	want := func(d json.Delim) bool {
+		t, err := dec.Token()
+		return err == nil && t == d
+	}
+	if !want('[') {
+		return ""
+	}
+	if t, err := dec.Token(); err != nil || t != "EVENT" {
+		return ""
+	}
+	if !want('{') {
+		return ""
+	}
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		if k == "id" {
+			var id string
+			if dec.Decode(&id) != nil || !isLowerHex(id, 64) {
+				return ""
+			}
+			return id
+		}
+		var skip json.RawMessage
+		if dec.Decode(&skip) != nil {
+			return ""
+		}
+	}
+	return ""
+}
