@@ -100,10 +100,25 @@ func (k *Key) Sign(digest [32]byte) ([64]byte, error) {
 	return k.SignWithAux(digest, aux)
 }
 
+// SignUntweaked makes a BIP-340 signature of digest with the untweaked
+// secret d, whose public key is P: what a Nostr event's signature is.
+// Like Sign it uses fresh auxiliary randomness and skips self-verification.
+func (k *Key) SignUntweaked(digest [32]byte) ([64]byte, error) {
+	var aux [32]byte
+	if _, err := rand.Read(aux[:]); err != nil {
+		return [64]byte{}, fmt.Errorf("identity: read random: %w", err)
+	}
+	return schnorrSign(k.secret, digest, aux)
+}
+
 // SignWithAux is Sign with the caller's auxiliary data. With 32 zero bytes it
 // reproduces the SNAP reference vectors byte for byte.
 func (k *Key) SignWithAux(digest [32]byte, aux [32]byte) ([64]byte, error) {
-	sig, err := schnorr.Sign(k.tweaked, digest[:], schnorr.FastSign(), schnorr.CustomNonce(aux))
+	return schnorrSign(k.tweaked, digest, aux)
+}
+
+func schnorrSign(priv *btcec.PrivateKey, digest, aux [32]byte) ([64]byte, error) {
+	sig, err := schnorr.Sign(priv, digest[:], schnorr.FastSign(), schnorr.CustomNonce(aux))
 	if err != nil {
 		return [64]byte{}, fmt.Errorf("identity: sign: %w", err)
 	}

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/btcsuite/btcd/btcec/v2/schnorr"
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/snapnode/snapnode/identity"
@@ -46,8 +45,8 @@ func CardEvent(card *snap.Card, k *identity.Key, at time.Time) (nostr.Event, err
 		PubKey: k.NostrPublicKey(), CreatedAt: nostr.Timestamp(at.Unix()),
 		Kind: KindCard, Tags: tags, Content: string(content),
 	}
-	if err := ev.Sign(k.NostrSecretKey(), schnorr.FastSign()); err != nil {
-		return nostr.Event{}, fmt.Errorf("relay: sign card event: %w", err)
+	if err := signEvent(k, &ev, nil); err != nil {
+		return nostr.Event{}, err
 	}
 	return ev, nil
 }

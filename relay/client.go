@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/btcsuite/btcd/btcec/v2/schnorr"
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/snapnode/snapnode/identity"
@@ -130,7 +129,7 @@ func (c *Client) Request(ctx context.Context, t Target, req Request) (*Response,
 	}
 	ev := nostr.Event{PubKey: c.key.NostrPublicKey(), CreatedAt: nostr.Timestamp(now.Unix()), Kind: kind,
 		Tags: nostr.Tags{{"p", t.PubKey}}, Content: content}
-	if err := ev.Sign(c.key.NostrSecretKey(), schnorr.FastSign()); err != nil {
+	if err := signEvent(c.key, &ev, nil); err != nil {
 		return nil, err
 	}
 

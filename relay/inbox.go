@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/btcsuite/btcd/btcec/v2/schnorr"
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/snapnode/snapnode/identity"
@@ -273,11 +272,10 @@ func (in *Inbox) reply(ctx context.Context, req *nostr.Event, resp *snap.Message
 	if req.Kind == KindMessage {
 		ev.Tags = append(ev.Tags, nostr.Tag{"expiration", strconv.FormatInt(now.Add(in.cfg.ReplyTTL).Unix(), 10)})
 	}
-	if err := ev.Sign(in.cfg.Key.NostrSecretKey(), schnorr.FastSign()); err != nil {
+	if err := signEvent(in.cfg.Key, &ev, in.cfg.Verifier); err != nil {
 		in.cfg.Logger.Error("inbox: sign reply", "err", err)
 		return
 	}
-	in.cfg.Verifier.Signed(&ev)
 	res, err := in.cfg.Transport.Publish(ctx, ev)
 	if err != nil {
 		in.cfg.Logger.Error("inbox: reply not published", "request", req.ID, "method", resp.Method, "err", err, "outcome", res)

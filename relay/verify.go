@@ -70,15 +70,6 @@ func (v *Verifier) Verify(ev *nostr.Event) error {
 	return nil
 }
 
-// Signed records ev, just signed by this process, as verified.
-func (v *Verifier) Signed(ev *nostr.Event) {
-	if v == nil {
-		return
-	}
-	if id, err := CheckID(ev); err == nil {
-		v.seen.Put(id, ev.Sig)
-	}
-}
 
 // checkID returns ev's id after checking it is the hash of its content.
 func CheckID(ev *nostr.Event) ([32]byte, error) {

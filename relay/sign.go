@@ -1,0 +1,31 @@
+package relay
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/snapnode/snapnode/identity"
+)
+
+// signEvent sets ev's pubkey, id and signature (BIP-340 by the untweaked
+// key, as NIP-01 requires) and, when v is not nil, tells v the event is
+// genuine, so that publishing it costs no verification. It signs with the
+// identity key directly: go-nostr's Event.Sign would parse the hex secret
+// and derive the public key again on every call.
+func signEvent(k *identity.Key, ev *nostr.Event, v *Verifier) error {
+	ev.PubKey = k.NostrPublicKey()
+	id := sha256.Sum256(ev.Serialize())
+	sig, err := k.SignUntweaked(id)
+	if err != nil {
+		return fmt.Errorf("relay: sign event: %w", err)
+	}
+	ev.ID = hex.EncodeToString(id[:])
+	ev.Sig = hex.EncodeToString(sig[:])
+	if v != nil {
+		v.seen.Put(id, ev.Sig)
+	}
+	return nil
+}
