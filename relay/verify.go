@@ -70,7 +70,6 @@ func (v *Verifier) Verify(ev *nostr.Event) error {
 	return nil
 }
 
-
 // checkID returns ev's id after checking it is the hash of its content.
 func CheckID(ev *nostr.Event) ([32]byte, error) {
 	var id [32]byte

@@ -34,6 +34,10 @@ type Config struct {
 	// KeyFile is the identity's secret; default <data-dir>/identity.key.
 	// SNAPNODE_KEY, when set, is the key itself and wins over the file.
 	KeyFile string `toml:"key_file"`
+	// Database holds tasks and the replay records: a SQLite file path or
+	// sqlite: DSN, or a postgres:// DSN shared by replicas. Default
+	// <data-dir>/tasks.db.
+	Database string `toml:"database"`
 	// Testnet makes the node's address tb1p… instead of bc1p….
 	Testnet bool `toml:"testnet"`
 	// Relays to use. When empty the node starts its embedded relay on
@@ -132,6 +136,7 @@ func stringSetting(flagName, env, usage string, field func(*Config) *string) set
 var settings = []setting{
 	stringSetting("data-dir", "SNAPNODE_DATA_DIR", "keep the identity and databases in `DIR`", func(c *Config) *string { return &c.DataDir }),
 	stringSetting("key", "SNAPNODE_KEY_FILE", "the identity's secret key `FILE` (default <data-dir>/identity.key; SNAPNODE_KEY holds a key itself)", func(c *Config) *string { return &c.KeyFile }),
+	stringSetting("database", "SNAPNODE_DATABASE", "keep tasks and replay records in `DSN`: a SQLite file or postgres://… (default <data-dir>/tasks.db)", func(c *Config) *string { return &c.Database }),
 	stringSetting("relay-listen", "SNAPNODE_RELAY_LISTEN", "run the embedded relay on `ADDR` when no --relay is given (empty: none)", func(c *Config) *string { return &c.RelayListen }),
 	stringSetting("log-level", "SNAPNODE_LOG_LEVEL", "log `LEVEL`: debug, info, warn or error", func(c *Config) *string { return &c.LogLevel }),
 	{"testnet", "SNAPNODE_TESTNET", "use the testnet (tb1p…) address",
@@ -289,6 +294,14 @@ func (c *Config) KeyPath() string {
 		return c.KeyFile
 	}
 	return filepath.Join(c.DataDir, "identity.key")
+}
+
+// DatabaseDSN returns Database, or the SQLite file tasks.db in DataDir.
+func (c *Config) DatabaseDSN() string {
+	if c.Database != "" {
+		return c.Database
+	}
+	return filepath.Join(c.DataDir, "tasks.db")
 }
 
 // EnsureDataDir creates the data folder (0700) if it does not exist.

@@ -24,12 +24,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nbd-wtf/go-nostr"
+
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/relay/embedded"
 	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/tasks"
+	"github.com/snapnode/snapnode/tasks/sqlstore"
 )
 
 // Node is a running snapnode.
@@ -47,6 +50,9 @@ type Node struct {
 	inboxDone  chan error
 	stopRelay  func()
 	stopPool   func()
+	store      *sqlstore.Store
+	stopSweep  func()
+	sweepDone  chan struct{}
 	cardMu     sync.Mutex // guards card; serializes UpdateCard
 	card       *snap.Card
 	Tasks      *tasks.Service
@@ -54,14 +60,14 @@ type Node struct {
 
 // Start starts a node and returns once it listens for requests and its
 // card is published. The node runs until ctx ends; then call Wait.
-func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (n *Node, err error) {
+func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *Node, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if err := cfg.EnsureDataDir(); err != nil {
 		return nil, err
 	}
-	n = &Node{cfg: cfg, logger: logger}
+	n := &Node{cfg: cfg, logger: logger}
 	if cfg.Testnet {
 		n.network = identity.Testnet
 	}
@@ -122,8 +128,25 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (n *Node
 	n.stopPool = stopPool
 	cleanup = append(cleanup, func() { stopPool(); n.pool.Close() })
 
-	store := tasks.NewMemoryStore(tasks.MemoryStoreOptions{})
-	n.Tasks = tasks.NewService(store, tasks.ServiceOptions{Operators: cfg.Operators})
+	// Tasks and replay records are durable: an accepted task survives a
+	// crash or restart, and a replayed message is caught after one.
+	if n.store, err = sqlstore.Open(ctx, cfg.DatabaseDSN()); err != nil {
+		return nil, fmt.Errorf("node: task database: %w", err)
+	}
+	cleanup = append(cleanup, func() { n.store.Close() })
+	sweepCtx, stopSweep := context.WithCancel(context.WithoutCancel(ctx))
+	n.sweepDone = make(chan struct{})
+	go func() {
+		defer close(n.sweepDone)
+		n.store.ReplayStore().RunSweeper(sweepCtx, time.Minute, func(deleted int64, err error) {
+			if err != nil {
+				logger.Warn("replay sweep", "err", err)
+			}
+		})
+	}()
+	n.stopSweep = stopSweep
+	cleanup = append(cleanup, func() { stopSweep(); <-n.sweepDone })
+	n.Tasks = tasks.NewService(n.store, tasks.ServiceOptions{Operators: cfg.Operators, Logger: logger.With("part", "tasks")})
 	router := snap.NewRouter()
 	n.Tasks.Register(router)
 	addr := n.key.Address(n.network)
@@ -131,7 +154,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (n *Node
 		Key: n.key, Network: n.network, Router: router, Logger: logger.With("part", "snap"),
 		MaxResponseSize: relay.MaxNIP44Plain,
 		Validator: snap.NewValidator(snap.Config{
-			Self: addr, MaxDrift: cfg.MaxDrift.Duration, Replay: snap.NewMemoryReplayStore(0),
+			Self: addr, MaxDrift: cfg.MaxDrift.Duration, Replay: n.store.ReplayStore(),
 		}),
 	})
 
@@ -205,14 +228,25 @@ func buildCard(cfg config.Config, addr string, relays []string) (*snap.Card, err
 }
 
 // publish publishes card to the node's relays, retrying while no relay
-// is connected yet, for up to 15 s.
+// is connected yet, for up to 15 s. The event is dated after the newest
+// card of this identity already on the relays (a restart within the same
+// second, or a clock that went back): relays keep only the newest.
 func (n *Node) publish(ctx context.Context, card *snap.Card) error {
-	ev, err := relay.CardEvent(card, n.key, time.Now())
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	at := time.Now().Truncate(time.Second)
+	if prev, err := n.pool.Query(ctx, nostr.Filter{Kinds: []int{relay.KindCard},
+		Authors: []string{n.key.NostrPublicKey()}, Tags: nostr.TagMap{"d": {card.Identity}}}); err == nil {
+		for _, ev := range prev {
+			if t := ev.CreatedAt.Time(); !at.After(t) {
+				at = t.Add(time.Second)
+			}
+		}
+	}
+	ev, err := relay.CardEvent(card, n.key, at)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
 	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 2*time.Second) {
 		_, err := n.pool.Publish(ctx, ev)
 		if err == nil {
@@ -273,7 +307,9 @@ func (n *Node) Card() *snap.Card {
 func (n *Node) Wait() error {
 	err := <-n.inboxDone
 	n.stopPool()
-	errs := []error{err, n.pool.Close(), n.checkpoint.Close()}
+	n.stopSweep()
+	<-n.sweepDone
+	errs := []error{err, n.pool.Close(), n.checkpoint.Close(), n.store.Close()}
 	if n.relay != nil {
 		n.stopRelay()
 		errs = append(errs, <-n.relayDone, n.relay.Close())

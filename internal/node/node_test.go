@@ -172,3 +172,27 @@ func TestNodeRepublishesChangedCard(t *testing.T) {
 		t.Errorf("an invalid card was accepted (%v) or replaced the published one", err)
 	}
 }
+
+// An accepted task survives a restart: the same requester reads it from
+// the restarted node. (The durable replay records behind it are tested in
+// tasks/sqlstore, across two stores on one database.)
+func TestTasksSurviveRestart(t *testing.T) {
+	dataDir := filepath.Join(t.TempDir(), "data")
+	cfg := func(c *config.Config) { c.DataDir = dataDir }
+	n, stop := startNode(t, cfg)
+	alice := newRequester(t, n.RelayURLs())
+	p := alice.call(t, n, "message/send", text("keep-me"), false)
+	id := p["task"].(map[string]any)["id"].(string)
+	stop()
+
+	n2, _ := startNode(t, cfg)
+	// The same identity, through a pool on the restarted node's relay.
+	alice2 := newRequester(t, n2.RelayURLs())
+	alice2.key = alice.key
+	alice2.client = relay.NewClient(relay.ClientConfig{Key: alice.key, Transport: alice2.pool})
+	got := alice2.call(t, n2, "tasks/get", map[string]any{"taskId": id}, false)
+	task, _ := got["task"].(map[string]any)
+	if task == nil || task["id"] != id || len(task["history"].([]any)) != 1 {
+		t.Fatalf("after restart, tasks/get: %v", got)
+	}
+}
