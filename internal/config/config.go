@@ -136,7 +136,7 @@ func stringSetting(flagName, env, usage string, field func(*Config) *string) set
 var settings = []setting{
 	stringSetting("data-dir", "SNAPNODE_DATA_DIR", "keep the identity and databases in `DIR`", func(c *Config) *string { return &c.DataDir }),
 	stringSetting("key", "SNAPNODE_KEY_FILE", "the identity's secret key `FILE` (default <data-dir>/identity.key; SNAPNODE_KEY holds a key itself)", func(c *Config) *string { return &c.KeyFile }),
-	stringSetting("database", "SNAPNODE_DATABASE", "keep tasks and replay records in `DSN`: a SQLite file or postgres://… (default <data-dir>/tasks.db)", func(c *Config) *string { return &c.Database }),
+	stringSetting("database", "SNAPNODE_DATABASE", "keep tasks and replay records in `DSN`: a SQLite file, postgres://…, or memory (nothing survives a restart); default <data-dir>/tasks.db", func(c *Config) *string { return &c.Database }),
 	stringSetting("relay-listen", "SNAPNODE_RELAY_LISTEN", "run the embedded relay on `ADDR` when no --relay is given (empty: none)", func(c *Config) *string { return &c.RelayListen }),
 	stringSetting("log-level", "SNAPNODE_LOG_LEVEL", "log `LEVEL`: debug, info, warn or error", func(c *Config) *string { return &c.LogLevel }),
 	{"testnet", "SNAPNODE_TESTNET", "use the testnet (tb1p…) address",
@@ -295,6 +295,10 @@ func (c *Config) KeyPath() string {
 	}
 	return filepath.Join(c.DataDir, "identity.key")
 }
+
+// MemoryDatabase as the database keeps tasks and replay records in memory:
+// nothing survives a restart. For throwaway nodes and measurements.
+const MemoryDatabase = "memory"
 
 // DatabaseDSN returns Database, or the SQLite file tasks.db in DataDir.
 func (c *Config) DatabaseDSN() string {

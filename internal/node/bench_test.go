@@ -32,7 +32,7 @@ type nodeProcess struct {
 	addr, pub, ws string
 }
 
-func startNodeProcess(b *testing.B) *nodeProcess {
+func startNodeProcess(b *testing.B, database string) *nodeProcess {
 	b.Helper()
 	dir := b.TempDir()
 	bin := filepath.Join(dir, "snapnode")
@@ -40,6 +40,9 @@ func startNodeProcess(b *testing.B) *nodeProcess {
 		b.Fatalf("build: %v\n%s", err, out)
 	}
 	args := []string{"run", "--data-dir", filepath.Join(dir, "data"), "--relay-listen", "127.0.0.1:0", "--log-level", "warn"}
+	if database != "" {
+		args = append(args, "--database", database)
+	}
 	if prof := os.Getenv("SNAPNODE_BENCH_CPUPROFILE"); prof != "" {
 		args = append(args, "--cpuprofile", prof)
 	}
@@ -112,67 +115,75 @@ func cryptoPerRoundTrip(b *testing.B) time.Duration {
 // round trips per second, p50 and p99 latency, and the node's CPU per
 // round trip beside the cryptographic work it cannot avoid.
 func BenchmarkNostrRoundTrip(b *testing.B) {
-	n := startNodeProcess(b)
 	minCrypto := cryptoPerRoundTrip(b)
-	for _, clients := range []int{1, 8, 64} {
-		b.Run(fmt.Sprintf("requesters=%d", clients), func(b *testing.B) {
-			reqs := make([]*relay.Client, clients)
-			for i := range reqs {
-				k, _ := identity.Generate()
-				ctx, cancel := context.WithCancel(context.Background())
-				p := relay.NewPool(relay.PoolConfig{URLs: []string{n.ws}, Logger: slog.New(slog.DiscardHandler)})
-				p.Start(ctx)
-				b.Cleanup(func() { cancel(); p.Close() })
-				reqs[i] = relay.NewClient(relay.ClientConfig{Key: k, Transport: p, Logger: slog.New(slog.DiscardHandler)})
+	for _, store := range []struct{ name, database string }{{"memory", "memory"}, {"sqlite", ""}} {
+		n := startNodeProcess(b, store.database)
+		for _, clients := range []int{1, 8, 64} {
+			b.Run(fmt.Sprintf("store=%s/requesters=%d", store.name, clients), func(b *testing.B) {
+				roundTrips(b, n, clients, minCrypto)
+			})
+		}
+	}
+}
+
+// roundTrips runs b.N message/send round trips against n from clients
+// concurrent requesters and reports the figures.
+func roundTrips(b *testing.B, n *nodeProcess, clients int, minCrypto time.Duration) {
+	reqs := make([]*relay.Client, clients)
+	for i := range reqs {
+		k, _ := identity.Generate()
+		ctx, cancel := context.WithCancel(context.Background())
+		p := relay.NewPool(relay.PoolConfig{URLs: []string{n.ws}, Logger: slog.New(slog.DiscardHandler)})
+		p.Start(ctx)
+		b.Cleanup(func() { cancel(); p.Close() })
+		reqs[i] = relay.NewClient(relay.ClientConfig{Key: k, Transport: p, Logger: slog.New(slog.DiscardHandler)})
+	}
+	target := relay.Target{Address: n.addr, PubKey: n.pub}
+	body, _ := json.Marshal(text(strings.Repeat("benchmark ", 50)))
+	call := func(c *relay.Client) time.Duration {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		t0 := time.Now()
+		if _, err := c.Request(ctx, target, relay.Request{Method: "message/send", Payload: body}); err != nil {
+			b.Error(err)
+		}
+		return time.Since(t0)
+	}
+	for _, c := range reqs { // warm: connections, conversation keys
+		call(c)
+	}
+	var mu sync.Mutex
+	var lat []time.Duration
+	work := make(chan struct{}, b.N)
+	for range b.N {
+		work <- struct{}{}
+	}
+	close(work)
+	cpu0 := n.cpu(b)
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for _, c := range reqs {
+		wg.Go(func() {
+			for range work {
+				d := call(c)
+				mu.Lock()
+				lat = append(lat, d)
+				mu.Unlock()
 			}
-			target := relay.Target{Address: n.addr, PubKey: n.pub}
-			body, _ := json.Marshal(text(strings.Repeat("benchmark ", 50)))
-			call := func(c *relay.Client) time.Duration {
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				defer cancel()
-				t0 := time.Now()
-				if _, err := c.Request(ctx, target, relay.Request{Method: "message/send", Payload: body}); err != nil {
-					b.Error(err)
-				}
-				return time.Since(t0)
-			}
-			for _, c := range reqs { // warm: connections, conversation keys
-				call(c)
-			}
-			var mu sync.Mutex
-			var lat []time.Duration
-			work := make(chan struct{}, b.N)
-			for range b.N {
-				work <- struct{}{}
-			}
-			close(work)
-			cpu0 := n.cpu(b)
-			b.ResetTimer()
-			start := time.Now()
-			var wg sync.WaitGroup
-			for _, c := range reqs {
-				wg.Go(func() {
-					for range work {
-						d := call(c)
-						mu.Lock()
-						lat = append(lat, d)
-						mu.Unlock()
-					}
-				})
-			}
-			wg.Wait()
-			elapsed := time.Since(start)
-			b.StopTimer()
-			cpu := n.cpu(b) - cpu0
-			slices.Sort(lat)
-			q := func(p float64) float64 { return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))]) / 1e6 }
-			perRT := cpu / time.Duration(b.N)
-			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "rt/s")
-			b.ReportMetric(q(0.50), "p50-ms")
-			b.ReportMetric(q(0.99), "p99-ms")
-			b.ReportMetric(float64(perRT.Microseconds()), "node-cpu-µs/rt")
-			b.ReportMetric(float64(minCrypto.Microseconds()), "crypto-µs/rt")
-			b.ReportMetric(float64(perRT)/float64(minCrypto), "cpu/crypto")
 		})
 	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	cpu := n.cpu(b) - cpu0
+	slices.Sort(lat)
+	q := func(p float64) float64 { return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))]) / 1e6 }
+	perRT := cpu / time.Duration(b.N)
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "rt/s")
+	b.ReportMetric(q(0.50), "p50-ms")
+	b.ReportMetric(q(0.99), "p99-ms")
+	b.ReportMetric(float64(perRT.Microseconds()), "node-cpu-µs/rt")
+	b.ReportMetric(float64(minCrypto.Microseconds()), "crypto-µs/rt")
+	b.ReportMetric(float64(perRT)/float64(minCrypto), "cpu/crypto")
 }

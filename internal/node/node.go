@@ -50,7 +50,7 @@ type Node struct {
 	inboxDone  chan error
 	stopRelay  func()
 	stopPool   func()
-	store      *sqlstore.Store
+	closeStore func() error
 	stopSweep  func()
 	sweepDone  chan struct{}
 	cardMu     sync.Mutex // guards card; serializes UpdateCard
@@ -128,25 +128,37 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *Node
 	n.stopPool = stopPool
 	cleanup = append(cleanup, func() { stopPool(); n.pool.Close() })
 
-	// Tasks and replay records are durable: an accepted task survives a
-	// crash or restart, and a replayed message is caught after one.
-	if n.store, err = sqlstore.Open(ctx, cfg.DatabaseDSN()); err != nil {
-		return nil, fmt.Errorf("node: task database: %w", err)
+	// Tasks and replay records are durable (an accepted task survives a
+	// crash or restart, a replayed message is caught after one), unless
+	// the database is "memory", for throwaway nodes and measurements.
+	var taskStore tasks.Store
+	var replay snap.ReplayStore
+	n.stopSweep, n.sweepDone = func() {}, make(chan struct{})
+	if cfg.DatabaseDSN() == config.MemoryDatabase {
+		taskStore, replay = tasks.NewMemoryStore(tasks.MemoryStoreOptions{}), snap.NewMemoryReplayStore(0)
+		close(n.sweepDone)
+		n.closeStore = func() error { return nil }
+	} else {
+		store, err := sqlstore.Open(ctx, cfg.DatabaseDSN())
+		if err != nil {
+			return nil, fmt.Errorf("node: task database: %w", err)
+		}
+		taskStore, replay, n.closeStore = store, store.ReplayStore(), store.Close
+		cleanup = append(cleanup, func() { store.Close() })
+		sweepCtx, stopSweep := context.WithCancel(context.WithoutCancel(ctx))
+		done := n.sweepDone
+		go func() {
+			defer close(done)
+			store.ReplayStore().RunSweeper(sweepCtx, time.Minute, func(deleted int64, err error) {
+				if err != nil {
+					logger.Warn("replay sweep", "err", err)
+				}
+			})
+		}()
+		n.stopSweep = stopSweep
+		cleanup = append(cleanup, func() { stopSweep(); <-done })
 	}
-	cleanup = append(cleanup, func() { n.store.Close() })
-	sweepCtx, stopSweep := context.WithCancel(context.WithoutCancel(ctx))
-	n.sweepDone = make(chan struct{})
-	go func() {
-		defer close(n.sweepDone)
-		n.store.ReplayStore().RunSweeper(sweepCtx, time.Minute, func(deleted int64, err error) {
-			if err != nil {
-				logger.Warn("replay sweep", "err", err)
-			}
-		})
-	}()
-	n.stopSweep = stopSweep
-	cleanup = append(cleanup, func() { stopSweep(); <-n.sweepDone })
-	n.Tasks = tasks.NewService(n.store, tasks.ServiceOptions{Operators: cfg.Operators, Logger: logger.With("part", "tasks")})
+	n.Tasks = tasks.NewService(taskStore, tasks.ServiceOptions{Operators: cfg.Operators, Logger: logger.With("part", "tasks")})
 	router := snap.NewRouter()
 	n.Tasks.Register(router)
 	addr := n.key.Address(n.network)
@@ -154,7 +166,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *Node
 		Key: n.key, Network: n.network, Router: router, Logger: logger.With("part", "snap"),
 		MaxResponseSize: relay.MaxNIP44Plain,
 		Validator: snap.NewValidator(snap.Config{
-			Self: addr, MaxDrift: cfg.MaxDrift.Duration, Replay: n.store.ReplayStore(),
+			Self: addr, MaxDrift: cfg.MaxDrift.Duration, Replay: replay,
 		}),
 	})
 
@@ -309,7 +321,7 @@ func (n *Node) Wait() error {
 	n.stopPool()
 	n.stopSweep()
 	<-n.sweepDone
-	errs := []error{err, n.pool.Close(), n.checkpoint.Close(), n.store.Close()}
+	errs := []error{err, n.pool.Close(), n.checkpoint.Close(), n.closeStore()}
 	if n.relay != nil {
 		n.stopRelay()
 		errs = append(errs, <-n.relayDone, n.relay.Close())
