@@ -80,12 +80,11 @@ func DialWebsocket(ctx context.Context, url string) (Conn, error) {
 		return nil, fmt.Errorf("relay: dial %s: %w", url, err)
 	}
 	c := &wsConn{
-		url:    url,
-		ws:     ws,
-		out:    make(chan []byte, wsWriteQueue),
-		in:     make(chan ConnMessage, wsInbox),
-		done:   make(chan struct{}),
-		okWait: map[string][]chan okReply{},
+		url:  url,
+		ws:   ws,
+		out:  make(chan []byte, wsWriteQueue),
+		in:   make(chan ConnMessage, wsInbox),
+		done: make(chan struct{}),
 	}
 	ws.SetReadLimit(wsReadLimit)
 	_ = ws.SetReadDeadline(time.Now().Add(wsPongWait))
@@ -94,11 +93,6 @@ func DialWebsocket(ctx context.Context, url string) (Conn, error) {
 	go c.readLoop()
 	go c.writeLoop()
 	return c, nil
-}
-
-type okReply struct {
-	ok     bool
-	reason string
 }
 
 type wsConn struct {
@@ -113,8 +107,7 @@ type wsConn struct {
 	errMu    sync.Mutex
 	err      error
 
-	okMu   sync.Mutex
-	okWait map[string][]chan okReply // event id → publishers waiting for its OK
+	oks OKWaiters // publishers waiting for their OK
 }
 
 // fail ends the connection with err (the first error wins).
@@ -170,7 +163,7 @@ func (c *wsConn) readLoop() {
 		case *nostr.NoticeEnvelope:
 			m = ConnMessage{Label: "NOTICE", Reason: string(*env)}
 		case *nostr.OKEnvelope:
-			c.resolveOK(env.EventID, okReply{ok: env.OK, reason: env.Reason})
+			c.oks.Resolve(env.EventID, OK{Accepted: env.OK, Reason: env.Reason})
 			continue
 		default: // AUTH, COUNT, unknown or malformed: not used by the pool
 			continue
@@ -245,50 +238,18 @@ func (c *wsConn) Publish(ctx context.Context, ev nostr.Event) (bool, string, err
 	if err != nil {
 		return false, "", fmt.Errorf("relay: encode EVENT: %w", err)
 	}
-	reply := make(chan okReply, 1)
-	c.okMu.Lock()
-	c.okWait[ev.ID] = append(c.okWait[ev.ID], reply)
-	c.okMu.Unlock()
-	defer c.dropWaiter(ev.ID, reply)
+	reply, cancel := c.oks.Wait(ev.ID)
+	defer cancel()
 
 	if err := c.enqueue(frame); err != nil {
 		return false, "", err
 	}
 	select {
 	case r := <-reply:
-		return r.ok, r.reason, nil
+		return r.Accepted, r.Reason, nil
 	case <-ctx.Done():
 		return false, "", fmt.Errorf("relay: %s: no OK for %s: %w", c.url, ev.ID, context.Cause(ctx))
 	case <-c.done:
 		return false, "", fmt.Errorf("relay: %s: no OK for %s: %w", c.url, ev.ID, c.Err())
-	}
-}
-
-func (c *wsConn) resolveOK(id string, r okReply) {
-	c.okMu.Lock()
-	defer c.okMu.Unlock()
-	for _, ch := range c.okWait[id] {
-		select {
-		case ch <- r:
-		default:
-		}
-	}
-	delete(c.okWait, id)
-}
-
-func (c *wsConn) dropWaiter(id string, reply chan okReply) {
-	c.okMu.Lock()
-	defer c.okMu.Unlock()
-	ws := c.okWait[id]
-	for i, ch := range ws {
-		if ch == reply {
-			ws = append(ws[:i], ws[i+1:]...)
-			break
-		}
-	}
-	if len(ws) == 0 {
-		delete(c.okWait, id)
-	} else {
-		c.okWait[id] = ws
 	}
 }

@@ -41,9 +41,8 @@ var errLocalEnded = errors.New("embedded relay: in-process connection ended")
 // off; Err then says why. LocalConn fails once r is closed.
 func (r *Relay) LocalConn() (relay.Conn, error) {
 	l := &localConn{
-		in:     make(chan localRequest, localQueue),
-		msgs:   make(chan relay.ConnMessage, r.cfg.SendQueue),
-		okWait: make(map[string][]chan okReply),
+		in:   make(chan localRequest, localQueue),
+		msgs: make(chan relay.ConnMessage, r.cfg.SendQueue),
 	}
 	c := r.newConn(l, r.log.With("remote", "in-process"))
 	l.c = c
@@ -66,8 +65,7 @@ type localConn struct {
 	errMu sync.Mutex
 	err   error
 
-	okMu   sync.Mutex
-	okWait map[string][]chan okReply // event id → publishers waiting for its OK
+	oks relay.OKWaiters // publishers waiting for their OK
 }
 
 // localRequest is one client message: what the relay's parser would have
@@ -75,11 +73,6 @@ type localConn struct {
 type localRequest struct {
 	m   *clientMessage
 	err error
-}
-
-type okReply struct {
-	ok     bool
-	reason string
 }
 
 func (l *localConn) setErr(err error) {
@@ -144,11 +137,8 @@ func (l *localConn) queue(q localRequest) error {
 // request queue.
 func (l *localConn) Publish(ctx context.Context, ev nostr.Event) (bool, string, error) {
 	m, perr := eventMessage(&ev, &l.c.r.lim)
-	reply := make(chan okReply, 1)
-	l.okMu.Lock()
-	l.okWait[ev.ID] = append(l.okWait[ev.ID], reply)
-	l.okMu.Unlock()
-	defer l.dropWaiter(ev.ID, reply)
+	reply, cancel := l.oks.Wait(ev.ID)
+	defer cancel()
 
 	select {
 	case l.in <- localRequest{m, perr}:
@@ -159,40 +149,11 @@ func (l *localConn) Publish(ctx context.Context, ev nostr.Event) (bool, string, 
 	}
 	select {
 	case r := <-reply:
-		return r.ok, r.reason, nil
+		return r.Accepted, r.Reason, nil
 	case <-ctx.Done():
 		return false, "", fmt.Errorf("embedded relay: in-process connection: no OK for %s: %w", ev.ID, context.Cause(ctx))
 	case <-l.c.done:
 		return false, "", fmt.Errorf("embedded relay: in-process connection: no OK for %s: %w", ev.ID, l.Err())
-	}
-}
-
-func (l *localConn) resolveOK(id string, r okReply) {
-	l.okMu.Lock()
-	defer l.okMu.Unlock()
-	for _, ch := range l.okWait[id] {
-		select {
-		case ch <- r:
-		default:
-		}
-	}
-	delete(l.okWait, id)
-}
-
-func (l *localConn) dropWaiter(id string, reply chan okReply) {
-	l.okMu.Lock()
-	defer l.okMu.Unlock()
-	ws := l.okWait[id]
-	for i, ch := range ws {
-		if ch == reply {
-			ws = append(ws[:i], ws[i+1:]...)
-			break
-		}
-	}
-	if len(ws) == 0 {
-		delete(l.okWait, id)
-	} else {
-		l.okWait[id] = ws
 	}
 }
 
@@ -260,7 +221,7 @@ func (l *localConn) write(it outItem) error {
 // ack hands an OK to the publishers waiting for it, at once: they wait
 // on channels of their own, which never fill.
 func (l *localConn) ack(id string, accepted bool, msg string) bool {
-	l.resolveOK(id, okReply{ok: accepted, reason: msg})
+	l.oks.Resolve(id, relay.OK{Accepted: accepted, Reason: msg})
 	return true
 }
 
