@@ -32,17 +32,19 @@ type nodeProcess struct {
 	addr, pub, ws string
 }
 
-func startNodeProcess(b *testing.B, database string) *nodeProcess {
-	b.Helper()
-	dir := b.TempDir()
-	bin := filepath.Join(dir, "snapnode")
+// startNodeProcess builds the binary and starts `snapnode run` on a free
+// loopback port with its data in dataDir (a new temporary folder when
+// empty) and any further args; it is interrupted at the end of the test.
+func startNodeProcess(tb testing.TB, dataDir string, args ...string) *nodeProcess {
+	tb.Helper()
+	if dataDir == "" {
+		dataDir = filepath.Join(tb.TempDir(), "data")
+	}
+	bin := filepath.Join(tb.TempDir(), "snapnode")
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/snapnode/snapnode/cmd/snapnode").CombinedOutput(); err != nil {
-		b.Fatalf("build: %v\n%s", err, out)
+		tb.Fatalf("build: %v\n%s", err, out)
 	}
-	args := []string{"run", "--data-dir", filepath.Join(dir, "data"), "--relay-listen", "127.0.0.1:0", "--log-level", "warn"}
-	if database != "" {
-		args = append(args, "--database", database)
-	}
+	args = append([]string{"run", "--data-dir", dataDir, "--relay-listen", "127.0.0.1:0", "--log-level", "warn"}, args...)
 	if prof := os.Getenv("SNAPNODE_BENCH_CPUPROFILE"); prof != "" {
 		args = append(args, "--cpuprofile", prof)
 	}
@@ -50,22 +52,22 @@ func startNodeProcess(b *testing.B, database string) *nodeProcess {
 	stdout, _ := cmd.StdoutPipe()
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	b.Cleanup(func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() })
+	tb.Cleanup(func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() })
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	if err != nil {
-		b.Fatalf("no ready line: %v", err)
+		tb.Fatalf("no ready line: %v", err)
 	}
 	m := regexp.MustCompile(`address=(\S+) nostr=(\S+) relay=(\S+)`).FindStringSubmatch(line)
 	if m == nil {
-		b.Fatalf("ready line: %q", line)
+		tb.Fatalf("ready line: %q", line)
 	}
 	return &nodeProcess{cmd: cmd, addr: m[1], pub: m[2], ws: m[3]}
 }
 
 // cpu returns the process's user+system CPU time from /proc.
-func (p *nodeProcess) cpu(b *testing.B) time.Duration {
+func (p *nodeProcess) cpu(b testing.TB) time.Duration {
 	b.Helper()
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
 	if err != nil {
@@ -117,7 +119,11 @@ func cryptoPerRoundTrip(b *testing.B) time.Duration {
 func BenchmarkNostrRoundTrip(b *testing.B) {
 	minCrypto := cryptoPerRoundTrip(b)
 	for _, store := range []struct{ name, database string }{{"memory", "memory"}, {"sqlite", ""}} {
-		n := startNodeProcess(b, store.database)
+		var args []string
+		if store.database != "" {
+			args = []string{"--database", store.database}
+		}
+		n := startNodeProcess(b, "", args...)
 		for _, clients := range []int{1, 8, 64} {
 			b.Run(fmt.Sprintf("store=%s/requesters=%d", store.name, clients), func(b *testing.B) {
 				roundTrips(b, n, clients, minCrypto)
