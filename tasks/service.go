@@ -141,6 +141,13 @@ func notFound(id string) *snap.Error {
 	return snap.NewError(snap.CodeTaskNotFound, "task not found", map[string]any{"taskId": id})
 }
 
+// KeyFinder is implemented by stores that can find a task by the
+// idempotency key it was created with, so that keys outlive the service's
+// memory (a restart, another replica). It returns ErrNotFound when none.
+type KeyFinder interface {
+	FindByIdempotencyKey(ctx context.Context, owner, key string) (*Task, error)
+}
+
 // SendMessage handles a message/send payload from owner, the authenticated
 // requester.
 //
@@ -169,7 +176,20 @@ func (s *Service) SendMessage(ctx context.Context, owner string, payload []byte)
 		m := &s.keyLocks[maphash.Comparable(s.seed, k)%uint64(len(s.keyLocks))]
 		m.Lock()
 		defer m.Unlock()
-		if id, ok := s.keys.get(k); ok {
+		id, ok := s.keys.get(k)
+		if !ok {
+			// After a restart, or on another replica, the store knows.
+			if f, can := s.store.(KeyFinder); can {
+				t, err := f.FindByIdempotencyKey(ctx, owner, req.IdempotencyKey)
+				switch {
+				case err == nil:
+					id, ok = t.ID, true
+				case !errors.Is(err, ErrNotFound):
+					return nil, fmt.Errorf("tasks: send message: %w", err)
+				}
+			}
+		}
+		if ok {
 			if req.TaskID != "" && req.TaskID != id {
 				return nil, snap.FieldError(root+".idempotencyKey", "unique", "a key not used for another task", req.IdempotencyKey)
 			}

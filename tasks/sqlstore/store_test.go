@@ -576,3 +576,40 @@ func TestListIndexes(t *testing.T) {
 		}
 	})
 }
+
+// An idempotency key outlives the service that saw it: a new service on
+// the same database (a restart) returns the task the key created.
+func TestIdempotencyKeyAcrossServices(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "idem.db")
+	payload := []byte(`{"idempotencyKey":"order-42","message":{"messageId":"m1","role":"user","parts":[{"text":"once"}]}}`)
+	const owner = "bc1p9vr5nzfrhhntjaulmer02vydas60ge8sry567kmxhcc0c0stxqgsgse397"
+	var _ tasks.KeyFinder = (*Store)(nil)
+
+	s1, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := tasks.NewService(s1, tasks.ServiceOptions{}).SendMessage(ctx, owner, payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1.Close()
+
+	s2, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	again, err := tasks.NewService(s2, tasks.ServiceOptions{}).SendMessage(ctx, owner, payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.ID != first.ID || len(again.History) != 1 {
+		t.Fatalf("retry after a restart made task %s (history %d), want %s unchanged", again.ID, len(again.History), first.ID)
+	}
+	list, _ := s2.List(ctx, tasks.Filter{Owner: owner})
+	if len(list) != 1 {
+		t.Errorf("%d tasks for the key, want 1", len(list))
+	}
+}
