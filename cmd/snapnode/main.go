@@ -52,7 +52,7 @@ func init() {
 	commands = []command{
 		{"run", "run the node: embedded relay, inbox, tasks, agent card", (*cli).runNode},
 		{"send", "send a message/send request to an agent and print its answer", (*cli).send},
-		{"task", "get or cancel one of your tasks on an agent (task get|cancel ID)", (*cli).task},
+		{"task", "get or cancel one of your tasks on an agent (task get|cancel ID); list or show the node's tasks (task list|show)", (*cli).task},
 		{"discover", "find agent cards by identity or skill on the relays", (*cli).discover},
 		{"keygen", "make a new identity key (optionally from a new BIP-39 mnemonic)", (*cli).keygen},
 		{"sign", "fill in the envelope of a SNAP message and sign it", (*cli).sign},

@@ -75,10 +75,22 @@ func (c *cli) send(args []string) int {
 	return c.request(fs, cf, "message/send", payload)
 }
 
-// task is `snapnode task get|cancel ID`.
+// task is `snapnode task get|cancel ID` (a requester's own tasks on an
+// agent, over Nostr) and `snapnode task list|show` (an operator's view of
+// the local node's database).
 func (c *cli) task(args []string) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "list":
+			return c.taskList(args[1:])
+		case "show":
+			return c.taskShow(args[1:])
+		}
+	}
 	if len(args) == 0 || (args[0] != "get" && args[0] != "cancel") {
 		fmt.Fprintln(c.stderr, "usage: snapnode task get|cancel --to ADDRESS [--relay URL] [--key FILE] ID")
+		fmt.Fprintln(c.stderr, "       snapnode task list [--state STATE] [--from ADDRESS] [--data-dir DIR]")
+		fmt.Fprintln(c.stderr, "       snapnode task show [--data-dir DIR] ID")
 		return exitUsage
 	}
 	sub := args[0]
