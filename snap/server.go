@@ -250,8 +250,11 @@ func (s *Server) reply(to, method string, payload any, err error) *Message {
 			s.cfg.Logger.Error("snap response not signed", "err", err)
 			return m
 		}
+		if s.cfg.MaxResponseSize <= 0 {
+			return m
+		}
 		size := m.size()
-		if s.cfg.MaxResponseSize <= 0 || size <= s.cfg.MaxResponseSize {
+		if size <= s.cfg.MaxResponseSize {
 			return m
 		}
 		if sh, ok := payload.(Shrinker); ok && sh.Shrink() {

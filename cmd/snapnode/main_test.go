@@ -522,16 +522,8 @@ func TestBinary(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go tool in PATH")
-	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "snapnode")
-	build := exec.Command(goTool, "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildBinary(t, dir)
 	runBin := func(stdin string, args ...string) result {
 		cmd := exec.Command(bin, args...)
 		cmd.Env = append(os.Environ(), identity.EnvKey+"=")
@@ -580,4 +572,14 @@ func TestBinary(t *testing.T) {
 	if r := runBin(""); r.code != 2 || !strings.Contains(r.stderr, "commands:") {
 		t.Errorf("no arguments: %s", r)
 	}
+}
+
+// buildBinary builds this command into dir and returns its path.
+func buildBinary(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "snapnode")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
 }

@@ -23,10 +23,7 @@ func TestNewUser(t *testing.T) {
 		t.Skip("builds the binary and runs a node")
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "snapnode")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildBinary(t, dir)
 	home := filepath.Join(dir, "home")
 	env := append(os.Environ(), "SNAPNODE_KEY=", "XDG_CONFIG_HOME="+filepath.Join(home, ".config"), "HOME="+home)
 

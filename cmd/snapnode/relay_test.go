@@ -23,10 +23,7 @@ func TestRelayCommand(t *testing.T) {
 		t.Skip("builds the binary")
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "snapnode")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildBinary(t, dir)
 	cmd := exec.Command(bin, "relay", "--listen", "127.0.0.1:0", "--db", filepath.Join(dir, "relay.db"))
 	stdout, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {

@@ -464,81 +464,77 @@ func (r *row) columns() *tasks.Task {
 // stored JSON array as bytes: the history is not decoded inside the
 // transaction.
 func (s *Store) AppendHistory(ctx context.Context, id string, expected int64, msgs ...tasks.Message) (*tasks.Task, error) {
-	if err := s.start(ctx, "append history"); err != nil {
+	const op = "append history"
+	if err := s.start(ctx, op); err != nil {
 		return nil, err
 	}
 	add, err := marshal(msgs)
 	if err != nil {
-		return nil, fmt.Errorf("sqlstore: append history %s: %w: %w", id, tasks.ErrInvalidTask, err)
+		return nil, fmt.Errorf("sqlstore: %s %s: %w: %w", op, id, tasks.ErrInvalidTask, err)
 	}
-	now := micros(time.Now())
-	var out *row
-	err = s.write(ctx, "append history", id, func(ctx context.Context, tx *sql.Tx) error {
-		cur, err := s.current(ctx, tx, "append history", id, expected)
-		if err != nil {
-			return err
-		}
-		if st := tasks.State(cur.state); st.Terminal() {
-			return fmt.Errorf("sqlstore: append history %s: %s: %w", id, st, tasks.ErrTerminal)
-		}
+	return s.appendTo(ctx, op, id, expected, s.st.updateHistory, func(cur *row) (string, error) {
 		if len(msgs) > 0 {
 			if cur.history, err = appendJSONArray(cur.history, add); err != nil {
-				return fmt.Errorf("sqlstore: append history %s: stored history: %w", id, err)
+				return "", fmt.Errorf("sqlstore: %s %s: stored history: %w", op, id, err)
 			}
 		}
-		res, err := tx.StmtContext(ctx, s.st.updateHistory).ExecContext(ctx, string(cur.history), now, id, expected)
-		if err := exactlyOne("append history", id, res, err); err != nil {
-			return err
-		}
-		cur.version++
-		out = cur
-		return nil
+		return string(cur.history), nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return out.task()
 }
 
 // AppendArtifact implements tasks.Store. Only the artifact ids are decoded
 // inside the transaction, to check the limit and uniqueness.
 func (s *Store) AppendArtifact(ctx context.Context, id string, expected int64, a tasks.Artifact) (*tasks.Task, error) {
-	if err := s.start(ctx, "append artifact"); err != nil {
+	const op = "append artifact"
+	if err := s.start(ctx, op); err != nil {
 		return nil, err
 	}
 	add, err := marshal([]tasks.Artifact{a})
 	if err != nil {
-		return nil, fmt.Errorf("sqlstore: append artifact %s: %w: %w", id, tasks.ErrInvalidTask, err)
+		return nil, fmt.Errorf("sqlstore: %s %s: %w: %w", op, id, tasks.ErrInvalidTask, err)
 	}
-	now := micros(time.Now())
-	var out *row
-	err = s.write(ctx, "append artifact", id, func(ctx context.Context, tx *sql.Tx) error {
-		cur, err := s.current(ctx, tx, "append artifact", id, expected)
-		if err != nil {
-			return err
-		}
-		if st := tasks.State(cur.state); st.Terminal() {
-			return fmt.Errorf("sqlstore: append artifact %s: %s: %w", id, st, tasks.ErrTerminal)
-		}
+	return s.appendTo(ctx, op, id, expected, s.st.updateArtifacts, func(cur *row) (string, error) {
 		var have []struct {
 			ArtifactID string `json:"artifactId"`
 		}
 		if err := json.Unmarshal(cur.artifacts, &have); err != nil {
-			return fmt.Errorf("sqlstore: append artifact %s: stored artifacts: %w", id, err)
+			return "", fmt.Errorf("sqlstore: %s %s: stored artifacts: %w", op, id, err)
 		}
 		if len(have) >= tasks.MaxArtifacts {
-			return fmt.Errorf("sqlstore: append artifact %s: %d artifacts already: %w", id, len(have), tasks.ErrLimit)
+			return "", fmt.Errorf("sqlstore: %s %s: %d artifacts already: %w", op, id, len(have), tasks.ErrLimit)
 		}
 		for _, h := range have {
 			if h.ArtifactID == a.ArtifactID {
-				return fmt.Errorf("sqlstore: append artifact %s: artifact %s %w", id, a.ArtifactID, tasks.ErrExists)
+				return "", fmt.Errorf("sqlstore: %s %s: artifact %s %w", op, id, a.ArtifactID, tasks.ErrExists)
 			}
 		}
 		if cur.artifacts, err = appendJSONArray(cur.artifacts, add); err != nil {
-			return fmt.Errorf("sqlstore: append artifact %s: stored artifacts: %w", id, err)
+			return "", fmt.Errorf("sqlstore: %s %s: stored artifacts: %w", op, id, err)
 		}
-		res, err := tx.StmtContext(ctx, s.st.updateArtifacts).ExecContext(ctx, string(cur.artifacts), now, id, expected)
-		if err := exactlyOne("append artifact", id, res, err); err != nil {
+		return string(cur.artifacts), nil
+	})
+}
+
+// appendTo is the transaction both appends share: read the task at
+// version expected, refuse a terminal one, let change extend the row and
+// return the new column value, write it with update, bump the version.
+func (s *Store) appendTo(ctx context.Context, op, id string, expected int64, update *sql.Stmt, change func(cur *row) (string, error)) (*tasks.Task, error) {
+	now := micros(time.Now())
+	var out *row
+	err := s.write(ctx, op, id, func(ctx context.Context, tx *sql.Tx) error {
+		cur, err := s.current(ctx, tx, op, id, expected)
+		if err != nil {
+			return err
+		}
+		if st := tasks.State(cur.state); st.Terminal() {
+			return fmt.Errorf("sqlstore: %s %s: %s: %w", op, id, st, tasks.ErrTerminal)
+		}
+		col, err := change(cur)
+		if err != nil {
+			return err
+		}
+		res, err := tx.StmtContext(ctx, update).ExecContext(ctx, col, now, id, expected)
+		if err := exactlyOne(op, id, res, err); err != nil {
 			return err
 		}
 		cur.version++
