@@ -22,8 +22,8 @@
 //
 // # Schema
 //
-// Open applies the migrations embedded from migrations/<dialect>/, in order,
-// in one transaction, and records them in schema_migrations; two processes
+// Open (and New) apply the migrations embedded from migrations/<dialect>/, in
+// order, in one transaction, and record them in schema_migrations; two processes
 // opening one new database at once are serialized (PostgreSQL: an advisory
 // lock; SQLite: the write lock of BEGIN IMMEDIATE). A database migrated by a
 // newer build is refused (ErrSchemaTooNew).
@@ -49,12 +49,14 @@
 // (SELECT … FOR UPDATE), and SQLite has one writer. The UPDATE also names the
 // version it read, so a change is never applied twice.
 //
-// SQLite runs in WAL mode with synchronous=FULL: a write returns once it is
-// on disk, so an accepted task survives a crash of the process or of the
-// machine. Concurrent writes share a commit (group commit): one goroutine,
-// stopped by Close, owns the writer connection and commits whatever writes
-// are waiting in one transaction, each in its own savepoint. Reads use a
-// separate pool of read-only connections and never wait for the writer.
+// The database itself is opened by internal/sqldb, which New accepts so that
+// other components (the audit log) share it. SQLite runs in WAL mode with
+// synchronous=FULL: a write returns once it is on disk, so an accepted task
+// survives a crash of the process or of the machine. Concurrent writes share
+// a commit (group commit): one goroutine owns the writer connection and
+// commits whatever writes are waiting in one transaction, each in its own
+// savepoint. Reads use a separate pool of read-only connections and never
+// wait for the writer.
 //
 // # Replay
 //

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/snapnode/snapnode/internal/sqldb"
 )
 
 // postgresEnv names the variable holding the PostgreSQL DSN of the tests.
@@ -45,7 +46,7 @@ func postgresSchemaDSN(tb testing.TB) string {
 	if err != nil {
 		tb.Fatalf("%s: %v", postgresEnv, err)
 	}
-	admin := openPostgres(cfg)
+	admin := sqldb.OpenPostgres(cfg)
 	tb.Cleanup(func() { _ = admin.Close() })
 	var b [6]byte
 	_, _ = rand.Read(b[:])

@@ -4,51 +4,56 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-
+	"github.com/snapnode/snapnode/internal/sqldb"
 	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/tasks"
 )
 
 var (
-	// ErrClosed: the store was closed.
-	ErrClosed = errors.New("store closed")
+	// ErrClosed: the store (or its database) was closed.
+	ErrClosed = sqldb.ErrClosed
 	// ErrSchemaTooNew: the database was migrated by a newer build; this one
 	// refuses to use a schema it does not know.
-	ErrSchemaTooNew = errors.New("database schema newer than this build")
+	ErrSchemaTooNew = sqldb.ErrSchemaTooNew
 )
 
-// Options tune a Store. The zero value is the default.
-type Options struct {
-	// MaxConns bounds the connections: to PostgreSQL (default 16), or
-	// SQLite's read connections (default max(4, GOMAXPROCS)); SQLite has
-	// one writer connection besides.
-	MaxConns int
-	// Synchronous is SQLite's synchronous pragma: "FULL" (the default; a
-	// commit is on disk before the write returns), "NORMAL" (a commit
-	// survives the process dying but maybe not the machine losing power)
-	// or "EXTRA". PostgreSQL ignores it (see its synchronous_commit).
-	Synchronous string
+// Options tune a Store opened by OpenOptions. The zero value is the
+// default.
+type Options = sqldb.Options
+
+// Migrations are the store's SQL files, embedded in the binary, one folder
+// per dialect (see sqldb.Migrations), recorded in schema_migrations.
+//
+//go:embed migrations
+var migrationFiles embed.FS
+
+func migrations() sqldb.Migrations {
+	sub, err := fs.Sub(migrationFiles, "migrations")
+	if err != nil {
+		panic(err) // the embedded folder is part of the build
+	}
+	return sqldb.Migrations{FS: sub, Table: "schema_migrations", Lock: "snapnode/tasks/sqlstore"}
 }
 
 // Store is a tasks.Store, and through ReplayStore a snap.ReplayStore, kept
 // in SQLite or PostgreSQL. It is safe for concurrent use, and several
 // Stores (in one process or several) may share one database.
 type Store struct {
-	d *dialect
+	db  *sqldb.DB
+	own bool // Close closes db
+	d   *sqldb.Dialect
 	// w takes the writes, r the reads; the same pool on PostgreSQL.
-	w, r *sql.DB
-	// commit runs SQLite's writes in group commits; nil on PostgreSQL.
-	commit *committer
+	w, r   *sql.DB
 	st     statements
 	replay *ReplayStore
 
@@ -59,8 +64,8 @@ type Store struct {
 
 var _ tasks.Store = (*Store)(nil)
 
-// Open opens the database named by dsn, with default Options, and brings
-// its schema up to date:
+// Open opens the database named by dsn (see sqldb.Open), with default
+// Options, and brings its schema up to date:
 //
 //	sqlite:/var/lib/snapnode/snapnode.db   SQLite (the file is created)
 //	/var/lib/snapnode/snapnode.db          SQLite, a bare path
@@ -72,88 +77,58 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 
 // OpenOptions is Open with options.
 func OpenOptions(ctx context.Context, dsn string, opts Options) (*Store, error) {
-	tg, err := parseDSN(dsn)
+	db, err := sqldb.Open(ctx, dsn, opts)
 	if err != nil {
+		return nil, fmt.Errorf("sqlstore: %w", err)
+	}
+	s, err := New(ctx, db)
+	if err != nil {
+		_ = db.Close()
 		return nil, err
 	}
-	s := &Store{d: tg.dialect}
-	switch tg.dialect {
-	case sqliteDialect:
-		if s.w, s.r, err = openSQLite(ctx, tg.path, opts); err != nil {
-			return nil, err
-		}
-	case postgresDialect:
-		cfg, err := pgx.ParseConfig(tg.conn) // its errors hide the password
-		if err != nil {
-			return nil, fmt.Errorf("sqlstore: %w", err)
-		}
-		db := openPostgres(cfg)
-		n := opts.MaxConns
-		if n <= 0 {
-			n = 16
-		}
-		db.SetMaxOpenConns(n)
-		db.SetMaxIdleConns(n)
-		db.SetConnMaxIdleTime(5 * time.Minute)
-		if err := db.PingContext(ctx); err != nil {
-			_ = db.Close()
-			return nil, fmt.Errorf("sqlstore: connect to PostgreSQL %s:%d/%s: %w", cfg.Host, cfg.Port, cfg.Database, err)
-		}
-		s.w, s.r = db, db
-	}
-	if err := migrate(ctx, s.w, s.d); err != nil {
-		s.closeDBs()
-		return nil, err
+	s.own = true
+	return s, nil
+}
+
+// New returns a Store on db, a database other components may share,
+// after bringing the store's tables up to date. Closing the Store leaves
+// db open.
+func New(ctx context.Context, db *sqldb.DB) (*Store, error) {
+	s := &Store{db: db, d: db.Dialect, w: db.W, r: db.R}
+	if err := db.Migrate(ctx, migrations()); err != nil {
+		return nil, fmt.Errorf("sqlstore: %w", err)
 	}
 	if err := s.prepare(ctx); err != nil {
-		s.closeDBs()
+		s.st.close()
 		return nil, err
 	}
 	s.replay = &ReplayStore{s: s}
-	if s.d == sqliteDialect {
-		s.commit = newCommitter(s.w)
-	}
 	return s, nil
 }
 
 // Dialect returns "sqlite" or "postgres".
-func (s *Store) Dialect() string { return s.d.name }
+func (s *Store) Dialect() string { return s.d.Name() }
 
-// Close stops the store and closes its connections. Calls in progress
-// finish first; later ones fail with ErrClosed. It is safe to call twice.
+// DB returns the database the store keeps its tables in.
+func (s *Store) DB() *sqldb.DB { return s.db }
+
+// Close stops the store, and closes its database if Open opened it. Calls
+// in progress finish first; later ones fail with ErrClosed. It is safe to
+// call twice.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
-		if s.commit != nil {
-			s.commit.stop()
+		s.st.close()
+		if s.own {
+			s.closeErr = s.db.Close()
 		}
-		s.closeErr = s.closeDBs()
 	})
 	return s.closeErr
 }
 
-func (s *Store) closeDBs() error {
-	s.st.close()
-	var errs []error
-	if s.r != nil && s.r != s.w {
-		errs = append(errs, s.r.Close())
-	}
-	if s.w != nil {
-		errs = append(errs, s.w.Close())
-	}
-	return errors.Join(errs...)
-}
-
 // SchemaVersion returns the number of the last migration applied.
 func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
-	v, err := appliedVersions(ctx, s.r)
-	if err != nil {
-		return 0, err
-	}
-	if len(v) == 0 {
-		return 0, nil
-	}
-	return v[len(v)-1], nil
+	return s.db.SchemaVersion(ctx, migrations().Table)
 }
 
 // statements are the store's SQL, prepared once: writes on the writer
@@ -173,7 +148,7 @@ func (s *Store) prepare(ctx context.Context) error {
 			return nil
 		}
 		var st *sql.Stmt
-		if st, err = db.PrepareContext(ctx, s.d.rebind(query)); err != nil {
+		if st, err = db.PrepareContext(ctx, s.d.Rebind(query)); err != nil {
 			err = fmt.Errorf("sqlstore: prepare %.40q…: %w", query, err)
 		}
 		return st
@@ -182,7 +157,7 @@ func (s *Store) prepare(ctx context.Context) error {
 		insertTask: p(s.w, `INSERT INTO tasks (id, owner, context_id, state, status_ts, status_message, version, idempotency_key,
 			created_at, updated_at, history, artifacts, metadata) VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (id) DO NOTHING`),
-		getForWrite: p(s.w, "SELECT "+taskColumns+" FROM tasks WHERE id = ?"+s.d.forUpdate),
+		getForWrite: p(s.w, "SELECT "+taskColumns+" FROM tasks WHERE id = ?"+s.d.ForUpdate()),
 		updateTask: p(s.w, `UPDATE tasks SET state = ?, status_ts = ?, status_message = ?, history = ?, artifacts = ?, metadata = ?,
 			version = version + 1, updated_at = ? WHERE id = ? AND version = ?`),
 		updateHistory:   p(s.w, "UPDATE tasks SET history = ?, version = version + 1, updated_at = ? WHERE id = ? AND version = ?"),
@@ -221,43 +196,22 @@ func (st *statements) close() {
 // the call's name and task id.
 func (s *Store) write(ctx context.Context, call, id string, op func(context.Context, *sql.Tx) error) error {
 	var opFailed bool
-	run := func(ctx context.Context, tx *sql.Tx) error {
+	err := s.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		err := op(ctx, tx)
 		opFailed = err != nil
 		return err
-	}
-	var err error
-	if s.commit != nil {
-		err = s.commit.do(ctx, run)
-	} else {
-		err = s.transact(ctx, run)
-	}
+	})
 	if err == nil || opFailed {
 		return err
 	}
 	return dbError(call, id, err)
 }
 
-func (s *Store) transact(ctx context.Context, op func(context.Context, *sql.Tx) error) error {
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	if err := op(ctx, tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	return nil
-}
-
 // exec1 runs one statement of the writer as a transaction of its own: on
 // SQLite in the next group commit, on PostgreSQL as a single autocommitted
 // statement (one round trip instead of BEGIN, statement, COMMIT).
 func (s *Store) exec1(ctx context.Context, call, id string, stmt *sql.Stmt, args ...any) (sql.Result, error) {
-	if s.commit == nil {
+	if s.d == sqldb.Postgres {
 		res, err := stmt.ExecContext(ctx, args...)
 		return res, dbError(call, id, err)
 	}
@@ -287,21 +241,12 @@ func dbError(op, id string, err error) error {
 	if err == nil {
 		return nil
 	}
-	if diskFull(err) {
+	if sqldb.DiskFull(err) {
 		return fmt.Errorf("sqlstore: %s %s: %w: %w: %w", op, id, tasks.ErrStoreFull,
 			snap.NewError(snap.CodeServiceUnavailable, "task store full; retry later",
 				map[string]any{"reason": "the task database is out of space"}), err)
 	}
 	return fmt.Errorf("sqlstore: %s %s: %w", op, id, err)
-}
-
-func diskFull(err error) bool {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return pe.Code == "53100" // disk_full
-	}
-	var se interface{ Code() int }
-	return errors.As(err, &se) && se.Code()&0xff == 13 // SQLITE_FULL
 }
 
 // Create implements tasks.Store. The task is checked (tasks.CheckCreate,
@@ -596,7 +541,7 @@ func (s *Store) List(ctx context.Context, f tasks.Filter) ([]*tasks.Task, error)
 		b.WriteString(" LIMIT ?")
 		args = append(args, f.Limit)
 	}
-	rows, err := s.r.QueryContext(ctx, s.d.rebind(b.String()), args...)
+	rows, err := s.r.QueryContext(ctx, s.d.Rebind(b.String()), args...)
 	if err != nil {
 		return nil, dbError("list", "", err)
 	}

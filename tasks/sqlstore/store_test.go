@@ -2,9 +2,7 @@ package sqlstore
 
 import (
 	"context"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/snapnode/snapnode/internal/sqldb"
 	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/tasks"
 	"github.com/snapnode/snapnode/tasks/storetest"
@@ -37,77 +36,16 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-func TestParseDSN(t *testing.T) {
-	for _, c := range []struct {
-		dsn, dialect, path string
-	}{
-		{"sqlite:/var/lib/snapnode/tasks.db", "sqlite", "/var/lib/snapnode/tasks.db"},
-		{"sqlite:///var/lib/snapnode/tasks.db", "sqlite", "/var/lib/snapnode/tasks.db"},
-		{"sqlite:tasks.db", "sqlite", "tasks.db"},
-		{"SQLite:data/tasks.db", "sqlite", "data/tasks.db"},
-		{"/var/lib/snapnode/tasks.db", "sqlite", "/var/lib/snapnode/tasks.db"},
-		{"./tasks.db", "sqlite", "./tasks.db"},
-		{"tasks.db", "sqlite", "tasks.db"},
-		{"dir.with.dots/a://b", "sqlite", "dir.with.dots/a://b"},
-		{"postgres://u:pw@db.example:5432/snap?sslmode=verify-full", "postgres", ""},
-		{"postgresql://u@127.0.0.1/snap", "postgres", ""},
-		{"POSTGRES://u@127.0.0.1/snap", "postgres", ""},
-	} {
-		tg, err := parseDSN(c.dsn)
-		if err != nil {
-			t.Errorf("parseDSN(%q): %v", c.dsn, err)
-			continue
-		}
-		if tg.dialect.name != c.dialect || tg.path != c.path {
-			t.Errorf("parseDSN(%q) = %s %q, want %s %q", c.dsn, tg.dialect.name, tg.path, c.dialect, c.path)
-		}
-		if c.dialect == "postgres" && tg.conn != c.dsn {
-			t.Errorf("parseDSN(%q): connection string %q", c.dsn, tg.conn)
-		}
-	}
-	for _, dsn := range []string{"", "sqlite:", "sqlite://", "sqlite::memory:", ":memory:", "file:x.db?mode=ro", "x.db?_pragma=x", "mysql://u@h/db", "pg://h/db"} {
-		if _, err := parseDSN(dsn); err == nil {
-			t.Errorf("parseDSN(%q) accepted", dsn)
-		}
-	}
-	if _, err := Open(context.Background(), "postgres://u:secret-pw@127.0.0.1:1/db?connect_timeout=x"); err == nil {
-		t.Fatal("bad connect_timeout accepted")
-	} else if strings.Contains(err.Error(), "secret-pw") {
-		t.Fatalf("error shows the password: %v", err)
-	}
-}
-
-func TestRebind(t *testing.T) {
-	q := "SELECT a FROM t WHERE b = ? AND c IN (?, ?) LIMIT ?"
-	if got := sqliteDialect.rebind(q); got != q {
-		t.Fatalf("sqlite rebind changed the query: %s", got)
-	}
-	if got, want := postgresDialect.rebind(q), "SELECT a FROM t WHERE b = $1 AND c IN ($2, $3) LIMIT $4"; got != want {
-		t.Fatalf("postgres rebind = %s, want %s", got, want)
-	}
-}
-
-func TestMigrationLockKey(t *testing.T) {
-	sum := sha256.Sum256([]byte("snapnode/tasks/sqlstore"))
-	if got := int64(binary.BigEndian.Uint64(sum[:8])); got != migrationLockKey {
-		t.Fatalf("migrationLockKey = %d, SHA-256 gives %d", migrationLockKey, got)
-	}
-}
-
 // Both dialects have the same migrations, by number and name.
 func TestMigrationFiles(t *testing.T) {
-	names := func(d *dialect) []string {
-		ms, err := migrations(d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []string
-		for _, m := range ms {
-			out = append(out, m.name)
-		}
-		return out
+	lite, err := migrations().Names(sqldb.SQLite)
+	if err != nil {
+		t.Fatal(err)
 	}
-	lite, pg := names(sqliteDialect), names(postgresDialect)
+	pg, err := migrations().Names(sqldb.Postgres)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(lite) == 0 || !slices.Equal(lite, pg) {
 		t.Fatalf("migrations differ: sqlite %v, postgres %v", lite, pg)
 	}
@@ -116,7 +54,7 @@ func TestMigrationFiles(t *testing.T) {
 func TestMigrate(t *testing.T) {
 	dialects(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
-		all, _ := migrations(sqliteDialect)
+		all, _ := migrations().Names(sqldb.SQLite)
 		s, err := Open(ctx, dsn)
 		if err != nil {
 			t.Fatal(err)
@@ -142,7 +80,7 @@ func TestMigrate(t *testing.T) {
 			t.Fatal(err)
 		}
 		// A database from a newer build is refused.
-		if _, err := s.w.ExecContext(ctx, s.d.rebind("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, 'future', 0)"), len(all)+1); err != nil {
+		if _, err := s.w.ExecContext(ctx, s.d.Rebind("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, 'future', 0)"), len(all)+1); err != nil {
 			t.Fatal(err)
 		}
 		s.Close()
@@ -175,7 +113,7 @@ func TestConcurrentOpen(t *testing.T) {
 		if t.Failed() {
 			return
 		}
-		all, _ := migrations(sqliteDialect)
+		all, _ := migrations().Names(sqldb.SQLite)
 		var rows int
 		if err := stores[0].r.QueryRowContext(ctx, "SELECT count(*) FROM schema_migrations").Scan(&rows); err != nil || rows != len(all) {
 			t.Fatalf("schema_migrations holds %d rows (%v), want %d", rows, err, len(all))
@@ -409,7 +347,7 @@ func TestGroupCommit(t *testing.T) {
 			t.Fatalf("task %s belongs to %s, but %s's Create succeeded", tk.ID, tk.Owner, won[tk.ID])
 		}
 	}
-	b, w := s.commit.batches.Load(), s.commit.writes.Load()
+	b, w := s.db.GroupCommits()
 	t.Logf("%d writes in %d commits", w, b)
 	if w != writers*each || b >= w {
 		t.Fatalf("%d writes in %d commits: no group commit", w, b)

@@ -1,4 +1,4 @@
-package sqlstore
+package sqldb
 
 import (
 	"context"
@@ -43,22 +43,22 @@ func openSQLite(ctx context.Context, path string, opts Options) (w, r *sql.DB, e
 		syncMode = "FULL"
 	case "FULL", "NORMAL", "EXTRA":
 	default:
-		return nil, nil, fmt.Errorf("sqlstore: synchronous %q: want FULL, NORMAL or EXTRA", opts.Synchronous)
+		return nil, nil, fmt.Errorf("sqldb: synchronous %q: want FULL, NORMAL or EXTRA", opts.Synchronous)
 	}
 	// Tasks are private: a new database is created 0600 in a 0700
 	// folder, and SQLite gives its -wal and -shm files the same mode.
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, nil, fmt.Errorf("sqlstore: %w", err)
+		return nil, nil, fmt.Errorf("sqldb: %w", err)
 	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, nil, fmt.Errorf("sqlstore: %w", err)
+		return nil, nil, fmt.Errorf("sqldb: %w", err)
 	}
 	_ = f.Close()
 	common := fmt.Sprintf("_busy_timeout=%d&_foreign_keys=1&_synchronous=%s", sqliteBusyTimeoutMS, syncMode)
 	w, err = sql.Open("sqlite", path+"?"+common+"&_journal_mode=WAL&_txlock=immediate")
 	if err != nil {
-		return nil, nil, fmt.Errorf("sqlstore: open %s: %w", path, err)
+		return nil, nil, fmt.Errorf("sqldb: open %s: %w", path, err)
 	}
 	w.SetMaxOpenConns(1)
 	w.SetMaxIdleConns(1)
@@ -68,12 +68,12 @@ func openSQLite(ctx context.Context, path string, opts Options) (w, r *sql.DB, e
 	// which the read-only connections cannot do.
 	if err := w.PingContext(ctx); err != nil {
 		_ = w.Close()
-		return nil, nil, fmt.Errorf("sqlstore: open %s: %w", path, err)
+		return nil, nil, fmt.Errorf("sqldb: open %s: %w", path, err)
 	}
 	r, err = sql.Open("sqlite", path+"?"+common+"&_query_only=1")
 	if err != nil {
 		_ = w.Close()
-		return nil, nil, fmt.Errorf("sqlstore: open %s: %w", path, err)
+		return nil, nil, fmt.Errorf("sqldb: open %s: %w", path, err)
 	}
 	n := opts.MaxConns
 	if n <= 0 {

@@ -1,0 +1,154 @@
+package sqldb
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+var (
+	// ErrClosed: the database was closed.
+	ErrClosed = errors.New("database closed")
+	// ErrSchemaTooNew: the database was migrated by a newer build; this one
+	// refuses to use a schema it does not know.
+	ErrSchemaTooNew = errors.New("database schema newer than this build")
+)
+
+// Options tune a DB. The zero value is the default.
+type Options struct {
+	// MaxConns bounds the connections: to PostgreSQL (default 16), or
+	// SQLite's read connections (default max(4, GOMAXPROCS)); SQLite has
+	// one writer connection besides.
+	MaxConns int
+	// Synchronous is SQLite's synchronous pragma: "FULL" (the default; a
+	// commit is on disk before the write returns), "NORMAL" (a commit
+	// survives the process dying but maybe not the machine losing power)
+	// or "EXTRA". PostgreSQL ignores it (see its synchronous_commit).
+	Synchronous string
+}
+
+// DB is an open database: its dialect, a pool for writes and a pool for
+// reads (the same pool on PostgreSQL), and on SQLite the group committer
+// that Write goes through. It is safe for concurrent use; several
+// components (the task store, the audit log) share one DB.
+type DB struct {
+	Dialect *Dialect
+	// W takes the writes: use it through Write, or for statements to
+	// prepare and use inside Write's transactions. R takes the reads.
+	W, R *sql.DB
+
+	commit    *committer // nil on PostgreSQL
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open opens the database named by dsn:
+//
+//	sqlite:/var/lib/snapnode/snapnode.db   SQLite (the file is created, 0600)
+//	/var/lib/snapnode/snapnode.db          SQLite, a bare path
+//	postgres://user:pw@host:5432/db?sslmode=verify-full
+//	postgresql://…                         PostgreSQL (any pgx connection URL)
+//
+// It applies no migrations: each component calls Migrate with its own.
+func Open(ctx context.Context, dsn string, opts Options) (*DB, error) {
+	tg, err := parseDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	db := &DB{Dialect: tg.dialect}
+	switch tg.dialect {
+	case SQLite:
+		if db.W, db.R, err = openSQLite(ctx, tg.path, opts); err != nil {
+			return nil, err
+		}
+		db.commit = newCommitter(db.W)
+	case Postgres:
+		cfg, err := pgx.ParseConfig(tg.conn) // its errors hide the password
+		if err != nil {
+			return nil, fmt.Errorf("sqldb: %w", err)
+		}
+		p := OpenPostgres(cfg)
+		n := opts.MaxConns
+		if n <= 0 {
+			n = 16
+		}
+		p.SetMaxOpenConns(n)
+		p.SetMaxIdleConns(n)
+		p.SetConnMaxIdleTime(5 * time.Minute)
+		if err := p.PingContext(ctx); err != nil {
+			_ = p.Close()
+			return nil, fmt.Errorf("sqldb: connect to PostgreSQL %s:%d/%s: %w", cfg.Host, cfg.Port, cfg.Database, err)
+		}
+		db.W, db.R = p, p
+	}
+	return db, nil
+}
+
+// Close stops the group committer after the batch in progress (later
+// writes get ErrClosed) and closes the pools. It is safe to call twice.
+func (db *DB) Close() error {
+	db.closeOnce.Do(func() {
+		if db.commit != nil {
+			db.commit.stop()
+		}
+		var errs []error
+		if db.R != nil && db.R != db.W {
+			errs = append(errs, db.R.Close())
+		}
+		if db.W != nil {
+			errs = append(errs, db.W.Close())
+		}
+		db.closeErr = errors.Join(errs...)
+	})
+	return db.closeErr
+}
+
+// Write runs op in a write transaction and returns once op's changes are
+// committed, or with an error and nothing changed. On SQLite op runs in
+// the next group commit: writes waiting at the same moment share one
+// transaction and one fsync, each in a savepoint of its own, so one op's
+// failure does not undo the others. On PostgreSQL op has a transaction of
+// its own. op must not keep tx, and must take the rows it changes with the
+// dialect's ForUpdate (or a Lock) where writers could race on PostgreSQL.
+func (db *DB) Write(ctx context.Context, op func(context.Context, *sql.Tx) error) error {
+	if db.commit != nil {
+		return db.commit.do(ctx, op)
+	}
+	tx, err := db.W.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := op(ctx, tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// GroupCommits reports, on SQLite, how many transactions the committer
+// ran and how many writes they carried (0, 0 on PostgreSQL).
+func (db *DB) GroupCommits() (batches, writes int64) {
+	if db.commit == nil {
+		return 0, 0
+	}
+	return db.commit.batches.Load(), db.commit.writes.Load()
+}
+
+// DiskFull reports whether err is the database's "out of space" error.
+func DiskFull(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code == "53100" // disk_full
+	}
+	var se interface{ Code() int }
+	return errors.As(err, &se) && se.Code()&0xff == 13 // SQLITE_FULL
+}

@@ -1,0 +1,179 @@
+package sqldb
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/fstest"
+)
+
+func TestParseDSN(t *testing.T) {
+	for _, c := range []struct {
+		dsn, dialect, path string
+	}{
+		{"sqlite:/var/lib/snapnode/tasks.db", "sqlite", "/var/lib/snapnode/tasks.db"},
+		{"sqlite:///var/lib/snapnode/tasks.db", "sqlite", "/var/lib/snapnode/tasks.db"},
+		{"sqlite:tasks.db", "sqlite", "tasks.db"},
+		{"SQLite:data/tasks.db", "sqlite", "data/tasks.db"},
+		{"/var/lib/snapnode/tasks.db", "sqlite", "/var/lib/snapnode/tasks.db"},
+		{"./tasks.db", "sqlite", "./tasks.db"},
+		{"tasks.db", "sqlite", "tasks.db"},
+		{"dir.with.dots/a://b", "sqlite", "dir.with.dots/a://b"},
+		{"postgres://u:pw@db.example:5432/snap?sslmode=verify-full", "postgres", ""},
+		{"postgresql://u@127.0.0.1/snap", "postgres", ""},
+		{"POSTGRES://u@127.0.0.1/snap", "postgres", ""},
+	} {
+		tg, err := parseDSN(c.dsn)
+		if err != nil {
+			t.Errorf("parseDSN(%q): %v", c.dsn, err)
+			continue
+		}
+		if tg.dialect.name != c.dialect || tg.path != c.path {
+			t.Errorf("parseDSN(%q) = %s %q, want %s %q", c.dsn, tg.dialect.name, tg.path, c.dialect, c.path)
+		}
+		if c.dialect == "postgres" && tg.conn != c.dsn {
+			t.Errorf("parseDSN(%q): connection string %q", c.dsn, tg.conn)
+		}
+	}
+	for _, dsn := range []string{"", "sqlite:", "sqlite://", "sqlite::memory:", ":memory:", "file:x.db?mode=ro", "x.db?_pragma=x", "mysql://u@h/db", "pg://h/db"} {
+		if _, err := parseDSN(dsn); err == nil {
+			t.Errorf("parseDSN(%q) accepted", dsn)
+		}
+	}
+	if _, err := Open(context.Background(), "postgres://u:secret-pw@127.0.0.1:1/db?connect_timeout=x", Options{}); err == nil {
+		t.Fatal("bad connect_timeout accepted")
+	} else if strings.Contains(err.Error(), "secret-pw") {
+		t.Fatalf("error shows the password: %v", err)
+	}
+}
+
+func TestRebind(t *testing.T) {
+	q := "SELECT a FROM t WHERE b = ? AND c IN (?, ?) LIMIT ?"
+	if got := SQLite.Rebind(q); got != q {
+		t.Fatalf("sqlite rebind changed the query: %s", got)
+	}
+	if got, want := Postgres.Rebind(q), "SELECT a FROM t WHERE b = $1 AND c IN ($2, $3) LIMIT $4"; got != want {
+		t.Fatalf("postgres rebind = %s, want %s", got, want)
+	}
+}
+
+// The task store's lock key predates this package: processes of the
+// previous build and this one must still serialize their migrations.
+func TestLockKey(t *testing.T) {
+	if got, want := LockKey("snapnode/tasks/sqlstore"), int64(-1179689125912968178); got != want {
+		t.Fatalf("LockKey = %d, want %d", got, want)
+	}
+	if LockKey("snapnode/audit") == LockKey("snapnode/tasks/sqlstore") {
+		t.Fatal("two names, one key")
+	}
+}
+
+func testMigrations(files map[string]string) Migrations {
+	fsys := fstest.MapFS{}
+	for name, sql := range files {
+		fsys[name] = &fstest.MapFile{Data: []byte(sql)}
+	}
+	return Migrations{FS: fsys, Table: "t_migrations", Lock: "snapnode/test"}
+}
+
+func TestMigrationNames(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		files map[string]string
+		want  []string
+	}{
+		{"ok", map[string]string{"sqlite/0002_b.sql": "", "sqlite/0001_a.sql": ""}, []string{"0001_a", "0002_b"}},
+		{"gap", map[string]string{"sqlite/0001_a.sql": "", "sqlite/0003_c.sql": ""}, nil},
+		{"zero", map[string]string{"sqlite/0000_a.sql": ""}, nil},
+		{"no number", map[string]string{"sqlite/a.sql": ""}, nil},
+		{"not sql", map[string]string{"sqlite/0001_a.txt": ""}, nil},
+		{"no folder", map[string]string{"postgres/0001_a.sql": ""}, nil},
+	} {
+		got, err := testMigrations(c.files).Names(SQLite)
+		if c.want == nil {
+			if err == nil {
+				t.Errorf("%s: Names = %v, want an error", c.name, got)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(got, c.want) {
+			t.Errorf("%s: Names = %v, %v; want %v", c.name, got, err, c.want)
+		}
+	}
+}
+
+// Two components migrate one database independently; concurrent opens
+// apply each migration once; a newer schema is refused.
+func TestMigrate(t *testing.T) {
+	ctx := context.Background()
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "x.db")
+	a := testMigrations(map[string]string{"sqlite/0001_a.sql": "CREATE TABLE a (x INTEGER)"})
+	b := testMigrations(map[string]string{"sqlite/0001_b.sql": "CREATE TABLE b (x INTEGER)", "sqlite/0002_b2.sql": "ALTER TABLE b ADD COLUMN y INTEGER"})
+	b.Table = "b_migrations"
+
+	const n = 4
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			db, err := Open(ctx, dsn, Options{})
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer db.Close()
+			errs[i] = errors.Join(db.Migrate(ctx, a), db.Migrate(ctx, b))
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("open %d: %v", i, err)
+		}
+	}
+	db, err := Open(ctx, dsn, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if v, err := db.SchemaVersion(ctx, "t_migrations"); err != nil || v != 1 {
+		t.Fatalf("a at version %d, %v; want 1", v, err)
+	}
+	if v, err := db.SchemaVersion(ctx, "b_migrations"); err != nil || v != 2 {
+		t.Fatalf("b at version %d, %v; want 2", v, err)
+	}
+	if err := db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, "INSERT INTO b (x, y) VALUES (1, 2)")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	older := testMigrations(map[string]string{"sqlite/0001_b.sql": "CREATE TABLE b (x INTEGER)"})
+	older.Table = "b_migrations"
+	if err := db.Migrate(ctx, older); !errors.Is(err, ErrSchemaTooNew) {
+		t.Fatalf("older build: err = %v, want ErrSchemaTooNew", err)
+	}
+	// A failing migration leaves nothing behind.
+	bad := testMigrations(map[string]string{"sqlite/0001_a.sql": "CREATE TABLE a (x INTEGER)", "sqlite/0002_bad.sql": "CREATE TABLE c (x INTEGER); NOT SQL"})
+	if err := db.Migrate(ctx, bad); err == nil {
+		t.Fatal("bad migration applied")
+	}
+	if v, _ := db.SchemaVersion(ctx, "t_migrations"); v != 1 {
+		t.Fatalf("after a failed migration: version %d", v)
+	}
+	var tables int
+	if err := db.R.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_master WHERE name = 'c'").Scan(&tables); err != nil || tables != 0 {
+		t.Fatalf("table c left behind (%d, %v)", tables, err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Write(ctx, func(context.Context, *sql.Tx) error { return nil }); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Write after Close: %v, want ErrClosed", err)
+	}
+}
