@@ -3,8 +3,8 @@ package sqldb
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/binary"
 	"database/sql"
+	"encoding/binary"
 	"fmt"
 	"strconv"
 	"strings"
