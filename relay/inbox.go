@@ -230,9 +230,11 @@ func (in *Inbox) handle(ctx context.Context, ev *nostr.Event) {
 	if _, err := decodeHex32(ev.PubKey, &signer); err != nil {
 		return // the pool verified the event; its pubkey is 32 bytes
 	}
-	resp := in.cfg.Responder.Respond(ctx, snap.Inbound{Raw: plain, Signer: &signer})
+	// The event id names this delivery: a replica sharing the replay
+	// store that took it already answers it, and this one stays silent.
+	resp := in.cfg.Responder.Respond(ctx, snap.Inbound{Raw: plain, Signer: &signer, Via: ev.ID})
 	if resp == nil {
-		in.cfg.Logger.Debug("inbox: not a request; no answer", "event", ev.ID)
+		in.cfg.Logger.Debug("inbox: not a request, or a delivery already taken; no answer", "event", ev.ID)
 		return
 	}
 	in.reply(ctx, ev, resp)

@@ -12,6 +12,13 @@ import (
 // the message (5003) rather than forget an id it promised to remember.
 var ErrReplayStoreFull = errors.New("replay store full")
 
+// ErrRedelivered: the message was recorded before, carried by the same
+// delivery (Inbound.Via): the one transport event reached this process
+// twice, or reached another process sharing the replay store, which took
+// it. Either way it has its answer already, or will have, and a Server
+// stays silent rather than answer it twice.
+var ErrRedelivered = errors.New("snap: delivery already taken")
+
 // ReplayRecord is what a replay store keeps per (from, id).
 type ReplayRecord struct {
 	FirstSeen time.Time
@@ -19,6 +26,9 @@ type ReplayRecord struct {
 	// Fingerprint is SHA-256(digest ‖ signature): equal fingerprints mean
 	// a byte-for-byte replay of an authenticated message.
 	Fingerprint [32]byte
+	// Via names the delivery that carried the message first (a Nostr
+	// event id), empty when the transport has no such name.
+	Via string
 }
 
 // ReplayStore remembers the (from, id) of authenticated messages for at

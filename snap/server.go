@@ -13,7 +13,6 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/snapnode/snapnode/identity"
-	"github.com/snapnode/snapnode/internal/bounded"
 )
 
 // HandlerFunc handles a verified request. It returns the response payload
@@ -84,9 +83,9 @@ type ServerConfig struct {
 	// MaxResponseSize bounds the serialized response (0: none). Nostr's
 	// NIP-44 carries at most 65,535 bytes.
 	MaxResponseSize int
-	// DedupCapacity bounds the message/send results kept to answer a
-	// retried request with the original result (default 10,000).
-	DedupCapacity int
+	// Results keeps message/send results to answer a retried request
+	// with the original result (default: a MemoryResultStore of 10,000).
+	Results ResultStore
 }
 
 // Server answers SNAP requests: it validates each inbound message, routes
@@ -95,14 +94,8 @@ type ServerConfig struct {
 // bad. Responses and events that arrive are never routed: they get no
 // answer. A Server is transport-neutral and safe for concurrent use.
 type Server struct {
-	cfg   ServerConfig
-	addr  string
-	dedup *bounded.Cache[string, dedupEntry]
-}
-
-type dedupEntry struct {
-	payload []byte
-	expires time.Time
+	cfg  ServerConfig
+	addr string
 }
 
 // NewServer returns a Server for cfg.
@@ -113,14 +106,10 @@ func NewServer(cfg ServerConfig) *Server {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.DedupCapacity <= 0 {
-		cfg.DedupCapacity = 10_000
+	if cfg.Results == nil {
+		cfg.Results = NewMemoryResultStore(10_000)
 	}
-	return &Server{
-		cfg:   cfg,
-		addr:  cfg.Key.Address(cfg.Network),
-		dedup: bounded.NewCache[string, dedupEntry](cfg.DedupCapacity),
-	}
+	return &Server{cfg: cfg, addr: cfg.Key.Address(cfg.Network)}
 }
 
 // Address returns the address the server answers from.
@@ -133,13 +122,21 @@ type Inbound struct {
 	// the sender with (a Nostr event's pubkey); from must be its P2TR
 	// address, else 2003.
 	Signer *[32]byte
+	// Via, when set, names this delivery uniquely and unforgeably (the id
+	// of a Nostr event whose signature the transport verified). The
+	// replay record keeps it, so that the same delivery arriving again —
+	// at this process or at a replica sharing the replay store — is
+	// recognized and not answered twice (see ErrRedelivered), while the
+	// same message in a new delivery, a peer's retry, is answered.
+	Via string
 }
 
 // Respond handles one inbound message. It returns the signed response to
 // send back, or nil when the message claims to be a response or an event,
-// which is never answered.
+// which is never answered, or when its delivery was already taken
+// (ErrRedelivered).
 func (s *Server) Respond(ctx context.Context, in Inbound) *Message {
-	v, env, err := s.cfg.Validator.validate(ctx, in.Raw, in.Signer)
+	v, env, err := s.cfg.Validator.validate(ctx, in.Raw, in.Signer, in.Via)
 	if err != nil {
 		return s.fail(ctx, env, err)
 	}
@@ -158,7 +155,11 @@ func (s *Server) Respond(ctx context.Context, in Inbound) *Message {
 	resp := s.reply(v.From, v.Method, payload, nil)
 	if v.Method == "message/send" && resp.Sig != "" {
 		if p, ok := isResult(resp.Payload); ok {
-			s.dedup.Put(replayKey(v.From, v.ID), dedupEntry{payload: p, expires: s.cfg.Now().Add(s.cfg.Validator.retention)})
+			// Kept before the answer leaves, so that a retry can never
+			// outrun it; a failure costs only the retry's result.
+			if err := s.cfg.Results.SaveResult(ctx, v.From, v.ID, p, s.cfg.Now().Add(s.cfg.Validator.retention)); err != nil {
+				s.cfg.Logger.Warn("snap: message/send result not kept for retries", "from", v.From, "id", v.ID, "err", err)
+			}
 		}
 	}
 	return resp
@@ -180,14 +181,18 @@ func (s *Server) call(ctx context.Context, h HandlerFunc, v *Verified) (payload 
 // gets the original result marked deduplicated.
 func (s *Server) fail(ctx context.Context, env *envelope, err error) *Message {
 	from, method, typ := peek(env)
-	if typ == TypeResponse || typ == TypeEvent {
+	if typ == TypeResponse || typ == TypeEvent || errors.Is(err, ErrRedelivered) {
 		return nil
 	}
 	var se *Error
 	if errors.As(err, &se) && se.Code == CodeDuplicateMessage && method == "message/send" {
 		id, _ := se.Data["id"].(string)
-		if e, ok := s.dedup.Get(replayKey(from, id)); ok && s.cfg.Now().Before(e.expires) {
-			return s.reply(from, method, json.RawMessage(withDeduplicated(e.payload)), nil)
+		p, ok, lerr := s.cfg.Results.LoadResult(ctx, from, id, s.cfg.Now())
+		if lerr != nil {
+			s.cfg.Logger.Warn("snap: message/send result not read", "from", from, "id", id, "err", lerr)
+		}
+		if ok {
+			return s.reply(from, method, json.RawMessage(withDeduplicated(p)), nil)
 		}
 	}
 	return s.reply(from, method, nil, err)

@@ -225,6 +225,62 @@ func TestServerDeduplicated(t *testing.T) {
 	}
 }
 
+// Two servers sharing a replay store and a result store, as replicas on one
+// database do: one delivery is answered once, by the server that took it;
+// the same message in a new delivery (a retry) gets the original result
+// from either.
+func TestServerReplicasShareDeliveries(t *testing.T) {
+	replay, results := snap.NewMemoryReplayStore(0), snap.NewMemoryResultStore(10)
+	r := snap.NewRouter()
+	var calls int
+	r.Handle("message/send", func(ctx context.Context, req *snap.Verified) (any, error) {
+		calls++
+		return map[string]any{"task": map[string]any{"id": "task-" + req.ID}}, nil
+	})
+	self := keyB.Address(identity.Mainnet)
+	replica := func() *snap.Server {
+		return snap.NewServer(snap.ServerConfig{Key: keyB, Router: r, Now: at(t0), Logger: slog.New(slog.DiscardHandler), Results: results,
+			Validator: snap.NewValidator(snap.Config{Self: self, Now: at(t0), Replay: replay})})
+	}
+	a, b := replica(), replica()
+	client := snap.NewValidator(snap.Config{Self: keyA.Address(identity.Mainnet), Now: at(t0)})
+	ctx := context.Background()
+	raw := request(t, "r-1", "message/send", `{"n":1}`)
+
+	first := check(t, client, a.Respond(ctx, snap.Inbound{Raw: raw, Via: "event-1"}), "message/send")
+	if resp := b.Respond(ctx, snap.Inbound{Raw: raw, Via: "event-1"}); resp != nil {
+		t.Fatalf("the replica answered a delivery another took: %s", resp.Payload)
+	}
+	if resp := a.Respond(ctx, snap.Inbound{Raw: raw, Via: "event-1"}); resp != nil {
+		t.Fatalf("the same delivery answered twice: %s", resp.Payload)
+	}
+	for _, s := range []*snap.Server{a, b} {
+		again := check(t, client, s.Respond(ctx, snap.Inbound{Raw: raw, Via: "event-2"}), "message/send")
+		if again["deduplicated"] != true {
+			t.Fatalf("retry in a new delivery: %v, want deduplicated", again)
+		}
+		delete(again, "deduplicated")
+		x, _ := json.Marshal(first)
+		y, _ := json.Marshal(again)
+		if string(x) != string(y) {
+			t.Fatalf("retry result differs:\n%s\n%s", x, y)
+		}
+	}
+	if calls != 1 {
+		t.Fatalf("handler ran %d times, want 1", calls)
+	}
+	// Without a result (not a message/send, or forgotten) a retry is 2006.
+	get := request(t, "r-2", "tasks/get", `{"taskId":"x"}`)
+	r.Handle("tasks/get", func(context.Context, *snap.Verified) (any, error) { return map[string]any{}, nil })
+	check(t, client, a.Respond(ctx, snap.Inbound{Raw: get, Via: "event-3"}), "tasks/get")
+	if resp := b.Respond(ctx, snap.Inbound{Raw: get, Via: "event-3"}); resp != nil {
+		t.Fatal("replica answered a taken tasks/get delivery")
+	}
+	if code, _ := errorCode(check(t, client, b.Respond(ctx, snap.Inbound{Raw: get, Via: "event-4"}), "tasks/get")); code != 2006 {
+		t.Fatalf("retried tasks/get: code %d, want 2006", code)
+	}
+}
+
 func TestServerResponseSizeLimit(t *testing.T) {
 	s, client := newServer(t, 2000)
 	ctx := context.Background()

@@ -85,7 +85,7 @@ type Verified struct {
 
 // Validate validates raw, a serialized SNAP message.
 func (v *Validator) Validate(ctx context.Context, raw []byte) (*Verified, error) {
-	out, _, err := v.validate(ctx, raw, nil)
+	out, _, err := v.validate(ctx, raw, nil, "")
 	return out, err
 }
 
@@ -94,22 +94,23 @@ func (v *Validator) Validate(ctx context.Context, raw []byte) (*Verified, error)
 // must be the P2TR address of signer on either network, else 2003
 // IdentityMismatch. The check follows the semantics stage.
 func (v *Validator) ValidateSigned(ctx context.Context, raw []byte, signer [32]byte) (*Verified, error) {
-	out, _, err := v.validate(ctx, raw, &signer)
+	out, _, err := v.validate(ctx, raw, &signer, "")
 	return out, err
 }
 
 // validate is Validate; it also returns the envelope when the syntax stage
-// passed, so that a server can address its error response.
-func (v *Validator) validate(ctx context.Context, raw []byte, signer *[32]byte) (*Verified, *envelope, error) {
+// passed, so that a server can address its error response. via names the
+// delivery that carried raw (see Inbound.Via), or is empty.
+func (v *Validator) validate(ctx context.Context, raw []byte, signer *[32]byte, via string) (*Verified, *envelope, error) {
 	env, e := readEnvelope(raw)
 	if e != nil {
 		return nil, nil, e
 	}
-	out, err := v.authenticate(ctx, env, signer)
+	out, err := v.authenticate(ctx, env, signer, via)
 	return out, env, err
 }
 
-func (v *Validator) authenticate(ctx context.Context, env *envelope, signer *[32]byte) (*Verified, error) {
+func (v *Validator) authenticate(ctx context.Context, env *envelope, signer *[32]byte, via string) (*Verified, error) {
 	m, from, err := parseEnvelope(env, StageSemantics, v.keys)
 	if err != nil {
 		return nil, err
@@ -158,7 +159,7 @@ func (v *Validator) authenticate(ctx context.Context, env *envelope, signer *[32
 			return nil, internal("replay store", err)
 		}
 		if seen && prior.Fingerprint == fp {
-			return nil, duplicate(m, prior)
+			return nil, duplicate(m, prior, via)
 		}
 	}
 	if !verifySignature(from.pub, out.Digest, m.Sig) {
@@ -169,7 +170,7 @@ func (v *Validator) authenticate(ctx context.Context, env *envelope, signer *[32
 
 	// Replay.
 	if v.cfg.Replay != nil {
-		rec := ReplayRecord{FirstSeen: now, Expires: now.Add(v.retention), Fingerprint: fp}
+		rec := ReplayRecord{FirstSeen: now, Expires: now.Add(v.retention), Fingerprint: fp, Via: via}
 		prior, fresh, err := v.cfg.Replay.Remember(ctx, m.From, m.ID, rec)
 		switch {
 		case errors.Is(err, ErrReplayStoreFull):
@@ -178,7 +179,7 @@ func (v *Validator) authenticate(ctx context.Context, env *envelope, signer *[32
 		case err != nil:
 			return nil, internal("replay store", err)
 		case !fresh:
-			return nil, duplicate(m, prior)
+			return nil, duplicate(m, prior, via)
 		}
 	}
 
@@ -209,7 +210,12 @@ func fingerprint(d [32]byte, sigHex string) [32]byte {
 	return out
 }
 
-func duplicate(m *Message, prior ReplayRecord) *Error {
+// duplicate is the error for a message whose (from, id) was recorded by
+// prior: ErrRedelivered when the same delivery carried both, else 2006.
+func duplicate(m *Message, prior ReplayRecord, via string) error {
+	if via != "" && prior.Via == via {
+		return ErrRedelivered
+	}
 	return &Error{
 		Code:    CodeDuplicateMessage,
 		Message: "message id already seen from this sender",

@@ -28,6 +28,7 @@ import (
 
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/config"
+	"github.com/snapnode/snapnode/internal/sqldb"
 	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/relay/embedded"
 	"github.com/snapnode/snapnode/snap"
@@ -56,6 +57,9 @@ type Node struct {
 	cardMu     sync.Mutex // guards card; serializes UpdateCard
 	card       *snap.Card
 	Tasks      *tasks.Service
+	// DB is the database of tasks, replay records and the audit log; nil
+	// when the node runs on the memory store.
+	DB *sqldb.DB
 }
 
 // Start starts a node and returns once it listens for requests and its
@@ -131,20 +135,29 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *Node
 	// Tasks and replay records are durable (an accepted task survives a
 	// crash or restart, a replayed message is caught after one), unless
 	// the database is "memory", for throwaway nodes and measurements.
-	var taskStore tasks.Store
-	var replay snap.ReplayStore
+	var (
+		taskStore tasks.Store
+		replay    snap.ReplayStore
+		results   snap.ResultStore // nil: in memory
+	)
 	n.stopSweep, n.sweepDone = func() {}, make(chan struct{})
 	if cfg.DatabaseDSN() == config.MemoryDatabase {
 		taskStore, replay = tasks.NewMemoryStore(tasks.MemoryStoreOptions{}), snap.NewMemoryReplayStore(0)
 		close(n.sweepDone)
 		n.closeStore = func() error { return nil }
 	} else {
-		store, err := sqlstore.Open(ctx, cfg.DatabaseDSN())
+		db, err := sqldb.Open(ctx, cfg.DatabaseDSN(), sqldb.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("node: database: %w", err)
+		}
+		cleanup = append(cleanup, func() { db.Close() })
+		store, err := sqlstore.New(ctx, db)
 		if err != nil {
 			return nil, fmt.Errorf("node: task database: %w", err)
 		}
-		taskStore, replay, n.closeStore = store, store.ReplayStore(), store.Close
-		cleanup = append(cleanup, func() { store.Close() })
+		n.DB = db
+		taskStore, replay, results = store, store.ReplayStore(), store.ReplayStore()
+		n.closeStore = func() error { return errors.Join(store.Close(), db.Close()) }
 		sweepCtx, stopSweep := context.WithCancel(context.WithoutCancel(ctx))
 		done := n.sweepDone
 		go func() {
@@ -164,7 +177,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *Node
 	addr := n.key.Address(n.network)
 	server := snap.NewServer(snap.ServerConfig{
 		Key: n.key, Network: n.network, Router: router, Logger: logger.With("part", "snap"),
-		MaxResponseSize: relay.MaxNIP44Plain,
+		MaxResponseSize: relay.MaxNIP44Plain, Results: results,
 		Validator: snap.NewValidator(snap.Config{
 			Self: addr, MaxDrift: cfg.MaxDrift.Duration, Replay: replay,
 		}),

@@ -13,14 +13,21 @@ import (
 // ReplayStore is the durable snap.ReplayStore in the tasks' database (the
 // replay table). Records survive restarts and are shared by every process
 // on the database: of several replicas receiving one message, exactly one
-// Remember is fresh, and only that replica processes it.
+// Remember is fresh, and only that replica processes it; the record keeps
+// the delivery (ReplayRecord.Via) that carried it, which lets the others
+// stay silent. It is also the snap.ResultStore: a message/send result is
+// kept in the row of its request, so that a retry reaching any replica,
+// before or after a restart, gets the original result.
 //
 // Expired records are treated as absent at once (Lookup, Remember) and
 // deleted by Sweep; nothing sweeps on its own. Call Sweep now and then,
 // or run RunSweeper.
 type ReplayStore struct{ s *Store }
 
-var _ snap.ReplayStore = (*ReplayStore)(nil)
+var (
+	_ snap.ReplayStore = (*ReplayStore)(nil)
+	_ snap.ResultStore = (*ReplayStore)(nil)
+)
 
 // ReplayStore returns the store's replay record.
 func (s *Store) ReplayStore() *ReplayStore { return s.replay }
@@ -58,7 +65,7 @@ func (rs *ReplayStore) Remember(ctx context.Context, from, id string, rec snap.R
 	)
 	key := from + " " + id
 	err := s.write(ctx, "replay remember", key, func(ctx context.Context, tx *sql.Tx) error {
-		res, err := tx.StmtContext(ctx, s.st.remember).ExecContext(ctx, from, id, micros(rec.FirstSeen), ceilMicros(rec.Expires), rec.Fingerprint[:])
+		res, err := tx.StmtContext(ctx, s.st.remember).ExecContext(ctx, from, id, micros(rec.FirstSeen), ceilMicros(rec.Expires), rec.Fingerprint[:], rec.Via)
 		if err != nil {
 			return dbError("replay remember", key, err)
 		}
@@ -81,6 +88,37 @@ func (rs *ReplayStore) Remember(ctx context.Context, from, id string, rec snap.R
 		return snap.ReplayRecord{}, false, err
 	}
 	return prior, fresh, nil
+}
+
+// SaveResult implements snap.ResultStore: it keeps result in the replay
+// record of (from, id), extending the record to expires if that is later.
+// A pair with no record (the store was swept, or the message was never
+// remembered here) keeps nothing.
+func (rs *ReplayStore) SaveResult(ctx context.Context, from, id string, result []byte, expires time.Time) error {
+	s := rs.s
+	if err := s.start(ctx, "save result"); err != nil {
+		return err
+	}
+	exp := ceilMicros(expires)
+	_, err := s.exec1(ctx, "save result", from+" "+id, s.st.saveResult, result, exp, exp, from, id)
+	return err
+}
+
+// LoadResult implements snap.ResultStore.
+func (rs *ReplayStore) LoadResult(ctx context.Context, from, id string, now time.Time) ([]byte, bool, error) {
+	s := rs.s
+	if err := s.start(ctx, "load result"); err != nil {
+		return nil, false, err
+	}
+	var result []byte
+	err := s.st.loadResult.QueryRowContext(ctx, from, id, micros(now)).Scan(&result)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, dbError("load result", from+" "+id, err)
+	}
+	return result, true, nil
 }
 
 // sweepBatch is how many records one transaction of Sweep deletes at most.
@@ -150,11 +188,12 @@ func scanReplay(r *sql.Row) (snap.ReplayRecord, error) {
 	var (
 		first, expires int64
 		fp             []byte
+		via            string
 	)
-	if err := r.Scan(&first, &expires, &fp); err != nil {
+	if err := r.Scan(&first, &expires, &fp, &via); err != nil {
 		return snap.ReplayRecord{}, err
 	}
-	rec := snap.ReplayRecord{FirstSeen: fromMicros(first), Expires: fromMicros(expires)}
+	rec := snap.ReplayRecord{FirstSeen: fromMicros(first), Expires: fromMicros(expires), Via: via}
 	if copy(rec.Fingerprint[:], fp) != len(rec.Fingerprint) || len(fp) != len(rec.Fingerprint) {
 		return snap.ReplayRecord{}, fmt.Errorf("fingerprint of %d bytes", len(fp))
 	}

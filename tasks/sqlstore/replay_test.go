@@ -90,7 +90,7 @@ func TestReplaySweepBatches(t *testing.T) {
 				if i >= expired {
 					exp = t0.Add(time.Hour)
 				}
-				if _, err := tx.StmtContext(ctx, s.st.remember).ExecContext(ctx, "from", fmt.Sprint(i), micros(t0.Add(-time.Hour)), micros(exp), make([]byte, 32)); err != nil {
+				if _, err := tx.StmtContext(ctx, s.st.remember).ExecContext(ctx, "from", fmt.Sprint(i), micros(t0.Add(-time.Hour)), micros(exp), make([]byte, 32), ""); err != nil {
 					return err
 				}
 			}
@@ -185,5 +185,75 @@ func TestReplayExactlyOnce(t *testing.T) {
 			}
 			return true
 		})
+	})
+}
+
+// The record keeps the delivery that carried a message, and the result of
+// its request, for every process on the database and across a restart.
+func TestReplayDeliveryAndResult(t *testing.T) {
+	dialects(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		a, b := open(t, dsn, Options{}).ReplayStore(), open(t, dsn, Options{}).ReplayStore()
+		const from = "bc1pfrom"
+		rec := record(t0, time.Minute, 1)
+		rec.Via = "ev-1"
+		if _, fresh, err := a.Remember(ctx, from, "m1", rec); err != nil || !fresh {
+			t.Fatalf("Remember: fresh %v, %v", fresh, err)
+		}
+		// The replica that lost sees which delivery won.
+		other := record(t0, time.Minute, 1)
+		other.Via = "ev-1"
+		prior, fresh, err := b.Remember(ctx, from, "m1", other)
+		if err != nil || fresh || prior.Via != "ev-1" {
+			t.Fatalf("replica Remember = %+v fresh %v %v; want the prior with via ev-1", prior, fresh, err)
+		}
+		if got, ok, _ := b.Lookup(ctx, from, "m1", t0); !ok || got != rec {
+			t.Fatalf("Lookup = %+v, want %+v", got, rec)
+		}
+
+		// No result until one is saved; then every replica reads it.
+		if _, ok, err := b.LoadResult(ctx, from, "m1", t0); err != nil || ok {
+			t.Fatalf("LoadResult before SaveResult: %v %v", ok, err)
+		}
+		result := []byte(`{"task":{"id":"t1"}}`)
+		if err := a.SaveResult(ctx, from, "m1", result, t0.Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if got, ok, err := b.LoadResult(ctx, from, "m1", t0.Add(30*time.Second)); err != nil || !ok || string(got) != string(result) {
+			t.Fatalf("replica LoadResult = %s %v %v", got, ok, err)
+		}
+		// A result may outlive the replay window it was saved in.
+		if err := a.SaveResult(ctx, from, "m1", result, t0.Add(2*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok, _ := b.LoadResult(ctx, from, "m1", t0.Add(90*time.Second)); !ok {
+			t.Fatal("result lost before its expiry")
+		}
+		if _, ok, _ := b.LoadResult(ctx, from, "m1", t0.Add(2*time.Minute)); ok {
+			t.Fatal("result read after its expiry")
+		}
+		// A new record for the pair (after expiry) starts without a result.
+		fresh2 := record(t0.Add(3*time.Minute), time.Minute, 2)
+		if _, ok, err := a.Remember(ctx, from, "m1", fresh2); err != nil || !ok {
+			t.Fatalf("Remember after expiry: %v %v", ok, err)
+		}
+		if _, ok, _ := b.LoadResult(ctx, from, "m1", fresh2.FirstSeen); ok {
+			t.Fatal("the expired record's result survived its replacement")
+		}
+		// A pair never remembered keeps nothing.
+		if err := a.SaveResult(ctx, from, "never", result, t0.Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok, _ := a.LoadResult(ctx, from, "never", t0); ok {
+			t.Fatal("a result without a record was kept")
+		}
+		// After a restart.
+		c := open(t, dsn, Options{}).ReplayStore()
+		if err := a.SaveResult(ctx, from, "m1", result, fresh2.Expires); err != nil {
+			t.Fatal(err)
+		}
+		if got, ok, _ := c.LoadResult(ctx, from, "m1", fresh2.FirstSeen); !ok || string(got) != string(result) {
+			t.Fatalf("LoadResult after reopening = %s %v", got, ok)
+		}
 	})
 }

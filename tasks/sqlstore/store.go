@@ -136,9 +136,9 @@ func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 type statements struct {
 	// Writes, used inside transactions through tx.StmtContext.
 	insertTask, getForWrite, updateTask, updateHistory, updateArtifacts *sql.Stmt
-	remember, rememberPrior, sweep                                      *sql.Stmt
+	remember, rememberPrior, saveResult, sweep                          *sql.Stmt
 	// Reads.
-	getTask, byIdempotencyKey, lookup *sql.Stmt
+	getTask, byIdempotencyKey, lookup, loadResult *sql.Stmt
 }
 
 func (s *Store) prepare(ctx context.Context) error {
@@ -166,23 +166,25 @@ func (s *Store) prepare(ctx context.Context) error {
 		// An unexpired record stays; an expired one is replaced. Of two
 		// concurrent calls the database lets one insert (or replace) and
 		// makes the other wait for it, then find the row unexpired.
-		remember: p(s.w, `INSERT INTO replay (sender, msg_id, first_seen, expires, fingerprint) VALUES (?, ?, ?, ?, ?)
+		remember: p(s.w, `INSERT INTO replay (sender, msg_id, first_seen, expires, fingerprint, via) VALUES (?, ?, ?, ?, ?, ?)
 			ON CONFLICT (sender, msg_id) DO UPDATE SET first_seen = excluded.first_seen, expires = excluded.expires,
-			fingerprint = excluded.fingerprint WHERE replay.expires <= excluded.first_seen`),
-		rememberPrior: p(s.w, "SELECT first_seen, expires, fingerprint FROM replay WHERE sender = ? AND msg_id = ?"),
+			fingerprint = excluded.fingerprint, via = excluded.via, result = NULL WHERE replay.expires <= excluded.first_seen`),
+		rememberPrior: p(s.w, "SELECT first_seen, expires, fingerprint, via FROM replay WHERE sender = ? AND msg_id = ?"),
+		saveResult:    p(s.w, "UPDATE replay SET result = ?, expires = CASE WHEN expires < ? THEN ? ELSE expires END WHERE sender = ? AND msg_id = ?"),
 		sweep: p(s.w, `DELETE FROM replay WHERE (sender, msg_id) IN
 			(SELECT sender, msg_id FROM replay WHERE expires <= ? LIMIT ?)`),
 
 		getTask:          p(s.r, "SELECT "+taskColumns+" FROM tasks WHERE id = ?"),
 		byIdempotencyKey: p(s.r, "SELECT "+taskColumns+" FROM tasks WHERE owner = ? AND idempotency_key = ? ORDER BY created_at DESC, id DESC LIMIT 1"),
-		lookup:           p(s.r, "SELECT first_seen, expires, fingerprint FROM replay WHERE sender = ? AND msg_id = ? AND expires > ?"),
+		lookup:           p(s.r, "SELECT first_seen, expires, fingerprint, via FROM replay WHERE sender = ? AND msg_id = ? AND expires > ?"),
+		loadResult:       p(s.r, "SELECT result FROM replay WHERE sender = ? AND msg_id = ? AND expires > ? AND result IS NOT NULL"),
 	}
 	return err
 }
 
 func (st *statements) close() {
 	for _, x := range []*sql.Stmt{st.insertTask, st.getForWrite, st.updateTask, st.updateHistory, st.updateArtifacts,
-		st.remember, st.rememberPrior, st.sweep, st.getTask, st.byIdempotencyKey, st.lookup} {
+		st.remember, st.rememberPrior, st.saveResult, st.sweep, st.getTask, st.byIdempotencyKey, st.lookup, st.loadResult} {
 		if x != nil {
 			_ = x.Close()
 		}
