@@ -1,0 +1,126 @@
+// Package policy decides whether a proposed action may run: Permit
+// (promote), Confirm (an operator must approve first) or Deny (block),
+// with the reasons and the version of the policy that decided.
+//
+// It knows nothing of proposals, descriptors, SNAP or Nostr: the caller
+// fills a Request with the proposer's identity, the action, the paths it
+// touches and the facts of its descriptor.
+//
+//	engine, err := policy.Load("/etc/snapnode/policy.cedar") // or policy.Default()
+//	if err != nil {
+//		return err // *policy.ParseError: "policy.cedar:12:7: …"
+//	}
+//	d := engine.Decide(ctx, policy.Request{
+//		Principal:         "bc1p…", // the proposer's P2TR address
+//		Operator:          false,
+//		Action:            policy.ActionWriteFile,
+//		Paths:             []string{"/sandbox/notes/today.md"},
+//		Risk:              policy.RiskMedium,
+//		Size:              int64(len(content)),
+//		RollbackSupported: true,
+//	})
+//	switch d.Effect {
+//	case policy.Permit: // promote
+//	case policy.Confirm: // input_required, with d.Reasons
+//	case policy.Deny: // blocked, with d.Reasons
+//	}
+//
+// # Order of judgement
+//
+// First the host rules of seed 001, which no operator policy can override;
+// every one is checked and every failing one is named in Reasons:
+//
+//   - RuleWellFormed: a principal, a known action (THINK, FINISH,
+//     READ_FILE, LIST_FILES, WRITE_FILE, CREATE_DIRECTORY, DELETE_FILE,
+//     RENAME_FILE, MULTI_STEP_COMPOSITE, in any case), a known risk, a
+//     size ≥ 0, and as many paths as the action takes; else Deny.
+//   - RuleSandboxOnly: every path is a clean path under /sandbox/ (no "."
+//     or ".." segment, no "//", no control character); else Deny.
+//   - RuleRollbackRequired: rollback unsupported → Deny ("auto-blocked").
+//   - RuleCriticalBlocked: CRITICAL risk → Deny. Seed 001 says CRITICAL
+//     "may be auto-blocked by policy"; snapnode's core has no CRITICAL
+//     action, so the host always blocks it rather than leave it to a policy
+//     file.
+//   - RuleHighRiskSandbox: HIGH or CRITICAL → Decision.Sandbox, a flag
+//     that never changes the effect (the executor sandboxes every action).
+//   - RuleRollbackCooldown: a proposal repeated within the cooldown after
+//     its rollback is at most Confirm.
+//
+// If none denies, the operator's Cedar policy judges each path alone, and
+// the strictest outcome wins: every path of a RENAME_FILE (source and
+// destination) must be permitted. Cedar's rules hold: deny by default, and
+// a forbid that matches beats any permit. Two additions:
+//
+//   - A permit annotated @confirm("why") grants only with confirmation.
+//     If any matching permit carries @confirm, the outcome is Confirm, even
+//     when a plain permit also matches: confirmation beats a plain permit.
+//   - A forbid whose evaluation fails (say it reads a context attribute
+//     that is not there) denies, where Cedar would skip it: a broken forbid
+//     must not open a hole. A failing permit grants nothing, as in Cedar.
+//
+// Decision.Reasons name what decided: a host rule ("host:sandbox-only:
+// outside /sandbox/: …"), a policy by its @id (or "policy<N>", N counting
+// from 0) with its file:line:column and its @confirm or @reason text, or
+// "no policy permits … (deny by default)". Decision.DecidedBy has the
+// same ids alone. Decision.PolicyVersion is the first 16 hex digits of
+// the SHA-256 of the policy text.
+//
+// # What a policy sees
+//
+//	principal  Agent::"bc1p…"; its parent is Role::"operator" when
+//	           Request.Operator is true.
+//	action     Action::"WRITE_FILE" etc. READ_FILE and LIST_FILES are in
+//	           Action::"read", WRITE_FILE and CREATE_DIRECTORY in
+//	           Action::"write", DELETE_FILE and RENAME_FILE in
+//	           Action::"destructive".
+//	resource   Path::"/sandbox/…", one path at a time; Path::"/sandbox/"
+//	           for THINK and FINISH, which touch none.
+//	context    risk (String "LOW"…"CRITICAL"), riskLevel (Long 1…4),
+//	           size (Long, bytes written), rollbackSupported (Bool),
+//	           recentlyRolledBack (Bool).
+//
+// Paths form a hierarchy by their text alone, built for each request: the
+// parents of a Path are every directory above it, written with a trailing
+// slash, and the path's own directory form. So `resource in
+// Path::"/sandbox/docs/"` is true for "/sandbox/docs", "/sandbox/docs/"
+// and everything below them, and false for "/sandbox/docs-old/a.md":
+//
+//	// Agents may write under docs/ without asking; nothing else is
+//	// written, and nobody touches secrets/, whatever else is permitted.
+//	@id("docs")
+//	permit (principal, action in Action::"write", resource in Path::"/sandbox/docs/");
+//
+//	@id("operators-delete") @confirm("an operator deletes: another must confirm")
+//	permit (principal in Role::"operator", action == Action::"DELETE_FILE", resource);
+//
+//	@id("no-secrets") @reason("secrets/ is off limits")
+//	forbid (principal, action, resource in Path::"/sandbox/secrets/");
+//
+// Parse refuses, as a *ParseError with file, line and column: Cedar syntax
+// errors, two policies with one @id, an @id starting with "host:" or equal
+// to DenyByDefault, and @confirm on a forbid.
+//
+// # The default policy
+//
+// Default() is the built-in default.cedar, for a node whose operator gives
+// no policy: THINK, FINISH, reads and listing for anyone; writes and
+// directory creation for anyone up to 1 MiB, larger ones with confirmation
+// unless the principal is an operator; DELETE_FILE and RENAME_FILE with
+// confirmation for everyone, operators included (an operator's key in an
+// agent's hands should not delete unasked, and another operator or the
+// host confirms); MULTI_STEP_COMPOSITE permitted as such, since its
+// children are judged one by one and combined with Combine.
+//
+// # Reloading
+//
+// An Engine is immutable and safe for concurrent use. A Holder keeps the
+// one in force and swaps it when the operator's file changes; each request
+// is judged wholly by one Engine:
+//
+//	h := policy.NewHolder(engine)
+//	d := h.Decide(ctx, req)
+//	if _, err := h.Reload(path); err != nil { … } // the old policy stays
+//
+// Explain gives the same judgement as lines for a person, for `snapnode
+// policy check --from ADDR FILE`.
+package policy

@@ -1,0 +1,124 @@
+package policy
+
+import (
+	"strings"
+
+	cedar "github.com/cedar-policy/cedar-go"
+)
+
+// Cedar entity types the engine provides to policies.
+const (
+	typeAgent  cedar.EntityType = "Agent"
+	typeRole   cedar.EntityType = "Role"
+	typeAction cedar.EntityType = "Action"
+	typePath   cedar.EntityType = "Path"
+)
+
+// roleOperator is the parent of every principal with the operator role.
+var roleOperator = cedar.NewEntityUID(typeRole, "operator")
+
+// Action groups: each action is a member of at most one, so a policy can
+// say `action in Action::"write"`.
+const (
+	groupRead        = "read"        // READ_FILE, LIST_FILES
+	groupWrite       = "write"       // WRITE_FILE, CREATE_DIRECTORY
+	groupDestructive = "destructive" // DELETE_FILE, RENAME_FILE
+)
+
+// actionGroup returns the group of an action, or "".
+func actionGroup(a string) string {
+	switch a {
+	case ActionReadFile, ActionListFiles:
+		return groupRead
+	case ActionWriteFile, ActionCreateDirectory:
+		return groupWrite
+	case ActionDeleteFile, ActionRenameFile:
+		return groupDestructive
+	}
+	return ""
+}
+
+// staticEntities are the entities every request shares: the operator role,
+// the actions and their groups.
+func staticEntities() cedar.EntityMap {
+	m := cedar.EntityMap{roleOperator: {UID: roleOperator}}
+	for _, g := range []string{groupRead, groupWrite, groupDestructive} {
+		uid := cedar.NewEntityUID(typeAction, cedar.String(g))
+		m[uid] = cedar.Entity{UID: uid}
+	}
+	for _, a := range []string{ActionThink, ActionFinish, ActionReadFile, ActionListFiles, ActionWriteFile,
+		ActionCreateDirectory, ActionDeleteFile, ActionRenameFile, ActionComposite} {
+		uid := cedar.NewEntityUID(typeAction, cedar.String(a))
+		e := cedar.Entity{UID: uid}
+		if g := actionGroup(a); g != "" {
+			e.Parents = cedar.NewEntityUIDSet(cedar.NewEntityUID(typeAction, cedar.String(g)))
+		}
+		m[uid] = e
+	}
+	return m
+}
+
+// pathParents returns the directories that contain p, each written with a
+// trailing slash, outermost first: for "/sandbox/docs/a.md" they are
+// "/", "/sandbox/", "/sandbox/docs/" and the path's own directory form
+// "/sandbox/docs/a.md/". The last one makes `resource in Path::"D/"` true
+// for D itself as well as for everything below it. A path ending in "/"
+// is its own directory form and does not repeat itself.
+func pathParents(p string) []string {
+	var out []string
+	for i := 0; i < len(p); i++ {
+		if p[i] == '/' && i+1 < len(p) {
+			out = append(out, p[:i+1])
+		}
+	}
+	if !strings.HasSuffix(p, "/") {
+		out = append(out, p+"/")
+	}
+	return out
+}
+
+// pathEntity is the Cedar entity of a path: its parents are all of
+// pathParents, directly, so `in` needs no walk.
+func pathEntity(p string) cedar.Entity {
+	ps := pathParents(p)
+	uids := make([]cedar.EntityUID, len(ps))
+	for i, d := range ps {
+		uids[i] = cedar.NewEntityUID(typePath, cedar.String(d))
+	}
+	return cedar.Entity{UID: cedar.NewEntityUID(typePath, cedar.String(p)), Parents: cedar.NewEntityUIDSet(uids...)}
+}
+
+// entities answers cedar's entity look-ups for one request: the principal
+// (with the operator role as parent when it has it), the shared static
+// entities, and any Path entity, built from its text. It is used by one
+// goroutine at a time.
+type entities struct {
+	static    cedar.EntityMap
+	principal cedar.Entity
+	resource  cedar.Entity
+}
+
+var _ cedar.EntityGetter = (*entities)(nil)
+
+// Get returns the entity named by uid.
+func (es *entities) Get(uid cedar.EntityUID) (cedar.Entity, bool) {
+	switch {
+	case uid == es.principal.UID:
+		return es.principal, true
+	case uid == es.resource.UID:
+		return es.resource, true
+	case uid.Type == typePath:
+		return pathEntity(string(uid.ID)), true
+	}
+	e, ok := es.static[uid]
+	return e, ok
+}
+
+// principalEntity is the Agent entity of a request's principal.
+func principalEntity(r Request) cedar.Entity {
+	e := cedar.Entity{UID: cedar.NewEntityUID(typeAgent, cedar.String(r.Principal))}
+	if r.Operator {
+		e.Parents = cedar.NewEntityUIDSet(roleOperator)
+	}
+	return e
+}

@@ -1,0 +1,139 @@
+package policy
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	cedar "github.com/cedar-policy/cedar-go"
+)
+
+// ErrInvalidPolicy is matched (errors.Is) by every *ParseError.
+var ErrInvalidPolicy = errors.New("invalid policy")
+
+// ParseError is a policy text the engine refuses: a Cedar syntax error, or
+// a rule of this package (a duplicate @id, an id starting with "host:",
+// @confirm on a forbid). Line and Column count from 1; both are 0 when the
+// position could not be found.
+type ParseError struct {
+	File   string
+	Line   int
+	Column int
+	Msg    string
+}
+
+// Error returns "file:line:column: message".
+func (e *ParseError) Error() string {
+	if e.Line == 0 {
+		return fmt.Sprintf("%s: %s", e.File, e.Msg)
+	}
+	return fmt.Sprintf("%s:%d:%d: %s", e.File, e.Line, e.Column, e.Msg)
+}
+
+// Is makes errors.Is(err, ErrInvalidPolicy) true.
+func (e *ParseError) Is(target error) bool { return target == ErrInvalidPolicy }
+
+// cedarPos finds "<input>:L:C" and the message after it in cedar-go's
+// parser errors, with or without a quoted token between them.
+var cedarPos = regexp.MustCompile(`<input>:(\d+):(\d+):?\s*(?:"(?:[^"\\]|\\.)*":\s*)?(.*)$`)
+
+// syntaxError turns an error of cedar-go's parser into a *ParseError with
+// the position in src.
+func syntaxError(file string, src []byte, err error) *ParseError {
+	msg := err.Error()
+	pe := &ParseError{File: file, Msg: msg}
+	if m := cedarPos.FindStringSubmatch(msg); m != nil {
+		pe.Line, _ = strconv.Atoi(m[1])
+		pe.Column, _ = strconv.Atoi(m[2])
+		pe.Msg = m[3]
+	}
+	if pe.Line == 0 {
+		// Errors in escape sequences and a leading NUL come without a
+		// usable position: find the culprit ourselves.
+		if off := locate(src); off >= 0 {
+			pe.Line, pe.Column = lineColumn(src, off)
+		}
+		if m := cedarPos.FindStringSubmatch(msg); m != nil {
+			pe.Msg = m[3]
+		}
+	}
+	pe.Msg = strings.TrimPrefix(pe.Msg, "parser error: ")
+	if pe.Msg == "" {
+		pe.Msg = "syntax error"
+	}
+	return pe
+}
+
+// lineColumn converts a byte offset to a 1-based line and column, the
+// column counting characters as cedar-go does.
+func lineColumn(src []byte, off int) (line, col int) {
+	line = 1 + bytes.Count(src[:off], []byte("\n"))
+	start := bytes.LastIndexByte(src[:off], '\n') + 1
+	return line, 1 + utf8.RuneCount(src[start:off])
+}
+
+// locate returns the offset of the first NUL byte outside comments and
+// strings, or of the first string literal cedar-go cannot unquote, or -1.
+func locate(src []byte) int {
+	prevWord := ""
+	for i := 0; i < len(src); {
+		c := src[i]
+		switch {
+		case c == 0:
+			return i
+		case c == '/' && i+1 < len(src) && src[i+1] == '/':
+			for i < len(src) && src[i] != '\n' {
+				i++
+			}
+		case c == '"':
+			end := i + 1
+			for end < len(src) && src[end] != '"' {
+				if src[end] == '\\' {
+					end++
+				}
+				end++
+			}
+			if end >= len(src) {
+				return i // unterminated
+			}
+			if !validLiteral(src[i:end+1], prevWord == "like") {
+				return i
+			}
+			prevWord = ""
+			i = end + 1
+		case isWordByte(c):
+			start := i
+			for i < len(src) && isWordByte(src[i]) {
+				i++
+			}
+			prevWord = string(src[start:i])
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			i++
+		default:
+			prevWord = ""
+			i++
+		}
+	}
+	return -1
+}
+
+func isWordByte(c byte) bool {
+	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
+
+// validLiteral asks cedar-go whether a quoted literal (with its quotes) is
+// a valid string, or a valid pattern after `like`.
+func validLiteral(lit []byte, pattern bool) bool {
+	var probe []byte
+	if pattern {
+		probe = append(append([]byte(`permit(principal,action,resource) when { "" like `), lit...), " };"...)
+	} else {
+		probe = append(append([]byte(`@a(`), lit...), ") permit(principal,action,resource);"...)
+	}
+	_, err := cedar.NewPolicyListFromBytes("", probe)
+	return err == nil
+}
