@@ -137,6 +137,10 @@ type Inbound struct {
 // (ErrRedelivered).
 func (s *Server) Respond(ctx context.Context, in Inbound) *Message {
 	v, env, err := s.cfg.Validator.validate(ctx, in.Raw, in.Signer, in.Via)
+	if errors.Is(err, ErrRedelivered) {
+		s.cfg.Logger.Debug("snap: delivery already taken", "via", in.Via)
+		return nil
+	}
 	if err != nil {
 		return s.fail(ctx, env, err)
 	}
@@ -181,7 +185,7 @@ func (s *Server) call(ctx context.Context, h HandlerFunc, v *Verified) (payload 
 // gets the original result marked deduplicated.
 func (s *Server) fail(ctx context.Context, env *envelope, err error) *Message {
 	from, method, typ := peek(env)
-	if typ == TypeResponse || typ == TypeEvent || errors.Is(err, ErrRedelivered) {
+	if typ == TypeResponse || typ == TypeEvent {
 		return nil
 	}
 	var se *Error

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -37,6 +38,13 @@ type nodeProcess struct {
 // empty) and any further args; it is interrupted at the end of the test.
 func startNodeProcess(tb testing.TB, dataDir string, args ...string) *nodeProcess {
 	tb.Helper()
+	return startNodeProcessLogging(tb, dataDir, os.Stderr, args...)
+}
+
+// startNodeProcessLogging is startNodeProcess with the node's log going to
+// stderr.
+func startNodeProcessLogging(tb testing.TB, dataDir string, stderr io.Writer, args ...string) *nodeProcess {
+	tb.Helper()
 	if dataDir == "" {
 		dataDir = filepath.Join(tb.TempDir(), "data")
 	}
@@ -50,7 +58,7 @@ func startNodeProcess(tb testing.TB, dataDir string, args ...string) *nodeProces
 	}
 	cmd := exec.Command(bin, args...)
 	stdout, _ := cmd.StdoutPipe()
-	cmd.Stderr = os.Stderr
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		tb.Fatal(err)
 	}
