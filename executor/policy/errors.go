@@ -41,6 +41,13 @@ func (e *ParseError) Is(target error) bool { return target == ErrInvalidPolicy }
 // parser errors, with or without a quoted token between them.
 var cedarPos = regexp.MustCompile(`<input>:(\d+):(\d+):?\s*(?:"(?:[^"\\]|\\.)*":\s*)?(.*)$`)
 
+// cedarExact is cedar-go's message for a token other than the one required.
+var cedarExact = regexp.MustCompile(`^exact got (.*) want (.*)$`)
+
+// culprit finds the token named by cedar-go's messages that are reported
+// one token late.
+var culprit = regexp.MustCompile(`^(?:exact got (\S+) want|unexpected effect: (\S+)$|duplicate annotation: @(\S+)$)`)
+
 // syntaxError turns an error of cedar-go's parser into a *ParseError with
 // the position in src.
 func syntaxError(file string, src []byte, err error) *ParseError {
@@ -50,6 +57,15 @@ func syntaxError(file string, src []byte, err error) *ParseError {
 		pe.Line, _ = strconv.Atoi(m[1])
 		pe.Column, _ = strconv.Atoi(m[2])
 		pe.Msg = m[3]
+		// cedar-go reports some errors at the token after the culprit;
+		// when the message names the culprit, point at it.
+		if c := culprit.FindStringSubmatch(pe.Msg); c != nil && pe.Line > 0 {
+			if off := offsetOf(src, pe.Line, pe.Column); off >= 0 {
+				if at := backTo(src, off, c[1]+c[2]+c[3]); at >= 0 {
+					pe.Line, pe.Column = lineColumn(src, at)
+				}
+			}
+		}
 	}
 	if pe.Line == 0 {
 		// Errors in escape sequences and a leading NUL come without a
@@ -62,6 +78,13 @@ func syntaxError(file string, src []byte, err error) *ParseError {
 		}
 	}
 	pe.Msg = strings.TrimPrefix(pe.Msg, "parser error: ")
+	if m := cedarExact.FindStringSubmatch(pe.Msg); m != nil {
+		if m[1] == "" {
+			pe.Msg = fmt.Sprintf("expected %q, but the text ends", m[2])
+		} else {
+			pe.Msg = fmt.Sprintf("expected %q, found %q", m[2], m[1])
+		}
+	}
 	if pe.Msg == "" {
 		pe.Msg = "syntax error"
 	}
@@ -136,4 +159,35 @@ func validLiteral(lit []byte, pattern bool) bool {
 	}
 	_, err := cedar.NewPolicyListFromBytes("", probe)
 	return err == nil
+}
+
+// offsetOf converts a 1-based line and column (in characters) to a byte
+// offset, or -1.
+func offsetOf(src []byte, line, col int) int {
+	off := 0
+	for l := 1; l < line; l++ {
+		i := bytes.IndexByte(src[off:], '\n')
+		if i < 0 {
+			return -1
+		}
+		off += i + 1
+	}
+	for c := 1; c < col; c++ {
+		if off >= len(src) || src[off] == '\n' {
+			return -1
+		}
+		_, n := utf8.DecodeRune(src[off:])
+		off += n
+	}
+	return off
+}
+
+// backTo returns the offset of tok if it ends just before off, with only
+// white space between, or -1.
+func backTo(src []byte, off int, tok string) int {
+	end := len(bytes.TrimRight(src[:off], " \t\r\n"))
+	if tok == "" || !bytes.HasSuffix(src[:end], []byte(tok)) {
+		return -1
+	}
+	return end - len(tok)
 }
