@@ -1,0 +1,63 @@
+// Package sandbox is the workspace folder proposals act on, reached only
+// through an os.Root: proposal paths ("/sandbox/…") are normalised
+// strictly, effects are staged and diffed before anything is touched,
+// promoted all or nothing, and can be rolled back from a snapshot.
+//
+// Paths. Normalize maps a proposal path to a relative path inside the
+// sandbox or rejects it with a *PathError naming the Rule it broke
+// (errors.Is(err, sandbox.RuleDotSegment), errors.Is(err,
+// sandbox.ErrInvalidPath)). It decodes nothing and cleans nothing: "..",
+// "//", a trailing slash, controls, non-UTF-8, backslashes, over-long or
+// over-deep paths, non-NFC text and Unicode look-alikes of '.', '/' and
+// '\' are all rejections, not rewrites. Every method takes virtual paths
+// and normalises them itself.
+//
+//	sb, err := sandbox.Open(dataDir+"/sandbox", sandbox.Limits{MaxFileSize: 1 << 20})
+//	defer sb.Close()
+//	b, err := sb.Read(ctx, "/sandbox/notes/today.md")
+//	entries, err := sb.List(ctx, "/sandbox/")
+//
+// Changes. Stage judges a list of changes as one unit without touching the
+// folder; the executor checks the result against the declared effects
+// (a wider diff is a permanent block), shows the diffs, and promotes:
+//
+//	st, err := sb.Stage(ctx, []sandbox.Change{
+//		sandbox.Mkdir{Path: "/sandbox/notes"},
+//		sandbox.Write{Path: "/sandbox/notes/today.md", Content: []byte("# Today\n")},
+//	})
+//	if err := st.Within(declaredPaths); err != nil { // *ScopeError: block
+//		…
+//	}
+//	for _, d := range st.Diffs() { … d.Unified … }
+//	snap, err := sb.Promote(ctx, st) // errors.Is(err, sandbox.ErrChanged): stage again, ask again
+//	record, _ := json.Marshal(snap) // keep it durably
+//
+// Later, from the host only:
+//
+//	snap, err := sandbox.ParseSnapshot(record)
+//	err = sb.Rollback(ctx, snap) // errors.Is(err, sandbox.ErrDiverged) names the path
+//
+// What the sandbox guarantees. Nothing outside the folder is opened,
+// read, listed or written: os.Root stops every path, symbolic link and
+// race that leads outside, and on top of it the sandbox follows no
+// symbolic link at all (every directory is looked at with Lstat, opened,
+// and checked to be that same directory), opens no file with more than
+// one hard link (it may be an alias of an outside file), and never
+// replaces, deletes or renames a link. Files are written to a new
+// temporary file in their own directory (O_EXCL), synced, renamed over
+// their target, and the directory synced. Deletes take regular .txt and
+// .md files only; directories are created, never deleted (except by a
+// rollback of their creation); a rename never overwrites. Caps (Limits)
+// on file size, total bytes, entries listed, changes per stage and
+// duration are enforced: the operation fails with a *LimitError and
+// changes nothing.
+//
+// What it does not guarantee. The check of pre-images at promotion and
+// the rename that follows are two steps: a process writing the same file
+// in between loses its write. A promotion is all or nothing by undo, not
+// by one atomic step: a crash half-way leaves some paths promoted;
+// Recover with the snapshot (stored before Promote, from st.Snapshot())
+// restores them, and Sweep removes the temporary files left behind.
+// Total bytes count regular files only, by walking the tree at each
+// Stage that grows it.
+package sandbox

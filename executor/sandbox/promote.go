@@ -1,0 +1,348 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"slices"
+	"strings"
+)
+
+// ErrIncomplete: a promotion or rollback failed half-way and undoing its
+// first steps failed too. The error also carries both causes; the sandbox
+// is in neither state, and Recover with the same Snapshot repairs it.
+var ErrIncomplete = errors.New("sandbox: failed half-way and could not undo")
+
+// Promote applies a Staged to the sandbox, all of it or none of it. It
+// first checks every touched path against its pre-image: if one changed
+// since staging, it returns an *OpError matching ErrChanged and applies
+// nothing (stage again, show the new diff, ask again). Then files are
+// written to a temporary file in their own directory, synced and renamed
+// over their target, and the directory is synced; files are deleted,
+// directories created. If any step fails, the steps already done are
+// undone and the error returned. The Snapshot returned is the one
+// st.Snapshot() gives.
+func (s *Sandbox) Promote(ctx context.Context, st *Staged) (*Snapshot, error) {
+	if st.core != s.core {
+		return nil, ErrForeign
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	s.core.mu.Lock()
+	defer s.core.mu.Unlock()
+	steps := make([]entry, len(st.entries))
+	for i, e := range st.entries {
+		cur, err := s.load(ctx, e.rel)
+		if err != nil {
+			return nil, opErr("promote", e.rel, err)
+		}
+		if !cur.same(e.pre) {
+			return nil, opErr("promote", e.rel, ErrChanged)
+		}
+		steps[i] = entry{rel: e.rel, pre: cur, post: e.post}
+	}
+	if err := s.transition(ctx, "promote", steps); err != nil {
+		return nil, err
+	}
+	return st.Snapshot(), nil
+}
+
+// Rollback restores the pre-images of a promotion, all of them or none:
+// only if the current state of every path still equals its post-image
+// (otherwise an *OpError matching ErrDiverged names the first path that
+// differs, and nothing is restored). A directory the promotion created is
+// removed only if it holds nothing else.
+func (s *Sandbox) Rollback(ctx context.Context, snap *Snapshot) error {
+	return s.restore(ctx, snap, false)
+}
+
+// Recover is Rollback for a promotion that may have stopped half-way (a
+// crash, or ErrIncomplete): each path may be in its post-image or already
+// in its pre-image; any other state is ErrDiverged.
+func (s *Sandbox) Recover(ctx context.Context, snap *Snapshot) error {
+	return s.restore(ctx, snap, true)
+}
+
+func (s *Sandbox) restore(ctx context.Context, snap *Snapshot, partial bool) error {
+	op := "rollback"
+	if partial {
+		op = "recover"
+	}
+	entries, err := snap.entries()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	s.core.mu.Lock()
+	defer s.core.mu.Unlock()
+	going := make(map[string]bool)
+	var steps []entry
+	for _, e := range entries {
+		cur, err := s.load(ctx, e.rel)
+		if err != nil {
+			return opErr(op, e.rel, err)
+		}
+		switch {
+		case cur.same(e.post):
+		case partial && cur.same(e.pre):
+			continue
+		default:
+			return opErr(op, e.rel, ErrDiverged)
+		}
+		if cur.same(e.pre) {
+			continue
+		}
+		steps = append(steps, entry{rel: e.rel, pre: cur, post: e.pre})
+		if (cur.Kind == KindFile && e.pre.Kind != KindFile) || (cur.Kind == KindDir && e.pre.Kind != KindDir) {
+			going[e.rel] = true
+		}
+	}
+	// A directory to remove must hold nothing but what goes with it.
+	for _, e := range steps {
+		if e.pre.Kind != KindDir || e.post.Kind == KindDir {
+			continue
+		}
+		names, err := s.names(ctx, e.rel)
+		if err != nil {
+			return opErr(op, e.rel, err)
+		}
+		for _, n := range names {
+			if !going[join(e.rel, n)] {
+				return opErr(op, e.rel, fmt.Errorf("%w: holds %q", ErrDiverged, n))
+			}
+		}
+	}
+	return s.transition(ctx, op, steps)
+}
+
+// names lists the directory rel, temporary files included.
+func (s *Sandbox) names(ctx context.Context, rel string) ([]string, error) {
+	d, err := s.openDir(ctx, rel)
+	if err != nil {
+		return nil, err
+	}
+	defer d.close()
+	f, err := d.r.Open(".")
+	if err != nil {
+		return nil, bare(err)
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	return names, bare(err)
+}
+
+// opKind is one step of a transition.
+type opKind int
+
+const (
+	opUnlink opKind = iota
+	opRmdir
+	opMkdir
+	opWrite
+)
+
+func (k opKind) String() string {
+	return [...]string{"unlink", "rmdir", "mkdir", "write"}[k]
+}
+
+// op is one step on one path; img is what the path becomes (content for a
+// write, mode for a mkdir).
+type op struct {
+	kind opKind
+	rel  string
+	img  Image
+}
+
+// plan orders the steps that take every path of steps from pre to post:
+// files removed, directories removed deepest first, directories created
+// shallowest first, files written. undo[i] reverses ops[i].
+func plan(steps []entry) (ops, undo []op) {
+	add := func(o, u op) { ops, undo = append(ops, o), append(undo, u) }
+	for _, e := range steps {
+		if e.pre.Kind == KindFile && e.post.Kind != KindFile {
+			add(op{opUnlink, e.rel, Image{Kind: KindAbsent}}, op{opWrite, e.rel, e.pre})
+		}
+	}
+	depth := func(rel string) int { return strings.Count(rel, "/") }
+	byDepth := slices.Clone(steps)
+	slices.SortStableFunc(byDepth, func(a, b entry) int { return depth(b.rel) - depth(a.rel) })
+	for _, e := range byDepth {
+		if e.pre.Kind == KindDir && e.post.Kind != KindDir {
+			add(op{opRmdir, e.rel, Image{Kind: KindAbsent}}, op{opMkdir, e.rel, e.pre})
+		}
+	}
+	slices.Reverse(byDepth)
+	for _, e := range byDepth {
+		if e.post.Kind == KindDir && e.pre.Kind != KindDir {
+			add(op{opMkdir, e.rel, e.post}, op{opRmdir, e.rel, Image{Kind: KindAbsent}})
+		}
+	}
+	for _, e := range steps {
+		if e.post.Kind == KindFile && !e.pre.same(e.post) {
+			u := op{opUnlink, e.rel, Image{Kind: KindAbsent}}
+			if e.pre.Kind == KindFile {
+				u = op{opWrite, e.rel, e.pre}
+			}
+			add(op{opWrite, e.rel, e.post}, u)
+		}
+	}
+	return ops, undo
+}
+
+// transition runs the plan of steps; if a step fails it undoes the steps
+// done, in reverse, under a context that the deadline does not stop.
+func (s *Sandbox) transition(ctx context.Context, opName string, steps []entry) error {
+	ops, undo := plan(steps)
+	for i, o := range ops {
+		err := alive(ctx)
+		if err == nil && s.core.hooks.beforeOp != nil {
+			err = s.core.hooks.beforeOp(o)
+		}
+		if err == nil {
+			err = s.do(ctx, o)
+		}
+		if err == nil {
+			continue
+		}
+		err = opErr(opName, o.rel, err)
+		bg := context.WithoutCancel(ctx)
+		var undoErrs []error
+		for j := i - 1; j >= 0; j-- {
+			if uerr := s.do(bg, undo[j]); uerr != nil {
+				undoErrs = append(undoErrs, opErr("undo", undo[j].rel, uerr))
+			}
+		}
+		if undoErrs != nil {
+			return errors.Join(append([]error{ErrIncomplete, err}, undoErrs...)...)
+		}
+		return err
+	}
+	return nil
+}
+
+// do runs one step. Every step works in the open parent directory, on a
+// single name: no path is resolved again between the checks and the act.
+func (s *Sandbox) do(ctx context.Context, o op) error {
+	d, err := s.openDir(ctx, parentOf(o.rel))
+	if err != nil {
+		return err
+	}
+	defer d.close()
+	name := base(o.rel)
+	switch o.kind {
+	case opWrite:
+		if err := s.writeIn(ctx, d.r, name, o); err != nil {
+			return err
+		}
+	case opUnlink:
+		if err := checkFile(d.r, name); err != nil {
+			return err
+		}
+		if err := d.r.Remove(name); err != nil {
+			return bare(err)
+		}
+	case opMkdir:
+		if err := d.r.Mkdir(name, o.img.Mode.Perm()); err != nil {
+			return bare(err)
+		}
+	case opRmdir:
+		fi, err := d.r.Lstat(name)
+		if err != nil {
+			return bare(err)
+		}
+		if !fi.IsDir() {
+			return ErrNotDir
+		}
+		if err := d.r.Remove(name); err != nil {
+			return bare(err)
+		}
+	}
+	return syncDir(d.r)
+}
+
+// checkFile requires name in d to be absent or a regular file with one
+// link: the sandbox never replaces or removes a symbolic link, a
+// directory, or a file that has another name somewhere.
+func checkFile(d *os.Root, name string) error {
+	fi, err := d.Lstat(name)
+	if err != nil {
+		return bare(err)
+	}
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return ErrSymlink
+	case !fi.Mode().IsRegular():
+		return ErrNotRegular
+	}
+	return singleLink(fi)
+}
+
+// writeIn writes o.img as name in d: a new temporary file (O_EXCL, which
+// never follows a link), its content, its mode, fsync, then a rename over
+// the name. The temporary file is removed if anything fails.
+func (s *Sandbox) writeIn(ctx context.Context, d *os.Root, name string, o op) (err error) {
+	if err := checkFile(d, name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	tmp, err := tempName()
+	if err != nil {
+		return err
+	}
+	f, err := d.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return bare(err)
+	}
+	defer func() {
+		if err != nil {
+			d.Remove(tmp)
+		}
+	}()
+	_, err = f.Write(o.img.Content)
+	if err == nil {
+		err = f.Chmod(o.img.Mode.Perm())
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return bare(err)
+	}
+	if err := alive(ctx); err != nil {
+		return err
+	}
+	if s.core.hooks.beforeRename != nil {
+		if err := s.core.hooks.beforeRename(o.rel); err != nil {
+			return err
+		}
+	}
+	if err := d.Rename(tmp, name); err != nil {
+		return bare(err)
+	}
+	return nil
+}
+
+func tempName() (string, error) {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return ReservedPrefix + "tmp-" + hex.EncodeToString(b[:]), nil
+}
+
+// syncDir makes a directory's new entries durable.
+func syncDir(d *os.Root) error {
+	f, err := d.Open(".")
+	if err != nil {
+		return bare(err)
+	}
+	defer f.Close()
+	return bare(f.Sync())
+}

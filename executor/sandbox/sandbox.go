@@ -1,0 +1,584 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Limits are the caps of a Sandbox. They are enforced: an operation that
+// would pass one fails with a *LimitError and changes nothing. A zero field
+// takes its value from DefaultLimits; there is no "unlimited".
+type Limits struct {
+	MaxFileSize   int64         // bytes of one file read, written or touched
+	MaxTotalBytes int64         // bytes of all regular files in the sandbox after a promotion
+	MaxEntries    int           // entries one List may return
+	MaxChanges    int           // changes in one Stage
+	MaxDuration   time.Duration // wall time of one Read, List, Stage, Promote or Rollback
+}
+
+// DefaultLimits are the caps used for the zero fields of Limits.
+func DefaultLimits() Limits {
+	return Limits{
+		MaxFileSize:   1 << 20,
+		MaxTotalBytes: 100 << 20,
+		MaxEntries:    1000,
+		MaxChanges:    64,
+		MaxDuration:   10 * time.Second,
+	}
+}
+
+func (l Limits) withDefaults() (Limits, error) {
+	d := DefaultLimits()
+	if l.MaxFileSize < 0 || l.MaxTotalBytes < 0 || l.MaxEntries < 0 || l.MaxChanges < 0 || l.MaxDuration < 0 {
+		return Limits{}, fmt.Errorf("sandbox: negative limit in %+v", l)
+	}
+	if l.MaxFileSize == 0 {
+		l.MaxFileSize = d.MaxFileSize
+	}
+	if l.MaxTotalBytes == 0 {
+		l.MaxTotalBytes = d.MaxTotalBytes
+	}
+	if l.MaxEntries == 0 {
+		l.MaxEntries = d.MaxEntries
+	}
+	if l.MaxChanges == 0 {
+		l.MaxChanges = d.MaxChanges
+	}
+	if l.MaxDuration == 0 {
+		l.MaxDuration = d.MaxDuration
+	}
+	return l, nil
+}
+
+// Sandbox is the workspace folder, reached only through an os.Root. Its
+// methods are safe for concurrent use; promotions and rollbacks run one at
+// a time.
+type Sandbox struct {
+	core *core
+	lim  Limits
+}
+
+// core is what the views of one sandbox (see Narrow) share.
+type core struct {
+	root  *os.Root
+	mu    sync.Mutex // held by Promote, Rollback and Recover
+	hooks hooks
+}
+
+// hooks let the package's tests inject failures at the points where a
+// crash or a race matters. All nil outside tests.
+type hooks struct {
+	beforeRename func(rel string) error // a temp file is written, not yet renamed
+	beforeOp     func(o op) error       // before each step of a promotion or rollback
+}
+
+// Open opens the workspace folder dir (which must exist) as a sandbox with
+// the caps lim.
+func Open(dir string, lim Limits) (*Sandbox, error) {
+	lim, err := lim.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: open workspace: %w", err)
+	}
+	return &Sandbox{core: &core{root: root}, lim: lim}, nil
+}
+
+// Close releases the workspace folder, for every view of it.
+func (s *Sandbox) Close() error { return s.core.root.Close() }
+
+// Limits returns the caps in force.
+func (s *Sandbox) Limits() Limits { return s.lim }
+
+// Narrow returns a view of the same sandbox whose caps are the smaller of
+// the current ones and the non-zero fields of lim (an action's declared
+// resources, say). The view shares the folder and the promotion lock.
+func (s *Sandbox) Narrow(lim Limits) *Sandbox {
+	n := s.lim
+	if lim.MaxFileSize > 0 {
+		n.MaxFileSize = min(n.MaxFileSize, lim.MaxFileSize)
+	}
+	if lim.MaxTotalBytes > 0 {
+		n.MaxTotalBytes = min(n.MaxTotalBytes, lim.MaxTotalBytes)
+	}
+	if lim.MaxEntries > 0 {
+		n.MaxEntries = min(n.MaxEntries, lim.MaxEntries)
+	}
+	if lim.MaxChanges > 0 {
+		n.MaxChanges = min(n.MaxChanges, lim.MaxChanges)
+	}
+	if lim.MaxDuration > 0 {
+		n.MaxDuration = min(n.MaxDuration, lim.MaxDuration)
+	}
+	return &Sandbox{core: s.core, lim: n}
+}
+
+// bound applies MaxDuration to ctx. When it is this cap that ends the
+// context, context.Cause gives a *LimitError.
+func (s *Sandbox) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(ctx, s.lim.MaxDuration, &LimitError{
+		Limit: LimitDuration, Max: s.lim.MaxDuration.Milliseconds(), Err: context.DeadlineExceeded,
+	})
+}
+
+// alive returns nil while ctx runs, then why it stopped.
+func alive(ctx context.Context) error {
+	if ctx.Err() == nil {
+		return nil
+	}
+	return context.Cause(ctx)
+}
+
+// Kind is what a path is.
+type Kind string
+
+// The kinds of a path. Anything else (symbolic link, FIFO, device, socket)
+// is refused before it is opened.
+const (
+	KindAbsent Kind = "absent"
+	KindFile   Kind = "file"
+	KindDir    Kind = "dir"
+)
+
+// Image is the state of one path: what it is and, for a file, its size,
+// SHA-256 and permission bits. Content is kept where it is needed (the
+// pre-images of a Snapshot) and is empty elsewhere.
+type Image struct {
+	Kind    Kind        `json:"kind"`
+	Size    int64       `json:"size,omitempty"`
+	SHA256  string      `json:"sha256,omitempty"` // lower-case hex, files only
+	Mode    fs.FileMode `json:"mode,omitempty"`   // permission bits
+	Content []byte      `json:"content,omitempty"`
+}
+
+// same reports whether two images describe the same state: same kind and,
+// for files, same content. Permission bits are not compared.
+func (i Image) same(j Image) bool {
+	return i.Kind == j.Kind && (i.Kind != KindFile || i.SHA256 == j.SHA256)
+}
+
+func (i Image) summary() Image {
+	i.Content = nil
+	return i
+}
+
+// Read returns the content of the file at the virtual path p. It refuses
+// anything but a regular file with one link, reached without a symbolic
+// link, of at most MaxFileSize bytes.
+func (s *Sandbox) Read(ctx context.Context, p string) ([]byte, error) {
+	rel, err := Normalize(p)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	img, err := s.load(ctx, rel)
+	if err != nil {
+		return nil, opErr("read", rel, err)
+	}
+	switch img.Kind {
+	case KindAbsent:
+		return nil, opErr("read", rel, fs.ErrNotExist)
+	case KindDir:
+		return nil, opErr("read", rel, ErrNotRegular)
+	}
+	return img.Content, nil
+}
+
+// Entry is one name in a listing.
+type Entry struct {
+	Name string `json:"name"`
+	Path string `json:"path"`           // virtual
+	Kind string `json:"kind"`           // "file", "dir", "symlink" or "other"
+	Size int64  `json:"size,omitempty"` // files only
+}
+
+// listBatch is how many names List reads from the directory at once.
+const listBatch = 256
+
+// List returns the entries of the directory at the virtual path p, sorted
+// by name, without following any symbolic link (a link is listed as
+// "symlink"). The sandbox's own temporary files are not shown. A directory
+// holding more than MaxEntries entries is a *LimitError, not a partial
+// listing.
+func (s *Sandbox) List(ctx context.Context, p string) ([]Entry, error) {
+	rel, err := Normalize(p)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	d, err := s.openDir(ctx, rel)
+	if err != nil {
+		return nil, opErr("list", rel, err)
+	}
+	defer d.close()
+	f, err := d.r.Open(".")
+	if err != nil {
+		return nil, opErr("list", rel, err)
+	}
+	defer f.Close()
+	var out []Entry
+	for {
+		if err := alive(ctx); err != nil {
+			return nil, opErr("list", rel, err)
+		}
+		names, err := f.Readdirnames(listBatch)
+		for _, name := range names {
+			if strings.HasPrefix(name, ReservedPrefix) {
+				continue
+			}
+			if len(out) == s.lim.MaxEntries {
+				return nil, &LimitError{Limit: LimitEntries, Path: Virtual(rel), Max: int64(s.lim.MaxEntries), Got: int64(len(out) + 1)}
+			}
+			e := Entry{Name: name, Path: Virtual(join(rel, name)), Kind: "other"}
+			// Lstat through the directory's own Root: never a host path.
+			fi, err := d.r.Lstat(name)
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // removed while we read
+			}
+			if err != nil {
+				return nil, opErr("list", join(rel, name), err)
+			}
+			switch {
+			case fi.Mode().IsRegular():
+				e.Kind, e.Size = "file", fi.Size()
+			case fi.IsDir():
+				e.Kind = "dir"
+			case fi.Mode()&fs.ModeSymlink != 0:
+				e.Kind = "symlink"
+			}
+			out = append(out, e)
+		}
+		if err == io.EOF || (err == nil && len(names) == 0) {
+			break
+		}
+		if err != nil {
+			return nil, opErr("list", rel, err)
+		}
+	}
+	slices.SortFunc(out, func(a, b Entry) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// Usage returns the bytes of all regular files in the sandbox, the figure
+// MaxTotalBytes caps. It walks the whole tree.
+func (s *Sandbox) Usage(ctx context.Context) (int64, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	var total int64
+	err := s.walk(ctx, func(rel string, fi fs.FileInfo) error {
+		if fi.Mode().IsRegular() {
+			total += fi.Size()
+		}
+		return nil
+	})
+	return total, err
+}
+
+// Sweep removes the temporary files a crash may have left behind (names
+// starting with ReservedPrefix) and returns how many it removed. Call it
+// at start-up, before the first promotion.
+func (s *Sandbox) Sweep(ctx context.Context) (int, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	var stale []string
+	err := s.walk(ctx, func(rel string, fi fs.FileInfo) error {
+		if fi.Mode().IsRegular() && strings.HasPrefix(base(rel), ReservedPrefix) {
+			stale = append(stale, rel)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	s.core.mu.Lock()
+	defer s.core.mu.Unlock()
+	n := 0
+	for _, rel := range stale {
+		if err := s.core.root.Remove(rel); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return n, opErr("sweep", rel, err)
+		}
+		n++
+	}
+	return n, nil
+}
+
+// walk calls fn for every entry under the root, depth first, descending
+// only into real directories (never through a symbolic link).
+func (s *Sandbox) walk(ctx context.Context, fn func(rel string, fi fs.FileInfo) error) error {
+	var visit func(dir string) error
+	visit = func(dir string) error {
+		d, err := s.openDir(ctx, dir)
+		if err != nil {
+			return opErr("walk", dir, err)
+		}
+		defer d.close()
+		f, err := d.r.Open(".")
+		if err != nil {
+			return opErr("walk", dir, err)
+		}
+		defer f.Close()
+		for {
+			if err := alive(ctx); err != nil {
+				return err
+			}
+			names, rerr := f.Readdirnames(listBatch)
+			for _, name := range names {
+				fi, err := d.r.Lstat(name)
+				if errors.Is(err, fs.ErrNotExist) {
+					continue
+				}
+				if err != nil {
+					return opErr("walk", join(dir, name), err)
+				}
+				rel := join(dir, name)
+				if err := fn(rel, fi); err != nil {
+					return err
+				}
+				if fi.IsDir() {
+					if err := visit(rel); err != nil {
+						return err
+					}
+				}
+			}
+			if rerr == io.EOF || (rerr == nil && len(names) == 0) {
+				return nil
+			}
+			if rerr != nil {
+				return opErr("walk", dir, rerr)
+			}
+		}
+	}
+	return visit("")
+}
+
+// dir is an open directory of the sandbox.
+type dir struct {
+	r     *os.Root
+	owned bool // false for the sandbox root itself, which stays open
+}
+
+func (d dir) close() {
+	if d.owned {
+		d.r.Close()
+	}
+}
+
+// openDir opens the directory rel ("" is the root) one component at a
+// time, refusing any component that is a symbolic link.
+func (s *Sandbox) openDir(ctx context.Context, rel string) (dir, error) {
+	cur := dir{r: s.core.root}
+	if rel == "" {
+		return cur, nil
+	}
+	for name := range strings.SplitSeq(rel, "/") {
+		if err := alive(ctx); err != nil {
+			cur.close()
+			return dir{}, err
+		}
+		next, err := openChild(cur.r, name)
+		cur.close()
+		if err != nil {
+			return dir{}, err
+		}
+		cur = dir{r: next, owned: true}
+	}
+	return cur, nil
+}
+
+// openChild opens the directory name inside parent. os.Root would follow a
+// symbolic link that stays inside the root; the sandbox follows none: it
+// looks at the name without following it, opens it, and checks that what
+// it opened is the very directory it looked at. A link swapped in between
+// fails that check (and os.Root still stops one that leads outside).
+func openChild(parent *os.Root, name string) (*os.Root, error) {
+	fi, err := parent.Lstat(name)
+	if err != nil {
+		return nil, bare(err)
+	}
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return nil, ErrSymlink
+	case !fi.IsDir():
+		return nil, ErrNotDir
+	}
+	child, err := parent.OpenRoot(name)
+	if err != nil {
+		if again, lerr := parent.Lstat(name); lerr == nil && again.Mode()&fs.ModeSymlink != 0 {
+			return nil, ErrSymlink
+		}
+		return nil, bare(err)
+	}
+	got, err := child.Stat(".")
+	if err != nil || !os.SameFile(fi, got) {
+		child.Close()
+		return nil, ErrSymlink
+	}
+	return child, nil
+}
+
+// load returns the image of rel, with the content of a file. A missing
+// parent makes the path absent; a parent that is not a directory is
+// ErrNotDir.
+func (s *Sandbox) load(ctx context.Context, rel string) (Image, error) {
+	if rel == "" {
+		return Image{Kind: KindDir}, nil
+	}
+	d, err := s.openDir(ctx, parentOf(rel))
+	if errors.Is(err, fs.ErrNotExist) {
+		return Image{Kind: KindAbsent}, nil
+	}
+	if err != nil {
+		return Image{}, err
+	}
+	defer d.close()
+	return s.loadIn(ctx, d.r, base(rel))
+}
+
+// loadIn is load for the name inside the open directory d.
+func (s *Sandbox) loadIn(ctx context.Context, d *os.Root, name string) (Image, error) {
+	fi, err := d.Lstat(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Image{Kind: KindAbsent}, nil
+	}
+	if err != nil {
+		return Image{}, bare(err)
+	}
+	mode := fi.Mode()
+	switch {
+	case mode&fs.ModeSymlink != 0:
+		return Image{}, ErrSymlink
+	case mode.IsDir():
+		return Image{Kind: KindDir, Mode: mode.Perm()}, nil
+	case !mode.IsRegular():
+		return Image{}, ErrNotRegular
+	}
+	if err := singleLink(fi); err != nil {
+		return Image{}, err
+	}
+	if fi.Size() > s.lim.MaxFileSize {
+		return Image{}, &LimitError{Limit: LimitFileSize, Max: s.lim.MaxFileSize, Got: fi.Size()}
+	}
+	content, err := s.readIn(ctx, d, name, fi)
+	if err != nil {
+		return Image{}, err
+	}
+	return fileImage(content, mode.Perm()), nil
+}
+
+// readChunk is how much readIn reads between two looks at the context.
+const readChunk = 64 << 10
+
+// readIn reads the regular file name of d, which Lstat described as fi.
+// The descriptor it opens must be that same file, still with one link;
+// otherwise nothing is read. O_NONBLOCK keeps a FIFO swapped in from
+// blocking the open.
+func (s *Sandbox) readIn(ctx context.Context, d *os.Root, name string, fi fs.FileInfo) ([]byte, error) {
+	f, err := d.OpenFile(name, os.O_RDONLY|openNonblock, 0)
+	if err != nil {
+		return nil, bare(err)
+	}
+	defer f.Close()
+	got, err := f.Stat()
+	if err != nil {
+		return nil, bare(err)
+	}
+	if !os.SameFile(fi, got) || !got.Mode().IsRegular() {
+		return nil, ErrSymlink
+	}
+	if err := singleLink(got); err != nil {
+		return nil, err
+	}
+	limit := s.lim.MaxFileSize
+	buf := make([]byte, 0, min(got.Size(), limit)+1)
+	r := io.LimitReader(f, limit+1)
+	for {
+		if err := alive(ctx); err != nil {
+			return nil, err
+		}
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, readChunk)
+		}
+		n, err := r.Read(buf[len(buf):min(cap(buf), len(buf)+readChunk)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, bare(err)
+		}
+	}
+	if int64(len(buf)) > limit {
+		return nil, &LimitError{Limit: LimitFileSize, Max: limit, Got: int64(len(buf))}
+	}
+	return buf, nil
+}
+
+// singleLink refuses a regular file with more than one hard link.
+func singleLink(fi fs.FileInfo) error {
+	n, ok := linkCount(fi)
+	if !ok || n != 1 {
+		return ErrHardLink
+	}
+	return nil
+}
+
+// bare drops the *fs.PathError or *os.LinkError around a system error: the
+// sandbox names paths itself, in their virtual form.
+func bare(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		return le.Err
+	}
+	return err
+}
+
+// opErr wraps err with the operation and the virtual path, unless it is
+// already a *LimitError (which then gets the path) or an *OpError.
+func opErr(op, rel string, err error) error {
+	var le *LimitError
+	if errors.As(err, &le) {
+		if le.Path == "" {
+			c := *le
+			c.Path = Virtual(rel)
+			return &c
+		}
+		return err
+	}
+	var oe *OpError
+	if errors.As(err, &oe) {
+		return err
+	}
+	return &OpError{Op: op, Path: Virtual(rel), Err: err}
+}
+
+func join(dir, name string) string {
+	if dir == "" {
+		return name
+	}
+	return dir + "/" + name
+}
+
+func parentOf(rel string) string {
+	if i := strings.LastIndexByte(rel, '/'); i >= 0 {
+		return rel[:i]
+	}
+	return ""
+}
+
+func base(rel string) string { return rel[strings.LastIndexByte(rel, '/')+1:] }
