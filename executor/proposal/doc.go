@@ -1,0 +1,91 @@
+// Package proposal validates what an untrusted agent proposes and derives
+// the Action Descriptor the host judges, sandboxes and audits (seeds 000,
+// 001 and 004). It reads and writes JSON and nothing else: no file, no
+// clock of its own (Defaults.Now), no network, no SNAP.
+//
+// A proposal arrives as bytes; Parse returns it or a *proposal.Error whose
+// JSON is seed 004's structured error:
+//
+//	p, err := proposal.Parse(raw)
+//	var pe *proposal.Error
+//	if errors.As(err, &pe) {
+//		out, _ := json.Marshal(pe) // {"error_code":"ACTION_NOT_ALLOWED","message":…}
+//		// errors.Is(err, proposal.ErrVersionIncompatible), ErrActionNotAllowed, ErrValidation
+//	}
+//	d := proposal.Describe(p, defaults) // the full descriptor: risk, scope, effects, rollback…
+//	// … policy, sandbox, promotion (other packages) …
+//	out := proposal.ReadFileSuccess(p, content) // {"status":"success","action":"read_file","result":{"content":…}}
+//
+// A descriptor sent by a peer is checked with ParseDescriptor; a composite
+// is built from leaf descriptors with Compose.
+//
+// # Order of checks
+//
+// Parse: strict JSON (one object; duplicate names, invalid UTF-8, lone
+// surrogates and numbers beyond a double refused), then schema_version
+// (missing or not MAJOR.MINOR.PATCH: ErrValidation; major ≠ 1:
+// SCHEMA_VERSION_INCOMPATIBLE, "Unsupported proposal schema version.",
+// with received_version and supported_version_range "1.x.x"), then the
+// disallowed actions (run_command, spawn_process in any ASCII letter case:
+// ACTION_NOT_ALLOWED, "Generic command execution is not permitted in the
+// core schema."), then schemas/proposal.v1.json. A validation error names
+// one field, as a JSON pointer, and the rule it broke (the JSON Schema
+// keyword, or jsonSyntax, duplicateName, invalidUTF8, number). When
+// several fields fail, the one reported is the first in the order of seed
+// 000's table (schema_version, action, reasoning, id, args; then path,
+// content, response, source, destination), unknown fields after known
+// ones.
+//
+// # Decisions where the seeds are silent or differ
+//
+//   - Seed 004's examples omit id and reasoning and use /tmp paths; seed
+//     000 and DESIGN.md require both fields and /sandbox/ paths, and win.
+//     Because the version and disallowed-action checks come first,
+//     examples 1 and 3 of seed 004 yield exactly their documented output as
+//     written. Example 2 as written is a validation error ({"field":"/reasoning",
+//     "rule":"required"}: reasoning ranks before id in seed 000's table);
+//     completed with an id, a reasoning and /sandbox/a.txt it is valid,
+//     and ReadFileSuccess(p, "hello world\n") is its documented output.
+//   - Action spellings: the upper-case names of seed 000 and the
+//     all-lower-case ones of seed 004 (read_file) are the same actions.
+//     Mixed case (Read_File) is an unknown action, a validation error on
+//     /action (rule enum): an ambiguous spelling is refused, not guessed.
+//     The success output echoes the action as the proposer spelled it.
+//     Only run_command and spawn_process are matched in any case, since
+//     they must never slip through as "unknown".
+//   - An unknown action is ErrValidation on /action; ACTION_NOT_ALLOWED is
+//     kept for what the core refuses on principle (seed 004's "policy
+//     error").
+//   - VALIDATION_ERROR is this package's name for seed 004's "validation
+//     error", which the seed leaves unnamed.
+//   - Paths are literal and normalised: /sandbox/ (the workspace, useful to
+//     LIST_FILES) or /sandbox/name/…, no empty, . or .. name, no trailing
+//     slash, no control character, none of * ? [ ] \ (wildcards in
+//     descriptors), at most 4096 characters. Write, delete and rename
+//     targets end in .txt or .md, lower case. The sandbox still resolves
+//     every path through os.Root; the schema removes second readings early.
+//   - FINISH's response, like WRITE_FILE's content and reasoning, has at
+//     least one character. The id is any UUID in 8-4-4-4-12 form, either
+//     letter case. schema_version has no pre-release or build suffix.
+//   - Descriptors: seed 001's types have no place for THINK, FINISH or
+//     LIST_FILES, and none carries the operation itself. Following the
+//     seed's "extend, do not bypass", the schema adds the types THINK,
+//     FINISH and DIRECTORY_LIST and the members operation (a leaf's action
+//     and args, checked by the proposal schema's rules) and children (a
+//     composite's leaf descriptors; composites do not nest). The types the
+//     core never runs (COMMAND_EXECUTION, PACKAGE_INSTALL, PACKAGE_REMOVE,
+//     NETWORK_REQUEST, UI_AUTOMATION, CONFIG_CHANGE, DIRECTORY_DELETE) and
+//     requests for network, UI or system state are ACTION_NOT_ALLOWED.
+//   - A derived descriptor gets a new action_id: the proposer's id is kept
+//     for traceability by the caller but is not trusted to be unique.
+//     intent_summary and the confirmation reason are written by the host
+//     from the operation, never copied from the proposer's reasoning.
+//   - A write cannot know, before it runs, whether its file exists; its
+//     path is declared under both create and modify. A peer may declare
+//     one of the two; a sandbox diff outside what is declared is blocked.
+//   - Preconditions network_available and user_idle are always false: the
+//     core needs no network, and a daemon has no user whose idleness it
+//     could check. Resources have schema ceilings; the host applies the
+//     smaller of a peer's caps and its own. A peer's audit level and
+//     retention are never authority: the host logs with its own.
+package proposal

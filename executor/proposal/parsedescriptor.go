@@ -1,0 +1,337 @@
+package proposal
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"regexp"
+	"slices"
+	"strconv"
+
+	"github.com/go-json-experiment/json"
+
+	"github.com/snapnode/snapnode/schemas"
+)
+
+const msgDescriptorVersion = "Unsupported action descriptor version."
+
+var descriptorVersionForm = regexp.MustCompile(`^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$`)
+
+// The action types the core never runs, by their lower-case name, and why.
+var refusedTypes = map[string]string{
+	"command_execution": msgCommand,
+	"package_install":   "Installing or removing packages is not permitted in the core schema.",
+	"package_remove":    "Installing or removing packages is not permitted in the core schema.",
+	"network_request":   msgNetwork,
+	"ui_automation":     msgUI,
+	"config_change":     "Changing host configuration is not permitted in the core schema.",
+	"directory_delete":  "Deleting directories is not permitted in the core schema.",
+}
+
+const (
+	msgNetwork = "Network access is not permitted in the core schema."
+	msgUI      = "UI automation is not permitted in the core schema."
+	msgHost    = "Changing system state outside the sandbox is not permitted in the core schema."
+)
+
+// ParseDescriptor validates an Action Descriptor sent by a peer and
+// returns it. Every failure is an *Error, checked in this order:
+//
+//  1. the bytes are one strict JSON object (as for Parse);
+//  2. descriptor_version, then each child's, is MAJOR.MINOR of major 1
+//     (else ErrValidation or ErrVersionIncompatible with
+//     supported_version_range "1.x");
+//  3. nothing asks for what the core never runs, at the top then in each
+//     child (ErrActionNotAllowed): the action types COMMAND_EXECUTION,
+//     PACKAGE_INSTALL, PACKAGE_REMOVE, NETWORK_REQUEST, UI_AUTOMATION,
+//     CONFIG_CHANGE and DIRECTORY_DELETE in any letter case, an operation
+//     run_command or spawn_process, network or UI required, network
+//     effects or allowed, network as a precondition, a system state change;
+//  4. schemas/action-descriptor.v1.json (ErrValidation naming field and
+//     keyword), then created_at a real instant (rule format);
+//  5. the forbidden patterns of seed 001 §14 the schema cannot express
+//     (ErrValidation): each child alone, then the whole. A leaf's effects
+//     must declare every change its operation makes (undeclaredEffect) and
+//     nothing it does not make (effectOutsideOperation); its scope must
+//     cover every changed path (persistenceOutsideScope) and every path
+//     read (implicitScope); paths_exist may name only covered paths or
+//     their parent directories (implicitScope); wildcards must be well
+//     formed (globSyntax). A composite's effects are its children's, its
+//     scope covers theirs, and its risk is at least each child's (riskFloor).
+//
+// What the schema requires already covers the rest of §14: effects,
+// scope and resources are mandatory and bounded, rollback is supported,
+// paths stay under /sandbox/, a descriptor runs once, and no field beyond
+// the schema's is accepted anywhere.
+func ParseDescriptor(data []byte) (*Descriptor, error) {
+	v, derr := decodeStrict(data)
+	if derr != nil {
+		return nil, derr
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return nil, validation("", "type", "The input must be a JSON object.")
+	}
+	if err := walkDescriptor(obj, checkDescriptorVersion); err != nil {
+		return nil, err
+	}
+	if err := walkDescriptor(obj, checkRefused); err != nil {
+		return nil, err
+	}
+	if err := schemas.ActionDescriptor().Validate(obj); err != nil {
+		return nil, fromSchema(err)
+	}
+	// Re-encode the accepted value, so numbers such as 1e3 or 5.0 that the
+	// schema counts as integers reach the int fields as plain integers.
+	norm, err := json.Marshal(obj)
+	if err != nil {
+		return nil, &Error{Code: ErrValidation, Message: "The descriptor could not be read.", Rule: "schema", Err: err}
+	}
+	d := new(Descriptor)
+	if err := json.Unmarshal(norm, d, json.RejectUnknownMembers(true)); err != nil {
+		var sem *json.SemanticError
+		field := ""
+		if errors.As(err, &sem) {
+			field = string(sem.JSONPointer)
+		}
+		e := validation(field, "format", "Field "+field+" must be a real RFC 3339 instant.")
+		e.Err = err
+		return nil, e
+	}
+	if err := d.check(""); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// walkDescriptor applies f to the top-level descriptor, then to each of
+// its children (one level: deeper nesting is the schema's to refuse).
+func walkDescriptor(obj map[string]any, f func(map[string]any, string) *Error) *Error {
+	if err := f(obj, ""); err != nil {
+		return err
+	}
+	children, _ := obj["children"].([]any)
+	for i, c := range children {
+		if m, ok := c.(map[string]any); ok {
+			if err := f(m, "/children/"+strconv.Itoa(i)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func checkDescriptorVersion(obj map[string]any, at string) *Error {
+	return checkVersion(obj, at, "descriptor_version", descriptorVersionForm, SupportedDescriptorVersions, msgDescriptorVersion)
+}
+
+func checkRefused(obj map[string]any, at string) *Error {
+	if t, ok := obj["action_type"].(string); ok {
+		if msg, refused := refusedTypes[asciiFold(t)]; refused {
+			return notAllowed(at+"/action_type", msg)
+		}
+	}
+	if op, ok := obj["operation"].(map[string]any); ok {
+		if a, ok := op["action"].(string); ok && isCommand(a) {
+			return notAllowed(at+"/operation/action", msgCommand)
+		}
+	}
+	for _, f := range []struct {
+		ptr []string
+		msg string
+	}{
+		{[]string{"scope", "network", "required"}, msgNetwork},
+		{[]string{"scope", "ui", "required"}, msgUI},
+		{[]string{"preconditions", "network_available"}, msgNetwork},
+		{[]string{"effects", "network"}, msgNetwork},
+		{[]string{"effects", "system_state_change"}, msgHost},
+		{[]string{"sandbox", "allow_network"}, msgNetwork},
+	} {
+		if lookup(obj, f.ptr) == true {
+			return notAllowed(at+pointer(f.ptr), f.msg)
+		}
+	}
+	return nil
+}
+
+func lookup(v any, tokens []string) any {
+	for _, t := range tokens {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[t]
+	}
+	return v
+}
+
+// change is one path an operation changes and the effect lists that may
+// declare it.
+type change struct {
+	path  string
+	kinds []string
+}
+
+func opChanges(op *Operation) []change {
+	a := op.Args
+	switch op.Action {
+	case KindWriteFile:
+		return []change{{a.Path, []string{"create", "modify"}}}
+	case KindCreateDirectory:
+		return []change{{a.Path, []string{"create"}}}
+	case KindDeleteFile:
+		return []change{{a.Path, []string{"delete"}}}
+	case KindRenameFile:
+		return []change{{a.Source, []string{"delete"}}, {a.Destination, []string{"create", "modify"}}}
+	}
+	return nil
+}
+
+func (fx *FilesystemEffects) list(kind string) []string {
+	switch kind {
+	case "create":
+		return fx.Create
+	case "modify":
+		return fx.Modify
+	}
+	return fx.Delete
+}
+
+var effectKinds = []string{"create", "modify", "delete"}
+
+// matches reports whether the pattern (a path, possibly with wildcards)
+// names p. Patterns were checked with checkGlobs first.
+func matches(pattern, p string) bool {
+	ok, _ := path.Match(pattern, p)
+	return ok
+}
+
+// covered reports whether the scope covers p: a scope path names it or,
+// when recursive, names one of its directories.
+func (s *FilesystemScope) covered(p string) bool {
+	for q := p; q != ""; q = parent(q) {
+		for _, sp := range s.Paths {
+			if matches(sp, q) {
+				return true
+			}
+		}
+		if !s.Recursive {
+			return false
+		}
+	}
+	return false
+}
+
+// check enforces the §14 rules the schema cannot express; at is the JSON
+// pointer of d within the document.
+func (d *Descriptor) check(at string) *Error {
+	if err := d.checkGlobs(at); err != nil {
+		return err
+	}
+	var changes []change
+	var touched []string
+	if d.ActionType == TypeMultiStepComposite {
+		for i, ch := range d.Children {
+			if err := ch.check(at + "/children/" + strconv.Itoa(i)); err != nil {
+				return err
+			}
+			if !d.RiskLevel.AtLeast(ch.RiskLevel) {
+				return validation(at+"/risk_level", "riskFloor", fmt.Sprintf(
+					"Field %s/risk_level must be at least %s, the risk of child %d.", at, ch.RiskLevel, i))
+			}
+			for _, k := range effectKinds {
+				for _, p := range ch.Effects.Filesystem.list(k) {
+					changes = append(changes, change{p, []string{k}})
+				}
+			}
+			touched = append(touched, opPaths(ch.Operation.Action, ch.Operation.Args)...)
+		}
+	} else {
+		changes = opChanges(d.Operation)
+		touched = opPaths(d.Operation.Action, d.Operation.Args)
+	}
+	fx := &d.Effects.Filesystem
+	for _, c := range changes {
+		declared := slices.ContainsFunc(c.kinds, func(k string) bool {
+			return slices.ContainsFunc(fx.list(k), func(e string) bool { return matches(e, c.path) })
+		})
+		if !declared {
+			return validation(at+"/effects/filesystem/"+c.kinds[0], "undeclaredEffect", fmt.Sprintf(
+				"The operation changes %s, which the declared effects do not list under %s.", c.path, joinOr(c.kinds)))
+		}
+	}
+	for _, k := range effectKinds {
+		for i, e := range fx.list(k) {
+			done := slices.ContainsFunc(changes, func(c change) bool {
+				return slices.Contains(c.kinds, k) && matches(e, c.path)
+			})
+			if !done {
+				return validation(fmt.Sprintf("%s/effects/filesystem/%s/%d", at, k, i), "effectOutsideOperation", fmt.Sprintf(
+					"The declared effect %s %s is not something the operation does.", k, e))
+			}
+		}
+	}
+	scope := &d.Scope.Filesystem
+	for _, c := range changes {
+		if !scope.covered(c.path) {
+			return validation(at+"/scope/filesystem/paths", "persistenceOutsideScope", fmt.Sprintf(
+				"The operation changes %s, outside the declared scope.", c.path))
+		}
+	}
+	for _, p := range touched {
+		if !scope.covered(p) {
+			return validation(at+"/scope/filesystem/paths", "implicitScope", fmt.Sprintf(
+				"The operation reads %s, outside the declared scope.", p))
+		}
+	}
+	for i, e := range d.Preconditions.PathsExist {
+		ok := scope.covered(e) || slices.ContainsFunc(touched, func(p string) bool {
+			for q := parent(p); q != ""; q = parent(q) {
+				if matches(e, q) {
+					return true
+				}
+			}
+			return false
+		})
+		if !ok {
+			return validation(fmt.Sprintf("%s/preconditions/paths_exist/%d", at, i), "implicitScope", fmt.Sprintf(
+				"The precondition path %s is outside the declared scope.", e))
+		}
+	}
+	return nil
+}
+
+// checkGlobs refuses malformed wildcards (an unclosed [, a bad range) in
+// every path list of d.
+func (d *Descriptor) checkGlobs(at string) *Error {
+	lists := []struct {
+		ptr   string
+		paths []string
+	}{
+		{"/scope/filesystem/paths", d.Scope.Filesystem.Paths},
+		{"/preconditions/paths_exist", d.Preconditions.PathsExist},
+		{"/effects/filesystem/create", d.Effects.Filesystem.Create},
+		{"/effects/filesystem/modify", d.Effects.Filesystem.Modify},
+		{"/effects/filesystem/delete", d.Effects.Filesystem.Delete},
+	}
+	for _, l := range lists {
+		for i, p := range l.paths {
+			if _, err := path.Match(p, ""); err != nil {
+				e := validation(fmt.Sprintf("%s%s/%d", at, l.ptr, i), "globSyntax", "The wildcard pattern "+p+" is malformed.")
+				e.Err = err
+				return e
+			}
+		}
+	}
+	return nil
+}
+
+func joinOr(s []string) string {
+	switch len(s) {
+	case 0:
+		return ""
+	case 1:
+		return s[0]
+	}
+	return fmt.Sprintf("%s or %s", s[0], joinOr(s[1:]))
+}
