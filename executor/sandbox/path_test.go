@@ -1,0 +1,100 @@
+package sandbox_test
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"os"
+	"testing"
+
+	"github.com/snapnode/snapnode/executor/sandbox"
+)
+
+type normalizeCase struct {
+	In   string `json:"in"`
+	Hex  string `json:"hex"` // for inputs that are not valid UTF-8
+	Want string `json:"want"`
+	Rule string `json:"rule"`
+}
+
+func loadNormalizeCases(t testing.TB) []normalizeCase {
+	t.Helper()
+	var all []normalizeCase
+	for _, name := range []string{"testdata/normalize.json", "testdata/normalize_bytes.json"} {
+		raw, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cases []normalizeCase
+		if err := json.Unmarshal(raw, &cases); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for i := range cases {
+			if cases[i].Hex != "" {
+				b, err := hex.DecodeString(cases[i].Hex)
+				if err != nil {
+					t.Fatal(err)
+				}
+				cases[i].In = string(b)
+			}
+		}
+		all = append(all, cases...)
+	}
+	return all
+}
+
+func TestNormalize(t *testing.T) {
+	for _, c := range loadNormalizeCases(t) {
+		got, err := sandbox.Normalize(c.In)
+		if c.Rule == "" {
+			if err != nil || got != c.Want {
+				t.Errorf("Normalize(%+q) = %q, %v; want %q", c.In, got, err, c.Want)
+			}
+			continue
+		}
+		var pe *sandbox.PathError
+		if !errors.As(err, &pe) {
+			t.Errorf("Normalize(%+q) = %q, %v; want rule %s", c.In, got, err, c.Rule)
+			continue
+		}
+		if string(pe.Rule) != c.Rule || pe.Path != c.In || got != "" {
+			t.Errorf("Normalize(%+q): rule %s, path %+q; want rule %s", c.In, pe.Rule, pe.Path, c.Rule)
+		}
+		if !errors.Is(err, sandbox.ErrInvalidPath) || !errors.Is(err, pe.Rule) {
+			t.Errorf("Normalize(%+q): %v does not match ErrInvalidPath and its rule", c.In, err)
+		}
+	}
+}
+
+func TestNormalizeRuleSentinels(t *testing.T) {
+	_, err := sandbox.Normalize("/sandbox/../etc/passwd")
+	if !errors.Is(err, sandbox.RuleDotSegment) {
+		t.Fatalf("%v is not RuleDotSegment", err)
+	}
+	if errors.Is(err, sandbox.RuleTrailingSlash) {
+		t.Fatalf("%v matches another rule", err)
+	}
+}
+
+func TestHasTextExt(t *testing.T) {
+	for p, want := range map[string]bool{
+		"/sandbox/a.txt":      true,
+		"/sandbox/a.md":       true,
+		"notes/b.md":          true,
+		"x.txt":               true,
+		"/sandbox/..txt":      true,
+		"/sandbox/a.TXT":      false,
+		"/sandbox/a.Md":       false,
+		"/sandbox/.txt":       false,
+		"/sandbox/.md":        false,
+		"/sandbox/a.txt.sh":   false,
+		"/sandbox/a.markdown": false,
+		"/sandbox/a.txt/b":    false,
+		"/sandbox/atxt":       false,
+		"":                    false,
+	} {
+		if got := sandbox.HasTextExt(p); got != want {
+			t.Errorf("HasTextExt(%q) = %v, want %v", p, got, want)
+		}
+	}
+}
