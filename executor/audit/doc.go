@@ -1,0 +1,82 @@
+// Package audit is the executor's hash-chained audit log: every step of
+// every action (received, validated, judged, sandboxed, held, confirmed,
+// denied, promoted, rolled back, failed…) is one entry, chained to the one
+// before by its hash, kept in the node's SQL database beside the tasks
+// (SQLite or PostgreSQL, through internal/sqldb).
+//
+//	db, err := sqldb.Open(ctx, "sqlite:/var/lib/snapnode/snapnode.db", sqldb.Options{})
+//	…
+//	log, err := audit.New(ctx, db, audit.Options{Retain: 90 * 24 * time.Hour})
+//	…
+//	e, err := log.Append(ctx, audit.Entry{
+//		Actor: "bc1p…", Task: taskID, Action: proposalID,
+//		Step: audit.StepJudged, Decision: "confirm", Reason: "DELETE_FILE is HIGH risk",
+//		PolicyVersion: policy.Version(), PreHash: before,
+//	})
+//	report, err := log.Verify(ctx)          // errors.Is(err, audit.ErrTampered)
+//	err = log.Export(ctx, os.Stdout, 0)     // JSON Lines
+//	report, err = audit.VerifyJSONL(file)   // the same checks, offline
+//	go log.RunPruner(ctx, time.Hour, nil)   // ends with ctx
+//
+// # The chain
+//
+// Append gives an entry the next seq (gapless, from 1), the time of the
+// log's clock, the hash of the entry before as Prev (Genesis, 64 zeros,
+// for the first) and its own Hash: SHA-256 over a length-prefixed encoding
+// of every field, spelled out at Hash so that any tool can recompute it.
+// It does so in a transaction of sqldb.DB.Write that reads the head record
+// (audit_head: the chain's first seq and the hash it chains to, its last
+// seq and hash) with SELECT … FOR UPDATE, inserts the entry and moves the
+// head: on PostgreSQL the row lock makes every process's appenders queue,
+// so two nodes sharing a database build one chain; on SQLite the single
+// writer does. The entry is committed when Append returns.
+//
+// # What Verify detects, and what it cannot
+//
+// Verify (and VerifyJSONL on an export) walks the chain and names the
+// first bad entry (*VerifyError: Seq, Kind, Detail): an edited field of
+// any entry (the hash no longer matches), an entry deleted from the middle
+// or the start (a gap), entries swapped or renumbered (an entry whose
+// fields give its hash at another seq), an entry inserted before the start
+// or after the end, entries deleted from the end (the head record says the
+// chain goes further), an edited head record (its last hash disagrees) and
+// a start moved by hand (no pruning record names it).
+//
+// A chain without a secret cannot stop someone who can write the database
+// from rewriting it whole: deleting the last entries and moving the head
+// record back, or editing an entry and recomputing every hash after it,
+// head included, yields a valid chain. What catches that is an anchor kept
+// outside the database: Report.Head (or Log.Head), the seq and hash of the
+// last entry, copied elsewhere — printed by `snapnode audit verify`,
+// shipped with the exports — and given back to a later Verify, which then
+// fails if the chain no longer reaches that seq (KindTruncated) or holds
+// another entry there (KindAnchor).
+//
+// # Retention
+//
+// Retention is the host's (Options.Retain, Options.MaxEntries), never the
+// proposer's: no field of an entry changes it. Prune drops the oldest
+// entries, moves the start of the chain (the checkpoint: the first seq
+// kept and the hash it chains to) and records that in a StepPruned entry,
+// after verifying what it drops, so that the retained chain still verifies
+// and pruning cannot launder tampering. Anchors older than the checkpoint
+// can no longer be checked (Report.AnchorsPruned).
+//
+// # Export
+//
+// Export writes a header line (the head record) and then one JSON line
+// per entry with every field, hashes included; see Log.Export for the
+// format. VerifyJSONL reads it strictly (unknown or duplicate members,
+// invalid UTF-8 and other time formats are KindMalformed).
+//
+// # Schema
+//
+//	audit_log(seq PK, ts, actor, task, action, step, decision, reason,
+//	          policy_version, pre_hash, post_hash, detail, prev, hash)
+//	          indexes: (task, seq), (action, seq)
+//	audit_head(id = 1, first_seq, first_prev, last_seq, last_hash)
+//	audit_migrations(version, name, applied_at)
+//
+// The migrations are embedded per dialect and applied by New, under the
+// advisory lock "snapnode/audit".
+package audit

@@ -1,0 +1,390 @@
+package audit
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/snapnode/snapnode/internal/sqldb"
+)
+
+// ErrClosed: the log was closed.
+var ErrClosed = errors.New("audit log closed")
+
+// migrationFiles are the log's SQL files, one folder per dialect (see
+// sqldb.Migrations), recorded in audit_migrations.
+//
+//go:embed migrations
+var migrationFiles embed.FS
+
+func migrations() sqldb.Migrations {
+	sub, err := fs.Sub(migrationFiles, "migrations")
+	if err != nil {
+		panic(err) // the embedded folder is part of the build
+	}
+	return sqldb.Migrations{FS: sub, Table: "audit_migrations", Lock: "snapnode/audit"}
+}
+
+// Options are the host's settings of a Log; nothing a proposer sends
+// changes them. The zero value keeps every entry and uses time.Now.
+type Options struct {
+	// Now is the clock that dates entries and judges their age (default
+	// time.Now).
+	Now func() time.Time
+	// Retain: Prune drops the entries older than this (0 keeps them).
+	Retain time.Duration
+	// MaxEntries: Prune drops the oldest entries beyond this many, its own
+	// record of the pruning included (0: no limit; otherwise at least 2).
+	MaxEntries int64
+	// MaxDetail bounds an entry's Detail in bytes of compact JSON
+	// (default DefaultMaxDetail, at most MaxDetailLimit).
+	MaxDetail int
+}
+
+// pruneChunk is how many entries one pruning transaction drops at most.
+const pruneChunk = 10_000
+
+// Log is a hash-chained audit log kept in a database it may share with
+// other components (the task store). It is safe for concurrent use, and
+// several Logs, in one process or several, may append to one database:
+// they build one chain.
+type Log struct {
+	db   *sqldb.DB
+	d    *sqldb.Dialect
+	opts Options
+	// pruneChunk is pruneChunk but for tests.
+	pruneChunk int64
+
+	// Statements of the write path, prepared on the writer pool and used
+	// inside transactions through tx.StmtContext.
+	lockHead, insert, setLast *sql.Stmt
+
+	closed    atomic.Bool
+	closeOnce sync.Once
+}
+
+// New returns the log kept in db, after bringing its tables (audit_log,
+// audit_head, audit_migrations) up to date. Closing the Log leaves db open.
+func New(ctx context.Context, db *sqldb.DB, opts Options) (*Log, error) {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	switch {
+	case opts.MaxDetail == 0:
+		opts.MaxDetail = DefaultMaxDetail
+	case opts.MaxDetail < 0 || opts.MaxDetail > MaxDetailLimit:
+		return nil, fmt.Errorf("audit: MaxDetail %d: want 1 to %d", opts.MaxDetail, MaxDetailLimit)
+	}
+	if opts.Retain < 0 {
+		return nil, fmt.Errorf("audit: Retain %v is negative", opts.Retain)
+	}
+	if opts.MaxEntries < 0 || opts.MaxEntries == 1 {
+		return nil, fmt.Errorf("audit: MaxEntries %d: want 0 (no limit) or at least 2", opts.MaxEntries)
+	}
+	if err := db.Migrate(ctx, migrations()); err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	l := &Log{db: db, d: db.Dialect, opts: opts, pruneChunk: pruneChunk}
+	var err error
+	prep := func(q string) *sql.Stmt {
+		if err != nil {
+			return nil
+		}
+		var st *sql.Stmt
+		if st, err = db.W.PrepareContext(ctx, l.d.Rebind(q)); err != nil {
+			err = fmt.Errorf("audit: prepare %.40q…: %w", q, err)
+		}
+		return st
+	}
+	l.lockHead = prep("SELECT first_seq, first_prev, last_seq, last_hash FROM audit_head WHERE id = 1" + l.d.ForUpdate())
+	l.insert = prep("INSERT INTO audit_log (" + entryColumns + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+	l.setLast = prep("UPDATE audit_head SET last_seq = ?, last_hash = ? WHERE id = 1")
+	if err != nil {
+		l.closeStatements()
+		return nil, err
+	}
+	return l, nil
+}
+
+// Close releases the log's prepared statements; calls after it fail with
+// ErrClosed. The database stays open. It is safe to call twice.
+func (l *Log) Close() error {
+	l.closeOnce.Do(func() {
+		l.closed.Store(true)
+		l.closeStatements()
+	})
+	return nil
+}
+
+func (l *Log) closeStatements() {
+	for _, st := range []*sql.Stmt{l.lockHead, l.insert, l.setLast} {
+		if st != nil {
+			_ = st.Close()
+		}
+	}
+}
+
+// entryColumns are audit_log's columns in the order of scanEntry and
+// insertArgs.
+const entryColumns = "seq, ts, actor, task, action, step, decision, reason, policy_version, pre_hash, post_hash, detail, prev, hash"
+
+// head is the audit_head row.
+type head struct {
+	first     int64  // first seq retained
+	firstPrev string // the hash entry first chains to
+	last      int64  // last seq (first-1 when the log is empty)
+	lastHash  string // its hash (firstPrev when empty)
+}
+
+// Append adds e to the log and returns it as stored: with its Seq (the
+// previous one + 1), Time (the log's clock), Prev and Hash, and Detail in
+// its minimal form. Whatever e had in those four fields is ignored. The
+// entry is committed (on disk, as the database's durability settings
+// make it) when Append returns. An entry that breaks a rule of its fields
+// is refused with an *EntryError (ErrInvalidEntry).
+func (l *Log) Append(ctx context.Context, e Entry) (Entry, error) {
+	out, err := l.AppendBatch(ctx, []Entry{e})
+	if err != nil {
+		return Entry{}, err
+	}
+	return out[0], nil
+}
+
+// AppendBatch appends es, in order, in one transaction: consecutive seqs,
+// all stored or none. The executor uses it for the steps of one action
+// that happen together (e.g. validated and judged).
+func (l *Log) AppendBatch(ctx context.Context, es []Entry) ([]Entry, error) {
+	if l.closed.Load() {
+		return nil, ErrClosed
+	}
+	if len(es) == 0 {
+		return nil, nil
+	}
+	checked := make([]Entry, len(es))
+	for i, e := range es {
+		c, err := e.check(l.opts.MaxDetail)
+		if err == nil && c.Step == StepPruned {
+			err = &EntryError{"step", "pruned is written by the log itself"}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("audit: append entry %d: %w", i, err)
+		}
+		checked[i] = c
+	}
+	var out []Entry
+	err := l.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		h, err := l.readHeadForUpdate(ctx, tx)
+		if err != nil {
+			return err
+		}
+		out, err = l.appendTx(ctx, tx, &h, checked)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("audit: append: %w", err)
+	}
+	return out, nil
+}
+
+// readHeadForUpdate reads the head inside a write transaction, locking it
+// on PostgreSQL until the transaction ends: appenders of every process
+// queue here.
+func (l *Log) readHeadForUpdate(ctx context.Context, tx *sql.Tx) (head, error) {
+	var h head
+	err := tx.StmtContext(ctx, l.lockHead).QueryRowContext(ctx).Scan(&h.first, &h.firstPrev, &h.last, &h.lastHash)
+	if errors.Is(err, sql.ErrNoRows) {
+		return h, &VerifyError{Kind: KindHead, Detail: "the head record is missing"}
+	}
+	if err != nil {
+		return h, fmt.Errorf("read head: %w", err)
+	}
+	return h, nil
+}
+
+// appendTx chains es after h, inserts them and moves the head; h is
+// updated. es have been checked.
+func (l *Log) appendTx(ctx context.Context, tx *sql.Tx, h *head, es []Entry) ([]Entry, error) {
+	now := time.UnixMicro(l.opts.Now().UnixMicro()).UTC()
+	out := make([]Entry, len(es))
+	insert := tx.StmtContext(ctx, l.insert)
+	seq, prev := h.last, h.lastHash
+	for i, e := range es {
+		seq++
+		e.Seq, e.Time, e.Prev = seq, now, prev
+		e.Hash = Hash(e)
+		if _, err := insert.ExecContext(ctx, insertArgs(e)...); err != nil {
+			return nil, fmt.Errorf("insert entry %d: %w", seq, err)
+		}
+		prev = e.Hash
+		out[i] = e
+	}
+	if _, err := tx.StmtContext(ctx, l.setLast).ExecContext(ctx, seq, prev); err != nil {
+		return nil, fmt.Errorf("update head: %w", err)
+	}
+	h.last, h.lastHash = seq, prev
+	return out, nil
+}
+
+func insertArgs(e Entry) []any {
+	return []any{e.Seq, e.Time.UnixMicro(), e.Actor, e.Task, e.Action, string(e.Step), e.Decision, e.Reason,
+		e.PolicyVersion, e.PreHash, e.PostHash, string(e.Detail), e.Prev, e.Hash}
+}
+
+// scanEntry reads a row of entryColumns.
+func scanEntry(rows *sql.Rows) (Entry, error) {
+	var (
+		e      Entry
+		ts     int64
+		step   string
+		detail string
+	)
+	if err := rows.Scan(&e.Seq, &ts, &e.Actor, &e.Task, &e.Action, &step, &e.Decision, &e.Reason,
+		&e.PolicyVersion, &e.PreHash, &e.PostHash, &detail, &e.Prev, &e.Hash); err != nil {
+		return e, err
+	}
+	e.Time = time.UnixMicro(ts).UTC()
+	e.Step = Step(step)
+	if detail != "" {
+		e.Detail = []byte(detail)
+	}
+	return e, nil
+}
+
+// Anchor is a point of the chain kept outside the database: the hash of
+// the entry Seq. Report.Head is the anchor of the last entry verified; an
+// operator who keeps it elsewhere (printed by `snapnode audit verify`,
+// copied off the machine) and gives it to a later Verify learns whether
+// the log was since cut back below it or rewritten up to it — which the
+// database alone cannot tell.
+type Anchor struct {
+	Seq  int64  `json:"seq"`
+	Hash string `json:"hash"`
+}
+
+// Head returns the anchor of the last entry appended: {0, Genesis} for a
+// new log.
+func (l *Log) Head(ctx context.Context) (Anchor, error) {
+	if l.closed.Load() {
+		return Anchor{}, ErrClosed
+	}
+	var a Anchor
+	err := l.db.R.QueryRowContext(ctx, "SELECT last_seq, last_hash FROM audit_head WHERE id = 1").Scan(&a.Seq, &a.Hash)
+	if errors.Is(err, sql.ErrNoRows) {
+		return a, fmt.Errorf("audit: %w", &VerifyError{Kind: KindHead, Detail: "the head record is missing"})
+	}
+	if err != nil {
+		return a, fmt.Errorf("audit: head: %w", err)
+	}
+	return a, nil
+}
+
+// Filter selects entries for Query; its zero value selects the first
+// DefaultQueryLimit entries.
+type Filter struct {
+	Task   string    // entries of this task
+	Action string    // entries of this action id
+	Since  time.Time // entries appended at or after
+	// AfterSeq pages: entries with a greater Seq.
+	AfterSeq int64
+	// Limit bounds the result (default DefaultQueryLimit, at most
+	// MaxQueryLimit).
+	Limit int
+}
+
+// Bounds of Filter.Limit.
+const (
+	DefaultQueryLimit = 1000
+	MaxQueryLimit     = 10_000
+)
+
+// Query returns the entries f selects, in Seq order. The task and action
+// filters use an index each; Since alone scans.
+func (l *Log) Query(ctx context.Context, f Filter) ([]Entry, error) {
+	if l.closed.Load() {
+		return nil, ErrClosed
+	}
+	limit := f.Limit
+	switch {
+	case limit <= 0:
+		limit = DefaultQueryLimit
+	case limit > MaxQueryLimit:
+		return nil, fmt.Errorf("audit: query limit %d: at most %d", limit, MaxQueryLimit)
+	}
+	var (
+		where []string
+		args  []any
+	)
+	if f.Task != "" {
+		where, args = append(where, "task = ?"), append(args, f.Task)
+	}
+	if f.Action != "" {
+		where, args = append(where, "action = ?"), append(args, f.Action)
+	}
+	if !f.Since.IsZero() {
+		where, args = append(where, "ts >= ?"), append(args, f.Since.UnixMicro())
+	}
+	if f.AfterSeq > 0 {
+		where, args = append(where, "seq > ?"), append(args, f.AfterSeq)
+	}
+	q := "SELECT " + entryColumns + " FROM audit_log"
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY seq LIMIT ?"
+	args = append(args, limit)
+	rows, err := l.db.R.QueryContext(ctx, l.d.Rebind(q), args...)
+	if err != nil {
+		return nil, fmt.Errorf("audit: query: %w", err)
+	}
+	defer rows.Close()
+	var out []Entry
+	for rows.Next() {
+		e, err := scanEntry(rows)
+		if err != nil {
+			return nil, fmt.Errorf("audit: query: %w", err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("audit: query: %w", err)
+	}
+	return out, nil
+}
+
+// readTx begins a read-only transaction on the reader pool: one snapshot
+// of the log (SQLite's WAL snapshot; PostgreSQL's REPEATABLE READ), so
+// that a long Verify or Export sees no append or prune that happens
+// meanwhile.
+func (l *Log) readTx(ctx context.Context) (*sql.Tx, error) {
+	opts := &sql.TxOptions{ReadOnly: true}
+	if l.d == sqldb.Postgres {
+		opts.Isolation = sql.LevelRepeatableRead
+	}
+	tx, err := l.db.R.BeginTx(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("begin: %w", err)
+	}
+	return tx, nil
+}
+
+// readHead reads the head record in a read transaction; a missing one is a
+// *VerifyError.
+func readHead(ctx context.Context, tx *sql.Tx) (head, error) {
+	var h head
+	err := tx.QueryRowContext(ctx, "SELECT first_seq, first_prev, last_seq, last_hash FROM audit_head WHERE id = 1").
+		Scan(&h.first, &h.firstPrev, &h.last, &h.lastHash)
+	if errors.Is(err, sql.ErrNoRows) {
+		return h, &VerifyError{Kind: KindHead, Detail: "the head record is missing"}
+	}
+	if err != nil {
+		return h, fmt.Errorf("read head: %w", err)
+	}
+	return h, nil
+}

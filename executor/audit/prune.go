@@ -1,0 +1,182 @@
+package audit
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	jsonv2 "github.com/go-json-experiment/json"
+)
+
+// Prune drops the entries Options.Retain and Options.MaxEntries no longer
+// keep, oldest first, and returns how many it dropped. It only ever cuts
+// a prefix of the chain: an old entry that follows a newer one (a clock
+// set back) stays until those before it go. Each transaction (at most
+// 10,000 entries) then
+//
+//   - verifies the entries it drops, and that the first kept one chains to
+//     the last dropped, and refuses (a *VerifyError) if they fail: pruning
+//     never erases the evidence of tampering;
+//   - moves the start of the chain in the head record to the first entry
+//     kept and the hash it chains to (the checkpoint);
+//   - appends a StepPruned entry, actor "host", whose Detail records that
+//     checkpoint ({"first_seq":…,"first_prev":"…","removed":…}).
+//
+// Verify checks the retained chain from the checkpoint and that the last
+// pruning record names it, so a start moved by hand shows. With neither
+// option set Prune does nothing.
+func (l *Log) Prune(ctx context.Context) (int64, error) {
+	if l.closed.Load() {
+		return 0, ErrClosed
+	}
+	if l.opts.Retain <= 0 && l.opts.MaxEntries <= 0 {
+		return 0, nil
+	}
+	var total int64
+	for {
+		n, more, err := l.pruneOnce(ctx)
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("audit: prune: %w", err)
+		}
+		if !more {
+			return total, nil
+		}
+	}
+}
+
+// pruneOnce drops at most l.pruneChunk entries in one transaction; more
+// says whether others are due.
+func (l *Log) pruneOnce(ctx context.Context) (removed int64, more bool, err error) {
+	err = l.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		removed, more = 0, false
+		h, err := l.readHeadForUpdate(ctx, tx)
+		if err != nil {
+			return err
+		}
+		now := l.opts.Now()
+		cut := h.first - 1 // the last seq to drop
+		if m := l.opts.MaxEntries; m > 0 {
+			cut = max(cut, h.last-(m-1))
+		}
+		if l.opts.Retain > 0 {
+			var keep int64
+			err := tx.QueryRowContext(ctx, l.d.Rebind("SELECT seq FROM audit_log WHERE seq >= ? AND ts >= ? ORDER BY seq LIMIT 1"),
+				h.first, now.Add(-l.opts.Retain).UnixMicro()).Scan(&keep)
+			switch {
+			case errors.Is(err, sql.ErrNoRows):
+				cut = h.last
+			case err != nil:
+				return fmt.Errorf("find the oldest entry to keep: %w", err)
+			default:
+				cut = max(cut, keep-1)
+			}
+		}
+		cut = min(cut, h.last)
+		if cut > h.first-1+l.pruneChunk {
+			cut, more = h.first-1+l.pruneChunk, true
+		}
+		if cut <= h.first-1 {
+			return nil
+		}
+		cutHash, err := l.checkDropped(ctx, tx, h, cut)
+		if err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, l.d.Rebind("DELETE FROM audit_log WHERE seq <= ?"), cut)
+		if err != nil {
+			return fmt.Errorf("delete: %w", err)
+		}
+		if removed, err = res.RowsAffected(); err != nil {
+			return fmt.Errorf("delete: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, l.d.Rebind("UPDATE audit_head SET first_seq = ?, first_prev = ? WHERE id = 1"), cut+1, cutHash); err != nil {
+			return fmt.Errorf("move the checkpoint: %w", err)
+		}
+		detail, err := jsonv2.Marshal(prunedDetail{FirstSeq: cut + 1, FirstPrev: cutHash, Removed: removed})
+		if err != nil {
+			return err
+		}
+		h.first, h.firstPrev = cut+1, cutHash
+		_, err = l.appendTx(ctx, tx, &h, []Entry{{
+			Actor: "host", Step: StepPruned, Decision: "retain", Reason: l.retention(), Detail: detail,
+		}})
+		return err
+	})
+	if err != nil {
+		return 0, false, err
+	}
+	return removed, more, nil
+}
+
+// checkDropped verifies the entries h.first…cut about to be dropped, and
+// the link of the first kept one (if any) to the last of them; it returns
+// the hash of entry cut.
+func (l *Log) checkDropped(ctx context.Context, tx *sql.Tx, h head, cut int64) (string, error) {
+	end := min(cut+1, h.last)
+	v, verr := newVerifier(head{first: h.first, firstPrev: h.firstPrev, last: h.last, lastHash: h.lastHash}, h.first, nil)
+	if verr != nil {
+		return "", verr
+	}
+	rows, err := tx.QueryContext(ctx, l.d.Rebind("SELECT "+entryColumns+" FROM audit_log WHERE seq <= ? ORDER BY seq"), end)
+	if err != nil {
+		return "", fmt.Errorf("read the entries to drop: %w", err)
+	}
+	defer rows.Close()
+	var cutHash string
+	for rows.Next() {
+		x, err := scanEntry(rows)
+		if err != nil {
+			return "", &VerifyError{Seq: v.next, Kind: KindEdited, Detail: fmt.Sprintf("unreadable row after entry %d: %v", v.next-1, err)}
+		}
+		if verr := v.observe(x); verr != nil {
+			return "", verr
+		}
+		if x.Seq == cut {
+			cutHash = x.Hash
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return "", fmt.Errorf("read the entries to drop: %w", err)
+	}
+	if v.next <= end {
+		return "", &VerifyError{Seq: v.next, Kind: KindMissing, Detail: fmt.Sprintf("the chain ends at entry %d, before the head record's end %d", v.next-1, h.last)}
+	}
+	return cutHash, nil
+}
+
+// retention describes the options, for the pruning record's Reason.
+func (l *Log) retention() string {
+	switch o := l.opts; {
+	case o.Retain > 0 && o.MaxEntries > 0:
+		return fmt.Sprintf("retain %v, at most %d entries", o.Retain, o.MaxEntries)
+	case o.Retain > 0:
+		return fmt.Sprintf("retain %v", o.Retain)
+	default:
+		return fmt.Sprintf("at most %d entries", o.MaxEntries)
+	}
+}
+
+// RunPruner prunes every interval until ctx is done, and then returns
+// ctx's error. A failed prune is retried at the next tick; report, if not
+// nil, is told of each.
+func (l *Log) RunPruner(ctx context.Context, interval time.Duration, report func(removed int64, err error)) error {
+	if interval <= 0 {
+		return fmt.Errorf("audit: pruner: interval %v", interval)
+	}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+			n, err := l.Prune(ctx)
+			if report != nil && ctx.Err() == nil {
+				report(n, err)
+			}
+		}
+	}
+}

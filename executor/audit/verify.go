@@ -1,0 +1,353 @@
+package audit
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+
+	jsonv2 "github.com/go-json-experiment/json"
+)
+
+// ErrTampered: the log (or an export of it) is not what the log wrote.
+// Every *VerifyError is one.
+var ErrTampered = errors.New("audit log tampered with")
+
+// Kind says how a log fails verification.
+type Kind string
+
+// The kinds of VerifyError.
+const (
+	// KindEdited: the entry's fields do not give its hash.
+	KindEdited Kind = "edited"
+	// KindMissing: there is no entry with this seq where one should be.
+	KindMissing Kind = "missing"
+	// KindReordered: the entry is out of its place: another entry stands
+	// at its seq, or (in an export) it comes after later ones.
+	KindReordered Kind = "reordered"
+	// KindUnlinked: the entry is consistent with its own hash but does not
+	// chain to the entry before it (that one was replaced, or entries
+	// between them removed and the rest renumbered).
+	KindUnlinked Kind = "unlinked"
+	// KindExtra: an entry the head record does not account for, before
+	// the start of the retained chain or after its end.
+	KindExtra Kind = "extra"
+	// KindTruncated: the chain ends before the head record, or an anchor,
+	// says it does.
+	KindTruncated Kind = "truncated"
+	// KindHead: the head record is missing or malformed, or disagrees with
+	// the chain (its last hash, or a start no pruning record accounts for).
+	KindHead Kind = "head"
+	// KindAnchor: the entry differs from an anchor kept outside the log:
+	// the chain was rewritten.
+	KindAnchor Kind = "anchor"
+	// KindMalformed: a line of an export that is not an entry or header.
+	KindMalformed Kind = "malformed"
+)
+
+// VerifyError names the first entry at which a log fails verification.
+type VerifyError struct {
+	// Seq is the seq of the bad entry: where it should be, for a missing
+	// one; the seq after the last good one, for an unreadable row or line.
+	Seq  int64
+	Kind Kind
+	// Line is the line of the export (from 1, the header), for
+	// VerifyJSONL; 0 for Verify.
+	Line   int64
+	Detail string
+}
+
+func (e *VerifyError) Error() string {
+	s := fmt.Sprintf("audit: entry %d %s", e.Seq, e.Kind)
+	if e.Line > 0 {
+		s += fmt.Sprintf(" (line %d)", e.Line)
+	}
+	if e.Detail != "" {
+		s += ": " + e.Detail
+	}
+	return s
+}
+
+// Unwrap makes errors.Is(err, ErrTampered) hold.
+func (e *VerifyError) Unwrap() error { return ErrTampered }
+
+// Report describes a verified chain, or the part verified before the first
+// error.
+type Report struct {
+	// Entries is how many entries were verified, First and Last their
+	// seqs (0 when none).
+	Entries     int64
+	First, Last int64
+	// Checkpoint is where the retained chain starts: the seq before the
+	// first retained entry and the hash that entry chains to ({0, Genesis}
+	// unless the log was pruned).
+	Checkpoint Anchor
+	// Head is the last entry's anchor, as the head record gives it; keep
+	// it outside the machine to detect later truncation or rewriting.
+	Head Anchor
+	// Partial: an export that starts after the checkpoint; its first
+	// entry's link to the one before was not checked.
+	Partial bool
+	// AnchorsChecked counts the anchors given that matched; AnchorsPruned
+	// those that lie before the retained chain and could not be checked.
+	AnchorsChecked, AnchorsPruned int
+}
+
+// maxReorderSearch bounds the seqs tried when an entry's hash fails, to
+// tell an entry moved to another seq from an edited one.
+const maxReorderSearch = 1 << 22
+
+// verifier walks a chain in seq order in constant memory: Verify feeds it
+// the rows of the database, VerifyJSONL the lines of an export.
+type verifier struct {
+	h head
+	// from is the first seq expected; partial when it is after h.first
+	// (an export of the tail), and then prev is learnt from the first
+	// entry.
+	from    int64
+	partial bool
+	// next and prev are the seq and Prev the next entry must have.
+	next int64
+	prev string
+	// pruned is the newest pruning record seen.
+	pruned     *prunedDetail
+	prunedSeq  int64
+	prunedBad  string
+	anchors    []Anchor // sorted by seq, from the next to check
+	rep        Report
+}
+
+// prunedDetail is the Detail of a StepPruned entry.
+type prunedDetail struct {
+	FirstSeq  int64  `json:"first_seq"`
+	FirstPrev string `json:"first_prev"`
+	Removed   int64  `json:"removed"`
+}
+
+// newVerifier checks the head record and prepares to walk from seq from.
+func newVerifier(h head, from int64, anchors []Anchor) (*verifier, *VerifyError) {
+	switch {
+	case h.first < 1 || h.last < h.first-1:
+		return nil, &VerifyError{Seq: h.last, Kind: KindHead, Detail: fmt.Sprintf("head record starts at seq %d and ends at %d", h.first, h.last)}
+	case !isHexHash(h.firstPrev) || !isHexHash(h.lastHash):
+		return nil, &VerifyError{Seq: h.last, Kind: KindHead, Detail: "head record holds a malformed hash"}
+	case h.first == 1 && h.firstPrev != Genesis:
+		return nil, &VerifyError{Seq: 1, Kind: KindHead, Detail: "head record: the first entry does not chain to the genesis value"}
+	case h.last == h.first-1 && h.lastHash != h.firstPrev:
+		return nil, &VerifyError{Seq: h.last, Kind: KindHead, Detail: "head record of an empty chain: its last hash is not its start"}
+	}
+	v := &verifier{h: h, from: from, next: from}
+	if from > h.first {
+		v.partial = true
+	} else {
+		v.from, v.next, v.prev = h.first, h.first, h.firstPrev
+	}
+	v.rep.Checkpoint = Anchor{Seq: h.first - 1, Hash: h.firstPrev}
+	v.rep.Head = Anchor{Seq: h.last, Hash: h.lastHash}
+	v.anchors = slices.Clone(anchors)
+	slices.SortFunc(v.anchors, func(a, b Anchor) int { return cmp.Compare(a.Seq, b.Seq) })
+	for len(v.anchors) > 0 && v.anchors[0].Seq < v.next-1 {
+		v.rep.AnchorsPruned++
+		v.anchors = v.anchors[1:]
+	}
+	if len(v.anchors) > 0 && v.anchors[0].Seq == v.next-1 {
+		if v.partial {
+			v.rep.AnchorsPruned++ // before the export: not checkable
+		} else if err := v.checkAnchor(v.anchors[0], v.prev); err != nil {
+			return nil, err
+		}
+		v.anchors = v.anchors[1:]
+	}
+	return v, nil
+}
+
+func (v *verifier) checkAnchor(a Anchor, hash string) *VerifyError {
+	if a.Hash != hash {
+		return &VerifyError{Seq: a.Seq, Kind: KindAnchor, Detail: fmt.Sprintf("the anchor records hash %s, the chain gives %s", a.Hash, hash)}
+	}
+	v.rep.AnchorsChecked++
+	return nil
+}
+
+// observe checks the next entry of the walk.
+func (v *verifier) observe(x Entry) *VerifyError {
+	e := v.next
+	switch {
+	case x.Seq < v.h.first:
+		return &VerifyError{Seq: x.Seq, Kind: KindExtra, Detail: fmt.Sprintf("entry before the start of the chain (seq %d)", v.h.first)}
+	case x.Seq < e:
+		return &VerifyError{Seq: x.Seq, Kind: KindReordered, Detail: fmt.Sprintf("entry %d comes after entry %d", x.Seq, e-1)}
+	case x.Seq > v.h.last && e > v.h.last:
+		return &VerifyError{Seq: x.Seq, Kind: KindExtra, Detail: fmt.Sprintf("entry after the end of the chain (seq %d) in the head record", v.h.last)}
+	case x.Seq > e:
+		// A gap. Is x the entry e with its seq changed?
+		if v.genuineAt(x, e) {
+			return &VerifyError{Seq: e, Kind: KindEdited, Detail: fmt.Sprintf("the entry is stored with seq %d", x.Seq)}
+		}
+		return &VerifyError{Seq: e, Kind: KindMissing, Detail: fmt.Sprintf("the chain goes from entry %d to entry %d", e-1, x.Seq)}
+	}
+	if computed := Hash(x); computed != x.Hash {
+		if x.Prev != v.prev || v.partial && v.prev == "" {
+			if s, ok := v.movedFrom(x); ok {
+				return &VerifyError{Seq: e, Kind: KindReordered, Detail: fmt.Sprintf("holds the entry written as seq %d", s)}
+			}
+		}
+		return &VerifyError{Seq: e, Kind: KindEdited, Detail: fmt.Sprintf("its hash is %s, its fields give %s", x.Hash, computed)}
+	}
+	if v.prev == "" && v.partial {
+		v.prev = x.Prev // the start of a partial export is taken as given
+	}
+	if x.Prev != v.prev {
+		return &VerifyError{Seq: e, Kind: KindUnlinked, Detail: fmt.Sprintf("its prev is %s, the hash of entry %d is %s", x.Prev, e-1, v.prev)}
+	}
+	for len(v.anchors) > 0 && v.anchors[0].Seq == e {
+		if err := v.checkAnchor(v.anchors[0], x.Hash); err != nil {
+			return err
+		}
+		v.anchors = v.anchors[1:]
+	}
+	if x.Step == StepPruned {
+		v.prunedSeq, v.pruned, v.prunedBad = e, nil, ""
+		var d prunedDetail
+		if err := jsonv2.Unmarshal(x.Detail, &d); err != nil {
+			v.prunedBad = err.Error()
+		} else {
+			v.pruned = &d
+		}
+	}
+	if v.rep.Entries == 0 {
+		v.rep.First = e
+	}
+	v.rep.Entries++
+	v.rep.Last = e
+	v.next, v.prev = e+1, x.Hash
+	return nil
+}
+
+// genuineAt reports whether x, given seq s, is genuine and follows the
+// chain: x is the entry s, renumbered.
+func (v *verifier) genuineAt(x Entry, s int64) bool {
+	if v.prev != "" && x.Prev != v.prev {
+		return false
+	}
+	y := x
+	y.Seq = s
+	return Hash(y) == x.Hash
+}
+
+// movedFrom looks for the seq at which x's fields give its hash, trying
+// the seqs of the chain nearest x's first.
+func (v *verifier) movedFrom(x Entry) (int64, bool) {
+	want, err := hex.DecodeString(x.Hash)
+	if err != nil || len(want) != 32 {
+		return 0, false
+	}
+	p := prefixHash(x)
+	lo, hi := v.h.first, max(v.h.last, x.Seq)
+	for d, tried := int64(1), 0; tried < maxReorderSearch; d++ {
+		below, above := x.Seq-d, x.Seq+d
+		if below < lo && above > hi {
+			break
+		}
+		for _, s := range [2]int64{below, above} {
+			if s >= lo && s <= hi {
+				tried++
+				if bytes.Equal(sumSeq(p, s), want) {
+					return s, true
+				}
+			}
+		}
+	}
+	return 0, false
+}
+
+// finish checks the end of the walk against the head record and the
+// anchors left.
+func (v *verifier) finish() *VerifyError {
+	if v.next-1 < v.h.last {
+		return &VerifyError{Seq: v.next, Kind: KindTruncated, Detail: fmt.Sprintf("the head record says the chain ends at entry %d; it ends at %d", v.h.last, v.next-1)}
+	}
+	if v.prev != "" && v.prev != v.h.lastHash {
+		return &VerifyError{Seq: v.h.last, Kind: KindHead, Detail: fmt.Sprintf("the head record gives hash %s for the last entry, the chain %s", v.h.lastHash, v.prev)}
+	}
+	if v.h.first > 1 && !v.partial {
+		switch {
+		case v.prunedSeq == 0:
+			return &VerifyError{Seq: v.h.first, Kind: KindHead, Detail: fmt.Sprintf("the chain starts at entry %d but no pruning record says so", v.h.first)}
+		case v.pruned == nil:
+			return &VerifyError{Seq: v.prunedSeq, Kind: KindHead, Detail: "unreadable pruning record: " + v.prunedBad}
+		case v.pruned.FirstSeq != v.h.first || v.pruned.FirstPrev != v.h.firstPrev:
+			return &VerifyError{Seq: v.h.first, Kind: KindHead, Detail: fmt.Sprintf("the chain starts at entry %d after %s; the last pruning record (entry %d) says %d after %s",
+				v.h.first, v.h.firstPrev, v.prunedSeq, v.pruned.FirstSeq, v.pruned.FirstPrev)}
+		}
+	}
+	if len(v.anchors) > 0 {
+		a := v.anchors[len(v.anchors)-1]
+		return &VerifyError{Seq: v.h.last + 1, Kind: KindTruncated, Detail: fmt.Sprintf("an anchor records entry %d; the chain ends at %d", a.Seq, v.h.last)}
+	}
+	return nil
+}
+
+func (v *verifier) report() Report { return v.rep }
+
+// Verify walks the whole log in seq order, in one snapshot and constant
+// memory, and checks that:
+//
+//   - every entry's fields give its hash (else KindEdited, or
+//     KindReordered when they give it at another seq);
+//   - the seqs run without gaps from the start recorded in the head
+//     (KindMissing) and every entry chains to the one before (KindUnlinked);
+//   - nothing lies before that start or after the end the head records
+//     (KindExtra), and the chain reaches that end with its hash
+//     (KindTruncated, KindHead);
+//   - a start after seq 1 is the one the last pruning record set (KindHead);
+//   - the anchors given match (KindAnchor) and none lies beyond the end
+//     (KindTruncated).
+//
+// It returns what it verified and, at the first failure, a *VerifyError
+// (errors.Is ErrTampered) naming the entry. Other errors are the
+// database's.
+func (l *Log) Verify(ctx context.Context, anchors ...Anchor) (Report, error) {
+	if l.closed.Load() {
+		return Report{}, ErrClosed
+	}
+	tx, err := l.readTx(ctx)
+	if err != nil {
+		return Report{}, fmt.Errorf("audit: verify: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	h, err := readHead(ctx, tx)
+	if err != nil {
+		return Report{}, fmt.Errorf("audit: verify: %w", err)
+	}
+	v, verr := newVerifier(h, h.first, anchors)
+	if verr != nil {
+		return Report{}, verr
+	}
+	rows, err := tx.QueryContext(ctx, "SELECT "+entryColumns+" FROM audit_log ORDER BY seq")
+	if err != nil {
+		return v.report(), fmt.Errorf("audit: verify: %w", err)
+	}
+	defer rows.Close()
+	for verr == nil && rows.Next() {
+		x, err := scanEntry(rows)
+		if err != nil {
+			verr = &VerifyError{Seq: v.next, Kind: KindEdited, Detail: fmt.Sprintf("unreadable row after entry %d: %v", v.next-1, err)}
+			break
+		}
+		verr = v.observe(x)
+	}
+	if verr == nil {
+		if err := rows.Err(); err != nil {
+			return v.report(), fmt.Errorf("audit: verify: %w", err)
+		}
+		verr = v.finish()
+	}
+	if verr != nil {
+		return v.report(), verr
+	}
+	return v.report(), nil
+}
