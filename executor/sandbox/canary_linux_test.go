@@ -3,7 +3,6 @@ package sandbox_test
 import (
 	"bytes"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"io/fs"
@@ -170,42 +169,6 @@ func (c *canary) leaked(b []byte) string {
 		}
 	}
 	return ""
-}
-
-// treeHash hashes names, kinds, modes, link targets and contents of a tree.
-func treeHash(t *testing.T, dir string) string {
-	t.Helper()
-	h := sha256.New()
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		fi, err := os.Lstat(p)
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		fmt.Fprintf(h, "%q %v\n", rel, fi.Mode())
-		switch {
-		case fi.Mode().IsRegular():
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(h, "%x\n", sha256.Sum256(b))
-		case fi.Mode()&fs.ModeSymlink != 0:
-			target, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(h, "-> %q\n", target)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(h.Sum(nil))
 }
 
 // TestCanaryDetects shows that the canary sees what the escape tests claim

@@ -247,7 +247,7 @@ func (s *Sandbox) do(ctx context.Context, o op) error {
 			return bare(err)
 		}
 	case opMkdir:
-		if err := d.r.Mkdir(name, o.img.Mode.Perm()); err != nil {
+		if err := d.r.Mkdir(name, fs.FileMode(o.img.Mode)); err != nil {
 			return bare(err)
 		}
 	case opRmdir:
@@ -304,7 +304,7 @@ func (s *Sandbox) writeIn(ctx context.Context, d *os.Root, name string, o op) (e
 	}()
 	_, err = f.Write(o.img.Content)
 	if err == nil {
-		err = f.Chmod(o.img.Mode.Perm())
+		err = f.Chmod(fs.FileMode(o.img.Mode))
 	}
 	if err == nil {
 		err = f.Sync()

@@ -2,12 +2,14 @@ package sandbox
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -154,15 +156,37 @@ const (
 // SHA-256 and permission bits. Content is kept where it is needed (the
 // pre-images of a Snapshot) and is empty elsewhere.
 type Image struct {
-	Kind    Kind        `json:"kind"`
-	Size    int64       `json:"size,omitempty"`
-	SHA256  string      `json:"sha256,omitempty"` // lower-case hex, files only
-	Mode    fs.FileMode `json:"mode,omitempty"`   // permission bits
-	Content []byte      `json:"content,omitempty"`
+	Kind    Kind   `json:"kind"`
+	Size    int64  `json:"size,omitempty"`
+	SHA256  string `json:"sha256,omitempty"` // lower-case hex, files only
+	Mode    Perm   `json:"mode,omitempty"`
+	Content []byte `json:"content,omitempty"`
 }
 
 // same reports whether two images describe the same state: same kind and,
 // for files, same content. Permission bits are not compared.
+// Perm is permission bits, written in JSON as an octal string ("0644").
+type Perm fs.FileMode
+
+func (p Perm) String() string { return fmt.Sprintf("%04o", uint32(p)) }
+
+// MarshalJSON writes p as "0644".
+func (p Perm) MarshalJSON() ([]byte, error) { return []byte(`"` + p.String() + `"`), nil }
+
+// UnmarshalJSON reads "0644"; anything but permission bits is an error.
+func (p *Perm) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	n, err := strconv.ParseUint(s, 8, 32)
+	if err != nil || n&^0o777 != 0 {
+		return fmt.Errorf("sandbox: mode %q is not octal permission bits", s)
+	}
+	*p = Perm(n)
+	return nil
+}
+
 func (i Image) same(j Image) bool {
 	return i.Kind == j.Kind && (i.Kind != KindFile || i.SHA256 == j.SHA256)
 }
@@ -460,7 +484,7 @@ func (s *Sandbox) loadIn(ctx context.Context, d *os.Root, name string) (Image, e
 	case mode&fs.ModeSymlink != 0:
 		return Image{}, ErrSymlink
 	case mode.IsDir():
-		return Image{Kind: KindDir, Mode: mode.Perm()}, nil
+		return Image{Kind: KindDir, Mode: Perm(mode.Perm())}, nil
 	case !mode.IsRegular():
 		return Image{}, ErrNotRegular
 	}
@@ -474,7 +498,7 @@ func (s *Sandbox) loadIn(ctx context.Context, d *os.Root, name string) (Image, e
 	if err != nil {
 		return Image{}, err
 	}
-	return fileImage(content, mode.Perm()), nil
+	return fileImage(content, Perm(mode.Perm())), nil
 }
 
 // readChunk is how much readIn reads between two looks at the context.

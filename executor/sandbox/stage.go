@@ -15,8 +15,8 @@ import (
 
 // Modes of what the sandbox creates. A file it overwrites keeps its mode.
 const (
-	FileMode fs.FileMode = 0o644
-	DirMode  fs.FileMode = 0o755
+	FileMode Perm = 0o644
+	DirMode  Perm = 0o755
 )
 
 // Change is one effect to stage: a Write, Mkdir, Delete or Rename. Paths
@@ -402,7 +402,7 @@ func (o *overlay) textPath(p string) (string, error) {
 	return rel, nil
 }
 
-func fileImage(content []byte, mode fs.FileMode) Image {
+func fileImage(content []byte, mode Perm) Image {
 	sum := sha256.Sum256(content)
 	return Image{Kind: KindFile, Size: int64(len(content)), SHA256: hex.EncodeToString(sum[:]), Mode: mode, Content: content}
 }
