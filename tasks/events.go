@@ -26,6 +26,41 @@ type Event struct {
 	Artifact *Artifact `json:"artifact,omitempty"`
 }
 
+// StatusEvent returns the event of t entering its current status, at its
+// current version.
+func StatusEvent(t *Task) Event {
+	st := t.Status
+	return Event{TaskID: t.ID, Version: t.Version, Kind: EventStatus, Status: &st}
+}
+
+// ArtifactEvent returns the event of the task gaining a, which took it to
+// version.
+func ArtifactEvent(taskID string, version int64, a Artifact) Event {
+	ac := a.Clone()
+	return Event{TaskID: taskID, Version: version, Kind: EventArtifact, Artifact: &ac}
+}
+
+// StatusChanged reports whether a write taking a task from prev to next
+// changes its status — an event to record — rather than only its history
+// or metadata.
+func StatusChanged(prev, next *Task) bool {
+	return prev.Status.State != next.Status.State || !prev.Status.Timestamp.Equal(next.Status.Timestamp) ||
+		prev.Status.Message != next.Status.Message
+}
+
+// clone returns a copy of e sharing nothing with it.
+func (e Event) clone() Event {
+	if e.Status != nil {
+		st := *e.Status
+		e.Status = &st
+	}
+	if e.Artifact != nil {
+		a := e.Artifact.Clone()
+		e.Artifact = &a
+	}
+	return e
+}
+
 // Final reports whether the event moves the task to a terminal state: the
 // last event of the task.
 func (e Event) Final() bool {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/snapnode/snapnode/snap"
 )
@@ -29,6 +30,8 @@ type MemoryStore struct {
 	mu    sync.RWMutex
 	max   int
 	tasks map[string]*Task
+	// events holds each task's events in version order.
+	events map[string][]Event
 	// terminal holds the ids of terminal tasks in the order they became
 	// terminal, from head on; eviction takes them in that order.
 	terminal []string
@@ -43,7 +46,7 @@ func NewMemoryStore(opts MemoryStoreOptions) *MemoryStore {
 	if opts.MaxTasks <= 0 {
 		opts.MaxTasks = DefaultMaxTasks
 	}
-	return &MemoryStore{max: opts.MaxTasks, tasks: make(map[string]*Task)}
+	return &MemoryStore{max: opts.MaxTasks, tasks: make(map[string]*Task), events: make(map[string][]Event)}
 }
 
 // Len returns the number of tasks held.
@@ -74,26 +77,35 @@ func (s *MemoryStore) Create(ctx context.Context, t *Task) (*Task, error) {
 	c := t.Clone()
 	c.Version = 1
 	s.tasks[c.ID] = c
+	s.events[c.ID] = []Event{StatusEvent(c)}
 	if c.Status.State.Terminal() {
 		s.terminal = append(s.terminal, c.ID)
 	}
 	return c.Clone(), nil
 }
 
-// evictLocked drops the task that became terminal first. It reports false
-// when no task is terminal.
+// evictLocked drops the task that became terminal first (skipping ids
+// Prune already deleted). It reports false when no task is terminal.
 func (s *MemoryStore) evictLocked() bool {
-	if s.head == len(s.terminal) {
-		return false
+	for s.head < len(s.terminal) {
+		id := s.terminal[s.head]
+		s.terminal[s.head] = ""
+		s.head++
+		if s.head > 64 && s.head*2 > len(s.terminal) {
+			s.terminal = slices.Clone(s.terminal[s.head:])
+			s.head = 0
+		}
+		if _, ok := s.tasks[id]; ok {
+			s.deleteLocked(id)
+			return true
+		}
 	}
-	delete(s.tasks, s.terminal[s.head])
-	s.terminal[s.head] = ""
-	s.head++
-	if s.head > 64 && s.head*2 > len(s.terminal) {
-		s.terminal = slices.Clone(s.terminal[s.head:])
-		s.head = 0
-	}
-	return true
+	return false
+}
+
+func (s *MemoryStore) deleteLocked(id string) {
+	delete(s.tasks, id)
+	delete(s.events, id)
 }
 
 // Get implements Store.
@@ -143,6 +155,9 @@ func (s *MemoryStore) Update(ctx context.Context, t *Task, expected int64) (*Tas
 	next.Owner, next.ContextID, next.IdempotencyKey, next.CreatedAt = cur.Owner, cur.ContextID, cur.IdempotencyKey, cur.CreatedAt
 	next.Version = cur.Version + 1
 	s.tasks[next.ID] = next
+	if StatusChanged(cur, next) {
+		s.events[next.ID] = append(s.events[next.ID], StatusEvent(next))
+	}
 	if next.Status.State.Terminal() {
 		s.terminal = append(s.terminal, next.ID)
 	}
@@ -195,6 +210,7 @@ func (s *MemoryStore) AppendArtifact(ctx context.Context, id string, expected in
 	}
 	cur.Artifacts = append(cur.Artifacts, a.Clone())
 	cur.Version++
+	s.events[id] = append(s.events[id], ArtifactEvent(id, cur.Version, a))
 	return cur.Clone(), nil
 }
 
@@ -222,4 +238,53 @@ func (s *MemoryStore) List(ctx context.Context, f Filter) ([]*Task, error) {
 		out[i] = t.Clone()
 	}
 	return out, nil
+}
+
+// Events implements Store.
+func (s *MemoryStore) Events(ctx context.Context, id string, after int64) ([]Event, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("tasks: events: %w", err)
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if _, ok := s.tasks[id]; !ok {
+		return nil, fmt.Errorf("tasks: events %s: %w", id, ErrNotFound)
+	}
+	evs := s.events[id]
+	i, _ := slices.BinarySearchFunc(evs, after, func(e Event, v int64) int { return cmp.Compare(e.Version, v+1) })
+	out := make([]Event, 0, len(evs)-i)
+	for _, e := range evs[i:] {
+		out = append(out, e.clone())
+	}
+	return out, nil
+}
+
+// Prune implements Store.
+func (s *MemoryStore) Prune(ctx context.Context, before time.Time, limit int) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("tasks: prune: %w", err)
+	}
+	if limit <= 0 {
+		return 0, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var old []*Task
+	for _, t := range s.tasks {
+		if t.Status.State.Terminal() && t.Status.Timestamp.Before(before) {
+			old = append(old, t)
+		}
+	}
+	slices.SortFunc(old, func(a, b *Task) int {
+		return cmp.Or(a.Status.Timestamp.Compare(b.Status.Timestamp), cmp.Compare(a.ID, b.ID))
+	})
+	if len(old) > limit {
+		old = old[:limit]
+	}
+	for _, t := range old {
+		s.deleteLocked(t.ID)
+	}
+	// The eviction queue may still name pruned tasks; evictLocked skips
+	// them.
+	return len(old), nil
 }

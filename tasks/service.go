@@ -285,10 +285,9 @@ func (s *Service) change(ctx context.Context, id string, write func(cur *Task) (
 	}
 }
 
-func (s *Service) publishStatus(t *Task) {
-	st := t.Status
-	s.events.Publish(Event{TaskID: t.ID, Version: t.Version, Kind: EventStatus, Status: &st})
-}
+// publishStatus hands the event the store recorded with t's status change
+// to the subscribers.
+func (s *Service) publishStatus(t *Task) { s.events.Publish(StatusEvent(t)) }
 
 // GetTask handles a tasks/get payload from requester. The task must be the
 // requester's or the requester an operator, else 1001. historyLength
@@ -385,8 +384,7 @@ func (s *Service) AddArtifact(ctx context.Context, taskID string, a Artifact) (*
 		if err != nil {
 			return nil, fmt.Errorf("tasks: add artifact: %w", err)
 		}
-		ac := a.Clone()
-		s.events.Publish(Event{TaskID: t.ID, Version: t.Version, Kind: EventArtifact, Artifact: &ac})
+		s.events.Publish(ArtifactEvent(t.ID, t.Version, a))
 		return t, nil
 	})
 }
@@ -412,6 +410,49 @@ func (s *Service) Subscribe(ctx context.Context, requester, taskID string) (*Tas
 		return t, closedEvents(), nil
 	}
 	return t, s.events.Subscribe(ctx, taskID), nil
+}
+
+// Resubscribe is Subscribe for a requester that saw the task's events up to
+// version after: it also returns the stored events after that version, and
+// the channel carries what follows them, with no gap or duplicate between
+// the two. after = 0 replays every event from the creation on.
+func (s *Service) Resubscribe(ctx context.Context, requester, taskID string, after int64) (*Task, []Event, <-chan Event, error) {
+	defer s.lockTask(taskID).Unlock()
+	t, err := s.store.Get(ctx, taskID)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil, nil, notFound(taskID)
+	}
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("tasks: resubscribe: %w", err)
+	}
+	if !s.canRead(requester, t) {
+		return nil, nil, nil, notFound(taskID)
+	}
+	backlog, err := s.store.Events(ctx, taskID, after)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("tasks: resubscribe: %w", err)
+	}
+	if t.Status.State.Terminal() {
+		return t, backlog, closedEvents(), nil
+	}
+	return t, backlog, s.events.Subscribe(ctx, taskID), nil
+}
+
+// TaskEvents returns the stored events of a task the requester may read,
+// after version after (1001 otherwise).
+func (s *Service) TaskEvents(ctx context.Context, requester, taskID string, after int64) ([]Event, error) {
+	t, err := s.store.Get(ctx, taskID)
+	if errors.Is(err, ErrNotFound) || (err == nil && !s.canRead(requester, t)) {
+		return nil, notFound(taskID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tasks: events: %w", err)
+	}
+	evs, err := s.store.Events(ctx, taskID, after)
+	if err != nil {
+		return nil, fmt.Errorf("tasks: events: %w", err)
+	}
+	return evs, nil
 }
 
 // Register registers the handlers of message/send, tasks/get and

@@ -542,6 +542,63 @@ func TestServiceSubscribe(t *testing.T) {
 	}
 }
 
+// A requester that saw events up to some version resumes after it: the
+// stored backlog and the live channel meet with no gap and no duplicate;
+// published events are the stored ones.
+func TestServiceResubscribe(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newService(t, ServiceOptions{})
+	task := mustSend(t, s, alice, send(`{"text":"x"}`))
+	if _, err := s.Transition(ctx, task.ID, StateWorking, ""); err != nil { // v2
+		t.Fatal(err)
+	}
+	if _, err := s.AddArtifact(ctx, task.ID, Artifact{ArtifactID: "out", Parts: []Part{TextPart("done")}}); err != nil { // v3
+		t.Fatal(err)
+	}
+	summary := func(evs []Event) string {
+		var out []string
+		for _, ev := range evs {
+			out = append(out, fmt.Sprintf("%d:%s", ev.Version, ev.Kind))
+		}
+		return strings.Join(out, " ")
+	}
+	for after, want := range map[int64]string{0: "1:status 2:status 3:artifact", 1: "2:status 3:artifact", 3: ""} {
+		snap, backlog, live, err := s.Resubscribe(ctx, alice, task.ID, after)
+		if err != nil || snap.Version != 3 || summary(backlog) != want {
+			t.Fatalf("Resubscribe(after %d) = v%d [%s] %v; want [%s]", after, snap.Version, summary(backlog), err, want)
+		}
+		if after == 1 {
+			defer func() {
+				var got []Event
+				for ev := range live {
+					got = append(got, ev)
+				}
+				if summary(got) != "4:status" {
+					t.Errorf("live after resubscribe: %s", summary(got))
+				}
+			}()
+		}
+	}
+	_, _, _, err := s.Resubscribe(ctx, bob, task.ID, 0)
+	wantSnap(t, err, snap.CodeTaskNotFound, map[string]any{"taskId": task.ID})
+	_, err = s.TaskEvents(ctx, bob, task.ID, 0)
+	wantSnap(t, err, snap.CodeTaskNotFound, map[string]any{"taskId": task.ID})
+	if _, err := s.Transition(ctx, task.ID, StateCompleted, "ok"); err != nil { // v4, final
+		t.Fatal(err)
+	}
+	evs, err := s.TaskEvents(ctx, operator, task.ID, 0)
+	if err != nil || summary(evs) != "1:status 2:status 3:artifact 4:status" || !evs[3].Final() {
+		t.Fatalf("TaskEvents = [%s] %v", summary(evs), err)
+	}
+	_, backlog, live, err := s.Resubscribe(ctx, alice, task.ID, 2)
+	if err != nil || summary(backlog) != "3:artifact 4:status" {
+		t.Fatalf("Resubscribe to a finished task: [%s] %v", summary(backlog), err)
+	}
+	if _, ok := <-live; ok {
+		t.Fatal("live events for a finished task")
+	}
+}
+
 // snap.Router is the Registrar the node uses.
 var _ Registrar = (*snap.Router)(nil)
 

@@ -1,6 +1,9 @@
 package tasks
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Store keeps tasks. MemoryStore is the in-process implementation; SQL
 // stores implement the same contract, which tasks/storetest checks.
@@ -40,6 +43,18 @@ type Store interface {
 	AppendArtifact(ctx context.Context, id string, expected int64, a Artifact) (*Task, error)
 	// List returns the tasks matching f, oldest first (CreatedAt, then ID).
 	List(ctx context.Context, f Filter) ([]*Task, error)
+	// Events returns the task's events with a version above after, in
+	// version order. Create, Update and AppendArtifact record them in the
+	// same write as the change they report: a status event (StatusEvent)
+	// when a task is created and whenever Update changes its status
+	// (StatusChanged), an artifact event (ArtifactEvent) per artifact
+	// appended. AppendHistory records none. A missing task gives
+	// ErrNotFound.
+	Events(ctx context.Context, id string, after int64) ([]Event, error)
+	// Prune deletes at most limit tasks, with their events, whose status
+	// has been terminal since before `before` (Status.Timestamp), oldest
+	// first, and returns how many it deleted. Live tasks are never pruned.
+	Prune(ctx context.Context, before time.Time, limit int) (int, error)
 }
 
 // Filter selects tasks for Store.List. Zero fields match everything.

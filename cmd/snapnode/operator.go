@@ -35,14 +35,18 @@ type operatorTask struct {
 	Version   int64       `json:"version"`
 	CreatedAt string      `json:"createdAt"`
 	Task      *tasks.Task `json:"task"`
+	// Events are the task's recorded events (task show only).
+	Events []tasks.Event `json:"events,omitempty"`
 }
 
-func printTask(c *cli, t *tasks.Task, full bool) error {
+// printTask prints t as one JSON line: without history and artifacts
+// unless full, with events when given.
+func printTask(c *cli, t *tasks.Task, full bool, events []tasks.Event) error {
 	if !full {
 		t = t.TrimHistory(0)
 		t.Artifacts = nil
 	}
-	b, err := json.Marshal(operatorTask{Owner: t.Owner, Version: t.Version, CreatedAt: t.CreatedAt.UTC().Format("2006-01-02T15:04:05.000000Z"), Task: t})
+	b, err := json.Marshal(operatorTask{Owner: t.Owner, Version: t.Version, CreatedAt: t.CreatedAt.UTC().Format("2006-01-02T15:04:05.000000Z"), Task: t, Events: events})
 	if err != nil {
 		return err
 	}
@@ -82,18 +86,19 @@ func (c *cli) taskList(args []string) int {
 		return c.ioError("snapnode task list", err)
 	}
 	for _, t := range list {
-		if err := printTask(c, t, false); err != nil {
+		if err := printTask(c, t, false, nil); err != nil {
 			return c.ioError("snapnode task list", err)
 		}
 	}
 	return exitOK
 }
 
-// taskShow is `snapnode task show ID`: one task with its history and
-// artifacts.
+// taskShow is `snapnode task show ID`: one task with its history,
+// artifacts and events.
 func (c *cli) taskShow(args []string) int {
 	fs := c.flagSet("task show", "[node settings] ID",
-		"Prints one task of the node's database with its history and artifacts.")
+		"Prints one task of the node's database with its history, artifacts and",
+		"events (each status change and artifact, at the task version it made).")
 	cfg := config.Default()
 	config.Flags(fs, &cfg)
 	pos, code, done := c.parse(fs, args, 1)
@@ -113,7 +118,11 @@ func (c *cli) taskShow(args []string) int {
 		fmt.Fprintf(c.stderr, "snapnode task show: %v\n", err)
 		return exitFail
 	}
-	if err := printTask(c, t, true); err != nil {
+	events, err := st.Events(context.Background(), t.ID, 0)
+	if err != nil {
+		return c.ioError("snapnode task show", err)
+	}
+	if err := printTask(c, t, true, events); err != nil {
 		return c.ioError("snapnode task show", err)
 	}
 	return exitOK

@@ -60,8 +60,22 @@ func TestTaskListAndShow(t *testing.T) {
 		t.Fatalf("task list --from --state: %q (%v)", out, err)
 	}
 	out, code = runTask("show", "--data-dir", dataDir, a1.ID)
-	if err := json.Unmarshal([]byte(out), &line); code != 0 || err != nil || len(line.Task.History) != 1 {
+	var shown struct {
+		Task struct {
+			History []any `json:"history"`
+		} `json:"task"`
+		Events []struct {
+			Version int64 `json:"version"`
+			Kind    string
+			Status  struct{ State string }
+		} `json:"events"`
+	}
+	if err := json.Unmarshal([]byte(out), &shown); code != 0 || err != nil || len(shown.Task.History) != 1 {
 		t.Fatalf("task show: exit %d %q", code, out)
+	}
+	if len(shown.Events) != 2 || shown.Events[0].Status.State != "submitted" || shown.Events[1].Status.State != "canceled" ||
+		shown.Events[1].Version != 2 {
+		t.Fatalf("task show events: %+v", shown.Events)
 	}
 	if _, code := runTask("show", "--data-dir", dataDir, "nope"); code != exitFail {
 		t.Errorf("task show of an unknown id: exit %d, want %d", code, exitFail)

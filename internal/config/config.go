@@ -51,6 +51,9 @@ type Config struct {
 	MaxDrift Duration `toml:"max_drift"`
 	// ReplyTTL is the NIP-40 expiration of replies to stored requests.
 	ReplyTTL Duration `toml:"reply_ttl"`
+	// TaskRetention is how long a task is kept once it is terminal
+	// (completed, failed, canceled); 0 keeps tasks forever.
+	TaskRetention Duration `toml:"task_retention"`
 	// Workers handle requests concurrently.
 	Workers int `toml:"workers"`
 	// Operators are identities that may see and manage every task.
@@ -99,12 +102,13 @@ func (d *Duration) UnmarshalText(b []byte) error {
 // Default returns the settings of a node with no configuration.
 func Default() Config {
 	return Config{
-		DataDir:     "snapnode-data",
-		RelayListen: "127.0.0.1:7447",
-		LogLevel:    "info",
-		MaxDrift:    Duration{60 * time.Second},
-		ReplyTTL:    Duration{7 * 24 * time.Hour},
-		Workers:     8,
+		DataDir:       "snapnode-data",
+		RelayListen:   "127.0.0.1:7447",
+		LogLevel:      "info",
+		MaxDrift:      Duration{60 * time.Second},
+		ReplyTTL:      Duration{7 * 24 * time.Hour},
+		TaskRetention: Duration{30 * 24 * time.Hour},
+		Workers:       8,
 		Card: Card{
 			Name:        "snapnode",
 			Description: "A SNAP agent run by snapnode: send it a task; file actions are validated, judged by policy and sandboxed.",
@@ -157,6 +161,11 @@ var settings = []setting{
 			fs.DurationVar(&c.ReplyTTL.Duration, name, c.ReplyTTL.Duration, usage)
 		},
 		func(c *Config, v string) error { return c.ReplyTTL.UnmarshalText([]byte(v)) }},
+	{"task-retention", "SNAPNODE_TASK_RETENTION", "delete tasks `DURATION` after they end (completed, failed, canceled); 0 keeps them",
+		func(fs *flag.FlagSet, c *Config, name, usage string) {
+			fs.DurationVar(&c.TaskRetention.Duration, name, c.TaskRetention.Duration, usage)
+		},
+		func(c *Config, v string) error { return c.TaskRetention.UnmarshalText([]byte(v)) }},
 	{"workers", "SNAPNODE_WORKERS", "handle `N` requests at once",
 		func(fs *flag.FlagSet, c *Config, name, usage string) { fs.IntVar(&c.Workers, name, c.Workers, usage) },
 		func(c *Config, v string) (err error) { c.Workers, err = strconv.Atoi(v); return err }},
@@ -281,6 +290,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxDrift.Duration < time.Second {
 		errs = append(errs, fmt.Errorf("config: max_drift %v: want at least 1s", c.MaxDrift.Duration))
+	}
+	if c.TaskRetention.Duration < 0 {
+		errs = append(errs, fmt.Errorf("config: task_retention %v: want 0 (keep) or more", c.TaskRetention.Duration))
 	}
 	if c.Workers < 1 {
 		errs = append(errs, fmt.Errorf("config: workers %d: want at least 1", c.Workers))

@@ -160,8 +160,20 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *Node
 		n.closeStore = func() error { return errors.Join(store.Close(), db.Close()) }
 		sweepCtx, stopSweep := context.WithCancel(context.WithoutCancel(ctx))
 		done := n.sweepDone
+		retention := tasks.Retention{Store: store, TTL: cfg.TaskRetention.Duration}
 		go func() {
 			defer close(done)
+			var wg sync.WaitGroup
+			defer wg.Wait()
+			wg.Go(func() {
+				retention.Run(sweepCtx, 10*time.Minute, func(deleted int, err error) {
+					if err != nil {
+						logger.Warn("task retention", "err", err)
+					} else if deleted > 0 {
+						logger.Info("task retention: deleted ended tasks", "count", deleted, "older_than", retention.TTL)
+					}
+				})
+			})
 			store.ReplayStore().RunSweeper(sweepCtx, time.Minute, func(deleted int64, err error) {
 				if err != nil {
 					logger.Warn("replay sweep", "err", err)

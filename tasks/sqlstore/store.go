@@ -136,9 +136,10 @@ func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 type statements struct {
 	// Writes, used inside transactions through tx.StmtContext.
 	insertTask, getForWrite, updateTask, updateHistory, updateArtifacts *sql.Stmt
+	insertEvent, prune                                                  *sql.Stmt
 	remember, rememberPrior, saveResult, sweep                          *sql.Stmt
 	// Reads.
-	getTask, byIdempotencyKey, lookup, loadResult *sql.Stmt
+	getTask, byIdempotencyKey, lookup, loadResult, events, exists *sql.Stmt
 }
 
 func (s *Store) prepare(ctx context.Context) error {
@@ -162,6 +163,9 @@ func (s *Store) prepare(ctx context.Context) error {
 			version = version + 1, updated_at = ? WHERE id = ? AND version = ?`),
 		updateHistory:   p(s.w, "UPDATE tasks SET history = ?, version = version + 1, updated_at = ? WHERE id = ? AND version = ?"),
 		updateArtifacts: p(s.w, "UPDATE tasks SET artifacts = ?, version = version + 1, updated_at = ? WHERE id = ? AND version = ?"),
+		insertEvent:     p(s.w, "INSERT INTO task_events (task_id, version, kind, body) VALUES (?, ?, ?, ?)"),
+		prune: p(s.w, `DELETE FROM tasks WHERE id IN (SELECT id FROM tasks
+			WHERE state IN ('completed', 'failed', 'canceled') AND status_ts < ? ORDER BY status_ts LIMIT ?)`),
 
 		// An unexpired record stays; an expired one is replaced. Of two
 		// concurrent calls the database lets one insert (or replace) and
@@ -177,6 +181,8 @@ func (s *Store) prepare(ctx context.Context) error {
 		getTask:          p(s.r, "SELECT "+taskColumns+" FROM tasks WHERE id = ?"),
 		byIdempotencyKey: p(s.r, "SELECT "+taskColumns+" FROM tasks WHERE owner = ? AND idempotency_key = ? ORDER BY created_at DESC, id DESC LIMIT 1"),
 		lookup:           p(s.r, "SELECT first_seen, expires, fingerprint, via FROM replay WHERE sender = ? AND msg_id = ? AND expires > ?"),
+		events:           p(s.r, "SELECT body FROM task_events WHERE task_id = ? AND version > ? ORDER BY version"),
+		exists:           p(s.r, "SELECT 1 FROM tasks WHERE id = ?"),
 		loadResult:       p(s.r, "SELECT result FROM replay WHERE sender = ? AND msg_id = ? AND expires > ? AND result IS NOT NULL"),
 	}
 	return err
@@ -184,7 +190,8 @@ func (s *Store) prepare(ctx context.Context) error {
 
 func (st *statements) close() {
 	for _, x := range []*sql.Stmt{st.insertTask, st.getForWrite, st.updateTask, st.updateHistory, st.updateArtifacts,
-		st.remember, st.rememberPrior, st.saveResult, st.sweep, st.getTask, st.byIdempotencyKey, st.lookup, st.loadResult} {
+		st.remember, st.rememberPrior, st.saveResult, st.sweep, st.getTask, st.byIdempotencyKey, st.lookup, st.loadResult,
+		st.insertEvent, st.prune, st.events, st.exists} {
 		if x != nil {
 			_ = x.Close()
 		}
@@ -267,18 +274,38 @@ func (s *Store) Create(ctx context.Context, t *tasks.Task) (*tasks.Task, error) 
 		return nil, err
 	}
 	r.version = 1
-	res, err := s.exec1(ctx, "create", r.id, s.st.insertTask, r.id, r.owner, r.contextID, r.state, r.statusTS,
-		r.statusMessage, r.idemKey, r.createdAt, micros(time.Now()), string(r.history), string(r.artifacts), string(r.metadata))
+	created, err := r.task()
 	if err != nil {
 		return nil, err
 	}
-	// ON CONFLICT DO NOTHING: no row means the id is taken.
-	if n, err := res.RowsAffected(); err != nil {
-		return nil, dbError("create", r.id, err)
-	} else if n == 0 {
-		return nil, fmt.Errorf("sqlstore: create %s: task %w", r.id, tasks.ErrExists)
+	err = s.write(ctx, "create", r.id, func(ctx context.Context, tx *sql.Tx) error {
+		res, err := tx.StmtContext(ctx, s.st.insertTask).ExecContext(ctx, r.id, r.owner, r.contextID, r.state, r.statusTS,
+			r.statusMessage, r.idemKey, r.createdAt, micros(time.Now()), string(r.history), string(r.artifacts), string(r.metadata))
+		if err != nil {
+			return dbError("create", r.id, err)
+		}
+		// ON CONFLICT DO NOTHING: no row means the id is taken.
+		if n, err := res.RowsAffected(); err != nil {
+			return dbError("create", r.id, err)
+		} else if n == 0 {
+			return fmt.Errorf("sqlstore: create %s: task %w", r.id, tasks.ErrExists)
+		}
+		return s.recordEvent(ctx, tx, "create", tasks.StatusEvent(created))
+	})
+	if err != nil {
+		return nil, err
 	}
-	return r.task()
+	return created, nil
+}
+
+// recordEvent writes ev in tx, the transaction of the change it reports.
+func (s *Store) recordEvent(ctx context.Context, tx *sql.Tx, op string, ev tasks.Event) error {
+	body, err := json.Marshal(ev)
+	if err != nil {
+		return fmt.Errorf("sqlstore: %s %s: event: %w", op, ev.TaskID, err)
+	}
+	_, err = tx.StmtContext(ctx, s.st.insertEvent).ExecContext(ctx, ev.TaskID, ev.Version, string(ev.Kind), string(body))
+	return dbError(op+" event", ev.TaskID, err)
 }
 
 // Get implements tasks.Store.
@@ -386,6 +413,11 @@ func (s *Store) Update(ctx context.Context, t *tasks.Task, expected int64) (*tas
 		// The fields Create set stay.
 		next.owner, next.contextID, next.idemKey, next.createdAt = cur.owner, cur.contextID, cur.idemKey, cur.createdAt
 		next.version = cur.version + 1
+		if prev := cur.columns(); tasks.StatusChanged(prev, t) {
+			ev := tasks.StatusEvent(t)
+			ev.Version = next.version
+			return s.recordEvent(ctx, tx, "update", ev)
+		}
 		return nil
 	})
 	if err != nil {
@@ -419,7 +451,7 @@ func (s *Store) AppendHistory(ctx context.Context, id string, expected int64, ms
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: %s %s: %w: %w", op, id, tasks.ErrInvalidTask, err)
 	}
-	return s.appendTo(ctx, op, id, expected, s.st.updateHistory, func(cur *row) (string, error) {
+	return s.appendTo(ctx, op, id, expected, s.st.updateHistory, nil, func(cur *row) (string, error) {
 		if len(msgs) > 0 {
 			if cur.history, err = appendJSONArray(cur.history, add); err != nil {
 				return "", fmt.Errorf("sqlstore: %s %s: stored history: %w", op, id, err)
@@ -440,7 +472,7 @@ func (s *Store) AppendArtifact(ctx context.Context, id string, expected int64, a
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: %s %s: %w: %w", op, id, tasks.ErrInvalidTask, err)
 	}
-	return s.appendTo(ctx, op, id, expected, s.st.updateArtifacts, func(cur *row) (string, error) {
+	return s.appendTo(ctx, op, id, expected, s.st.updateArtifacts, &a, func(cur *row) (string, error) {
 		var have []struct {
 			ArtifactID string `json:"artifactId"`
 		}
@@ -464,8 +496,9 @@ func (s *Store) AppendArtifact(ctx context.Context, id string, expected int64, a
 
 // appendTo is the transaction both appends share: read the task at
 // version expected, refuse a terminal one, let change extend the row and
-// return the new column value, write it with update, bump the version.
-func (s *Store) appendTo(ctx context.Context, op, id string, expected int64, update *sql.Stmt, change func(cur *row) (string, error)) (*tasks.Task, error) {
+// return the new column value, write it with update, bump the version and
+// record the artifact's event when there is one.
+func (s *Store) appendTo(ctx context.Context, op, id string, expected int64, update *sql.Stmt, artifact *tasks.Artifact, change func(cur *row) (string, error)) (*tasks.Task, error) {
 	now := micros(time.Now())
 	var out *row
 	err := s.write(ctx, op, id, func(ctx context.Context, tx *sql.Tx) error {
@@ -486,6 +519,9 @@ func (s *Store) appendTo(ctx context.Context, op, id string, expected int64, upd
 		}
 		cur.version++
 		out = cur
+		if artifact != nil {
+			return s.recordEvent(ctx, tx, op, tasks.ArtifactEvent(id, cur.version, *artifact))
+		}
 		return nil
 	})
 	if err != nil {
@@ -564,4 +600,65 @@ func (s *Store) List(ctx context.Context, f tasks.Filter) ([]*tasks.Task, error)
 		return nil, dbError("list", "", err)
 	}
 	return out, nil
+}
+
+// Events implements tasks.Store.
+func (s *Store) Events(ctx context.Context, id string, after int64) ([]tasks.Event, error) {
+	if err := s.start(ctx, "events"); err != nil {
+		return nil, err
+	}
+	rows, err := s.st.events.QueryContext(ctx, id, after)
+	if err != nil {
+		return nil, dbError("events", id, err)
+	}
+	defer rows.Close()
+	var out []tasks.Event
+	for rows.Next() {
+		var body string
+		if err := rows.Scan(&body); err != nil {
+			return nil, dbError("events", id, err)
+		}
+		var ev tasks.Event
+		if err := json.Unmarshal([]byte(body), &ev); err != nil {
+			return nil, fmt.Errorf("sqlstore: events %s: stored event: %w", id, err)
+		}
+		out = append(out, ev)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, dbError("events", id, err)
+	}
+	if len(out) == 0 {
+		// Every task has its creation event; none means no task, or
+		// nothing after `after`.
+		var one int
+		err := s.st.exists.QueryRowContext(ctx, id).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, fmt.Errorf("sqlstore: events %s: %w", id, tasks.ErrNotFound)
+		}
+		if err != nil {
+			return nil, dbError("events", id, err)
+		}
+		out = []tasks.Event{}
+	}
+	return out, nil
+}
+
+// Prune implements tasks.Store. One DELETE removes the tasks; their events
+// follow through ON DELETE CASCADE.
+func (s *Store) Prune(ctx context.Context, before time.Time, limit int) (int, error) {
+	if err := s.start(ctx, "prune"); err != nil {
+		return 0, err
+	}
+	if limit <= 0 {
+		return 0, nil
+	}
+	res, err := s.exec1(ctx, "prune", "", s.st.prune, micros(before), limit)
+	if err != nil {
+		return 0, err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, dbError("prune", "", err)
+	}
+	return int(n), nil
 }

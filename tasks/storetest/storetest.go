@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -44,6 +45,9 @@ func Run(t *testing.T, newStore func(t *testing.T) tasks.Store) {
 		{"List", testList},
 		{"ConcurrentUpdates", testConcurrentUpdates},
 		{"CanceledContext", testCanceledContext},
+		{"Events", testEvents},
+		{"EventsWithFailedWrites", testEventsWithFailedWrites},
+		{"Prune", testPrune},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.fn(t, newStore(t))
@@ -596,5 +600,184 @@ func testCanceledContext(t *testing.T, s tasks.Store) {
 	}
 	if _, err := s.Get(context.Background(), "ctx2"); !errors.Is(err, tasks.ErrNotFound) {
 		t.Fatalf("Create with a canceled context stored the task (err %v)", err)
+	}
+}
+
+// eventSummary renders events as "v1:status:submitted v2:artifact:out …".
+func eventSummary(evs []tasks.Event) string {
+	var b strings.Builder
+	for i, e := range evs {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "v%d:%s:", e.Version, e.Kind)
+		switch {
+		case e.Status != nil:
+			b.WriteString(string(e.Status.State))
+			if e.Status.Message != "" {
+				b.WriteString("(" + e.Status.Message + ")")
+			}
+		case e.Artifact != nil:
+			b.WriteString(e.Artifact.ArtifactID)
+		}
+	}
+	return b.String()
+}
+
+// Every status change and artifact is an event at the version it made;
+// history appends and metadata-only updates make none; Events(after)
+// returns what follows after.
+func testEvents(t *testing.T, s tasks.Store) {
+	ctx := context.Background()
+	cur := mustCreate(t, s, sample("e1", "owner-a"))
+	step := func(got *tasks.Task, err error) *tasks.Task {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	next := cur.Clone()
+	next.Status = tasks.Status{State: tasks.StateWorking, Timestamp: base().Add(time.Second)}
+	cur = step(s.Update(ctx, next, cur.Version))                                                                                               // v2
+	cur = step(s.AppendHistory(ctx, "e1", cur.Version, tasks.Message{MessageID: "m2", Role: tasks.RoleAgent, Parts: []tasks.Part{text("x")}})) // v3
+	cur = step(s.AppendArtifact(ctx, "e1", cur.Version, tasks.Artifact{ArtifactID: "out", Parts: []tasks.Part{text("r")}}))                    // v4
+	meta := cur.Clone()
+	meta.Metadata = map[string]any{"only": "metadata"}
+	cur = step(s.Update(ctx, meta, cur.Version)) // v5, no event
+	note := cur.Clone()
+	note.Status.Message = "half way"
+	cur = step(s.Update(ctx, note, cur.Version)) // v6
+	done := cur.Clone()
+	done.Status = tasks.Status{State: tasks.StateCompleted, Timestamp: base().Add(2 * time.Second), Message: "done"}
+	cur = step(s.Update(ctx, done, cur.Version)) // v7
+
+	all, err := s.Events(ctx, "e1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "v1:status:submitted(queued) v2:status:working v4:artifact:out v6:status:working(half way) v7:status:completed(done)"
+	if got := eventSummary(all); got != want {
+		t.Fatalf("Events = %s\nwant     %s", got, want)
+	}
+	if !all[len(all)-1].Final() || all[0].Final() {
+		t.Fatal("Final() wrong on stored events")
+	}
+	if !all[1].Status.Timestamp.Equal(base().Add(time.Second)) || all[2].Artifact.Parts[0].Text == nil || *all[2].Artifact.Parts[0].Text != "r" {
+		t.Fatalf("event contents: %+v %+v", all[1].Status, all[2].Artifact)
+	}
+	for _, e := range all {
+		if e.TaskID != "e1" {
+			t.Fatalf("event of task %q", e.TaskID)
+		}
+	}
+	for after, want := range map[int64]string{
+		1: "v2:status:working v4:artifact:out v6:status:working(half way) v7:status:completed(done)",
+		3: "v4:artifact:out v6:status:working(half way) v7:status:completed(done)",
+		4: "v6:status:working(half way) v7:status:completed(done)",
+		7: "", 100: "",
+	} {
+		evs, err := s.Events(ctx, "e1", after)
+		if err != nil || evs == nil || eventSummary(evs) != want {
+			t.Errorf("Events(after %d) = %s (%v, nil %v), want %s", after, eventSummary(evs), err, evs == nil, want)
+		}
+	}
+	if _, err := s.Events(ctx, "missing", 0); !errors.Is(err, tasks.ErrNotFound) {
+		t.Fatalf("Events of a missing task: %v, want ErrNotFound", err)
+	}
+	// Returned events are copies.
+	all[0].Status.State = tasks.StateFailed
+	again, _ := s.Events(ctx, "e1", 0)
+	if again[0].Status.State != tasks.StateSubmitted {
+		t.Fatal("Events handed out its stored event")
+	}
+}
+
+// A write that fails records no event.
+func testEventsWithFailedWrites(t *testing.T, s tasks.Store) {
+	ctx := context.Background()
+	cur := mustCreate(t, s, sample("e2", "owner-a"))
+	bad := cur.Clone()
+	bad.Status = tasks.Status{State: tasks.StateCompleted, Timestamp: base()}
+	if _, err := s.Update(ctx, bad, cur.Version); !errors.Is(err, tasks.ErrIllegalTransition) {
+		t.Fatalf("submitted → completed: %v", err)
+	}
+	stale := cur.Clone()
+	stale.Status = tasks.Status{State: tasks.StateWorking, Timestamp: base()}
+	if _, err := s.Update(ctx, stale, cur.Version+1); !errors.Is(err, tasks.ErrVersionConflict) {
+		t.Fatalf("stale update: %v", err)
+	}
+	if _, err := s.AppendArtifact(ctx, "e2", cur.Version+5, tasks.Artifact{ArtifactID: "x", Parts: []tasks.Part{text("r")}}); !errors.Is(err, tasks.ErrVersionConflict) {
+		t.Fatalf("stale artifact: %v", err)
+	}
+	if _, err := s.Create(ctx, sample("e2", "owner-b")); !errors.Is(err, tasks.ErrExists) {
+		t.Fatalf("second create: %v", err)
+	}
+	evs, err := s.Events(ctx, "e2", 0)
+	if err != nil || eventSummary(evs) != "v1:status:submitted(queued)" {
+		t.Fatalf("Events after failed writes = %s, %v", eventSummary(evs), err)
+	}
+}
+
+// Prune deletes terminal tasks that became terminal before the cut-off,
+// oldest first and at most limit, with their events; never a live task.
+func testPrune(t *testing.T, s tasks.Store) {
+	ctx := context.Background()
+	finish := func(id string, state tasks.State, at time.Duration) {
+		t.Helper()
+		cur := mustCreate(t, s, sample(id, "owner-a"))
+		next := cur.Clone()
+		next.Status = tasks.Status{State: tasks.StateWorking, Timestamp: base()}
+		cur, err := s.Update(ctx, next, cur.Version)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if state == tasks.StateWorking {
+			return
+		}
+		next = cur.Clone()
+		next.Status = tasks.Status{State: state, Timestamp: base().Add(at)}
+		if _, err := s.Update(ctx, next, cur.Version); err != nil {
+			t.Fatal(err)
+		}
+	}
+	finish("p-old-done", tasks.StateCompleted, time.Hour)
+	finish("p-old-failed", tasks.StateFailed, 2*time.Hour)
+	finish("p-old-canceled", tasks.StateCanceled, 3*time.Hour)
+	finish("p-new-done", tasks.StateCompleted, 10*time.Hour)
+	finish("p-live", tasks.StateWorking, 0)
+	mustCreate(t, s, sample("p-submitted", "owner-a"))
+	cut := base().Add(5 * time.Hour)
+
+	if n, err := s.Prune(ctx, cut, 0); err != nil || n != 0 {
+		t.Fatalf("Prune(limit 0) = %d, %v", n, err)
+	}
+	if n, err := s.Prune(ctx, cut, 2); err != nil || n != 2 {
+		t.Fatalf("Prune(limit 2) = %d, %v; want 2", n, err)
+	}
+	for _, id := range []string{"p-old-done", "p-old-failed"} {
+		if _, err := s.Get(ctx, id); !errors.Is(err, tasks.ErrNotFound) {
+			t.Errorf("%s after Prune: %v, want ErrNotFound (oldest first)", id, err)
+		}
+		if _, err := s.Events(ctx, id, 0); !errors.Is(err, tasks.ErrNotFound) {
+			t.Errorf("events of %s after Prune: %v", id, err)
+		}
+	}
+	if n, err := s.Prune(ctx, cut, 100); err != nil || n != 1 {
+		t.Fatalf("second Prune = %d, %v; want 1", n, err)
+	}
+	if n, err := s.Prune(ctx, cut, 100); err != nil || n != 0 {
+		t.Fatalf("third Prune = %d, %v; want 0", n, err)
+	}
+	for _, id := range []string{"p-new-done", "p-live", "p-submitted"} {
+		mustGet(t, s, id)
+		if evs, err := s.Events(ctx, id, 0); err != nil || len(evs) == 0 {
+			t.Errorf("events of kept task %s: %d, %v", id, len(evs), err)
+		}
+	}
+	// The pruned ids are free again, with fresh events.
+	mustCreate(t, s, sample("p-old-done", "owner-b"))
+	if evs, _ := s.Events(ctx, "p-old-done", 0); eventSummary(evs) != "v1:status:submitted(queued)" {
+		t.Fatalf("events of a re-created id: %s", eventSummary(evs))
 	}
 }
