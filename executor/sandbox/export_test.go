@@ -1,0 +1,15 @@
+package sandbox
+
+// SetTestHooks installs failure points for the tests of package
+// sandbox_test: beforeOp runs before each step of a promotion or rollback
+// (with the step's kind and virtual path), beforeRename once a temporary
+// file is written and synced, before it is renamed over its target.
+func SetTestHooks(s *Sandbox, beforeOp func(kind, path string) error, beforeRename func(path string) error) {
+	s.core.hooks = hooks{}
+	if beforeOp != nil {
+		s.core.hooks.beforeOp = func(o op) error { return beforeOp(o.kind.String(), Virtual(o.rel)) }
+	}
+	if beforeRename != nil {
+		s.core.hooks.beforeRename = func(rel string) error { return beforeRename(Virtual(rel)) }
+	}
+}
