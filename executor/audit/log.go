@@ -277,7 +277,7 @@ func (l *Log) Head(ctx context.Context) (Anchor, error) {
 	var a Anchor
 	err := l.db.R.QueryRowContext(ctx, "SELECT last_seq, last_hash FROM audit_head WHERE id = 1").Scan(&a.Seq, &a.Hash)
 	if errors.Is(err, sql.ErrNoRows) {
-		return a, fmt.Errorf("audit: %w", &VerifyError{Kind: KindHead, Detail: "the head record is missing"})
+		return a, &VerifyError{Kind: KindHead, Detail: "the head record is missing"}
 	}
 	if err != nil {
 		return a, fmt.Errorf("audit: head: %w", err)

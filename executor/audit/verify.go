@@ -62,6 +62,9 @@ type VerifyError struct {
 
 func (e *VerifyError) Error() string {
 	s := fmt.Sprintf("audit: entry %d %s", e.Seq, e.Kind)
+	if e.Seq == 0 && (e.Kind == KindHead || e.Kind == KindMalformed) {
+		s = "audit: " + string(e.Kind) // about the log or the export, not an entry
+	}
 	if e.Line > 0 {
 		s += fmt.Sprintf(" (line %d)", e.Line)
 	}
@@ -113,11 +116,11 @@ type verifier struct {
 	next int64
 	prev string
 	// pruned is the newest pruning record seen.
-	pruned     *prunedDetail
-	prunedSeq  int64
-	prunedBad  string
-	anchors    []Anchor // sorted by seq, from the next to check
-	rep        Report
+	pruned    *prunedDetail
+	prunedSeq int64
+	prunedBad string
+	anchors   []Anchor // sorted by seq, from the next to check
+	rep       Report
 }
 
 // prunedDetail is the Detail of a StepPruned entry.
@@ -320,6 +323,10 @@ func (l *Log) Verify(ctx context.Context, anchors ...Anchor) (Report, error) {
 	}
 	defer func() { _ = tx.Rollback() }()
 	h, err := readHead(ctx, tx)
+	var verr *VerifyError
+	if errors.As(err, &verr) {
+		return Report{}, verr
+	}
 	if err != nil {
 		return Report{}, fmt.Errorf("audit: verify: %w", err)
 	}
