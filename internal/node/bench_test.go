@@ -23,6 +23,7 @@ import (
 	"github.com/nbd-wtf/go-nostr/nip44"
 
 	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/testdb"
 	"github.com/snapnode/snapnode/relay"
 )
 
@@ -121,12 +122,20 @@ func cryptoPerRoundTrip(b *testing.B) time.Duration {
 }
 
 // BenchmarkNostrRoundTrip measures message/send round trips through the
-// node's embedded relay on loopback with 1, 8 and 64 concurrent requesters:
+// node's embedded relay on loopback, on each task store (memory, the
+// default SQLite, and PostgreSQL when SNAPNODE_TEST_POSTGRES is set), with
+// 1, 8 and 64 concurrent requesters:
 // round trips per second, p50 and p99 latency, and the node's CPU per
 // round trip beside the cryptographic work it cannot avoid.
 func BenchmarkNostrRoundTrip(b *testing.B) {
 	minCrypto := cryptoPerRoundTrip(b)
-	for _, store := range []struct{ name, database string }{{"memory", "memory"}, {"sqlite", ""}} {
+	stores := []struct{ name, database string }{{"memory", "memory"}, {"sqlite", ""}}
+	if os.Getenv(testdb.PostgresEnv) != "" {
+		stores = append(stores, struct{ name, database string }{"postgres", testdb.Postgres(b)})
+	} else {
+		b.Logf("no PostgreSQL figures: %s is not set", testdb.PostgresEnv)
+	}
+	for _, store := range stores {
 		var args []string
 		if store.database != "" {
 			args = []string{"--database", store.database}
