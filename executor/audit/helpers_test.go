@@ -95,8 +95,8 @@ func fill(tb testing.TB, l *Log, n int) []Entry {
 	return out
 }
 
-// exec runs statements (with ? placeholders) on db, outside the log.
-func exec(tb testing.TB, db *sqldb.DB, stmts ...string) {
+// execSQL runs statements (with ? placeholders) on db, outside the log.
+func execSQL(tb testing.TB, db *sqldb.DB, stmts ...string) {
 	tb.Helper()
 	for _, q := range stmts {
 		if _, err := db.W.ExecContext(context.Background(), db.Dialect.Rebind(q)); err != nil {

@@ -2,6 +2,7 @@ package audit
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -64,8 +65,11 @@ type line struct {
 //
 // detail is left out when there is none; time is UTC with six digits of
 // fraction. Every row is written as the database holds it, tampered ones
-// too, so that VerifyJSONL of the export finds what Verify finds. A from
-// at or before the start of the chain exports it whole.
+// too, so that VerifyJSONL of the export finds what Verify finds — but for
+// a row whose detail is not the minimal JSON Append stores, which cannot
+// be written faithfully on one line: Export stops there with a
+// *VerifyError (KindEdited) naming it. A from at or before the start of
+// the chain exports it whole.
 func (l *Log) Export(ctx context.Context, w io.Writer, from int64) error {
 	if l.closed.Load() {
 		return ErrClosed
@@ -127,9 +131,10 @@ func appendLine(dst []byte, e Entry) ([]byte, error) {
 		Step: string(e.Step), Decision: e.Decision, Reason: e.Reason, PolicyVersion: e.PolicyVersion,
 		PreHash: e.PreHash, PostHash: e.PostHash, Detail: jsontext.Value(e.Detail), Prev: e.Prev, Hash: e.Hash,
 	}
-	if !ln.Detail.IsValid() && len(ln.Detail) > 0 {
-		// Append stores only valid JSON: the row was changed.
-		return dst, &VerifyError{Seq: e.Seq, Kind: KindEdited, Detail: "its detail is not valid JSON"}
+	if len(ln.Detail) > 0 && !isMinimal(ln.Detail) {
+		// Append stores only minimal JSON: the row was changed, and
+		// writing it reformatted would not be faithful.
+		return dst, &VerifyError{Seq: e.Seq, Kind: KindEdited, Detail: "its detail is not the minimal JSON Append stores"}
 	}
 	// Invalid UTF-8 (which Append refuses, so only a changed row has it)
 	// is written as U+FFFD: the line then fails VerifyJSONL, as the row
@@ -158,9 +163,19 @@ func decodeLine(b []byte) (Entry, error) {
 		PreHash: ln.PreHash, PostHash: ln.PostHash, Prev: ln.Prev, Hash: ln.Hash,
 	}
 	if len(ln.Detail) > 0 {
+		if !isMinimal(ln.Detail) {
+			return Entry{}, errors.New("detail: not in the minimal form Export writes")
+		}
 		e.Detail = []byte(ln.Detail.Clone())
 	}
 	return e, nil
+}
+
+// isMinimal reports whether v is valid JSON (RFC 7493) in the form
+// jsontext.Value.Format gives: no whitespace, shortest escapes.
+func isMinimal(v jsontext.Value) bool {
+	f := v.Clone()
+	return f.Format() == nil && bytes.Equal(f, v)
 }
 
 // lineReader reads the lines of an export, at most MaxLine bytes each.

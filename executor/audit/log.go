@@ -40,8 +40,9 @@ type Options struct {
 	Now func() time.Time
 	// Retain: Prune drops the entries older than this (0 keeps them).
 	Retain time.Duration
-	// MaxEntries: Prune drops the oldest entries beyond this many, its own
-	// record of the pruning included (0: no limit; otherwise at least 2).
+	// MaxEntries: when the log holds more than this many entries, Prune
+	// drops the oldest so that it holds this many, its own record of the
+	// pruning included (0: no limit).
 	MaxEntries int64
 	// MaxDetail bounds an entry's Detail in bytes of compact JSON
 	// (default DefaultMaxDetail, at most MaxDetailLimit).
@@ -85,8 +86,8 @@ func New(ctx context.Context, db *sqldb.DB, opts Options) (*Log, error) {
 	if opts.Retain < 0 {
 		return nil, fmt.Errorf("audit: Retain %v is negative", opts.Retain)
 	}
-	if opts.MaxEntries < 0 || opts.MaxEntries == 1 {
-		return nil, fmt.Errorf("audit: MaxEntries %d: want 0 (no limit) or at least 2", opts.MaxEntries)
+	if opts.MaxEntries < 0 {
+		return nil, fmt.Errorf("audit: MaxEntries %d is negative", opts.MaxEntries)
 	}
 	if err := db.Migrate(ctx, migrations()); err != nil {
 		return nil, fmt.Errorf("audit: %w", err)

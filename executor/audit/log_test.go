@@ -305,7 +305,7 @@ func TestAppendInvalid(t *testing.T) {
 func TestNewOptions(t *testing.T) {
 	ctx := context.Background()
 	db := openDB(t, testdb.SQLite(t))
-	for _, o := range []Options{{MaxEntries: 1}, {MaxEntries: -1}, {Retain: -time.Second}, {MaxDetail: -1}, {MaxDetail: MaxDetailLimit + 1}} {
+	for _, o := range []Options{{MaxEntries: -1}, {Retain: -time.Second}, {MaxDetail: -1}, {MaxDetail: MaxDetailLimit + 1}} {
 		if _, err := New(ctx, db, o); err == nil {
 			t.Errorf("New(%+v) accepted", o)
 		}

@@ -58,7 +58,8 @@ func (l *Log) pruneOnce(ctx context.Context) (removed int64, more bool, err erro
 		}
 		now := l.opts.Now()
 		cut := h.first - 1 // the last seq to drop
-		if m := l.opts.MaxEntries; m > 0 {
+		if m := l.opts.MaxEntries; m > 0 && h.last-(h.first-1) > m {
+			// Over the limit: keep m-1, and the pruning record makes m.
 			cut = max(cut, h.last-(m-1))
 		}
 		if l.opts.Retain > 0 {
