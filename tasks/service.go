@@ -41,6 +41,9 @@ type ServiceOptions struct {
 	// Logger receives internal failures, which peers only see as 5001;
 	// nil discards them.
 	Logger *slog.Logger
+	// Runner carries out the proposals messages carry; nil leaves such
+	// tasks submitted, like free text.
+	Runner Runner
 }
 
 // Registrar is where the Service registers its protocol handlers: the node
@@ -68,6 +71,7 @@ type Service struct {
 	maxHistory int
 	keys       *keyCache
 	log        *slog.Logger
+	runner     Runner
 
 	seed      maphash.Seed
 	taskLocks [256]sync.Mutex
@@ -88,6 +92,7 @@ func NewService(store Store, opts ServiceOptions) *Service {
 		operators:  make(map[string]struct{}, len(opts.Operators)),
 		maxHistory: opts.MaxHistory,
 		log:        opts.Logger,
+		runner:     opts.Runner,
 		seed:       maphash.MakeSeed(),
 	}
 	if s.now == nil {
@@ -212,6 +217,18 @@ func (s *Service) SendMessage(ctx context.Context, owner string, payload []byte)
 }
 
 func (s *Service) send(ctx context.Context, owner string, req *SendRequest) (*Task, error) {
+	if err := checkProposals(req.Message); err != nil {
+		return nil, err
+	}
+	t, err := s.receive(ctx, owner, req)
+	if err != nil {
+		return nil, err
+	}
+	return s.execute(ctx, t, owner, req.Message)
+}
+
+// receive records the message: a new task, or the next message of one.
+func (s *Service) receive(ctx context.Context, owner string, req *SendRequest) (*Task, error) {
 	if req.TaskID == "" {
 		return s.create(ctx, owner, req)
 	}

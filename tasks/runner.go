@@ -1,0 +1,151 @@
+package tasks
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/snapnode/snapnode/snap"
+)
+
+// MaxProposals bounds the proposals one message may carry.
+const MaxProposals = 16
+
+// Runner carries out the proposals a message carries: the node's executor,
+// which knows nothing of SNAP or of tasks. The Service calls Run with the
+// task working, adds the Outcome's artifacts and moves the task to its
+// state. Run must return within its context's deadline; an error is the
+// Runner's own failure (the task fails with a note, the peer sees no
+// detail), not a rejected proposal, which is an Outcome.
+type Runner interface {
+	Run(ctx context.Context, job Job) (Outcome, error)
+}
+
+// Job is the work of one message.
+type Job struct {
+	TaskID    string
+	Requester string
+	// Proposals are the message's data parts that are proposals (a
+	// top-level schema_version) or action descriptors (descriptor_version),
+	// in order.
+	Proposals []json.RawMessage
+}
+
+// Outcome is what a Runner made of a Job.
+type Outcome struct {
+	// State is StateCompleted, StateFailed or StateInputRequired.
+	State State
+	// Note is the status message (at most MaxStatusMessage bytes).
+	Note      string
+	Artifacts []Artifact
+}
+
+// Proposals returns the data parts of m that are proposals or action
+// descriptors: JSON objects with a top-level schema_version or
+// descriptor_version member.
+func Proposals(m Message) []json.RawMessage {
+	var out []json.RawMessage
+	for _, p := range m.Parts {
+		if len(p.Data) > 0 && isProposal(p.Data) {
+			out = append(out, p.Data)
+		}
+	}
+	return out
+}
+
+// isProposal reads only the top-level member names of data.
+func isProposal(data []byte) bool {
+	d := jsontext.NewDecoder(bytes.NewReader(data))
+	if tok, err := d.ReadToken(); err != nil || tok.Kind() != '{' {
+		return false
+	}
+	for d.PeekKind() == '"' {
+		name, err := d.ReadToken()
+		if err != nil {
+			return false
+		}
+		if n := name.String(); n == "schema_version" || n == "descriptor_version" {
+			return true
+		}
+		if err := d.SkipValue(); err != nil {
+			return false
+		}
+	}
+	return false
+}
+
+// checkProposals refuses a message with more proposals than MaxProposals.
+func checkProposals(m Message) error {
+	if n := len(Proposals(m)); n > MaxProposals {
+		return snap.FieldError(root+".message.parts", "maxProposals", MaxProposals, n)
+	}
+	return nil
+}
+
+// execute hands the proposals of msg to the runner, with t working, and
+// applies the outcome. Without a runner or proposals, t is returned as it is.
+func (s *Service) execute(ctx context.Context, t *Task, owner string, msg Message) (*Task, error) {
+	props := Proposals(msg)
+	if s.runner == nil || len(props) == 0 || t.Status.State.Terminal() || t.Status.State == StateInputRequired {
+		return t, nil
+	}
+	if t.Status.State == StateSubmitted {
+		var err error
+		if t, err = s.Transition(ctx, t.ID, StateWorking, "running "+plural(len(props), "proposal")); err != nil {
+			return nil, err
+		}
+	}
+	out, err := s.runner.Run(ctx, Job{TaskID: t.ID, Requester: owner, Proposals: props})
+	if err != nil {
+		s.log.Error("tasks: runner failed", "task", t.ID, "err", err)
+		out = Outcome{State: StateFailed, Note: "internal error while running the proposals"}
+	}
+	return s.Resolve(ctx, t.ID, out)
+}
+
+// Resolve applies a Runner's outcome to a task: its artifacts, then its
+// state (through working when the task waits for input, as after a
+// confirmation). A missing task is 1001.
+func (s *Service) Resolve(ctx context.Context, taskID string, out Outcome) (*Task, error) {
+	switch out.State {
+	case StateCompleted, StateFailed, StateInputRequired:
+	default:
+		return nil, fmt.Errorf("tasks: resolve %s: outcome state %q: %w", taskID, out.State, ErrIllegalTransition)
+	}
+	t, err := s.store.Get(ctx, taskID)
+	if err != nil {
+		return nil, fmt.Errorf("tasks: resolve: %w", err)
+	}
+	if t.Status.State == StateInputRequired || t.Status.State == StateSubmitted {
+		if t, err = s.Transition(ctx, taskID, StateWorking, ""); err != nil {
+			return nil, err
+		}
+	}
+	for _, a := range out.Artifacts {
+		if t, err = s.AddArtifact(ctx, taskID, a); err != nil {
+			return nil, err
+		}
+	}
+	return s.Transition(ctx, taskID, out.State, truncate(out.Note, MaxStatusMessage))
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// truncate cuts s to at most n bytes on a UTF-8 boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n]
+}

@@ -1,0 +1,119 @@
+package tasks
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/snapnode/snapnode/snap"
+)
+
+// recordingRunner is a fake Runner (a unit test of the Service's side):
+// it records jobs and answers with the outcome its function gives.
+type recordingRunner struct {
+	jobs []Job
+	out  func(Job) (Outcome, error)
+}
+
+func (r *recordingRunner) Run(_ context.Context, j Job) (Outcome, error) {
+	r.jobs = append(r.jobs, j)
+	return r.out(j)
+}
+
+// proposalMessage is a message/send payload with the parts given.
+func proposalMessage(parts ...string) string { return send(strings.Join(parts, ",")) }
+
+const writeProposal = `{"data":{"schema_version":"1.0.0","id":"7f1c7c3e-2b4a-4f7e-9c1d-1a2b3c4d5e6f","reasoning":"save","action":"WRITE_FILE","args":{"path":"/sandbox/a.txt","content":"hi"}}}`
+
+func TestProposals(t *testing.T) {
+	for _, c := range []struct {
+		data string
+		want bool
+	}{
+		{`{"schema_version":"1.0.0"}`, true},
+		{`{"a":{"schema_version":"1"},"descriptor_version":"1.0"}`, true},
+		{`{"nested":{"schema_version":"1.0.0"}}`, false},
+		{`["schema_version"]`, false},
+		{`"schema_version"`, false},
+		{`{"schema_versions":1}`, false},
+		{`{"x":[1,{"y":2}],"schema_version":null}`, true},
+	} {
+		m := Message{Parts: []Part{TextPart("x"), DataPart(json.RawMessage(c.data))}}
+		if got := len(Proposals(m)) == 1; got != c.want {
+			t.Errorf("Proposals(%s) = %v, want %v", c.data, got, c.want)
+		}
+	}
+}
+
+func TestServiceRunsProposals(t *testing.T) {
+	ctx := context.Background()
+	r := &recordingRunner{}
+	s, _ := newService(t, ServiceOptions{Runner: r})
+
+	// Completed, with artifacts, in one message/send.
+	r.out = func(j Job) (Outcome, error) {
+		return Outcome{State: StateCompleted, Note: "done", Artifacts: []Artifact{{ArtifactID: "result", Parts: []Part{DataPart(json.RawMessage(`{"status":"success"}`))}}}}, nil
+	}
+	task := mustSend(t, s, alice, proposalMessage(`{"text":"please"}`, writeProposal))
+	if task.Status.State != StateCompleted || task.Status.Message != "done" || len(task.Artifacts) != 1 || len(task.History) != 1 {
+		t.Fatalf("task after a completed run: %+v", task)
+	}
+	if len(r.jobs) != 1 || r.jobs[0].TaskID != task.ID || r.jobs[0].Requester != alice || len(r.jobs[0].Proposals) != 1 {
+		t.Fatalf("jobs: %+v", r.jobs)
+	}
+	evs, _ := s.TaskEvents(ctx, alice, task.ID, 0)
+	var kinds []string
+	for _, e := range evs {
+		k := string(e.Kind)
+		if e.Status != nil {
+			k += ":" + string(e.Status.State)
+		}
+		kinds = append(kinds, k)
+	}
+	if got := strings.Join(kinds, " "); got != "status:submitted status:working artifact status:completed" {
+		t.Fatalf("events: %s", got)
+	}
+
+	// Free text never reaches the runner.
+	free := mustSend(t, s, alice, send(`{"text":"just text"}`))
+	if free.Status.State != StateSubmitted || len(r.jobs) != 1 {
+		t.Fatalf("free text: %s, %d jobs", free.Status.State, len(r.jobs))
+	}
+
+	// Needs confirmation, then resolved by the operator's approval.
+	r.out = func(Job) (Outcome, error) { return Outcome{State: StateInputRequired, Note: "confirm the delete"}, nil }
+	held := mustSend(t, s, alice, proposalMessage(writeProposal))
+	if held.Status.State != StateInputRequired || held.Status.Message != "confirm the delete" {
+		t.Fatalf("held: %+v", held.Status)
+	}
+	done, err := s.Resolve(ctx, held.ID, Outcome{State: StateCompleted, Artifacts: []Artifact{{ArtifactID: "r", Parts: []Part{TextPart("ok")}}}})
+	if err != nil || done.Status.State != StateCompleted || len(done.Artifacts) != 1 {
+		t.Fatalf("Resolve: %+v %v", done, err)
+	}
+	if _, err := s.Resolve(ctx, held.ID, Outcome{State: StateFailed}); !errors.Is(err, ErrTerminal) {
+		t.Fatalf("Resolve of a finished task: %v", err)
+	}
+	if _, err := s.Resolve(ctx, held.ID, Outcome{State: StateWorking}); !errors.Is(err, ErrIllegalTransition) {
+		t.Fatalf("Resolve to working: %v", err)
+	}
+
+	// The runner's own failure fails the task without details.
+	r.out = func(Job) (Outcome, error) { return Outcome{}, errors.New("disk on fire") }
+	failed := mustSend(t, s, alice, proposalMessage(writeProposal))
+	if failed.Status.State != StateFailed || strings.Contains(failed.Status.Message, "fire") {
+		t.Fatalf("runner error: %+v", failed.Status)
+	}
+
+	// Too many proposals in one message: 1004 naming the parts.
+	parts := make([]string, MaxProposals+1)
+	for i := range parts {
+		parts[i] = writeProposal
+	}
+	_, err = s.SendMessage(ctx, alice, []byte(proposalMessage(parts...)))
+	wantSnap(t, err, snap.CodeInvalidPayload, map[string]any{"field": "payload.message.parts", "constraint": "maxProposals"})
+	if len(r.jobs) != 3 {
+		t.Fatalf("%d jobs, want 3", len(r.jobs))
+	}
+}
