@@ -1,0 +1,199 @@
+// Package admin is the node's local administration channel: a Unix socket
+// in the data folder (0600, in a 0700 folder) through which the operator of
+// the machine approves or denies held actions and rolls promoted ones back
+// (`snapnode approve|deny|rollback`). Whoever can open the socket acts as
+// the host; the server also checks, on Linux, that the peer runs as the
+// node's own user.
+//
+//	srv, err := admin.Listen(filepath.Join(dataDir, admin.SocketName), handler, logger)
+//	go srv.Serve(ctx)
+//	…
+//	resp, err := admin.Call(ctx, filepath.Join(dataDir, admin.SocketName), admin.Request{Op: "approve", Task: id})
+//
+// The protocol is one JSON request per connection, answered by one JSON
+// response, each at most MaxMessage bytes.
+package admin
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// SocketName is the socket's file name in the data folder.
+const SocketName = "admin.sock"
+
+// MaxMessage bounds a request or a response.
+const MaxMessage = 1 << 20
+
+// Request is one operator command.
+type Request struct {
+	// Op is "approve", "deny" or "rollback".
+	Op string `json:"op"`
+	// Task names the task whose held action is approved or denied.
+	Task string `json:"task,omitempty"`
+	// Action names the promoted action to roll back.
+	Action string `json:"action,omitempty"`
+	// Reason is the operator's note for a denial.
+	Reason string `json:"reason,omitempty"`
+}
+
+// Response is the answer: Result on success, else Error.
+type Response struct {
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  string          `json:"error,omitempty"`
+}
+
+// Handler carries out the commands. Each returns a JSON-marshalable result
+// (the task as it is now, say) or an error whose text the operator reads.
+type Handler interface {
+	Approve(ctx context.Context, taskID string) (any, error)
+	Deny(ctx context.Context, taskID, reason string) (any, error)
+	Rollback(ctx context.Context, actionID string) (any, error)
+}
+
+// Server serves the socket.
+type Server struct {
+	ln      *net.UnixListener
+	path    string
+	handler Handler
+	log     *slog.Logger
+	wg      sync.WaitGroup
+}
+
+// Listen creates the socket at path, mode 0600. A socket left by a node
+// that died is replaced; one that answers means another node uses the
+// data folder, and Listen fails.
+func Listen(path string, h Handler, log *slog.Logger) (*Server, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		c.Close()
+		return nil, fmt.Errorf("admin: %s: another node is listening on it", path)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("admin: %w", err)
+	}
+	// The umask makes the socket 0600 from its creation: no window in
+	// which another user could connect.
+	old := syscall.Umask(0o177)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	syscall.Umask(old)
+	if err != nil {
+		return nil, fmt.Errorf("admin: %w", err)
+	}
+	ln.SetUnlinkOnClose(true)
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("admin: %w", err)
+	}
+	return &Server{ln: ln, path: path, handler: h, log: log}, nil
+}
+
+// Serve answers connections until ctx is done, then closes the socket,
+// waits for the connections in progress and returns nil.
+func (s *Server) Serve(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() { s.ln.Close() })
+	defer stop()
+	for {
+		c, err := s.ln.AcceptUnix()
+		if err != nil {
+			s.wg.Wait()
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("admin: %w", err)
+		}
+		s.wg.Go(func() { s.serve(ctx, c) })
+	}
+}
+
+func (s *Server) serve(ctx context.Context, c *net.UnixConn) {
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(time.Minute))
+	reply := func(r Response) {
+		b, _ := json.Marshal(r)
+		c.Write(append(b, '\n'))
+	}
+	if err := samePeer(c); err != nil {
+		s.log.Warn("admin: connection refused", "err", err)
+		reply(Response{Error: err.Error()})
+		return
+	}
+	line, err := bufio.NewReader(io.LimitReader(c, MaxMessage)).ReadBytes('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		reply(Response{Error: "reading the request: " + err.Error()})
+		return
+	}
+	var req Request
+	if err := json.Unmarshal(line, &req); err != nil {
+		reply(Response{Error: "the request is not JSON: " + err.Error()})
+		return
+	}
+	var result any
+	switch req.Op {
+	case "approve":
+		result, err = s.handler.Approve(ctx, req.Task)
+	case "deny":
+		result, err = s.handler.Deny(ctx, req.Task, req.Reason)
+	case "rollback":
+		result, err = s.handler.Rollback(ctx, req.Action)
+	default:
+		err = fmt.Errorf("unknown op %q: want approve, deny or rollback", req.Op)
+	}
+	s.log.Info("admin command", "op", req.Op, "task", req.Task, "action", req.Action, "err", err)
+	if err != nil {
+		reply(Response{Error: err.Error()})
+		return
+	}
+	b, err := json.Marshal(result)
+	if err != nil {
+		reply(Response{Error: "the result does not marshal: " + err.Error()})
+		return
+	}
+	reply(Response{Result: b})
+}
+
+// Call sends one request to the socket at path and returns the response.
+// A response with Error set is returned as an error.
+func Call(ctx context.Context, path string, req Request) (json.RawMessage, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("admin: is the node running with this data folder? %w", err)
+	}
+	defer c.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		c.SetDeadline(dl)
+	}
+	b, _ := json.Marshal(req)
+	if _, err := c.Write(append(b, '\n')); err != nil {
+		return nil, fmt.Errorf("admin: %w", err)
+	}
+	line, err := bufio.NewReader(io.LimitReader(c, MaxMessage)).ReadBytes('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("admin: %w", err)
+	}
+	var resp Response
+	if err := json.Unmarshal(line, &resp); err != nil {
+		return nil, fmt.Errorf("admin: bad response: %w", err)
+	}
+	if resp.Error != "" {
+		return nil, errors.New(resp.Error)
+	}
+	return resp.Result, nil
+}
+
+// Path returns the socket's path in dataDir.
+func Path(dataDir string) string { return filepath.Join(dataDir, SocketName) }

@@ -1,0 +1,106 @@
+package admin_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/snapnode/snapnode/internal/admin"
+)
+
+type handler struct{ calls []string }
+
+func (h *handler) Approve(_ context.Context, task string) (any, error) {
+	h.calls = append(h.calls, "approve "+task)
+	if task == "missing" {
+		return nil, errors.New("no action waits for confirmation in task missing")
+	}
+	return map[string]string{"task": task, "state": "completed"}, nil
+}
+
+func (h *handler) Deny(_ context.Context, task, reason string) (any, error) {
+	h.calls = append(h.calls, "deny "+task+" "+reason)
+	return map[string]string{"task": task, "state": "failed"}, nil
+}
+
+func (h *handler) Rollback(_ context.Context, action string) (any, error) {
+	h.calls = append(h.calls, "rollback "+action)
+	return map[string]string{"action": action}, nil
+}
+
+func TestAdminSocket(t *testing.T) {
+	dir := t.TempDir()
+	path := admin.Path(dir)
+	h := &handler{}
+	srv, err := admin.Listen(path, h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx) }()
+
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o600 || fi.Mode().Type() != os.ModeSocket {
+		t.Fatalf("socket: %v %v", fi.Mode(), err)
+	}
+	// A second node on the same folder is refused.
+	if _, err := admin.Listen(path, h, nil); err == nil || !strings.Contains(err.Error(), "another node") {
+		t.Fatalf("second Listen: %v", err)
+	}
+
+	res, err := admin.Call(ctx, path, admin.Request{Op: "approve", Task: "t1"})
+	var got map[string]string
+	if err != nil || json.Unmarshal(res, &got) != nil || got["state"] != "completed" {
+		t.Fatalf("approve: %s %v", res, err)
+	}
+	if _, err := admin.Call(ctx, path, admin.Request{Op: "approve", Task: "missing"}); err == nil || !strings.Contains(err.Error(), "no action waits") {
+		t.Fatalf("approve of nothing: %v", err)
+	}
+	if _, err := admin.Call(ctx, path, admin.Request{Op: "deny", Task: "t2", Reason: "not now"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Call(ctx, path, admin.Request{Op: "rollback", Action: "a1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Call(ctx, path, admin.Request{Op: "format-disk"}); err == nil || !strings.Contains(err.Error(), "unknown op") {
+		t.Fatalf("unknown op: %v", err)
+	}
+	want := "approve t1|approve missing|deny t2 not now|rollback a1"
+	if strings.Join(h.calls, "|") != want {
+		t.Fatalf("calls %q, want %q", h.calls, want)
+	}
+
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("socket left after Serve: %v", err)
+	}
+	if _, err := admin.Call(context.Background(), path, admin.Request{Op: "approve", Task: "t1"}); err == nil || !strings.Contains(err.Error(), "is the node running") {
+		t.Fatalf("call without a node: %v", err)
+	}
+	// A stale socket file (a node that died) is replaced.
+	if err := os.WriteFile(filepath.Join(dir, admin.SocketName), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv2, err := admin.Listen(path, h, nil)
+	if err != nil {
+		t.Fatalf("Listen over a stale file: %v", err)
+	}
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	done2 := make(chan error, 1)
+	go func() { done2 <- srv2.Serve(ctx2) }()
+	if _, err := admin.Call(ctx2, path, admin.Request{Op: "rollback", Action: "a2"}); err != nil {
+		t.Fatalf("call to the new server: %v", err)
+	}
+	cancel2()
+	if err := <-done2; err != nil {
+		t.Fatal(err)
+	}
+}
