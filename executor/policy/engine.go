@@ -180,14 +180,16 @@ type evalError struct {
 }
 
 // judge evaluates r. With full, the Cedar policy is evaluated even when a
-// host rule denies, for Explain.
+// host rule other than RuleWellFormed denies, for Explain.
 func (e *Engine) judge(r Request, full bool) trace {
 	t := trace{req: normalise(r)}
 	t.host = hostChecks(t.req)
+	wellFormed := true
 	for _, c := range t.host {
 		t.hostDeny = t.hostDeny || c.effect == Deny
+		wellFormed = wellFormed && (c.rule != RuleWellFormed || c.effect != Deny)
 	}
-	if !t.hostDeny || full {
+	if !t.hostDeny || (full && wellFormed) {
 		t.paths = e.evaluate(t.req)
 	}
 	t.decision = e.decide(&t)
@@ -215,7 +217,7 @@ func (e *Engine) evaluate(r Request) []pathResult {
 	}
 	out := make([]pathResult, 0, len(resources))
 	for _, p := range resources {
-		es.resource = pathEntity(p)
+		es.resource = resourceEntity(p)
 		req.Resource = es.resource.UID
 		_, diag := cedar.Authorize(e.set, es, req)
 		res := pathResult{resource: p}

@@ -77,15 +77,47 @@ func pathParents(p string) []string {
 	return out
 }
 
-// pathEntity is the Cedar entity of a path: its parents are all of
-// pathParents, directly, so `in` needs no walk.
-func pathEntity(p string) cedar.Entity {
+// parentDir returns the directory directly above p ("/sandbox/docs/" for
+// "/sandbox/docs/a.md" and for "/sandbox/docs/x/"), or "" for "/" and for
+// text with no slash.
+func parentDir(p string) string {
+	i := strings.LastIndexByte(strings.TrimSuffix(p, "/"), '/')
+	if i < 0 {
+		return ""
+	}
+	return p[:i+1]
+}
+
+// resourceEntity is the Cedar entity of the path being judged: all of
+// pathParents are its direct parents, so `resource in Path::"D/"` is a
+// set look-up.
+func resourceEntity(p string) cedar.Entity {
 	ps := pathParents(p)
 	uids := make([]cedar.EntityUID, len(ps))
 	for i, d := range ps {
 		uids[i] = cedar.NewEntityUID(typePath, cedar.String(d))
 	}
 	return cedar.Entity{UID: cedar.NewEntityUID(typePath, cedar.String(p)), Parents: cedar.NewEntityUIDSet(uids...)}
+}
+
+// pathEntity is the Cedar entity of any other path: its parents are the
+// directory above it and its own directory form, and Cedar walks the
+// chain. (Giving every such entity all its ancestors would make a failing
+// `in` cost the cube of the path's depth.)
+func pathEntity(p string) cedar.Entity {
+	e := cedar.Entity{UID: cedar.NewEntityUID(typePath, cedar.String(p))}
+	parent := parentDir(p)
+	switch {
+	case parent == "" && strings.HasSuffix(p, "/"):
+	case parent == "":
+		e.Parents = cedar.NewEntityUIDSet(cedar.NewEntityUID(typePath, cedar.String(p+"/")))
+	case strings.HasSuffix(p, "/"):
+		e.Parents = cedar.NewEntityUIDSet(cedar.NewEntityUID(typePath, cedar.String(parent)))
+	default:
+		e.Parents = cedar.NewEntityUIDSet(cedar.NewEntityUID(typePath, cedar.String(parent)),
+			cedar.NewEntityUID(typePath, cedar.String(p+"/")))
+	}
+	return e
 }
 
 // entities answers cedar's entity look-ups for one request: the principal

@@ -67,15 +67,24 @@ func syntaxError(file string, src []byte, err error) *ParseError {
 			}
 		}
 	}
-	if pe.Line == 0 {
-		// Errors in escape sequences and a leading NUL come without a
-		// usable position: find the culprit ourselves.
-		if off := locate(src); off >= 0 {
-			pe.Line, pe.Column = lineColumn(src, off)
+	// Some errors come without a position, or with a wrong one: find the
+	// culprit ourselves.
+	off := -1
+	switch {
+	case strings.Contains(msg, "invalid UTF-8"):
+		off = firstInvalidUTF8(src)
+	case strings.Contains(msg, "invalid character NUL"):
+		off = bytes.IndexByte(src, 0)
+	case pe.Line == 0:
+		number := ""
+		if m := cedarNumber.FindStringSubmatch(msg); m != nil {
+			number = m[1]
+			pe.Msg = "integer " + number + " does not fit in 64 bits"
 		}
-		if m := cedarPos.FindStringSubmatch(msg); m != nil {
-			pe.Msg = m[3]
-		}
+		off = badToken(src, number)
+	}
+	if off >= 0 {
+		pe.Line, pe.Column = lineColumn(src, off)
 	}
 	pe.Msg = strings.TrimPrefix(pe.Msg, "parser error: ")
 	if m := cedarExact.FindStringSubmatch(pe.Msg); m != nil {
@@ -99,15 +108,30 @@ func lineColumn(src []byte, off int) (line, col int) {
 	return line, 1 + utf8.RuneCount(src[start:off])
 }
 
-// locate returns the offset of the first NUL byte outside comments and
-// strings, or of the first string literal cedar-go cannot unquote, or -1.
-func locate(src []byte) int {
+// firstInvalidUTF8 returns the offset of the first byte that is not
+// valid UTF-8, or -1.
+func firstInvalidUTF8(src []byte) int {
+	for i := 0; i < len(src); {
+		r, n := utf8.DecodeRune(src[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return i
+		}
+		i += n
+	}
+	return -1
+}
+
+// cedarNumber finds the integer cedar-go could not read.
+var cedarNumber = regexp.MustCompile(`parsing "(-?\d+)": value out of range`)
+
+// badToken returns the offset, outside comments, of the integer number
+// (when it is not empty), or of the first string literal cedar-go cannot
+// unquote, or -1.
+func badToken(src []byte, number string) int {
 	prevWord := ""
 	for i := 0; i < len(src); {
 		c := src[i]
 		switch {
-		case c == 0:
-			return i
 		case c == '/' && i+1 < len(src) && src[i+1] == '/':
 			for i < len(src) && src[i] != '\n' {
 				i++
@@ -128,6 +152,17 @@ func locate(src []byte) int {
 			}
 			prevWord = ""
 			i = end + 1
+		case c >= '0' && c <= '9':
+			start := i
+			for i < len(src) && src[i] >= '0' && src[i] <= '9' {
+				i++
+			}
+			if digits := string(src[start:i]); digits == number {
+				return start
+			} else if "-"+digits == number {
+				return bytes.LastIndexByte(src[:start], '-')
+			}
+			prevWord = ""
 		case isWordByte(c):
 			start := i
 			for i < len(src) && isWordByte(src[i]) {

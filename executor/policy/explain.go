@@ -9,8 +9,8 @@ import (
 // person (snapnode policy check): the request, the policy text, each host
 // rule with its outcome, the policies that matched on each path, and the
 // decision with its reasons. Unlike Decide it evaluates the Cedar policy
-// even when a host rule denies, and says that the policy was not
-// consulted.
+// even when a host rule denies (unless the request is malformed), and says
+// that the policy was not consulted.
 func (e *Engine) Explain(r Request) string {
 	if e == nil {
 		return "no policy loaded: every request is denied\n"
@@ -42,9 +42,12 @@ func (e *Engine) Explain(r Request) string {
 		fmt.Fprintf(&b, "  %-8s %-24s %s\n", outcome, c.rule, c.reason)
 	}
 
-	if t.hostDeny {
+	switch {
+	case t.hostDeny && len(t.paths) == 0:
+		b.WriteString("cedar policy: not consulted (the request is malformed)\n")
+	case t.hostDeny:
 		b.WriteString("cedar policy (not consulted: a host rule denies; shown for reference):\n")
-	} else {
+	default:
 		b.WriteString("cedar policy:\n")
 	}
 	for _, p := range t.paths {

@@ -38,6 +38,12 @@ func hostChecks(r Request) []check {
 	if riskRank(r.Risk) == 0 {
 		bad = append(bad, fmt.Sprintf("unknown risk level %q", r.Risk))
 	}
+	for _, p := range r.Paths {
+		if len(p) > MaxPathLen {
+			bad = append(bad, fmt.Sprintf("a path of %d bytes (at most %d)", len(p), MaxPathLen))
+			break
+		}
+	}
 	if r.Size < 0 {
 		bad = append(bad, fmt.Sprintf("negative size %d", r.Size))
 	}

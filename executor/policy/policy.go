@@ -32,6 +32,10 @@ const (
 // "/sandbox/"; "/sandbox" without the slash is outside it.
 const SandboxRoot = "/sandbox/"
 
+// MaxPathLen is the longest path, in bytes, the engine judges (Linux's
+// PATH_MAX); a longer one fails RuleWellFormed.
+const MaxPathLen = 4096
+
 // Request is what the engine judges: who proposes which action on which
 // paths, with the facts the host derived from the proposal's descriptor.
 // It is deliberately independent of the proposal and descriptor types.
@@ -90,8 +94,8 @@ func (e Effect) String() string {
 // starting with "host:".
 const (
 	// RuleWellFormed denies a request the engine cannot judge: no
-	// principal, an unknown action or risk, a negative size, or a number of
-	// paths that does not fit the action.
+	// principal, an unknown action or risk, a negative size, a path longer
+	// than MaxPathLen, or a number of paths that does not fit the action.
 	RuleWellFormed = "host:well-formed"
 	// RuleSandboxOnly denies any path that is not a clean path under
 	// /sandbox/ (no "." or ".." segment, no empty segment, no control
