@@ -9,12 +9,14 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"unsafe"
 
 	"github.com/snapnode/snapnode/executor/sandbox"
 )
@@ -214,35 +216,75 @@ func TestEscapeSuite(t *testing.T) {
 func TestEscapeSwapRace(t *testing.T) {
 	w := newEscapeWorld(t)
 	in := func(name string) string { return filepath.Join(w.dir, name) }
-	if err := os.Mkdir(in("dirA"), 0o755); err != nil {
+	// "d" is a real directory and "other" a symbolic link to the canary;
+	// the swapper exchanges the two names atomically (renameat2
+	// RENAME_EXCHANGE), so "d" is always one or the other, never absent.
+	if err := os.Mkdir(in("d"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	// The real directory has a secret.txt of its own, so reads may succeed.
-	if err := os.WriteFile(in("dirA/secret.txt"), []byte("inside\n"), 0o644); err != nil {
+	if err := os.WriteFile(in("d/secret.txt"), []byte("inside\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink("../canary", in("linkB")); err != nil {
+	if err := os.Symlink("../canary", in("other")); err != nil {
+		t.Fatal(err)
+	}
+	if err := exchange(in("d"), in("other")); err != nil {
+		t.Skipf("no atomic exchange here: %v", err)
+	}
+	if err := exchange(in("d"), in("other")); err != nil {
 		t.Fatal(err)
 	}
 	w.canary.arm(t)
 
-	const minSwaps, minOps = 2000, 150
-	var swaps, ops atomic.Int64
-	var stop atomic.Bool
-	var wg sync.WaitGroup
+	const minSwaps = 2000
+	// Pacing, without timing: the swapper swaps again once some operation
+	// has ended (the other workers are then in the middle of theirs), and
+	// a worker starts an operation only after a swap made since it began
+	// its previous one. So the swaps fall inside operations, and each state
+	// of "d" is met by operations.
+	var (
+		ops     atomic.Int64
+		opDone  = make(chan struct{}, 1)
+		stop    = make(chan struct{})
+		genMu   sync.Mutex
+		genCond = sync.NewCond(&genMu)
+		swaps   int64 // guarded by genMu
+	)
+	swapCount := func() int64 {
+		genMu.Lock()
+		defer genMu.Unlock()
+		return swaps
+	}
 	swapErr := make(chan error, 1)
+	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { // swaps until the workers are done, and at least minSwaps times
+	go func() { // until the workers stop; ends with "d" real again
 		defer wg.Done()
-		d := in("d")
-		for !stop.Load() || swaps.Load() < minSwaps {
-			for _, step := range [][2]string{{in("dirA"), d}, {d, in("dirA")}, {in("linkB"), d}, {d, in("linkB")}} {
-				if err := os.Rename(step[0], step[1]); err != nil {
-					swapErr <- err
-					return
-				}
+		for {
+			if err := exchange(in("d"), in("other")); err != nil {
+				swapErr <- err
+				genMu.Lock()
+				swaps = -1 << 40 // unblock and stop the workers
+				genCond.Broadcast()
+				genMu.Unlock()
+				return
 			}
-			swaps.Add(1)
+			genMu.Lock()
+			swaps++
+			n := swaps
+			genCond.Broadcast()
+			genMu.Unlock()
+			select {
+			case <-opDone:
+			case <-stop:
+				if n%2 != 0 {
+					if err := exchange(in("d"), in("other")); err != nil {
+						swapErr <- err
+					}
+				}
+				return
+			}
 		}
 	}()
 
@@ -256,8 +298,15 @@ func TestEscapeSwapRace(t *testing.T) {
 		workerWG.Add(1)
 		go func() {
 			defer workerWG.Done()
+			var began int64
 			for i := 0; ; i++ {
-				if ops.Load() >= minOps && swaps.Load() >= minSwaps {
+				genMu.Lock()
+				for swaps == began && i > 0 {
+					genCond.Wait()
+				}
+				began = swaps
+				genMu.Unlock()
+				if began >= minSwaps || began < 0 {
 					return
 				}
 				var got string
@@ -283,18 +332,25 @@ func TestEscapeSwapRace(t *testing.T) {
 				}
 				mu.Unlock()
 				ops.Add(1)
+				select {
+				case opDone <- struct{}{}:
+				default:
+				}
 			}
 		}()
 	}
 	workerWG.Wait()
-	stop.Store(true)
+	close(stop)
 	wg.Wait()
 	select {
 	case err := <-swapErr:
 		t.Fatalf("swapper: %v", err)
 	default:
 	}
-	t.Logf("%d swaps, %d operations, %d writes landed", swaps.Load(), ops.Load(), len(landed))
+	if n := swapCount(); n < minSwaps {
+		t.Fatalf("only %d swaps", n)
+	}
+	t.Logf("%d swaps, %d operations, %d writes landed", swapCount(), ops.Load(), len(landed))
 
 	w.canary.check(t)
 	for _, r := range returned {
@@ -304,9 +360,32 @@ func TestEscapeSwapRace(t *testing.T) {
 	}
 	// Every write that succeeded is in the real directory.
 	for _, name := range landed {
-		b, err := os.ReadFile(filepath.Join(w.dir, "dirA", filepath.Base(name)))
+		b, err := os.ReadFile(filepath.Join(w.dir, "d", filepath.Base(name)))
 		if err != nil || string(b) != "ESCAPED\n" {
 			t.Errorf("write %s reported done but is not in the real directory: %v", name, err)
 		}
 	}
+}
+
+// exchange swaps two names atomically with renameat2(RENAME_EXCHANGE).
+func exchange(a, b string) error {
+	nr, ok := map[string]uintptr{"amd64": 316, "arm64": 276, "riscv64": 276, "loong64": 276}[runtime.GOARCH]
+	if !ok {
+		return fmt.Errorf("renameat2 number unknown on %s", runtime.GOARCH)
+	}
+	pa, err := syscall.BytePtrFromString(a)
+	if err != nil {
+		return err
+	}
+	pb, err := syscall.BytePtrFromString(b)
+	if err != nil {
+		return err
+	}
+	const atFDCWD, renameExchange = -100, 2
+	fd := atFDCWD
+	_, _, errno := syscall.Syscall6(nr, uintptr(fd), uintptr(unsafe.Pointer(pa)), uintptr(fd), uintptr(unsafe.Pointer(pb)), renameExchange, 0)
+	if errno != 0 {
+		return &os.LinkError{Op: "renameat2", Old: a, New: b, Err: errno}
+	}
+	return nil
 }

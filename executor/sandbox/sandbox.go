@@ -371,7 +371,10 @@ func (s *Sandbox) walk(ctx context.Context, fn func(rel string, fi fs.FileInfo) 
 					return err
 				}
 				if fi.IsDir() {
-					if err := visit(rel); err != nil {
+					err := visit(rel)
+					// Replaced by a link or a file, or removed, since the
+					// Lstat: there is no directory left to count.
+					if err != nil && !errors.Is(err, ErrSymlink) && !errors.Is(err, ErrNotDir) && !errors.Is(err, fs.ErrNotExist) {
 						return err
 					}
 				}
