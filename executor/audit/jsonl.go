@@ -178,11 +178,15 @@ func isMinimal(v jsontext.Value) bool {
 	return f.Format() == nil && bytes.Equal(f, v)
 }
 
-// lineReader reads the lines of an export, at most MaxLine bytes each.
+// lineReader reads the lines of an export, at most MaxLine bytes each,
+// through a small buffer.
 type lineReader struct {
-	r *bufio.Reader
-	n int64 // lines read
+	r    *bufio.Reader
+	long []byte // a line longer than the buffer
+	n    int64  // lines read
 }
+
+func newLineReader(r io.Reader) *lineReader { return &lineReader{r: bufio.NewReaderSize(r, 64<<10)} }
 
 var errLongLine = fmt.Errorf("line longer than %d bytes", MaxLine)
 
@@ -191,14 +195,14 @@ var errLongLine = fmt.Errorf("line longer than %d bytes", MaxLine)
 func (lr *lineReader) next() ([]byte, error) {
 	b, err := lr.r.ReadSlice('\n')
 	if errors.Is(err, bufio.ErrBufferFull) {
-		lr.n++
+		lr.long = append(lr.long[:0], b...)
 		for errors.Is(err, bufio.ErrBufferFull) {
-			_, err = lr.r.ReadSlice('\n')
+			b, err = lr.r.ReadSlice('\n')
+			if len(lr.long) <= MaxLine {
+				lr.long = append(lr.long, b...)
+			}
 		}
-		if err != nil && err != io.EOF {
-			return nil, err
-		}
-		return nil, errLongLine
+		b = lr.long
 	}
 	if err == io.EOF {
 		if len(b) == 0 {
@@ -213,6 +217,9 @@ func (lr *lineReader) next() ([]byte, error) {
 	if n := len(b); n > 0 && b[n-1] == '\n' {
 		b = b[:n-1]
 	}
+	if len(b) > MaxLine {
+		return nil, errLongLine
+	}
 	return b, nil
 }
 
@@ -224,7 +231,7 @@ func (lr *lineReader) next() ([]byte, error) {
 // the wrong order are KindReordered, the entry named being the one out of
 // place. Errors reading r are returned as they are.
 func VerifyJSONL(r io.Reader, anchors ...Anchor) (Report, error) {
-	lr := &lineReader{r: bufio.NewReaderSize(r, MaxLine)}
+	lr := newLineReader(r)
 	b, err := lr.next()
 	switch {
 	case err == io.EOF:

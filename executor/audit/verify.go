@@ -99,9 +99,10 @@ type Report struct {
 	AnchorsChecked, AnchorsPruned int
 }
 
-// maxReorderSearch bounds the seqs tried when an entry's hash fails, to
-// tell an entry moved to another seq from an edited one.
-const maxReorderSearch = 1 << 22
+// reorderWindow bounds the distance searched when an entry's hash fails,
+// to tell an entry moved to another seq from an edited one: an entry moved
+// further is reported edited.
+const reorderWindow = 4096
 
 // verifier walks a chain in seq order in constant memory: Verify feeds it
 // the rows of the database, VerifyJSONL the lines of an export.
@@ -241,8 +242,8 @@ func (v *verifier) genuineAt(x Entry, s int64) bool {
 	return Hash(y) == x.Hash
 }
 
-// movedFrom looks for the seq at which x's fields give its hash, trying
-// the seqs of the chain nearest x's first.
+// movedFrom looks for the seq, within reorderWindow of x's, at which x's
+// fields give its hash.
 func (v *verifier) movedFrom(x Entry) (int64, bool) {
 	want, err := hex.DecodeString(x.Hash)
 	if err != nil || len(want) != 32 {
@@ -250,17 +251,10 @@ func (v *verifier) movedFrom(x Entry) (int64, bool) {
 	}
 	p := prefixHash(x)
 	lo, hi := v.h.first, max(v.h.last, x.Seq)
-	for d, tried := int64(1), 0; tried < maxReorderSearch; d++ {
-		below, above := x.Seq-d, x.Seq+d
-		if below < lo && above > hi {
-			break
-		}
-		for _, s := range [2]int64{below, above} {
-			if s >= lo && s <= hi {
-				tried++
-				if bytes.Equal(sumSeq(p, s), want) {
-					return s, true
-				}
+	for d := int64(1); d <= reorderWindow; d++ {
+		for _, s := range [2]int64{x.Seq - d, x.Seq + d} {
+			if s >= lo && s <= hi && bytes.Equal(sumSeq(p, s), want) {
+				return s, true
 			}
 		}
 	}
