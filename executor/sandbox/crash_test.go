@@ -222,3 +222,34 @@ func TestMaxDuration(t *testing.T) {
 		}
 	})
 }
+
+// TestPromoteSyncFails fails the directory sync that follows each step in
+// turn: the step's effect has happened, so it is undone with the others.
+func TestPromoteSyncFails(t *testing.T) {
+	ctx := context.Background()
+	for k := range 6 {
+		dir, sb := newSandbox(t, sandbox.Limits{}, stageFixture)
+		before := treeHash(t, dir)
+		n, failed := 0, false
+		sandbox.SetSyncHook(sb, func() error {
+			if n++; n-1 == k {
+				failed = true
+				return errInjected
+			}
+			return nil
+		})
+		st, err := sb.Stage(ctx, composite)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sb.Promote(ctx, st); !errors.Is(err, errInjected) || errors.Is(err, sandbox.ErrIncomplete) || !failed {
+			t.Fatalf("sync %d: Promote = %v", k, err)
+		}
+		if treeHash(t, dir) != before {
+			t.Fatalf("sync %d: a failed promotion left changes", k)
+		}
+		if left := reservedFiles(t, dir); left != nil {
+			t.Fatalf("sync %d: temporary files left: %v", k, left)
+		}
+	}
+}

@@ -13,3 +13,7 @@ func SetTestHooks(s *Sandbox, beforeOp func(kind, path string) error, beforeRena
 		s.core.hooks.beforeRename = func(rel string) error { return beforeRename(Virtual(rel)) }
 	}
 }
+
+// SetSyncHook installs a failure point before each directory sync (after
+// the step's effect is done).
+func SetSyncHook(s *Sandbox, syncDir func() error) { s.core.hooks.syncDir = syncDir }

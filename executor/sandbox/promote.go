@@ -199,21 +199,28 @@ func plan(steps []entry) (ops, undo []op) {
 func (s *Sandbox) transition(ctx context.Context, opName string, steps []entry) error {
 	ops, undo := plan(steps)
 	for i, o := range ops {
+		applied := false
 		err := alive(ctx)
 		if err == nil && s.core.hooks.beforeOp != nil {
 			err = s.core.hooks.beforeOp(o)
 		}
 		if err == nil {
-			err = s.do(ctx, o)
+			applied, err = s.do(ctx, o)
 		}
 		if err == nil {
 			continue
 		}
 		err = opErr(opName, o.rel, err)
+		// A step whose effect happened but whose directory sync failed is
+		// undone too.
+		last := i - 1
+		if applied {
+			last = i
+		}
 		bg := context.WithoutCancel(ctx)
 		var undoErrs []error
-		for j := i - 1; j >= 0; j-- {
-			if uerr := s.do(bg, undo[j]); uerr != nil {
+		for j := last; j >= 0; j-- {
+			if _, uerr := s.do(bg, undo[j]); uerr != nil {
 				undoErrs = append(undoErrs, opErr("undo", undo[j].rel, uerr))
 			}
 		}
@@ -227,42 +234,41 @@ func (s *Sandbox) transition(ctx context.Context, opName string, steps []entry) 
 
 // do runs one step. Every step works in the open parent directory, on a
 // single name: no path is resolved again between the checks and the act.
-func (s *Sandbox) do(ctx context.Context, o op) error {
+// applied reports whether the step's effect happened (it may have, and
+// the error be the directory sync that follows).
+func (s *Sandbox) do(ctx context.Context, o op) (applied bool, err error) {
 	d, err := s.openDir(ctx, parentOf(o.rel))
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer d.close()
 	name := base(o.rel)
 	switch o.kind {
 	case opWrite:
-		if err := s.writeIn(ctx, d.r, name, o); err != nil {
-			return err
-		}
+		err = s.writeIn(ctx, d.r, name, o)
 	case opUnlink:
-		if err := checkFile(d.r, name); err != nil {
-			return err
-		}
-		if err := d.r.Remove(name); err != nil {
-			return bare(err)
+		if err = checkFile(d.r, name); err == nil {
+			err = bare(d.r.Remove(name))
 		}
 	case opMkdir:
-		if err := d.r.Mkdir(name, fs.FileMode(o.img.Mode)); err != nil {
-			return bare(err)
-		}
+		err = bare(d.r.Mkdir(name, fs.FileMode(o.img.Mode)))
 	case opRmdir:
-		fi, err := d.r.Lstat(name)
-		if err != nil {
-			return bare(err)
-		}
-		if !fi.IsDir() {
-			return ErrNotDir
-		}
-		if err := d.r.Remove(name); err != nil {
-			return bare(err)
+		var fi fs.FileInfo
+		if fi, err = d.r.Lstat(name); err != nil {
+			err = bare(err)
+		} else if !fi.IsDir() {
+			err = ErrNotDir
+		} else {
+			err = bare(d.r.Remove(name))
 		}
 	}
-	return syncDir(d.r)
+	if err != nil {
+		return false, err
+	}
+	if err := s.syncDir(d.r); err != nil {
+		return true, err
+	}
+	return true, nil
 }
 
 // checkFile requires name in d to be absent or a regular file with one
@@ -338,7 +344,12 @@ func tempName() (string, error) {
 }
 
 // syncDir makes a directory's new entries durable.
-func syncDir(d *os.Root) error {
+func (s *Sandbox) syncDir(d *os.Root) error {
+	if s.core.hooks.syncDir != nil {
+		if err := s.core.hooks.syncDir(); err != nil {
+			return err
+		}
+	}
 	f, err := d.Open(".")
 	if err != nil {
 		return bare(err)

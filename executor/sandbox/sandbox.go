@@ -80,6 +80,7 @@ type core struct {
 type hooks struct {
 	beforeRename func(rel string) error // a temp file is written, not yet renamed
 	beforeOp     func(o op) error       // before each step of a promotion or rollback
+	syncDir      func() error           // before each directory sync
 }
 
 // Open opens the workspace folder dir (which must exist) as a sandbox with
