@@ -217,7 +217,7 @@ func (e *Engine) evaluate(r Request) []pathResult {
 	}
 	out := make([]pathResult, 0, len(resources))
 	for _, p := range resources {
-		es.resource = resourceEntity(p)
+		es.setResource(p)
 		req.Resource = es.resource.UID
 		_, diag := cedar.Authorize(e.set, es, req)
 		res := pathResult{resource: p}

@@ -128,6 +128,33 @@ type entities struct {
 	static    cedar.EntityMap
 	principal cedar.Entity
 	resource  cedar.Entity
+	ancestors []cedar.Entity // pathEntity of each of the resource's parents
+	built     bool           // ancestors is up to date
+}
+
+// setResource makes p the resource.
+func (es *entities) setResource(p string) {
+	es.resource = resourceEntity(p)
+	es.built = false
+}
+
+// ancestor returns the entity of one of the resource's parents. Cedar
+// looks them up on every `in` about the resource that does not hold, so
+// they are built once per resource, on the first such look-up.
+func (es *entities) ancestor(uid cedar.EntityUID) (cedar.Entity, bool) {
+	if !es.built {
+		es.ancestors = es.ancestors[:0]
+		for p := range es.resource.Parents.All() {
+			es.ancestors = append(es.ancestors, pathEntity(string(p.ID)))
+		}
+		es.built = true
+	}
+	for _, a := range es.ancestors {
+		if a.UID == uid {
+			return a, true
+		}
+	}
+	return cedar.Entity{}, false
 }
 
 var _ cedar.EntityGetter = (*entities)(nil)
@@ -140,6 +167,9 @@ func (es *entities) Get(uid cedar.EntityUID) (cedar.Entity, bool) {
 	case uid == es.resource.UID:
 		return es.resource, true
 	case uid.Type == typePath:
+		if es.resource.Parents.Contains(uid) {
+			return es.ancestor(uid)
+		}
 		return pathEntity(string(uid.ID)), true
 	}
 	e, ok := es.static[uid]

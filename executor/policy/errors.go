@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -44,9 +45,8 @@ var cedarPos = regexp.MustCompile(`<input>:(\d+):(\d+):?\s*(?:"(?:[^"\\]|\\.)*":
 // cedarExact is cedar-go's message for a token other than the one required.
 var cedarExact = regexp.MustCompile(`^exact got (.*) want (.*)$`)
 
-// culprit finds the token named by cedar-go's messages that are reported
-// one token late.
-var culprit = regexp.MustCompile(`^(?:exact got (\S+) want|unexpected effect: (\S+)$|duplicate annotation: @(\S+)$)`)
+// late matches cedar-go's messages that are reported one token late.
+var late = regexp.MustCompile(`^(?:exact got |invalid primary$|unexpected effect: |duplicate annotation: |expected ident|expected string)`)
 
 // syntaxError turns an error of cedar-go's parser into a *ParseError with
 // the position in src.
@@ -57,11 +57,11 @@ func syntaxError(file string, src []byte, err error) *ParseError {
 		pe.Line, _ = strconv.Atoi(m[1])
 		pe.Column, _ = strconv.Atoi(m[2])
 		pe.Msg = m[3]
-		// cedar-go reports some errors at the token after the culprit;
-		// when the message names the culprit, point at it.
-		if c := culprit.FindStringSubmatch(pe.Msg); c != nil && pe.Line > 0 {
-			if off := offsetOf(src, pe.Line, pe.Column); off >= 0 {
-				if at := backTo(src, off, c[1]+c[2]+c[3]); at >= 0 {
+		// cedar-go reports these errors at the token after the culprit,
+		// once it has consumed it: point at the culprit.
+		if late.MatchString(pe.Msg) {
+			if off := offsetOf(src, pe.Line, pe.Column); off >= 0 && off < len(src) {
+				if at := tokenBefore(src, off); at >= 0 {
 					pe.Line, pe.Column = lineColumn(src, at)
 				}
 			}
@@ -217,12 +217,52 @@ func offsetOf(src []byte, line, col int) int {
 	return off
 }
 
-// backTo returns the offset of tok if it ends just before off, with only
-// white space between, or -1.
-func backTo(src []byte, off int, tok string) int {
-	end := len(bytes.TrimRight(src[:off], " \t\r\n"))
-	if tok == "" || !bytes.HasSuffix(src[:end], []byte(tok)) {
-		return -1
+// tokenBefore returns the start of the Cedar token before the one that
+// starts at off, or -1 if no token starts there.
+func tokenBefore(src []byte, off int) int {
+	prev := -1
+	for i := 0; i < len(src); {
+		c := src[i]
+		switch {
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			i++
+			continue
+		case c == '/' && i+1 < len(src) && src[i+1] == '/':
+			for i < len(src) && src[i] != '\n' {
+				i++
+			}
+			continue
+		}
+		if i == off {
+			return prev
+		}
+		if i > off {
+			return -1
+		}
+		prev = i
+		switch {
+		case c == '"':
+			i++
+			for i < len(src) && src[i] != '"' {
+				if src[i] == '\\' {
+					i++
+				}
+				i++
+			}
+			i++
+		case isWordByte(c):
+			for i < len(src) && isWordByte(src[i]) {
+				i++
+			}
+		case i+1 < len(src) && slices.Contains(twoCharOps, string(src[i:i+2])):
+			i += 2
+		default:
+			_, n := utf8.DecodeRune(src[i:])
+			i += n
+		}
 	}
-	return end - len(tok)
+	return -1
 }
+
+// twoCharOps are Cedar's operators of two characters.
+var twoCharOps = []string{"==", "!=", "<=", ">=", "&&", "||", "::"}
