@@ -51,6 +51,12 @@ type Config struct {
 	MaxDrift Duration `toml:"max_drift"`
 	// ReplyTTL is the NIP-40 expiration of replies to stored requests.
 	ReplyTTL Duration `toml:"reply_ttl"`
+	// SandboxDir is the workspace proposals act on (their /sandbox/);
+	// default <data-dir>/sandbox.
+	SandboxDir string `toml:"sandbox_dir"`
+	// Policy is the operator's Cedar policy file; empty uses the built-in
+	// default policy.
+	Policy string `toml:"policy"`
 	// TaskRetention is how long a task is kept once it is terminal
 	// (completed, failed, canceled); 0 keeps tasks forever.
 	TaskRetention Duration `toml:"task_retention"`
@@ -140,6 +146,8 @@ func stringSetting(flagName, env, usage string, field func(*Config) *string) set
 var settings = []setting{
 	stringSetting("data-dir", "SNAPNODE_DATA_DIR", "keep the identity and databases in `DIR`", func(c *Config) *string { return &c.DataDir }),
 	stringSetting("key", "SNAPNODE_KEY_FILE", "the identity's secret key `FILE` (default <data-dir>/identity.key; SNAPNODE_KEY holds a key itself)", func(c *Config) *string { return &c.KeyFile }),
+	stringSetting("sandbox-dir", "SNAPNODE_SANDBOX_DIR", "carry out proposals in the workspace `DIR` (their /sandbox/; default <data-dir>/sandbox)", func(c *Config) *string { return &c.SandboxDir }),
+	stringSetting("policy", "SNAPNODE_POLICY", "judge proposals by the Cedar policy in `FILE` (default: the built-in policy)", func(c *Config) *string { return &c.Policy }),
 	stringSetting("database", "SNAPNODE_DATABASE", "keep tasks and replay records in `DSN`: a SQLite file, postgres://…, or memory (nothing survives a restart); default <data-dir>/tasks.db", func(c *Config) *string { return &c.Database }),
 	stringSetting("relay-listen", "SNAPNODE_RELAY_LISTEN", "run the embedded relay on `ADDR` when no --relay is given (empty: none)", func(c *Config) *string { return &c.RelayListen }),
 	stringSetting("log-level", "SNAPNODE_LOG_LEVEL", "log `LEVEL`: debug, info, warn or error", func(c *Config) *string { return &c.LogLevel }),
@@ -318,6 +326,14 @@ func (c *Config) DatabaseDSN() string {
 		return c.Database
 	}
 	return filepath.Join(c.DataDir, "tasks.db")
+}
+
+// SandboxPath returns SandboxDir, or the folder sandbox in DataDir.
+func (c *Config) SandboxPath() string {
+	if c.SandboxDir != "" {
+		return c.SandboxDir
+	}
+	return filepath.Join(c.DataDir, "sandbox")
 }
 
 // EnsureDataDir creates the data folder (0700) if it does not exist.

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/snapnode/snapnode/executor/audit"
+	"github.com/snapnode/snapnode/internal/admin"
+	"github.com/snapnode/snapnode/internal/config"
+	"github.com/snapnode/snapnode/internal/sqldb"
+)
+
+// adminCommand is `snapnode approve|deny TASK` and `snapnode rollback
+// ACTION`: one request to the running node's admin socket.
+func (c *cli) adminCommand(op string, args []string) int {
+	what, use := "TASK_ID", "Approves the action a task of the running node waits on; it is promoted at once."
+	switch op {
+	case "deny":
+		use = "Denies the action a task of the running node waits on; the task fails."
+	case "rollback":
+		what, use = "ACTION_ID", "Restores what a promoted action changed, if nothing changed it since."
+	}
+	fs := c.flagSet(op, "[--data-dir DIR] "+what, use,
+		"It talks to the node through the admin socket in its data folder: run it as",
+		"the node's user on the node's machine.")
+	cfg := config.Default()
+	config.Flags(fs, &cfg)
+	reason := ""
+	if op == "deny" {
+		fs.StringVar(&reason, "reason", "", "the note the task fails with")
+	}
+	pos, code, done := c.parse(fs, args, 1)
+	if done {
+		return code
+	}
+	if len(pos) != 1 {
+		return c.usageError(fs, "give the "+what)
+	}
+	if err := config.Load(&cfg, fs, os.Getenv); err != nil {
+		return c.usageError(fs, err.Error())
+	}
+	req := admin.Request{Op: op, Task: pos[0], Reason: reason}
+	if op == "rollback" {
+		req = admin.Request{Op: op, Action: pos[0]}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := admin.Call(ctx, admin.Path(cfg.DataDir), req)
+	if err != nil {
+		fmt.Fprintf(c.stderr, "snapnode %s: %v\n", op, err)
+		return exitFail
+	}
+	fmt.Fprintf(c.stdout, "%s\n", res)
+	return exitOK
+}
+
+func (c *cli) approve(args []string) int  { return c.adminCommand("approve", args) }
+func (c *cli) deny(args []string) int     { return c.adminCommand("deny", args) }
+func (c *cli) rollback(args []string) int { return c.adminCommand("rollback", args) }
+
+// audit is `snapnode audit verify|export`.
+func (c *cli) audit(args []string) int {
+	if len(args) == 0 || (args[0] != "verify" && args[0] != "export") {
+		fmt.Fprintln(c.stderr, "usage: snapnode audit verify [--file FILE] [node settings]")
+		fmt.Fprintln(c.stderr, "       snapnode audit export [--from SEQ] [node settings] > audit.jsonl")
+		return exitUsage
+	}
+	sub := args[0]
+	fs := c.flagSet("audit "+sub, "[node settings]", map[string]string{
+		"verify": "Checks the audit log's hash chain in the node's database (or an export, with\n--file) and names the first entry edited, deleted, inserted or out of order.",
+		"export": "Writes the audit log as JSON lines (a header, then one entry per line with\nits hashes), for keeping elsewhere or checking with audit verify --file.",
+	}[sub])
+	cfg := config.Default()
+	config.Flags(fs, &cfg)
+	file := ""
+	var from int64
+	if sub == "verify" {
+		fs.StringVar(&file, "file", "", "verify the export in `FILE` (- for standard input) instead of the database")
+	} else {
+		fs.Int64Var(&from, "from", 0, "start at entry `SEQ`")
+	}
+	if _, code, done := c.parse(fs, args[1:], 0); done {
+		return code
+	}
+	ctx := context.Background()
+	if file != "" {
+		var r io.Reader = c.stdin
+		if file != "-" {
+			f, err := os.Open(file)
+			if err != nil {
+				return c.ioError("snapnode audit verify", err)
+			}
+			defer f.Close()
+			r = f
+		}
+		return c.auditReport(audit.VerifyJSONL(r))
+	}
+	log, closeLog, code, ok := c.openAudit(ctx, fs, &cfg)
+	if !ok {
+		return code
+	}
+	defer closeLog()
+	if sub == "export" {
+		if err := log.Export(ctx, c.stdout, from); err != nil {
+			return c.ioError("snapnode audit export", err)
+		}
+		return exitOK
+	}
+	return c.auditReport(log.Verify(ctx))
+}
+
+// openAudit opens the audit log of the node's database.
+func (c *cli) openAudit(ctx context.Context, fs *flag.FlagSet, cfg *config.Config) (*audit.Log, func(), int, bool) {
+	if err := config.Load(cfg, fs, os.Getenv); err != nil {
+		return nil, nil, c.usageError(fs, err.Error()), false
+	}
+	if cfg.DatabaseDSN() == config.MemoryDatabase {
+		return nil, nil, c.usageError(fs, "the database is memory: the node keeps no audit log on disk"), false
+	}
+	db, err := sqldb.Open(ctx, cfg.DatabaseDSN(), sqldb.Options{})
+	if err != nil {
+		return nil, nil, c.ioError("snapnode "+fs.Name(), err), false
+	}
+	log, err := audit.New(ctx, db, audit.Options{})
+	if err != nil {
+		db.Close()
+		return nil, nil, c.ioError("snapnode "+fs.Name(), err), false
+	}
+	return log, func() { log.Close(); db.Close() }, 0, true
+}
+
+// auditReport prints the outcome of a verification: exit 0 when the chain
+// holds, 1 with the first bad entry named when it does not.
+func (c *cli) auditReport(rep audit.Report, err error) int {
+	var ve *audit.VerifyError
+	switch {
+	case errors.As(err, &ve):
+		fmt.Fprintf(c.stdout, "audit log TAMPERED: %v\n", ve)
+		fmt.Fprintf(c.stdout, "entries verified before it: %d\n", rep.Entries)
+		return exitFail
+	case err != nil:
+		fmt.Fprintf(c.stderr, "snapnode audit verify: %v\n", err)
+		return exitUsage
+	}
+	fmt.Fprintf(c.stdout, "audit log intact: %d entries (seq %d–%d); head seq %d hash %s\n",
+		rep.Entries, rep.First, rep.Last, rep.Head.Seq, rep.Head.Hash)
+	return exitOK
+}
