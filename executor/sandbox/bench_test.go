@@ -12,7 +12,8 @@ import (
 // BenchmarkWriteFile measures one WRITE_FILE through the sandbox (Stage:
 // normalise, read the pre-image, walk for the quota, diff; Promote:
 // re-check the pre-image, temporary file, fsync, rename, directory fsync)
-// beside a plain open+write+fsync+close of the same bytes, in the same run.
+// beside a plain open+write+fsync+close of the same bytes and the same
+// durable protocol done by hand (os-atomic), in the same run.
 // Each iteration changes the content, so every promotion really writes.
 func BenchmarkWriteFile(b *testing.B) {
 	for _, size := range []struct {
@@ -63,6 +64,42 @@ func BenchmarkWriteFile(b *testing.B) {
 				if err := f.Close(); err != nil {
 					b.Fatal(err)
 				}
+				i++
+			}
+		})
+		// The same durable protocol by hand, without any of the checks:
+		// temporary file, fsync, rename, directory fsync.
+		b.Run(size.name+"/os-atomic", func(b *testing.B) {
+			dir := b.TempDir()
+			p := filepath.Join(dir, "log.txt")
+			b.SetBytes(int64(size.n))
+			i := 0
+			for b.Loop() {
+				tmp := p + ".tmp"
+				f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := f.Write(contents[i%2]); err != nil {
+					b.Fatal(err)
+				}
+				if err := f.Sync(); err != nil {
+					b.Fatal(err)
+				}
+				if err := f.Close(); err != nil {
+					b.Fatal(err)
+				}
+				if err := os.Rename(tmp, p); err != nil {
+					b.Fatal(err)
+				}
+				d, err := os.Open(dir)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := d.Sync(); err != nil {
+					b.Fatal(err)
+				}
+				d.Close()
 				i++
 			}
 		})
