@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -233,45 +232,29 @@ func normalDetail(d json.RawMessage, max int) (json.RawMessage, error) {
 // field has its length or a fixed size, so no two entries share an
 // encoding.
 func Hash(e Entry) string {
-	h := prefixHash(e)
-	return hex.EncodeToString(sumSeq(h, e.Seq))
+	var buf [512]byte
+	sum := sha256.Sum256(appendEncoding(buf[:0], e))
+	return hex.EncodeToString(sum[:])
 }
 
-// prefixHash returns a SHA-256 state that has absorbed everything of e's
-// encoding but the Seq: sumSeq finishes it for any seq, which lets Verify
-// ask cheaply at which seq an entry would have been genuine.
-func prefixHash(e Entry) hash.Cloner {
-	h := sha256.New().(hash.Cloner)
-	var buf [8]byte
-	str := func(s string) {
-		binary.BigEndian.PutUint32(buf[:4], uint32(len(s)))
-		h.Write(buf[:4])
-		h.Write([]byte(s))
+// appendEncoding appends the encoding Hash hashes; the Seq is its last 8
+// bytes, which lets Verify ask cheaply at which seq an entry would have
+// been genuine.
+func appendEncoding(b []byte, e Entry) []byte {
+	b = appendStr(b, hashDomain)
+	b = binary.BigEndian.AppendUint64(b, uint64(e.Time.UnixMicro()))
+	for _, s := range [...]string{e.Actor, e.Task, e.Action, string(e.Step), e.Decision, e.Reason,
+		e.PolicyVersion, e.PreHash, e.PostHash} {
+		b = appendStr(b, s)
 	}
-	str(hashDomain)
-	binary.BigEndian.PutUint64(buf[:], uint64(e.Time.UnixMicro()))
-	h.Write(buf[:])
-	str(e.Actor)
-	str(e.Task)
-	str(e.Action)
-	str(string(e.Step))
-	str(e.Decision)
-	str(e.Reason)
-	str(e.PolicyVersion)
-	str(e.PreHash)
-	str(e.PostHash)
-	str(string(e.Detail))
-	str(e.Prev)
-	return h
+	b = binary.BigEndian.AppendUint32(b, uint32(len(e.Detail)))
+	b = append(b, e.Detail...)
+	b = appendStr(b, e.Prev)
+	return binary.BigEndian.AppendUint64(b, uint64(e.Seq))
 }
 
-func sumSeq(prefix hash.Cloner, seq int64) []byte {
-	h, err := prefix.Clone()
-	if err != nil {
-		panic(err) // SHA-256 always clones
-	}
-	var buf [8]byte
-	binary.BigEndian.PutUint64(buf[:], uint64(seq))
-	h.Write(buf[:])
-	return h.Sum(nil)
+// appendStr appends s with its length, 4 bytes big-endian, before it.
+func appendStr(b []byte, s string) []byte {
+	b = binary.BigEndian.AppendUint32(b, uint32(len(s)))
+	return append(b, s...)
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -249,11 +251,16 @@ func (v *verifier) movedFrom(x Entry) (int64, bool) {
 	if err != nil || len(want) != 32 {
 		return 0, false
 	}
-	p := prefixHash(x)
+	enc := appendEncoding(nil, x)
+	tail := enc[len(enc)-8:]
 	lo, hi := v.h.first, max(v.h.last, x.Seq)
 	for d := int64(1); d <= reorderWindow; d++ {
 		for _, s := range [2]int64{x.Seq - d, x.Seq + d} {
-			if s >= lo && s <= hi && bytes.Equal(sumSeq(p, s), want) {
+			if s < lo || s > hi {
+				continue
+			}
+			binary.BigEndian.PutUint64(tail, uint64(s))
+			if sum := sha256.Sum256(enc); bytes.Equal(sum[:], want) {
 				return s, true
 			}
 		}
