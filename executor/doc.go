@@ -1,5 +1,101 @@
-// Package executor will turn proposals into action descriptors, judge them
-// by policy, run them in the os.Root sandbox, diff, promote or hold them for
-// confirmation, and write the hash-chained audit log. It must not know SNAP
-// or Nostr. Nothing is implemented yet: it arrives with the proposals issue.
+// Package executor carries out what untrusted agents propose, without
+// trusting them: it validates a proposal (package proposal), derives its
+// Action Descriptor, judges it (package policy), stages its changes in the
+// workspace (package sandbox), promotes them or holds them for an
+// operator's confirmation, keeps what a rollback needs, and writes every
+// step to the hash-chained audit log (package audit). It knows nothing of
+// SNAP or Nostr: the task service hands it the bytes of a proposal and
+// turns the Result into task state and artifacts.
+//
+//	ex, err := executor.New(ctx, executor.Config{
+//		DB: db, Sandbox: sb, Policy: policy.NewHolder(policy.Default()), Audit: log,
+//		IsOperator: func(addr string) bool { return operators[addr] },
+//	})
+//	res, err := ex.Run(ctx, executor.Request{TaskID: task, Requester: "bc1p…", Data: raw})
+//	switch res.Outcome {
+//	case executor.Completed: // res.Output ({"status":"success",…}), res.Diff, res.Response (FINISH)
+//	case executor.Failed: // res.Output is the structured error
+//	case executor.NeedsConfirmation: // input_required: res.Reason, res.Diff, res.ActionID
+//	}
+//	// later, from an operator's signed message or the admin socket:
+//	res, err = ex.Approve(ctx, res.ActionID, "host") // or Deny(ctx, id, approver, reason)
+//	// and from the host alone:
+//	err = ex.Rollback(ctx, actionID)
+//
+// # The steps of an action, and their audit entries
+//
+//	received    the bytes arrived (their size and SHA-256)
+//	rejected    they are not a valid proposal or descriptor: the Result
+//	            is Failed with proposal.Error's JSON (seed 004)
+//	validated   the proposal and the host's descriptor of it
+//	judged      the policy's decision (promote, confirm or block), reasons,
+//	            policy version; block ends as Failed with ACTION_NOT_ALLOWED
+//	completed   THINK, FINISH, READ_FILE, LIST_FILES ran (no effect)
+//	sandboxed   changes staged: the diff, pre- and post-image hashes
+//	failed      the sandbox refused (EXECUTION_FAILED, LIMIT_EXCEEDED) or
+//	            the diff went beyond the declared effects (UNDECLARED_EFFECTS)
+//	held        waits for an operator (a pending record in the database)
+//	confirmed   an operator (or the host) approved
+//	denied      an operator denied: Failed with CONFIRMATION_DENIED
+//	promoted    the changes reached the workspace
+//	rolled_back the host restored the snapshot (or was refused)
+//
+// Entries of one call are appended together, in one batch, before
+// anything with an effect happens (a stored record, a promotion) and when
+// the call ends; none is ever left out. The snapshot is stored in the
+// record before promotion, so that RecoverInterrupted can undo a
+// promotion a crash cut short.
+//
+// # Decisions where the seeds are silent
+//
+//   - Data with a top-level descriptor_version and no schema_version is a
+//     descriptor (proposal.ParseDescriptor); anything else is a proposal
+//     (proposal.Parse), whose errors then say what is wrong.
+//   - The host's descriptor decides: the action id is the host's (a new
+//     UUID; the proposer's id is ProposalID), the effects checked against
+//     the staged diff are those the operation really makes (a peer's
+//     descriptor was checked to declare no less and no more), the risk is
+//     the higher of the host's and the peer's, the caps the smaller.
+//     max_duration_ms caps every sandbox call; max_disk_mb caps the bytes
+//     an action writes.
+//   - A Permit becomes a Confirm when a descriptor requires confirmation:
+//     the host's (Defaults.ConfirmAtOrAbove, HIGH by default) or a peer's
+//     asking for it. A peer can ask for more care, never for less.
+//   - A composite's children are staged in one Stage, each judged alone
+//     beside the composite itself (policy.Combine: any Deny blocks all,
+//     any Confirm makes one confirmation for the whole), promoted all or
+//     nothing and rolled back all or nothing. Its steps change files or
+//     THINK; a read, listing or FINISH inside one is a validation error
+//     (rule compositeStep): what it would see would depend on promotion.
+//   - Success results beyond seed 004's READ_FILE: FINISH
+//     {"response"}, LIST_FILES {"entries"}, WRITE_FILE {"path","size",
+//     "sha256"}, CREATE_DIRECTORY and DELETE_FILE {"path"}, RENAME_FILE
+//     {"source","destination"}, a composite {"steps":[…outputs…]}, THINK
+//     {}. A file read that is not UTF-8 comes back in base64 with
+//     "encoding":"base64".
+//   - A Deny is seed 004's policy error, ACTION_NOT_ALLOWED, with the
+//     policy's reasons and version added.
+//   - At approval the action is judged again by the policy in force: a
+//     policy that now denies wins over the confirmation.
+//   - Addresses compare without regard to case (bech32), so a proposer
+//     cannot approve itself by changing the case of its address. An
+//     operator may deny its own proposal: denying only prevents effects.
+//   - A refused approval or denial is audited as "rejected" with decision
+//     approval_refused or denial_refused (the audit has no step of its own
+//     for it).
+//   - A promotion that finds a file changed since staging (a moment ago)
+//     fails the proposal in Run (cause "changed": send it again), and
+//     sends it back to the operator in Approve.
+//
+// # Schema
+//
+//	executor_actions(action_id PK, task, requester, proposal_id, action,
+//	                 state, data, diff, pre_images, reason, snapshot,
+//	                 repeat_key, created_at, updated_at, rolled_back_at)
+//	executor_migrations(version, name, applied_at)
+//
+// A record is made for each action that is held or promoted; its states
+// are pending → approving → promoting → promoted → rolling_back →
+// rolled_back, or completed, denied, failed. Snapshots (pre-images with
+// their content) are kept for as long as the record.
 package executor

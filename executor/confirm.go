@@ -1,0 +1,247 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/snapnode/snapnode/executor/audit"
+	"github.com/snapnode/snapnode/executor/policy"
+	"github.com/snapnode/snapnode/executor/proposal"
+)
+
+// Pending is an action held for confirmation.
+type Pending struct {
+	ActionID   string
+	TaskID     string
+	Requester  string
+	ProposalID string
+	Action     string
+	// Data is the proposal or descriptor as received.
+	Data []byte
+	// Diff and PreImages are the changes to confirm and what the touched
+	// paths held when they were staged; Reason why confirmation is needed.
+	Diff      string
+	PreImages []PreImage
+	Reason    string
+	Created   time.Time
+}
+
+func pendingOf(r *record) Pending {
+	return Pending{ActionID: r.ActionID, TaskID: r.Task, Requester: r.Requester, ProposalID: r.ProposalID,
+		Action: r.Action, Data: r.Data, Diff: r.Diff, PreImages: r.PreImages, Reason: r.Reason, Created: r.Created}
+}
+
+// Pending returns the actions of a task that wait for confirmation, oldest
+// first (taskID "": those of every task). `snapnode approve TASK` finds
+// its action here.
+func (e *Executor) Pending(ctx context.Context, taskID string) ([]Pending, error) {
+	rs, err := e.store.list(ctx, statePending, taskID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Pending, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, pendingOf(r))
+	}
+	return out, nil
+}
+
+// PendingAction returns the pending action actionID, or ErrNoPending.
+func (e *Executor) PendingAction(ctx context.Context, actionID string) (*Pending, error) {
+	r, err := e.pendingRecord(ctx, actionID)
+	if err != nil {
+		return nil, err
+	}
+	p := pendingOf(r)
+	return &p, nil
+}
+
+func (e *Executor) pendingRecord(ctx context.Context, actionID string) (*record, error) {
+	r, err := e.store.get(ctx, actionID)
+	if errors.Is(err, errNoRecord) || (err == nil && r.State != statePending) {
+		return nil, fmt.Errorf("%w: %q", ErrNoPending, actionID)
+	}
+	return r, err
+}
+
+// authorize checks that approver may approve (or deny) r: the host, or an
+// address with the operator role; for an approval, never the proposer
+// itself (addresses compare without regard to case, as bech32's do). A
+// refusal is audited and returned as ErrSelfApproval or ErrNotOperator.
+// It returns the audit actor of the approver.
+func (e *Executor) authorize(ctx context.Context, r *record, approver string, approve bool) (string, error) {
+	if err := checkIdentity("approver", approver, true); err != nil {
+		return "", err
+	}
+	var refusal error
+	switch {
+	case approve && strings.EqualFold(approver, r.Requester):
+		refusal = ErrSelfApproval
+	case approver != Host && !e.isOperator(approver):
+		refusal = ErrNotOperator
+	}
+	if refusal == nil {
+		if approver == Host {
+			return Host, nil
+		}
+		return "operator:" + approver, nil
+	}
+	verb := "approval"
+	if !approve {
+		verb = "denial"
+	}
+	j := e.journal(r.Task, r.ActionID)
+	j.add(audit.Entry{Actor: approver, Step: audit.StepRejected, Decision: verb + "_refused", Reason: refusal.Error()})
+	if err := j.flush(ctx); err != nil {
+		return "", err
+	}
+	e.logger.Warn("executor: "+verb+" refused", "action", r.ActionID, "approver", approver, "err", refusal)
+	return "", fmt.Errorf("%w (action %s, approver %s)", refusal, r.ActionID, approver)
+}
+
+// Approve confirms the pending action actionID on behalf of approver: an
+// address with the operator role, or Host. The proposer can never approve
+// its own proposal (ErrSelfApproval), and anyone else is refused
+// (ErrNotOperator); both refusals are audited. An unknown or finished
+// action is ErrNoPending.
+//
+// The action is judged again by the policy in force (a Deny now fails
+// it), staged again, and its pre-images compared with those the operator
+// saw: if a touched path changed, the pending record gets the new diff and
+// the Result is NeedsConfirmation again (audited "sandboxed" and "held").
+// Otherwise it is promoted (audited "confirmed", then "promoted") and the
+// Result is Completed; an approved action without effects (a read a
+// policy wanted confirmed) runs then.
+func (e *Executor) Approve(ctx context.Context, actionID, approver string) (*Result, error) {
+	r, err := e.pendingRecord(ctx, actionID)
+	if err != nil {
+		return nil, err
+	}
+	actor, err := e.authorize(ctx, r, approver, true)
+	if err != nil {
+		return nil, err
+	}
+	ok, err := e.store.claim(ctx, actionID, statePending, stateApproving, e.now())
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrNoPending, actionID)
+	}
+	r.State = stateApproving
+	res, err := e.approve(ctx, r, actor)
+	if err != nil {
+		// Give the action back to the operators, unless it moved on.
+		r.State, r.Updated = statePending, e.now()
+		if _, uerr := e.store.update(context.WithoutCancel(ctx), r, stateApproving); uerr != nil {
+			e.logger.Error("executor: release action", "action", actionID, "err", uerr)
+		}
+	}
+	return res, err
+}
+
+func (e *Executor) approve(ctx context.Context, r *record, actor string) (*Result, error) {
+	j := e.journal(r.Task, r.ActionID)
+	it, err := e.parse(r.Data, r.ActionID)
+	if err != nil {
+		// It was valid when held: this build no longer accepts it.
+		var pe *proposal.Error
+		if !errors.As(err, &pe) {
+			return nil, err
+		}
+		res := &Result{ActionID: r.ActionID, ProposalID: r.ProposalID, Action: r.Action}
+		return e.failRecord(ctx, j, r, res, actor, &Failure{Code: string(pe.Code), Message: pe.Message})
+	}
+	res := &Result{ActionID: r.ActionID, ProposalID: it.proposalID, Action: it.action}
+	dec := e.judge(ctx, it, r.Requester, false)
+	j.add(e.judgedEntry(actor, r.Requester, dec, false))
+	if dec.Effect == policy.Deny {
+		return e.failRecord(ctx, j, r, res, actor, policyFailure(dec))
+	}
+	if !it.hasEffects() {
+		j.add(audit.Entry{Actor: actor, Step: audit.StepConfirmed, Decision: "approve"})
+		res, err := e.runNoEffects(ctx, j, it, res, actor)
+		if err != nil {
+			return nil, err
+		}
+		r.State, r.Updated = stateCompleted, e.now()
+		if res.Outcome == Failed {
+			r.State = stateFailed
+		}
+		if _, err := e.store.update(context.WithoutCancel(ctx), r, stateApproving); err != nil {
+			return nil, err
+		}
+		return res, nil
+	}
+	for attempt := 1; ; attempt++ {
+		st, sb, f, err := e.stage(ctx, it)
+		if err != nil {
+			return nil, err
+		}
+		if f != nil {
+			return e.failRecord(ctx, j, r, res, actor, f)
+		}
+		diffs := st.Diffs()
+		if !slices.Equal(preImages(diffs), r.PreImages) || attempt > maxPromoteAttempts {
+			j.add(sandboxedEntry(actor, diffs))
+			return e.hold(ctx, j, r, res, actor,
+				"the files changed since confirmation was asked: confirm the new diff; "+r.Reason, diffs, false)
+		}
+		j.add(audit.Entry{Actor: actor, Step: audit.StepConfirmed, Decision: "approve"})
+		res, changed, err := e.promote(ctx, j, it, r, res, st, sb, actor, false)
+		if !changed {
+			return res, err
+		}
+		// A path changed between this staging and the promotion: stage
+		// again; the pre-images now differ and the operator is asked again.
+	}
+}
+
+// maxPromoteAttempts bounds the stagings of one approval whose promotion
+// finds the files changed although their pre-images look the same again.
+const maxPromoteAttempts = 3
+
+// failRecord fails an approved action: the record and the audit say so.
+func (e *Executor) failRecord(ctx context.Context, j *journal, r *record, res *Result, actor string, f *Failure) (*Result, error) {
+	r.State, r.Reason, r.Updated = stateFailed, f.Message, e.now()
+	if _, err := e.store.update(ctx, r, stateApproving); err != nil {
+		return nil, err
+	}
+	return e.fail(ctx, j, res, actor, f)
+}
+
+// Deny refuses the pending action actionID on behalf of approver (an
+// operator or Host; an operator may deny its own proposal, which can only
+// prevent effects): the action fails with CONFIRMATION_DENIED and the
+// reason, audited "denied". An unknown or finished action is ErrNoPending.
+func (e *Executor) Deny(ctx context.Context, actionID, approver, reason string) (*Result, error) {
+	r, err := e.pendingRecord(ctx, actionID)
+	if err != nil {
+		return nil, err
+	}
+	actor, err := e.authorize(ctx, r, approver, false)
+	if err != nil {
+		return nil, err
+	}
+	reason = clean(reason, 1024, false)
+	f := &Failure{Code: CodeConfirmationDenied, Message: "An operator denied the action.", Reason: reason}
+	r.State, r.Reason, r.Updated = stateDenied, reason, e.now()
+	ok, err := e.store.update(ctx, r, statePending)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrNoPending, actionID)
+	}
+	j := e.journal(r.Task, r.ActionID)
+	j.add(audit.Entry{Actor: actor, Step: audit.StepDenied, Decision: "deny", Reason: reason})
+	if err := j.flush(context.WithoutCancel(ctx)); err != nil {
+		return nil, err
+	}
+	return &Result{Outcome: Failed, ActionID: r.ActionID, ProposalID: r.ProposalID, Action: r.Action,
+		Output: mustJSON(f), Diff: r.Diff, Reason: f.Message}, nil
+}

@@ -1,0 +1,556 @@
+package executor
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	stdjson "encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+
+	"github.com/snapnode/snapnode/executor/audit"
+	"github.com/snapnode/snapnode/executor/policy"
+	"github.com/snapnode/snapnode/executor/proposal"
+	"github.com/snapnode/snapnode/executor/sandbox"
+	"github.com/snapnode/snapnode/internal/sqldb"
+)
+
+// Host is the approver name of the node's own administrator, who reaches
+// Approve and Deny through the local admin socket. It is also the audit
+// actor of what the host does by itself (rollbacks).
+const Host = "host"
+
+// DefaultRollbackCooldown is Config.RollbackCooldown when it is zero.
+const DefaultRollbackCooldown = time.Hour
+
+// Config is what an Executor is made of. DB, Sandbox, Policy and Audit
+// are required; the Executor shares them and closes none.
+type Config struct {
+	// DB is the node's database, shared with the task store and the audit
+	// log; the executor keeps its records in executor_actions.
+	DB *sqldb.DB
+	// Sandbox is the workspace every action reads and changes.
+	Sandbox *sandbox.Sandbox
+	// Policy judges each action (host rules, then the operator's policy).
+	Policy *policy.Holder
+	// Audit receives one entry per step of every action.
+	Audit *audit.Log
+	// Defaults are the operator's values of derived descriptors (resources,
+	// confirmation threshold, audit level). Zero fields take
+	// proposal.NewDefaults'. Its NewID, when set, also makes action ids.
+	Defaults proposal.Defaults
+	// IsOperator reports whether an address has the operator role: it may
+	// approve and deny, and the policy sees it in Role::"operator". Nil:
+	// nobody has it, and only Host approves.
+	IsOperator func(addr string) bool
+	// RollbackCooldown is how long after a rollback the same proposal
+	// (same requester, actions and paths) needs confirmation. Zero is
+	// DefaultRollbackCooldown; negative disables the cooldown.
+	RollbackCooldown time.Duration
+	// Now is the executor's clock (default time.Now).
+	Now func() time.Time
+	// Logger receives what the executor cannot report to a caller (default:
+	// discarded).
+	Logger *slog.Logger
+}
+
+// Executor carries proposals through validation, policy, the sandbox,
+// confirmation, promotion and rollback, and audits every step. It is safe
+// for concurrent use; several Executors (in one process or several) may
+// share one database.
+type Executor struct {
+	store      store
+	sb         *sandbox.Sandbox
+	policy     *policy.Holder
+	audit      *audit.Log
+	defaults   proposal.Defaults
+	isOperator func(string) bool
+	cooldown   time.Duration
+	now        func() time.Time
+	logger     *slog.Logger
+	newID      func() string
+}
+
+// New returns an Executor on cfg, after bringing its tables up to date.
+func New(ctx context.Context, cfg Config) (*Executor, error) {
+	switch {
+	case cfg.DB == nil:
+		return nil, errors.New("executor: Config.DB is required")
+	case cfg.Sandbox == nil:
+		return nil, errors.New("executor: Config.Sandbox is required")
+	case cfg.Policy == nil:
+		return nil, errors.New("executor: Config.Policy is required")
+	case cfg.Audit == nil:
+		return nil, errors.New("executor: Config.Audit is required")
+	}
+	if err := cfg.DB.Migrate(ctx, migrations()); err != nil {
+		return nil, fmt.Errorf("executor: %w", err)
+	}
+	e := &Executor{
+		store:      store{db: cfg.DB, d: cfg.DB.Dialect},
+		sb:         cfg.Sandbox,
+		policy:     cfg.Policy,
+		audit:      cfg.Audit,
+		defaults:   cfg.Defaults,
+		isOperator: cfg.IsOperator,
+		cooldown:   cfg.RollbackCooldown,
+		now:        cfg.Now,
+		logger:     cfg.Logger,
+		newID:      cfg.Defaults.NewID,
+	}
+	if e.isOperator == nil {
+		e.isOperator = func(string) bool { return false }
+	}
+	if e.cooldown == 0 {
+		e.cooldown = DefaultRollbackCooldown
+	}
+	if e.now == nil {
+		e.now = time.Now
+	}
+	if e.logger == nil {
+		e.logger = slog.New(slog.DiscardHandler)
+	}
+	if e.newID == nil {
+		e.newID = uuid.NewString
+	}
+	return e, nil
+}
+
+// Outcome is how a Run, Approve or Deny ended, for the task: completed,
+// failed or input_required.
+type Outcome string
+
+// The outcomes.
+const (
+	Completed         Outcome = "completed"
+	Failed            Outcome = "failed"
+	NeedsConfirmation Outcome = "needs_confirmation"
+)
+
+// Request is one proposal to carry out.
+type Request struct {
+	// TaskID is the task the proposal came with ("" for none).
+	TaskID string
+	// Requester is the proposer's identity, a P2TR address.
+	Requester string
+	// Data is one proposal (a JSON object with a top-level schema_version)
+	// or one action descriptor (descriptor_version), as received.
+	Data []byte
+}
+
+// Result is what became of a proposal.
+type Result struct {
+	Outcome Outcome
+	// ActionID is the host's id of the action: the key of Approve, Deny,
+	// Rollback and of the audit entries. ProposalID is the proposer's
+	// (the proposal's id, or a descriptor's action_id), kept for
+	// traceability; empty when the data was not valid.
+	ActionID   string
+	ProposalID string
+	// Action is the action as the proposer spelled it (read_file,
+	// WRITE_FILE), or MULTI_STEP_COMPOSITE.
+	Action string
+	// Output is seed 004's runtime output: {"status":"success",…} when
+	// completed, the structured error when failed (a *proposal.Error's
+	// JSON, or a Failure's), nil while confirmation is needed.
+	Output stdjson.RawMessage
+	// Diff is the text of the changes, promoted or to be confirmed: the
+	// unified diff of each text file and one line for any other change;
+	// "" when there is none.
+	Diff string
+	// Reason says why confirmation is needed, or why the action failed.
+	Reason string
+	// Response is FINISH's response, the task's answer.
+	Response string
+}
+
+// Errors of Run, Approve, Deny and Rollback.
+var (
+	// ErrNoPending: no action with this id waits for confirmation (unknown,
+	// or already approved, denied or failed).
+	ErrNoPending = errors.New("executor: no pending action with this id")
+	// ErrSelfApproval: the proposer may never approve its own proposal.
+	ErrSelfApproval = errors.New("executor: the proposer cannot approve its own proposal")
+	// ErrNotOperator: only an operator or the host approves or denies.
+	ErrNotOperator = errors.New("executor: approver is neither an operator nor the host")
+	// ErrNotPromoted: no promoted action with this id can be rolled back
+	// (unknown, not promoted, or rolled back already).
+	ErrNotPromoted = errors.New("executor: no promoted action with this id")
+	// ErrInvalidIdentity: a requester, approver or task id that cannot be
+	// recorded (empty, too long, control characters, not UTF-8).
+	ErrInvalidIdentity = errors.New("executor: invalid identity")
+)
+
+// maxIdentity bounds requesters, approvers and task ids: with the
+// "operator:" prefix they stay within the audit log's limit.
+const maxIdentity = 200
+
+func checkIdentity(what, v string, required bool) error {
+	bad := (v == "" && required) || len(v) > maxIdentity || !utf8.ValidString(v)
+	for _, r := range v {
+		if r < 0x20 || r == 0x7f {
+			bad = true
+		}
+	}
+	if bad {
+		return fmt.Errorf("%w: %s %q", ErrInvalidIdentity, what, v)
+	}
+	return nil
+}
+
+// Run carries out one proposal: audit "received"; validation (a refusal is
+// the Result: Failed, Output the structured error, audited "rejected");
+// the descriptor; the policy (audited "judged"). A Deny fails with the
+// policy error. THINK, FINISH, READ_FILE and LIST_FILES then run at once
+// (audited "completed"). Changes are staged in the sandbox (audited
+// "sandboxed" with the pre- and post-image hashes) and must stay within
+// the declared effects, else they are blocked for good; a Permit promotes
+// them (the rollback snapshot stored first; audited "promoted"), a
+// Confirm holds them (a durable pending record; audited "held") and
+// returns NeedsConfirmation with the reason, the diff and the action id.
+//
+// Errors are for what is not the proposal's doing: an invalid Requester
+// or TaskID, the database, the audit log, ctx.
+func (e *Executor) Run(ctx context.Context, req Request) (*Result, error) {
+	if err := checkIdentity("requester", req.Requester, true); err != nil {
+		return nil, err
+	}
+	if err := checkIdentity("task", req.TaskID, false); err != nil {
+		return nil, err
+	}
+	actionID := e.newID()
+	actor := req.Requester
+	j := e.journal(req.TaskID, actionID)
+	format := formatProposal
+	if isDescriptor(req.Data) {
+		format = formatDescriptor
+	}
+	sum := sha256.Sum256(req.Data)
+	j.add(audit.Entry{Actor: actor, Step: audit.StepReceived,
+		Detail: detail(receivedDetail{Format: format, Size: len(req.Data), SHA256: hex.EncodeToString(sum[:])})})
+
+	it, err := e.parse(req.Data, actionID)
+	if err != nil {
+		var pe *proposal.Error
+		if !errors.As(err, &pe) {
+			return nil, fmt.Errorf("executor: validate: %w", err)
+		}
+		out := mustJSON(pe)
+		j.add(audit.Entry{Actor: actor, Step: audit.StepRejected, Decision: string(pe.Code), Reason: pe.Message,
+			Detail: detail(errorDetail{Error: out})})
+		if err := j.flush(ctx); err != nil {
+			return nil, err
+		}
+		return &Result{Outcome: Failed, ActionID: actionID, Output: out, Reason: pe.Message}, nil
+	}
+	res := &Result{ActionID: actionID, ProposalID: it.proposalID, Action: it.action}
+	j.add(audit.Entry{Actor: actor, Step: audit.StepValidated, Decision: "valid", Detail: detail(e.validated(it))})
+
+	var key string
+	recently := false
+	if it.hasEffects() {
+		key = it.repeatKey(req.Requester)
+		if recently, err = e.recentlyRolledBack(ctx, key); err != nil {
+			return nil, err
+		}
+	}
+	dec := e.judge(ctx, it, req.Requester, recently)
+	j.add(e.judgedEntry(actor, req.Requester, dec, recently))
+	if dec.Effect == policy.Deny {
+		f := policyFailure(dec)
+		if err := j.flush(ctx); err != nil {
+			return nil, err
+		}
+		res.Outcome, res.Output, res.Reason = Failed, mustJSON(f), reasonText(dec)
+		return res, nil
+	}
+
+	now := e.now()
+	rec := &record{
+		ActionID: actionID, Task: req.TaskID, Requester: req.Requester, ProposalID: it.proposalID,
+		Action: it.action, Data: req.Data, RepeatKey: key, Created: now, Updated: now,
+	}
+	if !it.hasEffects() {
+		if dec.Effect == policy.Confirm {
+			return e.hold(ctx, j, rec, res, actor, reasonText(dec), nil, true)
+		}
+		return e.runNoEffects(ctx, j, it, res, actor)
+	}
+	st, sb, f, err := e.stage(ctx, it)
+	if err != nil {
+		return nil, err
+	}
+	if f != nil {
+		return e.fail(ctx, j, res, actor, f)
+	}
+	j.add(sandboxedEntry(actor, st.Diffs()))
+	if dec.Effect == policy.Confirm {
+		return e.hold(ctx, j, rec, res, actor, reasonText(dec), st.Diffs(), true)
+	}
+	res, changed, err := e.promote(ctx, j, it, rec, res, st, sb, actor, true)
+	if changed {
+		// The files changed between staging and promotion, a moment
+		// ago: the proposer may simply send it again.
+		return e.fail(context.WithoutCancel(ctx), j, res, actor, sandboxFailure(sandbox.ErrChanged))
+	}
+	return res, err
+}
+
+func (e *Executor) validated(it *item) validatedDetail {
+	d := validatedDetail{Format: it.format, ProposalID: it.proposalID, Action: it.action, Risk: string(it.risk),
+		Paths: it.paths(), Reasoning: clean(it.reasoning, 2048, true), Intent: it.desc.IntentSummary}
+	if it.composite {
+		d.Steps = len(it.steps)
+	}
+	return d
+}
+
+// judge asks the policy about every request of the item and combines the
+// answers: the strictest wins. A Permit becomes a Confirm when a
+// descriptor requires confirmation (the host's threshold, or a peer's
+// descriptor asking for it).
+func (e *Executor) judge(ctx context.Context, it *item, requester string, recently bool) policy.Decision {
+	reqs := it.requests(requester, e.isOperator(requester), recently)
+	ds := make([]policy.Decision, len(reqs))
+	for i, r := range reqs {
+		ds[i] = e.policy.Decide(ctx, r)
+	}
+	d := ds[0]
+	if len(ds) > 1 {
+		d = policy.Combine(ds...)
+	}
+	if d.Effect == policy.Permit && len(it.confirm) > 0 {
+		d.Effect = policy.Confirm
+		d.Reasons = append(append([]string(nil), it.confirm...), d.Reasons...)
+	}
+	return d
+}
+
+func (e *Executor) judgedEntry(actor, requester string, d policy.Decision, recently bool) audit.Entry {
+	return audit.Entry{Actor: actor, Step: audit.StepJudged, Decision: decisionWord(d.Effect),
+		Reason: reasonText(d), PolicyVersion: d.PolicyVersion,
+		Detail: detail(judgedDetail{Reasons: nonNil(d.Reasons), DecidedBy: nonNil(d.DecidedBy), Sandbox: d.Sandbox,
+			Operator: e.isOperator(requester), RecentlyRolledBack: recently})}
+}
+
+func sandboxedEntry(actor string, diffs []sandbox.Diff) audit.Entry {
+	pre, post := fileHashes(diffs)
+	return audit.Entry{Actor: actor, Step: audit.StepSandboxed, Decision: "staged",
+		PreHash: pre, PostHash: post, Detail: detail(touched(diffs))}
+}
+
+func (e *Executor) recentlyRolledBack(ctx context.Context, key string) (bool, error) {
+	if e.cooldown < 0 {
+		return false, nil
+	}
+	t, err := e.store.lastRollback(ctx, key)
+	if err != nil || t.IsZero() {
+		return false, err
+	}
+	return e.now().Sub(t) < e.cooldown, nil
+}
+
+// fail ends the action as failed with f, audited "failed".
+func (e *Executor) fail(ctx context.Context, j *journal, res *Result, actor string, f *Failure) (*Result, error) {
+	out := mustJSON(f)
+	j.add(audit.Entry{Actor: actor, Step: audit.StepFailed, Decision: f.Code, Reason: f.Message,
+		Detail: detail(errorDetail{Error: out})})
+	if err := j.flush(ctx); err != nil {
+		return nil, err
+	}
+	res.Outcome, res.Output, res.Reason = Failed, out, f.Message
+	return res, nil
+}
+
+// runNoEffects runs THINK, FINISH, READ_FILE and LIST_FILES (and a
+// composite of THINKs), audited "completed".
+func (e *Executor) runNoEffects(ctx context.Context, j *journal, it *item, res *Result, actor string) (*Result, error) {
+	sb := e.narrow(it)
+	var results []*proposal.Output
+	for _, s := range it.steps {
+		var out *proposal.Output
+		switch p := s.p; p.Action.Kind {
+		case proposal.KindThink:
+			out = proposal.Success(p, nil)
+		case proposal.KindFinish:
+			out = proposal.Success(p, FinishResult{Response: p.Args.Response})
+			res.Response = p.Args.Response
+		case proposal.KindReadFile:
+			b, err := sb.Read(ctx, p.Args.Path)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				return e.fail(ctx, j, res, actor, sandboxFailure(err))
+			}
+			out = proposal.Success(p, readResult(b))
+		case proposal.KindListFiles:
+			entries, err := sb.List(ctx, p.Args.Path)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				return e.fail(ctx, j, res, actor, sandboxFailure(err))
+			}
+			out = proposal.Success(p, ListResult{Entries: nonNil(entries)})
+		default:
+			return nil, fmt.Errorf("executor: %s has effects", p.Action.Kind)
+		}
+		results = append(results, out)
+	}
+	var out *proposal.Output
+	if it.composite {
+		out = proposal.Success(&proposal.Proposal{Action: proposal.Action{Spelling: it.action}}, CompositeResult{Steps: results})
+	} else {
+		out = results[0]
+	}
+	j.add(audit.Entry{Actor: actor, Step: audit.StepCompleted, Decision: "done"})
+	if err := j.flush(ctx); err != nil {
+		return nil, err
+	}
+	res.Outcome, res.Output = Completed, mustJSON(out)
+	return res, nil
+}
+
+// narrow is the sandbox with the item's caps on duration.
+func (e *Executor) narrow(it *item) *sandbox.Sandbox {
+	return e.sb.Narrow(sandbox.Limits{MaxDuration: time.Duration(it.resources.MaxDurationMillis) * time.Millisecond})
+}
+
+// stage stages the item's changes and checks them against its declared
+// effects. A refusal of the sandbox or of the check is the Failure; the
+// error is for ctx.
+func (e *Executor) stage(ctx context.Context, it *item) (*sandbox.Staged, *sandbox.Sandbox, *Failure, error) {
+	changes, written := it.changes()
+	if max := it.resources.MaxDiskMB << 20; max > 0 && written > max {
+		return nil, nil, sandboxFailure(&sandbox.LimitError{Limit: "disk", Max: max, Got: written}), nil
+	}
+	sb := e.narrow(it)
+	st, err := sb.Stage(ctx, changes)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, nil, nil, ctx.Err()
+		}
+		return nil, nil, sandboxFailure(err), nil
+	}
+	if err := st.WithinEffects(it.effects()); err != nil {
+		return nil, nil, sandboxFailure(err), nil
+	}
+	return st, sb, nil, nil
+}
+
+// hold keeps the action for confirmation: audited "held", with a pending
+// record (inserted when fresh, else updated from approving).
+func (e *Executor) hold(ctx context.Context, j *journal, rec *record, res *Result, actor, reason string, diffs []sandbox.Diff, fresh bool) (*Result, error) {
+	rec.State, rec.Reason, rec.Diff, rec.PreImages = statePending, reason, formatDiff(diffs), preImages(diffs)
+	rec.Snapshot, rec.Updated = nil, e.now()
+	j.add(audit.Entry{Actor: actor, Step: audit.StepHeld, Decision: "confirm", Reason: reason})
+	if err := j.flush(ctx); err != nil {
+		return nil, err
+	}
+	if fresh {
+		if err := e.store.insert(ctx, rec); err != nil {
+			return nil, err
+		}
+	} else if ok, err := e.store.update(ctx, rec, stateApproving); err != nil {
+		return nil, err
+	} else if !ok {
+		return nil, fmt.Errorf("executor: action %s changed state while held", rec.ActionID)
+	}
+	res.Outcome, res.Output, res.Diff, res.Reason = NeedsConfirmation, nil, rec.Diff, reason
+	return res, nil
+}
+
+// promote stores the snapshot, promotes st and records it. changed
+// reports a promotion refused because a touched path changed since
+// staging (nothing was applied; the record is left as it was found).
+func (e *Executor) promote(ctx context.Context, j *journal, it *item, rec *record, res *Result, st *sandbox.Staged, sb *sandbox.Sandbox, actor string, fresh bool) (_ *Result, changed bool, _ error) {
+	diffs := st.Diffs()
+	snap, err := stdjson.Marshal(st.Snapshot())
+	if err != nil {
+		return nil, false, fmt.Errorf("executor: snapshot: %w", err)
+	}
+	from := rec.State
+	rec.State, rec.Snapshot, rec.Diff, rec.PreImages, rec.Updated = statePromoting, snap, formatDiff(diffs), preImages(diffs), e.now()
+	if err := j.flush(ctx); err != nil {
+		return nil, false, err
+	}
+	if fresh {
+		err = e.store.insert(ctx, rec)
+	} else if ok, uerr := e.store.update(ctx, rec, from); uerr != nil {
+		err = uerr
+	} else if !ok {
+		err = fmt.Errorf("executor: action %s changed state before promotion", rec.ActionID)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+
+	_, perr := sb.Promote(ctx, st)
+	// From here on the outcome must be recorded whatever becomes of ctx.
+	bg := context.WithoutCancel(ctx)
+	if perr != nil {
+		if errors.Is(perr, sandbox.ErrIncomplete) {
+			// Left half-way: the record stays "promoting" with its
+			// snapshot, for RecoverInterrupted.
+			e.logger.Error("executor: promotion incomplete", "action", rec.ActionID, "err", perr)
+			return nil, false, fmt.Errorf("executor: promote %s: %w", rec.ActionID, perr)
+		}
+		// Nothing was applied. A changed file sends an approval back to
+		// the operator (the record returns to the state it came from);
+		// anything else fails the action.
+		again := errors.Is(perr, sandbox.ErrChanged)
+		rec.State, rec.Snapshot, rec.Updated = stateFailed, nil, e.now()
+		if again && !fresh {
+			rec.State = from
+		}
+		if _, err := e.store.update(bg, rec, statePromoting); err != nil {
+			return nil, false, err
+		}
+		if again {
+			return res, true, nil
+		}
+		r, err := e.fail(bg, j, res, actor, sandboxFailure(perr))
+		return r, false, err
+	}
+	rec.State, rec.Updated = statePromoted, e.now()
+	if _, err := e.store.update(bg, rec, statePromoting); err != nil {
+		return nil, false, err
+	}
+	pre, post := fileHashes(diffs)
+	j.add(audit.Entry{Actor: actor, Step: audit.StepPromoted, Decision: "promoted", PreHash: pre, PostHash: post,
+		Detail: detail(touched(diffs))})
+	if err := j.flush(bg); err != nil {
+		return nil, false, err
+	}
+	res.Outcome, res.Output, res.Diff, res.Reason = Completed, mustJSON(successOutput(it)), rec.Diff, ""
+	return res, false, nil
+}
+
+// successOutput is the output of an item whose changes were promoted.
+func successOutput(it *item) *proposal.Output {
+	var outs []*proposal.Output
+	for _, s := range it.steps {
+		a := s.p.Args
+		var r any
+		switch s.p.Action.Kind {
+		case proposal.KindWriteFile:
+			sum := sha256.Sum256([]byte(a.Content))
+			r = WriteResult{Path: a.Path, Size: int64(len(a.Content)), SHA256: hex.EncodeToString(sum[:])}
+		case proposal.KindCreateDirectory, proposal.KindDeleteFile:
+			r = PathResult{Path: a.Path}
+		case proposal.KindRenameFile:
+			r = RenameResult{Source: a.Source, Destination: a.Destination}
+		}
+		outs = append(outs, proposal.Success(s.p, r))
+	}
+	if !it.composite {
+		return outs[0]
+	}
+	return proposal.Success(&proposal.Proposal{Action: proposal.Action{Spelling: it.action}}, CompositeResult{Steps: outs})
+}

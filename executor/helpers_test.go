@@ -1,0 +1,231 @@
+package executor_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/snapnode/snapnode/executor"
+	"github.com/snapnode/snapnode/executor/audit"
+	"github.com/snapnode/snapnode/executor/policy"
+	"github.com/snapnode/snapnode/executor/proposal"
+	"github.com/snapnode/snapnode/executor/sandbox"
+	"github.com/snapnode/snapnode/internal/sqldb"
+)
+
+// The identities of the tests: P2TR addresses, opaque to the executor.
+const (
+	agent    = "bc1p5d7rjq7g6rdk2yhzks9smlaqtedr4dekq08ge8ztwac72sfr9rusxg3297"
+	operator = "bc1pqqqsyqcyq5rqwzqfpg9scrgwpugpzysnzs23v9ccrydpk8qarc0jqq0cxzg"
+	other    = "bc1pxwww0ct9ue7e8tdnlmug5m2tamfn7q06sahstg39ys4c9f3340qqxrdu9k"
+)
+
+// clock is a settable clock for the executor and the audit log.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *clock { return &clock{t: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// env is an Executor on real parts: a database (SQLite or PostgreSQL), a
+// sandbox in a temporary folder, the default policy, an audit log.
+type env struct {
+	t      testing.TB
+	dsn    string
+	dir    string
+	clock  *clock
+	holder *policy.Holder
+	// cooldown is Config.RollbackCooldown.
+	cooldown time.Duration
+
+	db  *sqldb.DB
+	sb  *sandbox.Sandbox
+	log *audit.Log
+	ex  *executor.Executor
+}
+
+func newEnv(t testing.TB, dsn string) *env {
+	t.Helper()
+	v := &env{t: t, dsn: dsn, dir: t.TempDir(), clock: newClock(), holder: policy.NewHolder(policy.Default()),
+		cooldown: 10 * time.Minute}
+	v.open()
+	t.Cleanup(v.close)
+	return v
+}
+
+// open opens the database, the sandbox, the log and the executor.
+func (v *env) open() {
+	v.t.Helper()
+	ctx := context.Background()
+	db, err := sqldb.Open(ctx, v.dsn, sqldb.Options{})
+	if err != nil {
+		v.t.Fatal(err)
+	}
+	sb, err := sandbox.Open(v.dir, sandbox.DefaultLimits())
+	if err != nil {
+		v.t.Fatal(err)
+	}
+	log, err := audit.New(ctx, db, audit.Options{Now: v.clock.Now})
+	if err != nil {
+		v.t.Fatal(err)
+	}
+	ex, err := executor.New(ctx, executor.Config{
+		DB: db, Sandbox: sb, Policy: v.holder, Audit: log,
+		Defaults:         proposal.NewDefaults(),
+		IsOperator:       func(addr string) bool { return addr == operator },
+		RollbackCooldown: v.cooldown,
+		Now:              v.clock.Now,
+	})
+	if err != nil {
+		v.t.Fatal(err)
+	}
+	v.db, v.sb, v.log, v.ex = db, sb, log, ex
+}
+
+func (v *env) close() {
+	if v.db == nil {
+		return
+	}
+	_ = v.log.Close()
+	_ = v.sb.Close()
+	_ = v.db.Close()
+	v.db = nil
+}
+
+// reopen closes everything and opens it again on the same database and
+// folder, as a restarted node would.
+func (v *env) reopen() {
+	v.t.Helper()
+	v.close()
+	v.open()
+}
+
+// file writes a file of the workspace directly, as something other than
+// the executor would.
+func (v *env) file(p, content string) {
+	v.t.Helper()
+	full := filepath.Join(v.dir, filepath.FromSlash(p))
+	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+		v.t.Fatal(err)
+	}
+	if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
+		v.t.Fatal(err)
+	}
+}
+
+// content returns a workspace file's content and whether it exists.
+func (v *env) content(p string) (string, bool) {
+	v.t.Helper()
+	b, err := os.ReadFile(filepath.Join(v.dir, filepath.FromSlash(p)))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", false
+	}
+	if err != nil {
+		v.t.Fatal(err)
+	}
+	return string(b), true
+}
+
+func (v *env) run(requester string, data []byte) *executor.Result {
+	v.t.Helper()
+	res, err := v.ex.Run(context.Background(), executor.Request{TaskID: "task-1", Requester: requester, Data: data})
+	if err != nil {
+		v.t.Fatalf("Run: %v", err)
+	}
+	return res
+}
+
+// steps are the audit steps of an action, in order.
+func (v *env) steps(actionID string) []string {
+	v.t.Helper()
+	es, err := v.log.Query(context.Background(), audit.Filter{Action: actionID})
+	if err != nil {
+		v.t.Fatal(err)
+	}
+	var out []string
+	for _, e := range es {
+		out = append(out, string(e.Step))
+	}
+	return out
+}
+
+// entries are the audit entries of an action.
+func (v *env) entries(actionID string) []audit.Entry {
+	v.t.Helper()
+	es, err := v.log.Query(context.Background(), audit.Filter{Action: actionID})
+	if err != nil {
+		v.t.Fatal(err)
+	}
+	return es
+}
+
+func (v *env) verify() {
+	v.t.Helper()
+	if _, err := v.log.Verify(context.Background()); err != nil {
+		v.t.Fatalf("audit Verify: %v", err)
+	}
+}
+
+func wantSteps(t testing.TB, got []string, want ...string) {
+	t.Helper()
+	if !slices.Equal(got, want) {
+		t.Fatalf("audit steps = %v, want %v", got, want)
+	}
+}
+
+func wantOutcome(t testing.TB, res *executor.Result, want executor.Outcome) {
+	t.Helper()
+	if res.Outcome != want {
+		t.Fatalf("outcome = %s, want %s (output %s, reason %q)", res.Outcome, want, res.Output, res.Reason)
+	}
+}
+
+// prop builds a proposal of seed 000's shape.
+func prop(action string, args map[string]string) []byte {
+	if args == nil {
+		args = map[string]string{}
+	}
+	b, err := json.Marshal(map[string]any{
+		"schema_version": "1.0.0",
+		"id":             "6a1f0c3e-2b4d-4e5f-8a9b-0c1d2e3f4a5b",
+		"reasoning":      "a test proposal",
+		"action":         action,
+		"args":           args,
+	})
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// errorCode returns the error_code of a structured error output.
+func errorCode(t testing.TB, out []byte) string {
+	t.Helper()
+	var v struct {
+		Code string `json:"error_code"`
+	}
+	if err := json.Unmarshal(out, &v); err != nil {
+		t.Fatalf("output %s: %v", out, err)
+	}
+	return v.Code
+}

@@ -1,0 +1,159 @@
+package executor
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/snapnode/snapnode/executor/audit"
+	"github.com/snapnode/snapnode/executor/policy"
+	"github.com/snapnode/snapnode/executor/sandbox"
+)
+
+// journal gathers the audit entries of one action's steps and appends
+// them in one batch: before anything with an effect happens (a promotion,
+// a stored record), and when the call ends. Steps that change nothing
+// (received, validated, judged, sandboxed) may wait for the next flush;
+// none is ever left out.
+type journal struct {
+	log     *audit.Log
+	task    string
+	action  string
+	entries []audit.Entry
+}
+
+func (e *Executor) journal(task, actionID string) *journal {
+	return &journal{log: e.audit, task: task, action: actionID}
+}
+
+// add queues an entry of this action, its text made fit for the log.
+func (j *journal) add(en audit.Entry) {
+	en.Task, en.Action = j.task, j.action
+	en.Reason = clean(en.Reason, audit.MaxReasonLength, true)
+	en.Decision = clean(en.Decision, audit.MaxDecisionLength, false)
+	j.entries = append(j.entries, en)
+}
+
+// flush appends the queued entries, all or none.
+func (j *journal) flush(ctx context.Context) error {
+	if len(j.entries) == 0 {
+		return nil
+	}
+	if _, err := j.log.AppendBatch(ctx, j.entries); err != nil {
+		return fmt.Errorf("executor: audit action %s: %w", j.action, err)
+	}
+	j.entries = j.entries[:0]
+	return nil
+}
+
+// maxDetail keeps an entry's detail well within the log's default cap.
+const maxDetail = 12 << 10
+
+// detail encodes v as an entry's Detail; one too large is replaced by
+// what it would have said in brief.
+func detail(v any) []byte {
+	b := mustJSON(v)
+	if len(b) > maxDetail {
+		return mustJSON(map[string]any{"truncated": true, "bytes": len(b)})
+	}
+	return b
+}
+
+// clean makes s valid for a text field of the log: valid UTF-8, no NUL
+// or other control character (but tabs and newlines when multiline), at
+// most max bytes.
+func clean(s string, max int, multiline bool) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			if multiline && (r == '\n' || r == '\t') {
+				return r
+			}
+			return ' '
+		}
+		return r
+	}, s)
+	if len(s) <= max {
+		return s
+	}
+	cut := max - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// Details of the entries, as JSON.
+
+type receivedDetail struct {
+	Format string `json:"format"`
+	Size   int    `json:"size"`
+	SHA256 string `json:"sha256"`
+}
+
+type validatedDetail struct {
+	Format     string   `json:"format"`
+	ProposalID string   `json:"proposal_id"`
+	Action     string   `json:"action"`
+	Risk       string   `json:"risk"`
+	Paths      []string `json:"paths,omitempty"`
+	Steps      int      `json:"steps,omitzero"`
+	Reasoning  string   `json:"reasoning,omitempty"`
+	Intent     string   `json:"intent"`
+}
+
+type judgedDetail struct {
+	Reasons            []string `json:"reasons"`
+	DecidedBy          []string `json:"decided_by"`
+	Sandbox            bool     `json:"sandbox"`
+	Operator           bool     `json:"operator"`
+	RecentlyRolledBack bool     `json:"recently_rolled_back"`
+}
+
+type touchedDetail struct {
+	Paths []touchedPath `json:"paths"`
+}
+
+type touchedPath struct {
+	Path   string        `json:"path"`
+	Before sandbox.Image `json:"before"`
+	After  sandbox.Image `json:"after"`
+}
+
+func touched(diffs []sandbox.Diff) touchedDetail {
+	d := touchedDetail{Paths: []touchedPath{}}
+	for _, df := range diffs {
+		d.Paths = append(d.Paths, touchedPath{Path: df.Path, Before: df.Before, After: df.After})
+	}
+	return d
+}
+
+type errorDetail struct {
+	Error jsontext.Value `json:"error"`
+}
+
+// decisionWord is the audit's word for a policy effect.
+func decisionWord(e policy.Effect) string {
+	switch e {
+	case policy.Permit:
+		return "promote"
+	case policy.Confirm:
+		return "confirm"
+	}
+	return "block"
+}
+
+// reasonText is what a person is told about a decision: its reasons,
+// without the note that HIGH risk runs in the sandbox (every action does).
+func reasonText(d policy.Decision) string {
+	var rs []string
+	for _, r := range d.Reasons {
+		if !strings.HasPrefix(r, policy.RuleHighRiskSandbox) {
+			rs = append(rs, r)
+		}
+	}
+	return strings.Join(rs, "; ")
+}

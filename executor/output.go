@@ -1,0 +1,252 @@
+package executor
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/go-json-experiment/json"
+
+	"github.com/snapnode/snapnode/executor/policy"
+	"github.com/snapnode/snapnode/executor/proposal"
+	"github.com/snapnode/snapnode/executor/sandbox"
+)
+
+// The result members of seed 004's success output ({"status":"success",
+// "action":…,"result":{…}}) for each action. Seed 004 shows only
+// READ_FILE's ({"content":…}); the others are this package's.
+
+// ReadResult is READ_FILE's result. A file that is not valid UTF-8 cannot
+// be a JSON string: its content is then base64 and Encoding is "base64".
+type ReadResult struct {
+	Content  string `json:"content"`
+	Encoding string `json:"encoding,omitempty"`
+}
+
+// ListResult is LIST_FILES's result: the directory's entries, by name.
+type ListResult struct {
+	Entries []sandbox.Entry `json:"entries"`
+}
+
+// FinishResult is FINISH's result: the response it ends the task with.
+type FinishResult struct {
+	Response string `json:"response"`
+}
+
+// WriteResult is WRITE_FILE's result: the file written, its size and the
+// SHA-256 of its content.
+type WriteResult struct {
+	Path   string `json:"path"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+}
+
+// PathResult is the result of CREATE_DIRECTORY and DELETE_FILE.
+type PathResult struct {
+	Path string `json:"path"`
+}
+
+// RenameResult is RENAME_FILE's result.
+type RenameResult struct {
+	Source      string `json:"source"`
+	Destination string `json:"destination"`
+}
+
+// CompositeResult is a MULTI_STEP_COMPOSITE's result: each step's output,
+// in order.
+type CompositeResult struct {
+	Steps []*proposal.Output `json:"steps"`
+}
+
+// Codes of the structured errors of actions that passed validation (the
+// validation errors themselves are proposal.Error's).
+const (
+	// CodeActionNotAllowed: the policy (host rules or the operator's)
+	// blocks the action. It is seed 004's policy error, with the reasons.
+	CodeActionNotAllowed = string(proposal.ErrActionNotAllowed)
+	// CodeUndeclaredEffects: the staged changes reach paths or kinds of
+	// change the descriptor does not declare; a permanent block.
+	CodeUndeclaredEffects = "UNDECLARED_EFFECTS"
+	// CodeLimitExceeded: a cap on duration, size or disk was reached.
+	CodeLimitExceeded = "LIMIT_EXCEEDED"
+	// CodeExecutionFailed: the sandbox could not carry the action out (a
+	// missing file, an existing target, a link…); Cause says which.
+	CodeExecutionFailed = "EXECUTION_FAILED"
+	// CodeConfirmationDenied: an operator denied the action.
+	CodeConfirmationDenied = "CONFIRMATION_DENIED"
+)
+
+// Failure is the structured error of an action that was valid but did not
+// run: error_code and message first, as in seed 004, then what explains
+// it.
+type Failure struct {
+	Code    string `json:"error_code"`
+	Message string `json:"message"`
+	// Reasons and PolicyVersion: the policy's, for ACTION_NOT_ALLOWED.
+	Reasons       []string `json:"reasons,omitempty"`
+	PolicyVersion string   `json:"policy_version,omitempty"`
+	// Paths: the undeclared paths, for UNDECLARED_EFFECTS; the path
+	// concerned, for EXECUTION_FAILED and LIMIT_EXCEEDED.
+	Paths []string `json:"paths,omitempty"`
+	// Cause names what failed, for EXECUTION_FAILED: not_found, exists,
+	// not_text, not_regular, not_dir, symlink, hard_link, invalid_path,
+	// changed or io.
+	Cause string `json:"cause,omitempty"`
+	// Limit, Max and Got: the cap reached, for LIMIT_EXCEEDED.
+	Limit string `json:"limit,omitempty"`
+	Max   int64  `json:"max,omitzero"`
+	Got   int64  `json:"got,omitzero"`
+	// Reason is the operator's, for CONFIRMATION_DENIED.
+	Reason string `json:"reason,omitempty"`
+}
+
+func (f *Failure) Error() string { return f.Code + ": " + f.Message }
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Every value marshalled here is one of this package's types or
+		// proposal's, of strings and numbers: it cannot fail.
+		panic(fmt.Sprintf("executor: marshal %T: %v", v, err))
+	}
+	return b
+}
+
+// policyFailure is the output of a Deny.
+func policyFailure(d policy.Decision) *Failure {
+	return &Failure{
+		Code:          CodeActionNotAllowed,
+		Message:       "The policy does not allow this action.",
+		Reasons:       d.Reasons,
+		PolicyVersion: d.PolicyVersion,
+	}
+}
+
+// sandboxFailure turns an error of the sandbox into the action's
+// structured error.
+func sandboxFailure(err error) *Failure {
+	var (
+		le *sandbox.LimitError
+		se *sandbox.ScopeError
+		oe *sandbox.OpError
+		pe *sandbox.PathError
+	)
+	f := &Failure{Code: CodeExecutionFailed}
+	switch {
+	case errors.As(err, &le):
+		f.Code, f.Limit, f.Max, f.Got = CodeLimitExceeded, string(le.Limit), le.Max, le.Got
+		f.Message = fmt.Sprintf("The action exceeds the %s limit.", strings.ReplaceAll(string(le.Limit), "_", " "))
+		if le.Path != "" {
+			f.Paths = []string{le.Path}
+		}
+		return f
+	case errors.As(err, &se):
+		f.Code, f.Paths = CodeUndeclaredEffects, se.Undeclared
+		f.Message = "The action changes more than its descriptor declares; it is blocked."
+		return f
+	case errors.As(err, &pe):
+		f.Cause, f.Paths = "invalid_path", []string{pe.Path}
+		f.Message = fmt.Sprintf("The path is not allowed (%s).", pe.Rule)
+		return f
+	}
+	if errors.As(err, &oe) && oe.Path != "" {
+		f.Paths = []string{oe.Path}
+	}
+	for _, c := range []struct {
+		err         error
+		cause, what string
+	}{
+		{fs.ErrNotExist, "not_found", "The path does not exist."},
+		{sandbox.ErrExists, "exists", "The target already exists."},
+		{sandbox.ErrNotText, "not_text", "The target is not a .txt or .md file."},
+		{sandbox.ErrNotRegular, "not_regular", "The path is not a regular file."},
+		{sandbox.ErrNotDir, "not_dir", "The path is not a directory."},
+		{sandbox.ErrSymlink, "symlink", "The path goes through a symbolic link."},
+		{sandbox.ErrHardLink, "hard_link", "The file has more than one hard link."},
+		{sandbox.ErrInvalidPath, "invalid_path", "The path is not allowed."},
+		{sandbox.ErrChanged, "changed", "The files changed while the action was staged; propose it again."},
+		{sandbox.ErrDiverged, "changed", "The files changed since the action was promoted."},
+	} {
+		if errors.Is(err, c.err) {
+			f.Cause, f.Message = c.cause, c.what
+			return f
+		}
+	}
+	f.Cause, f.Message = "io", "The sandbox could not carry out the action."
+	return f
+}
+
+// readResult is READ_FILE's result for content.
+func readResult(content []byte) ReadResult {
+	if utf8.Valid(content) {
+		return ReadResult{Content: string(content)}
+	}
+	return ReadResult{Content: base64.StdEncoding.EncodeToString(content), Encoding: "base64"}
+}
+
+// formatDiff writes the diffs of a staging as one text: the unified diff
+// of each text file, and one line for each other change (binary files,
+// directories).
+func formatDiff(diffs []sandbox.Diff) string {
+	var b strings.Builder
+	for _, d := range diffs {
+		if d.Unified != "" {
+			b.WriteString(d.Unified)
+			if !strings.HasSuffix(d.Unified, "\n") {
+				b.WriteByte('\n')
+			}
+			continue
+		}
+		what := "changed"
+		if d.Binary {
+			what = "binary"
+		}
+		fmt.Fprintf(&b, "%s %s: %s -> %s\n", what, d.Path, imageText(d.Before), imageText(d.After))
+	}
+	return b.String()
+}
+
+func imageText(im sandbox.Image) string {
+	switch im.Kind {
+	case sandbox.KindFile:
+		return fmt.Sprintf("file (%d bytes, sha256 %s)", im.Size, im.SHA256)
+	case sandbox.KindDir:
+		return "directory"
+	}
+	return string(im.Kind)
+}
+
+// preImages lists what each touched path held before the staging.
+func preImages(diffs []sandbox.Diff) []PreImage {
+	out := make([]PreImage, 0, len(diffs))
+	for _, d := range diffs {
+		out = append(out, PreImage{Path: d.Path, Kind: d.Before.Kind, Size: d.Before.Size, SHA256: d.Before.SHA256})
+	}
+	return out
+}
+
+// fileHashes picks the content hashes an audit entry carries: the one
+// file the staging reads its old content from, and the one it leaves
+// new content in ("" when there is none, or more than one; Detail then
+// lists every path).
+func fileHashes(diffs []sandbox.Diff) (pre, post string) {
+	var pres, posts []string
+	for _, d := range diffs {
+		if d.Before.Kind == sandbox.KindFile {
+			pres = append(pres, d.Before.SHA256)
+		}
+		if d.After.Kind == sandbox.KindFile {
+			posts = append(posts, d.After.SHA256)
+		}
+	}
+	if len(pres) == 1 {
+		pre = pres[0]
+	}
+	if len(posts) == 1 {
+		post = posts[0]
+	}
+	return pre, post
+}

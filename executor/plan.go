@@ -1,0 +1,274 @@
+package executor
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	stdjson "encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/snapnode/snapnode/executor/policy"
+	"github.com/snapnode/snapnode/executor/proposal"
+	"github.com/snapnode/snapnode/executor/sandbox"
+)
+
+// Formats of what a Request carries.
+const (
+	formatProposal   = "proposal"
+	formatDescriptor = "descriptor"
+)
+
+// item is what Run acts on once the bytes are valid: the steps of one
+// proposal or descriptor (one step, or a composite's children), with the
+// host's own descriptor of the whole.
+type item struct {
+	format     string
+	proposalID string // the proposal's id, or the peer descriptor's action_id
+	action     string // as spelled by the proposer, or the descriptor's type
+	reasoning  string // the proposal's, for the audit
+	composite  bool
+	steps      []step
+	desc       *proposal.Descriptor // the host's: Describe, or Compose of the steps'
+	risk       proposal.Risk        // the higher of the host's and the peer's
+	confirm    []string             // the descriptors' own reasons to confirm
+	resources  proposal.Resources   // the smaller of the host's and the peer's caps
+}
+
+// step is one leaf action.
+type step struct {
+	p       *proposal.Proposal   // its action and args; a descriptor's leaf as a proposal
+	desc    *proposal.Descriptor // the host's descriptor of it
+	risk    proposal.Risk
+	confirm string // the peer descriptor's reason to confirm, if it asks
+}
+
+// isDescriptor reports whether data is an action descriptor: a top-level
+// descriptor_version and no schema_version. Anything else, malformed JSON
+// included, goes to proposal.Parse, whose errors name what is wrong.
+func isDescriptor(data []byte) bool {
+	var top struct {
+		SchemaVersion     *stdjson.RawMessage `json:"schema_version"`
+		DescriptorVersion *stdjson.RawMessage `json:"descriptor_version"`
+	}
+	if stdjson.Unmarshal(data, &top) != nil {
+		return false
+	}
+	return top.DescriptorVersion != nil && top.SchemaVersion == nil
+}
+
+// parse validates data and derives the item, the host descriptor taking
+// actionID. A refusal is a *proposal.Error.
+func (e *Executor) parse(data []byte, actionID string) (*item, error) {
+	d := e.defaults
+	if d.Now == nil {
+		d.Now = e.now
+	}
+	top := d
+	top.NewID = func() string { return actionID }
+	if !isDescriptor(data) {
+		p, err := proposal.Parse(data)
+		if err != nil {
+			return nil, err
+		}
+		desc := proposal.Describe(p, top)
+		it := &item{
+			format: formatProposal, proposalID: p.ID, action: p.Action.Spelling, reasoning: p.Reasoning,
+			steps: []step{{p: p, desc: desc, risk: desc.RiskLevel}},
+			desc:  desc, risk: desc.RiskLevel, resources: desc.Resources,
+		}
+		if desc.Confirmation.Required {
+			it.confirm = []string{"host: " + string(desc.RiskLevel) + " risk needs confirmation: " + desc.Confirmation.Reason}
+		}
+		return it, nil
+	}
+	peer, err := proposal.ParseDescriptor(data)
+	if err != nil {
+		return nil, err
+	}
+	it := &item{format: formatDescriptor, proposalID: peer.ActionID, action: string(peer.ActionType)}
+	leaves := []*proposal.Descriptor{peer}
+	if peer.ActionType == proposal.TypeMultiStepComposite {
+		it.composite, leaves = true, peer.Children
+	}
+	child := d // the children's host descriptors get ids of their own
+	if child.NewID == nil {
+		child.NewID = e.newID
+	}
+	var hostLeaves []*proposal.Descriptor
+	for i, l := range leaves {
+		k := l.Operation.Action
+		if it.composite && k != proposal.KindThink && !changesFiles(k) {
+			return nil, &proposal.Error{
+				Code: proposal.ErrValidation, Field: "/children/" + strconv.Itoa(i) + "/operation/action", Rule: "compositeStep",
+				Message: "A composite's steps change files (or think): " + string(k) + " cannot be one of them.",
+			}
+		}
+		p := &proposal.Proposal{ID: l.ActionID, Action: proposal.Action{Kind: k, Spelling: string(k)}, Args: l.Operation.Args}
+		dd := child
+		if !it.composite {
+			dd = top
+		}
+		hd := proposal.Describe(p, dd)
+		s := step{p: p, desc: hd, risk: higher(hd.RiskLevel, l.RiskLevel)}
+		if l.Confirmation.Required {
+			s.confirm = "descriptor asks for confirmation: " + l.Confirmation.Reason
+		}
+		it.steps = append(it.steps, s)
+		hostLeaves = append(hostLeaves, hd)
+		if hd.Confirmation.Required {
+			it.confirm = append(it.confirm, "host: "+string(hd.RiskLevel)+" risk needs confirmation: "+hd.Confirmation.Reason)
+		}
+		if s.confirm != "" {
+			it.confirm = append(it.confirm, s.confirm)
+		}
+	}
+	if it.composite {
+		c, err := proposal.Compose(hostLeaves, top)
+		if err != nil {
+			return nil, &proposal.Error{Code: proposal.ErrValidation, Field: "/children", Rule: "composite", Message: err.Error(), Err: err}
+		}
+		it.desc = c
+		if peer.Confirmation.Required {
+			it.confirm = append(it.confirm, "descriptor asks for confirmation: "+peer.Confirmation.Reason)
+		}
+	} else {
+		it.desc = hostLeaves[0]
+		it.action = string(peer.Operation.Action)
+	}
+	it.risk = higher(it.desc.RiskLevel, peer.RiskLevel)
+	it.resources = smaller(it.desc.Resources, peer.Resources)
+	it.confirm = dedupe(it.confirm)
+	return it, nil
+}
+
+// hasEffects reports whether the item changes the workspace.
+func (it *item) hasEffects() bool {
+	return slices.ContainsFunc(it.steps, func(s step) bool { return changesFiles(s.p.Action.Kind) })
+}
+
+// changes are the sandbox changes of the item's steps, in order, and the
+// bytes they write.
+func (it *item) changes() ([]sandbox.Change, int64) {
+	var cs []sandbox.Change
+	var n int64
+	for _, s := range it.steps {
+		a := s.p.Args
+		switch s.p.Action.Kind {
+		case proposal.KindWriteFile:
+			cs = append(cs, sandbox.Write{Path: a.Path, Content: []byte(a.Content)})
+			n += int64(len(a.Content))
+		case proposal.KindCreateDirectory:
+			cs = append(cs, sandbox.Mkdir{Path: a.Path})
+		case proposal.KindDeleteFile:
+			cs = append(cs, sandbox.Delete{Path: a.Path})
+		case proposal.KindRenameFile:
+			cs = append(cs, sandbox.Rename{From: a.Source, To: a.Destination})
+		}
+	}
+	return cs, n
+}
+
+// effects are the effects the host declares for the item: exactly what
+// its operations do (a peer descriptor was checked to declare no less and
+// no more, its wildcards included).
+func (it *item) effects() sandbox.Effects {
+	fx := it.desc.Effects.Filesystem
+	return sandbox.Effects{Create: fx.Create, Modify: fx.Modify, Delete: fx.Delete}
+}
+
+// paths are every path the item touches, once each, in order.
+func (it *item) paths() []string {
+	var ps []string
+	for _, s := range it.steps {
+		ps = append(ps, s.p.Paths()...)
+	}
+	return dedupe(ps)
+}
+
+// repeatKey identifies "the same proposal" for the rollback cooldown: the
+// same requester, the same actions on the same paths.
+func (it *item) repeatKey(requester string) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "snapnode-repeat-v1\x00%s\x00%d", strings.ToLower(requester), len(it.steps))
+	for _, s := range it.steps {
+		fmt.Fprintf(h, "\x00%s", s.p.Action.Kind)
+		for _, p := range s.p.Paths() {
+			fmt.Fprintf(h, "\x00%d:%s", len(p), p)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// requests are the policy requests that judge the item: one per step,
+// and for a composite one for the whole first.
+func (it *item) requests(requester string, operator, recentlyRolledBack bool) []policy.Request {
+	base := policy.Request{
+		Principal: requester, Operator: operator,
+		RollbackSupported: it.desc.Rollback.Supported, RecentlyRolledBack: recentlyRolledBack,
+	}
+	var rs []policy.Request
+	if it.composite {
+		r := base
+		r.Action, r.Paths, r.Risk = policy.ActionComposite, it.paths(), string(it.risk)
+		_, r.Size = it.changes()
+		rs = append(rs, r)
+	}
+	for _, s := range it.steps {
+		r := base
+		r.Action, r.Paths, r.Risk = string(s.p.Action.Kind), s.p.Paths(), string(s.risk)
+		r.RollbackSupported = s.desc.Rollback.Supported
+		if !it.composite {
+			r.Risk = string(it.risk)
+		}
+		if s.p.Action.Kind == proposal.KindWriteFile {
+			r.Size = int64(len(s.p.Args.Content))
+		}
+		rs = append(rs, r)
+	}
+	return rs
+}
+
+// changesFiles reports whether an action of kind k changes the workspace.
+func changesFiles(k proposal.Kind) bool {
+	switch k {
+	case proposal.KindWriteFile, proposal.KindCreateDirectory, proposal.KindDeleteFile, proposal.KindRenameFile:
+		return true
+	}
+	return false
+}
+
+func higher(a, b proposal.Risk) proposal.Risk {
+	if b != "" && b.AtLeast(a) {
+		return b
+	}
+	return a
+}
+
+// smaller returns the host's caps lowered to the peer's where the peer
+// asks for less.
+func smaller(host, peer proposal.Resources) proposal.Resources {
+	low := func(h, p int64) int64 {
+		if p > 0 && p < h {
+			return p
+		}
+		return h
+	}
+	return proposal.Resources{
+		MaxCPUMillis:      low(host.MaxCPUMillis, peer.MaxCPUMillis),
+		MaxMemoryMB:       low(host.MaxMemoryMB, peer.MaxMemoryMB),
+		MaxDiskMB:         low(host.MaxDiskMB, peer.MaxDiskMB),
+		MaxDurationMillis: low(host.MaxDurationMillis, peer.MaxDurationMillis),
+	}
+}
+
+func dedupe(s []string) []string {
+	var out []string
+	for _, v := range s {
+		if !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return out
+}

@@ -1,0 +1,140 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/snapnode/snapnode/executor/audit"
+	"github.com/snapnode/snapnode/executor/sandbox"
+)
+
+// Rollback undoes the promoted action actionID from its snapshot, all of
+// it or nothing: only if every path it touched still holds what the
+// promotion left there (else the sandbox's ErrDiverged, naming the path).
+// It is the host's alone; the caller makes sure of that. Audited
+// "rolled_back" (decision "restored", or "refused" with the reason). The
+// time is recorded: the same proposal from the same requester within the
+// rollback cooldown then needs confirmation. An unknown action, or one
+// that is not promoted, is ErrNotPromoted.
+func (e *Executor) Rollback(ctx context.Context, actionID string) error {
+	r, err := e.store.get(ctx, actionID)
+	if errors.Is(err, errNoRecord) || (err == nil && r.State != statePromoted) {
+		return fmt.Errorf("%w: %q", ErrNotPromoted, actionID)
+	}
+	if err != nil {
+		return err
+	}
+	snap, err := sandbox.ParseSnapshot(r.Snapshot)
+	if err != nil {
+		return fmt.Errorf("executor: rollback %s: %w", actionID, err)
+	}
+	ok, err := e.store.claim(ctx, actionID, statePromoted, stateRollingBack, e.now())
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrNotPromoted, actionID)
+	}
+	rerr := e.sb.Rollback(ctx, snap)
+	bg := context.WithoutCancel(ctx)
+	j := e.journal(r.Task, r.ActionID)
+	if rerr != nil {
+		if _, err := e.store.claim(bg, actionID, stateRollingBack, statePromoted, e.now()); err != nil {
+			return err
+		}
+		j.add(audit.Entry{Actor: Host, Step: audit.StepRolledBack, Decision: "refused", Reason: rerr.Error()})
+		if err := j.flush(bg); err != nil {
+			return err
+		}
+		return fmt.Errorf("executor: rollback %s: %w", actionID, rerr)
+	}
+	return e.rolledBack(bg, j, r, snap, "restored")
+}
+
+// rolledBack records a completed rollback.
+func (e *Executor) rolledBack(ctx context.Context, j *journal, r *record, snap *sandbox.Snapshot, how string) error {
+	now := e.now()
+	r.State, r.Updated, r.RolledBack = stateRolledBack, now, now
+	if _, err := e.store.update(ctx, r, stateRollingBack); err != nil {
+		return err
+	}
+	undo := undoDiffs(snap)
+	pre, post := fileHashes(undo)
+	j.add(audit.Entry{Actor: Host, Step: audit.StepRolledBack, Decision: how, PreHash: pre, PostHash: post,
+		Detail: detail(touched(undo))})
+	return j.flush(ctx)
+}
+
+// undoDiffs describes a rollback as diffs: each path from its post-image
+// back to its pre-image (contents left out).
+func undoDiffs(snap *sandbox.Snapshot) []sandbox.Diff {
+	out := make([]sandbox.Diff, 0, len(snap.Entries))
+	for _, en := range snap.Entries {
+		before, after := en.Post, en.Pre
+		before.Content, after.Content = nil, nil
+		out = append(out, sandbox.Diff{Path: en.Path, Before: before, After: after})
+	}
+	return out
+}
+
+// RecoverInterrupted finishes what a crash interrupted, and returns how
+// many actions it settled. Call it at start-up, before serving, in the one
+// process that promotes into this sandbox (another process sharing the
+// database may be promoting right now: its actions look interrupted too).
+//
+//   - An action caught promoting is undone from its stored snapshot with
+//     sandbox.Recover (each path back to its pre-image, whether the
+//     promotion reached it or not) and fails, audited "failed": its
+//     result was never reported, so none of it stays.
+//   - A rollback caught half-way is completed the same way.
+//   - An approval caught before promotion goes back to pending.
+//
+// An action whose paths have since been changed by something else is left
+// as it is and logged; the others are still settled.
+func (e *Executor) RecoverInterrupted(ctx context.Context) (int, error) {
+	n := 0
+	var errs []error
+	for _, state := range []string{statePromoting, stateRollingBack, stateApproving} {
+		rs, err := e.store.list(ctx, state, "")
+		if err != nil {
+			return n, err
+		}
+		for _, r := range rs {
+			if err := e.recover(ctx, r); err != nil {
+				e.logger.Error("executor: recover action", "action", r.ActionID, "state", r.State, "err", err)
+				errs = append(errs, err)
+				continue
+			}
+			n++
+		}
+	}
+	return n, errors.Join(errs...)
+}
+
+func (e *Executor) recover(ctx context.Context, r *record) error {
+	from := r.State
+	if from == stateApproving {
+		r.State, r.Updated = statePending, e.now()
+		_, err := e.store.update(ctx, r, from)
+		return err
+	}
+	snap, err := sandbox.ParseSnapshot(r.Snapshot)
+	if err != nil {
+		return fmt.Errorf("executor: recover %s: %w", r.ActionID, err)
+	}
+	if err := e.sb.Recover(ctx, snap); err != nil {
+		return fmt.Errorf("executor: recover %s: %w", r.ActionID, err)
+	}
+	j := e.journal(r.Task, r.ActionID)
+	if from == stateRollingBack {
+		return e.rolledBack(ctx, j, r, snap, "recovered")
+	}
+	r.State, r.Reason, r.Updated = stateFailed, "interrupted during promotion; its effects were undone", e.now()
+	if _, err := e.store.update(ctx, r, from); err != nil {
+		return err
+	}
+	j.add(audit.Entry{Actor: Host, Step: audit.StepFailed, Decision: "recovered", Reason: r.Reason,
+		Detail: detail(touched(undoDiffs(snap)))})
+	return j.flush(ctx)
+}

@@ -1,0 +1,250 @@
+package executor
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"time"
+
+	"github.com/snapnode/snapnode/executor/sandbox"
+	"github.com/snapnode/snapnode/internal/sqldb"
+)
+
+// The executor's tables, embedded one folder per dialect (see
+// sqldb.Migrations) and recorded in executor_migrations.
+//
+//go:embed migrations
+var migrationFiles embed.FS
+
+func migrations() sqldb.Migrations {
+	sub, err := fs.Sub(migrationFiles, "migrations")
+	if err != nil {
+		panic(err) // the embedded folder is part of the build
+	}
+	return sqldb.Migrations{FS: sub, Table: "executor_migrations", Lock: "snapnode/executor"}
+}
+
+// The states of an action record. A record exists only for an action that
+// was held for confirmation or went on to promotion; reads, THINK and
+// FINISH that ran at once live in the audit log alone.
+const (
+	statePending     = "pending"      // held: waits for Approve or Deny
+	stateApproving   = "approving"    // an Approve has claimed it
+	statePromoting   = "promoting"    // the snapshot is stored, Promote runs
+	statePromoted    = "promoted"     // its effects are in the workspace
+	stateRollingBack = "rolling_back" // a Rollback has claimed it
+	stateRolledBack  = "rolled_back"  // its effects were undone
+	stateCompleted   = "completed"    // an approved action without effects ran
+	stateDenied      = "denied"       // an operator denied it
+	stateFailed      = "failed"       // it failed after being held or staged
+)
+
+// PreImage is what one path held when a diff was made: the state the
+// operator is asked to confirm a change against.
+type PreImage struct {
+	Path   string       `json:"path"`
+	Kind   sandbox.Kind `json:"kind"`
+	Size   int64        `json:"size,omitempty"`
+	SHA256 string       `json:"sha256,omitempty"`
+}
+
+// record is one row of executor_actions.
+type record struct {
+	ActionID   string
+	Task       string
+	Requester  string
+	ProposalID string
+	Action     string
+	State      string
+	Data       []byte
+	Diff       string
+	PreImages  []PreImage
+	Reason     string
+	Snapshot   []byte // JSON of a sandbox.Snapshot, or nil
+	RepeatKey  string
+	Created    time.Time
+	Updated    time.Time
+	RolledBack time.Time // zero when never
+}
+
+// store keeps the records in the shared database.
+type store struct {
+	db *sqldb.DB
+	d  *sqldb.Dialect
+}
+
+const recordColumns = `action_id, task, requester, proposal_id, action, state, data, diff,
+	pre_images, reason, snapshot, repeat_key, created_at, updated_at, rolled_back_at`
+
+func micros(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMicro()
+}
+
+func fromMicros(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.UnixMicro(n).UTC()
+}
+
+// insert adds r as a new record.
+func (s *store) insert(ctx context.Context, r *record) error {
+	pre, err := json.Marshal(nonNil(r.PreImages))
+	if err != nil {
+		return err
+	}
+	q := s.d.Rebind(`INSERT INTO executor_actions (` + recordColumns + `)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	err = s.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, q, r.ActionID, r.Task, r.Requester, r.ProposalID, r.Action,
+			r.State, r.Data, r.Diff, string(pre), r.Reason, string(r.Snapshot), r.RepeatKey,
+			micros(r.Created), micros(r.Updated), micros(r.RolledBack))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("executor: store action %s: %w", r.ActionID, err)
+	}
+	return nil
+}
+
+// update writes r's mutable columns (state, diff, pre-images, reason,
+// snapshot, times) if the record is still in state from, and reports
+// whether it was: a record another call moved on is left alone.
+func (s *store) update(ctx context.Context, r *record, from string) (bool, error) {
+	pre, err := json.Marshal(nonNil(r.PreImages))
+	if err != nil {
+		return false, err
+	}
+	q := s.d.Rebind(`UPDATE executor_actions SET state = ?, diff = ?, pre_images = ?, reason = ?,
+		snapshot = ?, updated_at = ?, rolled_back_at = ? WHERE action_id = ? AND state = ?`)
+	var n int64
+	err = s.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, q, r.State, r.Diff, string(pre), r.Reason, string(r.Snapshot),
+			micros(r.Updated), micros(r.RolledBack), r.ActionID, from)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("executor: update action %s: %w", r.ActionID, err)
+	}
+	return n == 1, nil
+}
+
+// claim moves the record from state from to state to, and reports whether
+// this call did it: of two calls racing for one record, one wins.
+func (s *store) claim(ctx context.Context, actionID, from, to string, now time.Time) (bool, error) {
+	q := s.d.Rebind(`UPDATE executor_actions SET state = ?, updated_at = ? WHERE action_id = ? AND state = ?`)
+	var n int64
+	err := s.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, q, to, micros(now), actionID, from)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("executor: claim action %s: %w", actionID, err)
+	}
+	return n == 1, nil
+}
+
+var errNoRecord = errors.New("no such action record")
+
+// get returns the record of actionID, or errNoRecord.
+func (s *store) get(ctx context.Context, actionID string) (*record, error) {
+	row := s.db.R.QueryRowContext(ctx, s.d.Rebind(`SELECT `+recordColumns+
+		` FROM executor_actions WHERE action_id = ?`), actionID)
+	r, err := scanRecord(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, errNoRecord
+	}
+	if err != nil {
+		return nil, fmt.Errorf("executor: read action %s: %w", actionID, err)
+	}
+	return r, nil
+}
+
+// list returns the records in state, of one task or (task "") of all, in
+// the order they were made.
+func (s *store) list(ctx context.Context, state, task string) ([]*record, error) {
+	q := `SELECT ` + recordColumns + ` FROM executor_actions WHERE state = ?`
+	args := []any{state}
+	if task != "" {
+		q += ` AND task = ?`
+		args = append(args, task)
+	}
+	q += ` ORDER BY created_at, action_id`
+	rows, err := s.db.R.QueryContext(ctx, s.d.Rebind(q), args...)
+	if err != nil {
+		return nil, fmt.Errorf("executor: list %s actions: %w", state, err)
+	}
+	defer rows.Close()
+	var out []*record
+	for rows.Next() {
+		r, err := scanRecord(rows)
+		if err != nil {
+			return nil, fmt.Errorf("executor: list %s actions: %w", state, err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("executor: list %s actions: %w", state, err)
+	}
+	return out, nil
+}
+
+// lastRollback returns when an action with this repeat key was last rolled
+// back (zero when never).
+func (s *store) lastRollback(ctx context.Context, key string) (time.Time, error) {
+	var t sql.NullInt64
+	err := s.db.R.QueryRowContext(ctx, s.d.Rebind(`SELECT MAX(rolled_back_at) FROM executor_actions
+		WHERE repeat_key = ? AND rolled_back_at > 0`), key).Scan(&t)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("executor: read rollbacks: %w", err)
+	}
+	if !t.Valid {
+		return time.Time{}, nil
+	}
+	return fromMicros(t.Int64), nil
+}
+
+type scanner interface{ Scan(...any) error }
+
+func scanRecord(sc scanner) (*record, error) {
+	var (
+		r                          record
+		pre, snap                  string
+		created, updated, rolledAt int64
+	)
+	err := sc.Scan(&r.ActionID, &r.Task, &r.Requester, &r.ProposalID, &r.Action, &r.State, &r.Data,
+		&r.Diff, &pre, &r.Reason, &snap, &r.RepeatKey, &created, &updated, &rolledAt)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(pre), &r.PreImages); err != nil {
+		return nil, fmt.Errorf("action %s: pre_images: %w", r.ActionID, err)
+	}
+	if snap != "" {
+		r.Snapshot = []byte(snap)
+	}
+	r.Created, r.Updated, r.RolledBack = fromMicros(created), fromMicros(updated), fromMicros(rolledAt)
+	return &r, nil
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
