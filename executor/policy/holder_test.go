@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -168,5 +169,35 @@ func TestRequestNotModified(t *testing.T) {
 	}
 	if r.Action != "write_file" || r.Risk != "medium" || r.Paths[0] != "/sandbox/a.md" {
 		t.Fatalf("request changed: %+v", r)
+	}
+}
+
+// TestDeepPath judges paths near the length limit against policies whose
+// `in` holds and fails (a failing `in` walks the whole hierarchy), and one
+// byte over the limit.
+func TestDeepPath(t *testing.T) {
+	deep := "/sandbox" + strings.Repeat("/a", (policy.MaxPathLen-len("/sandbox/x.md"))/2) + "/x.md"
+	if len(deep) > policy.MaxPathLen {
+		t.Fatalf("test path of %d bytes", len(deep))
+	}
+	e, err := policy.Parse("deep.cedar", []byte(`
+@id("a") permit (principal, action, resource in Path::"/sandbox/a/a/a/");
+@id("b") forbid (principal, action, resource in Path::"/sandbox/b/");
+@id("c") forbid (principal, action, resource in Path::"/sandbox/a/b/");`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := writeReq
+	r.Paths = []string{deep}
+	if d := e.Decide(t.Context(), r); d.Effect != policy.Permit || !slices.Equal(d.DecidedBy, []string{"a"}) {
+		t.Errorf("deep path: %+v", d)
+	}
+	r.Paths = []string{deep[:len(deep)-len("/x.md")] + "/b/x.md"}
+	if d := e.Decide(t.Context(), r); d.Effect != policy.Deny || !slices.Equal(d.DecidedBy, []string{policy.RuleWellFormed}) {
+		t.Errorf("one byte over the limit: %+v", d)
+	}
+	r.Paths = []string{"/sandbox/a/b" + strings.Repeat("/b", 2000)}
+	if d := e.Decide(t.Context(), r); d.Effect != policy.Deny || !slices.Equal(d.DecidedBy, []string{"c"}) {
+		t.Errorf("deep forbidden path: %+v", d)
 	}
 }
