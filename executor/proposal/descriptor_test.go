@@ -137,7 +137,7 @@ func TestDescriptorCases(t *testing.T) {
 // codeOnlyRules are the rules ParseDescriptor checks beyond the schema.
 var codeOnlyRules = map[string]bool{
 	"undeclaredEffect": true, "effectOutsideOperation": true, "persistenceOutsideScope": true,
-	"implicitScope": true, "riskFloor": true, "globSyntax": true, "format": true,
+	"implicitScope": true, "riskFloor": true, "globSyntax": true, "wildcardBudget": true, "format": true,
 }
 
 // TestDescribe checks what seed 001 and the issue fix for each action,
@@ -234,14 +234,14 @@ func roundTrip(t *testing.T, name string, d *proposal.Descriptor) {
 	}
 	back, err := proposal.ParseDescriptor(b)
 	if err != nil {
-		t.Fatalf("%s: derived descriptor refused: %v\n%s", name, err, b)
+		t.Fatalf("%s: derived descriptor refused: %v\n%.600s", name, err, b)
 	}
 	b2, err := json.Marshal(back)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(b, b2) {
-		t.Fatalf("%s: round trip changed the descriptor:\n%s\n%s", name, b, b2)
+		t.Fatalf("%s: round trip changed the descriptor:\n%.600s\n%.600s", name, b, b2)
 	}
 }
 
@@ -314,5 +314,49 @@ func TestDefaults(t *testing.T) {
 	got := proposal.Describe(p, d)
 	if got.Resources != d.Resources || got.Audit.LogLevel != proposal.AuditForensic || got.Audit.RetainDays != 7 || !got.Confirmation.Required {
 		t.Errorf("operator defaults not applied: %+v %+v %+v", got.Resources, got.Audit, got.Confirmation)
+	}
+}
+
+func readBase(name string) ([]byte, error) {
+	return os.ReadFile(filepath.Join("testdata/descriptors", name+".json"))
+}
+
+// wildcardHeavy returns the read descriptor with n distinct wildcard scope
+// paths of 263 bytes each.
+func wildcardHeavy(t testing.TB, n int) []byte {
+	t.Helper()
+	raw, err := readBase("read")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d proposal.Descriptor
+	if err := json.Unmarshal(raw, &d); err != nil {
+		t.Fatal(err)
+	}
+	d.Scope.Filesystem.Recursive = true
+	d.Scope.Filesystem.Paths = []string{"/sandbox/notes"}
+	for i := range n - 1 {
+		d.Scope.Filesystem.Paths = append(d.Scope.Filesystem.Paths,
+			"/sandbox/"+strings.Repeat("a", 250)+"*"+strconv.Itoa(1000 + i)[1:])
+	}
+	out, err := json.Marshal(&d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestWildcardBudget: more than 64 KiB of wildcard patterns in one
+// descriptor is refused, naming the entry that crosses the line; just under
+// it is accepted.
+func TestWildcardBudget(t *testing.T) {
+	if _, err := proposal.ParseDescriptor(wildcardHeavy(t, 200)); err != nil {
+		t.Fatalf("200 patterns refused: %v", err)
+	}
+	_, err := proposal.ParseDescriptor(wildcardHeavy(t, 256))
+	var pe *proposal.Error
+	// 263 bytes each from index 1: the 250th (index 250) brings the total past 65536.
+	if !errors.As(err, &pe) || pe.Rule != "wildcardBudget" || pe.Field != "/scope/filesystem/paths/250" {
+		t.Fatalf("256 patterns: %v, want wildcardBudget at /scope/filesystem/paths/250", err)
 	}
 }

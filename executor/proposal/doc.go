@@ -59,11 +59,13 @@
 //   - VALIDATION_ERROR is this package's name for seed 004's "validation
 //     error", which the seed leaves unnamed.
 //   - Paths are literal and normalised: /sandbox/ (the workspace, useful to
-//     LIST_FILES) or /sandbox/name/…, no empty, . or .. name, no trailing
-//     slash, no control character, none of * ? [ ] \ (wildcards in
-//     descriptors), at most 4096 characters. Write, delete and rename
-//     targets end in .txt or .md, lower case. The sandbox still resolves
-//     every path through os.Root; the schema removes second readings early.
+//     LIST_FILES) or /sandbox/name/…, no empty, . or .. name, no name over
+//     255 characters, no trailing slash, no control character, at most
+//     4096 characters, and none of the characters that are wildcards in
+//     descriptors (the star, ?, [, ] and backslash). Write, delete and
+//     rename targets end in .txt or .md, lower case. The sandbox still
+//     resolves every path through os.Root; the schema removes second
+//     readings early.
 //   - FINISH's response, like WRITE_FILE's content and reasoning, has at
 //     least one character. The id is any UUID in 8-4-4-4-12 form, either
 //     letter case. schema_version has no pre-release or build suffix.
@@ -83,6 +85,13 @@
 //   - A write cannot know, before it runs, whether its file exists; its
 //     path is declared under both create and modify. A peer may declare
 //     one of the two; a sandbox diff outside what is declared is blocked.
+//   - In a peer's descriptor, scope, effects and paths_exist may use
+//     wildcards (shell globs within one name; with recursive, a scope path
+//     also covers what lies below what it names). A leaf's effects must
+//     cover what its operation changes and claim nothing else; a
+//     composite's effects are exactly the union of its children's, entry
+//     for entry. At most 64 KiB of wildcard patterns per descriptor keep
+//     the matching cheap (rule wildcardBudget).
 //   - Preconditions network_available and user_idle are always false: the
 //     core needs no network, and a daemon has no user whose idleness it
 //     could check. Resources have schema ceilings; the host applies the

@@ -28,8 +28,9 @@ const (
 	ErrValidation Code = "VALIDATION_ERROR"
 )
 
-// Error makes a Code usable as an errors.Is target.
-func (c Code) Error() string { return "proposal: " + string(c) }
+// Error makes a Code usable as an errors.Is target; it is the code itself,
+// so a Code prints as its error_code.
+func (c Code) Error() string { return string(c) }
 
 // The version ranges this runtime supports, as reported in
 // supported_version_range.
@@ -64,7 +65,7 @@ type Error struct {
 	// minLength, …), a JSON rule (jsonSyntax, duplicateName, invalidUTF8,
 	// number) or a rule of seed 001 §14 (undeclaredEffect,
 	// effectOutsideOperation, persistenceOutsideScope, implicitScope,
-	// riskFloor, globSyntax, format). Both are set for ErrValidation; Field
+	// riskFloor, globSyntax, wildcardBudget, format). Both are set for ErrValidation; Field
 	// is also set for ErrActionNotAllowed (for logs; seed 004's JSON for it
 	// has no field).
 	Field string

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/go-json-experiment/json"
 
@@ -56,8 +57,9 @@ const (
 //     cover every changed path (persistenceOutsideScope) and every path
 //     read (implicitScope); paths_exist may name only covered paths or
 //     their parent directories (implicitScope); wildcards must be well
-//     formed (globSyntax). A composite's effects are its children's, its
-//     scope covers theirs, and its risk is at least each child's (riskFloor).
+//     formed (globSyntax) and total at most 64 KiB (wildcardBudget). A
+//     composite's effects are exactly its children's, its scope covers
+//     theirs, and its risk is at least each child's (riskFloor).
 //
 // What the schema requires already covers the rest of §14: effects,
 // scope and resources are mandatory and bounded, rollback is supported,
@@ -97,6 +99,10 @@ func ParseDescriptor(data []byte) (*Descriptor, error) {
 		e := validation(field, "format", "Field "+field+" must be a real RFC 3339 instant.")
 		e.Err = err
 		return nil, e
+	}
+	budget := maxWildcardChars
+	if err := d.checkLimits("", &budget); err != nil {
+		return nil, err
 	}
 	if err := d.check(""); err != nil {
 		return nil, err
@@ -206,17 +212,51 @@ func matches(pattern, p string) bool {
 	return ok
 }
 
-// covered reports whether the scope covers p: a scope path names it or,
-// when recursive, names one of its directories.
-func (s *FilesystemScope) covered(p string) bool {
-	for q := p; q != ""; q = parent(q) {
-		for _, sp := range s.Paths {
-			if matches(sp, q) {
-				return true
+// depth counts the names in a sandbox path: 0 for /sandbox/, 1 for
+// /sandbox/a. A wildcard never matches a slash, so a pattern can only name
+// paths of its own depth.
+func depth(p string) int {
+	if p == sandboxRoot {
+		return 0
+	}
+	return strings.Count(p, "/") - 1
+}
+
+// ancestorAt returns p, or the directory above it, that has n names; ""
+// if p has fewer.
+func ancestorAt(p string, n int) string {
+	if n == 0 {
+		return sandboxRoot
+	}
+	if p == sandboxRoot {
+		return ""
+	}
+	slashes := 0
+	for i := 0; i < len(p); i++ {
+		if p[i] == '/' {
+			slashes++
+			if slashes == n+2 {
+				return p[:i]
 			}
 		}
-		if !s.Recursive {
-			return false
+	}
+	if slashes == n+1 {
+		return p
+	}
+	return ""
+}
+
+// covered reports whether the scope covers p: a scope path names it or,
+// when recursive, names one of its directories. Each scope path is tried
+// once, against the one ancestor of p of its depth.
+func (s *FilesystemScope) covered(p string) bool {
+	for _, sp := range s.Paths {
+		q := p
+		if s.Recursive {
+			q = ancestorAt(p, depth(sp))
+		}
+		if q != "" && matches(sp, q) {
+			return true
 		}
 	}
 	return false
@@ -228,9 +268,14 @@ func (d *Descriptor) check(at string) *Error {
 	if err := d.checkGlobs(at); err != nil {
 		return err
 	}
+	fx := &d.Effects.Filesystem
 	var changes []change
 	var touched []string
 	if d.ActionType == TypeMultiStepComposite {
+		union := map[string]map[string]bool{}
+		for _, k := range effectKinds {
+			union[k] = map[string]bool{}
+		}
 		for i, ch := range d.Children {
 			if err := ch.check(at + "/children/" + strconv.Itoa(i)); err != nil {
 				return err
@@ -241,33 +286,50 @@ func (d *Descriptor) check(at string) *Error {
 			}
 			for _, k := range effectKinds {
 				for _, p := range ch.Effects.Filesystem.list(k) {
+					union[k][p] = true
 					changes = append(changes, change{p, []string{k}})
 				}
 			}
 			touched = append(touched, opPaths(ch.Operation.Action, ch.Operation.Args)...)
 		}
+		// A composite's effects are exactly its children's, entry for entry.
+		for _, k := range effectKinds {
+			own := map[string]bool{}
+			for i, e := range fx.list(k) {
+				own[e] = true
+				if !union[k][e] {
+					return validation(fmt.Sprintf("%s/effects/filesystem/%s/%d", at, k, i), "effectOutsideOperation", fmt.Sprintf(
+						"The declared effect %s %s is no child's.", k, e))
+				}
+			}
+			for _, c := range changes {
+				if c.kinds[0] == k && !own[c.path] {
+					return validation(at+"/effects/filesystem/"+k, "undeclaredEffect", fmt.Sprintf(
+						"A child declares %s %s, which the composite's effects do not list.", k, c.path))
+				}
+			}
+		}
 	} else {
 		changes = opChanges(d.Operation)
 		touched = opPaths(d.Operation.Action, d.Operation.Args)
-	}
-	fx := &d.Effects.Filesystem
-	for _, c := range changes {
-		declared := slices.ContainsFunc(c.kinds, func(k string) bool {
-			return slices.ContainsFunc(fx.list(k), func(e string) bool { return matches(e, c.path) })
-		})
-		if !declared {
-			return validation(at+"/effects/filesystem/"+c.kinds[0], "undeclaredEffect", fmt.Sprintf(
-				"The operation changes %s, which the declared effects do not list under %s.", c.path, joinOr(c.kinds)))
-		}
-	}
-	for _, k := range effectKinds {
-		for i, e := range fx.list(k) {
-			done := slices.ContainsFunc(changes, func(c change) bool {
-				return slices.Contains(c.kinds, k) && matches(e, c.path)
+		for _, c := range changes {
+			declared := slices.ContainsFunc(c.kinds, func(k string) bool {
+				return slices.ContainsFunc(fx.list(k), func(e string) bool { return matches(e, c.path) })
 			})
-			if !done {
-				return validation(fmt.Sprintf("%s/effects/filesystem/%s/%d", at, k, i), "effectOutsideOperation", fmt.Sprintf(
-					"The declared effect %s %s is not something the operation does.", k, e))
+			if !declared {
+				return validation(at+"/effects/filesystem/"+c.kinds[0], "undeclaredEffect", fmt.Sprintf(
+					"The operation changes %s, which the declared effects do not list under %s.", c.path, joinOr(c.kinds)))
+			}
+		}
+		for _, k := range effectKinds {
+			for i, e := range fx.list(k) {
+				done := slices.ContainsFunc(changes, func(c change) bool {
+					return slices.Contains(c.kinds, k) && matches(e, c.path)
+				})
+				if !done {
+					return validation(fmt.Sprintf("%s/effects/filesystem/%s/%d", at, k, i), "effectOutsideOperation", fmt.Sprintf(
+						"The declared effect %s %s is not something the operation does.", k, e))
+				}
 			}
 		}
 	}
@@ -285,13 +347,10 @@ func (d *Descriptor) check(at string) *Error {
 		}
 	}
 	for i, e := range d.Preconditions.PathsExist {
+		n := depth(e)
 		ok := scope.covered(e) || slices.ContainsFunc(touched, func(p string) bool {
-			for q := parent(p); q != ""; q = parent(q) {
-				if matches(e, q) {
-					return true
-				}
-			}
-			return false
+			q := ancestorAt(p, n)
+			return q != "" && matches(e, q)
 		})
 		if !ok {
 			return validation(fmt.Sprintf("%s/preconditions/paths_exist/%d", at, i), "implicitScope", fmt.Sprintf(
@@ -301,20 +360,52 @@ func (d *Descriptor) check(at string) *Error {
 	return nil
 }
 
-// checkGlobs refuses malformed wildcards (an unclosed [, a bad range) in
-// every path list of d.
-func (d *Descriptor) checkGlobs(at string) *Error {
-	lists := []struct {
-		ptr   string
-		paths []string
-	}{
+// maxWildcardChars bounds the wildcard patterns of one descriptor, so that
+// the checks stay cheap whatever a peer sends: matching a pattern costs up
+// to its length times a name's (names have at most 255 characters).
+const maxWildcardChars = 64 << 10
+
+// checkLimits charges the wildcard patterns of d and its children to
+// budget.
+func (d *Descriptor) checkLimits(at string, budget *int) *Error {
+	for _, l := range d.pathLists() {
+		for i, p := range l.paths {
+			if strings.ContainsAny(p, "*?[") {
+				if *budget -= len(p); *budget < 0 {
+					field := at + l.ptr + "/" + strconv.Itoa(i)
+					return validation(field, "wildcardBudget", fmt.Sprintf(
+						"Field %s goes beyond %d bytes of wildcard patterns in one descriptor.", field, maxWildcardChars))
+				}
+			}
+		}
+	}
+	for i, ch := range d.Children {
+		if err := ch.checkLimits(at+"/children/"+strconv.Itoa(i), budget); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type pathList struct {
+	ptr   string
+	paths []string
+}
+
+func (d *Descriptor) pathLists() []pathList {
+	return []pathList{
 		{"/scope/filesystem/paths", d.Scope.Filesystem.Paths},
 		{"/preconditions/paths_exist", d.Preconditions.PathsExist},
 		{"/effects/filesystem/create", d.Effects.Filesystem.Create},
 		{"/effects/filesystem/modify", d.Effects.Filesystem.Modify},
 		{"/effects/filesystem/delete", d.Effects.Filesystem.Delete},
 	}
-	for _, l := range lists {
+}
+
+// checkGlobs refuses malformed wildcards (an unclosed [, a bad range) in
+// every path list of d.
+func (d *Descriptor) checkGlobs(at string) *Error {
+	for _, l := range d.pathLists() {
 		for i, p := range l.paths {
 			if _, err := path.Match(p, ""); err != nil {
 				e := validation(fmt.Sprintf("%s%s/%d", at, l.ptr, i), "globSyntax", "The wildcard pattern "+p+" is malformed.")

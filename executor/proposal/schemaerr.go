@@ -173,9 +173,9 @@ var patternMeaning = []struct{ suffix, text string }{
 	{"/properties/id", "must be a UUID (8-4-4-4-12 hexadecimal digits)"},
 	{"/properties/action_id", "must be a UUID (8-4-4-4-12 hexadecimal digits)"},
 	{"/properties/created_at", "must be an RFC 3339 timestamp with a time zone"},
-	{"/$defs/sandbox_path", "must be a normalised path under /sandbox/: names separated by single slashes, no . or .. name, no trailing slash, no control character and none of * ? [ ] \\"},
+	{"/$defs/sandbox_path", "must be a normalised path under /sandbox/: names of at most 255 characters separated by single slashes, no . or .. name, no trailing slash, no control character and none of * ? [ ] \\"},
 	{"/$defs/text_file_path/allOf/1", "must end in .txt or .md"},
-	{"/$defs/path", "must be a normalised path under /sandbox/: names separated by single slashes, no . or .. name, no trailing slash, no control character or backslash"},
+	{"/$defs/path", "must be a normalised path under /sandbox/: names of at most 255 characters separated by single slashes, no . or .. name, no trailing slash, no control character or backslash"},
 	{"/properties/intent_summary", "must be one paragraph, with no line break"},
 	{"/properties/reason", "must be one line, with no line break"},
 }
