@@ -3,6 +3,7 @@ package proposal_test
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/go-json-experiment/json"
@@ -129,6 +130,33 @@ func TestProposalRoundTrip(t *testing.T) {
 		}
 		if *p != *q {
 			t.Fatalf("%s: %+v became %+v", c.Name, p, q)
+		}
+	}
+}
+
+// TestSpellings: an action is accepted in upper case and in lower case, and
+// the parsed kind is canonical whatever the spelling.
+func TestSpellings(t *testing.T) {
+	for _, k := range proposal.Kinds() {
+		for _, spelling := range []string{string(k), strings.ToLower(string(k))} {
+			args := `{}`
+			switch k {
+			case proposal.KindFinish:
+				args = `{"response":"ok"}`
+			case proposal.KindRenameFile:
+				args = `{"source":"/sandbox/a","destination":"/sandbox/b.txt"}`
+			case proposal.KindWriteFile:
+				args = `{"path":"/sandbox/a.txt","content":"x"}`
+			case proposal.KindReadFile, proposal.KindListFiles, proposal.KindCreateDirectory, proposal.KindDeleteFile:
+				args = `{"path":"/sandbox/a.md"}`
+			}
+			p, err := proposal.Parse([]byte(`{"schema_version":"1.0.0","id":"6a1f0c3e-8b2d-4c7a-9e5f-2d3c4b5a6978","reasoning":"r","action":"` + spelling + `","args":` + args + `}`))
+			if err != nil {
+				t.Fatalf("%s: %v", spelling, err)
+			}
+			if p.Action.Kind != k || p.Action.Spelling != spelling {
+				t.Errorf("%s parsed as %+v", spelling, p.Action)
+			}
 		}
 	}
 }

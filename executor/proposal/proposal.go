@@ -3,6 +3,7 @@ package proposal
 import (
 	"fmt"
 	"regexp"
+	"strings"
 
 	"github.com/go-json-experiment/json"
 
@@ -33,12 +34,11 @@ func Kinds() []Kind {
 // kindOf accepts the canonical name and its all-lower-case spelling (seed
 // 004 writes read_file); nothing else.
 func kindOf(s string) (Kind, bool) {
-	for _, k := range Kinds() {
-		if s == string(k) || s == asciiFold(string(k)) {
-			return k, true
-		}
+	k := Kind(strings.ToUpper(s))
+	if k.ActionType() == "" || (s != string(k) && s != strings.ToLower(s)) {
+		return "", false
 	}
-	return "", false
+	return k, true
 }
 
 // Action is a proposal's action: its kind and the spelling the proposer
