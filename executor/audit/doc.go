@@ -11,7 +11,7 @@
 //	e, err := log.Append(ctx, audit.Entry{
 //		Actor: "bc1p…", Task: taskID, Action: proposalID,
 //		Step: audit.StepJudged, Decision: "confirm", Reason: "DELETE_FILE is HIGH risk",
-//		PolicyVersion: policy.Version(), PreHash: before,
+//		PolicyVersion: policyVersion, PreHash: before, // hex SHA-256 of the file
 //	})
 //	report, err := log.Verify(ctx)          // errors.Is(err, audit.ErrTampered)
 //	err = log.Export(ctx, os.Stdout, 0)     // JSON Lines

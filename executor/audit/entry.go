@@ -67,7 +67,8 @@ type Entry struct {
 	// Seq numbers the entries from 1, without gaps.
 	Seq int64 `json:"seq"`
 	// Time is when the entry was appended (the log's clock), to the
-	// microsecond, in UTC.
+	// microsecond, in UTC. Seq, not Time, is the order: the clocks of two
+	// nodes sharing a database differ, and a clock may be set back.
 	Time time.Time `json:"time"`
 	// Actor is who caused the step: the proposer's P2TR address,
 	// "host", or "operator:<address>".

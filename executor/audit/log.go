@@ -115,7 +115,8 @@ func New(ctx context.Context, db *sqldb.DB, opts Options) (*Log, error) {
 }
 
 // Close releases the log's prepared statements; calls after it fail with
-// ErrClosed. The database stays open. It is safe to call twice.
+// ErrClosed, and calls in progress may fail. The database stays open. It
+// is safe to call twice.
 func (l *Log) Close() error {
 	l.closeOnce.Do(func() {
 		l.closed.Store(true)
@@ -158,15 +159,22 @@ func (l *Log) Append(ctx context.Context, e Entry) (Entry, error) {
 	return out[0], nil
 }
 
-// AppendBatch appends es, in order, in one transaction: consecutive seqs,
-// all stored or none. The executor uses it for the steps of one action
-// that happen together (e.g. validated and judged).
+// MaxBatch bounds the entries of one AppendBatch.
+const MaxBatch = 1000
+
+// AppendBatch appends es (at most MaxBatch), in order, in one transaction:
+// consecutive seqs, one time, all stored or none. The executor uses it for
+// the steps of one action that happen together (e.g. validated and
+// judged).
 func (l *Log) AppendBatch(ctx context.Context, es []Entry) ([]Entry, error) {
 	if l.closed.Load() {
 		return nil, ErrClosed
 	}
-	if len(es) == 0 {
+	switch {
+	case len(es) == 0:
 		return nil, nil
+	case len(es) > MaxBatch:
+		return nil, fmt.Errorf("audit: append: %d entries in one batch, at most %d", len(es), MaxBatch)
 	}
 	checked := make([]Entry, len(es))
 	for i, e := range es {

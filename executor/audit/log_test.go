@@ -215,6 +215,9 @@ func TestAppend(t *testing.T) {
 		if _, err := l.AppendBatch(ctx, []Entry{sample(8), bad}); !errors.Is(err, ErrInvalidEntry) {
 			t.Fatalf("batch with a bad entry: %v", err)
 		}
+		if _, err := l.AppendBatch(ctx, make([]Entry, MaxBatch+1)); err == nil {
+			t.Fatal("batch above MaxBatch accepted")
+		}
 		if h, _ := l.Head(ctx); h.Seq != 8 {
 			t.Fatalf("head at %d after a refused batch, want 8", h.Seq)
 		}
@@ -468,4 +471,57 @@ func checkOneChain(t *testing.T, l *Log, n int, got []Entry) {
 	if !equalEntries(stored, got) {
 		t.Fatal("the entries stored are not those the appenders got back")
 	}
+}
+
+// Verify and Export read one snapshot: while appenders and a pruner run,
+// every Verify passes and every export verifies.
+func TestVerifyWhileWriting(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		l := openLog(t, openDB(t, dsn), Options{MaxEntries: 150})
+		l.pruneChunk = 20
+		fill(t, l, 50)
+		var wg sync.WaitGroup
+		for w := range 3 {
+			wg.Go(func() {
+				for i := 0; ctx.Err() == nil; i++ {
+					if _, err := l.Append(ctx, sample(i+w)); err != nil && ctx.Err() == nil {
+						t.Error(err)
+						return
+					}
+					if i%25 == 0 {
+						if _, err := l.Prune(ctx); err != nil && ctx.Err() == nil {
+							t.Error(err)
+							return
+						}
+					}
+				}
+			})
+		}
+		// Verify at least 30 times, and until 400 entries were appended.
+		for i := 0; ; i++ {
+			if h, err := l.Head(ctx); err != nil {
+				t.Fatal(err)
+			} else if i >= 30 && h.Seq >= 400 {
+				break
+			}
+			if _, err := l.Verify(ctx); err != nil {
+				t.Fatalf("Verify %d while writing: %v", i, err)
+			}
+			var buf bytes.Buffer
+			if err := l.Export(ctx, &buf, 0); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := VerifyJSONL(&buf); err != nil {
+				t.Fatalf("export %d while writing: %v", i, err)
+			}
+		}
+		cancel()
+		wg.Wait()
+		rep, err := l.Verify(context.Background())
+		if err != nil || rep.First == 1 {
+			t.Fatalf("after writing: %+v, %v; want a pruned, valid chain", rep, err)
+		}
+	})
 }

@@ -180,8 +180,8 @@ func TestPruneAll(t *testing.T) {
 	if n, err := l.Prune(ctx); err != nil || n != 5 {
 		t.Fatalf("Prune removed %d, %v", n, err)
 	}
-	rep, err := l.Verify(ctx, Anchor{5, es[4].Hash})
-	if err != nil || rep.Entries != 1 || rep.First != 6 || rep.Checkpoint != (Anchor{5, es[4].Hash}) || rep.AnchorsChecked != 1 {
+	rep, err := l.Verify(ctx, Anchor{5, es[4].Hash}, Anchor{5, es[4].Hash})
+	if err != nil || rep.Entries != 1 || rep.First != 6 || rep.Checkpoint != (Anchor{5, es[4].Hash}) || rep.AnchorsChecked != 2 {
 		t.Fatalf("%+v, %v", rep, err)
 	}
 	// No retention configured: Prune does nothing.

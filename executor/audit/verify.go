@@ -56,8 +56,10 @@ type VerifyError struct {
 	// one; the seq after the last good one, for an unreadable row or line.
 	Seq  int64
 	Kind Kind
-	// Line is the line of the export (from 1, the header), for
-	// VerifyJSONL; 0 for Verify.
+	// Line is the line of the export (from 1, the header) at which
+	// VerifyJSONL found the fault; 0 for Verify, and for faults found at
+	// the end of the export (KindTruncated, and KindHead but for a bad
+	// header).
 	Line   int64
 	Detail string
 }
@@ -159,7 +161,7 @@ func newVerifier(h head, from int64, anchors []Anchor) (*verifier, *VerifyError)
 		v.rep.AnchorsPruned++
 		v.anchors = v.anchors[1:]
 	}
-	if len(v.anchors) > 0 && v.anchors[0].Seq == v.next-1 {
+	for len(v.anchors) > 0 && v.anchors[0].Seq == v.next-1 {
 		if v.partial {
 			v.rep.AnchorsPruned++ // before the export: not checkable
 		} else if err := v.checkAnchor(v.anchors[0], v.prev); err != nil {
