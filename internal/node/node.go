@@ -52,11 +52,13 @@ type Node struct {
 	stopRelay  func()
 	stopPool   func()
 	closeStore func() error
-	stopSweep  func()
-	sweepDone  chan struct{}
-	cardMu     sync.Mutex // guards card; serializes UpdateCard
-	card       *snap.Card
-	Tasks      *tasks.Service
+	// stopProposals closes the admin socket, the audit log and the sandbox.
+	stopProposals func() error
+	stopSweep     func()
+	sweepDone     chan struct{}
+	cardMu        sync.Mutex // guards card; serializes UpdateCard
+	card          *snap.Card
+	Tasks         *tasks.Service
 	// DB is the database of tasks, replay records and the audit log; nil
 	// when the node runs on the memory store.
 	DB *sqldb.DB
@@ -139,7 +141,9 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *Node
 		taskStore tasks.Store
 		replay    snap.ReplayStore
 		results   snap.ResultStore // nil: in memory
+		props     *proposals       // nil: proposals wait, like free text
 	)
+	n.stopProposals = func() error { return nil }
 	n.stopSweep, n.sweepDone = func() {}, make(chan struct{})
 	if cfg.DatabaseDSN() == config.MemoryDatabase {
 		taskStore, replay = tasks.NewMemoryStore(tasks.MemoryStoreOptions{}), snap.NewMemoryReplayStore(0)
@@ -157,6 +161,12 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *Node
 		}
 		n.DB = db
 		taskStore, replay, results = store, store.ReplayStore(), store.ReplayStore()
+		var stopProps func() error
+		if props, stopProps, err = startProposals(ctx, cfg, db, logger); err != nil {
+			return nil, err
+		}
+		n.stopProposals = stopProps
+		cleanup = append(cleanup, func() { stopProps() })
 		n.closeStore = func() error { return errors.Join(store.Close(), db.Close()) }
 		sweepCtx, stopSweep := context.WithCancel(context.WithoutCancel(ctx))
 		done := n.sweepDone
@@ -183,7 +193,16 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *Node
 		n.stopSweep = stopSweep
 		cleanup = append(cleanup, func() { stopSweep(); <-done })
 	}
-	n.Tasks = tasks.NewService(taskStore, tasks.ServiceOptions{Operators: cfg.Operators, Logger: logger.With("part", "tasks")})
+	opts := tasks.ServiceOptions{Operators: cfg.Operators, Logger: logger.With("part", "tasks")}
+	if props != nil {
+		opts.Runner = props
+	} else {
+		logger.Warn("database is memory: proposals are not carried out (the executor keeps its records in the database)")
+	}
+	n.Tasks = tasks.NewService(taskStore, opts)
+	if props != nil {
+		props.tasks = n.Tasks
+	}
 	router := snap.NewRouter()
 	n.Tasks.Register(router)
 	addr := n.key.Address(n.network)
@@ -346,7 +365,7 @@ func (n *Node) Wait() error {
 	n.stopPool()
 	n.stopSweep()
 	<-n.sweepDone
-	errs := []error{err, n.pool.Close(), n.checkpoint.Close(), n.closeStore()}
+	errs := []error{err, n.pool.Close(), n.checkpoint.Close(), n.stopProposals(), n.closeStore()}
 	if n.relay != nil {
 		n.stopRelay()
 		errs = append(errs, <-n.relayDone, n.relay.Close())

@@ -1,0 +1,235 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/snapnode/snapnode/executor"
+	"github.com/snapnode/snapnode/executor/audit"
+	"github.com/snapnode/snapnode/executor/policy"
+	"github.com/snapnode/snapnode/executor/sandbox"
+	"github.com/snapnode/snapnode/internal/admin"
+	"github.com/snapnode/snapnode/internal/config"
+	"github.com/snapnode/snapnode/internal/sqldb"
+	"github.com/snapnode/snapnode/snap"
+	"github.com/snapnode/snapnode/tasks"
+)
+
+// proposals connects the executor, which knows nothing of SNAP or tasks, to
+// the task service (as its tasks.Runner) and to the admin socket (as its
+// admin.Handler): it turns the executor's results into artifacts and task
+// states, and operator commands into executor calls.
+type proposals struct {
+	exec  *executor.Executor
+	tasks *tasks.Service
+}
+
+var (
+	_ tasks.Runner  = (*proposals)(nil)
+	_ admin.Handler = (*proposals)(nil)
+)
+
+// Run implements tasks.Runner. A message's proposals run in order; the
+// first that fails or needs confirmation stops the run, and the proposals
+// after it are not carried out (the note says so).
+func (p *proposals) Run(ctx context.Context, job tasks.Job) (tasks.Outcome, error) {
+	out := tasks.Outcome{State: tasks.StateCompleted}
+	var notes []string
+	for i, data := range job.Proposals {
+		res, err := p.exec.Run(ctx, executor.Request{TaskID: job.TaskID, Requester: job.Requester, Data: data})
+		if err != nil {
+			return tasks.Outcome{}, err
+		}
+		out.Artifacts = append(out.Artifacts, artifacts(res)...)
+		skipped := ""
+		if rest := len(job.Proposals) - i - 1; rest > 0 && res.Outcome != executor.Completed {
+			skipped = fmt.Sprintf(" (%d later proposal(s) not run)", rest)
+		}
+		switch res.Outcome {
+		case executor.Failed:
+			out.State, out.Note = tasks.StateFailed, res.Reason+skipped
+			return out, nil
+		case executor.NeedsConfirmation:
+			out.State, out.Note = tasks.StateInputRequired, confirmationNote(res)+skipped
+			return out, nil
+		}
+		if res.Response != "" {
+			notes = append(notes, res.Response)
+		}
+	}
+	if len(notes) > 0 {
+		out.Note = notes[len(notes)-1]
+	}
+	return out, nil
+}
+
+func confirmationNote(res *executor.Result) string {
+	return fmt.Sprintf("confirmation needed for action %s: %s", res.ActionID, res.Reason)
+}
+
+// artifacts are what a result leaves on its task: the runtime output (seed
+// 004's shape) as a data part, and the diff of the changes as text. While
+// an action waits for confirmation the diff to confirm is left instead.
+func artifacts(res *executor.Result) []tasks.Artifact {
+	var out []tasks.Artifact
+	if len(res.Output) > 0 {
+		out = append(out, tasks.Artifact{ArtifactID: "result-" + res.ActionID, Name: "result of " + res.Action,
+			Parts: []tasks.Part{tasks.DataPart(json.RawMessage(res.Output))}})
+	}
+	if res.Diff != "" {
+		id, name := "diff-"+res.ActionID, "changes made by "+res.Action
+		if res.Outcome == executor.NeedsConfirmation {
+			id, name = "pending-"+snap.NewID(), "changes awaiting confirmation of action "+res.ActionID
+		}
+		d := tasks.TextPart(res.Diff)
+		d.MediaType = "text/x-diff"
+		out = append(out, tasks.Artifact{ArtifactID: id, Name: name, Parts: []tasks.Part{d}})
+	}
+	return out
+}
+
+// pending returns the one action task waits on.
+func (p *proposals) pending(ctx context.Context, taskID string) (*executor.Pending, error) {
+	list, err := p.exec.Pending(ctx, taskID)
+	if err != nil {
+		return nil, err
+	}
+	if len(list) == 0 {
+		return nil, fmt.Errorf("task %s waits on no action", taskID)
+	}
+	return &list[0], nil
+}
+
+// settle applies a confirmation's result to its task.
+func (p *proposals) settle(ctx context.Context, taskID string, res *executor.Result) (*tasks.Task, error) {
+	out := tasks.Outcome{Artifacts: artifacts(res)}
+	switch res.Outcome {
+	case executor.Completed:
+		out.State, out.Note = tasks.StateCompleted, res.Response
+	case executor.Failed:
+		out.State, out.Note = tasks.StateFailed, res.Reason
+	default:
+		out.State, out.Note = tasks.StateInputRequired, confirmationNote(res)
+	}
+	return p.tasks.Resolve(ctx, taskID, out)
+}
+
+// Approve implements admin.Handler: the host approves what the task waits on.
+func (p *proposals) Approve(ctx context.Context, taskID string) (any, error) {
+	return p.decide(ctx, taskID, executor.Host, true, "")
+}
+
+// Deny implements admin.Handler.
+func (p *proposals) Deny(ctx context.Context, taskID, reason string) (any, error) {
+	return p.decide(ctx, taskID, executor.Host, false, reason)
+}
+
+// decide approves or denies, for approver, the action taskID waits on.
+func (p *proposals) decide(ctx context.Context, taskID, approver string, approve bool, reason string) (*tasks.Task, error) {
+	pa, err := p.pending(ctx, taskID)
+	if err != nil {
+		return nil, err
+	}
+	var res *executor.Result
+	if approve {
+		res, err = p.exec.Approve(ctx, pa.ActionID, approver)
+	} else {
+		if reason == "" {
+			reason = "denied by the operator"
+		}
+		res, err = p.exec.Deny(ctx, pa.ActionID, approver, reason)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return p.settle(ctx, taskID, res)
+}
+
+// Rollback implements admin.Handler.
+func (p *proposals) Rollback(ctx context.Context, actionID string) (any, error) {
+	if err := p.exec.Rollback(ctx, actionID); err != nil {
+		if errors.Is(err, executor.ErrNotPromoted) {
+			return nil, fmt.Errorf("action %s: %w", actionID, err)
+		}
+		return nil, err
+	}
+	return map[string]string{"action": actionID, "rolledBack": "true"}, nil
+}
+
+// startProposals builds the executor on db — the sandbox folder, the
+// operator's policy (or the built-in one), the audit log — finishes what a
+// crash interrupted, and opens the admin socket. Call setTasks before the
+// first request; stop closes the socket (waiting for commands in progress)
+// and what was opened.
+func startProposals(ctx context.Context, cfg config.Config, db *sqldb.DB, logger *slog.Logger) (_ *proposals, stop func() error, err error) {
+	var closers []func() error
+	stop = func() error {
+		var errs []error
+		for i := len(closers) - 1; i >= 0; i-- {
+			errs = append(errs, closers[i]())
+		}
+		return errors.Join(errs...)
+	}
+	defer func() {
+		if err != nil {
+			stop()
+		}
+	}()
+	dir := cfg.SandboxPath()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, nil, fmt.Errorf("node: sandbox: %w", err)
+	}
+	sb, err := sandbox.Open(dir, sandbox.Limits{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("node: sandbox: %w", err)
+	}
+	closers = append(closers, sb.Close)
+	if n, err := sb.Sweep(ctx); err != nil {
+		return nil, nil, fmt.Errorf("node: sandbox: %w", err)
+	} else if n > 0 {
+		logger.Info("sandbox: removed temporary files left by an interrupted run", "count", n)
+	}
+	engine := policy.Default()
+	if cfg.Policy != "" {
+		if engine, err = policy.Load(cfg.Policy); err != nil {
+			return nil, nil, fmt.Errorf("node: %w", err)
+		}
+	}
+	log, err := audit.New(ctx, db, audit.Options{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("node: audit log: %w", err)
+	}
+	closers = append(closers, log.Close)
+	operators := make(map[string]bool, len(cfg.Operators))
+	for _, op := range cfg.Operators {
+		operators[op] = true
+	}
+	exec, err := executor.New(ctx, executor.Config{
+		DB: db, Sandbox: sb, Policy: policy.NewHolder(engine), Audit: log,
+		IsOperator: func(addr string) bool { return operators[addr] },
+		Logger:     logger.With("part", "executor"),
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("node: %w", err)
+	}
+	if n, err := exec.RecoverInterrupted(ctx); err != nil {
+		return nil, nil, fmt.Errorf("node: executor: %w", err)
+	} else if n > 0 {
+		logger.Warn("executor: restored actions a crash interrupted mid-promotion", "count", n)
+	}
+	p := &proposals{exec: exec}
+	srv, err := admin.Listen(admin.Path(cfg.DataDir), p, logger.With("part", "admin"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("node: %w", err)
+	}
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(sctx) }()
+	closers = append(closers, func() error { cancel(); return <-done })
+	logger.Info("proposals: sandbox and policy ready", "sandbox", dir, "policy", engine.Name(), "policy_version", engine.Version())
+	return p, stop, nil
+}
