@@ -1,0 +1,76 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/snapnode/snapnode/executor/proposal"
+	"github.com/snapnode/snapnode/executor/sandbox"
+)
+
+// TestUndeclaredEffectsBlocked: staged changes beyond the declared
+// effects are blocked for good. Derived and peer descriptors always
+// declare what their operations do, so the check is reached here by
+// narrowing the declaration by hand.
+func TestUndeclaredEffectsBlocked(t *testing.T) {
+	sb, err := sandbox.Open(t.TempDir(), sandbox.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	e := &Executor{sb: sb, now: time.Now, newID: uuid.NewString, defaults: proposal.NewDefaults()}
+	data := []byte(`{"schema_version":"1.0.0","id":"6a1f0c3e-2b4d-4e5f-8a9b-0c1d2e3f4a5b","reasoning":"r",` +
+		`"action":"WRITE_FILE","args":{"path":"/sandbox/x.txt","content":"x"}}`)
+	for _, tc := range []struct {
+		name   string
+		narrow func(*proposal.FilesystemEffects)
+	}{
+		{"nothing declared", func(fx *proposal.FilesystemEffects) { fx.Create, fx.Modify = nil, nil }},
+		{"only modify declared", func(fx *proposal.FilesystemEffects) { fx.Create = nil }},
+		{"another path declared", func(fx *proposal.FilesystemEffects) { fx.Create = []string{"/sandbox/y.txt"} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			it, err := e.parse(data, "a1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, _, f, err := e.stage(context.Background(), it); f != nil || err != nil {
+				t.Fatalf("as derived: failure %+v, err %v", f, err)
+			}
+			tc.narrow(&it.desc.Effects.Filesystem)
+			_, _, f, err := e.stage(context.Background(), it)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f == nil || f.Code != CodeUndeclaredEffects || len(f.Paths) != 1 || f.Paths[0] != "/sandbox/x.txt" {
+				out, _ := json.Marshal(f)
+				t.Fatalf("failure %s, want UNDECLARED_EFFECTS on /sandbox/x.txt", out)
+			}
+		})
+	}
+}
+
+// TestClean: text for the audit log is made valid, not refused.
+func TestClean(t *testing.T) {
+	for _, tc := range []struct {
+		in        string
+		max       int
+		multiline bool
+		want      string
+	}{
+		{"plain", 10, false, "plain"},
+		{"a\x00b\nc", 10, false, "a b c"},
+		{"a\x00b\nc\td", 10, true, "a b\nc\td"},
+		{"bad\xffutf8", 20, false, "bad\uFFFDutf8"},
+		{"0123456789", 6, false, "012…"},
+		{"ééééé", 8, false, "éé…"},
+	} {
+		if got := clean(tc.in, tc.max, tc.multiline); got != tc.want || len(got) > tc.max {
+			t.Errorf("clean(%q, %d, %v) = %q, want %q", tc.in, tc.max, tc.multiline, got, tc.want)
+		}
+	}
+}
