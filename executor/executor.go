@@ -477,6 +477,8 @@ func (e *Executor) promote(ctx context.Context, j *journal, it *item, rec *recor
 	}
 	from := rec.State
 	rec.State, rec.Snapshot, rec.Diff, rec.PreImages, rec.Updated = statePromoting, snap, formatDiff(diffs), preImages(diffs), e.now()
+	// The audit entries so far, then the record with its snapshot: both
+	// are durable before anything changes.
 	if err := j.flush(ctx); err != nil {
 		return nil, false, err
 	}
@@ -519,14 +521,14 @@ func (e *Executor) promote(ctx context.Context, j *journal, it *item, rec *recor
 		return r, false, err
 	}
 	rec.State, rec.Updated = statePromoted, e.now()
-	if _, err := e.store.update(bg, rec, statePromoting); err != nil {
-		return nil, false, err
-	}
 	pre, post := fileHashes(diffs)
 	j.add(audit.Entry{Actor: actor, Step: audit.StepPromoted, Decision: "promoted", PreHash: pre, PostHash: post,
 		Detail: detail(touched(diffs))})
+	if _, err := e.store.update(bg, rec, statePromoting); err != nil {
+		return nil, false, fmt.Errorf("executor: promoted %s but could not record it: %w", rec.ActionID, err)
+	}
 	if err := j.flush(bg); err != nil {
-		return nil, false, err
+		return nil, false, fmt.Errorf("executor: promoted %s but could not audit it: %w", rec.ActionID, err)
 	}
 	res.Outcome, res.Output, res.Diff, res.Reason = Completed, mustJSON(successOutput(it)), rec.Diff, ""
 	return res, false, nil
