@@ -29,7 +29,10 @@
 // seq and hash) with SELECT … FOR UPDATE, inserts the entry and moves the
 // head: on PostgreSQL the row lock makes every process's appenders queue,
 // so two nodes sharing a database build one chain; on SQLite the single
-// writer does. The entry is committed when Append returns.
+// writer does. Within a process, appends that arrive while one is being
+// written are joined into the next transaction, so that concurrent
+// appenders share the lock and the commit. The entry is committed when
+// Append returns.
 //
 // # What Verify detects, and what it cannot
 //

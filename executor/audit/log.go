@@ -66,6 +66,8 @@ type Log struct {
 	// Statements of the write path, prepared on the writer pool and used
 	// inside transactions through tx.StmtContext.
 	lockHead, insert, setLast *sql.Stmt
+	// comb joins concurrent appends into one transaction.
+	comb combiner
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -166,6 +168,13 @@ const MaxBatch = 1000
 // consecutive seqs, one time, all stored or none. The executor uses it for
 // the steps of one action that happen together (e.g. validated and
 // judged).
+//
+// Appends that a Log receives while another is being written are joined
+// into the next transaction (each keeps its entries consecutive), so that
+// concurrent appenders share one hold of the head row and one commit. A
+// caller whose context ends while it waits leaves the queue if its
+// entries were not taken yet; once taken, it waits for the outcome, which
+// no longer depends on its context.
 func (l *Log) AppendBatch(ctx context.Context, es []Entry) ([]Entry, error) {
 	if l.closed.Load() {
 		return nil, ErrClosed
@@ -187,15 +196,7 @@ func (l *Log) AppendBatch(ctx context.Context, es []Entry) ([]Entry, error) {
 		}
 		checked[i] = c
 	}
-	var out []Entry
-	err := l.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		h, err := l.readHeadForUpdate(ctx, tx)
-		if err != nil {
-			return err
-		}
-		out, err = l.appendTx(ctx, tx, &h, checked)
-		return err
-	})
+	out, err := l.appendCombined(ctx, checked)
 	if err != nil {
 		return nil, fmt.Errorf("audit: append: %w", err)
 	}
