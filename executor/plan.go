@@ -3,11 +3,13 @@ package executor
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	stdjson "encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/snapnode/snapnode/executor/policy"
 	"github.com/snapnode/snapnode/executor/proposal"
@@ -45,14 +47,15 @@ type step struct {
 }
 
 // isDescriptor reports whether data is an action descriptor: a top-level
-// descriptor_version and no schema_version. Anything else, malformed JSON
-// included, goes to proposal.Parse, whose errors name what is wrong.
+// descriptor_version and no schema_version (names match exactly).
+// Anything else, malformed JSON included, goes to proposal.Parse, whose
+// errors name what is wrong.
 func isDescriptor(data []byte) bool {
 	var top struct {
-		SchemaVersion     *stdjson.RawMessage `json:"schema_version"`
-		DescriptorVersion *stdjson.RawMessage `json:"descriptor_version"`
+		SchemaVersion     jsontext.Value `json:"schema_version"`
+		DescriptorVersion jsontext.Value `json:"descriptor_version"`
 	}
-	if stdjson.Unmarshal(data, &top) != nil {
+	if json.Unmarshal(data, &top) != nil {
 		return false
 	}
 	return top.DescriptorVersion != nil && top.SchemaVersion == nil
