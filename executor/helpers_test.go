@@ -8,9 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/snapnode/snapnode/internal/testclock"
 
 	"github.com/snapnode/snapnode/executor"
 	"github.com/snapnode/snapnode/executor/audit"
@@ -27,25 +28,10 @@ const (
 	other    = "bc1pxwww0ct9ue7e8tdnlmug5m2tamfn7q06sahstg39ys4c9f3340qqxrdu9k"
 )
 
-// clock is a settable clock for the executor and the audit log.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+// clock is the tests' settable clock.
+type clock = testclock.Clock
 
-func newClock() *clock { return &clock{t: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+func newClock() *clock { return testclock.New(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)) }
 
 // env is an Executor on real parts: a database (SQLite or PostgreSQL), a
 // sandbox in a temporary folder, the default policy, an audit log.

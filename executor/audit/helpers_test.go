@@ -5,33 +5,19 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/snapnode/snapnode/internal/testclock"
 
 	"github.com/snapnode/snapnode/internal/sqldb"
 	"github.com/snapnode/snapnode/internal/testdb"
 )
 
-// clock is a settable clock for Options.Now.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+// clock is the tests' settable clock.
+type clock = testclock.Clock
 
-func newClock() *clock { return &clock{t: time.Date(2026, 5, 1, 12, 0, 0, 123456789, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+func newClock() *clock { return testclock.New(time.Date(2026, 5, 1, 12, 0, 0, 123456789, time.UTC)) }
 
 // openDB opens dsn and closes it when the test ends.
 func openDB(tb testing.TB, dsn string) *sqldb.DB {

@@ -1,0 +1,36 @@
+// Package testclock is a settable clock for tests of components that take
+// a `Now func() time.Time`:
+//
+//	c := testclock.New(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
+//	log, _ := audit.New(ctx, db, audit.Options{Now: c.Now})
+//	c.Advance(time.Hour)
+package testclock
+
+import (
+	"sync"
+	"time"
+)
+
+// Clock is a clock that moves only when told. It is safe for concurrent
+// use.
+type Clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+// New returns a Clock reading t.
+func New(t time.Time) *Clock { return &Clock{t: t} }
+
+// Now returns the clock's time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+// Advance moves the clock by d.
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
