@@ -56,7 +56,9 @@ type Node struct {
 	stopProposals func() error
 	stopSweep     func()
 	sweepDone     chan struct{}
-	cardMu        sync.Mutex // guards card; serializes UpdateCard
+	// props runs proposals; nil on the memory database.
+	props  *proposals
+	cardMu sync.Mutex // guards card; serializes UpdateCard
 	card          *snap.Card
 	Tasks         *tasks.Service
 	// DB is the database of tasks, replay records and the audit log; nil
@@ -203,8 +205,9 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *Node
 	if props != nil {
 		props.tasks = n.Tasks
 	}
+	n.props = props
 	router := snap.NewRouter()
-	n.Tasks.Register(router)
+	registerMethods(router, n.Tasks, props)
 	addr := n.key.Address(n.network)
 	server := snap.NewServer(snap.ServerConfig{
 		Key: n.key, Network: n.network, Router: router, Logger: logger.With("part", "snap"),

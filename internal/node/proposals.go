@@ -33,6 +33,13 @@ var (
 	_ admin.Handler = (*proposals)(nil)
 )
 
+// registerMethods registers the protocol methods on router: the task
+// service's, with message/send first offered to props (when proposals run)
+// for an operator's decision on a held action.
+func registerMethods(router *snap.Router, svc *tasks.Service, props *proposals) {
+	svc.Register(router)
+}
+
 // Run implements tasks.Runner. A message's proposals run in order; the
 // first that fails or needs confirmation stops the run, and the proposals
 // after it are not carried out (the note says so).
