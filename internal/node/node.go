@@ -59,8 +59,8 @@ type Node struct {
 	// props runs proposals; nil on the memory database.
 	props  *proposals
 	cardMu sync.Mutex // guards card; serializes UpdateCard
-	card          *snap.Card
-	Tasks         *tasks.Service
+	card   *snap.Card
+	Tasks  *tasks.Service
 	// DB is the database of tasks, replay records and the audit log; nil
 	// when the node runs on the memory store.
 	DB *sqldb.DB
