@@ -57,6 +57,7 @@ func init() {
 		{"deny", "deny the action a task of the running node waits on (deny TASK)", (*cli).deny},
 		{"rollback", "undo a promoted action of the running node (rollback ACTION)", (*cli).rollback},
 		{"audit", "verify or export the audit log (audit verify, audit export)", (*cli).audit},
+		{"policy", "judge a proposal offline and explain the decision (policy check --from ADDR FILE)", (*cli).policyCommand},
 		{"discover", "find agent cards by identity or skill on the relays", (*cli).discover},
 		{"keygen", "make a new identity key (optionally from a new BIP-39 mnemonic)", (*cli).keygen},
 		{"sign", "fill in the envelope of a SNAP message and sign it", (*cli).sign},

@@ -57,7 +57,9 @@ func (c *cli) runNode(args []string) int {
 	relayURL := n.RelayURLs()[0]
 	fmt.Fprintf(c.stdout, "snapnode ready address=%s nostr=%s relay=%s\n", n.Address(), n.NostrPublicKey(), relayURL)
 	fmt.Fprintf(c.stdout, "try: %s send --to %s --relay %s \"hello\"\n", selfCommand(), n.Address(), relayURL)
-	// SIGHUP re-reads the settings and republishes the card if it changed.
+	// SIGHUP re-reads the settings, republishes the card if it changed and
+	// reloads the policy (a policy that does not load leaves the old one
+	// in force).
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -70,6 +72,11 @@ func (c *cli) runNode(args []string) int {
 			if err := config.Load(&fresh, fs, os.Getenv); err != nil {
 				logger.Error("SIGHUP: settings not reloaded", "err", err)
 				continue
+			}
+			if e, err := n.ReloadPolicy(fresh.Policy); err != nil {
+				logger.Error("SIGHUP: policy not reloaded; the previous one stays in force", "err", err)
+			} else if e != nil {
+				logger.Info("SIGHUP: policy in force", "policy", e.Name(), "policy_version", e.Version())
 			}
 			if published, err := n.UpdateCard(ctx, fresh.Card); err != nil {
 				logger.Error("SIGHUP: card not updated", "err", err)

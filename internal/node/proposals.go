@@ -24,8 +24,10 @@ import (
 // admin.Handler): it turns the executor's results into artifacts and task
 // states, and operator commands into executor calls.
 type proposals struct {
-	exec  *executor.Executor
-	tasks *tasks.Service
+	exec   *executor.Executor
+	tasks  *tasks.Service
+	policy *policy.Holder // the executor's: swapped on reload
+	logger *slog.Logger
 }
 
 var (
@@ -172,6 +174,37 @@ func (p *proposals) Rollback(ctx context.Context, actionID string) (any, error) 
 // crash interrupted, and opens the admin socket. Call setTasks before the
 // first request; stop closes the socket (waiting for commands in progress)
 // and what was opened.
+// PolicyEngine loads the operator's policy from path (--policy), or
+// returns the built-in default policy when path is empty.
+func PolicyEngine(path string) (*policy.Engine, error) {
+	if path == "" {
+		return policy.Default(), nil
+	}
+	e, err := policy.Load(path)
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	return e, nil
+}
+
+// ReloadPolicy loads the policy at path (the default policy when path is
+// empty) and puts it in force for every later decision, approvals of held
+// actions included. A policy that does not load leaves the one in force
+// unchanged. It returns the policy now in force; on a node that runs no
+// proposals (memory database) it does nothing and returns nil.
+func (n *Node) ReloadPolicy(path string) (*policy.Engine, error) {
+	if n.props == nil {
+		return nil, nil
+	}
+	e, err := PolicyEngine(path)
+	if err != nil {
+		return n.props.policy.Engine(), err
+	}
+	old := n.props.policy.Swap(e)
+	n.logger.Info("policy reloaded", "policy", e.Name(), "policy_version", e.Version(), "previous_version", old.Version())
+	return e, nil
+}
+
 func startProposals(ctx context.Context, cfg config.Config, db *sqldb.DB, logger *slog.Logger) (_ *proposals, stop func() error, err error) {
 	var closers []func() error
 	stop = func() error {
@@ -200,11 +233,9 @@ func startProposals(ctx context.Context, cfg config.Config, db *sqldb.DB, logger
 	} else if n > 0 {
 		logger.Info("sandbox: removed temporary files left by an interrupted run", "count", n)
 	}
-	engine := policy.Default()
-	if cfg.Policy != "" {
-		if engine, err = policy.Load(cfg.Policy); err != nil {
-			return nil, nil, fmt.Errorf("node: %w", err)
-		}
+	engine, err := PolicyEngine(cfg.Policy)
+	if err != nil {
+		return nil, nil, err
 	}
 	log, err := audit.New(ctx, db, audit.Options{})
 	if err != nil {
@@ -215,8 +246,9 @@ func startProposals(ctx context.Context, cfg config.Config, db *sqldb.DB, logger
 	for _, op := range cfg.Operators {
 		operators[op] = true
 	}
+	holder := policy.NewHolder(engine)
 	exec, err := executor.New(ctx, executor.Config{
-		DB: db, Sandbox: sb, Policy: policy.NewHolder(engine), Audit: log,
+		DB: db, Sandbox: sb, Policy: holder, Audit: log,
 		IsOperator: func(addr string) bool { return operators[addr] },
 		Logger:     logger.With("part", "executor"),
 	})
@@ -228,7 +260,7 @@ func startProposals(ctx context.Context, cfg config.Config, db *sqldb.DB, logger
 	} else if n > 0 {
 		logger.Warn("executor: restored actions a crash interrupted mid-promotion", "count", n)
 	}
-	p := &proposals{exec: exec}
+	p := &proposals{exec: exec, policy: holder, logger: logger}
 	srv, err := admin.Listen(admin.Path(cfg.DataDir), p, logger.With("part", "admin"))
 	if err != nil {
 		return nil, nil, fmt.Errorf("node: %w", err)
