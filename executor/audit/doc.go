@@ -34,6 +34,19 @@
 // appenders share the lock and the commit. The entry is committed when
 // Append returns.
 //
+// AppendTx appends inside a transaction of the caller on the same
+// database, so that entries and the caller's own rows commit together (the
+// executor stores an action's record and the audit of its steps in one
+// commit) or not at all:
+//
+//	err := db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+//		if _, err := tx.ExecContext(ctx, "UPDATE my_rows SET …"); err != nil {
+//			return err
+//		}
+//		_, err := log.AppendTx(ctx, tx, entries) // last: the head is locked until the commit
+//		return err
+//	})
+//
 // # What Verify detects, and what it cannot
 //
 // Verify (and VerifyJSONL on an export) walks the chain and names the

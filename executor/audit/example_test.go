@@ -3,6 +3,7 @@ package audit_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -78,4 +79,57 @@ func Example() {
 	// verified 3 entries, head 3 <nil>
 	// export verified 3 entries <nil>
 	// true entry 2 edited
+}
+
+// A component that keeps rows of its own in the log's database writes
+// them and their audit entries in one transaction: one commit, and
+// neither without the other.
+func ExampleLog_AppendTx() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "audit-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	db, err := sqldb.Open(ctx, "sqlite:"+filepath.Join(dir, "snapnode.db"), sqldb.Options{})
+	if err != nil {
+		panic(err)
+	}
+	defer db.Close()
+	log, err := audit.New(ctx, db, audit.Options{})
+	if err != nil {
+		panic(err)
+	}
+	defer log.Close()
+	if _, err := db.W.ExecContext(ctx, "CREATE TABLE actions (id TEXT PRIMARY KEY, state TEXT)"); err != nil {
+		panic(err)
+	}
+
+	record := func(id string, fail bool) error {
+		return db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+			if _, err := tx.ExecContext(ctx, "INSERT INTO actions VALUES (?, 'promoting')", id); err != nil {
+				return err
+			}
+			// Last in the transaction: the head of the chain stays locked
+			// (on PostgreSQL) until the commit.
+			if _, err := log.AppendTx(ctx, tx, []audit.Entry{
+				{Actor: "bc1pproposer", Action: id, Step: audit.StepReceived},
+				{Actor: "bc1pproposer", Action: id, Step: audit.StepSandboxed, Decision: "staged"},
+			}); err != nil {
+				return err
+			}
+			if fail {
+				return errors.New("something went wrong before the commit")
+			}
+			return nil
+		})
+	}
+	fmt.Println(record("a1", false))
+	fmt.Println(record("a2", true))
+	report, err := log.Verify(ctx)
+	fmt.Println("verified", report.Entries, "entries", err)
+	// Output:
+	// <nil>
+	// something went wrong before the commit
+	// verified 2 entries <nil>
 }

@@ -116,6 +116,10 @@ func New(ctx context.Context, db *sqldb.DB, opts Options) (*Log, error) {
 	return l, nil
 }
 
+// DB returns the database the log is kept in: AppendTx takes the
+// transactions of its Write.
+func (l *Log) DB() *sqldb.DB { return l.db }
+
 // Close releases the log's prepared statements; calls after it fail with
 // ErrClosed, and calls in progress may fail. The database stays open. It
 // is safe to call twice.
@@ -167,7 +171,7 @@ const MaxBatch = 1000
 // AppendBatch appends es (at most MaxBatch), in order, in one transaction:
 // consecutive seqs, one time, all stored or none. The executor uses it for
 // the steps of one action that happen together (e.g. validated and
-// judged).
+// judged); steps that go with writes of the caller's own use AppendTx.
 //
 // Appends that a Log receives while another is being written are joined
 // into the next transaction (each keeps its entries consecutive), so that
@@ -179,10 +183,60 @@ func (l *Log) AppendBatch(ctx context.Context, es []Entry) ([]Entry, error) {
 	if l.closed.Load() {
 		return nil, ErrClosed
 	}
-	switch {
-	case len(es) == 0:
-		return nil, nil
-	case len(es) > MaxBatch:
+	checked, err := l.checkBatch(es)
+	if err != nil || len(checked) == 0 {
+		return nil, err
+	}
+	out, err := l.appendCombined(ctx, checked)
+	if err != nil {
+		return nil, fmt.Errorf("audit: append: %w", err)
+	}
+	return out, nil
+}
+
+// AppendTx appends es (at most MaxBatch), in order, inside tx, a write
+// transaction of the database the Log was made on (one that
+// sqldb.DB.Write runs): the entries are checked, chained and stored as
+// AppendBatch's are, and share tx's fate. They are committed with the
+// caller's own writes, in one commit, or vanish with its rollback and
+// leave the chain as it was. It returns them as they will be stored; they
+// are appended only once tx commits.
+//
+// An error leaves tx unusable for the log (on SQLite some entries may be
+// written in it without the head record): the caller must roll tx back,
+// as returning the error from Write's function does.
+//
+// On PostgreSQL AppendTx takes the head record's row lock, for which every
+// appender of every process waits, and tx holds it until it ends. Call it
+// last in tx, after the statements on the caller's own rows: the lock is
+// then held shortly, and no transaction holding it waits for another
+// lock (which, taken in the other order elsewhere, could deadlock). It
+// does not join the Log's combined appends, but is ordered with them by
+// that lock (on SQLite, by the single writer).
+func (l *Log) AppendTx(ctx context.Context, tx *sql.Tx, es []Entry) ([]Entry, error) {
+	if l.closed.Load() {
+		return nil, ErrClosed
+	}
+	checked, err := l.checkBatch(es)
+	if err != nil || len(checked) == 0 {
+		return nil, err
+	}
+	h, err := l.readHeadForUpdate(ctx, tx)
+	if err != nil {
+		return nil, fmt.Errorf("audit: append: %w", err)
+	}
+	out, err := l.appendTx(ctx, tx, &h, checked)
+	if err != nil {
+		return nil, fmt.Errorf("audit: append: %w", err)
+	}
+	return out, nil
+}
+
+// checkBatch validates es for AppendBatch and AppendTx: at most MaxBatch
+// entries, each valid (StepPruned is the log's own), and returns them
+// with Detail in its minimal form.
+func (l *Log) checkBatch(es []Entry) ([]Entry, error) {
+	if len(es) > MaxBatch {
 		return nil, fmt.Errorf("audit: append: %d entries in one batch, at most %d", len(es), MaxBatch)
 	}
 	checked := make([]Entry, len(es))
@@ -196,11 +250,7 @@ func (l *Log) AppendBatch(ctx context.Context, es []Entry) ([]Entry, error) {
 		}
 		checked[i] = c
 	}
-	out, err := l.appendCombined(ctx, checked)
-	if err != nil {
-		return nil, fmt.Errorf("audit: append: %w", err)
-	}
-	return out, nil
+	return checked, nil
 }
 
 // readHeadForUpdate reads the head inside a write transaction, locking it
