@@ -29,6 +29,24 @@
 //	if err := m.Sign(key); err != nil { ... }
 //	out, err := m.MarshalJSON()
 //
+// Serving: a Server validates each inbound message, routes requests to the
+// Router's handlers and returns the signed response, errors included.
+// Streaming methods (message/stream, tasks/resubscribe) are registered with
+// HandleStream; a transport that can carry events calls Stream, which
+// sends each event as a signed "event" message before returning the final
+// response, and one that cannot calls Respond, which returns the final
+// response alone:
+//
+//	router.HandleStream("message/stream", func(ctx context.Context, req *snap.Verified, emit func(any) error) (any, error) {
+//		if err := emit(progress); err != nil {
+//			return nil, err // the transport is gone
+//		}
+//		return final, nil
+//	})
+//	resp := server.Stream(ctx, snap.Inbound{Raw: raw}, func(ev *snap.Message) error {
+//		return writeFrame(ev) // in order, one at a time
+//	})
+//
 // Input that is not I-JSON (duplicate names, lone surrogates, numbers beyond
 // a double) is refused before canonicalization, since two parsers could read
 // it two ways. Unknown envelope fields are ignored and never signed.

@@ -64,3 +64,39 @@ func ExampleCanonicalize() {
 	// {"a":1,"b":1e+21,"c":0}
 	// true
 }
+
+// A streaming method: events go out as signed "event" messages through
+// the transport's send, then the final response is returned.
+func ExampleServer_Stream() {
+	node, _ := identity.FromHex(strings.Repeat("0b", 32))
+	peer, _ := identity.FromHex(strings.Repeat("0a", 32))
+	now := time.Unix(1738627200, 0)
+	clock := func() time.Time { return now }
+
+	router := snap.NewRouter()
+	router.HandleStream("message/stream", func(ctx context.Context, req *snap.Verified, emit func(any) error) (any, error) {
+		for _, p := range []float64{0.5, 1} {
+			if err := emit(map[string]any{"taskId": "t-1", "progress": p, "message": "working"}); err != nil {
+				return nil, err // the transport is gone
+			}
+		}
+		return map[string]any{"task": map[string]any{"id": "t-1", "status": map[string]any{"state": "completed"}}}, nil
+	})
+	server := snap.NewServer(snap.ServerConfig{Key: node, Router: router, Now: clock,
+		Validator: snap.NewValidator(snap.Config{Self: node.Address(identity.Mainnet), Now: clock})})
+
+	req := &snap.Message{ID: "req-1", Version: snap.ProtocolVersion, Type: snap.TypeRequest, Method: "message/stream",
+		From: peer.Address(identity.Mainnet), Payload: []byte(`{}`), Timestamp: now.Unix()}
+	req.Sign(peer)
+	raw, _ := req.MarshalJSON()
+
+	final := server.Stream(context.Background(), snap.Inbound{Raw: raw}, func(ev *snap.Message) error {
+		fmt.Println(ev.Type, string(ev.Payload))
+		return nil
+	})
+	fmt.Println(final.Type, string(final.Payload))
+	// Output:
+	// event {"message":"working","progress":0.5,"taskId":"t-1"}
+	// event {"message":"working","progress":1,"taskId":"t-1"}
+	// response {"task":{"id":"t-1","status":{"state":"completed"}}}
+}

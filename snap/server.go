@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -25,40 +26,64 @@ type HandlerFunc func(ctx context.Context, req *Verified) (any, error)
 // Handle panics on a method name SNAP does not allow or a second
 // registration, which are programming errors.
 type Router struct {
-	mu sync.RWMutex
-	m  map[string]HandlerFunc
+	mu      sync.RWMutex
+	m       map[string]HandlerFunc
+	streams map[string]StreamHandlerFunc
 }
 
 // NewRouter returns an empty Router.
-func NewRouter() *Router { return &Router{m: make(map[string]HandlerFunc)} }
+func NewRouter() *Router {
+	return &Router{m: make(map[string]HandlerFunc), streams: make(map[string]StreamHandlerFunc)}
+}
 
 // Handle registers h for method.
 func (r *Router) Handle(method string, h func(ctx context.Context, req *Verified) (any, error)) {
-	if checkMethod(method) != nil {
-		panic("snap: invalid method name " + method)
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, dup := r.m[method]; dup {
-		panic("snap: second handler for " + method)
-	}
+	r.checkNew(method)
 	r.m[method] = h
 }
 
-// Lookup returns the handler of method.
+// checkNew panics on a method name SNAP does not allow or one already
+// registered, as a plain or a streaming method; r.mu is held.
+func (r *Router) checkNew(method string) {
+	if checkMethod(method) != nil {
+		panic("snap: invalid method name " + method)
+	}
+	_, dup := r.m[method]
+	_, dupStream := r.streams[method]
+	if dup || dupStream {
+		panic("snap: second handler for " + method)
+	}
+}
+
+// Lookup returns the handler of method. For a streaming method it is the
+// stream handler with its events discarded: it returns the final response
+// payload only.
 func (r *Router) Lookup(method string) (HandlerFunc, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	h, ok := r.m[method]
-	return h, ok
+	if h, ok := r.m[method]; ok {
+		return h, true
+	}
+	sh, ok := r.streams[method]
+	if !ok {
+		return nil, false
+	}
+	return func(ctx context.Context, req *Verified) (any, error) {
+		return sh(ctx, req, func(any) error { return nil })
+	}, true
 }
 
-// Methods returns the registered methods, sorted.
+// Methods returns the registered methods, plain and streaming, sorted.
 func (r *Router) Methods() []string {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	out := make([]string, 0, len(r.m))
+	out := make([]string, 0, len(r.m)+len(r.streams))
 	for m := range r.m {
+		out = append(out, m)
+	}
+	for m := range r.streams {
 		out = append(out, m)
 	}
 	slices.Sort(out)
@@ -80,8 +105,8 @@ type ServerConfig struct {
 	Router    *Router
 	Logger    *slog.Logger
 	Now       func() time.Time
-	// MaxResponseSize bounds the serialized response (0: none). Nostr's
-	// NIP-44 carries at most 65,535 bytes.
+	// MaxResponseSize bounds each serialized response and stream event
+	// (0: none). Nostr's NIP-44 carries at most 65,535 bytes.
 	MaxResponseSize int
 	// Results keeps message/send results to answer a retried request
 	// with the original result (default: a MemoryResultStore of 10,000).
@@ -92,7 +117,9 @@ type ServerConfig struct {
 // requests to their handler, and always returns a signed response, errors
 // included, so a peer never waits for a time-out because its message was
 // bad. Responses and events that arrive are never routed: they get no
-// answer. A Server is transport-neutral and safe for concurrent use.
+// answer. Streaming methods (Router.HandleStream) send their events
+// through Stream before the final response. A Server is transport-neutral
+// and safe for concurrent use.
 type Server struct {
 	cfg  ServerConfig
 	addr string
@@ -136,6 +163,12 @@ type Inbound struct {
 // which is never answered, or when its delivery was already taken
 // (ErrRedelivered).
 func (s *Server) Respond(ctx context.Context, in Inbound) *Message {
+	return s.serve(ctx, in, nil)
+}
+
+// serve is Respond and Stream: events of a streaming method go to send,
+// or nowhere when send is nil.
+func (s *Server) serve(ctx context.Context, in Inbound, send func(*Message) error) *Message {
 	v, env, err := s.cfg.Validator.validate(ctx, in.Raw, in.Signer, in.Via)
 	if errors.Is(err, ErrRedelivered) {
 		s.cfg.Logger.Debug("snap: delivery already taken", "via", in.Via)
@@ -146,6 +179,9 @@ func (s *Server) Respond(ctx context.Context, in Inbound) *Message {
 	}
 	if v.Type != TypeRequest {
 		return nil
+	}
+	if sh, ok := s.cfg.Router.LookupStream(v.Method); ok {
+		return s.stream(ctx, sh, v, send)
 	}
 	h, ok := s.cfg.Router.Lookup(v.Method)
 	if !ok {
@@ -232,7 +268,8 @@ func peek(env *envelope) (from, method string, typ Type) {
 }
 
 // reply builds and signs a response to `to` (omitted when unknown) with
-// either payload or err.
+// either payload or err. A payload too large for MaxResponseSize is shrunk
+// (Shrinker), else replaced by a 5001 error saying so.
 func (s *Server) reply(to, method string, payload any, err error) *Message {
 	if err != nil {
 		var se *Error
@@ -242,36 +279,64 @@ func (s *Server) reply(to, method string, payload any, err error) *Message {
 		}
 		payload = map[string]any{"error": se}
 	}
+	m, err := s.sign(TypeResponse, to, method, payload, s.cfg.MaxResponseSize)
+	if err == nil {
+		return m
+	}
+	var tl *tooLargeError
+	if errors.As(err, &tl) {
+		payload = map[string]any{"error": &Error{Code: CodeInternal,
+			Message: "response too large for the transport",
+			Data:    map[string]any{"reason": "response exceeds the transport's size limit", "size": tl.size, "limit": tl.limit}}}
+	} else {
+		s.cfg.Logger.Error("snap response does not marshal", "method", method, "err", err)
+		payload = map[string]any{"error": &Error{Code: CodeInternal, Message: "internal error"}}
+	}
+	// A short error: it fits any transport worth the name.
+	m, _ = s.sign(TypeResponse, to, method, payload, 0)
+	return m
+}
+
+// tooLargeError reports a message over the size limit that could not be
+// shrunk to fit.
+type tooLargeError struct{ size, limit int }
+
+func (e *tooLargeError) Error() string {
+	return "snap: message of " + strconv.Itoa(e.size) + " bytes exceeds the limit of " + strconv.Itoa(e.limit)
+}
+
+// sign builds and signs a message of type typ carrying payload, from the
+// server to `to` (omitted when empty). When limit > 0 a larger message has
+// its payload shrunk (Shrinker) until it fits, else sign fails with a
+// *tooLargeError. A payload that does not marshal is an error too.
+func (s *Server) sign(typ Type, to, method string, payload any, limit int) (*Message, error) {
 	m := &Message{
 		ID: NewID(), Version: ProtocolVersion, From: s.addr, To: to,
-		Type: TypeResponse, Method: method, Timestamp: s.cfg.Now().Unix(),
+		Type: typ, Method: method, Timestamp: s.cfg.Now().Unix(),
 	}
 	for {
-		b, merr := json.Marshal(payload)
-		if merr != nil {
-			s.cfg.Logger.Error("snap response does not marshal", "method", method, "err", merr)
-			b, _ = json.Marshal(map[string]any{"error": &Error{Code: CodeInternal, Message: "internal error"}})
+		b, err := json.Marshal(payload)
+		if err != nil {
+			return nil, err
 		}
 		m.Payload = b
 		if err := m.Sign(s.cfg.Key); err != nil {
-			// Only a broken key gets here; the response goes unsigned
+			// Only a broken key gets here; the message goes unsigned
 			// and the requester will reject it.
-			s.cfg.Logger.Error("snap response not signed", "err", err)
-			return m
+			s.cfg.Logger.Error("snap message not signed", "type", typ, "err", err)
+			return m, nil
 		}
-		if s.cfg.MaxResponseSize <= 0 {
-			return m
+		if limit <= 0 {
+			return m, nil
 		}
 		size := m.size()
-		if size <= s.cfg.MaxResponseSize {
-			return m
+		if size <= limit {
+			return m, nil
 		}
 		if sh, ok := payload.(Shrinker); ok && sh.Shrink() {
 			continue
 		}
-		payload = map[string]any{"error": &Error{Code: CodeInternal,
-			Message: "response too large for the transport",
-			Data:    map[string]any{"reason": "response exceeds the transport's size limit", "size": size, "limit": s.cfg.MaxResponseSize}}}
+		return nil, &tooLargeError{size: size, limit: limit}
 	}
 }
 

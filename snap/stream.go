@@ -1,0 +1,135 @@
+package snap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// StreamHandlerFunc handles a verified streaming request (message/stream,
+// tasks/resubscribe). It calls emit with each event payload, in order, and
+// returns the final response payload or an error (as HandlerFunc). emit
+// returns an error (wrapping ErrStreamClosed) once the transport is gone;
+// the handler then returns. emit is safe to call from one goroutine at a
+// time, and only until the handler returns.
+type StreamHandlerFunc func(ctx context.Context, req *Verified, emit func(payload any) error) (any, error)
+
+// ErrStreamClosed is what emit returns once the stream's transport failed
+// or its handler returned.
+var ErrStreamClosed = errors.New("snap: stream closed")
+
+// HandleStream registers h for a streaming method. It panics like Handle.
+func (r *Router) HandleStream(method string, h StreamHandlerFunc) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.checkNew(method)
+	r.streams[method] = h
+}
+
+// IsStream reports whether method was registered with HandleStream.
+func (r *Router) IsStream(method string) bool {
+	_, ok := r.LookupStream(method)
+	return ok
+}
+
+// LookupStream returns the stream handler of method.
+func (r *Router) LookupStream(method string) (StreamHandlerFunc, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	h, ok := r.streams[method]
+	return h, ok
+}
+
+// IsStream reports whether the server answers method with a stream of
+// events before the final response, so that a transport can route such
+// requests apart (they may last minutes).
+func (s *Server) IsStream(method string) bool { return s.cfg.Router.IsStream(method) }
+
+// Stream handles one inbound message as Respond does. For a streaming
+// method each event payload the handler emits is sent through send as a
+// signed Message (type "event", the method echoed, to = the requester,
+// from = the node), in order, before the final response is returned. For
+// any other method it is Respond. send is called from one goroutine at a
+// time; when it fails, the handler's ctx is canceled and Stream still
+// returns the final response (the caller may drop it). It returns nil when
+// Respond would.
+//
+// Every event is kept within MaxResponseSize: a payload that is a
+// Shrinker is shrunk until it fits; one that still does not fit is not
+// sent (and logged), since the final response carries the whole task.
+// Responses to streaming methods are never kept for retries, as
+// message/send results are.
+func (s *Server) Stream(ctx context.Context, in Inbound, send func(*Message) error) *Message {
+	return s.serve(ctx, in, send)
+}
+
+// stream runs a stream handler; events go to send, or nowhere when send
+// is nil.
+func (s *Server) stream(ctx context.Context, h StreamHandlerFunc, v *Verified, send func(*Message) error) *Message {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	e := &emitter{s: s, v: v, send: send, cancel: cancel}
+	payload, err := s.callStream(ctx, h, v, e.emit)
+	e.close()
+	if err != nil {
+		return s.reply(v.From, v.Method, nil, err)
+	}
+	return s.reply(v.From, v.Method, payload, nil)
+}
+
+// callStream runs h as call does: a panic becomes 5001.
+func (s *Server) callStream(ctx context.Context, h StreamHandlerFunc, v *Verified, emit func(any) error) (payload any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.cfg.Logger.Error("snap stream handler panicked", "method", v.Method, "from", v.From, "panic", r)
+			payload, err = nil, &Error{Code: CodeInternal, Message: "internal error"}
+		}
+	}()
+	return h(ctx, v, emit)
+}
+
+// emitter turns a handler's event payloads into signed event messages.
+type emitter struct {
+	s      *Server
+	v      *Verified
+	send   func(*Message) error // nil: events are discarded
+	cancel context.CancelFunc
+
+	mu     sync.Mutex
+	err    error // the first failure of send, or ErrStreamClosed
+	closed bool
+}
+
+func (e *emitter) emit(payload any) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case e.err != nil:
+		return e.err
+	case e.closed:
+		return ErrStreamClosed
+	case e.send == nil:
+		return nil
+	}
+	m, err := e.s.sign(TypeEvent, e.v.From, e.v.Method, payload, e.s.cfg.MaxResponseSize)
+	if err != nil {
+		// The event is lost, not the stream: the final response holds
+		// the whole task.
+		e.s.cfg.Logger.Warn("snap stream event not sent", "method", e.v.Method, "to", e.v.From, "err", err)
+		return nil
+	}
+	if err := e.send(m); err != nil {
+		e.err = fmt.Errorf("%w: %w", ErrStreamClosed, err)
+		e.cancel()
+		return e.err
+	}
+	return nil
+}
+
+// close makes later calls of emit fail: the handler has returned.
+func (e *emitter) close() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.closed = true
+}
