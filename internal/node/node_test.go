@@ -58,6 +58,12 @@ func newRequester(t testing.TB, urls []string) *requester {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newRequesterWith(t, urls, k)
+}
+
+// newRequesterWith is newRequester with the requester's key k.
+func newRequesterWith(t testing.TB, urls []string, k *identity.Key) *requester {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	p := relay.NewPool(relay.PoolConfig{URLs: urls, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	p.Start(ctx)

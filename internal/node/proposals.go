@@ -39,7 +39,26 @@ var (
 // service's, with message/send first offered to props (when proposals run)
 // for an operator's decision on a held action.
 func registerMethods(router *snap.Router, svc *tasks.Service, props *proposals) {
-	svc.Register(router)
+	if props == nil {
+		svc.Register(router)
+		return
+	}
+	svc.Register(decisionRouter{Router: router, p: props})
+}
+
+// decisionRouter registers on its Router, wrapping message/send so that
+// operators' decisions reach the executor (see decision).
+type decisionRouter struct {
+	*snap.Router
+	p *proposals
+}
+
+// Handle implements tasks.Registrar.
+func (r decisionRouter) Handle(method string, h func(ctx context.Context, req *snap.Verified) (any, error)) {
+	if method == "message/send" {
+		h = r.p.decisions(h)
+	}
+	r.Router.Handle(method, h)
 }
 
 // Run implements tasks.Runner. A message's proposals run in order; the
@@ -151,6 +170,10 @@ func (p *proposals) decide(ctx context.Context, taskID, approver string, approve
 			reason = "denied by the operator"
 		}
 		res, err = p.exec.Deny(ctx, pa.ActionID, approver, reason)
+		if err == nil {
+			// The task fails with the operator's words.
+			res.Reason = fmt.Sprintf("%s Reason: %s", res.Reason, reason)
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -169,11 +192,6 @@ func (p *proposals) Rollback(ctx context.Context, actionID string) (any, error) 
 	return map[string]string{"action": actionID, "rolledBack": "true"}, nil
 }
 
-// startProposals builds the executor on db — the sandbox folder, the
-// operator's policy (or the built-in one), the audit log — finishes what a
-// crash interrupted, and opens the admin socket. Call setTasks before the
-// first request; stop closes the socket (waiting for commands in progress)
-// and what was opened.
 // PolicyEngine loads the operator's policy from path (--policy), or
 // returns the built-in default policy when path is empty.
 func PolicyEngine(path string) (*policy.Engine, error) {
@@ -205,6 +223,11 @@ func (n *Node) ReloadPolicy(path string) (*policy.Engine, error) {
 	return e, nil
 }
 
+// startProposals builds the executor on db — the sandbox folder, the
+// operator's policy (or the built-in one), the audit log — finishes what a
+// crash interrupted, and opens the admin socket. Call setTasks before the
+// first request; stop closes the socket (waiting for commands in progress)
+// and what was opened.
 func startProposals(ctx context.Context, cfg config.Config, db *sqldb.DB, logger *slog.Logger) (_ *proposals, stop func() error, err error) {
 	var closers []func() error
 	stop = func() error {

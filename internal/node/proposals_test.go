@@ -131,7 +131,7 @@ func TestProposalsEndToEnd(t *testing.T) {
 	}
 	res, err = admin.Call(ctx, sock, admin.Request{Op: "deny", Task: r.ID, Reason: "no moves today"})
 	var denied taskView
-	if err != nil || json.Unmarshal(res, &denied) != nil || denied.Status.State != "failed" {
+	if err != nil || json.Unmarshal(res, &denied) != nil || denied.Status.State != "failed" || !strings.Contains(denied.Status.Message, "no moves today") {
 		t.Fatalf("deny: %s %v", res, err)
 	}
 	if _, err := os.Stat(filepath.Join(sandboxDir, "keep.md")); err != nil {

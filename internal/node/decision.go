@@ -1,0 +1,170 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"unicode/utf8"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/snapnode/snapnode/executor"
+	"github.com/snapnode/snapnode/snap"
+	"github.com/snapnode/snapnode/tasks"
+)
+
+// An operator decides on an action a task waits on with a signed
+// message/send that continues the task and carries one data part:
+//
+//	{"decision": "approve" | "deny", "reason"?: string, "actionId"?: string}
+//
+// reason (at most 1024 bytes) is the note a denied task fails with;
+// actionId, when given, must be the action the task waits on, so that a
+// decision about one action cannot land on another. Any other member is
+// refused. Only identities with the operator role may decide, and never on
+// their own proposal; anyone else's decision is refused with 1004 naming
+// the field, and a stranger to the task gets 1001 as if it did not exist.
+type decision struct {
+	approve  bool
+	reason   string
+	actionID string
+}
+
+// The fields of a decision, as named in errors.
+const (
+	decisionPart  = "payload.message.parts[0].data"
+	decisionField = decisionPart + ".decision"
+)
+
+// maxDecisionReason bounds a deny's reason, as a task status message.
+const maxDecisionReason = tasks.MaxStatusMessage
+
+// parseDecision reads a message/send payload as an operator's decision. It
+// returns nil when the payload is not one (no taskId, or not exactly one
+// data part with a "decision" member), for the task service to handle as
+// any other message; an error when it is one but malformed.
+func parseDecision(payload []byte) (taskID string, d *decision, err error) {
+	req, err := tasks.ParseSendRequest(payload)
+	if err != nil || req.TaskID == "" || len(req.Message.Parts) != 1 || req.Message.Parts[0].Data == nil {
+		return "", nil, nil // not a decision; the task service answers it
+	}
+	var obj map[string]jsontext.Value
+	if json.Unmarshal(req.Message.Parts[0].Data, &obj) != nil {
+		return "", nil, nil
+	}
+	if _, ok := obj["decision"]; !ok {
+		return "", nil, nil
+	}
+	d = &decision{}
+	str := func(name string) (string, error) {
+		v, ok := obj[name]
+		if !ok {
+			return "", nil
+		}
+		var s string
+		if v.Kind() != '"' || json.Unmarshal(v, &s) != nil {
+			return "", snap.FieldError(decisionPart+"."+name, "type", "string", string(v.Kind()))
+		}
+		return s, nil
+	}
+	word, err := str("decision")
+	if err != nil {
+		return "", nil, err
+	}
+	switch word {
+	case "approve":
+		d.approve = true
+	case "deny":
+	default:
+		return "", nil, snap.FieldError(decisionField, "enum", []string{"approve", "deny"}, word)
+	}
+	if d.reason, err = str("reason"); err != nil {
+		return "", nil, err
+	}
+	if len(d.reason) > maxDecisionReason || !utf8.ValidString(d.reason) {
+		return "", nil, snap.FieldError(decisionPart+".reason", "maxLength", maxDecisionReason, len(d.reason))
+	}
+	if d.actionID, err = str("actionId"); err != nil {
+		return "", nil, err
+	}
+	for name := range obj {
+		if !slices.Contains([]string{"decision", "reason", "actionId"}, name) {
+			return "", nil, snap.FieldError(decisionPart+"."+name, "additionalProperties", false, name)
+		}
+	}
+	return req.TaskID, d, nil
+}
+
+// decisions wraps the message/send handler next: a decision is carried out
+// here (see decision), anything else goes to next.
+func (p *proposals) decisions(next snap.HandlerFunc) snap.HandlerFunc {
+	return func(ctx context.Context, req *snap.Verified) (any, error) {
+		if req == nil || req.Message == nil || !req.Signed || req.Type != snap.TypeRequest {
+			return next(ctx, req) // next answers with the right error
+		}
+		taskID, d, err := parseDecision(req.Payload)
+		if err != nil {
+			return nil, err
+		}
+		if d == nil {
+			return next(ctx, req)
+		}
+		t, err := p.decideSigned(ctx, req.From, taskID, d)
+		if err != nil {
+			return nil, err
+		}
+		return &tasks.TaskResponse{Task: t}, nil
+	}
+}
+
+// decideSigned carries out d for approver, an authenticated address.
+func (p *proposals) decideSigned(ctx context.Context, approver, taskID string, d *decision) (*tasks.Task, error) {
+	// The task as approver may see it: 1001 for a stranger to it.
+	get, _ := json.Marshal(map[string]any{"taskId": taskID, "historyLength": 0})
+	t, err := p.tasks.GetTask(ctx, approver, get)
+	if err != nil {
+		return nil, err
+	}
+	if !p.tasks.IsOperator(approver) {
+		// Only the task's owner gets here: it proposed the action.
+		return nil, notApprover("only an operator other than the proposer may decide; the proposer may not")
+	}
+	if t.Status.State != tasks.StateInputRequired {
+		return nil, snap.FieldError("payload.taskId", "state", string(tasks.StateInputRequired), string(t.Status.State))
+	}
+	pa, err := p.pending(ctx, taskID)
+	if err != nil {
+		return nil, snap.FieldError("payload.taskId", "pending action", "a task waiting on an action", "no action pending")
+	}
+	if d.actionID != "" && d.actionID != pa.ActionID {
+		return nil, snap.FieldError(decisionPart+".actionId", "pending action", pa.ActionID, d.actionID)
+	}
+	reason := d.reason
+	if !d.approve && reason == "" {
+		reason = "denied by operator " + approver
+	}
+	t, err = p.decide(ctx, taskID, approver, d.approve, reason)
+	switch {
+	case errors.Is(err, executor.ErrSelfApproval):
+		return nil, notApprover("the proposer of an action may not decide on it, operator or not")
+	case errors.Is(err, executor.ErrNotOperator):
+		return nil, notApprover("only an operator other than the proposer may decide")
+	case errors.Is(err, executor.ErrNoPending):
+		return nil, snap.FieldError("payload.taskId", "pending action", "a task waiting on an action", "decided already")
+	case err != nil:
+		return nil, err
+	}
+	out := *t
+	out.Metadata = nil // node-local, never sent to peers
+	return &out, nil
+}
+
+// notApprover is the refusal of a decision from an identity that may not
+// make it.
+func notApprover(why string) *snap.Error {
+	e := snap.FieldError(decisionField, "approver", "an operator other than the proposer", "the sender")
+	e.Message = fmt.Sprintf("invalid %s: %s", decisionField, why)
+	return e
+}
