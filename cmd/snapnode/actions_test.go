@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/config"
+	"github.com/snapnode/snapnode/internal/node"
+	"github.com/snapnode/snapnode/relay"
+)
+
+// TestActionCommands drives approve, deny, rollback and audit against a
+// real node: proposals arrive over its embedded relay, the commands reach
+// it through the admin socket in its data folder or read its database.
+func TestActionCommands(t *testing.T) {
+	dataDir := filepath.Join(t.TempDir(), "data")
+	cfg := config.Default()
+	cfg.DataDir, cfg.RelayListen = dataDir, "127.0.0.1:0"
+	ctx, cancel := context.WithCancel(context.Background())
+	n, err := node.Start(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); n.Wait() })
+
+	k, _ := identity.Generate()
+	pctx, pcancel := context.WithCancel(context.Background())
+	pool := relay.NewPool(relay.PoolConfig{URLs: n.RelayURLs(), Logger: slog.New(slog.DiscardHandler)})
+	pool.Start(pctx)
+	t.Cleanup(func() { pcancel(); pool.Close() })
+	client := relay.NewClient(relay.ClientConfig{Key: k, Transport: pool})
+	type task struct {
+		ID     string `json:"id"`
+		Status struct {
+			State   string `json:"state"`
+			Message string `json:"message"`
+		} `json:"status"`
+		Artifacts []struct {
+			ArtifactID string `json:"artifactId"`
+		} `json:"artifacts"`
+	}
+	propose := func(action string, args map[string]any) task {
+		t.Helper()
+		body, _ := json.Marshal(map[string]any{"message": map[string]any{"messageId": uuid.NewString(), "role": "user",
+			"parts": []any{map[string]any{"data": map[string]any{"schema_version": "1.0.0", "id": uuid.NewString(),
+				"reasoning": "test", "action": action, "args": args}}}}})
+		rctx, rcancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer rcancel()
+		resp, err := client.Request(rctx, relay.Target{Address: n.Address(), PubKey: n.NostrPublicKey()},
+			relay.Request{Method: "message/send", Payload: body})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p struct{ Task task }
+		if err := json.Unmarshal(resp.Payload, &p); err != nil || p.Task.ID == "" {
+			t.Fatalf("%s: %s", action, resp.Payload)
+		}
+		return p.Task
+	}
+	sandbox := filepath.Join(dataDir, "sandbox")
+	dd := []string{"--data-dir", dataDir}
+	decode := func(r result) task {
+		t.Helper()
+		var v task
+		if r.code != exitOK || json.Unmarshal([]byte(r.stdout), &v) != nil {
+			t.Fatalf("no task printed: %s", r)
+		}
+		return v
+	}
+
+	w := propose("WRITE_FILE", map[string]any{"path": "/sandbox/a.txt", "content": "one\n"})
+	if w.Status.State != "completed" {
+		t.Fatalf("write: %+v", w)
+	}
+	del := propose("DELETE_FILE", map[string]any{"path": "/sandbox/a.txt"})
+	if del.Status.State != "input_required" {
+		t.Fatalf("delete: %+v", del)
+	}
+	if r := runCLI(t, "", append([]string{"approve"}, dd...)...); r.code != exitUsage {
+		t.Errorf("approve without a task: %s", r)
+	}
+	if r := runCLI(t, "", append(append([]string{"approve"}, dd...), "no-such-task")...); r.code != exitFail || !strings.Contains(r.stderr, "no-such-task") {
+		t.Errorf("approve of an unknown task: %s", r)
+	}
+	if v := decode(runCLI(t, "", append(append([]string{"approve"}, dd...), del.ID)...)); v.Status.State != "completed" {
+		t.Fatalf("approved: %+v", v)
+	}
+	if _, err := os.Stat(filepath.Join(sandbox, "a.txt")); !os.IsNotExist(err) {
+		t.Fatalf("a.txt after approve: %v", err)
+	}
+
+	propose("WRITE_FILE", map[string]any{"path": "/sandbox/b.md", "content": "# b\n"})
+	ren := propose("RENAME_FILE", map[string]any{"source": "/sandbox/b.md", "destination": "/sandbox/c.md"})
+	v := decode(runCLI(t, "", append(append([]string{"deny"}, dd...), "--reason", "keep b", ren.ID)...))
+	if v.Status.State != "failed" || !strings.Contains(v.Status.Message, "keep b") {
+		t.Fatalf("denied: %+v", v)
+	}
+
+	over := propose("WRITE_FILE", map[string]any{"path": "/sandbox/b.md", "content": "# changed\n"})
+	actionID := strings.TrimPrefix(over.Artifacts[0].ArtifactID, "result-")
+	if r := runCLI(t, "", append(append([]string{"rollback"}, dd...), actionID)...); r.code != exitOK {
+		t.Fatalf("rollback: %s", r)
+	}
+	if b, _ := os.ReadFile(filepath.Join(sandbox, "b.md")); string(b) != "# b\n" {
+		t.Fatalf("b.md after rollback: %q", b)
+	}
+	if r := runCLI(t, "", append(append([]string{"rollback"}, dd...), actionID)...); r.code != exitFail {
+		t.Errorf("a second rollback: %s", r)
+	}
+
+	r := runCLI(t, "", append([]string{"audit", "verify"}, dd...)...)
+	if r.code != exitOK || !strings.Contains(r.stdout, "audit log intact") {
+		t.Fatalf("audit verify: %s", r)
+	}
+	exp := runCLI(t, "", append([]string{"audit", "export"}, dd...)...)
+	lines := strings.Split(strings.TrimSpace(exp.stdout), "\n")
+	if exp.code != exitOK || len(lines) < 10 {
+		t.Fatalf("audit export: %s", exp)
+	}
+	file := writeFile(t, t.TempDir(), "audit.jsonl", exp.stdout, 0o600)
+	if r := runCLI(t, "", "audit", "verify", "--file", file); r.code != exitOK {
+		t.Fatalf("audit verify --file: %s", r)
+	}
+	if r := runCLI(t, exp.stdout, "audit", "verify", "--file", "-"); r.code != exitOK {
+		t.Fatalf("audit verify --file -: %s", r)
+	}
+	// One entry's decision edited in the export: found and named.
+	i := len(lines) / 2
+	var entry struct{ Seq int64 }
+	if err := json.Unmarshal([]byte(lines[i]), &entry); err != nil || entry.Seq == 0 {
+		t.Fatalf("export line %d: %q", i, lines[i])
+	}
+	lines[i] = strings.Replace(lines[i], `"actor":"`, `"actor":"x`, 1)
+	tampered := writeFile(t, t.TempDir(), "tampered.jsonl", strings.Join(lines, "\n")+"\n", 0o600)
+	r = runCLI(t, "", "audit", "verify", "--file", tampered)
+	if want := "entry " + strconv.FormatInt(entry.Seq, 10) + " edited"; r.code != exitFail || !strings.Contains(r.stdout, want) {
+		t.Fatalf("a tampered export: %s", r)
+	}
+	if r := runCLI(t, "", "audit", "frobnicate"); r.code != exitUsage {
+		t.Errorf("audit frobnicate: %s", r)
+	}
+}
