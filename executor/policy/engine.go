@@ -103,6 +103,9 @@ func Parse(name string, src []byte) (*Engine, error) {
 		case e.meta[cedar.PolicyID(id)] != nil:
 			return nil, bad("duplicate @id %q (first at %s)", id, e.meta[cedar.PolicyID(id)].at)
 		}
+		if err := checkRefs(p); err != nil {
+			return nil, bad("%v", err)
+		}
 		confirmText, confirm := ann[annotConfirm]
 		if confirm && p.Effect() == cedar.Forbid {
 			return nil, bad("@confirm on a forbid policy means nothing: forbid always denies")

@@ -1,0 +1,81 @@
+package policy
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	cedar "github.com/cedar-policy/cedar-go"
+)
+
+// checkRefs finds the entities policy p names that no request can ever
+// have: an unknown entity type, action or role, or a path that is not
+// absolute. Cedar itself accepts them, and the policy then silently never
+// matches: a typo in `Action::"WRTE_FILE"` would turn a permit into deny
+// by default without a word. The policy's JSON form (cedar-go's) lists
+// every entity literal, in the scope and in the conditions alike.
+func checkRefs(p *cedar.Policy) error {
+	b, err := p.MarshalJSON()
+	if err != nil {
+		return fmt.Errorf("policy: cannot inspect the policy: %w", err)
+	}
+	var tree any
+	if err := json.Unmarshal(b, &tree); err != nil {
+		return fmt.Errorf("policy: cannot inspect the policy: %w", err)
+	}
+	var first error
+	walkEntities(tree, func(typ, id string) {
+		if first == nil {
+			first = checkRef(typ, id)
+		}
+	})
+	return first
+}
+
+// walkEntities calls f with the type and id of every entity reference in
+// the JSON tree v: objects with exactly a string "type" and "id".
+func walkEntities(v any, f func(typ, id string)) {
+	switch v := v.(type) {
+	case map[string]any:
+		typ, okT := v["type"].(string)
+		id, okI := v["id"].(string)
+		if okT && okI && len(v) == 2 {
+			f(typ, id)
+			return
+		}
+		for _, c := range v {
+			walkEntities(c, f)
+		}
+	case []any:
+		for _, c := range v {
+			walkEntities(c, f)
+		}
+	}
+}
+
+// knownActions are the actions and action groups a request can name.
+var knownActions = []string{ActionThink, ActionFinish, ActionReadFile, ActionListFiles, ActionWriteFile,
+	ActionCreateDirectory, ActionDeleteFile, ActionRenameFile, ActionComposite,
+	groupRead, groupWrite, groupDestructive}
+
+func checkRef(typ, id string) error {
+	switch cedar.EntityType(typ) {
+	case typeAction:
+		if !slices.Contains(knownActions, id) {
+			return fmt.Errorf("unknown action Action::%q (known: %s)", id, strings.Join(knownActions, ", "))
+		}
+	case typeRole:
+		if id != string(roleOperator.ID) {
+			return fmt.Errorf("unknown role Role::%q (the one role is %q)", id, string(roleOperator.ID))
+		}
+	case typePath:
+		if !strings.HasPrefix(id, "/") {
+			return fmt.Errorf("path Path::%q is not absolute: paths are written /sandbox/…", id)
+		}
+	case typeAgent:
+	default:
+		return fmt.Errorf("unknown entity type %s::%q (known: Agent, Role, Action, Path)", typ, id)
+	}
+	return nil
+}
