@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"slices"
@@ -164,18 +165,7 @@ func (e *Executor) approve(ctx context.Context, r *record, actor string) (*Resul
 	}
 	if !it.hasEffects() {
 		j.add(audit.Entry{Actor: actor, Step: audit.StepConfirmed, Decision: "approve"})
-		res, err := e.runNoEffects(ctx, j, it, res, actor)
-		if err != nil {
-			return nil, err
-		}
-		r.State, r.Updated = stateCompleted, e.now()
-		if res.Outcome == Failed {
-			r.State = stateFailed
-		}
-		if _, err := e.store.update(context.WithoutCancel(ctx), r, stateApproving); err != nil {
-			return nil, err
-		}
-		return res, nil
+		return e.runNoEffects(ctx, j, it, res, actor, r)
 	}
 	for attempt := 1; ; attempt++ {
 		st, sb, f, err := e.stage(ctx, it)
@@ -205,13 +195,11 @@ func (e *Executor) approve(ctx context.Context, r *record, actor string) (*Resul
 // finds the files changed although their pre-images look the same again.
 const maxPromoteAttempts = 3
 
-// failRecord fails an approved action: the record and the audit say so.
+// failRecord fails an approved action: the record and the audit say so,
+// in one commit.
 func (e *Executor) failRecord(ctx context.Context, j *journal, r *record, res *Result, actor string, f *Failure) (*Result, error) {
 	r.State, r.Reason, r.Updated = stateFailed, f.Message, e.now()
-	if _, err := e.store.update(ctx, r, stateApproving); err != nil {
-		return nil, err
-	}
-	return e.fail(ctx, j, res, actor, f)
+	return e.fail(ctx, j, res, actor, f, e.settle(r, stateApproving))
 }
 
 // Deny refuses the pending action actionID on behalf of approver (an
@@ -230,16 +218,18 @@ func (e *Executor) Deny(ctx context.Context, actionID, approver, reason string) 
 	reason = clean(reason, 1024, false)
 	f := &Failure{Code: CodeConfirmationDenied, Message: "An operator denied the action.", Reason: reason}
 	r.State, r.Reason, r.Updated = stateDenied, reason, e.now()
-	ok, err := e.store.update(ctx, r, statePending)
-	if err != nil {
-		return nil, err
-	}
-	if !ok {
-		return nil, fmt.Errorf("%w: %q", ErrNoPending, actionID)
-	}
 	j := e.journal(r.Task, r.ActionID)
 	j.add(audit.Entry{Actor: actor, Step: audit.StepDenied, Decision: "deny", Reason: reason})
-	if err := j.flush(context.WithoutCancel(ctx)); err != nil {
+	// The record denied and its audit entry, in one commit; none if
+	// another call took the action first.
+	err = j.commit(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		ok, err := e.store.updateTx(ctx, tx, r, statePending)
+		if err == nil && !ok {
+			err = fmt.Errorf("%w: %q", ErrNoPending, actionID)
+		}
+		return err
+	})
+	if err != nil {
 		return nil, err
 	}
 	return &Result{Outcome: Failed, ActionID: r.ActionID, ProposalID: r.ProposalID, Action: r.Action,

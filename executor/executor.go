@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	stdjson "encoding/json"
 	"errors"
@@ -38,7 +39,8 @@ type Config struct {
 	Sandbox *sandbox.Sandbox
 	// Policy judges each action (host rules, then the operator's policy).
 	Policy *policy.Holder
-	// Audit receives one entry per step of every action.
+	// Audit receives one entry per step of every action. It must keep its
+	// log in DB: the entries of a step commit with the action's record.
 	Audit *audit.Log
 	// Defaults are the operator's values of derived descriptors (resources,
 	// confirmation threshold, audit level). Zero fields take
@@ -87,6 +89,8 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 		return nil, errors.New("executor: Config.Policy is required")
 	case cfg.Audit == nil:
 		return nil, errors.New("executor: Config.Audit is required")
+	case cfg.Audit.DB() != cfg.DB:
+		return nil, errors.New("executor: Config.Audit must keep its log in Config.DB")
 	}
 	if err := cfg.DB.Migrate(ctx, migrations()); err != nil {
 		return nil, fmt.Errorf("executor: %w", err)
@@ -279,25 +283,20 @@ func (e *Executor) Run(ctx context.Context, req Request) (*Result, error) {
 		if dec.Effect == policy.Confirm {
 			return e.hold(ctx, j, rec, res, actor, reasonText(dec), nil, true)
 		}
-		return e.runNoEffects(ctx, j, it, res, actor)
+		return e.runNoEffects(ctx, j, it, res, actor, nil)
 	}
 	st, sb, f, err := e.stage(ctx, it)
 	if err != nil {
 		return nil, err
 	}
 	if f != nil {
-		return e.fail(ctx, j, res, actor, f)
+		return e.fail(ctx, j, res, actor, f, nil)
 	}
 	j.add(sandboxedEntry(actor, st.Diffs()))
 	if dec.Effect == policy.Confirm {
 		return e.hold(ctx, j, rec, res, actor, reasonText(dec), st.Diffs(), true)
 	}
-	res, changed, err := e.promote(ctx, j, it, rec, res, st, sb, actor, true)
-	if changed {
-		// The files changed between staging and promotion, a moment
-		// ago: the proposer may simply send it again.
-		return e.fail(context.WithoutCancel(ctx), j, res, actor, sandboxFailure(sandbox.ErrChanged))
-	}
+	res, _, err = e.promote(ctx, j, it, rec, res, st, sb, actor, true)
 	return res, err
 }
 
@@ -355,12 +354,14 @@ func (e *Executor) recentlyRolledBack(ctx context.Context, key string) (bool, er
 	return e.now().Sub(t) < e.cooldown, nil
 }
 
-// fail ends the action as failed with f, audited "failed".
-func (e *Executor) fail(ctx context.Context, j *journal, res *Result, actor string, f *Failure) (*Result, error) {
+// fail ends the action as failed with f, audited "failed" in one
+// transaction with op: the write that fails its record (nil when it has
+// none).
+func (e *Executor) fail(ctx context.Context, j *journal, res *Result, actor string, f *Failure, op txOp) (*Result, error) {
 	out := mustJSON(f)
 	j.add(audit.Entry{Actor: actor, Step: audit.StepFailed, Decision: f.Code, Reason: f.Message,
 		Detail: detail(errorDetail{Error: out})})
-	if err := j.flush(ctx); err != nil {
+	if err := j.commit(ctx, op); err != nil {
 		return nil, err
 	}
 	res.Outcome, res.Output, res.Reason = Failed, out, f.Message
@@ -368,8 +369,23 @@ func (e *Executor) fail(ctx context.Context, j *journal, res *Result, actor stri
 }
 
 // runNoEffects runs THINK, FINISH, READ_FILE and LIST_FILES (and a
-// composite of THINKs), audited "completed".
-func (e *Executor) runNoEffects(ctx context.Context, j *journal, it *item, res *Result, actor string) (*Result, error) {
+// composite of THINKs), audited "completed". rec is the record of an
+// approved action (approving), nil for one that ran at once: it ends
+// completed, or failed, in the transaction of the audit.
+func (e *Executor) runNoEffects(ctx context.Context, j *journal, it *item, res *Result, actor string, rec *record) (*Result, error) {
+	end := func(state string) txOp {
+		if rec == nil {
+			return nil
+		}
+		rec.State, rec.Updated = state, e.now()
+		return e.settle(rec, stateApproving)
+	}
+	failed := func(err error) (*Result, error) {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return e.fail(ctx, j, res, actor, sandboxFailure(err), end(stateFailed))
+	}
 	sb := e.narrow(it)
 	var results []*proposal.Output
 	for _, s := range it.steps {
@@ -383,19 +399,13 @@ func (e *Executor) runNoEffects(ctx context.Context, j *journal, it *item, res *
 		case proposal.KindReadFile:
 			b, err := sb.Read(ctx, p.Args.Path)
 			if err != nil {
-				if ctx.Err() != nil {
-					return nil, ctx.Err()
-				}
-				return e.fail(ctx, j, res, actor, sandboxFailure(err))
+				return failed(err)
 			}
 			out = proposal.Success(p, readResult(b))
 		case proposal.KindListFiles:
 			entries, err := sb.List(ctx, p.Args.Path)
 			if err != nil {
-				if ctx.Err() != nil {
-					return nil, ctx.Err()
-				}
-				return e.fail(ctx, j, res, actor, sandboxFailure(err))
+				return failed(err)
 			}
 			out = proposal.Success(p, ListResult{Entries: nonNil(entries)})
 		default:
@@ -410,7 +420,7 @@ func (e *Executor) runNoEffects(ctx context.Context, j *journal, it *item, res *
 		out = results[0]
 	}
 	j.add(audit.Entry{Actor: actor, Step: audit.StepCompleted, Decision: "done"})
-	if err := j.flush(ctx); err != nil {
+	if err := j.commit(ctx, end(stateCompleted)); err != nil {
 		return nil, err
 	}
 	res.Outcome, res.Output = Completed, mustJSON(out)
@@ -450,25 +460,20 @@ func (e *Executor) hold(ctx context.Context, j *journal, rec *record, res *Resul
 	rec.State, rec.Reason, rec.Diff, rec.PreImages = statePending, reason, formatDiff(diffs), preImages(diffs)
 	rec.Snapshot, rec.Updated = nil, e.now()
 	j.add(audit.Entry{Actor: actor, Step: audit.StepHeld, Decision: "confirm", Reason: reason})
-	if err := j.flush(ctx); err != nil {
+	if err := e.save(ctx, j, rec, stateApproving, fresh, "while held"); err != nil {
 		return nil, err
-	}
-	if fresh {
-		if err := e.store.insert(ctx, rec); err != nil {
-			return nil, err
-		}
-	} else if ok, err := e.store.update(ctx, rec, stateApproving); err != nil {
-		return nil, err
-	} else if !ok {
-		return nil, fmt.Errorf("executor: action %s changed state while held", rec.ActionID)
 	}
 	res.Outcome, res.Output, res.Diff, res.Reason = NeedsConfirmation, nil, rec.Diff, reason
 	return res, nil
 }
 
-// promote stores the snapshot, promotes st and records it. changed
-// reports a promotion refused because a touched path changed since
-// staging (nothing was applied; the record is left as it was found).
+// promote stores the snapshot, promotes st and records it: one commit
+// before the sandbox changes (the audit entries so far, the record with
+// its snapshot), one after (the record promoted, its audit entry). A
+// promotion refused because a touched path changed since staging applies
+// nothing: a fresh action fails (the proposer may simply send it again, a
+// moment later); an approved one reports changed, its record back in the
+// state it was found in, to be staged again.
 func (e *Executor) promote(ctx context.Context, j *journal, it *item, rec *record, res *Result, st *sandbox.Staged, sb *sandbox.Sandbox, actor string, fresh bool) (_ *Result, changed bool, _ error) {
 	diffs := st.Diffs()
 	snap, err := stdjson.Marshal(st.Snapshot())
@@ -477,19 +482,9 @@ func (e *Executor) promote(ctx context.Context, j *journal, it *item, rec *recor
 	}
 	from := rec.State
 	rec.State, rec.Snapshot, rec.Diff, rec.PreImages, rec.Updated = statePromoting, snap, formatDiff(diffs), preImages(diffs), e.now()
-	// The audit entries so far, then the record with its snapshot: both
-	// are durable before anything changes.
-	if err := j.flush(ctx); err != nil {
-		return nil, false, err
-	}
-	if fresh {
-		err = e.store.insert(ctx, rec)
-	} else if ok, uerr := e.store.update(ctx, rec, from); uerr != nil {
-		err = uerr
-	} else if !ok {
-		err = fmt.Errorf("executor: action %s changed state before promotion", rec.ActionID)
-	}
-	if err != nil {
+	// The audit entries so far and the record with its snapshot, in one
+	// commit: both are durable before anything changes.
+	if err := e.save(ctx, j, rec, from, fresh, "before promotion"); err != nil {
 		return nil, false, err
 	}
 
@@ -505,33 +500,68 @@ func (e *Executor) promote(ctx context.Context, j *journal, it *item, rec *recor
 		}
 		// Nothing was applied. A changed file sends an approval back to
 		// the operator (the record returns to the state it came from);
-		// anything else fails the action.
+		// anything else fails the action, in one commit with its record.
 		again := errors.Is(perr, sandbox.ErrChanged)
-		rec.State, rec.Snapshot, rec.Updated = stateFailed, nil, e.now()
+		rec.Snapshot, rec.Updated = nil, e.now()
 		if again && !fresh {
 			rec.State = from
-		}
-		if _, err := e.store.update(bg, rec, statePromoting); err != nil {
-			return nil, false, err
-		}
-		if again {
+			if _, err := e.store.update(bg, rec, statePromoting); err != nil {
+				return nil, false, err
+			}
 			return res, true, nil
 		}
-		r, err := e.fail(bg, j, res, actor, sandboxFailure(perr))
+		f := sandboxFailure(perr)
+		if again {
+			f = sandboxFailure(sandbox.ErrChanged)
+		}
+		rec.State = stateFailed
+		r, err := e.fail(bg, j, res, actor, f, e.settle(rec, statePromoting))
 		return r, false, err
 	}
 	rec.State, rec.Updated = statePromoted, e.now()
 	pre, post := fileHashes(diffs)
 	j.add(audit.Entry{Actor: actor, Step: audit.StepPromoted, Decision: "promoted", PreHash: pre, PostHash: post,
 		Detail: detail(touched(diffs))})
-	if _, err := e.store.update(bg, rec, statePromoting); err != nil {
+	if err := j.commit(bg, e.settle(rec, statePromoting)); err != nil {
 		return nil, false, fmt.Errorf("executor: promoted %s but could not record it: %w", rec.ActionID, err)
-	}
-	if err := j.flush(bg); err != nil {
-		return nil, false, fmt.Errorf("executor: promoted %s but could not audit it: %w", rec.ActionID, err)
 	}
 	res.Outcome, res.Output, res.Diff, res.Reason = Completed, mustJSON(successOutput(it)), rec.Diff, ""
 	return res, false, nil
+}
+
+// save stores rec, inserted when fresh, else updated from state from, in
+// one commit with the entries j holds: before what follows (the sandbox's
+// promotion, the wait for an operator) both are durable. A record that
+// another call moved on is an error, the entries committed all the same;
+// a record that could not be written at all leaves them to be appended on
+// their own. when says when, in errors.
+func (e *Executor) save(ctx context.Context, j *journal, rec *record, from string, fresh bool, when string) error {
+	ok := true
+	err := j.commitSteps(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		if fresh {
+			return e.store.insertTx(ctx, tx, rec)
+		}
+		var err error
+		ok, err = e.store.updateTx(ctx, tx, rec, from)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("executor: action %s changed state %s", rec.ActionID, when)
+	}
+	return nil
+}
+
+// settle is the write that moves r on from state from to what r says now,
+// for the transaction of a journal's commit. A record another call moved
+// on is left alone.
+func (e *Executor) settle(r *record, from string) txOp {
+	return func(ctx context.Context, tx *sql.Tx) error {
+		_, err := e.store.updateTx(ctx, tx, r, from)
+		return err
+	}
 }
 
 // successOutput is the output of an item whose changes were promoted.

@@ -2,6 +2,8 @@ package executor
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -11,22 +13,26 @@ import (
 	"github.com/snapnode/snapnode/executor/audit"
 	"github.com/snapnode/snapnode/executor/policy"
 	"github.com/snapnode/snapnode/executor/sandbox"
+	"github.com/snapnode/snapnode/internal/sqldb"
 )
 
 // journal gathers the audit entries of one action's steps and appends
 // them in one batch: before anything with an effect happens (a promotion,
 // a stored record), and when the call ends. Steps that change nothing
 // (received, validated, judged, sandboxed) may wait for the next flush;
-// none is ever left out.
+// none is ever left out. When the action's record changes too, the
+// entries go into the same transaction (commit): the record and the audit
+// of the steps that led to it are durable together, in one commit.
 type journal struct {
 	log     *audit.Log
+	db      *sqldb.DB
 	task    string
 	action  string
 	entries []audit.Entry
 }
 
 func (e *Executor) journal(task, actionID string) *journal {
-	return &journal{log: e.audit, task: task, action: actionID}
+	return &journal{log: e.audit, db: e.store.db, task: task, action: actionID}
 }
 
 // add queues an entry of this action, its text made fit for the log.
@@ -47,6 +53,62 @@ func (j *journal) flush(ctx context.Context) error {
 	}
 	j.entries = j.entries[:0]
 	return nil
+}
+
+// txOp is a write of the executor's tables inside a transaction.
+type txOp = func(context.Context, *sql.Tx) error
+
+// commit runs op (nil: flush) and appends the queued entries in one
+// transaction: both are committed, or neither. op runs first, so that the
+// log's head (locked on PostgreSQL until the commit) is taken last: held
+// shortly, and never before a record's row, which could deadlock with an
+// update of that record. The entries leave the queue once committed.
+func (j *journal) commit(ctx context.Context, op txOp) error {
+	_, err := j.write(ctx, op)
+	return err
+}
+
+// commitSteps is commit for a record of the steps queued (what was
+// staged, what waits for an operator): should op fail, nothing of the
+// transaction stays, and the entries are then appended on their own, for
+// the steps happened all the same. The error is op's.
+func (j *journal) commitSteps(ctx context.Context, op txOp) error {
+	opFailed, err := j.write(ctx, op)
+	if opFailed {
+		if ferr := j.flush(context.WithoutCancel(ctx)); ferr != nil {
+			err = errors.Join(err, ferr)
+		}
+	}
+	return err
+}
+
+// write is commit, and reports whether op's error was the failure.
+func (j *journal) write(ctx context.Context, op txOp) (opFailed bool, _ error) {
+	if op == nil {
+		return false, j.flush(ctx)
+	}
+	var opErr, logErr error
+	err := j.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		if opErr = op(ctx, tx); opErr != nil {
+			return opErr
+		}
+		if len(j.entries) > 0 {
+			if _, logErr = j.log.AppendTx(ctx, tx, j.entries); logErr != nil {
+				logErr = fmt.Errorf("executor: audit action %s: %w", j.action, logErr)
+			}
+		}
+		return logErr
+	})
+	switch {
+	case opErr != nil:
+		return true, opErr
+	case logErr != nil:
+		return false, logErr
+	case err != nil: // the transaction itself: begin, commit, ctx
+		return false, fmt.Errorf("executor: action %s: %w", j.action, err)
+	}
+	j.entries = j.entries[:0]
+	return false, nil
 }
 
 // maxDetail keeps an entry's detail well within the log's default cap.

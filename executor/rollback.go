@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 
@@ -40,11 +41,13 @@ func (e *Executor) Rollback(ctx context.Context, actionID string) error {
 	bg := context.WithoutCancel(ctx)
 	j := e.journal(r.Task, r.ActionID)
 	if rerr != nil {
-		if _, err := e.store.claim(bg, actionID, stateRollingBack, statePromoted, e.now()); err != nil {
-			return err
-		}
+		// The record back to promoted and the refusal, in one commit.
 		j.add(audit.Entry{Actor: Host, Step: audit.StepRolledBack, Decision: "refused", Reason: rerr.Error()})
-		if err := j.flush(bg); err != nil {
+		err := j.commit(bg, func(ctx context.Context, tx *sql.Tx) error {
+			_, err := e.store.claimTx(ctx, tx, actionID, stateRollingBack, statePromoted, e.now())
+			return err
+		})
+		if err != nil {
 			return err
 		}
 		return fmt.Errorf("executor: rollback %s: %w", actionID, rerr)
@@ -52,18 +55,16 @@ func (e *Executor) Rollback(ctx context.Context, actionID string) error {
 	return e.rolledBack(bg, j, r, snap, "restored")
 }
 
-// rolledBack records a completed rollback.
+// rolledBack records a completed rollback: the record and its audit
+// entry, in one commit.
 func (e *Executor) rolledBack(ctx context.Context, j *journal, r *record, snap *sandbox.Snapshot, how string) error {
 	now := e.now()
 	r.State, r.Updated, r.RolledBack = stateRolledBack, now, now
-	if _, err := e.store.update(ctx, r, stateRollingBack); err != nil {
-		return err
-	}
 	undo := undoDiffs(snap)
 	pre, post := fileHashes(undo)
 	j.add(audit.Entry{Actor: Host, Step: audit.StepRolledBack, Decision: how, PreHash: pre, PostHash: post,
 		Detail: detail(touched(undo))})
-	return j.flush(ctx)
+	return j.commit(ctx, e.settle(r, stateRollingBack))
 }
 
 // undoDiffs describes a rollback as diffs: each path from its post-image
@@ -131,10 +132,7 @@ func (e *Executor) recover(ctx context.Context, r *record) error {
 		return e.rolledBack(ctx, j, r, snap, "recovered")
 	}
 	r.State, r.Reason, r.Updated = stateFailed, "interrupted during promotion; its effects were undone", e.now()
-	if _, err := e.store.update(ctx, r, from); err != nil {
-		return err
-	}
 	j.add(audit.Entry{Actor: Host, Step: audit.StepFailed, Decision: "recovered", Reason: r.Reason,
 		Detail: detail(touched(undoDiffs(snap)))})
-	return j.flush(ctx)
+	return j.commit(ctx, e.settle(r, from))
 }

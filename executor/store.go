@@ -94,69 +94,91 @@ func fromMicros(n int64) time.Time {
 	return time.UnixMicro(n).UTC()
 }
 
-// insert adds r as a new record.
-func (s *store) insert(ctx context.Context, r *record) error {
+// insertTx adds r as a new record, in tx.
+func (s *store) insertTx(ctx context.Context, tx *sql.Tx, r *record) error {
 	pre, err := json.Marshal(nonNil(r.PreImages))
 	if err != nil {
 		return err
 	}
 	q := s.d.Rebind(`INSERT INTO executor_actions (` + recordColumns + `)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
-	err = s.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, q, r.ActionID, r.Task, r.Requester, r.ProposalID, r.Action,
-			r.State, r.Data, r.Diff, string(pre), r.Reason, string(r.Snapshot), r.RepeatKey,
-			micros(r.Created), micros(r.Updated), micros(r.RolledBack))
-		return err
-	})
+	_, err = tx.ExecContext(ctx, q, r.ActionID, r.Task, r.Requester, r.ProposalID, r.Action,
+		r.State, r.Data, r.Diff, string(pre), r.Reason, string(r.Snapshot), r.RepeatKey,
+		micros(r.Created), micros(r.Updated), micros(r.RolledBack))
 	if err != nil {
 		return fmt.Errorf("executor: store action %s: %w", r.ActionID, err)
 	}
 	return nil
 }
 
-// update writes r's mutable columns (state, diff, pre-images, reason,
-// snapshot, times) if the record is still in state from, and reports
-// whether it was: a record another call moved on is left alone.
-func (s *store) update(ctx context.Context, r *record, from string) (bool, error) {
+// updateTx writes r's mutable columns (state, diff, pre-images, reason,
+// snapshot, times), in tx, if the record is still in state from, and
+// reports whether it was: a record another call moved on is left alone.
+func (s *store) updateTx(ctx context.Context, tx *sql.Tx, r *record, from string) (bool, error) {
 	pre, err := json.Marshal(nonNil(r.PreImages))
 	if err != nil {
 		return false, err
 	}
 	q := s.d.Rebind(`UPDATE executor_actions SET state = ?, diff = ?, pre_images = ?, reason = ?,
 		snapshot = ?, updated_at = ?, rolled_back_at = ? WHERE action_id = ? AND state = ?`)
-	var n int64
-	err = s.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, q, r.State, r.Diff, string(pre), r.Reason, string(r.Snapshot),
-			micros(r.Updated), micros(r.RolledBack), r.ActionID, from)
-		if err != nil {
-			return err
-		}
-		n, err = res.RowsAffected()
+	res, err := tx.ExecContext(ctx, q, r.State, r.Diff, string(pre), r.Reason, string(r.Snapshot),
+		micros(r.Updated), micros(r.RolledBack), r.ActionID, from)
+	return affectedOne(res, err, "update", r.ActionID)
+}
+
+// update is updateTx in a transaction of its own.
+func (s *store) update(ctx context.Context, r *record, from string) (ok bool, err error) {
+	err = s.write(ctx, "update", r.ActionID, func(ctx context.Context, tx *sql.Tx) error {
+		ok, err = s.updateTx(ctx, tx, r, from)
 		return err
 	})
+	return ok, err
+}
+
+// claimTx moves the record from state from to state to, in tx, and
+// reports whether this call did it: of two calls racing for one record,
+// one wins.
+func (s *store) claimTx(ctx context.Context, tx *sql.Tx, actionID, from, to string, now time.Time) (bool, error) {
+	q := s.d.Rebind(`UPDATE executor_actions SET state = ?, updated_at = ? WHERE action_id = ? AND state = ?`)
+	res, err := tx.ExecContext(ctx, q, to, micros(now), actionID, from)
+	return affectedOne(res, err, "claim", actionID)
+}
+
+// claim is claimTx in a transaction of its own.
+func (s *store) claim(ctx context.Context, actionID, from, to string, now time.Time) (ok bool, err error) {
+	err = s.write(ctx, "claim", actionID, func(ctx context.Context, tx *sql.Tx) error {
+		ok, err = s.claimTx(ctx, tx, actionID, from, to, now)
+		return err
+	})
+	return ok, err
+}
+
+// affectedOne reports whether the statement that gave res changed the
+// one row of actionID.
+func affectedOne(res sql.Result, err error, verb, actionID string) (bool, error) {
+	var n int64
+	if err == nil {
+		n, err = res.RowsAffected()
+	}
 	if err != nil {
-		return false, fmt.Errorf("executor: update action %s: %w", r.ActionID, err)
+		return false, fmt.Errorf("executor: %s action %s: %w", verb, actionID, err)
 	}
 	return n == 1, nil
 }
 
-// claim moves the record from state from to state to, and reports whether
-// this call did it: of two calls racing for one record, one wins.
-func (s *store) claim(ctx context.Context, actionID, from, to string, now time.Time) (bool, error) {
-	q := s.d.Rebind(`UPDATE executor_actions SET state = ?, updated_at = ? WHERE action_id = ? AND state = ?`)
-	var n int64
+// write runs op in a transaction of its own. op's errors are returned as
+// they are; those of the transaction (begin, commit, ctx) say what was
+// being done.
+func (s *store) write(ctx context.Context, verb, actionID string, op func(context.Context, *sql.Tx) error) error {
+	var opErr error
 	err := s.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, q, to, micros(now), actionID, from)
-		if err != nil {
-			return err
-		}
-		n, err = res.RowsAffected()
-		return err
+		opErr = op(ctx, tx)
+		return opErr
 	})
-	if err != nil {
-		return false, fmt.Errorf("executor: claim action %s: %w", actionID, err)
+	if err != nil && opErr == nil {
+		return fmt.Errorf("executor: %s action %s: %w", verb, actionID, err)
 	}
-	return n == 1, nil
+	return err
 }
 
 var errNoRecord = errors.New("no such action record")
