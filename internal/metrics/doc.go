@@ -1,0 +1,30 @@
+// Package metrics is snapnode's Prometheus instrumentation: what the node
+// exposes at GET /metrics, in the Prometheus text format, through the
+// Prometheus client library.
+//
+//	m := metrics.New(metrics.Options{Methods: router.Methods()})
+//	m.Observe("message/send", 0, verifyTime, handleTime)  // from the snap server
+//	m.SetRelays(func() []metrics.Relay { … })             // read at each scrape
+//	m.SetTaskStates(func(ctx context.Context) (map[string]int64, error) { … })
+//	m.SetReplaySize(func(ctx context.Context) (int64, error) { … })
+//	http.Handle("/metrics", m.Handler())
+//
+// # Series
+//
+//	snapnode_messages_total{method, outcome}      requests answered; outcome "ok" or "error"
+//	snapnode_errors_total{code}                   error responses by SNAP code
+//	snapnode_verify_seconds                       validation and signature time, a histogram
+//	snapnode_handle_seconds{method}               handler time, a histogram
+//	snapnode_relay_connections{url, state}        1 for each relay's current state
+//	snapnode_tasks{state}                         tasks in the store by state
+//	snapnode_replay_records                       records in the replay store
+//	go_*, process_*                               the runtime and the process
+//
+// Label values are bounded: a method not given in Options.Methods is
+// counted as "other", a code outside 1000–5999 as "other", so a peer
+// cannot grow the series without end by inventing method names.
+//
+// The gauges read from the node (tasks, replay records, relays) are
+// computed at scrape time, with a time limit, rather than kept up to date
+// on every change.
+package metrics

@@ -1,0 +1,195 @@
+package metrics
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Options configure Metrics.
+type Options struct {
+	// Methods are the method names counted under their own label; any
+	// other is "other".
+	Methods []string
+	// ScrapeTimeout bounds the reading of the gauges computed at scrape
+	// time (default 5 s).
+	ScrapeTimeout time.Duration
+}
+
+// Relay is one relay's connection state for snapnode_relay_connections.
+type Relay struct {
+	URL   string
+	State string // e.g. "connected", "connecting", "backoff"
+}
+
+// Metrics holds the node's collectors and their registry. It is safe for
+// concurrent use.
+type Metrics struct {
+	reg      *prometheus.Registry
+	methods  []string
+	messages *prometheus.CounterVec
+	errors   *prometheus.CounterVec
+	verify   prometheus.Histogram
+	handle   *prometheus.HistogramVec
+
+	mu      sync.Mutex // guards the sources below
+	relays  func() []Relay
+	tasks   func(context.Context) (map[string]int64, error)
+	replay  func(context.Context) (int64, error)
+	timeout time.Duration
+}
+
+// New returns Metrics with every series registered.
+func New(opts Options) *Metrics {
+	m := &Metrics{
+		reg:     prometheus.NewRegistry(),
+		methods: slices.Clone(opts.Methods),
+		timeout: opts.ScrapeTimeout,
+		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "snapnode", Name: "messages_total",
+			Help: "SNAP requests answered, by method and outcome (ok or error).",
+		}, []string{"method", "outcome"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "snapnode", Name: "errors_total",
+			Help: "SNAP error responses, by error code.",
+		}, []string{"code"}),
+		verify: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "snapnode", Name: "verify_seconds",
+			Help:    "Time to validate an inbound message, its signature included.",
+			Buckets: prometheus.ExponentialBuckets(10e-6, 2, 14), // 10 µs … 82 ms
+		}),
+		handle: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "snapnode", Name: "handle_seconds",
+			Help:    "Time a handler took to answer a verified request, by method.",
+			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 18), // 50 µs … 6.5 s
+		}, []string{"method"}),
+	}
+	if m.timeout <= 0 {
+		m.timeout = 5 * time.Second
+	}
+	m.reg.MustRegister(m.messages, m.errors, m.verify, m.handle, (*gauges)(m),
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Handler serves the metrics in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+}
+
+// Registry is the registry the series are in, for tests and for adding
+// collectors.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Observe records one answered request: its method, the SNAP error code
+// of the answer (0 for a result), the time spent validating it and the
+// time its handler took (0 when it never reached one).
+func (m *Metrics) Observe(method string, code int, verify, handle time.Duration) {
+	method = m.method(method)
+	outcome := "ok"
+	if code != 0 {
+		outcome = "error"
+		m.errors.WithLabelValues(codeLabel(code)).Inc()
+	}
+	m.messages.WithLabelValues(method, outcome).Inc()
+	if verify > 0 {
+		m.verify.Observe(verify.Seconds())
+	}
+	if handle > 0 {
+		m.handle.WithLabelValues(method).Observe(handle.Seconds())
+	}
+}
+
+func (m *Metrics) method(s string) string {
+	if slices.Contains(m.methods, s) {
+		return s
+	}
+	return "other"
+}
+
+func codeLabel(code int) string {
+	if code < 1000 || code > 5999 {
+		return "other"
+	}
+	return strconv.Itoa(code)
+}
+
+// SetRelays sets where the relays' states are read at each scrape.
+func (m *Metrics) SetRelays(f func() []Relay) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.relays = f
+}
+
+// SetTaskStates sets where the number of tasks by state is read at each
+// scrape.
+func (m *Metrics) SetTaskStates(f func(context.Context) (map[string]int64, error)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.tasks = f
+}
+
+// SetReplaySize sets where the number of replay records is read at each
+// scrape.
+func (m *Metrics) SetReplaySize(f func(context.Context) (int64, error)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.replay = f
+}
+
+// gauges is the collector of the values read at scrape time.
+type gauges Metrics
+
+var (
+	relayDesc  = prometheus.NewDesc("snapnode_relay_connections", "1 for the current connection state of each relay.", []string{"url", "state"}, nil)
+	tasksDesc  = prometheus.NewDesc("snapnode_tasks", "Tasks in the store, by state.", []string{"state"}, nil)
+	replayDesc = prometheus.NewDesc("snapnode_replay_records", "Records in the replay store.", nil, nil)
+)
+
+// Describe implements prometheus.Collector.
+func (g *gauges) Describe(ch chan<- *prometheus.Desc) {
+	ch <- relayDesc
+	ch <- tasksDesc
+	ch <- replayDesc
+}
+
+// Collect implements prometheus.Collector. A source that fails is
+// reported to the scraper as an invalid metric; the others still are.
+func (g *gauges) Collect(ch chan<- prometheus.Metric) {
+	g.mu.Lock()
+	relays, tasks, replay, timeout := g.relays, g.tasks, g.replay, g.timeout
+	g.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if relays != nil {
+		for _, r := range relays() {
+			ch <- prometheus.MustNewConstMetric(relayDesc, prometheus.GaugeValue, 1, r.URL, r.State)
+		}
+	}
+	if tasks != nil {
+		counts, err := tasks(ctx)
+		if err != nil {
+			ch <- prometheus.NewInvalidMetric(tasksDesc, err)
+		}
+		for state, n := range counts {
+			ch <- prometheus.MustNewConstMetric(tasksDesc, prometheus.GaugeValue, float64(n), state)
+		}
+	}
+	if replay != nil {
+		n, err := replay(ctx)
+		if err != nil {
+			ch <- prometheus.NewInvalidMetric(replayDesc, err)
+		} else {
+			ch <- prometheus.MustNewConstMetric(replayDesc, prometheus.GaugeValue, float64(n))
+		}
+	}
+}
+
+var _ prometheus.Collector = (*gauges)(nil)
