@@ -3,7 +3,7 @@
 // message/send, tasks/get and tasks/cancel payloads with every limit of the
 // spec; the task state machine; the Store interface with an in-memory
 // implementation; task events; and the Service the node routes those three
-// methods to.
+// methods, and the streams message/stream and tasks/resubscribe, to.
 //
 // Wiring the Service to the node's router (anything with the Registrar
 // method, such as snap.Router):
@@ -12,7 +12,7 @@
 //	svc := tasks.NewService(store, tasks.ServiceOptions{
 //		Operators: []string{operatorAddr}, // may read and cancel every task
 //	})
-//	svc.Register(router) // message/send, tasks/get, tasks/cancel
+//	svc.Register(router) // message/send, tasks/get, tasks/cancel, and the streams
 //
 // Each handler takes the requester from the verified request's from and
 // returns a *tasks.TaskResponse ({"task": …}) or a *snap.Error: 1004 naming
@@ -46,6 +46,18 @@
 //	snapshot, events, err := svc.Subscribe(ctx, from, taskID)
 //	for ev := range events { … } // closed after the final event, when ctx
 //	                            // ends, or if the reader falls behind
+//
+// On a router that also takes streaming methods (snap.Router), Register
+// adds message/stream and tasks/resubscribe. Each emits the task's events
+// as SPEC-NOTES 1.8 payloads with the task's version (ProgressUpdate for a
+// state, ArtifactUpdate for an artifact), a heartbeat while the task is
+// quiet, and ends with the task when it is terminal or needs input, or
+// after StreamMaxDuration. A requester whose stream broke resumes with
+// tasks/resubscribe {"taskId": …, "afterVersion": <last version seen>}:
+//
+//	task, err := svc.StreamMessage(ctx, from, payload, func(event any) error {
+//		return send(event) // an error ends the stream
+//	})
 //
 // Stores keep tasks with their owner and a version for optimistic
 // concurrency (Update with an expected version fails with

@@ -44,13 +44,33 @@ type ServiceOptions struct {
 	// Runner carries out the proposals messages carry; nil leaves such
 	// tasks submitted, like free text.
 	Runner Runner
+	// StreamMaxDuration bounds one message/stream or tasks/resubscribe:
+	// then the final response carries the task as it is (a free-text
+	// task stays submitted for ever). 0 means DefaultStreamMaxDuration.
+	StreamMaxDuration time.Duration
+	// StreamHeartbeat is the longest a stream stays silent: a quiet task
+	// gets a heartbeat progress event this often (an SSE client gives up
+	// after 30 s without data). 0 means DefaultStreamHeartbeat.
+	StreamHeartbeat time.Duration
+	// MaxStreams bounds the streams open at once, MaxStreamsPerRequester
+	// those of one requester; past either a stream request fails with
+	// 5002 {retryAfter}. 0 means DefaultMaxStreams and
+	// DefaultMaxStreamsPerRequester.
+	MaxStreams, MaxStreamsPerRequester int
 }
 
 // Registrar is where the Service registers its protocol handlers: the node
 // router (snap.Router). A handler's result is the response payload; its
-// error is a *snap.Error.
+// error is a *snap.Error. A Registrar that is also a StreamRegistrar gets
+// the streaming methods too.
 type Registrar interface {
 	Handle(method string, h func(ctx context.Context, req *snap.Verified) (any, error))
+}
+
+// StreamRegistrar is a Registrar of streaming methods (snap.Router): the
+// handler emits event payloads, in order, before its final result.
+type StreamRegistrar interface {
+	HandleStream(method string, h snap.StreamHandlerFunc)
 }
 
 // Service is the task engine behind message/send, tasks/get and
@@ -72,6 +92,7 @@ type Service struct {
 	keys       *keyCache
 	log        *slog.Logger
 	runner     Runner
+	streams    *streamLimits
 
 	seed      maphash.Seed
 	taskLocks [256]sync.Mutex
@@ -93,6 +114,7 @@ func NewService(store Store, opts ServiceOptions) *Service {
 		maxHistory: opts.MaxHistory,
 		log:        opts.Logger,
 		runner:     opts.Runner,
+		streams:    newStreamLimits(opts),
 		seed:       maphash.MakeSeed(),
 	}
 	if s.now == nil {
@@ -473,14 +495,19 @@ func (s *Service) TaskEvents(ctx context.Context, requester, taskID string, afte
 }
 
 // Register registers the handlers of message/send, tasks/get and
-// tasks/cancel. The requester is the request's authenticated from; a
-// success is a *TaskResponse (a snap.Shrinker) whose task has no Metadata;
-// a failure is a *snap.Error (5001, without details, for internal
-// failures).
+// tasks/cancel, and on a StreamRegistrar those of message/stream and
+// tasks/resubscribe (see StreamMessage and StreamResubscribe). The
+// requester is the request's authenticated from; a success is a
+// *TaskResponse (a snap.Shrinker) whose task has no Metadata; a failure is
+// a *snap.Error (5001, without details, for internal failures).
 func (s *Service) Register(r Registrar) {
 	r.Handle("message/send", s.handler("message/send", s.SendMessage))
 	r.Handle("tasks/get", s.handler("tasks/get", s.GetTask))
 	r.Handle("tasks/cancel", s.handler("tasks/cancel", s.CancelTask))
+	if sr, ok := r.(StreamRegistrar); ok {
+		sr.HandleStream("message/stream", s.streamHandler("message/stream", s.StreamMessage))
+		sr.HandleStream("tasks/resubscribe", s.streamHandler("tasks/resubscribe", s.StreamResubscribe))
+	}
 }
 
 type operation func(ctx context.Context, requester string, payload []byte) (*Task, error)

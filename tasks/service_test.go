@@ -772,7 +772,7 @@ func TestRegisterWithRouter(t *testing.T) {
 	s, _ := newService(t, ServiceOptions{})
 	r := snap.NewRouter()
 	s.Register(r)
-	if got := fmt.Sprint(r.Methods()); got != "[message/send tasks/cancel tasks/get]" {
+	if got := fmt.Sprint(r.Methods()); got != "[message/send message/stream tasks/cancel tasks/get tasks/resubscribe]" {
 		t.Fatalf("methods %s", got)
 	}
 }

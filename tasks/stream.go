@@ -1,0 +1,506 @@
+package tasks
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/snapnode/snapnode/snap"
+)
+
+// Defaults of the streaming options of ServiceOptions.
+const (
+	DefaultStreamMaxDuration      = 10 * time.Minute
+	DefaultStreamHeartbeat        = 25 * time.Second
+	DefaultMaxStreams             = 1000
+	DefaultMaxStreamsPerRequester = 16
+)
+
+// StreamRetryAfter is the retryAfter, in seconds, of the 5002 refusing a
+// stream past the limits.
+const StreamRetryAfter = 5
+
+// MaxAfterVersion is the largest afterVersion of a tasks/resubscribe
+// request: the largest integer a JSON number holds exactly.
+const MaxAfterVersion = 1<<53 - 1
+
+// ProgressUpdate is the payload of a progress event of message/stream and
+// tasks/resubscribe: SPEC-NOTES 1.8's {taskId, progress, message}, plus
+// the task's state. Progress is 0 for submitted, 0.5 for working and
+// input_required, 1 for the terminal states.
+//
+// Events come in four forms:
+//   - a status event: the task entered State (Timestamp is the status
+//     timestamp, Message its note or "task <state>"), Version the task
+//     event's version;
+//   - the current state, first event of tasks/resubscribe: Current true,
+//     no Version (it is a view of the task, not one of its events);
+//   - a heartbeat, sent while the task is quiet: Heartbeat true, no
+//     Version;
+//   - an artifact event too large for the transport even with one part
+//     left: ArtifactID names it, Version is the artifact event's, and
+//     Message says it was left out (the task holds it).
+//
+// Only task events carry a Version, and within one stream versions
+// strictly increase: a requester resumes with afterVersion = the last it
+// saw.
+type ProgressUpdate struct {
+	TaskID     string  `json:"taskId"`
+	Progress   float64 `json:"progress"`
+	Message    string  `json:"message"`
+	State      State   `json:"state"`
+	Timestamp  string  `json:"timestamp,omitempty"`
+	Version    int64   `json:"version,omitzero"`
+	Current    bool    `json:"current,omitzero"`
+	Heartbeat  bool    `json:"heartbeat,omitzero"`
+	ArtifactID string  `json:"artifactId,omitempty"`
+}
+
+// ArtifactUpdate is the payload of an artifact event: SPEC-NOTES 1.8's
+// {taskId, artifact: {artifactId, parts, partial}}, plus the version of
+// the task event. Artifacts are added whole, so Partial is false unless
+// the event was shrunk (snap.Shrinker) to fit the transport: parts are
+// then dropped from the end and Partial is true; with one part left and
+// still too large, the event becomes a ProgressUpdate naming the artifact.
+// The final response's task has every artifact whole.
+type ArtifactUpdate struct {
+	TaskID   string         `json:"taskId"`
+	Artifact StreamArtifact `json:"artifact"`
+	Version  int64          `json:"version"`
+
+	state   State // of the task, for the notice replacing an artifact left out
+	omitted bool
+}
+
+// StreamArtifact is an artifact as a stream event carries it.
+type StreamArtifact struct {
+	ArtifactID string `json:"artifactId"`
+	Name       string `json:"name,omitempty"`
+	Parts      []Part `json:"parts"`
+	Partial    bool   `json:"partial"`
+}
+
+var _ snap.Shrinker = (*ArtifactUpdate)(nil)
+
+// Shrink drops the artifact's last part (Partial becomes true); with one
+// part left it turns the event into a notice that the artifact was left
+// out. It reports false once it is that notice.
+func (u *ArtifactUpdate) Shrink() bool {
+	switch {
+	case u.omitted:
+		return false
+	case len(u.Artifact.Parts) > 1:
+		u.Artifact.Parts = u.Artifact.Parts[:len(u.Artifact.Parts)-1]
+		u.Artifact.Partial = true
+	default:
+		u.omitted = true
+	}
+	return true
+}
+
+// MarshalJSON writes the artifact event, or the notice that replaced it.
+func (u *ArtifactUpdate) MarshalJSON() ([]byte, error) {
+	if u.omitted {
+		return json.Marshal(ProgressUpdate{TaskID: u.TaskID, Progress: Progress(u.state), State: u.state,
+			Message:    fmt.Sprintf("artifact %s is too large for this transport; the task holds it", u.Artifact.ArtifactID),
+			Version:    u.Version,
+			ArtifactID: u.Artifact.ArtifactID,
+		})
+	}
+	type plain ArtifactUpdate // without this method
+	return json.Marshal((*plain)(u))
+}
+
+// Progress is the progress number of a state in progress events.
+func Progress(st State) float64 {
+	switch {
+	case st == StateSubmitted:
+		return 0
+	case st.Terminal():
+		return 1
+	}
+	return 0.5
+}
+
+// StreamPayload returns the payload of the stream event reporting ev:
+// a *ProgressUpdate for a status event, an *ArtifactUpdate for an artifact
+// event (state is the task's state then). It returns nil for an event of
+// another kind.
+func StreamPayload(ev Event, state State) any {
+	switch {
+	case ev.Kind == EventStatus && ev.Status != nil:
+		return statusUpdate(ev.TaskID, *ev.Status, ev.Version)
+	case ev.Kind == EventArtifact && ev.Artifact != nil:
+		return &ArtifactUpdate{TaskID: ev.TaskID, Version: ev.Version, state: state, Artifact: StreamArtifact{
+			ArtifactID: ev.Artifact.ArtifactID, Name: ev.Artifact.Name, Parts: ev.Artifact.Parts}}
+	}
+	return nil
+}
+
+func statusUpdate(taskID string, st Status, version int64) *ProgressUpdate {
+	msg := st.Message
+	if msg == "" {
+		msg = "task " + string(st.State)
+	}
+	return &ProgressUpdate{TaskID: taskID, Progress: Progress(st.State), Message: msg, State: st.State,
+		Timestamp: st.Timestamp.UTC().Format(TimestampLayout), Version: version}
+}
+
+// ResubscribeRequest is the payload of a tasks/resubscribe request.
+// AfterVersion (snapnode's extension) is the version of the last task
+// event the requester saw; nil replays every stored event.
+type ResubscribeRequest struct {
+	TaskID       string `json:"taskId"`
+	AfterVersion *int64 `json:"afterVersion,omitempty"`
+}
+
+// ParseResubscribeRequest decodes and validates a tasks/resubscribe
+// payload: taskId required, afterVersion an integer in 0…MaxAfterVersion,
+// no other member (constraint "additionalProperties", naming the first in
+// byte order). Failures are as for ParseSendRequest.
+func ParseResubscribeRequest(payload []byte) (*ResubscribeRequest, error) {
+	top, e := object(payload, root)
+	if e != nil {
+		return nil, e
+	}
+	names := make([]string, 0, len(top))
+	for name := range top {
+		if name != "taskId" && name != "afterVersion" {
+			names = append(names, name)
+		}
+	}
+	if len(names) > 0 {
+		slices.Sort(names)
+		return nil, snap.FieldError(root+"."+names[0], "additionalProperties", []string{"taskId", "afterVersion"}, names[0])
+	}
+	id, e := requiredString(top, "taskId", root)
+	if e != nil {
+		return nil, e
+	}
+	r := &ResubscribeRequest{TaskID: id}
+	if v, ok := top["afterVersion"]; ok {
+		n, e := afterVersion(v, root+".afterVersion")
+		if e != nil {
+			return nil, e
+		}
+		r.AfterVersion = &n
+	}
+	if e := snap.CheckID(root+".taskId", r.TaskID); e != nil {
+		return nil, e
+	}
+	return r, nil
+}
+
+// afterVersion reads an integer in 0…MaxAfterVersion; a number with a zero
+// fraction (3.0, 1e2) is an integer.
+func afterVersion(v jsontext.Value, path string) (int64, *snap.Error) {
+	if v.Kind() != '0' {
+		return 0, typeError(path, "integer", v)
+	}
+	lit := string(v)
+	f, err := strconv.ParseFloat(lit, 64)
+	switch {
+	case err != nil && strings.HasPrefix(lit, "-"):
+		return 0, snap.FieldError(path, "minimum", 0, lit)
+	case err != nil:
+		return 0, snap.FieldError(path, "maximum", MaxAfterVersion, lit)
+	case f != math.Trunc(f):
+		return 0, snap.FieldError(path, "type", "integer", lit)
+	case f < 0:
+		return 0, snap.FieldError(path, "minimum", 0, lit)
+	case f > MaxAfterVersion:
+		return 0, snap.FieldError(path, "maximum", MaxAfterVersion, lit)
+	}
+	return int64(f), nil
+}
+
+// streamLimits holds the streaming options and counts the open streams.
+type streamLimits struct {
+	maxDuration, heartbeat time.Duration
+	max, perRequester      int
+
+	mu   sync.Mutex
+	open int
+	by   map[string]int // requester → open streams; at most max entries
+}
+
+func newStreamLimits(opts ServiceOptions) *streamLimits {
+	l := &streamLimits{maxDuration: opts.StreamMaxDuration, heartbeat: opts.StreamHeartbeat,
+		max: opts.MaxStreams, perRequester: opts.MaxStreamsPerRequester, by: make(map[string]int)}
+	if l.maxDuration <= 0 {
+		l.maxDuration = DefaultStreamMaxDuration
+	}
+	if l.heartbeat <= 0 {
+		l.heartbeat = DefaultStreamHeartbeat
+	}
+	if l.max <= 0 {
+		l.max = DefaultMaxStreams
+	}
+	if l.perRequester <= 0 {
+		l.perRequester = DefaultMaxStreamsPerRequester
+	}
+	return l
+}
+
+// acquire takes a stream slot for requester, or fails with 5002
+// {retryAfter, limit, scope}. release gives it back (once).
+func (l *streamLimits) acquire(requester string) (release func(), err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	scope, limit := "", 0
+	switch {
+	case l.by[requester] >= l.perRequester:
+		scope, limit = "requester", l.perRequester
+	case l.open >= l.max:
+		scope, limit = "node", l.max
+	}
+	if scope != "" {
+		return nil, snap.NewError(snap.CodeRateLimitExceeded, "too many open streams; try again later",
+			map[string]any{"retryAfter": StreamRetryAfter, "limit": limit, "scope": scope})
+	}
+	l.open++
+	l.by[requester]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			l.open--
+			if l.by[requester]--; l.by[requester] <= 0 {
+				delete(l.by, requester)
+			}
+		})
+	}, nil
+}
+
+// OpenStreams returns how many streams are open.
+func (s *Service) OpenStreams() int {
+	s.streams.mu.Lock()
+	defer s.streams.mu.Unlock()
+	return s.streams.open
+}
+
+// StreamMessage handles a message/stream payload from owner: the request
+// is message/send's (same parsing, validation, ownership, idempotency,
+// and the proposals run as there), then the task's events since the
+// message arrived are emitted — all of them for a new task, or for a task
+// an idempotency key found — as ProgressUpdate and ArtifactUpdate
+// payloads, followed live, until the task is terminal or input_required
+// or StreamMaxDuration passed; the task as it is then is returned for the
+// final response. A heartbeat is emitted whenever the task was quiet for
+// StreamHeartbeat.
+//
+// The proposals run within the request, as for message/send, so their
+// events are emitted once they ran: the stream follows the task's later
+// changes live (an operator's approval, a worker).
+//
+// When emit fails (the transport is gone), or the broker drops the
+// subscription because the events are not read fast enough, the stream
+// ends and the task as it is is returned. More than MaxStreams open
+// streams, or MaxStreamsPerRequester of one requester, is 5002.
+func (s *Service) StreamMessage(ctx context.Context, owner string, payload []byte, emit func(any) error) (*Task, error) {
+	req, err := ParseSendRequest(payload)
+	if err != nil {
+		return nil, err
+	}
+	release, err := s.streams.acquire(owner)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	ctx, cancel := context.WithTimeout(ctx, s.streams.maxDuration)
+	defer cancel()
+	// The events of this message are those after the task's version
+	// now; a concurrent write may add some of its own, which are the
+	// task's events all the same.
+	var after int64
+	if req.TaskID != "" {
+		if cur, err := s.store.Get(ctx, req.TaskID); err == nil && cur.Owner == owner {
+			after = cur.Version
+		}
+	}
+	t, err := s.SendMessage(ctx, owner, payload)
+	if err != nil {
+		return nil, err
+	}
+	snapshot, backlog, live, err := s.Resubscribe(ctx, owner, t.ID, after)
+	if err != nil {
+		return nil, err
+	}
+	return s.follow(ctx, snapshot, backlog, live, emit, false)
+}
+
+// StreamResubscribe handles a tasks/resubscribe payload ({taskId,
+// afterVersion?}) from requester, who must own the task or be an operator
+// (else 1001). It emits the current state of the task (a ProgressUpdate
+// with Current), then the stored events after afterVersion (every stored
+// event without it), then the live ones with no gap or duplicate, until
+// the task is terminal, enters input_required again, or StreamMaxDuration
+// passed; the task as it is then is returned for the final response. On a
+// terminal task the stored events are emitted and the task is returned at
+// once. Heartbeats, limits and the end of a stream are as for
+// StreamMessage.
+func (s *Service) StreamResubscribe(ctx context.Context, requester string, payload []byte, emit func(any) error) (*Task, error) {
+	req, err := ParseResubscribeRequest(payload)
+	if err != nil {
+		return nil, err
+	}
+	release, err := s.streams.acquire(requester)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	ctx, cancel := context.WithTimeout(ctx, s.streams.maxDuration)
+	defer cancel()
+	var after int64
+	if req.AfterVersion != nil {
+		after = *req.AfterVersion
+	}
+	snapshot, backlog, live, err := s.Resubscribe(ctx, requester, req.TaskID, after)
+	if err != nil {
+		return nil, err
+	}
+	return s.follow(ctx, snapshot, backlog, live, emit, true)
+}
+
+// follow emits a stream: the current state (resubscribe), the backlog,
+// then the live events, and returns the task as it is at the end. A
+// message/stream ends at once when the task is terminal or
+// input_required after the backlog; a resubscription ends at once only on
+// a terminal task (one in input_required waits for what the operator or
+// requester does next).
+func (s *Service) follow(ctx context.Context, t *Task, backlog []Event, live <-chan Event, emit func(any) error, resubscribe bool) (*Task, error) {
+	f := &follower{emit: emit, id: t.ID, state: t.Status.State}
+	if resubscribe {
+		cur := statusUpdate(t.ID, t.Status, 0)
+		if t.Status.Message == "" {
+			cur.Message = "task is " + string(t.Status.State)
+		}
+		cur.Current = true
+		if f.emit(cur) != nil {
+			return s.finalTask(ctx, t)
+		}
+	}
+	for _, ev := range backlog {
+		if f.event(ev) != nil {
+			return s.finalTask(ctx, t)
+		}
+	}
+	f.state = t.Status.State
+	if st := t.Status.State; st.Terminal() || (!resubscribe && st == StateInputRequired) {
+		return s.finalTask(ctx, t)
+	}
+	f.version = max(f.version, t.Version)
+	heartbeat := time.NewTimer(s.streams.heartbeat)
+	defer heartbeat.Stop()
+	for {
+		select {
+		case ev, ok := <-live:
+			if !ok {
+				// The final event passed, ctx ended, or the broker
+				// dropped a subscriber that fell behind: the final
+				// response carries the whole task.
+				return s.finalTask(ctx, t)
+			}
+			if ev.Version <= f.version {
+				continue
+			}
+			if f.event(ev) != nil {
+				return s.finalTask(ctx, t)
+			}
+			if ev.Kind == EventStatus && ev.Status != nil &&
+				(ev.Status.State.Terminal() || ev.Status.State == StateInputRequired) {
+				return s.finalTask(ctx, t)
+			}
+			heartbeat.Reset(s.streams.heartbeat)
+		case <-heartbeat.C:
+			if f.emit(&ProgressUpdate{TaskID: f.id, Progress: Progress(f.state), State: f.state,
+				Message: "task still " + string(f.state), Heartbeat: true}) != nil {
+				return s.finalTask(ctx, t)
+			}
+			heartbeat.Reset(s.streams.heartbeat)
+		case <-ctx.Done():
+			return s.finalTask(ctx, t)
+		}
+	}
+}
+
+// follower emits the events of one stream and tracks the task's state and
+// the last version emitted.
+type follower struct {
+	emit    func(any) error
+	id      string
+	state   State
+	version int64
+}
+
+func (f *follower) event(ev Event) error {
+	p := StreamPayload(ev, f.state)
+	if p == nil {
+		return nil
+	}
+	if ev.Kind == EventStatus {
+		f.state = ev.Status.State
+	}
+	f.version = ev.Version
+	return f.emit(p)
+}
+
+// finalTaskTimeout bounds the read of the task for a final response, which
+// is made even after the stream's context ended.
+const finalTaskTimeout = 10 * time.Second
+
+// finalTask reads the task as it is for the final response; t is the
+// snapshot the stream began with, for its id.
+func (s *Service) finalTask(ctx context.Context, t *Task) (*Task, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalTaskTimeout)
+	defer cancel()
+	cur, err := s.store.Get(ctx, t.ID)
+	if errors.Is(err, ErrNotFound) {
+		return nil, notFound(t.ID) // pruned meanwhile
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tasks: stream: %w", err)
+	}
+	return cur, nil
+}
+
+type streamOperation func(ctx context.Context, requester string, payload []byte, emit func(any) error) (*Task, error)
+
+// streamHandler adapts a stream operation to snap, as handler does for the
+// others: the same checks of the request, the task without Metadata in a
+// *TaskResponse, errors as *snap.Error.
+func (s *Service) streamHandler(method string, op streamOperation) snap.StreamHandlerFunc {
+	return func(ctx context.Context, req *snap.Verified, emit func(any) error) (any, error) {
+		switch {
+		case req == nil || req.Message == nil:
+			s.log.Error("tasks: handler called without a message", "method", method)
+			return nil, snap.NewError(snap.CodeInternal, "internal error", nil)
+		case req.Type != snap.TypeRequest:
+			return nil, snap.NewError(snap.CodeInvalidMessage, "only requests are handled",
+				map[string]any{"field": "type", "reason": "not a request"})
+		case !req.Signed:
+			return nil, snap.NewError(snap.CodeSignatureMissing, "a request must be signed",
+				map[string]any{"field": "sig", "required": true})
+		}
+		t, err := op(ctx, req.From, req.Payload, emit)
+		if err != nil {
+			var se *snap.Error
+			if errors.As(err, &se) {
+				return nil, se
+			}
+			s.log.Error("tasks: request failed", "method", method, "from", req.From, "id", req.ID, "err", err)
+			return nil, snap.NewError(snap.CodeInternal, "internal error", nil)
+		}
+		return &TaskResponse{Task: forPeer(t)}, nil
+	}
+}

@@ -1,0 +1,626 @@
+package tasks
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/snap"
+)
+
+var _ StreamRegistrar = (*snap.Router)(nil)
+
+// streamEvent is an emitted payload as a requester decodes it, with the
+// moment (bubble time in synctest) it was emitted.
+type streamEvent struct {
+	TaskID    string   `json:"taskId"`
+	Progress  *float64 `json:"progress"`
+	Message   string   `json:"message"`
+	State     State    `json:"state"`
+	Version   int64    `json:"version"`
+	Current   bool     `json:"current"`
+	Heartbeat bool     `json:"heartbeat"`
+	Artifact  *struct {
+		ArtifactID string `json:"artifactId"`
+		Parts      []Part `json:"parts"`
+		Partial    bool   `json:"partial"`
+	} `json:"artifact"`
+	at time.Time
+}
+
+func (e streamEvent) String() string {
+	switch {
+	case e.Heartbeat:
+		return "heartbeat:" + string(e.State)
+	case e.Current:
+		return "current:" + string(e.State)
+	case e.Artifact != nil:
+		return fmt.Sprintf("%d:artifact:%s", e.Version, e.Artifact.ArtifactID)
+	}
+	return fmt.Sprintf("%d:%s", e.Version, e.State)
+}
+
+// recorder collects emitted payloads, marshaled and decoded as a
+// transport and a requester would.
+type recorder struct {
+	mu     sync.Mutex
+	events []streamEvent
+	fail   int // emit fails from this event on (1-based); 0: never
+}
+
+func (r *recorder) emit(p any) error {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	var e streamEvent
+	if err := json.Unmarshal(b, &e); err != nil {
+		return err
+	}
+	e.at = time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fail > 0 && len(r.events)+1 >= r.fail {
+		return errors.New("transport gone")
+	}
+	r.events = append(r.events, e)
+	return nil
+}
+
+func (r *recorder) got() []streamEvent {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]streamEvent(nil), r.events...)
+}
+
+func (r *recorder) summary() string {
+	var parts []string
+	for _, e := range r.got() {
+		parts = append(parts, e.String())
+	}
+	return strings.Join(parts, " ")
+}
+
+// versions returns the versions of the task events among evs, checking
+// that they strictly increase.
+func versions(t *testing.T, evs []streamEvent) []int64 {
+	t.Helper()
+	var out []int64
+	for _, e := range evs {
+		if e.Heartbeat || e.Current {
+			if e.Version != 0 {
+				t.Fatalf("a heartbeat or current-state event carries version %d", e.Version)
+			}
+			continue
+		}
+		if len(out) > 0 && e.Version <= out[len(out)-1] {
+			t.Fatalf("version %d after %d", e.Version, out[len(out)-1])
+		}
+		out = append(out, e.Version)
+	}
+	return out
+}
+
+// storedVersions returns the versions of the task's stored events after
+// `after`.
+func storedVersions(t *testing.T, s *Service, id string, after int64) []int64 {
+	t.Helper()
+	evs, err := s.TaskEvents(context.Background(), alice, id, after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int64
+	for _, e := range evs {
+		out = append(out, e.Version)
+	}
+	return out
+}
+
+// running runs a stream operation in the background; wait returns its
+// result.
+type running struct {
+	done chan struct{}
+	task *Task
+	err  error
+}
+
+func start(f func() (*Task, error)) *running {
+	r := &running{done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		r.task, r.err = f()
+	}()
+	return r
+}
+
+func (r *running) finished() bool {
+	select {
+	case <-r.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (r *running) wait(t *testing.T) *Task {
+	t.Helper()
+	<-r.done
+	if r.err != nil {
+		t.Fatalf("stream: %v", r.err)
+	}
+	return r.task
+}
+
+func resubscribePayload(id string, after int64) string {
+	if after < 0 {
+		return fmt.Sprintf(`{"taskId":%q}`, id)
+	}
+	return fmt.Sprintf(`{"taskId":%q,"afterVersion":%d}`, id, after)
+}
+
+func artifact(id string, parts ...string) Artifact {
+	a := Artifact{ArtifactID: id}
+	for _, p := range parts {
+		a.Parts = append(a.Parts, TextPart(p))
+	}
+	return a
+}
+
+// A message/stream whose proposals run at once: the task's events in
+// version order, then the completed task.
+func TestStreamMessageProposal(t *testing.T) {
+	r := &recordingRunner{out: func(Job) (Outcome, error) {
+		return Outcome{State: StateCompleted, Note: "done", Artifacts: []Artifact{artifact("result", "ok"), artifact("diff", "+x")}}, nil
+	}}
+	s, _ := newService(t, ServiceOptions{Runner: r})
+	rec := &recorder{}
+	task, err := s.StreamMessage(context.Background(), alice, []byte(proposalMessage(writeProposal)), rec.emit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.summary(); got != "1:submitted 2:working 3:artifact:result 4:artifact:diff 5:completed" {
+		t.Fatalf("events %s", got)
+	}
+	evs := rec.got()
+	if evs[4].Message != "done" || *evs[4].Progress != 1 || *evs[1].Progress != 0.5 || *evs[0].Progress != 0 || evs[0].TaskID != task.ID {
+		t.Errorf("status events %+v", evs)
+	}
+	if a := evs[2].Artifact; a.Partial || len(a.Parts) != 1 || *a.Parts[0].Text != "ok" {
+		t.Errorf("artifact event %+v", a)
+	}
+	if task.Status.State != StateCompleted || len(task.Artifacts) != 2 || task.Version != 5 {
+		t.Fatalf("final task %+v", task)
+	}
+	if n := s.OpenStreams(); n != 0 {
+		t.Fatalf("%d streams open after the end", n)
+	}
+}
+
+// message/stream follows the task live until input_required; continuing
+// the task streams only what this message caused.
+func TestStreamMessageLive(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		s, _ := newService(t, ServiceOptions{})
+		rec := &recorder{}
+		run := start(func() (*Task, error) {
+			return s.StreamMessage(ctx, alice, []byte(send(`{"text":"hello"}`)), rec.emit)
+		})
+		synctest.Wait()
+		if run.finished() || rec.summary() != "1:submitted" {
+			t.Fatalf("before any change: %s (finished %v)", rec.summary(), run.finished())
+		}
+		id := rec.got()[0].TaskID
+		s.Transition(ctx, id, StateWorking, "")
+		s.AddArtifact(ctx, id, artifact("a1", "one"))
+		synctest.Wait()
+		if run.finished() {
+			t.Fatal("the stream ended while the task works")
+		}
+		s.Transition(ctx, id, StateInputRequired, "which file?")
+		task := run.wait(t)
+		if got := rec.summary(); got != "1:submitted 2:working 3:artifact:a1 4:input_required" {
+			t.Fatalf("events %s", got)
+		}
+		if task.Status.State != StateInputRequired || task.Version != 4 || len(task.Artifacts) != 1 {
+			t.Fatalf("final task %+v", task)
+		}
+		synctest.Wait() // the broker lets go of a canceled subscription in the background
+		if s.Events().Subscribers(id) != 0 {
+			t.Fatal("subscription left behind")
+		}
+
+		// The answer moves it back to working: only the events from here.
+		rec2 := &recorder{}
+		run = start(func() (*Task, error) {
+			return s.StreamMessage(ctx, alice, []byte(continuePayload(id, "m2", "notes.txt")), rec2.emit)
+		})
+		synctest.Wait()
+		s.Transition(ctx, id, StateCompleted, "")
+		run.wait(t)
+		// Version 5 is the answer's history and its status (one write).
+		if got := rec2.summary(); got != "5:working 6:completed" {
+			t.Fatalf("continued stream: %s", got)
+		}
+	})
+}
+
+// A quiet task gets a heartbeat at least every StreamHeartbeat, counted
+// from the last event; the stream ends at StreamMaxDuration with the task
+// as it is.
+func TestStreamHeartbeatAndMaxDuration(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		s, _ := newService(t, ServiceOptions{StreamHeartbeat: 25 * time.Second, StreamMaxDuration: 610 * time.Second})
+		rec := &recorder{}
+		begin := time.Now()
+		run := start(func() (*Task, error) {
+			return s.StreamMessage(ctx, alice, []byte(send(`{"text":"free text"}`)), rec.emit)
+		})
+		synctest.Wait()
+		id := rec.got()[0].TaskID
+		time.Sleep(40 * time.Second) // one heartbeat at 25 s
+		s.AddArtifact(ctx, id, artifact("note", "still thinking"))
+		task := run.wait(t)
+		if elapsed := time.Since(begin); elapsed != 610*time.Second {
+			t.Fatalf("the stream lasted %v, want the maximum of 610s", elapsed)
+		}
+		if task.Status.State != StateSubmitted || len(task.Artifacts) != 1 {
+			t.Fatalf("final task %+v", task)
+		}
+		evs := rec.got()
+		var beats []time.Duration
+		last := begin
+		for i, e := range evs {
+			if gap := e.at.Sub(last); gap > 25*time.Second {
+				t.Fatalf("event %d (%s) came %v after the previous one", i, e, gap)
+			}
+			last = e.at
+			if e.Heartbeat {
+				if e.State != StateSubmitted || e.TaskID != id || *e.Progress != 0 {
+					t.Fatalf("heartbeat %+v", e)
+				}
+				beats = append(beats, e.at.Sub(begin))
+			}
+		}
+		// 25 s, then counted from the artifact at 40 s: 65, 90, … 590.
+		want := []time.Duration{25 * time.Second}
+		for d := 65 * time.Second; d < 610*time.Second; d += 25 * time.Second {
+			want = append(want, d)
+		}
+		if fmt.Sprint(beats) != fmt.Sprint(want) {
+			t.Fatalf("heartbeats at %v, want %v", beats, want)
+		}
+		if got := versions(t, evs); fmt.Sprint(got) != "[1 2]" {
+			t.Fatalf("task event versions %v", got)
+		}
+	})
+}
+
+// tasks/resubscribe: the current state, then the stored events after
+// afterVersion (all without it), then live ones, with no gap or duplicate.
+func TestStreamResubscribe(t *testing.T) {
+	for _, after := range []int64{-1, 0, 2, 3} {
+		t.Run(fmt.Sprint("after=", after), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx := context.Background()
+				s, _ := newService(t, ServiceOptions{})
+				id := mustSend(t, s, alice, send(`{"text":"x"}`)).ID
+				s.Transition(ctx, id, StateWorking, "started")
+				s.AddArtifact(ctx, id, artifact("a1", "one"))
+				rec := &recorder{}
+				run := start(func() (*Task, error) {
+					return s.StreamResubscribe(ctx, alice, []byte(resubscribePayload(id, after)), rec.emit)
+				})
+				synctest.Wait()
+				s.AddArtifact(ctx, id, artifact("a2", "two"))
+				s.Transition(ctx, id, StateCompleted, "")
+				task := run.wait(t)
+				evs := rec.got()
+				if len(evs) == 0 || !evs[0].Current || evs[0].State != StateWorking || evs[0].Message != "started" {
+					t.Fatalf("first event %v, want the current state", evs)
+				}
+				from := max(after, 0)
+				if got, want := versions(t, evs), storedVersions(t, s, id, from); fmt.Sprint(got) != fmt.Sprint(want) {
+					t.Fatalf("versions %v, want the stored ones after %d: %v (%s)", got, from, want, rec.summary())
+				}
+				if task.Status.State != StateCompleted || len(task.Artifacts) != 2 {
+					t.Fatalf("final %+v", task)
+				}
+			})
+		})
+	}
+}
+
+// A requester whose stream broke resumes after the last version it saw and
+// misses nothing, twice over.
+func TestStreamResubscribeAfterDrop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		s, _ := newService(t, ServiceOptions{})
+		first := &recorder{fail: 3} // the transport dies at the third event
+		run := start(func() (*Task, error) {
+			return s.StreamMessage(ctx, alice, []byte(send(`{"text":"x"}`)), first.emit)
+		})
+		synctest.Wait()
+		id := first.got()[0].TaskID
+		s.Transition(ctx, id, StateWorking, "")
+		s.AddArtifact(ctx, id, artifact("a1", "one"))
+		run.wait(t)
+		if got := first.summary(); got != "1:submitted 2:working" {
+			t.Fatalf("first stream %s", got)
+		}
+		synctest.Wait() // the broker lets go of a canceled subscription in the background
+		if s.Events().Subscribers(id) != 0 || s.OpenStreams() != 0 {
+			t.Fatal("a dead stream kept its subscription or slot")
+		}
+		s.AddArtifact(ctx, id, artifact("a2", "two")) // while nobody listens
+
+		second := &recorder{}
+		run = start(func() (*Task, error) {
+			return s.StreamResubscribe(ctx, alice, []byte(resubscribePayload(id, 2)), second.emit)
+		})
+		synctest.Wait()
+		s.Transition(ctx, id, StateCompleted, "")
+		run.wait(t)
+		seen := append(versions(t, first.got()), versions(t, second.got())...)
+		if want := storedVersions(t, s, id, 0); fmt.Sprint(seen) != fmt.Sprint(want) {
+			t.Fatalf("versions seen over two streams %v, want %v", seen, want)
+		}
+	})
+}
+
+// On a terminal task: the stored events, then the final response at once.
+// On one in input_required, it waits for what comes next.
+func TestStreamResubscribeStates(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newService(t, ServiceOptions{})
+	id := mustSend(t, s, alice, send(`{"text":"x"}`)).ID
+	s.Transition(ctx, id, StateWorking, "")
+	s.Transition(ctx, id, StateCompleted, "")
+	rec := &recorder{}
+	task, err := s.StreamResubscribe(ctx, alice, []byte(resubscribePayload(id, -1)), rec.emit)
+	if err != nil || task.Status.State != StateCompleted {
+		t.Fatalf("terminal: %v %v", task, err)
+	}
+	if got := rec.summary(); got != "current:completed 1:submitted 2:working 3:completed" {
+		t.Fatalf("terminal task: %s", got)
+	}
+
+	synctest.Test(t, func(t *testing.T) {
+		s, _ := newService(t, ServiceOptions{})
+		id := mustSend(t, s, alice, send(`{"text":"x"}`)).ID
+		s.Transition(ctx, id, StateWorking, "")
+		s.Transition(ctx, id, StateInputRequired, "confirm?")
+		rec := &recorder{}
+		run := start(func() (*Task, error) {
+			return s.StreamResubscribe(ctx, alice, []byte(resubscribePayload(id, 3)), rec.emit)
+		})
+		synctest.Wait()
+		if run.finished() {
+			t.Fatal("a resubscription to a task waiting for input ended at once")
+		}
+		s.Transition(ctx, id, StateWorking, "approved")
+		s.Transition(ctx, id, StateCompleted, "")
+		run.wait(t)
+		if got := rec.summary(); got != "current:input_required 4:working 5:completed" {
+			t.Fatalf("events %s", got)
+		}
+	})
+}
+
+// A subscriber that stops reading is dropped by the broker without
+// delaying the others; when it reads again its stream ends with the whole
+// task.
+func TestStreamStalledSubscriber(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		s, _ := newService(t, ServiceOptions{EventBuffer: 2})
+		id := mustSend(t, s, alice, send(`{"text":"x"}`)).ID
+		gate := make(chan struct{})
+		var stalledN int
+		stalled := start(func() (*Task, error) {
+			return s.StreamResubscribe(ctx, alice, []byte(resubscribePayload(id, 1)), func(any) error {
+				if stalledN++; stalledN > 1 { // the current state passes, then it stops reading
+					<-gate
+				}
+				return nil
+			})
+		})
+		healthy := &recorder{}
+		run := start(func() (*Task, error) {
+			return s.StreamResubscribe(ctx, alice, []byte(resubscribePayload(id, 1)), healthy.emit)
+		})
+		synctest.Wait()
+		// The healthy reader keeps up (it runs between two writes); the
+		// stalled one's buffer of 2 fills and it is dropped. No write
+		// waits for either.
+		s.Transition(ctx, id, StateWorking, "")
+		synctest.Wait()
+		for i := range 6 {
+			if _, err := s.AddArtifact(ctx, id, artifact(fmt.Sprint("a", i), "x")); err != nil {
+				t.Fatal(err)
+			}
+			synctest.Wait()
+		}
+		s.Transition(ctx, id, StateCompleted, "")
+		task := run.wait(t) // while the stalled one still blocks
+		if got := fmt.Sprint(versions(t, healthy.got())); got != fmt.Sprint(storedVersions(t, s, id, 1)) {
+			t.Fatalf("healthy subscriber got %v", got)
+		}
+		if task.Status.State != StateCompleted || stalled.finished() {
+			t.Fatalf("healthy final %v; stalled finished %v", task.Status.State, stalled.finished())
+		}
+		close(gate)
+		final := stalled.wait(t)
+		if final.Status.State != StateCompleted || len(final.Artifacts) != 6 {
+			t.Fatalf("stalled subscriber's final task: %s with %d artifacts", final.Status.State, len(final.Artifacts))
+		}
+		if stalledN >= 1+len(storedVersions(t, s, id, 1)) {
+			t.Fatalf("the stalled subscriber got all %d events: it was not dropped", stalledN)
+		}
+	})
+}
+
+// Streams are bounded per requester and in all; a refusal is 5002 with
+// retryAfter, and a slot comes back when its stream ends.
+func TestStreamLimits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		s, _ := newService(t, ServiceOptions{MaxStreams: 2, MaxStreamsPerRequester: 1})
+		open := func(who string) *running {
+			return start(func() (*Task, error) {
+				return s.StreamMessage(ctx, who, []byte(send(`{"text":"x"}`)), func(any) error { return nil })
+			})
+		}
+		a := open(alice)
+		synctest.Wait()
+		_, err := s.StreamMessage(ctx, alice, []byte(send(`{"text":"y"}`)), nil)
+		wantSnap(t, err, snap.CodeRateLimitExceeded, map[string]any{"retryAfter": StreamRetryAfter, "scope": "requester", "limit": 1})
+		b := open(bob)
+		synctest.Wait()
+		_, err = s.StreamResubscribe(ctx, operator, []byte(resubscribePayload("t", -1)), nil)
+		wantSnap(t, err, snap.CodeRateLimitExceeded, map[string]any{"scope": "node", "limit": 2})
+		if s.OpenStreams() != 2 || a.finished() || b.finished() {
+			t.Fatalf("%d open", s.OpenStreams())
+		}
+		cancel()
+		a.wait(t)
+		b.wait(t)
+		if s.OpenStreams() != 0 || len(s.streams.by) != 0 {
+			t.Fatalf("%d streams open, %d requesters counted after all ended", s.OpenStreams(), len(s.streams.by))
+		}
+	})
+}
+
+// The request is message/send's: the same errors, ownership and
+// idempotency.
+func TestStreamRequests(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newService(t, ServiceOptions{})
+	mine := mustSend(t, s, alice, send(`{"text":"x"}`))
+	s.Transition(ctx, mine.ID, StateWorking, "")
+	s.Transition(ctx, mine.ID, StateCompleted, "")
+	nop := func(any) error { return nil }
+	_, err := s.StreamMessage(ctx, alice, []byte(sendMsg(`"messageId":"m1","role":"robot","parts":[{"text":"x"}]`)), nop)
+	wantSnap(t, err, snap.CodeInvalidPayload, map[string]any{"field": "payload.message.role"})
+	_, err = s.StreamMessage(ctx, bob, []byte(continuePayload(mine.ID, "m2", "mine now")), nop)
+	wantSnap(t, err, snap.CodeTaskNotFound, map[string]any{"taskId": mine.ID})
+	_, err = s.StreamMessage(ctx, alice, []byte(continuePayload(mine.ID, "m2", "again")), nop)
+	wantSnap(t, err, snap.CodeInvalidPayload, map[string]any{"field": "payload.taskId", "constraint": "state"})
+	_, err = s.StreamResubscribe(ctx, bob, []byte(resubscribePayload(mine.ID, -1)), nop)
+	wantSnap(t, err, snap.CodeTaskNotFound, map[string]any{"taskId": mine.ID})
+	_, err = s.StreamResubscribe(ctx, alice, []byte(`{"taskId":"x","after":1}`), nop)
+	wantSnap(t, err, snap.CodeInvalidPayload, map[string]any{"field": "payload.after", "constraint": "additionalProperties"})
+	// An operator may watch any task.
+	if task, err := s.StreamResubscribe(ctx, operator, []byte(resubscribePayload(mine.ID, -1)), nop); err != nil || task.ID != mine.ID {
+		t.Fatalf("operator: %v", err)
+	}
+
+	// A repeated idempotency key streams the task it made, not a new one.
+	synctest.Test(t, func(t *testing.T) {
+		s, store := newService(t, ServiceOptions{StreamMaxDuration: time.Minute})
+		p := []byte(`{"idempotencyKey":"k1","message":{"messageId":"m1","role":"user","parts":[{"text":"x"}]}}`)
+		first, err := s.StreamMessage(ctx, alice, p, nop)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := &recorder{}
+		again, err := s.StreamMessage(ctx, alice, p, rec.emit)
+		if err != nil || again.ID != first.ID || store.Len() != 1 {
+			t.Fatalf("again: %v %v (%d tasks)", again, err, store.Len())
+		}
+		if got := rec.summary(); !strings.HasPrefix(got, "1:submitted") {
+			t.Fatalf("repeated key's stream: %s", got)
+		}
+	})
+}
+
+// Through the node's router and a snap.Server: events are signed event
+// messages within the size limit (an artifact too large loses parts, then
+// becomes a notice), then one final response with the whole task.
+func TestStreamThroughServer(t *testing.T) {
+	r := &recordingRunner{out: func(Job) (Outcome, error) {
+		return Outcome{State: StateCompleted, Artifacts: []Artifact{
+			artifact("small", "ok"),
+			artifact("three", strings.Repeat("a", 700), strings.Repeat("b", 700), strings.Repeat("c", 700)),
+			artifact("huge", strings.Repeat("z", 5000)),
+		}}, nil
+	}}
+	svc, _ := newService(t, ServiceOptions{Runner: r})
+	router := snap.NewRouter()
+	svc.Register(router)
+	server, raw := testServer(t, router, 2500, "message/stream", proposalMessage(writeProposal))
+	var events []streamEvent
+	var sizes []int
+	final := server.Stream(context.Background(), snap.Inbound{Raw: raw}, func(m *snap.Message) error {
+		b, _ := m.MarshalJSON()
+		sizes = append(sizes, len(b))
+		if m.Type != snap.TypeEvent || m.Method != "message/stream" || m.Sig == "" {
+			t.Fatalf("event envelope %s", b)
+		}
+		var e streamEvent
+		json.Unmarshal(m.Payload, &e)
+		events = append(events, e)
+		return nil
+	})
+	var names []string
+	for i, e := range events {
+		if sizes[i] > 2500 {
+			t.Fatalf("event %d is %d bytes, over the limit", i, sizes[i])
+		}
+		names = append(names, e.String())
+	}
+	// The notice replacing the huge artifact reads as a status line.
+	if got := strings.Join(names, " "); got != "1:submitted 2:working 3:artifact:small 4:artifact:three 5:working 6:completed" {
+		t.Fatalf("events %s", got)
+	}
+	if a := events[3].Artifact; a == nil || !a.Partial || len(a.Parts) != 2 {
+		t.Fatalf("three-part artifact in 2500 bytes: %+v, want two parts, partial", a)
+	}
+	if n := events[4]; n.Artifact != nil || n.Version != 5 || !strings.Contains(n.Message, "huge") || n.State != StateWorking {
+		t.Fatalf("huge artifact: %+v, want a notice at version 5", n)
+	}
+	if fmt.Sprint(versions(t, events)) != "[1 2 3 4 5 6]" {
+		t.Fatalf("versions %v", versions(t, events))
+	}
+	// The whole task is larger than the limit: the final response says so.
+	if final.Type != snap.TypeResponse || !strings.Contains(string(final.Payload), `"code":5001`) {
+		t.Fatalf("final %s", final.Payload)
+	}
+	// With room for it, the final response is the whole task.
+	server, raw = testServer(t, router, 0, "message/stream", proposalMessage(writeProposal))
+	n := 0
+	final = server.Stream(context.Background(), snap.Inbound{Raw: raw}, func(*snap.Message) error { n++; return nil })
+	var resp TaskResponse
+	if err := json.Unmarshal(final.Payload, &resp); err != nil || resp.Task.Status.State != StateCompleted || len(resp.Task.Artifacts) != 3 || n != 6 {
+		t.Fatalf("final %s after %d events (%v)", final.Payload, n, err)
+	}
+}
+
+// testServer returns a snap.Server of a node on router with the size
+// limit, and a request from alice's key to it.
+func testServer(t *testing.T, router *snap.Router, limit int, method, payload string) (*snap.Server, []byte) {
+	t.Helper()
+	node, _ := identity.FromHex(strings.Repeat("0b", 32))
+	peer, _ := identity.FromHex(strings.Repeat("0a", 32))
+	self := node.Address(identity.Mainnet)
+	server := snap.NewServer(snap.ServerConfig{Key: node, Router: router, MaxResponseSize: limit,
+		Logger:    slog.New(slog.DiscardHandler),
+		Validator: snap.NewValidator(snap.Config{Self: self, Replay: snap.NewMemoryReplayStore(0)})})
+	m := &snap.Message{ID: snap.NewID(), Version: snap.ProtocolVersion, Type: snap.TypeRequest, Method: method,
+		From: peer.Address(identity.Mainnet), To: self, Payload: []byte(payload), Timestamp: time.Now().Unix()}
+	if err := m.Sign(peer); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := m.MarshalJSON()
+	return server, raw
+}
