@@ -15,6 +15,7 @@ import WebSocket from 'ws';
 import { Relay, useWebSocketImplementation } from 'nostr-tools/relay';
 import { matchFilters } from 'nostr-tools/filter';
 import * as snap from './snap.mjs';
+import { cmdHttpRequest, cmdHttpDiscover } from './http.mjs';
 
 useWebSocketImplementation(WebSocket);
 
@@ -68,6 +69,22 @@ Every command prints JSON lines on standard output.
       "response","verified","checks","failures","reasons"}. Exit 0 when
       every attempt got a verified response, 1 when a reply failed
       verification, 3 on time-out, 4 when no relay took the event.
+
+  http-request --url URL --to-address ADDR [--secret HEX] [--transport http|sse|ws]
+               [--method M] [--payload JSON] [--timeout-ms N]
+      One signed request the way the SDK's HttpTransport (http: POST with
+      only Content-Type; sse: Accept: text/event-stream, read to EOF) or
+      WebSocketTransport (ws: a connection per request; the first frame,
+      or frames up to the response for stream methods) sends it. Prints
+      {"message","verified","failures"} per message received, then
+      {"status","contentType","snapVersion","frames","framing","order","ok"}.
+      Exit 0 when every message verified, the framing is exact and a
+      stream is events then exactly one response; else 1.
+
+  http-discover --url BASE [--timeout-ms N]
+      Fetches BASE/.well-known/snap-agent.json and verifies it (JCS(card)
+      "|" timestamp, SHA-256, BIP-340 against publicKey, publicKey = Q of
+      card.identity). Prints {"url","signed","checks","failures","verified"}.
 `;
 
 // ------------------------------------------------------------------ flags
@@ -680,6 +697,8 @@ const COMMANDS = {
   'card-event': cmdCardEvent,
   discover: cmdDiscover,
   request: cmdRequest,
+  'http-request': (flags) => cmdHttpRequest(flags, { keysFlag, jsonFlag, intFlag, need, out, defaultPayload }),
+  'http-discover': (flags) => cmdHttpDiscover(flags, { need, intFlag, out }),
 };
 
 async function main(argv) {
