@@ -93,8 +93,28 @@ type Response struct {
 // Request signs req, sends it to t and waits, until ctx ends, for the
 // first response that passes every check. Replies that fail a check are
 // logged as warnings and ignored, so a forger cannot pre-empt the answer;
-// when none passes, the error says what was rejected.
+// when none passes, the error says what was rejected. Stream events (a
+// streaming method's) are skipped, as SDK peers skip them.
 func (c *Client) Request(ctx context.Context, t Target, req Request) (*Response, error) {
+	return c.exchange(ctx, t, req, nil)
+}
+
+// RequestStream is Request for a streaming method (message/stream,
+// tasks/resubscribe): onEvent is called with each verified event (type
+// "event", signed by t, to us, the request's method) as it arrives, then
+// the final response is returned. Over several relays events may arrive
+// out of order: the task version in their payloads orders them. An error
+// from onEvent stops the wait and is returned.
+func (c *Client) RequestStream(ctx context.Context, t Target, req Request, onEvent func(*Response) error) (*Response, error) {
+	if onEvent == nil {
+		onEvent = func(*Response) error { return nil }
+	}
+	return c.exchange(ctx, t, req, onEvent)
+}
+
+// exchange sends req and waits for its response; events go to onEvent, or
+// are skipped when it is nil.
+func (c *Client) exchange(ctx context.Context, t Target, req Request, onEvent func(*Response) error) (*Response, error) {
 	to, err := identity.ParseAddress(t.Address)
 	if err != nil {
 		return nil, fmt.Errorf("relay: target: %w", err)
@@ -160,19 +180,34 @@ func (c *Client) Request(ctx context.Context, t Target, req Request) (*Response,
 			if !ok {
 				return nil, fmt.Errorf("relay: subscription ended: %w", ErrTimeout)
 			}
-			resp, err := c.check(ctx, validator, t, ev.ID, rev)
+			resp, err := c.check(ctx, validator, t, ev.ID, req.Method, rev)
 			if err != nil {
 				c.logger.Warn("rejected a reply", "event", rev.ID, "from", rev.PubKey, "err", err)
-				rejected = append(rejected, err)
+				if len(rejected) < maxRejected {
+					rejected = append(rejected, err)
+				}
 				continue
 			}
-			return resp, nil
+			if resp.Type == snap.TypeResponse {
+				return resp, nil
+			}
+			if onEvent == nil {
+				c.logger.Debug("skipped a stream event", "event", rev.ID, "method", resp.Method)
+				continue
+			}
+			if err := onEvent(resp); err != nil {
+				return nil, err
+			}
 		}
 	}
 }
 
-// check verifies one reply event to the request event reqID.
-func (c *Client) check(ctx context.Context, v *snap.Validator, t Target, reqID string, ev *nostr.Event) (*Response, error) {
+// maxRejected bounds the rejected replies an error reports.
+const maxRejected = 16
+
+// check verifies one reply event to the request event reqID: a response,
+// or a stream event of the request's method.
+func (c *Client) check(ctx context.Context, v *snap.Validator, t Target, reqID, method string, ev *nostr.Event) (*Response, error) {
 	if !hasTag(ev, "e", reqID) || !hasTag(ev, "p", c.key.NostrPublicKey()) {
 		return nil, fmt.Errorf("reply %s lacks the p or e tag", ev.ID)
 	}
@@ -190,10 +225,12 @@ func (c *Client) check(ctx context.Context, v *snap.Validator, t Target, reqID s
 		return nil, fmt.Errorf("reply %s: %w", ev.ID, err)
 	}
 	switch {
-	case got.Type != snap.TypeResponse:
+	case got.Type != snap.TypeResponse && got.Type != snap.TypeEvent:
 		return nil, fmt.Errorf("reply %s is a %s, not a response", ev.ID, got.Type)
+	case got.Type == snap.TypeEvent && got.Method != method:
+		return nil, fmt.Errorf("reply %s is an event of %s, not of %s", ev.ID, got.Method, method)
 	case !got.Signed:
-		return nil, fmt.Errorf("reply %s is unsigned; over Nostr responses must be signed", ev.ID)
+		return nil, fmt.Errorf("reply %s is unsigned; over Nostr responses and events must be signed", ev.ID)
 	case got.From != t.Address:
 		return nil, fmt.Errorf("reply %s is from %s, not %s", ev.ID, got.From, t.Address)
 	}

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -22,6 +23,19 @@ type Responder interface {
 	Refuse(err *snap.Error) *snap.Message
 }
 
+// StreamResponder is a Responder that also answers streaming methods
+// (message/stream, tasks/resubscribe) with events; *snap.Server implements
+// it. IsStream tells such a method. Stream sends each event through send,
+// in order, one at a time, then returns the final response (nil as
+// Respond); when send fails it ends the stream early.
+type StreamResponder interface {
+	Responder
+	IsStream(method string) bool
+	Stream(ctx context.Context, in snap.Inbound, send func(*snap.Message) error) *snap.Message
+}
+
+var _ StreamResponder = (*snap.Server)(nil)
+
 // InboxConfig configures an Inbox.
 type InboxConfig struct {
 	Key        *identity.Key
@@ -37,6 +51,10 @@ type InboxConfig struct {
 	// requests waiting for one (default 256). When the queue is full a
 	// request is refused at once with 5003, never left to time out.
 	Workers, Queue int
+	// Streams bounds the streaming requests answered at once (default
+	// 64), which run beside the workers since they last minutes; past it
+	// a streaming request is refused at once with 5003.
+	Streams int
 	// ReplyTTL is the NIP-40 expiration of replies to stored requests
 	// (default 7 days).
 	ReplyTTL time.Duration
@@ -51,8 +69,16 @@ type InboxConfig struct {
 // and answer them with the event's author as the bound signer, and
 // publishes each answer as the same kind with tags p (requester) and e
 // (request), plus a NIP-40 expiration on stored kinds.
+//
+// When the Responder is a StreamResponder, a streaming request gets each
+// event as its own event of that form, published in order, and the final
+// response last; SDK requesters, which take the first inner message of
+// type "response", ignore the events and get the final answer. Streams
+// end, with their final response, when Run's context ends.
 type Inbox struct {
 	cfg       InboxConfig
+	streams   StreamResponder // nil: streaming methods are answered by Respond
+	slots     chan struct{}   // one per stream running
 	sealer    *sealer
 	recent    *bounded.Cache[string, struct{}] // event ids already queued
 	ready     chan struct{}
@@ -79,8 +105,21 @@ func NewInbox(cfg InboxConfig) *Inbox {
 	if cfg.Lookback <= 0 {
 		cfg.Lookback = 2 * time.Minute
 	}
-	return &Inbox{cfg: cfg, sealer: newSealer(cfg.Key, 4096), ready: make(chan struct{}),
-		recent: bounded.NewCache[string, struct{}](100_000)}
+	if cfg.Streams <= 0 {
+		cfg.Streams = 64
+	}
+	in := &Inbox{cfg: cfg, sealer: newSealer(cfg.Key, 4096), ready: make(chan struct{}),
+		recent: bounded.NewCache[string, struct{}](100_000), slots: make(chan struct{}, cfg.Streams)}
+	in.streams, _ = cfg.Responder.(StreamResponder)
+	return in
+}
+
+// running is what the requests of one Run share: stop ends with Run's
+// context (streams end then), work outlives it for the grace period
+// (answers are still published), and streams counts the streams running.
+type running struct {
+	stop, work context.Context
+	streams    sync.WaitGroup
 }
 
 // Ready is closed once the inbox's subscription is in place on the relays
@@ -101,19 +140,21 @@ func (in *Inbox) Run(ctx context.Context) error {
 	// Accepted work finishes after ctx ends, within a grace period.
 	work, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
+	run := &running{stop: ctx, work: work}
 	jobs := make(chan *nostr.Event, in.cfg.Queue)
 	var wg sync.WaitGroup
 	for range in.cfg.Workers {
 		wg.Go(func() {
 			for ev := range jobs {
-				in.handle(work, ev)
+				in.handle(run, ev)
 			}
 		})
 	}
 	defer func() {
 		close(jobs)
 		done := make(chan struct{})
-		go func() { wg.Wait(); close(done) }()
+		// Workers first: no stream starts after they are done.
+		go func() { wg.Wait(); run.streams.Wait(); close(done) }()
 		select {
 		case <-done:
 		case <-time.After(30 * time.Second):
@@ -217,27 +258,75 @@ func (in *Inbox) addressedToUs(ev *nostr.Event) bool {
 	return (ev.Kind == KindEphemeral || ev.Kind == KindMessage) && hasTag(ev, "p", in.cfg.Key.NostrPublicKey())
 }
 
-// handle answers one request event.
-func (in *Inbox) handle(ctx context.Context, ev *nostr.Event) {
-	defer in.done(ctx, ev)
+// handle answers one request event; a streaming request is handed to a
+// stream of its own.
+func (in *Inbox) handle(run *running, ev *nostr.Event) {
+	ctx := run.work
 	plain, err := in.sealer.open(ev.PubKey, ev.Content)
 	if err != nil {
 		in.reply(ctx, ev, in.cfg.Responder.Refuse(&snap.Error{Code: snap.CodeInvalidMessage,
 			Message: "cannot open the NIP-44 payload", Data: map[string]any{"field": "content", "reason": err.Error()}}))
+		in.done(ctx, ev)
 		return
 	}
 	var signer [32]byte
 	if _, err := decodeHex32(ev.PubKey, &signer); err != nil {
+		in.done(ctx, ev)
 		return // the pool verified the event; its pubkey is 32 bytes
 	}
 	// The event id names this delivery: a replica sharing the replay
 	// store that took it already answers it, and this one stays silent.
-	resp := in.cfg.Responder.Respond(ctx, snap.Inbound{Raw: plain, Signer: &signer, Via: ev.ID})
-	if resp == nil {
-		in.cfg.Logger.Debug("inbox: not a request, or a delivery already taken; no answer", "event", ev.ID)
+	inbound := snap.Inbound{Raw: plain, Signer: &signer, Via: ev.ID}
+	if in.streams != nil && in.streams.IsStream(peekMethod(plain)) {
+		select {
+		case in.slots <- struct{}{}:
+		default:
+			in.reply(ctx, ev, in.cfg.Responder.Refuse(&snap.Error{Code: snap.CodeServiceUnavailable,
+				Message: "too many streams; try again shortly", Data: map[string]any{"retryAfter": 5}}))
+			in.done(ctx, ev)
+			return
+		}
+		run.streams.Go(func() {
+			defer func() { <-in.slots }()
+			in.stream(run, ev, inbound)
+			in.done(ctx, ev)
+		})
 		return
 	}
-	in.reply(ctx, ev, resp)
+	in.answer(ctx, ev, in.cfg.Responder.Respond(ctx, inbound))
+	in.done(ctx, ev)
+}
+
+// stream answers a streaming request: each event is published as it comes,
+// the final response last. The handler's context ends with Run's; the
+// answers are published on the work context.
+func (in *Inbox) stream(run *running, req *nostr.Event, inbound snap.Inbound) {
+	resp := in.streams.Stream(run.stop, inbound, func(ev *snap.Message) error {
+		return in.publish(run.work, req, ev)
+	})
+	in.answer(run.work, req, resp)
+}
+
+// answer publishes resp, when there is one.
+func (in *Inbox) answer(ctx context.Context, req *nostr.Event, resp *snap.Message) {
+	if resp == nil {
+		in.cfg.Logger.Debug("inbox: not a request, or a delivery already taken; no answer", "event", req.ID)
+		return
+	}
+	in.reply(ctx, req, resp)
+}
+
+// peekMethod returns the method a message claims, read without validation,
+// only to route it; "" when there is none. The Responder validates it.
+func peekMethod(plain []byte) string {
+	var m struct {
+		Type   string `json:"type"`
+		Method string `json:"method"`
+	}
+	if json.Unmarshal(plain, &m) != nil || m.Type != string(snap.TypeRequest) {
+		return ""
+	}
+	return m.Method
 }
 
 // done records a stored request as processed.
@@ -254,17 +343,26 @@ func (in *Inbox) refuse(ctx context.Context, ev *nostr.Event, e *snap.Error) {
 	in.reply(ctx, ev, in.cfg.Responder.Refuse(e))
 }
 
-// reply seals resp for the requester and publishes it.
+// reply seals resp for the requester and publishes it; a failure is
+// logged.
 func (in *Inbox) reply(ctx context.Context, req *nostr.Event, resp *snap.Message) {
-	plain, err := resp.MarshalJSON()
-	if err != nil {
-		in.cfg.Logger.Error("inbox: response does not serialize", "err", err)
+	if err := in.publish(ctx, req, resp); err != nil {
+		in.cfg.Logger.Error("inbox: reply not published", "request", req.ID, "method", resp.Method, "type", resp.Type, "err", err)
 		return
+	}
+	in.cfg.Logger.Debug("inbox: answered", "request", req.ID, "method", resp.Method, "type", resp.Type, "to", resp.To)
+}
+
+// publish seals m (a response or a stream event) for the requester of req
+// and publishes it as the same kind, tagged p (requester) and e (request).
+func (in *Inbox) publish(ctx context.Context, req *nostr.Event, m *snap.Message) error {
+	plain, err := m.MarshalJSON()
+	if err != nil {
+		return fmt.Errorf("relay: %s does not serialize: %w", m.Type, err)
 	}
 	content, err := in.sealer.seal(req.PubKey, plain)
 	if err != nil {
-		in.cfg.Logger.Error("inbox: response cannot be sealed", "request", req.ID, "err", err)
-		return
+		return fmt.Errorf("relay: %s cannot be sealed: %w", m.Type, err)
 	}
 	now := in.cfg.Now()
 	ev := nostr.Event{
@@ -275,13 +373,10 @@ func (in *Inbox) reply(ctx context.Context, req *nostr.Event, resp *snap.Message
 		ev.Tags = append(ev.Tags, nostr.Tag{"expiration", strconv.FormatInt(now.Add(in.cfg.ReplyTTL).Unix(), 10)})
 	}
 	if err := signEvent(in.cfg.Key, &ev, in.cfg.Verifier); err != nil {
-		in.cfg.Logger.Error("inbox: sign reply", "err", err)
-		return
+		return fmt.Errorf("relay: sign %s: %w", m.Type, err)
 	}
-	res, err := in.cfg.Transport.Publish(ctx, ev)
-	if err != nil {
-		in.cfg.Logger.Error("inbox: reply not published", "request", req.ID, "method", resp.Method, "err", err, "outcome", res)
-		return
+	if res, err := in.cfg.Transport.Publish(ctx, ev); err != nil {
+		return fmt.Errorf("relay: publish %s (%v): %w", m.Type, res, err)
 	}
-	in.cfg.Logger.Debug("inbox: answered", "request", req.ID, "method", resp.Method, "to", resp.To)
+	return nil
 }
