@@ -147,9 +147,16 @@ func TestLiveDeliveryAndClose(t *testing.T) {
 		t.Fatal("delivered event has a wrong id")
 	}
 
-	// CLOSE stops delivery. A REQ on another id afterwards acts as a
-	// barrier: its EOSE comes after anything still queued.
+	// CLOSE stops delivery. A connection's messages are handled in
+	// order, so the EOSE of a REQ sent after CLOSE says CLOSE is done;
+	// only then is the next event published (from another connection,
+	// which the relay may otherwise serve first). A REQ on another id
+	// afterwards acts as a barrier: its EOSE comes after anything still
+	// queued.
 	sub.send("CLOSE", "live")
+	if got := sub.req("sync", map[string]any{"kinds": []int{7}, "authors": []string{target.pk}, "limit": 0}); len(got) != 0 {
+		t.Fatalf("sync: %v", got) // a filter nothing here matches
+	}
 	pub.mustPublish(k.event(t, 21339, now, "after close", nostr.Tag{"p", target.pk}))
 	if got := sub.req("barrier", map[string]any{"limit": 0}); len(got) != 0 {
 		t.Fatalf("barrier: %v", got)
