@@ -101,22 +101,42 @@ func parseDecision(payload []byte) (taskID string, d *decision, err error) {
 // here (see decision), anything else goes to next.
 func (p *proposals) decisions(next snap.HandlerFunc) snap.HandlerFunc {
 	return func(ctx context.Context, req *snap.Verified) (any, error) {
-		if req == nil || req.Message == nil || !req.Signed || req.Type != snap.TypeRequest {
-			return next(ctx, req) // next answers with the right error
+		if resp, ok, err := p.tryDecision(ctx, req); ok {
+			return resp, err
 		}
-		taskID, d, err := parseDecision(req.Payload)
-		if err != nil {
-			return nil, err
-		}
-		if d == nil {
-			return next(ctx, req)
-		}
-		t, err := p.decideSigned(ctx, req.From, taskID, d)
-		if err != nil {
-			return nil, err
-		}
-		return &tasks.TaskResponse{Task: t}, nil
+		return next(ctx, req)
 	}
+}
+
+// streamDecisions is decisions for message/stream: a decision is answered
+// at once, with no events.
+func (p *proposals) streamDecisions(next snap.StreamHandlerFunc) snap.StreamHandlerFunc {
+	return func(ctx context.Context, req *snap.Verified, emit func(any) error) (any, error) {
+		if resp, ok, err := p.tryDecision(ctx, req); ok {
+			return resp, err
+		}
+		return next(ctx, req, emit)
+	}
+}
+
+// tryDecision carries out req if it is a decision, and reports whether it
+// was one (a malformed decision is one, answered with its error).
+func (p *proposals) tryDecision(ctx context.Context, req *snap.Verified) (any, bool, error) {
+	if req == nil || req.Message == nil || !req.Signed || req.Type != snap.TypeRequest {
+		return nil, false, nil // the task service answers with the right error
+	}
+	taskID, d, err := parseDecision(req.Payload)
+	if err != nil {
+		return nil, true, err
+	}
+	if d == nil {
+		return nil, false, nil
+	}
+	t, err := p.decideSigned(ctx, req.From, taskID, d)
+	if err != nil {
+		return nil, true, err
+	}
+	return &tasks.TaskResponse{Task: t}, true, nil
 }
 
 // decideSigned carries out d for approver, an authenticated address.

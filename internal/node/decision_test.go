@@ -2,10 +2,12 @@ package node_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -13,7 +15,20 @@ import (
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/sqldb"
+	"github.com/snapnode/snapnode/relay"
 )
+
+// pendingAction is the id of the action task waits on, as its status
+// message names it ("confirmation needed for action ID: …").
+func pendingAction(t *testing.T, task taskView) string {
+	t.Helper()
+	_, rest, ok := strings.Cut(task.Status.Message, "for action ")
+	id, _, ok2 := strings.Cut(rest, ":")
+	if !ok || !ok2 || id == "" {
+		t.Fatalf("no action id in the status %q", task.Status.Message)
+	}
+	return id
+}
 
 // decisionMsg is a message/send payload continuing taskID with an
 // operator's decision.
@@ -120,6 +135,29 @@ func TestOperatorDecisionsOverRelay(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dataDir, "sandbox", "b.md")); err != nil {
 		t.Fatalf("b.md after a denied rename: %v", err)
+	}
+
+	// A decision sent as message/stream is carried out too, answered at
+	// once with the task and no event.
+	held := taskOf(t, proposer.call(t, n, "message/send", proposal("DELETE_FILE", map[string]any{"path": "/sandbox/b.md"}), false))
+	body, _ := json.Marshal(decisionMsg(held.ID, map[string]any{"decision": "approve", "actionId": pendingAction(t, held)}))
+	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	events := 0
+	resp, err := op.client.RequestStream(sctx, relay.Target{Address: n.Address(), PubKey: n.NostrPublicKey()},
+		relay.Request{Method: "message/stream", Payload: body}, func(*relay.Response) error { events++; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sp map[string]any
+	if err := json.Unmarshal(resp.Payload, &sp); err != nil {
+		t.Fatal(err)
+	}
+	if s := taskOf(t, sp); s.Status.State != "completed" || events != 0 {
+		t.Fatalf("decision over message/stream: %s after %d events", s.Status.State, events)
+	}
+	if _, err := os.Stat(filepath.Join(dataDir, "sandbox", "b.md")); !os.IsNotExist(err) {
+		t.Fatalf("b.md after an approved delete: %v", err)
 	}
 
 	// The audit log says who decided.

@@ -61,6 +61,14 @@ func (r decisionRouter) Handle(method string, h func(ctx context.Context, req *s
 	r.Router.Handle(method, h)
 }
 
+// HandleStream implements tasks.StreamRegistrar.
+func (r decisionRouter) HandleStream(method string, h snap.StreamHandlerFunc) {
+	if method == "message/stream" {
+		h = r.p.streamDecisions(h)
+	}
+	r.Router.HandleStream(method, h)
+}
+
 // Run implements tasks.Runner. A message's proposals run in order; the
 // first that fails or needs confirmation stops the run, and the proposals
 // after it are not carried out (the note says so).
