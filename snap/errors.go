@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"time"
 )
 
 // Code is a SNAP error code. A Code is itself an error, so a typed *Error can
@@ -193,4 +194,16 @@ func FieldError(field, constraint string, expected, received any) *Error {
 // the field rules of messages under 3002.
 func (e *Error) withCode(c Code) *Error {
 	return &Error{Code: c, Message: e.Message, Data: e.Data}
+}
+
+// RateLimited is the 5002 refusal of a request made too soon: data
+// {"retryAfter": whole seconds to wait, at least 1, "scope": what was
+// limited (identity, key, address)}.
+func RateLimited(wait time.Duration, scope string) *Error {
+	secs := int64((wait + time.Second - 1) / time.Second)
+	if secs < 1 {
+		secs = 1
+	}
+	return &Error{Code: CodeRateLimitExceeded, Message: "rate limit exceeded; retry after the given seconds",
+		Data: map[string]any{"retryAfter": secs, "scope": scope}}
 }

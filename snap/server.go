@@ -111,6 +111,16 @@ type ServerConfig struct {
 	// Results keeps message/send results to answer a retried request
 	// with the original result (default: a MemoryResultStore of 10,000).
 	Results ResultStore
+	// Observer, when set, is told of every message answered (metrics).
+	Observer Observer
+}
+
+// Observer is told of each answered message: the method answered (as the
+// response echoes it), the SNAP error code of the answer (0 for a
+// result), the time validation took and the time the handler took (0 when
+// none ran). It must be safe for concurrent use and quick.
+type Observer interface {
+	Observe(method string, code int, verify, handle time.Duration)
 }
 
 // Server answers SNAP requests: it validates each inbound message, routes
@@ -163,13 +173,54 @@ type Inbound struct {
 // which is never answered, or when its delivery was already taken
 // (ErrRedelivered).
 func (s *Server) Respond(ctx context.Context, in Inbound) *Message {
-	return s.serve(ctx, in, nil)
+	return s.observed(ctx, in, nil)
+}
+
+// observed is serve, told to the Observer.
+func (s *Server) observed(ctx context.Context, in Inbound, send func(*Message) error) *Message {
+	if s.cfg.Observer == nil {
+		return s.serve(ctx, in, send, nil)
+	}
+	var tm timing
+	start := time.Now()
+	resp := s.serve(ctx, in, send, &tm)
+	if resp != nil {
+		handle := time.Duration(0)
+		if !tm.handled.IsZero() {
+			handle = time.Since(tm.handled)
+		}
+		s.cfg.Observer.Observe(resp.Method, responseCode(resp), tm.verified.Sub(start), handle)
+	}
+	return resp
+}
+
+// timing marks when validation ended and a handler started.
+type timing struct {
+	verified, handled time.Time
+}
+
+// responseCode is the error code of a response's payload, 0 for a result.
+// Only error payloads, which are small, are parsed.
+func responseCode(m *Message) int {
+	if !bytes.HasPrefix(m.Payload, []byte(`{"error":`)) {
+		return 0
+	}
+	var p struct {
+		Error struct {
+			Code int `json:"code"`
+		} `json:"error"`
+	}
+	_ = json.Unmarshal(m.Payload, &p)
+	return p.Error.Code
 }
 
 // serve is Respond and Stream: events of a streaming method go to send,
-// or nowhere when send is nil.
-func (s *Server) serve(ctx context.Context, in Inbound, send func(*Message) error) *Message {
+// or nowhere when send is nil. tm, when set, gets the times.
+func (s *Server) serve(ctx context.Context, in Inbound, send func(*Message) error, tm *timing) *Message {
 	v, env, err := s.cfg.Validator.validate(ctx, in.Raw, in.Signer, in.Via)
+	if tm != nil {
+		tm.verified = time.Now()
+	}
 	if errors.Is(err, ErrRedelivered) {
 		s.cfg.Logger.Debug("snap: delivery already taken", "via", in.Via)
 		return nil
@@ -179,6 +230,9 @@ func (s *Server) serve(ctx context.Context, in Inbound, send func(*Message) erro
 	}
 	if v.Type != TypeRequest {
 		return nil
+	}
+	if tm != nil {
+		tm.handled = time.Now()
 	}
 	if sh, ok := s.cfg.Router.LookupStream(v.Method); ok {
 		return s.stream(ctx, sh, v, send)

@@ -61,7 +61,7 @@ func (s *Server) IsStream(method string) bool { return s.cfg.Router.IsStream(met
 // Responses to streaming methods are never kept for retries, as
 // message/send results are.
 func (s *Server) Stream(ctx context.Context, in Inbound, send func(*Message) error) *Message {
-	return s.serve(ctx, in, send)
+	return s.observed(ctx, in, send)
 }
 
 // stream runs a stream handler; events go to send, or nowhere when send

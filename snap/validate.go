@@ -34,6 +34,20 @@ type Config struct {
 	// KeyCacheSize bounds the cache of decoded sender addresses; 0 means
 	// 4096.
 	KeyCacheSize int
+	// Limiter, when set, decides whether an authenticated sender of a
+	// request may be served now: it is asked with the address of from
+	// after the signature verifies (so a forger cannot spend someone
+	// else's allowance) and before the replay record (so a refused
+	// message does not burn its id: the same message may be sent again).
+	// A refusal is 5002 with data {"retryAfter": seconds}.
+	Limiter Limiter
+}
+
+// Limiter is a rate limit keyed by sender: Allow takes one unit of key's
+// allowance, or reports how long until there is one. It must be safe for
+// concurrent use (internal/ratelimit's Limiter is one).
+type Limiter interface {
+	Allow(key string) (ok bool, retryAfter time.Duration)
 }
 
 // Validator runs the whole validation of inbound SNAP messages, in the order
@@ -167,6 +181,13 @@ func (v *Validator) authenticate(ctx context.Context, env *envelope, signer *[32
 			Data: map[string]any{"field": "sig", "reason": "BIP-340 verification failed for the output key of " + m.From}}
 	}
 	out.Signed = true
+
+	// Rate.
+	if v.cfg.Limiter != nil && m.Type == TypeRequest {
+		if ok, wait := v.cfg.Limiter.Allow(m.From); !ok {
+			return nil, RateLimited(wait, "identity")
+		}
+	}
 
 	// Replay.
 	if v.cfg.Replay != nil {
