@@ -61,6 +61,16 @@ type InboxConfig struct {
 	// Lookback is how far before the checkpoint (or before now, on a first
 	// start) the subscription begins (default 2 minutes).
 	Lookback time.Duration
+	// KeyLimiter, when set, limits the requests of each Nostr key before
+	// they are queued (the pool verified the event's signature, so the
+	// key is its author's): a key over its allowance is refused with 5002
+	// {"retryAfter", "scope": "key"} and costs no decryption and no
+	// worker.
+	KeyLimiter snap.Limiter
+	// Refusals bounds the refusals (queue full, rate limited) being sent
+	// at once (default 32); past it a refusal is dropped and logged, so a
+	// flood cannot grow the node's goroutines without end.
+	Refusals int
 }
 
 // Inbox is the node's receiving side on Nostr: it subscribes to SNAP
@@ -79,6 +89,7 @@ type Inbox struct {
 	cfg       InboxConfig
 	streams   StreamResponder // nil: streaming methods are answered by Respond
 	slots     chan struct{}   // one per stream running
+	refusing  chan struct{}   // one per refusal being sent
 	sealer    *sealer
 	recent    *bounded.Cache[string, struct{}] // event ids already queued
 	ready     chan struct{}
@@ -108,8 +119,12 @@ func NewInbox(cfg InboxConfig) *Inbox {
 	if cfg.Streams <= 0 {
 		cfg.Streams = 64
 	}
+	if cfg.Refusals <= 0 {
+		cfg.Refusals = 32
+	}
 	in := &Inbox{cfg: cfg, sealer: newSealer(cfg.Key, 4096), ready: make(chan struct{}),
-		recent: bounded.NewCache[string, struct{}](100_000), slots: make(chan struct{}, cfg.Streams)}
+		recent: bounded.NewCache[string, struct{}](100_000), slots: make(chan struct{}, cfg.Streams),
+		refusing: make(chan struct{}, cfg.Refusals)}
 	in.streams, _ = cfg.Responder.(StreamResponder)
 	return in
 }
@@ -226,12 +241,18 @@ func (in *Inbox) listen(ctx context.Context, since nostr.Timestamp, jobs chan<- 
 					continue
 				}
 			}
+			if in.cfg.KeyLimiter != nil {
+				if ok, wait := in.cfg.KeyLimiter.Allow(ev.PubKey); !ok {
+					in.refuseSoon(work, ev, snap.RateLimited(wait, "key"))
+					continue
+				}
+			}
 			select {
 			case jobs <- ev:
 			default:
 				// Every worker is busy and the queue is full: answer
 				// at once rather than let the peer time out.
-				go in.refuse(work, ev, &snap.Error{Code: snap.CodeServiceUnavailable,
+				in.refuseSoon(work, ev, &snap.Error{Code: snap.CodeServiceUnavailable,
 					Message: "busy; try again shortly", Data: map[string]any{"retryAfter": 1}})
 			}
 		}
@@ -336,6 +357,20 @@ func (in *Inbox) done(ctx context.Context, ev *nostr.Event) {
 	}
 	if err := in.cfg.Checkpoint.Done(ctx, ev.ID, ev.CreatedAt); err != nil {
 		in.cfg.Logger.Error("inbox checkpoint", "event", ev.ID, "err", err)
+	}
+}
+
+// refuseSoon sends a refusal of ev in the background, when fewer than
+// Refusals are being sent; otherwise it drops it (a flood), logged.
+func (in *Inbox) refuseSoon(ctx context.Context, ev *nostr.Event, e *snap.Error) {
+	select {
+	case in.refusing <- struct{}{}:
+		go func() {
+			defer func() { <-in.refusing }()
+			in.refuse(ctx, ev, e)
+		}()
+	default:
+		in.cfg.Logger.Debug("inbox: refusal dropped, too many being sent", "event", ev.ID, "code", int(e.Code))
 	}
 }
 

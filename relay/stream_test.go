@@ -32,7 +32,7 @@ type streamNet struct {
 
 func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
-func newStreamNet(t *testing.T, router *snap.Router, streams int) *streamNet {
+func newStreamNet(t *testing.T, router *snap.Router, streams int, opts ...func(*relay.InboxConfig)) *streamNet {
 	t.Helper()
 	rel, err := embedded.New(embedded.Config{DBPath: ":memory:", Logger: quiet()})
 	if err != nil {
@@ -66,8 +66,12 @@ func newStreamNet(t *testing.T, router *snap.Router, streams int) *streamNet {
 	server := snap.NewServer(snap.ServerConfig{Key: n.agent, Router: router, Logger: quiet(),
 		MaxResponseSize: relay.MaxNIP44Plain,
 		Validator:       snap.NewValidator(snap.Config{Self: self, Replay: snap.NewMemoryReplayStore(0)})})
-	inbox := relay.NewInbox(relay.InboxConfig{Key: n.agent, Transport: pool(), Responder: server,
-		Logger: quiet(), Workers: 2, Streams: streams})
+	cfg := relay.InboxConfig{Key: n.agent, Transport: pool(), Responder: server,
+		Logger: quiet(), Workers: 2, Streams: streams}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	inbox := relay.NewInbox(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	n.stop = cancel
 	go func() { n.inboxDone <- inbox.Run(ctx) }()
