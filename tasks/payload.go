@@ -238,9 +238,15 @@ func decodePart(v jsontext.Value, path string) (Part, *snap.Error) {
 	return p, nil
 }
 
-// historyLength reads an integer in 0…1000. A number with a zero fraction
-// (1.0, 1e2) is an integer, as in JSON Schema and after RFC 8785.
+// historyLength reads an integer in 0…MaxHistoryLength.
 func historyLength(v jsontext.Value, path string) (int, *snap.Error) {
+	n, err := boundedInt(v, path, MaxHistoryLength)
+	return int(n), err
+}
+
+// boundedInt reads an integer in 0…max. A number with a zero fraction
+// (1.0, 1e2) is an integer, as in JSON Schema and after RFC 8785.
+func boundedInt(v jsontext.Value, path string, max int64) (int64, *snap.Error) {
 	if v.Kind() != '0' {
 		return 0, typeError(path, "integer", v)
 	}
@@ -250,15 +256,15 @@ func historyLength(v jsontext.Value, path string) (int, *snap.Error) {
 	case err != nil && strings.HasPrefix(lit, "-"):
 		return 0, snap.FieldError(path, "minimum", 0, lit)
 	case err != nil:
-		return 0, snap.FieldError(path, "maximum", MaxHistoryLength, lit)
+		return 0, snap.FieldError(path, "maximum", max, lit)
 	case f != math.Trunc(f):
 		return 0, snap.FieldError(path, "type", "integer", lit)
 	case f < 0:
 		return 0, snap.FieldError(path, "minimum", 0, lit)
-	case f > MaxHistoryLength:
-		return 0, snap.FieldError(path, "maximum", MaxHistoryLength, lit)
+	case f > float64(max):
+		return 0, snap.FieldError(path, "maximum", max, lit)
 	}
-	return int(f), nil
+	return int64(f), nil
 }
 
 // object decodes a JSON object into its members. Duplicate names, invalid

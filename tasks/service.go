@@ -514,29 +514,44 @@ type operation func(ctx context.Context, requester string, payload []byte) (*Tas
 
 func (s *Service) handler(method string, op operation) func(context.Context, *snap.Verified) (any, error) {
 	return func(ctx context.Context, req *snap.Verified) (any, error) {
-		switch {
-		case req == nil || req.Message == nil:
-			s.log.Error("tasks: handler called without a message", "method", method)
-			return nil, snap.NewError(snap.CodeInternal, "internal error", nil)
-		case req.Type != snap.TypeRequest:
-			return nil, snap.NewError(snap.CodeInvalidMessage, "only requests are handled",
-				map[string]any{"field": "type", "reason": "not a request"})
-		case !req.Signed:
-			// Ownership rests on an authenticated from.
-			return nil, snap.NewError(snap.CodeSignatureMissing, "a request must be signed",
-				map[string]any{"field": "sig", "required": true})
+		if err := s.checkRequest(method, req); err != nil {
+			return nil, err
 		}
 		t, err := op(ctx, req.From, req.Payload)
-		if err != nil {
-			var se *snap.Error
-			if errors.As(err, &se) {
-				return nil, se
-			}
-			s.log.Error("tasks: request failed", "method", method, "from", req.From, "id", req.ID, "err", err)
-			return nil, snap.NewError(snap.CodeInternal, "internal error", nil)
-		}
-		return &TaskResponse{Task: forPeer(t)}, nil
+		return s.answer(method, req, t, err)
 	}
+}
+
+// checkRequest refuses what no handler serves: a missing message, a
+// message that is not a request, an unsigned one (ownership rests on an
+// authenticated from).
+func (s *Service) checkRequest(method string, req *snap.Verified) *snap.Error {
+	switch {
+	case req == nil || req.Message == nil:
+		s.log.Error("tasks: handler called without a message", "method", method)
+		return snap.NewError(snap.CodeInternal, "internal error", nil)
+	case req.Type != snap.TypeRequest:
+		return snap.NewError(snap.CodeInvalidMessage, "only requests are handled",
+			map[string]any{"field": "type", "reason": "not a request"})
+	case !req.Signed:
+		return snap.NewError(snap.CodeSignatureMissing, "a request must be signed",
+			map[string]any{"field": "sig", "required": true})
+	}
+	return nil
+}
+
+// answer is a handler's result: the task without Metadata in a
+// *TaskResponse, a *snap.Error as it is, any other error as 5001 (logged).
+func (s *Service) answer(method string, req *snap.Verified, t *Task, err error) (any, error) {
+	if err != nil {
+		var se *snap.Error
+		if errors.As(err, &se) {
+			return nil, se
+		}
+		s.log.Error("tasks: request failed", "method", method, "from", req.From, "id", req.ID, "err", err)
+		return nil, snap.NewError(snap.CodeInternal, "internal error", nil)
+	}
+	return &TaskResponse{Task: forPeer(t)}, nil
 }
 
 // forPeer returns t as a peer may see it: without node-local metadata.

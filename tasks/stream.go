@@ -5,10 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -200,27 +197,9 @@ func ParseResubscribeRequest(payload []byte) (*ResubscribeRequest, error) {
 	return r, nil
 }
 
-// afterVersion reads an integer in 0…MaxAfterVersion; a number with a zero
-// fraction (3.0, 1e2) is an integer.
+// afterVersion reads an integer in 0…MaxAfterVersion.
 func afterVersion(v jsontext.Value, path string) (int64, *snap.Error) {
-	if v.Kind() != '0' {
-		return 0, typeError(path, "integer", v)
-	}
-	lit := string(v)
-	f, err := strconv.ParseFloat(lit, 64)
-	switch {
-	case err != nil && strings.HasPrefix(lit, "-"):
-		return 0, snap.FieldError(path, "minimum", 0, lit)
-	case err != nil:
-		return 0, snap.FieldError(path, "maximum", MaxAfterVersion, lit)
-	case f != math.Trunc(f):
-		return 0, snap.FieldError(path, "type", "integer", lit)
-	case f < 0:
-		return 0, snap.FieldError(path, "minimum", 0, lit)
-	case f > MaxAfterVersion:
-		return 0, snap.FieldError(path, "maximum", MaxAfterVersion, lit)
-	}
-	return int64(f), nil
+	return boundedInt(v, path, MaxAfterVersion)
 }
 
 // streamLimits holds the streaming options and counts the open streams.
@@ -481,26 +460,10 @@ type streamOperation func(ctx context.Context, requester string, payload []byte,
 // *TaskResponse, errors as *snap.Error.
 func (s *Service) streamHandler(method string, op streamOperation) snap.StreamHandlerFunc {
 	return func(ctx context.Context, req *snap.Verified, emit func(any) error) (any, error) {
-		switch {
-		case req == nil || req.Message == nil:
-			s.log.Error("tasks: handler called without a message", "method", method)
-			return nil, snap.NewError(snap.CodeInternal, "internal error", nil)
-		case req.Type != snap.TypeRequest:
-			return nil, snap.NewError(snap.CodeInvalidMessage, "only requests are handled",
-				map[string]any{"field": "type", "reason": "not a request"})
-		case !req.Signed:
-			return nil, snap.NewError(snap.CodeSignatureMissing, "a request must be signed",
-				map[string]any{"field": "sig", "required": true})
+		if err := s.checkRequest(method, req); err != nil {
+			return nil, err
 		}
 		t, err := op(ctx, req.From, req.Payload, emit)
-		if err != nil {
-			var se *snap.Error
-			if errors.As(err, &se) {
-				return nil, se
-			}
-			s.log.Error("tasks: request failed", "method", method, "from", req.From, "id", req.ID, "err", err)
-			return nil, snap.NewError(snap.CodeInternal, "internal error", nil)
-		}
-		return &TaskResponse{Task: forPeer(t)}, nil
+		return s.answer(method, req, t, err)
 	}
 }
