@@ -1,0 +1,472 @@
+package snaphttp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/snap"
+)
+
+// Errors of the client.
+var (
+	// ErrNoAnswer: the exchange ended without a final response (202, a
+	// stream or connection that ended early).
+	ErrNoAnswer = errors.New("snaphttp: no response")
+	// ErrInvalidResponse wraps every reason a received message was
+	// refused: it did not validate (the *snap.Error is wrapped too), was
+	// unsigned, came from another agent than the one addressed, was
+	// addressed to someone else, or was of the wrong type.
+	ErrInvalidResponse = errors.New("snaphttp: invalid response")
+	// ErrIdleTimeout: a stream sent nothing for the client's IdleTimeout.
+	ErrIdleTimeout = errors.New("snaphttp: stream idle for too long")
+)
+
+// StatusError is an HTTP answer other than 200 (or 202): the server did
+// not take the message as a SNAP exchange.
+type StatusError struct {
+	StatusCode int
+	// RetryAfter is the Retry-After header of a 429 or 503, or 0.
+	RetryAfter time.Duration
+	// Body is the start of the response body.
+	Body string
+}
+
+func (e *StatusError) Error() string {
+	s := fmt.Sprintf("snaphttp: HTTP %d %s", e.StatusCode, http.StatusText(e.StatusCode))
+	if e.RetryAfter > 0 {
+		s += fmt.Sprintf(" (retry after %v)", e.RetryAfter)
+	}
+	if e.Body != "" {
+		s += ": " + e.Body
+	}
+	return s
+}
+
+// Client defaults.
+const (
+	DefaultClientIdleTimeout = 30 * time.Second
+	maxErrorBody             = 512
+)
+
+// ClientConfig configures a Client.
+type ClientConfig struct {
+	// Key signs requests given unsigned; nil: requests must come signed.
+	Key *identity.Key
+	// HTTP sends the requests; nil: a client without time-out, the
+	// context bounding each call.
+	HTTP *http.Client
+	// Dialer opens WebSocket connections; nil: websocket.DefaultDialer.
+	Dialer *websocket.Dialer
+	// Now and MaxDrift are the timestamp check of what is received.
+	Now      func() time.Time
+	MaxDrift time.Duration
+	// IdleTimeout ends a stream, SSE or WebSocket, that sends nothing for
+	// that long (default 30 s, as SDK peers do).
+	IdleTimeout time.Duration
+	// MaxMessage bounds one received message (default snap.MaxMessageSize).
+	MaxMessage int
+}
+
+// Client sends SNAP requests over HTTP, SSE and WebSocket and verifies
+// every message received as a requester must (SPEC-NOTES 4.4): it
+// validates (syntax, timestamp window, replay), its signature verifies
+// against from, from is the agent addressed (the request's to), to is
+// the requester (the request's from), and its type is response, or event
+// within a stream. It is safe for concurrent use.
+type Client struct {
+	cfg    ClientConfig
+	replay snap.ReplayStore
+}
+
+// NewClient returns a Client.
+func NewClient(cfg ClientConfig) *Client {
+	if cfg.HTTP == nil {
+		cfg.HTTP = &http.Client{}
+	}
+	if cfg.Dialer == nil {
+		cfg.Dialer = websocket.DefaultDialer
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = DefaultClientIdleTimeout
+	}
+	if cfg.MaxMessage <= 0 {
+		cfg.MaxMessage = snap.MaxMessageSize
+	}
+	return &Client{cfg: cfg, replay: snap.NewMemoryReplayStore(10_000)}
+}
+
+// exchange is one request and the checks of what answers it.
+type exchange struct {
+	c    *Client
+	req  *snap.Message
+	body []byte
+	v    *snap.Validator
+}
+
+// prepare checks req, signs it when it is unsigned (filling id, version,
+// type, from and timestamp when empty), and serializes it.
+func (c *Client) prepare(req *snap.Message) (*exchange, error) {
+	if req.To == "" {
+		return nil, errors.New("snaphttp: the request has no to; the client checks that the answer comes from the agent addressed")
+	}
+	to, err := identity.ParseAddress(req.To)
+	if err != nil {
+		return nil, fmt.Errorf("snaphttp: to: %w", err)
+	}
+	if req.Sig == "" {
+		if c.cfg.Key == nil {
+			return nil, errors.New("snaphttp: the request is unsigned and the client has no key")
+		}
+		if req.ID == "" {
+			req.ID = snap.NewID()
+		}
+		if req.Version == "" {
+			req.Version = snap.ProtocolVersion
+		}
+		if req.Type == "" {
+			req.Type = snap.TypeRequest
+		}
+		if req.From == "" {
+			req.From = c.cfg.Key.Address(to.Network)
+		}
+		if req.Timestamp == 0 {
+			req.Timestamp = c.cfg.Now().Unix()
+		}
+		if err := req.Sign(c.cfg.Key); err != nil {
+			return nil, err
+		}
+	}
+	if req.Type != snap.TypeRequest {
+		return nil, fmt.Errorf("snaphttp: a %s is not a request", req.Type)
+	}
+	body, err := req.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	return &exchange{c: c, req: req, body: body, v: snap.NewValidator(snap.Config{
+		Self: req.From, Now: c.cfg.Now, MaxDrift: c.cfg.MaxDrift, Replay: c.replay,
+	})}, nil
+}
+
+// check verifies one received message; event reports whether an event is
+// acceptable here.
+func (x *exchange) check(ctx context.Context, raw []byte, event bool) (*snap.Verified, error) {
+	got, err := x.v.Validate(ctx, raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidResponse, err)
+	}
+	switch {
+	case !got.Signed:
+		return nil, fmt.Errorf("%w: unsigned %s", ErrInvalidResponse, got.Type)
+	case got.From != x.req.To:
+		return nil, fmt.Errorf("%w: from %s, not the agent addressed, %s", ErrInvalidResponse, got.From, x.req.To)
+	case got.To != x.req.From:
+		return nil, fmt.Errorf("%w: addressed to %q, not to us (%s)%s", ErrInvalidResponse, got.To, x.req.From, errorHint(got.Payload))
+	case got.Type == snap.TypeResponse:
+	case got.Type == snap.TypeEvent && event:
+	default:
+		return nil, fmt.Errorf("%w: a %s answered %s", ErrInvalidResponse, got.Type, x.req.Method)
+	}
+	return got, nil
+}
+
+// errorHint names the SNAP error a refused response carried, if any.
+func errorHint(payload []byte) string {
+	if e := ResponseError(payload); e != nil {
+		return fmt.Sprintf("; it carried error %d: %s", int(e.Code), e.Message)
+	}
+	return ""
+}
+
+// ResponseError returns the payload.error of a response payload, or nil
+// when it carries none.
+func ResponseError(payload []byte) *snap.Error {
+	var p struct {
+		Error *snap.Error `json:"error"`
+	}
+	if json.Unmarshal(payload, &p) != nil {
+		return nil
+	}
+	return p.Error
+}
+
+func (c *Client) post(ctx context.Context, url string, x *exchange, accept string) (*http.Response, error) {
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(x.body))
+	if err != nil {
+		return nil, err
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("SNAP-Version", snap.ProtocolVersion)
+	if accept != "" {
+		hreq.Header.Set("Accept", accept)
+	}
+	resp, err := c.cfg.HTTP.Do(hreq)
+	if err != nil {
+		return nil, err
+	}
+	switch resp.StatusCode {
+	case http.StatusOK:
+		return resp, nil
+	case http.StatusAccepted, http.StatusNoContent:
+		resp.Body.Close()
+		return nil, fmt.Errorf("%w: HTTP %d", ErrNoAnswer, resp.StatusCode)
+	}
+	defer resp.Body.Close()
+	return nil, statusError(resp)
+}
+
+func statusError(resp *http.Response) *StatusError {
+	e := &StatusError{StatusCode: resp.StatusCode}
+	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
+		e.RetryAfter = time.Duration(s) * time.Second
+	}
+	if resp.Body != nil {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		e.Body = strings.TrimSpace(string(b))
+	}
+	return e
+}
+
+// readAll reads at most MaxMessage bytes of r.
+func (c *Client) readAll(r io.Reader) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, int64(c.cfg.MaxMessage)+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > c.cfg.MaxMessage {
+		return nil, fmt.Errorf("%w: over %d bytes", ErrInvalidResponse, c.cfg.MaxMessage)
+	}
+	return b, nil
+}
+
+// Send posts req to url (an agent's /snap endpoint) and returns its
+// verified response; SNAP errors are responses too (see ResponseError).
+// An unsigned req is signed with the client's key, in place.
+func (c *Client) Send(ctx context.Context, url string, req *snap.Message) (*snap.Message, error) {
+	x, err := c.prepare(req)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.post(ctx, url, x, "")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	raw, err := c.readAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	got, err := x.check(ctx, raw, false)
+	if err != nil {
+		return nil, err
+	}
+	return got.Message, nil
+}
+
+// Stream posts req to url asking for server-sent events, passes each
+// verified event to fn as it arrives, and returns the verified final
+// response. A server that answers with plain JSON gives the response
+// alone. Any message that fails verification, an error from fn, a stream
+// idle for IdleTimeout, or the end of the body before the response ends
+// the call with an error. A nil fn ignores the events.
+func (c *Client) Stream(ctx context.Context, url string, req *snap.Message, fn func(*snap.Message) error) (*snap.Message, error) {
+	x, err := c.prepare(req)
+	if err != nil {
+		return nil, err
+	}
+	if fn == nil {
+		fn = func(*snap.Message) error { return nil }
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	idle := time.AfterFunc(c.cfg.IdleTimeout, func() { cancel(ErrIdleTimeout) })
+	defer idle.Stop()
+	resp, err := c.post(ctx, url, x, "text/event-stream")
+	if err != nil {
+		return nil, streamErr(ctx, err)
+	}
+	defer resp.Body.Close()
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	switch mt {
+	case "text/event-stream":
+	case "application/json":
+		raw, err := c.readAll(resp.Body)
+		if err != nil {
+			return nil, streamErr(ctx, err)
+		}
+		got, err := x.check(ctx, raw, false)
+		if err != nil {
+			return nil, err
+		}
+		return got.Message, nil
+	default:
+		return nil, fmt.Errorf("%w: Content-Type %q", ErrInvalidResponse, resp.Header.Get("Content-Type"))
+	}
+	rd := newSSEReader(resp.Body, c.cfg.MaxMessage)
+	for {
+		data, err := rd.next()
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%w: the stream ended before the final response", ErrNoAnswer)
+		}
+		if err != nil {
+			return nil, streamErr(ctx, err)
+		}
+		idle.Reset(c.cfg.IdleTimeout)
+		got, err := x.check(ctx, data, true)
+		if err != nil {
+			return nil, err
+		}
+		if got.Type == snap.TypeResponse {
+			return got.Message, nil
+		}
+		if err := fn(got.Message); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// streamErr prefers the cause of ctx's end (ErrIdleTimeout) to the read
+// error it provoked.
+func streamErr(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); cause != nil {
+		if errors.Is(cause, ErrIdleTimeout) {
+			return ErrIdleTimeout
+		}
+		return cause
+	}
+	return err
+}
+
+// SendWS sends req over a new WebSocket connection to url and returns the
+// one frame that answers it, verified. An event is refused: a
+// non-streaming method is answered by exactly one response.
+func (c *Client) SendWS(ctx context.Context, url string, req *snap.Message) (*snap.Message, error) {
+	return c.ws(ctx, url, req, nil)
+}
+
+// StreamWS sends req over a new WebSocket connection to url, passes each
+// verified event to fn (nil: ignored), and returns the verified final
+// response.
+func (c *Client) StreamWS(ctx context.Context, url string, req *snap.Message, fn func(*snap.Message) error) (*snap.Message, error) {
+	if fn == nil {
+		fn = func(*snap.Message) error { return nil }
+	}
+	return c.ws(ctx, url, req, fn)
+}
+
+// wsURL turns an http(s) URL into the ws(s) one of the same endpoint.
+func wsURL(u string) string {
+	switch {
+	case strings.HasPrefix(u, "http://"):
+		return "ws://" + strings.TrimPrefix(u, "http://")
+	case strings.HasPrefix(u, "https://"):
+		return "wss://" + strings.TrimPrefix(u, "https://")
+	}
+	return u
+}
+
+func (c *Client) ws(ctx context.Context, url string, req *snap.Message, fn func(*snap.Message) error) (*snap.Message, error) {
+	x, err := c.prepare(req)
+	if err != nil {
+		return nil, err
+	}
+	conn, resp, err := c.cfg.Dialer.DialContext(ctx, wsURL(url), http.Header{"SNAP-Version": {snap.ProtocolVersion}})
+	if err != nil {
+		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
+			defer resp.Body.Close()
+			return nil, statusError(resp)
+		}
+		return nil, err
+	}
+	defer conn.Close()
+	// Ending ctx unblocks the reads.
+	stop := context.AfterFunc(ctx, func() { conn.NetConn().SetDeadline(time.Now()) })
+	defer stop()
+	conn.SetReadLimit(int64(c.cfg.MaxMessage))
+	_ = conn.SetWriteDeadline(time.Now().Add(c.cfg.IdleTimeout))
+	if err := conn.WriteMessage(websocket.TextMessage, x.body); err != nil {
+		return nil, wsErr(ctx, err)
+	}
+	for {
+		_ = conn.SetReadDeadline(time.Now().Add(c.cfg.IdleTimeout))
+		_, data, err := conn.ReadMessage()
+		if err != nil {
+			return nil, wsErr(ctx, err)
+		}
+		got, err := x.check(ctx, data, fn != nil)
+		if err != nil {
+			return nil, err
+		}
+		if got.Type == snap.TypeResponse {
+			_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
+			return got.Message, nil
+		}
+		if err := fn(got.Message); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func wsErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return ErrIdleTimeout
+	}
+	if _, ok := err.(*websocket.CloseError); ok {
+		return fmt.Errorf("%w: %w", ErrNoAnswer, err)
+	}
+	return err
+}
+
+// Discover fetches the well-known card of the agent at baseURL (one
+// trailing slash is dropped, then /.well-known/snap-agent.json appended,
+// as SDK peers do) and verifies it as SPEC-NOTES 1.13 requires: the card
+// is valid, the signature over JCS(card) ‖ "|" ‖ timestamp verifies
+// against publicKey, and publicKey is the output key of the card's
+// identity.
+func (c *Client) Discover(ctx context.Context, baseURL string) (*snap.Card, *snap.SignedCard, error) {
+	u := strings.TrimSuffix(baseURL, "/") + WellKnownPath
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	hreq.Header.Set("Accept", "application/json")
+	resp, err := c.cfg.HTTP.Do(hreq)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, nil, statusError(resp)
+	}
+	// The card is at most 64 KB; the signature, key and timestamp add
+	// little.
+	const limit = snap.MaxCardSize + 4096
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(raw) > limit {
+		return nil, nil, fmt.Errorf("snaphttp: the well-known card is over %d bytes", limit)
+	}
+	return snap.VerifySignedCard(raw)
+}

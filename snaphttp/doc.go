@@ -1,0 +1,41 @@
+// Package snaphttp carries SNAP over HTTP, server-sent events and
+// WebSocket, as SDK peers speak them (SPEC-NOTES 1.13–1.15, 1.17, 4.3): a
+// server in front of a Responder (*snap.Server), and a client that
+// verifies everything it receives.
+//
+// Serving:
+//
+//	srv, err := snaphttp.New(snaphttp.Config{
+//		Responder: server,          // a *snap.Server, or snaphttp.Unary(s)
+//		Key:       key,             // signs the well-known card
+//		Card:      node.Card,       // func() *snap.Card
+//		Address:   server.Address(),
+//	})
+//	ln, err := net.Listen("tcp", "127.0.0.1:7448")
+//	err = srv.Serve(ctx, ln) // returns after a graceful stop once ctx ends
+//
+// On the wire:
+//   - POST /snap: the signed response with HTTP 200, SNAP errors included
+//     (payload.error); 400 only for a body that is too large (MaxBody,
+//     256 KiB by default) or not JSON; 429 with Retry-After when the peer
+//     is over its rate, before the body is read; 202 with no body for a
+//     response or event posted to us, which is never answered. SNAP-Version
+//     is sent on every response and never required.
+//   - POST /snap with Accept: text/event-stream: 200, each message a
+//     "data: <one-line JSON>\n\n" frame flushed at once, events then the
+//     one final response, then the body ends.
+//   - GET /snap upgraded to WebSocket: one text frame per message; exactly
+//     one frame answers a non-streaming method; requests on one connection
+//     are answered in order, one at a time.
+//   - GET /.well-known/snap-agent.json: the SignedAgentCard, signed afresh
+//     when the card changes and every CardResign.
+//   - GET /healthz, and /metrics when Config.Metrics is set.
+//
+// Requesting:
+//
+//	c := snaphttp.NewClient(snaphttp.ClientConfig{Key: key})
+//	card, _, err := c.Discover(ctx, "https://agent.example")
+//	resp, err := c.Send(ctx, card.Endpoints[0].URL, &snap.Message{
+//		To: card.Identity, Method: "message/send", Payload: payload})
+//	final, err := c.Stream(ctx, url, req, func(ev *snap.Message) error { … })
+package snaphttp

@@ -1,0 +1,220 @@
+package snaphttp
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/snapnode/snapnode/internal/testclock"
+)
+
+func TestLimiters(t *testing.T) {
+	clock := testclock.New(time.Unix(1_800_000_000, 0))
+	l := newLimiters(rate.Limit(2), 3, 100, clock.Now)
+	a := netip.MustParseAddr("192.0.2.1")
+	b := netip.MustParseAddr("192.0.2.2")
+	for i := range 3 {
+		if ok, _ := l.allow(a); !ok {
+			t.Fatalf("request %d within the burst refused", i+1)
+		}
+	}
+	ok, wait := l.allow(a)
+	if ok || wait != 500*time.Millisecond {
+		t.Errorf("over the burst: %v, wait %v, want 500ms", ok, wait)
+	}
+	if ok, _ := l.allow(b); !ok {
+		t.Error("another peer was limited by the first")
+	}
+	// A refusal takes no token: after the wait exactly one more passes.
+	clock.Advance(500 * time.Millisecond)
+	if ok, _ := l.allow(a); !ok {
+		t.Error("refused after waiting")
+	}
+	if ok, _ := l.allow(a); ok {
+		t.Error("two tokens after one interval")
+	}
+	if inf := newLimiters(rate.Inf, 1, 1, clock.Now); func() bool {
+		for range 1000 {
+			if ok, _ := inf.allow(a); !ok {
+				return false
+			}
+		}
+		return true
+	}() != true || inf.size() != 0 {
+		t.Error("rate.Inf limited or kept buckets")
+	}
+}
+
+// The map of buckets stays within its bound under a flood of peers.
+func TestLimitersBounded(t *testing.T) {
+	clock := testclock.New(time.Unix(1_800_000_000, 0))
+	l := newLimiters(rate.Limit(1), 1, 64, clock.Now)
+	for i := range 10_000 {
+		clock.Advance(time.Millisecond)
+		l.allow(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}))
+		if l.size() > 64 {
+			t.Fatalf("%d buckets, bound 64", l.size())
+		}
+	}
+}
+
+func TestPeerKey(t *testing.T) {
+	cases := []struct{ remote, want string }{
+		{"192.0.2.1:5000", "192.0.2.1"},
+		{"[2001:db8:1:2:3:4:5:6]:5000", "2001:db8:1:2::"},
+		{"[2001:db8:1:2:ffff::1]:1", "2001:db8:1:2::"},
+		{"[::ffff:192.0.2.9]:80", "192.0.2.9"},
+		{"[fe80::1%eth0]:80", "fe80::"},
+		{"garbage", "invalid IP"},
+	}
+	for _, tc := range cases {
+		r := &http.Request{RemoteAddr: tc.remote}
+		if got := peerKey(r).String(); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.remote, got, tc.want)
+		}
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	for d, want := range map[time.Duration]int64{0: 1, time.Millisecond: 1, time.Second: 1, 1001 * time.Millisecond: 2, time.Hour: 3600, -time.Second: 1} {
+		if got := retryAfter(d); got != want {
+			t.Errorf("retryAfter(%v) = %d, want %d", d, got, want)
+		}
+	}
+}
+
+func TestConnCounter(t *testing.T) {
+	c := newConnCounter(2, 3)
+	a, b := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")
+	steps := []struct {
+		key  netip.Addr
+		want int
+	}{{a, 0}, {a, 0}, {a, 429}, {b, 0}, {b, 503}}
+	for i, s := range steps {
+		if got := c.acquire(s.key); got != s.want {
+			t.Fatalf("step %d: %d, want %d", i, got, s.want)
+		}
+	}
+	c.release(a)
+	if got := c.acquire(b); got != 0 {
+		t.Errorf("after a release: %d", got)
+	}
+	c.release(b)
+	c.release(b)
+	c.release(a)
+	if c.count() != 0 || len(c.per) != 0 {
+		t.Errorf("count %d, %d peers kept", c.count(), len(c.per))
+	}
+}
+
+func TestAcceptsEventStream(t *testing.T) {
+	cases := []struct {
+		values []string
+		want   bool
+	}{
+		{[]string{"text/event-stream"}, true},
+		{[]string{"Text/Event-Stream"}, true},
+		{[]string{"application/json, text/event-stream;q=0.5"}, true},
+		{[]string{"application/json", "text/event-stream"}, true},
+		{[]string{"*/*"}, false},
+		{[]string{"application/json"}, false},
+		{[]string{"text/event-streamx"}, false},
+		{nil, false},
+	}
+	for _, tc := range cases {
+		if got := acceptsEventStream(tc.values); got != tc.want {
+			t.Errorf("%q: %v", tc.values, got)
+		}
+	}
+}
+
+func readAllEvents(body string, max int) ([]string, error) {
+	r := newSSEReader(strings.NewReader(body), max)
+	var out []string
+	for {
+		d, err := r.next()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		out = append(out, string(d))
+	}
+}
+
+func TestSSEReader(t *testing.T) {
+	cases := []struct {
+		name, body string
+		want       []string
+		err        error
+	}{
+		{"SDK framing", "data: {\"a\":1}\n\ndata: {\"b\":2}\n\n", []string{`{"a":1}`, `{"b":2}`}, nil},
+		{"CRLF", "data: x\r\n\r\n", []string{"x"}, nil},
+		{"no space", "data:x\n\n", []string{"x"}, nil},
+		{"two spaces keep one", "data:  x\n\n", []string{" x"}, nil},
+		{"multi-line data", "data: a\ndata: b\n\n", []string{"a\nb"}, nil},
+		{"comments and fields", ": hi\nevent: e\nid: 7\nretry: 5\ndata: x\n\n", []string{"x"}, nil},
+		{"event without data", "event: ping\n\ndata: x\n\n", []string{"x"}, nil},
+		{"empty data", "data\n\n", []string{""}, nil},
+		{"unterminated last event", "data: x\n\ndata: y\n", []string{"x"}, nil},
+		{"unterminated line", "data: x\n\ndata: y", []string{"x"}, nil},
+		{"at the limit", "data: 0123456789\n\n", []string{"0123456789"}, nil},
+		{"too large", "data: 01234567890\n\n", nil, ErrEventTooLarge},
+		{"too large over lines", "data: 01234\ndata: 56789\n\n", nil, ErrEventTooLarge}, // 11 with the LF
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := readAllEvents(tc.body, 10)
+			if !errors.Is(err, tc.err) || fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("%q, %v; want %q, %v", got, err, tc.want, tc.err)
+			}
+		})
+	}
+	// A line longer than the reader's buffer is still read whole.
+	long := strings.Repeat("y", 40_000)
+	got, err := readAllEvents("data: "+long+"\n\n", 50_000)
+	if err != nil || len(got) != 1 || got[0] != long {
+		t.Errorf("long line: %d events, %v", len(got), err)
+	}
+	if _, err := readAllEvents("data: "+long+"\n\n", 30_000); !errors.Is(err, ErrEventTooLarge) {
+		t.Errorf("long line over the limit: %v", err)
+	}
+}
+
+// FuzzSSEReader: the reader never panics, never returns more than its
+// limit, and what the server writes (sseFrame) reads back as it was.
+func FuzzSSEReader(f *testing.F) {
+	for _, s := range []string{"data: {}\n\n", "data: a\r\ndata: b\r\n\r\n", ": c\n\nid: 1\ndata\n\n", "data: x", "\n\n\n"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		const max = 1 << 10
+		r := newSSEReader(bytes.NewReader(body), max)
+		for range len(body) + 1 {
+			d, err := r.next()
+			if err != nil {
+				break
+			}
+			if len(d) > max {
+				t.Fatalf("event of %d bytes over the limit %d", len(d), max)
+			}
+		}
+		// A frame of one line of data reads back exactly.
+		if len(body) <= max && !bytes.ContainsAny(body, "\r\n") {
+			frame := append(append([]byte("data: "), body...), "\n\n"...)
+			got, err := newSSEReader(bytes.NewReader(frame), max).next()
+			if err != nil || !bytes.Equal(got, body) {
+				t.Fatalf("frame of %q read back as %q, %v", body, got, err)
+			}
+		}
+	})
+}

@@ -1,0 +1,193 @@
+package snaphttp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/snapnode/snapnode/snap"
+)
+
+// post handles POST /snap: one SNAP message in the body. The response is
+// the signed SNAP response with HTTP 200, SNAP errors included (they are
+// in payload.error); with Accept: text/event-stream it is an SSE stream of
+// the events, then the response. HTTP errors are only for what is not a
+// SNAP exchange: 429 when the peer is rate limited (before the body is
+// read), 400 for a body that is too large, unreadable or not JSON.
+//
+// A message that gets no answer — a response or an event posted to us,
+// which SDK peers never do — gets 202 Accepted with an empty body.
+func (s *Server) post(w http.ResponseWriter, r *http.Request) {
+	if !s.admit(w, r) {
+		return
+	}
+	body, ok := s.readBody(w, r)
+	if !ok {
+		return
+	}
+	s.active.Add(1)
+	defer s.active.Add(-1)
+	in := snap.Inbound{Raw: body}
+	if acceptsEventStream(r.Header.Values("Accept")) {
+		s.postSSE(w, r, in)
+		return
+	}
+	// A plain POST of a streaming method gets its final response alone,
+	// as the spec lets a server without SSE answer.
+	resp := s.cfg.Responder.Stream(r.Context(), in, discard)
+	if resp == nil {
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	b, err := resp.MarshalJSON()
+	if err != nil {
+		s.cfg.Logger.Error("snaphttp: response does not serialize", "err", err)
+		writeError(w, http.StatusInternalServerError, "the response could not be serialized", nil)
+		return
+	}
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	w.Write(b)
+}
+
+func discard(*snap.Message) error { return nil }
+
+// readBody reads a posted message of at most MaxBody bytes within
+// ReadTimeout, answering 400 when it cannot.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(s.cfg.ReadTimeout))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody))
+	// Streams outlast any read deadline; the server's background read
+	// must not time out while one runs.
+	_ = rc.SetReadDeadline(time.Time{})
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("the body exceeds the limit of %d bytes", s.cfg.MaxBody),
+			map[string]any{"code": int(snap.CodeInvalidMessage), "limit": s.cfg.MaxBody})
+		return nil, false
+	case err != nil:
+		writeError(w, http.StatusBadRequest, "the body could not be read: "+err.Error(), nil)
+		return nil, false
+	case !json.Valid(body):
+		writeError(w, http.StatusBadRequest, "the body is not JSON", map[string]any{"code": int(snap.CodeInvalidMessage)})
+		return nil, false
+	}
+	return body, true
+}
+
+// acceptsEventStream reports whether the Accept header values name
+// text/event-stream (parameters and case aside).
+func acceptsEventStream(values []string) bool {
+	for _, v := range values {
+		for part := range strings.SplitSeq(v, ",") {
+			mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
+			if err == nil && mt == "text/event-stream" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// methodOf reads the method of a raw message, "" when it has none.
+func methodOf(raw []byte) string {
+	var head struct {
+		Method string `json:"method"`
+	}
+	if json.Unmarshal(raw, &head) != nil {
+		return ""
+	}
+	return head.Method
+}
+
+// messageJSON is m's one-line JSON form. A serialized message never holds
+// a raw line break (strings escape them, the payload is canonical), which
+// SSE framing relies on; one that did would be a bug, refused here.
+func messageJSON(m *snap.Message) ([]byte, error) {
+	b, err := m.AppendJSON(nil)
+	if err != nil {
+		return nil, err
+	}
+	if bytes.ContainsAny(b, "\r\n") {
+		return nil, errors.New("snaphttp: a serialized message holds a line break")
+	}
+	return b, nil
+}
+
+// sseFrame is m as one SSE event: "data: <JSON>\n\n", LF only.
+func sseFrame(m *snap.Message) ([]byte, error) {
+	b, err := messageJSON(m)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, len(b)+8)
+	out = append(out, "data: "...)
+	out = append(out, b...)
+	return append(out, "\n\n"...), nil
+}
+
+// postSSE streams the answer to in as server-sent events: each event
+// message, then the final response, each flushed at once, then the body
+// ends. The headers go with the first frame; a message with no answer
+// gets 202 Accepted.
+func (s *Server) postSSE(w http.ResponseWriter, r *http.Request, in snap.Inbound) {
+	rc := http.NewResponseController(w)
+	ctx, cancel := s.streamContext(r.Context(), methodOf(in.Raw))
+	defer cancel()
+	o := newOutbox(s.cfg.StreamBuffer, sseFrame, func() {
+		cancel()
+		_ = rc.SetWriteDeadline(time.Now()) // unblocks a write in progress
+	})
+	produced := make(chan struct{})
+	go func() {
+		defer close(produced)
+		defer o.close()
+		o.final(r.Context(), s.cfg.Responder.Stream(ctx, in, o.send))
+	}()
+	started := false
+	for frame := range o.ch {
+		if o.failed() != nil {
+			continue // drain, so that the producer never waits
+		}
+		if !started {
+			h := w.Header()
+			h.Set("Content-Type", "text/event-stream")
+			h.Set("Cache-Control", "no-cache")
+			h.Set("Connection", "keep-alive")
+			h.Set("X-Accel-Buffering", "no")
+			w.WriteHeader(http.StatusOK)
+			started = true
+		}
+		if err := s.writeFlush(w, rc, frame); err != nil {
+			o.fail(err)
+		}
+	}
+	<-produced
+	if err := o.failed(); err != nil && !errors.Is(err, context.Canceled) {
+		s.cfg.Logger.Debug("snaphttp: SSE stream ended early", "remote", r.RemoteAddr, "err", err)
+	}
+	if !started && o.failed() == nil {
+		w.WriteHeader(http.StatusAccepted)
+	}
+}
+
+func (s *Server) writeFlush(w http.ResponseWriter, rc *http.ResponseController, frame []byte) error {
+	if err := rc.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
+	if _, err := w.Write(frame); err != nil {
+		return err
+	}
+	return rc.Flush()
+}

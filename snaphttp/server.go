@@ -1,0 +1,413 @@
+package snaphttp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"golang.org/x/time/rate"
+
+	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/snap"
+)
+
+// Defaults of Config.
+const (
+	DefaultMaxBody         = 256 << 10
+	DefaultRate            = rate.Limit(50) // requests per second per peer
+	DefaultBurst           = 100
+	DefaultMaxPeers        = 10_000
+	DefaultStreamBuffer    = 64
+	DefaultWriteTimeout    = 10 * time.Second
+	DefaultReadTimeout     = 30 * time.Second
+	DefaultPingInterval    = 30 * time.Second
+	DefaultIdleTimeout     = 60 * time.Second
+	DefaultMaxConnsPerPeer = 32
+	DefaultMaxConns        = 1024
+	DefaultMaxPending      = 8
+	DefaultShutdownTimeout = 10 * time.Second
+	DefaultCardResign      = 5 * time.Minute
+)
+
+// Config configures a Server. Only Responder is required; every zero limit
+// takes its default.
+type Config struct {
+	// Responder answers the messages posted to /snap or sent over the
+	// WebSocket.
+	Responder Responder
+	// Key signs the well-known card; Card gives the card to serve (nil,
+	// or returning nil: 404). The card is signed again when it changes
+	// and at least every CardResign, with the time of signing.
+	Key        *identity.Key
+	Card       func() *snap.Card
+	CardResign time.Duration
+	// Address is the agent's address, shown by /healthz.
+	Address string
+	// Metrics is served at /metrics; nil: 404.
+	Metrics http.Handler
+	Logger  *slog.Logger
+	// Now is the clock of rate limiting and card signing.
+	Now func() time.Time
+
+	// MaxBody bounds a posted message and a WebSocket frame, in bytes;
+	// a larger one gets 400 (HTTP) or close 1009 (WebSocket).
+	MaxBody int64
+	// Rate and Burst are each peer's token bucket (a peer is an IPv4
+	// address or an IPv6 /64): every POST /snap, WebSocket upgrade and
+	// WebSocket message takes a token. Without one, an HTTP request gets
+	// 429 with Retry-After before its body is read, and a WebSocket
+	// message waits for its token (the connection is served one request
+	// at a time, so waiting slows only that peer). rate.Inf disables.
+	Rate  rate.Limit
+	Burst int
+	// MaxPeers bounds the map of token buckets.
+	MaxPeers int
+	// StreamBuffer bounds the messages queued for one SSE response or
+	// WebSocket connection. A reader that lets it fill is too slow: its
+	// stream is ended and its connection closed, so that a stalled peer
+	// never holds up whoever feeds the stream.
+	StreamBuffer int
+	// WriteTimeout bounds writing one message; ReadTimeout bounds reading
+	// a posted body.
+	WriteTimeout time.Duration
+	ReadTimeout  time.Duration
+	// PingInterval is the WebSocket ping period; a peer that sends
+	// nothing, pongs included, for two periods is closed.
+	PingInterval time.Duration
+	// IdleTimeout closes a WebSocket connection with no request for that
+	// long, and an idle HTTP keep-alive connection.
+	IdleTimeout time.Duration
+	// MaxConnsPerPeer and MaxConns cap WebSocket connections; beyond
+	// them an upgrade gets 429 (per peer) or 503 (in all).
+	MaxConnsPerPeer int
+	MaxConns        int
+	// MaxPending bounds the requests read ahead on one WebSocket
+	// connection while one is handled.
+	MaxPending int
+	// ShutdownTimeout is how long Serve waits, once its context ends, for
+	// in-flight requests before it cancels them and closes every
+	// connection.
+	ShutdownTimeout time.Duration
+	// CheckOrigin accepts or refuses a WebSocket upgrade by its Origin;
+	// nil accepts requests without Origin or from the same host.
+	CheckOrigin func(*http.Request) bool
+	// IsStream tells the streaming methods, whose streams end as soon as
+	// shutdown begins; nil: IsStreamMethod.
+	IsStream func(method string) bool
+}
+
+func (c *Config) fill() error {
+	if c.Responder == nil {
+		return errors.New("snaphttp: Config.Responder is nil")
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	setDefault := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	setInt := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	if c.MaxBody <= 0 {
+		c.MaxBody = DefaultMaxBody
+	}
+	if c.Rate <= 0 {
+		c.Rate = DefaultRate
+	}
+	setInt(&c.Burst, DefaultBurst)
+	setInt(&c.MaxPeers, DefaultMaxPeers)
+	setInt(&c.StreamBuffer, DefaultStreamBuffer)
+	setInt(&c.MaxConnsPerPeer, DefaultMaxConnsPerPeer)
+	setInt(&c.MaxConns, DefaultMaxConns)
+	setInt(&c.MaxPending, DefaultMaxPending)
+	setDefault(&c.CardResign, DefaultCardResign)
+	setDefault(&c.WriteTimeout, DefaultWriteTimeout)
+	setDefault(&c.ReadTimeout, DefaultReadTimeout)
+	setDefault(&c.PingInterval, DefaultPingInterval)
+	setDefault(&c.IdleTimeout, DefaultIdleTimeout)
+	setDefault(&c.ShutdownTimeout, DefaultShutdownTimeout)
+	if c.IsStream == nil {
+		c.IsStream = IsStreamMethod
+	}
+	return nil
+}
+
+// Server serves SNAP over HTTP, SSE and WebSocket (SPEC-NOTES 1.13–1.15):
+//
+//	POST /snap                           a message in, its signed response out
+//	POST /snap, Accept: text/event-stream  events then the response, as SSE
+//	GET  /snap (WebSocket upgrade)        one text frame per message
+//	GET  /.well-known/snap-agent.json     the signed agent card
+//	GET  /healthz                         {"status":"ok",…}
+//	     /metrics                         Config.Metrics
+//
+// It is an http.Handler; Serve runs it on a listener and stops it
+// gracefully.
+type Server struct {
+	cfg      Config
+	mux      *http.ServeMux
+	limits   *limiters
+	conns    *connCounter
+	card     *cardSigner
+	upgrader websocket.Upgrader
+	started  time.Time
+
+	// base is the context of every request; it ends when Serve gives up
+	// waiting for in-flight requests.
+	base     context.Context
+	stopBase context.CancelFunc
+	// streams ends when shutdown begins: streams end then.
+	streams     context.Context
+	stopStreams context.CancelFunc
+	// draining is closed when shutdown begins.
+	draining chan struct{}
+	drain    sync.Once
+	serving  atomic.Bool
+
+	mu      sync.Mutex
+	ws      map[*wsConn]struct{}
+	wsGroup sync.WaitGroup
+	active  atomic.Int64 // exchanges being answered
+}
+
+// New returns a Server for cfg.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	s := &Server{
+		cfg:      cfg,
+		mux:      http.NewServeMux(),
+		limits:   newLimiters(cfg.Rate, cfg.Burst, cfg.MaxPeers, cfg.Now),
+		conns:    newConnCounter(cfg.MaxConnsPerPeer, cfg.MaxConns),
+		card:     &cardSigner{key: cfg.Key, card: cfg.Card, now: cfg.Now, every: cfg.CardResign},
+		started:  cfg.Now(),
+		draining: make(chan struct{}),
+		ws:       make(map[*wsConn]struct{}),
+	}
+	s.base, s.stopBase = context.WithCancel(context.Background())
+	s.streams, s.stopStreams = context.WithCancel(context.Background())
+	s.upgrader = websocket.Upgrader{
+		HandshakeTimeout: cfg.WriteTimeout,
+		CheckOrigin:      cfg.CheckOrigin,
+		Error: func(w http.ResponseWriter, r *http.Request, status int, reason error) {
+			writeError(w, status, reason.Error(), nil)
+		},
+	}
+	s.mux.HandleFunc("POST /snap", s.post)
+	s.mux.HandleFunc("GET /snap", s.websocket)
+	s.mux.HandleFunc("GET "+WellKnownPath, s.wellKnown)
+	s.mux.HandleFunc("OPTIONS "+WellKnownPath, s.wellKnownOptions)
+	s.mux.HandleFunc("GET /healthz", s.healthz)
+	s.mux.HandleFunc("/metrics", s.metrics)
+	for path, allow := range map[string]string{"/snap": "GET, POST", WellKnownPath: "GET, OPTIONS", "/healthz": "GET"} {
+		s.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", allow)
+			writeError(w, http.StatusMethodNotAllowed, r.Method+" is not allowed on "+path, nil)
+		})
+	}
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not found: "+r.URL.Path, nil)
+	})
+	return s, nil
+}
+
+// ServeHTTP implements http.Handler. Every response carries SNAP-Version.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("SNAP-Version", snap.ProtocolVersion)
+	s.mux.ServeHTTP(w, r)
+}
+
+// ErrServing is returned by a second call of Serve.
+var ErrServing = errors.New("snaphttp: Serve called twice")
+
+// Serve serves on ln until ctx ends, then shuts down gracefully: it stops
+// accepting, ends the streams in flight (each gets its final response),
+// closes idle WebSocket connections, and waits up to ShutdownTimeout for
+// the requests in flight to finish; then it cancels them and closes every
+// connection. It returns once every request handler has returned. A
+// Server serves once.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	if !s.serving.CompareAndSwap(false, true) {
+		ln.Close()
+		return ErrServing
+	}
+	srv := &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: s.cfg.ReadTimeout,
+		IdleTimeout:       s.cfg.IdleTimeout,
+		BaseContext:       func(net.Listener) context.Context { return s.base },
+		ErrorLog:          slog.NewLogLogger(s.cfg.Logger.Handler(), slog.LevelDebug),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-served:
+	}
+
+	s.beginDrain()
+	grace, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	shutErr := srv.Shutdown(grace)
+	wsDone := make(chan struct{})
+	go func() { s.wsGroup.Wait(); close(wsDone) }()
+	select {
+	case <-wsDone:
+	case <-grace.Done():
+	}
+	if grace.Err() != nil {
+		s.cfg.Logger.Warn("snaphttp: requests still in flight after the shutdown timeout; cancelling them", "timeout", s.cfg.ShutdownTimeout)
+		s.stopBase()
+		srv.Close()
+		s.closeAllWS()
+	}
+	<-wsDone
+	s.stopBase()
+	if serveErr == nil {
+		serveErr = <-served
+	}
+	if errors.Is(serveErr, http.ErrServerClosed) {
+		serveErr = nil
+	}
+	if errors.Is(shutErr, context.DeadlineExceeded) {
+		shutErr = nil // reported above; the connections were closed
+	}
+	return errors.Join(serveErr, shutErr)
+}
+
+// beginDrain ends streams and tells WebSocket connections to close once
+// their request in flight is answered.
+func (s *Server) beginDrain() {
+	s.drain.Do(func() {
+		close(s.draining)
+		s.stopStreams()
+	})
+}
+
+// streamContext returns ctx, ended also when shutdown begins if method
+// streams.
+func (s *Server) streamContext(ctx context.Context, method string) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	if !s.cfg.IsStream(method) {
+		return ctx, cancel
+	}
+	stop := context.AfterFunc(s.streams, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
+// admit takes a rate-limit token for the request's peer, or answers 429
+// with Retry-After and returns false.
+func (s *Server) admit(w http.ResponseWriter, r *http.Request) bool {
+	ok, wait := s.limits.allow(peerKey(r))
+	if ok {
+		return true
+	}
+	secs := retryAfter(wait)
+	w.Header().Set("Retry-After", fmt.Sprint(secs))
+	writeError(w, http.StatusTooManyRequests, "rate limit exceeded; retry later",
+		map[string]any{"code": int(snap.CodeRateLimitExceeded), "retryAfter": secs})
+	return false
+}
+
+// writeError answers a request that is not a SNAP exchange (the body
+// could not be read, the route does not exist, the peer is limited) with
+// status and {"error":{"status":…,"message":…,…extra}}.
+func writeError(w http.ResponseWriter, status int, msg string, extra map[string]any) {
+	body := map[string]any{"status": status, "message": msg}
+	for k, v := range extra {
+		body[k] = v
+	}
+	b, _ := json.Marshal(map[string]any{"error": body})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	w.Write(b)
+}
+
+// wellKnown serves the signed card with the headers SDK peers expect:
+// public, cacheable for 5 minutes, readable from any origin.
+func (s *Server) wellKnown(w http.ResponseWriter, r *http.Request) {
+	if !s.admit(w, r) {
+		return
+	}
+	setCORS(w)
+	doc, err := s.card.document()
+	if err != nil {
+		s.cfg.Logger.Error("snaphttp: well-known card not signed", "err", err)
+		writeError(w, http.StatusInternalServerError, "the agent card could not be signed", nil)
+		return
+	}
+	if doc == nil {
+		writeError(w, http.StatusNotFound, "this agent serves no card", nil)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "public, max-age=300")
+	w.Write(doc)
+}
+
+func (s *Server) wellKnownOptions(w http.ResponseWriter, r *http.Request) {
+	setCORS(w)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func setCORS(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Access-Control-Allow-Origin", "*")
+	h.Set("Access-Control-Allow-Methods", "GET, OPTIONS")
+	h.Set("Access-Control-Allow-Headers", "Content-Type")
+}
+
+// Health is the body of /healthz.
+type Health struct {
+	Status          string `json:"status"`
+	Address         string `json:"address,omitempty"`
+	ProtocolVersion string `json:"protocolVersion"`
+	UptimeSeconds   int64  `json:"uptimeSeconds"`
+	WebSockets      int    `json:"websockets"`
+	InFlight        int64  `json:"inFlight"` // SNAP exchanges being answered
+	Draining        bool   `json:"draining,omitempty"`
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	h := Health{
+		Status: "ok", Address: s.cfg.Address, ProtocolVersion: snap.ProtocolVersion,
+		UptimeSeconds: int64(s.cfg.Now().Sub(s.started) / time.Second),
+		WebSockets:    s.conns.count(), InFlight: s.active.Load(),
+	}
+	select {
+	case <-s.draining:
+		h.Status, h.Draining = "draining", true
+	default:
+	}
+	b, _ := json.Marshal(h)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Write(b)
+}
+
+func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Metrics == nil {
+		writeError(w, http.StatusNotFound, "no metrics are served", nil)
+		return
+	}
+	s.cfg.Metrics.ServeHTTP(w, r)
+}

@@ -1,0 +1,173 @@
+package snaphttp_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/snapnode/snapnode/snap"
+	"github.com/snapnode/snapnode/snaphttp"
+)
+
+// smallBuffers makes the server's sockets buffer little, so that a peer
+// that stops reading fills them after a few events.
+type smallBuffers struct{ net.Listener }
+
+func (l smallBuffers) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetWriteBuffer(4096)
+	}
+	return c, err
+}
+
+func dialSmall(ctx context.Context, network, address string) (net.Conn, error) {
+	c, err := (&net.Dialer{}).DialContext(ctx, network, address)
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetReadBuffer(4096)
+	}
+	return c, err
+}
+
+// hub feeds the same events to every stream that joined it, calling each
+// stream's emit in turn from one goroutine, as a task's event broker does.
+type hub struct {
+	joined chan func(any) error
+	done   chan struct{}
+}
+
+func newHub() *hub { return &hub{joined: make(chan func(any) error, 2), done: make(chan struct{})} }
+
+func (h *hub) hooks() *hooks {
+	return &hooks{stream: func(ctx context.Context, req *snap.Verified, emit func(any) error) (any, error) {
+		h.joined <- emit
+		select {
+		case <-h.done:
+		case <-ctx.Done():
+		}
+		return map[string]any{"task": map[string]any{"id": "t-hub", "status": map[string]any{"state": "completed", "timestamp": "2026-01-01T00:00:00Z"}}}, nil
+	}}
+}
+
+// stalledPeer is a subscriber that sends its request and never reads.
+type stalledPeer func(t *testing.T, e *env, req []byte) net.Conn
+
+// A peer that stops reading does not hold up the others: the publisher
+// feeds a fast subscriber and a stalled one in turn, at the fast one's
+// pace; the stalled one's send fails (ErrSlowReader) once its bounded
+// queue is full, without the publisher ever waiting, and the fast one gets
+// every event in order and its final response. The stalled connection is
+// then closed by the server.
+func TestStalledReaderDoesNotDelayOthers(t *testing.T) {
+	stallSSE := func(t *testing.T, e *env, req []byte) net.Conn {
+		c, err := dialSmall(context.Background(), "tcp", strings.TrimPrefix(e.base, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(c, "POST /snap HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(req), req)
+		return c
+	}
+	stallWS := func(t *testing.T, e *env, req []byte) net.Conn {
+		d := websocket.Dialer{NetDialContext: dialSmall}
+		c, _, err := d.Dial(e.ws, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.WriteMessage(websocket.TextMessage, req)
+		return c.NetConn()
+	}
+	type fastStream func(c *snaphttp.Client, e *env, req *snap.Message, fn func(*snap.Message) error) (*snap.Message, error)
+	cases := []struct {
+		name  string
+		stall stalledPeer
+		fast  fastStream
+	}{
+		{"SSE", stallSSE, func(c *snaphttp.Client, e *env, req *snap.Message, fn func(*snap.Message) error) (*snap.Message, error) {
+			return c.Stream(context.Background(), e.base+"/snap", req, fn)
+		}},
+		{"WebSocket", stallWS, func(c *snaphttp.Client, e *env, req *snap.Message, fn func(*snap.Message) error) (*snap.Message, error) {
+			return c.StreamWS(context.Background(), e.ws, req, fn)
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHub()
+			e := start(t, h.hooks(), func(c *snaphttp.Config) { c.StreamBuffer = 4 }, func(l net.Listener) net.Listener { return smallBuffers{l} })
+
+			// The fast subscriber acknowledges each event it gets.
+			acks := make(chan float64)
+			type result struct {
+				m   *snap.Message
+				err error
+			}
+			fastDone := make(chan result, 1)
+			go func() {
+				m, err := tc.fast(e.client, e, request(t, "message/stream", `{}`), func(ev *snap.Message) error {
+					var p struct {
+						Progress float64 `json:"progress"`
+					}
+					if err := json.Unmarshal(ev.Payload, &p); err != nil {
+						return err
+					}
+					acks <- p.Progress
+					return nil
+				})
+				fastDone <- result{m, err}
+			}()
+			fastEmit := <-h.joined
+			slow := tc.stall(t, e, raw(t, request(t, "message/stream", `{}`)))
+			defer slow.Close()
+			slowEmit := <-h.joined
+
+			pad := strings.Repeat("x", 1000)
+			var slowErr error
+			published, afterFailure := 0, 0
+			for i := 1; i <= 100_000 && afterFailure < 20; i++ {
+				ev := map[string]any{"taskId": "t-hub", "progress": float64(i), "message": pad}
+				if err := fastEmit(ev); err != nil {
+					t.Fatalf("event %d to the fast subscriber: %v", i, err)
+				}
+				if slowErr == nil {
+					slowErr = slowEmit(ev)
+				} else {
+					afterFailure++
+				}
+				published = i
+				select {
+				case got := <-acks:
+					if got != float64(i) {
+						t.Fatalf("fast subscriber got event %v, want %d", got, i)
+					}
+				case r := <-fastDone:
+					t.Fatalf("fast stream ended early: %v", r.err)
+				}
+			}
+			close(h.done)
+			if !errors.Is(slowErr, snaphttp.ErrSlowReader) {
+				t.Fatalf("the stalled subscriber's send: %v, want ErrSlowReader", slowErr)
+			}
+			r := <-fastDone
+			if r.err != nil || r.m.Type != snap.TypeResponse || !strings.Contains(string(r.m.Payload), "t-hub") {
+				t.Fatalf("fast subscriber's final response: %v %v", r.m, r.err)
+			}
+			t.Logf("%d events published; the stalled peer failed after %d", published, published-afterFailure)
+
+			// The server let the stalled connection go: reading it now
+			// ends (EOF or reset) instead of waiting.
+			slow.SetReadDeadline(time.Now().Add(10 * time.Second))
+			_, err := io.Copy(io.Discard, slow)
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				t.Errorf("the stalled connection is still open")
+			}
+		})
+	}
+}

@@ -1,0 +1,248 @@
+package snaphttp
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/snapnode/snapnode/snap"
+)
+
+// websocket handles GET /snap: a WebSocket whose text frames each carry
+// one SNAP message (SPEC-NOTES 1.15, 4.3).
+//
+// A connection may carry several requests. They are handled in order, one
+// at a time, because responses carry nothing that names their request:
+// a non-streaming method is answered by exactly one frame, its response; a
+// streaming one by its events, then its response. Up to MaxPending
+// requests are read ahead; beyond that the connection is not read until
+// one is answered. Every request is answered, errors included; a response
+// or event sent to us is not. SDK clients open one connection per request.
+//
+// The server pings every PingInterval and closes a peer silent (no pong,
+// no message) for two intervals, a connection idle for IdleTimeout, and a
+// frame larger than MaxBody (close 1009).
+func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
+	if !websocket.IsWebSocketUpgrade(r) {
+		w.Header().Set("Upgrade", "websocket")
+		writeError(w, http.StatusUpgradeRequired, "GET /snap is the WebSocket endpoint: upgrade to WebSocket, or POST a SNAP message", nil)
+		return
+	}
+	if !s.admit(w, r) {
+		return
+	}
+	key := peerKey(r)
+	switch st := s.conns.acquire(key); st {
+	case 0:
+	case http.StatusTooManyRequests:
+		w.Header().Set("Retry-After", "1")
+		writeError(w, st, "too many WebSocket connections from this address", nil)
+		return
+	default:
+		writeError(w, st, "too many WebSocket connections", nil)
+		return
+	}
+	defer s.conns.release(key)
+	// Counted before the upgrade, while net/http still tracks the
+	// request, so that Serve, which waits for the group after
+	// http.Server.Shutdown returns, cannot miss it.
+	s.mu.Lock()
+	select {
+	case <-s.draining:
+		s.mu.Unlock()
+		writeError(w, http.StatusServiceUnavailable, "shutting down", nil)
+		return
+	default:
+	}
+	s.wsGroup.Add(1)
+	s.mu.Unlock()
+	defer s.wsGroup.Done()
+
+	c, err := s.upgrader.Upgrade(w, r, http.Header{"SNAP-Version": {snap.ProtocolVersion}})
+	if err != nil {
+		return // the upgrader answered with an HTTP error
+	}
+	wc := &wsConn{s: s, c: c, key: key, remote: r.RemoteAddr}
+	wc.ctx, wc.cancel = context.WithCancel(s.base)
+	defer wc.cancel()
+	s.mu.Lock()
+	s.ws[wc] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.ws, wc)
+		s.mu.Unlock()
+	}()
+	wc.serve()
+}
+
+// closeAllWS cuts every WebSocket connection (forced shutdown).
+func (s *Server) closeAllWS() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for wc := range s.ws {
+		wc.cancel()
+		wc.c.NetConn().Close()
+	}
+}
+
+// wsConn is one WebSocket connection.
+type wsConn struct {
+	s      *Server
+	c      *websocket.Conn
+	key    netip.Addr
+	remote string
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+func (wc *wsConn) serve() {
+	s, c := wc.s, wc.c
+	log := s.cfg.Logger.With("remote", wc.remote)
+	c.SetReadLimit(s.cfg.MaxBody)
+
+	reqs := make(chan []byte, s.cfg.MaxPending)
+	readerDone := make(chan struct{})
+	go func() {
+		defer close(readerDone)
+		defer close(reqs)
+		wc.read(reqs, log)
+	}()
+
+	o := newOutbox(s.cfg.StreamBuffer, messageJSON, func() {
+		wc.cancel()
+		c.NetConn().Close() // unblocks a write in progress; the reader stops too
+	})
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		wc.write(o)
+	}()
+
+	code, text := websocket.CloseNormalClosure, ""
+	idle := time.NewTimer(s.cfg.IdleTimeout)
+	defer idle.Stop()
+loop:
+	for {
+		select {
+		case raw, ok := <-reqs:
+			if !ok {
+				break loop // the peer closed, went silent, or sent too much
+			}
+			wc.handle(o, raw)
+			if o.failed() != nil {
+				break loop
+			}
+			idle.Reset(s.cfg.IdleTimeout)
+		case <-idle.C:
+			text = "idle"
+			break loop
+		case <-s.draining:
+			code, text = websocket.CloseGoingAway, "server shutting down"
+			break loop
+		case <-wc.ctx.Done():
+			break loop
+		}
+	}
+	o.close()
+	<-writerDone
+	if o.failed() == nil {
+		_ = c.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, text), time.Now().Add(time.Second))
+	}
+	wc.cancel()
+	c.Close()
+	<-readerDone
+	if err := o.failed(); err != nil && !errors.Is(err, context.Canceled) {
+		log.Debug("snaphttp: WebSocket closed", "err", err)
+	}
+}
+
+// read passes the peer's messages to reqs until the connection fails. A
+// pong or any message extends the peer's time to 2 × PingInterval.
+func (wc *wsConn) read(reqs chan<- []byte, log *slog.Logger) {
+	c := wc.c
+	wait := 2 * wc.s.cfg.PingInterval
+	_ = c.SetReadDeadline(time.Now().Add(wait))
+	c.SetPongHandler(func(string) error { return c.SetReadDeadline(time.Now().Add(wait)) })
+	for {
+		_, data, err := c.ReadMessage()
+		if err != nil {
+			var ne net.Error
+			switch {
+			case errors.As(err, &ne) && ne.Timeout():
+				log.Debug("snaphttp: WebSocket peer silent; closing", "timeout", wait)
+			case errors.Is(err, websocket.ErrReadLimit):
+				log.Debug("snaphttp: WebSocket frame over the limit; closed with 1009", "limit", wc.s.cfg.MaxBody)
+			}
+			wc.cancel()
+			return
+		}
+		_ = c.SetReadDeadline(time.Now().Add(wait))
+		select {
+		case reqs <- data:
+		case <-wc.ctx.Done():
+			return
+		}
+	}
+}
+
+// write writes the queued frames and the pings until the queue closes.
+// After a failure it only drains the queue.
+func (wc *wsConn) write(o *outbox) {
+	c, cfg := wc.c, &wc.s.cfg
+	ping := time.NewTicker(cfg.PingInterval)
+	defer ping.Stop()
+	for {
+		select {
+		case frame, ok := <-o.ch:
+			if !ok {
+				return
+			}
+			if o.failed() != nil {
+				continue
+			}
+			_ = c.SetWriteDeadline(time.Now().Add(cfg.WriteTimeout))
+			if err := c.WriteMessage(websocket.TextMessage, frame); err != nil {
+				o.fail(err)
+			}
+		case <-ping.C:
+			if o.failed() != nil {
+				continue
+			}
+			if err := c.WriteControl(websocket.PingMessage, nil, time.Now().Add(cfg.WriteTimeout)); err != nil {
+				o.fail(err)
+			}
+		}
+	}
+}
+
+// handle answers one request: it waits for the peer's rate-limit token,
+// then runs the Responder, whose events and response are queued on o.
+func (wc *wsConn) handle(o *outbox, raw []byte) {
+	s := wc.s
+	for {
+		ok, wait := s.limits.allow(wc.key)
+		if ok {
+			break
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-wc.ctx.Done():
+			t.Stop()
+			o.fail(wc.ctx.Err())
+			return
+		}
+	}
+	s.active.Add(1)
+	defer s.active.Add(-1)
+	ctx, cancel := s.streamContext(wc.ctx, methodOf(raw))
+	defer cancel()
+	o.final(wc.ctx, s.cfg.Responder.Stream(ctx, snap.Inbound{Raw: raw}, o.send))
+}

@@ -1,0 +1,196 @@
+package snaphttp_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/snapnode/snapnode/snap"
+	"github.com/snapnode/snapnode/snaphttp"
+)
+
+func dial(t *testing.T, e *env) *websocket.Conn {
+	t.Helper()
+	c, resp, err := websocket.DefaultDialer.Dial(e.ws, nil)
+	if err != nil {
+		t.Fatalf("dial: %v %v", err, resp)
+	}
+	if resp.Header.Get("SNAP-Version") != "0.1" {
+		t.Errorf("upgrade without SNAP-Version: %v", resp.Header)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func readFrame(t *testing.T, c *websocket.Conn) []byte {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	typ, b, err := c.ReadMessage()
+	if err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	if typ != websocket.TextMessage {
+		t.Fatalf("frame type %d, want text", typ)
+	}
+	return b
+}
+
+// One connection carries several requests, answered in order: exactly one
+// frame for a non-streaming method (the frame after it answers the next
+// request), events then the response for a streaming one, and an answer
+// for every error.
+func TestWebSocketFrames(t *testing.T) {
+	e := start(t, nil, nil)
+	c := dial(t, e)
+	tampered := strings.Replace(string(raw(t, request(t, "tasks/get", `{"taskId":"t-1"}`))), `"t-1"`, `"t-9"`, 1)
+	steps := []struct {
+		name   string
+		frame  []byte
+		events int
+		method string
+		code   snap.Code
+	}{
+		{"message/send", raw(t, request(t, "message/send", sendPayload)), 0, "message/send", 0},
+		{"tasks/get", raw(t, request(t, "tasks/get", `{"taskId":"t-1"}`)), 0, "tasks/get", 0},
+		{"stream", raw(t, request(t, "message/stream", `{"steps":4}`)), 4, "message/stream", 0},
+		{"handler error", raw(t, request(t, "tasks/get", `{"taskId":"nope"}`)), 0, "tasks/get", snap.CodeTaskNotFound},
+		{"bad signature", []byte(tampered), 0, "tasks/get", snap.CodeSignatureInvalid},
+		{"unknown method", raw(t, request(t, "tasks/nothing", `{}`)), 0, "tasks/nothing", snap.CodeMethodNotFound},
+		{"stream again", raw(t, request(t, "message/stream", `{"steps":1}`)), 1, "message/stream", 0},
+		{"last", raw(t, request(t, "message/send", sendPayload)), 0, "message/send", 0},
+	}
+	for _, st := range steps {
+		if err := c.WriteMessage(websocket.TextMessage, st.frame); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i <= st.events; i++ {
+			v := verify(t, readFrame(t, c))
+			want := snap.TypeEvent
+			if i == st.events {
+				want = snap.TypeResponse
+			}
+			if v.Type != want || v.Method != st.method {
+				t.Fatalf("%s: frame %d is a %s of %s, want a %s of %s", st.name, i, v.Type, v.Method, want, st.method)
+			}
+			if want == snap.TypeResponse && errCode(v.Payload) != st.code {
+				t.Errorf("%s: error %d, want %d: %s", st.name, errCode(v.Payload), st.code, v.Payload)
+			}
+		}
+	}
+}
+
+// Frames that are not SNAP messages are answered too, with a signed 1003.
+func TestWebSocketAnswersGarbage(t *testing.T) {
+	e := start(t, nil, nil)
+	c := dial(t, e)
+	for _, f := range []string{`not json`, `[]`, `{}`} {
+		c.WriteMessage(websocket.TextMessage, []byte(f))
+		b := readFrame(t, c)
+		v, err := snap.NewValidator(snap.Config{}).Validate(context.Background(), b)
+		if err != nil || !v.Signed || v.Type != snap.TypeResponse || errCode(v.Payload) == 0 {
+			t.Errorf("%s: answer %s (%v)", f, b, err)
+		}
+	}
+}
+
+// A frame over MaxBody closes the connection with 1009.
+func TestWebSocketReadLimit(t *testing.T) {
+	e := start(t, nil, func(c *snaphttp.Config) { c.MaxBody = 1024 })
+	c := dial(t, e)
+	c.WriteMessage(websocket.TextMessage, []byte(`{"pad":"`+strings.Repeat("x", 2048)+`"}`))
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, _, err := c.ReadMessage()
+	if !websocket.IsCloseError(err, websocket.CloseMessageTooBig) {
+		t.Errorf("read after an oversized frame: %v, want close 1009", err)
+	}
+}
+
+// The server pings; a client that answers stays connected through many
+// pings, one that does not is closed after two intervals.
+func TestWebSocketPingPong(t *testing.T) {
+	e := start(t, nil, func(c *snaphttp.Config) { c.PingInterval = 20 * time.Millisecond; c.IdleTimeout = time.Hour })
+
+	good := dial(t, e)
+	var pings atomic.Int32
+	enough := make(chan struct{})
+	good.SetPingHandler(func(data string) error {
+		if pings.Add(1) == 5 {
+			close(enough)
+		}
+		return good.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(time.Second))
+	})
+	readErr := make(chan error, 1)
+	frames := make(chan []byte, 1)
+	go func() {
+		for {
+			_, b, err := good.ReadMessage()
+			if err != nil {
+				readErr <- err
+				return
+			}
+			frames <- b
+		}
+	}()
+	select {
+	case <-enough:
+	case err := <-readErr:
+		t.Fatalf("a client that pongs was closed: %v", err)
+	}
+	good.WriteMessage(websocket.TextMessage, raw(t, request(t, "message/send", sendPayload)))
+	select {
+	case b := <-frames:
+		verify(t, b)
+	case err := <-readErr:
+		t.Fatalf("after 5 pings: %v", err)
+	}
+
+	mute := dial(t, e)
+	mute.SetPingHandler(func(string) error { return nil }) // never pongs
+	mute.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, _, err := mute.ReadMessage()
+	var ne interface{ Timeout() bool }
+	if err == nil || (errors.As(err, &ne) && ne.Timeout()) {
+		t.Errorf("a client that never pongs: %v, want the server to close it", err)
+	}
+}
+
+// A connection with no request for IdleTimeout is closed normally.
+func TestWebSocketIdleTimeout(t *testing.T) {
+	e := start(t, nil, func(c *snaphttp.Config) { c.IdleTimeout = 50 * time.Millisecond })
+	c := dial(t, e)
+	c.WriteMessage(websocket.TextMessage, raw(t, request(t, "message/send", sendPayload)))
+	verify(t, readFrame(t, c))
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, _, err := c.ReadMessage()
+	var ce *websocket.CloseError
+	if !errors.As(err, &ce) || ce.Code != websocket.CloseNormalClosure || ce.Text != "idle" {
+		t.Errorf("idle connection: %v, want close 1000 idle", err)
+	}
+}
+
+// Beyond MaxConnsPerPeer an upgrade gets 429 (the count going down is
+// tested in TestConnCounter).
+func TestWebSocketPerPeerCap(t *testing.T) {
+	e := start(t, nil, func(c *snaphttp.Config) { c.MaxConnsPerPeer = 2 })
+	a, b := dial(t, e), dial(t, e)
+	_, resp, err := websocket.DefaultDialer.Dial(e.ws, nil)
+	if err == nil || resp == nil || resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("third connection: %v %v", err, resp)
+	}
+	_, err = e.client.SendWS(context.Background(), e.ws, request(t, "message/send", sendPayload))
+	var se *snaphttp.StatusError
+	if !errors.As(err, &se) || se.StatusCode != 429 {
+		t.Errorf("client over the cap: %v", err)
+	}
+	// The two admitted connections still work.
+	for _, c := range []*websocket.Conn{a, b} {
+		c.WriteMessage(websocket.TextMessage, raw(t, request(t, "message/send", sendPayload)))
+		verify(t, readFrame(t, c))
+	}
+}
