@@ -2,7 +2,8 @@
 // order of precedence: a command-line flag, a SNAPNODE_* environment
 // variable, the TOML file named by --config (or SNAPNODE_CONFIG), then the
 // default. With nothing configured, the node runs self-contained: data in
-// ./snapnode-data, an embedded relay on 127.0.0.1:7447.
+// ./snapnode-data, an embedded relay on 127.0.0.1:7447, SNAP over HTTP and
+// WebSocket on 127.0.0.1:7448.
 //
 //	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 //	cfg := config.Default()
@@ -15,6 +16,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -45,6 +48,21 @@ type Config struct {
 	Relays []string `toml:"relays"`
 	// RelayListen is the embedded relay's address; empty disables it.
 	RelayListen string `toml:"relay_listen"`
+	// HTTPListen is the address of SNAP over HTTP, SSE and WebSocket
+	// (POST and GET /snap, the well-known card, /healthz, /metrics);
+	// empty, or "off", disables it. When it is left at
+	// DefaultHTTPListen and that port is taken, the node runs without
+	// HTTP and logs a warning; an address set on purpose must be free.
+	HTTPListen string `toml:"http_listen"`
+	// HTTPMaxBody bounds a message posted or sent over WebSocket, in
+	// bytes; a larger one gets 400 (or WebSocket close 1009).
+	HTTPMaxBody int64 `toml:"http_max_body"`
+	// HTTPRate is each peer's allowance of HTTP requests and WebSocket
+	// messages per second (a peer is an IPv4 address or an IPv6 /64),
+	// with bursts of HTTPBurst; over it an HTTP request gets 429 with
+	// Retry-After before its body is read. 0 disables the limit.
+	HTTPRate  float64 `toml:"http_rate"`
+	HTTPBurst int     `toml:"http_burst"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `toml:"log_level"`
 	// MaxDrift is the SNAP timestamp window.
@@ -105,11 +123,21 @@ func (d *Duration) UnmarshalText(b []byte) error {
 	return nil
 }
 
+// DefaultHTTPListen is the default address of the HTTP transport.
+const DefaultHTTPListen = "127.0.0.1:7448"
+
+// MaxHTTPBody is the largest http_max_body: the largest SNAP message.
+const MaxHTTPBody = 10 << 20
+
 // Default returns the settings of a node with no configuration.
 func Default() Config {
 	return Config{
 		DataDir:       "snapnode-data",
 		RelayListen:   "127.0.0.1:7447",
+		HTTPListen:    DefaultHTTPListen,
+		HTTPMaxBody:   256 << 10,
+		HTTPRate:      50,
+		HTTPBurst:     100,
 		LogLevel:      "info",
 		MaxDrift:      Duration{60 * time.Second},
 		ReplyTTL:      Duration{7 * 24 * time.Hour},
@@ -150,6 +178,32 @@ var settings = []setting{
 	stringSetting("policy", "SNAPNODE_POLICY", "judge proposals by the Cedar policy in `FILE` (default: the built-in policy)", func(c *Config) *string { return &c.Policy }),
 	stringSetting("database", "SNAPNODE_DATABASE", "keep tasks and replay records in `DSN`: a SQLite file, postgres://…, or memory (nothing survives a restart); default <data-dir>/tasks.db", func(c *Config) *string { return &c.Database }),
 	stringSetting("relay-listen", "SNAPNODE_RELAY_LISTEN", "run the embedded relay on `ADDR` when no --relay is given (empty: none)", func(c *Config) *string { return &c.RelayListen }),
+	{"http-listen", "SNAPNODE_HTTP_LISTEN", "serve SNAP over HTTP, SSE and WebSocket on `ADDR` (empty or off: none)",
+		func(fs *flag.FlagSet, c *Config, name, usage string) {
+			fs.StringVar(&c.HTTPListen, name, c.HTTPListen, usage)
+		},
+		func(c *Config, v string) error {
+			if v == "off" {
+				v = ""
+			}
+			c.HTTPListen = v
+			return nil
+		}},
+	{"http-max-body", "SNAPNODE_HTTP_MAX_BODY", "refuse HTTP and WebSocket messages over `BYTES` (400, or close 1009)",
+		func(fs *flag.FlagSet, c *Config, name, usage string) {
+			fs.Int64Var(&c.HTTPMaxBody, name, c.HTTPMaxBody, usage)
+		},
+		func(c *Config, v string) (err error) { c.HTTPMaxBody, err = strconv.ParseInt(v, 10, 64); return err }},
+	{"http-rate", "SNAPNODE_HTTP_RATE", "allow each peer `N` HTTP requests or WebSocket messages a second (0: no limit)",
+		func(fs *flag.FlagSet, c *Config, name, usage string) {
+			fs.Float64Var(&c.HTTPRate, name, c.HTTPRate, usage)
+		},
+		func(c *Config, v string) (err error) { c.HTTPRate, err = strconv.ParseFloat(v, 64); return err }},
+	{"http-burst", "SNAPNODE_HTTP_BURST", "let each peer burst to `N` HTTP requests above its rate",
+		func(fs *flag.FlagSet, c *Config, name, usage string) {
+			fs.IntVar(&c.HTTPBurst, name, c.HTTPBurst, usage)
+		},
+		func(c *Config, v string) (err error) { c.HTTPBurst, err = strconv.Atoi(v); return err }},
 	stringSetting("log-level", "SNAPNODE_LOG_LEVEL", "log `LEVEL`: debug, info, warn or error", func(c *Config) *string { return &c.LogLevel }),
 	{"testnet", "SNAPNODE_TESTNET", "use the testnet (tb1p…) address",
 		func(fs *flag.FlagSet, c *Config, name, usage string) { fs.BoolVar(&c.Testnet, name, c.Testnet, usage) },
@@ -290,6 +344,23 @@ func (c *Config) Validate() error {
 		if !strings.HasPrefix(r, "ws://") && !strings.HasPrefix(r, "wss://") {
 			errs = append(errs, fmt.Errorf("config: relay %q is not a ws:// or wss:// URL", r))
 		}
+	}
+	if c.HTTPListen == "off" {
+		c.HTTPListen = ""
+	}
+	if c.HTTPListen != "" {
+		if _, _, err := net.SplitHostPort(c.HTTPListen); err != nil {
+			errs = append(errs, fmt.Errorf("config: http_listen %q: want host:port: %w", c.HTTPListen, err))
+		}
+	}
+	if c.HTTPMaxBody < 1024 || c.HTTPMaxBody > MaxHTTPBody {
+		errs = append(errs, fmt.Errorf("config: http_max_body %d: want 1024…%d bytes", c.HTTPMaxBody, MaxHTTPBody))
+	}
+	if c.HTTPRate < 0 || math.IsNaN(c.HTTPRate) || math.IsInf(c.HTTPRate, 0) {
+		errs = append(errs, fmt.Errorf("config: http_rate %v: want 0 (no limit) or more requests a second", c.HTTPRate))
+	}
+	if c.HTTPBurst < 1 {
+		errs = append(errs, fmt.Errorf("config: http_burst %d: want at least 1", c.HTTPBurst))
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

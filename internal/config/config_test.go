@@ -28,7 +28,7 @@ func TestDefaultsNeedNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.DataDir != "snapnode-data" || c.RelayListen != "127.0.0.1:7447" || len(c.Relays) != 0 ||
+	if c.DataDir != "snapnode-data" || c.RelayListen != "127.0.0.1:7447" || c.HTTPListen != "127.0.0.1:7448" || len(c.Relays) != 0 ||
 		c.MaxDrift.Duration != time.Minute || c.KeyPath() != filepath.Join("snapnode-data", "identity.key") {
 		t.Errorf("defaults: %+v", c)
 	}
@@ -113,6 +113,12 @@ func TestRejectsBadSettings(t *testing.T) {
 		{"log level", nil, map[string]string{"SNAPNODE_LOG_LEVEL": "loud"}, "log_level"},
 		{"bad env number", nil, map[string]string{"SNAPNODE_WORKERS": "many"}, "SNAPNODE_WORKERS"},
 		{"missing file", []string{"--config", "/nonexistent.toml"}, nil, "nonexistent"},
+		{"http address", []string{"--http-listen", "7448"}, nil, "http_listen"},
+		{"http body too small", []string{"--http-max-body", "10"}, nil, "http_max_body"},
+		{"http body over a message", nil, map[string]string{"SNAPNODE_HTTP_MAX_BODY": "20000000"}, "http_max_body"},
+		{"negative rate", []string{"--http-rate", "-1"}, nil, "http_rate"},
+		{"bad rate", nil, map[string]string{"SNAPNODE_HTTP_RATE": "fast"}, "SNAPNODE_HTTP_RATE"},
+		{"no burst", []string{"--http-burst", "0"}, nil, "http_burst"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -121,5 +127,48 @@ func TestRejectsBadSettings(t *testing.T) {
 				t.Errorf("error %v, want one mentioning %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// The HTTP settings follow the same precedence; the listener is turned off
+// with an empty value (flag or file) or "off" (any source, the only way
+// through the environment, where empty means unset).
+func TestHTTPSettings(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "snapnode.toml")
+	os.WriteFile(file, []byte("http_listen = \"127.0.0.1:9001\"\nhttp_rate = 5.5\nhttp_burst = 7\nhttp_max_body = 4096\n"), 0o600)
+	cases := []struct {
+		name   string
+		args   []string
+		env    map[string]string
+		listen string
+		rate   float64
+		burst  int
+		body   int64
+	}{
+		{"defaults", nil, nil, "127.0.0.1:7448", 50, 100, 256 << 10},
+		{"file", []string{"--config", file}, nil, "127.0.0.1:9001", 5.5, 7, 4096},
+		{"env over file", []string{"--config", file}, map[string]string{"SNAPNODE_HTTP_LISTEN": "127.0.0.1:0", "SNAPNODE_HTTP_RATE": "0"}, "127.0.0.1:0", 0, 7, 4096},
+		{"flag over env", []string{"--http-listen", "[::1]:8000", "--http-burst", "3"}, map[string]string{"SNAPNODE_HTTP_LISTEN": "127.0.0.1:0"}, "[::1]:8000", 50, 3, 256 << 10},
+		{"off by flag", []string{"--http-listen", ""}, nil, "", 50, 100, 256 << 10},
+		{"off by env", nil, map[string]string{"SNAPNODE_HTTP_LISTEN": "off"}, "", 50, 100, 256 << 10},
+		{"off by flag word", []string{"--http-listen", "off"}, nil, "", 50, 100, 256 << 10},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := load(t, tc.args, tc.env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.HTTPListen != tc.listen || c.HTTPRate != tc.rate || c.HTTPBurst != tc.burst || c.HTTPMaxBody != tc.body {
+				t.Errorf("listen %q rate %v burst %d body %d; want %q %v %d %d",
+					c.HTTPListen, c.HTTPRate, c.HTTPBurst, c.HTTPMaxBody, tc.listen, tc.rate, tc.burst, tc.body)
+			}
+		})
+	}
+	// "off" in the file is off too.
+	off := filepath.Join(t.TempDir(), "off.toml")
+	os.WriteFile(off, []byte("http_listen = \"off\"\n"), 0o600)
+	if c, err := load(t, []string{"--config", off}, nil); err != nil || c.HTTPListen != "" {
+		t.Errorf("off in the file: %q %v", c.HTTPListen, err)
 	}
 }
