@@ -49,6 +49,7 @@ type Node struct {
 	checkpoint *relay.SQLCheckpoint
 	inbox      *relay.Inbox
 	inboxDone  chan error
+	http       *httpPart // nil when HTTP is off
 	stopRelay  func()
 	stopPool   func()
 	closeStore func() error
@@ -242,6 +243,9 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *Node
 	if err := n.publish(ctx, n.card); err != nil {
 		return nil, err
 	}
+	if err := n.startHTTP(ctx, server, nil); err != nil {
+		return nil, err
+	}
 	return n, nil
 }
 
@@ -360,11 +364,12 @@ func (n *Node) Card() *snap.Card {
 	return n.card
 }
 
-// Wait waits for the node to stop after its context ended: the inbox
-// finishes the requests it accepted and publishes their answers, then the
-// pool, the checkpoint and the embedded relay close.
+// Wait waits for the node to stop after its context ended: the inbox and
+// the HTTP transport finish the requests they accepted and send their
+// answers, then the pool, the checkpoint and the embedded relay close.
 func (n *Node) Wait() error {
 	err := <-n.inboxDone
+	err = errors.Join(err, n.waitHTTP()) // its requests use the stores
 	n.stopPool()
 	n.stopSweep()
 	<-n.sweepDone
