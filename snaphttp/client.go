@@ -85,7 +85,7 @@ type ClientConfig struct {
 // validates (syntax, timestamp window, replay), its signature verifies
 // against from, from is the agent addressed (the request's to), to is
 // the requester (the request's from), and its type is response, or event
-// within a stream. It is safe for concurrent use.
+// of the request's method within a stream. It is safe for concurrent use.
 type Client struct {
 	cfg    ClientConfig
 	replay snap.ReplayStore
@@ -179,7 +179,9 @@ func (x *exchange) check(ctx context.Context, raw []byte, event bool) (*snap.Ver
 	case got.To != x.req.From:
 		return nil, fmt.Errorf("%w: addressed to %q, not to us (%s)%s", ErrInvalidResponse, got.To, x.req.From, errorHint(got.Payload))
 	case got.Type == snap.TypeResponse:
+	case got.Type == snap.TypeEvent && event && got.Method == x.req.Method:
 	case got.Type == snap.TypeEvent && event:
+		return nil, fmt.Errorf("%w: an event of %s in a %s stream", ErrInvalidResponse, got.Method, x.req.Method)
 	default:
 		return nil, fmt.Errorf("%w: a %s answered %s", ErrInvalidResponse, got.Type, x.req.Method)
 	}

@@ -25,6 +25,7 @@ type reply struct {
 	to       string // "" means req.From
 	age      time.Duration
 	unsigned bool
+	method   string // "" means req.Method
 }
 
 func (r reply) build(t *testing.T, req *snap.Message) []byte {
@@ -41,7 +42,11 @@ func (r reply) build(t *testing.T, req *snap.Message) []byte {
 	if typ == "" {
 		typ = snap.TypeResponse
 	}
-	m := &snap.Message{ID: snap.NewID(), Version: "0.1", From: addr(k), To: to, Type: typ, Method: req.Method,
+	method := r.method
+	if method == "" {
+		method = req.Method
+	}
+	m := &snap.Message{ID: snap.NewID(), Version: "0.1", From: addr(k), To: to, Type: typ, Method: method,
 		Payload: []byte(`{"task":{"id":"t"}}`), Timestamp: time.Now().Add(-r.age).Unix()}
 	if !r.unsigned {
 		if err := m.Sign(k); err != nil {
@@ -206,6 +211,10 @@ func TestClientStreamFailures(t *testing.T) {
 		{"forged event", func(w http.ResponseWriter, r *http.Request, req *snap.Message) {
 			w.Header().Set("Content-Type", "text/event-stream")
 			fmt.Fprintf(w, "data: %s\n\n", reply{typ: snap.TypeEvent, key: otherKey}.build(t, req))
+		}, nil, snaphttp.ErrInvalidResponse},
+		{"event of another method", func(w http.ResponseWriter, r *http.Request, req *snap.Message) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprintf(w, "data: %s\n\n", reply{typ: snap.TypeEvent, method: "tasks/resubscribe"}.build(t, req))
 		}, nil, snaphttp.ErrInvalidResponse},
 		{"callback fails", func(w http.ResponseWriter, r *http.Request, req *snap.Message) {
 			w.Header().Set("Content-Type", "text/event-stream")

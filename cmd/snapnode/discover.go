@@ -7,18 +7,26 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/relay"
+	"github.com/snapnode/snapnode/snaphttp"
 )
 
-// discover is `snapnode discover --identity ADDR | --skill ID`.
+// discover is `snapnode discover --identity ADDR | --skill ID` on the
+// relays, or `snapnode discover --http URL` for a well-known card.
 func (c *cli) discover(args []string) int {
-	fs := c.flagSet("discover", "--identity ADDRESS | --skill ID [--relay URL]",
+	fs := c.flagSet("discover", "--identity ADDRESS | --skill ID [--relay URL]  or  --http URL [--identity ADDRESS]",
 		"Finds agent cards on the relays. A card counts only when its d tag, its identity",
 		"and the P2TR address of the event's key agree; impostor cards are reported on",
 		"standard error and dropped; the newest valid card of each agent wins. Prints one",
-		"JSON line per agent: {identity, pubkey, createdAt, card}.")
+		"JSON line per agent: {identity, pubkey, createdAt, card}.",
+		"With --http, fetches URL/.well-known/snap-agent.json and verifies it (the card is",
+		"valid, its signature over JCS(card)|timestamp verifies against publicKey, and",
+		"publicKey is the key of the card's identity, which must be --identity when given).",
+		"Prints {identity, publicKey, timestamp, sig, card}; an invalid card is an error object.")
 	id := fs.String("identity", "", "the agent's P2TR `ADDRESS`")
 	skill := fs.String("skill", "", "agents offering the skill `ID`")
+	httpURL := fs.String("http", "", "fetch the signed card served at the base `URL` (http(s)://host:port)")
 	var relays []string
 	fs.Func("relay", "use the relay at `URL` (repeatable; default ws://127.0.0.1:7447)", func(v string) error {
 		relays = append(relays, v)
@@ -28,6 +36,12 @@ func (c *cli) discover(args []string) int {
 	_, code, done := c.parse(fs, args, 0)
 	if done {
 		return code
+	}
+	if *httpURL != "" {
+		if *skill != "" || len(relays) > 0 {
+			return c.usageError(fs, "--http reads one agent's well-known card: --skill and --relay are for the relays")
+		}
+		return c.discoverHTTP(*httpURL, *id, *timeout)
 	}
 	if (*id == "") == (*skill == "") {
 		return c.usageError(fs, "give exactly one of --identity and --skill")
@@ -73,4 +87,28 @@ func (c *cli) discover(args []string) int {
 // quietLogger logs warnings and errors of client commands to stderr.
 func quietLogger(c *cli) *slog.Logger {
 	return slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// discoverHTTP fetches and verifies the well-known card at base.
+func (c *cli) discoverHTTP(base, id string, timeout time.Duration) int {
+	const prog = "snapnode discover"
+	if id != "" {
+		if _, err := identity.ParseAddress(id); err != nil {
+			return c.ioError(prog, fmt.Errorf("--identity: %w", err))
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	card, signed, err := snaphttp.NewClient(snaphttp.ClientConfig{}).Discover(ctx, base)
+	if err != nil {
+		return c.fail(prog, err)
+	}
+	if id != "" && card.Identity != id {
+		fmt.Fprintf(c.stderr, "%s: the card at %s is %s's, not %s's\n", prog, base, card.Identity, id)
+		return exitFail
+	}
+	line, _ := json.Marshal(map[string]any{"identity": card.Identity, "publicKey": signed.PublicKey,
+		"timestamp": signed.Timestamp, "sig": signed.Sig, "card": json.RawMessage(signed.Card)})
+	fmt.Fprintf(c.stdout, "%s\n", line)
+	return exitOK
 }

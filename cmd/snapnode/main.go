@@ -52,6 +52,7 @@ func init() {
 	commands = []command{
 		{"run", "run the node: embedded relay, inbox, tasks, agent card", (*cli).runNode},
 		{"send", "send a message/send request to an agent and print its answer", (*cli).send},
+		{"stream", "send message/stream (or tasks/resubscribe) and print the events as they come", (*cli).stream},
 		{"task", "get or cancel one of your tasks on an agent (task get|cancel ID); list or show the node's tasks (task list|show)", (*cli).task},
 		{"approve", "approve the action a task of the running node waits on (approve TASK)", (*cli).approve},
 		{"deny", "deny the action a task of the running node waits on (deny TASK)", (*cli).deny},

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/snap"
+	"github.com/snapnode/snapnode/snaphttp"
 )
 
 // exitTimeout is the exit code of a request that got no valid answer.
@@ -23,56 +25,70 @@ const exitTimeout = 3
 type clientFlags struct {
 	to      string
 	relays  []string
+	http    string
 	keyFile string
 	persist bool
 	timeout time.Duration
 }
 
-func (cf *clientFlags) define(fs *flag.FlagSet) {
+// define defines the flags; timeout is the default of --timeout.
+func (cf *clientFlags) define(fs *flag.FlagSet, timeout time.Duration) {
 	fs.StringVar(&cf.to, "to", "", "the agent's P2TR `ADDRESS` (required)")
+	fs.StringVar(&cf.http, "http", "", "send over HTTP to the agent's endpoint `URL` instead of Nostr (http(s)://host:port[/snap]; a ws:// or wss:// URL uses WebSocket)")
 	fs.Func("relay", "use the relay at `URL` (repeatable; default ws://127.0.0.1:7447)", func(v string) error {
 		cf.relays = append(cf.relays, v)
 		return nil
 	})
 	fs.StringVar(&cf.keyFile, "key", "", "sign with the key in `FILE` (default: $SNAPNODE_KEY, else a client key kept in the user's config folder)")
 	fs.BoolVar(&cf.persist, "persist", false, "send as a stored event (kind 4339), which reaches an agent that is offline now")
-	fs.DurationVar(&cf.timeout, "timeout", 30*time.Second, "give up after `DURATION`")
+	fs.DurationVar(&cf.timeout, "timeout", timeout, "give up after `DURATION`")
 }
 
 // send is `snapnode send`: message/send with a text or data part.
 func (c *cli) send(args []string) int {
-	fs := c.flagSet("send", "--to ADDRESS [--relay URL] [--key FILE] [--persist] [--task ID] [--data FILE] [TEXT…]",
-		"Sends a message/send request to an agent over Nostr and prints its verified",
-		"response. Exit status: 0 a result, 1 a SNAP error response, 2 usage, 3 no valid",
-		"response in time.")
+	fs := c.flagSet("send", "--to ADDRESS [--relay URL | --http URL] [--key FILE] [--persist] [--task ID] [--data FILE] [TEXT…]",
+		"Sends a message/send request to an agent over Nostr (or HTTP with --http) and",
+		"prints its verified response. Exit status: 0 a result, 1 a SNAP error response,",
+		"2 usage, 3 no valid response in time.")
 	var cf clientFlags
-	cf.define(fs)
+	cf.define(fs, 30*time.Second)
 	taskID := fs.String("task", "", "continue the task `ID` instead of starting one")
 	dataFile := fs.String("data", "", "send the JSON object in `FILE` as a data part")
 	pos, code, done := c.parse(fs, args, -1)
 	if done {
 		return code
 	}
+	payload, code, ok := c.messagePayload(fs, strings.Join(pos, " "), *dataFile, *taskID)
+	if !ok {
+		return code
+	}
+	return c.request(fs, cf, "message/send", payload)
+}
+
+// messagePayload is the payload of message/send and message/stream: one
+// user message with a text part, or a data part read from dataFile, and
+// the task it continues.
+func (c *cli) messagePayload(fs *flag.FlagSet, text, dataFile, taskID string) (map[string]any, int, bool) {
 	var part map[string]any
-	switch text := strings.Join(pos, " "); {
-	case *dataFile != "" && text != "":
-		return c.usageError(fs, "give TEXT or --data, not both")
-	case *dataFile != "":
-		b, err := os.ReadFile(*dataFile)
+	switch {
+	case dataFile != "" && text != "":
+		return nil, c.usageError(fs, "give TEXT or --data, not both"), false
+	case dataFile != "":
+		b, err := os.ReadFile(dataFile)
 		if err != nil {
-			return c.ioError("snapnode send", err)
+			return nil, c.ioError(fs.Name(), err), false
 		}
 		part = map[string]any{"data": json.RawMessage(b)}
 	case text != "":
 		part = map[string]any{"text": text}
 	default:
-		return c.usageError(fs, "nothing to send: give TEXT or --data FILE")
+		return nil, c.usageError(fs, "nothing to send: give TEXT or --data FILE"), false
 	}
 	payload := map[string]any{"message": map[string]any{"messageId": snap.NewID(), "role": "user", "parts": []any{part}}}
-	if *taskID != "" {
-		payload["taskId"] = *taskID
+	if taskID != "" {
+		payload["taskId"] = taskID
 	}
-	return c.request(fs, cf, "message/send", payload)
+	return payload, 0, true
 }
 
 // task is `snapnode task get|cancel ID` (a requester's own tasks on an
@@ -88,16 +104,16 @@ func (c *cli) task(args []string) int {
 		}
 	}
 	if len(args) == 0 || (args[0] != "get" && args[0] != "cancel") {
-		fmt.Fprintln(c.stderr, "usage: snapnode task get|cancel --to ADDRESS [--relay URL] [--key FILE] ID")
+		fmt.Fprintln(c.stderr, "usage: snapnode task get|cancel --to ADDRESS [--relay URL | --http URL] [--key FILE] ID")
 		fmt.Fprintln(c.stderr, "       snapnode task list [--state STATE] [--from ADDRESS] [--data-dir DIR]")
 		fmt.Fprintln(c.stderr, "       snapnode task show [--data-dir DIR] ID")
 		return exitUsage
 	}
 	sub := args[0]
-	fs := c.flagSet("task "+sub, "--to ADDRESS [--relay URL] [--key FILE] [--history N] ID",
+	fs := c.flagSet("task "+sub, "--to ADDRESS [--relay URL | --http URL] [--key FILE] [--history N] ID",
 		"Asks an agent for one of your tasks (tasks/get) or cancels it (tasks/cancel).")
 	var cf clientFlags
-	cf.define(fs)
+	cf.define(fs, 30*time.Second)
 	history := -1
 	if sub == "get" {
 		fs.IntVar(&history, "history", -1, "return at most the last `N` history messages (default: all)")
@@ -116,18 +132,13 @@ func (c *cli) task(args []string) int {
 	return c.request(fs, cf, "tasks/"+sub, payload)
 }
 
-// request discovers the agent, sends one request and prints the verified
-// response as one line of JSON.
+// request sends one request, over Nostr to the agent found on the relays
+// or over HTTP with --http, and prints the verified response as one line
+// of JSON.
 func (c *cli) request(fs *flag.FlagSet, cf clientFlags, method string, payload any) int {
 	prog := "snapnode " + fs.Name()
-	if cf.to == "" {
-		return c.usageError(fs, "--to ADDRESS is required")
-	}
-	if _, err := identity.ParseAddress(cf.to); err != nil {
-		return c.usageError(fs, err.Error())
-	}
-	if len(cf.relays) == 0 {
-		cf.relays = []string{"ws://127.0.0.1:7447"}
+	if code, ok := c.checkTarget(fs, &cf); !ok {
+		return code
 	}
 	key, err := clientKey(cf.keyFile, c)
 	if err != nil {
@@ -137,37 +148,150 @@ func (c *cli) request(fs *flag.FlagSet, cf clientFlags, method string, payload a
 	if err != nil {
 		return c.fail(prog, err)
 	}
-
 	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
 	defer cancel()
+	var resp *snap.Message
+	if cf.http != "" {
+		resp, err = c.httpExchange(ctx, cf, key, method, body, nil)
+	} else {
+		resp, err = c.nostrExchange(ctx, prog, cf, key, method, body, nil)
+	}
+	if err != nil {
+		return c.exchangeError(prog, err)
+	}
+	return c.printResponse(prog, resp)
+}
+
+// checkTarget checks --to and the transport flags, defaulting to the
+// local embedded relay.
+func (c *cli) checkTarget(fs *flag.FlagSet, cf *clientFlags) (int, bool) {
+	if cf.to == "" {
+		return c.usageError(fs, "--to ADDRESS is required"), false
+	}
+	if _, err := identity.ParseAddress(cf.to); err != nil {
+		return c.usageError(fs, err.Error()), false
+	}
+	if cf.http != "" {
+		if len(cf.relays) > 0 || cf.persist {
+			return c.usageError(fs, "--http sends over HTTP: --relay and --persist are for Nostr"), false
+		}
+		if _, _, err := endpointURL(cf.http); err != nil {
+			return c.usageError(fs, err.Error()), false
+		}
+	} else if len(cf.relays) == 0 {
+		cf.relays = []string{"ws://127.0.0.1:7447"}
+	}
+	return 0, true
+}
+
+// endpointURL is the SNAP endpoint of --http: the URL as given, with the
+// path /snap when it has none; ws reports a WebSocket URL.
+func endpointURL(raw string) (endpoint string, ws bool, err error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", false, fmt.Errorf("--http: %w", err)
+	}
+	switch u.Scheme {
+	case "http", "https":
+	case "ws", "wss":
+		ws = true
+	default:
+		return "", false, fmt.Errorf("--http %q: want an http://, https://, ws:// or wss:// URL", raw)
+	}
+	if u.Host == "" {
+		return "", false, fmt.Errorf("--http %q: no host", raw)
+	}
+	if u.Path == "" || u.Path == "/" {
+		u.Path = "/snap"
+	}
+	return u.String(), ws, nil
+}
+
+// errNoValidAnswer marks the failures that end in exit status 3: no valid
+// response came.
+var errNoValidAnswer = errors.New("no valid response")
+
+// httpExchange sends one request over HTTP (or WebSocket) and returns the
+// verified response; with onEvent the method streams (SSE or WebSocket)
+// and each verified event goes to onEvent first.
+func (c *cli) httpExchange(ctx context.Context, cf clientFlags, key *identity.Key, method string, body []byte, onEvent func(*snap.Message) error) (*snap.Message, error) {
+	endpoint, ws, _ := endpointURL(cf.http) // checkTarget checked it
+	client := snaphttp.NewClient(snaphttp.ClientConfig{Key: key})
+	m := &snap.Message{To: cf.to, Method: method, Payload: body}
+	var (
+		resp *snap.Message
+		err  error
+	)
+	switch {
+	case onEvent == nil && ws:
+		resp, err = client.SendWS(ctx, endpoint, m)
+	case onEvent == nil:
+		resp, err = client.Send(ctx, endpoint, m)
+	case ws:
+		resp, err = client.StreamWS(ctx, endpoint, m, onEvent)
+	default:
+		resp, err = client.Stream(ctx, endpoint, m, onEvent)
+	}
+	if err != nil && !errors.Is(err, errEventOutput) {
+		return nil, fmt.Errorf("%w: %s: %w", errNoValidAnswer, endpoint, err)
+	}
+	return resp, err
+}
+
+// errEventOutput wraps a failure to print an event.
+var errEventOutput = errors.New("output")
+
+// nostrExchange discovers the agent's Nostr key on the relays, sends one
+// request and returns the verified response; with onEvent the method
+// streams and each verified event goes to onEvent first.
+func (c *cli) nostrExchange(ctx context.Context, prog string, cf clientFlags, key *identity.Key, method string, body []byte, onEvent func(*snap.Message) error) (*snap.Message, error) {
 	pool := relay.NewPool(relay.PoolConfig{URLs: cf.relays, Logger: quietLogger(c)})
 	pool.Start(ctx)
 	defer pool.Close()
-
 	found, rejected, err := relay.DiscoverByIdentity(ctx, pool, cf.to)
 	for _, r := range rejected {
 		fmt.Fprintf(c.stderr, "%s: REJECTED card event %s from %s: %v\n", prog, r.EventID, r.PubKey, r.Err)
 	}
 	if err != nil {
-		fmt.Fprintf(c.stderr, "%s: no valid card for %s on %s: %v\n", prog, cf.to, strings.Join(cf.relays, ", "), err)
-		return exitTimeout
+		return nil, fmt.Errorf("%w: no valid card for %s on %s: %w", errNoValidAnswer, cf.to, strings.Join(cf.relays, ", "), err)
 	}
 	client := relay.NewClient(relay.ClientConfig{Key: key, Transport: pool, Logger: quietLogger(c)})
-	resp, err := client.Request(ctx, relay.Target{Address: cf.to, PubKey: found.PubKey},
-		relay.Request{Method: method, Payload: body, Persist: cf.persist})
-	if errors.Is(err, relay.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) {
+	target := relay.Target{Address: cf.to, PubKey: found.PubKey}
+	req := relay.Request{Method: method, Payload: body, Persist: cf.persist}
+	var resp *relay.Response
+	if onEvent == nil {
+		resp, err = client.Request(ctx, target, req)
+	} else {
+		resp, err = client.RequestStream(ctx, target, req, func(ev *relay.Response) error { return onEvent(ev.Message) })
+	}
+	switch {
+	case errors.Is(err, relay.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+		return nil, fmt.Errorf("%w: %w", errNoValidAnswer, err)
+	case err != nil:
+		return nil, err
+	}
+	return resp.Message, nil
+}
+
+// exchangeError reports a failed exchange: exit 3 when no valid response
+// came, else 1.
+func (c *cli) exchangeError(prog string, err error) int {
+	if errors.Is(err, errNoValidAnswer) {
 		fmt.Fprintf(c.stderr, "%s: %v\n", prog, err)
 		return exitTimeout
 	}
+	return c.fail(prog, err)
+}
+
+// printResponse prints the response as one line of JSON; a SNAP error in
+// its payload makes the exit status 1.
+func (c *cli) printResponse(prog string, resp *snap.Message) int {
+	out, err := resp.MarshalJSON()
 	if err != nil {
 		return c.fail(prog, err)
 	}
-	out, _ := resp.MarshalJSON()
 	fmt.Fprintf(c.stdout, "%s\n", out)
-	var p struct {
-		Error *snap.Error `json:"error"`
-	}
-	if json.Unmarshal(resp.Payload, &p) == nil && p.Error != nil {
+	if snaphttp.ResponseError(resp.Payload) != nil {
 		return exitFail
 	}
 	return exitOK

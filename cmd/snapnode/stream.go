@@ -1,0 +1,220 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/snapnode/snapnode/snap"
+)
+
+// stream is `snapnode stream`: message/stream (or tasks/resubscribe) with
+// the events printed as they come, then the final response.
+func (c *cli) stream(args []string) int {
+	fs := c.flagSet("stream", "--to ADDRESS [--relay URL | --http URL] [--key FILE] [--task ID [--resubscribe [--after VERSION]]] [--data FILE] [TEXT…]",
+		"Sends message/stream (or, with --resubscribe, tasks/resubscribe for --task) to an",
+		"agent over Nostr, or over HTTP with --http (SSE; a ws:// URL uses WebSocket), and",
+		"prints each verified event as it comes: a progress line on a terminal, one JSON line",
+		"per event otherwise. The final response is printed last as one JSON line. Exit",
+		"status: 0 a result, 1 a SNAP error response, 2 usage, 3 no valid response in time.")
+	var cf clientFlags
+	cf.define(fs, 10*time.Minute)
+	taskID := fs.String("task", "", "continue the task `ID` (with --resubscribe: follow it)")
+	resub := fs.Bool("resubscribe", false, "follow the task of --task from its current state (tasks/resubscribe) instead of sending a message")
+	after := fs.Int64("after", -1, "with --resubscribe, resume after the task `VERSION` already seen (default: replay what the agent keeps)")
+	dataFile := fs.String("data", "", "send the JSON object in `FILE` as a data part")
+	pos, code, done := c.parse(fs, args, -1)
+	if done {
+		return code
+	}
+	text := strings.Join(pos, " ")
+	method := "message/stream"
+	var payload map[string]any
+	if *resub {
+		switch {
+		case *taskID == "":
+			return c.usageError(fs, "--resubscribe needs --task ID")
+		case text != "" || *dataFile != "":
+			return c.usageError(fs, "--resubscribe sends no message: drop TEXT and --data")
+		}
+		method = "tasks/resubscribe"
+		payload = map[string]any{"taskId": *taskID}
+		if *after >= 0 {
+			payload["afterVersion"] = *after
+		}
+	} else {
+		if *after >= 0 {
+			return c.usageError(fs, "--after goes with --resubscribe")
+		}
+		var ok bool
+		if payload, code, ok = c.messagePayload(fs, text, *dataFile, *taskID); !ok {
+			return code
+		}
+	}
+	prog := "snapnode stream"
+	if code, ok := c.checkTarget(fs, &cf); !ok {
+		return code
+	}
+	key, err := clientKey(cf.keyFile, c)
+	if err != nil {
+		return c.ioError(prog, err)
+	}
+	body, err := json.Marshal(payload)
+	if err != nil {
+		return c.fail(prog, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
+	defer cancel()
+
+	out := c.eventPrinter()
+	onEvent := func(m *snap.Message) error {
+		if err := out.event(m); err != nil {
+			return fmt.Errorf("%w: %w", errEventOutput, err)
+		}
+		return nil
+	}
+	var resp *snap.Message
+	if cf.http != "" {
+		resp, err = c.httpExchange(ctx, cf, key, method, body, onEvent)
+	} else {
+		resp, err = c.nostrExchange(ctx, prog, cf, key, method, body, onEvent)
+	}
+	out.done()
+	if err != nil {
+		return c.exchangeError(prog, err)
+	}
+	return c.printResponse(prog, resp)
+}
+
+// eventPrinter shows stream events as they arrive.
+type eventPrinter interface {
+	event(m *snap.Message) error
+	// done ends the display before the final response is printed.
+	done()
+}
+
+// eventPrinter returns a one-line progress display when stdout is a
+// terminal, else JSON lines.
+func (c *cli) eventPrinter() eventPrinter {
+	if f, ok := c.stdout.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			return &progressLine{w: c.stdout}
+		}
+	}
+	return jsonLines{w: c.stdout}
+}
+
+// jsonLines prints each event message as one line of JSON.
+type jsonLines struct{ w io.Writer }
+
+func (j jsonLines) event(m *snap.Message) error {
+	b, err := m.MarshalJSON()
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(j.w, "%s\n", b)
+	return err
+}
+
+func (jsonLines) done() {}
+
+// progressLine rewrites one terminal line with each event's summary.
+type progressLine struct {
+	w     io.Writer
+	shown bool
+}
+
+// progressWidth bounds the progress line, to stay on one line of a narrow
+// terminal.
+const progressWidth = 78
+
+func (p *progressLine) event(m *snap.Message) error {
+	p.shown = true
+	_, err := fmt.Fprintf(p.w, "\r\x1b[K%s", clipRunes(printable(eventSummary(m.Payload)), progressWidth))
+	return err
+}
+
+func (p *progressLine) done() {
+	if p.shown {
+		fmt.Fprintln(p.w)
+	}
+}
+
+// eventSummary describes a stream event's payload in a few words: the
+// task, its version and state, the progress and message, the artifact.
+func eventSummary(payload []byte) string {
+	var e struct {
+		TaskID   string   `json:"taskId"`
+		Version  int64    `json:"version"`
+		State    string   `json:"state"`
+		Current  bool     `json:"current"`
+		Progress *float64 `json:"progress"`
+		Message  string   `json:"message"`
+		Artifact *struct {
+			ArtifactID string `json:"artifactId"`
+			Name       string `json:"name"`
+			Partial    bool   `json:"partial"`
+		} `json:"artifact"`
+	}
+	if json.Unmarshal(payload, &e) != nil {
+		return "event"
+	}
+	var parts []string
+	if e.TaskID != "" {
+		parts = append(parts, "task "+e.TaskID)
+	}
+	if e.Version > 0 {
+		parts = append(parts, "v"+strconv.FormatInt(e.Version, 10))
+	}
+	if e.State != "" {
+		s := e.State
+		if e.Current {
+			s += " (current)"
+		}
+		parts = append(parts, s)
+	}
+	if e.Progress != nil && *e.Progress > 0 {
+		parts = append(parts, fmt.Sprintf("%.0f%%", 100**e.Progress))
+	}
+	if e.Artifact != nil {
+		a := "artifact " + e.Artifact.ArtifactID
+		if e.Artifact.Partial {
+			a += " (partial)"
+		}
+		parts = append(parts, a)
+	}
+	if e.Message != "" {
+		parts = append(parts, strings.Join(strings.Fields(e.Message), " "))
+	}
+	if len(parts) == 0 {
+		return "event"
+	}
+	return strings.Join(parts, " · ")
+}
+
+// printable drops the control characters of s: an agent's text must not
+// drive the terminal (escape sequences, carriage returns).
+func printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || r == utf8.RuneError {
+			return -1
+		}
+		return r
+	}, s)
+}
+
+// clipRunes shortens s to at most n characters, marking the cut with "…".
+func clipRunes(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}

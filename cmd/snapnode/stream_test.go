@@ -1,0 +1,287 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/config"
+	"github.com/snapnode/snapnode/internal/node"
+	"github.com/snapnode/snapnode/snap"
+)
+
+// startHTTPNode starts a real node with its embedded relay and HTTP on
+// free loopback ports.
+func startHTTPNode(t *testing.T) *node.Node {
+	t.Helper()
+	cfg := config.Default()
+	cfg.DataDir, cfg.RelayListen, cfg.HTTPListen = filepath.Join(t.TempDir(), "data"), "127.0.0.1:0", "127.0.0.1:0"
+	ctx, cancel := context.WithCancel(context.Background())
+	n, err := node.Start(ctx, cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); n.Wait() })
+	return n
+}
+
+// received checks one JSON line of the CLI: a message from the node to
+// the test key, signed, of type typ; it returns the message.
+func received(t *testing.T, n *node.Node, line string, typ snap.Type) *snap.Verified {
+	t.Helper()
+	k, _ := identity.FromHex(testSecret)
+	v, err := snap.NewValidator(snap.Config{Self: k.Address(identity.Mainnet)}).Validate(context.Background(), []byte(line))
+	if err != nil {
+		t.Fatalf("line %q: %v", line, err)
+	}
+	if !v.Signed || v.From != n.Address() || v.To != testAddress || v.Type != typ {
+		t.Fatalf("line %q: signed %v from %s to %s type %s", line, v.Signed, v.From, v.To, v.Type)
+	}
+	return v
+}
+
+func proposalFile(t *testing.T, dir, path string) string {
+	t.Helper()
+	b, _ := json.Marshal(map[string]any{"schema_version": "1.0.0", "id": uuid.NewString(), "reasoning": "cli test",
+		"action": "WRITE_FILE", "args": map[string]any{"path": path, "content": "from the cli\n"}})
+	return writeFile(t, dir, uuid.NewString()+".json", string(b), 0o600)
+}
+
+// send, task get and discover over HTTP and WebSocket against a real node;
+// a response that does not come from the agent addressed is refused (3).
+func TestSendOverHTTP(t *testing.T) {
+	noEnvKey(t)
+	n := startHTTPNode(t)
+	dir := t.TempDir()
+	key := keyFile(t, dir, testSecret)
+	base := n.HTTPURL()
+	ws := "ws" + strings.TrimPrefix(base, "http") + "/snap"
+
+	r := runCLI(t, "", "send", "--to", n.Address(), "--http", base, "--key", key, "hello", "over", "http")
+	if r.code != 0 {
+		t.Fatalf("send --http: %s", r)
+	}
+	v := received(t, n, strings.TrimSpace(r.stdout), snap.TypeResponse)
+	var p struct {
+		Task struct {
+			ID     string                 `json:"id"`
+			Status struct{ State string } `json:"status"`
+		} `json:"task"`
+	}
+	if err := json.Unmarshal(v.Payload, &p); err != nil || p.Task.Status.State != "submitted" {
+		t.Fatalf("send --http payload %s", v.Payload)
+	}
+
+	r = runCLI(t, "", "task", "get", "--to", n.Address(), "--http", ws, "--key", key, p.Task.ID)
+	if r.code != 0 || !strings.Contains(r.stdout, p.Task.ID) {
+		t.Fatalf("task get over WebSocket: %s", r)
+	}
+	received(t, n, strings.TrimSpace(r.stdout), snap.TypeResponse)
+	r = runCLI(t, "", "task", "get", "--to", n.Address(), "--http", base+"/snap", "--key", key, "no-such-task")
+	if r.code != 1 || !strings.Contains(r.stdout, `"code":1001`) {
+		t.Errorf("unknown task: %s", r)
+	}
+
+	// Addressed to another agent, the node answers from itself: not the
+	// agent asked, so no valid response.
+	other, _ := identity.FromHex(otherSecret)
+	r = runCLI(t, "", "send", "--to", other.Address(identity.Mainnet), "--http", base, "--key", key, "hi")
+	if r.code != exitTimeout || !strings.Contains(r.stderr, "not the agent addressed") {
+		t.Errorf("answer from another agent: %s", r)
+	}
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	closed := "http://" + ln.Addr().String()
+	ln.Close()
+	if r := runCLI(t, "", "send", "--to", n.Address(), "--http", closed, "--key", key, "--timeout", "5s", "hi"); r.code != exitTimeout {
+		t.Errorf("nothing listening: %s", r)
+	}
+
+	usage := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"--http and --relay", []string{"--http", base, "--relay", "ws://127.0.0.1:1", "hi"}, "--relay and --persist are for Nostr"},
+		{"--http and --persist", []string{"--http", base, "--persist", "hi"}, "--relay and --persist are for Nostr"},
+		{"not a web URL", []string{"--http", "ftp://x", "hi"}, "want an http://"},
+		{"no host", []string{"--http", "http://", "hi"}, "no host"},
+	}
+	for _, u := range usage {
+		t.Run(u.name, func(t *testing.T) {
+			r := runCLI(t, "", append([]string{"send", "--to", n.Address(), "--key", key}, u.args...)...)
+			if r.code != exitUsage || !strings.Contains(r.stderr, u.want) {
+				t.Errorf("%s", r)
+			}
+		})
+	}
+}
+
+// stream prints each event as a JSON line (stdout is not a terminal), in
+// version order, then the final response; over SSE, WebSocket and Nostr.
+// --resubscribe follows a task that has ended: its current state, then
+// the task.
+func TestStreamCommand(t *testing.T) {
+	noEnvKey(t)
+	n := startHTTPNode(t)
+	dir := t.TempDir()
+	key := keyFile(t, dir, testSecret)
+	base := n.HTTPURL()
+	transports := []struct{ name, flag, url string }{
+		{"SSE", "--http", base},
+		{"WebSocket", "--http", "ws" + strings.TrimPrefix(base, "http")},
+		{"Nostr", "--relay", n.RelayURLs()[0]},
+	}
+	var taskID string
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			r := runCLI(t, "", "stream", "--to", n.Address(), tr.flag, tr.url, "--key", key,
+				"--data", proposalFile(t, dir, "/sandbox/"+tr.name+".txt"))
+			if r.code != 0 {
+				t.Fatalf("%s", r)
+			}
+			lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+			var states []string
+			for _, l := range lines[:len(lines)-1] {
+				v := received(t, n, l, snap.TypeEvent)
+				states = append(states, eventSummary(v.Payload))
+			}
+			final := received(t, n, lines[len(lines)-1], snap.TypeResponse)
+			if len(states) != 5 || !strings.Contains(states[0], "v1 · submitted") || !strings.Contains(states[4], "v5 · completed") {
+				t.Errorf("events:\n%s", strings.Join(states, "\n"))
+			}
+			if !strings.Contains(string(final.Payload), `"completed"`) {
+				t.Errorf("final %s", final.Payload)
+			}
+			var p struct {
+				Task struct{ ID string } `json:"task"`
+			}
+			json.Unmarshal(final.Payload, &p)
+			taskID = p.Task.ID
+		})
+	}
+
+	r := runCLI(t, "", "stream", "--to", n.Address(), "--http", base, "--key", key, "--task", taskID, "--resubscribe")
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if r.code != 0 || len(lines) < 2 || !strings.Contains(eventSummary(received(t, n, lines[0], snap.TypeEvent).Payload), "completed (current)") {
+		t.Fatalf("resubscribe to an ended task: %s", r)
+	}
+	received(t, n, lines[len(lines)-1], snap.TypeResponse)
+
+	usage := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"resubscribe without task", []string{"--resubscribe"}, "needs --task"},
+		{"resubscribe with text", []string{"--resubscribe", "--task", "t", "hi"}, "sends no message"},
+		{"after without resubscribe", []string{"--after", "3", "hi"}, "goes with --resubscribe"},
+		{"nothing to send", nil, "nothing to send"},
+		{"no target", []string{"--to", "", "hi"}, "--to ADDRESS is required"},
+	}
+	for _, u := range usage {
+		t.Run(u.name, func(t *testing.T) {
+			r := runCLI(t, "", append([]string{"stream", "--to", n.Address(), "--http", base, "--key", key}, u.args...)...)
+			if r.code != exitUsage || !strings.Contains(r.stderr, u.want) {
+				t.Errorf("%s", r)
+			}
+		})
+	}
+}
+
+// On a terminal the events rewrite one line, stripped of control
+// characters and cut to fit; done ends the line.
+func TestProgressLine(t *testing.T) {
+	var b bytes.Buffer
+	p := &progressLine{w: &b}
+	for _, payload := range []string{
+		`{"taskId":"t-1","state":"working","version":2}`,
+		`{"taskId":"t-1","progress":0.5,"message":"half\u001b[31m way\nthere"}`,
+		`{"taskId":"t-1","message":"` + strings.Repeat("long ", 40) + `"}`,
+	} {
+		if err := p.event(&snap.Message{Payload: []byte(payload)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.done()
+	frames := strings.Split(b.String(), "\r\x1b[K")
+	if len(frames) != 4 || frames[0] != "" {
+		t.Fatalf("output %q", b.String())
+	}
+	if frames[1] != "task t-1 · v2 · working" {
+		t.Errorf("first line %q", frames[1])
+	}
+	if frames[2] != "task t-1 · 50% · half[31m way there" {
+		t.Errorf("second line %q", frames[2])
+	}
+	if got := []rune(strings.TrimSuffix(frames[3], "\n")); len(got) != progressWidth || got[len(got)-1] != '…' || !strings.HasSuffix(frames[3], "\n") {
+		t.Errorf("third line %q", frames[3])
+	}
+	var quiet bytes.Buffer
+	(&progressLine{w: &quiet}).done()
+	if quiet.Len() != 0 {
+		t.Errorf("done without events wrote %q", quiet.String())
+	}
+}
+
+func TestEventSummary(t *testing.T) {
+	cases := []struct{ payload, want string }{
+		{`{"taskId":"t","state":"input_required","version":4}`, "task t · v4 · input_required"},
+		{`{"taskId":"t","state":"completed","version":5,"current":true}`, "task t · v5 · completed (current)"},
+		{`{"taskId":"t","artifact":{"artifactId":"diff-1","partial":true},"version":3}`, "task t · v3 · artifact diff-1 (partial)"},
+		{`{"taskId":"t","progress":1,"message":"done"}`, "task t · 100% · done"},
+		{`{}`, "event"},
+		{`not json`, "event"},
+	}
+	for _, tc := range cases {
+		if got := eventSummary([]byte(tc.payload)); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.payload, got, tc.want)
+		}
+	}
+}
+
+// discover --http fetches and verifies the well-known card; a forged one
+// is an error object with its code.
+func TestDiscoverHTTP(t *testing.T) {
+	n := startHTTPNode(t)
+	r := runCLI(t, "", "discover", "--http", n.HTTPURL()+"/")
+	if r.code != 0 {
+		t.Fatalf("%s", r)
+	}
+	var out struct {
+		Identity, PublicKey, Sig string
+		Timestamp                int64
+		Card                     json.RawMessage
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || out.Identity != n.Address() {
+		t.Fatalf("%s (%v)", r, err)
+	}
+	doc, _ := json.Marshal(map[string]any{"card": out.Card, "sig": out.Sig, "publicKey": out.PublicKey, "timestamp": out.Timestamp})
+	if _, _, err := snap.VerifySignedCard(doc); err != nil {
+		t.Errorf("the printed card does not verify: %v", err)
+	}
+	if r := runCLI(t, "", "discover", "--http", n.HTTPURL(), "--identity", testAddress); r.code != 1 || !strings.Contains(r.stderr, "not "+testAddress) {
+		t.Errorf("--identity of another agent: %s", r)
+	}
+	if r := runCLI(t, "", "discover", "--http", n.HTTPURL(), "--skill", "x"); r.code != exitUsage {
+		t.Errorf("--http with --skill: %s", r)
+	}
+
+	forged := strings.Replace(string(doc), `"description":"`, `"description":"forged `, 1)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(forged)) }))
+	defer ts.Close()
+	r = runCLI(t, "", "discover", "--http", ts.URL)
+	if r.code != 1 || snapError(t, r).Code != int(snap.CodeSignatureInvalid) {
+		t.Errorf("forged card: %s", r)
+	}
+}
