@@ -286,7 +286,8 @@ func (c *Client) Send(ctx context.Context, url string, req *snap.Message) (*snap
 // response. A server that answers with plain JSON gives the response
 // alone. Any message that fails verification, an error from fn, a stream
 // idle for IdleTimeout, or the end of the body before the response ends
-// the call with an error. A nil fn ignores the events.
+// the call with an error. A nil fn ignores the events. An unsigned req is
+// signed in place, as by Send.
 func (c *Client) Stream(ctx context.Context, url string, req *snap.Message, fn func(*snap.Message) error) (*snap.Message, error) {
 	x, err := c.prepare(req)
 	if err != nil {
