@@ -23,6 +23,7 @@ func startSnapnode(t *testing.T, relayURL string) *node.Node {
 	cfg := config.Default()
 	cfg.DataDir = filepath.Join(t.TempDir(), "data")
 	cfg.RelayListen = "127.0.0.1:0"
+	cfg.HTTPListen = ""
 	if relayURL != "" {
 		cfg.Relays = []string{relayURL}
 	}

@@ -26,7 +26,7 @@ import (
 func TestActionCommands(t *testing.T) {
 	dataDir := filepath.Join(t.TempDir(), "data")
 	cfg := config.Default()
-	cfg.DataDir, cfg.RelayListen = dataDir, "127.0.0.1:0"
+	cfg.DataDir, cfg.RelayListen, cfg.HTTPListen = dataDir, "127.0.0.1:0", ""
 	ctx, cancel := context.WithCancel(context.Background())
 	n, err := node.Start(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {

@@ -210,9 +210,10 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *Node
 	router := snap.NewRouter()
 	registerMethods(router, n.Tasks, props)
 	addr := n.key.Address(n.network)
+	mx := n.newMetrics(router.Methods(), replay)
 	server := snap.NewServer(snap.ServerConfig{
 		Key: n.key, Network: n.network, Router: router, Logger: logger.With("part", "snap"),
-		MaxResponseSize: relay.MaxNIP44Plain, Results: results,
+		MaxResponseSize: relay.MaxNIP44Plain, Results: results, Observer: mx,
 		Validator: snap.NewValidator(snap.Config{
 			Self: addr, MaxDrift: cfg.MaxDrift.Duration, Replay: replay,
 		}),
@@ -243,7 +244,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *Node
 	if err := n.publish(ctx, n.card); err != nil {
 		return nil, err
 	}
-	if err := n.startHTTP(ctx, server, nil); err != nil {
+	if err := n.startHTTP(ctx, server, mx.Handler()); err != nil {
 		return nil, err
 	}
 	return n, nil

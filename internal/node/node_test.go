@@ -22,6 +22,7 @@ func startNode(t testing.TB, mutate func(*config.Config)) (*node.Node, context.C
 	cfg := config.Default()
 	cfg.DataDir = filepath.Join(t.TempDir(), "data")
 	cfg.RelayListen = "127.0.0.1:0"
+	cfg.HTTPListen = "" // tests that want HTTP ask for a port
 	if mutate != nil {
 		mutate(&cfg)
 	}

@@ -1,0 +1,45 @@
+package node
+
+import (
+	"context"
+
+	"github.com/snapnode/snapnode/internal/metrics"
+	"github.com/snapnode/snapnode/snap"
+)
+
+// replaySizer is a replay store that can count its records (both of the
+// node's can).
+type replaySizer interface {
+	Len(ctx context.Context) (int64, error)
+}
+
+// memoryReplaySize adapts the memory replay store's Len.
+type memoryReplaySize struct{ s *snap.MemoryReplayStore }
+
+func (m memoryReplaySize) Len(context.Context) (int64, error) { return int64(m.s.Len()), nil }
+
+// newMetrics makes the node's metrics: the snap server reports each answer
+// to it (snap.ServerConfig.Observer); relays' states and the replay
+// store's size are read at each scrape. /metrics on the HTTP transport
+// serves them.
+func (n *Node) newMetrics(methods []string, replay snap.ReplayStore) *metrics.Metrics {
+	m := metrics.New(metrics.Options{Methods: methods})
+	m.SetRelays(func() []metrics.Relay {
+		var out []metrics.Relay
+		for _, h := range n.pool.Health() {
+			out = append(out, metrics.Relay{URL: h.URL, State: string(h.State)})
+		}
+		return out
+	})
+	var sizer replaySizer
+	switch r := replay.(type) {
+	case replaySizer:
+		sizer = r
+	case *snap.MemoryReplayStore:
+		sizer = memoryReplaySize{r}
+	}
+	if sizer != nil {
+		m.SetReplaySize(sizer.Len)
+	}
+	return m
+}
