@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/snapnode/snapnode/internal/ratelimit"
 )
 
 // Code is a SNAP error code. A Code is itself an error, so a typed *Error can
@@ -200,10 +202,7 @@ func (e *Error) withCode(c Code) *Error {
 // {"retryAfter": whole seconds to wait, at least 1, "scope": what was
 // limited (identity, key, address)}.
 func RateLimited(wait time.Duration, scope string) *Error {
-	secs := int64((wait + time.Second - 1) / time.Second)
-	if secs < 1 {
-		secs = 1
-	}
+	secs := ratelimit.RetryAfterSeconds(wait)
 	return &Error{Code: CodeRateLimitExceeded, Message: "rate limit exceeded; retry after the given seconds",
 		Data: map[string]any{"retryAfter": secs, "scope": scope}}
 }

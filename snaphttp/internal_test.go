@@ -9,62 +9,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
-	"time"
-
-	"golang.org/x/time/rate"
-
-	"github.com/snapnode/snapnode/internal/testclock"
 )
-
-func TestLimiters(t *testing.T) {
-	clock := testclock.New(time.Unix(1_800_000_000, 0))
-	l := newLimiters(rate.Limit(2), 3, 100, clock.Now)
-	a := netip.MustParseAddr("192.0.2.1")
-	b := netip.MustParseAddr("192.0.2.2")
-	for i := range 3 {
-		if ok, _ := l.allow(a); !ok {
-			t.Fatalf("request %d within the burst refused", i+1)
-		}
-	}
-	ok, wait := l.allow(a)
-	if ok || wait != 500*time.Millisecond {
-		t.Errorf("over the burst: %v, wait %v, want 500ms", ok, wait)
-	}
-	if ok, _ := l.allow(b); !ok {
-		t.Error("another peer was limited by the first")
-	}
-	// A refusal takes no token: after the wait exactly one more passes.
-	clock.Advance(500 * time.Millisecond)
-	if ok, _ := l.allow(a); !ok {
-		t.Error("refused after waiting")
-	}
-	if ok, _ := l.allow(a); ok {
-		t.Error("two tokens after one interval")
-	}
-	if inf := newLimiters(rate.Inf, 1, 1, clock.Now); func() bool {
-		for range 1000 {
-			if ok, _ := inf.allow(a); !ok {
-				return false
-			}
-		}
-		return true
-	}() != true || inf.size() != 0 {
-		t.Error("rate.Inf limited or kept buckets")
-	}
-}
-
-// The map of buckets stays within its bound under a flood of peers.
-func TestLimitersBounded(t *testing.T) {
-	clock := testclock.New(time.Unix(1_800_000_000, 0))
-	l := newLimiters(rate.Limit(1), 1, 64, clock.Now)
-	for i := range 10_000 {
-		clock.Advance(time.Millisecond)
-		l.allow(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}))
-		if l.size() > 64 {
-			t.Fatalf("%d buckets, bound 64", l.size())
-		}
-	}
-}
 
 func TestPeerKey(t *testing.T) {
 	cases := []struct{ remote, want string }{
@@ -79,14 +24,6 @@ func TestPeerKey(t *testing.T) {
 		r := &http.Request{RemoteAddr: tc.remote}
 		if got := peerKey(r).String(); got != tc.want {
 			t.Errorf("%s: %s, want %s", tc.remote, got, tc.want)
-		}
-	}
-}
-
-func TestRetryAfter(t *testing.T) {
-	for d, want := range map[time.Duration]int64{0: 1, time.Millisecond: 1, time.Second: 1, 1001 * time.Millisecond: 2, time.Hour: 3600, -time.Second: 1} {
-		if got := retryAfter(d); got != want {
-			t.Errorf("retryAfter(%v) = %d, want %d", d, got, want)
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/ratelimit"
 	"github.com/snapnode/snapnode/snap"
 )
 
@@ -162,7 +163,7 @@ func (c *Config) fill() error {
 type Server struct {
 	cfg      Config
 	mux      *http.ServeMux
-	limits   *limiters
+	limits   *ratelimit.Limiter // per peer (peerKey)
 	conns    *connCounter
 	card     *cardSigner
 	upgrader websocket.Upgrader
@@ -194,7 +195,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg:      cfg,
 		mux:      http.NewServeMux(),
-		limits:   newLimiters(cfg.Rate, cfg.Burst, cfg.MaxPeers, cfg.Now),
+		limits:   newPeerLimits(cfg),
 		conns:    newConnCounter(cfg.MaxConnsPerPeer, cfg.MaxConns),
 		card:     &cardSigner{key: cfg.Key, card: cfg.Card, now: cfg.Now, every: cfg.CardResign},
 		started:  cfg.Now(),
@@ -313,14 +314,24 @@ func (s *Server) streamContext(ctx context.Context, method string) (context.Cont
 	return ctx, func() { stop(); cancel() }
 }
 
+// newPeerLimits is the token buckets of cfg, one per peer; rate.Inf
+// limits nothing.
+func newPeerLimits(cfg Config) *ratelimit.Limiter {
+	r := float64(cfg.Rate)
+	if cfg.Rate == rate.Inf {
+		r = 0
+	}
+	return ratelimit.New(ratelimit.Config{Rate: r, Burst: cfg.Burst, MaxKeys: cfg.MaxPeers, Now: cfg.Now})
+}
+
 // admit takes a rate-limit token for the request's peer, or answers 429
 // with Retry-After and returns false.
 func (s *Server) admit(w http.ResponseWriter, r *http.Request) bool {
-	ok, wait := s.limits.allow(peerKey(r))
+	ok, wait := s.limits.Allow(peerKey(r).String())
 	if ok {
 		return true
 	}
-	secs := retryAfter(wait)
+	secs := ratelimit.RetryAfterSeconds(wait)
 	w.Header().Set("Retry-After", fmt.Sprint(secs))
 	writeError(w, http.StatusTooManyRequests, "rate limit exceeded; retry later",
 		map[string]any{"code": int(snap.CodeRateLimitExceeded), "retryAfter": secs})

@@ -227,7 +227,7 @@ func (wc *wsConn) write(o *outbox) {
 func (wc *wsConn) handle(o *outbox, raw []byte) {
 	s := wc.s
 	for {
-		ok, wait := s.limits.allow(wc.key)
+		ok, wait := s.limits.Allow(wc.key.String())
 		if ok {
 			break
 		}
