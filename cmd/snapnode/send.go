@@ -136,6 +136,12 @@ func (c *cli) task(args []string) int {
 // or over HTTP with --http, and prints the verified response as one line
 // of JSON.
 func (c *cli) request(fs *flag.FlagSet, cf clientFlags, method string, payload any) int {
+	return c.exchange(fs, cf, method, payload, nil)
+}
+
+// exchange is request for any method: when events is set, the events of
+// a streaming method are shown there as they arrive, before the response.
+func (c *cli) exchange(fs *flag.FlagSet, cf clientFlags, method string, payload any, events eventPrinter) int {
 	prog := "snapnode " + fs.Name()
 	if code, ok := c.checkTarget(fs, &cf); !ok {
 		return code
@@ -150,11 +156,23 @@ func (c *cli) request(fs *flag.FlagSet, cf clientFlags, method string, payload a
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
 	defer cancel()
+	var onEvent func(*snap.Message) error
+	if events != nil {
+		onEvent = func(m *snap.Message) error {
+			if err := events.event(m); err != nil {
+				return fmt.Errorf("%w: %w", errEventOutput, err)
+			}
+			return nil
+		}
+	}
 	var resp *snap.Message
 	if cf.http != "" {
-		resp, err = c.httpExchange(ctx, cf, key, method, body, nil)
+		resp, err = c.httpExchange(ctx, cf, key, method, body, onEvent)
 	} else {
-		resp, err = c.nostrExchange(ctx, prog, cf, key, method, body, nil)
+		resp, err = c.nostrExchange(ctx, prog, cf, key, method, body, onEvent)
+	}
+	if events != nil {
+		events.done()
 	}
 	if err != nil {
 		return c.exchangeError(prog, err)

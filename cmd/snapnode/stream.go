@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -58,39 +57,7 @@ func (c *cli) stream(args []string) int {
 			return code
 		}
 	}
-	prog := "snapnode stream"
-	if code, ok := c.checkTarget(fs, &cf); !ok {
-		return code
-	}
-	key, err := clientKey(cf.keyFile, c)
-	if err != nil {
-		return c.ioError(prog, err)
-	}
-	body, err := json.Marshal(payload)
-	if err != nil {
-		return c.fail(prog, err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
-	defer cancel()
-
-	out := c.eventPrinter()
-	onEvent := func(m *snap.Message) error {
-		if err := out.event(m); err != nil {
-			return fmt.Errorf("%w: %w", errEventOutput, err)
-		}
-		return nil
-	}
-	var resp *snap.Message
-	if cf.http != "" {
-		resp, err = c.httpExchange(ctx, cf, key, method, body, onEvent)
-	} else {
-		resp, err = c.nostrExchange(ctx, prog, cf, key, method, body, onEvent)
-	}
-	out.done()
-	if err != nil {
-		return c.exchangeError(prog, err)
-	}
-	return c.printResponse(prog, resp)
+	return c.exchange(fs, cf, method, payload, c.eventPrinter())
 }
 
 // eventPrinter shows stream events as they arrive.
