@@ -63,6 +63,19 @@ type Config struct {
 	// Retry-After before its body is read. 0 disables the limit.
 	HTTPRate  float64 `toml:"http_rate"`
 	HTTPBurst int     `toml:"http_burst"`
+	// IdentityRate is each SNAP identity's allowance of requests per
+	// second over every transport, with bursts of IdentityBurst. It is
+	// checked after the signature verifies (a forger cannot spend
+	// another's allowance) and before the message's id is recorded (a
+	// refused request may be sent again); over it the answer is 5002
+	// with data.retryAfter. 0 disables the limit.
+	IdentityRate  float64 `toml:"identity_rate"`
+	IdentityBurst int     `toml:"identity_burst"`
+	// NostrKeyRate is each Nostr key's allowance of request events per
+	// second, with bursts of NostrKeyBurst, checked before an event is
+	// queued or decrypted. 0 disables the limit.
+	NostrKeyRate  float64 `toml:"nostr_key_rate"`
+	NostrKeyBurst int     `toml:"nostr_key_burst"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `toml:"log_level"`
 	// MaxDrift is the SNAP timestamp window.
@@ -138,6 +151,10 @@ func Default() Config {
 		HTTPMaxBody:   256 << 10,
 		HTTPRate:      50,
 		HTTPBurst:     100,
+		IdentityRate:  20,
+		IdentityBurst: 100,
+		NostrKeyRate:  20,
+		NostrKeyBurst: 100,
 		LogLevel:      "info",
 		MaxDrift:      Duration{60 * time.Second},
 		ReplyTTL:      Duration{7 * 24 * time.Hour},
@@ -171,6 +188,18 @@ func stringSetting(flagName, env, usage string, field func(*Config) *string) set
 		func(c *Config, v string) error { *field(c) = v; return nil }}
 }
 
+func intSetting(flagName, env, usage string, field func(*Config) *int) setting {
+	return setting{flagName, env, usage,
+		func(fs *flag.FlagSet, c *Config, name, usage string) { fs.IntVar(field(c), name, *field(c), usage) },
+		func(c *Config, v string) (err error) { *field(c), err = strconv.Atoi(v); return err }}
+}
+
+func floatSetting(flagName, env, usage string, field func(*Config) *float64) setting {
+	return setting{flagName, env, usage,
+		func(fs *flag.FlagSet, c *Config, name, usage string) { fs.Float64Var(field(c), name, *field(c), usage) },
+		func(c *Config, v string) (err error) { *field(c), err = strconv.ParseFloat(v, 64); return err }}
+}
+
 var settings = []setting{
 	stringSetting("data-dir", "SNAPNODE_DATA_DIR", "keep the identity and databases in `DIR`", func(c *Config) *string { return &c.DataDir }),
 	stringSetting("key", "SNAPNODE_KEY_FILE", "the identity's secret key `FILE` (default <data-dir>/identity.key; SNAPNODE_KEY holds a key itself)", func(c *Config) *string { return &c.KeyFile }),
@@ -194,16 +223,12 @@ var settings = []setting{
 			fs.Int64Var(&c.HTTPMaxBody, name, c.HTTPMaxBody, usage)
 		},
 		func(c *Config, v string) (err error) { c.HTTPMaxBody, err = strconv.ParseInt(v, 10, 64); return err }},
-	{"http-rate", "SNAPNODE_HTTP_RATE", "allow each peer `N` HTTP requests or WebSocket messages a second (0: no limit)",
-		func(fs *flag.FlagSet, c *Config, name, usage string) {
-			fs.Float64Var(&c.HTTPRate, name, c.HTTPRate, usage)
-		},
-		func(c *Config, v string) (err error) { c.HTTPRate, err = strconv.ParseFloat(v, 64); return err }},
-	{"http-burst", "SNAPNODE_HTTP_BURST", "let each peer burst to `N` HTTP requests above its rate",
-		func(fs *flag.FlagSet, c *Config, name, usage string) {
-			fs.IntVar(&c.HTTPBurst, name, c.HTTPBurst, usage)
-		},
-		func(c *Config, v string) (err error) { c.HTTPBurst, err = strconv.Atoi(v); return err }},
+	floatSetting("http-rate", "SNAPNODE_HTTP_RATE", "allow each peer `N` HTTP requests or WebSocket messages a second (0: no limit)", func(c *Config) *float64 { return &c.HTTPRate }),
+	intSetting("http-burst", "SNAPNODE_HTTP_BURST", "let each peer burst to `N` HTTP requests above its rate", func(c *Config) *int { return &c.HTTPBurst }),
+	floatSetting("identity-rate", "SNAPNODE_IDENTITY_RATE", "allow each SNAP identity `N` requests a second over every transport (0: no limit)", func(c *Config) *float64 { return &c.IdentityRate }),
+	intSetting("identity-burst", "SNAPNODE_IDENTITY_BURST", "let each identity burst to `N` requests above its rate", func(c *Config) *int { return &c.IdentityBurst }),
+	floatSetting("nostr-key-rate", "SNAPNODE_NOSTR_KEY_RATE", "allow each Nostr key `N` request events a second, checked before decryption (0: no limit)", func(c *Config) *float64 { return &c.NostrKeyRate }),
+	intSetting("nostr-key-burst", "SNAPNODE_NOSTR_KEY_BURST", "let each Nostr key burst to `N` request events above its rate", func(c *Config) *int { return &c.NostrKeyBurst }),
 	stringSetting("log-level", "SNAPNODE_LOG_LEVEL", "log `LEVEL`: debug, info, warn or error", func(c *Config) *string { return &c.LogLevel }),
 	{"testnet", "SNAPNODE_TESTNET", "use the testnet (tb1p…) address",
 		func(fs *flag.FlagSet, c *Config, name, usage string) { fs.BoolVar(&c.Testnet, name, c.Testnet, usage) },
@@ -228,9 +253,7 @@ var settings = []setting{
 			fs.DurationVar(&c.TaskRetention.Duration, name, c.TaskRetention.Duration, usage)
 		},
 		func(c *Config, v string) error { return c.TaskRetention.UnmarshalText([]byte(v)) }},
-	{"workers", "SNAPNODE_WORKERS", "handle `N` requests at once",
-		func(fs *flag.FlagSet, c *Config, name, usage string) { fs.IntVar(&c.Workers, name, c.Workers, usage) },
-		func(c *Config, v string) (err error) { c.Workers, err = strconv.Atoi(v); return err }},
+	intSetting("workers", "SNAPNODE_WORKERS", "handle `N` requests at once", func(c *Config) *int { return &c.Workers }),
 	{"operator", "SNAPNODE_OPERATORS", "give `ADDR` the operator role (repeatable; the variable is comma-separated)",
 		func(fs *flag.FlagSet, c *Config, name, usage string) {
 			fs.Func(name, usage, func(v string) error { c.Operators = append(c.Operators, v); return nil })
@@ -356,11 +379,17 @@ func (c *Config) Validate() error {
 	if c.HTTPMaxBody < 1024 || c.HTTPMaxBody > MaxHTTPBody {
 		errs = append(errs, fmt.Errorf("config: http_max_body %d: want 1024…%d bytes", c.HTTPMaxBody, MaxHTTPBody))
 	}
-	if c.HTTPRate < 0 || math.IsNaN(c.HTTPRate) || math.IsInf(c.HTTPRate, 0) {
-		errs = append(errs, fmt.Errorf("config: http_rate %v: want 0 (no limit) or more requests a second", c.HTTPRate))
-	}
-	if c.HTTPBurst < 1 {
-		errs = append(errs, fmt.Errorf("config: http_burst %d: want at least 1", c.HTTPBurst))
+	for _, l := range []struct {
+		name  string
+		rate  float64
+		burst int
+	}{{"http", c.HTTPRate, c.HTTPBurst}, {"identity", c.IdentityRate, c.IdentityBurst}, {"nostr_key", c.NostrKeyRate, c.NostrKeyBurst}} {
+		if l.rate < 0 || math.IsNaN(l.rate) || math.IsInf(l.rate, 0) {
+			errs = append(errs, fmt.Errorf("config: %s_rate %v: want 0 (no limit) or more requests a second", l.name, l.rate))
+		}
+		if l.burst < 1 {
+			errs = append(errs, fmt.Errorf("config: %s_burst %d: want at least 1", l.name, l.burst))
+		}
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

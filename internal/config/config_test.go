@@ -119,6 +119,11 @@ func TestRejectsBadSettings(t *testing.T) {
 		{"negative rate", []string{"--http-rate", "-1"}, nil, "http_rate"},
 		{"bad rate", nil, map[string]string{"SNAPNODE_HTTP_RATE": "fast"}, "SNAPNODE_HTTP_RATE"},
 		{"no burst", []string{"--http-burst", "0"}, nil, "http_burst"},
+		{"negative identity rate", []string{"--identity-rate", "-2"}, nil, "identity_rate"},
+		{"infinite identity rate", nil, map[string]string{"SNAPNODE_IDENTITY_RATE": "+Inf"}, "identity_rate"},
+		{"no identity burst", []string{"--identity-burst", "0"}, nil, "identity_burst"},
+		{"NaN key rate", nil, map[string]string{"SNAPNODE_NOSTR_KEY_RATE": "NaN"}, "nostr_key_rate"},
+		{"no key burst", []string{"--nostr-key-burst", "-1"}, nil, "nostr_key_burst"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -170,5 +175,40 @@ func TestHTTPSettings(t *testing.T) {
 	os.WriteFile(off, []byte("http_listen = \"off\"\n"), 0o600)
 	if c, err := load(t, []string{"--config", off}, nil); err != nil || c.HTTPListen != "" {
 		t.Errorf("off in the file: %q %v", c.HTTPListen, err)
+	}
+}
+
+// The per-identity and per-Nostr-key limits: defaults, then file,
+// environment and flags in order of precedence; 0 turns a limit off.
+func TestRequestLimitSettings(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "snapnode.toml")
+	os.WriteFile(file, []byte("identity_rate = 2.5\nidentity_burst = 9\nnostr_key_rate = 4\nnostr_key_burst = 11\n"), 0o600)
+	type limits struct {
+		idRate  float64
+		idBurst int
+		kRate   float64
+		kBurst  int
+	}
+	cases := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want limits
+	}{
+		{"defaults", nil, nil, limits{20, 100, 20, 100}},
+		{"file", []string{"--config", file}, nil, limits{2.5, 9, 4, 11}},
+		{"env over file", []string{"--config", file}, map[string]string{"SNAPNODE_IDENTITY_RATE": "0", "SNAPNODE_NOSTR_KEY_BURST": "3"}, limits{0, 9, 4, 3}},
+		{"flag over env", []string{"--identity-burst", "5", "--nostr-key-rate", "0"}, map[string]string{"SNAPNODE_IDENTITY_BURST": "50", "SNAPNODE_NOSTR_KEY_RATE": "7"}, limits{20, 5, 0, 100}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := load(t, tc.args, tc.env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := (limits{c.IdentityRate, c.IdentityBurst, c.NostrKeyRate, c.NostrKeyBurst}); got != tc.want {
+				t.Errorf("limits %+v, want %+v", got, tc.want)
+			}
+		})
 	}
 }

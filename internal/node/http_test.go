@@ -130,6 +130,11 @@ func newHTTPClient(t *testing.T) *snaphttp.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newHTTPClientWith(t, k)
+}
+
+// newHTTPClientWith is newHTTPClient with the identity k.
+func newHTTPClientWith(t *testing.T, k *identity.Key) *snaphttp.Client {
 	return snaphttp.NewClient(snaphttp.ClientConfig{Key: k})
 }
 

@@ -28,6 +28,7 @@ import (
 
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/config"
+	"github.com/snapnode/snapnode/internal/ratelimit"
 	"github.com/snapnode/snapnode/internal/sqldb"
 	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/relay/embedded"
@@ -216,6 +217,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *Node
 		MaxResponseSize: relay.MaxNIP44Plain, Results: results, Observer: mx,
 		Validator: snap.NewValidator(snap.Config{
 			Self: addr, MaxDrift: cfg.MaxDrift.Duration, Replay: replay,
+			Limiter: limiter(cfg.IdentityRate, cfg.IdentityBurst),
 		}),
 	})
 
@@ -227,6 +229,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *Node
 	n.inbox = relay.NewInbox(relay.InboxConfig{
 		Key: n.key, Transport: n.pool, Responder: server, Checkpoint: n.checkpoint, Verifier: verifier,
 		Logger: logger.With("part", "inbox"), Workers: cfg.Workers, ReplyTTL: cfg.ReplyTTL.Duration,
+		KeyLimiter: limiter(cfg.NostrKeyRate, cfg.NostrKeyBurst),
 	})
 	n.inboxDone = make(chan error, 1)
 	go func() { n.inboxDone <- n.inbox.Run(ctx) }()
@@ -248,6 +251,16 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *Node
 		return nil, err
 	}
 	return n, nil
+}
+
+// limiter returns token buckets of rate a second and bursts of burst per
+// key, or nil, no limit, when rate is 0. (A nil *ratelimit.Limiter would
+// limit nothing either, but as a snap.Limiter it would not be nil.)
+func limiter(rate float64, burst int) snap.Limiter {
+	if rate == 0 {
+		return nil
+	}
+	return ratelimit.New(ratelimit.Config{Rate: rate, Burst: burst})
 }
 
 // loadOrCreateKey returns the key in SNAPNODE_KEY, else in the key file,
