@@ -86,7 +86,7 @@ func ExampleServer_Stream() {
 		Validator: snap.NewValidator(snap.Config{Self: node.Address(identity.Mainnet), Now: clock})})
 
 	req := &snap.Message{ID: "req-1", Version: snap.ProtocolVersion, Type: snap.TypeRequest, Method: "message/stream",
-		From: peer.Address(identity.Mainnet), Payload: []byte(`{}`), Timestamp: now.Unix()}
+		From: peer.Address(identity.Mainnet), To: server.Address(), Payload: []byte(`{}`), Timestamp: now.Unix()}
 	req.Sign(peer)
 	raw, _ := req.MarshalJSON()
 

@@ -27,6 +27,10 @@ const (
 	SignatureHexLen  = 128
 )
 
+// MethodServiceCall is the agent-to-service method: the only request that
+// may leave out to (see package service).
+const MethodServiceCall = "service/call"
+
 // ProtocolVersion is the version snapnode speaks and writes.
 const ProtocolVersion = "0.1"
 

@@ -22,7 +22,9 @@ const MinReplayRetention = 120 * time.Second
 // store and without a recipient check.
 type Config struct {
 	// Self is this agent's address. When set, a message whose to names
-	// another agent is rejected (1004, field "to").
+	// another agent is rejected (1004, field "to", constraint
+	// "recipient"), and so is a request without to (constraint
+	// "required") unless its method is service/call.
 	Self string
 	// MaxDrift is the timestamp window; 0 means DefaultMaxDrift.
 	MaxDrift time.Duration
@@ -211,10 +213,19 @@ func (v *Validator) authenticate(ctx context.Context, env *envelope, signer *[32
 	return out, nil
 }
 
-// checkRecipient rejects a message addressed to another agent. It returns
-// a nil error, not a nil *Error, on success.
+// checkRecipient rejects a message addressed to another agent, and a
+// request that names no recipient unless it is a service/call: a signed
+// request without to could be replayed to any other agent within the
+// timestamp window, since replay records are per receiver (SPEC-NOTES
+// 2.1 #9). It returns a nil error, not a nil *Error, on success.
 func (v *Validator) checkRecipient(m *Message) error {
-	if v.cfg.Self != "" && m.To != "" && m.To != v.cfg.Self {
+	switch {
+	case v.cfg.Self == "":
+	case m.To == "":
+		if m.Type == TypeRequest && m.Method != MethodServiceCall {
+			return FieldError("to", "required", v.cfg.Self, nil)
+		}
+	case m.To != v.cfg.Self:
 		return FieldError("to", "recipient", v.cfg.Self, m.To)
 	}
 	return nil

@@ -1,0 +1,33 @@
+// Package service answers SNAP's agent-to-service calls, service/call:
+// requests that may leave out to (a service is not addressed as an
+// agent), authenticated by their signature and an allowlist of caller
+// identities, routed by name to handlers registered in Go. A handler's
+// reply is the service's own JSON object, not a task.
+//
+//	reg, err := service.New(service.Config{Allow: []string{"bc1p…"}})
+//	if err != nil { … }
+//	reg.Handle("weather", func(ctx context.Context, c *service.Call) (any, error) {
+//		var args struct {
+//			City string `json:"city"`
+//		}
+//		if err := c.Bind(&args); err != nil {
+//			return nil, err // 1004 naming the argument
+//		}
+//		return map[string]any{"city": args.City, "celsius": 21}, nil
+//	})
+//	router.Handle(service.Method, reg.Serve)
+//
+// The payload of a call is {"name": string, "arguments"?: object}. Over
+// Nostr and WebSocket the reply travels as the payload of a signed SNAP
+// response; over HTTP the transport sends the reply object itself, with
+// 401 and 403 for callers it does not accept (see snaphttp).
+//
+// What a Registry answers, in order:
+//   - a caller not on the allowlist: 2003 with data {"field": "from",
+//     "constraint": "allowlist"}, before anything of the payload is read,
+//     so a stranger learns nothing of the services offered;
+//   - a malformed payload: 1004 naming the field and the rule;
+//   - an unknown name: 3005 with data {"skill", "available"};
+//   - otherwise the handler's reply. A handler's *snap.Error reaches the
+//     caller as it is; any other error is 5001 and is logged, not shown.
+package service

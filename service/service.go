@@ -1,0 +1,216 @@
+package service
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/snap"
+)
+
+// Method is the SNAP method of agent-to-service calls.
+const Method = snap.MethodServiceCall
+
+// MaxNameLen bounds a service's name.
+const MaxNameLen = 64
+
+// namePattern is what a service's name may be: lowercase words joined by
+// '.', '_' or '-', as method names are.
+var namePattern = regexp.MustCompile(`^[a-z][a-z0-9]*([._-][a-z0-9]+)*$`)
+
+// CheckName reports whether name may name a service.
+func CheckName(name string) error {
+	if len(name) == 0 || len(name) > MaxNameLen || !namePattern.MatchString(name) {
+		return fmt.Errorf("service: invalid name %q: want 1–%d characters matching %s", name, MaxNameLen, namePattern)
+	}
+	return nil
+}
+
+// Call is one verified service call.
+type Call struct {
+	// From is the caller's address; its signature verified and it is on
+	// the allowlist.
+	From string
+	// Name is the service called.
+	Name string
+	// Arguments is the arguments object as sent, or nil when left out.
+	Arguments json.RawMessage
+}
+
+// Bind decodes the arguments into v, refusing fields v does not have. A
+// failure is a 1004 *snap.Error naming the argument (payload.arguments…)
+// and the rule. Left-out arguments decode as {}.
+func (c *Call) Bind(v any) error {
+	args := c.Arguments
+	if len(args) == 0 {
+		args = []byte("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil {
+		return nil
+	}
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &te):
+		field := "payload.arguments"
+		if te.Field != "" {
+			field += "." + te.Field
+		}
+		return snap.FieldError(field, "type", te.Type.String(), te.Value)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		return snap.FieldError("payload.arguments."+name, "additionalProperties", "a known argument", name)
+	default:
+		return snap.FieldError("payload.arguments", "format", "arguments this service takes", err.Error())
+	}
+}
+
+// Handler answers one call. Its reply must marshal to a JSON object: it
+// is the payload of the SNAP response, and the body of an HTTP answer.
+// A *snap.Error it returns reaches the caller; any other error is logged
+// and answered with 5001. A Handler must be safe for concurrent use.
+type Handler func(ctx context.Context, c *Call) (any, error)
+
+// Config configures a Registry.
+type Config struct {
+	// Allow lists the identities (P2TR addresses) that may call. Nobody
+	// may call when it is empty.
+	Allow []string
+	// Logger receives handler failures (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// Registry routes service calls by name. Handlers may be added while it
+// serves; it is safe for concurrent use.
+type Registry struct {
+	logger *slog.Logger
+	allow  map[[32]byte]bool // by the caller's key: an address on either network
+
+	mu       sync.RWMutex
+	handlers map[string]Handler
+}
+
+// New returns a Registry with no services for cfg. It fails when an
+// allowed identity is not a valid P2TR address, naming it.
+func New(cfg Config) (*Registry, error) {
+	r := &Registry{logger: cfg.Logger, allow: make(map[[32]byte]bool, len(cfg.Allow)), handlers: map[string]Handler{}}
+	if r.logger == nil {
+		r.logger = slog.Default()
+	}
+	for _, a := range cfg.Allow {
+		addr, err := identity.ParseAddress(a)
+		if err != nil {
+			return nil, fmt.Errorf("service: allowed caller: %w", err)
+		}
+		r.allow[addr.Key] = true
+	}
+	return r, nil
+}
+
+// Handle registers h as the service name. It panics when name is not a
+// valid name (CheckName) or is taken, as registering a method twice does:
+// both are mistakes in the program.
+func (r *Registry) Handle(name string, h Handler) {
+	if err := CheckName(name); err != nil {
+		panic(err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, dup := r.handlers[name]; dup {
+		panic("service: second handler for " + name)
+	}
+	r.handlers[name] = h
+}
+
+// Names returns the registered services, sorted.
+func (r *Registry) Names() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	names := make([]string, 0, len(r.handlers))
+	for n := range r.handlers {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Allowed reports whether the identity with the x-only key key may call.
+func (r *Registry) Allowed(key [32]byte) bool { return r.allow[key] }
+
+// Serve answers a verified service/call request; it is a
+// snap.HandlerFunc, registered as router.Handle(service.Method, r.Serve).
+func (r *Registry) Serve(ctx context.Context, req *snap.Verified) (any, error) {
+	if !r.Allowed(req.Sender.Key) {
+		return nil, &snap.Error{Code: snap.CodeIdentityMismatch, Message: "this identity may not call services here",
+			Data: map[string]any{"field": "from", "constraint": "allowlist", "received": req.From}}
+	}
+	call, err := parseCall(req.Payload)
+	if err != nil {
+		return nil, err
+	}
+	call.From = req.From
+	r.mu.RLock()
+	h, ok := r.handlers[call.Name]
+	r.mu.RUnlock()
+	if !ok {
+		return nil, &snap.Error{Code: snap.CodeSkillNotFound, Message: "no such service: " + call.Name,
+			Data: map[string]any{"skill": call.Name, "available": r.Names()}}
+	}
+	reply, err := h(ctx, call)
+	if err != nil {
+		var se *snap.Error
+		if errors.As(err, &se) {
+			return nil, se
+		}
+		r.logger.Error("service failed", "service", call.Name, "from", call.From, "err", err)
+		return nil, &snap.Error{Code: snap.CodeInternal, Message: "the service failed", Data: map[string]any{"service": call.Name}}
+	}
+	b, err := json.Marshal(reply)
+	if err != nil || len(b) == 0 || b[0] != '{' {
+		r.logger.Error("service reply is not a JSON object", "service", call.Name, "err", err)
+		return nil, &snap.Error{Code: snap.CodeInternal, Message: "the service's reply is not a JSON object", Data: map[string]any{"service": call.Name}}
+	}
+	return json.RawMessage(b), nil
+}
+
+// parseCall reads the payload {"name": string, "arguments"?: object}.
+func parseCall(payload []byte) (*Call, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(payload, &fields); err != nil {
+		return nil, snap.FieldError("payload", "type", "object", "not an object")
+	}
+	for k := range fields {
+		if k != "name" && k != "arguments" {
+			return nil, snap.FieldError("payload."+k, "additionalProperties", "name or arguments", k)
+		}
+	}
+	raw, ok := fields["name"]
+	if !ok {
+		return nil, snap.FieldError("payload.name", "required", "the service's name", nil)
+	}
+	var name string
+	if err := json.Unmarshal(raw, &name); err != nil {
+		return nil, snap.FieldError("payload.name", "type", "string", string(raw))
+	}
+	if CheckName(name) != nil {
+		return nil, snap.FieldError("payload.name", "pattern", namePattern.String(), name)
+	}
+	c := &Call{Name: name}
+	if args, ok := fields["arguments"]; ok {
+		if len(args) == 0 || args[0] != '{' {
+			return nil, snap.FieldError("payload.arguments", "type", "object", string(args))
+		}
+		c.Arguments = args
+	}
+	return c, nil
+}
