@@ -42,6 +42,17 @@ type StatusError struct {
 	RetryAfter time.Duration
 	// Body is the start of the response body.
 	Body string
+	// Err is the SNAP error the body carries ({"error": …}), if any: a
+	// service's refusal of a service/call, for one.
+	Err *snap.Error
+}
+
+// Unwrap returns the SNAP error of the body, if any.
+func (e *StatusError) Unwrap() error {
+	if e.Err == nil {
+		return nil
+	}
+	return e.Err
 }
 
 func (e *StatusError) Error() string {
@@ -129,28 +140,8 @@ func (c *Client) prepare(req *snap.Message) (*exchange, error) {
 	if err != nil {
 		return nil, fmt.Errorf("snaphttp: to: %w", err)
 	}
-	if req.Sig == "" {
-		if c.cfg.Key == nil {
-			return nil, errors.New("snaphttp: the request is unsigned and the client has no key")
-		}
-		if req.ID == "" {
-			req.ID = snap.NewID()
-		}
-		if req.Version == "" {
-			req.Version = snap.ProtocolVersion
-		}
-		if req.Type == "" {
-			req.Type = snap.TypeRequest
-		}
-		if req.From == "" {
-			req.From = c.cfg.Key.Address(to.Network)
-		}
-		if req.Timestamp == 0 {
-			req.Timestamp = c.cfg.Now().Unix()
-		}
-		if err := req.Sign(c.cfg.Key); err != nil {
-			return nil, err
-		}
+	if err := c.sign(req, to.Network); err != nil {
+		return nil, err
 	}
 	if req.Type != snap.TypeRequest {
 		return nil, fmt.Errorf("snaphttp: a %s is not a request", req.Type)
@@ -162,6 +153,33 @@ func (c *Client) prepare(req *snap.Message) (*exchange, error) {
 	return &exchange{c: c, req: req, body: body, v: snap.NewValidator(snap.Config{
 		Self: req.From, Now: c.cfg.Now, MaxDrift: c.cfg.MaxDrift, Replay: c.replay,
 	})}, nil
+}
+
+// sign signs req with the client's key when it is unsigned, filling id,
+// version, type, from (on network) and timestamp when empty.
+func (c *Client) sign(req *snap.Message, network identity.Network) error {
+	if req.Sig == "" {
+		if c.cfg.Key == nil {
+			return errors.New("snaphttp: the request is unsigned and the client has no key")
+		}
+		if req.ID == "" {
+			req.ID = snap.NewID()
+		}
+		if req.Version == "" {
+			req.Version = snap.ProtocolVersion
+		}
+		if req.Type == "" {
+			req.Type = snap.TypeRequest
+		}
+		if req.From == "" {
+			req.From = c.cfg.Key.Address(network)
+		}
+		if req.Timestamp == 0 {
+			req.Timestamp = c.cfg.Now().Unix()
+		}
+		return req.Sign(c.cfg.Key)
+	}
+	return nil
 }
 
 // check verifies one received message; event reports whether an event is
@@ -241,6 +259,9 @@ func statusError(resp *http.Response) *StatusError {
 	if resp.Body != nil {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 		e.Body = strings.TrimSpace(string(b))
+		if se := ResponseError(b); se != nil && se.Code != 0 {
+			e.Err = se
+		}
 	}
 	return e
 }

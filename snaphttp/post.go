@@ -24,6 +24,11 @@ import (
 //
 // A message that gets no answer — a response or an event posted to us,
 // which SDK peers never do — gets 202 Accepted with an empty body.
+//
+// A service/call is answered as a service answers (SPEC-NOTES 1.8): the
+// reply object itself, or {"error": …} with 401, 403, 404, 400, 429 or
+// 5xx (see serviceStatus), not a SNAP message. Over WebSocket it is a
+// signed SNAP response like any other.
 func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 	if !s.admit(w, r) {
 		return
@@ -46,13 +51,17 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
+	if resp.Method == snap.MethodServiceCall && resp.Type == snap.TypeResponse {
+		writeServiceReply(w, resp)
+		return
+	}
 	b, err := resp.MarshalJSON()
 	if err != nil {
 		s.cfg.Logger.Error("snaphttp: response does not serialize", "err", err)
 		writeError(w, http.StatusInternalServerError, "the response could not be serialized", nil)
 		return
 	}
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-store")
