@@ -240,6 +240,20 @@ func (s *MemoryStore) List(ctx context.Context, f Filter) ([]*Task, error) {
 	return out, nil
 }
 
+// CountByState implements Store.
+func (s *MemoryStore) CountByState(ctx context.Context) (map[State]int64, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("tasks: count: %w", err)
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make(map[State]int64)
+	for _, t := range s.tasks {
+		out[t.Status.State]++
+	}
+	return out, nil
+}
+
 // Events implements Store.
 func (s *MemoryStore) Events(ctx context.Context, id string, after int64) ([]Event, error) {
 	if err := ctx.Err(); err != nil {

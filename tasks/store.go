@@ -55,6 +55,9 @@ type Store interface {
 	// has been terminal since before `before` (Status.Timestamp), oldest
 	// first, and returns how many it deleted. Live tasks are never pruned.
 	Prune(ctx context.Context, before time.Time, limit int) (int, error)
+	// CountByState returns how many tasks are in each state; states with
+	// none may be left out.
+	CountByState(ctx context.Context) (map[State]int64, error)
 }
 
 // Filter selects tasks for Store.List. Zero fields match everything.

@@ -5,6 +5,7 @@ import (
 
 	"github.com/snapnode/snapnode/internal/metrics"
 	"github.com/snapnode/snapnode/snap"
+	"github.com/snapnode/snapnode/tasks"
 )
 
 // replaySizer is a replay store that can count its records (both of the
@@ -19,11 +20,19 @@ type memoryReplaySize struct{ s *snap.MemoryReplayStore }
 func (m memoryReplaySize) Len(context.Context) (int64, error) { return int64(m.s.Len()), nil }
 
 // newMetrics makes the node's metrics: the snap server reports each answer
-// to it (snap.ServerConfig.Observer); relays' states and the replay
-// store's size are read at each scrape. /metrics on the HTTP transport
+// to it (snap.ServerConfig.Observer); relays' states, tasks by state and
+// the replay store's size are read at each scrape. /metrics on the HTTP transport
 // serves them.
-func (n *Node) newMetrics(methods []string, replay snap.ReplayStore) *metrics.Metrics {
+func (n *Node) newMetrics(methods []string, replay snap.ReplayStore, store tasks.Store) *metrics.Metrics {
 	m := metrics.New(metrics.Options{Methods: methods})
+	m.SetTaskStates(func(ctx context.Context) (map[string]int64, error) {
+		counts, err := store.CountByState(ctx)
+		out := make(map[string]int64, len(tasks.States()))
+		for _, st := range tasks.States() { // every state, 0 included
+			out[string(st)] = counts[st]
+		}
+		return out, err
+	})
 	m.SetRelays(func() []metrics.Relay {
 		var out []metrics.Relay
 		for _, h := range n.pool.Health() {

@@ -10,7 +10,8 @@ import (
 )
 
 // GET /metrics on the node's HTTP transport: the Prometheus series count
-// the answers the node gave, and read the relays and the replay store.
+// the answers the node gave, and read the relays, the tasks by state and
+// the replay store.
 func TestMetricsEndpoint(t *testing.T) {
 	n, _ := startNode(t, func(c *config.Config) { c.HTTPListen = "127.0.0.1:0" })
 	alice := newRequester(t, n.RelayURLs())
@@ -34,6 +35,8 @@ func TestMetricsEndpoint(t *testing.T) {
 		`snapnode_relay_connections{state="connected",url="` + n.RelayURLs()[0] + `"} 1`,
 		"snapnode_replay_records 2",
 		"snapnode_verify_seconds_count 2",
+		`snapnode_tasks{state="submitted"} 1`,
+		`snapnode_tasks{state="completed"} 0`,
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("missing %q", want)

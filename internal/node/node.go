@@ -211,7 +211,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *Node
 	router := snap.NewRouter()
 	registerMethods(router, n.Tasks, props)
 	addr := n.key.Address(n.network)
-	mx := n.newMetrics(router.Methods(), replay)
+	mx := n.newMetrics(router.Methods(), replay, taskStore)
 	server := snap.NewServer(snap.ServerConfig{
 		Key: n.key, Network: n.network, Router: router, Logger: logger.With("part", "snap"),
 		MaxResponseSize: relay.MaxNIP44Plain, Results: results, Observer: mx,

@@ -602,6 +602,33 @@ func (s *Store) List(ctx context.Context, f tasks.Filter) ([]*tasks.Task, error)
 	return out, nil
 }
 
+// CountByState implements tasks.Store; the index on state serves it.
+func (s *Store) CountByState(ctx context.Context) (map[tasks.State]int64, error) {
+	if err := s.start(ctx, "count"); err != nil {
+		return nil, err
+	}
+	rows, err := s.r.QueryContext(ctx, "SELECT state, COUNT(*) FROM tasks GROUP BY state")
+	if err != nil {
+		return nil, dbError("count", "", err)
+	}
+	defer rows.Close()
+	out := make(map[tasks.State]int64)
+	for rows.Next() {
+		var (
+			state string
+			n     int64
+		)
+		if err := rows.Scan(&state, &n); err != nil {
+			return nil, dbError("count", "", err)
+		}
+		out[tasks.State(state)] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, dbError("count", "", err)
+	}
+	return out, nil
+}
+
 // Events implements tasks.Store.
 func (s *Store) Events(ctx context.Context, id string, after int64) ([]tasks.Event, error) {
 	if err := s.start(ctx, "events"); err != nil {

@@ -48,6 +48,7 @@ func Run(t *testing.T, newStore func(t *testing.T) tasks.Store) {
 		{"Events", testEvents},
 		{"EventsWithFailedWrites", testEventsWithFailedWrites},
 		{"Prune", testPrune},
+		{"CountByState", testCountByState},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.fn(t, newStore(t))
@@ -779,5 +780,51 @@ func testPrune(t *testing.T, s tasks.Store) {
 	mustCreate(t, s, sample("p-old-done", "owner-b"))
 	if evs, _ := s.Events(ctx, "p-old-done", 0); eventSummary(evs) != "v1:status:submitted(queued)" {
 		t.Fatalf("events of a re-created id: %s", eventSummary(evs))
+	}
+}
+
+func testCountByState(t *testing.T, s tasks.Store) {
+	ctx := context.Background()
+	counts := func() map[tasks.State]int64 {
+		t.Helper()
+		got, err := s.CountByState(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for st, n := range got { // states with none may be left out
+			if n == 0 {
+				delete(got, st)
+			}
+		}
+		return got
+	}
+	if got := counts(); len(got) != 0 {
+		t.Fatalf("empty store counts %v", got)
+	}
+	want := map[tasks.State]int64{}
+	for i, st := range []tasks.State{tasks.StateSubmitted, tasks.StateSubmitted, tasks.StateWorking, tasks.StateCompleted, tasks.StateSubmitted} {
+		task := sample(fmt.Sprintf("count-%d", i), "owner-a")
+		task.Status.State = st
+		mustCreate(t, s, task)
+		want[st]++
+	}
+	if got := counts(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("counts %v, want %v", got, want)
+	}
+	// A change of state moves the task between counts.
+	cur := mustGet(t, s, "count-0")
+	cur.Status = tasks.Status{State: tasks.StateWorking, Timestamp: base().Add(time.Second)}
+	if _, err := s.Update(ctx, cur, cur.Version); err != nil {
+		t.Fatal(err)
+	}
+	want[tasks.StateSubmitted]--
+	want[tasks.StateWorking]++
+	if got := counts(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after an update, counts %v, want %v", got, want)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := s.CountByState(cctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("canceled context: %v", err)
 	}
 }
