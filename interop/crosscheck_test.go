@@ -248,8 +248,8 @@ var payloadCases = []struct {
 }
 
 // TestJSSignsGoValidates: messages signed by the JS side pass Go's full
-// validator (with replay store and recipient check), and both sides
-// compute the same digest.
+// validator (with replay store and recipient check), with to and, for
+// service/call, without it, and both sides compute the same digest.
 func TestJSSignsGoValidates(t *testing.T) {
 	jsinterop.Node(t)
 	sender, receiver := newKey(t), newKey(t)
@@ -262,7 +262,13 @@ func TestJSSignsGoValidates(t *testing.T) {
 				name += "/no to"
 			}
 			t.Run(name, func(t *testing.T) {
-				msg := `{"method":"message/send","payload":` + c.payload
+				// Only service/call may leave out to; the signature
+				// input with an empty to is what this checks.
+				method := "service/call"
+				if withTo {
+					method = "message/send"
+				}
+				msg := `{"method":"` + method + `","payload":` + c.payload
 				if withTo {
 					msg += `,"to":"` + self + `"`
 				}
