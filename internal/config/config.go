@@ -26,6 +26,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/snapnode/snapnode/identity"
 )
 
 // Config is every setting of `snapnode run`.
@@ -95,6 +97,9 @@ type Config struct {
 	Workers int `toml:"workers"`
 	// Operators are identities that may see and manage every task.
 	Operators []string `toml:"operators"`
+	// ServiceCallers are the identities that may call the node's
+	// services (service/call); nobody may when it is empty.
+	ServiceCallers []string `toml:"service_callers"`
 	// Card is the agent card the node publishes.
 	Card Card `toml:"card"`
 }
@@ -180,24 +185,36 @@ type setting struct {
 	flag, env, usage string
 	bind             func(fs *flag.FlagSet, c *Config, name, usage string)
 	fromEnv          func(c *Config, v string) error
+	// list, for a repeatable flag, is the list it appends to.
+	list func(c *Config) *[]string
+}
+
+// listSetting is a repeatable flag whose variable is comma-separated.
+func listSetting(flagName, env, usage string, field func(*Config) *[]string) setting {
+	return setting{flagName, env, usage,
+		func(fs *flag.FlagSet, c *Config, name, usage string) {
+			fs.Func(name, usage, func(v string) error { *field(c) = append(*field(c), v); return nil })
+		},
+		func(c *Config, v string) error { *field(c) = splitList(v); return nil },
+		field}
 }
 
 func stringSetting(flagName, env, usage string, field func(*Config) *string) setting {
 	return setting{flagName, env, usage,
 		func(fs *flag.FlagSet, c *Config, name, usage string) { fs.StringVar(field(c), name, *field(c), usage) },
-		func(c *Config, v string) error { *field(c) = v; return nil }}
+		func(c *Config, v string) error { *field(c) = v; return nil }, nil}
 }
 
 func intSetting(flagName, env, usage string, field func(*Config) *int) setting {
 	return setting{flagName, env, usage,
 		func(fs *flag.FlagSet, c *Config, name, usage string) { fs.IntVar(field(c), name, *field(c), usage) },
-		func(c *Config, v string) (err error) { *field(c), err = strconv.Atoi(v); return err }}
+		func(c *Config, v string) (err error) { *field(c), err = strconv.Atoi(v); return err }, nil}
 }
 
 func floatSetting(flagName, env, usage string, field func(*Config) *float64) setting {
 	return setting{flagName, env, usage,
 		func(fs *flag.FlagSet, c *Config, name, usage string) { fs.Float64Var(field(c), name, *field(c), usage) },
-		func(c *Config, v string) (err error) { *field(c), err = strconv.ParseFloat(v, 64); return err }}
+		func(c *Config, v string) (err error) { *field(c), err = strconv.ParseFloat(v, 64); return err }, nil}
 }
 
 var settings = []setting{
@@ -217,12 +234,12 @@ var settings = []setting{
 			}
 			c.HTTPListen = v
 			return nil
-		}},
+		}, nil},
 	{"http-max-body", "SNAPNODE_HTTP_MAX_BODY", "refuse HTTP and WebSocket messages over `BYTES` (400, or close 1009)",
 		func(fs *flag.FlagSet, c *Config, name, usage string) {
 			fs.Int64Var(&c.HTTPMaxBody, name, c.HTTPMaxBody, usage)
 		},
-		func(c *Config, v string) (err error) { c.HTTPMaxBody, err = strconv.ParseInt(v, 10, 64); return err }},
+		func(c *Config, v string) (err error) { c.HTTPMaxBody, err = strconv.ParseInt(v, 10, 64); return err }, nil},
 	floatSetting("http-rate", "SNAPNODE_HTTP_RATE", "allow each peer `N` HTTP requests or WebSocket messages a second (0: no limit)", func(c *Config) *float64 { return &c.HTTPRate }),
 	intSetting("http-burst", "SNAPNODE_HTTP_BURST", "let each peer burst to `N` HTTP requests above its rate", func(c *Config) *int { return &c.HTTPBurst }),
 	floatSetting("identity-rate", "SNAPNODE_IDENTITY_RATE", "allow each SNAP identity `N` requests a second over every transport (0: no limit)", func(c *Config) *float64 { return &c.IdentityRate }),
@@ -232,33 +249,26 @@ var settings = []setting{
 	stringSetting("log-level", "SNAPNODE_LOG_LEVEL", "log `LEVEL`: debug, info, warn or error", func(c *Config) *string { return &c.LogLevel }),
 	{"testnet", "SNAPNODE_TESTNET", "use the testnet (tb1p…) address",
 		func(fs *flag.FlagSet, c *Config, name, usage string) { fs.BoolVar(&c.Testnet, name, c.Testnet, usage) },
-		func(c *Config, v string) (err error) { c.Testnet, err = strconv.ParseBool(v); return err }},
-	{"relay", "SNAPNODE_RELAYS", "use the relay at `URL` (repeatable; the variable is comma-separated)",
-		func(fs *flag.FlagSet, c *Config, name, usage string) {
-			fs.Func(name, usage, func(v string) error { c.Relays = append(c.Relays, v); return nil })
-		},
-		func(c *Config, v string) error { c.Relays = splitList(v); return nil }},
+		func(c *Config, v string) (err error) { c.Testnet, err = strconv.ParseBool(v); return err }, nil},
+	listSetting("relay", "SNAPNODE_RELAYS", "use the relay at `URL` (repeatable; the variable is comma-separated)", func(c *Config) *[]string { return &c.Relays }),
 	{"max-drift", "SNAPNODE_MAX_DRIFT", "accept SNAP timestamps within `DURATION` of the clock",
 		func(fs *flag.FlagSet, c *Config, name, usage string) {
 			fs.DurationVar(&c.MaxDrift.Duration, name, c.MaxDrift.Duration, usage)
 		},
-		func(c *Config, v string) error { return c.MaxDrift.UnmarshalText([]byte(v)) }},
+		func(c *Config, v string) error { return c.MaxDrift.UnmarshalText([]byte(v)) }, nil},
 	{"reply-ttl", "SNAPNODE_REPLY_TTL", "expire replies to stored requests after `DURATION`",
 		func(fs *flag.FlagSet, c *Config, name, usage string) {
 			fs.DurationVar(&c.ReplyTTL.Duration, name, c.ReplyTTL.Duration, usage)
 		},
-		func(c *Config, v string) error { return c.ReplyTTL.UnmarshalText([]byte(v)) }},
+		func(c *Config, v string) error { return c.ReplyTTL.UnmarshalText([]byte(v)) }, nil},
 	{"task-retention", "SNAPNODE_TASK_RETENTION", "delete tasks `DURATION` after they end (completed, failed, canceled); 0 keeps them",
 		func(fs *flag.FlagSet, c *Config, name, usage string) {
 			fs.DurationVar(&c.TaskRetention.Duration, name, c.TaskRetention.Duration, usage)
 		},
-		func(c *Config, v string) error { return c.TaskRetention.UnmarshalText([]byte(v)) }},
+		func(c *Config, v string) error { return c.TaskRetention.UnmarshalText([]byte(v)) }, nil},
 	intSetting("workers", "SNAPNODE_WORKERS", "handle `N` requests at once", func(c *Config) *int { return &c.Workers }),
-	{"operator", "SNAPNODE_OPERATORS", "give `ADDR` the operator role (repeatable; the variable is comma-separated)",
-		func(fs *flag.FlagSet, c *Config, name, usage string) {
-			fs.Func(name, usage, func(v string) error { c.Operators = append(c.Operators, v); return nil })
-		},
-		func(c *Config, v string) error { c.Operators = splitList(v); return nil }},
+	listSetting("operator", "SNAPNODE_OPERATORS", "give `ADDR` the operator role (repeatable; the variable is comma-separated)", func(c *Config) *[]string { return &c.Operators }),
+	listSetting("service-caller", "SNAPNODE_SERVICE_CALLERS", "let `ADDR` call the node's services (service/call; repeatable; the variable is comma-separated)", func(c *Config) *[]string { return &c.ServiceCallers }),
 }
 
 func splitList(v string) []string {
@@ -288,8 +298,11 @@ func Load(c *Config, fs *flag.FlagSet, getenv func(string) string) error {
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	// What the flags said, to apply last.
 	flagged := *c
-	flagged.Relays = slices.Clone(c.Relays)
-	flagged.Operators = slices.Clone(c.Operators)
+	for _, s := range settings {
+		if s.list != nil {
+			*s.list(&flagged) = slices.Clone(*s.list(c))
+		}
+	}
 
 	file := c.ConfigFile
 	if !set["config"] {
@@ -316,18 +329,15 @@ func Load(c *Config, fs *flag.FlagSet, getenv func(string) string) error {
 	// Flags win. A repeatable flag's value is what was parsed into c; the
 	// others are re-applied from their text.
 	for name := range set {
-		switch name {
-		case "config":
-		case "relay":
-			base.Relays = flagged.Relays
-		case "operator":
-			base.Operators = flagged.Operators
+		s, ok := lookupSetting(name)
+		switch {
+		case !ok:
+			continue // --config, or a flag of the command's own
+		case s.list != nil:
+			*s.list(&base) = *s.list(&flagged)
 		default:
-			if !isSetting(name) {
-				continue // a flag of the command's own, not a setting
-			}
-			if err := bindValue(&base, name, fs.Lookup(name).Value.String()); err != nil {
-				return err
+			if err := s.fromEnv(&base, fs.Lookup(name).Value.String()); err != nil {
+				return fmt.Errorf("config: --%s: %w", name, err)
 			}
 		}
 	}
@@ -335,23 +345,14 @@ func Load(c *Config, fs *flag.FlagSet, getenv func(string) string) error {
 	return c.Validate()
 }
 
-func isSetting(name string) bool {
+// lookupSetting returns the setting whose flag is name.
+func lookupSetting(name string) (setting, bool) {
 	for _, s := range settings {
 		if s.flag == name {
-			return true
+			return s, true
 		}
 	}
-	return false
-}
-
-// bindValue sets the setting called name on c from its flag text.
-func bindValue(c *Config, name, v string) error {
-	for _, s := range settings {
-		if s.flag == name {
-			return s.fromEnv(c, v)
-		}
-	}
-	return fmt.Errorf("config: no setting %s", name)
+	return setting{}, false
 }
 
 // Validate checks the settings that can be checked before starting.
@@ -404,6 +405,16 @@ func (c *Config) Validate() error {
 	}
 	if c.Workers < 1 {
 		errs = append(errs, fmt.Errorf("config: workers %d: want at least 1", c.Workers))
+	}
+	for _, list := range []struct {
+		name  string
+		addrs []string
+	}{{"operators", c.Operators}, {"service_callers", c.ServiceCallers}} {
+		for _, a := range list.addrs {
+			if _, err := identity.ParseAddress(a); err != nil {
+				errs = append(errs, fmt.Errorf("config: %s: %w", list.name, err))
+			}
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -212,3 +212,47 @@ func TestRequestLimitSettings(t *testing.T) {
 		})
 	}
 }
+
+// Identity lists (operators, service callers) are repeatable flags or
+// comma-separated variables, with the usual precedence, and every entry
+// must be a P2TR address: a typo is caught at start, naming the list.
+func TestIdentityLists(t *testing.T) {
+	const (
+		a = "bc1p8ujjp6rlj8vhlp0h6xzn722glk7jv5u7pev7c024v9m8ux29nq0qcnnhqz"
+		b = "bc1p9vr5nzfrhhntjaulmer02vydas60ge8sry567kmxhcc0c0stxqgsgse397"
+	)
+	file := filepath.Join(t.TempDir(), "snapnode.toml")
+	os.WriteFile(file, []byte("service_callers = [\""+a+"\"]\noperators = [\""+b+"\"]\n"), 0o600)
+	cases := []struct {
+		name      string
+		args      []string
+		env       map[string]string
+		callers   string
+		operators string
+	}{
+		{"none by default", nil, nil, "", ""},
+		{"file", []string{"--config", file}, nil, a, b},
+		{"env over file", []string{"--config", file}, map[string]string{"SNAPNODE_SERVICE_CALLERS": b + " , " + a}, b + "," + a, b},
+		{"flags over env", []string{"--service-caller", b, "--operator", a, "--service-caller", a}, map[string]string{"SNAPNODE_SERVICE_CALLERS": a}, b + "," + a, a},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := load(t, tc.args, tc.env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(c.ServiceCallers, ","); got != tc.callers {
+				t.Errorf("service callers %q, want %q", got, tc.callers)
+			}
+			if got := strings.Join(c.Operators, ","); got != tc.operators {
+				t.Errorf("operators %q, want %q", got, tc.operators)
+			}
+		})
+	}
+	for _, bad := range [][]string{{"--service-caller", a + "x"}, {"--operator", "bc1qnotp2tr"}} {
+		want := map[string]string{"--service-caller": "service_callers", "--operator": "operators"}[bad[0]]
+		if _, err := load(t, bad, nil); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), bad[1]) {
+			t.Errorf("%v: %v, want an error naming %s and the address", bad, err, want)
+		}
+	}
+}

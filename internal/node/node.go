@@ -69,8 +69,12 @@ type Node struct {
 }
 
 // Start starts a node and returns once it listens for requests and its
-// card is published. The node runs until ctx ends; then call Wait.
-func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *Node, err error) {
+// card is published; opts add services (WithService). The node runs until ctx ends; then call Wait.
+func Start(ctx context.Context, cfg config.Config, logger *slog.Logger, with ...Option) (_ *Node, err error) {
+	var o options
+	for _, opt := range with {
+		opt(&o)
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -210,6 +214,9 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *Node
 	n.props = props
 	router := snap.NewRouter()
 	registerMethods(router, n.Tasks, props)
+	if err := n.startServices(router, taskStore, o); err != nil {
+		return nil, err
+	}
 	addr := n.key.Address(n.network)
 	mx := n.newMetrics(router.Methods(), replay, taskStore)
 	server := snap.NewServer(snap.ServerConfig{

@@ -19,6 +19,18 @@ import (
 // and a data folder of its own; it stops at the end of the test.
 func startNode(t testing.TB, mutate func(*config.Config)) (*node.Node, context.CancelFunc) {
 	t.Helper()
+	return startNodeOpts(t, mutate)
+}
+
+// startNodeWith is startNode with options, for tests that need no stop.
+func startNodeWith(t testing.TB, mutate func(*config.Config), opts ...node.Option) *node.Node {
+	t.Helper()
+	n, _ := startNodeOpts(t, mutate, opts...)
+	return n
+}
+
+func startNodeOpts(t testing.TB, mutate func(*config.Config), opts ...node.Option) (*node.Node, context.CancelFunc) {
+	t.Helper()
 	cfg := config.Default()
 	cfg.DataDir = filepath.Join(t.TempDir(), "data")
 	cfg.RelayListen = "127.0.0.1:0"
@@ -27,7 +39,7 @@ func startNode(t testing.TB, mutate func(*config.Config)) (*node.Node, context.C
 		mutate(&cfg)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	n, err := node.Start(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	n, err := node.Start(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), opts...)
 	if err != nil {
 		cancel()
 		t.Fatal(err)

@@ -1,0 +1,92 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/snapnode/snapnode/service"
+	"github.com/snapnode/snapnode/snap"
+	"github.com/snapnode/snapnode/tasks"
+)
+
+// Option adds to a node what settings cannot: code.
+type Option func(*options)
+
+type options struct {
+	services []namedService
+}
+
+type namedService struct {
+	name string
+	h    service.Handler
+}
+
+// WithService offers h as the service name over service/call. Only the
+// identities in the settings' service_callers may call it. The node
+// offers "status" itself; Start fails on that name, on a name given
+// twice, and on a name service.CheckName refuses.
+func WithService(name string, h service.Handler) Option {
+	return func(o *options) { o.services = append(o.services, namedService{name, h}) }
+}
+
+// startServices makes the registry of the node's services, the built-in
+// status and those of opts, and registers it on router.
+func (n *Node) startServices(router *snap.Router, store tasks.Store, opts options) error {
+	reg, err := service.New(service.Config{Allow: n.cfg.ServiceCallers, Logger: n.logger.With("part", "service")})
+	if err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
+	all := append([]namedService{{"status", n.statusService(store)}}, opts.services...)
+	seen := map[string]bool{}
+	for _, s := range all {
+		if err := service.CheckName(s.name); err != nil {
+			return fmt.Errorf("node: %w", err)
+		}
+		if seen[s.name] {
+			return fmt.Errorf("node: service %q offered twice", s.name)
+		}
+		seen[s.name] = true
+		reg.Handle(s.name, s.h)
+	}
+	router.Handle(service.Method, reg.Serve)
+	return nil
+}
+
+// statusService answers "status": who the node is, since when it runs,
+// its relays and their states, its HTTP endpoint, and its tasks by state.
+func (n *Node) statusService(store tasks.Store) service.Handler {
+	started := time.Now()
+	return func(ctx context.Context, c *service.Call) (any, error) {
+		if err := c.Bind(&struct{}{}); err != nil {
+			return nil, err
+		}
+		counts, err := store.CountByState(ctx)
+		if err != nil {
+			return nil, err
+		}
+		byState := map[string]int64{}
+		for _, st := range tasks.States() {
+			byState[string(st)] = counts[st]
+		}
+		type relayState struct {
+			URL   string `json:"url"`
+			State string `json:"state"`
+		}
+		var relays []relayState
+		for _, h := range n.pool.Health() {
+			relays = append(relays, relayState{h.URL, string(h.State)})
+		}
+		card := n.Card()
+		reply := map[string]any{
+			"address": n.Address(), "name": card.Name, "version": card.Version,
+			"protocolVersion": snap.ProtocolVersion,
+			"uptimeSeconds":   int64(time.Since(started) / time.Second),
+			"relays":          relays, "tasks": byState,
+		}
+		if u := n.HTTPURL(); u != "" {
+			reply["http"] = u + "/snap"
+		}
+		return reply, nil
+	}
+}
