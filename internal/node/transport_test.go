@@ -24,6 +24,7 @@ import (
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/node"
 	"github.com/snapnode/snapnode/relay"
+	"github.com/snapnode/snapnode/service"
 	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/snaphttp"
 	"github.com/snapnode/snapnode/tasks"
@@ -430,6 +431,45 @@ func (e *transportEnv) callAs(t *testing.T, tr transport, self, method string, p
 	return p
 }
 
+// serviceCall calls the service name through tr and returns its reply,
+// or the code of its refusal. Over HTTP the reply is the service's own
+// body, a refusal an HTTP status carrying the SNAP error (403 for 2003);
+// over Nostr and WebSocket both are the payload of a signed response.
+func (e *transportEnv) serviceCall(t *testing.T, tr transport, name string, args any) (map[string]any, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	var p map[string]any
+	if h, ok := tr.(*httpTransport); ok {
+		reply, err := h.client.Call(ctx, h.url, "", name, args)
+		var se *snaphttp.StatusError
+		switch {
+		case errors.As(err, &se) && se.Err != nil:
+			if want := map[snap.Code]int{snap.CodeIdentityMismatch: http.StatusForbidden, snap.CodeSkillNotFound: http.StatusNotFound,
+				snap.CodeInvalidPayload: http.StatusBadRequest}[se.Err.Code]; se.StatusCode != want {
+				t.Errorf("error %d over HTTP %d, want %d", se.Err.Code, se.StatusCode, want)
+			}
+			return nil, int(se.Err.Code)
+		case err != nil:
+			t.Fatalf("service %s: %v", name, err)
+		}
+		if err := json.Unmarshal(reply, &p); err != nil {
+			t.Fatal(err)
+		}
+		return p, 0
+	}
+	payload := map[string]any{"name": name}
+	if args != nil {
+		payload["arguments"] = args
+	}
+	self := e.self()
+	if tr == e.bob {
+		self = e.bobKey.Address(identity.Mainnet)
+	}
+	p = e.callAs(t, tr, self, service.Method, payload)
+	return p, errCode(p)
+}
+
 // stream sends a streaming request as alice through her transport's
 // client and collects its events; onEvent, when set, sees each as it
 // arrives and may end the exchange with an error, which is returned.
@@ -696,6 +736,21 @@ var transportCases = []struct {
 			}
 		}
 	}},
+	{"service/call: the service's own reply; a caller off the allowlist refused", "", func(t *testing.T, e *transportEnv) {
+		reply, code := e.serviceCall(t, e.tr, "status", nil)
+		if code != 0 || reply["address"] != e.n.Address() || reply["tasks"] == nil {
+			t.Fatalf("status: %v (error %d)", reply, code)
+		}
+		if _, code := e.serviceCall(t, e.tr, "no-such-service", nil); code != int(snap.CodeSkillNotFound) {
+			t.Errorf("an unknown service: error %d, want 3005", code)
+		}
+		if _, code := e.serviceCall(t, e.tr, "status", map[string]any{"verbose": true}); code != int(snap.CodeInvalidPayload) {
+			t.Errorf("an argument status does not take: error %d, want 1004", code)
+		}
+		if _, code := e.serviceCall(t, e.bob, "status", nil); code != int(snap.CodeIdentityMismatch) {
+			t.Errorf("bob, off the allowlist: error %d, want 2003", code)
+		}
+	}},
 	{"message/stream: events in version order, one final response", "", func(t *testing.T, e *transportEnv) {
 		s := e.mustStream(t, "message/stream", proposal("WRITE_FILE", map[string]any{"path": "/sandbox/stream-" + e.kind + ".txt", "content": "streamed\n"}))
 		if got := s.summary(); got != "1:submitted 2:working 3:result 4:diff 5:completed" {
@@ -950,18 +1005,22 @@ func (e *transportEnv) storedVersions(t *testing.T, id string, seen []int64) {
 // dropped connection.
 func TestTransports(t *testing.T) {
 	dataDir := filepath.Join(t.TempDir(), "data")
+	kinds := []struct {
+		name  string
+		dial  func(*testing.T, *node.Node, *identity.Key) transport
+		alice *identity.Key // may call services; bob, made below, may not
+	}{{"nostr", dialNostr, newKey(t)}, {"http", dialHTTP, newKey(t)}, {"ws", dialWS, newKey(t)}}
 	n, _ := startNode(t, func(c *config.Config) {
 		c.DataDir = dataDir
 		c.HTTPListen = "127.0.0.1:0"
 		c.HTTPRate = 0 // rate limits are not under test here
+		for _, k := range kinds {
+			c.ServiceCallers = append(c.ServiceCallers, k.alice.Address(identity.Mainnet))
+		}
 	})
-	kinds := []struct {
-		name string
-		dial func(*testing.T, *node.Node, *identity.Key) transport
-	}{{"nostr", dialNostr}, {"http", dialHTTP}, {"ws", dialWS}}
 	for _, k := range kinds {
 		t.Run(k.name, func(t *testing.T) {
-			alice, bob := newKey(t), newKey(t)
+			alice, bob := k.alice, newKey(t)
 			e := &transportEnv{kind: k.name, n: n, dataDir: dataDir, alice: alice, tr: k.dial(t, n, alice), bobKey: bob, bob: k.dial(t, n, bob)}
 			for _, c := range transportCases {
 				if c.only != "" && c.only != k.name {
