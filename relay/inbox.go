@@ -13,6 +13,7 @@ import (
 
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/bounded"
+	"github.com/snapnode/snapnode/internal/fairqueue"
 	"github.com/snapnode/snapnode/snap"
 )
 
@@ -48,8 +49,13 @@ type InboxConfig struct {
 	Logger   *slog.Logger
 	Now      func() time.Time
 	// Workers handle requests concurrently (default 8); Queue bounds the
-	// requests waiting for one (default 256). When the queue is full a
-	// request is refused at once with 5003, never left to time out.
+	// requests waiting for one (default 256). Waiting requests are served
+	// by Nostr key in turn (internal/fairqueue), so a flood, from one key
+	// or many, delays another peer by at most one request per key
+	// waiting. When the queue is full, a request from a key with fewer
+	// waiting than the busiest pushes out the busiest key's newest; the
+	// request refused either way is answered at once with 5003, never
+	// left to time out.
 	Workers, Queue int
 	// Streams bounds the streaming requests answered at once (default
 	// 64), which run beside the workers since they last minutes; past it
@@ -156,17 +162,17 @@ func (in *Inbox) Run(ctx context.Context) error {
 	work, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	run := &running{stop: ctx, work: work}
-	jobs := make(chan *nostr.Event, in.cfg.Queue)
+	jobs := fairqueue.New[string, *nostr.Event](in.cfg.Queue)
 	var wg sync.WaitGroup
 	for range in.cfg.Workers {
 		wg.Go(func() {
-			for ev := range jobs {
+			for ev, ok := jobs.Pop(); ok; ev, ok = jobs.Pop() {
 				in.handle(run, ev)
 			}
 		})
 	}
 	defer func() {
-		close(jobs)
+		jobs.Close()
 		done := make(chan struct{})
 		// Workers first: no stream starts after they are done.
 		go func() { wg.Wait(); run.streams.Wait(); close(done) }()
@@ -197,7 +203,7 @@ func (in *Inbox) Run(ctx context.Context) error {
 
 // listen runs one subscription from since, queueing the requests it
 // receives, until it ends; it returns the newest created_at seen.
-func (in *Inbox) listen(ctx context.Context, since nostr.Timestamp, jobs chan<- *nostr.Event, work context.Context) (nostr.Timestamp, error) {
+func (in *Inbox) listen(ctx context.Context, since nostr.Timestamp, jobs *fairqueue.Queue[string, *nostr.Event], work context.Context) (nostr.Timestamp, error) {
 	sub, err := in.cfg.Transport.Subscribe(ctx, nostr.Filter{
 		Kinds: []int{KindEphemeral, KindMessage},
 		Tags:  nostr.TagMap{"p": {in.cfg.Key.NostrPublicKey()}},
@@ -247,16 +253,22 @@ func (in *Inbox) listen(ctx context.Context, since nostr.Timestamp, jobs chan<- 
 					continue
 				}
 			}
-			select {
-			case jobs <- ev:
-			default:
-				// Every worker is busy and the queue is full: answer
-				// at once rather than let the peer time out.
-				in.refuseSoon(work, ev, &snap.Error{Code: snap.CodeServiceUnavailable,
-					Message: "busy; try again shortly", Data: map[string]any{"retryAfter": 1}})
+			// When every worker is busy and the queue is full, the
+			// request refused is answered at once rather than left
+			// to time out.
+			switch out, res := jobs.Push(ev.PubKey, ev); res {
+			case fairqueue.Refused:
+				in.refuseSoon(work, ev, busy())
+			case fairqueue.Displaced:
+				in.refuseSoon(work, out, busy())
 			}
 		}
 	}
+}
+
+// busy is the refusal of a request the queue has no room for.
+func busy() *snap.Error {
+	return &snap.Error{Code: snap.CodeServiceUnavailable, Message: "busy; try again shortly", Data: map[string]any{"retryAfter": 1}}
 }
 
 // since is where the subscription starts: the checkpoint (or now) minus

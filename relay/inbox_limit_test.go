@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -49,5 +50,68 @@ func TestInboxKeyLimiter(t *testing.T) {
 	}
 	if lim.Len() != 2 {
 		t.Errorf("%d keys limited, want the two requesters'", lim.Len())
+	}
+}
+
+// A full queue serves keys in turn: a key that floods it is refused past
+// its share (5003, at once), and another key's request pushes out the
+// flooder's newest and is answered in its turn.
+func TestInboxQueueIsFairToOtherKeys(t *testing.T) {
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	r := countRouter(nil)
+	r.Handle("test/hold", func(ctx context.Context, req *snap.Verified) (any, error) {
+		entered <- struct{}{}
+		<-release
+		return map[string]any{"held": true}, nil
+	})
+	n := newStreamNet(t, r, 4, func(c *relay.InboxConfig) { c.Workers, c.Queue = 1, 4 })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	type answer struct {
+		p   map[string]any
+		err error
+	}
+	flood := make(chan answer, 16)
+	send := func(c *relay.Client, method string, out chan<- answer) {
+		r, err := c.Request(ctx, n.target, relay.Request{Method: method, Payload: []byte(`{"taskId":"t"}`)})
+		if err != nil {
+			out <- answer{err: err}
+			return
+		}
+		var p map[string]any
+		json.Unmarshal(r.Payload, &p)
+		out <- answer{p: p}
+	}
+	go send(n.client, "test/hold", flood)
+	<-entered // the one worker is held
+	for range 8 {
+		go send(n.client, "tasks/get", flood)
+	}
+	busy := func(a answer) bool {
+		e, _ := a.p["error"].(map[string]any)
+		return a.err == nil && e != nil && e["code"] == float64(snap.CodeServiceUnavailable)
+	}
+	for i := range 4 { // 4 queued, 4 refused at once
+		if a := <-flood; !busy(a) {
+			t.Fatalf("flood answer %d before the release: %v %v, want 5003", i, a.p, a.err)
+		}
+	}
+	other, err := identity.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	valid := make(chan answer, 1)
+	go send(relay.NewClient(relay.ClientConfig{Key: other, Transport: n.pool, Logger: quiet()}), "tasks/get", valid)
+	if a := <-flood; !busy(a) { // the flooder's newest, pushed out
+		t.Fatalf("the flooder's pushed-out request: %v %v, want 5003", a.p, a.err)
+	}
+	close(release)
+	if a := <-valid; a.err != nil || a.p["task"] == nil {
+		t.Fatalf("the other key's request: %v %v, want its answer", a.p, a.err)
+	}
+	for range 4 { // the hold and the 3 queued requests left
+		if a := <-flood; a.err != nil || a.p["error"] != nil {
+			t.Errorf("a queued flood request: %v %v", a.p, a.err)
+		}
 	}
 }

@@ -1,0 +1,147 @@
+package fairqueue
+
+import "sync"
+
+// Result is what Push did.
+type Result int
+
+const (
+	// Queued: the item waits its turn.
+	Queued Result = iota
+	// Displaced: the item waits its turn, and the newest item of the
+	// busiest key was pushed out to make room (Push returns it).
+	Displaced
+	// Refused: the queue is full and the item's key is the busiest (or
+	// the queue is closed); nothing changed.
+	Refused
+)
+
+// Queue is a bounded round-robin queue of V by key K. It is safe for
+// concurrent use.
+type Queue[K comparable, V any] struct {
+	mu       sync.Mutex
+	nonEmpty *sync.Cond
+	max      int
+	total    int
+	byKey    map[K]*fifo[V]
+	ring     []K // keys with items, in turn order; ring[0] is next
+	closed   bool
+}
+
+type fifo[V any] struct{ items []V }
+
+// New returns a Queue holding at most size items (at least 1).
+func New[K comparable, V any](size int) *Queue[K, V] {
+	q := &Queue[K, V]{max: max(1, size), byKey: make(map[K]*fifo[V])}
+	q.nonEmpty = sync.NewCond(&q.mu)
+	return q
+}
+
+// Push adds v at the end of key's turn. See Result for what it may do;
+// out is the displaced item when the result is Displaced.
+func (q *Queue[K, V]) Push(key K, v V) (out V, res Result) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return out, Refused
+	}
+	if q.total >= q.max {
+		busiest, n := q.busiest()
+		if n <= q.len(key) {
+			return out, Refused
+		}
+		f := q.byKey[busiest]
+		out = f.items[len(f.items)-1]
+		var zero V
+		f.items[len(f.items)-1] = zero
+		f.items = f.items[:len(f.items)-1]
+		q.total--
+		if len(f.items) == 0 {
+			q.drop(busiest)
+		}
+		res = Displaced
+	}
+	f, ok := q.byKey[key]
+	if !ok {
+		f = &fifo[V]{}
+		q.byKey[key] = f
+		q.ring = append(q.ring, key)
+	}
+	f.items = append(f.items, v)
+	q.total++
+	q.nonEmpty.Signal()
+	return out, res
+}
+
+// Pop waits for an item and returns the oldest of the key whose turn it
+// is; that key's turn then passes to the next. After Close it returns the
+// items still queued, then false.
+func (q *Queue[K, V]) Pop() (v V, ok bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for q.total == 0 {
+		if q.closed {
+			return v, false
+		}
+		q.nonEmpty.Wait()
+	}
+	key := q.ring[0]
+	f := q.byKey[key]
+	v = f.items[0]
+	var zero V
+	f.items[0] = zero
+	f.items = f.items[1:]
+	q.total--
+	q.ring = append(q.ring[1:], key) // its turn passes
+	if len(f.items) == 0 {
+		q.drop(key)
+	}
+	return v, true
+}
+
+// Len returns the number of items waiting.
+func (q *Queue[K, V]) Len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.total
+}
+
+// Close refuses further items and wakes the waiting Pops; the items
+// queued are still popped.
+func (q *Queue[K, V]) Close() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.closed = true
+	q.nonEmpty.Broadcast()
+}
+
+func (q *Queue[K, V]) len(key K) int {
+	if f, ok := q.byKey[key]; ok {
+		return len(f.items)
+	}
+	return 0
+}
+
+// busiest returns the key with the most items (the first in turn order
+// among equals). q.total > 0.
+func (q *Queue[K, V]) busiest() (K, int) {
+	var best K
+	n := -1
+	for _, k := range q.ring {
+		if l := len(q.byKey[k].items); l > n {
+			best, n = k, l
+		}
+	}
+	return best, n
+}
+
+// drop removes key, which has no items, from the map and the ring.
+func (q *Queue[K, V]) drop(key K) {
+	delete(q.byKey, key)
+	for i, k := range q.ring {
+		if k == key {
+			q.ring = append(q.ring[:i], q.ring[i+1:]...)
+			return
+		}
+	}
+}
