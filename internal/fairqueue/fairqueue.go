@@ -9,10 +9,11 @@ const (
 	// Queued: the item waits its turn.
 	Queued Result = iota
 	// Displaced: the item waits its turn, and the newest item of the
-	// busiest key was pushed out to make room (Push returns it).
+	// busiest key, which held at least two more items than the item's
+	// key, was pushed out to make room (Push returns it).
 	Displaced
-	// Refused: the queue is full and the item's key is the busiest (or
-	// the queue is closed); nothing changed.
+	// Refused: the queue is full and no key holds two more items than
+	// the item's (or the queue is closed); nothing changed.
 	Refused
 )
 
@@ -46,8 +47,11 @@ func (q *Queue[K, V]) Push(key K, v V) (out V, res Result) {
 		return out, Refused
 	}
 	if q.total >= q.max {
+		// Push out only what makes the queue fairer: after the swap
+		// key must still hold fewer than the busiest held. Among equals
+		// the items already waiting keep their places.
 		busiest, n := q.busiest()
-		if n <= q.len(key) {
+		if n <= q.len(key)+1 {
 			return out, Refused
 		}
 		f := q.byKey[busiest]

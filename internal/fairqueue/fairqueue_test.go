@@ -40,8 +40,9 @@ func TestRoundRobin(t *testing.T) {
 	}
 }
 
-// A full queue: a key with fewer items than the busiest pushes out the
-// busiest key's newest item; the busiest key itself is refused.
+// A full queue: a key with at least two fewer items than the busiest
+// pushes out the busiest key's newest item; otherwise it is refused, and
+// what waits keeps its place.
 func TestFullQueue(t *testing.T) {
 	q := fairqueue.New[string, string](4)
 	for _, it := range []string{"f1", "f2", "f3", "g1"} {
@@ -54,41 +55,57 @@ func TestFullQueue(t *testing.T) {
 	if res != fairqueue.Displaced || out != "f3" {
 		t.Errorf("a new key: %v pushing out %q, want Displaced pushing out f3", res, out)
 	}
-	// f and g hold 2 and 1: g may still push out f's newest.
-	out, res = q.Push("g", "g2")
-	if res != fairqueue.Displaced || out != "f2" {
-		t.Errorf("g: %v pushing out %q, want f2", res, out)
+	// f2 g1 and v1 wait; f holds 2, g 1: g pushing out f2 would only
+	// swap which key holds 2.
+	if _, res := q.Push("g", "g2"); res != fairqueue.Refused {
+		t.Errorf("g, one fewer than f: %v, want Refused", res)
 	}
-	// Now f1, g1, g2, v1: g, with 2, is the busiest and is refused.
-	if _, res := q.Push("g", "g3"); res != fairqueue.Refused {
-		t.Errorf("g, now the busiest: %v", res)
+	// A newcomer may: f holds two more than it.
+	if out, res := q.Push("w", "w1"); res != fairqueue.Displaced || out != "f2" {
+		t.Errorf("a newcomer beside f's 2: %v pushing out %q, want f2", res, out)
 	}
-	if got := popAll(t, q, 4); !slices.Equal(got, []string{"f1", "g1", "v1", "g2"}) {
+	// Now every key holds one: a newcomer is refused, nobody pushed out.
+	if _, res := q.Push("x", "x1"); res != fairqueue.Refused {
+		t.Errorf("a newcomer among equals: %v, want Refused", res)
+	}
+	if got := popAll(t, q, 4); !slices.Equal(got, []string{"f1", "g1", "v1", "w1"}) {
 		t.Errorf("order %v", got)
 	}
 }
 
-// However many keys flood the queue and however fast, one more sender's
-// item gets in at once and is popped within one turn of the keys waiting.
+// A flood from a few keys cannot shut another sender out: its item gets
+// in at once and is popped within one turn of the keys waiting. A flood
+// from more keys than the queue holds leaves what waits in place.
 func TestFloodDoesNotStarve(t *testing.T) {
 	const size = 64
-	q := fairqueue.New[string, string](size)
-	for i := range 10 * size {
-		q.Push(fmt.Sprintf("flood-%d", i%200), "flood")
-	}
-	if q.Len() != size {
-		t.Fatalf("Len %d, want the bound %d", q.Len(), size)
-	}
-	if _, res := q.Push("valid", "valid"); res == fairqueue.Refused {
-		t.Fatal("the valid sender was refused")
-	}
-	for i := 0; ; i++ {
-		v, _ := q.Pop()
-		if v == "valid" {
-			break
+	for _, keys := range []int{1, 8, size * 4} {
+		q := fairqueue.New[string, string](size)
+		for i := range 10 * size {
+			q.Push(fmt.Sprintf("flood-%d", i%keys), "flood")
 		}
-		if i > size {
-			t.Fatalf("valid not popped after %d items", i)
+		if q.Len() != size {
+			t.Fatalf("%d keys: Len %d, want the bound %d", keys, q.Len(), size)
+		}
+		_, res := q.Push("valid", "valid")
+		if keys >= size {
+			if res != fairqueue.Refused {
+				t.Errorf("%d keys, each with one item: the newcomer %v, want Refused", keys, res)
+			}
+			continue
+		}
+		if res == fairqueue.Refused {
+			t.Fatalf("%d keys: the valid sender was refused", keys)
+		}
+		for i := 0; ; i++ {
+			if v, _ := q.Pop(); v == "valid" {
+				if i > keys {
+					t.Errorf("%d keys: valid popped after %d items, want at most one per key", keys, i)
+				}
+				break
+			}
+			if i > size {
+				t.Fatalf("%d keys: valid not popped", keys)
+			}
 		}
 	}
 }

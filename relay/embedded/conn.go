@@ -90,6 +90,10 @@ type conn struct {
 
 	ctrl chan outItem
 	live chan outItem
+	// patient: a full live queue holds the publisher (for at most
+	// WriteTimeout) instead of cutting the connection. Only the
+	// in-process connection, the node itself, is patient.
+	patient bool
 
 	done      chan struct{} // closed by kill
 	finished  chan struct{} // closed when reader and writer have returned
@@ -178,12 +182,32 @@ func (c *conn) slow() {
 	c.t.abort()
 }
 
-// sendLive queues it without waiting; a full queue disconnects the client.
+// sendLive queues it without waiting; a full queue disconnects the
+// client. A patient connection (the in-process one) is not cut at once:
+// the publisher, whose goroutine this is, waits for room up to
+// WriteTimeout. Cutting the node's own connection would lose every
+// ephemeral request published until it resubscribes, the valid among the
+// flood; waiting slows the flood at its source instead (its connection is
+// not read meanwhile) while the node, which queues requests fairly by
+// key, catches up.
 func (c *conn) sendLive(it outItem) {
 	select {
 	case c.live <- it:
+		return
 	case <-c.done:
+		return
 	default:
+	}
+	if !c.patient {
+		c.slow()
+		return
+	}
+	t := time.NewTimer(c.r.cfg.WriteTimeout)
+	defer t.Stop()
+	select {
+	case c.live <- it:
+	case <-c.done:
+	case <-t.C:
 		c.slow()
 	}
 }

@@ -54,23 +54,29 @@ func (s *subscription) isClosed() bool {
 }
 
 // deliver hands a live event to the subscription: buffered while its
-// stored events are being sent, else queued on the connection without
-// blocking.
+// stored events are being sent, else queued on the connection (see
+// sendLive: a patient connection may make it wait). It does not hold
+// s.mu while it queues: the writer takes s.mu for each item it writes,
+// so a wait for room under s.mu would never end.
 func (s *subscription) deliver(d *eventData) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
+		s.mu.Unlock()
 		return
 	}
 	if s.pending {
 		if len(s.buf) >= s.c.r.cfg.SendQueue {
+			s.mu.Unlock()
 			s.c.slow()
 			return
 		}
 		s.buf = append(s.buf, s.eventItem(d))
+		s.mu.Unlock()
 		return
 	}
-	s.c.sendLive(s.eventItem(d))
+	it := s.eventItem(d)
+	s.mu.Unlock()
+	s.c.sendLive(it)
 }
 
 // flip ends the stored phase: it returns the buffered live events not

@@ -45,6 +45,7 @@ func (r *Relay) LocalConn() (relay.Conn, error) {
 		msgs: make(chan relay.ConnMessage, r.cfg.SendQueue),
 	}
 	c := r.newConn(l, r.log.With("remote", "in-process"))
+	c.patient = true
 	l.c = c
 	if !r.register(c) {
 		c.cancel()
