@@ -710,7 +710,9 @@ func (p *Pool) awaitConnected(ctx context.Context) ([]Conn, error) {
 		some := false
 		for i, r := range p.relays {
 			r.mu.Lock()
-			conns[i] = r.conn
+			if r.publishing {
+				conns[i] = r.conn
+			}
 			r.mu.Unlock()
 			some = some || conns[i] != nil
 		}
@@ -794,6 +796,11 @@ type poolRelay struct {
 	mu          sync.Mutex
 	conn        Conn            // nil unless connected
 	active      map[uint64]bool // subscriptions REQ'd on conn
+	// publishing: conn takes publications. Set once the REQs of the
+	// subscriptions open when it connected are sent, so that a request
+	// published right after its reply's subscription is never on the
+	// wire before that REQ (the reply, ephemeral, would be missed).
+	publishing bool
 	lastErr     error
 	lastErrAt   time.Time
 	connectedAt time.Time
@@ -875,13 +882,17 @@ func (r *poolRelay) serve(ctx context.Context, conn Conn) error {
 	r.connectedAt, r.retryAt = r.p.cfg.Now(), time.Time{}
 	reconnect := r.connects > 1
 	r.mu.Unlock()
+	// Subscriptions first, then publications: see publishing.
+	for _, s := range r.p.snapshotSubs() {
+		r.ensureSub(s)
+	}
+	r.mu.Lock()
+	r.publishing = true
+	r.mu.Unlock()
 	r.state.Store(StateConnected)
 	r.log.Info("relay pool: connected", "reconnect", reconnect)
 	r.p.wakeWaiters()
 
-	for _, s := range r.p.snapshotSubs() {
-		r.ensureSub(s)
-	}
 	var err error
 loop:
 	for {
@@ -898,7 +909,7 @@ loop:
 		}
 	}
 	r.mu.Lock()
-	r.conn, r.active = nil, nil
+	r.conn, r.active, r.publishing = nil, nil, false
 	r.mu.Unlock()
 	conn.Close()
 	if err == nil {
