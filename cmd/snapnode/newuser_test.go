@@ -61,7 +61,7 @@ func TestNewUser(t *testing.T) {
 		}
 	}
 	go func() { exited <- node.Wait() }()
-	if !regexp.MustCompile(`^snapnode ready address=bc1p[a-z0-9]{58} nostr=[0-9a-f]{64} relay=ws://127\.0\.0\.1:\d+$`).MatchString(ready) {
+	if !regexp.MustCompile(`^snapnode ready address=bc1p[a-z0-9]{58} nostr=[0-9a-f]{64} relay=ws://127\.0\.0\.1:\d+( http=http://127\.0\.0\.1:7448/snap)?$`).MatchString(ready) {
 		t.Fatalf("ready line %q\n%s", ready, logs.String())
 	}
 	if st, err := os.Stat(filepath.Join(dir, "snapnode-data", "identity.key")); err != nil || st.Mode().Perm() != 0o600 {

@@ -55,7 +55,11 @@ func (c *cli) runNode(args []string) int {
 		return exitFail
 	}
 	relayURL := n.RelayURLs()[0]
-	fmt.Fprintf(c.stdout, "snapnode ready address=%s nostr=%s relay=%s\n", n.Address(), n.NostrPublicKey(), relayURL)
+	ready := fmt.Sprintf("snapnode ready address=%s nostr=%s relay=%s", n.Address(), n.NostrPublicKey(), relayURL)
+	if u := n.HTTPURL(); u != "" {
+		ready += " http=" + u + "/snap"
+	}
+	fmt.Fprintln(c.stdout, ready)
 	fmt.Fprintf(c.stdout, "try: %s send --to %s --relay %s \"hello\"\n", selfCommand(), n.Address(), relayURL)
 	// SIGHUP re-reads the settings, republishes the card if it changed and
 	// reloads the policy (a policy that does not load leaves the old one

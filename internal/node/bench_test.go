@@ -32,6 +32,7 @@ import (
 type nodeProcess struct {
 	cmd           *exec.Cmd
 	addr, pub, ws string
+	http          string // the /snap endpoint, or "" when HTTP is off
 }
 
 // startNodeProcess builds the binary and starts `snapnode run` on a free
@@ -68,11 +69,11 @@ func startNodeProcessLogging(tb testing.TB, dataDir string, stderr io.Writer, ar
 	if err != nil {
 		tb.Fatalf("no ready line: %v", err)
 	}
-	m := regexp.MustCompile(`address=(\S+) nostr=(\S+) relay=(\S+)`).FindStringSubmatch(line)
+	m := regexp.MustCompile(`address=(\S+) nostr=(\S+) relay=(\S+)(?: http=(\S+))?`).FindStringSubmatch(line)
 	if m == nil {
 		tb.Fatalf("ready line: %q", line)
 	}
-	return &nodeProcess{cmd: cmd, addr: m[1], pub: m[2], ws: m[3]}
+	return &nodeProcess{cmd: cmd, addr: m[1], pub: m[2], ws: m[3], http: m[4]}
 }
 
 // cpu returns the process's user+system CPU time from /proc.
