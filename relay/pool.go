@@ -793,14 +793,14 @@ type poolRelay struct {
 
 	state atomicState // read without mu by Subscribe
 
-	mu          sync.Mutex
-	conn        Conn            // nil unless connected
-	active      map[uint64]bool // subscriptions REQ'd on conn
+	mu     sync.Mutex
+	conn   Conn            // nil unless connected
+	active map[uint64]bool // subscriptions REQ'd on conn
 	// publishing: conn takes publications. Set once the REQs of the
 	// subscriptions open when it connected are sent, so that a request
 	// published right after its reply's subscription is never on the
 	// wire before that REQ (the reply, ephemeral, would be missed).
-	publishing bool
+	publishing  bool
 	lastErr     error
 	lastErrAt   time.Time
 	connectedAt time.Time
