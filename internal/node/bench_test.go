@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,6 +26,8 @@ import (
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/testdb"
 	"github.com/snapnode/snapnode/relay"
+	"github.com/snapnode/snapnode/snap"
+	"github.com/snapnode/snapnode/snaphttp"
 )
 
 // nodeProcess is `snapnode run` in its own process, so that its CPU time
@@ -152,31 +155,73 @@ func BenchmarkNostrRoundTrip(b *testing.B) {
 	}
 }
 
-// roundTrips runs b.N message/send round trips against n from clients
-// concurrent requesters and reports the figures.
+// roundTrips runs b.N message/send round trips over Nostr against n from
+// clients concurrent requesters and reports the figures.
 func roundTrips(b *testing.B, n *nodeProcess, clients int, minCrypto time.Duration) {
-	reqs := make([]*relay.Client, clients)
-	for i := range reqs {
-		k, _ := identity.Generate()
-		ctx, cancel := context.WithCancel(context.Background())
-		p := relay.NewPool(relay.PoolConfig{URLs: []string{n.ws}, Logger: slog.New(slog.DiscardHandler)})
-		p.Start(ctx)
-		b.Cleanup(func() { cancel(); p.Close() })
-		reqs[i] = relay.NewClient(relay.ClientConfig{Key: k, Transport: p, Logger: slog.New(slog.DiscardHandler)})
-	}
+	measure(b, n, clients, minCrypto, func(b *testing.B) func() error { return nostrCaller(b, n) })
+}
+
+// nostrCaller returns a requester of its own sending message/send to n
+// through the node's relay.
+func nostrCaller(b *testing.B, n *nodeProcess) func() error {
+	k, _ := identity.Generate()
+	ctx, cancel := context.WithCancel(context.Background())
+	p := relay.NewPool(relay.PoolConfig{URLs: []string{n.ws}, Logger: slog.New(slog.DiscardHandler)})
+	p.Start(ctx)
+	b.Cleanup(func() { cancel(); p.Close() })
+	c := relay.NewClient(relay.ClientConfig{Key: k, Transport: p, Logger: slog.New(slog.DiscardHandler)})
 	target := relay.Target{Address: n.addr, PubKey: n.pub}
-	body, _ := json.Marshal(text(strings.Repeat("benchmark ", 50)))
-	call := func(c *relay.Client) time.Duration {
+	body := benchMessage()
+	return func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		t0 := time.Now()
-		if _, err := c.Request(ctx, target, relay.Request{Method: "message/send", Payload: body}); err != nil {
-			b.Error(err)
+		resp, err := c.Request(ctx, target, relay.Request{Method: "message/send", Payload: body})
+		if err == nil {
+			if e := snaphttp.ResponseError(resp.Payload); e != nil {
+				return e
+			}
 		}
-		return time.Since(t0)
+		return err
 	}
-	for _, c := range reqs { // warm: connections, conversation keys
-		call(c)
+}
+
+// benchMessage is the message/send payload measured: 500 bytes of text.
+func benchMessage() []byte {
+	body, _ := json.Marshal(map[string]any{"message": map[string]any{"messageId": "m-bench", "role": "user",
+		"parts": []any{map[string]any{"text": strings.Repeat("benchmark ", 50)}}}})
+	return body
+}
+
+// httpCaller returns a requester of its own posting message/send to n's
+// /snap endpoint over keep-alive connections.
+func httpCaller(b *testing.B, n *nodeProcess, hc *http.Client) func() error {
+	k, _ := identity.Generate()
+	c := snaphttp.NewClient(snaphttp.ClientConfig{Key: k, HTTP: hc})
+	body := benchMessage()
+	return func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		resp, err := c.Send(ctx, n.http, &snap.Message{To: n.addr, Method: "message/send", Payload: body})
+		if err == nil && snaphttp.ResponseError(resp.Payload) != nil {
+			err = snaphttp.ResponseError(resp.Payload)
+		}
+		return err
+	}
+}
+
+// measure runs b.N calls spread over clients concurrent requesters, each
+// made by newCaller, against n and reports round trips per second, p50
+// and p99 latency, and the node's CPU per round trip beside the
+// cryptographic work a Nostr round trip cannot avoid.
+func measure(b *testing.B, n *nodeProcess, clients int, minCrypto time.Duration, newCaller func(*testing.B) func() error) {
+	calls := make([]func() error, clients)
+	for i := range calls {
+		calls[i] = newCaller(b)
+	}
+	for _, call := range calls { // warm: connections, conversation keys
+		if err := call(); err != nil {
+			b.Fatal(err)
+		}
 	}
 	var mu sync.Mutex
 	var lat []time.Duration
@@ -189,10 +234,14 @@ func roundTrips(b *testing.B, n *nodeProcess, clients int, minCrypto time.Durati
 	b.ResetTimer()
 	start := time.Now()
 	var wg sync.WaitGroup
-	for _, c := range reqs {
+	for _, call := range calls {
 		wg.Go(func() {
 			for range work {
-				d := call(c)
+				t0 := time.Now()
+				if err := call(); err != nil {
+					b.Error(err)
+				}
+				d := time.Since(t0)
 				mu.Lock()
 				lat = append(lat, d)
 				mu.Unlock()
@@ -212,4 +261,30 @@ func roundTrips(b *testing.B, n *nodeProcess, clients int, minCrypto time.Durati
 	b.ReportMetric(float64(perRT.Microseconds()), "node-cpu-µs/rt")
 	b.ReportMetric(float64(minCrypto.Microseconds()), "crypto-µs/rt")
 	b.ReportMetric(float64(perRT)/float64(minCrypto), "cpu/crypto")
+}
+
+// BenchmarkTransports measures message/send round trips over HTTP (POST
+// /snap) and over Nostr (the node's embedded relay) against the same node
+// in the same run, with 1 and 64 concurrent requesters, on the memory
+// store (the transports' own cost) and the default SQLite store. Every
+// limit is off: the figures are the node's capacity.
+func BenchmarkTransports(b *testing.B) {
+	minCrypto := cryptoPerRoundTrip(b)
+	for _, store := range []struct{ name, database string }{{"memory", "memory"}, {"sqlite", ""}} {
+		args := []string{"--http-listen", "127.0.0.1:0", "--http-rate", "0", "--identity-rate", "0", "--nostr-key-rate", "0"}
+		if store.database != "" {
+			args = append(args, "--database", store.database)
+		}
+		n := startNodeProcess(b, "", args...)
+		hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128}}
+		b.Cleanup(hc.CloseIdleConnections)
+		for _, clients := range []int{1, 64} {
+			b.Run(fmt.Sprintf("store=%s/transport=http/clients=%d", store.name, clients), func(b *testing.B) {
+				measure(b, n, clients, minCrypto, func(b *testing.B) func() error { return httpCaller(b, n, hc) })
+			})
+			b.Run(fmt.Sprintf("store=%s/transport=nostr/clients=%d", store.name, clients), func(b *testing.B) {
+				measure(b, n, clients, minCrypto, func(b *testing.B) func() error { return nostrCaller(b, n) })
+			})
+		}
+	}
 }
