@@ -2,12 +2,10 @@ package interop
 
 import (
 	"bytes"
-	"context"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -36,22 +34,7 @@ type httpNode struct {
 
 func startHTTPSnapnode(t *testing.T) *httpNode {
 	t.Helper()
-	cfg := config.Default()
-	cfg.DataDir = filepath.Join(t.TempDir(), "data")
-	cfg.RelayListen = "127.0.0.1:0"
-	cfg.HTTPListen = "127.0.0.1:0"
-	ctx, cancel := context.WithCancel(context.Background())
-	n, err := node.Start(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		if err := n.Wait(); err != nil {
-			t.Errorf("node stopped with %v", err)
-		}
-	})
+	n, cfg := startSnapnodeWith(t, func(c *config.Config) { c.HTTPListen = "127.0.0.1:0" })
 	base := n.HTTPURL()
 	if !strings.HasPrefix(base, "http://127.0.0.1:") {
 		t.Fatalf("HTTPURL %q, want http://127.0.0.1:PORT", base)

@@ -20,13 +20,24 @@ import (
 // empty, else the given relay only.
 func startSnapnode(t *testing.T, relayURL string) *node.Node {
 	t.Helper()
+	n, _ := startSnapnodeWith(t, func(c *config.Config) {
+		if relayURL != "" {
+			c.Relays = []string{relayURL}
+		}
+	})
+	return n
+}
+
+// startSnapnodeWith starts a real node with its embedded relay and no HTTP
+// unless mutate changes them; it stops at the end of the test. It returns
+// the settings the node runs with.
+func startSnapnodeWith(t *testing.T, mutate func(*config.Config)) (*node.Node, config.Config) {
+	t.Helper()
 	cfg := config.Default()
 	cfg.DataDir = filepath.Join(t.TempDir(), "data")
 	cfg.RelayListen = "127.0.0.1:0"
 	cfg.HTTPListen = ""
-	if relayURL != "" {
-		cfg.Relays = []string{relayURL}
-	}
+	mutate(&cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	n, err := node.Start(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
@@ -39,7 +50,7 @@ func startSnapnode(t *testing.T, relayURL string) *node.Node {
 			t.Errorf("node stopped with %v", err)
 		}
 	})
-	return n
+	return n, cfg
 }
 
 // jsRequest runs the JavaScript client's request command against n and
