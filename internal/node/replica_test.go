@@ -78,7 +78,9 @@ func TestReplicasOnPostgres(t *testing.T) {
 	var nodes [2]*nodeProcess
 	for i := range nodes {
 		nodes[i] = startNodeProcessLogging(t, filepath.Join(t.TempDir(), fmt.Sprintf("replica-%d", i)), &logs[i],
-			"--relay", r.url(), "--key", keyFile, "--database", dsn, "--log-level", "debug")
+			"--relay", r.url(), "--key", keyFile, "--database", dsn, "--log-level", "debug",
+			"--identity-rate", "0", "--nostr-key-rate", "0") // hundreds of requests from one requester
+
 	}
 	if nodes[0].addr != nodes[1].addr {
 		t.Fatalf("replicas have two identities: %s, %s", nodes[0].addr, nodes[1].addr)
