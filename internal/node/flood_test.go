@@ -261,37 +261,37 @@ func TestFlood(t *testing.T) {
 		}
 	}
 	for v := range 5 {
-		valid.Go(func() { // over Nostr
-			r := newRequesterWith(t, []string{n.ws}, newKey(t))
-			target := relay.Target{Address: n.addr, PubKey: n.pub}
-			for i := range validEach {
-				body, _ := json.Marshal(text(fmt.Sprintf("valid-over-nostr-%d-%d", v, i)))
-				p, took, err := retrying(ctx, &retries, func(ctx context.Context) (map[string]any, error) {
-					resp, err := r.client.Request(ctx, target, relay.Request{Method: "message/send", Payload: body})
-					if err != nil {
-						return nil, err
-					}
-					var p map[string]any
-					return p, json.Unmarshal(resp.Payload, &p)
-				})
-				check("nostr", v*validEach+i, p, err, took)
-			}
-		})
-		valid.Go(func() { // over HTTP
-			c := snaphttp.NewClient(snaphttp.ClientConfig{Key: newKey(t)})
-			for i := range validEach {
-				body, _ := json.Marshal(text(fmt.Sprintf("valid-over-http-%d-%d", v, i)))
-				p, took, err := retrying(ctx, &retries, func(ctx context.Context) (map[string]any, error) {
-					resp, err := c.Send(ctx, n.http, &snap.Message{To: n.addr, Method: "message/send", Payload: body})
-					if err != nil {
-						return nil, err
-					}
-					var p map[string]any
-					return p, json.Unmarshal(resp.Payload, &p)
-				})
-				check("http", v*validEach+i, p, err, took)
-			}
-		})
+		r := newRequesterWith(t, []string{n.ws}, newKey(t))
+		target := relay.Target{Address: n.addr, PubKey: n.pub}
+		c := snaphttp.NewClient(snaphttp.ClientConfig{Key: newKey(t)})
+		senders := map[string]func(context.Context, []byte) (*snap.Message, error){
+			"nostr": func(ctx context.Context, body []byte) (*snap.Message, error) {
+				resp, err := r.client.Request(ctx, target, relay.Request{Method: "message/send", Payload: body})
+				if err != nil {
+					return nil, err
+				}
+				return resp.Message, nil
+			},
+			"http": func(ctx context.Context, body []byte) (*snap.Message, error) {
+				return c.Send(ctx, n.http, &snap.Message{To: n.addr, Method: "message/send", Payload: body})
+			},
+		}
+		for kind, send := range senders {
+			valid.Go(func() {
+				for i := range validEach {
+					body, _ := json.Marshal(text(fmt.Sprintf("valid-over-%s-%d-%d", kind, v, i)))
+					p, took, err := retrying(ctx, &retries, func(ctx context.Context) (map[string]any, error) {
+						resp, err := send(ctx, body)
+						if err != nil {
+							return nil, err
+						}
+						var p map[string]any
+						return p, json.Unmarshal(resp.Payload, &p)
+					})
+					check(kind, v*validEach+i, p, err, took)
+				}
+			})
+		}
 	}
 	valid.Wait()
 	validDone := time.Since(floodStart)
