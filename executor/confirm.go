@@ -235,3 +235,39 @@ func (e *Executor) Deny(ctx context.Context, actionID, approver, reason string) 
 	return &Result{Outcome: Failed, ActionID: r.ActionID, ProposalID: r.ProposalID, Action: r.Action,
 		Output: mustJSON(f), Diff: r.Diff, Reason: f.Message}, nil
 }
+
+// Action is the durable record of an action of a task: one with effects
+// (staged, promoted, rolled back) or one held for confirmation. Reads,
+// THINK and FINISH that ran at once leave no record (the audit log has
+// them).
+type Action struct {
+	ActionID   string
+	TaskID     string
+	ProposalID string
+	Action     string
+	// State is pending, approving, promoting, promoted, rolling_back,
+	// rolled_back, completed, denied or failed.
+	State   string
+	Diff    string
+	Reason  string
+	Created time.Time
+}
+
+// Actions returns the recorded actions of a task, oldest first. A worker
+// resuming after a crash asks it whether a proposal it sent already ran:
+// the executor's record, not the worker's memory, is the truth.
+func (e *Executor) Actions(ctx context.Context, taskID string) ([]Action, error) {
+	if taskID == "" {
+		return nil, fmt.Errorf("executor: actions of a task: %w: empty task id", ErrInvalidIdentity)
+	}
+	rs, err := e.store.list(ctx, "", taskID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Action, len(rs))
+	for i, r := range rs {
+		out[i] = Action{ActionID: r.ActionID, TaskID: r.Task, ProposalID: r.ProposalID, Action: r.Action,
+			State: r.State, Diff: r.Diff, Reason: r.Reason, Created: r.Created}
+	}
+	return out, nil
+}

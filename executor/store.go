@@ -197,11 +197,15 @@ func (s *store) get(ctx context.Context, actionID string) (*record, error) {
 	return r, nil
 }
 
-// list returns the records in state, of one task or (task "") of all, in
-// the order they were made.
+// list returns the records in state (every state when ""), of one task or
+// (task "") of all, in the order they were made.
 func (s *store) list(ctx context.Context, state, task string) ([]*record, error) {
-	q := `SELECT ` + recordColumns + ` FROM executor_actions WHERE state = ?`
-	args := []any{state}
+	q := `SELECT ` + recordColumns + ` FROM executor_actions WHERE 1 = 1`
+	var args []any
+	if state != "" {
+		q += ` AND state = ?`
+		args = append(args, state)
+	}
 	if task != "" {
 		q += ` AND task = ?`
 		args = append(args, task)

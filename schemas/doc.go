@@ -1,8 +1,21 @@
 // Package schemas embeds the JSON Schema (2020-12) files snapnode enforces
-// and publishes for other implementations: proposal.v1.json (seed 000, 004)
-// and action-descriptor.v1.json (seed 001). The files are the contract; the
-// Go code that applies them (executor/proposal) is tested against them, so
-// they cannot drift apart.
+// and publishes for other implementations:
+//
+//   - proposal.v1.json (seed 000, 004): one action proposed by an agent;
+//   - action-descriptor.v1.json (seed 001): an Action Descriptor;
+//   - agent-response.v1.json (seed 002): a worker's report on its phase,
+//     COMPLETED, STUCK or RETRY, with its evidence files and a summary;
+//   - agent-answer.v1.json: what a model may answer at each step, exactly
+//     one of a proposal and an agent response;
+//   - job-manifest.v1.json (seed 002): a job's state, as `snapnode job show
+//     ID --format json` prints it;
+//   - job-history.v1.json (seed 002): a job's full record, every interaction
+//     with its exact request, answer and observation, as `snapnode job
+//     history ID --format json` prints it.
+//
+// The files are the contract; the Go code that applies the proposal and
+// descriptor schemas (executor/proposal) is tested against them, so they
+// cannot drift apart.
 //
 // Validating a decoded JSON value (maps, slices, strings, float64 or
 // json.Number, bool, nil) with the compiled schema:
@@ -13,15 +26,20 @@
 //		var ve *jsonschema.ValidationError // errors.As: InstanceLocation, ErrorKind
 //	}
 //
-// The compiled schemas are built once, on first use. Formats (uuid,
-// date-time) are annotations only, as 2020-12 defaults to; every format
-// the files rely on is also written as a pattern, so any conforming
-// validator reaches the same verdict. The files are served as they are by FS,
-// for publication:
+// Each file has its accessor (Proposal, ActionDescriptor, AgentResponse,
+// AgentAnswer, JobManifest, JobHistory). The compiled schemas are built
+// once, on first use. Formats (uuid, date-time) are annotations only, as
+// 2020-12 defaults to; every format the files rely on is also written as a
+// pattern, so any conforming validator reaches the same verdict. The files
+// are served as they are by FS, for publication:
 //
 //	raw, _ := fs.ReadFile(schemas.FS, schemas.ProposalFile)
 //
-// The descriptor schema refers to the proposal schema's argument rules
-// (proposal.v1.json#/$defs/…); a validator needs both files, which
-// NewCompiler provides.
+// Some schemas refer to others by $id: the descriptor to the proposal
+// schema's argument rules (proposal.v1.json#/$defs/…), the agent answer to
+// the proposal and agent response schemas, the job history to the job
+// manifest's status and timestamp rules. A validator needs the referenced
+// files too, which NewCompiler provides. A model server fetches no
+// reference, so AgentAnswerBundle gives the agent answer schema as one
+// self-contained document, for the response_format of a request.
 package schemas

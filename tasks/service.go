@@ -42,8 +42,11 @@ type ServiceOptions struct {
 	// nil discards them.
 	Logger *slog.Logger
 	// Runner carries out the proposals messages carry; nil leaves such
-	// tasks submitted, like free text.
+	// tasks submitted.
 	Runner Runner
+	// Agent works on tasks whose messages carry no proposal (free text);
+	// nil leaves them as they are, submitted.
+	Agent Agent
 	// StreamMaxDuration bounds one message/stream or tasks/resubscribe:
 	// then the final response carries the task as it is (a free-text
 	// task stays submitted for ever). 0 means DefaultStreamMaxDuration.
@@ -92,6 +95,7 @@ type Service struct {
 	keys       *keyCache
 	log        *slog.Logger
 	runner     Runner
+	agent      Agent
 	streams    *streamLimits
 
 	seed      maphash.Seed
@@ -114,6 +118,7 @@ func NewService(store Store, opts ServiceOptions) *Service {
 		maxHistory: opts.MaxHistory,
 		log:        opts.Logger,
 		runner:     opts.Runner,
+		agent:      opts.Agent,
 		streams:    newStreamLimits(opts),
 		seed:       maphash.MakeSeed(),
 	}
@@ -245,6 +250,9 @@ func (s *Service) send(ctx context.Context, owner string, req *SendRequest) (*Ta
 	t, err := s.receive(ctx, owner, req)
 	if err != nil {
 		return nil, err
+	}
+	if len(Proposals(req.Message)) == 0 {
+		return s.delegate(ctx, t, req.TaskID == "")
 	}
 	return s.execute(ctx, t, owner, req.Message)
 }

@@ -10,16 +10,23 @@
 //	config.Flags(fs, &cfg)        // binds flags to cfg's fields
 //	fs.Parse(args)
 //	err := config.Load(&cfg, fs, os.Getenv) // applies file, env, then set flags
+//
+// The agent runtime's settings are the [agent] table; the model server's
+// API key is never a setting: see [Config.LLMAPIKey].
 package config
 
 import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -102,6 +109,70 @@ type Config struct {
 	ServiceCallers []string `toml:"service_callers"`
 	// Card is the agent card the node publishes.
 	Card Card `toml:"card"`
+	// Agent is the agent runtime: the model server it asks and the
+	// limits of each job.
+	Agent Agent `toml:"agent"`
+}
+
+// Agent is the [agent] table: the agent runtime's settings. The runtime is
+// on when LLMURL and LLMModel are both set (see [Config.AgentEnabled]).
+// The API key is not here: it comes from SNAPNODE_LLM_API_KEY or the file
+// LLMAPIKeyFile (see [Config.LLMAPIKey]), so that printing a Config cannot
+// show it.
+type Agent struct {
+	// LLMURL is the base URL of an OpenAI-compatible server, ending in
+	// /v1: http://127.0.0.1:11434/v1 for Ollama. A trailing slash is
+	// dropped.
+	LLMURL string `toml:"llm_url"`
+	// LLMModel is the model asked.
+	LLMModel string `toml:"llm_model"`
+	// LLMAPIKeyFile holds the API key when SNAPNODE_LLM_API_KEY is unset;
+	// it must be readable by its owner only.
+	LLMAPIKeyFile string `toml:"llm_api_key_file"`
+	// ResponseFormat is how answers are constrained to JSON: auto (probe
+	// the server), json_schema, json_object or none.
+	ResponseFormat string `toml:"response_format"`
+	// MaxSteps bounds the model calls of one job (1…MaxAgentSteps).
+	MaxSteps int `toml:"max_steps"`
+	// MaxCostCents bounds one job's cost in US cents, priced by
+	// PricePerMTokPrompt and PricePerMTokCompletion; 0 is no limit.
+	MaxCostCents float64 `toml:"max_cost_cents"`
+	// MaxTimeMinutes bounds one job's wall-clock time.
+	MaxTimeMinutes float64 `toml:"max_time_minutes"`
+	// PricePerMTokPrompt and PricePerMTokCompletion are the model's
+	// prices in US dollars per million prompt and completion tokens.
+	PricePerMTokPrompt     float64 `toml:"price_per_mtok_prompt"`
+	PricePerMTokCompletion float64 `toml:"price_per_mtok_completion"`
+	// Temperature is the sampling temperature, 0…2.
+	Temperature float64 `toml:"temperature"`
+	// MaxTokens caps the tokens of one answer.
+	MaxTokens int `toml:"max_tokens"`
+	// RequestTimeout bounds one model call.
+	RequestTimeout Duration `toml:"request_timeout"`
+	// ContextTokens is the model's context window; 0 takes it from the
+	// server's /v1/models entry, or 16384 when the server does not say.
+	ContextTokens int `toml:"context_tokens"`
+	// MaxJobs is how many jobs this node works on at once.
+	MaxJobs int `toml:"max_jobs"`
+	// Lease is how long a claimed job stays this node's without renewal.
+	Lease Duration `toml:"lease"`
+	// RetryBackoff is the first wait before a failed model call is tried
+	// again; it doubles each time, and a longer Retry-After wins.
+	RetryBackoff Duration `toml:"retry_backoff"`
+	// MaxObservationBytes bounds the file content fed back to the model
+	// in one step.
+	MaxObservationBytes int `toml:"max_observation_bytes"`
+	// MaxAnswerBytes bounds one model answer; a longer one is refused.
+	MaxAnswerBytes int `toml:"max_answer_bytes"`
+	// MaxHistoryBytes bounds the history stored for one job.
+	MaxHistoryBytes int64 `toml:"max_history_bytes"`
+	// MaxRetries is how many RETRY answers are honoured in one phase.
+	MaxRetries int `toml:"max_retries"`
+	// Redact are regular expressions (RE2 syntax) whose matches are
+	// removed from the stored history, beside the built-in ones.
+	Redact []string `toml:"redact"`
+	// SystemPrompt is appended to the built-in system prompt.
+	SystemPrompt string `toml:"system_prompt"`
 }
 
 // Card is the configurable part of the agent card; the identity and the
@@ -147,6 +218,16 @@ const DefaultHTTPListen = "127.0.0.1:7448"
 // MaxHTTPBody is the largest http_max_body: the largest SNAP message.
 const MaxHTTPBody = 10 << 20
 
+// MaxAgentSteps is the largest agent.max_steps.
+const MaxAgentSteps = 10000
+
+// LLMAPIKeyEnv is the environment variable holding the model server's API
+// key. It is read by [Config.LLMAPIKey] only, never stored in a Config.
+const LLMAPIKeyEnv = "SNAPNODE_LLM_API_KEY"
+
+// maxKeyFileBytes bounds the API key file read by LLMAPIKey.
+const maxKeyFileBytes = 64 << 10
+
 // Default returns the settings of a node with no configuration.
 func Default() Config {
 	return Config{
@@ -177,10 +258,28 @@ func Default() Config {
 				Tags:        []string{"tasks", "snap"},
 			}},
 		},
+		Agent: Agent{
+			ResponseFormat:      "auto",
+			MaxSteps:            30,
+			MaxCostCents:        100,
+			MaxTimeMinutes:      60,
+			Temperature:         0.2,
+			MaxTokens:           2048,
+			RequestTimeout:      Duration{120 * time.Second},
+			MaxJobs:             4,
+			Lease:               Duration{30 * time.Second},
+			RetryBackoff:        Duration{time.Second},
+			MaxObservationBytes: 16 << 10,
+			MaxAnswerBytes:      64 << 10,
+			MaxHistoryBytes:     100 << 20,
+			MaxRetries:          3,
+		},
 	}
 }
 
-// setting ties one setting to its flag and environment variable.
+// setting ties one setting to its flag and environment variable. A
+// setting with no flag (flag "") is read from the environment and the file
+// only; its bind is not called and may be nil.
 type setting struct {
 	flag, env, usage string
 	bind             func(fs *flag.FlagSet, c *Config, name, usage string)
@@ -199,6 +298,14 @@ func listSetting(flagName, env, usage string, field func(*Config) *[]string) set
 		field}
 }
 
+// linesSetting is a list read from the file and the environment only; the
+// variable holds one entry a line (for entries that may hold commas, such
+// as regular expressions).
+func linesSetting(env, usage string, field func(*Config) *[]string) setting {
+	return setting{"", env, usage, nil,
+		func(c *Config, v string) error { *field(c) = splitLines(v); return nil }, nil}
+}
+
 func stringSetting(flagName, env, usage string, field func(*Config) *string) setting {
 	return setting{flagName, env, usage,
 		func(fs *flag.FlagSet, c *Config, name, usage string) { fs.StringVar(field(c), name, *field(c), usage) },
@@ -211,10 +318,24 @@ func intSetting(flagName, env, usage string, field func(*Config) *int) setting {
 		func(c *Config, v string) (err error) { *field(c), err = strconv.Atoi(v); return err }, nil}
 }
 
+func int64Setting(flagName, env, usage string, field func(*Config) *int64) setting {
+	return setting{flagName, env, usage,
+		func(fs *flag.FlagSet, c *Config, name, usage string) { fs.Int64Var(field(c), name, *field(c), usage) },
+		func(c *Config, v string) (err error) { *field(c), err = strconv.ParseInt(v, 10, 64); return err }, nil}
+}
+
 func floatSetting(flagName, env, usage string, field func(*Config) *float64) setting {
 	return setting{flagName, env, usage,
 		func(fs *flag.FlagSet, c *Config, name, usage string) { fs.Float64Var(field(c), name, *field(c), usage) },
 		func(c *Config, v string) (err error) { *field(c), err = strconv.ParseFloat(v, 64); return err }, nil}
+}
+
+func durationSetting(flagName, env, usage string, field func(*Config) *Duration) setting {
+	return setting{flagName, env, usage,
+		func(fs *flag.FlagSet, c *Config, name, usage string) {
+			fs.DurationVar(&field(c).Duration, name, field(c).Duration, usage)
+		},
+		func(c *Config, v string) error { return field(c).UnmarshalText([]byte(v)) }, nil}
 }
 
 var settings = []setting{
@@ -235,11 +356,7 @@ var settings = []setting{
 			c.HTTPListen = v
 			return nil
 		}, nil},
-	{"http-max-body", "SNAPNODE_HTTP_MAX_BODY", "refuse HTTP and WebSocket messages over `BYTES` (400, or close 1009)",
-		func(fs *flag.FlagSet, c *Config, name, usage string) {
-			fs.Int64Var(&c.HTTPMaxBody, name, c.HTTPMaxBody, usage)
-		},
-		func(c *Config, v string) (err error) { c.HTTPMaxBody, err = strconv.ParseInt(v, 10, 64); return err }, nil},
+	int64Setting("http-max-body", "SNAPNODE_HTTP_MAX_BODY", "refuse HTTP and WebSocket messages over `BYTES` (400, or close 1009)", func(c *Config) *int64 { return &c.HTTPMaxBody }),
 	floatSetting("http-rate", "SNAPNODE_HTTP_RATE", "allow each peer `N` HTTP requests or WebSocket messages a second (0: no limit)", func(c *Config) *float64 { return &c.HTTPRate }),
 	intSetting("http-burst", "SNAPNODE_HTTP_BURST", "let each peer burst to `N` HTTP requests above its rate", func(c *Config) *int { return &c.HTTPBurst }),
 	floatSetting("identity-rate", "SNAPNODE_IDENTITY_RATE", "allow each SNAP identity `N` requests a second over every transport (0: no limit)", func(c *Config) *float64 { return &c.IdentityRate }),
@@ -251,24 +368,37 @@ var settings = []setting{
 		func(fs *flag.FlagSet, c *Config, name, usage string) { fs.BoolVar(&c.Testnet, name, c.Testnet, usage) },
 		func(c *Config, v string) (err error) { c.Testnet, err = strconv.ParseBool(v); return err }, nil},
 	listSetting("relay", "SNAPNODE_RELAYS", "use the relay at `URL` (repeatable; the variable is comma-separated)", func(c *Config) *[]string { return &c.Relays }),
-	{"max-drift", "SNAPNODE_MAX_DRIFT", "accept SNAP timestamps within `DURATION` of the clock",
-		func(fs *flag.FlagSet, c *Config, name, usage string) {
-			fs.DurationVar(&c.MaxDrift.Duration, name, c.MaxDrift.Duration, usage)
-		},
-		func(c *Config, v string) error { return c.MaxDrift.UnmarshalText([]byte(v)) }, nil},
-	{"reply-ttl", "SNAPNODE_REPLY_TTL", "expire replies to stored requests after `DURATION`",
-		func(fs *flag.FlagSet, c *Config, name, usage string) {
-			fs.DurationVar(&c.ReplyTTL.Duration, name, c.ReplyTTL.Duration, usage)
-		},
-		func(c *Config, v string) error { return c.ReplyTTL.UnmarshalText([]byte(v)) }, nil},
-	{"task-retention", "SNAPNODE_TASK_RETENTION", "delete tasks `DURATION` after they end (completed, failed, canceled); 0 keeps them",
-		func(fs *flag.FlagSet, c *Config, name, usage string) {
-			fs.DurationVar(&c.TaskRetention.Duration, name, c.TaskRetention.Duration, usage)
-		},
-		func(c *Config, v string) error { return c.TaskRetention.UnmarshalText([]byte(v)) }, nil},
+	durationSetting("max-drift", "SNAPNODE_MAX_DRIFT", "accept SNAP timestamps within `DURATION` of the clock", func(c *Config) *Duration { return &c.MaxDrift }),
+	durationSetting("reply-ttl", "SNAPNODE_REPLY_TTL", "expire replies to stored requests after `DURATION`", func(c *Config) *Duration { return &c.ReplyTTL }),
+	durationSetting("task-retention", "SNAPNODE_TASK_RETENTION", "delete tasks `DURATION` after they end (completed, failed, canceled); 0 keeps them", func(c *Config) *Duration { return &c.TaskRetention }),
 	intSetting("workers", "SNAPNODE_WORKERS", "handle `N` requests at once", func(c *Config) *int { return &c.Workers }),
 	listSetting("operator", "SNAPNODE_OPERATORS", "give `ADDR` the operator role (repeatable; the variable is comma-separated)", func(c *Config) *[]string { return &c.Operators }),
 	listSetting("service-caller", "SNAPNODE_SERVICE_CALLERS", "let `ADDR` call the node's services (service/call; repeatable; the variable is comma-separated)", func(c *Config) *[]string { return &c.ServiceCallers }),
+
+	// The agent runtime, [agent]. Settings with no flag are set in the
+	// environment or the file. The API key is none of them: see LLMAPIKey.
+	stringSetting("llm-url", "SNAPNODE_LLM_URL", "run the agent with the OpenAI-compatible model server at `URL`, a base URL ending in /v1 (such as http://127.0.0.1:11434/v1 for Ollama; needs --llm-model)", func(c *Config) *string { return &c.Agent.LLMURL }),
+	stringSetting("llm-model", "SNAPNODE_LLM_MODEL", "ask the model server for the model `NAME` (needs --llm-url)", func(c *Config) *string { return &c.Agent.LLMModel }),
+	stringSetting("", "SNAPNODE_LLM_API_KEY_FILE", "read the model server's API key from FILE, readable by its owner only, when SNAPNODE_LLM_API_KEY is unset", func(c *Config) *string { return &c.Agent.LLMAPIKeyFile }),
+	stringSetting("", "SNAPNODE_LLM_RESPONSE_FORMAT", "constrain answers to JSON by auto, json_schema, json_object or none", func(c *Config) *string { return &c.Agent.ResponseFormat }),
+	intSetting("agent-max-steps", "SNAPNODE_AGENT_MAX_STEPS", "end an agent job after `N` model calls (1…10000)", func(c *Config) *int { return &c.Agent.MaxSteps }),
+	floatSetting("", "SNAPNODE_AGENT_MAX_COST_CENTS", "end an agent job once it has cost CENTS US cents (0: no limit)", func(c *Config) *float64 { return &c.Agent.MaxCostCents }),
+	floatSetting("", "SNAPNODE_AGENT_MAX_TIME_MINUTES", "end an agent job after MINUTES minutes", func(c *Config) *float64 { return &c.Agent.MaxTimeMinutes }),
+	floatSetting("", "SNAPNODE_AGENT_PRICE_PER_MTOK_PROMPT", "price prompt tokens at USD US dollars a million", func(c *Config) *float64 { return &c.Agent.PricePerMTokPrompt }),
+	floatSetting("", "SNAPNODE_AGENT_PRICE_PER_MTOK_COMPLETION", "price completion tokens at USD US dollars a million", func(c *Config) *float64 { return &c.Agent.PricePerMTokCompletion }),
+	floatSetting("agent-temperature", "SNAPNODE_AGENT_TEMPERATURE", "sample the model at temperature `T` (0…2)", func(c *Config) *float64 { return &c.Agent.Temperature }),
+	intSetting("", "SNAPNODE_AGENT_MAX_TOKENS", "cap one answer at N tokens", func(c *Config) *int { return &c.Agent.MaxTokens }),
+	durationSetting("", "SNAPNODE_AGENT_REQUEST_TIMEOUT", "give up on one model call after DURATION", func(c *Config) *Duration { return &c.Agent.RequestTimeout }),
+	intSetting("", "SNAPNODE_AGENT_CONTEXT_TOKENS", "take the model's context window to be N tokens (0: ask the server, else 16384)", func(c *Config) *int { return &c.Agent.ContextTokens }),
+	intSetting("agent-max-jobs", "SNAPNODE_AGENT_MAX_JOBS", "work on `N` agent jobs at once", func(c *Config) *int { return &c.Agent.MaxJobs }),
+	durationSetting("", "SNAPNODE_AGENT_LEASE", "keep a claimed job this node's for DURATION without renewal", func(c *Config) *Duration { return &c.Agent.Lease }),
+	durationSetting("", "SNAPNODE_AGENT_RETRY_BACKOFF", "wait DURATION before trying a failed model call again (doubling each time)", func(c *Config) *Duration { return &c.Agent.RetryBackoff }),
+	intSetting("", "SNAPNODE_AGENT_MAX_OBSERVATION_BYTES", "feed the model at most BYTES of file content a step", func(c *Config) *int { return &c.Agent.MaxObservationBytes }),
+	intSetting("", "SNAPNODE_AGENT_MAX_ANSWER_BYTES", "refuse a model answer over BYTES", func(c *Config) *int { return &c.Agent.MaxAnswerBytes }),
+	int64Setting("", "SNAPNODE_AGENT_MAX_HISTORY_BYTES", "store at most BYTES of history a job", func(c *Config) *int64 { return &c.Agent.MaxHistoryBytes }),
+	intSetting("", "SNAPNODE_AGENT_MAX_RETRIES", "honour N RETRY answers a phase", func(c *Config) *int { return &c.Agent.MaxRetries }),
+	linesSetting("SNAPNODE_AGENT_REDACT", "remove matches of these regular expressions, one a line, from stored history", func(c *Config) *[]string { return &c.Agent.Redact }),
+	stringSetting("", "SNAPNODE_AGENT_SYSTEM_PROMPT", "append TEXT to the built-in system prompt", func(c *Config) *string { return &c.Agent.SystemPrompt }),
 }
 
 func splitList(v string) []string {
@@ -281,11 +411,24 @@ func splitList(v string) []string {
 	return out
 }
 
+// splitLines splits v into its non-blank lines, trimmed.
+func splitLines(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, "\n") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // Flags defines the settings' flags on fs, plus --config.
 func Flags(fs *flag.FlagSet, c *Config) {
 	fs.StringVar(&c.ConfigFile, "config", c.ConfigFile, "read settings from the TOML `FILE` (also SNAPNODE_CONFIG)")
 	for _, s := range settings {
-		s.bind(fs, c, s.flag, s.usage)
+		if s.flag != "" {
+			s.bind(fs, c, s.flag, s.usage)
+		}
 	}
 }
 
@@ -348,11 +491,22 @@ func Load(c *Config, fs *flag.FlagSet, getenv func(string) string) error {
 // lookupSetting returns the setting whose flag is name.
 func lookupSetting(name string) (setting, bool) {
 	for _, s := range settings {
-		if s.flag == name {
+		if s.flag != "" && s.flag == name {
 			return s, true
 		}
 	}
 	return setting{}, false
+}
+
+// source names where the setting read from the variable env is set on the
+// command line: its flag, or the variable when it has no flag.
+func source(env string) string {
+	for _, s := range settings {
+		if s.env == env && s.flag != "" {
+			return "--" + s.flag
+		}
+	}
+	return env
 }
 
 // Validate checks the settings that can be checked before starting.
@@ -416,7 +570,181 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
+	errs = append(errs, c.Agent.validate()...)
 	return errors.Join(errs...)
+}
+
+// maxTimeMinutes is the largest agent.max_time_minutes: what a
+// time.Duration holds.
+const maxTimeMinutes = float64(math.MaxInt64 / int64(time.Minute))
+
+// validate checks the [agent] table. Each error names the TOML key and
+// its flag (or variable), the rule, and the value received.
+func (a *Agent) validate() []error {
+	var errs []error
+	bad := func(key, env, rule string, got any) {
+		errs = append(errs, fmt.Errorf("config: agent.%s (%s): want %s; got %v", key, source(env), rule, got))
+	}
+	a.LLMURL = strings.TrimSuffix(a.LLMURL, "/")
+	if a.LLMURL != "" {
+		if got, ok := checkLLMURL(a.LLMURL); !ok {
+			bad("llm_url", "SNAPNODE_LLM_URL", "a base URL ending in /v1, such as http://127.0.0.1:11434/v1", got)
+		}
+	}
+	if (a.LLMURL == "") != (a.LLMModel == "") {
+		errs = append(errs, fmt.Errorf("config: agent.llm_url (%s) and agent.llm_model (%s): want both set (the agent runs) or neither (it does not); got llm_url %q and llm_model %q",
+			source("SNAPNODE_LLM_URL"), source("SNAPNODE_LLM_MODEL"), showURL(a.LLMURL), a.LLMModel))
+	}
+	switch a.ResponseFormat {
+	case "auto", "json_schema", "json_object", "none":
+	default:
+		bad("response_format", "SNAPNODE_LLM_RESPONSE_FORMAT", "auto, json_schema, json_object or none", strconv.Quote(a.ResponseFormat))
+	}
+	if a.MaxSteps < 1 || a.MaxSteps > MaxAgentSteps {
+		bad("max_steps", "SNAPNODE_AGENT_MAX_STEPS", fmt.Sprintf("1…%d model calls", MaxAgentSteps), a.MaxSteps)
+	}
+	if !(a.MaxCostCents >= 0) || math.IsInf(a.MaxCostCents, 0) {
+		bad("max_cost_cents", "SNAPNODE_AGENT_MAX_COST_CENTS", "0 (no limit) or more US cents", a.MaxCostCents)
+	}
+	if !(a.MaxTimeMinutes > 0 && a.MaxTimeMinutes <= maxTimeMinutes) {
+		bad("max_time_minutes", "SNAPNODE_AGENT_MAX_TIME_MINUTES", fmt.Sprintf("more than 0 minutes, at most %.0f", maxTimeMinutes), a.MaxTimeMinutes)
+	}
+	for _, p := range []struct {
+		key, env string
+		price    float64
+	}{
+		{"price_per_mtok_prompt", "SNAPNODE_AGENT_PRICE_PER_MTOK_PROMPT", a.PricePerMTokPrompt},
+		{"price_per_mtok_completion", "SNAPNODE_AGENT_PRICE_PER_MTOK_COMPLETION", a.PricePerMTokCompletion},
+	} {
+		if !(p.price >= 0) || math.IsInf(p.price, 0) {
+			bad(p.key, p.env, "0 or more US dollars a million tokens", p.price)
+		}
+	}
+	if !(a.Temperature >= 0 && a.Temperature <= 2) {
+		bad("temperature", "SNAPNODE_AGENT_TEMPERATURE", "0…2", a.Temperature)
+	}
+	if a.MaxTokens < 1 {
+		bad("max_tokens", "SNAPNODE_AGENT_MAX_TOKENS", "at least 1 token", a.MaxTokens)
+	}
+	if a.RequestTimeout.Duration <= 0 {
+		bad("request_timeout", "SNAPNODE_AGENT_REQUEST_TIMEOUT", "more than 0", a.RequestTimeout.Duration)
+	}
+	switch {
+	case a.ContextTokens < 0:
+		bad("context_tokens", "SNAPNODE_AGENT_CONTEXT_TOKENS", "0 (ask the model server) or more tokens", a.ContextTokens)
+	case a.ContextTokens > 0 && a.MaxTokens >= 1 && a.ContextTokens <= a.MaxTokens:
+		bad("context_tokens", "SNAPNODE_AGENT_CONTEXT_TOKENS", fmt.Sprintf("more than agent.max_tokens (%d), to leave room for the prompt", a.MaxTokens), a.ContextTokens)
+	}
+	if a.MaxJobs < 1 {
+		bad("max_jobs", "SNAPNODE_AGENT_MAX_JOBS", "at least 1 job", a.MaxJobs)
+	}
+	if a.RetryBackoff.Duration < 0 || a.RetryBackoff.Duration > time.Minute {
+		bad("retry_backoff", "SNAPNODE_AGENT_RETRY_BACKOFF", "0s to 1m", a.RetryBackoff.Duration)
+	}
+	if a.Lease.Duration < time.Second {
+		bad("lease", "SNAPNODE_AGENT_LEASE", "at least 1s", a.Lease.Duration)
+	}
+	if a.MaxObservationBytes < 1 {
+		bad("max_observation_bytes", "SNAPNODE_AGENT_MAX_OBSERVATION_BYTES", "at least 1 byte", a.MaxObservationBytes)
+	}
+	if a.MaxAnswerBytes < 1 {
+		bad("max_answer_bytes", "SNAPNODE_AGENT_MAX_ANSWER_BYTES", "at least 1 byte", a.MaxAnswerBytes)
+	}
+	if a.MaxHistoryBytes < 1 {
+		bad("max_history_bytes", "SNAPNODE_AGENT_MAX_HISTORY_BYTES", "at least 1 byte", a.MaxHistoryBytes)
+	}
+	if a.MaxRetries < 0 {
+		bad("max_retries", "SNAPNODE_AGENT_MAX_RETRIES", "0 or more", a.MaxRetries)
+	}
+	for i, re := range a.Redact {
+		if _, err := regexp.Compile(re); err != nil {
+			errs = append(errs, fmt.Errorf("config: agent.redact[%d] (%s): want a regular expression (RE2 syntax); got %q: %w", i, source("SNAPNODE_AGENT_REDACT"), re, err))
+		}
+	}
+	return errs
+}
+
+// checkLLMURL reports whether s is an http(s) URL with a host and a path
+// ending in /v1, and no query or fragment; got is s as it may be shown,
+// without a password or query.
+func checkLLMURL(s string) (got string, ok bool) {
+	u, err := url.Parse(s)
+	if err != nil {
+		// The error holds s itself; keep only its reason.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return "a URL that does not parse (" + err.Error() + ")", false
+	}
+	got = strconv.Quote(showURL(s))
+	ok = (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" &&
+		strings.HasSuffix(u.Path, "/v1") && u.RawQuery == "" && !u.ForceQuery && u.Fragment == ""
+	return got, ok
+}
+
+// showURL returns s for an error message: a URL's password and query are
+// masked, since either may hold a credential.
+func showURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return s
+	}
+	if u.RawQuery != "" || u.ForceQuery {
+		u.RawQuery, u.ForceQuery = "xxxxx", false
+	}
+	return u.Redacted()
+}
+
+// AgentEnabled reports whether the agent runtime runs: whether both
+// agent.llm_url and agent.llm_model are set.
+func (c Config) AgentEnabled() bool {
+	return c.Agent.LLMURL != "" && c.Agent.LLMModel != ""
+}
+
+// LLMAPIKey returns the model server's API key: the variable
+// SNAPNODE_LLM_API_KEY (read with getenv, os.Getenv in production) when it
+// is set, else the trimmed content of agent.llm_api_key_file, else "" (a
+// server that needs no key, such as Ollama). Like ssh with its keys, it
+// refuses a file that its group or others may read or write. Errors name
+// the file, never its content.
+func (c Config) LLMAPIKey(getenv func(string) string) (string, error) {
+	if k := strings.TrimSpace(getenv(LLMAPIKeyEnv)); k != "" {
+		return k, nil
+	}
+	name := c.Agent.LLMAPIKeyFile
+	if name == "" {
+		return "", nil
+	}
+	const what = "config: agent.llm_api_key_file (SNAPNODE_LLM_API_KEY_FILE)"
+	f, err := os.Open(name)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", what, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", what, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("%s: %s: want a regular file; got %v", what, name, fi.Mode().Type())
+	}
+	// Windows reports no Unix permissions to check.
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 && runtime.GOOS != "windows" {
+		return "", fmt.Errorf("%s: %s: permissions %04o are too open: want a file only its owner may read (chmod 600 %s)", what, name, perm, name)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxKeyFileBytes+1))
+	if err != nil {
+		return "", fmt.Errorf("%s: %s: %w", what, name, err)
+	}
+	if len(b) > maxKeyFileBytes {
+		return "", fmt.Errorf("%s: %s: want an API key; got a file over %d bytes", what, name, maxKeyFileBytes)
+	}
+	k := strings.TrimSpace(string(b))
+	if k == "" {
+		return "", fmt.Errorf("%s: %s: want an API key; got an empty file", what, name)
+	}
+	return k, nil
 }
 
 // KeyPath returns the identity file: KeyFile, or identity.key in DataDir.

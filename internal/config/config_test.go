@@ -2,8 +2,10 @@ package config_test
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -253,6 +255,442 @@ func TestIdentityLists(t *testing.T) {
 		want := map[string]string{"--service-caller": "service_callers", "--operator": "operators"}[bad[0]]
 		if _, err := load(t, bad, nil); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), bad[1]) {
 			t.Errorf("%v: %v, want an error naming %s and the address", bad, err, want)
+		}
+	}
+}
+
+// writeFile writes content to name in a new temporary folder with the
+// permissions perm, whatever the umask.
+func writeFile(t *testing.T, name, content string, perm os.FileMode) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(file, []byte(content), perm); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(file, perm); err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
+
+// With nothing configured the agent runtime is off and its limits are the
+// documented defaults.
+func TestAgentDefaults(t *testing.T) {
+	c, err := load(t, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := config.Agent{
+		ResponseFormat:      "auto",
+		MaxSteps:            30,
+		MaxCostCents:        100,
+		MaxTimeMinutes:      60,
+		Temperature:         0.2,
+		MaxTokens:           2048,
+		RequestTimeout:      config.Duration{Duration: 120 * time.Second},
+		MaxJobs:             4,
+		Lease:               config.Duration{Duration: 30 * time.Second},
+		RetryBackoff:        config.Duration{Duration: time.Second},
+		MaxObservationBytes: 16384,
+		MaxAnswerBytes:      65536,
+		MaxHistoryBytes:     104857600,
+		MaxRetries:          3,
+	}
+	if !reflect.DeepEqual(c.Agent, want) {
+		t.Errorf("agent defaults:\n%+v\nwant\n%+v", c.Agent, want)
+	}
+	if c.AgentEnabled() {
+		t.Error("the agent runs with no model server configured")
+	}
+}
+
+// Precedence of the agent settings: flag, then environment, then file,
+// then default.
+func TestAgentPrecedence(t *testing.T) {
+	file := writeFile(t, "snapnode.toml", `
+[agent]
+llm_url = "http://file.example/v1"
+llm_model = "file-model"
+max_steps = 12
+temperature = 0.7
+`, 0o600)
+	type agent struct {
+		url   string
+		steps int
+		temp  float64
+	}
+	cases := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want agent
+	}{
+		{"default", nil, nil, agent{"", 30, 0.2}},
+		{"file over default", []string{"--config", file}, nil, agent{"http://file.example/v1", 12, 0.7}},
+		{"env over file", []string{"--config", file},
+			map[string]string{"SNAPNODE_LLM_URL": "https://env.example/api/v1", "SNAPNODE_AGENT_MAX_STEPS": "40", "SNAPNODE_AGENT_TEMPERATURE": "1.5"},
+			agent{"https://env.example/api/v1", 40, 1.5}},
+		{"env over default", nil,
+			map[string]string{"SNAPNODE_LLM_URL": "http://127.0.0.1:11434/v1", "SNAPNODE_LLM_MODEL": "m", "SNAPNODE_AGENT_MAX_STEPS": "5"},
+			agent{"http://127.0.0.1:11434/v1", 5, 0.2}},
+		{"flag over env", []string{"--config", file, "--llm-url", "http://flag.example:8080/v1", "--agent-max-steps", "10000", "--agent-temperature", "0"},
+			map[string]string{"SNAPNODE_LLM_URL": "https://env.example/v1", "SNAPNODE_AGENT_MAX_STEPS": "40", "SNAPNODE_AGENT_TEMPERATURE": "1.5"},
+			agent{"http://flag.example:8080/v1", 10000, 0}},
+		{"trailing slash dropped", []string{"--llm-url", "http://127.0.0.1:11434/v1/", "--llm-model", "m"}, nil,
+			agent{"http://127.0.0.1:11434/v1", 30, 0.2}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := load(t, tc.args, tc.env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := (agent{c.Agent.LLMURL, c.Agent.MaxSteps, c.Agent.Temperature}); got != tc.want {
+				t.Errorf("agent %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// Every [agent] key decodes from the file, and every SNAPNODE_* variable
+// of the agent sets its field; keys the table does not have are refused.
+func TestAgentTable(t *testing.T) {
+	want := config.Agent{
+		LLMURL:                 "http://127.0.0.1:11434/v1",
+		LLMModel:               "qwen2.5-coder:7b",
+		LLMAPIKeyFile:          "/run/secrets/llm",
+		ResponseFormat:         "json_object",
+		MaxSteps:               50,
+		MaxCostCents:           250.5,
+		MaxTimeMinutes:         12.5,
+		PricePerMTokPrompt:     0.15,
+		PricePerMTokCompletion: 0.6,
+		Temperature:            0.9,
+		MaxTokens:              4096,
+		RequestTimeout:         config.Duration{Duration: 90 * time.Second},
+		ContextTokens:          32768,
+		MaxJobs:                2,
+		Lease:                  config.Duration{Duration: time.Minute},
+		RetryBackoff:           config.Duration{Duration: 250 * time.Millisecond},
+		MaxObservationBytes:    8192,
+		MaxAnswerBytes:         32768,
+		MaxHistoryBytes:        1 << 30,
+		MaxRetries:             0,
+		Redact:                 []string{`sk-[A-Za-z0-9]{20,}`, `ghp_\w+`},
+		SystemPrompt:           "Answer in English.",
+	}
+	file := writeFile(t, "snapnode.toml", `
+[agent]
+llm_url = "http://127.0.0.1:11434/v1"
+llm_model = "qwen2.5-coder:7b"
+llm_api_key_file = "/run/secrets/llm"
+response_format = "json_object"
+max_steps = 50
+max_cost_cents = 250.5
+max_time_minutes = 12.5
+price_per_mtok_prompt = 0.15
+price_per_mtok_completion = 0.6
+temperature = 0.9
+max_tokens = 4096
+request_timeout = "90s"
+context_tokens = 32768
+max_jobs = 2
+lease = "1m"
+retry_backoff = "250ms"
+max_observation_bytes = 8192
+max_answer_bytes = 32768
+max_history_bytes = 1073741824
+max_retries = 0
+redact = ['sk-[A-Za-z0-9]{20,}', 'ghp_\w+']
+system_prompt = "Answer in English."
+`, 0o600)
+	env := map[string]string{
+		"SNAPNODE_LLM_URL":                         "http://127.0.0.1:11434/v1",
+		"SNAPNODE_LLM_MODEL":                       "qwen2.5-coder:7b",
+		"SNAPNODE_LLM_API_KEY_FILE":                "/run/secrets/llm",
+		"SNAPNODE_LLM_RESPONSE_FORMAT":             "json_object",
+		"SNAPNODE_AGENT_MAX_STEPS":                 "50",
+		"SNAPNODE_AGENT_MAX_COST_CENTS":            "250.5",
+		"SNAPNODE_AGENT_MAX_TIME_MINUTES":          "12.5",
+		"SNAPNODE_AGENT_PRICE_PER_MTOK_PROMPT":     "0.15",
+		"SNAPNODE_AGENT_PRICE_PER_MTOK_COMPLETION": "0.6",
+		"SNAPNODE_AGENT_TEMPERATURE":               "0.9",
+		"SNAPNODE_AGENT_MAX_TOKENS":                "4096",
+		"SNAPNODE_AGENT_REQUEST_TIMEOUT":           "90s",
+		"SNAPNODE_AGENT_CONTEXT_TOKENS":            "32768",
+		"SNAPNODE_AGENT_MAX_JOBS":                  "2",
+		"SNAPNODE_AGENT_LEASE":                     "1m",
+		"SNAPNODE_AGENT_RETRY_BACKOFF":             "250ms",
+		"SNAPNODE_AGENT_MAX_OBSERVATION_BYTES":     "8192",
+		"SNAPNODE_AGENT_MAX_ANSWER_BYTES":          "32768",
+		"SNAPNODE_AGENT_MAX_HISTORY_BYTES":         "1073741824",
+		"SNAPNODE_AGENT_MAX_RETRIES":               "0",
+		// One regular expression a line: they may hold commas.
+		"SNAPNODE_AGENT_REDACT":        "sk-[A-Za-z0-9]{20,}\n\n  ghp_\\w+  \n",
+		"SNAPNODE_AGENT_SYSTEM_PROMPT": "Answer in English.",
+	}
+	cases := []struct {
+		name string
+		args []string
+		env  map[string]string
+	}{
+		{"file", []string{"--config", file}, nil},
+		{"environment", nil, env},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := load(t, tc.args, tc.env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(c.Agent, want) {
+				t.Errorf("agent\n%+v\nwant\n%+v", c.Agent, want)
+			}
+			if !c.AgentEnabled() {
+				t.Error("agent not enabled")
+			}
+		})
+	}
+	// A partial table keeps the other defaults.
+	partial := writeFile(t, "partial.toml", "[agent]\nmax_jobs = 9\n", 0o600)
+	if c, err := load(t, []string{"--config", partial}, nil); err != nil || c.Agent.MaxJobs != 9 || c.Agent.MaxSteps != 30 || c.Agent.ResponseFormat != "auto" {
+		t.Errorf("partial [agent]: %v %+v", err, c.Agent)
+	}
+	// A misspelt key is refused, naming it.
+	typo := writeFile(t, "typo.toml", "[agent]\nmax_stepz = 5\n", 0o600)
+	if _, err := load(t, []string{"--config", typo}, nil); err == nil || !strings.Contains(err.Error(), `unknown setting "agent.max_stepz"`) {
+		t.Errorf("unknown [agent] key: %v", err)
+	}
+}
+
+// Only --llm-url, --llm-model, --agent-max-steps, --agent-temperature and
+// --agent-max-jobs are flags; in particular, no flag carries the API key
+// or its file.
+func TestAgentFlags(t *testing.T) {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	c := config.Default()
+	config.Flags(fs, &c)
+	for _, name := range []string{"llm-url", "llm-model", "agent-max-steps", "agent-temperature", "agent-max-jobs"} {
+		if fs.Lookup(name) == nil {
+			t.Errorf("no flag --%s", name)
+		}
+	}
+	for _, name := range []string{"llm-api-key", "llm-api-key-file", "agent-llm-api-key", "api-key", ""} {
+		if fs.Lookup(name) != nil {
+			t.Errorf("flag --%s exists", name)
+		}
+	}
+}
+
+// Each rule of the [agent] table, with its message: the TOML key, the
+// flag (or the variable when there is no flag), the rule, what was given.
+func TestAgentRejectsBadSettings(t *testing.T) {
+	model := []string{"--llm-model", "m"}
+	redact := writeFile(t, "redact.toml", "[agent]\nredact = ['ok', '(']\n", 0o600)
+	cases := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"url without /v1", append([]string{"--llm-url", "http://127.0.0.1:11434"}, model...), nil,
+			`config: agent.llm_url (--llm-url): want a base URL ending in /v1, such as http://127.0.0.1:11434/v1; got "http://127.0.0.1:11434"`},
+		{"url scheme", append([]string{"--llm-url", "ftp://h/v1"}, model...), nil,
+			`config: agent.llm_url (--llm-url): want a base URL ending in /v1, such as http://127.0.0.1:11434/v1; got "ftp://h/v1"`},
+		{"url without host", append([]string{"--llm-url", "http:///v1"}, model...), nil,
+			`config: agent.llm_url (--llm-url): want a base URL ending in /v1, such as http://127.0.0.1:11434/v1; got "http:///v1"`},
+		{"url relative", nil, map[string]string{"SNAPNODE_LLM_URL": "localhost/v1", "SNAPNODE_LLM_MODEL": "m"},
+			`config: agent.llm_url (--llm-url): want a base URL ending in /v1, such as http://127.0.0.1:11434/v1; got "localhost/v1"`},
+		{"url unparsable", append([]string{"--llm-url", "http://[::1/v1"}, model...), nil,
+			`config: agent.llm_url (--llm-url): want a base URL ending in /v1, such as http://127.0.0.1:11434/v1; got a URL that does not parse (missing ']' in host)`},
+		{"url with query", append([]string{"--llm-url", "http://h/v1?k=1"}, model...), nil,
+			`config: agent.llm_url (--llm-url): want a base URL ending in /v1, such as http://127.0.0.1:11434/v1; got "http://h/v1?xxxxx"`},
+		{"url without model", []string{"--llm-url", "http://h/v1"}, nil,
+			`config: agent.llm_url (--llm-url) and agent.llm_model (--llm-model): want both set (the agent runs) or neither (it does not); got llm_url "http://h/v1" and llm_model ""`},
+		{"model without url", model, nil,
+			`config: agent.llm_url (--llm-url) and agent.llm_model (--llm-model): want both set (the agent runs) or neither (it does not); got llm_url "" and llm_model "m"`},
+		{"response format", nil, map[string]string{"SNAPNODE_LLM_RESPONSE_FORMAT": "xml"},
+			`config: agent.response_format (SNAPNODE_LLM_RESPONSE_FORMAT): want auto, json_schema, json_object or none; got "xml"`},
+		{"no steps", []string{"--agent-max-steps", "0"}, nil,
+			`config: agent.max_steps (--agent-max-steps): want 1…10000 model calls; got 0`},
+		{"too many steps", nil, map[string]string{"SNAPNODE_AGENT_MAX_STEPS": "10001"},
+			`config: agent.max_steps (--agent-max-steps): want 1…10000 model calls; got 10001`},
+		{"steps not a number", nil, map[string]string{"SNAPNODE_AGENT_MAX_STEPS": "many"},
+			`config: SNAPNODE_AGENT_MAX_STEPS="many"`},
+		{"negative cost", nil, map[string]string{"SNAPNODE_AGENT_MAX_COST_CENTS": "-1"},
+			`config: agent.max_cost_cents (SNAPNODE_AGENT_MAX_COST_CENTS): want 0 (no limit) or more US cents; got -1`},
+		{"NaN cost", nil, map[string]string{"SNAPNODE_AGENT_MAX_COST_CENTS": "NaN"},
+			`config: agent.max_cost_cents (SNAPNODE_AGENT_MAX_COST_CENTS): want 0 (no limit) or more US cents; got NaN`},
+		{"no time", nil, map[string]string{"SNAPNODE_AGENT_MAX_TIME_MINUTES": "0"},
+			`config: agent.max_time_minutes (SNAPNODE_AGENT_MAX_TIME_MINUTES): want more than 0 minutes, at most 153722867; got 0`},
+		{"time over a Duration", nil, map[string]string{"SNAPNODE_AGENT_MAX_TIME_MINUTES": "1e300"},
+			`config: agent.max_time_minutes (SNAPNODE_AGENT_MAX_TIME_MINUTES): want more than 0 minutes, at most 153722867; got 1e+300`},
+		{"negative prompt price", nil, map[string]string{"SNAPNODE_AGENT_PRICE_PER_MTOK_PROMPT": "-0.5"},
+			`config: agent.price_per_mtok_prompt (SNAPNODE_AGENT_PRICE_PER_MTOK_PROMPT): want 0 or more US dollars a million tokens; got -0.5`},
+		{"infinite completion price", nil, map[string]string{"SNAPNODE_AGENT_PRICE_PER_MTOK_COMPLETION": "+Inf"},
+			`config: agent.price_per_mtok_completion (SNAPNODE_AGENT_PRICE_PER_MTOK_COMPLETION): want 0 or more US dollars a million tokens; got +Inf`},
+		{"temperature high", []string{"--agent-temperature", "2.5"}, nil,
+			`config: agent.temperature (--agent-temperature): want 0…2; got 2.5`},
+		{"temperature negative", nil, map[string]string{"SNAPNODE_AGENT_TEMPERATURE": "-0.1"},
+			`config: agent.temperature (--agent-temperature): want 0…2; got -0.1`},
+		{"no tokens", nil, map[string]string{"SNAPNODE_AGENT_MAX_TOKENS": "0"},
+			`config: agent.max_tokens (SNAPNODE_AGENT_MAX_TOKENS): want at least 1 token; got 0`},
+		{"no request timeout", nil, map[string]string{"SNAPNODE_AGENT_REQUEST_TIMEOUT": "0s"},
+			`config: agent.request_timeout (SNAPNODE_AGENT_REQUEST_TIMEOUT): want more than 0; got 0s`},
+		{"negative context", nil, map[string]string{"SNAPNODE_AGENT_CONTEXT_TOKENS": "-1"},
+			`config: agent.context_tokens (SNAPNODE_AGENT_CONTEXT_TOKENS): want 0 (ask the model server) or more tokens; got -1`},
+		{"context under an answer", nil, map[string]string{"SNAPNODE_AGENT_CONTEXT_TOKENS": "2048"},
+			`config: agent.context_tokens (SNAPNODE_AGENT_CONTEXT_TOKENS): want more than agent.max_tokens (2048), to leave room for the prompt; got 2048`},
+		{"no jobs", []string{"--agent-max-jobs", "0"}, nil,
+			`config: agent.max_jobs (--agent-max-jobs): want at least 1 job; got 0`},
+		{"short lease", nil, map[string]string{"SNAPNODE_AGENT_LEASE": "500ms"},
+			`config: agent.lease (SNAPNODE_AGENT_LEASE): want at least 1s; got 500ms`},
+		{"no observation", nil, map[string]string{"SNAPNODE_AGENT_MAX_OBSERVATION_BYTES": "0"},
+			`config: agent.max_observation_bytes (SNAPNODE_AGENT_MAX_OBSERVATION_BYTES): want at least 1 byte; got 0`},
+		{"no answer", nil, map[string]string{"SNAPNODE_AGENT_MAX_ANSWER_BYTES": "0"},
+			`config: agent.max_answer_bytes (SNAPNODE_AGENT_MAX_ANSWER_BYTES): want at least 1 byte; got 0`},
+		{"no history", nil, map[string]string{"SNAPNODE_AGENT_MAX_HISTORY_BYTES": "-5"},
+			`config: agent.max_history_bytes (SNAPNODE_AGENT_MAX_HISTORY_BYTES): want at least 1 byte; got -5`},
+		{"negative retries", nil, map[string]string{"SNAPNODE_AGENT_MAX_RETRIES": "-1"},
+			`config: agent.max_retries (SNAPNODE_AGENT_MAX_RETRIES): want 0 or more; got -1`},
+		{"redact in the file", []string{"--config", redact}, nil,
+			`config: agent.redact[1] (SNAPNODE_AGENT_REDACT): want a regular expression (RE2 syntax); got "(": error parsing regexp: missing closing ): ` + "`(`"},
+		{"redact in the environment", nil, map[string]string{"SNAPNODE_AGENT_REDACT": "a\n[z-a]"},
+			`config: agent.redact[1] (SNAPNODE_AGENT_REDACT): want a regular expression (RE2 syntax); got "[z-a]": error parsing regexp: invalid character class range: ` + "`z-a`"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := load(t, tc.args, tc.env)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v\nwant one containing %s", err, tc.want)
+			}
+		})
+	}
+}
+
+// The limits' edges are accepted.
+func TestAgentAcceptsEdges(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		env  map[string]string
+	}{
+		{"https with a path", []string{"--llm-url", "https://api.example.com/openai/v1", "--llm-model", "m"}, nil},
+		{"one step", []string{"--agent-max-steps", "1"}, nil},
+		{"no cost limit", nil, map[string]string{"SNAPNODE_AGENT_MAX_COST_CENTS": "0"}},
+		{"temperature 2", []string{"--agent-temperature", "2"}, nil},
+		{"context from the server", nil, map[string]string{"SNAPNODE_AGENT_CONTEXT_TOKENS": "0"}},
+		{"lease 1s", nil, map[string]string{"SNAPNODE_AGENT_LEASE": "1s"}},
+		{"no retries", nil, map[string]string{"SNAPNODE_AGENT_MAX_RETRIES": "0"}},
+		{"every response format", nil, map[string]string{"SNAPNODE_LLM_RESPONSE_FORMAT": "none"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := load(t, tc.args, tc.env); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	for _, f := range []string{"auto", "json_schema", "json_object", "none"} {
+		if _, err := load(t, nil, map[string]string{"SNAPNODE_LLM_RESPONSE_FORMAT": f}); err != nil {
+			t.Errorf("response_format %s: %v", f, err)
+		}
+	}
+}
+
+// A credential in llm_url (a password, a query) is not repeated in errors.
+func TestAgentURLErrorsHideCredentials(t *testing.T) {
+	for _, u := range []string{"http://user:hunter2@h/v2", "http://h/v1?api_key=hunter2", "http://user:hunter2@h/v1"} {
+		_, err := load(t, []string{"--llm-url", u}, nil) // no model: always an error
+		if err == nil || strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("%s: %v", u, err)
+		}
+	}
+}
+
+func TestLLMAPIKey(t *testing.T) {
+	const secret = "sk-test-5ecret-do-not-print"
+	dir := t.TempDir()
+	private := writeFile(t, "private.key", "\n  "+secret+"\n", 0o600)
+	open := writeFile(t, "open.key", secret+"\n", 0o644)
+	group := writeFile(t, "group.key", secret, 0o640)
+	empty := writeFile(t, "empty.key", " \n", 0o600)
+	large := writeFile(t, "large.key", strings.Repeat(secret, 10000), 0o600)
+	missing := filepath.Join(dir, "missing.key")
+	cases := []struct {
+		name string
+		file string
+		env  map[string]string
+		want string
+		err  string // in the error; "" for none
+	}{
+		{"nothing: no key", "", nil, "", ""},
+		{"from the environment", "", map[string]string{"SNAPNODE_LLM_API_KEY": secret}, secret, ""},
+		{"environment over file", open, map[string]string{"SNAPNODE_LLM_API_KEY": "sk-env"}, "sk-env", ""},
+		{"from a 0600 file, trimmed", private, nil, secret, ""},
+		{"0644 file refused", open, nil, "", open + ": permissions 0644 are too open: want a file only its owner may read (chmod 600 " + open + ")"},
+		{"0640 file refused", group, nil, "", "permissions 0640 are too open"},
+		{"missing file", missing, nil, "", "config: agent.llm_api_key_file (SNAPNODE_LLM_API_KEY_FILE): open " + missing + ":"},
+		{"a folder", dir, nil, "", dir + ": want a regular file"},
+		{"empty file", empty, nil, "", empty + ": want an API key; got an empty file"},
+		{"huge file", large, nil, "", large + ": want an API key; got a file over 65536 bytes"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := config.Default()
+			c.Agent.LLMAPIKeyFile = tc.file
+			got, err := c.LLMAPIKey(func(k string) string { return tc.env[k] })
+			if got != tc.want {
+				t.Errorf("key %q, want %q", got, tc.want)
+			}
+			switch {
+			case tc.err == "" && err != nil:
+				t.Errorf("error %v", err)
+			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+				t.Errorf("error %v\nwant one containing %s", err, tc.err)
+			case err != nil && strings.Contains(err.Error(), secret):
+				t.Errorf("the error shows the key: %v", err)
+			}
+		})
+	}
+}
+
+// The key is never part of a Config, so printing one cannot show it.
+func TestConfigNeverHoldsAPIKey(t *testing.T) {
+	const secret = "sk-test-5ecret-do-not-print"
+	file := writeFile(t, "llm.key", secret, 0o600)
+	env := map[string]string{"SNAPNODE_LLM_API_KEY": secret, "SNAPNODE_LLM_API_KEY_FILE": file,
+		"SNAPNODE_LLM_URL": "http://127.0.0.1:11434/v1", "SNAPNODE_LLM_MODEL": "m"}
+	c, err := load(t, nil, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := fmt.Sprintf("%v %+v %#v", c, c, c); strings.Contains(s, secret) {
+		t.Errorf("the printed Config shows the key: %s", s)
+	}
+	if c.Agent.LLMAPIKeyFile != file {
+		t.Errorf("key file %q, want %q", c.Agent.LLMAPIKeyFile, file)
+	}
+	if k, err := c.LLMAPIKey(func(k string) string { return env[k] }); err != nil || k != secret {
+		t.Errorf("LLMAPIKey: %q %v", k, err)
+	}
+}
+
+func TestAgentEnabled(t *testing.T) {
+	cases := []struct {
+		url, model string
+		want       bool
+	}{
+		{"", "", false},
+		{"http://127.0.0.1:11434/v1", "", false},
+		{"", "llama3", false},
+		{"http://127.0.0.1:11434/v1", "llama3", true},
+	}
+	for _, tc := range cases {
+		c := config.Default()
+		c.Agent.LLMURL, c.Agent.LLMModel = tc.url, tc.model
+		if got := c.AgentEnabled(); got != tc.want {
+			t.Errorf("url %q model %q: AgentEnabled %v, want %v", tc.url, tc.model, got, tc.want)
 		}
 	}
 }

@@ -21,11 +21,13 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
 
+	"github.com/snapnode/snapnode/agent"
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/ratelimit"
@@ -58,11 +60,15 @@ type Node struct {
 	stopProposals func() error
 	stopSweep     func()
 	sweepDone     chan struct{}
+	stopAgent     func()
 	// props runs proposals; nil on the memory database.
-	props  *proposals
-	cardMu sync.Mutex // guards card; serializes UpdateCard
-	card   *snap.Card
-	Tasks  *tasks.Service
+	props *proposals
+	// agent works on free-text tasks; nil when none is configured.
+	agent     *agent.Runtime
+	agentDone <-chan struct{}
+	cardMu    sync.Mutex // guards card; serializes UpdateCard
+	card      *snap.Card
+	Tasks     *tasks.Service
 	// DB is the database of tasks, replay records and the audit log; nil
 	// when the node runs on the memory store.
 	DB *sqldb.DB
@@ -201,17 +207,40 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger, with ...
 		n.stopSweep = stopSweep
 		cleanup = append(cleanup, func() { stopSweep(); <-done })
 	}
-	opts := tasks.ServiceOptions{Operators: cfg.Operators, Logger: logger.With("part", "tasks")}
+	opts := tasks.ServiceOptions{Operators: cfg.Operators, Logger: logger.With("part", "tasks"), Agent: refuse(noAgentReason)}
 	if props != nil {
 		opts.Runner = props
 	} else {
 		logger.Warn("database is memory: proposals are not carried out (the executor keeps its records in the database)")
+		opts.Agent = refuse(noDatabaseReason)
+	}
+	var (
+		jobs  *agent.Store
+		queue *agent.Queue
+	)
+	if props != nil && cfg.AgentEnabled() {
+		if jobs, queue, err = openAgentQueue(ctx, n.DB); err != nil {
+			return nil, err
+		}
+		opts.Agent = queue
 	}
 	n.Tasks = tasks.NewService(taskStore, opts)
 	if props != nil {
 		props.tasks = n.Tasks
 	}
 	n.props = props
+	n.agentDone = closedChan()
+	if queue != nil {
+		actx, stopAgent := context.WithCancel(context.WithoutCancel(ctx))
+		rt, done, err := startAgent(actx, cfg, jobs, queue, props, n.Tasks, logger)
+		if err != nil {
+			stopAgent()
+			return nil, err
+		}
+		n.agent, n.agentDone, props.agent = rt, done, rt
+		n.stopAgent = stopAgent
+		cleanup = append(cleanup, func() { stopAgent(); <-done })
+	}
 	router := snap.NewRouter()
 	registerMethods(router, n.Tasks, props)
 	if err := n.startServices(router, taskStore, o); err != nil {
@@ -302,6 +331,10 @@ func buildCard(cfg config.Config, addr string, relays []string) (*snap.Card, err
 	for _, s := range cfg.Card.Skills {
 		c.Skills = append(c.Skills, snap.Skill{ID: s.ID, Name: s.Name, Description: s.Description, Tags: s.Tags, Examples: s.Examples})
 	}
+	if cfg.AgentEnabled() && cfg.DatabaseDSN() != config.MemoryDatabase &&
+		!slices.ContainsFunc(c.Skills, func(s snap.Skill) bool { return s.ID == "agent" }) {
+		c.Skills = append(c.Skills, agentSkill(cfg))
+	}
 	for _, e := range cfg.Card.Endpoints {
 		c.Endpoints = append(c.Endpoints, snap.Endpoint{Protocol: e.Protocol, URL: e.URL})
 	}
@@ -391,6 +424,10 @@ func (n *Node) Card() *snap.Card {
 func (n *Node) Wait() error {
 	err := <-n.inboxDone
 	err = errors.Join(err, n.waitHTTP()) // its requests use the stores
+	if n.stopAgent != nil {
+		n.stopAgent() // jobs stop at their next step boundary
+	}
+	<-n.agentDone
 	n.stopPool()
 	n.stopSweep()
 	<-n.sweepDone

@@ -2,12 +2,12 @@ package node
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 
+	"github.com/snapnode/snapnode/agent"
 	"github.com/snapnode/snapnode/executor"
 	"github.com/snapnode/snapnode/executor/audit"
 	"github.com/snapnode/snapnode/executor/policy"
@@ -24,8 +24,12 @@ import (
 // admin.Handler): it turns the executor's results into artifacts and task
 // states, and operator commands into executor calls.
 type proposals struct {
-	exec   *executor.Executor
-	tasks  *tasks.Service
+	exec    *executor.Executor
+	sandbox *sandbox.Sandbox
+	tasks   *tasks.Service
+	// agent, when on, takes the decisions on its jobs' actions: the job
+	// resumes with the outcome as its observation.
+	agent  *agent.Runtime
 	policy *policy.Holder // the executor's: swapped on reload
 	logger *slog.Logger
 }
@@ -80,7 +84,7 @@ func (p *proposals) Run(ctx context.Context, job tasks.Job) (tasks.Outcome, erro
 		if err != nil {
 			return tasks.Outcome{}, err
 		}
-		out.Artifacts = append(out.Artifacts, artifacts(res)...)
+		out.Artifacts = append(out.Artifacts, agent.Artifacts(res)...)
 		skipped := ""
 		if rest := len(job.Proposals) - i - 1; rest > 0 && res.Outcome != executor.Completed {
 			skipped = fmt.Sprintf(" (%d later proposal(s) not run)", rest)
@@ -90,7 +94,7 @@ func (p *proposals) Run(ctx context.Context, job tasks.Job) (tasks.Outcome, erro
 			out.State, out.Note = tasks.StateFailed, res.Reason+skipped
 			return out, nil
 		case executor.NeedsConfirmation:
-			out.State, out.Note = tasks.StateInputRequired, confirmationNote(res)+skipped
+			out.State, out.Note = tasks.StateInputRequired, agent.ConfirmationNote(res)+skipped
 			return out, nil
 		}
 		if res.Response != "" {
@@ -101,31 +105,6 @@ func (p *proposals) Run(ctx context.Context, job tasks.Job) (tasks.Outcome, erro
 		out.Note = notes[len(notes)-1]
 	}
 	return out, nil
-}
-
-func confirmationNote(res *executor.Result) string {
-	return fmt.Sprintf("confirmation needed for action %s: %s", res.ActionID, res.Reason)
-}
-
-// artifacts are what a result leaves on its task: the runtime output (seed
-// 004's shape) as a data part, and the diff of the changes as text. While
-// an action waits for confirmation the diff to confirm is left instead.
-func artifacts(res *executor.Result) []tasks.Artifact {
-	var out []tasks.Artifact
-	if len(res.Output) > 0 {
-		out = append(out, tasks.Artifact{ArtifactID: "result-" + res.ActionID, Name: "result of " + res.Action,
-			Parts: []tasks.Part{tasks.DataPart(json.RawMessage(res.Output))}})
-	}
-	if res.Diff != "" {
-		id, name := "diff-"+res.ActionID, "changes made by "+res.Action
-		if res.Outcome == executor.NeedsConfirmation {
-			id, name = "pending-"+snap.NewID(), "changes awaiting confirmation of action "+res.ActionID
-		}
-		d := tasks.TextPart(res.Diff)
-		d.MediaType = "text/x-diff"
-		out = append(out, tasks.Artifact{ArtifactID: id, Name: name, Parts: []tasks.Part{d}})
-	}
-	return out
 }
 
 // pending returns the one action task waits on.
@@ -140,16 +119,24 @@ func (p *proposals) pending(ctx context.Context, taskID string) (*executor.Pendi
 	return &list[0], nil
 }
 
-// settle applies a confirmation's result to its task.
-func (p *proposals) settle(ctx context.Context, taskID string, res *executor.Result) (*tasks.Task, error) {
-	out := tasks.Outcome{Artifacts: artifacts(res)}
+// settle applies a confirmation's result to its task: an agent's job
+// resumes with it, a peer's proposal ends the task.
+func (p *proposals) settle(ctx context.Context, taskID string, res *executor.Result, approved bool) (*tasks.Task, error) {
+	if p.agent != nil {
+		if mine, err := p.agent.Owns(ctx, taskID); err != nil {
+			return nil, err
+		} else if mine {
+			return p.agent.Decided(ctx, taskID, res, approved)
+		}
+	}
+	out := tasks.Outcome{Artifacts: agent.Artifacts(res)}
 	switch res.Outcome {
 	case executor.Completed:
 		out.State, out.Note = tasks.StateCompleted, res.Response
 	case executor.Failed:
 		out.State, out.Note = tasks.StateFailed, res.Reason
 	default:
-		out.State, out.Note = tasks.StateInputRequired, confirmationNote(res)
+		out.State, out.Note = tasks.StateInputRequired, agent.ConfirmationNote(res)
 	}
 	return p.tasks.Resolve(ctx, taskID, out)
 }
@@ -186,7 +173,7 @@ func (p *proposals) decide(ctx context.Context, taskID, approver string, approve
 	if err != nil {
 		return nil, err
 	}
-	return p.settle(ctx, taskID, res)
+	return p.settle(ctx, taskID, res, approve)
 }
 
 // Rollback implements admin.Handler.
@@ -291,7 +278,7 @@ func startProposals(ctx context.Context, cfg config.Config, db *sqldb.DB, logger
 	} else if n > 0 {
 		logger.Warn("executor: restored actions a crash interrupted mid-promotion", "count", n)
 	}
-	p := &proposals{exec: exec, policy: holder, logger: logger}
+	p := &proposals{exec: exec, sandbox: sb, policy: holder, logger: logger}
 	srv, err := admin.Listen(admin.Path(cfg.DataDir), p, logger.With("part", "admin"))
 	if err != nil {
 		return nil, nil, fmt.Errorf("node: %w", err)

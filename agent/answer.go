@@ -1,0 +1,137 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/snapnode/snapnode/schemas"
+)
+
+// Answer is a model's answer, parsed: a proposal for the executor, or an
+// agent response that ends the phase.
+type Answer struct {
+	// Kind is KindProposal or KindAgentResponse.
+	Kind string
+	// Raw is the answer exactly as received.
+	Raw string
+	// Action is the proposal's action as spelled (READ_FILE), or the agent
+	// response's (COMPLETED, STUCK, RETRY).
+	Action string
+	// Key identifies what the answer asks for, independent of its id and
+	// reasoning: the same action with the same arguments has the same key.
+	Key string
+	// Reasoning is the proposal's.
+	Reasoning string
+	// Response is the agent response's content.
+	Response *AgentResponse
+}
+
+// AgentResponse is an agent response (schemas/agent-response.v1.json).
+type AgentResponse struct {
+	Action               string   `json:"action"`
+	EvidenceFiles        []string `json:"evidence_files"`
+	SummaryForSupervisor string   `json:"summary_for_supervisor"`
+}
+
+// The actions of an agent response.
+const (
+	ActionCompleted = "COMPLETED"
+	ActionStuck     = "STUCK"
+	ActionRetry     = "RETRY"
+)
+
+// AnswerError is why an answer was refused: fed back to the model so that
+// it can answer again.
+type AnswerError struct {
+	// Rule is the broken rule: size, json, object, kind, schema.
+	Rule    string
+	Message string
+}
+
+func (e *AnswerError) Error() string { return "invalid answer (" + e.Rule + "): " + e.Message }
+
+// ParseAnswer reads a model's answer strictly: exactly one JSON object of
+// at most max bytes, no text or markdown around it (white space aside), no
+// duplicate member names, valid UTF-8. An object with a schema_version is
+// a proposal (the executor validates the rest and its refusals are
+// observations); any other must be a valid agent response.
+func ParseAnswer(text string, max int) (*Answer, *AnswerError) {
+	if len(text) > max {
+		return nil, &AnswerError{Rule: "size", Message: fmt.Sprintf("the answer is %d bytes, at most %d are accepted", len(text), max)}
+	}
+	trimmed := strings.TrimSpace(text)
+	if trimmed == "" {
+		return nil, &AnswerError{Rule: "json", Message: "the answer is empty; send exactly one JSON object"}
+	}
+	if trimmed[0] != '{' {
+		hint := "it must start with {"
+		if strings.HasPrefix(trimmed, "```") {
+			hint = "send the JSON object alone, without markdown fences"
+		}
+		return nil, &AnswerError{Rule: "object", Message: "the answer is not a single JSON object: " + hint}
+	}
+	var obj map[string]jsontext.Value
+	if err := json.Unmarshal([]byte(trimmed), &obj); err != nil {
+		msg := "the answer is not exactly one well-formed JSON object"
+		var syn *jsontext.SyntacticError
+		switch {
+		case errors.Is(err, jsontext.ErrDuplicateName):
+			msg = "a member name appears twice; every name must appear once"
+		case errors.As(err, &syn) && strings.Contains(syn.Error(), "after top-level value"):
+			msg = "there is text after the JSON object; send one object and nothing else"
+		case errors.As(err, &syn):
+			msg += " (" + syn.Err.Error() + " at byte " + fmt.Sprint(syn.ByteOffset) + ")"
+		}
+		return nil, &AnswerError{Rule: "json", Message: msg}
+	}
+	a := &Answer{Raw: text}
+	if _, ok := obj["schema_version"]; ok {
+		a.Kind = KindProposal
+		var head struct {
+			Action    string         `json:"action"`
+			Reasoning string         `json:"reasoning"`
+			Args      jsontext.Value `json:"args"`
+		}
+		// Loosely: the executor is the judge of the proposal; the agent
+		// only needs its action and arguments.
+		_ = json.Unmarshal([]byte(trimmed), &head, json.RejectUnknownMembers(false))
+		a.Action, a.Reasoning = head.Action, head.Reasoning
+		args := head.Args
+		if len(args) > 0 {
+			args = args.Clone()
+			_ = args.Canonicalize()
+		}
+		a.Key = strings.ToUpper(head.Action) + " " + string(args)
+		return a, nil
+	}
+	var v any
+	_ = json.Unmarshal([]byte(trimmed), &v)
+	if err := schemas.AgentResponse().Validate(v); err != nil {
+		return nil, &AnswerError{Rule: "schema", Message: "neither a proposal (it has no schema_version) nor a valid agent response: " + schemaMessage(err)}
+	}
+	var r AgentResponse
+	if err := json.Unmarshal([]byte(trimmed), &r); err != nil {
+		return nil, &AnswerError{Rule: "schema", Message: err.Error()}
+	}
+	a.Kind, a.Action, a.Response, a.Key = KindAgentResponse, r.Action, &r, r.Action
+	return a, nil
+}
+
+// schemaMessage says where and why a JSON Schema validation failed, in
+// one line.
+func schemaMessage(err error) string {
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return err.Error()
+	}
+	for len(ve.Causes) > 0 {
+		ve = ve.Causes[0]
+	}
+	loc := "/" + strings.Join(ve.InstanceLocation, "/")
+	return fmt.Sprintf("at %s: %v", loc, ve.ErrorKind)
+}

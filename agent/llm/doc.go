@@ -1,0 +1,35 @@
+// Package llm is the built-in LLM worker's model client: an agent.Model
+// that asks a server of the OpenAI-compatible chat-completions API, as
+// Ollama, llama.cpp's llama-server, vLLM, LM Studio, LiteLLM and OpenAI
+// serve it.
+//
+//	m, err := llm.New(llm.Config{
+//		BaseURL: "http://127.0.0.1:11434/v1", // Ollama
+//		Model:   "qwen3:8b",
+//	})
+//	if err != nil { … }
+//	c, err := m.Complete(ctx, agent.Prompt{
+//		Messages: []agent.ChatMessage{
+//			{Role: agent.RoleSystem, Content: "Answer with one JSON object."},
+//			{Role: agent.RoleUser, Content: "…"},
+//		},
+//		Schema: schema, // sent as a json_schema response_format
+//	})
+//	var me *agent.ModelError
+//	if errors.As(err, &me) && me.Status == 429 { time.Sleep(me.RetryAfter) … }
+//	n, err := m.ContextTokens(ctx) // the model's context length, 0 if unknown
+//
+// The answer is constrained to JSON with the request's response_format.
+// By default (FormatAuto) a prompt's schema goes as json_schema; a server
+// that refuses it with HTTP 400 is asked again with json_object, and the
+// client keeps to json_object from then on.
+//
+// Complete honours its ctx, bounds every request by Config.Timeout and
+// refuses a response body over Config.MaxResponseBytes. An error answer
+// of the server is an *agent.ModelError, with the status, Retry-After and
+// whether the prompt was over the model's context; other errors are
+// transport failures. The client does not retry: the runtime does.
+//
+// The API key goes only into the Authorization header: it is in no log
+// and no error.
+package llm

@@ -1,0 +1,107 @@
+package llm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	openai "github.com/sashabaranov/go-openai"
+)
+
+// ErrResponseTooLarge reports a response body over Config.MaxResponseBytes.
+var ErrResponseTooLarge = errors.New("llm: response body too large")
+
+// call is the per-request holder through which the doer passes what
+// go-openai does not expose: the response's status and headers. It also
+// carries what the doer must add to the request. A call serves one HTTP
+// request; it is written by doer.Do and read after Do has returned, in
+// the same goroutine.
+type call struct {
+	// zeroTemperature asks for "temperature":0 in the body: go-openai
+	// omits a zero temperature, and servers take that as their default
+	// (0.8 or 1), not as greedy decoding.
+	zeroTemperature bool
+
+	status int
+	header http.Header
+}
+
+type callKey struct{}
+
+func withCall(ctx context.Context, c *call) context.Context {
+	return context.WithValue(ctx, callKey{}, c)
+}
+
+// doer is the openai.HTTPDoer under go-openai: it records the status and
+// headers of the answer in the request's call, and reads the answer's
+// body in full, refusing one larger than max bytes, so that no caller
+// ever sees part of a larger answer.
+type doer struct {
+	next openai.HTTPDoer
+	max  int64
+}
+
+func (d *doer) Do(req *http.Request) (*http.Response, error) {
+	c, _ := req.Context().Value(callKey{}).(*call)
+	if c != nil && c.zeroTemperature {
+		var err error
+		if req, err = withZeroTemperature(req); err != nil {
+			return nil, err
+		}
+	}
+	resp, err := d.next.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if c != nil {
+		c.status, c.header = resp.StatusCode, resp.Header
+	}
+	body, err := readCapped(resp, d.max)
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	resp.ContentLength = int64(len(body))
+	return resp, nil
+}
+
+// readCapped reads resp's body, failing if it holds more than max bytes.
+func readCapped(resp *http.Response, max int64) ([]byte, error) {
+	if resp.ContentLength > max {
+		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrResponseTooLarge, resp.ContentLength, max)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, max+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading response body: %w", err)
+	}
+	if int64(len(body)) > max {
+		return nil, fmt.Errorf("%w: over %d bytes", ErrResponseTooLarge, max)
+	}
+	return body, nil
+}
+
+// withZeroTemperature returns a copy of req whose JSON object body starts
+// with "temperature":0. The body is go-openai's marshaling of a request
+// whose zero temperature it left out.
+func withZeroTemperature(req *http.Request) (*http.Request, error) {
+	if req.Body == nil {
+		return req, nil
+	}
+	b, err := io.ReadAll(req.Body)
+	req.Body.Close()
+	if err != nil {
+		return nil, fmt.Errorf("reading request body: %w", err)
+	}
+	if len(b) > 2 && b[0] == '{' && b[1] != '}' {
+		b = append([]byte(`{"temperature":0,`), b[1:]...)
+	}
+	r := req.Clone(req.Context())
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	r.ContentLength = int64(len(b))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+	return r, nil
+}

@@ -1,0 +1,387 @@
+package llm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/snapnode/snapnode/agent"
+)
+
+// Defaults of Config.
+const (
+	DefaultTimeout          = 120 * time.Second
+	DefaultMaxResponseBytes = 1 << 20
+)
+
+// The values of Config.ResponseFormat.
+const (
+	// FormatAuto sends a json_schema response_format when the prompt has
+	// a schema, and falls back to json_object for good once the server
+	// refuses json_schema. Without a schema it sends json_object.
+	FormatAuto = "auto"
+	// FormatJSONSchema always sends the prompt's schema (json_object when
+	// the prompt has none).
+	FormatJSONSchema = "json_schema"
+	// FormatJSONObject always sends json_object.
+	FormatJSONObject = "json_object"
+	// FormatNone sends no response_format.
+	FormatNone = "none"
+)
+
+// maxMessage is the longest ModelError message, in bytes.
+const maxMessage = 300
+
+// Config configures a Client.
+type Config struct {
+	// BaseURL is the API's base URL, ending with /v1
+	// (e.g. http://127.0.0.1:11434/v1 for Ollama).
+	BaseURL string
+	// Model is the model to ask, as the server names it.
+	Model string
+	// APIKey, when set, is sent as "Authorization: Bearer …". It never
+	// appears in a log or an error.
+	APIKey string
+	// Timeout bounds each HTTP request (DefaultTimeout when 0).
+	Timeout time.Duration
+	// MaxResponseBytes caps a response body (DefaultMaxResponseBytes when
+	// 0); a larger body is an error.
+	MaxResponseBytes int64
+	// ResponseFormat is one of FormatAuto (when empty), FormatJSONSchema,
+	// FormatJSONObject and FormatNone.
+	ResponseFormat string
+	// HTTPClient sends the requests (a new http.Client when nil).
+	HTTPClient *http.Client
+	// Logger logs fallbacks and, at debug level, completions (nothing when
+	// nil).
+	Logger *slog.Logger
+}
+
+// String describes c without its API key.
+func (c Config) String() string {
+	return fmt.Sprintf("llm.Config{BaseURL: %s, Model: %s}", c.BaseURL, c.Model)
+}
+
+// LogValue logs c without its API key.
+func (c Config) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("base_url", c.BaseURL),
+		slog.String("model", c.Model),
+		slog.Bool("api_key_set", c.APIKey != ""),
+		slog.Duration("timeout", c.Timeout),
+		slog.String("response_format", c.ResponseFormat),
+	)
+}
+
+// Client is an agent.Model and agent.ContextSizer backed by an
+// OpenAI-compatible chat-completions server. It is safe for concurrent
+// use.
+type Client struct {
+	cfg  Config
+	base string // BaseURL without a trailing slash
+	api  *openai.Client
+	doer *doer
+	log  *slog.Logger
+
+	// reasoning reports a model that go-openai treats as a reasoning
+	// model (o1, o3, gpt-5, …): it takes max_completion_tokens instead of
+	// max_tokens, and no temperature.
+	reasoning bool
+	// noSchema records that the server refused json_schema (FormatAuto).
+	noSchema atomic.Bool
+
+	ctxMu     sync.Mutex
+	ctxKnown  bool
+	ctxTokens int
+}
+
+var (
+	_ agent.Model        = (*Client)(nil)
+	_ agent.ContextSizer = (*Client)(nil)
+)
+
+// New returns a Client for cfg, after checking it.
+func New(cfg Config) (*Client, error) {
+	u, err := url.Parse(cfg.BaseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, errors.New("llm: BaseURL is not an http or https URL")
+	}
+	if cfg.Model == "" {
+		return nil, errors.New("llm: no Model")
+	}
+	switch cfg.ResponseFormat {
+	case "":
+		cfg.ResponseFormat = FormatAuto
+	case FormatAuto, FormatJSONSchema, FormatJSONObject, FormatNone:
+	default:
+		return nil, fmt.Errorf("llm: ResponseFormat %q is not one of auto, json_schema, json_object, none", cfg.ResponseFormat)
+	}
+	switch {
+	case cfg.Timeout < 0:
+		return nil, errors.New("llm: negative Timeout")
+	case cfg.Timeout == 0:
+		cfg.Timeout = DefaultTimeout
+	}
+	switch {
+	case cfg.MaxResponseBytes < 0:
+		return nil, errors.New("llm: negative MaxResponseBytes")
+	case cfg.MaxResponseBytes == 0:
+		cfg.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	var hc openai.HTTPDoer = &http.Client{}
+	if cfg.HTTPClient != nil {
+		hc = cfg.HTTPClient
+	}
+	d := &doer{next: hc, max: cfg.MaxResponseBytes}
+	oc := openai.DefaultConfig(cfg.APIKey)
+	oc.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
+	oc.HTTPClient = d
+	probe := openai.ChatCompletionRequest{Model: cfg.Model, MaxTokens: 1}
+	return &Client{
+		cfg:       cfg,
+		base:      oc.BaseURL,
+		api:       openai.NewClientWithConfig(oc),
+		doer:      d,
+		log:       log,
+		reasoning: errors.Is(openai.NewReasoningValidator().Validate(probe), openai.ErrReasoningModelMaxTokensDeprecated),
+	}, nil
+}
+
+// Complete asks the model for the answer to p. See agent.Model for the
+// contract; with FormatAuto, a server that refuses json_schema (HTTP 400)
+// is asked again at once with json_object, and from then on always so.
+func (c *Client) Complete(ctx context.Context, p agent.Prompt) (*agent.Completion, error) {
+	if len(p.Schema) > 0 && !json.Valid(p.Schema) {
+		return nil, errors.New("llm: the prompt's schema is not valid JSON")
+	}
+	req := openai.ChatCompletionRequest{
+		Model:    c.cfg.Model,
+		Messages: make([]openai.ChatCompletionMessage, len(p.Messages)),
+	}
+	for i, m := range p.Messages {
+		req.Messages[i] = openai.ChatCompletionMessage{Role: m.Role, Content: m.Content}
+	}
+	if c.reasoning {
+		req.MaxCompletionTokens = p.MaxTokens
+	} else {
+		req.MaxTokens = p.MaxTokens
+		req.Temperature = float32(p.Temperature)
+	}
+	zeroTemp := !c.reasoning && p.Temperature == 0
+	req.ResponseFormat = c.responseFormat(p)
+
+	start := time.Now()
+	resp, err := c.send(ctx, req, zeroTemp)
+	if err != nil && c.schemaRefused(req.ResponseFormat, err) {
+		c.noSchema.Store(true)
+		c.log.Warn("llm: the server refused a json_schema response_format; using json_object from now on",
+			"model", c.cfg.Model, "err", err)
+		req.ResponseFormat = &openai.ChatCompletionResponseFormat{Type: openai.ChatCompletionResponseFormatTypeJSONObject}
+		resp, err = c.send(ctx, req, zeroTemp)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(resp.Choices) == 0 {
+		return nil, errors.New("llm: the server's answer has no choices")
+	}
+	ch := resp.Choices[0]
+	out := &agent.Completion{
+		Text:             ch.Message.Content,
+		Model:            resp.Model,
+		PromptTokens:     resp.Usage.PromptTokens,
+		CompletionTokens: resp.Usage.CompletionTokens,
+		Truncated:        ch.FinishReason == openai.FinishReasonLength,
+	}
+	if out.Model == "" {
+		out.Model = c.cfg.Model
+	}
+	c.log.Debug("llm: completion", "model", out.Model, "prompt_tokens", out.PromptTokens,
+		"completion_tokens", out.CompletionTokens, "truncated", out.Truncated, "elapsed", time.Since(start))
+	return out, nil
+}
+
+// responseFormat is the response_format to send with p, nil for none.
+func (c *Client) responseFormat(p agent.Prompt) *openai.ChatCompletionResponseFormat {
+	switch c.cfg.ResponseFormat {
+	case FormatNone:
+		return nil
+	case FormatAuto, FormatJSONSchema:
+		if len(p.Schema) > 0 && (c.cfg.ResponseFormat == FormatJSONSchema || !c.noSchema.Load()) {
+			name := p.SchemaName
+			if name == "" {
+				name = "answer"
+			}
+			return &openai.ChatCompletionResponseFormat{
+				Type:       openai.ChatCompletionResponseFormatTypeJSONSchema,
+				JSONSchema: &openai.ChatCompletionResponseFormatJSONSchema{Name: name, Schema: p.Schema},
+			}
+		}
+	}
+	return &openai.ChatCompletionResponseFormat{Type: openai.ChatCompletionResponseFormatTypeJSONObject}
+}
+
+// schemaRefused reports whether err is the server's refusal of the
+// json_schema response_format sent under FormatAuto.
+func (c *Client) schemaRefused(sent *openai.ChatCompletionResponseFormat, err error) bool {
+	var me *agent.ModelError
+	if c.cfg.ResponseFormat != FormatAuto || sent == nil || sent.Type != openai.ChatCompletionResponseFormatTypeJSONSchema ||
+		!errors.As(err, &me) || me.Status != http.StatusBadRequest || me.ContextLength {
+		return false
+	}
+	m := strings.ToLower(me.Message)
+	return strings.Contains(m, "response_format") || strings.Contains(m, "response format") ||
+		strings.Contains(m, "json_schema") || strings.Contains(m, "not supported")
+}
+
+// send makes one chat-completions request.
+func (c *Client) send(ctx context.Context, req openai.ChatCompletionRequest, zeroTemp bool) (openai.ChatCompletionResponse, error) {
+	cl := &call{zeroTemperature: zeroTemp}
+	rctx, cancel := context.WithTimeout(withCall(ctx, cl), c.cfg.Timeout)
+	defer cancel()
+	resp, err := c.api.CreateChatCompletion(rctx, req)
+	if err != nil {
+		return resp, c.failure(ctx, cl, err)
+	}
+	return resp, nil
+}
+
+// failure turns the error of a request into the error Complete returns:
+// the caller's ctx error when ctx is done, a *agent.ModelError when the
+// server answered with an error status, else the transport's error.
+func (c *Client) failure(ctx context.Context, cl *call, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		if errors.Is(err, cerr) {
+			return fmt.Errorf("llm: %w", err)
+		}
+		return fmt.Errorf("llm: %w: %w", cerr, err)
+	}
+	if cl.status == 0 || cl.status >= http.StatusOK && cl.status < http.StatusBadRequest {
+		if errors.Is(err, ErrResponseTooLarge) {
+			return err
+		}
+		return fmt.Errorf("llm: %w", err)
+	}
+	var (
+		apiErr  *openai.APIError
+		reqErr  *openai.RequestError
+		msg     string
+		details string // for recognizing a context-length error
+	)
+	switch {
+	case errors.As(err, &apiErr) && apiErr.HTTPStatusCode != 0:
+		msg = apiErr.Message
+		details = fmt.Sprintf("%s %v", apiErr.Type, apiErr.Code)
+	case errors.As(err, &reqErr):
+		msg = bodyMessage(reqErr.Body)
+	case errors.Is(err, ErrResponseTooLarge):
+		msg = "error body too large"
+	default:
+		msg = err.Error()
+	}
+	return c.modelError(cl.status, cl.header, msg, details)
+}
+
+// modelError makes the ModelError of an answer of status.
+func (c *Client) modelError(status int, h http.Header, msg, details string) *agent.ModelError {
+	if c.cfg.APIKey != "" {
+		msg = strings.ReplaceAll(msg, c.cfg.APIKey, "[api key]")
+	}
+	return &agent.ModelError{
+		Status:        status,
+		RetryAfter:    retryAfter(h.Get("Retry-After"), time.Now()),
+		ContextLength: isContextLength(msg + " " + details),
+		Message:       cut(strings.TrimSpace(msg), maxMessage),
+	}
+}
+
+// bodyMessage is the message of an error body go-openai could not read as
+// {"error":{"message":…}}: vLLM's {"message":…}, {"error":"…"},
+// {"detail":…}, or else the body itself (e.g. a proxy's "502 Bad Gateway").
+func bodyMessage(body []byte) string {
+	var b struct {
+		Message string          `json:"message"`
+		Error   json.RawMessage `json:"error"`
+		Detail  json.RawMessage `json:"detail"`
+	}
+	if json.Unmarshal(body, &b) == nil {
+		if b.Message != "" {
+			return b.Message
+		}
+		for _, raw := range []json.RawMessage{b.Error, b.Detail} {
+			var s string
+			if json.Unmarshal(raw, &s) == nil && s != "" {
+				return s
+			}
+		}
+	}
+	return string(body)
+}
+
+// isContextLength reports whether an error message says the prompt was
+// longer than the model's context, as OpenAI, vLLM, llama.cpp, Ollama
+// and LiteLLM word it.
+func isContextLength(s string) bool {
+	s = strings.ToLower(s)
+	for _, sub := range []string{
+		"context length", "context_length", "maximum context", "context window",
+		"too many tokens", "exceeds the available context size", "exceed_context_size",
+	} {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// maxRetryAfter bounds a Retry-After.
+const maxRetryAfter = 24 * time.Hour
+
+// retryAfter parses a Retry-After value, in seconds or an HTTP date, at
+// most maxRetryAfter; 0 when absent, past or unreadable.
+func retryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if secs <= 0 {
+			return 0
+		}
+		return time.Duration(min(secs, int64(maxRetryAfter/time.Second))) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return min(t.Sub(now).Round(time.Second), maxRetryAfter)
+	}
+	return 0
+}
+
+// cut returns s cut to at most n bytes (n > 3), at a rune boundary,
+// marked with an ellipsis.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const ellipsis = "…"
+	n -= len(ellipsis)
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + ellipsis
+}

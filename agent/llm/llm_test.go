@@ -1,0 +1,548 @@
+package llm_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/snapnode/snapnode/agent"
+	"github.com/snapnode/snapnode/agent/llm"
+	"github.com/snapnode/snapnode/internal/llmtest"
+)
+
+const schema = `{"type":"object","properties":{"op":{"type":"string"}},"required":["op"]}`
+
+func newClient(t *testing.T, srv *llmtest.Server, cfg llm.Config) *llm.Client {
+	t.Helper()
+	cfg.BaseURL = srv.URL()
+	if cfg.Model == "" {
+		cfg.Model = "m1"
+	}
+	c, err := llm.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func prompt(user string) agent.Prompt {
+	return agent.Prompt{Messages: []agent.ChatMessage{
+		{Role: agent.RoleSystem, Content: "Answer with one JSON object."},
+		{Role: agent.RoleUser, Content: user},
+	}}
+}
+
+func TestCompleteSuccess(t *testing.T) {
+	srv := llmtest.New(t)
+	srv.Push(
+		llmtest.Reply{Content: `{"op":"read"}`, PromptTokens: 12, CompletionTokens: 5},
+		llmtest.Reply{Content: `{"op":`, FinishReason: "length"},
+	)
+	c := newClient(t, srv, llm.Config{})
+
+	p := prompt("list the files")
+	p.MaxTokens = 256
+	got, err := c.Complete(t.Context(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := agent.Completion{Text: `{"op":"read"}`, Model: "m1", PromptTokens: 12, CompletionTokens: 5}
+	if *got != want {
+		t.Errorf("Complete = %+v, want %+v", *got, want)
+	}
+	r := srv.Requests()[0]
+	if r.Method != "POST" || r.Path != "/v1/chat/completions" || r.Model != "m1" || r.MaxTokens != 256 {
+		t.Errorf("request %s %s model %q max_tokens %d", r.Method, r.Path, r.Model, r.MaxTokens)
+	}
+	if len(r.Messages) != 2 || r.Messages[0] != (llmtest.Message{Role: "system", Content: "Answer with one JSON object."}) ||
+		r.Messages[1] != (llmtest.Message{Role: "user", Content: "list the files"}) {
+		t.Errorf("messages = %+v", r.Messages)
+	}
+	if r.Temperature == nil || *r.Temperature != 0 {
+		t.Errorf("temperature = %v, want an explicit 0", r.Temperature)
+	}
+	if h := r.Header.Get("Authorization"); h != "" {
+		t.Errorf("Authorization %q sent without an API key", h)
+	}
+
+	p.Temperature = 0.7
+	got, err = c.Complete(t.Context(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Truncated || got.Text != `{"op":` {
+		t.Errorf("finish_reason length: %+v", *got)
+	}
+	if r := srv.Requests()[1]; r.Temperature == nil || *r.Temperature != 0.7 {
+		t.Errorf("temperature = %v, want 0.7", r.Temperature)
+	}
+}
+
+func TestReasoningModel(t *testing.T) {
+	srv := llmtest.New(t)
+	srv.Push(llmtest.Text("{}"))
+	c := newClient(t, srv, llm.Config{Model: "o3-mini"})
+	p := prompt("x")
+	p.MaxTokens, p.Temperature = 100, 0.2
+	if _, err := c.Complete(t.Context(), p); err != nil {
+		t.Fatal(err)
+	}
+	r := srv.Requests()[0]
+	if !bytes.Contains(r.Body, []byte(`"max_completion_tokens":100`)) || bytes.Contains(r.Body, []byte(`"max_tokens"`)) ||
+		r.Temperature != nil {
+		t.Errorf("a reasoning model's request: %s", r.Body)
+	}
+}
+
+func TestResponseFormat(t *testing.T) {
+	jsonObject := `{"type":"json_object"}`
+	tests := []struct {
+		mode       string
+		schema     string
+		schemaName string
+		want       string // "" for no response_format
+	}{
+		{"", schema, "", `{"type":"json_schema","json_schema":{"name":"answer","schema":` + schema + `,"strict":false}}`},
+		{"auto", schema, "step", `{"type":"json_schema","json_schema":{"name":"step","schema":` + schema + `,"strict":false}}`},
+		{"auto", "", "", jsonObject},
+		{"json_schema", schema, "", `{"type":"json_schema","json_schema":{"name":"answer","schema":` + schema + `,"strict":false}}`},
+		{"json_schema", "", "", jsonObject},
+		{"json_object", schema, "", jsonObject},
+		{"none", schema, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%s/schema=%t", tt.mode, tt.schema != ""), func(t *testing.T) {
+			srv := llmtest.New(t)
+			srv.Push(llmtest.Text("{}"))
+			c := newClient(t, srv, llm.Config{ResponseFormat: tt.mode})
+			p := prompt("x")
+			p.Schema, p.SchemaName = json.RawMessage(tt.schema), tt.schemaName
+			if _, err := c.Complete(t.Context(), p); err != nil {
+				t.Fatal(err)
+			}
+			got := srv.Requests()[0].ResponseFormat
+			if tt.want == "" {
+				if got != nil {
+					t.Errorf("response_format = %s, want none", got)
+				}
+				return
+			}
+			if !jsonEqual(t, got, []byte(tt.want)) {
+				t.Errorf("response_format = %s\nwant %s", got, tt.want)
+			}
+		})
+	}
+}
+
+func jsonEqual(t *testing.T, a, b []byte) bool {
+	t.Helper()
+	var x, y any
+	if err := json.Unmarshal(a, &x); err != nil {
+		t.Fatalf("%s: %v", a, err)
+	}
+	if err := json.Unmarshal(b, &y); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	xa, _ := json.Marshal(x)
+	yb, _ := json.Marshal(y)
+	return bytes.Equal(xa, yb)
+}
+
+func formatType(t *testing.T, r llmtest.Request) string {
+	t.Helper()
+	var f struct{ Type string }
+	if err := json.Unmarshal(r.ResponseFormat, &f); err != nil {
+		t.Fatalf("response_format %s: %v", r.ResponseFormat, err)
+	}
+	return f.Type
+}
+
+func TestSchemaFallback(t *testing.T) {
+	tests := []struct {
+		name     string
+		mode     string
+		refusal  llmtest.Reply
+		fallback bool
+	}{
+		{"llama.cpp", "auto", llmtest.Error(400, "'response_format' of type 'json_schema' is not supported"), true},
+		{"vLLM", "auto", llmtest.Reply{Status: 400, Body: `{"object":"error","message":"json_schema is not supported by this backend","code":400}`}, true},
+		{"other 400", "auto", llmtest.Error(400, "messages must not be empty"), false},
+		{"a 500", "auto", llmtest.Error(500, "response_format not supported"), false},
+		{"json_schema mode", "json_schema", llmtest.Error(400, "response_format not supported"), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := llmtest.New(t)
+			srv.Push(tt.refusal, llmtest.Text(`{"op":"a"}`), llmtest.Text(`{"op":"b"}`))
+			c := newClient(t, srv, llm.Config{ResponseFormat: tt.mode})
+			p := prompt("x")
+			p.Schema = json.RawMessage(schema)
+
+			got, err := c.Complete(t.Context(), p)
+			if !tt.fallback {
+				var me *agent.ModelError
+				if !errors.As(err, &me) || me.Status != tt.refusal.Status || srv.Calls() != 1 {
+					t.Fatalf("err = %v after %d calls, want the server's error after 1", err, srv.Calls())
+				}
+				return
+			}
+			if err != nil || got.Text != `{"op":"a"}` {
+				t.Fatalf("Complete = %v, %v", got, err)
+			}
+			if _, err := c.Complete(t.Context(), p); err != nil {
+				t.Fatal(err)
+			}
+			reqs := srv.Requests()
+			if len(reqs) != 3 {
+				t.Fatalf("%d requests, want 3", len(reqs))
+			}
+			for i, want := range []string{"json_schema", "json_object", "json_object"} {
+				if got := formatType(t, reqs[i]); got != want {
+					t.Errorf("request %d: response_format %s, want %s", i, got, want)
+				}
+			}
+		})
+	}
+}
+
+func TestServerErrors(t *testing.T) {
+	long := strings.Repeat("é", 400)
+	tests := []struct {
+		name  string
+		reply llmtest.Reply
+		opts  []llmtest.Option
+		want  agent.ModelError // Message: a substring
+	}{
+		{"429 Retry-After seconds",
+			llmtest.Reply{Status: 429, Message: "rate limited", Header: http.Header{"Retry-After": {"7"}}}, nil,
+			agent.ModelError{Status: 429, RetryAfter: 7 * time.Second, Message: "rate limited"}},
+		{"503 no Retry-After", llmtest.Error(503, "loading model"), nil,
+			agent.ModelError{Status: 503, Message: "loading model"}},
+		{"proxy plain text", llmtest.Reply{Status: 502, Body: "502 Bad Gateway"}, nil,
+			agent.ModelError{Status: 502, Message: "502 Bad Gateway"}},
+		{"500 plain text", llmtest.Reply{Status: 500, Body: "Internal Server Error\n"}, nil,
+			agent.ModelError{Status: 500, Message: "Internal Server Error"}},
+		{"OpenAI context length", llmtest.Text("never sent"), []llmtest.Option{llmtest.WithMaxContext(5)},
+			agent.ModelError{Status: 400, ContextLength: true, Message: "maximum context length is 5 tokens"}},
+		{"llama.cpp context size", llmtest.Reply{Status: 400, Body: `{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error"}}`}, nil,
+			agent.ModelError{Status: 400, ContextLength: true, Message: "exceeds the available context size"}},
+		{"vLLM context length", llmtest.Reply{Status: 400, Body: `{"object":"error","message":"This model's maximum context length is 4096 tokens. However, you requested 5000 tokens.","type":"BadRequestError","param":null,"code":400}`}, nil,
+			agent.ModelError{Status: 400, ContextLength: true, Message: "This model's maximum context length is 4096"}},
+		{"too many tokens", llmtest.Error(413, "too many tokens in prompt"), nil,
+			agent.ModelError{Status: 413, ContextLength: true, Message: "too many tokens"}},
+		{"Ollama string error", llmtest.Reply{Status: 404, Body: `{"error":"model \"m1\" not found, try pulling it first"}`}, nil,
+			agent.ModelError{Status: 404, Message: `model "m1" not found`}},
+		{"long message", llmtest.Error(400, long), nil,
+			agent.ModelError{Status: 400, Message: "éé"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := llmtest.New(t, tt.opts...)
+			srv.Push(tt.reply)
+			c := newClient(t, srv, llm.Config{})
+			_, err := c.Complete(t.Context(), prompt("a prompt of some length"))
+			var me *agent.ModelError
+			if !errors.As(err, &me) {
+				t.Fatalf("err = %v (%T), want a *agent.ModelError", err, err)
+			}
+			if me.Status != tt.want.Status || me.RetryAfter != tt.want.RetryAfter ||
+				me.ContextLength != tt.want.ContextLength || !strings.Contains(me.Message, tt.want.Message) {
+				t.Errorf("ModelError = %+v\nwant %+v", *me, tt.want)
+			}
+			if len(me.Message) > 300 || !utf8Valid(me.Message) {
+				t.Errorf("message of %d bytes, valid UTF-8 %t", len(me.Message), utf8Valid(me.Message))
+			}
+		})
+	}
+}
+
+func utf8Valid(s string) bool { return strings.ToValidUTF8(s, "\uFFFD") == s }
+
+func TestRetryAfterDate(t *testing.T) {
+	srv := llmtest.New(t)
+	at := time.Now().Add(time.Hour).UTC().Format(http.TimeFormat)
+	srv.Push(llmtest.Reply{Status: 503, Message: "busy", Header: http.Header{"Retry-After": {at}}})
+	_, err := newClient(t, srv, llm.Config{}).Complete(t.Context(), prompt("x"))
+	var me *agent.ModelError
+	if !errors.As(err, &me) || me.RetryAfter <= 58*time.Minute || me.RetryAfter > time.Hour {
+		t.Errorf("err = %#v, want RetryAfter of about an hour", err)
+	}
+}
+
+func TestResponseTooLarge(t *testing.T) {
+	srv := llmtest.New(t)
+	big := strings.Repeat("x", 4096)
+	srv.Push(llmtest.Text(big), llmtest.Reply{Status: 500, Body: big}, llmtest.Text("small"))
+	c := newClient(t, srv, llm.Config{MaxResponseBytes: 2048})
+
+	got, err := c.Complete(t.Context(), prompt("x"))
+	var me *agent.ModelError
+	if !errors.Is(err, llm.ErrResponseTooLarge) || errors.As(err, &me) || got != nil {
+		t.Errorf("oversized answer: %v, %v; want ErrResponseTooLarge", got, err)
+	}
+	_, err = c.Complete(t.Context(), prompt("x"))
+	if !errors.As(err, &me) || me.Status != 500 {
+		t.Errorf("oversized error answer: %v, want a ModelError of status 500", err)
+	}
+	if got, err := c.Complete(t.Context(), prompt("x")); err != nil || got.Text != "small" {
+		t.Errorf("small answer after: %v, %v", got, err)
+	}
+}
+
+func TestCancel(t *testing.T) {
+	srv := llmtest.New(t)
+	srv.Push(llmtest.Reply{Content: "late", Delay: time.Hour})
+	c := newClient(t, srv, llm.Config{})
+	ctx, cancel := context.WithCancel(t.Context())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.Complete(ctx, prompt("x"))
+		errc <- err
+	}()
+	if err := srv.WaitCalls(t.Context(), 1); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	err := <-errc
+	var me *agent.ModelError
+	if !errors.Is(err, context.Canceled) || errors.As(err, &me) {
+		t.Errorf("err = %v, want context.Canceled", err)
+	}
+}
+
+func TestTimeout(t *testing.T) {
+	srv := llmtest.New(t)
+	srv.Push(llmtest.Reply{Content: "late", Delay: time.Hour})
+	c := newClient(t, srv, llm.Config{Timeout: 50 * time.Millisecond})
+	_, err := c.Complete(t.Context(), prompt("x"))
+	var me *agent.ModelError
+	if !errors.Is(err, context.DeadlineExceeded) || errors.As(err, &me) {
+		t.Errorf("err = %v, want a transport error wrapping DeadlineExceeded", err)
+	}
+}
+
+func TestTransportError(t *testing.T) {
+	dead := httptest.NewServer(http.NotFoundHandler())
+	url := dead.URL + "/v1"
+	dead.Close()
+	c, err := llm.New(llm.Config{BaseURL: url, Model: "m1", APIKey: "sk-transport-secret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Complete(t.Context(), prompt("x"))
+	var me *agent.ModelError
+	if err == nil || errors.As(err, &me) || strings.Contains(err.Error(), "sk-transport-secret") {
+		t.Errorf("connection refused: err = %v", err)
+	}
+	if _, err := c.ContextTokens(t.Context()); err == nil || errors.As(err, &me) {
+		t.Errorf("ContextTokens: err = %v, want a transport error", err)
+	}
+}
+
+func TestAPIKey(t *testing.T) {
+	const key = "sk-test-0123456789abcdef"
+	srv := llmtest.New(t, llmtest.WithModel("m1", 4096))
+	srv.Push(llmtest.Text("{}"), llmtest.Error(401, "Incorrect API key provided: "+key+"."))
+	var logs bytes.Buffer
+	cfg := llm.Config{APIKey: key, Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	c := newClient(t, srv, cfg)
+
+	if _, err := c.Complete(t.Context(), prompt("x")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.Complete(t.Context(), prompt("x"))
+	var me *agent.ModelError
+	if !errors.As(err, &me) || me.Status != 401 || strings.Contains(err.Error(), key) {
+		t.Errorf("err = %v, want a ModelError 401 without the key", err)
+	}
+	if _, err := c.ContextTokens(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range srv.Requests() {
+		if got := r.Header.Get("Authorization"); got != "Bearer "+key {
+			t.Errorf("request %d (%s): Authorization %q", i, r.Path, got)
+		}
+	}
+	cfg.BaseURL = srv.URL()
+	slog.New(slog.NewJSONHandler(&logs, nil)).Info("config", "cfg", cfg)
+	if s := fmt.Sprint(cfg) + fmt.Sprintf("%+v", cfg) + logs.String(); strings.Contains(s, key) {
+		t.Errorf("the key shows in %s", s)
+	}
+}
+
+func TestNoChoices(t *testing.T) {
+	srv := llmtest.New(t)
+	srv.Push(
+		llmtest.Reply{Body: `{"id":"x","object":"chat.completion","model":"m1","choices":[]}`},
+		llmtest.Reply{Body: `not json`},
+	)
+	c := newClient(t, srv, llm.Config{})
+	for _, what := range []string{"no choices", "not JSON"} {
+		got, err := c.Complete(t.Context(), prompt("x"))
+		var me *agent.ModelError
+		if err == nil || got != nil || errors.As(err, &me) {
+			t.Errorf("%s: %v, %v; want an error", what, got, err)
+		}
+	}
+}
+
+func TestContextTokens(t *testing.T) {
+	tests := []struct {
+		name   string
+		status int
+		body   string
+		want   int
+	}{
+		{"vLLM", 200, `{"object":"list","data":[{"id":"other","max_model_len":1},{"id":"m1","object":"model","max_model_len":32768}]}`, 32768},
+		{"llama.cpp", 200, `{"object":"list","data":[{"id":"/models/qwen.gguf","object":"model","meta":{"vocab_type":2,"n_ctx_train":40960,"n_embd":4096}}]}`, 40960},
+		{"llama.cpp n_ctx", 200, `{"data":[{"id":"m1","meta":{"n_ctx_train":40960,"n_ctx":8192}}]}`, 8192},
+		{"LM Studio", 200, `{"data":[{"id":"m1","max_context_length":16384}]}`, 16384},
+		{"generic", 200, `{"data":[{"id":"m1","context_length":8192.0}]}`, 8192},
+		{"context_window", 200, `{"data":[{"id":"m1","context_window":200000}]}`, 200000},
+		{"Ollama: none", 200, `{"object":"list","data":[{"id":"m1","object":"model","created":1,"owned_by":"library"}]}`, 0},
+		{"model not listed", 200, `{"data":[{"id":"a","max_model_len":1},{"id":"b","max_model_len":2}]}`, 0},
+		{"no /models", 404, `404 page not found`, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var mu sync.Mutex
+			hits := 0
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				hits++
+				mu.Unlock()
+				if r.Method != "GET" || r.URL.Path != "/v1/models" {
+					http.Error(w, "bad request "+r.URL.Path, 400)
+					return
+				}
+				w.WriteHeader(tt.status)
+				fmt.Fprint(w, tt.body)
+			}))
+			defer srv.Close()
+			c, err := llm.New(llm.Config{BaseURL: srv.URL + "/v1/", Model: "m1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 2 {
+				n, err := c.ContextTokens(t.Context())
+				if err != nil || n != tt.want {
+					t.Errorf("ContextTokens = %d, %v; want %d", n, err, tt.want)
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if hits != 1 {
+				t.Errorf("%d requests for two calls, want 1 (cached)", hits)
+			}
+		})
+	}
+}
+
+func TestContextTokensLLMTest(t *testing.T) {
+	srv := llmtest.New(t, llmtest.WithModel("qwen3", 8192))
+	for _, model := range []string{"qwen3", "anything"} { // a one-model server's entry serves any name
+		n, err := newClient(t, srv, llm.Config{Model: model}).ContextTokens(t.Context())
+		if err != nil || n != 8192 {
+			t.Errorf("%s: ContextTokens = %d, %v; want 8192", model, n, err)
+		}
+	}
+	n, err := newClient(t, llmtest.New(t), llm.Config{}).ContextTokens(t.Context())
+	if err != nil || n != 0 {
+		t.Errorf("without a context length: %d, %v; want 0", n, err)
+	}
+}
+
+func TestContextTokensError(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "3")
+		http.Error(w, "overloaded", http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	c, err := llm.New(llm.Config{BaseURL: srv.URL + "/v1", Model: "m1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.ContextTokens(t.Context())
+	var me *agent.ModelError
+	if !errors.As(err, &me) || me.Status != 503 || me.RetryAfter != 3*time.Second || me.Message != "overloaded" {
+		t.Errorf("err = %#v", err)
+	}
+}
+
+func TestNew(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  llm.Config
+		ok   bool
+	}{
+		{"ok", llm.Config{BaseURL: "http://127.0.0.1:11434/v1", Model: "m"}, true},
+		{"https", llm.Config{BaseURL: "https://api.example.com/v1", Model: "m", ResponseFormat: "none"}, true},
+		{"no model", llm.Config{BaseURL: "http://127.0.0.1/v1"}, false},
+		{"no URL", llm.Config{Model: "m"}, false},
+		{"not http", llm.Config{BaseURL: "ftp://host/v1", Model: "m"}, false},
+		{"no host", llm.Config{BaseURL: "http:///v1", Model: "m"}, false},
+		{"bad format", llm.Config{BaseURL: "http://h/v1", Model: "m", ResponseFormat: "xml"}, false},
+		{"negative timeout", llm.Config{BaseURL: "http://h/v1", Model: "m", Timeout: -1}, false},
+		{"negative cap", llm.Config{BaseURL: "http://h/v1", Model: "m", MaxResponseBytes: -1}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.cfg.APIKey = "sk-never-shown"
+			_, err := llm.New(tt.cfg)
+			if (err == nil) != tt.ok {
+				t.Errorf("New: err = %v, want ok %t", err, tt.ok)
+			}
+			if err != nil && strings.Contains(err.Error(), tt.cfg.APIKey) {
+				t.Errorf("the key shows in %v", err)
+			}
+		})
+	}
+	if _, err := llm.New(llm.Config{BaseURL: "http://h/v1", Model: "m"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestInvalidSchema(t *testing.T) {
+	srv := llmtest.New(t)
+	c := newClient(t, srv, llm.Config{})
+	p := prompt("x")
+	p.Schema = json.RawMessage(`{"type":`)
+	if _, err := c.Complete(t.Context(), p); err == nil || srv.Calls() != 0 {
+		t.Errorf("invalid schema: err %v after %d calls", err, srv.Calls())
+	}
+}
+
+func TestConcurrent(t *testing.T) {
+	srv := llmtest.New(t)
+	srv.Push(llmtest.Error(400, "response_format json_schema not supported"))
+	srv.SetHandler(func(r llmtest.Request) llmtest.Reply {
+		return llmtest.Text(r.Messages[len(r.Messages)-1].Content)
+	})
+	c := newClient(t, srv, llm.Config{})
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := range 10 {
+				p := prompt(fmt.Sprintf("%d-%d", w, i))
+				p.Schema = json.RawMessage(schema)
+				got, err := c.Complete(context.Background(), p)
+				if err != nil || got.Text != p.Messages[1].Content {
+					t.Errorf("Complete(%s) = %v, %v", p.Messages[1].Content, got, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := srv.Calls(); n < 41 {
+		t.Errorf("%d calls, want at least 41", n)
+	}
+}

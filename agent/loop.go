@@ -1,0 +1,647 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/snapnode/snapnode/executor"
+	"github.com/snapnode/snapnode/tasks"
+)
+
+// jobRun is one claim of a job: the job as stored, its history, and what
+// the loop needs between steps.
+type jobRun struct {
+	r      *Runtime
+	j      *Job
+	its    []Interaction
+	shrink float64 // the prompt budget's factor, halved after a context-length error
+}
+
+// work drives the job of taskID from its claim until it ends, waits for a
+// human, is canceled, or the node stops.
+func (r *Runtime) work(ctx context.Context, cancel context.CancelCauseFunc, taskID string) {
+	go r.keep(ctx, taskID, cancel)
+	jr := &jobRun{r: r, shrink: 1}
+	err := jr.run(ctx, taskID)
+	cause := context.Cause(ctx)
+	switch {
+	case errors.Is(cause, errCanceled):
+		if jr.j != nil {
+			jr.j.Status, jr.j.Reason = Canceled, "the task was canceled"
+			jr.save(context.WithoutCancel(ctx), nil)
+		}
+		r.log.Info("agent: job canceled", "task", taskID)
+	case errors.Is(cause, ErrLeaseLost):
+		r.log.Warn("agent: lease lost; another process has the job", "task", taskID)
+	case ctx.Err() != nil:
+		// The node stops: the job is left as it is, for a restart.
+		_ = r.cfg.Store.Release(context.WithoutCancel(ctx), taskID, r.cfg.Holder)
+	case err != nil:
+		r.log.Error("agent: job failed", "task", taskID, "err", err)
+		_ = r.cfg.Store.Release(context.WithoutCancel(ctx), taskID, r.cfg.Holder)
+	}
+}
+
+// start loads the job and its task, finishes a step a crash interrupted,
+// and marks the job running and its task working. It reports false when
+// there is nothing to do.
+func (jr *jobRun) start(ctx context.Context, taskID string) (bool, error) {
+	r := jr.r
+	j, err := r.cfg.Store.Get(ctx, taskID)
+	if err != nil {
+		return false, err
+	}
+	jr.j = j
+	t, err := r.cfg.Tasks.Task(ctx, taskID)
+	if err != nil {
+		return false, err
+	}
+	switch st := t.Status.State; {
+	case st == tasks.StateCanceled:
+		j.Status, j.Reason = Canceled, "the task was canceled"
+		return false, jr.save(ctx, nil)
+	case st.Terminal():
+		// Finished elsewhere (a crash after the task's last write).
+		j.Status = statusOfTask(st)
+		return false, jr.save(ctx, nil)
+	}
+	if jr.its, err = r.cfg.Store.Interactions(ctx, taskID); err != nil {
+		return false, err
+	}
+	j.Status = Running
+	if err := jr.save(ctx, nil); err != nil {
+		return false, err
+	}
+	if t.Status.State != tasks.StateWorking {
+		if _, err := r.cfg.Tasks.Transition(ctx, taskID, tasks.StateWorking, "the agent is working on the task"); err != nil {
+			return false, err
+		}
+	}
+	if n := len(jr.its); n > 0 {
+		last := &jr.its[n-1]
+		if last.Response.Kind == KindProposal && last.Observation == nil {
+			// The node stopped between the model's answer and its
+			// observation: the executor's record tells whether the
+			// action ran.
+			if stop, err := jr.finishInterrupted(ctx, last); err != nil || stop {
+				return false, err
+			}
+		}
+	}
+	return true, nil
+}
+
+func statusOfTask(st tasks.State) Status {
+	switch st {
+	case tasks.StateCompleted:
+		return Success
+	case tasks.StateCanceled:
+		return Canceled
+	}
+	return HaltedTime
+}
+
+// run is the loop: one model call a step, until the job ends, waits for a
+// human, or ctx ends.
+func (jr *jobRun) run(ctx context.Context, taskID string) error {
+	ok, err := jr.start(ctx, taskID)
+	if err != nil || !ok {
+		return err
+	}
+	r := jr.r
+	for {
+		if ctx.Err() != nil {
+			return nil
+		}
+		if stop, err := jr.checkLimits(ctx); stop || err != nil {
+			return err
+		}
+		if pattern, why := detectStuck(jr.phase()); pattern != "" {
+			return jr.stuck(ctx, fmt.Sprintf("stuck (%s): %s", pattern, why))
+		}
+		if jr.j.HistoryBytes >= r.cfg.MaxHistoryBytes {
+			return jr.stuck(ctx, fmt.Sprintf("the job history reached its limit of %d bytes", r.cfg.MaxHistoryBytes))
+		}
+		it, comp, err := jr.call(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil // canceled or stopping: the call is not recorded as the model's failure
+			}
+			if stop, err := jr.apiFailure(ctx, it, err); stop || err != nil {
+				return err
+			}
+			continue
+		}
+		ans, aerr := ParseAnswer(comp.Text, r.cfg.MaxAnswerBytes)
+		if aerr != nil {
+			if stop, err := jr.invalid(ctx, it, aerr); stop || err != nil {
+				return err
+			}
+			continue
+		}
+		it.Response.Kind, it.Response.Action = ans.Kind, ans.Action
+		if r.cfg.MaxCostCents > 0 && jr.j.CostCents > r.cfg.MaxCostCents {
+			// Paid for, recorded, but not acted on.
+			it.Observation = &Observation{Outcome: ObsNone, Reason: "the cost limit was reached; the answer was not acted on"}
+			if err := jr.record(ctx, it); err != nil {
+				return err
+			}
+			_, err := jr.checkLimits(ctx)
+			return err
+		}
+		var stop bool
+		if ans.Kind == KindProposal {
+			stop, err = jr.propose(ctx, it, ans)
+		} else {
+			stop, err = jr.respond(ctx, it, ans)
+		}
+		if stop || err != nil {
+			return err
+		}
+	}
+}
+
+// phase is the history of the current phase: the interactions since the
+// last recovery point (or RETRY).
+func (jr *jobRun) phase() []Interaction {
+	from := 0
+	for from < len(jr.its) && jr.its[from].Sequence < jr.j.RecoverySeq {
+		from++
+	}
+	return jr.its[from:]
+}
+
+// call makes the next model call. The interaction it returns is new (not
+// stored yet), with the request and, when the call succeeded, the
+// response's raw text, cost and timing already counted in the job.
+func (jr *jobRun) call(ctx context.Context) (*Interaction, *Completion, error) {
+	r, j := jr.r, jr.j
+	msgs := jr.prompt()
+	it := &Interaction{Sequence: j.NextSeq, Timestamp: r.cfg.Now().UTC(), StateBefore: j.Status,
+		WorkspacePath: "/sandbox/", Guidance: j.PendingInput,
+		Request: Request{Messages: msgs, Metadata: RequestMetadata{Role: "Worker", Phase: j.Phase,
+			Model: r.cfg.ModelName, Temperature: r.cfg.Temperature, MaxTokens: r.cfg.MaxTokens}}}
+	cctx, cancel := context.WithTimeout(ctx, r.cfg.RequestTimeout)
+	defer cancel()
+	began := time.Now()
+	comp, err := r.cfg.Model.Complete(cctx, Prompt{Messages: msgs, Schema: answerSchema(), SchemaName: "snapnode_answer",
+		Temperature: r.cfg.Temperature, MaxTokens: r.cfg.MaxTokens})
+	took := time.Since(began).Seconds()
+	it.Response.ExecutionTimeSeconds = took
+	j.Seconds += took
+	j.Steps++
+	if err != nil {
+		it.Response.Kind, it.Response.Status, it.Response.Error = KindAPIError, ResponseError, cut(r.redact(err.Error()), 1000)
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			it.Response.Status = ResponseTimeout
+		}
+		return it, nil, err
+	}
+	usd := (float64(comp.PromptTokens)*r.cfg.PricePerMTokPrompt + float64(comp.CompletionTokens)*r.cfg.PricePerMTokAnswer) / 1e6
+	it.Response.Status, it.Response.RawResponse, it.Response.CostUSD = ResponseSuccess, r.redact(comp.Text), usd
+	it.Response.PromptTokens, it.Response.CompletionTokens = comp.PromptTokens, comp.CompletionTokens
+	j.CostCents += usd * 100
+	j.PromptTokens += int64(comp.PromptTokens)
+	j.CompletionTokens += int64(comp.CompletionTokens)
+	if comp.Model != "" {
+		it.Request.Metadata.Model = comp.Model
+	}
+	return it, comp, nil
+}
+
+// prompt is the next call's messages within the context budget.
+func (jr *jobRun) prompt() []ChatMessage {
+	r, j := jr.r, jr.j
+	system := systemPrompt
+	if r.cfg.SystemPrompt != "" {
+		system += "\n\n" + r.cfg.SystemPrompt
+	}
+	var steps []step
+	for _, it := range jr.phase() {
+		if it.Response.Kind == KindAPIError || it.Response.Kind == KindCanceled {
+			continue
+		}
+		s := step{guidance: it.Guidance, answer: it.Response.RawResponse, think: isThink(it)}
+		if it.Observation != nil {
+			s.feedback = it.Observation.Text
+			if len(s.feedback) > 512 {
+				s.condensed = condenseText(it.Response.Action, it.Observation.Outcome, len(s.feedback), shortHash(s.feedback))
+			}
+		}
+		steps = append(steps, s)
+	}
+	budget := int(float64(r.budget-r.cfg.MaxTokens) * jr.shrink)
+	if budget < 512 {
+		budget = 512
+	}
+	return buildMessages(system, r.redact(taskText(j.Requester, jr.texts(), jr.workspace())), steps, j.PendingInput, budget)
+}
+
+// texts are the task's request: its first message (the job's
+// description), as stored.
+func (jr *jobRun) texts() []string { return []string{jr.j.Description} }
+
+// workspace lists the top of the sandbox for the model, at most 50 names.
+func (jr *jobRun) workspace() string {
+	sb := jr.r.cfg.Sandbox
+	if sb == nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	entries, err := sb.List(ctx, "/sandbox/")
+	if err != nil {
+		return ""
+	}
+	var b strings.Builder
+	for i, e := range entries {
+		if i == 50 {
+			fmt.Fprintf(&b, "… and %d more\n", len(entries)-50)
+			break
+		}
+		fmt.Fprintf(&b, "%s (%s", e.Path, e.Kind)
+		if e.Kind == "file" {
+			fmt.Fprintf(&b, ", %d bytes", e.Size)
+		}
+		b.WriteString(")\n")
+	}
+	if len(entries) == 0 {
+		b.WriteString("(nothing)\n")
+	}
+	return b.String()
+}
+
+// apiFailure records a failed model call and decides: retry after a
+// backoff (the server's Retry-After when longer, at most a minute), shrink
+// the prompt after a context-length error, or, past the retries, STUCK.
+func (jr *jobRun) apiFailure(ctx context.Context, it *Interaction, callErr error) (bool, error) {
+	r := jr.r
+	var me *ModelError
+	ctxLen := errors.As(callErr, &me) && me.ContextLength
+	it.Response.NewStatus = jr.j.Status
+	if err := jr.record(ctx, it); err != nil {
+		return true, err
+	}
+	fails, ctxFails := 0, 0
+	for i := len(jr.its) - 1; i >= 0 && jr.its[i].Response.Kind == KindAPIError; i-- {
+		fails++
+		if strings.Contains(jr.its[i].Response.Error, "context") {
+			ctxFails++
+		}
+	}
+	if ctxLen {
+		if ctxFails >= 2 {
+			return true, jr.stuck(ctx, fmt.Sprintf("stuck (%s): the model server still refuses the prompt as too long after condensing: %s", PatternContextWindow, it.Response.Error))
+		}
+		jr.shrink /= 2
+		return false, nil
+	}
+	if fails > MaxAPIRetries {
+		return true, jr.stuck(ctx, fmt.Sprintf("the model server failed %d times in a row: %s", fails, it.Response.Error))
+	}
+	wait := r.cfg.Backoff << (fails - 1)
+	if me != nil && me.RetryAfter > wait {
+		wait = min(me.RetryAfter, time.Minute)
+	}
+	r.log.Warn("agent: model call failed; retrying", "task", jr.j.TaskID, "attempt", fails, "wait", wait, "err", callErr)
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return true, nil
+	case <-t.C:
+	}
+	return false, nil
+}
+
+// invalid feeds an invalid answer's error back, or after
+// MaxInvalidAnswers re-asks makes the job STUCK.
+func (jr *jobRun) invalid(ctx context.Context, it *Interaction, aerr *AnswerError) (bool, error) {
+	it.Response.Kind, it.Response.Error = KindInvalid, aerr.Message
+	it.Observation = &Observation{Outcome: ObsInvalid, Reason: aerr.Message,
+		Text: "Your answer was refused: " + aerr.Message + ". Answer again with exactly one JSON object: a proposal or an agent response, nothing else."}
+	n := 1
+	for i := len(jr.its) - 1; i >= 0 && jr.its[i].Response.Kind == KindInvalid; i-- {
+		n++
+	}
+	if n > MaxInvalidAnswers {
+		it.Response.NewStatus = InterventionRequired
+		if err := jr.record(ctx, it); err != nil {
+			return true, err
+		}
+		return true, jr.stuck(ctx, fmt.Sprintf("the model answered %d times in a row with something that is not a valid answer: %s", n, aerr.Message))
+	}
+	return false, jr.record(ctx, it)
+}
+
+// propose carries a proposal through the executor (validation, policy,
+// sandbox, confirmation, audit) on behalf of the task's requester, and
+// feeds the observation back. The interaction is stored before the action
+// runs, so that a crash in between is finished from the executor's record.
+func (jr *jobRun) propose(ctx context.Context, it *Interaction, ans *Answer) (bool, error) {
+	r, j := jr.r, jr.j
+	it.Response.NewStatus = j.Status
+	if err := jr.record(ctx, it); err != nil {
+		return true, err
+	}
+	if t, err := r.cfg.Tasks.Task(ctx, j.TaskID); err != nil || t.Status.State.Terminal() || ctx.Err() != nil {
+		return true, err // canceled: no action of a canceled job runs
+	}
+	began := time.Now()
+	res, err := r.cfg.Executor.Run(ctx, executor.Request{TaskID: j.TaskID, Requester: j.Requester, Data: []byte(strings.TrimSpace(ans.Raw))})
+	j.Seconds += time.Since(began).Seconds()
+	if err != nil {
+		return true, fmt.Errorf("agent: executor: %w", err)
+	}
+	return jr.observed(ctx, it, res)
+}
+
+// observed applies an executor result to the job: the observation is
+// stored with its interaction; FINISH completes the task; a held action
+// waits for an operator.
+func (jr *jobRun) observed(ctx context.Context, it *Interaction, res *executor.Result) (bool, error) {
+	r, j := jr.r, jr.j
+	obs := observe(res, r.cfg.MaxObservationBytes)
+	obs.Text = r.redact(obs.Text)
+	it.Observation = obs
+	for _, a := range Artifacts(res) {
+		if res.Diff == "" || res.Outcome == executor.Failed {
+			break // only changes (and those to confirm) leave artifacts
+		}
+		if _, err := r.cfg.Tasks.AddArtifact(ctx, j.TaskID, a); err != nil {
+			r.log.Warn("agent: artifact", "task", j.TaskID, "err", err)
+		}
+	}
+	switch {
+	case res.Outcome == executor.NeedsConfirmation:
+		j.Status, j.Reason = InterventionRequired, ConfirmationNote(res)
+		it.Response.NewStatus = j.Status
+		if err := jr.record(ctx, it); err != nil {
+			return true, err
+		}
+		_, err := r.cfg.Tasks.Transition(ctx, j.TaskID, tasks.StateInputRequired, ConfirmationNote(res))
+		r.log.Info("agent: action held for an operator", "task", j.TaskID, "action", res.ActionID, "reason", res.Reason)
+		return true, jr.release(ctx, err)
+	case res.Outcome == executor.Completed && strings.EqualFold(res.Action, "FINISH"):
+		j.Status = Success
+		it.Response.NewStatus = j.Status
+		if err := jr.record(ctx, it); err != nil {
+			return true, err
+		}
+		return true, jr.complete(ctx, res.Response, nil)
+	}
+	if err := jr.record(ctx, it); err != nil {
+		return true, err
+	}
+	jr.progress(ctx, it, obs.Outcome)
+	return false, nil
+}
+
+// respond applies an agent response: COMPLETED ends the job (its evidence
+// files become artifacts), STUCK waits for a human, RETRY restarts the
+// phase from its last recovery point.
+func (jr *jobRun) respond(ctx context.Context, it *Interaction, ans *Answer) (bool, error) {
+	r, j := jr.r, jr.j
+	resp := ans.Response
+	it.Response.EvidenceFiles, it.Response.SummaryForSupervisor = resp.EvidenceFiles, r.redact(resp.SummaryForSupervisor)
+	switch resp.Action {
+	case ActionCompleted:
+		arts, missing := jr.evidence(ctx, resp.EvidenceFiles)
+		obs := &Observation{Outcome: ObsCompleted, Text: "accepted"}
+		if len(missing) > 0 {
+			obs.Reason = "evidence files not in the workspace: " + strings.Join(missing, ", ")
+			r.log.Warn("agent: evidence files missing; answer accepted", "task", j.TaskID, "files", missing)
+		}
+		it.Observation = obs
+		j.Status = Success
+		it.Response.NewStatus = j.Status
+		rp := &RecoveryPoint{CheckpointID: fmt.Sprintf("%s-complete-%d", j.Phase, it.Sequence), Sequence: it.Sequence,
+			CanResumeFrom: true, ResumePhase: j.Phase, RollbackFiles: resp.EvidenceFiles, Description: cut(resp.SummaryForSupervisor, 200),
+			Metadata: map[string]any{"evidence_count": len(resp.EvidenceFiles)}}
+		if err := jr.recordWith(ctx, it, rp); err != nil {
+			return true, err
+		}
+		return true, jr.complete(ctx, resp.SummaryForSupervisor, arts)
+	case ActionStuck:
+		it.Observation = &Observation{Outcome: ObsNone, Text: "waiting for the requester's guidance"}
+		it.Response.NewStatus = InterventionRequired
+		if err := jr.record(ctx, it); err != nil {
+			return true, err
+		}
+		return true, jr.stuck(ctx, "the agent is stuck: "+resp.SummaryForSupervisor)
+	default: // RETRY
+		j.Retries++
+		if j.Retries > r.cfg.MaxRetries {
+			it.Observation = &Observation{Outcome: ObsNone, Reason: "retries exhausted"}
+			it.Response.NewStatus = InterventionRequired
+			if err := jr.record(ctx, it); err != nil {
+				return true, err
+			}
+			return true, jr.stuck(ctx, fmt.Sprintf("the agent asked to retry its phase more than %d times: %s", r.cfg.MaxRetries, resp.SummaryForSupervisor))
+		}
+		it.Observation = &Observation{Outcome: ObsRetried, Text: "the phase restarts from its beginning"}
+		it.Response.NewStatus = j.Status
+		j.RecoverySeq = it.Sequence + 1
+		j.PendingInput = joinInput(j.PendingInput, fmt.Sprintf("You asked to start the phase again (retry %d of %d). What you said then: %s", j.Retries, r.cfg.MaxRetries, resp.SummaryForSupervisor))
+		if err := jr.record(ctx, it); err != nil {
+			return true, err
+		}
+		jr.progress(ctx, it, ObsRetried)
+		return false, nil
+	}
+}
+
+// evidence reads the evidence files for artifacts: each file that exists
+// (its text when short, else its size and hash); those missing are named.
+func (jr *jobRun) evidence(ctx context.Context, files []string) (arts []tasks.Artifact, missing []string) {
+	sb := jr.r.cfg.Sandbox
+	for i, f := range files {
+		p := f
+		if !strings.HasPrefix(p, "/sandbox/") {
+			p = "/sandbox/" + strings.TrimPrefix(p, "/")
+		}
+		if sb == nil {
+			missing = append(missing, f)
+			continue
+		}
+		b, err := sb.Read(ctx, p)
+		if err != nil {
+			missing = append(missing, f)
+			continue
+		}
+		if i >= 20 {
+			continue // the task's artifacts are bounded; the history names them all
+		}
+		var part tasks.Part
+		if len(b) <= jr.r.cfg.MaxObservationBytes && utf8.Valid(b) {
+			part = tasks.TextPart(string(b))
+			part.MediaType = "text/plain"
+		} else {
+			part = tasks.DataPart(fmt.Appendf(nil, `{"path":%q,"size":%d,"sha256":%q}`, p, len(b), shortHash(string(b))))
+		}
+		arts = append(arts, tasks.Artifact{ArtifactID: fmt.Sprintf("evidence-%d", i), Name: p, Parts: []tasks.Part{part}})
+	}
+	return arts, missing
+}
+
+// complete ends the task completed with the agent's message.
+func (jr *jobRun) complete(ctx context.Context, message string, arts []tasks.Artifact) error {
+	r, j := jr.r, jr.j
+	resp := tasks.TextPart(message)
+	arts = append([]tasks.Artifact{{ArtifactID: "agent-response", Name: "the agent's answer", Parts: []tasks.Part{resp}}}, arts...)
+	for _, a := range arts {
+		if _, err := r.cfg.Tasks.AddArtifact(ctx, j.TaskID, a); err != nil {
+			r.log.Warn("agent: artifact", "task", j.TaskID, "err", err)
+		}
+	}
+	_, err := r.cfg.Tasks.Transition(ctx, j.TaskID, tasks.StateCompleted, cut(message, tasks.MaxStatusMessage-4))
+	r.log.Info("agent: job completed", "task", j.TaskID, "steps", j.Steps, "cost_cents", j.CostCents)
+	return jr.release(ctx, err)
+}
+
+// stuck makes the job wait for a human: INTERVENTION_REQUIRED, the task
+// input_required with the reason.
+func (jr *jobRun) stuck(ctx context.Context, reason string) error {
+	r, j := jr.r, jr.j
+	j.Status, j.Reason = InterventionRequired, cut(reason, 2000)
+	if err := jr.save(ctx, nil); err != nil {
+		return err
+	}
+	_, err := r.cfg.Tasks.Transition(ctx, j.TaskID, tasks.StateInputRequired, cut(reason, tasks.MaxStatusMessage-4))
+	r.log.Info("agent: job waits for guidance", "task", j.TaskID, "reason", reason)
+	return jr.release(ctx, err)
+}
+
+// checkLimits halts the job at its step, time or cost limit: HALTED_TIME
+// (steps count as time) or HALTED_COST, the task failed with the halt in a
+// data artifact.
+func (jr *jobRun) checkLimits(ctx context.Context) (bool, error) {
+	r, j := jr.r, jr.j
+	var (
+		status   Status
+		limit    string
+		max, got float64
+	)
+	switch {
+	case r.cfg.MaxCostCents > 0 && j.CostCents >= r.cfg.MaxCostCents:
+		status, limit, max, got = HaltedCost, "max_cost_cents", r.cfg.MaxCostCents, j.CostCents
+	case j.Steps >= r.cfg.MaxSteps:
+		status, limit, max, got = HaltedTime, "max_steps", float64(r.cfg.MaxSteps), float64(j.Steps)
+	case j.Seconds >= r.cfg.MaxTime.Seconds():
+		status, limit, max, got = HaltedTime, "max_time_minutes", r.cfg.MaxTime.Minutes(), j.Seconds/60
+	default:
+		return false, nil
+	}
+	j.Status, j.Reason = status, fmt.Sprintf("halted (%s): %s reached: %g of at most %g", status, limit, got, max)
+	if err := jr.save(ctx, nil); err != nil {
+		return true, err
+	}
+	data := fmt.Appendf(nil, `{"halt":%q,"limit":%q,"max":%g,"got":%g,"steps":%d,"cost_cents":%g}`, status, limit, max, got, j.Steps, j.CostCents)
+	if _, err := r.cfg.Tasks.AddArtifact(ctx, j.TaskID, tasks.Artifact{ArtifactID: "halt", Name: "why the agent stopped",
+		Parts: []tasks.Part{tasks.DataPart(data)}}); err != nil {
+		r.log.Warn("agent: artifact", "task", j.TaskID, "err", err)
+	}
+	_, err := r.cfg.Tasks.Transition(ctx, j.TaskID, tasks.StateFailed, j.Reason)
+	r.log.Info("agent: job halted", "task", j.TaskID, "status", status, "reason", j.Reason)
+	return true, jr.release(ctx, err)
+}
+
+// progress tells the requester about a step, as a status note.
+func (jr *jobRun) progress(ctx context.Context, it *Interaction, outcome string) {
+	note := fmt.Sprintf("step %d: %s → %s", it.Sequence+1, it.Response.Action, outcome)
+	if _, err := jr.r.cfg.Tasks.Progress(ctx, jr.j.TaskID, note); err != nil && ctx.Err() == nil {
+		jr.r.log.Warn("agent: progress", "task", jr.j.TaskID, "err", err)
+	}
+}
+
+// record stores it (new, or completed with its observation) and the job.
+// A successful answer consumes what the model was told before it.
+func (jr *jobRun) record(ctx context.Context, it *Interaction) error {
+	return jr.recordWith(ctx, it, nil)
+}
+
+func (jr *jobRun) recordWith(ctx context.Context, it *Interaction, rp *RecoveryPoint) error {
+	j := jr.j
+	if it.Response.Status == ResponseSuccess && it.Guidance == j.PendingInput {
+		j.PendingInput = ""
+	}
+	for i := range it.Request.Messages {
+		it.Request.Messages[i].Content = jr.r.redact(it.Request.Messages[i].Content)
+	}
+	it.Guidance = jr.r.redact(it.Guidance)
+	if it.Response.NewStatus == "" {
+		it.Response.NewStatus = j.Status
+	}
+	if it.Sequence == j.NextSeq {
+		j.NextSeq++
+		jr.its = append(jr.its, *it)
+	} else {
+		for i := range jr.its {
+			if jr.its[i].Sequence == it.Sequence {
+				jr.its[i] = *it
+			}
+		}
+	}
+	return jr.saveWith(ctx, it, rp)
+}
+
+func (jr *jobRun) save(ctx context.Context, it *Interaction) error { return jr.saveWith(ctx, it, nil) }
+
+func (jr *jobRun) saveWith(ctx context.Context, it *Interaction, rp *RecoveryPoint) error {
+	jr.j.UpdatedAt = jr.r.cfg.Now()
+	return jr.r.cfg.Store.Write(ctx, Save{Job: jr.j, Interaction: it, Recovery: rp, Holder: jr.r.cfg.Holder})
+}
+
+// release gives the job's lease up once it waits or ended, and returns
+// err (the task's last write's).
+func (jr *jobRun) release(ctx context.Context, err error) error {
+	if rerr := jr.r.cfg.Store.Release(ctx, jr.j.TaskID, jr.r.cfg.Holder); err == nil {
+		err = rerr
+	}
+	return err
+}
+
+// finishInterrupted completes the last interaction, whose proposal may or
+// may not have run before the node stopped: an executor record made for
+// the task after the answer was stored is that action (it ran, or waits
+// for confirmation); with none, it did not change anything and runs now.
+// It reports whether the job stops (held, finished).
+func (jr *jobRun) finishInterrupted(ctx context.Context, it *Interaction) (bool, error) {
+	r := jr.r
+	acts, err := r.cfg.Executor.Actions(ctx, jr.j.TaskID)
+	if err != nil {
+		return true, err
+	}
+	used := map[string]bool{}
+	for _, x := range jr.its {
+		if x.Observation != nil && x.Observation.ActionID != "" {
+			used[x.Observation.ActionID] = true
+		}
+	}
+	for _, a := range acts {
+		if used[a.ActionID] || a.Created.Before(it.Timestamp.Add(-time.Second)) {
+			continue
+		}
+		res := &executor.Result{ActionID: a.ActionID, ProposalID: a.ProposalID, Action: a.Action, Diff: a.Diff, Reason: a.Reason}
+		switch a.State {
+		case "pending", "approving":
+			res.Outcome = executor.NeedsConfirmation
+		case "failed", "denied":
+			res.Outcome = executor.Failed
+		default:
+			res.Outcome = executor.Completed
+			res.Output = fmt.Appendf(nil, `{"status":"success","action":%q,"note":"carried out before the node restarted (state %s)"}`, a.Action, a.State)
+		}
+		r.log.Info("agent: a step the node's stop interrupted had run; its record completes it", "task", jr.j.TaskID, "action", a.ActionID, "state", a.State)
+		return jr.observed(ctx, it, res)
+	}
+	ans, aerr := ParseAnswer(it.Response.RawResponse, r.cfg.MaxAnswerBytes)
+	if aerr != nil {
+		return true, fmt.Errorf("agent: stored answer of %s #%d: %w", jr.j.TaskID, it.Sequence, aerr)
+	}
+	return jr.propose(ctx, it, ans)
+}

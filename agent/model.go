@@ -1,0 +1,98 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Model proposes a job's next step: given the conversation so far, it
+// answers with text that should be exactly one JSON object (a proposal or
+// an agent response). The built-in implementation is the OpenAI-compatible
+// chat-completions client in package agent/llm; external workers implement
+// it too.
+//
+// The contract:
+//   - Complete honours ctx: a canceled or expired ctx aborts the call at
+//     once and Complete returns an error wrapping ctx.Err().
+//   - The answer is bounded: a reply larger than the implementation's cap
+//     is an error, never a partial answer.
+//   - An error the server reported is a *ModelError (its HTTP status,
+//     Retry-After, whether the prompt was over the model's context length);
+//     any other error is a transport failure (connection refused, reset,
+//     a time-out). The runtime retries both with backoff; Complete itself
+//     does not retry.
+//   - Implementations are safe for concurrent use.
+type Model interface {
+	Complete(ctx context.Context, p Prompt) (*Completion, error)
+}
+
+// Prompt is one request to the model.
+type Prompt struct {
+	// Messages are the conversation: the system prompt first, then the
+	// task and, for every earlier step, the model's answer and the host's
+	// observation.
+	Messages []ChatMessage `json:"messages"`
+	// Schema is the JSON Schema the answer must follow, sent as the
+	// response_format where the server supports it; SchemaName names it.
+	Schema     json.RawMessage `json:"-"`
+	SchemaName string          `json:"-"`
+	// Temperature and MaxTokens (the answer's cap; 0: the server's default).
+	Temperature float64 `json:"temperature"`
+	MaxTokens   int     `json:"max_tokens,omitempty"`
+}
+
+// The roles of chat messages.
+const (
+	RoleSystem    = "system"
+	RoleUser      = "user"
+	RoleAssistant = "assistant"
+)
+
+// ChatMessage is one message of a prompt.
+type ChatMessage struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// Completion is the model's answer.
+type Completion struct {
+	// Text is the answer's content, as the server sent it.
+	Text string
+	// Model is the model that answered, as the server named it.
+	Model string
+	// PromptTokens and CompletionTokens are the server's usage figures (0
+	// when it sent none); the runtime prices them.
+	PromptTokens, CompletionTokens int
+	// Truncated reports that the answer stopped at MaxTokens
+	// (finish_reason "length").
+	Truncated bool
+}
+
+// ModelError is an error answer of the model server.
+type ModelError struct {
+	// Status is the HTTP status (429, 500, …).
+	Status int
+	// RetryAfter is the server's Retry-After, 0 when it gave none.
+	RetryAfter time.Duration
+	// ContextLength reports that the prompt was longer than the model's
+	// context (the server's error says so).
+	ContextLength bool
+	// Message is the server's error message, cut to a few hundred bytes.
+	Message string
+}
+
+func (e *ModelError) Error() string {
+	if e.Message == "" {
+		return fmt.Sprintf("model server: HTTP %d", e.Status)
+	}
+	return fmt.Sprintf("model server: HTTP %d: %s", e.Status, e.Message)
+}
+
+// ContextSizer is implemented by models that can tell their context
+// length (in tokens), as the server's /v1/models entry gives it; 0 when
+// the server does not say.
+type ContextSizer interface {
+	ContextTokens(ctx context.Context) (int, error)
+}

@@ -1,0 +1,102 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/snapnode/snapnode/tasks"
+)
+
+// Queue is where the task service hands the agent its jobs (it is the
+// service's tasks.Agent): Take records a job in the store and wakes the
+// runtime. It needs only the store, so the service can be built with it
+// before the Runtime, which needs the service.
+type Queue struct {
+	store *Store
+	now   func() time.Time
+	wake  chan struct{}
+}
+
+var _ tasks.Agent = (*Queue)(nil)
+
+// NewQueue returns the queue of jobs in store; now is the clock (nil:
+// time.Now).
+func NewQueue(store *Store, now func() time.Time) *Queue {
+	if now == nil {
+		now = time.Now
+	}
+	return &Queue{store: store, now: now, wake: make(chan struct{}, 1)}
+}
+
+// Wake tells the runtime to look for runnable jobs now.
+func (q *Queue) Wake() {
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Take implements tasks.Agent: a new task becomes a PENDING job; a
+// follow-up message on a job that waits for a human (STUCK) resumes it
+// with the message as guidance, and one on a job at work is told to the
+// model at its next step.
+func (q *Queue) Take(ctx context.Context, t *tasks.Task) error {
+	text := messageText(t.History[len(t.History)-1])
+	now := q.now()
+	j := &Job{TaskID: t.ID, Requester: t.Owner, Description: cut(text, 2000), Status: Pending, Phase: "work",
+		RecoverySeq: -1, CreatedAt: now, UpdatedAt: now}
+	created, err := q.store.Create(ctx, j)
+	if err != nil {
+		return err
+	}
+	if !created {
+		if err := q.followUp(ctx, t.ID, text); err != nil {
+			return err
+		}
+	}
+	q.Wake()
+	return nil
+}
+
+// followUp adds text to what the job's next model call is told, and puts a
+// job that waits for a human back in the queue.
+func (q *Queue) followUp(ctx context.Context, taskID, text string) error {
+	return q.update(ctx, taskID, func(j *Job) bool {
+		if j.Status.Terminal() {
+			return false
+		}
+		j.PendingInput = joinInput(j.PendingInput, "Message from the requester: "+text)
+		if j.Status == InterventionRequired {
+			j.Status, j.LeaseUntil, j.LeaseHolder = Pending, time.Time{}, ""
+		}
+		return true
+	})
+}
+
+// update applies change to the job as stored, retrying when another write
+// moved the job in between; change returns false to write nothing.
+func (q *Queue) update(ctx context.Context, taskID string, change func(j *Job) bool) error {
+	for attempt := 0; ; attempt++ {
+		j, err := q.store.Get(ctx, taskID)
+		if err != nil {
+			return err
+		}
+		was := j.Status
+		if !change(j) {
+			return nil
+		}
+		j.UpdatedAt = q.now()
+		err = q.store.Write(ctx, Save{Job: j, Expect: was})
+		if !errors.Is(err, ErrLeaseLost) || attempt >= 4 {
+			return err
+		}
+	}
+}
+
+func joinInput(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "\n\n" + b
+}

@@ -1,0 +1,376 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/snapnode/snapnode/executor"
+	"github.com/snapnode/snapnode/executor/sandbox"
+	"github.com/snapnode/snapnode/internal/fairqueue"
+	"github.com/snapnode/snapnode/tasks"
+)
+
+// Tasks is what the runtime needs of the task service (*tasks.Service):
+// it reads a task, moves it through its states, notes progress and adds
+// artifacts, each write publishing its event to the task's subscribers.
+type Tasks interface {
+	Task(ctx context.Context, taskID string) (*tasks.Task, error)
+	Transition(ctx context.Context, taskID string, to tasks.State, note string) (*tasks.Task, error)
+	Progress(ctx context.Context, taskID, note string) (*tasks.Task, error)
+	AddArtifact(ctx context.Context, taskID string, a tasks.Artifact) (*tasks.Task, error)
+	Events() *tasks.Broker
+}
+
+// Executor is what the runtime needs of the executor (*executor.Executor):
+// every proposal of the model goes through Run, the same lifecycle as a
+// peer's proposal; Actions tells, after a crash, whether a proposal ran.
+type Executor interface {
+	Run(ctx context.Context, req executor.Request) (*executor.Result, error)
+	Actions(ctx context.Context, taskID string) ([]executor.Action, error)
+}
+
+var (
+	_ Tasks    = (*tasks.Service)(nil)
+	_ Executor = (*executor.Executor)(nil)
+)
+
+// Config is what a Runtime is made of. Store, Tasks, Executor and Model
+// are required; zero limits take the defaults below.
+type Config struct {
+	// Queue is where the task service hands jobs in (NewQueue on Store).
+	Queue    *Queue
+	Store    *Store
+	Tasks    Tasks
+	Executor Executor
+	Model    Model
+	// Sandbox is the workspace the executor acts on: the runtime reads it
+	// (never writes) to list it for the model and to attach evidence files.
+	Sandbox *sandbox.Sandbox
+	// ModelName is recorded in the history's request metadata.
+	ModelName string
+	// Holder names this process in leases; default a fresh id.
+	Holder string
+
+	MaxJobs             int           // jobs worked on at once (default 4)
+	MaxSteps            int           // model calls per job (default 30)
+	MaxCostCents        float64       // 0: no cost limit
+	MaxTime             time.Duration // default 60 min
+	PricePerMTokPrompt  float64       // USD per million tokens
+	PricePerMTokAnswer  float64
+	Temperature         float64
+	MaxTokens           int           // one answer's cap (default 2048)
+	RequestTimeout      time.Duration // one model call (default 120 s)
+	ContextTokens       int           // the prompt's bound (default: the model's, else 16384)
+	Lease               time.Duration // default 30 s
+	MaxObservationBytes int           // default 16 KiB
+	MaxAnswerBytes      int           // default 64 KiB
+	MaxHistoryBytes     int64         // default 100 MiB
+	MaxRetries          int           // RETRY answers per phase (default 3)
+	// Redact are removed from everything stored; Secrets too (the API
+	// key), as plain strings.
+	Redact  []*regexp.Regexp
+	Secrets []string
+	// SystemPrompt is appended to the built-in one.
+	SystemPrompt string
+	// Backoff is the first wait before retrying a failed model call
+	// (default 1 s, doubling; a server's Retry-After wins when longer).
+	Backoff time.Duration
+	// Poll is how often the runtime looks for jobs other processes left
+	// (default 1 s); jobs taken here wake it at once.
+	Poll   time.Duration
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// Defaults of Config.
+const (
+	DefaultMaxJobs       = 4
+	DefaultMaxSteps      = 30
+	DefaultContextTokens = 16384
+	DefaultMaxRetries    = 3
+	// MaxAPIRetries is how often a failed model call is retried (seed:
+	// automatic retry up to 3 times).
+	MaxAPIRetries = 3
+	// MaxInvalidAnswers is how often an invalid answer is fed back before
+	// the job is STUCK.
+	MaxInvalidAnswers = 2
+)
+
+// Runtime works on the agent's jobs: it takes free-text tasks (as the task
+// service's tasks.Agent), claims jobs with a lease in the database, and
+// drives each through the loop of model calls and actions.
+type Runtime struct {
+	cfg     Config
+	log     *slog.Logger
+	wake    chan struct{}
+	slots   chan struct{}
+	mu      sync.Mutex
+	running map[string]context.CancelCauseFunc
+	wg      sync.WaitGroup
+	budget  int
+}
+
+// New returns a Runtime on cfg. Call Run to start working.
+func New(cfg Config) (*Runtime, error) {
+	switch {
+	case cfg.Queue == nil, cfg.Store == nil, cfg.Tasks == nil, cfg.Executor == nil, cfg.Model == nil:
+		return nil, errors.New("agent: Config.Queue, Store, Tasks, Executor and Model are required")
+	}
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&cfg.MaxJobs, DefaultMaxJobs)
+	def(&cfg.MaxSteps, DefaultMaxSteps)
+	def(&cfg.MaxTokens, 2048)
+	def(&cfg.MaxObservationBytes, 16<<10)
+	def(&cfg.MaxAnswerBytes, 64<<10)
+	if cfg.MaxRetries < 0 {
+		cfg.MaxRetries = 0
+	} else if cfg.MaxRetries == 0 {
+		cfg.MaxRetries = DefaultMaxRetries
+	}
+	if cfg.MaxHistoryBytes <= 0 {
+		cfg.MaxHistoryBytes = 100 << 20
+	}
+	defDur := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	defDur(&cfg.MaxTime, time.Hour)
+	defDur(&cfg.RequestTimeout, 2*time.Minute)
+	defDur(&cfg.Lease, 30*time.Second)
+	defDur(&cfg.Backoff, time.Second)
+	defDur(&cfg.Poll, time.Second)
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Holder == "" {
+		cfg.Holder = newHolder()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Runtime{cfg: cfg, log: cfg.Logger, wake: cfg.Queue.wake, slots: make(chan struct{}, cfg.MaxJobs),
+		running: map[string]context.CancelCauseFunc{}, budget: cfg.ContextTokens}, nil
+}
+
+// Decided resumes the job of taskID after an operator approved or denied
+// the action it waits on: res is the executor's result of the decision,
+// told to the model at the next step. The task goes back to working. It
+// returns the task; ErrNoJob when the task is not the agent's.
+func (r *Runtime) Decided(ctx context.Context, taskID string, res *executor.Result, approved bool) (*tasks.Task, error) {
+	obs := observe(res, r.cfg.MaxObservationBytes)
+	word := "approved"
+	if !approved {
+		word = "denied"
+	}
+	text := fmt.Sprintf("The operator %s action %s. Observation: %s", word, res.ActionID, obs.Text)
+	var moved bool
+	err := r.cfg.Queue.update(ctx, taskID, func(j *Job) bool {
+		if j.Status != InterventionRequired {
+			return false
+		}
+		j.PendingInput = joinInput(j.PendingInput, text)
+		j.Status, j.LeaseUntil, j.LeaseHolder = Pending, time.Time{}, ""
+		moved = true
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range Artifacts(res) {
+		if _, err := r.cfg.Tasks.AddArtifact(ctx, taskID, a); err != nil {
+			r.log.Warn("agent: artifact of a decision", "task", taskID, "err", err)
+		}
+	}
+	t, err := r.cfg.Tasks.Task(ctx, taskID)
+	if err != nil {
+		return nil, err
+	}
+	if moved && t.Status.State == tasks.StateInputRequired {
+		if t, err = r.cfg.Tasks.Transition(ctx, taskID, tasks.StateWorking, "resumed after the operator "+word+" action "+res.ActionID); err != nil {
+			return nil, err
+		}
+	}
+	r.Wake()
+	return t, nil
+}
+
+// Owns reports whether taskID is one of the agent's jobs.
+func (r *Runtime) Owns(ctx context.Context, taskID string) (bool, error) {
+	_, err := r.cfg.Store.Get(ctx, taskID)
+	if errors.Is(err, ErrNoJob) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// Wake tells the dispatcher to look for runnable jobs now.
+func (r *Runtime) Wake() { r.cfg.Queue.Wake() }
+
+// Run claims and works on jobs until ctx ends, then waits for the jobs in
+// progress to stop at their next step boundary (their leases are released,
+// so a restart takes them up at once).
+func (r *Runtime) Run(ctx context.Context) error {
+	if r.budget == 0 {
+		r.budget = DefaultContextTokens
+		if cs, ok := r.cfg.Model.(ContextSizer); ok {
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			if n, err := cs.ContextTokens(cctx); err == nil && n > 0 {
+				r.budget = n
+			}
+			cancel()
+		}
+	}
+	defer r.wg.Wait()
+	tick := time.NewTicker(r.cfg.Poll)
+	defer tick.Stop()
+	for {
+		r.dispatch(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-r.wake:
+		case <-tick.C:
+		}
+	}
+}
+
+// dispatch claims runnable jobs while slots are free, taking requesters
+// in turn (the oldest job of each first), so one requester's many jobs
+// cannot keep another's waiting.
+func (r *Runtime) dispatch(ctx context.Context) {
+	free := cap(r.slots) - len(r.slots)
+	if free <= 0 || ctx.Err() != nil {
+		return
+	}
+	cands, err := r.cfg.Store.Runnable(ctx, r.cfg.Now(), 4*cap(r.slots)+16)
+	if err != nil {
+		r.log.Warn("agent: looking for jobs", "err", err)
+		return
+	}
+	q := fairqueue.New[string, Candidate](len(cands) + 1)
+	for _, c := range cands {
+		q.Push(c.Requester, c)
+	}
+	for free > 0 {
+		c, ok := q.Pop()
+		if !ok {
+			return
+		}
+		r.mu.Lock()
+		_, busy := r.running[c.TaskID]
+		r.mu.Unlock()
+		if busy {
+			continue
+		}
+		now := r.cfg.Now()
+		won, err := r.cfg.Store.Claim(ctx, c.TaskID, r.cfg.Holder, now, now.Add(r.cfg.Lease))
+		if err != nil {
+			r.log.Warn("agent: claim", "task", c.TaskID, "err", err)
+			return
+		}
+		if !won {
+			continue
+		}
+		free--
+		r.slots <- struct{}{}
+		jctx, cancel := context.WithCancelCause(ctx)
+		r.mu.Lock()
+		r.running[c.TaskID] = cancel
+		r.mu.Unlock()
+		r.wg.Go(func() {
+			defer func() {
+				cancel(nil)
+				r.mu.Lock()
+				delete(r.running, c.TaskID)
+				r.mu.Unlock()
+				<-r.slots
+				r.Wake()
+			}()
+			r.work(jctx, cancel, c.TaskID)
+		})
+	}
+}
+
+// Running returns how many jobs this process works on now.
+func (r *Runtime) Running() int { return len(r.slots) }
+
+// errCanceled and errShutdown are the causes a job's context ends with.
+var (
+	errCanceled = errors.New("agent: the task was canceled")
+	errShutdown = errors.New("agent: the node is stopping")
+)
+
+// keep renews the job's lease while it runs and cancels the job when the
+// lease is lost or the task canceled (seen in its events, or at a renewal
+// for a cancel made by another process).
+func (r *Runtime) keep(ctx context.Context, taskID string, cancel context.CancelCauseFunc) {
+	events := r.cfg.Tasks.Events().Subscribe(ctx, taskID)
+	tick := time.NewTicker(r.cfg.Lease / 3)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-events:
+			if !ok {
+				events = nil
+				continue
+			}
+			if ev.Status != nil && ev.Status.State == tasks.StateCanceled {
+				cancel(errCanceled)
+				return
+			}
+		case <-tick.C:
+			ok, err := r.cfg.Store.Renew(ctx, taskID, r.cfg.Holder, r.cfg.Now().Add(r.cfg.Lease))
+			if err == nil && !ok {
+				cancel(ErrLeaseLost)
+				return
+			}
+			if t, err := r.cfg.Tasks.Task(ctx, taskID); err == nil && t.Status.State == tasks.StateCanceled {
+				cancel(errCanceled)
+				return
+			}
+		}
+	}
+}
+
+// messageText is the text of a message's parts: text as it is, data as
+// JSON, files by name.
+func messageText(m tasks.Message) string {
+	var parts []string
+	for _, p := range m.Parts {
+		switch {
+		case p.Text != nil:
+			parts = append(parts, *p.Text)
+		case len(p.Data) > 0:
+			parts = append(parts, string(p.Data))
+		case p.URL != nil:
+			parts = append(parts, "(a file at "+*p.URL+")")
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// redact removes the secrets and the configured patterns from s.
+func (r *Runtime) redact(s string) string {
+	for _, sec := range r.cfg.Secrets {
+		if sec != "" {
+			s = strings.ReplaceAll(s, sec, "[REDACTED]")
+		}
+	}
+	for _, re := range r.cfg.Redact {
+		s = re.ReplaceAllString(s, "[REDACTED]")
+	}
+	return s
+}

@@ -1,0 +1,390 @@
+package agent
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"time"
+
+	"github.com/snapnode/snapnode/internal/sqldb"
+)
+
+// The agent's tables, embedded one folder per dialect (see
+// sqldb.Migrations) and recorded in agent_migrations.
+//
+//go:embed migrations
+var migrationFiles embed.FS
+
+func migrations() sqldb.Migrations {
+	sub, err := fs.Sub(migrationFiles, "migrations")
+	if err != nil {
+		panic(err) // the embedded folder is part of the build
+	}
+	return sqldb.Migrations{FS: sub, Table: "agent_migrations", Lock: "snapnode/agent"}
+}
+
+// Errors of the store.
+var (
+	// ErrNoJob: no job has this task id.
+	ErrNoJob = errors.New("agent: no such job")
+	// ErrLeaseLost: the job is no longer this process's (its lease lapsed
+	// and another claimed it, or it was decided elsewhere).
+	ErrLeaseLost = errors.New("agent: lease lost")
+)
+
+// Store keeps jobs, their interactions and recovery points in the node's
+// database (SQLite or PostgreSQL), beside the tasks.
+type Store struct {
+	db *sqldb.DB
+	d  *sqldb.Dialect
+}
+
+// OpenStore returns the job store on db, after bringing its tables up to
+// date.
+func OpenStore(ctx context.Context, db *sqldb.DB) (*Store, error) {
+	if err := db.Migrate(ctx, migrations()); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	return &Store{db: db, d: db.Dialect}, nil
+}
+
+func micros(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMicro()
+}
+
+func fromMicros(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.UnixMicro(n).UTC()
+}
+
+const jobColumns = `task_id, requester, description, status, phase, lease_holder, lease_until, steps,
+	cost_cents, seconds, prompt_tokens, completion_tokens, retries, history_bytes, next_seq,
+	pending_input, recovery_seq, reason, created_at, updated_at`
+
+// Create stores a new job and reports whether it did: a job of the same
+// task is left as it is.
+func (s *Store) Create(ctx context.Context, j *Job) (bool, error) {
+	var created bool
+	err := s.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, s.d.Rebind(`INSERT INTO agent_jobs (`+jobColumns+`)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (task_id) DO NOTHING`),
+			j.TaskID, j.Requester, j.Description, string(j.Status), j.Phase, j.LeaseHolder, micros(j.LeaseUntil),
+			j.Steps, j.CostCents, j.Seconds, j.PromptTokens, j.CompletionTokens, j.Retries, j.HistoryBytes,
+			j.NextSeq, j.PendingInput, j.RecoverySeq, j.Reason, micros(j.CreatedAt), micros(j.UpdatedAt))
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		created = n == 1
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("agent: create job %s: %w", j.TaskID, err)
+	}
+	return created, nil
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanJob(sc scanner) (*Job, error) {
+	var (
+		j                       Job
+		status                  string
+		lease, created, updated int64
+	)
+	err := sc.Scan(&j.TaskID, &j.Requester, &j.Description, &status, &j.Phase, &j.LeaseHolder, &lease, &j.Steps,
+		&j.CostCents, &j.Seconds, &j.PromptTokens, &j.CompletionTokens, &j.Retries, &j.HistoryBytes, &j.NextSeq,
+		&j.PendingInput, &j.RecoverySeq, &j.Reason, &created, &updated)
+	if err != nil {
+		return nil, err
+	}
+	j.Status, j.LeaseUntil, j.CreatedAt, j.UpdatedAt = Status(status), fromMicros(lease), fromMicros(created), fromMicros(updated)
+	return &j, nil
+}
+
+// Get returns the job of a task, or ErrNoJob.
+func (s *Store) Get(ctx context.Context, taskID string) (*Job, error) {
+	j, err := scanJob(s.db.R.QueryRowContext(ctx, s.d.Rebind(`SELECT `+jobColumns+` FROM agent_jobs WHERE task_id = ?`), taskID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNoJob
+	}
+	if err != nil {
+		return nil, fmt.Errorf("agent: read job %s: %w", taskID, err)
+	}
+	return j, nil
+}
+
+// Candidate is a job that waits for a claim.
+type Candidate struct{ TaskID, Requester string }
+
+// Runnable returns up to limit jobs that wait for work (PENDING, or
+// RUNNING with a lapsed lease), oldest first.
+func (s *Store) Runnable(ctx context.Context, now time.Time, limit int) ([]Candidate, error) {
+	rows, err := s.db.R.QueryContext(ctx, s.d.Rebind(`SELECT task_id, requester FROM agent_jobs
+		WHERE status IN (?, ?) AND lease_until < ? ORDER BY created_at, task_id LIMIT ?`),
+		string(Pending), string(Running), micros(now), limit)
+	if err != nil {
+		return nil, fmt.Errorf("agent: runnable jobs: %w", err)
+	}
+	defer rows.Close()
+	var out []Candidate
+	for rows.Next() {
+		var c Candidate
+		if err := rows.Scan(&c.TaskID, &c.Requester); err != nil {
+			return nil, fmt.Errorf("agent: runnable jobs: %w", err)
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// Claim makes the job holder's until then, if it is runnable and nobody
+// holds it, and reports whether it did: of two processes claiming one job,
+// one wins.
+func (s *Store) Claim(ctx context.Context, taskID, holder string, now, until time.Time) (bool, error) {
+	return s.exec(ctx, "claim", taskID, `UPDATE agent_jobs SET lease_holder = ?, lease_until = ?
+		WHERE task_id = ? AND status IN (?, ?) AND lease_until < ?`,
+		holder, micros(until), taskID, string(Pending), string(Running), micros(now))
+}
+
+// Renew extends holder's lease; false when the job is no longer its.
+func (s *Store) Renew(ctx context.Context, taskID, holder string, until time.Time) (bool, error) {
+	return s.exec(ctx, "renew", taskID, `UPDATE agent_jobs SET lease_until = ? WHERE task_id = ? AND lease_holder = ?`,
+		micros(until), taskID, holder)
+}
+
+// Release gives up holder's lease at once (the job stays as it is).
+func (s *Store) Release(ctx context.Context, taskID, holder string) error {
+	_, err := s.exec(ctx, "release", taskID, `UPDATE agent_jobs SET lease_until = 0, lease_holder = ''
+		WHERE task_id = ? AND lease_holder = ?`, taskID, holder)
+	return err
+}
+
+func (s *Store) exec(ctx context.Context, verb, taskID, q string, args ...any) (bool, error) {
+	var ok bool
+	err := s.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, s.d.Rebind(q), args...)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		ok = n == 1
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("agent: %s job %s: %w", verb, taskID, err)
+	}
+	return ok, nil
+}
+
+// Save is one write of a job: its row, and optionally an interaction
+// (inserted, or replaced when it has that sequence already) and a recovery
+// point, in one transaction. With holder set the write happens only while
+// holder holds the job (else ErrLeaseLost); with expect set, only while
+// the job is in that status (else ErrLeaseLost too: someone else moved it).
+type Save struct {
+	Job         *Job
+	Interaction *Interaction
+	Recovery    *RecoveryPoint
+	Holder      string
+	Expect      Status
+}
+
+// Write applies w.
+func (s *Store) Write(ctx context.Context, w Save) error {
+	j := w.Job
+	var body []byte
+	if w.Interaction != nil {
+		var err error
+		if body, err = json.Marshal(w.Interaction); err != nil {
+			return fmt.Errorf("agent: encode interaction: %w", err)
+		}
+	}
+	var lost bool
+	err := s.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		lost = false
+		if body != nil {
+			var old int64
+			err := tx.QueryRowContext(ctx, s.d.Rebind(`SELECT LENGTH(body) FROM agent_interactions WHERE task_id = ? AND seq = ?`),
+				j.TaskID, w.Interaction.Sequence).Scan(&old)
+			switch {
+			case errors.Is(err, sql.ErrNoRows):
+				_, err = tx.ExecContext(ctx, s.d.Rebind(`INSERT INTO agent_interactions (task_id, seq, body) VALUES (?, ?, ?)`),
+					j.TaskID, w.Interaction.Sequence, string(body))
+			case err == nil:
+				_, err = tx.ExecContext(ctx, s.d.Rebind(`UPDATE agent_interactions SET body = ? WHERE task_id = ? AND seq = ?`),
+					string(body), j.TaskID, w.Interaction.Sequence)
+			}
+			if err != nil {
+				return err
+			}
+			j.HistoryBytes += int64(len(body)) - old
+		}
+		if w.Recovery != nil {
+			rp, err := json.Marshal(w.Recovery)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, s.d.Rebind(`INSERT INTO agent_recovery_points (task_id, seq, body) VALUES (?, ?, ?)
+				ON CONFLICT (task_id, seq) DO UPDATE SET body = excluded.body`), j.TaskID, w.Recovery.Sequence, string(rp)); err != nil {
+				return err
+			}
+		}
+		q := `UPDATE agent_jobs SET description = ?, status = ?, phase = ?, lease_holder = ?, lease_until = ?, steps = ?,
+			cost_cents = ?, seconds = ?, prompt_tokens = ?, completion_tokens = ?, retries = ?, history_bytes = ?,
+			next_seq = ?, pending_input = ?, recovery_seq = ?, reason = ?, updated_at = ? WHERE task_id = ?`
+		args := []any{j.Description, string(j.Status), j.Phase, j.LeaseHolder, micros(j.LeaseUntil), j.Steps,
+			j.CostCents, j.Seconds, j.PromptTokens, j.CompletionTokens, j.Retries, j.HistoryBytes,
+			j.NextSeq, j.PendingInput, j.RecoverySeq, j.Reason, micros(j.UpdatedAt), j.TaskID}
+		if w.Holder != "" {
+			q += ` AND lease_holder = ?`
+			args = append(args, w.Holder)
+		}
+		if w.Expect != "" {
+			q += ` AND status = ?`
+			args = append(args, string(w.Expect))
+		}
+		res, err := tx.ExecContext(ctx, s.d.Rebind(q), args...)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n != 1 {
+			lost = true
+			return ErrLeaseLost // rolls the interaction back too
+		}
+		return nil
+	})
+	if lost {
+		return fmt.Errorf("agent: save job %s: %w", j.TaskID, ErrLeaseLost)
+	}
+	if err != nil {
+		return fmt.Errorf("agent: save job %s: %w", j.TaskID, err)
+	}
+	return nil
+}
+
+// Interactions returns a job's history, in order.
+func (s *Store) Interactions(ctx context.Context, taskID string) ([]Interaction, error) {
+	var out []Interaction
+	err := s.bodies(ctx, `SELECT body FROM agent_interactions WHERE task_id = ? ORDER BY seq`, taskID, func(b []byte) error {
+		var it Interaction
+		if err := json.Unmarshal(b, &it); err != nil {
+			return err
+		}
+		out = append(out, it)
+		return nil
+	})
+	return out, err
+}
+
+// RawInteractions returns each stored interaction's JSON exactly as
+// stored, in order (for replay checks and exports).
+func (s *Store) RawInteractions(ctx context.Context, taskID string) ([]json.RawMessage, error) {
+	var out []json.RawMessage
+	err := s.bodies(ctx, `SELECT body FROM agent_interactions WHERE task_id = ? ORDER BY seq`, taskID, func(b []byte) error {
+		out = append(out, append(json.RawMessage(nil), b...))
+		return nil
+	})
+	return out, err
+}
+
+// RecoveryPoints returns a job's recovery points, in order.
+func (s *Store) RecoveryPoints(ctx context.Context, taskID string) ([]RecoveryPoint, error) {
+	out := []RecoveryPoint{}
+	err := s.bodies(ctx, `SELECT body FROM agent_recovery_points WHERE task_id = ? ORDER BY seq`, taskID, func(b []byte) error {
+		var rp RecoveryPoint
+		if err := json.Unmarshal(b, &rp); err != nil {
+			return err
+		}
+		out = append(out, rp)
+		return nil
+	})
+	return out, err
+}
+
+func (s *Store) bodies(ctx context.Context, q, taskID string, each func([]byte) error) error {
+	rows, err := s.db.R.QueryContext(ctx, s.d.Rebind(q), taskID)
+	if err != nil {
+		return fmt.Errorf("agent: read history of %s: %w", taskID, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var b []byte
+		if err := rows.Scan(&b); err != nil {
+			return fmt.Errorf("agent: read history of %s: %w", taskID, err)
+		}
+		if err := each(b); err != nil {
+			return fmt.Errorf("agent: read history of %s: %w", taskID, err)
+		}
+	}
+	return rows.Err()
+}
+
+// History returns a job's history in the jobHistory shape.
+func (s *Store) History(ctx context.Context, taskID string) (*History, error) {
+	j, err := s.Get(ctx, taskID)
+	if err != nil {
+		return nil, err
+	}
+	its, err := s.Interactions(ctx, taskID)
+	if err != nil {
+		return nil, err
+	}
+	rps, err := s.RecoveryPoints(ctx, taskID)
+	if err != nil {
+		return nil, err
+	}
+	if its == nil {
+		its = []Interaction{}
+	}
+	return &History{JobID: j.TaskID, CreatedAt: j.CreatedAt, Description: j.Description, Status: j.Status,
+		Interactions: its, RecoveryPoints: rps}, nil
+}
+
+// List returns the jobs in any of the statuses (all when none), oldest
+// first, at most limit (0: no limit).
+func (s *Store) List(ctx context.Context, limit int, statuses ...Status) ([]*Job, error) {
+	q := `SELECT ` + jobColumns + ` FROM agent_jobs`
+	var args []any
+	for i, st := range statuses {
+		if i == 0 {
+			q += ` WHERE status IN (?`
+		} else {
+			q += `, ?`
+		}
+		args = append(args, string(st))
+	}
+	if len(statuses) > 0 {
+		q += `)`
+	}
+	q += ` ORDER BY created_at, task_id`
+	if limit > 0 {
+		q += ` LIMIT ?`
+		args = append(args, limit)
+	}
+	rows, err := s.db.R.QueryContext(ctx, s.d.Rebind(q), args...)
+	if err != nil {
+		return nil, fmt.Errorf("agent: list jobs: %w", err)
+	}
+	defer rows.Close()
+	var out []*Job
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, fmt.Errorf("agent: list jobs: %w", err)
+		}
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}

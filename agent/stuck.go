@@ -1,0 +1,127 @@
+package agent
+
+// The stuck patterns, as named in a STUCK job's reason.
+const (
+	PatternRepeatedAction = "repeated_action" // the same action with the same observation 4 times
+	PatternRepeatedError  = "repeated_error"  // the same error 3 times
+	PatternMonologue      = "monologue"       // THINK after THINK without acting
+	PatternOscillation    = "oscillation"     // A-B-A-B-A-B
+	PatternContextWindow  = "context_window"  // context-length errors again after condensing
+)
+
+// Thresholds of the stuck patterns.
+const (
+	repeatedActions  = 4
+	repeatedErrors   = 3
+	identicalThinks  = 3
+	consecutiveThink = 8
+	oscillationSteps = 6
+)
+
+// detectStuck looks at the steps of the current phase, oldest first, and
+// names the pattern they end in, or "" when the job is not stuck. It reads
+// only what is stored, so a replay of the history finds the same verdict.
+func detectStuck(its []Interaction) (pattern, why string) {
+	n := len(its)
+	key := func(it Interaction) string {
+		k := it.Response.Kind + "|" + it.Response.Action + "|" + actionKey(it)
+		if it.Observation != nil {
+			k += "|" + it.Observation.Outcome + "|" + it.Observation.Text
+		}
+		return k
+	}
+	if n >= repeatedActions {
+		last := its[n-repeatedActions:]
+		same := last[0].Response.Kind == KindProposal
+		for _, it := range last[1:] {
+			same = same && key(it) == key(last[0])
+		}
+		if same {
+			return PatternRepeatedAction, "the same action (" + last[0].Response.Action + ") gave the same observation 4 times in a row"
+		}
+	}
+	if n >= repeatedErrors {
+		last := its[n-repeatedErrors:]
+		e0 := errorOf(last[0])
+		same := e0 != ""
+		for _, it := range last[1:] {
+			same = same && errorOf(it) == e0
+		}
+		if same {
+			return PatternRepeatedError, "the same error 3 times in a row: " + cut(e0, 200)
+		}
+	}
+	thinks, identical := 0, 0
+	for i := n - 1; i >= 0 && isThink(its[i]); i-- {
+		thinks++
+		if its[i].Response.RawResponse != "" && reasoningOf(its[i]) == reasoningOf(its[n-1]) {
+			identical++
+		}
+	}
+	if identical >= identicalThinks || thinks >= consecutiveThink {
+		return PatternMonologue, "THINK after THINK without an action"
+	}
+	if n >= oscillationSteps {
+		last := its[n-oscillationSteps:]
+		a, b := key(last[0]), key(last[1])
+		alt := a != b
+		for i, it := range last {
+			want := a
+			if i%2 == 1 {
+				want = b
+			}
+			alt = alt && key(it) == want
+		}
+		if alt {
+			return PatternOscillation, "the job alternates between two actions (" + last[0].Response.Action + ", " + last[1].Response.Action + ") without progress"
+		}
+	}
+	return "", ""
+}
+
+func isThink(it Interaction) bool {
+	return it.Response.Kind == KindProposal && (it.Response.Action == "THINK" || it.Response.Action == "think")
+}
+
+// actionKey is what a proposal asks for, without its id and reasoning.
+func actionKey(it Interaction) string {
+	if it.Response.Kind != KindProposal {
+		return ""
+	}
+	a, _ := ParseAnswer(it.Response.RawResponse, 1<<30)
+	if a == nil {
+		return ""
+	}
+	return a.Key
+}
+
+func reasoningOf(it Interaction) string {
+	a, _ := ParseAnswer(it.Response.RawResponse, 1<<30)
+	if a == nil {
+		return ""
+	}
+	return a.Reasoning
+}
+
+// errorOf is the error an interaction ended in, "" when none.
+func errorOf(it Interaction) string {
+	switch {
+	case it.Response.Status != ResponseSuccess:
+		return it.Response.Error
+	case it.Observation == nil:
+		return ""
+	case it.Observation.Outcome == ObsFailed || it.Observation.Outcome == ObsInvalid:
+		return it.Observation.Reason
+	}
+	return ""
+}
+
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,106 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"regexp"
+	"time"
+
+	"github.com/snapnode/snapnode/agent"
+	"github.com/snapnode/snapnode/agent/llm"
+	"github.com/snapnode/snapnode/internal/config"
+	"github.com/snapnode/snapnode/internal/sqldb"
+	"github.com/snapnode/snapnode/snap"
+	"github.com/snapnode/snapnode/tasks"
+)
+
+// Why a free-text task fails at once when the node has no agent.
+const (
+	noAgentReason = "this node has no agent to work on free-text tasks: its operator can enable one with " +
+		"--llm-url and --llm-model (any OpenAI-compatible server, such as Ollama at http://127.0.0.1:11434/v1); " +
+		"proposals (data parts with a schema_version) are carried out without it"
+	noDatabaseReason = "this node keeps its tasks in memory, and its agent needs a database to keep its jobs: " +
+		"its operator can start it with a SQLite file or PostgreSQL (--database)"
+)
+
+// refuse is the tasks.Agent of a node without an agent: every free-text
+// task fails at once with the reason, never waits for ever.
+type refuse string
+
+func (r refuse) Take(context.Context, *tasks.Task) error { return &tasks.Refusal{Reason: string(r)} }
+
+// agentSkill is the card's skill of a node whose agent is on.
+func agentSkill(cfg config.Config) snap.Skill {
+	return snap.Skill{ID: "agent", Name: "Agent",
+		Description: fmt.Sprintf("Works on free-text tasks with the model %s: it proposes file actions in the node's sandbox one at a time, each validated, judged by policy and audited; risky ones wait for an operator.", cfg.Agent.LLMModel),
+		Tags:        []string{"agent", "llm", "files"},
+		Examples:    []string{"summarise notes.md into report.md"}}
+}
+
+// openAgentQueue opens the agent's job store on the node's database and
+// the queue the task service hands jobs to.
+func openAgentQueue(ctx context.Context, db *sqldb.DB) (*agent.Store, *agent.Queue, error) {
+	store, err := agent.OpenStore(ctx, db)
+	if err != nil {
+		return nil, nil, fmt.Errorf("node: agent: %w", err)
+	}
+	return store, agent.NewQueue(store, nil), nil
+}
+
+// startAgent builds the agent runtime on the node's job store, executor
+// and sandbox, and the model client from the settings. The runtime runs
+// until ctx ends; done is closed when it has stopped.
+func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queue *agent.Queue, props *proposals, svc *tasks.Service, logger *slog.Logger) (*agent.Runtime, <-chan struct{}, error) {
+	a := cfg.Agent
+	key, err := cfg.LLMAPIKey(os.Getenv)
+	if err != nil {
+		return nil, nil, fmt.Errorf("node: agent: %w", err)
+	}
+	model, err := llm.New(llm.Config{BaseURL: a.LLMURL, Model: a.LLMModel, APIKey: key,
+		Timeout: a.RequestTimeout.Duration, MaxResponseBytes: int64(a.MaxAnswerBytes) + 64<<10,
+		ResponseFormat: a.ResponseFormat, Logger: logger.With("part", "llm")})
+	if err != nil {
+		return nil, nil, fmt.Errorf("node: agent: %w", err)
+	}
+	redact := make([]*regexp.Regexp, 0, len(a.Redact))
+	for _, p := range a.Redact {
+		re, err := regexp.Compile(p)
+		if err != nil {
+			return nil, nil, fmt.Errorf("node: agent: redact %q: %w", p, err)
+		}
+		redact = append(redact, re)
+	}
+	rt, err := agent.New(agent.Config{
+		Queue: queue, Store: store, Tasks: svc, Executor: props.exec, Model: model, Sandbox: props.sandbox,
+		ModelName: a.LLMModel, MaxJobs: a.MaxJobs, MaxSteps: a.MaxSteps, MaxCostCents: a.MaxCostCents,
+		MaxTime: minutes(a.MaxTimeMinutes), PricePerMTokPrompt: a.PricePerMTokPrompt,
+		PricePerMTokAnswer: a.PricePerMTokCompletion, Temperature: a.Temperature, MaxTokens: a.MaxTokens,
+		RequestTimeout: a.RequestTimeout.Duration, ContextTokens: a.ContextTokens, Lease: a.Lease.Duration,
+		MaxObservationBytes: a.MaxObservationBytes, MaxAnswerBytes: a.MaxAnswerBytes,
+		MaxHistoryBytes: a.MaxHistoryBytes, MaxRetries: a.MaxRetries, Redact: redact, Secrets: []string{key},
+		SystemPrompt: a.SystemPrompt, Backoff: a.RetryBackoff.Duration, Logger: logger.With("part", "agent"),
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("node: agent: %w", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := rt.Run(ctx); err != nil {
+			logger.Error("agent stopped", "err", err)
+		}
+	}()
+	logger.Info("agent ready", "llm_url", a.LLMURL, "model", a.LLMModel, "max_jobs", a.MaxJobs, "max_steps", a.MaxSteps)
+	return rt, done, nil
+}
+
+// minutes is m minutes as a duration.
+func minutes(m float64) time.Duration { return time.Duration(m * float64(time.Minute)) }
+
+func closedChan() <-chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}

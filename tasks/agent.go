@@ -1,0 +1,94 @@
+package tasks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Agent works on the tasks whose messages carry no proposal: free text (and
+// data that is not a proposal) is a job for a model or a worker, not for the
+// executor. It is the seam between the task engine and the agent runtime
+// (package agent).
+//
+// The contract:
+//   - Take is called by the Service after a message without proposals
+//     created task t (state submitted) or continued it (the message is the
+//     last of t.History; a task that waited for input is working again).
+//   - Take records the job durably before it returns (a crash after Take
+//     returns loses nothing) and does not wait for the work: the agent
+//     drives the task later, through the Service, to a terminal state or to
+//     input_required.
+//   - A *Refusal means the agent will not take the task (none is
+//     configured, it is full): the Service fails the task at once with the
+//     refusal's reason, so the requester gets an answer, never a task that
+//     waits for ever. Any other error is the agent's own failure: the task
+//     fails with a generic note and the error is logged.
+type Agent interface {
+	Take(ctx context.Context, t *Task) error
+}
+
+// Refusal is an Agent's refusal of a task, with the reason the task fails
+// with (at most MaxStatusMessage bytes are kept).
+type Refusal struct{ Reason string }
+
+func (r *Refusal) Error() string { return "agent refused the task: " + r.Reason }
+
+// delegate hands t, which msg created or continued, to the agent. A new
+// task the agent refuses fails at once with the reason; a continued one
+// keeps its state (the message is in its history).
+func (s *Service) delegate(ctx context.Context, t *Task, created bool) (*Task, error) {
+	if s.agent == nil || t.Status.State.Terminal() {
+		return t, nil
+	}
+	err := s.agent.Take(ctx, t)
+	if err == nil {
+		return t, nil
+	}
+	var r *Refusal
+	note := "internal error: the agent could not take the task"
+	if errors.As(err, &r) {
+		note = r.Reason
+	} else {
+		s.log.Error("tasks: agent failed to take a task", "task", t.ID, "err", err)
+	}
+	if !created && t.Status.State == StateSubmitted {
+		return t, nil
+	}
+	if t.Status.State == StateSubmitted || t.Status.State == StateWorking {
+		return s.Transition(ctx, t.ID, StateFailed, truncate(note, MaxStatusMessage))
+	}
+	return nil, fmt.Errorf("tasks: agent: %w", err)
+}
+
+// Progress records a note on a task that stays in its state (a step of
+// the agent's work): subscribers get a status event with it. A terminal
+// task gives ErrTerminal; a missing one a *snap.Error 1001.
+func (s *Service) Progress(ctx context.Context, taskID, note string) (*Task, error) {
+	return s.change(ctx, taskID, func(cur *Task) (*Task, error) {
+		if cur.Status.State.Terminal() {
+			return nil, fmt.Errorf("tasks: progress of %s: %w", taskID, ErrTerminal)
+		}
+		next := cur
+		next.Status = Status{State: cur.Status.State, Timestamp: s.timestamp(), Message: truncate(note, MaxStatusMessage)}
+		t, err := s.store.Update(ctx, next, cur.Version)
+		if err != nil {
+			return nil, fmt.Errorf("tasks: progress: %w", err)
+		}
+		s.publishStatus(t)
+		return t, nil
+	})
+}
+
+// Task returns the task with the id, whoever owns it, for a worker; a
+// missing task is a *snap.Error 1001.
+func (s *Service) Task(ctx context.Context, taskID string) (*Task, error) {
+	t, err := s.store.Get(ctx, taskID)
+	if errors.Is(err, ErrNotFound) {
+		return nil, notFound(taskID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tasks: %w", err)
+	}
+	return t, nil
+}
