@@ -262,6 +262,7 @@ func (r *Runtime) dispatch(ctx context.Context) {
 	for _, c := range cands {
 		q.Push(c.Requester, c)
 	}
+	q.Close() // Pop returns false once the candidates are taken
 	for free > 0 {
 		c, ok := q.Pop()
 		if !ok {
@@ -374,3 +375,6 @@ func (r *Runtime) redact(s string) string {
 	}
 	return s
 }
+
+// Store returns the runtime's job store (manifests and histories).
+func (r *Runtime) Store() *Store { return r.cfg.Store }

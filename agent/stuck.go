@@ -92,6 +92,9 @@ func actionKey(it Interaction) string {
 	if a == nil {
 		return ""
 	}
+	if isThink(it) {
+		return a.Key + " " + a.Reasoning // a THINK is its thought
+	}
 	return a.Key
 }
 
@@ -106,8 +109,8 @@ func reasoningOf(it Interaction) string {
 // errorOf is the error an interaction ended in, "" when none.
 func errorOf(it Interaction) string {
 	switch {
-	case it.Response.Status != ResponseSuccess:
-		return it.Response.Error
+	case it.Response.Kind == KindAPIError:
+		return "" // the model server's failures have their own retries
 	case it.Observation == nil:
 		return ""
 	case it.Observation.Outcome == ObsFailed || it.Observation.Outcome == ObsInvalid:

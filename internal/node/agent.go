@@ -104,3 +104,6 @@ func closedChan() <-chan struct{} {
 	close(c)
 	return c
 }
+
+// Agent returns the node's agent runtime, nil when none is configured.
+func (n *Node) Agent() *agent.Runtime { return n.agent }

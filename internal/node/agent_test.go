@@ -1,0 +1,510 @@
+package node_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/snapnode/snapnode/agent"
+	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/admin"
+	"github.com/snapnode/snapnode/internal/config"
+	"github.com/snapnode/snapnode/internal/llmtest"
+	"github.com/snapnode/snapnode/internal/node"
+	"github.com/snapnode/snapnode/internal/testdb"
+	"github.com/snapnode/snapnode/tasks"
+)
+
+// agentNode is a node whose agent asks a scripted model server.
+type agentNode struct {
+	*node.Node
+	llm     *llmtest.Server
+	alice   *requester
+	dataDir string
+}
+
+// startAgentNode starts a node on the database dsn with its agent pointed
+// at a new scripted model server; mutate adjusts the settings.
+func startAgentNode(t *testing.T, dsn string, mutate func(*config.Config), opts ...llmtest.Option) *agentNode {
+	t.Helper()
+	srv := llmtest.New(t, opts...)
+	dataDir := filepath.Join(t.TempDir(), "data")
+	n, _ := startNode(t, func(c *config.Config) {
+		c.DataDir = dataDir
+		c.Database = dsn
+		c.Agent.LLMURL = srv.URL()
+		c.Agent.LLMModel = llmtest.DefaultModel
+		c.Agent.RetryBackoff = config.Duration{Duration: 5 * time.Millisecond}
+		c.Agent.Lease = config.Duration{Duration: 2 * time.Second}
+		if mutate != nil {
+			mutate(c)
+		}
+	})
+	if err := os.MkdirAll(filepath.Join(dataDir, "sandbox"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return &agentNode{Node: n, llm: srv, alice: newRequester(t, n.RelayURLs()), dataDir: dataDir}
+}
+
+// sandboxFile is the host path of a workspace file.
+func (a *agentNode) sandboxFile(name string) string { return filepath.Join(a.dataDir, "sandbox", name) }
+
+// send sends free text as a new task (or on taskID) and returns its id.
+func (a *agentNode) send(t *testing.T, taskID, s string) string {
+	t.Helper()
+	p := text(s)
+	p["message"].(map[string]any)["messageId"] = uuid.NewString()
+	if taskID != "" {
+		p["taskId"] = taskID
+	}
+	return taskOf(t, a.alice.call(t, a.Node, "message/send", p, false)).ID
+}
+
+// wait follows the task's events until it is in one of the states, and
+// returns it then.
+func (a *agentNode) wait(t *testing.T, taskID string, states ...tasks.State) *tasks.Task {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		cur, events, err := a.Tasks.Subscribe(ctx, a.alice.key.Address(identity.Mainnet), taskID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			for _, s := range states {
+				if cur.Status.State == s {
+					return cur
+				}
+			}
+			ev, ok := <-events
+			if !ok {
+				break
+			}
+			if ev.Status != nil {
+				cur.Status = *ev.Status
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("task %s stayed %s %q, want %v", taskID, cur.Status.State, cur.Status.Message, states)
+		}
+	}
+}
+
+// history returns the job's stored history.
+func (a *agentNode) history(t *testing.T, taskID string) *agent.History {
+	t.Helper()
+	h, err := a.Agent().Store().History(context.Background(), taskID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// chats are the chat-completion requests the model server got.
+func (a *agentNode) chats() []llmtest.Request {
+	var out []llmtest.Request
+	for _, r := range a.llm.Requests() {
+		if strings.HasSuffix(r.Path, "/chat/completions") {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// requestText is everything a model request sent, for searching.
+func requestText(r llmtest.Request) string {
+	var b strings.Builder
+	for _, m := range r.Messages {
+		b.WriteString(m.Content)
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// prop is a proposal as a model answers it.
+func prop(action string, args map[string]any) string {
+	b, _ := json.Marshal(map[string]any{"schema_version": "1.0.0", "id": uuid.NewString(),
+		"reasoning": "to do " + action, "action": action, "args": args})
+	return string(b)
+}
+
+func finish(response string) llmtest.Reply {
+	return llmtest.Text(prop("FINISH", map[string]any{"response": response}))
+}
+
+func agentResponse(action, summary string, files ...string) llmtest.Reply {
+	if files == nil {
+		files = []string{}
+	}
+	return llmtest.JSON(map[string]any{"action": action, "evidence_files": files, "summary_for_supervisor": summary})
+}
+
+// The agent end to end, with the real daemon, over the embedded relay,
+// against a scripted OpenAI-compatible server, on SQLite and PostgreSQL.
+func TestAgentEndToEnd(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		t.Run("write then finish", func(t *testing.T) {
+			a := startAgentNode(t, dsn, nil)
+			a.llm.Push(llmtest.Text(prop("WRITE_FILE", map[string]any{"path": "/sandbox/report.md", "content": "# Report\n"})), finish("report.md is written"))
+			id := a.send(t, "", "write a report into report.md")
+			got := a.wait(t, id, tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired)
+			if got.Status.State != tasks.StateCompleted || got.Status.Message != "report.md is written" {
+				t.Fatalf("task %s %q", got.Status.State, got.Status.Message)
+			}
+			if b, err := os.ReadFile(a.sandboxFile("report.md")); err != nil || string(b) != "# Report\n" {
+				t.Fatalf("report.md = %q, %v", b, err)
+			}
+			reqs := a.chats()
+			if len(reqs) != 2 || !strings.Contains(requestText(reqs[1]), `"outcome":"completed"`) {
+				t.Fatalf("%d requests; the second: %s", len(reqs), requestText(reqs[len(reqs)-1]))
+			}
+			if reqs[0].Messages[0].Role != "system" || !strings.Contains(reqs[1].Messages[1].Content, "write a report into report.md") {
+				t.Fatalf("prompt: %+v", reqs[1].Messages[:2])
+			}
+			if len(reqs[0].ResponseFormat) == 0 {
+				t.Error("no response_format sent")
+			}
+			h := a.history(t, id)
+			if len(h.Interactions) != 2 || h.Status != agent.Success || h.Interactions[0].Observation == nil ||
+				h.Interactions[0].Observation.ActionID == "" || h.Interactions[1].Response.Action != "FINISH" {
+				t.Fatalf("history: %+v", h)
+			}
+		})
+
+		t.Run("read and observe", func(t *testing.T) {
+			a := startAgentNode(t, dsn, nil)
+			if err := os.WriteFile(a.sandboxFile("notes.md"), []byte("the secret sauce is 42\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			a.llm.Push(llmtest.Text(prop("READ_FILE", map[string]any{"path": "/sandbox/notes.md"})), finish("42"))
+			id := a.send(t, "", "what is the secret sauce in notes.md?")
+			if got := a.wait(t, id, tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired); got.Status.State != tasks.StateCompleted {
+				t.Fatalf("task %s %q", got.Status.State, got.Status.Message)
+			}
+			if reqs := a.chats(); len(reqs) != 2 || !strings.Contains(requestText(reqs[1]), "the secret sauce is 42") {
+				t.Fatalf("the second request lacks the file's content: %s", requestText(reqs[len(reqs)-1]))
+			}
+		})
+
+		t.Run("prose then JSON", func(t *testing.T) {
+			a := startAgentNode(t, dsn, nil)
+			a.llm.Push(llmtest.Text("Sure! I will write the file now."), llmtest.Text("```json\n"+prop("THINK", map[string]any{})+"\n```"), finish("done"))
+			id := a.send(t, "", "say done")
+			if got := a.wait(t, id, tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired); got.Status.State != tasks.StateCompleted {
+				t.Fatalf("task %s %q", got.Status.State, got.Status.Message)
+			}
+			reqs := a.chats()
+			if len(reqs) != 3 || !strings.Contains(requestText(reqs[1]), "Your answer was refused") || !strings.Contains(requestText(reqs[2]), "markdown fences") {
+				t.Fatalf("the refusals were not fed back: %d requests", len(reqs))
+			}
+			h := a.history(t, id)
+			if h.Interactions[0].Response.Kind != agent.KindInvalid || h.Interactions[0].Response.RawResponse != "Sure! I will write the file now." {
+				t.Fatalf("first interaction: %+v", h.Interactions[0].Response)
+			}
+		})
+
+		t.Run("three invalid answers: stuck", func(t *testing.T) {
+			a := startAgentNode(t, dsn, nil)
+			a.llm.Push(llmtest.Text("no"), llmtest.Text(`{"a":1}{"b":2}`), llmtest.Text(`{"action":"DONE"}`))
+			id := a.send(t, "", "answer badly")
+			got := a.wait(t, id, tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired)
+			if got.Status.State != tasks.StateInputRequired || !strings.Contains(got.Status.Message, "not a valid answer") {
+				t.Fatalf("task %s %q", got.Status.State, got.Status.Message)
+			}
+			if n := a.llm.Calls(); n != 3 {
+				t.Fatalf("%d calls, want 3 (two re-asks)", n)
+			}
+		})
+
+		t.Run("RUN_COMMAND refused and fed back", func(t *testing.T) {
+			a := startAgentNode(t, dsn, nil)
+			a.llm.Push(llmtest.Text(prop("RUN_COMMAND", map[string]any{"command": "rm -rf /"})), finish("could not"))
+			id := a.send(t, "", "clean up")
+			if got := a.wait(t, id, tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired); got.Status.State != tasks.StateCompleted {
+				t.Fatalf("task %s %q", got.Status.State, got.Status.Message)
+			}
+			if reqs := a.chats(); len(reqs) != 2 || !strings.Contains(requestText(reqs[1]), "ACTION_NOT_ALLOWED") {
+				t.Fatalf("the refusal was not fed back")
+			}
+		})
+
+		t.Run("path escape refused", func(t *testing.T) {
+			a := startAgentNode(t, dsn, nil)
+			a.llm.Push(llmtest.Text(prop("WRITE_FILE", map[string]any{"path": "/sandbox/../escape.md", "content": "out"})),
+				llmtest.Text(prop("WRITE_FILE", map[string]any{"path": "/etc/escape.md", "content": "out"})), finish("no"))
+			id := a.send(t, "", "write outside")
+			if got := a.wait(t, id, tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired); got.Status.State != tasks.StateCompleted {
+				t.Fatalf("task %s %q", got.Status.State, got.Status.Message)
+			}
+			for _, p := range []string{filepath.Join(a.dataDir, "escape.md"), "/etc/escape.md"} {
+				if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+					t.Fatalf("%s: %v", p, err)
+				}
+			}
+			reqs := a.chats()
+			if len(reqs) != 3 || !strings.Contains(requestText(reqs[1]), `"outcome":"failed"`) || !strings.Contains(requestText(reqs[2]), "/sandbox/") {
+				t.Fatalf("the refusals were not fed back")
+			}
+		})
+
+		t.Run("stuck, follow-up, completed", func(t *testing.T) {
+			a := startAgentNode(t, dsn, nil)
+			a.llm.Push(agentResponse("STUCK", "Which file should I summarise?"))
+			id := a.send(t, "", "summarise the file")
+			got := a.wait(t, id, tasks.StateInputRequired, tasks.StateCompleted, tasks.StateFailed)
+			if got.Status.State != tasks.StateInputRequired || !strings.Contains(got.Status.Message, "Which file") {
+				t.Fatalf("task %s %q", got.Status.State, got.Status.Message)
+			}
+			a.llm.Push(llmtest.Text(prop("WRITE_FILE", map[string]any{"path": "/sandbox/summary.md", "content": "short\n"})),
+				agentResponse("COMPLETED", "Summary written.", "summary.md", "/sandbox/missing.md"))
+			a.send(t, id, "notes.md, please")
+			got = a.wait(t, id, tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired)
+			if got.Status.State != tasks.StateCompleted || got.Status.Message != "Summary written." {
+				t.Fatalf("task %s %q", got.Status.State, got.Status.Message)
+			}
+			if reqs := a.chats(); len(reqs) != 3 || !strings.Contains(requestText(reqs[1]), "notes.md, please") {
+				t.Fatalf("the follow-up was not told to the model")
+			}
+			final, _ := a.Tasks.Task(context.Background(), id)
+			var evidence bool
+			for _, art := range final.Artifacts {
+				if art.Name == "/sandbox/summary.md" && art.Parts[0].Text != nil && *art.Parts[0].Text == "short\n" {
+					evidence = true
+				}
+			}
+			if !evidence {
+				t.Fatalf("no evidence artifact: %+v", final.Artifacts)
+			}
+			h := a.history(t, id)
+			last := h.Interactions[len(h.Interactions)-1]
+			if !strings.Contains(last.Observation.Reason, "/sandbox/missing.md") || len(h.RecoveryPoints) != 1 {
+				t.Fatalf("the missing evidence file is not in the history: %+v %+v", last.Observation, h.RecoveryPoints)
+			}
+		})
+
+		t.Run("the same read repeated: stuck", func(t *testing.T) {
+			a := startAgentNode(t, dsn, nil)
+			os.WriteFile(a.sandboxFile("loop.md"), []byte("again\n"), 0o600)
+			a.llm.SetHandler(func(llmtest.Request) llmtest.Reply {
+				return llmtest.Text(prop("READ_FILE", map[string]any{"path": "/sandbox/loop.md"}))
+			})
+			id := a.send(t, "", "read loop.md forever")
+			got := a.wait(t, id, tasks.StateInputRequired, tasks.StateCompleted, tasks.StateFailed)
+			if got.Status.State != tasks.StateInputRequired || !strings.Contains(got.Status.Message, agent.PatternRepeatedAction) {
+				t.Fatalf("task %s %q", got.Status.State, got.Status.Message)
+			}
+			if n := a.llm.Calls(); n != 4 {
+				t.Fatalf("%d calls, want 4", n)
+			}
+		})
+
+		t.Run("history over the context bound", func(t *testing.T) {
+			const ctxTokens = 3000
+			a := startAgentNode(t, dsn, func(c *config.Config) {
+				c.Agent.ContextTokens, c.Agent.MaxTokens, c.Agent.MaxObservationBytes = ctxTokens, 256, 2000
+			}, llmtest.WithMaxContext(ctxTokens))
+			for i := range 6 {
+				os.WriteFile(a.sandboxFile(fmt.Sprintf("big%d.md", i)), []byte(strings.Repeat(fmt.Sprintf("line %d of a long file\n", i), 150)), 0o600)
+				a.llm.Push(llmtest.Text(prop("READ_FILE", map[string]any{"path": fmt.Sprintf("/sandbox/big%d.md", i)})))
+			}
+			a.llm.Push(finish("read them all"))
+			id := a.send(t, "", "read the six big files")
+			if got := a.wait(t, id, tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired); got.Status.State != tasks.StateCompleted {
+				t.Fatalf("task %s %q", got.Status.State, got.Status.Message)
+			}
+			reqs := a.chats()
+			if len(reqs) != 7 {
+				t.Fatalf("%d requests, want 7 (none refused for its length)", len(reqs))
+			}
+			for i, r := range reqs {
+				if n := len(requestText(r)); n > ctxTokens*4 {
+					t.Errorf("request %d: %d bytes, over the bound", i, n)
+				}
+			}
+			var stored int
+			for _, it := range a.history(t, id).Interactions {
+				if it.Observation != nil {
+					stored += len(it.Observation.Text)
+				}
+			}
+			if stored <= ctxTokens*4 {
+				t.Fatalf("the history (%d bytes of observations) never outgrew the bound", stored)
+			}
+		})
+
+		t.Run("500 twice then success", func(t *testing.T) {
+			a := startAgentNode(t, dsn, nil)
+			a.llm.Push(llmtest.Error(500, "boom"), llmtest.Error(500, "boom"), finish("fine"))
+			id := a.send(t, "", "try hard")
+			if got := a.wait(t, id, tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired); got.Status.State != tasks.StateCompleted {
+				t.Fatalf("task %s %q", got.Status.State, got.Status.Message)
+			}
+			h := a.history(t, id)
+			if a.llm.Calls() != 3 || len(h.Interactions) != 3 || h.Interactions[0].Response.Status != agent.ResponseError {
+				t.Fatalf("%d calls, history %+v", a.llm.Calls(), h.Interactions)
+			}
+		})
+
+		t.Run("500 five times: four calls then stuck", func(t *testing.T) {
+			a := startAgentNode(t, dsn, nil)
+			for range 5 {
+				a.llm.Push(llmtest.Error(500, "down"))
+			}
+			id := a.send(t, "", "try harder")
+			got := a.wait(t, id, tasks.StateInputRequired, tasks.StateCompleted, tasks.StateFailed)
+			if got.Status.State != tasks.StateInputRequired || !strings.Contains(got.Status.Message, "failed 4 times") {
+				t.Fatalf("task %s %q", got.Status.State, got.Status.Message)
+			}
+			if n := a.llm.Calls(); n != 4 {
+				t.Fatalf("%d calls, want 4", n)
+			}
+		})
+
+		t.Run("endless THINK: halted at max_steps", func(t *testing.T) {
+			a := startAgentNode(t, dsn, func(c *config.Config) { c.Agent.MaxSteps = 5 })
+			var n atomic.Int32
+			a.llm.SetHandler(func(llmtest.Request) llmtest.Reply {
+				b, _ := json.Marshal(map[string]any{"schema_version": "1.0.0", "id": uuid.NewString(),
+					"reasoning": fmt.Sprintf("thought %d", n.Add(1)), "action": "THINK", "args": map[string]any{}})
+				return llmtest.Text(string(b))
+			})
+			id := a.send(t, "", "think")
+			got := a.wait(t, id, tasks.StateFailed, tasks.StateCompleted, tasks.StateInputRequired)
+			if got.Status.State != tasks.StateFailed || !strings.Contains(got.Status.Message, "HALTED_TIME") || !strings.Contains(got.Status.Message, "max_steps") {
+				t.Fatalf("task %s %q", got.Status.State, got.Status.Message)
+			}
+			if c := a.llm.Calls(); c != 5 {
+				t.Fatalf("%d calls, want 5", c)
+			}
+			final, _ := a.Tasks.Task(context.Background(), id)
+			var halt struct{ Halt, Limit string }
+			for _, art := range final.Artifacts {
+				if art.ArtifactID == "halt" {
+					json.Unmarshal(art.Parts[0].Data, &halt)
+				}
+			}
+			if halt.Halt != "HALTED_TIME" || halt.Limit != "max_steps" {
+				t.Fatalf("halt data: %+v", halt)
+			}
+		})
+
+		t.Run("cost over the limit: HALTED_COST", func(t *testing.T) {
+			a := startAgentNode(t, dsn, func(c *config.Config) {
+				c.Agent.MaxCostCents, c.Agent.PricePerMTokPrompt = 50, 100_000
+			})
+			write := llmtest.Text(prop("WRITE_FILE", map[string]any{"path": "/sandbox/costly.md", "content": "x"}))
+			write.PromptTokens = 1000 // 1000 tokens at 100,000 USD a million: 100 USD
+			a.llm.Push(write)
+			id := a.send(t, "", "spend")
+			got := a.wait(t, id, tasks.StateFailed, tasks.StateCompleted, tasks.StateInputRequired)
+			if got.Status.State != tasks.StateFailed || !strings.Contains(got.Status.Message, "HALTED_COST") {
+				t.Fatalf("task %s %q", got.Status.State, got.Status.Message)
+			}
+			if _, err := os.Stat(a.sandboxFile("costly.md")); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("the answer past the cost limit was acted on: %v", err)
+			}
+			if h := a.history(t, id); h.Status != agent.HaltedCost || len(h.Interactions) != 1 || h.Interactions[0].Response.CostUSD != 100 {
+				t.Fatalf("history: %+v", h)
+			}
+		})
+
+		t.Run("held action approved, job resumes", func(t *testing.T) {
+			a := startAgentNode(t, dsn, nil)
+			os.WriteFile(a.sandboxFile("old.txt"), []byte("old\n"), 0o600)
+			a.llm.Push(llmtest.Text(prop("DELETE_FILE", map[string]any{"path": "/sandbox/old.txt"})))
+			id := a.send(t, "", "delete old.txt")
+			got := a.wait(t, id, tasks.StateInputRequired, tasks.StateCompleted, tasks.StateFailed)
+			if got.Status.State != tasks.StateInputRequired || !strings.Contains(got.Status.Message, "confirmation needed") {
+				t.Fatalf("task %s %q", got.Status.State, got.Status.Message)
+			}
+			if _, err := os.Stat(a.sandboxFile("old.txt")); err != nil {
+				t.Fatalf("deleted before approval: %v", err)
+			}
+			a.llm.Push(finish("old.txt is gone"))
+			if _, err := admin.Call(context.Background(), admin.Path(a.dataDir), admin.Request{Op: "approve", Task: id}); err != nil {
+				t.Fatalf("approve: %v", err)
+			}
+			got = a.wait(t, id, tasks.StateCompleted, tasks.StateFailed)
+			if got.Status.State != tasks.StateCompleted || got.Status.Message != "old.txt is gone" {
+				t.Fatalf("task %s %q", got.Status.State, got.Status.Message)
+			}
+			if _, err := os.Stat(a.sandboxFile("old.txt")); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("old.txt after approval: %v", err)
+			}
+			if reqs := a.chats(); len(reqs) != 2 || !strings.Contains(requestText(reqs[1]), "The operator approved action") {
+				t.Fatalf("the decision was not told to the model")
+			}
+		})
+
+		t.Run("cancel during a slow model call", func(t *testing.T) {
+			a := startAgentNode(t, dsn, nil)
+			slow := llmtest.Text(prop("WRITE_FILE", map[string]any{"path": "/sandbox/late.md", "content": "late"}))
+			slow.Delay = time.Minute
+			a.llm.Push(slow)
+			id := a.send(t, "", "take your time")
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := a.llm.WaitCalls(ctx, 1); err != nil {
+				t.Fatal(err)
+			}
+			p := a.alice.call(t, a.Node, "tasks/cancel", map[string]any{"taskId": id}, false)
+			if got := taskOf(t, p); got.Status.State != "canceled" {
+				t.Fatalf("cancel: %v", p)
+			}
+			// The call is aborted: the job ends long before the reply's
+			// minute is up.
+			for a.Agent().Running() > 0 {
+				select {
+				case <-ctx.Done():
+					t.Fatal("the job did not stop after cancel: the model call was not aborted")
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+			j, err := a.Agent().Store().Get(context.Background(), id)
+			if err != nil || j.Status != agent.Canceled {
+				t.Fatalf("job: %+v %v", j, err)
+			}
+			if _, err := os.Stat(a.sandboxFile("late.md")); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("an action ran after cancel: %v", err)
+			}
+			if a.llm.Calls() != 1 {
+				t.Fatalf("%d calls after cancel", a.llm.Calls())
+			}
+		})
+	})
+}
+
+// Without a model configured, a free-text task fails at once with a reason
+// that says how to enable the agent, and the card does not advertise the
+// agent skill; with one, it does.
+func TestNoAgentFailsAtOnce(t *testing.T) {
+	n, _ := startNode(t, nil)
+	alice := newRequester(t, n.RelayURLs())
+	got := taskOf(t, alice.call(t, n, "message/send", text("summarise-notes"), false))
+	if got.Status.State != "failed" || !strings.Contains(got.Status.Message, "--llm-url") {
+		t.Fatalf("task %s %q", got.Status.State, got.Status.Message)
+	}
+	for _, s := range n.Card().Skills {
+		if s.ID == "agent" {
+			t.Fatal("the card advertises the agent skill without an agent")
+		}
+	}
+	a := startAgentNode(t, testdb.SQLite(t), nil)
+	var has bool
+	for _, s := range a.Card().Skills {
+		has = has || s.ID == "agent"
+	}
+	if !has {
+		t.Fatal("the card of a node with an agent lacks the agent skill")
+	}
+}
