@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -21,6 +22,7 @@ import (
 	"github.com/snapnode/snapnode/internal/llmtest"
 	"github.com/snapnode/snapnode/internal/node"
 	"github.com/snapnode/snapnode/internal/testdb"
+	"github.com/snapnode/snapnode/schemas"
 	"github.com/snapnode/snapnode/tasks"
 )
 
@@ -52,7 +54,46 @@ func startAgentNode(t *testing.T, dsn string, mutate func(*config.Config), opts 
 	if err := os.MkdirAll(filepath.Join(dataDir, "sandbox"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	return &agentNode{Node: n, llm: srv, alice: newRequester(t, n.RelayURLs()), dataDir: dataDir}
+	a := &agentNode{Node: n, llm: srv, alice: newRequester(t, n.RelayURLs()), dataDir: dataDir}
+	t.Cleanup(func() { a.checkHistories(t) }) // before the node stops
+	return a
+}
+
+// checkHistories checks every job's history as `snapnode job history`
+// prints it: it validates against the published schema, replays
+// consistently, and a tampered copy does not.
+func (a *agentNode) checkHistories(t *testing.T) {
+	ctx := context.Background()
+	jobs, err := a.Agent().Store().List(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobs {
+		h := a.history(t, j.TaskID)
+		b, _ := json.Marshal(h)
+		var v any
+		json.Unmarshal(b, &v)
+		if err := schemas.JobHistory().Validate(v); err != nil {
+			t.Errorf("job %s: history does not validate: %v\n%s", j.TaskID, err, b)
+		}
+		if err := agent.Replay(h, 64<<10); err != nil {
+			t.Errorf("job %s: replay: %v", j.TaskID, err)
+		}
+		if len(h.Interactions) == 0 {
+			continue
+		}
+		tampered := *h
+		tampered.Interactions = slices.Clone(h.Interactions)
+		last := &tampered.Interactions[len(tampered.Interactions)-1]
+		if last.Response.Kind == agent.KindProposal || last.Response.Kind == agent.KindAgentResponse {
+			last.Response.Action = "DELETE_FILE"
+		} else {
+			last.Response.NewStatus = agent.Success
+		}
+		if agent.Replay(&tampered, 64<<10) == nil {
+			t.Errorf("job %s: a tampered history replays", j.TaskID)
+		}
+	}
 }
 
 // sandboxFile is the host path of a workspace file.

@@ -1,0 +1,162 @@
+package agent
+
+import (
+	"fmt"
+	"slices"
+)
+
+// ReplayError is the first inconsistency Replay found in a history.
+type ReplayError struct {
+	// Sequence is the interaction's (-1: the history as a whole).
+	Sequence int
+	// Field is the member at fault, as in the history's JSON.
+	Field   string
+	Message string
+}
+
+func (e *ReplayError) Error() string {
+	if e.Sequence < 0 {
+		return fmt.Sprintf("history: %s: %s", e.Field, e.Message)
+	}
+	return fmt.Sprintf("interaction %d: %s: %s", e.Sequence, e.Field, e.Message)
+}
+
+// Replay re-validates a job's history, interaction by interaction, as the
+// runtime produced it: sequences count from 0 without gaps, timestamps
+// never go back, a call is made only while the job runs and none after it
+// ended, every stored answer parses again (with maxAnswer, the runtime's
+// cap) to the recorded kind and action (and an invalid one still fails),
+// every state transition is one the runtime makes for that answer and
+// observation, and the job's status agrees with the last transition. It
+// returns the first inconsistency as a *ReplayError, nil when there is
+// none.
+func Replay(h *History, maxAnswer int) error {
+	fail := func(seq int, field, format string, args ...any) error {
+		return &ReplayError{Sequence: seq, Field: field, Message: fmt.Sprintf(format, args...)}
+	}
+	if h.JobID == "" {
+		return fail(-1, "job_id", "empty")
+	}
+	var last *Interaction
+	for i := range h.Interactions {
+		it := &h.Interactions[i]
+		if it.Sequence != i {
+			return fail(it.Sequence, "sequence", "is %d where %d was expected", it.Sequence, i)
+		}
+		if last != nil {
+			if it.Timestamp.Before(last.Timestamp) {
+				return fail(i, "timestamp", "%s is before the previous interaction's %s", it.Timestamp, last.Timestamp)
+			}
+			if last.Response.NewStatus.Terminal() {
+				return fail(i, "state_before", "a call after the job ended %s", last.Response.NewStatus)
+			}
+		}
+		if it.StateBefore != Running && it.StateBefore != Reviewing {
+			return fail(i, "state_before", "%s: the model is called only while the job runs", it.StateBefore)
+		}
+		if err := replayResponse(it, maxAnswer); err != nil {
+			return err
+		}
+		if err := replayTransition(it, i == len(h.Interactions)-1); err != nil {
+			return err
+		}
+		last = it
+	}
+	if last != nil && last.Response.NewStatus.Terminal() && h.Status != last.Response.NewStatus {
+		return fail(-1, "status", "%s, but the last interaction ended the job %s", h.Status, last.Response.NewStatus)
+	}
+	if h.Status == Success && (last == nil || last.Response.NewStatus != Success) {
+		return fail(-1, "status", "SUCCESS without an interaction that completed the job")
+	}
+	for _, rp := range h.RecoveryPoints {
+		if rp.Sequence < 0 || rp.Sequence >= len(h.Interactions) {
+			return fail(-1, "recovery_points", "checkpoint %s names interaction %d, which does not exist", rp.CheckpointID, rp.Sequence)
+		}
+		if h.Interactions[rp.Sequence].Response.Action != ActionCompleted {
+			return fail(-1, "recovery_points", "checkpoint %s is not at a COMPLETED answer", rp.CheckpointID)
+		}
+	}
+	return nil
+}
+
+// replayResponse parses the stored answer again.
+func replayResponse(it *Interaction, maxAnswer int) error {
+	r := it.Response
+	fail := func(field, format string, args ...any) error {
+		return &ReplayError{Sequence: it.Sequence, Field: "response." + field, Message: fmt.Sprintf(format, args...)}
+	}
+	switch r.Kind {
+	case KindAPIError, KindCanceled:
+		if r.Status == ResponseSuccess || r.Error == "" || r.RawResponse != "" {
+			return fail("status", "a failed call must have status ERROR or TIMEOUT, an error and no answer")
+		}
+		return nil
+	}
+	if r.Status != ResponseSuccess {
+		return fail("status", "%s with an answer of kind %s", r.Status, r.Kind)
+	}
+	a, aerr := ParseAnswer(r.RawResponse, maxAnswer)
+	switch r.Kind {
+	case KindInvalid:
+		if aerr == nil {
+			return fail("raw_response", "recorded as invalid, but it parses as a %s", a.Kind)
+		}
+		return nil
+	case KindProposal, KindAgentResponse:
+		if aerr != nil {
+			return fail("raw_response", "recorded as a %s, but it does not parse: %v", r.Kind, aerr)
+		}
+		if a.Kind != r.Kind || a.Action != r.Action {
+			return fail("action", "recorded %s %s, but the answer is %s %s", r.Kind, r.Action, a.Kind, a.Action)
+		}
+		if a.Kind == KindAgentResponse && !slices.Equal(a.Response.EvidenceFiles, r.EvidenceFiles) && !(len(a.Response.EvidenceFiles) == 0 && len(r.EvidenceFiles) == 0) {
+			return fail("evidence_files", "recorded %v, but the answer lists %v", r.EvidenceFiles, a.Response.EvidenceFiles)
+		}
+		return nil
+	}
+	return fail("kind", "unknown kind %q", r.Kind)
+}
+
+// replayTransition checks state_before → new_status for the answer and its
+// observation.
+func replayTransition(it *Interaction, last bool) error {
+	r, before, after := it.Response, it.StateBefore, it.Response.NewStatus
+	obs := ""
+	if it.Observation != nil {
+		obs = it.Observation.Outcome
+	}
+	var allowed []Status
+	switch r.Kind {
+	case KindAPIError, KindCanceled:
+		allowed = []Status{before}
+	case KindInvalid:
+		allowed = []Status{before, InterventionRequired}
+	case KindProposal:
+		switch {
+		case obs == "" && last:
+			allowed = []Status{before} // the node stopped before the action's outcome was stored
+		case obs == ObsNeedsConfirmation:
+			allowed = []Status{InterventionRequired}
+		case obs == ObsCompleted && (r.Action == "FINISH" || r.Action == "finish"):
+			allowed = []Status{Success}
+		case obs == ObsCompleted, obs == ObsFailed, obs == ObsNone:
+			allowed = []Status{before}
+		default:
+			return &ReplayError{Sequence: it.Sequence, Field: "observation", Message: fmt.Sprintf("a proposal's observation %q", obs)}
+		}
+	case KindAgentResponse:
+		switch r.Action {
+		case ActionCompleted:
+			allowed = []Status{Success}
+		case ActionStuck:
+			allowed = []Status{InterventionRequired}
+		default:
+			allowed = []Status{before, InterventionRequired}
+		}
+	}
+	if !slices.Contains(allowed, after) {
+		return &ReplayError{Sequence: it.Sequence, Field: "response.new_status",
+			Message: fmt.Sprintf("%s → %s after a %s %s (observation %q); the runtime goes to %v", before, after, r.Kind, r.Action, obs, allowed)}
+	}
+	return nil
+}

@@ -1,0 +1,262 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/snapnode/snapnode/agent"
+	"github.com/snapnode/snapnode/internal/config"
+	"github.com/snapnode/snapnode/internal/sqldb"
+)
+
+// job is `snapnode job list|show|history|replay`: the agent's jobs in the
+// node's database.
+func (c *cli) job(args []string) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "list":
+			return c.jobList(args[1:])
+		case "show":
+			return c.jobShow(args[1:])
+		case "history":
+			return c.jobHistory(args[1:])
+		case "replay":
+			return c.jobReplay(args[1:])
+		}
+	}
+	fmt.Fprintln(c.stderr, "usage: snapnode job list [--status STATUS]… [node settings]")
+	fmt.Fprintln(c.stderr, "       snapnode job show [--format json|text] [node settings] ID")
+	fmt.Fprintln(c.stderr, "       snapnode job history [--format json|text] [node settings] ID")
+	fmt.Fprintln(c.stderr, "       snapnode job replay [node settings] ID | --file HISTORY.json")
+	return exitUsage
+}
+
+// openJobStore opens the agent's job store in the node's database, as
+// `run` would with the same settings. A SQLite file that does not exist is
+// an error naming it, never a new empty database.
+func (c *cli) openJobStore(fs *flag.FlagSet, cfg *config.Config) (*agent.Store, func(), int, bool) {
+	if err := config.Load(cfg, fs, os.Getenv); err != nil {
+		return nil, nil, c.usageError(fs, err.Error()), false
+	}
+	dsn := cfg.DatabaseDSN()
+	if dsn == config.MemoryDatabase {
+		return nil, nil, c.usageError(fs, "the database is memory: a node's jobs are only in that node"), false
+	}
+	if path, ok := strings.CutPrefix(dsn, "sqlite:"); ok || !strings.Contains(dsn, "://") {
+		if !ok {
+			path = dsn
+		}
+		path, _, _ = strings.Cut(path, "?")
+		if _, err := os.Stat(path); err != nil {
+			fmt.Fprintf(c.stderr, "%s: no node database at %s (give the node's --data-dir or --database): %v\n", fs.Name(), path, err)
+			return nil, nil, exitUsage, false
+		}
+	}
+	db, err := sqldb.Open(context.Background(), dsn, sqldb.Options{})
+	if err != nil {
+		return nil, nil, c.ioError(fs.Name(), err), false
+	}
+	st, err := agent.OpenStore(context.Background(), db)
+	if err != nil {
+		db.Close()
+		return nil, nil, c.ioError(fs.Name(), err), false
+	}
+	return st, func() { db.Close() }, 0, true
+}
+
+// jobArgs parses the flags of a job command that takes one job id.
+func (c *cli) jobArgs(name, use string, args []string, desc ...string) (fs *flag.FlagSet, cfg *config.Config, format *string, id string, code int, done bool) {
+	fs = c.flagSet("job "+name, use, desc...)
+	cfg = new(config.Config)
+	*cfg = config.Default()
+	config.Flags(fs, cfg)
+	format = fs.String("format", "json", "print `json` or text")
+	pos, code, done := c.parse(fs, args, 1)
+	if done {
+		return nil, nil, nil, "", code, true
+	}
+	if len(pos) != 1 {
+		return nil, nil, nil, "", c.usageError(fs, "give the job's task ID"), true
+	}
+	if *format != "json" && *format != "text" {
+		return nil, nil, nil, "", c.usageError(fs, fmt.Sprintf("--format: want json or text, got %q", *format)), true
+	}
+	return fs, cfg, format, pos[0], 0, false
+}
+
+func (c *cli) jobList(args []string) int {
+	fs := c.flagSet("job list", "[--status STATUS]… [node settings]",
+		"Lists the agent's jobs in the node's database, oldest first: one JSON line",
+		"each with the job's manifest (status, phase, metrics).")
+	cfg := config.Default()
+	config.Flags(fs, &cfg)
+	var statuses []agent.Status
+	fs.Func("status", "only jobs in `STATUS` (PENDING, RUNNING, SUCCESS, …; repeatable)", func(v string) error {
+		for _, s := range agent.Statuses() {
+			if string(s) == v {
+				statuses = append(statuses, s)
+				return nil
+			}
+		}
+		return fmt.Errorf("unknown status %q (want one of %v)", v, agent.Statuses())
+	})
+	if _, code, done := c.parse(fs, args, 0); done {
+		return code
+	}
+	st, closeDB, code, ok := c.openJobStore(fs, &cfg)
+	if !ok {
+		return code
+	}
+	defer closeDB()
+	jobs, err := st.List(context.Background(), 0, statuses...)
+	if err != nil {
+		return c.ioError(fs.Name(), err)
+	}
+	for _, j := range jobs {
+		b, _ := json.Marshal(j.Manifest(j.Status.TaskState(), nil))
+		fmt.Fprintf(c.stdout, "%s\n", b)
+	}
+	return exitOK
+}
+
+func (c *cli) jobShow(args []string) int {
+	fs, cfg, format, id, code, done := c.jobArgs("show", "[--format json|text] [node settings] ID", args,
+		"Prints the job manifest of a task the agent works on: status, current phase,",
+		"metrics (cost in cents, seconds, steps, tokens) and a line per interaction.")
+	if done {
+		return code
+	}
+	st, closeDB, code, ok := c.openJobStore(fs, cfg)
+	if !ok {
+		return code
+	}
+	defer closeDB()
+	ctx := context.Background()
+	j, err := st.Get(ctx, id)
+	if err != nil {
+		return c.jobError(fs, id, err)
+	}
+	its, err := st.Interactions(ctx, id)
+	if err != nil {
+		return c.ioError(fs.Name(), err)
+	}
+	m := j.Manifest(j.Status.TaskState(), its)
+	if *format == "json" {
+		b, _ := json.MarshalIndent(m, "", "  ")
+		fmt.Fprintf(c.stdout, "%s\n", b)
+		return exitOK
+	}
+	phase := "-"
+	if m.CurrentPhase != nil {
+		phase = *m.CurrentPhase
+	}
+	fmt.Fprintf(c.stdout, "job %s: %s (task %s), phase %s\n", m.JobID, m.Status, m.TaskState, phase)
+	fmt.Fprintf(c.stdout, "  %d steps, %.4g cents, %.1f s, %d prompt and %d completion tokens\n",
+		m.Metrics.Steps, m.Metrics.CumulativeCost, m.Metrics.CumulativeTimeSeconds, m.Metrics.PromptTokens, m.Metrics.CompletionTokens)
+	if j.Reason != "" {
+		fmt.Fprintf(c.stdout, "  %s\n", j.Reason)
+	}
+	for i, e := range m.History {
+		fmt.Fprintf(c.stdout, "  %3d %s %s %s\n", i, e.Timestamp.Format("15:04:05"), e.Role, e.Action)
+	}
+	return exitOK
+}
+
+func (c *cli) jobHistory(args []string) int {
+	fs, cfg, format, id, code, done := c.jobArgs("history", "[--format json|text] [node settings] ID", args,
+		"Prints the job history (jobHistory.json): every model call with the exact",
+		"messages sent, the answer as received, what the host did with it and what it",
+		"fed back, and the recovery points.")
+	if done {
+		return code
+	}
+	st, closeDB, code, ok := c.openJobStore(fs, cfg)
+	if !ok {
+		return code
+	}
+	defer closeDB()
+	h, err := st.History(context.Background(), id)
+	if err != nil {
+		return c.jobError(fs, id, err)
+	}
+	if *format == "json" {
+		b, _ := json.MarshalIndent(h, "", "  ")
+		fmt.Fprintf(c.stdout, "%s\n", b)
+		return exitOK
+	}
+	fmt.Fprintf(c.stdout, "job %s (%s), created %s\n", h.JobID, h.Status, h.CreatedAt.Format("2006-01-02 15:04:05"))
+	for _, it := range h.Interactions {
+		fmt.Fprintf(c.stdout, "#%d %s %s → %s: %s %s (%.2fs)\n", it.Sequence, it.Timestamp.Format("15:04:05"),
+			it.StateBefore, it.Response.NewStatus, it.Response.Kind, it.Response.Action, it.Response.ExecutionTimeSeconds)
+		if it.Response.Error != "" {
+			fmt.Fprintf(c.stdout, "    error: %s\n", it.Response.Error)
+		}
+		if o := it.Observation; o != nil {
+			fmt.Fprintf(c.stdout, "    %s %s\n", o.Outcome, firstLine(o.Reason))
+		}
+	}
+	return exitOK
+}
+
+func (c *cli) jobReplay(args []string) int {
+	fs := c.flagSet("job replay", "[node settings] ID | --file HISTORY.json",
+		"Re-validates a job's history: every stored answer parses again to what was",
+		"recorded, every state transition is one the runtime makes, sequences and times",
+		"are in order. Exits 0 when it is consistent, 1 at the first inconsistency.")
+	cfg := config.Default()
+	config.Flags(fs, &cfg)
+	file := fs.String("file", "", "replay the history in `FILE` (as job history printed it) instead of the database's")
+	pos, code, done := c.parse(fs, args, 1)
+	if done {
+		return code
+	}
+	var h *agent.History
+	switch {
+	case *file != "" && len(pos) == 0:
+		b, err := os.ReadFile(*file)
+		if err != nil {
+			return c.ioError(fs.Name(), err)
+		}
+		h = new(agent.History)
+		if err := json.Unmarshal(b, h); err != nil {
+			fmt.Fprintf(c.stderr, "%s: %s: %v\n", fs.Name(), *file, err)
+			return exitFail
+		}
+	case *file == "" && len(pos) == 1:
+		st, closeDB, code, ok := c.openJobStore(fs, &cfg)
+		if !ok {
+			return code
+		}
+		defer closeDB()
+		var err error
+		if h, err = st.History(context.Background(), pos[0]); err != nil {
+			return c.jobError(fs, pos[0], err)
+		}
+	default:
+		return c.usageError(fs, "give the job's task ID or --file, not both")
+	}
+	if err := agent.Replay(h, cfg.Agent.MaxAnswerBytes); err != nil {
+		fmt.Fprintf(c.stderr, "%s: job %s: %v\n", fs.Name(), h.JobID, err)
+		return exitFail
+	}
+	fmt.Fprintf(c.stdout, "job %s: %d interactions replayed, consistent\n", h.JobID, len(h.Interactions))
+	return exitOK
+}
+
+func (c *cli) jobError(fs *flag.FlagSet, id string, err error) int {
+	if errors.Is(err, agent.ErrNoJob) {
+		fmt.Fprintf(c.stderr, "%s: task %s is not an agent job in this database (snapnode job list shows them)\n", fs.Name(), id)
+		return exitFail
+	}
+	return c.ioError(fs.Name(), err)
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	return s
+}
