@@ -1,0 +1,213 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/snapnode/snapnode/agent"
+	"github.com/snapnode/snapnode/executor"
+	"github.com/snapnode/snapnode/executor/audit"
+	"github.com/snapnode/snapnode/executor/policy"
+	"github.com/snapnode/snapnode/executor/sandbox"
+	"github.com/snapnode/snapnode/internal/sqldb"
+	"github.com/snapnode/snapnode/internal/testdb"
+	"github.com/snapnode/snapnode/tasks"
+	"github.com/snapnode/snapnode/tasks/sqlstore"
+)
+
+// scripted is a Model that answers from a list and records the prompts.
+type scripted struct {
+	mu      sync.Mutex
+	answers []string
+	prompts [][]agent.ChatMessage
+}
+
+func (s *scripted) Complete(ctx context.Context, p agent.Prompt) (*agent.Completion, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.prompts = append(s.prompts, p.Messages)
+	if len(s.answers) == 0 {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	a := s.answers[0]
+	s.answers = s.answers[1:]
+	return &agent.Completion{Text: a, PromptTokens: 10, CompletionTokens: 5}, nil
+}
+
+// rig is the agent on a real executor, sandbox, task service and SQLite
+// database: what a node wires, without the transports.
+type rig struct {
+	db    *sqldb.DB
+	svc   *tasks.Service
+	exec  *executor.Executor
+	store *agent.Store
+	queue *agent.Queue
+	sb    *sandbox.Sandbox
+	dir   string
+}
+
+func newRig(t *testing.T, dsn string) *rig {
+	t.Helper()
+	ctx := context.Background()
+	db, err := sqldb.Open(ctx, dsn, sqldb.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	ts, err := sqlstore.New(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "sandbox")
+	os.MkdirAll(dir, 0o700)
+	sb, err := sandbox.Open(dir, sandbox.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sb.Close() })
+	log, err := audit.New(ctx, db, audit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { log.Close() })
+	ex, err := executor.New(ctx, executor.Config{DB: db, Sandbox: sb, Policy: policy.NewHolder(policy.Default()), Audit: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := agent.OpenStore(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := agent.NewQueue(store, nil)
+	svc := tasks.NewService(ts, tasks.ServiceOptions{Agent: q})
+	return &rig{db: db, svc: svc, exec: ex, store: store, queue: q, sb: sb, dir: dir}
+}
+
+// run works on jobs until the task is in one of the states.
+func (r *rig) run(t *testing.T, m agent.Model, taskID string, states ...tasks.State) *tasks.Task {
+	t.Helper()
+	rt, err := agent.New(agent.Config{Queue: r.queue, Store: r.store, Tasks: r.svc, Executor: r.exec, Model: m,
+		Sandbox: r.sb, ContextTokens: 8000, Lease: time.Second, Poll: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { rt.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	deadline := time.After(20 * time.Second)
+	for {
+		cur, events, err := r.svc.Subscribe(ctx, "alice", taskID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			for _, s := range states {
+				if cur.Status.State == s {
+					return cur
+				}
+			}
+			var ev tasks.Event
+			var ok bool
+			select {
+			case ev, ok = <-events:
+			case <-deadline:
+				t.Fatalf("task %s stayed %s %q", taskID, cur.Status.State, cur.Status.Message)
+			}
+			if !ok {
+				break
+			}
+			if ev.Status != nil {
+				cur.Status = *ev.Status
+			}
+		}
+	}
+}
+
+func proposalJSON(action string, args map[string]any) string {
+	b, _ := json.Marshal(map[string]any{"schema_version": "1.0.0", "id": uuid.NewString(), "reasoning": "r",
+		"action": action, "args": args})
+	return string(b)
+}
+
+// A node stopped between storing the model's answer and storing what the
+// executor made of it: on the next claim the job is completed from the
+// executor's record when the action ran (never run twice), and the action
+// runs when it had not.
+func TestInterruptedStep(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		for _, ran := range []bool{true, false} {
+			name := "the action had run"
+			if !ran {
+				name = "the action had not run"
+			}
+			t.Run(name, func(t *testing.T) {
+				r := newRig(t, dsn)
+				ctx := context.Background()
+				payload, _ := json.Marshal(map[string]any{"message": map[string]any{"messageId": uuid.NewString(), "role": "user",
+					"parts": []any{map[string]any{"text": "write a.md"}}}})
+				task, err := r.svc.SendMessage(ctx, "alice", payload)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := r.svc.Transition(ctx, task.ID, tasks.StateWorking, "working"); err != nil {
+					t.Fatal(err)
+				}
+				write := proposalJSON("WRITE_FILE", map[string]any{"path": "/sandbox/a.md", "content": "once\n"})
+				// What the node had stored when it stopped: the answer, no
+				// observation, the job running under a lapsed lease.
+				j, err := r.store.Get(ctx, task.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				at := time.Now().UTC().Add(-time.Minute)
+				it := &agent.Interaction{Sequence: 0, Timestamp: at, StateBefore: agent.Running,
+					Request:  agent.Request{Messages: []agent.ChatMessage{{Role: "user", Content: "write a.md"}}, Metadata: agent.RequestMetadata{Role: "Worker", Phase: "work"}},
+					Response: agent.Response{Status: agent.ResponseSuccess, Kind: agent.KindProposal, Action: "WRITE_FILE", RawResponse: write, NewStatus: agent.Running}}
+				j.Status, j.NextSeq, j.Steps, j.LeaseUntil = agent.Running, 1, 1, at
+				if err := r.store.Write(ctx, agent.Save{Job: j, Interaction: it}); err != nil {
+					t.Fatal(err)
+				}
+				if ran {
+					if res, err := r.exec.Run(ctx, executor.Request{TaskID: task.ID, Requester: "alice", Data: []byte(write)}); err != nil || res.Outcome != executor.Completed {
+						t.Fatalf("run: %+v %v", res, err)
+					}
+				}
+				m := &scripted{answers: []string{proposalJSON("FINISH", map[string]any{"response": "done"})}}
+				got := r.run(t, m, task.ID, tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired)
+				if got.Status.State != tasks.StateCompleted {
+					t.Fatalf("task %s %q", got.Status.State, got.Status.Message)
+				}
+				acts, err := r.exec.Actions(ctx, task.ID)
+				if err != nil || len(acts) != 1 || acts[0].State != "promoted" {
+					t.Fatalf("the write ran %d times: %+v %v", len(acts), acts, err)
+				}
+				if b, _ := os.ReadFile(filepath.Join(r.dir, "a.md")); string(b) != "once\n" {
+					t.Fatalf("a.md = %q", b)
+				}
+				h, err := r.store.History(ctx, task.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if o := h.Interactions[0].Observation; o == nil || o.ActionID != acts[0].ActionID || o.Outcome != agent.ObsCompleted {
+					t.Fatalf("interaction 0's observation: %+v", o)
+				}
+				if err := agent.Replay(h, 64<<10); err != nil {
+					t.Fatalf("replay: %v", err)
+				}
+				if len(m.prompts) != 1 || !strings.Contains(m.prompts[0][len(m.prompts[0])-1].Content, "WRITE_FILE") {
+					t.Fatalf("the model was not told of the write: %+v", m.prompts)
+				}
+			})
+		}
+	})
+}
