@@ -19,6 +19,11 @@ type jobRun struct {
 	j      *Job
 	its    []Interaction
 	shrink float64 // the prompt budget's factor, halved after a context-length error
+	// dirty is an interaction completed (its observation) but not stored
+	// yet: it goes with the next write, one commit a step. Until then a
+	// crash leaves it without its observation, which the next claim
+	// completes from the executor's record.
+	dirty *Interaction
 }
 
 // work drives the job of taskID from its claim until it ends, waits for a
@@ -39,6 +44,9 @@ func (r *Runtime) work(ctx context.Context, cancel context.CancelCauseFunc, task
 		r.log.Warn("agent: lease lost; another process has the job", "task", taskID)
 	case ctx.Err() != nil:
 		// The node stops: the job is left as it is, for a restart.
+		if jr.dirty != nil {
+			_ = jr.save(context.WithoutCancel(ctx), nil)
+		}
 		_ = r.cfg.Store.Release(context.WithoutCancel(ctx), taskID, r.cfg.Holder)
 	case err != nil:
 		r.log.Error("agent: job failed", "task", taskID, "err", err)
@@ -368,16 +376,14 @@ func (jr *jobRun) observed(ctx context.Context, it *Interaction, res *executor.R
 	obs := observe(res, r.cfg.MaxObservationBytes)
 	obs.Text = r.redact(obs.Text)
 	it.Observation = obs
-	for _, a := range Artifacts(res) {
-		if res.Diff == "" || res.Outcome == executor.Failed {
-			break // only changes (and those to confirm) leave artifacts
-		}
-		if _, err := r.cfg.Tasks.AddArtifact(ctx, j.TaskID, a); err != nil {
-			r.log.Warn("agent: artifact", "task", j.TaskID, "err", err)
-		}
-	}
 	switch {
 	case res.Outcome == executor.NeedsConfirmation:
+		// The operator sees what to confirm on the task.
+		for _, a := range Artifacts(res) {
+			if _, err := r.cfg.Tasks.AddArtifact(ctx, j.TaskID, a); err != nil {
+				r.log.Warn("agent: artifact", "task", j.TaskID, "err", err)
+			}
+		}
 		j.Status, j.Reason = InterventionRequired, ConfirmationNote(res)
 		it.Response.NewStatus = j.Status
 		if err := jr.record(ctx, it); err != nil {
@@ -394,11 +400,20 @@ func (jr *jobRun) observed(ctx context.Context, it *Interaction, res *executor.R
 		}
 		return true, jr.complete(ctx, res.Response, nil)
 	}
-	if err := jr.record(ctx, it); err != nil {
-		return true, err
-	}
+	jr.remember(it)
 	jr.progress(ctx, it, obs.Outcome)
 	return false, nil
+}
+
+// remember keeps it, completed, for the next write.
+func (jr *jobRun) remember(it *Interaction) {
+	for i := range jr.its {
+		if jr.its[i].Sequence == it.Sequence {
+			jr.its[i] = *it
+		}
+	}
+	c := *it
+	jr.dirty = &c
 }
 
 // respond applies an agent response: COMPLETED ends the job (its evidence
@@ -493,6 +508,11 @@ func (jr *jobRun) complete(ctx context.Context, message string, arts []tasks.Art
 	r, j := jr.r, jr.j
 	resp := tasks.TextPart(message)
 	arts = append([]tasks.Artifact{{ArtifactID: "agent-response", Name: "the agent's answer", Parts: []tasks.Part{resp}}}, arts...)
+	if d := jr.changes(); d != "" {
+		p := tasks.TextPart(d)
+		p.MediaType = "text/x-diff"
+		arts = append(arts, tasks.Artifact{ArtifactID: "changes", Name: "the changes the agent made", Parts: []tasks.Part{p}})
+	}
 	for _, a := range arts {
 		if _, err := r.cfg.Tasks.AddArtifact(ctx, j.TaskID, a); err != nil {
 			r.log.Warn("agent: artifact", "task", j.TaskID, "err", err)
@@ -501,6 +521,29 @@ func (jr *jobRun) complete(ctx context.Context, message string, arts []tasks.Art
 	_, err := r.cfg.Tasks.Transition(ctx, j.TaskID, tasks.StateCompleted, cut(message, tasks.MaxStatusMessage-4))
 	r.log.Info("agent: job completed", "task", j.TaskID, "steps", j.Steps, "cost_cents", j.CostCents)
 	return jr.release(ctx, err)
+}
+
+// maxChanges bounds the diff of a job's changes left on its task; the
+// history keeps every diff.
+const maxChanges = 64 << 10
+
+// changes is the diff of every change the job made, in order, cut to
+// maxChanges.
+func (jr *jobRun) changes() string {
+	var b strings.Builder
+	for _, it := range jr.its {
+		if o := it.Observation; o != nil && o.Diff != "" && (o.Outcome == ObsCompleted || o.Outcome == ObsApproved) {
+			if b.Len()+len(o.Diff) > maxChanges {
+				fmt.Fprintf(&b, "… (more changes: the job history has every diff)\n")
+				break
+			}
+			b.WriteString(o.Diff)
+			if !strings.HasSuffix(o.Diff, "\n") {
+				b.WriteString("\n")
+			}
+		}
+	}
+	return b.String()
 }
 
 // stuck makes the job wait for a human: INTERVENTION_REQUIRED, the task
@@ -593,7 +636,15 @@ func (jr *jobRun) save(ctx context.Context, it *Interaction) error { return jr.s
 
 func (jr *jobRun) saveWith(ctx context.Context, it *Interaction, rp *RecoveryPoint) error {
 	jr.j.UpdatedAt = jr.r.cfg.Now()
-	return jr.r.cfg.Store.Write(ctx, Save{Job: jr.j, Interaction: it, Recovery: rp, Holder: jr.r.cfg.Holder})
+	earlier := jr.dirty
+	if earlier != nil && it != nil && earlier.Sequence == it.Sequence {
+		earlier = nil // it is the newer copy
+	}
+	err := jr.r.cfg.Store.Write(ctx, Save{Job: jr.j, Earlier: earlier, Interaction: it, Recovery: rp, Holder: jr.r.cfg.Holder})
+	if err == nil {
+		jr.dirty = nil
+	}
+	return err
 }
 
 // release gives the job's lease up once it waits or ended, and returns

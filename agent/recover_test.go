@@ -55,7 +55,7 @@ type rig struct {
 	dir   string
 }
 
-func newRig(t *testing.T, dsn string) *rig {
+func newRig(t testing.TB, dsn string) *rig {
 	t.Helper()
 	ctx := context.Background()
 	db, err := sqldb.Open(ctx, dsn, sqldb.Options{})

@@ -192,7 +192,10 @@ func (s *Store) exec(ctx context.Context, verb, taskID, q string, args ...any) (
 // holder holds the job (else ErrLeaseLost); with expect set, only while
 // the job is in that status (else ErrLeaseLost too: someone else moved it).
 type Save struct {
-	Job         *Job
+	Job *Job
+	// Earlier is an interaction stored before and completed since (its
+	// observation), written in the same transaction; nil for none.
+	Earlier     *Interaction
 	Interaction *Interaction
 	Recovery    *RecoveryPoint
 	Holder      string
@@ -202,32 +205,44 @@ type Save struct {
 // Write applies w.
 func (s *Store) Write(ctx context.Context, w Save) error {
 	j := w.Job
-	var body []byte
-	if w.Interaction != nil {
-		var err error
-		if body, err = json.Marshal(w.Interaction); err != nil {
+	type row struct {
+		seq  int
+		body []byte
+	}
+	var rows []row
+	for _, it := range []*Interaction{w.Earlier, w.Interaction} {
+		if it == nil {
+			continue
+		}
+		b, err := json.Marshal(it)
+		if err != nil {
 			return fmt.Errorf("agent: encode interaction: %w", err)
 		}
+		rows = append(rows, row{it.Sequence, b})
 	}
 	var lost bool
+	historyBytes := j.HistoryBytes
 	err := s.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		lost = false
-		if body != nil {
+		j.HistoryBytes = historyBytes // the transaction may run again
+		for _, r := range rows {
+			// The interaction's body replaces any stored under its
+			// sequence; the job counts the difference.
 			var old int64
 			err := tx.QueryRowContext(ctx, s.d.Rebind(`SELECT LENGTH(body) FROM agent_interactions WHERE task_id = ? AND seq = ?`),
-				j.TaskID, w.Interaction.Sequence).Scan(&old)
+				j.TaskID, r.seq).Scan(&old)
 			switch {
 			case errors.Is(err, sql.ErrNoRows):
 				_, err = tx.ExecContext(ctx, s.d.Rebind(`INSERT INTO agent_interactions (task_id, seq, body) VALUES (?, ?, ?)`),
-					j.TaskID, w.Interaction.Sequence, string(body))
+					j.TaskID, r.seq, string(r.body))
 			case err == nil:
 				_, err = tx.ExecContext(ctx, s.d.Rebind(`UPDATE agent_interactions SET body = ? WHERE task_id = ? AND seq = ?`),
-					string(body), j.TaskID, w.Interaction.Sequence)
+					string(r.body), j.TaskID, r.seq)
 			}
 			if err != nil {
 				return err
 			}
-			j.HistoryBytes += int64(len(body)) - old
+			j.HistoryBytes += int64(len(r.body)) - old
 		}
 		if w.Recovery != nil {
 			rp, err := json.Marshal(w.Recovery)

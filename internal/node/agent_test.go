@@ -205,6 +205,19 @@ func TestAgentEndToEnd(t *testing.T) {
 			if b, err := os.ReadFile(a.sandboxFile("report.md")); err != nil || string(b) != "# Report\n" {
 				t.Fatalf("report.md = %q, %v", b, err)
 			}
+			final, _ := a.Tasks.Task(context.Background(), id)
+			var changes, answer string
+			for _, art := range final.Artifacts {
+				switch art.ArtifactID {
+				case "changes":
+					changes = *art.Parts[0].Text
+				case "agent-response":
+					answer = *art.Parts[0].Text
+				}
+			}
+			if !strings.Contains(changes, "+++ /sandbox/report.md") || !strings.Contains(changes, "+# Report") || answer != "report.md is written" {
+				t.Fatalf("artifacts: changes %q, answer %q", changes, answer)
+			}
 			reqs := a.chats()
 			if len(reqs) != 2 || !strings.Contains(requestText(reqs[1]), `"outcome":"completed"`) {
 				t.Fatalf("%d requests; the second: %s", len(reqs), requestText(reqs[len(reqs)-1]))

@@ -1,0 +1,162 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/snapnode/snapnode/agent"
+	"github.com/snapnode/snapnode/executor"
+	"github.com/snapnode/snapnode/internal/testdb"
+)
+
+// writer is a zero-latency Model: each job writes steps-1 distinct files,
+// then finishes.
+type writer struct {
+	steps int
+	calls atomic.Int64
+}
+
+func (w *writer) Complete(ctx context.Context, p agent.Prompt) (*agent.Completion, error) {
+	w.calls.Add(1)
+	n := 0
+	for _, m := range p.Messages {
+		if m.Role == agent.RoleAssistant {
+			n++
+		}
+	}
+	if n >= w.steps-1 {
+		return &agent.Completion{Text: proposalJSON("FINISH", map[string]any{"response": "done"})}, nil
+	}
+	return &agent.Completion{Text: proposalJSON("WRITE_FILE", map[string]any{
+		"path": fmt.Sprintf("/sandbox/%s-%d.md", uuid.NewString()[:8], n), "content": fmt.Sprintf("step %d\n", n)}),
+		PromptTokens: 100, CompletionTokens: 20}, nil
+}
+
+// runJobs starts jobs free-text tasks and works on them until all are
+// completed; it returns the history bytes stored.
+func runJobs(b *testing.B, r *rig, m agent.Model, jobs, maxJobs int) int64 {
+	ctx := context.Background()
+	ids := make([]string, jobs)
+	for i := range ids {
+		payload, _ := json.Marshal(map[string]any{"message": map[string]any{"messageId": uuid.NewString(), "role": "user",
+			"parts": []any{map[string]any{"text": "write some files"}}}})
+		t, err := r.svc.SendMessage(ctx, fmt.Sprintf("requester-%d", i%50), payload)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids[i] = t.ID
+	}
+	rt, err := agent.New(agent.Config{Queue: r.queue, Store: r.store, Tasks: r.svc, Executor: r.exec, Model: m,
+		Sandbox: r.sb, ContextTokens: 16000, MaxJobs: maxJobs, MaxSteps: 1000, Lease: time.Minute, Poll: 5 * time.Millisecond})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { rt.Run(rctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	var bytes int64
+	for _, id := range ids {
+		for {
+			j, err := r.store.Get(ctx, id)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if j.Status == agent.Success {
+				bytes += j.HistoryBytes
+				break
+			}
+			if j.Status.Terminal() || j.Status == agent.InterventionRequired {
+				b.Fatalf("job %s: %s %s", id, j.Status, j.Reason)
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	return bytes
+}
+
+// BenchmarkAgentStep measures the runtime's own cost of one step against a
+// zero-latency model, on SQLite: the prompt, parsing the answer, the
+// executor's whole pipeline for a WRITE_FILE (validation, policy, sandbox,
+// diff, promotion, audit), the history write and the progress event. The
+// baseline, measured in the same run, is the executor alone carrying out
+// the same kind of proposal: the runtime's overhead is the difference.
+func BenchmarkAgentStep(b *testing.B) {
+	const steps = 20
+	b.Run("baseline=executor.Run", func(b *testing.B) {
+		r := newRig(b, testdb.SQLite(b))
+		ctx := context.Background()
+		task, err := r.svc.SendMessage(ctx, "alice", []byte(`{"message":{"messageId":"m","role":"user","parts":[{"text":"x"}]}}`))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ResetTimer()
+		for i := range b.N {
+			p := proposalJSON("WRITE_FILE", map[string]any{"path": fmt.Sprintf("/sandbox/b-%d.md", i), "content": fmt.Sprintf("step %d\n", i)})
+			if res, err := r.exec.Run(ctx, executor.Request{TaskID: task.ID, Requester: "alice", Data: []byte(p)}); err != nil || res.Outcome != executor.Completed {
+				b.Fatal(res, err)
+			}
+		}
+	})
+	b.Run(fmt.Sprintf("runtime/jobs-of-%d-steps", steps), func(b *testing.B) {
+		r := newRig(b, testdb.SQLite(b))
+		m := &writer{steps: steps}
+		jobs := max(1, b.N/steps)
+		b.ResetTimer()
+		bytes := runJobs(b, r, m, jobs, 1)
+		b.StopTimer()
+		calls := m.calls.Load()
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(calls), "ns/step")
+		b.ReportMetric(float64(bytes)/float64(calls), "history-B/step")
+		b.ReportMetric(0, "ns/op")
+	})
+}
+
+// BenchmarkAgentConcurrentJobs runs 1,000 jobs at once (3 steps each:
+// two writes and FINISH) on SQLite against a zero-latency model, and
+// reports steps a second, the heap per job while they run and the history
+// bytes per step.
+func BenchmarkAgentConcurrentJobs(b *testing.B) {
+	const jobs = 1000
+	for range b.N {
+		r := newRig(b, testdb.SQLite(b))
+		m := &writer{steps: 3}
+		runtime.GC()
+		var before runtime.MemStats
+		runtime.ReadMemStats(&before)
+		var peak atomic.Uint64
+		stop := make(chan struct{})
+		sampled := make(chan struct{})
+		go func() {
+			defer close(sampled)
+			var ms runtime.MemStats
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(20 * time.Millisecond):
+				}
+				runtime.ReadMemStats(&ms)
+				if ms.HeapInuse > peak.Load() {
+					peak.Store(ms.HeapInuse)
+				}
+			}
+		}()
+		start := time.Now()
+		bytes := runJobs(b, r, m, jobs, jobs)
+		took := time.Since(start)
+		close(stop)
+		<-sampled
+		calls := m.calls.Load()
+		b.ReportMetric(float64(calls)/took.Seconds(), "steps/s")
+		b.ReportMetric(float64(peak.Load()-min(peak.Load(), before.HeapInuse))/jobs, "heap-B/job")
+		b.ReportMetric(float64(bytes)/float64(calls), "history-B/step")
+	}
+}
