@@ -224,7 +224,7 @@ func (jr *jobRun) call(ctx context.Context) (*Interaction, *Completion, error) {
 // prompt is the next call's messages within the context budget.
 func (jr *jobRun) prompt() []ChatMessage {
 	r, j := jr.r, jr.j
-	system := systemPrompt
+	system := builtinPrompt()
 	if r.cfg.SystemPrompt != "" {
 		system += "\n\n" + r.cfg.SystemPrompt
 	}
@@ -373,8 +373,7 @@ func (jr *jobRun) propose(ctx context.Context, it *Interaction, ans *Answer) (bo
 // waits for an operator.
 func (jr *jobRun) observed(ctx context.Context, it *Interaction, res *executor.Result) (bool, error) {
 	r, j := jr.r, jr.j
-	obs := observe(res, r.cfg.MaxObservationBytes)
-	obs.Text = r.redact(obs.Text)
+	obs := r.redactObservation(observe(res, r.cfg.MaxObservationBytes))
 	it.Observation = obs
 	switch {
 	case res.Outcome == executor.NeedsConfirmation:
@@ -506,7 +505,7 @@ func (jr *jobRun) evidence(ctx context.Context, files []string) (arts []tasks.Ar
 // complete ends the task completed with the agent's message.
 func (jr *jobRun) complete(ctx context.Context, message string, arts []tasks.Artifact) error {
 	r, j := jr.r, jr.j
-	resp := tasks.TextPart(message)
+	resp := tasks.TextPart(r.redact(message))
 	arts = append([]tasks.Artifact{{ArtifactID: "agent-response", Name: "the agent's answer", Parts: []tasks.Part{resp}}}, arts...)
 	if d := jr.changes(); d != "" {
 		p := tasks.TextPart(d)
@@ -518,7 +517,7 @@ func (jr *jobRun) complete(ctx context.Context, message string, arts []tasks.Art
 			r.log.Warn("agent: artifact", "task", j.TaskID, "err", err)
 		}
 	}
-	_, err := r.cfg.Tasks.Transition(ctx, j.TaskID, tasks.StateCompleted, cut(message, tasks.MaxStatusMessage-4))
+	_, err := r.cfg.Tasks.Transition(ctx, j.TaskID, tasks.StateCompleted, cut(r.redact(message), tasks.MaxStatusMessage-4))
 	r.log.Info("agent: job completed", "task", j.TaskID, "steps", j.Steps, "cost_cents", j.CostCents)
 	return jr.release(ctx, err)
 }
@@ -550,6 +549,7 @@ func (jr *jobRun) changes() string {
 // input_required with the reason.
 func (jr *jobRun) stuck(ctx context.Context, reason string) error {
 	r, j := jr.r, jr.j
+	reason = r.redact(reason)
 	j.Status, j.Reason = InterventionRequired, cut(reason, 2000)
 	if err := jr.save(ctx, nil); err != nil {
 		return err

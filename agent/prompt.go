@@ -1,9 +1,24 @@
 package agent
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"io/fs"
 	"strings"
+	"sync"
+
+	"github.com/snapnode/snapnode/schemas"
 )
+
+// builtinPrompt is the system prompt with the proposal schema, compacted.
+var builtinPrompt = sync.OnceValue(func() string {
+	raw, err := fs.ReadFile(schemas.FS, schemas.ProposalFile)
+	if err != nil {
+		panic(err) // embedded in the build
+	}
+	return systemPrompt + compactJSON(raw)
+})
 
 // systemPrompt is the model's role, the sandbox, the actions and the
 // answer format. The proposal schema itself goes to servers that take a
@@ -35,7 +50,19 @@ or an agent response, which ends your work on the task:
   STUCK: you cannot go on without a human; say what you need in the summary.
   RETRY: your approach failed; start this phase again from its beginning.
 The summary is at most 500 characters. Never repeat an action that already failed the same way:
-read the host's observation and change course.`
+read the host's observation and change course.
+
+The JSON Schema of a proposal:
+`
+
+// compactJSON is b without insignificant white space.
+func compactJSON(b []byte) string {
+	var out bytes.Buffer
+	if err := json.Compact(&out, b); err != nil {
+		return string(b)
+	}
+	return out.String()
+}
 
 // estimateTokens is a rough count of the tokens of s: about four bytes a
 // token for English and code. It errs on the high side for the budget.

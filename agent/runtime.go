@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -168,7 +169,7 @@ func New(cfg Config) (*Runtime, error) {
 // told to the model at the next step. The task goes back to working. It
 // returns the task; ErrNoJob when the task is not the agent's.
 func (r *Runtime) Decided(ctx context.Context, taskID string, res *executor.Result, approved bool) (*tasks.Task, error) {
-	obs := observe(res, r.cfg.MaxObservationBytes)
+	obs := r.redactObservation(observe(res, r.cfg.MaxObservationBytes))
 	word := "approved"
 	if !approved {
 		word = "denied"
@@ -363,8 +364,24 @@ func messageText(m tasks.Message) string {
 	return strings.Join(parts, "\n")
 }
 
+// builtinRedact are secrets removed from everything stored or sent to a
+// peer, beside Config.Redact: bearer tokens, API keys of the common model
+// providers and code hosts, Nostr secret keys, PEM private keys.
+var builtinRedact = []*regexp.Regexp{
+	regexp.MustCompile(`(?i)\bbearer\s+[a-z0-9._~+/-]{20,}=*`),
+	regexp.MustCompile(`\bsk-[A-Za-z0-9_-]{16,}`),
+	regexp.MustCompile(`\b(?:ghp|gho|ghs|ghu|github_pat)_[A-Za-z0-9_]{20,}`),
+	regexp.MustCompile(`\bxox[abprs]-[A-Za-z0-9-]{10,}`),
+	regexp.MustCompile(`\bAKIA[0-9A-Z]{16}\b`),
+	regexp.MustCompile(`\bnsec1[02-9ac-hj-np-z]{58}\b`),
+	regexp.MustCompile(`-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----`),
+}
+
 // redact removes the secrets and the configured patterns from s.
 func (r *Runtime) redact(s string) string {
+	for _, re := range builtinRedact {
+		s = re.ReplaceAllString(s, "[REDACTED]")
+	}
 	for _, sec := range r.cfg.Secrets {
 		if sec != "" {
 			s = strings.ReplaceAll(s, sec, "[REDACTED]")
@@ -378,3 +395,19 @@ func (r *Runtime) redact(s string) string {
 
 // Store returns the runtime's job store (manifests and histories).
 func (r *Runtime) Store() *Store { return r.cfg.Store }
+
+// redactObservation removes secrets from everything an observation keeps.
+// The output is JSON: a secret inside one of its strings is replaced by
+// plain text, which keeps it JSON; should a pattern ever cut across its
+// syntax, the output is left out (the text fed back remains).
+func (r *Runtime) redactObservation(o *Observation) *Observation {
+	o.Text, o.Reason, o.Diff = r.redact(o.Text), r.redact(o.Reason), r.redact(o.Diff)
+	if len(o.Output) > 0 {
+		out := []byte(r.redact(string(o.Output)))
+		if !json.Valid(out) {
+			out = nil
+		}
+		o.Output = out
+	}
+	return o
+}

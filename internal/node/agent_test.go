@@ -22,6 +22,7 @@ import (
 	"github.com/snapnode/snapnode/internal/llmtest"
 	"github.com/snapnode/snapnode/internal/node"
 	"github.com/snapnode/snapnode/internal/testdb"
+	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/schemas"
 	"github.com/snapnode/snapnode/tasks"
 )
@@ -497,6 +498,120 @@ func TestAgentEndToEnd(t *testing.T) {
 			}
 			if reqs := a.chats(); len(reqs) != 2 || !strings.Contains(requestText(reqs[1]), "The operator approved action") {
 				t.Fatalf("the decision was not told to the model")
+			}
+		})
+
+		t.Run("progress streamed, one event a step", func(t *testing.T) {
+			a := startAgentNode(t, dsn, nil)
+			os.WriteFile(a.sandboxFile("in.md"), []byte("input\n"), 0o600)
+			a.llm.Push(llmtest.Text(prop("READ_FILE", map[string]any{"path": "/sandbox/in.md"})),
+				llmtest.Text(prop("WRITE_FILE", map[string]any{"path": "/sandbox/out.md", "content": "output\n"})), finish("copied"))
+			var notes []string
+			p := text("x")
+			p["message"].(map[string]any)["messageId"] = uuid.NewString()
+			body, _ := json.Marshal(p)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			final, err := a.alice.client.RequestStream(ctx, relay.Target{Address: a.Address(), PubKey: a.NostrPublicKey()},
+				relay.Request{Method: "message/stream", Payload: body}, func(ev *relay.Response) error {
+					var u struct{ State, Message string }
+					json.Unmarshal(ev.Payload, &u)
+					if strings.HasPrefix(u.Message, "step ") {
+						notes = append(notes, u.State+" "+u.Message)
+					}
+					return nil
+				})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var s struct{ final map[string]any }
+			json.Unmarshal(final.Payload, &s.final)
+			want := []string{"working step 1: READ_FILE → completed", "working step 2: WRITE_FILE → completed"}
+			if !slices.Equal(notes, want) {
+				t.Fatalf("step events %q, want %q", notes, want)
+			}
+			if final := taskOf(t, s.final); final.Status.State != "completed" || final.Status.Message != "copied" {
+				t.Fatalf("final %+v", final.Status)
+			}
+		})
+
+		t.Run("secrets redacted from the history and the answer", func(t *testing.T) {
+			const key = "sk-test-0123456789abcdefSECRET"
+			t.Setenv(config.LLMAPIKeyEnv, key)
+			a := startAgentNode(t, dsn, func(c *config.Config) { c.Agent.Redact = []string{`hunter[0-9]+`} })
+			a.llm.Push(finish("the key is "+key+" and the password hunter22"))
+			id := a.send(t, "", "leak")
+			got := a.wait(t, id, tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired)
+			if strings.Contains(got.Status.Message, key) || strings.Contains(got.Status.Message, "hunter22") || !strings.Contains(got.Status.Message, "[REDACTED]") {
+				t.Fatalf("answer %q", got.Status.Message)
+			}
+			raw, _ := json.Marshal(a.history(t, id))
+			if strings.Contains(string(raw), key) || strings.Contains(string(raw), "hunter22") {
+				t.Fatalf("a secret is in the stored history: %s", raw)
+			}
+			if h := a.chats()[0].Header.Get("Authorization"); h != "Bearer "+key {
+				t.Fatalf("the key was not sent to the model server: %q", h)
+			}
+		})
+
+		t.Run("held action denied, job told", func(t *testing.T) {
+			a := startAgentNode(t, dsn, nil)
+			os.WriteFile(a.sandboxFile("keep.txt"), []byte("keep\n"), 0o600)
+			a.llm.Push(llmtest.Text(prop("DELETE_FILE", map[string]any{"path": "/sandbox/keep.txt"})))
+			id := a.send(t, "", "delete keep.txt")
+			a.wait(t, id, tasks.StateInputRequired)
+			a.llm.Push(agentResponse("COMPLETED", "The operator kept the file."))
+			if _, err := admin.Call(context.Background(), admin.Path(a.dataDir), admin.Request{Op: "deny", Task: id, Reason: "we keep it"}); err != nil {
+				t.Fatalf("deny: %v", err)
+			}
+			got := a.wait(t, id, tasks.StateCompleted, tasks.StateFailed)
+			if got.Status.State != tasks.StateCompleted {
+				t.Fatalf("task %s %q", got.Status.State, got.Status.Message)
+			}
+			if _, err := os.Stat(a.sandboxFile("keep.txt")); err != nil {
+				t.Fatalf("keep.txt after a deny: %v", err)
+			}
+			if reqs := a.chats(); !strings.Contains(requestText(reqs[1]), "The operator denied action") || !strings.Contains(requestText(reqs[1]), "we keep it") {
+				t.Fatalf("the deny was not told to the model: %s", requestText(reqs[1]))
+			}
+		})
+
+		t.Run("RETRY restarts the phase", func(t *testing.T) {
+			a := startAgentNode(t, dsn, nil)
+			a.llm.Push(llmtest.Text(prop("THINK", map[string]any{})), agentResponse("RETRY", "Wrong approach."), finish("second try"))
+			id := a.send(t, "", "try twice")
+			if got := a.wait(t, id, tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired); got.Status.State != tasks.StateCompleted {
+				t.Fatalf("task %s %q", got.Status.State, got.Status.Message)
+			}
+			third := requestText(a.chats()[2])
+			if !strings.Contains(third, "Wrong approach.") || strings.Contains(third, `"action":"THINK"`) {
+				t.Fatalf("the retried phase's prompt: %s", third)
+			}
+		})
+
+		t.Run("context-length error: condensed and retried", func(t *testing.T) {
+			// The server's context is smaller than the node was told:
+			// the first refusal halves the prompt's budget.
+			a := startAgentNode(t, dsn, func(c *config.Config) {
+				c.Agent.ContextTokens, c.Agent.MaxTokens, c.Agent.MaxObservationBytes = 8000, 256, 3000
+			}, llmtest.WithMaxContext(4000))
+			for i := range 4 {
+				os.WriteFile(a.sandboxFile(fmt.Sprintf("f%d.md", i)), []byte(strings.Repeat("x", 2900)), 0o600)
+				a.llm.Push(llmtest.Text(prop("READ_FILE", map[string]any{"path": fmt.Sprintf("/sandbox/f%d.md", i)})))
+			}
+			a.llm.Push(finish("read"))
+			id := a.send(t, "", "read four files")
+			if got := a.wait(t, id, tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired); got.Status.State != tasks.StateCompleted {
+				t.Fatalf("task %s %q", got.Status.State, got.Status.Message)
+			}
+			var refused int
+			for _, it := range a.history(t, id).Interactions {
+				if it.Response.Kind == agent.KindAPIError && strings.Contains(it.Response.Error, "context") {
+					refused++
+				}
+			}
+			if refused != 1 {
+				t.Fatalf("%d context-length refusals, want exactly 1 before the prompt was condensed", refused)
 			}
 		})
 
