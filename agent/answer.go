@@ -8,6 +8,8 @@ import (
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
 
 	"github.com/snapnode/snapnode/schemas"
 )
@@ -133,5 +135,5 @@ func schemaMessage(err error) string {
 		ve = ve.Causes[0]
 	}
 	loc := "/" + strings.Join(ve.InstanceLocation, "/")
-	return fmt.Sprintf("at %s: %v", loc, ve.ErrorKind)
+	return fmt.Sprintf("at %s: %s", loc, ve.ErrorKind.LocalizedString(message.NewPrinter(language.English)))
 }

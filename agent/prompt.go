@@ -102,11 +102,13 @@ func buildMessages(system, task string, steps []step, now string, budget int) []
 		for i := from; i < len(steps); i++ {
 			s := steps[i]
 			recent := i >= len(steps)-2
+			if s.guidance != "" {
+				// Kept even when its step is dropped: it is what the
+				// requester or an operator said.
+				out = append(out, ChatMessage{Role: RoleUser, Content: s.guidance})
+			}
 			if condense && !recent && s.think {
 				continue
-			}
-			if s.guidance != "" {
-				out = append(out, ChatMessage{Role: RoleUser, Content: s.guidance})
 			}
 			out = append(out, ChatMessage{Role: RoleAssistant, Content: s.answer})
 			fb := s.feedback

@@ -18,10 +18,10 @@ import (
 // adminCommand is `snapnode approve|deny TASK` and `snapnode rollback
 // ACTION`: one request to the running node's admin socket.
 func (c *cli) adminCommand(op string, args []string) int {
-	what, use := "TASK_ID", "Approves the action a task of the running node waits on; it is promoted at once."
+	what, use := "TASK_ID", "Approves the action a task of the running node waits on; it is promoted at once (an agent's job goes on)."
 	switch op {
 	case "deny":
-		use = "Denies the action a task of the running node waits on; the task fails."
+		use = "Denies the action a task of the running node waits on; the task fails (an agent's job goes on, told of the denial)."
 	case "rollback":
 		what, use = "ACTION_ID", "Restores what a promoted action changed, if nothing changed it since."
 	}
@@ -32,7 +32,7 @@ func (c *cli) adminCommand(op string, args []string) int {
 	config.Flags(fs, &cfg)
 	reason := ""
 	if op == "deny" {
-		fs.StringVar(&reason, "reason", "", "the note the task fails with")
+		fs.StringVar(&reason, "reason", "", "the note the task fails with (told to the agent, for an agent's job)")
 	}
 	pos, code, done := c.parse(fs, args, 1)
 	if done {
