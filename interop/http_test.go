@@ -78,11 +78,18 @@ type wireMessage struct {
 type wireTask struct {
 	ID     string `json:"id"`
 	Status struct {
-		State string `json:"state"`
+		State   string `json:"state"`
+		Message string `json:"message"`
 	} `json:"status"`
 	Artifacts []struct {
 		ArtifactID string `json:"artifactId"`
 	} `json:"artifacts"`
+}
+
+// noAgent tells whether the task is as a node without an agent answers
+// free text: failed at once, the status message naming --llm-url.
+func (t *wireTask) noAgent() bool {
+	return t.Status.State == "failed" && strings.Contains(t.Status.Message, "--llm-url")
 }
 
 // label names an event the way the node tests do: "current:STATE",
@@ -247,6 +254,15 @@ func writeProposal(name, content string) map[string]any {
 			"action": "WRITE_FILE", "args": map[string]any{"path": "/sandbox/" + name, "content": content}}}}}}
 }
 
+// deleteProposal is a message/send payload whose task deletes
+// /sandbox/name: with the default policy, held for an operator's
+// confirmation (input_required) when the file exists.
+func deleteProposal(name string) map[string]any {
+	return map[string]any{"message": map[string]any{"messageId": uuid.NewString(), "role": "user", "parts": []any{
+		map[string]any{"data": map[string]any{"schema_version": "1.0.0", "id": uuid.NewString(), "reasoning": "interop: delete " + name,
+			"action": "DELETE_FILE", "args": map[string]any{"path": "/sandbox/" + name}}}}}}
+}
+
 // The independent JavaScript client (Node's fetch and the ws package, no
 // code shared with Go) drives a real node's /snap over HTTP, SSE and
 // WebSocket as the SDK's HttpTransport and WebSocketTransport do, and
@@ -260,7 +276,8 @@ func TestJSHTTPClientDrivesNode(t *testing.T) {
 	me := mustKey(t, jsSecret).Address(identity.Mainnet)
 
 	// message/send over HTTP and WebSocket: one verified response with a
-	// new task.
+	// new task, free text that fails at once (the node has no agent) with
+	// a status message saying how to enable one.
 	created := map[string]string{} // transport → task id
 	for _, tr := range []string{"http", "ws"} {
 		t.Run("message/send over "+tr, func(t *testing.T) {
@@ -271,8 +288,8 @@ func TestJSHTTPClientDrivesNode(t *testing.T) {
 				t.Fatalf("%d messages, want exactly 1", len(x.msgs))
 			}
 			r := x.msgs[0]
-			if r.Type != "response" || r.Payload.Task == nil || r.Payload.Task.ID == "" || r.Payload.Task.Status.State != "submitted" {
-				t.Fatalf("response %s, want a submitted task", x.lines[0].Message)
+			if r.Type != "response" || r.Payload.Task == nil || r.Payload.Task.ID == "" || !r.Payload.Task.noAgent() {
+				t.Fatalf("response %s, want a failed task naming --llm-url", x.lines[0].Message)
 			}
 			created[tr] = r.Payload.Task.ID
 		})
@@ -288,7 +305,7 @@ func TestJSHTTPClientDrivesNode(t *testing.T) {
 				x := jsHTTP(t, n, jsSecret, n.Address(), tr, "tasks/get", map[string]any{"taskId": id})
 				checkTransport(t, x, tr)
 				checkVerified(t, x, n, me, "tasks/get")
-				if len(x.msgs) != 1 || x.msgs[0].Payload.Task == nil || x.msgs[0].Payload.Task.ID != id {
+				if len(x.msgs) != 1 || x.msgs[0].Payload.Task == nil || x.msgs[0].Payload.Task.ID != id || !x.msgs[0].Payload.Task.noAgent() {
 					t.Fatalf("tasks/get %s: %s", id, clip(x.out))
 				}
 			})

@@ -76,7 +76,8 @@ type nodeResponse struct {
 		Task *struct {
 			ID     string `json:"id"`
 			Status struct {
-				State string `json:"state"`
+				State   string `json:"state"`
+				Message string `json:"message"`
 			} `json:"status"`
 		} `json:"task"`
 		Error *struct {
@@ -85,6 +86,14 @@ type nodeResponse struct {
 		} `json:"error"`
 		Deduplicated bool `json:"deduplicated"`
 	} `json:"payload"`
+}
+
+// noAgent tells whether r carries a task as a node without an agent
+// answers free text: failed at once, the status message naming the flag
+// that enables one.
+func noAgent(r nodeResponse) bool {
+	t := r.Payload.Task
+	return t != nil && t.Status.State == "failed" && strings.Contains(t.Status.Message, "--llm-url")
 }
 
 func decodeNode(t *testing.T, r jsinterop.Reply) nodeResponse {
@@ -118,26 +127,41 @@ func TestJavaScriptClientDrivesNode(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			n := startSnapnode(t, relayURL(t))
 
-			// message/send, tasks/get, tasks/cancel.
+			// message/send, tasks/get: free text, on a node without an
+			// agent, fails at once, saying how to enable one.
 			replies, _, code := jsRequest(t, n, jsSecret, "message/send", text("hello from JavaScript"))
 			if code != 0 || len(replies) == 0 || !replies[0].Verified {
 				t.Fatalf("message/send: exit %d, replies %+v", code, replies)
 			}
 			r := decodeNode(t, replies[0])
-			if r.Type != "response" || r.From != n.Address() || r.Payload.Task == nil || r.Payload.Task.Status.State != "submitted" {
-				t.Fatalf("message/send response: %s", replies[0].Response)
+			if r.Type != "response" || r.From != n.Address() || r.Payload.Task == nil || !noAgent(r) {
+				t.Fatalf("message/send response: %s; want a failed task naming --llm-url", replies[0].Response)
 			}
 			if replies[0].Event.Kind != 21339 {
 				t.Errorf("reply kind %d, want the request's 21339", replies[0].Event.Kind)
 			}
 			id := r.Payload.Task.ID
 			replies, _, _ = jsRequest(t, n, jsSecret, "tasks/get", map[string]any{"taskId": id})
-			if r := decodeNode(t, replies[0]); !replies[0].Verified || r.Payload.Task == nil || r.Payload.Task.ID != id {
+			if r := decodeNode(t, replies[0]); !replies[0].Verified || r.Payload.Task == nil || r.Payload.Task.ID != id || !noAgent(r) {
 				t.Fatalf("tasks/get: %s", replies[0].Response)
 			}
+
+			// tasks/cancel of a task that stays live: a delete held for
+			// the operator's confirmation (of a file written first).
+			file := "js-cancel.txt" // a node of its own per relay
+			replies, _, _ = jsRequest(t, n, jsSecret, "message/send", writeProposal(file, "to delete\n"))
+			if r := decodeNode(t, replies[0]); !replies[0].Verified || r.Payload.Task == nil || r.Payload.Task.Status.State != "completed" {
+				t.Fatalf("write %s: %s", file, replies[0].Response)
+			}
+			replies, _, _ = jsRequest(t, n, jsSecret, "message/send", deleteProposal(file))
+			held := decodeNode(t, replies[0])
+			if !replies[0].Verified || held.Payload.Task == nil || held.Payload.Task.Status.State != "input_required" ||
+				!strings.Contains(held.Payload.Task.Status.Message, "confirmation needed") {
+				t.Fatalf("delete %s: %s; want input_required, confirmation needed", file, replies[0].Response)
+			}
 			// persist: 4339 in, 4339 out with an expiration.
-			replies, _, _ = jsRequest(t, n, jsSecret, "tasks/cancel", map[string]any{"taskId": id}, "--persist")
-			if r := decodeNode(t, replies[0]); !replies[0].Verified || r.Payload.Task == nil || r.Payload.Task.Status.State != "canceled" {
+			replies, _, _ = jsRequest(t, n, jsSecret, "tasks/cancel", map[string]any{"taskId": held.Payload.Task.ID}, "--persist")
+			if r := decodeNode(t, replies[0]); !replies[0].Verified || r.Payload.Task == nil || r.Payload.Task.ID != held.Payload.Task.ID || r.Payload.Task.Status.State != "canceled" {
 				t.Fatalf("tasks/cancel: %s", replies[0].Response)
 			}
 			ev := replies[0].Event

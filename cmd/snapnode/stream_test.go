@@ -75,16 +75,18 @@ func TestSendOverHTTP(t *testing.T) {
 	v := received(t, n, strings.TrimSpace(r.stdout), snap.TypeResponse)
 	var p struct {
 		Task struct {
-			ID     string                 `json:"id"`
-			Status struct{ State string } `json:"status"`
+			ID     string                          `json:"id"`
+			Status struct{ State, Message string } `json:"status"`
 		} `json:"task"`
 	}
-	if err := json.Unmarshal(v.Payload, &p); err != nil || p.Task.Status.State != "submitted" {
-		t.Fatalf("send --http payload %s", v.Payload)
+	// Free text, and the node has no agent: failed at once, saying how to
+	// enable one.
+	if err := json.Unmarshal(v.Payload, &p); err != nil || p.Task.Status.State != "failed" || !strings.Contains(p.Task.Status.Message, "--llm-url") {
+		t.Fatalf("send --http payload %s; want a failed task naming --llm-url", v.Payload)
 	}
 
 	r = runCLI(t, "", "task", "get", "--to", n.Address(), "--http", ws, "--key", key, p.Task.ID)
-	if r.code != 0 || !strings.Contains(r.stdout, p.Task.ID) {
+	if r.code != 0 || !strings.Contains(r.stdout, p.Task.ID) || !strings.Contains(r.stdout, `"state":"failed"`) {
 		t.Fatalf("task get over WebSocket: %s", r)
 	}
 	received(t, n, strings.TrimSpace(r.stdout), snap.TypeResponse)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -17,7 +18,8 @@ import (
 
 // The node is killed with SIGKILL while 100 requests are in flight. After
 // a restart on the same data folder, every task whose creation was
-// answered exists, in a legal state, with its one history entry, and
+// answered exists, in the state the answer gave (free text on a node
+// without an agent: failed at once), with its one history entry, and
 // tasks/get answers for it.
 func TestCrashWhileRequestsInFlight(t *testing.T) {
 	if testing.Short() {
@@ -40,7 +42,8 @@ func TestCrashWhileRequestsInFlight(t *testing.T) {
 
 	const inFlight = 100
 	var mu sync.Mutex
-	answered := map[string]string{} // task id → the text sent
+	type answer struct{ sent, state string }
+	answered := map[string]answer{} // task id → the text sent, the state answered
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for i := range inFlight {
@@ -55,12 +58,19 @@ func TestCrashWhileRequestsInFlight(t *testing.T) {
 			}
 			var p struct {
 				Task struct {
-					ID string `json:"id"`
+					ID     string `json:"id"`
+					Status struct {
+						State   string `json:"state"`
+						Message string `json:"message"`
+					} `json:"status"`
 				} `json:"task"`
 			}
 			if json.Unmarshal(resp.Payload, &p) == nil && p.Task.ID != "" {
+				if p.Task.Status.State != "failed" || !strings.Contains(p.Task.Status.Message, "--llm-url") {
+					t.Errorf("crash-%d answered in state %s (%q); want failed, naming --llm-url (no agent)", i, p.Task.Status.State, p.Task.Status.Message)
+				}
 				mu.Lock()
-				answered[p.Task.ID] = fmt.Sprintf("crash-%d", i)
+				answered[p.Task.ID] = answer{sent: fmt.Sprintf("crash-%d", i), state: p.Task.Status.State}
 				mu.Unlock()
 			}
 		})
@@ -87,7 +97,7 @@ func TestCrashWhileRequestsInFlight(t *testing.T) {
 	n2 := startNodeProcess(t, dataDir)
 	c2, closeClient2 := client(n2.ws)
 	defer closeClient2()
-	for id, sent := range answered {
+	for id, a := range answered {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		body, _ := json.Marshal(map[string]any{"taskId": id})
 		resp, err := c2.Request(ctx, relay.Target{Address: n2.addr, PubKey: n2.pub}, relay.Request{Method: "tasks/get", Payload: body})
@@ -110,8 +120,8 @@ func TestCrashWhileRequestsInFlight(t *testing.T) {
 		if err := json.Unmarshal(resp.Payload, &p); err != nil || p.Task == nil {
 			t.Fatalf("accepted task %s lost in the crash: %s", id, resp.Payload)
 		}
-		if p.Task.Status.State != "submitted" || len(p.Task.History) != 1 || p.Task.History[0].Parts[0].Text != sent {
-			t.Errorf("task %s after the crash: state %s, history %+v", id, p.Task.Status.State, p.Task.History)
+		if p.Task.Status.State != a.state || len(p.Task.History) != 1 || p.Task.History[0].Parts[0].Text != a.sent {
+			t.Errorf("task %s after the crash: state %s, history %+v; want the answered state %s, history [%s]", id, p.Task.Status.State, p.Task.History, a.state, a.sent)
 		}
 	}
 	t.Logf("%d of %d requests were answered before SIGKILL; all found after restart", len(answered), inFlight)

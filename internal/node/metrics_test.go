@@ -17,6 +17,8 @@ func TestMetricsEndpoint(t *testing.T) {
 	alice := newRequester(t, n.RelayURLs())
 	if p := alice.call(t, n, "message/send", text("count-me"), false); p["task"] == nil {
 		t.Fatalf("message/send: %v", p)
+	} else {
+		noAgent(t, "message/send", taskOf(t, p)) // free text, and no agent: failed at once
 	}
 	if code := errCode(alice.call(t, n, "tasks/get", map[string]any{"taskId": "no-such-task"}, false)); code != 1001 {
 		t.Fatalf("tasks/get of nothing: %d", code)
@@ -35,7 +37,8 @@ func TestMetricsEndpoint(t *testing.T) {
 		`snapnode_relay_connections{state="connected",url="` + n.RelayURLs()[0] + `"} 1`,
 		"snapnode_replay_records 2",
 		"snapnode_verify_seconds_count 2",
-		`snapnode_tasks{state="submitted"} 1`,
+		`snapnode_tasks{state="failed"} 1`,
+		`snapnode_tasks{state="submitted"} 0`,
 		`snapnode_tasks{state="completed"} 0`,
 	} {
 		if !strings.Contains(text, want) {

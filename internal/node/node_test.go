@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,6 +106,33 @@ func text(s string) map[string]any {
 	return map[string]any{"message": map[string]any{"messageId": "m-" + s, "role": "user", "parts": []any{map[string]any{"text": s}}}}
 }
 
+// noAgent fails the test unless v is how a node without an agent answers
+// a free-text task: failed at once, the status message naming the flag
+// that enables one.
+func noAgent(t *testing.T, what string, v taskView) {
+	t.Helper()
+	if v.Status.State != "failed" || !strings.Contains(v.Status.Message, "--llm-url") {
+		t.Fatalf("%s: state %s, message %q; want failed, naming --llm-url (no agent on this node)", what, v.Status.State, v.Status.Message)
+	}
+}
+
+// heldTask makes, through send (a message/send call returning the
+// response's payload), a task that stays live until an operator decides:
+// a WRITE_FILE of /sandbox/name, promoted at once, then a DELETE_FILE of
+// it, held for confirmation (input_required). It returns the held task.
+func heldTask(t *testing.T, send func(payload any) map[string]any, name string) taskView {
+	t.Helper()
+	path := "/sandbox/" + name
+	if w := taskOf(t, send(proposal("WRITE_FILE", map[string]any{"path": path, "content": "held\n"}))); w.Status.State != "completed" {
+		t.Fatalf("write %s: %s %q", path, w.Status.State, w.Status.Message)
+	}
+	d := taskOf(t, send(proposal("DELETE_FILE", map[string]any{"path": path})))
+	if d.Status.State != "input_required" || !strings.Contains(d.Status.Message, "confirmation needed") {
+		t.Fatalf("delete %s: %s %q; want input_required, confirmation needed", path, d.Status.State, d.Status.Message)
+	}
+	return d
+}
+
 func errCode(p map[string]any) int {
 	e, _ := p["error"].(map[string]any)
 	c, _ := e["code"].(float64)
@@ -115,28 +143,41 @@ func TestNodeRoundTripsOverEmbeddedRelay(t *testing.T) {
 	n, _ := startNode(t, nil)
 	alice := newRequester(t, n.RelayURLs())
 
+	// Free text, on a node without an agent: failed at once, saying how
+	// to enable one.
 	p := alice.call(t, n, "message/send", text("hello"), false)
 	task, _ := p["task"].(map[string]any)
 	id, _ := task["id"].(string)
-	if id == "" || task["status"].(map[string]any)["state"] != "submitted" || task["contextId"] == nil {
+	if id == "" || task["contextId"] == nil {
 		t.Fatalf("message/send: %v", p)
 	}
+	noAgent(t, "message/send", taskOf(t, p))
 	p = alice.call(t, n, "tasks/get", map[string]any{"taskId": id}, false)
-	if p["task"].(map[string]any)["id"] != id {
+	if v := taskOf(t, p); v.ID != id {
 		t.Fatalf("tasks/get: %v", p)
+	} else {
+		noAgent(t, "tasks/get", v)
 	}
-	p = alice.call(t, n, "tasks/cancel", map[string]any{"taskId": id}, true) // stored kinds too
+	if p := alice.call(t, n, "tasks/cancel", map[string]any{"taskId": id}, false); errCode(p) != 1002 {
+		t.Fatalf("tasks/cancel of a failed task: %v, want 1002", p)
+	}
+
+	// A task held for the operator stays live: it can be canceled.
+	held := heldTask(t, func(payload any) map[string]any { return alice.call(t, n, "message/send", payload, false) }, "round-trip.txt").ID
+	p = alice.call(t, n, "tasks/cancel", map[string]any{"taskId": held}, true) // stored kinds too
 	if p["task"].(map[string]any)["status"].(map[string]any)["state"] != "canceled" {
 		t.Fatalf("tasks/cancel: %v", p)
 	}
-	p = alice.call(t, n, "tasks/cancel", map[string]any{"taskId": id}, false)
+	p = alice.call(t, n, "tasks/cancel", map[string]any{"taskId": held}, false)
 	if errCode(p) != 0 || p["task"].(map[string]any)["status"].(map[string]any)["state"] != "canceled" {
 		t.Fatalf("tasks/cancel again (idempotent): %v", p)
 	}
-	// Another identity cannot see the task.
+	// Another identity cannot see the tasks.
 	mallory := newRequester(t, n.RelayURLs())
-	if p := mallory.call(t, n, "tasks/get", map[string]any{"taskId": id}, false); errCode(p) != 1001 {
-		t.Fatalf("another identity's tasks/get: %v, want 1001", p)
+	for _, id := range []string{id, held} {
+		if p := mallory.call(t, n, "tasks/get", map[string]any{"taskId": id}, false); errCode(p) != 1001 {
+			t.Fatalf("another identity's tasks/get: %v, want 1001", p)
+		}
 	}
 	if p := alice.call(t, n, "foo/bar", map[string]any{}, false); errCode(p) != 1007 {
 		t.Fatalf("unknown method: %v, want 1007", p)
@@ -202,6 +243,7 @@ func TestTasksSurviveRestart(t *testing.T) {
 	alice := newRequester(t, n.RelayURLs())
 	p := alice.call(t, n, "message/send", text("keep-me"), false)
 	id := p["task"].(map[string]any)["id"].(string)
+	answered := taskOf(t, p).Status.State
 	stop()
 
 	n2, _ := startNode(t, cfg)
@@ -211,7 +253,7 @@ func TestTasksSurviveRestart(t *testing.T) {
 	alice2.client = relay.NewClient(relay.ClientConfig{Key: alice.key, Transport: alice2.pool})
 	got := alice2.call(t, n2, "tasks/get", map[string]any{"taskId": id}, false)
 	task, _ := got["task"].(map[string]any)
-	if task == nil || task["id"] != id || len(task["history"].([]any)) != 1 {
-		t.Fatalf("after restart, tasks/get: %v", got)
+	if task == nil || task["id"] != id || len(task["history"].([]any)) != 1 || taskOf(t, got).Status.State != answered {
+		t.Fatalf("after restart, tasks/get: %v; want the state answered, %s", got, answered)
 	}
 }

@@ -52,15 +52,16 @@ func TestNodeServices(t *testing.T) {
 			t.Errorf("echo over HTTP: %s, want %s", reply, want)
 		}
 	}
-	// A task, so that status has something to count.
+	// A task, so that status has something to count: free text, failed
+	// at once (the node has no agent).
 	overNostr := newRequesterWith(t, n.RelayURLs(), aliceKey)
-	overNostr.call(t, n, "message/send", text("counted"), false)
+	noAgent(t, "message/send", taskOf(t, overNostr.call(t, n, "message/send", text("counted"), false)))
 
 	p := overNostr.call(t, n, service.Method, map[string]any{"name": "status"}, false)
 	if p["address"] != n.Address() || p["http"] != endpoint || p["protocolVersion"] != snap.ProtocolVersion {
 		t.Errorf("status over Nostr: %v", p)
 	}
-	if tasks, _ := p["tasks"].(map[string]any); tasks["submitted"] != 1.0 || tasks["completed"] != 0.0 {
+	if tasks, _ := p["tasks"].(map[string]any); tasks["failed"] != 1.0 || tasks["submitted"] != 0.0 || tasks["completed"] != 0.0 {
 		t.Errorf("status tasks: %v", p["tasks"])
 	}
 	if relays, _ := p["relays"].([]any); len(relays) != 1 || !strings.Contains(string(mustJSON(t, relays[0])), `"state":"connected"`) {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -670,11 +671,13 @@ var transportCases = []struct {
 	run  func(t *testing.T, e *transportEnv)
 }{
 	{"message/send", "", func(t *testing.T, e *transportEnv) {
+		// Free text on a node without an agent: failed at once, with
+		// how to enable one.
 		p := e.call(t, "message/send", text("hello-over-"+e.kind))
-		task := taskOf(t, p)
-		if task.Status.State != "submitted" || p["task"].(map[string]any)["contextId"] == nil {
+		if p["task"].(map[string]any)["contextId"] == nil {
 			t.Fatalf("message/send: %v", p)
 		}
+		noAgent(t, "message/send", taskOf(t, p))
 		w := taskOf(t, e.call(t, "message/send", proposal("WRITE_FILE", map[string]any{"path": "/sandbox/send-" + e.kind + ".txt", "content": "x\n"})))
 		if w.Status.State != "completed" || len(w.Artifacts) != 2 {
 			t.Fatalf("a proposal over message/send: %+v", w)
@@ -715,9 +718,11 @@ var transportCases = []struct {
 	{"tasks/get", "", func(t *testing.T, e *transportEnv) {
 		id := taskOf(t, e.call(t, "message/send", text("get-me"))).ID
 		got := e.call(t, "tasks/get", map[string]any{"taskId": id, "historyLength": 0})
-		if v := taskOf(t, got); v.ID != id || v.Status.State != "submitted" {
+		v := taskOf(t, got)
+		if v.ID != id {
 			t.Fatalf("tasks/get: %v", got)
 		}
+		noAgent(t, "tasks/get", v)
 		if h, _ := got["task"].(map[string]any)["history"].([]any); len(h) != 0 {
 			t.Errorf("historyLength 0 returned %d messages", len(h))
 		}
@@ -726,7 +731,9 @@ var transportCases = []struct {
 		}
 	}},
 	{"tasks/cancel", "", func(t *testing.T, e *transportEnv) {
-		id := taskOf(t, e.call(t, "message/send", text("cancel-me"))).ID
+		// A delete held for the operator: live until canceled.
+		file := "cancel-" + e.kind + ".txt"
+		id := heldTask(t, func(payload any) map[string]any { return e.call(t, "message/send", payload) }, file).ID
 		if p := e.callAs(t, e.bob, e.bobKey.Address(identity.Mainnet), "tasks/cancel", map[string]any{"taskId": id}); errCode(p) != int(snap.CodeTaskNotFound) {
 			t.Errorf("another identity canceled the task: %v", p)
 		}
@@ -734,6 +741,9 @@ var transportCases = []struct {
 			if v := taskOf(t, e.call(t, "tasks/cancel", map[string]any{"taskId": id})); v.ID != id || v.Status.State != "canceled" {
 				t.Fatalf("%s: %+v", round, v)
 			}
+		}
+		if _, err := os.Stat(filepath.Join(e.dataDir, "sandbox", file)); err != nil {
+			t.Errorf("the canceled delete removed the file: %v", err)
 		}
 	}},
 	{"service/call: the service's own reply; a caller off the allowlist refused", "", func(t *testing.T, e *transportEnv) {
