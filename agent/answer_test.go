@@ -433,7 +433,6 @@ func TestParseAnswerSchemaMessage(t *testing.T) {
 				t.Errorf("message %q does not name %q", aerr.Message, tt.says)
 			}
 			if strings.Contains(aerr.Message, "&{") {
-				knownBug(t, "schemaMessage formats the jsonschema ErrorKind with %v, a Go struct dump: "+aerr.Message)
 				t.Errorf("message %q is a Go struct dump, not words the model can act on", aerr.Message)
 			}
 		})

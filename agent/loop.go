@@ -188,6 +188,12 @@ func (jr *jobRun) phase() []Interaction {
 // response's raw text, cost and timing already counted in the job.
 func (jr *jobRun) call(ctx context.Context) (*Interaction, *Completion, error) {
 	r, j := jr.r, jr.j
+	// What the requester or an operator said since the last step.
+	pending, err := r.cfg.Store.PendingInput(ctx, j.TaskID)
+	if err != nil {
+		return nil, nil, err
+	}
+	j.PendingInput = pending
 	msgs := jr.prompt()
 	it := &Interaction{Sequence: j.NextSeq, Timestamp: r.cfg.Now().UTC(), StateBefore: j.Status,
 		WorkspacePath: "/sandbox/", Guidance: j.PendingInput,
@@ -460,8 +466,11 @@ func (jr *jobRun) respond(ctx context.Context, it *Interaction, ans *Answer) (bo
 		it.Observation = &Observation{Outcome: ObsRetried, Text: "the phase restarts from its beginning"}
 		it.Response.NewStatus = j.Status
 		j.RecoverySeq = it.Sequence + 1
-		j.PendingInput = joinInput(j.PendingInput, fmt.Sprintf("You asked to start the phase again (retry %d of %d). What you said then: %s", j.Retries, r.cfg.MaxRetries, resp.SummaryForSupervisor))
 		if err := jr.record(ctx, it); err != nil {
+			return true, err
+		}
+		note := fmt.Sprintf("You asked to start the phase again (retry %d of %d). What you said then: %s", j.Retries, r.cfg.MaxRetries, resp.SummaryForSupervisor)
+		if _, err := r.cfg.Store.AddInput(ctx, j.TaskID, note, false, r.cfg.Now()); err != nil {
 			return true, err
 		}
 		jr.progress(ctx, it, ObsRetried)
@@ -609,8 +618,9 @@ func (jr *jobRun) record(ctx context.Context, it *Interaction) error {
 
 func (jr *jobRun) recordWith(ctx context.Context, it *Interaction, rp *RecoveryPoint) error {
 	j := jr.j
-	if it.Response.Status == ResponseSuccess && it.Guidance == j.PendingInput {
-		j.PendingInput = ""
+	consumed := ""
+	if it.Response.Status == ResponseSuccess && it.Guidance != "" && it.Sequence == j.NextSeq {
+		consumed = it.Guidance // told to the model, answered: no longer pending
 	}
 	for i := range it.Request.Messages {
 		it.Request.Messages[i].Content = jr.r.redact(it.Request.Messages[i].Content)
@@ -629,18 +639,20 @@ func (jr *jobRun) recordWith(ctx context.Context, it *Interaction, rp *RecoveryP
 			}
 		}
 	}
-	return jr.saveWith(ctx, it, rp)
+	return jr.saveWith(ctx, it, rp, consumed)
 }
 
-func (jr *jobRun) save(ctx context.Context, it *Interaction) error { return jr.saveWith(ctx, it, nil) }
+func (jr *jobRun) save(ctx context.Context, it *Interaction) error {
+	return jr.saveWith(ctx, it, nil, "")
+}
 
-func (jr *jobRun) saveWith(ctx context.Context, it *Interaction, rp *RecoveryPoint) error {
+func (jr *jobRun) saveWith(ctx context.Context, it *Interaction, rp *RecoveryPoint, consumed string) error {
 	jr.j.UpdatedAt = jr.r.cfg.Now()
 	earlier := jr.dirty
 	if earlier != nil && it != nil && earlier.Sequence == it.Sequence {
 		earlier = nil // it is the newer copy
 	}
-	err := jr.r.cfg.Store.Write(ctx, Save{Job: jr.j, Earlier: earlier, Interaction: it, Recovery: rp, Holder: jr.r.cfg.Holder})
+	err := jr.r.cfg.Store.Write(ctx, Save{Job: jr.j, Earlier: earlier, Interaction: it, Recovery: rp, Holder: jr.r.cfg.Holder, Consumed: consumed})
 	if err == nil {
 		jr.dirty = nil
 	}

@@ -32,7 +32,8 @@ func promptStep(i int, action string, size int) step {
 
 // wantPrompt is the prompt buildMessages documents for steps[from:]: the
 // note when steps are left out, old observations condensed and old THINKs
-// dropped when condense is set, the last two steps whole.
+// dropped (not the guidance before them) when condense is set, the last
+// two steps whole.
 func wantPrompt(steps []step, now string, from int, condense bool) []ChatMessage {
 	out := []ChatMessage{{Role: RoleSystem, Content: promptSystem}, {Role: RoleUser, Content: promptTask}}
 	if from > 0 {
@@ -41,11 +42,12 @@ func wantPrompt(steps []step, now string, from int, condense bool) []ChatMessage
 	for i := from; i < len(steps); i++ {
 		s := steps[i]
 		old := i < len(steps)-2
+		if s.guidance != "" {
+			// Kept even when its THINK is dropped: a person said it.
+			out = append(out, ChatMessage{Role: RoleUser, Content: s.guidance})
+		}
 		if condense && old && s.think {
 			continue
-		}
-		if s.guidance != "" {
-			out = append(out, ChatMessage{Role: RoleUser, Content: s.guidance})
 		}
 		out = append(out, ChatMessage{Role: RoleAssistant, Content: s.answer})
 		fb := s.feedback
@@ -108,6 +110,7 @@ func TestBuildMessages(t *testing.T) {
 		promptStep(6, "READ_FILE", 2500),
 	}
 	steps[3].guidance = "The operator approved action 42."
+	steps[4].guidance = "Message from the requester: British spelling."
 	full := wantPrompt(steps, now, 0, false)
 	condensed := wantPrompt(steps, now, 0, true)
 	if promptTokens(condensed) >= promptTokens(full) {
@@ -303,8 +306,10 @@ func TestBuildMessagesKeepsGuidance(t *testing.T) {
 	if strings.Contains(contents(got), "earlier steps are left out") {
 		t.Fatal("the test's budget leaves steps out; it should only condense")
 	}
+	if strings.Contains(contents(got), steps[1].answer) {
+		t.Error("the old THINK is still in the condensed prompt")
+	}
 	if !strings.Contains(contents(got), guidance) {
-		knownBug(t, "buildMessages drops an old THINK step's guidance with its THINK")
 		t.Errorf("the requester's guidance before an old THINK is gone from the condensed prompt")
 	}
 }

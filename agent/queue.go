@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/snapnode/snapnode/tasks"
@@ -62,41 +61,16 @@ func (q *Queue) Take(ctx context.Context, t *tasks.Task) error {
 // followUp adds text to what the job's next model call is told, and puts a
 // job that waits for a human back in the queue.
 func (q *Queue) followUp(ctx context.Context, taskID, text string) error {
-	return q.update(ctx, taskID, func(j *Job) bool {
-		if j.Status.Terminal() {
-			return false
-		}
-		j.PendingInput = joinInput(j.PendingInput, "Message from the requester: "+text)
-		if j.Status == InterventionRequired {
-			j.Status, j.LeaseUntil, j.LeaseHolder = Pending, time.Time{}, ""
-		}
-		return true
-	})
+	_, err := q.store.AddInput(ctx, taskID, "Message from the requester: "+text, false, q.now())
+	return err
 }
 
-// update applies change to the job as stored, retrying when another write
-// moved the job in between; change returns false to write nothing.
-func (q *Queue) update(ctx context.Context, taskID string, change func(j *Job) bool) error {
-	for attempt := 0; ; attempt++ {
-		j, err := q.store.Get(ctx, taskID)
-		if err != nil {
-			return err
-		}
-		was := j.Status
-		if !change(j) {
-			return nil
-		}
-		j.UpdatedAt = q.now()
-		err = q.store.Write(ctx, Save{Job: j, Expect: was})
-		if !errors.Is(err, ErrLeaseLost) || attempt >= 4 {
-			return err
-		}
-	}
-}
+// separator joins inputs told to the model in one turn.
+const separator = "\n\n"
 
 func joinInput(a, b string) string {
 	if a == "" {
 		return b
 	}
-	return a + "\n\n" + b
+	return a + separator + b
 }

@@ -175,16 +175,7 @@ func (r *Runtime) Decided(ctx context.Context, taskID string, res *executor.Resu
 		word = "denied"
 	}
 	text := fmt.Sprintf("The operator %s action %s. Observation: %s", word, res.ActionID, obs.Text)
-	var moved bool
-	err := r.cfg.Queue.update(ctx, taskID, func(j *Job) bool {
-		if j.Status != InterventionRequired {
-			return false
-		}
-		j.PendingInput = joinInput(j.PendingInput, text)
-		j.Status, j.LeaseUntil, j.LeaseHolder = Pending, time.Time{}, ""
-		moved = true
-		return true
-	})
+	moved, err := r.cfg.Store.AddInput(ctx, taskID, text, true, r.cfg.Now())
 	if err != nil {
 		return nil, err
 	}

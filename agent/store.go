@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 	"time"
+	"unicode/utf8"
 
 	"github.com/snapnode/snapnode/internal/sqldb"
 )
@@ -93,6 +94,15 @@ func (s *Store) Create(ctx context.Context, j *Job) (bool, error) {
 	return created, nil
 }
 
+// byteLength is the SQL of the length in bytes of a text column (LENGTH
+// counts characters in both dialects).
+func (s *Store) byteLength(col string) string {
+	if s.d.Name() == "postgres" {
+		return "octet_length(" + col + ")"
+	}
+	return "LENGTH(CAST(" + col + " AS BLOB))"
+}
+
 type scanner interface{ Scan(dest ...any) error }
 
 func scanJob(sc scanner) (*Job, error) {
@@ -121,6 +131,19 @@ func (s *Store) Get(ctx context.Context, taskID string) (*Job, error) {
 		return nil, fmt.Errorf("agent: read job %s: %w", taskID, err)
 	}
 	return j, nil
+}
+
+// PendingInput returns what the job's next model call is told first.
+func (s *Store) PendingInput(ctx context.Context, taskID string) (string, error) {
+	var in string
+	err := s.db.R.QueryRowContext(ctx, s.d.Rebind(`SELECT pending_input FROM agent_jobs WHERE task_id = ?`), taskID).Scan(&in)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", ErrNoJob
+	}
+	if err != nil {
+		return "", fmt.Errorf("agent: read job %s: %w", taskID, err)
+	}
+	return in, nil
 }
 
 // Candidate is a job that waits for a claim.
@@ -200,6 +223,9 @@ type Save struct {
 	Recovery    *RecoveryPoint
 	Holder      string
 	Expect      Status
+	// Consumed is the pending input the stored answer was given: it is
+	// taken off the job's pending input, and input added since stays.
+	Consumed string
 }
 
 // Write applies w.
@@ -229,7 +255,7 @@ func (s *Store) Write(ctx context.Context, w Save) error {
 			// The interaction's body replaces any stored under its
 			// sequence; the job counts the difference.
 			var old int64
-			err := tx.QueryRowContext(ctx, s.d.Rebind(`SELECT LENGTH(body) FROM agent_interactions WHERE task_id = ? AND seq = ?`),
+			err := tx.QueryRowContext(ctx, s.d.Rebind(`SELECT `+s.byteLength("body")+` FROM agent_interactions WHERE task_id = ? AND seq = ?`),
 				j.TaskID, r.seq).Scan(&old)
 			switch {
 			case errors.Is(err, sql.ErrNoRows):
@@ -254,12 +280,26 @@ func (s *Store) Write(ctx context.Context, w Save) error {
 				return err
 			}
 		}
-		q := `UPDATE agent_jobs SET description = ?, status = ?, phase = ?, lease_holder = ?, lease_until = ?, steps = ?,
+		// The runtime's columns. The lease is the dispatcher's (Claim,
+		// Renew, Release) and the pending input the queue's (AddInput):
+		// a write here never undoes either. The input the answer was
+		// given is taken off the front of the pending input; what was
+		// added since stays.
+		q := `UPDATE agent_jobs SET description = ?, status = ?, phase = ?, steps = ?,
 			cost_cents = ?, seconds = ?, prompt_tokens = ?, completion_tokens = ?, retries = ?, history_bytes = ?,
-			next_seq = ?, pending_input = ?, recovery_seq = ?, reason = ?, updated_at = ? WHERE task_id = ?`
-		args := []any{j.Description, string(j.Status), j.Phase, j.LeaseHolder, micros(j.LeaseUntil), j.Steps,
+			next_seq = ?, recovery_seq = ?, reason = ?, updated_at = ?,
+			pending_input = CASE WHEN ? = '' THEN pending_input
+				WHEN pending_input = ? THEN ''
+				WHEN SUBSTR(pending_input, 1, ?) = ? THEN SUBSTR(pending_input, ?)
+				ELSE pending_input END
+			WHERE task_id = ?`
+		consumed := w.Consumed
+		prefix := consumed + separator
+		n := utf8.RuneCountInString(prefix)
+		args := []any{j.Description, string(j.Status), j.Phase, j.Steps,
 			j.CostCents, j.Seconds, j.PromptTokens, j.CompletionTokens, j.Retries, j.HistoryBytes,
-			j.NextSeq, j.PendingInput, j.RecoverySeq, j.Reason, micros(j.UpdatedAt), j.TaskID}
+			j.NextSeq, j.RecoverySeq, j.Reason, micros(j.UpdatedAt),
+			consumed, consumed, n, prefix, n + 1, j.TaskID}
 		if w.Holder != "" {
 			q += ` AND lease_holder = ?`
 			args = append(args, w.Holder)
@@ -280,6 +320,9 @@ func (s *Store) Write(ctx context.Context, w Save) error {
 		}
 		return nil
 	})
+	if lost || err != nil {
+		j.HistoryBytes = historyBytes // nothing was written
+	}
 	if lost {
 		return fmt.Errorf("agent: save job %s: %w", j.TaskID, ErrLeaseLost)
 	}
@@ -287,6 +330,29 @@ func (s *Store) Write(ctx context.Context, w Save) error {
 		return fmt.Errorf("agent: save job %s: %w", j.TaskID, err)
 	}
 	return nil
+}
+
+// AddInput adds text to what the job's next model call is told (a
+// follow-up message, an operator's decision). A job waiting for a human
+// goes back in the queue, PENDING and free to claim; with onlyWaiting,
+// only such a job takes the input. It reports whether the job took it
+// (false for an ended job, and with onlyWaiting for one not waiting).
+func (s *Store) AddInput(ctx context.Context, taskID, text string, onlyWaiting bool, now time.Time) (bool, error) {
+	q := `UPDATE agent_jobs SET
+			pending_input = CASE WHEN pending_input = '' THEN ? ELSE pending_input || ? || ? END,
+			lease_holder = CASE WHEN status = ? THEN '' ELSE lease_holder END,
+			lease_until = CASE WHEN status = ? THEN 0 ELSE lease_until END,
+			status = CASE WHEN status = ? THEN ? ELSE status END,
+			updated_at = ?
+		WHERE task_id = ? AND status NOT IN (?, ?, ?, ?)`
+	wait := string(InterventionRequired)
+	args := []any{text, separator, text, wait, wait, wait, string(Pending), micros(now), taskID,
+		string(Success), string(Canceled), string(HaltedCost), string(HaltedTime)}
+	if onlyWaiting {
+		q += ` AND status = ?`
+		args = append(args, wait)
+	}
+	return s.exec(ctx, "add input to", taskID, q, args...)
 }
 
 // Interactions returns a job's history, in order.

@@ -21,7 +21,15 @@ const (
 // detectStuck looks at the steps of the current phase, oldest first, and
 // names the pattern they end in, or "" when the job is not stuck. It reads
 // only what is stored, so a replay of the history finds the same verdict.
-func detectStuck(its []Interaction) (pattern, why string) {
+func detectStuck(all []Interaction) (pattern, why string) {
+	// A failed model call is not a step of the model's: it neither
+	// breaks nor extends a pattern (its retries have their own limit).
+	its := make([]Interaction, 0, len(all))
+	for _, it := range all {
+		if it.Response.Kind != KindAPIError && it.Response.Kind != KindCanceled {
+			its = append(its, it)
+		}
+	}
 	n := len(its)
 	key := func(it Interaction) string {
 		k := it.Response.Kind + "|" + it.Response.Action + "|" + actionKey(it)

@@ -1,0 +1,107 @@
+// Package agent is the node's agent runtime: it works on the SNAP tasks
+// whose messages carry free text rather than a proposal, by asking a
+// model what to do next and carrying out its answers through the same
+// executor that runs a peer's proposals.
+//
+// # The loop
+//
+// A job is worked on one step at a time. At each step the runtime sends
+// the model the conversation so far (the system prompt, the task, and for
+// every earlier step the model's answer and what came of it) and reads
+// its answer with [ParseAnswer], strictly: exactly one JSON object, no
+// prose and no markdown fences. The answer is either
+//
+//   - a proposal (it has a schema_version): one action, such as
+//     READ_FILE or WRITE_FILE. The executor validates it against the
+//     proposal schema, judges it by the operator's policy, runs it in the
+//     sandbox (or holds it until an operator confirms it) and audits it;
+//     the outcome is fed back to the model as the observation of the
+//     step, and the model proposes the next action. A THINK only records
+//     a thought, and FINISH ends the task with the model's answer.
+//   - an agent response (schemas/agent-response.v1.json): COMPLETED ends
+//     the job, listing its evidence files; STUCK hands it to a human;
+//     RETRY starts the current phase again.
+//
+// An answer that is neither is refused, and the refusal is fed back so
+// that the model can answer again; after [MaxInvalidAnswers] refusals in a
+// row the job waits for a human. A failed model call is retried with
+// backoff, up to [MaxAPIRetries] times.
+//
+// Every step is recorded in the job history before the runtime acts on
+// it, and completed with its observation after: the exact messages sent,
+// the raw answer, the cost and timing, and what the host did. The history
+// validates against schemas/job-history.v1.json, and [Replay] checks that
+// it still reads as the runtime wrote it. A step the node's stop
+// interrupted is finished from the executor's record, so no action runs
+// twice.
+//
+// The runtime stops a job that goes round in circles: the same action
+// with the same observation four times, the same error three times, THINK
+// after THINK without acting, or two actions alternating without progress
+// (see the Pattern constants). It halts a job at its step, time or cost
+// limit. When the conversation outgrows the model's context, old
+// observations are condensed to a line naming their size and hash, old
+// THINKs are dropped and at last the oldest steps are left out with a
+// note; the stored history keeps everything.
+//
+// # Models and workers
+//
+// The runtime does not know which model answers: it asks a [Model], whose
+// Complete takes a [Prompt] and returns a [Completion]. Package agent/llm
+// is the built-in implementation, a client of the OpenAI-compatible
+// chat-completions API that Ollama, llama.cpp, vLLM and others serve; an
+// external worker implements the same interface. Errors the model server
+// reports are a [*ModelError]; a model that knows its context length
+// implements [ContextSizer].
+//
+// # Jobs and their statuses
+//
+// The task service hands free-text tasks to a [Queue] (its tasks.Agent),
+// which records each as a job in a [Store], in the node's SQLite or
+// PostgreSQL database. A [Runtime] claims runnable jobs with a lease, so
+// that of several processes sharing the database exactly one works on a
+// job, and a job whose process died is taken up again once its lease
+// lapses. A follow-up message on a job that waits for a human puts it back
+// in the queue, and the model is told the message at its next step.
+//
+// A job's status is that of its manifest (schemas/job-manifest.v1.json);
+// its task shows the SNAP task state [Status.TaskState] maps it to:
+//
+//	Status                  Task state       The job
+//	DRAFT                   submitted        is being prepared
+//	PENDING                 submitted        waits for a claim (new, or resumed)
+//	RUNNING                 working          is worked on by the lease holder
+//	REVIEWING               working          is being reviewed
+//	INTERVENTION_REQUIRED   input_required   waits for a human: STUCK, a held action
+//	SUCCESS                 completed        is done
+//	CANCELED                canceled         was canceled
+//	HALTED_COST             failed           reached its cost limit
+//	HALTED_TIME             failed           reached its step or time limit
+//
+// SUCCESS, CANCELED, HALTED_COST and HALTED_TIME are terminal
+// ([Status.Terminal]).
+//
+// # Usage
+//
+// The queue needs only the store, so the task service can be built with it
+// before the runtime, which needs the service:
+//
+//	store, err := agent.OpenStore(ctx, db) // db is the node's *sqldb.DB
+//	if err != nil {
+//		return err
+//	}
+//	queue := agent.NewQueue(store, nil)
+//	svc := tasks.NewService(taskStore, tasks.ServiceOptions{Agent: queue})
+//	rt, err := agent.New(agent.Config{
+//		Queue:    queue,
+//		Store:    store,
+//		Tasks:    svc,
+//		Executor: exec,  // the node's *executor.Executor
+//		Model:    model, // llm.New(llm.Config{…}), or any Model
+//		Sandbox:  sb,    // the workspace the executor acts on
+//	})
+//	if err != nil {
+//		return err
+//	}
+//	go rt.Run(ctx) // until ctx ends
+package agent

@@ -1,0 +1,211 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/snapnode/snapnode/agent"
+	"github.com/snapnode/snapnode/executor"
+	"github.com/snapnode/snapnode/executor/audit"
+	"github.com/snapnode/snapnode/executor/policy"
+	"github.com/snapnode/snapnode/executor/sandbox"
+	"github.com/snapnode/snapnode/internal/sqldb"
+	"github.com/snapnode/snapnode/internal/testdb"
+	"github.com/snapnode/snapnode/tasks"
+	"github.com/snapnode/snapnode/tasks/sqlstore"
+)
+
+// fuModel holds its first answer (a THINK) until released, then answers
+// COMPLETED; it records every prompt.
+type fuModel struct {
+	mu      sync.Mutex
+	prompts [][]agent.ChatMessage
+	first   chan struct{} // closed when the first call starts
+	release chan struct{} // closed by the test: the first call answers
+}
+
+const fuThink = `{"schema_version":"1.0.0","id":"0b8f1a3e-6c2d-4f5a-9b7e-1d2c3b4a5f60","reasoning":"Plan the report.","action":"THINK","args":{}}`
+
+const fuDone = `{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"Done."}`
+
+func (m *fuModel) Complete(ctx context.Context, p agent.Prompt) (*agent.Completion, error) {
+	m.mu.Lock()
+	m.prompts = append(m.prompts, p.Messages)
+	n := len(m.prompts)
+	m.mu.Unlock()
+	switch n {
+	case 1:
+		close(m.first)
+		select {
+		case <-m.release:
+			return &agent.Completion{Text: fuThink}, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	case 2:
+		return &agent.Completion{Text: fuDone}, nil
+	}
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// fuNode is what a node wires for its agent, without the transports.
+type fuNode struct {
+	svc   *tasks.Service
+	exec  *executor.Executor
+	store *agent.Store
+	queue *agent.Queue
+	sb    *sandbox.Sandbox
+}
+
+func newFuNode(t *testing.T, dsn string) *fuNode {
+	t.Helper()
+	ctx := t.Context()
+	db, err := sqldb.Open(ctx, dsn, sqldb.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	ts, err := sqlstore.New(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "sandbox")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := sandbox.Open(dir, sandbox.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sb.Close() })
+	log, err := audit.New(ctx, db, audit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = log.Close() })
+	ex, err := executor.New(ctx, executor.Config{DB: db, Sandbox: sb, Policy: policy.NewHolder(policy.Default()), Audit: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := agent.OpenStore(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := agent.NewQueue(store, nil)
+	return &fuNode{svc: tasks.NewService(ts, tasks.ServiceOptions{Agent: q}), exec: ex, store: store, queue: q, sb: sb}
+}
+
+func fuSend(t *testing.T, n *fuNode, taskID, text string) *tasks.Task {
+	t.Helper()
+	req := map[string]any{"message": map[string]any{"messageId": fmt.Sprintf("m%d", len(text)), "role": "user",
+		"parts": []any{map[string]any{"text": text}}}}
+	if taskID != "" {
+		req["taskId"] = taskID
+	}
+	payload, _ := json.Marshal(req)
+	task, err := n.svc.SendMessage(t.Context(), "alice", payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return task
+}
+
+// fuWait waits for the task to reach a terminal state or input_required.
+func fuWait(t *testing.T, n *fuNode, taskID string) *tasks.Task {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	cur, events, err := n.svc.Subscribe(ctx, "alice", taskID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for !cur.Status.State.Terminal() && cur.Status.State != tasks.StateInputRequired {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				if cur, err = n.svc.Task(t.Context(), taskID); err != nil {
+					t.Fatal(err)
+				}
+				if ctx.Err() != nil {
+					t.Fatalf("task %s stayed %s", taskID, cur.Status.State)
+				}
+				if cur, events, err = n.svc.Subscribe(ctx, "alice", taskID); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			if ev.Status != nil {
+				cur.Status = *ev.Status
+			}
+		case <-ctx.Done():
+			t.Fatalf("task %s stayed %s %q", taskID, cur.Status.State, cur.Status.Message)
+		}
+	}
+	return cur
+}
+
+// TestFollowUpWhileWorking sends a follow-up message while the model
+// answers the job's first step. queue.go promises that a message on a job
+// at work "is told to the model at its next step".
+func TestFollowUpWhileWorking(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		n := newFuNode(t, dsn)
+		m := &fuModel{first: make(chan struct{}), release: make(chan struct{})}
+		rt, err := agent.New(agent.Config{Queue: n.queue, Store: n.store, Tasks: n.svc, Executor: n.exec, Model: m,
+			Sandbox: n.sb, ContextTokens: 8000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { _ = rt.Run(ctx); close(done) }()
+		defer func() { cancel(); <-done }()
+
+		task := fuSend(t, n, "", "write a report on notes.md")
+		select {
+		case <-m.first:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the model was never called")
+		}
+		fuSend(t, n, task.ID, "and be brief")
+		j, err := n.store.Get(t.Context(), task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.Status != agent.Running || !strings.Contains(j.PendingInput, "and be brief") {
+			t.Fatalf("after the follow-up the job is %s with pending input %q", j.Status, j.PendingInput)
+		}
+		close(m.release)
+
+		if got := fuWait(t, n, task.ID); got.Status.State != tasks.StateCompleted {
+			t.Fatalf("task %s %q; want completed", got.Status.State, got.Status.Message)
+		}
+		m.mu.Lock()
+		prompts := m.prompts
+		m.mu.Unlock()
+		if len(prompts) != 2 {
+			t.Fatalf("%d model calls; want 2", len(prompts))
+		}
+		var told bool
+		for _, msg := range prompts[1] {
+			told = told || strings.Contains(msg.Content, "and be brief")
+		}
+		if !told {
+			j, _ := n.store.Get(t.Context(), task.ID)
+			t.Errorf("the second call was not told the follow-up message; pending_input now %s", jsonString(j.PendingInput))
+		}
+	})
+}
+
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}

@@ -1,0 +1,144 @@
+package agent
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/snapnode/snapnode/executor"
+)
+
+func TestObserve(t *testing.T) {
+	readOut := func(content string) json.RawMessage {
+		b, _ := json.Marshal(map[string]any{"status": "success", "action": "READ_FILE", "result": map[string]any{"content": content}})
+		return b
+	}
+	tests := []struct {
+		name    string
+		res     *executor.Result
+		outcome string
+		has     []string // members of the text fed back
+		hasNot  []string
+	}{
+		{"completed", &executor.Result{Outcome: executor.Completed, ActionID: "a1", Action: "READ_FILE", Output: readOut("alpha")},
+			ObsCompleted, []string{"outcome", "action", "output"}, []string{"reason", "note", "diff"}},
+		{"failed", &executor.Result{Outcome: executor.Failed, ActionID: "a2", Action: "WRITE_FILE", Reason: "PATH_NOT_ALLOWED",
+			Output: json.RawMessage(`{"status":"error","code":"PATH_NOT_ALLOWED"}`)},
+			ObsFailed, []string{"outcome", "action", "reason", "output"}, []string{"note"}},
+		{"needs confirmation", &executor.Result{Outcome: executor.NeedsConfirmation, ActionID: "a3", Action: "DELETE_FILE",
+			Reason: "policy: deletes need an operator", Diff: "-gone\n"},
+			ObsNeedsConfirmation, []string{"outcome", "action", "note", "diff"}, []string{"output", "reason"}},
+		{"diff too long", &executor.Result{Outcome: executor.Completed, ActionID: "a4", Action: "WRITE_FILE",
+			Diff: strings.Repeat("+x\n", 100)},
+			ObsCompleted, []string{"outcome", "action"}, []string{"diff", "output"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := observe(tt.res, 128)
+			if o.Outcome != tt.outcome || o.ActionID != tt.res.ActionID || o.Reason != tt.res.Reason || o.Diff != tt.res.Diff {
+				t.Errorf("observation %+v", o)
+			}
+			var fb map[string]any
+			if err := json.Unmarshal([]byte(o.Text), &fb); err != nil {
+				t.Fatalf("Text %q is not a JSON object: %v", o.Text, err)
+			}
+			if fb["outcome"] != tt.outcome || fb["action"] != tt.res.Action {
+				t.Errorf("Text %s", o.Text)
+			}
+			for _, k := range tt.has {
+				if _, ok := fb[k]; !ok {
+					t.Errorf("Text %s lacks %q", o.Text, k)
+				}
+			}
+			for _, k := range tt.hasNot {
+				if _, ok := fb[k]; ok {
+					t.Errorf("Text %s has %q", o.Text, k)
+				}
+			}
+		})
+	}
+}
+
+func TestBoundOutput(t *testing.T) {
+	long := strings.Repeat("é", 100) // 200 bytes
+	read, _ := json.Marshal(map[string]any{"status": "success", "action": "READ_FILE", "result": map[string]any{"content": long}})
+	t.Run("within", func(t *testing.T) {
+		if got := boundOutput(read, len(read)); string(got) != string(read) {
+			t.Errorf("output within the bound changed: %s", got)
+		}
+	})
+	t.Run("content cut", func(t *testing.T) {
+		got := boundOutput(read, 51)
+		var o struct {
+			Status, Action string
+			Result         struct {
+				Content   string
+				Truncated bool
+				Size      int
+				SHA256    string
+				Note      string
+			}
+		}
+		if err := json.Unmarshal(got, &o); err != nil {
+			t.Fatalf("%s: %v", got, err)
+		}
+		sum := sha256.Sum256([]byte(long))
+		if o.Status != "success" || o.Action != "READ_FILE" || !o.Result.Truncated || o.Result.Size != 200 ||
+			o.Result.SHA256 != hex.EncodeToString(sum[:]) || !strings.Contains(o.Result.Note, "first 51 bytes") {
+			t.Errorf("bounded output %s", got)
+		}
+		if want := strings.Repeat("é", 25) + "…"; o.Result.Content != want {
+			t.Errorf("content %q; want %q (cut on a rune boundary)", o.Result.Content, want)
+		}
+	})
+	t.Run("not a read", func(t *testing.T) {
+		out := json.RawMessage(`{"status":"success","action":"LIST_FILES","result":{"entries":["` + strings.Repeat("a", 300) + `"]}}`)
+		got := boundOutput(out, 64)
+		var o struct {
+			Truncated bool
+			Size      int
+			Head      string
+		}
+		if err := json.Unmarshal(got, &o); err != nil {
+			t.Fatalf("%s: %v", got, err)
+		}
+		if !o.Truncated || o.Size != len(out) || !strings.HasPrefix(string(out), strings.TrimSuffix(o.Head, "…")) {
+			t.Errorf("bounded output %s", got)
+		}
+	})
+}
+
+func TestArtifacts(t *testing.T) {
+	tests := []struct {
+		name  string
+		res   *executor.Result
+		ids   []string
+		media string
+	}{
+		{"nothing", &executor.Result{Outcome: executor.Completed, ActionID: "a"}, nil, ""},
+		{"output", &executor.Result{Outcome: executor.Completed, ActionID: "a", Action: "READ_FILE", Output: json.RawMessage(`{"status":"success"}`)},
+			[]string{"result-a"}, ""},
+		{"output and diff", &executor.Result{Outcome: executor.Completed, ActionID: "a", Action: "WRITE_FILE",
+			Output: json.RawMessage(`{"status":"success"}`), Diff: "+x\n"}, []string{"result-a", "diff-a"}, "text/x-diff"},
+		{"diff to confirm", &executor.Result{Outcome: executor.NeedsConfirmation, ActionID: "a", Action: "WRITE_FILE", Diff: "+x\n"},
+			[]string{"pending-"}, "text/x-diff"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			arts := Artifacts(tt.res)
+			if len(arts) != len(tt.ids) {
+				t.Fatalf("%d artifacts; want %d", len(arts), len(tt.ids))
+			}
+			for i, a := range arts {
+				if !strings.HasPrefix(a.ArtifactID, tt.ids[i]) || len(a.Parts) != 1 {
+					t.Errorf("artifact %d: %+v", i, a)
+				}
+			}
+			if tt.media != "" && arts[len(arts)-1].Parts[0].MediaType != tt.media {
+				t.Errorf("the diff's media type is %q", arts[len(arts)-1].Parts[0].MediaType)
+			}
+		})
+	}
+}
