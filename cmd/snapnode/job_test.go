@@ -1,0 +1,123 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/snapnode/snapnode/agent"
+	"github.com/snapnode/snapnode/internal/sqldb"
+	"github.com/snapnode/snapnode/schemas"
+)
+
+// jobDataDir makes a node data folder whose database holds one finished
+// agent job of two steps, written through the job store as the runtime
+// writes it.
+func jobDataDir(t *testing.T) (dir, id string) {
+	t.Helper()
+	dir = t.TempDir()
+	ctx := context.Background()
+	db, err := sqldb.Open(ctx, "sqlite:"+filepath.Join(dir, "tasks.db"), sqldb.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	st, err := agent.OpenStore(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id = "job-1"
+	t0 := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
+	j := &agent.Job{TaskID: id, Requester: "bc1p-requester", Description: "write a.md", Status: agent.Pending, Phase: "work",
+		RecoverySeq: -1, CreatedAt: t0, UpdatedAt: t0}
+	if _, err := st.Create(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	answers := []struct{ raw, action string }{
+		{`{"schema_version":"1.0.0","id":"3f1c2a9e-8d4b-4f6a-9c2e-1b7d5e0a4c3f","reasoning":"write it","action":"WRITE_FILE","args":{"path":"/sandbox/a.md","content":"a\n"}}`, "WRITE_FILE"},
+		{`{"schema_version":"1.0.0","id":"5a2b7c1d-3e4f-4a5b-8c6d-7e8f9a0b1c2d","reasoning":"done","action":"FINISH","args":{"response":"a.md written"}}`, "FINISH"},
+	}
+	for i, a := range answers {
+		next := agent.Running
+		if a.action == "FINISH" {
+			next = agent.Success
+		}
+		it := &agent.Interaction{Sequence: i, Timestamp: t0.Add(time.Duration(i) * time.Second), StateBefore: agent.Running,
+			Request:  agent.Request{Messages: []agent.ChatMessage{{Role: "system", Content: "s"}, {Role: "user", Content: "write a.md"}}, Metadata: agent.RequestMetadata{Role: "Worker", Phase: "work", Model: "m"}},
+			Response: agent.Response{Status: agent.ResponseSuccess, Kind: agent.KindProposal, Action: a.action, RawResponse: a.raw, NewStatus: next, ExecutionTimeSeconds: 0.5},
+			Observation: &agent.Observation{Outcome: agent.ObsCompleted, ActionID: "act-" + a.action, Text: `{"outcome":"completed"}`}}
+		j.Status, j.NextSeq, j.Steps = next, i+1, i+1
+		if err := st.Write(ctx, agent.Save{Job: j, Interaction: it}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir, id
+}
+
+func TestJobCommands(t *testing.T) {
+	dir, id := jobDataDir(t)
+	cmd := func(args ...string) (int, string, string) {
+		var out, errOut bytes.Buffer
+		code := run(args, strings.NewReader(""), &out, &errOut)
+		return code, out.String(), errOut.String()
+	}
+
+	code, out, errOut := cmd("job", "history", "--data-dir", dir, id)
+	if code != exitOK {
+		t.Fatalf("job history: exit %d: %s", code, errOut)
+	}
+	var v any
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatal(err)
+	}
+	if err := schemas.JobHistory().Validate(v); err != nil {
+		t.Fatalf("job history does not validate against schemas/job-history.v1.json: %v\n%s", err, out)
+	}
+
+	if code, out, errOut := cmd("job", "replay", "--data-dir", dir, id); code != exitOK || !strings.Contains(out, "2 interactions replayed") {
+		t.Fatalf("job replay: exit %d: %s%s", code, out, errOut)
+	}
+	// A copy whose FINISH was turned into a WRITE_FILE does not replay.
+	var h map[string]any
+	json.Unmarshal([]byte(mustHistory(t, cmd, dir, id)), &h)
+	h["interactions"].([]any)[1].(map[string]any)["response"].(map[string]any)["action"] = "WRITE_FILE"
+	b, _ := json.Marshal(h)
+	file := filepath.Join(t.TempDir(), "tampered.json")
+	os.WriteFile(file, b, 0o600)
+	if code, _, errOut := cmd("job", "replay", "--file", file); code != exitFail || !strings.Contains(errOut, "interaction 1") {
+		t.Fatalf("a tampered history: exit %d: %s", code, errOut)
+	}
+
+	if code, out, errOut := cmd("job", "show", "--format", "text", "--data-dir", dir, id); code != exitOK ||
+		!strings.Contains(out, "SUCCESS (task completed)") || !strings.Contains(out, "2 steps") {
+		t.Fatalf("job show: exit %d: %s%s", code, out, errOut)
+	}
+	if code, out, _ := cmd("job", "list", "--status", "SUCCESS", "--data-dir", dir); code != exitOK || strings.Count(out, "\n") != 1 {
+		t.Fatalf("job list: exit %d: %s", code, out)
+	}
+	if code, _, errOut := cmd("job", "show", "--data-dir", dir, "no-such-job"); code != exitFail || !strings.Contains(errOut, "not an agent job") {
+		t.Fatalf("unknown job: exit %d: %s", code, errOut)
+	}
+	// A folder with no node database is named, never created.
+	empty := filepath.Join(t.TempDir(), "nothing")
+	if code, _, errOut := cmd("job", "list", "--data-dir", empty); code != exitUsage || !strings.Contains(errOut, "no node database") {
+		t.Fatalf("no database: exit %d: %s", code, errOut)
+	}
+	if _, err := os.Stat(empty); !os.IsNotExist(err) {
+		t.Fatalf("job list created %s: %v", empty, err)
+	}
+}
+
+func mustHistory(t *testing.T, cmd func(...string) (int, string, string), dir, id string) string {
+	t.Helper()
+	code, out, errOut := cmd("job", "history", "--data-dir", dir, id)
+	if code != exitOK {
+		t.Fatalf("job history: %s", errOut)
+	}
+	return out
+}
