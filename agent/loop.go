@@ -49,8 +49,13 @@ func (r *Runtime) work(ctx context.Context, cancel context.CancelCauseFunc, task
 		}
 		_ = r.cfg.Store.Release(context.WithoutCancel(ctx), taskID, r.cfg.Holder)
 	case err != nil:
+		// Not the model's doing (the database, the executor): the job
+		// waits for a human rather than being claimed again and again.
 		r.log.Error("agent: job failed", "task", taskID, "err", err)
-		_ = r.cfg.Store.Release(context.WithoutCancel(ctx), taskID, r.cfg.Holder)
+		bg := context.WithoutCancel(ctx)
+		if jr.j == nil || jr.stuck(bg, "the node could not go on with the job: "+cut(err.Error(), 500)) != nil {
+			_ = r.cfg.Store.Release(bg, taskID, r.cfg.Holder)
+		}
 	}
 }
 
