@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,10 +19,11 @@ import (
 	"github.com/snapnode/snapnode/internal/testdb"
 )
 
-// writer is a zero-latency Model: each job writes steps-1 distinct files,
-// then finishes.
+// writer is a zero-latency Model: each job writes (or, with read, reads)
+// steps-1 distinct files, then finishes.
 type writer struct {
 	steps int
+	read  bool
 	calls atomic.Int64
 }
 
@@ -33,6 +37,10 @@ func (w *writer) Complete(ctx context.Context, p agent.Prompt) (*agent.Completio
 	}
 	if n >= w.steps-1 {
 		return &agent.Completion{Text: proposalJSON("FINISH", map[string]any{"response": "done"})}, nil
+	}
+	if w.read {
+		return &agent.Completion{Text: proposalJSON("READ_FILE", map[string]any{"path": fmt.Sprintf("/sandbox/in-%d.md", n)}),
+			PromptTokens: 100, CompletionTokens: 20}, nil
 	}
 	return &agent.Completion{Text: proposalJSON("WRITE_FILE", map[string]any{
 		"path": fmt.Sprintf("/sandbox/%s-%d.md", uuid.NewString()[:8], n), "content": fmt.Sprintf("step %d\n", n)}),
@@ -105,18 +113,27 @@ func BenchmarkAgentStep(b *testing.B) {
 			}
 		}
 	})
-	b.Run(fmt.Sprintf("runtime/jobs-of-%d-steps", steps), func(b *testing.B) {
-		r := newRig(b, testdb.SQLite(b))
-		m := &writer{steps: steps}
-		jobs := max(1, b.N/steps)
-		b.ResetTimer()
-		bytes := runJobs(b, r, m, jobs, 1)
-		b.StopTimer()
-		calls := m.calls.Load()
-		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(calls), "ns/step")
-		b.ReportMetric(float64(bytes)/float64(calls), "history-B/step")
-		b.ReportMetric(0, "ns/op")
-	})
+	for _, read := range []bool{false, true} {
+		kind := "write"
+		if read {
+			kind = "read"
+		}
+		b.Run(fmt.Sprintf("runtime/%s-steps", kind), func(b *testing.B) {
+			r := newRig(b, testdb.SQLite(b))
+			for i := range steps {
+				os.WriteFile(filepath.Join(r.dir, fmt.Sprintf("in-%d.md", i)), []byte(strings.Repeat("a line of the input\n", 50)), 0o600)
+			}
+			m := &writer{steps: steps, read: read}
+			jobs := max(1, b.N/steps)
+			b.ResetTimer()
+			bytes := runJobs(b, r, m, jobs, 1)
+			b.StopTimer()
+			calls := m.calls.Load()
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(calls), "ns/step")
+			b.ReportMetric(float64(bytes)/float64(calls), "history-B/step")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
 }
 
 // BenchmarkAgentConcurrentJobs runs 1,000 jobs at once (3 steps each:

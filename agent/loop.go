@@ -257,7 +257,18 @@ func (jr *jobRun) prompt() []ChatMessage {
 	if budget < 512 {
 		budget = 512
 	}
-	return buildMessages(system, r.redact(taskText(j.Requester, jr.texts(), jr.workspace())), steps, j.PendingInput, budget)
+	return buildMessages(system, jr.taskMessage(), steps, r.redact(j.PendingInput), budget)
+}
+
+// taskMessage is the prompt's first user message: the task and the
+// workspace as it was when the job began. It is made once and then read
+// from the first interaction, so every call of a job starts with the same
+// text (model servers reuse the cached prefix).
+func (jr *jobRun) taskMessage() string {
+	if len(jr.its) > 0 && len(jr.its[0].Request.Messages) > 1 {
+		return jr.its[0].Request.Messages[1].Content
+	}
+	return jr.r.redact(taskText(jr.j.Requester, jr.texts(), jr.workspace()))
 }
 
 // texts are the task's request: its first message (the job's
@@ -627,9 +638,8 @@ func (jr *jobRun) recordWith(ctx context.Context, it *Interaction, rp *RecoveryP
 	if it.Response.Status == ResponseSuccess && it.Guidance != "" && it.Sequence == j.NextSeq {
 		consumed = it.Guidance // told to the model, answered: no longer pending
 	}
-	for i := range it.Request.Messages {
-		it.Request.Messages[i].Content = jr.r.redact(it.Request.Messages[i].Content)
-	}
+	// The messages are made of redacted parts (see prompt): only the
+	// guidance is redacted here.
 	it.Guidance = jr.r.redact(it.Guidance)
 	if it.Response.NewStatus == "" {
 		it.Response.NewStatus = j.Status

@@ -358,20 +358,32 @@ func messageText(m tasks.Message) string {
 // builtinRedact are secrets removed from everything stored or sent to a
 // peer, beside Config.Redact: bearer tokens, API keys of the common model
 // providers and code hosts, Nostr secret keys, PEM private keys.
-var builtinRedact = []*regexp.Regexp{
-	regexp.MustCompile(`(?i)\bbearer\s+[a-z0-9._~+/-]{20,}=*`),
-	regexp.MustCompile(`\bsk-[A-Za-z0-9_-]{16,}`),
-	regexp.MustCompile(`\b(?:ghp|gho|ghs|ghu|github_pat)_[A-Za-z0-9_]{20,}`),
-	regexp.MustCompile(`\bxox[abprs]-[A-Za-z0-9-]{10,}`),
-	regexp.MustCompile(`\bAKIA[0-9A-Z]{16}\b`),
-	regexp.MustCompile(`\bnsec1[02-9ac-hj-np-z]{58}\b`),
-	regexp.MustCompile(`-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----`),
+var builtinRedact = []struct {
+	// hint is a literal every match contains (lower case): the regular
+	// expression runs only on text that holds it.
+	hint string
+	re   *regexp.Regexp
+}{
+	{"bearer", regexp.MustCompile(`(?i)\bbearer\s+[a-z0-9._~+/-]{20,}=*`)},
+	{"sk-", regexp.MustCompile(`\bsk-[A-Za-z0-9_-]{16,}`)},
+	{"_", regexp.MustCompile(`\b(?:ghp|gho|ghs|ghu|github_pat)_[A-Za-z0-9_]{20,}`)},
+	{"xox", regexp.MustCompile(`\bxox[abprs]-[A-Za-z0-9-]{10,}`)},
+	{"akia", regexp.MustCompile(`\bAKIA[0-9A-Z]{16}\b`)},
+	{"nsec1", regexp.MustCompile(`\bnsec1[02-9ac-hj-np-z]{58}\b`)},
+	{"private key", regexp.MustCompile(`-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----`)},
 }
 
 // redact removes the secrets and the configured patterns from s.
 func (r *Runtime) redact(s string) string {
-	for _, re := range builtinRedact {
-		s = re.ReplaceAllString(s, "[REDACTED]")
+	var lower string
+	for _, b := range builtinRedact {
+		if lower == "" {
+			lower = strings.ToLower(s)
+		}
+		if strings.Contains(lower, b.hint) {
+			s = b.re.ReplaceAllString(s, "[REDACTED]")
+			lower = ""
+		}
 	}
 	for _, sec := range r.cfg.Secrets {
 		if sec != "" {

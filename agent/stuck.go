@@ -30,6 +30,10 @@ func detectStuck(all []Interaction) (pattern, why string) {
 			its = append(its, it)
 		}
 	}
+	// Every pattern looks at the last consecutiveThink steps at most.
+	if len(its) > consecutiveThink {
+		its = its[len(its)-consecutiveThink:]
+	}
 	n := len(its)
 	key := func(it Interaction) string {
 		k := it.Response.Kind + "|" + it.Response.Action + "|" + actionKey(it)
