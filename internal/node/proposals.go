@@ -153,6 +153,16 @@ func (p *proposals) Deny(ctx context.Context, taskID, reason string) (any, error
 
 // decide approves or denies, for approver, the action taskID waits on.
 func (p *proposals) decide(ctx context.Context, taskID, approver string, approve bool, reason string) (*tasks.Task, error) {
+	// The held action is bound to its task as it is now: a task that no
+	// longer waits (canceled, ended) has nothing to approve, and its
+	// action never runs. A deny still clears the held record.
+	t, err := p.tasks.Task(ctx, taskID)
+	if err != nil {
+		return nil, err
+	}
+	if approve && t.Status.State != tasks.StateInputRequired {
+		return nil, fmt.Errorf("task %s is %s: the action it held can no longer be approved (deny it to clear it)", taskID, t.Status.State)
+	}
 	pa, err := p.pending(ctx, taskID)
 	if err != nil {
 		return nil, err
@@ -172,6 +182,9 @@ func (p *proposals) decide(ctx context.Context, taskID, approver string, approve
 	}
 	if err != nil {
 		return nil, err
+	}
+	if t.Status.State.Terminal() {
+		return t, nil // the denial cleared the record; the task stays as it ended
 	}
 	return p.settle(ctx, taskID, res, approve)
 }
