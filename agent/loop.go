@@ -2,8 +2,11 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -19,6 +22,8 @@ type jobRun struct {
 	j      *Job
 	its    []Interaction
 	shrink float64 // the prompt budget's factor, halved after a context-length error
+	// files are the context files the task message holds.
+	files []string
 	// dirty is an interaction completed (its observation) but not stored
 	// yet: it goes with the next write, one commit a step. Until then a
 	// crash leaves it without its observation, which the next claim
@@ -202,7 +207,7 @@ func (jr *jobRun) call(ctx context.Context) (*Interaction, *Completion, error) {
 	msgs := jr.prompt()
 	it := &Interaction{Sequence: j.NextSeq, Timestamp: r.cfg.Now().UTC(), StateBefore: j.Status,
 		WorkspacePath: "/sandbox/", Guidance: j.PendingInput,
-		Request: Request{Messages: msgs, Metadata: RequestMetadata{Role: "Worker", Phase: j.Phase,
+		Request: Request{Messages: msgs, FilesContext: jr.files, Metadata: RequestMetadata{Role: "Worker", Phase: j.Phase,
 			Model: r.cfg.ModelName, Temperature: r.cfg.Temperature, MaxTokens: r.cfg.MaxTokens}}}
 	cctx, cancel := context.WithTimeout(ctx, r.cfg.RequestTimeout)
 	defer cancel()
@@ -257,19 +262,59 @@ func (jr *jobRun) prompt() []ChatMessage {
 	if budget < 512 {
 		budget = 512
 	}
-	return buildMessages(system, jr.taskMessage(), steps, r.redact(j.PendingInput), budget)
+	task, files := jr.taskMessage()
+	jr.files = files
+	return buildMessages(system, task, steps, r.redact(j.PendingInput), budget)
 }
 
 // taskMessage is the prompt's first user message: the task and the
 // workspace as it was when the job began. It is made once and then read
 // from the first interaction, so every call of a job starts with the same
 // text (model servers reuse the cached prefix).
-func (jr *jobRun) taskMessage() string {
+func (jr *jobRun) taskMessage() (string, []string) {
 	if len(jr.its) > 0 && len(jr.its[0].Request.Messages) > 1 {
-		return jr.its[0].Request.Messages[1].Content
+		return jr.its[0].Request.Messages[1].Content, jr.its[0].Request.FilesContext
 	}
-	return jr.r.redact(taskText(jr.j.Requester, jr.texts(), jr.workspace()))
+	files, context := jr.contextFiles()
+	return jr.r.redact(taskText(jr.j.Requester, jr.texts(), jr.workspace()) + context), files
 }
+
+// Bounds of the context files: the workspace files a task names, whose
+// text goes with the task so the model need not ask for it.
+const maxContextFiles = 5
+
+// contextFiles reads the workspace files the task's text names (notes.md,
+// /sandbox/docs/plan.txt): at most maxContextFiles existing text files of
+// at most MaxObservationBytes each. It returns their paths and the text
+// that shows them.
+func (jr *jobRun) contextFiles() ([]string, string) {
+	sb := jr.r.cfg.Sandbox
+	if sb == nil {
+		return nil, ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var (
+		paths []string
+		b     strings.Builder
+	)
+	for _, name := range fileNames.FindAllString(jr.j.Description, 20) {
+		p := "/sandbox/" + strings.TrimPrefix(strings.TrimPrefix(name, "/sandbox/"), "/")
+		if slices.Contains(paths, p) || len(paths) == maxContextFiles {
+			continue
+		}
+		content, err := sb.Read(ctx, p)
+		if err != nil || len(content) > jr.r.cfg.MaxObservationBytes || !utf8.Valid(content) {
+			continue
+		}
+		paths = append(paths, p)
+		fmt.Fprintf(&b, "\nThe file %s (%d bytes) holds:\n%s\n", p, len(content), content)
+	}
+	return paths, b.String()
+}
+
+// fileNames matches what looks like a file name in a task's text.
+var fileNames = regexp.MustCompile(`(?:/sandbox/)?[A-Za-z0-9_][A-Za-z0-9_./-]*\.[A-Za-z0-9]{1,8}\b`)
 
 // texts are the task's request: its first message (the job's
 // description), as stored.
@@ -620,10 +665,37 @@ func (jr *jobRun) checkLimits(ctx context.Context) (bool, error) {
 
 // progress tells the requester about a step, as a status note.
 func (jr *jobRun) progress(ctx context.Context, it *Interaction, outcome string) {
-	note := fmt.Sprintf("step %d: %s → %s", it.Sequence+1, it.Response.Action, outcome)
+	note := stepNote(it, outcome)
 	if _, err := jr.r.cfg.Tasks.Progress(ctx, jr.j.TaskID, note); err != nil && ctx.Err() == nil {
 		jr.r.log.Warn("agent: progress", "task", jr.j.TaskID, "err", err)
 	}
+}
+
+// stepNote says what a step did in a line: its number, the action and
+// what it acted on, the outcome and, for a failure, the error code.
+func stepNote(it *Interaction, outcome string) string {
+	var a struct {
+		Args struct{ Path, Source, Destination string } `json:"args"`
+	}
+	_ = json.Unmarshal([]byte(it.Response.RawResponse), &a)
+	target := a.Args.Path
+	if a.Args.Source != "" {
+		target = a.Args.Source + " → " + a.Args.Destination
+	}
+	note := fmt.Sprintf("step %d: %s", it.Sequence+1, it.Response.Action)
+	if target != "" {
+		note += " " + cut(target, 200)
+	}
+	note += " → " + outcome
+	if o := it.Observation; o != nil && o.Outcome == ObsFailed {
+		var out struct {
+			Code string `json:"error_code"`
+		}
+		if json.Unmarshal(o.Output, &out) == nil && out.Code != "" {
+			note += " (" + out.Code + ")"
+		}
+	}
+	return note
 }
 
 // record stores it (new, or completed with its observation) and the job.

@@ -262,8 +262,16 @@ func agentScenarios(t *testing.T, fresh func(testing.TB) string) {
 		if got := a.wait(t, id, tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired); got.Status.State != tasks.StateCompleted {
 			t.Fatalf("task %s %q", got.Status.State, got.Status.Message)
 		}
-		if reqs := a.chats(); len(reqs) != 2 || !strings.Contains(requestText(reqs[1]), "the secret sauce is 42") {
-			t.Fatalf("the second request lacks the file's content: %s", requestText(reqs[len(reqs)-1]))
+		if reqs := a.chats(); len(reqs) != 2 || !strings.Contains(requestText(reqs[1]), `"content":"the secret sauce is 42\n"`) {
+			t.Fatalf("the second request lacks the file's content as observed: %s", requestText(reqs[len(reqs)-1]))
+		}
+		// The task names notes.md: its text goes with the task, and the
+		// history says so.
+		if first := a.chats()[0]; !strings.Contains(first.Messages[1].Content, "The file /sandbox/notes.md (23 bytes) holds:\nthe secret sauce is 42") {
+			t.Fatalf("the task message lacks the context file: %s", first.Messages[1].Content)
+		}
+		if h := a.history(t, id); !slices.Equal(h.Interactions[0].Request.FilesContext, []string{"/sandbox/notes.md"}) {
+			t.Fatalf("files_context %v", h.Interactions[0].Request.FilesContext)
 		}
 	})
 
@@ -542,7 +550,7 @@ func agentScenarios(t *testing.T, fresh func(testing.TB) string) {
 		}
 		var s struct{ final map[string]any }
 		json.Unmarshal(final.Payload, &s.final)
-		want := []string{"working step 1: READ_FILE → completed", "working step 2: WRITE_FILE → completed"}
+		want := []string{"working step 1: READ_FILE /sandbox/in.md → completed", "working step 2: WRITE_FILE /sandbox/out.md → completed"}
 		if !slices.Equal(notes, want) {
 			t.Fatalf("step events %q, want %q", notes, want)
 		}
