@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"time"
 	"unicode/utf8"
 
@@ -21,11 +20,7 @@ import (
 var migrationFiles embed.FS
 
 func migrations() sqldb.Migrations {
-	sub, err := fs.Sub(migrationFiles, "migrations")
-	if err != nil {
-		panic(err) // the embedded folder is part of the build
-	}
-	return sqldb.Migrations{FS: sub, Table: "agent_migrations", Lock: "snapnode/agent"}
+	return sqldb.Embedded(migrationFiles, "migrations", "agent_migrations", "snapnode/agent")
 }
 
 // Errors of the store.

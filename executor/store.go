@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"time"
 
 	"github.com/snapnode/snapnode/executor/sandbox"
@@ -21,11 +20,7 @@ import (
 var migrationFiles embed.FS
 
 func migrations() sqldb.Migrations {
-	sub, err := fs.Sub(migrationFiles, "migrations")
-	if err != nil {
-		panic(err) // the embedded folder is part of the build
-	}
-	return sqldb.Migrations{FS: sub, Table: "executor_migrations", Lock: "snapnode/executor"}
+	return sqldb.Embedded(migrationFiles, "migrations", "executor_migrations", "snapnode/executor")
 }
 
 // The states of an action record. A record exists only for an action that

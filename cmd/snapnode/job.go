@@ -69,24 +69,30 @@ func (c *cli) openJobStore(fs *flag.FlagSet, cfg *config.Config) (*agent.Store, 
 	return st, func() { db.Close() }, 0, true
 }
 
-// jobArgs parses the flags of a job command that takes one job id.
-func (c *cli) jobArgs(name, use string, args []string, desc ...string) (fs *flag.FlagSet, cfg *config.Config, format *string, id string, code int, done bool) {
-	fs = c.flagSet("job "+name, use, desc...)
-	cfg = new(config.Config)
-	*cfg = config.Default()
-	config.Flags(fs, cfg)
-	format = fs.String("format", "json", "print `json` or text")
+// jobCommand runs a job command that takes one job id: it parses the
+// flags (--format and the node's settings), opens the job store and calls
+// run with it.
+func (c *cli) jobCommand(name, use string, args []string, desc []string, run func(st *agent.Store, format, id string) int) int {
+	fs := c.flagSet("job "+name, use, desc...)
+	cfg := config.Default()
+	config.Flags(fs, &cfg)
+	format := fs.String("format", "json", "print `json` or text")
 	pos, code, done := c.parse(fs, args, 1)
 	if done {
-		return nil, nil, nil, "", code, true
+		return code
 	}
 	if len(pos) != 1 {
-		return nil, nil, nil, "", c.usageError(fs, "give the job's task ID"), true
+		return c.usageError(fs, "give the job's task ID")
 	}
 	if *format != "json" && *format != "text" {
-		return nil, nil, nil, "", c.usageError(fs, fmt.Sprintf("--format: want json or text, got %q", *format)), true
+		return c.usageError(fs, fmt.Sprintf("--format: want json or text, got %q", *format))
 	}
-	return fs, cfg, format, pos[0], 0, false
+	st, closeDB, code, ok := c.openJobStore(fs, &cfg)
+	if !ok {
+		return code
+	}
+	defer closeDB()
+	return run(st, *format, pos[0])
 }
 
 func (c *cli) jobList(args []string) int {
@@ -125,28 +131,24 @@ func (c *cli) jobList(args []string) int {
 }
 
 func (c *cli) jobShow(args []string) int {
-	fs, cfg, format, id, code, done := c.jobArgs("show", "[--format json|text] [node settings] ID", args,
+	return c.jobCommand("show", "[--format json|text] [node settings] ID", args, []string{
 		"Prints the job manifest of a task the agent works on: status, current phase,",
-		"metrics (cost in cents, seconds, steps, tokens) and a line per interaction.")
-	if done {
-		return code
-	}
-	st, closeDB, code, ok := c.openJobStore(fs, cfg)
-	if !ok {
-		return code
-	}
-	defer closeDB()
+		"metrics (cost in cents, seconds, steps, tokens) and a line per interaction."},
+		func(st *agent.Store, format, id string) int { return c.printManifest(st, format, id) })
+}
+
+func (c *cli) printManifest(st *agent.Store, format, id string) int {
 	ctx := context.Background()
 	j, err := st.Get(ctx, id)
 	if err != nil {
-		return c.jobError(fs, id, err)
+		return c.jobError("snapnode job show", id, err)
 	}
 	its, err := st.Interactions(ctx, id)
 	if err != nil {
-		return c.ioError(fs.Name(), err)
+		return c.ioError("snapnode job show", err)
 	}
 	m := j.Manifest(j.Status.TaskState(), its)
-	if *format == "json" {
+	if format == "json" {
 		b, _ := json.MarshalIndent(m, "", "  ")
 		fmt.Fprintf(c.stdout, "%s\n", b)
 		return exitOK
@@ -168,23 +170,19 @@ func (c *cli) jobShow(args []string) int {
 }
 
 func (c *cli) jobHistory(args []string) int {
-	fs, cfg, format, id, code, done := c.jobArgs("history", "[--format json|text] [node settings] ID", args,
+	return c.jobCommand("history", "[--format json|text] [node settings] ID", args, []string{
 		"Prints the job history (jobHistory.json): every model call with the exact",
 		"messages sent, the answer as received, what the host did with it and what it",
-		"fed back, and the recovery points.")
-	if done {
-		return code
-	}
-	st, closeDB, code, ok := c.openJobStore(fs, cfg)
-	if !ok {
-		return code
-	}
-	defer closeDB()
+		"fed back, and the recovery points."},
+		func(st *agent.Store, format, id string) int { return c.printHistory(st, format, id) })
+}
+
+func (c *cli) printHistory(st *agent.Store, format, id string) int {
 	h, err := st.History(context.Background(), id)
 	if err != nil {
-		return c.jobError(fs, id, err)
+		return c.jobError("snapnode job history", id, err)
 	}
-	if *format == "json" {
+	if format == "json" {
 		b, _ := json.MarshalIndent(h, "", "  ")
 		fmt.Fprintf(c.stdout, "%s\n", b)
 		return exitOK
@@ -235,7 +233,7 @@ func (c *cli) jobReplay(args []string) int {
 		defer closeDB()
 		var err error
 		if h, err = st.History(context.Background(), pos[0]); err != nil {
-			return c.jobError(fs, pos[0], err)
+			return c.jobError(fs.Name(), pos[0], err)
 		}
 	default:
 		return c.usageError(fs, "give the job's task ID or --file, not both")
@@ -248,12 +246,12 @@ func (c *cli) jobReplay(args []string) int {
 	return exitOK
 }
 
-func (c *cli) jobError(fs *flag.FlagSet, id string, err error) int {
+func (c *cli) jobError(prog, id string, err error) int {
 	if errors.Is(err, agent.ErrNoJob) {
-		fmt.Fprintf(c.stderr, "%s: task %s is not an agent job in this database (snapnode job list shows them)\n", fs.Name(), id)
+		fmt.Fprintf(c.stderr, "%s: task %s is not an agent job in this database (snapnode job list shows them)\n", prog, id)
 		return exitFail
 	}
-	return c.ioError(fs.Name(), err)
+	return c.ioError(prog, err)
 }
 
 func firstLine(s string) string {

@@ -48,8 +48,8 @@ func jobDataDir(t *testing.T) (dir, id string) {
 			next = agent.Success
 		}
 		it := &agent.Interaction{Sequence: i, Timestamp: t0.Add(time.Duration(i) * time.Second), StateBefore: agent.Running,
-			Request:  agent.Request{Messages: []agent.ChatMessage{{Role: "system", Content: "s"}, {Role: "user", Content: "write a.md"}}, Metadata: agent.RequestMetadata{Role: "Worker", Phase: "work", Model: "m"}},
-			Response: agent.Response{Status: agent.ResponseSuccess, Kind: agent.KindProposal, Action: a.action, RawResponse: a.raw, NewStatus: next, ExecutionTimeSeconds: 0.5},
+			Request:     agent.Request{Messages: []agent.ChatMessage{{Role: "system", Content: "s"}, {Role: "user", Content: "write a.md"}}, Metadata: agent.RequestMetadata{Role: "Worker", Phase: "work", Model: "m"}},
+			Response:    agent.Response{Status: agent.ResponseSuccess, Kind: agent.KindProposal, Action: a.action, RawResponse: a.raw, NewStatus: next, ExecutionTimeSeconds: 0.5},
 			Observation: &agent.Observation{Outcome: agent.ObsCompleted, ActionID: "act-" + a.action, Text: `{"outcome":"completed"}`}}
 		j.Status, j.NextSeq, j.Steps = next, i+1, i+1
 		if err := st.Write(ctx, agent.Save{Job: j, Interaction: it}); err != nil {

@@ -6,7 +6,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,11 +24,7 @@ var ErrClosed = errors.New("audit log closed")
 var migrationFiles embed.FS
 
 func migrations() sqldb.Migrations {
-	sub, err := fs.Sub(migrationFiles, "migrations")
-	if err != nil {
-		panic(err) // the embedded folder is part of the build
-	}
-	return sqldb.Migrations{FS: sub, Table: "audit_migrations", Lock: "snapnode/audit"}
+	return sqldb.Embedded(migrationFiles, "migrations", "audit_migrations", "snapnode/audit")
 }
 
 // Options are the host's settings of a Log; nothing a proposer sends

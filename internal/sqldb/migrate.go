@@ -28,6 +28,25 @@ type Migrations struct {
 	Lock string
 }
 
+// Embedded returns the Migrations in the folder dir of an embedded file
+// system (its dialect folders below it), recorded in table and serialized
+// by lock. The folder is part of the build: a missing one panics, as
+// regexp.MustCompile does on a bad literal.
+//
+//	//go:embed migrations
+//	var migrationFiles embed.FS
+//
+//	func migrations() sqldb.Migrations {
+//		return sqldb.Embedded(migrationFiles, "migrations", "agent_migrations", "snapnode/agent")
+//	}
+func Embedded(fsys fs.FS, dir, table, lock string) Migrations {
+	sub, err := fs.Sub(fsys, dir)
+	if err != nil {
+		panic(fmt.Sprintf("sqldb: embedded migrations %s: %v", dir, err))
+	}
+	return Migrations{FS: sub, Table: table, Lock: lock}
+}
+
 type migration struct {
 	version int
 	name    string

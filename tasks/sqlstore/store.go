@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,11 +37,7 @@ type Options = sqldb.Options
 var migrationFiles embed.FS
 
 func migrations() sqldb.Migrations {
-	sub, err := fs.Sub(migrationFiles, "migrations")
-	if err != nil {
-		panic(err) // the embedded folder is part of the build
-	}
-	return sqldb.Migrations{FS: sub, Table: "schema_migrations", Lock: "snapnode/tasks/sqlstore"}
+	return sqldb.Embedded(migrationFiles, "migrations", "schema_migrations", "snapnode/tasks/sqlstore")
 }
 
 // Store is a tasks.Store, and through ReplayStore a snap.ReplayStore, kept
