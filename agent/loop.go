@@ -95,7 +95,7 @@ func (jr *jobRun) start(ctx context.Context, taskID string) (bool, error) {
 		return false, err
 	}
 	if t.Status.State != tasks.StateWorking {
-		if _, err := r.cfg.Tasks.Transition(ctx, taskID, tasks.StateWorking, "the agent is working on the task"); err != nil {
+		if err := ensureWorking(ctx, r.cfg.Tasks, taskID, "the agent is working on the task"); err != nil {
 			return false, err
 		}
 	}

@@ -175,26 +175,43 @@ func (r *Runtime) Decided(ctx context.Context, taskID string, res *executor.Resu
 		word = "denied"
 	}
 	text := fmt.Sprintf("The operator %s action %s. Observation: %s", word, res.ActionID, obs.Text)
-	moved, err := r.cfg.Store.AddInput(ctx, taskID, text, true, r.cfg.Now())
-	if err != nil {
-		return nil, err
-	}
 	for _, a := range Artifacts(res) {
 		if _, err := r.cfg.Tasks.AddArtifact(ctx, taskID, a); err != nil {
 			r.log.Warn("agent: artifact of a decision", "task", taskID, "err", err)
 		}
 	}
-	t, err := r.cfg.Tasks.Task(ctx, taskID)
+	j, err := r.cfg.Store.Get(ctx, taskID)
 	if err != nil {
 		return nil, err
 	}
-	if moved && t.Status.State == tasks.StateInputRequired {
-		if t, err = r.cfg.Tasks.Transition(ctx, taskID, tasks.StateWorking, "resumed after the operator "+word+" action "+res.ActionID); err != nil {
+	if j.Status == InterventionRequired {
+		// The task works again before the job can be claimed, so that
+		// the runtime never finds a runnable job whose task still waits.
+		if err := ensureWorking(ctx, r.cfg.Tasks, taskID, "resumed after the operator "+word+" action "+res.ActionID); err != nil {
 			return nil, err
 		}
+		if _, err := r.cfg.Store.AddInput(ctx, taskID, text, true, r.cfg.Now()); err != nil {
+			return nil, err
+		}
+		r.Wake()
 	}
-	r.Wake()
-	return t, nil
+	return r.cfg.Tasks.Task(ctx, taskID)
+}
+
+// ensureWorking moves the task to working unless it is there already
+// (another writer may have moved it first).
+func ensureWorking(ctx context.Context, ts Tasks, taskID, note string) error {
+	t, err := ts.Task(ctx, taskID)
+	if err != nil || t.Status.State == tasks.StateWorking {
+		return err
+	}
+	if _, err := ts.Transition(ctx, taskID, tasks.StateWorking, note); err != nil {
+		if t, rerr := ts.Task(ctx, taskID); rerr == nil && t.Status.State == tasks.StateWorking {
+			return nil
+		}
+		return err
+	}
+	return nil
 }
 
 // Owns reports whether taskID is one of the agent's jobs.
