@@ -55,7 +55,11 @@ type Config struct {
 	Sandbox *sandbox.Sandbox
 	// ModelName is recorded in the history's request metadata.
 	ModelName string
-	// Holder names this process in leases; default a fresh id.
+	// Holder names this process in leases; default a fresh id. A holder
+	// that stays the same across restarts (the node's: its host and data
+	// folder) lets a restarted node take up at once the jobs its previous
+	// run held, instead of waiting for their leases to lapse: Run releases
+	// every lease of its holder before it starts.
 	Holder string
 
 	MaxJobs             int           // jobs worked on at once (default 4)
@@ -241,6 +245,12 @@ func (r *Runtime) Run(ctx context.Context) error {
 		}
 	}
 	defer r.wg.Wait()
+	// Leases of this holder are a previous run's: that process is gone.
+	if n, err := r.cfg.Store.ReleaseHolder(ctx, r.cfg.Holder); err != nil {
+		r.log.Warn("agent: releasing the previous run's jobs", "err", err)
+	} else if n > 0 {
+		r.log.Info("agent: taking up the jobs the previous run left", "count", n)
+	}
 	tick := time.NewTicker(r.cfg.Poll)
 	defer tick.Stop()
 	for {

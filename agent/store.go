@@ -187,6 +187,24 @@ func (s *Store) Release(ctx context.Context, taskID, holder string) error {
 	return err
 }
 
+// ReleaseHolder frees every job holder holds and returns how many: for a
+// process that starts under the holder name of a previous, dead one.
+func (s *Store) ReleaseHolder(ctx context.Context, holder string) (int64, error) {
+	var n int64
+	err := s.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, s.d.Rebind(`UPDATE agent_jobs SET lease_until = 0, lease_holder = '' WHERE lease_holder = ?`), holder)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("agent: release the jobs of %s: %w", holder, err)
+	}
+	return n, nil
+}
+
 func (s *Store) exec(ctx context.Context, verb, taskID, q string, args ...any) (bool, error) {
 	var ok bool
 	err := s.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {

@@ -2,9 +2,12 @@ package node
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"regexp"
 	"time"
 
@@ -73,7 +76,7 @@ func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queu
 		redact = append(redact, re)
 	}
 	rt, err := agent.New(agent.Config{
-		Queue: queue, Store: store, Tasks: svc, Executor: props.exec, Model: model, Sandbox: props.sandbox,
+		Holder: holderName(cfg), Queue: queue, Store: store, Tasks: svc, Executor: props.exec, Model: model, Sandbox: props.sandbox,
 		ModelName: a.LLMModel, MaxJobs: a.MaxJobs, MaxSteps: a.MaxSteps, MaxCostCents: a.MaxCostCents,
 		MaxTime: minutes(a.MaxTimeMinutes), PricePerMTokPrompt: a.PricePerMTokPrompt,
 		PricePerMTokAnswer: a.PricePerMTokCompletion, Temperature: a.Temperature, MaxTokens: a.MaxTokens,
@@ -94,6 +97,19 @@ func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queu
 	}()
 	logger.Info("agent ready", "llm_url", a.LLMURL, "model", a.LLMModel, "max_jobs", a.MaxJobs, "max_steps", a.MaxSteps)
 	return rt, done, nil
+}
+
+// holderName names this node in job leases, the same across restarts: its
+// host and the absolute path of its data folder (two processes never share
+// a data folder: its admin socket is one process's).
+func holderName(cfg config.Config) string {
+	host, _ := os.Hostname()
+	dir, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		dir = cfg.DataDir
+	}
+	sum := sha256.Sum256([]byte(host + "\x00" + dir))
+	return "node-" + hex.EncodeToString(sum[:8])
 }
 
 // minutes is m minutes as a duration.

@@ -25,7 +25,9 @@ import (
 // second answer, after the first (a write) was carried out. Restarted on
 // the same data folder, it takes the job up again once the lease lapses,
 // tells the model what was already done, and completes the task once:
-// the write ran exactly one time.
+// the write ran exactly one time. The lease is a minute, longer than the
+// test waits: the restarted node takes its own jobs up at once (its lease
+// holder is its host and data folder), it does not wait for them to lapse.
 func TestAgentJobSurvivesSIGKILL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs node processes")
@@ -45,7 +47,7 @@ func TestAgentJobSurvivesSIGKILL(t *testing.T) {
 	dir := t.TempDir()
 	dataDir := filepath.Join(dir, "data")
 	conf := filepath.Join(dir, "snapnode.toml")
-	if err := os.WriteFile(conf, []byte("[agent]\nlease = \"1s\"\nretry_backoff = \"10ms\"\n"), 0o600); err != nil {
+	if err := os.WriteFile(conf, []byte("[agent]\nlease = \"1m\"\nretry_backoff = \"10ms\"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	args := []string{"--config", conf, "--llm-url", srv.URL(), "--llm-model", llmtest.DefaultModel}
