@@ -214,7 +214,8 @@ func (jr *jobRun) call(ctx context.Context) (*Interaction, *Completion, error) {
 	began := time.Now()
 	comp, err := r.cfg.Model.Complete(cctx, Prompt{Messages: msgs, Schema: answerSchema(), SchemaName: "snapnode_answer",
 		Temperature: r.cfg.Temperature, MaxTokens: r.cfg.MaxTokens})
-	took := time.Since(began).Seconds()
+	elapsed := time.Since(began)
+	took := elapsed.Seconds()
 	it.Response.ExecutionTimeSeconds = took
 	j.Seconds += took
 	j.Steps++
@@ -223,9 +224,15 @@ func (jr *jobRun) call(ctx context.Context) (*Interaction, *Completion, error) {
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 			it.Response.Status = ResponseTimeout
 		}
+		if r.cfg.Observer != nil && ctx.Err() == nil {
+			r.cfg.Observer.ObserveModelCall(it.Response.Status, elapsed, 0)
+		}
 		return it, nil, err
 	}
 	usd := (float64(comp.PromptTokens)*r.cfg.PricePerMTokPrompt + float64(comp.CompletionTokens)*r.cfg.PricePerMTokAnswer) / 1e6
+	if r.cfg.Observer != nil {
+		r.cfg.Observer.ObserveModelCall(ResponseSuccess, elapsed, usd*100)
+	}
 	it.Response.Status, it.Response.RawResponse, it.Response.CostUSD = ResponseSuccess, r.redact(comp.Text), usd
 	it.Response.PromptTokens, it.Response.CompletionTokens = comp.PromptTokens, comp.CompletionTokens
 	j.CostCents += usd * 100

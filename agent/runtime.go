@@ -88,9 +88,19 @@ type Config struct {
 	Backoff time.Duration
 	// Poll is how often the runtime looks for jobs other processes left
 	// (default 1 s); jobs taken here wake it at once.
-	Poll   time.Duration
-	Now    func() time.Time
-	Logger *slog.Logger
+	Poll time.Duration
+	// Observer, when set, is told of every model call (the node's
+	// metrics).
+	Observer Observer
+	Now      func() time.Time
+	Logger   *slog.Logger
+}
+
+// Observer is told of every model call: its status (SUCCESS, ERROR or
+// TIMEOUT), how long it took and what it cost in US cents. It must not
+// block.
+type Observer interface {
+	ObserveModelCall(status string, took time.Duration, costCents float64)
 }
 
 // Defaults of Config.

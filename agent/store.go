@@ -187,6 +187,28 @@ func (s *Store) Release(ctx context.Context, taskID, holder string) error {
 	return err
 }
 
+// CountByStatus returns how many jobs are in each status; statuses with
+// none may be left out.
+func (s *Store) CountByStatus(ctx context.Context) (map[Status]int64, error) {
+	rows, err := s.db.R.QueryContext(ctx, `SELECT status, COUNT(*) FROM agent_jobs GROUP BY status`)
+	if err != nil {
+		return nil, fmt.Errorf("agent: count jobs: %w", err)
+	}
+	defer rows.Close()
+	out := map[Status]int64{}
+	for rows.Next() {
+		var (
+			st string
+			n  int64
+		)
+		if err := rows.Scan(&st, &n); err != nil {
+			return nil, fmt.Errorf("agent: count jobs: %w", err)
+		}
+		out[Status(st)] = n
+	}
+	return out, rows.Err()
+}
+
 // ReleaseHolder frees every job holder holds and returns how many: for a
 // process that starts under the holder name of a previous, dead one.
 func (s *Store) ReleaseHolder(ctx context.Context, holder string) (int64, error) {

@@ -38,11 +38,16 @@ type Metrics struct {
 	errors   *prometheus.CounterVec
 	verify   prometheus.Histogram
 	handle   *prometheus.HistogramVec
+	// The agent's model calls.
+	modelCalls   *prometheus.CounterVec
+	modelSeconds prometheus.Histogram
+	costCents    prometheus.Counter
 
 	mu      sync.Mutex // guards the sources below
 	relays  func() []Relay
 	tasks   func(context.Context) (map[string]int64, error)
 	replay  func(context.Context) (int64, error)
+	jobs    func(context.Context) (map[string]int64, error)
 	timeout time.Duration
 }
 
@@ -70,11 +75,24 @@ func New(opts Options) *Metrics {
 			Help:    "Time a handler took to answer a verified request, by method.",
 			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 18), // 50 µs … 6.5 s
 		}, []string{"method"}),
+		modelCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "snapnode", Name: "agent_model_calls_total",
+			Help: "The agent's calls to its model server, by status (SUCCESS, ERROR, TIMEOUT).",
+		}, []string{"status"}),
+		modelSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "snapnode", Name: "agent_model_call_seconds",
+			Help:    "Time a model call took, answered or failed.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2, 15), // 10 ms … 164 s
+		}),
+		costCents: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "snapnode", Name: "agent_cost_cents_total",
+			Help: "What the agent's model calls cost, in US cents, priced from their usage.",
+		}),
 	}
 	if m.timeout <= 0 {
 		m.timeout = 5 * time.Second
 	}
-	m.reg.MustRegister(m.messages, m.errors, m.verify, m.handle, (*gauges)(m),
+	m.reg.MustRegister(m.messages, m.errors, m.verify, m.handle, m.modelCalls, m.modelSeconds, m.costCents, (*gauges)(m),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -136,6 +154,24 @@ func (m *Metrics) SetTaskStates(f func(context.Context) (map[string]int64, error
 	m.tasks = f
 }
 
+// ObserveModelCall records one of the agent's model calls (it is the
+// agent runtime's agent.Observer).
+func (m *Metrics) ObserveModelCall(status string, took time.Duration, costCents float64) {
+	m.modelCalls.WithLabelValues(status).Inc()
+	m.modelSeconds.Observe(took.Seconds())
+	if costCents > 0 {
+		m.costCents.Add(costCents)
+	}
+}
+
+// SetAgentJobs sets where the number of agent jobs by status is read at
+// each scrape.
+func (m *Metrics) SetAgentJobs(f func(context.Context) (map[string]int64, error)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.jobs = f
+}
+
 // SetReplaySize sets where the number of replay records is read at each
 // scrape.
 func (m *Metrics) SetReplaySize(f func(context.Context) (int64, error)) {
@@ -151,6 +187,7 @@ var (
 	relayDesc  = prometheus.NewDesc("snapnode_relay_connections", "1 for the current connection state of each relay.", []string{"url", "state"}, nil)
 	tasksDesc  = prometheus.NewDesc("snapnode_tasks", "Tasks in the store, by state.", []string{"state"}, nil)
 	replayDesc = prometheus.NewDesc("snapnode_replay_records", "Records in the replay store.", nil, nil)
+	jobsDesc   = prometheus.NewDesc("snapnode_agent_jobs", "The agent's jobs in the store, by manifest status.", []string{"status"}, nil)
 )
 
 // Describe implements prometheus.Collector.
@@ -158,13 +195,14 @@ func (g *gauges) Describe(ch chan<- *prometheus.Desc) {
 	ch <- relayDesc
 	ch <- tasksDesc
 	ch <- replayDesc
+	ch <- jobsDesc
 }
 
 // Collect implements prometheus.Collector. A source that fails is
 // reported to the scraper as an invalid metric; the others still are.
 func (g *gauges) Collect(ch chan<- prometheus.Metric) {
 	g.mu.Lock()
-	relays, tasks, replay, timeout := g.relays, g.tasks, g.replay, g.timeout
+	relays, tasks, replay, jobs, timeout := g.relays, g.tasks, g.replay, g.jobs, g.timeout
 	g.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -180,6 +218,15 @@ func (g *gauges) Collect(ch chan<- prometheus.Metric) {
 		}
 		for state, n := range counts {
 			ch <- prometheus.MustNewConstMetric(tasksDesc, prometheus.GaugeValue, float64(n), state)
+		}
+	}
+	if jobs != nil {
+		counts, err := jobs(ctx)
+		if err != nil {
+			ch <- prometheus.NewInvalidMetric(jobsDesc, err)
+		}
+		for status, n := range counts {
+			ch <- prometheus.MustNewConstMetric(jobsDesc, prometheus.GaugeValue, float64(n), status)
 		}
 	}
 	if replay != nil {

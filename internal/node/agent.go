@@ -14,6 +14,7 @@ import (
 	"github.com/snapnode/snapnode/agent"
 	"github.com/snapnode/snapnode/agent/llm"
 	"github.com/snapnode/snapnode/internal/config"
+	"github.com/snapnode/snapnode/internal/metrics"
 	"github.com/snapnode/snapnode/internal/sqldb"
 	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/tasks"
@@ -55,7 +56,7 @@ func openAgentQueue(ctx context.Context, db *sqldb.DB) (*agent.Store, *agent.Que
 // startAgent builds the agent runtime on the node's job store, executor
 // and sandbox, and the model client from the settings. The runtime runs
 // until ctx ends; done is closed when it has stopped.
-func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queue *agent.Queue, props *proposals, svc *tasks.Service, logger *slog.Logger) (*agent.Runtime, <-chan struct{}, error) {
+func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queue *agent.Queue, props *proposals, svc *tasks.Service, obs agent.Observer, logger *slog.Logger) (*agent.Runtime, <-chan struct{}, error) {
 	a := cfg.Agent
 	key, err := cfg.LLMAPIKey(os.Getenv)
 	if err != nil {
@@ -83,7 +84,7 @@ func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queu
 		RequestTimeout: a.RequestTimeout.Duration, ContextTokens: a.ContextTokens, Lease: a.Lease.Duration,
 		MaxObservationBytes: a.MaxObservationBytes, MaxAnswerBytes: a.MaxAnswerBytes,
 		MaxHistoryBytes: a.MaxHistoryBytes, MaxRetries: a.MaxRetries, Redact: redact, Secrets: []string{key},
-		SystemPrompt: a.SystemPrompt, Backoff: a.RetryBackoff.Duration, Logger: logger.With("part", "agent"),
+		SystemPrompt: a.SystemPrompt, Backoff: a.RetryBackoff.Duration, Observer: obs, Logger: logger.With("part", "agent"),
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("node: agent: %w", err)
@@ -123,3 +124,6 @@ func closedChan() <-chan struct{} {
 
 // Agent returns the node's agent runtime, nil when none is configured.
 func (n *Node) Agent() *agent.Runtime { return n.agent }
+
+// The node's metrics are its agent's observer.
+var _ agent.Observer = (*metrics.Metrics)(nil)

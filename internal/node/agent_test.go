@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -745,6 +747,42 @@ func TestApprovalOfCanceledTaskRefused(t *testing.T) {
 				t.Fatalf("after the deny: %s", got.Status.State)
 			}
 		})
+	}
+}
+
+// /metrics of a node with an agent: its jobs by status, its model calls
+// by status with their time, and their cost.
+func TestAgentMetrics(t *testing.T) {
+	a := startAgentNode(t, testdb.SQLite(t), func(c *config.Config) {
+		c.HTTPListen = "127.0.0.1:0"
+		c.Agent.PricePerMTokPrompt = 1000 // USD a million: 100 tokens cost 10 cents
+	})
+	write := llmtest.Text(prop("WRITE_FILE", map[string]any{"path": "/sandbox/m.md", "content": "m\n"}))
+	write.PromptTokens = 100
+	done := finish("done")
+	done.PromptTokens = 100
+	a.llm.Push(llmtest.Error(500, "once"), write, done)
+	id := a.send(t, "", "write m.md")
+	if got := a.wait(t, id, tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired); got.Status.State != tasks.StateCompleted {
+		t.Fatalf("task %s %q", got.Status.State, got.Status.Message)
+	}
+	resp, err := http.Get(a.HTTPURL() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{
+		`snapnode_agent_jobs{status="SUCCESS"} 1`,
+		`snapnode_agent_jobs{status="RUNNING"} 0`,
+		`snapnode_agent_model_calls_total{status="SUCCESS"} 2`,
+		`snapnode_agent_model_calls_total{status="ERROR"} 1`,
+		"snapnode_agent_model_call_seconds_count 3",
+		"snapnode_agent_cost_cents_total 20",
+	} {
+		if !strings.Contains(string(body), want+"\n") {
+			t.Errorf("missing %q", want)
+		}
 	}
 }
 

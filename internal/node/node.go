@@ -230,17 +230,6 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger, with ...
 	}
 	n.props = props
 	n.agentDone = closedChan()
-	if queue != nil {
-		actx, stopAgent := context.WithCancel(context.WithoutCancel(ctx))
-		rt, done, err := startAgent(actx, cfg, jobs, queue, props, n.Tasks, logger)
-		if err != nil {
-			stopAgent()
-			return nil, err
-		}
-		n.agent, n.agentDone, props.agent = rt, done, rt
-		n.stopAgent = stopAgent
-		cleanup = append(cleanup, func() { stopAgent(); <-done })
-	}
 	router := snap.NewRouter()
 	registerMethods(router, n.Tasks, props)
 	if err := n.startServices(router, taskStore, o); err != nil {
@@ -248,6 +237,26 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger, with ...
 	}
 	addr := n.key.Address(n.network)
 	mx := n.newMetrics(router.Methods(), replay, taskStore)
+	if queue != nil {
+		// Before the first request: decisions on its jobs go to it.
+		actx, stopAgent := context.WithCancel(context.WithoutCancel(ctx))
+		rt, done, err := startAgent(actx, cfg, jobs, queue, props, n.Tasks, mx, logger)
+		if err != nil {
+			stopAgent()
+			return nil, err
+		}
+		n.agent, n.agentDone, props.agent = rt, done, rt
+		n.stopAgent = stopAgent
+		cleanup = append(cleanup, func() { stopAgent(); <-done })
+		mx.SetAgentJobs(func(ctx context.Context) (map[string]int64, error) {
+			counts, err := jobs.CountByStatus(ctx)
+			out := make(map[string]int64, len(agent.Statuses()))
+			for _, st := range agent.Statuses() { // every status, 0 included
+				out[string(st)] = counts[st]
+			}
+			return out, err
+		})
+	}
 	server := snap.NewServer(snap.ServerConfig{
 		Key: n.key, Network: n.network, Router: router, Logger: logger.With("part", "snap"),
 		MaxResponseSize: relay.MaxNIP44Plain, Results: results, Observer: mx,
