@@ -62,7 +62,7 @@ func runJobs(b *testing.B, r *rig, m agent.Model, jobs, maxJobs int) int64 {
 		ids[i] = t.ID
 	}
 	rt, err := agent.New(agent.Config{Queue: r.queue, Store: r.store, Tasks: r.svc, Executor: r.exec, Model: m,
-		Sandbox: r.sb, ContextTokens: 16000, MaxJobs: maxJobs, MaxSteps: 1000, Lease: time.Minute, Poll: 5 * time.Millisecond})
+		ContextTokens: 16000, MaxJobs: maxJobs, MaxSteps: 1000, Lease: time.Minute, Poll: 5 * time.Millisecond})
 	if err != nil {
 		b.Fatal(err)
 	}

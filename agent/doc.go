@@ -98,7 +98,6 @@
 //		Tasks:    svc,
 //		Executor: exec,  // the node's *executor.Executor
 //		Model:    model, // llm.New(llm.Config{…}), or any Model
-//		Sandbox:  sb,    // the workspace the executor acts on
 //	})
 //	if err != nil {
 //		return err

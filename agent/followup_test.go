@@ -160,7 +160,7 @@ func TestFollowUpWhileWorking(t *testing.T) {
 		n := newFuNode(t, dsn)
 		m := &fuModel{first: make(chan struct{}), release: make(chan struct{})}
 		rt, err := agent.New(agent.Config{Queue: n.queue, Store: n.store, Tasks: n.svc, Executor: n.exec, Model: m,
-			Sandbox: n.sb, ContextTokens: 8000})
+			ContextTokens: 8000})
 		if err != nil {
 			t.Fatal(err)
 		}

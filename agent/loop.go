@@ -9,9 +9,11 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
+
+	"github.com/google/uuid"
 
 	"github.com/snapnode/snapnode/executor"
+	"github.com/snapnode/snapnode/executor/sandbox"
 	"github.com/snapnode/snapnode/tasks"
 )
 
@@ -204,7 +206,7 @@ func (jr *jobRun) call(ctx context.Context) (*Interaction, *Completion, error) {
 		return nil, nil, err
 	}
 	j.PendingInput = pending
-	msgs := jr.prompt()
+	msgs := jr.prompt(ctx)
 	it := &Interaction{Sequence: j.NextSeq, Timestamp: r.cfg.Now().UTC(), StateBefore: j.Status,
 		WorkspacePath: "/sandbox/", Guidance: j.PendingInput,
 		Request: Request{Messages: msgs, FilesContext: jr.files, Metadata: RequestMetadata{Role: "Worker", Phase: j.Phase,
@@ -245,7 +247,7 @@ func (jr *jobRun) call(ctx context.Context) (*Interaction, *Completion, error) {
 }
 
 // prompt is the next call's messages within the context budget.
-func (jr *jobRun) prompt() []ChatMessage {
+func (jr *jobRun) prompt(ctx context.Context) []ChatMessage {
 	r, j := jr.r, jr.j
 	system := builtinPrompt()
 	if r.cfg.SystemPrompt != "" {
@@ -269,7 +271,7 @@ func (jr *jobRun) prompt() []ChatMessage {
 	if budget < 512 {
 		budget = 512
 	}
-	task, files := jr.taskMessage()
+	task, files := jr.taskMessage(ctx, budget)
 	jr.files = files
 	return buildMessages(system, task, steps, r.redact(j.PendingInput), budget)
 }
@@ -278,12 +280,14 @@ func (jr *jobRun) prompt() []ChatMessage {
 // workspace as it was when the job began. It is made once and then read
 // from the first interaction, so every call of a job starts with the same
 // text (model servers reuse the cached prefix).
-func (jr *jobRun) taskMessage() (string, []string) {
+func (jr *jobRun) taskMessage(ctx context.Context, budget int) (string, []string) {
 	if len(jr.its) > 0 && len(jr.its[0].Request.Messages) > 1 {
 		return jr.its[0].Request.Messages[1].Content, jr.its[0].Request.FilesContext
 	}
-	files, context := jr.contextFiles()
-	return jr.r.redact(taskText(jr.j.Requester, jr.texts(), jr.workspace()) + context), files
+	// The context files take at most a quarter of the prompt's budget
+	// (four bytes a token), so the task always leaves room for the work.
+	files, text := jr.contextFiles(ctx, budget)
+	return jr.r.redact(taskText(jr.j.Requester, jr.texts(), jr.workspace(ctx)) + text), files
 }
 
 // Bounds of the context files: the workspace files a task names, whose
@@ -291,27 +295,23 @@ func (jr *jobRun) taskMessage() (string, []string) {
 const maxContextFiles = 5
 
 // contextFiles reads the workspace files the task's text names (notes.md,
-// /sandbox/docs/plan.txt): at most maxContextFiles existing text files of
-// at most MaxObservationBytes each. It returns their paths and the text
-// that shows them.
-func (jr *jobRun) contextFiles() ([]string, string) {
-	sb := jr.r.cfg.Sandbox
-	if sb == nil {
-		return nil, ""
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
+// /sandbox/docs/plan.txt), through the executor as the requester (a file
+// the policy does not let the requester read stays out): at most
+// maxContextFiles text files of at most MaxObservationBytes each, and
+// budget bytes in all. It returns their paths and the text that shows
+// them.
+func (jr *jobRun) contextFiles(ctx context.Context, budget int) ([]string, string) {
 	var (
 		paths []string
 		b     strings.Builder
 	)
 	for _, name := range fileNames.FindAllString(jr.j.Description, 20) {
 		p := "/sandbox/" + strings.TrimPrefix(strings.TrimPrefix(name, "/sandbox/"), "/")
-		if slices.Contains(paths, p) || len(paths) == maxContextFiles {
+		if slices.Contains(paths, p) || len(paths) == maxContextFiles || b.Len() >= budget {
 			continue
 		}
-		content, err := sb.Read(ctx, p)
-		if err != nil || len(content) > jr.r.cfg.MaxObservationBytes || !utf8.Valid(content) {
+		content, ok := jr.readText(ctx, p, min(jr.r.cfg.MaxObservationBytes, budget-b.Len()))
+		if !ok {
 			continue
 		}
 		paths = append(paths, p)
@@ -328,17 +328,20 @@ var fileNames = regexp.MustCompile(`(?:/sandbox/)?[A-Za-z0-9_][A-Za-z0-9_./-]*\.
 func (jr *jobRun) texts() []string { return []string{jr.j.Description} }
 
 // workspace lists the top of the sandbox for the model, at most 50 names.
-func (jr *jobRun) workspace() string {
-	sb := jr.r.cfg.Sandbox
-	if sb == nil {
+func (jr *jobRun) workspace(ctx context.Context) string {
+	out, ok := jr.hostRead(ctx, "LIST_FILES", "/sandbox/")
+	if !ok {
 		return ""
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	entries, err := sb.List(ctx, "/sandbox/")
-	if err != nil {
+	var list struct {
+		Result struct {
+			Entries []sandbox.Entry `json:"entries"`
+		} `json:"result"`
+	}
+	if json.Unmarshal(out, &list) != nil {
 		return ""
 	}
+	entries := list.Result.Entries
 	var b strings.Builder
 	for i, e := range entries {
 		if i == 50 {
@@ -355,6 +358,38 @@ func (jr *jobRun) workspace() string {
 		b.WriteString("(nothing)\n")
 	}
 	return b.String()
+}
+
+// hostRead reads for the model's prompt or the task's evidence, as the
+// requester: a READ_FILE or LIST_FILES proposal through the executor, so
+// the operator's policy decides and the audit log records it, exactly as
+// if the model had asked. It returns the runtime output of a read that
+// was carried out.
+func (jr *jobRun) hostRead(ctx context.Context, action, path string) (json.RawMessage, bool) {
+	prop, _ := json.Marshal(map[string]any{"schema_version": "1.0.0", "id": uuid.NewString(),
+		"reasoning": "the node reads this for the agent's work on the task", "action": action,
+		"args": map[string]any{"path": path}})
+	res, err := jr.r.cfg.Executor.Run(ctx, executor.Request{TaskID: jr.j.TaskID, Requester: jr.j.Requester, Data: prop})
+	if err != nil || res.Outcome != executor.Completed {
+		return nil, false
+	}
+	return res.Output, true
+}
+
+// readText is the content of a text file read through hostRead, at most
+// max bytes; false when it cannot be read, is not text, or is larger.
+func (jr *jobRun) readText(ctx context.Context, path string, max int) (string, bool) {
+	out, ok := jr.hostRead(ctx, "READ_FILE", path)
+	if !ok {
+		return "", false
+	}
+	var read struct {
+		Result executor.ReadResult `json:"result"`
+	}
+	if json.Unmarshal(out, &read) != nil || read.Result.Encoding != "" || len(read.Result.Content) > max {
+		return "", false
+	}
+	return read.Result.Content, true
 }
 
 // apiFailure records a failed model call and decides: retry after a
@@ -546,33 +581,33 @@ func (jr *jobRun) respond(ctx context.Context, it *Interaction, ans *Answer) (bo
 	}
 }
 
-// evidence reads the evidence files for artifacts: each file that exists
-// (its text when short, else its size and hash); those missing are named.
+// evidence reads the evidence files for artifacts, through the executor as
+// the requester (what the policy does not let the requester read counts
+// as missing): each file's text when short, else its size and hash; those
+// missing or refused are named.
 func (jr *jobRun) evidence(ctx context.Context, files []string) (arts []tasks.Artifact, missing []string) {
-	sb := jr.r.cfg.Sandbox
 	for i, f := range files {
 		p := f
 		if !strings.HasPrefix(p, "/sandbox/") {
 			p = "/sandbox/" + strings.TrimPrefix(p, "/")
 		}
-		if sb == nil {
-			missing = append(missing, f)
-			continue
-		}
-		b, err := sb.Read(ctx, p)
-		if err != nil {
-			missing = append(missing, f)
-			continue
-		}
 		if i >= 20 {
 			continue // the task's artifacts are bounded; the history names them all
 		}
+		out, ok := jr.hostRead(ctx, "READ_FILE", p)
+		var read struct {
+			Result executor.ReadResult `json:"result"`
+		}
+		if !ok || json.Unmarshal(out, &read) != nil {
+			missing = append(missing, f)
+			continue
+		}
 		var part tasks.Part
-		if len(b) <= jr.r.cfg.MaxObservationBytes && utf8.Valid(b) {
-			part = tasks.TextPart(string(b))
+		if c := read.Result.Content; read.Result.Encoding == "" && len(c) <= jr.r.cfg.MaxObservationBytes {
+			part = tasks.TextPart(jr.r.redact(c))
 			part.MediaType = "text/plain"
 		} else {
-			part = tasks.DataPart(fmt.Appendf(nil, `{"path":%q,"size":%d,"sha256":%q}`, p, len(b), shortHash(string(b))))
+			part = tasks.DataPart(fmt.Appendf(nil, `{"path":%q,"size":%d,"sha256":%q}`, p, len(c), shortHash(c)))
 		}
 		arts = append(arts, tasks.Artifact{ArtifactID: fmt.Sprintf("evidence-%d", i), Name: p, Parts: []tasks.Part{part}})
 	}

@@ -96,7 +96,7 @@ func newRig(t testing.TB, dsn string) *rig {
 func (r *rig) run(t *testing.T, m agent.Model, taskID string, states ...tasks.State) *tasks.Task {
 	t.Helper()
 	rt, err := agent.New(agent.Config{Queue: r.queue, Store: r.store, Tasks: r.svc, Executor: r.exec, Model: m,
-		Sandbox: r.sb, ContextTokens: 8000, Lease: time.Second, Poll: 10 * time.Millisecond})
+		ContextTokens: 8000, Lease: time.Second, Poll: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,7 +60,7 @@ func TestReplicasShareJobs(t *testing.T) {
 	runtimes := make([]*agent.Runtime, 2)
 	for i, r := range []*rig{a, b} {
 		rt, err := agent.New(agent.Config{Queue: r.queue, Store: r.store, Tasks: r.svc, Executor: r.exec, Model: m,
-			Sandbox: r.sb, ContextTokens: 8000, MaxJobs: 3, Lease: 5 * time.Second, Poll: 5 * time.Millisecond})
+			ContextTokens: 8000, MaxJobs: 3, Lease: 5 * time.Second, Poll: 5 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}

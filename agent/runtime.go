@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/snapnode/snapnode/executor"
-	"github.com/snapnode/snapnode/executor/sandbox"
 	"github.com/snapnode/snapnode/internal/fairqueue"
 	"github.com/snapnode/snapnode/tasks"
 )
@@ -50,9 +49,6 @@ type Config struct {
 	Tasks    Tasks
 	Executor Executor
 	Model    Model
-	// Sandbox is the workspace the executor acts on: the runtime reads it
-	// (never writes) to list it for the model and to attach evidence files.
-	Sandbox *sandbox.Sandbox
 	// ModelName is recorded in the history's request metadata.
 	ModelName string
 	// Holder names this process in leases; default a fresh id. A holder

@@ -77,7 +77,7 @@ func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queu
 		redact = append(redact, re)
 	}
 	rt, err := agent.New(agent.Config{
-		Holder: holderName(cfg), Queue: queue, Store: store, Tasks: svc, Executor: props.exec, Model: model, Sandbox: props.sandbox,
+		Holder: holderName(cfg), Queue: queue, Store: store, Tasks: svc, Executor: props.exec, Model: model,
 		ModelName: a.LLMModel, MaxJobs: a.MaxJobs, MaxSteps: a.MaxSteps, MaxCostCents: a.MaxCostCents,
 		MaxTime: minutes(a.MaxTimeMinutes), PricePerMTokPrompt: a.PricePerMTokPrompt,
 		PricePerMTokAnswer: a.PricePerMTokCompletion, Temperature: a.Temperature, MaxTokens: a.MaxTokens,

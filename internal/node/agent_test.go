@@ -750,6 +750,50 @@ func TestApprovalOfCanceledTaskRefused(t *testing.T) {
 	}
 }
 
+// What the node reads for the model — the files a task names, the
+// evidence of a COMPLETED answer — goes through the operator's policy as
+// the requester's reads do: a file the requester may not read never
+// reaches the prompt, the history or the task's artifacts.
+func TestAgentReadsObeyThePolicy(t *testing.T) {
+	dir := t.TempDir()
+	pol := filepath.Join(dir, "policy.cedar")
+	def, err := os.ReadFile("../../executor/policy/default.cedar")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(pol, append(def, []byte(`
+@id("no-private")
+@reason("private/ is the operator's")
+forbid (principal, action, resource in Path::"/sandbox/private/");
+`)...), 0o600)
+	a := startAgentNode(t, testdb.SQLite(t), func(c *config.Config) { c.Policy = pol })
+	os.MkdirAll(a.sandboxFile("private"), 0o700)
+	os.WriteFile(a.sandboxFile("private/secret.txt"), []byte("the launch code is 1234\n"), 0o600)
+	os.WriteFile(a.sandboxFile("public.txt"), []byte("open notes\n"), 0o600)
+	a.llm.Push(agentResponse("COMPLETED", "Done.", "private/secret.txt", "public.txt"))
+	id := a.send(t, "", "summarise private/secret.txt and public.txt")
+	if got := a.wait(t, id, tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired); got.Status.State != tasks.StateCompleted {
+		t.Fatalf("task %s %q", got.Status.State, got.Status.Message)
+	}
+	first := a.chats()[0].Messages[1].Content
+	if strings.Contains(first, "launch code") || !strings.Contains(first, "open notes") {
+		t.Fatalf("the task message: %s", first)
+	}
+	final, _ := a.Tasks.Task(context.Background(), id)
+	raw, _ := json.Marshal(final)
+	hist, _ := json.Marshal(a.history(t, id))
+	if strings.Contains(string(raw), "launch code") || strings.Contains(string(hist), "launch code") {
+		t.Fatal("a file the policy denies reached the task or the history")
+	}
+	if !strings.Contains(string(raw), "open notes") {
+		t.Fatalf("the readable evidence is missing: %s", raw)
+	}
+	h := a.history(t, id)
+	if last := h.Interactions[len(h.Interactions)-1]; !strings.Contains(last.Observation.Reason, "private/secret.txt") {
+		t.Fatalf("the refused evidence file is not named: %+v", last.Observation)
+	}
+}
+
 // /metrics of a node with an agent: its jobs by status, its model calls
 // by status with their time, and their cost.
 func TestAgentMetrics(t *testing.T) {

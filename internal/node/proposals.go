@@ -24,9 +24,8 @@ import (
 // admin.Handler): it turns the executor's results into artifacts and task
 // states, and operator commands into executor calls.
 type proposals struct {
-	exec    *executor.Executor
-	sandbox *sandbox.Sandbox
-	tasks   *tasks.Service
+	exec  *executor.Executor
+	tasks *tasks.Service
 	// agent, when on, takes the decisions on its jobs' actions: the job
 	// resumes with the outcome as its observation.
 	agent  *agent.Runtime
@@ -291,7 +290,7 @@ func startProposals(ctx context.Context, cfg config.Config, db *sqldb.DB, logger
 	} else if n > 0 {
 		logger.Warn("executor: restored actions a crash interrupted mid-promotion", "count", n)
 	}
-	p := &proposals{exec: exec, sandbox: sb, policy: holder, logger: logger}
+	p := &proposals{exec: exec, policy: holder, logger: logger}
 	srv, err := admin.Listen(admin.Path(cfg.DataDir), p, logger.With("part", "admin"))
 	if err != nil {
 		return nil, nil, fmt.Errorf("node: %w", err)
