@@ -81,8 +81,11 @@ type Job struct {
 	// RecoverySeq is the first sequence after the last recovery point; -1
 	// when there is none.
 	RecoverySeq int
-	// Reason is why the job stopped (STUCK, halted, failed).
-	Reason    string
+	// Reason is why the job stopped (STUCK, halted, held), or its answer
+	// when it completed.
+	Reason string
+	// settled is false while the job's task has yet to show its status.
+	settled   bool
 	CreatedAt time.Time
 	UpdatedAt time.Time
 }

@@ -43,8 +43,11 @@ func (r *Runtime) work(ctx context.Context, cancel context.CancelCauseFunc, task
 	switch {
 	case errors.Is(cause, errCanceled):
 		if jr.j != nil {
+			bg := context.WithoutCancel(ctx)
 			jr.j.Status, jr.j.Reason = Canceled, "the task was canceled"
-			jr.save(context.WithoutCancel(ctx), nil)
+			if jr.save(bg, nil) == nil {
+				_ = r.cfg.Store.Settle(bg, taskID) // the task says canceled already
+			}
 		}
 		r.log.Info("agent: job canceled", "task", taskID)
 	case errors.Is(cause, ErrLeaseLost):
@@ -81,13 +84,13 @@ func (jr *jobRun) start(ctx context.Context, taskID string) (bool, error) {
 		return false, err
 	}
 	switch st := t.Status.State; {
-	case st == tasks.StateCanceled:
-		j.Status, j.Reason = Canceled, "the task was canceled"
-		return false, jr.save(ctx, nil)
 	case st.Terminal():
-		// Finished elsewhere (a crash after the task's last write).
-		j.Status = statusOfTask(st)
-		return false, jr.save(ctx, nil)
+		// Canceled, or finished elsewhere: the task's word stands.
+		j.Status, j.Reason = statusOfTask(st), "the task is "+string(st)
+		if err := jr.save(ctx, nil); err != nil {
+			return false, err
+		}
+		return false, r.cfg.Store.Settle(ctx, taskID)
 	}
 	if jr.its, err = r.cfg.Store.Interactions(ctx, taskID); err != nil {
 		return false, err
@@ -110,6 +113,32 @@ func (jr *jobRun) start(ctx context.Context, taskID string) (bool, error) {
 			if stop, err := jr.finishInterrupted(ctx, last); err != nil || stop {
 				return false, err
 			}
+		}
+	}
+	// An action still held was not decided: the job goes on because the
+	// requester wrote again. It is withdrawn (denied, so it never runs
+	// and no operator approves what is no longer asked), and the model is
+	// told.
+	held, err := r.cfg.Executor.Pending(ctx, taskID)
+	if err != nil {
+		return false, err
+	}
+	for _, pa := range held {
+		res, err := r.cfg.Executor.Deny(ctx, pa.ActionID, executor.Host, "withdrawn: the requester wrote again before an operator decided")
+		if err != nil {
+			return false, err
+		}
+		if err := r.settleHeld(ctx, taskID, res, ObsDenied); err != nil {
+			return false, err
+		}
+		note := fmt.Sprintf("Your action %s (%s) waited for an operator and was withdrawn when the requester wrote again; propose it again if it is still needed.", pa.ActionID, pa.Action)
+		if _, err := r.cfg.Store.AddInput(ctx, taskID, note, false, r.cfg.Now()); err != nil {
+			return false, err
+		}
+	}
+	if len(held) > 0 {
+		if jr.its, err = r.cfg.Store.Interactions(ctx, taskID); err != nil {
+			return false, err
 		}
 	}
 	return true, nil
@@ -486,18 +515,13 @@ func (jr *jobRun) observed(ctx context.Context, it *Interaction, res *executor.R
 	it.Observation = obs
 	switch {
 	case res.Outcome == executor.NeedsConfirmation:
-		// The operator sees what to confirm on the task.
-		for _, a := range Artifacts(res) {
-			if _, err := r.cfg.Tasks.AddArtifact(ctx, j.TaskID, a); err != nil {
-				r.log.Warn("agent: artifact", "task", j.TaskID, "err", err)
-			}
-		}
 		j.Status, j.Reason = InterventionRequired, ConfirmationNote(res)
 		it.Response.NewStatus = j.Status
 		if err := jr.record(ctx, it); err != nil {
 			return true, err
 		}
-		_, err := r.cfg.Tasks.Transition(ctx, j.TaskID, tasks.StateInputRequired, ConfirmationNote(res))
+		// The operator sees what to confirm on the task.
+		err := r.show(ctx, j.TaskID, tasks.StateInputRequired, ConfirmationNote(res), r.redactArtifacts(Artifacts(res)))
 		r.log.Info("agent: action held for an operator", "task", j.TaskID, "action", res.ActionID, "reason", res.Reason)
 		return true, jr.release(ctx, err)
 	case res.Outcome == executor.Completed && strings.EqualFold(res.Action, "FINISH"):
@@ -617,21 +641,25 @@ func (jr *jobRun) evidence(ctx context.Context, files []string) (arts []tasks.Ar
 // complete ends the task completed with the agent's message.
 func (jr *jobRun) complete(ctx context.Context, message string, arts []tasks.Artifact) error {
 	r, j := jr.r, jr.j
-	resp := tasks.TextPart(r.redact(message))
-	arts = append([]tasks.Artifact{{ArtifactID: "agent-response", Name: "the agent's answer", Parts: []tasks.Part{resp}}}, arts...)
+	message = r.redact(message)
+	j.Reason = cut(message, 2000) // the answer, should the task's write have to be made again
+	if err := jr.save(ctx, nil); err != nil {
+		return err
+	}
+	arts = append([]tasks.Artifact{answerArtifact(message)}, arts...)
 	if d := jr.changes(); d != "" {
 		p := tasks.TextPart(d)
 		p.MediaType = "text/x-diff"
 		arts = append(arts, tasks.Artifact{ArtifactID: "changes", Name: "the changes the agent made", Parts: []tasks.Part{p}})
 	}
-	for _, a := range arts {
-		if _, err := r.cfg.Tasks.AddArtifact(ctx, j.TaskID, a); err != nil {
-			r.log.Warn("agent: artifact", "task", j.TaskID, "err", err)
-		}
-	}
-	_, err := r.cfg.Tasks.Transition(ctx, j.TaskID, tasks.StateCompleted, cut(r.redact(message), tasks.MaxStatusMessage-4))
+	err := jr.r.show(ctx, j.TaskID, tasks.StateCompleted, message, arts)
 	r.log.Info("agent: job completed", "task", j.TaskID, "steps", j.Steps, "cost_cents", j.CostCents)
 	return jr.release(ctx, err)
+}
+
+// answerArtifact is the task's artifact with the agent's answer.
+func answerArtifact(message string) tasks.Artifact {
+	return tasks.Artifact{ArtifactID: "agent-response", Name: "the agent's answer", Parts: []tasks.Part{tasks.TextPart(message)}}
 }
 
 // maxChanges bounds the diff of a job's changes left on its task; the
@@ -666,7 +694,7 @@ func (jr *jobRun) stuck(ctx context.Context, reason string) error {
 	if err := jr.save(ctx, nil); err != nil {
 		return err
 	}
-	_, err := r.cfg.Tasks.Transition(ctx, j.TaskID, tasks.StateInputRequired, cut(reason, tasks.MaxStatusMessage-4))
+	err := r.show(ctx, j.TaskID, tasks.StateInputRequired, reason, nil)
 	r.log.Info("agent: job waits for guidance", "task", j.TaskID, "reason", reason)
 	return jr.release(ctx, err)
 }
@@ -696,11 +724,8 @@ func (jr *jobRun) checkLimits(ctx context.Context) (bool, error) {
 		return true, err
 	}
 	data := fmt.Appendf(nil, `{"halt":%q,"limit":%q,"max":%g,"got":%g,"steps":%d,"cost_cents":%g}`, status, limit, max, got, j.Steps, j.CostCents)
-	if _, err := r.cfg.Tasks.AddArtifact(ctx, j.TaskID, tasks.Artifact{ArtifactID: "halt", Name: "why the agent stopped",
-		Parts: []tasks.Part{tasks.DataPart(data)}}); err != nil {
-		r.log.Warn("agent: artifact", "task", j.TaskID, "err", err)
-	}
-	_, err := r.cfg.Tasks.Transition(ctx, j.TaskID, tasks.StateFailed, j.Reason)
+	err := r.show(ctx, j.TaskID, tasks.StateFailed, j.Reason, []tasks.Artifact{{ArtifactID: "halt", Name: "why the agent stopped",
+		Parts: []tasks.Part{tasks.DataPart(data)}}})
 	r.log.Info("agent: job halted", "task", j.TaskID, "status", status, "reason", j.Reason)
 	return true, jr.release(ctx, err)
 }
@@ -781,7 +806,11 @@ func (jr *jobRun) saveWith(ctx context.Context, it *Interaction, rp *RecoveryPoi
 	if earlier != nil && it != nil && earlier.Sequence == it.Sequence {
 		earlier = nil // it is the newer copy
 	}
-	err := jr.r.cfg.Store.Write(ctx, Save{Job: jr.j, Earlier: earlier, Interaction: it, Recovery: rp, Holder: jr.r.cfg.Holder, Consumed: consumed})
+	// A job that now waits for a human or ended is not settled until its
+	// task shows it (Runtime.show).
+	unsettled := jr.j.Status == InterventionRequired || jr.j.Status.Terminal()
+	err := jr.r.cfg.Store.Write(ctx, Save{Job: jr.j, Earlier: earlier, Interaction: it, Recovery: rp, Holder: jr.r.cfg.Holder,
+		Consumed: consumed, Unsettled: unsettled})
 	if err == nil {
 		jr.dirty = nil
 	}

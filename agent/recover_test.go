@@ -211,3 +211,84 @@ func TestInterruptedStep(t *testing.T) {
 		}
 	})
 }
+
+// A node stopped after writing a job's end but before its task's: the
+// next start brings the task to the job's state (reconcile). A task
+// canceled while its job waited for a human ends the job.
+func TestReconcile(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		r := newRig(t, dsn)
+		ctx := context.Background()
+		newTask := func(text string) string {
+			payload, _ := json.Marshal(map[string]any{"message": map[string]any{"messageId": uuid.NewString(), "role": "user",
+				"parts": []any{map[string]any{"text": text}}}})
+			task, err := r.svc.SendMessage(ctx, "alice", payload)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := r.svc.Transition(ctx, task.ID, tasks.StateWorking, "working"); err != nil {
+				t.Fatal(err)
+			}
+			return task.ID
+		}
+		// The job's last writes as the node made them before it died:
+		// the status and its reason, unsettled; the task still working.
+		ended := func(id string, st agent.Status, reason string) {
+			j, err := r.store.Get(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			j.Status, j.Reason = st, reason
+			if err := r.store.Write(ctx, agent.Save{Job: j, Unsettled: true}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		done, stuck, halted, waiting := newTask("a"), newTask("b"), newTask("c"), newTask("d")
+		ended(done, agent.Success, "the answer")
+		ended(stuck, agent.InterventionRequired, "stuck (monologue): THINK after THINK")
+		ended(halted, agent.HaltedCost, "halted (HALTED_COST): max_cost_cents reached")
+		ended(waiting, agent.InterventionRequired, "which file?")
+		if err := r.store.Settle(ctx, waiting); err != nil { // its task did say input_required…
+			t.Fatal(err)
+		}
+		if _, err := r.svc.Transition(ctx, waiting, tasks.StateInputRequired, "which file?"); err != nil {
+			t.Fatal(err)
+		}
+		// …and was canceled while it waited.
+		if _, err := r.svc.CancelTask(ctx, "alice", []byte(`{"taskId":"`+waiting+`"}`)); err != nil {
+			t.Fatal(err)
+		}
+
+		rt, err := agent.New(agent.Config{Queue: r.queue, Store: r.store, Tasks: r.svc, Executor: r.exec, Model: &scripted{},
+			ContextTokens: 8000, Poll: 10 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rctx, cancel := context.WithCancel(ctx)
+		stopped := make(chan struct{})
+		go func() { rt.Run(rctx); close(stopped) }()
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			left, err := r.store.ToReconcile(ctx, 10)
+			if err == nil && len(left) == 1 || time.Now().After(deadline) {
+				break
+			}
+		}
+		cancel()
+		<-stopped
+		for id, want := range map[string]tasks.State{done: tasks.StateCompleted, stuck: tasks.StateInputRequired, halted: tasks.StateFailed, waiting: tasks.StateCanceled} {
+			got, err := r.svc.Task(ctx, id)
+			if err != nil || got.Status.State != want {
+				t.Errorf("task %s: %s %q, want %s", id, got.Status.State, got.Status.Message, want)
+			}
+		}
+		if got, _ := r.svc.Task(ctx, done); got.Status.Message != "the answer" || len(got.Artifacts) != 1 || *got.Artifacts[0].Parts[0].Text != "the answer" {
+			t.Errorf("the completed task: %+v", got)
+		}
+		if j, _ := r.store.Get(ctx, waiting); j.Status != agent.Canceled {
+			t.Errorf("the job of the canceled task: %s", j.Status)
+		}
+		if left, err := r.store.ToReconcile(ctx, 10); err != nil || len(left) != 1 || left[0].TaskID != stuck {
+			t.Errorf("left to reconcile: %d (%v); want only the job that waits", len(left), err)
+		}
+	})
+}

@@ -135,7 +135,8 @@ func replayTransition(it *Interaction, last bool) error {
 		switch {
 		case obs == "" && last:
 			allowed = []Status{before} // the node stopped before the action's outcome was stored
-		case obs == ObsNeedsConfirmation:
+		case obs == ObsNeedsConfirmation, obs == ObsApproved, obs == ObsDenied:
+			// Held; the outcome an operator gave later is written over.
 			allowed = []Status{InterventionRequired}
 		case obs == ObsCompleted && (r.Action == "FINISH" || r.Action == "finish"):
 			allowed = []Status{Success}
@@ -145,10 +146,13 @@ func replayTransition(it *Interaction, last bool) error {
 			return &ReplayError{Sequence: it.Sequence, Field: "observation", Message: fmt.Sprintf("a proposal's observation %q", obs)}
 		}
 	case KindAgentResponse:
-		switch r.Action {
-		case ActionCompleted:
+		switch {
+		case obs == ObsNone && it.Observation != nil && it.Observation.Reason != "":
+			// Not acted on (the cost limit was reached), or waiting.
+			allowed = []Status{before, InterventionRequired}
+		case r.Action == ActionCompleted:
 			allowed = []Status{Success}
-		case ActionStuck:
+		case r.Action == ActionStuck:
 			allowed = []Status{InterventionRequired}
 		default:
 			allowed = []Status{before, InterventionRequired}

@@ -33,6 +33,10 @@ type Tasks interface {
 type Executor interface {
 	Run(ctx context.Context, req executor.Request) (*executor.Result, error)
 	Actions(ctx context.Context, taskID string) ([]executor.Action, error)
+	// Pending and Deny withdraw an action a job held when the job goes on
+	// without an operator's decision (the requester wrote again).
+	Pending(ctx context.Context, taskID string) ([]executor.Pending, error)
+	Deny(ctx context.Context, actionID, approver, reason string) (*executor.Result, error)
 }
 
 var (
@@ -185,7 +189,7 @@ func (r *Runtime) Decided(ctx context.Context, taskID string, res *executor.Resu
 		word = "denied"
 	}
 	text := fmt.Sprintf("The operator %s action %s. Observation: %s", word, res.ActionID, obs.Text)
-	for _, a := range Artifacts(res) {
+	for _, a := range r.redactArtifacts(Artifacts(res)) {
 		if _, err := r.cfg.Tasks.AddArtifact(ctx, taskID, a); err != nil {
 			r.log.Warn("agent: artifact of a decision", "task", taskID, "err", err)
 		}
@@ -194,18 +198,131 @@ func (r *Runtime) Decided(ctx context.Context, taskID string, res *executor.Resu
 	if err != nil {
 		return nil, err
 	}
-	if j.Status == InterventionRequired {
-		// The task works again before the job can be claimed, so that
-		// the runtime never finds a runnable job whose task still waits.
-		if err := ensureWorking(ctx, r.cfg.Tasks, taskID, "resumed after the operator "+word+" action "+res.ActionID); err != nil {
+	if !j.Status.Terminal() {
+		outcome := ObsApproved
+		if !approved {
+			outcome = ObsDenied
+		}
+		if err := r.settleHeld(ctx, taskID, res, outcome); err != nil {
 			return nil, err
 		}
-		if _, err := r.cfg.Store.AddInput(ctx, taskID, text, true, r.cfg.Now()); err != nil {
+		if j.Status == InterventionRequired {
+			// The task works again before the job can be claimed, so
+			// that the runtime never finds a runnable job whose task
+			// still waits.
+			if err := ensureWorking(ctx, r.cfg.Tasks, taskID, "resumed after the operator "+word+" action "+res.ActionID); err != nil {
+				return nil, err
+			}
+		}
+		// Told at the next step, whether the job waited or not.
+		if _, err := r.cfg.Store.AddInput(ctx, taskID, text, false, r.cfg.Now()); err != nil {
 			return nil, err
 		}
 		r.Wake()
 	}
 	return r.cfg.Tasks.Task(ctx, taskID)
+}
+
+// settleHeld records in the history what became of an action a job held:
+// the interaction that proposed it gets the outcome (approved, denied,
+// withdrawn as denied) and, when it ran, its diff.
+func (r *Runtime) settleHeld(ctx context.Context, taskID string, res *executor.Result, outcome string) error {
+	its, err := r.cfg.Store.Interactions(ctx, taskID)
+	if err != nil {
+		return err
+	}
+	for i := len(its) - 1; i >= 0; i-- {
+		it := its[i]
+		if it.Observation == nil || it.Observation.ActionID != res.ActionID {
+			continue
+		}
+		o := r.redactObservation(observe(res, r.cfg.MaxObservationBytes))
+		o.Outcome = outcome
+		it.Observation = o
+		return r.cfg.Store.ReplaceInteraction(ctx, taskID, &it)
+	}
+	return nil // not one of the job's (a peer's proposal on the task)
+}
+
+// show brings the task of a job that now waits for a human or ended to
+// the state its status maps to (to: input_required, completed or failed)
+// with the note and artifacts, then records the job as settled. It goes on
+// when ctx ends (a stopping node finishes what it began); a node that died
+// in between finishes it at its next start (reconcile).
+func (r *Runtime) show(ctx context.Context, taskID string, to tasks.State, note string, arts []tasks.Artifact) error {
+	ctx = context.WithoutCancel(ctx)
+	t, err := r.cfg.Tasks.Task(ctx, taskID)
+	if err != nil {
+		return err
+	}
+	switch {
+	case t.Status.State == to:
+	case t.Status.State.Terminal():
+		// Canceled meanwhile (or ended by another writer): the task's
+		// word stands.
+		return r.cfg.Store.Settle(ctx, taskID)
+	default:
+		have := map[string]bool{}
+		for _, a := range t.Artifacts {
+			have[a.ArtifactID] = true
+		}
+		for _, a := range arts {
+			if have[a.ArtifactID] {
+				continue // written before a crash: once is enough
+			}
+			if _, err := r.cfg.Tasks.AddArtifact(ctx, taskID, a); err != nil {
+				r.log.Warn("agent: artifact", "task", taskID, "err", err)
+			}
+		}
+		if to == tasks.StateInputRequired && t.Status.State != tasks.StateWorking {
+			if err := ensureWorking(ctx, r.cfg.Tasks, taskID, "the agent is working on the task"); err != nil {
+				return err
+			}
+		}
+		if _, err := r.cfg.Tasks.Transition(ctx, taskID, to, cut(note, tasks.MaxStatusMessage-4)); err != nil {
+			return err
+		}
+	}
+	return r.cfg.Store.Settle(ctx, taskID)
+}
+
+// reconcile brings the tasks of jobs that wait for a human or ended to the
+// state their jobs show, where a node stopped before it wrote it, and ends
+// the jobs whose tasks were canceled while they waited.
+func (r *Runtime) reconcile(ctx context.Context) {
+	jobs, err := r.cfg.Store.ToReconcile(ctx, 500)
+	if err != nil {
+		r.log.Warn("agent: reconcile", "err", err)
+		return
+	}
+	for _, j := range jobs {
+		t, err := r.cfg.Tasks.Task(ctx, j.TaskID)
+		if err != nil {
+			continue
+		}
+		if t.Status.State == tasks.StateCanceled && !j.Status.Terminal() {
+			j.Status, j.Reason, j.UpdatedAt = Canceled, "the task was canceled", r.cfg.Now()
+			if err := r.cfg.Store.Write(ctx, Save{Job: j, Expect: InterventionRequired}); err != nil {
+				continue // it moved on: the next pass sees it
+			}
+		}
+		var err2 error
+		switch j.Status {
+		case Success:
+			err2 = r.show(ctx, j.TaskID, tasks.StateCompleted, j.Reason, []tasks.Artifact{answerArtifact(j.Reason)})
+		case HaltedCost, HaltedTime:
+			err2 = r.show(ctx, j.TaskID, tasks.StateFailed, j.Reason, nil)
+		case InterventionRequired:
+			if t.Status.State == tasks.StateWorking && !j.settled {
+				err2 = r.show(ctx, j.TaskID, tasks.StateInputRequired, j.Reason, nil)
+			}
+		default: // canceled
+			err2 = r.cfg.Store.Settle(ctx, j.TaskID)
+		}
+		if err2 != nil {
+			r.log.Warn("agent: reconcile", "task", j.TaskID, "err", err2)
+		}
+	}
 }
 
 // ensureWorking moves the task to working unless it is there already
@@ -257,15 +374,19 @@ func (r *Runtime) Run(ctx context.Context) error {
 	} else if n > 0 {
 		r.log.Info("agent: taking up the jobs the previous run left", "count", n)
 	}
+	r.reconcile(ctx)
 	tick := time.NewTicker(r.cfg.Poll)
 	defer tick.Stop()
-	for {
+	for polls := 1; ; polls++ {
 		r.dispatch(ctx)
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-r.wake:
 		case <-tick.C:
+			if polls%30 == 0 {
+				r.reconcile(ctx)
+			}
 		}
 	}
 }
@@ -431,6 +552,19 @@ func (r *Runtime) redact(s string) string {
 
 // Store returns the runtime's job store (manifests and histories).
 func (r *Runtime) Store() *Store { return r.cfg.Store }
+
+// redactArtifacts removes secrets from the text of artifacts.
+func (r *Runtime) redactArtifacts(arts []tasks.Artifact) []tasks.Artifact {
+	for i := range arts {
+		for k, p := range arts[i].Parts {
+			if p.Text != nil {
+				t := r.redact(*p.Text)
+				arts[i].Parts[k].Text = &t
+			}
+		}
+	}
+	return arts
+}
 
 // redactObservation removes secrets from everything an observation keeps.
 // The output is JSON: a secret inside one of its strings is replaced by

@@ -64,7 +64,7 @@ func fromMicros(n int64) time.Time {
 
 const jobColumns = `task_id, requester, description, status, phase, lease_holder, lease_until, steps,
 	cost_cents, seconds, prompt_tokens, completion_tokens, retries, history_bytes, next_seq,
-	pending_input, recovery_seq, reason, created_at, updated_at`
+	pending_input, recovery_seq, reason, created_at, updated_at, settled`
 
 // Create stores a new job and reports whether it did: a job of the same
 // task is left as it is.
@@ -72,7 +72,7 @@ func (s *Store) Create(ctx context.Context, j *Job) (bool, error) {
 	var created bool
 	err := s.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, s.d.Rebind(`INSERT INTO agent_jobs (`+jobColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (task_id) DO NOTHING`),
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1) ON CONFLICT (task_id) DO NOTHING`),
 			j.TaskID, j.Requester, j.Description, string(j.Status), j.Phase, j.LeaseHolder, micros(j.LeaseUntil),
 			j.Steps, j.CostCents, j.Seconds, j.PromptTokens, j.CompletionTokens, j.Retries, j.HistoryBytes,
 			j.NextSeq, j.PendingInput, j.RecoverySeq, j.Reason, micros(j.CreatedAt), micros(j.UpdatedAt))
@@ -85,6 +85,9 @@ func (s *Store) Create(ctx context.Context, j *Job) (bool, error) {
 	})
 	if err != nil {
 		return false, fmt.Errorf("agent: create job %s: %w", j.TaskID, err)
+	}
+	if created {
+		j.settled = true // as stored: a new job's task shows it (submitted)
 	}
 	return created, nil
 }
@@ -105,14 +108,16 @@ func scanJob(sc scanner) (*Job, error) {
 		j                       Job
 		status                  string
 		lease, created, updated int64
+		settled                 int64
 	)
 	err := sc.Scan(&j.TaskID, &j.Requester, &j.Description, &status, &j.Phase, &j.LeaseHolder, &lease, &j.Steps,
 		&j.CostCents, &j.Seconds, &j.PromptTokens, &j.CompletionTokens, &j.Retries, &j.HistoryBytes, &j.NextSeq,
-		&j.PendingInput, &j.RecoverySeq, &j.Reason, &created, &updated)
+		&j.PendingInput, &j.RecoverySeq, &j.Reason, &created, &updated, &settled)
 	if err != nil {
 		return nil, err
 	}
 	j.Status, j.LeaseUntil, j.CreatedAt, j.UpdatedAt = Status(status), fromMicros(lease), fromMicros(created), fromMicros(updated)
+	j.settled = settled != 0
 	return &j, nil
 }
 
@@ -185,6 +190,34 @@ func (s *Store) Release(ctx context.Context, taskID, holder string) error {
 	_, err := s.exec(ctx, "release", taskID, `UPDATE agent_jobs SET lease_until = 0, lease_holder = ''
 		WHERE task_id = ? AND lease_holder = ?`, taskID, holder)
 	return err
+}
+
+// Settle records that the job's task shows the job's status.
+func (s *Store) Settle(ctx context.Context, taskID string) error {
+	_, err := s.exec(ctx, "settle", taskID, `UPDATE agent_jobs SET settled = 1 WHERE task_id = ?`, taskID)
+	return err
+}
+
+// ToReconcile returns up to limit jobs whose task may not show their
+// status: those not settled (a node stopped between the job's write and
+// its task's), and those waiting for a human (their task may have been
+// canceled meanwhile), oldest first.
+func (s *Store) ToReconcile(ctx context.Context, limit int) ([]*Job, error) {
+	rows, err := s.db.R.QueryContext(ctx, s.d.Rebind(`SELECT `+jobColumns+` FROM agent_jobs
+		WHERE settled = 0 OR status = ? ORDER BY updated_at, task_id LIMIT ?`), string(InterventionRequired), limit)
+	if err != nil {
+		return nil, fmt.Errorf("agent: jobs to reconcile: %w", err)
+	}
+	defer rows.Close()
+	var out []*Job
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, fmt.Errorf("agent: jobs to reconcile: %w", err)
+		}
+		out = append(out, j)
+	}
+	return out, rows.Err()
 }
 
 // CountByStatus returns how many jobs are in each status; statuses with
@@ -261,6 +294,9 @@ type Save struct {
 	// Consumed is the pending input the stored answer was given: it is
 	// taken off the job's pending input, and input added since stays.
 	Consumed string
+	// Unsettled marks the job's task as not yet showing the job's status
+	// (see Settle, Unsettled).
+	Unsettled bool
 }
 
 // Write applies w.
@@ -323,6 +359,7 @@ func (s *Store) Write(ctx context.Context, w Save) error {
 		q := `UPDATE agent_jobs SET description = ?, status = ?, phase = ?, steps = ?,
 			cost_cents = ?, seconds = ?, prompt_tokens = ?, completion_tokens = ?, retries = ?, history_bytes = ?,
 			next_seq = ?, recovery_seq = ?, reason = ?, updated_at = ?,
+			settled = CASE WHEN ? THEN 0 ELSE settled END,
 			pending_input = CASE WHEN ? = '' THEN pending_input
 				WHEN pending_input = ? THEN ''
 				WHEN SUBSTR(pending_input, 1, ?) = ? THEN SUBSTR(pending_input, ?)
@@ -333,7 +370,7 @@ func (s *Store) Write(ctx context.Context, w Save) error {
 		n := utf8.RuneCountInString(prefix)
 		args := []any{j.Description, string(j.Status), j.Phase, j.Steps,
 			j.CostCents, j.Seconds, j.PromptTokens, j.CompletionTokens, j.Retries, j.HistoryBytes,
-			j.NextSeq, j.RecoverySeq, j.Reason, micros(j.UpdatedAt),
+			j.NextSeq, j.RecoverySeq, j.Reason, micros(j.UpdatedAt), w.Unsettled,
 			consumed, consumed, n, prefix, n + 1, j.TaskID}
 		if w.Holder != "" {
 			q += ` AND lease_holder = ?`
@@ -363,6 +400,34 @@ func (s *Store) Write(ctx context.Context, w Save) error {
 	}
 	if err != nil {
 		return fmt.Errorf("agent: save job %s: %w", j.TaskID, err)
+	}
+	return nil
+}
+
+// ReplaceInteraction writes it over the stored interaction of its
+// sequence (an outcome learned later: an operator's decision), and counts
+// the difference in the job's history bytes.
+func (s *Store) ReplaceInteraction(ctx context.Context, taskID string, it *Interaction) error {
+	body, err := json.Marshal(it)
+	if err != nil {
+		return fmt.Errorf("agent: encode interaction: %w", err)
+	}
+	err = s.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		var old int64
+		if err := tx.QueryRowContext(ctx, s.d.Rebind(`SELECT `+s.byteLength("body")+` FROM agent_interactions WHERE task_id = ? AND seq = ?`),
+			taskID, it.Sequence).Scan(&old); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, s.d.Rebind(`UPDATE agent_interactions SET body = ? WHERE task_id = ? AND seq = ?`),
+			string(body), taskID, it.Sequence); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, s.d.Rebind(`UPDATE agent_jobs SET history_bytes = history_bytes + ? WHERE task_id = ?`),
+			int64(len(body))-old, taskID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("agent: replace interaction %d of %s: %w", it.Sequence, taskID, err)
 	}
 	return nil
 }

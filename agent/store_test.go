@@ -631,7 +631,7 @@ func TestQueueTake(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := &Job{TaskID: "t1", Requester: "bc1p-t1", Description: "summarise notes.md", Status: Pending, Phase: "work",
-				RecoverySeq: -1, CreatedAt: storeT0, UpdatedAt: storeT0}
+				RecoverySeq: -1, CreatedAt: storeT0, UpdatedAt: storeT0, settled: true}
 			if got := mustGet(t, ctx, s, "t1"); !reflect.DeepEqual(got, want) {
 				t.Errorf("job:\n got  %+v\n want %+v", got, want)
 			}

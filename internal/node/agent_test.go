@@ -750,6 +750,36 @@ func TestApprovalOfCanceledTaskRefused(t *testing.T) {
 	}
 }
 
+// The requester writes while an action of its job waits for an operator:
+// the job goes on with the message, the held action is withdrawn (denied,
+// never run, no longer approvable) and the model is told.
+func TestHeldActionWithdrawnByFollowUp(t *testing.T) {
+	a := startAgentNode(t, testdb.SQLite(t), nil)
+	os.WriteFile(a.sandboxFile("keep.txt"), []byte("keep\n"), 0o600)
+	a.llm.Push(llmtest.Text(prop("DELETE_FILE", map[string]any{"path": "/sandbox/keep.txt"})))
+	id := a.send(t, "", "delete keep.txt")
+	a.wait(t, id, tasks.StateInputRequired)
+	a.llm.Push(finish("kept it"))
+	a.send(t, id, "never mind, keep it")
+	got := a.wait(t, id, tasks.StateCompleted, tasks.StateFailed)
+	if got.Status.State != tasks.StateCompleted {
+		t.Fatalf("task %s %q", got.Status.State, got.Status.Message)
+	}
+	second := requestText(a.chats()[1])
+	if !strings.Contains(second, "was withdrawn when the requester wrote again") || !strings.Contains(second, "never mind, keep it") {
+		t.Fatalf("the model was not told: %s", second)
+	}
+	if _, err := os.Stat(a.sandboxFile("keep.txt")); err != nil {
+		t.Fatalf("the withdrawn delete ran: %v", err)
+	}
+	if _, err := admin.Call(context.Background(), admin.Path(a.dataDir), admin.Request{Op: "approve", Task: id}); err == nil {
+		t.Fatal("the withdrawn action could still be approved")
+	}
+	if o := a.history(t, id).Interactions[0].Observation; o == nil || o.Outcome != agent.ObsDenied {
+		t.Fatalf("the held step's outcome: %+v", o)
+	}
+}
+
 // What the node reads for the model — the files a task names, the
 // evidence of a COMPLETED answer — goes through the operator's policy as
 // the requester's reads do: a file the requester may not read never
