@@ -26,6 +26,10 @@ type jobRun struct {
 	shrink float64 // the prompt budget's factor, halved after a context-length error
 	// files are the context files the task message holds.
 	files []string
+	// fresh is where this claim's own steps begin in its when a human's
+	// input resumed the job: the patterns and counts that made it wait
+	// (stuck, invalid answers, failed calls) start again from there.
+	fresh int
 	// dirty is an interaction completed (its observation) but not stored
 	// yet: it goes with the next write, one commit a step. Until then a
 	// crash leaves it without its observation, which the next claim
@@ -94,6 +98,9 @@ func (jr *jobRun) start(ctx context.Context, taskID string) (bool, error) {
 	}
 	if jr.its, err = r.cfg.Store.Interactions(ctx, taskID); err != nil {
 		return false, err
+	}
+	if j.Status == Pending && len(jr.its) > 0 {
+		jr.fresh = len(jr.its) // resumed by the requester or an operator
 	}
 	j.Status = Running
 	if err := jr.save(ctx, nil); err != nil {
@@ -169,7 +176,7 @@ func (jr *jobRun) run(ctx context.Context, taskID string) error {
 		if stop, err := jr.checkLimits(ctx); stop || err != nil {
 			return err
 		}
-		if pattern, why := detectStuck(jr.phase()); pattern != "" {
+		if pattern, why := detectStuck(jr.window()); pattern != "" {
 			return jr.stuck(ctx, fmt.Sprintf("stuck (%s): %s", pattern, why))
 		}
 		if jr.j.HistoryBytes >= r.cfg.MaxHistoryBytes {
@@ -222,6 +229,16 @@ func (jr *jobRun) phase() []Interaction {
 		from++
 	}
 	return jr.its[from:]
+}
+
+// window is the phase's interactions this claim judges the job by: those
+// since the job last resumed on a human's input.
+func (jr *jobRun) window() []Interaction {
+	p := jr.phase()
+	if skip := len(p) - (len(jr.its) - jr.fresh); skip > 0 {
+		return p[skip:]
+	}
+	return p
 }
 
 // call makes the next model call. The interaction it returns is new (not
@@ -283,6 +300,12 @@ func (jr *jobRun) prompt(ctx context.Context) []ChatMessage {
 		system += "\n\n" + r.cfg.SystemPrompt
 	}
 	var steps []step
+	// What the requester and operators said in earlier phases stays.
+	for _, it := range jr.its[:len(jr.its)-len(jr.phase())] {
+		if it.Guidance != "" {
+			steps = append(steps, step{guidance: it.Guidance})
+		}
+	}
 	for _, it := range jr.phase() {
 		if it.Response.Kind == KindAPIError || it.Response.Kind == KindCanceled {
 			continue
@@ -433,7 +456,7 @@ func (jr *jobRun) apiFailure(ctx context.Context, it *Interaction, callErr error
 		return true, err
 	}
 	fails, ctxFails := 0, 0
-	for i := len(jr.its) - 1; i >= 0 && jr.its[i].Response.Kind == KindAPIError; i-- {
+	for i := len(jr.its) - 1; i >= jr.fresh && jr.its[i].Response.Kind == KindAPIError; i-- {
 		fails++
 		if strings.Contains(jr.its[i].Response.Error, "context") {
 			ctxFails++
@@ -471,7 +494,7 @@ func (jr *jobRun) invalid(ctx context.Context, it *Interaction, aerr *AnswerErro
 	it.Observation = &Observation{Outcome: ObsInvalid, Reason: aerr.Message,
 		Text: "Your answer was refused: " + aerr.Message + ". Answer again with exactly one JSON object: a proposal or an agent response, nothing else."}
 	n := 1
-	for i := len(jr.its) - 1; i >= 0 && jr.its[i].Response.Kind == KindInvalid; i-- {
+	for i := len(jr.its) - 1; i >= jr.fresh && jr.its[i].Response.Kind == KindInvalid; i-- {
 		n++
 	}
 	if n > MaxInvalidAnswers {
@@ -783,17 +806,23 @@ func (jr *jobRun) recordWith(ctx context.Context, it *Interaction, rp *RecoveryP
 	if it.Response.NewStatus == "" {
 		it.Response.NewStatus = j.Status
 	}
-	if it.Sequence == j.NextSeq {
-		j.NextSeq++
-		jr.its = append(jr.its, *it)
-	} else {
+	if it.Sequence != j.NextSeq {
 		for i := range jr.its {
 			if jr.its[i].Sequence == it.Sequence {
 				jr.its[i] = *it
 			}
 		}
+		return jr.saveWith(ctx, it, rp, consumed)
 	}
-	return jr.saveWith(ctx, it, rp, consumed)
+	// A new interaction takes its sequence only once it is stored: a
+	// failed write leaves no gap in the history.
+	j.NextSeq++
+	if err := jr.saveWith(ctx, it, rp, consumed); err != nil {
+		j.NextSeq--
+		return err
+	}
+	jr.its = append(jr.its, *it)
+	return nil
 }
 
 func (jr *jobRun) save(ctx context.Context, it *Interaction) error {

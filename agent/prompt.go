@@ -76,7 +76,8 @@ func promptTokens(msgs []ChatMessage) int {
 	return n
 }
 
-// step is one earlier model call, as the prompt shows it.
+// step is one earlier model call, as the prompt shows it; a step with
+// only guidance stands for what was said in an earlier phase.
 type step struct {
 	guidance string // told before the call
 	answer   string // the model's answer
@@ -99,15 +100,14 @@ func buildMessages(system, task string, steps []step, now string, budget int) []
 		if from > 0 {
 			out = append(out, ChatMessage{Role: RoleUser, Content: fmt.Sprintf("[%d earlier steps are left out to fit the context; their effects are in the workspace]", from)})
 		}
-		for i := from; i < len(steps); i++ {
-			s := steps[i]
+		for i, s := range steps {
 			recent := i >= len(steps)-2
 			if s.guidance != "" {
-				// Kept even when its step is dropped: it is what the
-				// requester or an operator said.
+				// Kept even when its step is dropped or left out: it is
+				// what the requester or an operator said.
 				out = append(out, ChatMessage{Role: RoleUser, Content: s.guidance})
 			}
-			if condense && !recent && s.think {
+			if i < from || s.answer == "" || condense && !recent && s.think {
 				continue
 			}
 			out = append(out, ChatMessage{Role: RoleAssistant, Content: s.answer})
@@ -129,7 +129,8 @@ func buildMessages(system, task string, steps []step, now string, budget int) []
 		return msgs
 	}
 	msgs = render(0, true)
-	for from := 1; promptTokens(msgs) > budget && from < len(steps); from++ {
+	// The last two steps are always sent whole.
+	for from := 1; promptTokens(msgs) > budget && from <= len(steps)-2; from++ {
 		msgs = render(from, true)
 	}
 	return msgs

@@ -39,14 +39,14 @@ func wantPrompt(steps []step, now string, from int, condense bool) []ChatMessage
 	if from > 0 {
 		out = append(out, ChatMessage{Role: RoleUser, Content: fmt.Sprintf("[%d earlier steps are left out to fit the context; their effects are in the workspace]", from)})
 	}
-	for i := from; i < len(steps); i++ {
-		s := steps[i]
+	for i, s := range steps {
 		old := i < len(steps)-2
 		if s.guidance != "" {
-			// Kept even when its THINK is dropped: a person said it.
+			// Kept even when its step is dropped or left out: a person
+			// said it.
 			out = append(out, ChatMessage{Role: RoleUser, Content: s.guidance})
 		}
-		if condense && old && s.think {
+		if i < from || condense && old && s.think {
 			continue
 		}
 		out = append(out, ChatMessage{Role: RoleAssistant, Content: s.answer})
@@ -160,7 +160,7 @@ func TestBuildMessages(t *testing.T) {
 		}
 	})
 	t.Run("left out", func(t *testing.T) {
-		for from := 1; from < len(steps)-1; from++ {
+		for from := 1; from <= len(steps)-2; from++ {
 			want := wantPrompt(steps, now, from, true)
 			// The largest budget that leaves out exactly from steps.
 			budget := promptTokens(wantPrompt(steps, now, from-1, true)) - 1
@@ -180,9 +180,10 @@ func TestBuildMessages(t *testing.T) {
 		}
 	})
 	t.Run("nothing fits", func(t *testing.T) {
-		// The last step stays, with the note, whatever the budget.
+		// The last two steps stay whole, with the note, whatever the
+		// budget.
 		got := buildMessages(promptSystem, promptTask, steps, now, 1)
-		sameMessages(t, got, wantPrompt(steps, now, len(steps)-1, true))
+		sameMessages(t, got, wantPrompt(steps, now, len(steps)-2, true))
 	})
 }
 
@@ -232,10 +233,9 @@ func TestBuildMessagesBudgets(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			full := promptTokens(wantPrompt(steps, now, 0, false))
 			n := len(steps)
-			lastTwo := wantPrompt(steps[max(0, n-2):], now, 0, false)
-			fit := promptTokens(lastTwo) // system, task, the last two steps whole, now
-			// With older steps, the last two come with the note saying so:
-			// only then are both sure to stay.
+			// The last two steps whole, with the note when older ones are
+			// left out and what people said in them: only then are both
+			// sure to stay.
 			fitNote := promptTokens(wantPrompt(steps, now, max(0, n-2), true))
 			prevKept := -1
 			for budget := 0; budget <= full+8; budget++ {
@@ -247,8 +247,10 @@ func TestBuildMessagesBudgets(t *testing.T) {
 				if budget >= full && tokens != full {
 					t.Fatalf("budget %d: %d tokens; want everything (%d)", budget, tokens, full)
 				}
-				if budget >= fit && tokens > budget {
-					t.Fatalf("budget %d: %d tokens, although the last two steps fit in %d", budget, tokens, fit)
+				// The least the prompt can be: the note, what people said,
+				// and the last two steps whole.
+				if budget >= fitNote && tokens > budget {
+					t.Fatalf("budget %d: %d tokens, although the last two steps fit in %d", budget, tokens, fitNote)
 				}
 				joined := contents(got)
 				last := steps[n-1]
