@@ -91,8 +91,10 @@ type step struct {
 // the system prompt, the task, the earlier steps and what the model is told
 // now. When the whole does not fit, old observations are condensed (their
 // long content replaced by a line naming it), THINK steps dropped, and at
-// last the oldest steps left out with a note; the last two steps are kept
-// whole. The stored history keeps everything.
+// last the oldest steps left out with a note; the last step is kept whole,
+// and the one before it whenever the two fit; what the requester and
+// operators said (guidance) is always kept. The stored history keeps
+// everything.
 func buildMessages(system, task string, steps []step, now string, budget int) []ChatMessage {
 	head := []ChatMessage{{Role: RoleSystem, Content: system}, {Role: RoleUser, Content: task}}
 	render := func(from int, condense bool) []ChatMessage {
@@ -129,8 +131,9 @@ func buildMessages(system, task string, steps []step, now string, budget int) []
 		return msgs
 	}
 	msgs = render(0, true)
-	// The last two steps are always sent whole.
-	for from := 1; promptTokens(msgs) > budget && from <= len(steps)-2; from++ {
+	// The last step is always sent whole, and the one before it whenever
+	// the two fit.
+	for from := 1; promptTokens(msgs) > budget && from < len(steps); from++ {
 		msgs = render(from, true)
 	}
 	return msgs

@@ -160,7 +160,7 @@ func TestBuildMessages(t *testing.T) {
 		}
 	})
 	t.Run("left out", func(t *testing.T) {
-		for from := 1; from <= len(steps)-2; from++ {
+		for from := 1; from < len(steps); from++ {
 			want := wantPrompt(steps, now, from, true)
 			// The largest budget that leaves out exactly from steps.
 			budget := promptTokens(wantPrompt(steps, now, from-1, true)) - 1
@@ -180,10 +180,10 @@ func TestBuildMessages(t *testing.T) {
 		}
 	})
 	t.Run("nothing fits", func(t *testing.T) {
-		// The last two steps stay whole, with the note, whatever the
-		// budget.
+		// The last step stays whole, with the note and what people
+		// said, whatever the budget.
 		got := buildMessages(promptSystem, promptTask, steps, now, 1)
-		sameMessages(t, got, wantPrompt(steps, now, len(steps)-2, true))
+		sameMessages(t, got, wantPrompt(steps, now, len(steps)-1, true))
 	})
 }
 
@@ -201,9 +201,9 @@ var leftOutNote = regexp.MustCompile(`^\[(\d+) earlier steps are left out to fit
 // TestBuildMessagesBudgets checks, over every budget, what buildMessages
 // promises: the system prompt and the task first, what the model is told
 // now last, the last step whole; within budget whenever the system prompt,
-// the task, the last two steps and now fit; both of the last two steps
-// whole when they fit with the note; the steps left out the oldest; no
-// fewer steps for a larger budget.
+// the task, the note, what people said, the last step and now fit; both of
+// the last two steps whole when they fit with the note; the steps left out
+// the oldest; no fewer steps for a larger budget.
 func TestBuildMessagesBudgets(t *testing.T) {
 	const now = "The operator denied action 7."
 	shapes := map[string][]step{}
@@ -248,9 +248,9 @@ func TestBuildMessagesBudgets(t *testing.T) {
 					t.Fatalf("budget %d: %d tokens; want everything (%d)", budget, tokens, full)
 				}
 				// The least the prompt can be: the note, what people said,
-				// and the last two steps whole.
-				if budget >= fitNote && tokens > budget {
-					t.Fatalf("budget %d: %d tokens, although the last two steps fit in %d", budget, tokens, fitNote)
+				// and the last step whole.
+				if least := promptTokens(wantPrompt(steps, now, n-1, true)); budget >= least && tokens > budget {
+					t.Fatalf("budget %d: %d tokens, although the last step fits in %d", budget, tokens, least)
 				}
 				joined := contents(got)
 				last := steps[n-1]
