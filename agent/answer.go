@@ -27,8 +27,9 @@ type Answer struct {
 	// Key identifies what the answer asks for, independent of its id and
 	// reasoning: the same action with the same arguments has the same key.
 	Key string
-	// Reasoning is the proposal's.
+	// Reasoning is the proposal's, ID its id.
 	Reasoning string
+	ID        string
 	// Response is the agent response's content.
 	Response *AgentResponse
 }
@@ -95,6 +96,7 @@ func ParseAnswer(text string, max int) (*Answer, *AnswerError) {
 	if _, ok := obj["schema_version"]; ok {
 		a.Kind = KindProposal
 		var head struct {
+			ID        string         `json:"id"`
 			Action    string         `json:"action"`
 			Reasoning string         `json:"reasoning"`
 			Args      jsontext.Value `json:"args"`
@@ -102,7 +104,7 @@ func ParseAnswer(text string, max int) (*Answer, *AnswerError) {
 		// Loosely: the executor is the judge of the proposal; the agent
 		// only needs its action and arguments.
 		_ = json.Unmarshal([]byte(trimmed), &head, json.RejectUnknownMembers(false))
-		a.Action, a.Reasoning = head.Action, head.Reasoning
+		a.Action, a.Reasoning, a.ID = head.Action, head.Reasoning, head.ID
 		args := head.Args
 		if len(args) > 0 {
 			args = args.Clone()

@@ -160,12 +160,15 @@ type Response struct {
 	EvidenceFiles        []string `json:"evidence_files,omitempty"`
 	SummaryForSupervisor string   `json:"summary_for_supervisor,omitempty"`
 	RawResponse          string   `json:"raw_response,omitempty"`
-	Error                string   `json:"error,omitempty"`
-	NewStatus            Status   `json:"new_status"`
-	ExecutionTimeSeconds float64  `json:"execution_time_seconds"`
-	CostUSD              float64  `json:"cost_usd"`
-	PromptTokens         int      `json:"prompt_tokens,omitempty"`
-	CompletionTokens     int      `json:"completion_tokens,omitempty"`
+	// Redacted reports that secrets were taken out of the raw response:
+	// what is stored is not what the model sent.
+	Redacted             bool    `json:"redacted,omitempty"`
+	Error                string  `json:"error,omitempty"`
+	NewStatus            Status  `json:"new_status"`
+	ExecutionTimeSeconds float64 `json:"execution_time_seconds"`
+	CostUSD              float64 `json:"cost_usd"`
+	PromptTokens         int     `json:"prompt_tokens,omitempty"`
+	CompletionTokens     int     `json:"completion_tokens,omitempty"`
 }
 
 // Observation is what the host made of an answer, and what it fed back.

@@ -282,6 +282,7 @@ func (jr *jobRun) call(ctx context.Context) (*Interaction, *Completion, error) {
 		r.cfg.Observer.ObserveModelCall(ResponseSuccess, elapsed, usd*100)
 	}
 	it.Response.Status, it.Response.RawResponse, it.Response.CostUSD = ResponseSuccess, r.redact(comp.Text), usd
+	it.Response.Redacted = it.Response.RawResponse != comp.Text
 	it.Response.PromptTokens, it.Response.CompletionTokens = comp.PromptTokens, comp.CompletionTokens
 	j.CostCents += usd * 100
 	j.PromptTokens += int64(comp.PromptTokens)
@@ -577,7 +578,11 @@ func (jr *jobRun) remember(it *Interaction) {
 func (jr *jobRun) respond(ctx context.Context, it *Interaction, ans *Answer) (bool, error) {
 	r, j := jr.r, jr.j
 	resp := ans.Response
-	it.Response.EvidenceFiles, it.Response.SummaryForSupervisor = resp.EvidenceFiles, r.redact(resp.SummaryForSupervisor)
+	files := make([]string, len(resp.EvidenceFiles))
+	for i, f := range resp.EvidenceFiles {
+		files[i] = r.redact(f)
+	}
+	it.Response.EvidenceFiles, it.Response.SummaryForSupervisor = files, r.redact(resp.SummaryForSupervisor)
 	switch resp.Action {
 	case ActionCompleted:
 		arts, missing := jr.evidence(ctx, resp.EvidenceFiles)
@@ -590,7 +595,7 @@ func (jr *jobRun) respond(ctx context.Context, it *Interaction, ans *Answer) (bo
 		j.Status = Success
 		it.Response.NewStatus = j.Status
 		rp := &RecoveryPoint{CheckpointID: fmt.Sprintf("%s-complete-%d", j.Phase, it.Sequence), Sequence: it.Sequence,
-			CanResumeFrom: true, ResumePhase: j.Phase, RollbackFiles: resp.EvidenceFiles, Description: cut(resp.SummaryForSupervisor, 200),
+			CanResumeFrom: true, ResumePhase: j.Phase, RollbackFiles: it.Response.EvidenceFiles, Description: cut(it.Response.SummaryForSupervisor, 200),
 			Metadata: map[string]any{"evidence_count": len(resp.EvidenceFiles)}}
 		if err := jr.recordWith(ctx, it, rp); err != nil {
 			return true, err
@@ -862,6 +867,10 @@ func (jr *jobRun) release(ctx context.Context, err error) error {
 // It reports whether the job stops (held, finished).
 func (jr *jobRun) finishInterrupted(ctx context.Context, it *Interaction) (bool, error) {
 	r := jr.r
+	ans, aerr := ParseAnswer(it.Response.RawResponse, r.cfg.MaxAnswerBytes)
+	if aerr != nil {
+		return true, fmt.Errorf("agent: stored answer of %s #%d: %w", jr.j.TaskID, it.Sequence, aerr)
+	}
 	acts, err := r.cfg.Executor.Actions(ctx, jr.j.TaskID)
 	if err != nil {
 		return true, err
@@ -873,7 +882,10 @@ func (jr *jobRun) finishInterrupted(ctx context.Context, it *Interaction) (bool,
 		}
 	}
 	for _, a := range acts {
-		if used[a.ActionID] || a.Created.Before(it.Timestamp.Add(-time.Second)) {
+		// This answer's: the proposal's own id, made after the answer
+		// was stored, not yet any step's (a peer's proposal on the same
+		// task has another id).
+		if used[a.ActionID] || a.ProposalID != ans.ID || a.Created.Before(it.Timestamp.Add(-time.Second)) {
 			continue
 		}
 		res := &executor.Result{ActionID: a.ActionID, ProposalID: a.ProposalID, Action: a.Action, Diff: a.Diff, Reason: a.Reason}
@@ -889,9 +901,12 @@ func (jr *jobRun) finishInterrupted(ctx context.Context, it *Interaction) (bool,
 		r.log.Info("agent: a step the node's stop interrupted had run; its record completes it", "task", jr.j.TaskID, "action", a.ActionID, "state", a.State)
 		return jr.observed(ctx, it, res)
 	}
-	ans, aerr := ParseAnswer(it.Response.RawResponse, r.cfg.MaxAnswerBytes)
-	if aerr != nil {
-		return true, fmt.Errorf("agent: stored answer of %s #%d: %w", jr.j.TaskID, it.Sequence, aerr)
+	if it.Response.Redacted {
+		// What is stored is not what the model sent (secrets were taken
+		// out): it is not run, and the model is told to send it again.
+		it.Observation = &Observation{Outcome: ObsNone, Reason: "not carried out: the node stopped before it ran",
+			Text: "Your last action was not carried out: the node stopped before it ran. Propose it again if it is still needed."}
+		return false, jr.record(ctx, it)
 	}
 	return jr.propose(ctx, it, ans)
 }

@@ -41,7 +41,9 @@ func (q *Queue) Wake() {
 // with the message as guidance, and one on a job at work is told to the
 // model at its next step.
 func (q *Queue) Take(ctx context.Context, t *tasks.Task) error {
-	text := messageText(t.History[len(t.History)-1])
+	// Secrets the requester's text may hold stay out of the store (the
+	// model sees the text through the same redaction).
+	text := redactText(messageText(t.History[len(t.History)-1]), nil, nil)
 	now := q.now()
 	j := &Job{TaskID: t.ID, Requester: t.Owner, Description: cut(text, 2000), Status: Pending, Phase: "work",
 		RecoverySeq: -1, CreatedAt: now, UpdatedAt: now}

@@ -292,3 +292,46 @@ func TestReconcile(t *testing.T) {
 		}
 	})
 }
+
+// A stored answer that had secrets taken out is not the model's answer:
+// interrupted before it ran, it is not run (it would write "[REDACTED]"),
+// and the model is told to send it again.
+func TestInterruptedRedactedStepNotRun(t *testing.T) {
+	r := newRig(t, testdb.SQLite(t))
+	ctx := context.Background()
+	payload, _ := json.Marshal(map[string]any{"message": map[string]any{"messageId": uuid.NewString(), "role": "user",
+		"parts": []any{map[string]any{"text": "store the key"}}}})
+	task, err := r.svc.SendMessage(ctx, "alice", payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.svc.Transition(ctx, task.ID, tasks.StateWorking, "working"); err != nil {
+		t.Fatal(err)
+	}
+	stored := proposalJSON("WRITE_FILE", map[string]any{"path": "/sandbox/key.md", "content": "[REDACTED]"})
+	j, err := r.store.Get(ctx, task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().UTC().Add(-time.Minute)
+	it := &agent.Interaction{Sequence: 0, Timestamp: at, StateBefore: agent.Running,
+		Request:  agent.Request{Messages: []agent.ChatMessage{{Role: "user", Content: "store the key"}}, Metadata: agent.RequestMetadata{Role: "Worker", Phase: "work"}},
+		Response: agent.Response{Status: agent.ResponseSuccess, Kind: agent.KindProposal, Action: "WRITE_FILE", RawResponse: stored, Redacted: true, NewStatus: agent.Running}}
+	j.Status, j.NextSeq, j.Steps = agent.Running, 1, 1
+	if err := r.store.Write(ctx, agent.Save{Job: j, Interaction: it}); err != nil {
+		t.Fatal(err)
+	}
+	m := &scripted{answers: []string{proposalJSON("FINISH", map[string]any{"response": "not stored"})}}
+	if got := r.run(t, m, task.ID, tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired); got.Status.State != tasks.StateCompleted {
+		t.Fatalf("task %s %q", got.Status.State, got.Status.Message)
+	}
+	if acts, _ := r.exec.Actions(ctx, task.ID); len(acts) != 0 {
+		t.Fatalf("the redacted answer ran: %+v", acts)
+	}
+	if _, err := os.Stat(filepath.Join(r.dir, "key.md")); !os.IsNotExist(err) {
+		t.Fatalf("key.md: %v", err)
+	}
+	if last := m.prompts[0][len(m.prompts[0])-1].Content; !strings.Contains(last, "was not carried out") {
+		t.Fatalf("the model was not told: %q", last)
+	}
+}

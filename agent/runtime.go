@@ -528,7 +528,11 @@ var builtinRedact = []struct {
 }
 
 // redact removes the secrets and the configured patterns from s.
-func (r *Runtime) redact(s string) string {
+func (r *Runtime) redact(s string) string { return redactText(s, r.cfg.Secrets, r.cfg.Redact) }
+
+// redactText removes the built-in patterns, the secrets and the extra
+// patterns from s.
+func redactText(s string, secrets []string, extra []*regexp.Regexp) string {
 	var lower string
 	for _, b := range builtinRedact {
 		if lower == "" {
@@ -539,12 +543,12 @@ func (r *Runtime) redact(s string) string {
 			lower = ""
 		}
 	}
-	for _, sec := range r.cfg.Secrets {
+	for _, sec := range secrets {
 		if sec != "" {
 			s = strings.ReplaceAll(s, sec, "[REDACTED]")
 		}
 	}
-	for _, re := range r.cfg.Redact {
+	for _, re := range extra {
 		s = re.ReplaceAllString(s, "[REDACTED]")
 	}
 	return s
