@@ -40,7 +40,7 @@ type jobRun struct {
 // work drives the job of taskID from its claim until it ends, waits for a
 // human, is canceled, or the node stops.
 func (r *Runtime) work(ctx context.Context, cancel context.CancelCauseFunc, taskID string) {
-	go r.keep(ctx, taskID, cancel)
+	r.wg.Go(func() { r.keep(ctx, taskID, cancel) })
 	jr := &jobRun{r: r, shrink: 1}
 	err := jr.run(ctx, taskID)
 	cause := context.Cause(ctx)

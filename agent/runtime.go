@@ -463,8 +463,10 @@ var (
 // for a cancel made by another process).
 func (r *Runtime) keep(ctx context.Context, taskID string, cancel context.CancelCauseFunc) {
 	events := r.cfg.Tasks.Events().Subscribe(ctx, taskID)
-	tick := time.NewTicker(r.cfg.Lease / 3)
+	every := r.cfg.Lease / 3
+	tick := time.NewTicker(every)
 	defer tick.Stop()
+	renewed := r.cfg.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -479,8 +481,18 @@ func (r *Runtime) keep(ctx context.Context, taskID string, cancel context.Cancel
 				return
 			}
 		case <-tick.C:
-			ok, err := r.cfg.Store.Renew(ctx, taskID, r.cfg.Holder, r.cfg.Now().Add(r.cfg.Lease))
-			if err == nil && !ok {
+			now := r.cfg.Now()
+			ok, err := r.cfg.Store.Renew(ctx, taskID, r.cfg.Holder, now.Add(r.cfg.Lease))
+			switch {
+			case err == nil && !ok:
+				cancel(ErrLeaseLost)
+				return
+			case err == nil:
+				renewed = now
+			case now.Sub(renewed) >= r.cfg.Lease-every:
+				// Not renewed for most of a lease: another process may
+				// claim the job soon; this one stops before it can.
+				r.log.Warn("agent: the job's lease cannot be renewed; stopping it", "task", taskID, "err", err)
 				cancel(ErrLeaseLost)
 				return
 			}

@@ -2,13 +2,16 @@ package node
 
 import (
 	"context"
-	"crypto/sha256"
+	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/snapnode/snapnode/agent"
@@ -76,8 +79,12 @@ func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queu
 		}
 		redact = append(redact, re)
 	}
+	holder, err := holderName(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
 	rt, err := agent.New(agent.Config{
-		Holder: holderName(cfg), Queue: queue, Store: store, Tasks: svc, Executor: props.exec, Model: model,
+		Holder: holder, Queue: queue, Store: store, Tasks: svc, Executor: props.exec, Model: model,
 		ModelName: a.LLMModel, MaxJobs: a.MaxJobs, MaxSteps: a.MaxSteps, MaxCostCents: a.MaxCostCents,
 		MaxTime: minutes(a.MaxTimeMinutes), PricePerMTokPrompt: a.PricePerMTokPrompt,
 		PricePerMTokAnswer: a.PricePerMTokCompletion, Temperature: a.Temperature, MaxTokens: a.MaxTokens,
@@ -100,17 +107,25 @@ func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queu
 	return rt, done, nil
 }
 
-// holderName names this node in job leases, the same across restarts: its
-// host and the absolute path of its data folder (two processes never share
-// a data folder: its admin socket is one process's).
-func holderName(cfg config.Config) string {
-	host, _ := os.Hostname()
-	dir, err := filepath.Abs(cfg.DataDir)
-	if err != nil {
-		dir = cfg.DataDir
+// holderName names this node in job leases, the same across restarts: a
+// random id kept in its data folder (two processes never share a data
+// folder: its admin socket is one process's), made on first start.
+func holderName(cfg config.Config) (string, error) {
+	path := filepath.Join(cfg.DataDir, "agent.id")
+	if b, err := os.ReadFile(path); err == nil && len(strings.TrimSpace(string(b))) >= 16 {
+		return "node-" + strings.TrimSpace(string(b)), nil
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("node: agent id: %w", err)
 	}
-	sum := sha256.Sum256([]byte(host + "\x00" + dir))
-	return "node-" + hex.EncodeToString(sum[:8])
+	var id [12]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return "", err
+	}
+	s := hex.EncodeToString(id[:])
+	if err := os.WriteFile(path, []byte(s+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("node: agent id: %w", err)
+	}
+	return "node-" + s, nil
 }
 
 // minutes is m minutes as a duration.
