@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -97,5 +98,55 @@ func TestReplicasShareJobs(t *testing.T) {
 		if err != nil || len(acts) != 1 {
 			t.Errorf("task %s: %d actions recorded, want 1 (%v)", id, len(acts), err)
 		}
+	}
+}
+
+// orderModel finishes every job at once and records the order in which
+// the jobs' first calls came.
+type orderModel struct {
+	mu    sync.Mutex
+	order []string
+}
+
+func (o *orderModel) Complete(ctx context.Context, p agent.Prompt) (*agent.Completion, error) {
+	o.mu.Lock()
+	o.order = append(o.order, strings.Split(p.Messages[1].Content, "\n")[1])
+	o.mu.Unlock()
+	return &agent.Completion{Text: proposalJSON("FINISH", map[string]any{"response": "done"})}, nil
+}
+
+// One job at a time: a requester with six jobs queued before another's
+// one does not make the other wait for all six; requesters take turns.
+func TestJobsTakeTurnsAcrossRequesters(t *testing.T) {
+	r := newRig(t, testdb.SQLite(t))
+	ctx := context.Background()
+	for i, who := range []string{"alice", "alice", "alice", "alice", "alice", "alice", "bob", "bob"} {
+		payload, _ := json.Marshal(map[string]any{"message": map[string]any{"messageId": uuid.NewString(), "role": "user",
+			"parts": []any{map[string]any{"text": fmt.Sprintf("%s %d", who, i)}}}})
+		if _, err := r.svc.SendMessage(ctx, who, payload); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := &orderModel{}
+	rt, err := agent.New(agent.Config{Queue: r.queue, Store: r.store, Tasks: r.svc, Executor: r.exec, Model: m,
+		ContextTokens: 8000, MaxJobs: 1, Poll: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	stopped := make(chan struct{})
+	go func() { rt.Run(rctx); close(stopped) }()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if done, err := r.store.List(ctx, 0, agent.Success); err == nil && len(done) == 8 || time.Now().After(deadline) {
+			break
+		}
+	}
+	cancel()
+	<-stopped
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	want := []string{"alice 0", "bob 6", "alice 1", "bob 7", "alice 2", "alice 3", "alice 4", "alice 5"}
+	if !slices.Equal(m.order, want) {
+		t.Fatalf("order %q, want %q", m.order, want)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -127,8 +128,10 @@ type Runtime struct {
 	slots   chan struct{}
 	mu      sync.Mutex
 	running map[string]context.CancelCauseFunc
-	wg      sync.WaitGroup
-	budget  int
+	// served is when a job of each requester was last claimed here.
+	served map[string]time.Time
+	wg     sync.WaitGroup
+	budget int
 }
 
 // New returns a Runtime on cfg. Call Run to start working.
@@ -175,7 +178,7 @@ func New(cfg Config) (*Runtime, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Runtime{cfg: cfg, log: cfg.Logger, wake: cfg.Queue.wake, slots: make(chan struct{}, cfg.MaxJobs),
-		running: map[string]context.CancelCauseFunc{}, budget: cfg.ContextTokens}, nil
+		running: map[string]context.CancelCauseFunc{}, served: map[string]time.Time{}, budget: cfg.ContextTokens}, nil
 }
 
 // Decided resumes the job of taskID after an operator approved or denied
@@ -399,11 +402,16 @@ func (r *Runtime) dispatch(ctx context.Context) {
 	if free <= 0 || ctx.Err() != nil {
 		return
 	}
-	cands, err := r.cfg.Store.Runnable(ctx, r.cfg.Now(), 4*cap(r.slots)+16)
+	cands, err := r.cfg.Store.Runnable(ctx, r.cfg.Now(), 2, 4*cap(r.slots)+16)
 	if err != nil {
 		r.log.Warn("agent: looking for jobs", "err", err)
 		return
 	}
+	// Requesters served least recently come first; each requester's jobs
+	// stay oldest first.
+	r.mu.Lock()
+	slices.SortStableFunc(cands, func(a, b Candidate) int { return r.served[a.Requester].Compare(r.served[b.Requester]) })
+	r.mu.Unlock()
 	q := fairqueue.New[string, Candidate](len(cands) + 1)
 	for _, c := range cands {
 		q.Push(c.Requester, c)
@@ -434,6 +442,7 @@ func (r *Runtime) dispatch(ctx context.Context) {
 		jctx, cancel := context.WithCancelCause(ctx)
 		r.mu.Lock()
 		r.running[c.TaskID] = cancel
+		r.serve(c.Requester, now)
 		r.mu.Unlock()
 		r.wg.Go(func() {
 			defer func() {
@@ -447,6 +456,17 @@ func (r *Runtime) dispatch(ctx context.Context) {
 			r.work(jctx, cancel, c.TaskID)
 		})
 	}
+}
+
+// maxServed bounds the requesters whose last claim is remembered.
+const maxServed = 10_000
+
+// serve records that a job of requester was claimed at now; r.mu held.
+func (r *Runtime) serve(requester string, now time.Time) {
+	if len(r.served) >= maxServed {
+		clear(r.served) // all start equal again
+	}
+	r.served[requester] = now
 }
 
 // Running returns how many jobs this process works on now.

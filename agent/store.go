@@ -150,11 +150,16 @@ func (s *Store) PendingInput(ctx context.Context, taskID string) (string, error)
 type Candidate struct{ TaskID, Requester string }
 
 // Runnable returns up to limit jobs that wait for work (PENDING, or
-// RUNNING with a lapsed lease), oldest first.
-func (s *Store) Runnable(ctx context.Context, now time.Time, limit int) ([]Candidate, error) {
-	rows, err := s.db.R.QueryContext(ctx, s.d.Rebind(`SELECT task_id, requester FROM agent_jobs
-		WHERE status IN (?, ?) AND lease_until < ? ORDER BY created_at, task_id LIMIT ?`),
-		string(Pending), string(Running), micros(now), limit)
+// RUNNING with a lapsed lease): the oldest perRequester of each requester,
+// the oldest of every requester first, so that one requester's many jobs
+// do not fill the list.
+func (s *Store) Runnable(ctx context.Context, now time.Time, perRequester, limit int) ([]Candidate, error) {
+	rows, err := s.db.R.QueryContext(ctx, s.d.Rebind(`SELECT task_id, requester FROM (
+			SELECT task_id, requester, created_at,
+				ROW_NUMBER() OVER (PARTITION BY requester ORDER BY created_at, task_id) AS rank
+			FROM agent_jobs WHERE status IN (?, ?) AND lease_until < ?
+		) AS waiting WHERE rank <= ? ORDER BY rank, created_at, task_id LIMIT ?`),
+		string(Pending), string(Running), micros(now), perRequester, limit)
 	if err != nil {
 		return nil, fmt.Errorf("agent: runnable jobs: %w", err)
 	}

@@ -191,7 +191,7 @@ func TestStoreRunnable(t *testing.T) {
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
-				cs, err := s.Runnable(ctx, tt.now, tt.limit)
+				cs, err := s.Runnable(ctx, tt.now, 100, tt.limit)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -246,7 +246,7 @@ func TestStoreLease(t *testing.T) {
 		mustCreate(t, ctx, s, storeJob("job", Pending, storeT0))
 		runnable := func(now time.Time) bool {
 			t.Helper()
-			cs, err := s.Runnable(ctx, now, 10)
+			cs, err := s.Runnable(ctx, now, 100, 10)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -668,7 +668,7 @@ func TestQueueTake(t *testing.T) {
 			if j.Description != "summarise notes.md" || !j.UpdatedAt.Equal(clock) {
 				t.Errorf("description %q, updated %v", j.Description, j.UpdatedAt)
 			}
-			if cs, _ := s.Runnable(ctx, clock, 10); len(cs) != 1 {
+			if cs, _ := s.Runnable(ctx, clock, 100, 10); len(cs) != 1 {
 				t.Errorf("the resumed job is not runnable: %v", cs)
 			}
 		})
