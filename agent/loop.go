@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -515,15 +516,19 @@ func (jr *jobRun) invalid(ctx context.Context, it *Interaction, aerr *AnswerErro
 func (jr *jobRun) propose(ctx context.Context, it *Interaction, ans *Answer) (bool, error) {
 	r, j := jr.r, jr.j
 	it.Response.NewStatus = j.Status
-	if err := jr.record(ctx, it); err != nil {
-		return true, err
-	}
 	if t, err := r.cfg.Tasks.Task(ctx, j.TaskID); err != nil || t.Status.State.Terminal() || ctx.Err() != nil {
 		return true, err // canceled: no action of a canceled job runs
 	}
+	// The answer is stored in the executor's first commit of the
+	// proposal: it is durable exactly when the proposal's reception is,
+	// before anything has an effect, and only while this process holds
+	// the job (a lost lease fails that commit, and nothing runs).
+	w, done := jr.prepare(it, nil)
 	began := time.Now()
-	res, err := r.cfg.Executor.Run(ctx, executor.Request{TaskID: j.TaskID, Requester: j.Requester, Data: []byte(strings.TrimSpace(ans.Raw))})
+	res, err := r.cfg.Executor.Run(ctx, executor.Request{TaskID: j.TaskID, Requester: j.Requester, Data: []byte(strings.TrimSpace(ans.Raw)),
+		Also: func(ctx context.Context, tx *sql.Tx) error { return r.cfg.Store.WriteTx(ctx, tx, w) }})
 	j.Seconds += time.Since(began).Seconds()
+	done(err)
 	if err != nil {
 		return true, fmt.Errorf("agent: executor: %w", err)
 	}
@@ -800,55 +805,71 @@ func (jr *jobRun) record(ctx context.Context, it *Interaction) error {
 }
 
 func (jr *jobRun) recordWith(ctx context.Context, it *Interaction, rp *RecoveryPoint) error {
-	j := jr.j
-	consumed := ""
-	if it.Response.Status == ResponseSuccess && it.Guidance != "" && it.Sequence == j.NextSeq {
-		consumed = it.Guidance // told to the model, answered: no longer pending
-	}
-	// The messages are made of redacted parts (see prompt): only the
-	// guidance is redacted here.
-	it.Guidance = jr.r.redact(it.Guidance)
-	if it.Response.NewStatus == "" {
-		it.Response.NewStatus = j.Status
-	}
-	if it.Sequence != j.NextSeq {
-		for i := range jr.its {
-			if jr.its[i].Sequence == it.Sequence {
-				jr.its[i] = *it
-			}
-		}
-		return jr.saveWith(ctx, it, rp, consumed)
-	}
-	// A new interaction takes its sequence only once it is stored: a
-	// failed write leaves no gap in the history.
-	j.NextSeq++
-	if err := jr.saveWith(ctx, it, rp, consumed); err != nil {
-		j.NextSeq--
-		return err
-	}
-	jr.its = append(jr.its, *it)
-	return nil
+	w, done := jr.prepare(it, rp)
+	err := jr.r.cfg.Store.Write(ctx, w)
+	done(err)
+	return err
 }
 
 func (jr *jobRun) save(ctx context.Context, it *Interaction) error {
-	return jr.saveWith(ctx, it, nil, "")
+	return jr.recordWith(ctx, it, nil)
 }
 
-func (jr *jobRun) saveWith(ctx context.Context, it *Interaction, rp *RecoveryPoint, consumed string) error {
-	jr.j.UpdatedAt = jr.r.cfg.Now()
-	earlier := jr.dirty
-	if earlier != nil && it != nil && earlier.Sequence == it.Sequence {
-		earlier = nil // it is the newer copy
+// prepare makes the write that stores it (nil: the job alone) with the
+// job, the interaction completed since the last write (dirty) and rp, and
+// returns it with done, to be called with the write's error: the job's
+// state in memory follows what was stored. A new interaction takes its
+// sequence only once it is stored, so a failed write leaves no gap in the
+// history; a successful answer consumes what the model was told before
+// it.
+func (jr *jobRun) prepare(it *Interaction, rp *RecoveryPoint) (Save, func(error)) {
+	j := jr.j
+	j.UpdatedAt = jr.r.cfg.Now()
+	w := Save{Job: j, Interaction: it, Recovery: rp, Holder: jr.r.cfg.Holder, Earlier: jr.dirty,
+		// A job that now waits for a human or ended is not settled
+		// until its task shows it (Runtime.show).
+		Unsettled: j.Status == InterventionRequired || j.Status.Terminal()}
+	fresh := false
+	if it != nil {
+		if it.Response.Status == ResponseSuccess && it.Guidance != "" && it.Sequence == j.NextSeq {
+			w.Consumed = it.Guidance // told to the model, answered: no longer pending
+		}
+		// The messages are made of redacted parts (see prompt): only
+		// the guidance is redacted here.
+		it.Guidance = jr.r.redact(it.Guidance)
+		if it.Response.NewStatus == "" {
+			it.Response.NewStatus = j.Status
+		}
+		if w.Earlier != nil && w.Earlier.Sequence == it.Sequence {
+			w.Earlier = nil // it is the newer copy
+		}
+		fresh = it.Sequence == j.NextSeq
+		if fresh {
+			j.NextSeq++
+		}
 	}
-	// A job that now waits for a human or ended is not settled until its
-	// task shows it (Runtime.show).
-	unsettled := jr.j.Status == InterventionRequired || jr.j.Status.Terminal()
-	err := jr.r.cfg.Store.Write(ctx, Save{Job: jr.j, Earlier: earlier, Interaction: it, Recovery: rp, Holder: jr.r.cfg.Holder,
-		Consumed: consumed, Unsettled: unsettled})
-	if err == nil {
+	historyBytes := j.HistoryBytes
+	return w, func(err error) {
+		if err != nil {
+			j.HistoryBytes = historyBytes
+			if fresh {
+				j.NextSeq--
+			}
+			return
+		}
 		jr.dirty = nil
+		switch {
+		case it == nil:
+		case fresh:
+			jr.its = append(jr.its, *it)
+		default:
+			for i := range jr.its {
+				if jr.its[i].Sequence == it.Sequence {
+					jr.its[i] = *it
+				}
+			}
+		}
 	}
-	return err
 }
 
 // release gives the job's lease up once it waits or ended, and returns

@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -333,5 +334,59 @@ func TestInterruptedRedactedStepNotRun(t *testing.T) {
 	}
 	if last := m.prompts[0][len(m.prompts[0])-1].Content; !strings.Contains(last, "was not carried out") {
 		t.Fatalf("the model was not told: %q", last)
+	}
+}
+
+// stealer answers with a write, and while it "thinks" another node takes
+// the job (its lease looked lapsed there: a pause longer than the lease).
+type stealer struct {
+	store *agent.Store
+	task  string
+	done  chan struct{}
+}
+
+func (s *stealer) Complete(ctx context.Context, p agent.Prompt) (*agent.Completion, error) {
+	far := time.Now().Add(time.Hour)
+	if ok, err := s.store.Claim(ctx, s.task, "another-node", far, far.Add(time.Hour)); err != nil || !ok {
+		return nil, fmt.Errorf("steal: %v %v", ok, err)
+	}
+	defer close(s.done)
+	return &agent.Completion{Text: proposalJSON("WRITE_FILE", map[string]any{"path": "/sandbox/late.md", "content": "late\n"})}, nil
+}
+
+// A node that lost its job's lease while it waited for the model never
+// carries out the answer: the answer is stored in the executor's first
+// commit only while the node holds the job, and nothing runs otherwise.
+func TestLostLeaseFencesTheAction(t *testing.T) {
+	r := newRig(t, testdb.SQLite(t))
+	ctx := context.Background()
+	payload, _ := json.Marshal(map[string]any{"message": map[string]any{"messageId": uuid.NewString(), "role": "user",
+		"parts": []any{map[string]any{"text": "write late.md"}}}})
+	task, err := r.svc.SendMessage(ctx, "alice", payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &stealer{store: r.store, task: task.ID, done: make(chan struct{})}
+	rt, err := agent.New(agent.Config{Queue: r.queue, Store: r.store, Tasks: r.svc, Executor: r.exec, Model: m,
+		ContextTokens: 8000, Lease: time.Minute, Poll: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	stopped := make(chan struct{})
+	go func() { rt.Run(rctx); close(stopped) }()
+	<-m.done
+	for deadline := time.Now().Add(10 * time.Second); rt.Running() > 0 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	}
+	cancel()
+	<-stopped
+	if _, err := os.Stat(filepath.Join(r.dir, "late.md")); !os.IsNotExist(err) {
+		t.Fatalf("the answer of a node that lost the job ran: %v", err)
+	}
+	if acts, _ := r.exec.Actions(ctx, task.ID); len(acts) != 0 {
+		t.Fatalf("executor records: %+v", acts)
+	}
+	if its, _ := r.store.Interactions(ctx, task.ID); len(its) != 0 {
+		t.Fatalf("the lost node stored %d interactions", len(its))
 	}
 }

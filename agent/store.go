@@ -306,105 +306,101 @@ type Save struct {
 
 // Write applies w.
 func (s *Store) Write(ctx context.Context, w Save) error {
-	j := w.Job
-	type row struct {
-		seq  int
-		body []byte
+	historyBytes := w.Job.HistoryBytes
+	err := s.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		w.Job.HistoryBytes = historyBytes // the transaction may run again
+		return s.WriteTx(ctx, tx, w)
+	})
+	if err != nil {
+		w.Job.HistoryBytes = historyBytes // nothing was written
+		if errors.Is(err, ErrLeaseLost) {
+			return err
+		}
+		return fmt.Errorf("agent: save job %s: %w", w.Job.TaskID, err)
 	}
-	var rows []row
+	return nil
+}
+
+// WriteTx is Write inside tx, a transaction of the node's database that
+// the caller commits (the executor's first commit of a proposal, see
+// executor.Request.Also): nothing of it is durable unless tx commits. It
+// adds the written interactions' bytes to w.Job.HistoryBytes; should tx
+// not commit, the caller puts the figure back.
+func (s *Store) WriteTx(ctx context.Context, tx *sql.Tx, w Save) error {
+	j := w.Job
 	for _, it := range []*Interaction{w.Earlier, w.Interaction} {
 		if it == nil {
 			continue
 		}
-		b, err := json.Marshal(it)
+		body, err := json.Marshal(it)
 		if err != nil {
 			return fmt.Errorf("agent: encode interaction: %w", err)
 		}
-		rows = append(rows, row{it.Sequence, b})
-	}
-	var lost bool
-	historyBytes := j.HistoryBytes
-	err := s.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		lost = false
-		j.HistoryBytes = historyBytes // the transaction may run again
-		for _, r := range rows {
-			// The interaction's body replaces any stored under its
-			// sequence; the job counts the difference.
-			var old int64
-			err := tx.QueryRowContext(ctx, s.d.Rebind(`SELECT `+s.byteLength("body")+` FROM agent_interactions WHERE task_id = ? AND seq = ?`),
-				j.TaskID, r.seq).Scan(&old)
-			switch {
-			case errors.Is(err, sql.ErrNoRows):
-				_, err = tx.ExecContext(ctx, s.d.Rebind(`INSERT INTO agent_interactions (task_id, seq, body) VALUES (?, ?, ?)`),
-					j.TaskID, r.seq, string(r.body))
-			case err == nil:
-				_, err = tx.ExecContext(ctx, s.d.Rebind(`UPDATE agent_interactions SET body = ? WHERE task_id = ? AND seq = ?`),
-					string(r.body), j.TaskID, r.seq)
-			}
-			if err != nil {
-				return err
-			}
-			j.HistoryBytes += int64(len(r.body)) - old
+		// The interaction's body replaces any stored under its sequence;
+		// the job counts the difference.
+		var old int64
+		err = tx.QueryRowContext(ctx, s.d.Rebind(`SELECT `+s.byteLength("body")+` FROM agent_interactions WHERE task_id = ? AND seq = ?`),
+			j.TaskID, it.Sequence).Scan(&old)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			_, err = tx.ExecContext(ctx, s.d.Rebind(`INSERT INTO agent_interactions (task_id, seq, body) VALUES (?, ?, ?)`),
+				j.TaskID, it.Sequence, string(body))
+		case err == nil:
+			_, err = tx.ExecContext(ctx, s.d.Rebind(`UPDATE agent_interactions SET body = ? WHERE task_id = ? AND seq = ?`),
+				string(body), j.TaskID, it.Sequence)
 		}
-		if w.Recovery != nil {
-			rp, err := json.Marshal(w.Recovery)
-			if err != nil {
-				return err
-			}
-			if _, err := tx.ExecContext(ctx, s.d.Rebind(`INSERT INTO agent_recovery_points (task_id, seq, body) VALUES (?, ?, ?)
-				ON CONFLICT (task_id, seq) DO UPDATE SET body = excluded.body`), j.TaskID, w.Recovery.Sequence, string(rp)); err != nil {
-				return err
-			}
-		}
-		// The runtime's columns. The lease is the dispatcher's (Claim,
-		// Renew, Release) and the pending input the queue's (AddInput):
-		// a write here never undoes either. The input the answer was
-		// given is taken off the front of the pending input; what was
-		// added since stays.
-		q := `UPDATE agent_jobs SET description = ?, status = ?, phase = ?, steps = ?,
-			cost_cents = ?, seconds = ?, prompt_tokens = ?, completion_tokens = ?, retries = ?, history_bytes = ?,
-			next_seq = ?, recovery_seq = ?, reason = ?, updated_at = ?,
-			settled = CASE WHEN ? THEN 0 ELSE settled END,
-			pending_input = CASE WHEN ? = '' THEN pending_input
-				WHEN pending_input = ? THEN ''
-				WHEN SUBSTR(pending_input, 1, ?) = ? THEN SUBSTR(pending_input, ?)
-				ELSE pending_input END
-			WHERE task_id = ?`
-		consumed := w.Consumed
-		prefix := consumed + separator
-		n := utf8.RuneCountInString(prefix)
-		args := []any{j.Description, string(j.Status), j.Phase, j.Steps,
-			j.CostCents, j.Seconds, j.PromptTokens, j.CompletionTokens, j.Retries, j.HistoryBytes,
-			j.NextSeq, j.RecoverySeq, j.Reason, micros(j.UpdatedAt), w.Unsettled,
-			consumed, consumed, n, prefix, n + 1, j.TaskID}
-		if w.Holder != "" {
-			q += ` AND lease_holder = ?`
-			args = append(args, w.Holder)
-		}
-		if w.Expect != "" {
-			q += ` AND status = ?`
-			args = append(args, string(w.Expect))
-		}
-		res, err := tx.ExecContext(ctx, s.d.Rebind(q), args...)
 		if err != nil {
 			return err
 		}
-		if n, err := res.RowsAffected(); err != nil {
+		j.HistoryBytes += int64(len(body)) - old
+	}
+	if w.Recovery != nil {
+		rp, err := json.Marshal(w.Recovery)
+		if err != nil {
 			return err
-		} else if n != 1 {
-			lost = true
-			return ErrLeaseLost // rolls the interaction back too
 		}
-		return nil
-	})
-	if lost || err != nil {
-		j.HistoryBytes = historyBytes // nothing was written
+		if _, err := tx.ExecContext(ctx, s.d.Rebind(`INSERT INTO agent_recovery_points (task_id, seq, body) VALUES (?, ?, ?)
+			ON CONFLICT (task_id, seq) DO UPDATE SET body = excluded.body`), j.TaskID, w.Recovery.Sequence, string(rp)); err != nil {
+			return err
+		}
 	}
-	if lost {
-		return fmt.Errorf("agent: save job %s: %w", j.TaskID, ErrLeaseLost)
+	// The runtime's columns. The lease is the dispatcher's (Claim, Renew,
+	// Release) and the pending input the queue's (AddInput): a write here
+	// never undoes either. The input the answer was given is taken off the
+	// front of the pending input; what was added since stays.
+	q := `UPDATE agent_jobs SET description = ?, status = ?, phase = ?, steps = ?,
+		cost_cents = ?, seconds = ?, prompt_tokens = ?, completion_tokens = ?, retries = ?, history_bytes = ?,
+		next_seq = ?, recovery_seq = ?, reason = ?, updated_at = ?,
+		settled = CASE WHEN ? THEN 0 ELSE settled END,
+		pending_input = CASE WHEN ? = '' THEN pending_input
+			WHEN pending_input = ? THEN ''
+			WHEN SUBSTR(pending_input, 1, ?) = ? THEN SUBSTR(pending_input, ?)
+			ELSE pending_input END
+		WHERE task_id = ?`
+	consumed := w.Consumed
+	prefix := consumed + separator
+	n := utf8.RuneCountInString(prefix)
+	args := []any{j.Description, string(j.Status), j.Phase, j.Steps,
+		j.CostCents, j.Seconds, j.PromptTokens, j.CompletionTokens, j.Retries, j.HistoryBytes,
+		j.NextSeq, j.RecoverySeq, j.Reason, micros(j.UpdatedAt), w.Unsettled,
+		consumed, consumed, n, prefix, n + 1, j.TaskID}
+	if w.Holder != "" {
+		q += ` AND lease_holder = ?`
+		args = append(args, w.Holder)
 	}
+	if w.Expect != "" {
+		q += ` AND status = ?`
+		args = append(args, string(w.Expect))
+	}
+	res, err := tx.ExecContext(ctx, s.d.Rebind(q), args...)
 	if err != nil {
-		return fmt.Errorf("agent: save job %s: %w", j.TaskID, err)
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return err
+	} else if n != 1 {
+		// Rolls the interactions back too.
+		return fmt.Errorf("agent: save job %s: %w", j.TaskID, ErrLeaseLost)
 	}
 	return nil
 }

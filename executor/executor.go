@@ -145,6 +145,14 @@ type Request struct {
 	// Data is one proposal (a JSON object with a top-level schema_version)
 	// or one action descriptor (descriptor_version), as received.
 	Data []byte
+	// Also, when set, runs in the transaction of Run's first commit (the
+	// one that makes the proposal's reception durable, before anything
+	// has an effect): what the caller records about the proposal is
+	// durable exactly when the executor's first record of it is. Its
+	// error (the caller no longer holds the work, say) fails that commit
+	// and Run returns it: nothing of the proposal has an effect. It must
+	// write only the caller's own tables.
+	Also func(ctx context.Context, tx *sql.Tx) error
 }
 
 // Result is what became of a proposal.
@@ -230,6 +238,7 @@ func (e *Executor) Run(ctx context.Context, req Request) (*Result, error) {
 	actionID := e.newID()
 	actor := req.Requester
 	j := e.journal(req.TaskID, actionID)
+	j.first = req.Also
 	format := formatProposal
 	if isDescriptor(req.Data) {
 		format = formatDescriptor

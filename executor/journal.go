@@ -29,6 +29,9 @@ type journal struct {
 	task    string
 	action  string
 	entries []audit.Entry
+	// first, when set, joins the transaction of the journal's first
+	// commit (Request.Also).
+	first txOp
 }
 
 func (e *Executor) journal(task, actionID string) *journal {
@@ -45,6 +48,10 @@ func (j *journal) add(en audit.Entry) {
 
 // flush appends the queued entries, all or none.
 func (j *journal) flush(ctx context.Context) error {
+	if j.first != nil {
+		_, err := j.write(ctx, func(context.Context, *sql.Tx) error { return nil })
+		return err
+	}
 	if len(j.entries) == 0 {
 		return nil
 	}
@@ -86,6 +93,18 @@ func (j *journal) commitSteps(ctx context.Context, op txOp) error {
 func (j *journal) write(ctx context.Context, op txOp) (opFailed bool, _ error) {
 	if op == nil {
 		return false, j.flush(ctx)
+	}
+	if first := j.first; first != nil {
+		// The caller's statement goes first, in this commit only: its
+		// error fails the commit and is the op's.
+		j.first = nil
+		inner := op
+		op = func(ctx context.Context, tx *sql.Tx) error {
+			if err := first(ctx, tx); err != nil {
+				return err
+			}
+			return inner(ctx, tx)
+		}
 	}
 	var opErr, logErr error
 	err := j.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
