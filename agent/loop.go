@@ -103,6 +103,9 @@ func (jr *jobRun) start(ctx context.Context, taskID string) (bool, error) {
 	if j.Status == Pending && len(jr.its) > 0 {
 		jr.fresh = len(jr.its) // resumed by the requester or an operator
 	}
+	// The queue stored the description with the built-in redaction; the
+	// operator's patterns and the API key are the runtime's.
+	j.Description = r.redact(j.Description)
 	j.Status = Running
 	if err := jr.save(ctx, nil); err != nil {
 		return false, err

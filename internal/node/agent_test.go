@@ -566,14 +566,20 @@ func agentScenarios(t *testing.T, fresh func(testing.TB) string) {
 		t.Setenv(config.LLMAPIKeyEnv, key)
 		a := startAgentNode(t, fresh(t), func(c *config.Config) { c.Agent.Redact = []string{`hunter[0-9]+`} })
 		a.llm.Push(finish("the key is " + key + " and the password hunter22"))
-		id := a.send(t, "", "leak")
+		id := a.send(t, "", "leak the password hunter33")
 		got := a.wait(t, id, tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired)
 		if strings.Contains(got.Status.Message, key) || strings.Contains(got.Status.Message, "hunter22") || !strings.Contains(got.Status.Message, "[REDACTED]") {
 			t.Fatalf("answer %q", got.Status.Message)
 		}
 		raw, _ := json.Marshal(a.history(t, id))
-		if strings.Contains(string(raw), key) || strings.Contains(string(raw), "hunter22") {
+		if strings.Contains(string(raw), key) || strings.Contains(string(raw), "hunter22") || strings.Contains(string(raw), "hunter33") {
 			t.Fatalf("a secret is in the stored history: %s", raw)
+		}
+		if strings.Contains(requestText(a.chats()[0]), "hunter33") {
+			t.Fatal("a secret of the requester's text reached the model")
+		}
+		if j, _ := a.Agent().Store().Get(context.Background(), id); strings.Contains(j.Description, "hunter33") {
+			t.Fatalf("the job's description keeps a secret: %q", j.Description)
 		}
 		if h := a.chats()[0].Header.Get("Authorization"); h != "Bearer "+key {
 			t.Fatalf("the key was not sent to the model server: %q", h)
