@@ -136,6 +136,9 @@ func (jr *jobRun) start(ctx context.Context, taskID string) (bool, error) {
 	}
 	for _, pa := range held {
 		res, err := r.cfg.Executor.Deny(ctx, pa.ActionID, executor.Host, "withdrawn: the requester wrote again before an operator decided")
+		if errors.Is(err, executor.ErrNoPending) {
+			continue // an operator decided meanwhile: their decision stands
+		}
 		if err != nil {
 			return false, err
 		}
@@ -235,6 +238,10 @@ func (jr *jobRun) phase() []Interaction {
 	return jr.its[from:]
 }
 
+// maxGuidance bounds what an earlier message of the requester or an
+// operator takes in the prompt: always kept, it must not fill it.
+const maxGuidance = 2048
+
 // window is the phase's interactions this claim judges the job by: those
 // since the job last resumed on a human's input.
 func (jr *jobRun) window() []Interaction {
@@ -308,14 +315,14 @@ func (jr *jobRun) prompt(ctx context.Context) []ChatMessage {
 	// What the requester and operators said in earlier phases stays.
 	for _, it := range jr.its[:len(jr.its)-len(jr.phase())] {
 		if it.Guidance != "" {
-			steps = append(steps, step{guidance: it.Guidance})
+			steps = append(steps, step{guidance: cut(it.Guidance, maxGuidance)})
 		}
 	}
 	for _, it := range jr.phase() {
 		if it.Response.Kind == KindAPIError || it.Response.Kind == KindCanceled {
 			continue
 		}
-		s := step{guidance: it.Guidance, answer: it.Response.RawResponse, think: isThink(it)}
+		s := step{guidance: cut(it.Guidance, maxGuidance), answer: it.Response.RawResponse, think: isThink(it)}
 		if it.Observation != nil {
 			s.feedback = it.Observation.Text
 			if len(s.feedback) > 512 {
@@ -427,7 +434,18 @@ func (jr *jobRun) hostRead(ctx context.Context, action, path string) (json.RawMe
 		"reasoning": "the node reads this for the agent's work on the task", "action": action,
 		"args": map[string]any{"path": path}})
 	res, err := jr.r.cfg.Executor.Run(ctx, executor.Request{TaskID: jr.j.TaskID, Requester: jr.j.Requester, Data: prop})
-	if err != nil || res.Outcome != executor.Completed {
+	if err != nil {
+		return nil, false
+	}
+	if res.Outcome == executor.NeedsConfirmation {
+		// The policy wants an operator for this read: the node does
+		// without it rather than leave a held action of its own on the
+		// task (an operator approving the task's action must find the
+		// model's, not this one).
+		_, _ = jr.r.cfg.Executor.Deny(ctx, res.ActionID, executor.Host, "the node's own read for the agent's context is left out when it needs confirmation")
+		return nil, false
+	}
+	if res.Outcome != executor.Completed {
 		return nil, false
 	}
 	return res.Output, true
@@ -531,10 +549,19 @@ func (jr *jobRun) propose(ctx context.Context, it *Interaction, ans *Answer) (bo
 	res, err := r.cfg.Executor.Run(ctx, executor.Request{TaskID: j.TaskID, Requester: j.Requester, Data: []byte(strings.TrimSpace(ans.Raw)),
 		Also: func(ctx context.Context, tx *sql.Tx) error { return r.cfg.Store.WriteTx(ctx, tx, w) }})
 	j.Seconds += time.Since(began).Seconds()
-	done(err)
 	if err != nil {
+		// Run may fail after its first commit (after a promotion it
+		// could not record, say): the answer is then stored, and the
+		// job's memory must say so, or the next step would take its
+		// sequence.
+		if cur, gerr := r.cfg.Store.Get(context.WithoutCancel(ctx), j.TaskID); gerr == nil && cur.NextSeq >= j.NextSeq {
+			done(nil)
+		} else {
+			done(err)
+		}
 		return true, fmt.Errorf("agent: executor: %w", err)
 	}
+	done(nil)
 	return jr.observed(ctx, it, res)
 }
 

@@ -269,9 +269,11 @@ func TestReconcile(t *testing.T) {
 		stopped := make(chan struct{})
 		go func() { rt.Run(rctx); close(stopped) }()
 		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-			left, err := r.store.ToReconcile(ctx, 10)
-			if err == nil && len(left) == 1 || time.Now().After(deadline) {
-				break
+			left, err := r.store.Unsettled(ctx, time.Now(), 10)
+			if err == nil && len(left) == 0 || time.Now().After(deadline) {
+				if j, _ := r.store.Get(ctx, waiting); j.Status == agent.Canceled || time.Now().After(deadline) {
+					break
+				}
 			}
 		}
 		cancel()
@@ -288,8 +290,8 @@ func TestReconcile(t *testing.T) {
 		if j, _ := r.store.Get(ctx, waiting); j.Status != agent.Canceled {
 			t.Errorf("the job of the canceled task: %s", j.Status)
 		}
-		if left, err := r.store.ToReconcile(ctx, 10); err != nil || len(left) != 1 || left[0].TaskID != stuck {
-			t.Errorf("left to reconcile: %d (%v); want only the job that waits", len(left), err)
+		if left, err := r.store.Unsettled(ctx, time.Now(), 10); err != nil || len(left) != 0 {
+			t.Errorf("left unsettled: %d (%v)", len(left), err)
 		}
 	})
 }

@@ -130,8 +130,11 @@ type Runtime struct {
 	running map[string]context.CancelCauseFunc
 	// served is when a job of each requester was last claimed here.
 	served map[string]time.Time
-	wg     sync.WaitGroup
-	budget int
+	// waitCursor is where reconcile's next page of waiting jobs starts
+	// (reconcile runs on the dispatcher's goroutine only).
+	waitCursor string
+	wg         sync.WaitGroup
+	budget     int
 }
 
 // New returns a Runtime on cfg. Call Run to start working.
@@ -186,12 +189,10 @@ func New(cfg Config) (*Runtime, error) {
 // told to the model at the next step. The task goes back to working. It
 // returns the task; ErrNoJob when the task is not the agent's.
 func (r *Runtime) Decided(ctx context.Context, taskID string, res *executor.Result, approved bool) (*tasks.Task, error) {
-	obs := r.redactObservation(observe(res, r.cfg.MaxObservationBytes))
 	word := "approved"
 	if !approved {
 		word = "denied"
 	}
-	text := fmt.Sprintf("The operator %s action %s. Observation: %s", word, res.ActionID, obs.Text)
 	for _, a := range r.redactArtifacts(Artifacts(res)) {
 		if _, err := r.cfg.Tasks.AddArtifact(ctx, taskID, a); err != nil {
 			r.log.Warn("agent: artifact of a decision", "task", taskID, "err", err)
@@ -201,28 +202,42 @@ func (r *Runtime) Decided(ctx context.Context, taskID string, res *executor.Resu
 	if err != nil {
 		return nil, err
 	}
-	if !j.Status.Terminal() {
-		outcome := ObsApproved
-		if !approved {
-			outcome = ObsDenied
-		}
-		if err := r.settleHeld(ctx, taskID, res, outcome); err != nil {
-			return nil, err
-		}
-		if j.Status == InterventionRequired {
-			// The task works again before the job can be claimed, so
-			// that the runtime never finds a runnable job whose task
-			// still waits.
-			if err := ensureWorking(ctx, r.cfg.Tasks, taskID, "resumed after the operator "+word+" action "+res.ActionID); err != nil {
-				return nil, err
-			}
-		}
-		// Told at the next step, whether the job waited or not.
-		if _, err := r.cfg.Store.AddInput(ctx, taskID, text, false, r.cfg.Now()); err != nil {
-			return nil, err
-		}
-		r.Wake()
+	if j.Status.Terminal() {
+		return r.cfg.Tasks.Task(ctx, taskID)
 	}
+	if res.Outcome == executor.NeedsConfirmation {
+		// Approved, but what it would change changed meanwhile: held
+		// again, with the new diff, for the operator to decide again.
+		// The job keeps waiting.
+		if err := r.settleHeld(ctx, taskID, res, ObsNeedsConfirmation); err != nil {
+			return nil, err
+		}
+		return r.cfg.Tasks.Task(ctx, taskID)
+	}
+	outcome := ObsApproved
+	if !approved {
+		outcome = ObsDenied
+	}
+	// The decision's outcome goes on the step that proposed the action
+	// (the model sees it there); the guidance only says what happened.
+	if err := r.settleHeld(ctx, taskID, res, outcome); err != nil {
+		return nil, err
+	}
+	text := fmt.Sprintf("The operator %s action %s (its outcome is on the step that proposed it).", word, res.ActionID)
+	if !approved && res.Reason != "" {
+		text = fmt.Sprintf("The operator denied action %s: %s", res.ActionID, cut(r.redact(res.Reason), 1000))
+	}
+	// The job is queued again first: should the node stop before the
+	// task's write below, the runtime's start makes the task work again.
+	if _, err := r.cfg.Store.AddInput(ctx, taskID, text, false, r.cfg.Now()); err != nil {
+		return nil, err
+	}
+	if j.Status == InterventionRequired {
+		if err := ensureWorking(ctx, r.cfg.Tasks, taskID, "resumed after the operator "+word+" action "+res.ActionID); err != nil {
+			return nil, err
+		}
+	}
+	r.Wake()
 	return r.cfg.Tasks.Task(ctx, taskID)
 }
 
@@ -291,35 +306,55 @@ func (r *Runtime) show(ctx context.Context, taskID string, to tasks.State, note 
 
 // reconcile brings the tasks of jobs that wait for a human or ended to the
 // state their jobs show, where a node stopped before it wrote it, and ends
-// the jobs whose tasks were canceled while they waited.
+// the jobs whose tasks were canceled while they waited (a page of them a
+// pass). Jobs this process works on, or that a live lease holds, are left
+// to their node.
 func (r *Runtime) reconcile(ctx context.Context) {
-	jobs, err := r.cfg.Store.ToReconcile(ctx, 500)
+	now := r.cfg.Now()
+	unsettled, err := r.cfg.Store.Unsettled(ctx, now, 200)
 	if err != nil {
 		r.log.Warn("agent: reconcile", "err", err)
 		return
 	}
-	for _, j := range jobs {
+	waiting, err := r.cfg.Store.Waiting(ctx, r.waitCursor, 200)
+	if err != nil {
+		r.log.Warn("agent: reconcile", "err", err)
+		return
+	}
+	if len(waiting) < 200 {
+		r.waitCursor = "" // the next pass starts over
+	} else {
+		r.waitCursor = waiting[len(waiting)-1].TaskID
+	}
+	for _, j := range append(unsettled, waiting...) {
+		r.mu.Lock()
+		_, mine := r.running[j.TaskID]
+		r.mu.Unlock()
+		if mine || j.LeaseUntil.After(now) {
+			continue
+		}
 		t, err := r.cfg.Tasks.Task(ctx, j.TaskID)
 		if err != nil {
 			continue
 		}
 		if t.Status.State == tasks.StateCanceled && !j.Status.Terminal() {
+			was := j.Status
 			j.Status, j.Reason, j.UpdatedAt = Canceled, "the task was canceled", r.cfg.Now()
-			if err := r.cfg.Store.Write(ctx, Save{Job: j, Expect: InterventionRequired}); err != nil {
-				continue // it moved on: the next pass sees it
+			if err := r.cfg.Store.Write(ctx, Save{Job: j, Expect: was}); err != nil {
+				continue // it moved on: a later pass sees it
 			}
 		}
 		var err2 error
-		switch j.Status {
-		case Success:
+		switch {
+		case j.settled:
+			// Waiting, its task showed it: only a cancel mattered.
+		case j.Status == Success:
 			err2 = r.show(ctx, j.TaskID, tasks.StateCompleted, j.Reason, []tasks.Artifact{answerArtifact(j.Reason)})
-		case HaltedCost, HaltedTime:
+		case j.Status == HaltedCost, j.Status == HaltedTime:
 			err2 = r.show(ctx, j.TaskID, tasks.StateFailed, j.Reason, nil)
-		case InterventionRequired:
-			if t.Status.State == tasks.StateWorking && !j.settled {
-				err2 = r.show(ctx, j.TaskID, tasks.StateInputRequired, j.Reason, nil)
-			}
-		default: // canceled
+		case j.Status == InterventionRequired:
+			err2 = r.show(ctx, j.TaskID, tasks.StateInputRequired, j.Reason, nil)
+		case j.Status == Canceled:
 			err2 = r.cfg.Store.Settle(ctx, j.TaskID)
 		}
 		if err2 != nil {

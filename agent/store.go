@@ -203,22 +203,32 @@ func (s *Store) Settle(ctx context.Context, taskID string) error {
 	return err
 }
 
-// ToReconcile returns up to limit jobs whose task may not show their
-// status: those not settled (a node stopped between the job's write and
-// its task's), and those waiting for a human (their task may have been
-// canceled meanwhile), oldest first.
-func (s *Store) ToReconcile(ctx context.Context, limit int) ([]*Job, error) {
-	rows, err := s.db.R.QueryContext(ctx, s.d.Rebind(`SELECT `+jobColumns+` FROM agent_jobs
-		WHERE settled = 0 OR status = ? ORDER BY updated_at, task_id LIMIT ?`), string(InterventionRequired), limit)
+// Unsettled returns up to limit jobs whose task may not show their
+// status (a node stopped between the job's write and its task's), oldest
+// first, leaving out those a live lease holds (their node is writing the
+// task now).
+func (s *Store) Unsettled(ctx context.Context, now time.Time, limit int) ([]*Job, error) {
+	return s.jobs(ctx, `WHERE settled = 0 AND lease_until < ? ORDER BY updated_at, task_id LIMIT ?`, micros(now), limit)
+}
+
+// Waiting returns up to limit jobs that wait for a human (their task may
+// have been canceled meanwhile) whose task id comes after after, in task
+// id order: a caller pages through all of them, limit at a time.
+func (s *Store) Waiting(ctx context.Context, after string, limit int) ([]*Job, error) {
+	return s.jobs(ctx, `WHERE status = ? AND task_id > ? ORDER BY task_id LIMIT ?`, string(InterventionRequired), after, limit)
+}
+
+func (s *Store) jobs(ctx context.Context, where string, args ...any) ([]*Job, error) {
+	rows, err := s.db.R.QueryContext(ctx, s.d.Rebind(`SELECT `+jobColumns+` FROM agent_jobs `+where), args...)
 	if err != nil {
-		return nil, fmt.Errorf("agent: jobs to reconcile: %w", err)
+		return nil, fmt.Errorf("agent: list jobs: %w", err)
 	}
 	defer rows.Close()
 	var out []*Job
 	for rows.Next() {
 		j, err := scanJob(rows)
 		if err != nil {
-			return nil, fmt.Errorf("agent: jobs to reconcile: %w", err)
+			return nil, fmt.Errorf("agent: list jobs: %w", err)
 		}
 		out = append(out, j)
 	}

@@ -830,6 +830,47 @@ forbid (principal, action, resource in Path::"/sandbox/private/");
 	}
 }
 
+// A read the node makes for the model's context that the policy wants an
+// operator for is left out, and leaves no held action of the node's own:
+// the operator who approves the task approves the model's action.
+func TestHeldContextReadLeftOut(t *testing.T) {
+	dir := t.TempDir()
+	pol := filepath.Join(dir, "policy.cedar")
+	def, err := os.ReadFile("../../executor/policy/default.cedar")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(pol, append(def, []byte(`
+@id("hr-reads")
+@confirm("hr/ is personal data: an operator confirms reads")
+permit (principal, action == Action::"READ_FILE", resource in Path::"/sandbox/hr/");
+`)...), 0o600)
+	a := startAgentNode(t, testdb.SQLite(t), func(c *config.Config) { c.Policy = pol })
+	os.MkdirAll(a.sandboxFile("hr"), 0o700)
+	os.WriteFile(a.sandboxFile("hr/pay.txt"), []byte("salary 99999\n"), 0o600)
+	os.WriteFile(a.sandboxFile("old.txt"), []byte("old\n"), 0o600)
+	a.llm.Push(llmtest.Text(prop("DELETE_FILE", map[string]any{"path": "/sandbox/old.txt"})))
+	id := a.send(t, "", "look at hr/pay.txt and delete old.txt")
+	if got := a.wait(t, id, tasks.StateInputRequired, tasks.StateCompleted, tasks.StateFailed); got.Status.State != tasks.StateInputRequired {
+		t.Fatalf("task %s %q", got.Status.State, got.Status.Message)
+	}
+	a.llm.Push(finish("deleted"))
+	if _, err := admin.Call(context.Background(), admin.Path(a.dataDir), admin.Request{Op: "approve", Task: id}); err != nil {
+		t.Fatalf("approve: %v", err)
+	}
+	if got := a.wait(t, id, tasks.StateCompleted, tasks.StateFailed); got.Status.State != tasks.StateCompleted {
+		t.Fatalf("task %s %q", got.Status.State, got.Status.Message)
+	}
+	if _, err := os.Stat(a.sandboxFile("old.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the approval did not reach the model's delete: %v", err)
+	}
+	for _, r := range a.chats() {
+		if strings.Contains(requestText(r), "salary") {
+			t.Fatal("a read that needed an operator reached the model")
+		}
+	}
+}
+
 // /metrics of a node with an agent: its jobs by status, its model calls
 // by status with their time, and their cost.
 func TestAgentMetrics(t *testing.T) {
