@@ -51,7 +51,7 @@ func (r *Runtime) work(ctx context.Context, cancel context.CancelCauseFunc, task
 			bg := context.WithoutCancel(ctx)
 			jr.j.Status, jr.j.Reason = Canceled, "the task was canceled"
 			if jr.save(bg, nil) == nil {
-				_ = r.cfg.Store.Settle(bg, taskID) // the task says canceled already
+				_ = r.cfg.Store.Settle(bg, taskID, Canceled) // the task says canceled already
 			}
 		}
 		r.log.Info("agent: job canceled", "task", taskID)
@@ -95,7 +95,7 @@ func (jr *jobRun) start(ctx context.Context, taskID string) (bool, error) {
 		if err := jr.save(ctx, nil); err != nil {
 			return false, err
 		}
-		return false, r.cfg.Store.Settle(ctx, taskID)
+		return false, r.cfg.Store.Settle(ctx, taskID, j.Status)
 	}
 	if jr.its, err = r.cfg.Store.Interactions(ctx, taskID); err != nil {
 		return false, err
@@ -580,7 +580,7 @@ func (jr *jobRun) observed(ctx context.Context, it *Interaction, res *executor.R
 			return true, err
 		}
 		// The operator sees what to confirm on the task.
-		err := r.show(ctx, j.TaskID, tasks.StateInputRequired, ConfirmationNote(res), r.redactArtifacts(Artifacts(res)))
+		err := r.show(ctx, j.TaskID, InterventionRequired, ConfirmationNote(res), r.redactArtifacts(Artifacts(res)))
 		r.log.Info("agent: action held for an operator", "task", j.TaskID, "action", res.ActionID, "reason", res.Reason)
 		return true, jr.release(ctx, err)
 	case res.Outcome == executor.Completed && strings.EqualFold(res.Action, "FINISH"):
@@ -715,7 +715,7 @@ func (jr *jobRun) complete(ctx context.Context, message string, arts []tasks.Art
 		p.MediaType = "text/x-diff"
 		arts = append(arts, tasks.Artifact{ArtifactID: "changes", Name: "the changes the agent made", Parts: []tasks.Part{p}})
 	}
-	err := jr.r.show(ctx, j.TaskID, tasks.StateCompleted, message, arts)
+	err := jr.r.show(ctx, j.TaskID, Success, message, arts)
 	r.log.Info("agent: job completed", "task", j.TaskID, "steps", j.Steps, "cost_cents", j.CostCents)
 	return jr.release(ctx, err)
 }
@@ -757,7 +757,7 @@ func (jr *jobRun) stuck(ctx context.Context, reason string) error {
 	if err := jr.save(ctx, nil); err != nil {
 		return err
 	}
-	err := r.show(ctx, j.TaskID, tasks.StateInputRequired, reason, nil)
+	err := r.show(ctx, j.TaskID, InterventionRequired, reason, nil)
 	r.log.Info("agent: job waits for guidance", "task", j.TaskID, "reason", reason)
 	return jr.release(ctx, err)
 }
@@ -787,7 +787,7 @@ func (jr *jobRun) checkLimits(ctx context.Context) (bool, error) {
 		return true, err
 	}
 	data := fmt.Appendf(nil, `{"halt":%q,"limit":%q,"max":%g,"got":%g,"steps":%d,"cost_cents":%g}`, status, limit, max, got, j.Steps, j.CostCents)
-	err := r.show(ctx, j.TaskID, tasks.StateFailed, j.Reason, []tasks.Artifact{{ArtifactID: "halt", Name: "why the agent stopped",
+	err := r.show(ctx, j.TaskID, status, j.Reason, []tasks.Artifact{{ArtifactID: "halt", Name: "why the agent stopped",
 		Parts: []tasks.Part{tasks.DataPart(data)}}})
 	r.log.Info("agent: job halted", "task", j.TaskID, "status", status, "reason", j.Reason)
 	return true, jr.release(ctx, err)

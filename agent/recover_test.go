@@ -249,7 +249,7 @@ func TestReconcile(t *testing.T) {
 		ended(stuck, agent.InterventionRequired, "stuck (monologue): THINK after THINK")
 		ended(halted, agent.HaltedCost, "halted (HALTED_COST): max_cost_cents reached")
 		ended(waiting, agent.InterventionRequired, "which file?")
-		if err := r.store.Settle(ctx, waiting); err != nil { // its task did say input_required…
+		if err := r.store.Settle(ctx, waiting, agent.InterventionRequired); err != nil { // its task did say input_required…
 			t.Fatal(err)
 		}
 		if _, err := r.svc.Transition(ctx, waiting, tasks.StateInputRequired, "which file?"); err != nil {

@@ -263,11 +263,12 @@ func (r *Runtime) settleHeld(ctx context.Context, taskID string, res *executor.R
 }
 
 // show brings the task of a job that now waits for a human or ended to
-// the state its status maps to (to: input_required, completed or failed)
-// with the note and artifacts, then records the job as settled. It goes on
+// the state its status st maps to (input_required, completed or failed)
+// with the note and artifacts, then records the job as settled in st. It goes on
 // when ctx ends (a stopping node finishes what it began); a node that died
 // in between finishes it at its next start (reconcile).
-func (r *Runtime) show(ctx context.Context, taskID string, to tasks.State, note string, arts []tasks.Artifact) error {
+func (r *Runtime) show(ctx context.Context, taskID string, st Status, note string, arts []tasks.Artifact) error {
+	to := st.TaskState()
 	ctx = context.WithoutCancel(ctx)
 	t, err := r.cfg.Tasks.Task(ctx, taskID)
 	if err != nil {
@@ -278,7 +279,7 @@ func (r *Runtime) show(ctx context.Context, taskID string, to tasks.State, note 
 	case t.Status.State.Terminal():
 		// Canceled meanwhile (or ended by another writer): the task's
 		// word stands.
-		return r.cfg.Store.Settle(ctx, taskID)
+		return r.cfg.Store.Settle(ctx, taskID, st)
 	default:
 		have := map[string]bool{}
 		for _, a := range t.Artifacts {
@@ -301,7 +302,7 @@ func (r *Runtime) show(ctx context.Context, taskID string, to tasks.State, note 
 			return err
 		}
 	}
-	return r.cfg.Store.Settle(ctx, taskID)
+	return r.cfg.Store.Settle(ctx, taskID, st)
 }
 
 // reconcile brings the tasks of jobs that wait for a human or ended to the
@@ -349,13 +350,13 @@ func (r *Runtime) reconcile(ctx context.Context) {
 		case j.settled:
 			// Waiting, its task showed it: only a cancel mattered.
 		case j.Status == Success:
-			err2 = r.show(ctx, j.TaskID, tasks.StateCompleted, j.Reason, []tasks.Artifact{answerArtifact(j.Reason)})
+			err2 = r.show(ctx, j.TaskID, j.Status, j.Reason, []tasks.Artifact{answerArtifact(j.Reason)})
 		case j.Status == HaltedCost, j.Status == HaltedTime:
-			err2 = r.show(ctx, j.TaskID, tasks.StateFailed, j.Reason, nil)
+			err2 = r.show(ctx, j.TaskID, j.Status, j.Reason, nil)
 		case j.Status == InterventionRequired:
-			err2 = r.show(ctx, j.TaskID, tasks.StateInputRequired, j.Reason, nil)
+			err2 = r.show(ctx, j.TaskID, j.Status, j.Reason, nil)
 		case j.Status == Canceled:
-			err2 = r.cfg.Store.Settle(ctx, j.TaskID)
+			err2 = r.cfg.Store.Settle(ctx, j.TaskID, j.Status)
 		}
 		if err2 != nil {
 			r.log.Warn("agent: reconcile", "task", j.TaskID, "err", err2)

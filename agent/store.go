@@ -197,9 +197,10 @@ func (s *Store) Release(ctx context.Context, taskID, holder string) error {
 	return err
 }
 
-// Settle records that the job's task shows the job's status.
-func (s *Store) Settle(ctx context.Context, taskID string) error {
-	_, err := s.exec(ctx, "settle", taskID, `UPDATE agent_jobs SET settled = 1 WHERE task_id = ?`, taskID)
+// Settle records that the job's task shows status, the job's status when
+// the task was written; a job that has moved on since stays unsettled.
+func (s *Store) Settle(ctx context.Context, taskID string, status Status) error {
+	_, err := s.exec(ctx, "settle", taskID, `UPDATE agent_jobs SET settled = 1 WHERE task_id = ? AND status = ?`, taskID, string(status))
 	return err
 }
 
