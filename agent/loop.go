@@ -31,6 +31,9 @@ type jobRun struct {
 	// input resumed the job: the patterns and counts that made it wait
 	// (stuck, invalid answers, failed calls) start again from there.
 	fresh int
+	// notes carries the steps' notes to their writer (startNotes).
+	notes     chan noteRequest
+	notesDone chan struct{}
 	// dirty is an interaction completed (its observation) but not stored
 	// yet: it goes with the next write, one commit a step. Until then a
 	// crash leaves it without its observation, which the next claim
@@ -43,7 +46,9 @@ type jobRun struct {
 func (r *Runtime) work(ctx context.Context, cancel context.CancelCauseFunc, taskID string) {
 	r.wg.Go(func() { r.keep(ctx, taskID, cancel) })
 	jr := &jobRun{r: r, shrink: 1}
+	jr.startNotes(ctx)
 	err := jr.run(ctx, taskID)
+	jr.stopNotes()
 	cause := context.Cause(ctx)
 	switch {
 	case errors.Is(cause, errCanceled):
@@ -580,6 +585,7 @@ func (jr *jobRun) observed(ctx context.Context, it *Interaction, res *executor.R
 			return true, err
 		}
 		// The operator sees what to confirm on the task.
+		jr.flushNotes()
 		err := r.show(ctx, j.TaskID, InterventionRequired, ConfirmationNote(res), r.redactArtifacts(Artifacts(res)))
 		r.log.Info("agent: action held for an operator", "task", j.TaskID, "action", res.ActionID, "reason", res.Reason)
 		return true, jr.release(ctx, err)
@@ -715,6 +721,7 @@ func (jr *jobRun) complete(ctx context.Context, message string, arts []tasks.Art
 		p.MediaType = "text/x-diff"
 		arts = append(arts, tasks.Artifact{ArtifactID: "changes", Name: "the changes the agent made", Parts: []tasks.Part{p}})
 	}
+	jr.flushNotes()
 	err := jr.r.show(ctx, j.TaskID, Success, message, arts)
 	r.log.Info("agent: job completed", "task", j.TaskID, "steps", j.Steps, "cost_cents", j.CostCents)
 	return jr.release(ctx, err)
@@ -757,6 +764,7 @@ func (jr *jobRun) stuck(ctx context.Context, reason string) error {
 	if err := jr.save(ctx, nil); err != nil {
 		return err
 	}
+	jr.flushNotes()
 	err := r.show(ctx, j.TaskID, InterventionRequired, reason, nil)
 	r.log.Info("agent: job waits for guidance", "task", j.TaskID, "reason", reason)
 	return jr.release(ctx, err)
@@ -787,6 +795,7 @@ func (jr *jobRun) checkLimits(ctx context.Context) (bool, error) {
 		return true, err
 	}
 	data := fmt.Appendf(nil, `{"halt":%q,"limit":%q,"max":%g,"got":%g,"steps":%d,"cost_cents":%g}`, status, limit, max, got, j.Steps, j.CostCents)
+	jr.flushNotes()
 	err := r.show(ctx, j.TaskID, status, j.Reason, []tasks.Artifact{{ArtifactID: "halt", Name: "why the agent stopped",
 		Parts: []tasks.Part{tasks.DataPart(data)}}})
 	r.log.Info("agent: job halted", "task", j.TaskID, "status", status, "reason", j.Reason)
@@ -796,8 +805,60 @@ func (jr *jobRun) checkLimits(ctx context.Context) (bool, error) {
 // progress tells the requester about a step, as a status note.
 func (jr *jobRun) progress(ctx context.Context, it *Interaction, outcome string) {
 	note := stepNote(it, outcome)
+	if jr.notes == nil {
+		jr.writeNote(ctx, note)
+		return
+	}
+	jr.notes <- noteRequest{note: note}
+}
+
+// A step's note is written by a goroutine of its own, while the job goes
+// on to the model's next answer: the commit of the note overlaps the model
+// call instead of lengthening the step. Notes keep their order, and every
+// one is written before the task's next change of state (flushNotes).
+type noteRequest struct {
+	note string
+	ack  chan struct{} // a barrier: closed once the notes before it are written
+}
+
+// startNotes starts the note writer; stopNotes ends it, after the notes
+// queued.
+func (jr *jobRun) startNotes(ctx context.Context) {
+	jr.notes = make(chan noteRequest, 64)
+	jr.notesDone = make(chan struct{})
+	go func() {
+		defer close(jr.notesDone)
+		for req := range jr.notes {
+			if req.ack != nil {
+				close(req.ack)
+				continue
+			}
+			jr.writeNote(ctx, req.note)
+		}
+	}()
+}
+
+func (jr *jobRun) writeNote(ctx context.Context, note string) {
 	if _, err := jr.r.cfg.Tasks.Progress(ctx, jr.j.TaskID, note); err != nil && ctx.Err() == nil {
 		jr.r.log.Warn("agent: progress", "task", jr.j.TaskID, "err", err)
+	}
+}
+
+// flushNotes waits until the notes queued are written.
+func (jr *jobRun) flushNotes() {
+	if jr.notes == nil {
+		return
+	}
+	ack := make(chan struct{})
+	jr.notes <- noteRequest{ack: ack}
+	<-ack
+}
+
+func (jr *jobRun) stopNotes() {
+	if jr.notes != nil {
+		close(jr.notes)
+		<-jr.notesDone
+		jr.notes = nil
 	}
 }
 
