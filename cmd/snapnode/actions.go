@@ -30,9 +30,12 @@ func (c *cli) adminCommand(op string, args []string) int {
 		"the node's user on the node's machine.")
 	cfg := config.Default()
 	config.Flags(fs, &cfg)
-	reason := ""
+	reason, action := "", ""
 	if op == "deny" {
 		fs.StringVar(&reason, "reason", "", "the note the task fails with (told to the agent, for an agent's job)")
+	}
+	if op != "rollback" {
+		fs.StringVar(&action, "action", "", "decide on the held action `ID` (needed when the task holds several)")
 	}
 	pos, code, done := c.parse(fs, args, 1)
 	if done {
@@ -44,7 +47,7 @@ func (c *cli) adminCommand(op string, args []string) int {
 	if err := config.Load(&cfg, fs, os.Getenv); err != nil {
 		return c.usageError(fs, err.Error())
 	}
-	req := admin.Request{Op: op, Task: pos[0], Reason: reason}
+	req := admin.Request{Op: op, Task: pos[0], Action: action, Reason: reason}
 	if op == "rollback" {
 		req = admin.Request{Op: op, Action: pos[0]}
 	}

@@ -42,7 +42,8 @@ type Request struct {
 	Op string `json:"op"`
 	// Task names the task whose held action is approved or denied.
 	Task string `json:"task,omitempty"`
-	// Action names the promoted action to roll back.
+	// Action names the promoted action to roll back, or the held action
+	// of Task to approve or deny (needed when the task holds several).
 	Action string `json:"action,omitempty"`
 	// Reason is the operator's note for a denial.
 	Reason string `json:"reason,omitempty"`
@@ -57,8 +58,11 @@ type Response struct {
 // Handler carries out the commands. Each returns a JSON-marshalable result
 // (the task as it is now, say) or an error whose text the operator reads.
 type Handler interface {
-	Approve(ctx context.Context, taskID string) (any, error)
-	Deny(ctx context.Context, taskID, reason string) (any, error)
+	// Approve and Deny decide on the action taskID holds: actionID, or
+	// when it is "" the one action the task holds (an error names them
+	// when it holds several).
+	Approve(ctx context.Context, taskID, actionID string) (any, error)
+	Deny(ctx context.Context, taskID, actionID, reason string) (any, error)
 	Rollback(ctx context.Context, actionID string) (any, error)
 }
 
@@ -144,9 +148,9 @@ func (s *Server) serve(ctx context.Context, c *net.UnixConn) {
 	var result any
 	switch req.Op {
 	case "approve":
-		result, err = s.handler.Approve(ctx, req.Task)
+		result, err = s.handler.Approve(ctx, req.Task, req.Action)
 	case "deny":
-		result, err = s.handler.Deny(ctx, req.Task, req.Reason)
+		result, err = s.handler.Deny(ctx, req.Task, req.Action, req.Reason)
 	case "rollback":
 		result, err = s.handler.Rollback(ctx, req.Action)
 	default:

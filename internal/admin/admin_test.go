@@ -14,7 +14,7 @@ import (
 
 type handler struct{ calls []string }
 
-func (h *handler) Approve(_ context.Context, task string) (any, error) {
+func (h *handler) Approve(_ context.Context, task, _ string) (any, error) {
 	h.calls = append(h.calls, "approve "+task)
 	if task == "missing" {
 		return nil, errors.New("no action waits for confirmation in task missing")
@@ -22,7 +22,7 @@ func (h *handler) Approve(_ context.Context, task string) (any, error) {
 	return map[string]string{"task": task, "state": "completed"}, nil
 }
 
-func (h *handler) Deny(_ context.Context, task, reason string) (any, error) {
+func (h *handler) Deny(_ context.Context, task, _, reason string) (any, error) {
 	h.calls = append(h.calls, "deny "+task+" "+reason)
 	return map[string]string{"task": task, "state": "failed"}, nil
 }

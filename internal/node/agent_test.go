@@ -931,3 +931,45 @@ func TestNoAgentFailsAtOnce(t *testing.T) {
 		t.Fatal("the card of a node with an agent lacks the agent skill")
 	}
 }
+
+// A task that holds two actions: a decision must name the one it means
+// (an approve without it is refused, listing both); each is decided by its
+// id, and the other is left as it was.
+func TestTwoHeldActionsDecidedByID(t *testing.T) {
+	a := startAgentNode(t, testdb.SQLite(t), nil)
+	sock := admin.Path(a.dataDir)
+	ctx := context.Background()
+	for _, f := range []string{"one.txt", "two.txt"} {
+		os.WriteFile(a.sandboxFile(f), []byte(f+"\n"), 0o600)
+	}
+	first := taskOf(t, a.alice.call(t, a.Node, "message/send", proposal("DELETE_FILE", map[string]any{"path": "/sandbox/one.txt"}), false))
+	if first.Status.State != "input_required" {
+		t.Fatalf("first: %s", first.Status.State)
+	}
+	p := proposal("DELETE_FILE", map[string]any{"path": "/sandbox/two.txt"})
+	p["taskId"] = first.ID
+	if got := taskOf(t, a.alice.call(t, a.Node, "message/send", p, false)); got.Status.State != "input_required" {
+		t.Fatalf("second: %s %q", got.Status.State, got.Status.Message)
+	}
+	held, err := a.Tasks.Task(ctx, first.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = admin.Call(ctx, sock, admin.Request{Op: "approve", Task: first.ID})
+	if err == nil || !strings.Contains(err.Error(), "holds more than one action") || !strings.Contains(err.Error(), "--action") {
+		t.Fatalf("approve without naming the action: %v", err)
+	}
+	second := strings.TrimPrefix(strings.SplitN(held.Status.Message, ":", 2)[0], "confirmation needed for action ")
+	if _, err := admin.Call(ctx, sock, admin.Request{Op: "approve", Task: first.ID, Action: second}); err != nil {
+		t.Fatalf("approve %s: %v", second, err)
+	}
+	if _, err := os.Stat(a.sandboxFile("two.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("two.txt after its approval: %v", err)
+	}
+	if _, err := os.Stat(a.sandboxFile("one.txt")); err != nil {
+		t.Fatalf("one.txt went with the other's approval: %v", err)
+	}
+	if _, err := admin.Call(ctx, sock, admin.Request{Op: "approve", Task: first.ID, Action: "no-such-action"}); err == nil {
+		t.Fatal("an approval of an action the task does not hold was taken")
+	}
+}

@@ -154,18 +154,22 @@ func (p *proposals) decideSigned(ctx context.Context, approver, taskID string, d
 	if t.Status.State != tasks.StateInputRequired {
 		return nil, snap.FieldError("payload.taskId", "state", string(tasks.StateInputRequired), string(t.Status.State))
 	}
-	pa, err := p.pending(ctx, taskID)
-	if err != nil {
+	pa, err := p.pending(ctx, taskID, d.actionID)
+	switch {
+	case errors.Is(err, errNoHeld):
 		return nil, snap.FieldError("payload.taskId", "pending action", "a task waiting on an action", "no action pending")
-	}
-	if d.actionID != "" && d.actionID != pa.ActionID {
-		return nil, snap.FieldError(decisionPart+".actionId", "pending action", pa.ActionID, d.actionID)
+	case errors.Is(err, errNotHeld):
+		return nil, snap.FieldError(decisionPart+".actionId", "pending action", "an action the task holds", d.actionID)
+	case errors.Is(err, errHeldAmbiguous):
+		return nil, snap.FieldError(decisionPart+".actionId", "required", "the id of one of the actions the task holds", "")
+	case err != nil:
+		return nil, err
 	}
 	reason := d.reason
 	if !d.approve && reason == "" {
 		reason = "denied by operator " + approver
 	}
-	t, err = p.decide(ctx, taskID, approver, d.approve, reason)
+	t, err = p.decide(ctx, taskID, pa.ActionID, approver, d.approve, reason)
 	switch {
 	case errors.Is(err, executor.ErrSelfApproval):
 		return nil, notApprover("the proposer of an action may not decide on it, operator or not")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/snapnode/snapnode/agent"
 	"github.com/snapnode/snapnode/executor"
@@ -106,14 +107,36 @@ func (p *proposals) Run(ctx context.Context, job tasks.Job) (tasks.Outcome, erro
 	return out, nil
 }
 
-// pending returns the one action task waits on.
-func (p *proposals) pending(ctx context.Context, taskID string) (*executor.Pending, error) {
+// Errors of pending.
+var (
+	errNoHeld        = errors.New("waits on no action")
+	errHeldAmbiguous = errors.New("holds more than one action")
+	errNotHeld       = errors.New("holds no such action")
+)
+
+// pending returns the held action of taskID to decide on: actionID, or
+// when it is "" the one action the task holds. A task holding several
+// needs the action named: a decision never lands on an action the
+// operator did not mean.
+func (p *proposals) pending(ctx context.Context, taskID, actionID string) (*executor.Pending, error) {
 	list, err := p.exec.Pending(ctx, taskID)
 	if err != nil {
 		return nil, err
 	}
-	if len(list) == 0 {
-		return nil, fmt.Errorf("task %s waits on no action", taskID)
+	ids := make([]string, len(list))
+	for i, pa := range list {
+		if pa.ActionID == actionID {
+			return &list[i], nil
+		}
+		ids[i] = pa.ActionID + " (" + pa.Action + ")"
+	}
+	switch {
+	case len(list) == 0:
+		return nil, fmt.Errorf("task %s %w", taskID, errNoHeld)
+	case actionID != "":
+		return nil, fmt.Errorf("task %s %w %s; it holds %s", taskID, errNotHeld, actionID, strings.Join(ids, ", "))
+	case len(list) > 1:
+		return nil, fmt.Errorf("task %s %w: %s; name the one to decide (--action ID)", taskID, errHeldAmbiguous, strings.Join(ids, ", "))
 	}
 	return &list[0], nil
 }
@@ -140,18 +163,20 @@ func (p *proposals) settle(ctx context.Context, taskID string, res *executor.Res
 	return p.tasks.Resolve(ctx, taskID, out)
 }
 
-// Approve implements admin.Handler: the host approves what the task waits on.
-func (p *proposals) Approve(ctx context.Context, taskID string) (any, error) {
-	return p.decide(ctx, taskID, executor.Host, true, "")
+// Approve implements admin.Handler: the host approves the action the task
+// holds (actionID, when it holds several).
+func (p *proposals) Approve(ctx context.Context, taskID, actionID string) (any, error) {
+	return p.decide(ctx, taskID, actionID, executor.Host, true, "")
 }
 
 // Deny implements admin.Handler.
-func (p *proposals) Deny(ctx context.Context, taskID, reason string) (any, error) {
-	return p.decide(ctx, taskID, executor.Host, false, reason)
+func (p *proposals) Deny(ctx context.Context, taskID, actionID, reason string) (any, error) {
+	return p.decide(ctx, taskID, actionID, executor.Host, false, reason)
 }
 
-// decide approves or denies, for approver, the action taskID waits on.
-func (p *proposals) decide(ctx context.Context, taskID, approver string, approve bool, reason string) (*tasks.Task, error) {
+// decide approves or denies, for approver, the action taskID holds
+// (actionID, or the one it holds when "").
+func (p *proposals) decide(ctx context.Context, taskID, actionID, approver string, approve bool, reason string) (*tasks.Task, error) {
 	// The held action is bound to its task as it is now: a task that no
 	// longer waits (canceled, ended) has nothing to approve, and its
 	// action never runs. A deny still clears the held record.
@@ -162,7 +187,7 @@ func (p *proposals) decide(ctx context.Context, taskID, approver string, approve
 	if approve && t.Status.State != tasks.StateInputRequired {
 		return nil, fmt.Errorf("task %s is %s: the action it held can no longer be approved (deny it to clear it)", taskID, t.Status.State)
 	}
-	pa, err := p.pending(ctx, taskID)
+	pa, err := p.pending(ctx, taskID, actionID)
 	if err != nil {
 		return nil, err
 	}
