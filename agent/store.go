@@ -548,36 +548,25 @@ func (s *Store) History(ctx context.Context, taskID string) (*History, error) {
 // List returns the jobs in any of the statuses (all when none), oldest
 // first, at most limit (0: no limit).
 func (s *Store) List(ctx context.Context, limit int, statuses ...Status) ([]*Job, error) {
-	q := `SELECT ` + jobColumns + ` FROM agent_jobs`
-	var args []any
+	var (
+		where string
+		args  []any
+	)
 	for i, st := range statuses {
 		if i == 0 {
-			q += ` WHERE status IN (?`
+			where = `WHERE status IN (?`
 		} else {
-			q += `, ?`
+			where += `, ?`
 		}
 		args = append(args, string(st))
 	}
 	if len(statuses) > 0 {
-		q += `)`
+		where += `) `
 	}
-	q += ` ORDER BY created_at, task_id`
+	where += `ORDER BY created_at, task_id`
 	if limit > 0 {
-		q += ` LIMIT ?`
+		where += ` LIMIT ?`
 		args = append(args, limit)
 	}
-	rows, err := s.db.R.QueryContext(ctx, s.d.Rebind(q), args...)
-	if err != nil {
-		return nil, fmt.Errorf("agent: list jobs: %w", err)
-	}
-	defer rows.Close()
-	var out []*Job
-	for rows.Next() {
-		j, err := scanJob(rows)
-		if err != nil {
-			return nil, fmt.Errorf("agent: list jobs: %w", err)
-		}
-		out = append(out, j)
-	}
-	return out, rows.Err()
+	return s.jobs(ctx, where, args...)
 }
