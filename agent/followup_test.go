@@ -4,22 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/snapnode/snapnode/agent"
-	"github.com/snapnode/snapnode/executor"
-	"github.com/snapnode/snapnode/executor/audit"
-	"github.com/snapnode/snapnode/executor/policy"
-	"github.com/snapnode/snapnode/executor/sandbox"
-	"github.com/snapnode/snapnode/internal/sqldb"
 	"github.com/snapnode/snapnode/internal/testdb"
 	"github.com/snapnode/snapnode/tasks"
-	"github.com/snapnode/snapnode/tasks/sqlstore"
 )
 
 // fuModel holds its first answer (a THINK) until released, then answers
@@ -56,54 +48,7 @@ func (m *fuModel) Complete(ctx context.Context, p agent.Prompt) (*agent.Completi
 	return nil, ctx.Err()
 }
 
-// fuNode is what a node wires for its agent, without the transports.
-type fuNode struct {
-	svc   *tasks.Service
-	exec  *executor.Executor
-	store *agent.Store
-	queue *agent.Queue
-	sb    *sandbox.Sandbox
-}
-
-func newFuNode(t *testing.T, dsn string) *fuNode {
-	t.Helper()
-	ctx := t.Context()
-	db, err := sqldb.Open(ctx, dsn, sqldb.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	ts, err := sqlstore.New(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(t.TempDir(), "sandbox")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	sb, err := sandbox.Open(dir, sandbox.Limits{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sb.Close() })
-	log, err := audit.New(ctx, db, audit.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = log.Close() })
-	ex, err := executor.New(ctx, executor.Config{DB: db, Sandbox: sb, Policy: policy.NewHolder(policy.Default()), Audit: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := agent.OpenStore(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := agent.NewQueue(store, nil)
-	return &fuNode{svc: tasks.NewService(ts, tasks.ServiceOptions{Agent: q}), exec: ex, store: store, queue: q, sb: sb}
-}
-
-func fuSend(t *testing.T, n *fuNode, taskID, text string) *tasks.Task {
+func fuSend(t *testing.T, n *rig, taskID, text string) *tasks.Task {
 	t.Helper()
 	req := map[string]any{"message": map[string]any{"messageId": fmt.Sprintf("m%d", len(text)), "role": "user",
 		"parts": []any{map[string]any{"text": text}}}}
@@ -119,7 +64,7 @@ func fuSend(t *testing.T, n *fuNode, taskID, text string) *tasks.Task {
 }
 
 // fuWait waits for the task to reach a terminal state or input_required.
-func fuWait(t *testing.T, n *fuNode, taskID string) *tasks.Task {
+func fuWait(t *testing.T, n *rig, taskID string) *tasks.Task {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
@@ -157,7 +102,7 @@ func fuWait(t *testing.T, n *fuNode, taskID string) *tasks.Task {
 // at work "is told to the model at its next step".
 func TestFollowUpWhileWorking(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
-		n := newFuNode(t, dsn)
+		n := newRig(t, dsn)
 		m := &fuModel{first: make(chan struct{}), release: make(chan struct{})}
 		rt, err := agent.New(agent.Config{Queue: n.queue, Store: n.store, Tasks: n.svc, Executor: n.exec, Model: m,
 			ContextTokens: 8000})
