@@ -34,9 +34,12 @@ type Refusal struct{ Reason string }
 
 func (r *Refusal) Error() string { return "agent refused the task: " + r.Reason }
 
-// delegate hands t, which msg created or continued, to the agent. A new
-// task the agent refuses fails at once with the reason; a continued one
-// keeps its state (the message is in its history).
+// delegate hands t, which a message without proposals created or
+// continued, to the agent. A refusal fails the task at once with its reason
+// when nothing would ever work on it: a new task, or a continued one left
+// working. The agent's own failure fails a new task (no job was recorded
+// for it); on a continued task it is the request's error and the task
+// stays as it is, the message in its history.
 func (s *Service) delegate(ctx context.Context, t *Task, created bool) (*Task, error) {
 	if s.agent == nil || t.Status.State.Terminal() {
 		return t, nil
@@ -47,18 +50,18 @@ func (s *Service) delegate(ctx context.Context, t *Task, created bool) (*Task, e
 	}
 	var r *Refusal
 	note := "internal error: the agent could not take the task"
-	if errors.As(err, &r) {
+	switch {
+	case errors.As(err, &r):
 		note = r.Reason
-	} else {
+	case !created:
+		return nil, fmt.Errorf("tasks: agent: %w", err)
+	default:
 		s.log.Error("tasks: agent failed to take a task", "task", t.ID, "err", err)
 	}
-	if !created && t.Status.State == StateSubmitted {
-		return t, nil
-	}
-	if t.Status.State == StateSubmitted || t.Status.State == StateWorking {
+	if created || t.Status.State == StateWorking {
 		return s.Transition(ctx, t.ID, StateFailed, truncate(note, MaxStatusMessage))
 	}
-	return nil, fmt.Errorf("tasks: agent: %w", err)
+	return t, nil
 }
 
 // Progress records a note on a task that stays in its state (a step of

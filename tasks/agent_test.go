@@ -1,0 +1,68 @@
+package tasks
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+)
+
+// stubAgent answers Take with err (a unit test's fake).
+type stubAgent struct{ err error }
+
+func (a *stubAgent) Take(context.Context, *Task) error { return a.err }
+
+// What the Service makes of an agent's answer to a message without
+// proposals: a refusal fails a task nothing would work on; the agent's
+// own failure fails a new task but is the request's error on a continued
+// one, which stays as it was.
+func TestDelegate(t *testing.T) {
+	ctx := context.Background()
+	text := func(id, taskID string) []byte {
+		p := `{"message":{"messageId":"` + id + `","role":"user","parts":[{"text":"hi"}]}`
+		if taskID != "" {
+			p += `,"taskId":"` + taskID + `"`
+		}
+		return []byte(p + `}`)
+	}
+	for _, tc := range []struct {
+		name      string
+		err       error
+		newState  State  // a new task
+		nextState State  // a continued task that was working
+		nextErr   bool   // the continued message's request fails
+		note      string // in the failed task's status
+	}{
+		{"taken", nil, StateSubmitted, StateWorking, false, ""},
+		{"refused", &Refusal{Reason: "no agent here"}, StateFailed, StateFailed, false, "no agent here"},
+		{"agent failure", errors.New("database down"), StateFailed, StateWorking, true, "internal error"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ag := &stubAgent{}
+			svc := NewService(NewMemoryStore(MemoryStoreOptions{}), ServiceOptions{Agent: ag})
+			ag.err = tc.err
+			created, err := svc.SendMessage(ctx, "alice", text("m1", ""))
+			if err != nil || created.Status.State != tc.newState || !strings.Contains(created.Status.Message, tc.note) {
+				t.Fatalf("new task: %v %v", created, err)
+			}
+			// A task the agent took and works on.
+			ag.err = nil
+			live, err := svc.SendMessage(ctx, "alice", text("m2", ""))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := svc.Transition(ctx, live.ID, StateWorking, "working"); err != nil {
+				t.Fatal(err)
+			}
+			ag.err = tc.err
+			next, err := svc.SendMessage(ctx, "alice", text("m3", live.ID))
+			if (err != nil) != tc.nextErr {
+				t.Fatalf("continued: err %v", err)
+			}
+			got, _ := svc.Task(ctx, live.ID)
+			if got.Status.State != tc.nextState || len(got.History) != 2 {
+				t.Fatalf("continued task: %s with %d messages (answer %v)", got.Status.State, len(got.History), next)
+			}
+		})
+	}
+}
