@@ -69,10 +69,3 @@ func (q *Queue) followUp(ctx context.Context, taskID, text string) error {
 
 // separator joins inputs told to the model in one turn.
 const separator = "\n\n"
-
-func joinInput(a, b string) string {
-	if a == "" {
-		return b
-	}
-	return a + separator + b
-}
