@@ -1,5 +1,7 @@
 package sandbox
 
+import "time"
+
 // SetTestHooks installs failure points for the tests of package
 // sandbox_test: beforeOp runs before each step of a promotion or rollback
 // (with the step's kind and virtual path), beforeRename once a temporary
@@ -17,3 +19,15 @@ func SetTestHooks(s *Sandbox, beforeOp func(kind, path string) error, beforeRena
 // SetSyncHook installs a failure point before each directory sync (after
 // the step's effect is done).
 func SetSyncHook(s *Sandbox, syncDir func() error) { s.core.hooks.syncDir = syncDir }
+
+// RunningCounts returns the running count without walking, and whether
+// there is one.
+func RunningCounts(s *Sandbox) (Counts, bool) {
+	t := &s.core.tally
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.c, t.known
+}
+
+// SetClock makes the sandbox's count age by now instead of the wall clock.
+func SetClock(s *Sandbox, now func() time.Time) { s.core.tally.now = now }

@@ -196,7 +196,9 @@ func plan(steps []entry) (ops, undo []op) {
 
 // transition runs the plan of steps; if a step fails it undoes the steps
 // done, in reverse, under a context that the deadline does not stop.
-func (s *Sandbox) transition(ctx context.Context, opName string, steps []entry) error {
+func (s *Sandbox) transition(ctx context.Context, opName string, steps []entry) (err error) {
+	s.changing()
+	defer func() { s.applied(steps, err == nil) }()
 	ops, undo := plan(steps)
 	for i, o := range ops {
 		applied := false

@@ -72,6 +72,7 @@ type Sandbox struct {
 type core struct {
 	root  *os.Root
 	mu    sync.Mutex // held by Promote, Rollback and Recover
+	tally tally
 	hooks hooks
 }
 
@@ -94,7 +95,7 @@ func Open(dir string, lim Limits) (*Sandbox, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: open workspace: %w", err)
 	}
-	return &Sandbox{core: &core{root: root}, lim: lim}, nil
+	return &Sandbox{core: &core{root: root, tally: tally{now: time.Now}}, lim: lim}, nil
 }
 
 // Close releases the workspace folder, for every view of it.
@@ -294,21 +295,6 @@ func (s *Sandbox) List(ctx context.Context, p string) ([]Entry, error) {
 	}
 	slices.SortFunc(out, func(a, b Entry) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
-}
-
-// Usage returns the bytes of all regular files in the sandbox, the figure
-// MaxTotalBytes caps. It walks the whole tree.
-func (s *Sandbox) Usage(ctx context.Context) (int64, error) {
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	var total int64
-	err := s.walk(ctx, func(rel string, fi fs.FileInfo) error {
-		if fi.Mode().IsRegular() {
-			total += fi.Size()
-		}
-		return nil
-	})
-	return total, err
 }
 
 // Sweep removes the temporary files a crash may have left behind (names

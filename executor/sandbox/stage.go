@@ -206,12 +206,8 @@ func (s *Sandbox) Stage(ctx context.Context, changes []Change) (*Staged, error) 
 	}
 	slices.SortFunc(st.entries, func(a, b entry) int { return strings.Compare(a.rel, b.rel) })
 	if grow > 0 {
-		used, err := s.usage(ctx)
-		if err != nil {
+		if err := s.room(ctx, grow); err != nil {
 			return nil, err
-		}
-		if used+grow > s.lim.MaxTotalBytes {
-			return nil, &LimitError{Limit: LimitTotalBytes, Max: s.lim.MaxTotalBytes, Got: used + grow}
 		}
 	}
 	st.diffs = make([]Diff, len(st.entries))
@@ -224,16 +220,23 @@ func (s *Sandbox) Stage(ctx context.Context, changes []Change) (*Staged, error) 
 	return st, nil
 }
 
-// usage is Usage under the caller's context.
-func (s *Sandbox) usage(ctx context.Context) (int64, error) {
-	var total int64
-	err := s.walk(ctx, func(_ string, fi fs.FileInfo) error {
-		if fi.Mode().IsRegular() {
-			total += fi.Size()
+// room checks that grow more bytes keep the workspace within
+// MaxTotalBytes. The running count answers; before refusing, the tree is
+// walked afresh, so files removed from outside never cause a refusal.
+func (s *Sandbox) room(ctx context.Context, grow int64) error {
+	for _, fresh := range []bool{false, true} {
+		c, err := s.counts(ctx, fresh)
+		if err != nil {
+			return err
 		}
-		return nil
-	})
-	return total, err
+		if c.Bytes+grow <= s.lim.MaxTotalBytes {
+			return nil
+		}
+		if fresh {
+			return &LimitError{Limit: LimitTotalBytes, Max: s.lim.MaxTotalBytes, Got: c.Bytes + grow}
+		}
+	}
+	return nil
 }
 
 // overlay is the sandbox as the changes staged so far leave it.

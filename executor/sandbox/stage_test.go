@@ -215,8 +215,8 @@ func TestStageLimits(t *testing.T) {
 		if _, err := sb.Stage(ctx, []sandbox.Change{sandbox.Write{Path: "/sandbox/a.txt", Content: make([]byte, 80)}}); err != nil {
 			t.Fatalf("replacing within the quota: %v", err)
 		}
-		if u, err := sb.Usage(ctx); err != nil || u != 80 {
-			t.Fatalf("Usage = %d, %v; want 80", u, err)
+		if c, err := sb.Counts(ctx); err != nil || c != (sandbox.Counts{Bytes: 80, Files: 2, Dirs: 1}) {
+			t.Fatalf("Counts = %+v, %v; want 80 bytes in 2 files and 1 directory", c, err)
 		}
 	})
 	t.Run("changes", func(t *testing.T) {

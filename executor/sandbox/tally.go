@@ -1,0 +1,131 @@
+package sandbox
+
+import (
+	"context"
+	"io/fs"
+	"sync"
+	"time"
+)
+
+// tallyMaxAge is how long a count of the workspace is trusted before Stage
+// walks the tree again. The sandbox keeps its count exact for every change
+// it makes itself; the age bounds how long a change made from outside (an
+// operator copying files in) goes uncounted.
+const tallyMaxAge = time.Minute
+
+// Counts is what the workspace holds: the bytes of its regular files (the
+// figure MaxTotalBytes caps), its regular files and its directories (the
+// root not counted).
+type Counts struct {
+	Bytes int64 `json:"bytes"`
+	Files int64 `json:"files"`
+	Dirs  int64 `json:"dirs"`
+}
+
+// add returns c changed by one path going from pre to post.
+func (c Counts) add(pre, post Image) Counts {
+	for sign, img := range [2]Image{pre, post} {
+		d := int64(2*sign - 1) // -1 for pre, +1 for post
+		switch img.Kind {
+		case KindFile:
+			c.Files += d
+			c.Bytes += d * img.Size
+		case KindDir:
+			c.Dirs += d
+		}
+	}
+	return c
+}
+
+// tally is the workspace's running count, shared by every view of one
+// sandbox. Without it every growing write would walk the whole tree, a
+// cost that grows with the workspace (a tree of 100,000 directories made
+// every write miss its deadline).
+type tally struct {
+	now func() time.Time
+
+	mu    sync.Mutex
+	known bool
+	c     Counts
+	at    time.Time // when c was last walked
+	// gen is bumped when a transition starts and when it ends (odd while
+	// one runs): a walk is kept only if gen was even and stayed the same.
+	gen uint64
+}
+
+// counts returns the running count, walking the tree first when there is
+// none, it is older than tallyMaxAge, or fresh is set.
+func (s *Sandbox) counts(ctx context.Context, fresh bool) (Counts, error) {
+	t := &s.core.tally
+	t.mu.Lock()
+	if t.known && !fresh && t.now().Sub(t.at) < tallyMaxAge {
+		c := t.c
+		t.mu.Unlock()
+		return c, nil
+	}
+	gen := t.gen
+	t.mu.Unlock()
+	start := t.now()
+	c, err := s.walkCounts(ctx)
+	if err != nil {
+		return Counts{}, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	// A change made during the walk may or may not be in what the walk
+	// saw: the count stays unknown and the next call walks again.
+	if t.gen == gen && gen%2 == 0 {
+		t.known, t.c, t.at = true, c, start
+	}
+	return c, nil
+}
+
+// walkCounts counts the tree by walking it.
+func (s *Sandbox) walkCounts(ctx context.Context) (Counts, error) {
+	var c Counts
+	err := s.walk(ctx, func(_ string, fi fs.FileInfo) error {
+		switch {
+		case fi.Mode().IsRegular():
+			c.Files++
+			c.Bytes += fi.Size()
+		case fi.IsDir():
+			c.Dirs++
+		}
+		return nil
+	})
+	return c, err
+}
+
+// changing marks a transition as started; applied marks it ended. Both
+// are called with core.mu held, so transitions do not overlap.
+func (s *Sandbox) changing() {
+	t := &s.core.tally
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.gen++
+}
+
+// applied records the steps of a transition carried out in full (ok) or,
+// when it failed part-way, forgets the count so that the next use walks
+// the tree.
+func (s *Sandbox) applied(steps []entry, ok bool) {
+	t := &s.core.tally
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.gen++
+	if !ok {
+		t.known = false
+		return
+	}
+	for _, e := range steps {
+		t.c = t.c.add(e.pre, e.post)
+	}
+}
+
+// Counts returns what the workspace holds, from a walk of the whole tree
+// (which also refreshes the count that Stage checks MaxTotalBytes with).
+func (s *Sandbox) Counts(ctx context.Context) (Counts, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	return s.counts(ctx, true)
+}

@@ -1,0 +1,140 @@
+package sandbox_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/snapnode/snapnode/executor/sandbox"
+)
+
+// promote stages changes and promotes them, failing the test on error.
+func promote(t *testing.T, sb *sandbox.Sandbox, changes ...sandbox.Change) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := sb.Stage(ctx, changes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sb.Promote(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRunningCount: the count the total-bytes cap is checked against
+// follows every promotion and rollback exactly (it equals a walk of the
+// tree), without walking the tree again.
+func TestRunningCount(t *testing.T) {
+	ctx := context.Background()
+	_, sb := newSandbox(t, sandbox.Limits{}, map[string]string{"a.txt": "aaaa", "d/b.txt": "bb"})
+	if _, known := sandbox.RunningCounts(sb); known {
+		t.Fatal("a count before anything needed one")
+	}
+	promote(t, sb, sandbox.Write{Path: "/sandbox/c.md", Content: []byte("ccc")})
+	want := sandbox.Counts{Bytes: 9, Files: 3, Dirs: 1}
+	if c, known := sandbox.RunningCounts(sb); !known || c != want {
+		t.Fatalf("after the first growing write: %+v (known %v), want %+v", c, known, want)
+	}
+	steps := [][]sandbox.Change{
+		{sandbox.Write{Path: "/sandbox/a.txt", Content: []byte("a")}},
+		{sandbox.Mkdir{Path: "/sandbox/e"}, sandbox.Write{Path: "/sandbox/e/f.txt", Content: []byte("ffffff")}},
+		{sandbox.Rename{From: "/sandbox/d/b.txt", To: "/sandbox/e/b.txt"}},
+		{sandbox.Delete{Path: "/sandbox/c.md"}},
+	}
+	var snaps []*sandbox.Snapshot
+	for i, changes := range steps {
+		st, err := sb.Stage(ctx, changes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		snap, err := sb.Promote(ctx, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		snaps = append(snaps, snap)
+		c, known := sandbox.RunningCounts(sb)
+		walked, err := sb.Counts(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !known || c != walked {
+			t.Fatalf("step %d: running count %+v (known %v), the tree holds %+v", i, c, known, walked)
+		}
+	}
+	for i := len(snaps) - 1; i >= 0; i-- {
+		if err := sb.Rollback(ctx, snaps[i]); err != nil {
+			t.Fatal(err)
+		}
+		c, _ := sandbox.RunningCounts(sb)
+		walked, err := sb.Counts(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c != walked {
+			t.Fatalf("rollback %d: running count %+v, the tree holds %+v", i, c, walked)
+		}
+	}
+	if c, _ := sandbox.RunningCounts(sb); c != want {
+		t.Fatalf("after every rollback: %+v, want %+v", c, want)
+	}
+}
+
+// TestRunningCountOutside: files added from outside are counted once the
+// count is older than a minute; files removed from outside never cause a
+// refusal (the tree is walked before refusing); a promotion that fails
+// half-way makes the next check walk.
+func TestRunningCountOutside(t *testing.T) {
+	ctx := context.Background()
+	dir, sb := newSandbox(t, sandbox.Limits{MaxTotalBytes: 100}, map[string]string{"a.txt": string(make([]byte, 50))})
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	sandbox.SetClock(sb, func() time.Time { return now })
+	promote(t, sb, sandbox.Write{Path: "/sandbox/b.txt", Content: make([]byte, 10)})
+
+	// 30 bytes copied in by the operator: within the minute, uncounted.
+	if err := os.WriteFile(filepath.Join(dir, "op.txt"), make([]byte, 30), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sb.Stage(ctx, []sandbox.Change{sandbox.Write{Path: "/sandbox/c.txt", Content: make([]byte, 30)}}); err != nil {
+		t.Fatalf("within the minute the count is the sandbox's own: %v", err)
+	}
+	now = now.Add(61 * time.Second)
+	_, err := sb.Stage(ctx, []sandbox.Change{sandbox.Write{Path: "/sandbox/c.txt", Content: make([]byte, 30)}})
+	var le *sandbox.LimitError
+	if !errors.As(err, &le) || le.Limit != sandbox.LimitTotalBytes || le.Got != 120 {
+		t.Fatalf("a minute later the operator's file counts: %v", err)
+	}
+
+	// The operator removes a.txt: the stale count (90 bytes) would refuse
+	// 30 more, the tree (40 bytes) does not.
+	if err := os.Remove(filepath.Join(dir, "a.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sb.Stage(ctx, []sandbox.Change{sandbox.Write{Path: "/sandbox/c.txt", Content: make([]byte, 30)}}); err != nil {
+		t.Fatalf("a refusal from a stale count: %v", err)
+	}
+	if c, _ := sandbox.RunningCounts(sb); c.Bytes != 40 {
+		t.Fatalf("after the walk: %+v, want 40 bytes", c)
+	}
+
+	// A promotion that fails half-way leaves no count to trust.
+	boom := errors.New("boom")
+	sandbox.SetTestHooks(sb, func(kind, path string) error {
+		if path == "/sandbox/e.txt" {
+			return boom
+		}
+		return nil
+	}, nil)
+	st, err := sb.Stage(ctx, []sandbox.Change{sandbox.Write{Path: "/sandbox/d.txt", Content: []byte("d")}, sandbox.Write{Path: "/sandbox/e.txt", Content: []byte("e")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sb.Promote(ctx, st); !errors.Is(err, boom) {
+		t.Fatalf("promote: %v", err)
+	}
+	if _, known := sandbox.RunningCounts(sb); known {
+		t.Fatal("a count kept after a promotion that failed")
+	}
+}
