@@ -1,0 +1,104 @@
+package testreport_test
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/snapnode/snapnode/internal/testreport"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// TestGolden reads a real `go test -json` stream (testdata/run.jsonl: a
+// module with a failing test, skips of two kinds the project knows and one
+// it does not, and a package that does not build) and compares what a
+// person sees with testdata/run.golden.
+func TestGolden(t *testing.T) {
+	in, err := os.Open(filepath.Join("testdata", "run.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	var out bytes.Buffer
+	rep := testreport.New(&out, testreport.ProjectNeeds())
+	if err := rep.Read(in); err != nil {
+		t.Fatal(err)
+	}
+	rep.Summary()
+	if !rep.Failed() {
+		t.Error("Failed() = false for a run with a failing test and a broken build")
+	}
+	golden := filepath.Join("testdata", "run.golden")
+	if *update {
+		if err := os.WriteFile(golden, out.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != string(want) {
+		t.Errorf("output differs from %s (run with -update to accept):\n%s", golden, out.String())
+	}
+}
+
+// TestSummaryLine: the last line counts what ran and names, for each kind
+// of skip, the command that enables it; a clean run says nothing skipped.
+func TestSummaryLine(t *testing.T) {
+	needs := []testreport.Need{{Name: "PostgreSQL", Marker: "PostgreSQL tests skipped", Enable: "scripts/test-all"}}
+	for _, tc := range []struct {
+		name   string
+		events []testreport.Event
+		want   string
+	}{
+		{"clean", []testreport.Event{
+			{Action: "pass", Package: "p", Test: "TestA"},
+			{Action: "pass", Package: "p"},
+		}, "ran 1 test in 1 package: 1 passed, 0 failed; nothing skipped"},
+		{"skips", []testreport.Event{
+			{Action: "pass", Package: "p", Test: "TestA"},
+			{Action: "output", Package: "p", Test: "TestPG", Output: "    pg_test.go:9: PostgreSQL tests skipped: set …\n"},
+			{Action: "skip", Package: "p", Test: "TestPG"},
+			{Action: "output", Package: "q", Test: "TestX", Output: "    x_test.go:3: no chromium\n"},
+			{Action: "skip", Package: "q", Test: "TestX"},
+		}, "ran 1 test in 2 packages: 1 passed, 0 failed; skipped 2 (1 need PostgreSQL, 1 for other reasons (above)): run scripts/test-all for PostgreSQL"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			rep := testreport.New(&out, needs)
+			for _, ev := range tc.events {
+				rep.Add(ev)
+			}
+			rep.Summary()
+			lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+			if got := lines[len(lines)-1]; got != tc.want {
+				t.Errorf("last line\n got %q\nwant %q", got, tc.want)
+			}
+			if rep.Failed() {
+				t.Error("Failed() = true without a failure")
+			}
+		})
+	}
+}
+
+// FuzzRead: any input is read without a panic, and a Summary follows.
+func FuzzRead(f *testing.F) {
+	if b, err := os.ReadFile(filepath.Join("testdata", "run.jsonl")); err == nil {
+		f.Add(b)
+	}
+	f.Add([]byte(`{"Action":"skip","Package":"p","Test":"T"}` + "\nnot json\n{"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var out bytes.Buffer
+		rep := testreport.New(&out, testreport.ProjectNeeds())
+		_ = rep.Read(bytes.NewReader(b))
+		rep.Summary()
+		if !strings.Contains(out.String(), "ran ") {
+			t.Fatalf("no summary line in %q", out.String())
+		}
+	})
+}
