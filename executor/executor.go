@@ -193,6 +193,9 @@ var (
 	// ErrNotPromoted: no promoted action with this id can be rolled back
 	// (unknown, not promoted, or rolled back already).
 	ErrNotPromoted = errors.New("executor: no promoted action with this id")
+	// ErrAlreadyRolledBack: the action was rolled back before; it matches
+	// ErrNotPromoted too.
+	ErrAlreadyRolledBack = fmt.Errorf("%w: it was rolled back already", ErrNotPromoted)
 	// ErrInvalidIdentity: a requester, approver or task id that cannot be
 	// recorded (empty, too long, control characters, not UTF-8).
 	ErrInvalidIdentity = errors.New("executor: invalid identity")

@@ -265,8 +265,8 @@ func TestRollback(t *testing.T) {
 		if c, _ := v.content("a.txt"); c != "original\n" {
 			t.Fatalf("a.txt = %q after rollback", c)
 		}
-		if err := v.ex.Rollback(ctx, res.ActionID); !errors.Is(err, executor.ErrNotPromoted) {
-			t.Errorf("second Rollback: %v, want ErrNotPromoted", err)
+		if err := v.ex.Rollback(ctx, res.ActionID); !errors.Is(err, executor.ErrNotPromoted) || !errors.Is(err, executor.ErrAlreadyRolledBack) {
+			t.Errorf("second Rollback: %v, want ErrAlreadyRolledBack (an ErrNotPromoted)", err)
 		}
 		es := v.entries(res.ActionID)
 		last := es[len(es)-1]

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/snapnode/snapnode/executor/audit"
 	"github.com/snapnode/snapnode/executor/sandbox"
@@ -20,6 +21,9 @@ import (
 // that is not promoted, is ErrNotPromoted.
 func (e *Executor) Rollback(ctx context.Context, actionID string) error {
 	r, err := e.store.get(ctx, actionID)
+	if err == nil && r.State == stateRolledBack {
+		return fmt.Errorf("action %s: %w (at %s)", actionID, ErrAlreadyRolledBack, r.RolledBack.UTC().Format(time.RFC3339))
+	}
 	if errors.Is(err, errNoRecord) || (err == nil && r.State != statePromoted) {
 		return fmt.Errorf("%w: %q", ErrNotPromoted, actionID)
 	}
@@ -35,7 +39,7 @@ func (e *Executor) Rollback(ctx context.Context, actionID string) error {
 		return err
 	}
 	if !ok {
-		return fmt.Errorf("%w: %q", ErrNotPromoted, actionID)
+		return fmt.Errorf("%w: %q (another rollback took it)", ErrNotPromoted, actionID)
 	}
 	rerr := e.sb.Rollback(ctx, snap)
 	bg := context.WithoutCancel(ctx)

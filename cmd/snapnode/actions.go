@@ -12,7 +12,6 @@ import (
 	"github.com/snapnode/snapnode/executor/audit"
 	"github.com/snapnode/snapnode/internal/admin"
 	"github.com/snapnode/snapnode/internal/config"
-	"github.com/snapnode/snapnode/internal/sqldb"
 )
 
 // adminCommand is `snapnode approve|deny TASK` and `snapnode rollback
@@ -45,7 +44,7 @@ func (c *cli) adminCommand(op string, args []string) int {
 		return c.usageError(fs, "give the "+what)
 	}
 	if err := config.Load(&cfg, fs, os.Getenv); err != nil {
-		return c.usageError(fs, err.Error())
+		return c.configError(fs, err)
 	}
 	req := admin.Request{Op: op, Task: pos[0], Action: action, Reason: reason}
 	if op == "rollback" {
@@ -117,22 +116,16 @@ func (c *cli) audit(args []string) int {
 	return c.auditReport(log.Verify(ctx))
 }
 
-// openAudit opens the audit log of the node's database.
+// openAudit opens the audit log of the node's database (openNodeDB).
 func (c *cli) openAudit(ctx context.Context, fs *flag.FlagSet, cfg *config.Config) (*audit.Log, func(), int, bool) {
-	if err := config.Load(cfg, fs, os.Getenv); err != nil {
-		return nil, nil, c.usageError(fs, err.Error()), false
-	}
-	if cfg.DatabaseDSN() == config.MemoryDatabase {
-		return nil, nil, c.usageError(fs, "the database is memory: the node keeps no audit log on disk"), false
-	}
-	db, err := sqldb.Open(ctx, cfg.DatabaseDSN(), sqldb.Options{})
-	if err != nil {
-		return nil, nil, c.ioError("snapnode "+fs.Name(), err), false
+	db, code, ok := c.openNodeDB(fs, cfg, "audit log")
+	if !ok {
+		return nil, nil, code, false
 	}
 	log, err := audit.New(ctx, db, audit.Options{})
 	if err != nil {
 		db.Close()
-		return nil, nil, c.ioError("snapnode "+fs.Name(), err), false
+		return nil, nil, c.ioError(fs.Name(), err), false
 	}
 	return log, func() { log.Close(); db.Close() }, 0, true
 }

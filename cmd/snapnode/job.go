@@ -11,7 +11,6 @@ import (
 
 	"github.com/snapnode/snapnode/agent"
 	"github.com/snapnode/snapnode/internal/config"
-	"github.com/snapnode/snapnode/internal/sqldb"
 )
 
 // job is `snapnode job list|show|history|replay`: the agent's jobs in the
@@ -36,30 +35,12 @@ func (c *cli) job(args []string) int {
 	return exitUsage
 }
 
-// openJobStore opens the agent's job store in the node's database, as
-// `run` would with the same settings. A SQLite file that does not exist is
-// an error naming it, never a new empty database.
+// openJobStore opens the agent's job store in the node's database
+// (openNodeDB).
 func (c *cli) openJobStore(fs *flag.FlagSet, cfg *config.Config) (*agent.Store, func(), int, bool) {
-	if err := config.Load(cfg, fs, os.Getenv); err != nil {
-		return nil, nil, c.usageError(fs, err.Error()), false
-	}
-	dsn := cfg.DatabaseDSN()
-	if dsn == config.MemoryDatabase {
-		return nil, nil, c.usageError(fs, "the database is memory: a node's jobs are only in that node"), false
-	}
-	if path, ok := strings.CutPrefix(dsn, "sqlite:"); ok || !strings.Contains(dsn, "://") {
-		if !ok {
-			path = dsn
-		}
-		path, _, _ = strings.Cut(path, "?")
-		if _, err := os.Stat(path); err != nil {
-			fmt.Fprintf(c.stderr, "%s: no node database at %s (give the node's --data-dir or --database): %v\n", fs.Name(), path, err)
-			return nil, nil, exitUsage, false
-		}
-	}
-	db, err := sqldb.Open(context.Background(), dsn, sqldb.Options{})
-	if err != nil {
-		return nil, nil, c.ioError(fs.Name(), err), false
+	db, code, ok := c.openNodeDB(fs, cfg, "jobs")
+	if !ok {
+		return nil, nil, code, false
 	}
 	st, err := agent.OpenStore(context.Background(), db)
 	if err != nil {

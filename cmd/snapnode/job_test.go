@@ -105,7 +105,7 @@ func TestJobCommands(t *testing.T) {
 	}
 	// A folder with no node database is named, never created.
 	empty := filepath.Join(t.TempDir(), "nothing")
-	if code, _, errOut := cmd("job", "list", "--data-dir", empty); code != exitUsage || !strings.Contains(errOut, "no node database") {
+	if code, _, errOut := cmd("job", "list", "--data-dir", empty); code != exitFail || !strings.Contains(errOut, "no node keeps its data here") {
 		t.Fatalf("no database: exit %d: %s", code, errOut)
 	}
 	if _, err := os.Stat(empty); !os.IsNotExist(err) {

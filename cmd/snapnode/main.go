@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/suggest"
 	"github.com/snapnode/snapnode/snap"
 )
 
@@ -35,6 +36,7 @@ func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
 type cli struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
+	synopses       map[*flag.FlagSet]string // "usage: snapnode …" of each flag set
 }
 
 // command is a sub-command; run gets the arguments after its name.
@@ -66,6 +68,7 @@ func init() {
 		{"verify", "validate a SNAP message (syntax, timestamp, signature)", (*cli).verify},
 		{"card", "sign or verify an Agent Card (card sign, card verify)", (*cli).card},
 		{"relay", "run the embedded Nostr relay alone (relay --listen ADDR --db FILE)", (*cli).relay},
+		{"version", "print the version, commit and Go version of this binary", (*cli).version},
 		{"help", "show this list, or the flags of a command (help <command>)", (*cli).help},
 	}
 }
@@ -91,10 +94,16 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "-h", "-help", "--help":
 		c.printCommands(stdout)
 		return exitOK
+	case "-version", "--version":
+		return c.version(nil)
 	}
 	cmd := lookup(args[0])
 	if cmd == nil {
-		fmt.Fprintf(stderr, "snapnode: unknown command %q\n\n", args[0])
+		names := make([]string, len(commands))
+		for i, cmd := range commands {
+			names[i] = cmd.name
+		}
+		fmt.Fprintf(stderr, "snapnode: unknown command %q%s\n\n", args[0], suggest.DidYouMean(args[0], names, ""))
 		c.printCommands(stderr)
 		return exitUsage
 	}
@@ -139,6 +148,10 @@ func (c *cli) help(args []string) int {
 func (c *cli) flagSet(name, use string, desc ...string) *flag.FlagSet {
 	fs := flag.NewFlagSet("snapnode "+name, flag.ContinueOnError)
 	fs.SetOutput(c.stderr)
+	if c.synopses == nil {
+		c.synopses = make(map[*flag.FlagSet]string)
+	}
+	c.synopses[fs] = fmt.Sprintf("usage: snapnode %s %s", name, use)
 	fs.Usage = func() {
 		w := fs.Output()
 		fmt.Fprintf(w, "usage: snapnode %s %s\n", name, use)
@@ -158,11 +171,24 @@ func (c *cli) flagSet(name, use string, desc ...string) *flag.FlagSet {
 // already reported).
 func (c *cli) parse(fs *flag.FlagSet, args []string, maxPos int) (pos []string, code int, done bool) {
 	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, exitOK, true
+		// The flag package would print the error and every flag; a mistake
+		// gets one line, a suggestion and the synopsis instead (usageError).
+		out := fs.Output()
+		fs.SetOutput(io.Discard)
+		err := fs.Parse(args)
+		fs.SetOutput(out)
+		if errors.Is(err, flag.ErrHelp) {
+			fs.Usage()
+			return nil, exitOK, true
+		}
+		if err != nil {
+			msg := err.Error()
+			if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+				var names []string
+				fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+				msg = "unknown flag --" + name + suggest.DidYouMean(name, names, "--")
 			}
-			return nil, exitUsage, true // the flag package printed the error and usage
+			return nil, c.usageError(fs, msg), true
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {
@@ -181,10 +207,22 @@ func (c *cli) parse(fs *flag.FlagSet, args []string, maxPos int) (pos []string, 
 	return pos, exitOK, false
 }
 
-// usageError reports msg and the usage of fs on stderr and returns 2.
+// usageError reports msg and the synopsis of fs on stderr, with where to
+// find every flag, and returns 2.
 func (c *cli) usageError(fs *flag.FlagSet, msg string) int {
 	fmt.Fprintf(c.stderr, "%s: %s\n", fs.Name(), msg)
-	fs.Usage()
+	if syn := c.synopses[fs]; syn != "" {
+		fmt.Fprintln(c.stderr, syn)
+	}
+	fmt.Fprintf(c.stderr, "(snapnode help %s lists every flag)\n", strings.TrimPrefix(fs.Name(), "snapnode "))
+	return exitUsage
+}
+
+// configError reports a setting that could not be loaded (a bad value, a
+// configuration file that does not parse) and returns 2. It is not a
+// mistake in the command line: no synopsis follows.
+func (c *cli) configError(fs *flag.FlagSet, err error) int {
+	fmt.Fprintf(c.stderr, "%s: %v\n", fs.Name(), err)
 	return exitUsage
 }
 
@@ -214,7 +252,7 @@ func (c *cli) readInput(pos []string) ([]byte, error) {
 func (c *cli) keyAndInput(fs *flag.FlagSet, prog, keyFile string, pos []string) (k *identity.Key, raw []byte, code int, ok bool) {
 	k, err := identity.Load(keyFile)
 	if errors.Is(err, identity.ErrNoKey) {
-		return nil, nil, c.usageError(fs, err.Error()), false
+		return nil, nil, c.configError(fs, err), false
 	}
 	if err != nil {
 		return nil, nil, c.ioError(prog, err), false

@@ -114,7 +114,7 @@ func TestUsage(t *testing.T) {
 		{"help of unknown", []string{"help", "frobnicate"}, 2, "", "unknown command"},
 		{"unknown command", []string{"frobnicate"}, 2, "", "unknown command"},
 		{"-h of a command", []string{"keygen", "-h"}, 0, "", "usage: snapnode keygen"},
-		{"unknown flag", []string{"keygen", "--bogus"}, 2, "", "flag provided but not defined"},
+		{"unknown flag", []string{"keygen", "--bogus"}, 2, "", "unknown flag --bogus"},
 		{"keygen takes no argument", []string{"keygen", "x"}, 2, "", "too many arguments"},
 		{"verify takes one file", []string{"verify", "a", "b"}, 2, "", "too many arguments"},
 		{"verify --now not a number", []string{"verify", "--now", "soon"}, 2, "", "invalid value"},

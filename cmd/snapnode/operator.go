@@ -3,29 +3,52 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 
 	"github.com/snapnode/snapnode/internal/config"
+	"github.com/snapnode/snapnode/internal/sqldb"
 	"github.com/snapnode/snapnode/tasks"
 	"github.com/snapnode/snapnode/tasks/sqlstore"
 )
 
-// openTaskStore opens the node's task database, as `run` would with the
-// same settings (--data-dir, --database, --config, SNAPNODE_*).
-func (c *cli) openTaskStore(fs *flag.FlagSet, cfg *config.Config) (*sqlstore.Store, int, bool) {
+// openNodeDB opens the database of the node that the settings name
+// (--data-dir, --database, --config, SNAPNODE_*), as `run` would, for an
+// operator command that reads it; what is what the command reads there.
+// A SQLite file that does not exist is an error naming it: a command run
+// in the wrong folder never creates an empty node.
+func (c *cli) openNodeDB(fs *flag.FlagSet, cfg *config.Config, what string) (*sqldb.DB, int, bool) {
 	if err := config.Load(cfg, fs, os.Getenv); err != nil {
-		return nil, c.usageError(fs, err.Error()), false
+		return nil, c.configError(fs, err), false
 	}
 	if cfg.DatabaseDSN() == config.MemoryDatabase {
-		return nil, c.usageError(fs, "the database is memory: a node's tasks are only in that node"), false
+		return nil, c.usageError(fs, "the database is memory: the node keeps its "+what+" nowhere else"), false
 	}
-	st, err := sqlstore.Open(context.Background(), cfg.DatabaseDSN())
+	db, err := sqldb.Open(context.Background(), cfg.DatabaseDSN(), sqldb.Options{Existing: true})
+	if errors.Is(err, sqldb.ErrNoDatabase) {
+		fmt.Fprintf(c.stderr, "%s: %v: no node keeps its data here; run the command in the folder the node runs in, or give the node's --data-dir, --database or --config (or SNAPNODE_DATA_DIR)\n", fs.Name(), err)
+		return nil, exitFail, false
+	}
 	if err != nil {
-		return nil, c.ioError("snapnode task "+fs.Name(), err), false
+		return nil, c.ioError(fs.Name(), err), false
 	}
-	return st, 0, true
+	return db, 0, true
+}
+
+// openTaskStore opens the task store in the node's database (openNodeDB).
+func (c *cli) openTaskStore(fs *flag.FlagSet, cfg *config.Config) (*sqlstore.Store, func(), int, bool) {
+	db, code, ok := c.openNodeDB(fs, cfg, "tasks")
+	if !ok {
+		return nil, nil, code, false
+	}
+	st, err := sqlstore.New(context.Background(), db)
+	if err != nil {
+		db.Close()
+		return nil, nil, c.ioError(fs.Name(), err), false
+	}
+	return st, func() { st.Close(); db.Close() }, 0, true
 }
 
 // operatorTask is one task as the operator commands print it: the SNAP
@@ -76,11 +99,11 @@ func (c *cli) taskList(args []string) int {
 	if done {
 		return code
 	}
-	st, code, ok := c.openTaskStore(fs, &cfg)
+	st, closeStore, code, ok := c.openTaskStore(fs, &cfg)
 	if !ok {
 		return code
 	}
-	defer st.Close()
+	defer closeStore()
 	list, err := st.List(context.Background(), tasks.Filter{Owner: *from, States: states, Limit: *limit})
 	if err != nil {
 		return c.ioError("snapnode task list", err)
@@ -108,11 +131,11 @@ func (c *cli) taskShow(args []string) int {
 	if len(pos) != 1 {
 		return c.usageError(fs, "give the task ID")
 	}
-	st, code, ok := c.openTaskStore(fs, &cfg)
+	st, closeStore, code, ok := c.openTaskStore(fs, &cfg)
 	if !ok {
 		return code
 	}
-	defer st.Close()
+	defer closeStore()
 	t, err := st.Get(context.Background(), pos[0])
 	if err != nil {
 		fmt.Fprintf(c.stderr, "snapnode task show: %v\n", err)

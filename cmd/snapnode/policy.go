@@ -49,7 +49,7 @@ func (c *cli) policyCommand(args []string) int {
 		return c.usageError(fs, "give the proposal FILE, or - for standard input")
 	}
 	if err := config.Load(&cfg, fs, os.Getenv); err != nil {
-		return c.usageError(fs, err.Error())
+		return c.configError(fs, err)
 	}
 	data, err := c.readInput(pos)
 	if err != nil {

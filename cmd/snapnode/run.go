@@ -30,7 +30,7 @@ func (c *cli) runNode(args []string) int {
 		return code
 	}
 	if err := config.Load(&cfg, fs, os.Getenv); err != nil {
-		return c.usageError(fs, err.Error())
+		return c.configError(fs, err)
 	}
 	var level slog.Level
 	level.UnmarshalText([]byte(cfg.LogLevel)) // Validate checked it

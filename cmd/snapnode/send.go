@@ -142,7 +142,7 @@ func (c *cli) request(fs *flag.FlagSet, cf clientFlags, method string, payload a
 // exchange is request for any method: when events is set, the events of
 // a streaming method are shown there as they arrive, before the response.
 func (c *cli) exchange(fs *flag.FlagSet, cf clientFlags, method string, payload any, events eventPrinter) int {
-	prog := "snapnode " + fs.Name()
+	prog := fs.Name()
 	if code, ok := c.checkTarget(fs, &cf); !ok {
 		return code
 	}
@@ -187,14 +187,14 @@ func (c *cli) checkTarget(fs *flag.FlagSet, cf *clientFlags) (int, bool) {
 		return c.usageError(fs, "--to ADDRESS is required"), false
 	}
 	if _, err := identity.ParseAddress(cf.to); err != nil {
-		return c.usageError(fs, err.Error()), false
+		return c.usageError(fs, "--to: "+err.Error()), false
 	}
 	if cf.http != "" {
 		if len(cf.relays) > 0 || cf.persist {
 			return c.usageError(fs, "--http sends over HTTP: --relay and --persist are for Nostr"), false
 		}
 		if _, _, err := endpointURL(cf.http); err != nil {
-			return c.usageError(fs, err.Error()), false
+			return c.usageError(fs, "--http: "+err.Error()), false
 		}
 	} else if len(cf.relays) == 0 {
 		cf.relays = []string{"ws://127.0.0.1:7447"}
@@ -271,6 +271,9 @@ func (c *cli) nostrExchange(ctx context.Context, prog string, cf clientFlags, ke
 		fmt.Fprintf(c.stderr, "%s: REJECTED card event %s from %s: %v\n", prog, r.EventID, r.PubKey, r.Err)
 	}
 	if err != nil {
+		if down := unreachable(pool.Health()); down != "" {
+			return nil, fmt.Errorf("%w: could not reach any relay: %s", errNoValidAnswer, down)
+		}
 		return nil, fmt.Errorf("%w: no valid card for %s on %s: %w", errNoValidAnswer, cf.to, strings.Join(cf.relays, ", "), err)
 	}
 	client := relay.NewClient(relay.ClientConfig{Key: key, Transport: pool, Logger: quietLogger(c)})
@@ -342,4 +345,18 @@ func clientKey(file string, c *cli) (*identity.Key, error) {
 	}
 	fmt.Fprintf(c.stderr, "created a client identity %s in %s\n", k.Address(identity.Mainnet), path)
 	return k, nil
+}
+
+// unreachable describes the relays and their last errors when none of them
+// is connected ("" when one is, or none has failed yet): then a card that
+// was not found was never looked for.
+func unreachable(health []relay.RelayStatus) string {
+	var down []string
+	for _, h := range health {
+		if h.State == relay.StateConnected || h.LastError == nil {
+			return ""
+		}
+		down = append(down, fmt.Sprintf("%s (%v)", h.URL, h.LastError))
+	}
+	return strings.Join(down, "; ")
 }

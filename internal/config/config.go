@@ -25,6 +25,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"runtime"
 	"slices"
@@ -35,6 +36,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/suggest"
 )
 
 // Config is every setting of `snapnode run`.
@@ -458,7 +460,8 @@ func Load(c *Config, fs *flag.FlagSet, getenv func(string) string) error {
 			return fmt.Errorf("config: %s: %w", file, err)
 		}
 		if un := md.Undecoded(); len(un) > 0 {
-			return fmt.Errorf("config: %s: unknown setting %q", file, un[0].String())
+			key := un[0].String()
+			return fmt.Errorf("config: %s: unknown setting %q%s", file, key, suggest.DidYouMean(key, fileKeys(reflect.TypeFor[Config](), ""), ""))
 		}
 	}
 	base.ConfigFile = file
@@ -781,4 +784,22 @@ func (c *Config) EnsureDataDir() error {
 		return fmt.Errorf("config: data folder: %w", err)
 	}
 	return nil
+}
+
+// fileKeys lists the settings a configuration file may hold: the toml
+// names of t's fields, tables as "table.key".
+func fileKeys(t reflect.Type, prefix string) []string {
+	var keys []string
+	for f := range t.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
+		if name == "" || name == "-" {
+			continue
+		}
+		if f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeFor[Duration]() {
+			keys = append(keys, fileKeys(f.Type, prefix+name+".")...)
+			continue
+		}
+		keys = append(keys, prefix+name)
+	}
+	return keys
 }

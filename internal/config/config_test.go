@@ -458,7 +458,7 @@ system_prompt = "Answer in English."
 	}
 	// A misspelt key is refused, naming it.
 	typo := writeFile(t, "typo.toml", "[agent]\nmax_stepz = 5\n", 0o600)
-	if _, err := load(t, []string{"--config", typo}, nil); err == nil || !strings.Contains(err.Error(), `unknown setting "agent.max_stepz"`) {
+	if _, err := load(t, []string{"--config", typo}, nil); err == nil || !strings.Contains(err.Error(), `unknown setting "agent.max_stepz" (did you mean agent.max_steps?)`) {
 		t.Errorf("unknown [agent] key: %v", err)
 	}
 }

@@ -308,8 +308,14 @@ func limiter(rate float64, burst int) snap.Limiter {
 	return ratelimit.New(ratelimit.Config{Rate: rate, Burst: burst})
 }
 
+// ErrNoKeyFile: the key file the operator named does not exist. Only the
+// default file in the data folder is created on first start; a named one
+// that is missing is a mistake (a wrong path would otherwise silently give
+// the node a new identity).
+var ErrNoKeyFile = errors.New("the key file does not exist")
+
 // loadOrCreateKey returns the key in SNAPNODE_KEY, else in the key file,
-// creating the file (0600) with a new key on first start.
+// creating the default file (0600) with a new key on first start.
 func loadOrCreateKey(cfg config.Config, logger *slog.Logger) (*identity.Key, error) {
 	if k, err := identity.FromEnv(); k != nil || err != nil {
 		return k, err
@@ -318,6 +324,9 @@ func loadOrCreateKey(cfg config.Config, logger *slog.Logger) (*identity.Key, err
 	k, err := identity.LoadKeyFile(path)
 	if err == nil || !errors.Is(err, fs.ErrNotExist) {
 		return k, err
+	}
+	if cfg.KeyFile != "" {
+		return nil, fmt.Errorf("%w: %s (snapnode keygen --out %s makes one; without --key the node keeps its identity in its data folder)", ErrNoKeyFile, path, path)
 	}
 	if k, err = identity.Generate(); err != nil {
 		return nil, err

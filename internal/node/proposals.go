@@ -216,12 +216,12 @@ func (p *proposals) decide(ctx context.Context, taskID, actionID, approver strin
 // Rollback implements admin.Handler.
 func (p *proposals) Rollback(ctx context.Context, actionID string) (any, error) {
 	if err := p.exec.Rollback(ctx, actionID); err != nil {
-		if errors.Is(err, executor.ErrNotPromoted) {
+		if errors.Is(err, executor.ErrNotPromoted) && !errors.Is(err, executor.ErrAlreadyRolledBack) {
 			return nil, fmt.Errorf("action %s: %w", actionID, err)
 		}
 		return nil, err
 	}
-	return map[string]string{"action": actionID, "rolledBack": "true"}, nil
+	return map[string]any{"action": actionID, "rolledBack": true}, nil
 }
 
 // PolicyEngine loads the operator's policy from path (--policy), or

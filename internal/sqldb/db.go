@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"sync"
 	"time"
 
@@ -13,6 +15,9 @@ import (
 )
 
 var (
+	// ErrNoDatabase: Options.Existing was set and the SQLite file is
+	// missing.
+	ErrNoDatabase = errors.New("sqldb: no database")
 	// ErrClosed: the database was closed.
 	ErrClosed = errors.New("database closed")
 	// ErrSchemaTooNew: the database was migrated by a newer build; this one
@@ -31,6 +36,11 @@ type Options struct {
 	// survives the process dying but maybe not the machine losing power)
 	// or "EXTRA". PostgreSQL ignores it (see its synchronous_commit).
 	Synchronous string
+	// Existing opens only a database that exists: a SQLite file that is
+	// missing gives ErrNoDatabase, and neither it nor its folder is
+	// created (for tools that read a node's database: a wrong folder must
+	// not look like an empty node).
+	Existing bool
 }
 
 // DB is an open database: its dialect, a pool for writes and a pool for
@@ -64,6 +74,11 @@ func Open(ctx context.Context, dsn string, opts Options) (*DB, error) {
 	db := &DB{Dialect: tg.dialect}
 	switch tg.dialect {
 	case SQLite:
+		if opts.Existing {
+			if _, err := os.Stat(tg.path); errors.Is(err, fs.ErrNotExist) {
+				return nil, fmt.Errorf("%w at %s", ErrNoDatabase, tg.path)
+			}
+		}
 		if db.W, db.R, err = openSQLite(ctx, tg.path, opts); err != nil {
 			return nil, err
 		}

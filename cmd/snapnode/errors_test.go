@@ -1,0 +1,75 @@
+package main
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// TestErrorMessages: what a person sees after the common mistakes, compared
+// with testdata/errors/NAME.golden (run with -update to accept a change).
+// Each message names what was wrong and what to do, once, without the
+// list of every flag; the temporary folder is written $TMP.
+func TestErrorMessages(t *testing.T) {
+	noEnvKey(t)
+	t.Setenv("SNAPNODE_DATA_DIR", "")
+	t.Setenv("SNAPNODE_CONFIG", "")
+	dir := t.TempDir()
+	key := keyFile(t, dir, testSecret)
+	badConfig := writeFile(t, dir, "bad.toml", "data_dir = \"x\"\nlog_levle = \"debug\"\n", 0o600)
+	wrongValue := writeFile(t, dir, "value.toml", "log_level = \"loud\"\n", 0o600)
+	const peer = "bc1pnl7eeyeujrj5dj3sylpkx4jnq5rgtunu66la2kyjg2anarn2sn9skwqymj"
+	tests := []struct {
+		name string
+		args []string
+		code int
+	}{
+		{"unknown-command", []string{"rnu"}, 2},
+		{"unknown-flag", []string{"run", "--data-dri", dir}, 2},
+		{"flag-value", []string{"task", "list", "--limit", "many"}, 2},
+		{"config-unknown-key", []string{"run", "--config", badConfig}, 2},
+		{"config-bad-value", []string{"run", "--config", wrongValue}, 2},
+		{"missing-key", []string{"run", "--data-dir", filepath.Join(dir, "node"), "--key", filepath.Join(dir, "nope.key"), "--relay", "ws://127.0.0.1:1", "--http-listen", "off"}, 1},
+		{"wrong-folder-task-list", []string{"task", "list", "--data-dir", filepath.Join(dir, "elsewhere")}, 1},
+		{"wrong-folder-audit", []string{"audit", "verify", "--data-dir", filepath.Join(dir, "elsewhere")}, 1},
+		{"wrong-folder-job", []string{"job", "list", "--data-dir", filepath.Join(dir, "elsewhere")}, 1},
+		{"unreachable-relay", []string{"send", "--key", key, "--to", peer, "--relay", "ws://127.0.0.1:1", "--timeout", "5s", "hello"}, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := runCLI(t, "", tt.args...)
+			if r.code != tt.code {
+				t.Errorf("exit %d, want %d\n%s", r.code, tt.code, r)
+			}
+			got := "exit " + strconv.Itoa(r.code) + "\n--- stdout\n" + r.stdout + "--- stderr\n" + r.stderr
+			got = strings.ReplaceAll(got, dir, "$TMP")
+			golden := filepath.Join("testdata", "errors", tt.name+".golden")
+			if *update {
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != string(want) {
+				t.Errorf("differs from %s (-update to accept):\n%s", golden, got)
+			}
+			if strings.Contains(r.stderr, "-agent-max-jobs") {
+				t.Error("the message dumps the list of every flag")
+			}
+			if strings.Contains(r.stderr, "snapnode snapnode") {
+				t.Error("the program's name is doubled")
+			}
+		})
+	}
+	if _, err := os.Stat(filepath.Join(dir, "elsewhere")); !os.IsNotExist(err) {
+		t.Errorf("an operator command created the folder it did not find: %v", err)
+	}
+}

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"fmt"
+	"runtime/debug"
+)
+
+// version is `snapnode version`: the module version the binary was built
+// from (v1.2.3 when installed with go install …@v1.2.3, "(devel)" from a
+// checkout), the commit and whether the tree had changes, when the build
+// recorded them, and the Go version.
+func (c *cli) version(args []string) int {
+	fs := c.flagSet("version", "", "Prints the version, the commit and the Go version of this binary.")
+	if _, code, done := c.parse(fs, args, 0); done {
+		return code
+	}
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		fmt.Fprintln(c.stdout, "snapnode: no build information in this binary")
+		return exitFail
+	}
+	fmt.Fprintln(c.stdout, versionLine(info))
+	return exitOK
+}
+
+// versionLine is "snapnode VERSION (commit C[, modified], built TIME) GO".
+func versionLine(info *debug.BuildInfo) string {
+	settings := map[string]string{}
+	for _, s := range info.Settings {
+		settings[s.Key] = s.Value
+	}
+	v := info.Main.Version
+	if v == "" {
+		v = "(unknown)"
+	}
+	commit := "commit unknown"
+	if rev := settings["vcs.revision"]; rev != "" {
+		commit = "commit " + rev[:min(12, len(rev))]
+		if settings["vcs.modified"] == "true" {
+			commit += ", modified"
+		}
+		if t := settings["vcs.time"]; t != "" {
+			commit += ", " + t
+		}
+	}
+	return fmt.Sprintf("snapnode %s (%s) %s", v, commit, info.GoVersion)
+}
