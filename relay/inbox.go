@@ -309,7 +309,7 @@ func (in *Inbox) handle(run *running, ev *nostr.Event) {
 	}
 	// The event id names this delivery: a replica sharing the replay
 	// store that took it already answers it, and this one stays silent.
-	inbound := snap.Inbound{Raw: plain, Signer: &signer, Via: ev.ID}
+	inbound := snap.Inbound{Raw: plain, Signer: &signer, Via: ev.ID, Transport: "nostr"}
 	if in.streams != nil && in.streams.IsStream(peekMethod(plain)) {
 		select {
 		case in.slots <- struct{}{}:

@@ -19,6 +19,7 @@ const (
 	AgentAnswerFile   = "agent-answer.v1.json"
 	JobManifestFile   = "job-manifest.v1.json"
 	JobHistoryFile    = "job-history.v1.json"
+	LogLineFile       = "log-line.v1.json"
 )
 
 // BaseURL is where the files are published; each $id is BaseURL followed
@@ -33,11 +34,12 @@ const (
 	AgentAnswerID   = BaseURL + AgentAnswerFile
 	JobManifestID   = BaseURL + JobManifestFile
 	JobHistoryID    = BaseURL + JobHistoryFile
+	LogLineID       = BaseURL + LogLineFile
 )
 
 // FS holds the schema files exactly as published.
 //
-//go:embed proposal.v1.json action-descriptor.v1.json agent-response.v1.json agent-answer.v1.json job-manifest.v1.json job-history.v1.json
+//go:embed proposal.v1.json action-descriptor.v1.json agent-response.v1.json agent-answer.v1.json job-manifest.v1.json job-history.v1.json log-line.v1.json
 var FS embed.FS
 
 // files lists the embedded schemas; the accessors index it.
@@ -48,6 +50,7 @@ var files = [...]struct{ name, id string }{
 	{AgentAnswerFile, AgentAnswerID},
 	{JobManifestFile, JobManifestID},
 	{JobHistoryFile, JobHistoryID},
+	{LogLineFile, LogLineID},
 }
 
 const (
@@ -57,6 +60,7 @@ const (
 	iAgentAnswer
 	iJobManifest
 	iJobHistory
+	iLogLine
 )
 
 // NewCompiler returns a JSON Schema compiler (draft 2020-12) that knows
@@ -125,6 +129,11 @@ func JobManifest() *jsonschema.Schema { return must(iJobManifest) }
 // --format json). It panics only if the embedded files do not compile (see
 // Proposal).
 func JobHistory() *jsonschema.Schema { return must(iJobHistory) }
+
+// LogLine returns the compiled schema of a line of the node's JSON log
+// (log_format = json). It panics only if the embedded files do not compile
+// (see Proposal).
+func LogLine() *jsonschema.Schema { return must(iLogLine) }
 
 func must(i int) *jsonschema.Schema {
 	s, err := compiled()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -131,8 +132,9 @@ type Observer interface {
 // through Stream before the final response. A Server is transport-neutral
 // and safe for concurrent use.
 type Server struct {
-	cfg  ServerConfig
-	addr string
+	cfg     ServerConfig
+	addr    string
+	refused refusals
 }
 
 // NewServer returns a Server for cfg.
@@ -146,7 +148,7 @@ func NewServer(cfg ServerConfig) *Server {
 	if cfg.Results == nil {
 		cfg.Results = NewMemoryResultStore(10_000)
 	}
-	return &Server{cfg: cfg, addr: cfg.Key.Address(cfg.Network)}
+	return &Server{cfg: cfg, addr: cfg.Key.Address(cfg.Network), refused: refusals{counts: make(map[int]int64)}}
 }
 
 // Address returns the address the server answers from.
@@ -166,6 +168,9 @@ type Inbound struct {
 	// recognized and not answered twice (see ErrRedelivered), while the
 	// same message in a new delivery, a peer's retry, is answered.
 	Via string
+	// Transport names the way the message came, for the log: "nostr",
+	// "http", "ws".
+	Transport string
 }
 
 // Respond handles one inbound message. It returns the signed response to
@@ -176,31 +181,118 @@ func (s *Server) Respond(ctx context.Context, in Inbound) *Message {
 	return s.observed(ctx, in, nil)
 }
 
-// observed is serve, told to the Observer.
+// observed is serve, told to the Observer and to the log (answered).
 func (s *Server) observed(ctx context.Context, in Inbound, send func(*Message) error) *Message {
-	if s.cfg.Observer == nil {
-		return s.serve(ctx, in, send, nil)
-	}
 	var tm timing
 	start := time.Now()
 	resp := s.serve(ctx, in, send, &tm)
-	if resp != nil {
+	if resp == nil {
+		return nil
+	}
+	code := responseCode(resp)
+	if s.cfg.Observer != nil {
 		handle := time.Duration(0)
 		if !tm.handled.IsZero() {
 			handle = time.Since(tm.handled)
 		}
-		s.cfg.Observer.Observe(resp.Method, responseCode(resp), tm.verified.Sub(start), handle)
+		s.cfg.Observer.Observe(resp.Method, code, tm.verified.Sub(start), handle)
 	}
+	s.answered(ctx, in, resp, code, &tm, time.Since(start))
 	return resp
 }
 
-// timing marks when validation ended and a handler started.
+// timing marks when validation ended and a handler started, and what the
+// request said of itself once it verified.
 type timing struct {
 	verified, handled time.Time
+	id                string // the request's id, once verified
 }
 
-// responseCode is the error code of a response's payload, 0 for a result.
-// Only error payloads, which are small, are parsed.
+// refusalWindow is how often refusals are logged: the first of a window
+// at once, the others counted and summed up with the first of the next.
+const refusalWindow = 10 * time.Second
+
+// refusals counts the refusals not logged yet, by SNAP code.
+type refusals struct {
+	mu     sync.Mutex
+	last   time.Time     // when a refusal was last logged
+	counts map[int]int64 // bounded: SNAP codes are a few dozen
+	held   int64
+}
+
+// answered logs one line per answer: at info for a request that was
+// served (method, requester, request and task ids, transport, time,
+// outcome); at warn for refusals, at most one line per refusalWindow with
+// the count of those in between, so a flood cannot fill the log.
+func (s *Server) answered(ctx context.Context, in Inbound, resp *Message, code int, tm *timing, took time.Duration) {
+	log := s.cfg.Logger
+	transport := in.Transport
+	if transport == "" {
+		transport = "direct"
+	}
+	if code == 0 {
+		if !log.Enabled(ctx, slog.LevelInfo) {
+			return
+		}
+		taskID, state := taskOf(resp.Payload)
+		attrs := []any{"method", resp.Method, "from", resp.To, "id", tm.id, "transport", transport, "took", took.Round(time.Microsecond)}
+		if taskID != "" {
+			attrs = append(attrs, "task", taskID, "state", state)
+		}
+		log.Info("request answered", attrs...)
+		return
+	}
+	r := &s.refused
+	now := s.cfg.Now()
+	r.mu.Lock()
+	if !r.last.IsZero() && now.Sub(r.last) < refusalWindow {
+		if len(r.counts) < 64 {
+			r.counts[code]++
+		}
+		r.held++
+		r.mu.Unlock()
+		return
+	}
+	before, held := r.counts, r.held
+	r.last, r.counts, r.held = now, make(map[int]int64), 0
+	r.mu.Unlock()
+	attrs := []any{"method", resp.Method, "to", resp.To, "transport", transport, "code", code}
+	if held > 0 {
+		attrs = append(attrs, "refused_since_last", held, "refused_by_code", fmt.Sprint(before))
+	}
+	log.Warn("request refused", attrs...)
+}
+
+// taskOf returns the id and state of the task a result payload carries
+// ({"task": {…}} for message/send, the task itself for tasks/get and
+// tasks/cancel), if it carries one.
+func taskOf(payload []byte) (id, state string) {
+	if !bytes.Contains(payload, []byte(`"status"`)) {
+		return "", ""
+	}
+	type task struct {
+		ID     string `json:"id"`
+		Status struct {
+			State string `json:"state"`
+		} `json:"status"`
+	}
+	var p struct {
+		task
+		Task *task `json:"task"`
+	}
+	if json.Unmarshal(payload, &p) != nil {
+		return "", ""
+	}
+	t := p.task
+	if p.Task != nil {
+		t = *p.Task
+	}
+	if t.Status.State == "" {
+		return "", ""
+	}
+	return t.ID, t.Status.State
+}
+
 func responseCode(m *Message) int {
 	if !bytes.HasPrefix(m.Payload, []byte(`{"error":`)) {
 		return 0
@@ -232,7 +324,7 @@ func (s *Server) serve(ctx context.Context, in Inbound, send func(*Message) erro
 		return nil
 	}
 	if tm != nil {
-		tm.handled = time.Now()
+		tm.handled, tm.id = time.Now(), v.ID
 	}
 	if sh, ok := s.cfg.Router.LookupStream(v.Method); ok {
 		return s.stream(ctx, sh, v, send)

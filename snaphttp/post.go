@@ -39,7 +39,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 	}
 	s.active.Add(1)
 	defer s.active.Add(-1)
-	in := snap.Inbound{Raw: body}
+	in := snap.Inbound{Raw: body, Transport: "http"}
 	if acceptsEventStream(r.Header.Values("Accept")) {
 		s.postSSE(w, r, in)
 		return

@@ -244,5 +244,5 @@ func (wc *wsConn) handle(o *outbox, raw []byte) {
 	defer s.active.Add(-1)
 	ctx, cancel := s.streamContext(wc.ctx, methodOf(raw))
 	defer cancel()
-	o.final(wc.ctx, s.cfg.Responder.Stream(ctx, snap.Inbound{Raw: raw}, o.send))
+	o.final(wc.ctx, s.cfg.Responder.Stream(ctx, snap.Inbound{Raw: raw, Transport: "ws"}, o.send))
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -32,9 +31,7 @@ func (c *cli) runNode(args []string) int {
 	if err := config.Load(&cfg, fs, os.Getenv); err != nil {
 		return c.configError(fs, err)
 	}
-	var level slog.Level
-	level.UnmarshalText([]byte(cfg.LogLevel)) // Validate checked it
-	logger := slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: level}))
+	logger := cfg.Logger(c.stderr)
 
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)

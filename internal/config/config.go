@@ -20,6 +20,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net"
 	"net/url"
@@ -65,6 +66,11 @@ type Config struct {
 	// DefaultHTTPListen and that port is taken, the node runs without
 	// HTTP and logs a warning; an address set on purpose must be free.
 	HTTPListen string `toml:"http_listen"`
+	// HTTPPublicURL is the URL peers reach the HTTP transport at (behind
+	// a reverse proxy, say: https://node.example.com); the card
+	// advertises its /snap endpoint. Empty: the listen address, when it
+	// is one other machines can reach.
+	HTTPPublicURL string `toml:"http_public_url"`
 	// HTTPMaxBody bounds a message posted or sent over WebSocket, in
 	// bytes; a larger one gets 400 (or WebSocket close 1009).
 	HTTPMaxBody int64 `toml:"http_max_body"`
@@ -89,6 +95,8 @@ type Config struct {
 	NostrKeyBurst int     `toml:"nostr_key_burst"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `toml:"log_level"`
+	// LogFormat is text (key=value lines) or json (one object a line).
+	LogFormat string `toml:"log_format"`
 	// MaxDrift is the SNAP timestamp window.
 	MaxDrift Duration `toml:"max_drift"`
 	// ReplyTTL is the NIP-40 expiration of replies to stored requests.
@@ -244,6 +252,7 @@ func Default() Config {
 		NostrKeyRate:  20,
 		NostrKeyBurst: 100,
 		LogLevel:      "info",
+		LogFormat:     "text",
 		MaxDrift:      Duration{60 * time.Second},
 		ReplyTTL:      Duration{7 * 24 * time.Hour},
 		TaskRetention: Duration{30 * 24 * time.Hour},
@@ -358,6 +367,7 @@ var settings = []setting{
 			c.HTTPListen = v
 			return nil
 		}, nil},
+	stringSetting("http-public-url", "SNAPNODE_HTTP_PUBLIC_URL", "advertise the HTTP transport at `URL` in the card (behind a reverse proxy: https://node.example.com)", func(c *Config) *string { return &c.HTTPPublicURL }),
 	int64Setting("http-max-body", "SNAPNODE_HTTP_MAX_BODY", "refuse HTTP and WebSocket messages over `BYTES` (400, or close 1009)", func(c *Config) *int64 { return &c.HTTPMaxBody }),
 	floatSetting("http-rate", "SNAPNODE_HTTP_RATE", "allow each peer `N` HTTP requests or WebSocket messages a second (0: no limit)", func(c *Config) *float64 { return &c.HTTPRate }),
 	intSetting("http-burst", "SNAPNODE_HTTP_BURST", "let each peer burst to `N` HTTP requests above its rate", func(c *Config) *int { return &c.HTTPBurst }),
@@ -366,6 +376,7 @@ var settings = []setting{
 	floatSetting("nostr-key-rate", "SNAPNODE_NOSTR_KEY_RATE", "allow each Nostr key `N` request events a second, checked before decryption (0: no limit)", func(c *Config) *float64 { return &c.NostrKeyRate }),
 	intSetting("nostr-key-burst", "SNAPNODE_NOSTR_KEY_BURST", "let each Nostr key burst to `N` request events above its rate", func(c *Config) *int { return &c.NostrKeyBurst }),
 	stringSetting("log-level", "SNAPNODE_LOG_LEVEL", "log `LEVEL`: debug, info, warn or error", func(c *Config) *string { return &c.LogLevel }),
+	stringSetting("log-format", "SNAPNODE_LOG_FORMAT", "log in `FORMAT`: text (key=value) or json (one object a line)", func(c *Config) *string { return &c.LogFormat }),
 	{"testnet", "SNAPNODE_TESTNET", "use the testnet (tb1p…) address",
 		func(fs *flag.FlagSet, c *Config, name, usage string) { fs.BoolVar(&c.Testnet, name, c.Testnet, usage) },
 		func(c *Config, v string) (err error) { c.Testnet, err = strconv.ParseBool(v); return err }, nil},
@@ -534,6 +545,12 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("config: http_listen %q: want host:port: %w", c.HTTPListen, err))
 		}
 	}
+	if c.HTTPPublicURL != "" {
+		u, err := url.Parse(c.HTTPPublicURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+			errs = append(errs, fmt.Errorf("config: http_public_url %q: want an http:// or https:// URL with a host and no query", c.HTTPPublicURL))
+		}
+	}
 	if c.HTTPMaxBody < 1024 || c.HTTPMaxBody > MaxHTTPBody {
 		errs = append(errs, fmt.Errorf("config: http_max_body %d: want 1024…%d bytes", c.HTTPMaxBody, MaxHTTPBody))
 	}
@@ -553,6 +570,11 @@ func (c *Config) Validate() error {
 	case "debug", "info", "warn", "error":
 	default:
 		errs = append(errs, fmt.Errorf("config: log_level %q: want debug, info, warn or error", c.LogLevel))
+	}
+	switch c.LogFormat {
+	case "text", "json":
+	default:
+		errs = append(errs, fmt.Errorf("config: log_format %q: want text or json", c.LogFormat))
 	}
 	if c.MaxDrift.Duration < time.Second {
 		errs = append(errs, fmt.Errorf("config: max_drift %v: want at least 1s", c.MaxDrift.Duration))
@@ -802,4 +824,16 @@ func fileKeys(t reflect.Type, prefix string) []string {
 		keys = append(keys, prefix+name)
 	}
 	return keys
+}
+
+// Logger returns the node's logger writing to w, at LogLevel, in
+// LogFormat (Validate checked both).
+func (c *Config) Logger(w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(c.LogLevel))
+	opts := &slog.HandlerOptions{Level: level}
+	if c.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
 }

@@ -20,8 +20,10 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
+	"net/url"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -338,6 +340,45 @@ func loadOrCreateKey(cfg config.Config, logger *slog.Logger) (*identity.Key, err
 	return k, nil
 }
 
+// proposalSkill is what every node does: carry out a peer's proposals.
+func proposalSkill() snap.Skill {
+	return snap.Skill{ID: "file-actions", Name: "File actions",
+		Description: "Carries out proposals (a data part with schema_version 1.x: READ_FILE, LIST_FILES, WRITE_FILE, RENAME_FILE, DELETE_FILE and composites) in the node's sandbox folder: each is validated, judged by policy and audited; risky ones wait for an operator.",
+		Tags:        []string{"files", "sandbox", "proposals"},
+		Examples:    []string{`{"schema_version":"1.0.0","id":"…","reasoning":"…","action":"WRITE_FILE","args":{"path":"/sandbox/notes.md","content":"…"}}`}}
+}
+
+// publicEndpoints are the HTTP transport's endpoints a peer can reach:
+// under http_public_url when it is set, else under the listen address
+// when other machines can reach it (not loopback, not a wildcard that
+// names no host, not port 0). An https URL also serves WebSocket (wss).
+func publicEndpoints(cfg config.Config) []snap.Endpoint {
+	if cfg.HTTPListen == "" {
+		return nil
+	}
+	base := cfg.HTTPPublicURL
+	if base == "" {
+		host, port, err := net.SplitHostPort(cfg.HTTPListen)
+		ip := net.ParseIP(host)
+		if err != nil || host == "" || port == "0" || strings.EqualFold(host, "localhost") || (ip != nil && (ip.IsLoopback() || ip.IsUnspecified())) {
+			return nil
+		}
+		base = "http://" + cfg.HTTPListen
+	}
+	u, err := url.Parse(strings.TrimSuffix(base, "/"))
+	if err != nil {
+		return nil // Validate refused it
+	}
+	u = u.JoinPath("snap")
+	out := []snap.Endpoint{{Protocol: "http", URL: u.String()}}
+	if u.Scheme == "https" {
+		ws := *u
+		ws.Scheme = "wss"
+		out = append(out, snap.Endpoint{Protocol: "wss", URL: ws.String()})
+	}
+	return out
+}
+
 // buildCard makes the agent card from the configuration.
 func buildCard(cfg config.Config, addr string, relays []string) (*snap.Card, error) {
 	c := &snap.Card{
@@ -353,8 +394,16 @@ func buildCard(cfg config.Config, addr string, relays []string) (*snap.Card, err
 		!slices.ContainsFunc(c.Skills, func(s snap.Skill) bool { return s.ID == "agent" }) {
 		c.Skills = append(c.Skills, agentSkill(cfg))
 	}
+	if ps := proposalSkill(); !slices.ContainsFunc(c.Skills, func(s snap.Skill) bool { return s.ID == ps.ID }) {
+		c.Skills = append(c.Skills, ps)
+	}
 	for _, e := range cfg.Card.Endpoints {
 		c.Endpoints = append(c.Endpoints, snap.Endpoint{Protocol: e.Protocol, URL: e.URL})
+	}
+	for _, e := range publicEndpoints(cfg) {
+		if !slices.ContainsFunc(c.Endpoints, func(x snap.Endpoint) bool { return x.URL == e.URL }) {
+			c.Endpoints = append(c.Endpoints, e)
+		}
 	}
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("node: the configured card is invalid: %w", err)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/node"
 	"github.com/snapnode/snapnode/relay"
+	"github.com/snapnode/snapnode/snap"
 )
 
 // startNode starts a node with its embedded relay on a free loopback port
@@ -227,7 +229,7 @@ func TestNodeRepublishesChangedCard(t *testing.T) {
 	if err != nil || d.Card.Name != "renamed" {
 		t.Fatalf("discovered %v, %v; want the renamed card", d, err)
 	}
-	c.Skills = nil // invalid: a card needs a skill
+	c.Name = "" // invalid: a card needs a name
 	if _, err := n.UpdateCard(ctx, c); err == nil || n.Card().Name != "renamed" {
 		t.Errorf("an invalid card was accepted (%v) or replaced the published one", err)
 	}
@@ -255,5 +257,41 @@ func TestTasksSurviveRestart(t *testing.T) {
 	task, _ := got["task"].(map[string]any)
 	if task == nil || task["id"] != id || len(task["history"].([]any)) != 1 || taskOf(t, got).Status.State != answered {
 		t.Fatalf("after restart, tasks/get: %v; want the state answered, %s", got, answered)
+	}
+}
+
+// TestCardAdvertises: the card lists the skills the node has (file
+// actions always; the agent only when configured, see TestNoAgentFailsAtOnce)
+// and an endpoint for the HTTP transport only where a peer can reach it.
+func TestCardAdvertises(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		listen    string
+		public    string
+		endpoints []snap.Endpoint
+	}{
+		{"loopback", "127.0.0.1:0", "", nil},
+		{"behind a TLS proxy", "127.0.0.1:0", "https://node.example.com/agent/", []snap.Endpoint{
+			{Protocol: "http", URL: "https://node.example.com/agent/snap"}, {Protocol: "wss", URL: "wss://node.example.com/agent/snap"}}},
+		{"plain http", "127.0.0.1:0", "http://203.0.113.5:7448", []snap.Endpoint{{Protocol: "http", URL: "http://203.0.113.5:7448/snap"}}},
+		{"no HTTP", "", "https://node.example.com", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n, _ := startNode(t, func(c *config.Config) { c.HTTPListen, c.HTTPPublicURL = tc.listen, tc.public })
+			card := n.Card()
+			if !slices.Equal(card.Endpoints, tc.endpoints) {
+				t.Errorf("endpoints %v, want %v", card.Endpoints, tc.endpoints)
+			}
+			var ids []string
+			for _, s := range card.Skills {
+				ids = append(ids, s.ID)
+			}
+			if !slices.Equal(ids, []string{"tasks", "file-actions"}) {
+				t.Errorf("skills %v, want tasks and file-actions", ids)
+			}
+		})
+	}
+	if err := (func() error { c := config.Default(); c.HTTPPublicURL = "ftp://x"; return c.Validate() })(); err == nil || !strings.Contains(err.Error(), "http_public_url") {
+		t.Errorf("an ftp public URL: %v", err)
 	}
 }
