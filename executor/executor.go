@@ -142,8 +142,8 @@ type Request struct {
 	TaskID string
 	// Requester is the proposer's identity, a P2TR address.
 	Requester string
-	// Data is one proposal (a JSON object with a top-level schema_version)
-	// or one action descriptor (descriptor_version), as received.
+	// Data is one proposal or one action descriptor, as received and as
+	// proposal.Classify tells them apart.
 	Data []byte
 	// Also, when set, runs in the transaction of Run's first commit (the
 	// one that makes the proposal's reception durable, before anything
@@ -239,10 +239,7 @@ func (e *Executor) Run(ctx context.Context, req Request) (*Result, error) {
 	actor := req.Requester
 	j := e.journal(req.TaskID, actionID)
 	j.first = req.Also
-	format := formatProposal
-	if isDescriptor(req.Data) {
-		format = formatDescriptor
-	}
+	format := formatOf(req.Data)
 	sum := sha256.Sum256(req.Data)
 	j.add(audit.Entry{Actor: actor, Step: audit.StepReceived,
 		Detail: detail(receivedDetail{Format: format, Size: len(req.Data), SHA256: hex.EncodeToString(sum[:])})})

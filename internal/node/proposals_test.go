@@ -183,3 +183,34 @@ func TestProposalsEndToEnd(t *testing.T) {
 		t.Fatalf("Verify after an edit: %v, want entry 3 named", err)
 	}
 }
+
+// A data part with a proposal's action and args but no schema_version is
+// a proposal that forgot its version: the task fails with the structured
+// validation error naming /schema_version, and nothing is written. It is
+// never taken for plain data (a free-text task for the agent).
+func TestProposalWithoutSchemaVersion(t *testing.T) {
+	dataDir := filepath.Join(t.TempDir(), "data")
+	n, _ := startNode(t, func(c *config.Config) { c.DataDir = dataDir })
+	alice := newRequester(t, n.RelayURLs())
+	payload := proposal("WRITE_FILE", map[string]any{"path": "/sandbox/notes.txt", "content": "hello\n"})
+	delete(payload["message"].(map[string]any)["parts"].([]any)[0].(map[string]any)["data"].(map[string]any), "schema_version")
+
+	task := taskOf(t, alice.call(t, n, "message/send", payload, false))
+	if task.Status.State != "failed" {
+		t.Fatalf("task: %s %q, want failed", task.Status.State, task.Status.Message)
+	}
+	_, out, ok := task.artifact("result-")
+	var refusal struct {
+		ErrorCode   string `json:"error_code"`
+		Field, Rule string
+	}
+	if !ok || json.Unmarshal(out, &refusal) != nil {
+		t.Fatalf("no result artifact: %+v", task.Artifacts)
+	}
+	if refusal.ErrorCode != "VALIDATION_ERROR" || refusal.Field != "/schema_version" || refusal.Rule != "required" {
+		t.Fatalf("result: %s, want a validation error on /schema_version (required)", out)
+	}
+	if _, err := os.Stat(filepath.Join(dataDir, "sandbox", "notes.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("notes.txt after a refused proposal: %v", err)
+	}
+}
