@@ -83,6 +83,11 @@ func (e *Executor) parse(data []byte, actionID string) (*item, error) {
 	if err != nil {
 		return nil, err
 	}
+	if e.skew > 0 {
+		if err := proposal.CheckCreatedAt(peer, d.Now(), e.skew); err != nil {
+			return nil, err
+		}
+	}
 	it := &item{format: formatDescriptor, proposalID: peer.ActionID, action: string(peer.ActionType)}
 	leaves := []*proposal.Descriptor{peer}
 	if peer.ActionType == proposal.TypeMultiStepComposite {

@@ -16,8 +16,9 @@
 //	// … policy, sandbox, promotion (other packages) …
 //	out := proposal.ReadFileSuccess(p, content) // {"status":"success","action":"read_file","result":{"content":…}}
 //
-// A descriptor sent by a peer is checked with ParseDescriptor; a composite
-// is built from leaf descriptors with Compose.
+// A descriptor sent by a peer is checked with ParseDescriptor, and its
+// created_at against the host's clock with CheckCreatedAt; a composite is
+// built from leaf descriptors with Compose.
 //
 // # Order of checks
 //

@@ -65,7 +65,8 @@ type Error struct {
 	// minLength, …), a JSON rule (jsonSyntax, duplicateName, invalidUTF8,
 	// number) or a rule of seed 001 §14 (undeclaredEffect,
 	// effectOutsideOperation, persistenceOutsideScope, implicitScope,
-	// riskFloor, globSyntax, wildcardBudget, format). Both are set for ErrValidation; Field
+	// riskFloor, globSyntax, wildcardBudget, format) or of the host's
+	// clock (clockSkew). Both are set for ErrValidation; Field
 	// is also set for ErrActionNotAllowed (for logs; seed 004's JSON for it
 	// has no field).
 	Field string
