@@ -56,3 +56,44 @@ func TestProposalWithoutVersion(t *testing.T) {
 		t.Fatalf("Parse: %v, want a validation error on /schema_version (required)", err)
 	}
 }
+
+// FuzzClassify: Classify never panics and, on every strict JSON input,
+// agrees with a plain reading of the top-level members: schema_version
+// makes a proposal, then descriptor_version a descriptor, then action
+// with args a proposal; anything else is data.
+func FuzzClassify(f *testing.F) {
+	raw, err := os.ReadFile("testdata/classify.json")
+	if err != nil {
+		f.Fatal(err)
+	}
+	var cases []struct {
+		Raw string `json:"raw"`
+	}
+	if err := json.Unmarshal(raw, &cases, json.RejectUnknownMembers(false)); err != nil {
+		f.Fatal(err)
+	}
+	for _, c := range cases {
+		f.Add([]byte(c.Raw))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got := proposal.Classify(data)
+		var obj map[string]any
+		if json.Unmarshal(data, &obj) != nil {
+			return
+		}
+		has := func(name string) bool { _, ok := obj[name]; return ok }
+		want := proposal.FormatData
+		switch {
+		case obj == nil:
+		case has("schema_version"):
+			want = proposal.FormatProposal
+		case has("descriptor_version"):
+			want = proposal.FormatDescriptor
+		case has("action") && has("args"):
+			want = proposal.FormatProposal
+		}
+		if got != want {
+			t.Fatalf("Classify(%q) = %s, want %s", data, got, want)
+		}
+	})
+}
