@@ -21,13 +21,21 @@ func leaf(t testing.TB, action string, args map[string]string) *proposal.Descrip
 	if err != nil {
 		t.Fatal(err)
 	}
-	return proposal.Describe(p, proposal.NewDefaults())
+	return proposal.Describe(p, peerDefaults())
+}
+
+// peerDefaults make the descriptors of a peer whose clock agrees with the
+// tests' (a descriptor's created_at must be within the window of Run's).
+func peerDefaults() proposal.Defaults {
+	d := proposal.NewDefaults()
+	d.Now = newClock().Now
+	return d
 }
 
 // composite is the JSON of a MULTI_STEP_COMPOSITE of children.
 func composite(t testing.TB, children ...*proposal.Descriptor) []byte {
 	t.Helper()
-	c, err := proposal.Compose(children, proposal.NewDefaults())
+	c, err := proposal.Compose(children, peerDefaults())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,8 +48,9 @@
 //
 // # Decisions where the seeds are silent
 //
-//   - Data with a top-level descriptor_version and no schema_version is a
-//     descriptor (proposal.ParseDescriptor); anything else is a proposal
+//   - What proposal.Classify calls a descriptor (a top-level
+//     descriptor_version and no schema_version) goes to
+//     proposal.ParseDescriptor; anything else is a proposal
 //     (proposal.Parse), whose errors then say what is wrong.
 //   - The host's descriptor decides: the action id is the host's (a new
 //     UUID; the proposer's id is ProposalID), the effects checked against

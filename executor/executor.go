@@ -19,6 +19,7 @@ import (
 	"github.com/snapnode/snapnode/executor/proposal"
 	"github.com/snapnode/snapnode/executor/sandbox"
 	"github.com/snapnode/snapnode/internal/sqldb"
+	"github.com/snapnode/snapnode/snap"
 )
 
 // Host is the approver name of the node's own administrator, who reaches
@@ -54,6 +55,12 @@ type Config struct {
 	// (same requester, actions and paths) needs confirmation. Zero is
 	// DefaultRollbackCooldown; negative disables the cooldown.
 	RollbackCooldown time.Duration
+	// MaxClockSkew is how far from Now a peer descriptor's created_at (and
+	// each child's) may be; one further off is refused naming the field.
+	// Zero or negative is snap.DefaultMaxDrift, the SNAP timestamp window;
+	// the node passes its max_drift setting, so that a descriptor and the
+	// message carrying it are judged by one window.
+	MaxClockSkew time.Duration
 	// Now is the executor's clock (default time.Now).
 	Now func() time.Time
 	// Logger receives what the executor cannot report to a caller (default:
@@ -73,6 +80,7 @@ type Executor struct {
 	defaults   proposal.Defaults
 	isOperator func(string) bool
 	cooldown   time.Duration
+	skew       time.Duration // created_at window; 0 (Check) skips the check
 	now        func() time.Time
 	logger     *slog.Logger
 	newID      func() string
@@ -103,6 +111,7 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 		defaults:   cfg.Defaults,
 		isOperator: cfg.IsOperator,
 		cooldown:   cfg.RollbackCooldown,
+		skew:       cfg.MaxClockSkew,
 		now:        cfg.Now,
 		logger:     cfg.Logger,
 		newID:      cfg.Defaults.NewID,
@@ -112,6 +121,9 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 	}
 	if e.cooldown == 0 {
 		e.cooldown = DefaultRollbackCooldown
+	}
+	if e.skew <= 0 {
+		e.skew = snap.DefaultMaxDrift
 	}
 	if e.now == nil {
 		e.now = time.Now
@@ -142,8 +154,8 @@ type Request struct {
 	TaskID string
 	// Requester is the proposer's identity, a P2TR address.
 	Requester string
-	// Data is one proposal (a JSON object with a top-level schema_version)
-	// or one action descriptor (descriptor_version), as received.
+	// Data is one proposal or one action descriptor, as received and as
+	// proposal.Classify tells them apart.
 	Data []byte
 	// Also, when set, runs in the transaction of Run's first commit (the
 	// one that makes the proposal's reception durable, before anything
@@ -242,10 +254,7 @@ func (e *Executor) Run(ctx context.Context, req Request) (*Result, error) {
 	actor := req.Requester
 	j := e.journal(req.TaskID, actionID)
 	j.first = req.Also
-	format := formatProposal
-	if isDescriptor(req.Data) {
-		format = formatDescriptor
-	}
+	format := formatOf(req.Data)
 	sum := sha256.Sum256(req.Data)
 	j.add(audit.Entry{Actor: actor, Step: audit.StepReceived,
 		Detail: detail(receivedDetail{Format: format, Size: len(req.Data), SHA256: hex.EncodeToString(sum[:])})})

@@ -74,26 +74,3 @@ func TestClean(t *testing.T) {
 		}
 	}
 }
-
-// TestIsDescriptor: only a top-level descriptor_version, spelled exactly
-// and without schema_version, makes the data a descriptor.
-func TestIsDescriptor(t *testing.T) {
-	for _, tc := range []struct {
-		data string
-		want bool
-	}{
-		{`{"descriptor_version":"1.0","action_type":"THINK"}`, true},
-		{`{"descriptor_version":null}`, true},
-		{`{"schema_version":"1.0.0","descriptor_version":"1.0"}`, false},
-		{`{"DESCRIPTOR_VERSION":"1.0"}`, false},
-		{`{"schema_version":"1.0.0"}`, false},
-		{`{"args":{"descriptor_version":"1.0"}}`, false},
-		{`[{"descriptor_version":"1.0"}]`, false},
-		{`{"descriptor_version":"1.0"`, false},
-		{``, false},
-	} {
-		if got := isDescriptor([]byte(tc.data)); got != tc.want {
-			t.Errorf("isDescriptor(%s) = %v, want %v", tc.data, got, tc.want)
-		}
-	}
-}

@@ -8,9 +8,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/go-json-experiment/json"
-	"github.com/go-json-experiment/json/jsontext"
-
 	"github.com/snapnode/snapnode/executor/policy"
 	"github.com/snapnode/snapnode/executor/proposal"
 	"github.com/snapnode/snapnode/executor/sandbox"
@@ -46,19 +43,15 @@ type step struct {
 	confirm string // the peer descriptor's reason to confirm, if it asks
 }
 
-// isDescriptor reports whether data is an action descriptor: a top-level
-// descriptor_version and no schema_version (names match exactly).
-// Anything else, malformed JSON included, goes to proposal.Parse, whose
-// errors name what is wrong.
-func isDescriptor(data []byte) bool {
-	var top struct {
-		SchemaVersion     jsontext.Value `json:"schema_version"`
-		DescriptorVersion jsontext.Value `json:"descriptor_version"`
+// formatOf is what Run treats data as: a descriptor when
+// proposal.Classify says so, a proposal otherwise (plain data and
+// malformed JSON included, which proposal.Parse refuses naming what is
+// wrong).
+func formatOf(data []byte) string {
+	if proposal.Classify(data) == proposal.FormatDescriptor {
+		return formatDescriptor
 	}
-	if json.Unmarshal(data, &top) != nil {
-		return false
-	}
-	return top.DescriptorVersion != nil && top.SchemaVersion == nil
+	return formatProposal
 }
 
 // parse validates data and derives the item, the host descriptor taking
@@ -70,7 +63,7 @@ func (e *Executor) parse(data []byte, actionID string) (*item, error) {
 	}
 	top := d
 	top.NewID = func() string { return actionID }
-	if !isDescriptor(data) {
+	if formatOf(data) == formatProposal {
 		p, err := proposal.Parse(data)
 		if err != nil {
 			return nil, err
@@ -89,6 +82,11 @@ func (e *Executor) parse(data []byte, actionID string) (*item, error) {
 	peer, err := proposal.ParseDescriptor(data)
 	if err != nil {
 		return nil, err
+	}
+	if e.skew > 0 {
+		if err := proposal.CheckCreatedAt(peer, d.Now(), e.skew); err != nil {
+			return nil, err
+		}
 	}
 	it := &item{format: formatDescriptor, proposalID: peer.ActionID, action: string(peer.ActionType)}
 	leaves := []*proposal.Descriptor{peer}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"mime"
 	"net"
 	"net/url"
 	"reflect"
@@ -286,33 +287,37 @@ func modesRule(field string, modes []string, minItems int) *Error {
 	}
 	for i, m := range modes {
 		if !IsMediaType(m) {
-			return cardError(fmt.Sprintf("%s[%d]", field, i), "pattern", "^[a-z]+/[a-z0-9_.+-]+$ (at most 128)", m)
+			return cardError(fmt.Sprintf("%s[%d]", field, i), "format", MediaTypeFormat, m)
 		}
 	}
 	return nil
 }
 
-// IsMediaType reports whether s is a media type as SNAP writes them:
-// ^[a-z]+/[a-z0-9_.+-]+$, at most 128 characters.
+// MediaTypeFormat says what IsMediaType accepts; it is the expected value
+// of the errors that refuse a media type.
+const MediaTypeFormat = "media type: type/subtype with optional parameters (RFC 6838, RFC 2045), printable ASCII, at most 128 characters"
+
+// IsMediaType reports whether s is a media type: type/subtype, in any
+// letter case, optionally followed by parameters, as in
+// "text/plain; charset=utf-8"; at most 128 characters. The syntax is
+// mime.ParseMediaType's (RFC 2045 and RFC 6838); on top of it s must be
+// printable ASCII without surrounding space, so that a value that reads
+// the same is stored the same, and no line break rides along.
 func IsMediaType(s string) bool {
-	if len(s) == 0 || len(s) > 128 {
-		return false
-	}
-	slash := strings.IndexByte(s, '/')
-	if slash <= 0 || slash == len(s)-1 {
+	if len(s) == 0 || len(s) > 128 || strings.TrimSpace(s) != s {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case i == slash:
-		case 'a' <= c && c <= 'z':
-		case i > slash && ('0' <= c && c <= '9' || strings.IndexByte("_.+-", c) >= 0):
-		default:
+		if c := s[i]; c < 0x20 || c > 0x7e {
 			return false
 		}
 	}
-	return true
+	mt, _, err := mime.ParseMediaType(s)
+	if err != nil {
+		return false
+	}
+	typ, sub, ok := strings.Cut(mt, "/")
+	return ok && typ != "" && sub != ""
 }
 
 // urlRule checks an absolute URL of at most 2048 characters; web endpoints

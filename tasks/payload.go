@@ -231,7 +231,7 @@ func decodePart(v jsontext.Value, path string) (Part, *snap.Error) {
 		}
 		if s == "" {
 			// Present but empty: MediaType "" would read as absent.
-			return p, snap.FieldError(path+".mediaType", "pattern", mediaTypePattern, s)
+			return p, snap.FieldError(path+".mediaType", "format", snap.MediaTypeFormat, s)
 		}
 		p.MediaType = s
 	}

@@ -85,6 +85,9 @@ func TestParseSendRequest(t *testing.T) {
 		{"data 1 MB compact, spaced out", send(`{"data": ` + strings.Replace(data1MB, ":", " : ", 1) + `}`), "", ""},
 		{"media type with suffix", send(`{"text":"{}","mediaType":"application/vnd.api+json"}`), "", ""},
 		{"media type 128", send(`{"text":"x","mediaType":"` + mt128 + `"}`), "", ""},
+		{"media type parameters", send(`{"text":"x","mediaType":"text/plain; charset=utf-8"}`), "", ""},
+		{"media type quoted parameter", send(`{"raw":"aGk=","mediaType":"multipart/mixed; boundary=\"a b\""}`), "", ""},
+		{"media type upper case", send(`{"text":"x","mediaType":"Text/Plain; Charset=UTF-8"}`), "", ""},
 		{"text 10 MB", send(`{"text":"` + text10MB + `"}`), "", ""},
 		{"100 parts", send(repeatParts(100)), "", ""},
 		{"ids 128", `{"taskId":"` + id128 + `","idempotencyKey":"` + id128 + `","message":{"messageId":"` + id128 + `","role":"user","parts":[{"text":"x"}]}}`, "", ""},
@@ -151,10 +154,10 @@ func TestParseSendRequest(t *testing.T) {
 		{"data null", send(`{"data":null}`), "payload.message.parts[0].data", "type"},
 		{"data string", send(`{"data":"{}"}`), "payload.message.parts[0].data", "type"},
 		{"data over 1 MB", send(`{"data":{"k":"` + strings.Repeat("a", MaxDataSize-7) + `"}}`), "payload.message.parts[0].data", "maxSize"},
-		{"media type empty", send(`{"text":"x","mediaType":""}`), "payload.message.parts[0].mediaType", "pattern"},
-		{"media type upper case", send(`{"text":"x","mediaType":"Text/Plain"}`), "payload.message.parts[0].mediaType", "pattern"},
-		{"media type no slash", send(`{"text":"x","mediaType":"text"}`), "payload.message.parts[0].mediaType", "pattern"},
-		{"media type parameters", send(`{"text":"x","mediaType":"text/plain; charset=utf-8"}`), "payload.message.parts[0].mediaType", "pattern"},
+		{"media type empty", send(`{"text":"x","mediaType":""}`), "payload.message.parts[0].mediaType", "format"},
+		{"media type no slash", send(`{"text":"x","mediaType":"text"}`), "payload.message.parts[0].mediaType", "format"},
+		{"media type bad parameter", send(`{"text":"x","mediaType":"text/plain; charset"}`), "payload.message.parts[0].mediaType", "format"},
+		{"media type bad raw", send(`{"raw":"aGk=","mediaType":"image/png; q=\"1"}`), "payload.message.parts[0].mediaType", "format"},
 		{"media type 129", send(`{"text":"x","mediaType":"` + mt128 + `a"}`), "payload.message.parts[0].mediaType", "maxLength"},
 		{"media type number", send(`{"text":"x","mediaType":1}`), "payload.message.parts[0].mediaType", "type"},
 
@@ -286,6 +289,16 @@ func TestValidateGo(t *testing.T) {
 		{"artifact 101 parts", func() error { a := okArt(); a.Parts = make([]Part, 101); fill(a.Parts); return a.Validate() }(), "artifact.parts", "maxItems"},
 		{"artifact no parts", func() error { a := okArt(); a.Parts = []Part{}; return a.Validate() }(), "artifact.parts", "minItems"},
 		{"artifact bad part", func() error { a := okArt(); a.Parts = append(a.Parts, Part{}); return a.Validate() }(), "artifact.parts[1]", "oneOf"},
+		{"artifact media type with parameters", func() error {
+			a := okArt()
+			a.Parts = append(a.Parts, Part{Text: str("x"), MediaType: "text/plain; charset=utf-8"}, RawPart("aGk=", "text/x-diff; charset=utf-8"))
+			return a.Validate()
+		}(), "", ""},
+		{"artifact media type bad parameter", func() error {
+			a := okArt()
+			a.Parts = append(a.Parts, Part{Text: str("x"), MediaType: "text/plain; charset=utf-8; charset=latin1"})
+			return a.Validate()
+		}(), "artifact.parts[1].mediaType", "format"},
 		{"part text UTF-8", func() error { p := Part{Text: str("\xff")}; return p.Validate() }(), "part.text", "format"},
 		{"part data array", func() error { p := DataPart([]byte(`[]`)); return p.Validate() }(), "part.data", "type"},
 		{"part data invalid", func() error { p := DataPart([]byte(`{"a":}`)); return p.Validate() }(), "part.data", "type"},

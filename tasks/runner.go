@@ -1,13 +1,11 @@
 package tasks
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 
-	"github.com/go-json-experiment/json/jsontext"
-
+	"github.com/snapnode/snapnode/executor/proposal"
 	"github.com/snapnode/snapnode/snap"
 )
 
@@ -28,9 +26,8 @@ type Runner interface {
 type Job struct {
 	TaskID    string
 	Requester string
-	// Proposals are the message's data parts that are proposals (a
-	// top-level schema_version) or action descriptors (descriptor_version),
-	// in order.
+	// Proposals are the message's data parts that are proposals or
+	// action descriptors (see Proposals), in order.
 	Proposals []json.RawMessage
 }
 
@@ -43,38 +40,19 @@ type Outcome struct {
 	Artifacts []Artifact
 }
 
-// Proposals returns the data parts of m that are proposals or action
-// descriptors: JSON objects with a top-level schema_version or
-// descriptor_version member.
+// Proposals returns the data parts of m that the executor judges:
+// proposals and action descriptors, as proposal.Classify tells them from
+// plain data. A part with a proposal's action and args but no
+// schema_version is one of them, so that it is refused naming the missing
+// version rather than ignored as data.
 func Proposals(m Message) []json.RawMessage {
 	var out []json.RawMessage
 	for _, p := range m.Parts {
-		if len(p.Data) > 0 && isProposal(p.Data) {
+		if len(p.Data) > 0 && proposal.Classify(p.Data) != proposal.FormatData {
 			out = append(out, p.Data)
 		}
 	}
 	return out
-}
-
-// isProposal reads only the top-level member names of data.
-func isProposal(data []byte) bool {
-	d := jsontext.NewDecoder(bytes.NewReader(data))
-	if tok, err := d.ReadToken(); err != nil || tok.Kind() != '{' {
-		return false
-	}
-	for d.PeekKind() == '"' {
-		name, err := d.ReadToken()
-		if err != nil {
-			return false
-		}
-		if n := name.String(); n == "schema_version" || n == "descriptor_version" {
-			return true
-		}
-		if err := d.SkipValue(); err != nil {
-			return false
-		}
-	}
-	return false
 }
 
 // checkProposals refuses a message with more proposals than MaxProposals.

@@ -39,6 +39,13 @@ func TestProposals(t *testing.T) {
 		{`"schema_version"`, false},
 		{`{"schema_versions":1}`, false},
 		{`{"x":[1,{"y":2}],"schema_version":null}`, true},
+		// A proposal's fields without its version: the executor refuses it
+		// naming schema_version, rather than the task taking it for data.
+		{`{"action":"READ_FILE","args":{"path":"/sandbox/a.txt"}}`, true},
+		{`{"args":{},"id":"1","action":"THINK"}`, true},
+		{`{"action":"COMPLETED","summary":"done"}`, false},
+		{`{"args":{"path":"/sandbox/a.txt"}}`, false},
+		{`{"step":{"action":"THINK","args":{}}}`, false},
 	} {
 		m := Message{Parts: []Part{TextPart("x"), DataPart(json.RawMessage(c.data))}}
 		if got := len(Proposals(m)) == 1; got != c.want {

@@ -30,10 +30,6 @@ const (
 	MaxHistoryLength   = 1000       // historyLength of tasks/get
 )
 
-const (
-	mediaTypePattern = "^[a-z]+/[a-z0-9_.+-]+$"
-)
-
 // contentFields names the content members of a part; exactly one is set.
 func contentFields() []string { return []string{"text", "raw", "url", "data"} }
 
@@ -209,7 +205,7 @@ func validatePart(p *Part, path string) *snap.Error {
 			return snap.FieldError(path+".mediaType", "maxLength", MaxMediaTypeLength, p.MediaType)
 		}
 		if !snap.IsMediaType(p.MediaType) {
-			return snap.FieldError(path+".mediaType", "pattern", mediaTypePattern, p.MediaType)
+			return snap.FieldError(path+".mediaType", "format", snap.MediaTypeFormat, p.MediaType)
 		}
 	}
 	return nil

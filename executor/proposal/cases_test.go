@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/go-json-experiment/json"
@@ -20,6 +21,9 @@ type want struct {
 	Code  proposal.Code `json:"error_code"`
 	Field *string       `json:"field"`
 	Rule  string        `json:"rule"`
+	// Available, when set, is the error's list of what the host offers,
+	// and its JSON must carry it.
+	Available []string `json:"available"`
 }
 
 type testCase struct {
@@ -81,6 +85,13 @@ func checkError(t *testing.T, err error, w *want) {
 	}
 	if pe.Code == proposal.ErrValidation && pe.Rule == "" {
 		t.Errorf("validation error without a rule: %v", err)
+	}
+	if w.Available != nil {
+		out, _ := json.Marshal(pe)
+		want, _ := json.Marshal(w.Available)
+		if !slices.Equal(pe.Available, w.Available) || !bytes.Contains(out, []byte(`"field":"`+pe.Field+`","available":`+string(want))) {
+			t.Errorf("available %q, JSON %s, want %s with the field", pe.Available, out, want)
+		}
 	}
 }
 

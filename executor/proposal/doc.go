@@ -16,8 +16,9 @@
 //	// … policy, sandbox, promotion (other packages) …
 //	out := proposal.ReadFileSuccess(p, content) // {"status":"success","action":"read_file","result":{"content":…}}
 //
-// A descriptor sent by a peer is checked with ParseDescriptor; a composite
-// is built from leaf descriptors with Compose.
+// A descriptor sent by a peer is checked with ParseDescriptor, and its
+// created_at against the host's clock with CheckCreatedAt; a composite is
+// built from leaf descriptors with Compose.
 //
 // # Order of checks
 //
@@ -92,6 +93,10 @@
 //     composite's effects are exactly the union of its children's, entry
 //     for entry. At most 64 KiB of wildcard patterns per descriptor keep
 //     the matching cheap (rule wildcardBudget).
+//   - sandbox_type: the host has os_root only. A descriptor asking for
+//     container or vm is ACTION_NOT_ALLOWED on /sandbox/sandbox_type, its
+//     JSON listing what the host has ("available":["os_root"]): isolation
+//     weaker than asked for is never substituted silently.
 //   - Preconditions network_available and user_idle are always false: the
 //     core needs no network, and a daemon has no user whose idleness it
 //     could check. Resources have schema ceilings; the host applies the

@@ -65,11 +65,18 @@ type Error struct {
 	// minLength, …), a JSON rule (jsonSyntax, duplicateName, invalidUTF8,
 	// number) or a rule of seed 001 §14 (undeclaredEffect,
 	// effectOutsideOperation, persistenceOutsideScope, implicitScope,
-	// riskFloor, globSyntax, wildcardBudget, format). Both are set for ErrValidation; Field
+	// riskFloor, globSyntax, wildcardBudget, format) or of the host's
+	// clock (clockSkew). Both are set for ErrValidation; Field
 	// is also set for ErrActionNotAllowed (for logs; seed 004's JSON for it
 	// has no field).
 	Field string
 	Rule  string
+
+	// Available lists what the host offers instead of the value refused,
+	// for an ErrActionNotAllowed on a choice the host does not have (the
+	// sandbox types, for a descriptor asking for a container or a VM).
+	// When set, the JSON carries field and available after the message.
+	Available []string
 
 	// Err is the underlying cause, if any (a JSON decoding error); it is
 	// not part of the JSON.
@@ -94,7 +101,9 @@ func (e *Error) Is(target error) bool {
 // Unwrap returns the underlying cause, if any.
 func (e *Error) Unwrap() error { return e.Err }
 
-// MarshalJSON writes seed 004's structured error, fields in the seed's order.
+// MarshalJSON writes seed 004's structured error, fields in the seed's
+// order; an ACTION_NOT_ALLOWED with Available set adds field and
+// available.
 func (e *Error) MarshalJSON() ([]byte, error) {
 	var b bytes.Buffer
 	enc := jsontext.NewEncoder(&b)
@@ -118,6 +127,16 @@ func (e *Error) MarshalJSON() ([]byte, error) {
 		err = joinErr(err, tok(
 			jsontext.String("field"), jsontext.String(e.Field),
 			jsontext.String("rule"), jsontext.String(e.Rule)))
+	case ErrActionNotAllowed:
+		if e.Available != nil {
+			err = joinErr(err, tok(
+				jsontext.String("field"), jsontext.String(e.Field),
+				jsontext.String("available"), jsontext.BeginArray))
+			for _, a := range e.Available {
+				err = joinErr(err, tok(jsontext.String(a)))
+			}
+			err = joinErr(err, tok(jsontext.EndArray))
+		}
 	}
 	err = joinErr(err, tok(jsontext.EndObject))
 	if err != nil {
@@ -130,18 +149,19 @@ func (e *Error) MarshalJSON() ([]byte, error) {
 // back. Unknown members are rejected.
 func (e *Error) UnmarshalJSON(data []byte) error {
 	var w struct {
-		Code                  Code   `json:"error_code"`
-		Message               string `json:"message"`
-		ReceivedVersion       string `json:"received_version,omitempty"`
-		SupportedVersionRange string `json:"supported_version_range,omitempty"`
-		Field                 string `json:"field,omitempty"`
-		Rule                  string `json:"rule,omitempty"`
+		Code                  Code     `json:"error_code"`
+		Message               string   `json:"message"`
+		ReceivedVersion       string   `json:"received_version,omitempty"`
+		SupportedVersionRange string   `json:"supported_version_range,omitempty"`
+		Field                 string   `json:"field,omitempty"`
+		Rule                  string   `json:"rule,omitempty"`
+		Available             []string `json:"available,omitempty"`
 	}
 	if err := json.Unmarshal(data, &w, json.RejectUnknownMembers(true)); err != nil {
 		return err
 	}
 	*e = Error{Code: w.Code, Message: w.Message, ReceivedVersion: w.ReceivedVersion,
-		SupportedVersionRange: w.SupportedVersionRange, Field: w.Field, Rule: w.Rule}
+		SupportedVersionRange: w.SupportedVersionRange, Field: w.Field, Rule: w.Rule, Available: w.Available}
 	return nil
 }
 

@@ -23,6 +23,8 @@ func TestErrorJSON(t *testing.T) {
 			`{"error_code":"SCHEMA_VERSION_INCOMPATIBLE","message":"Unsupported proposal schema version.","received_version":"2.0.0","supported_version_range":"1.x.x"}`},
 		{&proposal.Error{Code: proposal.ErrActionNotAllowed, Message: "m", Field: "/action"},
 			`{"error_code":"ACTION_NOT_ALLOWED","message":"m"}`},
+		{&proposal.Error{Code: proposal.ErrActionNotAllowed, Message: "m", Field: "/sandbox/sandbox_type", Available: []string{"os_root"}},
+			`{"error_code":"ACTION_NOT_ALLOWED","message":"m","field":"/sandbox/sandbox_type","available":["os_root"]}`},
 		{&proposal.Error{Code: proposal.ErrValidation, Message: "m", Field: "", Rule: "type"},
 			`{"error_code":"VALIDATION_ERROR","message":"m","field":"","rule":"type"}`},
 		{&proposal.Error{Code: proposal.ErrValidation, Message: "<&>", Field: "/args/a~1b", Rule: "pattern"},

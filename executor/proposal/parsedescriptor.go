@@ -29,6 +29,14 @@ var refusedTypes = map[string]string{
 	"directory_delete":  "Deleting directories is not permitted in the core schema.",
 }
 
+// sandboxTypes are the values the schema names for sandbox_type;
+// hostSandboxTypes those this host has. A descriptor asking for one it
+// lacks is refused, never run in another.
+var (
+	sandboxTypes     = []string{SandboxOSRoot, "container", "vm"}
+	hostSandboxTypes = []string{SandboxOSRoot}
+)
+
 const (
 	msgNetwork = "Network access is not permitted in the core schema."
 	msgUI      = "UI automation is not permitted in the core schema."
@@ -47,7 +55,9 @@ const (
 //     PACKAGE_INSTALL, PACKAGE_REMOVE, NETWORK_REQUEST, UI_AUTOMATION,
 //     CONFIG_CHANGE and DIRECTORY_DELETE in any letter case, an operation
 //     run_command or spawn_process, network or UI required, network
-//     effects or allowed, network as a precondition, a system state change;
+//     effects or allowed, network as a precondition, a system state
+//     change, a sandbox_type the host lacks (container or vm: the host
+//     has os_root only; the error's available lists it);
 //  4. schemas/action-descriptor.v1.json (ErrValidation naming field and
 //     keyword), then created_at a real instant (rule format);
 //  5. the forbidden patterns of seed 001 §14 the schema cannot express
@@ -141,6 +151,12 @@ func checkRefused(obj map[string]any, at string) *Error {
 		if a, ok := op["action"].(string); ok && isCommand(a) {
 			return notAllowed(at+"/operation/action", msgCommand)
 		}
+	}
+	if t, ok := lookup(obj, []string{"sandbox", "sandbox_type"}).(string); ok && slices.Contains(sandboxTypes, t) && !slices.Contains(hostSandboxTypes, t) {
+		e := notAllowed(at+"/sandbox/sandbox_type", fmt.Sprintf(
+			"The sandbox type %s is not available on this host; it isolates actions with %s only.", t, strings.Join(hostSandboxTypes, ", ")))
+		e.Available = slices.Clone(hostSandboxTypes)
+		return e
 	}
 	for _, f := range []struct {
 		ptr []string

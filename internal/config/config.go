@@ -97,7 +97,8 @@ type Config struct {
 	LogLevel string `toml:"log_level"`
 	// LogFormat is text (key=value lines) or json (one object a line).
 	LogFormat string `toml:"log_format"`
-	// MaxDrift is the SNAP timestamp window.
+	// MaxDrift is the SNAP timestamp window, also applied to the created_at
+	// of action descriptors peers send.
 	MaxDrift Duration `toml:"max_drift"`
 	// ReplyTTL is the NIP-40 expiration of replies to stored requests.
 	ReplyTTL Duration `toml:"reply_ttl"`
@@ -381,7 +382,7 @@ var settings = []setting{
 		func(fs *flag.FlagSet, c *Config, name, usage string) { fs.BoolVar(&c.Testnet, name, c.Testnet, usage) },
 		func(c *Config, v string) (err error) { c.Testnet, err = strconv.ParseBool(v); return err }, nil},
 	listSetting("relay", "SNAPNODE_RELAYS", "use the relay at `URL` (repeatable; the variable is comma-separated)", func(c *Config) *[]string { return &c.Relays }),
-	durationSetting("max-drift", "SNAPNODE_MAX_DRIFT", "accept SNAP timestamps within `DURATION` of the clock", func(c *Config) *Duration { return &c.MaxDrift }),
+	durationSetting("max-drift", "SNAPNODE_MAX_DRIFT", "accept SNAP timestamps and action descriptors' created_at within `DURATION` of the clock", func(c *Config) *Duration { return &c.MaxDrift }),
 	durationSetting("reply-ttl", "SNAPNODE_REPLY_TTL", "expire replies to stored requests after `DURATION`", func(c *Config) *Duration { return &c.ReplyTTL }),
 	durationSetting("task-retention", "SNAPNODE_TASK_RETENTION", "delete tasks `DURATION` after they end (completed, failed, canceled); 0 keeps them", func(c *Config) *Duration { return &c.TaskRetention }),
 	intSetting("workers", "SNAPNODE_WORKERS", "handle `N` requests at once", func(c *Config) *int { return &c.Workers }),

@@ -304,8 +304,9 @@ func startProposals(ctx context.Context, cfg config.Config, db *sqldb.DB, logger
 	holder := policy.NewHolder(engine)
 	exec, err := executor.New(ctx, executor.Config{
 		DB: db, Sandbox: sb, Policy: holder, Audit: log,
-		IsOperator: func(addr string) bool { return operators[addr] },
-		Logger:     logger.With("part", "executor"),
+		IsOperator:   func(addr string) bool { return operators[addr] },
+		MaxClockSkew: cfg.MaxDrift.Duration,
+		Logger:       logger.With("part", "executor"),
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("node: %w", err)

@@ -9,10 +9,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/google/uuid"
 
 	"github.com/snapnode/snapnode/executor/audit"
+	execproposal "github.com/snapnode/snapnode/executor/proposal"
 	"github.com/snapnode/snapnode/internal/admin"
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/sqldb"
@@ -181,5 +184,78 @@ func TestProposalsEndToEnd(t *testing.T) {
 	var ve *audit.VerifyError
 	if !errors.As(err, &ve) || ve.Seq != 3 {
 		t.Fatalf("Verify after an edit: %v, want entry 3 named", err)
+	}
+}
+
+// A data part with a proposal's action and args but no schema_version is
+// a proposal that forgot its version: the task fails with the structured
+// validation error naming /schema_version, and nothing is written. It is
+// never taken for plain data (a free-text task for the agent).
+func TestProposalWithoutSchemaVersion(t *testing.T) {
+	dataDir := filepath.Join(t.TempDir(), "data")
+	n, _ := startNode(t, func(c *config.Config) { c.DataDir = dataDir })
+	alice := newRequester(t, n.RelayURLs())
+	payload := proposal("WRITE_FILE", map[string]any{"path": "/sandbox/notes.txt", "content": "hello\n"})
+	delete(payload["message"].(map[string]any)["parts"].([]any)[0].(map[string]any)["data"].(map[string]any), "schema_version")
+
+	task := taskOf(t, alice.call(t, n, "message/send", payload, false))
+	if task.Status.State != "failed" {
+		t.Fatalf("task: %s %q, want failed", task.Status.State, task.Status.Message)
+	}
+	_, out, ok := task.artifact("result-")
+	var refusal struct {
+		ErrorCode   string `json:"error_code"`
+		Field, Rule string
+	}
+	if !ok || json.Unmarshal(out, &refusal) != nil {
+		t.Fatalf("no result artifact: %+v", task.Artifacts)
+	}
+	if refusal.ErrorCode != "VALIDATION_ERROR" || refusal.Field != "/schema_version" || refusal.Rule != "required" {
+		t.Fatalf("result: %s, want a validation error on /schema_version (required)", out)
+	}
+	if _, err := os.Stat(filepath.Join(dataDir, "sandbox", "notes.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("notes.txt after a refused proposal: %v", err)
+	}
+}
+
+// The node holds a peer descriptor's created_at to its max_drift setting,
+// the window of message timestamps: 30 s old passes the default 60 s and
+// is refused at 10 s, naming the field.
+func TestDescriptorCreatedAtUsesMaxDrift(t *testing.T) {
+	for _, tc := range []struct {
+		drift time.Duration
+		state string
+	}{
+		{0, "completed"},
+		{10 * time.Second, "failed"},
+	} {
+		t.Run(tc.drift.String(), func(t *testing.T) {
+			n, _ := startNode(t, func(c *config.Config) {
+				c.DataDir = filepath.Join(t.TempDir(), "data")
+				if tc.drift > 0 {
+					c.MaxDrift = config.Duration{Duration: tc.drift}
+				}
+			})
+			alice := newRequester(t, n.RelayURLs())
+			p, err := execproposal.Parse([]byte(`{"schema_version":"1.0.0","id":"7f1c7c3e-2b4a-4f7e-9c1d-1a2b3c4d5e6f","reasoning":"think","action":"THINK","args":{}}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := execproposal.NewDefaults()
+			d.Now = func() time.Time { return time.Now().Add(-30 * time.Second) }
+			desc, err := jsonv2.Marshal(execproposal.Describe(p, d))
+			if err != nil {
+				t.Fatal(err)
+			}
+			payload := map[string]any{"message": map[string]any{"messageId": uuid.NewString(), "role": "user",
+				"parts": []any{map[string]any{"data": json.RawMessage(desc)}}}}
+			task := taskOf(t, alice.call(t, n, "message/send", payload, false))
+			if task.Status.State != tc.state {
+				t.Fatalf("task: %s %q, want %s", task.Status.State, task.Status.Message, tc.state)
+			}
+			if _, out, _ := task.artifact("result-"); tc.state == "failed" && !strings.Contains(string(out), `"field":"/created_at"`) {
+				t.Fatalf("result: %s, want the error naming /created_at", out)
+			}
+		})
 	}
 }
