@@ -44,6 +44,7 @@ func Check(pol *policy.Engine, defaults proposal.Defaults, requester string, ope
 		policy:     policy.NewHolder(pol),
 		defaults:   defaults,
 		isOperator: func(string) bool { return operator },
+		cpu:        threadCPU,
 		now:        time.Now,
 	}
 	it, err := e.parse(data, "00000000-0000-4000-8000-000000000000")

@@ -92,9 +92,11 @@
 //     composite's effects are exactly the union of its children's, entry
 //     for entry. At most 64 KiB of wildcard patterns per descriptor keep
 //     the matching cheap (rule wildcardBudget).
-//   - Preconditions network_available and user_idle are always false: the
-//     core needs no network, and a daemon has no user whose idleness it
-//     could check. Resources have schema ceilings; the host applies the
-//     smaller of a peer's caps and its own. A peer's audit level and
-//     retention are never authority: the host logs with its own.
+//   - Preconditions network_available and user_idle, when true, ask the
+//     host for facts its operator configures (is the network up, is the
+//     machine's user away); they grant nothing, and the executor checks
+//     them, with paths_exist, before the action runs. Resources have
+//     schema ceilings; the host applies the smaller of a peer's caps and
+//     its own. A peer's audit level and retention are never authority:
+//     the host logs with its own.
 package proposal
