@@ -305,6 +305,7 @@ func startProposals(ctx context.Context, cfg config.Config, db *sqldb.DB, logger
 	exec, err := executor.New(ctx, executor.Config{
 		DB: db, Sandbox: sb, Policy: holder, Audit: log,
 		IsOperator: func(addr string) bool { return operators[addr] },
+		Facts:      executor.Facts{UserIdle: cfg.Executor.UserIdle, NetworkAvailable: cfg.Executor.NetworkAvailable},
 		Logger:     logger.With("part", "executor"),
 	})
 	if err != nil {
