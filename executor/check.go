@@ -33,9 +33,10 @@ type Verdict struct {
 // requester, offline: validation, the derived descriptor, the host rules
 // and pol. It reads and changes nothing: no sandbox, database or audit
 // log, so a repeat within the cooldown after a rollback is not known and
-// is judged as a first proposal. operator is whether requester has the
-// operator role. Errors are for a requester that is not a plausible
-// identity; a refused proposal is a Verdict with its Refusal.
+// is judged as a first proposal, and a descriptor's preconditions are not
+// checked (Run checks them before the sandbox runs). operator is whether
+// requester has the operator role. Errors are for a requester that is not
+// a plausible identity; a refused proposal is a Verdict with its Refusal.
 func Check(pol *policy.Engine, defaults proposal.Defaults, requester string, operator bool, data []byte) (*Verdict, error) {
 	if err := checkIdentity("requester", requester, true); err != nil {
 		return nil, err

@@ -291,3 +291,31 @@ func TestPreconditionAtApproval(t *testing.T) {
 		v.verify()
 	})
 }
+
+// TestPreconditionPatternBudget: the wildcards of one action's paths_exist
+// list a bounded number of directories; past it the precondition fails,
+// saying why, rather than walking the whole workspace.
+func TestPreconditionPatternBudget(t *testing.T) {
+	v := newEnv(t, testdb.SQLite(t))
+	v.file("a.txt", "a")
+	for i := range 17 {
+		for j := range 16 {
+			if err := os.MkdirAll(v.dir+"/d"+strconv.Itoa(i)+"/e"+strconv.Itoa(j), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	d := leaf(t, "READ_FILE", map[string]string{"path": "/sandbox/a.txt"})
+	d.Scope.Filesystem = proposal.FilesystemScope{Paths: []string{"/sandbox/"}, Recursive: true}
+	d.Preconditions.PathsExist = []string{"/sandbox/*/*/*.txt"}
+	res := v.run(agent, descriptorJSON(t, d))
+	wantOutcome(t, res, executor.Failed)
+	var f executor.Failure
+	if err := json.Unmarshal(res.Output, &f); err != nil {
+		t.Fatal(err)
+	}
+	if f.Code != executor.CodePreconditionFailed || f.Field != "/preconditions/paths_exist/0" ||
+		!strings.Contains(f.Message, "more than 256 directories") {
+		t.Fatalf("output %s", res.Output)
+	}
+}

@@ -63,9 +63,10 @@ func declared(d *proposal.Descriptor, at string, step int) []precondition {
 	return out
 }
 
-// maxPatternLists bounds the directories one wildcard of paths_exist may
-// list, so that a pattern such as /sandbox/*/*/*/x.txt stays cheap.
-const maxPatternLists = 64
+// maxPatternLists bounds the directories the wildcards of one action's
+// paths_exist may list, so that patterns such as /sandbox/*/*/*/x.txt
+// stay cheap however many a descriptor holds.
+const maxPatternLists = 256
 
 // checkPreconditions evaluates what the item's descriptor declares must
 // hold, before anything of the action runs: the host's facts, then each
@@ -73,18 +74,34 @@ const maxPatternLists = 64
 // what an earlier step creates (a directory made, then written into);
 // what an earlier step deletes no longer exists. The first precondition
 // that does not hold is the Failure (PRECONDITION_FAILED, naming it and
-// its field); the error is for ctx.
+// its field). The whole check is bounded by the action's max_duration_ms
+// (LIMIT_EXCEEDED past it) and its wildcards by maxPatternLists listings;
+// the error is for ctx.
 //
 // The host's own descriptor of an action lists the paths its operation
 // needs; those are the sandbox's to check as it runs (a missing file is
 // EXECUTION_FAILED, not_found), so only what a peer declared is checked
 // here.
-func (e *Executor) checkPreconditions(ctx context.Context, it *item) (*Failure, error) {
+func (e *Executor) checkPreconditions(parent context.Context, it *item) (*Failure, error) {
 	if len(it.pre) == 0 {
 		return nil, nil
 	}
 	sb := e.narrow(it)
+	lim := sb.Limits().MaxDuration
+	ctx, cancel := context.WithTimeoutCause(parent, lim, &sandbox.LimitError{
+		Limit: sandbox.LimitDuration, Max: lim.Milliseconds(), Err: context.DeadlineExceeded})
+	defer cancel()
+	stopped := func() (*Failure, error) {
+		if err := parent.Err(); err != nil {
+			return nil, err
+		}
+		return sandboxFailure(context.Cause(ctx)), nil
+	}
+	budget := maxPatternLists
 	for _, pc := range it.pre {
+		if ctx.Err() != nil {
+			return stopped()
+		}
 		fail := func(why string) *Failure {
 			f := &Failure{Code: CodePreconditionFailed, Precondition: pc.name, Field: pc.field,
 				Message: "The precondition " + pc.name + " does not hold: " + why}
@@ -109,9 +126,9 @@ func (e *Executor) checkPreconditions(ctx context.Context, it *item) (*Failure, 
 				}
 				continue
 			}
-			ok, err := exists(ctx, sb, pc.path)
+			ok, err := exists(ctx, sb, pc.path, &budget)
 			if ctx.Err() != nil {
-				return nil, ctx.Err()
+				return stopped()
 			}
 			if err != nil {
 				return fail(fmt.Sprintf("%s could not be checked (%s).", pc.path, strings.TrimPrefix(err.Error(), "sandbox: "))), nil
@@ -147,15 +164,15 @@ func earlierStep(it *item, pc precondition) (settled bool, why string) {
 	return false, ""
 }
 
-// errPatternBudget: a wildcard of paths_exist needs more listings than
+// errPatternBudget: the wildcards of paths_exist need more listings than
 // maxPatternLists.
-var errPatternBudget = fmt.Errorf("its wildcards reach more than %d directories", maxPatternLists)
+var errPatternBudget = fmt.Errorf("the wildcards of paths_exist reach more than %d directories", maxPatternLists)
 
 // exists reports whether the workspace holds a file or directory named by
 // pattern (a /sandbox/ path whose names may hold shell wildcards). A
-// wildcard name is matched against the listing of its directory; the
-// search stops at the first match.
-func exists(ctx context.Context, sb *sandbox.Sandbox, pattern string) (bool, error) {
+// wildcard name is matched against the listing of its directory, each
+// listing charged to budget; the search stops at the first match.
+func exists(ctx context.Context, sb *sandbox.Sandbox, pattern string, budget *int) (bool, error) {
 	if pattern == sandbox.Prefix {
 		return true, nil
 	}
@@ -163,8 +180,7 @@ func exists(ctx context.Context, sb *sandbox.Sandbox, pattern string) (bool, err
 		k, err := sb.Stat(ctx, pattern)
 		return k == sandbox.KindFile || k == sandbox.KindDir, err
 	}
-	budget := maxPatternLists
-	return match(ctx, sb, "", strings.Split(strings.TrimPrefix(pattern, sandbox.Prefix), "/"), &budget)
+	return match(ctx, sb, "", strings.Split(strings.TrimPrefix(pattern, sandbox.Prefix), "/"), budget)
 }
 
 // match looks for the names segs below the directory rel ("" is the
