@@ -35,10 +35,12 @@ const (
 	limitCPU    = "cpu"
 )
 
-// errUnenforceableCPU refuses every action where there is no CPU clock.
-var errUnenforceableCPU = &proposal.Error{
-	Code: proposal.ErrValidation, Field: "/resources/max_cpu_ms", Rule: "enforceableCap",
-	Message: "This host cannot measure CPU time, so it cannot enforce max_cpu_ms.",
+// unenforceableCPU refuses every action where there is no CPU clock.
+func unenforceableCPU() *proposal.Error {
+	return &proposal.Error{
+		Code: proposal.ErrValidation, Field: "/resources/max_cpu_ms", Rule: "enforceableCap",
+		Message: "This host cannot measure CPU time, so it cannot enforce max_cpu_ms.",
+	}
 }
 
 // memory is the item's memory cap in bytes.

@@ -67,11 +67,13 @@ func isDescriptor(data []byte) bool {
 func (e *Executor) parse(data []byte, actionID string) (*item, error) {
 	it, err := e.parseData(data, actionID)
 	if err == nil && e.cpu == nil {
-		return nil, errUnenforceableCPU
+		return nil, unenforceableCPU()
 	}
 	return it, err
 }
 
+// parseData is parse without the check that the host can enforce the
+// item's caps.
 func (e *Executor) parseData(data []byte, actionID string) (*item, error) {
 	d := e.defaults
 	if d.Now == nil {
