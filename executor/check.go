@@ -33,11 +33,13 @@ type Verdict struct {
 // requester, offline: validation, the derived descriptor, the host rules
 // and pol. It reads and changes nothing: no sandbox, database or audit
 // log, so a repeat within the cooldown after a rollback is not known and
-// is judged as a first proposal; and it has no moment of arrival, so a
-// peer descriptor's created_at is not held to the clock (Run refuses one
-// made too far from the time it arrives). operator is whether requester has the
-// operator role. Errors are for a requester that is not a plausible
-// identity; a refused proposal is a Verdict with its Refusal.
+// is judged as a first proposal; a descriptor's preconditions are not
+// checked (Run checks them before the sandbox runs); and it has no moment
+// of arrival, so a peer descriptor's created_at is not held to the clock
+// (Run refuses one made too far from the time it arrives). operator is
+// whether requester has the operator role. Errors are for a requester that
+// is not a plausible identity; a refused proposal is a Verdict with its
+// Refusal.
 func Check(pol *policy.Engine, defaults proposal.Defaults, requester string, operator bool, data []byte) (*Verdict, error) {
 	if err := checkIdentity("requester", requester, true); err != nil {
 		return nil, err
@@ -46,6 +48,7 @@ func Check(pol *policy.Engine, defaults proposal.Defaults, requester string, ope
 		policy:     policy.NewHolder(pol),
 		defaults:   defaults,
 		isOperator: func(string) bool { return operator },
+		cpu:        threadCPU,
 		now:        time.Now,
 	}
 	it, err := e.parse(data, "00000000-0000-4000-8000-000000000000")

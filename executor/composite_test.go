@@ -142,12 +142,15 @@ func TestCompositeDenyBlocksAll(t *testing.T) {
 }
 
 // TestCompositeAllOrNothing: a step that cannot be staged fails the
-// whole; nothing is written.
+// whole; nothing is written. (The delete declares no precondition, so
+// that it is the staging that finds its file missing.)
 func TestCompositeAllOrNothing(t *testing.T) {
 	v := newEnv(t, testdb.SQLite(t))
+	del := leaf(t, "DELETE_FILE", map[string]string{"path": "/sandbox/missing.txt"})
+	del.Preconditions.PathsExist = []string{}
 	res := v.run(operator, composite(t,
 		leaf(t, "WRITE_FILE", map[string]string{"path": "/sandbox/ok.txt", "content": "fine"}),
-		leaf(t, "DELETE_FILE", map[string]string{"path": "/sandbox/missing.txt"}),
+		del,
 	))
 	wantOutcome(t, res, executor.Failed)
 	if c := errorCode(t, res.Output); c != executor.CodeExecutionFailed {

@@ -163,6 +163,12 @@ func (e *Executor) approve(ctx context.Context, r *record, actor string) (*Resul
 	if dec.Effect == policy.Deny {
 		return e.failRecord(ctx, j, r, res, actor, policyFailure(dec))
 	}
+	// The workspace may have changed while the action waited.
+	if f, err := e.checkPreconditions(ctx, it); err != nil {
+		return nil, err
+	} else if f != nil {
+		return e.failRecord(ctx, j, r, res, actor, f)
+	}
 	if !it.hasEffects() {
 		j.add(audit.Entry{Actor: actor, Step: audit.StepConfirmed, Decision: "approve"})
 		return e.runNoEffects(ctx, j, it, res, actor, r)

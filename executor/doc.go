@@ -32,8 +32,10 @@
 //	            policy version; block ends as Failed with ACTION_NOT_ALLOWED
 //	completed   THINK, FINISH, READ_FILE, LIST_FILES ran (no effect)
 //	sandboxed   changes staged: the diff, pre- and post-image hashes
-//	failed      the sandbox refused (EXECUTION_FAILED, LIMIT_EXCEEDED) or
-//	            the diff went beyond the declared effects (UNDECLARED_EFFECTS)
+//	failed      a declared precondition does not hold (PRECONDITION_FAILED,
+//	            checked before the sandbox runs anything), the sandbox
+//	            refused (EXECUTION_FAILED, LIMIT_EXCEEDED) or the diff went
+//	            beyond the declared effects (UNDECLARED_EFFECTS)
 //	held        waits for an operator (a pending record in the database)
 //	confirmed   an operator (or the host) approved
 //	denied      an operator denied: Failed with CONFIRMATION_DENIED
@@ -58,7 +60,23 @@
 //     descriptor was checked to declare no less and no more), the risk is
 //     the higher of the host's and the peer's, the caps the smaller.
 //     max_duration_ms caps every sandbox call; max_disk_mb caps the bytes
-//     an action writes.
+//     an action writes; max_memory_mb the bytes it writes (half the cap)
+//     and reads (the other half, shared among its paths); max_cpu_ms the
+//     CPU time of its run, measured on the thread the run is pinned to
+//     (the whole process's where the system reports no thread's), the
+//     run's result discarded, before any effect, when it is passed. Where
+//     no CPU time can be measured, every action is refused (rule
+//     enforceableCap on /resources/max_cpu_ms).
+//   - Preconditions: what a peer's descriptor declares (paths_exist, with
+//     wildcards; user_idle and network_available, answered from
+//     Config.Facts) is checked before the sandbox runs anything, and again
+//     at approval. A composite's step may rely on what an earlier step
+//     creates. The first that does not hold fails the action
+//     (PRECONDITION_FAILED, with precondition and field); the action is
+//     recorded as failed and nothing runs it again: only a new proposal,
+//     a new decision, can. The host's own descriptor of a proposal lists
+//     the paths its operation needs; those the sandbox checks as it runs
+//     (EXECUTION_FAILED, not_found).
 //   - A Permit becomes a Confirm when a descriptor requires confirmation:
 //     the host's (Defaults.ConfirmAtOrAbove, HIGH by default) or a peer's
 //     asking for it. A peer can ask for more care, never for less.
@@ -95,7 +113,8 @@
 //	                 repeat_key, created_at, updated_at, rolled_back_at)
 //	executor_migrations(version, name, applied_at)
 //
-// A record is made for each action that is held or promoted; its states
+// A record is made for each action that is held or promoted, or whose
+// precondition failed; its states
 // are pending → approving → promoting → promoted → rolling_back →
 // rolled_back, or completed, denied, failed. Snapshots (pre-images with
 // their content) are kept for as long as the record.

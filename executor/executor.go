@@ -51,6 +51,11 @@ type Config struct {
 	// approve and deny, and the policy sees it in Role::"operator". Nil:
 	// nobody has it, and only Host approves.
 	IsOperator func(addr string) bool
+	// Facts are what the operator says of the host, for the
+	// preconditions user_idle and network_available a peer's descriptor
+	// may ask for. The zero value reports neither: such a precondition
+	// fails.
+	Facts Facts
 	// RollbackCooldown is how long after a rollback the same proposal
 	// (same requester, actions and paths) needs confirmation. Zero is
 	// DefaultRollbackCooldown; negative disables the cooldown.
@@ -79,6 +84,8 @@ type Executor struct {
 	audit      *audit.Log
 	defaults   proposal.Defaults
 	isOperator func(string) bool
+	facts      Facts
+	cpu        cpuClock // nil where the host cannot measure CPU time
 	cooldown   time.Duration
 	skew       time.Duration // created_at window; 0 (Check) skips the check
 	now        func() time.Time
@@ -110,6 +117,8 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 		audit:      cfg.Audit,
 		defaults:   cfg.Defaults,
 		isOperator: cfg.IsOperator,
+		facts:      cfg.Facts,
+		cpu:        threadCPU,
 		cooldown:   cfg.RollbackCooldown,
 		skew:       cfg.MaxClockSkew,
 		now:        cfg.Now,
@@ -300,6 +309,18 @@ func (e *Executor) Run(ctx context.Context, req Request) (*Result, error) {
 		ActionID: actionID, Task: req.TaskID, Requester: req.Requester, ProposalID: it.proposalID,
 		Action: it.action, Data: req.Data, RepeatKey: key, Created: now, Updated: now,
 	}
+	f, err := e.checkPreconditions(ctx, it)
+	if err != nil {
+		return nil, err
+	}
+	if f != nil {
+		// Recorded as failed, so that a caller resuming after a crash
+		// finds it ran (Actions) and does not send it again by itself.
+		rec.State, rec.Reason = stateFailed, f.Message
+		return e.fail(ctx, j, res, actor, f, func(ctx context.Context, tx *sql.Tx) error {
+			return e.store.insertTx(ctx, tx, rec)
+		})
+	}
 	if !it.hasEffects() {
 		if dec.Effect == policy.Confirm {
 			return e.hold(ctx, j, rec, res, actor, reasonText(dec), nil, true)
@@ -401,16 +422,21 @@ func (e *Executor) runNoEffects(ctx context.Context, j *journal, it *item, res *
 		rec.State, rec.Updated = state, e.now()
 		return e.settle(rec, stateApproving)
 	}
+	failWith := func(f *Failure) (*Result, error) {
+		return e.fail(ctx, j, res, actor, f, end(stateFailed))
+	}
 	failed := func(err error) (*Result, error) {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return e.fail(ctx, j, res, actor, sandboxFailure(err), end(stateFailed))
+		return failWith(e.limitFailure(it, err))
 	}
 	sb := e.narrow(it)
 	var results []*proposal.Output
+	var used time.Duration // CPU time of the reads and listings
 	for _, s := range it.steps {
 		var out *proposal.Output
+		var err error
 		switch p := s.p; p.Action.Kind {
 		case proposal.KindThink:
 			out = proposal.Success(p, nil)
@@ -418,13 +444,23 @@ func (e *Executor) runNoEffects(ctx context.Context, j *journal, it *item, res *
 			out = proposal.Success(p, FinishResult{Response: p.Args.Response})
 			res.Response = p.Args.Response
 		case proposal.KindReadFile:
-			b, err := sb.Read(ctx, p.Args.Path)
+			var b []byte
+			cpu, cerr := e.onThread(func() { b, err = sb.Read(ctx, p.Args.Path) })
+			if cerr != nil {
+				return nil, fmt.Errorf("executor: measure CPU time: %w", cerr)
+			}
+			used += cpu
 			if err != nil {
 				return failed(err)
 			}
 			out = proposal.Success(p, readResult(b))
 		case proposal.KindListFiles:
-			entries, err := sb.List(ctx, p.Args.Path)
+			var entries []sandbox.Entry
+			cpu, cerr := e.onThread(func() { entries, err = sb.List(ctx, p.Args.Path) })
+			if cerr != nil {
+				return nil, fmt.Errorf("executor: measure CPU time: %w", cerr)
+			}
+			used += cpu
 			if err != nil {
 				return failed(err)
 			}
@@ -433,6 +469,9 @@ func (e *Executor) runNoEffects(ctx context.Context, j *journal, it *item, res *
 			return nil, fmt.Errorf("executor: %s has effects", p.Action.Kind)
 		}
 		results = append(results, out)
+	}
+	if f := it.cpuFailure(used); f != nil {
+		return failWith(f)
 	}
 	var out *proposal.Output
 	if it.composite {
@@ -448,9 +487,10 @@ func (e *Executor) runNoEffects(ctx context.Context, j *journal, it *item, res *
 	return res, nil
 }
 
-// narrow is the sandbox with the item's caps on duration.
+// narrow is the sandbox with the item's caps on duration and, from its
+// memory cap, on the size of one file (see caps.go).
 func (e *Executor) narrow(it *item) *sandbox.Sandbox {
-	return e.sb.Narrow(sandbox.Limits{MaxDuration: time.Duration(it.resources.MaxDurationMillis) * time.Millisecond})
+	return e.sb.Narrow(it.limits())
 }
 
 // stage stages the item's changes and checks them against its declared
@@ -461,16 +501,28 @@ func (e *Executor) stage(ctx context.Context, it *item) (*sandbox.Staged, *sandb
 	if max := it.resources.MaxDiskMB << 20; max > 0 && written > max {
 		return nil, nil, sandboxFailure(&sandbox.LimitError{Limit: "disk", Max: max, Got: written}), nil
 	}
+	if written > it.memory()/2 {
+		return nil, nil, it.memoryFailure(written), nil
+	}
 	sb := e.narrow(it)
-	st, err := sb.Stage(ctx, changes)
+	var st *sandbox.Staged
+	var err error
+	used, cerr := e.onThread(func() {
+		if st, err = sb.Stage(ctx, changes); err == nil {
+			err = st.WithinEffects(it.effects())
+		}
+	})
+	if cerr != nil {
+		return nil, nil, nil, fmt.Errorf("executor: measure CPU time: %w", cerr)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, nil, nil, ctx.Err()
 		}
-		return nil, nil, sandboxFailure(err), nil
+		return nil, nil, e.limitFailure(it, err), nil
 	}
-	if err := st.WithinEffects(it.effects()); err != nil {
-		return nil, nil, sandboxFailure(err), nil
+	if f := it.cpuFailure(used); f != nil {
+		return nil, nil, f, nil
 	}
 	return st, sb, nil, nil
 }

@@ -43,6 +43,10 @@ type env struct {
 	holder *policy.Holder
 	// cooldown is Config.RollbackCooldown.
 	cooldown time.Duration
+	// facts and defaults are Config.Facts and Config.Defaults; set them,
+	// then reopen.
+	facts    executor.Facts
+	defaults proposal.Defaults
 
 	db  *sqldb.DB
 	sb  *sandbox.Sandbox
@@ -53,7 +57,7 @@ type env struct {
 func newEnv(t testing.TB, dsn string) *env {
 	t.Helper()
 	v := &env{t: t, dsn: dsn, dir: t.TempDir(), clock: newClock(), holder: policy.NewHolder(policy.Default()),
-		cooldown: 10 * time.Minute}
+		cooldown: 10 * time.Minute, defaults: proposal.NewDefaults()}
 	v.open()
 	t.Cleanup(v.close)
 	return v
@@ -77,7 +81,8 @@ func (v *env) open() {
 	}
 	ex, err := executor.New(ctx, executor.Config{
 		DB: db, Sandbox: sb, Policy: v.holder, Audit: log,
-		Defaults:         proposal.NewDefaults(),
+		Defaults:         v.defaults,
+		Facts:            v.facts,
 		IsOperator:       func(addr string) bool { return addr == operator },
 		RollbackCooldown: v.cooldown,
 		Now:              v.clock.Now,

@@ -22,7 +22,7 @@ func TestUndeclaredEffectsBlocked(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sb.Close()
-	e := &Executor{sb: sb, now: time.Now, newID: uuid.NewString, defaults: proposal.NewDefaults()}
+	e := &Executor{sb: sb, now: time.Now, newID: uuid.NewString, defaults: proposal.NewDefaults(), cpu: threadCPU}
 	data := []byte(`{"schema_version":"1.0.0","id":"6a1f0c3e-2b4d-4e5f-8a9b-0c1d2e3f4a5b","reasoning":"r",` +
 		`"action":"WRITE_FILE","args":{"path":"/sandbox/x.txt","content":"x"}}`)
 	for _, tc := range []struct {

@@ -70,13 +70,19 @@ const (
 	// CodeUndeclaredEffects: the staged changes reach paths or kinds of
 	// change the descriptor does not declare; a permanent block.
 	CodeUndeclaredEffects = "UNDECLARED_EFFECTS"
-	// CodeLimitExceeded: a cap on duration, size or disk was reached.
+	// CodeLimitExceeded: a cap on duration, size, disk, memory or CPU
+	// time was reached.
 	CodeLimitExceeded = "LIMIT_EXCEEDED"
 	// CodeExecutionFailed: the sandbox could not carry the action out (a
 	// missing file, an existing target, a link…); Cause says which.
 	CodeExecutionFailed = "EXECUTION_FAILED"
 	// CodeConfirmationDenied: an operator denied the action.
 	CodeConfirmationDenied = "CONFIRMATION_DENIED"
+	// CodePreconditionFailed: a precondition the descriptor declares does
+	// not hold (a path of paths_exist is missing, a host fact is not
+	// reported); Precondition and Field name it. Nothing ran, and the
+	// action is not tried again: a new proposal is a new decision.
+	CodePreconditionFailed = "PRECONDITION_FAILED"
 )
 
 // Failure is the structured error of an action that was valid but did not
@@ -101,6 +107,13 @@ type Failure struct {
 	Got   int64  `json:"got,omitzero"`
 	// Reason is the operator's, for CONFIRMATION_DENIED.
 	Reason string `json:"reason,omitempty"`
+	// Precondition names the precondition that does not hold, for
+	// PRECONDITION_FAILED: paths_exist, user_idle or network_available.
+	Precondition string `json:"precondition,omitempty"`
+	// Field is the JSON pointer, in the descriptor, of the precondition
+	// that does not hold, or of the declared cap that was reached
+	// (/resources/max_memory_mb, /resources/max_cpu_ms).
+	Field string `json:"field,omitempty"`
 }
 
 func (f *Failure) Error() string { return f.Code + ": " + f.Message }

@@ -33,6 +33,7 @@ type item struct {
 	risk       proposal.Risk        // the higher of the host's and the peer's
 	confirm    []string             // the descriptors' own reasons to confirm
 	resources  proposal.Resources   // the smaller of the host's and the peer's caps
+	pre        []precondition       // what a peer's descriptor declares must hold
 }
 
 // step is one leaf action.
@@ -57,6 +58,16 @@ func formatOf(data []byte) string {
 // parse validates data and derives the item, the host descriptor taking
 // actionID. A refusal is a *proposal.Error.
 func (e *Executor) parse(data []byte, actionID string) (*item, error) {
+	it, err := e.parseData(data, actionID)
+	if err == nil && e.cpu == nil {
+		return nil, unenforceableCPU()
+	}
+	return it, err
+}
+
+// parseData is parse without the check that the host can enforce the
+// item's caps.
+func (e *Executor) parseData(data []byte, actionID string) (*item, error) {
 	d := e.defaults
 	if d.Now == nil {
 		d.Now = e.now
@@ -90,8 +101,12 @@ func (e *Executor) parse(data []byte, actionID string) (*item, error) {
 	}
 	it := &item{format: formatDescriptor, proposalID: peer.ActionID, action: string(peer.ActionType)}
 	leaves := []*proposal.Descriptor{peer}
+	it.pre = declared(peer, "", 0)
 	if peer.ActionType == proposal.TypeMultiStepComposite {
 		it.composite, leaves = true, peer.Children
+		for i, c := range peer.Children {
+			it.pre = append(it.pre, declared(c, "/children/"+strconv.Itoa(i), i)...)
+		}
 	}
 	child := d // the children's host descriptors get ids of their own
 	if child.NewID == nil {

@@ -97,9 +97,11 @@
 //     container or vm is ACTION_NOT_ALLOWED on /sandbox/sandbox_type, its
 //     JSON listing what the host has ("available":["os_root"]): isolation
 //     weaker than asked for is never substituted silently.
-//   - Preconditions network_available and user_idle are always false: the
-//     core needs no network, and a daemon has no user whose idleness it
-//     could check. Resources have schema ceilings; the host applies the
-//     smaller of a peer's caps and its own. A peer's audit level and
-//     retention are never authority: the host logs with its own.
+//   - Preconditions network_available and user_idle, when true, ask the
+//     host for facts its operator configures (is the network up, is the
+//     machine's user away); they grant nothing, and the executor checks
+//     them, with paths_exist, before the action runs. Resources have
+//     schema ceilings; the host applies the smaller of a peer's caps and
+//     its own. A peer's audit level and retention are never authority:
+//     the host logs with its own.
 package proposal

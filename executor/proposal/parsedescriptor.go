@@ -55,9 +55,10 @@ const (
 //     PACKAGE_INSTALL, PACKAGE_REMOVE, NETWORK_REQUEST, UI_AUTOMATION,
 //     CONFIG_CHANGE and DIRECTORY_DELETE in any letter case, an operation
 //     run_command or spawn_process, network or UI required, network
-//     effects or allowed, network as a precondition, a system state
-//     change, a sandbox_type the host lacks (container or vm: the host
-//     has os_root only; the error's available lists it);
+//     effects or allowed, a system state change (network_available as a
+//     precondition asks the host whether its network is up, and grants
+//     nothing: it is accepted), a sandbox_type the host lacks (container or
+//     vm: the host has os_root only; the error's available lists it);
 //  4. schemas/action-descriptor.v1.json (ErrValidation naming field and
 //     keyword), then created_at a real instant (rule format);
 //  5. the forbidden patterns of seed 001 §14 the schema cannot express
@@ -164,7 +165,6 @@ func checkRefused(obj map[string]any, at string) *Error {
 	}{
 		{[]string{"scope", "network", "required"}, msgNetwork},
 		{[]string{"scope", "ui", "required"}, msgUI},
-		{[]string{"preconditions", "network_available"}, msgNetwork},
 		{[]string{"effects", "network"}, msgNetwork},
 		{[]string{"effects", "system_state_change"}, msgHost},
 		{[]string{"sandbox", "allow_network"}, msgNetwork},

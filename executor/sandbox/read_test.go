@@ -60,6 +60,40 @@ func TestRead(t *testing.T) {
 	}
 }
 
+// TestStat: what a path is, without reading it; never through a link.
+func TestStat(t *testing.T) {
+	ctx := context.Background()
+	dir, sb := newSandbox(t, sandbox.Limits{MaxFileSize: 1}, map[string]string{
+		"a.txt":      "larger than the file size cap",
+		"sub/b.md":   "b",
+		"directory/": "",
+	})
+	if err := os.Symlink(filepath.Join(dir, "sub"), filepath.Join(dir, "link")); err != nil {
+		t.Skip("no symbolic links here:", err)
+	}
+	for _, tc := range []struct {
+		path string
+		want sandbox.Kind
+		err  error
+	}{
+		{"/sandbox/", sandbox.KindDir, nil},
+		{"/sandbox/a.txt", sandbox.KindFile, nil},
+		{"/sandbox/sub/b.md", sandbox.KindFile, nil},
+		{"/sandbox/directory", sandbox.KindDir, nil},
+		{"/sandbox/missing.txt", sandbox.KindAbsent, nil},
+		{"/sandbox/missing/a.txt", sandbox.KindAbsent, nil},
+		{"/sandbox/a.txt/x", sandbox.KindAbsent, nil},
+		{"/sandbox/link", "", sandbox.ErrSymlink},
+		{"/sandbox/link/b.md", "", sandbox.ErrSymlink},
+		{"/sandbox/../a.txt", "", sandbox.ErrInvalidPath},
+	} {
+		got, err := sb.Stat(ctx, tc.path)
+		if got != tc.want || (tc.err == nil && err != nil) || (tc.err != nil && !errors.Is(err, tc.err)) {
+			t.Errorf("Stat(%s) = %q, %v; want %q, %v", tc.path, got, err, tc.want, tc.err)
+		}
+	}
+}
+
 func TestList(t *testing.T) {
 	ctx := context.Background()
 	dir, sb := newSandbox(t, sandbox.Limits{MaxEntries: 4}, map[string]string{

@@ -221,6 +221,45 @@ func (s *Sandbox) Read(ctx context.Context, p string) ([]byte, error) {
 	return img.Content, nil
 }
 
+// Stat returns what the virtual path p is: KindFile, KindDir, or
+// KindAbsent when it (or a directory above it) does not exist. It reads
+// no content. A symbolic link on the way, or at p, is ErrSymlink; a FIFO,
+// device or socket at p is ErrNotRegular; a directory above p that is a
+// file makes p absent.
+func (s *Sandbox) Stat(ctx context.Context, p string) (Kind, error) {
+	rel, err := Normalize(p)
+	if err != nil {
+		return "", err
+	}
+	if rel == "" {
+		return KindDir, nil
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	d, err := s.openDir(ctx, parentOf(rel))
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, ErrNotDir) {
+		return KindAbsent, nil
+	}
+	if err != nil {
+		return "", opErr("stat", rel, err)
+	}
+	defer d.close()
+	fi, err := d.r.Lstat(base(rel))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return KindAbsent, nil
+	case err != nil:
+		return "", opErr("stat", rel, bare(err))
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return "", opErr("stat", rel, ErrSymlink)
+	case fi.IsDir():
+		return KindDir, nil
+	case fi.Mode().IsRegular():
+		return KindFile, nil
+	}
+	return "", opErr("stat", rel, ErrNotRegular)
+}
+
 // Entry is one name in a listing.
 type Entry struct {
 	Name string `json:"name"`

@@ -123,6 +123,24 @@ type Config struct {
 	// Agent is the agent runtime: the model server it asks and the
 	// limits of each job.
 	Agent Agent `toml:"agent"`
+	// Executor is what the node says of its host to the actions it
+	// carries out.
+	Executor Executor `toml:"executor"`
+}
+
+// Executor is the [executor] table: facts about the host that an action
+// descriptor's preconditions may ask for. The node does not probe them;
+// the operator states them. An action whose descriptor asks for a fact
+// the host does not state fails with PRECONDITION_FAILED, naming it.
+type Executor struct {
+	// UserIdle states that nobody uses the machine interactively (a
+	// headless server), so actions may run unattended: it satisfies
+	// preconditions.user_idle.
+	UserIdle bool `toml:"user_idle"`
+	// NetworkAvailable states that the host's network is up: it
+	// satisfies preconditions.network_available. Actions get no network
+	// access either way.
+	NetworkAvailable bool `toml:"network_available"`
 }
 
 // Agent is the [agent] table: the agent runtime's settings. The runtime is
@@ -342,6 +360,12 @@ func floatSetting(flagName, env, usage string, field func(*Config) *float64) set
 		func(c *Config, v string) (err error) { *field(c), err = strconv.ParseFloat(v, 64); return err }, nil}
 }
 
+func boolSetting(flagName, env, usage string, field func(*Config) *bool) setting {
+	return setting{flagName, env, usage,
+		func(fs *flag.FlagSet, c *Config, name, usage string) { fs.BoolVar(field(c), name, *field(c), usage) },
+		func(c *Config, v string) (err error) { *field(c), err = strconv.ParseBool(v); return err }, nil}
+}
+
 func durationSetting(flagName, env, usage string, field func(*Config) *Duration) setting {
 	return setting{flagName, env, usage,
 		func(fs *flag.FlagSet, c *Config, name, usage string) {
@@ -413,6 +437,10 @@ var settings = []setting{
 	intSetting("", "SNAPNODE_AGENT_MAX_RETRIES", "honour N RETRY answers a phase", func(c *Config) *int { return &c.Agent.MaxRetries }),
 	linesSetting("SNAPNODE_AGENT_REDACT", "remove matches of these regular expressions, one a line, from stored history", func(c *Config) *[]string { return &c.Agent.Redact }),
 	stringSetting("", "SNAPNODE_AGENT_SYSTEM_PROMPT", "append TEXT to the built-in system prompt", func(c *Config) *string { return &c.Agent.SystemPrompt }),
+
+	// What the host states for actions' preconditions, [executor].
+	boolSetting("executor-user-idle", "SNAPNODE_EXECUTOR_USER_IDLE", "state that nobody uses this machine interactively: actions whose descriptor asks for an idle user may run", func(c *Config) *bool { return &c.Executor.UserIdle }),
+	boolSetting("executor-network-available", "SNAPNODE_EXECUTOR_NETWORK_AVAILABLE", "state that this host's network is up: actions whose descriptor asks for it may run (they still get no network access)", func(c *Config) *bool { return &c.Executor.NetworkAvailable }),
 }
 
 func splitList(v string) []string {

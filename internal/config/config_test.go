@@ -694,3 +694,40 @@ func TestAgentEnabled(t *testing.T) {
 		}
 	}
 }
+
+// The [executor] facts: false by default; flag over environment over file.
+func TestExecutorFacts(t *testing.T) {
+	file := writeFile(t, "snapnode.toml", `
+[executor]
+user_idle = true
+network_available = true
+`, 0o600)
+	type facts struct{ idle, net bool }
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want facts
+	}{
+		{"default: neither stated", nil, nil, facts{false, false}},
+		{"file", []string{"--config", file}, nil, facts{true, true}},
+		{"env over file", []string{"--config", file}, map[string]string{"SNAPNODE_EXECUTOR_USER_IDLE": "false"}, facts{false, true}},
+		{"env over default", nil, map[string]string{"SNAPNODE_EXECUTOR_NETWORK_AVAILABLE": "1"}, facts{false, true}},
+		{"flag over env", []string{"--executor-user-idle", "--executor-network-available=false"},
+			map[string]string{"SNAPNODE_EXECUTOR_NETWORK_AVAILABLE": "true"}, facts{true, false}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := load(t, tc.args, tc.env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := (facts{c.Executor.UserIdle, c.Executor.NetworkAvailable}); got != tc.want {
+				t.Errorf("executor %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+	_, err := load(t, nil, map[string]string{"SNAPNODE_EXECUTOR_USER_IDLE": "maybe"})
+	if err == nil || !strings.Contains(err.Error(), "SNAPNODE_EXECUTOR_USER_IDLE") {
+		t.Errorf("a value that is not a boolean: %v", err)
+	}
+}

@@ -306,6 +306,7 @@ func startProposals(ctx context.Context, cfg config.Config, db *sqldb.DB, logger
 		DB: db, Sandbox: sb, Policy: holder, Audit: log,
 		IsOperator:   func(addr string) bool { return operators[addr] },
 		MaxClockSkew: cfg.MaxDrift.Duration,
+		Facts:        executor.Facts{UserIdle: cfg.Executor.UserIdle, NetworkAvailable: cfg.Executor.NetworkAvailable},
 		Logger:       logger.With("part", "executor"),
 	})
 	if err != nil {

@@ -259,3 +259,38 @@ func TestDescriptorCreatedAtUsesMaxDrift(t *testing.T) {
 		})
 	}
 }
+
+// The operator's [executor] facts reach the executor: a descriptor whose
+// preconditions ask for an idle user and an available network runs on a
+// node that states both.
+func TestExecutorFactsReachPreconditions(t *testing.T) {
+	dataDir := filepath.Join(t.TempDir(), "data")
+	n, stop := startNode(t, func(c *config.Config) {
+		c.DataDir = dataDir
+		c.Executor.UserIdle, c.Executor.NetworkAvailable = true, true
+	})
+	defer stop()
+	if err := os.WriteFile(filepath.Join(dataDir, "sandbox", "a.txt"), []byte("hello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := execproposal.Parse([]byte(`{"schema_version":"1.0.0","id":"` + uuid.NewString() +
+		`","reasoning":"r","action":"READ_FILE","args":{"path":"/sandbox/a.txt"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := execproposal.Describe(p, execproposal.NewDefaults())
+	d.Preconditions.UserIdle, d.Preconditions.NetworkAvailable = true, true
+	var data map[string]any
+	b, _ := jsonv2.Marshal(d)
+	if err := json.Unmarshal(b, &data); err != nil {
+		t.Fatal(err)
+	}
+	alice := newRequester(t, n.RelayURLs())
+	msg := map[string]any{"message": map[string]any{"messageId": uuid.NewString(), "role": "user",
+		"parts": []any{map[string]any{"data": data}}}}
+	v := taskOf(t, alice.call(t, n, "message/send", msg, false))
+	if v.Status.State != "completed" {
+		_, out, _ := v.artifact("result-")
+		t.Fatalf("descriptor with user_idle and network_available: %s %q %s", v.Status.State, v.Status.Message, out)
+	}
+}

@@ -1,0 +1,112 @@
+package executor
+
+import (
+	"runtime"
+	"time"
+
+	"github.com/snapnode/snapnode/executor/proposal"
+	"github.com/snapnode/snapnode/executor/sandbox"
+)
+
+// How the executor enforces an action's resources (the smaller of the
+// host's caps and a peer descriptor's):
+//
+//   - max_duration_ms bounds every sandbox call (its context ends);
+//   - max_disk_mb bounds the bytes the action writes;
+//   - max_memory_mb bounds the bytes the action holds: half of it for
+//     what it writes, half for what it reads (files read, and the
+//     pre-images kept of the files it changes), shared equally among
+//     the paths it touches, which lowers the sandbox's cap on one file;
+//   - max_cpu_ms bounds the CPU time of the run (the sandbox's reads,
+//     listings and staging), measured on the thread the run is pinned
+//     to. The run is not cut short when it passes the cap: its result
+//     is discarded before anything changes (nothing is promoted, nothing
+//     read is returned), and max_duration_ms bounds how long it can take.
+//
+// A cap the host cannot enforce (max_cpu_ms where the system reports no
+// CPU time) refuses the action before it runs.
+
+// cpuClock reads the CPU time the calling thread has used (threadCPU).
+type cpuClock func() (time.Duration, error)
+
+// The caps of LIMIT_EXCEEDED the executor adds to the sandbox's.
+const (
+	limitMemory = "memory"
+	limitCPU    = "cpu"
+)
+
+// unenforceableCPU refuses every action where there is no CPU clock.
+func unenforceableCPU() *proposal.Error {
+	return &proposal.Error{
+		Code: proposal.ErrValidation, Field: "/resources/max_cpu_ms", Rule: "enforceableCap",
+		Message: "This host cannot measure CPU time, so it cannot enforce max_cpu_ms.",
+	}
+}
+
+// memory is the item's memory cap in bytes.
+func (it *item) memory() int64 { return it.resources.MaxMemoryMB << 20 }
+
+// readCap is the most one file read or replaced may hold: half the memory
+// cap, shared among the paths the item touches.
+func (it *item) readCap() int64 {
+	return it.memory() / 2 / int64(max(1, len(it.paths())))
+}
+
+// limits are the sandbox caps the item's resources set.
+func (it *item) limits() sandbox.Limits {
+	return sandbox.Limits{
+		MaxDuration: time.Duration(it.resources.MaxDurationMillis) * time.Millisecond,
+		MaxFileSize: it.readCap(),
+	}
+}
+
+// memoryFailure is LIMIT_EXCEEDED for max_memory_mb; got is what the
+// action asked for, in bytes (0 when unknown).
+func (it *item) memoryFailure(got int64) *Failure {
+	return &Failure{Code: CodeLimitExceeded, Limit: limitMemory, Max: it.memory(), Got: got,
+		Field: "/resources/max_memory_mb", Message: "The action exceeds the memory limit."}
+}
+
+// limitFailure is sandboxFailure, but a file too large for the cap the
+// memory cap set (the host's own cap being larger) is the memory limit
+// reached.
+func (e *Executor) limitFailure(it *item, err error) *Failure {
+	f := sandboxFailure(err)
+	if f.Limit == string(sandbox.LimitFileSize) && it.readCap() < e.sb.Limits().MaxFileSize {
+		m := it.memoryFailure(f.Got)
+		m.Paths = f.Paths
+		return m
+	}
+	return f
+}
+
+// onThread runs f pinned to one OS thread and returns the CPU time that
+// thread used meanwhile. The sandbox does its work on the calling
+// goroutine, so this is the run's own CPU time (and, where only the
+// process's is known, an upper bound of it).
+func (e *Executor) onThread(f func()) (time.Duration, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	start, err := e.cpu()
+	if err != nil {
+		return 0, err
+	}
+	f()
+	end, err := e.cpu()
+	if err != nil {
+		return 0, err
+	}
+	return end - start, nil
+}
+
+// cpuFailure is LIMIT_EXCEEDED for max_cpu_ms when used is beyond it, nil
+// otherwise.
+func (it *item) cpuFailure(used time.Duration) *Failure {
+	max := time.Duration(it.resources.MaxCPUMillis) * time.Millisecond
+	if used <= max {
+		return nil
+	}
+	return &Failure{Code: CodeLimitExceeded, Limit: limitCPU, Max: it.resources.MaxCPUMillis,
+		Got: int64((used + time.Millisecond - 1) / time.Millisecond), Field: "/resources/max_cpu_ms",
+		Message: "The action exceeds the CPU time limit."}
+}
