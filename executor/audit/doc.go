@@ -18,7 +18,7 @@
 //	err = log.Export(ctx, os.Stdout, 0)     // JSON Lines
 //	report, err = audit.VerifyJSONL(file)   // the same checks, offline
 //	tick := time.NewTicker(time.Hour)
-//	go log.RunPruner(ctx, tick.C, nil)      // prunes now and every hour; ends with ctx
+//	go log.RunPruner(ctx, tick.C, nil)      // prunes every hour; ends with ctx
 //
 // # The chain
 //
@@ -88,8 +88,8 @@
 // hide entries, even by recomputing every hash after it. An export's
 // verifier checks the signatures against the address they name and
 // reports it (Report.CheckpointSigner), to be compared with the node's.
-// RunPruner prunes at once and at every tick of a channel the caller
-// owns (a time.Ticker's, or a test's).
+// RunPruner prunes at every tick of a channel the caller owns (a
+// time.Ticker's, or a test's).
 //
 // # Export
 //

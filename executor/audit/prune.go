@@ -171,22 +171,21 @@ func (l *Log) retention() string {
 	}
 }
 
-// RunPruner prunes at once and then at every tick until ctx is done, and
-// returns ctx's error. The caller owns ticks: a time.Ticker's C in
-// production (stopped once RunPruner returns), a channel of its own in
-// tests, which then move the log's clock (Options.Now) and tick. A failed
-// prune is retried at the next tick; report, if not nil, is told of each
-// round, after it.
+// RunPruner prunes at every tick until ctx is done, and returns ctx's
+// error. The caller owns ticks: a time.Ticker's C in production (stopped
+// once RunPruner returns), a channel of its own in tests, which then move
+// the log's clock (Options.Now) and tick. A failed prune is retried at the
+// next tick; report, if not nil, is told of each round, after it.
 func (l *Log) RunPruner(ctx context.Context, ticks <-chan time.Time, report func(removed int64, err error)) error {
 	for {
-		n, err := l.Prune(ctx)
-		if report != nil && ctx.Err() == nil {
-			report(n, err)
-		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-ticks:
+		}
+		n, err := l.Prune(ctx)
+		if report != nil && ctx.Err() == nil {
+			report(n, err)
 		}
 	}
 }

@@ -207,7 +207,7 @@ func TestRunPruner(t *testing.T) {
 			pruned <- n
 		})
 	}()
-	// At once: nothing is due yet.
+	ticks <- clk.Now() // nothing is due yet
 	if n := <-pruned; n != 0 {
 		t.Fatalf("first prune removed %d, want 0", n)
 	}

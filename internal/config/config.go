@@ -112,7 +112,28 @@ type Config struct {
 	// Agent is the agent runtime: the model server it asks and the
 	// limits of each job.
 	Agent Agent `toml:"agent"`
+	// Audit is how long the audit log keeps its entries and what each
+	// holds.
+	Audit Audit `toml:"audit"`
 }
+
+// Audit is the [audit] table: the host's retention and levels of the
+// audit log. A proposer's descriptor may state its own (audit.retain_days,
+// audit.log_level); they are recorded, never applied.
+type Audit struct {
+	// RetainDays: entries older than this many days are pruned, every
+	// hour, behind a checkpoint the node's key signs; 0 keeps every entry.
+	RetainDays int `toml:"retain_days"`
+	// LevelLow… LevelCritical are the audit level (SUMMARY, DETAILED or
+	// FORENSIC) of the actions of each risk level.
+	LevelLow      string `toml:"level_low"`
+	LevelMedium   string `toml:"level_medium"`
+	LevelHigh     string `toml:"level_high"`
+	LevelCritical string `toml:"level_critical"`
+}
+
+// MaxAuditRetainDays is the largest audit.retain_days (100 years).
+const MaxAuditRetainDays = 36500
 
 // Agent is the [agent] table: the agent runtime's settings. The runtime is
 // on when LLMURL and LLMModel are both set (see [Config.AgentEnabled]).
@@ -274,6 +295,13 @@ func Default() Config {
 			MaxHistoryBytes:     100 << 20,
 			MaxRetries:          3,
 		},
+		Audit: Audit{
+			RetainDays:    30,
+			LevelLow:      "SUMMARY",
+			LevelMedium:   "DETAILED",
+			LevelHigh:     "FORENSIC",
+			LevelCritical: "FORENSIC",
+		},
 	}
 }
 
@@ -399,6 +427,13 @@ var settings = []setting{
 	intSetting("", "SNAPNODE_AGENT_MAX_RETRIES", "honour N RETRY answers a phase", func(c *Config) *int { return &c.Agent.MaxRetries }),
 	linesSetting("SNAPNODE_AGENT_REDACT", "remove matches of these regular expressions, one a line, from stored history", func(c *Config) *[]string { return &c.Agent.Redact }),
 	stringSetting("", "SNAPNODE_AGENT_SYSTEM_PROMPT", "append TEXT to the built-in system prompt", func(c *Config) *string { return &c.Agent.SystemPrompt }),
+
+	// The audit log, [audit].
+	intSetting("audit-retain-days", "SNAPNODE_AUDIT_RETAIN_DAYS", "keep audit entries `N` days, pruned behind a signed checkpoint (0: keep every entry)", func(c *Config) *int { return &c.Audit.RetainDays }),
+	stringSetting("", "SNAPNODE_AUDIT_LEVEL_LOW", "audit LOW-risk actions at LEVEL: SUMMARY, DETAILED or FORENSIC", func(c *Config) *string { return &c.Audit.LevelLow }),
+	stringSetting("", "SNAPNODE_AUDIT_LEVEL_MEDIUM", "audit MEDIUM-risk actions at LEVEL: SUMMARY, DETAILED or FORENSIC", func(c *Config) *string { return &c.Audit.LevelMedium }),
+	stringSetting("", "SNAPNODE_AUDIT_LEVEL_HIGH", "audit HIGH-risk actions at LEVEL: SUMMARY, DETAILED or FORENSIC", func(c *Config) *string { return &c.Audit.LevelHigh }),
+	stringSetting("", "SNAPNODE_AUDIT_LEVEL_CRITICAL", "audit CRITICAL-risk actions (refused) at LEVEL: SUMMARY, DETAILED or FORENSIC", func(c *Config) *string { return &c.Audit.LevelCritical }),
 }
 
 func splitList(v string) []string {
@@ -571,7 +606,31 @@ func (c *Config) Validate() error {
 		}
 	}
 	errs = append(errs, c.Agent.validate()...)
+	errs = append(errs, c.Audit.validate()...)
 	return errors.Join(errs...)
+}
+
+// validate checks the [audit] table; each error names the TOML key and
+// its flag (or variable), the rule and the value received.
+func (a *Audit) validate() []error {
+	var errs []error
+	if a.RetainDays < 0 || a.RetainDays > MaxAuditRetainDays {
+		errs = append(errs, fmt.Errorf("config: audit.retain_days (%s): want 0 (keep every entry) to %d days; got %d",
+			source("SNAPNODE_AUDIT_RETAIN_DAYS"), MaxAuditRetainDays, a.RetainDays))
+	}
+	for _, l := range []struct{ key, env, v string }{
+		{"level_low", "SNAPNODE_AUDIT_LEVEL_LOW", a.LevelLow},
+		{"level_medium", "SNAPNODE_AUDIT_LEVEL_MEDIUM", a.LevelMedium},
+		{"level_high", "SNAPNODE_AUDIT_LEVEL_HIGH", a.LevelHigh},
+		{"level_critical", "SNAPNODE_AUDIT_LEVEL_CRITICAL", a.LevelCritical},
+	} {
+		switch l.v {
+		case "SUMMARY", "DETAILED", "FORENSIC":
+		default:
+			errs = append(errs, fmt.Errorf("config: audit.%s (%s): want SUMMARY, DETAILED or FORENSIC; got %q", l.key, source(l.env), l.v))
+		}
+	}
+	return errs
 }
 
 // maxTimeMinutes is the largest agent.max_time_minutes: what a
