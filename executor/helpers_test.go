@@ -43,6 +43,8 @@ type env struct {
 	holder *policy.Holder
 	// cooldown is Config.RollbackCooldown.
 	cooldown time.Duration
+	// levels is Config.AuditLevels (nil: the defaults).
+	levels executor.AuditLevels
 
 	db  *sqldb.DB
 	sb  *sandbox.Sandbox
@@ -78,6 +80,7 @@ func (v *env) open() {
 	ex, err := executor.New(ctx, executor.Config{
 		DB: db, Sandbox: sb, Policy: v.holder, Audit: log,
 		Defaults:         proposal.NewDefaults(),
+		AuditLevels:      v.levels,
 		IsOperator:       func(addr string) bool { return addr == operator },
 		RollbackCooldown: v.cooldown,
 		Now:              v.clock.Now,

@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -95,5 +96,34 @@ func TestIsDescriptor(t *testing.T) {
 		if got := isDescriptor([]byte(tc.data)); got != tc.want {
 			t.Errorf("isDescriptor(%s) = %v, want %v", tc.data, got, tc.want)
 		}
+	}
+}
+
+// A FORENSIC entry keeps as much of a large diff as fits, marked cut, and
+// never loses the paths to the cap on an entry's detail.
+func TestTouchedCutsLargeDiff(t *testing.T) {
+	big := strings.Repeat("+a line with \"quotes\" and \x01 control\n", 2000)
+	d := touched([]sandbox.Diff{{Path: "/sandbox/big.txt", Unified: big}})
+	b := detail(d)
+	if len(b) > maxDetail || !d.DiffCut || d.Diff == "" || len(d.Paths) != 1 {
+		t.Fatalf("%d bytes (cap %d), cut %v, diff %d bytes, %d paths", len(b), maxDetail, d.DiffCut, len(d.Diff), len(d.Paths))
+	}
+	small := touched([]sandbox.Diff{{Path: "/sandbox/s.txt", Unified: "+x\n"}})
+	if small.DiffCut || small.Diff != "+x\n" {
+		t.Fatalf("small diff: %+v", small)
+	}
+}
+
+// Only the risk levels and audit levels the host knows are accepted.
+func TestAuditLevelsFilled(t *testing.T) {
+	for _, bad := range []AuditLevels{{proposal.RiskLow: "LOUD"}, {"EXTREME": proposal.AuditSummary}, {proposal.RiskHigh: "forensic"}} {
+		if _, err := bad.filled(); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+	l, err := AuditLevels{proposal.RiskHigh: proposal.AuditDetailed}.filled()
+	if err != nil || l.of(proposal.RiskHigh) != proposal.AuditDetailed || l.of(proposal.RiskLow) != proposal.AuditSummary ||
+		l.highest() != proposal.AuditForensic {
+		t.Fatalf("filled: %v, %v", l, err)
 	}
 }

@@ -36,6 +36,9 @@ type item struct {
 	risk       proposal.Risk        // the higher of the host's and the peer's
 	confirm    []string             // the descriptors' own reasons to confirm
 	resources  proposal.Resources   // the smaller of the host's and the peer's caps
+	// requestedAudit is a peer descriptor's audit section: recorded, never
+	// applied (the host's AuditLevels and retention are).
+	requestedAudit proposal.Audit
 }
 
 // step is one leaf action.
@@ -90,7 +93,7 @@ func (e *Executor) parse(data []byte, actionID string) (*item, error) {
 	if err != nil {
 		return nil, err
 	}
-	it := &item{format: formatDescriptor, proposalID: peer.ActionID, action: string(peer.ActionType)}
+	it := &item{format: formatDescriptor, proposalID: peer.ActionID, action: string(peer.ActionType), requestedAudit: peer.Audit}
 	leaves := []*proposal.Descriptor{peer}
 	if peer.ActionType == proposal.TypeMultiStepComposite {
 		it.composite, leaves = true, peer.Children

@@ -89,3 +89,51 @@ func TestAuditRetentionAtStart(t *testing.T) {
 		})
 	}
 }
+
+// The [audit] levels reach the executor: with MEDIUM at SUMMARY a write's
+// entries keep its path and no content hash; at the default (DETAILED)
+// they keep the hashes.
+func TestAuditLevelSetting(t *testing.T) {
+	for _, c := range []struct {
+		level      string
+		wantHashes bool
+	}{{"SUMMARY", false}, {"DETAILED", true}} {
+		t.Run(c.level, func(t *testing.T) {
+			ctx := context.Background()
+			dataDir := filepath.Join(t.TempDir(), "data")
+			n, stop := startNode(t, func(cf *config.Config) { cf.DataDir, cf.Audit.LevelMedium = dataDir, c.level })
+			alice := newRequester(t, n.RelayURLs())
+			w := taskOf(t, alice.call(t, n, "message/send", proposal("WRITE_FILE", map[string]any{"path": "/sandbox/n.txt", "content": "x\n"}), false))
+			if w.Status.State != "completed" {
+				t.Fatalf("write: %s", w.Status.State)
+			}
+			stop()
+			db, err := sqldb.Open(ctx, filepath.Join(dataDir, "tasks.db"), sqldb.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			l, err := audit.New(ctx, db, audit.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			es, err := l.Query(ctx, audit.Filter{Task: w.ID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			promoted := false
+			for _, e := range es {
+				if e.Step == audit.StepPromoted {
+					promoted = true
+					if got := e.PostHash != ""; got != c.wantHashes {
+						t.Errorf("promoted entry at %s: post hash %q", c.level, e.PostHash)
+					}
+				}
+			}
+			if !promoted {
+				t.Fatalf("no promoted entry among %d", len(es))
+			}
+		})
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/snapnode/snapnode/executor"
 	"github.com/snapnode/snapnode/executor/audit"
 	"github.com/snapnode/snapnode/executor/policy"
+	"github.com/snapnode/snapnode/executor/proposal"
 	"github.com/snapnode/snapnode/executor/sandbox"
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/admin"
@@ -312,6 +313,9 @@ func startProposals(ctx context.Context, cfg config.Config, db *sqldb.DB, key *i
 	holder := policy.NewHolder(engine)
 	exec, err := executor.New(ctx, executor.Config{
 		DB: db, Sandbox: sb, Policy: holder, Audit: log,
+		AuditLevels: auditLevels(cfg.Audit),
+		// What derived descriptors state of retention: the host's.
+		Defaults:   proposal.Defaults{RetainDays: cfg.Audit.RetainDays},
 		IsOperator: func(addr string) bool { return operators[addr] },
 		Logger:     logger.With("part", "executor"),
 	})
@@ -344,6 +348,15 @@ func AuditOptions(cfg config.Config, key *identity.Key, network identity.Network
 	return audit.Options{
 		Retain: time.Duration(cfg.Audit.RetainDays) * 24 * time.Hour,
 		Signer: audit.IdentitySigner(key, network),
+	}
+}
+
+// auditLevels is the executor's audit level of each risk level, from the
+// [audit] settings.
+func auditLevels(a config.Audit) executor.AuditLevels {
+	return executor.AuditLevels{
+		proposal.RiskLow: a.LevelLow, proposal.RiskMedium: a.LevelMedium,
+		proposal.RiskHigh: a.LevelHigh, proposal.RiskCritical: a.LevelCritical,
 	}
 }
 
