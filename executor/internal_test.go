@@ -3,12 +3,14 @@ package executor
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/snapnode/snapnode/executor/audit"
 	"github.com/snapnode/snapnode/executor/proposal"
 	"github.com/snapnode/snapnode/executor/sandbox"
 )
@@ -126,4 +128,31 @@ func TestAuditLevelsFilled(t *testing.T) {
 		l.highest() != proposal.AuditForensic {
 		t.Fatalf("filled: %v, %v", l, err)
 	}
+}
+
+// FuzzFilterDetail: whatever detail it is given, a level's filter returns
+// nothing or a JSON object holding only members the level keeps.
+func FuzzFilterDetail(f *testing.F) {
+	f.Add([]byte(`{"paths":[{"path":"/sandbox/a","before":{"kind":"file"}}],"diff":"+x\n","reasoning":"r"}`))
+	f.Add([]byte(`{"action":"WRITE_FILE","paths":["/sandbox/a"],"audit_level":"SUMMARY"}`))
+	f.Add([]byte(`[1,2]`))
+	f.Add([]byte(`{"paths":[{"nopath":1}],"a":{"b":[]}}`))
+	f.Fuzz(func(t *testing.T, d []byte) {
+		for _, level := range []string{proposal.AuditSummary, proposal.AuditDetailed} {
+			out := atLevel(audit.Entry{Detail: d}, level).Detail
+			if out == nil {
+				continue
+			}
+			var m map[string]json.RawMessage
+			if err := json.Unmarshal(out, &m); err != nil {
+				t.Fatalf("%s: %q from %q: %v", level, out, d, err)
+			}
+			for name := range m {
+				if level == proposal.AuditSummary && !slices.Contains(summaryMembers, name) ||
+					level == proposal.AuditDetailed && slices.Contains(forensicOnly, name) {
+					t.Fatalf("%s keeps %q: %s", level, name, out)
+				}
+			}
+		}
+	})
 }
