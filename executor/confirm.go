@@ -157,6 +157,7 @@ func (e *Executor) approve(ctx context.Context, r *record, actor string) (*Resul
 		res := &Result{ActionID: r.ActionID, ProposalID: r.ProposalID, Action: r.Action}
 		return e.failRecord(ctx, j, r, res, actor, &Failure{Code: string(pe.Code), Message: pe.Message})
 	}
+	j.setRisk(e.levels, it.risk)
 	res := &Result{ActionID: r.ActionID, ProposalID: it.proposalID, Action: it.action}
 	dec := e.judge(ctx, it, r.Requester, false)
 	j.add(e.judgedEntry(actor, r.Requester, dec, false))

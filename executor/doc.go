@@ -42,6 +42,13 @@
 //	promoted    the changes reached the workspace
 //	rolled_back the host restored the snapshot (or was refused)
 //
+// What an entry holds is the host's audit level for the action's risk
+// (Config.AuditLevels; see AuditLevels): SUMMARY the action, decisions
+// and paths; DETAILED also content hashes, policy detail and errors;
+// FORENSIC also the proposer's reasoning and the diff. A peer
+// descriptor's audit.log_level and retain_days are recorded in the
+// validated entry, never applied.
+//
 // Entries of one call are appended together, in one batch, before
 // anything with an effect happens (a stored record, a promotion) and when
 // the call ends; none is ever left out. The snapshot is stored in the

@@ -47,6 +47,10 @@ type Config struct {
 	// confirmation threshold, audit level). Zero fields take
 	// proposal.NewDefaults'. Its NewID, when set, also makes action ids.
 	Defaults proposal.Defaults
+	// AuditLevels is the audit level of each risk level: what the audit
+	// entries of an action hold. Risks it does not name take
+	// DefaultAuditLevels'.
+	AuditLevels AuditLevels
 	// IsOperator reports whether an address has the operator role: it may
 	// approve and deny, and the policy sees it in Role::"operator". Nil:
 	// nobody has it, and only Host approves.
@@ -82,6 +86,7 @@ type Executor struct {
 	sb         *sandbox.Sandbox
 	policy     *policy.Holder
 	audit      *audit.Log
+	levels     AuditLevels
 	defaults   proposal.Defaults
 	isOperator func(string) bool
 	facts      Facts
@@ -107,10 +112,15 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 	case cfg.Audit.DB() != cfg.DB:
 		return nil, errors.New("executor: Config.Audit must keep its log in Config.DB")
 	}
+	levels, err := cfg.AuditLevels.filled()
+	if err != nil {
+		return nil, err
+	}
 	if err := cfg.DB.Migrate(ctx, migrations()); err != nil {
 		return nil, fmt.Errorf("executor: %w", err)
 	}
 	e := &Executor{
+		levels:     levels,
 		store:      store{db: cfg.DB, d: cfg.DB.Dialect},
 		sb:         cfg.Sandbox,
 		policy:     cfg.Policy,
@@ -283,6 +293,7 @@ func (e *Executor) Run(ctx context.Context, req Request) (*Result, error) {
 		return &Result{Outcome: Failed, ActionID: actionID, Output: out, Reason: pe.Message}, nil
 	}
 	res := &Result{ActionID: actionID, ProposalID: it.proposalID, Action: it.action}
+	j.setRisk(e.levels, it.risk)
 	j.add(audit.Entry{Actor: actor, Step: audit.StepValidated, Decision: "valid", Detail: detail(e.validated(it))})
 
 	var key string
@@ -344,7 +355,9 @@ func (e *Executor) Run(ctx context.Context, req Request) (*Result, error) {
 
 func (e *Executor) validated(it *item) validatedDetail {
 	d := validatedDetail{Format: it.format, ProposalID: it.proposalID, Action: it.action, Risk: string(it.risk),
-		Paths: it.paths(), Reasoning: clean(it.reasoning, 2048, true), Intent: it.desc.IntentSummary}
+		Paths: it.paths(), Reasoning: clean(it.reasoning, 2048, true), Intent: it.desc.IntentSummary,
+		AuditLevel: e.levels.of(it.risk), RequestedLogLevel: clean(it.requestedAudit.LogLevel, 32, false),
+		RequestedRetainDays: it.requestedAudit.RetainDays}
 	if it.composite {
 		d.Steps = len(it.steps)
 	}

@@ -47,6 +47,8 @@ type env struct {
 	// then reopen.
 	facts    executor.Facts
 	defaults proposal.Defaults
+	// levels is Config.AuditLevels (nil: the defaults).
+	levels executor.AuditLevels
 
 	db  *sqldb.DB
 	sb  *sandbox.Sandbox
@@ -83,6 +85,7 @@ func (v *env) open() {
 		DB: db, Sandbox: sb, Policy: v.holder, Audit: log,
 		Defaults:         v.defaults,
 		Facts:            v.facts,
+		AuditLevels:      v.levels,
 		IsOperator:       func(addr string) bool { return addr == operator },
 		RollbackCooldown: v.cooldown,
 		Now:              v.clock.Now,

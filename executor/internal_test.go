@@ -3,11 +3,14 @@ package executor
 import (
 	"context"
 	"encoding/json"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/snapnode/snapnode/executor/audit"
 	"github.com/snapnode/snapnode/executor/proposal"
 	"github.com/snapnode/snapnode/executor/sandbox"
 )
@@ -73,4 +76,60 @@ func TestClean(t *testing.T) {
 			t.Errorf("clean(%q, %d, %v) = %q, want %q", tc.in, tc.max, tc.multiline, got, tc.want)
 		}
 	}
+}
+
+// A FORENSIC entry keeps as much of a large diff as fits, marked cut, and
+// never loses the paths to the cap on an entry's detail.
+func TestTouchedCutsLargeDiff(t *testing.T) {
+	big := strings.Repeat("+a line with \"quotes\" and \x01 control\n", 2000)
+	d := touched([]sandbox.Diff{{Path: "/sandbox/big.txt", Unified: big}})
+	b := detail(d)
+	if len(b) > maxDetail || !d.DiffCut || d.Diff == "" || len(d.Paths) != 1 {
+		t.Fatalf("%d bytes (cap %d), cut %v, diff %d bytes, %d paths", len(b), maxDetail, d.DiffCut, len(d.Diff), len(d.Paths))
+	}
+	small := touched([]sandbox.Diff{{Path: "/sandbox/s.txt", Unified: "+x\n"}})
+	if small.DiffCut || small.Diff != "+x\n" {
+		t.Fatalf("small diff: %+v", small)
+	}
+}
+
+// Only the risk levels and audit levels the host knows are accepted.
+func TestAuditLevelsFilled(t *testing.T) {
+	for _, bad := range []AuditLevels{{proposal.RiskLow: "LOUD"}, {"EXTREME": proposal.AuditSummary}, {proposal.RiskHigh: "forensic"}} {
+		if _, err := bad.filled(); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+	l, err := AuditLevels{proposal.RiskHigh: proposal.AuditDetailed}.filled()
+	if err != nil || l.of(proposal.RiskHigh) != proposal.AuditDetailed || l.of(proposal.RiskLow) != proposal.AuditSummary ||
+		l.highest() != proposal.AuditForensic {
+		t.Fatalf("filled: %v, %v", l, err)
+	}
+}
+
+// FuzzFilterDetail: whatever detail it is given, a level's filter returns
+// nothing or a JSON object holding only members the level keeps.
+func FuzzFilterDetail(f *testing.F) {
+	f.Add([]byte(`{"paths":[{"path":"/sandbox/a","before":{"kind":"file"}}],"diff":"+x\n","reasoning":"r"}`))
+	f.Add([]byte(`{"action":"WRITE_FILE","paths":["/sandbox/a"],"audit_level":"SUMMARY"}`))
+	f.Add([]byte(`[1,2]`))
+	f.Add([]byte(`{"paths":[{"nopath":1}],"a":{"b":[]}}`))
+	f.Fuzz(func(t *testing.T, d []byte) {
+		for _, level := range []string{proposal.AuditSummary, proposal.AuditDetailed} {
+			out := atLevel(audit.Entry{Detail: d}, level).Detail
+			if out == nil {
+				continue
+			}
+			var m map[string]json.RawMessage
+			if err := json.Unmarshal(out, &m); err != nil {
+				t.Fatalf("%s: %q from %q: %v", level, out, d, err)
+			}
+			for name := range m {
+				if level == proposal.AuditSummary && !slices.Contains(summaryMembers, name) ||
+					level == proposal.AuditDetailed && slices.Contains(forensicOnly, name) {
+					t.Fatalf("%s keeps %q: %s", level, name, out)
+				}
+			}
+		}
+	})
 }

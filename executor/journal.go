@@ -12,6 +12,7 @@ import (
 
 	"github.com/snapnode/snapnode/executor/audit"
 	"github.com/snapnode/snapnode/executor/policy"
+	"github.com/snapnode/snapnode/executor/proposal"
 	"github.com/snapnode/snapnode/executor/sandbox"
 	"github.com/snapnode/snapnode/internal/sqldb"
 )
@@ -29,13 +30,29 @@ type journal struct {
 	task    string
 	action  string
 	entries []audit.Entry
+	// level is the audit level of the action (see AuditLevels): the
+	// entries are queued in full and written as it keeps them. Until the
+	// action's risk is known it is the highest level.
+	level string
 	// first, when set, joins the transaction of the journal's first
 	// commit (Request.Also).
 	first txOp
 }
 
 func (e *Executor) journal(task, actionID string) *journal {
-	return &journal{log: e.audit, db: e.store.db, task: task, action: actionID}
+	return &journal{log: e.audit, db: e.store.db, task: task, action: actionID, level: e.levels.highest()}
+}
+
+// setRisk sets the journal's level to the host's for risk r.
+func (j *journal) setRisk(levels AuditLevels, r proposal.Risk) { j.level = levels.of(r) }
+
+// leveled returns the queued entries as the journal's level keeps them.
+func (j *journal) leveled() []audit.Entry {
+	out := make([]audit.Entry, len(j.entries))
+	for i, en := range j.entries {
+		out[i] = atLevel(en, j.level)
+	}
+	return out
 }
 
 // add queues an entry of this action, its text made fit for the log.
@@ -55,7 +72,7 @@ func (j *journal) flush(ctx context.Context) error {
 	if len(j.entries) == 0 {
 		return nil
 	}
-	if _, err := j.log.AppendBatch(ctx, j.entries); err != nil {
+	if _, err := j.log.AppendBatch(ctx, j.leveled()); err != nil {
 		return fmt.Errorf("executor: audit action %s: %w", j.action, err)
 	}
 	j.entries = j.entries[:0]
@@ -112,7 +129,7 @@ func (j *journal) write(ctx context.Context, op txOp) (opFailed bool, _ error) {
 			return opErr
 		}
 		if len(j.entries) > 0 {
-			if _, logErr = j.log.AppendTx(ctx, tx, j.entries); logErr != nil {
+			if _, logErr = j.log.AppendTx(ctx, tx, j.leveled()); logErr != nil {
 				logErr = fmt.Errorf("executor: audit action %s: %w", j.action, logErr)
 			}
 		}
@@ -184,6 +201,12 @@ type validatedDetail struct {
 	Steps      int      `json:"steps,omitzero"`
 	Reasoning  string   `json:"reasoning,omitempty"`
 	Intent     string   `json:"intent"`
+	// AuditLevel is the host's level of the action; RequestedLogLevel and
+	// RequestedRetainDays what a peer's descriptor asked for (recorded,
+	// not applied).
+	AuditLevel          string `json:"audit_level"`
+	RequestedLogLevel   string `json:"requested_log_level,omitempty"`
+	RequestedRetainDays int    `json:"requested_retain_days,omitzero"`
 }
 
 type judgedDetail struct {
@@ -196,6 +219,10 @@ type judgedDetail struct {
 
 type touchedDetail struct {
 	Paths []touchedPath `json:"paths"`
+	// Diff is the text of the change (FORENSIC only), cut to fit the
+	// entry when DiffCut.
+	Diff    string `json:"diff,omitempty"`
+	DiffCut bool   `json:"diff_cut,omitzero"`
 }
 
 type touchedPath struct {
@@ -204,10 +231,23 @@ type touchedPath struct {
 	After  sandbox.Image `json:"after"`
 }
 
+// touched describes diffs: every path with its images, and the diff text
+// in what room the entry has left.
 func touched(diffs []sandbox.Diff) touchedDetail {
 	d := touchedDetail{Paths: []touchedPath{}}
 	for _, df := range diffs {
 		d.Paths = append(d.Paths, touchedPath{Path: df.Path, Before: df.Before, After: df.After})
+	}
+	text := formatDiff(diffs)
+	d.Diff = text
+	for cut := len(text); len(mustJSON(d)) > maxDetail; {
+		// Too long once escaped: cut it shorter until it fits, or
+		// leave it out.
+		if cut = cut * 3 / 4; cut < 64 {
+			d.Diff, d.DiffCut = "", true
+			break
+		}
+		d.Diff, d.DiffCut = clean(text, cut, true), true
 	}
 	return d
 }

@@ -34,6 +34,9 @@ type item struct {
 	confirm    []string             // the descriptors' own reasons to confirm
 	resources  proposal.Resources   // the smaller of the host's and the peer's caps
 	pre        []precondition       // what a peer's descriptor declares must hold
+	// requestedAudit is a peer descriptor's audit section: recorded, never
+	// applied (the host's AuditLevels and retention are).
+	requestedAudit proposal.Audit
 }
 
 // step is one leaf action.
@@ -99,7 +102,7 @@ func (e *Executor) parseData(data []byte, actionID string) (*item, error) {
 			return nil, err
 		}
 	}
-	it := &item{format: formatDescriptor, proposalID: peer.ActionID, action: string(peer.ActionType)}
+	it := &item{format: formatDescriptor, proposalID: peer.ActionID, action: string(peer.ActionType), requestedAudit: peer.Audit}
 	leaves := []*proposal.Descriptor{peer}
 	it.pre = declared(peer, "", 0)
 	if peer.ActionType == proposal.TypeMultiStepComposite {

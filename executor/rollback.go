@@ -43,7 +43,7 @@ func (e *Executor) Rollback(ctx context.Context, actionID string) error {
 	}
 	rerr := e.sb.Rollback(ctx, snap)
 	bg := context.WithoutCancel(ctx)
-	j := e.journal(r.Task, r.ActionID)
+	j := e.recordJournal(r)
 	if rerr != nil {
 		// The record back to promoted and the refusal, in one commit.
 		j.add(audit.Entry{Actor: Host, Step: audit.StepRolledBack, Decision: "refused", Reason: rerr.Error()})
@@ -131,7 +131,7 @@ func (e *Executor) recover(ctx context.Context, r *record) error {
 	if err := e.sb.Recover(ctx, snap); err != nil {
 		return fmt.Errorf("executor: recover %s: %w", r.ActionID, err)
 	}
-	j := e.journal(r.Task, r.ActionID)
+	j := e.recordJournal(r)
 	if from == stateRollingBack {
 		return e.rolledBack(ctx, j, r, snap, "recovered")
 	}

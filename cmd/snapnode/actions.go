@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/snapnode/snapnode/executor/audit"
+	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/admin"
 	"github.com/snapnode/snapnode/internal/config"
+	"github.com/snapnode/snapnode/internal/node"
 )
 
 // adminCommand is `snapnode approve|deny TASK` and `snapnode rollback
@@ -122,7 +124,21 @@ func (c *cli) openAudit(ctx context.Context, fs *flag.FlagSet, cfg *config.Confi
 	if !ok {
 		return nil, nil, code, false
 	}
-	log, err := audit.New(ctx, db, audit.Options{})
+	opts := audit.Options{}
+	key, err := node.ExistingKey(*cfg)
+	switch {
+	case err != nil:
+		db.Close()
+		return nil, nil, c.ioError(fs.Name(), err), false
+	case key != nil:
+		network := identity.Mainnet
+		if cfg.Testnet {
+			network = identity.Testnet
+		}
+		// Only checkpoints signed by the node's key are accepted.
+		opts = node.AuditOptions(*cfg, key, network)
+	}
+	log, err := audit.New(ctx, db, opts)
 	if err != nil {
 		db.Close()
 		return nil, nil, c.ioError(fs.Name(), err), false
@@ -145,5 +161,12 @@ func (c *cli) auditReport(rep audit.Report, err error) int {
 	}
 	fmt.Fprintf(c.stdout, "audit log intact: %d entries (seq %d–%d); head seq %d hash %s\n",
 		rep.Entries, rep.First, rep.Last, rep.Head.Seq, rep.Head.Hash)
+	if rep.Checkpoint.Seq > 0 {
+		signed := "unsigned"
+		if rep.CheckpointSigner != "" {
+			signed = "signed by " + rep.CheckpointSigner
+		}
+		fmt.Fprintf(c.stdout, "pruned up to seq %d; checkpoint hash %s, %s\n", rep.Checkpoint.Seq, rep.Checkpoint.Hash, signed)
+	}
 	return exitOK
 }

@@ -14,9 +14,11 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/snapnode/snapnode/executor/audit"
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/node"
+	"github.com/snapnode/snapnode/internal/sqldb"
 	"github.com/snapnode/snapnode/relay"
 )
 
@@ -150,5 +152,65 @@ func TestActionCommands(t *testing.T) {
 	}
 	if r := runCLI(t, "", "audit", "frobnicate"); r.code != exitUsage {
 		t.Errorf("audit frobnicate: %s", r)
+	}
+}
+
+// audit verify reports the checkpoint of a pruned log and who signed it,
+// and accepts only the node's own signature.
+func TestAuditVerifyCheckpoint(t *testing.T) {
+	noEnvKey(t)
+	for _, c := range []struct {
+		name   string
+		signer string // "node" or "other"
+		code   int
+		want   string
+	}{
+		{"signed by the node", "node", exitOK, "pruned up to seq 3; checkpoint hash "},
+		{"signed by another key", "other", exitFail, "audit log TAMPERED: audit: entry 4 checkpoint: the checkpoint is signed by "},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			dataDir := filepath.Join(t.TempDir(), "data")
+			if err := os.MkdirAll(dataDir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			cfg := config.Default()
+			cfg.DataDir = dataDir
+			nodeKey, _ := identity.Generate()
+			if err := identity.SaveKeyFile(cfg.KeyPath(), nodeKey); err != nil {
+				t.Fatal(err)
+			}
+			signer := nodeKey
+			if c.signer == "other" {
+				signer, _ = identity.Generate()
+			}
+			db, err := sqldb.Open(ctx, cfg.DatabaseDSN(), sqldb.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			now := time.Now().Add(-40 * 24 * time.Hour)
+			opts := node.AuditOptions(cfg, signer, identity.Mainnet)
+			opts.Now = func() time.Time { return now }
+			l, err := audit.New(ctx, db, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 3 {
+				if _, err := l.Append(ctx, audit.Entry{Actor: "host", Step: audit.StepCompleted}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			now = time.Now()
+			if n, err := l.Prune(ctx); err != nil || n != 3 {
+				t.Fatalf("Prune: %d, %v", n, err)
+			}
+			l.Close()
+			db.Close()
+
+			r := runCLI(t, "", "audit", "verify", "--data-dir", dataDir)
+			if r.code != c.code || !strings.Contains(r.stdout, c.want) || !strings.Contains(r.stdout, signer.Address(identity.Mainnet)) {
+				t.Fatalf("audit verify: %s\nwant exit %d and %q naming %s", r, c.code, c.want, signer.Address(identity.Mainnet))
+			}
+		})
 	}
 }

@@ -6,7 +6,8 @@
 //
 //	db, err := sqldb.Open(ctx, "sqlite:/var/lib/snapnode/snapnode.db", sqldb.Options{})
 //	…
-//	log, err := audit.New(ctx, db, audit.Options{Retain: 90 * 24 * time.Hour})
+//	log, err := audit.New(ctx, db, audit.Options{Retain: 30 * 24 * time.Hour,
+//		Signer: audit.IdentitySigner(key, identity.Mainnet)}) // signs checkpoints
 //	…
 //	e, err := log.Append(ctx, audit.Entry{
 //		Actor: "bc1p…", Task: taskID, Action: proposalID,
@@ -16,7 +17,8 @@
 //	report, err := log.Verify(ctx)          // errors.Is(err, audit.ErrTampered)
 //	err = log.Export(ctx, os.Stdout, 0)     // JSON Lines
 //	report, err = audit.VerifyJSONL(file)   // the same checks, offline
-//	go log.RunPruner(ctx, time.Hour, nil)   // ends with ctx
+//	tick := time.NewTicker(time.Hour)
+//	go log.RunPruner(ctx, tick.C, nil)      // prunes every hour; ends with ctx
 //
 // # The chain
 //
@@ -77,6 +79,17 @@
 // after verifying what it drops, so that the retained chain still verifies
 // and pruning cannot launder tampering. Anchors older than the checkpoint
 // can no longer be checked (Report.AnchorsPruned).
+//
+// The checkpoint is what vouches for everything pruned, so with
+// Options.Signer (the node's identity key) each pruning record carries a
+// BIP-340 signature of it (CheckpointDigest), and Verify accepts only
+// pruning records that key signed (KindCheckpoint): someone who can write
+// the database but has not the key cannot move the start of the chain to
+// hide entries, even by recomputing every hash after it. An export's
+// verifier checks the signatures against the address they name and
+// reports it (Report.CheckpointSigner), to be compared with the node's.
+// RunPruner prunes at every tick of a channel the caller owns (a
+// time.Ticker's, or a test's).
 //
 // # Export
 //

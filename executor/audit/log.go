@@ -42,6 +42,12 @@ type Options struct {
 	// MaxDetail bounds an entry's Detail in bytes of compact JSON
 	// (default DefaultMaxDetail, at most MaxDetailLimit).
 	MaxDetail int
+	// Signer, when set, signs the checkpoint of every pruning record, and
+	// Verify then accepts only pruning records it signed (the node gives
+	// its identity key: IdentitySigner). Nil: checkpoints are unsigned,
+	// and Verify checks the signatures it finds against the address they
+	// name.
+	Signer Signer
 }
 
 // pruneChunk is how many entries one pruning transaction drops at most.
@@ -109,6 +115,14 @@ func New(ctx context.Context, db *sqldb.DB, opts Options) (*Log, error) {
 		return nil, err
 	}
 	return l, nil
+}
+
+// signer is the address every checkpoint must be signed by ("" for any).
+func (l *Log) signer() string {
+	if l.opts.Signer == nil {
+		return ""
+	}
+	return l.opts.Signer.Address()
 }
 
 // DB returns the database the log is kept in: AppendTx takes the

@@ -22,11 +22,15 @@ import (
 //   - moves the start of the chain in the head record to the first entry
 //     kept and the hash it chains to (the checkpoint);
 //   - appends a StepPruned entry, actor "host", whose Detail records that
-//     checkpoint ({"first_seq":…,"first_prev":"…","removed":…}).
+//     checkpoint ({"first_seq":…,"first_prev":"…","removed":…}) and, with
+//     Options.Signer, its signature ("signer":"bc1p…","sig":"…", see
+//     CheckpointDigest).
 //
 // Verify checks the retained chain from the checkpoint and that the last
-// pruning record names it, so a start moved by hand shows. With neither
-// option set Prune does nothing.
+// pruning record names it, so a start moved by hand shows; with a Signer,
+// every pruning record must carry its valid signature, so a checkpoint
+// rewritten without the node's key shows too (KindCheckpoint). With
+// neither Retain nor MaxEntries set Prune does nothing.
 func (l *Log) Prune(ctx context.Context) (int64, error) {
 	if l.closed.Load() {
 		return 0, ErrClosed
@@ -96,7 +100,13 @@ func (l *Log) pruneOnce(ctx context.Context) (removed int64, more bool, err erro
 		if _, err := tx.ExecContext(ctx, l.d.Rebind("UPDATE audit_head SET first_seq = ?, first_prev = ? WHERE id = 1"), cut+1, cutHash); err != nil {
 			return fmt.Errorf("move the checkpoint: %w", err)
 		}
-		detail, err := jsonv2.Marshal(prunedDetail{FirstSeq: cut + 1, FirstPrev: cutHash, Removed: removed})
+		d := prunedDetail{FirstSeq: cut + 1, FirstPrev: cutHash, Removed: removed}
+		if l.opts.Signer != nil {
+			if err := d.sign(l.opts.Signer); err != nil {
+				return err
+			}
+		}
+		detail, err := jsonv2.Marshal(d)
 		if err != nil {
 			return err
 		}
@@ -121,6 +131,7 @@ func (l *Log) checkDropped(ctx context.Context, tx *sql.Tx, h head, cut int64) (
 	if verr != nil {
 		return "", verr
 	}
+	v.signer = l.signer()
 	rows, err := tx.QueryContext(ctx, l.d.Rebind("SELECT "+entryColumns+" FROM audit_log WHERE seq <= ? ORDER BY seq"), end)
 	if err != nil {
 		return "", fmt.Errorf("read the entries to drop: %w", err)
@@ -160,24 +171,21 @@ func (l *Log) retention() string {
 	}
 }
 
-// RunPruner prunes every interval until ctx is done, and then returns
-// ctx's error. A failed prune is retried at the next tick; report, if not
-// nil, is told of each.
-func (l *Log) RunPruner(ctx context.Context, interval time.Duration, report func(removed int64, err error)) error {
-	if interval <= 0 {
-		return fmt.Errorf("audit: pruner: interval %v", interval)
-	}
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
+// RunPruner prunes at every tick until ctx is done, and returns ctx's
+// error. The caller owns ticks: a time.Ticker's C in production (stopped
+// once RunPruner returns), a channel of its own in tests, which then move
+// the log's clock (Options.Now) and tick. A failed prune is retried at the
+// next tick; report, if not nil, is told of each round, after it.
+func (l *Log) RunPruner(ctx context.Context, ticks <-chan time.Time, report func(removed int64, err error)) error {
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-tick.C:
-			n, err := l.Prune(ctx)
-			if report != nil && ctx.Err() == nil {
-				report(n, err)
-			}
+		case <-ticks:
+		}
+		n, err := l.Prune(ctx)
+		if report != nil && ctx.Err() == nil {
+			report(n, err)
 		}
 	}
 }

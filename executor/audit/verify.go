@@ -48,6 +48,10 @@ const (
 	KindAnchor Kind = "anchor"
 	// KindMalformed: a line of an export that is not an entry or header.
 	KindMalformed Kind = "malformed"
+	// KindCheckpoint: a pruning record's signature of its checkpoint is
+	// missing, does not verify, or is not by the signer the log expects:
+	// the checkpoint was forged or rewritten.
+	KindCheckpoint Kind = "checkpoint"
 )
 
 // VerifyError names the first entry at which a log fails verification.
@@ -92,6 +96,12 @@ type Report struct {
 	// first retained entry and the hash that entry chains to ({0, Genesis}
 	// unless the log was pruned).
 	Checkpoint Anchor
+	// CheckpointSigner is the address whose signature of the checkpoint
+	// verified, in the last pruning record ("" when the log was never
+	// pruned, or pruned without a Signer). Verify requires it to be
+	// Options.Signer's; an export's verifier should compare it with the
+	// node's address.
+	CheckpointSigner string
 	// Head is the last entry's anchor, as the head record gives it; keep
 	// it outside the machine to detect later truncation or rewriting.
 	Head Anchor
@@ -125,7 +135,10 @@ type verifier struct {
 	prunedSeq int64
 	prunedBad string
 	anchors   []Anchor // sorted by seq, from the next to check
-	rep       Report
+	// signer, when set, is the only signer of checkpoints accepted, and
+	// every pruning record must be signed by it.
+	signer string
+	rep    Report
 }
 
 // prunedDetail is the Detail of a StepPruned entry.
@@ -133,6 +146,11 @@ type prunedDetail struct {
 	FirstSeq  int64  `json:"first_seq"`
 	FirstPrev string `json:"first_prev"`
 	Removed   int64  `json:"removed"`
+	// Signer and Sig: the address that signed CheckpointDigest of the
+	// fields above, and its BIP-340 signature in hex (both absent when
+	// the log has no Signer).
+	Signer string `json:"signer,omitempty"`
+	Sig    string `json:"sig,omitempty"`
 }
 
 // newVerifier checks the head record and prepares to walk from seq from.
@@ -223,7 +241,11 @@ func (v *verifier) observe(x Entry) *VerifyError {
 		if err := jsonv2.Unmarshal(x.Detail, &d); err != nil {
 			v.prunedBad = err.Error()
 		} else {
+			if bad := d.checkSignature(v.signer); bad != "" {
+				return &VerifyError{Seq: e, Kind: KindCheckpoint, Detail: bad}
+			}
 			v.pruned = &d
+			v.rep.CheckpointSigner = d.Signer
 		}
 	}
 	if v.rep.Entries == 0 {
@@ -337,6 +359,7 @@ func (l *Log) Verify(ctx context.Context, anchors ...Anchor) (Report, error) {
 	if verr != nil {
 		return Report{}, verr
 	}
+	v.signer = l.signer()
 	rows, err := tx.QueryContext(ctx, "SELECT "+entryColumns+" FROM audit_log ORDER BY seq")
 	if err != nil {
 		return v.report(), fmt.Errorf("audit: verify: %w", err)

@@ -126,6 +126,9 @@ type Config struct {
 	// Executor is what the node says of its host to the actions it
 	// carries out.
 	Executor Executor `toml:"executor"`
+	// Audit is how long the audit log keeps its entries and what each
+	// holds.
+	Audit Audit `toml:"audit"`
 }
 
 // Executor is the [executor] table: facts about the host that an action
@@ -142,6 +145,24 @@ type Executor struct {
 	// access either way.
 	NetworkAvailable bool `toml:"network_available"`
 }
+
+// Audit is the [audit] table: the host's retention and levels of the
+// audit log. A proposer's descriptor may state its own (audit.retain_days,
+// audit.log_level); they are recorded, never applied.
+type Audit struct {
+	// RetainDays: entries older than this many days are pruned, every
+	// hour, behind a checkpoint the node's key signs; 0 keeps every entry.
+	RetainDays int `toml:"retain_days"`
+	// LevelLow… LevelCritical are the audit level (SUMMARY, DETAILED or
+	// FORENSIC) of the actions of each risk level.
+	LevelLow      string `toml:"level_low"`
+	LevelMedium   string `toml:"level_medium"`
+	LevelHigh     string `toml:"level_high"`
+	LevelCritical string `toml:"level_critical"`
+}
+
+// MaxAuditRetainDays is the largest audit.retain_days (100 years).
+const MaxAuditRetainDays = 36500
 
 // Agent is the [agent] table: the agent runtime's settings. The runtime is
 // on when LLMURL and LLMModel are both set (see [Config.AgentEnabled]).
@@ -304,6 +325,13 @@ func Default() Config {
 			MaxHistoryBytes:     100 << 20,
 			MaxRetries:          3,
 		},
+		Audit: Audit{
+			RetainDays:    30,
+			LevelLow:      "SUMMARY",
+			LevelMedium:   "DETAILED",
+			LevelHigh:     "FORENSIC",
+			LevelCritical: "FORENSIC",
+		},
 	}
 }
 
@@ -441,6 +469,12 @@ var settings = []setting{
 	// What the host states for actions' preconditions, [executor].
 	boolSetting("executor-user-idle", "SNAPNODE_EXECUTOR_USER_IDLE", "state that nobody uses this machine interactively: actions whose descriptor asks for an idle user may run", func(c *Config) *bool { return &c.Executor.UserIdle }),
 	boolSetting("executor-network-available", "SNAPNODE_EXECUTOR_NETWORK_AVAILABLE", "state that this host's network is up: actions whose descriptor asks for it may run (they still get no network access)", func(c *Config) *bool { return &c.Executor.NetworkAvailable }),
+	// The audit log, [audit].
+	intSetting("audit-retain-days", "SNAPNODE_AUDIT_RETAIN_DAYS", "keep audit entries `N` days, pruned behind a signed checkpoint (0: keep every entry)", func(c *Config) *int { return &c.Audit.RetainDays }),
+	stringSetting("", "SNAPNODE_AUDIT_LEVEL_LOW", "audit LOW-risk actions at LEVEL: SUMMARY, DETAILED or FORENSIC", func(c *Config) *string { return &c.Audit.LevelLow }),
+	stringSetting("", "SNAPNODE_AUDIT_LEVEL_MEDIUM", "audit MEDIUM-risk actions at LEVEL: SUMMARY, DETAILED or FORENSIC", func(c *Config) *string { return &c.Audit.LevelMedium }),
+	stringSetting("", "SNAPNODE_AUDIT_LEVEL_HIGH", "audit HIGH-risk actions at LEVEL: SUMMARY, DETAILED or FORENSIC", func(c *Config) *string { return &c.Audit.LevelHigh }),
+	stringSetting("", "SNAPNODE_AUDIT_LEVEL_CRITICAL", "audit CRITICAL-risk actions (refused) at LEVEL: SUMMARY, DETAILED or FORENSIC", func(c *Config) *string { return &c.Audit.LevelCritical }),
 }
 
 func splitList(v string) []string {
@@ -625,7 +659,31 @@ func (c *Config) Validate() error {
 		}
 	}
 	errs = append(errs, c.Agent.validate()...)
+	errs = append(errs, c.Audit.validate()...)
 	return errors.Join(errs...)
+}
+
+// validate checks the [audit] table; each error names the TOML key and
+// its flag (or variable), the rule and the value received.
+func (a *Audit) validate() []error {
+	var errs []error
+	if a.RetainDays < 0 || a.RetainDays > MaxAuditRetainDays {
+		errs = append(errs, fmt.Errorf("config: audit.retain_days (%s): want 0 (keep every entry) to %d days; got %d",
+			source("SNAPNODE_AUDIT_RETAIN_DAYS"), MaxAuditRetainDays, a.RetainDays))
+	}
+	for _, l := range []struct{ key, env, v string }{
+		{"level_low", "SNAPNODE_AUDIT_LEVEL_LOW", a.LevelLow},
+		{"level_medium", "SNAPNODE_AUDIT_LEVEL_MEDIUM", a.LevelMedium},
+		{"level_high", "SNAPNODE_AUDIT_LEVEL_HIGH", a.LevelHigh},
+		{"level_critical", "SNAPNODE_AUDIT_LEVEL_CRITICAL", a.LevelCritical},
+	} {
+		switch l.v {
+		case "SUMMARY", "DETAILED", "FORENSIC":
+		default:
+			errs = append(errs, fmt.Errorf("config: audit.%s (%s): want SUMMARY, DETAILED or FORENSIC; got %q", l.key, source(l.env), l.v))
+		}
+	}
+	return errs
 }
 
 // maxTimeMinutes is the largest agent.max_time_minutes: what a

@@ -731,3 +731,50 @@ network_available = true
 		t.Errorf("a value that is not a boolean: %v", err)
 	}
 }
+
+// The [audit] table: the defaults (30 days, and the level of each risk),
+// its precedence, and a clear error for each bad value.
+func TestAuditSettings(t *testing.T) {
+	c, err := load(t, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := config.Audit{RetainDays: 30, LevelLow: "SUMMARY", LevelMedium: "DETAILED", LevelHigh: "FORENSIC", LevelCritical: "FORENSIC"}
+	if c.Audit != want {
+		t.Errorf("defaults: %+v, want %+v", c.Audit, want)
+	}
+	file := writeFile(t, "audit.toml", "[audit]\nretain_days = 90\nlevel_low = \"DETAILED\"\nlevel_high = \"DETAILED\"\n", 0o600)
+	c, err = load(t, []string{"--config", file, "--audit-retain-days", "7"}, map[string]string{"SNAPNODE_AUDIT_LEVEL_HIGH": "FORENSIC", "SNAPNODE_AUDIT_RETAIN_DAYS": "60"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = config.Audit{RetainDays: 7, LevelLow: "DETAILED", LevelMedium: "DETAILED", LevelHigh: "FORENSIC", LevelCritical: "FORENSIC"}
+	if c.Audit != want {
+		t.Errorf("flag over env over file: %+v, want %+v", c.Audit, want)
+	}
+	if c, err = load(t, []string{"--audit-retain-days", "0"}, nil); err != nil || c.Audit.RetainDays != 0 {
+		t.Errorf("retain_days 0 (keep every entry): %v, %d", err, c.Audit.RetainDays)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"negative days", []string{"--audit-retain-days", "-1"}, nil,
+			`config: audit.retain_days (--audit-retain-days): want 0 (keep every entry) to 36500 days; got -1`},
+		{"too many days", nil, map[string]string{"SNAPNODE_AUDIT_RETAIN_DAYS": "36501"},
+			`config: audit.retain_days (--audit-retain-days): want 0 (keep every entry) to 36500 days; got 36501`},
+		{"unknown level", nil, map[string]string{"SNAPNODE_AUDIT_LEVEL_LOW": "VERBOSE"},
+			`config: audit.level_low (SNAPNODE_AUDIT_LEVEL_LOW): want SUMMARY, DETAILED or FORENSIC; got "VERBOSE"`},
+		{"level in lower case", []string{"--config", writeFile(t, "lower.toml", "[audit]\nlevel_critical = \"forensic\"\n", 0o600)}, nil,
+			`config: audit.level_critical (SNAPNODE_AUDIT_LEVEL_CRITICAL): want SUMMARY, DETAILED or FORENSIC; got "forensic"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := load(t, tc.args, tc.env)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v\nwant one containing %s", err, tc.want)
+			}
+		})
+	}
+}

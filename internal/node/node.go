@@ -178,7 +178,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger, with ...
 		n.DB = db
 		taskStore, replay, results = store, store.ReplayStore(), store.ReplayStore()
 		var stopProps func() error
-		if props, stopProps, err = startProposals(ctx, cfg, db, logger); err != nil {
+		if props, stopProps, err = startProposals(ctx, cfg, db, n.key, n.network, logger); err != nil {
 			return nil, err
 		}
 		n.stopProposals = stopProps
@@ -316,17 +316,28 @@ func limiter(rate float64, burst int) snap.Limiter {
 // the node a new identity).
 var ErrNoKeyFile = errors.New("the key file does not exist")
 
-// loadOrCreateKey returns the key in SNAPNODE_KEY, else in the key file,
-// creating the default file (0600) with a new key on first start.
-func loadOrCreateKey(cfg config.Config, logger *slog.Logger) (*identity.Key, error) {
+// ExistingKey returns the node's identity key as `snapnode run` finds it:
+// the key in SNAPNODE_KEY, else in the key file; nil when there is no key
+// file yet.
+func ExistingKey(cfg config.Config) (*identity.Key, error) {
 	if k, err := identity.FromEnv(); k != nil || err != nil {
 		return k, err
 	}
-	path := cfg.KeyPath()
-	k, err := identity.LoadKeyFile(path)
-	if err == nil || !errors.Is(err, fs.ErrNotExist) {
+	k, err := identity.LoadKeyFile(cfg.KeyPath())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	return k, err
+}
+
+// loadOrCreateKey returns ExistingKey, creating the default key file
+// (0600) with a new key on first start.
+func loadOrCreateKey(cfg config.Config, logger *slog.Logger) (*identity.Key, error) {
+	k, err := ExistingKey(cfg)
+	if k != nil || err != nil {
 		return k, err
 	}
+	path := cfg.KeyPath()
 	if cfg.KeyFile != "" {
 		return nil, fmt.Errorf("%w: %s (snapnode keygen --out %s makes one; without --key the node keeps its identity in its data folder)", ErrNoKeyFile, path, path)
 	}

@@ -7,12 +7,15 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/snapnode/snapnode/agent"
 	"github.com/snapnode/snapnode/executor"
 	"github.com/snapnode/snapnode/executor/audit"
 	"github.com/snapnode/snapnode/executor/policy"
+	"github.com/snapnode/snapnode/executor/proposal"
 	"github.com/snapnode/snapnode/executor/sandbox"
+	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/admin"
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/sqldb"
@@ -255,12 +258,17 @@ func (n *Node) ReloadPolicy(path string) (*policy.Engine, error) {
 	return e, nil
 }
 
+// auditPruneInterval is how often the audit log is pruned to its
+// retention (audit.retain_days).
+const auditPruneInterval = time.Hour
+
 // startProposals builds the executor on db — the sandbox folder, the
-// operator's policy (or the built-in one), the audit log — finishes what a
-// crash interrupted, and opens the admin socket. Call setTasks before the
-// first request; stop closes the socket (waiting for commands in progress)
-// and what was opened.
-func startProposals(ctx context.Context, cfg config.Config, db *sqldb.DB, logger *slog.Logger) (_ *proposals, stop func() error, err error) {
+// operator's policy (or the built-in one), the audit log, pruned to its
+// retention now and every hour behind checkpoints signed by key — finishes
+// what a crash interrupted, and opens the admin socket. Call setTasks
+// before the first request; stop closes the socket (waiting for commands
+// in progress), stops the pruning and closes what was opened.
+func startProposals(ctx context.Context, cfg config.Config, db *sqldb.DB, key *identity.Key, network identity.Network, logger *slog.Logger) (_ *proposals, stop func() error, err error) {
 	var closers []func() error
 	stop = func() error {
 		var errs []error
@@ -292,11 +300,12 @@ func startProposals(ctx context.Context, cfg config.Config, db *sqldb.DB, logger
 	if err != nil {
 		return nil, nil, err
 	}
-	log, err := audit.New(ctx, db, audit.Options{})
+	log, err := audit.New(ctx, db, AuditOptions(cfg, key, network))
 	if err != nil {
 		return nil, nil, fmt.Errorf("node: audit log: %w", err)
 	}
 	closers = append(closers, log.Close)
+	startAuditPruner(ctx, log, logger, &closers)
 	operators := make(map[string]bool, len(cfg.Operators))
 	for _, op := range cfg.Operators {
 		operators[op] = true
@@ -304,6 +313,9 @@ func startProposals(ctx context.Context, cfg config.Config, db *sqldb.DB, logger
 	holder := policy.NewHolder(engine)
 	exec, err := executor.New(ctx, executor.Config{
 		DB: db, Sandbox: sb, Policy: holder, Audit: log,
+		AuditLevels: auditLevels(cfg.Audit),
+		// What derived descriptors state of retention: the host's.
+		Defaults:     proposal.Defaults{RetainDays: cfg.Audit.RetainDays},
 		IsOperator:   func(addr string) bool { return operators[addr] },
 		MaxClockSkew: cfg.MaxDrift.Duration,
 		Facts:        executor.Facts{UserIdle: cfg.Executor.UserIdle, NetworkAvailable: cfg.Executor.NetworkAvailable},
@@ -328,4 +340,48 @@ func startProposals(ctx context.Context, cfg config.Config, db *sqldb.DB, logger
 	closers = append(closers, func() error { cancel(); return <-done })
 	logger.Info("proposals: sandbox and policy ready", "sandbox", dir, "policy", engine.Name(), "policy_version", engine.Version())
 	return p, stop, nil
+}
+
+// AuditOptions are the audit log's options of a node with settings cfg
+// and identity key: retention of audit.retain_days, checkpoints signed by
+// key. `snapnode audit verify` opens the log with them too, so that it
+// accepts only checkpoints the node signed.
+func AuditOptions(cfg config.Config, key *identity.Key, network identity.Network) audit.Options {
+	return audit.Options{
+		Retain: time.Duration(cfg.Audit.RetainDays) * 24 * time.Hour,
+		Signer: audit.IdentitySigner(key, network),
+	}
+}
+
+// auditLevels is the executor's audit level of each risk level, from the
+// [audit] settings.
+func auditLevels(a config.Audit) executor.AuditLevels {
+	return executor.AuditLevels{
+		proposal.RiskLow: a.LevelLow, proposal.RiskMedium: a.LevelMedium,
+		proposal.RiskHigh: a.LevelHigh, proposal.RiskCritical: a.LevelCritical,
+	}
+}
+
+// startAuditPruner prunes log to its retention once, before the node
+// serves, then every auditPruneInterval in a goroutine that the closer it
+// appends stops. A prune that fails (the entries due do not verify: the
+// log was tampered with, and pruning never erases that) is logged and the
+// node runs on, its log untouched, for `snapnode audit verify` to name.
+func startAuditPruner(ctx context.Context, log *audit.Log, logger *slog.Logger, closers *[]func() error) {
+	report := func(removed int64, err error) {
+		if err != nil {
+			logger.Error("audit log: prune", "err", err)
+		} else if removed > 0 {
+			logger.Info("audit log: pruned entries past retention", "count", removed)
+		}
+	}
+	report(log.Prune(ctx))
+	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	tick := time.NewTicker(auditPruneInterval)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		log.RunPruner(pctx, tick.C, report)
+	}()
+	*closers = append(*closers, func() error { cancel(); <-done; tick.Stop(); return nil })
 }
