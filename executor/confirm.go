@@ -179,7 +179,7 @@ func (e *Executor) approve(ctx context.Context, r *record, actor string) (*Resul
 		if !slices.Equal(preImages(diffs), r.PreImages) || attempt > maxPromoteAttempts {
 			j.add(sandboxedEntry(actor, diffs))
 			return e.hold(ctx, j, r, res, actor,
-				"the files changed since confirmation was asked: confirm the new diff; "+r.Reason, diffs, false)
+				"The files changed since confirmation was asked: confirm the new diff. "+it.confirmReason(dec, diffs), diffs, false)
 		}
 		j.add(audit.Entry{Actor: actor, Step: audit.StepConfirmed, Decision: "approve"})
 		res, changed, err := e.promote(ctx, j, it, r, res, st, sb, actor, false)

@@ -290,7 +290,7 @@ func (e *Executor) Run(ctx context.Context, req Request) (*Result, error) {
 	}
 	if !it.hasEffects() {
 		if dec.Effect == policy.Confirm {
-			return e.hold(ctx, j, rec, res, actor, reasonText(dec), nil, true)
+			return e.hold(ctx, j, rec, res, actor, it.confirmReason(dec, nil), nil, true)
 		}
 		return e.runNoEffects(ctx, j, it, res, actor, nil)
 	}
@@ -303,7 +303,7 @@ func (e *Executor) Run(ctx context.Context, req Request) (*Result, error) {
 	}
 	j.add(sandboxedEntry(actor, st.Diffs()))
 	if dec.Effect == policy.Confirm {
-		return e.hold(ctx, j, rec, res, actor, reasonText(dec), st.Diffs(), true)
+		return e.hold(ctx, j, rec, res, actor, it.confirmReason(dec, st.Diffs()), st.Diffs(), true)
 	}
 	res, _, err = e.promote(ctx, j, it, rec, res, st, sb, actor, true)
 	return res, err
