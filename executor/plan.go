@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -104,10 +105,10 @@ func (e *Executor) parse(data []byte, actionID string) (*item, error) {
 	var hostLeaves []*proposal.Descriptor
 	for i, l := range leaves {
 		k := l.Operation.Action
-		if it.composite && k != proposal.KindThink && !changesFiles(k) {
+		if it.composite && k == proposal.KindFinish {
 			return nil, &proposal.Error{
 				Code: proposal.ErrValidation, Field: "/children/" + strconv.Itoa(i) + "/operation/action", Rule: "compositeStep",
-				Message: "A composite's steps change files (or think): " + string(k) + " cannot be one of them.",
+				Message: "A composite's steps read, list, change files or think: " + string(k) + " cannot be one of them.",
 			}
 		}
 		p := &proposal.Proposal{ID: l.ActionID, Action: proposal.Action{Kind: k, Spelling: string(k)}, Args: l.Operation.Args}
@@ -125,6 +126,11 @@ func (e *Executor) parse(data []byte, actionID string) (*item, error) {
 		}
 		if it.composite {
 			it.says = append(it.says, l.Confirmation.Reason)
+		}
+		if it.composite {
+			if err := readsEarlierChange(i, p, hostLeaves); err != nil {
+				return nil, err
+			}
 		}
 		it.steps = append(it.steps, s)
 		hostLeaves = append(hostLeaves, hd)
@@ -153,6 +159,44 @@ func (e *Executor) parse(data []byte, actionID string) (*item, error) {
 	it.confirm = dedupe(it.confirm)
 	it.says = dedupe(slices.DeleteFunc(it.says, func(s string) bool { return strings.TrimSpace(s) == "" }))
 	return it, nil
+}
+
+// readsEarlierChange refuses step i of a composite, p, when it reads or
+// lists what one of the earlier steps (their host descriptors, earlier)
+// changes. Every read and list of a composite sees the workspace as it
+// was before the composite, none what an earlier step staged: such a read
+// would show what the promotion then replaces.
+func readsEarlierChange(i int, p *proposal.Proposal, earlier []*proposal.Descriptor) error {
+	k := p.Action.Kind
+	if k != proposal.KindReadFile && k != proposal.KindListFiles {
+		return nil
+	}
+	target := p.Args.Path
+	for j, d := range earlier {
+		fx := d.Effects.Filesystem
+		for _, changed := range slices.Concat(fx.Create, fx.Modify, fx.Delete) {
+			seen := changed == target
+			if k == proposal.KindListFiles {
+				// The listing's entries: what lies directly in the directory.
+				seen = seen || path.Dir(changed)+"/" == strings.TrimSuffix(target, "/")+"/"
+			}
+			if seen {
+				return &proposal.Error{
+					Code: proposal.ErrValidation, Field: "/children/" + strconv.Itoa(i) + "/operation/args/path", Rule: "compositeReadAfterChange",
+					Message: fmt.Sprintf("Step %d %s %s, which step %d changes: the reads of a composite see the workspace as it was before it, "+
+						"so read before the change, or in an action of its own after this one.", i+1, verb(k), target, j+1),
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func verb(k proposal.Kind) string {
+	if k == proposal.KindListFiles {
+		return "lists"
+	}
+	return "reads"
 }
 
 // hostThreshold is the host's reason to confirm an action whose risk
