@@ -3,6 +3,7 @@ package executor_test
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"strings"
 	"testing"
 
@@ -162,22 +163,137 @@ func TestCompositeAllOrNothing(t *testing.T) {
 	wantSteps(t, v.steps(res.ActionID), "received", "validated", "judged", "failed")
 }
 
-// TestCompositeStepRefused: a read inside a composite is a validation
-// error.
-func TestCompositeStepRefused(t *testing.T) {
-	v := newEnv(t, testdb.SQLite(t))
-	v.file("a.txt", "x")
-	res := v.run(agent, composite(t,
-		leaf(t, "WRITE_FILE", map[string]string{"path": "/sandbox/ok.txt", "content": "fine"}),
-		leaf(t, "READ_FILE", map[string]string{"path": "/sandbox/a.txt"}),
-	))
-	wantOutcome(t, res, executor.Failed)
-	want := `{"error_code":"VALIDATION_ERROR","message":"A composite's steps change files (or think): READ_FILE cannot be one of them.","field":"/children/1/operation/action","rule":"compositeStep"}`
-	if string(res.Output) != want {
-		t.Errorf("output\n got %s\nwant %s", res.Output, want)
+// compositeCase is one row of testdata/composite-reads.json: a workspace
+// (files), a composite of steps, the policy ("" the default, "secrets"
+// secretsPolicy), and what must come of it: the outcome (after the
+// host's approval, when approve), the error's code, field and rule, what
+// the output and the reason contain, and the workspace afterwards.
+type compositeCase struct {
+	Name   string            `json:"name"`
+	Policy string            `json:"policy"`
+	Files  map[string]string `json:"files"`
+	Steps  []struct {
+		Action string            `json:"action"`
+		Args   map[string]string `json:"args"`
+	} `json:"steps"`
+	Outcome   executor.Outcome  `json:"outcome"`
+	Approve   bool              `json:"approve"`
+	ErrorCode string            `json:"error_code"`
+	Field     string            `json:"field"`
+	Rule      string            `json:"rule"`
+	Output    []string          `json:"output"`
+	Reason    []string          `json:"reason"`
+	Workspace map[string]string `json:"workspace"`
+}
+
+// TestCompositeReads: a composite may read and list as well as change
+// files; each step is judged by the policy as its own action would be;
+// every read sees the workspace as it was before the composite, so a
+// read or list of what an earlier step changes is refused
+// (compositeReadAfterChange); a read's output is in the composite's.
+func TestCompositeReads(t *testing.T) {
+	var cases []compositeCase
+	readTable(t, "composite-reads.json", &cases)
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			v := newEnv(t, testdb.SQLite(t))
+			if c.Policy == "secrets" {
+				eng, err := policy.Parse("ops.cedar", []byte(secretsPolicy))
+				if err != nil {
+					t.Fatal(err)
+				}
+				v.holder.Swap(eng)
+			}
+			for p, content := range c.Files {
+				v.file(p, content)
+			}
+			var steps []*proposal.Descriptor
+			for _, s := range c.Steps {
+				steps = append(steps, leaf(t, s.Action, s.Args))
+			}
+			res := v.run(agent, composite(t, steps...))
+			for _, w := range c.Reason {
+				if !strings.Contains(res.Reason, w) {
+					t.Errorf("reason lacks %q: %q", w, res.Reason)
+				}
+			}
+			if c.Approve {
+				wantOutcome(t, res, executor.NeedsConfirmation)
+				var err error
+				if res, err = v.ex.Approve(context.Background(), res.ActionID, executor.Host); err != nil {
+					t.Fatal(err)
+				}
+				wantOutcome(t, res, executor.Completed)
+			} else {
+				wantOutcome(t, res, c.Outcome)
+			}
+			if c.ErrorCode != "" {
+				var e struct {
+					Code  string `json:"error_code"`
+					Field string `json:"field"`
+					Rule  string `json:"rule"`
+				}
+				if err := json.Unmarshal(res.Output, &e); err != nil {
+					t.Fatal(err)
+				}
+				if e.Code != c.ErrorCode || e.Field != c.Field || e.Rule != c.Rule {
+					t.Errorf("error %s, want %s %s %s", res.Output, c.ErrorCode, c.Field, c.Rule)
+				}
+			}
+			for _, w := range c.Output {
+				if !strings.Contains(string(res.Output), w) {
+					t.Errorf("output lacks %s:\n%s", w, res.Output)
+				}
+			}
+			got := map[string]string{}
+			for p, content := range workspace(t, v.dir) {
+				if content != "<dir>" {
+					got[strings.TrimPrefix(p, "/sandbox/")] = content
+				}
+			}
+			if !maps.Equal(got, c.Workspace) {
+				t.Errorf("workspace %v, want %v", got, c.Workspace)
+			}
+			v.verify()
+		})
 	}
-	if _, ok := v.content("ok.txt"); ok {
-		t.Error("ok.txt written")
+}
+
+// TestCompositeReadAtApproval: a held composite that reads a file and
+// replaces it reads it again when approved; a file changed meanwhile is
+// asked about again, and the output is what was read when the change was
+// promoted.
+func TestCompositeReadAtApproval(t *testing.T) {
+	v := newEnv(t, testdb.SQLite(t))
+	v.file("a.txt", "old\n")
+	eng, err := policy.Parse("ops.cedar", []byte(secretsPolicy+`
+@id("ask-a") @confirm("a.txt is confirmed")
+permit (principal, action == Action::"WRITE_FILE", resource == Path::"/sandbox/a.txt");
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.holder.Swap(eng)
+	res := v.run(agent, composite(t,
+		leaf(t, "READ_FILE", map[string]string{"path": "/sandbox/a.txt"}),
+		leaf(t, "WRITE_FILE", map[string]string{"path": "/sandbox/a.txt", "content": "new\n"}),
+	))
+	wantOutcome(t, res, executor.NeedsConfirmation)
+	// Approved: read and staged again, on the workspace as it is then.
+	v.file("a.txt", "edited\n")
+	got, err := v.ex.Approve(context.Background(), res.ActionID, executor.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The pre-image changed: asked again, with the new diff.
+	wantOutcome(t, got, executor.NeedsConfirmation)
+	got, err = v.ex.Approve(context.Background(), res.ActionID, executor.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantOutcome(t, got, executor.Completed)
+	if !strings.Contains(string(got.Output), `{"status":"success","action":"READ_FILE","result":{"content":"edited\n"}}`) {
+		t.Errorf("output %s", got.Output)
 	}
 }
 

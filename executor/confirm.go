@@ -175,21 +175,21 @@ func (e *Executor) approve(ctx context.Context, r *record, actor string) (*Resul
 		return e.runNoEffects(ctx, j, it, res, actor, r)
 	}
 	for attempt := 1; ; attempt++ {
-		st, sb, f, err := e.stage(ctx, it)
+		sg, f, err := e.stage(ctx, it)
 		if err != nil {
 			return nil, err
 		}
 		if f != nil {
 			return e.failRecord(ctx, j, r, res, actor, f)
 		}
-		diffs := st.Diffs()
+		diffs := sg.st.Diffs()
 		if !slices.Equal(preImages(diffs), r.PreImages) || attempt > maxPromoteAttempts {
 			j.add(sandboxedEntry(actor, diffs))
 			return e.hold(ctx, j, r, res, actor,
-				"the files changed since confirmation was asked: confirm the new diff; "+r.Reason, diffs, false)
+				"The files changed since confirmation was asked: confirm the new diff. "+it.confirmReason(dec, diffs), diffs, false)
 		}
 		j.add(audit.Entry{Actor: actor, Step: audit.StepConfirmed, Decision: "approve"})
-		res, changed, err := e.promote(ctx, j, it, r, res, st, sb, actor, false)
+		res, changed, err := e.promote(ctx, j, it, r, res, sg, actor, false)
 		if !changed {
 			return res, err
 		}

@@ -90,9 +90,16 @@
 //   - A composite's children are staged in one Stage, each judged alone
 //     beside the composite itself (policy.Combine: any Deny blocks all,
 //     any Confirm makes one confirmation for the whole), promoted all or
-//     nothing and rolled back all or nothing. Its steps change files or
-//     THINK; a read, listing or FINISH inside one is a validation error
-//     (rule compositeStep): what it would see would depend on promotion.
+//     nothing and rolled back all or nothing. Its steps read, list,
+//     change files or THINK (FINISH is a validation error, rule
+//     compositeStep). Every read and listing sees the workspace as it was
+//     before the composite, never what an earlier step staged: one of a
+//     path an earlier step changes (for a listing, of what lies directly
+//     in the directory) is a validation error naming the step's path
+//     (rule compositeReadAfterChange). A file read and then replaced must
+//     still hold, at staging, what was read. The reads run when the
+//     changes are staged (again at approval) and their outputs are among
+//     the composite's steps.
 //   - Success results beyond seed 004's READ_FILE: FINISH
 //     {"response"}, LIST_FILES {"entries"}, WRITE_FILE {"path","size",
 //     "sha256"}, CREATE_DIRECTORY and DELETE_FILE {"path"}, RENAME_FILE

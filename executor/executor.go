@@ -334,22 +334,22 @@ func (e *Executor) Run(ctx context.Context, req Request) (*Result, error) {
 	}
 	if !it.hasEffects() {
 		if dec.Effect == policy.Confirm {
-			return e.hold(ctx, j, rec, res, actor, reasonText(dec), nil, true)
+			return e.hold(ctx, j, rec, res, actor, it.confirmReason(dec, nil), nil, true)
 		}
 		return e.runNoEffects(ctx, j, it, res, actor, nil)
 	}
-	st, sb, f, err := e.stage(ctx, it)
+	sg, f, err := e.stage(ctx, it)
 	if err != nil {
 		return nil, err
 	}
 	if f != nil {
 		return e.fail(ctx, j, res, actor, f, nil)
 	}
-	j.add(sandboxedEntry(actor, st.Diffs()))
+	j.add(sandboxedEntry(actor, sg.st.Diffs()))
 	if dec.Effect == policy.Confirm {
-		return e.hold(ctx, j, rec, res, actor, reasonText(dec), st.Diffs(), true)
+		return e.hold(ctx, j, rec, res, actor, it.confirmReason(dec, sg.st.Diffs()), sg.st.Diffs(), true)
 	}
-	res, _, err = e.promote(ctx, j, it, rec, res, st, sb, actor, true)
+	res, _, err = e.promote(ctx, j, it, rec, res, sg, actor, true)
 	return res, err
 }
 
@@ -424,7 +424,7 @@ func (e *Executor) fail(ctx context.Context, j *journal, res *Result, actor stri
 }
 
 // runNoEffects runs THINK, FINISH, READ_FILE and LIST_FILES (and a
-// composite of THINKs), audited "completed". rec is the record of an
+// composite of THINKs, reads and listings), audited "completed". rec is the record of an
 // approved action (approving), nil for one that ran at once: it ends
 // completed, or failed, in the transaction of the audit.
 func (e *Executor) runNoEffects(ctx context.Context, j *journal, it *item, res *Result, actor string, rec *record) (*Result, error) {
@@ -438,53 +438,36 @@ func (e *Executor) runNoEffects(ctx context.Context, j *journal, it *item, res *
 	failWith := func(f *Failure) (*Result, error) {
 		return e.fail(ctx, j, res, actor, f, end(stateFailed))
 	}
-	failed := func(err error) (*Result, error) {
+	var reads map[int]read
+	var err error
+	used, cerr := e.onThread(func() { reads, err = readSteps(ctx, e.narrow(it), it) })
+	if cerr != nil {
+		return nil, fmt.Errorf("executor: measure CPU time: %w", cerr)
+	}
+	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 		return failWith(e.limitFailure(it, err))
 	}
-	sb := e.narrow(it)
+	if f := it.cpuFailure(used); f != nil {
+		return failWith(f)
+	}
 	var results []*proposal.Output
-	var used time.Duration // CPU time of the reads and listings
-	for _, s := range it.steps {
+	for i, s := range it.steps {
 		var out *proposal.Output
-		var err error
 		switch p := s.p; p.Action.Kind {
 		case proposal.KindThink:
 			out = proposal.Success(p, nil)
 		case proposal.KindFinish:
 			out = proposal.Success(p, FinishResult{Response: p.Args.Response})
 			res.Response = p.Args.Response
-		case proposal.KindReadFile:
-			var b []byte
-			cpu, cerr := e.onThread(func() { b, err = sb.Read(ctx, p.Args.Path) })
-			if cerr != nil {
-				return nil, fmt.Errorf("executor: measure CPU time: %w", cerr)
-			}
-			used += cpu
-			if err != nil {
-				return failed(err)
-			}
-			out = proposal.Success(p, readResult(b))
-		case proposal.KindListFiles:
-			var entries []sandbox.Entry
-			cpu, cerr := e.onThread(func() { entries, err = sb.List(ctx, p.Args.Path) })
-			if cerr != nil {
-				return nil, fmt.Errorf("executor: measure CPU time: %w", cerr)
-			}
-			used += cpu
-			if err != nil {
-				return failed(err)
-			}
-			out = proposal.Success(p, ListResult{Entries: nonNil(entries)})
+		case proposal.KindReadFile, proposal.KindListFiles:
+			out = reads[i].out
 		default:
 			return nil, fmt.Errorf("executor: %s has effects", p.Action.Kind)
 		}
 		results = append(results, out)
-	}
-	if f := it.cpuFailure(used); f != nil {
-		return failWith(f)
 	}
 	var out *proposal.Output
 	if it.composite {
@@ -500,44 +483,111 @@ func (e *Executor) runNoEffects(ctx context.Context, j *journal, it *item, res *
 	return res, nil
 }
 
-// narrow is the sandbox with the item's caps on duration and, from its
-// memory cap, on the size of one file (see caps.go).
+// read is what a READ_FILE or LIST_FILES step found.
+type read struct {
+	out  *proposal.Output
+	path string // the file read, "" for a listing
+	hash string // the SHA-256 of the content read
+}
+
+// readSteps runs the item's READ_FILE and LIST_FILES steps on sb, each
+// on the workspace as it is (nothing staged is seen); the map has them by
+// step. An error is the sandbox's, or ctx's.
+func readSteps(ctx context.Context, sb *sandbox.Sandbox, it *item) (map[int]read, error) {
+	reads := map[int]read{}
+	for i, s := range it.steps {
+		switch p := s.p; p.Action.Kind {
+		case proposal.KindReadFile:
+			b, err := sb.Read(ctx, p.Args.Path)
+			if err != nil {
+				return nil, err
+			}
+			sum := sha256.Sum256(b)
+			reads[i] = read{out: proposal.Success(p, readResult(b)), path: p.Args.Path, hash: hex.EncodeToString(sum[:])}
+		case proposal.KindListFiles:
+			entries, err := sb.List(ctx, p.Args.Path)
+			if err != nil {
+				return nil, err
+			}
+			reads[i] = read{out: proposal.Success(p, ListResult{Entries: nonNil(entries)})}
+		}
+	}
+	return reads, nil
+}
+
+// narrow is the sandbox with the item's caps on duration.
 func (e *Executor) narrow(it *item) *sandbox.Sandbox {
 	return e.sb.Narrow(it.limits())
 }
 
-// stage stages the item's changes and checks them against its declared
-// effects. A refusal of the sandbox or of the check is the Failure; the
+// staging is an item's changes staged, with the sandbox that staged them
+// and what the item's read and list steps found, by step.
+type staging struct {
+	st    *sandbox.Staged
+	sb    *sandbox.Sandbox
+	reads map[int]read
+}
+
+// stage runs the item's reads and lists (a composite's), stages its
+// changes and checks them against its declared effects. A file read that
+// a later step changes must still hold, at staging, what was read
+// (ErrChanged otherwise): what the read returned is what the change
+// replaces. A refusal of the sandbox or of the checks is the Failure; the
 // error is for ctx.
-func (e *Executor) stage(ctx context.Context, it *item) (*sandbox.Staged, *sandbox.Sandbox, *Failure, error) {
+func (e *Executor) stage(ctx context.Context, it *item) (*staging, *Failure, error) {
+	refused := func(err error) (*staging, *Failure, error) {
+		if ctx.Err() != nil {
+			return nil, nil, ctx.Err()
+		}
+		return nil, e.limitFailure(it, err), nil
+	}
 	changes, written := it.changes()
 	if max := it.resources.MaxDiskMB << 20; max > 0 && written > max {
-		return nil, nil, sandboxFailure(&sandbox.LimitError{Limit: "disk", Max: max, Got: written}), nil
+		return nil, sandboxFailure(&sandbox.LimitError{Limit: "disk", Max: max, Got: written}), nil
 	}
 	if written > it.memory()/2 {
-		return nil, nil, it.memoryFailure(written), nil
+		return nil, it.memoryFailure(written), nil
 	}
 	sb := e.narrow(it)
+	var reads map[int]read
 	var st *sandbox.Staged
 	var err error
 	used, cerr := e.onThread(func() {
-		if st, err = sb.Stage(ctx, changes); err == nil {
-			err = st.WithinEffects(it.effects())
+		if reads, err = readSteps(ctx, sb, it); err != nil {
+			return
 		}
+		if st, err = sb.Stage(ctx, changes); err != nil {
+			return
+		}
+		err = st.WithinEffects(it.effects())
 	})
 	if cerr != nil {
-		return nil, nil, nil, fmt.Errorf("executor: measure CPU time: %w", cerr)
+		return nil, nil, fmt.Errorf("executor: measure CPU time: %w", cerr)
 	}
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, nil, nil, ctx.Err()
-		}
-		return nil, nil, e.limitFailure(it, err), nil
+		return refused(err)
 	}
 	if f := it.cpuFailure(used); f != nil {
-		return nil, nil, f, nil
+		return nil, f, nil
 	}
-	return st, sb, nil, nil
+	if err := readsHold(reads, st.Diffs()); err != nil {
+		return refused(err)
+	}
+	return &staging{st: st, sb: sb, reads: reads}, nil, nil
+}
+
+// readsHold checks that each file read is, in the staged diffs, replaced
+// from the content the read returned: a file changed between the read and
+// the staging is ErrChanged.
+func readsHold(reads map[int]read, diffs []sandbox.Diff) error {
+	for _, d := range diffs {
+		for _, r := range reads {
+			if r.path == d.Path && r.hash != d.Before.SHA256 {
+				return &sandbox.OpError{Op: "read", Path: d.Path, Err: sandbox.ErrChanged}
+			}
+		}
+	}
+	return nil
 }
 
 // hold keeps the action for confirmation: audited "held", with a pending
@@ -564,7 +614,8 @@ func (e *Executor) hold(ctx context.Context, j *journal, rec *record, res *Resul
 // nothing: a fresh action fails (the proposer may simply send it again, a
 // moment later); an approved one reports changed, its record back in the
 // state it was found in, to be staged again.
-func (e *Executor) promote(ctx context.Context, j *journal, it *item, rec *record, res *Result, st *sandbox.Staged, sb *sandbox.Sandbox, actor string, fresh bool) (_ *Result, changed bool, _ error) {
+func (e *Executor) promote(ctx context.Context, j *journal, it *item, rec *record, res *Result, sg *staging, actor string, fresh bool) (_ *Result, changed bool, _ error) {
+	st, sb := sg.st, sg.sb
 	diffs := st.Diffs()
 	snap, err := stdjson.Marshal(st.Snapshot())
 	if err != nil {
@@ -615,7 +666,7 @@ func (e *Executor) promote(ctx context.Context, j *journal, it *item, rec *recor
 	if err := j.commit(bg, e.settle(rec, statePromoting)); err != nil {
 		return nil, false, fmt.Errorf("executor: promoted %s but could not record it: %w", rec.ActionID, err)
 	}
-	res.Outcome, res.Output, res.Diff, res.Reason = Completed, mustJSON(successOutput(it)), rec.Diff, ""
+	res.Outcome, res.Output, res.Diff, res.Reason = Completed, mustJSON(successOutput(it, sg.reads)), rec.Diff, ""
 	return res, false, nil
 }
 
@@ -654,10 +705,15 @@ func (e *Executor) settle(r *record, from string) txOp {
 	}
 }
 
-// successOutput is the output of an item whose changes were promoted.
-func successOutput(it *item) *proposal.Output {
+// successOutput is the output of an item whose changes were promoted,
+// with what its reads found.
+func successOutput(it *item, reads map[int]read) *proposal.Output {
 	var outs []*proposal.Output
-	for _, s := range it.steps {
+	for i, s := range it.steps {
+		if r, ok := reads[i]; ok {
+			outs = append(outs, r.out)
+			continue
+		}
 		a := s.p.Args
 		var r any
 		switch s.p.Action.Kind {

@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -41,11 +42,11 @@ func TestUndeclaredEffectsBlocked(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, _, f, err := e.stage(context.Background(), it); f != nil || err != nil {
+			if _, f, err := e.stage(context.Background(), it); f != nil || err != nil {
 				t.Fatalf("as derived: failure %+v, err %v", f, err)
 			}
 			tc.narrow(&it.desc.Effects.Filesystem)
-			_, _, f, err := e.stage(context.Background(), it)
+			_, f, err := e.stage(context.Background(), it)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -132,4 +133,27 @@ func FuzzFilterDetail(f *testing.F) {
 			}
 		}
 	})
+}
+// TestReadsHold: a composite's read of a file it replaces must have seen
+// the content the staging replaces; any other file read, or a listing,
+// is not compared.
+func TestReadsHold(t *testing.T) {
+	old := sandbox.Diff{Path: "/sandbox/a.txt", Before: sandbox.Image{Kind: sandbox.KindFile, SHA256: "aa"}}
+	for _, tc := range []struct {
+		name    string
+		reads   map[int]read
+		changed bool
+	}{
+		{"read what is replaced", map[int]read{0: {path: "/sandbox/a.txt", hash: "aa"}}, false},
+		{"read changed since", map[int]read{0: {path: "/sandbox/a.txt", hash: "bb"}}, true},
+		{"another file read", map[int]read{0: {path: "/sandbox/b.txt", hash: "bb"}}, false},
+		{"a listing", map[int]read{1: {}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := readsHold(tc.reads, []sandbox.Diff{old})
+			if got := errors.Is(err, sandbox.ErrChanged); got != tc.changed {
+				t.Errorf("err %v, want changed %v", err, tc.changed)
+			}
+		})
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,7 +32,8 @@ type item struct {
 	steps      []step
 	desc       *proposal.Descriptor // the host's: Describe, or Compose of the steps'
 	risk       proposal.Risk        // the higher of the host's and the peer's
-	confirm    []string             // the descriptors' own reasons to confirm
+	confirm    []string             // the host's reasons to confirm, from the descriptors
+	says       []string             // the peer descriptor's own words: intent, reasons to confirm
 	resources  proposal.Resources   // the smaller of the host's and the peer's caps
 	pre        []precondition       // what a peer's descriptor declares must hold
 	// requestedAudit is a peer descriptor's audit section: recorded, never
@@ -44,7 +46,7 @@ type step struct {
 	p       *proposal.Proposal   // its action and args; a descriptor's leaf as a proposal
 	desc    *proposal.Descriptor // the host's descriptor of it
 	risk    proposal.Risk
-	confirm string // the peer descriptor's reason to confirm, if it asks
+	confirm string // the host's note that the peer's descriptor asks for confirmation
 }
 
 // formatOf is what Run treats data as: a descriptor when
@@ -89,7 +91,7 @@ func (e *Executor) parseData(data []byte, actionID string) (*item, error) {
 			desc:  desc, risk: desc.RiskLevel, resources: desc.Resources,
 		}
 		if desc.Confirmation.Required {
-			it.confirm = []string{"host: " + string(desc.RiskLevel) + " risk needs confirmation: " + desc.Confirmation.Reason}
+			it.confirm = []string{hostThreshold(desc)}
 		}
 		return it, nil
 	}
@@ -103,6 +105,7 @@ func (e *Executor) parseData(data []byte, actionID string) (*item, error) {
 		}
 	}
 	it := &item{format: formatDescriptor, proposalID: peer.ActionID, action: string(peer.ActionType), requestedAudit: peer.Audit}
+	it.says = append(it.says, peer.IntentSummary, peer.Confirmation.Reason)
 	leaves := []*proposal.Descriptor{peer}
 	it.pre = declared(peer, "", 0)
 	if peer.ActionType == proposal.TypeMultiStepComposite {
@@ -118,10 +121,10 @@ func (e *Executor) parseData(data []byte, actionID string) (*item, error) {
 	var hostLeaves []*proposal.Descriptor
 	for i, l := range leaves {
 		k := l.Operation.Action
-		if it.composite && k != proposal.KindThink && !changesFiles(k) {
+		if it.composite && k == proposal.KindFinish {
 			return nil, &proposal.Error{
 				Code: proposal.ErrValidation, Field: "/children/" + strconv.Itoa(i) + "/operation/action", Rule: "compositeStep",
-				Message: "A composite's steps change files (or think): " + string(k) + " cannot be one of them.",
+				Message: "A composite's steps read, list, change files or think: " + string(k) + " cannot be one of them.",
 			}
 		}
 		p := &proposal.Proposal{ID: l.ActionID, Action: proposal.Action{Kind: k, Spelling: string(k)}, Args: l.Operation.Args}
@@ -132,12 +135,23 @@ func (e *Executor) parseData(data []byte, actionID string) (*item, error) {
 		hd := proposal.Describe(p, dd)
 		s := step{p: p, desc: hd, risk: higher(hd.RiskLevel, l.RiskLevel)}
 		if l.Confirmation.Required {
-			s.confirm = "descriptor asks for confirmation: " + l.Confirmation.Reason
+			s.confirm = "the requester's descriptor asks for confirmation"
+			if it.composite {
+				s.confirm += " of step " + strconv.Itoa(i+1)
+			}
+		}
+		if it.composite {
+			it.says = append(it.says, l.Confirmation.Reason)
+		}
+		if it.composite {
+			if err := readsEarlierChange(i, p, hostLeaves); err != nil {
+				return nil, err
+			}
 		}
 		it.steps = append(it.steps, s)
 		hostLeaves = append(hostLeaves, hd)
 		if hd.Confirmation.Required {
-			it.confirm = append(it.confirm, "host: "+string(hd.RiskLevel)+" risk needs confirmation: "+hd.Confirmation.Reason)
+			it.confirm = append(it.confirm, hostThreshold(hd))
 		}
 		if s.confirm != "" {
 			it.confirm = append(it.confirm, s.confirm)
@@ -150,7 +164,7 @@ func (e *Executor) parseData(data []byte, actionID string) (*item, error) {
 		}
 		it.desc = c
 		if peer.Confirmation.Required {
-			it.confirm = append(it.confirm, "descriptor asks for confirmation: "+peer.Confirmation.Reason)
+			it.confirm = append(it.confirm, "the requester's descriptor asks for confirmation")
 		}
 	} else {
 		it.desc = hostLeaves[0]
@@ -159,7 +173,119 @@ func (e *Executor) parseData(data []byte, actionID string) (*item, error) {
 	it.risk = higher(it.desc.RiskLevel, peer.RiskLevel)
 	it.resources = smaller(it.desc.Resources, peer.Resources)
 	it.confirm = dedupe(it.confirm)
+	it.says = dedupe(slices.DeleteFunc(it.says, func(s string) bool { return strings.TrimSpace(s) == "" }))
 	return it, nil
+}
+
+// readsEarlierChange refuses step i of a composite, p, when it reads or
+// lists what one of the earlier steps (their host descriptors, earlier)
+// changes. Every read and list of a composite sees the workspace as it
+// was before the composite, none what an earlier step staged: such a read
+// would show what the promotion then replaces.
+func readsEarlierChange(i int, p *proposal.Proposal, earlier []*proposal.Descriptor) error {
+	k := p.Action.Kind
+	if k != proposal.KindReadFile && k != proposal.KindListFiles {
+		return nil
+	}
+	target := p.Args.Path
+	for j, d := range earlier {
+		fx := d.Effects.Filesystem
+		for _, changed := range slices.Concat(fx.Create, fx.Modify, fx.Delete) {
+			seen := changed == target
+			if k == proposal.KindListFiles {
+				// The listing's entries: what lies directly in the directory.
+				seen = seen || path.Dir(changed)+"/" == strings.TrimSuffix(target, "/")+"/"
+			}
+			if seen {
+				return &proposal.Error{
+					Code: proposal.ErrValidation, Field: "/children/" + strconv.Itoa(i) + "/operation/args/path", Rule: "compositeReadAfterChange",
+					Message: fmt.Sprintf("Step %d %s %s, which step %d changes: the reads of a composite see the workspace as it was before it, "+
+						"so read before the change, or in an action of its own after this one.", i+1, verb(k), target, j+1),
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func verb(k proposal.Kind) string {
+	if k == proposal.KindListFiles {
+		return "lists"
+	}
+	return "reads"
+}
+
+// hostThreshold is the host's reason to confirm an action whose risk
+// reaches the operator's threshold.
+func hostThreshold(d *proposal.Descriptor) string {
+	return "host: " + string(d.RiskLevel) + " risk needs confirmation"
+}
+
+// maxReasonPaths bounds the paths a confirmation reason names.
+const maxReasonPaths = 8
+
+// confirmReason is what an operator is told about an action held for
+// confirmation, built from what the host knows for a fact: the action,
+// the paths, the risk, the size of the staged changes (diffs), then why
+// it is held (the host's and the policy's reasons, when d asks for
+// confirmation). A peer descriptor's
+// own words (its intent_summary and confirmation.reason) come last, under
+// RequesterLabel, made safe by RequesterWords: a requester may say what
+// it likes, but never in the host's voice.
+func (it *item) confirmReason(d policy.Decision, diffs []sandbox.Diff) string {
+	var b strings.Builder
+	if it.composite {
+		kinds := make([]string, len(it.steps))
+		for i, s := range it.steps {
+			kinds[i] = string(s.p.Action.Kind)
+		}
+		fmt.Fprintf(&b, "%s of %d steps (%s)", proposal.TypeMultiStepComposite, len(it.steps), strings.Join(kinds, ", "))
+	} else {
+		b.WriteString(string(it.steps[0].p.Action.Kind))
+	}
+	if ps := it.paths(); len(ps) > 0 {
+		more := ""
+		if len(ps) > maxReasonPaths {
+			ps, more = ps[:maxReasonPaths], fmt.Sprintf(" and %d more", len(ps)-maxReasonPaths)
+		}
+		fmt.Fprintf(&b, " on %s%s", strings.Join(ps, ", "), more)
+	}
+	fmt.Fprintf(&b, "; risk %s; %s.", it.risk, diffSize(diffs))
+	if why := reasonText(d); why != "" && d.Effect == policy.Confirm {
+		b.WriteString(" Held because: " + why + ".")
+	}
+	if len(it.says) > 0 {
+		b.WriteString(" " + quoteWords(strings.Join(it.says, " / ")))
+	}
+	return b.String()
+}
+
+// diffSize says how much diffs change: the paths, the lines of text added
+// and removed, and the bytes of the files before and after.
+func diffSize(diffs []sandbox.Diff) string {
+	if len(diffs) == 0 {
+		return "no change to the workspace"
+	}
+	var added, removed int
+	var before, after int64
+	for _, d := range diffs {
+		for _, l := range strings.Split(d.Unified, "\n") {
+			switch {
+			case strings.HasPrefix(l, "+++ ") || strings.HasPrefix(l, "--- "):
+			case strings.HasPrefix(l, "+"):
+				added++
+			case strings.HasPrefix(l, "-"):
+				removed++
+			}
+		}
+		before += d.Before.Size
+		after += d.After.Size
+	}
+	paths := "paths"
+	if len(diffs) == 1 {
+		paths = "path"
+	}
+	return fmt.Sprintf("changes %d %s: +%d -%d lines; files %d -> %d bytes", len(diffs), paths, added, removed, before, after)
 }
 
 // hasEffects reports whether the item changes the workspace.

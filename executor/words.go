@@ -1,0 +1,165 @@
+package executor
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
+)
+
+// MaxRequesterWords is how many characters (runes) of a requester's own
+// words an operator is shown, after RequesterWords has made them safe.
+const MaxRequesterWords = 200
+
+// RequesterLabel introduces a requester's own words wherever they are
+// shown to an operator: what follows is the requester's claim, not a
+// fact the host checked.
+const RequesterLabel = "requester says (unverified): "
+
+// RequesterWords makes a requester's free text (a descriptor's
+// confirmation.reason or intent_summary) safe to show an operator, who
+// must be able to read it for what it is:
+//
+//   - invalid UTF-8 becomes U+FFFD;
+//   - the text is put in Unicode NFKC, so compatibility look-alikes read as
+//     what they are (fullwidth ｓｕｄｏ is sudo, mathematical 𝐀 is A, the
+//     ligature ﬁ is fi, ① is 1);
+//   - control characters, line and paragraph separators and every kind of
+//     space become one space, runs of spaces one, trimmed at both ends;
+//   - invisible characters go: format characters (bidi overrides and
+//     isolates, zero-width spaces and joiners, soft hyphen, BOM, tags),
+//     private-use and unassigned code points, variation selectors, and
+//     combining marks beyond two on one character;
+//   - a word that mixes letters of several scripts (Latin "pаypal" with a
+//     Cyrillic а) shows its non-ASCII letters as <U+0430>, so a look-alike
+//     cannot pass for the letter it imitates; Han, Hiragana, Katakana,
+//     Hangul and Bopomofo count as one script, as Japanese and Korean mix
+//     them;
+//   - at most MaxRequesterWords characters are kept, "…" marking a cut.
+//
+// The module has golang.org/x/text for NFKC; it carries no table of
+// Unicode confusables (UTS #39), so whole-script look-alikes are caught by
+// the mixed-script rule above, built on the standard library's script
+// tables. Every text of a requester that reaches an operator goes through
+// this one function.
+func RequesterWords(s string) string {
+	s = norm.NFKC.String(strings.ToValidUTF8(s, "\uFFFD"))
+	var b strings.Builder
+	marks, space, n := 0, false, 0
+	for _, r := range s {
+		switch {
+		case unicode.IsSpace(r) || unicode.IsControl(r) || unicode.In(r, unicode.Zl, unicode.Zp, unicode.Zs):
+			space = b.Len() > 0
+			continue
+		case unicode.In(r, unicode.Cf, unicode.Co, unicode.Cs, unicode.Variation_Selector) || !unicode.IsGraphic(r):
+			continue
+		case unicode.In(r, unicode.Mn, unicode.Me):
+			if marks++; marks > 2 || b.Len() == 0 {
+				continue
+			}
+		default:
+			marks = 0
+		}
+		if n == MaxRequesterWords {
+			b.WriteString("…")
+			break
+		}
+		if space {
+			b.WriteByte(' ')
+			space = false
+			if n++; n == MaxRequesterWords {
+				b.WriteString("…")
+				break
+			}
+		}
+		b.WriteRune(r)
+		n++
+	}
+	return flagMixedScripts(b.String())
+}
+
+// flagMixedScripts writes the non-ASCII letters of every word of s that
+// mixes scripts as <U+XXXX>.
+func flagMixedScripts(s string) string {
+	var b strings.Builder
+	for len(s) > 0 {
+		i := strings.IndexFunc(s, isWordRune)
+		if i < 0 {
+			b.WriteString(s)
+			break
+		}
+		b.WriteString(s[:i])
+		s = s[i:]
+		j := strings.IndexFunc(s, func(r rune) bool { return !isWordRune(r) })
+		if j < 0 {
+			j = len(s)
+		}
+		word := s[:j]
+		s = s[j:]
+		if !mixesScripts(word) {
+			b.WriteString(word)
+			continue
+		}
+		for _, r := range word {
+			if r >= utf8.RuneSelf && unicode.IsLetter(r) {
+				fmt.Fprintf(&b, "<U+%04X>", r)
+			} else {
+				b.WriteRune(r)
+			}
+		}
+	}
+	return b.String()
+}
+
+func isWordRune(r rune) bool {
+	return unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.In(r, unicode.Mn, unicode.Me)
+}
+
+// mixesScripts reports whether the letters of word come from more than
+// one script.
+func mixesScripts(word string) bool {
+	first := ""
+	for _, r := range word {
+		if !unicode.IsLetter(r) {
+			continue
+		}
+		sc := script(r)
+		if first == "" {
+			first = sc
+		} else if sc != first {
+			return true
+		}
+	}
+	return false
+}
+
+// script names the script of the letter r, the scripts of East Asian
+// writing as one.
+func script(r rune) string {
+	if r < utf8.RuneSelf {
+		return "Latin"
+	}
+	for _, name := range [...]string{"Latin", "Cyrillic", "Greek"} {
+		if unicode.Is(unicode.Scripts[name], r) {
+			return name
+		}
+	}
+	if unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul, unicode.Bopomofo) {
+		return "CJK"
+	}
+	for name, t := range unicode.Scripts {
+		if unicode.Is(t, r) {
+			return name
+		}
+	}
+	return "U+" + strconv.FormatInt(int64(r), 16)
+}
+
+// quoteWords shows requester text under RequesterLabel, quoted so that
+// nothing in it can pass for the host's words after it.
+func quoteWords(s string) string {
+	return RequesterLabel + strconv.Quote(RequesterWords(s))
+}

@@ -1,0 +1,148 @@
+package executor_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/snapnode/snapnode/executor"
+	"github.com/snapnode/snapnode/executor/proposal"
+	"github.com/snapnode/snapnode/internal/testdb"
+)
+
+// readTable decodes a JSON table of testdata/.
+func readTable(t *testing.T, name string, v any) {
+	t.Helper()
+	b, err := os.ReadFile("testdata/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+}
+
+// TestRequesterWords: a requester's text, as an operator is shown it
+// (testdata/requester-words.json).
+func TestRequesterWords(t *testing.T) {
+	var cases []struct{ Name, In, Want string }
+	readTable(t, "requester-words.json", &cases)
+	cases = append(cases, struct{ Name, In, Want string }{"invalid UTF-8", "a\xffb\xc0", "a\uFFFDb\uFFFD"})
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			if got := executor.RequesterWords(c.In); got != c.Want {
+				t.Errorf("RequesterWords(%+q)\n got %+q\nwant %+q", c.In, got, c.Want)
+			}
+		})
+	}
+}
+
+// FuzzRequesterWords: whatever a requester writes, what an operator sees
+// is valid UTF-8 without an invisible or reordering character, bounded.
+func FuzzRequesterWords(f *testing.F) {
+	f.Add("plain words")
+	f.Add("p\u0430ypal \u202eevil\u202c\u200b")
+	f.Add(strings.Repeat("\uff41\u0301\u0302\u0303", 90))
+	f.Fuzz(func(t *testing.T, s string) {
+		got := executor.RequesterWords(s)
+		if !utf8.ValidString(got) {
+			t.Fatalf("invalid UTF-8: %+q", got)
+		}
+		for _, r := range got {
+			if unicode.In(r, unicode.Cc, unicode.Cf, unicode.Co, unicode.Cs, unicode.Zl, unicode.Zp, unicode.Variation_Selector) ||
+				(unicode.IsSpace(r) && r != ' ') || !unicode.IsGraphic(r) {
+				t.Fatalf("%+q left in %+q", r, got)
+			}
+		}
+		// Each kept character is at most one <U+XXXXX> escape.
+		if n := utf8.RuneCountInString(got); n > executor.MaxRequesterWords*len("<U+10FFFF>")+1 {
+			t.Fatalf("%d characters", n)
+		}
+		if strings.HasPrefix(got, " ") || strings.HasSuffix(got, " ") || strings.Contains(got, "  ") {
+			t.Fatalf("spaces not collapsed: %+q", got)
+		}
+	})
+}
+
+// confirmCase is one row of testdata/confirmations.json: an action sent
+// as a proposal, as a peer's descriptor (with its own intent_summary and
+// confirmation.reason), or as a composite of descriptors; what the
+// reason shown to an operator must contain, and must not.
+type confirmCase struct {
+	Name       string            `json:"name"`
+	Action     string            `json:"action"`
+	Args       map[string]string `json:"args"`
+	Descriptor bool              `json:"descriptor"`
+	Intent     string            `json:"intent"`
+	Reason     string            `json:"reason"`
+	Composite  []confirmCase     `json:"composite"`
+	Want       []string          `json:"want"`
+	Absent     []string          `json:"absent"`
+}
+
+// descriptor is the peer's descriptor of c, asking for confirmation with
+// c's words when it has some.
+func (c confirmCase) descriptor(t *testing.T) *proposal.Descriptor {
+	d := leaf(t, c.Action, c.Args)
+	if c.Intent != "" {
+		d.IntentSummary = c.Intent
+	}
+	if c.Reason != "" {
+		d.Confirmation.Required, d.Confirmation.Reason = true, c.Reason
+	}
+	return d
+}
+
+// TestConfirmationReason: the reason an operator reads about a held
+// action is the host's account (action, paths, risk, size of the diff,
+// why it is held); a peer's own words come after it, under the
+// "requester says (unverified)" label, cleaned and cut. Pending and
+// Approve's renewed question say the same.
+func TestConfirmationReason(t *testing.T) {
+	var cases []confirmCase
+	readTable(t, "confirmations.json", &cases)
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			v := newEnv(t, testdb.SQLite(t))
+			v.file("a.txt", "hello world\n")
+			var data []byte
+			switch {
+			case c.Composite != nil:
+				var ch []*proposal.Descriptor
+				for _, s := range c.Composite {
+					ch = append(ch, s.descriptor(t))
+				}
+				data = composite(t, ch...)
+			case c.Descriptor:
+				data = descriptorJSON(t, c.descriptor(t))
+			default:
+				data = prop(c.Action, c.Args)
+			}
+			res := v.run(agent, data)
+			wantOutcome(t, res, executor.NeedsConfirmation)
+			check := func(where, reason string) {
+				t.Helper()
+				for _, w := range c.Want {
+					if !strings.Contains(reason, w) {
+						t.Errorf("%s lacks %+q:\n%+q", where, w, reason)
+					}
+				}
+				for _, a := range c.Absent {
+					if strings.Contains(reason, a) {
+						t.Errorf("%s has %+q:\n%+q", where, a, reason)
+					}
+				}
+			}
+			check("Result.Reason", res.Reason)
+			p, err := v.ex.PendingAction(context.Background(), res.ActionID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			check("Pending.Reason", p.Reason)
+		})
+	}
+}
