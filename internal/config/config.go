@@ -63,6 +63,12 @@ type Config struct {
 	// DefaultHTTPListen and that port is taken, the node runs without
 	// HTTP and logs a warning; an address set on purpose must be free.
 	HTTPListen string `toml:"http_listen"`
+	// ConsoleRemote lets clients that are not on loopback reach the
+	// operator console at /console on HTTPListen; by default they get
+	// 403. Turn it on only behind a TLS-terminating reverse proxy: the
+	// node serves plain HTTP, and the session cookie would cross the
+	// network in clear.
+	ConsoleRemote bool `toml:"console_remote"`
 	// HTTPMaxBody bounds a message posted or sent over WebSocket, in
 	// bytes; a larger one gets 400 (or WebSocket close 1009).
 	HTTPMaxBody int64 `toml:"http_max_body"`
@@ -356,6 +362,11 @@ var settings = []setting{
 			c.HTTPListen = v
 			return nil
 		}, nil},
+	{"console-remote", "SNAPNODE_CONSOLE_REMOTE", "serve the operator console (/console) to clients off loopback too (only behind a TLS reverse proxy)",
+		func(fs *flag.FlagSet, c *Config, name, usage string) {
+			fs.BoolVar(&c.ConsoleRemote, name, c.ConsoleRemote, usage)
+		},
+		func(c *Config, v string) (err error) { c.ConsoleRemote, err = strconv.ParseBool(v); return err }, nil},
 	int64Setting("http-max-body", "SNAPNODE_HTTP_MAX_BODY", "refuse HTTP and WebSocket messages over `BYTES` (400, or close 1009)", func(c *Config) *int64 { return &c.HTTPMaxBody }),
 	floatSetting("http-rate", "SNAPNODE_HTTP_RATE", "allow each peer `N` HTTP requests or WebSocket messages a second (0: no limit)", func(c *Config) *float64 { return &c.HTTPRate }),
 	intSetting("http-burst", "SNAPNODE_HTTP_BURST", "let each peer burst to `N` HTTP requests above its rate", func(c *Config) *int { return &c.HTTPBurst }),
