@@ -6,8 +6,11 @@ require (
 	github.com/btcsuite/btcd v0.24.2
 	github.com/btcsuite/btcd/btcec/v2 v2.3.5
 	github.com/btcsuite/btcd/btcutil v1.2.0
+	github.com/chromedp/chromedp v0.23.0
 	github.com/tyler-smith/go-bip39 v1.1.0
 )
+
+require github.com/chromedp/cdproto v0.159.0 // indirect
 
 require (
 	github.com/aymanbagabas/go-udiff v0.4.1
