@@ -32,8 +32,9 @@ const hostile = `<script>alert("owned")</script><img src=x onerror=alert(1)>`
 
 var t0 = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 
-// fakeSource serves one task, "t1", holding one action.
-type fakeSource struct{}
+// fakeSource serves one task, "t1", holding one action; filters records
+// the task list's filters.
+type fakeSource struct{ filters *[]tasks.Filter }
 
 func text(s string) *string { return &s }
 
@@ -50,6 +51,9 @@ func (fakeSource) task() *tasks.Task {
 }
 
 func (s fakeSource) Tasks(_ context.Context, f tasks.Filter) ([]*tasks.Task, error) {
+	if s.filters != nil {
+		*s.filters = append(*s.filters, f)
+	}
 	t := s.task()
 	if !f.Match(t) {
 		return nil, nil
@@ -426,5 +430,35 @@ func TestHostileText(t *testing.T) {
 	}
 	if got != string(want) {
 		t.Errorf("the task page differs from %s (run with -update after checking):\n%s", golden, got)
+	}
+}
+
+// The task list passes its filters to the source, bounded to the newest
+// MaxTasks (and one more, to tell that some were left out).
+func TestTaskListFilters(t *testing.T) {
+	var got []tasks.Filter
+	r := newRig(t, func(c *console.Config) { c.Source = fakeSource{filters: &got} })
+	ck := r.login(t)
+	for _, tc := range []struct {
+		query string
+		want  tasks.Filter
+		shown bool
+	}{
+		{"", tasks.Filter{Limit: console.MaxTasks + 1, Newest: true}, true},
+		{"?state=input_required", tasks.Filter{States: []tasks.State{tasks.StateInputRequired}, Limit: console.MaxTasks + 1, Newest: true}, true},
+		{"?state=completed&requester=+bc1pbob+", tasks.Filter{Owner: "bc1pbob", States: []tasks.State{tasks.StateCompleted}, Limit: console.MaxTasks + 1, Newest: true}, false},
+	} {
+		got = nil
+		w := r.do("GET", "/console/"+tc.query, nil, ck, nil)
+		if w.Code != http.StatusOK || len(got) != 1 || fmt.Sprint(got[0]) != fmt.Sprint(tc.want) {
+			t.Errorf("%q: %d, filter %+v, want %+v", tc.query, w.Code, got, tc.want)
+		}
+		if shown := strings.Contains(w.Body.String(), `href="/console/tasks/t1"`); shown != tc.shown {
+			t.Errorf("%q: task t1 listed %v, want %v", tc.query, shown, tc.shown)
+		}
+	}
+	got = nil
+	if w := r.do("GET", "/console/?state=sleeping", nil, ck, nil); w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "state &#34;sleeping&#34;") || len(got) != 0 {
+		t.Errorf("an unknown state: %d %v", w.Code, got)
 	}
 }

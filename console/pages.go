@@ -92,7 +92,7 @@ type taskListData struct {
 func (c *Console) taskList(w http.ResponseWriter, r *http.Request, s *session) {
 	q := r.URL.Query()
 	d := taskListData{States: tasks.States(), State: q.Get("state"), Requester: strings.TrimSpace(q.Get("requester"))}
-	f := tasks.Filter{Owner: d.Requester}
+	f := tasks.Filter{Owner: d.Requester, Limit: MaxTasks + 1, Newest: true}
 	if d.State != "" {
 		if !tasks.State(d.State).Valid() {
 			c.message(w, r, http.StatusBadRequest, "Bad filter", fmt.Sprintf("state %q: want one of %v", d.State, tasks.States()))
@@ -105,10 +105,10 @@ func (c *Console) taskList(w http.ResponseWriter, r *http.Request, s *session) {
 		c.failed(w, r, s, "listing the tasks", err)
 		return
 	}
-	slices.Reverse(list) // newest first
 	if len(list) > MaxTasks {
-		list, d.Truncated = list[:MaxTasks], true
+		list, d.Truncated = list[1:], true // the oldest is past the bound
 	}
+	slices.Reverse(list) // newest first
 	for _, t := range list {
 		d.Rows = append(d.Rows, taskRow{ID: t.ID, Owner: t.Owner, State: t.Status.State, Message: t.Status.Message,
 			Created: t.CreatedAt, Updated: t.Status.Timestamp})
