@@ -31,9 +31,11 @@ const (
 	DefaultMaxSessions = 16
 	DefaultTokenTTL    = 5 * time.Minute
 	DefaultMaxTokens   = 8
-	// MaxTasks bounds the task list; MaxAuditEntries the audit page.
+	// MaxTasks bounds the task list, MaxAuditEntries the audit page,
+	// MaxSteps the agent's steps a task page shows (the newest).
 	MaxTasks        = 500
 	MaxAuditEntries = 200
+	MaxSteps        = 200
 )
 
 // Source is what the console shows: each method reads the node's state as

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/snapnode/snapnode/agent"
 	"github.com/snapnode/snapnode/console"
 	"github.com/snapnode/snapnode/executor"
@@ -75,7 +77,16 @@ func (fakeSource) Held(_ context.Context, taskID string) ([]executor.Pending, er
 }
 
 func (fakeSource) Job(context.Context, string) (*agent.Job, []agent.Interaction, error) {
-	return nil, nil, nil
+	j := &agent.Job{TaskID: "t1", Status: "held", Phase: "implement", Steps: 2, CostCents: 1.5, PromptTokens: 900, CompletionTokens: 80}
+	its := []agent.Interaction{
+		{Sequence: 0, Timestamp: t0, Request: agent.Request{Metadata: agent.RequestMetadata{Phase: "plan"}},
+			Response:    agent.Response{Status: agent.ResponseSuccess, Kind: agent.KindProposal, Action: "READ_FILE", SummaryForSupervisor: "read the notes " + hostile},
+			Observation: &agent.Observation{Outcome: agent.ObsCompleted, ActionID: "act-0"}},
+		{Sequence: 1, Timestamp: t0.Add(time.Second), Guidance: "the requester said: " + hostile, Request: agent.Request{Metadata: agent.RequestMetadata{Phase: "implement"}},
+			Response:    agent.Response{Status: agent.ResponseSuccess, Kind: agent.KindProposal, Action: "WRITE_FILE"},
+			Observation: &agent.Observation{Outcome: agent.ObsNeedsConfirmation, ActionID: "act-1", Reason: "reports/ is read by people", Diff: "+" + hostile}},
+	}
+	return j, its, nil
 }
 
 func (fakeSource) Audit(_ context.Context, f audit.Filter) ([]audit.Entry, error) {
@@ -460,5 +471,28 @@ func TestTaskListFilters(t *testing.T) {
 	got = nil
 	if w := r.do("GET", "/console/?state=sleeping", nil, ck, nil); w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "state &#34;sleeping&#34;") || len(got) != 0 {
 		t.Errorf("an unknown state: %d %v", w.Code, got)
+	}
+}
+
+// The metrics page shows the node's own series (snapnode_*), not the Go
+// runtime's.
+func TestMetricsPage(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "snapnode_messages_total", Help: "answered"}, []string{"method"})
+	c.WithLabelValues("message/send").Add(3)
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "snapnode_verify_seconds", Help: "verify"})
+	h.Observe(0.5)
+	h.Observe(1.5)
+	reg.MustRegister(c, h, prometheus.NewGauge(prometheus.GaugeOpts{Name: "go_other", Help: "not ours"}))
+	r := newRig(t, func(cfg *console.Config) { cfg.Metrics = reg })
+	w := r.do("GET", "/console/metrics", nil, r.login(t), nil)
+	body := w.Body.String()
+	for _, want := range []string{"snapnode_messages_total", "method=message/send", "<td>3</td>", "snapnode_verify_seconds", "2 observed, mean 1"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the metrics page lacks %q", want)
+		}
+	}
+	if w.Code != http.StatusOK || strings.Contains(body, "go_other") {
+		t.Errorf("metrics page: %d\n%s", w.Code, body)
 	}
 }

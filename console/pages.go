@@ -124,14 +124,16 @@ type heldView struct {
 }
 
 type taskData struct {
-	Task     *tasks.Task
-	Held     []heldView
-	Job      *agent.Job
-	Steps    []agent.Interaction
-	Audit    []audit.Entry
-	Notice   string
-	Error    string
-	Terminal bool
+	Task  *tasks.Task
+	Held  []heldView
+	Job   *agent.Job
+	Steps []agent.Interaction
+	// EarlierSteps counts the steps left out, before Steps.
+	EarlierSteps int
+	Audit        []audit.Entry
+	Notice       string
+	Error        string
+	Terminal     bool
 }
 
 // task is GET /console/tasks/{id}.
@@ -168,6 +170,9 @@ func (c *Console) renderTask(w http.ResponseWriter, r *http.Request, s *session,
 	if d.Job, d.Steps, err = c.cfg.Source.Job(ctx, id); err != nil {
 		c.failed(w, r, s, "the agent's job on task "+id, err)
 		return
+	}
+	if n := len(d.Steps); n > MaxSteps {
+		d.Steps, d.EarlierSteps = d.Steps[n-MaxSteps:], n-MaxSteps
 	}
 	c.render(w, status, "task", page{Title: "Task " + id, Nav: "tasks", CSRF: s.csrf, Data: d})
 }
@@ -252,7 +257,7 @@ func (c *Console) auditPage(w http.ResponseWriter, r *http.Request, s *session) 
 		return
 	}
 	slices.Reverse(d.Entries)
-	c.render(w, http.StatusOK, "audit", page{Title: "Audit log", Nav: "audit", CSRF: s.csrf, Refresh: 10, Data: d})
+	c.render(w, http.StatusOK, "audit", page{Title: "Audit log", Nav: "audit", CSRF: s.csrf, Data: d})
 }
 
 // metric is one line of the metrics page: a series and its value (a
