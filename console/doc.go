@@ -17,7 +17,8 @@
 // The console decides nothing itself: Approve and Deny call the Decider,
 // the node's one decision path, with the operator identity of the session.
 //
-//	c := console.New(console.Config{Source: src, Decider: dec})
+//	c, err := console.New(console.Config{Source: src, Decider: dec})
+//	…
 //	mux.Handle("/console/", c)
-//	login, err := c.LoginURL(baseURL, executor.Host) // what console-url prints
+//	link, expires, err := c.LoginURL("http://127.0.0.1:7448", executor.Host) // what console-url prints
 package console

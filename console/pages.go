@@ -64,7 +64,7 @@ func (c *Console) message(w http.ResponseWriter, r *http.Request, status int, ti
 }
 
 // failed reports err of the node on a page: 404 for a missing task.
-func (c *Console) failed(w http.ResponseWriter, r *http.Request, s *session, what string, err error) {
+func (c *Console) failed(w http.ResponseWriter, r *http.Request, what string, err error) {
 	if errors.Is(err, tasks.ErrNotFound) {
 		c.message(w, r, http.StatusNotFound, "Not found", what+": no such task.")
 		return
@@ -102,7 +102,7 @@ func (c *Console) taskList(w http.ResponseWriter, r *http.Request, s *session) {
 	}
 	list, err := c.cfg.Source.Tasks(r.Context(), f)
 	if err != nil {
-		c.failed(w, r, s, "listing the tasks", err)
+		c.failed(w, r, "listing the tasks", err)
 		return
 	}
 	if len(list) > MaxTasks {
@@ -147,7 +147,7 @@ func (c *Console) renderTask(w http.ResponseWriter, r *http.Request, s *session,
 	id := r.PathValue("id")
 	t, err := c.cfg.Source.Task(ctx, id)
 	if err != nil {
-		c.failed(w, r, s, "task "+id, err)
+		c.failed(w, r, "task "+id, err)
 		return
 	}
 	d := taskData{Task: t, Terminal: t.Status.State.Terminal(), Error: errText}
@@ -157,18 +157,18 @@ func (c *Console) renderTask(w http.ResponseWriter, r *http.Request, s *session,
 	}
 	held, err := c.cfg.Source.Held(ctx, id)
 	if err != nil {
-		c.failed(w, r, s, "the actions task "+id+" holds", err)
+		c.failed(w, r, "the actions task "+id+" holds", err)
 		return
 	}
 	if d.Audit, err = c.cfg.Source.Audit(ctx, audit.Filter{Task: id, Limit: MaxAuditEntries}); err != nil {
-		c.failed(w, r, s, "the audit entries of task "+id, err)
+		c.failed(w, r, "the audit entries of task "+id, err)
 		return
 	}
 	for _, p := range held {
 		d.Held = append(d.Held, heldView{Pending: p, Risk: riskOf(d.Audit, p.ActionID), Descriptor: prettyJSON(p.Data)})
 	}
 	if d.Job, d.Steps, err = c.cfg.Source.Job(ctx, id); err != nil {
-		c.failed(w, r, s, "the agent's job on task "+id, err)
+		c.failed(w, r, "the agent's job on task "+id, err)
 		return
 	}
 	if n := len(d.Steps); n > MaxSteps {
@@ -249,11 +249,11 @@ func (c *Console) auditPage(w http.ResponseWriter, r *http.Request, s *session) 
 	}
 	head, err := c.cfg.Source.AuditHead(ctx)
 	if err != nil {
-		c.failed(w, r, s, "the audit log's head", err)
+		c.failed(w, r, "the audit log's head", err)
 		return
 	}
 	if d.Entries, err = c.cfg.Source.Audit(ctx, audit.Filter{AfterSeq: max(0, head.Seq-MaxAuditEntries), Limit: MaxAuditEntries}); err != nil {
-		c.failed(w, r, s, "the audit log", err)
+		c.failed(w, r, "the audit log", err)
 		return
 	}
 	slices.Reverse(d.Entries)
@@ -272,7 +272,7 @@ func (c *Console) metricsPage(w http.ResponseWriter, r *http.Request, s *session
 	if c.cfg.Metrics != nil {
 		fams, err := c.cfg.Metrics.Gather()
 		if err != nil && len(fams) == 0 {
-			c.failed(w, r, s, "gathering the metrics", err)
+			c.failed(w, r, "gathering the metrics", err)
 			return
 		}
 		for _, f := range fams {
