@@ -29,7 +29,8 @@
 //     are answered in order, one at a time.
 //   - GET /.well-known/snap-agent.json: the SignedAgentCard, signed afresh
 //     when the card changes and every CardResign.
-//   - GET /healthz, and /metrics when Config.Metrics is set.
+//   - GET /healthz, /metrics when Config.Metrics is set, and the operator
+//     console under /console when Config.Console is set.
 //
 // Requesting:
 //

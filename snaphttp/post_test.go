@@ -325,7 +325,8 @@ func TestPlainPostOfStreamMethod(t *testing.T) {
 
 func TestRoutes(t *testing.T) {
 	metrics := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "snap_up 1\n") })
-	withMetrics := start(t, nil, func(c *snaphttp.Config) { c.Metrics = metrics })
+	console := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "console "+r.URL.Path) })
+	withMetrics := start(t, nil, func(c *snaphttp.Config) { c.Metrics, c.Console = metrics, console })
 	without := start(t, nil, func(c *snaphttp.Config) { c.Card = nil })
 	cases := []struct {
 		name, method, url string
@@ -337,6 +338,9 @@ func TestRoutes(t *testing.T) {
 		{"metrics mounted", "GET", withMetrics.base + "/metrics", 200, "snap_up 1"},
 		{"no metrics", "GET", without.base + "/metrics", 404, "no metrics"},
 		{"no card", "GET", without.base + snaphttp.WellKnownPath, 404, "no card"},
+		{"console mounted", "GET", withMetrics.base + "/console", 200, "console /console"},
+		{"console page", "POST", withMetrics.base + "/console/tasks/x/decide", 200, "console /console/tasks/x/decide"},
+		{"no console", "GET", without.base + "/console/", 404, "not found"},
 		{"unknown path", "GET", withMetrics.base + "/nothing", 404, "not found"},
 		{"GET /snap without upgrade", "GET", withMetrics.base + "/snap", 426, "WebSocket"},
 		{"PUT /snap", "PUT", withMetrics.base + "/snap", 405, ""},

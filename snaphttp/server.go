@@ -54,6 +54,9 @@ type Config struct {
 	Address string
 	// Metrics is served at /metrics; nil: 404.
 	Metrics http.Handler
+	// Console is served at /console and below (the operator's web
+	// console, which does its own access control); nil: 404.
+	Console http.Handler
 	Logger  *slog.Logger
 	// Now is the clock of rate limiting and card signing.
 	Now func() time.Time
@@ -157,6 +160,7 @@ func (c *Config) fill() error {
 //	GET  /.well-known/snap-agent.json     the signed agent card
 //	GET  /healthz                         {"status":"ok",…}
 //	     /metrics                         Config.Metrics
+//	     /console, /console/…             Config.Console
 //
 // It is an http.Handler; Serve runs it on a listener and stops it
 // gracefully.
@@ -217,6 +221,10 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("OPTIONS "+WellKnownPath, s.wellKnownOptions)
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("/metrics", s.metrics)
+	if cfg.Console != nil {
+		s.mux.Handle("/console", cfg.Console)
+		s.mux.Handle("/console/", cfg.Console)
+	}
 	for path, allow := range map[string]string{"/snap": "GET, POST", WellKnownPath: "GET, OPTIONS", "/healthz": "GET"} {
 		s.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Allow", allow)

@@ -231,7 +231,11 @@ func (s *MemoryStore) List(ctx context.Context, f Filter) ([]*Task, error) {
 		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
 	})
 	if f.Limit > 0 && len(hits) > f.Limit {
-		hits = hits[:f.Limit]
+		if f.Newest {
+			hits = hits[len(hits)-f.Limit:]
+		} else {
+			hits = hits[:f.Limit]
+		}
 	}
 	out := make([]*Task, len(hits))
 	for i, t := range hits {

@@ -68,6 +68,9 @@ type Filter struct {
 	States []State
 	// Limit caps the number of tasks returned; 0 means no cap.
 	Limit int
+	// Newest makes Limit keep the newest tasks rather than the oldest;
+	// the result is oldest first either way.
+	Newest bool
 }
 
 // Match reports whether t passes the filter (Limit aside).

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -66,6 +67,42 @@ func (c *cli) adminCommand(op string, args []string) int {
 func (c *cli) approve(args []string) int  { return c.adminCommand("approve", args) }
 func (c *cli) deny(args []string) int     { return c.adminCommand("deny", args) }
 func (c *cli) rollback(args []string) int { return c.adminCommand("rollback", args) }
+
+// consoleURL is `snapnode console-url`: the running node, asked through
+// its admin socket, issues a one-time login link to its web console.
+func (c *cli) consoleURL(args []string) int {
+	fs := c.flagSet("console-url", "[--data-dir DIR]",
+		"Prints a one-time link that logs a browser in to the running node's operator",
+		"console (/console on its HTTP listener). The link works once, within 5 minutes;",
+		"the browser then holds a session cookie. It talks to the node through the admin",
+		"socket in its data folder: run it as the node's user on the node's machine.")
+	cfg := config.Default()
+	config.Flags(fs, &cfg)
+	if _, code, done := c.parse(fs, args, 0); done {
+		return code
+	}
+	if err := config.Load(&cfg, fs, os.Getenv); err != nil {
+		return c.usageError(fs, err.Error())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := admin.Call(ctx, admin.Path(cfg.DataDir), admin.Request{Op: "console-url"})
+	if err != nil {
+		fmt.Fprintf(c.stderr, "snapnode console-url: %v\n", err)
+		return exitFail
+	}
+	var login struct {
+		URL     string    `json:"url"`
+		Expires time.Time `json:"expires"`
+	}
+	if err := json.Unmarshal(res, &login); err != nil || login.URL == "" {
+		fmt.Fprintf(c.stderr, "snapnode console-url: the node answered %s\n", res)
+		return exitFail
+	}
+	fmt.Fprintln(c.stdout, login.URL)
+	fmt.Fprintf(c.stderr, "open it in a browser on this machine before %s; it works once\n", login.Expires.Local().Format("15:04:05"))
+	return exitOK
+}
 
 // audit is `snapnode audit verify|export`.
 func (c *cli) audit(args []string) int {

@@ -59,6 +59,7 @@ func init() {
 		{"approve", "approve the action a task of the running node waits on (approve TASK)", (*cli).approve},
 		{"deny", "deny the action a task of the running node waits on (deny TASK)", (*cli).deny},
 		{"rollback", "undo a promoted action of the running node (rollback ACTION)", (*cli).rollback},
+		{"console-url", "print a one-time login link to the running node's web console", (*cli).consoleURL},
 		{"job", "the agent's jobs: list, show the manifest, print the history, replay it (job list|show|history|replay)", (*cli).job},
 		{"audit", "verify or export the audit log (audit verify, audit export)", (*cli).audit},
 		{"policy", "judge a proposal offline and explain the decision (policy check --from ADDR FILE)", (*cli).policyCommand},

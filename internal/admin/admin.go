@@ -1,7 +1,8 @@
 // Package admin is the node's local administration channel: a Unix socket
 // in the data folder (0600, in a 0700 folder) through which the operator of
 // the machine approves or denies held actions and rolls promoted ones back
-// (`snapnode approve|deny|rollback`). Whoever can open the socket acts as
+// (`snapnode approve|deny|rollback`), and asks for a one-time login URL to
+// the operator web console (`snapnode console-url`). Whoever can open the socket acts as
 // the host; the server also checks, on Linux, that the peer runs as the
 // node's own user.
 //
@@ -38,7 +39,7 @@ const MaxMessage = 1 << 20
 
 // Request is one operator command.
 type Request struct {
-	// Op is "approve", "deny" or "rollback".
+	// Op is "approve", "deny", "rollback" or "console-url".
 	Op string `json:"op"`
 	// Task names the task whose held action is approved or denied.
 	Task string `json:"task,omitempty"`
@@ -64,6 +65,9 @@ type Handler interface {
 	Approve(ctx context.Context, taskID, actionID string) (any, error)
 	Deny(ctx context.Context, taskID, actionID, reason string) (any, error)
 	Rollback(ctx context.Context, actionID string) (any, error)
+	// ConsoleURL issues a one-time login URL to the operator web console
+	// for the host.
+	ConsoleURL(ctx context.Context) (any, error)
 }
 
 // Server serves the socket.
@@ -153,8 +157,10 @@ func (s *Server) serve(ctx context.Context, c *net.UnixConn) {
 		result, err = s.handler.Deny(ctx, req.Task, req.Action, req.Reason)
 	case "rollback":
 		result, err = s.handler.Rollback(ctx, req.Action)
+	case "console-url":
+		result, err = s.handler.ConsoleURL(ctx)
 	default:
-		err = fmt.Errorf("unknown op %q: want approve, deny or rollback", req.Op)
+		err = fmt.Errorf("unknown op %q: want approve, deny, rollback or console-url", req.Op)
 	}
 	s.log.Info("admin command", "op", req.Op, "task", req.Task, "action", req.Action, "err", err)
 	if err != nil {

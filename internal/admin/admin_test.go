@@ -32,6 +32,11 @@ func (h *handler) Rollback(_ context.Context, action string) (any, error) {
 	return map[string]string{"action": action}, nil
 }
 
+func (h *handler) ConsoleURL(context.Context) (any, error) {
+	h.calls = append(h.calls, "console-url")
+	return map[string]string{"url": "http://127.0.0.1:7448/console/login?token=t"}, nil
+}
+
 func TestAdminSocket(t *testing.T) {
 	dir := t.TempDir()
 	path := admin.Path(dir)
@@ -67,10 +72,13 @@ func TestAdminSocket(t *testing.T) {
 	if _, err := admin.Call(ctx, path, admin.Request{Op: "rollback", Action: "a1"}); err != nil {
 		t.Fatal(err)
 	}
+	if res, err := admin.Call(ctx, path, admin.Request{Op: "console-url"}); err != nil || !strings.Contains(string(res), "/console/login?token=") {
+		t.Fatalf("console-url: %s %v", res, err)
+	}
 	if _, err := admin.Call(ctx, path, admin.Request{Op: "format-disk"}); err == nil || !strings.Contains(err.Error(), "unknown op") {
 		t.Fatalf("unknown op: %v", err)
 	}
-	want := "approve t1|approve missing|deny t2 not now|rollback a1"
+	want := "approve t1|approve missing|deny t2 not now|rollback a1|console-url"
 	if strings.Join(h.calls, "|") != want {
 		t.Fatalf("calls %q, want %q", h.calls, want)
 	}

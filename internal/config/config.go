@@ -71,6 +71,12 @@ type Config struct {
 	// advertises its /snap endpoint. Empty: the listen address, when it
 	// is one other machines can reach.
 	HTTPPublicURL string `toml:"http_public_url"`
+	// ConsoleRemote lets clients that are not on loopback reach the
+	// operator console at /console on HTTPListen; by default they get
+	// 403. Turn it on only behind a TLS-terminating reverse proxy: the
+	// node serves plain HTTP, and the session cookie would cross the
+	// network in clear.
+	ConsoleRemote bool `toml:"console_remote"`
 	// HTTPMaxBody bounds a message posted or sent over WebSocket, in
 	// bytes; a larger one gets 400 (or WebSocket close 1009).
 	HTTPMaxBody int64 `toml:"http_max_body"`
@@ -421,6 +427,7 @@ var settings = []setting{
 			return nil
 		}, nil},
 	stringSetting("http-public-url", "SNAPNODE_HTTP_PUBLIC_URL", "advertise the HTTP transport at `URL` in the card (behind a reverse proxy: https://node.example.com)", func(c *Config) *string { return &c.HTTPPublicURL }),
+	boolSetting("console-remote", "SNAPNODE_CONSOLE_REMOTE", "serve the operator console (/console) to clients off loopback too (only behind a TLS reverse proxy)", func(c *Config) *bool { return &c.ConsoleRemote }),
 	int64Setting("http-max-body", "SNAPNODE_HTTP_MAX_BODY", "refuse HTTP and WebSocket messages over `BYTES` (400, or close 1009)", func(c *Config) *int64 { return &c.HTTPMaxBody }),
 	floatSetting("http-rate", "SNAPNODE_HTTP_RATE", "allow each peer `N` HTTP requests or WebSocket messages a second (0: no limit)", func(c *Config) *float64 { return &c.HTTPRate }),
 	intSetting("http-burst", "SNAPNODE_HTTP_BURST", "let each peer burst to `N` HTTP requests above its rate", func(c *Config) *int { return &c.HTTPBurst }),

@@ -215,6 +215,39 @@ func TestRequestLimitSettings(t *testing.T) {
 	}
 }
 
+// console_remote is off by default (the console serves loopback only) and
+// follows the one precedence: flag, variable, file.
+func TestConsoleRemote(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "snapnode.toml")
+	os.WriteFile(file, []byte("console_remote = true\n"), 0o600)
+	cases := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want bool
+	}{
+		{"default", nil, nil, false},
+		{"file", []string{"--config", file}, nil, true},
+		{"env over file", []string{"--config", file}, map[string]string{"SNAPNODE_CONSOLE_REMOTE": "false"}, false},
+		{"flag over env", []string{"--console-remote"}, map[string]string{"SNAPNODE_CONSOLE_REMOTE": "false"}, true},
+		{"flag false over file", []string{"--config", file, "--console-remote=false"}, nil, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := load(t, tc.args, tc.env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.ConsoleRemote != tc.want {
+				t.Errorf("ConsoleRemote %v, want %v", c.ConsoleRemote, tc.want)
+			}
+		})
+	}
+	if _, err := load(t, nil, map[string]string{"SNAPNODE_CONSOLE_REMOTE": "maybe"}); err == nil || !strings.Contains(err.Error(), "SNAPNODE_CONSOLE_REMOTE") {
+		t.Errorf("a bad boolean: %v", err)
+	}
+}
+
 // Identity lists (operators, service callers) are repeatable flags or
 // comma-separated variables, with the usual precedence, and every entry
 // must be a P2TR address: a typo is caught at start, naming the list.

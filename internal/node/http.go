@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"syscall"
 
 	"golang.org/x/time/rate"
 
 	"github.com/snapnode/snapnode/internal/config"
+	"github.com/snapnode/snapnode/internal/metrics"
 	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/snaphttp"
 )
@@ -22,12 +22,13 @@ type httpPart struct {
 }
 
 // startHTTP serves server and the node's card over HTTP on
-// cfg.HTTPListen until ctx ends (see snaphttp.Server); metrics, when not
-// nil, is served at /metrics. With no address it does nothing. When the
+// cfg.HTTPListen until ctx ends (see snaphttp.Server); the metrics at
+// /metrics and, when the node runs proposals, the operator console at
+// /console. With no address it does nothing. When the
 // address is the default one and it is taken (another node on this
 // machine), the node runs without HTTP and says so: only an address set
 // on purpose must be free.
-func (n *Node) startHTTP(ctx context.Context, server *snap.Server, metrics http.Handler) error {
+func (n *Node) startHTTP(ctx context.Context, server *snap.Server, mx *metrics.Metrics) error {
 	if n.cfg.HTTPListen == "" {
 		return nil
 	}
@@ -43,12 +44,21 @@ func (n *Node) startHTTP(ctx context.Context, server *snap.Server, metrics http.
 	if n.cfg.HTTPRate == 0 {
 		limit = rate.Inf
 	}
-	srv, err := snaphttp.New(snaphttp.Config{
+	con, err := n.newConsole(mx)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	cfg := snaphttp.Config{
 		Responder: server, IsStream: server.IsStream,
-		Key: n.key, Card: n.Card, Address: n.Address(), Metrics: metrics,
+		Key: n.key, Card: n.Card, Address: n.Address(), Metrics: mx.Handler(),
 		Logger:  n.logger.With("part", "http"),
 		MaxBody: n.cfg.HTTPMaxBody, Rate: limit, Burst: n.cfg.HTTPBurst,
-	})
+	}
+	if con != nil {
+		cfg.Console = con
+	}
+	srv, err := snaphttp.New(cfg)
 	if err != nil {
 		ln.Close()
 		return fmt.Errorf("node: http: %w", err)
@@ -56,6 +66,10 @@ func (n *Node) startHTTP(ctx context.Context, server *snap.Server, metrics http.
 	n.http = &httpPart{url: "http://" + ln.Addr().String(), done: make(chan error, 1)}
 	go func() { n.http.done <- srv.Serve(ctx, ln) }()
 	n.logger.Info("serving SNAP over HTTP and WebSocket", "url", n.http.url+"/snap")
+	if con != nil {
+		n.props.console.Store(&consoleLogin{c: con, base: loginBase(ln.Addr())})
+		n.logger.Info("serving the operator console; snapnode console-url prints a login link", "url", n.http.url+"/console/", "remote_clients", n.cfg.ConsoleRemote)
+	}
 	return nil
 }
 

@@ -294,7 +294,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger, with ...
 	if err := n.publish(ctx, n.card); err != nil {
 		return nil, err
 	}
-	if err := n.startHTTP(ctx, server, mx.Handler()); err != nil {
+	if err := n.startHTTP(ctx, server, mx); err != nil {
 		return nil, err
 	}
 	return n, nil

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/snapnode/snapnode/agent"
@@ -34,7 +35,11 @@ type proposals struct {
 	// resumes with the outcome as its observation.
 	agent  *agent.Runtime
 	policy *policy.Holder // the executor's: swapped on reload
-	logger *slog.Logger
+	audit  *audit.Log
+	// console, once the HTTP listener serves it, issues the login URLs
+	// the admin socket hands out.
+	console atomic.Pointer[consoleLogin]
+	logger  *slog.Logger
 }
 
 var (
@@ -329,7 +334,7 @@ func startProposals(ctx context.Context, cfg config.Config, db *sqldb.DB, key *i
 	} else if n > 0 {
 		logger.Warn("executor: restored actions a crash interrupted mid-promotion", "count", n)
 	}
-	p := &proposals{exec: exec, policy: holder, logger: logger}
+	p := &proposals{exec: exec, policy: holder, audit: log, logger: logger}
 	srv, err := admin.Listen(admin.Path(cfg.DataDir), p, logger.With("part", "admin"))
 	if err != nil {
 		return nil, nil, fmt.Errorf("node: %w", err)

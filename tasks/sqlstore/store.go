@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -569,7 +570,11 @@ func (s *Store) List(ctx context.Context, f tasks.Filter) ([]*tasks.Task, error)
 			args = append(args, string(st))
 		}
 	}
-	b.WriteString(" ORDER BY created_at, id")
+	if f.Limit > 0 && f.Newest {
+		b.WriteString(" ORDER BY created_at DESC, id DESC")
+	} else {
+		b.WriteString(" ORDER BY created_at, id")
+	}
 	if f.Limit > 0 {
 		b.WriteString(" LIMIT ?")
 		args = append(args, f.Limit)
@@ -593,6 +598,9 @@ func (s *Store) List(ctx context.Context, f tasks.Filter) ([]*tasks.Task, error)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, dbError("list", "", err)
+	}
+	if f.Limit > 0 && f.Newest {
+		slices.Reverse(out) // oldest first, as always
 	}
 	return out, nil
 }

@@ -522,6 +522,9 @@ func testList(t *testing.T, s tasks.Store) {
 		{tasks.Filter{Owner: "alice", States: []tasks.State{tasks.StateWorking}}, []string{"l3"}},
 		{tasks.Filter{Limit: 2}, []string{"l1", "l2a"}},
 		{tasks.Filter{Owner: "bob", Limit: 1}, []string{"l2b"}},
+		{tasks.Filter{Limit: 2, Newest: true}, []string{"l3", "l4"}},
+		{tasks.Filter{Owner: "alice", Limit: 2, Newest: true}, []string{"l2a", "l3"}},
+		{tasks.Filter{Newest: true}, []string{"l1", "l2a", "l2b", "l3", "l4"}},
 	} {
 		if got := ids(c.f); !reflect.DeepEqual(got, c.want) {
 			t.Errorf("List(%+v) = %v, want %v", c.f, got, c.want)

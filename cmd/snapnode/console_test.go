@@ -1,0 +1,53 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/snapnode/snapnode/internal/config"
+	"github.com/snapnode/snapnode/internal/node"
+)
+
+// TestConsoleURL: console-url asks the running node for a one-time login
+// link to its console; the link logs a browser in once; without a node it
+// says so.
+func TestConsoleURL(t *testing.T) {
+	dataDir := filepath.Join(t.TempDir(), "data")
+	if r := runCLI(t, "", "console-url", "--data-dir", dataDir); r.code != exitFail || !strings.Contains(r.stderr, "is the node running") {
+		t.Fatalf("console-url with no node: %s", r)
+	}
+	cfg := config.Default()
+	cfg.DataDir, cfg.RelayListen, cfg.HTTPListen = dataDir, "127.0.0.1:0", "127.0.0.1:0"
+	ctx, cancel := context.WithCancel(context.Background())
+	n, err := node.Start(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); n.Wait() })
+
+	r := runCLI(t, "", "console-url", "--data-dir", dataDir)
+	link := strings.TrimSpace(r.stdout)
+	if r.code != exitOK || !strings.HasPrefix(link, n.HTTPURL()+"/console/login?token=") || strings.Contains(link, "\n") {
+		t.Fatalf("console-url: %s", r)
+	}
+	if !strings.Contains(r.stderr, "works once") {
+		t.Errorf("console-url's note: %q", r.stderr)
+	}
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for i, want := range []int{http.StatusSeeOther, http.StatusUnauthorized} {
+		resp, err := client.Get(link)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Fatalf("use %d of the link: %d, want %d", i+1, resp.StatusCode, want)
+		}
+	}
+}

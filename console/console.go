@@ -1,0 +1,203 @@
+package console
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/snapnode/snapnode/agent"
+	"github.com/snapnode/snapnode/executor"
+	"github.com/snapnode/snapnode/executor/audit"
+	"github.com/snapnode/snapnode/tasks"
+)
+
+// Prefix is the path under which the console is served.
+const Prefix = "/console"
+
+// Defaults of Config's bounds.
+const (
+	DefaultSessionTTL  = 12 * time.Hour
+	DefaultMaxSessions = 16
+	DefaultTokenTTL    = 5 * time.Minute
+	DefaultMaxTokens   = 8
+	// MaxTasks bounds the task list, MaxAuditEntries the audit page,
+	// MaxSteps the agent's steps a task page shows (the newest).
+	MaxTasks        = 500
+	MaxAuditEntries = 200
+	MaxSteps        = 200
+)
+
+// Source is what the console shows: each method reads the node's state as
+// it is at the call.
+type Source interface {
+	// Tasks returns the tasks f selects, oldest first.
+	Tasks(ctx context.Context, f tasks.Filter) ([]*tasks.Task, error)
+	// Task returns one task; an error wrapping tasks.ErrNotFound when
+	// there is none.
+	Task(ctx context.Context, id string) (*tasks.Task, error)
+	// Held returns the actions taskID holds for an operator, oldest first.
+	Held(ctx context.Context, taskID string) ([]executor.Pending, error)
+	// Job returns the agent's job on taskID and its interactions, step by
+	// step; a nil job when the agent has none (or the node runs no agent).
+	Job(ctx context.Context, taskID string) (*agent.Job, []agent.Interaction, error)
+	// Audit returns the audit entries f selects, in seq order.
+	Audit(ctx context.Context, f audit.Filter) ([]audit.Entry, error)
+	// AuditHead returns the anchor of the last audit entry.
+	AuditHead(ctx context.Context) (audit.Anchor, error)
+	// VerifyAudit checks the audit log's hash chain (an error wrapping
+	// audit.ErrTampered names the first bad entry).
+	VerifyAudit(ctx context.Context) (audit.Report, error)
+}
+
+// Decider carries out an operator's decision on the action taskID holds
+// (actionID; "" for the one it holds), for operator, the identity the
+// decision is recorded under. It is the node's one decision path, the one
+// the admin socket and signed operator messages take; it returns the task
+// as the decision left it.
+type Decider interface {
+	Decide(ctx context.Context, taskID, actionID, operator string, approve bool, reason string) (*tasks.Task, error)
+}
+
+// Config configures a Console. Source and Decider are required.
+type Config struct {
+	Source  Source
+	Decider Decider
+	// Metrics, when set, feeds the metrics page.
+	Metrics prometheus.Gatherer
+	// AllowRemote serves clients that are not on loopback; by default
+	// they get 403 (a reverse proxy on the same machine is on loopback).
+	AllowRemote bool
+	// SessionTTL is a session's lifetime from login; MaxSessions bounds
+	// the sessions at once (a login beyond it ends the oldest).
+	SessionTTL  time.Duration
+	MaxSessions int
+	// TokenTTL is how long a login URL stays valid; MaxTokens bounds the
+	// unused ones (issuing beyond it voids the oldest).
+	TokenTTL  time.Duration
+	MaxTokens int
+	// Now is the clock of sessions and tokens; nil: time.Now.
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// Console serves the operator's pages. It is an http.Handler for the paths
+// under Prefix.
+type Console struct {
+	cfg   Config
+	auth  *auth
+	pages map[string]*template.Template
+	mux   *http.ServeMux
+}
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// New returns a Console for cfg.
+func New(cfg Config) (*Console, error) {
+	if cfg.Source == nil || cfg.Decider == nil {
+		return nil, errors.New("console: Config.Source and Config.Decider are required")
+	}
+	if cfg.SessionTTL <= 0 {
+		cfg.SessionTTL = DefaultSessionTTL
+	}
+	if cfg.MaxSessions <= 0 {
+		cfg.MaxSessions = DefaultMaxSessions
+	}
+	if cfg.TokenTTL <= 0 {
+		cfg.TokenTTL = DefaultTokenTTL
+	}
+	if cfg.MaxTokens <= 0 {
+		cfg.MaxTokens = DefaultMaxTokens
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	c := &Console{cfg: cfg, auth: newAuth(cfg), pages: map[string]*template.Template{}, mux: http.NewServeMux()}
+	for _, name := range []string{"tasks", "task", "audit", "metrics", "message"} {
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html")
+		if err != nil {
+			return nil, fmt.Errorf("console: template %s: %w", name, err)
+		}
+		c.pages[name] = t
+	}
+	static, err := fs.Sub(staticFS, "static")
+	if err != nil {
+		return nil, err
+	}
+	c.mux.Handle("GET "+Prefix+"/static/", http.StripPrefix(Prefix+"/static/", http.FileServerFS(static)))
+	c.mux.HandleFunc("GET "+Prefix+"/login", c.login)
+	c.mux.HandleFunc("POST "+Prefix+"/logout", c.session(c.logout))
+	c.mux.HandleFunc("GET "+Prefix+"/{$}", c.session(c.taskList))
+	c.mux.HandleFunc("GET "+Prefix+"/tasks/{id}", c.session(c.task))
+	c.mux.HandleFunc("POST "+Prefix+"/tasks/{id}/decide", c.session(c.decide))
+	c.mux.HandleFunc("GET "+Prefix+"/audit", c.session(c.auditPage))
+	c.mux.HandleFunc("GET "+Prefix+"/metrics", c.session(c.metricsPage))
+	c.mux.HandleFunc(Prefix+"/", func(w http.ResponseWriter, r *http.Request) {
+		c.message(w, r, http.StatusNotFound, "Not found", "There is no console page at "+r.URL.Path+".")
+	})
+	return c, nil
+}
+
+// ServeHTTP implements http.Handler: it refuses clients off loopback
+// unless AllowRemote, sets the headers every page carries, and serves the
+// page.
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Cache-Control", "no-store")
+	if !c.cfg.AllowRemote && !loopback(r.RemoteAddr) {
+		c.cfg.Logger.Warn("console: refused a client off loopback (console_remote is off)", "remote", r.RemoteAddr)
+		http.Error(w, "the operator console serves loopback clients only (see console_remote)", http.StatusForbidden)
+		return
+	}
+	if r.URL.Path == Prefix {
+		http.Redirect(w, r, Prefix+"/", http.StatusSeeOther)
+		return
+	}
+	c.mux.ServeHTTP(w, r)
+}
+
+// loopback reports whether the remote address addr is on loopback.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// LoginURL issues a one-time login token for operator and returns the URL
+// that spends it: base (the node's HTTP URL, such as
+// http://127.0.0.1:7448) + Prefix + "/login?token=…". The token is valid
+// for TokenTTL and for one login.
+func (c *Console) LoginURL(base, operator string) (string, time.Time, error) {
+	if operator == "" {
+		return "", time.Time{}, errors.New("console: a login needs an operator identity")
+	}
+	tok, exp, err := c.auth.issue(operator)
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	return strings.TrimSuffix(base, "/") + Prefix + "/login?token=" + url.QueryEscape(tok), exp, nil
+}

@@ -1,0 +1,498 @@
+package console_test
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/snapnode/snapnode/agent"
+	"github.com/snapnode/snapnode/console"
+	"github.com/snapnode/snapnode/executor"
+	"github.com/snapnode/snapnode/executor/audit"
+	"github.com/snapnode/snapnode/internal/testclock"
+	"github.com/snapnode/snapnode/tasks"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// hostile is text a peer controls, shown on the pages.
+const hostile = `<script>alert("owned")</script><img src=x onerror=alert(1)>`
+
+var t0 = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+
+// fakeSource serves one task, "t1", holding one action; filters records
+// the task list's filters.
+type fakeSource struct{ filters *[]tasks.Filter }
+
+func text(s string) *string { return &s }
+
+func (fakeSource) task() *tasks.Task {
+	return &tasks.Task{
+		ID: "t1", Owner: "bc1palice", CreatedAt: t0,
+		Status: tasks.Status{State: tasks.StateInputRequired, Timestamp: t0.Add(time.Second), Message: "confirmation needed " + hostile},
+		History: []tasks.Message{{MessageID: "m1", Role: "user", Parts: []tasks.Part{
+			{Text: text("please " + hostile)},
+			{Data: []byte(`{"schema_version":"1.0.0","action":"WRITE_FILE","args":{"path":"/sandbox/reports/a.txt","content":"` + strings.ReplaceAll(hostile, `"`, `\"`) + `"}}`)},
+		}}},
+		Artifacts: []tasks.Artifact{{ArtifactID: "note-1", Parts: []tasks.Part{{Text: text("artifact " + hostile)}}}},
+	}
+}
+
+func (s fakeSource) Tasks(_ context.Context, f tasks.Filter) ([]*tasks.Task, error) {
+	if s.filters != nil {
+		*s.filters = append(*s.filters, f)
+	}
+	t := s.task()
+	if !f.Match(t) {
+		return nil, nil
+	}
+	return []*tasks.Task{t}, nil
+}
+
+func (s fakeSource) Task(_ context.Context, id string) (*tasks.Task, error) {
+	if id != "t1" {
+		return nil, fmt.Errorf("task %s: %w", id, tasks.ErrNotFound)
+	}
+	return s.task(), nil
+}
+
+func (fakeSource) Held(_ context.Context, taskID string) ([]executor.Pending, error) {
+	return []executor.Pending{{ActionID: "act-1", TaskID: taskID, Requester: "bc1palice", Action: "WRITE_FILE",
+		Data: []byte(`{"action":"WRITE_FILE"}`), Diff: "--- a.txt\n+++ a.txt\n+" + hostile + "\n",
+		Reason: "reports/ is read by people: confirm changes", Created: t0}}, nil
+}
+
+func (fakeSource) Job(context.Context, string) (*agent.Job, []agent.Interaction, error) {
+	j := &agent.Job{TaskID: "t1", Status: "held", Phase: "implement", Steps: 2, CostCents: 1.5, PromptTokens: 900, CompletionTokens: 80}
+	its := []agent.Interaction{
+		{Sequence: 0, Timestamp: t0, Request: agent.Request{Metadata: agent.RequestMetadata{Phase: "plan"}},
+			Response:    agent.Response{Status: agent.ResponseSuccess, Kind: agent.KindProposal, Action: "READ_FILE", SummaryForSupervisor: "read the notes " + hostile},
+			Observation: &agent.Observation{Outcome: agent.ObsCompleted, ActionID: "act-0"}},
+		{Sequence: 1, Timestamp: t0.Add(time.Second), Guidance: "the requester said: " + hostile, Request: agent.Request{Metadata: agent.RequestMetadata{Phase: "implement"}},
+			Response:    agent.Response{Status: agent.ResponseSuccess, Kind: agent.KindProposal, Action: "WRITE_FILE"},
+			Observation: &agent.Observation{Outcome: agent.ObsNeedsConfirmation, ActionID: "act-1", Reason: "reports/ is read by people", Diff: "+" + hostile}},
+	}
+	return j, its, nil
+}
+
+func (fakeSource) Audit(_ context.Context, f audit.Filter) ([]audit.Entry, error) {
+	return []audit.Entry{
+		{Seq: 1, Time: t0, Actor: "bc1palice", Task: "t1", Action: "act-1", Step: audit.StepValidated, Detail: []byte(`{"risk":"MEDIUM"}`)},
+		{Seq: 2, Time: t0, Actor: "bc1palice", Task: "t1", Action: "act-1", Step: audit.StepHeld, Reason: hostile},
+	}, nil
+}
+
+func (fakeSource) AuditHead(context.Context) (audit.Anchor, error) {
+	return audit.Anchor{Seq: 2, Hash: "ab12"}, nil
+}
+
+func (fakeSource) VerifyAudit(context.Context) (audit.Report, error) {
+	return audit.Report{Entries: 2, First: 1, Last: 2, Head: audit.Anchor{Seq: 2, Hash: "ab12"}}, nil
+}
+
+// decision is one call of the fake Decider.
+type decision struct {
+	task, action, operator string
+	approve                bool
+	reason                 string
+}
+
+type fakeDecider struct {
+	mu    sync.Mutex
+	calls []decision
+	err   error
+}
+
+func (d *fakeDecider) Decide(_ context.Context, taskID, actionID, operator string, approve bool, reason string) (*tasks.Task, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.calls = append(d.calls, decision{taskID, actionID, operator, approve, reason})
+	return nil, d.err
+}
+
+type rig struct {
+	c     *console.Console
+	clock *testclock.Clock
+	dec   *fakeDecider
+}
+
+func newRig(t *testing.T, mutate func(*console.Config)) *rig {
+	t.Helper()
+	r := &rig{clock: testclock.New(t0), dec: &fakeDecider{}}
+	cfg := console.Config{Source: fakeSource{}, Decider: r.dec, Now: r.clock.Now, SessionTTL: time.Hour, TokenTTL: time.Minute}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	c, err := console.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.c = c
+	return r
+}
+
+// do serves one request from a loopback client (header h, cookie ck).
+func (r *rig) do(method, target string, form url.Values, ck *http.Cookie, h map[string]string) *httptest.ResponseRecorder {
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req := httptest.NewRequest(method, target, body)
+	req.RemoteAddr = "127.0.0.1:50000"
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	if ck != nil {
+		req.AddCookie(ck)
+	}
+	for k, v := range h {
+		req.Header.Set(k, v)
+	}
+	w := httptest.NewRecorder()
+	r.c.ServeHTTP(w, req)
+	return w
+}
+
+// loginURL issues a login URL for the host and returns its path and query.
+func (r *rig) loginURL(t *testing.T) string {
+	t.Helper()
+	u, _, err := r.c.LoginURL("http://127.0.0.1:7448/", executor.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(u, "http://127.0.0.1:7448/console/login?token=") {
+		t.Fatalf("login URL %q", u)
+	}
+	return strings.TrimPrefix(u, "http://127.0.0.1:7448")
+}
+
+// login logs in and returns the session cookie.
+func (r *rig) login(t *testing.T) *http.Cookie {
+	t.Helper()
+	w := r.do("GET", r.loginURL(t), nil, nil, nil)
+	if w.Code != http.StatusSeeOther || w.Header().Get("Location") != "/console/" {
+		t.Fatalf("login: %d to %q", w.Code, w.Header().Get("Location"))
+	}
+	for _, ck := range w.Result().Cookies() {
+		if ck.Name == console.CookieName {
+			return ck
+		}
+	}
+	t.Fatalf("login set no session cookie: %v", w.Result().Cookies())
+	return nil
+}
+
+var csrfRE = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+// csrf returns the CSRF token of the session's pages.
+func (r *rig) csrf(t *testing.T, ck *http.Cookie) string {
+	t.Helper()
+	w := r.do("GET", "/console/tasks/t1", nil, ck, nil)
+	m := csrfRE.FindStringSubmatch(w.Body.String())
+	if w.Code != http.StatusOK || m == nil {
+		t.Fatalf("task page: %d, csrf %v", w.Code, m)
+	}
+	return m[1]
+}
+
+func TestLogin(t *testing.T) {
+	r := newRig(t, nil)
+	target := r.loginURL(t)
+	w := r.do("GET", target, nil, nil, nil)
+	if w.Code != http.StatusSeeOther || w.Header().Get("Location") != "/console/" {
+		t.Fatalf("login: %d to %q, want 303 to /console/ (the token out of the address bar)", w.Code, w.Header().Get("Location"))
+	}
+	cks := w.Result().Cookies()
+	if len(cks) != 1 {
+		t.Fatalf("cookies %v", cks)
+	}
+	ck := cks[0]
+	if ck.Name != console.CookieName || !ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode || ck.Path != "/console" ||
+		ck.Secure || ck.MaxAge != int(time.Hour/time.Second) || len(ck.Value) < 40 {
+		t.Fatalf("session cookie %+v", ck)
+	}
+	if strings.Contains(w.Header().Get("Location"), "token") {
+		t.Fatal("the redirect carries the token")
+	}
+	// The token is spent.
+	if w := r.do("GET", target, nil, nil, nil); w.Code != http.StatusUnauthorized || len(w.Result().Cookies()) != 0 {
+		t.Fatalf("second use of the token: %d %v", w.Code, w.Result().Cookies())
+	}
+	// A made-up token and no token are refused.
+	for _, q := range []string{"/console/login?token=forged", "/console/login"} {
+		if w := r.do("GET", q, nil, nil, nil); w.Code != http.StatusUnauthorized {
+			t.Fatalf("%s: %d", q, w.Code)
+		}
+	}
+	// The session opens the pages; without it they answer 401.
+	for _, p := range []string{"/console/", "/console/tasks/t1", "/console/audit", "/console/metrics"} {
+		if w := r.do("GET", p, nil, ck, nil); w.Code != http.StatusOK {
+			t.Errorf("%s with a session: %d", p, w.Code)
+		}
+		if w := r.do("GET", p, nil, nil, nil); w.Code != http.StatusUnauthorized || !strings.Contains(w.Body.String(), "snapnode console-url") {
+			t.Errorf("%s without a session: %d", p, w.Code)
+		}
+		if w := r.do("GET", p, nil, &http.Cookie{Name: console.CookieName, Value: "guess"}, nil); w.Code != http.StatusUnauthorized {
+			t.Errorf("%s with a made-up session: %d", p, w.Code)
+		}
+	}
+	// Behind a TLS proxy the cookie is Secure.
+	w = r.do("GET", r.loginURL(t), nil, nil, map[string]string{"X-Forwarded-Proto": "https"})
+	if cks := w.Result().Cookies(); len(cks) != 1 || !cks[0].Secure {
+		t.Fatalf("cookie over TLS: %+v", cks)
+	}
+	// Logging out ends the session.
+	tok := r.csrf(t, ck)
+	if w := r.do("POST", "/console/logout", url.Values{"csrf": {tok}}, ck, nil); w.Code != http.StatusOK {
+		t.Fatalf("logout: %d", w.Code)
+	}
+	if w := r.do("GET", "/console/", nil, ck, nil); w.Code != http.StatusUnauthorized {
+		t.Fatalf("after logout: %d", w.Code)
+	}
+}
+
+func TestLoopbackOnly(t *testing.T) {
+	for _, remote := range []bool{false, true} {
+		r := newRig(t, func(c *console.Config) { c.AllowRemote = remote })
+		req := httptest.NewRequest("GET", r.loginURL(t), nil)
+		req.RemoteAddr = "192.0.2.7:40000"
+		w := httptest.NewRecorder()
+		r.c.ServeHTTP(w, req)
+		want := http.StatusForbidden
+		if remote {
+			want = http.StatusSeeOther
+		}
+		if w.Code != want {
+			t.Errorf("AllowRemote %v: a remote login got %d, want %d", remote, w.Code, want)
+		}
+	}
+}
+
+func TestSessionExpiry(t *testing.T) {
+	r := newRig(t, nil)
+	ck := r.login(t)
+	r.clock.Advance(time.Hour - time.Second)
+	if w := r.do("GET", "/console/", nil, ck, nil); w.Code != http.StatusOK {
+		t.Fatalf("before the session's end: %d", w.Code)
+	}
+	r.clock.Advance(time.Second)
+	if w := r.do("GET", "/console/", nil, ck, nil); w.Code != http.StatusUnauthorized {
+		t.Fatalf("at the session's end: %d", w.Code)
+	}
+	// A login URL is good for TokenTTL.
+	late := r.loginURL(t)
+	r.clock.Advance(time.Minute)
+	if w := r.do("GET", late, nil, nil, nil); w.Code != http.StatusUnauthorized {
+		t.Fatalf("an expired login URL: %d", w.Code)
+	}
+}
+
+func TestBounds(t *testing.T) {
+	r := newRig(t, func(c *console.Config) { c.MaxSessions, c.MaxTokens = 2, 2 })
+	first := r.login(t)
+	r.clock.Advance(time.Second)
+	second := r.login(t)
+	r.clock.Advance(time.Second)
+	third := r.login(t) // ends the oldest
+	for i, ck := range []*http.Cookie{first, second, third} {
+		want := http.StatusOK
+		if i == 0 {
+			want = http.StatusUnauthorized
+		}
+		if w := r.do("GET", "/console/", nil, ck, nil); w.Code != want {
+			t.Errorf("session %d: %d, want %d", i+1, w.Code, want)
+		}
+	}
+	a := r.loginURL(t)
+	r.clock.Advance(time.Second)
+	r.loginURL(t)
+	r.clock.Advance(time.Second)
+	r.loginURL(t) // voids a
+	if w := r.do("GET", a, nil, nil, nil); w.Code != http.StatusUnauthorized {
+		t.Fatalf("the oldest of 3 tokens with MaxTokens 2: %d", w.Code)
+	}
+}
+
+func TestCSRF(t *testing.T) {
+	r := newRig(t, nil)
+	ck := r.login(t)
+	tok := r.csrf(t, ck)
+	form := url.Values{"action": {"act-1"}, "decision": {"approve"}}
+	for name, v := range map[string][]string{"no token": nil, "wrong token": {"x" + tok}, "empty": {""}} {
+		f := url.Values{}
+		for k, vs := range form {
+			f[k] = vs
+		}
+		if v != nil {
+			f["csrf"] = v
+		}
+		if w := r.do("POST", "/console/tasks/t1/decide", f, ck, nil); w.Code != http.StatusForbidden {
+			t.Errorf("%s: %d, want 403", name, w.Code)
+		}
+	}
+	// Another session's token does not do either.
+	other := r.csrf(t, r.login(t))
+	form.Set("csrf", other)
+	if w := r.do("POST", "/console/tasks/t1/decide", form, ck, nil); w.Code != http.StatusForbidden {
+		t.Errorf("another session's token: %d", w.Code)
+	}
+	if w := r.do("POST", "/console/logout", url.Values{}, ck, nil); w.Code != http.StatusForbidden {
+		t.Errorf("logout without the token: %d", w.Code)
+	}
+	if len(r.dec.calls) != 0 {
+		t.Fatalf("a refused POST reached the decider: %v", r.dec.calls)
+	}
+	form.Set("csrf", tok)
+	w := r.do("POST", "/console/tasks/t1/decide", form, ck, nil)
+	if w.Code != http.StatusSeeOther || w.Header().Get("Location") != "/console/tasks/t1?done=approved" {
+		t.Fatalf("approve: %d to %q", w.Code, w.Header().Get("Location"))
+	}
+	if want := (decision{"t1", "act-1", executor.Host, true, ""}); len(r.dec.calls) != 1 || r.dec.calls[0] != want {
+		t.Fatalf("decider got %v, want %v", r.dec.calls, want)
+	}
+}
+
+func TestDecide(t *testing.T) {
+	r := newRig(t, nil)
+	ck := r.login(t)
+	tok := r.csrf(t, ck)
+	post := func(v url.Values) *httptest.ResponseRecorder {
+		v.Set("csrf", tok)
+		return r.do("POST", "/console/tasks/t1/decide", v, ck, nil)
+	}
+	if w := post(url.Values{"action": {"act-1"}, "decision": {"deny"}, "reason": {" not now "}}); w.Code != http.StatusSeeOther {
+		t.Fatalf("deny: %d", w.Code)
+	}
+	if want := (decision{"t1", "act-1", executor.Host, false, "not now"}); r.dec.calls[0] != want {
+		t.Fatalf("deny reached the decider as %v, want %v", r.dec.calls[0], want)
+	}
+	for _, tc := range []struct {
+		form url.Values
+		code int
+		want string
+	}{
+		{url.Values{"action": {"act-1"}, "decision": {"maybe"}}, http.StatusBadRequest, `decision &#34;maybe&#34;: want approve or deny`},
+		{url.Values{"decision": {"approve"}}, http.StatusBadRequest, "action: name the held action"},
+		{url.Values{"action": {"act-1"}, "decision": {"deny"}, "reason": {strings.Repeat("x", 1025)}}, http.StatusBadRequest, "reason: at most 1024 bytes"},
+	} {
+		if w := post(tc.form); w.Code != tc.code || !strings.Contains(w.Body.String(), tc.want) {
+			t.Errorf("%v: %d, want %d with %q", tc.form, w.Code, tc.code, tc.want)
+		}
+	}
+	if len(r.dec.calls) != 1 {
+		t.Fatalf("refused forms reached the decider: %v", r.dec.calls)
+	}
+	// The decider's refusal is shown on the task page.
+	r.dec.err = errors.New("task t1 is completed: the action it held can no longer be approved")
+	if w := post(url.Values{"action": {"act-1"}, "decision": {"approve"}}); w.Code != http.StatusConflict || !strings.Contains(w.Body.String(), "can no longer be approved") {
+		t.Fatalf("refused decision: %d", w.Code)
+	}
+	if w := r.do("GET", "/console/tasks/nope", nil, ck, nil); w.Code != http.StatusNotFound {
+		t.Fatalf("missing task: %d", w.Code)
+	}
+}
+
+// TestHostileText: text a peer wrote (its message, the status, artifacts,
+// the diff, audit reasons) is shown inert on every page, and the pages
+// forbid inline scripts besides. The task page is compared with a golden
+// file (-update rewrites it).
+func TestHostileText(t *testing.T) {
+	r := newRig(t, nil)
+	ck := r.login(t)
+	for _, p := range []string{"/console/", "/console/tasks/t1", "/console/audit"} {
+		w := r.do("GET", p, nil, ck, nil)
+		body := w.Body.String()
+		if w.Code != http.StatusOK || strings.Contains(body, "<script") || strings.Contains(body, "<img") {
+			t.Errorf("%s: %d, the hostile markup is live:\n%s", p, w.Code, body)
+		}
+		if !strings.Contains(body, "&lt;script&gt;alert(&#34;owned&#34;)&lt;/script&gt;") {
+			t.Errorf("%s does not show the hostile text escaped", p)
+		}
+		if csp := w.Header().Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") || strings.Contains(csp, "unsafe-inline") {
+			t.Errorf("%s: Content-Security-Policy %q", p, csp)
+		}
+	}
+	w := r.do("GET", "/console/tasks/t1", nil, ck, nil)
+	got := csrfRE.ReplaceAllString(w.Body.String(), `name="csrf" value="CSRF"`)
+	golden := filepath.Join("testdata", "task.golden.html")
+	if *update {
+		os.MkdirAll("testdata", 0o755)
+		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("the task page differs from %s (run with -update after checking):\n%s", golden, got)
+	}
+}
+
+// The task list passes its filters to the source, bounded to the newest
+// MaxTasks (and one more, to tell that some were left out).
+func TestTaskListFilters(t *testing.T) {
+	var got []tasks.Filter
+	r := newRig(t, func(c *console.Config) { c.Source = fakeSource{filters: &got} })
+	ck := r.login(t)
+	for _, tc := range []struct {
+		query string
+		want  tasks.Filter
+		shown bool
+	}{
+		{"", tasks.Filter{Limit: console.MaxTasks + 1, Newest: true}, true},
+		{"?state=input_required", tasks.Filter{States: []tasks.State{tasks.StateInputRequired}, Limit: console.MaxTasks + 1, Newest: true}, true},
+		{"?state=completed&requester=+bc1pbob+", tasks.Filter{Owner: "bc1pbob", States: []tasks.State{tasks.StateCompleted}, Limit: console.MaxTasks + 1, Newest: true}, false},
+	} {
+		got = nil
+		w := r.do("GET", "/console/"+tc.query, nil, ck, nil)
+		if w.Code != http.StatusOK || len(got) != 1 || fmt.Sprint(got[0]) != fmt.Sprint(tc.want) {
+			t.Errorf("%q: %d, filter %+v, want %+v", tc.query, w.Code, got, tc.want)
+		}
+		if shown := strings.Contains(w.Body.String(), `href="/console/tasks/t1"`); shown != tc.shown {
+			t.Errorf("%q: task t1 listed %v, want %v", tc.query, shown, tc.shown)
+		}
+	}
+	got = nil
+	if w := r.do("GET", "/console/?state=sleeping", nil, ck, nil); w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "state &#34;sleeping&#34;") || len(got) != 0 {
+		t.Errorf("an unknown state: %d %v", w.Code, got)
+	}
+}
+
+// The metrics page shows the node's own series (snapnode_*), not the Go
+// runtime's.
+func TestMetricsPage(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "snapnode_messages_total", Help: "answered"}, []string{"method"})
+	c.WithLabelValues("message/send").Add(3)
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "snapnode_verify_seconds", Help: "verify"})
+	h.Observe(0.5)
+	h.Observe(1.5)
+	reg.MustRegister(c, h, prometheus.NewGauge(prometheus.GaugeOpts{Name: "go_other", Help: "not ours"}))
+	r := newRig(t, func(cfg *console.Config) { cfg.Metrics = reg })
+	w := r.do("GET", "/console/metrics", nil, r.login(t), nil)
+	body := w.Body.String()
+	for _, want := range []string{"snapnode_messages_total", "method=message/send", "<td>3</td>", "snapnode_verify_seconds", "2 observed, mean 1"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the metrics page lacks %q", want)
+		}
+	}
+	if w.Code != http.StatusOK || strings.Contains(body, "go_other") {
+		t.Errorf("metrics page: %d\n%s", w.Code, body)
+	}
+}

@@ -1,0 +1,24 @@
+// Package console is the operator's web console: server-rendered pages,
+// served by the node on its HTTP listener under /console, that show the
+// tasks (a live list with filters, each task's messages, artifacts, held
+// actions with their descriptor, diff and risk, the agent's job step by
+// step, the task's audit trail), the audit log with its verification
+// status and the node's metrics, and that approve or deny held actions.
+//
+// Nobody reaches a page without a session. A session starts from a
+// one-time login URL that the host asks the running node for through its
+// admin socket (`snapnode console-url`): the token in it is consumed at
+// the first use, the browser gets a session cookie (HttpOnly,
+// SameSite=Strict, Secure when served over TLS, bounded lifetime) and is
+// redirected to a URL without the token. Every POST carries the session's
+// CSRF token. By default only loopback clients are served (a reverse proxy
+// on the same machine is one); Config.AllowRemote lifts that.
+//
+// The console decides nothing itself: Approve and Deny call the Decider,
+// the node's one decision path, with the operator identity of the session.
+//
+//	c, err := console.New(console.Config{Source: src, Decider: dec})
+//	…
+//	mux.Handle("/console/", c)
+//	link, expires, err := c.LoginURL("http://127.0.0.1:7448", executor.Host) // what console-url prints
+package console

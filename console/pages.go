@@ -1,0 +1,343 @@
+package console
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"math"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/snapnode/snapnode/agent"
+	"github.com/snapnode/snapnode/executor"
+	"github.com/snapnode/snapnode/executor/audit"
+	"github.com/snapnode/snapnode/tasks"
+)
+
+// funcs are the templates' helpers.
+var funcs = template.FuncMap{
+	"when": func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return t.UTC().Format("2006-01-02 15:04:05Z")
+	},
+	"short": func(s string) string {
+		if len(s) > 12 {
+			return s[:12] + "…"
+		}
+		return s
+	},
+	"parts": partsText,
+	"json":  prettyJSON,
+}
+
+// page is what every page's layout needs.
+type page struct {
+	Title   string
+	Nav     string // the current section: tasks, audit, metrics
+	CSRF    string // "" when logged out
+	Refresh int    // seconds between reloads; 0: none
+	Data    any
+}
+
+// render writes page name with status.
+func (c *Console) render(w http.ResponseWriter, status int, name string, p page) {
+	var b bytes.Buffer
+	if err := c.pages[name].Execute(&b, p); err != nil {
+		c.cfg.Logger.Error("console: rendering a page", "page", name, "err", err)
+		http.Error(w, "the page could not be rendered", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	w.Write(b.Bytes())
+}
+
+// message renders a page of one message (errors, login, logout).
+func (c *Console) message(w http.ResponseWriter, r *http.Request, status int, title, text string) {
+	c.render(w, status, "message", page{Title: title, Data: text})
+}
+
+// failed reports err of the node on a page: 404 for a missing task.
+func (c *Console) failed(w http.ResponseWriter, r *http.Request, what string, err error) {
+	if errors.Is(err, tasks.ErrNotFound) {
+		c.message(w, r, http.StatusNotFound, "Not found", what+": no such task.")
+		return
+	}
+	c.cfg.Logger.Error("console: "+what, "err", err)
+	c.message(w, r, http.StatusInternalServerError, "Error", what+": "+err.Error())
+}
+
+// taskRow is one line of the task list.
+type taskRow struct {
+	ID, Owner, Message string
+	State              tasks.State
+	Created, Updated   time.Time
+}
+
+type taskListData struct {
+	States    []tasks.State
+	State     string
+	Requester string
+	Rows      []taskRow
+	Truncated bool
+}
+
+// taskList is GET /console/?state=…&requester=…: the newest tasks first.
+func (c *Console) taskList(w http.ResponseWriter, r *http.Request, s *session) {
+	q := r.URL.Query()
+	d := taskListData{States: tasks.States(), State: q.Get("state"), Requester: strings.TrimSpace(q.Get("requester"))}
+	f := tasks.Filter{Owner: d.Requester, Limit: MaxTasks + 1, Newest: true}
+	if d.State != "" {
+		if !tasks.State(d.State).Valid() {
+			c.message(w, r, http.StatusBadRequest, "Bad filter", fmt.Sprintf("state %q: want one of %v", d.State, tasks.States()))
+			return
+		}
+		f.States = []tasks.State{tasks.State(d.State)}
+	}
+	list, err := c.cfg.Source.Tasks(r.Context(), f)
+	if err != nil {
+		c.failed(w, r, "listing the tasks", err)
+		return
+	}
+	if len(list) > MaxTasks {
+		list, d.Truncated = list[1:], true // the oldest is past the bound
+	}
+	slices.Reverse(list) // newest first
+	for _, t := range list {
+		d.Rows = append(d.Rows, taskRow{ID: t.ID, Owner: t.Owner, State: t.Status.State, Message: t.Status.Message,
+			Created: t.CreatedAt, Updated: t.Status.Timestamp})
+	}
+	c.render(w, http.StatusOK, "tasks", page{Title: "Tasks", Nav: "tasks", CSRF: s.csrf, Refresh: 5, Data: d})
+}
+
+// heldView is one held action as the task page shows it.
+type heldView struct {
+	executor.Pending
+	Risk       string
+	Descriptor string
+}
+
+type taskData struct {
+	Task  *tasks.Task
+	Held  []heldView
+	Job   *agent.Job
+	Steps []agent.Interaction
+	// EarlierSteps counts the steps left out, before Steps.
+	EarlierSteps int
+	Audit        []audit.Entry
+	Notice       string
+	Error        string
+	Terminal     bool
+}
+
+// task is GET /console/tasks/{id}.
+func (c *Console) task(w http.ResponseWriter, r *http.Request, s *session) {
+	c.renderTask(w, r, s, http.StatusOK, r.URL.Query().Get("done"), "")
+}
+
+// renderTask renders the task page with a notice or an error.
+func (c *Console) renderTask(w http.ResponseWriter, r *http.Request, s *session, status int, notice, errText string) {
+	ctx := r.Context()
+	id := r.PathValue("id")
+	t, err := c.cfg.Source.Task(ctx, id)
+	if err != nil {
+		c.failed(w, r, "task "+id, err)
+		return
+	}
+	d := taskData{Task: t, Terminal: t.Status.State.Terminal(), Error: errText}
+	switch notice {
+	case "approved", "denied":
+		d.Notice = "The action was " + notice + "."
+	}
+	held, err := c.cfg.Source.Held(ctx, id)
+	if err != nil {
+		c.failed(w, r, "the actions task "+id+" holds", err)
+		return
+	}
+	if d.Audit, err = c.cfg.Source.Audit(ctx, audit.Filter{Task: id, Limit: MaxAuditEntries}); err != nil {
+		c.failed(w, r, "the audit entries of task "+id, err)
+		return
+	}
+	for _, p := range held {
+		d.Held = append(d.Held, heldView{Pending: p, Risk: riskOf(d.Audit, p.ActionID), Descriptor: prettyJSON(p.Data)})
+	}
+	if d.Job, d.Steps, err = c.cfg.Source.Job(ctx, id); err != nil {
+		c.failed(w, r, "the agent's job on task "+id, err)
+		return
+	}
+	if n := len(d.Steps); n > MaxSteps {
+		d.Steps, d.EarlierSteps = d.Steps[n-MaxSteps:], n-MaxSteps
+	}
+	c.render(w, status, "task", page{Title: "Task " + id, Nav: "tasks", CSRF: s.csrf, Data: d})
+}
+
+// riskOf returns the risk the validation of actionID recorded in the
+// audit log, or "".
+func riskOf(entries []audit.Entry, actionID string) string {
+	for _, e := range entries {
+		if e.Action == actionID && e.Step == audit.StepValidated {
+			var v struct {
+				Risk string `json:"risk"`
+			}
+			if json.Unmarshal(e.Detail, &v) == nil {
+				return v.Risk
+			}
+		}
+	}
+	return ""
+}
+
+// maxReason bounds a denial's reason.
+const maxReason = 1024
+
+// decide is POST /console/tasks/{id}/decide: decision=approve|deny,
+// action=ID, reason=… (deny). It goes through the Decider with the
+// session's operator identity, then redirects to the task page.
+func (c *Console) decide(w http.ResponseWriter, r *http.Request, s *session) {
+	id := r.PathValue("id")
+	action := r.PostFormValue("action")
+	reason := strings.TrimSpace(r.PostFormValue("reason"))
+	var approve bool
+	switch r.PostFormValue("decision") {
+	case "approve":
+		approve = true
+	case "deny":
+	default:
+		c.renderTask(w, r, s, http.StatusBadRequest, "", fmt.Sprintf("decision %q: want approve or deny", r.PostFormValue("decision")))
+		return
+	}
+	if len(reason) > maxReason {
+		c.renderTask(w, r, s, http.StatusBadRequest, "", fmt.Sprintf("reason: at most %d bytes (it has %d)", maxReason, len(reason)))
+		return
+	}
+	if action == "" {
+		c.renderTask(w, r, s, http.StatusBadRequest, "", "action: name the held action to decide on")
+		return
+	}
+	word := map[bool]string{true: "approved", false: "denied"}[approve]
+	if _, err := c.cfg.Decider.Decide(r.Context(), id, action, s.operator, approve, reason); err != nil {
+		c.cfg.Logger.Warn("console: decision refused", "task", id, "action", action, "decision", word, "operator", s.operator, "err", err)
+		c.renderTask(w, r, s, http.StatusConflict, "", err.Error())
+		return
+	}
+	c.cfg.Logger.Info("console: operator decided", "task", id, "action", action, "decision", word, "operator", s.operator)
+	http.Redirect(w, r, Prefix+"/tasks/"+id+"?done="+word, http.StatusSeeOther)
+}
+
+type auditData struct {
+	Report   audit.Report
+	Error    string // the verification's failure, or ""
+	Tampered bool
+	Entries  []audit.Entry // newest first
+}
+
+// auditPage is GET /console/audit: the verification status and the
+// newest entries.
+func (c *Console) auditPage(w http.ResponseWriter, r *http.Request, s *session) {
+	ctx := r.Context()
+	var d auditData
+	rep, err := c.cfg.Source.VerifyAudit(ctx)
+	d.Report = rep
+	if err != nil {
+		d.Error, d.Tampered = err.Error(), errors.Is(err, audit.ErrTampered)
+	}
+	head, err := c.cfg.Source.AuditHead(ctx)
+	if err != nil {
+		c.failed(w, r, "the audit log's head", err)
+		return
+	}
+	if d.Entries, err = c.cfg.Source.Audit(ctx, audit.Filter{AfterSeq: max(0, head.Seq-MaxAuditEntries), Limit: MaxAuditEntries}); err != nil {
+		c.failed(w, r, "the audit log", err)
+		return
+	}
+	slices.Reverse(d.Entries)
+	c.render(w, http.StatusOK, "audit", page{Title: "Audit log", Nav: "audit", CSRF: s.csrf, Data: d})
+}
+
+// metric is one line of the metrics page: a series and its value (a
+// histogram's count and mean).
+type metric struct {
+	Name, Labels, Help, Value string
+}
+
+// metricsPage is GET /console/metrics: the node's own series.
+func (c *Console) metricsPage(w http.ResponseWriter, r *http.Request, s *session) {
+	var rows []metric
+	if c.cfg.Metrics != nil {
+		fams, err := c.cfg.Metrics.Gather()
+		if err != nil && len(fams) == 0 {
+			c.failed(w, r, "gathering the metrics", err)
+			return
+		}
+		for _, f := range fams {
+			if !strings.HasPrefix(f.GetName(), "snapnode_") {
+				continue
+			}
+			for _, m := range f.GetMetric() {
+				var labels []string
+				for _, l := range m.GetLabel() {
+					labels = append(labels, l.GetName()+"="+l.GetValue())
+				}
+				row := metric{Name: f.GetName(), Labels: strings.Join(labels, " "), Help: f.GetHelp()}
+				switch {
+				case m.GetCounter() != nil:
+					row.Value = number(m.GetCounter().GetValue())
+				case m.GetGauge() != nil:
+					row.Value = number(m.GetGauge().GetValue())
+				case m.GetHistogram() != nil:
+					h := m.GetHistogram()
+					row.Value = fmt.Sprintf("%d observed", h.GetSampleCount())
+					if n := h.GetSampleCount(); n > 0 {
+						row.Value += ", mean " + number(h.GetSampleSum()/float64(n))
+					}
+				default:
+					continue
+				}
+				rows = append(rows, row)
+			}
+		}
+	}
+	c.render(w, http.StatusOK, "metrics", page{Title: "Metrics", Nav: "metrics", CSRF: s.csrf, Refresh: 10, Data: rows})
+}
+
+// number formats v briefly.
+func number(v float64) string {
+	if v == math.Trunc(v) && math.Abs(v) < 1e15 {
+		return fmt.Sprintf("%.0f", v)
+	}
+	return fmt.Sprintf("%.4g", v)
+}
+
+// partsText renders message or artifact parts as text: text as is, data
+// as indented JSON, the others named.
+func partsText(ps []tasks.Part) string {
+	var out []string
+	for _, p := range ps {
+		switch {
+		case p.Text != nil:
+			out = append(out, *p.Text)
+		case p.Data != nil:
+			out = append(out, prettyJSON(p.Data))
+		case p.URL != nil:
+			out = append(out, "[link] "+*p.URL)
+		case p.Raw != nil:
+			out = append(out, fmt.Sprintf("[%s, %d bytes of base64]", p.MediaType, len(*p.Raw)))
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// prettyJSON indents b, or returns it as is when it is not JSON.
+func prettyJSON(b []byte) string {
+	var out bytes.Buffer
+	if json.Indent(&out, b, "", "  ") != nil {
+		return string(b)
+	}
+	return out.String()
+}

@@ -1,0 +1,135 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+
+	"github.com/snapnode/snapnode/agent"
+	"github.com/snapnode/snapnode/console"
+	"github.com/snapnode/snapnode/executor"
+	"github.com/snapnode/snapnode/executor/audit"
+	"github.com/snapnode/snapnode/internal/metrics"
+	"github.com/snapnode/snapnode/snap"
+	"github.com/snapnode/snapnode/tasks"
+)
+
+// consoleLogin is the console as the admin socket issues logins to it:
+// base is the URL of the HTTP listener.
+type consoleLogin struct {
+	c    *console.Console
+	base string
+}
+
+// errNoConsole answers console-url on a node that serves no console.
+var errNoConsole = errors.New("the operator console is off: it is served on the HTTP listener (http_listen), which is off, and it needs a database (not memory)")
+
+// newConsole builds the operator console on the node's parts; nil when
+// the node runs no proposals (memory database: no decisions to take, no
+// audit log).
+func (n *Node) newConsole(mx *metrics.Metrics) (*console.Console, error) {
+	if n.props == nil {
+		return nil, nil
+	}
+	c, err := console.New(console.Config{
+		Source:      consoleSource{n: n},
+		Decider:     n.props,
+		Metrics:     mx.Registry(),
+		AllowRemote: n.cfg.ConsoleRemote,
+		Logger:      n.logger.With("part", "console"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("node: console: %w", err)
+	}
+	return c, nil
+}
+
+// loginBase is the URL a browser on this machine reaches the listener at
+// addr by: an unspecified host (0.0.0.0, ::) is reached on loopback.
+func loginBase(addr net.Addr) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return "http://" + addr.String()
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+		if ip.To4() == nil {
+			host = "::1"
+		}
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+// ConsoleURL implements admin.Handler: a one-time login URL to the
+// console for the host, who reached the admin socket.
+func (p *proposals) ConsoleURL(ctx context.Context) (any, error) {
+	cl := p.console.Load()
+	if cl == nil {
+		return nil, errNoConsole
+	}
+	url, exp, err := cl.c.LoginURL(cl.base, executor.Host)
+	if err != nil {
+		return nil, err
+	}
+	p.logger.Info("console: issued a one-time login URL", "expires", exp)
+	return map[string]any{"url": url, "expires": exp.UTC()}, nil
+}
+
+// Decide implements console.Decider with the one decision path of the
+// node (the admin socket's and signed operator messages').
+func (p *proposals) Decide(ctx context.Context, taskID, actionID, operator string, approve bool, reason string) (*tasks.Task, error) {
+	return p.decide(ctx, taskID, actionID, operator, approve, reason)
+}
+
+var _ console.Decider = (*proposals)(nil)
+
+// consoleSource is the node's state as the console reads it.
+type consoleSource struct{ n *Node }
+
+var _ console.Source = consoleSource{}
+
+func (s consoleSource) Tasks(ctx context.Context, f tasks.Filter) ([]*tasks.Task, error) {
+	return s.n.Tasks.List(ctx, f)
+}
+
+func (s consoleSource) Task(ctx context.Context, id string) (*tasks.Task, error) {
+	t, err := s.n.Tasks.Task(ctx, id)
+	var se *snap.Error
+	if errors.As(err, &se) && se.Code == snap.CodeTaskNotFound {
+		return nil, fmt.Errorf("task %s: %w", id, tasks.ErrNotFound)
+	}
+	return t, err
+}
+
+func (s consoleSource) Held(ctx context.Context, taskID string) ([]executor.Pending, error) {
+	return s.n.props.exec.Pending(ctx, taskID)
+}
+
+func (s consoleSource) Job(ctx context.Context, taskID string) (*agent.Job, []agent.Interaction, error) {
+	if s.n.agent == nil {
+		return nil, nil, nil
+	}
+	store := s.n.agent.Store()
+	j, err := store.Get(ctx, taskID)
+	if errors.Is(err, agent.ErrNoJob) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	its, err := store.Interactions(ctx, taskID)
+	return j, its, err
+}
+
+func (s consoleSource) Audit(ctx context.Context, f audit.Filter) ([]audit.Entry, error) {
+	return s.n.props.audit.Query(ctx, f)
+}
+
+func (s consoleSource) AuditHead(ctx context.Context) (audit.Anchor, error) {
+	return s.n.props.audit.Head(ctx)
+}
+
+func (s consoleSource) VerifyAudit(ctx context.Context) (audit.Report, error) {
+	return s.n.props.audit.Verify(ctx)
+}

@@ -1,0 +1,187 @@
+package node_test
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/snapnode/snapnode/internal/admin"
+	"github.com/snapnode/snapnode/internal/config"
+)
+
+var update = flag.Bool("update", false, "rewrite the console screenshots in docs/img")
+
+// chromium returns the path of a Chromium (or Chrome) binary, or "".
+func chromium() string {
+	if p := os.Getenv("SNAPNODE_TEST_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "headless-shell"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// TestConsoleInBrowser drives a real Chromium through the operator
+// console of a real node: a peer's WRITE_FILE waits for confirmation (the
+// policy confirms writes under reports/); the operator logs in with the
+// link `snapnode console-url` asks the admin socket for, sees the held
+// action with its diff and risk, and approves it in the page; the file is
+// then in the sandbox and the audit log records the host's confirmation
+// and the promotion. With -update it rewrites the screenshots in docs/img.
+// Without Chromium it skips (it fails under CI, which must have one).
+func TestConsoleInBrowser(t *testing.T) {
+	bin := chromium()
+	if bin == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("CI must provide Chromium: none on PATH and SNAPNODE_TEST_CHROMIUM is not set (.ci/run installs Debian's chromium and sets it)")
+		}
+		t.Skip("no Chromium found (on Debian: apt-get install chromium; or set SNAPNODE_TEST_CHROMIUM): the console's browser test needs one")
+	}
+	dataDir := filepath.Join(t.TempDir(), "data")
+	n, stop := startNode(t, func(c *config.Config) {
+		c.DataDir = dataDir
+		c.HTTPListen = "127.0.0.1:0"
+		c.Policy = "../../executor/policy/testdata/policies/confirm.cedar"
+	})
+	defer stop()
+	if err := os.MkdirAll(filepath.Join(dataDir, "sandbox", "reports"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	alice := newRequester(t, n.RelayURLs())
+	const content = "Quarterly summary: <b>all good</b>\n"
+	held := taskOf(t, alice.call(t, n, "message/send", proposal("WRITE_FILE", map[string]any{"path": "/sandbox/reports/summary.txt", "content": content}), false))
+	if held.Status.State != "input_required" {
+		t.Fatalf("the write was not held: %s %q", held.Status.State, held.Status.Message)
+	}
+	actionID := regexp.MustCompile(`action (\S+):`).FindStringSubmatch(held.Status.Message)
+	if actionID == nil {
+		t.Fatalf("no action id in %q", held.Status.Message)
+	}
+	target := filepath.Join(dataDir, "sandbox", "reports", "summary.txt")
+	if _, err := os.Stat(target); err == nil {
+		t.Fatal("the file is there before the approval")
+	}
+
+	// What `snapnode console-url` does.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := admin.Call(ctx, admin.Path(dataDir), admin.Request{Op: "console-url"})
+	var login struct{ URL string }
+	if err != nil || json.Unmarshal(res, &login) != nil || !strings.HasPrefix(login.URL, n.HTTPURL()+"/console/login?token=") {
+		t.Fatalf("console-url: %s %v", res, err)
+	}
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox,
+		chromedp.DisableGPU, chromedp.WindowSize(1200, 1000))
+	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	defer cancelBrowser()
+
+	// do runs steps; text and where read the page.
+	do := func(steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(bctx, steps...); err != nil {
+			t.Fatalf("browser: %v", err)
+		}
+	}
+	text := func(sel string) string {
+		t.Helper()
+		s, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(sel)))
+		if err != nil {
+			t.Fatalf("browser: the text of %s: %v", sel, err)
+		}
+		return strings.TrimSpace(s)
+	}
+	shot := func(name string) {
+		t.Helper()
+		if !*update {
+			return
+		}
+		png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatalf("browser: screenshot: %v", err)
+		}
+		if err := os.WriteFile(filepath.Join("..", "..", "docs", "img", name), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	approve := "#approve-" + actionID[1]
+
+	do(chromedp.Navigate(login.URL), chromedp.WaitVisible(chromedp.CSS("#tasks")))
+	afterLogin, err := chromedp.Run(bctx, chromedp.Location())
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := text("#tasks")
+	shot("console-tasks.png")
+	do(chromedp.Click(chromedp.CSS(`a[href="/console/tasks/`+held.ID+`"]`)), chromedp.WaitVisible(chromedp.CSS(approve)))
+	risk, diff := text(".held .risk"), text(".held .diff")
+	shot("console-approval.png")
+	do(chromedp.Click(chromedp.CSS(approve)), chromedp.WaitVisible(chromedp.CSS("#notice")))
+	notice, state := text("#notice"), text("#state")
+	shot("console-task.png")
+	do(chromedp.Navigate(n.HTTPURL()+"/console/audit"), chromedp.WaitVisible(chromedp.CSS("#verify")))
+	auditStatus, auditRows := text("#verify"), text("table.audit")
+
+	if afterLogin != n.HTTPURL()+"/console/" {
+		t.Errorf("after login the browser is at %q, want the task list without the token", afterLogin)
+	}
+	if !strings.Contains(list, "input_required") {
+		t.Errorf("the task list does not show the held task: %q", list)
+	}
+	if risk == "" || !strings.Contains(diff, "+Quarterly summary: <b>all good</b>") {
+		t.Errorf("the held action: risk %q, diff %q", risk, diff)
+	}
+	if notice != "The action was approved." || state != "completed" {
+		t.Errorf("after Approve: notice %q, state %q", notice, state)
+	}
+	if !strings.HasPrefix(auditStatus, "Intact:") || !strings.Contains(auditRows, "confirmed") {
+		t.Errorf("the audit page: %q\n%s", auditStatus, auditRows)
+	}
+
+	if b, err := os.ReadFile(target); err != nil || string(b) != content {
+		t.Fatalf("%s after the approval: %q %v", target, b, err)
+	}
+	rows, err := n.DB.R.QueryContext(ctx, "SELECT actor, step, decision FROM audit_log WHERE action = ? ORDER BY seq", actionID[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var steps []string
+	for rows.Next() {
+		var actor, step, decision string
+		if err := rows.Scan(&actor, &step, &decision); err != nil {
+			t.Fatal(err)
+		}
+		steps = append(steps, actor+" "+step)
+	}
+	joined := strings.Join(steps, ", ")
+	if !strings.Contains(joined, "host confirmed") || !strings.Contains(joined, "promoted") {
+		t.Fatalf("the audit log of %s: %s; want the host's confirmation and the promotion", actionID[1], joined)
+	}
+}
+
+// TestConsoleURLWithoutHTTP: a node that serves no HTTP has no console,
+// and console-url says why instead of printing a link that cannot work.
+func TestConsoleURLWithoutHTTP(t *testing.T) {
+	dataDir := filepath.Join(t.TempDir(), "data")
+	startNodeWith(t, func(c *config.Config) { c.DataDir = dataDir })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if res, err := admin.Call(ctx, admin.Path(dataDir), admin.Request{Op: "console-url"}); err == nil || !strings.Contains(err.Error(), "console is off") {
+		t.Fatalf("console-url on a node without HTTP: %s %v", res, err)
+	}
+}
