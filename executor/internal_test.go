@@ -134,6 +134,7 @@ func FuzzFilterDetail(f *testing.F) {
 		}
 	})
 }
+
 // TestReadsHold: a composite's read of a file it replaces must have seen
 // the content the staging replaces; any other file read, or a listing,
 // is not compared.

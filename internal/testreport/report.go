@@ -39,6 +39,7 @@ func ProjectNeeds() []Need {
 	return []Need{
 		{Name: "PostgreSQL", Marker: "PostgreSQL tests skipped", Enable: "scripts/test-all"},
 		{Name: "the npm packages of interop/js", Marker: "run npm ci in interop/js", Enable: "scripts/test-all"},
+		{Name: "Chromium", Marker: "no Chromium found", Enable: "scripts/test-all"},
 		{Name: "the SNAP reference vectors", Marker: "snap-reference vectors not found", Enable: "the specification's test vectors beside the project (../shared)"},
 		{Name: "a run without -race", Marker: "run without -race", Enable: "go test without -race"},
 		{Name: "a run without -short", Marker: "not with -short", Enable: "go test without -short"},
