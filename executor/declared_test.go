@@ -88,7 +88,7 @@ func (c *declaredCase) data(t *testing.T) []byte {
 	d := leaves[0]
 	if len(leaves) > 1 {
 		var err error
-		if d, err = proposal.Compose(leaves, proposal.NewDefaults()); err != nil {
+		if d, err = proposal.Compose(leaves, peerDefaults()); err != nil {
 			t.Fatal(err)
 		}
 	}
