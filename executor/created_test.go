@@ -1,7 +1,10 @@
 package executor_test
 
 import (
+	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -67,5 +70,26 @@ func TestDescriptorCreatedAt(t *testing.T) {
 				t.Fatalf("output %s, want VALIDATION_ERROR on %s (clockSkew)", res.Output, tc.field)
 			}
 		})
+	}
+}
+
+// TestLateApprovalOfDescriptor: created_at is checked when the descriptor
+// arrives, not when an operator gets to it: a peer's DELETE_FILE held for
+// confirmation is carried out when approved ten minutes later.
+func TestLateApprovalOfDescriptor(t *testing.T) {
+	v := newEnv(t, testdb.SQLite(t))
+	v.file("old.txt", "old\n")
+	res := v.run(agent, descriptorJSON(t, leaf(t, "DELETE_FILE", map[string]string{"path": "/sandbox/old.txt"})))
+	wantOutcome(t, res, executor.NeedsConfirmation)
+	v.clock.Advance(10 * time.Minute)
+	got, err := v.ex.Approve(context.Background(), res.ActionID, operator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Outcome != executor.Completed {
+		t.Fatalf("approved ten minutes later: %s %s", got.Outcome, got.Output)
+	}
+	if _, err := os.Stat(filepath.Join(v.dir, "old.txt")); !os.IsNotExist(err) {
+		t.Fatalf("old.txt after the approval: %v", err)
 	}
 }

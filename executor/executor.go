@@ -279,6 +279,9 @@ func (e *Executor) Run(ctx context.Context, req Request) (*Result, error) {
 		Detail: detail(receivedDetail{Format: format, Size: len(req.Data), SHA256: hex.EncodeToString(sum[:])})})
 
 	it, err := e.parse(req.Data, actionID)
+	if err == nil {
+		err = e.arrived(it)
+	}
 	if err != nil {
 		var pe *proposal.Error
 		if !errors.As(err, &pe) {

@@ -36,6 +36,7 @@ type item struct {
 	says       []string             // the peer descriptor's own words: intent, reasons to confirm
 	resources  proposal.Resources   // the smaller of the host's and the peer's caps
 	pre        []precondition       // what a peer's descriptor declares must hold
+	peer       *proposal.Descriptor // the peer's descriptor as sent, nil for a proposal
 	// requestedAudit is a peer descriptor's audit section: recorded, never
 	// applied (the host's AuditLevels and retention are).
 	requestedAudit proposal.Audit
@@ -70,6 +71,21 @@ func (e *Executor) parse(data []byte, actionID string) (*item, error) {
 	return it, err
 }
 
+// arrived checks what holds only when a proposal arrives (Run): a peer
+// descriptor's created_at, and each child's, within the clock skew of now.
+// An action read again from its record (for its approval, long after) or
+// judged offline is not held to it.
+func (e *Executor) arrived(it *item) error {
+	if it.peer == nil || e.skew <= 0 {
+		return nil
+	}
+	now := e.defaults.Now
+	if now == nil {
+		now = e.now
+	}
+	return proposal.CheckCreatedAt(it.peer, now(), e.skew)
+}
+
 // parseData is parse without the check that the host can enforce the
 // item's caps.
 func (e *Executor) parseData(data []byte, actionID string) (*item, error) {
@@ -99,12 +115,7 @@ func (e *Executor) parseData(data []byte, actionID string) (*item, error) {
 	if err != nil {
 		return nil, err
 	}
-	if e.skew > 0 {
-		if err := proposal.CheckCreatedAt(peer, d.Now(), e.skew); err != nil {
-			return nil, err
-		}
-	}
-	it := &item{format: formatDescriptor, proposalID: peer.ActionID, action: string(peer.ActionType), requestedAudit: peer.Audit}
+	it := &item{format: formatDescriptor, proposalID: peer.ActionID, action: string(peer.ActionType), requestedAudit: peer.Audit, peer: peer}
 	it.says = append(it.says, peer.IntentSummary, peer.Confirmation.Reason)
 	leaves := []*proposal.Descriptor{peer}
 	it.pre = declared(peer, "", 0)
