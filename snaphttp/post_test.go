@@ -220,6 +220,33 @@ func TestRateLimit429BeforeBody(t *testing.T) {
 	}
 }
 
+// SetRate changes the allowance of a running server, for a peer already
+// limited too: lifted, the next requests pass; set again, it limits.
+func TestSetRate(t *testing.T) {
+	e := start(t, nil, func(c *snaphttp.Config) { c.Rate = rate.Every(time.Hour); c.Burst = 1 })
+	send := func() int {
+		resp, _ := post(t, e, raw(t, request(t, "message/send", sendPayload)), nil)
+		return resp.StatusCode
+	}
+	if got := send(); got != 200 {
+		t.Fatalf("first request: %d", got)
+	}
+	if got := send(); got != 429 {
+		t.Fatalf("second request at a burst of 1: %d, want 429", got)
+	}
+	e.srv.SetRate(rate.Inf, 0)
+	for i := range 3 {
+		if got := send(); got != 200 {
+			t.Fatalf("request %d with the limit lifted: %d", i+1, got)
+		}
+	}
+	// Limited again, the peer's bucket is as the limit left it: empty.
+	e.srv.SetRate(rate.Every(time.Hour), 2)
+	if got := send(); got != 429 {
+		t.Fatalf("request after the limit is set again: %d, want 429", got)
+	}
+}
+
 var frameRE = regexp.MustCompile(`^data: [^\r\n]+\n\n`)
 
 // readFrames splits an SSE body into its frames, requiring the exact

@@ -324,6 +324,20 @@ func newPeerLimits(cfg Config) *ratelimit.Limiter {
 	return ratelimit.New(ratelimit.Config{Rate: r, Burst: cfg.Burst, MaxKeys: cfg.MaxPeers, Now: cfg.Now})
 }
 
+// SetRate changes each peer's allowance while the server runs, as
+// Config.Rate and Burst would set it (rate.Inf disables the limit, a
+// burst of 0 takes DefaultBurst); the buckets of peers already seen keep
+// their tokens and refill at the new rate.
+func (s *Server) SetRate(r rate.Limit, burst int) {
+	if burst <= 0 {
+		burst = DefaultBurst
+	}
+	if r == rate.Inf {
+		r = 0
+	}
+	s.limits.SetRate(float64(r), burst)
+}
+
 // admit takes a rate-limit token for the request's peer, or answers 429
 // with Retry-After and returns false.
 func (s *Server) admit(w http.ResponseWriter, r *http.Request) bool {

@@ -25,6 +25,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"runtime"
 	"slices"
@@ -435,57 +436,134 @@ func Flags(fs *flag.FlagSet, c *Config) {
 // Load completes c after fs has parsed the command line: it reads the TOML
 // file, then the environment, then re-applies the flags that were set, so
 // that each setting has the value of its most specific source. getenv is
-// os.Getenv in production.
+// os.Getenv in production. A daemon that reloads its settings uses
+// [NewSources] instead.
 func Load(c *Config, fs *flag.FlagSet, getenv func(string) string) error {
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	// What the flags said, to apply last.
-	flagged := *c
-	for _, s := range settings {
-		if s.list != nil {
-			*s.list(&flagged) = slices.Clone(*s.list(c))
+	base, err := NewSources(c, fs, getenv).read()
+	if err != nil {
+		return err
+	}
+	*c = base
+	return c.Validate()
+}
+
+// Sources are where a command's settings come from: its command line as
+// parsed, the SNAPNODE_* environment, and the TOML file named by --config
+// or SNAPNODE_CONFIG. Each Load reads the environment and the file again,
+// so that a node reloading its settings gets what a restart with the same
+// command line would give it.
+type Sources struct {
+	getenv func(string) string
+	// set are the flags given on the command line; texts their values
+	// (repeatable flags excepted), lists what the repeatable ones said.
+	set   map[string]bool
+	texts map[string]string
+	lists Config
+	// file is --config, when it was given.
+	file string
+}
+
+// NewSources records what the command line said: call it after fs parsed
+// it, with c the settings that [Flags] bound to fs. Later changes to c do
+// not change the Sources.
+func NewSources(c *Config, fs *flag.FlagSet, getenv func(string) string) *Sources {
+	s := &Sources{getenv: getenv, set: map[string]bool{}, texts: map[string]string{}, file: c.ConfigFile}
+	fs.Visit(func(f *flag.Flag) {
+		s.set[f.Name] = true
+		s.texts[f.Name] = f.Value.String()
+	})
+	for _, st := range settings {
+		if st.list != nil {
+			*st.list(&s.lists) = slices.Clone(*st.list(c))
 		}
 	}
+	return s
+}
 
-	file := c.ConfigFile
-	if !set["config"] {
-		file = getenv("SNAPNODE_CONFIG")
+// Load reads the settings from the sources, as at start: the file, then
+// the environment, then the flags; the result is validated.
+func (s *Sources) Load() (Config, error) {
+	c, err := s.read()
+	if err != nil {
+		return Config{}, err
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// read is Load without validation.
+func (s *Sources) read() (Config, error) {
+	file := s.file
+	if !s.set["config"] {
+		file = s.getenv("SNAPNODE_CONFIG")
 	}
 	base := Default()
 	if file != "" {
 		md, err := toml.DecodeFile(file, &base)
 		if err != nil {
-			return fmt.Errorf("config: %s: %w", file, err)
+			return Config{}, fmt.Errorf("config: %s: %w", file, err)
 		}
 		if un := md.Undecoded(); len(un) > 0 {
-			return fmt.Errorf("config: %s: unknown setting %q", file, un[0].String())
+			return Config{}, fmt.Errorf("config: %s: unknown setting %q", file, un[0].String())
 		}
 	}
 	base.ConfigFile = file
-	for _, s := range settings {
-		if v := getenv(s.env); v != "" {
-			if err := s.fromEnv(&base, v); err != nil {
-				return fmt.Errorf("config: %s=%q: %w", s.env, v, err)
+	for _, st := range settings {
+		if v := s.getenv(st.env); v != "" {
+			if err := st.fromEnv(&base, v); err != nil {
+				return Config{}, fmt.Errorf("config: %s=%q: %w", st.env, v, err)
 			}
 		}
 	}
-	// Flags win. A repeatable flag's value is what was parsed into c; the
-	// others are re-applied from their text.
-	for name := range set {
-		s, ok := lookupSetting(name)
+	// Flags win. A repeatable flag's value is what was parsed; the others
+	// are re-applied from their text.
+	for name := range s.set {
+		st, ok := lookupSetting(name)
 		switch {
 		case !ok:
 			continue // --config, or a flag of the command's own
-		case s.list != nil:
-			*s.list(&base) = *s.list(&flagged)
+		case st.list != nil:
+			*st.list(&base) = slices.Clone(*st.list(&s.lists))
 		default:
-			if err := s.fromEnv(&base, fs.Lookup(name).Value.String()); err != nil {
-				return fmt.Errorf("config: --%s: %w", name, err)
+			if err := st.fromEnv(&base, s.texts[name]); err != nil {
+				return Config{}, fmt.Errorf("config: --%s: %w", name, err)
 			}
 		}
 	}
-	*c = base
-	return c.Validate()
+	return base, nil
+}
+
+// Changed returns the settings that differ between a and b, by their TOML
+// names ("operators", "card", "agent.max_steps"), in the order of Config.
+func Changed(a, b Config) []string {
+	var out []string
+	diff(reflect.ValueOf(a), reflect.ValueOf(b), "", &out)
+	return out
+}
+
+// diff appends the TOML names of the fields of the structs a and b that
+// differ, descending into the [agent] table.
+func diff(a, b reflect.Value, prefix string, out *[]string) {
+	for i := range a.NumField() {
+		f := a.Type().Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
+		if name == "" || name == "-" {
+			continue
+		}
+		if f.Type == reflect.TypeFor[Agent]() {
+			diff(a.Field(i), b.Field(i), name+".", out)
+			continue
+		}
+		x, y := a.Field(i), b.Field(i)
+		if x.Kind() == reflect.Slice && x.Len() == 0 && y.Len() == 0 {
+			continue // nil and empty say the same
+		}
+		if !reflect.DeepEqual(x.Interface(), y.Interface()) {
+			*out = append(*out, prefix+name)
+		}
+	}
 }
 
 // lookupSetting returns the setting whose flag is name.

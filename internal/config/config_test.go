@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -83,6 +84,79 @@ name = "Filed"
 	c, err = load(t, nil, map[string]string{"SNAPNODE_CONFIG": file})
 	if err != nil || c.DataDir != "from-file" {
 		t.Errorf("SNAPNODE_CONFIG: %v %q", err, c.DataDir)
+	}
+}
+
+// Sources read again give what a restart with the same command line
+// would: the file as it is now, the environment, and the flags as given
+// (repeatable ones included), whatever became of the settings they were
+// bound to.
+func TestSourcesLoadAgain(t *testing.T) {
+	const (
+		op1 = "bc1p9vr5nzfrhhntjaulmer02vydas60ge8sry567kmxhcc0c0stxqgsgse397"
+		op2 = "bc1p8ujjp6rlj8vhlp0h6xzn722glk7jv5u7pev7c024v9m8ux29nq0qcnnhqz"
+	)
+	file := filepath.Join(t.TempDir(), "snapnode.toml")
+	write := func(content string) {
+		t.Helper()
+		if err := os.WriteFile(file, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`policy = "first.cedar"` + "\nworkers = 3\noperators = [\"" + op2 + "\"]\n")
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	bound := config.Default()
+	config.Flags(fs, &bound)
+	if err := fs.Parse([]string{"--config", file, "--service-caller", op1, "--max-drift", "90s"}); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"SNAPNODE_LOG_LEVEL": "warn"}
+	src := config.NewSources(&bound, fs, func(k string) string { return env[k] })
+	first, err := src.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Policy != "first.cedar" || first.Workers != 3 || !slices.Equal(first.Operators, []string{op2}) ||
+		!slices.Equal(first.ServiceCallers, []string{op1}) || first.MaxDrift.Duration != 90*time.Second || first.LogLevel != "warn" || first.ConfigFile != file {
+		t.Fatalf("first load: %+v", first)
+	}
+	// The file changes; the settings bound to the flags are overwritten.
+	write(`policy = "second.cedar"` + "\nworkers = 3\n")
+	bound = config.Default()
+	again, err := src.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Policy != "second.cedar" || len(again.Operators) != 0 || !slices.Equal(again.ServiceCallers, []string{op1}) ||
+		again.MaxDrift.Duration != 90*time.Second || again.LogLevel != "warn" || again.ConfigFile != file {
+		t.Fatalf("second load: %+v", again)
+	}
+	if got := config.Changed(first, again); !slices.Equal(got, []string{"policy", "operators"}) {
+		t.Errorf("Changed: %q, want policy and operators", got)
+	}
+	// A bad file is an error naming it; a setting that does not validate
+	// is one too.
+	write("workers = [")
+	if _, err := src.Load(); err == nil || !strings.Contains(err.Error(), file) {
+		t.Errorf("bad TOML: %v", err)
+	}
+	write("workers = 0")
+	if _, err := src.Load(); err == nil || !strings.Contains(err.Error(), "workers") {
+		t.Errorf("workers = 0: %v", err)
+	}
+}
+
+// Changed names each differing setting by its TOML name, the [agent]
+// table's as agent.KEY; a nil and an empty list are the same.
+func TestChanged(t *testing.T) {
+	a, b := config.Default(), config.Default()
+	b.Operators = []string{}
+	if got := config.Changed(a, b); len(got) != 0 {
+		t.Errorf("equal settings: %q", got)
+	}
+	b.HTTPRate, b.Agent.MaxSteps, b.Card.Name, b.ConfigFile = 1, 2, "x", "other.toml"
+	if got := config.Changed(a, b); !slices.Equal(got, []string{"http_rate", "card", "agent.max_steps"}) {
+		t.Errorf("Changed: %q", got)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 // httpPart is the node's SNAP transport over HTTP, SSE and WebSocket.
 type httpPart struct {
 	url  string // http://host:port
+	srv  *snaphttp.Server
 	done chan error
 }
 
@@ -39,24 +40,28 @@ func (n *Node) startHTTP(ctx context.Context, server *snap.Server, metrics http.
 		}
 		return fmt.Errorf("node: http: %w", err)
 	}
-	limit := rate.Limit(n.cfg.HTTPRate)
-	if n.cfg.HTTPRate == 0 {
-		limit = rate.Inf
-	}
 	srv, err := snaphttp.New(snaphttp.Config{
 		Responder: server, IsStream: server.IsStream,
 		Key: n.key, Card: n.Card, Address: n.Address(), Metrics: metrics,
 		Logger:  n.logger.With("part", "http"),
-		MaxBody: n.cfg.HTTPMaxBody, Rate: limit, Burst: n.cfg.HTTPBurst,
+		MaxBody: n.cfg.HTTPMaxBody, Rate: httpRate(n.cfg.HTTPRate), Burst: n.cfg.HTTPBurst,
 	})
 	if err != nil {
 		ln.Close()
 		return fmt.Errorf("node: http: %w", err)
 	}
-	n.http = &httpPart{url: "http://" + ln.Addr().String(), done: make(chan error, 1)}
+	n.http = &httpPart{url: "http://" + ln.Addr().String(), srv: srv, done: make(chan error, 1)}
 	go func() { n.http.done <- srv.Serve(ctx, ln) }()
 	n.logger.Info("serving SNAP over HTTP and WebSocket", "url", n.http.url+"/snap")
 	return nil
+}
+
+// httpRate is the setting http_rate as snaphttp takes it: 0 is no limit.
+func httpRate(r float64) rate.Limit {
+	if r == 0 {
+		return rate.Inf
+	}
+	return rate.Limit(r)
 }
 
 // HTTPURL returns the base URL of the node's HTTP transport (its
