@@ -92,7 +92,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger, with ...
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if err := cfg.EnsureDataDir(); err != nil {
+	if err := privateFiles(cfg, logger); err != nil {
 		return nil, err
 	}
 	n := &Node{cfg: cfg, logger: logger, level: o.level,
