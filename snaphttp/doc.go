@@ -29,7 +29,10 @@
 //     are answered in order, one at a time.
 //   - GET /.well-known/snap-agent.json: the SignedAgentCard, signed afresh
 //     when the card changes and every CardResign.
-//   - GET /healthz, and /metrics when Config.Metrics is set.
+//   - GET /healthz, and /metrics when Config.Metrics is set, each peer
+//     limited to Config.MonitorRate apart from its SNAP allowance (429
+//     with Retry-After past it); Monitor limits a /metrics served on a
+//     listener of its own the same way.
 //
 // Requesting:
 //

@@ -73,6 +73,17 @@ type Config struct {
 	// Retry-After before its body is read. 0 disables the limit.
 	HTTPRate  float64 `toml:"http_rate"`
 	HTTPBurst int     `toml:"http_burst"`
+	// MonitorRate is each peer's allowance of GET /healthz and /metrics
+	// requests per second, with bursts of MonitorBurst, apart from
+	// HTTPRate; over it a request gets 429 with Retry-After. 0 disables
+	// the limit.
+	MonitorRate  float64 `toml:"monitor_rate"`
+	MonitorBurst int     `toml:"monitor_burst"`
+	// MetricsListen, when set, is the address /metrics is served on
+	// instead of HTTPListen (whose /metrics then answers 404): a
+	// loopback or internal address keeps the metrics off the public
+	// interface.
+	MetricsListen string `toml:"metrics_listen"`
 	// IdentityRate is each SNAP identity's allowance of requests per
 	// second over every transport, with bursts of IdentityBurst. It is
 	// checked after the signature verifies (a forger cannot spend
@@ -238,6 +249,8 @@ func Default() Config {
 		HTTPMaxBody:   256 << 10,
 		HTTPRate:      50,
 		HTTPBurst:     100,
+		MonitorRate:   5,
+		MonitorBurst:  20,
 		IdentityRate:  20,
 		IdentityBurst: 100,
 		NostrKeyRate:  20,
@@ -360,6 +373,9 @@ var settings = []setting{
 	int64Setting("http-max-body", "SNAPNODE_HTTP_MAX_BODY", "refuse HTTP and WebSocket messages over `BYTES` (400, or close 1009)", func(c *Config) *int64 { return &c.HTTPMaxBody }),
 	floatSetting("http-rate", "SNAPNODE_HTTP_RATE", "allow each peer `N` HTTP requests or WebSocket messages a second (0: no limit)", func(c *Config) *float64 { return &c.HTTPRate }),
 	intSetting("http-burst", "SNAPNODE_HTTP_BURST", "let each peer burst to `N` HTTP requests above its rate", func(c *Config) *int { return &c.HTTPBurst }),
+	floatSetting("monitor-rate", "SNAPNODE_MONITOR_RATE", "allow each peer `N` /healthz and /metrics requests a second (0: no limit)", func(c *Config) *float64 { return &c.MonitorRate }),
+	intSetting("monitor-burst", "SNAPNODE_MONITOR_BURST", "let each peer burst to `N` /healthz and /metrics requests above its rate", func(c *Config) *int { return &c.MonitorBurst }),
+	stringSetting("metrics-listen", "SNAPNODE_METRICS_LISTEN", "serve /metrics on `ADDR` instead of the HTTP transport's address (empty: on --http-listen)", func(c *Config) *string { return &c.MetricsListen }),
 	floatSetting("identity-rate", "SNAPNODE_IDENTITY_RATE", "allow each SNAP identity `N` requests a second over every transport (0: no limit)", func(c *Config) *float64 { return &c.IdentityRate }),
 	intSetting("identity-burst", "SNAPNODE_IDENTITY_BURST", "let each identity burst to `N` requests above its rate", func(c *Config) *int { return &c.IdentityBurst }),
 	floatSetting("nostr-key-rate", "SNAPNODE_NOSTR_KEY_RATE", "allow each Nostr key `N` request events a second, checked before decryption (0: no limit)", func(c *Config) *float64 { return &c.NostrKeyRate }),
@@ -609,6 +625,13 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("config: http_listen %q: want host:port: %w", c.HTTPListen, err))
 		}
 	}
+	if c.MetricsListen != "" {
+		if _, port, err := net.SplitHostPort(c.MetricsListen); err != nil {
+			errs = append(errs, fmt.Errorf("config: metrics_listen %q: want host:port: %w", c.MetricsListen, err))
+		} else if c.MetricsListen == c.HTTPListen && port != "0" { // port 0: any free one
+			errs = append(errs, fmt.Errorf("config: metrics_listen %q: want an address other than http_listen's, or empty to serve /metrics there", c.MetricsListen))
+		}
+	}
 	if c.HTTPMaxBody < 1024 || c.HTTPMaxBody > MaxHTTPBody {
 		errs = append(errs, fmt.Errorf("config: http_max_body %d: want 1024…%d bytes", c.HTTPMaxBody, MaxHTTPBody))
 	}
@@ -616,7 +639,7 @@ func (c *Config) Validate() error {
 		name  string
 		rate  float64
 		burst int
-	}{{"http", c.HTTPRate, c.HTTPBurst}, {"identity", c.IdentityRate, c.IdentityBurst}, {"nostr_key", c.NostrKeyRate, c.NostrKeyBurst}} {
+	}{{"http", c.HTTPRate, c.HTTPBurst}, {"monitor", c.MonitorRate, c.MonitorBurst}, {"identity", c.IdentityRate, c.IdentityBurst}, {"nostr_key", c.NostrKeyRate, c.NostrKeyBurst}} {
 		if l.rate < 0 || math.IsNaN(l.rate) || math.IsInf(l.rate, 0) {
 			errs = append(errs, fmt.Errorf("config: %s_rate %v: want 0 (no limit) or more requests a second", l.name, l.rate))
 		}

@@ -200,6 +200,10 @@ func TestRejectsBadSettings(t *testing.T) {
 		{"no identity burst", []string{"--identity-burst", "0"}, nil, "identity_burst"},
 		{"NaN key rate", nil, map[string]string{"SNAPNODE_NOSTR_KEY_RATE": "NaN"}, "nostr_key_rate"},
 		{"no key burst", []string{"--nostr-key-burst", "-1"}, nil, "nostr_key_burst"},
+		{"negative monitor rate", []string{"--monitor-rate", "-1"}, nil, "monitor_rate"},
+		{"no monitor burst", nil, map[string]string{"SNAPNODE_MONITOR_BURST": "0"}, "monitor_burst"},
+		{"metrics address", []string{"--metrics-listen", "9100"}, nil, "metrics_listen"},
+		{"metrics on the HTTP address", []string{"--metrics-listen", "127.0.0.1:7448"}, nil, "other than http_listen"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -251,6 +255,37 @@ func TestHTTPSettings(t *testing.T) {
 	os.WriteFile(off, []byte("http_listen = \"off\"\n"), 0o600)
 	if c, err := load(t, []string{"--config", off}, nil); err != nil || c.HTTPListen != "" {
 		t.Errorf("off in the file: %q %v", c.HTTPListen, err)
+	}
+}
+
+// The monitoring settings: defaults, then file, environment and flags in
+// order of precedence.
+func TestMonitorSettings(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "snapnode.toml")
+	os.WriteFile(file, []byte("monitor_rate = 2.5\nmonitor_burst = 4\nmetrics_listen = \"127.0.0.1:9100\"\n"), 0o600)
+	cases := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		rate    float64
+		burst   int
+		metrics string
+	}{
+		{"defaults", nil, nil, 5, 20, ""},
+		{"file", []string{"--config", file}, nil, 2.5, 4, "127.0.0.1:9100"},
+		{"env over file", []string{"--config", file}, map[string]string{"SNAPNODE_MONITOR_RATE": "0", "SNAPNODE_METRICS_LISTEN": "[::1]:9101"}, 0, 4, "[::1]:9101"},
+		{"flag over env", []string{"--monitor-burst", "9", "--metrics-listen", "127.0.0.1:0"}, map[string]string{"SNAPNODE_MONITOR_BURST": "3"}, 5, 9, "127.0.0.1:0"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := load(t, tc.args, tc.env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.MonitorRate != tc.rate || c.MonitorBurst != tc.burst || c.MetricsListen != tc.metrics {
+				t.Errorf("rate %v burst %d metrics %q; want %v %d %q", c.MonitorRate, c.MonitorBurst, c.MetricsListen, tc.rate, tc.burst, tc.metrics)
+			}
+		})
 	}
 }
 

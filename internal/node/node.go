@@ -53,7 +53,8 @@ type Node struct {
 	checkpoint *relay.SQLCheckpoint
 	inbox      *relay.Inbox
 	inboxDone  chan error
-	http       *httpPart // nil when HTTP is off
+	http       *httpPart    // nil when HTTP is off
+	metrics    *metricsPart // nil unless metrics_listen is set
 	stopRelay  func()
 	stopPool   func()
 	closeStore func() error
@@ -302,6 +303,11 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger, with ...
 	if err := n.publish(ctx, n.card); err != nil {
 		return nil, err
 	}
+	stopMetrics, err := n.startMetrics(ctx, mx.Handler())
+	if err != nil {
+		return nil, err
+	}
+	cleanup = append(cleanup, stopMetrics)
 	if err := n.startHTTP(ctx, server, mx.Handler()); err != nil {
 		return nil, err
 	}
@@ -444,7 +450,7 @@ func (n *Node) Card() *snap.Card {
 // answers, then the pool, the checkpoint and the embedded relay close.
 func (n *Node) Wait() error {
 	err := <-n.inboxDone
-	err = errors.Join(err, n.waitHTTP()) // its requests use the stores
+	err = errors.Join(err, n.waitHTTP(), n.waitMetrics()) // their requests use the stores
 	if n.stopAgent != nil {
 		n.stopAgent() // jobs stop at their next step boundary
 	}

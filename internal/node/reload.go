@@ -80,7 +80,7 @@ func (n *Node) Reload(ctx context.Context, cfg config.Config) (restart []string,
 	n.identityLimits.SetRate(next.IdentityRate, next.IdentityBurst)
 	n.nostrKeyLimits.SetRate(next.NostrKeyRate, next.NostrKeyBurst)
 	if n.http != nil {
-		n.http.srv.SetRate(httpRate(next.HTTPRate), next.HTTPBurst)
+		n.http.srv.SetRate(perSecond(next.HTTPRate), next.HTTPBurst)
 	}
 	if n.level != nil {
 		n.level.Set(level)
