@@ -218,8 +218,12 @@ http_listen = "127.0.0.1:0"
 	}
 
 	// The operator is removed and a policy set: both in force after SIGHUP.
-	setConf(`policy = "` + policyFile + `"` + "\n")
+	// A setting that needs a restart is named, not applied.
+	setConf(`policy = "` + policyFile + `"` + "\nworkers = 3\n")
 	d.hup(t, "settings reloaded")
+	if !regexp.MustCompile(`need a restart.*settings=\[workers\]`).MatchString(d.log()) {
+		t.Errorf("no warning that workers needs a restart:\n%s", d.log())
+	}
 	if operatorReads() {
 		t.Error("an operator removed from the file still reads another's task after SIGHUP")
 	}

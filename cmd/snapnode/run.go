@@ -76,11 +76,10 @@ func (c *cli) runNode(args []string) int {
 			running = false
 		case <-hup:
 			fresh, err := sources.Load()
-			if err == nil {
-				_, err = n.Reload(ctx, fresh)
-			}
 			if err != nil {
 				logger.Error("SIGHUP: settings not reloaded; those in force stay", "err", err)
+			} else if _, err := n.Reload(ctx, fresh); err != nil {
+				logger.Error("SIGHUP", "err", err) // Reload logged what it applied
 			}
 		}
 	}

@@ -34,14 +34,17 @@ func (n *Node) live(name string) bool {
 // which it leaves as they are; an error publishing a changed card is
 // returned after the other settings were applied.
 func (n *Node) Reload(ctx context.Context, cfg config.Config) (restart []string, err error) {
+	refused := func(err error) ([]string, error) {
+		return nil, fmt.Errorf("node: settings not reloaded; those in force stay: %w", err)
+	}
 	if err := cfg.Validate(); err != nil {
-		return nil, err
+		return refused(err)
 	}
 	n.cardMu.Lock()
 	defer n.cardMu.Unlock()
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
-		return nil, fmt.Errorf("node: log_level: %w", err)
+		return refused(fmt.Errorf("log_level: %w", err))
 	}
 	next := n.cfg // what is in force, with cfg's live settings
 	for _, name := range config.Changed(n.cfg, cfg) {
@@ -60,17 +63,17 @@ func (n *Node) Reload(ctx context.Context, cfg config.Config) (restart []string,
 	var engine *policy.Engine
 	if n.props != nil {
 		if engine, err = PolicyEngine(next.Policy); err != nil {
-			return nil, err
+			return refused(err)
 		}
 	}
 	card, err := buildCard(next, n.Address(), n.urls)
 	if err != nil {
-		return nil, err
+		return refused(err)
 	}
 	if n.services != nil {
 		// The addresses validated: this does not fail.
 		if err := n.services.SetAllow(next.ServiceCallers); err != nil {
-			return nil, fmt.Errorf("node: %w", err)
+			return refused(err)
 		}
 	}
 
@@ -90,10 +93,10 @@ func (n *Node) Reload(ctx context.Context, cfg config.Config) (restart []string,
 		n.logger.Info("policy in force", "policy", engine.Name(), "policy_version", engine.Version(), "previous_version", old.Version())
 	}
 	n.cfg = next
-	n.logger.Info("settings reloaded", "changed", changed)
 	if len(restart) > 0 {
 		n.logger.Warn("settings changed that need a restart: the node keeps running with the old values", "settings", restart)
 	}
+	n.logger.Info("settings reloaded", "changed", changed)
 	if published, err := n.setCard(ctx, card); err != nil {
 		return restart, fmt.Errorf("node: settings reloaded, but the card was not published: %w", err)
 	} else if published {
