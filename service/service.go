@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/snap"
@@ -94,7 +95,7 @@ type Config struct {
 // serves; it is safe for concurrent use.
 type Registry struct {
 	logger *slog.Logger
-	allow  map[[32]byte]bool // by the caller's key: an address on either network
+	allow  atomic.Pointer[map[[32]byte]bool] // by the caller's key: an address on either network
 
 	mu       sync.RWMutex
 	handlers map[string]Handler
@@ -103,16 +104,12 @@ type Registry struct {
 // New returns a Registry with no services for cfg. It fails when an
 // allowed identity is not a valid P2TR address, naming it.
 func New(cfg Config) (*Registry, error) {
-	r := &Registry{logger: cfg.Logger, allow: make(map[[32]byte]bool, len(cfg.Allow)), handlers: map[string]Handler{}}
+	r := &Registry{logger: cfg.Logger, handlers: map[string]Handler{}}
 	if r.logger == nil {
 		r.logger = slog.Default()
 	}
-	for _, a := range cfg.Allow {
-		addr, err := identity.ParseAddress(a)
-		if err != nil {
-			return nil, fmt.Errorf("service: allowed caller: %w", err)
-		}
-		r.allow[addr.Key] = true
+	if err := r.SetAllow(cfg.Allow); err != nil {
+		return nil, err
 	}
 	return r, nil
 }
@@ -144,8 +141,24 @@ func (r *Registry) Names() []string {
 	return names
 }
 
+// SetAllow replaces the identities that may call (Config.Allow) while
+// the Registry serves: every later call is judged by the new list. It
+// fails, changing nothing, when an identity is not a valid P2TR address.
+func (r *Registry) SetAllow(addrs []string) error {
+	allow := make(map[[32]byte]bool, len(addrs))
+	for _, a := range addrs {
+		addr, err := identity.ParseAddress(a)
+		if err != nil {
+			return fmt.Errorf("service: allowed caller: %w", err)
+		}
+		allow[addr.Key] = true
+	}
+	r.allow.Store(&allow)
+	return nil
+}
+
 // Allowed reports whether the identity with the x-only key key may call.
-func (r *Registry) Allowed(key [32]byte) bool { return r.allow[key] }
+func (r *Registry) Allowed(key [32]byte) bool { return (*r.allow.Load())[key] }
 
 // Serve answers a verified service/call request; it is a
 // snap.HandlerFunc, registered as router.Handle(service.Method, r.Serve).

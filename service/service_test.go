@@ -158,6 +158,27 @@ func TestAllowlistByKey(t *testing.T) {
 	}
 }
 
+// SetAllow replaces the allowlist; a bad address changes nothing.
+func TestSetAllow(t *testing.T) {
+	a, b := newKey(t), newKey(t)
+	reg, err := service.New(service.Config{Allow: []string{a.Address(identity.Mainnet)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.SetAllow([]string{b.Address(identity.Mainnet)}); err != nil {
+		t.Fatal(err)
+	}
+	if reg.Allowed(a.OutputKey()) || !reg.Allowed(b.OutputKey()) {
+		t.Error("after SetAllow([b]): a is allowed or b is not")
+	}
+	if err := reg.SetAllow([]string{a.Address(identity.Mainnet), "bc1pnotanaddress"}); err == nil || !strings.Contains(err.Error(), "bc1pnotanaddress") {
+		t.Errorf("a bad address: %v", err)
+	}
+	if reg.Allowed(a.OutputKey()) || !reg.Allowed(b.OutputKey()) {
+		t.Error("a refused SetAllow changed the allowlist")
+	}
+}
+
 // Configuration mistakes are caught when the registry is made or a
 // service registered, not when a call comes.
 func TestRegistryMistakes(t *testing.T) {

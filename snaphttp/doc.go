@@ -29,8 +29,11 @@
 //     are answered in order, one at a time.
 //   - GET /.well-known/snap-agent.json: the SignedAgentCard, signed afresh
 //     when the card changes and every CardResign.
-//   - GET /healthz, /metrics when Config.Metrics is set, and the operator
-//     console under /console when Config.Console is set.
+//   - GET /healthz, and /metrics when Config.Metrics is set, each peer
+//     limited to Config.MonitorRate apart from its SNAP allowance (429
+//     with Retry-After past it); Monitor limits a /metrics served on a
+//     listener of its own the same way.
+//   - The operator console under /console when Config.Console is set.
 //
 // Requesting:
 //

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strconv"
 	"strings"
@@ -214,9 +215,80 @@ func TestRateLimit429BeforeBody(t *testing.T) {
 	if !errors.As(err, &se) || se.StatusCode != 429 || se.RetryAfter < time.Second {
 		t.Errorf("client error %v", err)
 	}
-	// Monitoring is not limited.
+	// Monitoring has an allowance of its own.
 	if resp, err := http.Get(e.base + "/healthz"); err != nil || resp.StatusCode != 200 {
 		t.Errorf("healthz under limit: %v %v", resp, err)
+	}
+}
+
+// /healthz and /metrics are limited per peer apart from SNAP: past
+// their burst they get 429 with Retry-After while /snap is still served;
+// Monitor limits a handler on a listener of its own the same way.
+func TestMonitorLimited(t *testing.T) {
+	metrics := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "up 1\n") })
+	e := start(t, nil, func(c *snaphttp.Config) {
+		c.MonitorRate, c.MonitorBurst = rate.Every(time.Hour), 3
+		c.Metrics = metrics
+	})
+	get := func(base, path string) *http.Response {
+		t.Helper()
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	for i, path := range []string{"/healthz", "/metrics", "/healthz"} {
+		if resp := get(e.base, path); resp.StatusCode != 200 {
+			t.Fatalf("request %d (%s) within the burst: %d", i+1, path, resp.StatusCode)
+		}
+	}
+	for _, path := range []string{"/healthz", "/metrics"} {
+		resp := get(e.base, path)
+		if secs, _ := strconv.Atoi(resp.Header.Get("Retry-After")); resp.StatusCode != 429 || secs < 1 {
+			t.Errorf("%s past the burst: %d, Retry-After %q; want 429 with a delay", path, resp.StatusCode, resp.Header.Get("Retry-After"))
+		}
+	}
+	if resp, b := post(t, e, raw(t, request(t, "message/send", sendPayload)), nil); resp.StatusCode != 200 {
+		t.Errorf("SNAP while monitoring is limited: %d %s", resp.StatusCode, b)
+	}
+
+	own := httptest.NewServer(snaphttp.Monitor(metrics, rate.Every(time.Hour), 1))
+	defer own.Close()
+	if resp := get(own.URL, "/metrics"); resp.StatusCode != 200 {
+		t.Fatalf("Monitor, first request: %d", resp.StatusCode)
+	}
+	if resp := get(own.URL, "/metrics"); resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("Monitor past the burst: %d, Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+}
+
+// SetRate changes the allowance of a running server, for a peer already
+// limited too: lifted, the next requests pass; set again, it limits.
+func TestSetRate(t *testing.T) {
+	e := start(t, nil, func(c *snaphttp.Config) { c.Rate = rate.Every(time.Hour); c.Burst = 1 })
+	send := func() int {
+		resp, _ := post(t, e, raw(t, request(t, "message/send", sendPayload)), nil)
+		return resp.StatusCode
+	}
+	if got := send(); got != 200 {
+		t.Fatalf("first request: %d", got)
+	}
+	if got := send(); got != 429 {
+		t.Fatalf("second request at a burst of 1: %d, want 429", got)
+	}
+	e.srv.SetRate(rate.Inf, 0)
+	for i := range 3 {
+		if got := send(); got != 200 {
+			t.Fatalf("request %d with the limit lifted: %d", i+1, got)
+		}
+	}
+	// Limited again, the peer's bucket is as the limit left it: empty.
+	e.srv.SetRate(rate.Every(time.Hour), 2)
+	if got := send(); got != 429 {
+		t.Fatalf("request after the limit is set again: %d, want 429", got)
 	}
 }
 

@@ -25,6 +25,8 @@ const (
 	DefaultMaxBody         = 256 << 10
 	DefaultRate            = rate.Limit(50) // requests per second per peer
 	DefaultBurst           = 100
+	DefaultMonitorRate     = rate.Limit(5) // /healthz and /metrics requests per second per peer
+	DefaultMonitorBurst    = 20
 	DefaultMaxPeers        = 10_000
 	DefaultStreamBuffer    = 64
 	DefaultWriteTimeout    = 10 * time.Second
@@ -72,7 +74,14 @@ type Config struct {
 	// at a time, so waiting slows only that peer). rate.Inf disables.
 	Rate  rate.Limit
 	Burst int
-	// MaxPeers bounds the map of token buckets.
+	// MonitorRate and MonitorBurst are each peer's token bucket for
+	// GET /healthz and /metrics, apart from Rate's so that monitoring is
+	// neither starved by a peer's SNAP traffic nor a way around its
+	// limit; without a token a request gets 429 with Retry-After.
+	// rate.Inf disables.
+	MonitorRate  rate.Limit
+	MonitorBurst int
+	// MaxPeers bounds each map of token buckets.
 	MaxPeers int
 	// StreamBuffer bounds the messages queued for one SSE response or
 	// WebSocket connection. A reader that lets it fill is too slow: its
@@ -135,6 +144,10 @@ func (c *Config) fill() error {
 		c.Rate = DefaultRate
 	}
 	setInt(&c.Burst, DefaultBurst)
+	if c.MonitorRate <= 0 {
+		c.MonitorRate = DefaultMonitorRate
+	}
+	setInt(&c.MonitorBurst, DefaultMonitorBurst)
 	setInt(&c.MaxPeers, DefaultMaxPeers)
 	setInt(&c.StreamBuffer, DefaultStreamBuffer)
 	setInt(&c.MaxConnsPerPeer, DefaultMaxConnsPerPeer)
@@ -168,6 +181,7 @@ type Server struct {
 	cfg      Config
 	mux      *http.ServeMux
 	limits   *ratelimit.Limiter // per peer (peerKey)
+	monitor  *ratelimit.Limiter // /healthz and /metrics, per peer
 	conns    *connCounter
 	card     *cardSigner
 	upgrader websocket.Upgrader
@@ -200,6 +214,7 @@ func New(cfg Config) (*Server, error) {
 		cfg:      cfg,
 		mux:      http.NewServeMux(),
 		limits:   newPeerLimits(cfg),
+		monitor:  newLimits(cfg.MonitorRate, cfg.MonitorBurst, cfg.MaxPeers, cfg.Now),
 		conns:    newConnCounter(cfg.MaxConnsPerPeer, cfg.MaxConns),
 		card:     &cardSigner{key: cfg.Key, card: cfg.Card, now: cfg.Now, every: cfg.CardResign},
 		started:  cfg.Now(),
@@ -325,17 +340,43 @@ func (s *Server) streamContext(ctx context.Context, method string) (context.Cont
 // newPeerLimits is the token buckets of cfg, one per peer; rate.Inf
 // limits nothing.
 func newPeerLimits(cfg Config) *ratelimit.Limiter {
-	r := float64(cfg.Rate)
-	if cfg.Rate == rate.Inf {
+	return newLimits(cfg.Rate, cfg.Burst, cfg.MaxPeers, cfg.Now)
+}
+
+// newLimits returns token buckets of r a second and bursts of burst, one
+// per peer, keeping at most maxPeers; rate.Inf limits nothing.
+func newLimits(r rate.Limit, burst, maxPeers int, now func() time.Time) *ratelimit.Limiter {
+	f := float64(r)
+	if r == rate.Inf {
+		f = 0
+	}
+	return ratelimit.New(ratelimit.Config{Rate: f, Burst: burst, MaxKeys: maxPeers, Now: now})
+}
+
+// SetRate changes each peer's allowance while the server runs, as
+// Config.Rate and Burst would set it (rate.Inf disables the limit, a
+// burst of 0 takes DefaultBurst); the buckets of peers already seen keep
+// their tokens and refill at the new rate.
+func (s *Server) SetRate(r rate.Limit, burst int) {
+	if burst <= 0 {
+		burst = DefaultBurst
+	}
+	if r == rate.Inf {
 		r = 0
 	}
-	return ratelimit.New(ratelimit.Config{Rate: r, Burst: cfg.Burst, MaxKeys: cfg.MaxPeers, Now: cfg.Now})
+	s.limits.SetRate(float64(r), burst)
 }
 
 // admit takes a rate-limit token for the request's peer, or answers 429
 // with Retry-After and returns false.
 func (s *Server) admit(w http.ResponseWriter, r *http.Request) bool {
-	ok, wait := s.limits.Allow(peerKey(r).String())
+	return admitPeer(s.limits, w, r)
+}
+
+// admitPeer takes a token from l for the request's peer, or answers 429
+// with Retry-After and returns false.
+func admitPeer(l *ratelimit.Limiter, w http.ResponseWriter, r *http.Request) bool {
+	ok, wait := l.Allow(peerKey(r).String())
 	if ok {
 		return true
 	}
@@ -407,6 +448,9 @@ type Health struct {
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	if !admitPeer(s.monitor, w, r) {
+		return
+	}
 	h := Health{
 		Status: "ok", Address: s.cfg.Address, ProtocolVersion: snap.ProtocolVersion,
 		UptimeSeconds: int64(s.cfg.Now().Sub(s.started) / time.Second),
@@ -426,6 +470,9 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.Metrics == nil {
 		writeError(w, http.StatusNotFound, "no metrics are served", nil)
+		return
+	}
+	if !admitPeer(s.monitor, w, r) {
 		return
 	}
 	s.cfg.Metrics.ServeHTTP(w, r)

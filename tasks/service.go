@@ -7,6 +7,7 @@ import (
 	"hash/maphash"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/snapnode/snapnode/snap"
@@ -90,7 +91,7 @@ type Service struct {
 	events     *Broker
 	now        func() time.Time
 	newID      func() string
-	operators  map[string]struct{}
+	operators  atomic.Pointer[map[string]struct{}] // see SetOperators
 	maxHistory int
 	keys       *keyCache
 	log        *slog.Logger
@@ -114,7 +115,6 @@ func NewService(store Store, opts ServiceOptions) *Service {
 		events:     NewBroker(opts.EventBuffer),
 		now:        opts.Now,
 		newID:      opts.NewID,
-		operators:  make(map[string]struct{}, len(opts.Operators)),
 		maxHistory: opts.MaxHistory,
 		log:        opts.Logger,
 		runner:     opts.Runner,
@@ -128,9 +128,7 @@ func NewService(store Store, opts ServiceOptions) *Service {
 	if s.newID == nil {
 		s.newID = snap.NewID
 	}
-	for _, op := range opts.Operators {
-		s.operators[op] = struct{}{}
-	}
+	s.SetOperators(opts.Operators)
 	if s.maxHistory <= 0 {
 		s.maxHistory = DefaultMaxHistory
 	}
@@ -151,8 +149,19 @@ func (s *Service) Events() *Broker { return s.events }
 
 // IsOperator reports whether addr may read and cancel every task.
 func (s *Service) IsOperator(addr string) bool {
-	_, ok := s.operators[addr]
+	_, ok := (*s.operators.Load())[addr]
 	return ok
+}
+
+// SetOperators replaces the operators (ServiceOptions.Operators) while
+// the Service runs: every later request is judged by the new list, so an
+// address removed from it loses the role at once.
+func (s *Service) SetOperators(addrs []string) {
+	m := make(map[string]struct{}, len(addrs))
+	for _, op := range addrs {
+		m[op] = struct{}{}
+	}
+	s.operators.Store(&m)
 }
 
 func (s *Service) canRead(requester string, t *Task) bool {

@@ -220,6 +220,26 @@ func TestOperator(t *testing.T) {
 	}
 }
 
+// SetOperators takes effect for the next request: a removed operator
+// reads another's task no more, an added one does.
+func TestSetOperators(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newService(t, ServiceOptions{})
+	task := mustSend(t, s, alice, send(`{"text":"x"}`))
+	if _, err := s.GetTask(ctx, operator, []byte(getPayload(task.ID))); err != nil {
+		t.Fatalf("operator get: %v", err)
+	}
+	s.SetOperators([]string{bob})
+	_, err := s.GetTask(ctx, operator, []byte(getPayload(task.ID)))
+	wantSnap(t, err, snap.CodeTaskNotFound, map[string]any{"taskId": task.ID})
+	if got, err := s.GetTask(ctx, bob, []byte(getPayload(task.ID))); err != nil || got.ID != task.ID {
+		t.Fatalf("added operator get: %v", err)
+	}
+	if s.IsOperator(operator) || !s.IsOperator(bob) {
+		t.Fatal("IsOperator after SetOperators")
+	}
+}
+
 func TestGetTaskHistoryLength(t *testing.T) {
 	ctx := context.Background()
 	s, _ := newService(t, ServiceOptions{})

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -19,19 +20,24 @@ func (c *cli) runNode(args []string) int {
 	fs := c.flagSet("run", "[flags]",
 		"Runs the node: with no configuration it creates its data folder and identity,",
 		"starts the embedded relay on 127.0.0.1:7447, publishes its agent card and answers",
-		"SNAP requests until SIGINT or SIGTERM. Settings: flags, then SNAPNODE_* variables,",
-		"then the TOML file of --config, then defaults.")
-	cfg := config.Default()
-	config.Flags(fs, &cfg)
+		"SNAP requests until SIGINT or SIGTERM; SIGHUP reloads the settings. Settings: flags,",
+		"then SNAPNODE_* variables, then the TOML file of --config, then defaults.")
+	flagged := config.Default()
+	config.Flags(fs, &flagged)
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to `FILE` (for go tool pprof)")
 	_, code, done := c.parse(fs, args, 0)
 	if done {
 		return code
 	}
-	if err := config.Load(&cfg, fs, os.Getenv); err != nil {
+	// SIGHUP reads the same sources again.
+	sources := config.NewSources(&flagged, fs, os.Getenv)
+	cfg, err := sources.Load()
+	if err != nil {
 		return c.configError(fs, err)
 	}
-	logger := cfg.Logger(c.stderr)
+	var level slog.LevelVar // SIGHUP may change it
+	level.Set(cfg.Level())
+	logger := cfg.Logger(c.stderr, &level)
 
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -46,7 +52,7 @@ func (c *cli) runNode(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	n, err := node.Start(ctx, cfg, logger)
+	n, err := node.Start(ctx, cfg, logger, node.WithLogLevel(&level))
 	if err != nil {
 		fmt.Fprintf(c.stderr, "snapnode run: %v\n", err)
 		return exitFail
@@ -58,9 +64,9 @@ func (c *cli) runNode(args []string) int {
 	}
 	fmt.Fprintln(c.stdout, ready)
 	fmt.Fprintf(c.stdout, "try: %s send --to %s --relay %s \"hello\"\n", selfCommand(), n.Address(), relayURL)
-	// SIGHUP re-reads the settings, republishes the card if it changed and
-	// reloads the policy (a policy that does not load leaves the old one
-	// in force).
+	// SIGHUP reads the settings again from the flags, the environment and
+	// the file, and puts in force those that can change live; settings
+	// that do not load leave those in force unchanged.
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -69,20 +75,11 @@ func (c *cli) runNode(args []string) int {
 		case <-ctx.Done():
 			running = false
 		case <-hup:
-			fresh := config.Default()
-			if err := config.Load(&fresh, fs, os.Getenv); err != nil {
-				logger.Error("SIGHUP: settings not reloaded", "err", err)
-				continue
-			}
-			if e, err := n.ReloadPolicy(fresh.Policy); err != nil {
-				logger.Error("SIGHUP: policy not reloaded; the previous one stays in force", "err", err)
-			} else if e != nil {
-				logger.Info("SIGHUP: policy in force", "policy", e.Name(), "policy_version", e.Version())
-			}
-			if published, err := n.UpdateCard(ctx, fresh.Card); err != nil {
-				logger.Error("SIGHUP: card not updated", "err", err)
-			} else {
-				logger.Info("SIGHUP: settings reloaded", "card_republished", published)
+			fresh, err := sources.Load()
+			if err != nil {
+				logger.Error("SIGHUP: settings not reloaded; those in force stay", "err", err)
+			} else if _, err := n.Reload(ctx, fresh); err != nil {
+				logger.Error("SIGHUP", "err", err) // Reload logged what it applied
 			}
 		}
 	}

@@ -86,6 +86,17 @@ type Config struct {
 	// Retry-After before its body is read. 0 disables the limit.
 	HTTPRate  float64 `toml:"http_rate"`
 	HTTPBurst int     `toml:"http_burst"`
+	// MonitorRate is each peer's allowance of GET /healthz and /metrics
+	// requests per second, with bursts of MonitorBurst, apart from
+	// HTTPRate; over it a request gets 429 with Retry-After. 0 disables
+	// the limit.
+	MonitorRate  float64 `toml:"monitor_rate"`
+	MonitorBurst int     `toml:"monitor_burst"`
+	// MetricsListen, when set, is the address /metrics is served on
+	// instead of HTTPListen (whose /metrics then answers 404): a
+	// loopback or internal address keeps the metrics off the public
+	// interface.
+	MetricsListen string `toml:"metrics_listen"`
 	// IdentityRate is each SNAP identity's allowance of requests per
 	// second over every transport, with bursts of IdentityBurst. It is
 	// checked after the signature verifies (a forger cannot spend
@@ -293,6 +304,8 @@ func Default() Config {
 		HTTPMaxBody:   256 << 10,
 		HTTPRate:      50,
 		HTTPBurst:     100,
+		MonitorRate:   5,
+		MonitorBurst:  20,
 		IdentityRate:  20,
 		IdentityBurst: 100,
 		NostrKeyRate:  20,
@@ -431,6 +444,9 @@ var settings = []setting{
 	int64Setting("http-max-body", "SNAPNODE_HTTP_MAX_BODY", "refuse HTTP and WebSocket messages over `BYTES` (400, or close 1009)", func(c *Config) *int64 { return &c.HTTPMaxBody }),
 	floatSetting("http-rate", "SNAPNODE_HTTP_RATE", "allow each peer `N` HTTP requests or WebSocket messages a second (0: no limit)", func(c *Config) *float64 { return &c.HTTPRate }),
 	intSetting("http-burst", "SNAPNODE_HTTP_BURST", "let each peer burst to `N` HTTP requests above its rate", func(c *Config) *int { return &c.HTTPBurst }),
+	floatSetting("monitor-rate", "SNAPNODE_MONITOR_RATE", "allow each peer `N` /healthz and /metrics requests a second (0: no limit)", func(c *Config) *float64 { return &c.MonitorRate }),
+	intSetting("monitor-burst", "SNAPNODE_MONITOR_BURST", "let each peer burst to `N` /healthz and /metrics requests above its rate", func(c *Config) *int { return &c.MonitorBurst }),
+	stringSetting("metrics-listen", "SNAPNODE_METRICS_LISTEN", "serve /metrics on `ADDR` instead of the HTTP transport's address (empty: on --http-listen)", func(c *Config) *string { return &c.MetricsListen }),
 	floatSetting("identity-rate", "SNAPNODE_IDENTITY_RATE", "allow each SNAP identity `N` requests a second over every transport (0: no limit)", func(c *Config) *float64 { return &c.IdentityRate }),
 	intSetting("identity-burst", "SNAPNODE_IDENTITY_BURST", "let each identity burst to `N` requests above its rate", func(c *Config) *int { return &c.IdentityBurst }),
 	floatSetting("nostr-key-rate", "SNAPNODE_NOSTR_KEY_RATE", "allow each Nostr key `N` request events a second, checked before decryption (0: no limit)", func(c *Config) *float64 { return &c.NostrKeyRate }),
@@ -518,58 +534,135 @@ func Flags(fs *flag.FlagSet, c *Config) {
 // Load completes c after fs has parsed the command line: it reads the TOML
 // file, then the environment, then re-applies the flags that were set, so
 // that each setting has the value of its most specific source. getenv is
-// os.Getenv in production.
+// os.Getenv in production. A daemon that reloads its settings uses
+// [NewSources] instead.
 func Load(c *Config, fs *flag.FlagSet, getenv func(string) string) error {
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	// What the flags said, to apply last.
-	flagged := *c
-	for _, s := range settings {
-		if s.list != nil {
-			*s.list(&flagged) = slices.Clone(*s.list(c))
+	base, err := NewSources(c, fs, getenv).read()
+	if err != nil {
+		return err
+	}
+	*c = base
+	return c.Validate()
+}
+
+// Sources are where a command's settings come from: its command line as
+// parsed, the SNAPNODE_* environment, and the TOML file named by --config
+// or SNAPNODE_CONFIG. Each Load reads the environment and the file again,
+// so that a node reloading its settings gets what a restart with the same
+// command line would give it.
+type Sources struct {
+	getenv func(string) string
+	// set are the flags given on the command line; texts their values
+	// (repeatable flags excepted), lists what the repeatable ones said.
+	set   map[string]bool
+	texts map[string]string
+	lists Config
+	// file is --config, when it was given.
+	file string
+}
+
+// NewSources records what the command line said: call it after fs parsed
+// it, with c the settings that [Flags] bound to fs. Later changes to c do
+// not change the Sources.
+func NewSources(c *Config, fs *flag.FlagSet, getenv func(string) string) *Sources {
+	s := &Sources{getenv: getenv, set: map[string]bool{}, texts: map[string]string{}, file: c.ConfigFile}
+	fs.Visit(func(f *flag.Flag) {
+		s.set[f.Name] = true
+		s.texts[f.Name] = f.Value.String()
+	})
+	for _, st := range settings {
+		if st.list != nil {
+			*st.list(&s.lists) = slices.Clone(*st.list(c))
 		}
 	}
+	return s
+}
 
-	file := c.ConfigFile
-	if !set["config"] {
-		file = getenv("SNAPNODE_CONFIG")
+// Load reads the settings from the sources, as at start: the file, then
+// the environment, then the flags; the result is validated.
+func (s *Sources) Load() (Config, error) {
+	c, err := s.read()
+	if err != nil {
+		return Config{}, err
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// read is Load without validation.
+func (s *Sources) read() (Config, error) {
+	file := s.file
+	if !s.set["config"] {
+		file = s.getenv("SNAPNODE_CONFIG")
 	}
 	base := Default()
 	if file != "" {
 		md, err := toml.DecodeFile(file, &base)
 		if err != nil {
-			return fmt.Errorf("config: %s: %w", file, err)
+			return Config{}, fmt.Errorf("config: %s: %w", file, err)
 		}
 		if un := md.Undecoded(); len(un) > 0 {
 			key := un[0].String()
-			return fmt.Errorf("config: %s: unknown setting %q%s", file, key, suggest.DidYouMean(key, fileKeys(reflect.TypeFor[Config](), ""), ""))
+			return Config{}, fmt.Errorf("config: %s: unknown setting %q%s", file, key, suggest.DidYouMean(key, fileKeys(reflect.TypeFor[Config](), ""), ""))
 		}
 	}
 	base.ConfigFile = file
-	for _, s := range settings {
-		if v := getenv(s.env); v != "" {
-			if err := s.fromEnv(&base, v); err != nil {
-				return fmt.Errorf("config: %s=%q: %w", s.env, v, err)
+	for _, st := range settings {
+		if v := s.getenv(st.env); v != "" {
+			if err := st.fromEnv(&base, v); err != nil {
+				return Config{}, fmt.Errorf("config: %s=%q: %w", st.env, v, err)
 			}
 		}
 	}
-	// Flags win. A repeatable flag's value is what was parsed into c; the
-	// others are re-applied from their text.
-	for name := range set {
-		s, ok := lookupSetting(name)
+	// Flags win. A repeatable flag's value is what was parsed; the others
+	// are re-applied from their text.
+	for name := range s.set {
+		st, ok := lookupSetting(name)
 		switch {
 		case !ok:
 			continue // --config, or a flag of the command's own
-		case s.list != nil:
-			*s.list(&base) = *s.list(&flagged)
+		case st.list != nil:
+			*st.list(&base) = slices.Clone(*st.list(&s.lists))
 		default:
-			if err := s.fromEnv(&base, fs.Lookup(name).Value.String()); err != nil {
-				return fmt.Errorf("config: --%s: %w", name, err)
+			if err := st.fromEnv(&base, s.texts[name]); err != nil {
+				return Config{}, fmt.Errorf("config: --%s: %w", name, err)
 			}
 		}
 	}
-	*c = base
-	return c.Validate()
+	return base, nil
+}
+
+// Changed returns the settings that differ between a and b, by their TOML
+// names ("operators", "card", "agent.max_steps"), in the order of Config.
+func Changed(a, b Config) []string {
+	var out []string
+	diff(reflect.ValueOf(a), reflect.ValueOf(b), "", &out)
+	return out
+}
+
+// diff appends the TOML names of the fields of the structs a and b that
+// differ, descending into the [agent] table.
+func diff(a, b reflect.Value, prefix string, out *[]string) {
+	for i := range a.NumField() {
+		f := a.Type().Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
+		if name == "" || name == "-" {
+			continue
+		}
+		if f.Type == reflect.TypeFor[Agent]() {
+			diff(a.Field(i), b.Field(i), name+".", out)
+			continue
+		}
+		x, y := a.Field(i), b.Field(i)
+		if x.Kind() == reflect.Slice && x.Len() == 0 && y.Len() == 0 {
+			continue // nil and empty say the same
+		}
+		if !reflect.DeepEqual(x.Interface(), y.Interface()) {
+			*out = append(*out, prefix+name)
+		}
+	}
 }
 
 // lookupSetting returns the setting whose flag is name.
@@ -621,6 +714,13 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("config: http_public_url %q: want an http:// or https:// URL with a host and no query", c.HTTPPublicURL))
 		}
 	}
+	if c.MetricsListen != "" {
+		if _, port, err := net.SplitHostPort(c.MetricsListen); err != nil {
+			errs = append(errs, fmt.Errorf("config: metrics_listen %q: want host:port: %w", c.MetricsListen, err))
+		} else if c.MetricsListen == c.HTTPListen && port != "0" { // port 0: any free one
+			errs = append(errs, fmt.Errorf("config: metrics_listen %q: want an address other than http_listen's, or empty to serve /metrics there", c.MetricsListen))
+		}
+	}
 	if c.HTTPMaxBody < 1024 || c.HTTPMaxBody > MaxHTTPBody {
 		errs = append(errs, fmt.Errorf("config: http_max_body %d: want 1024…%d bytes", c.HTTPMaxBody, MaxHTTPBody))
 	}
@@ -628,7 +728,7 @@ func (c *Config) Validate() error {
 		name  string
 		rate  float64
 		burst int
-	}{{"http", c.HTTPRate, c.HTTPBurst}, {"identity", c.IdentityRate, c.IdentityBurst}, {"nostr_key", c.NostrKeyRate, c.NostrKeyBurst}} {
+	}{{"http", c.HTTPRate, c.HTTPBurst}, {"monitor", c.MonitorRate, c.MonitorBurst}, {"identity", c.IdentityRate, c.IdentityBurst}, {"nostr_key", c.NostrKeyRate, c.NostrKeyBurst}} {
 		if l.rate < 0 || math.IsNaN(l.rate) || math.IsInf(l.rate, 0) {
 			errs = append(errs, fmt.Errorf("config: %s_rate %v: want 0 (no limit) or more requests a second", l.name, l.rate))
 		}
@@ -920,11 +1020,20 @@ func fileKeys(t reflect.Type, prefix string) []string {
 	return keys
 }
 
-// Logger returns the node's logger writing to w, at LogLevel, in
-// LogFormat (Validate checked both).
-func (c *Config) Logger(w io.Writer) *slog.Logger {
+// Level is LogLevel as a slog.Level (Validate checked it).
+func (c *Config) Level() slog.Level {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(c.LogLevel))
+	return level
+}
+
+// Logger returns the node's logger writing to w in LogFormat, at level
+// (a *slog.LevelVar that a reload may change), or at LogLevel when level
+// is nil.
+func (c *Config) Logger(w io.Writer, level slog.Leveler) *slog.Logger {
+	if level == nil {
+		level = c.Level()
+	}
 	opts := &slog.HandlerOptions{Level: level}
 	if c.LogFormat == "json" {
 		return slog.New(slog.NewJSONHandler(w, opts))

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -86,6 +87,79 @@ name = "Filed"
 	}
 }
 
+// Sources read again give what a restart with the same command line
+// would: the file as it is now, the environment, and the flags as given
+// (repeatable ones included), whatever became of the settings they were
+// bound to.
+func TestSourcesLoadAgain(t *testing.T) {
+	const (
+		op1 = "bc1p9vr5nzfrhhntjaulmer02vydas60ge8sry567kmxhcc0c0stxqgsgse397"
+		op2 = "bc1p8ujjp6rlj8vhlp0h6xzn722glk7jv5u7pev7c024v9m8ux29nq0qcnnhqz"
+	)
+	file := filepath.Join(t.TempDir(), "snapnode.toml")
+	write := func(content string) {
+		t.Helper()
+		if err := os.WriteFile(file, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`policy = "first.cedar"` + "\nworkers = 3\noperators = [\"" + op2 + "\"]\n")
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	bound := config.Default()
+	config.Flags(fs, &bound)
+	if err := fs.Parse([]string{"--config", file, "--service-caller", op1, "--max-drift", "90s"}); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"SNAPNODE_LOG_LEVEL": "warn"}
+	src := config.NewSources(&bound, fs, func(k string) string { return env[k] })
+	first, err := src.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Policy != "first.cedar" || first.Workers != 3 || !slices.Equal(first.Operators, []string{op2}) ||
+		!slices.Equal(first.ServiceCallers, []string{op1}) || first.MaxDrift.Duration != 90*time.Second || first.LogLevel != "warn" || first.ConfigFile != file {
+		t.Fatalf("first load: %+v", first)
+	}
+	// The file changes; the settings bound to the flags are overwritten.
+	write(`policy = "second.cedar"` + "\nworkers = 3\n")
+	bound = config.Default()
+	again, err := src.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Policy != "second.cedar" || len(again.Operators) != 0 || !slices.Equal(again.ServiceCallers, []string{op1}) ||
+		again.MaxDrift.Duration != 90*time.Second || again.LogLevel != "warn" || again.ConfigFile != file {
+		t.Fatalf("second load: %+v", again)
+	}
+	if got := config.Changed(first, again); !slices.Equal(got, []string{"policy", "operators"}) {
+		t.Errorf("Changed: %q, want policy and operators", got)
+	}
+	// A bad file is an error naming it; a setting that does not validate
+	// is one too.
+	write("workers = [")
+	if _, err := src.Load(); err == nil || !strings.Contains(err.Error(), file) {
+		t.Errorf("bad TOML: %v", err)
+	}
+	write("workers = 0")
+	if _, err := src.Load(); err == nil || !strings.Contains(err.Error(), "workers") {
+		t.Errorf("workers = 0: %v", err)
+	}
+}
+
+// Changed names each differing setting by its TOML name, the [agent]
+// table's as agent.KEY; a nil and an empty list are the same.
+func TestChanged(t *testing.T) {
+	a, b := config.Default(), config.Default()
+	b.Operators = []string{}
+	if got := config.Changed(a, b); len(got) != 0 {
+		t.Errorf("equal settings: %q", got)
+	}
+	b.HTTPRate, b.Agent.MaxSteps, b.Card.Name, b.ConfigFile = 1, 2, "x", "other.toml"
+	if got := config.Changed(a, b); !slices.Equal(got, []string{"http_rate", "card", "agent.max_steps"}) {
+		t.Errorf("Changed: %q", got)
+	}
+}
+
 // A command may define flags of its own beside the settings.
 func TestOtherFlagsPassThrough(t *testing.T) {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
@@ -126,6 +200,10 @@ func TestRejectsBadSettings(t *testing.T) {
 		{"no identity burst", []string{"--identity-burst", "0"}, nil, "identity_burst"},
 		{"NaN key rate", nil, map[string]string{"SNAPNODE_NOSTR_KEY_RATE": "NaN"}, "nostr_key_rate"},
 		{"no key burst", []string{"--nostr-key-burst", "-1"}, nil, "nostr_key_burst"},
+		{"negative monitor rate", []string{"--monitor-rate", "-1"}, nil, "monitor_rate"},
+		{"no monitor burst", nil, map[string]string{"SNAPNODE_MONITOR_BURST": "0"}, "monitor_burst"},
+		{"metrics address", []string{"--metrics-listen", "9100"}, nil, "metrics_listen"},
+		{"metrics on the HTTP address", []string{"--metrics-listen", "127.0.0.1:7448"}, nil, "other than http_listen"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -177,6 +255,37 @@ func TestHTTPSettings(t *testing.T) {
 	os.WriteFile(off, []byte("http_listen = \"off\"\n"), 0o600)
 	if c, err := load(t, []string{"--config", off}, nil); err != nil || c.HTTPListen != "" {
 		t.Errorf("off in the file: %q %v", c.HTTPListen, err)
+	}
+}
+
+// The monitoring settings: defaults, then file, environment and flags in
+// order of precedence.
+func TestMonitorSettings(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "snapnode.toml")
+	os.WriteFile(file, []byte("monitor_rate = 2.5\nmonitor_burst = 4\nmetrics_listen = \"127.0.0.1:9100\"\n"), 0o600)
+	cases := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		rate    float64
+		burst   int
+		metrics string
+	}{
+		{"defaults", nil, nil, 5, 20, ""},
+		{"file", []string{"--config", file}, nil, 2.5, 4, "127.0.0.1:9100"},
+		{"env over file", []string{"--config", file}, map[string]string{"SNAPNODE_MONITOR_RATE": "0", "SNAPNODE_METRICS_LISTEN": "[::1]:9101"}, 0, 4, "[::1]:9101"},
+		{"flag over env", []string{"--monitor-burst", "9", "--metrics-listen", "127.0.0.1:0"}, map[string]string{"SNAPNODE_MONITOR_BURST": "3"}, 5, 9, "127.0.0.1:0"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := load(t, tc.args, tc.env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.MonitorRate != tc.rate || c.MonitorBurst != tc.burst || c.MetricsListen != tc.metrics {
+				t.Errorf("rate %v burst %d metrics %q; want %v %d %q", c.MonitorRate, c.MonitorBurst, c.MetricsListen, tc.rate, tc.burst, tc.metrics)
+			}
+		})
 	}
 }
 

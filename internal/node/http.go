@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
+	"net/http"
 	"syscall"
+	"time"
 
 	"golang.org/x/time/rate"
 
@@ -18,19 +21,25 @@ import (
 // httpPart is the node's SNAP transport over HTTP, SSE and WebSocket.
 type httpPart struct {
 	url  string // http://host:port
+	srv  *snaphttp.Server
 	done chan error
 }
 
 // startHTTP serves server and the node's card over HTTP on
 // cfg.HTTPListen until ctx ends (see snaphttp.Server); the metrics at
-// /metrics and, when the node runs proposals, the operator console at
-// /console. With no address it does nothing. When the
+// /metrics unless cfg.MetricsListen puts them on an address of its own
+// (startMetrics), and, when the node runs proposals, the operator console
+// at /console. With no address it does nothing. When the
 // address is the default one and it is taken (another node on this
 // machine), the node runs without HTTP and says so: only an address set
 // on purpose must be free.
 func (n *Node) startHTTP(ctx context.Context, server *snap.Server, mx *metrics.Metrics) error {
 	if n.cfg.HTTPListen == "" {
 		return nil
+	}
+	metricsHandler := mx.Handler()
+	if n.cfg.MetricsListen != "" {
+		metricsHandler = nil // 404 here
 	}
 	ln, err := net.Listen("tcp", n.cfg.HTTPListen)
 	if err != nil {
@@ -40,10 +49,6 @@ func (n *Node) startHTTP(ctx context.Context, server *snap.Server, mx *metrics.M
 		}
 		return fmt.Errorf("node: http: %w", err)
 	}
-	limit := rate.Limit(n.cfg.HTTPRate)
-	if n.cfg.HTTPRate == 0 {
-		limit = rate.Inf
-	}
 	con, err := n.newConsole(mx)
 	if err != nil {
 		ln.Close()
@@ -51,9 +56,10 @@ func (n *Node) startHTTP(ctx context.Context, server *snap.Server, mx *metrics.M
 	}
 	cfg := snaphttp.Config{
 		Responder: server, IsStream: server.IsStream,
-		Key: n.key, Card: n.Card, Address: n.Address(), Metrics: mx.Handler(),
+		Key: n.key, Card: n.Card, Address: n.Address(), Metrics: metricsHandler,
 		Logger:  n.logger.With("part", "http"),
-		MaxBody: n.cfg.HTTPMaxBody, Rate: limit, Burst: n.cfg.HTTPBurst,
+		MaxBody: n.cfg.HTTPMaxBody, Rate: perSecond(n.cfg.HTTPRate), Burst: n.cfg.HTTPBurst,
+		MonitorRate: perSecond(n.cfg.MonitorRate), MonitorBurst: n.cfg.MonitorBurst,
 	}
 	if con != nil {
 		cfg.Console = con
@@ -63,7 +69,7 @@ func (n *Node) startHTTP(ctx context.Context, server *snap.Server, mx *metrics.M
 		ln.Close()
 		return fmt.Errorf("node: http: %w", err)
 	}
-	n.http = &httpPart{url: "http://" + ln.Addr().String(), done: make(chan error, 1)}
+	n.http = &httpPart{url: "http://" + ln.Addr().String(), srv: srv, done: make(chan error, 1)}
 	go func() { n.http.done <- srv.Serve(ctx, ln) }()
 	n.logger.Info("serving SNAP over HTTP and WebSocket", "url", n.http.url+"/snap")
 	if con != nil {
@@ -71,6 +77,15 @@ func (n *Node) startHTTP(ctx context.Context, server *snap.Server, mx *metrics.M
 		n.logger.Info("serving the operator console; snapnode console-url prints a login link", "url", n.http.url+"/console/", "remote_clients", n.cfg.ConsoleRemote)
 	}
 	return nil
+}
+
+// perSecond is a rate setting (http_rate, monitor_rate) as snaphttp
+// takes it: 0 is no limit.
+func perSecond(r float64) rate.Limit {
+	if r == 0 {
+		return rate.Inf
+	}
+	return rate.Limit(r)
 }
 
 // HTTPURL returns the base URL of the node's HTTP transport (its
@@ -90,4 +105,71 @@ func (n *Node) waitHTTP() error {
 		return nil
 	}
 	return <-n.http.done
+}
+
+// metricsPart serves /metrics on an address of its own.
+type metricsPart struct {
+	url  string // http://host:port
+	done chan error
+}
+
+// startMetrics serves metrics at /metrics on cfg.MetricsListen, limited
+// per peer like the HTTP transport's monitoring (monitor_rate), until ctx
+// ends or stop is called; with no address it does nothing. Wait waits for
+// it.
+func (n *Node) startMetrics(ctx context.Context, metrics http.Handler) (stop func(), err error) {
+	if n.cfg.MetricsListen == "" {
+		return func() {}, nil
+	}
+	ln, err := net.Listen("tcp", n.cfg.MetricsListen)
+	if err != nil {
+		return nil, fmt.Errorf("node: metrics: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", snaphttp.Monitor(metrics, perSecond(n.cfg.MonitorRate), n.cfg.MonitorBurst))
+	srv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		ErrorLog:          slog.NewLogLogger(n.logger.Handler(), slog.LevelWarn),
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	n.metrics = &metricsPart{url: "http://" + ln.Addr().String(), done: make(chan error, 1)}
+	go func() {
+		served := make(chan error, 1)
+		go func() { served <- srv.Serve(ln) }()
+		select {
+		case err := <-served:
+			n.metrics.done <- err
+			return
+		case <-ctx.Done():
+		}
+		sctx, stop := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer stop()
+		err := srv.Shutdown(sctx)
+		<-served // http.ErrServerClosed
+		n.metrics.done <- err
+	}()
+	n.logger.Info("serving metrics", "url", n.metrics.url+"/metrics")
+	return func() { cancel(); <-n.metrics.done }, nil
+}
+
+// MetricsURL returns the base URL /metrics is served at on an address of
+// its own (metrics_listen), or "" when it is served by the HTTP transport
+// or not at all.
+func (n *Node) MetricsURL() string {
+	if n.metrics == nil {
+		return ""
+	}
+	return n.metrics.url
+}
+
+// waitMetrics waits for the metrics server to stop after the node's
+// context ended.
+func (n *Node) waitMetrics() error {
+	if n.metrics == nil {
+		return nil
+	}
+	return <-n.metrics.done
 }

@@ -68,7 +68,7 @@ func TestJSONLog(t *testing.T) {
 	cfg.Agent.LLMURL, cfg.Agent.LLMModel = srv.URL(), llmtest.DefaultModel
 	var logs lockedBuffer
 	ctx, cancel := context.WithCancel(context.Background())
-	n, err := node.Start(ctx, cfg, cfg.Logger(&logs))
+	n, err := node.Start(ctx, cfg, cfg.Logger(&logs, nil))
 	if err != nil {
 		cancel()
 		t.Fatal(err)

@@ -49,3 +49,46 @@ func TestMetricsEndpoint(t *testing.T) {
 		t.Logf("scrape:\n%s", text)
 	}
 }
+
+// With metrics_listen, /metrics is served on that address only (the
+// HTTP transport's answers 404), and there too each peer is limited to
+// monitor_rate: past monitor_burst, 429 with Retry-After. The transport's
+// /healthz is limited the same way.
+func TestMetricsListen(t *testing.T) {
+	n, _ := startNode(t, func(c *config.Config) {
+		c.HTTPListen, c.MetricsListen = "127.0.0.1:0", "127.0.0.1:0"
+		c.MonitorRate, c.MonitorBurst = 0.001, 2
+	})
+	if n.MetricsURL() == "" || n.MetricsURL() == n.HTTPURL() {
+		t.Fatalf("metrics at %q, HTTP at %q: want an address of its own", n.MetricsURL(), n.HTTPURL())
+	}
+	get := func(url string) (int, string, string) {
+		t.Helper()
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("Retry-After"), string(b)
+	}
+	if code, _, _ := get(n.HTTPURL() + "/metrics"); code != http.StatusNotFound {
+		t.Errorf("/metrics on the HTTP transport: %d, want 404", code)
+	}
+	for i := range 2 {
+		if code, _, body := get(n.MetricsURL() + "/metrics"); code != 200 || !strings.Contains(body, "snapnode_tasks") {
+			t.Fatalf("scrape %d within the burst: %d %.200s", i+1, code, body)
+		}
+	}
+	if code, after, _ := get(n.MetricsURL() + "/metrics"); code != http.StatusTooManyRequests || after == "" {
+		t.Errorf("scrape past the burst: %d, Retry-After %q; want 429 with a delay", code, after)
+	}
+	for i := range 2 {
+		if code, _, _ := get(n.HTTPURL() + "/healthz"); code != 200 {
+			t.Fatalf("health check %d within the burst: %d", i+1, code)
+		}
+	}
+	if code, after, _ := get(n.HTTPURL() + "/healthz"); code != http.StatusTooManyRequests || after == "" {
+		t.Errorf("health check past the burst: %d, Retry-After %q; want 429 with a delay", code, after)
+	}
+}

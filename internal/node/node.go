@@ -36,6 +36,7 @@ import (
 	"github.com/snapnode/snapnode/internal/sqldb"
 	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/relay/embedded"
+	"github.com/snapnode/snapnode/service"
 	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/tasks"
 	"github.com/snapnode/snapnode/tasks/sqlstore"
@@ -54,7 +55,8 @@ type Node struct {
 	checkpoint *relay.SQLCheckpoint
 	inbox      *relay.Inbox
 	inboxDone  chan error
-	http       *httpPart // nil when HTTP is off
+	http       *httpPart    // nil when HTTP is off
+	metrics    *metricsPart // nil unless metrics_listen is set
 	stopRelay  func()
 	stopPool   func()
 	closeStore func() error
@@ -68,9 +70,16 @@ type Node struct {
 	// agent works on free-text tasks; nil when none is configured.
 	agent     *agent.Runtime
 	agentDone <-chan struct{}
-	cardMu    sync.Mutex // guards card; serializes UpdateCard
-	card      *snap.Card
-	Tasks     *tasks.Service
+	// cardMu guards card and cfg's settings that change live; it
+	// serializes UpdateCard and Reload.
+	cardMu sync.Mutex
+	card   *snap.Card
+	// The settings that change live (see Reload) are applied to these.
+	services       *service.Registry
+	identityLimits *ratelimit.Limiter
+	nostrKeyLimits *ratelimit.Limiter
+	level          *slog.LevelVar // nil: log_level needs a restart
+	Tasks          *tasks.Service
 	// DB is the database of tasks, replay records and the audit log; nil
 	// when the node runs on the memory store.
 	DB *sqldb.DB
@@ -86,10 +95,12 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger, with ...
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if err := cfg.EnsureDataDir(); err != nil {
+	if err := privateFiles(cfg, logger); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, logger: logger}
+	n := &Node{cfg: cfg, logger: logger, level: o.level,
+		identityLimits: limiter(cfg.IdentityRate, cfg.IdentityBurst),
+		nostrKeyLimits: limiter(cfg.NostrKeyRate, cfg.NostrKeyBurst)}
 	if cfg.Testnet {
 		n.network = identity.Testnet
 	}
@@ -264,7 +275,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger, with ...
 		MaxResponseSize: relay.MaxNIP44Plain, Results: results, Observer: mx,
 		Validator: snap.NewValidator(snap.Config{
 			Self: addr, MaxDrift: cfg.MaxDrift.Duration, Replay: replay,
-			Limiter: limiter(cfg.IdentityRate, cfg.IdentityBurst),
+			Limiter: n.identityLimits,
 		}),
 	})
 
@@ -276,7 +287,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger, with ...
 	n.inbox = relay.NewInbox(relay.InboxConfig{
 		Key: n.key, Transport: n.pool, Responder: server, Checkpoint: n.checkpoint, Verifier: verifier,
 		Logger: logger.With("part", "inbox"), Workers: cfg.Workers, ReplyTTL: cfg.ReplyTTL.Duration,
-		KeyLimiter: limiter(cfg.NostrKeyRate, cfg.NostrKeyBurst),
+		KeyLimiter: n.nostrKeyLimits,
 	})
 	n.inboxDone = make(chan error, 1)
 	go func() { n.inboxDone <- n.inbox.Run(ctx) }()
@@ -294,6 +305,11 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger, with ...
 	if err := n.publish(ctx, n.card); err != nil {
 		return nil, err
 	}
+	stopMetrics, err := n.startMetrics(ctx, mx.Handler())
+	if err != nil {
+		return nil, err
+	}
+	cleanup = append(cleanup, stopMetrics)
 	if err := n.startHTTP(ctx, server, mx); err != nil {
 		return nil, err
 	}
@@ -301,12 +317,8 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger, with ...
 }
 
 // limiter returns token buckets of rate a second and bursts of burst per
-// key, or nil, no limit, when rate is 0. (A nil *ratelimit.Limiter would
-// limit nothing either, but as a snap.Limiter it would not be nil.)
-func limiter(rate float64, burst int) snap.Limiter {
-	if rate == 0 {
-		return nil
-	}
+// key; a rate of 0 limits nothing until Reload sets one.
+func limiter(rate float64, burst int) *ratelimit.Limiter {
 	return ratelimit.New(ratelimit.Config{Rate: rate, Burst: burst})
 }
 
@@ -468,6 +480,12 @@ func (n *Node) UpdateCard(ctx context.Context, c config.Card) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	return n.setCard(ctx, card)
+}
+
+// setCard publishes card when it differs from the one published and
+// reports whether it did. The caller holds cardMu.
+func (n *Node) setCard(ctx context.Context, card *snap.Card) (bool, error) {
 	old, _ := json.Marshal(n.card)
 	neu, _ := json.Marshal(card)
 	if bytes.Equal(old, neu) {
@@ -501,7 +519,7 @@ func (n *Node) Card() *snap.Card {
 // answers, then the pool, the checkpoint and the embedded relay close.
 func (n *Node) Wait() error {
 	err := <-n.inboxDone
-	err = errors.Join(err, n.waitHTTP()) // its requests use the stores
+	err = errors.Join(err, n.waitHTTP(), n.waitMetrics()) // their requests use the stores
 	if n.stopAgent != nil {
 		n.stopAgent() // jobs stop at their next step boundary
 	}

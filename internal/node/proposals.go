@@ -245,24 +245,6 @@ func PolicyEngine(path string) (*policy.Engine, error) {
 	return e, nil
 }
 
-// ReloadPolicy loads the policy at path (the default policy when path is
-// empty) and puts it in force for every later decision, approvals of held
-// actions included. A policy that does not load leaves the one in force
-// unchanged. It returns the policy now in force; on a node that runs no
-// proposals (memory database) it does nothing and returns nil.
-func (n *Node) ReloadPolicy(path string) (*policy.Engine, error) {
-	if n.props == nil {
-		return nil, nil
-	}
-	e, err := PolicyEngine(path)
-	if err != nil {
-		return n.props.policy.Engine(), err
-	}
-	old := n.props.policy.Swap(e)
-	n.logger.Info("policy reloaded", "policy", e.Name(), "policy_version", e.Version(), "previous_version", old.Version())
-	return e, nil
-}
-
 // auditPruneInterval is how often the audit log is pruned to its
 // retention (audit.retain_days).
 const auditPruneInterval = time.Hour
@@ -311,17 +293,16 @@ func startProposals(ctx context.Context, cfg config.Config, db *sqldb.DB, key *i
 	}
 	closers = append(closers, log.Close)
 	startAuditPruner(ctx, log, logger, &closers)
-	operators := make(map[string]bool, len(cfg.Operators))
-	for _, op := range cfg.Operators {
-		operators[op] = true
-	}
 	holder := policy.NewHolder(engine)
+	p := &proposals{policy: holder, logger: logger}
 	exec, err := executor.New(ctx, executor.Config{
 		DB: db, Sandbox: sb, Policy: holder, Audit: log,
 		AuditLevels: auditLevels(cfg.Audit),
 		// What derived descriptors state of retention: the host's.
-		Defaults:     proposal.Defaults{RetainDays: cfg.Audit.RetainDays},
-		IsOperator:   func(addr string) bool { return operators[addr] },
+		Defaults: proposal.Defaults{RetainDays: cfg.Audit.RetainDays},
+		// The operators are the task service's (set before the first
+		// request), so that Reload changes them for both.
+		IsOperator:   func(addr string) bool { return p.tasks != nil && p.tasks.IsOperator(addr) },
 		MaxClockSkew: cfg.MaxDrift.Duration,
 		Facts:        executor.Facts{UserIdle: cfg.Executor.UserIdle, NetworkAvailable: cfg.Executor.NetworkAvailable},
 		Logger:       logger.With("part", "executor"),
@@ -334,7 +315,7 @@ func startProposals(ctx context.Context, cfg config.Config, db *sqldb.DB, key *i
 	} else if n > 0 {
 		logger.Warn("executor: restored actions a crash interrupted mid-promotion", "count", n)
 	}
-	p := &proposals{exec: exec, policy: holder, audit: log, logger: logger}
+	p.exec, p.audit = exec, log
 	srv, err := admin.Listen(admin.Path(cfg.DataDir), p, logger.With("part", "admin"))
 	if err != nil {
 		return nil, nil, fmt.Errorf("node: %w", err)

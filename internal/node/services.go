@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/snapnode/snapnode/service"
@@ -15,6 +16,7 @@ type Option func(*options)
 
 type options struct {
 	services []namedService
+	level    *slog.LevelVar
 }
 
 type namedService struct {
@@ -28,6 +30,12 @@ type namedService struct {
 // twice, and on a name service.CheckName refuses.
 func WithService(name string, h service.Handler) Option {
 	return func(o *options) { o.services = append(o.services, namedService{name, h}) }
+}
+
+// WithLogLevel gives the node the level of its logger, so that Reload
+// can change it (log_level); without it, log_level needs a restart.
+func WithLogLevel(v *slog.LevelVar) Option {
+	return func(o *options) { o.level = v }
 }
 
 // startServices makes the registry of the node's services, the built-in
@@ -50,6 +58,7 @@ func (n *Node) startServices(router *snap.Router, store tasks.Store, opts option
 		reg.Handle(s.name, s.h)
 	}
 	router.Handle(service.Method, reg.Serve)
+	n.services = reg
 	return nil
 }
 

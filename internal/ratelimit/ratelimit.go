@@ -25,8 +25,8 @@ type Config struct {
 // Limiter is a set of token buckets, one per key. It is safe for
 // concurrent use.
 type Limiter struct {
-	cfg   Config
 	mu    sync.Mutex
+	cfg   Config                   // Rate and Burst change with SetRate
 	byKey map[string]*list.Element // of *bucket
 	order *list.List               // most recently used first
 }
@@ -38,9 +38,7 @@ type bucket struct {
 
 // New returns a Limiter for cfg.
 func New(cfg Config) *Limiter {
-	if cfg.Burst <= 0 {
-		cfg.Burst = max(1, int(math.Ceil(cfg.Rate)))
-	}
+	cfg.Burst = burstOf(cfg.Rate, cfg.Burst)
 	if cfg.MaxKeys <= 0 {
 		cfg.MaxKeys = 100_000
 	}
@@ -50,18 +48,52 @@ func New(cfg Config) *Limiter {
 	return &Limiter{cfg: cfg, byKey: make(map[string]*list.Element), order: list.New()}
 }
 
+// burstOf is burst, or one second's worth of rate (at least 1) when
+// burst is not positive.
+func burstOf(rate float64, burst int) int {
+	if burst <= 0 {
+		return max(1, int(math.Ceil(rate)))
+	}
+	return burst
+}
+
 // Enabled reports whether the Limiter limits at all.
-func (l *Limiter) Enabled() bool { return l != nil && l.cfg.Rate > 0 }
+func (l *Limiter) Enabled() bool {
+	if l == nil {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.cfg.Rate > 0
+}
+
+// SetRate changes the rate and burst of every bucket, those already kept
+// included: a key keeps the tokens it has (up to the new burst) and refills
+// at the new rate. A rate of zero or less disables limiting.
+func (l *Limiter) SetRate(r float64, burst int) {
+	now := l.cfg.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.cfg.Rate, l.cfg.Burst = r, burstOf(r, burst)
+	for e := l.order.Front(); e != nil; e = e.Next() {
+		b := e.Value.(*bucket)
+		b.lim.SetLimitAt(now, rate.Limit(r))
+		b.lim.SetBurstAt(now, l.cfg.Burst)
+	}
+}
 
 // Allow takes a token from key's bucket. When there is none it takes
 // nothing and reports how long until there will be one.
 func (l *Limiter) Allow(key string) (ok bool, retryAfter time.Duration) {
-	if !l.Enabled() {
+	if l == nil {
 		return true, 0
 	}
 	now := l.cfg.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.cfg.Rate <= 0 {
+		return true, 0
+	}
 	var b *bucket
 	if e, found := l.byKey[key]; found {
 		l.order.MoveToFront(e)

@@ -133,3 +133,44 @@ func BenchmarkAllow(b *testing.B) {
 		}
 	})
 }
+
+// SetRate applies to the buckets already kept and to new ones; a rate of 0
+// lets everything through, and a rate set again limits again.
+func TestSetRate(t *testing.T) {
+	clock := testclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	l := ratelimit.New(ratelimit.Config{Rate: 1, Burst: 1, Now: clock.Now})
+	if ok, _ := l.Allow("a"); !ok {
+		t.Fatal("first request refused")
+	}
+	if ok, _ := l.Allow("a"); ok {
+		t.Fatal("second request allowed at a burst of 1")
+	}
+	l.SetRate(10, 3)
+	// a's bucket is empty; at the new rate it has a token after 100 ms.
+	if ok, wait := l.Allow("a"); ok || wait != 100*time.Millisecond {
+		t.Fatalf("after SetRate(10, 3): ok=%v wait=%v, want a refusal with 100ms to wait", ok, wait)
+	}
+	for i := range 3 {
+		if ok, _ := l.Allow("b"); !ok {
+			t.Fatalf("a new key's request %d of the new burst of 3 refused", i+1)
+		}
+	}
+	if ok, _ := l.Allow("b"); ok {
+		t.Fatal("a new key got more than the new burst")
+	}
+	l.SetRate(0, 0)
+	if l.Enabled() {
+		t.Fatal("rate 0: still enabled")
+	}
+	for range 100 {
+		if ok, _ := l.Allow("b"); !ok {
+			t.Fatal("rate 0 refused a request")
+		}
+	}
+	l.SetRate(1, 1)
+	clock.Advance(time.Second)
+	l.Allow("b")
+	if ok, _ := l.Allow("b"); ok {
+		t.Fatal("limiting set again let a second request through at a burst of 1")
+	}
+}

@@ -50,11 +50,9 @@ func openSQLite(ctx context.Context, path string, opts Options) (w, r *sql.DB, e
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, nil, fmt.Errorf("sqldb: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, nil, fmt.Errorf("sqldb: %w", err)
+	if _, err := PrivateFiles(path); err != nil {
+		return nil, nil, err
 	}
-	_ = f.Close()
 	common := fmt.Sprintf("_busy_timeout=%d&_foreign_keys=1&_synchronous=%s", sqliteBusyTimeoutMS, syncMode)
 	w, err = sql.Open("sqlite", path+"?"+common+"&_journal_mode=WAL&_txlock=immediate")
 	if err != nil {

@@ -1,0 +1,254 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/snapnode/snapnode/identity"
+)
+
+// readOnlyPolicy lets peers read the workspace and nothing else.
+const readOnlyPolicy = `@id("read")
+@reason("this node only reads")
+permit (
+  principal,
+  action in Action::"read",
+  resource in Path::"/sandbox/"
+);
+`
+
+// daemon is a `snapnode run` child process.
+type daemon struct {
+	cmd  *exec.Cmd
+	http string // base URL of its HTTP transport
+	addr string
+	logs chan string // its log lines, in order
+	mu   sync.Mutex
+	all  bytes.Buffer // every log line, for failure messages
+}
+
+// startDaemon builds and starts the binary with args; it returns once the
+// node printed its ready line.
+func startDaemon(t *testing.T, dir string, args ...string) *daemon {
+	t.Helper()
+	bin := buildBinary(t, dir)
+	d := &daemon{cmd: exec.Command(bin, append([]string{"run"}, args...)...), logs: make(chan string, 1024)}
+	d.cmd.Dir, d.cmd.Env = dir, append(os.Environ(), identity.EnvKey+"=")
+	stdout, err := d.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr, err := d.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	t.Cleanup(func() {
+		d.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(20 * time.Second):
+			d.cmd.Process.Kill()
+			<-exited
+		}
+	})
+	go func() {
+		defer close(d.logs)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			d.mu.Lock()
+			d.all.WriteString(sc.Text() + "\n")
+			d.mu.Unlock()
+			select {
+			case d.logs <- sc.Text():
+			default: // nobody waits for it; kept in all
+			}
+		}
+	}()
+	ready := make(chan string, 1)
+	go func() {
+		defer close(exited)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if l := sc.Text(); strings.HasPrefix(l, "snapnode ready ") {
+				ready <- l
+			}
+		}
+		d.cmd.Wait()
+	}()
+	select {
+	case l := <-ready:
+		m := regexp.MustCompile(`address=(\S+) .* http=(\S+)/snap`).FindStringSubmatch(l)
+		if m == nil {
+			t.Fatalf("ready line %q", l)
+		}
+		d.addr, d.http = m[1], m[2]
+	case <-exited:
+		t.Fatalf("the node exited:\n%s", d.log())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("no ready line:\n%s", d.log())
+	}
+	return d
+}
+
+func (d *daemon) log() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.all.String()
+}
+
+// hup sends SIGHUP and waits for the log line that says how the reload
+// ended, containing want.
+func (d *daemon) hup(t *testing.T, want string) string {
+	t.Helper()
+	for len(d.logs) > 0 { // what came before is not this reload's
+		<-d.logs
+	}
+	if err := d.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case l, ok := <-d.logs:
+			if !ok {
+				t.Fatalf("the node exited after SIGHUP:\n%s", d.log())
+			}
+			if strings.Contains(l, "settings reloaded") || strings.Contains(l, "settings not reloaded") {
+				if !strings.Contains(l, want) {
+					t.Fatalf("after SIGHUP: %q, want a line with %q", l, want)
+				}
+				return l
+			}
+		case <-timeout:
+			t.Fatalf("no reload logged after SIGHUP:\n%s", d.log())
+		}
+	}
+}
+
+// SIGHUP reads --config again: an operator removed from the file loses the
+// role and the file's policy is put in force; a file that does not load, or
+// a policy that does not, changes nothing and is logged. Against the real
+// binary over HTTP.
+func TestSIGHUPReloadsConfigFile(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs a node")
+	}
+	noEnvKey(t)
+	dir := t.TempDir()
+	requester := keyFile(t, dir, testSecret)
+	opKey, _ := identity.FromHex(otherSecret)
+	operator := keyFile(t, dir, otherSecret)
+	conf := filepath.Join(dir, "snapnode.toml")
+	policyFile := writeFile(t, dir, "read-only.cedar", readOnlyPolicy, 0o600)
+	head := `data_dir = "` + filepath.Join(dir, "data") + `"
+relay_listen = "127.0.0.1:0"
+http_listen = "127.0.0.1:0"
+`
+	setConf := func(body string) {
+		t.Helper()
+		if err := os.WriteFile(conf, []byte(head+body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setConf(`operators = ["` + opKey.Address(identity.Mainnet) + `"]` + "\n")
+	d := startDaemon(t, dir, "--config", conf)
+
+	// write proposes a file and returns the task's state.
+	write := func(name string) string {
+		t.Helper()
+		r := runCLI(t, "", "send", "--to", d.addr, "--http", d.http, "--key", requester, "--data", proposalFile(t, dir, "/sandbox/"+name))
+		var p struct {
+			Payload struct {
+				Task struct {
+					ID     string
+					Status struct{ State string }
+				}
+			}
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &p); err != nil || p.Payload.Task.ID == "" {
+			t.Fatalf("send: %v\n%s", err, r)
+		}
+		return p.Payload.Task.Status.State
+	}
+	// taskOf starts a task of the requester's and returns its id.
+	taskOf := func() string {
+		r := runCLI(t, "", "send", "--to", d.addr, "--http", d.http, "--key", requester, "hello")
+		var p struct {
+			Payload struct{ Task struct{ ID string } }
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &p); err != nil || p.Payload.Task.ID == "" {
+			t.Fatalf("send: %v\n%s", err, r)
+		}
+		return p.Payload.Task.ID
+	}
+	task := taskOf()
+	// operatorReads reports whether the operator's key may read the task.
+	operatorReads := func() bool {
+		t.Helper()
+		r := runCLI(t, "", "task", "get", "--to", d.addr, "--http", d.http, "--key", operator, task)
+		switch {
+		case r.code == 0 && strings.Contains(r.stdout, task):
+			return true
+		case r.code == 1 && strings.Contains(r.stdout, `"code":1001`):
+			return false
+		}
+		t.Fatalf("task get: %s", r)
+		return false
+	}
+	sandbox := filepath.Join(dir, "data", "sandbox")
+	if !operatorReads() {
+		t.Fatal("the operator of the file cannot read another's task")
+	}
+	if got := write("before.txt"); got != "completed" {
+		t.Fatalf("write under the default policy: %s\n%s", got, d.log())
+	}
+
+	// The operator is removed and a policy set: both in force after SIGHUP.
+	// A setting that needs a restart is named, not applied.
+	setConf(`policy = "` + policyFile + `"` + "\nworkers = 3\n")
+	d.hup(t, "settings reloaded")
+	if !regexp.MustCompile(`need a restart.*settings=\[workers\]`).MatchString(d.log()) {
+		t.Errorf("no warning that workers needs a restart:\n%s", d.log())
+	}
+	if operatorReads() {
+		t.Error("an operator removed from the file still reads another's task after SIGHUP")
+	}
+	if got := write("after.txt"); got == "completed" {
+		t.Errorf("a write was carried out under the file's read-only policy: %s", got)
+	}
+	if _, err := os.Stat(filepath.Join(sandbox, "after.txt")); err == nil {
+		t.Error("after.txt was written under the read-only policy")
+	}
+
+	// A file that does not parse: logged, naming the file; nothing changes.
+	setConf(`operators = ["` + opKey.Address(identity.Mainnet) + `"` + "\n")
+	if l := d.hup(t, "settings not reloaded"); !strings.Contains(l, conf) {
+		t.Errorf("the error does not name the file: %s", l)
+	}
+	// A file that parses but whose policy does not load: nothing changes
+	// either, not even the operators it lists.
+	setConf(`operators = ["` + opKey.Address(identity.Mainnet) + `"]` + "\npolicy = \"" + filepath.Join(dir, "missing.cedar") + "\"\n")
+	if l := d.hup(t, "settings not reloaded"); !strings.Contains(l, "missing.cedar") {
+		t.Errorf("the error does not name the policy: %s", l)
+	}
+	if operatorReads() {
+		t.Error("a refused reload gave the operator role")
+	}
+	if got := write("refused.txt"); got == "completed" {
+		t.Errorf("a refused reload dropped the read-only policy: %s", got)
+	}
+}

@@ -1,0 +1,57 @@
+package node
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+
+	"github.com/snapnode/snapnode/internal/config"
+	"github.com/snapnode/snapnode/internal/sqldb"
+)
+
+// privateFiles keeps what the node stores readable by its user only: the
+// data folder (identity, databases, admin socket) is created 0700, each
+// SQLite database of the node — tasks and audit log, the embedded relay's,
+// the inbox checkpoint — 0600 with its -wal and -shm files. A folder or
+// file found with permissions for group or others (made by hand, copied,
+// restored from a backup) is narrowed, with a warning naming it. Call it
+// before the databases are opened.
+func privateFiles(cfg config.Config, logger *slog.Logger) error {
+	if err := cfg.EnsureDataDir(); err != nil {
+		return err
+	}
+	if runtime.GOOS != "windows" {
+		fi, err := os.Stat(cfg.DataDir)
+		if err != nil {
+			return fmt.Errorf("node: data folder: %w", err)
+		}
+		if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+			if err := os.Chmod(cfg.DataDir, 0o700); err != nil {
+				return fmt.Errorf("node: data folder: %w", err)
+			}
+			logger.Warn("the data folder was open to other users: set to 0700", "dir", cfg.DataDir, "was", fmt.Sprintf("%04o", perm))
+		}
+	}
+	dbs := []string{filepath.Join(cfg.DataDir, "node.db")}
+	if len(cfg.Relays) == 0 {
+		dbs = append(dbs, filepath.Join(cfg.DataDir, "relay.db"))
+	}
+	if path, ok := sqldb.SQLitePath(cfg.DatabaseDSN()); ok && cfg.DatabaseDSN() != config.MemoryDatabase {
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return fmt.Errorf("node: database: %w", err)
+		}
+		dbs = append(dbs, path)
+	}
+	for _, db := range dbs {
+		narrowed, err := sqldb.PrivateFiles(db)
+		if err != nil {
+			return fmt.Errorf("node: %w", err)
+		}
+		for _, f := range narrowed {
+			logger.Warn("a database file was open to other users: set to 0600", "file", f)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,112 @@
+//go:build unix
+
+package node_test
+
+import (
+	"context"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/snapnode/snapnode/internal/config"
+	"github.com/snapnode/snapnode/internal/node"
+)
+
+// databaseFiles returns the SQLite files in dir and their permissions.
+func databaseFiles(t *testing.T, dir string) map[string]fs.FileMode {
+	t.Helper()
+	files := map[string]fs.FileMode{}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		n := e.Name()
+		if strings.HasSuffix(n, ".db") || strings.HasSuffix(n, ".db-wal") || strings.HasSuffix(n, ".db-shm") || strings.HasSuffix(n, ".db-journal") {
+			fi, err := e.Info()
+			if err != nil {
+				t.Fatal(err)
+			}
+			files[n] = fi.Mode().Perm()
+		}
+	}
+	return files
+}
+
+// checkPrivate fails unless dir is 0700 and each database file in it, WAL
+// and shared memory included, 0600; it returns the files.
+func checkPrivate(t *testing.T, dir string) map[string]fs.FileMode {
+	t.Helper()
+	fi, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if perm := fi.Mode().Perm(); perm != 0o700 {
+		t.Errorf("data folder %04o, want 0700", perm)
+	}
+	files := databaseFiles(t, dir)
+	for _, want := range []string{"tasks.db", "tasks.db-wal", "tasks.db-shm", "relay.db", "relay.db-wal", "node.db", "node.db-wal"} {
+		if _, ok := files[want]; !ok {
+			t.Errorf("no %s in the data folder: %v", want, files)
+		}
+	}
+	for name, perm := range files {
+		if perm != 0o600 {
+			t.Errorf("%s: %04o, want 0600", name, perm)
+		}
+	}
+	return files
+}
+
+// The data folder is 0700 and every database file 0600, WAL and shared
+// memory included, under the common umask 022; a folder and files found
+// wider (copied, restored) are narrowed at start, each with a warning.
+func TestDataFilesPrivate(t *testing.T) {
+	old := syscall.Umask(0o022)
+	t.Cleanup(func() { syscall.Umask(old) })
+	dir := filepath.Join(t.TempDir(), "data")
+	at := func(c *config.Config) { c.DataDir = dir }
+
+	n, stop := startNode(t, at)
+	r := newRequester(t, n.RelayURLs()) // writes to every database
+	r.call(t, n, "message/send", text("hello"), false)
+	files := checkPrivate(t, dir)
+	stop()
+
+	// Made readable by all, as a copy or a restore would leave them; a
+	// WAL left beside each database, as after a crash.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name := range files {
+		os.Chmod(filepath.Join(dir, name), 0o644)
+	}
+	for _, db := range []string{"tasks.db", "relay.db", "node.db"} {
+		f, err := os.OpenFile(filepath.Join(dir, db+"-wal"), os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	var logs lockedBuffer
+	cfg := config.Default()
+	cfg.DataDir, cfg.RelayListen, cfg.HTTPListen = dir, "127.0.0.1:0", ""
+	ctx, cancel := context.WithCancel(context.Background())
+	n2, err := node.Start(ctx, cfg, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); n2.Wait() })
+	newRequester(t, n2.RelayURLs()).call(t, n2, "message/send", text("again"), false)
+	checkPrivate(t, dir)
+	for _, want := range []string{"data folder was open to other users", "data/tasks.db-wal\n", "data/relay.db\n", "data/node.db\n"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("no warning with %q in:\n%s", want, logs.String())
+		}
+	}
+}

@@ -1,0 +1,106 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/snapnode/snapnode/executor/policy"
+	"github.com/snapnode/snapnode/internal/config"
+)
+
+// live reports whether Reload puts the setting name (its TOML name) in
+// force while the node runs; every other one needs a restart. log_level
+// is live only on a node started WithLogLevel.
+func (n *Node) live(name string) bool {
+	switch name {
+	case "operators", "service_callers", "policy",
+		"http_rate", "http_burst", "identity_rate", "identity_burst", "nostr_key_rate", "nostr_key_burst",
+		"card":
+		return true
+	case "log_level":
+		return n.level != nil
+	}
+	return false
+}
+
+// Reload puts in force the settings of cfg that can change while the node
+// runs (operators, service_callers, policy, the rate limits http_*,
+// identity_* and nostr_key_*, card, and log_level when the node was
+// started WithLogLevel), for every request after it. It checks everything
+// first — cfg validates, the policy loads, the card is valid — and on an
+// error changes nothing: the settings in force stay. It returns the
+// settings of cfg that differ from those in force but need a restart,
+// which it leaves as they are; an error publishing a changed card is
+// returned after the other settings were applied.
+func (n *Node) Reload(ctx context.Context, cfg config.Config) (restart []string, err error) {
+	refused := func(err error) ([]string, error) {
+		return nil, fmt.Errorf("node: settings not reloaded; those in force stay: %w", err)
+	}
+	if err := cfg.Validate(); err != nil {
+		return refused(err)
+	}
+	n.cardMu.Lock()
+	defer n.cardMu.Unlock()
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
+		return refused(fmt.Errorf("log_level: %w", err))
+	}
+	next := n.cfg // what is in force, with cfg's live settings
+	for _, name := range config.Changed(n.cfg, cfg) {
+		if !n.live(name) {
+			restart = append(restart, name)
+		}
+	}
+	next.Operators, next.ServiceCallers, next.Policy = cfg.Operators, cfg.ServiceCallers, cfg.Policy
+	next.HTTPRate, next.HTTPBurst = cfg.HTTPRate, cfg.HTTPBurst
+	next.IdentityRate, next.IdentityBurst = cfg.IdentityRate, cfg.IdentityBurst
+	next.NostrKeyRate, next.NostrKeyBurst = cfg.NostrKeyRate, cfg.NostrKeyBurst
+	next.Card = cfg.Card
+	if n.level != nil {
+		next.LogLevel = cfg.LogLevel
+	}
+	var engine *policy.Engine
+	if n.props != nil {
+		if engine, err = PolicyEngine(next.Policy); err != nil {
+			return refused(err)
+		}
+	}
+	card, err := buildCard(next, n.Address(), n.urls)
+	if err != nil {
+		return refused(err)
+	}
+	if n.services != nil {
+		// The addresses validated: this does not fail.
+		if err := n.services.SetAllow(next.ServiceCallers); err != nil {
+			return refused(err)
+		}
+	}
+
+	// Checked: from here on, everything is put in force.
+	changed := config.Changed(n.cfg, next)
+	n.Tasks.SetOperators(next.Operators)
+	n.identityLimits.SetRate(next.IdentityRate, next.IdentityBurst)
+	n.nostrKeyLimits.SetRate(next.NostrKeyRate, next.NostrKeyBurst)
+	if n.http != nil {
+		n.http.srv.SetRate(perSecond(next.HTTPRate), next.HTTPBurst)
+	}
+	if n.level != nil {
+		n.level.Set(level)
+	}
+	if engine != nil {
+		old := n.props.policy.Swap(engine)
+		n.logger.Info("policy in force", "policy", engine.Name(), "policy_version", engine.Version(), "previous_version", old.Version())
+	}
+	n.cfg = next
+	if len(restart) > 0 {
+		n.logger.Warn("settings changed that need a restart: the node keeps running with the old values", "settings", restart)
+	}
+	n.logger.Info("settings reloaded", "changed", changed)
+	if published, err := n.setCard(ctx, card); err != nil {
+		return restart, fmt.Errorf("node: settings reloaded, but the card was not published: %w", err)
+	} else if published {
+		n.logger.Info("card republished")
+	}
+	return restart, nil
+}

@@ -1,0 +1,87 @@
+package node_test
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/config"
+	"github.com/snapnode/snapnode/internal/node"
+	"github.com/snapnode/snapnode/snap"
+)
+
+// Reload puts the live settings in force for the next request — the
+// identity limit, the operators, the log level — and names the settings
+// that need a restart without applying them; settings that do not check
+// change nothing.
+func TestReload(t *testing.T) {
+	var level slog.LevelVar
+	n, _ := startNodeOpts(t, func(c *config.Config) {
+		c.HTTPListen = "127.0.0.1:0"
+		c.IdentityRate, c.NostrKeyRate = 0, 0
+	}, node.WithLogLevel(&level))
+	aliceKey, _ := identity.Generate()
+	alice := newHTTPClientWith(t, aliceKey)
+	endpoint := n.HTTPURL() + "/snap"
+	unknown := map[string]any{"taskId": "no-such-task"}
+	ask := func() map[string]any { return httpCall(t, alice.Send, endpoint, n, "tasks/get", unknown) }
+	for i := range 5 {
+		if p := ask(); errCode(p) != int(snap.CodeTaskNotFound) {
+			t.Fatalf("request %d with no identity limit: %v", i+1, p)
+		}
+	}
+
+	cfg := config.Default()
+	cfg.DataDir = "elsewhere" // needs a restart: reported, not applied
+	cfg.RelayListen, cfg.HTTPListen = "127.0.0.1:0", "127.0.0.1:0"
+	cfg.IdentityRate, cfg.IdentityBurst = 0.001, 2
+	cfg.NostrKeyRate = 0
+	cfg.LogLevel = "debug"
+	cfg.Operators = []string{aliceKey.Address(identity.Mainnet)}
+	restart, err := n.Reload(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(restart, "data_dir") || slices.ContainsFunc(restart, func(s string) bool {
+		return strings.HasPrefix(s, "identity_") || s == "operators" || s == "log_level"
+	}) {
+		t.Errorf("settings needing a restart: %q; want data_dir and no live one", restart)
+	}
+	if level.Level() != slog.LevelDebug {
+		t.Errorf("log level %v after reloading debug", level.Level())
+	}
+	if !n.Tasks.IsOperator(aliceKey.Address(identity.Mainnet)) {
+		t.Error("the operator added is not one")
+	}
+	for i := range 2 {
+		if p := ask(); errCode(p) != int(snap.CodeTaskNotFound) {
+			t.Fatalf("request %d within the new burst: %v", i+1, p)
+		}
+	}
+	if p := ask(); !rateLimited(p, "identity") {
+		t.Errorf("over the burst set by Reload: %v", p)
+	}
+
+	// A card that does not validate: nothing changes.
+	bad := cfg
+	bad.IdentityRate = 0
+	bad.Operators = nil
+	bad.Card.Skills = nil
+	if _, err := n.Reload(context.Background(), bad); err == nil {
+		t.Fatal("a card with no skill was accepted")
+	}
+	if !n.Tasks.IsOperator(aliceKey.Address(identity.Mainnet)) {
+		t.Error("a refused reload removed the operator")
+	}
+	if p := ask(); !rateLimited(p, "identity") {
+		t.Errorf("a refused reload lifted the identity limit: %v", p)
+	}
+	bad = cfg
+	bad.Workers = 0
+	if _, err := n.Reload(context.Background(), bad); err == nil || !strings.Contains(err.Error(), "workers") {
+		t.Errorf("settings that do not validate: %v", err)
+	}
+}
