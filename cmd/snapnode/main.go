@@ -60,6 +60,7 @@ func init() {
 		{"deny", "deny the action a task of the running node waits on (deny TASK)", (*cli).deny},
 		{"rollback", "undo a promoted action of the running node (rollback ACTION)", (*cli).rollback},
 		{"job", "the agent's jobs: list, show the manifest, print the history, replay it (job list|show|history|replay)", (*cli).job},
+		{"backup", "copy the node's databases, key, policy and settings into a folder while it runs (backup --out DIR)", (*cli).backupCommand},
 		{"audit", "verify or export the audit log (audit verify, audit export)", (*cli).audit},
 		{"policy", "judge a proposal offline and explain the decision (policy check --from ADDR FILE)", (*cli).policyCommand},
 		{"discover", "find agent cards by identity or skill on the relays", (*cli).discover},
