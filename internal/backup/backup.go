@@ -65,7 +65,7 @@ type Manifest struct {
 	// sequence number and hash, for `snapnode audit verify` to compare.
 	Audit audit.Anchor `json:"audit"`
 	// AuditEntries is how many entries the copy's chain holds.
-	AuditEntries int64 `json:"auditEntries"`
+	AuditEntries int64  `json:"auditEntries"`
 	Files        []File `json:"files"`
 }
 
