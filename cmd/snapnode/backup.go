@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 
 	"github.com/snapnode/snapnode/internal/backup"
 	"github.com/snapnode/snapnode/internal/config"
@@ -39,8 +40,11 @@ func (c *cli) backupCommand(args []string) int {
 	case errors.Is(err, backup.ErrPostgres):
 		fmt.Fprintf(c.stderr, "%s: the database is PostgreSQL, which this command does not copy: run pg_dump --format=custom --file=snapnode.dump 'DSN' (consistent while the nodes run) and keep the identity key, policy and configuration files with it\n", fs.Name())
 		return exitUsage
-	case errors.Is(err, backup.ErrMemory), errors.Is(err, backup.ErrNotEmpty):
-		fmt.Fprintf(c.stderr, "%s: %v\n", fs.Name(), err)
+	case errors.Is(err, backup.ErrNotEmpty):
+		fmt.Fprintf(c.stderr, "%s: %s; give a new or empty folder (a backup never mixes with other files)\n", fs.Name(), strings.TrimPrefix(err.Error(), "backup: "))
+		return exitUsage
+	case errors.Is(err, backup.ErrMemory):
+		fmt.Fprintf(c.stderr, "%s: %s\n", fs.Name(), strings.TrimPrefix(err.Error(), "backup: "))
 		return exitUsage
 	case errors.Is(err, backup.ErrNoDatabase):
 		return c.noNode(fs, err)

@@ -113,6 +113,9 @@ func Run(ctx context.Context, cfg config.Config, out string, opts Options) (_ *M
 	if dialect == sqldb.Postgres {
 		return nil, ErrPostgres
 	}
+	if err := checkOut(out); err != nil {
+		return nil, err
+	}
 	if _, err := os.Stat(dbPath); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("%w at %s", ErrNoDatabase, dbPath)
@@ -259,22 +262,39 @@ func nameSources(dataDir string, sources []source) error {
 	return nil
 }
 
-// prepareOut makes sure out is an empty folder, creating it (0700) when
-// it does not exist; created reports whether it did.
-func prepareOut(out string) (created bool, err error) {
+// checkOut refuses an output folder that holds files, or is not a folder.
+func checkOut(out string) error {
 	entries, err := os.ReadDir(out)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		if err := os.MkdirAll(out, 0o700); err != nil {
+		return nil
+	case err != nil:
+		return fmt.Errorf("backup: output folder: %w", err)
+	case len(entries) > 0:
+		return fmt.Errorf("%w: %s holds %s", ErrNotEmpty, out, entries[0].Name())
+	}
+	return nil
+}
+
+// prepareOut makes the output folder (0700) unless it exists; checkOut
+// has refused one that is not empty. created reports whether it made it.
+func prepareOut(out string) (created bool, err error) {
+	if err := checkOut(out); err != nil {
+		return false, err
+	}
+	err = os.Mkdir(out, 0o700)
+	switch {
+	case errors.Is(err, fs.ErrExist):
+		return false, nil
+	case err != nil:
+		if err := os.MkdirAll(filepath.Dir(out), 0o700); err != nil {
 			return false, fmt.Errorf("backup: output folder: %w", err)
 		}
-		return true, nil
-	case err != nil:
-		return false, fmt.Errorf("backup: output folder: %w", err)
-	case len(entries) > 0:
-		return false, fmt.Errorf("%w: %s holds %s", ErrNotEmpty, out, entries[0].Name())
+		if err := os.Mkdir(out, 0o700); err != nil {
+			return false, fmt.Errorf("backup: output folder: %w", err)
+		}
 	}
-	return false, nil
+	return true, nil
 }
 
 // copyDatabase copies the SQLite database src to dst with VACUUM INTO on
