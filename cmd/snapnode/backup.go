@@ -36,20 +36,24 @@ func (c *cli) backupCommand(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	m, err := backup.Run(ctx, cfg, *out, backup.Options{})
+	var msg string // the error without the package's prefix: the command names itself
+	if err != nil {
+		msg = strings.TrimPrefix(err.Error(), "backup: ")
+	}
 	switch {
 	case errors.Is(err, backup.ErrPostgres):
 		fmt.Fprintf(c.stderr, "%s: the database is PostgreSQL, which this command does not copy: run pg_dump --format=custom --file=snapnode.dump 'DSN' (consistent while the nodes run) and keep the identity key, policy and configuration files with it\n", fs.Name())
 		return exitUsage
 	case errors.Is(err, backup.ErrNotEmpty):
-		fmt.Fprintf(c.stderr, "%s: %s; give a new or empty folder (a backup never mixes with other files)\n", fs.Name(), strings.TrimPrefix(err.Error(), "backup: "))
+		fmt.Fprintf(c.stderr, "%s: %s; give a new or empty folder (a backup never mixes with other files)\n", fs.Name(), msg)
 		return exitUsage
 	case errors.Is(err, backup.ErrMemory):
-		fmt.Fprintf(c.stderr, "%s: %s\n", fs.Name(), strings.TrimPrefix(err.Error(), "backup: "))
+		fmt.Fprintf(c.stderr, "%s: %s\n", fs.Name(), msg)
 		return exitUsage
 	case errors.Is(err, backup.ErrNoDatabase):
 		return c.noNode(fs, err)
 	case err != nil:
-		fmt.Fprintf(c.stderr, "%s: %v\n", fs.Name(), err)
+		fmt.Fprintf(c.stderr, "%s: %s\n", fs.Name(), msg)
 		return exitFail
 	}
 	if err := writeJSON(c.stdout, m); err != nil {
