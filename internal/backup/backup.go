@@ -140,10 +140,10 @@ func Run(ctx context.Context, cfg config.Config, out string, opts Options) (_ *M
 		m.Address = k.Address(network(cfg))
 		sources = append(sources, source{path: cfg.KeyPath(), name: "identity.key", kind: KindKey})
 	}
-	// The relay checkpoint before the tasks, the relay's events after: a
-	// restored node then reads again from the relay at worst requests its
-	// task database already holds (its replay records recognise them),
-	// never skips one the copy lacks.
+	// The relay checkpoint before the tasks, the relay's events after: at
+	// worst a restored node reads again, from its relay, requests that its
+	// task database already holds (its replay records recognise them); it
+	// never skips one that the copy lacks.
 	sources = append(sources,
 		source{path: filepath.Join(cfg.DataDir, "node.db"), name: "node.db", kind: KindDatabase, optional: true},
 		source{path: dbPath, name: "tasks.db", kind: KindDatabase},
