@@ -38,6 +38,10 @@ func TestErrorMessages(t *testing.T) {
 		{"wrong-folder-task-list", []string{"task", "list", "--data-dir", filepath.Join(dir, "elsewhere")}, 1},
 		{"wrong-folder-audit", []string{"audit", "verify", "--data-dir", filepath.Join(dir, "elsewhere")}, 1},
 		{"wrong-folder-job", []string{"job", "list", "--data-dir", filepath.Join(dir, "elsewhere")}, 1},
+		{"backup-no-out", []string{"backup", "--data-dir", filepath.Join(dir, "elsewhere")}, 2},
+		{"backup-wrong-folder", []string{"backup", "--data-dir", filepath.Join(dir, "elsewhere"), "--out", filepath.Join(dir, "b1")}, 1},
+		{"backup-postgres", []string{"backup", "--database", "postgres://snapnode@127.0.0.1:1/snapnode", "--out", filepath.Join(dir, "b2")}, 2},
+		{"backup-not-empty", []string{"backup", "--data-dir", filepath.Join(dir, "elsewhere"), "--out", dir}, 2},
 		{"unreachable-relay", []string{"send", "--key", key, "--to", peer, "--relay", "ws://127.0.0.1:1", "--timeout", "5s", "hello"}, 3},
 	}
 	for _, tt := range tests {

@@ -28,13 +28,19 @@ func (c *cli) openNodeDB(fs *flag.FlagSet, cfg *config.Config, what string) (*sq
 	}
 	db, err := sqldb.Open(context.Background(), cfg.DatabaseDSN(), sqldb.Options{Existing: true})
 	if errors.Is(err, sqldb.ErrNoDatabase) {
-		fmt.Fprintf(c.stderr, "%s: %v: no node keeps its data here; run the command in the folder the node runs in, or give the node's --data-dir, --database or --config (or SNAPNODE_DATA_DIR)\n", fs.Name(), err)
-		return nil, exitFail, false
+		return nil, c.noNode(fs, err), false
 	}
 	if err != nil {
 		return nil, c.ioError(fs.Name(), err), false
 	}
 	return db, 0, true
+}
+
+// noNode reports that the settings name no node's database (err says
+// which file is missing) and returns 1.
+func (c *cli) noNode(fs *flag.FlagSet, err error) int {
+	fmt.Fprintf(c.stderr, "%s: %v: no node keeps its data here; run the command in the folder the node runs in, or give the node's --data-dir, --database or --config (or SNAPNODE_DATA_DIR)\n", fs.Name(), err)
+	return exitFail
 }
 
 // openTaskStore opens the task store in the node's database (openNodeDB).

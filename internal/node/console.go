@@ -47,19 +47,7 @@ func (n *Node) newConsole(mx *metrics.Metrics) (*console.Console, error) {
 
 // loginBase is the URL a browser on this machine reaches the listener at
 // addr by: an unspecified host (0.0.0.0, ::) is reached on loopback.
-func loginBase(addr net.Addr) string {
-	host, port, err := net.SplitHostPort(addr.String())
-	if err != nil {
-		return "http://" + addr.String()
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
-		host = "127.0.0.1"
-		if ip.To4() == nil {
-			host = "::1"
-		}
-	}
-	return "http://" + net.JoinHostPort(host, port)
-}
+func loginBase(addr net.Addr) string { return "http://" + dialAddr(addr) }
 
 // ConsoleURL implements admin.Handler: a one-time login URL to the
 // console for the host, who reached the admin socket.

@@ -69,7 +69,7 @@ func (n *Node) startHTTP(ctx context.Context, server *snap.Server, mx *metrics.M
 		ln.Close()
 		return fmt.Errorf("node: http: %w", err)
 	}
-	n.http = &httpPart{url: "http://" + ln.Addr().String(), srv: srv, done: make(chan error, 1)}
+	n.http = &httpPart{url: "http://" + dialAddr(ln.Addr()), srv: srv, done: make(chan error, 1)}
 	go func() { n.http.done <- srv.Serve(ctx, ln) }()
 	n.logger.Info("serving SNAP over HTTP and WebSocket", "url", n.http.url+"/snap")
 	if con != nil {

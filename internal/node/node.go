@@ -23,6 +23,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -137,7 +138,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger, with ...
 		n.relayDone = make(chan error, 1)
 		go func() { n.relayDone <- n.relay.Serve(rctx, ln) }()
 		cleanup = append(cleanup, func() { stop(); <-n.relayDone; n.relay.Close() })
-		n.urls = []string{"ws://" + ln.Addr().String()}
+		n.urls = []string{"ws://" + dialAddr(ln.Addr())}
 		// The relay outlives ctx: it stops in Wait, after the inbox
 		// has published its last answer.
 		n.stopRelay = stop
@@ -314,6 +315,17 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger, with ...
 		return nil, err
 	}
 	return n, nil
+}
+
+// dialAddr is host:port to reach the listener at a from this machine: a
+// listener on every interface (0.0.0.0 or ::, as in a container) is
+// reached on loopback, which is also the only host a ws:// relay URL in
+// the card may have.
+func dialAddr(a net.Addr) string {
+	if t, ok := a.(*net.TCPAddr); ok && t.IP.IsUnspecified() {
+		return net.JoinHostPort("127.0.0.1", strconv.Itoa(t.Port))
+	}
+	return a.String()
 }
 
 // limiter returns token buckets of rate a second and bursts of burst per

@@ -100,6 +100,17 @@ type target struct {
 	path, conn string
 }
 
+// Target returns the dialect of dsn and, for SQLite, the file it names,
+// as Open reads them; it opens nothing. Tools that handle a node's files
+// (a backup) use it to find the database file.
+func Target(dsn string) (d *Dialect, path string, err error) {
+	tg, err := parseDSN(dsn)
+	if err != nil {
+		return nil, "", err
+	}
+	return tg.dialect, tg.path, nil
+}
+
 // parseDSN chooses the dialect of dsn: postgres:// and postgresql:// URLs
 // (and nothing else) are PostgreSQL; sqlite:PATH, sqlite://PATH and a bare
 // file path are SQLite.

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+
+	"github.com/snapnode/snapnode/internal/backup"
+	"github.com/snapnode/snapnode/internal/config"
+)
+
+// backupCommand is `snapnode backup --out DIR`: a copy of the node's state
+// (internal/backup) while it runs.
+func (c *cli) backupCommand(args []string) int {
+	fs := c.flagSet("backup", "--out DIR [node settings]",
+		"Copies the node's SQLite databases (consistent copies, made while the node runs),",
+		"its identity key file, its policy and configuration files and a manifest.json",
+		"(files, sizes, SHA-256, the node's address, the audit log's head) into DIR,",
+		"which must be empty or missing. Restoring is copying the files back: see the",
+		"operator's guide. A PostgreSQL database is copied with pg_dump instead.")
+	cfg := config.Default()
+	config.Flags(fs, &cfg)
+	out := fs.String("out", "", "write the backup into the empty or missing folder `DIR`")
+	if _, code, done := c.parse(fs, args, 0); done {
+		return code
+	}
+	if *out == "" {
+		return c.usageError(fs, "give the folder to write the backup into: --out DIR")
+	}
+	if err := config.Load(&cfg, fs, os.Getenv); err != nil {
+		return c.configError(fs, err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	m, err := backup.Run(ctx, cfg, *out, backup.Options{})
+	var msg string // the error without the package's prefix: the command names itself
+	if err != nil {
+		msg = strings.TrimPrefix(err.Error(), "backup: ")
+	}
+	switch {
+	case errors.Is(err, backup.ErrPostgres):
+		fmt.Fprintf(c.stderr, "%s: the database is PostgreSQL, which this command does not copy: run pg_dump --format=custom --file=snapnode.dump 'DSN' (consistent while the nodes run) and keep the identity key, policy and configuration files with it\n", fs.Name())
+		return exitUsage
+	case errors.Is(err, backup.ErrNotEmpty):
+		fmt.Fprintf(c.stderr, "%s: %s; give a new or empty folder (a backup never mixes with other files)\n", fs.Name(), msg)
+		return exitUsage
+	case errors.Is(err, backup.ErrMemory):
+		fmt.Fprintf(c.stderr, "%s: %s\n", fs.Name(), msg)
+		return exitUsage
+	case errors.Is(err, backup.ErrNoDatabase):
+		return c.noNode(fs, err)
+	case err != nil:
+		fmt.Fprintf(c.stderr, "%s: %s\n", fs.Name(), msg)
+		return exitFail
+	}
+	if err := writeJSON(c.stdout, m); err != nil {
+		return c.ioError(fs.Name(), err)
+	}
+	return exitOK
+}

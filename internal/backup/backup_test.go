@@ -1,0 +1,249 @@
+package backup_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/snapnode/snapnode/executor/audit"
+	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/backup"
+	"github.com/snapnode/snapnode/internal/config"
+	"github.com/snapnode/snapnode/internal/sqldb"
+)
+
+// The key of the SNAP reference vectors and its address.
+const (
+	secret  = "0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a"
+	address = "bc1p9vr5nzfrhhntjaulmer02vydas60ge8sry567kmxhcc0c0stxqgsgse397"
+)
+
+var at = time.Date(2026, 11, 25, 20, 0, 0, 0, time.UTC)
+
+func opts() backup.Options { return backup.Options{Now: func() time.Time { return at }} }
+
+// dataDir makes a node's data folder: its key and a task database whose
+// audit log holds entries audited entries; it returns the settings.
+func dataDir(t *testing.T, entries int) config.Config {
+	t.Helper()
+	t.Setenv(identity.EnvKey, "")
+	cfg := config.Default()
+	cfg.DataDir = filepath.Join(t.TempDir(), "data")
+	if err := cfg.EnsureDataDir(); err != nil {
+		t.Fatal(err)
+	}
+	k, err := identity.FromHex(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := identity.SaveKeyFile(cfg.KeyPath(), k); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	db, err := sqldb.Open(ctx, cfg.DatabaseDSN(), sqldb.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	log, err := audit.New(ctx, db, audit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	for i := range entries {
+		if _, err := log.Append(ctx, audit.Entry{Actor: address, Task: "t", Action: "a", Step: audit.StepReceived, Reason: strings.Repeat("x", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return cfg
+}
+
+func TestRunCopiesAndDescribes(t *testing.T) {
+	cfg := dataDir(t, 5)
+	cfg.Policy = filepath.Join(t.TempDir(), "mine.cedar")
+	if err := os.WriteFile(cfg.Policy, []byte("permit (principal, action, resource);\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "backup")
+	m, err := backup.Run(context.Background(), cfg, out, opts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Address != address || m.Audit.Seq != 5 || m.AuditEntries != 5 || len(m.Audit.Hash) != 64 || !m.CreatedAt.Equal(at) {
+		t.Errorf("manifest: %+v", m)
+	}
+	kinds := map[string]string{}
+	for _, f := range m.Files {
+		kinds[f.Name] = f.Kind
+		b, err := os.ReadFile(filepath.Join(out, f.Name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(b)
+		if int64(len(b)) != f.Size || hex.EncodeToString(sum[:]) != f.SHA256 {
+			t.Errorf("%s: size %d sha256 %s in the manifest; the file has %d bytes, %x", f.Name, f.Size, f.SHA256, len(b), sum)
+		}
+		if !filepath.IsAbs(f.Source) {
+			t.Errorf("%s: source %q is not absolute", f.Name, f.Source)
+		}
+		fi, _ := os.Stat(filepath.Join(out, f.Name))
+		if perm := fi.Mode().Perm(); perm != 0o600 {
+			t.Errorf("%s: mode %04o, want 0600", f.Name, perm)
+		}
+	}
+	want := map[string]string{"identity.key": backup.KindKey, "tasks.db": backup.KindDatabase, "policy.cedar": backup.KindPolicy}
+	if len(kinds) != len(want) {
+		t.Errorf("files %v, want %v", kinds, want)
+	}
+	for name, kind := range want {
+		if kinds[name] != kind {
+			t.Errorf("%s: kind %q, want %q", name, kinds[name], kind)
+		}
+	}
+	entries, _ := os.ReadDir(out)
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), "-wal") || strings.HasSuffix(e.Name(), "-shm") || strings.HasSuffix(e.Name(), ".tmp") {
+			t.Errorf("left in the backup: %s", e.Name())
+		}
+	}
+	// The manifest on disk is the one returned; the copy opens and its
+	// audit log verifies to the head the manifest gives.
+	var onDisk backup.Manifest
+	b, err := os.ReadFile(filepath.Join(out, backup.ManifestName))
+	if err != nil || json.Unmarshal(b, &onDisk) != nil || onDisk.Audit != m.Audit || len(onDisk.Files) != len(m.Files) {
+		t.Fatalf("manifest.json: %v %s", err, b)
+	}
+	db, err := sqldb.Open(context.Background(), filepath.Join(out, "tasks.db"), sqldb.Options{Existing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	log, err := audit.New(context.Background(), db, audit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	if rep, err := log.Verify(context.Background()); err != nil || rep.Head != m.Audit {
+		t.Errorf("the copy verifies to %+v (%v), the manifest says %+v", rep.Head, err, m.Audit)
+	}
+}
+
+func TestRunRefuses(t *testing.T) {
+	cfg := dataDir(t, 1)
+	full := t.TempDir()
+	if err := os.WriteFile(filepath.Join(full, "old.txt"), []byte("keep me"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "a-file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		mutate func(*config.Config)
+		out    string
+		want   error
+	}{
+		{"non-empty folder", nil, full, backup.ErrNotEmpty},
+		{"postgres", func(c *config.Config) { c.Database = "postgres://snapnode@127.0.0.1:1/x" }, "", backup.ErrPostgres},
+		{"memory", func(c *config.Config) { c.Database = config.MemoryDatabase }, "", backup.ErrMemory},
+		{"wrong data folder", func(c *config.Config) { c.DataDir = filepath.Join(t.TempDir(), "nothing") }, "", backup.ErrNoDatabase},
+		{"missing key", func(c *config.Config) { c.KeyFile = filepath.Join(t.TempDir(), "none.key") }, "", os.ErrNotExist},
+		{"output is a file", nil, file, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := cfg
+			if tt.mutate != nil {
+				tt.mutate(&c)
+			}
+			out := tt.out
+			if out == "" {
+				out = filepath.Join(t.TempDir(), "backup")
+			}
+			_, err := backup.Run(context.Background(), c, out, opts())
+			if err == nil || (tt.want != nil && !errors.Is(err, tt.want)) {
+				t.Fatalf("err %v, want %v", err, tt.want)
+			}
+			if tt.out == "" {
+				if _, err := os.Stat(out); !os.IsNotExist(err) {
+					t.Errorf("the output folder exists after a refusal: %v", err)
+				}
+			}
+		})
+	}
+	if b, err := os.ReadFile(filepath.Join(full, "old.txt")); err != nil || string(b) != "keep me" {
+		t.Errorf("the non-empty folder's file: %q %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(cfg.DataDir, "nothing")); !os.IsNotExist(err) {
+		t.Errorf("a wrong data folder was created: %v", err)
+	}
+}
+
+// A step that fails after files were copied (here the policy file, named
+// but missing) leaves the output folder as it found it: a partial backup
+// is never mistaken for one.
+func TestRunCleansUpAfterAFailure(t *testing.T) {
+	cfg := dataDir(t, 1)
+	cfg.Policy = filepath.Join(t.TempDir(), "gone.cedar")
+	out := t.TempDir() // exists, empty: kept, emptied
+	if _, err := backup.Run(context.Background(), cfg, out, opts()); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("err %v, want the missing policy file", err)
+	}
+	entries, err := os.ReadDir(out)
+	if err != nil || len(entries) != 0 {
+		t.Errorf("left after the failure: %v %v", entries, err)
+	}
+}
+
+// With the key in SNAPNODE_KEY there is no key file to copy; the manifest
+// says so and still names the address.
+func TestRunKeyInEnvironment(t *testing.T) {
+	cfg := dataDir(t, 0)
+	if err := os.Remove(cfg.KeyPath()); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(identity.EnvKey, secret)
+	cfg.Testnet = true
+	m, err := backup.Run(context.Background(), cfg, filepath.Join(t.TempDir(), "b"), opts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !m.KeyInEnvironment || !strings.HasPrefix(m.Address, "tb1p") || m.Audit.Seq != 0 || m.Audit.Hash != audit.Genesis {
+		t.Errorf("manifest: %+v", m)
+	}
+	for _, f := range m.Files {
+		if f.Kind == backup.KindKey {
+			t.Errorf("a key file in the backup: %+v", f)
+		}
+	}
+}
+
+// A copy whose audit chain does not verify is not a backup.
+func TestRunRefusesATamperedAuditLog(t *testing.T) {
+	cfg := dataDir(t, 3)
+	db, err := sqldb.Open(context.Background(), cfg.DatabaseDSN(), sqldb.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.W.Exec("UPDATE audit_log SET reason = 'edited' WHERE seq = 2"); err != nil {
+		db.Close()
+		t.Fatal(err)
+	}
+	db.Close()
+	out := filepath.Join(t.TempDir(), "b")
+	_, err = backup.Run(context.Background(), cfg, out, opts())
+	if !errors.Is(err, audit.ErrTampered) {
+		t.Fatalf("err %v, want audit.ErrTampered", err)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("the output folder exists: %v", err)
+	}
+}

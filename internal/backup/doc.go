@@ -1,0 +1,30 @@
+// Package backup makes a consistent copy of a node's state while the node
+// runs: its SQLite databases, its identity key file, the policy and
+// configuration files it reads, and a manifest that lists them with their
+// sizes and SHA-256 sums, the node's address and the audit log's head at
+// the time of the copy.
+//
+//	m, err := backup.Run(ctx, cfg, "/var/backups/snapnode/2026-11-25", backup.Options{})
+//	switch {
+//	case errors.Is(err, backup.ErrPostgres): // use pg_dump instead
+//	case errors.Is(err, backup.ErrNotEmpty): // the output folder holds files
+//	case err != nil:
+//	}
+//	fmt.Println(m.Address, m.Audit.Seq, m.Audit.Hash)
+//
+// Each database is copied with SQLite's VACUUM INTO on a connection of its
+// own: the copy is one read transaction, a snapshot of the file as it was
+// when the copy began, and in WAL mode a reader never blocks the node's
+// writer nor waits for it. The copy of the task database (tasks, replay
+// records, the audit log, the agent's jobs) is then opened, its integrity
+// checked and its audit chain verified before the manifest is written; a
+// folder without manifest.json is not a backup.
+//
+// The files keep the names the node gives them in its data folder, so
+// that restoring a node that uses the default layout is copying the
+// folder's files back into an empty data folder; each entry of the
+// manifest also names the path the file was copied from.
+//
+// A PostgreSQL database is not copied (ErrPostgres): pg_dump makes a
+// consistent copy of it while the nodes run.
+package backup
