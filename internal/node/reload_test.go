@@ -69,9 +69,9 @@ func TestReload(t *testing.T) {
 	bad := cfg
 	bad.IdentityRate = 0
 	bad.Operators = nil
-	bad.Card.Skills = nil
+	bad.Card.Name = ""
 	if _, err := n.Reload(context.Background(), bad); err == nil {
-		t.Fatal("a card with no skill was accepted")
+		t.Fatal("a card with no name was accepted")
 	}
 	if !n.Tasks.IsOperator(aliceKey.Address(identity.Mainnet)) {
 		t.Error("a refused reload removed the operator")
