@@ -47,7 +47,8 @@ func (n *Node) startHTTP(ctx context.Context, server *snap.Server, metrics http.
 		Responder: server, IsStream: server.IsStream,
 		Key: n.key, Card: n.Card, Address: n.Address(), Metrics: metrics,
 		Logger:  n.logger.With("part", "http"),
-		MaxBody: n.cfg.HTTPMaxBody, Rate: limit, Burst: n.cfg.HTTPBurst,
+		MaxBody: n.cfg.HTTPMaxBody, Rate: limit, Burst: n.cfg.HTTPBurst, BodyMemory: n.cfg.HTTPBodyMemory,
+		MaxTCPConns: n.cfg.HTTPMaxConns, MaxTCPConnsPerPeer: n.cfg.HTTPMaxConnsPerPeer,
 	})
 	if err != nil {
 		ln.Close()
