@@ -227,7 +227,7 @@ func signedOfSize(t testing.TB, n int) []byte {
 }
 
 // The bodies held at once are bounded: of 100 large requests posted at
-// once, those beyond BodyMemory get 429 with Retry-After and the SNAP
+// once by 100 peers, those beyond BodyMemory get 429 with Retry-After and the SNAP
 // error shape before their body is read; those within it are answered;
 // and the memory is free again afterwards.
 func TestBodyMemory(t *testing.T) {
@@ -257,9 +257,9 @@ func TestBodyMemory(t *testing.T) {
 		body   []byte
 	}
 	answers := make(chan answer, n)
-	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 0}, Timeout: 10 * time.Second}
-	for _, body := range bodies {
+	for i, body := range bodies {
 		go func() {
+			client := clientFrom(fmt.Sprintf("127.0.5.%d", 1+i)) // 100 peers
 			resp, err := client.Post(e.base+"/snap", "application/json", bytes.NewReader(body))
 			if err != nil {
 				answers <- answer{status: -1, body: []byte(err.Error())}
@@ -299,6 +299,7 @@ func TestBodyMemory(t *testing.T) {
 		t.Errorf("%d more requests reached the handler than fit", len(entered))
 	}
 	// Released: as many fit again, one after the other.
+	client := clientFrom("127.0.0.1")
 	for range fit + 1 {
 		resp, err := client.Post(e.base+"/snap", "application/json", bytes.NewReader(signedOfSize(t, 200<<10)))
 		if err != nil {
@@ -308,6 +309,51 @@ func TestBodyMemory(t *testing.T) {
 		if resp.StatusCode != 200 {
 			t.Fatalf("after the flood: %d", resp.StatusCode)
 		}
+	}
+}
+
+// One peer holds at most its share of BodyMemory: its next body gets 429
+// (scope "peer") while another peer's is read.
+func TestBodyMemoryPerPeer(t *testing.T) {
+	release := make(chan struct{})
+	entered := make(chan struct{}, 3)
+	var calls atomic.Int32
+	h := &hooks{send: func(ctx context.Context) {
+		entered <- struct{}{}
+		if calls.Add(1) > 1 {
+			return
+		}
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+	}}
+	// A peer's share: a sixteenth of 1 MiB, 64 KiB; a body, 40 KiB.
+	e := start(t, h, func(c *snaphttp.Config) { c.MaxBody = 64 << 10; c.BodyMemory = 1 << 20 })
+	postFrom := func(src string) (int, string) {
+		resp, err := clientFrom(src).Post(e.base+"/snap", "application/json", bytes.NewReader(signedOfSize(t, 40<<10)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	first := make(chan int, 1)
+	go func() { st, _ := postFrom("127.0.0.2"); first <- st }()
+	<-entered // the first body is held while its request is handled
+	if st, b := postFrom("127.0.0.2"); st != 429 || !strings.Contains(b, `"scope":"peer"`) || !strings.Contains(b, `"code":5003`) {
+		t.Errorf("the same peer over its share: %d %s", st, b)
+	}
+	if st, b := postFrom("127.0.0.3"); st != 200 {
+		t.Errorf("another peer: %d %s", st, b)
+	}
+	close(release)
+	if st := <-first; st != 200 {
+		t.Errorf("the first body: %d", st)
+	}
+	if st, b := postFrom("127.0.0.2"); st != 200 {
+		t.Errorf("the peer once its body was answered: %d %s", st, b)
 	}
 }
 

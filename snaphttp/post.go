@@ -74,7 +74,8 @@ func discard(*snap.Message) error { return nil }
 
 // readBody reads a posted message of at most MaxBody bytes within
 // ReadTimeout, answering 400 when it cannot, and 429 with Retry-After,
-// before reading, when the bodies held at once would go over BodyMemory.
+// before reading, when the bodies held at once would go over BodyMemory
+// or the peer's share of it.
 // release gives back the body's share of BodyMemory; the caller calls it
 // once the body is no longer used.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (body []byte, release func(), ok bool) {
@@ -86,13 +87,14 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (body []byte, 
 	case size < 0:
 		size = s.cfg.MaxBody
 	}
-	if !s.bodies.TryAcquire(size) {
+	key := peerKey(r)
+	if scope := s.bodies.tryAcquire(key, size); scope != "" {
 		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusTooManyRequests, "the node is reading too many messages at once; retry later",
-			map[string]any{"code": int(snap.CodeServiceUnavailable), "retryAfter": 1, "limit": "body_memory"})
+		writeError(w, http.StatusTooManyRequests, "too many messages are being read at once; retry later",
+			map[string]any{"code": int(snap.CodeServiceUnavailable), "retryAfter": 1, "limit": "body_memory", "scope": scope})
 		return nil, nil, false
 	}
-	release = func() { s.bodies.Release(size) }
+	release = func() { s.bodies.release(key, size) }
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Now().Add(s.cfg.ReadTimeout))
 	body, err := readAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody), size)

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
-	"golang.org/x/sync/semaphore"
 	"golang.org/x/time/rate"
 
 	"github.com/snapnode/snapnode/identity"
@@ -82,9 +81,10 @@ type Config struct {
 	// BodyMemory bounds the bytes of the request bodies and WebSocket
 	// messages held at once, in all peers' requests together, from the
 	// moment they are read until they are answered (a body counts its
-	// Content-Length, or MaxBody when it has none). A POST beyond it gets
-	// 429 with Retry-After before its body is read; a WebSocket
-	// connection is not read until its message fits. Default
+	// Content-Length, or MaxBody when it has none); one peer may hold a
+	// sixteenth of it, or MaxBody when that is larger. A POST beyond
+	// either gets 429 with Retry-After before its body is read; a
+	// WebSocket connection is not read until its message fits. Default
 	// DefaultBodyMemory, or MaxBody when that is larger; at least
 	// MaxBody.
 	BodyMemory int64
@@ -201,7 +201,7 @@ type Server struct {
 	mux      *http.ServeMux
 	limits   *ratelimit.Limiter // per peer (peerKey)
 	conns    *connCounter
-	bodies   *semaphore.Weighted // BodyMemory
+	bodies   *bodyBudget // BodyMemory
 	tcp      atomic.Pointer[connLimiter]
 	card     *cardSigner
 	upgrader websocket.Upgrader
@@ -235,7 +235,7 @@ func New(cfg Config) (*Server, error) {
 		mux:      http.NewServeMux(),
 		limits:   newPeerLimits(cfg),
 		conns:    newConnCounter(cfg.MaxConnsPerPeer, cfg.MaxConns),
-		bodies:   semaphore.NewWeighted(cfg.BodyMemory),
+		bodies:   newBodyBudget(cfg.BodyMemory, cfg.MaxBody),
 		card:     &cardSigner{key: cfg.Key, card: cfg.Card, now: cfg.Now, every: cfg.CardResign},
 		started:  cfg.Now(),
 		draining: make(chan struct{}),

@@ -136,7 +136,7 @@ loop:
 				break loop // the peer closed, went silent, or sent too much
 			}
 			wc.handle(o, raw)
-			s.bodies.Release(int64(len(raw)))
+			s.bodies.release(wc.key, int64(len(raw)))
 			if o.failed() != nil {
 				break loop
 			}
@@ -160,7 +160,7 @@ loop:
 	c.Close()
 	<-readerDone
 	for raw := range reqs { // read, never answered
-		s.bodies.Release(int64(len(raw)))
+		s.bodies.release(wc.key, int64(len(raw)))
 	}
 	if err := o.failed(); err != nil && !errors.Is(err, context.Canceled) {
 		log.Debug("snaphttp: WebSocket closed", "err", err)
@@ -191,7 +191,7 @@ func (wc *wsConn) read(reqs chan<- []byte, log *slog.Logger) {
 		select {
 		case reqs <- data:
 		case <-wc.ctx.Done():
-			wc.s.bodies.Release(int64(len(data)))
+			wc.s.bodies.release(wc.key, int64(len(data)))
 			return
 		}
 	}
@@ -208,15 +208,15 @@ func (wc *wsConn) readMessage() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.bodies.Acquire(wc.ctx, s.cfg.MaxBody); err != nil {
+	if err := s.bodies.acquire(wc.ctx, wc.key, s.cfg.MaxBody); err != nil {
 		return nil, err
 	}
 	data, err := readAll(r, s.cfg.MaxBody)
 	if err != nil {
-		s.bodies.Release(s.cfg.MaxBody)
+		s.bodies.release(wc.key, s.cfg.MaxBody)
 		return nil, err
 	}
-	s.bodies.Release(s.cfg.MaxBody - int64(len(data)))
+	s.bodies.shrink(wc.key, s.cfg.MaxBody-int64(len(data)))
 	return data, nil
 }
 

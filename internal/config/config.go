@@ -81,9 +81,10 @@ type Config struct {
 	HTTPMaxConns        int `toml:"http_max_conns"`
 	HTTPMaxConnsPerPeer int `toml:"http_max_conns_per_peer"`
 	// HTTPBodyMemory bounds the bytes of the messages being read or
-	// answered over HTTP and WebSocket at once, all peers together;
-	// beyond it a POST gets 429 with Retry-After before its body is
-	// read, and a WebSocket message waits. At least HTTPMaxBody.
+	// answered over HTTP and WebSocket at once, all peers together, a
+	// peer holding at most a sixteenth of it (or HTTPMaxBody); beyond
+	// either a POST gets 429 with Retry-After before its body is read,
+	// and a WebSocket message waits. At least HTTPMaxBody.
 	HTTPBodyMemory int64 `toml:"http_body_memory"`
 	// IdentityRate is each SNAP identity's allowance of requests per
 	// second over every transport, with bursts of IdentityBurst. It is
