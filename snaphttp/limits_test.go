@@ -116,8 +116,8 @@ func TestIdleConnectionsAreCapped(t *testing.T) {
 			// connection has been counted or closed.
 			peer := clientFrom("127.0.0.1")
 			h := healthFrom(t, peer, e)
-			if h.Status != "ok" || h.Connections > total {
-				t.Errorf("/healthz: %+v; want ok and at most %d connections", h, total)
+			if h.Status != "ok" || h.Connections > total || h.ConnectionsEvicted == 0 {
+				t.Errorf("/healthz: %+v; want ok, at most %d connections, some evicted", h, total)
 			}
 			resp, err := e.client.Send(context.Background(), e.base+"/snap", request(t, "message/send", sendPayload))
 			if err != nil {
@@ -188,8 +188,8 @@ func TestConnectionOverCapWithNoneIdle(t *testing.T) {
 		t.Error("the refused connection is still open")
 	}
 
-	if got := healthFrom(t, clientFrom("127.0.0.3"), e); got.Status != "ok" {
-		t.Errorf("another address: %+v", got)
+	if got := healthFrom(t, clientFrom("127.0.0.3"), e); got.Status != "ok" || got.ConnectionsRefused != 1 {
+		t.Errorf("another address: %+v; want ok with 1 connection refused", got)
 	}
 	close(release)
 	for _, c := range busy {

@@ -442,8 +442,13 @@ type Health struct {
 	UptimeSeconds   int64  `json:"uptimeSeconds"`
 	WebSockets      int    `json:"websockets"`
 	Connections     int    `json:"connections"` // TCP connections held
-	InFlight        int64  `json:"inFlight"`    // SNAP exchanges being answered
-	Draining        bool   `json:"draining,omitempty"`
+	// ConnectionsEvicted and ConnectionsRefused count, since start, the
+	// idle connections closed to make room and the connections refused
+	// over the caps (MaxTCPConns, MaxTCPConnsPerPeer).
+	ConnectionsEvicted int64 `json:"connectionsEvicted"`
+	ConnectionsRefused int64 `json:"connectionsRefused"`
+	InFlight           int64 `json:"inFlight"` // SNAP exchanges being answered
+	Draining           bool  `json:"draining,omitempty"`
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
@@ -454,6 +459,7 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	}
 	if l := s.tcp.Load(); l != nil {
 		h.Connections = l.count()
+		h.ConnectionsEvicted, h.ConnectionsRefused = l.evicted.Load(), l.refused.Load()
 	}
 	select {
 	case <-s.draining:
