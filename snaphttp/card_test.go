@@ -31,16 +31,7 @@ func getCard(t *testing.T, e *env) (*http.Response, []byte) {
 
 func health(t *testing.T, e *env) snaphttp.Health {
 	t.Helper()
-	resp, err := http.Get(e.base + "/healthz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var h snaphttp.Health
-	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil {
-		t.Fatal(err)
-	}
-	return h
+	return healthFrom(t, http.DefaultClient, e)
 }
 
 // The well-known card: the headers of SPEC-NOTES 1.13, a document that

@@ -18,7 +18,8 @@
 //   - POST /snap: the signed response with HTTP 200, SNAP errors included
 //     (payload.error); 400 only for a body that is too large (MaxBody,
 //     256 KiB by default) or not JSON; 429 with Retry-After when the peer
-//     is over its rate, before the body is read; 202 with no body for a
+//     is over its rate or the messages held at once would exceed
+//     BodyMemory, before the body is read; 202 with no body for a
 //     response or event posted to us, which is never answered. SNAP-Version
 //     is sent on every response and never required.
 //   - POST /snap with Accept: text/event-stream: 200, each message a
@@ -34,6 +35,10 @@
 //     with Retry-After past it); Monitor limits a /metrics served on a
 //     listener of its own the same way.
 //   - The operator console under /console when Config.Console is set.
+//   - Connections are capped in all and per peer (MaxTCPConns,
+//     MaxTCPConnsPerPeer): over a cap the longest-idle connection is
+//     closed to make room, or the new one is answered 503 or 429 and
+//     closed.
 //
 // Requesting:
 //

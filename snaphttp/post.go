@@ -19,8 +19,9 @@ import (
 // the signed SNAP response with HTTP 200, SNAP errors included (they are
 // in payload.error); with Accept: text/event-stream it is an SSE stream of
 // the events, then the response. HTTP errors are only for what is not a
-// SNAP exchange: 429 when the peer is rate limited (before the body is
-// read), 400 for a body that is too large, unreadable or not JSON.
+// SNAP exchange: 429 when the peer is rate limited or the bodies held at
+// once would exceed BodyMemory (before the body is read), 400 for a body
+// that is too large, unreadable or not JSON.
 //
 // A message that gets no answer — a response or an event posted to us,
 // which SDK peers never do — gets 202 Accepted with an empty body.
@@ -33,10 +34,11 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 	if !s.admit(w, r) {
 		return
 	}
-	body, ok := s.readBody(w, r)
+	body, release, ok := s.readBody(w, r)
 	if !ok {
 		return
 	}
+	defer release()
 	s.active.Add(1)
 	defer s.active.Add(-1)
 	in := snap.Inbound{Raw: body, Transport: "http"}
@@ -71,28 +73,78 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 func discard(*snap.Message) error { return nil }
 
 // readBody reads a posted message of at most MaxBody bytes within
-// ReadTimeout, answering 400 when it cannot.
-func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+// ReadTimeout, answering 400 when it cannot, and 429 with Retry-After,
+// before reading, when the bodies held at once would go over BodyMemory
+// or the peer's share of it.
+// release gives back the body's share of BodyMemory; the caller calls it
+// once the body is no longer used.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (body []byte, release func(), ok bool) {
+	size := r.ContentLength
+	switch {
+	case size > s.cfg.MaxBody:
+		s.refuseTooLarge(w)
+		return nil, nil, false
+	case size < 0:
+		size = s.cfg.MaxBody
+	}
+	key := peerKey(r)
+	if scope := s.bodies.tryAcquire(key, size); scope != "" {
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusTooManyRequests, "too many messages are being read at once; retry later",
+			map[string]any{"code": int(snap.CodeServiceUnavailable), "retryAfter": 1, "limit": "body_memory", "scope": scope})
+		return nil, nil, false
+	}
+	release = func() { s.bodies.release(key, size) }
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Now().Add(s.cfg.ReadTimeout))
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody))
+	body, err := readAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody), size)
 	// Streams outlast any read deadline; the server's background read
 	// must not time out while one runs.
 	_ = rc.SetReadDeadline(time.Time{})
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("the body exceeds the limit of %d bytes", s.cfg.MaxBody),
-			map[string]any{"code": int(snap.CodeInvalidMessage), "limit": s.cfg.MaxBody})
-		return nil, false
+		s.refuseTooLarge(w)
 	case err != nil:
 		writeError(w, http.StatusBadRequest, "the body could not be read: "+err.Error(), nil)
-		return nil, false
 	case !json.Valid(body):
 		writeError(w, http.StatusBadRequest, "the body is not JSON", map[string]any{"code": int(snap.CodeInvalidMessage)})
-		return nil, false
+	default:
+		return body, release, true
 	}
-	return body, true
+	release()
+	return nil, nil, false
+}
+
+func (s *Server) refuseTooLarge(w http.ResponseWriter) {
+	writeError(w, http.StatusBadRequest, fmt.Sprintf("the body exceeds the limit of %d bytes", s.cfg.MaxBody),
+		map[string]any{"code": int(snap.CodeInvalidMessage), "limit": s.cfg.MaxBody})
+}
+
+// readAll reads r to its end. Its buffer starts with room for size bytes
+// and at most doubles past that, never beyond size+1 bytes of capacity
+// while r stays within size, so that a body holds no more memory than
+// its share of BodyMemory (io.ReadAll's growth can overshoot it).
+func readAll(r io.Reader, size int64) ([]byte, error) {
+	b := make([]byte, 0, min(size, 512<<10)+1)
+	for {
+		if len(b) == cap(b) {
+			grown := make([]byte, len(b), min(2*int64(cap(b)), size+1))
+			if cap(grown) == cap(b) {
+				grown = make([]byte, len(b), 2*cap(b)) // r went past size
+			}
+			copy(grown, b)
+			b = grown
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
 }
 
 // acceptsEventStream reports whether the Accept header values name

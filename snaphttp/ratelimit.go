@@ -10,10 +10,13 @@ import (
 // peerKey is the rate-limiting and connection-counting key of a request's
 // remote address: the IPv4 address, or the /64 of an IPv6 one. An address
 // that does not parse (a test's fake RemoteAddr) shares the zero key.
-func peerKey(r *http.Request) netip.Addr {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
+func peerKey(r *http.Request) netip.Addr { return keyOf(r.RemoteAddr) }
+
+// keyOf is peerKey of a remote address, host:port or a bare host.
+func keyOf(remote string) netip.Addr {
+	host, _, err := net.SplitHostPort(remote)
 	if err != nil {
-		host = r.RemoteAddr
+		host = remote
 	}
 	a, err := netip.ParseAddr(host)
 	if err != nil {

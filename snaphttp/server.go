@@ -31,6 +31,8 @@ const (
 	DefaultStreamBuffer    = 64
 	DefaultWriteTimeout    = 10 * time.Second
 	DefaultReadTimeout     = 30 * time.Second
+	DefaultHeaderTimeout   = 10 * time.Second
+	DefaultBodyMemory      = 32 << 20
 	DefaultPingInterval    = 30 * time.Second
 	DefaultIdleTimeout     = 60 * time.Second
 	DefaultMaxConnsPerPeer = 32
@@ -88,10 +90,22 @@ type Config struct {
 	// stream is ended and its connection closed, so that a stalled peer
 	// never holds up whoever feeds the stream.
 	StreamBuffer int
-	// WriteTimeout bounds writing one message; ReadTimeout bounds reading
-	// a posted body.
-	WriteTimeout time.Duration
-	ReadTimeout  time.Duration
+	// BodyMemory bounds the bytes of the request bodies and WebSocket
+	// messages held at once, in all peers' requests together, from the
+	// moment they are read until they are answered (a body counts its
+	// Content-Length, or MaxBody when it has none); one peer may hold a
+	// sixteenth of it, or MaxBody when that is larger. A POST beyond
+	// either gets 429 with Retry-After before its body is read; a
+	// WebSocket connection is not read until its message fits. Default
+	// DefaultBodyMemory, or MaxBody when that is larger; at least
+	// MaxBody.
+	BodyMemory int64
+	// WriteTimeout bounds writing one message or response; ReadTimeout
+	// bounds reading a posted body; HeaderTimeout bounds reading a
+	// request's headers (a connection that takes longer is closed).
+	WriteTimeout  time.Duration
+	ReadTimeout   time.Duration
+	HeaderTimeout time.Duration
 	// PingInterval is the WebSocket ping period; a peer that sends
 	// nothing, pongs included, for two periods is closed.
 	PingInterval time.Duration
@@ -102,6 +116,14 @@ type Config struct {
 	// them an upgrade gets 429 (per peer) or 503 (in all).
 	MaxConnsPerPeer int
 	MaxConns        int
+	// MaxTCPConns and MaxTCPConnsPerPeer cap the TCP connections held, of
+	// any kind, in all and per peer; zero takes DefaultTCPConns of the
+	// process's open-file limit. A connection over a cap closes the
+	// connection idle the longest (no request in progress) in its scope;
+	// when none is idle it is answered 429 (per peer) or 503 (in all),
+	// with Retry-After, and closed.
+	MaxTCPConns        int
+	MaxTCPConnsPerPeer int
 	// MaxPending bounds the requests read ahead on one WebSocket
 	// connection while one is handled.
 	MaxPending int
@@ -153,9 +175,23 @@ func (c *Config) fill() error {
 	setInt(&c.MaxConnsPerPeer, DefaultMaxConnsPerPeer)
 	setInt(&c.MaxConns, DefaultMaxConns)
 	setInt(&c.MaxPending, DefaultMaxPending)
+	if c.MaxTCPConns <= 0 {
+		c.MaxTCPConns, _ = DefaultTCPConns(openFileLimit())
+	}
+	if c.MaxTCPConnsPerPeer <= 0 {
+		c.MaxTCPConnsPerPeer = perPeerConns(c.MaxTCPConns)
+	}
+	c.MaxTCPConnsPerPeer = min(c.MaxTCPConnsPerPeer, c.MaxTCPConns)
+	switch {
+	case c.BodyMemory <= 0:
+		c.BodyMemory = max(DefaultBodyMemory, c.MaxBody)
+	case c.BodyMemory < c.MaxBody:
+		return fmt.Errorf("snaphttp: Config.BodyMemory %d is below MaxBody %d: a body of MaxBody could never be read", c.BodyMemory, c.MaxBody)
+	}
 	setDefault(&c.CardResign, DefaultCardResign)
 	setDefault(&c.WriteTimeout, DefaultWriteTimeout)
 	setDefault(&c.ReadTimeout, DefaultReadTimeout)
+	setDefault(&c.HeaderTimeout, DefaultHeaderTimeout)
 	setDefault(&c.PingInterval, DefaultPingInterval)
 	setDefault(&c.IdleTimeout, DefaultIdleTimeout)
 	setDefault(&c.ShutdownTimeout, DefaultShutdownTimeout)
@@ -183,6 +219,8 @@ type Server struct {
 	limits   *ratelimit.Limiter // per peer (peerKey)
 	monitor  *ratelimit.Limiter // /healthz and /metrics, per peer
 	conns    *connCounter
+	bodies   *bodyBudget // BodyMemory
+	tcp      atomic.Pointer[connLimiter]
 	card     *cardSigner
 	upgrader websocket.Upgrader
 	started  time.Time
@@ -216,6 +254,7 @@ func New(cfg Config) (*Server, error) {
 		limits:   newPeerLimits(cfg),
 		monitor:  newLimits(cfg.MonitorRate, cfg.MonitorBurst, cfg.MaxPeers, cfg.Now),
 		conns:    newConnCounter(cfg.MaxConnsPerPeer, cfg.MaxConns),
+		bodies:   newBodyBudget(cfg.BodyMemory, cfg.MaxBody),
 		card:     &cardSigner{key: cfg.Key, card: cfg.Card, now: cfg.Now, every: cfg.CardResign},
 		started:  cfg.Now(),
 		draining: make(chan struct{}),
@@ -253,8 +292,13 @@ func New(cfg Config) (*Server, error) {
 }
 
 // ServeHTTP implements http.Handler. Every response carries SNAP-Version.
+// A response other than /snap's (which sets its own per message) must be
+// written within WriteTimeout.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("SNAP-Version", snap.ProtocolVersion)
+	if r.URL.Path != "/snap" {
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
+	}
 	s.mux.ServeHTTP(w, r)
 }
 
@@ -272,15 +316,18 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		ln.Close()
 		return ErrServing
 	}
+	limited := newConnLimiter(ln, s.cfg.MaxTCPConns, s.cfg.MaxTCPConnsPerPeer)
+	s.tcp.Store(limited)
 	srv := &http.Server{
 		Handler:           s,
-		ReadHeaderTimeout: s.cfg.ReadTimeout,
+		ReadHeaderTimeout: s.cfg.HeaderTimeout,
 		IdleTimeout:       s.cfg.IdleTimeout,
+		ConnState:         limited.connState,
 		BaseContext:       func(net.Listener) context.Context { return s.base },
 		ErrorLog:          slog.NewLogLogger(s.cfg.Logger.Handler(), slog.LevelDebug),
 	}
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	go func() { served <- srv.Serve(limited) }()
 	var serveErr error
 	select {
 	case <-ctx.Done():
@@ -443,8 +490,14 @@ type Health struct {
 	ProtocolVersion string `json:"protocolVersion"`
 	UptimeSeconds   int64  `json:"uptimeSeconds"`
 	WebSockets      int    `json:"websockets"`
-	InFlight        int64  `json:"inFlight"` // SNAP exchanges being answered
-	Draining        bool   `json:"draining,omitempty"`
+	Connections     int    `json:"connections"` // TCP connections held
+	// ConnectionsEvicted and ConnectionsRefused count, since start, the
+	// idle connections closed to make room and the connections refused
+	// over the caps (MaxTCPConns, MaxTCPConnsPerPeer).
+	ConnectionsEvicted int64 `json:"connectionsEvicted"`
+	ConnectionsRefused int64 `json:"connectionsRefused"`
+	InFlight           int64 `json:"inFlight"` // SNAP exchanges being answered
+	Draining           bool  `json:"draining,omitempty"`
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
@@ -455,6 +508,10 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 		Status: "ok", Address: s.cfg.Address, ProtocolVersion: snap.ProtocolVersion,
 		UptimeSeconds: int64(s.cfg.Now().Sub(s.started) / time.Second),
 		WebSockets:    s.conns.count(), InFlight: s.active.Load(),
+	}
+	if l := s.tcp.Load(); l != nil {
+		h.Connections = l.count()
+		h.ConnectionsEvicted, h.ConnectionsRefused = l.evicted.Load(), l.refused.Load()
 	}
 	select {
 	case <-s.draining:

@@ -136,6 +136,7 @@ loop:
 				break loop // the peer closed, went silent, or sent too much
 			}
 			wc.handle(o, raw)
+			s.bodies.release(wc.key, int64(len(raw)))
 			if o.failed() != nil {
 				break loop
 			}
@@ -158,6 +159,9 @@ loop:
 	wc.cancel()
 	c.Close()
 	<-readerDone
+	for raw := range reqs { // read, never answered
+		s.bodies.release(wc.key, int64(len(raw)))
+	}
 	if err := o.failed(); err != nil && !errors.Is(err, context.Canceled) {
 		log.Debug("snaphttp: WebSocket closed", "err", err)
 	}
@@ -171,7 +175,7 @@ func (wc *wsConn) read(reqs chan<- []byte, log *slog.Logger) {
 	_ = c.SetReadDeadline(time.Now().Add(wait))
 	c.SetPongHandler(func(string) error { return c.SetReadDeadline(time.Now().Add(wait)) })
 	for {
-		_, data, err := c.ReadMessage()
+		data, err := wc.readMessage()
 		if err != nil {
 			var ne net.Error
 			switch {
@@ -187,9 +191,33 @@ func (wc *wsConn) read(reqs chan<- []byte, log *slog.Logger) {
 		select {
 		case reqs <- data:
 		case <-wc.ctx.Done():
+			wc.s.bodies.release(wc.key, int64(len(data)))
 			return
 		}
 	}
+}
+
+// readMessage reads the peer's next message, once its share of
+// BodyMemory is free: it holds MaxBody of it while reading, then keeps
+// the message's length. The caller releases that once the message is
+// answered. Waiting leaves the message in the socket, which slows only
+// this peer.
+func (wc *wsConn) readMessage() ([]byte, error) {
+	s := wc.s
+	_, r, err := wc.c.NextReader()
+	if err != nil {
+		return nil, err
+	}
+	if err := s.bodies.acquire(wc.ctx, wc.key, s.cfg.MaxBody); err != nil {
+		return nil, err
+	}
+	data, err := readAll(r, s.cfg.MaxBody)
+	if err != nil {
+		s.bodies.release(wc.key, s.cfg.MaxBody)
+		return nil, err
+	}
+	s.bodies.shrink(wc.key, s.cfg.MaxBody-int64(len(data)))
+	return data, nil
 }
 
 // write writes the queued frames and the pings until the queue closes.

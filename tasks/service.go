@@ -61,6 +61,12 @@ type ServiceOptions struct {
 	// 5002 {retryAfter}. 0 means DefaultMaxStreams and
 	// DefaultMaxStreamsPerRequester.
 	MaxStreams, MaxStreamsPerRequester int
+	// MaxNewcomerStreams bounds the streams of requesters with no task
+	// history (neither an operator nor the owner of a task) together, so
+	// that throwaway identities cannot take every slot from known ones;
+	// past it such a request fails with 5002 {scope: "newcomers"}. 0 (or
+	// more than MaxStreams) means half of MaxStreams.
+	MaxNewcomerStreams int
 }
 
 // Registrar is where the Service registers its protocol handlers: the node

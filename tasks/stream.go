@@ -204,17 +204,19 @@ func afterVersion(v jsontext.Value, path string) (int64, *snap.Error) {
 
 // streamLimits holds the streaming options and counts the open streams.
 type streamLimits struct {
-	maxDuration, heartbeat time.Duration
-	max, perRequester      int
+	maxDuration, heartbeat          time.Duration
+	max, perRequester, maxNewcomers int
 
-	mu   sync.Mutex
-	open int
-	by   map[string]int // requester → open streams; at most max entries
+	mu        sync.Mutex
+	open      int
+	newcomers int            // streams of requesters with no task history
+	by        map[string]int // requester → open streams; at most max entries
 }
 
 func newStreamLimits(opts ServiceOptions) *streamLimits {
 	l := &streamLimits{maxDuration: opts.StreamMaxDuration, heartbeat: opts.StreamHeartbeat,
-		max: opts.MaxStreams, perRequester: opts.MaxStreamsPerRequester, by: make(map[string]int)}
+		max: opts.MaxStreams, perRequester: opts.MaxStreamsPerRequester, maxNewcomers: opts.MaxNewcomerStreams,
+		by: make(map[string]int)}
 	if l.maxDuration <= 0 {
 		l.maxDuration = DefaultStreamMaxDuration
 	}
@@ -227,12 +229,18 @@ func newStreamLimits(opts ServiceOptions) *streamLimits {
 	if l.perRequester <= 0 {
 		l.perRequester = DefaultMaxStreamsPerRequester
 	}
+	if l.maxNewcomers <= 0 || l.maxNewcomers > l.max {
+		l.maxNewcomers = max(l.max/2, 1)
+	}
 	return l
 }
 
 // acquire takes a stream slot for requester, or fails with 5002
-// {retryAfter, limit, scope}. release gives it back (once).
-func (l *streamLimits) acquire(requester string) (release func(), err error) {
+// {retryAfter, limit, scope}. A requester that is not known (no task
+// history) takes one of the maxNewcomers slots newcomers share, so that a
+// flood of fresh identities leaves the other slots to known ones. release
+// gives the slot back (once).
+func (l *streamLimits) acquire(requester string, known bool) (release func(), err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	scope, limit := "", 0
@@ -241,6 +249,8 @@ func (l *streamLimits) acquire(requester string) (release func(), err error) {
 		scope, limit = "requester", l.perRequester
 	case l.open >= l.max:
 		scope, limit = "node", l.max
+	case !known && l.newcomers >= l.maxNewcomers:
+		scope, limit = "newcomers", l.maxNewcomers
 	}
 	if scope != "" {
 		return nil, snap.NewError(snap.CodeRateLimitExceeded, "too many open streams; try again later",
@@ -248,17 +258,33 @@ func (l *streamLimits) acquire(requester string) (release func(), err error) {
 	}
 	l.open++
 	l.by[requester]++
+	if !known {
+		l.newcomers++
+	}
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			l.mu.Lock()
 			defer l.mu.Unlock()
 			l.open--
+			if !known {
+				l.newcomers--
+			}
 			if l.by[requester]--; l.by[requester] <= 0 {
 				delete(l.by, requester)
 			}
 		})
 	}, nil
+}
+
+// known reports whether requester has a history here: an operator, or
+// the owner of a task. A store error counts as none.
+func (s *Service) known(ctx context.Context, requester string) bool {
+	if s.IsOperator(requester) {
+		return true
+	}
+	ts, err := s.store.List(ctx, Filter{Owner: requester, Limit: 1})
+	return err == nil && len(ts) > 0
 }
 
 // OpenStreams returns how many streams are open.
@@ -285,13 +311,14 @@ func (s *Service) OpenStreams() int {
 // When emit fails (the transport is gone), or the broker drops the
 // subscription because the events are not read fast enough, the stream
 // ends and the task as it is is returned. More than MaxStreams open
-// streams, or MaxStreamsPerRequester of one requester, is 5002.
+// streams, MaxStreamsPerRequester of one requester, or MaxNewcomerStreams
+// of requesters with no task yet, is 5002.
 func (s *Service) StreamMessage(ctx context.Context, owner string, payload []byte, emit func(any) error) (*Task, error) {
 	req, err := ParseSendRequest(payload)
 	if err != nil {
 		return nil, err
 	}
-	release, err := s.streams.acquire(owner)
+	release, err := s.streams.acquire(owner, s.known(ctx, owner))
 	if err != nil {
 		return nil, err
 	}
@@ -333,7 +360,7 @@ func (s *Service) StreamResubscribe(ctx context.Context, requester string, paylo
 	if err != nil {
 		return nil, err
 	}
-	release, err := s.streams.acquire(requester)
+	release, err := s.streams.acquire(requester, s.known(ctx, requester))
 	if err != nil {
 		return nil, err
 	}

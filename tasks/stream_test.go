@@ -475,7 +475,7 @@ func TestStreamStalledSubscriber(t *testing.T) {
 func TestStreamLimits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
-		s, _ := newService(t, ServiceOptions{MaxStreams: 2, MaxStreamsPerRequester: 1})
+		s, _ := newService(t, ServiceOptions{MaxStreams: 2, MaxStreamsPerRequester: 1, MaxNewcomerStreams: 2})
 		open := func(who string) *running {
 			return start(func() (*Task, error) {
 				return s.StreamMessage(ctx, who, []byte(send(`{"text":"x"}`)), func(any) error { return nil })
@@ -500,6 +500,53 @@ func TestStreamLimits(t *testing.T) {
 		}
 	})
 }
+
+// Requesters with no task history share MaxNewcomerStreams slots: a
+// flood of fresh identities is refused (5002, scope "newcomers") while a
+// requester who owns a task, or an operator, still gets a slot; a
+// newcomer's slot comes back when its stream ends.
+func TestStreamNewcomers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		s, _ := newService(t, ServiceOptions{MaxStreams: 4, MaxStreamsPerRequester: 4})
+		known := mustSend(t, s, alice, send(`{"text":"my first task"}`))
+		open := func(who string) *running {
+			return start(func() (*Task, error) {
+				return s.StreamMessage(ctx, who, []byte(send(`{"text":"x"}`)), func(any) error { return nil })
+			})
+		}
+		fresh := []*running{open(newcomer(1)), open(newcomer(2))}
+		synctest.Wait()
+		_, err := s.StreamMessage(ctx, newcomer(3), []byte(send(`{"text":"y"}`)), nil)
+		wantSnap(t, err, snap.CodeRateLimitExceeded, map[string]any{"retryAfter": StreamRetryAfter, "scope": "newcomers", "limit": 2})
+		a := open(alice)
+		op := start(func() (*Task, error) {
+			return s.StreamResubscribe(ctx, operator, []byte(resubscribePayload(known.ID, -1)), func(any) error { return nil })
+		})
+		synctest.Wait()
+		if s.OpenStreams() != 4 || a.finished() || op.finished() {
+			t.Fatalf("%d streams open; the known requester's finished %v, the operator's %v", s.OpenStreams(), a.finished(), op.finished())
+		}
+		cancel()
+		for _, r := range append(fresh, a, op) {
+			r.wait(t)
+		}
+		ctx, cancel = context.WithCancel(context.Background())
+		defer cancel()
+		again := start(func() (*Task, error) {
+			return s.StreamMessage(ctx, newcomer(3), []byte(send(`{"text":"z"}`)), func(any) error { return nil })
+		})
+		synctest.Wait()
+		if again.finished() || s.streams.newcomers != 1 {
+			t.Fatalf("a newcomer once the others ended: finished %v, %d newcomer streams", again.finished(), s.streams.newcomers)
+		}
+		cancel()
+		again.wait(t)
+	})
+}
+
+// newcomer returns the i-th address of a requester with no task history.
+func newcomer(i int) string { return fmt.Sprintf("newcomer-%d", i) }
 
 // The request is message/send's: the same errors, ownership and
 // idempotency.

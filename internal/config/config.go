@@ -97,6 +97,20 @@ type Config struct {
 	// loopback or internal address keeps the metrics off the public
 	// interface.
 	MetricsListen string `toml:"metrics_listen"`
+	// HTTPMaxConns and HTTPMaxConnsPerPeer cap the TCP connections the
+	// HTTP transport holds, in all and per peer; 0 derives them from the
+	// process's open-file limit (half of it in all, a sixteenth of that
+	// per peer). Over a cap the connection idle the longest is closed to
+	// make room; when none is idle the new one gets 429 (per peer) or 503
+	// (in all) with Retry-After and is closed.
+	HTTPMaxConns        int `toml:"http_max_conns"`
+	HTTPMaxConnsPerPeer int `toml:"http_max_conns_per_peer"`
+	// HTTPBodyMemory bounds the bytes of the messages being read or
+	// answered over HTTP and WebSocket at once, all peers together, a
+	// peer holding at most a sixteenth of it (or HTTPMaxBody); beyond
+	// either a POST gets 429 with Retry-After before its body is read,
+	// and a WebSocket message waits. At least HTTPMaxBody.
+	HTTPBodyMemory int64 `toml:"http_body_memory"`
 	// IdentityRate is each SNAP identity's allowance of requests per
 	// second over every transport, with bursts of IdentityBurst. It is
 	// checked after the signature verifies (a forger cannot spend
@@ -316,6 +330,8 @@ func Default() Config {
 		ReplyTTL:      Duration{7 * 24 * time.Hour},
 		TaskRetention: Duration{30 * 24 * time.Hour},
 		Workers:       8,
+
+		HTTPBodyMemory: 32 << 20,
 		Card: Card{
 			Name:        "snapnode",
 			Description: "A SNAP agent run by snapnode: send it a task; file actions are validated, judged by policy and sandboxed.",
@@ -447,6 +463,9 @@ var settings = []setting{
 	floatSetting("monitor-rate", "SNAPNODE_MONITOR_RATE", "allow each peer `N` /healthz and /metrics requests a second (0: no limit)", func(c *Config) *float64 { return &c.MonitorRate }),
 	intSetting("monitor-burst", "SNAPNODE_MONITOR_BURST", "let each peer burst to `N` /healthz and /metrics requests above its rate", func(c *Config) *int { return &c.MonitorBurst }),
 	stringSetting("metrics-listen", "SNAPNODE_METRICS_LISTEN", "serve /metrics on `ADDR` instead of the HTTP transport's address (empty: on --http-listen)", func(c *Config) *string { return &c.MetricsListen }),
+	intSetting("http-max-conns", "SNAPNODE_HTTP_MAX_CONNS", "hold at most `N` HTTP and WebSocket connections (0: half the open-file limit)", func(c *Config) *int { return &c.HTTPMaxConns }),
+	intSetting("http-max-conns-per-peer", "SNAPNODE_HTTP_MAX_CONNS_PER_PEER", "hold at most `N` connections from one client address (0: a sixteenth of --http-max-conns)", func(c *Config) *int { return &c.HTTPMaxConnsPerPeer }),
+	int64Setting("http-body-memory", "SNAPNODE_HTTP_BODY_MEMORY", "hold at most `BYTES` of HTTP and WebSocket messages at once, all peers together (over: HTTP 429)", func(c *Config) *int64 { return &c.HTTPBodyMemory }),
 	floatSetting("identity-rate", "SNAPNODE_IDENTITY_RATE", "allow each SNAP identity `N` requests a second over every transport (0: no limit)", func(c *Config) *float64 { return &c.IdentityRate }),
 	intSetting("identity-burst", "SNAPNODE_IDENTITY_BURST", "let each identity burst to `N` requests above its rate", func(c *Config) *int { return &c.IdentityBurst }),
 	floatSetting("nostr-key-rate", "SNAPNODE_NOSTR_KEY_RATE", "allow each Nostr key `N` request events a second, checked before decryption (0: no limit)", func(c *Config) *float64 { return &c.NostrKeyRate }),
@@ -723,6 +742,14 @@ func (c *Config) Validate() error {
 	}
 	if c.HTTPMaxBody < 1024 || c.HTTPMaxBody > MaxHTTPBody {
 		errs = append(errs, fmt.Errorf("config: http_max_body %d: want 1024…%d bytes", c.HTTPMaxBody, MaxHTTPBody))
+	}
+	if c.HTTPMaxConns < 0 || c.HTTPMaxConnsPerPeer < 0 {
+		errs = append(errs, fmt.Errorf("config: http_max_conns %d, http_max_conns_per_peer %d: want 0 (from the open-file limit) or more", c.HTTPMaxConns, c.HTTPMaxConnsPerPeer))
+	} else if c.HTTPMaxConns > 0 && c.HTTPMaxConnsPerPeer > c.HTTPMaxConns {
+		errs = append(errs, fmt.Errorf("config: http_max_conns_per_peer %d: want at most http_max_conns (%d)", c.HTTPMaxConnsPerPeer, c.HTTPMaxConns))
+	}
+	if c.HTTPBodyMemory < c.HTTPMaxBody {
+		errs = append(errs, fmt.Errorf("config: http_body_memory %d: want at least http_max_body (%d bytes), or no body that large could be read", c.HTTPBodyMemory, c.HTTPMaxBody))
 	}
 	for _, l := range []struct {
 		name  string

@@ -204,6 +204,9 @@ func TestRejectsBadSettings(t *testing.T) {
 		{"no monitor burst", nil, map[string]string{"SNAPNODE_MONITOR_BURST": "0"}, "monitor_burst"},
 		{"metrics address", []string{"--metrics-listen", "9100"}, nil, "metrics_listen"},
 		{"metrics on the HTTP address", []string{"--metrics-listen", "127.0.0.1:7448"}, nil, "other than http_listen"},
+		{"negative connections", []string{"--http-max-conns", "-1"}, nil, "http_max_conns"},
+		{"per peer over all", []string{"--http-max-conns", "10", "--http-max-conns-per-peer", "11"}, nil, "http_max_conns_per_peer"},
+		{"body memory under a body", nil, map[string]string{"SNAPNODE_HTTP_MAX_BODY": "1048576", "SNAPNODE_HTTP_BODY_MEMORY": "65536"}, "http_body_memory"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -916,6 +919,36 @@ func TestAuditSettings(t *testing.T) {
 			_, err := load(t, tc.args, tc.env)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %v\nwant one containing %s", err, tc.want)
+			}
+		})
+	}
+}
+
+// The connection and body-memory caps of the HTTP transport: defaults
+// (0: from the open-file limit), then file, environment and flags.
+func TestHTTPCapSettings(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "snapnode.toml")
+	os.WriteFile(file, []byte("http_max_conns = 100\nhttp_max_conns_per_peer = 10\nhttp_body_memory = 1048576\n"), 0o600)
+	cases := []struct {
+		name           string
+		args           []string
+		env            map[string]string
+		conns, perPeer int
+		memory         int64
+	}{
+		{"defaults", nil, nil, 0, 0, 32 << 20},
+		{"file", []string{"--config", file}, nil, 100, 10, 1 << 20},
+		{"env over file", []string{"--config", file}, map[string]string{"SNAPNODE_HTTP_MAX_CONNS": "50", "SNAPNODE_HTTP_BODY_MEMORY": "2097152"}, 50, 10, 2 << 20},
+		{"flag over env", []string{"--http-max-conns-per-peer", "4"}, map[string]string{"SNAPNODE_HTTP_MAX_CONNS_PER_PEER": "8"}, 0, 4, 32 << 20},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := load(t, tc.args, tc.env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.HTTPMaxConns != tc.conns || c.HTTPMaxConnsPerPeer != tc.perPeer || c.HTTPBodyMemory != tc.memory {
+				t.Errorf("conns %d per peer %d memory %d; want %d %d %d", c.HTTPMaxConns, c.HTTPMaxConnsPerPeer, c.HTTPBodyMemory, tc.conns, tc.perPeer, tc.memory)
 			}
 		})
 	}

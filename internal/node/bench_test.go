@@ -50,6 +50,13 @@ func startNodeProcess(tb testing.TB, dataDir string, args ...string) *nodeProces
 // stderr.
 func startNodeProcessLogging(tb testing.TB, dataDir string, stderr io.Writer, args ...string) *nodeProcess {
 	tb.Helper()
+	return startNodeProcessVia(tb, dataDir, stderr, nil, args...)
+}
+
+// startNodeProcessVia is startNodeProcessLogging with the command run
+// through via (such as prlimit and its options), when not empty.
+func startNodeProcessVia(tb testing.TB, dataDir string, stderr io.Writer, via []string, args ...string) *nodeProcess {
+	tb.Helper()
 	if dataDir == "" {
 		dataDir = filepath.Join(tb.TempDir(), "data")
 	}
@@ -61,7 +68,8 @@ func startNodeProcessLogging(tb testing.TB, dataDir string, stderr io.Writer, ar
 	if prof := os.Getenv("SNAPNODE_BENCH_CPUPROFILE"); prof != "" {
 		args = append(args, "--cpuprofile", prof)
 	}
-	cmd := exec.Command(bin, args...)
+	argv := append(append(slices.Clone(via), bin), args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	stdout, _ := cmd.StdoutPipe()
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {

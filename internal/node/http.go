@@ -58,7 +58,8 @@ func (n *Node) startHTTP(ctx context.Context, server *snap.Server, mx *metrics.M
 		Responder: server, IsStream: server.IsStream,
 		Key: n.key, Card: n.Card, Address: n.Address(), Metrics: metricsHandler,
 		Logger:  n.logger.With("part", "http"),
-		MaxBody: n.cfg.HTTPMaxBody, Rate: perSecond(n.cfg.HTTPRate), Burst: n.cfg.HTTPBurst,
+		MaxBody: n.cfg.HTTPMaxBody, Rate: perSecond(n.cfg.HTTPRate), Burst: n.cfg.HTTPBurst, BodyMemory: n.cfg.HTTPBodyMemory,
+		MaxTCPConns: n.cfg.HTTPMaxConns, MaxTCPConnsPerPeer: n.cfg.HTTPMaxConnsPerPeer,
 		MonitorRate: perSecond(n.cfg.MonitorRate), MonitorBurst: n.cfg.MonitorBurst,
 	}
 	if con != nil {

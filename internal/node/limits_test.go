@@ -1,11 +1,22 @@
 package node_test
 
 import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/snap"
+	"github.com/snapnode/snapnode/snaphttp"
 )
 
 // rateLimited reports whether p is a 5002 answer of the given scope that
@@ -74,4 +85,128 @@ func TestNostrKeyLimit(t *testing.T) {
 	if p := httpCall(t, overHTTP.Send, n.HTTPURL()+"/snap", n, "tasks/get", unknown); errCode(p) != int(snap.CodeTaskNotFound) {
 		t.Errorf("the same identity over HTTP: %v", p)
 	}
+}
+
+// The HTTP transport's connection caps are the node's settings: 2,000 idle
+// connections, from the peer's own address and from others, leave the
+// node serving /healthz and signed requests, holding no more connections
+// than its caps.
+func TestHTTPConnectionCaps(t *testing.T) {
+	const total, perPeer, flood = 32, 8, 2000
+	n, _ := startNode(t, func(c *config.Config) {
+		c.HTTPListen = "127.0.0.1:0"
+		c.HTTPMaxConns, c.HTTPMaxConnsPerPeer = total, perPeer
+	})
+	hostport := strings.TrimPrefix(n.HTTPURL(), "http://")
+	conns := make([]net.Conn, 0, flood)
+	t.Cleanup(func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	for i := range flood {
+		src := "127.0.0.1"
+		if i%2 == 1 {
+			src = fmt.Sprintf("127.0.2.%d", 1+i%50)
+		}
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 5 * time.Second}
+		c, err := d.Dial("tcp", hostport)
+		if err != nil {
+			t.Fatalf("idle connection %d: %v", i, err)
+		}
+		conns = append(conns, c)
+	}
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(n.HTTPURL() + "/healthz")
+	if err != nil {
+		t.Fatalf("/healthz under %d idle connections: %v", flood, err)
+	}
+	var h snaphttp.Health
+	json.NewDecoder(resp.Body).Decode(&h)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || h.Status != "ok" || h.Connections > total {
+		t.Errorf("/healthz: %d %+v; want ok with at most %d connections", resp.StatusCode, h, total)
+	}
+	peer := newHTTPClientWith(t, mustGenerate(t))
+	if p := httpCall(t, peer.Send, n.HTTPURL()+"/snap", n, "tasks/get", map[string]any{"taskId": "no-such-task"}); errCode(p) != int(snap.CodeTaskNotFound) {
+		t.Errorf("a signed request under the flood: %v", p)
+	}
+	// The flood holds no more than the total: the rest are closed, as the
+	// node accepts them (in no order the dialer can know). Under load a
+	// few closed ones still read as open to the dialer for a while (seen:
+	// up to 15 after 5 s, all closed on the node's side); without the caps
+	// all 2,000 stay open.
+	const slack = total
+	open := conns
+	for end := time.Now().Add(5 * time.Second); len(open) > total+slack && time.Now().Before(end); {
+		deadline := time.Now().Add(100 * time.Millisecond)
+		var still []net.Conn
+		for _, c := range open {
+			c.SetReadDeadline(deadline)
+			if _, err := c.Read(make([]byte, 1)); errors.Is(err, os.ErrDeadlineExceeded) {
+				still = append(still, c)
+			}
+		}
+		open = still
+	}
+	if len(open) > total+slack {
+		t.Errorf("the node still holds %d of %d idle connections; want at most %d", len(open), flood, total+slack)
+	}
+}
+
+// The bodies being read are bounded by http_body_memory: while a slow peer
+// holds it with a body it sends slowly, a POST gets 429 with Retry-After
+// before its body is read; once the slow body ends, signed requests are
+// served again.
+func TestHTTPBodyMemory(t *testing.T) {
+	n, _ := startNode(t, func(c *config.Config) {
+		c.HTTPListen = "127.0.0.1:0"
+		c.HTTPMaxBody, c.HTTPBodyMemory = 64<<10, 64<<10
+		c.HTTPRate = 0 // the probes below are many
+	})
+	slow, err := net.Dial("tcp", strings.TrimPrefix(n.HTTPURL(), "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	fmt.Fprintf(slow, "POST /snap HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{\"a\":\"", 60<<10)
+
+	// The slow body is read in the background: retry until its
+	// reservation shows.
+	client := &http.Client{Timeout: 5 * time.Second}
+	probe := `{"probe":"` + strings.Repeat("p", 8<<10) + `"}` // more than the 4 KiB left
+	var status int
+	var retry, body string
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); {
+		resp, err := client.Post(n.HTTPURL()+"/snap", "application/json", strings.NewReader(probe))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		status, retry, body = resp.StatusCode, resp.Header.Get("Retry-After"), string(b)
+		if status == http.StatusTooManyRequests {
+			break
+		}
+	}
+	if status != http.StatusTooManyRequests || retry != "1" || !strings.Contains(body, `"code":5003`) {
+		t.Fatalf("a POST while the bodies' memory is held: %d Retry-After %q %s", status, retry, body)
+	}
+	fmt.Fprint(slow, strings.Repeat("a", 60<<10-7)+`"}`)
+	slow.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if resp, err := http.ReadResponse(bufio.NewReader(slow), nil); err != nil || resp.StatusCode != http.StatusBadRequest && resp.StatusCode != http.StatusOK {
+		t.Fatalf("the slow body: %v %v", resp, err)
+	}
+	peer := newHTTPClientWith(t, mustGenerate(t))
+	if p := httpCall(t, peer.Send, n.HTTPURL()+"/snap", n, "tasks/get", map[string]any{"taskId": "no-such-task"}); errCode(p) != int(snap.CodeTaskNotFound) {
+		t.Errorf("a signed request once the memory is free: %v", p)
+	}
+}
+
+func mustGenerate(t testing.TB) *identity.Key {
+	t.Helper()
+	k, err := identity.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }

@@ -1,0 +1,433 @@
+package snaphttp_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/snapnode/snapnode/snap"
+	"github.com/snapnode/snapnode/snaphttp"
+)
+
+// dialFrom opens a TCP connection to addr from the loopback address src
+// (any 127.0.0.0/8 address is this machine's), standing for a peer there.
+func dialFrom(t testing.TB, src, addr string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 5 * time.Second}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatalf("dial from %s: %v", src, err)
+	}
+	return c
+}
+
+// clientFrom is an HTTP client whose connections come from src.
+func clientFrom(src string) *http.Client {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+	return &http.Client{Transport: &http.Transport{DialContext: d.DialContext}, Timeout: 5 * time.Second}
+}
+
+// heldOpen waits until at most max of conns are still open on the server's
+// side, for up to 5 seconds (the server accepts connections in the
+// background, in no order the dialer can know), and returns how many are.
+// A connection the server closed reads EOF (or a reset) at once; one it
+// holds reads nothing until the deadline.
+func heldOpen(conns []net.Conn, max int) int {
+	open := conns
+	for end := time.Now().Add(5 * time.Second); ; {
+		deadline := time.Now().Add(100 * time.Millisecond)
+		var still []net.Conn
+		for _, c := range open {
+			c.SetReadDeadline(deadline)
+			if _, err := c.Read(make([]byte, 1)); errors.Is(err, os.ErrDeadlineExceeded) {
+				still = append(still, c)
+			}
+		}
+		open = still
+		if len(open) <= max || time.Now().After(end) {
+			return len(open)
+		}
+	}
+}
+
+// healthFrom reads /healthz with client.
+func healthFrom(t testing.TB, client *http.Client, e *env) snaphttp.Health {
+	t.Helper()
+	resp, err := client.Get(e.base + "/healthz")
+	if err != nil {
+		t.Fatalf("/healthz: %v", err)
+	}
+	defer resp.Body.Close()
+	var h snaphttp.Health
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("/healthz: %d %s", resp.StatusCode, b)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// 2,000 idle connections, opened from the valid peer's own address or
+// from a hundred others, do not shut out /healthz or a signed request:
+// over a cap, the connection idle the longest in its scope is closed to
+// make room, so that the server never holds more than its caps.
+func TestIdleConnectionsAreCapped(t *testing.T) {
+	const total, perPeer, flood = 64, 16, 2000
+	for _, tc := range []struct {
+		name    string
+		sources int // flooding addresses, 127.0.1.1…; 0: the peer's own
+		maxOpen int // flooding connections the server may still hold
+	}{
+		{"from the peer's own address", 0, perPeer},
+		{"from a hundred addresses", 100, total},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := start(t, nil, func(c *snaphttp.Config) { c.MaxTCPConns, c.MaxTCPConnsPerPeer = total, perPeer })
+			hostport := strings.TrimPrefix(e.base, "http://")
+			conns := make([]net.Conn, 0, flood)
+			t.Cleanup(func() {
+				for _, c := range conns {
+					c.Close()
+				}
+			})
+			for i := range flood {
+				src := "127.0.0.1"
+				if tc.sources > 0 {
+					src = fmt.Sprintf("127.0.1.%d", 1+i%tc.sources)
+				}
+				conns = append(conns, dialFrom(t, src, hostport))
+			}
+			// Accepted in order: once /healthz answers, every flooding
+			// connection has been counted or closed.
+			peer := clientFrom("127.0.0.1")
+			h := healthFrom(t, peer, e)
+			if h.Status != "ok" || h.Connections > total || h.ConnectionsEvicted == 0 {
+				t.Errorf("/healthz: %+v; want ok, at most %d connections, some evicted", h, total)
+			}
+			resp, err := e.client.Send(context.Background(), e.base+"/snap", request(t, "message/send", sendPayload))
+			if err != nil {
+				t.Fatalf("a signed request under the flood: %v", err)
+			}
+			if resp.Type != snap.TypeResponse || errCode(resp.Payload) != 0 {
+				t.Errorf("a signed request under the flood: %s %s", resp.Type, resp.Payload)
+			}
+			if n := heldOpen(conns, tc.maxOpen); n > tc.maxOpen {
+				t.Errorf("the server still holds %d of %d idle connections; want at most %d", n, flood, tc.maxOpen)
+			}
+		})
+	}
+}
+
+// When every connection of a peer is busy, its next connection is
+// answered 429 with Retry-After and the SNAP error shape, and closed;
+// another address is still served, and the peer is again once one of
+// its requests ends.
+func TestConnectionOverCapWithNoneIdle(t *testing.T) {
+	release := make(chan struct{})
+	entered := make(chan struct{}, 2)
+	h := &hooks{send: func(ctx context.Context) {
+		entered <- struct{}{}
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+	}}
+	e := start(t, h, func(c *snaphttp.Config) { c.MaxTCPConns, c.MaxTCPConnsPerPeer = 8, 2 })
+	hostport := strings.TrimPrefix(e.base, "http://")
+
+	// Two requests in progress from 127.0.0.2: its two connections are busy.
+	busy := make([]net.Conn, 2)
+	for i := range busy {
+		busy[i] = dialFrom(t, "127.0.0.2", hostport)
+		defer busy[i].Close()
+		body := raw(t, request(t, "message/send", sendPayload))
+		fmt.Fprintf(busy[i], "POST /snap HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	}
+	for range busy {
+		<-entered
+	}
+
+	c := dialFrom(t, "127.0.0.2", hostport)
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("the third connection got no answer: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	var body struct {
+		Error struct {
+			Status     int `json:"status"`
+			Code       int `json:"code"`
+			RetryAfter int `json:"retryAfter"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(b, &body); err != nil {
+		t.Fatalf("refusal body %q: %v", b, err)
+	}
+	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "1" || body.Error.Status != 429 ||
+		body.Error.Code != int(snap.CodeRateLimitExceeded) || body.Error.RetryAfter != 1 {
+		t.Errorf("over the peer's cap: %d Retry-After %q %s", resp.StatusCode, resp.Header.Get("Retry-After"), b)
+	}
+	if _, err := c.Read(make([]byte, 1)); err == nil {
+		t.Error("the refused connection is still open")
+	}
+
+	if got := healthFrom(t, clientFrom("127.0.0.3"), e); got.Status != "ok" || got.ConnectionsRefused != 1 {
+		t.Errorf("another address: %+v; want ok with 1 connection refused", got)
+	}
+	close(release)
+	for _, c := range busy {
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err != nil || resp.StatusCode != 200 {
+			t.Errorf("a busy request: %v %v", resp, err)
+		}
+		c.Close()
+	}
+	if got := healthFrom(t, clientFrom("127.0.0.2"), e); got.Status != "ok" {
+		t.Errorf("the peer once its requests ended: %+v", got)
+	}
+}
+
+// A connection that does not finish its headers within HeaderTimeout is
+// closed.
+func TestHeaderTimeout(t *testing.T) {
+	e := start(t, nil, func(c *snaphttp.Config) { c.HeaderTimeout = 50 * time.Millisecond })
+	c := dialFrom(t, "127.0.0.1", strings.TrimPrefix(e.base, "http://"))
+	defer c.Close()
+	fmt.Fprint(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n")
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	b, err := io.ReadAll(c)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatalf("the connection was still open after 5s (header timeout 50ms); read %q", b)
+	}
+}
+
+// signedOfSize is a signed message/send of about n bytes.
+func signedOfSize(t testing.TB, n int) []byte {
+	t.Helper()
+	text := strings.Repeat("a", n)
+	return raw(t, request(t, "message/send", `{"message":{"messageId":"m-big","role":"user","parts":[{"text":"`+text+`"}]}}`))
+}
+
+// The bodies held at once are bounded: of 100 large requests posted at
+// once by 100 peers, those beyond BodyMemory get 429 with Retry-After and the SNAP
+// error shape before their body is read; those within it are answered;
+// and the memory is free again afterwards.
+func TestBodyMemory(t *testing.T) {
+	const n, fit = 100, 4
+	bodies := make([][]byte, n)
+	for i := range bodies {
+		bodies[i] = signedOfSize(t, 200<<10)
+	}
+	body := bodies[0]
+	release := make(chan struct{})
+	entered := make(chan struct{}, n)
+	h := &hooks{send: func(ctx context.Context) {
+		entered <- struct{}{}
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+	}}
+	e := start(t, h, func(c *snaphttp.Config) {
+		c.MaxBody = 512 << 10
+		c.BodyMemory = int64(fit*len(body) + len(body)/2)
+		c.Rate, c.Burst = 1000, 1000
+	})
+	type answer struct {
+		status int
+		retry  string
+		body   []byte
+	}
+	answers := make(chan answer, n)
+	for i, body := range bodies {
+		go func() {
+			client := clientFrom(fmt.Sprintf("127.0.5.%d", 1+i)) // 100 peers
+			resp, err := client.Post(e.base+"/snap", "application/json", bytes.NewReader(body))
+			if err != nil {
+				answers <- answer{status: -1, body: []byte(err.Error())}
+				return
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			answers <- answer{resp.StatusCode, resp.Header.Get("Retry-After"), b}
+		}()
+	}
+	timeout := time.After(10 * time.Second)
+	for i := range n - fit {
+		select {
+		case a := <-answers:
+			if a.status != 429 || a.retry != "1" || !strings.Contains(string(a.body), `"code":5003`) ||
+				!strings.Contains(string(a.body), `"retryAfter":1`) {
+				t.Fatalf("answer %d beyond the bodies' memory: %d Retry-After %q %s", i, a.status, a.retry, a.body)
+			}
+		case <-timeout:
+			t.Fatalf("%d of %d requests beyond the bodies' memory were answered 429 in 10s; %d reached the handler", i, n-fit, len(entered))
+		}
+	}
+	for i := range fit {
+		select {
+		case <-entered:
+		case a := <-answers:
+			t.Fatalf("request %d within the bodies' memory was answered before its handler ran: %d %.300s", i, a.status, a.body)
+		}
+	}
+	close(release)
+	for range fit {
+		if a := <-answers; a.status != 200 {
+			t.Errorf("a request within the bodies' memory: %d %s", a.status, a.body)
+		}
+	}
+	if len(entered) != 0 {
+		t.Errorf("%d more requests reached the handler than fit", len(entered))
+	}
+	// Released: as many fit again, one after the other.
+	client := clientFrom("127.0.0.1")
+	for range fit + 1 {
+		resp, err := client.Post(e.base+"/snap", "application/json", bytes.NewReader(signedOfSize(t, 200<<10)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("after the flood: %d", resp.StatusCode)
+		}
+	}
+}
+
+// One peer holds at most its share of BodyMemory: its next body gets 429
+// (scope "peer") while another peer's is read.
+func TestBodyMemoryPerPeer(t *testing.T) {
+	release := make(chan struct{})
+	entered := make(chan struct{}, 3)
+	var calls atomic.Int32
+	h := &hooks{send: func(ctx context.Context) {
+		entered <- struct{}{}
+		if calls.Add(1) > 1 {
+			return
+		}
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+	}}
+	// A peer's share: a sixteenth of 1 MiB, 64 KiB; a body, 40 KiB.
+	e := start(t, h, func(c *snaphttp.Config) { c.MaxBody = 64 << 10; c.BodyMemory = 1 << 20 })
+	postFrom := func(src string) (int, string) {
+		resp, err := clientFrom(src).Post(e.base+"/snap", "application/json", bytes.NewReader(signedOfSize(t, 40<<10)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	first := make(chan int, 1)
+	go func() { st, _ := postFrom("127.0.0.2"); first <- st }()
+	<-entered // the first body is held while its request is handled
+	if st, b := postFrom("127.0.0.2"); st != 429 || !strings.Contains(b, `"scope":"peer"`) || !strings.Contains(b, `"code":5003`) {
+		t.Errorf("the same peer over its share: %d %s", st, b)
+	}
+	if st, b := postFrom("127.0.0.3"); st != 200 {
+		t.Errorf("another peer: %d %s", st, b)
+	}
+	close(release)
+	if st := <-first; st != 200 {
+		t.Errorf("the first body: %d", st)
+	}
+	if st, b := postFrom("127.0.0.2"); st != 200 {
+		t.Errorf("the peer once its body was answered: %d %s", st, b)
+	}
+}
+
+// A WebSocket message waits for its share of BodyMemory, rather than
+// being read: with the memory held by a posted body, the message is
+// answered only once that body is.
+func TestBodyMemoryWebSocketWaits(t *testing.T) {
+	body := signedOfSize(t, 64<<10)
+	release := make(chan struct{})
+	entered := make(chan struct{}, 2)
+	var calls atomic.Int32
+	h := &hooks{send: func(ctx context.Context) {
+		entered <- struct{}{}
+		if calls.Add(1) > 1 {
+			return // the WebSocket message: answered at once
+		}
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+	}}
+	e := start(t, h, func(c *snaphttp.Config) { c.MaxBody = 128 << 10; c.BodyMemory = 128 << 10 })
+	posted := make(chan int, 1)
+	go func() {
+		resp, err := http.Post(e.base+"/snap", "application/json", bytes.NewReader(body))
+		if err != nil {
+			posted <- -1
+			return
+		}
+		resp.Body.Close()
+		posted <- resp.StatusCode
+	}()
+	<-entered // the posted body holds the memory
+	ws, _, err := websocket.DefaultDialer.Dial(e.ws, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	if err := ws.WriteMessage(websocket.TextMessage, raw(t, request(t, "message/send", sendPayload))); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan []byte, 1)
+	go func() {
+		_, b, _ := ws.ReadMessage()
+		got <- b
+	}()
+	select {
+	case b := <-got:
+		t.Fatalf("the WebSocket message was answered while the memory was held: %s", b)
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(release)
+	if st := <-posted; st != 200 {
+		t.Errorf("the posted body: %d", st)
+	}
+	select {
+	case b := <-got:
+		verify(t, b)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the WebSocket message was not answered once the memory was free")
+	}
+}
+
+// The default caps follow the open-file limit.
+func TestDefaultTCPConns(t *testing.T) {
+	for _, tc := range []struct {
+		nofile         uint64
+		total, perPeer int
+	}{
+		{0, 512, 32}, {1024, 512, 32}, {100, 64, 8}, {4096, 2048, 128}, {1 << 20, 16384, 1024},
+	} {
+		total, perPeer := snaphttp.DefaultTCPConns(tc.nofile)
+		if total != tc.total || perPeer != tc.perPeer {
+			t.Errorf("DefaultTCPConns(%d) = %d, %d; want %d, %d", tc.nofile, total, perPeer, tc.total, tc.perPeer)
+		}
+	}
+}
