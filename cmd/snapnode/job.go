@@ -35,19 +35,9 @@ func (c *cli) job(args []string) int {
 	return exitUsage
 }
 
-// openJobStore opens the agent's job store in the node's database
-// (openNodeDB).
+// openJobStore opens the agent's job store in the node's database.
 func (c *cli) openJobStore(fs *flag.FlagSet, cfg *config.Config) (*agent.Store, func(), int, bool) {
-	db, code, ok := c.openNodeDB(fs, cfg, "jobs")
-	if !ok {
-		return nil, nil, code, false
-	}
-	st, err := agent.OpenStore(context.Background(), db)
-	if err != nil {
-		db.Close()
-		return nil, nil, c.ioError(fs.Name(), err), false
-	}
-	return st, func() { db.Close() }, 0, true
+	return openOn(c, fs, cfg, "jobs", agent.OpenStore, func(*agent.Store) {})
 }
 
 // jobCommand runs a job command that takes one job id: it parses the

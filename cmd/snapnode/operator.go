@@ -43,18 +43,24 @@ func (c *cli) noNode(fs *flag.FlagSet, err error) int {
 	return exitFail
 }
 
-// openTaskStore opens the task store in the node's database (openNodeDB).
-func (c *cli) openTaskStore(fs *flag.FlagSet, cfg *config.Config) (*sqlstore.Store, func(), int, bool) {
-	db, code, ok := c.openNodeDB(fs, cfg, "tasks")
+// openOn opens a store on the node's database (openNodeDB) with open;
+// done closes both.
+func openOn[S any](c *cli, fs *flag.FlagSet, cfg *config.Config, what string, open func(context.Context, *sqldb.DB) (S, error), closeStore func(S)) (st S, done func(), code int, ok bool) {
+	db, code, ok := c.openNodeDB(fs, cfg, what)
 	if !ok {
-		return nil, nil, code, false
+		return st, nil, code, false
 	}
-	st, err := sqlstore.New(context.Background(), db)
+	st, err := open(context.Background(), db)
 	if err != nil {
 		db.Close()
-		return nil, nil, c.ioError(fs.Name(), err), false
+		return st, nil, c.ioError(fs.Name(), err), false
 	}
-	return st, func() { st.Close(); db.Close() }, 0, true
+	return st, func() { closeStore(st); db.Close() }, 0, true
+}
+
+// openTaskStore opens the task store in the node's database.
+func (c *cli) openTaskStore(fs *flag.FlagSet, cfg *config.Config) (*sqlstore.Store, func(), int, bool) {
+	return openOn(c, fs, cfg, "tasks", sqlstore.New, func(st *sqlstore.Store) { st.Close() })
 }
 
 // operatorTask is one task as the operator commands print it: the SNAP
