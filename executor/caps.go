@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"context"
 	"runtime"
 	"time"
 
@@ -58,6 +59,33 @@ func (it *item) limits() sandbox.Limits {
 		MaxDuration: time.Duration(it.resources.MaxDurationMillis) * time.Millisecond,
 		MaxFileSize: it.readCap(),
 	}
+}
+
+// whole bounds all of the action's work in the sandbox before its
+// promotion (its reads and listings and the staging of its changes,
+// however many steps a composite has) by max_duration_ms together; each
+// sandbox call has the same bound of its own (limits). When this deadline
+// ends the work, the sandbox reports the duration limit.
+func (it *item) whole(ctx context.Context) (context.Context, context.CancelFunc) {
+	d := time.Duration(it.resources.MaxDurationMillis) * time.Millisecond
+	if d <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeoutCause(ctx, d, &sandbox.LimitError{Limit: sandbox.LimitDuration, Max: d.Milliseconds(), Err: context.DeadlineExceeded})
+}
+
+// durationFailure is LIMIT_EXCEEDED for max_duration_ms when took, the
+// action's work in the sandbox by the executor's clock, is over it: a run
+// that finished just past its deadline is discarded before any effect,
+// as one over its CPU time is.
+func (it *item) durationFailure(took time.Duration) *Failure {
+	max := time.Duration(it.resources.MaxDurationMillis) * time.Millisecond
+	if max <= 0 || took <= max {
+		return nil
+	}
+	return &Failure{Code: CodeLimitExceeded, Limit: string(sandbox.LimitDuration), Max: it.resources.MaxDurationMillis,
+		Got: int64((took + time.Millisecond - 1) / time.Millisecond), Field: "/resources/max_duration_ms",
+		Message: "The action exceeds the duration limit."}
 }
 
 // memoryFailure is LIMIT_EXCEEDED for max_memory_mb; got is what the

@@ -96,6 +96,9 @@ type Executor struct {
 	now        func() time.Time
 	logger     *slog.Logger
 	newID      func() string
+	// beforeStep, set by tests only, runs before each read or listing of
+	// an action and before its staging (a clock moves there).
+	beforeStep func()
 }
 
 // New returns an Executor on cfg, after bringing its tables up to date.
@@ -443,7 +446,11 @@ func (e *Executor) runNoEffects(ctx context.Context, j *journal, it *item, res *
 	}
 	var reads map[int]read
 	var err error
-	used, cerr := e.onThread(func() { reads, err = readSteps(ctx, e.narrow(it), it) })
+	wctx, cancel := it.whole(ctx)
+	defer cancel()
+	start := e.now()
+	used, cerr := e.onThread(func() { reads, err = e.readSteps(wctx, e.narrow(it), it) })
+	took := e.now().Sub(start)
 	if cerr != nil {
 		return nil, fmt.Errorf("executor: measure CPU time: %w", cerr)
 	}
@@ -452,6 +459,9 @@ func (e *Executor) runNoEffects(ctx context.Context, j *journal, it *item, res *
 			return nil, ctx.Err()
 		}
 		return failWith(e.limitFailure(it, err))
+	}
+	if f := it.durationFailure(took); f != nil {
+		return failWith(f)
 	}
 	if f := it.cpuFailure(used); f != nil {
 		return failWith(f)
@@ -496,9 +506,12 @@ type read struct {
 // readSteps runs the item's READ_FILE and LIST_FILES steps on sb, each
 // on the workspace as it is (nothing staged is seen); the map has them by
 // step. An error is the sandbox's, or ctx's.
-func readSteps(ctx context.Context, sb *sandbox.Sandbox, it *item) (map[int]read, error) {
+func (e *Executor) readSteps(ctx context.Context, sb *sandbox.Sandbox, it *item) (map[int]read, error) {
 	reads := map[int]read{}
 	for i, s := range it.steps {
+		if e.beforeStep != nil {
+			e.beforeStep()
+		}
 		switch p := s.p; p.Action.Kind {
 		case proposal.KindReadFile:
 			b, err := sb.Read(ctx, p.Args.Path)
@@ -555,20 +568,30 @@ func (e *Executor) stage(ctx context.Context, it *item) (*staging, *Failure, err
 	var reads map[int]read
 	var st *sandbox.Staged
 	var err error
+	wctx, cancel := it.whole(ctx)
+	defer cancel()
+	start := e.now()
 	used, cerr := e.onThread(func() {
-		if reads, err = readSteps(ctx, sb, it); err != nil {
+		if reads, err = e.readSteps(wctx, sb, it); err != nil {
 			return
 		}
-		if st, err = sb.Stage(ctx, changes); err != nil {
+		if e.beforeStep != nil {
+			e.beforeStep()
+		}
+		if st, err = sb.Stage(wctx, changes); err != nil {
 			return
 		}
 		err = st.WithinEffects(it.effects())
 	})
+	took := e.now().Sub(start)
 	if cerr != nil {
 		return nil, nil, fmt.Errorf("executor: measure CPU time: %w", cerr)
 	}
 	if err != nil {
 		return refused(err)
+	}
+	if f := it.durationFailure(took); f != nil {
+		return nil, f, nil
 	}
 	if f := it.cpuFailure(used); f != nil {
 		return nil, f, nil
