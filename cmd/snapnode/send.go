@@ -54,6 +54,7 @@ func (c *cli) send(args []string) int {
 	cf.define(fs, 30*time.Second)
 	taskID := fs.String("task", "", "continue the task `ID` instead of starting one")
 	dataFile := fs.String("data", "", "send the JSON object in `FILE` as a data part")
+	key := fs.String("idempotency-key", "", "send with the idempotency `KEY`: the agent answers a repeat of it with the task it made the first time (with --persist a new key is made when none is given)")
 	pos, code, done := c.parse(fs, args, -1)
 	if done {
 		return code
@@ -61,6 +62,12 @@ func (c *cli) send(args []string) int {
 	payload, code, ok := c.messagePayload(fs, strings.Join(pos, " "), *dataFile, *taskID)
 	if !ok {
 		return code
+	}
+	if *key == "" && cf.persist {
+		*key = snap.NewID()
+	}
+	if *key != "" {
+		payload["idempotencyKey"] = *key
 	}
 	return c.request(fs, cf, "message/send", payload)
 }
@@ -287,6 +294,15 @@ func (c *cli) nostrExchange(ctx context.Context, prog string, cf clientFlags, ke
 	}
 	switch {
 	case errors.Is(err, relay.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+		if cf.persist {
+			// The request waits on the relays: say how to find its task.
+			var p struct {
+				Key string `json:"idempotencyKey"`
+			}
+			if json.Unmarshal(body, &p) == nil && p.Key != "" {
+				fmt.Fprintf(c.stderr, "%s: the request is stored on the relays and reaches the agent when it comes online; to get the task it makes, send it again with --idempotency-key %s\n", prog, p.Key)
+			}
+		}
 		return nil, fmt.Errorf("%w: %w", errNoValidAnswer, err)
 	case err != nil:
 		return nil, err
