@@ -48,6 +48,7 @@ func Check(pol *policy.Engine, defaults proposal.Defaults, requester string, ope
 		policy:     policy.NewHolder(pol),
 		defaults:   defaults,
 		isOperator: func(string) bool { return operator },
+		levels:     DefaultAuditLevels(),
 		cpu:        threadCPU,
 		now:        time.Now,
 	}

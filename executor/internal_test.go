@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -156,5 +157,24 @@ func TestReadsHold(t *testing.T) {
 				t.Errorf("err %v, want changed %v", err, tc.changed)
 			}
 		})
+	}
+}
+
+// TestHostDescriptorStatesItsAuditLevel: the descriptor the host derives
+// says the audit level the host keeps for the action's risk (its levels),
+// not a fixed SUMMARY.
+func TestHostDescriptorStatesItsAuditLevel(t *testing.T) {
+	e := &Executor{levels: DefaultAuditLevels(), defaults: proposal.NewDefaults(), now: time.Now}
+	for action, want := range map[string]string{"READ_FILE": proposal.AuditSummary, "WRITE_FILE": proposal.AuditDetailed, "DELETE_FILE": proposal.AuditForensic} {
+		path := "/sandbox/a.txt"
+		data := fmt.Sprintf(`{"schema_version":"1.0.0","id":"6a1f0c3e-2b4d-4e5f-8a9b-0c1d2e3f4a5b","reasoning":"r","action":%q,"args":{"path":%q%s}}`,
+			action, path, map[bool]string{true: `,"content":"x"`}[action == "WRITE_FILE"])
+		it, err := e.parseData([]byte(data), "00000000-0000-4000-8000-000000000000")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := it.desc.Audit.LogLevel; got != want {
+			t.Errorf("%s: log_level %s, want %s", action, got, want)
+		}
 	}
 }

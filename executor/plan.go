@@ -109,6 +109,7 @@ func (e *Executor) parseData(data []byte, actionID string) (*item, error) {
 		if desc.Confirmation.Required {
 			it.confirm = []string{hostThreshold(desc)}
 		}
+		it.desc.Audit.LogLevel = e.levels.of(it.risk)
 		return it, nil
 	}
 	peer, err := proposal.ParseDescriptor(data)
@@ -185,6 +186,7 @@ func (e *Executor) parseData(data []byte, actionID string) (*item, error) {
 	it.resources = smaller(it.desc.Resources, peer.Resources)
 	it.confirm = dedupe(it.confirm)
 	it.says = dedupe(slices.DeleteFunc(it.says, func(s string) bool { return strings.TrimSpace(s) == "" }))
+	it.desc.Audit.LogLevel = e.levels.of(it.risk) // what the host keeps, never the peer's
 	return it, nil
 }
 
