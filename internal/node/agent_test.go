@@ -23,6 +23,7 @@ import (
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/llmtest"
 	"github.com/snapnode/snapnode/internal/node"
+	"github.com/snapnode/snapnode/internal/sqldb"
 	"github.com/snapnode/snapnode/internal/testdb"
 	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/schemas"
@@ -936,7 +937,8 @@ func TestNoAgentFailsAtOnce(t *testing.T) {
 // (an approve without it is refused, listing both); each is decided by its
 // id, and the other is left as it was.
 func TestTwoHeldActionsDecidedByID(t *testing.T) {
-	a := startAgentNode(t, testdb.SQLite(t), nil)
+	dsn := testdb.SQLite(t)
+	a := startAgentNode(t, dsn, nil)
 	sock := admin.Path(a.dataDir)
 	ctx := context.Background()
 	for _, f := range []string{"one.txt", "two.txt"} {
@@ -968,6 +970,23 @@ func TestTwoHeldActionsDecidedByID(t *testing.T) {
 	}
 	if _, err := os.Stat(a.sandboxFile("one.txt")); err != nil {
 		t.Fatalf("one.txt went with the other's approval: %v", err)
+	}
+	// The approval ended the task: the action still held is withdrawn,
+	// not left waiting for a decision that can no longer run it.
+	if got := taskOf(t, a.alice.call(t, a.Node, "tasks/get", map[string]any{"taskId": first.ID}, false)); got.Status.State == "input_required" {
+		t.Fatalf("task after the approval: %s", got.Status.State)
+	}
+	db, err := sqldb.Open(ctx, dsn, sqldb.Options{Existing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var stillHeld int
+	if err := db.R.QueryRowContext(ctx, "SELECT COUNT(*) FROM executor_actions WHERE task = ? AND state = 'pending'", first.ID).Scan(&stillHeld); err != nil || stillHeld != 0 {
+		t.Fatalf("%d actions of the ended task still held (%v)", stillHeld, err)
+	}
+	if _, err := os.Stat(a.sandboxFile("one.txt")); err != nil {
+		t.Fatalf("one.txt after the task ended: %v", err)
 	}
 	if _, err := admin.Call(ctx, sock, admin.Request{Op: "approve", Task: first.ID, Action: "no-such-action"}); err == nil {
 		t.Fatal("an approval of an action the task does not hold was taken")

@@ -152,6 +152,14 @@ func (p *proposals) pending(ctx context.Context, taskID, actionID string) (*exec
 // settle applies a confirmation's result to its task: an agent's job
 // resumes with it, a peer's proposal ends the task.
 func (p *proposals) settle(ctx context.Context, taskID string, res *executor.Result, approved bool) (*tasks.Task, error) {
+	t, err := p.settleTask(ctx, taskID, res, approved)
+	if err == nil && t.Status.State.Terminal() {
+		p.withdrawHeld(ctx, taskID, t.Status.State)
+	}
+	return t, err
+}
+
+func (p *proposals) settleTask(ctx context.Context, taskID string, res *executor.Result, approved bool) (*tasks.Task, error) {
 	if p.agent != nil {
 		if mine, err := p.agent.Owns(ctx, taskID); err != nil {
 			return nil, err
@@ -169,6 +177,23 @@ func (p *proposals) settle(ctx context.Context, taskID string, res *executor.Res
 		out.State, out.Note = tasks.StateInputRequired, agent.ConfirmationNote(res)
 	}
 	return p.tasks.Resolve(ctx, taskID, out)
+}
+
+// withdrawHeld denies, as the host, the actions a task that has ended
+// still holds (a task held two, and the decision on one ended it): none
+// of them can run any more, and none should wait in an operator's list.
+// A failure is logged; the records stay for `snapnode deny`.
+func (p *proposals) withdrawHeld(ctx context.Context, taskID string, state tasks.State) {
+	held, err := p.exec.Pending(ctx, taskID)
+	if err != nil {
+		p.logger.Warn("held actions of an ended task not withdrawn", "task", taskID, "err", err)
+		return
+	}
+	for _, pa := range held {
+		if _, err := p.exec.Deny(ctx, pa.ActionID, executor.Host, "the task ended ("+string(state)+") before this action was decided"); err != nil {
+			p.logger.Warn("held action of an ended task not withdrawn", "task", taskID, "action", pa.ActionID, "err", err)
+		}
+	}
 }
 
 // Approve implements admin.Handler: the host approves the action the task
