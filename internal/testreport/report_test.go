@@ -102,3 +102,17 @@ func FuzzRead(f *testing.F) {
 		}
 	})
 }
+
+// TestChildProcessEntries: a test that only runs as another test's child
+// process skips in a normal run; it is not reported as left out.
+func TestChildProcessEntries(t *testing.T) {
+	var out bytes.Buffer
+	rep := testreport.New(&out, testreport.ProjectNeeds())
+	rep.Add(testreport.Event{Action: "pass", Package: "p", Test: "TestCrash"})
+	rep.Add(testreport.Event{Action: "output", Package: "p", Test: "TestCrashWriter", Output: "    crash_test.go:38: the writer process of TestCrashSIGKILL\n"})
+	rep.Add(testreport.Event{Action: "skip", Package: "p", Test: "TestCrashWriter"})
+	rep.Summary()
+	if !strings.HasSuffix(strings.TrimSpace(out.String()), "1 passed, 0 failed; nothing skipped") {
+		t.Errorf("a child-process entry counted as skipped:\n%s", out.String())
+	}
+}
