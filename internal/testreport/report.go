@@ -68,7 +68,12 @@ type Report struct {
 	skips   map[string]int
 	other   []string // skip messages no Need matched
 	build   int      // packages that did not build
+	notes   []string // said with the summary
 }
+
+// Note adds a remark to the summary (how the run differed from the one
+// asked for).
+func (rep *Report) Note(s string) { rep.notes = append(rep.notes, s) }
 
 type pkgCount struct{ pass, fail, skip int }
 
@@ -245,6 +250,13 @@ func (rep *Report) Summary() {
 	}
 	if len(rep.other) > 0 {
 		parts = append(parts, fmt.Sprintf("%d for other reasons (above)", len(rep.other)))
+	}
+	for _, n := range rep.notes {
+		fmt.Fprintf(rep.w, "\nnote: %s\n", n)
+	}
+	if len(rep.pkgs) == 0 {
+		fmt.Fprintln(rep.w, "\nno test ran: go test stopped before any package (its errors are above)")
+		return
 	}
 	ran := rep.pass + len(rep.fail)
 	line := fmt.Sprintf("\nran %s in %s: %d passed, %d failed", plural(ran, "test"), plural(len(rep.pkgs), "package"), rep.pass, len(rep.fail))

@@ -116,3 +116,16 @@ func TestChildProcessEntries(t *testing.T) {
 		t.Errorf("a child-process entry counted as skipped:\n%s", out.String())
 	}
 }
+
+// TestNothingRan: a run that stopped before any package says so rather
+// than "nothing skipped", and the notes come before the last line.
+func TestNothingRan(t *testing.T) {
+	var out bytes.Buffer
+	rep := testreport.New(&out, testreport.ProjectNeeds())
+	rep.Note("ran without -race")
+	rep.Summary()
+	got := out.String()
+	if !strings.Contains(got, "note: ran without -race") || !strings.HasSuffix(strings.TrimSpace(got), "no test ran: go test stopped before any package (its errors are above)") {
+		t.Errorf("summary of an empty run:\n%s", got)
+	}
+}

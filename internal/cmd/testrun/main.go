@@ -14,6 +14,8 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/snapnode/snapnode/internal/testreport"
@@ -30,6 +32,14 @@ func main() {
 }
 
 func run(ctx context.Context, args []string) int {
+	// The race detector needs cgo, which Go turns off where there is no C
+	// compiler: the tests then run without it rather than not at all.
+	var notes []string
+	if slices.Contains(args, "-race") && !cgo(ctx) {
+		args = slices.DeleteFunc(slices.Clone(args), func(a string) bool { return a == "-race" })
+		notes = append(notes, "ran without -race: the race detector needs cgo and a C compiler (apt-get install gcc)")
+		fmt.Fprintln(os.Stderr, "testrun: "+notes[0])
+	}
 	cmd := exec.CommandContext(ctx, "go", append([]string{"test", "-json"}, args...)...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
@@ -42,6 +52,9 @@ func run(ctx context.Context, args []string) int {
 		return 2
 	}
 	rep := testreport.New(os.Stdout, testreport.ProjectNeeds())
+	for _, n := range notes {
+		rep.Note(n)
+	}
 	readErr := rep.Read(out)
 	waitErr := cmd.Wait()
 	rep.Summary()
@@ -60,4 +73,11 @@ func run(ctx context.Context, args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// cgo reports whether go builds with cgo here (CGO_ENABLED, which Go sets
+// to 0 when it finds no C compiler).
+func cgo(ctx context.Context) bool {
+	out, err := exec.CommandContext(ctx, "go", "env", "CGO_ENABLED").Output()
+	return err == nil && strings.TrimSpace(string(out)) == "1"
 }
