@@ -229,7 +229,7 @@ var (
 	ErrNotPromoted = errors.New("executor: no promoted action with this id")
 	// ErrAlreadyRolledBack: the action was rolled back before; it matches
 	// ErrNotPromoted too.
-	ErrAlreadyRolledBack = fmt.Errorf("%w: it was rolled back already", ErrNotPromoted)
+	ErrAlreadyRolledBack error = rolledBackError{}
 	// ErrInvalidIdentity: a requester, approver or task id that cannot be
 	// recorded (empty, too long, control characters, not UTF-8).
 	ErrInvalidIdentity = errors.New("executor: invalid identity")
@@ -758,3 +758,10 @@ func successOutput(it *item, reads map[int]read) *proposal.Output {
 	}
 	return proposal.Success(&proposal.Proposal{Action: proposal.Action{Spelling: it.action}}, CompositeResult{Steps: outs})
 }
+
+// rolledBackError is ErrAlreadyRolledBack: its own words, and an
+// ErrNotPromoted for callers that only ask whether a rollback can run.
+type rolledBackError struct{}
+
+func (rolledBackError) Error() string        { return "rolled back already" }
+func (rolledBackError) Is(target error) bool { return target == ErrNotPromoted }

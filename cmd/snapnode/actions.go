@@ -107,6 +107,7 @@ func (c *cli) consoleURL(args []string) int {
 // audit is `snapnode audit verify|export`.
 func (c *cli) audit(args []string) int {
 	if len(args) == 0 || (args[0] != "verify" && args[0] != "export") {
+		c.unknownSub("audit", args, "verify", "export")
 		fmt.Fprintln(c.stderr, "usage: snapnode audit verify [--file FILE] [node settings]")
 		fmt.Fprintln(c.stderr, "       snapnode audit export [--from SEQ] [node settings] > audit.jsonl")
 		return exitUsage

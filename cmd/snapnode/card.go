@@ -29,7 +29,7 @@ func (c *cli) card(args []string) int {
 		usage(c.stderr)
 		return exitOK
 	}
-	fmt.Fprintf(c.stderr, "snapnode card: unknown sub-command %q\n", args[0])
+	c.unknownSub("card", args, "sign", "verify")
 	usage(c.stderr)
 	return exitUsage
 }

@@ -75,6 +75,10 @@ func (c *cli) discover(args []string) int {
 		fmt.Fprintf(c.stdout, "%s\n", line)
 	}
 	if len(found) == 0 {
+		if down := unreachable(pool.Health()); down != "" {
+			fmt.Fprintf(c.stderr, "snapnode discover: could not reach any relay: %s\n", down)
+			return exitFail
+		}
 		if err == nil {
 			err = relay.ErrNotFound
 		}

@@ -43,6 +43,10 @@ func TestErrorMessages(t *testing.T) {
 		{"backup-postgres", []string{"backup", "--database", "postgres://snapnode@127.0.0.1:1/snapnode", "--out", filepath.Join(dir, "b2")}, 2},
 		{"backup-not-empty", []string{"backup", "--data-dir", filepath.Join(dir, "elsewhere"), "--out", dir}, 2},
 		{"unreachable-relay", []string{"send", "--key", key, "--to", peer, "--relay", "ws://127.0.0.1:1", "--timeout", "5s", "hello"}, 3},
+		{"unreachable-relay-discover", []string{"discover", "--identity", peer, "--relay", "ws://127.0.0.1:1", "--timeout", "3s"}, 1},
+		{"missing-key-sign", []string{"sign", "--key", filepath.Join(dir, "nope.key")}, 2},
+		{"missing-key-send", []string{"send", "--key", filepath.Join(dir, "nope.key"), "--to", peer, "hello"}, 2},
+		{"unknown-sub-command", []string{"job", "lsit"}, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -28,6 +28,7 @@ func (c *cli) job(args []string) int {
 			return c.jobReplay(args[1:])
 		}
 	}
+	c.unknownSub("job", args, "list", "show", "history", "replay")
 	fmt.Fprintln(c.stderr, "usage: snapnode job list [--status STATUS]… [node settings]")
 	fmt.Fprintln(c.stderr, "       snapnode job show [--format json|text] [node settings] ID")
 	fmt.Fprintln(c.stderr, "       snapnode job history [--format json|text] [node settings] ID")

@@ -13,6 +13,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
@@ -220,6 +221,26 @@ func (c *cli) usageError(fs *flag.FlagSet, msg string) int {
 	return exitUsage
 }
 
+// unknownSub reports, for `snapnode cmd`, a sub-command that is none of
+// subs, with the nearest one when it looks like a typo (nothing when args
+// is empty: the caller prints its usage either way).
+func (c *cli) unknownSub(cmd string, args []string, subs ...string) {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		return
+	}
+	fmt.Fprintf(c.stderr, "snapnode %s: unknown sub-command %q%s\n", cmd, args[0], suggest.DidYouMean(args[0], subs, ""))
+}
+
+// loadKey is identity.Load (the key file, else SNAPNODE_KEY), saying how
+// to make the key when the file named does not exist.
+func loadKey(file string) (*identity.Key, error) {
+	k, err := identity.Load(file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("the key file %s does not exist (snapnode keygen --out %s makes one)", file, file)
+	}
+	return k, err
+}
+
 // configError reports a setting that could not be loaded (a bad value, a
 // configuration file that does not parse) and returns 2. It is not a
 // mistake in the command line: no synopsis follows.
@@ -252,7 +273,7 @@ func (c *cli) readInput(pos []string) ([]byte, error) {
 // keyAndInput loads the signing key (--key FILE, else SNAPNODE_KEY) and
 // reads the input; when ok is false, code is the exit code to return.
 func (c *cli) keyAndInput(fs *flag.FlagSet, prog, keyFile string, pos []string) (k *identity.Key, raw []byte, code int, ok bool) {
-	k, err := identity.Load(keyFile)
+	k, err := loadKey(keyFile)
 	if errors.Is(err, identity.ErrNoKey) {
 		return nil, nil, c.configError(fs, err), false
 	}

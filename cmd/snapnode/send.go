@@ -111,6 +111,7 @@ func (c *cli) task(args []string) int {
 		}
 	}
 	if len(args) == 0 || (args[0] != "get" && args[0] != "cancel") {
+		c.unknownSub("task", args, "get", "cancel", "list", "show")
 		fmt.Fprintln(c.stderr, "usage: snapnode task get|cancel --to ADDRESS [--relay URL | --http URL] [--key FILE] ID")
 		fmt.Fprintln(c.stderr, "       snapnode task list [--state STATE] [--from ADDRESS] [--data-dir DIR]")
 		fmt.Fprintln(c.stderr, "       snapnode task show [--data-dir DIR] ID")
@@ -338,7 +339,7 @@ func (c *cli) printResponse(prog string, resp *snap.Message) int {
 // SNAPNODE_KEY, else the client key in the user's config folder, created
 // on first use.
 func clientKey(file string, c *cli) (*identity.Key, error) {
-	k, err := identity.Load(file)
+	k, err := loadKey(file)
 	if !errors.Is(err, identity.ErrNoKey) {
 		return k, err
 	}
