@@ -122,7 +122,7 @@ func TestUsage(t *testing.T) {
 		{"verify --drift negative", []string{"verify", "--drift", "-1"}, 2, "", "--drift"},
 		{"verify unreadable file", []string{"verify", filepath.Join(dir, "missing.json")}, 2, "", "no such file"},
 		{"sign without a key", []string{"sign"}, 2, "", "no key"},
-		{"sign with a missing key file", []string{"sign", "--key", filepath.Join(dir, "nokey")}, 2, "", "no such file"},
+		{"sign with a missing key file", []string{"sign", "--key", filepath.Join(dir, "nokey")}, 2, "", "does not exist (snapnode keygen"},
 		{"sign unreadable file", []string{"sign", "--key", key, filepath.Join(dir, "missing.json")}, 2, "", "no such file"},
 		{"card without sub-command", []string{"card"}, 2, "", "usage: snapnode card"},
 		{"card unknown sub-command", []string{"card", "frob"}, 2, "", "unknown sub-command"},
