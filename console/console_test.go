@@ -72,7 +72,7 @@ func (s fakeSource) Task(_ context.Context, id string) (*tasks.Task, error) {
 
 func (fakeSource) Held(_ context.Context, taskID string) ([]executor.Pending, error) {
 	return []executor.Pending{{ActionID: "act-1", TaskID: taskID, Requester: "bc1palice", Action: "WRITE_FILE",
-		Data: []byte(`{"action":"WRITE_FILE"}`), Diff: "--- a.txt\n+++ a.txt\n+" + hostile + "\n",
+		Data: []byte("{\"action_type\":\"WRITE_FILE\",\"intent_summary\":\"tidy \u202Etxt.exe\u202C notes\u200B\"}"), Diff: "--- a.txt\n+++ a.txt\n+" + hostile + "\n",
 		Reason: "reports/ is read by people: confirm changes", Created: t0}}, nil
 }
 
@@ -427,6 +427,11 @@ func TestHostileText(t *testing.T) {
 		}
 	}
 	w := r.do("GET", "/console/tasks/t1", nil, ck, nil)
+	// A descriptor's bidi override and zero-width space are shown, never
+	// applied, under a label that says whose words they are.
+	if b := w.Body.String(); strings.ContainsAny(b, "\u202E\u202C\u200B") || !strings.Contains(b, "tidy ⟨U&#43;202E⟩txt.exe⟨U&#43;202C⟩ notes⟨U&#43;200B⟩") || !strings.Contains(b, "unverified") {
+		t.Errorf("the requester's descriptor is not shown as it is, labelled:\n%s", b)
+	}
 	got := csrfRE.ReplaceAllString(w.Body.String(), `name="csrf" value="CSRF"`)
 	golden := filepath.Join("testdata", "task.golden.html")
 	if *update {

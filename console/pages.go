@@ -321,7 +321,7 @@ func partsText(ps []tasks.Part) string {
 	for _, p := range ps {
 		switch {
 		case p.Text != nil:
-			out = append(out, *p.Text)
+			out = append(out, executor.Visible(*p.Text))
 		case p.Data != nil:
 			out = append(out, prettyJSON(p.Data))
 		case p.URL != nil:
@@ -333,11 +333,14 @@ func partsText(ps []tasks.Part) string {
 	return strings.Join(out, "\n")
 }
 
-// prettyJSON indents b, or returns it as is when it is not JSON.
+// prettyJSON indents b (or keeps it as is when it is not JSON), with
+// every invisible character shown (executor.Visible): what a requester
+// sent is shown as it is, bidi overrides and zero-width characters
+// included, never as what they make it look like.
 func prettyJSON(b []byte) string {
 	var out bytes.Buffer
 	if json.Indent(&out, b, "", "  ") != nil {
-		return string(b)
+		return executor.Visible(string(b))
 	}
-	return out.String()
+	return executor.Visible(out.String())
 }

@@ -54,7 +54,7 @@ func RequesterWords(s string) string {
 		case unicode.IsSpace(r) || unicode.IsControl(r) || unicode.In(r, unicode.Zl, unicode.Zp, unicode.Zs):
 			space = b.Len() > 0
 			continue
-		case unicode.In(r, unicode.Cf, unicode.Co, unicode.Cs, unicode.Variation_Selector) || !unicode.IsGraphic(r):
+		case invisible(r):
 			continue
 		case unicode.In(r, unicode.Mn, unicode.Me):
 			if marks++; marks > 2 || b.Len() == 0 {
@@ -162,4 +162,34 @@ func script(r rune) string {
 // nothing in it can pass for the host's words after it.
 func quoteWords(s string) string {
 	return RequesterLabel + strconv.Quote(RequesterWords(s))
+}
+
+// invisible reports whether r is a character a reader cannot see or that
+// changes how the text around it reads: format characters (bidi overrides,
+// zero-width ones, tags), private-use and surrogate code points, variation
+// selectors, and anything not graphic. Spaces and controls are asked
+// separately.
+func invisible(r rune) bool {
+	return unicode.In(r, unicode.Cf, unicode.Co, unicode.Cs, unicode.Variation_Selector) || !unicode.IsGraphic(r)
+}
+
+// Visible returns a requester's text whole, for showing it as it arrived
+// (a message, a descriptor's JSON): nothing is cut or normalized, but every
+// invisible character (see invisible) and every control but newline and
+// tab is shown as ⟨U+XXXX⟩, so that what an operator reads is what is
+// there. Invalid UTF-8 is shown as U+FFFD.
+func Visible(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r == '\n' || r == '\t' || r == ' ':
+			b.WriteRune(r)
+		case unicode.IsControl(r) || invisible(r) || unicode.In(r, unicode.Zl, unicode.Zp) || (unicode.IsSpace(r) && r != ' '):
+			fmt.Fprintf(&b, "⟨U+%04X⟩", r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }

@@ -146,3 +146,21 @@ func TestConfirmationReason(t *testing.T) {
 		})
 	}
 }
+
+// TestVisible: a requester's text is kept whole, with every invisible or
+// control character but newline and tab shown by its code point.
+func TestVisible(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain text\nsecond line\tok": "plain text\nsecond line\tok",
+		"evil \u202Efdp.exe\u202C":    "evil ⟨U+202E⟩fdp.exe⟨U+202C⟩",
+		"zero\u200Bwidth\uFEFF":       "zero⟨U+200B⟩width⟨U+FEFF⟩",
+		"bell\a and \x1b[31mred":      "bell⟨U+0007⟩ and ⟨U+001B⟩[31mred",
+		"nbsp\u00a0here":              "nbsp⟨U+00A0⟩here",
+		"ｆｕｌｌｗｉｄｔｈ stays":             "ｆｕｌｌｗｉｄｔｈ stays",
+		"bad \xff byte":               "bad \uFFFD byte",
+	} {
+		if got := executor.Visible(in); got != want {
+			t.Errorf("Visible(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
