@@ -24,6 +24,9 @@
 //	st, err := sb.Stage(ctx, []sandbox.Change{
 //		sandbox.Mkdir{Path: "/sandbox/notes"},
 //		sandbox.Write{Path: "/sandbox/notes/today.md", Content: []byte("# Today\n")},
+//		// Parents: the missing folders above the file are created too,
+//		// each a touched path of its own.
+//		sandbox.Write{Path: "/sandbox/a/b/c.md", Content: []byte("c\n"), Parents: true},
 //	})
 //	if err := st.Within(declaredPaths); err != nil { // *ScopeError: block
 //		…
