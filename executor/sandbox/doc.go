@@ -61,6 +61,8 @@
 // by one atomic step: a crash half-way leaves some paths promoted;
 // Recover with the snapshot (stored before Promote, from st.Snapshot())
 // restores them, and Sweep removes the temporary files left behind.
-// Total bytes count regular files only, by walking the tree at each
-// Stage that grows it.
+// Total bytes count regular files only, from a running count (Counts)
+// that every promotion and rollback keeps exact and that is walked again
+// only when it is older than a minute (to see changes made from outside)
+// or before a refusal.
 package sandbox
