@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -34,7 +35,9 @@ import (
 // requester_files or requester_dirs, with max and got), checked when it
 // is staged (so that it is not held for an operator in vain) and again,
 // under the executor's promotion lock, just before it is promoted: two
-// actions of one requester in flight together cannot both pass.
+// actions of one requester in flight together in one process cannot both
+// pass (processes sharing the database and the workspace each hold their
+// own lock).
 type Quotas struct {
 	Bytes int64 // bytes of regular files one requester adds
 	Files int64 // regular files one requester adds
@@ -115,7 +118,7 @@ func (s *store) usage(ctx context.Context, key string) (sandbox.Counts, error) {
 	var c sandbox.Counts
 	err := s.db.R.QueryRowContext(ctx, s.d.Rebind(`SELECT bytes, files, dirs FROM executor_usage WHERE requester = ?`), key).
 		Scan(&c.Bytes, &c.Files, &c.Dirs)
-	if err == sql.ErrNoRows {
+	if errors.Is(err, sql.ErrNoRows) {
 		return sandbox.Counts{}, nil
 	}
 	if err != nil {
