@@ -175,7 +175,7 @@ func (e *Executor) approve(ctx context.Context, r *record, actor string) (*Resul
 		return e.runNoEffects(ctx, j, it, res, actor, r)
 	}
 	for attempt := 1; ; attempt++ {
-		sg, f, err := e.stage(ctx, it)
+		sg, f, err := e.stage(ctx, it, r.Requester)
 		if err != nil {
 			return nil, err
 		}

@@ -116,6 +116,13 @@
 //   - A refused approval or denial is audited as "rejected" with decision
 //     approval_refused or denial_refused (the audit has no step of its own
 //     for it).
+//   - A WRITE_FILE creates the folders missing above its file; the
+//     host's descriptor declares each one it may create under
+//     effects.filesystem.create, and each one created is a change of its
+//     own in the diff, the audit and the rollback snapshot.
+//   - An action that would take its requester past one of its Quotas
+//     fails with LIMIT_EXCEEDED, limit requester_bytes, requester_files
+//     or requester_dirs.
 //   - A promotion that finds a file changed since staging (a moment ago)
 //     fails the proposal in Run (cause "changed": send it again), and
 //     sends it back to the operator in Approve.
@@ -125,7 +132,11 @@
 //	executor_actions(action_id PK, task, requester, proposal_id, action,
 //	                 state, data, diff, pre_images, reason, snapshot,
 //	                 repeat_key, created_at, updated_at, rolled_back_at)
+//	executor_usage(requester PK, bytes, files, dirs)
 //	executor_migrations(version, name, applied_at)
+//
+// executor_usage is what each requester's promoted actions added to the
+// workspace, checked against the Quotas (see Quotas for who owns what).
 //
 // A record is made for each action that is held or promoted, or whose
 // precondition failed; its states

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -70,6 +71,9 @@ type Config struct {
 	// the node passes its max_drift setting, so that a descriptor and the
 	// message carrying it are judged by one window.
 	MaxClockSkew time.Duration
+	// Quotas cap what each requester may add to the workspace (see
+	// Quotas); zero fields are DefaultQuotas'.
+	Quotas Quotas
 	// Now is the executor's clock (default time.Now).
 	Now func() time.Time
 	// Logger receives what the executor cannot report to a caller (default:
@@ -96,6 +100,12 @@ type Executor struct {
 	now        func() time.Time
 	logger     *slog.Logger
 	newID      func() string
+	quotas     Quotas
+	// quotaMu is held from the last check of a requester's quotas to
+	// the commit that counts its promotion, so that two actions of one
+	// requester are never both checked against the same count.
+	// Promotions into the sandbox run one at a time anyway.
+	quotaMu sync.Mutex
 	// beforeStep, set by tests only, runs before each read or listing of
 	// an action and before its staging (a clock moves there).
 	beforeStep func()
@@ -119,6 +129,10 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 	if err != nil {
 		return nil, err
 	}
+	quotas, err := cfg.Quotas.filled()
+	if err != nil {
+		return nil, err
+	}
 	if err := cfg.DB.Migrate(ctx, migrations()); err != nil {
 		return nil, fmt.Errorf("executor: %w", err)
 	}
@@ -137,6 +151,7 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 		now:        cfg.Now,
 		logger:     cfg.Logger,
 		newID:      cfg.Defaults.NewID,
+		quotas:     quotas,
 	}
 	if e.isOperator == nil {
 		e.isOperator = func(string) bool { return false }
@@ -344,7 +359,7 @@ func (e *Executor) Run(ctx context.Context, req Request) (*Result, error) {
 		}
 		return e.runNoEffects(ctx, j, it, res, actor, nil)
 	}
-	sg, f, err := e.stage(ctx, it)
+	sg, f, err := e.stage(ctx, it, req.Requester)
 	if err != nil {
 		return nil, err
 	}
@@ -548,9 +563,10 @@ type staging struct {
 // changes and checks them against its declared effects. A file read that
 // a later step changes must still hold, at staging, what was read
 // (ErrChanged otherwise): what the read returned is what the change
-// replaces. A refusal of the sandbox or of the checks is the Failure; the
-// error is for ctx.
-func (e *Executor) stage(ctx context.Context, it *item) (*staging, *Failure, error) {
+// replaces. The changes must keep requester within its quotas. A refusal
+// of the sandbox or of the checks is the Failure; the error is for ctx
+// and the database.
+func (e *Executor) stage(ctx context.Context, it *item, requester string) (*staging, *Failure, error) {
 	refused := func(err error) (*staging, *Failure, error) {
 		if ctx.Err() != nil {
 			return nil, nil, ctx.Err()
@@ -597,6 +613,12 @@ func (e *Executor) stage(ctx context.Context, it *item) (*staging, *Failure, err
 		return nil, f, nil
 	}
 	if err := readsHold(reads, st.Diffs()); err != nil {
+		return refused(err)
+	}
+	if err := e.overQuota(ctx, requester, st.Delta()); err != nil {
+		if !errors.Is(err, sandbox.ErrLimit) {
+			return nil, nil, err
+		}
 		return refused(err)
 	}
 	return &staging{st: st, sb: sb, reads: reads}, nil, nil
@@ -647,6 +669,24 @@ func (e *Executor) promote(ctx context.Context, j *journal, it *item, rec *recor
 	if err != nil {
 		return nil, false, fmt.Errorf("executor: snapshot: %w", err)
 	}
+	// The requester's quotas, checked again under the lock held until its
+	// promotion is counted: another action of the same requester may
+	// have been promoted since this one was staged.
+	e.quotaMu.Lock()
+	defer e.quotaMu.Unlock()
+	delta := st.Delta()
+	if qerr := e.overQuota(ctx, rec.Requester, delta); qerr != nil {
+		if !errors.Is(qerr, sandbox.ErrLimit) {
+			return nil, false, qerr
+		}
+		f := sandboxFailure(qerr)
+		if fresh {
+			r, err := e.fail(ctx, j, res, actor, f, nil)
+			return r, false, err
+		}
+		r, err := e.failRecord(ctx, j, rec, res, actor, f)
+		return r, false, err
+	}
 	from := rec.State
 	rec.State, rec.Snapshot, rec.Diff, rec.PreImages, rec.Updated = statePromoting, snap, formatDiff(diffs), preImages(diffs), e.now()
 	// The audit entries so far and the record with its snapshot, in one
@@ -689,7 +729,16 @@ func (e *Executor) promote(ctx context.Context, j *journal, it *item, rec *recor
 	pre, post := fileHashes(diffs)
 	j.add(audit.Entry{Actor: actor, Step: audit.StepPromoted, Decision: "promoted", PreHash: pre, PostHash: post,
 		Detail: detail(touched(diffs))})
-	if err := j.commit(bg, e.settle(rec, statePromoting)); err != nil {
+	// The record promoted, its audit entry and the requester's usage, in
+	// one commit.
+	settle := e.settle(rec, statePromoting)
+	err = j.commit(bg, func(ctx context.Context, tx *sql.Tx) error {
+		if err := settle(ctx, tx); err != nil {
+			return err
+		}
+		return e.store.countTx(ctx, tx, rec.Requester, delta)
+	})
+	if err != nil {
 		return nil, false, fmt.Errorf("executor: promoted %s but could not record it: %w", rec.ActionID, err)
 	}
 	res.Outcome, res.Output, res.Diff, res.Reason = Completed, mustJSON(successOutput(it, sg.reads)), rec.Diff, ""

@@ -49,6 +49,8 @@ type env struct {
 	defaults proposal.Defaults
 	// levels is Config.AuditLevels (nil: the defaults).
 	levels executor.AuditLevels
+	// quotas is Config.Quotas (zero: the defaults).
+	quotas executor.Quotas
 
 	db  *sqldb.DB
 	sb  *sandbox.Sandbox
@@ -86,6 +88,7 @@ func (v *env) open() {
 		Defaults:         v.defaults,
 		Facts:            v.facts,
 		AuditLevels:      v.levels,
+		Quotas:           v.quotas,
 		IsOperator:       func(addr string) bool { return addr == operator },
 		RollbackCooldown: v.cooldown,
 		Now:              v.clock.Now,

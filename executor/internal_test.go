@@ -15,6 +15,8 @@ import (
 	"github.com/snapnode/snapnode/executor/audit"
 	"github.com/snapnode/snapnode/executor/proposal"
 	"github.com/snapnode/snapnode/executor/sandbox"
+	"github.com/snapnode/snapnode/internal/sqldb"
+	"github.com/snapnode/snapnode/internal/testdb"
 )
 
 // TestUndeclaredEffectsBlocked: staged changes beyond the declared
@@ -27,7 +29,16 @@ func TestUndeclaredEffectsBlocked(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sb.Close()
-	e := &Executor{sb: sb, now: time.Now, newID: uuid.NewString, defaults: proposal.NewDefaults(), cpu: threadCPU}
+	db, err := sqldb.Open(context.Background(), testdb.SQLite(t), sqldb.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.Migrate(context.Background(), migrations()); err != nil {
+		t.Fatal(err)
+	}
+	e := &Executor{sb: sb, store: store{db: db, d: db.Dialect}, quotas: DefaultQuotas(),
+		now: time.Now, newID: uuid.NewString, defaults: proposal.NewDefaults(), cpu: threadCPU}
 	data := []byte(`{"schema_version":"1.0.0","id":"6a1f0c3e-2b4d-4e5f-8a9b-0c1d2e3f4a5b","reasoning":"r",` +
 		`"action":"WRITE_FILE","args":{"path":"/sandbox/x.txt","content":"x"}}`)
 	for _, tc := range []struct {
@@ -43,11 +54,11 @@ func TestUndeclaredEffectsBlocked(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, f, err := e.stage(context.Background(), it); f != nil || err != nil {
+			if _, f, err := e.stage(context.Background(), it, "bc1ptest"); f != nil || err != nil {
 				t.Fatalf("as derived: failure %+v, err %v", f, err)
 			}
 			tc.narrow(&it.desc.Effects.Filesystem)
-			_, f, err := e.stage(context.Background(), it)
+			_, f, err := e.stage(context.Background(), it, "bc1ptest")
 			if err != nil {
 				t.Fatal(err)
 			}

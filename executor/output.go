@@ -152,6 +152,9 @@ func sandboxFailure(err error) *Failure {
 	case errors.As(err, &le):
 		f.Code, f.Limit, f.Max, f.Got = CodeLimitExceeded, string(le.Limit), le.Max, le.Got
 		f.Message = fmt.Sprintf("The action exceeds the %s limit.", strings.ReplaceAll(string(le.Limit), "_", " "))
+		if what, ok := quotaWords[le.Limit]; ok {
+			f.Message = fmt.Sprintf("The action would take its requester past its quota of %s in the workspace (%d).", what, le.Max)
+		}
 		if le.Path != "" {
 			f.Paths = []string{le.Path}
 		}

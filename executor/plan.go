@@ -315,7 +315,7 @@ func (it *item) changes() ([]sandbox.Change, int64) {
 		a := s.p.Args
 		switch s.p.Action.Kind {
 		case proposal.KindWriteFile:
-			cs = append(cs, sandbox.Write{Path: a.Path, Content: []byte(a.Content)})
+			cs = append(cs, sandbox.Write{Path: a.Path, Content: []byte(a.Content), Parents: true})
 			n += int64(len(a.Content))
 		case proposal.KindCreateDirectory:
 			cs = append(cs, sandbox.Mkdir{Path: a.Path})

@@ -59,8 +59,8 @@ func (e *Executor) Rollback(ctx context.Context, actionID string) error {
 	return e.rolledBack(bg, j, r, snap, "restored")
 }
 
-// rolledBack records a completed rollback: the record and its audit
-// entry, in one commit.
+// rolledBack records a completed rollback: the record, its audit entry
+// and the requester's usage less what the promotion added, in one commit.
 func (e *Executor) rolledBack(ctx context.Context, j *journal, r *record, snap *sandbox.Snapshot, how string) error {
 	now := e.now()
 	r.State, r.Updated, r.RolledBack = stateRolledBack, now, now
@@ -68,7 +68,13 @@ func (e *Executor) rolledBack(ctx context.Context, j *journal, r *record, snap *
 	pre, post := fileHashes(undo)
 	j.add(audit.Entry{Actor: Host, Step: audit.StepRolledBack, Decision: how, PreHash: pre, PostHash: post,
 		Detail: detail(touched(undo))})
-	return j.commit(ctx, e.settle(r, stateRollingBack))
+	settle := e.settle(r, stateRollingBack)
+	return j.commit(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		if err := settle(ctx, tx); err != nil {
+			return err
+		}
+		return e.store.countTx(ctx, tx, r.Requester, negative(snap.Delta()))
+	})
 }
 
 // undoDiffs describes a rollback as diffs: each path from its post-image

@@ -297,11 +297,15 @@ func nonZero[T comparable](v, def T) T {
 //     caller keeps both in the audit), created_at is now, created_by "ai".
 //   - intent_summary is written by the host from the operation, never
 //     taken from the proposer's reasoning.
-//   - scope lists exactly the paths read or changed, not recursive.
+//   - scope lists exactly the paths read or changed (a write's folders it
+//     may create included), not recursive.
 //   - preconditions: the file or directory read, deleted or moved exists;
 //     the parent of a path created exists (the workspace root always does).
 //   - effects: a write may create or replace its file, so its path is
-//     declared under both create and modify; a rename deletes its source
+//     declared under both create and modify, and it creates the folders
+//     missing above the file, so each folder between the workspace root
+//     and the file is declared under create (the file's parent need not
+//     exist); a rename deletes its source
 //     and creates (or replaces) its destination; a directory is created;
 //     a delete deletes. Nothing else.
 //   - sandbox is required for every action that touches the workspace.
@@ -334,8 +338,10 @@ func Describe(p *Proposal, d Defaults) *Descriptor {
 	case KindReadFile, KindListFiles:
 		exist = []string{a.Path}
 	case KindWriteFile:
-		fx.Create, fx.Modify = []string{a.Path}, []string{a.Path}
-		exist = parentIfNotRoot(a.Path)
+		// A write creates the folders missing above its file: each one
+		// it may create is declared, and none has to exist before.
+		fx.Create, fx.Modify = append(Ancestors(a.Path), a.Path), []string{a.Path}
+		desc.Scope.Filesystem.Paths = fx.Create
 	case KindCreateDirectory:
 		fx.Create = []string{a.Path}
 		exist = parentIfNotRoot(a.Path)
@@ -400,6 +406,18 @@ func parent(p string) string {
 		return sandboxRoot
 	}
 	return dir
+}
+
+// Ancestors returns the folders between the workspace root and the path
+// p, shallowest first: those a write of p creates when they are missing.
+// The root itself is never one.
+func Ancestors(p string) []string {
+	var out []string
+	for dir := parent(p); dir != "" && dir != sandboxRoot; dir = parent(dir) {
+		out = append(out, dir)
+	}
+	slices.Reverse(out)
+	return out
 }
 
 func parentIfNotRoot(p string) []string {

@@ -157,7 +157,8 @@ func TestDescribe(t *testing.T) {
 		{`"FINISH","args":{"response":"ok"}`, proposal.KindFinish, proposal.TypeFinish, proposal.RiskLow, false, false, proposal.RollbackNoEffects, nil, nil, nil, nil},
 		{`"read_file","args":{"path":"/sandbox/a.txt"}`, proposal.KindReadFile, proposal.TypeFileRead, proposal.RiskLow, false, true, proposal.RollbackNoEffects, nil, nil, nil, []string{"/sandbox/a.txt"}},
 		{`"LIST_FILES","args":{"path":"/sandbox/"}`, proposal.KindListFiles, proposal.TypeDirectoryList, proposal.RiskLow, false, true, proposal.RollbackNoEffects, nil, nil, nil, []string{"/sandbox/"}},
-		{`"WRITE_FILE","args":{"path":"/sandbox/d/a.txt","content":"x"}`, proposal.KindWriteFile, proposal.TypeFileWrite, proposal.RiskMedium, false, true, proposal.RollbackSnapshot, []string{"/sandbox/d/a.txt"}, []string{"/sandbox/d/a.txt"}, nil, []string{"/sandbox/d"}},
+		{`"WRITE_FILE","args":{"path":"/sandbox/d/a.txt","content":"x"}`, proposal.KindWriteFile, proposal.TypeFileWrite, proposal.RiskMedium, false, true, proposal.RollbackSnapshot, []string{"/sandbox/d", "/sandbox/d/a.txt"}, []string{"/sandbox/d/a.txt"}, nil, nil},
+		{`"WRITE_FILE","args":{"path":"/sandbox/x/y/a.md","content":"x"}`, proposal.KindWriteFile, proposal.TypeFileWrite, proposal.RiskMedium, false, true, proposal.RollbackSnapshot, []string{"/sandbox/x", "/sandbox/x/y", "/sandbox/x/y/a.md"}, []string{"/sandbox/x/y/a.md"}, nil, nil},
 		{`"WRITE_FILE","args":{"path":"/sandbox/a.txt","content":"x"}`, proposal.KindWriteFile, proposal.TypeFileWrite, proposal.RiskMedium, false, true, proposal.RollbackSnapshot, []string{"/sandbox/a.txt"}, []string{"/sandbox/a.txt"}, nil, nil},
 		{`"CREATE_DIRECTORY","args":{"path":"/sandbox/d/e"}`, proposal.KindCreateDirectory, proposal.TypeDirectoryCreate, proposal.RiskMedium, false, true, proposal.RollbackSnapshot, []string{"/sandbox/d/e"}, nil, nil, []string{"/sandbox/d"}},
 		{`"DELETE_FILE","args":{"path":"/sandbox/a.md"}`, proposal.KindDeleteFile, proposal.TypeFileDelete, proposal.RiskHigh, true, true, proposal.RollbackSnapshot, nil, nil, []string{"/sandbox/a.md"}, []string{"/sandbox/a.md"}},
@@ -187,8 +188,12 @@ func TestDescribe(t *testing.T) {
 					t.Errorf("%s %q, want %q", l.name, l.got, l.want)
 				}
 			}
-			if !slices.Equal(d.Scope.Filesystem.Paths, p.Paths()) && len(p.Paths()) > 0 {
-				t.Errorf("scope %q, want %q", d.Scope.Filesystem.Paths, p.Paths())
+			scope := p.Paths()
+			if tc.kind == proposal.KindWriteFile {
+				scope = tc.create // with the folders it may create
+			}
+			if !slices.Equal(d.Scope.Filesystem.Paths, scope) && len(scope) > 0 {
+				t.Errorf("scope %q, want %q", d.Scope.Filesystem.Paths, scope)
 			}
 			if strings.Contains(d.IntentSummary, "Trust me") || strings.Contains(d.Confirmation.Reason, "Trust me") {
 				t.Errorf("the proposer's reasoning leaked into the descriptor: %q / %q", d.IntentSummary, d.Confirmation.Reason)

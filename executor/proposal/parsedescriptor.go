@@ -341,7 +341,8 @@ func (d *Descriptor) check(at string) *Error {
 			for i, e := range fx.list(k) {
 				done := slices.ContainsFunc(changes, func(c change) bool {
 					return slices.Contains(c.kinds, k) && matches(e, c.path)
-				})
+				}) || (k == "create" && d.Operation.Action == KindWriteFile &&
+					slices.ContainsFunc(Ancestors(d.Operation.Args.Path), func(p string) bool { return matches(e, p) }))
 				if !done {
 					return validation(fmt.Sprintf("%s/effects/filesystem/%s/%d", at, k, i), "effectOutsideOperation", fmt.Sprintf(
 						"The declared effect %s %s is not something the operation does.", k, e))

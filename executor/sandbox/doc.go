@@ -24,6 +24,9 @@
 //	st, err := sb.Stage(ctx, []sandbox.Change{
 //		sandbox.Mkdir{Path: "/sandbox/notes"},
 //		sandbox.Write{Path: "/sandbox/notes/today.md", Content: []byte("# Today\n")},
+//		// Parents: the missing folders above the file are created too,
+//		// each a touched path of its own.
+//		sandbox.Write{Path: "/sandbox/a/b/c.md", Content: []byte("c\n"), Parents: true},
 //	})
 //	if err := st.Within(declaredPaths); err != nil { // *ScopeError: block
 //		…
@@ -58,6 +61,8 @@
 // by one atomic step: a crash half-way leaves some paths promoted;
 // Recover with the snapshot (stored before Promote, from st.Snapshot())
 // restores them, and Sweep removes the temporary files left behind.
-// Total bytes count regular files only, by walking the tree at each
-// Stage that grows it.
+// Total bytes count regular files only, from a running count (Counts)
+// that every promotion and rollback keeps exact and that is walked again
+// only when it is older than a minute (to see changes made from outside)
+// or before a refusal.
 package sandbox

@@ -24,10 +24,14 @@ const (
 type Change interface{ isChange() }
 
 // Write creates the file Path or replaces its content. Path must end in
-// .txt or .md and its parent must be a directory.
+// .txt or .md and its parent must be a directory, unless Parents is set:
+// then each missing directory above Path is created first, mode DirMode,
+// as a touched path of its own (in Touched, the diffs and the snapshot,
+// and removed again by a rollback). A file in the way is ErrNotDir.
 type Write struct {
 	Path    string
 	Content []byte
+	Parents bool
 }
 
 // Mkdir creates the directory Path, whose parent must be a directory.
@@ -292,6 +296,30 @@ func (o *overlay) parentDir(rel string) error {
 	return opErr("stage", p.rel, ErrNotDir)
 }
 
+// makeParents creates, in the overlay, each directory above rel that is
+// absent after the changes so far, the shallowest first. It stops at the
+// first one that is not absent: parentDir then judges it.
+func (o *overlay) makeParents(rel string) error {
+	var missing []*entry
+	for p := parentOf(rel); p != ""; p = parentOf(p) {
+		e, err := o.get(p)
+		if err != nil {
+			return err
+		}
+		if e.post.Kind != KindAbsent {
+			break
+		}
+		missing = append(missing, e)
+	}
+	for _, e := range slices.Backward(missing) {
+		if err := o.parentDir(e.rel); err != nil {
+			return err
+		}
+		e.post = Image{Kind: KindDir, Mode: DirMode}
+	}
+	return nil
+}
+
 // fileAt returns the entry of rel, which must be a file after the changes
 // so far.
 func (o *overlay) fileAt(rel string) (*entry, error) {
@@ -320,6 +348,11 @@ func (o *overlay) apply(c Change) error {
 		}
 		if int64(len(c.Content)) > o.s.lim.MaxFileSize {
 			return &LimitError{Limit: LimitFileSize, Path: Virtual(rel), Max: o.s.lim.MaxFileSize, Got: int64(len(c.Content))}
+		}
+		if c.Parents {
+			if err := o.makeParents(rel); err != nil {
+				return err
+			}
 		}
 		if err := o.parentDir(rel); err != nil {
 			return err

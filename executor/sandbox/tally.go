@@ -129,3 +129,23 @@ func (s *Sandbox) Counts(ctx context.Context) (Counts, error) {
 	defer cancel()
 	return s.counts(ctx, true)
 }
+
+// Delta is how promoting st changes the workspace's counts: each touched
+// path's post-image counted in, its pre-image counted out.
+func (st *Staged) Delta() Counts {
+	var c Counts
+	for _, e := range st.entries {
+		c = c.add(e.pre, e.post)
+	}
+	return c
+}
+
+// Delta is how the promotion snap records changed the workspace's counts;
+// its rollback changes them by the opposite.
+func (snap *Snapshot) Delta() Counts {
+	var c Counts
+	for _, e := range snap.Entries {
+		c = c.add(e.Pre, e.Post)
+	}
+	return c
+}

@@ -175,6 +175,14 @@ type Executor struct {
 	// satisfies preconditions.network_available. Actions get no network
 	// access either way.
 	NetworkAvailable bool `toml:"network_available"`
+	// QuotaBytes, QuotaFiles and QuotaDirs cap what one requester's
+	// promoted actions may add to the workspace: bytes of regular files,
+	// regular files, directories (the folders a write creates included).
+	// Past one, the action fails with LIMIT_EXCEEDED naming the quota
+	// (requester_bytes, requester_files, requester_dirs).
+	QuotaBytes int64 `toml:"quota_bytes"`
+	QuotaFiles int64 `toml:"quota_files"`
+	QuotaDirs  int64 `toml:"quota_dirs"`
 }
 
 // Audit is the [audit] table: the host's retention and levels of the
@@ -360,6 +368,7 @@ func Default() Config {
 			MaxHistoryBytes:     100 << 20,
 			MaxRetries:          3,
 		},
+		Executor: Executor{QuotaBytes: 32 << 20, QuotaFiles: 10_000, QuotaDirs: 1_000},
 		Audit: Audit{
 			RetainDays:    30,
 			LevelLow:      "SUMMARY",
@@ -511,6 +520,9 @@ var settings = []setting{
 	// What the host states for actions' preconditions, [executor].
 	boolSetting("executor-user-idle", "SNAPNODE_EXECUTOR_USER_IDLE", "state that nobody uses this machine interactively: actions whose descriptor asks for an idle user may run", func(c *Config) *bool { return &c.Executor.UserIdle }),
 	boolSetting("executor-network-available", "SNAPNODE_EXECUTOR_NETWORK_AVAILABLE", "state that this host's network is up: actions whose descriptor asks for it may run (they still get no network access)", func(c *Config) *bool { return &c.Executor.NetworkAvailable }),
+	int64Setting("executor-quota-bytes", "SNAPNODE_EXECUTOR_QUOTA_BYTES", "let one requester's actions add at most `BYTES` of files to the workspace (over: LIMIT_EXCEEDED, limit requester_bytes)", func(c *Config) *int64 { return &c.Executor.QuotaBytes }),
+	int64Setting("executor-quota-files", "SNAPNODE_EXECUTOR_QUOTA_FILES", "let one requester's actions add at most `N` files to the workspace (over: LIMIT_EXCEEDED, limit requester_files)", func(c *Config) *int64 { return &c.Executor.QuotaFiles }),
+	int64Setting("executor-quota-dirs", "SNAPNODE_EXECUTOR_QUOTA_DIRS", "let one requester's actions add at most `N` folders to the workspace (over: LIMIT_EXCEEDED, limit requester_dirs)", func(c *Config) *int64 { return &c.Executor.QuotaDirs }),
 	// The audit log, [audit].
 	intSetting("audit-retain-days", "SNAPNODE_AUDIT_RETAIN_DAYS", "keep audit entries `N` days, pruned behind a signed checkpoint (0: keep every entry)", func(c *Config) *int { return &c.Audit.RetainDays }),
 	stringSetting("", "SNAPNODE_AUDIT_LEVEL_LOW", "audit LOW-risk actions at LEVEL: SUMMARY, DETAILED or FORENSIC", func(c *Config) *string { return &c.Audit.LevelLow }),
@@ -794,7 +806,27 @@ func (c *Config) Validate() error {
 	}
 	errs = append(errs, c.Agent.validate()...)
 	errs = append(errs, c.Audit.validate()...)
+	errs = append(errs, c.Executor.validate()...)
 	return errors.Join(errs...)
+}
+
+// validate checks the [executor] table; each error names the TOML key and
+// its flag (or variable), the rule and the value received.
+func (x *Executor) validate() []error {
+	var errs []error
+	for _, q := range []struct {
+		key, env string
+		v        int64
+	}{
+		{"quota_bytes", "SNAPNODE_EXECUTOR_QUOTA_BYTES", x.QuotaBytes},
+		{"quota_files", "SNAPNODE_EXECUTOR_QUOTA_FILES", x.QuotaFiles},
+		{"quota_dirs", "SNAPNODE_EXECUTOR_QUOTA_DIRS", x.QuotaDirs},
+	} {
+		if q.v < 1 {
+			errs = append(errs, fmt.Errorf("config: executor.%s (%s): want at least 1; got %d", q.key, source(q.env), q.v))
+		}
+	}
+	return errs
 }
 
 // validate checks the [audit] table; each error names the TOML key and

@@ -953,3 +953,44 @@ func TestHTTPCapSettings(t *testing.T) {
 		})
 	}
 }
+
+// The requester quotas of the [executor] table: defaults, precedence
+// (flag over environment over file), and a clear error for each bad value.
+func TestExecutorQuotaSettings(t *testing.T) {
+	file := writeFile(t, "quota.toml", "[executor]\nquota_bytes = 1000\nquota_files = 20\nquota_dirs = 5\n", 0o600)
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want config.Executor // quotas only
+		err  string
+	}{
+		{"defaults", nil, nil, config.Executor{QuotaBytes: 32 << 20, QuotaFiles: 10000, QuotaDirs: 1000}, ""},
+		{"file", []string{"--config", file}, nil, config.Executor{QuotaBytes: 1000, QuotaFiles: 20, QuotaDirs: 5}, ""},
+		{"env over file", []string{"--config", file}, map[string]string{"SNAPNODE_EXECUTOR_QUOTA_FILES": "30"},
+			config.Executor{QuotaBytes: 1000, QuotaFiles: 30, QuotaDirs: 5}, ""},
+		{"flag over env", []string{"--config", file, "--executor-quota-dirs", "7"}, map[string]string{"SNAPNODE_EXECUTOR_QUOTA_DIRS": "6"},
+			config.Executor{QuotaBytes: 1000, QuotaFiles: 20, QuotaDirs: 7}, ""},
+		{"zero", []string{"--executor-quota-files", "0"}, nil, config.Executor{},
+			"config: executor.quota_files (--executor-quota-files): want at least 1; got 0"},
+		{"negative", nil, map[string]string{"SNAPNODE_EXECUTOR_QUOTA_BYTES": "-1"}, config.Executor{},
+			"config: executor.quota_bytes (--executor-quota-bytes): want at least 1; got -1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := load(t, tc.args, tc.env)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v\nwant one containing %s", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := config.Executor{QuotaBytes: c.Executor.QuotaBytes, QuotaFiles: c.Executor.QuotaFiles, QuotaDirs: c.Executor.QuotaDirs}
+			if got != tc.want {
+				t.Errorf("quotas %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}

@@ -330,6 +330,7 @@ func startProposals(ctx context.Context, cfg config.Config, db *sqldb.DB, key *i
 		IsOperator:   func(addr string) bool { return p.tasks != nil && p.tasks.IsOperator(addr) },
 		MaxClockSkew: cfg.MaxDrift.Duration,
 		Facts:        executor.Facts{UserIdle: cfg.Executor.UserIdle, NetworkAvailable: cfg.Executor.NetworkAvailable},
+		Quotas:       executor.Quotas{Bytes: cfg.Executor.QuotaBytes, Files: cfg.Executor.QuotaFiles, Dirs: cfg.Executor.QuotaDirs},
 		Logger:       logger.With("part", "executor"),
 	})
 	if err != nil {

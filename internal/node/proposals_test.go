@@ -295,6 +295,44 @@ func TestExecutorFactsReachPreconditions(t *testing.T) {
 	}
 }
 
+// TestExecutorQuotasReachTheExecutor: the [executor] quotas are the
+// executor's. With quota_dirs = 1, a write that would create two folders
+// fails with LIMIT_EXCEEDED naming requester_dirs; one that creates one
+// folder is promoted, the folder with it.
+func TestExecutorQuotasReachTheExecutor(t *testing.T) {
+	dataDir := filepath.Join(t.TempDir(), "data")
+	n, stop := startNode(t, func(c *config.Config) {
+		c.DataDir = dataDir
+		c.Executor.QuotaDirs = 1
+	})
+	defer stop()
+	alice := newRequester(t, n.RelayURLs())
+	send := func(path string) taskView {
+		t.Helper()
+		data := map[string]any{"schema_version": "1.0.0", "id": uuid.NewString(), "reasoning": "r",
+			"action": "WRITE_FILE", "args": map[string]any{"path": path, "content": "x\n"}}
+		msg := map[string]any{"message": map[string]any{"messageId": uuid.NewString(), "role": "user",
+			"parts": []any{map[string]any{"data": data}}}}
+		return taskOf(t, alice.call(t, n, "message/send", msg, false))
+	}
+	v := send("/sandbox/a/b/x.txt")
+	_, out, _ := v.artifact("result-")
+	var f struct {
+		Code  string `json:"error_code"`
+		Limit string `json:"limit"`
+		Max   int64  `json:"max"`
+	}
+	if err := json.Unmarshal(out, &f); err != nil || v.Status.State != "failed" || f.Code != "LIMIT_EXCEEDED" || f.Limit != "requester_dirs" || f.Max != 1 {
+		t.Fatalf("two folders past a quota of one: %s %q %s (%v)", v.Status.State, v.Status.Message, out, err)
+	}
+	if v := send("/sandbox/a/x.txt"); v.Status.State != "completed" {
+		t.Fatalf("one folder: %s %q", v.Status.State, v.Status.Message)
+	}
+	if b, err := os.ReadFile(filepath.Join(dataDir, "sandbox", "a", "x.txt")); err != nil || string(b) != "x\n" {
+		t.Fatalf("the file in its new folder: %q, %v", b, err)
+	}
+}
+
 // TestHeldReasonIsTheHosts: a peer's descriptor that asks for
 // confirmation with persuasive, bidi-laden words leaves its task
 // input_required with the host's account first (action, path, risk, diff
