@@ -124,7 +124,9 @@
 //
 //	executor_actions(action_id PK, task, requester, proposal_id, action,
 //	                 state, data, diff, pre_images, reason, snapshot,
-//	                 repeat_key, created_at, updated_at, rolled_back_at)
+//	                 repeat_key (unused), created_at, updated_at,
+//	                 rolled_back_at)
+//	executor_rollback_paths(path PK, rolled_back_at)
 //	executor_migrations(version, name, applied_at)
 //
 // A record is made for each action that is held or promoted, or whose

@@ -60,9 +60,11 @@ type Config struct {
 	// may ask for. The zero value reports neither: such a precondition
 	// fails.
 	Facts Facts
-	// RollbackCooldown is how long after a rollback the same proposal
-	// (same requester, actions and paths) needs confirmation. Zero is
-	// DefaultRollbackCooldown; negative disables the cooldown.
+	// RollbackCooldown is how long after a rollback an action that
+	// changes one of the paths it restored needs confirmation, whoever
+	// proposes it (a second identity cannot send the undone change back
+	// in). Zero is DefaultRollbackCooldown; negative disables the
+	// cooldown.
 	RollbackCooldown time.Duration
 	// MaxClockSkew is how far from Now a peer descriptor's created_at (and
 	// each child's) may be; one further off is refused naming the field.
@@ -302,13 +304,9 @@ func (e *Executor) Run(ctx context.Context, req Request) (*Result, error) {
 	j.setRisk(e.levels, it.risk)
 	j.add(audit.Entry{Actor: actor, Step: audit.StepValidated, Decision: "valid", Detail: detail(e.validated(it))})
 
-	var key string
-	recently := false
-	if it.hasEffects() {
-		key = it.repeatKey(req.Requester)
-		if recently, err = e.recentlyRolledBack(ctx, key); err != nil {
-			return nil, err
-		}
+	recently, err := e.recentlyRolledBack(ctx, it.changedPaths())
+	if err != nil {
+		return nil, err
 	}
 	dec := e.judge(ctx, it, req.Requester, recently)
 	j.add(e.judgedEntry(actor, req.Requester, dec, recently))
@@ -324,7 +322,7 @@ func (e *Executor) Run(ctx context.Context, req Request) (*Result, error) {
 	now := e.now()
 	rec := &record{
 		ActionID: actionID, Task: req.TaskID, Requester: req.Requester, ProposalID: it.proposalID,
-		Action: it.action, Data: req.Data, RepeatKey: key, Created: now, Updated: now,
+		Action: it.action, Data: req.Data, Created: now, Updated: now,
 	}
 	f, err := e.checkPreconditions(ctx, it)
 	if err != nil {
@@ -404,11 +402,13 @@ func sandboxedEntry(actor string, diffs []sandbox.Diff) audit.Entry {
 		PreHash: pre, PostHash: post, Detail: detail(touched(diffs))}
 }
 
-func (e *Executor) recentlyRolledBack(ctx context.Context, key string) (bool, error) {
-	if e.cooldown < 0 {
+// recentlyRolledBack reports whether a rollback restored one of paths
+// within the cooldown, whoever's action it undid and whoever proposes now.
+func (e *Executor) recentlyRolledBack(ctx context.Context, paths []string) (bool, error) {
+	if e.cooldown < 0 || len(paths) == 0 {
 		return false, nil
 	}
-	t, err := e.store.lastRollback(ctx, key)
+	t, err := e.store.lastRollback(ctx, paths)
 	if err != nil || t.IsZero() {
 		return false, err
 	}

@@ -16,9 +16,10 @@ import (
 // promotion left there (else the sandbox's ErrDiverged, naming the path).
 // It is the host's alone; the caller makes sure of that. Audited
 // "rolled_back" (decision "restored", or "refused" with the reason). The
-// time is recorded: the same proposal from the same requester within the
-// rollback cooldown then needs confirmation. An unknown action, or one
-// that is not promoted, is ErrNotPromoted.
+// time is recorded for every path it restored: within the rollback
+// cooldown, any requester's action that changes one of them then needs
+// confirmation. An unknown action, or one that is not promoted, is
+// ErrNotPromoted.
 func (e *Executor) Rollback(ctx context.Context, actionID string) error {
 	r, err := e.store.get(ctx, actionID)
 	if err == nil && r.State == stateRolledBack {
@@ -59,8 +60,8 @@ func (e *Executor) Rollback(ctx context.Context, actionID string) error {
 	return e.rolledBack(bg, j, r, snap, "restored")
 }
 
-// rolledBack records a completed rollback: the record and its audit
-// entry, in one commit.
+// rolledBack records a completed rollback: the record, the paths it
+// restored (for the cooldown) and its audit entry, in one commit.
 func (e *Executor) rolledBack(ctx context.Context, j *journal, r *record, snap *sandbox.Snapshot, how string) error {
 	now := e.now()
 	r.State, r.Updated, r.RolledBack = stateRolledBack, now, now
@@ -68,7 +69,17 @@ func (e *Executor) rolledBack(ctx context.Context, j *journal, r *record, snap *
 	pre, post := fileHashes(undo)
 	j.add(audit.Entry{Actor: Host, Step: audit.StepRolledBack, Decision: how, PreHash: pre, PostHash: post,
 		Detail: detail(touched(undo))})
-	return j.commit(ctx, e.settle(r, stateRollingBack))
+	settle := e.settle(r, stateRollingBack)
+	return j.commit(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		if err := settle(ctx, tx); err != nil || e.cooldown < 0 {
+			return err
+		}
+		paths := make([]string, len(snap.Entries))
+		for i, en := range snap.Entries {
+			paths[i] = en.Path
+		}
+		return e.store.rolledBackTx(ctx, tx, paths, now, now.Add(-e.cooldown))
+	})
 }
 
 // undoDiffs describes a rollback as diffs: each path from its post-image

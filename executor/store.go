@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/snapnode/snapnode/executor/sandbox"
@@ -60,7 +61,6 @@ type record struct {
 	PreImages  []PreImage
 	Reason     string
 	Snapshot   []byte // JSON of a sandbox.Snapshot, or nil
-	RepeatKey  string
 	Created    time.Time
 	Updated    time.Time
 	RolledBack time.Time // zero when never
@@ -73,7 +73,7 @@ type store struct {
 }
 
 const recordColumns = `action_id, task, requester, proposal_id, action, state, data, diff,
-	pre_images, reason, snapshot, repeat_key, created_at, updated_at, rolled_back_at`
+	pre_images, reason, snapshot, created_at, updated_at, rolled_back_at`
 
 func micros(t time.Time) int64 {
 	if t.IsZero() {
@@ -96,9 +96,9 @@ func (s *store) insertTx(ctx context.Context, tx *sql.Tx, r *record) error {
 		return err
 	}
 	q := s.d.Rebind(`INSERT INTO executor_actions (` + recordColumns + `)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	_, err = tx.ExecContext(ctx, q, r.ActionID, r.Task, r.Requester, r.ProposalID, r.Action,
-		r.State, r.Data, r.Diff, string(pre), r.Reason, string(r.Snapshot), r.RepeatKey,
+		r.State, r.Data, r.Diff, string(pre), r.Reason, string(r.Snapshot),
 		micros(r.Created), micros(r.Updated), micros(r.RolledBack))
 	if err != nil {
 		return fmt.Errorf("executor: store action %s: %w", r.ActionID, err)
@@ -225,19 +225,46 @@ func (s *store) list(ctx context.Context, state, task string) ([]*record, error)
 	return out, nil
 }
 
-// lastRollback returns when an action with this repeat key was last rolled
-// back (zero when never).
-func (s *store) lastRollback(ctx context.Context, key string) (time.Time, error) {
+// lastRollback returns when a rollback last restored one of paths
+// (virtual), whoever's action it undid (zero when never, or when the row
+// has expired).
+func (s *store) lastRollback(ctx context.Context, paths []string) (time.Time, error) {
+	if len(paths) == 0 {
+		return time.Time{}, nil
+	}
+	q := `SELECT MAX(rolled_back_at) FROM executor_rollback_paths WHERE path IN (?` +
+		strings.Repeat(", ?", len(paths)-1) + `)`
+	args := make([]any, len(paths))
+	for i, p := range paths {
+		args[i] = p
+	}
 	var t sql.NullInt64
-	err := s.db.R.QueryRowContext(ctx, s.d.Rebind(`SELECT MAX(rolled_back_at) FROM executor_actions
-		WHERE repeat_key = ? AND rolled_back_at > 0`), key).Scan(&t)
-	if err != nil {
+	if err := s.db.R.QueryRowContext(ctx, s.d.Rebind(q), args...).Scan(&t); err != nil {
 		return time.Time{}, fmt.Errorf("executor: read rollbacks: %w", err)
 	}
 	if !t.Valid {
 		return time.Time{}, nil
 	}
 	return fromMicros(t.Int64), nil
+}
+
+// rolledBackTx records, in tx, that a rollback at time at restored paths
+// (virtual), and deletes the rows of rollbacks before expired: those the
+// cooldown no longer counts, so that the table holds at most the paths of
+// one cooldown's rollbacks.
+func (s *store) rolledBackTx(ctx context.Context, tx *sql.Tx, paths []string, at, expired time.Time) error {
+	if _, err := tx.ExecContext(ctx, s.d.Rebind(`DELETE FROM executor_rollback_paths WHERE rolled_back_at < ?`),
+		micros(expired)); err != nil {
+		return fmt.Errorf("executor: expire rollback paths: %w", err)
+	}
+	q := s.d.Rebind(`INSERT INTO executor_rollback_paths (path, rolled_back_at) VALUES (?, ?)
+		ON CONFLICT (path) DO UPDATE SET rolled_back_at = excluded.rolled_back_at`)
+	for _, p := range paths {
+		if _, err := tx.ExecContext(ctx, q, p, micros(at)); err != nil {
+			return fmt.Errorf("executor: record rollback of %s: %w", p, err)
+		}
+	}
+	return nil
 }
 
 type scanner interface{ Scan(...any) error }
@@ -249,7 +276,7 @@ func scanRecord(sc scanner) (*record, error) {
 		created, updated, rolledAt int64
 	)
 	err := sc.Scan(&r.ActionID, &r.Task, &r.Requester, &r.ProposalID, &r.Action, &r.State, &r.Data,
-		&r.Diff, &pre, &r.Reason, &snap, &r.RepeatKey, &created, &updated, &rolledAt)
+		&r.Diff, &pre, &r.Reason, &snap, &created, &updated, &rolledAt)
 	if err != nil {
 		return nil, err
 	}
