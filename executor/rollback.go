@@ -19,7 +19,9 @@ import (
 // time is recorded for every path it restored: within the rollback
 // cooldown, any requester's action that changes one of them then needs
 // confirmation. An unknown action, or one that is not promoted, is
-// ErrNotPromoted.
+// ErrNotPromoted; one whose snapshot is past the bounds the host keeps
+// (pruned already, or older than Config.SnapshotMaxAge) is
+// ErrSnapshotPruned, and nothing changes.
 func (e *Executor) Rollback(ctx context.Context, actionID string) error {
 	r, err := e.store.get(ctx, actionID)
 	if err == nil && r.State == stateRolledBack {
@@ -29,6 +31,9 @@ func (e *Executor) Rollback(ctx context.Context, actionID string) error {
 		return fmt.Errorf("%w: %q", ErrNotPromoted, actionID)
 	}
 	if err != nil {
+		return err
+	}
+	if err := e.snapshotKept(ctx, r); err != nil {
 		return err
 	}
 	snap, err := sandbox.ParseSnapshot(r.Snapshot)
@@ -58,6 +63,39 @@ func (e *Executor) Rollback(ctx context.Context, actionID string) error {
 		return fmt.Errorf("executor: rollback %s: %w", actionID, rerr)
 	}
 	return e.rolledBack(bg, j, r, snap, "restored")
+}
+
+// snapshotKept returns ErrSnapshotPruned, saying when and why, if the
+// promoted record r has no snapshot left: pruned, or older than the age
+// bound (pruned now, so that every later call answers the same).
+func (e *Executor) snapshotKept(ctx context.Context, r *record) error {
+	cutoff := e.snapshotCutoff()
+	if r.SnapshotPruned.IsZero() && len(r.Snapshot) > 0 && (cutoff.IsZero() || !r.SnapshotAt.Before(cutoff)) {
+		return nil
+	}
+	if r.SnapshotPruned.IsZero() && len(r.Snapshot) > 0 {
+		r.SnapshotPruned = e.now()
+		if err := e.store.pruneOne(ctx, r.ActionID, r.SnapshotPruned); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("action %s: %w at %s (stored at %s; the host keeps rollback snapshots %s and %s, the oldest pruned first): it can no longer be rolled back",
+		r.ActionID, ErrSnapshotPruned, r.SnapshotPruned.UTC().Format(time.RFC3339), r.SnapshotAt.UTC().Format(time.RFC3339),
+		e.keptAge(), e.keptBytes())
+}
+
+func (e *Executor) keptAge() string {
+	if e.snapAge < 0 {
+		return "whatever their age"
+	}
+	return "for " + e.snapAge.String()
+}
+
+func (e *Executor) keptBytes() string {
+	if e.snapBytes < 0 {
+		return "whatever their size"
+	}
+	return fmt.Sprintf("up to %d bytes per requester", e.snapBytes)
 }
 
 // rolledBack records a completed rollback: the record, the paths it

@@ -175,6 +175,14 @@ type Executor struct {
 	// satisfies preconditions.network_available. Actions get no network
 	// access either way.
 	NetworkAvailable bool `toml:"network_available"`
+	// SnapshotMaxAge is how long the rollback snapshot of a promoted
+	// action is kept: an action promoted longer ago can no longer be
+	// rolled back. 0 keeps snapshots whatever their age.
+	SnapshotMaxAge Duration `toml:"snapshot_max_age"`
+	// SnapshotMaxBytes bounds the bytes of the rollback snapshots kept for
+	// one requester's actions; past it the oldest are pruned first. 0 is
+	// no bound.
+	SnapshotMaxBytes int64 `toml:"snapshot_max_bytes"`
 }
 
 // Audit is the [audit] table: the host's retention and levels of the
@@ -360,6 +368,10 @@ func Default() Config {
 			MaxHistoryBytes:     100 << 20,
 			MaxRetries:          3,
 		},
+		Executor: Executor{
+			SnapshotMaxAge:   Duration{7 * 24 * time.Hour},
+			SnapshotMaxBytes: 128 << 20,
+		},
 		Audit: Audit{
 			RetainDays:    30,
 			LevelLow:      "SUMMARY",
@@ -511,6 +523,8 @@ var settings = []setting{
 	// What the host states for actions' preconditions, [executor].
 	boolSetting("executor-user-idle", "SNAPNODE_EXECUTOR_USER_IDLE", "state that nobody uses this machine interactively: actions whose descriptor asks for an idle user may run", func(c *Config) *bool { return &c.Executor.UserIdle }),
 	boolSetting("executor-network-available", "SNAPNODE_EXECUTOR_NETWORK_AVAILABLE", "state that this host's network is up: actions whose descriptor asks for it may run (they still get no network access)", func(c *Config) *bool { return &c.Executor.NetworkAvailable }),
+	durationSetting("", "SNAPNODE_EXECUTOR_SNAPSHOT_MAX_AGE", "keep the rollback snapshot of a promoted action for DURATION; older actions cannot be rolled back (0: whatever their age)", func(c *Config) *Duration { return &c.Executor.SnapshotMaxAge }),
+	int64Setting("", "SNAPNODE_EXECUTOR_SNAPSHOT_MAX_BYTES", "keep at most BYTES of rollback snapshots per requester, the oldest pruned first (0: no bound)", func(c *Config) *int64 { return &c.Executor.SnapshotMaxBytes }),
 	// The audit log, [audit].
 	intSetting("audit-retain-days", "SNAPNODE_AUDIT_RETAIN_DAYS", "keep audit entries `N` days, pruned behind a signed checkpoint (0: keep every entry)", func(c *Config) *int { return &c.Audit.RetainDays }),
 	stringSetting("", "SNAPNODE_AUDIT_LEVEL_LOW", "audit LOW-risk actions at LEVEL: SUMMARY, DETAILED or FORENSIC", func(c *Config) *string { return &c.Audit.LevelLow }),
@@ -793,8 +807,24 @@ func (c *Config) Validate() error {
 		}
 	}
 	errs = append(errs, c.Agent.validate()...)
+	errs = append(errs, c.Executor.validate()...)
 	errs = append(errs, c.Audit.validate()...)
 	return errors.Join(errs...)
+}
+
+// validate checks the [executor] table's bounds; each error names the
+// TOML key and its variable, the rule and the value received.
+func (x *Executor) validate() []error {
+	var errs []error
+	if x.SnapshotMaxAge.Duration < 0 {
+		errs = append(errs, fmt.Errorf("config: executor.snapshot_max_age (%s): want 0 (whatever their age) or more; got %v",
+			source("SNAPNODE_EXECUTOR_SNAPSHOT_MAX_AGE"), x.SnapshotMaxAge.Duration))
+	}
+	if x.SnapshotMaxBytes < 0 {
+		errs = append(errs, fmt.Errorf("config: executor.snapshot_max_bytes (%s): want 0 (no bound) or more bytes; got %d",
+			source("SNAPNODE_EXECUTOR_SNAPSHOT_MAX_BYTES"), x.SnapshotMaxBytes))
+	}
+	return errs
 }
 
 // validate checks the [audit] table; each error names the TOML key and
