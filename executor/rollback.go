@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/snapnode/snapnode/executor/audit"
@@ -116,6 +117,9 @@ func (e *Executor) rolledBack(ctx context.Context, j *journal, r *record, snap *
 		for i, en := range snap.Entries {
 			paths[i] = en.Path
 		}
+		// In one order, so that two rollbacks sharing paths lock their rows
+		// in the same order (PostgreSQL).
+		slices.Sort(paths)
 		return e.store.rolledBackTx(ctx, tx, paths, now, now.Add(-e.cooldown))
 	})
 }
