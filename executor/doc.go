@@ -131,8 +131,11 @@
 //
 //	executor_actions(action_id PK, task, requester, proposal_id, action,
 //	                 state, data, diff, pre_images, reason, snapshot,
-//	                 repeat_key, created_at, updated_at, rolled_back_at)
+//	                 repeat_key (unused), created_at, updated_at,
+//	                 rolled_back_at, snapshot_at, snapshot_bytes,
+//	                 snapshot_pruned_at)
 //	executor_usage(requester PK, bytes, files, dirs)
+//	executor_rollback_paths(path PK, rolled_back_at)
 //	executor_migrations(version, name, applied_at)
 //
 // executor_usage is what each requester's promoted actions added to the
@@ -142,5 +145,8 @@
 // precondition failed; its states
 // are pending → approving → promoting → promoted → rolling_back →
 // rolled_back, or completed, denied, failed. Snapshots (pre-images with
-// their content) are kept for as long as the record.
+// their content) are bounded: kept Config.SnapshotMaxAge, and at most
+// Config.SnapshotMaxBytes for one requester's actions (the oldest pruned
+// first, at each promotion). A rollback past either bound is
+// ErrSnapshotPruned, saying when and why; the record itself stays.
 package executor

@@ -31,6 +31,15 @@ const Host = "host"
 // DefaultRollbackCooldown is Config.RollbackCooldown when it is zero.
 const DefaultRollbackCooldown = time.Hour
 
+// DefaultSnapshotMaxAge and DefaultSnapshotMaxBytes are
+// Config.SnapshotMaxAge and Config.SnapshotMaxBytes when they are zero: a
+// week, and 128 MiB of snapshots per requester (the pre-images of more
+// than one whole default workspace).
+const (
+	DefaultSnapshotMaxAge   = 7 * 24 * time.Hour
+	DefaultSnapshotMaxBytes = 128 << 20
+)
+
 // Config is what an Executor is made of. DB, Sandbox, Policy and Audit
 // are required; the Executor shares them and closes none.
 type Config struct {
@@ -61,10 +70,22 @@ type Config struct {
 	// may ask for. The zero value reports neither: such a precondition
 	// fails.
 	Facts Facts
-	// RollbackCooldown is how long after a rollback the same proposal
-	// (same requester, actions and paths) needs confirmation. Zero is
-	// DefaultRollbackCooldown; negative disables the cooldown.
+	// RollbackCooldown is how long after a rollback an action that
+	// changes one of the paths it restored needs confirmation, whoever
+	// proposes it (a second identity cannot send the undone change back
+	// in). Zero is DefaultRollbackCooldown; negative disables the
+	// cooldown.
 	RollbackCooldown time.Duration
+	// SnapshotMaxAge is how long the rollback snapshot of a promoted
+	// action is kept: an action promoted longer ago can no longer be
+	// rolled back (ErrSnapshotPruned). Zero is DefaultSnapshotMaxAge;
+	// negative keeps snapshots whatever their age.
+	SnapshotMaxAge time.Duration
+	// SnapshotMaxBytes bounds the bytes of the snapshots kept for one
+	// requester's actions: past it, the oldest are pruned first, at each
+	// promotion (one snapshot larger than the bound is pruned at once).
+	// Zero is DefaultSnapshotMaxBytes; negative is no bound.
+	SnapshotMaxBytes int64
 	// MaxClockSkew is how far from Now a peer descriptor's created_at (and
 	// each child's) may be; one further off is refused naming the field.
 	// Zero or negative is snap.DefaultMaxDrift, the SNAP timestamp window;
@@ -96,6 +117,8 @@ type Executor struct {
 	facts      Facts
 	cpu        cpuClock // nil where the host cannot measure CPU time
 	cooldown   time.Duration
+	snapAge    time.Duration // < 0: no bound
+	snapBytes  int64         // < 0: no bound
 	skew       time.Duration // created_at window; 0 (Check) skips the check
 	now        func() time.Time
 	logger     *slog.Logger
@@ -147,6 +170,8 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 		facts:      cfg.Facts,
 		cpu:        threadCPU,
 		cooldown:   cfg.RollbackCooldown,
+		snapAge:    cfg.SnapshotMaxAge,
+		snapBytes:  cfg.SnapshotMaxBytes,
 		skew:       cfg.MaxClockSkew,
 		now:        cfg.Now,
 		logger:     cfg.Logger,
@@ -158,6 +183,12 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 	}
 	if e.cooldown == 0 {
 		e.cooldown = DefaultRollbackCooldown
+	}
+	if e.snapAge == 0 {
+		e.snapAge = DefaultSnapshotMaxAge
+	}
+	if e.snapBytes == 0 {
+		e.snapBytes = DefaultSnapshotMaxBytes
 	}
 	if e.skew <= 0 {
 		e.skew = snap.DefaultMaxDrift
@@ -245,6 +276,11 @@ var (
 	// ErrAlreadyRolledBack: the action was rolled back before; it matches
 	// ErrNotPromoted too.
 	ErrAlreadyRolledBack error = rolledBackError{}
+	// ErrSnapshotPruned: the action is promoted, but its rollback
+	// snapshot is past the bounds the host keeps (Config.SnapshotMaxAge,
+	// Config.SnapshotMaxBytes) and was pruned: it can no longer be rolled
+	// back.
+	ErrSnapshotPruned = errors.New("executor: the action's rollback snapshot was pruned")
 	// ErrInvalidIdentity: a requester, approver or task id that cannot be
 	// recorded (empty, too long, control characters, not UTF-8).
 	ErrInvalidIdentity = errors.New("executor: invalid identity")
@@ -317,13 +353,9 @@ func (e *Executor) Run(ctx context.Context, req Request) (*Result, error) {
 	j.setRisk(e.levels, it.risk)
 	j.add(audit.Entry{Actor: actor, Step: audit.StepValidated, Decision: "valid", Detail: detail(e.validated(it))})
 
-	var key string
-	recently := false
-	if it.hasEffects() {
-		key = it.repeatKey(req.Requester)
-		if recently, err = e.recentlyRolledBack(ctx, key); err != nil {
-			return nil, err
-		}
+	recently, err := e.recentlyRolledBack(ctx, it.changedPaths())
+	if err != nil {
+		return nil, err
 	}
 	dec := e.judge(ctx, it, req.Requester, recently)
 	j.add(e.judgedEntry(actor, req.Requester, dec, recently))
@@ -339,7 +371,7 @@ func (e *Executor) Run(ctx context.Context, req Request) (*Result, error) {
 	now := e.now()
 	rec := &record{
 		ActionID: actionID, Task: req.TaskID, Requester: req.Requester, ProposalID: it.proposalID,
-		Action: it.action, Data: req.Data, RepeatKey: key, Created: now, Updated: now,
+		Action: it.action, Data: req.Data, Created: now, Updated: now,
 	}
 	f, err := e.checkPreconditions(ctx, it)
 	if err != nil {
@@ -419,11 +451,13 @@ func sandboxedEntry(actor string, diffs []sandbox.Diff) audit.Entry {
 		PreHash: pre, PostHash: post, Detail: detail(touched(diffs))}
 }
 
-func (e *Executor) recentlyRolledBack(ctx context.Context, key string) (bool, error) {
-	if e.cooldown < 0 {
+// recentlyRolledBack reports whether a rollback restored one of paths
+// within the cooldown, whoever's action it undid and whoever proposes now.
+func (e *Executor) recentlyRolledBack(ctx context.Context, paths []string) (bool, error) {
+	if e.cooldown < 0 || len(paths) == 0 {
 		return false, nil
 	}
-	t, err := e.store.lastRollback(ctx, key)
+	t, err := e.store.lastRollback(ctx, paths)
 	if err != nil || t.IsZero() {
 		return false, err
 	}
@@ -689,6 +723,7 @@ func (e *Executor) promote(ctx context.Context, j *journal, it *item, rec *recor
 	}
 	from := rec.State
 	rec.State, rec.Snapshot, rec.Diff, rec.PreImages, rec.Updated = statePromoting, snap, formatDiff(diffs), preImages(diffs), e.now()
+	rec.SnapshotAt = rec.Updated
 	// The audit entries so far and the record with its snapshot, in one
 	// commit: both are durable before anything changes.
 	if err := e.save(ctx, j, rec, from, fresh, "before promotion"); err != nil {
@@ -729,20 +764,38 @@ func (e *Executor) promote(ctx context.Context, j *journal, it *item, rec *recor
 	pre, post := fileHashes(diffs)
 	j.add(audit.Entry{Actor: actor, Step: audit.StepPromoted, Decision: "promoted", PreHash: pre, PostHash: post,
 		Detail: detail(touched(diffs))})
-	// The record promoted, its audit entry and the requester's usage, in
+	// The record promoted, its audit entry, the requester's usage and, as
+	// the requester's snapshots grow here, those past the bounds pruned, in
 	// one commit.
-	settle := e.settle(rec, statePromoting)
+	settle, pruned := e.settle(rec, statePromoting), 0
 	err = j.commit(bg, func(ctx context.Context, tx *sql.Tx) error {
 		if err := settle(ctx, tx); err != nil {
 			return err
 		}
-		return e.store.countTx(ctx, tx, rec.Requester, delta)
+		if err := e.store.countTx(ctx, tx, rec.Requester, delta); err != nil {
+			return err
+		}
+		var err error
+		pruned, err = e.store.pruneSnapshotsTx(ctx, tx, rec.Requester, e.now(), e.snapshotCutoff(), e.snapBytes)
+		return err
 	})
 	if err != nil {
 		return nil, false, fmt.Errorf("executor: promoted %s but could not record it: %w", rec.ActionID, err)
 	}
+	if pruned > 0 {
+		e.logger.Info("executor: pruned rollback snapshots past the bounds", "count", pruned, "requester", rec.Requester)
+	}
 	res.Outcome, res.Output, res.Diff, res.Reason = Completed, mustJSON(successOutput(it, sg.reads)), rec.Diff, ""
 	return res, false, nil
+}
+
+// snapshotCutoff is when a snapshot must have been stored after to be
+// kept (zero: no age bound).
+func (e *Executor) snapshotCutoff() time.Time {
+	if e.snapAge < 0 {
+		return time.Time{}
+	}
+	return e.now().Add(-e.snapAge)
 }
 
 // save stores rec, inserted when fresh, else updated from state from, in

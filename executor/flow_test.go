@@ -249,7 +249,7 @@ func TestChangedBeforeApproval(t *testing.T) {
 
 // TestRollback: a promoted write is rolled back (a new file removed, a
 // modified one restored); the same proposal again within the cooldown
-// needs confirmation, from the same requester only, and not after it; a
+// needs confirmation, from any requester, and not after it; a
 // rollback over a file changed since is refused and changes nothing.
 func TestRollback(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
@@ -284,7 +284,7 @@ func TestRollback(t *testing.T) {
 		if c, _ := v.content("a.txt"); c != "original\n" {
 			t.Fatal("a repeat within the cooldown was promoted")
 		}
-		if r := v.run(other, write); r.Outcome != executor.Completed {
+		if r := v.run(other, write); r.Outcome != executor.NeedsConfirmation {
 			t.Errorf("another requester's proposal: %s", r.Outcome)
 		}
 		v.file("a.txt", "original\n")

@@ -43,6 +43,10 @@ type env struct {
 	holder *policy.Holder
 	// cooldown is Config.RollbackCooldown.
 	cooldown time.Duration
+	// snapAge and snapBytes are Config.SnapshotMaxAge and
+	// Config.SnapshotMaxBytes; set them, then reopen.
+	snapAge   time.Duration
+	snapBytes int64
 	// facts and defaults are Config.Facts and Config.Defaults; set them,
 	// then reopen.
 	facts    executor.Facts
@@ -91,6 +95,8 @@ func (v *env) open() {
 		Quotas:           v.quotas,
 		IsOperator:       func(addr string) bool { return addr == operator },
 		RollbackCooldown: v.cooldown,
+		SnapshotMaxAge:   v.snapAge,
+		SnapshotMaxBytes: v.snapBytes,
 		Now:              v.clock.Now,
 	})
 	if err != nil {

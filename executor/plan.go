@@ -1,8 +1,6 @@
 package executor
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"path"
 	"slices"
@@ -345,18 +343,17 @@ func (it *item) paths() []string {
 	return dedupe(ps)
 }
 
-// repeatKey identifies "the same proposal" for the rollback cooldown: the
-// same requester, the same actions on the same paths.
-func (it *item) repeatKey(requester string) string {
-	h := sha256.New()
-	fmt.Fprintf(h, "snapnode-repeat-v1\x00%s\x00%d", strings.ToLower(requester), len(it.steps))
+// changedPaths are the paths of the item's steps that change the
+// workspace (both of a rename), once each: the resources the rollback
+// cooldown is kept for. Nil for an item without effects.
+func (it *item) changedPaths() []string {
+	var ps []string
 	for _, s := range it.steps {
-		fmt.Fprintf(h, "\x00%s", s.p.Action.Kind)
-		for _, p := range s.p.Paths() {
-			fmt.Fprintf(h, "\x00%d:%s", len(p), p)
+		if changesFiles(s.p.Action.Kind) {
+			ps = append(ps, s.p.Paths()...)
 		}
 	}
-	return hex.EncodeToString(h.Sum(nil))
+	return dedupe(ps)
 }
 
 // requests are the policy requests that judge the item: one per step,

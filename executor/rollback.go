@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/snapnode/snapnode/executor/audit"
@@ -16,9 +17,12 @@ import (
 // promotion left there (else the sandbox's ErrDiverged, naming the path).
 // It is the host's alone; the caller makes sure of that. Audited
 // "rolled_back" (decision "restored", or "refused" with the reason). The
-// time is recorded: the same proposal from the same requester within the
-// rollback cooldown then needs confirmation. An unknown action, or one
-// that is not promoted, is ErrNotPromoted.
+// time is recorded for every path it restored: within the rollback
+// cooldown, any requester's action that changes one of them then needs
+// confirmation. An unknown action, or one that is not promoted, is
+// ErrNotPromoted; one whose snapshot is past the bounds the host keeps
+// (pruned already, or older than Config.SnapshotMaxAge) is
+// ErrSnapshotPruned, and nothing changes.
 func (e *Executor) Rollback(ctx context.Context, actionID string) error {
 	r, err := e.store.get(ctx, actionID)
 	if err == nil && r.State == stateRolledBack {
@@ -28,6 +32,9 @@ func (e *Executor) Rollback(ctx context.Context, actionID string) error {
 		return fmt.Errorf("%w: %q", ErrNotPromoted, actionID)
 	}
 	if err != nil {
+		return err
+	}
+	if err := e.snapshotKept(ctx, r); err != nil {
 		return err
 	}
 	snap, err := sandbox.ParseSnapshot(r.Snapshot)
@@ -59,8 +66,42 @@ func (e *Executor) Rollback(ctx context.Context, actionID string) error {
 	return e.rolledBack(bg, j, r, snap, "restored")
 }
 
-// rolledBack records a completed rollback: the record, its audit entry
-// and the requester's usage less what the promotion added, in one commit.
+// snapshotKept returns ErrSnapshotPruned, saying when and why, if the
+// promoted record r has no snapshot left: pruned, or older than the age
+// bound (pruned now, so that every later call answers the same).
+func (e *Executor) snapshotKept(ctx context.Context, r *record) error {
+	cutoff := e.snapshotCutoff()
+	if r.SnapshotPruned.IsZero() && len(r.Snapshot) > 0 && (cutoff.IsZero() || !r.SnapshotAt.Before(cutoff)) {
+		return nil
+	}
+	if r.SnapshotPruned.IsZero() && len(r.Snapshot) > 0 {
+		r.SnapshotPruned = e.now()
+		if err := e.store.pruneOne(ctx, r.ActionID, r.SnapshotPruned); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("action %s: %w at %s (stored at %s; the host keeps rollback snapshots %s and %s, the oldest pruned first): it can no longer be rolled back",
+		r.ActionID, ErrSnapshotPruned, r.SnapshotPruned.UTC().Format(time.RFC3339), r.SnapshotAt.UTC().Format(time.RFC3339),
+		e.keptAge(), e.keptBytes())
+}
+
+func (e *Executor) keptAge() string {
+	if e.snapAge < 0 {
+		return "whatever their age"
+	}
+	return "for " + e.snapAge.String()
+}
+
+func (e *Executor) keptBytes() string {
+	if e.snapBytes < 0 {
+		return "whatever their size"
+	}
+	return fmt.Sprintf("up to %d bytes per requester", e.snapBytes)
+}
+
+// rolledBack records a completed rollback: the record, its audit entry,
+// the paths it restored (for the cooldown) and the requester's usage less
+// what the promotion added, in one commit.
 func (e *Executor) rolledBack(ctx context.Context, j *journal, r *record, snap *sandbox.Snapshot, how string) error {
 	now := e.now()
 	r.State, r.Updated, r.RolledBack = stateRolledBack, now, now
@@ -73,7 +114,20 @@ func (e *Executor) rolledBack(ctx context.Context, j *journal, r *record, snap *
 		if err := settle(ctx, tx); err != nil {
 			return err
 		}
-		return e.store.countTx(ctx, tx, r.Requester, negative(snap.Delta()))
+		if err := e.store.countTx(ctx, tx, r.Requester, negative(snap.Delta())); err != nil {
+			return err
+		}
+		if e.cooldown < 0 {
+			return nil
+		}
+		paths := make([]string, len(snap.Entries))
+		for i, en := range snap.Entries {
+			paths[i] = en.Path
+		}
+		// In one order, so that two rollbacks sharing paths lock their rows
+		// in the same order (PostgreSQL).
+		slices.Sort(paths)
+		return e.store.rolledBackTx(ctx, tx, paths, now, now.Add(-e.cooldown))
 	})
 }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/snapnode/snapnode/executor/sandbox"
@@ -60,10 +61,14 @@ type record struct {
 	PreImages  []PreImage
 	Reason     string
 	Snapshot   []byte // JSON of a sandbox.Snapshot, or nil
-	RepeatKey  string
-	Created    time.Time
-	Updated    time.Time
-	RolledBack time.Time // zero when never
+	// SnapshotAt is when Snapshot was stored (zero without one).
+	SnapshotAt time.Time
+	// SnapshotPruned is when the snapshot was pruned (zero when never):
+	// the record then has none, and cannot be rolled back.
+	SnapshotPruned time.Time
+	Created        time.Time
+	Updated        time.Time
+	RolledBack     time.Time // zero when never
 }
 
 // store keeps the records in the shared database.
@@ -73,7 +78,8 @@ type store struct {
 }
 
 const recordColumns = `action_id, task, requester, proposal_id, action, state, data, diff,
-	pre_images, reason, snapshot, repeat_key, created_at, updated_at, rolled_back_at`
+	pre_images, reason, snapshot, created_at, updated_at, rolled_back_at,
+	snapshot_at, snapshot_bytes, snapshot_pruned_at`
 
 func micros(t time.Time) int64 {
 	if t.IsZero() {
@@ -96,14 +102,24 @@ func (s *store) insertTx(ctx context.Context, tx *sql.Tx, r *record) error {
 		return err
 	}
 	q := s.d.Rebind(`INSERT INTO executor_actions (` + recordColumns + `)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	at, size := r.snapshotStamp()
 	_, err = tx.ExecContext(ctx, q, r.ActionID, r.Task, r.Requester, r.ProposalID, r.Action,
-		r.State, r.Data, r.Diff, string(pre), r.Reason, string(r.Snapshot), r.RepeatKey,
-		micros(r.Created), micros(r.Updated), micros(r.RolledBack))
+		r.State, r.Data, r.Diff, string(pre), r.Reason, string(r.Snapshot),
+		micros(r.Created), micros(r.Updated), micros(r.RolledBack), at, size, micros(r.SnapshotPruned))
 	if err != nil {
 		return fmt.Errorf("executor: store action %s: %w", r.ActionID, err)
 	}
 	return nil
+}
+
+// snapshotStamp is the snapshot_at and snapshot_bytes of r: zero without
+// a snapshot.
+func (r *record) snapshotStamp() (at, size int64) {
+	if len(r.Snapshot) == 0 {
+		return 0, 0
+	}
+	return micros(r.SnapshotAt), int64(len(r.Snapshot))
 }
 
 // updateTx writes r's mutable columns (state, diff, pre-images, reason,
@@ -115,8 +131,10 @@ func (s *store) updateTx(ctx context.Context, tx *sql.Tx, r *record, from string
 		return false, err
 	}
 	q := s.d.Rebind(`UPDATE executor_actions SET state = ?, diff = ?, pre_images = ?, reason = ?,
-		snapshot = ?, updated_at = ?, rolled_back_at = ? WHERE action_id = ? AND state = ?`)
-	res, err := tx.ExecContext(ctx, q, r.State, r.Diff, string(pre), r.Reason, string(r.Snapshot),
+		snapshot = ?, snapshot_at = ?, snapshot_bytes = ?, updated_at = ?, rolled_back_at = ?
+		WHERE action_id = ? AND state = ?`)
+	at, size := r.snapshotStamp()
+	res, err := tx.ExecContext(ctx, q, r.State, r.Diff, string(pre), r.Reason, string(r.Snapshot), at, size,
 		micros(r.Updated), micros(r.RolledBack), r.ActionID, from)
 	return affectedOne(res, err, "update", r.ActionID)
 }
@@ -225,13 +243,21 @@ func (s *store) list(ctx context.Context, state, task string) ([]*record, error)
 	return out, nil
 }
 
-// lastRollback returns when an action with this repeat key was last rolled
-// back (zero when never).
-func (s *store) lastRollback(ctx context.Context, key string) (time.Time, error) {
+// lastRollback returns when a rollback last restored one of paths
+// (virtual), whoever's action it undid (zero when never, or when the row
+// has expired).
+func (s *store) lastRollback(ctx context.Context, paths []string) (time.Time, error) {
+	if len(paths) == 0 {
+		return time.Time{}, nil
+	}
+	q := `SELECT MAX(rolled_back_at) FROM executor_rollback_paths WHERE path IN (?` +
+		strings.Repeat(", ?", len(paths)-1) + `)`
+	args := make([]any, len(paths))
+	for i, p := range paths {
+		args[i] = p
+	}
 	var t sql.NullInt64
-	err := s.db.R.QueryRowContext(ctx, s.d.Rebind(`SELECT MAX(rolled_back_at) FROM executor_actions
-		WHERE repeat_key = ? AND rolled_back_at > 0`), key).Scan(&t)
-	if err != nil {
+	if err := s.db.R.QueryRowContext(ctx, s.d.Rebind(q), args...).Scan(&t); err != nil {
 		return time.Time{}, fmt.Errorf("executor: read rollbacks: %w", err)
 	}
 	if !t.Valid {
@@ -240,16 +266,90 @@ func (s *store) lastRollback(ctx context.Context, key string) (time.Time, error)
 	return fromMicros(t.Int64), nil
 }
 
+// rolledBackTx records, in tx, that a rollback at time at restored paths
+// (virtual), and deletes the rows of rollbacks before expired: those the
+// cooldown no longer counts, so that the table holds at most the paths of
+// one cooldown's rollbacks.
+func (s *store) rolledBackTx(ctx context.Context, tx *sql.Tx, paths []string, at, expired time.Time) error {
+	if _, err := tx.ExecContext(ctx, s.d.Rebind(`DELETE FROM executor_rollback_paths WHERE rolled_back_at < ?`),
+		micros(expired)); err != nil {
+		return fmt.Errorf("executor: expire rollback paths: %w", err)
+	}
+	q := s.d.Rebind(`INSERT INTO executor_rollback_paths (path, rolled_back_at) VALUES (?, ?)
+		ON CONFLICT (path) DO UPDATE SET rolled_back_at = excluded.rolled_back_at`)
+	for _, p := range paths {
+		if _, err := tx.ExecContext(ctx, q, p, micros(at)); err != nil {
+			return fmt.Errorf("executor: record rollback of %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// prunable is the condition of a record whose snapshot may be pruned: it
+// has one, and no promotion or rollback is using it (RecoverInterrupted
+// needs those).
+const prunable = `snapshot <> '' AND state NOT IN ('promoting', 'rolling_back')`
+
+// pruneSnapshotsTx empties, at now and in tx, the snapshots stored before
+// olderThan (all requesters; skipped when zero) and those of requester
+// beyond maxBytes together, newest kept first (skipped when negative), and
+// returns how many it pruned.
+func (s *store) pruneSnapshotsTx(ctx context.Context, tx *sql.Tx, requester string, now, olderThan time.Time, maxBytes int64) (int, error) {
+	const prune = `UPDATE executor_actions SET snapshot = '', snapshot_bytes = 0, snapshot_pruned_at = ?
+		WHERE ` + prunable
+	n := 0
+	exec := func(q string, args ...any) error {
+		res, err := tx.ExecContext(ctx, s.d.Rebind(q), args...)
+		if err == nil {
+			var k int64
+			k, err = res.RowsAffected()
+			n += int(k)
+		}
+		if err != nil {
+			return fmt.Errorf("executor: prune snapshots: %w", err)
+		}
+		return nil
+	}
+	if !olderThan.IsZero() {
+		if err := exec(prune+` AND snapshot_at < ?`, micros(now), micros(olderThan)); err != nil {
+			return 0, err
+		}
+	}
+	if maxBytes >= 0 {
+		// The requester's snapshots, newest first, with the bytes of
+		// those up to each: the ones past maxBytes go.
+		err := exec(prune+` AND action_id IN (SELECT action_id FROM (
+			SELECT action_id, SUM(snapshot_bytes) OVER (ORDER BY snapshot_at DESC, action_id DESC) AS kept
+			FROM executor_actions WHERE requester = ? AND `+prunable+`) AS newest WHERE kept > ?)`,
+			micros(now), requester, maxBytes)
+		if err != nil {
+			return 0, err
+		}
+	}
+	return n, nil
+}
+
+// pruneOne empties, at now, the snapshot of actionID if it may be
+// pruned.
+func (s *store) pruneOne(ctx context.Context, actionID string, now time.Time) error {
+	return s.write(ctx, "prune the snapshot of", actionID, func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, s.d.Rebind(`UPDATE executor_actions SET snapshot = '', snapshot_bytes = 0,
+			snapshot_pruned_at = ? WHERE action_id = ? AND `+prunable), micros(now), actionID)
+		return err
+	})
+}
+
 type scanner interface{ Scan(...any) error }
 
 func scanRecord(sc scanner) (*record, error) {
 	var (
-		r                          record
-		pre, snap                  string
-		created, updated, rolledAt int64
+		r                           record
+		pre, snap                   string
+		created, updated, rolledAt  int64
+		snapAt, snapBytes, prunedAt int64
 	)
 	err := sc.Scan(&r.ActionID, &r.Task, &r.Requester, &r.ProposalID, &r.Action, &r.State, &r.Data,
-		&r.Diff, &pre, &r.Reason, &snap, &r.RepeatKey, &created, &updated, &rolledAt)
+		&r.Diff, &pre, &r.Reason, &snap, &created, &updated, &rolledAt, &snapAt, &snapBytes, &prunedAt)
 	if err != nil {
 		return nil, err
 	}
@@ -260,6 +360,7 @@ func scanRecord(sc scanner) (*record, error) {
 		r.Snapshot = []byte(snap)
 	}
 	r.Created, r.Updated, r.RolledBack = fromMicros(created), fromMicros(updated), fromMicros(rolledAt)
+	r.SnapshotAt, r.SnapshotPruned = fromMicros(snapAt), fromMicros(prunedAt)
 	return &r, nil
 }
 

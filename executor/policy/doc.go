@@ -43,8 +43,9 @@
 //     file.
 //   - RuleHighRiskSandbox: HIGH or CRITICAL → Decision.Sandbox, a flag
 //     that never changes the effect (the executor sandboxes every action).
-//   - RuleRollbackCooldown: a proposal repeated within the cooldown after
-//     its rollback is at most Confirm.
+//   - RuleRollbackCooldown: an action that changes a path a rollback
+//     restored within the cooldown (whoever proposes it) is at most
+//     Confirm.
 //
 // If none denies, the operator's Cedar policy judges each path alone, and
 // the strictest outcome wins: every path of a RENAME_FILE (source and

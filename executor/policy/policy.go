@@ -58,8 +58,9 @@ type Request struct {
 	// RollbackSupported says the host can undo the action. Actions with no
 	// effect (THINK, FINISH, reads) are trivially undoable: set it true.
 	RollbackSupported bool
-	// RecentlyRolledBack is true when the same proposal comes again within
-	// the cooldown after a rollback of it.
+	// RecentlyRolledBack is true when the action changes a path that a
+	// rollback restored within the cooldown, whoever proposed the action
+	// rolled back and whoever proposes this one.
 	RecentlyRolledBack bool
 }
 
@@ -110,8 +111,8 @@ const (
 	// RuleHighRiskSandbox marks HIGH and CRITICAL actions as needing the
 	// sandbox (Decision.Sandbox). It never changes the effect.
 	RuleHighRiskSandbox = "host:high-risk-sandbox"
-	// RuleRollbackCooldown lowers Permit to Confirm for a proposal repeated
-	// within the cooldown after its rollback (seed 001 §11).
+	// RuleRollbackCooldown lowers Permit to Confirm for an action that
+	// changes a path restored by a rollback within the cooldown.
 	RuleRollbackCooldown = "host:rollback-cooldown"
 	// RuleEvaluation denies when the judgement itself failed: the context
 	// was done, or the evaluator panicked.

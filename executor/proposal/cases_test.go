@@ -125,7 +125,7 @@ func TestCasesCoverEveryRule(t *testing.T) {
 		"THINK.args", "FINISH.response", "READ_FILE.path", "LIST_FILES.path",
 		"WRITE_FILE.path", "WRITE_FILE.path.suffix", "WRITE_FILE.content",
 		"CREATE_DIRECTORY.path", "DELETE_FILE.path", "DELETE_FILE.path.suffix",
-		"RENAME_FILE.source", "RENAME_FILE.destination", "RENAME_FILE.destination.suffix",
+		"RENAME_FILE.source", "RENAME_FILE.source.suffix", "RENAME_FILE.destination", "RENAME_FILE.destination.suffix",
 	}
 	failOnly := []string{"action.disallowed", "extra", "conflicting", "json"}
 	pass, fail := map[string]int{}, map[string]int{}

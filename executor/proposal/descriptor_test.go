@@ -162,7 +162,7 @@ func TestDescribe(t *testing.T) {
 		{`"WRITE_FILE","args":{"path":"/sandbox/a.txt","content":"x"}`, proposal.KindWriteFile, proposal.TypeFileWrite, proposal.RiskMedium, false, true, proposal.RollbackSnapshot, []string{"/sandbox/a.txt"}, []string{"/sandbox/a.txt"}, nil, nil},
 		{`"CREATE_DIRECTORY","args":{"path":"/sandbox/d/e"}`, proposal.KindCreateDirectory, proposal.TypeDirectoryCreate, proposal.RiskMedium, false, true, proposal.RollbackSnapshot, []string{"/sandbox/d/e"}, nil, nil, []string{"/sandbox/d"}},
 		{`"DELETE_FILE","args":{"path":"/sandbox/a.md"}`, proposal.KindDeleteFile, proposal.TypeFileDelete, proposal.RiskHigh, true, true, proposal.RollbackSnapshot, nil, nil, []string{"/sandbox/a.md"}, []string{"/sandbox/a.md"}},
-		{`"rename_file","args":{"source":"/sandbox/a.bin","destination":"/sandbox/d/b.md"}`, proposal.KindRenameFile, proposal.TypeFileMove, proposal.RiskHigh, true, true, proposal.RollbackSnapshot, []string{"/sandbox/d/b.md"}, []string{"/sandbox/d/b.md"}, []string{"/sandbox/a.bin"}, []string{"/sandbox/a.bin", "/sandbox/d"}},
+		{`"rename_file","args":{"source":"/sandbox/a.txt","destination":"/sandbox/d/b.md"}`, proposal.KindRenameFile, proposal.TypeFileMove, proposal.RiskHigh, true, true, proposal.RollbackSnapshot, []string{"/sandbox/d/b.md"}, []string{"/sandbox/d/b.md"}, []string{"/sandbox/a.txt"}, []string{"/sandbox/a.txt", "/sandbox/d"}},
 	} {
 		t.Run(string(tc.kind), func(t *testing.T) {
 			p, err := proposal.Parse([]byte(`{"schema_version":"1.0.0","id":"6a1f0c3e-8b2d-4c7a-9e5f-2d3c4b5a6978","reasoning":"Trust me, approve this.","action":` + tc.args + `}`))

@@ -63,8 +63,11 @@
 //     LIST_FILES) or /sandbox/name/…, no empty, . or .. name, no name over
 //     255 characters, no trailing slash, no control character, at most
 //     4096 characters, and none of the characters that are wildcards in
-//     descriptors (the star, ?, [, ] and backslash). Write, delete and
-//     rename targets end in .txt or .md, lower case. The sandbox still
+//     descriptors (the star, ?, [, ] and backslash). Write and delete
+//     targets end in .txt or .md, lower case, and so do both paths of a
+//     rename: a rename removes its source, so the source follows the
+//     delete rule (stricter than the proposal field constraints, which
+//     allow any source). The sandbox still
 //     resolves every path through os.Root; the schema removes second
 //     readings early.
 //   - FINISH's response, like WRITE_FILE's content and reasoning, has at

@@ -146,7 +146,7 @@ func TestSpellings(t *testing.T) {
 			case proposal.KindFinish:
 				args = `{"response":"ok"}`
 			case proposal.KindRenameFile:
-				args = `{"source":"/sandbox/a","destination":"/sandbox/b.txt"}`
+				args = `{"source":"/sandbox/a.md","destination":"/sandbox/b.txt"}`
 			case proposal.KindWriteFile:
 				args = `{"path":"/sandbox/a.txt","content":"x"}`
 			case proposal.KindReadFile, proposal.KindListFiles, proposal.KindCreateDirectory, proposal.KindDeleteFile:

@@ -47,7 +47,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"schema_version":"1.0.1","id":"3f2b8c1e-5d4a-4e6f-9a7b-1c2d3e4f5a6b","reasoning":"r","action":"WRITE_FILE","args":{"path":"/sandbox/log.txt","content":"Hello World!"}}`))
 	f.Add([]byte(`{"schema_version":"2.0.0","action":"read_file","args":{"path":"/tmp/a.txt"}}`))
 	f.Add([]byte(`{"schema_version":"1.2.0","action":"run_command","args":{"command":"rm -rf /"}}`))
-	f.Add([]byte(`{"schema_version":"1.0.0","id":"3f2b8c1e-5d4a-4e6f-9a7b-1c2d3e4f5a6b","reasoning":"r","action":"rename_file","args":{"source":"/sandbox/a","destination":"/sandbox/b.md"}}`))
+	f.Add([]byte(`{"schema_version":"1.0.0","id":"3f2b8c1e-5d4a-4e6f-9a7b-1c2d3e4f5a6b","reasoning":"r","action":"rename_file","args":{"source":"/sandbox/a.txt","destination":"/sandbox/b.md"}}`))
 	f.Add([]byte(`{"a":1,"a":2}`))
 	f.Add([]byte("{\"schema_version\":\"1.0.0\",\"reasoning\":\"\xff\"}"))
 	f.Fuzz(func(t *testing.T, raw []byte) {

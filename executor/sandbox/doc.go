@@ -48,8 +48,10 @@
 // one hard link (it may be an alias of an outside file), and never
 // replaces, deletes or renames a link. Files are written to a new
 // temporary file in their own directory (O_EXCL), synced, renamed over
-// their target, and the directory synced. Deletes take regular .txt and
-// .md files only; directories are created, never deleted (except by a
+// their target, and the directory synced. Deletes and renames take
+// regular .txt and .md files only (a rename removes its source, so its
+// source follows the delete rule, and its target must be text too);
+// directories are created, never deleted (except by a
 // rollback of their creation); a rename never overwrites. Caps (Limits)
 // on file size, total bytes, entries listed, changes per stage and
 // duration are enforced: the operation fails with a *LimitError and

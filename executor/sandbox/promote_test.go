@@ -18,7 +18,7 @@ var composite = []sandbox.Change{
 	sandbox.Write{Path: "/sandbox/docs/new.md", Content: []byte("new\n")},
 	sandbox.Write{Path: "/sandbox/notes.md", Content: []byte("line one\nchanged\n")},
 	sandbox.Delete{Path: "/sandbox/sub/a.txt"},
-	sandbox.Rename{From: "/sandbox/tool.sh", To: "/sandbox/sub/tool.txt"},
+	sandbox.Rename{From: "/sandbox/tool.md", To: "/sandbox/sub/tool.txt"},
 }
 
 func TestPromoteAndRollback(t *testing.T) {
@@ -45,7 +45,7 @@ func TestPromoteAndRollback(t *testing.T) {
 			t.Errorf("%s = %q, %v; want %q", name, b, err, want)
 		}
 	}
-	for _, gone := range []string{"sub/a.txt", "tool.sh"} {
+	for _, gone := range []string{"sub/a.txt", "tool.md"} {
 		if _, err := os.Lstat(filepath.Join(dir, gone)); !os.IsNotExist(err) {
 			t.Errorf("%s still there: %v", gone, err)
 		}

@@ -41,10 +41,11 @@ type Mkdir struct{ Path string }
 // Directories are never deleted.
 type Delete struct{ Path string }
 
-// Rename moves the file From to To. To must end in .txt or .md and must not
-// exist: a rename never overwrites (delete the destination first, in the
-// same Stage, to replace it). From may have any name but must be a regular
-// file; directories are not renamed.
+// Rename moves the file From to To. Both must end in .txt or .md: a rename
+// removes From, so it follows Delete's rule (a run.sh is neither deleted
+// nor moved away). To must not exist: a rename never overwrites (delete
+// the destination first, in the same Stage, to replace it). From must be a
+// regular file; directories are not renamed.
 type Rename struct{ From, To string }
 
 func (Write) isChange()  {}
@@ -396,7 +397,7 @@ func (o *overlay) apply(c Change) error {
 		}
 		e.post = Image{Kind: KindAbsent}
 	case Rename:
-		from, err := Normalize(c.From)
+		from, err := o.textPath(c.From)
 		if err != nil {
 			return err
 		}

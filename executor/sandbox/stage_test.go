@@ -21,6 +21,7 @@ var stageFixture = map[string]string{
 	"sub/":      "",
 	"sub/a.txt": "a\n",
 	"tool.sh":   "#!/bin/sh\n",
+	"tool.md":   "#!/bin/sh\n",
 }
 
 // TestStageGolden stages each case and compares what Touched and Diffs
@@ -36,7 +37,6 @@ func TestStageGolden(t *testing.T) {
 		{"binary_overwrite", []sandbox.Change{sandbox.Write{Path: "/sandbox/bin.txt", Content: []byte("\x00\x03")}}},
 		{"text_to_binary", []sandbox.Change{sandbox.Write{Path: "/sandbox/notes.md", Content: []byte{0xff, 0xfe}}}},
 		{"rename", []sandbox.Change{sandbox.Rename{From: "/sandbox/notes.md", To: "/sandbox/sub/moved.txt"}}},
-		{"rename_non_text_source", []sandbox.Change{sandbox.Rename{From: "/sandbox/tool.sh", To: "/sandbox/tool.txt"}}},
 		{"mkdir_then_write", []sandbox.Change{
 			sandbox.Mkdir{Path: "/sandbox/docs"},
 			sandbox.Mkdir{Path: "/sandbox/docs/deep"},
@@ -114,7 +114,8 @@ func TestStageErrors(t *testing.T) {
 		{"rename missing", []sandbox.Change{sandbox.Rename{From: "/sandbox/missing.txt", To: "/sandbox/b.txt"}}, fs.ErrNotExist},
 		{"rename onto existing", []sandbox.Change{sandbox.Rename{From: "/sandbox/notes.md", To: "/sandbox/sub/a.txt"}}, sandbox.ErrExists},
 		{"rename onto itself", []sandbox.Change{sandbox.Rename{From: "/sandbox/notes.md", To: "/sandbox/notes.md"}}, sandbox.ErrExists},
-		{"rename a directory", []sandbox.Change{sandbox.Rename{From: "/sandbox/sub", To: "/sandbox/sub.txt"}}, sandbox.ErrNotRegular},
+		{"rename a directory", []sandbox.Change{sandbox.Mkdir{Path: "/sandbox/d.md"}, sandbox.Rename{From: "/sandbox/d.md", To: "/sandbox/sub.txt"}}, sandbox.ErrNotRegular},
+		{"rename a non-text source away", []sandbox.Change{sandbox.Rename{From: "/sandbox/tool.sh", To: "/sandbox/tool.txt"}}, sandbox.ErrNotText},
 		{"rename to non-text", []sandbox.Change{sandbox.Rename{From: "/sandbox/notes.md", To: "/sandbox/notes.sh"}}, sandbox.ErrNotText},
 		{"bad path in a composite", []sandbox.Change{sandbox.Mkdir{Path: "/sandbox/ok"}, sandbox.Mkdir{Path: "/sandbox/../x"}}, sandbox.RuleDotSegment},
 	} {

@@ -183,6 +183,14 @@ type Executor struct {
 	QuotaBytes int64 `toml:"quota_bytes"`
 	QuotaFiles int64 `toml:"quota_files"`
 	QuotaDirs  int64 `toml:"quota_dirs"`
+	// SnapshotMaxAge is how long the rollback snapshot of a promoted
+	// action is kept: an action promoted longer ago can no longer be
+	// rolled back. 0 keeps snapshots whatever their age.
+	SnapshotMaxAge Duration `toml:"snapshot_max_age"`
+	// SnapshotMaxBytes bounds the bytes of the rollback snapshots kept for
+	// one requester's actions; past it the oldest are pruned first. 0 is
+	// no bound.
+	SnapshotMaxBytes int64 `toml:"snapshot_max_bytes"`
 }
 
 // Audit is the [audit] table: the host's retention and levels of the
@@ -368,7 +376,11 @@ func Default() Config {
 			MaxHistoryBytes:     100 << 20,
 			MaxRetries:          3,
 		},
-		Executor: Executor{QuotaBytes: 32 << 20, QuotaFiles: 10_000, QuotaDirs: 1_000},
+		Executor: Executor{
+			QuotaBytes: 32 << 20, QuotaFiles: 10_000, QuotaDirs: 1_000,
+			SnapshotMaxAge:   Duration{7 * 24 * time.Hour},
+			SnapshotMaxBytes: 128 << 20,
+		},
 		Audit: Audit{
 			RetainDays:    30,
 			LevelLow:      "SUMMARY",
@@ -523,6 +535,8 @@ var settings = []setting{
 	int64Setting("executor-quota-bytes", "SNAPNODE_EXECUTOR_QUOTA_BYTES", "let one requester's actions add at most `BYTES` of files to the workspace (over: LIMIT_EXCEEDED, limit requester_bytes)", func(c *Config) *int64 { return &c.Executor.QuotaBytes }),
 	int64Setting("executor-quota-files", "SNAPNODE_EXECUTOR_QUOTA_FILES", "let one requester's actions add at most `N` files to the workspace (over: LIMIT_EXCEEDED, limit requester_files)", func(c *Config) *int64 { return &c.Executor.QuotaFiles }),
 	int64Setting("executor-quota-dirs", "SNAPNODE_EXECUTOR_QUOTA_DIRS", "let one requester's actions add at most `N` folders to the workspace (over: LIMIT_EXCEEDED, limit requester_dirs)", func(c *Config) *int64 { return &c.Executor.QuotaDirs }),
+	durationSetting("", "SNAPNODE_EXECUTOR_SNAPSHOT_MAX_AGE", "keep the rollback snapshot of a promoted action for DURATION; older actions cannot be rolled back (0: whatever their age)", func(c *Config) *Duration { return &c.Executor.SnapshotMaxAge }),
+	int64Setting("", "SNAPNODE_EXECUTOR_SNAPSHOT_MAX_BYTES", "keep at most BYTES of rollback snapshots per requester, the oldest pruned first (0: no bound)", func(c *Config) *int64 { return &c.Executor.SnapshotMaxBytes }),
 	// The audit log, [audit].
 	intSetting("audit-retain-days", "SNAPNODE_AUDIT_RETAIN_DAYS", "keep audit entries `N` days, pruned behind a signed checkpoint (0: keep every entry)", func(c *Config) *int { return &c.Audit.RetainDays }),
 	stringSetting("", "SNAPNODE_AUDIT_LEVEL_LOW", "audit LOW-risk actions at LEVEL: SUMMARY, DETAILED or FORENSIC", func(c *Config) *string { return &c.Audit.LevelLow }),
@@ -805,6 +819,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	errs = append(errs, c.Agent.validate()...)
+	errs = append(errs, c.Executor.validate()...)
 	errs = append(errs, c.Audit.validate()...)
 	errs = append(errs, c.Executor.validate()...)
 	return errors.Join(errs...)
@@ -825,6 +840,14 @@ func (x *Executor) validate() []error {
 		if q.v < 1 {
 			errs = append(errs, fmt.Errorf("config: executor.%s (%s): want at least 1; got %d", q.key, source(q.env), q.v))
 		}
+	}
+	if x.SnapshotMaxAge.Duration < 0 {
+		errs = append(errs, fmt.Errorf("config: executor.snapshot_max_age (%s): want 0 (whatever their age) or more; got %v",
+			source("SNAPNODE_EXECUTOR_SNAPSHOT_MAX_AGE"), x.SnapshotMaxAge.Duration))
+	}
+	if x.SnapshotMaxBytes < 0 {
+		errs = append(errs, fmt.Errorf("config: executor.snapshot_max_bytes (%s): want 0 (no bound) or more bytes; got %d",
+			source("SNAPNODE_EXECUTOR_SNAPSHOT_MAX_BYTES"), x.SnapshotMaxBytes))
 	}
 	return errs
 }

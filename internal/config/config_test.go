@@ -877,6 +877,51 @@ network_available = true
 	}
 }
 
+// The [executor] snapshot bounds: a week and 128 MiB by default;
+// environment over file; 0 is no bound; a negative value is refused
+// naming the key and the variable.
+func TestExecutorSnapshotBounds(t *testing.T) {
+	file := writeFile(t, "snapnode.toml", `
+[executor]
+snapshot_max_age = "48h"
+snapshot_max_bytes = 1048576
+`, 0o600)
+	type bounds struct {
+		age   time.Duration
+		bytes int64
+	}
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		want    bounds
+		wantErr string
+	}{
+		{"default", nil, nil, bounds{7 * 24 * time.Hour, 128 << 20}, ""},
+		{"file", []string{"--config", file}, nil, bounds{48 * time.Hour, 1 << 20}, ""},
+		{"env over file", []string{"--config", file}, map[string]string{"SNAPNODE_EXECUTOR_SNAPSHOT_MAX_AGE": "1h"}, bounds{time.Hour, 1 << 20}, ""},
+		{"0: no bound", nil, map[string]string{"SNAPNODE_EXECUTOR_SNAPSHOT_MAX_AGE": "0s", "SNAPNODE_EXECUTOR_SNAPSHOT_MAX_BYTES": "0"}, bounds{0, 0}, ""},
+		{"negative age", nil, map[string]string{"SNAPNODE_EXECUTOR_SNAPSHOT_MAX_AGE": "-1h"}, bounds{}, "config: executor.snapshot_max_age (SNAPNODE_EXECUTOR_SNAPSHOT_MAX_AGE): want 0 (whatever their age) or more; got -1h0m0s"},
+		{"negative bytes", nil, map[string]string{"SNAPNODE_EXECUTOR_SNAPSHOT_MAX_BYTES": "-1"}, bounds{}, "config: executor.snapshot_max_bytes (SNAPNODE_EXECUTOR_SNAPSHOT_MAX_BYTES): want 0 (no bound) or more bytes; got -1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := load(t, tc.args, tc.env)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := (bounds{c.Executor.SnapshotMaxAge.Duration, c.Executor.SnapshotMaxBytes}); got != tc.want {
+				t.Errorf("bounds %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
 // The [audit] table: the defaults (30 days, and the level of each risk),
 // its precedence, and a clear error for each bad value.
 func TestAuditSettings(t *testing.T) {

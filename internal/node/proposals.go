@@ -257,6 +257,15 @@ func (p *proposals) Rollback(ctx context.Context, actionID string) (any, error) 
 	return map[string]any{"action": actionID, "rolledBack": true}, nil
 }
 
+// noBoundIfZero maps a bound of the settings, where 0 is none, to the
+// executor's, where a negative value is none (and 0 the default).
+func noBoundIfZero[T time.Duration | int64](v T) T {
+	if v == 0 {
+		return -1
+	}
+	return v
+}
+
 // PolicyEngine loads the operator's policy from path (--policy), or
 // returns the built-in default policy when path is empty.
 func PolicyEngine(path string) (*policy.Engine, error) {
@@ -331,7 +340,10 @@ func startProposals(ctx context.Context, cfg config.Config, db *sqldb.DB, key *i
 		MaxClockSkew: cfg.MaxDrift.Duration,
 		Facts:        executor.Facts{UserIdle: cfg.Executor.UserIdle, NetworkAvailable: cfg.Executor.NetworkAvailable},
 		Quotas:       executor.Quotas{Bytes: cfg.Executor.QuotaBytes, Files: cfg.Executor.QuotaFiles, Dirs: cfg.Executor.QuotaDirs},
-		Logger:       logger.With("part", "executor"),
+		// 0 in the settings is no bound; the executor's is negative.
+		SnapshotMaxAge:   noBoundIfZero(cfg.Executor.SnapshotMaxAge.Duration),
+		SnapshotMaxBytes: noBoundIfZero(cfg.Executor.SnapshotMaxBytes),
+		Logger:           logger.With("part", "executor"),
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("node: %w", err)

@@ -1,0 +1,117 @@
+package executor_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/snapnode/snapnode/executor"
+	"github.com/snapnode/snapnode/internal/testdb"
+)
+
+// snapshotCase is one row of testdata/snapshots.json: with the bounds
+// MaxAgeMinutes and MaxBytes (0: the default, -1: none), each step's
+// requester rewrites a file of 1,500 bytes (a snapshot of about 2,300),
+// AfterMinutes after the step before; ThenMinutes later every action is
+// rolled back, and each answers Want: "restored"; "pruned" (its snapshot
+// was gone from the database already); or "past_age" (still stored, but
+// too old: the rollback prunes it and answers pruned).
+type snapshotCase struct {
+	Name          string `json:"name"`
+	MaxAgeMinutes int    `json:"max_age_minutes"`
+	MaxBytes      int64  `json:"max_bytes"`
+	Steps         []struct {
+		Requester    string `json:"requester"`
+		Path         string `json:"path"`
+		AfterMinutes int    `json:"after_minutes"`
+	} `json:"steps"`
+	ThenMinutes int      `json:"then_minutes"`
+	Want        []string `json:"want"`
+}
+
+// TestSnapshotBounds: rollback snapshots are kept for a bounded time and
+// a bounded number of bytes per requester; a rollback past either bound
+// answers ErrSnapshotPruned, saying why, and changes nothing.
+func TestSnapshotBounds(t *testing.T) {
+	var cases []snapshotCase
+	readTable(t, "snapshots.json", &cases)
+	identities := map[string]string{"agent": agent, "other": other}
+	original := strings.Repeat("x", 1500)
+	minutes := func(n int) time.Duration {
+		if n < 0 {
+			return -1
+		}
+		return time.Duration(n) * time.Minute
+	}
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			testdb.Each(t, func(t *testing.T, dsn string) {
+				v := newEnv(t, dsn)
+				v.snapAge, v.snapBytes = minutes(c.MaxAgeMinutes), c.MaxBytes
+				v.reopen()
+				ctx := context.Background()
+				var ids []string
+				for _, s := range c.Steps {
+					v.clock.Advance(minutes(s.AfterMinutes))
+					name := strings.TrimPrefix(s.Path, "/sandbox/")
+					v.file(name, original)
+					res := v.run(identities[s.Requester], prop("WRITE_FILE", map[string]string{"path": s.Path, "content": "changed\n"}))
+					wantOutcome(t, res, executor.Completed)
+					ids = append(ids, res.ActionID)
+				}
+				v.clock.Advance(minutes(c.ThenMinutes))
+				for i, s := range c.Steps {
+					stored := v.snapshotStored(ids[i])
+					err := v.ex.Rollback(ctx, ids[i])
+					name := strings.TrimPrefix(s.Path, "/sandbox/")
+					got, _ := v.content(name)
+					switch c.Want[i] {
+					case "restored":
+						if err != nil || got != original {
+							t.Errorf("step %d: Rollback = %v, %s holds %d bytes; want it restored", i, err, name, len(got))
+						}
+						continue
+					case "pruned":
+						if stored {
+							t.Errorf("step %d: the snapshot is still stored", i)
+						}
+					case "past_age":
+						if !stored {
+							t.Errorf("step %d: the snapshot was pruned before the rollback", i)
+						}
+					default:
+						t.Fatalf("want %q", c.Want[i])
+					}
+					if !errors.Is(err, executor.ErrSnapshotPruned) || !strings.Contains(err.Error(), ids[i]) {
+						t.Errorf("step %d: Rollback = %v; want ErrSnapshotPruned naming the action", i, err)
+					}
+					if got != "changed\n" {
+						t.Errorf("step %d: a refused rollback changed %s", i, name)
+					}
+					if v.snapshotStored(ids[i]) {
+						t.Errorf("step %d: the snapshot is still stored after the rollback answered pruned", i)
+					}
+					if err := v.ex.Rollback(ctx, ids[i]); !errors.Is(err, executor.ErrSnapshotPruned) {
+						t.Errorf("step %d: second Rollback = %v; want ErrSnapshotPruned", i, err)
+					}
+				}
+				v.verify()
+			})
+		})
+	}
+}
+
+// snapshotStored reports whether the record of actionID still holds its
+// rollback snapshot.
+func (v *env) snapshotStored(actionID string) bool {
+	v.t.Helper()
+	var n int
+	err := v.db.R.QueryRowContext(context.Background(), v.db.Dialect.Rebind(
+		`SELECT COUNT(*) FROM executor_actions WHERE action_id = ? AND snapshot <> ''`), actionID).Scan(&n)
+	if err != nil {
+		v.t.Fatal(err)
+	}
+	return n == 1
+}
