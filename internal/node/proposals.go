@@ -43,14 +43,16 @@ type proposals struct {
 	console atomic.Pointer[consoleLogin]
 	logger  *slog.Logger
 	// pause, nil but in crash tests, is called before each proposal runs
-	// (pointRun) and once the executor returned its result (pointRan).
+	// (pointRun), once the executor returned its result (pointRan), and
+	// once it carried out an operator's decision (pointDecided).
 	pause func(point string)
 }
 
 // The points of a run at which crash tests stop the node.
 const (
-	pointRun = "run"
-	pointRan = "ran"
+	pointRun     = "run"
+	pointRan     = "ran"
+	pointDecided = "decided"
 )
 
 var (
@@ -267,6 +269,9 @@ func (p *proposals) decide(ctx context.Context, taskID, actionID, approver strin
 	}
 	if err != nil {
 		return nil, err
+	}
+	if p.pause != nil {
+		p.pause(pointDecided)
 	}
 	if t.Status.State.Terminal() {
 		return t, nil // the denial cleared the record; the task stays as it ended

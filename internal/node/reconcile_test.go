@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/admin"
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/node"
 	"github.com/snapnode/snapnode/internal/sqldb"
@@ -207,5 +208,81 @@ func TestReconcileAfterSIGKILL(t *testing.T) {
 				t.Fatalf("%d WRITE_FILE actions recorded and %d promotions audited for the task; want 1 and 1", writes, promoted)
 			}
 		})
+	}
+}
+
+// A node is killed with SIGKILL after it carried out the operator's
+// approval of a held DELETE_FILE but before the task, waiting for that
+// decision, was updated. Restarted, the node gives the task the action's
+// outcome (completed, with the diff) before it serves, and the delete was
+// carried out once.
+func TestReconcileDecidedAfterSIGKILL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs node processes")
+	}
+	dataDir := filepath.Join(t.TempDir(), "data")
+	if err := os.MkdirAll(filepath.Join(dataDir, "sandbox"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dataDir, "sandbox", "gone.md")
+	if err := os.WriteFile(file, []byte("bye\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	first := startChildNode(t, dataDir, "decided")
+	k, err := identity.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := newHTTPClientWith(t, k)
+	call := func(c *childNode, method string, payload any) taskView {
+		t.Helper()
+		body, _ := json.Marshal(payload)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		resp, err := client.Send(ctx, c.url, &snap.Message{To: c.addr, Method: method, Payload: body})
+		if err != nil {
+			t.Fatalf("%s: %v", method, err)
+		}
+		var p map[string]any
+		if err := json.Unmarshal(resp.Payload, &p); err != nil {
+			t.Fatal(err)
+		}
+		return taskOf(t, p)
+	}
+	held := call(first, "message/send", proposal("DELETE_FILE", map[string]any{"path": "/sandbox/gone.md"}))
+	if held.Status.State != "input_required" {
+		t.Fatalf("the delete is %s %q; want it held for the operator", held.Status.State, held.Status.Message)
+	}
+	approved := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, err := admin.Call(ctx, admin.Path(dataDir), admin.Request{Op: "approve", Task: held.ID})
+		approved <- err
+	}()
+	first.kill(t, "decided", approved)
+	if _, err := os.Stat(file); !os.IsNotExist(err) {
+		t.Fatalf("before the restart: gone.md %v; want it deleted by the approval", err)
+	}
+
+	second := startChildNode(t, dataDir, "")
+	v := call(second, "tasks/get", map[string]any{"taskId": held.ID})
+	if v.Status.State != "completed" {
+		t.Fatalf("after the restart the task is %s %q; want completed", v.Status.State, v.Status.Message)
+	}
+	if diff, _, ok := v.artifact("diff-"); !ok || !regexp.MustCompile(`-bye`).MatchString(diff) {
+		t.Errorf("the task's diff artifact is %q (present %v); want the delete's", diff, ok)
+	}
+	db, err := sqldb.Open(context.Background(), "sqlite:"+filepath.Join(dataDir, "tasks.db"), sqldb.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var promoted int
+	if err := db.R.QueryRowContext(context.Background(), `SELECT COUNT(*) FROM audit_log WHERE task = ? AND step = 'promoted'`, held.ID).Scan(&promoted); err != nil {
+		t.Fatal(err)
+	}
+	if promoted != 1 {
+		t.Fatalf("%d promotions audited for the task; want 1", promoted)
 	}
 }
