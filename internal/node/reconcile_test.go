@@ -21,6 +21,7 @@ import (
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/node"
 	"github.com/snapnode/snapnode/internal/sqldb"
+	"github.com/snapnode/snapnode/internal/testdb"
 	"github.com/snapnode/snapnode/snap"
 )
 
@@ -29,6 +30,7 @@ import (
 const (
 	childDataEnv  = "SNAPNODE_TEST_CHILD_DATA"
 	childPauseEnv = "SNAPNODE_TEST_CHILD_PAUSE"
+	childDBEnv    = "SNAPNODE_TEST_CHILD_DATABASE" // "": SQLite in the data folder
 )
 
 // TestInterruptedNodeChild is the node process of the crash tests below,
@@ -43,6 +45,7 @@ func TestInterruptedNodeChild(t *testing.T) {
 	}
 	cfg := config.Default()
 	cfg.DataDir, cfg.RelayListen, cfg.HTTPListen = dataDir, "127.0.0.1:0", "127.0.0.1:0"
+	cfg.Database = os.Getenv(childDBEnv)
 	var opts []node.Option
 	if at := os.Getenv(childPauseEnv); at != "" {
 		opts = append(opts, node.WithPause(func(point string) {
@@ -74,8 +77,15 @@ type childNode struct {
 // pause ("" for never).
 func startChildNode(t *testing.T, dataDir, pause string) *childNode {
 	t.Helper()
+	return startChildNodeOn(t, dataDir, "", pause)
+}
+
+// startChildNodeOn is startChildNode with the database dsn ("" for
+// SQLite in dataDir).
+func startChildNodeOn(t *testing.T, dataDir, dsn, pause string) *childNode {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestInterruptedNodeChild$", "-test.timeout=10m")
-	cmd.Env = append(os.Environ(), childDataEnv+"="+dataDir, childPauseEnv+"="+pause)
+	cmd.Env = append(os.Environ(), childDataEnv+"="+dataDir, childPauseEnv+"="+pause, childDBEnv+"="+dsn)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -126,21 +136,31 @@ func (c *childNode) kill(t *testing.T, point string, sent <-chan error) {
 // executor promoted the write but before the task was updated. Restarted
 // on the same data folder, the node ends the task before it serves: the
 // requester's retry of the very same message gets the task, completed
-// with its artifacts, and the write was applied exactly once.
+// with its artifacts, and the write was applied exactly once. On a
+// PostgreSQL database that replicas may share, a task this young is left
+// to the process that may be working on it: the retry gets it as it is,
+// working, and nothing is applied a second time.
 func TestReconcileAfterSIGKILL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs node processes")
 	}
 	for _, tc := range []struct {
-		point   string
-		written bool // the write was applied before the kill
+		name, point string
+		written     bool // the write was applied before the kill
+		postgres    bool
+		want        string // the task's state after the restart
 	}{
-		{point: "run", written: false},
-		{point: "ran", written: true},
+		{name: "run", point: "run", written: false, want: "completed"},
+		{name: "ran", point: "ran", written: true, want: "completed"},
+		{name: "ran on PostgreSQL", point: "ran", written: true, postgres: true, want: "working"},
 	} {
-		t.Run(tc.point, func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			dataDir := filepath.Join(t.TempDir(), "data")
-			first := startChildNode(t, dataDir, tc.point)
+			dsn := ""
+			if tc.postgres {
+				dsn = testdb.Postgres(t)
+			}
+			first := startChildNodeOn(t, dataDir, dsn, tc.point)
 			k, err := identity.Generate()
 			if err != nil {
 				t.Fatal(err)
@@ -164,7 +184,7 @@ func TestReconcileAfterSIGKILL(t *testing.T) {
 				t.Fatalf("before the restart: once.md exists = %v, want %v", err == nil, tc.written)
 			}
 
-			second := startChildNode(t, dataDir, "")
+			second := startChildNodeOn(t, dataDir, dsn, "")
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			resp, err := client.Send(ctx, second.url, req) // the same signed message: a retry
@@ -179,29 +199,34 @@ func TestReconcileAfterSIGKILL(t *testing.T) {
 				t.Fatalf("retry after the restart answered %v; want the task", p["error"])
 			}
 			v := taskOf(t, p)
-			if v.Status.State != "completed" || p["deduplicated"] != true {
-				t.Fatalf("retry: task %s %s %q, deduplicated %v; want completed, deduplicated", v.ID, v.Status.State, v.Status.Message, p["deduplicated"])
+			if v.Status.State != tc.want || p["deduplicated"] != true {
+				t.Fatalf("retry: task %s %s %q, deduplicated %v; want %s, deduplicated", v.ID, v.Status.State, v.Status.Message, p["deduplicated"], tc.want)
 			}
-			if diff, _, ok := v.artifact("diff-"); !ok || !regexp.MustCompile(`\+once`).MatchString(diff) {
-				t.Errorf("retry: the task's diff artifact is %q (present %v); want the write's", diff, ok)
-			}
-			if _, _, ok := v.artifact("result-"); !ok {
-				t.Errorf("retry: the task has no result artifact: %+v", v.Artifacts)
+			if tc.want == "completed" {
+				if diff, _, ok := v.artifact("diff-"); !ok || !regexp.MustCompile(`\+once`).MatchString(diff) {
+					t.Errorf("retry: the task's diff artifact is %q (present %v); want the write's", diff, ok)
+				}
+				if _, _, ok := v.artifact("result-"); !ok {
+					t.Errorf("retry: the task has no result artifact: %+v", v.Artifacts)
+				}
 			}
 			if b, err := os.ReadFile(file); err != nil || string(b) != "once\n" {
 				t.Fatalf("after the restart: once.md = %q, %v", b, err)
 			}
 
-			db, err := sqldb.Open(ctx, "sqlite:"+filepath.Join(dataDir, "tasks.db"), sqldb.Options{})
+			if dsn == "" {
+				dsn = "sqlite:" + filepath.Join(dataDir, "tasks.db")
+			}
+			db, err := sqldb.Open(ctx, dsn, sqldb.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer db.Close()
 			var writes, promoted int
-			if err := db.R.QueryRowContext(ctx, `SELECT COUNT(*) FROM executor_actions WHERE task = ? AND action = 'WRITE_FILE'`, v.ID).Scan(&writes); err != nil && err != sql.ErrNoRows {
+			if err := db.R.QueryRowContext(ctx, db.Dialect.Rebind(`SELECT COUNT(*) FROM executor_actions WHERE task = ? AND action = 'WRITE_FILE'`), v.ID).Scan(&writes); err != nil && err != sql.ErrNoRows {
 				t.Fatal(err)
 			}
-			if err := db.R.QueryRowContext(ctx, `SELECT COUNT(*) FROM audit_log WHERE task = ? AND step = 'promoted'`, v.ID).Scan(&promoted); err != nil {
+			if err := db.R.QueryRowContext(ctx, db.Dialect.Rebind(`SELECT COUNT(*) FROM audit_log WHERE task = ? AND step = 'promoted'`), v.ID).Scan(&promoted); err != nil {
 				t.Fatal(err)
 			}
 			if writes != 1 || promoted != 1 {
