@@ -1000,16 +1000,7 @@ func (jr *jobRun) finishInterrupted(ctx context.Context, it *Interaction) (bool,
 		if used[a.ActionID] || a.ProposalID != ans.ID || a.Created.Before(it.Timestamp.Add(-time.Second)) {
 			continue
 		}
-		res := &executor.Result{ActionID: a.ActionID, ProposalID: a.ProposalID, Action: a.Action, Diff: a.Diff, Reason: a.Reason}
-		switch a.State {
-		case "pending", "approving":
-			res.Outcome = executor.NeedsConfirmation
-		case "failed", "denied":
-			res.Outcome = executor.Failed
-		default:
-			res.Outcome = executor.Completed
-			res.Output = fmt.Appendf(nil, `{"status":"success","action":%q,"note":"carried out before the node restarted (state %s)"}`, a.Action, a.State)
-		}
+		res := a.Result()
 		r.log.Info("agent: a step the node's stop interrupted had run; its record completes it", "task", jr.j.TaskID, "action", a.ActionID, "state", a.State)
 		return jr.observed(ctx, it, res)
 	}

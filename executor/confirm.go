@@ -254,10 +254,32 @@ type Action struct {
 	Action     string
 	// State is pending, approving, promoting, promoted, rolling_back,
 	// rolled_back, completed, denied or failed.
-	State   string
+	State string
+	// Data is the proposal or descriptor as received.
+	Data    []byte
 	Diff    string
 	Reason  string
 	Created time.Time
+}
+
+// Result is what a caller that lost Run's answer (the node stopped
+// before it used it) reports of the action from its record: completed
+// for an action that was carried out (promoted, completed, or since
+// rolled back: it did run), failed when it failed or was denied, and
+// NeedsConfirmation while it is held. Output is a success note for a
+// completed one, stating that the record, not the run, gave it.
+func (a Action) Result() *Result {
+	res := &Result{ActionID: a.ActionID, ProposalID: a.ProposalID, Action: a.Action, Diff: a.Diff, Reason: a.Reason}
+	switch a.State {
+	case statePending, stateApproving:
+		res.Outcome = NeedsConfirmation
+	case stateFailed, stateDenied:
+		res.Outcome = Failed
+	default:
+		res.Outcome = Completed
+		res.Output = fmt.Appendf(nil, `{"status":"success","action":%q,"note":"carried out before the node restarted (state %s)"}`, a.Action, a.State)
+	}
+	return res
 }
 
 // Actions returns the recorded actions of a task, oldest first. A worker
@@ -274,7 +296,7 @@ func (e *Executor) Actions(ctx context.Context, taskID string) ([]Action, error)
 	out := make([]Action, len(rs))
 	for i, r := range rs {
 		out[i] = Action{ActionID: r.ActionID, TaskID: r.Task, ProposalID: r.ProposalID, Action: r.Action,
-			State: r.State, Diff: r.Diff, Reason: r.Reason, Created: r.Created}
+			State: r.State, Data: r.Data, Diff: r.Diff, Reason: r.Reason, Created: r.Created}
 	}
 	return out, nil
 }

@@ -86,6 +86,11 @@ func NewValidator(cfg Config) *Validator {
 	}
 }
 
+// Retention is how long the Validator keeps a message's replay record
+// (and a ResultStore its result): at least 2·MaxDrift and
+// MinReplayRetention.
+func (v *Validator) Retention() time.Duration { return v.retention }
+
 // Verified is a message that passed validation.
 type Verified struct {
 	*Message

@@ -3,7 +3,9 @@ package tasks
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/snapnode/snapnode/executor/proposal"
 	"github.com/snapnode/snapnode/snap"
@@ -29,6 +31,12 @@ type Job struct {
 	// Proposals are the message's data parts that are proposals or
 	// action descriptors (see Proposals), in order.
 	Proposals []json.RawMessage
+	// Resumed is set when a node that stopped mid-run takes the job up
+	// again (Service.Resume): some proposals may have been carried out
+	// since Since, and the Runner must report those from its records
+	// rather than carry them out a second time.
+	Resumed bool
+	Since   time.Time
 }
 
 // Outcome is what a Runner made of a Job.
@@ -66,7 +74,12 @@ func checkProposals(m Message) error {
 // execute hands the proposals of msg to the runner, with t working, and
 // applies the outcome. Without a runner or proposals, t is returned as it is.
 func (s *Service) execute(ctx context.Context, t *Task, owner string, msg Message) (*Task, error) {
-	props := Proposals(msg)
+	return s.run(ctx, t, Job{TaskID: t.ID, Requester: owner, Proposals: Proposals(msg)})
+}
+
+// run is execute of job, which is t's.
+func (s *Service) run(ctx context.Context, t *Task, job Job) (*Task, error) {
+	props := job.Proposals
 	if s.runner == nil || len(props) == 0 || t.Status.State.Terminal() || t.Status.State == StateInputRequired {
 		return t, nil
 	}
@@ -76,7 +89,7 @@ func (s *Service) execute(ctx context.Context, t *Task, owner string, msg Messag
 			return nil, err
 		}
 	}
-	out, err := s.runner.Run(ctx, Job{TaskID: t.ID, Requester: owner, Proposals: props})
+	out, err := s.runner.Run(ctx, job)
 	if err != nil {
 		s.log.Error("tasks: runner failed", "task", t.ID, "err", err)
 		out = Outcome{State: StateFailed, Note: "internal error while running the proposals"}
@@ -84,9 +97,37 @@ func (s *Service) execute(ctx context.Context, t *Task, owner string, msg Messag
 	return s.Resolve(ctx, t.ID, out)
 }
 
+// Resume takes up a task that a node stopped (a crash, a kill) left
+// submitted or working, so that it ends or waits as if the node had not
+// stopped: the proposals of its last message go to the Runner again as a
+// resumed Job (it reports what already ran from its records and carries
+// out the rest); a message without proposals goes to the Agent, as when
+// it arrived. Any other task is returned as it is. A missing task is
+// 1001.
+func (s *Service) Resume(ctx context.Context, taskID string) (*Task, error) {
+	t, err := s.Task(ctx, taskID)
+	if err != nil {
+		return nil, err
+	}
+	if st := t.Status.State; (st != StateSubmitted && st != StateWorking) || len(t.History) == 0 {
+		return t, nil
+	}
+	msg := t.History[len(t.History)-1]
+	props := Proposals(msg)
+	if len(props) == 0 {
+		return s.delegate(ctx, t, len(t.History) == 1)
+	}
+	if s.runner == nil {
+		return t, nil
+	}
+	return s.run(ctx, t, Job{TaskID: t.ID, Requester: t.Owner, Proposals: props, Resumed: true, Since: t.Status.Timestamp})
+}
+
 // Resolve applies a Runner's outcome to a task: its artifacts, then its
 // state (through working when the task waits for input, as after a
-// confirmation). A missing task is 1001.
+// confirmation). An artifact the task already has (a resumed run's,
+// added before the node stopped) is not added again. A missing task is
+// 1001.
 func (s *Service) Resolve(ctx context.Context, taskID string, out Outcome) (*Task, error) {
 	switch out.State {
 	case StateCompleted, StateFailed, StateInputRequired:
@@ -103,9 +144,14 @@ func (s *Service) Resolve(ctx context.Context, taskID string, out Outcome) (*Tas
 		}
 	}
 	for _, a := range out.Artifacts {
-		if t, err = s.AddArtifact(ctx, taskID, a); err != nil {
+		next, err := s.AddArtifact(ctx, taskID, a)
+		if errors.Is(err, ErrExists) {
+			continue
+		}
+		if err != nil {
 			return nil, err
 		}
+		t = next
 	}
 	return s.Transition(ctx, taskID, out.State, truncate(out.Note, MaxStatusMessage))
 }

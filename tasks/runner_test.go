@@ -124,3 +124,91 @@ func TestServiceRunsProposals(t *testing.T) {
 		t.Fatalf("%d jobs, want 3", len(r.jobs))
 	}
 }
+
+// Resume takes up a task a stopped node left working: the proposals of
+// its last message go to the Runner as a resumed job, dated from the
+// task's status; an artifact the interrupted run already added is not
+// added twice; tasks that are not submitted or working are left alone.
+func TestResume(t *testing.T) {
+	ctx := context.Background()
+	r := &recordingRunner{}
+	s, _ := newService(t, ServiceOptions{Runner: r})
+	result := Artifact{ArtifactID: "result-a1", Parts: []Part{TextPart("ok")}}
+	diff := Artifact{ArtifactID: "diff-a1", Parts: []Part{TextPart("+hi")}}
+
+	// A run interrupted after its first artifact: the task is put back
+	// to working with the artifact, as a crash mid-Resolve leaves it.
+	r.out = func(Job) (Outcome, error) { return Outcome{State: StateInputRequired}, nil }
+	task := mustSend(t, s, alice, proposalMessage(writeProposal))
+	if _, err := s.Transition(ctx, task.ID, StateWorking, "running 1 proposal"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AddArtifact(ctx, task.ID, result); err != nil {
+		t.Fatal(err)
+	}
+	working, _ := s.Task(ctx, task.ID)
+
+	r.jobs = nil
+	r.out = func(Job) (Outcome, error) {
+		return Outcome{State: StateCompleted, Note: "done", Artifacts: []Artifact{result, diff}}, nil
+	}
+	got, err := s.Resume(ctx, task.ID)
+	if err != nil {
+		t.Fatalf("Resume: %v", err)
+	}
+	if len(r.jobs) != 1 || !r.jobs[0].Resumed || !r.jobs[0].Since.Equal(working.Status.Timestamp) ||
+		r.jobs[0].Requester != alice || len(r.jobs[0].Proposals) != 1 {
+		t.Fatalf("jobs: %+v; want one resumed job of alice since %v", r.jobs, working.Status.Timestamp)
+	}
+	if got.Status.State != StateCompleted || len(got.Artifacts) != 2 || got.Artifacts[1].ArtifactID != "diff-a1" {
+		t.Fatalf("resumed task: %s, artifacts %+v; want completed with result-a1 and diff-a1 once each", got.Status.State, got.Artifacts)
+	}
+
+	// Ended or waiting tasks are not run again.
+	for _, id := range []string{task.ID, mustSend(t, s, alice, proposalMessage(writeProposal)).ID} {
+		r.jobs = nil
+		before, _ := s.Task(ctx, id)
+		r.out = func(Job) (Outcome, error) { return Outcome{State: StateFailed}, nil }
+		after, err := s.Resume(ctx, id)
+		if err != nil || len(r.jobs) != 0 || after.Status.State != before.Status.State {
+			t.Fatalf("Resume of a %s task: %s, %d jobs, %v; want it left alone", before.Status.State, after.Status.State, len(r.jobs), err)
+		}
+	}
+	_, err = s.Resume(ctx, "nope")
+	wantSnap(t, err, snap.CodeTaskNotFound, map[string]any{"taskId": "nope"})
+}
+
+// A task that message/send creates is handed to Accepted with the
+// request's sender and id before the runner starts, so that the node can
+// keep it for a retry; tasks made otherwise (SendMessage called directly)
+// are not.
+func TestAcceptedBeforeTheRun(t *testing.T) {
+	type call struct {
+		from, id string
+		state    State
+	}
+	var calls []call
+	r := &recordingRunner{}
+	s, _ := newService(t, ServiceOptions{Runner: r, Accepted: func(_ context.Context, from, id string, t *Task) {
+		calls = append(calls, call{from, id, t.Status.State})
+	}})
+	r.out = func(Job) (Outcome, error) {
+		if len(calls) != 1 {
+			t.Errorf("the runner started with %d tasks accepted; want 1", len(calls))
+		}
+		return Outcome{State: StateCompleted}, nil
+	}
+	router := fakeRouter{}
+	s.Register(router)
+	req := request(alice, "message/send", proposalMessage(writeProposal))
+	if _, err := router["message/send"](context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	if len(calls) != 1 || calls[0] != (call{alice, req.ID, StateSubmitted}) {
+		t.Fatalf("Accepted calls: %+v; want one for (%s, %s), submitted", calls, alice, req.ID)
+	}
+	mustSend(t, s, alice, proposalMessage(writeProposal))
+	if len(calls) != 1 {
+		t.Fatalf("Accepted called for a task made without a request: %+v", calls)
+	}
+}

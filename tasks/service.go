@@ -48,6 +48,12 @@ type ServiceOptions struct {
 	// Agent works on tasks whose messages carry no proposal (free text);
 	// nil leaves them as they are, submitted.
 	Agent Agent
+	// Accepted, when set, is called when a message/send request (through
+	// the handler Register installs) has created task t, before any work
+	// on it starts, with the request's sender and SNAP id. The node keeps
+	// t there as the request's result until the answer replaces it, so
+	// that a retry of a request whose answer a crash lost gets its task.
+	Accepted func(ctx context.Context, from, requestID string, t *Task)
 	// StreamMaxDuration bounds one message/stream or tasks/resubscribe:
 	// then the final response carries the task as it is (a free-text
 	// task stays submitted for ever). 0 means DefaultStreamMaxDuration.
@@ -103,6 +109,7 @@ type Service struct {
 	log        *slog.Logger
 	runner     Runner
 	agent      Agent
+	accepted   func(ctx context.Context, from, requestID string, t *Task)
 	streams    *streamLimits
 
 	seed      maphash.Seed
@@ -125,6 +132,7 @@ func NewService(store Store, opts ServiceOptions) *Service {
 		log:        opts.Logger,
 		runner:     opts.Runner,
 		agent:      opts.Agent,
+		accepted:   opts.Accepted,
 		streams:    newStreamLimits(opts),
 		seed:       maphash.MakeSeed(),
 	}
@@ -323,8 +331,15 @@ func (s *Service) create(ctx context.Context, owner string, req *SendRequest) (*
 		return nil, fmt.Errorf("tasks: send message: %w", err)
 	}
 	s.publishStatus(created)
+	if r, ok := ctx.Value(requestKey{}).(*snap.Verified); ok && s.accepted != nil {
+		s.accepted(ctx, r.From, r.ID, created)
+	}
 	return created, nil
 }
+
+// requestKey is the context key of the message/send request a handler
+// serves, for ServiceOptions.Accepted.
+type requestKey struct{}
 
 // change runs write on the current task under the task's lock, again when
 // it fails with a version conflict (another process wrote first). A task
@@ -540,6 +555,9 @@ func (s *Service) handler(method string, op operation) func(context.Context, *sn
 		if err := s.checkRequest(method, req); err != nil {
 			return nil, err
 		}
+		if method == "message/send" {
+			ctx = context.WithValue(ctx, requestKey{}, req)
+		}
 		t, err := op(ctx, req.From, req.Payload)
 		return s.answer(method, req, t, err)
 	}
@@ -574,8 +592,12 @@ func (s *Service) answer(method string, req *snap.Verified, t *Task, err error) 
 		s.log.Error("tasks: request failed", "method", method, "from", req.From, "id", req.ID, "err", err)
 		return nil, snap.NewError(snap.CodeInternal, "internal error", nil)
 	}
-	return &TaskResponse{Task: forPeer(t)}, nil
+	return NewTaskResponse(t), nil
 }
+
+// NewTaskResponse is the response carrying t to its requester: without
+// node-local metadata.
+func NewTaskResponse(t *Task) *TaskResponse { return &TaskResponse{Task: forPeer(t)} }
 
 // forPeer returns t as a peer may see it: without node-local metadata.
 func forPeer(t *Task) *Task {

@@ -221,9 +221,16 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger, with ...
 		n.stopSweep = stopSweep
 		cleanup = append(cleanup, func() { stopSweep(); <-done })
 	}
+	addr := n.key.Address(n.network)
+	validator := snap.NewValidator(snap.Config{
+		Self: addr, MaxDrift: cfg.MaxDrift.Duration, Replay: replay,
+		Limiter: n.identityLimits,
+	})
 	opts := tasks.ServiceOptions{Operators: cfg.Operators, Logger: logger.With("part", "tasks"), Agent: refuse(noAgentReason)}
 	if props != nil {
 		opts.Runner = props
+		props.pause = o.pause
+		opts.Accepted = accepted(results, validator.Retention(), time.Now, logger.With("part", "tasks"))
 	} else {
 		logger.Warn("database is memory: proposals are not carried out (the executor keeps its records in the database)")
 		opts.Agent = refuse(noDatabaseReason)
@@ -249,7 +256,6 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger, with ...
 	if err := n.startServices(router, taskStore, o); err != nil {
 		return nil, err
 	}
-	addr := n.key.Address(n.network)
 	mx := n.newMetrics(router.Methods(), replay, taskStore)
 	if queue != nil {
 		// Before the first request: decisions on its jobs go to it.
@@ -271,13 +277,25 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger, with ...
 			return out, err
 		})
 	}
+	if props != nil {
+		// Before the first request: a retry finds its task ended.
+		cutoff := time.Now()
+		if n.DB.Dialect != sqldb.SQLite {
+			cutoff = cutoff.Add(-interruptedAfter)
+		}
+		r, err := props.reconcile(ctx, cutoff)
+		if err != nil {
+			return nil, fmt.Errorf("node: reconcile interrupted tasks: %w", err)
+		}
+		if r.Resumed+r.Settled > 0 {
+			logger.Warn("took up the tasks a stop interrupted", "resumed", r.Resumed, "settled", r.Settled, "ended", r.Ended)
+		}
+		results = liveResults{ResultStore: results, tasks: n.Tasks}
+	}
 	server := snap.NewServer(snap.ServerConfig{
 		Key: n.key, Network: n.network, Router: router, Logger: logger.With("part", "snap"),
 		MaxResponseSize: relay.MaxNIP44Plain, Results: results, Observer: mx,
-		Validator: snap.NewValidator(snap.Config{
-			Self: addr, MaxDrift: cfg.MaxDrift.Duration, Replay: replay,
-			Limiter: n.identityLimits,
-		}),
+		Validator: validator,
 	})
 
 	if n.checkpoint, err = relay.OpenCheckpoint(filepath.Join(cfg.DataDir, "node.db")); err != nil {

@@ -1,11 +1,13 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -40,7 +42,18 @@ type proposals struct {
 	// the admin socket hands out.
 	console atomic.Pointer[consoleLogin]
 	logger  *slog.Logger
+	// pause, nil but in crash tests, is called before each proposal runs
+	// (pointRun), once the executor returned its result (pointRan), and
+	// once it carried out an operator's decision (pointDecided).
+	pause func(point string)
 }
+
+// The points of a run at which crash tests stop the node.
+const (
+	pointRun     = "run"
+	pointRan     = "ran"
+	pointDecided = "decided"
+)
 
 var (
 	_ tasks.Runner  = (*proposals)(nil)
@@ -84,11 +97,31 @@ func (r decisionRouter) HandleStream(method string, h snap.StreamHandlerFunc) {
 // Run implements tasks.Runner. A message's proposals run in order; the
 // first that fails or needs confirmation stops the run, and the proposals
 // after it are not carried out (the note says so).
+//
+// A resumed job (the node stopped while it ran) never carries a proposal
+// out twice: one the executor recorded for the task since the job began
+// (the same data) is reported from that record (see executor.Action.Result);
+// one it did not record either never ran or had no effects (a read, a
+// refusal), and runs now.
 func (p *proposals) Run(ctx context.Context, job tasks.Job) (tasks.Outcome, error) {
 	out := tasks.Outcome{State: tasks.StateCompleted}
 	var notes []string
+	var ran []executor.Action // a resumed job's recorded actions
+	if job.Resumed {
+		acts, err := p.exec.Actions(ctx, job.TaskID)
+		if err != nil {
+			return tasks.Outcome{}, err
+		}
+		for _, a := range acts {
+			// Timestamps of the task and of the executor may differ in
+			// precision: a second's slack.
+			if !a.Created.Before(job.Since.Add(-time.Second)) {
+				ran = append(ran, a)
+			}
+		}
+	}
 	for i, data := range job.Proposals {
-		res, err := p.exec.Run(ctx, executor.Request{TaskID: job.TaskID, Requester: job.Requester, Data: data})
+		res, err := p.runOnce(ctx, job, data, &ran)
 		if err != nil {
 			return tasks.Outcome{}, err
 		}
@@ -113,6 +146,28 @@ func (p *proposals) Run(ctx context.Context, job tasks.Job) (tasks.Outcome, erro
 		out.Note = notes[len(notes)-1]
 	}
 	return out, nil
+}
+
+// runOnce runs one proposal of job, unless it is among ran (the actions a
+// resumed job's proposals were recorded as), which it then reports and
+// takes out of ran.
+func (p *proposals) runOnce(ctx context.Context, job tasks.Job, data []byte, ran *[]executor.Action) (*executor.Result, error) {
+	for i, a := range *ran {
+		if bytes.Equal(a.Data, data) {
+			*ran = slices.Delete(*ran, i, i+1)
+			p.logger.Info("proposals: a proposal the node's stop interrupted had run; its record completes it",
+				"task", job.TaskID, "action", a.ActionID, "state", a.State)
+			return a.Result(), nil
+		}
+	}
+	if p.pause != nil {
+		p.pause(pointRun)
+	}
+	res, err := p.exec.Run(ctx, executor.Request{TaskID: job.TaskID, Requester: job.Requester, Data: data})
+	if err == nil && p.pause != nil {
+		p.pause(pointRan)
+	}
+	return res, err
 }
 
 // Errors of pending.
@@ -239,6 +294,9 @@ func (p *proposals) decide(ctx context.Context, taskID, actionID, approver strin
 	}
 	if err != nil {
 		return nil, err
+	}
+	if p.pause != nil {
+		p.pause(pointDecided)
 	}
 	if t.Status.State.Terminal() {
 		return t, nil // the denial cleared the record; the task stays as it ended

@@ -17,6 +17,9 @@ type Option func(*options)
 type options struct {
 	services []namedService
 	level    *slog.LevelVar
+	// pause, when set, is called at the points of a proposal's run that
+	// a crash test stops the process at (see proposals.pause).
+	pause func(point string)
 }
 
 type namedService struct {
