@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"time"
 
@@ -99,6 +100,7 @@ func (it *item) memoryFailure(got int64) *Failure {
 // memory cap set (the host's own cap being larger) is the memory limit
 // reached.
 func (e *Executor) limitFailure(it *item, err error) *Failure {
+	e.noWorkspace(err)
 	f := sandboxFailure(err)
 	if f.Limit == string(sandbox.LimitFileSize) && it.readCap() < e.sb.Limits().MaxFileSize {
 		m := it.memoryFailure(f.Got)
@@ -137,4 +139,13 @@ func (it *item) cpuFailure(used time.Duration) *Failure {
 	return &Failure{Code: CodeLimitExceeded, Limit: limitCPU, Max: it.resources.MaxCPUMillis,
 		Got: int64((used + time.Millisecond - 1) / time.Millisecond), Field: "/resources/max_cpu_ms",
 		Message: "The action exceeds the CPU time limit."}
+}
+
+// noWorkspace logs err when it is the workspace folder missing: the
+// requester is told only that (cause no_workspace), the operator which
+// folder it is.
+func (e *Executor) noWorkspace(err error) {
+	if errors.Is(err, sandbox.ErrNoWorkspace) {
+		e.logger.Error("executor: the workspace folder is missing; actions fail until it is restored", "err", err)
+	}
 }

@@ -752,6 +752,7 @@ func (e *Executor) promote(ctx context.Context, j *journal, it *item, rec *recor
 			}
 			return res, true, nil
 		}
+		e.noWorkspace(perr)
 		f := sandboxFailure(perr)
 		if again {
 			f = sandboxFailure(sandbox.ErrChanged)

@@ -99,7 +99,8 @@ type Failure struct {
 	Paths []string `json:"paths,omitempty"`
 	// Cause names what failed, for EXECUTION_FAILED: not_found, exists,
 	// not_text, not_regular, not_dir, symlink, hard_link, invalid_path,
-	// changed or io.
+	// changed, no_workspace (the workspace folder is missing on the host)
+	// or io.
 	Cause string `json:"cause,omitempty"`
 	// Limit, Max and Got: the cap reached, for LIMIT_EXCEEDED.
 	Limit string `json:"limit,omitempty"`
@@ -185,6 +186,7 @@ func sandboxFailure(err error) *Failure {
 		{sandbox.ErrInvalidPath, "invalid_path", "The path is not allowed."},
 		{sandbox.ErrChanged, "changed", "The files changed while the action was staged; propose it again."},
 		{sandbox.ErrDiverged, "changed", "The files changed since the action was promoted."},
+		{sandbox.ErrNoWorkspace, "no_workspace", "The workspace folder is missing on the host; the operator must restore it."},
 	} {
 		if errors.Is(err, c.err) {
 			f.Cause, f.Message = c.cause, c.what

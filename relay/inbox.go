@@ -73,9 +73,13 @@ type InboxConfig struct {
 	// {"retryAfter", "scope": "key"} and costs no decryption and no
 	// worker.
 	KeyLimiter snap.Limiter
-	// Refusals bounds the refusals (queue full, rate limited) being sent
-	// at once (default 32); past it a refusal is dropped and logged, so a
-	// flood cannot grow the node's goroutines without end.
+	// Refusals bounds the refusals (queue full, rate limited) waiting to
+	// be sent (default 256). A Nostr key is refused at most once a second:
+	// its further requests within that second are dropped unanswered, so a
+	// flood costs one refusal per key and a second, and another peer's
+	// refusal waits behind those rather than being dropped. Past the bound
+	// (that many distinct keys refused at once) a refusal is dropped and
+	// logged.
 	Refusals int
 }
 
@@ -95,7 +99,6 @@ type Inbox struct {
 	cfg       InboxConfig
 	streams   StreamResponder // nil: streaming methods are answered by Respond
 	slots     chan struct{}   // one per stream running
-	refusing  chan struct{}   // one per refusal being sent
 	sealer    *sealer
 	recent    *bounded.Cache[string, struct{}] // event ids already queued
 	ready     chan struct{}
@@ -126,11 +129,10 @@ func NewInbox(cfg InboxConfig) *Inbox {
 		cfg.Streams = 64
 	}
 	if cfg.Refusals <= 0 {
-		cfg.Refusals = 32
+		cfg.Refusals = 256
 	}
 	in := &Inbox{cfg: cfg, sealer: newSealer(cfg.Key, 4096), ready: make(chan struct{}),
-		recent: bounded.NewCache[string, struct{}](100_000), slots: make(chan struct{}, cfg.Streams),
-		refusing: make(chan struct{}, cfg.Refusals)}
+		recent: bounded.NewCache[string, struct{}](100_000), slots: make(chan struct{}, cfg.Streams)}
 	in.streams, _ = cfg.Responder.(StreamResponder)
 	return in
 }
@@ -162,6 +164,7 @@ func (in *Inbox) Run(ctx context.Context) error {
 	work, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	run := &running{stop: ctx, work: work}
+	refusals := in.startRefuser(work)
 	jobs := fairqueue.New[string, *nostr.Event](in.cfg.Queue)
 	var wg sync.WaitGroup
 	for range in.cfg.Workers {
@@ -175,7 +178,7 @@ func (in *Inbox) Run(ctx context.Context) error {
 		jobs.Close()
 		done := make(chan struct{})
 		// Workers first: no stream starts after they are done.
-		go func() { wg.Wait(); run.streams.Wait(); close(done) }()
+		go func() { refusals.stop(); wg.Wait(); run.streams.Wait(); close(done) }()
 		select {
 		case <-done:
 		case <-time.After(30 * time.Second):
@@ -185,7 +188,7 @@ func (in *Inbox) Run(ctx context.Context) error {
 		}
 	}()
 	for {
-		newest, err := in.listen(ctx, since, jobs, work)
+		newest, err := in.listen(ctx, since, jobs, refusals)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -203,7 +206,7 @@ func (in *Inbox) Run(ctx context.Context) error {
 
 // listen runs one subscription from since, queueing the requests it
 // receives, until it ends; it returns the newest created_at seen.
-func (in *Inbox) listen(ctx context.Context, since nostr.Timestamp, jobs *fairqueue.Queue[string, *nostr.Event], work context.Context) (nostr.Timestamp, error) {
+func (in *Inbox) listen(ctx context.Context, since nostr.Timestamp, jobs *fairqueue.Queue[string, *nostr.Event], refusals *refuser) (nostr.Timestamp, error) {
 	sub, err := in.cfg.Transport.Subscribe(ctx, nostr.Filter{
 		Kinds: []int{KindEphemeral, KindMessage},
 		Tags:  nostr.TagMap{"p": {in.cfg.Key.NostrPublicKey()}},
@@ -249,18 +252,18 @@ func (in *Inbox) listen(ctx context.Context, since nostr.Timestamp, jobs *fairqu
 			}
 			if in.cfg.KeyLimiter != nil {
 				if ok, wait := in.cfg.KeyLimiter.Allow(ev.PubKey); !ok {
-					in.refuseSoon(work, ev, snap.RateLimited(wait, "key"))
+					refusals.refuse(ev, snap.RateLimited(wait, "key"))
 					continue
 				}
 			}
 			// When every worker is busy and the queue is full, the
-			// request refused is answered at once rather than left
-			// to time out.
+			// request refused is answered soon rather than left to
+			// time out.
 			switch out, res := jobs.Push(ev.PubKey, ev); res {
 			case fairqueue.Refused:
-				in.refuseSoon(work, ev, busy())
+				refusals.refuse(ev, busy())
 			case fairqueue.Displaced:
-				in.refuseSoon(work, out, busy())
+				refusals.refuse(out, busy())
 			}
 		}
 	}
@@ -370,24 +373,6 @@ func (in *Inbox) done(ctx context.Context, ev *nostr.Event) {
 	if err := in.cfg.Checkpoint.Done(ctx, ev.ID, ev.CreatedAt); err != nil {
 		in.cfg.Logger.Error("inbox checkpoint", "event", ev.ID, "err", err)
 	}
-}
-
-// refuseSoon sends a refusal of ev in the background, when fewer than
-// Refusals are being sent; otherwise it drops it (a flood), logged.
-func (in *Inbox) refuseSoon(ctx context.Context, ev *nostr.Event, e *snap.Error) {
-	select {
-	case in.refusing <- struct{}{}:
-		go func() {
-			defer func() { <-in.refusing }()
-			in.refuse(ctx, ev, e)
-		}()
-	default:
-		in.cfg.Logger.Debug("inbox: refusal dropped, too many being sent", "event", ev.ID, "code", int(e.Code))
-	}
-}
-
-func (in *Inbox) refuse(ctx context.Context, ev *nostr.Event, e *snap.Error) {
-	in.reply(ctx, ev, in.cfg.Responder.Refuse(e))
 }
 
 // reply seals resp for the requester and publishes it; a failure is

@@ -70,7 +70,7 @@ type Sandbox struct {
 
 // core is what the views of one sandbox (see Narrow) share.
 type core struct {
-	root  *os.Root
+	ws    *workspace
 	mu    sync.Mutex // held by Promote, Rollback and Recover
 	tally tally
 	hooks hooks
@@ -85,21 +85,26 @@ type hooks struct {
 }
 
 // Open opens the workspace folder dir (which must exist) as a sandbox with
-// the caps lim.
+// the caps lim. The sandbox follows the folder: deleted and made again, it
+// is reopened at the next operation; while it is missing, operations fail
+// with a *WorkspaceError (ErrNoWorkspace) naming it. A folder missing at
+// Open is fs.ErrNotExist.
 func Open(dir string, lim Limits) (*Sandbox, error) {
 	lim, err := lim.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	root, err := os.OpenRoot(dir)
+	ws, err := openWorkspace(dir)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: open workspace: %w", err)
 	}
-	return &Sandbox{core: &core{root: root, tally: tally{now: time.Now}}, lim: lim}, nil
+	c := &core{ws: ws, tally: tally{now: time.Now}}
+	ws.reopened = c.tally.forget
+	return &Sandbox{core: c, lim: lim}, nil
 }
 
 // Close releases the workspace folder, for every view of it.
-func (s *Sandbox) Close() error { return s.core.root.Close() }
+func (s *Sandbox) Close() error { return s.core.ws.close() }
 
 // Limits returns the caps in force.
 func (s *Sandbox) Limits() Limits { return s.lim }
@@ -354,9 +359,13 @@ func (s *Sandbox) Sweep(ctx context.Context) (int, error) {
 	}
 	s.core.mu.Lock()
 	defer s.core.mu.Unlock()
+	root, err := s.core.ws.current()
+	if err != nil {
+		return 0, err
+	}
 	n := 0
 	for _, rel := range stale {
-		if err := s.core.root.Remove(rel); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := root.Remove(rel); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return n, opErr("sweep", rel, err)
 		}
 		n++
@@ -431,7 +440,11 @@ func (d dir) close() {
 // openDir opens the directory rel ("" is the root) one component at a
 // time, refusing any component that is a symbolic link.
 func (s *Sandbox) openDir(ctx context.Context, rel string) (dir, error) {
-	cur := dir{r: s.core.root}
+	root, err := s.core.ws.current()
+	if err != nil {
+		return dir{}, err
+	}
+	cur := dir{r: root}
 	if rel == "" {
 		return cur, nil
 	}
