@@ -3,7 +3,6 @@ package node_test
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -14,7 +13,6 @@ import (
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/llmtest"
-	"github.com/snapnode/snapnode/internal/node"
 	"github.com/snapnode/snapnode/internal/testdb"
 	"github.com/snapnode/snapnode/schemas"
 	"github.com/snapnode/snapnode/tasks"
@@ -67,23 +65,7 @@ func TestJSONLog(t *testing.T) {
 	cfg.LogFormat, cfg.LogLevel = "json", "debug"
 	cfg.Agent.LLMURL, cfg.Agent.LLMModel = srv.URL(), llmtest.DefaultModel
 	var logs lockedBuffer
-	ctx, cancel := context.WithCancel(context.Background())
-	n, err := node.Start(ctx, cfg, cfg.Logger(&logs, nil))
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	stopped := false
-	stop := func() {
-		if !stopped {
-			stopped = true
-			cancel()
-			if err := n.Wait(); err != nil {
-				t.Errorf("node stopped with %v", err)
-			}
-		}
-	}
-	t.Cleanup(stop)
+	n, stop := startConfigured(t, cfg, cfg.Logger(&logs, nil))
 	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "sandbox"), 0o700); err != nil {
 		t.Fatal(err)
 	}

@@ -41,14 +41,21 @@ func startNodeOpts(t testing.TB, mutate func(*config.Config), opts ...node.Optio
 	if mutate != nil {
 		mutate(&cfg)
 	}
+	return startConfigured(t, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), opts...)
+}
+
+// startConfigured starts a node on cfg logging to logger; stop (also run
+// at the end of the test, once) stops it and checks it stopped cleanly.
+func startConfigured(t testing.TB, cfg config.Config, logger *slog.Logger, opts ...node.Option) (n *node.Node, stop context.CancelFunc) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	n, err := node.Start(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), opts...)
+	n, err := node.Start(ctx, cfg, logger, opts...)
 	if err != nil {
 		cancel()
 		t.Fatal(err)
 	}
 	stopped := false
-	stop := func() {
+	stop = func() {
 		if !stopped {
 			stopped = true
 			cancel()
