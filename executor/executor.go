@@ -684,7 +684,7 @@ func (e *Executor) hold(ctx context.Context, j *journal, rec *record, res *Resul
 	res.Outcome, res.Output, res.Diff, res.Reason = NeedsConfirmation, nil, rec.Diff, reason
 	// Someone is waiting: the operator must be able to see it in the log.
 	e.logger.Info("action held for an operator", "task", rec.Task, "action", rec.ActionID, "kind", rec.Action,
-		"requester", rec.Requester, "reason", reason,
+		"risk", string(j.risk), "requester", rec.Requester, "reason", reason,
 		"decide", fmt.Sprintf("snapnode approve %s --action %s (or deny)", rec.Task, rec.ActionID))
 	return res, nil
 }

@@ -34,6 +34,7 @@ type journal struct {
 	// entries are queued in full and written as it keeps them. Until the
 	// action's risk is known it is the highest level.
 	level string
+	risk  proposal.Risk // "" until setRisk
 	// first, when set, joins the transaction of the journal's first
 	// commit (Request.Also).
 	first txOp
@@ -44,7 +45,7 @@ func (e *Executor) journal(task, actionID string) *journal {
 }
 
 // setRisk sets the journal's level to the host's for risk r.
-func (j *journal) setRisk(levels AuditLevels, r proposal.Risk) { j.level = levels.of(r) }
+func (j *journal) setRisk(levels AuditLevels, r proposal.Risk) { j.risk, j.level = r, levels.of(r) }
 
 // leveled returns the queued entries as the journal's level keeps them.
 func (j *journal) leveled() []audit.Entry {

@@ -135,7 +135,7 @@ func TestJSONLog(t *testing.T) {
 			t.Errorf("no %q line in the log:\n%s", want, out)
 		}
 	}
-	if h := seen["action held for an operator"]; h != nil && (h["task"] != held.ID || !strings.Contains(h["decide"].(string), "snapnode approve "+held.ID)) {
+	if h := seen["action held for an operator"]; h != nil && (h["task"] != held.ID || h["risk"] != "HIGH" || !strings.Contains(h["decide"].(string), "snapnode approve "+held.ID)) {
 		t.Errorf("the held action's line: %v", h)
 	}
 	if r := seen["request refused"]; r != nil && r["transport"] != "http" {
