@@ -10,7 +10,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/snapnode/snapnode/internal/nettest"
 	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/snaphttp"
 )
@@ -38,29 +38,6 @@ func dialFrom(t testing.TB, src, addr string) net.Conn {
 func clientFrom(src string) *http.Client {
 	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
 	return &http.Client{Transport: &http.Transport{DialContext: d.DialContext}, Timeout: 5 * time.Second}
-}
-
-// heldOpen waits until at most max of conns are still open on the server's
-// side, for up to 5 seconds (the server accepts connections in the
-// background, in no order the dialer can know), and returns how many are.
-// A connection the server closed reads EOF (or a reset) at once; one it
-// holds reads nothing until the deadline.
-func heldOpen(conns []net.Conn, max int) int {
-	open := conns
-	for end := time.Now().Add(5 * time.Second); ; {
-		deadline := time.Now().Add(100 * time.Millisecond)
-		var still []net.Conn
-		for _, c := range open {
-			c.SetReadDeadline(deadline)
-			if _, err := c.Read(make([]byte, 1)); errors.Is(err, os.ErrDeadlineExceeded) {
-				still = append(still, c)
-			}
-		}
-		open = still
-		if len(open) <= max || time.Now().After(end) {
-			return len(open)
-		}
-	}
 }
 
 // healthFrom reads /healthz with client.
@@ -126,7 +103,7 @@ func TestIdleConnectionsAreCapped(t *testing.T) {
 			if resp.Type != snap.TypeResponse || errCode(resp.Payload) != 0 {
 				t.Errorf("a signed request under the flood: %s %s", resp.Type, resp.Payload)
 			}
-			if n := heldOpen(conns, tc.maxOpen); n > tc.maxOpen {
+			if n := nettest.HeldOpen(conns, tc.maxOpen); n > tc.maxOpen {
 				t.Errorf("the server still holds %d of %d idle connections; want at most %d", n, flood, tc.maxOpen)
 			}
 		})

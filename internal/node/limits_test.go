@@ -3,18 +3,17 @@ package node_test
 import (
 	"bufio"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/config"
+	"github.com/snapnode/snapnode/internal/nettest"
 	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/snaphttp"
 )
@@ -136,20 +135,9 @@ func TestHTTPConnectionCaps(t *testing.T) {
 	// up to 15 after 5 s, all closed on the node's side); without the caps
 	// all 2,000 stay open.
 	const slack = total
-	open := conns
-	for end := time.Now().Add(5 * time.Second); len(open) > total+slack && time.Now().Before(end); {
-		deadline := time.Now().Add(100 * time.Millisecond)
-		var still []net.Conn
-		for _, c := range open {
-			c.SetReadDeadline(deadline)
-			if _, err := c.Read(make([]byte, 1)); errors.Is(err, os.ErrDeadlineExceeded) {
-				still = append(still, c)
-			}
-		}
-		open = still
-	}
-	if len(open) > total+slack {
-		t.Errorf("the node still holds %d of %d idle connections; want at most %d", len(open), flood, total+slack)
+	held := nettest.HeldOpen(conns, total+slack)
+	if held > total+slack {
+		t.Errorf("the node still holds %d of %d idle connections; want at most %d", held, flood, total+slack)
 	}
 }
 
