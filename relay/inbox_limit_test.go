@@ -3,7 +3,6 @@ package relay_test
 import (
 	"context"
 	"encoding/json"
-	"sync"
 	"testing"
 	"time"
 
@@ -60,17 +59,7 @@ func TestInboxKeyLimiter(t *testing.T) {
 // out the flooder's newest and is answered in its turn.
 func TestInboxQueueIsFairToOtherKeys(t *testing.T) {
 	clock := testclock.New(time.Now())
-	entered, release := make(chan struct{}, 1), make(chan struct{})
-	r := countRouter(nil)
-	r.Handle("test/hold", func(ctx context.Context, req *snap.Verified) (any, error) {
-		entered <- struct{}{}
-		<-release
-		return map[string]any{"held": true}, nil
-	})
-	n := newStreamNet(t, r, 4, func(c *relay.InboxConfig) { c.Workers, c.Queue, c.Now = 1, 4, clock.Now })
-	var releaseOnce sync.Once
-	unhold := func() { releaseOnce.Do(func() { close(release) }) }
-	t.Cleanup(unhold) // before the inbox's cleanup, which waits for the worker
+	n, entered, unhold := heldNet(t, 4, clock)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	type answer struct {

@@ -25,17 +25,7 @@ import (
 func TestInboxRefusalsUnderAFlood(t *testing.T) {
 	const keys, each = 8, 40
 	clock := testclock.New(time.Now())
-	entered, release := make(chan struct{}, 1), make(chan struct{})
-	r := countRouter(nil)
-	r.Handle("test/hold", func(ctx context.Context, req *snap.Verified) (any, error) {
-		entered <- struct{}{}
-		<-release
-		return map[string]any{"held": true}, nil
-	})
-	n := newStreamNet(t, r, 4, func(c *relay.InboxConfig) { c.Workers, c.Queue, c.Now = 1, 2, clock.Now })
-	var releaseOnce sync.Once
-	unhold := func() { releaseOnce.Do(func() { close(release) }) }
-	t.Cleanup(unhold) // before the inbox's cleanup, which waits for the worker
+	n, entered, unhold := heldNet(t, 2, clock)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	held := make(chan error, 1)

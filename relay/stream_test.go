@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/testclock"
 	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/relay/embedded"
 	"github.com/snapnode/snapnode/snap"
@@ -262,4 +264,24 @@ func TestInboxStreamLimitsAndShutdown(t *testing.T) {
 		t.Fatalf("inbox: %v", err)
 	}
 	n.inboxDone <- nil // for the cleanup
+}
+
+// heldNet is a streamNet with one inbox worker and a queue of queue
+// requests, timed by clock, whose method test/hold keeps the worker until
+// unhold (also run at the end of the test, before the inbox's cleanup,
+// which waits for the worker). entered receives when the worker is held.
+func heldNet(t *testing.T, queue int, clock *testclock.Clock) (n *streamNet, entered <-chan struct{}, unhold func()) {
+	t.Helper()
+	in, release := make(chan struct{}, 1), make(chan struct{})
+	r := countRouter(nil)
+	r.Handle("test/hold", func(ctx context.Context, req *snap.Verified) (any, error) {
+		in <- struct{}{}
+		<-release
+		return map[string]any{"held": true}, nil
+	})
+	n = newStreamNet(t, r, 4, func(c *relay.InboxConfig) { c.Workers, c.Queue, c.Now = 1, queue, clock.Now })
+	var once sync.Once
+	unhold = func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unhold)
+	return n, in, unhold
 }
