@@ -346,9 +346,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	if grace.Err() != nil {
 		s.cfg.Logger.Warn("snaphttp: requests still in flight after the shutdown timeout; cancelling them", "timeout", s.cfg.ShutdownTimeout)
-		s.stopBase()
+		// The connections go first: a handler that returns once its
+		// context is cancelled must find no connection left to answer on.
 		srv.Close()
 		s.closeAllWS()
+		s.stopBase()
 	}
 	<-wsDone
 	s.stopBase()

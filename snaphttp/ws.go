@@ -87,8 +87,10 @@ func (s *Server) closeAllWS() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for wc := range s.ws {
-		wc.cancel()
+		// Closed before its requests are cancelled: a handler that returns
+		// on the cancel finds no connection to answer on.
 		wc.c.NetConn().Close()
+		wc.cancel()
 	}
 }
 
