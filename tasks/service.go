@@ -63,16 +63,26 @@ type ServiceOptions struct {
 	// after 30 s without data). 0 means DefaultStreamHeartbeat.
 	StreamHeartbeat time.Duration
 	// MaxStreams bounds the streams open at once, MaxStreamsPerRequester
-	// those of one requester; past either a stream request fails with
-	// 5002 {retryAfter}. 0 means DefaultMaxStreams and
-	// DefaultMaxStreamsPerRequester.
-	MaxStreams, MaxStreamsPerRequester int
+	// those of one requester, MaxStreamsPerKey those of the addresses of
+	// one key (its mainnet and testnet addresses, which one Nostr key
+	// signs for) together; past one a stream request fails with 5002
+	// {retryAfter, limit, scope}. 0 means DefaultMaxStreams,
+	// DefaultMaxStreamsPerRequester and MaxStreamsPerRequester.
+	MaxStreams, MaxStreamsPerRequester, MaxStreamsPerKey int
 	// MaxNewcomerStreams bounds the streams of requesters with no task
 	// history (neither an operator nor the owner of a task) together, so
 	// that throwaway identities cannot take every slot from known ones;
 	// past it such a request fails with 5002 {scope: "newcomers"}. 0 (or
 	// more than MaxStreams) means half of MaxStreams.
 	MaxNewcomerStreams int
+	// StreamWait is how long a stream request waits for a slot when none
+	// is free (MaxStreams open, or MaxNewcomerStreams for a newcomer)
+	// before the 5002; known requesters waiting are served before
+	// newcomers. 0 refuses at once. MaxStreamWaiters bounds the requests
+	// waiting, known and newcomers each (0 means
+	// DefaultMaxStreamWaiters); past it a request is refused at once.
+	StreamWait       time.Duration
+	MaxStreamWaiters int
 }
 
 // Registrar is where the Service registers its protocol handlers: the node

@@ -2,15 +2,18 @@ package tasks
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
+	"strings"
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/slots"
 	"github.com/snapnode/snapnode/snap"
 )
 
@@ -20,6 +23,7 @@ const (
 	DefaultStreamHeartbeat        = 25 * time.Second
 	DefaultMaxStreams             = 1000
 	DefaultMaxStreamsPerRequester = 16
+	DefaultMaxStreamWaiters       = 256
 )
 
 // StreamRetryAfter is the retryAfter, in seconds, of the 5002 refusing a
@@ -202,79 +206,60 @@ func afterVersion(v jsontext.Value, path string) (int64, *snap.Error) {
 	return boundedInt(v, path, MaxAfterVersion)
 }
 
-// streamLimits holds the streaming options and counts the open streams.
+// streamLimits holds the streaming options and the stream slots.
 type streamLimits struct {
-	maxDuration, heartbeat          time.Duration
-	max, perRequester, maxNewcomers int
-
-	mu        sync.Mutex
-	open      int
-	newcomers int            // streams of requesters with no task history
-	by        map[string]int // requester → open streams; at most max entries
+	maxDuration, heartbeat time.Duration
+	slots                  *slots.Pool
 }
 
 func newStreamLimits(opts ServiceOptions) *streamLimits {
-	l := &streamLimits{maxDuration: opts.StreamMaxDuration, heartbeat: opts.StreamHeartbeat,
-		max: opts.MaxStreams, perRequester: opts.MaxStreamsPerRequester, maxNewcomers: opts.MaxNewcomerStreams,
-		by: make(map[string]int)}
+	l := &streamLimits{maxDuration: opts.StreamMaxDuration, heartbeat: opts.StreamHeartbeat}
 	if l.maxDuration <= 0 {
 		l.maxDuration = DefaultStreamMaxDuration
 	}
 	if l.heartbeat <= 0 {
 		l.heartbeat = DefaultStreamHeartbeat
 	}
-	if l.max <= 0 {
-		l.max = DefaultMaxStreams
+	lim := slots.Limits{Max: opts.MaxStreams, PerIdentity: opts.MaxStreamsPerRequester, PerKey: opts.MaxStreamsPerKey,
+		MaxNewcomers: opts.MaxNewcomerStreams, Wait: opts.StreamWait, MaxWaiting: opts.MaxStreamWaiters}
+	if lim.Max <= 0 {
+		lim.Max = DefaultMaxStreams
 	}
-	if l.perRequester <= 0 {
-		l.perRequester = DefaultMaxStreamsPerRequester
+	if lim.PerIdentity <= 0 {
+		lim.PerIdentity = DefaultMaxStreamsPerRequester
 	}
-	if l.maxNewcomers <= 0 || l.maxNewcomers > l.max {
-		l.maxNewcomers = max(l.max/2, 1)
+	if lim.PerKey <= 0 {
+		lim.PerKey = lim.PerIdentity
 	}
+	if lim.MaxNewcomers <= 0 || lim.MaxNewcomers > lim.Max {
+		lim.MaxNewcomers = max(lim.Max/2, 1)
+	}
+	if lim.MaxWaiting <= 0 {
+		lim.MaxWaiting = DefaultMaxStreamWaiters
+	}
+	l.slots = slots.New(lim)
 	return l
 }
 
-// acquire takes a stream slot for requester, or fails with 5002
+// acquire takes a stream slot for requester, waiting up to StreamWait
+// for one (known requesters are served first), or fails with 5002
 // {retryAfter, limit, scope}. A requester that is not known (no task
-// history) takes one of the maxNewcomers slots newcomers share, so that a
-// flood of fresh identities leaves the other slots to known ones. release
-// gives the slot back (once).
-func (l *streamLimits) acquire(requester string, known bool) (release func(), err error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	scope, limit := "", 0
-	switch {
-	case l.by[requester] >= l.perRequester:
-		scope, limit = "requester", l.perRequester
-	case l.open >= l.max:
-		scope, limit = "node", l.max
-	case !known && l.newcomers >= l.maxNewcomers:
-		scope, limit = "newcomers", l.maxNewcomers
+// history) takes one of the MaxNewcomerStreams slots newcomers share, so
+// that a flood of fresh identities leaves the other slots to known ones.
+// The key bound counts both networks' addresses of one key (the Nostr
+// key behind them) together. release gives the slot back (once).
+func (l *streamLimits) acquire(ctx context.Context, requester string, known bool) (release func(), err error) {
+	c := slots.Claim{Identity: strings.ToLower(requester), Known: known}
+	c.Key = c.Identity
+	if a, err := identity.ParseAddress(c.Identity); err == nil {
+		c.Key = hex.EncodeToString(a.Key[:])
 	}
-	if scope != "" {
+	release, err = l.slots.Acquire(ctx, c)
+	if full, ok := errors.AsType[*slots.Full](err); ok {
 		return nil, snap.NewError(snap.CodeRateLimitExceeded, "too many open streams; try again later",
-			map[string]any{"retryAfter": StreamRetryAfter, "limit": limit, "scope": scope})
+			map[string]any{"retryAfter": StreamRetryAfter, "limit": full.Limit, "scope": full.Scope})
 	}
-	l.open++
-	l.by[requester]++
-	if !known {
-		l.newcomers++
-	}
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			l.mu.Lock()
-			defer l.mu.Unlock()
-			l.open--
-			if !known {
-				l.newcomers--
-			}
-			if l.by[requester]--; l.by[requester] <= 0 {
-				delete(l.by, requester)
-			}
-		})
-	}, nil
+	return release, err
 }
 
 // known reports whether requester has a history here: an operator, or
@@ -289,9 +274,13 @@ func (s *Service) known(ctx context.Context, requester string) bool {
 
 // OpenStreams returns how many streams are open.
 func (s *Service) OpenStreams() int {
-	s.streams.mu.Lock()
-	defer s.streams.mu.Unlock()
-	return s.streams.open
+	return s.streams.slots.Stats().Open
+}
+
+// StreamSlots returns the counts of the stream slots: open, held by
+// newcomers, requests waiting.
+func (s *Service) StreamSlots() slots.Stats {
+	return s.streams.slots.Stats()
 }
 
 // StreamMessage handles a message/stream payload from owner: the request
@@ -318,7 +307,7 @@ func (s *Service) StreamMessage(ctx context.Context, owner string, payload []byt
 	if err != nil {
 		return nil, err
 	}
-	release, err := s.streams.acquire(owner, s.known(ctx, owner))
+	release, err := s.streams.acquire(ctx, owner, s.known(ctx, owner))
 	if err != nil {
 		return nil, err
 	}
@@ -360,7 +349,7 @@ func (s *Service) StreamResubscribe(ctx context.Context, requester string, paylo
 	if err != nil {
 		return nil, err
 	}
-	release, err := s.streams.acquire(requester, s.known(ctx, requester))
+	release, err := s.streams.acquire(ctx, requester, s.known(ctx, requester))
 	if err != nil {
 		return nil, err
 	}

@@ -495,8 +495,8 @@ func TestStreamLimits(t *testing.T) {
 		cancel()
 		a.wait(t)
 		b.wait(t)
-		if s.OpenStreams() != 0 || len(s.streams.by) != 0 {
-			t.Fatalf("%d streams open, %d requesters counted after all ended", s.OpenStreams(), len(s.streams.by))
+		if st := s.streams.slots.Stats(); st.Open != 0 || st.Identities != 0 || st.Keys != 0 {
+			t.Fatalf("after all ended: %+v", st)
 		}
 	})
 }
@@ -537,8 +537,8 @@ func TestStreamNewcomers(t *testing.T) {
 			return s.StreamMessage(ctx, newcomer(3), []byte(send(`{"text":"z"}`)), func(any) error { return nil })
 		})
 		synctest.Wait()
-		if again.finished() || s.streams.newcomers != 1 {
-			t.Fatalf("a newcomer once the others ended: finished %v, %d newcomer streams", again.finished(), s.streams.newcomers)
+		if again.finished() || s.streams.slots.Stats().Newcomers != 1 {
+			t.Fatalf("a newcomer once the others ended: finished %v, %+v", again.finished(), s.streams.slots.Stats())
 		}
 		cancel()
 		again.wait(t)
@@ -670,4 +670,34 @@ func testServer(t *testing.T, router *snap.Router, limit int, method, payload st
 	}
 	raw, _ := m.MarshalJSON()
 	return server, raw
+}
+
+// The mainnet and testnet addresses of one key (one Nostr key signs for
+// both) share the key's streams: past MaxStreamsPerKey together, 5002
+// with scope "key".
+func TestStreamPerKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		s, _ := newService(t, ServiceOptions{MaxStreams: 8, MaxStreamsPerRequester: 2, MaxStreamsPerKey: 2})
+		k, err := identity.Generate()
+		if err != nil {
+			t.Fatal(err)
+		}
+		main, test := k.Address(identity.Mainnet), k.Address(identity.Testnet)
+		open := func(who string) *running {
+			return start(func() (*Task, error) {
+				return s.StreamMessage(ctx, who, []byte(send(`{"text":"x"}`)), func(any) error { return nil })
+			})
+		}
+		a, b := open(main), open(strings.ToUpper(test))
+		synctest.Wait()
+		_, err = s.StreamMessage(ctx, test, []byte(send(`{"text":"y"}`)), nil)
+		wantSnap(t, err, snap.CodeRateLimitExceeded, map[string]any{"retryAfter": StreamRetryAfter, "scope": "key", "limit": 2})
+		if a.finished() || b.finished() {
+			t.Fatal("a stream ended")
+		}
+		cancel()
+		a.wait(t)
+		b.wait(t)
+	})
 }

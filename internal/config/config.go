@@ -124,6 +124,25 @@ type Config struct {
 	// queued or decrypted. 0 disables the limit.
 	NostrKeyRate  float64 `toml:"nostr_key_rate"`
 	NostrKeyBurst int     `toml:"nostr_key_burst"`
+	// MaxStreams bounds the message/stream and tasks/resubscribe streams
+	// open at once over every transport; MaxStreamsPerIdentity those of
+	// one SNAP identity; MaxStreamsPerKey those of one key's addresses
+	// (mainnet and testnet, which one Nostr key signs for) together;
+	// MaxNewcomerStreams those of the identities with no task history
+	// (neither an operator nor the owner of a task) together, 0 meaning
+	// half of MaxStreams. Past a bound the answer is 5002 with retryAfter,
+	// limit and scope.
+	MaxStreams            int `toml:"max_streams"`
+	MaxStreamsPerIdentity int `toml:"max_streams_per_identity"`
+	MaxStreamsPerKey      int `toml:"max_streams_per_key"`
+	MaxNewcomerStreams    int `toml:"max_newcomer_streams"`
+	// StreamWaitTimeout is how long a stream request waits for a slot
+	// when MaxStreams (or, for a newcomer, MaxNewcomerStreams) are open,
+	// known identities served before newcomers, before it gets the 5002;
+	// 0 refuses at once. MaxStreamWaiters bounds the requests waiting,
+	// known identities and newcomers each; past it the 5002 comes at once.
+	StreamWaitTimeout Duration `toml:"stream_wait_timeout"`
+	MaxStreamWaiters  int      `toml:"max_stream_waiters"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `toml:"log_level"`
 	// LogFormat is text (key=value lines) or json (one object a line).
@@ -348,6 +367,12 @@ func Default() Config {
 		Workers:       8,
 
 		HTTPBodyMemory: 32 << 20,
+
+		MaxStreams:            1000,
+		MaxStreamsPerIdentity: 16,
+		MaxStreamsPerKey:      16,
+		StreamWaitTimeout:     Duration{10 * time.Second},
+		MaxStreamWaiters:      256,
 		Card: Card{
 			Name:        "snapnode",
 			Description: "A SNAP agent run by snapnode: send it a task; file actions are validated, judged by policy and sandboxed.",
@@ -491,6 +516,12 @@ var settings = []setting{
 	intSetting("identity-burst", "SNAPNODE_IDENTITY_BURST", "let each identity burst to `N` requests above its rate", func(c *Config) *int { return &c.IdentityBurst }),
 	floatSetting("nostr-key-rate", "SNAPNODE_NOSTR_KEY_RATE", "allow each Nostr key `N` request events a second, checked before decryption (0: no limit)", func(c *Config) *float64 { return &c.NostrKeyRate }),
 	intSetting("nostr-key-burst", "SNAPNODE_NOSTR_KEY_BURST", "let each Nostr key burst to `N` request events above its rate", func(c *Config) *int { return &c.NostrKeyBurst }),
+	intSetting("max-streams", "SNAPNODE_MAX_STREAMS", "hold at most `N` streams (message/stream, tasks/resubscribe) open at once", func(c *Config) *int { return &c.MaxStreams }),
+	intSetting("max-streams-per-identity", "SNAPNODE_MAX_STREAMS_PER_IDENTITY", "hold at most `N` streams of one SNAP identity", func(c *Config) *int { return &c.MaxStreamsPerIdentity }),
+	intSetting("max-streams-per-key", "SNAPNODE_MAX_STREAMS_PER_KEY", "hold at most `N` streams of one key's addresses (mainnet and testnet) together", func(c *Config) *int { return &c.MaxStreamsPerKey }),
+	intSetting("max-newcomer-streams", "SNAPNODE_MAX_NEWCOMER_STREAMS", "hold at most `N` streams of identities with no task history together (0: half of --max-streams)", func(c *Config) *int { return &c.MaxNewcomerStreams }),
+	durationSetting("stream-wait-timeout", "SNAPNODE_STREAM_WAIT_TIMEOUT", "let a stream request wait `DURATION` for a slot, known identities first, before refusing it (0: refuse at once)", func(c *Config) *Duration { return &c.StreamWaitTimeout }),
+	intSetting("max-stream-waiters", "SNAPNODE_MAX_STREAM_WAITERS", "let at most `N` stream requests wait for a slot, known identities and newcomers each", func(c *Config) *int { return &c.MaxStreamWaiters }),
 	stringSetting("log-level", "SNAPNODE_LOG_LEVEL", "log `LEVEL`: debug, info, warn or error", func(c *Config) *string { return &c.LogLevel }),
 	stringSetting("log-format", "SNAPNODE_LOG_FORMAT", "log in `FORMAT`: text (key=value) or json (one object a line)", func(c *Config) *string { return &c.LogFormat }),
 	{"testnet", "SNAPNODE_TESTNET", "use the testnet (tb1p…) address",
@@ -773,6 +804,16 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("config: http_max_conns %d, http_max_conns_per_peer %d: want 0 (from the open-file limit) or more", c.HTTPMaxConns, c.HTTPMaxConnsPerPeer))
 	} else if c.HTTPMaxConns > 0 && c.HTTPMaxConnsPerPeer > c.HTTPMaxConns {
 		errs = append(errs, fmt.Errorf("config: http_max_conns_per_peer %d: want at most http_max_conns (%d)", c.HTTPMaxConnsPerPeer, c.HTTPMaxConns))
+	}
+	if c.MaxStreams < 1 || c.MaxStreamsPerIdentity < 1 || c.MaxStreamsPerKey < 1 || c.MaxStreamWaiters < 1 {
+		errs = append(errs, fmt.Errorf("config: max_streams %d, max_streams_per_identity %d, max_streams_per_key %d, max_stream_waiters %d: want at least 1 each",
+			c.MaxStreams, c.MaxStreamsPerIdentity, c.MaxStreamsPerKey, c.MaxStreamWaiters))
+	}
+	if c.MaxNewcomerStreams < 0 || c.MaxNewcomerStreams > c.MaxStreams {
+		errs = append(errs, fmt.Errorf("config: max_newcomer_streams %d: want 0 (half of max_streams) up to max_streams (%d)", c.MaxNewcomerStreams, c.MaxStreams))
+	}
+	if c.StreamWaitTimeout.Duration < 0 {
+		errs = append(errs, fmt.Errorf("config: stream_wait_timeout %v: want 0 (refuse at once) or more", c.StreamWaitTimeout.Duration))
 	}
 	if c.HTTPBodyMemory < c.HTTPMaxBody {
 		errs = append(errs, fmt.Errorf("config: http_body_memory %d: want at least http_max_body (%d bytes), or no body that large could be read", c.HTTPBodyMemory, c.HTTPMaxBody))

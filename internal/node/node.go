@@ -226,7 +226,9 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger, with ...
 		Self: addr, MaxDrift: cfg.MaxDrift.Duration, Replay: replay,
 		Limiter: n.identityLimits,
 	})
-	opts := tasks.ServiceOptions{Operators: cfg.Operators, Logger: logger.With("part", "tasks"), Agent: refuse(noAgentReason)}
+	opts := tasks.ServiceOptions{Operators: cfg.Operators, Logger: logger.With("part", "tasks"), Agent: refuse(noAgentReason),
+		MaxStreams: cfg.MaxStreams, MaxStreamsPerRequester: cfg.MaxStreamsPerIdentity, MaxStreamsPerKey: cfg.MaxStreamsPerKey,
+		MaxNewcomerStreams: cfg.MaxNewcomerStreams, StreamWait: cfg.StreamWaitTimeout.Duration, MaxStreamWaiters: cfg.MaxStreamWaiters}
 	if props != nil {
 		opts.Runner = props
 		props.pause = o.pause
