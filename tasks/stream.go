@@ -299,9 +299,11 @@ func (s *Service) StreamSlots() slots.Stats {
 //
 // When emit fails (the transport is gone), or the broker drops the
 // subscription because the events are not read fast enough, the stream
-// ends and the task as it is is returned. More than MaxStreams open
-// streams, MaxStreamsPerRequester of one requester, or MaxNewcomerStreams
-// of requesters with no task yet, is 5002.
+// ends and the task as it is is returned. A stream takes a slot first:
+// past MaxStreamsPerRequester of one requester, or MaxStreamsPerKey of one
+// key's addresses, the request is 5002 at once; when MaxStreams are open
+// (MaxNewcomerStreams for a requester with no task yet) it waits up to
+// StreamWait, known requesters served first, then is 5002.
 func (s *Service) StreamMessage(ctx context.Context, owner string, payload []byte, emit func(any) error) (*Task, error) {
 	req, err := ParseSendRequest(payload)
 	if err != nil {
