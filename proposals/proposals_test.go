@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -64,16 +65,23 @@ type replica struct {
 // claims (proposals.DBClaims).
 func newReplica(t *testing.T, dsn string, claims bool) *replica {
 	t.Helper()
+	dir := filepath.Join(t.TempDir(), "sandbox")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return newReplicaOn(t, dsn, claims, dir)
+}
+
+// newReplicaOn is newReplica with the sandbox folder dir, which replicas
+// may share.
+func newReplicaOn(t *testing.T, dsn string, claims bool, dir string) *replica {
+	t.Helper()
 	ctx := context.Background()
 	db, err := sqldb.Open(ctx, dsn, sqldb.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	dir := filepath.Join(t.TempDir(), "sandbox")
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
 	sb, err := sandbox.Open(dir, sandbox.DefaultLimits())
 	if err != nil {
 		t.Fatal(err)
@@ -368,6 +376,64 @@ func TestReplicasReconcileEachTaskOnce(t *testing.T) {
 		}
 		if got, err := a.svc.Task(ctx, id); err != nil || got.Status.State != tasks.StateCompleted {
 			t.Errorf("task %s: %v %v", id, got, err)
+		}
+	}
+}
+
+// Two replicas on one PostgreSQL database and one sandbox start at once
+// while 50 actions look caught mid-promotion (their process died) and one
+// more is being promoted right now by a live replica: each old promotion
+// is undone by exactly one of them, and the live one is left alone.
+func TestReplicasRecoverPromotionsOnce(t *testing.T) {
+	dsn := testdb.Postgres(t)
+	a := newReplica(t, dsn, true)
+	b := newReplicaOn(t, dsn, true, a.sandbox)
+	ctx := context.Background()
+	const n = 50
+	old := time.Now().Add(-time.Hour).UnixMicro()
+	var actions []string
+	for i := range n + 1 {
+		task := a.send(t, a.svc, "", [2]string{"WRITE_FILE", fmt.Sprintf("/sandbox/p%d.txt", i)})
+		acts, err := a.exec.Actions(ctx, task.ID)
+		if err != nil || len(acts) != 1 {
+			t.Fatalf("actions: %v %v", acts, err)
+		}
+		at := old
+		if i == n {
+			at = time.Now().UnixMicro() // the live replica's
+		}
+		if _, err := a.db.W.ExecContext(ctx, `UPDATE executor_actions SET state = 'promoting', updated_at = $1 WHERE action_id = $2`, at, acts[0].ActionID); err != nil {
+			t.Fatal(err)
+		}
+		actions = append(actions, acts[0].ActionID)
+	}
+	cutoff := time.Now().Add(-proposals.InterruptedAfter)
+	var wg sync.WaitGroup
+	var got [2]int
+	for i, r := range []*replica{a, b} {
+		wg.Go(func() {
+			m, err := proposals.RecoverInterrupted(ctx, r.exec, proposals.DBClaims(r.db), cutoff)
+			if err != nil {
+				t.Error(err)
+			}
+			got[i] = m
+		})
+	}
+	wg.Wait()
+	if got[0]+got[1] != n {
+		t.Errorf("recovered %d + %d, want %d in all", got[0], got[1], n)
+	}
+	for i, id := range actions {
+		var state string
+		if err := a.db.R.QueryRowContext(ctx, `SELECT state FROM executor_actions WHERE action_id = $1`, id).Scan(&state); err != nil {
+			t.Fatal(err)
+		}
+		live := i == n
+		if want := map[bool]string{false: "failed", true: "promoting"}[live]; state != want {
+			t.Errorf("action %d: %s, want %s", i, state, want)
+		}
+		if exists(t, a.file(fmt.Sprintf("p%d.txt", i))) != live {
+			t.Errorf("p%d.txt: the recovery undid the live promotion, or left an old one", i)
 		}
 	}
 }

@@ -25,6 +25,9 @@ type Reconciled struct {
 	Withdrawn int
 	// Skipped is how many tasks another process was reconciling.
 	Skipped int
+	// Recovered is how many actions caught mid-promotion (or mid-rollback,
+	// mid-approval) the executor settled first.
+	Recovered int
 }
 
 // Reconcile brings to where they belong the tasks that a node which
@@ -47,6 +50,9 @@ type Reconciled struct {
 //     reconciles its jobs itself.
 //   - An action still held by a task that has ended is withdrawn.
 //
+// First, the executor finishes the actions a crash caught mid-promotion
+// (RecoverInterrupted), so that their tasks then fail with the reason.
+//
 // Each task is claimed first (Config.Claims) and read again under the
 // claim: of two processes reconciling at once, one handles a task and the
 // other skips it, and a task the first one moved on is newer than the
@@ -54,6 +60,11 @@ type Reconciled struct {
 // left as it is, for the next pass.
 func (p *Proposals) Reconcile(ctx context.Context, cutoff time.Time) (Reconciled, error) {
 	var r Reconciled
+	n, err := RecoverInterrupted(ctx, p.exec, p.claims, cutoff)
+	r.Recovered = n
+	if err != nil {
+		p.logger.Error("reconcile: interrupted actions not all recovered", "err", err)
+	}
 	live, err := p.tasks.List(ctx, tasks.Filter{States: []tasks.State{tasks.StateSubmitted, tasks.StateWorking, tasks.StateInputRequired}})
 	if err != nil {
 		return r, err
@@ -82,9 +93,34 @@ func (p *Proposals) Reconcile(ctx context.Context, cutoff time.Time) (Reconciled
 		p.reconcileTask(ctx, t.ID, cutoff, &r)
 		release()
 	}
-	n, err := p.withdrawOrphans(ctx)
+	n, err = p.withdrawOrphans(ctx)
 	r.Withdrawn = n
 	return r, err
+}
+
+// Recoverer is the executor (*executor.Executor) as it finishes the
+// actions a crash interrupted mid-promotion, mid-rollback or
+// mid-approval, among those last changed before o.Before, each claimed
+// through o.Claim.
+type Recoverer interface {
+	RecoverInterruptedWith(ctx context.Context, o executor.RecoverOptions) (int, error)
+}
+
+// RecoverInterrupted has exec finish the actions a crash interrupted that
+// were last changed before cutoff, each claimed through claims (nil: this
+// process is the database's only one): a replica's action younger than
+// cutoff may be in progress, and of two processes recovering at once one
+// recovers an action and the other leaves it. It returns how many actions
+// were recovered. Reconcile calls it first; the node also calls it at
+// start, before anything (the agent) may run an action.
+func RecoverInterrupted(ctx context.Context, exec Recoverer, claims Claimer, cutoff time.Time) (int, error) {
+	o := executor.RecoverOptions{Before: cutoff}
+	if claims != nil {
+		o.Claim = func(ctx context.Context, actionID string) (func(), bool, error) {
+			return claims.Claim(ctx, "snapnode/recover/"+actionID)
+		}
+	}
+	return exec.RecoverInterruptedWith(ctx, o)
 }
 
 // reconcileTask reconciles taskID, claimed, if it is still as the list

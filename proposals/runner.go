@@ -29,7 +29,8 @@ const (
 // Executor is what this package needs of the executor
 // (*executor.Executor): Run carries a proposal out, Actions and Pending
 // read its records of a task, Approve, Deny and Rollback carry out the
-// operator's decisions. Each is safe for concurrent use.
+// operator's decisions, RecoverInterruptedWith finishes what a crash
+// interrupted. Each is safe for concurrent use.
 type Executor interface {
 	Run(ctx context.Context, req executor.Request) (*executor.Result, error)
 	Actions(ctx context.Context, taskID string) ([]executor.Action, error)
@@ -37,6 +38,7 @@ type Executor interface {
 	Approve(ctx context.Context, actionID, approver string) (*executor.Result, error)
 	Deny(ctx context.Context, actionID, approver, reason string) (*executor.Result, error)
 	Rollback(ctx context.Context, actionID string) error
+	Recoverer
 }
 
 var _ Executor = (*executor.Executor)(nil)

@@ -16,6 +16,7 @@ import (
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/sqldb"
+	"github.com/snapnode/snapnode/proposals"
 )
 
 // noBoundIfZero maps a bound of the settings, where 0 is none, to the
@@ -56,7 +57,8 @@ type executorPart struct {
 // startExecutor builds the executor on db — the sandbox folder, the
 // operator's policy (or the built-in one), the audit log, pruned to its
 // retention now and every hour behind checkpoints signed by key — and
-// finishes the promotions a crash interrupted. isOperator tells the
+// finishes the promotions a crash interrupted (on PostgreSQL, those
+// older than proposals.InterruptedAfter). isOperator tells the
 // executor who may decide on held actions (the task service's operators,
 // which Reload changes). stop stops the pruning and closes what was
 // opened.
@@ -116,7 +118,11 @@ func startExecutor(ctx context.Context, cfg config.Config, db *sqldb.DB, key *id
 	if err != nil {
 		return nil, nil, fmt.Errorf("node: %w", err)
 	}
-	if n, err := exec.RecoverInterrupted(ctx); err != nil {
+	// Before anything may run an action: a promotion a crash interrupted
+	// is undone. On a shared database only the old ones: a younger one
+	// may be a replica's, in progress (the reconcile passes take it up
+	// once it is old enough).
+	if n, err := proposals.RecoverInterrupted(ctx, exec, proposals.DBClaims(db), startCutoff(db)); err != nil {
 		return nil, nil, fmt.Errorf("node: executor: %w", err)
 	} else if n > 0 {
 		logger.Warn("executor: restored actions a crash interrupted mid-promotion", "count", n)
@@ -167,4 +173,15 @@ func startAuditPruner(ctx context.Context, log *audit.Log, logger *slog.Logger, 
 		log.RunPruner(pctx, tick.C, report)
 	}()
 	*closers = append(*closers, func() error { cancel(); <-done; tick.Stop(); return nil })
+}
+
+// startCutoff is what a starting node takes up as interrupted: on SQLite,
+// whose node is the database's only process, everything before now; on
+// PostgreSQL only what stood still for proposals.InterruptedAfter, since
+// a replica may be working on something younger.
+func startCutoff(db *sqldb.DB) time.Time {
+	if db.Dialect == sqldb.SQLite {
+		return time.Now()
+	}
+	return time.Now().Add(-proposals.InterruptedAfter)
 }

@@ -306,11 +306,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger, with ...
 		// Before the first request: a retry finds its task ended. On a
 		// shared database a younger task may be a replica's, running:
 		// the periodic passes take it up once it is older.
-		cutoff := time.Now()
-		if n.DB.Dialect != sqldb.SQLite {
-			cutoff = cutoff.Add(-proposals.InterruptedAfter)
-		}
-		r, err := n.props.Reconcile(ctx, cutoff)
+		r, err := n.props.Reconcile(ctx, startCutoff(n.DB))
 		if err != nil {
 			return nil, fmt.Errorf("node: reconcile interrupted tasks: %w", err)
 		}
