@@ -19,6 +19,7 @@ import (
 	"github.com/snapnode/snapnode/agent"
 	"github.com/snapnode/snapnode/executor"
 	"github.com/snapnode/snapnode/executor/audit"
+	"github.com/snapnode/snapnode/proposals"
 	"github.com/snapnode/snapnode/tasks"
 )
 
@@ -60,13 +61,14 @@ type Source interface {
 	VerifyAudit(ctx context.Context) (audit.Report, error)
 }
 
-// Decider carries out an operator's decision on the action taskID holds
-// (actionID; "" for the one it holds), for operator, the identity the
-// decision is recorded under. It is the node's one decision path, the one
-// the admin socket and signed operator messages take; it returns the task
-// as the decision left it.
+// Decider carries out an operator's decision on the action d.TaskID
+// holds (d.ActionID), for d.Approver, the identity the decision is
+// recorded under (*proposals.Proposals: the node's one decision path,
+// the one the admin socket and signed operator messages take). It
+// returns the task as the decision left it, or an error the operator
+// reads (the task has ended, the action is no longer held…).
 type Decider interface {
-	Decide(ctx context.Context, taskID, actionID, operator string, approve bool, reason string) (*tasks.Task, error)
+	Decide(ctx context.Context, d proposals.Decision) (*tasks.Task, error)
 }
 
 // Config configures a Console. Source and Decider are required.

@@ -24,6 +24,7 @@ import (
 	"github.com/snapnode/snapnode/executor"
 	"github.com/snapnode/snapnode/executor/audit"
 	"github.com/snapnode/snapnode/internal/testclock"
+	"github.com/snapnode/snapnode/proposals"
 	"github.com/snapnode/snapnode/tasks"
 )
 
@@ -117,10 +118,10 @@ type fakeDecider struct {
 	err   error
 }
 
-func (d *fakeDecider) Decide(_ context.Context, taskID, actionID, operator string, approve bool, reason string) (*tasks.Task, error) {
+func (d *fakeDecider) Decide(_ context.Context, dd proposals.Decision) (*tasks.Task, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.calls = append(d.calls, decision{taskID, actionID, operator, approve, reason})
+	d.calls = append(d.calls, decision{dd.TaskID, dd.ActionID, dd.Approver, dd.Approve, dd.Reason})
 	return nil, d.err
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/snapnode/snapnode/agent"
 	"github.com/snapnode/snapnode/executor"
 	"github.com/snapnode/snapnode/executor/audit"
+	"github.com/snapnode/snapnode/proposals"
 	"github.com/snapnode/snapnode/tasks"
 )
 
@@ -221,7 +222,7 @@ func (c *Console) decide(w http.ResponseWriter, r *http.Request, s *session) {
 		return
 	}
 	word := map[bool]string{true: "approved", false: "denied"}[approve]
-	if _, err := c.cfg.Decider.Decide(r.Context(), id, action, s.operator, approve, reason); err != nil {
+	if _, err := c.cfg.Decider.Decide(r.Context(), proposals.Decision{TaskID: id, ActionID: action, Approver: s.operator, Approve: approve, Reason: reason}); err != nil {
 		c.cfg.Logger.Warn("console: decision refused", "task", id, "action", action, "decision", word, "operator", s.operator, "err", err)
 		c.renderTask(w, r, s, http.StatusConflict, "", err.Error())
 		return

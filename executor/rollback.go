@@ -145,8 +145,9 @@ func undoDiffs(snap *sandbox.Snapshot) []sandbox.Diff {
 
 // RecoverInterrupted finishes what a crash interrupted, and returns how
 // many actions it settled. Call it at start-up, before serving, in the one
-// process that promotes into this sandbox (another process sharing the
-// database may be promoting right now: its actions look interrupted too).
+// process that promotes into this sandbox; processes sharing the database
+// and sandbox call RecoverInterruptedWith instead (another one may be
+// promoting right now: its actions look interrupted too).
 //
 //   - An action caught promoting is undone from its stored snapshot with
 //     sandbox.Recover (each path back to its pre-image, whether the
@@ -158,6 +159,24 @@ func undoDiffs(snap *sandbox.Snapshot) []sandbox.Diff {
 // An action whose paths have since been changed by something else is left
 // as it is and logged; the others are still settled.
 func (e *Executor) RecoverInterrupted(ctx context.Context) (int, error) {
+	return e.RecoverInterruptedWith(ctx, RecoverOptions{})
+}
+
+// RecoverOptions let processes that share one database (and sandbox)
+// recover each other's interrupted actions safely.
+type RecoverOptions struct {
+	// Before, when set, leaves alone the actions last changed at or after
+	// it: another process may be carrying them out right now.
+	Before time.Time
+	// Claim, when set, is called before an action is recovered: ok false
+	// (another process holds it) leaves the action to that process; when
+	// ok, the action is read again (another process may have recovered
+	// it meanwhile) and release is called once it is settled.
+	Claim func(ctx context.Context, actionID string) (release func(), ok bool, err error)
+}
+
+// RecoverInterruptedWith is RecoverInterrupted narrowed by o.
+func (e *Executor) RecoverInterruptedWith(ctx context.Context, o RecoverOptions) (int, error) {
 	n := 0
 	var errs []error
 	for _, state := range []string{statePromoting, stateRollingBack, stateApproving} {
@@ -166,15 +185,42 @@ func (e *Executor) RecoverInterrupted(ctx context.Context) (int, error) {
 			return n, err
 		}
 		for _, r := range rs {
-			if err := e.recover(ctx, r); err != nil {
+			if !o.Before.IsZero() && !r.Updated.Before(o.Before) {
+				continue
+			}
+			ok, err := e.recoverClaimed(ctx, r, o)
+			if err != nil {
 				e.logger.Error("executor: recover action", "action", r.ActionID, "state", r.State, "err", err)
 				errs = append(errs, err)
 				continue
 			}
-			n++
+			if ok {
+				n++
+			}
 		}
 	}
 	return n, errors.Join(errs...)
+}
+
+// recoverClaimed recovers r, claimed through o.Claim when it is set, and
+// reports whether it did.
+func (e *Executor) recoverClaimed(ctx context.Context, r *record, o RecoverOptions) (bool, error) {
+	if o.Claim == nil {
+		return true, e.recover(ctx, r)
+	}
+	release, ok, err := o.Claim(ctx, r.ActionID)
+	if err != nil || !ok {
+		return false, err
+	}
+	defer release()
+	now, err := e.store.get(ctx, r.ActionID)
+	if err != nil {
+		return false, err
+	}
+	if now.State != r.State || !now.Updated.Equal(r.Updated) {
+		return false, nil // another process settled it meanwhile
+	}
+	return true, e.recover(ctx, now)
 }
 
 func (e *Executor) recover(ctx context.Context, r *record) error {

@@ -64,6 +64,54 @@ func (c *cli) adminCommand(op string, args []string) int {
 	return exitOK
 }
 
+// held is `snapnode held [TASK]`: the actions the running node's tasks
+// hold for a decision (TASK's only, when given), one a line with the id
+// approve and deny take with --action.
+func (c *cli) held(args []string) int {
+	fs := c.flagSet("held", "[--data-dir DIR] [TASK_ID]",
+		"Lists the actions that wait for an operator's decision, one a line: task,",
+		"action id, kind, requester, why it waits. A task may hold several: approve",
+		"or deny each with --action ID. It talks to the node through the admin",
+		"socket in its data folder: run it as the node's user on the node's machine.")
+	cfg := config.Default()
+	config.Flags(fs, &cfg)
+	pos, code, done := c.parse(fs, args, 1)
+	if done {
+		return code
+	}
+	if len(pos) > 1 {
+		return c.usageError(fs, "give at most one TASK_ID")
+	}
+	if err := config.Load(&cfg, fs, os.Getenv); err != nil {
+		return c.configError(fs, err)
+	}
+	req := admin.Request{Op: "held"}
+	if len(pos) == 1 {
+		req.Task = pos[0]
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := admin.Call(ctx, admin.Path(cfg.DataDir), req)
+	if err != nil {
+		fmt.Fprintf(c.stderr, "snapnode held: %v\n", err)
+		return exitFail
+	}
+	var list []struct {
+		Task, Action, Kind, Requester, Reason string
+	}
+	if err := json.Unmarshal(res, &list); err != nil {
+		fmt.Fprintf(c.stderr, "snapnode held: the node answered %s\n", res)
+		return exitFail
+	}
+	if len(list) == 0 {
+		fmt.Fprintln(c.stderr, "no action waits for a decision")
+	}
+	for _, h := range list {
+		fmt.Fprintf(c.stdout, "%s\t%s\t%s\t%s\t%s\n", h.Task, h.Action, h.Kind, h.Requester, h.Reason)
+	}
+	return exitOK
+}
+
 func (c *cli) approve(args []string) int  { return c.adminCommand("approve", args) }
 func (c *cli) deny(args []string) int     { return c.adminCommand("deny", args) }
 func (c *cli) rollback(args []string) int { return c.adminCommand("rollback", args) }

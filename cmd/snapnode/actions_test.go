@@ -90,6 +90,10 @@ func TestActionCommands(t *testing.T) {
 	if del.Status.State != "input_required" {
 		t.Fatalf("delete: %+v", del)
 	}
+	// held lists the action the task holds, by its id.
+	if r := runCLI(t, "", append([]string{"held"}, dd...)...); r.code != exitOK || !strings.HasPrefix(r.stdout, del.ID+"\t") || !strings.Contains(r.stdout, "\tDELETE_FILE\t") {
+		t.Errorf("held: %s", r)
+	}
 	if r := runCLI(t, "", append([]string{"approve"}, dd...)...); r.code != exitUsage {
 		t.Errorf("approve without a task: %s", r)
 	}

@@ -1,7 +1,8 @@
 // Package admin is the node's local administration channel: a Unix socket
 // in the data folder (0600, in a 0700 folder) through which the operator of
-// the machine approves or denies held actions and rolls promoted ones back
-// (`snapnode approve|deny|rollback`), and asks for a one-time login URL to
+// the machine lists held actions (`snapnode held`), approves or denies
+// them and rolls promoted ones back (`snapnode approve|deny|rollback`),
+// and asks for a one-time login URL to
 // the operator web console (`snapnode console-url`). Whoever can open the socket acts as
 // the host; the server also checks, on Linux, that the peer runs as the
 // node's own user.
@@ -39,9 +40,10 @@ const MaxMessage = 1 << 20
 
 // Request is one operator command.
 type Request struct {
-	// Op is "approve", "deny", "rollback" or "console-url".
+	// Op is "held", "approve", "deny", "rollback" or "console-url".
 	Op string `json:"op"`
-	// Task names the task whose held action is approved or denied.
+	// Task names the task whose held action is approved or denied, or
+	// whose held actions are listed (every task's when empty).
 	Task string `json:"task,omitempty"`
 	// Action names the promoted action to roll back, or the held action
 	// of Task to approve or deny (needed when the task holds several).
@@ -59,11 +61,14 @@ type Response struct {
 // Handler carries out the commands. Each returns a JSON-marshalable result
 // (the task as it is now, say) or an error whose text the operator reads.
 type Handler interface {
-	// Approve and Deny decide on the action taskID holds: actionID, or
-	// when it is "" the one action the task holds (an error names them
-	// when it holds several).
-	Approve(ctx context.Context, taskID, actionID string) (any, error)
-	Deny(ctx context.Context, taskID, actionID, reason string) (any, error)
+	// Held lists the actions taskID holds (every task's when it is ""),
+	// each with its action id.
+	Held(ctx context.Context, taskID string) (any, error)
+	// Decide approves or denies (with reason) the action taskID holds:
+	// actionID, or when it is "" the one action the task holds (an error
+	// names them when it holds several). A task that is not waiting for
+	// a decision is refused with an error naming its state.
+	Decide(ctx context.Context, taskID, actionID string, approve bool, reason string) (any, error)
 	Rollback(ctx context.Context, actionID string) (any, error)
 	// ConsoleURL issues a one-time login URL to the operator web console
 	// for the host.
@@ -151,16 +156,20 @@ func (s *Server) serve(ctx context.Context, c *net.UnixConn) {
 	}
 	var result any
 	switch req.Op {
-	case "approve":
-		result, err = s.handler.Approve(ctx, req.Task, req.Action)
-	case "deny":
-		result, err = s.handler.Deny(ctx, req.Task, req.Action, req.Reason)
+	case "held":
+		result, err = s.handler.Held(ctx, req.Task)
+	case "approve", "deny":
+		if req.Task == "" {
+			err = errors.New(req.Op + ": the task id is required")
+			break
+		}
+		result, err = s.handler.Decide(ctx, req.Task, req.Action, req.Op == "approve", req.Reason)
 	case "rollback":
 		result, err = s.handler.Rollback(ctx, req.Action)
 	case "console-url":
 		result, err = s.handler.ConsoleURL(ctx)
 	default:
-		err = fmt.Errorf("unknown op %q: want approve, deny, rollback or console-url", req.Op)
+		err = fmt.Errorf("unknown op %q: want held, approve, deny, rollback or console-url", req.Op)
 	}
 	s.log.Info("admin command", "op", req.Op, "task", req.Task, "action", req.Action, "err", err)
 	if err != nil {

@@ -14,17 +14,21 @@ import (
 
 type handler struct{ calls []string }
 
-func (h *handler) Approve(_ context.Context, task, _ string) (any, error) {
-	h.calls = append(h.calls, "approve "+task)
+func (h *handler) Decide(_ context.Context, task, action string, approve bool, reason string) (any, error) {
+	if !approve {
+		h.calls = append(h.calls, "deny "+task+" "+reason)
+		return map[string]string{"task": task, "state": "failed"}, nil
+	}
+	h.calls = append(h.calls, "approve "+task+" "+action)
 	if task == "missing" {
 		return nil, errors.New("no action waits for confirmation in task missing")
 	}
 	return map[string]string{"task": task, "state": "completed"}, nil
 }
 
-func (h *handler) Deny(_ context.Context, task, _, reason string) (any, error) {
-	h.calls = append(h.calls, "deny "+task+" "+reason)
-	return map[string]string{"task": task, "state": "failed"}, nil
+func (h *handler) Held(_ context.Context, task string) (any, error) {
+	h.calls = append(h.calls, "held "+task)
+	return []map[string]string{{"task": "t1", "action": "a1"}, {"task": "t1", "action": "a2"}}, nil
 }
 
 func (h *handler) Rollback(_ context.Context, action string) (any, error) {
@@ -58,7 +62,15 @@ func TestAdminSocket(t *testing.T) {
 		t.Fatalf("second Listen: %v", err)
 	}
 
-	res, err := admin.Call(ctx, path, admin.Request{Op: "approve", Task: "t1"})
+	res, err := admin.Call(ctx, path, admin.Request{Op: "held", Task: "t1"})
+	var held []map[string]string
+	if err != nil || json.Unmarshal(res, &held) != nil || len(held) != 2 || held[1]["action"] != "a2" {
+		t.Fatalf("held: %s %v", res, err)
+	}
+	if _, err := admin.Call(ctx, path, admin.Request{Op: "approve"}); err == nil || !strings.Contains(err.Error(), "task id is required") {
+		t.Fatalf("approve without a task: %v", err)
+	}
+	res, err = admin.Call(ctx, path, admin.Request{Op: "approve", Task: "t1", Action: "a2"})
 	var got map[string]string
 	if err != nil || json.Unmarshal(res, &got) != nil || got["state"] != "completed" {
 		t.Fatalf("approve: %s %v", res, err)
@@ -78,7 +90,7 @@ func TestAdminSocket(t *testing.T) {
 	if _, err := admin.Call(ctx, path, admin.Request{Op: "format-disk"}); err == nil || !strings.Contains(err.Error(), "unknown op") {
 		t.Fatalf("unknown op: %v", err)
 	}
-	want := "approve t1|approve missing|deny t2 not now|rollback a1|console-url"
+	want := "held t1|approve t1 a2|approve missing |deny t2 not now|rollback a1|console-url"
 	if strings.Join(h.calls, "|") != want {
 		t.Fatalf("calls %q, want %q", h.calls, want)
 	}

@@ -59,7 +59,7 @@ func openAgentQueue(ctx context.Context, db *sqldb.DB) (*agent.Store, *agent.Que
 // startAgent builds the agent runtime on the node's job store, executor
 // and sandbox, and the model client from the settings. The runtime runs
 // until ctx ends; done is closed when it has stopped.
-func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queue *agent.Queue, props *proposals, svc *tasks.Service, obs agent.Observer, logger *slog.Logger) (*agent.Runtime, <-chan struct{}, error) {
+func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queue *agent.Queue, exec agent.Executor, svc *tasks.Service, obs agent.Observer, logger *slog.Logger) (*agent.Runtime, <-chan struct{}, error) {
 	a := cfg.Agent
 	key, err := cfg.LLMAPIKey(os.Getenv)
 	if err != nil {
@@ -84,7 +84,7 @@ func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queu
 		return nil, nil, err
 	}
 	rt, err := agent.New(agent.Config{
-		Holder: holder, Queue: queue, Store: store, Tasks: svc, Executor: props.exec, Model: model,
+		Holder: holder, Queue: queue, Store: store, Tasks: svc, Executor: exec, Model: model,
 		ModelName: a.LLMModel, MaxJobs: a.MaxJobs, MaxSteps: a.MaxSteps, MaxCostCents: a.MaxCostCents,
 		MaxTime: minutes(a.MaxTimeMinutes), PricePerMTokPrompt: a.PricePerMTokPrompt,
 		PricePerMTokAnswer: a.PricePerMTokCompletion, Temperature: a.Temperature, MaxTokens: a.MaxTokens,

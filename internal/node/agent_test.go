@@ -717,9 +717,10 @@ func agentScenarios(t *testing.T, fresh func(testing.TB) string) {
 	})
 }
 
-// An action held for an operator cannot be approved once its task was
-// canceled, for a peer's proposal as for an agent's job: nothing runs, and
-// a deny still clears the held record.
+// An action held for an operator cannot be approved nor denied once its
+// task was canceled, for a peer's proposal as for an agent's job: the
+// cancel withdrew it (the admin socket lists it no more), nothing runs,
+// and the refusal names the task's state.
 func TestApprovalOfCanceledTaskRefused(t *testing.T) {
 	a := startAgentNode(t, testdb.SQLite(t), nil)
 	sock := admin.Path(a.dataDir)
@@ -738,23 +739,39 @@ func TestApprovalOfCanceledTaskRefused(t *testing.T) {
 			if got := a.wait(t, id, tasks.StateInputRequired, tasks.StateCompleted, tasks.StateFailed); got.Status.State != tasks.StateInputRequired {
 				t.Fatalf("task %s %q", got.Status.State, got.Status.Message)
 			}
+			if held := adminHeld(t, sock, id); len(held) != 1 {
+				t.Fatalf("held before the cancel: %v", held)
+			}
 			if p := a.alice.call(t, a.Node, "tasks/cancel", map[string]any{"taskId": id}, false); taskOf(t, p).Status.State != "canceled" {
 				t.Fatalf("cancel: %v", p)
 			}
-			if _, err := admin.Call(ctx, sock, admin.Request{Op: "approve", Task: id}); err == nil || !strings.Contains(err.Error(), "can no longer be approved") {
-				t.Fatalf("approve after cancel: %v", err)
+			if held := adminHeld(t, sock, id); len(held) != 0 {
+				t.Fatalf("actions still held by the canceled task: %v", held)
+			}
+			for _, op := range []string{"approve", "deny"} {
+				if _, err := admin.Call(ctx, sock, admin.Request{Op: op, Task: id}); err == nil || !strings.Contains(err.Error(), "is canceled") {
+					t.Fatalf("%s after cancel: %v", op, err)
+				}
 			}
 			if _, err := os.Stat(a.sandboxFile(file)); err != nil {
 				t.Fatalf("the held delete ran after its task was canceled: %v", err)
 			}
-			if _, err := admin.Call(ctx, sock, admin.Request{Op: "deny", Task: id}); err != nil {
-				t.Fatalf("deny after cancel: %v", err)
-			}
 			if got, _ := a.Tasks.Task(ctx, id); got.Status.State != tasks.StateCanceled {
-				t.Fatalf("after the deny: %s", got.Status.State)
+				t.Fatalf("after the refused decisions: %s", got.Status.State)
 			}
 		})
 	}
+}
+
+// adminHeld lists the actions task holds through the admin socket at sock.
+func adminHeld(t *testing.T, sock, task string) []struct{ Task, Action, Kind string } {
+	t.Helper()
+	res, err := admin.Call(context.Background(), sock, admin.Request{Op: "held", Task: task})
+	var held []struct{ Task, Action, Kind string }
+	if err != nil || json.Unmarshal(res, &held) != nil {
+		t.Fatalf("held %s: %s %v", task, res, err)
+	}
+	return held
 }
 
 // The requester writes while an action of its job waits for an operator:
@@ -957,11 +974,17 @@ func TestTwoHeldActionsDecidedByID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	second := strings.TrimPrefix(strings.SplitN(held.Status.Message, ":", 2)[0], "confirmation needed for action ")
+	// Both are listed, each with its id.
+	list := adminHeld(t, sock, first.ID)
+	if len(list) != 2 || list[1].Action != second || list[0].Action == second || list[0].Kind != "DELETE_FILE" {
+		t.Fatalf("held: %+v (second %s)", list, second)
+	}
 	_, err = admin.Call(ctx, sock, admin.Request{Op: "approve", Task: first.ID})
-	if err == nil || !strings.Contains(err.Error(), "holds more than one action") || !strings.Contains(err.Error(), "--action") {
+	if err == nil || !strings.Contains(err.Error(), "holds more than one action") || !strings.Contains(err.Error(), "--action") ||
+		!strings.Contains(err.Error(), list[0].Action) || !strings.Contains(err.Error(), second) {
 		t.Fatalf("approve without naming the action: %v", err)
 	}
-	second := strings.TrimPrefix(strings.SplitN(held.Status.Message, ":", 2)[0], "confirmation needed for action ")
 	if _, err := admin.Call(ctx, sock, admin.Request{Op: "approve", Task: first.ID, Action: second}); err != nil {
 		t.Fatalf("approve %s: %v", second, err)
 	}
@@ -987,6 +1010,12 @@ func TestTwoHeldActionsDecidedByID(t *testing.T) {
 	}
 	if _, err := os.Stat(a.sandboxFile("one.txt")); err != nil {
 		t.Fatalf("one.txt after the task ended: %v", err)
+	}
+	if held := adminHeld(t, sock, ""); len(held) != 0 {
+		t.Fatalf("held after the task ended: %+v", held)
+	}
+	if _, err := admin.Call(ctx, sock, admin.Request{Op: "deny", Task: first.ID, Action: list[0].Action}); err == nil || !strings.Contains(err.Error(), "is completed") {
+		t.Fatalf("a denial of the withdrawn action: %v", err)
 	}
 	if _, err := admin.Call(ctx, sock, admin.Request{Op: "approve", Task: first.ID, Action: "no-such-action"}); err == nil {
 		t.Fatal("an approval of an action the task does not hold was taken")

@@ -49,29 +49,6 @@ func (n *Node) newConsole(mx *metrics.Metrics) (*console.Console, error) {
 // addr by: an unspecified host (0.0.0.0, ::) is reached on loopback.
 func loginBase(addr net.Addr) string { return "http://" + dialAddr(addr) }
 
-// ConsoleURL implements admin.Handler: a one-time login URL to the
-// console for the host, who reached the admin socket.
-func (p *proposals) ConsoleURL(ctx context.Context) (any, error) {
-	cl := p.console.Load()
-	if cl == nil {
-		return nil, errNoConsole
-	}
-	url, exp, err := cl.c.LoginURL(cl.base, executor.Host)
-	if err != nil {
-		return nil, err
-	}
-	p.logger.Info("console: issued a one-time login URL", "expires", exp)
-	return map[string]any{"url": url, "expires": exp.UTC()}, nil
-}
-
-// Decide implements console.Decider with the one decision path of the
-// node (the admin socket's and signed operator messages').
-func (p *proposals) Decide(ctx context.Context, taskID, actionID, operator string, approve bool, reason string) (*tasks.Task, error) {
-	return p.decide(ctx, taskID, actionID, operator, approve, reason)
-}
-
-var _ console.Decider = (*proposals)(nil)
-
 // consoleSource is the node's state as the console reads it.
 type consoleSource struct{ n *Node }
 
@@ -91,7 +68,7 @@ func (s consoleSource) Task(ctx context.Context, id string) (*tasks.Task, error)
 }
 
 func (s consoleSource) Held(ctx context.Context, taskID string) ([]executor.Pending, error) {
-	return s.n.props.exec.Pending(ctx, taskID)
+	return s.n.props.Held(ctx, taskID)
 }
 
 func (s consoleSource) Job(ctx context.Context, taskID string) (*agent.Job, []agent.Interaction, error) {
@@ -111,13 +88,13 @@ func (s consoleSource) Job(ctx context.Context, taskID string) (*agent.Job, []ag
 }
 
 func (s consoleSource) Audit(ctx context.Context, f audit.Filter) ([]audit.Entry, error) {
-	return s.n.props.audit.Query(ctx, f)
+	return s.n.exec.audit.Query(ctx, f)
 }
 
 func (s consoleSource) AuditHead(ctx context.Context) (audit.Anchor, error) {
-	return s.n.props.audit.Head(ctx)
+	return s.n.exec.audit.Head(ctx)
 }
 
 func (s consoleSource) VerifyAudit(ctx context.Context) (audit.Report, error) {
-	return s.n.props.audit.Verify(ctx)
+	return s.n.exec.audit.Verify(ctx)
 }

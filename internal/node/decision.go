@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/snapnode/snapnode/executor"
+	"github.com/snapnode/snapnode/proposals"
 	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/tasks"
 )
@@ -97,9 +99,55 @@ func parseDecision(payload []byte) (taskID string, d *decision, err error) {
 	return req.TaskID, d, nil
 }
 
+// registerMethods registers the protocol methods on router: the task
+// service's, with message/send first offered to props (when proposals
+// run) for an operator's decision on a held action, and tasks/cancel
+// followed by the withdrawal of the actions the canceled task held.
+func registerMethods(router *snap.Router, svc *tasks.Service, props *proposals.Proposals, logger *slog.Logger) {
+	if props == nil {
+		svc.Register(router)
+		return
+	}
+	svc.Register(decisionRouter{Router: router, d: decisions{props: props, tasks: svc, logger: logger}})
+}
+
+// decisionRouter registers on its Router, wrapping message/send so that
+// operators' decisions reach the proposals (see decision), and
+// tasks/cancel so that a canceled task holds no action.
+type decisionRouter struct {
+	*snap.Router
+	d decisions
+}
+
+// Handle implements tasks.Registrar.
+func (r decisionRouter) Handle(method string, h func(ctx context.Context, req *snap.Verified) (any, error)) {
+	switch method {
+	case "message/send":
+		h = r.d.decisions(h)
+	case "tasks/cancel":
+		h = r.d.cancels(h)
+	}
+	r.Router.Handle(method, h)
+}
+
+// HandleStream implements tasks.StreamRegistrar.
+func (r decisionRouter) HandleStream(method string, h snap.StreamHandlerFunc) {
+	if method == "message/stream" {
+		h = r.d.streamDecisions(h)
+	}
+	r.Router.HandleStream(method, h)
+}
+
+// decisions carries signed operator decisions to the proposals.
+type decisions struct {
+	props  *proposals.Proposals
+	tasks  *tasks.Service
+	logger *slog.Logger
+}
+
 // decisions wraps the message/send handler next: a decision is carried out
 // here (see decision), anything else goes to next.
-func (p *proposals) decisions(next snap.HandlerFunc) snap.HandlerFunc {
+func (p decisions) decisions(next snap.HandlerFunc) snap.HandlerFunc {
 	return func(ctx context.Context, req *snap.Verified) (any, error) {
 		if resp, ok, err := p.tryDecision(ctx, req); ok {
 			return resp, err
@@ -110,7 +158,7 @@ func (p *proposals) decisions(next snap.HandlerFunc) snap.HandlerFunc {
 
 // streamDecisions is decisions for message/stream: a decision is answered
 // at once, with no events.
-func (p *proposals) streamDecisions(next snap.StreamHandlerFunc) snap.StreamHandlerFunc {
+func (p decisions) streamDecisions(next snap.StreamHandlerFunc) snap.StreamHandlerFunc {
 	return func(ctx context.Context, req *snap.Verified, emit func(any) error) (any, error) {
 		if resp, ok, err := p.tryDecision(ctx, req); ok {
 			return resp, err
@@ -119,9 +167,24 @@ func (p *proposals) streamDecisions(next snap.StreamHandlerFunc) snap.StreamHand
 	}
 }
 
+// cancels wraps the tasks/cancel handler next: once a task is canceled,
+// the actions it held are withdrawn (none can run any more).
+func (p decisions) cancels(next snap.HandlerFunc) snap.HandlerFunc {
+	return func(ctx context.Context, req *snap.Verified) (any, error) {
+		resp, err := next(ctx, req)
+		if r, ok := resp.(*tasks.TaskResponse); ok && err == nil && r.Task != nil {
+			if _, werr := p.props.TaskEnded(ctx, r.Task.ID); werr != nil {
+				// The next reconcile pass withdraws them.
+				p.logger.Warn("held actions of a canceled task not withdrawn", "task", r.Task.ID, "err", werr)
+			}
+		}
+		return resp, err
+	}
+}
+
 // tryDecision carries out req if it is a decision, and reports whether it
 // was one (a malformed decision is one, answered with its error).
-func (p *proposals) tryDecision(ctx context.Context, req *snap.Verified) (any, bool, error) {
+func (p decisions) tryDecision(ctx context.Context, req *snap.Verified) (any, bool, error) {
 	if req == nil || req.Message == nil || !req.Signed || req.Type != snap.TypeRequest {
 		return nil, false, nil // the task service answers with the right error
 	}
@@ -139,38 +202,41 @@ func (p *proposals) tryDecision(ctx context.Context, req *snap.Verified) (any, b
 	return &tasks.TaskResponse{Task: t}, true, nil
 }
 
-// decideSigned carries out d for approver, an authenticated address.
-func (p *proposals) decideSigned(ctx context.Context, approver, taskID string, d *decision) (*tasks.Task, error) {
+// decideSigned carries out d for approver, an authenticated address, and
+// answers the proposals' refusals as SNAP errors naming the field.
+func (p decisions) decideSigned(ctx context.Context, approver, taskID string, d *decision) (*tasks.Task, error) {
 	// The task as approver may see it: 1001 for a stranger to it.
 	get, _ := json.Marshal(map[string]any{"taskId": taskID, "historyLength": 0})
-	t, err := p.tasks.GetTask(ctx, approver, get)
-	if err != nil {
+	if _, err := p.tasks.GetTask(ctx, approver, get); err != nil {
 		return nil, err
 	}
 	if !p.tasks.IsOperator(approver) {
 		// Only the task's owner gets here: it proposed the action.
 		return nil, notApprover("only an operator other than the proposer may decide; the proposer may not")
 	}
-	if t.Status.State != tasks.StateInputRequired {
-		return nil, snap.FieldError("payload.taskId", "state", string(tasks.StateInputRequired), string(t.Status.State))
-	}
-	pa, err := p.pending(ctx, taskID, d.actionID)
-	switch {
-	case errors.Is(err, errNoHeld):
-		return nil, snap.FieldError("payload.taskId", "pending action", "a task waiting on an action", "no action pending")
-	case errors.Is(err, errNotHeld):
-		return nil, snap.FieldError(decisionPart+".actionId", "pending action", "an action the task holds", d.actionID)
-	case errors.Is(err, errHeldAmbiguous):
-		return nil, snap.FieldError(decisionPart+".actionId", "required", "the id of one of the actions the task holds", "")
-	case err != nil:
-		return nil, err
-	}
 	reason := d.reason
 	if !d.approve && reason == "" {
 		reason = "denied by operator " + approver
 	}
-	t, err = p.decide(ctx, taskID, pa.ActionID, approver, d.approve, reason)
+	t, err := p.props.Decide(ctx, proposals.Decision{TaskID: taskID, ActionID: d.actionID, Approver: approver, Approve: d.approve, Reason: reason})
+	var (
+		se *proposals.StateError
+		he *proposals.HeldError
+	)
 	switch {
+	case errors.As(err, &se):
+		e := snap.FieldError("payload.taskId", "state", string(tasks.StateInputRequired), string(se.State))
+		e.Message = se.Error()
+		e.Data["taskId"], e.Data["state"] = taskID, string(se.State)
+		return nil, e
+	case errors.As(err, &he) && errors.Is(err, proposals.ErrNoHeld):
+		return nil, snap.FieldError("payload.taskId", "pending action", "a task waiting on an action", "no action pending")
+	case errors.As(err, &he) && errors.Is(err, proposals.ErrNotHeld):
+		return nil, snap.FieldError(decisionPart+".actionId", "pending action", he.Held, d.actionID)
+	case errors.As(err, &he) && errors.Is(err, proposals.ErrAmbiguous):
+		e := snap.FieldError(decisionPart+".actionId", "required", he.Held, "")
+		e.Message = he.Error()
+		return nil, e
 	case errors.Is(err, executor.ErrSelfApproval):
 		return nil, notApprover("the proposer of an action may not decide on it, operator or not")
 	case errors.Is(err, executor.ErrNotOperator):
@@ -191,4 +257,20 @@ func notApprover(why string) *snap.Error {
 	e := snap.FieldError(decisionField, "approver", "an operator other than the proposer", "the sender")
 	e.Message = fmt.Sprintf("invalid %s: %s", decisionField, why)
 	return e
+}
+
+// methodNames records the names of the methods registered on it.
+type methodNames []string
+
+func (m *methodNames) Handle(method string, _ func(context.Context, *snap.Verified) (any, error)) {
+	*m = append(*m, method)
+}
+
+func (m *methodNames) HandleStream(method string, _ snap.StreamHandlerFunc) { *m = append(*m, method) }
+
+// taskMethods returns the names of the methods svc registers.
+func taskMethods(svc *tasks.Service) []string {
+	var m methodNames
+	svc.Register(&m)
+	return m
 }

@@ -120,8 +120,13 @@ func TestOperatorDecisionsOverRelay(t *testing.T) {
 	if got := taskOf(t, proposer.call(t, n, "tasks/get", map[string]any{"taskId": d.ID}, false)); got.Status.State != "completed" {
 		t.Fatalf("the proposer sees %s", got.Status.State)
 	}
-	if code, field, constraint := errField(op.call(t, n, "message/send", decisionMsg(d.ID, map[string]any{"decision": "approve"}), false)); code != 1004 || field != "payload.taskId" || constraint != "state" {
-		t.Errorf("a second approval: %d %q %q", code, field, constraint)
+	// The task has ended: a second decision is refused, naming its state.
+	second := op.call(t, n, "message/send", decisionMsg(d.ID, map[string]any{"decision": "deny"}), false)
+	if code, field, constraint := errField(second); code != 1004 || field != "payload.taskId" || constraint != "state" {
+		t.Errorf("a second decision: %d %q %q", code, field, constraint)
+	}
+	if data, _ := second["error"].(map[string]any)["data"].(map[string]any); data["state"] != "completed" || data["taskId"] != d.ID {
+		t.Errorf("a second decision's data: %v", second)
 	}
 
 	// A denial fails the task with the operator's reason.

@@ -74,7 +74,7 @@ func (n *Node) startHTTP(ctx context.Context, server *snap.Server, mx *metrics.M
 	go func() { n.http.done <- srv.Serve(ctx, ln) }()
 	n.logger.Info("serving SNAP over HTTP and WebSocket", "url", n.http.url+"/snap")
 	if con != nil {
-		n.props.console.Store(&consoleLogin{c: con, base: loginBase(ln.Addr())})
+		n.console.Store(&consoleLogin{c: con, base: loginBase(ln.Addr())})
 		n.logger.Info("serving the operator console; snapnode console-url prints a login link", "url", n.http.url+"/console/", "remote_clients", n.cfg.ConsoleRemote)
 	}
 	return nil

@@ -26,6 +26,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
@@ -35,6 +36,7 @@ import (
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/ratelimit"
 	"github.com/snapnode/snapnode/internal/sqldb"
+	"github.com/snapnode/snapnode/proposals"
 	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/relay/embedded"
 	"github.com/snapnode/snapnode/service"
@@ -61,13 +63,19 @@ type Node struct {
 	stopRelay  func()
 	stopPool   func()
 	closeStore func() error
-	// stopProposals closes the admin socket, the audit log and the sandbox.
+	// stopProposals stops the reconcile passes, closes the admin socket,
+	// the audit log and the sandbox.
 	stopProposals func() error
 	stopSweep     func()
 	sweepDone     chan struct{}
 	stopAgent     func()
-	// props runs proposals; nil on the memory database.
-	props *proposals
+	// exec carries proposals out, props owns their lifecycle (decisions,
+	// reconcile); both nil on the memory database.
+	exec  *executorPart
+	props *proposals.Proposals
+	// console, once the HTTP listener serves it, issues the login URLs
+	// the admin socket hands out.
+	console atomic.Pointer[consoleLogin]
 	// agent works on free-text tasks; nil when none is configured.
 	agent     *agent.Runtime
 	agentDone <-chan struct{}
@@ -169,9 +177,17 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger, with ...
 		taskStore tasks.Store
 		replay    snap.ReplayStore
 		results   snap.ResultStore // nil: in memory
-		props     *proposals       // nil: proposals wait, like free text
+		ex        *executorPart    // nil: proposals wait, like free text
 	)
-	n.stopProposals = func() error { return nil }
+	var closers []func() error // what stopProposals closes, in reverse
+	n.stopProposals = func() error {
+		var errs []error
+		for i := len(closers) - 1; i >= 0; i-- {
+			errs = append(errs, closers[i]())
+		}
+		return errors.Join(errs...)
+	}
+	cleanup = append(cleanup, func() { n.stopProposals() })
 	n.stopSweep, n.sweepDone = func() {}, make(chan struct{})
 	if cfg.DatabaseDSN() == config.MemoryDatabase {
 		taskStore, replay = tasks.NewMemoryStore(tasks.MemoryStoreOptions{}), snap.NewMemoryReplayStore(0)
@@ -189,12 +205,14 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger, with ...
 		}
 		n.DB = db
 		taskStore, replay, results = store, store.ReplayStore(), store.ReplayStore()
-		var stopProps func() error
-		if props, stopProps, err = startProposals(ctx, cfg, db, n.key, n.network, logger); err != nil {
+		// The executor asks the task service's operators (set below,
+		// before the first request; Reload changes them for both).
+		isOperator := func(addr string) bool { return n.Tasks != nil && n.Tasks.IsOperator(addr) }
+		stopExec := func() error { return nil }
+		if ex, stopExec, err = startExecutor(ctx, cfg, db, n.key, n.network, isOperator, logger); err != nil {
 			return nil, err
 		}
-		n.stopProposals = stopProps
-		cleanup = append(cleanup, func() { stopProps() })
+		closers = append(closers, stopExec)
 		n.closeStore = func() error { return errors.Join(store.Close(), db.Close()) }
 		sweepCtx, stopSweep := context.WithCancel(context.WithoutCancel(ctx))
 		done := n.sweepDone
@@ -229,9 +247,10 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger, with ...
 	opts := tasks.ServiceOptions{Operators: cfg.Operators, Logger: logger.With("part", "tasks"), Agent: refuse(noAgentReason),
 		MaxStreams: cfg.MaxStreams, MaxStreamsPerRequester: cfg.MaxStreamsPerIdentity, MaxStreamsPerKey: cfg.MaxStreamsPerKey,
 		MaxNewcomerStreams: cfg.MaxNewcomerStreams, StreamWait: cfg.StreamWaitTimeout.Duration, MaxStreamWaiters: cfg.MaxStreamWaiters}
-	if props != nil {
-		opts.Runner = props
-		props.pause = o.pause
+	if ex != nil {
+		// The runner needs only the executor: the task service is built
+		// on it, and the proposals' lifecycle on the task service.
+		opts.Runner = proposals.NewRunner(ex.exec, logger.With("part", "proposals"), o.pause)
 		opts.Accepted = accepted(results, validator.Retention(), time.Now, logger.With("part", "tasks"))
 	} else {
 		logger.Warn("database is memory: proposals are not carried out (the executor keeps its records in the database)")
@@ -241,33 +260,31 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger, with ...
 		jobs  *agent.Store
 		queue *agent.Queue
 	)
-	if props != nil && cfg.AgentEnabled() {
+	if ex != nil && cfg.AgentEnabled() {
 		if jobs, queue, err = openAgentQueue(ctx, n.DB); err != nil {
 			return nil, err
 		}
 		opts.Agent = queue
 	}
 	n.Tasks = tasks.NewService(taskStore, opts)
-	if props != nil {
-		props.tasks = n.Tasks
-	}
-	n.props = props
+	n.exec = ex
 	n.agentDone = closedChan()
 	router := snap.NewRouter()
-	registerMethods(router, n.Tasks, props)
 	if err := n.startServices(router, taskStore, o); err != nil {
 		return nil, err
 	}
-	mx := n.newMetrics(router.Methods(), replay, taskStore)
+	// The metrics count the methods of the router and the task
+	// service's, which are registered below, once the proposals that
+	// take decisions on message/send exist.
+	mx := n.newMetrics(append(router.Methods(), taskMethods(n.Tasks)...), replay, taskStore)
 	if queue != nil {
-		// Before the first request: decisions on its jobs go to it.
 		actx, stopAgent := context.WithCancel(context.WithoutCancel(ctx))
-		rt, done, err := startAgent(actx, cfg, jobs, queue, props, n.Tasks, mx, logger)
+		rt, done, err := startAgent(actx, cfg, jobs, queue, ex.exec, n.Tasks, mx, logger)
 		if err != nil {
 			stopAgent()
 			return nil, err
 		}
-		n.agent, n.agentDone, props.agent = rt, done, rt
+		n.agent, n.agentDone = rt, done
 		n.stopAgent = stopAgent
 		cleanup = append(cleanup, func() { stopAgent(); <-done })
 		mx.SetAgentJobs(func(ctx context.Context) (map[string]int64, error) {
@@ -279,21 +296,35 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger, with ...
 			return out, err
 		})
 	}
-	if props != nil {
-		// Before the first request: a retry finds its task ended.
-		cutoff := time.Now()
-		if n.DB.Dialect != sqldb.SQLite {
-			cutoff = cutoff.Add(-interruptedAfter)
+	if ex != nil {
+		pcfg := proposals.Config{Executor: ex.exec, Tasks: n.Tasks, Claims: proposals.DBClaims(n.DB),
+			Pause: o.pause, Logger: logger.With("part", "proposals")}
+		if n.agent != nil {
+			pcfg.Jobs = n.agent // decisions on its jobs' actions go to it
 		}
-		r, err := props.reconcile(ctx, cutoff)
+		if n.props, err = proposals.New(pcfg); err != nil {
+			return nil, fmt.Errorf("node: %w", err)
+		}
+		// Before the first request: a retry finds its task ended. On a
+		// shared database a younger task may be a replica's, running:
+		// the periodic passes take it up once it is older.
+		r, err := n.props.Reconcile(ctx, startCutoff(n.DB))
 		if err != nil {
 			return nil, fmt.Errorf("node: reconcile interrupted tasks: %w", err)
 		}
-		if r.Resumed+r.Settled > 0 {
-			logger.Warn("took up the tasks a stop interrupted", "resumed", r.Resumed, "settled", r.Settled, "ended", r.Ended)
+		if r.Resumed+r.Settled+r.Withdrawn > 0 {
+			logger.Warn("took up the tasks a stop interrupted", "resumed", r.Resumed, "settled", r.Settled, "ended", r.Ended, "withdrawn", r.Withdrawn)
 		}
+		stopReconciler := startReconciler(ctx, n.props, logger)
+		closers = append(closers, func() error { stopReconciler(); return nil })
+		stopAdmin, err := startAdmin(ctx, cfg.DataDir, adminHandler{props: n.props, console: &n.console, logger: logger}, logger.With("part", "admin"))
+		if err != nil {
+			return nil, err
+		}
+		closers = append(closers, stopAdmin)
 		results = liveResults{ResultStore: results, tasks: n.Tasks}
 	}
+	registerMethods(router, n.Tasks, n.props, logger.With("part", "proposals"))
 	server := snap.NewServer(snap.ServerConfig{
 		Key: n.key, Network: n.network, Router: router, Logger: logger.With("part", "snap"),
 		MaxResponseSize: relay.MaxNIP44Plain, Results: results, Observer: mx,

@@ -61,7 +61,7 @@ func (n *Node) Reload(ctx context.Context, cfg config.Config) (restart []string,
 		next.LogLevel = cfg.LogLevel
 	}
 	var engine *policy.Engine
-	if n.props != nil {
+	if n.exec != nil {
 		if engine, err = PolicyEngine(next.Policy); err != nil {
 			return refused(err)
 		}
@@ -89,7 +89,7 @@ func (n *Node) Reload(ctx context.Context, cfg config.Config) (restart []string,
 		n.level.Set(level)
 	}
 	if engine != nil {
-		old := n.props.policy.Swap(engine)
+		old := n.exec.policy.Swap(engine)
 		n.logger.Info("policy in force", "policy", engine.Name(), "policy_version", engine.Version(), "previous_version", old.Version())
 	}
 	n.cfg = next

@@ -18,7 +18,8 @@ type options struct {
 	services []namedService
 	level    *slog.LevelVar
 	// pause, when set, is called at the points of a proposal's run that
-	// a crash test stops the process at (see proposals.pause).
+	// a crash test stops the process at (proposals.PointRun, PointRan,
+	// PointDecided).
 	pause func(point string)
 }
 

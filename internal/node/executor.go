@@ -1,0 +1,187 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/snapnode/snapnode/executor"
+	"github.com/snapnode/snapnode/executor/audit"
+	"github.com/snapnode/snapnode/executor/policy"
+	"github.com/snapnode/snapnode/executor/proposal"
+	"github.com/snapnode/snapnode/executor/sandbox"
+	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/config"
+	"github.com/snapnode/snapnode/internal/sqldb"
+	"github.com/snapnode/snapnode/proposals"
+)
+
+// noBoundIfZero maps a bound of the settings, where 0 is none, to the
+// executor's, where a negative value is none (and 0 the default).
+func noBoundIfZero[T time.Duration | int64](v T) T {
+	if v == 0 {
+		return -1
+	}
+	return v
+}
+
+// PolicyEngine loads the operator's policy from path (--policy), or
+// returns the built-in default policy when path is empty.
+func PolicyEngine(path string) (*policy.Engine, error) {
+	if path == "" {
+		return policy.Default(), nil
+	}
+	e, err := policy.Load(path)
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	return e, nil
+}
+
+// auditPruneInterval is how often the audit log is pruned to its
+// retention (audit.retain_days).
+const auditPruneInterval = time.Hour
+
+// executorPart is the executor the node carries proposals out with, and
+// what it was built on that other parts use: the policy holder (swapped
+// on reload) and the audit log (read by the console).
+type executorPart struct {
+	exec   *executor.Executor
+	policy *policy.Holder
+	audit  *audit.Log
+}
+
+// startExecutor builds the executor on db — the sandbox folder, the
+// operator's policy (or the built-in one), the audit log, pruned to its
+// retention now and every hour behind checkpoints signed by key — and
+// finishes the promotions a crash interrupted (on PostgreSQL, those
+// older than proposals.InterruptedAfter). isOperator tells the
+// executor who may decide on held actions (the task service's operators,
+// which Reload changes). stop stops the pruning and closes what was
+// opened.
+func startExecutor(ctx context.Context, cfg config.Config, db *sqldb.DB, key *identity.Key, network identity.Network, isOperator func(string) bool, logger *slog.Logger) (_ *executorPart, stop func() error, err error) {
+	var closers []func() error
+	stop = func() error {
+		var errs []error
+		for i := len(closers) - 1; i >= 0; i-- {
+			errs = append(errs, closers[i]())
+		}
+		return errors.Join(errs...)
+	}
+	defer func() {
+		if err != nil {
+			stop()
+		}
+	}()
+	dir := cfg.SandboxPath()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, nil, fmt.Errorf("node: sandbox: %w", err)
+	}
+	sb, err := sandbox.Open(dir, sandbox.Limits{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("node: sandbox: %w", err)
+	}
+	closers = append(closers, sb.Close)
+	if n, err := sb.Sweep(ctx); err != nil {
+		return nil, nil, fmt.Errorf("node: sandbox: %w", err)
+	} else if n > 0 {
+		logger.Info("sandbox: removed temporary files left by an interrupted run", "count", n)
+	}
+	engine, err := PolicyEngine(cfg.Policy)
+	if err != nil {
+		return nil, nil, err
+	}
+	log, err := audit.New(ctx, db, AuditOptions(cfg, key, network))
+	if err != nil {
+		return nil, nil, fmt.Errorf("node: audit log: %w", err)
+	}
+	closers = append(closers, log.Close)
+	startAuditPruner(ctx, log, logger, &closers)
+	holder := policy.NewHolder(engine)
+	exec, err := executor.New(ctx, executor.Config{
+		DB: db, Sandbox: sb, Policy: holder, Audit: log,
+		AuditLevels: auditLevels(cfg.Audit),
+		// What derived descriptors state of retention: the host's.
+		Defaults:     proposal.Defaults{RetainDays: cfg.Audit.RetainDays},
+		IsOperator:   isOperator,
+		MaxClockSkew: cfg.MaxDrift.Duration,
+		Facts:        executor.Facts{UserIdle: cfg.Executor.UserIdle, NetworkAvailable: cfg.Executor.NetworkAvailable},
+		Quotas:       executor.Quotas{Bytes: cfg.Executor.QuotaBytes, Files: cfg.Executor.QuotaFiles, Dirs: cfg.Executor.QuotaDirs},
+		// 0 in the settings is no bound; the executor's is negative.
+		SnapshotMaxAge:   noBoundIfZero(cfg.Executor.SnapshotMaxAge.Duration),
+		SnapshotMaxBytes: noBoundIfZero(cfg.Executor.SnapshotMaxBytes),
+		Logger:           logger.With("part", "executor"),
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("node: %w", err)
+	}
+	// Before anything may run an action: a promotion a crash interrupted
+	// is undone. On a shared database only the old ones: a younger one
+	// may be a replica's, in progress (the reconcile passes take it up
+	// once it is old enough).
+	if n, err := proposals.RecoverInterrupted(ctx, exec, proposals.DBClaims(db), startCutoff(db)); err != nil {
+		return nil, nil, fmt.Errorf("node: executor: %w", err)
+	} else if n > 0 {
+		logger.Warn("executor: restored actions a crash interrupted mid-promotion", "count", n)
+	}
+	logger.Info("proposals: sandbox and policy ready", "sandbox", dir, "policy", engine.Name(), "policy_version", engine.Version())
+	return &executorPart{exec: exec, policy: holder, audit: log}, stop, nil
+}
+
+// AuditOptions are the audit log's options of a node with settings cfg
+// and identity key: retention of audit.retain_days, checkpoints signed by
+// key. `snapnode audit verify` opens the log with them too, so that it
+// accepts only checkpoints the node signed.
+func AuditOptions(cfg config.Config, key *identity.Key, network identity.Network) audit.Options {
+	return audit.Options{
+		Retain: time.Duration(cfg.Audit.RetainDays) * 24 * time.Hour,
+		Signer: audit.IdentitySigner(key, network),
+	}
+}
+
+// auditLevels is the executor's audit level of each risk level, from the
+// [audit] settings.
+func auditLevels(a config.Audit) executor.AuditLevels {
+	return executor.AuditLevels{
+		proposal.RiskLow: a.LevelLow, proposal.RiskMedium: a.LevelMedium,
+		proposal.RiskHigh: a.LevelHigh, proposal.RiskCritical: a.LevelCritical,
+	}
+}
+
+// startAuditPruner prunes log to its retention once, before the node
+// serves, then every auditPruneInterval in a goroutine that the closer it
+// appends stops. A prune that fails (the entries due do not verify: the
+// log was tampered with, and pruning never erases that) is logged and the
+// node runs on, its log untouched, for `snapnode audit verify` to name.
+func startAuditPruner(ctx context.Context, log *audit.Log, logger *slog.Logger, closers *[]func() error) {
+	report := func(removed int64, err error) {
+		if err != nil {
+			logger.Error("audit log: prune", "err", err)
+		} else if removed > 0 {
+			logger.Info("audit log: pruned entries past retention", "count", removed)
+		}
+	}
+	report(log.Prune(ctx))
+	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	tick := time.NewTicker(auditPruneInterval)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		log.RunPruner(pctx, tick.C, report)
+	}()
+	*closers = append(*closers, func() error { cancel(); <-done; tick.Stop(); return nil })
+}
+
+// startCutoff is what a starting node takes up as interrupted: on SQLite,
+// whose node is the database's only process, everything before now; on
+// PostgreSQL only what stood still for proposals.InterruptedAfter, since
+// a replica may be working on something younger.
+func startCutoff(db *sqldb.DB) time.Time {
+	if db.Dialect == sqldb.SQLite {
+		return time.Now()
+	}
+	return time.Now().Add(-proposals.InterruptedAfter)
+}

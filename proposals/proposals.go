@@ -1,0 +1,331 @@
+package proposals
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/snapnode/snapnode/agent"
+	"github.com/snapnode/snapnode/executor"
+	"github.com/snapnode/snapnode/tasks"
+)
+
+// Tasks is what Proposals needs of the task service (*tasks.Service):
+// Task reads a task (a missing one is an error), Resolve applies an
+// outcome to it, Resume takes up a task a stop interrupted, List finds
+// the tasks to reconcile. Each is safe for concurrent use.
+type Tasks interface {
+	Task(ctx context.Context, taskID string) (*tasks.Task, error)
+	Resolve(ctx context.Context, taskID string, out tasks.Outcome) (*tasks.Task, error)
+	Resume(ctx context.Context, taskID string) (*tasks.Task, error)
+	List(ctx context.Context, f tasks.Filter) ([]*tasks.Task, error)
+}
+
+var _ Tasks = (*tasks.Service)(nil)
+
+// Jobs is the agent runtime (*agent.Runtime) as decisions reach it: Owns
+// reports whether a task is one of its jobs; Decided hands it the outcome
+// of a decision on an action its job held, and returns the task as the
+// job's resumption left it. The agent's tasks are reconciled by the
+// runtime itself.
+type Jobs interface {
+	Owns(ctx context.Context, taskID string) (bool, error)
+	Decided(ctx context.Context, taskID string, res *executor.Result, approved bool) (*tasks.Task, error)
+}
+
+var _ Jobs = (*agent.Runtime)(nil)
+
+// Config is what Proposals is made of. Executor and Tasks are required.
+type Config struct {
+	Executor Executor
+	Tasks    Tasks
+	// Jobs, when the node runs an agent, takes the decisions on its
+	// jobs' actions; nil when it does not.
+	Jobs Jobs
+	// Claims keeps two processes on one database from reconciling one
+	// task at once (DBClaims); nil when this process is the database's
+	// only one.
+	Claims Claimer
+	// Pause, nil but in crash tests, is called at PointDecided.
+	Pause  func(point string)
+	Logger *slog.Logger
+}
+
+// Proposals owns the lifecycle of the proposals a task holds: the
+// operator's decision on a held action (Decide), the listing of held
+// actions (Held), the rollback of a promoted one (Rollback), the
+// withdrawal of held actions when their task ends (TaskEnded), and the
+// reconciliation of tasks a stop interrupted (Reconcile, ReconcileEvery).
+// Its Runner carries the proposals out. It is safe for concurrent use.
+type Proposals struct {
+	exec   Executor
+	tasks  Tasks
+	jobs   Jobs
+	claims Claimer
+	pause  func(point string)
+	logger *slog.Logger
+}
+
+// New returns the Proposals of cfg.
+func New(cfg Config) (*Proposals, error) {
+	if cfg.Executor == nil || cfg.Tasks == nil {
+		return nil, errors.New("proposals: Config.Executor and Config.Tasks are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Proposals{exec: cfg.Executor, tasks: cfg.Tasks, jobs: cfg.Jobs, claims: cfg.Claims,
+		pause: cfg.Pause, logger: cfg.Logger}, nil
+}
+
+// Decision is an operator's decision on an action a task holds.
+type Decision struct {
+	TaskID string
+	// ActionID names the held action; "" decides on the one action the
+	// task holds (ErrAmbiguous when it holds several).
+	ActionID string
+	// Approver is who decides: executor.Host (the machine's operator,
+	// through the admin socket or the console) or an operator's address.
+	Approver string
+	Approve  bool
+	// Reason is the note a denied task fails with; "" gives a default.
+	Reason string
+}
+
+// Errors of Decide. Each is wrapped with the task and the actions
+// concerned; errors.As gives a *StateError or *HeldError for details.
+var (
+	// ErrTaskEnded: the task is completed, failed or canceled. Its held
+	// actions were withdrawn when it ended; none can run any more.
+	ErrTaskEnded = errors.New("the task has ended")
+	// ErrNotWaiting: the task is submitted or working, not waiting for
+	// a decision.
+	ErrNotWaiting = errors.New("the task is not waiting for a decision")
+	// ErrNoHeld: the task holds no action.
+	ErrNoHeld = errors.New("the task holds no action")
+	// ErrNotHeld: the task does not hold the action named.
+	ErrNotHeld = errors.New("the task holds no such action")
+	// ErrAmbiguous: no action was named and the task holds several.
+	ErrAmbiguous = errors.New("the task holds more than one action: name the one to decide")
+)
+
+// StateError is the refusal of a decision on a task that does not wait
+// for one (ErrTaskEnded, ErrNotWaiting).
+type StateError struct {
+	TaskID string
+	State  tasks.State
+}
+
+func (e *StateError) Error() string {
+	if e.State.Terminal() {
+		return fmt.Sprintf("task %s is %s: %v; its held actions were withdrawn and can no longer be approved or denied", e.TaskID, e.State, ErrTaskEnded)
+	}
+	return fmt.Sprintf("task %s is %s: %v", e.TaskID, e.State, ErrNotWaiting)
+}
+
+func (e *StateError) Unwrap() error {
+	if e.State.Terminal() {
+		return ErrTaskEnded
+	}
+	return ErrNotWaiting
+}
+
+// HeldError is the refusal of a decision that names no action the task
+// holds (ErrNoHeld, ErrNotHeld, ErrAmbiguous). Held lists the actions it
+// holds, as "ID (ACTION)".
+type HeldError struct {
+	TaskID   string
+	ActionID string // the action named, if any
+	Held     []string
+	Err      error
+}
+
+func (e *HeldError) Error() string {
+	switch e.Err {
+	case ErrNoHeld:
+		return fmt.Sprintf("task %s: %v", e.TaskID, e.Err)
+	case ErrNotHeld:
+		return fmt.Sprintf("task %s: %v %s; it holds %s", e.TaskID, e.Err, e.ActionID, strings.Join(e.Held, ", "))
+	}
+	return fmt.Sprintf("task %s: %v (--action ID): %s", e.TaskID, e.Err, strings.Join(e.Held, ", "))
+}
+
+func (e *HeldError) Unwrap() error { return e.Err }
+
+// Decide carries out d: the held action is approved (it runs now) or
+// denied, and its task takes the outcome (an agent's job resumes with
+// it; a peer's proposal ends the task). It is the node's one decision
+// path: the admin socket, the console, and signed operator messages all
+// call it, and it returns the task as the decision left it.
+//
+// The held action is bound to its task as it is now: a task that ended
+// (canceled, completed, failed) is refused with ErrTaskEnded, one that is
+// not waiting for input with ErrNotWaiting, and nothing runs. A task that
+// holds several actions needs the one decided named (ErrAmbiguous names
+// them); the executor refuses an approver who may not decide
+// (executor.ErrSelfApproval, executor.ErrNotOperator) and a decision
+// taken meanwhile (executor.ErrNoPending).
+func (p *Proposals) Decide(ctx context.Context, d Decision) (*tasks.Task, error) {
+	t, err := p.tasks.Task(ctx, d.TaskID)
+	if err != nil {
+		return nil, err
+	}
+	if st := t.Status.State; st != tasks.StateInputRequired {
+		if st.Terminal() {
+			// Whatever it still holds is an orphan: withdraw it now.
+			p.withdraw(ctx, d.TaskID, st)
+		}
+		return nil, &StateError{TaskID: d.TaskID, State: st}
+	}
+	pa, err := p.held(ctx, d.TaskID, d.ActionID)
+	if err != nil {
+		return nil, err
+	}
+	var res *executor.Result
+	if d.Approve {
+		res, err = p.exec.Approve(ctx, pa.ActionID, d.Approver)
+	} else {
+		reason := d.Reason
+		if reason == "" {
+			reason = "denied by the operator"
+		}
+		res, err = p.exec.Deny(ctx, pa.ActionID, d.Approver, reason)
+		if err == nil {
+			// The task fails with the operator's words.
+			res.Reason = fmt.Sprintf("%s Reason: %s", res.Reason, reason)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if p.pause != nil {
+		p.pause(PointDecided)
+	}
+	return p.settle(ctx, d.TaskID, res, d.Approve)
+}
+
+// held returns the held action of taskID to decide on: actionID, or when
+// it is "" the one action the task holds. A task holding several needs
+// the action named: a decision never lands on an action the operator did
+// not mean.
+func (p *Proposals) held(ctx context.Context, taskID, actionID string) (*executor.Pending, error) {
+	list, err := p.exec.Pending(ctx, taskID)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(list))
+	for i, pa := range list {
+		if pa.ActionID == actionID {
+			return &list[i], nil
+		}
+		ids[i] = pa.ActionID + " (" + pa.Action + ")"
+	}
+	switch {
+	case len(list) == 0:
+		return nil, &HeldError{TaskID: taskID, ActionID: actionID, Err: ErrNoHeld}
+	case actionID != "":
+		return nil, &HeldError{TaskID: taskID, ActionID: actionID, Held: ids, Err: ErrNotHeld}
+	case len(list) > 1:
+		return nil, &HeldError{TaskID: taskID, Held: ids, Err: ErrAmbiguous}
+	}
+	return &list[0], nil
+}
+
+// MaxHeldListed bounds the actions Held returns.
+const MaxHeldListed = 1000
+
+// Held returns the actions taskID holds, oldest first, or when taskID is
+// "" those every task holds (at most MaxHeldListed of them): each is
+// decided by its ActionID.
+func (p *Proposals) Held(ctx context.Context, taskID string) ([]executor.Pending, error) {
+	list, err := p.exec.Pending(ctx, taskID)
+	if err != nil {
+		return nil, err
+	}
+	return list[:min(len(list), MaxHeldListed)], nil
+}
+
+// Rollback rolls the promoted action actionID back (executor.Rollback).
+func (p *Proposals) Rollback(ctx context.Context, actionID string) error {
+	if err := p.exec.Rollback(ctx, actionID); err != nil {
+		return fmt.Errorf("action %s: %w", actionID, err)
+	}
+	return nil
+}
+
+// settle applies a decision's result to its task: an agent's job resumes
+// with it, a peer's proposal ends the task. When that ends the task, the
+// actions it still holds are withdrawn.
+func (p *Proposals) settle(ctx context.Context, taskID string, res *executor.Result, approved bool) (*tasks.Task, error) {
+	t, err := p.settleTask(ctx, taskID, res, approved)
+	if err == nil && t.Status.State.Terminal() {
+		p.withdraw(ctx, taskID, t.Status.State)
+	}
+	return t, err
+}
+
+func (p *Proposals) settleTask(ctx context.Context, taskID string, res *executor.Result, approved bool) (*tasks.Task, error) {
+	if p.jobs != nil {
+		if mine, err := p.jobs.Owns(ctx, taskID); err != nil {
+			return nil, err
+		} else if mine {
+			return p.jobs.Decided(ctx, taskID, res, approved)
+		}
+	}
+	return p.tasks.Resolve(ctx, taskID, Outcome(res))
+}
+
+// Outcome is the task outcome of an executor result: completed with its
+// response, failed with its reason, or waiting for input with the note
+// naming the action to confirm; the result's artifacts (what was read or
+// listed, the diff of a change) go with it.
+func Outcome(res *executor.Result) tasks.Outcome {
+	out := tasks.Outcome{Artifacts: agent.Artifacts(res)}
+	switch res.Outcome {
+	case executor.Completed:
+		out.State, out.Note = tasks.StateCompleted, res.Response
+	case executor.Failed:
+		out.State, out.Note = tasks.StateFailed, res.Reason
+	default:
+		out.State, out.Note = tasks.StateInputRequired, agent.ConfirmationNote(res)
+	}
+	return out
+}
+
+// TaskEnded withdraws the actions taskID still holds when the task has
+// ended (a peer or an operator canceled it): none of them can run any
+// more, and none should wait in an operator's list. It returns how many
+// it withdrew; a task that has not ended keeps its actions (0).
+func (p *Proposals) TaskEnded(ctx context.Context, taskID string) (int, error) {
+	t, err := p.tasks.Task(ctx, taskID)
+	if err != nil {
+		return 0, err
+	}
+	if !t.Status.State.Terminal() {
+		return 0, nil
+	}
+	return p.withdraw(ctx, taskID, t.Status.State), nil
+}
+
+// withdraw denies, as the host, the actions taskID, which ended in state,
+// still holds, and returns how many it denied. A failure is logged; the
+// next reconcile pass tries again.
+func (p *Proposals) withdraw(ctx context.Context, taskID string, state tasks.State) int {
+	held, err := p.exec.Pending(ctx, taskID)
+	if err != nil {
+		p.logger.Warn("held actions of an ended task not withdrawn", "task", taskID, "err", err)
+		return 0
+	}
+	n := 0
+	for _, pa := range held {
+		if _, err := p.exec.Deny(ctx, pa.ActionID, executor.Host, "the task ended ("+string(state)+") before this action was decided"); err != nil {
+			p.logger.Warn("held action of an ended task not withdrawn", "task", taskID, "action", pa.ActionID, "err", err)
+			continue
+		}
+		n++
+		p.logger.Info("withdrew the held action of an ended task", "task", taskID, "action", pa.ActionID, "state", state)
+	}
+	return n
+}

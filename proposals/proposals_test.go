@@ -1,0 +1,439 @@
+package proposals_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/snapnode/snapnode/executor"
+	"github.com/snapnode/snapnode/executor/audit"
+	"github.com/snapnode/snapnode/executor/policy"
+	"github.com/snapnode/snapnode/executor/sandbox"
+	"github.com/snapnode/snapnode/internal/sqldb"
+	"github.com/snapnode/snapnode/internal/testdb"
+	"github.com/snapnode/snapnode/proposals"
+	"github.com/snapnode/snapnode/tasks"
+	"github.com/snapnode/snapnode/tasks/sqlstore"
+)
+
+const (
+	alice    = "bc1palice"
+	operator = "bc1poperator"
+)
+
+// countingExec is the real executor, counting the proposals it ran per
+// task.
+type countingExec struct {
+	*executor.Executor
+	mu   sync.Mutex
+	runs map[string]int
+}
+
+func (c *countingExec) Run(ctx context.Context, req executor.Request) (*executor.Result, error) {
+	c.mu.Lock()
+	c.runs[req.TaskID]++
+	c.mu.Unlock()
+	return c.Executor.Run(ctx, req)
+}
+
+func (c *countingExec) count(taskID string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.runs[taskID]
+}
+
+// replica is one process's parts on a database: an executor on its own
+// sandbox folder, the task service on the runner, and the proposals.
+type replica struct {
+	db      *sqldb.DB
+	exec    *countingExec
+	svc     *tasks.Service
+	props   *proposals.Proposals
+	sandbox string
+}
+
+// newReplica builds a replica on dsn; claims gives it the database's
+// claims (proposals.DBClaims).
+func newReplica(t *testing.T, dsn string, claims bool) *replica {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "sandbox")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return newReplicaOn(t, dsn, claims, dir)
+}
+
+// newReplicaOn is newReplica with the sandbox folder dir, which replicas
+// may share.
+func newReplicaOn(t *testing.T, dsn string, claims bool, dir string) *replica {
+	t.Helper()
+	ctx := context.Background()
+	db, err := sqldb.Open(ctx, dsn, sqldb.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	sb, err := sandbox.Open(dir, sandbox.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sb.Close() })
+	log, err := audit.New(ctx, db, audit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { log.Close() })
+	ex, err := executor.New(ctx, executor.Config{DB: db, Sandbox: sb, Policy: policy.NewHolder(policy.Default()), Audit: log,
+		IsOperator: func(addr string) bool { return addr == operator }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := sqlstore.New(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec := &countingExec{Executor: ex, runs: map[string]int{}}
+	svc := tasks.NewService(store, tasks.ServiceOptions{Runner: proposals.NewRunner(exec, nil, nil), Operators: []string{operator}})
+	cfg := proposals.Config{Executor: exec, Tasks: svc}
+	if claims {
+		cfg.Claims = proposals.DBClaims(db)
+	}
+	props, err := proposals.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &replica{db: db, exec: exec, svc: svc, props: props, sandbox: dir}
+}
+
+// send sends a message of proposal parts (action, path) from alice, as
+// a follow-up of taskID when it is not "", and returns the task.
+func (r *replica) send(t *testing.T, svc *tasks.Service, taskID string, actions ...[2]string) *tasks.Task {
+	t.Helper()
+	var parts []any
+	for _, a := range actions {
+		args := map[string]any{"path": a[1]}
+		if a[0] == "WRITE_FILE" {
+			args["content"] = "hi\n"
+		}
+		parts = append(parts, map[string]any{"data": map[string]any{"schema_version": "1.0.0", "id": uuid.NewString(),
+			"reasoning": "test", "action": a[0], "args": args}})
+	}
+	p := map[string]any{"message": map[string]any{"messageId": uuid.NewString(), "role": "user", "parts": parts}}
+	if taskID != "" {
+		p["taskId"] = taskID
+	}
+	b, _ := json.Marshal(p)
+	got, err := svc.SendMessage(context.Background(), alice, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+func (r *replica) file(name string) string { return filepath.Join(r.sandbox, name) }
+
+// twoHeld makes a task that holds two deletes, of one.txt and two.txt,
+// and returns it with the ids of its held actions in order.
+func (r *replica) twoHeld(t *testing.T) (*tasks.Task, []string) {
+	t.Helper()
+	for _, f := range []string{"one.txt", "two.txt"} {
+		if err := os.WriteFile(r.file(f), []byte(f), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	task := r.send(t, r.svc, "", [2]string{"DELETE_FILE", "/sandbox/one.txt"})
+	if task = r.send(t, r.svc, task.ID, [2]string{"DELETE_FILE", "/sandbox/two.txt"}); task.Status.State != tasks.StateInputRequired {
+		t.Fatalf("task %s %q", task.Status.State, task.Status.Message)
+	}
+	held, err := r.props.Held(context.Background(), task.ID)
+	if err != nil || len(held) != 2 {
+		t.Fatalf("held %v %v", held, err)
+	}
+	return task, []string{held[0].ActionID, held[1].ActionID}
+}
+
+func exists(t *testing.T, path string) bool {
+	t.Helper()
+	_, err := os.Stat(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	return err == nil
+}
+
+// A task holding two actions lists both; a decision without an action id
+// is refused naming both; each is decided by its id; when the decision on
+// one ends the task, the other is withdrawn: it never runs, no longer
+// waits in the list, and a decision on it is refused naming the state.
+func TestTwoHeldDecidedByID(t *testing.T) {
+	r := newReplica(t, testdb.SQLite(t), false)
+	ctx := context.Background()
+	task, ids := r.twoHeld(t)
+	_, err := r.props.Decide(ctx, proposals.Decision{TaskID: task.ID, Approver: executor.Host, Approve: true})
+	var he *proposals.HeldError
+	if !errors.Is(err, proposals.ErrAmbiguous) || !errors.As(err, &he) || !strings.Contains(err.Error(), ids[0]) || !strings.Contains(err.Error(), ids[1]) {
+		t.Fatalf("decision without an id: %v", err)
+	}
+	if _, err := r.props.Decide(ctx, proposals.Decision{TaskID: task.ID, ActionID: "nope", Approver: executor.Host, Approve: true}); !errors.Is(err, proposals.ErrNotHeld) {
+		t.Fatalf("decision on an action the task does not hold: %v", err)
+	}
+	if !exists(t, r.file("one.txt")) || !exists(t, r.file("two.txt")) {
+		t.Fatal("a refused decision ran an action")
+	}
+	got, err := r.props.Decide(ctx, proposals.Decision{TaskID: task.ID, ActionID: ids[1], Approver: executor.Host, Approve: true})
+	if err != nil || got.Status.State != tasks.StateCompleted {
+		t.Fatalf("approve %s: %v %v", ids[1], got, err)
+	}
+	if exists(t, r.file("two.txt")) || !exists(t, r.file("one.txt")) {
+		t.Fatal("the approval ran another action than the one named")
+	}
+	if held, err := r.props.Held(ctx, ""); err != nil || len(held) != 0 {
+		t.Fatalf("held after the task ended: %v %v", held, err)
+	}
+	for _, approve := range []bool{true, false} {
+		_, err = r.props.Decide(ctx, proposals.Decision{TaskID: task.ID, ActionID: ids[0], Approver: executor.Host, Approve: approve})
+		var se *proposals.StateError
+		if !errors.Is(err, proposals.ErrTaskEnded) || !errors.As(err, &se) || se.State != tasks.StateCompleted {
+			t.Fatalf("decision (approve %v) on the withdrawn action: %v", approve, err)
+		}
+	}
+	if !exists(t, r.file("one.txt")) {
+		t.Fatal("the withdrawn action ran")
+	}
+}
+
+// A held action cannot be approved nor denied once its task has ended,
+// however it ended, and nothing runs; the task keeps its state and no
+// held action is left behind.
+func TestDecisionOnEndedTaskRefused(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		end  func(t *testing.T, r *replica, task *tasks.Task, ids []string)
+		want tasks.State
+	}{
+		{"canceled", func(t *testing.T, r *replica, task *tasks.Task, _ []string) {
+			b, _ := json.Marshal(map[string]any{"taskId": task.ID})
+			if _, err := r.svc.CancelTask(context.Background(), alice, b); err != nil {
+				t.Fatal(err)
+			}
+			if n, err := r.props.TaskEnded(context.Background(), task.ID); err != nil || n != 2 {
+				t.Fatalf("TaskEnded withdrew %d: %v", n, err)
+			}
+		}, tasks.StateCanceled},
+		{"completed", func(t *testing.T, r *replica, task *tasks.Task, ids []string) {
+			if _, err := r.props.Decide(context.Background(), proposals.Decision{TaskID: task.ID, ActionID: ids[1], Approver: executor.Host, Approve: true}); err != nil {
+				t.Fatal(err)
+			}
+		}, tasks.StateCompleted},
+		{"failed", func(t *testing.T, r *replica, task *tasks.Task, ids []string) {
+			if _, err := r.props.Decide(context.Background(), proposals.Decision{TaskID: task.ID, ActionID: ids[1], Approver: executor.Host}); err != nil {
+				t.Fatal(err)
+			}
+		}, tasks.StateFailed},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newReplica(t, testdb.SQLite(t), false)
+			ctx := context.Background()
+			task, ids := r.twoHeld(t)
+			c.end(t, r, task, ids)
+			if held, err := r.props.Held(ctx, task.ID); err != nil || len(held) != 0 {
+				t.Fatalf("actions still held by the %s task: %v %v", c.name, held, err)
+			}
+			for _, approve := range []bool{true, false} {
+				_, err := r.props.Decide(ctx, proposals.Decision{TaskID: task.ID, ActionID: ids[0], Approver: operator, Approve: approve})
+				if !errors.Is(err, proposals.ErrTaskEnded) || !strings.Contains(err.Error(), string(c.want)) {
+					t.Fatalf("decision (approve %v) on a %s task: %v", approve, c.name, err)
+				}
+			}
+			if !exists(t, r.file("one.txt")) {
+				t.Fatal("the held delete ran after its task ended")
+			}
+			if got, err := r.svc.Task(ctx, task.ID); err != nil || got.Status.State != c.want {
+				t.Fatalf("task after the refused decisions: %v %v", got, err)
+			}
+		})
+	}
+}
+
+// A task that ends elsewhere (a withdrawal that failed, another
+// process's cancel) with actions still held: the next reconcile pass
+// withdraws them.
+func TestReconcileWithdrawsOrphans(t *testing.T) {
+	dsn := testdb.SQLite(t)
+	r := newReplica(t, dsn, false)
+	ctx := context.Background()
+	task, _ := r.twoHeld(t)
+	b, _ := json.Marshal(map[string]any{"taskId": task.ID})
+	if _, err := r.svc.CancelTask(ctx, alice, b); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := r.props.Reconcile(ctx, time.Now())
+	if err != nil || rec.Withdrawn != 2 {
+		t.Fatalf("reconcile: %+v %v", rec, err)
+	}
+	if held, err := r.props.Held(ctx, ""); err != nil || len(held) != 0 {
+		t.Fatalf("held after the pass: %v %v", held, err)
+	}
+}
+
+// A task younger than the cutoff (on PostgreSQL, one a replica may be
+// running) is left alone at start; the periodic pass takes it up once it
+// stood still for the age, at the time its clock (the ticks) gives.
+func TestReconcileEveryTakesUpOldTasks(t *testing.T) {
+	dsn := testdb.SQLite(t)
+	r := newReplica(t, dsn, false)
+	ctx := context.Background()
+	// Another process accepted it and stopped before running it.
+	stopped := tasks.NewService(mustStore(t, r.db), tasks.ServiceOptions{})
+	task := r.send(t, stopped, "", [2]string{"WRITE_FILE", "/sandbox/late.txt"})
+	if task.Status.State != tasks.StateSubmitted {
+		t.Fatalf("task %s", task.Status.State)
+	}
+	start := task.Status.Timestamp
+	if rec, err := r.props.Reconcile(ctx, start.Add(-proposals.InterruptedAfter)); err != nil || rec.Resumed != 0 {
+		t.Fatalf("start-up pass: %+v %v", rec, err)
+	}
+	ticks := make(chan time.Time)
+	reports := make(chan proposals.Reconciled)
+	pctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.props.ReconcileEvery(pctx, ticks, proposals.InterruptedAfter, func(rec proposals.Reconciled, err error) {
+			if err != nil {
+				t.Error(err)
+			}
+			reports <- rec
+		})
+	}()
+	defer func() { cancel(); <-done }()
+	ticks <- start.Add(time.Minute) // still young: left alone
+	if rec := <-reports; rec.Resumed != 0 || exists(t, r.file("late.txt")) {
+		t.Fatalf("pass a minute later: %+v", rec)
+	}
+	ticks <- start.Add(proposals.InterruptedAfter + time.Second)
+	if rec := <-reports; rec.Resumed != 1 || rec.Ended != 1 {
+		t.Fatalf("pass past the age: %+v", rec)
+	}
+	if got, err := r.svc.Task(ctx, task.ID); err != nil || got.Status.State != tasks.StateCompleted || !exists(t, r.file("late.txt")) {
+		t.Fatalf("task after the pass: %v %v", got, err)
+	}
+	ticks <- start.Add(2 * proposals.InterruptedAfter)
+	if rec := <-reports; rec.Resumed != 0 || r.exec.count(task.ID) != 1 {
+		t.Fatalf("a later pass: %+v, %d runs", rec, r.exec.count(task.ID))
+	}
+}
+
+func mustStore(t *testing.T, db *sqldb.DB) tasks.Store {
+	t.Helper()
+	s, err := sqlstore.New(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// Two replicas on one PostgreSQL database reconcile the same 50
+// interrupted tasks at once: each task is run by exactly one of them.
+func TestReplicasReconcileEachTaskOnce(t *testing.T) {
+	dsn := testdb.Postgres(t)
+	a, b := newReplica(t, dsn, true), newReplica(t, dsn, true)
+	ctx := context.Background()
+	stopped := tasks.NewService(mustStore(t, a.db), tasks.ServiceOptions{})
+	const n = 50
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = a.send(t, stopped, "", [2]string{"WRITE_FILE", "/sandbox/f" + uuid.NewString()[:8] + ".txt"}).ID
+	}
+	cutoff := time.Now()
+	var wg sync.WaitGroup
+	var recs [2]proposals.Reconciled
+	for i, r := range []*replica{a, b} {
+		wg.Go(func() {
+			rec, err := r.props.Reconcile(ctx, cutoff)
+			if err != nil {
+				t.Error(err)
+			}
+			recs[i] = rec
+		})
+	}
+	wg.Wait()
+	if got := recs[0].Resumed + recs[1].Resumed; got != n {
+		t.Errorf("resumed %d + %d, want %d in all", recs[0].Resumed, recs[1].Resumed, n)
+	}
+	for _, id := range ids {
+		if runs := a.exec.count(id) + b.exec.count(id); runs != 1 {
+			t.Errorf("task %s run %d times", id, runs)
+		}
+		if got, err := a.svc.Task(ctx, id); err != nil || got.Status.State != tasks.StateCompleted {
+			t.Errorf("task %s: %v %v", id, got, err)
+		}
+	}
+}
+
+// Two replicas on one PostgreSQL database and one sandbox start at once
+// while 50 actions look caught mid-promotion (their process died) and one
+// more is being promoted right now by a live replica: each old promotion
+// is undone by exactly one of them, and the live one is left alone.
+func TestReplicasRecoverPromotionsOnce(t *testing.T) {
+	dsn := testdb.Postgres(t)
+	a := newReplica(t, dsn, true)
+	b := newReplicaOn(t, dsn, true, a.sandbox)
+	ctx := context.Background()
+	const n = 50
+	old := time.Now().Add(-time.Hour).UnixMicro()
+	var actions []string
+	for i := range n + 1 {
+		task := a.send(t, a.svc, "", [2]string{"WRITE_FILE", fmt.Sprintf("/sandbox/p%d.txt", i)})
+		acts, err := a.exec.Actions(ctx, task.ID)
+		if err != nil || len(acts) != 1 {
+			t.Fatalf("actions: %v %v", acts, err)
+		}
+		at := old
+		if i == n {
+			at = time.Now().UnixMicro() // the live replica's
+		}
+		if _, err := a.db.W.ExecContext(ctx, `UPDATE executor_actions SET state = 'promoting', updated_at = $1 WHERE action_id = $2`, at, acts[0].ActionID); err != nil {
+			t.Fatal(err)
+		}
+		actions = append(actions, acts[0].ActionID)
+	}
+	cutoff := time.Now().Add(-proposals.InterruptedAfter)
+	var wg sync.WaitGroup
+	var got [2]int
+	for i, r := range []*replica{a, b} {
+		wg.Go(func() {
+			m, err := proposals.RecoverInterrupted(ctx, r.exec, proposals.DBClaims(r.db), cutoff)
+			if err != nil {
+				t.Error(err)
+			}
+			got[i] = m
+		})
+	}
+	wg.Wait()
+	if got[0]+got[1] != n {
+		t.Errorf("recovered %d + %d, want %d in all", got[0], got[1], n)
+	}
+	for i, id := range actions {
+		var state string
+		if err := a.db.R.QueryRowContext(ctx, `SELECT state FROM executor_actions WHERE action_id = $1`, id).Scan(&state); err != nil {
+			t.Fatal(err)
+		}
+		live := i == n
+		if want := map[bool]string{false: "failed", true: "promoting"}[live]; state != want {
+			t.Errorf("action %d: %s, want %s", i, state, want)
+		}
+		if exists(t, a.file(fmt.Sprintf("p%d.txt", i))) != live {
+			t.Errorf("p%d.txt: the recovery undid the live promotion, or left an old one", i)
+		}
+	}
+}
