@@ -99,7 +99,7 @@ func (r decisionRouter) HandleStream(method string, h snap.StreamHandlerFunc) {
 // after it are not carried out (the note says so).
 //
 // A resumed job (the node stopped while it ran) never carries a proposal
-// out twice: one the executor recorded for the task since the job began
+// out twice: one the executor recorded for the task since the task began
 // (the same data) is reported from that record (see executor.Action.Result);
 // one it did not record either never ran or had no effects (a read, a
 // refusal), and runs now.
