@@ -69,7 +69,7 @@ func NewRunner(exec Executor, logger *slog.Logger, pause func(point string)) *Ru
 // after it are not carried out (the note says so).
 //
 // A resumed job (the node stopped while it ran) never carries a proposal
-// out twice: one the executor recorded for the task since the job began
+// out twice: one the executor recorded for the task since the task began
 // (the same data) is reported from that record (see executor.Action.Result);
 // one it did not record either never ran or had no effects (a read, a
 // refusal), and runs now.

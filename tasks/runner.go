@@ -34,7 +34,10 @@ type Job struct {
 	// Resumed is set when a node that stopped mid-run takes the job up
 	// again (Service.Resume): some proposals may have been carried out
 	// since Since, and the Runner must report those from its records
-	// rather than carry them out a second time.
+	// rather than carry them out a second time. Since is when the task
+	// was created: an action held for an operator was recorded when it
+	// was held, and the stop may have come after the operator's approval
+	// carried it out, once the task was working again.
 	Resumed bool
 	Since   time.Time
 }
@@ -120,7 +123,7 @@ func (s *Service) Resume(ctx context.Context, taskID string) (*Task, error) {
 	if s.runner == nil {
 		return t, nil
 	}
-	return s.run(ctx, t, Job{TaskID: t.ID, Requester: t.Owner, Proposals: props, Resumed: true, Since: t.Status.Timestamp})
+	return s.run(ctx, t, Job{TaskID: t.ID, Requester: t.Owner, Proposals: props, Resumed: true, Since: t.CreatedAt})
 }
 
 // Resolve applies a Runner's outcome to a task: its artifacts, then its

@@ -156,9 +156,11 @@ func TestResume(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Resume: %v", err)
 	}
-	if len(r.jobs) != 1 || !r.jobs[0].Resumed || !r.jobs[0].Since.Equal(working.Status.Timestamp) ||
+	// Since is when the task began, not its latest status: an action held
+	// was recorded before the approval that made the task working again.
+	if len(r.jobs) != 1 || !r.jobs[0].Resumed || !r.jobs[0].Since.Equal(working.CreatedAt) ||
 		r.jobs[0].Requester != alice || len(r.jobs[0].Proposals) != 1 {
-		t.Fatalf("jobs: %+v; want one resumed job of alice since %v", r.jobs, working.Status.Timestamp)
+		t.Fatalf("jobs: %+v; want one resumed job of alice since %v", r.jobs, working.CreatedAt)
 	}
 	if got.Status.State != StateCompleted || len(got.Artifacts) != 2 || got.Artifacts[1].ArtifactID != "diff-a1" {
 		t.Fatalf("resumed task: %s, artifacts %+v; want completed with result-a1 and diff-a1 once each", got.Status.State, got.Artifacts)

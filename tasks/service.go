@@ -49,10 +49,12 @@ type ServiceOptions struct {
 	// nil leaves them as they are, submitted.
 	Agent Agent
 	// Accepted, when set, is called when a message/send request (through
-	// the handler Register installs) has created task t, before any work
-	// on it starts, with the request's sender and SNAP id. The node keeps
-	// t there as the request's result until the answer replaces it, so
-	// that a retry of a request whose answer a crash lost gets its task.
+	// the handler Register installs) is about to create task t, before t
+	// is stored, with the request's sender and SNAP id. The node keeps t
+	// there as the request's result until the answer replaces it, so
+	// that a retry of a request whose answer a crash lost gets its task;
+	// a result naming a task that was never stored (the process died in
+	// between) is a request never received.
 	Accepted func(ctx context.Context, from, requestID string, t *Task)
 	// StreamMaxDuration bounds one message/stream or tasks/resubscribe:
 	// then the final response carries the task as it is (a free-text
@@ -336,14 +338,18 @@ func (s *Service) create(ctx context.Context, owner string, req *SendRequest) (*
 		IdempotencyKey: req.IdempotencyKey,
 		CreatedAt:      now,
 	}
+	// The request's result is kept before the task is stored: a stop
+	// between the two leaves a result naming a task that does not exist
+	// (a request never stored), never a stored task that the request's
+	// retry cannot reach.
+	if r, ok := ctx.Value(requestKey{}).(*snap.Verified); ok && s.accepted != nil {
+		s.accepted(ctx, r.From, r.ID, t)
+	}
 	created, err := s.store.Create(ctx, t)
 	if err != nil {
 		return nil, fmt.Errorf("tasks: send message: %w", err)
 	}
 	s.publishStatus(created)
-	if r, ok := ctx.Value(requestKey{}).(*snap.Verified); ok && s.accepted != nil {
-		s.accepted(ctx, r.From, r.ID, created)
-	}
 	return created, nil
 }
 

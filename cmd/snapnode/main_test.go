@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/testutil"
 	"github.com/snapnode/snapnode/snap"
 )
 
@@ -523,7 +524,7 @@ func TestBinary(t *testing.T) {
 		t.Skip("builds the binary")
 	}
 	dir := t.TempDir()
-	bin := buildBinary(t, dir)
+	bin := testutil.Binary(t)
 	runBin := func(stdin string, args ...string) result {
 		cmd := exec.Command(bin, args...)
 		cmd.Env = append(os.Environ(), identity.EnvKey+"=")
@@ -572,14 +573,4 @@ func TestBinary(t *testing.T) {
 	if r := runBin(""); r.code != 2 || !strings.Contains(r.stderr, "commands:") {
 		t.Errorf("no arguments: %s", r)
 	}
-}
-
-// buildBinary builds this command into dir and returns its path.
-func buildBinary(t *testing.T, dir string) string {
-	t.Helper()
-	bin := filepath.Join(dir, "snapnode")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
 }

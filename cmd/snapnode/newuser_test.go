@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/snapnode/snapnode/internal/testutil"
 )
 
 // TestNewUser is the README's promise tried as a new user would: `snapnode
@@ -23,7 +25,7 @@ func TestNewUser(t *testing.T) {
 		t.Skip("builds the binary and runs a node")
 	}
 	dir := t.TempDir()
-	bin := buildBinary(t, dir)
+	bin := testutil.Binary(t)
 	home := filepath.Join(dir, "home")
 	env := append(os.Environ(), "SNAPNODE_KEY=", "XDG_CONFIG_HOME="+filepath.Join(home, ".config"), "HOME="+home)
 

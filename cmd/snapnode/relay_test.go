@@ -13,6 +13,7 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 
+	"github.com/snapnode/snapnode/internal/testutil"
 	"github.com/snapnode/snapnode/relay"
 )
 
@@ -23,7 +24,7 @@ func TestRelayCommand(t *testing.T) {
 		t.Skip("builds the binary")
 	}
 	dir := t.TempDir()
-	bin := buildBinary(t, dir)
+	bin := testutil.Binary(t)
 	cmd := exec.Command(bin, "relay", "--listen", "127.0.0.1:0", "--db", filepath.Join(dir, "relay.db"))
 	stdout, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/testutil"
 )
 
 // readOnlyPolicy lets peers read the workspace and nothing else.
@@ -27,9 +27,9 @@ permit (
 );
 `
 
-// daemon is a `snapnode run` child process.
+// daemon is a `snapnode run` child process whose log the test reads.
 type daemon struct {
-	cmd  *exec.Cmd
+	*testutil.Daemon
 	http string // base URL of its HTTP transport
 	addr string
 	logs chan string // its log lines, in order
@@ -37,37 +37,19 @@ type daemon struct {
 	all  bytes.Buffer // every log line, for failure messages
 }
 
-// startDaemon builds and starts the binary with args; it returns once the
-// node printed its ready line.
+// startDaemon starts the binary on the data folder dir/data with args, at
+// log level info; it returns once the node printed its ready line.
 func startDaemon(t *testing.T, dir string, args ...string) *daemon {
 	t.Helper()
-	bin := buildBinary(t, dir)
-	d := &daemon{cmd: exec.Command(bin, append([]string{"run"}, args...)...), logs: make(chan string, 1024)}
-	d.cmd.Dir, d.cmd.Env = dir, append(os.Environ(), identity.EnvKey+"=")
-	stdout, err := d.cmd.StdoutPipe()
+	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	stderr, err := d.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	t.Cleanup(func() {
-		d.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(20 * time.Second):
-			d.cmd.Process.Kill()
-			<-exited
-		}
-	})
+	d := &daemon{logs: make(chan string, 1024)}
 	go func() {
+		defer r.Close()
 		defer close(d.logs)
-		sc := bufio.NewScanner(stderr)
+		sc := bufio.NewScanner(r)
 		for sc.Scan() {
 			d.mu.Lock()
 			d.all.WriteString(sc.Text() + "\n")
@@ -78,29 +60,10 @@ func startDaemon(t *testing.T, dir string, args ...string) *daemon {
 			}
 		}
 	}()
-	ready := make(chan string, 1)
-	go func() {
-		defer close(exited)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if l := sc.Text(); strings.HasPrefix(l, "snapnode ready ") {
-				ready <- l
-			}
-		}
-		d.cmd.Wait()
-	}()
-	select {
-	case l := <-ready:
-		m := regexp.MustCompile(`address=(\S+) .* http=(\S+)/snap`).FindStringSubmatch(l)
-		if m == nil {
-			t.Fatalf("ready line %q", l)
-		}
-		d.addr, d.http = m[1], m[2]
-	case <-exited:
-		t.Fatalf("the node exited:\n%s", d.log())
-	case <-time.After(60 * time.Second):
-		t.Fatalf("no ready line:\n%s", d.log())
-	}
+	d.Daemon = testutil.StartDaemon(t, testutil.DaemonOptions{DataDir: filepath.Join(dir, "data"),
+		Args: append(args, "--log-level", "info"), Env: []string{identity.EnvKey + "="}, Stderr: w})
+	w.Close() // the node holds its own: the log ends when the node does
+	d.addr, d.http = d.Address, strings.TrimSuffix(d.HTTPURL, "/snap")
 	return d
 }
 
@@ -117,7 +80,7 @@ func (d *daemon) hup(t *testing.T, want string) string {
 	for len(d.logs) > 0 { // what came before is not this reload's
 		<-d.logs
 	}
-	if err := d.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+	if err := d.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
 	timeout := time.After(30 * time.Second)

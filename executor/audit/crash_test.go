@@ -3,19 +3,16 @@ package audit
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/snapnode/snapnode/internal/sqldb"
 	"github.com/snapnode/snapnode/internal/testdb"
+	"github.com/snapnode/snapnode/internal/testutil"
 )
 
 // crashEnv makes the test binary the appender of TestCrashSIGKILL: it
@@ -72,29 +69,10 @@ func TestCrashSIGKILL(t *testing.T) {
 		t.Skip("starts a writer process")
 	}
 	testdb.Each(t, func(t *testing.T, dsn string) {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashWriter$", "-test.count=1")
-		cmd.Env = append(os.Environ(), crashEnv+"="+dsn)
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		killed := false
-		defer func() {
-			if !killed {
-				_ = cmd.Process.Kill()
-				_ = cmd.Wait()
-			}
-		}()
+		child := testutil.StartChild(t, "TestCrashWriter", crashEnv+"="+dsn)
 		const killAfter = 600
 		acked := map[int64]string{}
-		timeout := time.AfterFunc(2*time.Minute, func() { _ = cmd.Process.Kill() })
-		defer timeout.Stop()
-		sc := bufio.NewScanner(stdout)
+		sc := bufio.NewScanner(child.Lines)
 		for sc.Scan() {
 			f := strings.Fields(sc.Text())
 			if len(f) != 3 || f[0] != "ack" {
@@ -106,19 +84,12 @@ func TestCrashSIGKILL(t *testing.T) {
 			}
 			acked[seq] = f[2]
 			if len(acked) == killAfter {
-				if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-					t.Fatal(err)
-				}
+				child.Kill(t)
 			}
 		}
-		err = cmd.Wait()
-		killed = true
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-			t.Fatalf("writer ended with %v, not SIGKILL; stderr:\n%s", err, stderr.String())
-		}
+		child.WaitKilled(t)
 		if len(acked) < killAfter {
-			t.Fatalf("writer acknowledged %d appends; stderr:\n%s", len(acked), stderr.String())
+			t.Fatalf("writer acknowledged %d appends", len(acked))
 		}
 
 		ctx := context.Background()

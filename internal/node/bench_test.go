@@ -1,7 +1,6 @@
 package node_test
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -11,8 +10,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,6 +22,7 @@ import (
 
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/testdb"
+	"github.com/snapnode/snapnode/internal/testutil"
 	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/snaphttp"
@@ -57,34 +55,11 @@ func startNodeProcessLogging(tb testing.TB, dataDir string, stderr io.Writer, ar
 // through via (such as prlimit and its options), when not empty.
 func startNodeProcessVia(tb testing.TB, dataDir string, stderr io.Writer, via []string, args ...string) *nodeProcess {
 	tb.Helper()
-	if dataDir == "" {
-		dataDir = filepath.Join(tb.TempDir(), "data")
-	}
-	bin := filepath.Join(tb.TempDir(), "snapnode")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/snapnode/snapnode/cmd/snapnode").CombinedOutput(); err != nil {
-		tb.Fatalf("build: %v\n%s", err, out)
-	}
-	args = append([]string{"run", "--data-dir", dataDir, "--relay-listen", "127.0.0.1:0", "--log-level", "warn"}, args...)
 	if prof := os.Getenv("SNAPNODE_BENCH_CPUPROFILE"); prof != "" {
 		args = append(args, "--cpuprofile", prof)
 	}
-	argv := append(append(slices.Clone(via), bin), args...)
-	cmd := exec.Command(argv[0], argv[1:]...)
-	stdout, _ := cmd.StdoutPipe()
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() })
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		tb.Fatalf("no ready line: %v", err)
-	}
-	m := regexp.MustCompile(`address=(\S+) nostr=(\S+) relay=(\S+)(?: http=(\S+))?`).FindStringSubmatch(line)
-	if m == nil {
-		tb.Fatalf("ready line: %q", line)
-	}
-	return &nodeProcess{cmd: cmd, addr: m[1], pub: m[2], ws: m[3], http: m[4]}
+	d := testutil.StartDaemon(tb, testutil.DaemonOptions{DataDir: dataDir, Args: args, Stderr: stderr, Via: via})
+	return &nodeProcess{cmd: d.Cmd, addr: d.Address, pub: d.NostrPub, ws: d.RelayURL, http: d.HTTPURL}
 }
 
 // cpu returns the process's user+system CPU time from /proc.

@@ -1,7 +1,6 @@
 package node_test
 
 import (
-	"bufio"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -9,10 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,6 +19,7 @@ import (
 	"github.com/snapnode/snapnode/internal/node"
 	"github.com/snapnode/snapnode/internal/sqldb"
 	"github.com/snapnode/snapnode/internal/testdb"
+	"github.com/snapnode/snapnode/internal/testutil"
 	"github.com/snapnode/snapnode/snap"
 )
 
@@ -67,10 +65,9 @@ func TestInterruptedNodeChild(t *testing.T) {
 
 // childNode is a node in a child process.
 type childNode struct {
-	cmd   *exec.Cmd
-	lines *bufio.Reader
-	addr  string
-	url   string
+	*testutil.Child
+	addr string
+	url  string
 }
 
 // startChildNode starts TestInterruptedNodeChild on dataDir, pausing at
@@ -84,19 +81,8 @@ func startChildNode(t *testing.T, dataDir, pause string) *childNode {
 // SQLite in dataDir).
 func startChildNodeOn(t *testing.T, dataDir, dsn, pause string) *childNode {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestInterruptedNodeChild$", "-test.timeout=10m")
-	cmd.Env = append(os.Environ(), childDataEnv+"="+dataDir, childPauseEnv+"="+pause, childDBEnv+"="+dsn)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGKILL); cmd.Wait() })
-	c := &childNode{cmd: cmd, lines: bufio.NewReader(out)}
-	line, err := c.lines.ReadString('\n')
+	c := &childNode{Child: testutil.StartChild(t, "TestInterruptedNodeChild", childDataEnv+"="+dataDir, childPauseEnv+"="+pause, childDBEnv+"="+dsn)}
+	line, err := c.Lines.ReadString('\n')
 	m := regexp.MustCompile(`^ready address=(\S+) http=(\S+)`).FindStringSubmatch(line)
 	if err != nil || m == nil {
 		t.Fatalf("child node: no ready line: %q, %v", line, err)
@@ -112,9 +98,9 @@ func (c *childNode) kill(t *testing.T, point string, sent <-chan error) {
 	t.Helper()
 	paused := make(chan string, 1)
 	go func() {
-		line, _ := c.lines.ReadString('\n')
+		line, _ := c.Lines.ReadString('\n')
 		paused <- line
-		io.Copy(io.Discard, c.lines)
+		io.Copy(io.Discard, c.Lines)
 	}()
 	select {
 	case line := <-paused:
@@ -126,8 +112,8 @@ func (c *childNode) kill(t *testing.T, point string, sent <-chan error) {
 	case <-time.After(time.Minute):
 		t.Fatalf("the node did not pause at %s", point)
 	}
-	c.cmd.Process.Signal(syscall.SIGKILL)
-	c.cmd.Wait()
+	c.Kill(t)
+	c.WaitKilled(t)
 }
 
 // A node is killed with SIGKILL in the middle of a WRITE_FILE proposal's

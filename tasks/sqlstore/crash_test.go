@@ -3,18 +3,16 @@ package sqlstore
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/snapnode/snapnode/internal/testutil"
 	"github.com/snapnode/snapnode/tasks"
 )
 
@@ -114,32 +112,13 @@ func TestCrashSIGKILL(t *testing.T) {
 		t.Skip("starts a writer process")
 	}
 	path := filepath.Join(t.TempDir(), "crash.db")
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashWriter$", "-test.count=1")
-	cmd.Env = append(os.Environ(), crashEnv+"="+path)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	killed := false
-	defer func() {
-		if !killed {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	}()
+	child := testutil.StartChild(t, "TestCrashWriter", crashEnv+"="+path)
 
 	// Kill once enough writes returned, whatever is in flight.
 	const killAfter = 600
 	acked := map[string]int{} // id → highest version the writer saw
 	replayed := map[string]bool{}
-	timeout := time.AfterFunc(2*time.Minute, func() { _ = cmd.Process.Kill() })
-	defer timeout.Stop()
-	sc := bufio.NewScanner(stdout)
+	sc := bufio.NewScanner(child.Lines)
 	n := 0
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
@@ -156,19 +135,12 @@ func TestCrashSIGKILL(t *testing.T) {
 			continue
 		}
 		if n++; n == killAfter {
-			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-				t.Fatal(err)
-			}
+			child.Kill(t)
 		}
 	}
-	err = cmd.Wait()
-	killed = true
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-		t.Fatalf("writer ended with %v, not SIGKILL; stderr:\n%s", err, stderr.String())
-	}
+	child.WaitKilled(t)
 	if n < killAfter {
-		t.Fatalf("writer acknowledged %d writes before dying; stderr:\n%s", n, stderr.String())
+		t.Fatalf("writer acknowledged %d writes before dying", n)
 	}
 	if fi, err := os.Stat(path + "-wal"); err != nil || fi.Size() == 0 {
 		t.Logf("no WAL left behind (%v)", err)
