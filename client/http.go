@@ -108,9 +108,7 @@ func NewHTTP(cfg HTTPConfig) *HTTP {
 	if cfg.MaxMessage <= 0 {
 		cfg.MaxMessage = snap.MaxMessageSize
 	}
-	r := newRequester(cfg.Key, cfg.Now, cfg.MaxDrift)
-	cfg.Now = r.now
-	return &HTTP{requester: r, cfg: cfg}
+	return &HTTP{requester: newRequester(cfg.Key, cfg.Now, cfg.MaxDrift), cfg: cfg}
 }
 
 // To returns the Transport to the agent address served at endpoint, its
