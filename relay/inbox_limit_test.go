@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snapnode/snapnode/client"
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/ratelimit"
 	"github.com/snapnode/snapnode/internal/testclock"
@@ -21,9 +22,9 @@ func TestInboxKeyLimiter(t *testing.T) {
 	n := newStreamNet(t, countRouter(nil), 4, func(c *relay.InboxConfig) { c.KeyLimiter = lim })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	get := func(c *relay.Client) map[string]any {
+	get := func(c *client.Nostr) map[string]any {
 		t.Helper()
-		r, err := c.Request(ctx, n.target, relay.Request{Method: "tasks/get", Payload: []byte(`{"taskId":"t"}`)})
+		r, err := c.Request(ctx, n.target, client.NostrRequest{Method: "tasks/get", Payload: []byte(`{"taskId":"t"}`)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -44,7 +45,7 @@ func TestInboxKeyLimiter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	oc := relay.NewClient(relay.ClientConfig{Key: other, Transport: n.pool, Logger: quiet()})
+	oc := client.NewNostr(client.NostrConfig{Key: other, Relays: n.pool, Logger: quiet()})
 	if p := get(oc); p["error"] != nil {
 		t.Fatalf("another key: %v", p)
 	}
@@ -67,8 +68,8 @@ func TestInboxQueueIsFairToOtherKeys(t *testing.T) {
 		err error
 	}
 	flood := make(chan answer, 16)
-	send := func(c *relay.Client, method string, out chan<- answer) {
-		r, err := c.Request(ctx, n.target, relay.Request{Method: method, Payload: []byte(`{"taskId":"t"}`)})
+	send := func(c *client.Nostr, method string, out chan<- answer) {
+		r, err := c.Request(ctx, n.target, client.NostrRequest{Method: method, Payload: []byte(`{"taskId":"t"}`)})
 		if err != nil {
 			out <- answer{err: err}
 			return
@@ -97,7 +98,7 @@ func TestInboxQueueIsFairToOtherKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	valid := make(chan answer, 1)
-	go send(relay.NewClient(relay.ClientConfig{Key: other, Transport: n.pool, Logger: quiet()}), "tasks/get", valid)
+	go send(client.NewNostr(client.NostrConfig{Key: other, Relays: n.pool, Logger: quiet()}), "tasks/get", valid)
 	if a := <-flood; !busy(a) { // the flooder's newest, pushed out
 		t.Fatalf("the flooder's pushed-out request: %v %v, want 5003", a.p, a.err)
 	}

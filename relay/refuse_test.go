@@ -11,6 +11,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/nbd-wtf/go-nostr/nip44"
 
+	"github.com/snapnode/snapnode/client"
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/testclock"
 	"github.com/snapnode/snapnode/relay"
@@ -30,7 +31,7 @@ func TestInboxRefusalsUnderAFlood(t *testing.T) {
 	defer cancel()
 	held := make(chan error, 1)
 	go func() {
-		_, err := n.client.Request(ctx, n.target, relay.Request{Method: "test/hold", Payload: []byte(`{}`)})
+		_, err := n.client.Request(ctx, n.target, client.NostrRequest{Method: "test/hold", Payload: []byte(`{}`)})
 		held <- err
 	}()
 	<-entered // the one worker is held
@@ -64,17 +65,17 @@ func TestInboxRefusalsUnderAFlood(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vc := relay.NewClient(relay.ClientConfig{Key: valid, Transport: n.pool, Logger: quiet()})
+	vc := client.NewNostr(client.NostrConfig{Key: valid, Relays: n.pool, Logger: quiet()})
 	// The valid peer asks during the flood: refused at once (5003) when the
 	// queue is full, or queued behind the held worker and answered once it
 	// is free; either way answered, never left to its time-out.
 	type answer struct {
-		resp *relay.Response
+		resp *client.NostrResponse
 		err  error
 	}
 	asked := make(chan answer, 1)
 	go func() {
-		resp, err := vc.Request(ctx, n.target, relay.Request{Method: "tasks/get", Payload: []byte(`{"taskId":"t"}`)})
+		resp, err := vc.Request(ctx, n.target, client.NostrRequest{Method: "tasks/get", Payload: []byte(`{"taskId":"t"}`)})
 		asked <- answer{resp, err}
 	}()
 	flood.Wait()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 
+	"github.com/snapnode/snapnode/client"
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/testclock"
 	"github.com/snapnode/snapnode/relay"
@@ -24,8 +25,8 @@ import (
 // through an Inbox, and a requester's client, each with its own pool.
 type streamNet struct {
 	agent     *identity.Key
-	target    relay.Target
-	client    *relay.Client
+	target    client.Target
+	client    *client.Nostr
 	requester *identity.Key
 	pool      *relay.Pool // the requester's
 	stop      context.CancelFunc
@@ -84,8 +85,8 @@ func newStreamNet(t *testing.T, router *snap.Router, streams int, opts ...func(*
 		t.Fatalf("inbox: %v", err)
 	}
 	n.pool = pool()
-	n.client = relay.NewClient(relay.ClientConfig{Key: n.requester, Transport: n.pool, Logger: quiet()})
-	n.target = relay.Target{Address: self, PubKey: n.agent.NostrPublicKey()}
+	n.client = client.NewNostr(client.NostrConfig{Key: n.requester, Relays: n.pool, Logger: quiet()})
+	n.target = client.Target{Address: self, PubKey: n.agent.NostrPublicKey()}
 	return n
 }
 
@@ -117,7 +118,7 @@ func countRouter(release <-chan struct{}) *snap.Router {
 	return r
 }
 
-func payload(t *testing.T, r *relay.Response) map[string]any {
+func payload(t *testing.T, r *client.NostrResponse) map[string]any {
 	t.Helper()
 	var p map[string]any
 	if err := json.Unmarshal(r.Payload, &p); err != nil {
@@ -134,9 +135,9 @@ func TestInboxStreamsEvents(t *testing.T) {
 		t.Run(fmt.Sprint("persist=", persist), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 			defer cancel()
-			var events []*relay.Response
-			final, err := n.client.RequestStream(ctx, n.target, relay.Request{Method: "message/stream", Payload: []byte(`{}`), Persist: persist},
-				func(ev *relay.Response) error { events = append(events, ev); return nil })
+			var events []*client.NostrResponse
+			final, err := n.client.RequestStream(ctx, n.target, client.NostrRequest{Method: "message/stream", Payload: []byte(`{}`), Persist: persist},
+				func(ev *client.NostrResponse) error { events = append(events, ev); return nil })
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -196,7 +197,7 @@ func TestInboxStreamToResponseOnlyClient(t *testing.T) {
 	n := newStreamNet(t, countRouter(nil), 4)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	resp, err := n.client.Request(ctx, n.target, relay.Request{Method: "message/stream", Payload: []byte(`{}`)})
+	resp, err := n.client.Request(ctx, n.target, client.NostrRequest{Method: "message/stream", Payload: []byte(`{}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,16 +217,16 @@ func TestInboxStreamLimitsAndShutdown(t *testing.T) {
 	defer cancel()
 
 	type result struct {
-		events []*relay.Response
-		final  *relay.Response
+		events []*client.NostrResponse
+		final  *client.NostrResponse
 		err    error
 	}
 	first := make(chan struct{})
 	long := make(chan result, 1)
 	go func() {
 		var r result
-		r.final, r.err = n.client.RequestStream(ctx, n.target, relay.Request{Method: "tasks/resubscribe", Payload: []byte(`{}`)},
-			func(ev *relay.Response) error {
+		r.final, r.err = n.client.RequestStream(ctx, n.target, client.NostrRequest{Method: "tasks/resubscribe", Payload: []byte(`{}`)},
+			func(ev *client.NostrResponse) error {
 				r.events = append(r.events, ev)
 				close(first)
 				return nil
@@ -238,8 +239,8 @@ func TestInboxStreamLimitsAndShutdown(t *testing.T) {
 		t.Fatalf("the long stream ended early: %v", r.err)
 	}
 
-	refused, err := n.client.RequestStream(ctx, n.target, relay.Request{Method: "message/stream", Payload: []byte(`{}`)},
-		func(*relay.Response) error { return errors.New("an event of a refused stream") })
+	refused, err := n.client.RequestStream(ctx, n.target, client.NostrRequest{Method: "message/stream", Payload: []byte(`{}`)},
+		func(*client.NostrResponse) error { return errors.New("an event of a refused stream") })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +250,7 @@ func TestInboxStreamLimitsAndShutdown(t *testing.T) {
 	}
 	// Two workers, both free: plain requests are answered meanwhile.
 	for i := range 3 {
-		resp, err := n.client.Request(ctx, n.target, relay.Request{Method: "tasks/get", Payload: []byte(`{"taskId":"t"}`)})
+		resp, err := n.client.Request(ctx, n.target, client.NostrRequest{Method: "tasks/get", Payload: []byte(`{"taskId":"t"}`)})
 		if err != nil || payload(t, resp)["task"] == nil {
 			t.Fatalf("tasks/get %d during a stream: %v", i, err)
 		}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snapnode/snapnode/client"
 	"github.com/snapnode/snapnode/internal/testclock"
 	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/snaphttp"
@@ -142,7 +143,7 @@ func TestDiscoverRefuses(t *testing.T) {
 		{"not a card", 200, []byte(`{"card":{}}`), snap.CodeAgentCardInvalid},
 		{"404", 404, []byte(`{}`), nil},
 	}
-	client := snaphttp.NewClient(snaphttp.ClientConfig{})
+	cl := client.NewHTTP(client.HTTPConfig{})
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -154,8 +155,8 @@ func TestDiscoverRefuses(t *testing.T) {
 				w.Write(tc.body)
 			}))
 			defer ts.Close()
-			card, _, err := client.Discover(context.Background(), ts.URL)
-			var se *snaphttp.StatusError
+			card, _, err := cl.Discover(context.Background(), ts.URL)
+			var se *client.StatusError
 			switch {
 			case tc.status != 200:
 				if !errors.As(err, &se) || se.StatusCode != tc.status {

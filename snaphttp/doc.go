@@ -1,7 +1,7 @@
 // Package snaphttp carries SNAP over HTTP, server-sent events and
 // WebSocket, as SDK peers speak them (SPEC-NOTES 1.13–1.15, 1.17, 4.3): a
-// server in front of a Responder (*snap.Server), and a client that
-// verifies everything it receives.
+// server in front of a Responder (*snap.Server). The requester's side, a
+// client that verifies everything it receives, is package client.
 //
 // Serving:
 //
@@ -39,12 +39,4 @@
 //     MaxTCPConnsPerPeer): over a cap the longest-idle connection is
 //     closed to make room, or the new one is answered 503 or 429 and
 //     closed.
-//
-// Requesting:
-//
-//	c := snaphttp.NewClient(snaphttp.ClientConfig{Key: key})
-//	card, _, err := c.Discover(ctx, "https://agent.example")
-//	resp, err := c.Send(ctx, card.Endpoints[0].URL, &snap.Message{
-//		To: card.Identity, Method: "message/send", Payload: payload})
-//	final, err := c.Stream(ctx, url, req, func(ev *snap.Message) error { … })
 package snaphttp

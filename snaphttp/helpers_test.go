@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snapnode/snapnode/client"
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/snaphttp"
@@ -103,7 +104,7 @@ type env struct {
 	snap   *snap.Server
 	base   string // http://127.0.0.1:port
 	ws     string // ws://127.0.0.1:port/snap
-	client *snaphttp.Client
+	client *client.HTTP
 	stop   func() error
 }
 
@@ -147,7 +148,7 @@ func start(t testing.TB, h *hooks, mutate func(*snaphttp.Config), wrap ...func(n
 	base := "http://" + ln.Addr().String()
 	return &env{
 		srv: srv, snap: s, base: base, ws: "ws://" + ln.Addr().String() + "/snap",
-		client: snaphttp.NewClient(snaphttp.ClientConfig{Key: clientKey}),
+		client: client.NewHTTP(client.HTTPConfig{Key: clientKey}),
 		stop:   stop,
 	}
 }
@@ -193,7 +194,7 @@ func verify(t testing.TB, b []byte) *snap.Verified {
 
 // errCode returns payload.error.code, or 0.
 func errCode(payload []byte) snap.Code {
-	if e := snaphttp.ResponseError(payload); e != nil {
+	if e := snap.ResponseError(payload); e != nil {
 		return e.Code
 	}
 	return 0

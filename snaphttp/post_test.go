@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/snapnode/snapnode/client"
 	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/snaphttp"
 )
@@ -211,7 +212,7 @@ func TestRateLimit429BeforeBody(t *testing.T) {
 	}
 	// The client sees it as a StatusError with the delay.
 	_, err = e.client.Send(context.Background(), e.base+"/snap", request(t, "message/send", sendPayload))
-	var se *snaphttp.StatusError
+	var se *client.StatusError
 	if !errors.As(err, &se) || se.StatusCode != 429 || se.RetryAfter < time.Second {
 		t.Errorf("client error %v", err)
 	}

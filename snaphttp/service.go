@@ -1,14 +1,9 @@
 package snaphttp
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
-	"fmt"
 	"net/http"
 	"strconv"
 
-	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/snap"
 )
 
@@ -45,7 +40,7 @@ func serviceStatus(code int) int {
 // error says when to come back.
 func writeServiceReply(w http.ResponseWriter, resp *snap.Message) {
 	status, h := http.StatusOK, w.Header()
-	if e := ResponseError(resp.Payload); e != nil {
+	if e := snap.ResponseError(resp.Payload); e != nil {
 		status = serviceStatus(int(e.Code))
 		if after, ok := e.Data["retryAfter"].(float64); ok && after > 0 {
 			h.Set("Retry-After", strconv.Itoa(int(after)))
@@ -55,51 +50,4 @@ func writeServiceReply(w http.ResponseWriter, resp *snap.Message) {
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	w.Write(resp.Payload)
-}
-
-// Call calls the service name with args (marshalled to a JSON object; nil
-// leaves the arguments out) at url, the service's /snap endpoint, and
-// returns its reply object. to names the service's identity, or is empty
-// to leave to out, as agent-to-service calls may. The request is signed
-// with the client's key. The reply is the service's own and is not
-// signed: only the transport (HTTPS) vouches for it. A refusal is a
-// *StatusError whose Err is the SNAP error the service gave.
-func (c *Client) Call(ctx context.Context, url, to, name string, args any) (json.RawMessage, error) {
-	payload := map[string]any{"name": name}
-	if args != nil {
-		payload["arguments"] = args
-	}
-	body, err := json.Marshal(payload)
-	if err != nil {
-		return nil, fmt.Errorf("snaphttp: service arguments: %w", err)
-	}
-	network := identity.Mainnet
-	if to != "" {
-		addr, err := identity.ParseAddress(to)
-		if err != nil {
-			return nil, fmt.Errorf("snaphttp: to: %w", err)
-		}
-		network = addr.Network
-	}
-	req := &snap.Message{Method: snap.MethodServiceCall, To: to, Payload: body}
-	if err := c.sign(req, network); err != nil {
-		return nil, err
-	}
-	raw, err := req.MarshalJSON()
-	if err != nil {
-		return nil, err
-	}
-	resp, err := c.post(ctx, url, &exchange{c: c, req: req, body: raw}, "")
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	reply, err := c.readAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if !json.Valid(reply) || !bytes.HasPrefix(bytes.TrimSpace(reply), []byte("{")) {
-		return nil, fmt.Errorf("%w: the service's reply is not a JSON object", ErrInvalidResponse)
-	}
-	return json.RawMessage(reply), nil
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snapnode/snapnode/client"
 	"github.com/snapnode/snapnode/internal/ratelimit"
 	"github.com/snapnode/snapnode/service"
 	"github.com/snapnode/snapnode/snap"
@@ -64,10 +65,10 @@ func TestServiceCallOverHTTP(t *testing.T) {
 		}
 	}
 
-	stranger := snaphttp.NewClient(snaphttp.ClientConfig{Key: otherKey})
+	stranger := client.NewHTTP(client.HTTPConfig{Key: otherKey})
 	refusals := []struct {
 		name   string
-		client *snaphttp.Client
+		client *client.HTTP
 		svc    string
 		args   any
 		status int
@@ -80,7 +81,7 @@ func TestServiceCallOverHTTP(t *testing.T) {
 	}
 	for _, tc := range refusals {
 		_, err := tc.client.Call(ctx, endpoint, "", tc.svc, tc.args)
-		var se *snaphttp.StatusError
+		var se *client.StatusError
 		if !errors.As(err, &se) || se.StatusCode != tc.status || se.Err == nil || se.Err.Code != tc.code {
 			t.Errorf("%s: %v, want HTTP %d with SNAP %d", tc.name, err, tc.status, tc.code)
 		}
@@ -109,7 +110,7 @@ func TestServiceCallRateLimited(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := e.client.Call(context.Background(), endpoint, "", "echo", nil)
-	var se *snaphttp.StatusError
+	var se *client.StatusError
 	if !errors.As(err, &se) || se.StatusCode != http.StatusTooManyRequests || se.RetryAfter < time.Second || !errors.Is(err, se.Err) || se.Err.Code != snap.CodeRateLimitExceeded {
 		t.Errorf("over the allowance: %v", err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/snapnode/snapnode/client"
 	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/snaphttp"
 )
@@ -84,16 +85,16 @@ func TestStalledReaderDoesNotDelayOthers(t *testing.T) {
 		c.WriteMessage(websocket.TextMessage, req)
 		return c.NetConn()
 	}
-	type fastStream func(c *snaphttp.Client, e *env, req *snap.Message, fn func(*snap.Message) error) (*snap.Message, error)
+	type fastStream func(c *client.HTTP, e *env, req *snap.Message, fn func(*snap.Message) error) (*snap.Message, error)
 	cases := []struct {
 		name  string
 		stall stalledPeer
 		fast  fastStream
 	}{
-		{"SSE", stallSSE, func(c *snaphttp.Client, e *env, req *snap.Message, fn func(*snap.Message) error) (*snap.Message, error) {
+		{"SSE", stallSSE, func(c *client.HTTP, e *env, req *snap.Message, fn func(*snap.Message) error) (*snap.Message, error) {
 			return c.Stream(context.Background(), e.base+"/snap", req, fn)
 		}},
-		{"WebSocket", stallWS, func(c *snaphttp.Client, e *env, req *snap.Message, fn func(*snap.Message) error) (*snap.Message, error) {
+		{"WebSocket", stallWS, func(c *client.HTTP, e *env, req *snap.Message, fn func(*snap.Message) error) (*snap.Message, error) {
 			return c.StreamWS(context.Background(), e.ws, req, fn)
 		}},
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/snapnode/snapnode/client"
 	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/snaphttp"
 )
@@ -184,7 +185,7 @@ func TestWebSocketPerPeerCap(t *testing.T) {
 		t.Fatalf("third connection: %v %v", err, resp)
 	}
 	_, err = e.client.SendWS(context.Background(), e.ws, request(t, "message/send", sendPayload))
-	var se *snaphttp.StatusError
+	var se *client.StatusError
 	if !errors.As(err, &se) || se.StatusCode != 429 {
 		t.Errorf("client over the cap: %v", err)
 	}

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/snapnode/snapnode/executor/audit"
-	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/admin"
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/node"
@@ -190,7 +189,7 @@ func (c *cli) audit(args []string) int {
 		}
 		return c.auditReport(audit.VerifyJSONL(r))
 	}
-	log, closeLog, code, ok := c.openAudit(ctx, fs, &cfg)
+	log, closeLog, code, ok := c.openAudit(fs, &cfg)
 	if !ok {
 		return code
 	}
@@ -204,32 +203,9 @@ func (c *cli) audit(args []string) int {
 	return c.auditReport(log.Verify(ctx))
 }
 
-// openAudit opens the audit log of the node's database (openNodeDB).
-func (c *cli) openAudit(ctx context.Context, fs *flag.FlagSet, cfg *config.Config) (*audit.Log, func(), int, bool) {
-	db, code, ok := c.openNodeDB(fs, cfg, "audit log")
-	if !ok {
-		return nil, nil, code, false
-	}
-	opts := audit.Options{}
-	key, err := node.ExistingKey(*cfg)
-	switch {
-	case err != nil:
-		db.Close()
-		return nil, nil, c.ioError(fs.Name(), err), false
-	case key != nil:
-		network := identity.Mainnet
-		if cfg.Testnet {
-			network = identity.Testnet
-		}
-		// Only checkpoints signed by the node's key are accepted.
-		opts = node.AuditOptions(*cfg, key, network)
-	}
-	log, err := audit.New(ctx, db, opts)
-	if err != nil {
-		db.Close()
-		return nil, nil, c.ioError(fs.Name(), err), false
-	}
-	return log, func() { log.Close(); db.Close() }, 0, true
+// openAudit opens the audit log of the node's database (openStore).
+func (c *cli) openAudit(fs *flag.FlagSet, cfg *config.Config) (*audit.Log, func(), int, bool) {
+	return openStore(c, fs, cfg, "audit log", (*node.Stores).Audit)
 }
 
 // auditReport prints the outcome of a verification: exit 0 when the chain

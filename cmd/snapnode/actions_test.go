@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/snapnode/snapnode/client"
 	"github.com/snapnode/snapnode/executor/audit"
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/config"
@@ -42,7 +43,7 @@ func TestActionCommands(t *testing.T) {
 	pool := relay.NewPool(relay.PoolConfig{URLs: n.RelayURLs(), Logger: slog.New(slog.DiscardHandler)})
 	pool.Start(pctx)
 	t.Cleanup(func() { pcancel(); pool.Close() })
-	client := relay.NewClient(relay.ClientConfig{Key: k, Transport: pool})
+	cl := client.NewNostr(client.NostrConfig{Key: k, Relays: pool})
 	type task struct {
 		ID     string `json:"id"`
 		Status struct {
@@ -60,8 +61,8 @@ func TestActionCommands(t *testing.T) {
 				"reasoning": "test", "action": action, "args": args}}}}})
 		rctx, rcancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer rcancel()
-		resp, err := client.Request(rctx, relay.Target{Address: n.Address(), PubKey: n.NostrPublicKey()},
-			relay.Request{Method: "message/send", Payload: body})
+		resp, err := cl.Request(rctx, client.Target{Address: n.Address(), PubKey: n.NostrPublicKey()},
+			client.NostrRequest{Method: "message/send", Payload: body})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/snapnode/snapnode/client"
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/backup"
 	"github.com/snapnode/snapnode/internal/config"
@@ -26,8 +27,8 @@ import (
 
 // backupPeer is a requester of a test node over its embedded relay.
 type backupPeer struct {
-	client *relay.Client
-	target relay.Target
+	client *client.Nostr
+	target client.Target
 }
 
 func newBackupPeer(t *testing.T, k *identity.Key, n *node.Node) *backupPeer {
@@ -35,8 +36,8 @@ func newBackupPeer(t *testing.T, k *identity.Key, n *node.Node) *backupPeer {
 	pool := relay.NewPool(relay.PoolConfig{URLs: n.RelayURLs(), Logger: slog.New(slog.DiscardHandler)})
 	pool.Start(ctx)
 	t.Cleanup(func() { cancel(); pool.Close() })
-	return &backupPeer{relay.NewClient(relay.ClientConfig{Key: k, Transport: pool}),
-		relay.Target{Address: n.Address(), PubKey: n.NostrPublicKey()}}
+	return &backupPeer{client.NewNostr(client.NostrConfig{Key: k, Relays: pool}),
+		client.Target{Address: n.Address(), PubKey: n.NostrPublicKey()}}
 }
 
 // call sends method with payload and returns the answer's task.
@@ -44,7 +45,7 @@ func (p *backupPeer) call(ctx context.Context, method string, payload any) (id, 
 	body, _ := json.Marshal(payload)
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	resp, err := p.client.Request(ctx, p.target, relay.Request{Method: method, Payload: body})
+	resp, err := p.client.Request(ctx, p.target, client.NostrRequest{Method: method, Payload: body})
 	if err != nil {
 		return "", "", err
 	}

@@ -7,9 +7,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/snapnode/snapnode/client"
 	"github.com/snapnode/snapnode/identity"
-	"github.com/snapnode/snapnode/relay"
-	"github.com/snapnode/snapnode/snaphttp"
 )
 
 // discover is `snapnode discover --identity ADDR | --skill ID` on the
@@ -51,39 +50,19 @@ func (c *cli) discover(args []string) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	pool := relay.NewPool(relay.PoolConfig{URLs: relays, Logger: quietLogger(c)})
-	pool.Start(ctx)
+	pool := client.DialRelays(ctx, relays, quietLogger(c))
 	defer pool.Close()
-
-	var found []relay.Discovered
-	var rejected []relay.Rejected
-	var err error
-	if *id != "" {
-		var d *relay.Discovered
-		d, rejected, err = relay.DiscoverByIdentity(ctx, pool, *id)
-		if d != nil {
-			found = append(found, *d)
-		}
-	} else {
-		found, rejected, err = relay.DiscoverBySkill(ctx, pool, *skill)
-	}
+	found, rejected, err := pool.Discover(ctx, *id, *skill)
 	for _, r := range rejected {
 		fmt.Fprintf(c.stderr, "snapnode discover: REJECTED card event %s from %s: %v\n", r.EventID, r.PubKey, r.Err)
+	}
+	if err != nil {
+		fmt.Fprintf(c.stderr, "snapnode discover: %v\n", err)
+		return exitFail
 	}
 	for _, d := range found {
 		line, _ := json.Marshal(map[string]any{"identity": d.Card.Identity, "pubkey": d.PubKey, "createdAt": d.CreatedAt.Unix(), "card": d.Card})
 		fmt.Fprintf(c.stdout, "%s\n", line)
-	}
-	if len(found) == 0 {
-		if down := unreachable(pool.Health()); down != "" {
-			fmt.Fprintf(c.stderr, "snapnode discover: could not reach any relay: %s\n", down)
-			return exitFail
-		}
-		if err == nil {
-			err = relay.ErrNotFound
-		}
-		fmt.Fprintf(c.stderr, "snapnode discover: %v\n", err)
-		return exitFail
 	}
 	return exitOK
 }
@@ -103,7 +82,7 @@ func (c *cli) discoverHTTP(base, id string, timeout time.Duration) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	card, signed, err := snaphttp.NewClient(snaphttp.ClientConfig{}).Discover(ctx, base)
+	card, signed, err := client.NewHTTP(client.HTTPConfig{}).Discover(ctx, base)
 	if err != nil {
 		return c.fail(prog, err)
 	}

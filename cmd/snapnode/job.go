@@ -11,6 +11,7 @@ import (
 
 	"github.com/snapnode/snapnode/agent"
 	"github.com/snapnode/snapnode/internal/config"
+	"github.com/snapnode/snapnode/internal/node"
 )
 
 // job is `snapnode job list|show|history|replay`: the agent's jobs in the
@@ -38,7 +39,7 @@ func (c *cli) job(args []string) int {
 
 // openJobStore opens the agent's job store in the node's database.
 func (c *cli) openJobStore(fs *flag.FlagSet, cfg *config.Config) (*agent.Store, func(), int, bool) {
-	return openOn(c, fs, cfg, "jobs", agent.OpenStore, func(*agent.Store) {})
+	return openStore(c, fs, cfg, "jobs", (*node.Stores).Jobs)
 }
 
 // jobCommand runs a job command that takes one job id: it parses the

@@ -9,31 +9,29 @@ import (
 	"os"
 
 	"github.com/snapnode/snapnode/internal/config"
-	"github.com/snapnode/snapnode/internal/sqldb"
+	"github.com/snapnode/snapnode/internal/node"
 	"github.com/snapnode/snapnode/tasks"
-	"github.com/snapnode/snapnode/tasks/sqlstore"
 )
 
-// openNodeDB opens the database of the node that the settings name
-// (--data-dir, --database, --config, SNAPNODE_*), as `run` would, for an
-// operator command that reads it; what is what the command reads there.
-// A SQLite file that does not exist is an error naming it: a command run
-// in the wrong folder never creates an empty node.
-func (c *cli) openNodeDB(fs *flag.FlagSet, cfg *config.Config, what string) (*sqldb.DB, int, bool) {
+// openStores opens the stores of the node that the settings name
+// (--data-dir, --database, --config, SNAPNODE_*) through node.OpenStores,
+// for an operator command that reads them; what is what the command reads
+// there. A SQLite file that does not exist is an error naming it: a
+// command run in the wrong folder never creates an empty node.
+func (c *cli) openStores(fs *flag.FlagSet, cfg *config.Config, what string) (*node.Stores, int, bool) {
 	if err := config.Load(cfg, fs, os.Getenv); err != nil {
 		return nil, c.configError(fs, err), false
 	}
-	if cfg.DatabaseDSN() == config.MemoryDatabase {
+	st, err := node.OpenStores(context.Background(), *cfg)
+	switch {
+	case errors.Is(err, node.ErrMemoryDatabase):
 		return nil, c.usageError(fs, "the database is memory: the node keeps its "+what+" nowhere else"), false
-	}
-	db, err := sqldb.Open(context.Background(), cfg.DatabaseDSN(), sqldb.Options{Existing: true})
-	if errors.Is(err, sqldb.ErrNoDatabase) {
+	case errors.Is(err, node.ErrNoDatabase):
 		return nil, c.noNode(fs, err), false
-	}
-	if err != nil {
+	case err != nil:
 		return nil, c.ioError(fs.Name(), err), false
 	}
-	return db, 0, true
+	return st, 0, true
 }
 
 // noNode reports that the settings name no node's database (err says
@@ -43,24 +41,36 @@ func (c *cli) noNode(fs *flag.FlagSet, err error) int {
 	return exitFail
 }
 
-// openOn opens a store on the node's database (openNodeDB) with open;
-// done closes both.
-func openOn[S any](c *cli, fs *flag.FlagSet, cfg *config.Config, what string, open func(context.Context, *sqldb.DB) (S, error), closeStore func(S)) (st S, done func(), code int, ok bool) {
-	db, code, ok := c.openNodeDB(fs, cfg, what)
+// openStore opens one store of the node (openStores) with open; done
+// closes it and the database.
+func openStore[S any](c *cli, fs *flag.FlagSet, cfg *config.Config, what string, open func(*node.Stores, context.Context) (S, error)) (st S, done func(), code int, ok bool) {
+	stores, code, ok := c.openStores(fs, cfg, what)
 	if !ok {
 		return st, nil, code, false
 	}
-	st, err := open(context.Background(), db)
+	st, err := open(stores, context.Background())
 	if err != nil {
-		db.Close()
+		stores.Close()
 		return st, nil, c.ioError(fs.Name(), err), false
 	}
-	return st, func() { closeStore(st); db.Close() }, 0, true
+	return st, stores.Close, 0, true
+}
+
+// taskReader is what task list and task show read of the node's task
+// store: the tasks a filter selects, one task, and the events a task
+// recorded after a version.
+type taskReader interface {
+	List(ctx context.Context, f tasks.Filter) ([]*tasks.Task, error)
+	Get(ctx context.Context, id string) (*tasks.Task, error)
+	Events(ctx context.Context, id string, after int64) ([]tasks.Event, error)
 }
 
 // openTaskStore opens the task store in the node's database.
-func (c *cli) openTaskStore(fs *flag.FlagSet, cfg *config.Config) (*sqlstore.Store, func(), int, bool) {
-	return openOn(c, fs, cfg, "tasks", sqlstore.New, func(st *sqlstore.Store) { st.Close() })
+func (c *cli) openTaskStore(fs *flag.FlagSet, cfg *config.Config) (taskReader, func(), int, bool) {
+	return openStore(c, fs, cfg, "tasks", func(s *node.Stores, ctx context.Context) (taskReader, error) {
+		st, err := s.Tasks(ctx)
+		return st, err
+	})
 }
 
 // operatorTask is one task as the operator commands print it: the SNAP

@@ -12,10 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/snapnode/snapnode/client"
 	"github.com/snapnode/snapnode/identity"
-	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/snap"
-	"github.com/snapnode/snapnode/snaphttp"
 )
 
 // exitTimeout is the exit code of a request that got no valid answer.
@@ -173,19 +172,62 @@ func (c *cli) exchange(fs *flag.FlagSet, cf clientFlags, method string, payload 
 			return nil
 		}
 	}
-	var resp *snap.Message
+	var (
+		agent client.Transport
+		where string // what a failure names: the endpoint, or nothing over Nostr
+	)
 	if cf.http != "" {
-		resp, err = c.httpExchange(ctx, cf, key, method, body, onEvent)
+		where, _ = endpointURL(cf.http) // checkTarget checked it
+		agent = client.NewHTTP(client.HTTPConfig{Key: key}).To(where, cf.to)
 	} else {
-		resp, err = c.nostrExchange(ctx, prog, cf, key, method, body, onEvent)
+		relays := client.DialRelays(ctx, cf.relays, quietLogger(c))
+		defer relays.Close()
+		target, rejected, err := relays.FindAgent(ctx, cf.to)
+		for _, r := range rejected {
+			fmt.Fprintf(c.stderr, "%s: REJECTED card event %s from %s: %v\n", prog, r.EventID, r.PubKey, r.Err)
+		}
+		if err != nil {
+			return c.exchangeError(prog, fmt.Errorf("%w: %w", errNoValidAnswer, err))
+		}
+		agent = relays.Nostr(key, quietLogger(c)).To(target, cf.persist)
+	}
+	var resp *snap.Message
+	if onEvent == nil {
+		resp, err = agent.Send(ctx, method, body)
+	} else {
+		resp, err = agent.Stream(ctx, method, body, onEvent)
 	}
 	if events != nil {
 		events.done()
 	}
 	if err != nil {
-		return c.exchangeError(prog, err)
+		return c.exchangeError(prog, c.noAnswer(prog, cf, where, body, err))
 	}
 	return c.printResponse(prog, resp)
+}
+
+// noAnswer marks the failures of an exchange that mean no valid response
+// came (exit status 3); a request persisted on the relays says how to find
+// the task it makes.
+func (c *cli) noAnswer(prog string, cf clientFlags, endpoint string, body []byte, err error) error {
+	switch {
+	case errors.Is(err, errEventOutput):
+		return err
+	case endpoint != "":
+		return fmt.Errorf("%w: %s: %w", errNoValidAnswer, endpoint, err)
+	case errors.Is(err, client.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+		if cf.persist {
+			// The request waits on the relays: say how to find its task.
+			var p struct {
+				Key string `json:"idempotencyKey"`
+			}
+			if json.Unmarshal(body, &p) == nil && p.Key != "" {
+				fmt.Fprintf(c.stderr, "%s: the request is stored on the relays and reaches the agent when it comes online; to get the task it makes, send it again with --idempotency-key %s\n", prog, p.Key)
+			}
+		}
+		return fmt.Errorf("%w: %w", errNoValidAnswer, err)
+	}
+	return err
 }
 
 // checkTarget checks --to and the transport flags, defaulting to the
@@ -201,7 +243,7 @@ func (c *cli) checkTarget(fs *flag.FlagSet, cf *clientFlags) (int, bool) {
 		if len(cf.relays) > 0 || cf.persist {
 			return c.usageError(fs, "--http sends over HTTP: --relay and --persist are for Nostr"), false
 		}
-		if _, _, err := endpointURL(cf.http); err != nil {
+		if _, err := endpointURL(cf.http); err != nil {
 			return c.usageError(fs, "--http: "+err.Error()), false
 		}
 	} else if len(cf.relays) == 0 {
@@ -211,105 +253,32 @@ func (c *cli) checkTarget(fs *flag.FlagSet, cf *clientFlags) (int, bool) {
 }
 
 // endpointURL is the SNAP endpoint of --http: the URL as given, with the
-// path /snap when it has none; ws reports a WebSocket URL.
-func endpointURL(raw string) (endpoint string, ws bool, err error) {
+// path /snap when it has none. A ws:// or wss:// URL speaks WebSocket.
+func endpointURL(raw string) (string, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return "", false, fmt.Errorf("--http: %w", err)
+		return "", fmt.Errorf("--http: %w", err)
 	}
 	switch u.Scheme {
-	case "http", "https":
-	case "ws", "wss":
-		ws = true
+	case "http", "https", "ws", "wss":
 	default:
-		return "", false, fmt.Errorf("--http %q: want an http://, https://, ws:// or wss:// URL", raw)
+		return "", fmt.Errorf("--http %q: want an http://, https://, ws:// or wss:// URL", raw)
 	}
 	if u.Host == "" {
-		return "", false, fmt.Errorf("--http %q: no host", raw)
+		return "", fmt.Errorf("--http %q: no host", raw)
 	}
 	if u.Path == "" || u.Path == "/" {
 		u.Path = "/snap"
 	}
-	return u.String(), ws, nil
+	return u.String(), nil
 }
 
 // errNoValidAnswer marks the failures that end in exit status 3: no valid
 // response came.
 var errNoValidAnswer = errors.New("no valid response")
 
-// httpExchange sends one request over HTTP (or WebSocket) and returns the
-// verified response; with onEvent the method streams (SSE or WebSocket)
-// and each verified event goes to onEvent first.
-func (c *cli) httpExchange(ctx context.Context, cf clientFlags, key *identity.Key, method string, body []byte, onEvent func(*snap.Message) error) (*snap.Message, error) {
-	endpoint, ws, _ := endpointURL(cf.http) // checkTarget checked it
-	client := snaphttp.NewClient(snaphttp.ClientConfig{Key: key})
-	m := &snap.Message{To: cf.to, Method: method, Payload: body}
-	var (
-		resp *snap.Message
-		err  error
-	)
-	switch {
-	case onEvent == nil && ws:
-		resp, err = client.SendWS(ctx, endpoint, m)
-	case onEvent == nil:
-		resp, err = client.Send(ctx, endpoint, m)
-	case ws:
-		resp, err = client.StreamWS(ctx, endpoint, m, onEvent)
-	default:
-		resp, err = client.Stream(ctx, endpoint, m, onEvent)
-	}
-	if err != nil && !errors.Is(err, errEventOutput) {
-		return nil, fmt.Errorf("%w: %s: %w", errNoValidAnswer, endpoint, err)
-	}
-	return resp, err
-}
-
 // errEventOutput wraps a failure to print an event.
 var errEventOutput = errors.New("output")
-
-// nostrExchange discovers the agent's Nostr key on the relays, sends one
-// request and returns the verified response; with onEvent the method
-// streams and each verified event goes to onEvent first.
-func (c *cli) nostrExchange(ctx context.Context, prog string, cf clientFlags, key *identity.Key, method string, body []byte, onEvent func(*snap.Message) error) (*snap.Message, error) {
-	pool := relay.NewPool(relay.PoolConfig{URLs: cf.relays, Logger: quietLogger(c)})
-	pool.Start(ctx)
-	defer pool.Close()
-	found, rejected, err := relay.DiscoverByIdentity(ctx, pool, cf.to)
-	for _, r := range rejected {
-		fmt.Fprintf(c.stderr, "%s: REJECTED card event %s from %s: %v\n", prog, r.EventID, r.PubKey, r.Err)
-	}
-	if err != nil {
-		if down := unreachable(pool.Health()); down != "" {
-			return nil, fmt.Errorf("%w: could not reach any relay: %s", errNoValidAnswer, down)
-		}
-		return nil, fmt.Errorf("%w: no valid card for %s on %s: %w", errNoValidAnswer, cf.to, strings.Join(cf.relays, ", "), err)
-	}
-	client := relay.NewClient(relay.ClientConfig{Key: key, Transport: pool, Logger: quietLogger(c)})
-	target := relay.Target{Address: cf.to, PubKey: found.PubKey}
-	req := relay.Request{Method: method, Payload: body, Persist: cf.persist}
-	var resp *relay.Response
-	if onEvent == nil {
-		resp, err = client.Request(ctx, target, req)
-	} else {
-		resp, err = client.RequestStream(ctx, target, req, func(ev *relay.Response) error { return onEvent(ev.Message) })
-	}
-	switch {
-	case errors.Is(err, relay.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
-		if cf.persist {
-			// The request waits on the relays: say how to find its task.
-			var p struct {
-				Key string `json:"idempotencyKey"`
-			}
-			if json.Unmarshal(body, &p) == nil && p.Key != "" {
-				fmt.Fprintf(c.stderr, "%s: the request is stored on the relays and reaches the agent when it comes online; to get the task it makes, send it again with --idempotency-key %s\n", prog, p.Key)
-			}
-		}
-		return nil, fmt.Errorf("%w: %w", errNoValidAnswer, err)
-	case err != nil:
-		return nil, err
-	}
-	return resp.Message, nil
-}
 
 // exchangeError reports a failed exchange: exit 3 when no valid response
 // came, else 1.
@@ -329,7 +298,7 @@ func (c *cli) printResponse(prog string, resp *snap.Message) int {
 		return c.fail(prog, err)
 	}
 	fmt.Fprintf(c.stdout, "%s\n", out)
-	if snaphttp.ResponseError(resp.Payload) != nil {
+	if snap.ResponseError(resp.Payload) != nil {
 		return exitFail
 	}
 	return exitOK
@@ -362,18 +331,4 @@ func clientKey(file string, c *cli) (*identity.Key, error) {
 	}
 	fmt.Fprintf(c.stderr, "created a client identity %s in %s\n", k.Address(identity.Mainnet), path)
 	return k, nil
-}
-
-// unreachable describes the relays and their last errors when none of them
-// is connected ("" when one is, or none has failed yet): then a card that
-// was not found was never looked for.
-func unreachable(health []relay.RelayStatus) string {
-	var down []string
-	for _, h := range health {
-		if h.State == relay.StateConnected || h.LastError == nil {
-			return ""
-		}
-		down = append(down, fmt.Sprintf("%s (%v)", h.URL, h.LastError))
-	}
-	return strings.Join(down, "; ")
 }

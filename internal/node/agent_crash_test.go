@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/snapnode/snapnode/client"
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/llmtest"
 	"github.com/snapnode/snapnode/internal/sqldb"
@@ -64,9 +65,9 @@ func TestAgentJobSurvivesSIGKILL(t *testing.T) {
 		p := relay.NewPool(relay.PoolConfig{URLs: []string{n.ws}, Logger: slog.New(slog.DiscardHandler)})
 		p.Start(ctx)
 		defer p.Close()
-		c := relay.NewClient(relay.ClientConfig{Key: k, Transport: p, Logger: slog.New(slog.DiscardHandler)})
+		c := client.NewNostr(client.NostrConfig{Key: k, Relays: p, Logger: slog.New(slog.DiscardHandler)})
 		body, _ := json.Marshal(payload)
-		resp, err := c.Request(ctx, relay.Target{Address: n.addr, PubKey: n.pub}, relay.Request{Method: method, Payload: body})
+		resp, err := c.Request(ctx, client.Target{Address: n.addr, PubKey: n.pub}, client.NostrRequest{Method: method, Payload: body})
 		if err != nil {
 			t.Fatalf("%s: %v", method, err)
 		}

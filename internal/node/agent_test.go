@@ -18,6 +18,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/snapnode/snapnode/agent"
+	"github.com/snapnode/snapnode/client"
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/admin"
 	"github.com/snapnode/snapnode/internal/config"
@@ -25,7 +26,6 @@ import (
 	"github.com/snapnode/snapnode/internal/node"
 	"github.com/snapnode/snapnode/internal/sqldb"
 	"github.com/snapnode/snapnode/internal/testdb"
-	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/schemas"
 	"github.com/snapnode/snapnode/tasks"
 )
@@ -539,8 +539,8 @@ func agentScenarios(t *testing.T, fresh func(testing.TB) string) {
 		body, _ := json.Marshal(p)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		final, err := a.alice.client.RequestStream(ctx, relay.Target{Address: a.Address(), PubKey: a.NostrPublicKey()},
-			relay.Request{Method: "message/stream", Payload: body}, func(ev *relay.Response) error {
+		final, err := a.alice.client.RequestStream(ctx, client.Target{Address: a.Address(), PubKey: a.NostrPublicKey()},
+			client.NostrRequest{Method: "message/stream", Payload: body}, func(ev *client.NostrResponse) error {
 				var u struct{ State, Message string }
 				json.Unmarshal(ev.Payload, &u)
 				if strings.HasPrefix(u.Message, "step ") {

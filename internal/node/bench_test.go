@@ -20,12 +20,12 @@ import (
 	"github.com/btcsuite/btcd/btcec/v2/schnorr"
 	"github.com/nbd-wtf/go-nostr/nip44"
 
+	"github.com/snapnode/snapnode/client"
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/testdb"
 	"github.com/snapnode/snapnode/internal/testutil"
 	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/snap"
-	"github.com/snapnode/snapnode/snaphttp"
 )
 
 // nodeProcess is `snapnode run` in its own process, so that its CPU time
@@ -152,15 +152,15 @@ func nostrCaller(b *testing.B, n *nodeProcess) func() error {
 	p := relay.NewPool(relay.PoolConfig{URLs: []string{n.ws}, Logger: slog.New(slog.DiscardHandler)})
 	p.Start(ctx)
 	b.Cleanup(func() { cancel(); p.Close() })
-	c := relay.NewClient(relay.ClientConfig{Key: k, Transport: p, Logger: slog.New(slog.DiscardHandler)})
-	target := relay.Target{Address: n.addr, PubKey: n.pub}
+	c := client.NewNostr(client.NostrConfig{Key: k, Relays: p, Logger: slog.New(slog.DiscardHandler)})
+	target := client.Target{Address: n.addr, PubKey: n.pub}
 	body := benchMessage()
 	return func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		resp, err := c.Request(ctx, target, relay.Request{Method: "message/send", Payload: body})
+		resp, err := c.Request(ctx, target, client.NostrRequest{Method: "message/send", Payload: body})
 		if err == nil {
-			if e := snaphttp.ResponseError(resp.Payload); e != nil {
+			if e := snap.ResponseError(resp.Payload); e != nil {
 				return e
 			}
 		}
@@ -179,14 +179,14 @@ func benchMessage() []byte {
 // /snap endpoint over keep-alive connections.
 func httpCaller(b *testing.B, n *nodeProcess, hc *http.Client) func() error {
 	k, _ := identity.Generate()
-	c := snaphttp.NewClient(snaphttp.ClientConfig{Key: k, HTTP: hc})
+	c := client.NewHTTP(client.HTTPConfig{Key: k, HTTP: hc})
 	body := benchMessage()
 	return func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		resp, err := c.Send(ctx, n.http, &snap.Message{To: n.addr, Method: "message/send", Payload: body})
-		if err == nil && snaphttp.ResponseError(resp.Payload) != nil {
-			err = snaphttp.ResponseError(resp.Payload)
+		if err == nil && snap.ResponseError(resp.Payload) != nil {
+			err = snap.ResponseError(resp.Payload)
 		}
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snapnode/snapnode/client"
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/relay"
 )
@@ -31,13 +32,13 @@ func TestCrashWhileRequestsInFlight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := func(url string) (*relay.Client, func()) {
+	dialClient := func(url string) (*client.Nostr, func()) {
 		ctx, cancel := context.WithCancel(context.Background())
 		p := relay.NewPool(relay.PoolConfig{URLs: []string{url}, Logger: slog.New(slog.DiscardHandler)})
 		p.Start(ctx)
-		return relay.NewClient(relay.ClientConfig{Key: k, Transport: p, Logger: slog.New(slog.DiscardHandler)}), func() { cancel(); p.Close() }
+		return client.NewNostr(client.NostrConfig{Key: k, Relays: p, Logger: slog.New(slog.DiscardHandler)}), func() { cancel(); p.Close() }
 	}
-	c, closeClient := client(n.ws)
+	c, closeClient := dialClient(n.ws)
 	defer closeClient()
 
 	const inFlight = 100
@@ -52,7 +53,7 @@ func TestCrashWhileRequestsInFlight(t *testing.T) {
 			body, _ := json.Marshal(text(fmt.Sprintf("crash-%d", i)))
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			resp, err := c.Request(ctx, relay.Target{Address: n.addr, PubKey: n.pub}, relay.Request{Method: "message/send", Payload: body})
+			resp, err := c.Request(ctx, client.Target{Address: n.addr, PubKey: n.pub}, client.NostrRequest{Method: "message/send", Payload: body})
 			if err != nil {
 				return // killed before it answered: not accepted as far as the requester knows
 			}
@@ -95,12 +96,12 @@ func TestCrashWhileRequestsInFlight(t *testing.T) {
 	}
 
 	n2 := startNodeProcess(t, dataDir)
-	c2, closeClient2 := client(n2.ws)
+	c2, closeClient2 := dialClient(n2.ws)
 	defer closeClient2()
 	for id, a := range answered {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		body, _ := json.Marshal(map[string]any{"taskId": id})
-		resp, err := c2.Request(ctx, relay.Target{Address: n2.addr, PubKey: n2.pub}, relay.Request{Method: "tasks/get", Payload: body})
+		resp, err := c2.Request(ctx, client.Target{Address: n2.addr, PubKey: n2.pub}, client.NostrRequest{Method: "tasks/get", Payload: body})
 		cancel()
 		if err != nil {
 			t.Fatalf("tasks/get %s after the crash: %v", id, err)

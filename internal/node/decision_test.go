@@ -11,11 +11,11 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/snapnode/snapnode/client"
 	"github.com/snapnode/snapnode/executor/audit"
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/sqldb"
-	"github.com/snapnode/snapnode/relay"
 )
 
 // pendingAction is the id of the action task waits on, as its status
@@ -149,8 +149,8 @@ func TestOperatorDecisionsOverRelay(t *testing.T) {
 	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	events := 0
-	resp, err := op.client.RequestStream(sctx, relay.Target{Address: n.Address(), PubKey: n.NostrPublicKey()},
-		relay.Request{Method: "message/stream", Payload: body}, func(*relay.Response) error { events++; return nil })
+	resp, err := op.client.RequestStream(sctx, client.Target{Address: n.Address(), PubKey: n.NostrPublicKey()},
+		client.NostrRequest{Method: "message/stream", Payload: body}, func(*client.NostrResponse) error { events++; return nil })
 	if err != nil {
 		t.Fatal(err)
 	}

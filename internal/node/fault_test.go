@@ -15,6 +15,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/nbd-wtf/go-nostr/nip44"
 
+	"github.com/snapnode/snapnode/client"
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/relay"
@@ -121,8 +122,8 @@ func TestTwoRelaysOneKilledMidRun(t *testing.T) {
 				body, _ := json.Marshal(text(fmt.Sprintf("%s-%d", phase, i)))
 				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 				defer cancel()
-				resp, err := alice.client.Request(ctx, relay.Target{Address: n.Address(), PubKey: n.NostrPublicKey()},
-					relay.Request{Method: "message/send", Payload: body, Persist: true})
+				resp, err := alice.client.Request(ctx, client.Target{Address: n.Address(), PubKey: n.NostrPublicKey()},
+					client.NostrRequest{Method: "message/send", Payload: body, Persist: true})
 				if err != nil {
 					t.Errorf("%s request %d: %v", phase, i, err)
 					return
@@ -185,10 +186,10 @@ func TestStoredRequestsAnsweredAfterRestart(t *testing.T) {
 	for i := range 3 {
 		body, _ := json.Marshal(text(fmt.Sprintf("offline-%d", i)))
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-		_, err := alice.client.Request(ctx, relay.Target{Address: addr, PubKey: pub},
-			relay.Request{Method: "message/send", Payload: body, Persist: true})
+		_, err := alice.client.Request(ctx, client.Target{Address: addr, PubKey: pub},
+			client.NostrRequest{Method: "message/send", Payload: body, Persist: true})
 		cancel()
-		if !errors.Is(err, relay.ErrTimeout) {
+		if !errors.Is(err, client.ErrTimeout) {
 			t.Fatalf("request to a stopped node: %v, want a time-out", err)
 		}
 	}

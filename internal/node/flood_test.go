@@ -22,10 +22,10 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/nbd-wtf/go-nostr/nip44"
 
+	"github.com/snapnode/snapnode/client"
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/snap"
-	"github.com/snapnode/snapnode/snaphttp"
 )
 
 // peakRSS returns the process's peak resident set (VmHWM) in bytes.
@@ -262,11 +262,11 @@ func TestFlood(t *testing.T) {
 	}
 	for v := range 5 {
 		r := newRequesterWith(t, []string{n.ws}, newKey(t))
-		target := relay.Target{Address: n.addr, PubKey: n.pub}
-		c := snaphttp.NewClient(snaphttp.ClientConfig{Key: newKey(t)})
+		target := client.Target{Address: n.addr, PubKey: n.pub}
+		c := client.NewHTTP(client.HTTPConfig{Key: newKey(t)})
 		senders := map[string]func(context.Context, []byte) (*snap.Message, error){
 			"nostr": func(ctx context.Context, body []byte) (*snap.Message, error) {
-				resp, err := r.client.Request(ctx, target, relay.Request{Method: "message/send", Payload: body})
+				resp, err := r.client.Request(ctx, target, client.NostrRequest{Method: "message/send", Payload: body})
 				if err != nil {
 					return nil, err
 				}

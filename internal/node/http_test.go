@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snapnode/snapnode/client"
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/node"
 	"github.com/snapnode/snapnode/snap"
-	"github.com/snapnode/snapnode/snaphttp"
 )
 
 // httpCall sends one request with send (an HTTP or WebSocket call of the
@@ -125,7 +125,7 @@ func TestHTTPTransport(t *testing.T) {
 	}
 }
 
-func newHTTPClient(t *testing.T) *snaphttp.Client {
+func newHTTPClient(t *testing.T) *client.HTTP {
 	t.Helper()
 	k, err := identity.Generate()
 	if err != nil {
@@ -135,8 +135,8 @@ func newHTTPClient(t *testing.T) *snaphttp.Client {
 }
 
 // newHTTPClientWith is newHTTPClient with the identity k.
-func newHTTPClientWith(t *testing.T, k *identity.Key) *snaphttp.Client {
-	return snaphttp.NewClient(snaphttp.ClientConfig{Key: k})
+func newHTTPClientWith(t *testing.T, k *identity.Key) *client.HTTP {
+	return client.NewHTTP(client.HTTPConfig{Key: k})
 }
 
 // HTTP is off with an empty address; an address set on purpose that is

@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snapnode/snapnode/client"
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/snap"
-	"github.com/snapnode/snapnode/snaphttp"
 )
 
 // BenchmarkHTTPFlood measures the node (`snapnode run`, its own process,
@@ -97,7 +97,7 @@ func httpFlood(b *testing.B, attack string, args []string) {
 	}
 
 	k, _ := identity.Generate()
-	peer := snaphttp.NewClient(snaphttp.ClientConfig{Key: k, HTTP: &http.Client{Timeout: 10 * time.Second}})
+	peer := client.NewHTTP(client.HTTPConfig{Key: k, HTTP: &http.Client{Timeout: 10 * time.Second}})
 	hc := &http.Client{Timeout: 10 * time.Second}
 	var slowest time.Duration
 	var failed atomic.Int32

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snapnode/snapnode/client"
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/node"
@@ -72,7 +73,7 @@ func startConfigured(t testing.TB, cfg config.Config, logger *slog.Logger, opts 
 type requester struct {
 	key    *identity.Key
 	pool   *relay.Pool
-	client *relay.Client
+	client *client.Nostr
 }
 
 func newRequester(t testing.TB, urls []string) *requester {
@@ -91,7 +92,7 @@ func newRequesterWith(t testing.TB, urls []string, k *identity.Key) *requester {
 	p := relay.NewPool(relay.PoolConfig{URLs: urls, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	p.Start(ctx)
 	t.Cleanup(func() { cancel(); p.Close() })
-	return &requester{key: k, pool: p, client: relay.NewClient(relay.ClientConfig{Key: k, Transport: p})}
+	return &requester{key: k, pool: p, client: client.NewNostr(client.NostrConfig{Key: k, Relays: p})}
 }
 
 func (r *requester) call(t testing.TB, n *node.Node, method string, payload any, persist bool) map[string]any {
@@ -99,8 +100,8 @@ func (r *requester) call(t testing.TB, n *node.Node, method string, payload any,
 	body, _ := json.Marshal(payload)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	resp, err := r.client.Request(ctx, relay.Target{Address: n.Address(), PubKey: n.NostrPublicKey()},
-		relay.Request{Method: method, Payload: body, Persist: persist})
+	resp, err := r.client.Request(ctx, client.Target{Address: n.Address(), PubKey: n.NostrPublicKey()},
+		client.NostrRequest{Method: method, Payload: body, Persist: persist})
 	if err != nil {
 		t.Fatalf("%s: %v", method, err)
 	}
@@ -259,7 +260,7 @@ func TestTasksSurviveRestart(t *testing.T) {
 	// The same identity, through a pool on the restarted node's relay.
 	alice2 := newRequester(t, n2.RelayURLs())
 	alice2.key = alice.key
-	alice2.client = relay.NewClient(relay.ClientConfig{Key: alice.key, Transport: alice2.pool})
+	alice2.client = client.NewNostr(client.NostrConfig{Key: alice.key, Relays: alice2.pool})
 	got := alice2.call(t, n2, "tasks/get", map[string]any{"taskId": id}, false)
 	task, _ := got["task"].(map[string]any)
 	if task == nil || task["id"] != id || len(task["history"].([]any)) != 1 || taskOf(t, got).Status.State != answered {

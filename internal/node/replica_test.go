@@ -14,6 +14,7 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 
+	"github.com/snapnode/snapnode/client"
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/testdb"
 	"github.com/snapnode/snapnode/relay"
@@ -85,7 +86,7 @@ func TestReplicasOnPostgres(t *testing.T) {
 	if nodes[0].addr != nodes[1].addr {
 		t.Fatalf("replicas have two identities: %s, %s", nodes[0].addr, nodes[1].addr)
 	}
-	target := relay.Target{Address: nodes[0].addr, PubKey: nodes[0].pub}
+	target := client.Target{Address: nodes[0].addr, PubKey: nodes[0].pub}
 
 	alice := newRequester(t, []string{r.url()})
 	const total, workers = 500, 25
@@ -101,7 +102,7 @@ func TestReplicasOnPostgres(t *testing.T) {
 			for i := range next {
 				body, _ := json.Marshal(text(fmt.Sprintf("replica-%d", i)))
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				resp, err := alice.client.Request(ctx, target, relay.Request{Method: "message/send", Payload: body, Persist: true})
+				resp, err := alice.client.Request(ctx, target, client.NostrRequest{Method: "message/send", Payload: body, Persist: true})
 				cancel()
 				if err != nil {
 					t.Errorf("request %d: %v", i, err)

@@ -12,12 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snapnode/snapnode/client"
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/node"
 	"github.com/snapnode/snapnode/service"
 	"github.com/snapnode/snapnode/snap"
-	"github.com/snapnode/snapnode/snaphttp"
 )
 
 // A node's services over HTTP and Nostr: a caller on service_callers
@@ -73,7 +73,7 @@ func TestNodeServices(t *testing.T) {
 
 	strangerKey, _ := identity.Generate()
 	_, err := newHTTPClientWith(t, strangerKey).Call(ctx, endpoint, "", "status", nil)
-	var se *snaphttp.StatusError
+	var se *client.StatusError
 	if !errors.As(err, &se) || se.StatusCode != http.StatusForbidden || se.Err == nil || se.Err.Code != snap.CodeIdentityMismatch {
 		t.Errorf("a stranger over HTTP: %v", err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 
+	"github.com/snapnode/snapnode/client"
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/admin"
 	"github.com/snapnode/snapnode/internal/config"
@@ -80,9 +81,9 @@ func (r *requester) stream(t *testing.T, n *node.Node, method string, payload an
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var s streamed
-	final, err := r.client.RequestStream(ctx, relay.Target{Address: n.Address(), PubKey: n.NostrPublicKey()},
-		relay.Request{Method: method, Payload: body, Persist: persist},
-		func(ev *relay.Response) error {
+	final, err := r.client.RequestStream(ctx, client.Target{Address: n.Address(), PubKey: n.NostrPublicKey()},
+		client.NostrRequest{Method: method, Payload: body, Persist: persist},
+		func(ev *client.NostrResponse) error {
 			if ev.Type != snap.TypeEvent || ev.Method != method || ev.From != n.Address() || !ev.Signed {
 				return fmt.Errorf("event envelope %+v", ev.Message)
 			}

@@ -20,6 +20,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/nbd-wtf/go-nostr/nip44"
 
+	"github.com/snapnode/snapnode/client"
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/admin"
 	"github.com/snapnode/snapnode/internal/config"
@@ -27,7 +28,6 @@ import (
 	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/service"
 	"github.com/snapnode/snapnode/snap"
-	"github.com/snapnode/snapnode/snaphttp"
 	"github.com/snapnode/snapnode/tasks"
 )
 
@@ -35,15 +35,12 @@ import (
 // SNAP to a node: Nostr through the embedded relay, HTTP (SSE for
 // streams), or WebSocket.
 type transport interface {
-	// call sends a request of method with payload (a JSON object),
-	// signed by the requester's client, and returns the response as the
-	// client verified it.
-	call(ctx context.Context, method string, payload []byte) (*snap.Message, error)
-	// stream is call for a streaming method: each verified event goes to
-	// onEvent as it arrives, then the final response is returned. An
-	// error from onEvent ends the exchange at once — the connection is
-	// dropped, over Nostr the subscription — and is returned.
-	stream(ctx context.Context, method string, payload []byte, onEvent func(*snap.Message) error) (*snap.Message, error)
+	// Send and Stream go through the requester's client: the request
+	// is signed by its key and every answer verified (client.Transport).
+	// An error from Stream's onEvent ends the exchange at once — the
+	// connection is dropped, over Nostr the subscription — and is
+	// returned.
+	client.Transport
 	// exchange sends raw, a serialized SNAP message, byte for byte, and
 	// returns everything that answered it (see exchanged).
 	exchange(ctx context.Context, raw []byte, o rawOptions) (exchanged, error)
@@ -116,39 +113,19 @@ func (c *answerChecker) check(ctx context.Context, raw []byte) (*snap.Verified, 
 
 // nostrTransport carries SNAP over the node's embedded relay.
 type nostrTransport struct {
-	n      *node.Node
-	key    *identity.Key
-	pool   *relay.Pool
-	client *relay.Client
-	check  *answerChecker
+	client.Transport
+	n     *node.Node
+	key   *identity.Key
+	pool  *relay.Pool
+	check *answerChecker
 }
 
 var _ transport = (*nostrTransport)(nil)
 
 func dialNostr(t *testing.T, n *node.Node, k *identity.Key) transport {
 	r := newRequesterWith(t, n.RelayURLs(), k)
-	return &nostrTransport{n: n, key: k, pool: r.pool, client: r.client, check: newAnswerChecker(n)}
-}
-
-func (r *nostrTransport) target() relay.Target {
-	return relay.Target{Address: r.n.Address(), PubKey: r.n.NostrPublicKey()}
-}
-
-func (r *nostrTransport) call(ctx context.Context, method string, payload []byte) (*snap.Message, error) {
-	resp, err := r.client.Request(ctx, r.target(), relay.Request{Method: method, Payload: payload})
-	if err != nil {
-		return nil, err
-	}
-	return resp.Message, nil
-}
-
-func (r *nostrTransport) stream(ctx context.Context, method string, payload []byte, onEvent func(*snap.Message) error) (*snap.Message, error) {
-	resp, err := r.client.RequestStream(ctx, r.target(), relay.Request{Method: method, Payload: payload},
-		func(ev *relay.Response) error { return onEvent(ev.Message) })
-	if err != nil {
-		return nil, err
-	}
-	return resp.Message, nil
+	agent := r.client.To(client.Target{Address: n.Address(), PubKey: n.NostrPublicKey()}, false)
+	return &nostrTransport{Transport: agent, n: n, key: k, pool: r.pool, check: newAnswerChecker(n)}
 }
 
 func (r *nostrTransport) exchange(ctx context.Context, raw []byte, o rawOptions) (exchanged, error) {
@@ -174,7 +151,7 @@ func (r *nostrTransport) exchange(ctx context.Context, raw []byte, o rawOptions)
 	if err := ev.Sign(sealer.NostrSecretKey()); err != nil {
 		return x, err
 	}
-	since := nostr.Timestamp(now.Add(-relay.ResponseLookback).Unix())
+	since := nostr.Timestamp(now.Add(-client.ResponseLookback).Unix())
 	sub, err := r.pool.Subscribe(ctx, nostr.Filter{Kinds: []int{relay.KindMessage}, Since: &since,
 		Tags: nostr.TagMap{"p": {sealer.NostrPublicKey()}, "e": {ev.ID}}})
 	if err != nil {
@@ -228,9 +205,10 @@ func (r *nostrTransport) exchange(ctx context.Context, raw []byte, o rawOptions)
 
 // httpTransport carries SNAP over POST /snap, SSE for streams.
 type httpTransport struct {
+	client.Transport
 	n      *node.Node
 	url    string
-	client *snaphttp.Client
+	client *client.HTTP // for service/call, answered outside SNAP
 	http   *http.Client
 	check  *answerChecker
 }
@@ -240,16 +218,8 @@ var _ transport = (*httpTransport)(nil)
 func dialHTTP(t *testing.T, n *node.Node, k *identity.Key) transport {
 	hc := &http.Client{}
 	t.Cleanup(hc.CloseIdleConnections)
-	return &httpTransport{n: n, url: n.HTTPURL() + "/snap", http: hc, check: newAnswerChecker(n),
-		client: snaphttp.NewClient(snaphttp.ClientConfig{Key: k, HTTP: hc})}
-}
-
-func (h *httpTransport) call(ctx context.Context, method string, payload []byte) (*snap.Message, error) {
-	return h.client.Send(ctx, h.url, &snap.Message{To: h.n.Address(), Method: method, Payload: payload})
-}
-
-func (h *httpTransport) stream(ctx context.Context, method string, payload []byte, onEvent func(*snap.Message) error) (*snap.Message, error) {
-	return h.client.Stream(ctx, h.url, &snap.Message{To: h.n.Address(), Method: method, Payload: payload}, onEvent)
+	url, c := n.HTTPURL()+"/snap", client.NewHTTP(client.HTTPConfig{Key: k, HTTP: hc})
+	return &httpTransport{Transport: c.To(url, n.Address()), n: n, url: url, client: c, http: hc, check: newAnswerChecker(n)}
 }
 
 func (h *httpTransport) exchange(ctx context.Context, raw []byte, o rawOptions) (exchanged, error) {
@@ -310,11 +280,11 @@ func (h *httpTransport) exchange(ctx context.Context, raw []byte, o rawOptions) 
 // wsTransport carries SNAP over a WebSocket on /snap, one connection per
 // exchange as SDK clients do.
 type wsTransport struct {
-	n      *node.Node
-	url    string
-	client *snaphttp.Client
-	probe  *identity.Key // signs the probe that ends a raw exchange
-	check  *answerChecker
+	client.Transport
+	n     *node.Node
+	url   string
+	probe *identity.Key // signs the probe that ends a raw exchange
+	check *answerChecker
 }
 
 var _ transport = (*wsTransport)(nil)
@@ -324,16 +294,9 @@ func dialWS(t *testing.T, n *node.Node, k *identity.Key) transport {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &wsTransport{n: n, url: "ws" + strings.TrimPrefix(n.HTTPURL(), "http") + "/snap", probe: probe,
-		check: newAnswerChecker(n), client: snaphttp.NewClient(snaphttp.ClientConfig{Key: k})}
-}
-
-func (w *wsTransport) call(ctx context.Context, method string, payload []byte) (*snap.Message, error) {
-	return w.client.SendWS(ctx, w.url, &snap.Message{To: w.n.Address(), Method: method, Payload: payload})
-}
-
-func (w *wsTransport) stream(ctx context.Context, method string, payload []byte, onEvent func(*snap.Message) error) (*snap.Message, error) {
-	return w.client.StreamWS(ctx, w.url, &snap.Message{To: w.n.Address(), Method: method, Payload: payload}, onEvent)
+	url := "ws" + strings.TrimPrefix(n.HTTPURL(), "http") + "/snap"
+	return &wsTransport{n: n, url: url, probe: probe, check: newAnswerChecker(n),
+		Transport: client.NewHTTP(client.HTTPConfig{Key: k}).To(url, n.Address())}
 }
 
 func (w *wsTransport) exchange(ctx context.Context, raw []byte, _ rawOptions) (exchanged, error) {
@@ -382,7 +345,7 @@ func (w *wsTransport) exchange(ctx context.Context, raw []byte, _ rawOptions) (e
 }
 
 func errCodeOf(m *snap.Verified) int {
-	if e := snaphttp.ResponseError(m.Payload); e != nil {
+	if e := snap.ResponseError(m.Payload); e != nil {
 		return int(e.Code)
 	}
 	return 0
@@ -418,7 +381,7 @@ func (e *transportEnv) callAs(t *testing.T, tr transport, self, method string, p
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	resp, err := tr.call(ctx, method, body)
+	resp, err := tr.Send(ctx, method, body)
 	if err != nil {
 		t.Fatalf("%s: %v", method, err)
 	}
@@ -443,7 +406,7 @@ func (e *transportEnv) serviceCall(t *testing.T, tr transport, name string, args
 	var p map[string]any
 	if h, ok := tr.(*httpTransport); ok {
 		reply, err := h.client.Call(ctx, h.url, "", name, args)
-		var se *snaphttp.StatusError
+		var se *client.StatusError
 		switch {
 		case errors.As(err, &se) && se.Err != nil:
 			if want := map[snap.Code]int{snap.CodeIdentityMismatch: http.StatusForbidden, snap.CodeSkillNotFound: http.StatusNotFound,
@@ -481,7 +444,7 @@ func (e *transportEnv) stream(t *testing.T, ctx context.Context, method string, 
 		t.Fatal(err)
 	}
 	var s streamed
-	final, err := e.tr.stream(ctx, method, body, func(ev *snap.Message) error {
+	final, err := e.tr.Stream(ctx, method, body, func(ev *snap.Message) error {
 		if ev.Type != snap.TypeEvent || ev.Method != method || ev.From != e.n.Address() || ev.To != e.self() {
 			return fmt.Errorf("event envelope: %s of %s from %s to %s", ev.Type, ev.Method, ev.From, ev.To)
 		}
@@ -622,7 +585,7 @@ func (r refusal) run(t *testing.T, e *transportEnv) {
 		return
 	}
 	resp, p := only(t, x)
-	se := snaphttp.ResponseError(resp.Payload)
+	se := snap.ResponseError(resp.Payload)
 	if se == nil || se.Code != r.code {
 		t.Fatalf("answer %s, want error %d", resp.Payload, r.code)
 	}
@@ -710,7 +673,7 @@ var transportCases = []struct {
 			t.Fatalf("first tasks/get: %v", p)
 		}
 		resp, p := only(t, e.exchange(t, raw, rawOptions{}))
-		se := snaphttp.ResponseError(resp.Payload)
+		se := snap.ResponseError(resp.Payload)
 		if se == nil || se.Code != snap.CodeDuplicateMessage || se.Data["id"] != idOf(raw) || resp.To != e.self() || resp.Method != "tasks/get" {
 			t.Fatalf("the same tasks/get again: %v to %s; want 2006 naming the id", p, resp.To)
 		}

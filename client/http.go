@@ -1,9 +1,8 @@
-package snaphttp
+package client
 
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,20 +17,16 @@ import (
 
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/snap"
+	"github.com/snapnode/snapnode/snaphttp"
 )
 
-// Errors of the client.
+// Errors of the HTTP client.
 var (
 	// ErrNoAnswer: the exchange ended without a final response (202, a
 	// stream or connection that ended early).
-	ErrNoAnswer = errors.New("snaphttp: no response")
-	// ErrInvalidResponse wraps every reason a received message was
-	// refused: it did not validate (the *snap.Error is wrapped too), was
-	// unsigned, came from another agent than the one addressed, was
-	// addressed to someone else, or was of the wrong type.
-	ErrInvalidResponse = errors.New("snaphttp: invalid response")
+	ErrNoAnswer = errors.New("client: no response")
 	// ErrIdleTimeout: a stream sent nothing for the client's IdleTimeout.
-	ErrIdleTimeout = errors.New("snaphttp: stream idle for too long")
+	ErrIdleTimeout = errors.New("client: stream idle for too long")
 )
 
 // StatusError is an HTTP answer other than 200 (or 202): the server did
@@ -56,7 +51,7 @@ func (e *StatusError) Unwrap() error {
 }
 
 func (e *StatusError) Error() string {
-	s := fmt.Sprintf("snaphttp: HTTP %d %s", e.StatusCode, http.StatusText(e.StatusCode))
+	s := fmt.Sprintf("client: HTTP %d %s", e.StatusCode, http.StatusText(e.StatusCode))
 	if e.RetryAfter > 0 {
 		s += fmt.Sprintf(" (retry after %v)", e.RetryAfter)
 	}
@@ -66,14 +61,14 @@ func (e *StatusError) Error() string {
 	return s
 }
 
-// Client defaults.
+// HTTP client defaults.
 const (
-	DefaultClientIdleTimeout = 30 * time.Second
-	maxErrorBody             = 512
+	DefaultIdleTimeout = 30 * time.Second
+	maxErrorBody       = 512
 )
 
-// ClientConfig configures a Client.
-type ClientConfig struct {
+// HTTPConfig configures an HTTP client.
+type HTTPConfig struct {
 	// Key signs requests given unsigned; nil: requests must come signed.
 	Key *identity.Key
 	// HTTP sends the requests; nil: a client without time-out, the
@@ -91,142 +86,61 @@ type ClientConfig struct {
 	MaxMessage int
 }
 
-// Client sends SNAP requests over HTTP, SSE and WebSocket and verifies
-// every message received as a requester must (SPEC-NOTES 4.4): it
-// validates (syntax, timestamp window, replay), its signature verifies
-// against from, from is the agent addressed (the request's to), to is
-// the requester (the request's from), and its type is response, or event
-// of the request's method within a stream. It is safe for concurrent use.
-type Client struct {
-	cfg    ClientConfig
-	replay snap.ReplayStore
+// HTTP sends SNAP requests over HTTP, SSE and WebSocket and verifies every
+// message received with the checks every transport shares (see
+// Transport). It is safe for concurrent use.
+type HTTP struct {
+	requester
+	cfg HTTPConfig
 }
 
-// NewClient returns a Client.
-func NewClient(cfg ClientConfig) *Client {
+// NewHTTP returns an HTTP client.
+func NewHTTP(cfg HTTPConfig) *HTTP {
 	if cfg.HTTP == nil {
 		cfg.HTTP = &http.Client{}
 	}
 	if cfg.Dialer == nil {
 		cfg.Dialer = websocket.DefaultDialer
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
 	if cfg.IdleTimeout <= 0 {
-		cfg.IdleTimeout = DefaultClientIdleTimeout
+		cfg.IdleTimeout = DefaultIdleTimeout
 	}
 	if cfg.MaxMessage <= 0 {
 		cfg.MaxMessage = snap.MaxMessageSize
 	}
-	return &Client{cfg: cfg, replay: snap.NewMemoryReplayStore(10_000)}
+	return &HTTP{requester: newRequester(cfg.Key, cfg.Now, cfg.MaxDrift), cfg: cfg}
 }
 
-// exchange is one request and the checks of what answers it.
-type exchange struct {
-	c    *Client
-	req  *snap.Message
-	body []byte
-	v    *snap.Validator
+// To returns the Transport to the agent address served at endpoint, its
+// SNAP URL: http(s) posts (streams over SSE), ws(s) uses WebSocket.
+func (c *HTTP) To(endpoint, address string) Transport {
+	return httpAgent{c: c, url: endpoint, to: address,
+		ws: strings.HasPrefix(endpoint, "ws://") || strings.HasPrefix(endpoint, "wss://")}
 }
 
-// prepare checks req, signs it when it is unsigned (filling id, version,
-// type, from and timestamp when empty), and serializes it.
-func (c *Client) prepare(req *snap.Message) (*exchange, error) {
-	if req.To == "" {
-		return nil, errors.New("snaphttp: the request has no to; the client checks that the answer comes from the agent addressed")
-	}
-	to, err := identity.ParseAddress(req.To)
-	if err != nil {
-		return nil, fmt.Errorf("snaphttp: to: %w", err)
-	}
-	if err := c.sign(req, to.Network); err != nil {
-		return nil, err
-	}
-	if req.Type != snap.TypeRequest {
-		return nil, fmt.Errorf("snaphttp: a %s is not a request", req.Type)
-	}
-	body, err := req.MarshalJSON()
-	if err != nil {
-		return nil, err
-	}
-	return &exchange{c: c, req: req, body: body, v: snap.NewValidator(snap.Config{
-		Self: req.From, Now: c.cfg.Now, MaxDrift: c.cfg.MaxDrift, Replay: c.replay,
-	})}, nil
+type httpAgent struct {
+	c       *HTTP
+	url, to string
+	ws      bool
 }
 
-// sign signs req with the client's key when it is unsigned, filling id,
-// version, type, from (on network) and timestamp when empty.
-func (c *Client) sign(req *snap.Message, network identity.Network) error {
-	if req.Sig == "" {
-		if c.cfg.Key == nil {
-			return errors.New("snaphttp: the request is unsigned and the client has no key")
-		}
-		if req.ID == "" {
-			req.ID = snap.NewID()
-		}
-		if req.Version == "" {
-			req.Version = snap.ProtocolVersion
-		}
-		if req.Type == "" {
-			req.Type = snap.TypeRequest
-		}
-		if req.From == "" {
-			req.From = c.cfg.Key.Address(network)
-		}
-		if req.Timestamp == 0 {
-			req.Timestamp = c.cfg.Now().Unix()
-		}
-		return req.Sign(c.cfg.Key)
+func (a httpAgent) Send(ctx context.Context, method string, payload []byte) (*snap.Message, error) {
+	m := &snap.Message{To: a.to, Method: method, Payload: payload}
+	if a.ws {
+		return a.c.SendWS(ctx, a.url, m)
 	}
-	return nil
+	return a.c.Send(ctx, a.url, m)
 }
 
-// check verifies one received message; event reports whether an event is
-// acceptable here.
-func (x *exchange) check(ctx context.Context, raw []byte, event bool) (*snap.Verified, error) {
-	got, err := x.v.Validate(ctx, raw)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidResponse, err)
+func (a httpAgent) Stream(ctx context.Context, method string, payload []byte, onEvent func(*snap.Message) error) (*snap.Message, error) {
+	m := &snap.Message{To: a.to, Method: method, Payload: payload}
+	if a.ws {
+		return a.c.StreamWS(ctx, a.url, m, onEvent)
 	}
-	switch {
-	case !got.Signed:
-		return nil, fmt.Errorf("%w: unsigned %s", ErrInvalidResponse, got.Type)
-	case got.From != x.req.To:
-		return nil, fmt.Errorf("%w: from %s, not the agent addressed, %s", ErrInvalidResponse, got.From, x.req.To)
-	case got.To != x.req.From:
-		return nil, fmt.Errorf("%w: addressed to %q, not to us (%s)%s", ErrInvalidResponse, got.To, x.req.From, errorHint(got.Payload))
-	case got.Type == snap.TypeResponse:
-	case got.Type == snap.TypeEvent && event && got.Method == x.req.Method:
-	case got.Type == snap.TypeEvent && event:
-		return nil, fmt.Errorf("%w: an event of %s in a %s stream", ErrInvalidResponse, got.Method, x.req.Method)
-	default:
-		return nil, fmt.Errorf("%w: a %s answered %s", ErrInvalidResponse, got.Type, x.req.Method)
-	}
-	return got, nil
+	return a.c.Stream(ctx, a.url, m, onEvent)
 }
 
-// errorHint names the SNAP error a refused response carried, if any.
-func errorHint(payload []byte) string {
-	if e := ResponseError(payload); e != nil {
-		return fmt.Sprintf("; it carried error %d: %s", int(e.Code), e.Message)
-	}
-	return ""
-}
-
-// ResponseError returns the payload.error of a response payload, or nil
-// when it carries none.
-func ResponseError(payload []byte) *snap.Error {
-	var p struct {
-		Error *snap.Error `json:"error"`
-	}
-	if json.Unmarshal(payload, &p) != nil {
-		return nil
-	}
-	return p.Error
-}
-
-func (c *Client) post(ctx context.Context, url string, x *exchange, accept string) (*http.Response, error) {
+func (c *HTTP) post(ctx context.Context, url string, x *exchange, accept string) (*http.Response, error) {
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(x.body))
 	if err != nil {
 		return nil, err
@@ -259,7 +173,7 @@ func statusError(resp *http.Response) *StatusError {
 	if resp.Body != nil {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 		e.Body = strings.TrimSpace(string(b))
-		if se := ResponseError(b); se != nil && se.Code != 0 {
+		if se := snap.ResponseError(b); se != nil && se.Code != 0 {
 			e.Err = se
 		}
 	}
@@ -267,7 +181,7 @@ func statusError(resp *http.Response) *StatusError {
 }
 
 // readAll reads at most MaxMessage bytes of r.
-func (c *Client) readAll(r io.Reader) ([]byte, error) {
+func (c *HTTP) readAll(r io.Reader) ([]byte, error) {
 	b, err := io.ReadAll(io.LimitReader(r, int64(c.cfg.MaxMessage)+1))
 	if err != nil {
 		return nil, err
@@ -279,9 +193,9 @@ func (c *Client) readAll(r io.Reader) ([]byte, error) {
 }
 
 // Send posts req to url (an agent's /snap endpoint) and returns its
-// verified response; SNAP errors are responses too (see ResponseError).
+// verified response; SNAP errors are responses too (see snap.ResponseError).
 // An unsigned req is signed with the client's key, in place.
-func (c *Client) Send(ctx context.Context, url string, req *snap.Message) (*snap.Message, error) {
+func (c *HTTP) Send(ctx context.Context, url string, req *snap.Message) (*snap.Message, error) {
 	x, err := c.prepare(req)
 	if err != nil {
 		return nil, err
@@ -295,7 +209,7 @@ func (c *Client) Send(ctx context.Context, url string, req *snap.Message) (*snap
 	if err != nil {
 		return nil, err
 	}
-	got, err := x.check(ctx, raw, false)
+	got, err := x.check(ctx, raw, nil, false)
 	if err != nil {
 		return nil, err
 	}
@@ -309,7 +223,7 @@ func (c *Client) Send(ctx context.Context, url string, req *snap.Message) (*snap
 // idle for IdleTimeout, or the end of the body before the response ends
 // the call with an error. A nil fn ignores the events. An unsigned req is
 // signed in place, as by Send.
-func (c *Client) Stream(ctx context.Context, url string, req *snap.Message, fn func(*snap.Message) error) (*snap.Message, error) {
+func (c *HTTP) Stream(ctx context.Context, url string, req *snap.Message, fn func(*snap.Message) error) (*snap.Message, error) {
 	x, err := c.prepare(req)
 	if err != nil {
 		return nil, err
@@ -334,7 +248,7 @@ func (c *Client) Stream(ctx context.Context, url string, req *snap.Message, fn f
 		if err != nil {
 			return nil, streamErr(ctx, err)
 		}
-		got, err := x.check(ctx, raw, false)
+		got, err := x.check(ctx, raw, nil, false)
 		if err != nil {
 			return nil, err
 		}
@@ -352,7 +266,7 @@ func (c *Client) Stream(ctx context.Context, url string, req *snap.Message, fn f
 			return nil, streamErr(ctx, err)
 		}
 		idle.Reset(c.cfg.IdleTimeout)
-		got, err := x.check(ctx, data, true)
+		got, err := x.check(ctx, data, nil, true)
 		if err != nil {
 			return nil, err
 		}
@@ -380,14 +294,14 @@ func streamErr(ctx context.Context, err error) error {
 // SendWS sends req over a new WebSocket connection to url and returns the
 // one frame that answers it, verified. An event is refused: a
 // non-streaming method is answered by exactly one response.
-func (c *Client) SendWS(ctx context.Context, url string, req *snap.Message) (*snap.Message, error) {
+func (c *HTTP) SendWS(ctx context.Context, url string, req *snap.Message) (*snap.Message, error) {
 	return c.ws(ctx, url, req, nil)
 }
 
 // StreamWS sends req over a new WebSocket connection to url, passes each
 // verified event to fn (nil: ignored), and returns the verified final
 // response.
-func (c *Client) StreamWS(ctx context.Context, url string, req *snap.Message, fn func(*snap.Message) error) (*snap.Message, error) {
+func (c *HTTP) StreamWS(ctx context.Context, url string, req *snap.Message, fn func(*snap.Message) error) (*snap.Message, error) {
 	if fn == nil {
 		fn = func(*snap.Message) error { return nil }
 	}
@@ -405,7 +319,7 @@ func wsURL(u string) string {
 	return u
 }
 
-func (c *Client) ws(ctx context.Context, url string, req *snap.Message, fn func(*snap.Message) error) (*snap.Message, error) {
+func (c *HTTP) ws(ctx context.Context, url string, req *snap.Message, fn func(*snap.Message) error) (*snap.Message, error) {
 	x, err := c.prepare(req)
 	if err != nil {
 		return nil, err
@@ -433,7 +347,7 @@ func (c *Client) ws(ctx context.Context, url string, req *snap.Message, fn func(
 		if err != nil {
 			return nil, wsErr(ctx, err)
 		}
-		got, err := x.check(ctx, data, fn != nil)
+		got, err := x.check(ctx, data, nil, fn != nil)
 		if err != nil {
 			return nil, err
 		}
@@ -463,12 +377,11 @@ func wsErr(ctx context.Context, err error) error {
 
 // Discover fetches the well-known card of the agent at baseURL (one
 // trailing slash is dropped, then /.well-known/snap-agent.json appended,
-// as SDK peers do) and verifies it as SPEC-NOTES 1.13 requires: the card
-// is valid, the signature over JCS(card) ‖ "|" ‖ timestamp verifies
-// against publicKey, and publicKey is the output key of the card's
-// identity.
-func (c *Client) Discover(ctx context.Context, baseURL string) (*snap.Card, *snap.SignedCard, error) {
-	u := strings.TrimSuffix(baseURL, "/") + WellKnownPath
+// as SDK peers do) and verifies it: the card is valid, the signature over
+// JCS(card) ‖ "|" ‖ timestamp verifies against publicKey, and publicKey is
+// the output key of the card's identity.
+func (c *HTTP) Discover(ctx context.Context, baseURL string) (*snap.Card, *snap.SignedCard, error) {
+	u := strings.TrimSuffix(baseURL, "/") + snaphttp.WellKnownPath
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, nil, err
@@ -490,7 +403,7 @@ func (c *Client) Discover(ctx context.Context, baseURL string) (*snap.Card, *sna
 		return nil, nil, err
 	}
 	if len(raw) > limit {
-		return nil, nil, fmt.Errorf("snaphttp: the well-known card is over %d bytes", limit)
+		return nil, nil, fmt.Errorf("client: the well-known card is over %d bytes", limit)
 	}
 	return snap.VerifySignedCard(raw)
 }

@@ -1,4 +1,4 @@
-package snaphttp
+package client
 
 import (
 	"bufio"
@@ -10,7 +10,7 @@ import (
 
 // ErrEventTooLarge is returned when one server-sent event carries more data
 // than the reader allows.
-var ErrEventTooLarge = errors.New("snaphttp: server-sent event too large")
+var ErrEventTooLarge = errors.New("client: server-sent event too large")
 
 // sseReader reads a text/event-stream body as the WHATWG event-stream
 // format says, keeping only what SNAP uses: the data of each event. A data

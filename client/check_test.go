@@ -1,0 +1,200 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/snapnode/snapnode/client"
+	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/relay"
+	"github.com/snapnode/snapnode/relay/embedded"
+	"github.com/snapnode/snapnode/snap"
+)
+
+// answer is one reply a test agent makes to a request: a response signed
+// by key (the agent's unless set), addressed to to ("-" for no one, ""
+// for the requester), with payload.
+type answer struct {
+	key     *identity.Key
+	to      string
+	payload string
+}
+
+func (a answer) build(t *testing.T, agent *identity.Key, req *snap.Message) []byte {
+	t.Helper()
+	k := a.key
+	if k == nil {
+		k = agent
+	}
+	to := a.to
+	switch to {
+	case "":
+		to = req.From
+	case "-":
+		to = ""
+	}
+	m := &snap.Message{ID: snap.NewID(), Version: snap.ProtocolVersion, From: addr(k), To: to, Type: snap.TypeResponse,
+		Method: req.Method, Payload: []byte(a.payload), Timestamp: time.Now().Unix()}
+	if err := m.Sign(k); err != nil {
+		t.Fatal(err)
+	}
+	return raw(t, m)
+}
+
+// The checks of an answer are the same over Nostr and HTTP, save one: over
+// Nostr an error response addressed to no one (how an agent refuses a
+// request it could not take: rate limited, queue full) is taken, its event
+// naming the request; over HTTP, where refusals are HTTP statuses, it is
+// refused like any other answer not addressed to the requester. Over Nostr
+// an answer that fails is skipped and the next, good one returned; over
+// HTTP the exchange fails with ErrInvalidResponse.
+func TestOneCheckForEveryTransport(t *testing.T) {
+	const good = `{"task":{"id":"good"}}`
+	cases := []struct {
+		name        string
+		a           answer
+		nostr, http bool // taken over Nostr, over HTTP
+	}{
+		{"addressed to the requester", answer{payload: `{"task":{"id":"t"}}`}, true, true},
+		{"a result addressed to no one", answer{to: "-", payload: `{"task":{"id":"t"}}`}, false, false},
+		{"a refusal addressed to no one", answer{to: "-", payload: `{"error":{"code":5003,"message":"busy"}}`}, true, false},
+		{"addressed to someone else", answer{to: addr(otherKey), payload: `{"task":{"id":"t"}}`}, false, false},
+		{"a refusal to someone else", answer{to: addr(otherKey), payload: `{"error":{"code":5003,"message":"busy"}}`}, false, false},
+		{"from another agent", answer{key: otherKey, payload: `{"task":{"id":"t"}}`}, false, false},
+	}
+	agent := nostrAgent(t)
+	for _, tc := range cases {
+		t.Run(tc.name+"/nostr", func(t *testing.T) {
+			agent.answers <- func(req *snap.Message) [][]byte {
+				return [][]byte{tc.a.build(t, agent.key, req), answer{payload: good}.build(t, agent.key, req)}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			resp, err := agent.transport.Send(ctx, "tasks/get", []byte(`{"taskId":"t"}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if took := string(resp.Payload) != good; took != tc.nostr {
+				t.Errorf("answer taken: %v, want %v (got %s)", took, tc.nostr, resp.Payload)
+			}
+		})
+		t.Run(tc.name+"/http", func(t *testing.T) {
+			url := fake(t, func(w http.ResponseWriter, req *snap.Message) {
+				w.Header().Set("Content-Type", "application/json")
+				w.Write(tc.a.build(t, serverKey, req))
+			})
+			c := client.NewHTTP(client.HTTPConfig{Key: clientKey})
+			_, err := c.To(url, addr(serverKey)).Send(context.Background(), "tasks/get", []byte(`{"taskId":"t"}`))
+			if took := err == nil; took != tc.http || (!took && !errors.Is(err, client.ErrInvalidResponse)) {
+				t.Errorf("answer taken: %v, want %v (%v)", took, tc.http, err)
+			}
+		})
+	}
+}
+
+// testAgent answers the requests sent to its Nostr key through an
+// embedded relay with what the function it is given next returns.
+type testAgent struct {
+	key       *identity.Key
+	answers   chan func(req *snap.Message) [][]byte
+	transport client.Transport
+}
+
+func nostrAgent(t *testing.T) *testAgent {
+	t.Helper()
+	quiet := slog.New(slog.DiscardHandler)
+	rel, err := embedded.New(embedded.Config{DBPath: ":memory:", Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- rel.Serve(ctx, ln) }()
+	pool := relay.NewPool(relay.PoolConfig{URLs: []string{embedded.WebSocketURL(ln.Addr())}, Logger: quiet})
+	pool.Start(ctx)
+	a := &testAgent{key: serverKey, answers: make(chan func(*snap.Message) [][]byte, 1)}
+	sub, err := pool.Subscribe(ctx, nostr.Filter{Kinds: []int{relay.KindEphemeral}, Tags: nostr.TagMap{"p": {a.key.NostrPublicKey()}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select { // the agent listens before it is asked
+	case <-sub.EOSE():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the agent's subscription got no EOSE")
+	}
+	replied := make(chan struct{})
+	go func() {
+		defer close(replied)
+		a.serve(ctx, t, pool, sub)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-replied
+		sub.Close()
+		pool.Close()
+		<-served
+		rel.Close()
+	})
+	a.transport = client.NewNostr(client.NostrConfig{Key: clientKey, Relays: pool, Logger: quiet}).
+		To(client.Target{Address: addr(a.key), PubKey: a.key.NostrPublicKey()}, false)
+	return a
+}
+
+// serve opens each request and publishes the replies of the next answer
+// function, in order, each tagged with the request and the requester.
+func (a *testAgent) serve(ctx context.Context, t *testing.T, pool *relay.Pool, sub *relay.Subscription) {
+	sealer := relay.NewSealer(a.key, 4)
+	for {
+		var ev *nostr.Event
+		select {
+		case <-ctx.Done():
+			return
+		case ev = <-sub.Events():
+		}
+		plain, err := sealer.Open(ev.PubKey, ev.Content)
+		if err != nil {
+			t.Errorf("agent: %v", err)
+			return
+		}
+		req, err := snap.Parse(plain)
+		if err != nil {
+			t.Errorf("agent: %v", err)
+			return
+		}
+		var answer func(*snap.Message) [][]byte
+		select {
+		case <-ctx.Done():
+			return
+		case answer = <-a.answers:
+		}
+		for _, r := range answer(req) {
+			content, err := sealer.Seal(ev.PubKey, r)
+			if err != nil {
+				t.Errorf("agent: %v", err)
+				return
+			}
+			reply := nostr.Event{CreatedAt: nostr.Now(), Kind: relay.KindEphemeral, Content: content,
+				Tags: nostr.Tags{{"p", ev.PubKey}, {"e", ev.ID}}}
+			if err := relay.SignEvent(a.key, &reply); err != nil {
+				t.Errorf("agent: %v", err)
+				return
+			}
+			if _, err := pool.Publish(ctx, reply); err != nil && !strings.Contains(err.Error(), "context canceled") {
+				t.Errorf("agent: publish: %v", err)
+				return
+			}
+		}
+	}
+}

@@ -1,0 +1,33 @@
+// Package client is a SNAP requester: it signs requests, sends them to an
+// agent over Nostr or HTTP, and verifies every message that answers them
+// before handing it over.
+//
+// A Transport is one agent reached one way: Send sends one signed request
+// and returns its verified answer; Stream does the same for a streaming
+// method and passes each verified event on as it arrives. Both transports
+// build and sign requests, and check what answers them, with the same
+// code: the answer validates (syntax, timestamp window, replay), its
+// signature verifies against its from, from is the agent asked, to is the
+// requester, and it is a response (or, in a stream, an event of the
+// request's method). A SNAP error is a response too; snap.ResponseError
+// finds it in the payload.
+//
+// Over Nostr (Nostr, through a relay pool, and Relays to find agents by
+// their cards), the request travels sealed with NIP-44 to the agent's
+// Nostr key, and a reply counts only when it names the request (e tag) and
+// the requester (p tag) and is signed by the agent's key. Replies that
+// fail a check are logged and skipped, so that a forger cannot pre-empt
+// the answer; when none passes before the deadline, the error lists what
+// was rejected.
+//
+//	relays := client.DialRelays(ctx, []string{"wss://relay.example"}, logger)
+//	defer relays.Close()
+//	target, _, err := relays.FindAgent(ctx, agentAddress)
+//	agent := relays.Nostr(key, logger).To(target, false)
+//	resp, err := agent.Send(ctx, "tasks/get", []byte(`{"taskId":"t-1"}`))
+//
+// Over HTTP (HTTP), a request is a POST to the agent's /snap endpoint,
+// streams come as server-sent events, and a ws:// or wss:// endpoint
+// carries the same exchange over a WebSocket. Discover fetches and
+// verifies an agent's well-known card, and Call calls a service.
+package client

@@ -1,0 +1,296 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/snapnode/snapnode/client"
+	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/snap"
+)
+
+// reply builds a message answering req, signed by k unless unsigned.
+type reply struct {
+	key      *identity.Key
+	typ      snap.Type
+	to       string // "" means req.From
+	age      time.Duration
+	unsigned bool
+	method   string // "" means req.Method
+}
+
+func (r reply) build(t *testing.T, req *snap.Message) []byte {
+	t.Helper()
+	to := r.to
+	if to == "" {
+		to = req.From
+	}
+	k := r.key
+	if k == nil {
+		k = serverKey
+	}
+	typ := r.typ
+	if typ == "" {
+		typ = snap.TypeResponse
+	}
+	method := r.method
+	if method == "" {
+		method = req.Method
+	}
+	m := &snap.Message{ID: snap.NewID(), Version: "0.1", From: addr(k), To: to, Type: typ, Method: method,
+		Payload: []byte(`{"task":{"id":"t"}}`), Timestamp: time.Now().Add(-r.age).Unix()}
+	if !r.unsigned {
+		if err := m.Sign(k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return raw(t, m)
+}
+
+// fake serves answers built from the request it receives.
+func fake(t *testing.T, answer func(w http.ResponseWriter, req *snap.Message)) string {
+	t.Helper()
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		req, err := snap.Parse(b)
+		if err != nil {
+			t.Errorf("fake server: %v", err)
+			return
+		}
+		answer(w, req)
+	}))
+	t.Cleanup(ts.Close)
+	return ts.URL
+}
+
+// Send verifies the response as a requester must and refuses anything
+// else.
+func TestClientVerifiesResponses(t *testing.T) {
+	cases := []struct {
+		name string
+		r    reply
+		want error
+	}{
+		{"valid", reply{}, nil},
+		{"from another agent", reply{key: otherKey}, client.ErrInvalidResponse},
+		{"to someone else", reply{to: addr(otherKey)}, client.ErrInvalidResponse},
+		{"unsigned", reply{unsigned: true}, client.ErrInvalidResponse},
+		{"an event", reply{typ: snap.TypeEvent}, client.ErrInvalidResponse},
+		{"a request", reply{typ: snap.TypeRequest}, client.ErrInvalidResponse},
+		{"stale", reply{age: time.Hour}, snap.CodeTimestampExpired},
+	}
+	cl := client.NewHTTP(client.HTTPConfig{Key: clientKey})
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			url := fake(t, func(w http.ResponseWriter, req *snap.Message) { w.Write(tc.r.build(t, req)) })
+			got, err := cl.Send(context.Background(), url, &snap.Message{To: addr(serverKey), Method: "tasks/get", Payload: []byte(`{"taskId":"t"}`)})
+			if tc.want == nil {
+				if err != nil || got.From != addr(serverKey) || got.Type != snap.TypeResponse {
+					t.Fatalf("%v %v", got, err)
+				}
+				return
+			}
+			if !errors.Is(err, tc.want) {
+				t.Errorf("error %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
+
+// The same signed response served twice is a replay the second time.
+func TestClientRefusesReplayedResponse(t *testing.T) {
+	var first []byte
+	url := fake(t, func(w http.ResponseWriter, req *snap.Message) {
+		if first == nil {
+			first = reply{}.build(t, req)
+		}
+		w.Write(first)
+	})
+	cl := client.NewHTTP(client.HTTPConfig{Key: clientKey})
+	req := func() *snap.Message {
+		return &snap.Message{From: addr(clientKey), To: addr(serverKey), Method: "tasks/get", Payload: []byte(`{}`)}
+	}
+	if _, err := cl.Send(context.Background(), url, req()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Send(context.Background(), url, req()); !errors.Is(err, snap.CodeDuplicateMessage) {
+		t.Errorf("replayed response: %v", err)
+	}
+}
+
+func TestClientHTTPStatuses(t *testing.T) {
+	cases := []struct {
+		status int
+		want   error
+	}{
+		{http.StatusAccepted, client.ErrNoAnswer},
+		{http.StatusNoContent, client.ErrNoAnswer},
+		{http.StatusInternalServerError, &client.StatusError{}},
+		{http.StatusBadRequest, &client.StatusError{}},
+	}
+	cl := client.NewHTTP(client.HTTPConfig{Key: clientKey})
+	for _, tc := range cases {
+		t.Run(fmt.Sprint(tc.status), func(t *testing.T) {
+			url := fake(t, func(w http.ResponseWriter, req *snap.Message) {
+				w.WriteHeader(tc.status)
+				fmt.Fprint(w, `{"error":"Internal server error"}`)
+			})
+			_, err := cl.Send(context.Background(), url, request(t, "tasks/get", `{}`))
+			var se *client.StatusError
+			if _, ok := tc.want.(*client.StatusError); ok {
+				if !errors.As(err, &se) || se.StatusCode != tc.status || !strings.Contains(se.Body, "Internal") {
+					t.Errorf("error %v, want StatusError %d", err, tc.status)
+				}
+			} else if !errors.Is(err, tc.want) {
+				t.Errorf("error %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
+
+// The SSE reader takes what servers send besides the exact SDK framing:
+// CRLF, comments, other fields, a JSON message split over data lines; a
+// plain JSON answer gives the response alone.
+func TestClientStreamLenientFraming(t *testing.T) {
+	var events []string
+	url := fake(t, func(w http.ResponseWriter, req *snap.Message) {
+		ev := string(reply{typ: snap.TypeEvent}.build(t, req))
+		split := strings.Replace(string(reply{typ: snap.TypeEvent}.build(t, req)), `,"type"`, ",\ndata: \"type\"", 1)
+		w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+		fmt.Fprintf(w, ": hello\r\n\r\nevent: message\r\nid: 1\r\ndata:%s\r\n\r\n", ev)
+		fmt.Fprintf(w, "data: %s\n\n", split)
+		fmt.Fprintf(w, "retry: 10\n\ndata: %s\n\n", reply{}.build(t, req))
+	})
+	cl := client.NewHTTP(client.HTTPConfig{Key: clientKey})
+	final, err := cl.Stream(context.Background(), url, request(t, "message/stream", `{}`), func(m *snap.Message) error {
+		events = append(events, string(m.Type))
+		return nil
+	})
+	if err != nil || final.Type != snap.TypeResponse || strings.Join(events, ",") != "event,event" {
+		t.Fatalf("final %v, events %v, err %v", final, events, err)
+	}
+
+	plain := fake(t, func(w http.ResponseWriter, req *snap.Message) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(reply{}.build(t, req))
+	})
+	if final, err := cl.Stream(context.Background(), plain, request(t, "message/stream", `{}`), nil); err != nil || final.Type != snap.TypeResponse {
+		t.Errorf("plain JSON answer to a stream: %v %v", final, err)
+	}
+}
+
+// A stream that ends without its response, goes quiet, carries a bad
+// message, or whose callback fails ends with an error.
+func TestClientStreamFailures(t *testing.T) {
+	errStop := errors.New("stop")
+	cases := []struct {
+		name   string
+		answer func(w http.ResponseWriter, r *http.Request, req *snap.Message)
+		fn     func(*snap.Message) error
+		want   error
+	}{
+		{"ends early", func(w http.ResponseWriter, r *http.Request, req *snap.Message) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprintf(w, "data: %s\n\n", reply{typ: snap.TypeEvent}.build(t, req))
+		}, nil, client.ErrNoAnswer},
+		{"goes quiet", func(w http.ResponseWriter, r *http.Request, req *snap.Message) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprintf(w, "data: %s\n\n", reply{typ: snap.TypeEvent}.build(t, req))
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+		}, nil, client.ErrIdleTimeout},
+		{"forged event", func(w http.ResponseWriter, r *http.Request, req *snap.Message) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprintf(w, "data: %s\n\n", reply{typ: snap.TypeEvent, key: otherKey}.build(t, req))
+		}, nil, client.ErrInvalidResponse},
+		{"event of another method", func(w http.ResponseWriter, r *http.Request, req *snap.Message) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprintf(w, "data: %s\n\n", reply{typ: snap.TypeEvent, method: "tasks/resubscribe"}.build(t, req))
+		}, nil, client.ErrInvalidResponse},
+		{"callback fails", func(w http.ResponseWriter, r *http.Request, req *snap.Message) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprintf(w, "data: %s\n\n", reply{typ: snap.TypeEvent}.build(t, req))
+		}, func(*snap.Message) error { return errStop }, errStop},
+		{"not an event stream", func(w http.ResponseWriter, r *http.Request, req *snap.Message) {
+			w.Header().Set("Content-Type", "text/html")
+		}, nil, client.ErrInvalidResponse},
+	}
+	cl := client.NewHTTP(client.HTTPConfig{Key: clientKey, IdleTimeout: 100 * time.Millisecond})
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				b, _ := io.ReadAll(r.Body)
+				req, _ := snap.Parse(b)
+				tc.answer(w, r, req)
+			}))
+			defer ts.Close()
+			fn := tc.fn
+			if fn == nil {
+				fn = func(*snap.Message) error { return nil }
+			}
+			_, err := cl.Stream(context.Background(), ts.URL, request(t, "message/stream", `{}`), fn)
+			if !errors.Is(err, tc.want) {
+				t.Errorf("error %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
+
+// Over WebSocket SendWS takes exactly one frame, which must be the
+// response; a connection closed without an answer is ErrNoAnswer.
+func TestClientWebSocket(t *testing.T) {
+	cases := []struct {
+		name string
+		send func(t *testing.T, c *websocket.Conn, req *snap.Message)
+		want error
+	}{
+		{"response", func(t *testing.T, c *websocket.Conn, req *snap.Message) {
+			c.WriteMessage(websocket.TextMessage, reply{}.build(t, req))
+		}, nil},
+		{"event first", func(t *testing.T, c *websocket.Conn, req *snap.Message) {
+			c.WriteMessage(websocket.TextMessage, reply{typ: snap.TypeEvent}.build(t, req))
+		}, client.ErrInvalidResponse},
+		{"closed", func(t *testing.T, c *websocket.Conn, req *snap.Message) {
+			c.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseGoingAway, "bye"))
+		}, client.ErrNoAnswer},
+	}
+	cl := client.NewHTTP(client.HTTPConfig{Key: clientKey})
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				c, err := (&websocket.Upgrader{}).Upgrade(w, r, nil)
+				if err != nil {
+					return
+				}
+				defer c.Close()
+				_, b, err := c.ReadMessage()
+				if err != nil {
+					return
+				}
+				req, _ := snap.Parse(b)
+				tc.send(t, c, req)
+				c.ReadMessage() // until the client closes
+			}))
+			defer ts.Close()
+			got, err := cl.SendWS(context.Background(), ts.URL, request(t, "tasks/get", `{}`))
+			if tc.want == nil {
+				if err != nil || got.Type != snap.TypeResponse {
+					t.Errorf("%v %v", got, err)
+				}
+				return
+			}
+			if !errors.Is(err, tc.want) {
+				t.Errorf("error %v, want %v", err, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,106 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/relay"
+)
+
+// ErrUnreachable is returned by discovery when no relay could be reached:
+// a card that was not found was never looked for. The error names each
+// relay and its last error.
+var ErrUnreachable = errors.New("could not reach any relay")
+
+// Discovered is an agent's card found on the relays with the Nostr key
+// that publishes it; Rejected is a card event dropped, and why.
+type (
+	Discovered = relay.Discovered
+	Rejected   = relay.Rejected
+)
+
+// Relays is a requester's connection to Nostr relays: it finds agents by
+// their cards and carries requests to them (see Nostr). Its connections
+// are kept in the background until Close.
+type Relays struct {
+	pool *relay.Pool
+	urls []string
+}
+
+// DialRelays starts connecting to the relays at urls; ctx bounds the
+// connections' life, as Close does.
+func DialRelays(ctx context.Context, urls []string, logger *slog.Logger) *Relays {
+	p := relay.NewPool(relay.PoolConfig{URLs: urls, Logger: logger})
+	p.Start(ctx)
+	return &Relays{pool: p, urls: urls}
+}
+
+// Close ends the connections and waits for them.
+func (r *Relays) Close() { r.pool.Close() }
+
+// Nostr returns a client that sends with key over these relays.
+func (r *Relays) Nostr(key *identity.Key, logger *slog.Logger) *Nostr {
+	return NewNostr(NostrConfig{Key: key, Relays: r.pool, Logger: logger})
+}
+
+// Discover returns the newest valid card of the agent address, or of every
+// agent that offers skill (give one of them), and the card events dropped
+// (impostors, invalid cards). When nothing is found the error says why:
+// ErrUnreachable when no relay could be reached, else relay.ErrNotFound
+// or the relays' error.
+func (r *Relays) Discover(ctx context.Context, address, skill string) ([]Discovered, []Rejected, error) {
+	var (
+		found    []Discovered
+		rejected []Rejected
+		err      error
+	)
+	if address != "" {
+		var d *Discovered
+		d, rejected, err = relay.DiscoverByIdentity(ctx, r.pool, address)
+		if d != nil {
+			found = append(found, *d)
+		}
+	} else {
+		found, rejected, err = relay.DiscoverBySkill(ctx, r.pool, skill)
+	}
+	if len(found) > 0 {
+		return found, rejected, nil
+	}
+	if down := r.unreachable(); down != "" {
+		return nil, rejected, fmt.Errorf("%w: %s", ErrUnreachable, down)
+	}
+	if err == nil {
+		err = relay.ErrNotFound
+	}
+	return nil, rejected, err
+}
+
+// FindAgent returns the Target of the agent address: its newest valid card
+// on the relays, with the dropped card events, as Discover.
+func (r *Relays) FindAgent(ctx context.Context, address string) (Target, []Rejected, error) {
+	found, rejected, err := r.Discover(ctx, address, "")
+	switch {
+	case errors.Is(err, ErrUnreachable):
+		return Target{}, rejected, err
+	case err != nil:
+		return Target{}, rejected, fmt.Errorf("no valid card for %s on %s: %w", address, strings.Join(r.urls, ", "), err)
+	}
+	return Target{Address: address, PubKey: found[0].PubKey}, rejected, nil
+}
+
+// unreachable describes the relays and their last errors when none of them
+// is connected ("" when one is, or none has failed yet).
+func (r *Relays) unreachable() string {
+	var down []string
+	for _, h := range r.pool.Health() {
+		if h.State == relay.StateConnected || h.LastError == nil {
+			return ""
+		}
+		down = append(down, fmt.Sprintf("%s (%v)", h.URL, h.LastError))
+	}
+	return strings.Join(down, "; ")
+}
