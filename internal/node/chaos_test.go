@@ -17,13 +17,13 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/snapnode/snapnode/client"
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/admin"
 	"github.com/snapnode/snapnode/internal/llmtest"
 	"github.com/snapnode/snapnode/internal/sqldb"
 	"github.com/snapnode/snapnode/internal/testutil"
 	"github.com/snapnode/snapnode/snap"
-	"github.com/snapnode/snapnode/snaphttp"
 )
 
 var (
@@ -47,7 +47,7 @@ type chaosTask struct {
 	n      int
 	kind   chaosKind
 	token  string // in the content of the file the task writes or reads
-	client *snaphttp.Client
+	client *client.HTTP
 	msg    *snap.Message // signed at the first send; every later send is a retry
 
 	id       string // the task id of the first answer
@@ -103,7 +103,7 @@ func TestChaosSIGKILL(t *testing.T) {
 	}
 
 	// The tasks, their requesters and the files they find in the sandbox.
-	var clients []*snaphttp.Client
+	var clients []*client.HTTP
 	for range 4 {
 		k, err := identity.Generate()
 		if err != nil {

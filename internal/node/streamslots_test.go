@@ -6,12 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snapnode/snapnode/client"
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/llmtest"
 	"github.com/snapnode/snapnode/internal/node"
 	"github.com/snapnode/snapnode/internal/slots"
 	"github.com/snapnode/snapnode/internal/testdb"
-	"github.com/snapnode/snapnode/relay"
 )
 
 // heldStream is a message/stream request over Nostr that runs until its
@@ -30,9 +30,9 @@ func holdStream(ctx context.Context, r *requester, n *node.Node, payload any) *h
 	go func() {
 		defer close(h.done)
 		first := true
-		resp, err := r.client.RequestStream(ctx, relay.Target{Address: n.Address(), PubKey: n.NostrPublicKey()},
-			relay.Request{Method: "message/stream", Payload: body},
-			func(ev *relay.Response) error {
+		resp, err := r.client.RequestStream(ctx, client.Target{Address: n.Address(), PubKey: n.NostrPublicKey()},
+			client.NostrRequest{Method: "message/stream", Payload: body},
+			func(ev *client.NostrResponse) error {
 				var e streamEvent
 				if err := json.Unmarshal(ev.Payload, &e); err != nil {
 					return err

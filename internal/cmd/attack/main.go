@@ -59,9 +59,9 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/snapnode/snapnode/client"
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/snap"
-	"github.com/snapnode/snapnode/snaphttp"
 )
 
 func main() {
@@ -105,7 +105,7 @@ type scenario struct {
 	args, before []string
 	env          []string
 	attack       func(ctx context.Context, n *node) (note func() string, err error)
-	valid        func(ctx context.Context, n *node, peer *snaphttp.Client, i int) error
+	valid        func(ctx context.Context, n *node, peer *client.HTTP, i int) error
 }
 
 func scenarios(llmURL string) map[string]scenario {
@@ -161,7 +161,7 @@ func run(ctx context.Context, attack string, before bool, duration time.Duration
 	}
 	// Each of its requests comes on a new connection, as a new peer's
 	// would: a connection kept from before the attack would not meet it.
-	peer := snaphttp.NewClient(snaphttp.ClientConfig{Key: k,
+	peer := client.NewHTTP(client.HTTPConfig{Key: k,
 		HTTP: &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}})
 	// The valid peer is known to the node: it has a task here.
 	if err := writeFile(actx, n, peer, -1); err != nil {
@@ -327,7 +327,7 @@ func taskState(m *snap.Message) (string, error) {
 
 // The valid peer's requests.
 
-func writeFile(ctx context.Context, n *node, peer *snaphttp.Client, i int) error {
+func writeFile(ctx context.Context, n *node, peer *client.HTTP, i int) error {
 	m, err := peer.Send(ctx, n.http, &snap.Message{To: n.addr, Method: "message/send",
 		Payload: proposal("WRITE_FILE", map[string]any{"path": fmt.Sprintf("/sandbox/valid-%d.txt", i+1), "content": "valid\n"})})
 	if err != nil {
@@ -339,7 +339,7 @@ func writeFile(ctx context.Context, n *node, peer *snaphttp.Client, i int) error
 	return nil
 }
 
-func streamWrite(ctx context.Context, n *node, peer *snaphttp.Client, i int) error {
+func streamWrite(ctx context.Context, n *node, peer *client.HTTP, i int) error {
 	m, err := peer.Stream(ctx, n.http, &snap.Message{To: n.addr, Method: "message/stream",
 		Payload: proposal("WRITE_FILE", map[string]any{"path": fmt.Sprintf("/sandbox/streamed-%d.txt", i), "content": "valid\n"})}, nil)
 	if err != nil {
@@ -351,7 +351,7 @@ func streamWrite(ctx context.Context, n *node, peer *snaphttp.Client, i int) err
 	return nil
 }
 
-func tasksGet(ctx context.Context, n *node, peer *snaphttp.Client, _ int) error {
+func tasksGet(ctx context.Context, n *node, peer *client.HTTP, _ int) error {
 	m, err := peer.Send(ctx, n.http, &snap.Message{To: n.addr, Method: "tasks/get", Payload: []byte(`{"taskId":"no-such-task"}`)})
 	if err != nil {
 		return err
@@ -370,7 +370,7 @@ func dirbomb(ctx context.Context, n *node) (func() string, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := snaphttp.NewClient(snaphttp.ClientConfig{Key: k, HTTP: clientFrom("127.0.6.1")})
+	c := client.NewHTTP(client.HTTPConfig{Key: k, HTTP: clientFrom("127.0.6.1")})
 	var made, refused atomic.Int64
 	go func() {
 		for i := 0; ctx.Err() == nil; i++ {
@@ -421,7 +421,7 @@ func streams(ctx context.Context, n *node) (func() string, error) {
 		if err != nil {
 			return nil, err
 		}
-		c := snaphttp.NewClient(snaphttp.ClientConfig{Key: k, HTTP: clientFrom(fmt.Sprintf("127.0.5.%d", 1+i%100))})
+		c := client.NewHTTP(client.HTTPConfig{Key: k, HTTP: clientFrom(fmt.Sprintf("127.0.5.%d", 1+i%100))})
 		wg.Go(func() {
 			for ctx.Err() == nil {
 				var counted bool
