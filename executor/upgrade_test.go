@@ -4,7 +4,6 @@ import (
 	"context"
 	"testing"
 
-	"github.com/snapnode/snapnode/internal/sqldb"
 	"github.com/snapnode/snapnode/internal/testdb"
 )
 
@@ -14,11 +13,7 @@ import (
 func TestUpgradeFromExecutorMigrations(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
-		db, err := sqldb.Open(ctx, dsn, sqldb.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
+		db := testdb.Open(t, dsn)
 		all, err := migrations().Names(db.Dialect)
 		if err != nil {
 			t.Fatal(err)

@@ -30,11 +30,7 @@ func history(component string) sqldb.Migrations {
 func TestMigrateTakesOverLegacyTable(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
-		db, err := sqldb.Open(ctx, dsn, sqldb.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
+		db := testdb.Open(t, dsn)
 		// What the older build left: its own table, at version 1.
 		for _, q := range []string{
 			"CREATE TABLE items_migrations (version BIGINT NOT NULL PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)",
@@ -74,11 +70,7 @@ func TestMigrateTakesOverLegacyTable(t *testing.T) {
 // A legacy version past what this build knows is refused, not taken over.
 func TestMigrateLegacyTooNew(t *testing.T) {
 	ctx := context.Background()
-	db, err := sqldb.Open(ctx, testdb.SQLite(t), sqldb.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := testdb.Open(t, testdb.SQLite(t))
 	if _, err := db.W.ExecContext(ctx, "PRAGMA user_version = 3"); err != nil {
 		t.Fatal(err)
 	}

@@ -62,8 +62,8 @@ func TestRebind(t *testing.T) {
 	}
 }
 
-// The task store's lock key predates this package: processes of the
-// previous build and this one must still serialize their migrations.
+// Lock keys are stable across builds: processes of two builds sharing a
+// database serialize on the same key.
 func TestLockKey(t *testing.T) {
 	if got, want := LockKey("snapnode/tasks/sqlstore"), int64(-1179689125912968178); got != want {
 		t.Fatalf("LockKey = %d, want %d", got, want)

@@ -7,7 +7,6 @@ import (
 
 	"github.com/snapnode/snapnode/agent"
 	"github.com/snapnode/snapnode/executor/audit"
-	"github.com/snapnode/snapnode/internal/sqldb"
 	"github.com/snapnode/snapnode/internal/testdb"
 	"github.com/snapnode/snapnode/tasks/sqlstore"
 )
@@ -20,11 +19,7 @@ import (
 func TestUpgradeFromPerComponentTables(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
-		db, err := sqldb.Open(ctx, dsn, sqldb.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
+		db := testdb.Open(t, dsn)
 		testdb.MigrateLikeOlderBuilds(t, db, os.DirFS("../../tasks/sqlstore/migrations"), "schema_migrations", 0)
 		testdb.MigrateLikeOlderBuilds(t, db, os.DirFS("../../agent/migrations"), "agent_migrations", 1)
 		testdb.MigrateLikeOlderBuilds(t, db, os.DirFS("../../executor/audit/migrations"), "audit_migrations", 0)
