@@ -3,7 +3,6 @@ package embedded
 import (
 	"context"
 	"database/sql"
-	"embed"
 	"errors"
 	"fmt"
 	"strings"
@@ -15,19 +14,6 @@ import (
 
 	"github.com/snapnode/snapnode/internal/sqldb"
 )
-
-// The relay's tables, embedded (SQLite only) and recorded in the
-// database's snapnode_migrations as "relay" (older builds kept the version
-// in PRAGMA user_version).
-//
-//go:embed migrations
-var migrationFiles embed.FS
-
-func migrations() sqldb.Migrations {
-	m := sqldb.Embedded(migrationFiles, "migrations", "relay")
-	m.Legacy = sqldb.LegacyUserVersion
-	return m
-}
 
 // store keeps events in SQLite. Writes go through one connection (one
 // writer); reads use their own pool, except for an in-memory database,
