@@ -14,10 +14,11 @@ import (
 // privateFiles keeps what the node stores readable by its user only: the
 // data folder (identity, databases, admin socket) is created 0700, each
 // SQLite database of the node — tasks, inbox checkpoint and audit log; the
-// embedded relay's; an older version's node.db while it is there — 0600 with its -wal and -shm files. A folder or
-// file found with permissions for group or others (made by hand, copied,
-// restored from a backup) is narrowed, with a warning naming it. Call it
-// before the databases are opened.
+// embedded relay's; an older version's node.db while it is there — 0600
+// with its -wal and -shm files. A folder or file found with permissions for
+// group or others (made by hand, copied, restored from a backup) is
+// narrowed, with a warning naming it. Call it before the databases are
+// opened.
 func privateFiles(cfg config.Config, logger *slog.Logger) error {
 	if err := cfg.EnsureDataDir(); err != nil {
 		return err
