@@ -14,13 +14,14 @@ import (
 )
 
 // The agent's tables, embedded one folder per dialect (see
-// sqldb.Migrations) and recorded in agent_migrations.
+// sqldb.Migrations) and recorded in snapnode_migrations as "agent"
+// (older builds kept them in agent_migrations).
 //
 //go:embed migrations
 var migrationFiles embed.FS
 
 func migrations() sqldb.Migrations {
-	return sqldb.Embedded(migrationFiles, "migrations", "agent_migrations", "snapnode/agent")
+	return sqldb.Embedded(migrationFiles, "migrations", "agent").Replacing("agent_migrations")
 }
 
 // Errors of the store.

@@ -136,7 +136,6 @@
 //	                 snapshot_pruned_at)
 //	executor_usage(requester PK, bytes, files, dirs)
 //	executor_rollback_paths(path PK, rolled_back_at)
-//	executor_migrations(version, name, applied_at)
 //
 // executor_usage is what each requester's promoted actions added to the
 // workspace, checked against the Quotas (see Quotas for who owns what).

@@ -15,13 +15,14 @@ import (
 )
 
 // The executor's tables, embedded one folder per dialect (see
-// sqldb.Migrations) and recorded in executor_migrations.
+// sqldb.Migrations) and recorded in snapnode_migrations as "executor"
+// (older builds kept them in executor_migrations).
 //
 //go:embed migrations
 var migrationFiles embed.FS
 
 func migrations() sqldb.Migrations {
-	return sqldb.Embedded(migrationFiles, "migrations", "executor_migrations", "snapnode/executor")
+	return sqldb.Embedded(migrationFiles, "migrations", "executor").Replacing("executor_migrations")
 }
 
 // The states of an action record. A record exists only for an action that

@@ -3,10 +3,17 @@ package relay
 import (
 	"context"
 	"database/sql"
+	"embed"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"sync"
 
 	"github.com/nbd-wtf/go-nostr"
-	_ "modernc.org/sqlite" // registers the pure-Go "sqlite" driver
+
+	"github.com/snapnode/snapnode/internal/bounded"
+	"github.com/snapnode/snapnode/internal/sqldb"
 )
 
 // Checkpoint remembers which stored (kind 4339) events the inbox has
@@ -25,44 +32,42 @@ type Checkpoint interface {
 
 var _ Checkpoint = (*SQLCheckpoint)(nil)
 
-// SQLCheckpoint is a Checkpoint in a SQLite file.
+// The checkpoint's table, embedded one folder per dialect (see
+// sqldb.Migrations) and recorded in snapnode_migrations as "checkpoint".
+//
+//go:embed migrations
+var migrationFiles embed.FS
+
+func migrations() sqldb.Migrations {
+	return sqldb.Embedded(migrationFiles, "migrations", "checkpoint")
+}
+
+// SQLCheckpoint is a Checkpoint in the node's database (SQLite or
+// PostgreSQL), beside its tasks: table inbox_processed.
 type SQLCheckpoint struct {
-	db *sql.DB
+	db *sqldb.DB
 }
 
 // keepProcessed is how long processed ids are kept behind the newest one:
 // as long as a 4339 reply lives on relays by default.
 const keepProcessed = DefaultReplyTT
 
-// OpenCheckpoint opens (creating it if needed) the checkpoint database at
-// path.
-func OpenCheckpoint(path string) (*SQLCheckpoint, error) {
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=synchronous(NORMAL)")
-	if err != nil {
-		return nil, fmt.Errorf("relay: open checkpoint %s: %w", path, err)
-	}
-	db.SetMaxOpenConns(1)
-	if _, err := db.Exec(`CREATE TABLE IF NOT EXISTS inbox_processed (
-		event_id TEXT PRIMARY KEY,
-		created_at INTEGER NOT NULL
-	)`); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("relay: checkpoint schema: %w", err)
-	}
-	if _, err := db.Exec(`CREATE INDEX IF NOT EXISTS inbox_processed_created ON inbox_processed(created_at)`); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("relay: checkpoint schema: %w", err)
+// OpenCheckpoint returns the checkpoint kept in db, after bringing its
+// table up to date. Closing it leaves db open.
+func OpenCheckpoint(ctx context.Context, db *sqldb.DB) (*SQLCheckpoint, error) {
+	if err := db.Migrate(ctx, migrations()); err != nil {
+		return nil, fmt.Errorf("relay: checkpoint: %w", err)
 	}
 	return &SQLCheckpoint{db: db}, nil
 }
 
-// Close closes the database.
-func (c *SQLCheckpoint) Close() error { return c.db.Close() }
+// Close does nothing: the database belongs to the caller.
+func (c *SQLCheckpoint) Close() error { return nil }
 
 // Since implements Checkpoint.
 func (c *SQLCheckpoint) Since(ctx context.Context) (nostr.Timestamp, error) {
 	var ts sql.NullInt64
-	if err := c.db.QueryRowContext(ctx, `SELECT MAX(created_at) FROM inbox_processed`).Scan(&ts); err != nil {
+	if err := c.db.R.QueryRowContext(ctx, `SELECT MAX(created_at) FROM inbox_processed`).Scan(&ts); err != nil {
 		return 0, fmt.Errorf("relay: checkpoint: %w", err)
 	}
 	return nostr.Timestamp(ts.Int64), nil
@@ -71,9 +76,9 @@ func (c *SQLCheckpoint) Since(ctx context.Context) (nostr.Timestamp, error) {
 // Seen implements Checkpoint.
 func (c *SQLCheckpoint) Seen(ctx context.Context, id string) (bool, error) {
 	var one int
-	err := c.db.QueryRowContext(ctx, `SELECT 1 FROM inbox_processed WHERE event_id = ?`, id).Scan(&one)
+	err := c.db.R.QueryRowContext(ctx, c.db.Dialect.Rebind(`SELECT 1 FROM inbox_processed WHERE event_id = ?`), id).Scan(&one)
 	switch {
-	case err == sql.ErrNoRows:
+	case errors.Is(err, sql.ErrNoRows):
 		return false, nil
 	case err != nil:
 		return false, fmt.Errorf("relay: checkpoint: %w", err)
@@ -84,11 +89,123 @@ func (c *SQLCheckpoint) Seen(ctx context.Context, id string) (bool, error) {
 // Done implements Checkpoint. It also forgets ids far older than the
 // newest, which no catch-up can reach again.
 func (c *SQLCheckpoint) Done(ctx context.Context, id string, createdAt nostr.Timestamp) error {
-	if _, err := c.db.ExecContext(ctx, `INSERT OR IGNORE INTO inbox_processed(event_id, created_at) VALUES (?, ?)`, id, int64(createdAt)); err != nil {
+	err := c.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		return c.insert(ctx, tx, id, int64(createdAt))
+	})
+	if err != nil {
 		return fmt.Errorf("relay: checkpoint: %w", err)
 	}
-	if _, err := c.db.ExecContext(ctx, `DELETE FROM inbox_processed WHERE created_at < ?`, int64(createdAt)-keepProcessed); err != nil {
-		return fmt.Errorf("relay: checkpoint: %w", err)
+	return nil
+}
+
+func (c *SQLCheckpoint) insert(ctx context.Context, tx *sql.Tx, id string, createdAt int64) error {
+	d := c.db.Dialect
+	if _, err := tx.ExecContext(ctx, d.Rebind(`INSERT INTO inbox_processed (event_id, created_at) VALUES (?, ?) ON CONFLICT (event_id) DO NOTHING`), id, createdAt); err != nil {
+		return err
 	}
+	_, err := tx.ExecContext(ctx, d.Rebind(`DELETE FROM inbox_processed WHERE created_at < ?`), createdAt-keepProcessed)
+	return err
+}
+
+// CarryOver reads the checkpoint that builds before this one kept in a
+// SQLite file of its own (the data folder's node.db) into c, if c is
+// still empty and the file exists, and returns how many ids it took. It
+// reads the file and leaves it as it is; once c holds an event, CarryOver
+// does nothing, so the file is read on one start only.
+func (c *SQLCheckpoint) CarryOver(ctx context.Context, path string) (int, error) {
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if since, err := c.Since(ctx); err != nil || since > 0 {
+		return 0, err
+	}
+	old, err := sql.Open("sqlite", "file:"+path+"?mode=ro&_pragma=busy_timeout(5000)")
+	if err != nil {
+		return 0, fmt.Errorf("relay: open the older checkpoint %s: %w", path, err)
+	}
+	defer old.Close()
+	var tables int
+	if err := old.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'inbox_processed'`).Scan(&tables); err != nil {
+		return 0, fmt.Errorf("relay: read the older checkpoint %s: %w", path, err)
+	}
+	if tables == 0 {
+		return 0, nil // an empty file: nothing was processed
+	}
+	rows, err := old.QueryContext(ctx, `SELECT event_id, created_at FROM inbox_processed
+		WHERE created_at >= (SELECT MAX(created_at) FROM inbox_processed) - ? ORDER BY created_at`, keepProcessed)
+	if err != nil {
+		return 0, fmt.Errorf("relay: read the older checkpoint %s: %w", path, err)
+	}
+	defer rows.Close()
+	type processed struct {
+		id string
+		at int64
+	}
+	var all []processed
+	for rows.Next() {
+		var p processed
+		if err := rows.Scan(&p.id, &p.at); err != nil {
+			return 0, fmt.Errorf("relay: read the older checkpoint %s: %w", path, err)
+		}
+		all = append(all, p)
+	}
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("relay: read the older checkpoint %s: %w", path, err)
+	}
+	err = c.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		for _, p := range all {
+			if err := c.insert(ctx, tx, p.id, p.at); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("relay: carry over the older checkpoint: %w", err)
+	}
+	return len(all), nil
+}
+
+// MemoryCheckpoint is a Checkpoint for a node without a database: it
+// forgets everything when the process ends, and holds at most
+// DefaultDedupeSize ids (the oldest forgotten first), each until it is
+// keepProcessed older than the newest, as SQLCheckpoint does.
+type MemoryCheckpoint struct {
+	mu     sync.Mutex
+	newest nostr.Timestamp
+	ids    *bounded.Expiring[string, struct{}]
+}
+
+var _ Checkpoint = (*MemoryCheckpoint)(nil)
+
+// NewMemoryCheckpoint returns an empty MemoryCheckpoint.
+func NewMemoryCheckpoint() *MemoryCheckpoint {
+	return &MemoryCheckpoint{ids: bounded.NewExpiring[string, struct{}](DefaultDedupeSize, true)}
+}
+
+// Close does nothing.
+func (c *MemoryCheckpoint) Close() error { return nil }
+
+// Since implements Checkpoint.
+func (c *MemoryCheckpoint) Since(context.Context) (nostr.Timestamp, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.newest, nil
+}
+
+// Seen implements Checkpoint.
+func (c *MemoryCheckpoint) Seen(_ context.Context, id string) (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.ids.Get(id, c.newest.Time())
+	return ok, nil
+}
+
+// Done implements Checkpoint.
+func (c *MemoryCheckpoint) Done(_ context.Context, id string, createdAt nostr.Timestamp) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.newest = max(c.newest, createdAt)
+	c.ids.Add(id, struct{}{}, (createdAt + keepProcessed).Time(), c.newest.Time())
 	return nil
 }

@@ -247,6 +247,9 @@ func (in *Inbox) listen(ctx context.Context, since nostr.Timestamp, jobs *fairqu
 				if seen, err := in.cfg.Checkpoint.Seen(ctx, ev.ID); err != nil {
 					in.cfg.Logger.Error("inbox checkpoint", "err", err)
 				} else if seen {
+					// Processed before a restart, or by another process
+					// sharing the database.
+					in.cfg.Logger.Debug("inbox: event already processed", "event", ev.ID)
 					continue
 				}
 			}

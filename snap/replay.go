@@ -3,8 +3,9 @@ package snap
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
+
+	"github.com/snapnode/snapnode/internal/bounded"
 )
 
 // ErrReplayStoreFull is returned by a bounded ReplayStore that cannot record
@@ -55,16 +56,7 @@ var _ ReplayStore = (*MemoryReplayStore)(nil)
 // as the Validator's fixed retention does; a record that expires early is
 // still treated as absent by Lookup and Remember.
 type MemoryReplayStore struct {
-	mu    sync.Mutex
-	max   int
-	m     map[string]ReplayRecord
-	queue []queued // insertion order; queue[head:] is live
-	head  int
-}
-
-type queued struct {
-	key     string
-	expires time.Time
+	records *bounded.Expiring[string, ReplayRecord]
 }
 
 // DefaultReplayCapacity bounds a MemoryReplayStore made with capacity 0:
@@ -78,73 +70,30 @@ func NewMemoryReplayStore(capacity int) *MemoryReplayStore {
 	if capacity <= 0 {
 		capacity = DefaultReplayCapacity
 	}
-	return &MemoryReplayStore{max: capacity, m: make(map[string]ReplayRecord)}
+	return &MemoryReplayStore{records: bounded.NewExpiring[string, ReplayRecord](capacity, false)}
 }
 
 func replayKey(from, id string) string { return from + "\x00" + id }
 
 // Lookup implements ReplayStore.
 func (s *MemoryReplayStore) Lookup(_ context.Context, from, id string, now time.Time) (ReplayRecord, bool, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r, ok := s.m[replayKey(from, id)]
-	if !ok || !now.Before(r.Expires) {
-		return ReplayRecord{}, false, nil
-	}
-	return r, true, nil
+	r, ok := s.records.Get(replayKey(from, id), now)
+	return r, ok, nil
 }
 
 // Remember implements ReplayStore.
 func (s *MemoryReplayStore) Remember(_ context.Context, from, id string, rec ReplayRecord) (ReplayRecord, bool, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.sweep(rec.FirstSeen)
-	k := replayKey(from, id)
-	if prior, ok := s.m[k]; ok && rec.FirstSeen.Before(prior.Expires) {
-		return prior, false, nil
-	}
-	if len(s.m) >= s.max {
+	prior, fresh, err := s.records.Add(replayKey(from, id), rec, rec.Expires, rec.FirstSeen)
+	if errors.Is(err, bounded.ErrFull) {
 		return ReplayRecord{}, false, ErrReplayStoreFull
 	}
-	s.m[k] = rec
-	s.queue = append(s.queue, queued{key: k, expires: rec.Expires})
-	return ReplayRecord{}, true, nil
+	return prior, fresh, err
 }
 
 // Len returns the number of records held, expired ones not yet swept
 // included.
-func (s *MemoryReplayStore) Len() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.m)
-}
+func (s *MemoryReplayStore) Len() int { return s.records.Len() }
 
 // NextExpiry returns when the oldest record expires, the earliest moment
 // a full store has room again.
-func (s *MemoryReplayStore) NextExpiry() (time.Time, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.head == len(s.queue) {
-		return time.Time{}, false
-	}
-	return s.queue[s.head].expires, true
-}
-
-// sweep drops the expired records at the head of the queue and compacts
-// the queue when most of it is dead.
-func (s *MemoryReplayStore) sweep(now time.Time) {
-	for s.head < len(s.queue) && !now.Before(s.queue[s.head].expires) {
-		q := s.queue[s.head]
-		if r, ok := s.m[q.key]; ok && !now.Before(r.Expires) {
-			delete(s.m, q.key)
-		}
-		s.queue[s.head] = queued{}
-		s.head++
-	}
-	if s.head > 1024 && s.head > len(s.queue)/2 {
-		n := copy(s.queue, s.queue[s.head:])
-		clear(s.queue[n:])
-		s.queue = s.queue[:n]
-		s.head = 0
-	}
-}
+func (s *MemoryReplayStore) NextExpiry() (time.Time, bool) { return s.records.NextExpiry() }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/snapnode/snapnode/internal/periodic"
 )
 
 // pruneBatch is how many tasks one Prune call deletes at most, so that a
@@ -52,15 +54,10 @@ func (r Retention) Run(ctx context.Context, interval time.Duration, report func(
 	}
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
-	for {
-		n, err := r.PruneOnce(ctx)
-		if report != nil && ctx.Err() == nil {
-			report(n, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-tick.C:
-		}
+	prune := func(ctx context.Context, _ time.Time) (int, error) { return r.PruneOnce(ctx) }
+	n, err := prune(ctx, time.Time{})
+	if report != nil && ctx.Err() == nil {
+		report(n, err)
 	}
+	return periodic.Run(ctx, tick.C, prune, report)
 }

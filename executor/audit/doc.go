@@ -104,8 +104,7 @@
 //	          policy_version, pre_hash, post_hash, detail, prev, hash)
 //	          indexes: (task, seq), (action, seq)
 //	audit_head(id = 1, first_seq, first_prev, last_seq, last_hash)
-//	audit_migrations(version, name, applied_at)
 //
-// The migrations are embedded per dialect and applied by New, under the
-// advisory lock "snapnode/audit".
+// The migrations are embedded per dialect and applied by New, recorded in
+// the database's snapnode_migrations as "audit".
 package audit

@@ -18,13 +18,14 @@ import (
 var ErrClosed = errors.New("audit log closed")
 
 // migrationFiles are the log's SQL files, one folder per dialect (see
-// sqldb.Migrations), recorded in audit_migrations.
+// sqldb.Migrations), recorded in snapnode_migrations as "audit" (older
+// builds kept them in audit_migrations).
 //
 //go:embed migrations
 var migrationFiles embed.FS
 
 func migrations() sqldb.Migrations {
-	return sqldb.Embedded(migrationFiles, "migrations", "audit_migrations", "snapnode/audit")
+	return sqldb.Embedded(migrationFiles, "migrations", "audit").Replacing("audit_migrations")
 }
 
 // Options are the host's settings of a Log; nothing a proposer sends
@@ -75,7 +76,7 @@ type Log struct {
 }
 
 // New returns the log kept in db, after bringing its tables (audit_log,
-// audit_head, audit_migrations) up to date. Closing the Log leaves db open.
+// audit_head) up to date. Closing the Log leaves db open.
 func New(ctx context.Context, db *sqldb.DB, opts Options) (*Log, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now

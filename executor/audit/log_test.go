@@ -321,7 +321,7 @@ func TestNewOptions(t *testing.T) {
 	if e, err := b.Append(ctx, sample(1)); err != nil || e.Seq != 2 {
 		t.Fatalf("second log appended seq %d, %v", e.Seq, err)
 	}
-	if v, err := db.SchemaVersion(ctx, "audit_migrations"); err != nil || v != 1 {
+	if v, err := db.SchemaVersion(ctx, "audit"); err != nil || v != 1 {
 		t.Fatalf("schema version %d, %v", v, err)
 	}
 }

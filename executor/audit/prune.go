@@ -8,6 +8,8 @@ import (
 	"time"
 
 	jsonv2 "github.com/go-json-experiment/json"
+
+	"github.com/snapnode/snapnode/internal/periodic"
 )
 
 // Prune drops the entries Options.Retain and Options.MaxEntries no longer
@@ -177,15 +179,5 @@ func (l *Log) retention() string {
 // the log's clock (Options.Now) and tick. A failed prune is retried at the
 // next tick; report, if not nil, is told of each round, after it.
 func (l *Log) RunPruner(ctx context.Context, ticks <-chan time.Time, report func(removed int64, err error)) error {
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-ticks:
-		}
-		n, err := l.Prune(ctx)
-		if report != nil && ctx.Err() == nil {
-			report(n, err)
-		}
-	}
+	return periodic.Run(ctx, ticks, func(ctx context.Context, _ time.Time) (int64, error) { return l.Prune(ctx) }, report)
 }

@@ -140,12 +140,11 @@ func Run(ctx context.Context, cfg config.Config, out string, opts Options) (_ *M
 		m.Address = k.Address(network(cfg))
 		sources = append(sources, source{path: cfg.KeyPath(), name: "identity.key", kind: KindKey})
 	}
-	// The relay checkpoint before the tasks, the relay's events after: at
-	// worst a restored node reads again, from its relay, requests that its
-	// task database already holds (its replay records recognise them); it
-	// never skips one that the copy lacks.
+	// The relay checkpoint is in the task database, the relay's events are
+	// copied after it: at worst a restored node reads again, from its
+	// relay, requests that its task database already holds (its replay
+	// records recognise them); it never skips one that the copy lacks.
 	sources = append(sources,
-		source{path: filepath.Join(cfg.DataDir, "node.db"), name: "node.db", kind: KindDatabase, optional: true},
 		source{path: dbPath, name: "tasks.db", kind: KindDatabase},
 		source{path: filepath.Join(cfg.DataDir, "relay.db"), name: "relay.db", kind: KindDatabase, optional: true},
 		source{path: filepath.Join(cfg.DataDir, "agent.id"), name: "agent.id", kind: KindAgentID, optional: true},

@@ -13,11 +13,12 @@ import (
 
 // privateFiles keeps what the node stores readable by its user only: the
 // data folder (identity, databases, admin socket) is created 0700, each
-// SQLite database of the node — tasks and audit log, the embedded relay's,
-// the inbox checkpoint — 0600 with its -wal and -shm files. A folder or
-// file found with permissions for group or others (made by hand, copied,
-// restored from a backup) is narrowed, with a warning naming it. Call it
-// before the databases are opened.
+// SQLite database of the node — tasks, inbox checkpoint and audit log; the
+// embedded relay's; an older version's node.db while it is there — 0600
+// with its -wal and -shm files. A folder or file found with permissions for
+// group or others (made by hand, copied, restored from a backup) is
+// narrowed, with a warning naming it. Call it before the databases are
+// opened.
 func privateFiles(cfg config.Config, logger *slog.Logger) error {
 	if err := cfg.EnsureDataDir(); err != nil {
 		return err
@@ -34,7 +35,10 @@ func privateFiles(cfg config.Config, logger *slog.Logger) error {
 			logger.Warn("the data folder was open to other users: set to 0700", "dir", cfg.DataDir, "was", fmt.Sprintf("%04o", perm))
 		}
 	}
-	dbs := []string{filepath.Join(cfg.DataDir, "node.db")}
+	var dbs []string
+	if old := filepath.Join(cfg.DataDir, "node.db"); fileExists(old) {
+		dbs = append(dbs, old) // an older version's checkpoint, until deleted
+	}
 	if len(cfg.Relays) == 0 {
 		dbs = append(dbs, filepath.Join(cfg.DataDir, "relay.db"))
 	}
@@ -54,4 +58,10 @@ func privateFiles(cfg config.Config, logger *slog.Logger) error {
 		}
 	}
 	return nil
+}
+
+// fileExists reports whether path names an existing file.
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

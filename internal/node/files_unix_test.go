@@ -49,7 +49,7 @@ func checkPrivate(t *testing.T, dir string) map[string]fs.FileMode {
 		t.Errorf("data folder %04o, want 0700", perm)
 	}
 	files := databaseFiles(t, dir)
-	for _, want := range []string{"tasks.db", "tasks.db-wal", "tasks.db-shm", "relay.db", "relay.db-wal", "node.db", "node.db-wal"} {
+	for _, want := range []string{"tasks.db", "tasks.db-wal", "tasks.db-shm", "relay.db", "relay.db-wal"} {
 		if _, ok := files[want]; !ok {
 			t.Errorf("no %s in the data folder: %v", want, files)
 		}
@@ -76,6 +76,9 @@ func TestDataFilesPrivate(t *testing.T) {
 	r.call(t, n, "message/send", text("hello"), false)
 	files := checkPrivate(t, dir)
 	stop()
+	if _, ok := files["node.db"]; ok {
+		t.Error("node.db made: the inbox checkpoint belongs in the task database")
+	}
 
 	// Made readable by all, as a copy or a restore would leave them; a
 	// WAL left beside each database, as after a crash.
@@ -85,7 +88,7 @@ func TestDataFilesPrivate(t *testing.T) {
 	for name := range files {
 		os.Chmod(filepath.Join(dir, name), 0o644)
 	}
-	for _, db := range []string{"tasks.db", "relay.db", "node.db"} {
+	for _, db := range []string{"tasks.db", "relay.db"} {
 		f, err := os.OpenFile(filepath.Join(dir, db+"-wal"), os.O_CREATE|os.O_WRONLY, 0o644)
 		if err != nil {
 			t.Fatal(err)
@@ -104,7 +107,7 @@ func TestDataFilesPrivate(t *testing.T) {
 	t.Cleanup(func() { cancel(); n2.Wait() })
 	newRequester(t, n2.RelayURLs()).call(t, n2, "message/send", text("again"), false)
 	checkPrivate(t, dir)
-	for _, want := range []string{"data folder was open to other users", "data/tasks.db-wal\n", "data/relay.db\n", "data/node.db\n"} {
+	for _, want := range []string{"data folder was open to other users", "data/tasks.db-wal\n", "data/relay.db\n"} {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("no warning with %q in:\n%s", want, logs.String())
 		}

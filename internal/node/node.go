@@ -55,7 +55,7 @@ type Node struct {
 	relayDone  chan error
 	urls       []string
 	pool       *relay.Pool
-	checkpoint *relay.SQLCheckpoint
+	checkpoint checkpoint
 	inbox      *relay.Inbox
 	inboxDone  chan error
 	http       *httpPart    // nil when HTTP is off
@@ -331,7 +331,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger, with ...
 		Validator: validator,
 	})
 
-	if n.checkpoint, err = relay.OpenCheckpoint(filepath.Join(cfg.DataDir, "node.db")); err != nil {
+	if n.checkpoint, err = openCheckpoint(ctx, n.DB, filepath.Join(cfg.DataDir, "node.db"), logger); err != nil {
 		return nil, err
 	}
 	cleanup = append(cleanup, func() { n.checkpoint.Close() })

@@ -27,6 +27,9 @@ type Dialect struct {
 	// lock takes the transaction-scoped lock key: it serializes the
 	// writers of one thing (migrations, a hash chain) across processes.
 	lock func(ctx context.Context, tx *sql.Tx, key int64) error
+	// tableExists is a query of one ? (a table name) answering whether
+	// the table exists.
+	tableExists string
 }
 
 var (
@@ -36,7 +39,8 @@ var (
 		// Every write transaction is BEGIN IMMEDIATE (the writer pool's
 		// _txlock): it holds the database's write lock, so a second
 		// process waits (busy_timeout) and then sees the work done.
-		lock: func(context.Context, *sql.Tx, int64) error { return nil },
+		lock:        func(context.Context, *sql.Tx, int64) error { return nil },
+		tableExists: "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = ?",
 	}
 	// Postgres is the dialect of PostgreSQL servers.
 	Postgres = &Dialect{
@@ -48,6 +52,7 @@ var (
 			_, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1)", key)
 			return err
 		},
+		tableExists: "SELECT to_regclass(?) IS NOT NULL",
 	}
 )
 

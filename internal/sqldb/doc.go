@@ -2,7 +2,8 @@
 // PostgreSQL when several processes share one — and gives the components
 // that keep their data there (the task store, the audit log) what they
 // share: the dialect differences, group commits on SQLite and versioned,
-// embedded migrations.
+// embedded migrations, recorded for every component in one table
+// (snapnode_migrations).
 //
 //	db, err := sqldb.Open(ctx, "sqlite:/var/lib/snapnode/snapnode.db", sqldb.Options{})
 //	if err != nil {
@@ -11,8 +12,7 @@
 //	defer db.Close()
 //	//go:embed migrations
 //	// var files embed.FS
-//	sub, _ := fs.Sub(files, "migrations")
-//	err = db.Migrate(ctx, sqldb.Migrations{FS: sub, Table: "audit_migrations", Lock: "snapnode/audit"})
+//	err = db.Migrate(ctx, sqldb.Embedded(files, "migrations", "audit"))
 //	err = db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 //		_, err := tx.ExecContext(ctx, db.Dialect.Rebind("INSERT INTO t (a) VALUES (?)"), 1)
 //		return err

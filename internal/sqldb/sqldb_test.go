@@ -62,8 +62,8 @@ func TestRebind(t *testing.T) {
 	}
 }
 
-// The task store's lock key predates this package: processes of the
-// previous build and this one must still serialize their migrations.
+// Lock keys are stable across builds: processes of two builds sharing a
+// database serialize on the same key.
 func TestLockKey(t *testing.T) {
 	if got, want := LockKey("snapnode/tasks/sqlstore"), int64(-1179689125912968178); got != want {
 		t.Fatalf("LockKey = %d, want %d", got, want)
@@ -78,7 +78,7 @@ func testMigrations(files map[string]string) Migrations {
 	for name, sql := range files {
 		fsys[name] = &fstest.MapFile{Data: []byte(sql)}
 	}
-	return Migrations{FS: fsys, Table: "t_migrations", Lock: "snapnode/test"}
+	return Migrations{FS: fsys, Component: "t"}
 }
 
 func TestMigrationNames(t *testing.T) {
@@ -114,7 +114,7 @@ func TestMigrate(t *testing.T) {
 	dsn := "sqlite:" + filepath.Join(t.TempDir(), "x.db")
 	a := testMigrations(map[string]string{"sqlite/0001_a.sql": "CREATE TABLE a (x INTEGER)"})
 	b := testMigrations(map[string]string{"sqlite/0001_b.sql": "CREATE TABLE b (x INTEGER)", "sqlite/0002_b2.sql": "ALTER TABLE b ADD COLUMN y INTEGER"})
-	b.Table = "b_migrations"
+	b.Component = "b"
 
 	const n = 4
 	var wg sync.WaitGroup
@@ -141,10 +141,10 @@ func TestMigrate(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if v, err := db.SchemaVersion(ctx, "t_migrations"); err != nil || v != 1 {
+	if v, err := db.SchemaVersion(ctx, "t"); err != nil || v != 1 {
 		t.Fatalf("a at version %d, %v; want 1", v, err)
 	}
-	if v, err := db.SchemaVersion(ctx, "b_migrations"); err != nil || v != 2 {
+	if v, err := db.SchemaVersion(ctx, "b"); err != nil || v != 2 {
 		t.Fatalf("b at version %d, %v; want 2", v, err)
 	}
 	if err := db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
@@ -154,7 +154,7 @@ func TestMigrate(t *testing.T) {
 		t.Fatal(err)
 	}
 	older := testMigrations(map[string]string{"sqlite/0001_b.sql": "CREATE TABLE b (x INTEGER)"})
-	older.Table = "b_migrations"
+	older.Component = "b"
 	if err := db.Migrate(ctx, older); !errors.Is(err, ErrSchemaTooNew) {
 		t.Fatalf("older build: err = %v, want ErrSchemaTooNew", err)
 	}
@@ -163,7 +163,7 @@ func TestMigrate(t *testing.T) {
 	if err := db.Migrate(ctx, bad); err == nil {
 		t.Fatal("bad migration applied")
 	}
-	if v, _ := db.SchemaVersion(ctx, "t_migrations"); v != 1 {
+	if v, _ := db.SchemaVersion(ctx, "t"); v != 1 {
 		t.Fatalf("after a failed migration: version %d", v)
 	}
 	var tables int

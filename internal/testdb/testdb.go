@@ -89,3 +89,15 @@ func Each(t *testing.T, fn func(t *testing.T, dsn string)) {
 	t.Run("sqlite", func(t *testing.T) { fn(t, SQLite(t)) })
 	t.Run("postgres", func(t *testing.T) { fn(t, Postgres(t)) })
 }
+
+// Open opens the database of dsn with the default options, closed when
+// the test ends.
+func Open(tb testing.TB, dsn string) *sqldb.DB {
+	tb.Helper()
+	db, err := sqldb.Open(context.Background(), dsn, sqldb.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { db.Close() })
+	return db
+}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gorilla/websocket"
 	"github.com/nbd-wtf/go-nostr"
+	"github.com/snapnode/snapnode/internal/periodic"
 	"github.com/snapnode/snapnode/relay"
 )
 
@@ -410,21 +411,19 @@ func (r *Relay) Serve(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
+// sweepLoop sweeps every SweepInterval until ctx is done or the relay
+// closed.
 func (r *Relay) sweepLoop(ctx context.Context) {
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	defer context.AfterFunc(r.ctx, stop)()
 	t := time.NewTicker(r.cfg.SweepInterval)
 	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-r.ctx.Done():
-			return
-		case <-t.C:
-			if _, err := r.Sweep(ctx); err != nil && ctx.Err() == nil && r.ctx.Err() == nil {
-				r.log.Error("sweep expired events", "err", err)
-			}
+	_ = periodic.Run(ctx, t.C, func(ctx context.Context, _ time.Time) (int64, error) { return r.Sweep(ctx) }, func(_ int64, err error) {
+		if err != nil {
+			r.log.Error("sweep expired events", "err", err)
 		}
-	}
+	})
 }
 
 // Sweep deletes the stored events that have expired (NIP-40) and returns

@@ -11,36 +11,9 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/snapnode/snapnode/internal/sqldb"
 )
-
-// schemaVersion is stored in PRAGMA user_version.
-const schemaVersion = 1
-
-const schema = `
-CREATE TABLE IF NOT EXISTS events (
-	seq        INTEGER PRIMARY KEY,
-	id         TEXT    NOT NULL UNIQUE,
-	pubkey     TEXT    NOT NULL,
-	created_at INTEGER NOT NULL,
-	kind       INTEGER NOT NULL,
-	d_tag      TEXT,    -- addressable events only
-	expiration INTEGER, -- NIP-40, NULL when none
-	raw        BLOB    NOT NULL
-);
-CREATE INDEX IF NOT EXISTS events_created ON events(created_at DESC, id);
-CREATE INDEX IF NOT EXISTS events_pubkey_kind ON events(pubkey, kind, created_at DESC, id);
-CREATE INDEX IF NOT EXISTS events_kind ON events(kind, created_at DESC, id);
-CREATE INDEX IF NOT EXISTS events_address ON events(pubkey, kind, d_tag) WHERE d_tag IS NOT NULL;
-CREATE INDEX IF NOT EXISTS events_expiration ON events(expiration) WHERE expiration IS NOT NULL;
-CREATE TABLE IF NOT EXISTS tags (
-	event_seq  INTEGER NOT NULL, -- events.seq
-	name       TEXT    NOT NULL,
-	value      TEXT    NOT NULL,
-	created_at INTEGER NOT NULL  -- copied from the event, for ordered index scans
-);
-CREATE INDEX IF NOT EXISTS tags_name_value ON tags(name, value, created_at DESC);
-CREATE INDEX IF NOT EXISTS tags_event ON tags(event_seq);
-`
 
 // store keeps events in SQLite. Writes go through one connection (one
 // writer); reads use their own pool, except for an in-memory database,
@@ -152,18 +125,8 @@ func openStore(ctx context.Context, path string) (*store, error) {
 }
 
 func (s *store) init(ctx context.Context) error {
-	var v int
-	if err := s.w.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
-		return fmt.Errorf("read schema version: %w", err)
-	}
-	if v > schemaVersion {
-		return fmt.Errorf("relay database has schema version %d, newer than this program's %d", v, schemaVersion)
-	}
-	if _, err := s.w.ExecContext(ctx, schema); err != nil {
-		return fmt.Errorf("create schema: %w", err)
-	}
-	if _, err := s.w.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion)); err != nil {
-		return fmt.Errorf("write schema version: %w", err)
+	if err := sqldb.MigrateSQL(ctx, s.w, sqldb.SQLite, migrations()); err != nil {
+		return fmt.Errorf("relay database: %w", err)
 	}
 	rows, err := s.w.QueryContext(ctx, "SELECT kind, MAX(created_at) FROM events GROUP BY kind")
 	if err != nil {

@@ -23,8 +23,11 @@
 // # Schema
 //
 // Open (and New) apply the migrations embedded from migrations/<dialect>/, in
-// order, in one transaction, and record them in schema_migrations; two processes
-// opening one new database at once are serialized (PostgreSQL: an advisory
+// order, in one transaction, and record them in snapnode_migrations (the table
+// every component of the node records its migrations in) as "tasks"; a
+// database of an older build, which kept them in schema_migrations, is taken
+// over without applying anything twice. Two processes opening one new
+// database at once are serialized (PostgreSQL: an advisory
 // lock; SQLite: the write lock of BEGIN IMMEDIATE). A database migrated by a
 // newer build is refused (ErrSchemaTooNew).
 //

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/snapnode/snapnode/internal/periodic"
 	"github.com/snapnode/snapnode/snap"
 )
 
@@ -158,17 +159,7 @@ func (rs *ReplayStore) RunSweeper(ctx context.Context, interval time.Duration, r
 	}
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case now := <-tick.C:
-			n, err := rs.Sweep(ctx, now)
-			if report != nil && ctx.Err() == nil {
-				report(n, err)
-			}
-		}
-	}
+	return periodic.Run(ctx, tick.C, rs.Sweep, report)
 }
 
 // Len returns the number of records held, expired ones not yet swept

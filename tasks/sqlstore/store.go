@@ -32,13 +32,14 @@ var (
 type Options = sqldb.Options
 
 // Migrations are the store's SQL files, embedded in the binary, one folder
-// per dialect (see sqldb.Migrations), recorded in schema_migrations.
+// per dialect (see sqldb.Migrations), recorded in snapnode_migrations as
+// "tasks" (older builds kept them in schema_migrations).
 //
 //go:embed migrations
 var migrationFiles embed.FS
 
 func migrations() sqldb.Migrations {
-	return sqldb.Embedded(migrationFiles, "migrations", "schema_migrations", "snapnode/tasks/sqlstore")
+	return sqldb.Embedded(migrationFiles, "migrations", "tasks").Replacing("schema_migrations")
 }
 
 // Store is a tasks.Store, and through ReplayStore a snap.ReplayStore, kept
@@ -124,7 +125,7 @@ func (s *Store) Close() error {
 
 // SchemaVersion returns the number of the last migration applied.
 func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
-	return s.db.SchemaVersion(ctx, migrations().Table)
+	return s.db.SchemaVersion(ctx, migrations().Component)
 }
 
 // statements are the store's SQL, prepared once: writes on the writer

@@ -73,14 +73,14 @@ func TestMigrate(t *testing.T) {
 			t.Fatal(err)
 		}
 		var n int
-		if err := s.r.QueryRowContext(ctx, "SELECT count(*) FROM schema_migrations").Scan(&n); err != nil || n != len(all) {
-			t.Fatalf("schema_migrations holds %d rows (%v), want %d", n, err, len(all))
+		if err := s.r.QueryRowContext(ctx, "SELECT count(*) FROM snapnode_migrations WHERE component = 'tasks'").Scan(&n); err != nil || n != len(all) {
+			t.Fatalf("snapnode_migrations holds %d rows (%v), want %d", n, err, len(all))
 		}
 		if _, err := s.Get(ctx, "kept"); err != nil {
 			t.Fatal(err)
 		}
 		// A database from a newer build is refused.
-		if _, err := s.w.ExecContext(ctx, s.d.Rebind("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, 'future', 0)"), len(all)+1); err != nil {
+		if _, err := s.w.ExecContext(ctx, s.d.Rebind("INSERT INTO snapnode_migrations (component, version, name, applied_at) VALUES ('tasks', ?, 'future', 0)"), len(all)+1); err != nil {
 			t.Fatal(err)
 		}
 		s.Close()
@@ -115,8 +115,8 @@ func TestConcurrentOpen(t *testing.T) {
 		}
 		all, _ := migrations().Names(sqldb.SQLite)
 		var rows int
-		if err := stores[0].r.QueryRowContext(ctx, "SELECT count(*) FROM schema_migrations").Scan(&rows); err != nil || rows != len(all) {
-			t.Fatalf("schema_migrations holds %d rows (%v), want %d", rows, err, len(all))
+		if err := stores[0].r.QueryRowContext(ctx, "SELECT count(*) FROM snapnode_migrations WHERE component = 'tasks'").Scan(&rows); err != nil || rows != len(all) {
+			t.Fatalf("snapnode_migrations holds %d rows (%v), want %d", rows, err, len(all))
 		}
 	})
 }

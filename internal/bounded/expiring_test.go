@@ -1,0 +1,79 @@
+package bounded_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/snapnode/snapnode/internal/bounded"
+)
+
+var t0 = time.Unix(1_700_000_000, 0)
+
+func at(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+
+func TestExpiringRefusesWhenFull(t *testing.T) {
+	e := bounded.NewExpiring[string, int](2, false)
+	for i, k := range []string{"a", "b"} {
+		if _, added, err := e.Add(k, i, at(10+i), at(0)); !added || err != nil {
+			t.Fatalf("Add(%s) = %v, %v", k, added, err)
+		}
+	}
+	if _, _, err := e.Add("c", 2, at(20), at(1)); !errors.Is(err, bounded.ErrFull) {
+		t.Fatalf("Add to a full set: %v, want ErrFull", err)
+	}
+	// A repeat is answered with the prior value, full or not.
+	if prior, added, err := e.Add("a", 9, at(30), at(1)); added || err != nil || prior != 0 {
+		t.Fatalf("repeat: prior %d, added %v, %v", prior, added, err)
+	}
+	if next, ok := e.NextExpiry(); !ok || !next.Equal(at(10)) {
+		t.Fatalf("NextExpiry = %v %v, want %v", next, ok, at(10))
+	}
+	// Once the oldest expires there is room.
+	if _, added, err := e.Add("c", 2, at(20), at(10)); !added || err != nil {
+		t.Fatalf("Add after expiry = %v, %v", added, err)
+	}
+	if _, ok := e.Get("a", at(10)); ok {
+		t.Fatal("expired entry returned")
+	}
+	if v, ok := e.Get("b", at(10)); !ok || v != 1 {
+		t.Fatalf("Get(b) = %d %v", v, ok)
+	}
+}
+
+func TestExpiringEvictsOldest(t *testing.T) {
+	const size = 100
+	e := bounded.NewExpiring[int, struct{}](size, true)
+	for i := range 10 * size {
+		if _, added, err := e.Add(i, struct{}{}, at(3600), at(0)); !added || err != nil {
+			t.Fatalf("Add(%d) = %v, %v", i, added, err)
+		}
+		if e.Len() > size {
+			t.Fatalf("after %d adds: %d entries, bound %d", i+1, e.Len(), size)
+		}
+	}
+	if _, ok := e.Get(0, at(1)); ok {
+		t.Fatal("oldest entry still held")
+	}
+	if _, ok := e.Get(10*size-1, at(1)); !ok {
+		t.Fatal("newest entry forgotten")
+	}
+}
+
+// An entry that expired out of order and was added again is the new one:
+// the old entry's place in the order does not take it away.
+func TestExpiringReAddAfterEarlyExpiry(t *testing.T) {
+	e := bounded.NewExpiring[string, int](10, false)
+	e.Add("long", 0, at(100), at(0))
+	e.Add("short", 1, at(5), at(0)) // behind "long" in the order
+	if _, added, _ := e.Add("short", 2, at(200), at(6)); !added {
+		t.Fatal("expired entry not replaced")
+	}
+	// The sweep at 150 passes "long" and the first "short".
+	if v, ok := e.Get("short", at(150)); !ok || v != 2 {
+		t.Fatalf("Get(short) = %d %v, want 2 true", v, ok)
+	}
+	if e.Len() != 1 {
+		t.Fatalf("Len = %d, want 1", e.Len())
+	}
+}

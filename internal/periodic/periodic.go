@@ -1,0 +1,33 @@
+// Package periodic runs a job at every tick of a clock the caller owns:
+// the sweeps and prunes of the node's stores (expired replay records,
+// tasks past retention, audit entries past retention, expired relay
+// events).
+//
+//	tick := time.NewTicker(time.Minute)
+//	defer tick.Stop()
+//	err := periodic.Run(ctx, tick.C, store.Sweep, func(n int64, err error) { … })
+package periodic
+
+import (
+	"context"
+	"time"
+)
+
+// Run calls job at every tick until ctx is done, and then returns ctx's
+// error. A failed job is tried again at the next tick; report, if not nil,
+// is told of each round, after it, unless ctx ended during it. The caller
+// owns ticks: a time.Ticker's C in production, a channel of its own in
+// tests.
+func Run[N any](ctx context.Context, ticks <-chan time.Time, job func(ctx context.Context, now time.Time) (N, error), report func(N, error)) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case now := <-ticks:
+			n, err := job(ctx, now)
+			if report != nil && ctx.Err() == nil {
+				report(n, err)
+			}
+		}
+	}
+}

@@ -1,0 +1,145 @@
+package relay
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"testing"
+
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/snapnode/snapnode/internal/testdb"
+)
+
+// checkpointContract is what every Checkpoint does: an empty one starts
+// from 0; Done records an id (twice is once) and moves Since to the
+// newest; an id keepProcessed older than the newest is forgotten.
+func checkpointContract(t *testing.T, c Checkpoint) {
+	ctx := context.Background()
+	if since, err := c.Since(ctx); err != nil || since != 0 {
+		t.Fatalf("empty: Since = %d, %v", since, err)
+	}
+	const t0 = nostr.Timestamp(1_700_000_000)
+	for _, d := range []struct {
+		id string
+		at nostr.Timestamp
+	}{{"a", t0}, {"b", t0 + 10}, {"a", t0}, {"c", t0 + 5}} {
+		if err := c.Done(ctx, d.id, d.at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if since, err := c.Since(ctx); err != nil || since != t0+10 {
+		t.Fatalf("Since = %d, %v; want %d", since, err, t0+10)
+	}
+	for id, want := range map[string]bool{"a": true, "b": true, "c": true, "d": false} {
+		if seen, err := c.Seen(ctx, id); err != nil || seen != want {
+			t.Errorf("Seen(%s) = %v, %v; want %v", id, seen, err, want)
+		}
+	}
+	// "a" and "c" fall more than keepProcessed behind the newest; "b" stays.
+	if err := c.Done(ctx, "e", t0+keepProcessed+6); err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]bool{"a": false, "c": false, "b": true, "e": true} {
+		if seen, err := c.Seen(ctx, id); err != nil || seen != want {
+			t.Errorf("after the window moved: Seen(%s) = %v, %v; want %v", id, seen, err, want)
+		}
+	}
+}
+
+func TestSQLCheckpoint(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		db := testdb.Open(t, dsn)
+		c, err := OpenCheckpoint(ctx, db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkpointContract(t, c)
+		// It lives in the database: another opening sees it.
+		again, err := OpenCheckpoint(ctx, db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen, err := again.Seen(ctx, "e"); err != nil || !seen {
+			t.Fatalf("reopened: Seen = %v, %v", seen, err)
+		}
+	})
+}
+
+func TestMemoryCheckpoint(t *testing.T) {
+	checkpointContract(t, NewMemoryCheckpoint())
+}
+
+// olderCheckpointFile writes a node.db as builds before this one kept it,
+// holding ids and their created_at.
+func olderCheckpointFile(t *testing.T, rows map[string]int64) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "node.db")
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, q := range []string{
+		`CREATE TABLE IF NOT EXISTS inbox_processed (event_id TEXT PRIMARY KEY, created_at INTEGER NOT NULL)`,
+		`CREATE INDEX IF NOT EXISTS inbox_processed_created ON inbox_processed(created_at)`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for id, at := range rows {
+		if _, err := db.Exec(`INSERT INTO inbox_processed(event_id, created_at) VALUES (?, ?)`, id, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return path
+}
+
+// The checkpoint of an older build's node.db is carried into the
+// database once: its ids within the window are seen, the catch-up resumes
+// from its newest event, and the file is left as it was.
+func TestCheckpointCarryOver(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		const newest = 1_700_000_000
+		old := olderCheckpointFile(t, map[string]int64{"x": newest - 5, "y": newest, "stale": newest - keepProcessed - 1})
+		db := testdb.Open(t, dsn)
+		c, err := OpenCheckpoint(ctx, db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, err := c.CarryOver(ctx, old); err != nil || n != 2 {
+			t.Fatalf("CarryOver = %d, %v; want 2", n, err)
+		}
+		if since, err := c.Since(ctx); err != nil || since != newest {
+			t.Fatalf("Since = %d, %v; want %d", since, err, newest)
+		}
+		for id, want := range map[string]bool{"x": true, "y": true, "stale": false} {
+			if seen, err := c.Seen(ctx, id); err != nil || seen != want {
+				t.Errorf("Seen(%s) = %v, %v; want %v", id, seen, err, want)
+			}
+		}
+		// Once: later starts leave the file alone.
+		if err := c.Done(ctx, "z", newest+1); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := c.CarryOver(ctx, old); err != nil || n != 0 {
+			t.Fatalf("second CarryOver = %d, %v; want 0", n, err)
+		}
+		f, err := sql.Open("sqlite", "file:"+old)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		var rows int
+		if err := f.QueryRow(`SELECT count(*) FROM inbox_processed`).Scan(&rows); err != nil || rows != 3 {
+			t.Fatalf("the older file holds %d rows (%v), want its 3", rows, err)
+		}
+		// No file: nothing to carry.
+		if n, err := c.CarryOver(ctx, filepath.Join(t.TempDir(), "node.db")); err != nil || n != 0 {
+			t.Fatalf("CarryOver of no file = %d, %v", n, err)
+		}
+	})
+}
