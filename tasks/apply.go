@@ -20,19 +20,22 @@ import (
 // new version is that of the last event.
 //
 // A task that waits (submitted, input_required) passes through working
-// first, as a status event of its own. An artifact the task already has
+// first, as a status event of its own. An outcome in state working is a
+// step's progress: the task is, or becomes, working with the note, one
+// status event. An artifact the task already has
 // (by artifactId: a resumed run's, recorded before the node stopped), or
 // that comes twice in out, is left out. cur needs its ID, Status, Version
 // and its artifacts' ids only.
 //
-// Errors: out.State other than completed, failed or input_required, or a
+// Errors: out.State other than working, completed, failed or
+// input_required, or a
 // transition the state machine forbids, is ErrIllegalTransition; a
 // terminal task ErrTerminal; more than MaxArtifacts artifacts ErrLimit; a
 // note over MaxStatusMessage characters ErrLimit; a zero out.At
 // ErrInvalidTask.
 func PlanApply(cur *Task, out Outcome) (add []Artifact, evs []Event, err error) {
 	switch out.State {
-	case StateCompleted, StateFailed, StateInputRequired:
+	case StateWorking, StateCompleted, StateFailed, StateInputRequired:
 	default:
 		return nil, nil, fmt.Errorf("tasks: apply to %s: outcome state %q: %w", cur.ID, out.State, ErrIllegalTransition)
 	}
@@ -44,14 +47,16 @@ func PlanApply(cur *Task, out Outcome) (add []Artifact, evs []Event, err error) 
 		return nil, nil, fmt.Errorf("tasks: apply to %s: task is %s: %w", cur.ID, from, ErrTerminal)
 	}
 	v := cur.Version
-	if from == StateSubmitted || from == StateInputRequired {
+	if (from == StateSubmitted || from == StateInputRequired) && out.State != StateWorking {
 		v++
 		working := &Task{ID: cur.ID, Version: v, Status: Status{State: StateWorking, Timestamp: out.At}}
 		evs = append(evs, StatusEvent(working))
 		from = StateWorking
 	}
-	if err := CheckTransition(from, out.State); err != nil {
-		return nil, nil, fmt.Errorf("tasks: apply to %s: %w", cur.ID, err)
+	if from != out.State {
+		if err := CheckTransition(from, out.State); err != nil {
+			return nil, nil, fmt.Errorf("tasks: apply to %s: %w", cur.ID, err)
+		}
 	}
 	have := make(map[string]struct{}, len(cur.Artifacts)+len(out.Artifacts))
 	for _, a := range cur.Artifacts {
@@ -82,6 +87,10 @@ func PlanApply(cur *Task, out Outcome) (add []Artifact, evs []Event, err error) 
 // durable, nor visible to others, until tx commits (and nothing stays if
 // it rolls back), and tx belongs to the caller (ApplyTx neither commits
 // nor rolls it back). tx must be a transaction of the store's database.
+// A refusal of the outcome (ErrNotFound, ErrTerminal,
+// ErrIllegalTransition, ErrLimit, ErrInvalidTask) writes nothing in tx,
+// which the caller may still commit; any other error leaves tx to be
+// rolled back.
 type TxApplier interface {
 	ApplyTx(ctx context.Context, tx *sql.Tx, taskID string, out Outcome) (*Task, []Event, error)
 }
@@ -115,8 +124,11 @@ type Settlement struct {
 func (s *Service) Settle(taskID string) *Settlement { return &Settlement{s: s, taskID: taskID} }
 
 // In records out inside tx when the Service's store is a TxApplier, and
-// does nothing otherwise (Done then applies it). Its error is the
-// store's: the caller should fail its transaction with it.
+// does nothing otherwise (Done then applies it). A refusal of the outcome
+// (the task was canceled meanwhile, say) is not In's error: nothing is
+// written, the producer's commit goes on, and Done reports the refusal.
+// Any other error is the database's: the caller must fail its
+// transaction with it.
 func (st *Settlement) In(ctx context.Context, tx *sql.Tx, out Outcome) error {
 	ta, ok := st.s.store.(TxApplier)
 	if !ok {
@@ -127,6 +139,9 @@ func (st *Settlement) In(ctx context.Context, tx *sql.Tx, out Outcome) error {
 		return err
 	}
 	t, evs, err := ta.ApplyTx(ctx, tx, st.taskID, out)
+	if refused(err) {
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("tasks: apply to %s: %w", st.taskID, err)
 	}
@@ -145,7 +160,19 @@ func (st *Settlement) Done(ctx context.Context, out Outcome) (*Task, error) {
 	return st.task, nil
 }
 
-// Resolve records a Runner's outcome on a task in one write of the store
+// refused reports whether err is a store's refusal of an outcome, which
+// writes nothing.
+func refused(err error) bool {
+	for _, r := range []error{ErrNotFound, ErrTerminal, ErrIllegalTransition, ErrLimit, ErrInvalidTask} {
+		if errors.Is(err, r) {
+			return true
+		}
+	}
+	return false
+}
+
+// Resolve records a Runner's outcome (or a worker's: an outcome in state
+// working is a step's progress note) on a task in one write of the store
 // (Store.Apply: its state, through working when the task waits for input,
 // as after a confirmation; its artifacts, those it already has left out,
 // as a resumed run's added before the node stopped) and publishes the

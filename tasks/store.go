@@ -43,7 +43,8 @@ type Store interface {
 	AppendArtifact(ctx context.Context, id string, expected int64, a Artifact) (*Task, error)
 	// Apply records an outcome on the task in one write: the state it
 	// ends in (through working, as a status event of its own, when the
-	// task is submitted or input_required), the artifacts it adds (those
+	// task is submitted or input_required; an outcome in state working is
+	// a progress note), the artifacts it adds (those
 	// the task already has, by artifactId, left out) and the event of
 	// each change, at versions one after another from the current one. It
 	// returns the stored task, whose version is that of the last event,

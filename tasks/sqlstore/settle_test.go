@@ -87,5 +87,18 @@ func TestSettlementInTransaction(t *testing.T) {
 		if t2.Status.State != tasks.StateFailed || t2.Version != 3 {
 			t.Fatalf("Done without In: %s v%d", t2.Status.State, t2.Version)
 		}
+
+		// The task was canceled while the producer worked: In refuses
+		// without failing the producer's commit, and Done says why.
+		if _, err := s.Create(ctx, &tasks.Task{ID: "t3", Owner: "o", Status: tasks.Status{State: tasks.StateCanceled, Timestamp: now}}); err != nil {
+			t.Fatal(err)
+		}
+		st = svc.Settle("t3")
+		if err := s.DB().Write(ctx, func(ctx context.Context, tx *sql.Tx) error { return st.In(ctx, tx, out) }); err != nil {
+			t.Fatalf("a refused outcome failed the producer's commit: %v", err)
+		}
+		if _, err := st.Done(ctx, out); !errors.Is(err, tasks.ErrTerminal) {
+			t.Fatalf("Done of a refused outcome = %v, want ErrTerminal", err)
+		}
 	})
 }

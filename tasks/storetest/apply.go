@@ -68,12 +68,33 @@ func testApply(t *testing.T, s tasks.Store) {
 	if _, err := s.Update(ctx, working, cur.Version); err != nil {
 		t.Fatal(err)
 	}
+	// A progress note: the task stays working, one event.
+	step, evs, err := s.Apply(ctx, "ap2", tasks.Outcome{State: tasks.StateWorking, Note: "step 1: WRITE_FILE", At: at})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := eventSummary(evs); got != "v3:status:working(step 1: WRITE_FILE)" || step.Version != 3 || step.Status.Message != "step 1: WRITE_FILE" {
+		t.Fatalf("progress from working: events %s, v%d %+v", got, step.Version, step.Status)
+	}
 	failed, evs, err := s.Apply(ctx, "ap2", tasks.Outcome{State: tasks.StateFailed, Note: "refused", At: at})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := eventSummary(evs); got != "v3:status:failed(refused)" || failed.Version != 3 {
+	if got := eventSummary(evs); got != "v4:status:failed(refused)" || failed.Version != 4 {
 		t.Fatalf("Apply from working: events %s, v%d", got, failed.Version)
+	}
+	// A progress note on a task that waits for input makes it work again,
+	// one event.
+	mustCreate(t, s, sample("ap3", "owner-a"))
+	if _, _, err := s.Apply(ctx, "ap3", tasks.Outcome{State: tasks.StateInputRequired, Note: "waits", At: at}); err != nil {
+		t.Fatal(err)
+	}
+	resumed, evs, err := s.Apply(ctx, "ap3", tasks.Outcome{State: tasks.StateWorking, Note: "resumed", At: at})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := eventSummary(evs); got != "v4:status:working(resumed)" || resumed.Version != 4 {
+		t.Fatalf("progress from input_required: events %s, v%d", got, resumed.Version)
 	}
 	n, err := s.Prune(ctx, at.Add(2*time.Second), 10)
 	if err != nil || n != 2 {
@@ -116,7 +137,8 @@ func testApplyAtomic(t *testing.T, s tasks.Store) {
 		// kept either.
 		{"artifact limit", ctx, "aa", tasks.Outcome{State: tasks.StateCompleted, At: at,
 			Artifacts: []tasks.Artifact{artifact("last", "x"), artifact("over", "x")}}, tasks.ErrLimit},
-		{"outcome state", ctx, "aa", tasks.Outcome{State: tasks.StateWorking, At: at}, tasks.ErrIllegalTransition},
+		{"outcome state", ctx, "aa", tasks.Outcome{State: tasks.StateSubmitted, At: at}, tasks.ErrIllegalTransition},
+		{"unknown state", ctx, "aa", tasks.Outcome{State: "done", At: at}, tasks.ErrIllegalTransition},
 		{"canceled", ctx, "aa", tasks.Outcome{State: tasks.StateCanceled, At: at}, tasks.ErrIllegalTransition},
 		{"no time", ctx, "aa", tasks.Outcome{State: tasks.StateCompleted}, tasks.ErrInvalidTask},
 		{"long note", ctx, "aa", tasks.Outcome{State: tasks.StateFailed, Note: string(long), At: at}, tasks.ErrLimit},
