@@ -3,6 +3,7 @@ package node
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -206,15 +207,17 @@ func (p *proposals) pending(ctx context.Context, taskID, actionID string) (*exec
 
 // settle applies a confirmation's result to its task: an agent's job
 // resumes with it, a peer's proposal ends the task.
-func (p *proposals) settle(ctx context.Context, taskID string, res *executor.Result, approved bool) (*tasks.Task, error) {
-	t, err := p.settleTask(ctx, taskID, res, approved)
+// st, when the decision's commit carried the task's outcome (see
+// settlement), publishes it; nil applies it now.
+func (p *proposals) settle(ctx context.Context, taskID string, res *executor.Result, approved bool, st *tasks.Settlement) (*tasks.Task, error) {
+	t, err := p.settleTask(ctx, taskID, res, approved, st)
 	if err == nil && t.Status.State.Terminal() {
 		p.withdrawHeld(ctx, taskID, t.Status.State)
 	}
 	return t, err
 }
 
-func (p *proposals) settleTask(ctx context.Context, taskID string, res *executor.Result, approved bool) (*tasks.Task, error) {
+func (p *proposals) settleTask(ctx context.Context, taskID string, res *executor.Result, approved bool, st *tasks.Settlement) (*tasks.Task, error) {
 	if p.agent != nil {
 		if mine, err := p.agent.Owns(ctx, taskID); err != nil {
 			return nil, err
@@ -222,6 +225,14 @@ func (p *proposals) settleTask(ctx context.Context, taskID string, res *executor
 			return p.agent.Decided(ctx, taskID, res, approved)
 		}
 	}
+	if st == nil {
+		st = p.tasks.Settle(taskID)
+	}
+	return st.Done(ctx, taskOutcome(res))
+}
+
+// taskOutcome is what a decided action makes of its task.
+func taskOutcome(res *executor.Result) tasks.Outcome {
 	out := tasks.Outcome{Artifacts: agent.Artifacts(res)}
 	switch res.Outcome {
 	case executor.Completed:
@@ -231,7 +242,28 @@ func (p *proposals) settleTask(ctx context.Context, taskID string, res *executor
 	default:
 		out.State, out.Note = tasks.StateInputRequired, agent.ConfirmationNote(res)
 	}
-	return p.tasks.Resolve(ctx, taskID, out)
+	return out
+}
+
+// settlement returns the write that records taskID's outcome in the
+// executor's commit of a decision on the action it holds, so that the
+// action's record and the task's state are durable together, and the
+// Settlement that publishes it. An agent's job gets neither (nil): the
+// agent resumes it with the outcome afterwards. deny, for a denial, gives
+// the result the task fails with.
+func (p *proposals) settlement(ctx context.Context, taskID string, deny func(*executor.Result) *executor.Result) (*tasks.Settlement, executor.Then, error) {
+	if p.agent != nil {
+		if mine, err := p.agent.Owns(ctx, taskID); err != nil || mine {
+			return nil, nil, err
+		}
+	}
+	st := p.tasks.Settle(taskID)
+	return st, func(ctx context.Context, tx *sql.Tx, res *executor.Result) error {
+		if deny != nil {
+			res = deny(res)
+		}
+		return st.In(ctx, tx, taskOutcome(res))
+	}, nil
 }
 
 // withdrawHeld denies, as the host, the actions a task that has ended
@@ -279,18 +311,28 @@ func (p *proposals) decide(ctx context.Context, taskID, actionID, approver strin
 	if err != nil {
 		return nil, err
 	}
+	if !approve && reason == "" {
+		reason = "denied by the operator"
+	}
+	// A denied task fails with the operator's words.
+	denied := func(res *executor.Result) *executor.Result {
+		r := *res
+		r.Reason = fmt.Sprintf("%s Reason: %s", res.Reason, reason)
+		return &r
+	}
+	var deny func(*executor.Result) *executor.Result
+	if !approve {
+		deny = denied
+	}
+	st, then, err := p.settlement(ctx, taskID, deny)
+	if err != nil {
+		return nil, err
+	}
 	var res *executor.Result
 	if approve {
-		res, err = p.exec.Approve(ctx, pa.ActionID, approver)
-	} else {
-		if reason == "" {
-			reason = "denied by the operator"
-		}
-		res, err = p.exec.Deny(ctx, pa.ActionID, approver, reason)
-		if err == nil {
-			// The task fails with the operator's words.
-			res.Reason = fmt.Sprintf("%s Reason: %s", res.Reason, reason)
-		}
+		res, err = p.exec.ApproveThen(ctx, pa.ActionID, approver, then)
+	} else if res, err = p.exec.DenyThen(ctx, pa.ActionID, approver, reason, then); err == nil {
+		res = denied(res)
 	}
 	if err != nil {
 		return nil, err
@@ -301,7 +343,7 @@ func (p *proposals) decide(ctx context.Context, taskID, actionID, approver strin
 	if t.Status.State.Terminal() {
 		return t, nil // the denial cleared the record; the task stays as it ended
 	}
-	return p.settle(ctx, taskID, res, approve)
+	return p.settle(ctx, taskID, res, approve, st)
 }
 
 // Rollback implements admin.Handler.

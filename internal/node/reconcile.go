@@ -106,7 +106,7 @@ func (p *proposals) settleDecided(ctx context.Context, t *tasks.Task) (*tasks.Ta
 	if res.Outcome == executor.NeedsConfirmation {
 		return nil, nil
 	}
-	return p.settle(ctx, t.ID, res, res.Outcome == executor.Completed)
+	return p.settle(ctx, t.ID, res, res.Outcome == executor.Completed, nil)
 }
 
 // accepted keeps a task that a message/send request just created as the
