@@ -30,7 +30,8 @@ import (
 // Errors: out.State other than working, completed, failed or
 // input_required, or a
 // transition the state machine forbids, is ErrIllegalTransition; a
-// terminal task ErrTerminal; more than MaxArtifacts artifacts ErrLimit; a
+// terminal task ErrTerminal (and ErrIllegalTransition when out would
+// change its state); more than MaxArtifacts artifacts ErrLimit; a
 // note over MaxStatusMessage characters ErrLimit; a zero out.At
 // ErrInvalidTask.
 func PlanApply(cur *Task, out Outcome) (add []Artifact, evs []Event, err error) {
@@ -44,6 +45,11 @@ func PlanApply(cur *Task, out Outcome) (add []Artifact, evs []Event, err error) 
 	}
 	from := cur.Status.State
 	if from.Terminal() {
+		// As CheckUpdate: also an illegal transition when the state would
+		// change.
+		if from != out.State {
+			return nil, nil, fmt.Errorf("tasks: apply to %s: task is %s: %w: %w", cur.ID, from, ErrTerminal, ErrIllegalTransition)
+		}
 		return nil, nil, fmt.Errorf("tasks: apply to %s: task is %s: %w", cur.ID, from, ErrTerminal)
 	}
 	v := cur.Version
