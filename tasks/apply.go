@@ -118,7 +118,9 @@ type TxApplier interface {
 // not run (a store without transactions, a run that ended without a
 // commit of its own), applies out with Store.Apply — the same outcome
 // recorded after the producer's commit rather than with it, which a
-// restart completes (Service.Resume). A Settlement is for one goroutine.
+// restart completes (Service.Resume). out is the outcome In was given. A
+// Settlement serves one call: In may run on another goroutine (a database
+// writer's) while the call waits, Done after the call returned.
 type Settlement struct {
 	s      *Service
 	taskID string
@@ -142,7 +144,7 @@ func (st *Settlement) In(ctx context.Context, tx *sql.Tx, out Outcome) error {
 	}
 	out, err := st.s.outcome(st.taskID, out)
 	if err != nil {
-		return err
+		return nil // an invalid artifact: Done applies the outcome and reports it
 	}
 	t, evs, err := ta.ApplyTx(ctx, tx, st.taskID, out)
 	if refused(err) {
