@@ -539,6 +539,10 @@ func (jr *jobRun) invalid(ctx context.Context, it *Interaction, aerr *AnswerErro
 // sandbox, confirmation, audit) on behalf of the task's requester, and
 // feeds the observation back. The interaction is stored before the action
 // runs, so that a crash in between is finished from the executor's record.
+// The step's note on the task (its status event) is written in the
+// executor's last commit of the action, when the job goes on after it:
+// the action's record and the step the requester sees are durable
+// together, in one commit.
 func (jr *jobRun) propose(ctx context.Context, it *Interaction, ans *Answer) (bool, error) {
 	r, j := jr.r, jr.j
 	it.Response.NewStatus = j.Status
@@ -550,9 +554,20 @@ func (jr *jobRun) propose(ctx context.Context, it *Interaction, ans *Answer) (bo
 	// before anything has an effect, and only while this process holds
 	// the job (a lost lease fails that commit, and nothing runs).
 	w, done := jr.prepare(it, nil)
+	// The notes of earlier steps go first: this one may join the commit.
+	jr.flushNotes()
+	st := r.cfg.Tasks.Settle(j.TaskID)
+	var note string
 	began := time.Now()
 	res, err := r.cfg.Executor.Run(ctx, executor.Request{TaskID: j.TaskID, Requester: j.Requester, Data: []byte(strings.TrimSpace(ans.Raw)),
-		Also: func(ctx context.Context, tx *sql.Tx) error { return r.cfg.Store.WriteTx(ctx, tx, w) }})
+		Also: func(ctx context.Context, tx *sql.Tx) error { return r.cfg.Store.WriteTx(ctx, tx, w) },
+		Then: func(ctx context.Context, tx *sql.Tx, res *executor.Result) error {
+			if !goesOn(res) {
+				return nil
+			}
+			note = stepNote(it, outcomeOf(res), res.Output)
+			return st.In(ctx, tx, tasks.Outcome{State: tasks.StateWorking, Note: note})
+		}})
 	j.Seconds += time.Since(began).Seconds()
 	if err != nil {
 		// Run may fail after its first commit (after a promotion it
@@ -567,13 +582,26 @@ func (jr *jobRun) propose(ctx context.Context, it *Interaction, ans *Answer) (bo
 		return true, fmt.Errorf("agent: executor: %w", err)
 	}
 	done(nil)
-	return jr.observed(ctx, it, res)
+	if note != "" {
+		// Committed with the action: published now.
+		if _, err := st.Done(ctx, tasks.Outcome{State: tasks.StateWorking, Note: note}); err != nil && ctx.Err() == nil {
+			r.log.Warn("agent: progress", "task", j.TaskID, "err", err)
+		}
+	}
+	return jr.observed(ctx, it, res, note != "")
+}
+
+// goesOn reports whether the job goes on to its next step after an
+// action with result res: it neither waits for an operator nor finished.
+func goesOn(res *executor.Result) bool {
+	return res.Outcome != executor.NeedsConfirmation && (res.Outcome != executor.Completed || !strings.EqualFold(res.Action, "FINISH"))
 }
 
 // observed applies an executor result to the job: the observation is
 // stored with its interaction; FINISH completes the task; a held action
-// waits for an operator.
-func (jr *jobRun) observed(ctx context.Context, it *Interaction, res *executor.Result) (bool, error) {
+// waits for an operator. noted says the step's note is on the task
+// already (propose wrote it with the action).
+func (jr *jobRun) observed(ctx context.Context, it *Interaction, res *executor.Result, noted bool) (bool, error) {
 	r, j := jr.r, jr.j
 	obs := r.redactObservation(observe(res, r.cfg.MaxObservationBytes))
 	it.Observation = obs
@@ -598,7 +626,9 @@ func (jr *jobRun) observed(ctx context.Context, it *Interaction, res *executor.R
 		return true, jr.complete(ctx, res.Response, nil)
 	}
 	jr.remember(it)
-	jr.progress(ctx, it, obs.Outcome)
+	if !noted {
+		jr.progress(ctx, it, obs.Outcome)
+	}
 	return false, nil
 }
 
@@ -804,7 +834,11 @@ func (jr *jobRun) checkLimits(ctx context.Context) (bool, error) {
 
 // progress tells the requester about a step, as a status note.
 func (jr *jobRun) progress(ctx context.Context, it *Interaction, outcome string) {
-	note := stepNote(it, outcome)
+	var output json.RawMessage
+	if it.Observation != nil {
+		output = it.Observation.Output
+	}
+	note := stepNote(it, outcome, output)
 	if jr.notes == nil {
 		jr.writeNote(ctx, note)
 		return
@@ -863,8 +897,9 @@ func (jr *jobRun) stopNotes() {
 }
 
 // stepNote says what a step did in a line: its number, the action and
-// what it acted on, the outcome and, for a failure, the error code.
-func stepNote(it *Interaction, outcome string) string {
+// what it acted on, the outcome and, for a failure, the error code of
+// output (the runtime output).
+func stepNote(it *Interaction, outcome string, output json.RawMessage) string {
 	var a struct {
 		Args struct{ Path, Source, Destination string } `json:"args"`
 	}
@@ -878,11 +913,11 @@ func stepNote(it *Interaction, outcome string) string {
 		note += " " + cut(target, 200)
 	}
 	note += " → " + outcome
-	if o := it.Observation; o != nil && o.Outcome == ObsFailed {
+	if outcome == ObsFailed {
 		var out struct {
 			Code string `json:"error_code"`
 		}
-		if json.Unmarshal(o.Output, &out) == nil && out.Code != "" {
+		if json.Unmarshal(output, &out) == nil && out.Code != "" {
 			note += " (" + out.Code + ")"
 		}
 	}
@@ -1002,7 +1037,7 @@ func (jr *jobRun) finishInterrupted(ctx context.Context, it *Interaction) (bool,
 		}
 		res := a.Result()
 		r.log.Info("agent: a step the node's stop interrupted had run; its record completes it", "task", jr.j.TaskID, "action", a.ActionID, "state", a.State)
-		return jr.observed(ctx, it, res)
+		return jr.observed(ctx, it, res, false)
 	}
 	if it.Response.Redacted {
 		// What is stored is not what the model sent (secrets were taken

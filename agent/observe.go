@@ -25,19 +25,22 @@ func shortHash(s string) string {
 // Schema for response_format.
 var answerSchema = schemas.AgentAnswerBundle
 
+// outcomeOf is the observation's word for res's outcome.
+func outcomeOf(res *executor.Result) string {
+	switch res.Outcome {
+	case executor.Completed:
+		return ObsCompleted
+	case executor.Failed:
+		return ObsFailed
+	}
+	return ObsNeedsConfirmation
+}
+
 // observe turns an executor result into what the model is told: the
 // outcome and the runtime output (seed 004's shape), with a file's content
 // cut to max bytes (the model is told it was cut, the size and the hash).
 func observe(res *executor.Result, max int) *Observation {
-	o := &Observation{ActionID: res.ActionID, Reason: res.Reason, Diff: res.Diff}
-	switch res.Outcome {
-	case executor.Completed:
-		o.Outcome = ObsCompleted
-	case executor.Failed:
-		o.Outcome = ObsFailed
-	default:
-		o.Outcome = ObsNeedsConfirmation
-	}
+	o := &Observation{ActionID: res.ActionID, Reason: res.Reason, Diff: res.Diff, Outcome: outcomeOf(res)}
 	out := boundOutput(res.Output, max)
 	o.Output = out
 	fb := map[string]any{"outcome": o.Outcome, "action": res.Action}

@@ -54,6 +54,9 @@ type rig struct {
 	queue *agent.Queue
 	sb    *sandbox.Sandbox
 	dir   string
+	// runExec, when set, is the executor run gives the runtime instead
+	// of exec.
+	runExec agent.Executor
 }
 
 func newRig(t testing.TB, dsn string) *rig {
@@ -96,7 +99,11 @@ func newRig(t testing.TB, dsn string) *rig {
 // run works on jobs until the task is in one of the states.
 func (r *rig) run(t *testing.T, m agent.Model, taskID string, states ...tasks.State) *tasks.Task {
 	t.Helper()
-	rt, err := agent.New(agent.Config{Queue: r.queue, Store: r.store, Tasks: r.svc, Executor: r.exec, Model: m,
+	var ex agent.Executor = r.exec
+	if r.runExec != nil {
+		ex = r.runExec
+	}
+	rt, err := agent.New(agent.Config{Queue: r.queue, Store: r.store, Tasks: r.svc, Executor: ex, Model: m,
 		ContextTokens: 8000, Lease: time.Second, Poll: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

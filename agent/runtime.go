@@ -24,6 +24,9 @@ type Tasks interface {
 	Task(ctx context.Context, taskID string) (*tasks.Task, error)
 	Transition(ctx context.Context, taskID string, to tasks.State, note string) (*tasks.Task, error)
 	Progress(ctx context.Context, taskID, note string) (*tasks.Task, error)
+	// Settle records an outcome of the task inside the executor's last
+	// commit of a step's action (see tasks.Settlement).
+	Settle(taskID string) *tasks.Settlement
 	AddArtifact(ctx context.Context, taskID string, a tasks.Artifact) (*tasks.Task, error)
 	Events() *tasks.Broker
 }

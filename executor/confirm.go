@@ -118,6 +118,13 @@ func (e *Executor) authorize(ctx context.Context, r *record, approver string, ap
 // Result is Completed; an approved action without effects (a read a
 // policy wanted confirmed) runs then.
 func (e *Executor) Approve(ctx context.Context, actionID, approver string) (*Result, error) {
+	return e.ApproveThen(ctx, actionID, approver, nil)
+}
+
+// ApproveThen is Approve with the caller's write of the outcome, then
+// (nil: none), in the approval's last commit (see Then). An approval that
+// holds the action again (its files changed) is such an outcome too.
+func (e *Executor) ApproveThen(ctx context.Context, actionID, approver string, then Then) (*Result, error) {
 	r, err := e.pendingRecord(ctx, actionID)
 	if err != nil {
 		return nil, err
@@ -134,7 +141,7 @@ func (e *Executor) Approve(ctx context.Context, actionID, approver string) (*Res
 		return nil, fmt.Errorf("%w: %q", ErrNoPending, actionID)
 	}
 	r.State = stateApproving
-	res, err := e.approve(ctx, r, actor)
+	res, err := e.approve(ctx, r, actor, then)
 	if err != nil {
 		// Give the action back to the operators, unless it moved on.
 		r.State, r.Updated = statePending, e.now()
@@ -145,8 +152,9 @@ func (e *Executor) Approve(ctx context.Context, actionID, approver string) (*Res
 	return res, err
 }
 
-func (e *Executor) approve(ctx context.Context, r *record, actor string) (*Result, error) {
+func (e *Executor) approve(ctx context.Context, r *record, actor string, then Then) (*Result, error) {
 	j := e.journal(r.Task, r.ActionID)
+	j.then = then
 	it, err := e.parse(r.Data, r.ActionID)
 	if err != nil {
 		// It was valid when held: this build no longer accepts it.
@@ -214,6 +222,12 @@ func (e *Executor) failRecord(ctx context.Context, j *journal, r *record, res *R
 // prevent effects): the action fails with CONFIRMATION_DENIED and the
 // reason, audited "denied". An unknown or finished action is ErrNoPending.
 func (e *Executor) Deny(ctx context.Context, actionID, approver, reason string) (*Result, error) {
+	return e.DenyThen(ctx, actionID, approver, reason, nil)
+}
+
+// DenyThen is Deny with the caller's write of the outcome, then (nil:
+// none), in the denial's commit (see Then).
+func (e *Executor) DenyThen(ctx context.Context, actionID, approver, reason string, then Then) (*Result, error) {
 	r, err := e.pendingRecord(ctx, actionID)
 	if err != nil {
 		return nil, err
@@ -226,10 +240,13 @@ func (e *Executor) Deny(ctx context.Context, actionID, approver, reason string) 
 	f := &Failure{Code: CodeConfirmationDenied, Message: "An operator denied the action.", Reason: reason}
 	r.State, r.Reason, r.Updated = stateDenied, reason, e.now()
 	j := e.journal(r.Task, r.ActionID)
+	j.then = then
 	j.add(audit.Entry{Actor: actor, Step: audit.StepDenied, Decision: "deny", Reason: reason})
+	res := &Result{Outcome: Failed, ActionID: r.ActionID, ProposalID: r.ProposalID, Action: r.Action,
+		Output: mustJSON(f), Diff: r.Diff, Reason: f.Message}
 	// The record denied and its audit entry, in one commit; none if
 	// another call took the action first.
-	err = j.commit(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err = j.last(res).commit(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		ok, err := e.store.updateTx(ctx, tx, r, statePending)
 		if err == nil && !ok {
 			err = fmt.Errorf("%w: %q", ErrNoPending, actionID)
@@ -239,8 +256,7 @@ func (e *Executor) Deny(ctx context.Context, actionID, approver, reason string) 
 	if err != nil {
 		return nil, err
 	}
-	return &Result{Outcome: Failed, ActionID: r.ActionID, ProposalID: r.ProposalID, Action: r.Action,
-		Output: mustJSON(f), Diff: r.Diff, Reason: f.Message}, nil
+	return res, nil
 }
 
 // Action is the durable record of an action of a task: one with effects

@@ -233,7 +233,30 @@ type Request struct {
 	// and Run returns it: nothing of the proposal has an effect. It must
 	// write only the caller's own tables.
 	Also func(ctx context.Context, tx *sql.Tx) error
+	// Then, when set, runs in the transaction of Run's last commit (see
+	// Then).
+	Then Then
 }
+
+// Then is a caller's write that joins the transaction of the last commit
+// of a proposal (Run) or of a decision on a held one (ApproveThen,
+// DenyThen): the commit that records what became of the action — its
+// record promoted, completed, failed, denied or held, and the audit
+// entries that say so. It gets the Result as the call returns it, so that
+// the caller's record of the outcome (a task's state and artifacts) is
+// durable exactly when the executor's is: a crash leaves both or neither.
+//
+// The contract: Then runs at most once per call, after the executor's own
+// statements and inside their transaction; it must write only the
+// caller's own tables and must not keep tx or res. Its error fails that
+// commit, and the call returns it. A call that ends without a commit of
+// its own (an error of the database, ctx done, a promotion left
+// incomplete) never runs Then: the caller records the outcome afterwards,
+// if there is one. On a promotion, Then's error is reported after the
+// files changed: the action's record then stays promoting and is
+// finished by RecoverInterrupted, so a Then that can refuse should refuse
+// by returning nil and leaving its record for later.
+type Then func(ctx context.Context, tx *sql.Tx, res *Result) error
 
 // Result is what became of a proposal.
 type Result struct {
@@ -326,7 +349,7 @@ func (e *Executor) Run(ctx context.Context, req Request) (*Result, error) {
 	actionID := e.newID()
 	actor := req.Requester
 	j := e.journal(req.TaskID, actionID)
-	j.first = req.Also
+	j.first, j.then = req.Also, req.Then
 	format := formatOf(req.Data)
 	sum := sha256.Sum256(req.Data)
 	j.add(audit.Entry{Actor: actor, Step: audit.StepReceived,
@@ -344,10 +367,11 @@ func (e *Executor) Run(ctx context.Context, req Request) (*Result, error) {
 		out := mustJSON(pe)
 		j.add(audit.Entry{Actor: actor, Step: audit.StepRejected, Decision: string(pe.Code), Reason: pe.Message,
 			Detail: detail(errorDetail{Error: out})})
-		if err := j.flush(ctx); err != nil {
+		res := &Result{Outcome: Failed, ActionID: actionID, Output: out, Reason: pe.Message}
+		if err := j.last(res).flush(ctx); err != nil {
 			return nil, err
 		}
-		return &Result{Outcome: Failed, ActionID: actionID, Output: out, Reason: pe.Message}, nil
+		return res, nil
 	}
 	res := &Result{ActionID: actionID, ProposalID: it.proposalID, Action: it.action}
 	j.setRisk(e.levels, it.risk)
@@ -361,10 +385,10 @@ func (e *Executor) Run(ctx context.Context, req Request) (*Result, error) {
 	j.add(e.judgedEntry(actor, req.Requester, dec, recently))
 	if dec.Effect == policy.Deny {
 		f := policyFailure(dec)
-		if err := j.flush(ctx); err != nil {
+		res.Outcome, res.Output, res.Reason = Failed, mustJSON(f), reasonText(dec)
+		if err := j.last(res).flush(ctx); err != nil {
 			return nil, err
 		}
-		res.Outcome, res.Output, res.Reason = Failed, mustJSON(f), reasonText(dec)
 		return res, nil
 	}
 
@@ -471,10 +495,10 @@ func (e *Executor) fail(ctx context.Context, j *journal, res *Result, actor stri
 	out := mustJSON(f)
 	j.add(audit.Entry{Actor: actor, Step: audit.StepFailed, Decision: f.Code, Reason: f.Message,
 		Detail: detail(errorDetail{Error: out})})
-	if err := j.commit(ctx, op); err != nil {
+	res.Outcome, res.Output, res.Reason = Failed, out, f.Message
+	if err := j.last(res).commit(ctx, op); err != nil {
 		return nil, err
 	}
-	res.Outcome, res.Output, res.Reason = Failed, out, f.Message
 	return res, nil
 }
 
@@ -538,10 +562,10 @@ func (e *Executor) runNoEffects(ctx context.Context, j *journal, it *item, res *
 		out = results[0]
 	}
 	j.add(audit.Entry{Actor: actor, Step: audit.StepCompleted, Decision: "done"})
-	if err := j.commit(ctx, end(stateCompleted)); err != nil {
+	res.Outcome, res.Output = Completed, mustJSON(out)
+	if err := j.last(res).commit(ctx, end(stateCompleted)); err != nil {
 		return nil, err
 	}
-	res.Outcome, res.Output = Completed, mustJSON(out)
 	return res, nil
 }
 
@@ -678,10 +702,10 @@ func (e *Executor) hold(ctx context.Context, j *journal, rec *record, res *Resul
 	rec.State, rec.Reason, rec.Diff, rec.PreImages = statePending, reason, formatDiff(diffs), preImages(diffs)
 	rec.Snapshot, rec.Updated = nil, e.now()
 	j.add(audit.Entry{Actor: actor, Step: audit.StepHeld, Decision: "confirm", Reason: reason})
-	if err := e.save(ctx, j, rec, stateApproving, fresh, "while held"); err != nil {
+	res.Outcome, res.Output, res.Diff, res.Reason = NeedsConfirmation, nil, rec.Diff, reason
+	if err := e.save(ctx, j.last(res), rec, stateApproving, fresh, "while held"); err != nil {
 		return nil, err
 	}
-	res.Outcome, res.Output, res.Diff, res.Reason = NeedsConfirmation, nil, rec.Diff, reason
 	// Someone is waiting: the operator must be able to see it in the log.
 	e.logger.Info("action held for an operator", "task", rec.Task, "action", rec.ActionID, "kind", rec.Action,
 		"risk", string(j.risk), "requester", rec.Requester, "reason", reason,
@@ -769,7 +793,8 @@ func (e *Executor) promote(ctx context.Context, j *journal, it *item, rec *recor
 	// the requester's snapshots grow here, those past the bounds pruned, in
 	// one commit.
 	settle, pruned := e.settle(rec, statePromoting), 0
-	err = j.commit(bg, func(ctx context.Context, tx *sql.Tx) error {
+	res.Outcome, res.Output, res.Diff, res.Reason = Completed, mustJSON(successOutput(it, sg.reads)), rec.Diff, ""
+	err = j.last(res).commit(bg, func(ctx context.Context, tx *sql.Tx) error {
 		if err := settle(ctx, tx); err != nil {
 			return err
 		}
@@ -786,7 +811,6 @@ func (e *Executor) promote(ctx context.Context, j *journal, it *item, rec *recor
 	if pruned > 0 {
 		e.logger.Info("executor: pruned rollback snapshots past the bounds", "count", pruned, "requester", rec.Requester)
 	}
-	res.Outcome, res.Output, res.Diff, res.Reason = Completed, mustJSON(successOutput(it, sg.reads)), rec.Diff, ""
 	return res, false, nil
 }
 
@@ -806,20 +830,26 @@ func (e *Executor) snapshotCutoff() time.Time {
 // a record that could not be written at all leaves them to be appended on
 // their own. when says when, in errors.
 func (e *Executor) save(ctx context.Context, j *journal, rec *record, from string, fresh bool, when string) error {
-	ok := true
+	ok, last := true, j.final != nil
+	moved := fmt.Errorf("executor: action %s changed state %s", rec.ActionID, when)
 	err := j.commitSteps(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if fresh {
 			return e.store.insertTx(ctx, tx, rec)
 		}
 		var err error
 		ok, err = e.store.updateTx(ctx, tx, rec, from)
+		if err == nil && !ok && last {
+			// The caller's Then must not record an outcome the record
+			// does not have: nothing of this commit stays.
+			return moved
+		}
 		return err
 	})
 	if err != nil {
 		return err
 	}
 	if !ok {
-		return fmt.Errorf("executor: action %s changed state %s", rec.ActionID, when)
+		return moved
 	}
 	return nil
 }

@@ -38,6 +38,20 @@ type journal struct {
 	// first, when set, joins the transaction of the journal's first
 	// commit (Request.Also).
 	first txOp
+	// then, when set, joins the transaction of the journal's last
+	// commit (Request.Then), which last marks, with final, the Result
+	// of the call.
+	then  Then
+	final *Result
+}
+
+// last marks the journal's next commit (or flush) as the call's last,
+// whose Result is res: the caller's Then joins it. It returns j.
+func (j *journal) last(res *Result) *journal {
+	if j.then != nil {
+		j.final = res
+	}
+	return j
 }
 
 func (e *Executor) journal(task, actionID string) *journal {
@@ -66,7 +80,7 @@ func (j *journal) add(en audit.Entry) {
 
 // flush appends the queued entries, all or none.
 func (j *journal) flush(ctx context.Context) error {
-	if j.first != nil {
+	if j.first != nil || j.final != nil {
 		_, err := j.write(ctx, func(context.Context, *sql.Tx) error { return nil })
 		return err
 	}
@@ -122,6 +136,18 @@ func (j *journal) write(ctx context.Context, op txOp) (opFailed bool, _ error) {
 				return err
 			}
 			return inner(ctx, tx)
+		}
+	}
+	if then, res := j.then, j.final; res != nil {
+		// The caller's write of the outcome goes last, in the call's
+		// last commit only: its error fails the commit and is the op's.
+		j.then, j.final = nil, nil
+		inner := op
+		op = func(ctx context.Context, tx *sql.Tx) error {
+			if err := inner(ctx, tx); err != nil {
+				return err
+			}
+			return then(ctx, tx, res)
 		}
 	}
 	var opErr, logErr error

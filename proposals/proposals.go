@@ -2,6 +2,7 @@ package proposals
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,12 +14,13 @@ import (
 )
 
 // Tasks is what Proposals needs of the task service (*tasks.Service):
-// Task reads a task (a missing one is an error), Resolve applies an
-// outcome to it, Resume takes up a task a stop interrupted, List finds
-// the tasks to reconcile. Each is safe for concurrent use.
+// Task reads a task (a missing one is an error), Settle records an
+// outcome of it in a producer's commit (tasks.Settlement), Resume takes
+// up a task a stop interrupted, List finds the tasks to reconcile. Each
+// is safe for concurrent use.
 type Tasks interface {
 	Task(ctx context.Context, taskID string) (*tasks.Task, error)
-	Resolve(ctx context.Context, taskID string, out tasks.Outcome) (*tasks.Task, error)
+	Settle(taskID string) *tasks.Settlement
 	Resume(ctx context.Context, taskID string) (*tasks.Task, error)
 	List(ctx context.Context, f tasks.Filter) ([]*tasks.Task, error)
 }
@@ -183,19 +185,29 @@ func (p *Proposals) Decide(ctx context.Context, d Decision) (*tasks.Task, error)
 	if err != nil {
 		return nil, err
 	}
+	reason := d.Reason
+	if !d.Approve && reason == "" {
+		reason = "denied by the operator"
+	}
+	// A denied task fails with the operator's words.
+	denied := func(res *executor.Result) *executor.Result {
+		r := *res
+		r.Reason = fmt.Sprintf("%s Reason: %s", res.Reason, reason)
+		return &r
+	}
+	var deny func(*executor.Result) *executor.Result
+	if !d.Approve {
+		deny = denied
+	}
+	st, then, err := p.settlement(ctx, d.TaskID, deny)
+	if err != nil {
+		return nil, err
+	}
 	var res *executor.Result
 	if d.Approve {
-		res, err = p.exec.Approve(ctx, pa.ActionID, d.Approver)
-	} else {
-		reason := d.Reason
-		if reason == "" {
-			reason = "denied by the operator"
-		}
-		res, err = p.exec.Deny(ctx, pa.ActionID, d.Approver, reason)
-		if err == nil {
-			// The task fails with the operator's words.
-			res.Reason = fmt.Sprintf("%s Reason: %s", res.Reason, reason)
-		}
+		res, err = p.exec.ApproveThen(ctx, pa.ActionID, d.Approver, then)
+	} else if res, err = p.exec.DenyThen(ctx, pa.ActionID, d.Approver, reason, then); err == nil {
+		res = denied(res)
 	}
 	if err != nil {
 		return nil, err
@@ -203,7 +215,7 @@ func (p *Proposals) Decide(ctx context.Context, d Decision) (*tasks.Task, error)
 	if p.pause != nil {
 		p.pause(PointDecided)
 	}
-	return p.settle(ctx, d.TaskID, res, d.Approve)
+	return p.settle(ctx, d.TaskID, res, d.Approve, st)
 }
 
 // held returns the held action of taskID to decide on: actionID, or when
@@ -257,16 +269,18 @@ func (p *Proposals) Rollback(ctx context.Context, actionID string) error {
 
 // settle applies a decision's result to its task: an agent's job resumes
 // with it, a peer's proposal ends the task. When that ends the task, the
-// actions it still holds are withdrawn.
-func (p *Proposals) settle(ctx context.Context, taskID string, res *executor.Result, approved bool) (*tasks.Task, error) {
-	t, err := p.settleTask(ctx, taskID, res, approved)
+// actions it still holds are withdrawn. st, when the decision's commit
+// carried the task's outcome (see settlement), publishes it; nil applies
+// it now.
+func (p *Proposals) settle(ctx context.Context, taskID string, res *executor.Result, approved bool, st *tasks.Settlement) (*tasks.Task, error) {
+	t, err := p.settleTask(ctx, taskID, res, approved, st)
 	if err == nil && t.Status.State.Terminal() {
 		p.withdraw(ctx, taskID, t.Status.State)
 	}
 	return t, err
 }
 
-func (p *Proposals) settleTask(ctx context.Context, taskID string, res *executor.Result, approved bool) (*tasks.Task, error) {
+func (p *Proposals) settleTask(ctx context.Context, taskID string, res *executor.Result, approved bool, st *tasks.Settlement) (*tasks.Task, error) {
 	if p.jobs != nil {
 		if mine, err := p.jobs.Owns(ctx, taskID); err != nil {
 			return nil, err
@@ -274,7 +288,31 @@ func (p *Proposals) settleTask(ctx context.Context, taskID string, res *executor
 			return p.jobs.Decided(ctx, taskID, res, approved)
 		}
 	}
-	return p.tasks.Resolve(ctx, taskID, Outcome(res))
+	if st == nil {
+		st = p.tasks.Settle(taskID)
+	}
+	return st.Done(ctx, Outcome(res))
+}
+
+// settlement returns the write that records taskID's outcome in the
+// executor's commit of a decision on the action it holds, so that the
+// action's record and the task's state are durable together, and the
+// Settlement that publishes it. An agent's job gets neither (nil): the
+// agent resumes it with the outcome afterwards. deny, for a denial, gives
+// the result the task fails with.
+func (p *Proposals) settlement(ctx context.Context, taskID string, deny func(*executor.Result) *executor.Result) (*tasks.Settlement, executor.Then, error) {
+	if p.jobs != nil {
+		if mine, err := p.jobs.Owns(ctx, taskID); err != nil || mine {
+			return nil, nil, err
+		}
+	}
+	st := p.tasks.Settle(taskID)
+	return st, func(ctx context.Context, tx *sql.Tx, res *executor.Result) error {
+		if deny != nil {
+			res = deny(res)
+		}
+		return st.In(ctx, tx, Outcome(res))
+	}, nil
 }
 
 // Outcome is the task outcome of an executor result: completed with its
@@ -320,7 +358,7 @@ func (p *Proposals) withdraw(ctx context.Context, taskID string, state tasks.Sta
 	}
 	n := 0
 	for _, pa := range held {
-		if _, err := p.exec.Deny(ctx, pa.ActionID, executor.Host, "the task ended ("+string(state)+") before this action was decided"); err != nil {
+		if _, err := p.exec.DenyThen(ctx, pa.ActionID, executor.Host, "the task ended ("+string(state)+") before this action was decided", nil); err != nil {
 			p.logger.Warn("held action of an ended task not withdrawn", "task", taskID, "action", pa.ActionID, "err", err)
 			continue
 		}

@@ -205,7 +205,7 @@ func (p *Proposals) settleDecided(ctx context.Context, t *tasks.Task) (*tasks.Ta
 	if res.Outcome == executor.NeedsConfirmation {
 		return nil, nil
 	}
-	return p.settle(ctx, t.ID, res, res.Outcome == executor.Completed)
+	return p.settle(ctx, t.ID, res, res.Outcome == executor.Completed, nil)
 }
 
 // ReconcileEvery runs a Reconcile pass at each tick until ctx ends, for

@@ -35,8 +35,8 @@ type Executor interface {
 	Run(ctx context.Context, req executor.Request) (*executor.Result, error)
 	Actions(ctx context.Context, taskID string) ([]executor.Action, error)
 	Pending(ctx context.Context, taskID string) ([]executor.Pending, error)
-	Approve(ctx context.Context, actionID, approver string) (*executor.Result, error)
-	Deny(ctx context.Context, actionID, approver, reason string) (*executor.Result, error)
+	ApproveThen(ctx context.Context, actionID, approver string, then executor.Then) (*executor.Result, error)
+	DenyThen(ctx context.Context, actionID, approver, reason string, then executor.Then) (*executor.Result, error)
 	Rollback(ctx context.Context, actionID string) error
 	Recoverer
 }

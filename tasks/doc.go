@@ -59,6 +59,23 @@
 //		return send(event) // an error ends the stream
 //	})
 //
+// What a Runner (or the executor, for an operator's decision) made of a
+// task is an Outcome, recorded in one write (Store.Apply, through
+// Service.Resolve): the state, the artifacts and their events together,
+// published to subscribers once durable. A component whose own record of
+// the work lives in the same SQL database commits the outcome in its own
+// transaction (Settlement, over a TxApplier store), so that the work and
+// the task's state are durable together:
+//
+//	st := svc.Settle(taskID)
+//	res, err := exec.ApproveThen(ctx, actionID, operator,
+//		func(ctx context.Context, tx *sql.Tx, res *executor.Result) error {
+//			return st.In(ctx, tx, outcomeOf(res))
+//		})
+//	if err == nil {
+//		task, err = st.Done(ctx, outcomeOf(res)) // publishes the events
+//	}
+//
 // Stores keep tasks with their owner and a version for optimistic
 // concurrency (Update with an expected version fails with
 // ErrVersionConflict). A new Store proves itself with the shared suite:

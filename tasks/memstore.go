@@ -214,6 +214,38 @@ func (s *MemoryStore) AppendArtifact(ctx context.Context, id string, expected in
 	return cur.Clone(), nil
 }
 
+// Apply implements Store.
+func (s *MemoryStore) Apply(ctx context.Context, taskID string, out Outcome) (*Task, []Event, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, fmt.Errorf("tasks: apply: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur, ok := s.tasks[taskID]
+	if !ok {
+		return nil, nil, fmt.Errorf("tasks: apply %s: %w", taskID, ErrNotFound)
+	}
+	add, evs, err := PlanApply(cur, out)
+	if err != nil {
+		return nil, nil, err
+	}
+	// Stored tasks are never handed out, so they may change in place.
+	for _, a := range add {
+		cur.Artifacts = append(cur.Artifacts, a.Clone())
+	}
+	last := evs[len(evs)-1]
+	cur.Status, cur.Version = *last.Status, last.Version
+	pub := make([]Event, len(evs))
+	for i, ev := range evs {
+		s.events[taskID] = append(s.events[taskID], ev.clone())
+		pub[i] = ev.clone()
+	}
+	if cur.Status.State.Terminal() {
+		s.terminal = append(s.terminal, taskID)
+	}
+	return cur.Clone(), pub, nil
+}
+
 // List implements Store.
 func (s *MemoryStore) List(ctx context.Context, f Filter) ([]*Task, error) {
 	if err := ctx.Err(); err != nil {

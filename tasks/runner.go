@@ -3,7 +3,6 @@ package tasks
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -49,6 +48,9 @@ type Outcome struct {
 	// Note is the status message (at most MaxStatusMessage bytes).
 	Note      string
 	Artifacts []Artifact
+	// At is when the outcome was reached, the time of its status; zero
+	// means now by the Service's clock.
+	At time.Time
 }
 
 // Proposals returns the data parts of m that the executor judges:
@@ -124,39 +126,6 @@ func (s *Service) Resume(ctx context.Context, taskID string) (*Task, error) {
 		return t, nil
 	}
 	return s.run(ctx, t, Job{TaskID: t.ID, Requester: t.Owner, Proposals: props, Resumed: true, Since: t.CreatedAt})
-}
-
-// Resolve applies a Runner's outcome to a task: its artifacts, then its
-// state (through working when the task waits for input, as after a
-// confirmation). An artifact the task already has (a resumed run's,
-// added before the node stopped) is not added again. A missing task is
-// 1001.
-func (s *Service) Resolve(ctx context.Context, taskID string, out Outcome) (*Task, error) {
-	switch out.State {
-	case StateCompleted, StateFailed, StateInputRequired:
-	default:
-		return nil, fmt.Errorf("tasks: resolve %s: outcome state %q: %w", taskID, out.State, ErrIllegalTransition)
-	}
-	t, err := s.store.Get(ctx, taskID)
-	if err != nil {
-		return nil, fmt.Errorf("tasks: resolve: %w", err)
-	}
-	if t.Status.State == StateInputRequired || t.Status.State == StateSubmitted {
-		if t, err = s.Transition(ctx, taskID, StateWorking, ""); err != nil {
-			return nil, err
-		}
-	}
-	for _, a := range out.Artifacts {
-		next, err := s.AddArtifact(ctx, taskID, a)
-		if errors.Is(err, ErrExists) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		t = next
-	}
-	return s.Transition(ctx, taskID, out.State, truncate(out.Note, MaxStatusMessage))
 }
 
 func plural(n int, what string) string {

@@ -14,8 +14,8 @@ import (
 //   - Tasks go in and come out as copies: a store never keeps a caller's
 //     task, slices or maps, and never returns its own.
 //   - Version is 1 after Create and grows by exactly one with every
-//     successful Update, AppendHistory and AppendArtifact; a failed call
-//     changes nothing.
+//     successful Update, AppendHistory and AppendArtifact, by the number
+//     of events it records with Apply; a failed call changes nothing.
 //   - ID, Owner, ContextID, IdempotencyKey and CreatedAt are set by Create
 //     and never change.
 //   - The state machine holds: writes go through CheckUpdate, so a terminal
@@ -41,10 +41,22 @@ type Store interface {
 	// A 101st artifact gives ErrLimit, a second one with the same
 	// artifactId ErrExists. It returns the stored task.
 	AppendArtifact(ctx context.Context, id string, expected int64, a Artifact) (*Task, error)
+	// Apply records an outcome on the task in one write: the state it
+	// ends in (through working, as a status event of its own, when the
+	// task is submitted or input_required; an outcome in state working is
+	// a progress note), the artifacts it adds (those
+	// the task already has, by artifactId, left out) and the event of
+	// each change, at versions one after another from the current one. It
+	// returns the stored task, whose version is that of the last event,
+	// and the events recorded, for the caller to publish. It reads the
+	// task's current version itself, inside the write. PlanApply gives
+	// the rules and errors (ErrTerminal, ErrIllegalTransition, ErrLimit);
+	// a missing task is ErrNotFound. A failed Apply changes nothing.
+	Apply(ctx context.Context, taskID string, out Outcome) (*Task, []Event, error)
 	// List returns the tasks matching f, oldest first (CreatedAt, then ID).
 	List(ctx context.Context, f Filter) ([]*Task, error)
 	// Events returns the task's events with a version above after, in
-	// version order. Create, Update and AppendArtifact record them in the
+	// version order. Create, Update, AppendArtifact and Apply record them in the
 	// same write as the change they report: a status event (StatusEvent)
 	// when a task is created and whenever Update changes its status
 	// (StatusChanged), an artifact event (ArtifactEvent) per artifact

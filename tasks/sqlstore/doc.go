@@ -52,6 +52,12 @@
 // (SELECT … FOR UPDATE), and SQLite has one writer. The UPDATE also names the
 // version it read, so a change is never applied twice.
 //
+// Apply records an outcome (state, artifacts, their events) with one
+// SELECT … FOR UPDATE, one UPDATE and one multi-row INSERT of events;
+// ApplyTx does the same inside a transaction of the caller on the same
+// database (the executor's last commit of an action), so that the
+// caller's record and the task's state commit together.
+//
 // The database itself is opened by internal/sqldb, which New accepts so that
 // other components (the audit log) share it. SQLite runs in WAL mode with
 // synchronous=FULL: a write returns once it is on disk, so an accepted task

@@ -133,6 +133,7 @@ func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 type statements struct {
 	// Writes, used inside transactions through tx.StmtContext.
 	insertTask, getForWrite, updateTask, updateHistory, updateArtifacts *sql.Stmt
+	applyTask                                                           *sql.Stmt
 	insertEvent, prune                                                  *sql.Stmt
 	remember, rememberPrior, saveResult, sweep                          *sql.Stmt
 	// Reads.
@@ -160,7 +161,9 @@ func (s *Store) prepare(ctx context.Context) error {
 			version = version + 1, updated_at = ? WHERE id = ? AND version = ?`),
 		updateHistory:   p(s.w, "UPDATE tasks SET history = ?, version = version + 1, updated_at = ? WHERE id = ? AND version = ?"),
 		updateArtifacts: p(s.w, "UPDATE tasks SET artifacts = ?, version = version + 1, updated_at = ? WHERE id = ? AND version = ?"),
-		insertEvent:     p(s.w, "INSERT INTO task_events (task_id, version, kind, body) VALUES (?, ?, ?, ?)"),
+		applyTask: p(s.w, `UPDATE tasks SET state = ?, status_ts = ?, status_message = ?, artifacts = ?,
+			version = ?, updated_at = ? WHERE id = ? AND version = ?`),
+		insertEvent: p(s.w, "INSERT INTO task_events (task_id, version, kind, body) VALUES (?, ?, ?, ?)"),
 		prune: p(s.w, `DELETE FROM tasks WHERE id IN (SELECT id FROM tasks
 			WHERE state IN ('completed', 'failed', 'canceled') AND status_ts < ? ORDER BY status_ts LIMIT ?)`),
 
@@ -186,7 +189,7 @@ func (s *Store) prepare(ctx context.Context) error {
 }
 
 func (st *statements) close() {
-	for _, x := range []*sql.Stmt{st.insertTask, st.getForWrite, st.updateTask, st.updateHistory, st.updateArtifacts,
+	for _, x := range []*sql.Stmt{st.insertTask, st.getForWrite, st.updateTask, st.updateHistory, st.updateArtifacts, st.applyTask,
 		st.remember, st.rememberPrior, st.saveResult, st.sweep, st.getTask, st.byIdempotencyKey, st.lookup, st.loadResult,
 		st.insertEvent, st.prune, st.events, st.exists} {
 		if x != nil {

@@ -49,6 +49,8 @@ func Run(t *testing.T, newStore func(t *testing.T) tasks.Store) {
 		{"EventsWithFailedWrites", testEventsWithFailedWrites},
 		{"Prune", testPrune},
 		{"CountByState", testCountByState},
+		{"Apply", testApply},
+		{"ApplyAtomic", testApplyAtomic},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.fn(t, newStore(t))

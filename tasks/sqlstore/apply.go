@@ -1,0 +1,118 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/snapnode/snapnode/tasks"
+)
+
+var _ tasks.TxApplier = (*Store)(nil)
+
+// Apply implements tasks.Store: ApplyTx in a transaction of its own (on
+// SQLite in the next group commit).
+func (s *Store) Apply(ctx context.Context, taskID string, out tasks.Outcome) (*tasks.Task, []tasks.Event, error) {
+	const op = "apply"
+	if err := s.start(ctx, op); err != nil {
+		return nil, nil, err
+	}
+	var r *row
+	var evs []tasks.Event
+	err := s.write(ctx, op, taskID, func(ctx context.Context, tx *sql.Tx) error {
+		var err error
+		r, evs, err = s.applyTx(ctx, tx, taskID, out)
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	t, err := r.task()
+	return t, evs, err
+}
+
+// ApplyTx implements tasks.TxApplier: Apply inside tx, a transaction of
+// the store's database (Store.DB) that the caller commits, such as the
+// executor's last commit of an action. Nothing is durable until tx
+// commits. The task is read and written with two statements and the
+// events inserted with one: the row is locked on PostgreSQL, and on SQLite
+// the transaction is the database's only writer.
+func (s *Store) ApplyTx(ctx context.Context, tx *sql.Tx, taskID string, out tasks.Outcome) (*tasks.Task, []tasks.Event, error) {
+	if err := s.start(ctx, "apply"); err != nil {
+		return nil, nil, err
+	}
+	r, evs, err := s.applyTx(ctx, tx, taskID, out)
+	if err != nil {
+		return nil, nil, err
+	}
+	t, err := r.task()
+	return t, evs, err
+}
+
+// applyTx is ApplyTx, returning the row as written.
+func (s *Store) applyTx(ctx context.Context, tx *sql.Tx, taskID string, out tasks.Outcome) (*row, []tasks.Event, error) {
+	const op = "apply"
+	var cur row
+	err := tx.StmtContext(ctx, s.st.getForWrite).QueryRowContext(ctx, taskID).Scan(cur.dest()...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil, fmt.Errorf("sqlstore: %s %s: %w", op, taskID, tasks.ErrNotFound)
+	}
+	if err != nil {
+		return nil, nil, dbError(op, taskID, err)
+	}
+	// Only the artifacts' ids are decoded, for PlanApply's checks.
+	var have []tasks.Artifact
+	if err := json.Unmarshal(cur.artifacts, &have); err != nil {
+		return nil, nil, fmt.Errorf("sqlstore: %s %s: stored artifacts: %w", op, taskID, err)
+	}
+	t := cur.columns()
+	t.Artifacts = have
+	add, evs, err := tasks.PlanApply(t, out)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(add) > 0 {
+		more, err := marshal(add)
+		if err != nil {
+			return nil, nil, fmt.Errorf("sqlstore: %s %s: %w: %w", op, taskID, tasks.ErrInvalidTask, err)
+		}
+		if cur.artifacts, err = appendJSONArray(cur.artifacts, more); err != nil {
+			return nil, nil, fmt.Errorf("sqlstore: %s %s: stored artifacts: %w", op, taskID, err)
+		}
+	}
+	last := evs[len(evs)-1]
+	st := last.Status
+	res, err := tx.StmtContext(ctx, s.st.applyTask).ExecContext(ctx, string(st.State), micros(st.Timestamp), st.Message,
+		string(cur.artifacts), last.Version, micros(time.Now()), taskID, cur.version)
+	if err := exactlyOne(op, taskID, res, err); err != nil {
+		return nil, nil, err
+	}
+	if err := s.recordEvents(ctx, tx, op, evs); err != nil {
+		return nil, nil, err
+	}
+	cur.state, cur.statusTS, cur.statusMessage, cur.version = string(st.State), micros(st.Timestamp), st.Message, last.Version
+	return &cur, evs, nil
+}
+
+// recordEvents writes evs in tx with one statement.
+func (s *Store) recordEvents(ctx context.Context, tx *sql.Tx, op string, evs []tasks.Event) error {
+	if len(evs) == 1 {
+		return s.recordEvent(ctx, tx, op, evs[0])
+	}
+	args := make([]any, 0, 4*len(evs))
+	for _, ev := range evs {
+		body, err := json.Marshal(ev)
+		if err != nil {
+			return fmt.Errorf("sqlstore: %s %s: event: %w", op, ev.TaskID, err)
+		}
+		args = append(args, ev.TaskID, ev.Version, string(ev.Kind), string(body))
+	}
+	q := "INSERT INTO task_events (task_id, version, kind, body) VALUES (?, ?, ?, ?)" +
+		strings.Repeat(", (?, ?, ?, ?)", len(evs)-1)
+	_, err := tx.ExecContext(ctx, s.d.Rebind(q), args...)
+	return dbError(op+" events", evs[0].TaskID, err)
+}
