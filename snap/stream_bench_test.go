@@ -66,7 +66,7 @@ func BenchmarkStream(b *testing.B) {
 		sent := 0
 		send := func(*snap.Message) error { sent++; return nil }
 		for b.Loop() {
-			if s.Stream(ctx, snap.Inbound{Raw: stream}, send) == nil {
+			if s.Serve(ctx, snap.Inbound{Raw: stream}, send) == nil {
 				b.Fatal("no response")
 			}
 		}

@@ -80,7 +80,7 @@ func streamServer(t *testing.T, maxSize int) (*snap.Server, *snap.Validator, *at
 func collect(t *testing.T, s *snap.Server, client *snap.Validator, raw []byte, method string) ([]map[string]any, map[string]any) {
 	t.Helper()
 	var events []map[string]any
-	final := s.Stream(context.Background(), snap.Inbound{Raw: raw}, func(m *snap.Message) error {
+	final := s.Serve(context.Background(), snap.Inbound{Raw: raw}, func(m *snap.Message) error {
 		b, _ := m.MarshalJSON()
 		v, err := client.Validate(context.Background(), b)
 		if err != nil {
@@ -116,7 +116,7 @@ func TestStreamAndRespondMeet(t *testing.T) {
 	if p["done"] != float64(3) || calls.Load() != 1 {
 		t.Fatalf("Respond on a stream: %v (handler ran %d times)", p, calls.Load())
 	}
-	final := s.Stream(ctx, snap.Inbound{Raw: request(t, "r-2", "test/plain", `{}`)}, func(*snap.Message) error {
+	final := s.Serve(ctx, snap.Inbound{Raw: request(t, "r-2", "test/plain", `{}`)}, func(*snap.Message) error {
 		t.Fatal("a plain method sent an event")
 		return nil
 	})
@@ -150,7 +150,7 @@ func TestStreamAndRespondMeet(t *testing.T) {
 	m.Type = snap.TypeEvent
 	m.Sign(keyA)
 	raw, _ := m.MarshalJSON()
-	if resp := s.Stream(ctx, snap.Inbound{Raw: raw}, func(*snap.Message) error { t.Fatal("event sent"); return nil }); resp != nil {
+	if resp := s.Serve(ctx, snap.Inbound{Raw: raw}, func(*snap.Message) error { t.Fatal("event sent"); return nil }); resp != nil {
 		t.Fatalf("an inbound event was answered: %s", resp.Payload)
 	}
 }
@@ -161,7 +161,7 @@ func TestStreamSendFailure(t *testing.T) {
 	s, client, _ := streamServer(t, 0)
 	gone := errors.New("connection reset")
 	sent := 0
-	final := s.Stream(context.Background(), snap.Inbound{Raw: request(t, "f-1", "test/count", `{}`)}, func(*snap.Message) error {
+	final := s.Serve(context.Background(), snap.Inbound{Raw: request(t, "f-1", "test/count", `{}`)}, func(*snap.Message) error {
 		sent++
 		if sent == 2 {
 			return gone

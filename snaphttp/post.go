@@ -41,14 +41,14 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 	defer release()
 	s.active.Add(1)
 	defer s.active.Add(-1)
-	in := snap.Inbound{Raw: body, Transport: "http"}
+	in := snap.Inbound{Raw: body, Transport: "http", MaxSize: s.cfg.MaxResponse}
 	if acceptsEventStream(r.Header.Values("Accept")) {
 		s.postSSE(w, r, in)
 		return
 	}
 	// A plain POST of a streaming method gets its final response alone,
 	// as the spec lets a server without SSE answer.
-	resp := s.cfg.Responder.Stream(r.Context(), in, discard)
+	resp := s.cfg.Handler.Serve(r.Context(), in, discard)
 	if resp == nil {
 		w.WriteHeader(http.StatusAccepted)
 		return
@@ -214,7 +214,7 @@ func (s *Server) postSSE(w http.ResponseWriter, r *http.Request, in snap.Inbound
 	go func() {
 		defer close(produced)
 		defer o.close()
-		o.final(r.Context(), s.cfg.Responder.Stream(ctx, in, o.send))
+		o.final(r.Context(), s.cfg.Handler.Serve(ctx, in, o.send))
 	}()
 	started := false
 	for frame := range o.ch {

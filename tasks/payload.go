@@ -38,7 +38,18 @@ type TaskResponse struct {
 	Task *Task `json:"task"`
 }
 
-var _ snap.Shrinker = (*TaskResponse)(nil)
+var (
+	_ snap.Shrinker    = (*TaskResponse)(nil)
+	_ snap.TaskCarrier = (*TaskResponse)(nil)
+)
+
+// TaskID returns the id of the task the response carries.
+func (r *TaskResponse) TaskID() string {
+	if r.Task == nil {
+		return ""
+	}
+	return r.Task.ID
+}
 
 // Shrink makes the response smaller for a transport that cannot carry it
 // whole: it drops the older half of the task's history (the last message

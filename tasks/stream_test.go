@@ -608,7 +608,7 @@ func TestStreamThroughServer(t *testing.T) {
 	server, raw := testServer(t, router, 2500, "message/stream", proposalMessage(writeProposal))
 	var events []streamEvent
 	var sizes []int
-	final := server.Stream(context.Background(), snap.Inbound{Raw: raw}, func(m *snap.Message) error {
+	final := server.Serve(context.Background(), snap.Inbound{Raw: raw}, func(m *snap.Message) error {
 		b, _ := m.MarshalJSON()
 		sizes = append(sizes, len(b))
 		if m.Type != snap.TypeEvent || m.Method != "message/stream" || m.Sig == "" {
@@ -646,7 +646,7 @@ func TestStreamThroughServer(t *testing.T) {
 	// With room for it, the final response is the whole task.
 	server, raw = testServer(t, router, 0, "message/stream", proposalMessage(writeProposal))
 	n := 0
-	final = server.Stream(context.Background(), snap.Inbound{Raw: raw}, func(*snap.Message) error { n++; return nil })
+	final = server.Serve(context.Background(), snap.Inbound{Raw: raw}, func(*snap.Message) error { n++; return nil })
 	var resp TaskResponse
 	if err := json.Unmarshal(final.Payload, &resp); err != nil || resp.Task.Status.State != StateCompleted || len(resp.Task.Artifacts) != 3 || n != 6 {
 		t.Fatalf("final %s after %d events (%v)", final.Payload, n, err)
