@@ -99,12 +99,15 @@ type Shrinker interface {
 }
 
 // TaskCarrier is implemented by response payloads that carry one task
-// (tasks' responses to message/send, tasks/get and tasks/cancel). When
-// such an answer is too large for its transport, the 5001 that replaces
-// it names the task in data.taskId, so that the requester can read it
-// with tasks/get over a transport that carries it.
+// (tasks' responses to message/send, tasks/get and tasks/cancel): the
+// task's id and state. When such an answer is too large for its
+// transport, the 5001 that replaces it names the task in data.taskId, so
+// that the requester can read it with tasks/get over a transport that
+// carries it; the log line of an answer names the task and its state
+// without decoding the response again.
 type TaskCarrier interface {
 	TaskID() string
+	TaskState() string
 }
 
 // ServerConfig configures a Server.
@@ -237,6 +240,14 @@ func (s *Server) observed(ctx context.Context, in Inbound, send func(*Message) e
 type timing struct {
 	verified, handled time.Time
 	id                string // the request's id, once verified
+	task, state       string // of the task a TaskCarrier result carries
+}
+
+// result notes the task a handler's result carries, for the log.
+func (tm *timing) result(payload any) {
+	if tc, ok := payload.(TaskCarrier); ok && tm != nil {
+		tm.task, tm.state = tc.TaskID(), tc.TaskState()
+	}
 }
 
 // refusalWindow is how often refusals are logged: the first of a window
@@ -265,7 +276,10 @@ func (s *Server) answered(ctx context.Context, in Inbound, resp *Message, code i
 		if !log.Enabled(ctx, slog.LevelInfo) {
 			return
 		}
-		taskID, state := taskOf(resp.Payload)
+		taskID, state := tm.task, tm.state
+		if taskID == "" {
+			taskID, state = taskOf(resp.Payload)
+		}
 		attrs := []any{"method", resp.Method, "from", resp.To, "id", tm.id, "transport", transport, "took", took.Round(time.Microsecond)}
 		if taskID != "" {
 			attrs = append(attrs, "task", taskID, "state", state)
@@ -359,7 +373,7 @@ func (s *Server) serve(ctx context.Context, in Inbound, send func(*Message) erro
 		tm.handled, tm.id = time.Now(), v.ID
 	}
 	if sh, ok := s.cfg.Router.LookupStream(v.Method); ok {
-		return s.stream(ctx, sh, v, send, lim)
+		return s.stream(ctx, sh, v, send, lim, tm)
 	}
 	h, ok := s.cfg.Router.Lookup(v.Method)
 	if !ok {
@@ -370,6 +384,7 @@ func (s *Server) serve(ctx context.Context, in Inbound, send func(*Message) erro
 	if err != nil {
 		return s.reply(v.From, v.Method, nil, err, lim)
 	}
+	tm.result(payload)
 	resp := s.reply(v.From, v.Method, payload, nil, lim)
 	if v.Method == "message/send" && resp.Sig != "" {
 		if p, ok := isResult(resp.Payload); ok {

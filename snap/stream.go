@@ -64,7 +64,7 @@ func (s *Server) Serve(ctx context.Context, in Inbound, send func(*Message) erro
 
 // stream runs a stream handler; events go to send, or nowhere when send
 // is nil.
-func (s *Server) stream(ctx context.Context, h StreamHandlerFunc, v *Verified, send func(*Message) error, lim limit) *Message {
+func (s *Server) stream(ctx context.Context, h StreamHandlerFunc, v *Verified, send func(*Message) error, lim limit, tm *timing) *Message {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	e := &emitter{s: s, v: v, send: send, cancel: cancel, limit: lim.size}
@@ -73,6 +73,7 @@ func (s *Server) stream(ctx context.Context, h StreamHandlerFunc, v *Verified, s
 	if err != nil {
 		return s.reply(v.From, v.Method, nil, err, lim)
 	}
+	tm.result(payload)
 	return s.reply(v.From, v.Method, payload, nil, lim)
 }
 

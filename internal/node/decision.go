@@ -41,13 +41,13 @@ const (
 // maxDecisionReason bounds a deny's reason, as a task status message.
 const maxDecisionReason = tasks.MaxStatusMessage
 
-// parseDecision reads a message/send payload as an operator's decision. It
-// returns nil when the payload is not one (no taskId, or not exactly one
-// data part with a "decision" member), for the task service to handle as
-// any other message; an error when it is one but malformed.
-func parseDecision(payload []byte) (taskID string, d *decision, err error) {
-	req, err := tasks.ParseSendRequest(payload)
-	if err != nil || req.TaskID == "" || len(req.Message.Parts) != 1 || req.Message.Parts[0].Data == nil {
+// parseDecision reads the params of a message/send, as the router decoded
+// them, as an operator's decision. It returns nil when they are not one
+// (no taskId, or not exactly one data part with a "decision" member), for
+// the task service to handle as any other message; an error when they are
+// one but malformed.
+func parseDecision(req *tasks.SendParams) (taskID string, d *decision, err error) {
+	if req.TaskID == "" || len(req.Message.Parts) != 1 || req.Message.Parts[0].Data == nil {
 		return "", nil, nil // not a decision; the task service answers it
 	}
 	var obj map[string]jsontext.Value
@@ -97,35 +97,13 @@ func parseDecision(payload []byte) (taskID string, d *decision, err error) {
 	return req.TaskID, d, nil
 }
 
-// decisions wraps the message/send handler next: a decision is carried out
-// here (see decision), anything else goes to next.
-func (p *proposals) decisions(next snap.HandlerFunc) snap.HandlerFunc {
-	return func(ctx context.Context, req *snap.Verified) (any, error) {
-		if resp, ok, err := p.tryDecision(ctx, req); ok {
-			return resp, err
-		}
-		return next(ctx, req)
-	}
-}
-
-// streamDecisions is decisions for message/stream: a decision is answered
-// at once, with no events.
-func (p *proposals) streamDecisions(next snap.StreamHandlerFunc) snap.StreamHandlerFunc {
-	return func(ctx context.Context, req *snap.Verified, emit func(any) error) (any, error) {
-		if resp, ok, err := p.tryDecision(ctx, req); ok {
-			return resp, err
-		}
-		return next(ctx, req, emit)
-	}
-}
-
-// tryDecision carries out req if it is a decision, and reports whether it
-// was one (a malformed decision is one, answered with its error).
-func (p *proposals) tryDecision(ctx context.Context, req *snap.Verified) (any, bool, error) {
-	if req == nil || req.Message == nil || !req.Signed || req.Type != snap.TypeRequest {
-		return nil, false, nil // the task service answers with the right error
-	}
-	taskID, d, err := parseDecision(req.Payload)
+// tryDecision carries out req, whose params the router decoded, if it is
+// a decision, and reports whether it was one (a malformed decision is one,
+// answered with its error); it is the task service's tasks.Interceptor
+// of message/send and message/stream (a decision is answered at once,
+// with no events).
+func (p *proposals) tryDecision(ctx context.Context, req *snap.Verified, params *tasks.SendParams) (any, bool, error) {
+	taskID, d, err := parseDecision(params)
 	if err != nil {
 		return nil, true, err
 	}
@@ -142,8 +120,8 @@ func (p *proposals) tryDecision(ctx context.Context, req *snap.Verified) (any, b
 // decideSigned carries out d for approver, an authenticated address.
 func (p *proposals) decideSigned(ctx context.Context, approver, taskID string, d *decision) (*tasks.Task, error) {
 	// The task as approver may see it: 1001 for a stranger to it.
-	get, _ := json.Marshal(map[string]any{"taskId": taskID, "historyLength": 0})
-	t, err := p.tasks.GetTask(ctx, approver, get)
+	none := 0
+	t, err := p.tasks.GetTask(ctx, approver, &tasks.GetParams{TaskID: taskID, HistoryLength: &none})
 	if err != nil {
 		return nil, err
 	}

@@ -61,37 +61,14 @@ var (
 )
 
 // registerMethods registers the protocol methods on router: the task
-// service's, with message/send first offered to props (when proposals run)
-// for an operator's decision on a held action.
+// service's, with message/send and message/stream first offered to props
+// (when proposals run) for an operator's decision on a held action.
 func registerMethods(router *snap.Router, svc *tasks.Service, props *proposals) {
-	if props == nil {
-		svc.Register(router)
-		return
+	var decide tasks.Interceptor
+	if props != nil {
+		decide = props.tryDecision
 	}
-	svc.Register(decisionRouter{Router: router, p: props})
-}
-
-// decisionRouter registers on its Router, wrapping message/send so that
-// operators' decisions reach the executor (see decision).
-type decisionRouter struct {
-	*snap.Router
-	p *proposals
-}
-
-// Handle implements tasks.Registrar.
-func (r decisionRouter) Handle(method string, h func(ctx context.Context, req *snap.Verified) (any, error)) {
-	if method == "message/send" {
-		h = r.p.decisions(h)
-	}
-	r.Router.Handle(method, h)
-}
-
-// HandleStream implements tasks.StreamRegistrar.
-func (r decisionRouter) HandleStream(method string, h snap.StreamHandlerFunc) {
-	if method == "message/stream" {
-		h = r.p.streamDecisions(h)
-	}
-	r.Router.HandleStream(method, h)
+	svc.Register(router, decide)
 }
 
 // Run implements tasks.Runner. A message's proposals run in order; the
