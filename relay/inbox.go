@@ -2,7 +2,6 @@ package relay
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -296,7 +295,7 @@ func (in *Inbox) handle(run *running, ev *nostr.Event) {
 	// The event id names this delivery: a replica sharing the replay
 	// store that took it already answers it, and this one stays silent.
 	inbound := snap.Inbound{Raw: plain, Signer: &signer, Via: ev.ID, Transport: "nostr", MaxSize: MaxNIP44Plain}
-	if snap.IsStreamMethod(peekMethod(plain)) {
+	if snap.IsStreamRequest(plain) {
 		select {
 		case in.slots <- struct{}{}:
 		default:
@@ -337,19 +336,6 @@ func (in *Inbox) answer(ctx context.Context, req *nostr.Event, resp *snap.Messag
 		return
 	}
 	in.reply(ctx, req, resp)
-}
-
-// peekMethod returns the method a message claims, read without validation,
-// only to route it; "" when there is none. The Handler validates it.
-func peekMethod(plain []byte) string {
-	var m struct {
-		Type   string `json:"type"`
-		Method string `json:"method"`
-	}
-	if json.Unmarshal(plain, &m) != nil || m.Type != string(snap.TypeRequest) {
-		return ""
-	}
-	return m.Method
 }
 
 // done records a stored request as processed.

@@ -1,6 +1,11 @@
 package snap
 
-import "context"
+import (
+	"bytes"
+	"context"
+
+	"github.com/go-json-experiment/json/jsontext"
+)
 
 // Handler answers the SNAP messages a transport receives: the relay
 // inbox (Nostr), POST /snap (HTTP and SSE) and the WebSocket all serve
@@ -43,4 +48,44 @@ const (
 // before its final response: message/stream and tasks/resubscribe.
 func IsStreamMethod(method string) bool {
 	return method == MethodMessageStream || method == MethodTasksResubscribe
+}
+
+// IsStreamRequest reports whether raw, a serialized message not yet
+// validated, claims to be a request of a streaming method, so that a
+// transport can route it before Serve validates it. It reads the
+// top-level members once, without decoding the payload into values, and
+// stops at the first that settles it; anything malformed is not a
+// stream request (Serve answers it).
+func IsStreamRequest(raw []byte) bool {
+	dec := jsontext.NewDecoder(bytes.NewReader(raw))
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
+		return false
+	}
+	var typ, method string
+	for dec.PeekKind() != '}' {
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return false
+		}
+		switch name := tok.String(); name {
+		case "type", "method":
+			v, err := dec.ReadToken()
+			if err != nil || v.Kind() != '"' {
+				return false
+			}
+			if name == "type" {
+				typ = v.String()
+			} else {
+				method = v.String()
+			}
+			if typ != "" && method != "" {
+				return Type(typ) == TypeRequest && IsStreamMethod(method)
+			}
+		default:
+			if dec.SkipValue() != nil {
+				return false
+			}
+		}
+	}
+	return false
 }

@@ -60,11 +60,12 @@ type ResubscribeParams struct {
 const root = "payload"
 
 // ParseSendParams decodes and validates a message/send payload against the
-// request schema and seed 003. Member names match case-sensitively, and
-// members the schema does not define are ignored. Every failure is a
-// *Error 1004 whose field is a dotted path from "payload", such as
-// "payload.message.parts[0].text": structure and JSON types are checked
-// over the whole payload first, then lengths, patterns and formats.
+// request schema and the content limits (MaxParts and the others). Member
+// names match case-sensitively, and members the schema does not define
+// are ignored. Every failure is a *Error 1004 whose field is a dotted
+// path from "payload", such as "payload.message.parts[0].text": structure
+// and JSON types are checked over the whole payload first, then lengths,
+// patterns and formats.
 func ParseSendParams(payload []byte) (*SendParams, error) {
 	r, e := parseSend(payload)
 	if e != nil {
@@ -359,7 +360,7 @@ func paramSyntaxError(path string, err error) *Error {
 // ParseResubscribeParams decodes and validates a tasks/resubscribe
 // payload: taskId required, afterVersion an integer in 0…MaxAfterVersion,
 // no other member (constraint "additionalProperties", naming the first in
-// byte order). Failures are as for ParseSendRequest.
+// byte order). Failures are as for ParseSendParams.
 func ParseResubscribeParams(payload []byte) (*ResubscribeParams, error) {
 	top, e := object(payload, root)
 	if e != nil {

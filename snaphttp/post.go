@@ -161,17 +161,6 @@ func acceptsEventStream(values []string) bool {
 	return false
 }
 
-// methodOf reads the method of a raw message, "" when it has none.
-func methodOf(raw []byte) string {
-	var head struct {
-		Method string `json:"method"`
-	}
-	if json.Unmarshal(raw, &head) != nil {
-		return ""
-	}
-	return head.Method
-}
-
 // messageJSON is m's one-line JSON form. A serialized message never holds
 // a raw line break (strings escape them, the payload is canonical), which
 // SSE framing relies on; one that did would be a bug, refused here.
@@ -204,7 +193,7 @@ func sseFrame(m *snap.Message) ([]byte, error) {
 // gets 202 Accepted.
 func (s *Server) postSSE(w http.ResponseWriter, r *http.Request, in snap.Inbound) {
 	rc := http.NewResponseController(w)
-	ctx, cancel := s.streamContext(r.Context(), methodOf(in.Raw))
+	ctx, cancel := s.streamContext(r.Context(), snap.IsStreamRequest(in.Raw))
 	defer cancel()
 	o := newOutbox(s.cfg.StreamBuffer, sseFrame, func() {
 		cancel()

@@ -378,11 +378,11 @@ func (s *Server) beginDrain() {
 	})
 }
 
-// streamContext returns ctx, ended also when shutdown begins if method
-// streams.
-func (s *Server) streamContext(ctx context.Context, method string) (context.Context, context.CancelFunc) {
+// streamContext returns ctx, ended also when shutdown begins for a
+// stream request (snap.IsStreamRequest).
+func (s *Server) streamContext(ctx context.Context, stream bool) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(ctx)
-	if !snap.IsStreamMethod(method) {
+	if !stream {
 		return ctx, cancel
 	}
 	stop := context.AfterFunc(s.streams, cancel)

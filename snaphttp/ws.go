@@ -272,7 +272,7 @@ func (wc *wsConn) handle(o *outbox, raw []byte) {
 	}
 	s.active.Add(1)
 	defer s.active.Add(-1)
-	ctx, cancel := s.streamContext(wc.ctx, methodOf(raw))
+	ctx, cancel := s.streamContext(wc.ctx, snap.IsStreamRequest(raw))
 	defer cancel()
 	o.final(wc.ctx, s.cfg.Handler.Serve(ctx, snap.Inbound{Raw: raw, Transport: "ws", MaxSize: s.cfg.MaxResponse}, o.send))
 }
