@@ -24,8 +24,8 @@ import (
 type HandlerFunc func(ctx context.Context, req *Verified) (any, error)
 
 // Router maps methods to handlers. Handlers are registered before serving;
-// Handle panics on a method name SNAP does not allow or a second
-// registration, which are programming errors.
+// Handle panics on a method name SNAP does not allow, a streaming method
+// or a second registration, which are programming errors.
 type Router struct {
 	mu      sync.RWMutex
 	m       map[string]HandlerFunc
@@ -37,8 +37,12 @@ func NewRouter() *Router {
 	return &Router{m: make(map[string]HandlerFunc), streams: make(map[string]StreamHandlerFunc)}
 }
 
-// Handle registers h for method.
+// Handle registers h for method. A streaming method (IsStreamMethod)
+// takes HandleStream: Handle panics on one.
 func (r *Router) Handle(method string, h func(ctx context.Context, req *Verified) (any, error)) {
+	if IsStreamMethod(method) {
+		panic("snap: " + method + " streams; register it with HandleStream")
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.checkNew(method)

@@ -19,10 +19,13 @@ type StreamHandlerFunc func(ctx context.Context, req *Verified, emit func(payloa
 // or its handler returned.
 var ErrStreamClosed = errors.New("snap: stream closed")
 
-// HandleStream registers h for a streaming method. It panics like Handle.
-// Transports route apart only the methods IsStreamMethod names (and end
-// them first at shutdown); the protocol's streaming methods are those.
+// HandleStream registers h for a streaming method, one IsStreamMethod
+// names: the set every transport routes by. It panics like Handle, and on
+// a method that does not stream.
 func (r *Router) HandleStream(method string, h StreamHandlerFunc) {
+	if !IsStreamMethod(method) {
+		panic("snap: " + method + " is not a streaming method")
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.checkNew(method)
