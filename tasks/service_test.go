@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -737,6 +738,43 @@ func TestRegister(t *testing.T) {
 	se := wantSnap(t, err, snap.CodeInternal, nil)
 	if strings.Contains(se.Error(), "disk") || se.Data != nil {
 		t.Fatalf("internal details leaked: %v", se)
+	}
+}
+
+// The interceptor Register takes sees message/send and message/stream
+// with the params the router decoded: what it handles is answered by it
+// alone, what it leaves goes to the Service, and a payload the codec
+// refuses reaches neither.
+func TestRegisterInterceptor(t *testing.T) {
+	ctx := context.Background()
+	s, store := newService(t, ServiceOptions{})
+	var seen []string
+	r := fakeRouter{}
+	s.Register(r, func(ctx context.Context, req *snap.Verified, p *SendParams) (any, bool, error) {
+		seen = append(seen, req.Method+" "+p.Message.MessageID)
+		if p.TaskID == "decided" {
+			return "decided", true, nil
+		}
+		return nil, false, nil
+	})
+	decision := `{"taskId":"decided","message":{"messageId":"d1","role":"user","parts":[{"data":{"decision":"approve"}}]}}`
+	for _, method := range []string{"message/send", "message/stream"} {
+		out, err := r[method](ctx, request(operator, method, decision))
+		if err != nil || out != "decided" {
+			t.Fatalf("%s of a decision: %v, %v; want the interceptor's answer", method, out, err)
+		}
+	}
+	if ts, _ := store.List(ctx, Filter{}); len(ts) != 0 {
+		t.Fatalf("the Service handled an intercepted request: %d tasks", len(ts))
+	}
+	out, err := r["message/send"](ctx, request(alice, "message/send", send(`{"text":"hi"}`)))
+	if err != nil || out.(*TaskResponse).Task.Owner != alice {
+		t.Fatalf("a message the interceptor left: %v, %v", out, err)
+	}
+	_, err = r["message/send"](ctx, request(alice, "message/send", `{"message":{"messageId":"bad id","role":"user","parts":[{"text":"x"}]}}`))
+	wantSnap(t, err, snap.CodeInvalidPayload, map[string]any{"field": "payload.message.messageId", "constraint": "pattern"})
+	if want := []string{"message/send d1", "message/stream d1", "message/send m1"}; !slices.Equal(seen, want) {
+		t.Fatalf("the interceptor saw %q, want %q", seen, want)
 	}
 }
 
