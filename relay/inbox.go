@@ -71,12 +71,12 @@ type InboxConfig struct {
 //
 // Every answer stays within NIP-44's MaxNIP44Plain bytes of plaintext: a
 // larger result is shrunk (a task drops its oldest history), else the
-// requester gets 5001 {reason, size, limit: 65535, transport: "nostr"};
-// the task keeps its result, which tasks/get over HTTP returns whole.
+// requester gets 5001 {reason, size, limit: 65535, transport: "nostr",
+// taskId}; the task keeps its result, which tasks/get over HTTP returns
+// whole.
 //
-// A streaming request (snap.IsStreamMethod) gets each event as its own
-// event of that form, published in order, and the final
-// response last; SDK requesters, which take the first inner message of
+// A streaming request (snap.IsStreamRequest) gets each event as its own
+// event of that form, published in order, and the final response last; SDK requesters, which take the first inner message of
 // type "response", ignore the events and get the final answer. Streams
 // end, with their final response, when Run's context ends.
 type Inbox struct {
@@ -311,7 +311,7 @@ func (in *Inbox) handle(run *running, ev *nostr.Event) {
 		})
 		return
 	}
-	in.answer(ctx, ev, in.cfg.Handler.Serve(ctx, inbound, discardEvents))
+	in.answer(ctx, ev, in.cfg.Handler.Serve(ctx, inbound, nil))
 	in.done(ctx, ev)
 }
 
@@ -324,10 +324,6 @@ func (in *Inbox) stream(run *running, req *nostr.Event, inbound snap.Inbound) {
 	})
 	in.answer(run.work, req, resp)
 }
-
-// discardEvents is the send of a method that does not stream: it is never
-// called.
-func discardEvents(*snap.Message) error { return nil }
 
 // answer publishes resp, when there is one.
 func (in *Inbox) answer(ctx context.Context, req *nostr.Event, resp *snap.Message) {

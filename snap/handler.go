@@ -17,7 +17,8 @@ import (
 // For a streaming method (IsStreamMethod) it passes each signed event to
 // send, in order, one at a time, then returns the signed final response;
 // for any other method it returns the signed response and never calls
-// send, so a transport that cannot stream may pass a send that discards.
+// send. send may be nil: a streaming method's events are then not made,
+// and its final response alone is returned.
 // It returns nil when the message gets no answer: a response or an event
 // sent to us, or a delivery already taken. When send returns an error
 // the reader is gone or too slow: Serve stops the handler and returns

@@ -48,7 +48,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 	}
 	// A plain POST of a streaming method gets its final response alone,
 	// as the spec lets a server without SSE answer.
-	resp := s.cfg.Handler.Serve(r.Context(), in, discard)
+	resp := s.cfg.Handler.Serve(r.Context(), in, nil) // no events made
 	if resp == nil {
 		w.WriteHeader(http.StatusAccepted)
 		return
@@ -69,8 +69,6 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cache-Control", "no-store")
 	w.Write(b)
 }
-
-func discard(*snap.Message) error { return nil }
 
 // readBody reads a posted message of at most MaxBody bytes within
 // ReadTimeout, answering 400 when it cannot, and 429 with Retry-After,
