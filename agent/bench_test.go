@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/snapnode/snapnode/tasks/taskstest"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -55,7 +56,7 @@ func runJobs(b *testing.B, r *rig, m agent.Model, jobs, maxJobs int) int64 {
 	for i := range ids {
 		payload, _ := json.Marshal(map[string]any{"message": map[string]any{"messageId": uuid.NewString(), "role": "user",
 			"parts": []any{map[string]any{"text": "write some files"}}}})
-		t, err := r.svc.SendMessage(ctx, fmt.Sprintf("requester-%d", i%50), payload)
+		t, err := taskstest.Send(ctx, r.svc, fmt.Sprintf("requester-%d", i%50), payload)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -101,7 +102,7 @@ func BenchmarkAgentStep(b *testing.B) {
 	b.Run("baseline=executor.Run", func(b *testing.B) {
 		r := newRig(b, testdb.SQLite(b))
 		ctx := context.Background()
-		task, err := r.svc.SendMessage(ctx, "alice", []byte(`{"message":{"messageId":"m","role":"user","parts":[{"text":"x"}]}}`))
+		task, err := taskstest.Send(ctx, r.svc, "alice", []byte(`{"message":{"messageId":"m","role":"user","parts":[{"text":"x"}]}}`))
 		if err != nil {
 			b.Fatal(err)
 		}

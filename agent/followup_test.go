@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/snapnode/snapnode/tasks/taskstest"
 	"strings"
 	"sync"
 	"testing"
@@ -56,7 +57,7 @@ func fuSend(t *testing.T, n *rig, taskID, text string) *tasks.Task {
 		req["taskId"] = taskID
 	}
 	payload, _ := json.Marshal(req)
-	task, err := n.svc.SendMessage(t.Context(), "alice", payload)
+	task, err := taskstest.Send(t.Context(), n.svc, "alice", payload)
 	if err != nil {
 		t.Fatal(err)
 	}

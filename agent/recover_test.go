@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/snapnode/snapnode/tasks/taskstest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -163,7 +164,7 @@ func TestInterruptedStep(t *testing.T) {
 				ctx := context.Background()
 				payload, _ := json.Marshal(map[string]any{"message": map[string]any{"messageId": uuid.NewString(), "role": "user",
 					"parts": []any{map[string]any{"text": "write a.md"}}}})
-				task, err := r.svc.SendMessage(ctx, "alice", payload)
+				task, err := taskstest.Send(ctx, r.svc, "alice", payload)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -230,7 +231,7 @@ func TestReconcile(t *testing.T) {
 		newTask := func(text string) string {
 			payload, _ := json.Marshal(map[string]any{"message": map[string]any{"messageId": uuid.NewString(), "role": "user",
 				"parts": []any{map[string]any{"text": text}}}})
-			task, err := r.svc.SendMessage(ctx, "alice", payload)
+			task, err := taskstest.Send(ctx, r.svc, "alice", payload)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -263,7 +264,7 @@ func TestReconcile(t *testing.T) {
 			t.Fatal(err)
 		}
 		// …and was canceled while it waited.
-		if _, err := r.svc.CancelTask(ctx, "alice", []byte(`{"taskId":"`+waiting+`"}`)); err != nil {
+		if _, err := taskstest.Cancel(ctx, r.svc, "alice", []byte(`{"taskId":"`+waiting+`"}`)); err != nil {
 			t.Fatal(err)
 		}
 
@@ -311,7 +312,7 @@ func TestInterruptedRedactedStepNotRun(t *testing.T) {
 	ctx := context.Background()
 	payload, _ := json.Marshal(map[string]any{"message": map[string]any{"messageId": uuid.NewString(), "role": "user",
 		"parts": []any{map[string]any{"text": "store the key"}}}})
-	task, err := r.svc.SendMessage(ctx, "alice", payload)
+	task, err := taskstest.Send(ctx, r.svc, "alice", payload)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -371,7 +372,7 @@ func TestLostLeaseFencesTheAction(t *testing.T) {
 	ctx := context.Background()
 	payload, _ := json.Marshal(map[string]any{"message": map[string]any{"messageId": uuid.NewString(), "role": "user",
 		"parts": []any{map[string]any{"text": "write late.md"}}}})
-	task, err := r.svc.SendMessage(ctx, "alice", payload)
+	task, err := taskstest.Send(ctx, r.svc, "alice", payload)
 	if err != nil {
 		t.Fatal(err)
 	}

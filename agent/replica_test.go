@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/snapnode/snapnode/tasks/taskstest"
 	"slices"
 	"strings"
 	"sync"
@@ -49,7 +50,7 @@ func TestReplicasShareJobs(t *testing.T) {
 	for i := range ids {
 		payload, _ := json.Marshal(map[string]any{"message": map[string]any{"messageId": uuid.NewString(), "role": "user",
 			"parts": []any{map[string]any{"text": fmt.Sprintf("job %d", i)}}}})
-		task, err := a.svc.SendMessage(ctx, fmt.Sprintf("requester-%d", i%3), payload)
+		task, err := taskstest.Send(ctx, a.svc, fmt.Sprintf("requester-%d", i%3), payload)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -123,7 +124,7 @@ func TestJobsTakeTurnsAcrossRequesters(t *testing.T) {
 	for i, who := range []string{"alice", "alice", "alice", "alice", "alice", "alice", "bob", "bob"} {
 		payload, _ := json.Marshal(map[string]any{"message": map[string]any{"messageId": uuid.NewString(), "role": "user",
 			"parts": []any{map[string]any{"text": fmt.Sprintf("%s %d", who, i)}}}})
-		if _, err := r.svc.SendMessage(ctx, who, payload); err != nil {
+		if _, err := taskstest.Send(ctx, r.svc, who, payload); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/snapnode/snapnode/executor"
 	"github.com/snapnode/snapnode/internal/testdb"
 	"github.com/snapnode/snapnode/tasks"
+	"github.com/snapnode/snapnode/tasks/taskstest"
 )
 
 // commitSpy runs the real executor and reads, inside the transaction of
@@ -55,7 +56,7 @@ func TestStepNoteInActionCommit(t *testing.T) {
 		ctx := context.Background()
 		payload, _ := json.Marshal(map[string]any{"message": map[string]any{"messageId": "m1", "role": "user",
 			"parts": []any{map[string]any{"text": "write some files"}}}})
-		task, err := r.svc.SendMessage(ctx, "alice", payload)
+		task, err := taskstest.Send(ctx, r.svc, "alice", payload)
 		if err != nil {
 			t.Fatal(err)
 		}

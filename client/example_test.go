@@ -32,7 +32,7 @@ func Example() {
 	card := &snap.Card{Name: "echo", Description: "an example agent", Version: "1.0.0", Identity: self,
 		Skills:            []snap.Skill{{ID: "echo", Name: "Echo", Description: "echoes", Tags: []string{"demo"}}},
 		DefaultInputModes: []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"}}
-	srv, err := snaphttp.New(snaphttp.Config{Responder: server, Key: agentKey, Card: func() *snap.Card { return card }})
+	srv, err := snaphttp.New(snaphttp.Config{Handler: server, Key: agentKey, Card: func() *snap.Card { return card }})
 	if err != nil {
 		panic(err)
 	}

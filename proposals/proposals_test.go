@@ -23,6 +23,7 @@ import (
 	"github.com/snapnode/snapnode/proposals"
 	"github.com/snapnode/snapnode/tasks"
 	"github.com/snapnode/snapnode/tasks/sqlstore"
+	"github.com/snapnode/snapnode/tasks/taskstest"
 )
 
 const (
@@ -132,7 +133,7 @@ func (r *replica) send(t *testing.T, svc *tasks.Service, taskID string, actions 
 		p["taskId"] = taskID
 	}
 	b, _ := json.Marshal(p)
-	got, err := svc.SendMessage(context.Background(), alice, b)
+	got, err := taskstest.Send(context.Background(), svc, alice, b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +223,7 @@ func TestDecisionOnEndedTaskRefused(t *testing.T) {
 	}{
 		{"canceled", func(t *testing.T, r *replica, task *tasks.Task, _ []string) {
 			b, _ := json.Marshal(map[string]any{"taskId": task.ID})
-			if _, err := r.svc.CancelTask(context.Background(), alice, b); err != nil {
+			if _, err := taskstest.Cancel(context.Background(), r.svc, alice, b); err != nil {
 				t.Fatal(err)
 			}
 			if n, err := r.props.TaskEnded(context.Background(), task.ID); err != nil || n != 2 {
@@ -273,7 +274,7 @@ func TestReconcileWithdrawsOrphans(t *testing.T) {
 	ctx := context.Background()
 	task, _ := r.twoHeld(t)
 	b, _ := json.Marshal(map[string]any{"taskId": task.ID})
-	if _, err := r.svc.CancelTask(ctx, alice, b); err != nil {
+	if _, err := taskstest.Cancel(ctx, r.svc, alice, b); err != nil {
 		t.Fatal(err)
 	}
 	rec, err := r.props.Reconcile(ctx, time.Now())

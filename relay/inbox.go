@@ -2,7 +2,6 @@ package relay
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -17,32 +16,12 @@ import (
 	"github.com/snapnode/snapnode/snap"
 )
 
-// Responder answers SNAP messages; *snap.Server implements it. Respond
-// returns nil for a message that must not be answered.
-type Responder interface {
-	Respond(ctx context.Context, in snap.Inbound) *snap.Message
-	Refuse(err *snap.Error) *snap.Message
-}
-
-// StreamResponder is a Responder that also answers streaming methods
-// (message/stream, tasks/resubscribe) with events; *snap.Server implements
-// it. IsStream tells such a method. Stream sends each event through send,
-// in order, one at a time, then returns the final response (nil as
-// Respond); when send fails it ends the stream early.
-type StreamResponder interface {
-	Responder
-	IsStream(method string) bool
-	Stream(ctx context.Context, in snap.Inbound, send func(*snap.Message) error) *snap.Message
-}
-
-var _ StreamResponder = (*snap.Server)(nil)
-
 // InboxConfig configures an Inbox.
 type InboxConfig struct {
 	Key        *identity.Key
 	Transport  Transport
-	Responder  Responder
-	Checkpoint Checkpoint // nil: no catch-up of stored requests
+	Handler    snap.Handler // answers each message opened (a *snap.Server)
+	Checkpoint Checkpoint   // nil: no catch-up of stored requests
 	// Verifier, shared with the transport, learns of the replies the
 	// inbox signs so that publishing them costs no second verification.
 	Verifier *Verifier
@@ -85,20 +64,24 @@ type InboxConfig struct {
 
 // Inbox is the node's receiving side on Nostr: it subscribes to SNAP
 // messages addressed to its key (kinds 21339 and 4339), opens them
-// (NIP-44, conversation keys cached per peer), has the Responder validate
+// (NIP-44, conversation keys cached per peer), has the Handler validate
 // and answer them with the event's author as the bound signer, and
 // publishes each answer as the same kind with tags p (requester) and e
 // (request), plus a NIP-40 expiration on stored kinds.
 //
-// When the Responder is a StreamResponder, a streaming request gets each
-// event as its own event of that form, published in order, and the final
-// response last; SDK requesters, which take the first inner message of
+// Every answer stays within NIP-44's MaxNIP44Plain bytes of plaintext: a
+// larger result is shrunk (a task drops its oldest history), else the
+// requester gets 5001 {reason, size, limit: 65535, transport: "nostr",
+// taskId}; the task keeps its result, which tasks/get over HTTP returns
+// whole.
+//
+// A streaming request (snap.IsStreamRequest) gets each event as its own
+// event of that form, published in order, and the final response last; SDK requesters, which take the first inner message of
 // type "response", ignore the events and get the final answer. Streams
 // end, with their final response, when Run's context ends.
 type Inbox struct {
 	cfg       InboxConfig
-	streams   StreamResponder // nil: streaming methods are answered by Respond
-	slots     chan struct{}   // one per stream running
+	slots     chan struct{} // one per stream running
 	sealer    *sealer
 	recent    *bounded.Cache[string, struct{}] // event ids already queued
 	ready     chan struct{}
@@ -133,7 +116,6 @@ func NewInbox(cfg InboxConfig) *Inbox {
 	}
 	in := &Inbox{cfg: cfg, sealer: newSealer(cfg.Key, 4096), ready: make(chan struct{}),
 		recent: bounded.NewCache[string, struct{}](100_000), slots: make(chan struct{}, cfg.Streams)}
-	in.streams, _ = cfg.Responder.(StreamResponder)
 	return in
 }
 
@@ -303,7 +285,7 @@ func (in *Inbox) handle(run *running, ev *nostr.Event) {
 	ctx := run.work
 	plain, err := in.sealer.open(ev.PubKey, ev.Content)
 	if err != nil {
-		in.reply(ctx, ev, in.cfg.Responder.Refuse(&snap.Error{Code: snap.CodeInvalidMessage,
+		in.reply(ctx, ev, in.cfg.Handler.Refuse(&snap.Error{Code: snap.CodeInvalidMessage,
 			Message: "cannot open the NIP-44 payload", Data: map[string]any{"field": "content", "reason": err.Error()}}))
 		in.done(ctx, ev)
 		return
@@ -315,12 +297,12 @@ func (in *Inbox) handle(run *running, ev *nostr.Event) {
 	}
 	// The event id names this delivery: a replica sharing the replay
 	// store that took it already answers it, and this one stays silent.
-	inbound := snap.Inbound{Raw: plain, Signer: &signer, Via: ev.ID, Transport: "nostr"}
-	if in.streams != nil && in.streams.IsStream(peekMethod(plain)) {
+	inbound := snap.Inbound{Raw: plain, Signer: &signer, Via: ev.ID, Transport: "nostr", MaxSize: MaxNIP44Plain}
+	if snap.IsStreamRequest(plain) {
 		select {
 		case in.slots <- struct{}{}:
 		default:
-			in.reply(ctx, ev, in.cfg.Responder.Refuse(&snap.Error{Code: snap.CodeServiceUnavailable,
+			in.reply(ctx, ev, in.cfg.Handler.Refuse(&snap.Error{Code: snap.CodeServiceUnavailable,
 				Message: "too many streams; try again shortly", Data: map[string]any{"retryAfter": 5}}))
 			in.done(ctx, ev)
 			return
@@ -332,7 +314,7 @@ func (in *Inbox) handle(run *running, ev *nostr.Event) {
 		})
 		return
 	}
-	in.answer(ctx, ev, in.cfg.Responder.Respond(ctx, inbound))
+	in.answer(ctx, ev, in.cfg.Handler.Serve(ctx, inbound, nil))
 	in.done(ctx, ev)
 }
 
@@ -340,7 +322,7 @@ func (in *Inbox) handle(run *running, ev *nostr.Event) {
 // the final response last. The handler's context ends with Run's; the
 // answers are published on the work context.
 func (in *Inbox) stream(run *running, req *nostr.Event, inbound snap.Inbound) {
-	resp := in.streams.Stream(run.stop, inbound, func(ev *snap.Message) error {
+	resp := in.cfg.Handler.Serve(run.stop, inbound, func(ev *snap.Message) error {
 		return in.publish(run.work, req, ev)
 	})
 	in.answer(run.work, req, resp)
@@ -353,19 +335,6 @@ func (in *Inbox) answer(ctx context.Context, req *nostr.Event, resp *snap.Messag
 		return
 	}
 	in.reply(ctx, req, resp)
-}
-
-// peekMethod returns the method a message claims, read without validation,
-// only to route it; "" when there is none. The Responder validates it.
-func peekMethod(plain []byte) string {
-	var m struct {
-		Type   string `json:"type"`
-		Method string `json:"method"`
-	}
-	if json.Unmarshal(plain, &m) != nil || m.Type != string(snap.TypeRequest) {
-		return ""
-	}
-	return m.Method
 }
 
 // done records a stored request as processed.

@@ -69,7 +69,7 @@ func newStreamNet(t *testing.T, router *snap.Router, streams int, opts ...func(*
 	server := snap.NewServer(snap.ServerConfig{Key: n.agent, Router: router, Logger: quiet(),
 		MaxResponseSize: relay.MaxNIP44Plain,
 		Validator:       snap.NewValidator(snap.Config{Self: self, Replay: snap.NewMemoryReplayStore(0)})})
-	cfg := relay.InboxConfig{Key: n.agent, Transport: pool(), Responder: server,
+	cfg := relay.InboxConfig{Key: n.agent, Transport: pool(), Handler: server,
 		Logger: quiet(), Workers: 2, Streams: streams}
 	for _, o := range opts {
 		o(&cfg)

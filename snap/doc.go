@@ -43,7 +43,7 @@
 //		}
 //		return final, nil
 //	})
-//	resp := server.Stream(ctx, snap.Inbound{Raw: raw}, func(ev *snap.Message) error {
+//	resp := server.Serve(ctx, snap.Inbound{Raw: raw}, func(ev *snap.Message) error {
 //		return writeFrame(ev) // in order, one at a time
 //	})
 //

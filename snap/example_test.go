@@ -67,7 +67,7 @@ func ExampleCanonicalize() {
 
 // A streaming method: events go out as signed "event" messages through
 // the transport's send, then the final response is returned.
-func ExampleServer_Stream() {
+func ExampleServer_Serve() {
 	node, _ := identity.FromHex(strings.Repeat("0b", 32))
 	peer, _ := identity.FromHex(strings.Repeat("0a", 32))
 	now := time.Unix(1738627200, 0)
@@ -90,7 +90,7 @@ func ExampleServer_Stream() {
 	req.Sign(peer)
 	raw, _ := req.MarshalJSON()
 
-	final := server.Stream(context.Background(), snap.Inbound{Raw: raw}, func(ev *snap.Message) error {
+	final := server.Serve(context.Background(), snap.Inbound{Raw: raw}, func(ev *snap.Message) error {
 		fmt.Println(ev.Type, string(ev.Payload))
 		return nil
 	})

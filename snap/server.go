@@ -24,8 +24,8 @@ import (
 type HandlerFunc func(ctx context.Context, req *Verified) (any, error)
 
 // Router maps methods to handlers. Handlers are registered before serving;
-// Handle panics on a method name SNAP does not allow or a second
-// registration, which are programming errors.
+// Handle panics on a method name SNAP does not allow, a streaming method
+// or a second registration, which are programming errors.
 type Router struct {
 	mu      sync.RWMutex
 	m       map[string]HandlerFunc
@@ -37,8 +37,12 @@ func NewRouter() *Router {
 	return &Router{m: make(map[string]HandlerFunc), streams: make(map[string]StreamHandlerFunc)}
 }
 
-// Handle registers h for method.
+// Handle registers h for method. A streaming method (IsStreamMethod)
+// takes HandleStream: Handle panics on one.
 func (r *Router) Handle(method string, h func(ctx context.Context, req *Verified) (any, error)) {
+	if IsStreamMethod(method) {
+		panic("snap: " + method + " streams; register it with HandleStream")
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.checkNew(method)
@@ -98,6 +102,18 @@ type Shrinker interface {
 	Shrink() bool
 }
 
+// TaskCarrier is implemented by response payloads that carry one task
+// (tasks' responses to message/send, tasks/get and tasks/cancel): the
+// task's id and state. When such an answer is too large for its
+// transport, the 5001 that replaces it names the task in data.taskId, so
+// that the requester can read it with tasks/get over a transport that
+// carries it; the log line of an answer names the task and its state
+// without decoding the response again.
+type TaskCarrier interface {
+	TaskID() string
+	TaskState() string
+}
+
 // ServerConfig configures a Server.
 type ServerConfig struct {
 	Key       *identity.Key
@@ -107,7 +123,8 @@ type ServerConfig struct {
 	Logger    *slog.Logger
 	Now       func() time.Time
 	// MaxResponseSize bounds each serialized response and stream event
-	// (0: none). Nostr's NIP-44 carries at most 65,535 bytes.
+	// of a transport that declares no bound of its own (Inbound.MaxSize);
+	// 0: none.
 	MaxResponseSize int
 	// Results keeps message/send results to answer a retried request
 	// with the original result (default: a MemoryResultStore of 10,000).
@@ -168,15 +185,36 @@ type Inbound struct {
 	// recognized and not answered twice (see ErrRedelivered), while the
 	// same message in a new delivery, a peer's retry, is answered.
 	Via string
-	// Transport names the way the message came, for the log: "nostr",
-	// "http", "ws".
+	// Transport names the way the message came, for the log and for the
+	// error of an answer too large for it: "nostr", "http", "ws".
 	Transport string
+	// MaxSize is the largest serialized response or stream event the
+	// transport carries (NIP-44's 65,535 bytes of plaintext on Nostr, a
+	// configured cap on HTTP and WebSocket); 0 takes the server's
+	// MaxResponseSize. A larger answer is shrunk (Shrinker) or replaced
+	// by 5001 naming the size and the limit.
+	MaxSize int
 }
 
-// Respond handles one inbound message. It returns the signed response to
-// send back, or nil when the message claims to be a response or an event,
-// which is never answered, or when its delivery was already taken
-// (ErrRedelivered).
+// limit is the size bound of the answers to in.
+func (s *Server) limit(in Inbound) limit {
+	n := in.MaxSize
+	if n <= 0 {
+		n = s.cfg.MaxResponseSize
+	}
+	return limit{size: n, transport: in.Transport}
+}
+
+// limit is the transport's bound on one answer, and its name for errors.
+type limit struct {
+	size      int
+	transport string
+}
+
+// Respond is Serve for a caller that takes no events: it returns the
+// signed response to send back, or nil when the message claims to be a
+// response or an event, which is never answered, or when its delivery
+// was already taken (ErrRedelivered).
 func (s *Server) Respond(ctx context.Context, in Inbound) *Message {
 	return s.observed(ctx, in, nil)
 }
@@ -206,6 +244,14 @@ func (s *Server) observed(ctx context.Context, in Inbound, send func(*Message) e
 type timing struct {
 	verified, handled time.Time
 	id                string // the request's id, once verified
+	task, state       string // of the task a TaskCarrier result carries
+}
+
+// result notes the task a handler's result carries, for the log.
+func (tm *timing) result(payload any) {
+	if tc, ok := payload.(TaskCarrier); ok && tm != nil {
+		tm.task, tm.state = tc.TaskID(), tc.TaskState()
+	}
 }
 
 // refusalWindow is how often refusals are logged: the first of a window
@@ -234,7 +280,10 @@ func (s *Server) answered(ctx context.Context, in Inbound, resp *Message, code i
 		if !log.Enabled(ctx, slog.LevelInfo) {
 			return
 		}
-		taskID, state := taskOf(resp.Payload)
+		taskID, state := tm.task, tm.state
+		if taskID == "" {
+			taskID, state = taskOf(resp.Payload)
+		}
 		attrs := []any{"method", resp.Method, "from", resp.To, "id", tm.id, "transport", transport, "took", took.Round(time.Microsecond)}
 		if taskID != "" {
 			attrs = append(attrs, "task", taskID, "state", state)
@@ -317,8 +366,9 @@ func (s *Server) serve(ctx context.Context, in Inbound, send func(*Message) erro
 		s.cfg.Logger.Debug("snap: delivery already taken", "via", in.Via)
 		return nil
 	}
+	lim := s.limit(in)
 	if err != nil {
-		return s.fail(ctx, env, err)
+		return s.fail(ctx, env, err, lim)
 	}
 	if v.Type != TypeRequest {
 		return nil
@@ -327,18 +377,19 @@ func (s *Server) serve(ctx context.Context, in Inbound, send func(*Message) erro
 		tm.handled, tm.id = time.Now(), v.ID
 	}
 	if sh, ok := s.cfg.Router.LookupStream(v.Method); ok {
-		return s.stream(ctx, sh, v, send)
+		return s.stream(ctx, sh, v, send, lim, tm)
 	}
 	h, ok := s.cfg.Router.Lookup(v.Method)
 	if !ok {
 		return s.reply(v.From, v.Method, nil, &Error{Code: CodeMethodNotFound,
-			Message: "method not found: " + v.Method, Data: map[string]any{"method": v.Method}})
+			Message: "method not found: " + v.Method, Data: map[string]any{"method": v.Method}}, lim)
 	}
 	payload, err := s.call(ctx, h, v)
 	if err != nil {
-		return s.reply(v.From, v.Method, nil, err)
+		return s.reply(v.From, v.Method, nil, err, lim)
 	}
-	resp := s.reply(v.From, v.Method, payload, nil)
+	tm.result(payload)
+	resp := s.reply(v.From, v.Method, payload, nil, lim)
 	if v.Method == "message/send" && resp.Sig != "" {
 		if p, ok := isResult(resp.Payload); ok {
 			// Kept before the answer leaves, so that a retry can never
@@ -365,7 +416,7 @@ func (s *Server) call(ctx context.Context, h HandlerFunc, v *Verified) (payload 
 
 // fail answers a message that failed validation. A duplicate message/send
 // gets the original result marked deduplicated.
-func (s *Server) fail(ctx context.Context, env *envelope, err error) *Message {
+func (s *Server) fail(ctx context.Context, env *envelope, err error, lim limit) *Message {
 	from, method, typ := peek(env)
 	if typ == TypeResponse || typ == TypeEvent {
 		return nil
@@ -378,10 +429,10 @@ func (s *Server) fail(ctx context.Context, env *envelope, err error) *Message {
 			s.cfg.Logger.Warn("snap: message/send result not read", "from", from, "id", id, "err", lerr)
 		}
 		if ok {
-			return s.reply(from, method, json.RawMessage(withDeduplicated(p)), nil)
+			return s.reply(from, method, json.RawMessage(withDeduplicated(p)), nil, lim)
 		}
 	}
-	return s.reply(from, method, nil, err)
+	return s.reply(from, method, nil, err, lim)
 }
 
 // peek reads what an error response needs from an envelope that failed
@@ -414,9 +465,10 @@ func peek(env *envelope) (from, method string, typ Type) {
 }
 
 // reply builds and signs a response to `to` (omitted when unknown) with
-// either payload or err. A payload too large for MaxResponseSize is shrunk
-// (Shrinker), else replaced by a 5001 error saying so.
-func (s *Server) reply(to, method string, payload any, err error) *Message {
+// either payload or err. A payload too large for the transport's limit is
+// shrunk (Shrinker), else replaced by a 5001 error naming the size, the
+// limit and the transport.
+func (s *Server) reply(to, method string, payload any, err error, lim limit) *Message {
 	if err != nil {
 		var se *Error
 		if !errors.As(err, &se) {
@@ -425,15 +477,21 @@ func (s *Server) reply(to, method string, payload any, err error) *Message {
 		}
 		payload = map[string]any{"error": se}
 	}
-	m, err := s.sign(TypeResponse, to, method, payload, s.cfg.MaxResponseSize)
+	m, err := s.sign(TypeResponse, to, method, payload, lim.size)
 	if err == nil {
 		return m
 	}
 	var tl *tooLargeError
 	if errors.As(err, &tl) {
+		data := map[string]any{"reason": "response exceeds the transport's size limit", "size": tl.size, "limit": tl.limit}
+		if lim.transport != "" {
+			data["transport"] = lim.transport
+		}
+		if tc, ok := payload.(TaskCarrier); ok && tc.TaskID() != "" {
+			data["taskId"] = tc.TaskID()
+		}
 		payload = map[string]any{"error": &Error{Code: CodeInternal,
-			Message: "response too large for the transport",
-			Data:    map[string]any{"reason": "response exceeds the transport's size limit", "size": tl.size, "limit": tl.limit}}}
+			Message: "response too large for the transport", Data: data}}
 	} else {
 		s.cfg.Logger.Error("snap response does not marshal", "method", method, "err", err)
 		payload = map[string]any{"error": &Error{Code: CodeInternal, Message: "internal error"}}
@@ -515,5 +573,5 @@ func withDeduplicated(obj []byte) []byte {
 // not even open (an undecryptable payload, a full queue), addressed to no
 // one and echoing no method.
 func (s *Server) Refuse(err *Error) *Message {
-	return s.reply("", "snap/error", nil, err)
+	return s.reply("", "snap/error", nil, err, limit{})
 }

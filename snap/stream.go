@@ -19,8 +19,13 @@ type StreamHandlerFunc func(ctx context.Context, req *Verified, emit func(payloa
 // or its handler returned.
 var ErrStreamClosed = errors.New("snap: stream closed")
 
-// HandleStream registers h for a streaming method. It panics like Handle.
+// HandleStream registers h for a streaming method, one IsStreamMethod
+// names: the set every transport routes by. It panics like Handle, and on
+// a method that does not stream.
 func (r *Router) HandleStream(method string, h StreamHandlerFunc) {
+	if !IsStreamMethod(method) {
+		panic("snap: " + method + " is not a streaming method")
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.checkNew(method)
@@ -41,41 +46,38 @@ func (r *Router) LookupStream(method string) (StreamHandlerFunc, bool) {
 	return h, ok
 }
 
-// IsStream reports whether the server answers method with a stream of
-// events before the final response, so that a transport can route such
-// requests apart (they may last minutes).
-func (s *Server) IsStream(method string) bool { return s.cfg.Router.IsStream(method) }
-
-// Stream handles one inbound message as Respond does. For a streaming
-// method each event payload the handler emits is sent through send as a
-// signed Message (type "event", the method echoed, to = the requester,
-// from = the node), in order, before the final response is returned. For
-// any other method it is Respond. send is called from one goroutine at a
+// Serve implements Handler: it handles one inbound message as Respond
+// does. For a streaming method each event payload the handler emits is
+// sent through send as a signed Message (type "event", the method echoed,
+// to = the requester, from = the node), in order, before the final
+// response is returned. For any other method it is Respond. send is called from one goroutine at a
 // time; when it fails, the handler's ctx is canceled and Stream still
 // returns the final response (the caller may drop it). It returns nil when
 // Respond would.
 //
-// Every event is kept within MaxResponseSize: a payload that is a
+// Every event is kept within the transport's limit (Inbound.MaxSize, else
+// MaxResponseSize): a payload that is a
 // Shrinker is shrunk until it fits; one that still does not fit is not
 // sent (and logged), since the final response carries the whole task.
 // Responses to streaming methods are never kept for retries, as
 // message/send results are.
-func (s *Server) Stream(ctx context.Context, in Inbound, send func(*Message) error) *Message {
+func (s *Server) Serve(ctx context.Context, in Inbound, send func(*Message) error) *Message {
 	return s.observed(ctx, in, send)
 }
 
 // stream runs a stream handler; events go to send, or nowhere when send
 // is nil.
-func (s *Server) stream(ctx context.Context, h StreamHandlerFunc, v *Verified, send func(*Message) error) *Message {
+func (s *Server) stream(ctx context.Context, h StreamHandlerFunc, v *Verified, send func(*Message) error, lim limit, tm *timing) *Message {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	e := &emitter{s: s, v: v, send: send, cancel: cancel}
+	e := &emitter{s: s, v: v, send: send, cancel: cancel, limit: lim.size}
 	payload, err := s.callStream(ctx, h, v, e.emit)
 	e.close()
 	if err != nil {
-		return s.reply(v.From, v.Method, nil, err)
+		return s.reply(v.From, v.Method, nil, err, lim)
 	}
-	return s.reply(v.From, v.Method, payload, nil)
+	tm.result(payload)
+	return s.reply(v.From, v.Method, payload, nil, lim)
 }
 
 // callStream runs h as call does: a panic becomes 5001.
@@ -95,6 +97,7 @@ type emitter struct {
 	v      *Verified
 	send   func(*Message) error // nil: events are discarded
 	cancel context.CancelFunc
+	limit  int // of the transport, bytes of one event (0: none)
 
 	mu     sync.Mutex
 	err    error // the first failure of send, or ErrStreamClosed
@@ -112,7 +115,7 @@ func (e *emitter) emit(payload any) error {
 	case e.send == nil:
 		return nil
 	}
-	m, err := e.s.sign(TypeEvent, e.v.From, e.v.Method, payload, e.s.cfg.MaxResponseSize)
+	m, err := e.s.sign(TypeEvent, e.v.From, e.v.Method, payload, e.limit)
 	if err != nil {
 		// The event is lost, not the stream: the final response holds
 		// the whole task.

@@ -3,6 +3,7 @@ package snap_test
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,13 +14,13 @@ import (
 // benchEvents is how many events one streamed request emits.
 const benchEvents = 16
 
-// benchStreamServer answers test/stream with benchEvents progress events
+// benchStreamServer answers message/stream with benchEvents progress events
 // and test/plain with one response, both with a progress-sized payload.
 func benchStreamServer(b *testing.B) (*snap.Server, []byte, []byte) {
 	progress := map[string]any{"taskId": "0b4e8a1c-2f6d-4c3e-9a7b-5d1e2f3a4b5c", "progress": 0.5,
 		"message": "task working", "state": "working", "timestamp": "2026-02-04T10:00:00Z", "version": 7}
 	r := snap.NewRouter()
-	r.HandleStream("test/stream", func(ctx context.Context, req *snap.Verified, emit func(any) error) (any, error) {
+	r.HandleStream("message/stream", func(ctx context.Context, req *snap.Verified, emit func(any) error) (any, error) {
 		for range benchEvents {
 			if err := emit(progress); err != nil {
 				return nil, err
@@ -32,7 +33,7 @@ func benchStreamServer(b *testing.B) (*snap.Server, []byte, []byte) {
 		Logger:    slog.New(slog.DiscardHandler),
 		Validator: snap.NewValidator(snap.Config{Self: keyB.Address(identity.Mainnet), Now: at(t0)})})
 	req := func(method string) []byte {
-		m := &snap.Message{ID: "bench-" + method[5:], Version: "0.1", Type: snap.TypeRequest, Method: method,
+		m := &snap.Message{ID: "bench-" + strings.ReplaceAll(method, "/", "-"), Version: "0.1", Type: snap.TypeRequest, Method: method,
 			From: keyA.Address(identity.Mainnet), To: keyB.Address(identity.Mainnet), Payload: []byte(`{"taskId":"t"}`), Timestamp: t0}
 		if err := m.Sign(keyA); err != nil {
 			b.Fatal(err)
@@ -40,7 +41,7 @@ func benchStreamServer(b *testing.B) (*snap.Server, []byte, []byte) {
 		raw, _ := m.MarshalJSON()
 		return raw
 	}
-	return s, req("test/stream"), req("test/plain")
+	return s, req("message/stream"), req("test/plain")
 }
 
 // BenchmarkStream measures a streamed request of benchEvents signed events
@@ -66,7 +67,7 @@ func BenchmarkStream(b *testing.B) {
 		sent := 0
 		send := func(*snap.Message) error { sent++; return nil }
 		for b.Loop() {
-			if s.Stream(ctx, snap.Inbound{Raw: stream}, send) == nil {
+			if s.Serve(ctx, snap.Inbound{Raw: stream}, send) == nil {
 				b.Fatal("no response")
 			}
 		}

@@ -34,35 +34,46 @@ func streamServer(t *testing.T, maxSize int) (*snap.Server, *snap.Validator, *at
 	t.Helper()
 	r := snap.NewRouter()
 	var calls atomic.Int32
-	r.HandleStream("test/count", func(ctx context.Context, req *snap.Verified, emit func(any) error) (any, error) {
-		calls.Add(1)
-		for i := 1; i <= 3; i++ {
-			if err := emit(map[string]any{"n": i}); err != nil {
-				if ctx.Err() == nil {
-					t.Error("emit failed but the handler's context is not canceled")
+	// message/stream is the one streaming method a test can use besides
+	// tasks/resubscribe: the payload's mode picks what the handler does.
+	modes := map[string]snap.StreamHandlerFunc{
+		"count": func(ctx context.Context, req *snap.Verified, emit func(any) error) (any, error) {
+			calls.Add(1)
+			for i := 1; i <= 3; i++ {
+				if err := emit(map[string]any{"n": i}); err != nil {
+					if ctx.Err() == nil {
+						t.Error("emit failed but the handler's context is not canceled")
+					}
+					return map[string]any{"stopped": i}, nil
 				}
-				return map[string]any{"stopped": i}, nil
 			}
-		}
-		return map[string]any{"done": 3}, nil
-	})
-	r.HandleStream("test/sizes", func(ctx context.Context, req *snap.Verified, emit func(any) error) (any, error) {
-		emit(&chunks{N: 1, Chunks: []string{strings.Repeat("a", 600), strings.Repeat("b", 600), strings.Repeat("c", 600)}})
-		emit(map[string]any{"n": 2, "blob": strings.Repeat("x", 5000)}) // cannot shrink: dropped
-		emit(map[string]any{"n": 3})
-		return map[string]any{"done": 3}, nil
-	})
-	r.HandleStream("test/panic", func(ctx context.Context, req *snap.Verified, emit func(any) error) (any, error) {
-		emit(map[string]any{"n": 1})
-		panic("boom")
-	})
-	r.HandleStream("test/fail", func(ctx context.Context, req *snap.Verified, emit func(any) error) (any, error) {
-		emit(map[string]any{"n": 1})
-		return nil, snap.NewError(snap.CodeTaskNotFound, "task not found", map[string]any{"taskId": "x"})
-	})
+			return map[string]any{"done": 3}, nil
+		},
+		"sizes": func(ctx context.Context, req *snap.Verified, emit func(any) error) (any, error) {
+			emit(&chunks{N: 1, Chunks: []string{strings.Repeat("a", 600), strings.Repeat("b", 600), strings.Repeat("c", 600)}})
+			emit(map[string]any{"n": 2, "blob": strings.Repeat("x", 5000)}) // cannot shrink: dropped
+			emit(map[string]any{"n": 3})
+			return map[string]any{"done": 3}, nil
+		},
+		"panic": func(ctx context.Context, req *snap.Verified, emit func(any) error) (any, error) {
+			emit(map[string]any{"n": 1})
+			panic("boom")
+		},
+		"fail": func(ctx context.Context, req *snap.Verified, emit func(any) error) (any, error) {
+			emit(map[string]any{"n": 1})
+			return nil, snap.NewError(snap.CodeTaskNotFound, "task not found", map[string]any{"taskId": "x"})
+		},
+		"": func(ctx context.Context, req *snap.Verified, emit func(any) error) (any, error) {
+			emit(map[string]any{"taskId": "t-1", "progress": 0.5, "message": "working"})
+			return map[string]any{"task": map[string]any{"id": "t-1"}}, nil
+		},
+	}
 	r.HandleStream("message/stream", func(ctx context.Context, req *snap.Verified, emit func(any) error) (any, error) {
-		emit(map[string]any{"taskId": "t-1", "progress": 0.5, "message": "working"})
-		return map[string]any{"task": map[string]any{"id": "t-1"}}, nil
+		var p struct {
+			Mode string `json:"mode"`
+		}
+		json.Unmarshal(req.Payload, &p)
+		return modes[p.Mode](ctx, req, emit)
 	})
 	r.Handle("test/plain", func(ctx context.Context, req *snap.Verified) (any, error) {
 		return map[string]any{"plain": true}, nil
@@ -80,7 +91,7 @@ func streamServer(t *testing.T, maxSize int) (*snap.Server, *snap.Validator, *at
 func collect(t *testing.T, s *snap.Server, client *snap.Validator, raw []byte, method string) ([]map[string]any, map[string]any) {
 	t.Helper()
 	var events []map[string]any
-	final := s.Stream(context.Background(), snap.Inbound{Raw: raw}, func(m *snap.Message) error {
+	final := s.Serve(context.Background(), snap.Inbound{Raw: raw}, func(m *snap.Message) error {
 		b, _ := m.MarshalJSON()
 		v, err := client.Validate(context.Background(), b)
 		if err != nil {
@@ -101,7 +112,7 @@ func collect(t *testing.T, s *snap.Server, client *snap.Validator, raw []byte, m
 
 func TestStreamSendsEventsThenResponse(t *testing.T) {
 	s, client, _ := streamServer(t, 0)
-	events, final := collect(t, s, client, request(t, "s-1", "test/count", `{}`), "test/count")
+	events, final := collect(t, s, client, request(t, "s-1", "message/stream", `{"mode":"count"}`), "message/stream")
 	if fmt.Sprint(events) != "[map[n:1] map[n:2] map[n:3]]" || final["done"] != float64(3) {
 		t.Fatalf("events %v, final %v", events, final)
 	}
@@ -112,11 +123,11 @@ func TestStreamSendsEventsThenResponse(t *testing.T) {
 func TestStreamAndRespondMeet(t *testing.T) {
 	s, client, calls := streamServer(t, 0)
 	ctx := context.Background()
-	p := check(t, client, s.Respond(ctx, snap.Inbound{Raw: request(t, "r-1", "test/count", `{}`)}), "test/count")
+	p := check(t, client, s.Respond(ctx, snap.Inbound{Raw: request(t, "r-1", "message/stream", `{"mode":"count"}`)}), "message/stream")
 	if p["done"] != float64(3) || calls.Load() != 1 {
 		t.Fatalf("Respond on a stream: %v (handler ran %d times)", p, calls.Load())
 	}
-	final := s.Stream(ctx, snap.Inbound{Raw: request(t, "r-2", "test/plain", `{}`)}, func(*snap.Message) error {
+	final := s.Serve(ctx, snap.Inbound{Raw: request(t, "r-2", "test/plain", `{}`)}, func(*snap.Message) error {
 		t.Fatal("a plain method sent an event")
 		return nil
 	})
@@ -136,9 +147,9 @@ func TestStreamAndRespondMeet(t *testing.T) {
 		code   int
 	}{
 		{request(t, "r-3", "foo/bar", `{}`), "foo/bar", 1007},
-		{request(t, "r-2", "test/count", `{}`), "test/count", 2006}, // a replayed id
+		{request(t, "r-2", "message/stream", `{"mode":"count"}`), "message/stream", 2006}, // a replayed id
 		{streamed, "message/stream", 2006},
-		{[]byte(strings.Replace(string(request(t, "r-4", "test/count", `{"a":1}`)), `"a":1`, `"a":2`, 1)), "test/count", 2001},
+		{[]byte(strings.Replace(string(request(t, "r-4", "message/stream", `{"mode":"count","a":1}`)), `"a":1`, `"a":2`, 1)), "message/stream", 2001},
 	} {
 		events, p := collect(t, s, client, c.raw, c.method)
 		if code, _ := errorCode(p); code != c.code || len(events) != 0 {
@@ -146,11 +157,11 @@ func TestStreamAndRespondMeet(t *testing.T) {
 		}
 	}
 	// Events and responses are never answered, through Stream either.
-	m, _ := snap.Parse(request(t, "r-5", "test/count", `{}`))
+	m, _ := snap.Parse(request(t, "r-5", "message/stream", `{"mode":"count"}`))
 	m.Type = snap.TypeEvent
 	m.Sign(keyA)
 	raw, _ := m.MarshalJSON()
-	if resp := s.Stream(ctx, snap.Inbound{Raw: raw}, func(*snap.Message) error { t.Fatal("event sent"); return nil }); resp != nil {
+	if resp := s.Serve(ctx, snap.Inbound{Raw: raw}, func(*snap.Message) error { t.Fatal("event sent"); return nil }); resp != nil {
 		t.Fatalf("an inbound event was answered: %s", resp.Payload)
 	}
 }
@@ -161,14 +172,14 @@ func TestStreamSendFailure(t *testing.T) {
 	s, client, _ := streamServer(t, 0)
 	gone := errors.New("connection reset")
 	sent := 0
-	final := s.Stream(context.Background(), snap.Inbound{Raw: request(t, "f-1", "test/count", `{}`)}, func(*snap.Message) error {
+	final := s.Serve(context.Background(), snap.Inbound{Raw: request(t, "f-1", "message/stream", `{"mode":"count"}`)}, func(*snap.Message) error {
 		sent++
 		if sent == 2 {
 			return gone
 		}
 		return nil
 	})
-	if p := check(t, client, final, "test/count"); p["stopped"] != float64(2) || sent != 2 {
+	if p := check(t, client, final, "message/stream"); p["stopped"] != float64(2) || sent != 2 {
 		t.Fatalf("final %v after %d sends; want the handler stopped at the second event", p, sent)
 	}
 }
@@ -178,8 +189,8 @@ func TestStreamHandlerErrors(t *testing.T) {
 	for _, c := range []struct {
 		method string
 		code   int
-	}{{"test/panic", 5001}, {"test/fail", 1001}} {
-		events, p := collect(t, s, client, request(t, "e-"+c.method[5:], c.method, `{}`), c.method)
+	}{{"panic", 5001}, {"fail", 1001}} {
+		events, p := collect(t, s, client, request(t, "e-"+c.method, "message/stream", `{"mode":"`+c.method+`"}`), "message/stream")
 		if code, _ := errorCode(p); code != c.code || len(events) != 1 {
 			t.Errorf("%s: code %d after %d events, want %d after 1", c.method, code, len(events), c.code)
 		}
@@ -190,7 +201,7 @@ func TestStreamHandlerErrors(t *testing.T) {
 // too large is dropped, and the stream goes on.
 func TestStreamEventSizeLimit(t *testing.T) {
 	s, client, _ := streamServer(t, 1500)
-	events, final := collect(t, s, client, request(t, "z-1", "test/sizes", `{}`), "test/sizes")
+	events, final := collect(t, s, client, request(t, "z-1", "message/stream", `{"mode":"sizes"}`), "message/stream")
 	if len(events) != 2 || events[0]["n"] != float64(1) || events[1]["n"] != float64(3) || final["done"] != float64(3) {
 		t.Fatalf("events %v, final %v; want the first shrunk, the second dropped", events, final)
 	}
@@ -223,6 +234,10 @@ func TestRouterStreams(t *testing.T) {
 			r.Handle("message/stream", func(context.Context, *snap.Verified) (any, error) { return nil, nil })
 		}},
 		{"invalid name", func() { r.HandleStream("Bad/Name", h) }},
+		{"stream of a method that does not stream", func() { r.HandleStream("test/stream", h) }},
+		{"plain handler of a streaming method", func() {
+			r.Handle("tasks/resubscribe", func(context.Context, *snap.Verified) (any, error) { return nil, nil })
+		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			defer func() {

@@ -1,12 +1,12 @@
 // Package snaphttp carries SNAP over HTTP, server-sent events and
-// WebSocket, as SDK peers speak them (SPEC-NOTES 1.13–1.15, 1.17, 4.3): a
-// server in front of a Responder (*snap.Server). The requester's side, a
+// WebSocket, as SDK peers speak them: a
+// server in front of a snap.Handler (*snap.Server). The requester's side, a
 // client that verifies everything it receives, is package client.
 //
 // Serving:
 //
 //	srv, err := snaphttp.New(snaphttp.Config{
-//		Responder: server,          // a *snap.Server, or snaphttp.Unary(s)
+//		Handler:   server,          // a *snap.Server
 //		Key:       key,             // signs the well-known card
 //		Card:      node.Card,       // func() *snap.Card
 //		Address:   server.Address(),
@@ -16,7 +16,8 @@
 //
 // On the wire:
 //   - POST /snap: the signed response with HTTP 200, SNAP errors included
-//     (payload.error); 400 only for a body that is too large (MaxBody,
+//     (payload.error); a response over MaxResponse (4 MiB by default)
+//     is 5001 naming the limit; 400 only for a body that is too large (MaxBody,
 //     256 KiB by default) or not JSON; 429 with Retry-After when the peer
 //     is over its rate or the messages held at once would exceed
 //     BodyMemory, before the body is read; 202 with no body for a

@@ -28,7 +28,7 @@ func FuzzPost(f *testing.F) {
 		f.Add(b, false)
 		f.Add(b, true)
 	}
-	srv, err := snaphttp.New(snaphttp.Config{Responder: newSNAPServer(f, nil), Rate: rate.Inf, MaxBody: 4096})
+	srv, err := snaphttp.New(snaphttp.Config{Handler: newSNAPServer(f, nil), Rate: rate.Inf, MaxBody: 4096})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -108,13 +108,13 @@ type env struct {
 	stop   func() error
 }
 
-// start serves cfg (Responder defaults to a real snap.Server) until the
+// start serves cfg (Handler defaults to a real snap.Server) until the
 // test ends; mutate may change the config, and ln wrap the listener.
 func start(t testing.TB, h *hooks, mutate func(*snaphttp.Config), wrap ...func(net.Listener) net.Listener) *env {
 	t.Helper()
 	s := newSNAPServer(t, h)
 	cfg := snaphttp.Config{
-		Responder: s, Key: serverKey, Address: s.Address(), Logger: slog.New(slog.DiscardHandler),
+		Handler: s, Key: serverKey, Address: s.Address(), Logger: slog.New(slog.DiscardHandler),
 		Card: func() *snap.Card { return testCard("agent") },
 	}
 	if mutate != nil {

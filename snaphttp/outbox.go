@@ -17,7 +17,7 @@ var ErrSlowReader = errors.New("snaphttp: the peer reads too slowly; stream ende
 var errWriteFailed = errors.New("snaphttp: the peer is gone")
 
 // outbox queues the frames of one exchange between the goroutine that
-// produces them (Responder.Stream) and the one that writes them. send
+// produces them (snap.Handler.Serve) and the one that writes them. send
 // never blocks: when the queue is full the exchange fails. The final
 // response is queued with a wait, since the writer always drains the
 // queue, discarding once it failed.

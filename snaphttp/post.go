@@ -41,14 +41,14 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 	defer release()
 	s.active.Add(1)
 	defer s.active.Add(-1)
-	in := snap.Inbound{Raw: body, Transport: "http"}
+	in := snap.Inbound{Raw: body, Transport: "http", MaxSize: s.cfg.MaxResponse}
 	if acceptsEventStream(r.Header.Values("Accept")) {
 		s.postSSE(w, r, in)
 		return
 	}
 	// A plain POST of a streaming method gets its final response alone,
 	// as the spec lets a server without SSE answer.
-	resp := s.cfg.Responder.Stream(r.Context(), in, discard)
+	resp := s.cfg.Handler.Serve(r.Context(), in, nil) // no events made
 	if resp == nil {
 		w.WriteHeader(http.StatusAccepted)
 		return
@@ -69,8 +69,6 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cache-Control", "no-store")
 	w.Write(b)
 }
-
-func discard(*snap.Message) error { return nil }
 
 // readBody reads a posted message of at most MaxBody bytes within
 // ReadTimeout, answering 400 when it cannot, and 429 with Retry-After,
@@ -161,17 +159,6 @@ func acceptsEventStream(values []string) bool {
 	return false
 }
 
-// methodOf reads the method of a raw message, "" when it has none.
-func methodOf(raw []byte) string {
-	var head struct {
-		Method string `json:"method"`
-	}
-	if json.Unmarshal(raw, &head) != nil {
-		return ""
-	}
-	return head.Method
-}
-
 // messageJSON is m's one-line JSON form. A serialized message never holds
 // a raw line break (strings escape them, the payload is canonical), which
 // SSE framing relies on; one that did would be a bug, refused here.
@@ -204,7 +191,7 @@ func sseFrame(m *snap.Message) ([]byte, error) {
 // gets 202 Accepted.
 func (s *Server) postSSE(w http.ResponseWriter, r *http.Request, in snap.Inbound) {
 	rc := http.NewResponseController(w)
-	ctx, cancel := s.streamContext(r.Context(), methodOf(in.Raw))
+	ctx, cancel := s.streamContext(r.Context(), snap.IsStreamRequest(in.Raw))
 	defer cancel()
 	o := newOutbox(s.cfg.StreamBuffer, sseFrame, func() {
 		cancel()
@@ -214,7 +201,7 @@ func (s *Server) postSSE(w http.ResponseWriter, r *http.Request, in snap.Inbound
 	go func() {
 		defer close(produced)
 		defer o.close()
-		o.final(r.Context(), s.cfg.Responder.Stream(ctx, in, o.send))
+		o.final(r.Context(), s.cfg.Handler.Serve(ctx, in, o.send))
 	}()
 	started := false
 	for frame := range o.ch {

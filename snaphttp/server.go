@@ -23,6 +23,7 @@ import (
 // Defaults of Config.
 const (
 	DefaultMaxBody         = 256 << 10
+	DefaultMaxResponse     = 4 << 20
 	DefaultRate            = rate.Limit(50) // requests per second per peer
 	DefaultBurst           = 100
 	DefaultMonitorRate     = rate.Limit(5) // /healthz and /metrics requests per second per peer
@@ -42,12 +43,12 @@ const (
 	DefaultCardResign      = 5 * time.Minute
 )
 
-// Config configures a Server. Only Responder is required; every zero limit
+// Config configures a Server. Only Handler is required; every zero limit
 // takes its default.
 type Config struct {
-	// Responder answers the messages posted to /snap or sent over the
-	// WebSocket.
-	Responder Responder
+	// Handler answers the messages posted to /snap or sent over the
+	// WebSocket (a *snap.Server).
+	Handler snap.Handler
 	// Key signs the well-known card; Card gives the card to serve (nil,
 	// or returning nil: 404). The card is signed again when it changes
 	// and at least every CardResign, with the time of signing.
@@ -68,6 +69,11 @@ type Config struct {
 	// MaxBody bounds a posted message and a WebSocket frame, in bytes;
 	// a larger one gets 400 (HTTP) or close 1009 (WebSocket).
 	MaxBody int64
+	// MaxResponse bounds one serialized response or stream event sent
+	// over HTTP, SSE or WebSocket, in bytes (default DefaultMaxResponse).
+	// A larger answer is shrunk (a task drops its oldest history), else
+	// the peer gets 5001 {reason, size, limit, transport}.
+	MaxResponse int
 	// Rate and Burst are each peer's token bucket (a peer is an IPv4
 	// address or an IPv6 /64): every POST /snap, WebSocket upgrade and
 	// WebSocket message takes a token. Without one, an HTTP request gets
@@ -134,14 +140,11 @@ type Config struct {
 	// CheckOrigin accepts or refuses a WebSocket upgrade by its Origin;
 	// nil accepts requests without Origin or from the same host.
 	CheckOrigin func(*http.Request) bool
-	// IsStream tells the streaming methods, whose streams end as soon as
-	// shutdown begins; nil: IsStreamMethod.
-	IsStream func(method string) bool
 }
 
 func (c *Config) fill() error {
-	if c.Responder == nil {
-		return errors.New("snaphttp: Config.Responder is nil")
+	if c.Handler == nil {
+		return errors.New("snaphttp: Config.Handler is nil")
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -195,8 +198,8 @@ func (c *Config) fill() error {
 	setDefault(&c.PingInterval, DefaultPingInterval)
 	setDefault(&c.IdleTimeout, DefaultIdleTimeout)
 	setDefault(&c.ShutdownTimeout, DefaultShutdownTimeout)
-	if c.IsStream == nil {
-		c.IsStream = IsStreamMethod
+	if c.MaxResponse <= 0 {
+		c.MaxResponse = DefaultMaxResponse
 	}
 	return nil
 }
@@ -375,11 +378,11 @@ func (s *Server) beginDrain() {
 	})
 }
 
-// streamContext returns ctx, ended also when shutdown begins if method
-// streams.
-func (s *Server) streamContext(ctx context.Context, method string) (context.Context, context.CancelFunc) {
+// streamContext returns ctx, ended also when shutdown begins for a
+// stream request (snap.IsStreamRequest).
+func (s *Server) streamContext(ctx context.Context, stream bool) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(ctx)
-	if !s.cfg.IsStream(method) {
+	if !stream {
 		return ctx, cancel
 	}
 	stop := context.AfterFunc(s.streams, cancel)

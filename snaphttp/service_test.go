@@ -40,7 +40,7 @@ func startService(t *testing.T, burst int) *env {
 		vc.Limiter = ratelimit.New(ratelimit.Config{Rate: 0.001, Burst: burst})
 	}
 	s := snap.NewServer(snap.ServerConfig{Key: serverKey, Router: r, Logger: slog.New(slog.DiscardHandler), Validator: snap.NewValidator(vc)})
-	return start(t, nil, func(c *snaphttp.Config) { c.Responder = s })
+	return start(t, nil, func(c *snaphttp.Config) { c.Handler = s })
 }
 
 // Over HTTP a service/call is answered as a service answers: the reply

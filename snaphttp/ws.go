@@ -253,7 +253,7 @@ func (wc *wsConn) write(o *outbox) {
 }
 
 // handle answers one request: it waits for the peer's rate-limit token,
-// then runs the Responder, whose events and response are queued on o.
+// then runs the Handler, whose events and response are queued on o.
 func (wc *wsConn) handle(o *outbox, raw []byte) {
 	s := wc.s
 	for {
@@ -272,7 +272,7 @@ func (wc *wsConn) handle(o *outbox, raw []byte) {
 	}
 	s.active.Add(1)
 	defer s.active.Add(-1)
-	ctx, cancel := s.streamContext(wc.ctx, methodOf(raw))
+	ctx, cancel := s.streamContext(wc.ctx, snap.IsStreamRequest(raw))
 	defer cancel()
-	o.final(wc.ctx, s.cfg.Responder.Stream(ctx, snap.Inbound{Raw: raw, Transport: "ws"}, o.send))
+	o.final(wc.ctx, s.cfg.Handler.Serve(ctx, snap.Inbound{Raw: raw, Transport: "ws", MaxSize: s.cfg.MaxResponse}, o.send))
 }

@@ -41,13 +41,13 @@ func TestDelegate(t *testing.T) {
 			ag := &stubAgent{}
 			svc := NewService(NewMemoryStore(MemoryStoreOptions{}), ServiceOptions{Agent: ag})
 			ag.err = tc.err
-			created, err := svc.SendMessage(ctx, "alice", text("m1", ""))
+			created, err := sendJSON(ctx, svc, "alice", text("m1", ""))
 			if err != nil || created.Status.State != tc.newState || !strings.Contains(created.Status.Message, tc.note) {
 				t.Fatalf("new task: %v %v", created, err)
 			}
 			// A task the agent took and works on.
 			ag.err = nil
-			live, err := svc.SendMessage(ctx, "alice", text("m2", ""))
+			live, err := sendJSON(ctx, svc, "alice", text("m2", ""))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -55,7 +55,7 @@ func TestDelegate(t *testing.T) {
 				t.Fatal(err)
 			}
 			ag.err = tc.err
-			next, err := svc.SendMessage(ctx, "alice", text("m3", live.ID))
+			next, err := sendJSON(ctx, svc, "alice", text("m3", live.ID))
 			if (err != nil) != tc.nextErr {
 				t.Fatalf("continued: err %v", err)
 			}

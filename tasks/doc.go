@@ -1,18 +1,19 @@
-// Package tasks is the SNAP task engine: Task, Status, Message, Part and
-// Artifact with the JSON form of the SNAP schemas; validation of the
-// message/send, tasks/get and tasks/cancel payloads with every limit of the
-// spec; the task state machine; the Store interface with an in-memory
+// Package tasks is the SNAP task engine: Task, Status and Artifact with
+// the JSON form of the SNAP schemas (Message and Part are snap's); the task
+// state machine; the Store interface with an in-memory
 // implementation; task events; and the Service the node routes those three
 // methods, and the streams message/stream and tasks/resubscribe, to.
 //
-// Wiring the Service to the node's router (anything with the Registrar
-// method, such as snap.Router):
+// Wiring the Service to the node's router (a Registrar, such as
+// snap.Router), which decodes and validates each request payload once
+// into the typed params (snap.ParseSendParams and the others) the
+// Service's methods take:
 //
 //	store := tasks.NewMemoryStore(tasks.MemoryStoreOptions{MaxTasks: 100_000}) // or a SQL Store
 //	svc := tasks.NewService(store, tasks.ServiceOptions{
 //		Operators: []string{operatorAddr}, // may read and cancel every task
 //	})
-//	svc.Register(router) // message/send, tasks/get, tasks/cancel, and the streams
+//	svc.Register(router, nil) // message/send, tasks/get, tasks/cancel, and the streams
 //
 // Each handler takes the requester from the verified request's from and
 // returns a *tasks.TaskResponse ({"task": …}) or a *snap.Error: 1004 naming
@@ -24,11 +25,11 @@
 // task.TrimHistory(n) does.
 //
 // The same operations are methods, for callers that hold the requester and
-// payload themselves:
+// the params themselves; they take types, never bytes:
 //
-//	task, err := svc.SendMessage(ctx, from, payload) // new task, or continue one
-//	task, err = svc.GetTask(ctx, from, []byte(`{"taskId":"…","historyLength":10}`))
-//	task, err = svc.CancelTask(ctx, from, []byte(`{"taskId":"…"}`))
+//	task, err := svc.SendMessage(ctx, from, &tasks.SendParams{Message: msg}) // new task, or continue one
+//	task, err = svc.GetTask(ctx, from, &tasks.GetParams{TaskID: id, HistoryLength: &ten})
+//	task, err = svc.CancelTask(ctx, from, &tasks.CancelParams{TaskID: id})
 //
 // A new task is submitted and waits for a worker. Workers and the executor
 // move it on and attach results; the state machine of SPEC-NOTES 1.10 is
@@ -47,15 +48,14 @@
 //	for ev := range events { … } // closed after the final event, when ctx
 //	                            // ends, or if the reader falls behind
 //
-// On a router that also takes streaming methods (snap.Router), Register
-// adds message/stream and tasks/resubscribe. Each emits the task's events
+// Register adds the streams message/stream and tasks/resubscribe too. Each emits the task's events
 // as SPEC-NOTES 1.8 payloads with the task's version (ProgressUpdate for a
 // state, ArtifactUpdate for an artifact), a heartbeat while the task is
 // quiet, and ends with the task when it is terminal or needs input, or
 // after StreamMaxDuration. A requester whose stream broke resumes with
 // tasks/resubscribe {"taskId": …, "afterVersion": <last version seen>}:
 //
-//	task, err := svc.StreamMessage(ctx, from, payload, func(event any) error {
+//	task, err := svc.StreamMessage(ctx, from, params, func(event any) error {
 //		return send(event) // an error ends the stream
 //	})
 //

@@ -10,13 +10,6 @@ import (
 	"github.com/snapnode/snapnode/tasks"
 )
 
-// router stands in for snap.Router.
-type router map[string]func(context.Context, *snap.Verified) (any, error)
-
-func (r router) Handle(method string, h func(context.Context, *snap.Verified) (any, error)) {
-	r[method] = h
-}
-
 func Example() {
 	ctx := context.Background()
 	ids := 0
@@ -28,7 +21,8 @@ func Example() {
 
 	// The requester is the authenticated from of the request.
 	const alice = "bc1palice"
-	task, err := svc.SendMessage(ctx, alice, []byte(`{"message":{"messageId":"m1","role":"user","parts":[{"text":"list /sandbox"}]}}`))
+	task, err := svc.SendMessage(ctx, alice, &tasks.SendParams{
+		Message: tasks.Message{MessageID: "m1", Role: tasks.RoleUser, Parts: []tasks.Part{tasks.TextPart("list /sandbox")}}})
 	if err != nil {
 		panic(err)
 	}
@@ -41,22 +35,25 @@ func Example() {
 	if _, err := svc.Transition(ctx, task.ID, tasks.StateInputRequired, "which folder?"); err != nil {
 		panic(err)
 	}
-	task, _ = svc.SendMessage(ctx, alice, []byte(`{"taskId":"id-1","message":{"messageId":"m2","role":"user","parts":[{"text":"docs"}]}}`))
+	task, _ = svc.SendMessage(ctx, alice, &tasks.SendParams{TaskID: "id-1",
+		Message: tasks.Message{MessageID: "m2", Role: tasks.RoleUser, Parts: []tasks.Part{tasks.TextPart("docs")}}})
 	fmt.Println(task.Status.State, len(task.History))
 
 	// Someone else asking sees nothing.
-	_, err = svc.GetTask(ctx, "bc1pmallory", []byte(`{"taskId":"id-1"}`))
+	_, err = svc.GetTask(ctx, "bc1pmallory", &tasks.GetParams{TaskID: "id-1"})
 	fmt.Println(err)
 
-	// Over the router: the response payload is {"task": …}.
-	r := router{}
-	svc.Register(r)
-	out, _ := r["tasks/get"](ctx, &snap.Verified{Signed: true, Message: &snap.Message{
+	// Over the router, which decodes each payload once into the params:
+	// the response payload is {"task": …}.
+	r := snap.NewRouter()
+	svc.Register(r, nil)
+	get, _ := r.Lookup("tasks/get")
+	out, _ := get(ctx, &snap.Verified{Signed: true, Message: &snap.Message{
 		From: alice, Type: snap.TypeRequest, Method: "tasks/get", Payload: []byte(`{"taskId":"id-1","historyLength":0}`)}})
 	b, _ := json.Marshal(out)
 	fmt.Println(string(b))
 
-	_, err = svc.CancelTask(ctx, alice, []byte(`{"taskId":"id-1"}`))
+	_, err = svc.CancelTask(ctx, alice, &tasks.CancelParams{TaskID: "id-1"})
 	fmt.Println(err)
 	// Output:
 	// id-1 id-2 submitted 1

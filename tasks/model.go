@@ -7,6 +7,8 @@ import (
 	"time"
 
 	jsonv2 "github.com/go-json-experiment/json"
+
+	"github.com/snapnode/snapnode/snap"
 )
 
 // State is the state of a task (SPEC-NOTES 1.10).
@@ -43,12 +45,12 @@ func (s State) Terminal() bool {
 }
 
 // Role is the author of an inner message.
-type Role string
+type Role = snap.Role
 
 // The roles of SNAP v0.1.
 const (
-	RoleUser  Role = "user"
-	RoleAgent Role = "agent"
+	RoleUser  = snap.RoleUser
+	RoleAgent = snap.RoleAgent
 )
 
 // Task is a SNAP task: a unit of work spanning one or more message turns.
@@ -119,38 +121,26 @@ func (s *Status) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// Message is an inner message: one turn of a task's conversation
-// (InnerMessage in the SNAP schema; not the signed envelope snap.Message).
-type Message struct {
-	MessageID string `json:"messageId"`
-	Role      Role   `json:"role"`
-	Parts     []Part `json:"parts"`
-}
+// Message is an inner message: one turn of a task's conversation, as
+// message/send carries it (snap.InnerMessage; not the signed envelope
+// snap.Message).
+type Message = snap.InnerMessage
 
-// Part is a unit of content. Exactly one of Text, Raw, URL and Data is set;
-// the pointers tell an empty text from an absent one.
-//
-// Raw is base64 (standard alphabet) and requires MediaType. Data is a JSON
-// object, kept as its bytes.
-type Part struct {
-	Text      *string         `json:"text,omitzero"`
-	Raw       *string         `json:"raw,omitzero"`
-	URL       *string         `json:"url,omitzero"`
-	Data      json.RawMessage `json:"data,omitzero"`
-	MediaType string          `json:"mediaType,omitempty"`
-}
+// Part is a unit of content (snap.Part): exactly one of Text, Raw, URL and
+// Data is set.
+type Part = snap.Part
 
 // TextPart returns a text part.
-func TextPart(text string) Part { return Part{Text: &text} }
+func TextPart(text string) Part { return snap.TextPart(text) }
 
 // RawPart returns a part holding base64 content of the given media type.
-func RawPart(base64, mediaType string) Part { return Part{Raw: &base64, MediaType: mediaType} }
+func RawPart(base64, mediaType string) Part { return snap.RawPart(base64, mediaType) }
 
 // URLPart returns a part referring to content at url.
-func URLPart(url string) Part { return Part{URL: &url} }
+func URLPart(url string) Part { return snap.URLPart(url) }
 
 // DataPart returns a part holding the JSON object obj.
-func DataPart(obj json.RawMessage) Part { return Part{Data: obj} }
+func DataPart(obj json.RawMessage) Part { return snap.DataPart(obj) }
 
 // Artifact is an output of a task.
 type Artifact struct {
@@ -196,35 +186,10 @@ func (t *Task) TrimHistory(n int) *Task {
 	return &c
 }
 
-// Clone returns a deep copy of m.
-func (m Message) Clone() Message {
-	m.Parts = cloneParts(m.Parts)
-	return m
-}
-
 // Clone returns a deep copy of a.
 func (a Artifact) Clone() Artifact {
-	a.Parts = cloneParts(a.Parts)
+	a.Parts = snap.CloneParts(a.Parts)
 	return a
-}
-
-// Clone returns a deep copy of p.
-func (p Part) Clone() Part {
-	p.Text = clonePtr(p.Text)
-	p.Raw = clonePtr(p.Raw)
-	p.URL = clonePtr(p.URL)
-	if p.Data != nil {
-		p.Data = slices.Clone(p.Data)
-	}
-	return p
-}
-
-func clonePtr(s *string) *string {
-	if s == nil {
-		return nil
-	}
-	v := *s
-	return &v
 }
 
 func cloneMessages(ms []Message) []Message {
@@ -234,17 +199,6 @@ func cloneMessages(ms []Message) []Message {
 	out := make([]Message, len(ms))
 	for i, m := range ms {
 		out[i] = m.Clone()
-	}
-	return out
-}
-
-func cloneParts(ps []Part) []Part {
-	if ps == nil {
-		return nil
-	}
-	out := make([]Part, len(ps))
-	for i, p := range ps {
-		out[i] = p.Clone()
 	}
 	return out
 }

@@ -68,21 +68,18 @@ func Proposals(m Message) []json.RawMessage {
 	return out
 }
 
-// checkProposals refuses a message with more proposals than MaxProposals.
-func checkProposals(m Message) error {
-	if n := len(Proposals(m)); n > MaxProposals {
+// checkProposals refuses a message with more proposals (Proposals of it)
+// than MaxProposals.
+func checkProposals(proposals []json.RawMessage) error {
+	if n := len(proposals); n > MaxProposals {
 		return snap.FieldError(root+".message.parts", "maxProposals", MaxProposals, n)
 	}
 	return nil
 }
 
-// execute hands the proposals of msg to the runner, with t working, and
-// applies the outcome. Without a runner or proposals, t is returned as it is.
-func (s *Service) execute(ctx context.Context, t *Task, owner string, msg Message) (*Task, error) {
-	return s.run(ctx, t, Job{TaskID: t.ID, Requester: owner, Proposals: Proposals(msg)})
-}
-
-// run is execute of job, which is t's.
+// run hands the proposals of job, which is t's, to the runner, with t
+// working, and applies the outcome. Without a runner or proposals, t is
+// returned as it is.
 func (s *Service) run(ctx context.Context, t *Task, job Job) (*Task, error) {
 	props := job.Proposals
 	if s.runner == nil || len(props) == 0 || t.Status.State.Terminal() || t.Status.State == StateInputRequired {

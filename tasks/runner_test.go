@@ -118,7 +118,7 @@ func TestServiceRunsProposals(t *testing.T) {
 	for i := range parts {
 		parts[i] = writeProposal
 	}
-	_, err = s.SendMessage(ctx, alice, []byte(proposalMessage(parts...)))
+	_, err = sendJSON(ctx, s, alice, []byte(proposalMessage(parts...)))
 	wantSnap(t, err, snap.CodeInvalidPayload, map[string]any{"field": "payload.message.parts", "constraint": "maxProposals"})
 	if len(r.jobs) != 3 {
 		t.Fatalf("%d jobs, want 3", len(r.jobs))
@@ -201,7 +201,7 @@ func TestAcceptedBeforeTheRun(t *testing.T) {
 		return Outcome{State: StateCompleted}, nil
 	}
 	router := fakeRouter{}
-	s.Register(router)
+	s.Register(router, nil)
 	req := request(alice, "message/send", proposalMessage(writeProposal))
 	if _, err := router["message/send"](context.Background(), req); err != nil {
 		t.Fatal(err)

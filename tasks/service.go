@@ -87,20 +87,6 @@ type ServiceOptions struct {
 	MaxStreamWaiters int
 }
 
-// Registrar is where the Service registers its protocol handlers: the node
-// router (snap.Router). A handler's result is the response payload; its
-// error is a *snap.Error. A Registrar that is also a StreamRegistrar gets
-// the streaming methods too.
-type Registrar interface {
-	Handle(method string, h func(ctx context.Context, req *snap.Verified) (any, error))
-}
-
-// StreamRegistrar is a Registrar of streaming methods (snap.Router): the
-// handler emits event payloads, in order, before its final result.
-type StreamRegistrar interface {
-	HandleStream(method string, h snap.StreamHandlerFunc)
-}
-
 // Service is the task engine behind message/send, tasks/get and
 // tasks/cancel: it validates payloads, creates and continues tasks, enforces
 // ownership and the state machine, and publishes task events. It is safe
@@ -215,8 +201,8 @@ type KeyFinder interface {
 	FindByIdempotencyKey(ctx context.Context, owner, key string) (*Task, error)
 }
 
-// SendMessage handles a message/send payload from owner, the authenticated
-// requester.
+// SendMessage handles a message/send request from owner, the authenticated
+// requester, with its params as the router decoded them.
 //
 // Without taskId it creates a task: a fresh id and a fresh context (contexts
 // are never shared between requesters), state submitted, the message as its
@@ -230,11 +216,7 @@ type KeyFinder interface {
 //
 // With an idempotencyKey, a request repeating a key of the same owner gets
 // the task the key first produced, as it is now, and changes nothing.
-func (s *Service) SendMessage(ctx context.Context, owner string, payload []byte) (*Task, error) {
-	req, err := ParseSendRequest(payload)
-	if err != nil {
-		return nil, err
-	}
+func (s *Service) SendMessage(ctx context.Context, owner string, req *SendParams) (*Task, error) {
 	if owner == "" {
 		return nil, errors.New("tasks: send message: no requester")
 	}
@@ -278,22 +260,23 @@ func (s *Service) SendMessage(ctx context.Context, owner string, payload []byte)
 	return s.send(ctx, owner, req)
 }
 
-func (s *Service) send(ctx context.Context, owner string, req *SendRequest) (*Task, error) {
-	if err := checkProposals(req.Message); err != nil {
+func (s *Service) send(ctx context.Context, owner string, req *SendParams) (*Task, error) {
+	proposals := Proposals(req.Message) // classified once
+	if err := checkProposals(proposals); err != nil {
 		return nil, err
 	}
 	t, err := s.receive(ctx, owner, req)
 	if err != nil {
 		return nil, err
 	}
-	if len(Proposals(req.Message)) == 0 {
+	if len(proposals) == 0 {
 		return s.delegate(ctx, t, req.TaskID == "")
 	}
-	return s.execute(ctx, t, owner, req.Message)
+	return s.run(ctx, t, Job{TaskID: t.ID, Requester: owner, Proposals: proposals})
 }
 
 // receive records the message: a new task, or the next message of one.
-func (s *Service) receive(ctx context.Context, owner string, req *SendRequest) (*Task, error) {
+func (s *Service) receive(ctx context.Context, owner string, req *SendParams) (*Task, error) {
 	if req.TaskID == "" {
 		return s.create(ctx, owner, req)
 	}
@@ -327,7 +310,7 @@ func (s *Service) receive(ctx context.Context, owner string, req *SendRequest) (
 	})
 }
 
-func (s *Service) create(ctx context.Context, owner string, req *SendRequest) (*Task, error) {
+func (s *Service) create(ctx context.Context, owner string, req *SendParams) (*Task, error) {
 	now := s.timestamp()
 	t := &Task{
 		ID:             s.newID(),
@@ -382,14 +365,10 @@ func (s *Service) change(ctx context.Context, id string, write func(cur *Task) (
 // to the subscribers.
 func (s *Service) publishStatus(t *Task) { s.events.Publish(StatusEvent(t)) }
 
-// GetTask handles a tasks/get payload from requester. The task must be the
+// GetTask handles a tasks/get request from requester. The task must be the
 // requester's or the requester an operator, else 1001. historyLength
 // omitted returns the whole history, 0 none, N the last N messages.
-func (s *Service) GetTask(ctx context.Context, requester string, payload []byte) (*Task, error) {
-	req, err := ParseGetRequest(payload)
-	if err != nil {
-		return nil, err
-	}
+func (s *Service) GetTask(ctx context.Context, requester string, req *GetParams) (*Task, error) {
 	t, err := s.store.Get(ctx, req.TaskID)
 	if errors.Is(err, ErrNotFound) {
 		return nil, notFound(req.TaskID)
@@ -406,15 +385,11 @@ func (s *Service) GetTask(ctx context.Context, requester string, payload []byte)
 	return t, nil
 }
 
-// CancelTask handles a tasks/cancel payload from requester, the task's
+// CancelTask handles a tasks/cancel request from requester, the task's
 // owner or an operator (else 1001). A task already canceled is returned as
 // it is (cancel is idempotent); a completed or failed one is 1002 with data
 // {taskId, state}; any other moves to canceled.
-func (s *Service) CancelTask(ctx context.Context, requester string, payload []byte) (*Task, error) {
-	req, err := ParseCancelRequest(payload)
-	if err != nil {
-		return nil, err
-	}
+func (s *Service) CancelTask(ctx context.Context, requester string, req *CancelParams) (*Task, error) {
 	return s.change(ctx, req.TaskID, func(cur *Task) (*Task, error) {
 		if !s.canRead(requester, cur) {
 			return nil, notFound(req.TaskID)
@@ -548,34 +523,91 @@ func (s *Service) TaskEvents(ctx context.Context, requester, taskID string, afte
 	return evs, nil
 }
 
-// Register registers the handlers of message/send, tasks/get and
-// tasks/cancel, and on a StreamRegistrar those of message/stream and
-// tasks/resubscribe (see StreamMessage and StreamResubscribe). The
-// requester is the request's authenticated from; a success is a
-// *TaskResponse (a snap.Shrinker) whose task has no Metadata; a failure is
-// a *snap.Error (5001, without details, for internal failures).
-func (s *Service) Register(r Registrar) {
-	r.Handle("message/send", s.handler("message/send", s.SendMessage))
-	r.Handle("tasks/get", s.handler("tasks/get", s.GetTask))
-	r.Handle("tasks/cancel", s.handler("tasks/cancel", s.CancelTask))
-	if sr, ok := r.(StreamRegistrar); ok {
-		sr.HandleStream("message/stream", s.streamHandler("message/stream", s.StreamMessage))
-		sr.HandleStream("tasks/resubscribe", s.streamHandler("tasks/resubscribe", s.StreamResubscribe))
-	}
+// Registrar is where the Service registers its protocol handlers: the
+// node's router (snap.Router). A handler's result is the response
+// payload; its error is a *snap.Error. Streaming handlers emit event
+// payloads, in order, before their final result.
+type Registrar interface {
+	Handle(method string, h func(ctx context.Context, req *snap.Verified) (any, error))
+	HandleStream(method string, h snap.StreamHandlerFunc)
 }
 
-type operation func(ctx context.Context, requester string, payload []byte) (*Task, error)
+// Interceptor sees each message/send and message/stream request before
+// the Service does, with the params the router decoded: when it reports
+// handled, its answer (resp, or err as a *snap.Error) is the request's
+// and the Service does nothing with it. The node answers an operator's
+// decision on a held action so.
+type Interceptor func(ctx context.Context, req *snap.Verified, p *SendParams) (resp any, handled bool, err error)
 
-func (s *Service) handler(method string, op operation) func(context.Context, *snap.Verified) (any, error) {
+// Register registers the handlers of message/send, tasks/get,
+// tasks/cancel, message/stream and tasks/resubscribe (see StreamMessage
+// and StreamResubscribe) on r. Each request's payload is decoded and
+// validated once, by snap's wire codec, into the params the Service's
+// methods take; intercept, when not nil, sees message/send and
+// message/stream first. The requester is the request's authenticated
+// from; a success is a *TaskResponse (a snap.Shrinker) whose task has no
+// Metadata; a failure is a *snap.Error (5001, without details, for
+// internal failures).
+func (s *Service) Register(r Registrar, intercept Interceptor) {
+	send := func(ctx context.Context, req *snap.Verified, p *SendParams) (any, error) {
+		if resp, ok, err := intercepted(ctx, intercept, req, p); ok {
+			return resp, err
+		}
+		t, err := s.SendMessage(context.WithValue(ctx, requestKey{}, req), req.From, p)
+		return s.answer("message/send", req, t, err)
+	}
+	get := func(ctx context.Context, req *snap.Verified, p *GetParams) (any, error) {
+		t, err := s.GetTask(ctx, req.From, p)
+		return s.answer("tasks/get", req, t, err)
+	}
+	cancel := func(ctx context.Context, req *snap.Verified, p *CancelParams) (any, error) {
+		t, err := s.CancelTask(ctx, req.From, p)
+		return s.answer("tasks/cancel", req, t, err)
+	}
+	stream := func(ctx context.Context, req *snap.Verified, p *SendParams, emit func(any) error) (any, error) {
+		if resp, ok, err := intercepted(ctx, intercept, req, p); ok {
+			return resp, err // a decision is answered at once, with no events
+		}
+		t, err := s.StreamMessage(ctx, req.From, p, emit)
+		return s.answer(snap.MethodMessageStream, req, t, err)
+	}
+	resubscribe := func(ctx context.Context, req *snap.Verified, p *ResubscribeParams, emit func(any) error) (any, error) {
+		t, err := s.StreamResubscribe(ctx, req.From, p, emit)
+		return s.answer(snap.MethodTasksResubscribe, req, t, err)
+	}
+	r.Handle("message/send", s.checked("message/send", snap.Params(snap.ParseSendParams, send)))
+	r.Handle("tasks/get", s.checked("tasks/get", snap.Params(snap.ParseGetParams, get)))
+	r.Handle("tasks/cancel", s.checked("tasks/cancel", snap.Params(snap.ParseCancelParams, cancel)))
+	r.HandleStream(snap.MethodMessageStream, s.checkedStream(snap.MethodMessageStream, snap.StreamParams(snap.ParseSendParams, stream)))
+	r.HandleStream(snap.MethodTasksResubscribe, s.checkedStream(snap.MethodTasksResubscribe, snap.StreamParams(snap.ParseResubscribeParams, resubscribe)))
+}
+
+// intercepted runs intercept, when there is one, on a request that passed
+// checkRequest.
+func intercepted(ctx context.Context, intercept Interceptor, req *snap.Verified, p *SendParams) (any, bool, error) {
+	if intercept == nil {
+		return nil, false, nil
+	}
+	return intercept(ctx, req, p)
+}
+
+// checked runs h on requests checkRequest lets through.
+func (s *Service) checked(method string, h snap.HandlerFunc) snap.HandlerFunc {
 	return func(ctx context.Context, req *snap.Verified) (any, error) {
 		if err := s.checkRequest(method, req); err != nil {
 			return nil, err
 		}
-		if method == "message/send" {
-			ctx = context.WithValue(ctx, requestKey{}, req)
+		return h(ctx, req)
+	}
+}
+
+// checkedStream is checked for a streaming handler.
+func (s *Service) checkedStream(method string, h snap.StreamHandlerFunc) snap.StreamHandlerFunc {
+	return func(ctx context.Context, req *snap.Verified, emit func(any) error) (any, error) {
+		if err := s.checkRequest(method, req); err != nil {
+			return nil, err
 		}
-		t, err := op(ctx, req.From, req.Payload)
-		return s.answer(method, req, t, err)
+		return h(ctx, req, emit)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -34,7 +35,7 @@ func newService(t testing.TB, opts ServiceOptions) (*Service, *MemoryStore) {
 
 func mustSend(t testing.TB, s *Service, owner, payload string) *Task {
 	t.Helper()
-	task, err := s.SendMessage(context.Background(), owner, []byte(payload))
+	task, err := sendJSON(context.Background(), s, owner, []byte(payload))
 	if err != nil {
 		t.Fatalf("SendMessage: %v", err)
 	}
@@ -155,9 +156,9 @@ func TestSendMessageContinueTerminal(t *testing.T) {
 		if _, err := s.Transition(ctx, task.ID, end, ""); err != nil {
 			t.Fatal(err)
 		}
-		_, err := s.SendMessage(ctx, alice, []byte(continuePayload(task.ID, "m2", "more")))
+		_, err := sendJSON(ctx, s, alice, []byte(continuePayload(task.ID, "m2", "more")))
 		wantSnap(t, err, snap.CodeInvalidPayload, map[string]any{"field": "payload.taskId", "constraint": "state", "received": string(end)})
-		after, _ := s.GetTask(ctx, alice, []byte(getPayload(task.ID)))
+		after, _ := getJSON(ctx, s, alice, []byte(getPayload(task.ID)))
 		if len(after.History) != 1 || after.Status.State != end {
 			t.Fatalf("refused continuation changed the task: %+v", after)
 		}
@@ -170,32 +171,32 @@ func TestOwnership(t *testing.T) {
 	task := mustSend(t, s, alice, send(`{"text":"mine"}`))
 	notFound := map[string]any{"taskId": task.ID}
 
-	_, err := s.SendMessage(ctx, bob, []byte(continuePayload(task.ID, "m2", "hijack")))
+	_, err := sendJSON(ctx, s, bob, []byte(continuePayload(task.ID, "m2", "hijack")))
 	wantSnap(t, err, snap.CodeTaskNotFound, notFound)
-	_, err = s.GetTask(ctx, bob, []byte(getPayload(task.ID)))
+	_, err = getJSON(ctx, s, bob, []byte(getPayload(task.ID)))
 	wantSnap(t, err, snap.CodeTaskNotFound, notFound)
-	_, err = s.CancelTask(ctx, bob, []byte(getPayload(task.ID)))
+	_, err = cancelJSON(ctx, s, bob, []byte(getPayload(task.ID)))
 	wantSnap(t, err, snap.CodeTaskNotFound, notFound)
 	_, _, err = s.Subscribe(ctx, bob, task.ID)
 	wantSnap(t, err, snap.CodeTaskNotFound, notFound)
 
 	// The answer for another's task is the answer for no task.
-	_, errNone := s.GetTask(ctx, bob, []byte(getPayload("no-such-task")))
+	_, errNone := getJSON(ctx, s, bob, []byte(getPayload("no-such-task")))
 	se := wantSnap(t, errNone, snap.CodeTaskNotFound, map[string]any{"taskId": "no-such-task"})
 	if se.Message != "task not found" || len(se.Data) != 1 {
 		t.Fatalf("1001 carries more than the task id: %v", se)
 	}
 	for _, p := range []func() error{
 		func() error {
-			_, err := s.SendMessage(ctx, alice, []byte(continuePayload("no-such-task", "m", "x")))
+			_, err := sendJSON(ctx, s, alice, []byte(continuePayload("no-such-task", "m", "x")))
 			return err
 		},
-		func() error { _, err := s.CancelTask(ctx, alice, []byte(getPayload("no-such-task"))); return err },
+		func() error { _, err := cancelJSON(ctx, s, alice, []byte(getPayload("no-such-task"))); return err },
 	} {
 		wantSnap(t, p(), snap.CodeTaskNotFound, map[string]any{"taskId": "no-such-task"})
 	}
 
-	after, err := s.GetTask(ctx, alice, []byte(getPayload(task.ID)))
+	after, err := getJSON(ctx, s, alice, []byte(getPayload(task.ID)))
 	if err != nil || after.Version != 1 || after.Status.State != StateSubmitted {
 		t.Fatalf("another requester changed the task: %+v %v", after, err)
 	}
@@ -205,13 +206,13 @@ func TestOperator(t *testing.T) {
 	ctx := context.Background()
 	s, _ := newService(t, ServiceOptions{})
 	task := mustSend(t, s, alice, send(`{"text":"x"}`))
-	if got, err := s.GetTask(ctx, operator, []byte(getPayload(task.ID))); err != nil || got.ID != task.ID {
+	if got, err := getJSON(ctx, s, operator, []byte(getPayload(task.ID))); err != nil || got.ID != task.ID {
 		t.Fatalf("operator get: %v", err)
 	}
 	// An operator reads and cancels, but does not speak for the owner.
-	_, err := s.SendMessage(ctx, operator, []byte(continuePayload(task.ID, "m2", "x")))
+	_, err := sendJSON(ctx, s, operator, []byte(continuePayload(task.ID, "m2", "x")))
 	wantSnap(t, err, snap.CodeTaskNotFound, map[string]any{"taskId": task.ID})
-	got, err := s.CancelTask(ctx, operator, []byte(getPayload(task.ID)))
+	got, err := cancelJSON(ctx, s, operator, []byte(getPayload(task.ID)))
 	if err != nil || got.Status.State != StateCanceled || got.Status.Message != "canceled by an operator" {
 		t.Fatalf("operator cancel: %+v %v", got, err)
 	}
@@ -226,13 +227,13 @@ func TestSetOperators(t *testing.T) {
 	ctx := context.Background()
 	s, _ := newService(t, ServiceOptions{})
 	task := mustSend(t, s, alice, send(`{"text":"x"}`))
-	if _, err := s.GetTask(ctx, operator, []byte(getPayload(task.ID))); err != nil {
+	if _, err := getJSON(ctx, s, operator, []byte(getPayload(task.ID))); err != nil {
 		t.Fatalf("operator get: %v", err)
 	}
 	s.SetOperators([]string{bob})
-	_, err := s.GetTask(ctx, operator, []byte(getPayload(task.ID)))
+	_, err := getJSON(ctx, s, operator, []byte(getPayload(task.ID)))
 	wantSnap(t, err, snap.CodeTaskNotFound, map[string]any{"taskId": task.ID})
-	if got, err := s.GetTask(ctx, bob, []byte(getPayload(task.ID))); err != nil || got.ID != task.ID {
+	if got, err := getJSON(ctx, s, bob, []byte(getPayload(task.ID))); err != nil || got.ID != task.ID {
 		t.Fatalf("added operator get: %v", err)
 	}
 	if s.IsOperator(operator) || !s.IsOperator(bob) {
@@ -263,7 +264,7 @@ func TestGetTaskHistoryLength(t *testing.T) {
 		{fmt.Sprintf(`{"taskId":%q,"historyLength":5}`, task.ID), "m1,m2,m3,m4,m5"},
 		{fmt.Sprintf(`{"taskId":%q,"historyLength":1000}`, task.ID), "m1,m2,m3,m4,m5"},
 	} {
-		got, err := s.GetTask(ctx, alice, []byte(c.payload))
+		got, err := getJSON(ctx, s, alice, []byte(c.payload))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -271,16 +272,16 @@ func TestGetTaskHistoryLength(t *testing.T) {
 			t.Errorf("%s: history %q, want %q", c.payload, ids(got), c.want)
 		}
 	}
-	got, _ := s.GetTask(ctx, alice, []byte(fmt.Sprintf(`{"taskId":%q,"historyLength":0}`, task.ID)))
+	got, _ := getJSON(ctx, s, alice, []byte(fmt.Sprintf(`{"taskId":%q,"historyLength":0}`, task.ID)))
 	if b, _ := json.Marshal(got); strings.Contains(string(b), "history") {
 		t.Fatalf("historyLength 0 still sends a history: %s", b)
 	}
 	// The stored task keeps everything.
-	full, _ := s.GetTask(ctx, alice, []byte(getPayload(task.ID)))
+	full, _ := getJSON(ctx, s, alice, []byte(getPayload(task.ID)))
 	if len(full.History) != 5 {
 		t.Fatal("trimming a response trimmed the task")
 	}
-	_, err := s.GetTask(ctx, alice, []byte(fmt.Sprintf(`{"taskId":%q,"historyLength":1001}`, task.ID)))
+	_, err := getJSON(ctx, s, alice, []byte(fmt.Sprintf(`{"taskId":%q,"historyLength":1001}`, task.ID)))
 	wantSnap(t, err, snap.CodeInvalidPayload, map[string]any{"field": "payload.historyLength", "constraint": "maximum"})
 }
 
@@ -301,12 +302,12 @@ func TestCancelTask(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		got, err := s.CancelTask(ctx, alice, []byte(getPayload(task.ID)))
+		got, err := cancelJSON(ctx, s, alice, []byte(getPayload(task.ID)))
 		if err != nil || got.Status.State != StateCanceled || got.Status.Message != "canceled by the requester" {
 			t.Fatalf("cancel %s: %+v %v", from, got, err)
 		}
 		// Idempotent: the same task, unchanged.
-		again, err := s.CancelTask(ctx, alice, []byte(getPayload(task.ID)))
+		again, err := cancelJSON(ctx, s, alice, []byte(getPayload(task.ID)))
 		if err != nil || again.Version != got.Version || !again.Status.Timestamp.Equal(got.Status.Timestamp) {
 			t.Fatalf("second cancel: %+v %v", again, err)
 		}
@@ -321,15 +322,15 @@ func TestCancelTask(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = s.CancelTask(ctx, alice, []byte(getPayload(task.ID)))
+		_, err = cancelJSON(ctx, s, alice, []byte(getPayload(task.ID)))
 		wantSnap(t, err, snap.CodeTaskNotCancelable, map[string]any{"taskId": task.ID, "state": string(end)})
-		after, _ := s.GetTask(ctx, alice, []byte(getPayload(task.ID)))
+		after, _ := getJSON(ctx, s, alice, []byte(getPayload(task.ID)))
 		if after.Version != done.Version || after.Status.State != end {
 			t.Fatal("refused cancel changed the task")
 		}
 	}
 
-	_, err := s.CancelTask(ctx, alice, []byte(`{}`))
+	_, err := cancelJSON(ctx, s, alice, []byte(`{}`))
 	wantSnap(t, err, snap.CodeInvalidPayload, map[string]any{"field": "payload.taskId", "constraint": "required"})
 }
 
@@ -368,10 +369,10 @@ func TestIdempotencyKey(t *testing.T) {
 		t.Fatalf("continuation retried: %d then %d messages", len(a.History), len(b.History))
 	}
 	// A key reused for another task is refused.
-	_, err := s.SendMessage(ctx, alice, []byte(fmt.Sprintf(`{"taskId":%q,"idempotencyKey":"k3","message":{"messageId":"m3","role":"user","parts":[{"text":"x"}]}}`, bobs.ID)))
+	_, err := sendJSON(ctx, s, alice, []byte(fmt.Sprintf(`{"taskId":%q,"idempotencyKey":"k3","message":{"messageId":"m3","role":"user","parts":[{"text":"x"}]}}`, bobs.ID)))
 	wantSnap(t, err, snap.CodeInvalidPayload, map[string]any{"field": "payload.idempotencyKey", "constraint": "unique"})
 	// A failed request records no key.
-	_, err = s.SendMessage(ctx, alice, []byte(`{"taskId":"nope","idempotencyKey":"k4","message":{"messageId":"m3","role":"user","parts":[{"text":"x"}]}}`))
+	_, err = sendJSON(ctx, s, alice, []byte(`{"taskId":"nope","idempotencyKey":"k4","message":{"messageId":"m3","role":"user","parts":[{"text":"x"}]}}`))
 	wantSnap(t, err, snap.CodeTaskNotFound, nil)
 	if fresh := mustSend(t, s, alice, withKey("k4", "now")); fresh.ID == first.ID {
 		t.Fatal("k4 was recorded by a failed request")
@@ -407,7 +408,7 @@ func TestIdempotencyKeyConcurrent(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			task, err := s.SendMessage(context.Background(), alice, []byte(payload))
+			task, err := sendJSON(context.Background(), s, alice, []byte(payload))
 			if err != nil {
 				t.Error(err)
 				return
@@ -453,14 +454,14 @@ func TestMaxHistory(t *testing.T) {
 	task := mustSend(t, s, alice, send(`{"text":"1"}`))
 	mustSend(t, s, alice, continuePayload(task.ID, "m2", "2"))
 	mustSend(t, s, alice, continuePayload(task.ID, "m3", "3"))
-	_, err := s.SendMessage(context.Background(), alice, []byte(continuePayload(task.ID, "m4", "4")))
+	_, err := sendJSON(context.Background(), s, alice, []byte(continuePayload(task.ID, "m4", "4")))
 	wantSnap(t, err, snap.CodeInvalidPayload, map[string]any{"field": "payload.taskId", "constraint": "maxHistory", "expected": 3})
 }
 
 func TestSendMessageStoreFull(t *testing.T) {
 	s := NewService(NewMemoryStore(MemoryStoreOptions{MaxTasks: 1}), ServiceOptions{})
 	mustSend(t, s, alice, send(`{"text":"x"}`))
-	_, err := s.SendMessage(context.Background(), alice, []byte(send(`{"text":"y"}`)))
+	_, err := sendJSON(context.Background(), s, alice, []byte(send(`{"text":"y"}`)))
 	wantSnap(t, err, snap.CodeServiceUnavailable, nil)
 	if !errors.Is(err, ErrStoreFull) {
 		t.Fatalf("err = %v, want ErrStoreFull", err)
@@ -469,12 +470,12 @@ func TestSendMessageStoreFull(t *testing.T) {
 
 func TestSendMessageInvalid(t *testing.T) {
 	s, store := newService(t, ServiceOptions{})
-	_, err := s.SendMessage(context.Background(), alice, []byte(send(`{"text":"a","url":"https://x.org"}`)))
+	_, err := sendJSON(context.Background(), s, alice, []byte(send(`{"text":"a","url":"https://x.org"}`)))
 	wantSnap(t, err, snap.CodeInvalidPayload, map[string]any{"field": "payload.message.parts[0]", "constraint": "oneOf"})
 	if store.Len() != 0 {
 		t.Fatal("an invalid request made a task")
 	}
-	if _, err := s.SendMessage(context.Background(), "", []byte(send(`{"text":"a"}`))); err == nil {
+	if _, err := sendJSON(context.Background(), s, "", []byte(send(`{"text":"a"}`))); err == nil {
 		t.Fatal("no requester accepted")
 	}
 }
@@ -534,7 +535,7 @@ func TestServiceSubscribe(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustSend(t, s, alice, continuePayload(task.ID, "m2", "x")) // version 4, no event
-	if _, err := s.CancelTask(ctx, alice, []byte(getPayload(task.ID))); err != nil {
+	if _, err := cancelJSON(ctx, s, alice, []byte(getPayload(task.ID))); err != nil {
 		t.Fatal(err)
 	}
 	for _, ch := range []<-chan Event{events, opEvents} {
@@ -629,6 +630,13 @@ func (r fakeRouter) Handle(method string, h func(context.Context, *snap.Verified
 	r[method] = h
 }
 
+// HandleStream records h with its events discarded.
+func (r fakeRouter) HandleStream(method string, h snap.StreamHandlerFunc) {
+	r[method] = func(ctx context.Context, req *snap.Verified) (any, error) {
+		return h(ctx, req, func(any) error { return nil })
+	}
+}
+
 func request(from, method, payload string) *snap.Verified {
 	return &snap.Verified{
 		Message: &snap.Message{ID: snap.NewID(), Version: snap.ProtocolVersion, From: from, Type: snap.TypeRequest,
@@ -648,13 +656,13 @@ func TestRegister(t *testing.T) {
 	ctx := context.Background()
 	s, store := newService(t, ServiceOptions{})
 	r := fakeRouter{}
-	s.Register(r)
-	for _, m := range []string{"message/send", "tasks/get", "tasks/cancel"} {
+	s.Register(r, nil)
+	for _, m := range []string{"message/send", "tasks/get", "tasks/cancel", "message/stream", "tasks/resubscribe"} {
 		if r[m] == nil {
 			t.Fatalf("%s not registered", m)
 		}
 	}
-	if len(r) != 3 {
+	if len(r) != 5 {
 		t.Fatalf("%d handlers registered", len(r))
 	}
 
@@ -725,7 +733,7 @@ func TestRegister(t *testing.T) {
 	// Internal failures are 5001 without their details.
 	broken := NewService(brokenStore{store}, ServiceOptions{})
 	br := fakeRouter{}
-	broken.Register(br)
+	broken.Register(br, nil)
 	_, err = br["tasks/get"](ctx, request(alice, "tasks/get", getPayload(id)))
 	se := wantSnap(t, err, snap.CodeInternal, nil)
 	if strings.Contains(se.Error(), "disk") || se.Data != nil {
@@ -733,11 +741,48 @@ func TestRegister(t *testing.T) {
 	}
 }
 
+// The interceptor Register takes sees message/send and message/stream
+// with the params the router decoded: what it handles is answered by it
+// alone, what it leaves goes to the Service, and a payload the codec
+// refuses reaches neither.
+func TestRegisterInterceptor(t *testing.T) {
+	ctx := context.Background()
+	s, store := newService(t, ServiceOptions{})
+	var seen []string
+	r := fakeRouter{}
+	s.Register(r, func(ctx context.Context, req *snap.Verified, p *SendParams) (any, bool, error) {
+		seen = append(seen, req.Method+" "+p.Message.MessageID)
+		if p.TaskID == "decided" {
+			return "decided", true, nil
+		}
+		return nil, false, nil
+	})
+	decision := `{"taskId":"decided","message":{"messageId":"d1","role":"user","parts":[{"data":{"decision":"approve"}}]}}`
+	for _, method := range []string{"message/send", "message/stream"} {
+		out, err := r[method](ctx, request(operator, method, decision))
+		if err != nil || out != "decided" {
+			t.Fatalf("%s of a decision: %v, %v; want the interceptor's answer", method, out, err)
+		}
+	}
+	if ts, _ := store.List(ctx, Filter{}); len(ts) != 0 {
+		t.Fatalf("the Service handled an intercepted request: %d tasks", len(ts))
+	}
+	out, err := r["message/send"](ctx, request(alice, "message/send", send(`{"text":"hi"}`)))
+	if err != nil || out.(*TaskResponse).Task.Owner != alice {
+		t.Fatalf("a message the interceptor left: %v, %v", out, err)
+	}
+	_, err = r["message/send"](ctx, request(alice, "message/send", `{"message":{"messageId":"bad id","role":"user","parts":[{"text":"x"}]}}`))
+	wantSnap(t, err, snap.CodeInvalidPayload, map[string]any{"field": "payload.message.messageId", "constraint": "pattern"})
+	if want := []string{"message/send d1", "message/stream d1", "message/send m1"}; !slices.Equal(seen, want) {
+		t.Fatalf("the interceptor saw %q, want %q", seen, want)
+	}
+}
+
 func TestHandlerNilErrorIsNil(t *testing.T) {
 	// A success must return a nil error interface, not a typed nil.
 	s, _ := newService(t, ServiceOptions{})
 	r := fakeRouter{}
-	s.Register(r)
+	s.Register(r, nil)
 	_, err := r["message/send"](context.Background(), request(alice, "message/send", send(`{"text":"hi"}`)))
 	if err != nil {
 		t.Fatalf("err = %#v", err)
@@ -749,11 +794,11 @@ func TestIdempotencyKeyOfEvictedTask(t *testing.T) {
 	s := NewService(NewMemoryStore(MemoryStoreOptions{MaxTasks: 1}), ServiceOptions{})
 	payload := `{"idempotencyKey":"k",` + send(`{"text":"x"}`)[1:]
 	first := mustSend(t, s, alice, payload)
-	if _, err := s.CancelTask(ctx, alice, []byte(getPayload(first.ID))); err != nil {
+	if _, err := cancelJSON(ctx, s, alice, []byte(getPayload(first.ID))); err != nil {
 		t.Fatal(err)
 	}
 	second := mustSend(t, s, alice, send(`{"text":"y"}`)) // evicts first
-	if _, err := s.CancelTask(ctx, alice, []byte(getPayload(second.ID))); err != nil {
+	if _, err := cancelJSON(ctx, s, alice, []byte(getPayload(second.ID))); err != nil {
 		t.Fatal(err)
 	}
 	// The key's task is gone: the key starts afresh rather than fail.
@@ -791,7 +836,7 @@ func TestTaskResponseShrink(t *testing.T) {
 func TestRegisterWithRouter(t *testing.T) {
 	s, _ := newService(t, ServiceOptions{})
 	r := snap.NewRouter()
-	s.Register(r)
+	s.Register(r, nil)
 	if got := fmt.Sprint(r.Methods()); got != "[message/send message/stream tasks/cancel tasks/get tasks/resubscribe]" {
 		t.Fatalf("methods %s", got)
 	}

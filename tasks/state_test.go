@@ -167,7 +167,7 @@ func TestServicePropertyEvents(t *testing.T) {
 	states := States()
 	const owner = "bc1powner"
 	for seq := range 1000 {
-		created, err := svc.SendMessage(ctx, owner, []byte(send(`{"text":"go"}`)))
+		created, err := sendJSON(ctx, svc, owner, []byte(send(`{"text":"go"}`)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -199,7 +199,7 @@ func TestServicePropertyEvents(t *testing.T) {
 				}
 			case 4:
 				payload := fmt.Sprintf(`{"taskId":%q,"message":{"messageId":"m%d","role":"user","parts":[{"text":"more"}]}}`, created.ID, step)
-				got, err = svc.SendMessage(ctx, owner, []byte(payload))
+				got, err = sendJSON(ctx, svc, owner, []byte(payload))
 				accepted = !state.Terminal()
 				if accepted && state == StateInputRequired {
 					state, stateChanged = StateWorking, true
@@ -208,7 +208,7 @@ func TestServicePropertyEvents(t *testing.T) {
 					t.Fatalf("seq %d step %d: continue a %s task: err = %v", seq, step, state, err)
 				}
 			case 5:
-				got, err = svc.CancelTask(ctx, owner, []byte(fmt.Sprintf(`{"taskId":%q}`, created.ID)))
+				got, err = cancelJSON(ctx, svc, owner, []byte(fmt.Sprintf(`{"taskId":%q}`, created.ID)))
 				accepted = !state.Terminal()
 				switch {
 				case accepted:

@@ -6,11 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
-
-	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/slots"
@@ -32,7 +29,7 @@ const StreamRetryAfter = 5
 
 // MaxAfterVersion is the largest afterVersion of a tasks/resubscribe
 // request: the largest integer a JSON number holds exactly.
-const MaxAfterVersion = 1<<53 - 1
+const MaxAfterVersion = snap.MaxAfterVersion
 
 // ProgressUpdate is the payload of a progress event of message/stream and
 // tasks/resubscribe: SPEC-NOTES 1.8's {taskId, progress, message}, plus
@@ -156,56 +153,6 @@ func statusUpdate(taskID string, st Status, version int64) *ProgressUpdate {
 		Timestamp: st.Timestamp.UTC().Format(TimestampLayout), Version: version}
 }
 
-// ResubscribeRequest is the payload of a tasks/resubscribe request.
-// AfterVersion (snapnode's extension) is the version of the last task
-// event the requester saw; nil replays every stored event.
-type ResubscribeRequest struct {
-	TaskID       string `json:"taskId"`
-	AfterVersion *int64 `json:"afterVersion,omitempty"`
-}
-
-// ParseResubscribeRequest decodes and validates a tasks/resubscribe
-// payload: taskId required, afterVersion an integer in 0…MaxAfterVersion,
-// no other member (constraint "additionalProperties", naming the first in
-// byte order). Failures are as for ParseSendRequest.
-func ParseResubscribeRequest(payload []byte) (*ResubscribeRequest, error) {
-	top, e := object(payload, root)
-	if e != nil {
-		return nil, e
-	}
-	names := make([]string, 0, len(top))
-	for name := range top {
-		if name != "taskId" && name != "afterVersion" {
-			names = append(names, name)
-		}
-	}
-	if len(names) > 0 {
-		slices.Sort(names)
-		return nil, snap.FieldError(root+"."+names[0], "additionalProperties", []string{"taskId", "afterVersion"}, names[0])
-	}
-	id, e := requiredString(top, "taskId", root)
-	if e != nil {
-		return nil, e
-	}
-	r := &ResubscribeRequest{TaskID: id}
-	if v, ok := top["afterVersion"]; ok {
-		n, e := afterVersion(v, root+".afterVersion")
-		if e != nil {
-			return nil, e
-		}
-		r.AfterVersion = &n
-	}
-	if e := snap.CheckID(root+".taskId", r.TaskID); e != nil {
-		return nil, e
-	}
-	return r, nil
-}
-
-// afterVersion reads an integer in 0…MaxAfterVersion.
-func afterVersion(v jsontext.Value, path string) (int64, *snap.Error) {
-	return boundedInt(v, path, MaxAfterVersion)
-}
-
 // streamLimits holds the streaming options and the stream slots.
 type streamLimits struct {
 	maxDuration, heartbeat time.Duration
@@ -283,8 +230,8 @@ func (s *Service) StreamSlots() slots.Stats {
 	return s.streams.slots.Stats()
 }
 
-// StreamMessage handles a message/stream payload from owner: the request
-// is message/send's (same parsing, validation, ownership, idempotency,
+// StreamMessage handles a message/stream request from owner: the request
+// is message/send's (same params, ownership, idempotency,
 // and the proposals run as there), then the task's events since the
 // message arrived are emitted — all of them for a new task, or for a task
 // an idempotency key found — as ProgressUpdate and ArtifactUpdate
@@ -304,11 +251,7 @@ func (s *Service) StreamSlots() slots.Stats {
 // key's addresses, the request is 5002 at once; when MaxStreams are open
 // (MaxNewcomerStreams for a requester with no task yet) it waits up to
 // StreamWait, known requesters served first, then is 5002.
-func (s *Service) StreamMessage(ctx context.Context, owner string, payload []byte, emit func(any) error) (*Task, error) {
-	req, err := ParseSendRequest(payload)
-	if err != nil {
-		return nil, err
-	}
+func (s *Service) StreamMessage(ctx context.Context, owner string, req *SendParams, emit func(any) error) (*Task, error) {
 	release, err := s.streams.acquire(ctx, owner, s.known(ctx, owner))
 	if err != nil {
 		return nil, err
@@ -325,7 +268,7 @@ func (s *Service) StreamMessage(ctx context.Context, owner string, payload []byt
 			after = cur.Version
 		}
 	}
-	t, err := s.SendMessage(ctx, owner, payload)
+	t, err := s.SendMessage(ctx, owner, req)
 	if err != nil {
 		return nil, err
 	}
@@ -336,7 +279,7 @@ func (s *Service) StreamMessage(ctx context.Context, owner string, payload []byt
 	return s.follow(ctx, snapshot, backlog, live, emit, false)
 }
 
-// StreamResubscribe handles a tasks/resubscribe payload ({taskId,
+// StreamResubscribe handles a tasks/resubscribe request ({taskId,
 // afterVersion?}) from requester, who must own the task or be an operator
 // (else 1001). It emits the current state of the task (a ProgressUpdate
 // with Current), then the stored events after afterVersion (every stored
@@ -346,11 +289,7 @@ func (s *Service) StreamMessage(ctx context.Context, owner string, payload []byt
 // terminal task the stored events are emitted and the task is returned at
 // once. Heartbeats, limits and the end of a stream are as for
 // StreamMessage.
-func (s *Service) StreamResubscribe(ctx context.Context, requester string, payload []byte, emit func(any) error) (*Task, error) {
-	req, err := ParseResubscribeRequest(payload)
-	if err != nil {
-		return nil, err
-	}
+func (s *Service) StreamResubscribe(ctx context.Context, requester string, req *ResubscribeParams, emit func(any) error) (*Task, error) {
 	release, err := s.streams.acquire(ctx, requester, s.known(ctx, requester))
 	if err != nil {
 		return nil, err
@@ -469,19 +408,4 @@ func (s *Service) finalTask(ctx context.Context, t *Task) (*Task, error) {
 		return nil, fmt.Errorf("tasks: stream: %w", err)
 	}
 	return cur, nil
-}
-
-type streamOperation func(ctx context.Context, requester string, payload []byte, emit func(any) error) (*Task, error)
-
-// streamHandler adapts a stream operation to snap, as handler does for the
-// others: the same checks of the request, the task without Metadata in a
-// *TaskResponse, errors as *snap.Error.
-func (s *Service) streamHandler(method string, op streamOperation) snap.StreamHandlerFunc {
-	return func(ctx context.Context, req *snap.Verified, emit func(any) error) (any, error) {
-		if err := s.checkRequest(method, req); err != nil {
-			return nil, err
-		}
-		t, err := op(ctx, req.From, req.Payload, emit)
-		return s.answer(method, req, t, err)
-	}
 }

@@ -30,7 +30,7 @@ func ExampleService_StreamMessage() {
 	}()
 
 	task, err := svc.StreamMessage(ctx, alice,
-		[]byte(`{"message":{"messageId":"m1","role":"user","parts":[{"text":"summarize"}]}}`),
+		&tasks.SendParams{Message: tasks.Message{MessageID: "m1", Role: tasks.RoleUser, Parts: []tasks.Part{tasks.TextPart("summarize")}}},
 		func(event any) error {
 			b, _ := json.Marshal(event)
 			fmt.Println(string(b))

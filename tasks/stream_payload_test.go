@@ -2,77 +2,9 @@ package tasks
 
 import (
 	"encoding/json"
-	"errors"
-	"strings"
 	"testing"
 	"time"
-
-	"github.com/snapnode/snapnode/snap"
 )
-
-func TestParseResubscribeRequest(t *testing.T) {
-	cases := []payloadCase{
-		{"task only", `{"taskId":"t1"}`, "", ""},
-		{"after 0", `{"taskId":"t1","afterVersion":0}`, "", ""},
-		{"after 3.0", `{"taskId":"t1","afterVersion":3.0}`, "", ""},
-		{"after max", `{"taskId":"t1","afterVersion":9007199254740991}`, "", ""},
-		{"unknown member", `{"taskId":"t1","historyLength":1}`, "payload.historyLength", "additionalProperties"},
-		{"first unknown in byte order", `{"z":1,"taskId":"t1","b":2}`, "payload.b", "additionalProperties"},
-		{"empty payload", ``, "payload.taskId", "required"},
-		{"taskId missing", `{"afterVersion":1}`, "payload.taskId", "required"},
-		{"taskId number", `{"taskId":1}`, "payload.taskId", "type"},
-		{"taskId pattern", `{"taskId":"a.b"}`, "payload.taskId", "pattern"},
-		{"taskId 129", `{"taskId":"` + strings.Repeat("t", 129) + `"}`, "payload.taskId", "maxLength"},
-		{"after -1", `{"taskId":"t1","afterVersion":-1}`, "payload.afterVersion", "minimum"},
-		{"after 1.5", `{"taskId":"t1","afterVersion":1.5}`, "payload.afterVersion", "type"},
-		{"after string", `{"taskId":"t1","afterVersion":"3"}`, "payload.afterVersion", "type"},
-		{"after null", `{"taskId":"t1","afterVersion":null}`, "payload.afterVersion", "type"},
-		{"after 2^53", `{"taskId":"t1","afterVersion":9007199254740992}`, "payload.afterVersion", "maximum"},
-		{"after huge", `{"taskId":"t1","afterVersion":1e400}`, "payload.afterVersion", "maximum"},
-		{"after huge negative", `{"taskId":"t1","afterVersion":-1e400}`, "payload.afterVersion", "minimum"},
-		{"duplicate member", `{"taskId":"t1","taskId":"t2"}`, "payload.taskId", "syntax"},
-		{"not object", `["t1"]`, "payload", "type"},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			checkCase(t, c, func(b []byte) error { _, err := ParseResubscribeRequest(b); return err })
-		})
-	}
-	for lit, want := range map[string]int64{"0": 0, "7": 7, "3.0": 3, "1e2": 100, "-0": 0} {
-		r, err := ParseResubscribeRequest([]byte(`{"taskId":"t1","afterVersion":` + lit + `}`))
-		if err != nil || r.AfterVersion == nil || *r.AfterVersion != want {
-			t.Errorf("afterVersion %s: got %v, %v; want %d", lit, r, err, want)
-		}
-	}
-	if r, err := ParseResubscribeRequest([]byte(`{"taskId":"t1"}`)); err != nil || r.AfterVersion != nil || r.TaskID != "t1" {
-		t.Errorf("no afterVersion: %+v, %v", r, err)
-	}
-}
-
-func FuzzParseResubscribeRequest(f *testing.F) {
-	for _, s := range []string{
-		`{"taskId":"t1"}`, `{"taskId":"t1","afterVersion":12}`, `{"taskId":"t1","afterVersion":1e3}`,
-		`{"taskId":"t1","x":1}`, `[]`, `{"afterVersion":-1}`,
-	} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		r, err := ParseResubscribeRequest(b)
-		if err != nil {
-			var se *snap.Error
-			if !errors.As(err, &se) || se.Code != snap.CodeInvalidPayload || !strings.HasPrefix(se.Field(), "payload") {
-				t.Fatalf("error is not a 1004 on a payload field: %v", err)
-			}
-			return
-		}
-		if snap.CheckID("taskId", r.TaskID) != nil {
-			t.Fatalf("accepted taskId %q", r.TaskID)
-		}
-		if v := r.AfterVersion; v != nil && (*v < 0 || *v > MaxAfterVersion) {
-			t.Fatalf("accepted afterVersion %d", *v)
-		}
-	})
-}
 
 // The exact JSON of each event form.
 func TestStreamPayloadJSON(t *testing.T) {

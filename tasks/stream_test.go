@@ -16,8 +16,6 @@ import (
 	"github.com/snapnode/snapnode/snap"
 )
 
-var _ StreamRegistrar = (*snap.Router)(nil)
-
 // streamEvent is an emitted payload as a requester decodes it, with the
 // moment (bubble time in synctest) it was emitted.
 type streamEvent struct {
@@ -182,7 +180,7 @@ func TestStreamMessageProposal(t *testing.T) {
 	}}
 	s, _ := newService(t, ServiceOptions{Runner: r})
 	rec := &recorder{}
-	task, err := s.StreamMessage(context.Background(), alice, []byte(proposalMessage(writeProposal)), rec.emit)
+	task, err := streamJSON(context.Background(), s, alice, []byte(proposalMessage(writeProposal)), rec.emit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +210,7 @@ func TestStreamMessageLive(t *testing.T) {
 		s, _ := newService(t, ServiceOptions{})
 		rec := &recorder{}
 		run := start(func() (*Task, error) {
-			return s.StreamMessage(ctx, alice, []byte(send(`{"text":"hello"}`)), rec.emit)
+			return streamJSON(ctx, s, alice, []byte(send(`{"text":"hello"}`)), rec.emit)
 		})
 		synctest.Wait()
 		if run.finished() || rec.summary() != "1:submitted" {
@@ -241,7 +239,7 @@ func TestStreamMessageLive(t *testing.T) {
 		// The answer moves it back to working: only the events from here.
 		rec2 := &recorder{}
 		run = start(func() (*Task, error) {
-			return s.StreamMessage(ctx, alice, []byte(continuePayload(id, "m2", "notes.txt")), rec2.emit)
+			return streamJSON(ctx, s, alice, []byte(continuePayload(id, "m2", "notes.txt")), rec2.emit)
 		})
 		synctest.Wait()
 		s.Transition(ctx, id, StateCompleted, "")
@@ -263,7 +261,7 @@ func TestStreamHeartbeatAndMaxDuration(t *testing.T) {
 		rec := &recorder{}
 		begin := time.Now()
 		run := start(func() (*Task, error) {
-			return s.StreamMessage(ctx, alice, []byte(send(`{"text":"free text"}`)), rec.emit)
+			return streamJSON(ctx, s, alice, []byte(send(`{"text":"free text"}`)), rec.emit)
 		})
 		synctest.Wait()
 		id := rec.got()[0].TaskID
@@ -318,7 +316,7 @@ func TestStreamResubscribe(t *testing.T) {
 				s.AddArtifact(ctx, id, artifact("a1", "one"))
 				rec := &recorder{}
 				run := start(func() (*Task, error) {
-					return s.StreamResubscribe(ctx, alice, []byte(resubscribePayload(id, after)), rec.emit)
+					return resubscribeJSON(ctx, s, alice, []byte(resubscribePayload(id, after)), rec.emit)
 				})
 				synctest.Wait()
 				s.AddArtifact(ctx, id, artifact("a2", "two"))
@@ -348,7 +346,7 @@ func TestStreamResubscribeAfterDrop(t *testing.T) {
 		s, _ := newService(t, ServiceOptions{})
 		first := &recorder{fail: 3} // the transport dies at the third event
 		run := start(func() (*Task, error) {
-			return s.StreamMessage(ctx, alice, []byte(send(`{"text":"x"}`)), first.emit)
+			return streamJSON(ctx, s, alice, []byte(send(`{"text":"x"}`)), first.emit)
 		})
 		synctest.Wait()
 		id := first.got()[0].TaskID
@@ -366,7 +364,7 @@ func TestStreamResubscribeAfterDrop(t *testing.T) {
 
 		second := &recorder{}
 		run = start(func() (*Task, error) {
-			return s.StreamResubscribe(ctx, alice, []byte(resubscribePayload(id, 2)), second.emit)
+			return resubscribeJSON(ctx, s, alice, []byte(resubscribePayload(id, 2)), second.emit)
 		})
 		synctest.Wait()
 		s.Transition(ctx, id, StateCompleted, "")
@@ -387,7 +385,7 @@ func TestStreamResubscribeStates(t *testing.T) {
 	s.Transition(ctx, id, StateWorking, "")
 	s.Transition(ctx, id, StateCompleted, "")
 	rec := &recorder{}
-	task, err := s.StreamResubscribe(ctx, alice, []byte(resubscribePayload(id, -1)), rec.emit)
+	task, err := resubscribeJSON(ctx, s, alice, []byte(resubscribePayload(id, -1)), rec.emit)
 	if err != nil || task.Status.State != StateCompleted {
 		t.Fatalf("terminal: %v %v", task, err)
 	}
@@ -402,7 +400,7 @@ func TestStreamResubscribeStates(t *testing.T) {
 		s.Transition(ctx, id, StateInputRequired, "confirm?")
 		rec := &recorder{}
 		run := start(func() (*Task, error) {
-			return s.StreamResubscribe(ctx, alice, []byte(resubscribePayload(id, 3)), rec.emit)
+			return resubscribeJSON(ctx, s, alice, []byte(resubscribePayload(id, 3)), rec.emit)
 		})
 		synctest.Wait()
 		if run.finished() {
@@ -428,7 +426,7 @@ func TestStreamStalledSubscriber(t *testing.T) {
 		gate := make(chan struct{})
 		var stalledN int
 		stalled := start(func() (*Task, error) {
-			return s.StreamResubscribe(ctx, alice, []byte(resubscribePayload(id, 1)), func(any) error {
+			return resubscribeJSON(ctx, s, alice, []byte(resubscribePayload(id, 1)), func(any) error {
 				if stalledN++; stalledN > 1 { // the current state passes, then it stops reading
 					<-gate
 				}
@@ -437,7 +435,7 @@ func TestStreamStalledSubscriber(t *testing.T) {
 		})
 		healthy := &recorder{}
 		run := start(func() (*Task, error) {
-			return s.StreamResubscribe(ctx, alice, []byte(resubscribePayload(id, 1)), healthy.emit)
+			return resubscribeJSON(ctx, s, alice, []byte(resubscribePayload(id, 1)), healthy.emit)
 		})
 		synctest.Wait()
 		// The healthy reader keeps up (it runs between two writes); the
@@ -478,16 +476,16 @@ func TestStreamLimits(t *testing.T) {
 		s, _ := newService(t, ServiceOptions{MaxStreams: 2, MaxStreamsPerRequester: 1, MaxNewcomerStreams: 2})
 		open := func(who string) *running {
 			return start(func() (*Task, error) {
-				return s.StreamMessage(ctx, who, []byte(send(`{"text":"x"}`)), func(any) error { return nil })
+				return streamJSON(ctx, s, who, []byte(send(`{"text":"x"}`)), func(any) error { return nil })
 			})
 		}
 		a := open(alice)
 		synctest.Wait()
-		_, err := s.StreamMessage(ctx, alice, []byte(send(`{"text":"y"}`)), nil)
+		_, err := streamJSON(ctx, s, alice, []byte(send(`{"text":"y"}`)), nil)
 		wantSnap(t, err, snap.CodeRateLimitExceeded, map[string]any{"retryAfter": StreamRetryAfter, "scope": "requester", "limit": 1})
 		b := open(bob)
 		synctest.Wait()
-		_, err = s.StreamResubscribe(ctx, operator, []byte(resubscribePayload("t", -1)), nil)
+		_, err = resubscribeJSON(ctx, s, operator, []byte(resubscribePayload("t", -1)), nil)
 		wantSnap(t, err, snap.CodeRateLimitExceeded, map[string]any{"scope": "node", "limit": 2})
 		if s.OpenStreams() != 2 || a.finished() || b.finished() {
 			t.Fatalf("%d open", s.OpenStreams())
@@ -512,16 +510,16 @@ func TestStreamNewcomers(t *testing.T) {
 		known := mustSend(t, s, alice, send(`{"text":"my first task"}`))
 		open := func(who string) *running {
 			return start(func() (*Task, error) {
-				return s.StreamMessage(ctx, who, []byte(send(`{"text":"x"}`)), func(any) error { return nil })
+				return streamJSON(ctx, s, who, []byte(send(`{"text":"x"}`)), func(any) error { return nil })
 			})
 		}
 		fresh := []*running{open(newcomer(1)), open(newcomer(2))}
 		synctest.Wait()
-		_, err := s.StreamMessage(ctx, newcomer(3), []byte(send(`{"text":"y"}`)), nil)
+		_, err := streamJSON(ctx, s, newcomer(3), []byte(send(`{"text":"y"}`)), nil)
 		wantSnap(t, err, snap.CodeRateLimitExceeded, map[string]any{"retryAfter": StreamRetryAfter, "scope": "newcomers", "limit": 2})
 		a := open(alice)
 		op := start(func() (*Task, error) {
-			return s.StreamResubscribe(ctx, operator, []byte(resubscribePayload(known.ID, -1)), func(any) error { return nil })
+			return resubscribeJSON(ctx, s, operator, []byte(resubscribePayload(known.ID, -1)), func(any) error { return nil })
 		})
 		synctest.Wait()
 		if s.OpenStreams() != 4 || a.finished() || op.finished() {
@@ -534,7 +532,7 @@ func TestStreamNewcomers(t *testing.T) {
 		ctx, cancel = context.WithCancel(context.Background())
 		defer cancel()
 		again := start(func() (*Task, error) {
-			return s.StreamMessage(ctx, newcomer(3), []byte(send(`{"text":"z"}`)), func(any) error { return nil })
+			return streamJSON(ctx, s, newcomer(3), []byte(send(`{"text":"z"}`)), func(any) error { return nil })
 		})
 		synctest.Wait()
 		if again.finished() || s.streams.slots.Stats().Newcomers != 1 {
@@ -557,18 +555,18 @@ func TestStreamRequests(t *testing.T) {
 	s.Transition(ctx, mine.ID, StateWorking, "")
 	s.Transition(ctx, mine.ID, StateCompleted, "")
 	nop := func(any) error { return nil }
-	_, err := s.StreamMessage(ctx, alice, []byte(sendMsg(`"messageId":"m1","role":"robot","parts":[{"text":"x"}]`)), nop)
+	_, err := streamJSON(ctx, s, alice, []byte(sendMsg(`"messageId":"m1","role":"robot","parts":[{"text":"x"}]`)), nop)
 	wantSnap(t, err, snap.CodeInvalidPayload, map[string]any{"field": "payload.message.role"})
-	_, err = s.StreamMessage(ctx, bob, []byte(continuePayload(mine.ID, "m2", "mine now")), nop)
+	_, err = streamJSON(ctx, s, bob, []byte(continuePayload(mine.ID, "m2", "mine now")), nop)
 	wantSnap(t, err, snap.CodeTaskNotFound, map[string]any{"taskId": mine.ID})
-	_, err = s.StreamMessage(ctx, alice, []byte(continuePayload(mine.ID, "m2", "again")), nop)
+	_, err = streamJSON(ctx, s, alice, []byte(continuePayload(mine.ID, "m2", "again")), nop)
 	wantSnap(t, err, snap.CodeInvalidPayload, map[string]any{"field": "payload.taskId", "constraint": "state"})
-	_, err = s.StreamResubscribe(ctx, bob, []byte(resubscribePayload(mine.ID, -1)), nop)
+	_, err = resubscribeJSON(ctx, s, bob, []byte(resubscribePayload(mine.ID, -1)), nop)
 	wantSnap(t, err, snap.CodeTaskNotFound, map[string]any{"taskId": mine.ID})
-	_, err = s.StreamResubscribe(ctx, alice, []byte(`{"taskId":"x","after":1}`), nop)
+	_, err = resubscribeJSON(ctx, s, alice, []byte(`{"taskId":"x","after":1}`), nop)
 	wantSnap(t, err, snap.CodeInvalidPayload, map[string]any{"field": "payload.after", "constraint": "additionalProperties"})
 	// An operator may watch any task.
-	if task, err := s.StreamResubscribe(ctx, operator, []byte(resubscribePayload(mine.ID, -1)), nop); err != nil || task.ID != mine.ID {
+	if task, err := resubscribeJSON(ctx, s, operator, []byte(resubscribePayload(mine.ID, -1)), nop); err != nil || task.ID != mine.ID {
 		t.Fatalf("operator: %v", err)
 	}
 
@@ -576,12 +574,12 @@ func TestStreamRequests(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s, store := newService(t, ServiceOptions{StreamMaxDuration: time.Minute})
 		p := []byte(`{"idempotencyKey":"k1","message":{"messageId":"m1","role":"user","parts":[{"text":"x"}]}}`)
-		first, err := s.StreamMessage(ctx, alice, p, nop)
+		first, err := streamJSON(ctx, s, alice, p, nop)
 		if err != nil {
 			t.Fatal(err)
 		}
 		rec := &recorder{}
-		again, err := s.StreamMessage(ctx, alice, p, rec.emit)
+		again, err := streamJSON(ctx, s, alice, p, rec.emit)
 		if err != nil || again.ID != first.ID || store.Len() != 1 {
 			t.Fatalf("again: %v %v (%d tasks)", again, err, store.Len())
 		}
@@ -604,11 +602,11 @@ func TestStreamThroughServer(t *testing.T) {
 	}}
 	svc, _ := newService(t, ServiceOptions{Runner: r})
 	router := snap.NewRouter()
-	svc.Register(router)
+	svc.Register(router, nil)
 	server, raw := testServer(t, router, 2500, "message/stream", proposalMessage(writeProposal))
 	var events []streamEvent
 	var sizes []int
-	final := server.Stream(context.Background(), snap.Inbound{Raw: raw}, func(m *snap.Message) error {
+	final := server.Serve(context.Background(), snap.Inbound{Raw: raw}, func(m *snap.Message) error {
 		b, _ := m.MarshalJSON()
 		sizes = append(sizes, len(b))
 		if m.Type != snap.TypeEvent || m.Method != "message/stream" || m.Sig == "" {
@@ -646,7 +644,7 @@ func TestStreamThroughServer(t *testing.T) {
 	// With room for it, the final response is the whole task.
 	server, raw = testServer(t, router, 0, "message/stream", proposalMessage(writeProposal))
 	n := 0
-	final = server.Stream(context.Background(), snap.Inbound{Raw: raw}, func(*snap.Message) error { n++; return nil })
+	final = server.Serve(context.Background(), snap.Inbound{Raw: raw}, func(*snap.Message) error { n++; return nil })
 	var resp TaskResponse
 	if err := json.Unmarshal(final.Payload, &resp); err != nil || resp.Task.Status.State != StateCompleted || len(resp.Task.Artifacts) != 3 || n != 6 {
 		t.Fatalf("final %s after %d events (%v)", final.Payload, n, err)
@@ -686,12 +684,12 @@ func TestStreamPerKey(t *testing.T) {
 		main, test := k.Address(identity.Mainnet), k.Address(identity.Testnet)
 		open := func(who string) *running {
 			return start(func() (*Task, error) {
-				return s.StreamMessage(ctx, who, []byte(send(`{"text":"x"}`)), func(any) error { return nil })
+				return streamJSON(ctx, s, who, []byte(send(`{"text":"x"}`)), func(any) error { return nil })
 			})
 		}
 		a, b := open(main), open(strings.ToUpper(test))
 		synctest.Wait()
-		_, err = s.StreamMessage(ctx, test, []byte(send(`{"text":"y"}`)), nil)
+		_, err = streamJSON(ctx, s, test, []byte(send(`{"text":"y"}`)), nil)
 		wantSnap(t, err, snap.CodeRateLimitExceeded, map[string]any{"retryAfter": StreamRetryAfter, "scope": "key", "limit": 2})
 		if a.finished() || b.finished() {
 			t.Fatal("a stream ended")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/snapnode/snapnode/tasks/taskstest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,11 +28,11 @@ func TestTaskListAndShow(t *testing.T) {
 	msg := func(s string) []byte {
 		return []byte(`{"message":{"messageId":"` + s + `","role":"user","parts":[{"text":"` + s + `"}]}}`)
 	}
-	a1, _ := svc.SendMessage(ctx, alice, msg("a1"))
-	if _, err := svc.SendMessage(ctx, bob, msg("b1")); err != nil {
+	a1, _ := taskstest.Send(ctx, svc, alice, msg("a1"))
+	if _, err := taskstest.Send(ctx, svc, bob, msg("b1")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.CancelTask(ctx, alice, []byte(`{"taskId":"`+a1.ID+`"}`)); err != nil {
+	if _, err := taskstest.Cancel(ctx, svc, alice, []byte(`{"taskId":"`+a1.ID+`"}`)); err != nil {
 		t.Fatal(err)
 	}
 	st.Close()

@@ -80,6 +80,12 @@ type Config struct {
 	// HTTPMaxBody bounds a message posted or sent over WebSocket, in
 	// bytes; a larger one gets 400 (or WebSocket close 1009).
 	HTTPMaxBody int64 `toml:"http_max_body"`
+	// HTTPMaxResponse bounds one response or stream event sent over
+	// HTTP, SSE or WebSocket, in bytes; a larger task result is shrunk
+	// (its oldest history dropped), else answered 5001 naming the limit.
+	// Nostr's answers are bound by NIP-44 (65,535 bytes) whatever this
+	// says; a result too large for Nostr is read with tasks/get here.
+	HTTPMaxResponse int64 `toml:"http_max_response"`
 	// HTTPRate is each peer's allowance of HTTP requests and WebSocket
 	// messages per second (a peer is an IPv4 address or an IPv6 /64),
 	// with bursts of HTTPBurst; over it an HTTP request gets 429 with
@@ -334,6 +340,13 @@ const DefaultHTTPListen = "127.0.0.1:7448"
 // MaxHTTPBody is the largest http_max_body: the largest SNAP message.
 const MaxHTTPBody = 10 << 20
 
+// MinHTTPResponse and MaxHTTPResponse bound http_max_response: at least
+// what Nostr carries, at most the largest SNAP message.
+const (
+	MinHTTPResponse = 64 << 10
+	MaxHTTPResponse = 10 << 20
+)
+
 // MaxAgentSteps is the largest agent.max_steps.
 const MaxAgentSteps = 10000
 
@@ -347,24 +360,25 @@ const maxKeyFileBytes = 64 << 10
 // Default returns the settings of a node with no configuration.
 func Default() Config {
 	return Config{
-		DataDir:       "snapnode-data",
-		RelayListen:   "127.0.0.1:7447",
-		HTTPListen:    DefaultHTTPListen,
-		HTTPMaxBody:   256 << 10,
-		HTTPRate:      50,
-		HTTPBurst:     100,
-		MonitorRate:   5,
-		MonitorBurst:  20,
-		IdentityRate:  20,
-		IdentityBurst: 100,
-		NostrKeyRate:  20,
-		NostrKeyBurst: 100,
-		LogLevel:      "info",
-		LogFormat:     "text",
-		MaxDrift:      Duration{60 * time.Second},
-		ReplyTTL:      Duration{7 * 24 * time.Hour},
-		TaskRetention: Duration{30 * 24 * time.Hour},
-		Workers:       8,
+		DataDir:         "snapnode-data",
+		RelayListen:     "127.0.0.1:7447",
+		HTTPListen:      DefaultHTTPListen,
+		HTTPMaxBody:     256 << 10,
+		HTTPMaxResponse: 4 << 20,
+		HTTPRate:        50,
+		HTTPBurst:       100,
+		MonitorRate:     5,
+		MonitorBurst:    20,
+		IdentityRate:    20,
+		IdentityBurst:   100,
+		NostrKeyRate:    20,
+		NostrKeyBurst:   100,
+		LogLevel:        "info",
+		LogFormat:       "text",
+		MaxDrift:        Duration{60 * time.Second},
+		ReplyTTL:        Duration{7 * 24 * time.Hour},
+		TaskRetention:   Duration{30 * 24 * time.Hour},
+		Workers:         8,
 
 		HTTPBodyMemory: 32 << 20,
 
@@ -504,6 +518,7 @@ var settings = []setting{
 	stringSetting("http-public-url", "SNAPNODE_HTTP_PUBLIC_URL", "advertise the HTTP transport at `URL` in the card (behind a reverse proxy: https://node.example.com)", func(c *Config) *string { return &c.HTTPPublicURL }),
 	boolSetting("console-remote", "SNAPNODE_CONSOLE_REMOTE", "serve the operator console (/console) to clients off loopback too (only behind a TLS reverse proxy)", func(c *Config) *bool { return &c.ConsoleRemote }),
 	int64Setting("http-max-body", "SNAPNODE_HTTP_MAX_BODY", "refuse HTTP and WebSocket messages over `BYTES` (400, or close 1009)", func(c *Config) *int64 { return &c.HTTPMaxBody }),
+	int64Setting("http-max-response", "SNAPNODE_HTTP_MAX_RESPONSE", "answer over HTTP and WebSocket with at most `BYTES` a message (larger: 5001 naming the limit)", func(c *Config) *int64 { return &c.HTTPMaxResponse }),
 	floatSetting("http-rate", "SNAPNODE_HTTP_RATE", "allow each peer `N` HTTP requests or WebSocket messages a second (0: no limit)", func(c *Config) *float64 { return &c.HTTPRate }),
 	intSetting("http-burst", "SNAPNODE_HTTP_BURST", "let each peer burst to `N` HTTP requests above its rate", func(c *Config) *int { return &c.HTTPBurst }),
 	floatSetting("monitor-rate", "SNAPNODE_MONITOR_RATE", "allow each peer `N` /healthz and /metrics requests a second (0: no limit)", func(c *Config) *float64 { return &c.MonitorRate }),
@@ -799,6 +814,9 @@ func (c *Config) Validate() error {
 	}
 	if c.HTTPMaxBody < 1024 || c.HTTPMaxBody > MaxHTTPBody {
 		errs = append(errs, fmt.Errorf("config: http_max_body %d: want 1024…%d bytes", c.HTTPMaxBody, MaxHTTPBody))
+	}
+	if c.HTTPMaxResponse < MinHTTPResponse || c.HTTPMaxResponse > MaxHTTPResponse {
+		errs = append(errs, fmt.Errorf("config: http_max_response %d: want %d…%d bytes", c.HTTPMaxResponse, MinHTTPResponse, MaxHTTPResponse))
 	}
 	if c.HTTPMaxConns < 0 || c.HTTPMaxConnsPerPeer < 0 {
 		errs = append(errs, fmt.Errorf("config: http_max_conns %d, http_max_conns_per_peer %d: want 0 (from the open-file limit) or more", c.HTTPMaxConns, c.HTTPMaxConnsPerPeer))

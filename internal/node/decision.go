@@ -43,13 +43,13 @@ const (
 // maxDecisionReason bounds a deny's reason, as a task status message.
 const maxDecisionReason = tasks.MaxStatusMessage
 
-// parseDecision reads a message/send payload as an operator's decision. It
-// returns nil when the payload is not one (no taskId, or not exactly one
-// data part with a "decision" member), for the task service to handle as
-// any other message; an error when it is one but malformed.
-func parseDecision(payload []byte) (taskID string, d *decision, err error) {
-	req, err := tasks.ParseSendRequest(payload)
-	if err != nil || req.TaskID == "" || len(req.Message.Parts) != 1 || req.Message.Parts[0].Data == nil {
+// parseDecision reads the params of a message/send, as the router decoded
+// them, as an operator's decision. It returns nil when they are not one
+// (no taskId, or not exactly one data part with a "decision" member), for
+// the task service to handle as any other message; an error when they are
+// one but malformed.
+func parseDecision(req *tasks.SendParams) (taskID string, d *decision, err error) {
+	if req.TaskID == "" || len(req.Message.Parts) != 1 || req.Message.Parts[0].Data == nil {
 		return "", nil, nil // not a decision; the task service answers it
 	}
 	var obj map[string]jsontext.Value
@@ -100,42 +100,32 @@ func parseDecision(payload []byte) (taskID string, d *decision, err error) {
 }
 
 // registerMethods registers the protocol methods on router: the task
-// service's, with message/send first offered to props (when proposals
-// run) for an operator's decision on a held action, and tasks/cancel
-// followed by the withdrawal of the actions the canceled task held.
+// service's, with message/send and message/stream first offered to props
+// (when proposals run) for an operator's decision on a held action, and
+// tasks/cancel followed by the withdrawal of the actions the canceled task
+// held.
 func registerMethods(router *snap.Router, svc *tasks.Service, props *proposals.Proposals, logger *slog.Logger) {
 	if props == nil {
-		svc.Register(router)
+		svc.Register(router, nil)
 		return
 	}
-	svc.Register(decisionRouter{Router: router, d: decisions{props: props, tasks: svc, logger: logger}})
+	d := decisions{props: props, tasks: svc, logger: logger}
+	svc.Register(cancelRouter{Router: router, d: d}, d.tryDecision)
 }
 
-// decisionRouter registers on its Router, wrapping message/send so that
-// operators' decisions reach the proposals (see decision), and
-// tasks/cancel so that a canceled task holds no action.
-type decisionRouter struct {
+// cancelRouter registers on its Router, wrapping tasks/cancel so that a
+// canceled task holds no action.
+type cancelRouter struct {
 	*snap.Router
 	d decisions
 }
 
 // Handle implements tasks.Registrar.
-func (r decisionRouter) Handle(method string, h func(ctx context.Context, req *snap.Verified) (any, error)) {
-	switch method {
-	case "message/send":
-		h = r.d.decisions(h)
-	case "tasks/cancel":
+func (r cancelRouter) Handle(method string, h func(ctx context.Context, req *snap.Verified) (any, error)) {
+	if method == "tasks/cancel" {
 		h = r.d.cancels(h)
 	}
 	r.Router.Handle(method, h)
-}
-
-// HandleStream implements tasks.StreamRegistrar.
-func (r decisionRouter) HandleStream(method string, h snap.StreamHandlerFunc) {
-	if method == "message/stream" {
-		h = r.d.streamDecisions(h)
-	}
-	r.Router.HandleStream(method, h)
 }
 
 // decisions carries signed operator decisions to the proposals.
@@ -143,28 +133,6 @@ type decisions struct {
 	props  *proposals.Proposals
 	tasks  *tasks.Service
 	logger *slog.Logger
-}
-
-// decisions wraps the message/send handler next: a decision is carried out
-// here (see decision), anything else goes to next.
-func (p decisions) decisions(next snap.HandlerFunc) snap.HandlerFunc {
-	return func(ctx context.Context, req *snap.Verified) (any, error) {
-		if resp, ok, err := p.tryDecision(ctx, req); ok {
-			return resp, err
-		}
-		return next(ctx, req)
-	}
-}
-
-// streamDecisions is decisions for message/stream: a decision is answered
-// at once, with no events.
-func (p decisions) streamDecisions(next snap.StreamHandlerFunc) snap.StreamHandlerFunc {
-	return func(ctx context.Context, req *snap.Verified, emit func(any) error) (any, error) {
-		if resp, ok, err := p.tryDecision(ctx, req); ok {
-			return resp, err
-		}
-		return next(ctx, req, emit)
-	}
 }
 
 // cancels wraps the tasks/cancel handler next: once a task is canceled,
@@ -182,13 +150,16 @@ func (p decisions) cancels(next snap.HandlerFunc) snap.HandlerFunc {
 	}
 }
 
-// tryDecision carries out req if it is a decision, and reports whether it
-// was one (a malformed decision is one, answered with its error).
-func (p decisions) tryDecision(ctx context.Context, req *snap.Verified) (any, bool, error) {
+// tryDecision carries out req, whose params the router decoded, if it is
+// a decision, and reports whether it was one (a malformed decision is one,
+// answered with its error); it is the task service's tasks.Interceptor
+// of message/send and message/stream (a decision is answered at once,
+// with no events).
+func (p decisions) tryDecision(ctx context.Context, req *snap.Verified, params *tasks.SendParams) (any, bool, error) {
 	if req == nil || req.Message == nil || !req.Signed || req.Type != snap.TypeRequest {
 		return nil, false, nil // the task service answers with the right error
 	}
-	taskID, d, err := parseDecision(req.Payload)
+	taskID, d, err := parseDecision(params)
 	if err != nil {
 		return nil, true, err
 	}
@@ -206,8 +177,8 @@ func (p decisions) tryDecision(ctx context.Context, req *snap.Verified) (any, bo
 // answers the proposals' refusals as SNAP errors naming the field.
 func (p decisions) decideSigned(ctx context.Context, approver, taskID string, d *decision) (*tasks.Task, error) {
 	// The task as approver may see it: 1001 for a stranger to it.
-	get, _ := json.Marshal(map[string]any{"taskId": taskID, "historyLength": 0})
-	if _, err := p.tasks.GetTask(ctx, approver, get); err != nil {
+	none := 0
+	if _, err := p.tasks.GetTask(ctx, approver, &tasks.GetParams{TaskID: taskID, HistoryLength: &none}); err != nil {
 		return nil, err
 	}
 	if !p.tasks.IsOperator(approver) {
@@ -271,6 +242,6 @@ func (m *methodNames) HandleStream(method string, _ snap.StreamHandlerFunc) { *m
 // taskMethods returns the names of the methods svc registers.
 func taskMethods(svc *tasks.Service) []string {
 	var m methodNames
-	svc.Register(&m)
+	svc.Register(&m, nil)
 	return m
 }

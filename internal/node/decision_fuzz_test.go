@@ -3,9 +3,12 @@ package node
 import (
 	"testing"
 	"unicode/utf8"
+
+	"github.com/snapnode/snapnode/snap"
 )
 
-// FuzzParseDecision: any payload is either not a decision, a refusal
+// FuzzParseDecision: any payload the router accepts is either not a
+// decision, a refusal
 // naming a field of the decision or the task, or a decision within its
 // limits on a task.
 func FuzzParseDecision(f *testing.F) {
@@ -21,7 +24,11 @@ func FuzzParseDecision(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, payload []byte) {
-		taskID, d, err := parseDecision(payload)
+		params, err := snap.ParseSendParams(payload)
+		if err != nil {
+			return // the router answers it; no handler sees it
+		}
+		taskID, d, err := parseDecision(params)
 		switch {
 		case err != nil:
 			if d != nil || taskID != "" {

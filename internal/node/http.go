@@ -55,7 +55,7 @@ func (n *Node) startHTTP(ctx context.Context, server *snap.Server, mx *metrics.M
 		return err
 	}
 	cfg := snaphttp.Config{
-		Responder: server, IsStream: server.IsStream,
+		Handler: server, MaxResponse: int(n.cfg.HTTPMaxResponse),
 		Key: n.key, Card: n.Card, Address: n.Address(), Metrics: metricsHandler,
 		Logger:  n.logger.With("part", "http"),
 		MaxBody: n.cfg.HTTPMaxBody, Rate: perSecond(n.cfg.HTTPRate), Burst: n.cfg.HTTPBurst, BodyMemory: n.cfg.HTTPBodyMemory,

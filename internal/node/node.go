@@ -327,7 +327,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger, with ...
 	registerMethods(router, n.Tasks, n.props, logger.With("part", "proposals"))
 	server := snap.NewServer(snap.ServerConfig{
 		Key: n.key, Network: n.network, Router: router, Logger: logger.With("part", "snap"),
-		MaxResponseSize: relay.MaxNIP44Plain, Results: results, Observer: mx,
+		Results: results, Observer: mx, // each transport bounds its answers
 		Validator: validator,
 	})
 
@@ -337,7 +337,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger, with ...
 	cleanup = append(cleanup, func() { n.checkpoint.Close() })
 
 	n.inbox = relay.NewInbox(relay.InboxConfig{
-		Key: n.key, Transport: n.pool, Responder: server, Checkpoint: n.checkpoint, Verifier: verifier,
+		Key: n.key, Transport: n.pool, Handler: server, Checkpoint: n.checkpoint, Verifier: verifier,
 		Logger: logger.With("part", "inbox"), Workers: cfg.Workers, ReplyTTL: cfg.ReplyTTL.Duration,
 		KeyLimiter: n.nostrKeyLimits,
 	})

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/snapnode/snapnode/tasks/taskstest"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -528,7 +529,7 @@ func TestIdempotencyKeyAcrossServices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, err := tasks.NewService(s1, tasks.ServiceOptions{}).SendMessage(ctx, owner, payload)
+	first, err := taskstest.Send(ctx, tasks.NewService(s1, tasks.ServiceOptions{}), owner, payload)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -539,7 +540,7 @@ func TestIdempotencyKeyAcrossServices(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s2.Close()
-	again, err := tasks.NewService(s2, tasks.ServiceOptions{}).SendMessage(ctx, owner, payload)
+	again, err := taskstest.Send(ctx, tasks.NewService(s2, tasks.ServiceOptions{}), owner, payload)
 	if err != nil {
 		t.Fatal(err)
 	}

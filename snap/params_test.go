@@ -1,9 +1,7 @@
-package tasks
+package snap_test
 
 import (
-	"encoding/base64"
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 
@@ -58,12 +56,12 @@ func checkCase(t *testing.T, c payloadCase, parse func([]byte) error) {
 	}
 }
 
-func TestParseSendRequest(t *testing.T) {
+func TestParseSendParams(t *testing.T) {
 	id128 := strings.Repeat("a", 128)
 	id129 := strings.Repeat("a", 129)
-	text10MB := strings.Repeat("a", MaxTextSize)
+	text10MB := strings.Repeat("a", snap.MaxTextSize)
 	// 1 MB of compact data: {"k":"aaa…"} is 8 bytes plus the string.
-	data1MB := `{"k":"` + strings.Repeat("a", MaxDataSize-8) + `"}`
+	data1MB := `{"k":"` + strings.Repeat("a", snap.MaxDataSize-8) + `"}`
 	url2048 := "https://example.com/" + strings.Repeat("a", 2048-20)
 	mt128 := "application/" + strings.Repeat("a", 128-12)
 
@@ -153,7 +151,7 @@ func TestParseSendRequest(t *testing.T) {
 		{"data array", send(`{"data":[1,2]}`), "payload.message.parts[0].data", "type"},
 		{"data null", send(`{"data":null}`), "payload.message.parts[0].data", "type"},
 		{"data string", send(`{"data":"{}"}`), "payload.message.parts[0].data", "type"},
-		{"data over 1 MB", send(`{"data":{"k":"` + strings.Repeat("a", MaxDataSize-7) + `"}}`), "payload.message.parts[0].data", "maxSize"},
+		{"data over 1 MB", send(`{"data":{"k":"` + strings.Repeat("a", snap.MaxDataSize-7) + `"}}`), "payload.message.parts[0].data", "maxSize"},
 		{"media type empty", send(`{"text":"x","mediaType":""}`), "payload.message.parts[0].mediaType", "format"},
 		{"media type no slash", send(`{"text":"x","mediaType":"text"}`), "payload.message.parts[0].mediaType", "format"},
 		{"media type bad parameter", send(`{"text":"x","mediaType":"text/plain; charset"}`), "payload.message.parts[0].mediaType", "format"},
@@ -177,20 +175,20 @@ func TestParseSendRequest(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			checkCase(t, c, func(b []byte) error { _, err := ParseSendRequest(b); return err })
+			checkCase(t, c, func(b []byte) error { _, err := snap.ParseSendParams(b); return err })
 		})
 	}
 }
 
-func TestParseSendRequestValues(t *testing.T) {
-	r, err := ParseSendRequest([]byte(`{"taskId":"t1","idempotencyKey":"k1","message":{"messageId":"m1","role":"agent","parts":[` +
+func TestParseSendParamsValues(t *testing.T) {
+	r, err := snap.ParseSendParams([]byte(`{"taskId":"t1","idempotencyKey":"k1","message":{"messageId":"m1","role":"agent","parts":[` +
 		`{"text":""},{"raw":"aGk=","mediaType":"image/png"},{"url":"https://x.org"},{"data":{ "a" : [1, 2] }}]}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := r.Message.Parts
 	switch {
-	case r.TaskID != "t1" || r.IdempotencyKey != "k1" || r.Message.MessageID != "m1" || r.Message.Role != RoleAgent:
+	case r.TaskID != "t1" || r.IdempotencyKey != "k1" || r.Message.MessageID != "m1" || r.Message.Role != snap.RoleAgent:
 		t.Fatalf("fields: %+v", r)
 	case p[0].Text == nil || *p[0].Text != "" || p[0].Raw != nil:
 		t.Fatalf("empty text part: %+v", p[0])
@@ -203,7 +201,7 @@ func TestParseSendRequestValues(t *testing.T) {
 	}
 }
 
-func TestParseGetRequest(t *testing.T) {
+func TestParseGetParams(t *testing.T) {
 	cases := []payloadCase{
 		{"task only", `{"taskId":"t1"}`, "", ""},
 		{"history 0", `{"taskId":"t1","historyLength":0}`, "", ""},
@@ -229,21 +227,21 @@ func TestParseGetRequest(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			checkCase(t, c, func(b []byte) error { _, err := ParseGetRequest(b); return err })
+			checkCase(t, c, func(b []byte) error { _, err := snap.ParseGetParams(b); return err })
 		})
 	}
 	for lit, want := range map[string]int{"0": 0, "7": 7, "1000": 1000, "1.0": 1, "1e2": 100, "-0": 0} {
-		r, err := ParseGetRequest([]byte(`{"taskId":"t1","historyLength":` + lit + `}`))
+		r, err := snap.ParseGetParams([]byte(`{"taskId":"t1","historyLength":` + lit + `}`))
 		if err != nil || r.HistoryLength == nil || *r.HistoryLength != want {
 			t.Errorf("historyLength %s: got %v, %v; want %d", lit, r, err, want)
 		}
 	}
-	if r, err := ParseGetRequest([]byte(`{"taskId":"t1"}`)); err != nil || r.HistoryLength != nil || r.TaskID != "t1" {
+	if r, err := snap.ParseGetParams([]byte(`{"taskId":"t1"}`)); err != nil || r.HistoryLength != nil || r.TaskID != "t1" {
 		t.Errorf("no historyLength: %+v, %v", r, err)
 	}
 }
 
-func TestParseCancelRequest(t *testing.T) {
+func TestParseCancelParams(t *testing.T) {
 	cases := []payloadCase{
 		{"ok", `{"taskId":"t1"}`, "", ""},
 		{"unknown member", `{"taskId":"t1","reason":"x"}`, "", ""},
@@ -256,95 +254,12 @@ func TestParseCancelRequest(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			checkCase(t, c, func(b []byte) error { _, err := ParseCancelRequest(b); return err })
+			checkCase(t, c, func(b []byte) error { _, err := snap.ParseCancelParams(b); return err })
 		})
 	}
 }
 
-// TestValidateGo covers the validators on values built in Go, which have no
-// JSON type errors but can break every other rule.
-func TestValidateGo(t *testing.T) {
-	str := func(s string) *string { return &s }
-	rawMax := base64.StdEncoding.EncodeToString(make([]byte, MaxRawSize))
-	rawOver := base64.StdEncoding.EncodeToString(make([]byte, MaxRawSize+1))
-	okMsg := func() Message { return Message{MessageID: "m1", Role: RoleUser, Parts: []Part{TextPart("x")}} }
-	okArt := func() Artifact { return Artifact{ArtifactID: "a1", Name: "out.txt", Parts: []Part{TextPart("x")}} }
-	cases := []struct {
-		name       string
-		err        error
-		field      string
-		constraint string
-	}{
-		{"message ok", func() error { m := okMsg(); return m.Validate() }(), "", ""},
-		{"message role", func() error { m := okMsg(); m.Role = "bot"; return m.Validate() }(), "message.role", "enum"},
-		{"message no parts", func() error { m := okMsg(); m.Parts = nil; return m.Validate() }(), "message.parts", "minItems"},
-		{"message id", func() error { m := okMsg(); m.MessageID = ""; return m.Validate() }(), "message.messageId", "minLength"},
-		{"artifact ok", func() error { a := okArt(); return a.Validate() }(), "", ""},
-		{"artifact no name ok", func() error { a := okArt(); a.Name = ""; return a.Validate() }(), "", ""},
-		{"artifact name 256", func() error { a := okArt(); a.Name = strings.Repeat("é", 256); return a.Validate() }(), "", ""},
-		{"artifact name 257", func() error { a := okArt(); a.Name = strings.Repeat("é", 257); return a.Validate() }(), "artifact.name", "maxLength"},
-		{"artifact name UTF-8", func() error { a := okArt(); a.Name = "\xff"; return a.Validate() }(), "artifact.name", "format"},
-		{"artifact id", func() error { a := okArt(); a.ArtifactID = "a b"; return a.Validate() }(), "artifact.artifactId", "pattern"},
-		{"artifact 100 parts", func() error { a := okArt(); a.Parts = make([]Part, 100); fill(a.Parts); return a.Validate() }(), "", ""},
-		{"artifact 101 parts", func() error { a := okArt(); a.Parts = make([]Part, 101); fill(a.Parts); return a.Validate() }(), "artifact.parts", "maxItems"},
-		{"artifact no parts", func() error { a := okArt(); a.Parts = []Part{}; return a.Validate() }(), "artifact.parts", "minItems"},
-		{"artifact bad part", func() error { a := okArt(); a.Parts = append(a.Parts, Part{}); return a.Validate() }(), "artifact.parts[1]", "oneOf"},
-		{"artifact media type with parameters", func() error {
-			a := okArt()
-			a.Parts = append(a.Parts, Part{Text: str("x"), MediaType: "text/plain; charset=utf-8"}, RawPart("aGk=", "text/x-diff; charset=utf-8"))
-			return a.Validate()
-		}(), "", ""},
-		{"artifact media type bad parameter", func() error {
-			a := okArt()
-			a.Parts = append(a.Parts, Part{Text: str("x"), MediaType: "text/plain; charset=utf-8; charset=latin1"})
-			return a.Validate()
-		}(), "artifact.parts[1].mediaType", "format"},
-		{"part text UTF-8", func() error { p := Part{Text: str("\xff")}; return p.Validate() }(), "part.text", "format"},
-		{"part data array", func() error { p := DataPart([]byte(`[]`)); return p.Validate() }(), "part.data", "type"},
-		{"part data invalid", func() error { p := DataPart([]byte(`{"a":}`)); return p.Validate() }(), "part.data", "type"},
-		{"part data empty", func() error { p := DataPart([]byte{}); return p.Validate() }(), "part.data", "type"},
-		{"part raw no media", func() error { p := RawPart("aGk=", ""); return p.Validate() }(), "part.mediaType", "required"},
-		{"part url", func() error { p := URLPart("nope"); return p.Validate() }(), "part.url", "format"},
-		{"part url scheme only", func() error { p := URLPart("https:"); return p.Validate() }(), "part.url", "format"},
-		// Sizes beyond what a 1 MB payload can carry, checked on values.
-		{"raw 10 MB", func() error { p := RawPart(rawMax, "image/png"); return p.Validate() }(), "", ""},
-		{"raw 10 MB unpadded", func() error { p := RawPart(strings.TrimRight(rawMax, "="), "image/png"); return p.Validate() }(), "", ""},
-		{"raw over 10 MB decoded", func() error { p := RawPart(rawOver, "a/b"); return p.Validate() }(), "part.raw", "maxSize"},
-		{"raw over schema length", func() error { p := RawPart(strings.Repeat("A", MaxRawLength+4), "a/b"); return p.Validate() }(), "part.raw", "maxLength"},
-		{"text 10 MB", func() error { p := TextPart(strings.Repeat("é", MaxTextSize/2)); return p.Validate() }(), "", ""},
-		{"text over 10 MB", func() error { p := TextPart(strings.Repeat("é", MaxTextSize/2) + "a"); return p.Validate() }(), "part.text", "maxLength"},
-		{"data over 1 MB", func() error {
-			p := DataPart([]byte(`{"k":"` + strings.Repeat("a", MaxDataSize) + `"}`))
-			return p.Validate()
-		}(), "part.data", "maxSize"},
-		{"data 1 MB with spaces", func() error {
-			p := DataPart([]byte(`{ "k" : "` + strings.Repeat("a", MaxDataSize-8) + `" }`))
-			return p.Validate()
-		}(), "", ""},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			if c.field == "" {
-				if c.err != nil {
-					t.Fatalf("rejected: %v", c.err)
-				}
-				return
-			}
-			var se *snap.Error
-			if !errors.As(c.err, &se) || se.Code != snap.CodeInvalidPayload || se.Field() != c.field || se.Data["constraint"] != c.constraint {
-				t.Fatalf("err = %v, want 1004 %s %s", c.err, c.field, c.constraint)
-			}
-		})
-	}
-}
-
-func fill(ps []Part) {
-	for i := range ps {
-		ps[i] = TextPart(fmt.Sprint(i))
-	}
-}
-
-func FuzzParseSendRequest(f *testing.F) {
+func FuzzParseSendParams(f *testing.F) {
 	for _, s := range []string{
 		send(`{"text":"hello"}`),
 		send(`{"raw":"aGk=","mediaType":"a/b"},{"data":{"a":1}},{"url":"https://x.org"}`),
@@ -354,7 +269,7 @@ func FuzzParseSendRequest(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		r, err := ParseSendRequest(b)
+		r, err := snap.ParseSendParams(b)
 		if err != nil {
 			var se *snap.Error
 			if !errors.As(err, &se) || se.Code != snap.CodeInvalidPayload || !strings.HasPrefix(se.Field(), "payload") {
@@ -365,6 +280,70 @@ func FuzzParseSendRequest(f *testing.F) {
 		// Whatever is accepted is a valid message.
 		if err := r.Message.Validate(); err != nil {
 			t.Fatalf("accepted payload holds an invalid message: %v", err)
+		}
+	})
+}
+
+func TestParseResubscribeParams(t *testing.T) {
+	cases := []payloadCase{
+		{"task only", `{"taskId":"t1"}`, "", ""},
+		{"after 0", `{"taskId":"t1","afterVersion":0}`, "", ""},
+		{"after 3.0", `{"taskId":"t1","afterVersion":3.0}`, "", ""},
+		{"after max", `{"taskId":"t1","afterVersion":9007199254740991}`, "", ""},
+		{"unknown member", `{"taskId":"t1","historyLength":1}`, "payload.historyLength", "additionalProperties"},
+		{"first unknown in byte order", `{"z":1,"taskId":"t1","b":2}`, "payload.b", "additionalProperties"},
+		{"empty payload", ``, "payload.taskId", "required"},
+		{"taskId missing", `{"afterVersion":1}`, "payload.taskId", "required"},
+		{"taskId number", `{"taskId":1}`, "payload.taskId", "type"},
+		{"taskId pattern", `{"taskId":"a.b"}`, "payload.taskId", "pattern"},
+		{"taskId 129", `{"taskId":"` + strings.Repeat("t", 129) + `"}`, "payload.taskId", "maxLength"},
+		{"after -1", `{"taskId":"t1","afterVersion":-1}`, "payload.afterVersion", "minimum"},
+		{"after 1.5", `{"taskId":"t1","afterVersion":1.5}`, "payload.afterVersion", "type"},
+		{"after string", `{"taskId":"t1","afterVersion":"3"}`, "payload.afterVersion", "type"},
+		{"after null", `{"taskId":"t1","afterVersion":null}`, "payload.afterVersion", "type"},
+		{"after 2^53", `{"taskId":"t1","afterVersion":9007199254740992}`, "payload.afterVersion", "maximum"},
+		{"after huge", `{"taskId":"t1","afterVersion":1e400}`, "payload.afterVersion", "maximum"},
+		{"after huge negative", `{"taskId":"t1","afterVersion":-1e400}`, "payload.afterVersion", "minimum"},
+		{"duplicate member", `{"taskId":"t1","taskId":"t2"}`, "payload.taskId", "syntax"},
+		{"not object", `["t1"]`, "payload", "type"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			checkCase(t, c, func(b []byte) error { _, err := snap.ParseResubscribeParams(b); return err })
+		})
+	}
+	for lit, want := range map[string]int64{"0": 0, "7": 7, "3.0": 3, "1e2": 100, "-0": 0} {
+		r, err := snap.ParseResubscribeParams([]byte(`{"taskId":"t1","afterVersion":` + lit + `}`))
+		if err != nil || r.AfterVersion == nil || *r.AfterVersion != want {
+			t.Errorf("afterVersion %s: got %v, %v; want %d", lit, r, err, want)
+		}
+	}
+	if r, err := snap.ParseResubscribeParams([]byte(`{"taskId":"t1"}`)); err != nil || r.AfterVersion != nil || r.TaskID != "t1" {
+		t.Errorf("no afterVersion: %+v, %v", r, err)
+	}
+}
+
+func FuzzParseResubscribeParams(f *testing.F) {
+	for _, s := range []string{
+		`{"taskId":"t1"}`, `{"taskId":"t1","afterVersion":12}`, `{"taskId":"t1","afterVersion":1e3}`,
+		`{"taskId":"t1","x":1}`, `[]`, `{"afterVersion":-1}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := snap.ParseResubscribeParams(b)
+		if err != nil {
+			var se *snap.Error
+			if !errors.As(err, &se) || se.Code != snap.CodeInvalidPayload || !strings.HasPrefix(se.Field(), "payload") {
+				t.Fatalf("error is not a 1004 on a payload field: %v", err)
+			}
+			return
+		}
+		if snap.CheckID("taskId", r.TaskID) != nil {
+			t.Fatalf("accepted taskId %q", r.TaskID)
+		}
+		if v := r.AfterVersion; v != nil && (*v < 0 || *v > snap.MaxAfterVersion) {
+			t.Fatalf("accepted afterVersion %d", *v)
 		}
 	})
 }
