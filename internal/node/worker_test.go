@@ -1,0 +1,196 @@
+package node_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/snapnode/snapnode/agent"
+	"github.com/snapnode/snapnode/executor/audit"
+	"github.com/snapnode/snapnode/internal/config"
+	"github.com/snapnode/snapnode/internal/sqldb"
+	"github.com/snapnode/snapnode/tasks"
+)
+
+// interpreter returns the program name's path, or skips the test.
+func interpreter(t *testing.T, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		t.Skipf("%s is not installed: this test runs a real %s worker", name, name)
+	}
+	return p
+}
+
+// workerNode is a node whose agent is an external worker.
+type workerNode struct {
+	*agentNode
+	stop    context.CancelFunc
+	pidfile string // where the misbehaving workers record their pids
+}
+
+// startWorkerNode starts a node on SQLite whose agent runs command.
+func startWorkerNode(t *testing.T, command []string, mutate func(*config.Config)) *workerNode {
+	t.Helper()
+	dataDir := filepath.Join(t.TempDir(), "data")
+	pidfile := filepath.Join(t.TempDir(), "pids")
+	var maxAnswer int
+	n, stop := startNode(t, func(c *config.Config) {
+		c.DataDir = dataDir
+		c.Database = filepath.Join(dataDir, "tasks.db")
+		c.Agent.Command = command
+		c.Agent.CommandDir = t.TempDir()
+		c.Agent.CommandEnv = []string{"PIDFILE=" + pidfile}
+		c.Agent.Lease = config.Duration{Duration: 2 * time.Second}
+		if mutate != nil {
+			mutate(c)
+		}
+		maxAnswer = c.Agent.MaxAnswerBytes
+	})
+	if err := os.MkdirAll(filepath.Join(dataDir, "sandbox"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return &workerNode{agentNode: &agentNode{Node: n, maxAnswer: maxAnswer, alice: newRequester(t, n.RelayURLs()), dataDir: dataDir},
+		stop: stop, pidfile: pidfile}
+}
+
+// auditOf stops the node and returns the audit entries of the task.
+func (w *workerNode) auditOf(t *testing.T, taskID string) []audit.Entry {
+	t.Helper()
+	w.stop()
+	ctx := context.Background()
+	db, err := sqldb.Open(ctx, filepath.Join(w.dataDir, "tasks.db"), sqldb.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	l, err := audit.New(ctx, db, audit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	es, err := l.Query(ctx, audit.Filter{Task: taskID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return es
+}
+
+// The example workers, in Python and in Node.js, each complete a
+// write-then-finish job sent by a peer over Nostr: the file is in the
+// sandbox, the task completed, the history replays.
+func TestExampleWorkers(t *testing.T) {
+	for _, c := range []struct{ program, script string }{
+		{"python3", "write_then_finish.py"},
+		{"node", "write_then_finish.js"},
+	} {
+		t.Run(c.program, func(t *testing.T) {
+			prog := interpreter(t, c.program)
+			script, err := filepath.Abs(filepath.Join("..", "..", "examples", "workers", c.script))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The shell records the worker's pid, then becomes the worker.
+			w := startWorkerNode(t, []string{"/bin/sh", "-c", `echo $$ >> "$PIDFILE"; exec "$0" "$1"`, prog, script}, nil)
+			id := w.send(t, "", "summarise the week in a report")
+			got := w.wait(t, id, tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired)
+			if got.Status.State != tasks.StateCompleted || got.Status.Message != "The report is written." {
+				t.Fatalf("task %s %q", got.Status.State, got.Status.Message)
+			}
+			b, err := os.ReadFile(w.sandboxFile("report.md"))
+			if err != nil || string(b) != "# Report\n\nsummarise the week in a report\n" {
+				t.Fatalf("report.md = %q, %v", b, err)
+			}
+			h := w.history(t, id)
+			if len(h.Interactions) != 2 || h.Interactions[0].Response.Action != "WRITE_FILE" || h.Interactions[1].Response.Action != "COMPLETED" ||
+				h.Interactions[0].Request.Metadata.Model != "worker:sh" {
+				t.Fatalf("history: %+v", h.Interactions)
+			}
+			w.checkHistories(t)
+			w.stop() // the job's worker ends with the job; the node's stop waits for the agent
+			w.noProcessLeft(t)
+		})
+	}
+}
+
+// A worker that crashes, hangs, writes garbage or floods its output is
+// killed with what it started, the job waits for a human with the reason,
+// the violation is in the audit log, and no process is left.
+func TestMisbehavingWorkers(t *testing.T) {
+	py := interpreter(t, "python3")
+	for _, c := range []struct {
+		script, rule, want string
+	}{
+		{"crash.py", "crash", "the worker exited (exit status 3) before answering step 0; its last error output: worker: out of ideas"},
+		{"hang.py", "timeout", "the worker did not answer step 0 within its step time-out of 500ms"},
+		{"garbage.py", "object", "the worker wrote garbage: the answer is not a single JSON object"},
+		{"flood.py", "flood", "the worker wrote a line it was not asked for (one line a step)"},
+	} {
+		t.Run(c.script, func(t *testing.T) {
+			script, err := filepath.Abs(filepath.Join("..", "..", "agent", "worker", "testdata", c.script))
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := startWorkerNode(t, []string{py, script}, func(c *config.Config) {
+				c.Agent.StepTimeout = config.Duration{Duration: 500 * time.Millisecond}
+			})
+			id := w.send(t, "", "write a report into report.md")
+			got := w.wait(t, id, tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired)
+			if got.Status.State != tasks.StateInputRequired || !strings.Contains(got.Status.Message, c.want) || !strings.Contains(got.Status.Message, "("+c.rule+")") {
+				t.Fatalf("task %s %q; want input_required with %q (%s)", got.Status.State, got.Status.Message, c.want, c.rule)
+			}
+			// Stopped at once: a worker that broke the protocol is not
+			// started again for a retry.
+			if h := w.history(t, id); len(h.Interactions) != 1 || h.Interactions[0].Response.Kind != agent.KindAPIError {
+				t.Errorf("history: %+v; want the one failed step", h.Interactions)
+			}
+			w.checkHistories(t)
+			w.noProcessLeft(t) // the job is stuck: its worker is gone already
+			var audited bool
+			for _, e := range w.auditOf(t, id) {
+				if e.Step == audit.StepRejected && e.Decision == "worker_stopped" && e.Actor == "host" &&
+					strings.Contains(e.Reason, c.want) && strings.Contains(string(e.Detail), `"rule":"`+c.rule+`"`) {
+					audited = true
+				}
+			}
+			if !audited {
+				t.Error("the violation is not in the audit log")
+			}
+		})
+	}
+}
+
+// noProcessLeft fails unless every process the workers recorded is gone:
+// a worker reaped by the node (not even a zombie), what it started killed
+// (a killed grandchild may wait for init as a zombie).
+func (w *workerNode) noProcessLeft(t *testing.T) {
+	t.Helper()
+	b, err := os.ReadFile(w.pidfile)
+	if err != nil {
+		t.Fatalf("the worker recorded no pid: %v", err)
+	}
+	for _, f := range strings.Fields(string(b)) {
+		st, err := os.ReadFile("/proc/" + f + "/stat")
+		if err != nil {
+			continue
+		}
+		fs := strings.Fields(string(st[strings.LastIndexByte(string(st), ')')+1:]))
+		if len(fs) > 1 && fs[0] == "Z" && fs[1] != strconv.Itoa(os.Getpid()) {
+			continue
+		}
+		t.Errorf("process %s outlived the job: %s", f, st)
+	}
+}
+
+// jobRequest is a message/send whose data part is a job request.
+func jobRequest(req map[string]any) map[string]any {
+	return map[string]any{"message": map[string]any{"messageId": uuid.NewString(), "role": "user",
+		"parts": []any{map[string]any{"data": req, "mediaType": "application/json"}}}}
+}
