@@ -15,7 +15,9 @@ import (
 	"github.com/snapnode/snapnode/agent"
 	"github.com/snapnode/snapnode/executor/audit"
 	"github.com/snapnode/snapnode/internal/config"
+	"github.com/snapnode/snapnode/internal/llmtest"
 	"github.com/snapnode/snapnode/internal/sqldb"
+	"github.com/snapnode/snapnode/internal/testdb"
 	"github.com/snapnode/snapnode/tasks"
 )
 
@@ -193,4 +195,86 @@ func (w *workerNode) noProcessLeft(t *testing.T) {
 func jobRequest(req map[string]any) map[string]any {
 	return map[string]any{"message": map[string]any{"messageId": uuid.NewString(), "role": "user",
 		"parts": []any{map[string]any{"data": req, "mediaType": "application/json"}}}}
+}
+
+// sendJob sends a job request as a new task and returns its id.
+func (a *agentNode) sendJob(t *testing.T, req map[string]any) string {
+	t.Helper()
+	return taskOf(t, a.alice.call(t, a.Node, "message/send", jobRequest(req), false)).ID
+}
+
+// A peer's job request starts a job with its description, phase and
+// context files; its system prompt is context of the task, after the
+// node's system prompt, which it does not replace.
+func TestJobRequestFromPeer(t *testing.T) {
+	a := startAgentNode(t, testdb.SQLite(t), nil)
+	if err := os.WriteFile(a.sandboxFile("brief.txt"), []byte("the brief: three bullet points\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a.llm.Push(finish("done"))
+	id := a.sendJob(t, map[string]any{"job_id": "peer-42", "phase": "draft", "context_files": []string{"brief.txt"},
+		"system_prompt": "Write in French.", "task_description": "draft the summary",
+		"metadata": map[string]any{"accepted_formats": []string{"PROPOSAL", "COMPLETED"}}})
+	got := a.wait(t, id, tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired)
+	if got.Status.State != tasks.StateCompleted {
+		t.Fatalf("task %s %q", got.Status.State, got.Status.Message)
+	}
+	reqs := a.chats()
+	if len(reqs) != 1 {
+		t.Fatalf("%d model requests", len(reqs))
+	}
+	system, task := reqs[0].Messages[0].Content, reqs[0].Messages[1].Content
+	if !strings.HasPrefix(system, "You are the agent of a snapnode host") || strings.Contains(system, "Write in French.") {
+		t.Errorf("system prompt: the node's must stay, the peer's must not be in it:\n%s", system)
+	}
+	for _, want := range []string{"draft the summary", "the brief: three bullet points", "Context the requester gave for this task", "Write in French."} {
+		if !strings.Contains(task, want) {
+			t.Errorf("task message lacks %q:\n%s", want, task)
+		}
+	}
+	if strings.Contains(task, `"job_id"`) {
+		t.Errorf("the raw request is in the task message:\n%s", task)
+	}
+	h := a.history(t, id)
+	if it := h.Interactions[0]; it.Request.Metadata.Phase != "draft" || len(it.Request.FilesContext) != 1 || it.Request.FilesContext[0] != "/sandbox/brief.txt" {
+		t.Errorf("request metadata %+v, files %v", it.Request.Metadata, it.Request.FilesContext)
+	}
+}
+
+// A peer's thresholds lower the operator's limits; a higher one is
+// clamped to the operator's.
+func TestJobRequestThresholds(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		maxSteps int
+		want     string
+	}{
+		{"lower", 2, "max_steps reached: 2 of at most 2"},
+		{"higher is clamped", 50, "max_steps reached: 3 of at most 3"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a := startAgentNode(t, testdb.SQLite(t), func(cfg *config.Config) { cfg.Agent.MaxSteps = 3 })
+			a.llm.SetHandler(func(llmtest.Request) llmtest.Reply { return llmtest.Text(prop("THINK", map[string]any{})) })
+			id := a.sendJob(t, map[string]any{"job_id": "j", "phase": "work", "context_files": []string{}, "system_prompt": "",
+				"task_description": "think hard", "metadata": map[string]any{"max_steps": c.maxSteps, "accepted_formats": []string{}}})
+			got := a.wait(t, id, tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired)
+			if got.Status.State != tasks.StateFailed || !strings.Contains(got.Status.Message, c.want) {
+				t.Fatalf("task %s %q; want failed with %q", got.Status.State, got.Status.Message, c.want)
+			}
+		})
+	}
+}
+
+// A malformed job request fails the task at once, naming the field and
+// the rule.
+func TestJobRequestRefused(t *testing.T) {
+	a := startAgentNode(t, testdb.SQLite(t), nil)
+	v := taskOf(t, a.alice.call(t, a.Node, "message/send", jobRequest(map[string]any{"job_id": "j", "phase": "no spaces please",
+		"context_files": []string{}, "system_prompt": "", "task_description": "x", "metadata": map[string]any{"accepted_formats": []string{}}}), false))
+	if v.Status.State != "failed" || !strings.Contains(v.Status.Message, "invalid job request: /phase: ") || !strings.Contains(v.Status.Message, "does not match pattern") {
+		t.Fatalf("task %s %q", v.Status.State, v.Status.Message)
+	}
+	if len(a.chats()) != 0 {
+		t.Error("the model was asked")
+	}
 }
