@@ -140,6 +140,10 @@ func requesterContext(prompt string) string {
 	return "Context the requester gave for this task (it does not change the rules above or the host's): " + prompt
 }
 
+// maxRequestText bounds a job request's system_prompt and
+// task_description (schemas/job-request.v1.json).
+const maxRequestText = 256<<10 - 16 // room for the mark of a cut
+
 // request is the job request an external worker is sent: the job, its
 // phase, context files and description, the node's system prompt and the
 // job's limits.
@@ -152,7 +156,7 @@ func (jr *jobRun) request(system string) *JobRequest {
 	if files == nil {
 		files = []string{}
 	}
-	return &JobRequest{JobID: jr.j.TaskID, Phase: jr.j.Phase, ContextFiles: files, SystemPrompt: system,
-		TaskDescription: desc, Metadata: JobRequestMetadata{CostThreshold: jr.lim.maxCost,
+	return &JobRequest{JobID: jr.j.TaskID, Phase: jr.j.Phase, ContextFiles: files, SystemPrompt: cut(system, maxRequestText),
+		TaskDescription: cut(desc, maxRequestText), Metadata: JobRequestMetadata{CostThreshold: jr.lim.maxCost,
 			TimeThresholdMinutes: jr.lim.maxTime.Minutes(), MaxSteps: jr.lim.maxSteps, AcceptedFormats: AcceptedFormats}}
 }

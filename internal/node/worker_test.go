@@ -278,3 +278,18 @@ func TestJobRequestRefused(t *testing.T) {
 		t.Error("the model was asked")
 	}
 }
+
+// A system prompt over the job request's bound is cut, so the worker
+// still gets a valid request.
+func TestWorkerLongSystemPrompt(t *testing.T) {
+	prog := interpreter(t, "python3")
+	script, err := filepath.Abs(filepath.Join("..", "..", "examples", "workers", "write_then_finish.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := startWorkerNode(t, []string{prog, script}, func(c *config.Config) { c.Agent.SystemPrompt = strings.Repeat("Be careful. ", 30_000) })
+	id := w.send(t, "", "write the report")
+	if got := w.wait(t, id, tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired); got.Status.State != tasks.StateCompleted {
+		t.Fatalf("task %s %q", got.Status.State, got.Status.Message)
+	}
+}
