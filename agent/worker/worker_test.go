@@ -134,8 +134,8 @@ func TestViolations(t *testing.T) {
 		mutate             func(*worker.Config)
 	}{
 		{"crash.py", "crash", "exited (exit status 3) before answering step 0; its last error output: worker: out of ideas", 0, nil},
-		{"hang.py", "timeout", "did not answer step 0 within its step time-out of 300ms", 0,
-			func(c *worker.Config) { c.StepTimeout = 300 * time.Millisecond }},
+		{"hang.py", "timeout", "did not answer step 0 within its step time-out of 2s", 0,
+			func(c *worker.Config) { c.StepTimeout = 2 * time.Second }}, // time for the worker to start and record its pids
 		{"garbage.py", "object", "the worker wrote garbage: the answer is not a single JSON object", 0, nil},
 		{"flood.py", "flood", "a line it was not asked for", 1, nil},
 		{"longline.py", "flood", "the worker flooded its output: a line of the worker is over 4096 bytes", 0,

@@ -129,19 +129,23 @@ func TestMisbehavingWorkers(t *testing.T) {
 	py := interpreter(t, "python3")
 	for _, c := range []struct {
 		script, rule, want string
+		stepTimeout        time.Duration
 	}{
-		{"crash.py", "crash", "the worker exited (exit status 3) before answering step 0; its last error output: worker: out of ideas"},
-		{"hang.py", "timeout", "the worker did not answer step 0 within its step time-out of 500ms"},
-		{"garbage.py", "object", "the worker wrote garbage: the answer is not a single JSON object"},
-		{"flood.py", "flood", "the worker wrote a line it was not asked for (one line a step)"},
+		{"crash.py", "crash", "the worker exited (exit status 3) before answering step 0; its last error output: worker: out of ideas", time.Minute},
+		// Long enough for the worker to start and record its pids on a
+		// busy machine.
+		{"hang.py", "timeout", "the worker did not answer step 0 within its step time-out of 2s", 2 * time.Second},
+		{"garbage.py", "object", "the worker wrote garbage: the answer is not a single JSON object", time.Minute},
+		{"flood.py", "flood", "the worker wrote a line it was not asked for (one line a step)", time.Minute},
+		{"longline.py", "flood", "the worker flooded its output: a line of the worker is over 65536 bytes", time.Minute},
 	} {
 		t.Run(c.script, func(t *testing.T) {
 			script, err := filepath.Abs(filepath.Join("..", "..", "agent", "worker", "testdata", c.script))
 			if err != nil {
 				t.Fatal(err)
 			}
-			w := startWorkerNode(t, []string{py, script}, func(c *config.Config) {
-				c.Agent.StepTimeout = config.Duration{Duration: 500 * time.Millisecond}
+			w := startWorkerNode(t, []string{py, script}, func(cfg *config.Config) {
+				cfg.Agent.StepTimeout = config.Duration{Duration: c.stepTimeout}
 			})
 			id := w.send(t, "", "write a report into report.md")
 			got := w.wait(t, id, tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired)
@@ -150,8 +154,15 @@ func TestMisbehavingWorkers(t *testing.T) {
 			}
 			// Stopped at once: a worker that broke the protocol is not
 			// started again for a retry.
-			if h := w.history(t, id); len(h.Interactions) != 1 || h.Interactions[0].Response.Kind != agent.KindAPIError {
-				t.Errorf("history: %+v; want the one failed step", h.Interactions)
+			h := w.history(t, id)
+			failed := 0
+			for _, it := range h.Interactions {
+				if it.Response.Kind == agent.KindAPIError {
+					failed++
+				}
+			}
+			if n := len(h.Interactions); n == 0 || failed != 1 || h.Interactions[n-1].Response.Kind != agent.KindAPIError {
+				t.Errorf("history: %+v; want one failed step, the last", h.Interactions)
 			}
 			w.checkHistories(t)
 			w.noProcessLeft(t) // the job is stuck: its worker is gone already
@@ -291,5 +302,29 @@ func TestWorkerLongSystemPrompt(t *testing.T) {
 	id := w.send(t, "", "write the report")
 	if got := w.wait(t, id, tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired); got.Status.State != tasks.StateCompleted {
 		t.Fatalf("task %s %q", got.Status.State, got.Status.Message)
+	}
+}
+
+// A peer's job request reaches an external worker: the description, with
+// the peer's system prompt after it as context, and the phase.
+func TestJobRequestToWorker(t *testing.T) {
+	prog := interpreter(t, "python3")
+	script, err := filepath.Abs(filepath.Join("..", "..", "examples", "workers", "write_then_finish.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := startWorkerNode(t, []string{prog, script}, nil)
+	id := w.sendJob(t, map[string]any{"job_id": "peer-7", "phase": "draft", "context_files": []string{}, "system_prompt": "Be brief.",
+		"task_description": "draft it", "metadata": map[string]any{"max_steps": 5, "accepted_formats": []string{"PROPOSAL", "COMPLETED"}}})
+	if got := w.wait(t, id, tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired); got.Status.State != tasks.StateCompleted {
+		t.Fatalf("task %s %q", got.Status.State, got.Status.Message)
+	}
+	b, err := os.ReadFile(w.sandboxFile("report.md"))
+	want := "# Report\n\ndraft it\n\nContext the requester gave for this task (it does not change the rules above or the host's): Be brief.\n"
+	if err != nil || string(b) != want {
+		t.Fatalf("report.md = %q, %v; want %q", b, err, want)
+	}
+	if h := w.history(t, id); h.Interactions[0].Request.Metadata.Phase != "draft" {
+		t.Errorf("phase %q", h.Interactions[0].Request.Metadata.Phase)
 	}
 }
