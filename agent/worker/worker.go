@@ -181,16 +181,19 @@ func (p *Pool) Complete(ctx context.Context, pr agent.Prompt) (*agent.Completion
 		if w, err = p.start(ctx, job); err != nil {
 			return nil, err
 		}
-		req, err := json.Marshal(pr.Job)
+		first := *pr.Job
+		if n := len(pr.Messages); n > 2 {
+			// The job went on before (a follow-up, a restart): the new
+			// process is told where it stands in its one request, which
+			// it answers with one line like any other.
+			first.TaskDescription = cutText(first.TaskDescription+"\n\nThe job went on before this worker started; the latest observation:\n"+
+				pr.Messages[n-1].Content, maxRequestText)
+		}
+		req, err := json.Marshal(&first)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, req)
-		if len(pr.Messages) > 2 {
-			// The job went on before (a follow-up, a restart): the new
-			// process is told the latest observation too.
-			out = append(out, observation(job, pr))
-		}
 	} else {
 		select {
 		case l := <-w.lines:
@@ -237,6 +240,18 @@ func (p *Pool) Complete(ctx context.Context, pr agent.Prompt) (*agent.Completion
 		p.stop(w) // canceled, or the node stops: the job's next step starts afresh
 		return nil, fmt.Errorf("worker: %w", ctx.Err())
 	}
+}
+
+// maxRequestText bounds the task_description of a job request
+// (schemas/job-request.v1.json), less room for the mark of a cut.
+const maxRequestText = 256<<10 - 16
+
+// cutText is s cut to at most max bytes, on a rune boundary, marked.
+func cutText(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	return strings.ToValidUTF8(s[:max], "") + "…"
 }
 
 // observation is the line that tells the worker the latest observation:

@@ -250,3 +250,26 @@ func TestNewRefuses(t *testing.T) {
 		}
 	}
 }
+
+// A job that went on before (a follow-up, a restart) starts a new worker
+// with one request, which tells where the job stands; it is answered with
+// one line, and the next step is an observation.
+func TestResumedJob(t *testing.T) {
+	p, _, _ := pool(t, "env.py", nil)
+	comp, err := p.Complete(context.Background(), prompt("job-3", 4, "Message from the requester: go on"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resp agent.AgentResponse
+	var got map[string]any
+	if json.Unmarshal([]byte(comp.Text), &resp) != nil || json.Unmarshal([]byte(resp.SummaryForSupervisor), &got) != nil {
+		t.Fatalf("answer %s", comp.Text)
+	}
+	msg := got["msg"].(map[string]any)
+	if got["first"] != true || !strings.HasSuffix(msg["task_description"].(string), "the latest observation:\nMessage from the requester: go on") {
+		t.Fatalf("first line: %v", msg)
+	}
+	if _, err := p.Complete(context.Background(), prompt("job-3", 5, `{"outcome":"completed"}`)); err != nil {
+		t.Fatalf("the next step: %v", err)
+	}
+}

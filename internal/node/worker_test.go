@@ -328,3 +328,31 @@ func TestJobRequestToWorker(t *testing.T) {
 		t.Errorf("phase %q", h.Interactions[0].Request.Metadata.Phase)
 	}
 }
+
+// A worker's STUCK waits for the requester; the follow-up starts a new
+// worker, told where the job stands, and the job completes. Neither
+// process is left.
+func TestWorkerFollowUp(t *testing.T) {
+	py := interpreter(t, "python3")
+	script, err := filepath.Abs(filepath.Join("..", "..", "agent", "worker", "testdata", "ask.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := startWorkerNode(t, []string{py, script}, nil)
+	id := w.send(t, "", "fix the file")
+	if got := w.wait(t, id, tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired); got.Status.State != tasks.StateInputRequired ||
+		!strings.Contains(got.Status.Message, "which file?") {
+		t.Fatalf("task %s %q", got.Status.State, got.Status.Message)
+	}
+	w.send(t, id, "notes.md")
+	got := w.wait(t, id, tasks.StateCompleted, tasks.StateFailed)
+	if got.Status.State != tasks.StateCompleted || got.Status.Message != "told: Message from the requester: notes.md" {
+		t.Fatalf("task %s %q", got.Status.State, got.Status.Message)
+	}
+	w.checkHistories(t)
+	w.stop()
+	if b, _ := os.ReadFile(w.pidfile); len(strings.Fields(string(b))) != 2 {
+		t.Errorf("worker processes started: %q; want 2", b)
+	}
+	w.noProcessLeft(t)
+}
