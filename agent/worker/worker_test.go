@@ -66,7 +66,7 @@ func pool(t *testing.T, script string, mutate func(*worker.Config)) (*worker.Poo
 	pidfile := filepath.Join(t.TempDir(), "pids")
 	al := &auditLog{}
 	cfg := worker.Config{Command: []string{py, abs}, Dir: t.TempDir(), Sandbox: t.TempDir(),
-		Env: []string{"PIDFILE=" + pidfile}, StepTimeout: 20 * time.Second, Audit: al}
+		Env: []string{"PIDFILE=" + pidfile, "PYTHONDONTWRITEBYTECODE=1"}, StepTimeout: 20 * time.Second, Audit: al}
 	if mutate != nil {
 		mutate(&cfg)
 	}

@@ -49,7 +49,7 @@ func startWorkerNode(t *testing.T, command []string, mutate func(*config.Config)
 		c.Database = filepath.Join(dataDir, "tasks.db")
 		c.Agent.Command = command
 		c.Agent.CommandDir = t.TempDir()
-		c.Agent.CommandEnv = []string{"PIDFILE=" + pidfile}
+		c.Agent.CommandEnv = []string{"PIDFILE=" + pidfile, "PYTHONDONTWRITEBYTECODE=1"} // no __pycache__ in testdata
 		c.Agent.Lease = config.Duration{Duration: 2 * time.Second}
 		if mutate != nil {
 			mutate(c)
