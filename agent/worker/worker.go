@@ -187,7 +187,7 @@ func (p *Pool) Complete(ctx context.Context, pr agent.Prompt) (*agent.Completion
 			// process is told where it stands in its one request, which
 			// it answers with one line like any other.
 			first.TaskDescription = cutText(first.TaskDescription+"\n\nThe job went on before this worker started; the latest observation:\n"+
-				pr.Messages[n-1].Content, maxRequestText)
+				latest(pr.Messages), maxRequestText)
 		}
 		req, err := json.Marshal(&first)
 		if err != nil {
@@ -254,13 +254,25 @@ func cutText(s string, max int) string {
 	return strings.ToValidUTF8(s[:max], "") + "…"
 }
 
-// observation is the line that tells the worker the latest observation:
-// the last message of the prompt.
-func observation(job string, pr agent.Prompt) []byte {
-	text := ""
-	if n := len(pr.Messages); n > 2 {
-		text = pr.Messages[n-1].Content
+// latest is what the prompt tells since the last answer: its user
+// messages after the last assistant message (the observation, and what
+// the requester or an operator said meanwhile), or, on the first step,
+// nothing.
+func latest(msgs []agent.ChatMessage) string {
+	from := len(msgs)
+	for from > 2 && msgs[from-1].Role != agent.RoleAssistant {
+		from--
 	}
+	parts := make([]string, 0, len(msgs)-from)
+	for _, m := range msgs[from:] {
+		parts = append(parts, m.Content)
+	}
+	return strings.Join(parts, "\n\n")
+}
+
+// observation is the line that tells the worker the latest observation.
+func observation(job string, pr agent.Prompt) []byte {
+	text := latest(pr.Messages)
 	b, _ := json.Marshal(struct {
 		JobID       string `json:"job_id"`
 		Step        int    `json:"step"`

@@ -273,3 +273,26 @@ func TestResumedJob(t *testing.T) {
 		t.Fatalf("the next step: %v", err)
 	}
 }
+
+// The observation is every message since the worker's last answer: the
+// outcome and what the requester said meanwhile.
+func TestObservationHasEverythingSinceTheAnswer(t *testing.T) {
+	p, _, _ := pool(t, "env.py", nil)
+	if _, err := p.Complete(context.Background(), prompt("job-4", 0, "")); err != nil {
+		t.Fatal(err)
+	}
+	pr := prompt("job-4", 1, `{"outcome":"completed"}`)
+	pr.Messages = append(pr.Messages, agent.ChatMessage{Role: agent.RoleUser, Content: "Message from the requester: also b.md"})
+	comp, err := p.Complete(context.Background(), pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resp agent.AgentResponse
+	var got map[string]any
+	if json.Unmarshal([]byte(comp.Text), &resp) != nil || json.Unmarshal([]byte(resp.SummaryForSupervisor), &got) != nil {
+		t.Fatalf("answer %s", comp.Text)
+	}
+	if obs := got["msg"].(map[string]any)["observation"]; obs != "{\"outcome\":\"completed\"}\n\nMessage from the requester: also b.md" {
+		t.Fatalf("observation %q", obs)
+	}
+}
