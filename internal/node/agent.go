@@ -74,6 +74,10 @@ func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queu
 		modelName = a.LLMModel
 		pool      *worker.Pool
 		err       error
+		// callTimeout bounds one step's call: a model call, or a
+		// worker's answer (its step time-out, which then names the
+		// limit, with a margin).
+		callTimeout = a.RequestTimeout.Duration
 	)
 	if len(a.Command) > 0 {
 		// The worker gets only its own settings: never the API key or
@@ -84,7 +88,7 @@ func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queu
 		}
 		pool, err = worker.New(worker.Config{Command: a.Command, Dir: a.CommandDir, Sandbox: cfg.SandboxPath(), Env: a.CommandEnv,
 			StepTimeout: step, MaxLineBytes: a.MaxAnswerBytes, MaxProcs: a.MaxJobs, Audit: auditLog, Logger: logger.With("part", "worker")})
-		model, modelName = pool, "worker:"+filepath.Base(a.Command[0])
+		model, modelName, callTimeout = pool, "worker:"+filepath.Base(a.Command[0]), step+5*time.Second
 	} else {
 		if key, err = cfg.LLMAPIKey(os.Getenv); err != nil {
 			return nil, nil, fmt.Errorf("node: agent: %w", err)
@@ -113,7 +117,7 @@ func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queu
 		ModelName: modelName, MaxJobs: a.MaxJobs, MaxSteps: a.MaxSteps, MaxCostCents: a.MaxCostCents,
 		MaxTime: minutes(a.MaxTimeMinutes), PricePerMTokPrompt: a.PricePerMTokPrompt,
 		PricePerMTokAnswer: a.PricePerMTokCompletion, Temperature: a.Temperature, MaxTokens: a.MaxTokens,
-		RequestTimeout: a.RequestTimeout.Duration, ContextTokens: a.ContextTokens, Lease: a.Lease.Duration,
+		RequestTimeout: callTimeout, ContextTokens: a.ContextTokens, Lease: a.Lease.Duration,
 		MaxObservationBytes: a.MaxObservationBytes, MaxAnswerBytes: a.MaxAnswerBytes,
 		MaxHistoryBytes: a.MaxHistoryBytes, MaxRetries: a.MaxRetries, Redact: redact, Secrets: []string{key},
 		SystemPrompt: a.SystemPrompt, Backoff: a.RetryBackoff.Duration, Observer: obs, Logger: logger.With("part", "agent"),

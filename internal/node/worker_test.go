@@ -356,3 +356,22 @@ func TestWorkerFollowUp(t *testing.T) {
 	}
 	w.noProcessLeft(t)
 }
+
+// agent.step_timeout is the bound of a worker's step, even when it is
+// longer than agent.request_timeout.
+func TestWorkerStepTimeoutOverRequestTimeout(t *testing.T) {
+	py := interpreter(t, "python3")
+	script, err := filepath.Abs(filepath.Join("..", "..", "agent", "worker", "testdata", "slow.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := startWorkerNode(t, []string{py, script}, func(c *config.Config) {
+		c.Agent.RequestTimeout = config.Duration{Duration: 500 * time.Millisecond}
+		c.Agent.StepTimeout = config.Duration{Duration: 20 * time.Second}
+		c.Agent.CommandEnv = append(c.Agent.CommandEnv, "SLOW_SECONDS=1.5")
+	})
+	id := w.send(t, "", "take your time")
+	if got := w.wait(t, id, tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired); got.Status.State != tasks.StateCompleted {
+		t.Fatalf("task %s %q", got.Status.State, got.Status.Message)
+	}
+}
