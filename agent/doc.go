@@ -49,8 +49,11 @@
 // The runtime does not know which model answers: it asks a [Model], whose
 // Complete takes a [Prompt] and returns a [Completion]. Package agent/llm
 // is the built-in implementation, a client of the OpenAI-compatible
-// chat-completions API that Ollama, llama.cpp, vLLM and others serve; an
-// external worker implements the same interface. Errors the model server
+// chat-completions API that Ollama, llama.cpp, vLLM and others serve;
+// package agent/worker runs external workers (programs in any language,
+// over JSON lines) behind the same interface. A model may implement
+// [JobEnder] to learn when the runtime stops working on a job, and wraps
+// [ErrWorkerFailed] when the job must wait for a human at once. Errors the model server
 // reports are a [*ModelError]; a model that knows its context length
 // implements [ContextSizer].
 //

@@ -39,6 +39,10 @@ type jobRun struct {
 	// crash leaves it without its observation, which the next claim
 	// completes from the executor's record.
 	dirty *Interaction
+	// req is the peer's job request the task began with (nil: free
+	// text); lim the job's limits, the operator's lowered by req.
+	req *JobRequest
+	lim limits
 }
 
 // work drives the job of taskID from its claim until it ends, waits for a
@@ -49,6 +53,9 @@ func (r *Runtime) work(ctx context.Context, cancel context.CancelCauseFunc, task
 	jr.startNotes(ctx)
 	err := jr.run(ctx, taskID)
 	jr.stopNotes()
+	if e, ok := r.cfg.Model.(JobEnder); ok {
+		e.EndJob(taskID)
+	}
 	cause := context.Cause(ctx)
 	switch {
 	case errors.Is(cause, errCanceled):
@@ -93,6 +100,10 @@ func (jr *jobRun) start(ctx context.Context, taskID string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	if len(t.History) > 0 {
+		jr.req, _ = jobRequestOf(t.History[0]) // an invalid one was refused when the task came
+	}
+	jr.lim = r.limitsFor(jr.req)
 	switch st := t.Status.State; {
 	case st.Terminal():
 		// Canceled, or finished elsewhere: the task's word stands.
@@ -212,7 +223,7 @@ func (jr *jobRun) run(ctx context.Context, taskID string) error {
 			continue
 		}
 		it.Response.Kind, it.Response.Action = ans.Kind, ans.Action
-		if r.cfg.MaxCostCents > 0 && jr.j.CostCents > r.cfg.MaxCostCents {
+		if jr.lim.maxCost > 0 && jr.j.CostCents > jr.lim.maxCost {
 			// Paid for, recorded, but not acted on.
 			it.Observation = &Observation{Outcome: ObsNone, Reason: "the cost limit was reached; the answer was not acted on"}
 			if err := jr.record(ctx, it); err != nil {
@@ -277,7 +288,7 @@ func (jr *jobRun) call(ctx context.Context) (*Interaction, *Completion, error) {
 	defer cancel()
 	began := time.Now()
 	comp, err := r.cfg.Model.Complete(cctx, Prompt{Messages: msgs, Schema: answerSchema(), SchemaName: "snapnode_answer",
-		Temperature: r.cfg.Temperature, MaxTokens: r.cfg.MaxTokens})
+		Temperature: r.cfg.Temperature, MaxTokens: r.cfg.MaxTokens, Job: jr.request(msgs[0].Content), Step: it.Sequence})
 	elapsed := time.Since(began)
 	took := elapsed.Seconds()
 	it.Response.ExecutionTimeSeconds = took
@@ -374,7 +385,11 @@ func (jr *jobRun) contextFiles(ctx context.Context, budget int) ([]string, strin
 		paths []string
 		b     strings.Builder
 	)
-	for _, name := range fileNames.FindAllString(jr.j.Description, 20) {
+	names := fileNames.FindAllString(jr.j.Description, 20)
+	if jr.req != nil {
+		names = append(slices.Clone(jr.req.ContextFiles), names...)
+	}
+	for _, name := range names {
 		p := "/sandbox/" + strings.TrimPrefix(strings.TrimPrefix(name, "/sandbox/"), "/")
 		if slices.Contains(paths, p) || len(paths) == maxContextFiles || b.Len() >= budget {
 			continue
@@ -394,7 +409,12 @@ var fileNames = regexp.MustCompile(`(?:/sandbox/)?[A-Za-z0-9_][A-Za-z0-9_./-]*\.
 
 // texts are the task's request: its first message (the job's
 // description), as stored.
-func (jr *jobRun) texts() []string { return []string{jr.j.Description} }
+func (jr *jobRun) texts() []string {
+	if jr.req != nil && jr.req.SystemPrompt != "" {
+		return []string{jr.j.Description, "\n" + requesterContext(jr.req.SystemPrompt)}
+	}
+	return []string{jr.j.Description}
+}
 
 // workspace lists the top of the sandbox for the model, at most 50 names.
 func (jr *jobRun) workspace(ctx context.Context) string {
@@ -489,6 +509,9 @@ func (jr *jobRun) apiFailure(ctx context.Context, it *Interaction, callErr error
 		if strings.Contains(jr.its[i].Response.Error, "context") {
 			ctxFails++
 		}
+	}
+	if errors.Is(callErr, ErrWorkerFailed) {
+		return true, jr.stuck(ctx, it.Response.Error) // the worker was stopped: retrying would start it again
 	}
 	if ctxLen {
 		if ctxFails >= 2 {
@@ -811,12 +834,12 @@ func (jr *jobRun) checkLimits(ctx context.Context) (bool, error) {
 		max, got float64
 	)
 	switch {
-	case r.cfg.MaxCostCents > 0 && j.CostCents >= r.cfg.MaxCostCents:
-		status, limit, max, got = HaltedCost, "max_cost_cents", r.cfg.MaxCostCents, j.CostCents
-	case j.Steps >= r.cfg.MaxSteps:
-		status, limit, max, got = HaltedTime, "max_steps", float64(r.cfg.MaxSteps), float64(j.Steps)
-	case j.Seconds >= r.cfg.MaxTime.Seconds():
-		status, limit, max, got = HaltedTime, "max_time_minutes", r.cfg.MaxTime.Minutes(), j.Seconds/60
+	case jr.lim.maxCost > 0 && j.CostCents >= jr.lim.maxCost:
+		status, limit, max, got = HaltedCost, "max_cost_cents", jr.lim.maxCost, j.CostCents
+	case j.Steps >= jr.lim.maxSteps:
+		status, limit, max, got = HaltedTime, "max_steps", float64(jr.lim.maxSteps), float64(j.Steps)
+	case j.Seconds >= jr.lim.maxTime.Seconds():
+		status, limit, max, got = HaltedTime, "max_time_minutes", jr.lim.maxTime.Minutes(), j.Seconds/60
 	default:
 		return false, nil
 	}

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -41,7 +42,26 @@ type Prompt struct {
 	// Temperature and MaxTokens (the answer's cap; 0: the server's default).
 	Temperature float64 `json:"temperature"`
 	MaxTokens   int     `json:"max_tokens,omitempty"`
+	// Job is the job's request and Step the sequence of the step asked
+	// for: what an external worker is told (a chat model needs only
+	// Messages).
+	Job  *JobRequest `json:"-"`
+	Step int         `json:"-"`
 }
+
+// JobEnder is implemented by models that keep something for each job (an
+// external worker's process): the runtime calls EndJob when it stops
+// working on the job (it ended, waits for a human, or the node stops), and
+// a later step of the job starts afresh.
+type JobEnder interface {
+	EndJob(jobID string)
+}
+
+// ErrWorkerFailed is wrapped by a Model's error when the worker behind it
+// broke its protocol (it crashed, hung past its step time-out, wrote
+// garbage or flooded its output) and was stopped: the job waits for a
+// human at once, with the error as its reason, instead of being retried.
+var ErrWorkerFailed = errors.New("the worker failed")
 
 // The roles of chat messages.
 const (

@@ -44,8 +44,22 @@ func (q *Queue) Take(ctx context.Context, t *tasks.Task) error {
 	// Secrets the requester's text may hold stay out of the store (the
 	// model sees the text through the same redaction).
 	text := redactText(messageText(t.History[len(t.History)-1]), nil, nil)
+	phase := "work"
+	if len(t.History) == 1 {
+		// A peer's job request sets the job's description and phase
+		// (its context files, thresholds and context are read from the
+		// message when the job runs); a broken one is refused, naming
+		// the field and the rule.
+		req, err := jobRequestOf(t.History[0])
+		if err != nil {
+			return &tasks.Refusal{Reason: err.Error()}
+		}
+		if req != nil {
+			text, phase = redactText(req.TaskDescription, nil, nil), req.Phase
+		}
+	}
 	now := q.now()
-	j := &Job{TaskID: t.ID, Requester: t.Owner, Description: cut(text, 2000), Status: Pending, Phase: "work",
+	j := &Job{TaskID: t.ID, Requester: t.Owner, Description: cut(text, 2000), Status: Pending, Phase: phase,
 		RecoverySeq: -1, CreatedAt: now, UpdatedAt: now}
 	created, err := q.store.Create(ctx, j)
 	if err != nil {

@@ -20,6 +20,9 @@ const (
 	JobManifestFile   = "job-manifest.v1.json"
 	JobHistoryFile    = "job-history.v1.json"
 	LogLineFile       = "log-line.v1.json"
+	JobRequestFile    = "job-request.v1.json"
+	WorkerObsFile     = "worker-observation.v1.json"
+	WorkerAnswerFile  = "worker-answer.v1.json"
 )
 
 // BaseURL is where the files are published; each $id is BaseURL followed
@@ -35,11 +38,14 @@ const (
 	JobManifestID   = BaseURL + JobManifestFile
 	JobHistoryID    = BaseURL + JobHistoryFile
 	LogLineID       = BaseURL + LogLineFile
+	JobRequestID    = BaseURL + JobRequestFile
+	WorkerObsID     = BaseURL + WorkerObsFile
+	WorkerAnswerID  = BaseURL + WorkerAnswerFile
 )
 
 // FS holds the schema files exactly as published.
 //
-//go:embed proposal.v1.json action-descriptor.v1.json agent-response.v1.json agent-answer.v1.json job-manifest.v1.json job-history.v1.json log-line.v1.json
+//go:embed proposal.v1.json action-descriptor.v1.json agent-response.v1.json agent-answer.v1.json job-manifest.v1.json job-history.v1.json log-line.v1.json job-request.v1.json worker-observation.v1.json worker-answer.v1.json
 var FS embed.FS
 
 // files lists the embedded schemas; the accessors index it.
@@ -51,6 +57,9 @@ var files = [...]struct{ name, id string }{
 	{JobManifestFile, JobManifestID},
 	{JobHistoryFile, JobHistoryID},
 	{LogLineFile, LogLineID},
+	{JobRequestFile, JobRequestID},
+	{WorkerObsFile, WorkerObsID},
+	{WorkerAnswerFile, WorkerAnswerID},
 }
 
 const (
@@ -61,6 +70,9 @@ const (
 	iJobManifest
 	iJobHistory
 	iLogLine
+	iJobRequest
+	iWorkerObs
+	iWorkerAnswer
 )
 
 // NewCompiler returns a JSON Schema compiler (draft 2020-12) that knows
@@ -134,6 +146,22 @@ func JobHistory() *jsonschema.Schema { return must(iJobHistory) }
 // (log_format = json). It panics only if the embedded files do not compile
 // (see Proposal).
 func LogLine() *jsonschema.Schema { return must(iLogLine) }
+
+// JobRequest returns the compiled job request schema: the first line the
+// node writes to an external worker, and the data part with which a peer
+// starts a job. It panics only if the embedded files do not compile (see
+// Proposal).
+func JobRequest() *jsonschema.Schema { return must(iJobRequest) }
+
+// WorkerObservation returns the compiled schema of the lines the node
+// writes to an external worker after the job request. It panics only if
+// the embedded files do not compile (see Proposal).
+func WorkerObservation() *jsonschema.Schema { return must(iWorkerObs) }
+
+// WorkerAnswer returns the compiled schema of a line an external worker
+// writes: a proposal envelope or an agent response. It panics only if the
+// embedded files do not compile (see Proposal).
+func WorkerAnswer() *jsonschema.Schema { return must(iWorkerAnswer) }
 
 func must(i int) *jsonschema.Schema {
 	s, err := compiled()

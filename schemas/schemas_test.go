@@ -29,6 +29,9 @@ func TestFilesAreServedAsWritten(t *testing.T) {
 		schemas.JobManifestFile:   schemas.JobManifestID,
 		schemas.JobHistoryFile:    schemas.JobHistoryID,
 		schemas.LogLineFile:       schemas.LogLineID,
+		schemas.JobRequestFile:    schemas.JobRequestID,
+		schemas.WorkerObsFile:     schemas.WorkerObsID,
+		schemas.WorkerAnswerFile:  schemas.WorkerAnswerID,
 	}
 	entries, err := fs.ReadDir(schemas.FS, ".")
 	if err != nil {
@@ -64,7 +67,8 @@ func TestFilesAreServedAsWritten(t *testing.T) {
 
 // allFiles are the embedded files, in the order the package lists them.
 var allFiles = []string{schemas.ProposalFile, schemas.DescriptorFile, schemas.AgentResponseFile,
-	schemas.AgentAnswerFile, schemas.JobManifestFile, schemas.JobHistoryFile, schemas.LogLineFile}
+	schemas.AgentAnswerFile, schemas.JobManifestFile, schemas.JobHistoryFile, schemas.LogLineFile,
+	schemas.JobRequestFile, schemas.WorkerObsFile, schemas.WorkerAnswerFile}
 
 // TestEveryObjectIsClosed walks every file: every subschema that declares
 // properties (outside the conditions that only narrow them) also sets
@@ -170,19 +174,22 @@ func TestCompile(t *testing.T) {
 // accessors maps each schema, by its file's name without ".v1.json" (the
 // name of its folder in testdata), to its accessor.
 var accessors = map[string]func() *jsonschema.Schema{
-	"proposal":          schemas.Proposal,
-	"action-descriptor": schemas.ActionDescriptor,
-	"agent-response":    schemas.AgentResponse,
-	"agent-answer":      schemas.AgentAnswer,
-	"job-manifest":      schemas.JobManifest,
-	"job-history":       schemas.JobHistory,
-	"log-line":          schemas.LogLine,
+	"proposal":           schemas.Proposal,
+	"action-descriptor":  schemas.ActionDescriptor,
+	"agent-response":     schemas.AgentResponse,
+	"agent-answer":       schemas.AgentAnswer,
+	"job-manifest":       schemas.JobManifest,
+	"job-history":        schemas.JobHistory,
+	"log-line":           schemas.LogLine,
+	"job-request":        schemas.JobRequest,
+	"worker-observation": schemas.WorkerObservation,
+	"worker-answer":      schemas.WorkerAnswer,
 }
 
 // withExamples are the schemas whose examples are in testdata; the proposal
 // and descriptor cases are in executor/proposal, run through the Go code
 // too.
-var withExamples = []string{"agent-response", "agent-answer", "job-manifest", "job-history", "log-line"}
+var withExamples = []string{"agent-response", "agent-answer", "job-manifest", "job-history", "log-line", "job-request", "worker-observation", "worker-answer"}
 
 // minInvalid is how many invalid examples each schema of withExamples has
 // at least, each named for the one rule it breaks.

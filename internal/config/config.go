@@ -295,6 +295,19 @@ type Agent struct {
 	Redact []string `toml:"redact"`
 	// SystemPrompt is appended to the built-in system prompt.
 	SystemPrompt string `toml:"system_prompt"`
+	// Command runs an external worker in place of a model server: the
+	// program and its arguments. The node starts it for each job and
+	// speaks JSON lines over its standard input and output.
+	Command []string `toml:"command"`
+	// CommandDir is the worker's working directory, outside the sandbox
+	// (default: the system's temporary directory).
+	CommandDir string `toml:"command_dir"`
+	// CommandEnv is the worker's environment beside PATH: NAME=value
+	// entries. Nothing else of the node's environment reaches it.
+	CommandEnv []string `toml:"command_env"`
+	// StepTimeout bounds the wait for an external worker's answer to one
+	// step; 0 takes RequestTimeout.
+	StepTimeout Duration `toml:"step_timeout"`
 }
 
 // Card is the configurable part of the agent card; the identity and the
@@ -574,6 +587,10 @@ var settings = []setting{
 	intSetting("", "SNAPNODE_AGENT_MAX_RETRIES", "honour N RETRY answers a phase", func(c *Config) *int { return &c.Agent.MaxRetries }),
 	linesSetting("SNAPNODE_AGENT_REDACT", "remove matches of these regular expressions, one a line, from stored history", func(c *Config) *[]string { return &c.Agent.Redact }),
 	stringSetting("", "SNAPNODE_AGENT_SYSTEM_PROMPT", "append TEXT to the built-in system prompt", func(c *Config) *string { return &c.Agent.SystemPrompt }),
+	linesSetting("SNAPNODE_AGENT_COMMAND", "run the agent with this external worker instead of a model server: the program and its arguments, one a line", func(c *Config) *[]string { return &c.Agent.Command }),
+	stringSetting("", "SNAPNODE_AGENT_COMMAND_DIR", "run the external worker in DIR, outside the sandbox (default: the system's temporary directory)", func(c *Config) *string { return &c.Agent.CommandDir }),
+	linesSetting("SNAPNODE_AGENT_COMMAND_ENV", "give the external worker these NAME=value variables, one a line, and PATH: nothing else of the node's environment", func(c *Config) *[]string { return &c.Agent.CommandEnv }),
+	durationSetting("", "SNAPNODE_AGENT_STEP_TIMEOUT", "stop an external worker that does not answer a step within DURATION (0: the request time-out)", func(c *Config) *Duration { return &c.Agent.StepTimeout }),
 
 	// What the host states for actions' preconditions, [executor].
 	boolSetting("executor-user-idle", "SNAPNODE_EXECUTOR_USER_IDLE", "state that nobody uses this machine interactively: actions whose descriptor asks for an idle user may run", func(c *Config) *bool { return &c.Executor.UserIdle }),
@@ -951,6 +968,25 @@ func (a *Agent) validate() []error {
 			bad("llm_url", "SNAPNODE_LLM_URL", "a base URL ending in /v1, such as http://127.0.0.1:11434/v1", got)
 		}
 	}
+	if len(a.Command) > 0 && (a.LLMURL != "" || a.LLMModel != "") {
+		errs = append(errs, fmt.Errorf("config: agent.command (%s) and agent.llm_url (%s): want one of them (an external worker or a model server); got both",
+			source("SNAPNODE_AGENT_COMMAND"), source("SNAPNODE_LLM_URL")))
+	}
+	if len(a.Command) > 0 && a.Command[0] == "" {
+		bad("command", "SNAPNODE_AGENT_COMMAND", "a program, then its arguments", strconv.Quote(a.Command[0]))
+	}
+	for i, e := range a.CommandEnv {
+		name, _, ok := strings.Cut(e, "=")
+		switch {
+		case !ok || !envVarName.MatchString(name):
+			errs = append(errs, fmt.Errorf("config: agent.command_env[%d] (%s): want NAME=value, NAME of letters, digits and _; got %q", i, source("SNAPNODE_AGENT_COMMAND_ENV"), name))
+		case strings.HasPrefix(strings.ToUpper(name), "SNAPNODE_"):
+			errs = append(errs, fmt.Errorf("config: agent.command_env[%d] (%s): want a variable that is not the node's own (SNAPNODE_…: keys, the API key); got %q", i, source("SNAPNODE_AGENT_COMMAND_ENV"), name))
+		}
+	}
+	if a.StepTimeout.Duration < 0 {
+		bad("step_timeout", "SNAPNODE_AGENT_STEP_TIMEOUT", "0 (the request time-out) or more", a.StepTimeout.Duration)
+	}
 	if (a.LLMURL == "") != (a.LLMModel == "") {
 		errs = append(errs, fmt.Errorf("config: agent.llm_url (%s) and agent.llm_model (%s): want both set (the agent runs) or neither (it does not); got llm_url %q and llm_model %q",
 			source("SNAPNODE_LLM_URL"), source("SNAPNODE_LLM_MODEL"), showURL(a.LLMURL), a.LLMModel))
@@ -1057,10 +1093,13 @@ func showURL(s string) string {
 }
 
 // AgentEnabled reports whether the agent runtime runs: whether both
-// agent.llm_url and agent.llm_model are set.
+// agent.llm_url and agent.llm_model are set, or agent.command is.
 func (c Config) AgentEnabled() bool {
-	return c.Agent.LLMURL != "" && c.Agent.LLMModel != ""
+	return c.Agent.LLMURL != "" && c.Agent.LLMModel != "" || len(c.Agent.Command) > 0
 }
+
+// envVarName is the rule of a variable's name in agent.command_env.
+var envVarName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // LLMAPIKey returns the model server's API key: the variable
 // SNAPNODE_LLM_API_KEY (read with getenv, os.Getenv in production) when it

@@ -16,6 +16,7 @@ import (
 
 	"github.com/snapnode/snapnode/agent"
 	"github.com/snapnode/snapnode/agent/llm"
+	"github.com/snapnode/snapnode/agent/worker"
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/metrics"
 	"github.com/snapnode/snapnode/internal/sqldb"
@@ -26,7 +27,8 @@ import (
 // Why a free-text task fails at once when the node has no agent.
 const (
 	noAgentReason = "this node has no agent to work on free-text tasks: its operator can enable one with " +
-		"--llm-url and --llm-model (any OpenAI-compatible server, such as Ollama at http://127.0.0.1:11434/v1); " +
+		"--llm-url and --llm-model (any OpenAI-compatible server, such as Ollama at http://127.0.0.1:11434/v1) " +
+		"or an external worker (agent.command); " +
 		"proposals (data parts with a schema_version) are carried out without it"
 	noDatabaseReason = "this node keeps its tasks in memory, and its agent needs a database to keep its jobs: " +
 		"its operator can start it with a SQLite file or PostgreSQL (--database)"
@@ -40,8 +42,12 @@ func (r refuse) Take(context.Context, *tasks.Task) error { return &tasks.Refusal
 
 // agentSkill is the card's skill of a node whose agent is on.
 func agentSkill(cfg config.Config) snap.Skill {
+	with := "the model " + cfg.Agent.LLMModel
+	if len(cfg.Agent.Command) > 0 {
+		with = "an external worker"
+	}
 	return snap.Skill{ID: "agent", Name: "Agent",
-		Description: fmt.Sprintf("Works on free-text tasks with the model %s: it proposes file actions in the node's sandbox one at a time, each validated, judged by policy and audited; risky ones wait for an operator.", cfg.Agent.LLMModel),
+		Description: fmt.Sprintf("Works on free-text tasks (or a job request: task_description, phase, context_files) with %s: it proposes file actions in the node's sandbox one at a time, each validated, judged by policy and audited; risky ones wait for an operator.", with),
 		Tags:        []string{"agent", "llm", "files"},
 		Examples:    []string{"summarise notes.md into report.md"}}
 }
@@ -57,17 +63,40 @@ func openAgentQueue(ctx context.Context, db *sqldb.DB) (*agent.Store, *agent.Que
 }
 
 // startAgent builds the agent runtime on the node's job store, executor
-// and sandbox, and the model client from the settings. The runtime runs
-// until ctx ends; done is closed when it has stopped.
-func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queue *agent.Queue, exec agent.Executor, svc *tasks.Service, obs agent.Observer, logger *slog.Logger) (*agent.Runtime, <-chan struct{}, error) {
+// and sandbox, and the model client (or the external worker pool, whose
+// protocol violations go to the audit log) from the settings. The runtime
+// runs until ctx ends; done is closed when it has stopped.
+func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queue *agent.Queue, exec agent.Executor, svc *tasks.Service, obs agent.Observer, auditLog worker.Auditor, logger *slog.Logger) (*agent.Runtime, <-chan struct{}, error) {
 	a := cfg.Agent
-	key, err := cfg.LLMAPIKey(os.Getenv)
-	if err != nil {
-		return nil, nil, fmt.Errorf("node: agent: %w", err)
+	var (
+		key       string
+		model     agent.Model
+		modelName = a.LLMModel
+		pool      *worker.Pool
+		err       error
+		// callTimeout bounds one step's call: a model call, or a
+		// worker's answer (its step time-out, which then names the
+		// limit, with a margin).
+		callTimeout = a.RequestTimeout.Duration
+	)
+	if len(a.Command) > 0 {
+		// The worker gets only its own settings: never the API key or
+		// the node's keys.
+		step := a.StepTimeout.Duration
+		if step == 0 {
+			step = a.RequestTimeout.Duration
+		}
+		pool, err = worker.New(worker.Config{Command: a.Command, Dir: a.CommandDir, Sandbox: cfg.SandboxPath(), Env: a.CommandEnv,
+			StepTimeout: step, MaxLineBytes: a.MaxAnswerBytes, MaxProcs: a.MaxJobs, Audit: auditLog, Logger: logger.With("part", "worker")})
+		model, modelName, callTimeout = pool, "worker:"+filepath.Base(a.Command[0]), step+5*time.Second
+	} else {
+		if key, err = cfg.LLMAPIKey(os.Getenv); err != nil {
+			return nil, nil, fmt.Errorf("node: agent: %w", err)
+		}
+		model, err = llm.New(llm.Config{BaseURL: a.LLMURL, Model: a.LLMModel, APIKey: key,
+			Timeout: a.RequestTimeout.Duration, MaxResponseBytes: int64(a.MaxAnswerBytes) + 64<<10,
+			ResponseFormat: a.ResponseFormat, Logger: logger.With("part", "llm")})
 	}
-	model, err := llm.New(llm.Config{BaseURL: a.LLMURL, Model: a.LLMModel, APIKey: key,
-		Timeout: a.RequestTimeout.Duration, MaxResponseBytes: int64(a.MaxAnswerBytes) + 64<<10,
-		ResponseFormat: a.ResponseFormat, Logger: logger.With("part", "llm")})
 	if err != nil {
 		return nil, nil, fmt.Errorf("node: agent: %w", err)
 	}
@@ -85,10 +114,10 @@ func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queu
 	}
 	rt, err := agent.New(agent.Config{
 		Holder: holder, Queue: queue, Store: store, Tasks: svc, Executor: exec, Model: model,
-		ModelName: a.LLMModel, MaxJobs: a.MaxJobs, MaxSteps: a.MaxSteps, MaxCostCents: a.MaxCostCents,
+		ModelName: modelName, MaxJobs: a.MaxJobs, MaxSteps: a.MaxSteps, MaxCostCents: a.MaxCostCents,
 		MaxTime: minutes(a.MaxTimeMinutes), PricePerMTokPrompt: a.PricePerMTokPrompt,
 		PricePerMTokAnswer: a.PricePerMTokCompletion, Temperature: a.Temperature, MaxTokens: a.MaxTokens,
-		RequestTimeout: a.RequestTimeout.Duration, ContextTokens: a.ContextTokens, Lease: a.Lease.Duration,
+		RequestTimeout: callTimeout, ContextTokens: a.ContextTokens, Lease: a.Lease.Duration,
 		MaxObservationBytes: a.MaxObservationBytes, MaxAnswerBytes: a.MaxAnswerBytes,
 		MaxHistoryBytes: a.MaxHistoryBytes, MaxRetries: a.MaxRetries, Redact: redact, Secrets: []string{key},
 		SystemPrompt: a.SystemPrompt, Backoff: a.RetryBackoff.Duration, Observer: obs, Logger: logger.With("part", "agent"),
@@ -102,8 +131,11 @@ func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queu
 		if err := rt.Run(ctx); err != nil {
 			logger.Error("agent stopped", "err", err)
 		}
+		if pool != nil {
+			pool.Close()
+		}
 	}()
-	logger.Info("agent ready", "llm_url", a.LLMURL, "model", a.LLMModel, "max_jobs", a.MaxJobs, "max_steps", a.MaxSteps)
+	logger.Info("agent ready", "llm_url", a.LLMURL, "model", modelName, "max_jobs", a.MaxJobs, "max_steps", a.MaxSteps)
 	return rt, done, nil
 }
 

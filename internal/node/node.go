@@ -279,7 +279,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger, with ...
 	mx := n.newMetrics(append(router.Methods(), taskMethods(n.Tasks)...), replay, taskStore)
 	if queue != nil {
 		actx, stopAgent := context.WithCancel(context.WithoutCancel(ctx))
-		rt, done, err := startAgent(actx, cfg, jobs, queue, ex.exec, n.Tasks, mx, logger)
+		rt, done, err := startAgent(actx, cfg, jobs, queue, ex.exec, n.Tasks, mx, ex.audit, logger)
 		if err != nil {
 			stopAgent()
 			return nil, err

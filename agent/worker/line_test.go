@@ -1,0 +1,77 @@
+package worker_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/snapnode/snapnode/agent/worker"
+)
+
+// The worker answer examples of the schema are what ParseLine accepts and
+// refuses, and each refusal names its rule.
+func TestParseLine(t *testing.T) {
+	for _, kind := range []string{"valid", "invalid"} {
+		paths, _ := filepath.Glob(filepath.Join("..", "..", "schemas", "testdata", "worker-answer", kind, "*.json"))
+		if len(paths) == 0 {
+			t.Fatal("no examples")
+		}
+		for _, p := range paths {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = worker.ParseLine([]byte(strings.TrimSpace(string(b))), 1<<20)
+			if (err == nil) != (kind == "valid") {
+				t.Errorf("%s: %v", p, err)
+			}
+		}
+	}
+	for _, c := range []struct{ line, rule string }{
+		{`{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"x"} {}`, "json"},
+		{"```json\n{}", "object"},
+		{`{"schema_version":"1.0.0","schema_version":"1.0.0","action":"THINK"}`, "json"},
+		{"{\"a\":\"\xff\"}", "utf8"},
+		{`{"schema_version":"1.0.0"}`, "schema"},
+		{`{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"` + strings.Repeat("x", 100) + `"}`, "size"},
+	} {
+		_, err := worker.ParseLine([]byte(c.line), 64)
+		le, ok := err.(*worker.LineError)
+		if c.rule == "size" {
+			_, err = worker.ParseLine([]byte(c.line), 64)
+			le, ok = err.(*worker.LineError)
+		} else {
+			_, err = worker.ParseLine([]byte(c.line), 1<<20)
+			le, ok = err.(*worker.LineError)
+		}
+		if !ok || le.Rule != c.rule {
+			t.Errorf("%q: %v; want rule %s", c.line, err, c.rule)
+		}
+	}
+}
+
+func FuzzParseLine(f *testing.F) {
+	paths, _ := filepath.Glob(filepath.Join("..", "..", "schemas", "testdata", "worker-answer", "*", "*.json"))
+	for _, p := range paths {
+		if b, err := os.ReadFile(p); err == nil {
+			f.Add(b)
+		}
+	}
+	f.Add([]byte("not json"))
+	f.Fuzz(func(t *testing.T, line []byte) {
+		ans, err := worker.ParseLine(line, 4096)
+		if (ans == nil) == (err == nil) {
+			t.Fatalf("answer %v and error %v", ans, err)
+		}
+		if err != nil {
+			if _, ok := err.(*worker.LineError); !ok {
+				t.Fatalf("error of type %T", err)
+			}
+			return
+		}
+		if len(line) > 4096 || (ans.Kind != "proposal" && ans.Kind != "agent_response") || ans.Action == "" {
+			t.Fatalf("accepted %q as %+v", line, ans)
+		}
+	})
+}

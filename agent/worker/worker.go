@@ -1,0 +1,493 @@
+// Package worker runs external workers: programs, in any language, that
+// do an agent's work in place of a model. The node starts the configured
+// command for each job and speaks JSON lines over its standard input and
+// output: it writes the job request (schemas/job-request.v1.json), then,
+// after each answer, the observation of the step
+// (schemas/worker-observation.v1.json); the worker answers each with
+// exactly one line, a proposal or an agent response
+// (schemas/worker-answer.v1.json).
+//
+// A [Pool] is an agent.Model: the agent runtime asks it as it asks a
+// model server, and the same validation, policy, sandbox, limits, stuck
+// detection and history apply to what a worker proposes. A worker that
+// exits, hangs past its step time-out, writes a line that is not one JSON
+// object of that schema, writes a line over the bound, or writes more
+// lines than it was asked for is killed (its whole process group) and the
+// error wraps agent.ErrWorkerFailed, so that the job waits for a human
+// with the reason; the violation is written to the audit log.
+package worker
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/snapnode/snapnode/agent"
+	"github.com/snapnode/snapnode/executor/audit"
+	"github.com/snapnode/snapnode/schemas"
+)
+
+// Auditor records protocol violations (*audit.Log).
+type Auditor interface {
+	Append(ctx context.Context, e audit.Entry) (audit.Entry, error)
+}
+
+var _ Auditor = (*audit.Log)(nil)
+
+// Config is what a Pool runs.
+type Config struct {
+	// Command is the program and its arguments (required).
+	Command []string
+	// Dir is the worker's working directory; it must not be in Sandbox
+	// (default: the system's temporary directory).
+	Dir string
+	// Sandbox is the node's workspace, which Dir must stay out of: the
+	// worker acts on it only through its proposals.
+	Sandbox string
+	// Env is the worker's whole environment beside PATH: NAME=value
+	// entries. Nothing else of the node's environment is passed.
+	Env []string
+	// StepTimeout bounds the wait for one answer (0: only the caller's
+	// context bounds it).
+	StepTimeout time.Duration
+	// MaxLineBytes bounds one line of the worker (default 1 MiB).
+	MaxLineBytes int
+	// MaxProcs bounds the worker processes running at once (default 4);
+	// a job's first step waits for a free one.
+	MaxProcs int
+	// Audit, when set, records every protocol violation.
+	Audit  Auditor
+	Logger *slog.Logger
+}
+
+// DefaultMaxLineBytes is the default bound of a worker's line.
+const DefaultMaxLineBytes = 1 << 20
+
+// maxStderr is how much of a worker's error output is kept (its end).
+const maxStderr = 2048
+
+// Pool runs one worker process per job, at most MaxProcs at once. It is
+// safe for concurrent use; the steps of one job come one at a time.
+type Pool struct {
+	cfg   Config
+	log   *slog.Logger
+	slots chan struct{}
+	mu    sync.Mutex
+	procs map[string]*proc
+	env   []string
+}
+
+var (
+	_ agent.Model    = (*Pool)(nil)
+	_ agent.JobEnder = (*Pool)(nil)
+)
+
+// envName is the rule of a variable's name in Config.Env.
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// New returns a Pool of cfg; it starts no process until a job asks.
+func New(cfg Config) (*Pool, error) {
+	if len(cfg.Command) == 0 || cfg.Command[0] == "" {
+		return nil, errors.New("worker: Config.Command is required")
+	}
+	if cfg.Dir == "" {
+		cfg.Dir = os.TempDir()
+	}
+	dir, err := filepath.Abs(cfg.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("worker: command_dir: %w", err)
+	}
+	if cfg.Sandbox != "" {
+		sb, err := filepath.Abs(cfg.Sandbox)
+		if err != nil {
+			return nil, fmt.Errorf("worker: sandbox: %w", err)
+		}
+		if rel, err := filepath.Rel(sb, dir); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return nil, fmt.Errorf("worker: command_dir %q: want a directory outside the sandbox %q (the worker acts on the workspace only through its proposals)", dir, sb)
+		}
+	}
+	cfg.Dir = dir
+	env := []string{"PATH=" + os.Getenv("PATH")}
+	for i, e := range cfg.Env {
+		name, _, ok := strings.Cut(e, "=")
+		if !ok || !envName.MatchString(name) {
+			return nil, fmt.Errorf("worker: command_env[%d]: want NAME=value with NAME of letters, digits and _; got %q", i, name)
+		}
+		if name == "PATH" {
+			env[0] = e
+			continue
+		}
+		env = append(env, e)
+	}
+	if cfg.MaxLineBytes <= 0 {
+		cfg.MaxLineBytes = DefaultMaxLineBytes
+	}
+	if cfg.MaxProcs <= 0 {
+		cfg.MaxProcs = 4
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Pool{cfg: cfg, log: cfg.Logger, slots: make(chan struct{}, cfg.MaxProcs), procs: map[string]*proc{}, env: env}, nil
+}
+
+// Running returns how many worker processes run now.
+func (p *Pool) Running() int { return len(p.slots) }
+
+// proc is one job's worker process.
+type proc struct {
+	job     string
+	cmd     *exec.Cmd
+	stdin   io.WriteCloser
+	lines   chan line     // the lines read, one at a time
+	exited  chan struct{} // closed once the process was waited for
+	done    chan struct{} // closed by stop: the reader ends
+	waitErr error
+	stderr  *tail
+}
+
+// line is a line read from the worker, or why reading stopped.
+type line struct {
+	b   []byte
+	err error
+}
+
+// Complete implements agent.Model: it sends the job's next step to its
+// worker (starting it, with the job request, on the job's first step or
+// after a stop) and returns the worker's answer line.
+func (p *Pool) Complete(ctx context.Context, pr agent.Prompt) (*agent.Completion, error) {
+	if pr.Job == nil {
+		return nil, errors.New("worker: the prompt carries no job request")
+	}
+	job := pr.Job.JobID
+	p.mu.Lock()
+	w := p.procs[job]
+	p.mu.Unlock()
+	var out [][]byte
+	if w == nil {
+		var err error
+		if w, err = p.start(ctx, job); err != nil {
+			return nil, err
+		}
+		first := *pr.Job
+		if n := len(pr.Messages); n > 2 {
+			// The job went on before (a follow-up, a restart): the new
+			// process is told where it stands in its one request, which
+			// it answers with one line like any other.
+			first.TaskDescription = cutText(first.TaskDescription+"\n\nThe job went on before this worker started; the latest observation:\n"+
+				latest(pr.Messages), maxRequestText)
+		}
+		req, err := json.Marshal(&first)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, req)
+	} else {
+		select {
+		case l := <-w.lines:
+			if l.err == nil {
+				return nil, p.violation(w, "flood", "the worker wrote a line it was not asked for (one line a step)")
+			}
+			return nil, p.broken(w, l.err, pr.Step)
+		default:
+		}
+		out = append(out, observation(job, pr))
+	}
+	for _, b := range out {
+		if err := checkSent(b); err != nil {
+			p.stop(w)
+			return nil, fmt.Errorf("worker: %w", err)
+		}
+		if _, err := w.stdin.Write(append(b, '\n')); err != nil {
+			return nil, p.broken(w, err, pr.Step)
+		}
+	}
+	var timeout <-chan time.Time
+	if p.cfg.StepTimeout > 0 {
+		t := time.NewTimer(p.cfg.StepTimeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case l := <-w.lines:
+		if l.err != nil {
+			return nil, p.broken(w, l.err, pr.Step)
+		}
+		if _, err := ParseLine(l.b, p.cfg.MaxLineBytes); err != nil {
+			var le *LineError
+			errors.As(err, &le)
+			return nil, p.violation(w, le.Rule, "the worker wrote garbage: "+le.Message)
+		}
+		return &agent.Completion{Text: string(l.b), Model: "worker:" + filepath.Base(p.cfg.Command[0])}, nil
+	case <-timeout:
+		return nil, p.violation(w, "timeout", fmt.Sprintf("the worker did not answer step %d within its step time-out of %s", pr.Step, p.cfg.StepTimeout))
+	case <-ctx.Done():
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, p.violation(w, "timeout", fmt.Sprintf("the worker did not answer step %d within the request time-out", pr.Step))
+		}
+		p.stop(w) // canceled, or the node stops: the job's next step starts afresh
+		return nil, fmt.Errorf("worker: %w", ctx.Err())
+	}
+}
+
+// maxRequestText bounds the task_description of a job request
+// (schemas/job-request.v1.json), less room for the mark of a cut.
+const maxRequestText = 256<<10 - 16
+
+// cutText is s cut to at most max bytes, on a rune boundary, marked.
+func cutText(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	return strings.ToValidUTF8(s[:max], "") + "…"
+}
+
+// latest is what the prompt tells since the last answer: its user
+// messages after the last assistant message (the observation, and what
+// the requester or an operator said meanwhile), or, on the first step,
+// nothing.
+func latest(msgs []agent.ChatMessage) string {
+	from := len(msgs)
+	for from > 2 && msgs[from-1].Role != agent.RoleAssistant {
+		from--
+	}
+	parts := make([]string, 0, len(msgs)-from)
+	for _, m := range msgs[from:] {
+		parts = append(parts, m.Content)
+	}
+	return strings.Join(parts, "\n\n")
+}
+
+// observation is the line that tells the worker the latest observation.
+func observation(job string, pr agent.Prompt) []byte {
+	text := latest(pr.Messages)
+	b, _ := json.Marshal(struct {
+		JobID       string `json:"job_id"`
+		Step        int    `json:"step"`
+		Observation string `json:"observation"`
+	}{job, pr.Step, text})
+	return b
+}
+
+// checkSent validates a line the node writes against its schema.
+func checkSent(b []byte) error {
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	m, _ := v.(map[string]any)
+	s := schemas.WorkerObservation()
+	if _, ok := m["task_description"]; ok {
+		s = schemas.JobRequest()
+	}
+	if err := s.Validate(v); err != nil {
+		return fmt.Errorf("a line for the worker breaks its schema: %s", oneLine(err.Error(), 300))
+	}
+	return nil
+}
+
+// EndJob implements agent.JobEnder: the job's worker, if any, is told
+// (its standard input closes) and stopped.
+func (p *Pool) EndJob(job string) {
+	p.mu.Lock()
+	w := p.procs[job]
+	p.mu.Unlock()
+	if w != nil {
+		p.stop(w)
+	}
+}
+
+// Close stops every worker.
+func (p *Pool) Close() {
+	p.mu.Lock()
+	ws := make([]*proc, 0, len(p.procs))
+	for _, w := range p.procs {
+		ws = append(ws, w)
+	}
+	p.mu.Unlock()
+	for _, w := range ws {
+		p.stop(w)
+	}
+}
+
+// start starts the job's worker, once a process slot is free.
+func (p *Pool) start(ctx context.Context, job string) (*proc, error) {
+	select {
+	case p.slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("worker: waiting for a free worker slot: %w", ctx.Err())
+	}
+	cmd := exec.Command(p.cfg.Command[0], p.cfg.Command[1:]...)
+	cmd.Dir, cmd.Env = p.cfg.Dir, p.env
+	setGroup(cmd)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		<-p.slots
+		return nil, fmt.Errorf("worker: %w", err)
+	}
+	// The output is read from a pipe of our own: Wait must not close it
+	// before the last line is read.
+	rd, wr, err := os.Pipe()
+	if err != nil {
+		<-p.slots
+		return nil, fmt.Errorf("worker: %w", err)
+	}
+	cmd.Stdout = wr
+	st := &tail{}
+	cmd.Stderr = st
+	cmd.WaitDelay = time.Second
+	if err := cmd.Start(); err != nil {
+		rd.Close()
+		wr.Close()
+		<-p.slots
+		return nil, fmt.Errorf("%w: the worker %q could not start: %w", agent.ErrWorkerFailed, p.cfg.Command[0], err)
+	}
+	wr.Close()
+	w := &proc{job: job, cmd: cmd, stdin: stdin, lines: make(chan line), exited: make(chan struct{}),
+		done: make(chan struct{}), stderr: st}
+	go func() {
+		w.waitErr = cmd.Wait()
+		close(w.exited)
+	}()
+	go p.read(w, rd)
+	p.mu.Lock()
+	p.procs[job] = w
+	p.mu.Unlock()
+	p.log.Info("worker: started", "job", job, "pid", cmd.Process.Pid)
+	return w, nil
+}
+
+// read reads the worker's lines until its output closes, a line is over
+// the bound, or the worker is stopped.
+func (p *Pool) read(w *proc, rd *os.File) {
+	defer rd.Close()
+	br := bufio.NewReaderSize(rd, 64<<10)
+	for {
+		var buf []byte
+		var err error
+		for {
+			chunk, e := br.ReadSlice('\n')
+			buf = append(buf, chunk...)
+			if len(buf) > p.cfg.MaxLineBytes+1 {
+				err = &LineError{Rule: "size", Message: fmt.Sprintf("a line of the worker is over %d bytes", p.cfg.MaxLineBytes)}
+				break
+			}
+			if e == bufio.ErrBufferFull {
+				continue
+			}
+			err = e
+			break
+		}
+		l := line{b: bytes.TrimSuffix(buf, []byte("\n"))}
+		if err != nil {
+			l = line{err: err}
+			if errors.Is(err, io.EOF) && len(buf) > 0 {
+				l = line{err: io.ErrUnexpectedEOF}
+			}
+		}
+		select {
+		case w.lines <- l:
+		case <-w.done:
+			return
+		}
+		if l.err != nil {
+			return
+		}
+	}
+}
+
+// broken stops a worker whose stream ended or failed: it exited (or closed
+// its output) before answering step, or its line was over the bound.
+func (p *Pool) broken(w *proc, err error, step int) error {
+	var le *LineError
+	if errors.As(err, &le) {
+		return p.violation(w, "flood", "the worker flooded its output: "+le.Message)
+	}
+	select {
+	case <-w.exited:
+	case <-time.After(time.Second):
+	}
+	how := "closed its output"
+	select {
+	case <-w.exited:
+		how = "exited"
+		if w.waitErr != nil {
+			how = "exited (" + w.waitErr.Error() + ")"
+		}
+	default:
+	}
+	reason := fmt.Sprintf("the worker %s before answering step %d", how, step)
+	if s := w.stderr.String(); s != "" {
+		reason += "; its last error output: " + oneLine(s, 500)
+	}
+	return p.violation(w, "crash", reason)
+}
+
+// violation stops w, audits the violation, and returns the error that
+// makes the job wait for a human.
+func (p *Pool) violation(w *proc, rule, reason string) error {
+	pid := w.cmd.Process.Pid
+	p.stop(w)
+	p.log.Warn("worker: protocol violation; the worker is stopped", "job", w.job, "pid", pid, "rule", rule, "reason", reason)
+	if p.cfg.Audit != nil {
+		detail, _ := json.Marshal(map[string]any{"command": p.cfg.Command[0], "pid": pid, "rule": rule})
+		_, err := p.cfg.Audit.Append(context.Background(), audit.Entry{Actor: "host", Task: w.job, Step: audit.StepRejected,
+			Decision: "worker_stopped", Reason: oneLine(reason, audit.MaxReasonLength-8), Detail: detail})
+		if err != nil {
+			p.log.Error("worker: auditing a protocol violation", "job", w.job, "err", err)
+		}
+	}
+	return fmt.Errorf("%w: %s (%s)", agent.ErrWorkerFailed, reason, rule)
+}
+
+// stop ends w: its standard input closes, its process group is killed,
+// the process is waited for (no zombie) and its slot freed. It is
+// idempotent.
+func (p *Pool) stop(w *proc) {
+	p.mu.Lock()
+	if p.procs[w.job] != w {
+		p.mu.Unlock()
+		return
+	}
+	delete(p.procs, w.job)
+	p.mu.Unlock()
+	close(w.done)
+	_ = w.stdin.Close()
+	killGroup(w.cmd)
+	<-w.exited
+	<-p.slots
+}
+
+// tail keeps the end of a stream, at most maxStderr bytes.
+type tail struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (t *tail) Write(b []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, b...)
+	if len(t.buf) > maxStderr {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-maxStderr:]...)
+	}
+	return len(b), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.ToValidUTF8(string(t.buf), "")
+}

@@ -1,0 +1,298 @@
+package worker_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/snapnode/snapnode/agent"
+	"github.com/snapnode/snapnode/agent/worker"
+	"github.com/snapnode/snapnode/executor/audit"
+)
+
+// python3 returns the interpreter, or skips the test.
+func python3(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 is not installed: the worker tests run real Python workers")
+	}
+	// The interpreter itself, not a version manager's shim (which would
+	// add variables of its own to the worker's environment).
+	out, err := exec.Command(p, "-c", "import sys; print(sys.executable)").Output()
+	if err != nil {
+		t.Fatalf("python3: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// auditLog records what a pool audits.
+type auditLog struct {
+	mu      sync.Mutex
+	entries []audit.Entry
+}
+
+func (a *auditLog) Append(_ context.Context, e audit.Entry) (audit.Entry, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.entries = append(a.entries, e)
+	return e, nil
+}
+
+func (a *auditLog) all() []audit.Entry {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.entries)
+}
+
+// pool runs the testdata script; it returns the pool, its audit log and
+// the file where the script records its pids.
+func pool(t *testing.T, script string, mutate func(*worker.Config)) (*worker.Pool, *auditLog, string) {
+	t.Helper()
+	py := python3(t)
+	abs, err := filepath.Abs(filepath.Join("testdata", script))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pidfile := filepath.Join(t.TempDir(), "pids")
+	al := &auditLog{}
+	cfg := worker.Config{Command: []string{py, abs}, Dir: t.TempDir(), Sandbox: t.TempDir(),
+		Env: []string{"PIDFILE=" + pidfile, "PYTHONDONTWRITEBYTECODE=1"}, StepTimeout: 20 * time.Second, Audit: al}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	p, err := worker.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p, al, pidfile
+}
+
+func request(job string) *agent.JobRequest {
+	return &agent.JobRequest{JobID: job, Phase: "work", ContextFiles: []string{}, SystemPrompt: "the node's rules",
+		TaskDescription: "write a.md", Metadata: agent.JobRequestMetadata{MaxSteps: 5, AcceptedFormats: agent.AcceptedFormats}}
+}
+
+func prompt(job string, step int, obs string) agent.Prompt {
+	msgs := []agent.ChatMessage{{Role: agent.RoleSystem, Content: "the node's rules"}, {Role: agent.RoleUser, Content: "write a.md"}}
+	if obs != "" {
+		msgs = append(msgs, agent.ChatMessage{Role: agent.RoleAssistant, Content: "{}"}, agent.ChatMessage{Role: agent.RoleUser, Content: obs})
+	}
+	return agent.Prompt{Messages: msgs, Job: request(job), Step: step}
+}
+
+// pids are the pids the script recorded.
+func pids(t *testing.T, file string) []int {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("the worker recorded no pid: %v", err)
+	}
+	var out []int
+	for _, f := range strings.Fields(string(b)) {
+		n, _ := strconv.Atoi(f)
+		out = append(out, n)
+	}
+	return out
+}
+
+// gone fails unless every process of pids is gone: the worker itself
+// reaped (not even a zombie), and what it started killed (a zombie left
+// to init, which reaps it, is dead).
+func gone(t *testing.T, ps []int) {
+	t.Helper()
+	for _, pid := range ps {
+		st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid …
+		f := strings.Fields(string(st[strings.LastIndexByte(string(st), ')')+1:]))
+		if len(f) > 1 && f[0] == "Z" && f[1] != strconv.Itoa(os.Getpid()) {
+			continue
+		}
+		t.Errorf("process %d outlived its worker: %s", pid, st)
+	}
+}
+
+// A worker that breaks the protocol is stopped with its whole process
+// group, leaves no zombie, is audited, and its error names the rule.
+func TestViolations(t *testing.T) {
+	cases := []struct {
+		script, rule, want string
+		steps              int // answers before the violation
+		mutate             func(*worker.Config)
+	}{
+		{"crash.py", "crash", "exited (exit status 3) before answering step 0; its last error output: worker: out of ideas", 0, nil},
+		{"hang.py", "timeout", "did not answer step 0 within its step time-out of 2s", 0,
+			func(c *worker.Config) { c.StepTimeout = 2 * time.Second }}, // time for the worker to start and record its pids
+		{"garbage.py", "object", "the worker wrote garbage: the answer is not a single JSON object", 0, nil},
+		{"flood.py", "flood", "a line it was not asked for", 1, nil},
+		{"longline.py", "flood", "the worker flooded its output: a line of the worker is over 4096 bytes", 0,
+			func(c *worker.Config) { c.MaxLineBytes = 4096 }},
+	}
+	for _, c := range cases {
+		t.Run(c.script, func(t *testing.T) {
+			p, al, pidfile := pool(t, c.script, c.mutate)
+			var err error
+			for step := 0; step <= c.steps; step++ {
+				obs := ""
+				if step > 0 {
+					obs = `{"outcome":"completed"}`
+				}
+				_, err = p.Complete(context.Background(), prompt("job-1", step, obs))
+				if step < c.steps && err != nil {
+					t.Fatalf("step %d: %v", step, err)
+				}
+			}
+			if !errors.Is(err, agent.ErrWorkerFailed) || !strings.Contains(err.Error(), c.want) || !strings.HasSuffix(err.Error(), "("+c.rule+")") {
+				t.Fatalf("err = %v; want agent.ErrWorkerFailed with %q (%s)", err, c.want, c.rule)
+			}
+			gone(t, pids(t, pidfile))
+			if p.Running() != 0 {
+				t.Errorf("%d workers still counted", p.Running())
+			}
+			es := al.all()
+			if len(es) != 1 || es[0].Task != "job-1" || es[0].Step != audit.StepRejected || es[0].Decision != "worker_stopped" ||
+				!strings.Contains(es[0].Reason, c.want) || !strings.Contains(string(es[0].Detail), `"rule":"`+c.rule+`"`) {
+				t.Fatalf("audit: %+v", es)
+			}
+		})
+	}
+}
+
+// The worker gets only the variables it is given and PATH, in its own
+// directory; it reads the job request first, then observations.
+func TestEnvironmentAndLines(t *testing.T) {
+	t.Setenv("SNAPNODE_LLM_API_KEY", "sk-secret-of-the-node")
+	t.Setenv("SNAPNODE_KEY", "the node's key")
+	dir := t.TempDir()
+	p, _, _ := pool(t, "env.py", func(c *worker.Config) { c.Dir, c.Env = dir, []string{"GREETING=hello"} })
+	var got []map[string]any
+	for step, obs := range []string{"", `{"outcome":"completed"}`} {
+		comp, err := p.Complete(context.Background(), prompt("job-2", step, obs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var resp agent.AgentResponse
+		if err := json.Unmarshal([]byte(comp.Text), &resp); err != nil {
+			t.Fatal(err)
+		}
+		var s map[string]any
+		if err := json.Unmarshal([]byte(resp.SummaryForSupervisor), &s); err != nil {
+			t.Fatalf("summary %q: %v", resp.SummaryForSupervisor, err)
+		}
+		got = append(got, s)
+	}
+	env := got[0]["env"].([]any)
+	if !slices.Equal(env, []any{"GREETING", "PATH"}) {
+		t.Errorf("the worker's environment has %v; want GREETING and PATH only", env)
+	}
+	if got[0]["cwd"] != dir {
+		t.Errorf("cwd %v; want %s", got[0]["cwd"], dir)
+	}
+	first := got[0]["msg"].(map[string]any)
+	if got[0]["first"] != true || first["job_id"] != "job-2" || first["phase"] != "work" || first["task_description"] != "write a.md" {
+		t.Errorf("first line: %v", first)
+	}
+	second := got[1]["msg"].(map[string]any)
+	if got[1]["first"] != false || second["step"] != float64(1) || second["observation"] != `{"outcome":"completed"}` {
+		t.Errorf("second line: %v", second)
+	}
+}
+
+// A pool keeps at most MaxProcs workers: a job's first step waits for a
+// slot; ending a job frees its slot.
+func TestMaxProcs(t *testing.T) {
+	p, _, _ := pool(t, "env.py", func(c *worker.Config) { c.MaxProcs = 1 })
+	if _, err := p.Complete(context.Background(), prompt("a", 0, "")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if _, err := p.Complete(ctx, prompt("b", 0, "")); !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, agent.ErrWorkerFailed) {
+		t.Fatalf("a second job with the only slot taken: %v", err)
+	}
+	if p.Running() != 1 {
+		t.Fatalf("%d running", p.Running())
+	}
+	p.EndJob("a")
+	if _, err := p.Complete(context.Background(), prompt("b", 0, "")); err != nil {
+		t.Fatalf("after the first job ended: %v", err)
+	}
+}
+
+func TestNewRefuses(t *testing.T) {
+	sb := t.TempDir()
+	for _, c := range []struct {
+		name string
+		cfg  worker.Config
+		want string
+	}{
+		{"no command", worker.Config{}, "Command is required"},
+		{"dir in the sandbox", worker.Config{Command: []string{"true"}, Sandbox: sb, Dir: filepath.Join(sb, "w")}, "want a directory outside the sandbox"},
+		{"dir is the sandbox", worker.Config{Command: []string{"true"}, Sandbox: sb, Dir: sb}, "want a directory outside the sandbox"},
+		{"bad variable", worker.Config{Command: []string{"true"}, Env: []string{"A B=1"}}, "command_env[0]: want NAME=value"},
+		{"no value", worker.Config{Command: []string{"true"}, Env: []string{"TOKEN"}}, "command_env[0]: want NAME=value"},
+	} {
+		if _, err := worker.New(c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v; want %q", c.name, err, c.want)
+		}
+	}
+}
+
+// A job that went on before (a follow-up, a restart) starts a new worker
+// with one request, which tells where the job stands; it is answered with
+// one line, and the next step is an observation.
+func TestResumedJob(t *testing.T) {
+	p, _, _ := pool(t, "env.py", nil)
+	comp, err := p.Complete(context.Background(), prompt("job-3", 4, "Message from the requester: go on"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resp agent.AgentResponse
+	var got map[string]any
+	if json.Unmarshal([]byte(comp.Text), &resp) != nil || json.Unmarshal([]byte(resp.SummaryForSupervisor), &got) != nil {
+		t.Fatalf("answer %s", comp.Text)
+	}
+	msg := got["msg"].(map[string]any)
+	if got["first"] != true || !strings.HasSuffix(msg["task_description"].(string), "the latest observation:\nMessage from the requester: go on") {
+		t.Fatalf("first line: %v", msg)
+	}
+	if _, err := p.Complete(context.Background(), prompt("job-3", 5, `{"outcome":"completed"}`)); err != nil {
+		t.Fatalf("the next step: %v", err)
+	}
+}
+
+// The observation is every message since the worker's last answer: the
+// outcome and what the requester said meanwhile.
+func TestObservationHasEverythingSinceTheAnswer(t *testing.T) {
+	p, _, _ := pool(t, "env.py", nil)
+	if _, err := p.Complete(context.Background(), prompt("job-4", 0, "")); err != nil {
+		t.Fatal(err)
+	}
+	pr := prompt("job-4", 1, `{"outcome":"completed"}`)
+	pr.Messages = append(pr.Messages, agent.ChatMessage{Role: agent.RoleUser, Content: "Message from the requester: also b.md"})
+	comp, err := p.Complete(context.Background(), pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resp agent.AgentResponse
+	var got map[string]any
+	if json.Unmarshal([]byte(comp.Text), &resp) != nil || json.Unmarshal([]byte(resp.SummaryForSupervisor), &got) != nil {
+		t.Fatalf("answer %s", comp.Text)
+	}
+	if obs := got["msg"].(map[string]any)["observation"]; obs != "{\"outcome\":\"completed\"}\n\nMessage from the requester: also b.md" {
+		t.Fatalf("observation %q", obs)
+	}
+}
