@@ -65,7 +65,10 @@ func TestKnownBeforeNewcomers(t *testing.T) {
 			}
 			held = append(held, r)
 		}
-		waiting := []*claim{acquire(ctx, p, newcomer(2)), acquire(ctx, p, newcomer(3))}
+		// One after the other: the queue's order is the order they came.
+		waiting := []*claim{acquire(ctx, p, newcomer(2))}
+		synctest.Wait()
+		waiting = append(waiting, acquire(ctx, p, newcomer(3)))
 		synctest.Wait()
 		if s := p.Stats(); s.WaitingNewcomers != 2 || s.Open != 2 {
 			t.Fatalf("stats %+v: want 2 open, 2 newcomers waiting", s)
