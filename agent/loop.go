@@ -111,7 +111,7 @@ func (jr *jobRun) start(ctx context.Context, taskID string) (bool, error) {
 	// The queue stored the description with the built-in redaction; the
 	// operator's patterns and the API key are the runtime's.
 	j.Description = r.redact(j.Description)
-	j.Status = Running
+	j.Status = jr.phaseStatus()
 	if err := jr.save(ctx, nil); err != nil {
 		return false, err
 	}
@@ -222,7 +222,9 @@ func (jr *jobRun) run(ctx context.Context, taskID string) error {
 			return err
 		}
 		var stop bool
-		if ans.Kind == KindProposal {
+		if jr.reviewing() {
+			stop, err = jr.verdict(ctx, it, ans)
+		} else if ans.Kind == KindProposal {
 			stop, err = jr.propose(ctx, it, ans)
 		} else {
 			stop, err = jr.respond(ctx, it, ans)
@@ -269,14 +271,15 @@ func (jr *jobRun) call(ctx context.Context) (*Interaction, *Completion, error) {
 	}
 	j.PendingInput = pending
 	msgs := jr.prompt(ctx)
+	role, model, modelName := jr.turn()
 	it := &Interaction{Sequence: j.NextSeq, Timestamp: r.cfg.Now().UTC(), StateBefore: j.Status,
 		WorkspacePath: "/sandbox/", Guidance: j.PendingInput,
-		Request: Request{Messages: msgs, FilesContext: jr.files, Metadata: RequestMetadata{Role: "Worker", Phase: j.Phase,
-			Model: r.cfg.ModelName, Temperature: r.cfg.Temperature, MaxTokens: r.cfg.MaxTokens}}}
+		Request: Request{Messages: msgs, FilesContext: jr.files, Metadata: RequestMetadata{Role: role, Phase: j.Phase,
+			Model: modelName, Temperature: r.cfg.Temperature, MaxTokens: r.cfg.MaxTokens}}}
 	cctx, cancel := context.WithTimeout(ctx, r.cfg.RequestTimeout)
 	defer cancel()
 	began := time.Now()
-	comp, err := r.cfg.Model.Complete(cctx, Prompt{Messages: msgs, Schema: answerSchema(), SchemaName: "snapnode_answer",
+	comp, err := model.Complete(cctx, Prompt{Messages: msgs, Schema: answerSchema(), SchemaName: "snapnode_answer",
 		Temperature: r.cfg.Temperature, MaxTokens: r.cfg.MaxTokens})
 	elapsed := time.Since(began)
 	took := elapsed.Seconds()
@@ -313,6 +316,9 @@ func (jr *jobRun) call(ctx context.Context) (*Interaction, *Completion, error) {
 func (jr *jobRun) prompt(ctx context.Context) []ChatMessage {
 	r, j := jr.r, jr.j
 	system := builtinPrompt()
+	if jr.reviewing() {
+		system = supervisorPrompt
+	}
 	if r.cfg.SystemPrompt != "" {
 		system += "\n\n" + r.cfg.SystemPrompt
 	}
@@ -341,6 +347,9 @@ func (jr *jobRun) prompt(ctx context.Context) []ChatMessage {
 		budget = 512
 	}
 	task, files := jr.taskMessage(ctx, budget)
+	if jr.reviewing() {
+		task, files = jr.reviewMessage(ctx, budget)
+	}
 	jr.files = files
 	return buildMessages(system, task, steps, r.redact(j.PendingInput), budget)
 }
@@ -626,6 +635,9 @@ func (jr *jobRun) respond(ctx context.Context, it *Interaction, ans *Answer) (bo
 	it.Response.EvidenceFiles, it.Response.SummaryForSupervisor = files, r.redact(resp.SummaryForSupervisor)
 	switch resp.Action {
 	case ActionCompleted:
+		if r.cfg.Review {
+			return jr.submitForReview(ctx, it)
+		}
 		arts, missing := jr.evidence(ctx, resp.EvidenceFiles)
 		obs := &Observation{Outcome: ObsCompleted, Text: "accepted"}
 		if len(missing) > 0 {

@@ -38,6 +38,8 @@ type Executor interface {
 	// without an operator's decision (the requester wrote again).
 	Pending(ctx context.Context, taskID string) ([]executor.Pending, error)
 	Deny(ctx context.Context, actionID, approver, reason string) (*executor.Result, error)
+	// Rollback restores what a promoted action changed (ResumeFrom).
+	Rollback(ctx context.Context, actionID string) error
 }
 
 var (
@@ -82,8 +84,15 @@ type Config struct {
 	// key), as plain strings.
 	Redact  []*regexp.Regexp
 	Secrets []string
-	// SystemPrompt is appended to the built-in one.
+	// SystemPrompt is appended to the built-in one (the worker's and the
+	// supervisor's).
 	SystemPrompt string
+	// Review makes a supervisor review every worker's COMPLETED before the
+	// job ends (see PhaseReview). ReviewModel answers as the supervisor,
+	// recorded as ReviewModelName; nil: Model.
+	Review          bool
+	ReviewModel     Model
+	ReviewModelName string
 	// Backoff is the first wait before retrying a failed model call
 	// (default 1 s, doubling; a server's Retry-After wins when longer).
 	Backoff time.Duration

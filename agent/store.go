@@ -64,7 +64,7 @@ func fromMicros(n int64) time.Time {
 
 const jobColumns = `task_id, requester, description, status, phase, lease_holder, lease_until, steps,
 	cost_cents, seconds, prompt_tokens, completion_tokens, retries, history_bytes, next_seq,
-	pending_input, recovery_seq, reason, created_at, updated_at, settled`
+	pending_input, recovery_seq, reason, created_at, updated_at, settled, review_seq`
 
 // Create stores a new job and reports whether it did: a job of the same
 // task is left as it is.
@@ -72,10 +72,10 @@ func (s *Store) Create(ctx context.Context, j *Job) (bool, error) {
 	var created bool
 	err := s.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, s.d.Rebind(`INSERT INTO agent_jobs (`+jobColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1) ON CONFLICT (task_id) DO NOTHING`),
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?) ON CONFLICT (task_id) DO NOTHING`),
 			j.TaskID, j.Requester, j.Description, string(j.Status), j.Phase, j.LeaseHolder, micros(j.LeaseUntil),
 			j.Steps, j.CostCents, j.Seconds, j.PromptTokens, j.CompletionTokens, j.Retries, j.HistoryBytes,
-			j.NextSeq, j.PendingInput, j.RecoverySeq, j.Reason, micros(j.CreatedAt), micros(j.UpdatedAt))
+			j.NextSeq, j.PendingInput, j.RecoverySeq, j.Reason, micros(j.CreatedAt), micros(j.UpdatedAt), j.ReviewSeq)
 		if err != nil {
 			return err
 		}
@@ -112,7 +112,7 @@ func scanJob(sc scanner) (*Job, error) {
 	)
 	err := sc.Scan(&j.TaskID, &j.Requester, &j.Description, &status, &j.Phase, &j.LeaseHolder, &lease, &j.Steps,
 		&j.CostCents, &j.Seconds, &j.PromptTokens, &j.CompletionTokens, &j.Retries, &j.HistoryBytes, &j.NextSeq,
-		&j.PendingInput, &j.RecoverySeq, &j.Reason, &created, &updated, &settled)
+		&j.PendingInput, &j.RecoverySeq, &j.Reason, &created, &updated, &settled, &j.ReviewSeq)
 	if err != nil {
 		return nil, err
 	}
@@ -150,16 +150,16 @@ func (s *Store) PendingInput(ctx context.Context, taskID string) (string, error)
 type Candidate struct{ TaskID, Requester string }
 
 // Runnable returns up to limit jobs that wait for work (PENDING, or
-// RUNNING with a lapsed lease): the oldest perRequester of each requester,
+// RUNNING or REVIEWING with a lapsed lease): the oldest perRequester of each requester,
 // the oldest of every requester first, so that one requester's many jobs
 // do not fill the list.
 func (s *Store) Runnable(ctx context.Context, now time.Time, perRequester, limit int) ([]Candidate, error) {
 	rows, err := s.db.R.QueryContext(ctx, s.d.Rebind(`SELECT task_id, requester FROM (
 			SELECT task_id, requester, created_at,
 				ROW_NUMBER() OVER (PARTITION BY requester ORDER BY created_at, task_id) AS rank
-			FROM agent_jobs WHERE status IN (?, ?) AND lease_until < ?
+			FROM agent_jobs WHERE status IN (?, ?, ?) AND lease_until < ?
 		) AS waiting WHERE rank <= ? ORDER BY rank, created_at, task_id LIMIT ?`),
-		string(Pending), string(Running), micros(now), perRequester, limit)
+		string(Pending), string(Running), string(Reviewing), micros(now), perRequester, limit)
 	if err != nil {
 		return nil, fmt.Errorf("agent: runnable jobs: %w", err)
 	}
@@ -180,8 +180,8 @@ func (s *Store) Runnable(ctx context.Context, now time.Time, perRequester, limit
 // one wins.
 func (s *Store) Claim(ctx context.Context, taskID, holder string, now, until time.Time) (bool, error) {
 	return s.exec(ctx, "claim", taskID, `UPDATE agent_jobs SET lease_holder = ?, lease_until = ?
-		WHERE task_id = ? AND status IN (?, ?) AND lease_until < ?`,
-		holder, micros(until), taskID, string(Pending), string(Running), micros(now))
+		WHERE task_id = ? AND status IN (?, ?, ?) AND lease_until < ?`,
+		holder, micros(until), taskID, string(Pending), string(Running), string(Reviewing), micros(now))
 }
 
 // Renew extends holder's lease; false when the job is no longer its.
@@ -381,7 +381,7 @@ func (s *Store) WriteTx(ctx context.Context, tx *sql.Tx, w Save) error {
 	// front of the pending input; what was added since stays.
 	q := `UPDATE agent_jobs SET description = ?, status = ?, phase = ?, steps = ?,
 		cost_cents = ?, seconds = ?, prompt_tokens = ?, completion_tokens = ?, retries = ?, history_bytes = ?,
-		next_seq = ?, recovery_seq = ?, reason = ?, updated_at = ?,
+		next_seq = ?, recovery_seq = ?, reason = ?, updated_at = ?, review_seq = ?,
 		settled = CASE WHEN ? THEN 0 ELSE settled END,
 		pending_input = CASE WHEN ? = '' THEN pending_input
 			WHEN pending_input = ? THEN ''
@@ -393,7 +393,7 @@ func (s *Store) WriteTx(ctx context.Context, tx *sql.Tx, w Save) error {
 	n := utf8.RuneCountInString(prefix)
 	args := []any{j.Description, string(j.Status), j.Phase, j.Steps,
 		j.CostCents, j.Seconds, j.PromptTokens, j.CompletionTokens, j.Retries, j.HistoryBytes,
-		j.NextSeq, j.RecoverySeq, j.Reason, micros(j.UpdatedAt), w.Unsettled,
+		j.NextSeq, j.RecoverySeq, j.Reason, micros(j.UpdatedAt), j.ReviewSeq, w.Unsettled,
 		consumed, consumed, n, prefix, n + 1, j.TaskID}
 	if w.Holder != "" {
 		q += ` AND lease_holder = ?`

@@ -289,6 +289,12 @@ type Agent struct {
 	Redact []string `toml:"redact"`
 	// SystemPrompt is appended to the built-in system prompt.
 	SystemPrompt string `toml:"system_prompt"`
+	// Review makes a supervisor review every COMPLETED of the worker
+	// before the job ends.
+	Review bool `toml:"review"`
+	// ReviewModel is the model the supervisor asks (on the same server);
+	// empty: LLMModel.
+	ReviewModel string `toml:"review_model"`
 }
 
 // Card is the configurable part of the agent card; the identity and the
@@ -559,6 +565,8 @@ var settings = []setting{
 	intSetting("", "SNAPNODE_AGENT_MAX_RETRIES", "honour N RETRY answers a phase", func(c *Config) *int { return &c.Agent.MaxRetries }),
 	linesSetting("SNAPNODE_AGENT_REDACT", "remove matches of these regular expressions, one a line, from stored history", func(c *Config) *[]string { return &c.Agent.Redact }),
 	stringSetting("", "SNAPNODE_AGENT_SYSTEM_PROMPT", "append TEXT to the built-in system prompt", func(c *Config) *string { return &c.Agent.SystemPrompt }),
+	boolSetting("agent-review", "SNAPNODE_AGENT_REVIEW", "have a supervisor review every job the agent's worker says is COMPLETED before it ends", func(c *Config) *bool { return &c.Agent.Review }),
+	stringSetting("", "SNAPNODE_AGENT_REVIEW_MODEL", "ask the model NAME as the supervisor (default: --llm-model)", func(c *Config) *string { return &c.Agent.ReviewModel }),
 
 	// What the host states for actions' preconditions, [executor].
 	boolSetting("executor-user-idle", "SNAPNODE_EXECUTOR_USER_IDLE", "state that nobody uses this machine interactively: actions whose descriptor asks for an idle user may run", func(c *Config) *bool { return &c.Executor.UserIdle }),
