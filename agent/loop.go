@@ -191,8 +191,8 @@ func (jr *jobRun) run(ctx context.Context, taskID string) error {
 		if pattern, why := detectStuck(jr.window()); pattern != "" {
 			return jr.stuck(ctx, fmt.Sprintf("stuck (%s): %s", pattern, why))
 		}
-		if jr.j.HistoryBytes >= r.cfg.MaxHistoryBytes {
-			return jr.stuck(ctx, fmt.Sprintf("the job history reached its limit of %d bytes", r.cfg.MaxHistoryBytes))
+		if err := jr.rotate(ctx); err != nil {
+			return err
 		}
 		it, comp, err := jr.call(ctx)
 		if err != nil {

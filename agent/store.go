@@ -37,6 +37,8 @@ var (
 type Store struct {
 	db *sqldb.DB
 	d  *sqldb.Dialect
+	// sealer opens and seals sensitive jobs' archive segments (UseKey).
+	sealer *Sealer
 }
 
 // OpenStore returns the job store on db, after bringing its tables up to
@@ -467,17 +469,22 @@ func (s *Store) AddInput(ctx context.Context, taskID, text string, onlyWaiting b
 	return s.exec(ctx, "add input to", taskID, q, args...)
 }
 
-// Interactions returns a job's history, in order.
+// Interactions returns a job's history, in order: the archived
+// interactions (verified, see Archive) and the stored ones.
 func (s *Store) Interactions(ctx context.Context, taskID string) ([]Interaction, error) {
 	var out []Interaction
-	err := s.bodies(ctx, `SELECT body FROM agent_interactions WHERE task_id = ? ORDER BY seq`, taskID, func(b []byte) error {
+	each := func(b []byte) error {
 		var it Interaction
 		if err := json.Unmarshal(b, &it); err != nil {
 			return err
 		}
 		out = append(out, it)
 		return nil
-	})
+	}
+	if err := s.archived(ctx, taskID, each); err != nil {
+		return nil, err
+	}
+	err := s.bodies(ctx, `SELECT body FROM agent_interactions WHERE task_id = ? ORDER BY seq`, taskID, each)
 	return out, err
 }
 
@@ -485,10 +492,14 @@ func (s *Store) Interactions(ctx context.Context, taskID string) ([]Interaction,
 // stored, in order (for replay checks and exports).
 func (s *Store) RawInteractions(ctx context.Context, taskID string) ([]json.RawMessage, error) {
 	var out []json.RawMessage
-	err := s.bodies(ctx, `SELECT body FROM agent_interactions WHERE task_id = ? ORDER BY seq`, taskID, func(b []byte) error {
+	each := func(b []byte) error {
 		out = append(out, append(json.RawMessage(nil), b...))
 		return nil
-	})
+	}
+	if err := s.archived(ctx, taskID, each); err != nil {
+		return nil, err
+	}
+	err := s.bodies(ctx, `SELECT body FROM agent_interactions WHERE task_id = ? ORDER BY seq`, taskID, each)
 	return out, err
 }
 

@@ -42,9 +42,25 @@ func (c *cli) job(args []string) int {
 	return exitUsage
 }
 
-// openJobStore opens the agent's job store in the node's database.
+// openJobStore opens the agent's job store in the node's database, with
+// the key of sealed history archives when agent.history_key_file is set.
 func (c *cli) openJobStore(fs *flag.FlagSet, cfg *config.Config) (*agent.Store, func(), int, bool) {
-	return openStore(c, fs, cfg, "jobs", (*node.Stores).Jobs)
+	return openStore(c, fs, cfg, "jobs", func(s *node.Stores, ctx context.Context) (*agent.Store, error) {
+		st, err := s.Jobs(ctx)
+		if err != nil {
+			return nil, err
+		}
+		key, err := cfg.HistoryKey()
+		if err != nil || key == nil {
+			return st, err
+		}
+		sealer, err := agent.NewSealer(key)
+		if err != nil {
+			return nil, err
+		}
+		st.UseKey(sealer)
+		return st, nil
+	})
 }
 
 // jobCommand runs a job command that takes one job id: it parses the
@@ -227,6 +243,12 @@ func (c *cli) jobReplay(args []string) int {
 func (c *cli) jobError(prog, id string, err error) int {
 	if errors.Is(err, agent.ErrNoJob) {
 		fmt.Fprintf(c.stderr, "%s: task %s is not an agent job in this database (snapnode job list shows them)\n", prog, id)
+		return exitFail
+	}
+	if errors.Is(err, agent.ErrArchiveTampered) || errors.Is(err, agent.ErrArchiveSealed) {
+		// The history is there but does not verify, or is sealed: not
+		// an I/O failure, an inconsistency (replay's exit 1).
+		fmt.Fprintf(c.stderr, "%s: %v\n", prog, err)
 		return exitFail
 	}
 	return c.ioError(prog, err)

@@ -89,6 +89,17 @@ func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queu
 		}
 		redact = append(redact, re)
 	}
+	hkey, err := cfg.HistoryKey()
+	if err != nil {
+		return nil, nil, fmt.Errorf("node: agent: %w", err)
+	}
+	if hkey != nil {
+		sealer, err := agent.NewSealer(hkey)
+		if err != nil {
+			return nil, nil, fmt.Errorf("node: agent: %w", err)
+		}
+		store.UseKey(sealer)
+	}
 	holder, err := holderName(cfg)
 	if err != nil {
 		return nil, nil, err
@@ -101,7 +112,7 @@ func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queu
 		RequestTimeout: a.RequestTimeout.Duration, ContextTokens: a.ContextTokens, Lease: a.Lease.Duration,
 		MaxObservationBytes: a.MaxObservationBytes, MaxAnswerBytes: a.MaxAnswerBytes,
 		MaxHistoryBytes: a.MaxHistoryBytes, MaxRetries: a.MaxRetries, Redact: redact, Secrets: []string{key},
-		SystemPrompt: a.SystemPrompt, Review: a.Review, ReviewModel: review, ReviewModelName: reviewName, Backoff: a.RetryBackoff.Duration, Observer: obs, Logger: logger.With("part", "agent"),
+		SystemPrompt: a.SystemPrompt, Review: a.Review, ReviewModel: review, ReviewModelName: reviewName, Sensitive: a.Sensitive, Backoff: a.RetryBackoff.Duration, Observer: obs, Logger: logger.With("part", "agent"),
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("node: agent: %w", err)
