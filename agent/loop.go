@@ -316,8 +316,11 @@ func (jr *jobRun) call(ctx context.Context) (*Interaction, *Completion, error) {
 func (jr *jobRun) prompt(ctx context.Context) []ChatMessage {
 	r, j := jr.r, jr.j
 	system := builtinPrompt()
-	if jr.reviewing() {
+	switch {
+	case jr.reviewing():
 		system = supervisorPrompt
+	case r.cfg.Review:
+		system += reviewedNote
 	}
 	if r.cfg.SystemPrompt != "" {
 		system += "\n\n" + r.cfg.SystemPrompt
@@ -599,6 +602,10 @@ func (jr *jobRun) observed(ctx context.Context, it *Interaction, res *executor.R
 		r.log.Info("agent: action held for an operator", "task", j.TaskID, "action", res.ActionID, "reason", res.Reason)
 		return true, jr.release(ctx, err)
 	case res.Outcome == executor.Completed && strings.EqualFold(res.Action, "FINISH"):
+		if r.cfg.Review {
+			it.Response.SummaryForSupervisor = r.redact(res.Response)
+			return jr.submitForReview(ctx, it)
+		}
 		j.Status = Success
 		it.Response.NewStatus = j.Status
 		if err := jr.record(ctx, it); err != nil {

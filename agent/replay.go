@@ -75,8 +75,8 @@ func Replay(h *History, maxAnswer int) error {
 		if rp.Sequence < 0 || rp.Sequence >= len(h.Interactions) {
 			return fail(-1, "recovery_points", "checkpoint %s names interaction %d, which does not exist", rp.CheckpointID, rp.Sequence)
 		}
-		if h.Interactions[rp.Sequence].Response.Action != ActionCompleted {
-			return fail(-1, "recovery_points", "checkpoint %s is not at a COMPLETED answer", rp.CheckpointID)
+		if a := h.Interactions[rp.Sequence].Response.Action; a != ActionCompleted && a != "FINISH" {
+			return fail(-1, "recovery_points", "checkpoint %s is not at a COMPLETED or FINISH answer", rp.CheckpointID)
 		}
 	}
 	return nil
@@ -142,7 +142,7 @@ func replayTransition(it *Interaction, last bool) error {
 			// Held; the outcome an operator gave later is written over.
 			allowed = []Status{InterventionRequired}
 		case obs == ObsCompleted && (r.Action == "FINISH" || r.Action == "finish"):
-			allowed = []Status{Success}
+			allowed = []Status{Success, Reviewing} // Reviewing: submitted for review
 		case obs == ObsCompleted, obs == ObsFailed, obs == ObsNone:
 			allowed = []Status{before}
 		default:

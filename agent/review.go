@@ -38,6 +38,13 @@ RETRY sends the work back: the worker starts its phase again and is told your re
 exactly what is missing or wrong. STUCK hands the task to a human.
 The summary is at most 500 characters. Proposals (file actions) are refused from you.`
 
+// reviewedNote is added to the worker's system prompt when its work is
+// reviewed.
+const reviewedNote = `
+
+A supervisor reviews your work when you say it is done (COMPLETED, or FINISH): list in
+evidence_files every file the supervisor should read, and say in the summary what you did.`
+
 // reviewing reports whether the job is in its review phase.
 func (jr *jobRun) reviewing() bool { return jr.j.Phase == PhaseReview }
 
@@ -109,7 +116,8 @@ func (jr *jobRun) reviewMessage(ctx context.Context, budget int) (string, []stri
 	return jr.r.redact(b.String()), files
 }
 
-// submitForReview applies a worker's COMPLETED when review is on: the
+// submitForReview applies a worker's COMPLETED (or FINISH, whose response
+// is its summary) when review is on: the
 // job's work phase ends at a recovery point (the actions it promoted since
 // the last one, by executor action id, are what a resume from an earlier
 // point undoes) and the review phase begins.

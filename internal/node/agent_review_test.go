@@ -163,3 +163,25 @@ func TestAgentResumeFromCheckpoint(t *testing.T) {
 		t.Fatalf("resuming an ended job: %v", err)
 	}
 }
+
+// Under review a FINISH is no way around the supervisor: its response is
+// the summary reviewed, and the task ends only once the supervisor
+// accepts it.
+func TestAgentReviewOfFinish(t *testing.T) {
+	a := startAgentNode(t, testdb.SQLite(t), func(c *config.Config) { c.Agent.Review = true })
+	a.llm.Push(finish("the answer is 42"), agentResponse("COMPLETED", "42 is right"))
+	id := a.send(t, "", "what is the answer?")
+	got := a.wait(t, id, tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired)
+	if got.Status.State != tasks.StateCompleted || got.Status.Message != "the answer is 42" {
+		t.Fatalf("task %s %q", got.Status.State, got.Status.Message)
+	}
+	h := a.history(t, id)
+	if r := roles(h); !slices.Equal(r, []string{"Worker/work", "Supervisor/review"}) {
+		t.Fatalf("roles %v", r)
+	}
+	reqs := a.chats()
+	if !strings.Contains(reqs[0].Messages[0].Content, "A supervisor reviews your work") ||
+		!strings.Contains(reqs[1].Messages[1].Content, "the answer is 42") {
+		t.Fatalf("prompts: worker %q, supervisor %q", reqs[0].Messages[0].Content, reqs[1].Messages[1].Content)
+	}
+}
