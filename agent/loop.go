@@ -654,9 +654,10 @@ func (jr *jobRun) respond(ctx context.Context, it *Interaction, ans *Answer) (bo
 		it.Observation = obs
 		j.Status = Success
 		it.Response.NewStatus = j.Status
-		rp := &RecoveryPoint{CheckpointID: fmt.Sprintf("%s-complete-%d", j.Phase, it.Sequence), Sequence: it.Sequence,
-			CanResumeFrom: true, ResumePhase: j.Phase, RollbackFiles: it.Response.EvidenceFiles, Description: cut(it.Response.SummaryForSupervisor, 200),
-			Metadata: map[string]any{"evidence_count": len(resp.EvidenceFiles)}}
+		rp, err := jr.recoveryPoint(ctx, it, j.Phase)
+		if err != nil {
+			return true, err
+		}
 		if err := jr.recordWith(ctx, it, rp); err != nil {
 			return true, err
 		}

@@ -122,33 +122,44 @@ func (jr *jobRun) reviewMessage(ctx context.Context, budget int) (string, []stri
 // the last one, by executor action id, are what a resume from an earlier
 // point undoes) and the review phase begins.
 func (jr *jobRun) submitForReview(ctx context.Context, it *Interaction) (bool, error) {
-	r, j := jr.r, jr.j
+	j := jr.j
 	_, missing := jr.evidence(ctx, it.Response.EvidenceFiles)
 	obs := &Observation{Outcome: ObsCompleted, Text: "submitted for the supervisor's review"}
 	if len(missing) > 0 {
 		obs.Reason = "evidence files not in the workspace: " + strings.Join(missing, ", ")
 	}
 	it.Observation = obs
-	rps, err := r.cfg.Store.RecoveryPoints(ctx, j.TaskID)
+	rp, err := jr.recoveryPoint(ctx, it, PhaseReview)
 	if err != nil {
 		return true, err
 	}
-	after := -1
-	if n := len(rps); n > 0 {
-		after = rps[n-1].Sequence
-	}
-	phase := j.Phase
 	j.Status, j.Phase, j.ReviewSeq, j.RecoverySeq = Reviewing, PhaseReview, it.Sequence, it.Sequence+1
 	it.Response.NewStatus = Reviewing
-	rp := &RecoveryPoint{CheckpointID: fmt.Sprintf("%s-complete-%d", phase, it.Sequence), Sequence: it.Sequence,
-		CanResumeFrom: true, ResumePhase: PhaseReview, RollbackFiles: changedActions(jr.its, after, it.Sequence),
-		Description: cut(it.Response.SummaryForSupervisor, 200),
-		Metadata:    map[string]any{"phase": phase, "evidence_files": it.Response.EvidenceFiles, "evidence_count": len(it.Response.EvidenceFiles)}}
 	if err := jr.recordWith(ctx, it, rp); err != nil {
 		return true, err
 	}
 	jr.progress(ctx, it, "submitted for review")
 	return false, nil
+}
+
+// recoveryPoint is the recovery point the phase that it ends makes: the
+// phase, the answer's sequence, the phase a resume from it goes on with,
+// and as rollback_files the executor action ids of the changes made since
+// the previous recovery point (what a resume from that one undoes).
+func (jr *jobRun) recoveryPoint(ctx context.Context, it *Interaction, resume string) (*RecoveryPoint, error) {
+	rps, err := jr.r.cfg.Store.RecoveryPoints(ctx, jr.j.TaskID)
+	if err != nil {
+		return nil, err
+	}
+	after := -1
+	if n := len(rps); n > 0 {
+		after = rps[n-1].Sequence
+	}
+	files := it.Response.EvidenceFiles
+	return &RecoveryPoint{CheckpointID: fmt.Sprintf("%s-complete-%d", jr.j.Phase, it.Sequence), Sequence: it.Sequence,
+		CanResumeFrom: true, ResumePhase: resume, RollbackFiles: changedActions(jr.its, after, it.Sequence),
+		Description: cut(it.Response.SummaryForSupervisor, 200),
+		Metadata:    map[string]any{"phase": jr.j.Phase, "evidence_files": files, "evidence_count": len(files)}}, nil
 }
 
 // changedActions are the executor action ids of the actions that changed
