@@ -44,6 +44,20 @@
 // THINKs are dropped and at last the oldest steps are left out with a
 // note; the stored history keeps everything.
 //
+// # Review, recovery points and archives
+//
+// With Config.Review a worker's COMPLETED ends the job's work phase at a
+// recovery point (the executor action ids of the phase's changes) and a
+// supervisor, with its own system prompt and optionally its own model,
+// reviews the task, the worker's summary and its evidence files:
+// COMPLETED ends the job, RETRY sends the work back with the reasons,
+// STUCK waits for a human (see PhaseReview). [Runtime.ResumeFrom] restarts
+// a waiting job from a recovery point, undoing the later changes through
+// the executor's rollback. A history that passes Config.MaxHistoryBytes is
+// rotated into gzipped, hash-chained segments ([Store.Archive]), sealed
+// for sensitive jobs, which every reader of the history verifies and reads
+// transparently.
+//
 // # Models and workers
 //
 // The runtime does not know which model answers: it asks a [Model], whose

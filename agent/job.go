@@ -81,6 +81,9 @@ type Job struct {
 	// RecoverySeq is the first sequence after the last recovery point; -1
 	// when there is none.
 	RecoverySeq int
+	// ReviewSeq is the sequence of the worker's COMPLETED answer the
+	// supervisor reviews in the review phase; -1 when there is none.
+	ReviewSeq int
 	// Reason is why the job stopped (STUCK, halted, held), or its answer
 	// when it completed.
 	Reason string

@@ -122,7 +122,7 @@ func (jr *jobRun) start(ctx context.Context, taskID string) (bool, error) {
 	// The queue stored the description with the built-in redaction; the
 	// operator's patterns and the API key are the runtime's.
 	j.Description = r.redact(j.Description)
-	j.Status = Running
+	j.Status = jr.phaseStatus()
 	if err := jr.save(ctx, nil); err != nil {
 		return false, err
 	}
@@ -202,8 +202,8 @@ func (jr *jobRun) run(ctx context.Context, taskID string) error {
 		if pattern, why := detectStuck(jr.window()); pattern != "" {
 			return jr.stuck(ctx, fmt.Sprintf("stuck (%s): %s", pattern, why))
 		}
-		if jr.j.HistoryBytes >= r.cfg.MaxHistoryBytes {
-			return jr.stuck(ctx, fmt.Sprintf("the job history reached its limit of %d bytes", r.cfg.MaxHistoryBytes))
+		if err := jr.rotate(ctx); err != nil {
+			return err
 		}
 		it, comp, err := jr.call(ctx)
 		if err != nil {
@@ -233,7 +233,9 @@ func (jr *jobRun) run(ctx context.Context, taskID string) error {
 			return err
 		}
 		var stop bool
-		if ans.Kind == KindProposal {
+		if jr.reviewing() {
+			stop, err = jr.verdict(ctx, it, ans)
+		} else if ans.Kind == KindProposal {
 			stop, err = jr.propose(ctx, it, ans)
 		} else {
 			stop, err = jr.respond(ctx, it, ans)
@@ -280,14 +282,15 @@ func (jr *jobRun) call(ctx context.Context) (*Interaction, *Completion, error) {
 	}
 	j.PendingInput = pending
 	msgs := jr.prompt(ctx)
+	role, model, modelName := jr.turn()
 	it := &Interaction{Sequence: j.NextSeq, Timestamp: r.cfg.Now().UTC(), StateBefore: j.Status,
 		WorkspacePath: "/sandbox/", Guidance: j.PendingInput,
-		Request: Request{Messages: msgs, FilesContext: jr.files, Metadata: RequestMetadata{Role: "Worker", Phase: j.Phase,
-			Model: r.cfg.ModelName, Temperature: r.cfg.Temperature, MaxTokens: r.cfg.MaxTokens}}}
+		Request: Request{Messages: msgs, FilesContext: jr.files, Metadata: RequestMetadata{Role: role, Phase: j.Phase,
+			Model: modelName, Temperature: r.cfg.Temperature, MaxTokens: r.cfg.MaxTokens}}}
 	cctx, cancel := context.WithTimeout(ctx, r.cfg.RequestTimeout)
 	defer cancel()
 	began := time.Now()
-	comp, err := r.cfg.Model.Complete(cctx, Prompt{Messages: msgs, Schema: answerSchema(), SchemaName: "snapnode_answer",
+	comp, err := model.Complete(cctx, Prompt{Messages: msgs, Schema: answerSchema(), SchemaName: "snapnode_answer",
 		Temperature: r.cfg.Temperature, MaxTokens: r.cfg.MaxTokens, Job: jr.request(msgs[0].Content), Step: it.Sequence})
 	elapsed := time.Since(began)
 	took := elapsed.Seconds()
@@ -324,6 +327,12 @@ func (jr *jobRun) call(ctx context.Context) (*Interaction, *Completion, error) {
 func (jr *jobRun) prompt(ctx context.Context) []ChatMessage {
 	r, j := jr.r, jr.j
 	system := builtinPrompt()
+	switch {
+	case jr.reviewing():
+		system = supervisorPrompt
+	case r.cfg.Review:
+		system += reviewedNote
+	}
 	if r.cfg.SystemPrompt != "" {
 		system += "\n\n" + r.cfg.SystemPrompt
 	}
@@ -352,6 +361,9 @@ func (jr *jobRun) prompt(ctx context.Context) []ChatMessage {
 		budget = 512
 	}
 	task, files := jr.taskMessage(ctx, budget)
+	if jr.reviewing() {
+		task, files = jr.reviewMessage(ctx, budget)
+	}
 	jr.files = files
 	return buildMessages(system, task, steps, r.redact(j.PendingInput), budget)
 }
@@ -641,6 +653,10 @@ func (jr *jobRun) observed(ctx context.Context, it *Interaction, res *executor.R
 		r.log.Info("agent: action held for an operator", "task", j.TaskID, "action", res.ActionID, "reason", res.Reason)
 		return true, jr.release(ctx, err)
 	case res.Outcome == executor.Completed && strings.EqualFold(res.Action, "FINISH"):
+		if r.cfg.Review {
+			it.Response.SummaryForSupervisor = r.redact(res.Response)
+			return jr.submitForReview(ctx, it)
+		}
 		j.Status = Success
 		it.Response.NewStatus = j.Status
 		if err := jr.record(ctx, it); err != nil {
@@ -679,6 +695,9 @@ func (jr *jobRun) respond(ctx context.Context, it *Interaction, ans *Answer) (bo
 	it.Response.EvidenceFiles, it.Response.SummaryForSupervisor = files, r.redact(resp.SummaryForSupervisor)
 	switch resp.Action {
 	case ActionCompleted:
+		if r.cfg.Review {
+			return jr.submitForReview(ctx, it)
+		}
 		arts, missing := jr.evidence(ctx, resp.EvidenceFiles)
 		obs := &Observation{Outcome: ObsCompleted, Text: "accepted"}
 		if len(missing) > 0 {
@@ -688,9 +707,10 @@ func (jr *jobRun) respond(ctx context.Context, it *Interaction, ans *Answer) (bo
 		it.Observation = obs
 		j.Status = Success
 		it.Response.NewStatus = j.Status
-		rp := &RecoveryPoint{CheckpointID: fmt.Sprintf("%s-complete-%d", j.Phase, it.Sequence), Sequence: it.Sequence,
-			CanResumeFrom: true, ResumePhase: j.Phase, RollbackFiles: it.Response.EvidenceFiles, Description: cut(it.Response.SummaryForSupervisor, 200),
-			Metadata: map[string]any{"evidence_count": len(resp.EvidenceFiles)}}
+		rp, err := jr.recoveryPoint(ctx, it, j.Phase)
+		if err != nil {
+			return true, err
+		}
 		if err := jr.recordWith(ctx, it, rp); err != nil {
 			return true, err
 		}

@@ -60,7 +60,7 @@ func (q *Queue) Take(ctx context.Context, t *tasks.Task) error {
 	}
 	now := q.now()
 	j := &Job{TaskID: t.ID, Requester: t.Owner, Description: cut(text, 2000), Status: Pending, Phase: phase,
-		RecoverySeq: -1, CreatedAt: now, UpdatedAt: now}
+		RecoverySeq: -1, ReviewSeq: -1, CreatedAt: now, UpdatedAt: now}
 	created, err := q.store.Create(ctx, j)
 	if err != nil {
 		return err

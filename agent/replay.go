@@ -54,6 +54,9 @@ func Replay(h *History, maxAnswer int) error {
 		if it.StateBefore != Running && it.StateBefore != Reviewing {
 			return fail(i, "state_before", "%s: the model is called only while the job runs", it.StateBefore)
 		}
+		if (it.StateBefore == Reviewing) != (it.Request.Metadata.Role == RoleSupervisor) {
+			return fail(i, "request.metadata.role", "%s while the job is %s: the supervisor answers exactly in the review", it.Request.Metadata.Role, it.StateBefore)
+		}
 		if err := replayResponse(it, maxAnswer); err != nil {
 			return err
 		}
@@ -72,8 +75,8 @@ func Replay(h *History, maxAnswer int) error {
 		if rp.Sequence < 0 || rp.Sequence >= len(h.Interactions) {
 			return fail(-1, "recovery_points", "checkpoint %s names interaction %d, which does not exist", rp.CheckpointID, rp.Sequence)
 		}
-		if h.Interactions[rp.Sequence].Response.Action != ActionCompleted {
-			return fail(-1, "recovery_points", "checkpoint %s is not at a COMPLETED answer", rp.CheckpointID)
+		if a := h.Interactions[rp.Sequence].Response.Action; a != ActionCompleted && a != "FINISH" {
+			return fail(-1, "recovery_points", "checkpoint %s is not at a COMPLETED or FINISH answer", rp.CheckpointID)
 		}
 	}
 	return nil
@@ -98,7 +101,7 @@ func replayResponse(it *Interaction, maxAnswer int) error {
 	a, aerr := ParseAnswer(r.RawResponse, maxAnswer)
 	switch r.Kind {
 	case KindInvalid:
-		if aerr == nil {
+		if aerr == nil && !(a.Kind == KindProposal && it.Request.Metadata.Role == RoleSupervisor) {
 			return fail("raw_response", "recorded as invalid, but it parses as a %s", a.Kind)
 		}
 		return nil
@@ -139,7 +142,7 @@ func replayTransition(it *Interaction, last bool) error {
 			// Held; the outcome an operator gave later is written over.
 			allowed = []Status{InterventionRequired}
 		case obs == ObsCompleted && (r.Action == "FINISH" || r.Action == "finish"):
-			allowed = []Status{Success}
+			allowed = []Status{Success, Reviewing} // Reviewing: submitted for review
 		case obs == ObsCompleted, obs == ObsFailed, obs == ObsNone:
 			allowed = []Status{before}
 		default:
@@ -150,10 +153,14 @@ func replayTransition(it *Interaction, last bool) error {
 		case obs == ObsNone && it.Observation != nil && it.Observation.Reason != "":
 			// Not acted on (the cost limit was reached), or waiting.
 			allowed = []Status{before, InterventionRequired}
+		case r.Action == ActionCompleted && it.Request.Metadata.Role == RoleWorker && before == Running:
+			allowed = []Status{Success, Reviewing} // Reviewing: submitted for review
 		case r.Action == ActionCompleted:
 			allowed = []Status{Success}
 		case r.Action == ActionStuck:
 			allowed = []Status{InterventionRequired}
+		case before == Reviewing:
+			allowed = []Status{Running, InterventionRequired} // sent back to the worker
 		default:
 			allowed = []Status{before, InterventionRequired}
 		}

@@ -41,6 +41,8 @@ type Executor interface {
 	// without an operator's decision (the requester wrote again).
 	Pending(ctx context.Context, taskID string) ([]executor.Pending, error)
 	Deny(ctx context.Context, actionID, approver, reason string) (*executor.Result, error)
+	// Rollback restores what a promoted action changed (ResumeFrom).
+	Rollback(ctx context.Context, actionID string) error
 }
 
 var (
@@ -79,14 +81,24 @@ type Config struct {
 	Lease               time.Duration // default 30 s
 	MaxObservationBytes int           // default 16 KiB
 	MaxAnswerBytes      int           // default 64 KiB
-	MaxHistoryBytes     int64         // default 100 MiB
+	MaxHistoryBytes     int64         // live history per job before it is archived (default 100 MiB)
 	MaxRetries          int           // RETRY answers per phase (default 3)
 	// Redact are removed from everything stored; Secrets too (the API
 	// key), as plain strings.
 	Redact  []*regexp.Regexp
 	Secrets []string
-	// SystemPrompt is appended to the built-in one.
+	// SystemPrompt is appended to the built-in one (the worker's and the
+	// supervisor's).
 	SystemPrompt string
+	// Review makes a supervisor review every worker's COMPLETED before the
+	// job ends (see PhaseReview). ReviewModel answers as the supervisor,
+	// recorded as ReviewModelName; nil: Model.
+	Review          bool
+	ReviewModel     Model
+	ReviewModelName string
+	// Sensitive seals the jobs' archived history (Store.UseKey gives the
+	// key), so the prompts it holds are unreadable without it.
+	Sensitive bool
 	// Backoff is the first wait before retrying a failed model call
 	// (default 1 s, doubling; a server's Retry-After wins when longer).
 	Backoff time.Duration
@@ -145,6 +157,8 @@ func New(cfg Config) (*Runtime, error) {
 	switch {
 	case cfg.Queue == nil, cfg.Store == nil, cfg.Tasks == nil, cfg.Executor == nil, cfg.Model == nil:
 		return nil, errors.New("agent: Config.Queue, Store, Tasks, Executor and Model are required")
+	case cfg.Sensitive && cfg.Store.sealer == nil:
+		return nil, errors.New("agent: Config.Sensitive needs the history key (Store.UseKey)")
 	}
 	def := func(v *int, d int) {
 		if *v <= 0 {

@@ -38,6 +38,8 @@ var (
 type Store struct {
 	db *sqldb.DB
 	d  *sqldb.Dialect
+	// sealer opens and seals sensitive jobs' archive segments (UseKey).
+	sealer *Sealer
 }
 
 // OpenStore returns the job store on db, after bringing its tables up to
@@ -65,7 +67,7 @@ func fromMicros(n int64) time.Time {
 
 const jobColumns = `task_id, requester, description, status, phase, lease_holder, lease_until, steps,
 	cost_cents, seconds, prompt_tokens, completion_tokens, retries, history_bytes, next_seq,
-	pending_input, recovery_seq, reason, created_at, updated_at, settled`
+	pending_input, recovery_seq, reason, created_at, updated_at, settled, review_seq`
 
 // Create stores a new job and reports whether it did: a job of the same
 // task is left as it is.
@@ -73,10 +75,10 @@ func (s *Store) Create(ctx context.Context, j *Job) (bool, error) {
 	var created bool
 	err := s.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, s.d.Rebind(`INSERT INTO agent_jobs (`+jobColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1) ON CONFLICT (task_id) DO NOTHING`),
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?) ON CONFLICT (task_id) DO NOTHING`),
 			j.TaskID, j.Requester, j.Description, string(j.Status), j.Phase, j.LeaseHolder, micros(j.LeaseUntil),
 			j.Steps, j.CostCents, j.Seconds, j.PromptTokens, j.CompletionTokens, j.Retries, j.HistoryBytes,
-			j.NextSeq, j.PendingInput, j.RecoverySeq, j.Reason, micros(j.CreatedAt), micros(j.UpdatedAt))
+			j.NextSeq, j.PendingInput, j.RecoverySeq, j.Reason, micros(j.CreatedAt), micros(j.UpdatedAt), j.ReviewSeq)
 		if err != nil {
 			return err
 		}
@@ -113,7 +115,7 @@ func scanJob(sc scanner) (*Job, error) {
 	)
 	err := sc.Scan(&j.TaskID, &j.Requester, &j.Description, &status, &j.Phase, &j.LeaseHolder, &lease, &j.Steps,
 		&j.CostCents, &j.Seconds, &j.PromptTokens, &j.CompletionTokens, &j.Retries, &j.HistoryBytes, &j.NextSeq,
-		&j.PendingInput, &j.RecoverySeq, &j.Reason, &created, &updated, &settled)
+		&j.PendingInput, &j.RecoverySeq, &j.Reason, &created, &updated, &settled, &j.ReviewSeq)
 	if err != nil {
 		return nil, err
 	}
@@ -151,16 +153,16 @@ func (s *Store) PendingInput(ctx context.Context, taskID string) (string, error)
 type Candidate struct{ TaskID, Requester string }
 
 // Runnable returns up to limit jobs that wait for work (PENDING, or
-// RUNNING with a lapsed lease): the oldest perRequester of each requester,
+// RUNNING or REVIEWING with a lapsed lease): the oldest perRequester of each requester,
 // the oldest of every requester first, so that one requester's many jobs
 // do not fill the list.
 func (s *Store) Runnable(ctx context.Context, now time.Time, perRequester, limit int) ([]Candidate, error) {
 	rows, err := s.db.R.QueryContext(ctx, s.d.Rebind(`SELECT task_id, requester FROM (
 			SELECT task_id, requester, created_at,
 				ROW_NUMBER() OVER (PARTITION BY requester ORDER BY created_at, task_id) AS rank
-			FROM agent_jobs WHERE status IN (?, ?) AND lease_until < ?
+			FROM agent_jobs WHERE status IN (?, ?, ?) AND lease_until < ?
 		) AS waiting WHERE rank <= ? ORDER BY rank, created_at, task_id LIMIT ?`),
-		string(Pending), string(Running), micros(now), perRequester, limit)
+		string(Pending), string(Running), string(Reviewing), micros(now), perRequester, limit)
 	if err != nil {
 		return nil, fmt.Errorf("agent: runnable jobs: %w", err)
 	}
@@ -181,8 +183,8 @@ func (s *Store) Runnable(ctx context.Context, now time.Time, perRequester, limit
 // one wins.
 func (s *Store) Claim(ctx context.Context, taskID, holder string, now, until time.Time) (bool, error) {
 	return s.exec(ctx, "claim", taskID, `UPDATE agent_jobs SET lease_holder = ?, lease_until = ?
-		WHERE task_id = ? AND status IN (?, ?) AND lease_until < ?`,
-		holder, micros(until), taskID, string(Pending), string(Running), micros(now))
+		WHERE task_id = ? AND status IN (?, ?, ?) AND lease_until < ?`,
+		holder, micros(until), taskID, string(Pending), string(Running), string(Reviewing), micros(now))
 }
 
 // Renew extends holder's lease; false when the job is no longer its.
@@ -382,7 +384,7 @@ func (s *Store) WriteTx(ctx context.Context, tx *sql.Tx, w Save) error {
 	// front of the pending input; what was added since stays.
 	q := `UPDATE agent_jobs SET description = ?, status = ?, phase = ?, steps = ?,
 		cost_cents = ?, seconds = ?, prompt_tokens = ?, completion_tokens = ?, retries = ?, history_bytes = ?,
-		next_seq = ?, recovery_seq = ?, reason = ?, updated_at = ?,
+		next_seq = ?, recovery_seq = ?, reason = ?, updated_at = ?, review_seq = ?,
 		settled = CASE WHEN ? THEN 0 ELSE settled END,
 		pending_input = CASE WHEN ? = '' THEN pending_input
 			WHEN pending_input = ? THEN ''
@@ -394,7 +396,7 @@ func (s *Store) WriteTx(ctx context.Context, tx *sql.Tx, w Save) error {
 	n := utf8.RuneCountInString(prefix)
 	args := []any{j.Description, string(j.Status), j.Phase, j.Steps,
 		j.CostCents, j.Seconds, j.PromptTokens, j.CompletionTokens, j.Retries, j.HistoryBytes,
-		j.NextSeq, j.RecoverySeq, j.Reason, micros(j.UpdatedAt), w.Unsettled,
+		j.NextSeq, j.RecoverySeq, j.Reason, micros(j.UpdatedAt), j.ReviewSeq, w.Unsettled,
 		consumed, consumed, n, prefix, n + 1, j.TaskID}
 	if w.Holder != "" {
 		q += ` AND lease_holder = ?`
@@ -468,17 +470,22 @@ func (s *Store) AddInput(ctx context.Context, taskID, text string, onlyWaiting b
 	return s.exec(ctx, "add input to", taskID, q, args...)
 }
 
-// Interactions returns a job's history, in order.
+// Interactions returns a job's history, in order: the archived
+// interactions (verified, see Archive) and the stored ones.
 func (s *Store) Interactions(ctx context.Context, taskID string) ([]Interaction, error) {
 	var out []Interaction
-	err := s.bodies(ctx, `SELECT body FROM agent_interactions WHERE task_id = ? ORDER BY seq`, taskID, func(b []byte) error {
+	each := func(b []byte) error {
 		var it Interaction
 		if err := json.Unmarshal(b, &it); err != nil {
 			return err
 		}
 		out = append(out, it)
 		return nil
-	})
+	}
+	if err := s.archived(ctx, taskID, each); err != nil {
+		return nil, err
+	}
+	err := s.bodies(ctx, `SELECT body FROM agent_interactions WHERE task_id = ? ORDER BY seq`, taskID, each)
 	return out, err
 }
 
@@ -486,10 +493,14 @@ func (s *Store) Interactions(ctx context.Context, taskID string) ([]Interaction,
 // stored, in order (for replay checks and exports).
 func (s *Store) RawInteractions(ctx context.Context, taskID string) ([]json.RawMessage, error) {
 	var out []json.RawMessage
-	err := s.bodies(ctx, `SELECT body FROM agent_interactions WHERE task_id = ? ORDER BY seq`, taskID, func(b []byte) error {
+	each := func(b []byte) error {
 		out = append(out, append(json.RawMessage(nil), b...))
 		return nil
-	})
+	}
+	if err := s.archived(ctx, taskID, each); err != nil {
+		return nil, err
+	}
+	err := s.bodies(ctx, `SELECT body FROM agent_interactions WHERE task_id = ? ORDER BY seq`, taskID, each)
 	return out, err
 }
 

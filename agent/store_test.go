@@ -184,10 +184,11 @@ func TestStoreRunnable(t *testing.T) {
 			limit int
 			want  []string
 		}{
-			{"oldest first", now, 100, []string{"lapsed", "p-old", "p-new", "p-tie-a", "p-tie-b"}},
-			{"limit", now, 2, []string{"lapsed", "p-old"}},
-			{"a microsecond later", now.Add(time.Microsecond), 100, []string{"lapsed", "edge", "p-old", "p-new", "p-tie-a", "p-tie-b"}},
-			{"after every lease", now.Add(time.Hour), 100, []string{"lapsed", "live", "edge", "claimed", "p-old", "p-new", "p-tie-a", "p-tie-b"}},
+			// A job in its review phase is runnable as a running one is.
+			{"oldest first", now, 100, []string{"lapsed", "reviewing", "p-old", "p-new", "p-tie-a", "p-tie-b"}},
+			{"limit", now, 2, []string{"lapsed", "reviewing"}},
+			{"a microsecond later", now.Add(time.Microsecond), 100, []string{"lapsed", "reviewing", "edge", "p-old", "p-new", "p-tie-a", "p-tie-b"}},
+			{"after every lease", now.Add(time.Hour), 100, []string{"lapsed", "reviewing", "live", "edge", "claimed", "p-old", "p-new", "p-tie-a", "p-tie-b"}},
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
@@ -302,7 +303,7 @@ func TestStoreClaimStatuses(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if want := st == Pending || st == Running; won != want {
+				if want := st == Pending || st == Running || st == Reviewing; won != want {
 					t.Errorf("Claim of a %s job = %v; want %v", st, won, want)
 				}
 			})
@@ -631,7 +632,7 @@ func TestQueueTake(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := &Job{TaskID: "t1", Requester: "bc1p-t1", Description: "summarise notes.md", Status: Pending, Phase: "work",
-				RecoverySeq: -1, CreatedAt: storeT0, UpdatedAt: storeT0, settled: true}
+				RecoverySeq: -1, ReviewSeq: -1, CreatedAt: storeT0, UpdatedAt: storeT0, settled: true}
 			if got := mustGet(t, ctx, s, "t1"); !reflect.DeepEqual(got, want) {
 				t.Errorf("job:\n got  %+v\n want %+v", got, want)
 			}

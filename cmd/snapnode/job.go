@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/snapnode/snapnode/agent"
+	"github.com/snapnode/snapnode/internal/admin"
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/node"
 )
@@ -27,19 +29,38 @@ func (c *cli) job(args []string) int {
 			return c.jobHistory(args[1:])
 		case "replay":
 			return c.jobReplay(args[1:])
+		case "resume":
+			return c.jobResume(args[1:])
 		}
 	}
-	c.unknownSub("job", args, "list", "show", "history", "replay")
+	c.unknownSub("job", args, "list", "show", "history", "replay", "resume")
 	fmt.Fprintln(c.stderr, "usage: snapnode job list [--status STATUS]… [node settings]")
 	fmt.Fprintln(c.stderr, "       snapnode job show [--format json|text] [node settings] ID")
 	fmt.Fprintln(c.stderr, "       snapnode job history [--format json|text] [node settings] ID")
 	fmt.Fprintln(c.stderr, "       snapnode job replay [node settings] ID | --file HISTORY.json")
+	fmt.Fprintln(c.stderr, "       snapnode job resume --from CHECKPOINT [--data-dir DIR] ID")
 	return exitUsage
 }
 
-// openJobStore opens the agent's job store in the node's database.
+// openJobStore opens the agent's job store in the node's database, with
+// the key of sealed history archives when agent.history_key_file is set.
 func (c *cli) openJobStore(fs *flag.FlagSet, cfg *config.Config) (*agent.Store, func(), int, bool) {
-	return openStore(c, fs, cfg, "jobs", (*node.Stores).Jobs)
+	return openStore(c, fs, cfg, "jobs", func(s *node.Stores, ctx context.Context) (*agent.Store, error) {
+		st, err := s.Jobs(ctx)
+		if err != nil {
+			return nil, err
+		}
+		key, err := cfg.HistoryKey()
+		if err != nil || key == nil {
+			return st, err
+		}
+		sealer, err := agent.NewSealer(key)
+		if err != nil {
+			return nil, err
+		}
+		st.UseKey(sealer)
+		return st, nil
+	})
 }
 
 // jobCommand runs a job command that takes one job id: it parses the
@@ -224,10 +245,52 @@ func (c *cli) jobError(prog, id string, err error) int {
 		fmt.Fprintf(c.stderr, "%s: task %s is not an agent job in this database (snapnode job list shows them)\n", prog, id)
 		return exitFail
 	}
+	if errors.Is(err, agent.ErrArchiveTampered) || errors.Is(err, agent.ErrArchiveSealed) {
+		// The history is there but does not verify, or is sealed: not
+		// an I/O failure, an inconsistency (replay's exit 1).
+		fmt.Fprintf(c.stderr, "%s: %v\n", prog, err)
+		return exitFail
+	}
 	return c.ioError(prog, err)
 }
 
 func firstLine(s string) string {
 	s, _, _ = strings.Cut(s, "\n")
 	return s
+}
+
+// jobResume is `snapnode job resume --from CHECKPOINT ID`: the running
+// node restarts the job from one of its recovery points.
+func (c *cli) jobResume(args []string) int {
+	fs := c.flagSet("job resume", "--from CHECKPOINT [--data-dir DIR] ID",
+		"Restarts an agent job that waits for a human from one of its recovery points",
+		"(snapnode job history lists them under recovery_points): the running node undoes,",
+		"through the executor's rollback, every change the job made after that point,",
+		"and queues the job again in the checkpoint's phase. It talks to the node through",
+		"the admin socket in its data folder: run it as the node's user on the node's machine.")
+	cfg := config.Default()
+	config.Flags(fs, &cfg)
+	from := fs.String("from", "", "the `CHECKPOINT` id to restart from")
+	pos, code, done := c.parse(fs, args, 1)
+	if done {
+		return code
+	}
+	if len(pos) != 1 {
+		return c.usageError(fs, "give the job's task ID")
+	}
+	if *from == "" {
+		return c.usageError(fs, "--from: give the checkpoint to resume from")
+	}
+	if err := config.Load(&cfg, fs, os.Getenv); err != nil {
+		return c.configError(fs, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := admin.Call(ctx, admin.Path(cfg.DataDir), admin.Request{Op: "job-resume", Task: pos[0], Checkpoint: *from})
+	if err != nil {
+		fmt.Fprintf(c.stderr, "snapnode job resume: %v\n", err)
+		return exitFail
+	}
+	fmt.Fprintf(c.stdout, "%s\n", res)
+	return exitOK
 }

@@ -40,7 +40,8 @@ const MaxMessage = 1 << 20
 
 // Request is one operator command.
 type Request struct {
-	// Op is "held", "approve", "deny", "rollback" or "console-url".
+	// Op is "held", "approve", "deny", "rollback", "job-resume" or
+	// "console-url".
 	Op string `json:"op"`
 	// Task names the task whose held action is approved or denied, or
 	// whose held actions are listed (every task's when empty).
@@ -50,6 +51,9 @@ type Request struct {
 	Action string `json:"action,omitempty"`
 	// Reason is the operator's note for a denial.
 	Reason string `json:"reason,omitempty"`
+	// Checkpoint names the recovery point of Task's agent job that
+	// job-resume restarts it from.
+	Checkpoint string `json:"checkpoint,omitempty"`
 }
 
 // Response is the answer: Result on success, else Error.
@@ -70,6 +74,10 @@ type Handler interface {
 	// a decision is refused with an error naming its state.
 	Decide(ctx context.Context, taskID, actionID string, approve bool, reason string) (any, error)
 	Rollback(ctx context.Context, actionID string) (any, error)
+	// ResumeJob restarts the agent job of taskID from its recovery point
+	// checkpoint, undoing through the executor what the job changed
+	// since.
+	ResumeJob(ctx context.Context, taskID, checkpoint string) (any, error)
 	// ConsoleURL issues a one-time login URL to the operator web console
 	// for the host.
 	ConsoleURL(ctx context.Context) (any, error)
@@ -166,10 +174,16 @@ func (s *Server) serve(ctx context.Context, c *net.UnixConn) {
 		result, err = s.handler.Decide(ctx, req.Task, req.Action, req.Op == "approve", req.Reason)
 	case "rollback":
 		result, err = s.handler.Rollback(ctx, req.Action)
+	case "job-resume":
+		if req.Task == "" || req.Checkpoint == "" {
+			err = errors.New("job-resume: the task id and the checkpoint are required")
+			break
+		}
+		result, err = s.handler.ResumeJob(ctx, req.Task, req.Checkpoint)
 	case "console-url":
 		result, err = s.handler.ConsoleURL(ctx)
 	default:
-		err = fmt.Errorf("unknown op %q: want held, approve, deny, rollback or console-url", req.Op)
+		err = fmt.Errorf("unknown op %q: want held, approve, deny, rollback, job-resume or console-url", req.Op)
 	}
 	s.log.Info("admin command", "op", req.Op, "task", req.Task, "action", req.Action, "err", err)
 	if err != nil {

@@ -36,6 +36,11 @@ func (h *handler) Rollback(_ context.Context, action string) (any, error) {
 	return map[string]string{"action": action}, nil
 }
 
+func (h *handler) ResumeJob(_ context.Context, task, checkpoint string) (any, error) {
+	h.calls = append(h.calls, "job-resume "+task+" "+checkpoint)
+	return map[string]string{"task": task}, nil
+}
+
 func (h *handler) ConsoleURL(context.Context) (any, error) {
 	h.calls = append(h.calls, "console-url")
 	return map[string]string{"url": "http://127.0.0.1:7448/console/login?token=t"}, nil

@@ -16,6 +16,7 @@
 package config
 
 import (
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -286,7 +287,8 @@ type Agent struct {
 	MaxObservationBytes int `toml:"max_observation_bytes"`
 	// MaxAnswerBytes bounds one model answer; a longer one is refused.
 	MaxAnswerBytes int `toml:"max_answer_bytes"`
-	// MaxHistoryBytes bounds the history stored for one job.
+	// MaxHistoryBytes bounds the live history of one job: past it, the
+	// oldest interactions move into compressed archive segments.
 	MaxHistoryBytes int64 `toml:"max_history_bytes"`
 	// MaxRetries is how many RETRY answers are honoured in one phase.
 	MaxRetries int `toml:"max_retries"`
@@ -308,6 +310,19 @@ type Agent struct {
 	// StepTimeout bounds the wait for an external worker's answer to one
 	// step; 0 takes RequestTimeout.
 	StepTimeout Duration `toml:"step_timeout"`
+	// Review makes a supervisor review every COMPLETED of the worker
+	// before the job ends.
+	Review bool `toml:"review"`
+	// ReviewModel is the model the supervisor asks (on the same server);
+	// empty: LLMModel.
+	ReviewModel string `toml:"review_model"`
+	// Sensitive seals the jobs' archived history with the key in
+	// HistoryKeyFile (AES-256-GCM).
+	Sensitive bool `toml:"sensitive"`
+	// HistoryKeyFile holds the key that seals and opens the archived
+	// history of sensitive jobs: 64 hexadecimal digits, in a file only
+	// its owner may read.
+	HistoryKeyFile string `toml:"history_key_file"`
 }
 
 // Card is the configurable part of the agent card; the identity and the
@@ -583,7 +598,7 @@ var settings = []setting{
 	durationSetting("", "SNAPNODE_AGENT_RETRY_BACKOFF", "wait DURATION before trying a failed model call again (doubling each time)", func(c *Config) *Duration { return &c.Agent.RetryBackoff }),
 	intSetting("", "SNAPNODE_AGENT_MAX_OBSERVATION_BYTES", "feed the model at most BYTES of file content a step", func(c *Config) *int { return &c.Agent.MaxObservationBytes }),
 	intSetting("", "SNAPNODE_AGENT_MAX_ANSWER_BYTES", "refuse a model answer over BYTES", func(c *Config) *int { return &c.Agent.MaxAnswerBytes }),
-	int64Setting("", "SNAPNODE_AGENT_MAX_HISTORY_BYTES", "store at most BYTES of history a job", func(c *Config) *int64 { return &c.Agent.MaxHistoryBytes }),
+	int64Setting("", "SNAPNODE_AGENT_MAX_HISTORY_BYTES", "archive a job's oldest history, compressed, once its live history passes BYTES", func(c *Config) *int64 { return &c.Agent.MaxHistoryBytes }),
 	intSetting("", "SNAPNODE_AGENT_MAX_RETRIES", "honour N RETRY answers a phase", func(c *Config) *int { return &c.Agent.MaxRetries }),
 	linesSetting("SNAPNODE_AGENT_REDACT", "remove matches of these regular expressions, one a line, from stored history", func(c *Config) *[]string { return &c.Agent.Redact }),
 	stringSetting("", "SNAPNODE_AGENT_SYSTEM_PROMPT", "append TEXT to the built-in system prompt", func(c *Config) *string { return &c.Agent.SystemPrompt }),
@@ -591,6 +606,10 @@ var settings = []setting{
 	stringSetting("", "SNAPNODE_AGENT_COMMAND_DIR", "run the external worker in DIR, outside the sandbox (default: the system's temporary directory)", func(c *Config) *string { return &c.Agent.CommandDir }),
 	linesSetting("SNAPNODE_AGENT_COMMAND_ENV", "give the external worker these NAME=value variables, one a line, and PATH: nothing else of the node's environment", func(c *Config) *[]string { return &c.Agent.CommandEnv }),
 	durationSetting("", "SNAPNODE_AGENT_STEP_TIMEOUT", "stop an external worker that does not answer a step within DURATION (0: the request time-out)", func(c *Config) *Duration { return &c.Agent.StepTimeout }),
+	boolSetting("agent-review", "SNAPNODE_AGENT_REVIEW", "have a supervisor review every job the agent's worker says is COMPLETED before it ends", func(c *Config) *bool { return &c.Agent.Review }),
+	boolSetting("", "SNAPNODE_AGENT_SENSITIVE", "seal the jobs' archived history (their prompts) with the key in agent.history_key_file", func(c *Config) *bool { return &c.Agent.Sensitive }),
+	stringSetting("", "SNAPNODE_AGENT_HISTORY_KEY_FILE", "read the key that seals archived job history from FILE (64 hex digits, readable by its owner only)", func(c *Config) *string { return &c.Agent.HistoryKeyFile }),
+	stringSetting("", "SNAPNODE_AGENT_REVIEW_MODEL", "ask the model NAME as the supervisor (default: --llm-model)", func(c *Config) *string { return &c.Agent.ReviewModel }),
 
 	// What the host states for actions' preconditions, [executor].
 	boolSetting("executor-user-idle", "SNAPNODE_EXECUTOR_USER_IDLE", "state that nobody uses this machine interactively: actions whose descriptor asks for an idle user may run", func(c *Config) *bool { return &c.Executor.UserIdle }),
@@ -1052,6 +1071,9 @@ func (a *Agent) validate() []error {
 	if a.MaxRetries < 0 {
 		bad("max_retries", "SNAPNODE_AGENT_MAX_RETRIES", "0 or more", a.MaxRetries)
 	}
+	if a.Sensitive && a.HistoryKeyFile == "" {
+		bad("sensitive", "SNAPNODE_AGENT_SENSITIVE", "agent.history_key_file set (the key that seals the archives)", a.Sensitive)
+	}
 	for i, re := range a.Redact {
 		if _, err := regexp.Compile(re); err != nil {
 			errs = append(errs, fmt.Errorf("config: agent.redact[%d] (%s): want a regular expression (RE2 syntax); got %q: %w", i, source("SNAPNODE_AGENT_REDACT"), re, err))
@@ -1115,7 +1137,33 @@ func (c Config) LLMAPIKey(getenv func(string) string) (string, error) {
 	if name == "" {
 		return "", nil
 	}
-	const what = "config: agent.llm_api_key_file (SNAPNODE_LLM_API_KEY_FILE)"
+	return readSecretFile("config: agent.llm_api_key_file (SNAPNODE_LLM_API_KEY_FILE)", "an API key", name)
+}
+
+// HistoryKey returns the key that seals the archived history of sensitive
+// jobs, read from agent.history_key_file (64 hexadecimal digits, a file
+// only its owner may read); nil when the setting is empty.
+func (c Config) HistoryKey() ([]byte, error) {
+	name := c.Agent.HistoryKeyFile
+	if name == "" {
+		return nil, nil
+	}
+	const what = "config: agent.history_key_file (SNAPNODE_AGENT_HISTORY_KEY_FILE)"
+	s, err := readSecretFile(what, "a key", name)
+	if err != nil {
+		return nil, err
+	}
+	k, err := hex.DecodeString(s)
+	if err != nil || len(k) != 32 {
+		return nil, fmt.Errorf("%s: %s: want 64 hexadecimal digits (a 256-bit key, such as from: openssl rand -hex 32)", what, name)
+	}
+	return k, nil
+}
+
+// readSecretFile reads a secret (want names it) from the file name, which
+// must be a regular file only its owner may read; what names the setting
+// in errors.
+func readSecretFile(what, want, name string) (string, error) {
 	f, err := os.Open(name)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", what, err)
@@ -1137,11 +1185,11 @@ func (c Config) LLMAPIKey(getenv func(string) string) (string, error) {
 		return "", fmt.Errorf("%s: %s: %w", what, name, err)
 	}
 	if len(b) > maxKeyFileBytes {
-		return "", fmt.Errorf("%s: %s: want an API key; got a file over %d bytes", what, name, maxKeyFileBytes)
+		return "", fmt.Errorf("%s: %s: want %s; got a file over %d bytes", what, name, want, maxKeyFileBytes)
 	}
 	k := strings.TrimSpace(string(b))
 	if k == "" {
-		return "", fmt.Errorf("%s: %s: want an API key; got an empty file", what, name)
+		return "", fmt.Errorf("%s: %s: want %s; got an empty file", what, name, want)
 	}
 	return k, nil
 }

@@ -100,6 +100,16 @@ func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queu
 	if err != nil {
 		return nil, nil, fmt.Errorf("node: agent: %w", err)
 	}
+	var review agent.Model
+	reviewName := a.LLMModel
+	if a.Review && a.ReviewModel != "" && a.ReviewModel != a.LLMModel {
+		reviewName = a.ReviewModel
+		if review, err = llm.New(llm.Config{BaseURL: a.LLMURL, Model: a.ReviewModel, APIKey: key,
+			Timeout: a.RequestTimeout.Duration, MaxResponseBytes: int64(a.MaxAnswerBytes) + 64<<10,
+			ResponseFormat: a.ResponseFormat, Logger: logger.With("part", "llm", "role", "supervisor")}); err != nil {
+			return nil, nil, fmt.Errorf("node: agent: review model: %w", err)
+		}
+	}
 	redact := make([]*regexp.Regexp, 0, len(a.Redact))
 	for _, p := range a.Redact {
 		re, err := regexp.Compile(p)
@@ -107,6 +117,17 @@ func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queu
 			return nil, nil, fmt.Errorf("node: agent: redact %q: %w", p, err)
 		}
 		redact = append(redact, re)
+	}
+	hkey, err := cfg.HistoryKey()
+	if err != nil {
+		return nil, nil, fmt.Errorf("node: agent: %w", err)
+	}
+	if hkey != nil {
+		sealer, err := agent.NewSealer(hkey)
+		if err != nil {
+			return nil, nil, fmt.Errorf("node: agent: %w", err)
+		}
+		store.UseKey(sealer)
 	}
 	holder, err := holderName(cfg)
 	if err != nil {
@@ -120,7 +141,7 @@ func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queu
 		RequestTimeout: callTimeout, ContextTokens: a.ContextTokens, Lease: a.Lease.Duration,
 		MaxObservationBytes: a.MaxObservationBytes, MaxAnswerBytes: a.MaxAnswerBytes,
 		MaxHistoryBytes: a.MaxHistoryBytes, MaxRetries: a.MaxRetries, Redact: redact, Secrets: []string{key},
-		SystemPrompt: a.SystemPrompt, Backoff: a.RetryBackoff.Duration, Observer: obs, Logger: logger.With("part", "agent"),
+		SystemPrompt: a.SystemPrompt, Review: a.Review, ReviewModel: review, ReviewModelName: reviewName, Sensitive: a.Sensitive, Backoff: a.RetryBackoff.Duration, Observer: obs, Logger: logger.With("part", "agent"),
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("node: agent: %w", err)
@@ -167,6 +188,14 @@ func closedChan() <-chan struct{} {
 	c := make(chan struct{})
 	close(c)
 	return c
+}
+
+// ResumeJob implements admin.Handler: `snapnode job resume`.
+func (h adminHandler) ResumeJob(ctx context.Context, taskID, checkpoint string) (any, error) {
+	if h.agent == nil {
+		return nil, errors.New("this node has no agent: it has no jobs to resume")
+	}
+	return h.agent.ResumeFrom(ctx, taskID, checkpoint)
 }
 
 // Agent returns the node's agent runtime, nil when none is configured.

@@ -317,7 +317,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger, with ...
 		}
 		stopReconciler := startReconciler(ctx, n.props, logger)
 		closers = append(closers, func() error { stopReconciler(); return nil })
-		stopAdmin, err := startAdmin(ctx, cfg.DataDir, adminHandler{props: n.props, console: &n.console, logger: logger}, logger.With("part", "admin"))
+		stopAdmin, err := startAdmin(ctx, cfg.DataDir, adminHandler{props: n.props, agent: n.agent, console: &n.console, logger: logger}, logger.With("part", "admin"))
 		if err != nil {
 			return nil, err
 		}

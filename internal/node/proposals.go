@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/snapnode/snapnode/agent"
 	"github.com/snapnode/snapnode/executor"
 	"github.com/snapnode/snapnode/internal/admin"
 	"github.com/snapnode/snapnode/proposals"
@@ -43,6 +44,8 @@ func startReconciler(ctx context.Context, props *proposals.Proposals, logger *sl
 // to the proposals, login URLs to the console.
 type adminHandler struct {
 	props *proposals.Proposals
+	// agent is the node's agent runtime; nil without one.
+	agent *agent.Runtime
 	// console, once the HTTP listener serves it, issues the login URLs.
 	console *atomic.Pointer[consoleLogin]
 	logger  *slog.Logger

@@ -1,0 +1,122 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/snapnode/snapnode/executor"
+)
+
+// Errors of ResumeFrom.
+var (
+	// ErrNoCheckpoint: the job has no recovery point of that id.
+	ErrNoCheckpoint = errors.New("agent: no such checkpoint")
+	// ErrNotResumable: the job is not waiting for a human (it runs, is
+	// queued, or ended), so it cannot be restarted from a checkpoint.
+	ErrNotResumable = errors.New("agent: the job cannot be resumed now")
+)
+
+// Resumed is what ResumeFrom did.
+type Resumed struct {
+	TaskID     string `json:"task"`
+	Checkpoint string `json:"checkpoint"`
+	Phase      string `json:"phase"`
+	// RolledBack are the executor actions undone, newest first.
+	RolledBack []string `json:"rolled_back"`
+}
+
+// ResumeFrom restarts the job of taskID from its recovery point
+// checkpoint: every action the job carried out after that point is undone
+// through the executor's rollback (newest first; never by writing the
+// sandbox directly), and the job is queued again in the checkpoint's
+// resume phase, the model told what was undone. Only a job that waits for
+// a human (INTERVENTION_REQUIRED) can be resumed (else ErrNotResumable);
+// while the rollbacks run the job is DRAFT, so that no process claims it,
+// and a rollback the executor refuses (a file changed since) leaves it
+// waiting, with the reason. An unknown checkpoint is ErrNoCheckpoint, with
+// the job's checkpoints named.
+func (r *Runtime) ResumeFrom(ctx context.Context, taskID, checkpoint string) (*Resumed, error) {
+	st := r.cfg.Store
+	j, err := st.Get(ctx, taskID)
+	if err != nil {
+		return nil, err
+	}
+	rps, err := st.RecoveryPoints(ctx, taskID)
+	if err != nil {
+		return nil, err
+	}
+	i := slices.IndexFunc(rps, func(rp RecoveryPoint) bool { return rp.CheckpointID == checkpoint })
+	if i < 0 || !rps[i].CanResumeFrom {
+		ids := make([]string, 0, len(rps))
+		for _, rp := range rps {
+			if rp.CanResumeFrom {
+				ids = append(ids, rp.CheckpointID)
+			}
+		}
+		return nil, fmt.Errorf("%w: job %s has no checkpoint %q to resume from (it has: %s)", ErrNoCheckpoint, taskID, checkpoint, strings.Join(ids, ", "))
+	}
+	rp := rps[i]
+	if j.Status != InterventionRequired && j.Status != Draft {
+		return nil, fmt.Errorf("%w: job %s is %s; only a job that waits for a human (%s) is resumed from a checkpoint", ErrNotResumable, taskID, j.Status, InterventionRequired)
+	}
+	was := j.Status
+	j.Status, j.UpdatedAt = Draft, r.cfg.Now()
+	if err := st.Write(ctx, Save{Job: j, Expect: was}); err != nil {
+		if errors.Is(err, ErrLeaseLost) {
+			return nil, fmt.Errorf("%w: job %s moved on meanwhile", ErrNotResumable, taskID)
+		}
+		return nil, err
+	}
+	its, err := st.Interactions(ctx, taskID)
+	if err != nil {
+		return nil, r.backToWaiting(ctx, j, err)
+	}
+	undo := changedActions(its, rp.Sequence, j.NextSeq)
+	slices.Reverse(undo)
+	res := &Resumed{TaskID: taskID, Checkpoint: checkpoint, Phase: rp.ResumePhase, RolledBack: []string{}}
+	for _, id := range undo {
+		err := r.cfg.Executor.Rollback(ctx, id)
+		switch {
+		case errors.Is(err, executor.ErrAlreadyRolledBack):
+			continue // undone before (an earlier resume, an operator)
+		case err != nil:
+			return nil, r.backToWaiting(ctx, j, fmt.Errorf("agent: resume %s from %s: rollback of action %s: %w", taskID, checkpoint, id, err))
+		}
+		res.RolledBack = append(res.RolledBack, id)
+	}
+	phase := rp.ResumePhase
+	if phase == "" {
+		phase = PhaseWork
+	}
+	j.Status, j.Phase, j.Retries, j.Reason, j.RecoverySeq, j.ReviewSeq = Pending, phase, 0, "", j.NextSeq, -1
+	if phase == PhaseReview {
+		j.ReviewSeq = rp.Sequence // the work as it was at the checkpoint is reviewed
+	}
+	j.UpdatedAt = r.cfg.Now()
+	if err := st.Write(ctx, Save{Job: j, Expect: Draft}); err != nil {
+		return nil, err
+	}
+	note := fmt.Sprintf("An operator restarted the job from checkpoint %s (after step %d), in the %s phase.", checkpoint, rp.Sequence+1, phase)
+	if len(res.RolledBack) > 0 {
+		note += fmt.Sprintf(" The host undid the %d changes made since (actions %s): the workspace is as it was then.", len(res.RolledBack), strings.Join(res.RolledBack, ", "))
+	}
+	if _, err := st.AddInput(ctx, taskID, note, false, r.cfg.Now()); err != nil {
+		return nil, err
+	}
+	r.log.Info("agent: job resumed from a checkpoint", "task", taskID, "checkpoint", checkpoint, "rolled_back", len(res.RolledBack))
+	r.Wake()
+	return res, nil
+}
+
+// backToWaiting puts a job whose resume failed back to waiting for a
+// human, the failure as its reason, and returns cause.
+func (r *Runtime) backToWaiting(ctx context.Context, j *Job, cause error) error {
+	j.Status, j.Reason, j.UpdatedAt = InterventionRequired, cut(r.redact(cause.Error()), 2000), r.cfg.Now()
+	if err := r.cfg.Store.Write(context.WithoutCancel(ctx), Save{Job: j, Expect: Draft}); err != nil {
+		return errors.Join(cause, err)
+	}
+	return cause
+}
