@@ -41,6 +41,7 @@ import (
 	"github.com/snapnode/snapnode/relay/embedded"
 	"github.com/snapnode/snapnode/service"
 	"github.com/snapnode/snapnode/snap"
+	"github.com/snapnode/snapnode/snapnostr"
 	"github.com/snapnode/snapnode/tasks"
 	"github.com/snapnode/snapnode/tasks/sqlstore"
 )
@@ -56,7 +57,7 @@ type Node struct {
 	urls       []string
 	pool       *relay.Pool
 	checkpoint checkpoint
-	inbox      *relay.Inbox
+	inbox      *snapnostr.Inbox
 	inboxDone  chan error
 	http       *httpPart    // nil when HTTP is off
 	metrics    *metricsPart // nil unless metrics_listen is set
@@ -336,7 +337,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger, with ...
 	}
 	cleanup = append(cleanup, func() { n.checkpoint.Close() })
 
-	n.inbox = relay.NewInbox(relay.InboxConfig{
+	n.inbox = snapnostr.NewInbox(snapnostr.InboxConfig{
 		Key: n.key, Transport: n.pool, Handler: server, Checkpoint: n.checkpoint, Verifier: verifier,
 		Logger: logger.With("part", "inbox"), Workers: cfg.Workers, ReplyTTL: cfg.ReplyTTL.Duration,
 		KeyLimiter: n.nostrKeyLimits,
@@ -513,7 +514,7 @@ func (n *Node) publish(ctx context.Context, card *snap.Card) error {
 			}
 		}
 	}
-	ev, err := relay.CardEvent(card, n.key, at)
+	ev, err := snapnostr.CardEvent(card, n.key, at)
 	if err != nil {
 		return err
 	}
