@@ -17,6 +17,7 @@ import (
 	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/relay/embedded"
 	"github.com/snapnode/snapnode/snap"
+	"github.com/snapnode/snapnode/snapnostr"
 )
 
 // answer is one reply a test agent makes to a request: a response signed
@@ -155,7 +156,7 @@ func nostrAgent(t *testing.T) *testAgent {
 // serve opens each request and publishes the replies of the next answer
 // function, in order, each tagged with the request and the requester.
 func (a *testAgent) serve(ctx context.Context, t *testing.T, pool *relay.Pool, sub *relay.Subscription) {
-	sealer := relay.NewSealer(a.key, 4)
+	sealer := snapnostr.NewSealer(a.key, 4)
 	for {
 		var ev *nostr.Event
 		select {

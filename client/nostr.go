@@ -13,6 +13,7 @@ import (
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/snap"
+	"github.com/snapnode/snapnode/snapnostr"
 )
 
 // ErrTimeout is returned by Nostr.Request when no valid response arrived
@@ -31,8 +32,8 @@ const ResponseLookback = 5 * time.Second
 // transport shares (see Transport). It is safe for concurrent use.
 type Nostr struct {
 	requester
-	relays relay.Transport
-	sealer *relay.Sealer
+	relays snapnostr.Transport
+	sealer *snapnostr.Sealer
 	logger *slog.Logger
 }
 
@@ -41,7 +42,7 @@ type NostrConfig struct {
 	// Key signs the requests and their Nostr events.
 	Key *identity.Key
 	// Relays carries the events: a *relay.Pool.
-	Relays   relay.Transport
+	Relays   snapnostr.Transport
 	Logger   *slog.Logger
 	Now      func() time.Time
 	MaxDrift time.Duration // timestamp window for responses; 0: 60 s
@@ -54,7 +55,7 @@ func NewNostr(cfg NostrConfig) *Nostr {
 	}
 	return &Nostr{
 		requester: newRequester(cfg.Key, cfg.Now, cfg.MaxDrift),
-		relays:    cfg.Relays, sealer: relay.NewSealer(cfg.Key, 256), logger: cfg.Logger,
+		relays:    cfg.Relays, sealer: snapnostr.NewSealer(cfg.Key, 256), logger: cfg.Logger,
 	}
 }
 

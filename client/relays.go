@@ -9,6 +9,7 @@ import (
 
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/relay"
+	"github.com/snapnode/snapnode/snapnostr"
 )
 
 // ErrUnreachable is returned by discovery when no relay could be reached:
@@ -19,8 +20,8 @@ var ErrUnreachable = errors.New("could not reach any relay")
 // Discovered is an agent's card found on the relays with the Nostr key
 // that publishes it; Rejected is a card event dropped, and why.
 type (
-	Discovered = relay.Discovered
-	Rejected   = relay.Rejected
+	Discovered = snapnostr.Discovered
+	Rejected   = snapnostr.Rejected
 )
 
 // Relays is a requester's connection to Nostr relays: it finds agents by
@@ -50,7 +51,7 @@ func (r *Relays) Nostr(key *identity.Key, logger *slog.Logger) *Nostr {
 // Discover returns the newest valid card of the agent address, or of every
 // agent that offers skill (give one of them), and the card events dropped
 // (impostors, invalid cards). When nothing is found the error says why:
-// ErrUnreachable when no relay could be reached, else relay.ErrNotFound
+// ErrUnreachable when no relay could be reached, else snapnostr.ErrNotFound
 // or the relays' error.
 func (r *Relays) Discover(ctx context.Context, address, skill string) ([]Discovered, []Rejected, error) {
 	var (
@@ -60,12 +61,12 @@ func (r *Relays) Discover(ctx context.Context, address, skill string) ([]Discove
 	)
 	if address != "" {
 		var d *Discovered
-		d, rejected, err = relay.DiscoverByIdentity(ctx, r.pool, address)
+		d, rejected, err = snapnostr.DiscoverByIdentity(ctx, r.pool, address)
 		if d != nil {
 			found = append(found, *d)
 		}
 	} else {
-		found, rejected, err = relay.DiscoverBySkill(ctx, r.pool, skill)
+		found, rejected, err = snapnostr.DiscoverBySkill(ctx, r.pool, skill)
 	}
 	if len(found) > 0 {
 		return found, rejected, nil
@@ -74,7 +75,7 @@ func (r *Relays) Discover(ctx context.Context, address, skill string) ([]Discove
 		return nil, rejected, fmt.Errorf("%w: %s", ErrUnreachable, down)
 	}
 	if err == nil {
-		err = relay.ErrNotFound
+		err = snapnostr.ErrNotFound
 	}
 	return nil, rejected, err
 }

@@ -1,7 +1,8 @@
-// Package relay is everything Nostr in snapnode: the client-side relay
-// pool, the inbox and outbox that carry SNAP messages as NIP-44 sealed
-// events, Agent Card publishing and discovery, and (in relay/embedded) the
-// relay server that runs by default. It must not know task semantics.
+// Package relay is snapnode's Nostr layer: the client-side relay pool, the
+// event verifier and signer, and (in relay/embedded) the relay server that
+// runs by default. It knows Nostr events, not what they carry: SNAP over
+// Nostr (the inbox, sealed replies, Agent Cards, the inbox checkpoint)
+// lives in package snapnostr, built on this one.
 //
 // # Pool
 //
@@ -41,15 +42,8 @@
 // events until every relay has sent EOSE. Health reports each relay's
 // state, last error, reconnections and event counts.
 //
-// # Messages, cards, embedded relay
+// # Embedded relay
 //
-// The inbox subscribes for events addressed to the node, opens them
-// (NIP-44 v2, conversation keys cached per peer), binds the SNAP sender to
-// the event's author and hands requests to the SNAP router; the outbox
-// seals and publishes the replies with the request's kind and the p and e
-// tags SDK peers expect. Cards are published as kind-31337 events and
-// discovered by identity or skill, checking that the card's identity is
-// the P2TR address of the event's author. The embedded relay in
-// relay/embedded is what snapnode connects to when no relay is configured,
-// and what integration tests start.
+// The embedded relay in relay/embedded is what snapnode connects to when
+// no relay is configured, and what integration tests start.
 package relay

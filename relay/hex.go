@@ -13,3 +13,7 @@ func decodeHex32(s string, out *[32]byte) (int, error) {
 	}
 	return hex.Decode(out[:], []byte(s))
 }
+
+// DecodeHex32 decodes a Nostr public key or event id (64 lowercase hex
+// characters) into out.
+func DecodeHex32(s string, out *[32]byte) (int, error) { return decodeHex32(s, out) }

@@ -29,3 +29,16 @@ func signEvent(k *identity.Key, ev *nostr.Event, v *Verifier) error {
 	}
 	return nil
 }
+
+// SignEvent sets ev's pubkey, id and signature with k, as every event the
+// node publishes is signed.
+func SignEvent(k *identity.Key, ev *nostr.Event) error {
+	return signEvent(k, ev, nil)
+}
+
+// Sign signs ev with k as SignEvent does and remembers it as verified, so
+// that publishing it through a pool sharing v costs no verification. A
+// nil v only signs.
+func (v *Verifier) Sign(k *identity.Key, ev *nostr.Event) error {
+	return signEvent(k, ev, v)
+}

@@ -15,6 +15,7 @@ import (
 func TestCommandsStayThin(t *testing.T) {
 	forbidden := map[string]string{
 		"github.com/snapnode/snapnode/relay":          "agents are reached through package client",
+		"github.com/snapnode/snapnode/snapnostr":      "agents are reached through package client",
 		"github.com/snapnode/snapnode/snaphttp":       "agents are reached through package client",
 		"github.com/snapnode/snapnode/internal/sqldb": "the node's stores are opened by node.OpenStores",
 		"github.com/snapnode/snapnode/tasks/sqlstore": "the node's stores are opened by node.OpenStores",

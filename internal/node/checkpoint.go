@@ -6,12 +6,12 @@ import (
 	"log/slog"
 
 	"github.com/snapnode/snapnode/internal/sqldb"
-	"github.com/snapnode/snapnode/relay"
+	"github.com/snapnode/snapnode/snapnostr"
 )
 
 // checkpoint is the inbox's record of the stored events it processed.
 type checkpoint interface {
-	relay.Checkpoint
+	snapnostr.Checkpoint
 	Close() error
 }
 
@@ -22,9 +22,9 @@ type checkpoint interface {
 // as it is: the node no longer uses it.
 func openCheckpoint(ctx context.Context, db *sqldb.DB, oldFile string, logger *slog.Logger) (checkpoint, error) {
 	if db == nil {
-		return relay.NewMemoryCheckpoint(), nil
+		return snapnostr.NewMemoryCheckpoint(), nil
 	}
-	c, err := relay.OpenCheckpoint(ctx, db)
+	c, err := snapnostr.OpenCheckpoint(ctx, db)
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}

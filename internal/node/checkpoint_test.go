@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/snapnode/snapnode/internal/testdb"
-	"github.com/snapnode/snapnode/relay"
+	"github.com/snapnode/snapnode/snapnostr"
 )
 
 // A node.db left by an older version is carried into the node's database
@@ -61,7 +61,7 @@ func TestCheckpointCarriedOverFromNodeDB(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := mem.(*relay.MemoryCheckpoint); !ok {
-		t.Fatalf("without a database: %T, want *relay.MemoryCheckpoint", mem)
+	if _, ok := mem.(*snapnostr.MemoryCheckpoint); !ok {
+		t.Fatalf("without a database: %T, want *snapnostr.MemoryCheckpoint", mem)
 	}
 }

@@ -26,16 +26,18 @@ type httpPart struct {
 }
 
 // startHTTP serves server and the node's card over HTTP on
-// cfg.HTTPListen until ctx ends (see snaphttp.Server); the metrics at
+// cfg.HTTPListen until ctx ends or stop is called (stop waits for the
+// requests in flight; see snaphttp.Server); the metrics at
 // /metrics unless cfg.MetricsListen puts them on an address of its own
 // (startMetrics), and, when the node runs proposals, the operator console
 // at /console. With no address it does nothing. When the
 // address is the default one and it is taken (another node on this
 // machine), the node runs without HTTP and says so: only an address set
 // on purpose must be free.
-func (n *Node) startHTTP(ctx context.Context, server *snap.Server, mx *metrics.Metrics) error {
+func (n *Node) startHTTP(ctx context.Context, server *snap.Server, mx *metrics.Metrics) (stop func() error, err error) {
+	nothing := func() error { return nil }
 	if n.cfg.HTTPListen == "" {
-		return nil
+		return nothing, nil
 	}
 	metricsHandler := mx.Handler()
 	if n.cfg.MetricsListen != "" {
@@ -45,14 +47,14 @@ func (n *Node) startHTTP(ctx context.Context, server *snap.Server, mx *metrics.M
 	if err != nil {
 		if n.cfg.HTTPListen == config.DefaultHTTPListen && errors.Is(err, syscall.EADDRINUSE) {
 			n.logger.Warn("HTTP transport off: its default address is taken; set --http-listen to serve it", "addr", n.cfg.HTTPListen, "err", err)
-			return nil
+			return nothing, nil
 		}
-		return fmt.Errorf("node: http: %w", err)
+		return nil, fmt.Errorf("node: http: %w", err)
 	}
 	con, err := n.newConsole(mx)
 	if err != nil {
 		ln.Close()
-		return err
+		return nil, err
 	}
 	cfg := snaphttp.Config{
 		Handler: server, MaxResponse: int(n.cfg.HTTPMaxResponse),
@@ -68,8 +70,9 @@ func (n *Node) startHTTP(ctx context.Context, server *snap.Server, mx *metrics.M
 	srv, err := snaphttp.New(cfg)
 	if err != nil {
 		ln.Close()
-		return fmt.Errorf("node: http: %w", err)
+		return nil, fmt.Errorf("node: http: %w", err)
 	}
+	ctx, cancel := context.WithCancel(ctx)
 	n.http = &httpPart{url: "http://" + dialAddr(ln.Addr()), srv: srv, done: make(chan error, 1)}
 	go func() { n.http.done <- srv.Serve(ctx, ln) }()
 	n.logger.Info("serving SNAP over HTTP and WebSocket", "url", n.http.url+"/snap")
@@ -77,7 +80,7 @@ func (n *Node) startHTTP(ctx context.Context, server *snap.Server, mx *metrics.M
 		n.console.Store(&consoleLogin{c: con, base: loginBase(ln.Addr())})
 		n.logger.Info("serving the operator console; snapnode console-url prints a login link", "url", n.http.url+"/console/", "remote_clients", n.cfg.ConsoleRemote)
 	}
-	return nil
+	return func() error { cancel(); return <-n.http.done }, nil
 }
 
 // perSecond is a rate setting (http_rate, monitor_rate) as snaphttp
@@ -99,15 +102,6 @@ func (n *Node) HTTPURL() string {
 	return n.http.url
 }
 
-// waitHTTP waits for the HTTP transport to finish its requests in flight
-// after the node's context ended.
-func (n *Node) waitHTTP() error {
-	if n.http == nil {
-		return nil
-	}
-	return <-n.http.done
-}
-
 // metricsPart serves /metrics on an address of its own.
 type metricsPart struct {
 	url  string // http://host:port
@@ -116,11 +110,11 @@ type metricsPart struct {
 
 // startMetrics serves metrics at /metrics on cfg.MetricsListen, limited
 // per peer like the HTTP transport's monitoring (monitor_rate), until ctx
-// ends or stop is called; with no address it does nothing. Wait waits for
-// it.
-func (n *Node) startMetrics(ctx context.Context, metrics http.Handler) (stop func(), err error) {
+// ends or stop is called (stop waits for it and returns why it stopped);
+// with no address it does nothing.
+func (n *Node) startMetrics(ctx context.Context, metrics http.Handler) (stop func() error, err error) {
 	if n.cfg.MetricsListen == "" {
-		return func() {}, nil
+		return func() error { return nil }, nil
 	}
 	ln, err := net.Listen("tcp", n.cfg.MetricsListen)
 	if err != nil {
@@ -153,7 +147,7 @@ func (n *Node) startMetrics(ctx context.Context, metrics http.Handler) (stop fun
 		n.metrics.done <- err
 	}()
 	n.logger.Info("serving metrics", "url", n.metrics.url+"/metrics")
-	return func() { cancel(); <-n.metrics.done }, nil
+	return func() error { cancel(); return <-n.metrics.done }, nil
 }
 
 // MetricsURL returns the base URL /metrics is served at on an address of
@@ -164,13 +158,4 @@ func (n *Node) MetricsURL() string {
 		return ""
 	}
 	return n.metrics.url
-}
-
-// waitMetrics waits for the metrics server to stop after the node's
-// context ended.
-func (n *Node) waitMetrics() error {
-	if n.metrics == nil {
-		return nil
-	}
-	return <-n.metrics.done
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/snapnode/snapnode/internal/node"
 	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/snap"
+	"github.com/snapnode/snapnode/snapnostr"
 )
 
 // startNode starts a node with its embedded relay on a free loopback port
@@ -203,14 +204,14 @@ func TestNodePublishesItsCard(t *testing.T) {
 	r := newRequester(t, n.RelayURLs())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	d, rejected, err := relay.DiscoverByIdentity(ctx, r.pool, n.Address())
+	d, rejected, err := snapnostr.DiscoverByIdentity(ctx, r.pool, n.Address())
 	if err != nil || len(rejected) != 0 {
 		t.Fatalf("discover: %v, rejected %v", err, rejected)
 	}
 	if d.PubKey != n.NostrPublicKey() || d.Card.Name != "snapnode" || d.Card.NostrRelays[0] != n.RelayURLs()[0] {
 		t.Errorf("card: %+v", d)
 	}
-	found, _, err := relay.DiscoverBySkill(ctx, r.pool, "tasks")
+	found, _, err := snapnostr.DiscoverBySkill(ctx, r.pool, "tasks")
 	if err != nil || len(found) != 1 || found[0].Card.Identity != n.Address() {
 		t.Errorf("discover by skill: %v %v", found, err)
 	}
@@ -233,7 +234,7 @@ func TestNodeRepublishesChangedCard(t *testing.T) {
 	if published, err := n.UpdateCard(ctx, c); err != nil || !published {
 		t.Fatalf("changed card: published=%v err=%v", published, err)
 	}
-	d, _, err := relay.DiscoverByIdentity(ctx, r.pool, n.Address())
+	d, _, err := snapnostr.DiscoverByIdentity(ctx, r.pool, n.Address())
 	if err != nil || d.Card.Name != "renamed" {
 		t.Fatalf("discovered %v, %v; want the renamed card", d, err)
 	}

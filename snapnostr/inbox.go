@@ -1,4 +1,4 @@
-package relay
+package snapnostr
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/bounded"
 	"github.com/snapnode/snapnode/internal/fairqueue"
+	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/snap"
 )
 
@@ -24,7 +25,7 @@ type InboxConfig struct {
 	Checkpoint Checkpoint   // nil: no catch-up of stored requests
 	// Verifier, shared with the transport, learns of the replies the
 	// inbox signs so that publishing them costs no second verification.
-	Verifier *Verifier
+	Verifier *relay.Verifier
 	Logger   *slog.Logger
 	Now      func() time.Time
 	// Workers handle requests concurrently (default 8); Queue bounds the
@@ -69,7 +70,7 @@ type InboxConfig struct {
 // publishes each answer as the same kind with tags p (requester) and e
 // (request), plus a NIP-40 expiration on stored kinds.
 //
-// Every answer stays within NIP-44's MaxNIP44Plain bytes of plaintext: a
+// Every answer stays within NIP-44's relay.MaxNIP44Plain bytes of plaintext: a
 // larger result is shrunk (a task drops its oldest history), else the
 // requester gets 5001 {reason, size, limit: 65535, transport: "nostr",
 // taskId}; the task keeps its result, which tasks/get over HTTP returns
@@ -103,7 +104,7 @@ func NewInbox(cfg InboxConfig) *Inbox {
 		cfg.Queue = 256
 	}
 	if cfg.ReplyTTL <= 0 {
-		cfg.ReplyTTL = DefaultReplyTT * time.Second
+		cfg.ReplyTTL = relay.DefaultReplyTT * time.Second
 	}
 	if cfg.Lookback <= 0 {
 		cfg.Lookback = 2 * time.Minute
@@ -190,12 +191,12 @@ func (in *Inbox) Run(ctx context.Context) error {
 // receives, until it ends; it returns the newest created_at seen.
 func (in *Inbox) listen(ctx context.Context, since nostr.Timestamp, jobs *fairqueue.Queue[string, *nostr.Event], refusals *refuser) (nostr.Timestamp, error) {
 	sub, err := in.cfg.Transport.Subscribe(ctx, nostr.Filter{
-		Kinds: []int{KindEphemeral, KindMessage},
+		Kinds: []int{relay.KindEphemeral, relay.KindMessage},
 		Tags:  nostr.TagMap{"p": {in.cfg.Key.NostrPublicKey()}},
 		Since: &since,
 	})
 	if err != nil {
-		return since, fmt.Errorf("relay: inbox subscribe: %w", err)
+		return since, fmt.Errorf("snapnostr: inbox subscribe: %w", err)
 	}
 	defer sub.Close()
 	go func() {
@@ -225,7 +226,7 @@ func (in *Inbox) listen(ctx context.Context, since nostr.Timestamp, jobs *fairqu
 				continue
 			}
 			in.recent.Put(ev.ID, struct{}{})
-			if ev.Kind == KindMessage && in.cfg.Checkpoint != nil {
+			if ev.Kind == relay.KindMessage && in.cfg.Checkpoint != nil {
 				if seen, err := in.cfg.Checkpoint.Seen(ctx, ev.ID); err != nil {
 					in.cfg.Logger.Error("inbox checkpoint", "err", err)
 				} else if seen {
@@ -276,7 +277,7 @@ func (in *Inbox) since(ctx context.Context) (nostr.Timestamp, error) {
 }
 
 func (in *Inbox) addressedToUs(ev *nostr.Event) bool {
-	return (ev.Kind == KindEphemeral || ev.Kind == KindMessage) && hasTag(ev, "p", in.cfg.Key.NostrPublicKey())
+	return (ev.Kind == relay.KindEphemeral || ev.Kind == relay.KindMessage) && hasTag(ev, "p", in.cfg.Key.NostrPublicKey())
 }
 
 // handle answers one request event; a streaming request is handed to a
@@ -291,13 +292,13 @@ func (in *Inbox) handle(run *running, ev *nostr.Event) {
 		return
 	}
 	var signer [32]byte
-	if _, err := decodeHex32(ev.PubKey, &signer); err != nil {
+	if _, err := relay.DecodeHex32(ev.PubKey, &signer); err != nil {
 		in.done(ctx, ev)
 		return // the pool verified the event; its pubkey is 32 bytes
 	}
 	// The event id names this delivery: a replica sharing the replay
 	// store that took it already answers it, and this one stays silent.
-	inbound := snap.Inbound{Raw: plain, Signer: &signer, Via: ev.ID, Transport: "nostr", MaxSize: MaxNIP44Plain}
+	inbound := snap.Inbound{Raw: plain, Signer: &signer, Via: ev.ID, Transport: "nostr", MaxSize: relay.MaxNIP44Plain}
 	if snap.IsStreamRequest(plain) {
 		select {
 		case in.slots <- struct{}{}:
@@ -339,7 +340,7 @@ func (in *Inbox) answer(ctx context.Context, req *nostr.Event, resp *snap.Messag
 
 // done records a stored request as processed.
 func (in *Inbox) done(ctx context.Context, ev *nostr.Event) {
-	if ev.Kind != KindMessage || in.cfg.Checkpoint == nil {
+	if ev.Kind != relay.KindMessage || in.cfg.Checkpoint == nil {
 		return
 	}
 	if err := in.cfg.Checkpoint.Done(ctx, ev.ID, ev.CreatedAt); err != nil {
@@ -362,25 +363,25 @@ func (in *Inbox) reply(ctx context.Context, req *nostr.Event, resp *snap.Message
 func (in *Inbox) publish(ctx context.Context, req *nostr.Event, m *snap.Message) error {
 	plain, err := m.MarshalJSON()
 	if err != nil {
-		return fmt.Errorf("relay: %s does not serialize: %w", m.Type, err)
+		return fmt.Errorf("snapnostr: %s does not serialize: %w", m.Type, err)
 	}
 	content, err := in.sealer.seal(req.PubKey, plain)
 	if err != nil {
-		return fmt.Errorf("relay: %s cannot be sealed: %w", m.Type, err)
+		return fmt.Errorf("snapnostr: %s cannot be sealed: %w", m.Type, err)
 	}
 	now := in.cfg.Now()
 	ev := nostr.Event{
 		PubKey: in.cfg.Key.NostrPublicKey(), CreatedAt: nostr.Timestamp(now.Unix()), Kind: req.Kind,
 		Tags: nostr.Tags{{"p", req.PubKey}, {"e", req.ID}}, Content: content,
 	}
-	if req.Kind == KindMessage {
+	if req.Kind == relay.KindMessage {
 		ev.Tags = append(ev.Tags, nostr.Tag{"expiration", strconv.FormatInt(now.Add(in.cfg.ReplyTTL).Unix(), 10)})
 	}
-	if err := signEvent(in.cfg.Key, &ev, in.cfg.Verifier); err != nil {
-		return fmt.Errorf("relay: sign %s: %w", m.Type, err)
+	if err := in.cfg.Verifier.Sign(in.cfg.Key, &ev); err != nil {
+		return fmt.Errorf("snapnostr: sign %s: %w", m.Type, err)
 	}
 	if res, err := in.cfg.Transport.Publish(ctx, ev); err != nil {
-		return fmt.Errorf("relay: publish %s (%v): %w", m.Type, res, err)
+		return fmt.Errorf("snapnostr: publish %s (%v): %w", m.Type, res, err)
 	}
 	return nil
 }

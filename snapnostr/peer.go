@@ -1,4 +1,4 @@
-package relay
+package snapnostr
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/relay"
 )
 
 // Sealer seals and opens the NIP-44 v2 payloads one identity exchanges
@@ -20,7 +21,7 @@ func NewSealer(k *identity.Key, size int) *Sealer {
 	return &Sealer{s: newSealer(k, size)}
 }
 
-// Seal encrypts plaintext (1 to MaxNIP44Plain bytes) for the Nostr key
+// Seal encrypts plaintext (1 to relay.MaxNIP44Plain bytes) for the Nostr key
 // peer (hex).
 func (s *Sealer) Seal(peer string, plaintext []byte) (string, error) {
 	return s.s.seal(peer, plaintext)
@@ -31,19 +32,13 @@ func (s *Sealer) Open(peer, content string) ([]byte, error) {
 	return s.s.open(peer, content)
 }
 
-// SignEvent sets ev's pubkey, id and signature with k, as every event the
-// node publishes is signed.
-func SignEvent(k *identity.Key, ev *nostr.Event) error {
-	return signEvent(k, ev, nil)
-}
-
 // Transport is what the inbox, and a requester's client, need of relays.
-// *Pool implements it: Subscribe delivers verified, deduplicated events
+// *relay.Pool implements it: Subscribe delivers verified, deduplicated events
 // matching f until the subscription is closed; Publish succeeds when at
 // least one relay accepted the event.
 type Transport interface {
-	Subscribe(ctx context.Context, f nostr.Filter) (*Subscription, error)
-	Publish(ctx context.Context, ev nostr.Event) (PublishResult, error)
+	Subscribe(ctx context.Context, f nostr.Filter) (*relay.Subscription, error)
+	Publish(ctx context.Context, ev nostr.Event) (relay.PublishResult, error)
 }
 
 func hasTag(ev *nostr.Event, name, value string) bool {

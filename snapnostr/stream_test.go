@@ -1,4 +1,4 @@
-package relay_test
+package snapnostr_test
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/relay/embedded"
 	"github.com/snapnode/snapnode/snap"
+	"github.com/snapnode/snapnode/snapnostr"
 )
 
 // streamNet is an embedded relay on a loopback socket, an agent answering
@@ -35,7 +36,7 @@ type streamNet struct {
 
 func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
-func newStreamNet(t *testing.T, router *snap.Router, streams int, opts ...func(*relay.InboxConfig)) *streamNet {
+func newStreamNet(t *testing.T, router *snap.Router, streams int, opts ...func(*snapnostr.InboxConfig)) *streamNet {
 	t.Helper()
 	rel, err := embedded.New(embedded.Config{DBPath: ":memory:", Logger: quiet()})
 	if err != nil {
@@ -69,12 +70,12 @@ func newStreamNet(t *testing.T, router *snap.Router, streams int, opts ...func(*
 	server := snap.NewServer(snap.ServerConfig{Key: n.agent, Router: router, Logger: quiet(),
 		MaxResponseSize: relay.MaxNIP44Plain,
 		Validator:       snap.NewValidator(snap.Config{Self: self, Replay: snap.NewMemoryReplayStore(0)})})
-	cfg := relay.InboxConfig{Key: n.agent, Transport: pool(), Handler: server,
+	cfg := snapnostr.InboxConfig{Key: n.agent, Transport: pool(), Handler: server,
 		Logger: quiet(), Workers: 2, Streams: streams}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	inbox := relay.NewInbox(cfg)
+	inbox := snapnostr.NewInbox(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	n.stop = cancel
 	go func() { n.inboxDone <- inbox.Run(ctx) }()
@@ -280,7 +281,7 @@ func heldNet(t *testing.T, queue int, clock *testclock.Clock) (n *streamNet, ent
 		<-release
 		return map[string]any{"held": true}, nil
 	})
-	n = newStreamNet(t, r, 4, func(c *relay.InboxConfig) { c.Workers, c.Queue, c.Now = 1, queue, clock.Now })
+	n = newStreamNet(t, r, 4, func(c *snapnostr.InboxConfig) { c.Workers, c.Queue, c.Now = 1, queue, clock.Now })
 	var once sync.Once
 	unhold = func() { once.Do(func() { close(release) }) }
 	t.Cleanup(unhold)

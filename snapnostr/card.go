@@ -1,4 +1,4 @@
-package relay
+package snapnostr
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/snap"
 )
 
@@ -25,11 +26,11 @@ func CardEvent(card *snap.Card, k *identity.Key, at time.Time) (nostr.Event, err
 	}
 	a, _ := identity.ParseAddress(card.Identity)
 	if a.Key != k.OutputKey() {
-		return nostr.Event{}, fmt.Errorf("relay: card identity %s is not this key's address", card.Identity)
+		return nostr.Event{}, fmt.Errorf("snapnostr: card identity %s is not this key's address", card.Identity)
 	}
 	content, err := json.Marshal(card)
 	if err != nil {
-		return nostr.Event{}, fmt.Errorf("relay: card: %w", err)
+		return nostr.Event{}, fmt.Errorf("snapnostr: card: %w", err)
 	}
 	tags := nostr.Tags{{"d", card.Identity}, {"name", card.Name}, {"version", card.Version}}
 	for _, s := range card.Skills {
@@ -43,9 +44,9 @@ func CardEvent(card *snap.Card, k *identity.Key, at time.Time) (nostr.Event, err
 	}
 	ev := nostr.Event{
 		PubKey: k.NostrPublicKey(), CreatedAt: nostr.Timestamp(at.Unix()),
-		Kind: KindCard, Tags: tags, Content: string(content),
+		Kind: relay.KindCard, Tags: tags, Content: string(content),
 	}
-	if err := signEvent(k, &ev, nil); err != nil {
+	if err := relay.SignEvent(k, &ev); err != nil {
 		return nostr.Event{}, err
 	}
 	return ev, nil
@@ -60,28 +61,28 @@ var ErrImpostorCard = errors.New("card event not authored by the card's identity
 // P2TR(tweak(event pubkey)) are one address (on either network). The
 // event's own id and signature are the pool's to check.
 func ParseCardEvent(ev *nostr.Event) (*snap.Card, error) {
-	if ev.Kind != KindCard {
-		return nil, fmt.Errorf("relay: kind %d is not a card", ev.Kind)
+	if ev.Kind != relay.KindCard {
+		return nil, fmt.Errorf("snapnostr: kind %d is not a card", ev.Kind)
 	}
 	card, err := snap.ParseCard([]byte(ev.Content))
 	if err != nil {
-		return nil, fmt.Errorf("relay: card event %s: %w", ev.ID, err)
+		return nil, fmt.Errorf("snapnostr: card event %s: %w", ev.ID, err)
 	}
 	d := ""
 	if t := ev.Tags.GetFirst([]string{"d", ""}); t != nil && len(*t) > 1 {
 		d = (*t)[1]
 	}
 	if d != card.Identity {
-		return nil, fmt.Errorf("relay: card event %s: d tag %q is not the card's identity %s: %w", ev.ID, d, card.Identity, ErrImpostorCard)
+		return nil, fmt.Errorf("snapnostr: card event %s: d tag %q is not the card's identity %s: %w", ev.ID, d, card.Identity, ErrImpostorCard)
 	}
 	var p [32]byte
-	if n, err := decodeHex32(ev.PubKey, &p); err != nil || n != 32 {
-		return nil, fmt.Errorf("relay: card event %s: bad pubkey: %w", ev.ID, ErrImpostorCard)
+	if n, err := relay.DecodeHex32(ev.PubKey, &p); err != nil || n != 32 {
+		return nil, fmt.Errorf("snapnostr: card event %s: bad pubkey: %w", ev.ID, ErrImpostorCard)
 	}
 	q, err := identity.OutputKeyOf(p)
 	a, _ := identity.ParseAddress(card.Identity)
 	if err != nil || q != a.Key {
-		return nil, fmt.Errorf("relay: card event %s: pubkey %s does not own %s: %w", ev.ID, ev.PubKey, card.Identity, ErrImpostorCard)
+		return nil, fmt.Errorf("snapnostr: card event %s: pubkey %s does not own %s: %w", ev.ID, ev.PubKey, card.Identity, ErrImpostorCard)
 	}
 	return card, nil
 }
@@ -102,7 +103,7 @@ type Rejected struct {
 	Err     error
 }
 
-// Querier fetches stored events; *Pool implements it.
+// Querier fetches stored events; *relay.Pool implements it.
 type Querier interface {
 	Query(ctx context.Context, f nostr.Filter) ([]*nostr.Event, error)
 }
@@ -110,7 +111,7 @@ type Querier interface {
 // DiscoverByIdentity returns the newest valid card of the agent addr.
 // Impostor and invalid cards are dropped and returned as rejected.
 func DiscoverByIdentity(ctx context.Context, q Querier, addr string) (*Discovered, []Rejected, error) {
-	found, rejected, err := Discover(ctx, q, nostr.Filter{Kinds: []int{KindCard}, Tags: nostr.TagMap{"d": {addr}}})
+	found, rejected, err := Discover(ctx, q, nostr.Filter{Kinds: []int{relay.KindCard}, Tags: nostr.TagMap{"d": {addr}}})
 	if err != nil {
 		return nil, rejected, err
 	}
@@ -119,7 +120,7 @@ func DiscoverByIdentity(ctx context.Context, q Querier, addr string) (*Discovere
 			return &d, rejected, nil
 		}
 	}
-	return nil, rejected, fmt.Errorf("relay: no valid card for %s: %w", addr, ErrNotFound)
+	return nil, rejected, fmt.Errorf("snapnostr: no valid card for %s: %w", addr, ErrNotFound)
 }
 
 // ErrNotFound is returned when discovery finds no valid card.
@@ -128,7 +129,7 @@ var ErrNotFound = errors.New("not found")
 // DiscoverBySkill returns the newest valid card of every agent that offers
 // skill.
 func DiscoverBySkill(ctx context.Context, q Querier, skill string) ([]Discovered, []Rejected, error) {
-	found, rejected, err := Discover(ctx, q, nostr.Filter{Kinds: []int{KindCard}, Tags: nostr.TagMap{"skill": {skill}}})
+	found, rejected, err := Discover(ctx, q, nostr.Filter{Kinds: []int{relay.KindCard}, Tags: nostr.TagMap{"skill": {skill}}})
 	if err != nil {
 		return nil, rejected, err
 	}

@@ -1,4 +1,4 @@
-package relay
+package snapnostr
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/snapnode/snapnode/internal/bounded"
 	"github.com/snapnode/snapnode/internal/sqldb"
+	"github.com/snapnode/snapnode/relay"
 )
 
 // Checkpoint remembers which stored (kind 4339) events the inbox has
@@ -50,13 +51,13 @@ type SQLCheckpoint struct {
 
 // keepProcessed is how long processed ids are kept behind the newest one:
 // as long as a 4339 reply lives on relays by default.
-const keepProcessed = DefaultReplyTT
+const keepProcessed = relay.DefaultReplyTT
 
 // OpenCheckpoint returns the checkpoint kept in db, after bringing its
 // table up to date. Closing it leaves db open.
 func OpenCheckpoint(ctx context.Context, db *sqldb.DB) (*SQLCheckpoint, error) {
 	if err := db.Migrate(ctx, migrations()); err != nil {
-		return nil, fmt.Errorf("relay: checkpoint: %w", err)
+		return nil, fmt.Errorf("snapnostr: checkpoint: %w", err)
 	}
 	return &SQLCheckpoint{db: db}, nil
 }
@@ -68,7 +69,7 @@ func (c *SQLCheckpoint) Close() error { return nil }
 func (c *SQLCheckpoint) Since(ctx context.Context) (nostr.Timestamp, error) {
 	var ts sql.NullInt64
 	if err := c.db.R.QueryRowContext(ctx, `SELECT MAX(created_at) FROM inbox_processed`).Scan(&ts); err != nil {
-		return 0, fmt.Errorf("relay: checkpoint: %w", err)
+		return 0, fmt.Errorf("snapnostr: checkpoint: %w", err)
 	}
 	return nostr.Timestamp(ts.Int64), nil
 }
@@ -81,7 +82,7 @@ func (c *SQLCheckpoint) Seen(ctx context.Context, id string) (bool, error) {
 	case errors.Is(err, sql.ErrNoRows):
 		return false, nil
 	case err != nil:
-		return false, fmt.Errorf("relay: checkpoint: %w", err)
+		return false, fmt.Errorf("snapnostr: checkpoint: %w", err)
 	}
 	return true, nil
 }
@@ -93,7 +94,7 @@ func (c *SQLCheckpoint) Done(ctx context.Context, id string, createdAt nostr.Tim
 		return c.insert(ctx, tx, id, int64(createdAt))
 	})
 	if err != nil {
-		return fmt.Errorf("relay: checkpoint: %w", err)
+		return fmt.Errorf("snapnostr: checkpoint: %w", err)
 	}
 	return nil
 }
@@ -121,12 +122,12 @@ func (c *SQLCheckpoint) CarryOver(ctx context.Context, path string) (int, error)
 	}
 	old, err := sql.Open("sqlite", "file:"+path+"?mode=ro&_pragma=busy_timeout(5000)")
 	if err != nil {
-		return 0, fmt.Errorf("relay: open the older checkpoint %s: %w", path, err)
+		return 0, fmt.Errorf("snapnostr: open the older checkpoint %s: %w", path, err)
 	}
 	defer old.Close()
 	var tables int
 	if err := old.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'inbox_processed'`).Scan(&tables); err != nil {
-		return 0, fmt.Errorf("relay: read the older checkpoint %s: %w", path, err)
+		return 0, fmt.Errorf("snapnostr: read the older checkpoint %s: %w", path, err)
 	}
 	if tables == 0 {
 		return 0, nil // an empty file: nothing was processed
@@ -134,7 +135,7 @@ func (c *SQLCheckpoint) CarryOver(ctx context.Context, path string) (int, error)
 	rows, err := old.QueryContext(ctx, `SELECT event_id, created_at FROM inbox_processed
 		WHERE created_at >= (SELECT MAX(created_at) FROM inbox_processed) - ? ORDER BY created_at`, keepProcessed)
 	if err != nil {
-		return 0, fmt.Errorf("relay: read the older checkpoint %s: %w", path, err)
+		return 0, fmt.Errorf("snapnostr: read the older checkpoint %s: %w", path, err)
 	}
 	defer rows.Close()
 	type processed struct {
@@ -145,12 +146,12 @@ func (c *SQLCheckpoint) CarryOver(ctx context.Context, path string) (int, error)
 	for rows.Next() {
 		var p processed
 		if err := rows.Scan(&p.id, &p.at); err != nil {
-			return 0, fmt.Errorf("relay: read the older checkpoint %s: %w", path, err)
+			return 0, fmt.Errorf("snapnostr: read the older checkpoint %s: %w", path, err)
 		}
 		all = append(all, p)
 	}
 	if err := rows.Err(); err != nil {
-		return 0, fmt.Errorf("relay: read the older checkpoint %s: %w", path, err)
+		return 0, fmt.Errorf("snapnostr: read the older checkpoint %s: %w", path, err)
 	}
 	err = c.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		for _, p := range all {
@@ -161,14 +162,14 @@ func (c *SQLCheckpoint) CarryOver(ctx context.Context, path string) (int, error)
 		return nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("relay: carry over the older checkpoint: %w", err)
+		return 0, fmt.Errorf("snapnostr: carry over the older checkpoint: %w", err)
 	}
 	return len(all), nil
 }
 
 // MemoryCheckpoint is a Checkpoint for a node without a database: it
 // forgets everything when the process ends, and holds at most
-// DefaultDedupeSize ids (the oldest forgotten first), each until it is
+// relay.DefaultDedupeSize ids (the oldest forgotten first), each until it is
 // keepProcessed older than the newest, as SQLCheckpoint does.
 type MemoryCheckpoint struct {
 	mu     sync.Mutex
@@ -180,7 +181,7 @@ var _ Checkpoint = (*MemoryCheckpoint)(nil)
 
 // NewMemoryCheckpoint returns an empty MemoryCheckpoint.
 func NewMemoryCheckpoint() *MemoryCheckpoint {
-	return &MemoryCheckpoint{ids: bounded.NewExpiring[string, struct{}](DefaultDedupeSize, true)}
+	return &MemoryCheckpoint{ids: bounded.NewExpiring[string, struct{}](relay.DefaultDedupeSize, true)}
 }
 
 // Close does nothing.

@@ -1,4 +1,4 @@
-package relay_test
+package snapnostr_test
 
 import (
 	"context"

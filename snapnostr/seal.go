@@ -1,4 +1,4 @@
-package relay
+package snapnostr
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/bounded"
+	"github.com/snapnode/snapnode/relay"
 )
 
 // sealer opens and seals NIP-44 v2 payloads for one identity, caching the
@@ -26,7 +27,7 @@ func (s *sealer) conversationKey(peer string) ([32]byte, error) {
 	}
 	ck, err := nip44.GenerateConversationKey(peer, s.key.NostrSecretKey())
 	if err != nil {
-		return ck, fmt.Errorf("relay: conversation key with %s: %w", peer, err)
+		return ck, fmt.Errorf("snapnostr: conversation key with %s: %w", peer, err)
 	}
 	s.convs.Put(peer, ck)
 	return ck, nil
@@ -34,8 +35,8 @@ func (s *sealer) conversationKey(peer string) ([32]byte, error) {
 
 // seal encrypts plaintext for peer. NIP-44 carries 1 to 65,535 bytes.
 func (s *sealer) seal(peer string, plaintext []byte) (string, error) {
-	if len(plaintext) == 0 || len(plaintext) > MaxNIP44Plain {
-		return "", fmt.Errorf("relay: %d bytes cannot travel in NIP-44 (1 to %d)", len(plaintext), MaxNIP44Plain)
+	if len(plaintext) == 0 || len(plaintext) > relay.MaxNIP44Plain {
+		return "", fmt.Errorf("snapnostr: %d bytes cannot travel in NIP-44 (1 to %d)", len(plaintext), relay.MaxNIP44Plain)
 	}
 	ck, err := s.conversationKey(peer)
 	if err != nil {
@@ -52,7 +53,7 @@ func (s *sealer) open(peer, content string) ([]byte, error) {
 	}
 	pt, err := nip44.Decrypt(content, ck)
 	if err != nil {
-		return nil, fmt.Errorf("relay: NIP-44 open: %w", err)
+		return nil, fmt.Errorf("snapnostr: NIP-44 open: %w", err)
 	}
 	return []byte(pt), nil
 }

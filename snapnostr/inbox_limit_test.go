@@ -1,4 +1,4 @@
-package relay_test
+package snapnostr_test
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/ratelimit"
 	"github.com/snapnode/snapnode/internal/testclock"
-	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/snap"
+	"github.com/snapnode/snapnode/snapnostr"
 )
 
 // A Nostr key over its allowance is refused with 5002 before its request
@@ -19,7 +19,7 @@ import (
 func TestInboxKeyLimiter(t *testing.T) {
 	clock := testclock.New(time.Now())
 	lim := ratelimit.New(ratelimit.Config{Rate: 0.001, Burst: 2, Now: clock.Now})
-	n := newStreamNet(t, countRouter(nil), 4, func(c *relay.InboxConfig) { c.KeyLimiter = lim })
+	n := newStreamNet(t, countRouter(nil), 4, func(c *snapnostr.InboxConfig) { c.KeyLimiter = lim })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	get := func(c *client.Nostr) map[string]any {

@@ -1,0 +1,155 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/snapnode/snapnode/internal/config"
+	"github.com/snapnode/snapnode/relay"
+	"github.com/snapnode/snapnode/snap"
+	"github.com/snapnode/snapnode/snapnostr"
+)
+
+// proposalSkill is what every node does: carry out a peer's proposals.
+func proposalSkill() snap.Skill {
+	return snap.Skill{ID: "file-actions", Name: "File actions",
+		Description: "Carries out proposals (a data part with schema_version 1.x: READ_FILE, LIST_FILES, WRITE_FILE, RENAME_FILE, DELETE_FILE and composites) in the node's sandbox folder: each is validated, judged by policy and audited; risky ones wait for an operator.",
+		Tags:        []string{"files", "sandbox", "proposals"},
+		Examples:    []string{`{"schema_version":"1.0.0","id":"…","reasoning":"…","action":"WRITE_FILE","args":{"path":"/sandbox/notes.md","content":"…"}}`}}
+}
+
+// publicEndpoints are the HTTP transport's endpoints a peer can reach:
+// under http_public_url when it is set, else under the listen address
+// when other machines can reach it (not loopback, not a wildcard that
+// names no host, not port 0). An https URL also serves WebSocket (wss).
+func publicEndpoints(cfg config.Config) []snap.Endpoint {
+	if cfg.HTTPListen == "" {
+		return nil
+	}
+	base := cfg.HTTPPublicURL
+	if base == "" {
+		host, port, err := net.SplitHostPort(cfg.HTTPListen)
+		ip := net.ParseIP(host)
+		if err != nil || host == "" || port == "0" || strings.EqualFold(host, "localhost") || (ip != nil && (ip.IsLoopback() || ip.IsUnspecified())) {
+			return nil
+		}
+		base = "http://" + cfg.HTTPListen
+	}
+	u, err := url.Parse(strings.TrimSuffix(base, "/"))
+	if err != nil {
+		return nil // Validate refused it
+	}
+	u = u.JoinPath("snap")
+	out := []snap.Endpoint{{Protocol: "http", URL: u.String()}}
+	if u.Scheme == "https" {
+		ws := *u
+		ws.Scheme = "wss"
+		out = append(out, snap.Endpoint{Protocol: "wss", URL: ws.String()})
+	}
+	return out
+}
+
+// buildCard makes the agent card from the configuration.
+func buildCard(cfg config.Config, addr string, relays []string) (*snap.Card, error) {
+	c := &snap.Card{
+		Name: cfg.Card.Name, Description: cfg.Card.Description, Version: cfg.Card.Version,
+		Identity: addr, NostrRelays: relays,
+		ProtocolVersion: snap.ProtocolVersion, SupportedVersions: snap.SupportedVersions,
+		DefaultInputModes: cfg.Card.InputModes, DefaultOutputModes: cfg.Card.OutputModes,
+	}
+	for _, s := range cfg.Card.Skills {
+		c.Skills = append(c.Skills, snap.Skill{ID: s.ID, Name: s.Name, Description: s.Description, Tags: s.Tags, Examples: s.Examples})
+	}
+	if cfg.AgentEnabled() && cfg.DatabaseDSN() != config.MemoryDatabase &&
+		!slices.ContainsFunc(c.Skills, func(s snap.Skill) bool { return s.ID == "agent" }) {
+		c.Skills = append(c.Skills, agentSkill(cfg))
+	}
+	if ps := proposalSkill(); !slices.ContainsFunc(c.Skills, func(s snap.Skill) bool { return s.ID == ps.ID }) {
+		c.Skills = append(c.Skills, ps)
+	}
+	for _, e := range cfg.Card.Endpoints {
+		c.Endpoints = append(c.Endpoints, snap.Endpoint{Protocol: e.Protocol, URL: e.URL})
+	}
+	for _, e := range publicEndpoints(cfg) {
+		if !slices.ContainsFunc(c.Endpoints, func(x snap.Endpoint) bool { return x.URL == e.URL }) {
+			c.Endpoints = append(c.Endpoints, e)
+		}
+	}
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("node: the configured card is invalid: %w", err)
+	}
+	return c, nil
+}
+
+// publish publishes card to the node's relays, retrying while no relay
+// is connected yet, for up to 15 s. The event is dated after the newest
+// card of this identity already on the relays (a restart within the same
+// second, or a clock that went back): relays keep only the newest.
+func (n *Node) publish(ctx context.Context, card *snap.Card) error {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	at := time.Now().Truncate(time.Second)
+	if prev, err := n.pool.Query(ctx, nostr.Filter{Kinds: []int{relay.KindCard},
+		Authors: []string{n.key.NostrPublicKey()}, Tags: nostr.TagMap{"d": {card.Identity}}}); err == nil {
+		for _, ev := range prev {
+			if t := ev.CreatedAt.Time(); !at.After(t) {
+				at = t.Add(time.Second)
+			}
+		}
+	}
+	ev, err := snapnostr.CardEvent(card, n.key, at)
+	if err != nil {
+		return err
+	}
+	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 2*time.Second) {
+		_, err := n.pool.Publish(ctx, ev)
+		if err == nil {
+			n.logger.Info("card published", "event", ev.ID, "relays", n.urls)
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("node: publish card: %w", err)
+		case <-time.After(delay):
+		}
+	}
+}
+
+// UpdateCard rebuilds the card from c and, when it differs from the one
+// published, publishes it (the relays keep the newest per identity). It
+// reports whether it published.
+func (n *Node) UpdateCard(ctx context.Context, c config.Card) (bool, error) {
+	n.cardMu.Lock()
+	defer n.cardMu.Unlock()
+	cfg := n.cfg
+	cfg.Card = c
+	card, err := buildCard(cfg, n.Address(), n.urls)
+	if err != nil {
+		return false, err
+	}
+	return n.setCard(ctx, card)
+}
+
+// setCard publishes card when it differs from the one published and
+// reports whether it did. The caller holds cardMu.
+func (n *Node) setCard(ctx context.Context, card *snap.Card) (bool, error) {
+	old, _ := json.Marshal(n.card)
+	neu, _ := json.Marshal(card)
+	if bytes.Equal(old, neu) {
+		return false, nil
+	}
+	if err := n.publish(ctx, card); err != nil {
+		return false, err
+	}
+	n.card = card
+	return true, nil
+}

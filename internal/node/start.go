@@ -1,0 +1,412 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/snapnode/snapnode/agent"
+	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/config"
+	"github.com/snapnode/snapnode/internal/metrics"
+	"github.com/snapnode/snapnode/internal/sqldb"
+	"github.com/snapnode/snapnode/proposals"
+	"github.com/snapnode/snapnode/relay"
+	"github.com/snapnode/snapnode/relay/embedded"
+	"github.com/snapnode/snapnode/snap"
+	"github.com/snapnode/snapnode/snapnostr"
+	"github.com/snapnode/snapnode/tasks"
+	"github.com/snapnode/snapnode/tasks/sqlstore"
+)
+
+// Start starts a node and returns once it listens for requests and its
+// card is published; opts add services (WithService). The node runs until
+// ctx ends; then call Wait. When a part fails to start, the parts started
+// before it are stopped, newest first, and Start returns the error.
+func Start(ctx context.Context, cfg config.Config, logger *slog.Logger, with ...Option) (*Node, error) {
+	var o options
+	for _, opt := range with {
+		opt(&o)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := privateFiles(cfg, logger); err != nil {
+		return nil, err
+	}
+	n := &Node{cfg: cfg, logger: logger, level: o.level,
+		identityLimits: limiter(cfg.IdentityRate, cfg.IdentityBurst),
+		nostrKeyLimits: limiter(cfg.NostrKeyRate, cfg.NostrKeyBurst)}
+	if cfg.Testnet {
+		n.network = identity.Testnet
+	}
+	var err error
+	if n.key, err = loadOrCreateKey(cfg, logger); err != nil {
+		return nil, err
+	}
+	// One verifier for the embedded relay, the pool and the inbox: each
+	// event's signature is checked once in the process.
+	w := &wiring{n: n, o: o, verifier: relay.NewVerifier()}
+	err = n.parts.start(ctx,
+		w.startRelay,     // the embedded relay, unless relays are configured
+		w.startPool,      // one connection to each relay
+		w.openDatabase,   // tasks and replay records, and their sweeper
+		w.startExecutor,  // sandbox, policy and audit log
+		w.startTasks,     // the task service
+		w.startServices,  // the router with service/call, and the metrics
+		w.startAgent,     // the agent runtime, when one is configured
+		w.startProposals, // decisions, reconcile passes, the admin socket
+		w.registerRouter, // the task methods
+		w.startServer,    // the SNAP server behind every transport
+		w.startInbox,     // SNAP over Nostr, and its checkpoint
+		w.publishCard,    // the agent card, on the relays
+		w.startHTTP,      // SNAP over HTTP, SSE and WebSocket
+		w.startMetrics,   // /metrics on an address of its own
+	)
+	if err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// Wait stops the node after its context ended, newest part first: the
+// HTTP transport and the inbox finish the requests they accepted and send
+// their answers, then the agent, the executor and the database stop, and
+// last the pool and the embedded relay (which outlive the context so that
+// the last answers are published). It returns every part's error.
+func (n *Node) Wait() error { return n.parts.closeAll() }
+
+// wiring is what the parts of a starting node hand on to the parts
+// started after them. Each start method starts one part and pushes what
+// stops it onto the node's lifecycle.
+type wiring struct {
+	n        *Node
+	o        options
+	verifier *relay.Verifier
+
+	taskStore tasks.Store
+	replay    snap.ReplayStore
+	results   snap.ResultStore // nil: in memory
+	validator *snap.Validator
+	jobs      *agent.Store // the agent's, nil when none is configured
+	queue     *agent.Queue
+	router    *snap.Router
+	mx        *metrics.Metrics
+	server    *snap.Server
+}
+
+// startRelay starts the embedded relay when no relay is configured. It
+// outlives ctx: it stops in Wait, after the inbox has published its last
+// answer.
+func (w *wiring) startRelay(ctx context.Context) error {
+	n, cfg := w.n, w.n.cfg
+	n.urls = cfg.Relays
+	if len(n.urls) > 0 {
+		return nil
+	}
+	rel, err := embedded.New(embedded.Config{DBPath: filepath.Join(cfg.DataDir, "relay.db"), Logger: n.logger.With("part", "relay"), Verifier: w.verifier})
+	if err != nil {
+		return fmt.Errorf("node: embedded relay: %w", err)
+	}
+	ln, err := net.Listen("tcp", cfg.RelayListen)
+	if err != nil {
+		rel.Close()
+		return fmt.Errorf("node: embedded relay: %w", err)
+	}
+	rctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan error, 1)
+	go func() { done <- rel.Serve(rctx, ln) }()
+	n.relay, n.urls = rel, []string{"ws://" + dialAddr(ln.Addr())}
+	n.parts.push("embedded relay", func() error { stop(); return errors.Join(<-done, rel.Close()) })
+	return nil
+}
+
+// startPool connects to the relays, in process to the embedded one. The
+// pool outlives ctx, as the relay does.
+func (w *wiring) startPool(ctx context.Context) error {
+	n := w.n
+	poolCfg := relay.PoolConfig{URLs: n.urls, Logger: n.logger.With("part", "pool"), Verifier: w.verifier}
+	if n.relay != nil {
+		// The node reaches its own relay in-process: no socket, no JSON.
+		// External clients use the WebSocket.
+		local, rel := n.urls[0], n.relay
+		poolCfg.Dial = func(ctx context.Context, url string) (relay.Conn, error) {
+			if url == local {
+				return rel.LocalConn()
+			}
+			return relay.DialWebsocket(ctx, url)
+		}
+	}
+	n.pool = relay.NewPool(poolCfg)
+	pctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	n.pool.Start(pctx)
+	n.parts.push("pool", func() error { stop(); return n.pool.Close() })
+	return nil
+}
+
+// openDatabase opens the task and replay stores. They are durable (an
+// accepted task survives a crash or restart, a replayed message is caught
+// after one), unless the database is "memory", for throwaway nodes and
+// measurements. On a database, a sweeper deletes ended tasks past their
+// retention and expired replay records.
+func (w *wiring) openDatabase(ctx context.Context) error {
+	n, cfg, logger := w.n, w.n.cfg, w.n.logger
+	if cfg.DatabaseDSN() == config.MemoryDatabase {
+		w.taskStore, w.replay = tasks.NewMemoryStore(tasks.MemoryStoreOptions{}), snap.NewMemoryReplayStore(0)
+		return nil
+	}
+	db, err := sqldb.Open(ctx, cfg.DatabaseDSN(), sqldb.Options{})
+	if err != nil {
+		return fmt.Errorf("node: database: %w", err)
+	}
+	n.parts.push("database", db.Close)
+	store, err := sqlstore.New(ctx, db)
+	if err != nil {
+		return fmt.Errorf("node: task database: %w", err)
+	}
+	n.parts.push("task store", store.Close)
+	n.DB = db
+	w.taskStore, w.replay, w.results = store, store.ReplayStore(), store.ReplayStore()
+
+	sweepCtx, stopSweep := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	retention := tasks.Retention{Store: store, TTL: cfg.TaskRetention.Duration}
+	go func() {
+		defer close(done)
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		wg.Go(func() {
+			retention.Run(sweepCtx, 10*time.Minute, func(deleted int, err error) {
+				if err != nil {
+					logger.Warn("task retention", "err", err)
+				} else if deleted > 0 {
+					logger.Info("task retention: deleted ended tasks", "count", deleted, "older_than", retention.TTL)
+				}
+			})
+		})
+		store.ReplayStore().RunSweeper(sweepCtx, time.Minute, func(deleted int64, err error) {
+			if err != nil {
+				logger.Warn("replay sweep", "err", err)
+			}
+		})
+	}()
+	n.parts.push("sweeper", func() error { stopSweep(); <-done; return nil })
+	return nil
+}
+
+// startExecutor opens the sandbox, the policy and the audit log, which
+// carry proposals out. It needs the database: on the memory database
+// proposals wait, like free text.
+func (w *wiring) startExecutor(ctx context.Context) error {
+	n := w.n
+	if n.DB == nil {
+		return nil
+	}
+	// The executor asks the task service's operators (set before the
+	// first request; Reload changes them for both).
+	isOperator := func(addr string) bool { return n.Tasks != nil && n.Tasks.IsOperator(addr) }
+	ex, stop, err := startExecutor(ctx, n.cfg, n.DB, n.key, n.network, isOperator, n.logger)
+	if err != nil {
+		return err
+	}
+	n.exec = ex
+	n.parts.push("executor", stop)
+	return nil
+}
+
+// startTasks makes the task service, behind the validator of every SNAP
+// message, with the executor as the runner of proposals and the agent's
+// queue (opened here) as the taker of free text.
+func (w *wiring) startTasks(ctx context.Context) error {
+	n, cfg, logger := w.n, w.n.cfg, w.n.logger
+	w.validator = snap.NewValidator(snap.Config{
+		Self: n.Address(), MaxDrift: cfg.MaxDrift.Duration, Replay: w.replay,
+		Limiter: n.identityLimits,
+	})
+	opts := tasks.ServiceOptions{Operators: cfg.Operators, Logger: logger.With("part", "tasks"), Agent: refuse(noAgentReason),
+		MaxStreams: cfg.MaxStreams, MaxStreamsPerRequester: cfg.MaxStreamsPerIdentity, MaxStreamsPerKey: cfg.MaxStreamsPerKey,
+		MaxNewcomerStreams: cfg.MaxNewcomerStreams, StreamWait: cfg.StreamWaitTimeout.Duration, MaxStreamWaiters: cfg.MaxStreamWaiters}
+	if n.exec != nil {
+		// The runner needs only the executor: the task service is built
+		// on it, and the proposals' lifecycle on the task service.
+		opts.Runner = proposals.NewRunner(n.exec.exec, logger.With("part", "proposals"), w.o.pause)
+		opts.Accepted = accepted(w.results, w.validator.Retention(), time.Now, logger.With("part", "tasks"))
+	} else {
+		logger.Warn("database is memory: proposals are not carried out (the executor keeps its records in the database)")
+		opts.Agent = refuse(noDatabaseReason)
+	}
+	if n.exec != nil && cfg.AgentEnabled() {
+		var err error
+		if w.jobs, w.queue, err = openAgentQueue(ctx, n.DB); err != nil {
+			return err
+		}
+		opts.Agent = w.queue
+	}
+	n.Tasks = tasks.NewService(w.taskStore, opts)
+	return nil
+}
+
+// startServices makes the router with the node's services and the
+// metrics. The metrics count the methods of the router and the task
+// service's, which registerRouter adds once the proposals that take
+// decisions on message/send exist.
+func (w *wiring) startServices(context.Context) error {
+	n := w.n
+	w.router = snap.NewRouter()
+	if err := n.startServices(w.router, w.taskStore, w.o); err != nil {
+		return err
+	}
+	w.mx = n.newMetrics(append(w.router.Methods(), taskMethods(n.Tasks)...), w.replay, w.taskStore)
+	return nil
+}
+
+// startAgent starts the agent runtime on the queue startTasks opened. It
+// outlives ctx: Wait stops it, its jobs at their next step boundary.
+func (w *wiring) startAgent(ctx context.Context) error {
+	n := w.n
+	if w.queue == nil {
+		return nil
+	}
+	actx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	rt, done, err := startAgent(actx, n.cfg, w.jobs, w.queue, n.exec.exec, n.Tasks, w.mx, n.exec.audit, n.logger)
+	if err != nil {
+		stop()
+		return err
+	}
+	n.agent = rt
+	n.parts.push("agent", func() error { stop(); <-done; return nil })
+	jobs := w.jobs
+	w.mx.SetAgentJobs(func(ctx context.Context) (map[string]int64, error) {
+		counts, err := jobs.CountByStatus(ctx)
+		out := make(map[string]int64, len(agent.Statuses()))
+		for _, st := range agent.Statuses() { // every status, 0 included
+			out[string(st)] = counts[st]
+		}
+		return out, err
+	})
+	return nil
+}
+
+// startProposals makes the proposals' lifecycle (decisions, rollbacks),
+// takes up the tasks a stop interrupted, and starts the periodic
+// reconcile passes and the admin socket.
+func (w *wiring) startProposals(ctx context.Context) error {
+	n, logger := w.n, w.n.logger
+	if n.exec == nil {
+		return nil
+	}
+	pcfg := proposals.Config{Executor: n.exec.exec, Tasks: n.Tasks, Claims: proposals.DBClaims(n.DB),
+		Pause: w.o.pause, Logger: logger.With("part", "proposals")}
+	if n.agent != nil {
+		pcfg.Jobs = n.agent // decisions on its jobs' actions go to it
+	}
+	var err error
+	if n.props, err = proposals.New(pcfg); err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
+	// Before the first request: a retry finds its task ended. On a
+	// shared database a younger task may be a replica's, running: the
+	// periodic passes take it up once it is older.
+	r, err := n.props.Reconcile(ctx, startCutoff(n.DB))
+	if err != nil {
+		return fmt.Errorf("node: reconcile interrupted tasks: %w", err)
+	}
+	if r.Resumed+r.Settled+r.Withdrawn > 0 {
+		logger.Warn("took up the tasks a stop interrupted", "resumed", r.Resumed, "settled", r.Settled, "ended", r.Ended, "withdrawn", r.Withdrawn)
+	}
+	stopReconciler := startReconciler(ctx, n.props, logger)
+	n.parts.push("reconcile passes", func() error { stopReconciler(); return nil })
+	stopAdmin, err := startAdmin(ctx, n.cfg.DataDir, adminHandler{props: n.props, agent: n.agent, console: &n.console, logger: logger}, logger.With("part", "admin"))
+	if err != nil {
+		return err
+	}
+	n.parts.push("admin socket", stopAdmin)
+	w.results = liveResults{ResultStore: w.results, tasks: n.Tasks}
+	return nil
+}
+
+// registerRouter registers the task methods, which hand proposals to the
+// proposals' lifecycle.
+func (w *wiring) registerRouter(context.Context) error {
+	registerMethods(w.router, w.n.Tasks, w.n.props, w.n.logger.With("part", "proposals"))
+	return nil
+}
+
+// startServer makes the SNAP server every transport hands its messages
+// to; each transport bounds its answers.
+func (w *wiring) startServer(context.Context) error {
+	n := w.n
+	w.server = snap.NewServer(snap.ServerConfig{
+		Key: n.key, Network: n.network, Router: w.router, Logger: n.logger.With("part", "snap"),
+		Results: w.results, Observer: w.mx,
+		Validator: w.validator,
+	})
+	return nil
+}
+
+// startInbox opens the inbox's checkpoint and starts the inbox, and
+// returns once its subscription is in place. It runs until ctx ends (or
+// a later part fails to start), then finishes the requests it accepted.
+func (w *wiring) startInbox(ctx context.Context) error {
+	n := w.n
+	cp, err := openCheckpoint(ctx, n.DB, filepath.Join(n.cfg.DataDir, "node.db"), n.logger)
+	if err != nil {
+		return err
+	}
+	n.parts.push("inbox checkpoint", cp.Close)
+	in := snapnostr.NewInbox(snapnostr.InboxConfig{
+		Key: n.key, Transport: n.pool, Handler: w.server, Checkpoint: cp, Verifier: w.verifier,
+		Logger: n.logger.With("part", "inbox"), Workers: n.cfg.Workers, ReplyTTL: n.cfg.ReplyTTL.Duration,
+		KeyLimiter: n.nostrKeyLimits,
+	})
+	ictx, stop := context.WithCancel(ctx)
+	var runErr error
+	done := make(chan struct{})
+	go func() { runErr = in.Run(ictx); close(done) }()
+	n.parts.push("inbox", func() error { stop(); <-done; return runErr })
+	select {
+	case <-in.Ready():
+		return nil
+	case <-done:
+		return fmt.Errorf("node: inbox: %w", runErr)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// publishCard publishes the agent card built from the settings.
+func (w *wiring) publishCard(ctx context.Context) error {
+	n := w.n
+	card, err := buildCard(n.cfg, n.Address(), n.urls)
+	if err != nil {
+		return err
+	}
+	n.card = card
+	return n.publish(ctx, card)
+}
+
+// startHTTP serves SNAP over HTTP (see Node.startHTTP) until ctx ends.
+func (w *wiring) startHTTP(ctx context.Context) error {
+	stop, err := w.n.startHTTP(ctx, w.server, w.mx)
+	if err != nil {
+		return err
+	}
+	w.n.parts.push("HTTP", stop)
+	return nil
+}
+
+// startMetrics serves /metrics on metrics_listen, when it is set, until
+// ctx ends.
+func (w *wiring) startMetrics(ctx context.Context) error {
+	stop, err := w.n.startMetrics(ctx, w.mx.Handler())
+	if err != nil {
+		return err
+	}
+	w.n.parts.push("metrics", stop)
+	return nil
+}

@@ -1,0 +1,289 @@
+package relay
+
+import (
+	"context"
+	"encoding/hex"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+)
+
+// RelayState is the state of one relay connection.
+type RelayState string
+
+// Relay states.
+const (
+	StateIdle       RelayState = "idle" // not started, or stopped
+	StateConnecting RelayState = "connecting"
+	StateConnected  RelayState = "connected"
+	StateBackoff    RelayState = "backoff" // waiting before the next attempt
+)
+
+// RelayStatus is the health of one relay.
+type RelayStatus struct {
+	URL            string
+	State          RelayState
+	LastError      error     // the last dial or connection error, nil if none yet
+	LastErrorAt    time.Time //
+	ConnectedSince time.Time // zero unless connected
+	RetryAt        time.Time // next attempt, when in backoff
+	Reconnects     int       // connections made after the first
+	EventsReceived uint64    // EVENT messages received, before any check
+	EventsInvalid  uint64    // dropped: bad id or signature
+	EventsMismatch uint64    // dropped: not matching the subscription's filter
+}
+
+// Health returns the status of every relay, in the order of
+// PoolConfig.URLs.
+func (p *Pool) Health() []RelayStatus {
+	out := make([]RelayStatus, len(p.relays))
+	for i, r := range p.relays {
+		r.mu.Lock()
+		out[i] = RelayStatus{
+			URL:            r.url,
+			State:          r.state.Load(),
+			LastError:      r.lastErr,
+			LastErrorAt:    r.lastErrAt,
+			RetryAt:        r.retryAt,
+			Reconnects:     max(r.connects-1, 0),
+			EventsReceived: r.received.Load(),
+			EventsInvalid:  r.invalid.Load(),
+			EventsMismatch: r.mismatch.Load(),
+		}
+		if r.conn != nil {
+			out[i].ConnectedSince = r.connectedAt
+		}
+		r.mu.Unlock()
+	}
+	return out
+}
+
+// poolRelay is one relay of a pool and its connection loop.
+type poolRelay struct {
+	p   *Pool
+	idx int
+	url string
+	log *slog.Logger
+
+	state atomicState // read without mu by Subscribe
+
+	mu     sync.Mutex
+	conn   Conn            // nil unless connected
+	active map[uint64]bool // subscriptions REQ'd on conn
+	// publishing: conn takes publications. Set once the REQs of the
+	// subscriptions open when it connected are sent, so that a request
+	// published right after its reply's subscription is never on the
+	// wire before that REQ (the reply, ephemeral, would be missed).
+	publishing  bool
+	lastErr     error
+	lastErrAt   time.Time
+	connectedAt time.Time
+	retryAt     time.Time
+	connects    int
+
+	received, invalid, mismatch atomic.Uint64
+}
+
+type atomicState struct{ v atomic.Value }
+
+func (a *atomicState) Load() RelayState   { s, _ := a.v.Load().(RelayState); return s }
+func (a *atomicState) Store(s RelayState) { a.v.Store(s) }
+
+// run dials, serves and redials until ctx ends.
+func (r *poolRelay) run(ctx context.Context) {
+	defer r.state.Store(StateIdle)
+	bo := backoff{base: r.p.cfg.BackoffBase, max: r.p.cfg.BackoffMax}
+	for {
+		r.state.Store(StateConnecting)
+		dctx, cancel := context.WithTimeout(ctx, r.p.cfg.DialTimeout)
+		conn, err := r.p.cfg.Dial(dctx, r.url)
+		cancel()
+		if ctx.Err() != nil {
+			if err == nil {
+				conn.Close()
+			}
+			return
+		}
+		if err != nil {
+			if !r.wait(ctx, bo.next(), err) {
+				return
+			}
+			continue
+		}
+		up := r.p.cfg.Now()
+		err = r.serve(ctx, conn)
+		if ctx.Err() != nil {
+			return
+		}
+		if r.p.cfg.Now().Sub(up) >= r.p.cfg.BackoffMax {
+			bo.reset()
+		}
+		if !r.wait(ctx, bo.next(), err) {
+			return
+		}
+	}
+}
+
+// wait records err, enters backoff for d and reports whether ctx is still
+// alive afterwards.
+func (r *poolRelay) wait(ctx context.Context, d time.Duration, err error) bool {
+	now := r.p.cfg.Now()
+	r.mu.Lock()
+	r.lastErr, r.lastErrAt, r.retryAt = err, now, now.Add(d)
+	r.mu.Unlock()
+	r.state.Store(StateBackoff)
+	for _, s := range r.p.snapshotSubs() {
+		s.relayDone(r.idx, false)
+	}
+	r.log.Info("relay pool: relay down, backing off", "err", err, "retry_in", d)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// serve runs one connection: subscribes every open subscription, then
+// handles what the relay sends until the connection or ctx ends. It
+// returns why the connection ended.
+func (r *poolRelay) serve(ctx context.Context, conn Conn) error {
+	r.mu.Lock()
+	r.conn, r.active = conn, map[uint64]bool{}
+	r.connects++
+	r.connectedAt, r.retryAt = r.p.cfg.Now(), time.Time{}
+	reconnect := r.connects > 1
+	r.mu.Unlock()
+	// Subscriptions first, then publications: see publishing.
+	for _, s := range r.p.snapshotSubs() {
+		r.ensureSub(s)
+	}
+	r.mu.Lock()
+	r.publishing = true
+	r.mu.Unlock()
+	r.state.Store(StateConnected)
+	r.log.Info("relay pool: connected", "reconnect", reconnect)
+	r.p.wakeWaiters()
+
+	var err error
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			err = ctx.Err()
+			break loop
+		case m, ok := <-conn.Messages():
+			if !ok {
+				err = conn.Err()
+				break loop
+			}
+			r.handle(m)
+		}
+	}
+	r.mu.Lock()
+	r.conn, r.active, r.publishing = nil, nil, false
+	r.mu.Unlock()
+	conn.Close()
+	if err == nil {
+		err = ErrConnClosed
+	}
+	return err
+}
+
+// ensureSub sends s's REQ on the current connection unless it was sent
+// already. Under r.mu, so that REQ and CLOSE of one subscription are
+// queued in order.
+func (r *poolRelay) ensureSub(s *Subscription) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.conn == nil || r.active[s.serial] {
+		return
+	}
+	select {
+	case <-s.done:
+		return
+	default:
+	}
+	r.active[s.serial] = true
+	f := s.reqFilter(r.idx)
+	if err := r.conn.Req(s.wireID, f); err != nil {
+		r.log.Warn("relay pool: REQ failed", "sub", s.wireID, "err", err)
+		return
+	}
+	r.log.Debug("relay pool: REQ", "sub", s.wireID, "filter", f)
+}
+
+// dropSub sends CLOSE for s if it is open on the current connection.
+func (r *poolRelay) dropSub(s *Subscription) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.active[s.serial] {
+		return
+	}
+	delete(r.active, s.serial)
+	if r.conn != nil {
+		if err := r.conn.CloseReq(s.wireID); err != nil {
+			r.log.Debug("relay pool: CLOSE failed", "sub", s.wireID, "err", err)
+		}
+	}
+}
+
+func (r *poolRelay) handle(m ConnMessage) {
+	switch m.Label {
+	case "EVENT":
+		r.received.Add(1)
+		if s := r.p.lookup(m.SubID); s != nil && m.Event != nil {
+			r.accept(s, m.Event)
+		}
+	case "EOSE":
+		if s := r.p.lookup(m.SubID); s != nil {
+			s.relayDone(r.idx, true)
+		}
+	case "CLOSED":
+		r.log.Warn("relay pool: relay closed a subscription", "sub", m.SubID, "reason", m.Reason)
+		if s := r.p.lookup(m.SubID); s != nil {
+			r.mu.Lock()
+			delete(r.active, s.serial)
+			r.mu.Unlock()
+			s.relayDone(r.idx, false)
+		}
+	case "NOTICE":
+		r.log.Info("relay pool: notice", "notice", m.Reason)
+	}
+}
+
+// accept checks ev and delivers it to s if it is new there.
+func (r *poolRelay) accept(s *Subscription, ev *nostr.Event) {
+	var id [32]byte
+	if len(ev.ID) != 64 {
+		r.invalid.Add(1)
+		return
+	}
+	if _, err := hex.Decode(id[:], []byte(ev.ID)); err != nil {
+		r.invalid.Add(1)
+		return
+	}
+	if s.seenBefore(id) { // cheap: skip verifying what another relay brought
+		return
+	}
+	if err := r.p.cfg.Verifier.Verify(ev); err != nil {
+		r.invalid.Add(1)
+		r.log.Debug("relay pool: dropped an invalid event", "sub", s.wireID, "err", err)
+		return
+	}
+	if !s.filter.Matches(ev) {
+		r.mismatch.Add(1)
+		r.log.Debug("relay pool: dropped an event outside the filter", "sub", s.wireID, "event", ev.ID)
+		return
+	}
+	s.noteSeen(ev.CreatedAt)
+	if !s.firstSight(id, ev.CreatedAt) {
+		return
+	}
+	s.deliver(ev)
+}

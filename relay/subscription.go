@@ -1,0 +1,345 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+)
+
+// Subscription is a live subscription across all relays of a Pool.
+type Subscription struct {
+	p      *Pool
+	serial uint64
+	wireID string                // the NIP-01 subscription id
+	filter nostr.Filter          // as given: every event is checked against it
+	local  map[[32]byte]struct{} // a Query's own dedupe set (guarded by mu)
+
+	events   chan *nostr.Event
+	sendMu   sync.Mutex // held while sending on events; events is closed under it
+	eose     chan struct{}
+	eoseOnce sync.Once
+	done     chan struct{}
+	doneOnce sync.Once
+	err      error // set before done is closed
+
+	mu       sync.Mutex
+	stopCtx  func() bool  // stops the context.AfterFunc that ends s
+	pending  map[int]bool // relays whose EOSE is awaited
+	awaited  int          // relays awaited at first
+	served   map[int]bool // relays that sent EOSE: later REQs resume from lastSeen
+	lastSeen nostr.Timestamp
+	// tail holds the ids delivered with created_at ≥ lastSeen − skew,
+	// which a relay resends after a reconnect. It outlives DedupeTTL, so
+	// an outage longer than the TTL does not redeliver them.
+	tail      map[[32]byte]nostr.Timestamp
+	eoseTimer *time.Timer
+}
+
+// Events delivers the matching events, each once. The channel is closed
+// when the subscription ends; Err then says why.
+func (s *Subscription) Events() <-chan *nostr.Event { return s.events }
+
+// EOSE is closed once every relay that was not backing off has sent EOSE
+// (relays that fall into backoff are no longer waited for), or after
+// EOSETimeout, or when the subscription ends.
+func (s *Subscription) EOSE() <-chan struct{} { return s.eose }
+
+// Filter returns the filter the subscription was opened with.
+func (s *Subscription) Filter() nostr.Filter { return s.filter.Clone() }
+
+// Err is nil while the subscription is open; afterwards it is
+// ErrSubscriptionClosed, ErrSlowConsumer, ErrPoolClosed or the cause of
+// the context given to Subscribe.
+func (s *Subscription) Err() error {
+	select {
+	case <-s.done:
+		return s.err
+	default:
+		return nil
+	}
+}
+
+// Close ends the subscription and sends CLOSE to the relays. It may be
+// called more than once.
+func (s *Subscription) Close() { s.end(ErrSubscriptionClosed) }
+
+func (s *Subscription) end(err error) {
+	s.doneOnce.Do(func() {
+		s.err = err
+		close(s.done)
+		s.mu.Lock()
+		stop, timer := s.stopCtx, s.eoseTimer
+		s.mu.Unlock()
+		if stop != nil {
+			stop()
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		s.closeEOSE()
+		s.p.mu.Lock()
+		delete(s.p.subs, s.wireID)
+		s.p.mu.Unlock()
+		for _, r := range s.p.relays {
+			r.dropSub(s)
+		}
+		s.sendMu.Lock()
+		close(s.events)
+		s.sendMu.Unlock()
+		if errors.Is(err, ErrSlowConsumer) {
+			s.p.log.Warn("relay pool: subscription dropped", "sub", s.wireID, "err", err)
+		}
+	})
+}
+
+func (s *Subscription) closeEOSE() { s.eoseOnce.Do(func() { close(s.eose) }) }
+
+// relayDone stops waiting for relay idx's EOSE; eose says whether the
+// relay sent it (and so has served its stored events).
+func (s *Subscription) relayDone(idx int, eose bool) {
+	s.mu.Lock()
+	if eose {
+		s.served[idx] = true
+	}
+	wasPending := s.pending[idx]
+	delete(s.pending, idx)
+	empty := wasPending && len(s.pending) == 0
+	s.mu.Unlock()
+	if empty {
+		s.closeEOSE()
+	}
+}
+
+// reqFilter is the filter to send to relay idx: the original one the
+// first time, and after a reconnect the original with since moved to the
+// last created_at seen minus the skew (and no limit: the whole gap is
+// wanted).
+func (s *Subscription) reqFilter(idx int) nostr.Filter {
+	s.mu.Lock()
+	served, last := s.served[idx], s.lastSeen
+	s.mu.Unlock()
+	f := s.filter.Clone()
+	if !served || last == 0 {
+		return f
+	}
+	since := max(last-s.p.skew(), 0)
+	if f.Since == nil || since > *f.Since {
+		f.Since = &since
+	}
+	f.Limit, f.LimitZero = 0, false
+	return f
+}
+
+// noteSeen moves the resume point. A created_at in the future counts as
+// now, so a forged far-future event cannot make resubscriptions skip what
+// comes before it.
+func (s *Subscription) noteSeen(at nostr.Timestamp) {
+	at = min(at, nostr.Timestamp(s.p.cfg.Now().Unix()))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if at <= s.lastSeen {
+		return
+	}
+	s.lastSeen = at
+	floor := at - s.p.skew()
+	for id, t := range s.tail {
+		if t < floor {
+			delete(s.tail, id)
+		}
+	}
+}
+
+// firstSight records the id of an event created at at for this
+// subscription and reports whether it is new.
+func (s *Subscription) firstSight(id [32]byte, at nostr.Timestamp) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.local != nil {
+		if _, ok := s.local[id]; ok {
+			return false
+		}
+		s.local[id] = struct{}{}
+		return true
+	}
+	if !s.p.dedupe.add(dedupeKey{sub: s.serial, id: id}) {
+		return false
+	}
+	if _, ok := s.tail[id]; ok {
+		return false
+	}
+	if at >= s.lastSeen-s.p.skew() && len(s.tail) < s.p.cfg.DedupeSize {
+		s.tail[id] = at
+	}
+	return true
+}
+
+func (s *Subscription) seenBefore(id [32]byte) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.local != nil {
+		_, ok := s.local[id]
+		return ok
+	}
+	if _, ok := s.tail[id]; ok {
+		return true
+	}
+	return s.p.dedupe.contains(dedupeKey{sub: s.serial, id: id})
+}
+
+// deliver hands ev to the reader, applying the slow-consumer policy.
+func (s *Subscription) deliver(ev *nostr.Event) {
+	s.sendMu.Lock()
+	select {
+	case <-s.done:
+		s.sendMu.Unlock()
+		return
+	default:
+	}
+	select {
+	case s.events <- ev:
+		s.sendMu.Unlock()
+		return
+	default:
+	}
+	t := time.NewTimer(s.p.cfg.SlowConsumerTimeout)
+	delivered := false
+	select {
+	case s.events <- ev:
+		delivered = true
+	case <-t.C:
+	case <-s.done:
+		delivered = true // ended meanwhile: nothing to do
+	}
+	t.Stop()
+	s.sendMu.Unlock()
+	if !delivered {
+		s.end(fmt.Errorf("relay: subscription %s: buffer of %d full for %s: %w",
+			s.wireID, cap(s.events), s.p.cfg.SlowConsumerTimeout, ErrSlowConsumer))
+	}
+}
+
+// Subscribe delivers every event matching f from any relay: each event id
+// once (across relays and reconnects), each event's id and signature
+// verified (unverifiable events are dropped and counted in Health), and
+// each re-checked against f, since some relays ignore multi-letter tag
+// filters on live subscriptions. After a reconnect, a relay that had sent
+// EOSE is asked again with since = max(f.Since, last seen created_at −
+// ResubscribeSkew). The subscription ends when ctx ends, on Close, when
+// the pool closes, or under the slow-consumer policy (see Pool).
+func (p *Pool) Subscribe(ctx context.Context, f nostr.Filter) (*Subscription, error) {
+	return p.subscribe(ctx, f, false)
+}
+
+func (p *Pool) subscribe(ctx context.Context, f nostr.Filter, query bool) (*Subscription, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("relay: subscribe: %w", err)
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, fmt.Errorf("relay: subscribe: %w", ErrPoolClosed)
+	}
+	p.serial++
+	s := &Subscription{
+		p:       p,
+		serial:  p.serial,
+		wireID:  "snap-" + strconv.FormatUint(p.serial, 36),
+		filter:  f.Clone(),
+		events:  make(chan *nostr.Event, p.cfg.SubscriptionBuffer),
+		eose:    make(chan struct{}),
+		done:    make(chan struct{}),
+		pending: map[int]bool{},
+		served:  map[int]bool{},
+		tail:    map[[32]byte]nostr.Timestamp{},
+	}
+	if query {
+		s.local = map[[32]byte]struct{}{}
+	}
+	// The relays awaited for EOSE are read while registering, under p.mu:
+	// a relay that falls into backoff either is seen in backoff here or
+	// finds s registered and stops awaiting; and no relay can answer
+	// before s is registered.
+	for _, r := range p.relays {
+		if r.state.Load() != StateBackoff {
+			s.pending[r.idx] = true
+		}
+	}
+	s.awaited = len(s.pending)
+	if s.awaited > 0 {
+		s.eoseTimer = time.AfterFunc(p.cfg.EOSETimeout, s.closeEOSE)
+	} else {
+		s.closeEOSE()
+	}
+	p.subs[s.wireID] = s
+	p.mu.Unlock()
+
+	// From here on Pool.Close may end s at any time.
+	stop := context.AfterFunc(ctx, func() { s.end(context.Cause(ctx)) })
+	s.mu.Lock()
+	s.stopCtx = stop
+	ended := s.Err() != nil
+	s.mu.Unlock()
+	if ended {
+		stop()
+	}
+	for _, r := range p.relays {
+		r.ensureSub(s)
+	}
+	return s, nil
+}
+
+// Query returns the stored events matching f from all relays, deduped,
+// verified and checked against f, once every relay not in backoff has sent
+// EOSE (or EOSETimeout passed). If ctx ends first, it returns what it has
+// with ctx's error. It fails with ErrNoRelays when every relay is backing
+// off, and returns QueryMaxEvents events with ErrQueryTruncated when more
+// match.
+func (p *Pool) Query(ctx context.Context, f nostr.Filter) ([]*nostr.Event, error) {
+	s, err := p.subscribe(ctx, f, true)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	s.mu.Lock()
+	none := s.awaited == 0
+	s.mu.Unlock()
+	if none {
+		return nil, fmt.Errorf("relay: query: %w", ErrNoRelays)
+	}
+	var out []*nostr.Event
+	add := func(ev *nostr.Event) error {
+		if len(out) >= p.cfg.QueryMaxEvents {
+			return fmt.Errorf("relay: query: more than %d events: %w", p.cfg.QueryMaxEvents, ErrQueryTruncated)
+		}
+		out = append(out, ev)
+		return nil
+	}
+	for {
+		select {
+		case ev, ok := <-s.events:
+			if !ok {
+				return out, fmt.Errorf("relay: query: %w", s.Err())
+			}
+			if err := add(ev); err != nil {
+				return out, err
+			}
+		case <-s.eose:
+			if err := s.Err(); err != nil {
+				return out, fmt.Errorf("relay: query: %w", err)
+			}
+			// Events sent before each relay's EOSE are already buffered.
+			s.Close()
+			for ev := range s.events {
+				if err := add(ev); err != nil {
+					return out, err
+				}
+			}
+			return out, nil
+		}
+	}
+}

@@ -1,0 +1,47 @@
+// Package snapnostr carries SNAP over Nostr: the inbox that receives SNAP
+// requests as NIP-44 sealed events and publishes the sealed answers, the
+// sealing itself, Agent Card publishing and discovery, and the checkpoint
+// that lets the inbox catch up on stored requests after a restart. It is
+// built on package relay (the Nostr pool and event signing) and package
+// snap (the messages and their handler); it knows nothing of tasks.
+//
+// # Inbox
+//
+// An Inbox subscribes, through a Transport (a *relay.Pool), to SNAP
+// messages addressed to its key (kinds 21339 and 4339), opens them,
+// binds the SNAP sender to the event's author and hands each to a
+// snap.Handler; every answer is sealed for the requester and published as
+// the request's kind, tagged p (requester) and e (request), with a NIP-40
+// expiration on stored kinds. Requests wait in a bounded queue served by
+// Nostr key in turn; what does not fit, or exceeds a key's rate limit, is
+// refused at once (5003, 5002) rather than left to time out.
+//
+//	pool := relay.NewPool(relay.PoolConfig{URLs: urls, Logger: log})
+//	pool.Start(ctx)
+//	defer pool.Close()
+//	cp, err := snapnostr.OpenCheckpoint(ctx, db) // or snapnostr.NewMemoryCheckpoint()
+//	…
+//	in := snapnostr.NewInbox(snapnostr.InboxConfig{
+//		Key: key, Transport: pool, Handler: server, Checkpoint: cp, Logger: log,
+//	})
+//	go in.Run(ctx) // answers until ctx ends, then finishes what it accepted
+//	<-in.Ready()   // subscribed: requests published from now on are not missed
+//
+// # Cards
+//
+// CardEvent signs an Agent Card as a kind-31337 event; DiscoverByIdentity
+// and DiscoverBySkill query relays for cards and keep only those whose
+// identity is the P2TR address of the event's author, returning impostors
+// as rejected:
+//
+//	ev, err := snapnostr.CardEvent(card, key, time.Now())
+//	…
+//	_, err = pool.Publish(ctx, ev)
+//	d, rejected, err := snapnostr.DiscoverByIdentity(ctx, pool, "bc1p…")
+//
+// # Requesters
+//
+// A requester seals its requests with a Sealer, publishes them signed
+// with relay.SignEvent, and opens the answers with the same Sealer; the
+// client package does this for the command line and SDK-style peers.
+package snapnostr
