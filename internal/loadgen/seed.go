@@ -29,15 +29,16 @@ func SeededTasks(total, owners int) func(peer int, r *rand.Rand) string {
 
 // SeedTask is the j-th task of a seeded store, owned by the address of
 // keys[j mod len(keys)] on network: a two-part user message in its
-// history; one task in ten completed with an artifact, at base + j ms
-// (so that the oldest are what retention removes first); the others
-// submitted.
+// history, its status time base + j ms (so that the oldest are what
+// retention removes first). One task in ten is completed with an
+// artifact; the others failed, as a node without an agent answers a
+// free-text task. None is left open: a node resumes open tasks at start.
 func SeedTask(j int, keys []*identity.Key, network identity.Network, base time.Time) *tasks.Task {
 	id := SeedTaskID(j)
 	at := base.Add(time.Duration(j) * time.Millisecond)
 	t := &tasks.Task{
 		ID: id, ContextID: "ctx-" + id, Owner: keys[j%len(keys)].Address(network), CreatedAt: at, Version: 1,
-		Status: tasks.Status{State: tasks.StateSubmitted, Timestamp: at},
+		Status: tasks.Status{State: tasks.StateFailed, Timestamp: at, Message: "this node has no agent to work on free-text tasks"},
 		History: []tasks.Message{{MessageID: "m-" + id, Role: tasks.RoleUser, Parts: []tasks.Part{
 			tasks.TextPart("Summarize the README and list the open issues, please."),
 			tasks.DataPart(json.RawMessage(`{"schema_version":"1.0.0","action":"READ_FILE","args":{"path":"/sandbox/README.md"}}`)),
