@@ -73,13 +73,13 @@ const findTimeout = 15 * time.Second
 // t.Via in turn: each Nostr peer has a relay connection of its own, HTTP
 // and WebSocket peers share a pool of keep-alive connections. The node is
 // looked up on the relays first when a peer uses Nostr (for 15 s at most).
-// The connections last until ctx ends or close is called.
-func Dial(ctx context.Context, t Target, keys []*identity.Key, logger *slog.Logger) (peers []Peer, close func(), err error) {
+// The connections last until ctx ends or closeAll is called.
+func Dial(ctx context.Context, t Target, keys []*identity.Key, logger *slog.Logger) (peers []Peer, closeAll func(), err error) {
 	if len(t.Via) == 0 {
 		return nil, nil, errors.New("loadgen: no transport")
 	}
 	var closers []func()
-	close = func() {
+	closeAll = func() {
 		for _, c := range closers {
 			c()
 		}
@@ -98,7 +98,7 @@ func Dial(ctx context.Context, t Target, keys []*identity.Key, logger *slog.Logg
 				found, _, err := relays.FindAgent(fctx, t.To)
 				cancel()
 				if err != nil {
-					close()
+					closeAll()
 					return nil, nil, fmt.Errorf("loadgen: finding %s on the relays: %w", t.To, err)
 				}
 				nostrTarget = &found
@@ -106,7 +106,7 @@ func Dial(ctx context.Context, t Target, keys []*identity.Key, logger *slog.Logg
 			agent = relays.Nostr(key, logger).To(*nostrTarget, false)
 		case ViaHTTP, ViaWS:
 			if t.HTTP == "" {
-				close()
+				closeAll()
 				return nil, nil, fmt.Errorf("loadgen: %s needs the node's HTTP endpoint", via)
 			}
 			if hc == nil {
@@ -121,12 +121,12 @@ func Dial(ctx context.Context, t Target, keys []*identity.Key, logger *slog.Logg
 			}
 			agent = client.NewHTTP(client.HTTPConfig{Key: key, HTTP: hc}).To(url, t.To)
 		default:
-			close()
+			closeAll()
 			return nil, nil, fmt.Errorf("loadgen: transport %q is not one of nostr, http, ws", via)
 		}
 		peers = append(peers, Peer{Via: via, Agent: agent})
 	}
-	return peers, close, nil
+	return peers, closeAll, nil
 }
 
 // wsURL is the ws(s):// form of an http(s):// URL.
