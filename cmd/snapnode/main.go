@@ -66,6 +66,7 @@ func init() {
 		{"backup", "copy the node's databases, key, policy and settings into a folder while it runs (backup --out DIR)", (*cli).backupCommand},
 		{"audit", "verify or export the audit log (audit verify, audit export)", (*cli).audit},
 		{"policy", "judge a proposal offline and explain the decision (policy check --from ADDR FILE)", (*cli).policyCommand},
+		{"bench", "drive a node with simulated peers and print throughput, latency, errors and its CPU and memory", (*cli).bench},
 		{"discover", "find agent cards by identity or skill on the relays", (*cli).discover},
 		{"keygen", "make a new identity key (optionally from a new BIP-39 mnemonic)", (*cli).keygen},
 		{"sign", "fill in the envelope of a SNAP message and sign it", (*cli).sign},

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+
+	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/admin"
+	"github.com/snapnode/snapnode/internal/loadgen"
+)
+
+// bench is `snapnode bench`: a load of simulated peers on a node.
+func (c *cli) bench(args []string) int {
+	fs := c.flagSet("bench", "--to ADDRESS --relay URL [--http URL] [--peers N] [--duration 30s] [--mix send=70,get=25,stream=5] [--pid PID | --data-dir DIR]",
+		"Drives a node with N simulated peers, each with an identity of its own, over",
+		"Nostr (through the relays) and, with --http, HTTP and WebSocket, the peers",
+		"taking the transports in turn. Each peer makes one request at a time, drawn",
+		"from the mix: message/send, tasks/get of a task it made, message/stream.",
+		"It prints the throughput, p50/p99/p999 latency by transport and request,",
+		"the errors by code, and, when the node runs on this machine (--pid, or",
+		"--data-dir to ask its admin socket), the node's CPU time and memory.")
+	var (
+		to, httpURL, via, mixFlag, dataDir, peerSeed string
+		relays                                       []string
+		peers, pid, seeded, owners                   int
+		duration, timeout                            time.Duration
+		asJSON                                       bool
+	)
+	fs.StringVar(&to, "to", "", "the node's P2TR `ADDRESS` (required)")
+	fs.Func("relay", "send Nostr requests through the relay at `URL` (repeatable; required)", func(v string) error {
+		relays = append(relays, v)
+		return nil
+	})
+	fs.StringVar(&httpURL, "http", "", "the node's SNAP endpoint `URL` (http(s)://host:port[/snap]) for the HTTP and WebSocket peers")
+	fs.StringVar(&via, "via", "", "the transports the peers take in turn, a comma-separated `LIST` of nostr, http, ws (default nostr, and http,ws with --http)")
+	fs.IntVar(&peers, "peers", 8, "simulate `N` peers")
+	fs.DurationVar(&duration, "duration", 30*time.Second, "start requests for `DURATION`")
+	fs.StringVar(&mixFlag, "mix", loadgen.DefaultMix.String(), "the requests' weights, `NAME=WEIGHT,…` of send, get, stream")
+	fs.DurationVar(&timeout, "timeout", 10*time.Second, "count a request without an answer after `DURATION` as a time-out")
+	fs.IntVar(&pid, "pid", 0, "read the node's CPU and memory from /proc of `PID`")
+	fs.StringVar(&dataDir, "data-dir", "", "find the node's pid from the admin socket in `DIR` (the node's data folder)")
+	fs.StringVar(&peerSeed, "peer-seed", "", "derive the peers' keys from `SEED` (default: new random keys), to be the owners of a seeded store")
+	fs.IntVar(&seeded, "seeded", 0, "tasks/get asks for random tasks of a store seeded with `N` tasks with --peer-seed (see docs/benchmarks.md)")
+	fs.IntVar(&owners, "owners", 50, "the seeded store's `N` owners: peer i asks for the tasks of owner i")
+	fs.BoolVar(&asJSON, "json", false, "print the report as JSON (durations in nanoseconds)")
+	if _, code, done := c.parse(fs, args, 0); done {
+		return code
+	}
+	switch {
+	case to == "":
+		return c.usageError(fs, "--to ADDRESS is required")
+	case len(relays) == 0 && httpURL == "":
+		return c.usageError(fs, "--relay URL (or --http URL with --via http,ws) is required")
+	case peers < 1:
+		return c.usageError(fs, "--peers: want 1 or more")
+	case duration <= 0:
+		return c.usageError(fs, "--duration: want more than 0")
+	case pid != 0 && dataDir != "":
+		return c.usageError(fs, "give --pid or --data-dir, not both")
+	case seeded < 0 || owners < 1:
+		return c.usageError(fs, "--seeded: want 0 or more, --owners 1 or more")
+	case seeded > 0 && (peerSeed == "" || peers > owners):
+		return c.usageError(fs, "--seeded needs --peer-seed and at most --owners peers")
+	}
+	if _, err := identity.ParseAddress(to); err != nil {
+		return c.usageError(fs, "--to: "+err.Error())
+	}
+	mix, err := loadgen.ParseMix(mixFlag)
+	if err != nil {
+		return c.usageError(fs, "--mix: "+err.Error())
+	}
+	target := loadgen.Target{To: to, Relays: relays}
+	if httpURL != "" {
+		if target.HTTP, err = endpointURL(httpURL); err != nil {
+			return c.usageError(fs, err.Error())
+		}
+	}
+	switch {
+	case via != "":
+		target.Via = strings.Split(via, ",")
+	case httpURL != "" && len(relays) > 0:
+		target.Via = []string{loadgen.ViaNostr, loadgen.ViaHTTP, loadgen.ViaWS}
+	case httpURL != "":
+		target.Via = []string{loadgen.ViaHTTP, loadgen.ViaWS}
+	default:
+		target.Via = []string{loadgen.ViaNostr}
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	cfg := loadgen.Config{Mix: mix, Duration: duration, Timeout: timeout}
+	if dataDir != "" {
+		if pid, err = loadgen.SocketPID(ctx, admin.Path(dataDir)); err != nil {
+			return c.fail("snapnode bench", err)
+		}
+	}
+	if pid != 0 {
+		cfg.Node = func() (loadgen.ProcStat, error) { return loadgen.ReadProc(pid) }
+	}
+	if seeded > 0 {
+		cfg.Seeded = loadgen.SeededTasks(seeded, owners)
+	}
+	keys, err := loadgen.Keys(peers, peerSeed)
+	if err != nil {
+		return c.fail("snapnode bench", err)
+	}
+	logger := slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	peerList, closePeers, err := loadgen.Dial(ctx, target, keys, logger)
+	if err != nil {
+		return c.fail("snapnode bench", err)
+	}
+	defer closePeers()
+	cfg.Peers = peerList
+	report, err := loadgen.Run(ctx, cfg)
+	if err != nil {
+		return c.fail("snapnode bench", err)
+	}
+	if asJSON {
+		b, err := json.MarshalIndent(report, "", "  ")
+		if err != nil {
+			return c.fail("snapnode bench", err)
+		}
+		fmt.Fprintf(c.stdout, "%s\n", b)
+	} else if err := report.WriteText(c.stdout); err != nil {
+		return c.fail("snapnode bench", err)
+	}
+	return exitOK
+}

@@ -1,0 +1,268 @@
+package loadgen
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/snapnode/snapnode/client"
+	"github.com/snapnode/snapnode/snap"
+)
+
+// Peer is one simulated requester: its own identity, reaching the node
+// through one transport.
+type Peer struct {
+	// Via names the transport in the report: "nostr", "http" or "ws".
+	Via string
+	// Agent carries the peer's requests (a client.Transport signing with
+	// the peer's key).
+	Agent client.Transport
+}
+
+// Config is one load run.
+type Config struct {
+	// Peers make the requests, each one at a time, all at once.
+	Peers []Peer
+	// Mix draws each request's kind (DefaultMix when zero).
+	Mix Mix
+	// Duration is how long requests are started; those in flight at the
+	// end are waited for and counted.
+	Duration time.Duration
+	// Timeout bounds one request (default 10 s).
+	Timeout time.Duration
+	// Seeded, when set, names the task a tasks/get of peer asks for ("":
+	// none, and the peer asks for one it made in this run). It is called
+	// from the peer's goroutine with the peer's random source.
+	Seeded func(peer int, r *rand.Rand) string
+	// TextSize is the length of the text each message carries (default 500).
+	TextSize int
+	// Node, when set, reads the node's CPU time and memory; it is read
+	// before and after the run.
+	Node func() (ProcStat, error)
+	// Now is the clock (time.Now when nil): what latencies and the run's
+	// length are measured with.
+	Now func() time.Time
+	// Seed makes the draws repeatable.
+	Seed uint64
+}
+
+// keepTasks is how many of the tasks it made a peer remembers for its
+// tasks/get requests.
+const keepTasks = 64
+
+// maxErrorKinds bounds the distinct error kinds counted; more are counted
+// under "other".
+const maxErrorKinds = 64
+
+// Run drives the node with cfg until cfg.Duration has passed or ctx ends,
+// and reports what the peers saw. It fails only when the run could not be
+// made (no peers, the node's stats unreadable at the start).
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if len(cfg.Peers) == 0 {
+		return nil, errors.New("loadgen: no peers")
+	}
+	if cfg.Duration <= 0 {
+		return nil, fmt.Errorf("loadgen: duration %v: want more than 0", cfg.Duration)
+	}
+	if cfg.Mix.total() == 0 {
+		cfg.Mix = DefaultMix
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 10 * time.Second
+	}
+	if cfg.TextSize <= 0 {
+		cfg.TextSize = 500
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	var before ProcStat
+	if cfg.Node != nil {
+		var err error
+		if before, err = cfg.Node(); err != nil {
+			return nil, err
+		}
+	}
+	text := strings.Repeat("load test ", cfg.TextSize/10+1)[:cfg.TextSize]
+	start := cfg.Now()
+	results := make([]*peerResult, len(cfg.Peers))
+	var wg sync.WaitGroup
+	for i := range cfg.Peers {
+		p := &peerRun{cfg: &cfg, i: i, text: text, start: start,
+			rnd: rand.New(rand.NewPCG(cfg.Seed, uint64(i))), res: newPeerResult(uint64(i))}
+		results[i] = p.res
+		wg.Go(func() { p.run(ctx) })
+	}
+	wg.Wait()
+	elapsed := cfg.Now().Sub(start)
+	r := newReport(cfg, results, elapsed)
+	if cfg.Node != nil {
+		after, err := cfg.Node()
+		if err != nil {
+			r.NodeError = err.Error()
+		} else {
+			r.Node = &NodeStats{CPU: after.CPU - before.CPU, RSS: after.RSS, PeakRSS: after.PeakRSS}
+			if r.Requests > 0 {
+				r.Node.CPUPerRequest = r.Node.CPU / time.Duration(r.Requests)
+			}
+			if elapsed > 0 {
+				r.Node.Cores = r.Node.CPU.Seconds() / elapsed.Seconds()
+			}
+		}
+	}
+	return r, nil
+}
+
+// peerResult is what one peer saw; only its goroutine writes it.
+type peerResult struct {
+	lat    map[series]*latencies
+	errs   map[string]int64
+	events int64
+	seed   uint64
+}
+
+// series is the requests of one kind over one transport.
+type series struct {
+	via string
+	op  Op
+}
+
+func newPeerResult(seed uint64) *peerResult {
+	return &peerResult{lat: map[series]*latencies{}, errs: map[string]int64{}, seed: seed}
+}
+
+func (r *peerResult) record(s series, d time.Duration, err error) {
+	l := r.lat[s]
+	if l == nil {
+		l = newLatencies(maxSamples, r.seed)
+		r.lat[s] = l
+	}
+	l.add(d)
+	if err != nil {
+		kind := ErrorKind(err)
+		if _, ok := r.errs[kind]; !ok && len(r.errs) >= maxErrorKinds {
+			kind = "other"
+		}
+		r.errs[kind]++
+	}
+}
+
+// peerRun is one peer's loop.
+type peerRun struct {
+	cfg   *Config
+	i     int
+	text  string
+	start time.Time
+	rnd   *rand.Rand
+	res   *peerResult
+	tasks []string // the newest tasks it made, at most keepTasks
+	next  int      // where the next one goes once tasks is full
+}
+
+func (p *peerRun) run(ctx context.Context) {
+	peer := p.cfg.Peers[p.i]
+	for ctx.Err() == nil && p.cfg.Now().Sub(p.start) < p.cfg.Duration {
+		op := p.cfg.Mix.pick(p.rnd.IntN(p.cfg.Mix.total()))
+		payload := p.payload(op)
+		if payload == nil { // a tasks/get with no task to ask for yet
+			op, payload = OpSend, p.payload(OpSend)
+		}
+		rctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
+		t0 := p.cfg.Now()
+		var resp *snap.Message
+		var err error
+		if op == OpStream {
+			resp, err = peer.Agent.Stream(rctx, op.Method(), payload, func(*snap.Message) error {
+				p.res.events++
+				return nil
+			})
+		} else {
+			resp, err = peer.Agent.Send(rctx, op.Method(), payload)
+		}
+		d := p.cfg.Now().Sub(t0)
+		cancel()
+		if ctx.Err() != nil && err != nil {
+			return // the run was stopped: not the node's error
+		}
+		if err == nil {
+			if e := snap.ResponseError(resp.Payload); e != nil {
+				err = e
+			} else if op != OpGet {
+				p.remember(resp.Payload)
+			}
+		}
+		p.res.record(series{peer.Via, op}, d, err)
+	}
+}
+
+// payload is the request of op, or nil for a tasks/get with no task.
+func (p *peerRun) payload(op Op) []byte {
+	var v any
+	switch op {
+	case OpGet:
+		id := ""
+		if p.cfg.Seeded != nil {
+			id = p.cfg.Seeded(p.i, p.rnd)
+		}
+		if id == "" && len(p.tasks) > 0 {
+			id = p.tasks[p.rnd.IntN(len(p.tasks))]
+		}
+		if id == "" {
+			return nil
+		}
+		v = map[string]any{"taskId": id, "historyLength": 10}
+	default:
+		v = map[string]any{"message": map[string]any{"messageId": snap.NewID(), "role": "user",
+			"parts": []any{map[string]any{"text": p.text}}}}
+	}
+	b, _ := json.Marshal(v) // maps of strings and numbers always marshal
+	return b
+}
+
+// remember keeps the id of the task a response carries ({"task": {"id"…}}).
+func (p *peerRun) remember(payload []byte) {
+	var r struct {
+		Task struct {
+			ID string `json:"id"`
+		} `json:"task"`
+	}
+	if json.Unmarshal(payload, &r) != nil || r.Task.ID == "" {
+		return
+	}
+	if len(p.tasks) < keepTasks {
+		p.tasks = append(p.tasks, r.Task.ID)
+		return
+	}
+	p.tasks[p.next] = r.Task.ID
+	p.next = (p.next + 1) % keepTasks
+}
+
+// ErrorKind names the kind of a failed request in the report: "snap
+// CODE" for a SNAP error response, "http STATUS" for an HTTP refusal,
+// "timeout" when no valid answer came in time, "no answer" for an
+// exchange that ended without one, "invalid response" for an answer that
+// failed the client's checks, "transport" otherwise.
+func ErrorKind(err error) string {
+	var se *snap.Error
+	var he *client.StatusError
+	switch {
+	case errors.As(err, &he) && he.Err != nil:
+		return fmt.Sprintf("snap %d (http %d)", int(he.Err.Code), he.StatusCode)
+	case errors.As(err, &he):
+		return fmt.Sprintf("http %d", he.StatusCode)
+	case errors.Is(err, client.ErrInvalidResponse):
+		return "invalid response"
+	case errors.As(err, &se):
+		return fmt.Sprintf("snap %d", int(se.Code))
+	case errors.Is(err, client.ErrTimeout), errors.Is(err, client.ErrIdleTimeout), errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.Is(err, client.ErrNoAnswer):
+		return "no answer"
+	}
+	return "transport"
+}

@@ -1,0 +1,238 @@
+package loadgen
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/snapnode/snapnode/client"
+	"github.com/snapnode/snapnode/snap"
+)
+
+// fakeAgent is one peer's node in a unit test: each request takes a fixed
+// time (on synctest's clock); a tasks/get of a task this peer was not given is
+// refused with 1004 (as the node refuses another's task); fail, when set,
+// makes a request fail.
+type fakeAgent struct {
+	took map[string]time.Duration
+	mu   sync.Mutex
+	made map[string]bool
+	n    int
+	fail func(n int) (payload []byte, err error)
+}
+
+func (a *fakeAgent) Send(ctx context.Context, method string, payload []byte) (*snap.Message, error) {
+	time.Sleep(a.took[method]) // synctest's clock: no real wait
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.n++
+	if a.fail != nil {
+		if p, err := a.fail(a.n); p != nil || err != nil {
+			return &snap.Message{Type: snap.TypeResponse, Payload: p}, err
+		}
+	}
+	if method == "tasks/get" {
+		var req struct {
+			TaskID string `json:"taskId"`
+		}
+		json.Unmarshal(payload, &req)
+		if !a.made[req.TaskID] {
+			return &snap.Message{Type: snap.TypeResponse, Payload: errorPayload(1004)}, nil
+		}
+		return &snap.Message{Type: snap.TypeResponse, Payload: []byte(`{"task":{"id":"` + req.TaskID + `"}}`)}, nil
+	}
+	id := fmt.Sprintf("task-%d", a.n)
+	a.made[id] = true
+	return &snap.Message{Type: snap.TypeResponse, Payload: []byte(`{"task":{"id":"` + id + `"}}`)}, nil
+}
+
+func (a *fakeAgent) Stream(ctx context.Context, method string, payload []byte, onEvent func(*snap.Message) error) (*snap.Message, error) {
+	for range 2 {
+		onEvent(&snap.Message{Type: snap.TypeEvent})
+	}
+	return a.Send(ctx, method, payload)
+}
+
+func errorPayload(code snap.Code) []byte {
+	b, _ := json.Marshal(map[string]any{"error": &snap.Error{Code: code, Message: "refused"}})
+	return b
+}
+
+func newFake() *fakeAgent {
+	return &fakeAgent{made: map[string]bool{}, took: map[string]time.Duration{
+		"message/send": 4 * time.Millisecond, "tasks/get": time.Millisecond, "message/stream": 10 * time.Millisecond}}
+}
+
+func TestRunReport(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		agents := []*fakeAgent{newFake(), newFake(), newFake()}
+		cpu := []time.Duration{time.Second, 3 * time.Second}
+		calls := 0
+		cfg := Config{
+			Peers:    []Peer{{Via: ViaNostr, Agent: agents[0]}, {Via: ViaHTTP, Agent: agents[1]}, {Via: ViaHTTP, Agent: agents[2]}},
+			Mix:      Mix{OpSend: 50, OpGet: 40, OpStream: 10},
+			Duration: 2 * time.Second,
+			Node: func() (ProcStat, error) {
+				calls++
+				return ProcStat{CPU: cpu[min(calls, 2)-1], RSS: 10 << 20, PeakRSS: 12 << 20}, nil
+			},
+			Seed: 7,
+		}
+		r, err := Run(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Errors != 0 || len(r.ErrorsByKind) != 0 {
+			t.Fatalf("errors %d %v: a tasks/get asked for a task its peer did not make", r.Errors, r.ErrorsByKind)
+		}
+		var perOp [numOps]int64
+		var perVia = map[string]int64{}
+		for _, s := range r.Series {
+			for op := range numOps {
+				if s.Op == op.String() {
+					perOp[op] += s.Requests
+				}
+			}
+			perVia[s.Via] += s.Requests
+			if want := agents[0].took[Op(0).Method()]; s.Op == "send" && s.Latency.P50 != want {
+				t.Errorf("%s send p50 %v, want %v (the fake's time per send)", s.Via, s.Latency.P50, want)
+			}
+		}
+		if perOp[OpSend]+perOp[OpGet]+perOp[OpStream] != r.Requests || perVia[ViaNostr]+perVia[ViaHTTP] != r.Requests {
+			t.Fatalf("series %+v do not add up to %d requests", r.Series, r.Requests)
+		}
+		var made int
+		for _, a := range agents {
+			made += a.n
+		}
+		if int64(made) != r.Requests {
+			t.Errorf("report counts %d requests, the agents answered %d", r.Requests, made)
+		}
+		// Every kind was drawn, roughly by its weight.
+		for op, w := range cfg.Mix {
+			share := float64(perOp[op]) / float64(r.Requests)
+			if want := float64(w) / 100; share < want-0.1 || share > want+0.1 {
+				t.Errorf("%s: %.2f of the requests, want about %.2f", Op(op), share, want)
+			}
+		}
+		if r.StreamEvents != 2*perOp[OpStream] {
+			t.Errorf("stream events %d, want 2 per stream (%d)", r.StreamEvents, perOp[OpStream])
+		}
+		if r.Duration < cfg.Duration || r.Duration > cfg.Duration+time.Second {
+			t.Errorf("duration %v, want %v and the requests in flight", r.Duration, cfg.Duration)
+		}
+		if want := float64(r.Requests) / r.Duration.Seconds(); r.Throughput != want {
+			t.Errorf("throughput %v, want %v", r.Throughput, want)
+		}
+		if l := r.Latency; l.P50 > l.P99 || l.P99 > l.P999 || l.P999 > l.Max || l.Max != 10*time.Millisecond {
+			t.Errorf("latency %+v: want ordered percentiles, max 10ms (a stream)", l)
+		}
+		if r.Node == nil || r.Node.CPU != 2*time.Second || r.Node.RSS != 10<<20 || r.Node.PeakRSS != 12<<20 ||
+			r.Node.CPUPerRequest != 2*time.Second/time.Duration(r.Requests) {
+			t.Errorf("node %+v: want 2s of CPU over the run, RSS 10 MiB, peak 12 MiB", r.Node)
+		}
+	})
+}
+
+// TestRunErrorsByKind checks that failures are counted by their kind, and
+// that a response carrying a SNAP error is a failure.
+func TestRunErrorsByKind(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := newFake()
+		a.fail = func(n int) ([]byte, error) {
+			switch n % 4 {
+			case 1:
+				return errorPayload(snap.CodeServiceUnavailable), nil
+			case 2:
+				return nil, fmt.Errorf("waiting: %w", client.ErrTimeout)
+			case 3:
+				return nil, &client.StatusError{StatusCode: 429, Err: &snap.Error{Code: snap.CodeRateLimitExceeded}}
+			}
+			return nil, nil
+		}
+		r, err := Run(context.Background(), Config{Peers: []Peer{{Via: ViaHTTP, Agent: a}}, Mix: Mix{OpSend: 1},
+			Duration: 400 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Requests != 100 {
+			t.Fatalf("%d requests, want 100 of 4 ms in 400 ms", r.Requests)
+		}
+		want := map[string]int64{"snap 5003": 25, "timeout": 25, "snap 5002 (http 429)": 25}
+		if fmt.Sprint(r.ErrorsByKind) != fmt.Sprint(want) || r.Errors != 75 {
+			t.Errorf("errors %d %v, want 75 %v", r.Errors, r.ErrorsByKind, want)
+		}
+	})
+}
+
+func TestErrorKind(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{&snap.Error{Code: 1004}, "snap 1004"},
+		{fmt.Errorf("x: %w", &client.StatusError{StatusCode: 503}), "http 503"},
+		{fmt.Errorf("%w: %w", client.ErrInvalidResponse, &snap.Error{Code: 2001}), "invalid response"},
+		{context.DeadlineExceeded, "timeout"},
+		{client.ErrIdleTimeout, "timeout"},
+		{client.ErrNoAnswer, "no answer"},
+		{fmt.Errorf("dial tcp: connection refused"), "transport"},
+	} {
+		if got := ErrorKind(c.err); got != c.want {
+			t.Errorf("ErrorKind(%v) = %q, want %q", c.err, got, c.want)
+		}
+	}
+}
+
+// TestRunStops checks that a run ends when its context does, long before
+// its duration.
+func TestRunStops(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		a := newFake()
+		a.fail = func(n int) ([]byte, error) {
+			if n == 50 {
+				cancel()
+			}
+			return nil, nil
+		}
+		r, err := Run(ctx, Config{Peers: []Peer{{Via: ViaHTTP, Agent: a}}, Mix: Mix{OpSend: 1}, Duration: time.Hour})
+		if err != nil || r.Requests != 50 {
+			t.Fatalf("Run = %d requests, %v; want it to stop after the 50th", r.Requests, err)
+		}
+	})
+}
+
+func TestSeededTasks(t *testing.T) {
+	const total, owners = 103, 10
+	pick := SeededTasks(total, owners)
+	r := rand.New(rand.NewPCG(1, 2))
+	seen := map[string]bool{}
+	for peer := range owners {
+		for range 200 {
+			id := pick(peer, r)
+			var j int
+			if _, err := fmt.Sscanf(id, "seed-%d", &j); err != nil || j >= total || j%owners != peer {
+				t.Fatalf("peer %d asked for %q: not one of its seeded tasks", peer, id)
+			}
+			seen[id] = true
+		}
+	}
+	if len(seen) != total {
+		t.Errorf("%d of the %d tasks asked for", len(seen), total)
+	}
+}
+
+func TestRunRefusesNoPeers(t *testing.T) {
+	if _, err := Run(context.Background(), Config{Duration: time.Second}); err == nil {
+		t.Error("no peers: no error")
+	}
+	if _, err := Run(context.Background(), Config{Peers: []Peer{{}}}); err == nil {
+		t.Error("no duration: no error")
+	}
+}

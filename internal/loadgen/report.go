@@ -1,0 +1,128 @@
+package loadgen
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"text/tabwriter"
+	"time"
+)
+
+// Report is what a run measured. Durations are in nanoseconds in JSON.
+type Report struct {
+	Peers    int           `json:"peers"`
+	Mix      string        `json:"mix"`
+	Duration time.Duration `json:"duration"`
+	// Requests counts every request answered or failed; Throughput is
+	// Requests per second of Duration.
+	Requests   int64   `json:"requests"`
+	Errors     int64   `json:"errors"`
+	Throughput float64 `json:"throughput"`
+	// Latency is every request's, whatever its kind and transport.
+	Latency Latency `json:"latency"`
+	// Series are the requests of one kind over one transport.
+	Series []Series `json:"series"`
+	// ErrorsByKind counts the failures by ErrorKind.
+	ErrorsByKind map[string]int64 `json:"errorsByKind"`
+	// StreamEvents counts the events received in streams.
+	StreamEvents int64 `json:"streamEvents"`
+	// Node is the node's CPU and memory, when it was read; NodeError says
+	// why it could not be read at the end.
+	Node      *NodeStats `json:"node,omitempty"`
+	NodeError string     `json:"nodeError,omitempty"`
+}
+
+// Latency is the percentiles of a set of requests' latencies.
+type Latency struct {
+	P50  time.Duration `json:"p50"`
+	P99  time.Duration `json:"p99"`
+	P999 time.Duration `json:"p999"`
+	Max  time.Duration `json:"max"`
+}
+
+// Series is the requests of one kind (send, get, stream) over one
+// transport.
+type Series struct {
+	Via      string  `json:"via"`
+	Op       string  `json:"op"`
+	Requests int64   `json:"requests"`
+	Latency  Latency `json:"latency"`
+}
+
+// NodeStats is the node's use of the machine during the run: CPU time
+// spent (and in cores, CPU over wall time; per request), and its resident
+// memory at the end and at its peak.
+type NodeStats struct {
+	CPU           time.Duration `json:"cpu"`
+	Cores         float64       `json:"cores"`
+	CPUPerRequest time.Duration `json:"cpuPerRequest"`
+	RSS           int64         `json:"rss"`
+	PeakRSS       int64         `json:"peakRSS"`
+}
+
+func newReport(cfg Config, results []*peerResult, elapsed time.Duration) *Report {
+	r := &Report{Peers: len(cfg.Peers), Mix: cfg.Mix.String(), Duration: elapsed, ErrorsByKind: map[string]int64{}}
+	all := newLatencies(maxSamples, cfg.Seed)
+	bySeries := map[series]*latencies{}
+	for _, pr := range results {
+		for s, l := range pr.lat {
+			if bySeries[s] == nil {
+				bySeries[s] = newLatencies(maxSamples, cfg.Seed+1)
+			}
+			bySeries[s].merge(l)
+			all.merge(l)
+		}
+		for k, n := range pr.errs {
+			r.ErrorsByKind[k] += n
+			r.Errors += n
+		}
+		r.StreamEvents += pr.events
+	}
+	r.Requests = all.n
+	r.Latency = all.summary()
+	if elapsed > 0 {
+		r.Throughput = float64(r.Requests) / elapsed.Seconds()
+	}
+	for s, l := range bySeries {
+		r.Series = append(r.Series, Series{Via: s.via, Op: s.op.String(), Requests: l.n, Latency: l.summary()})
+	}
+	slices.SortFunc(r.Series, func(a, b Series) int {
+		return cmp.Or(cmp.Compare(a.Via, b.Via), cmp.Compare(a.Op, b.Op))
+	})
+	return r
+}
+
+// WriteText writes r for a person to read.
+func (r *Report) WriteText(w io.Writer) error {
+	ms := func(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/1e6) }
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "peers %d, mix %s, %.1f s: %d requests, %.1f/s, %d errors\n",
+		r.Peers, r.Mix, r.Duration.Seconds(), r.Requests, r.Throughput, r.Errors)
+	fmt.Fprintln(tw, "via\top\trequests\tp50\tp99\tp999\tmax\t")
+	for _, s := range r.Series {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t\n", s.Via, s.Op, s.Requests,
+			ms(s.Latency.P50), ms(s.Latency.P99), ms(s.Latency.P999), ms(s.Latency.Max))
+	}
+	fmt.Fprintf(tw, "all\t\t%d\t%s\t%s\t%s\t%s\t\n", r.Requests,
+		ms(r.Latency.P50), ms(r.Latency.P99), ms(r.Latency.P999), ms(r.Latency.Max))
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if r.StreamEvents > 0 {
+		fmt.Fprintf(w, "stream events received: %d\n", r.StreamEvents)
+	}
+	for _, k := range slices.Sorted(maps.Keys(r.ErrorsByKind)) {
+		fmt.Fprintf(w, "errors %s: %d\n", k, r.ErrorsByKind[k])
+	}
+	switch {
+	case r.Node != nil:
+		fmt.Fprintf(w, "node: CPU %.2f s (%.2f cores), %.0f µs per request; RSS %.1f MiB, peak %.1f MiB\n",
+			r.Node.CPU.Seconds(), r.Node.Cores, float64(r.Node.CPUPerRequest)/1e3,
+			float64(r.Node.RSS)/(1<<20), float64(r.Node.PeakRSS)/(1<<20))
+	case r.NodeError != "":
+		fmt.Fprintf(w, "node: not read: %s\n", r.NodeError)
+	}
+	return nil
+}
