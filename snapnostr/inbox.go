@@ -39,7 +39,8 @@ type InboxConfig struct {
 	Workers, Queue int
 	// Streams bounds the streaming requests answered at once (default
 	// 64), which run beside the workers since they last minutes; past it
-	// a streaming request is refused at once with 5003.
+	// a streaming request is refused at once with 5003. A node sets it
+	// past the handler's own stream slots, which then decide who streams.
 	Streams int
 	// ReplyTTL is the NIP-40 expiration of replies to stored requests
 	// (default 7 days).

@@ -363,6 +363,11 @@ func (w *wiring) startInbox(ctx context.Context) error {
 		Key: n.key, Transport: n.pool, Handler: w.server, Checkpoint: cp, Verifier: w.verifier,
 		Logger: n.logger.With("part", "inbox"), Workers: n.cfg.Workers, ReplyTTL: n.cfg.ReplyTTL.Duration,
 		KeyLimiter: n.nostrKeyLimits,
+		// The task service's stream slots decide who streams (per
+		// identity and key, known peers before newcomers, a bounded
+		// wait): the inbox only bounds its goroutines, past those slots
+		// and their waiting line, so that it never refuses first.
+		Streams: n.cfg.MaxStreams + n.cfg.MaxStreamWaiters,
 	})
 	ictx, stop := context.WithCancel(ctx)
 	var runErr error

@@ -3,6 +3,7 @@ package node_test
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"testing"
 	"time"
 
@@ -134,5 +135,44 @@ func TestStreamSlotsKnownBeforeNewcomers(t *testing.T) {
 	}
 	if st := a.Tasks.StreamSlots(); st.Open != 4 || st.WaitingKnown+st.WaitingNewcomers != 0 {
 		t.Fatalf("stream slots %+v: want 4 open, none waiting", st)
+	}
+}
+
+// Over Nostr, the stream slots decide, not the inbox's own bound: more
+// fresh Nostr keys than the inbox used to carry (64) hold streams within
+// the newcomers' share, a known peer still opens its stream, and the
+// newcomer past the share gets the slots' 5002 rather than the inbox's
+// 5003.
+func TestNostrStreamFloodMeetsTheSlots(t *testing.T) {
+	const newcomers = 66
+	a := startAgentNode(t, testdb.SQLite(t), func(c *config.Config) {
+		c.MaxStreams, c.MaxNewcomerStreams = newcomers+4, newcomers
+		c.StreamWaitTimeout = config.Duration{}
+		c.IdentityBurst, c.NostrKeyBurst = 1000, 1000
+	})
+	a.llm.SetHandler(func(llmtest.Request) llmtest.Reply {
+		return llmtest.Reply{Content: finish("late").Content, Delay: time.Minute}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if p := a.alice.call(t, a.Node, "message/send", proposal("WRITE_FILE", map[string]any{"path": "/sandbox/known.txt", "content": "x\n"}), false); taskOf(t, p).Status.State != "completed" {
+		t.Fatalf("the known peer's first task: %v", p)
+	}
+	held := make([]*heldStream, newcomers)
+	for i := range held {
+		held[i] = holdStream(ctx, newRequester(t, a.RelayURLs()), a.Node, text("fresh"))
+	}
+	for i, h := range held {
+		h.waitOpened(t, "newcomer "+strconv.Itoa(i))
+	}
+	known := holdStream(ctx, a.alice, a.Node, text("known"))
+	known.waitOpened(t, "the known peer")
+	extra := holdStream(ctx, newRequester(t, a.RelayURLs()), a.Node, text("extra"))
+	<-extra.done
+	if extra.err != nil || !rateLimited(extra.final, "newcomers") {
+		t.Fatalf("the newcomer past the share: %v %v; want 5002 with scope newcomers", extra.final, extra.err)
+	}
+	if st := a.Tasks.StreamSlots(); st.Open != newcomers+1 {
+		t.Fatalf("stream slots %+v: want %d open", st, newcomers+1)
 	}
 }
