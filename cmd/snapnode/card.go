@@ -37,10 +37,7 @@ func (c *cli) card(args []string) int {
 // cardSign reads an Agent Card, gives it the key's address when it has no
 // identity, signs it and prints the signed card document.
 func (c *cli) cardSign(args []string) int {
-	fs := c.flagSet("card sign", "[--key FILE] [--testnet] [--now UNIX] [FILE|-]",
-		"Reads an Agent Card from FILE or standard input; an absent or empty identity",
-		"becomes the key's address. Validates and signs it, and prints the signed",
-		"document {card,sig,publicKey,timestamp}. The key comes from --key, else from SNAPNODE_KEY.")
+	fs := c.flagSet("card sign")
 	keyFile := fs.String("key", "", "read the secret key from `FILE` (mode 0600); default: $SNAPNODE_KEY")
 	testnet := fs.Bool("testnet", false, "fill identity with the key's testnet (tb1p…) address")
 	var now unixTime
@@ -82,10 +79,7 @@ type cardVerifyResult struct {
 
 // cardVerify checks a signed card document with snap.VerifySignedCard.
 func (c *cli) cardVerify(args []string) int {
-	fs := c.flagSet("card verify", "[FILE|-]",
-		"Verifies a signed Agent Card document {card,sig,publicKey,timestamp} from FILE",
-		`or standard input. Prints {"ok":true,"identity":…,"name":…} and exits 0, or`,
-		`{"error":{"code":…,"message":…,"data":…}} and exits 1.`)
+	fs := c.flagSet("card verify")
 	pos, code, done := c.parse(fs, args, 1)
 	if done {
 		return code

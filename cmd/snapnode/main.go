@@ -8,6 +8,7 @@
 package main
 
 import (
+	"embed"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -20,6 +21,7 @@ import (
 	"time"
 
 	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/suggest"
 	"github.com/snapnode/snapnode/snap"
 )
@@ -147,9 +149,32 @@ func (c *cli) help(args []string) int {
 	return cmd.run(quiet, append(args[1:len(args):len(args)], "-h"))
 }
 
-// flagSet returns a FlagSet for "snapnode <name>" that reports to stderr
-// with the usage line use.
-func (c *cli) flagSet(name, use string, desc ...string) *flag.FlagSet {
+// helpFiles holds the help of each command that takes flags: help/NAME.txt
+// (spaces in NAME as dashes) has the synopsis, what follows "usage:
+// snapnode NAME", on its first line and the description on the others.
+//
+//go:embed help/*.txt
+var helpFiles embed.FS
+
+// commandHelp returns the synopsis and the description lines of "snapnode
+// name". Every command has a help file (TestHelpFiles): a missing one is a
+// mistake in this program, not in its input.
+func commandHelp(name string) (use string, desc []string) {
+	b, err := helpFiles.ReadFile("help/" + strings.ReplaceAll(name, " ", "-") + ".txt")
+	if err != nil {
+		panic(fmt.Sprintf("snapnode %s has no help file: %v", name, err))
+	}
+	use, rest, _ := strings.Cut(string(b), "\n")
+	if rest = strings.TrimSuffix(rest, "\n"); rest != "" {
+		desc = strings.Split(rest, "\n")
+	}
+	return use, desc
+}
+
+// flagSet returns a FlagSet for "snapnode <name>" that reports to stderr,
+// with the usage of help/NAME.txt (commandHelp).
+func (c *cli) flagSet(name string) *flag.FlagSet {
+	use, desc := commandHelp(name)
 	fs := flag.NewFlagSet("snapnode "+name, flag.ContinueOnError)
 	fs.SetOutput(c.stderr)
 	if c.synopses == nil {
@@ -158,7 +183,7 @@ func (c *cli) flagSet(name, use string, desc ...string) *flag.FlagSet {
 	c.synopses[fs] = fmt.Sprintf("usage: snapnode %s %s", name, use)
 	fs.Usage = func() {
 		w := fs.Output()
-		fmt.Fprintf(w, "usage: snapnode %s %s\n", name, use)
+		fmt.Fprintln(w, c.synopses[fs])
 		for _, d := range desc {
 			fmt.Fprintln(w, d)
 		}
@@ -166,6 +191,17 @@ func (c *cli) flagSet(name, use string, desc ...string) *flag.FlagSet {
 		fs.PrintDefaults()
 	}
 	return fs
+}
+
+// nodeFlagSet is flagSet for a command that reads the node's settings:
+// the settings' flags (--config, --data-dir, …) are declared on it and
+// fill the returned configuration, which starts as the defaults;
+// config.Load then layers the environment and the TOML file under them.
+func (c *cli) nodeFlagSet(name string) (*flag.FlagSet, *config.Config) {
+	fs := c.flagSet(name)
+	cfg := config.Default()
+	config.Flags(fs, &cfg)
+	return fs, &cfg
 }
 
 // parse parses args with fs, allowing flags after positional arguments, and

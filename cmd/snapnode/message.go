@@ -13,11 +13,7 @@ import (
 // fields with snap.Prepare, checks it with snap.Parse, signs it and prints
 // the signed message as one line of JSON.
 func (c *cli) sign(args []string) int {
-	fs := c.flagSet("sign", "[--key FILE] [--testnet] [--now UNIX] [FILE|-]",
-		"Reads a SNAP message (a JSON object) from FILE or standard input, fills in the",
-		"absent fields (version 0.1, from = the key's address, id = a new UUID, type",
-		"request, timestamp = now), validates it, signs it and prints the signed message.",
-		"The key comes from --key, else from "+"SNAPNODE_KEY.")
+	fs := c.flagSet("sign")
 	keyFile := fs.String("key", "", "read the secret key from `FILE` (mode 0600); default: $SNAPNODE_KEY")
 	testnet := fs.Bool("testnet", false, "fill from with the key's testnet (tb1p…) address")
 	var now unixTime
@@ -63,11 +59,7 @@ type verifyResult struct {
 // verify validates one SNAP message with a stateless snap.Validator (no
 // replay store, no recipient) and prints the result.
 func (c *cli) verify(args []string) int {
-	fs := c.flagSet("verify", "[--now UNIX] [--drift SECONDS] [FILE|-]",
-		"Validates a SNAP message from FILE or standard input: syntax, fields, version,",
-		"addresses, timestamp and signature (no replay or recipient check). Prints",
-		`{"ok":true,"from":…,"signed":…} and exits 0, or {"error":{"code":…,"message":…,"data":…}}`,
-		"and exits 1.")
+	fs := c.flagSet("verify")
 	var now unixTime
 	fs.Var(&now, "now", "check the timestamp against `UNIX` seconds instead of the current time")
 	drift := fs.Int64("drift", int64(snap.DefaultMaxDrift/time.Second), "accept timestamps at most `SECONDS` from the clock")
