@@ -38,22 +38,34 @@ func (c *cli) adminCommand(op string, args []string) int {
 	if len(pos) != 1 {
 		return c.usageError(fs, "give the "+what)
 	}
-	if err := config.Load(cfg, fs, os.Getenv); err != nil {
-		return c.configError(fs, err)
-	}
 	req := admin.Request{Op: op, Task: pos[0], Action: action, Reason: reason}
 	if op == "rollback" {
 		req = admin.Request{Op: op, Action: pos[0]}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	res, err := admin.Call(ctx, admin.Path(cfg.DataDir), req)
-	if err != nil {
-		fmt.Fprintf(c.stderr, "snapnode %s: %v\n", op, err)
-		return exitFail
+	res, code, ok := c.callAdmin(fs, cfg, req, 2*time.Minute)
+	if !ok {
+		return code
 	}
 	fmt.Fprintf(c.stdout, "%s\n", res)
 	return exitOK
+}
+
+// callAdmin loads the settings (they name the data folder) and sends req
+// to the running node's admin socket, waiting up to timeout for the
+// answer; when ok is false the error is reported and code is the exit
+// code to return.
+func (c *cli) callAdmin(fs *flag.FlagSet, cfg *config.Config, req admin.Request, timeout time.Duration) (res json.RawMessage, code int, ok bool) {
+	if err := config.Load(cfg, fs, os.Getenv); err != nil {
+		return nil, c.configError(fs, err), false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	res, err := admin.Call(ctx, admin.Path(cfg.DataDir), req)
+	if err != nil {
+		fmt.Fprintf(c.stderr, "%s: %v\n", fs.Name(), err)
+		return nil, exitFail, false
+	}
+	return res, exitOK, true
 }
 
 // held is `snapnode held [TASK]`: the actions the running node's tasks
@@ -68,19 +80,13 @@ func (c *cli) held(args []string) int {
 	if len(pos) > 1 {
 		return c.usageError(fs, "give at most one TASK_ID")
 	}
-	if err := config.Load(cfg, fs, os.Getenv); err != nil {
-		return c.configError(fs, err)
-	}
 	req := admin.Request{Op: "held"}
 	if len(pos) == 1 {
 		req.Task = pos[0]
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	res, err := admin.Call(ctx, admin.Path(cfg.DataDir), req)
-	if err != nil {
-		fmt.Fprintf(c.stderr, "snapnode held: %v\n", err)
-		return exitFail
+	res, code, ok := c.callAdmin(fs, cfg, req, 30*time.Second)
+	if !ok {
+		return code
 	}
 	var list []struct {
 		Task, Action, Kind, Requester, Reason string
@@ -109,15 +115,9 @@ func (c *cli) consoleURL(args []string) int {
 	if _, code, done := c.parse(fs, args, 0); done {
 		return code
 	}
-	if err := config.Load(cfg, fs, os.Getenv); err != nil {
-		return c.usageError(fs, err.Error())
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	res, err := admin.Call(ctx, admin.Path(cfg.DataDir), admin.Request{Op: "console-url"})
-	if err != nil {
-		fmt.Fprintf(c.stderr, "snapnode console-url: %v\n", err)
-		return exitFail
+	res, code, ok := c.callAdmin(fs, cfg, admin.Request{Op: "console-url"}, 30*time.Second)
+	if !ok {
+		return code
 	}
 	var login struct {
 		URL     string    `json:"url"`

@@ -38,21 +38,13 @@ func (c *cli) card(args []string) int {
 // identity, signs it and prints the signed card document.
 func (c *cli) cardSign(args []string) int {
 	fs := c.flagSet("card sign")
-	keyFile := fs.String("key", "", "read the secret key from `FILE` (mode 0600); default: $SNAPNODE_KEY")
-	testnet := fs.Bool("testnet", false, "fill identity with the key's testnet (tb1p…) address")
-	var now unixTime
-	fs.Var(&now, "now", "sign at `UNIX` seconds instead of the current time")
-	pos, code, done := c.parse(fs, args, 1)
-	if done {
-		return code
-	}
-	const prog = "snapnode card sign"
-	k, raw, code, ok := c.keyAndInput(fs, prog, *keyFile, pos)
+	sg := signingFlags(fs, "identity", "sign at `UNIX` seconds instead of the current time")
+	k, raw, code, ok := c.keyAndInput(fs, sg, args)
 	if !ok {
 		return code
 	}
-	var err error
-	raw, err = snap.PrepareCard(raw, k.Address(network(*testnet)))
+	const prog = "snapnode card sign"
+	raw, err := snap.PrepareCard(raw, k.Address(network(sg.testnet)))
 	if err != nil {
 		return c.fail(prog, err)
 	}
@@ -60,7 +52,7 @@ func (c *cli) cardSign(args []string) int {
 	if err != nil {
 		return c.fail(prog, err)
 	}
-	signed, err := snap.SignCard(card, k, now.or(time.Now()))
+	signed, err := snap.SignCard(card, k, sg.now.or(time.Now()))
 	if err != nil {
 		return c.fail(prog, err)
 	}

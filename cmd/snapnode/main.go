@@ -307,18 +307,42 @@ func (c *cli) readInput(pos []string) ([]byte, error) {
 	return b, nil
 }
 
-// keyAndInput loads the signing key (--key FILE, else SNAPNODE_KEY) and
-// reads the input; when ok is false, code is the exit code to return.
-func (c *cli) keyAndInput(fs *flag.FlagSet, prog, keyFile string, pos []string) (k *identity.Key, raw []byte, code int, ok bool) {
-	k, err := loadKey(keyFile)
+// signing holds the flags of a command that signs its input (sign, card
+// sign): the key file, the network of the address it fills in and the
+// signing time.
+type signing struct {
+	keyFile string
+	testnet bool
+	now     unixTime
+}
+
+// signingFlags declares --key, --testnet (which fills field with the
+// testnet address) and --now (described by nowUse) on fs.
+func signingFlags(fs *flag.FlagSet, field, nowUse string) *signing {
+	s := new(signing)
+	fs.StringVar(&s.keyFile, "key", "", "read the secret key from `FILE` (mode 0600); default: $SNAPNODE_KEY")
+	fs.BoolVar(&s.testnet, "testnet", false, "fill "+field+" with the key's testnet (tb1p…) address")
+	fs.Var(&s.now, "now", nowUse)
+	return s
+}
+
+// keyAndInput parses args (at most one: the input file, else stdin),
+// loads the signing key (--key FILE, else SNAPNODE_KEY) and reads the
+// input; when ok is false, code is the exit code to return.
+func (c *cli) keyAndInput(fs *flag.FlagSet, s *signing, args []string) (k *identity.Key, raw []byte, code int, ok bool) {
+	pos, code, done := c.parse(fs, args, 1)
+	if done {
+		return nil, nil, code, false
+	}
+	k, err := loadKey(s.keyFile)
 	if errors.Is(err, identity.ErrNoKey) {
 		return nil, nil, c.configError(fs, err), false
 	}
 	if err != nil {
-		return nil, nil, c.ioError(prog, err), false
+		return nil, nil, c.ioError(fs.Name(), err), false
 	}
 	if raw, err = c.readInput(pos); err != nil {
-		return nil, nil, c.ioError(prog, err), false
+		return nil, nil, c.ioError(fs.Name(), err), false
 	}
 	return k, raw, 0, true
 }

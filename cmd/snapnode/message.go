@@ -14,21 +14,13 @@ import (
 // the signed message as one line of JSON.
 func (c *cli) sign(args []string) int {
 	fs := c.flagSet("sign")
-	keyFile := fs.String("key", "", "read the secret key from `FILE` (mode 0600); default: $SNAPNODE_KEY")
-	testnet := fs.Bool("testnet", false, "fill from with the key's testnet (tb1p…) address")
-	var now unixTime
-	fs.Var(&now, "now", "use `UNIX` seconds as the timestamp when the message has none (default: the current time)")
-	pos, code, done := c.parse(fs, args, 1)
-	if done {
-		return code
-	}
-	const prog = "snapnode sign"
-	k, raw, code, ok := c.keyAndInput(fs, prog, *keyFile, pos)
+	sg := signingFlags(fs, "from", "use `UNIX` seconds as the timestamp when the message has none (default: the current time)")
+	k, raw, code, ok := c.keyAndInput(fs, sg, args)
 	if !ok {
 		return code
 	}
-	var err error
-	raw, err = snap.Prepare(raw, k.Address(network(*testnet)), now.or(time.Now()))
+	const prog = "snapnode sign"
+	raw, err := snap.Prepare(raw, k.Address(network(sg.testnet)), sg.now.or(time.Now()))
 	if err != nil {
 		return c.fail(prog, err)
 	}
