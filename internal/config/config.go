@@ -460,7 +460,7 @@ func listSetting(flagName, env, usage string, field func(*Config) *[]string) set
 		func(fs *flag.FlagSet, c *Config, name, usage string) {
 			fs.Func(name, usage, func(v string) error { *field(c) = append(*field(c), v); return nil })
 		},
-		func(c *Config, v string) error { *field(c) = splitList(v); return nil },
+		func(c *Config, v string) error { *field(c) = splitTrimmed(v, ","); return nil },
 		field}
 }
 
@@ -469,7 +469,7 @@ func listSetting(flagName, env, usage string, field func(*Config) *[]string) set
 // as regular expressions).
 func linesSetting(env, usage string, field func(*Config) *[]string) setting {
 	return setting{"", env, usage, nil,
-		func(c *Config, v string) error { *field(c) = splitLines(v); return nil }, nil}
+		func(c *Config, v string) error { *field(c) = splitTrimmed(v, "\n"); return nil }, nil}
 }
 
 // typedSetting is a setting of a field of type T: define declares its
@@ -605,20 +605,10 @@ var settings = []setting{
 	stringSetting("", "SNAPNODE_AUDIT_LEVEL_CRITICAL", "audit CRITICAL-risk actions (refused) at LEVEL: SUMMARY, DETAILED or FORENSIC", func(c *Config) *string { return &c.Audit.LevelCritical }),
 }
 
-func splitList(v string) []string {
+// splitTrimmed splits v at sep into its non-blank entries, trimmed.
+func splitTrimmed(v, sep string) []string {
 	var out []string
-	for _, s := range strings.Split(v, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-// splitLines splits v into its non-blank lines, trimmed.
-func splitLines(v string) []string {
-	var out []string
-	for _, s := range strings.Split(v, "\n") {
+	for _, s := range strings.Split(v, sep) {
 		if s = strings.TrimSpace(s); s != "" {
 			out = append(out, s)
 		}
