@@ -49,8 +49,5 @@ func (c *cli) backupCommand(args []string) int {
 		fmt.Fprintf(c.stderr, "%s: %s\n", fs.Name(), msg)
 		return exitFail
 	}
-	if err := writeJSON(c.stdout, m); err != nil {
-		return c.ioError(fs.Name(), err)
-	}
-	return exitOK
+	return c.printJSON(fs.Name(), m)
 }

@@ -56,10 +56,7 @@ func (c *cli) cardSign(args []string) int {
 	if err != nil {
 		return c.fail(prog, err)
 	}
-	if err := writeJSON(c.stdout, signed); err != nil {
-		return c.ioError(prog, err)
-	}
-	return exitOK
+	return c.printJSON(prog, signed)
 }
 
 // cardVerifyResult is what card verify prints for a valid document.
@@ -85,8 +82,5 @@ func (c *cli) cardVerify(args []string) int {
 	if err != nil {
 		return c.fail(prog, err)
 	}
-	if err := writeJSON(c.stdout, cardVerifyResult{OK: true, Identity: card.Identity, Name: card.Name}); err != nil {
-		return c.ioError(prog, err)
-	}
-	return exitOK
+	return c.printJSON(prog, cardVerifyResult{OK: true, Identity: card.Identity, Name: card.Name})
 }

@@ -391,6 +391,15 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
+// printJSON prints v on stdout as one line of JSON (writeJSON) and
+// returns 0, or reports why it could not (ioError).
+func (c *cli) printJSON(prog string, v any) int {
+	if err := writeJSON(c.stdout, v); err != nil {
+		return c.ioError(prog, err)
+	}
+	return exitOK
+}
+
 // errorBody is the {"error":{…}} object printed for a SNAP error; data is
 // always an object, {} when the error has none.
 type errorBody struct {

@@ -81,8 +81,5 @@ func (c *cli) verify(args []string) int {
 	if err != nil {
 		return c.fail(prog, err)
 	}
-	if err := writeJSON(c.stdout, verifyResult{OK: true, From: v.From, Signed: v.Signed}); err != nil {
-		return c.ioError(prog, err)
-	}
-	return exitOK
+	return c.printJSON(prog, verifyResult{OK: true, From: v.From, Signed: v.Signed})
 }
