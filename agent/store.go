@@ -470,16 +470,7 @@ func (s *Store) AddInput(ctx context.Context, taskID, text string, onlyWaiting b
 
 // Interactions returns a job's history, in order.
 func (s *Store) Interactions(ctx context.Context, taskID string) ([]Interaction, error) {
-	var out []Interaction
-	err := s.bodies(ctx, `SELECT body FROM agent_interactions WHERE task_id = ? ORDER BY seq`, taskID, func(b []byte) error {
-		var it Interaction
-		if err := json.Unmarshal(b, &it); err != nil {
-			return err
-		}
-		out = append(out, it)
-		return nil
-	})
-	return out, err
+	return decodedBodies[Interaction](ctx, s, `SELECT body FROM agent_interactions WHERE task_id = ? ORDER BY seq`, taskID, nil)
 }
 
 // RawInteractions returns each stored interaction's JSON exactly as
@@ -495,13 +486,18 @@ func (s *Store) RawInteractions(ctx context.Context, taskID string) ([]json.RawM
 
 // RecoveryPoints returns a job's recovery points, in order.
 func (s *Store) RecoveryPoints(ctx context.Context, taskID string) ([]RecoveryPoint, error) {
-	out := []RecoveryPoint{}
-	err := s.bodies(ctx, `SELECT body FROM agent_recovery_points WHERE task_id = ? ORDER BY seq`, taskID, func(b []byte) error {
-		var rp RecoveryPoint
-		if err := json.Unmarshal(b, &rp); err != nil {
+	return decodedBodies(ctx, s, `SELECT body FROM agent_recovery_points WHERE task_id = ? ORDER BY seq`, taskID, []RecoveryPoint{})
+}
+
+// decodedBodies appends to out each JSON body q selects for taskID,
+// decoded as a T, in order.
+func decodedBodies[T any](ctx context.Context, s *Store, q, taskID string, out []T) ([]T, error) {
+	err := s.bodies(ctx, q, taskID, func(b []byte) error {
+		var v T
+		if err := json.Unmarshal(b, &v); err != nil {
 			return err
 		}
-		out = append(out, rp)
+		out = append(out, v)
 		return nil
 	})
 	return out, err
