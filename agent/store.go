@@ -506,13 +506,18 @@ func (s *Store) RawInteractions(ctx context.Context, taskID string) ([]json.RawM
 
 // RecoveryPoints returns a job's recovery points, in order.
 func (s *Store) RecoveryPoints(ctx context.Context, taskID string) ([]RecoveryPoint, error) {
-	out := []RecoveryPoint{}
-	err := s.bodies(ctx, `SELECT body FROM agent_recovery_points WHERE task_id = ? ORDER BY seq`, taskID, func(b []byte) error {
-		var rp RecoveryPoint
-		if err := json.Unmarshal(b, &rp); err != nil {
+	return decodedBodies(ctx, s, `SELECT body FROM agent_recovery_points WHERE task_id = ? ORDER BY seq`, taskID, []RecoveryPoint{})
+}
+
+// decodedBodies appends to out each JSON body q selects for taskID,
+// decoded as a T, in order.
+func decodedBodies[T any](ctx context.Context, s *Store, q, taskID string, out []T) ([]T, error) {
+	err := s.bodies(ctx, q, taskID, func(b []byte) error {
+		var v T
+		if err := json.Unmarshal(b, &v); err != nil {
 			return err
 		}
-		out = append(out, rp)
+		out = append(out, v)
 		return nil
 	})
 	return out, err

@@ -69,14 +69,18 @@ func (e *Executor) pendingRecord(ctx context.Context, actionID string) (*record,
 	return r, err
 }
 
-// authorize checks that approver may approve (or deny) r: the host, or an
+// authorize returns the pending action actionID (else ErrNoPending) once
+// it has checked that approver may approve (or deny) it: the host, or an
 // address with the operator role; for an approval, never the proposer
 // itself (addresses compare without regard to case, as bech32's do). A
 // refusal is audited and returned as ErrSelfApproval or ErrNotOperator.
-// It returns the audit actor of the approver.
-func (e *Executor) authorize(ctx context.Context, r *record, approver string, approve bool) (string, error) {
+// It returns the audit actor of the approver too.
+func (e *Executor) authorize(ctx context.Context, actionID, approver string, approve bool) (r *record, actor string, err error) {
+	if r, err = e.pendingRecord(ctx, actionID); err != nil {
+		return nil, "", err
+	}
 	if err := checkIdentity("approver", approver, true); err != nil {
-		return "", err
+		return nil, "", err
 	}
 	var refusal error
 	switch {
@@ -87,9 +91,9 @@ func (e *Executor) authorize(ctx context.Context, r *record, approver string, ap
 	}
 	if refusal == nil {
 		if approver == Host {
-			return Host, nil
+			return r, Host, nil
 		}
-		return "operator:" + approver, nil
+		return r, "operator:" + approver, nil
 	}
 	verb := "approval"
 	if !approve {
@@ -98,10 +102,10 @@ func (e *Executor) authorize(ctx context.Context, r *record, approver string, ap
 	j := e.journal(r.Task, r.ActionID)
 	j.add(audit.Entry{Actor: approver, Step: audit.StepRejected, Decision: verb + "_refused", Reason: refusal.Error()})
 	if err := j.flush(ctx); err != nil {
-		return "", err
+		return nil, "", err
 	}
 	e.logger.Warn("executor: "+verb+" refused", "action", r.ActionID, "approver", approver, "err", refusal)
-	return "", fmt.Errorf("%w (action %s, approver %s)", refusal, r.ActionID, approver)
+	return nil, "", fmt.Errorf("%w (action %s, approver %s)", refusal, r.ActionID, approver)
 }
 
 // Approve confirms the pending action actionID on behalf of approver: an
@@ -125,11 +129,7 @@ func (e *Executor) Approve(ctx context.Context, actionID, approver string) (*Res
 // (nil: none), in the approval's last commit (see Then). An approval that
 // holds the action again (its files changed) is such an outcome too.
 func (e *Executor) ApproveThen(ctx context.Context, actionID, approver string, then Then) (*Result, error) {
-	r, err := e.pendingRecord(ctx, actionID)
-	if err != nil {
-		return nil, err
-	}
-	actor, err := e.authorize(ctx, r, approver, true)
+	r, actor, err := e.authorize(ctx, actionID, approver, true)
 	if err != nil {
 		return nil, err
 	}
@@ -228,11 +228,7 @@ func (e *Executor) Deny(ctx context.Context, actionID, approver, reason string) 
 // DenyThen is Deny with the caller's write of the outcome, then (nil:
 // none), in the denial's commit (see Then).
 func (e *Executor) DenyThen(ctx context.Context, actionID, approver, reason string, then Then) (*Result, error) {
-	r, err := e.pendingRecord(ctx, actionID)
-	if err != nil {
-		return nil, err
-	}
-	actor, err := e.authorize(ctx, r, approver, false)
+	r, actor, err := e.authorize(ctx, actionID, approver, false)
 	if err != nil {
 		return nil, err
 	}

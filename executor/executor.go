@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"database/sql"
@@ -181,15 +182,9 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 	if e.isOperator == nil {
 		e.isOperator = func(string) bool { return false }
 	}
-	if e.cooldown == 0 {
-		e.cooldown = DefaultRollbackCooldown
-	}
-	if e.snapAge == 0 {
-		e.snapAge = DefaultSnapshotMaxAge
-	}
-	if e.snapBytes == 0 {
-		e.snapBytes = DefaultSnapshotMaxBytes
-	}
+	e.cooldown = cmp.Or(e.cooldown, DefaultRollbackCooldown)
+	e.snapAge = cmp.Or(e.snapAge, DefaultSnapshotMaxAge)
+	e.snapBytes = cmp.Or(e.snapBytes, DefaultSnapshotMaxBytes)
 	if e.skew <= 0 {
 		e.skew = snap.DefaultMaxDrift
 	}

@@ -182,8 +182,8 @@ func (e *Executor) parseData(data []byte, actionID string) (*item, error) {
 	}
 	it.risk = higher(it.desc.RiskLevel, peer.RiskLevel)
 	it.resources = smaller(it.desc.Resources, peer.Resources)
-	it.confirm = dedupe(it.confirm)
-	it.says = dedupe(slices.DeleteFunc(it.says, func(s string) bool { return strings.TrimSpace(s) == "" }))
+	it.confirm = proposal.Dedupe(it.confirm)
+	it.says = proposal.Dedupe(slices.DeleteFunc(it.says, func(s string) bool { return strings.TrimSpace(s) == "" }))
 	it.desc.Audit.LogLevel = e.levels.of(it.risk) // what the host keeps, never the peer's
 	return it, nil
 }
@@ -340,7 +340,7 @@ func (it *item) paths() []string {
 	for _, s := range it.steps {
 		ps = append(ps, s.p.Paths()...)
 	}
-	return dedupe(ps)
+	return proposal.Dedupe(ps)
 }
 
 // changedPaths are the paths of the item's steps that change the
@@ -353,7 +353,7 @@ func (it *item) changedPaths() []string {
 			ps = append(ps, s.p.Paths()...)
 		}
 	}
-	return dedupe(ps)
+	return proposal.Dedupe(ps)
 }
 
 // requests are the policy requests that judge the item: one per step,
@@ -416,14 +416,4 @@ func smaller(host, peer proposal.Resources) proposal.Resources {
 		MaxDiskMB:         low(host.MaxDiskMB, peer.MaxDiskMB),
 		MaxDurationMillis: low(host.MaxDurationMillis, peer.MaxDurationMillis),
 	}
-}
-
-func dedupe(s []string) []string {
-	var out []string
-	for _, v := range s {
-		if !slices.Contains(out, v) {
-			out = append(out, v)
-		}
-	}
-	return out
 }

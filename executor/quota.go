@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -56,15 +57,9 @@ func (q Quotas) filled() (Quotas, error) {
 		return Quotas{}, fmt.Errorf("executor: negative quota in %+v", q)
 	}
 	d := DefaultQuotas()
-	if q.Bytes == 0 {
-		q.Bytes = d.Bytes
-	}
-	if q.Files == 0 {
-		q.Files = d.Files
-	}
-	if q.Dirs == 0 {
-		q.Dirs = d.Dirs
-	}
+	q.Bytes = cmp.Or(q.Bytes, d.Bytes)
+	q.Files = cmp.Or(q.Files, d.Files)
+	q.Dirs = cmp.Or(q.Dirs, d.Dirs)
 	return q, nil
 }
 

@@ -152,32 +152,16 @@ func (c *Config) fill() error {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	setDefault := func(v *time.Duration, d time.Duration) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	setInt := func(v *int, d int) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	if c.MaxBody <= 0 {
-		c.MaxBody = DefaultMaxBody
-	}
-	if c.Rate <= 0 {
-		c.Rate = DefaultRate
-	}
-	setInt(&c.Burst, DefaultBurst)
-	if c.MonitorRate <= 0 {
-		c.MonitorRate = DefaultMonitorRate
-	}
-	setInt(&c.MonitorBurst, DefaultMonitorBurst)
-	setInt(&c.MaxPeers, DefaultMaxPeers)
-	setInt(&c.StreamBuffer, DefaultStreamBuffer)
-	setInt(&c.MaxConnsPerPeer, DefaultMaxConnsPerPeer)
-	setInt(&c.MaxConns, DefaultMaxConns)
-	setInt(&c.MaxPending, DefaultMaxPending)
+	positiveOr(&c.MaxBody, DefaultMaxBody)
+	positiveOr(&c.Rate, DefaultRate)
+	positiveOr(&c.Burst, DefaultBurst)
+	positiveOr(&c.MonitorRate, DefaultMonitorRate)
+	positiveOr(&c.MonitorBurst, DefaultMonitorBurst)
+	positiveOr(&c.MaxPeers, DefaultMaxPeers)
+	positiveOr(&c.StreamBuffer, DefaultStreamBuffer)
+	positiveOr(&c.MaxConnsPerPeer, DefaultMaxConnsPerPeer)
+	positiveOr(&c.MaxConns, DefaultMaxConns)
+	positiveOr(&c.MaxPending, DefaultMaxPending)
 	if c.MaxTCPConns <= 0 {
 		c.MaxTCPConns, _ = DefaultTCPConns(openFileLimit())
 	}
@@ -191,17 +175,23 @@ func (c *Config) fill() error {
 	case c.BodyMemory < c.MaxBody:
 		return fmt.Errorf("snaphttp: Config.BodyMemory %d is below MaxBody %d: a body of MaxBody could never be read", c.BodyMemory, c.MaxBody)
 	}
-	setDefault(&c.CardResign, DefaultCardResign)
-	setDefault(&c.WriteTimeout, DefaultWriteTimeout)
-	setDefault(&c.ReadTimeout, DefaultReadTimeout)
-	setDefault(&c.HeaderTimeout, DefaultHeaderTimeout)
-	setDefault(&c.PingInterval, DefaultPingInterval)
-	setDefault(&c.IdleTimeout, DefaultIdleTimeout)
-	setDefault(&c.ShutdownTimeout, DefaultShutdownTimeout)
-	if c.MaxResponse <= 0 {
-		c.MaxResponse = DefaultMaxResponse
-	}
+	positiveOr(&c.CardResign, DefaultCardResign)
+	positiveOr(&c.WriteTimeout, DefaultWriteTimeout)
+	positiveOr(&c.ReadTimeout, DefaultReadTimeout)
+	positiveOr(&c.HeaderTimeout, DefaultHeaderTimeout)
+	positiveOr(&c.PingInterval, DefaultPingInterval)
+	positiveOr(&c.IdleTimeout, DefaultIdleTimeout)
+	positiveOr(&c.ShutdownTimeout, DefaultShutdownTimeout)
+	positiveOr(&c.MaxResponse, DefaultMaxResponse)
 	return nil
+}
+
+// positiveOr sets *v to d when *v is zero or negative: such a limit or
+// time-out means "the default".
+func positiveOr[T ~int | ~int64 | ~float64](v *T, d T) {
+	if *v <= 0 {
+		*v = d
+	}
 }
 
 // Server serves SNAP over HTTP, SSE and WebSocket (SPEC-NOTES 1.13–1.15):

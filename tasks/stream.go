@@ -230,6 +230,18 @@ func (s *Service) StreamSlots() slots.Stats {
 	return s.streams.slots.Stats()
 }
 
+// startStream takes a stream slot for who (see StreamMessage for the
+// limits and the wait) and bounds ctx by StreamMaxDuration; end cancels
+// that context and gives the slot back.
+func (s *Service) startStream(ctx context.Context, who string) (_ context.Context, end func(), err error) {
+	release, err := s.streams.acquire(ctx, who, s.known(ctx, who))
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.streams.maxDuration)
+	return ctx, func() { cancel(); release() }, nil
+}
+
 // StreamMessage handles a message/stream request from owner: the request
 // is message/send's (same params, ownership, idempotency,
 // and the proposals run as there), then the task's events since the
@@ -252,13 +264,11 @@ func (s *Service) StreamSlots() slots.Stats {
 // (MaxNewcomerStreams for a requester with no task yet) it waits up to
 // StreamWait, known requesters served first, then is 5002.
 func (s *Service) StreamMessage(ctx context.Context, owner string, req *SendParams, emit func(any) error) (*Task, error) {
-	release, err := s.streams.acquire(ctx, owner, s.known(ctx, owner))
+	ctx, end, err := s.startStream(ctx, owner)
 	if err != nil {
 		return nil, err
 	}
-	defer release()
-	ctx, cancel := context.WithTimeout(ctx, s.streams.maxDuration)
-	defer cancel()
+	defer end()
 	// The events of this message are those after the task's version
 	// now; a concurrent write may add some of its own, which are the
 	// task's events all the same.
@@ -290,13 +300,11 @@ func (s *Service) StreamMessage(ctx context.Context, owner string, req *SendPara
 // once. Heartbeats, limits and the end of a stream are as for
 // StreamMessage.
 func (s *Service) StreamResubscribe(ctx context.Context, requester string, req *ResubscribeParams, emit func(any) error) (*Task, error) {
-	release, err := s.streams.acquire(ctx, requester, s.known(ctx, requester))
+	ctx, end, err := s.startStream(ctx, requester)
 	if err != nil {
 		return nil, err
 	}
-	defer release()
-	ctx, cancel := context.WithTimeout(ctx, s.streams.maxDuration)
-	defer cancel()
+	defer end()
 	var after int64
 	if req.AfterVersion != nil {
 		after = *req.AfterVersion

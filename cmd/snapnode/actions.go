@@ -19,18 +19,11 @@ import (
 // adminCommand is `snapnode approve|deny TASK` and `snapnode rollback
 // ACTION`: one request to the running node's admin socket.
 func (c *cli) adminCommand(op string, args []string) int {
-	what, use := "TASK_ID", "Approves the action a task of the running node waits on; it is promoted at once (an agent's job goes on)."
-	switch op {
-	case "deny":
-		use = "Denies the action a task of the running node waits on; the task fails (an agent's job goes on, told of the denial)."
-	case "rollback":
-		what, use = "ACTION_ID", "Restores what a promoted action changed, if nothing changed it since."
+	what := "TASK_ID"
+	if op == "rollback" {
+		what = "ACTION_ID"
 	}
-	fs := c.flagSet(op, "[--data-dir DIR] "+what, use,
-		"It talks to the node through the admin socket in its data folder: run it as",
-		"the node's user on the node's machine.")
-	cfg := config.Default()
-	config.Flags(fs, &cfg)
+	fs, cfg := c.nodeFlagSet(op)
 	reason, action := "", ""
 	if op == "deny" {
 		fs.StringVar(&reason, "reason", "", "the note the task fails with (told to the agent, for an agent's job)")
@@ -45,35 +38,41 @@ func (c *cli) adminCommand(op string, args []string) int {
 	if len(pos) != 1 {
 		return c.usageError(fs, "give the "+what)
 	}
-	if err := config.Load(&cfg, fs, os.Getenv); err != nil {
-		return c.configError(fs, err)
-	}
 	req := admin.Request{Op: op, Task: pos[0], Action: action, Reason: reason}
 	if op == "rollback" {
 		req = admin.Request{Op: op, Action: pos[0]}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	res, err := admin.Call(ctx, admin.Path(cfg.DataDir), req)
-	if err != nil {
-		fmt.Fprintf(c.stderr, "snapnode %s: %v\n", op, err)
-		return exitFail
+	res, code, ok := c.callAdmin(fs, cfg, req, 2*time.Minute)
+	if !ok {
+		return code
 	}
 	fmt.Fprintf(c.stdout, "%s\n", res)
 	return exitOK
+}
+
+// callAdmin loads the settings (they name the data folder) and sends req
+// to the running node's admin socket, waiting up to timeout for the
+// answer; when ok is false the error is reported and code is the exit
+// code to return.
+func (c *cli) callAdmin(fs *flag.FlagSet, cfg *config.Config, req admin.Request, timeout time.Duration) (res json.RawMessage, code int, ok bool) {
+	if err := config.Load(cfg, fs, os.Getenv); err != nil {
+		return nil, c.configError(fs, err), false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	res, err := admin.Call(ctx, admin.Path(cfg.DataDir), req)
+	if err != nil {
+		fmt.Fprintf(c.stderr, "%s: %v\n", fs.Name(), err)
+		return nil, exitFail, false
+	}
+	return res, exitOK, true
 }
 
 // held is `snapnode held [TASK]`: the actions the running node's tasks
 // hold for a decision (TASK's only, when given), one a line with the id
 // approve and deny take with --action.
 func (c *cli) held(args []string) int {
-	fs := c.flagSet("held", "[--data-dir DIR] [TASK_ID]",
-		"Lists the actions that wait for an operator's decision, one a line: task,",
-		"action id, kind, requester, why it waits. A task may hold several: approve",
-		"or deny each with --action ID. It talks to the node through the admin",
-		"socket in its data folder: run it as the node's user on the node's machine.")
-	cfg := config.Default()
-	config.Flags(fs, &cfg)
+	fs, cfg := c.nodeFlagSet("held")
 	pos, code, done := c.parse(fs, args, 1)
 	if done {
 		return code
@@ -81,19 +80,13 @@ func (c *cli) held(args []string) int {
 	if len(pos) > 1 {
 		return c.usageError(fs, "give at most one TASK_ID")
 	}
-	if err := config.Load(&cfg, fs, os.Getenv); err != nil {
-		return c.configError(fs, err)
-	}
 	req := admin.Request{Op: "held"}
 	if len(pos) == 1 {
 		req.Task = pos[0]
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	res, err := admin.Call(ctx, admin.Path(cfg.DataDir), req)
-	if err != nil {
-		fmt.Fprintf(c.stderr, "snapnode held: %v\n", err)
-		return exitFail
+	res, code, ok := c.callAdmin(fs, cfg, req, 30*time.Second)
+	if !ok {
+		return code
 	}
 	var list []struct {
 		Task, Action, Kind, Requester, Reason string
@@ -118,25 +111,13 @@ func (c *cli) rollback(args []string) int { return c.adminCommand("rollback", ar
 // consoleURL is `snapnode console-url`: the running node, asked through
 // its admin socket, issues a one-time login link to its web console.
 func (c *cli) consoleURL(args []string) int {
-	fs := c.flagSet("console-url", "[--data-dir DIR]",
-		"Prints a one-time link that logs a browser in to the running node's operator",
-		"console (/console on its HTTP listener). The link works once, within 5 minutes;",
-		"the browser then holds a session cookie. It talks to the node through the admin",
-		"socket in its data folder: run it as the node's user on the node's machine.")
-	cfg := config.Default()
-	config.Flags(fs, &cfg)
+	fs, cfg := c.nodeFlagSet("console-url")
 	if _, code, done := c.parse(fs, args, 0); done {
 		return code
 	}
-	if err := config.Load(&cfg, fs, os.Getenv); err != nil {
-		return c.usageError(fs, err.Error())
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	res, err := admin.Call(ctx, admin.Path(cfg.DataDir), admin.Request{Op: "console-url"})
-	if err != nil {
-		fmt.Fprintf(c.stderr, "snapnode console-url: %v\n", err)
-		return exitFail
+	res, code, ok := c.callAdmin(fs, cfg, admin.Request{Op: "console-url"}, 30*time.Second)
+	if !ok {
+		return code
 	}
 	var login struct {
 		URL     string    `json:"url"`
@@ -160,12 +141,7 @@ func (c *cli) audit(args []string) int {
 		return exitUsage
 	}
 	sub := args[0]
-	fs := c.flagSet("audit "+sub, "[node settings]", map[string]string{
-		"verify": "Checks the audit log's hash chain in the node's database (or an export, with\n--file) and names the first entry edited, deleted, inserted or out of order.",
-		"export": "Writes the audit log as JSON lines (a header, then one entry per line with\nits hashes), for keeping elsewhere or checking with audit verify --file.",
-	}[sub])
-	cfg := config.Default()
-	config.Flags(fs, &cfg)
+	fs, cfg := c.nodeFlagSet("audit " + sub)
 	file := ""
 	var from int64
 	if sub == "verify" {
@@ -189,7 +165,7 @@ func (c *cli) audit(args []string) int {
 		}
 		return c.auditReport(audit.VerifyJSONL(r))
 	}
-	log, closeLog, code, ok := c.openAudit(fs, &cfg)
+	log, closeLog, code, ok := c.openAudit(fs, cfg)
 	if !ok {
 		return code
 	}

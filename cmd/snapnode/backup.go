@@ -15,14 +15,7 @@ import (
 // backupCommand is `snapnode backup --out DIR`: a copy of the node's state
 // (internal/backup) while it runs.
 func (c *cli) backupCommand(args []string) int {
-	fs := c.flagSet("backup", "--out DIR [node settings]",
-		"Copies the node's SQLite databases (consistent copies, made while the node runs),",
-		"its identity key file, its policy and configuration files and a manifest.json",
-		"(files, sizes, SHA-256, the node's address, the audit log's head) into DIR,",
-		"which must be empty or missing. Restoring is copying the files back: see the",
-		"operator's guide. A PostgreSQL database is copied with pg_dump instead.")
-	cfg := config.Default()
-	config.Flags(fs, &cfg)
+	fs, cfg := c.nodeFlagSet("backup")
 	out := fs.String("out", "", "write the backup into the empty or missing folder `DIR`")
 	if _, code, done := c.parse(fs, args, 0); done {
 		return code
@@ -30,12 +23,12 @@ func (c *cli) backupCommand(args []string) int {
 	if *out == "" {
 		return c.usageError(fs, "give the folder to write the backup into: --out DIR")
 	}
-	if err := config.Load(&cfg, fs, os.Getenv); err != nil {
+	if err := config.Load(cfg, fs, os.Getenv); err != nil {
 		return c.configError(fs, err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	m, err := backup.Run(ctx, cfg, *out, backup.Options{})
+	m, err := backup.Run(ctx, *cfg, *out, backup.Options{})
 	var msg string // the error without the package's prefix: the command names itself
 	if err != nil {
 		msg = strings.TrimPrefix(err.Error(), "backup: ")
@@ -56,8 +49,5 @@ func (c *cli) backupCommand(args []string) int {
 		fmt.Fprintf(c.stderr, "%s: %s\n", fs.Name(), msg)
 		return exitFail
 	}
-	if err := writeJSON(c.stdout, m); err != nil {
-		return c.ioError(fs.Name(), err)
-	}
-	return exitOK
+	return c.printJSON(fs.Name(), m)
 }

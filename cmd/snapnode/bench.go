@@ -17,14 +17,7 @@ import (
 
 // bench is `snapnode bench`: a load of simulated peers on a node.
 func (c *cli) bench(args []string) int {
-	fs := c.flagSet("bench", "--to ADDRESS --relay URL [--http URL] [--peers N] [--duration 30s] [--mix send=70,get=25,stream=5] [--pid PID | --data-dir DIR]",
-		"Drives a node with N simulated peers, each with an identity of its own, over",
-		"Nostr (through the relays) and, with --http, HTTP and WebSocket, the peers",
-		"taking the transports in turn. Each peer makes one request at a time, drawn",
-		"from the mix: message/send, tasks/get of a task it made, message/stream.",
-		"It prints the throughput, p50/p99/p999 latency by transport and request,",
-		"the errors by code, and, when the node runs on this machine (--pid, or",
-		"--data-dir to ask its admin socket), the node's CPU time and memory.")
+	fs := c.flagSet("bench")
 	var (
 		to, httpURL, via, mixFlag, dataDir, peerSeed string
 		relays                                       []string

@@ -37,25 +37,14 @@ func (c *cli) card(args []string) int {
 // cardSign reads an Agent Card, gives it the key's address when it has no
 // identity, signs it and prints the signed card document.
 func (c *cli) cardSign(args []string) int {
-	fs := c.flagSet("card sign", "[--key FILE] [--testnet] [--now UNIX] [FILE|-]",
-		"Reads an Agent Card from FILE or standard input; an absent or empty identity",
-		"becomes the key's address. Validates and signs it, and prints the signed",
-		"document {card,sig,publicKey,timestamp}. The key comes from --key, else from SNAPNODE_KEY.")
-	keyFile := fs.String("key", "", "read the secret key from `FILE` (mode 0600); default: $SNAPNODE_KEY")
-	testnet := fs.Bool("testnet", false, "fill identity with the key's testnet (tb1p…) address")
-	var now unixTime
-	fs.Var(&now, "now", "sign at `UNIX` seconds instead of the current time")
-	pos, code, done := c.parse(fs, args, 1)
-	if done {
-		return code
-	}
-	const prog = "snapnode card sign"
-	k, raw, code, ok := c.keyAndInput(fs, prog, *keyFile, pos)
+	fs := c.flagSet("card sign")
+	sg := signingFlags(fs, "identity", "sign at `UNIX` seconds instead of the current time")
+	k, raw, code, ok := c.keyAndInput(fs, sg, args)
 	if !ok {
 		return code
 	}
-	var err error
-	raw, err = snap.PrepareCard(raw, k.Address(network(*testnet)))
+	const prog = "snapnode card sign"
+	raw, err := snap.PrepareCard(raw, k.Address(network(sg.testnet)))
 	if err != nil {
 		return c.fail(prog, err)
 	}
@@ -63,14 +52,11 @@ func (c *cli) cardSign(args []string) int {
 	if err != nil {
 		return c.fail(prog, err)
 	}
-	signed, err := snap.SignCard(card, k, now.or(time.Now()))
+	signed, err := snap.SignCard(card, k, sg.now.or(time.Now()))
 	if err != nil {
 		return c.fail(prog, err)
 	}
-	if err := writeJSON(c.stdout, signed); err != nil {
-		return c.ioError(prog, err)
-	}
-	return exitOK
+	return c.printJSON(prog, signed)
 }
 
 // cardVerifyResult is what card verify prints for a valid document.
@@ -82,10 +68,7 @@ type cardVerifyResult struct {
 
 // cardVerify checks a signed card document with snap.VerifySignedCard.
 func (c *cli) cardVerify(args []string) int {
-	fs := c.flagSet("card verify", "[FILE|-]",
-		"Verifies a signed Agent Card document {card,sig,publicKey,timestamp} from FILE",
-		`or standard input. Prints {"ok":true,"identity":…,"name":…} and exits 0, or`,
-		`{"error":{"code":…,"message":…,"data":…}} and exits 1.`)
+	fs := c.flagSet("card verify")
 	pos, code, done := c.parse(fs, args, 1)
 	if done {
 		return code
@@ -99,8 +82,5 @@ func (c *cli) cardVerify(args []string) int {
 	if err != nil {
 		return c.fail(prog, err)
 	}
-	if err := writeJSON(c.stdout, cardVerifyResult{OK: true, Identity: card.Identity, Name: card.Name}); err != nil {
-		return c.ioError(prog, err)
-	}
-	return exitOK
+	return c.printJSON(prog, cardVerifyResult{OK: true, Identity: card.Identity, Name: card.Name})
 }

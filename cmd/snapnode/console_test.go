@@ -51,3 +51,18 @@ func TestConsoleURL(t *testing.T) {
 		}
 	}
 }
+
+// TestAdminCommandsConfigError: a setting that does not load is reported
+// alike by every command that calls the admin socket: one line naming the
+// setting, exit 2, no synopsis (it is not a mistake in the command line).
+func TestAdminCommandsConfigError(t *testing.T) {
+	t.Setenv("SNAPNODE_CONFIG", "")
+	wrongValue := writeFile(t, t.TempDir(), "value.toml", "log_level = \"loud\"\n", 0o600)
+	for _, args := range [][]string{{"console-url"}, {"held"}, {"approve", "t1"}, {"deny", "t1"}, {"rollback", "a1"}} {
+		r := runCLI(t, "", append(args, "--config", wrongValue)...)
+		want := "snapnode " + args[0] + ": config: log_level \"loud\": want debug, info, warn or error\n"
+		if r.code != exitUsage || r.stderr != want {
+			t.Errorf("%s with a bad setting: want exit 2 and stderr %q, got %s", args[0], want, r)
+		}
+	}
+}

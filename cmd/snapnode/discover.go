@@ -14,15 +14,7 @@ import (
 // discover is `snapnode discover --identity ADDR | --skill ID` on the
 // relays, or `snapnode discover --http URL` for a well-known card.
 func (c *cli) discover(args []string) int {
-	fs := c.flagSet("discover", "--identity ADDRESS | --skill ID [--relay URL]  or  --http URL [--identity ADDRESS]",
-		"Finds agent cards on the relays. A card counts only when its d tag, its identity",
-		"and the P2TR address of the event's key agree; impostor cards are reported on",
-		"standard error and dropped; the newest valid card of each agent wins. Prints one",
-		"JSON line per agent: {identity, pubkey, createdAt, card}.",
-		"With --http, fetches URL/.well-known/snap-agent.json and verifies it (the card is",
-		"valid, its signature over JCS(card)|timestamp verifies against publicKey, and",
-		"publicKey is the key of the card's identity, which must be --identity when given).",
-		"Prints {identity, publicKey, timestamp, sig, card}; an invalid card is an error object.")
+	fs := c.flagSet("discover")
 	id := fs.String("identity", "", "the agent's P2TR `ADDRESS`")
 	skill := fs.String("skill", "", "agents offering the skill `ID`")
 	httpURL := fs.String("http", "", "fetch the signed card served at the base `URL` (http(s)://host:port)")

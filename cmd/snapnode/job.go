@@ -66,10 +66,8 @@ func (c *cli) openJobStore(fs *flag.FlagSet, cfg *config.Config) (*agent.Store, 
 // jobCommand runs a job command that takes one job id: it parses the
 // flags (--format and the node's settings), opens the job store and calls
 // run with it.
-func (c *cli) jobCommand(name, use string, args []string, desc []string, run func(st *agent.Store, format, id string) int) int {
-	fs := c.flagSet("job "+name, use, desc...)
-	cfg := config.Default()
-	config.Flags(fs, &cfg)
+func (c *cli) jobCommand(name string, args []string, run func(st *agent.Store, format, id string) int) int {
+	fs, cfg := c.nodeFlagSet("job " + name)
 	format := fs.String("format", "json", "print `json` or text")
 	pos, code, done := c.parse(fs, args, 1)
 	if done {
@@ -81,7 +79,7 @@ func (c *cli) jobCommand(name, use string, args []string, desc []string, run fun
 	if *format != "json" && *format != "text" {
 		return c.usageError(fs, fmt.Sprintf("--format: want json or text, got %q", *format))
 	}
-	st, closeDB, code, ok := c.openJobStore(fs, &cfg)
+	st, closeDB, code, ok := c.openJobStore(fs, cfg)
 	if !ok {
 		return code
 	}
@@ -90,11 +88,7 @@ func (c *cli) jobCommand(name, use string, args []string, desc []string, run fun
 }
 
 func (c *cli) jobList(args []string) int {
-	fs := c.flagSet("job list", "[--status STATUS]… [node settings]",
-		"Lists the agent's jobs in the node's database, oldest first: one JSON line",
-		"each with the job's manifest (status, phase, metrics).")
-	cfg := config.Default()
-	config.Flags(fs, &cfg)
+	fs, cfg := c.nodeFlagSet("job list")
 	var statuses []agent.Status
 	fs.Func("status", "only jobs in `STATUS` (PENDING, RUNNING, SUCCESS, …; repeatable)", func(v string) error {
 		for _, s := range agent.Statuses() {
@@ -108,7 +102,7 @@ func (c *cli) jobList(args []string) int {
 	if _, code, done := c.parse(fs, args, 0); done {
 		return code
 	}
-	st, closeDB, code, ok := c.openJobStore(fs, &cfg)
+	st, closeDB, code, ok := c.openJobStore(fs, cfg)
 	if !ok {
 		return code
 	}
@@ -125,10 +119,7 @@ func (c *cli) jobList(args []string) int {
 }
 
 func (c *cli) jobShow(args []string) int {
-	return c.jobCommand("show", "[--format json|text] [node settings] ID", args, []string{
-		"Prints the job manifest of a task the agent works on: status, current phase,",
-		"metrics (cost in cents, seconds, steps, tokens) and a line per interaction."},
-		func(st *agent.Store, format, id string) int { return c.printManifest(st, format, id) })
+	return c.jobCommand("show", args, c.printManifest)
 }
 
 func (c *cli) printManifest(st *agent.Store, format, id string) int {
@@ -164,11 +155,7 @@ func (c *cli) printManifest(st *agent.Store, format, id string) int {
 }
 
 func (c *cli) jobHistory(args []string) int {
-	return c.jobCommand("history", "[--format json|text] [node settings] ID", args, []string{
-		"Prints the job history (jobHistory.json): every model call with the exact",
-		"messages sent, the answer as received, what the host did with it and what it",
-		"fed back, and the recovery points."},
-		func(st *agent.Store, format, id string) int { return c.printHistory(st, format, id) })
+	return c.jobCommand("history", args, c.printHistory)
 }
 
 func (c *cli) printHistory(st *agent.Store, format, id string) int {
@@ -196,12 +183,7 @@ func (c *cli) printHistory(st *agent.Store, format, id string) int {
 }
 
 func (c *cli) jobReplay(args []string) int {
-	fs := c.flagSet("job replay", "[node settings] ID | --file HISTORY.json",
-		"Re-validates a job's history: every stored answer parses again to what was",
-		"recorded, every state transition is one the runtime makes, sequences and times",
-		"are in order. Exits 0 when it is consistent, 1 at the first inconsistency.")
-	cfg := config.Default()
-	config.Flags(fs, &cfg)
+	fs, cfg := c.nodeFlagSet("job replay")
 	file := fs.String("file", "", "replay the history in `FILE` (as job history printed it) instead of the database's")
 	pos, code, done := c.parse(fs, args, 1)
 	if done {
@@ -220,7 +202,7 @@ func (c *cli) jobReplay(args []string) int {
 			return exitFail
 		}
 	case *file == "" && len(pos) == 1:
-		st, closeDB, code, ok := c.openJobStore(fs, &cfg)
+		st, closeDB, code, ok := c.openJobStore(fs, cfg)
 		if !ok {
 			return code
 		}
@@ -262,12 +244,7 @@ func firstLine(s string) string {
 // jobResume is `snapnode job resume --from CHECKPOINT ID`: the running
 // node restarts the job from one of its recovery points.
 func (c *cli) jobResume(args []string) int {
-	fs := c.flagSet("job resume", "--from CHECKPOINT [--data-dir DIR] ID",
-		"Restarts an agent job that waits for a human from one of its recovery points",
-		"(snapnode job history lists them under recovery_points): the running node undoes,",
-		"through the executor's rollback, every change the job made after that point,",
-		"and queues the job again in the checkpoint's phase. It talks to the node through",
-		"the admin socket in its data folder: run it as the node's user on the node's machine.")
+	fs := c.flagSet("job resume")
 	cfg := config.Default()
 	config.Flags(fs, &cfg)
 	from := fs.String("from", "", "the `CHECKPOINT` id to restart from")

@@ -14,10 +14,7 @@ import (
 //	key=<file>           (with --out)
 //	secret=<64 hex>      (without --out)
 func (c *cli) keygen(args []string) int {
-	fs := c.flagSet("keygen", "[--out FILE] [--testnet] [--mnemonic]",
-		"Makes a new identity key and prints its address and Nostr public key.",
-		"With --out the secret is saved to FILE (mode 0600, never overwritten);",
-		"without it the secret is printed as secret=<hex>.")
+	fs := c.flagSet("keygen")
 	out := fs.String("out", "", "save the secret to `FILE` (created with mode 0600; an existing file is never overwritten)")
 	testnet := fs.Bool("testnet", false, "print the testnet (tb1p…) address, and derive along coin type 1 with --mnemonic")
 	mnemonic := fs.Bool("mnemonic", false, "derive the key from a new 24-word BIP-39 mnemonic (BIP-86, index 0), printed once on stderr")

@@ -8,6 +8,7 @@
 package main
 
 import (
+	"embed"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -20,6 +21,7 @@ import (
 	"time"
 
 	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/suggest"
 	"github.com/snapnode/snapnode/snap"
 )
@@ -148,9 +150,32 @@ func (c *cli) help(args []string) int {
 	return cmd.run(quiet, append(args[1:len(args):len(args)], "-h"))
 }
 
-// flagSet returns a FlagSet for "snapnode <name>" that reports to stderr
-// with the usage line use.
-func (c *cli) flagSet(name, use string, desc ...string) *flag.FlagSet {
+// helpFiles holds the help of each command that takes flags: help/NAME.txt
+// (spaces in NAME as dashes) has the synopsis, what follows "usage:
+// snapnode NAME", on its first line and the description on the others.
+//
+//go:embed help/*.txt
+var helpFiles embed.FS
+
+// commandHelp returns the synopsis and the description lines of "snapnode
+// name". Every command has a help file (TestHelpFiles): a missing one is a
+// mistake in this program, not in its input.
+func commandHelp(name string) (use string, desc []string) {
+	b, err := helpFiles.ReadFile("help/" + strings.ReplaceAll(name, " ", "-") + ".txt")
+	if err != nil {
+		panic(fmt.Sprintf("snapnode %s has no help file: %v", name, err))
+	}
+	use, rest, _ := strings.Cut(string(b), "\n")
+	if rest = strings.TrimSuffix(rest, "\n"); rest != "" {
+		desc = strings.Split(rest, "\n")
+	}
+	return use, desc
+}
+
+// flagSet returns a FlagSet for "snapnode <name>" that reports to stderr,
+// with the usage of help/NAME.txt (commandHelp).
+func (c *cli) flagSet(name string) *flag.FlagSet {
+	use, desc := commandHelp(name)
 	fs := flag.NewFlagSet("snapnode "+name, flag.ContinueOnError)
 	fs.SetOutput(c.stderr)
 	if c.synopses == nil {
@@ -159,7 +184,7 @@ func (c *cli) flagSet(name, use string, desc ...string) *flag.FlagSet {
 	c.synopses[fs] = fmt.Sprintf("usage: snapnode %s %s", name, use)
 	fs.Usage = func() {
 		w := fs.Output()
-		fmt.Fprintf(w, "usage: snapnode %s %s\n", name, use)
+		fmt.Fprintln(w, c.synopses[fs])
 		for _, d := range desc {
 			fmt.Fprintln(w, d)
 		}
@@ -167,6 +192,17 @@ func (c *cli) flagSet(name, use string, desc ...string) *flag.FlagSet {
 		fs.PrintDefaults()
 	}
 	return fs
+}
+
+// nodeFlagSet is flagSet for a command that reads the node's settings:
+// the settings' flags (--config, --data-dir, …) are declared on it and
+// fill the returned configuration, which starts as the defaults;
+// config.Load then layers the environment and the TOML file under them.
+func (c *cli) nodeFlagSet(name string) (*flag.FlagSet, *config.Config) {
+	fs := c.flagSet(name)
+	cfg := config.Default()
+	config.Flags(fs, &cfg)
+	return fs, &cfg
 }
 
 // parse parses args with fs, allowing flags after positional arguments, and
@@ -272,18 +308,42 @@ func (c *cli) readInput(pos []string) ([]byte, error) {
 	return b, nil
 }
 
-// keyAndInput loads the signing key (--key FILE, else SNAPNODE_KEY) and
-// reads the input; when ok is false, code is the exit code to return.
-func (c *cli) keyAndInput(fs *flag.FlagSet, prog, keyFile string, pos []string) (k *identity.Key, raw []byte, code int, ok bool) {
-	k, err := loadKey(keyFile)
+// signing holds the flags of a command that signs its input (sign, card
+// sign): the key file, the network of the address it fills in and the
+// signing time.
+type signing struct {
+	keyFile string
+	testnet bool
+	now     unixTime
+}
+
+// signingFlags declares --key, --testnet (which fills field with the
+// testnet address) and --now (described by nowUse) on fs.
+func signingFlags(fs *flag.FlagSet, field, nowUse string) *signing {
+	s := new(signing)
+	fs.StringVar(&s.keyFile, "key", "", "read the secret key from `FILE` (mode 0600); default: $SNAPNODE_KEY")
+	fs.BoolVar(&s.testnet, "testnet", false, "fill "+field+" with the key's testnet (tb1p…) address")
+	fs.Var(&s.now, "now", nowUse)
+	return s
+}
+
+// keyAndInput parses args (at most one: the input file, else stdin),
+// loads the signing key (--key FILE, else SNAPNODE_KEY) and reads the
+// input; when ok is false, code is the exit code to return.
+func (c *cli) keyAndInput(fs *flag.FlagSet, s *signing, args []string) (k *identity.Key, raw []byte, code int, ok bool) {
+	pos, code, done := c.parse(fs, args, 1)
+	if done {
+		return nil, nil, code, false
+	}
+	k, err := loadKey(s.keyFile)
 	if errors.Is(err, identity.ErrNoKey) {
 		return nil, nil, c.configError(fs, err), false
 	}
 	if err != nil {
-		return nil, nil, c.ioError(prog, err), false
+		return nil, nil, c.ioError(fs.Name(), err), false
 	}
 	if raw, err = c.readInput(pos); err != nil {
-		return nil, nil, c.ioError(prog, err), false
+		return nil, nil, c.ioError(fs.Name(), err), false
 	}
 	return k, raw, 0, true
 }
@@ -330,6 +390,15 @@ func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
+}
+
+// printJSON prints v on stdout as one line of JSON (writeJSON) and
+// returns 0, or reports why it could not (ioError).
+func (c *cli) printJSON(prog string, v any) int {
+	if err := writeJSON(c.stdout, v); err != nil {
+		return c.ioError(prog, err)
+	}
+	return exitOK
 }
 
 // errorBody is the {"error":{…}} object printed for a SNAP error; data is

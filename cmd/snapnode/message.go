@@ -13,26 +13,14 @@ import (
 // fields with snap.Prepare, checks it with snap.Parse, signs it and prints
 // the signed message as one line of JSON.
 func (c *cli) sign(args []string) int {
-	fs := c.flagSet("sign", "[--key FILE] [--testnet] [--now UNIX] [FILE|-]",
-		"Reads a SNAP message (a JSON object) from FILE or standard input, fills in the",
-		"absent fields (version 0.1, from = the key's address, id = a new UUID, type",
-		"request, timestamp = now), validates it, signs it and prints the signed message.",
-		"The key comes from --key, else from "+"SNAPNODE_KEY.")
-	keyFile := fs.String("key", "", "read the secret key from `FILE` (mode 0600); default: $SNAPNODE_KEY")
-	testnet := fs.Bool("testnet", false, "fill from with the key's testnet (tb1p…) address")
-	var now unixTime
-	fs.Var(&now, "now", "use `UNIX` seconds as the timestamp when the message has none (default: the current time)")
-	pos, code, done := c.parse(fs, args, 1)
-	if done {
-		return code
-	}
-	const prog = "snapnode sign"
-	k, raw, code, ok := c.keyAndInput(fs, prog, *keyFile, pos)
+	fs := c.flagSet("sign")
+	sg := signingFlags(fs, "from", "use `UNIX` seconds as the timestamp when the message has none (default: the current time)")
+	k, raw, code, ok := c.keyAndInput(fs, sg, args)
 	if !ok {
 		return code
 	}
-	var err error
-	raw, err = snap.Prepare(raw, k.Address(network(*testnet)), now.or(time.Now()))
+	const prog = "snapnode sign"
+	raw, err := snap.Prepare(raw, k.Address(network(sg.testnet)), sg.now.or(time.Now()))
 	if err != nil {
 		return c.fail(prog, err)
 	}
@@ -63,11 +51,7 @@ type verifyResult struct {
 // verify validates one SNAP message with a stateless snap.Validator (no
 // replay store, no recipient) and prints the result.
 func (c *cli) verify(args []string) int {
-	fs := c.flagSet("verify", "[--now UNIX] [--drift SECONDS] [FILE|-]",
-		"Validates a SNAP message from FILE or standard input: syntax, fields, version,",
-		"addresses, timestamp and signature (no replay or recipient check). Prints",
-		`{"ok":true,"from":…,"signed":…} and exits 0, or {"error":{"code":…,"message":…,"data":…}}`,
-		"and exits 1.")
+	fs := c.flagSet("verify")
 	var now unixTime
 	fs.Var(&now, "now", "check the timestamp against `UNIX` seconds instead of the current time")
 	drift := fs.Int64("drift", int64(snap.DefaultMaxDrift/time.Second), "accept timestamps at most `SECONDS` from the clock")
@@ -97,8 +81,5 @@ func (c *cli) verify(args []string) int {
 	if err != nil {
 		return c.fail(prog, err)
 	}
-	if err := writeJSON(c.stdout, verifyResult{OK: true, From: v.From, Signed: v.Signed}); err != nil {
-		return c.ioError(prog, err)
-	}
-	return exitOK
+	return c.printJSON(prog, verifyResult{OK: true, From: v.From, Signed: v.Signed})
 }

@@ -101,12 +101,7 @@ func printTask(c *cli, t *tasks.Task, full bool, events []tasks.Event) error {
 
 // taskList is `snapnode task list`: the tasks in the node's database.
 func (c *cli) taskList(args []string) int {
-	fs := c.flagSet("task list", "[--state STATE]… [--from ADDRESS] [--limit N] [node settings]",
-		"Lists the tasks in the node's database (one JSON line each: owner, version,",
-		"createdAt and the task without its history), oldest first. For operators: it",
-		"reads the database directly and checks no ownership.")
-	cfg := config.Default()
-	config.Flags(fs, &cfg)
+	fs, cfg := c.nodeFlagSet("task list")
 	var states []tasks.State
 	fs.Func("state", "only tasks in `STATE` (repeatable)", func(v string) error {
 		if !tasks.State(v).Valid() {
@@ -121,7 +116,7 @@ func (c *cli) taskList(args []string) int {
 	if done {
 		return code
 	}
-	st, closeStore, code, ok := c.openTaskStore(fs, &cfg)
+	st, closeStore, code, ok := c.openTaskStore(fs, cfg)
 	if !ok {
 		return code
 	}
@@ -141,11 +136,7 @@ func (c *cli) taskList(args []string) int {
 // taskShow is `snapnode task show ID`: one task with its history,
 // artifacts and events.
 func (c *cli) taskShow(args []string) int {
-	fs := c.flagSet("task show", "[node settings] ID",
-		"Prints one task of the node's database with its history, artifacts and",
-		"events (each status change and artifact, at the task version it made).")
-	cfg := config.Default()
-	config.Flags(fs, &cfg)
+	fs, cfg := c.nodeFlagSet("task show")
 	pos, code, done := c.parse(fs, args, 1)
 	if done {
 		return code
@@ -153,7 +144,7 @@ func (c *cli) taskShow(args []string) int {
 	if len(pos) != 1 {
 		return c.usageError(fs, "give the task ID")
 	}
-	st, closeStore, code, ok := c.openTaskStore(fs, &cfg)
+	st, closeStore, code, ok := c.openTaskStore(fs, cfg)
 	if !ok {
 		return code
 	}

@@ -25,14 +25,7 @@ func (c *cli) policyCommand(args []string) int {
 		fmt.Fprintln(c.stderr, "usage: snapnode policy check --from ADDRESS [--as-operator] [node settings] FILE|-")
 		return exitUsage
 	}
-	fs := c.flagSet("policy check", "--from ADDRESS [--as-operator] [--policy FILE] [node settings] FILE|-",
-		"Judges a proposal (or action descriptor) offline, as the node would judge it from",
-		"ADDRESS: validation, the derived descriptor, the host rules, then the policy of the",
-		"node's settings (--policy, else the built-in default). Explains each step and the",
-		"decision. Nothing is run or recorded. Exit status: 0 promote, 3 needs confirmation,",
-		"4 refused (invalid or denied), 1 error, 2 usage.")
-	cfg := config.Default()
-	config.Flags(fs, &cfg)
+	fs, cfg := c.nodeFlagSet("policy check")
 	from := fs.String("from", "", "the proposer's P2TR `ADDRESS` (required)")
 	asOperator := fs.Bool("as-operator", false, "judge the proposer as an operator (default: whether --from is one of the node's --operator identities)")
 	pos, code, done := c.parse(fs, args[1:], 1)
@@ -48,7 +41,7 @@ func (c *cli) policyCommand(args []string) int {
 	if len(pos) != 1 {
 		return c.usageError(fs, "give the proposal FILE, or - for standard input")
 	}
-	if err := config.Load(&cfg, fs, os.Getenv); err != nil {
+	if err := config.Load(cfg, fs, os.Getenv); err != nil {
 		return c.configError(fs, err)
 	}
 	data, err := c.readInput(pos)

@@ -14,8 +14,7 @@ import (
 
 // relay runs the embedded Nostr relay alone until SIGINT or SIGTERM.
 func (c *cli) relay(args []string) int {
-	fs := c.flagSet("relay", "[--listen ADDR] [--db FILE]",
-		"Run the embedded Nostr relay (NIP-01, NIP-11, NIP-40) until SIGINT or SIGTERM.")
+	fs := c.flagSet("relay")
 	listen := fs.String("listen", "127.0.0.1:7447", "`address` to listen on (host:port)")
 	db := fs.String("db", "./snapnode-relay.db", "SQLite database `file` (\":memory:\" keeps events in memory)")
 	if _, code, done := c.parse(fs, args, 0); done {

@@ -17,11 +17,7 @@ import (
 
 // runNode is `snapnode run`: the daemon.
 func (c *cli) runNode(args []string) int {
-	fs := c.flagSet("run", "[flags]",
-		"Runs the node: with no configuration it creates its data folder and identity,",
-		"starts the embedded relay on 127.0.0.1:7447, publishes its agent card and answers",
-		"SNAP requests until SIGINT or SIGTERM; SIGHUP reloads the settings. Settings: flags,",
-		"then SNAPNODE_* variables, then the TOML file of --config, then defaults.")
+	fs := c.flagSet("run")
 	flagged := config.Default()
 	config.Flags(fs, &flagged)
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to `FILE` (for go tool pprof)")

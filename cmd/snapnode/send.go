@@ -45,10 +45,7 @@ func (cf *clientFlags) define(fs *flag.FlagSet, timeout time.Duration) {
 
 // send is `snapnode send`: message/send with a text or data part.
 func (c *cli) send(args []string) int {
-	fs := c.flagSet("send", "--to ADDRESS [--relay URL | --http URL] [--key FILE] [--persist] [--task ID] [--data FILE] [TEXT…]",
-		"Sends a message/send request to an agent over Nostr (or HTTP with --http) and",
-		"prints its verified response. Exit status: 0 a result, 1 a SNAP error response,",
-		"2 usage, 3 no valid response in time.")
+	fs := c.flagSet("send")
 	var cf clientFlags
 	cf.define(fs, 30*time.Second)
 	taskID := fs.String("task", "", "continue the task `ID` instead of starting one")
@@ -117,8 +114,7 @@ func (c *cli) task(args []string) int {
 		return exitUsage
 	}
 	sub := args[0]
-	fs := c.flagSet("task "+sub, "--to ADDRESS [--relay URL | --http URL] [--key FILE] [--history N] ID",
-		"Asks an agent for one of your tasks (tasks/get) or cancels it (tasks/cancel).")
+	fs := c.flagSet("task " + sub)
 	var cf clientFlags
 	cf.define(fs, 30*time.Second)
 	history := -1

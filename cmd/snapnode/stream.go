@@ -17,12 +17,7 @@ import (
 // stream is `snapnode stream`: message/stream (or tasks/resubscribe) with
 // the events printed as they come, then the final response.
 func (c *cli) stream(args []string) int {
-	fs := c.flagSet("stream", "--to ADDRESS [--relay URL | --http URL] [--key FILE] [--task ID [--resubscribe [--after VERSION]]] [--data FILE] [TEXT…]",
-		"Sends message/stream (or, with --resubscribe, tasks/resubscribe for --task) to an",
-		"agent over Nostr, or over HTTP with --http (SSE; a ws:// URL uses WebSocket), and",
-		"prints each verified event as it comes: a progress line on a terminal, one JSON line",
-		"per event otherwise. The final response is printed last as one JSON line. Exit",
-		"status: 0 a result, 1 a SNAP error response, 2 usage, 3 no valid response in time.")
+	fs := c.flagSet("stream")
 	var cf clientFlags
 	cf.define(fs, 10*time.Minute)
 	taskID := fs.String("task", "", "continue the task `ID` (with --resubscribe: follow it)")

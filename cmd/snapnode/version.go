@@ -10,7 +10,7 @@ import (
 // checkout), the commit and whether the tree had changes, when the build
 // recorded them, and the Go version.
 func (c *cli) version(args []string) int {
-	fs := c.flagSet("version", "", "Prints the version, the commit and the Go version of this binary.")
+	fs := c.flagSet("version")
 	if _, code, done := c.parse(fs, args, 0); done {
 		return code
 	}

@@ -190,9 +190,6 @@ const MaxBatch = 1000
 // entries were not taken yet; once taken, it waits for the outcome, which
 // no longer depends on its context.
 func (l *Log) AppendBatch(ctx context.Context, es []Entry) ([]Entry, error) {
-	if l.closed.Load() {
-		return nil, ErrClosed
-	}
 	checked, err := l.checkBatch(es)
 	if err != nil || len(checked) == 0 {
 		return nil, err
@@ -224,9 +221,6 @@ func (l *Log) AppendBatch(ctx context.Context, es []Entry) ([]Entry, error) {
 // does not join the Log's combined appends, but is ordered with them by
 // that lock (on SQLite, by the single writer).
 func (l *Log) AppendTx(ctx context.Context, tx *sql.Tx, es []Entry) ([]Entry, error) {
-	if l.closed.Load() {
-		return nil, ErrClosed
-	}
 	checked, err := l.checkBatch(es)
 	if err != nil || len(checked) == 0 {
 		return nil, err
@@ -242,10 +236,13 @@ func (l *Log) AppendTx(ctx context.Context, tx *sql.Tx, es []Entry) ([]Entry, er
 	return out, nil
 }
 
-// checkBatch validates es for AppendBatch and AppendTx: at most MaxBatch
-// entries, each valid (StepPruned is the log's own), and returns them
-// with Detail in its minimal form.
+// checkBatch validates es for AppendBatch and AppendTx: the Log is open
+// (else ErrClosed), at most MaxBatch entries, each valid (StepPruned is
+// the log's own), and returns them with Detail in its minimal form.
 func (l *Log) checkBatch(es []Entry) ([]Entry, error) {
+	if l.closed.Load() {
+		return nil, ErrClosed
+	}
 	if len(es) > MaxBatch {
 		return nil, fmt.Errorf("audit: append: %d entries in one batch, at most %d", len(es), MaxBatch)
 	}

@@ -40,6 +40,20 @@ func decodeStrict(data []byte) (any, *Error) {
 	}
 }
 
+// decodeObject is decodeStrict for an input that must be one JSON object
+// (a proposal, a descriptor): anything else is ErrValidation, rule type.
+func decodeObject(data []byte) (map[string]any, error) {
+	v, derr := decodeStrict(data)
+	if derr != nil {
+		return nil, derr
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return nil, validation("", "type", "The input must be a JSON object.")
+	}
+	return obj, nil
+}
+
 func pointerOf(err error) string {
 	var syn *jsontext.SyntacticError
 	if errors.As(err, &syn) {

@@ -353,7 +353,7 @@ func Describe(p *Proposal, d Defaults) *Descriptor {
 		fx.Create, fx.Modify = []string{a.Destination}, []string{a.Destination}
 		exist = append([]string{a.Source}, parentIfNotRoot(a.Destination)...)
 	}
-	desc.Preconditions.PathsExist = dedupe(exist)
+	desc.Preconditions.PathsExist = Dedupe(exist)
 	if len(fx.Create)+len(fx.Modify)+len(fx.Delete) > 0 {
 		desc.Rollback.RollbackType = RollbackSnapshot
 		desc.Confirmation.CooldownOnRepeat = true
@@ -427,7 +427,9 @@ func parentIfNotRoot(p string) []string {
 	return nil
 }
 
-func dedupe(s []string) []string {
+// Dedupe returns s without its repeats, each value where it first stands
+// (the order a descriptor lists paths and messages in is kept).
+func Dedupe(s []string) []string {
 	var out []string
 	for _, v := range s {
 		if !slices.Contains(out, v) {
@@ -484,12 +486,12 @@ func Compose(children []*Descriptor, d Defaults) (*Descriptor, error) {
 		if ch.RiskLevel.rank() > c.RiskLevel.rank() {
 			c.RiskLevel = ch.RiskLevel
 		}
-		c.Scope.Filesystem.Paths = dedupe(append(c.Scope.Filesystem.Paths, ch.Scope.Filesystem.Paths...))
+		c.Scope.Filesystem.Paths = Dedupe(append(c.Scope.Filesystem.Paths, ch.Scope.Filesystem.Paths...))
 		c.Scope.Filesystem.Recursive = c.Scope.Filesystem.Recursive || ch.Scope.Filesystem.Recursive
 		fx, cfx := &c.Effects.Filesystem, ch.Effects.Filesystem
-		fx.Create = dedupe(append(fx.Create, cfx.Create...))
-		fx.Modify = dedupe(append(fx.Modify, cfx.Modify...))
-		fx.Delete = dedupe(append(fx.Delete, cfx.Delete...))
+		fx.Create = Dedupe(append(fx.Create, cfx.Create...))
+		fx.Modify = Dedupe(append(fx.Modify, cfx.Modify...))
+		fx.Delete = Dedupe(append(fx.Delete, cfx.Delete...))
 		c.Confirmation.Required = c.Confirmation.Required || ch.Confirmation.Required
 		c.Confirmation.CooldownOnRepeat = c.Confirmation.CooldownOnRepeat || ch.Confirmation.CooldownOnRepeat
 		if ch.Confirmation.Reason != "" {

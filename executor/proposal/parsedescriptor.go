@@ -77,13 +77,9 @@ const (
 // paths stay under /sandbox/, a descriptor runs once, and no field beyond
 // the schema's is accepted anywhere.
 func ParseDescriptor(data []byte) (*Descriptor, error) {
-	v, derr := decodeStrict(data)
-	if derr != nil {
-		return nil, derr
-	}
-	obj, ok := v.(map[string]any)
-	if !ok {
-		return nil, validation("", "type", "The input must be a JSON object.")
+	obj, err := decodeObject(data)
+	if err != nil {
+		return nil, err
 	}
 	if err := walkDescriptor(obj, checkDescriptorVersion); err != nil {
 		return nil, err

@@ -87,13 +87,9 @@ var semver = regexp.MustCompile(`^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9
 //  4. the proposal schema, schemas/proposal.v1.json (ErrValidation naming
 //     the first failing field as a JSON pointer, and the keyword).
 func Parse(data []byte) (*Proposal, error) {
-	v, derr := decodeStrict(data)
-	if derr != nil {
-		return nil, derr
-	}
-	obj, ok := v.(map[string]any)
-	if !ok {
-		return nil, validation("", "type", "The input must be a JSON object.")
+	obj, err := decodeObject(data)
+	if err != nil {
+		return nil, err
 	}
 	if err := checkVersion(obj, "", "schema_version", semver, SupportedProposalVersions, msgProposalVersion); err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -42,21 +43,11 @@ func (l Limits) withDefaults() (Limits, error) {
 	if l.MaxFileSize < 0 || l.MaxTotalBytes < 0 || l.MaxEntries < 0 || l.MaxChanges < 0 || l.MaxDuration < 0 {
 		return Limits{}, fmt.Errorf("sandbox: negative limit in %+v", l)
 	}
-	if l.MaxFileSize == 0 {
-		l.MaxFileSize = d.MaxFileSize
-	}
-	if l.MaxTotalBytes == 0 {
-		l.MaxTotalBytes = d.MaxTotalBytes
-	}
-	if l.MaxEntries == 0 {
-		l.MaxEntries = d.MaxEntries
-	}
-	if l.MaxChanges == 0 {
-		l.MaxChanges = d.MaxChanges
-	}
-	if l.MaxDuration == 0 {
-		l.MaxDuration = d.MaxDuration
-	}
+	l.MaxFileSize = cmp.Or(l.MaxFileSize, d.MaxFileSize)
+	l.MaxTotalBytes = cmp.Or(l.MaxTotalBytes, d.MaxTotalBytes)
+	l.MaxEntries = cmp.Or(l.MaxEntries, d.MaxEntries)
+	l.MaxChanges = cmp.Or(l.MaxChanges, d.MaxChanges)
+	l.MaxDuration = cmp.Or(l.MaxDuration, d.MaxDuration)
 	return l, nil
 }
 

@@ -337,6 +337,28 @@ func (o *overlay) fileAt(rel string) (*entry, error) {
 	return nil, opErr("stage", rel, ErrNotRegular)
 }
 
+// child returns the entry of rel, whose parent must be a directory after
+// the changes so far.
+func (o *overlay) child(rel string) (*entry, error) {
+	if err := o.parentDir(rel); err != nil {
+		return nil, err
+	}
+	return o.get(rel)
+}
+
+// vacant returns the entry of rel, which a create (mkdir, rename target)
+// needs absent, in a directory, after the changes so far.
+func (o *overlay) vacant(rel string) (*entry, error) {
+	e, err := o.child(rel)
+	if err != nil {
+		return nil, err
+	}
+	if e.post.Kind != KindAbsent {
+		return nil, opErr("stage", rel, ErrExists)
+	}
+	return e, nil
+}
+
 func (o *overlay) apply(c Change) error {
 	if err := alive(o.ctx); err != nil {
 		return err
@@ -355,10 +377,7 @@ func (o *overlay) apply(c Change) error {
 				return err
 			}
 		}
-		if err := o.parentDir(rel); err != nil {
-			return err
-		}
-		e, err := o.get(rel)
+		e, err := o.child(rel)
 		if err != nil {
 			return err
 		}
@@ -375,15 +394,9 @@ func (o *overlay) apply(c Change) error {
 		if err != nil {
 			return err
 		}
-		if err := o.parentDir(rel); err != nil {
-			return err
-		}
-		e, err := o.get(rel)
+		e, err := o.vacant(rel)
 		if err != nil {
 			return err
-		}
-		if e.post.Kind != KindAbsent {
-			return opErr("stage", rel, ErrExists)
 		}
 		e.post = Image{Kind: KindDir, Mode: DirMode}
 	case Delete:
@@ -409,15 +422,9 @@ func (o *overlay) apply(c Change) error {
 		if err != nil {
 			return err
 		}
-		if err := o.parentDir(to); err != nil {
-			return err
-		}
-		dst, err := o.get(to)
+		dst, err := o.vacant(to)
 		if err != nil {
 			return err
-		}
-		if dst.post.Kind != KindAbsent {
-			return opErr("stage", to, ErrExists)
 		}
 		dst.post = src.post
 		src.post = Image{Kind: KindAbsent}

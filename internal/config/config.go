@@ -475,7 +475,7 @@ func listSetting(flagName, env, usage string, field func(*Config) *[]string) set
 		func(fs *flag.FlagSet, c *Config, name, usage string) {
 			fs.Func(name, usage, func(v string) error { *field(c) = append(*field(c), v); return nil })
 		},
-		func(c *Config, v string) error { *field(c) = splitList(v); return nil },
+		func(c *Config, v string) error { *field(c) = splitTrimmed(v, ","); return nil },
 		field}
 }
 
@@ -484,37 +484,39 @@ func listSetting(flagName, env, usage string, field func(*Config) *[]string) set
 // as regular expressions).
 func linesSetting(env, usage string, field func(*Config) *[]string) setting {
 	return setting{"", env, usage, nil,
-		func(c *Config, v string) error { *field(c) = splitLines(v); return nil }, nil}
+		func(c *Config, v string) error { *field(c) = splitTrimmed(v, "\n"); return nil }, nil}
+}
+
+// typedSetting is a setting of a field of type T: define declares its
+// flag (a flag.FlagSet method such as IntVar), parse reads the text of
+// its environment variable.
+func typedSetting[T any](flagName, env, usage string, field func(*Config) *T,
+	define func(fs *flag.FlagSet, p *T, name string, value T, usage string), parse func(string) (T, error)) setting {
+	return setting{flagName, env, usage,
+		func(fs *flag.FlagSet, c *Config, name, usage string) { define(fs, field(c), name, *field(c), usage) },
+		func(c *Config, v string) (err error) { *field(c), err = parse(v); return err }, nil}
 }
 
 func stringSetting(flagName, env, usage string, field func(*Config) *string) setting {
-	return setting{flagName, env, usage,
-		func(fs *flag.FlagSet, c *Config, name, usage string) { fs.StringVar(field(c), name, *field(c), usage) },
-		func(c *Config, v string) error { *field(c) = v; return nil }, nil}
+	return typedSetting(flagName, env, usage, field, (*flag.FlagSet).StringVar, func(v string) (string, error) { return v, nil })
 }
 
 func intSetting(flagName, env, usage string, field func(*Config) *int) setting {
-	return setting{flagName, env, usage,
-		func(fs *flag.FlagSet, c *Config, name, usage string) { fs.IntVar(field(c), name, *field(c), usage) },
-		func(c *Config, v string) (err error) { *field(c), err = strconv.Atoi(v); return err }, nil}
+	return typedSetting(flagName, env, usage, field, (*flag.FlagSet).IntVar, strconv.Atoi)
 }
 
 func int64Setting(flagName, env, usage string, field func(*Config) *int64) setting {
-	return setting{flagName, env, usage,
-		func(fs *flag.FlagSet, c *Config, name, usage string) { fs.Int64Var(field(c), name, *field(c), usage) },
-		func(c *Config, v string) (err error) { *field(c), err = strconv.ParseInt(v, 10, 64); return err }, nil}
+	return typedSetting(flagName, env, usage, field, (*flag.FlagSet).Int64Var,
+		func(v string) (int64, error) { return strconv.ParseInt(v, 10, 64) })
 }
 
 func floatSetting(flagName, env, usage string, field func(*Config) *float64) setting {
-	return setting{flagName, env, usage,
-		func(fs *flag.FlagSet, c *Config, name, usage string) { fs.Float64Var(field(c), name, *field(c), usage) },
-		func(c *Config, v string) (err error) { *field(c), err = strconv.ParseFloat(v, 64); return err }, nil}
+	return typedSetting(flagName, env, usage, field, (*flag.FlagSet).Float64Var,
+		func(v string) (float64, error) { return strconv.ParseFloat(v, 64) })
 }
 
 func boolSetting(flagName, env, usage string, field func(*Config) *bool) setting {
-	return setting{flagName, env, usage,
-		func(fs *flag.FlagSet, c *Config, name, usage string) { fs.BoolVar(field(c), name, *field(c), usage) },
-		func(c *Config, v string) (err error) { *field(c), err = strconv.ParseBool(v); return err }, nil}
+	return typedSetting(flagName, env, usage, field, (*flag.FlagSet).BoolVar, strconv.ParseBool)
 }
 
 func durationSetting(flagName, env, usage string, field func(*Config) *Duration) setting {
@@ -532,17 +534,14 @@ var settings = []setting{
 	stringSetting("policy", "SNAPNODE_POLICY", "judge proposals by the Cedar policy in `FILE` (default: the built-in policy)", func(c *Config) *string { return &c.Policy }),
 	stringSetting("database", "SNAPNODE_DATABASE", "keep tasks and replay records in `DSN`: a SQLite file, postgres://…, or memory (nothing survives a restart); default <data-dir>/tasks.db", func(c *Config) *string { return &c.Database }),
 	stringSetting("relay-listen", "SNAPNODE_RELAY_LISTEN", "run the embedded relay on `ADDR` when no --relay is given (empty: none)", func(c *Config) *string { return &c.RelayListen }),
-	{"http-listen", "SNAPNODE_HTTP_LISTEN", "serve SNAP over HTTP, SSE and WebSocket on `ADDR` (empty or off: none)",
-		func(fs *flag.FlagSet, c *Config, name, usage string) {
-			fs.StringVar(&c.HTTPListen, name, c.HTTPListen, usage)
-		},
-		func(c *Config, v string) error {
+	typedSetting("http-listen", "SNAPNODE_HTTP_LISTEN", "serve SNAP over HTTP, SSE and WebSocket on `ADDR` (empty or off: none)",
+		func(c *Config) *string { return &c.HTTPListen }, (*flag.FlagSet).StringVar,
+		func(v string) (string, error) {
 			if v == "off" {
-				v = ""
+				return "", nil
 			}
-			c.HTTPListen = v
-			return nil
-		}, nil},
+			return v, nil
+		}),
 	stringSetting("http-public-url", "SNAPNODE_HTTP_PUBLIC_URL", "advertise the HTTP transport at `URL` in the card (behind a reverse proxy: https://node.example.com)", func(c *Config) *string { return &c.HTTPPublicURL }),
 	boolSetting("console-remote", "SNAPNODE_CONSOLE_REMOTE", "serve the operator console (/console) to clients off loopback too (only behind a TLS reverse proxy)", func(c *Config) *bool { return &c.ConsoleRemote }),
 	int64Setting("http-max-body", "SNAPNODE_HTTP_MAX_BODY", "refuse HTTP and WebSocket messages over `BYTES` (400, or close 1009)", func(c *Config) *int64 { return &c.HTTPMaxBody }),
@@ -567,9 +566,7 @@ var settings = []setting{
 	intSetting("max-stream-waiters", "SNAPNODE_MAX_STREAM_WAITERS", "let at most `N` stream requests wait for a slot, known identities and newcomers each", func(c *Config) *int { return &c.MaxStreamWaiters }),
 	stringSetting("log-level", "SNAPNODE_LOG_LEVEL", "log `LEVEL`: debug, info, warn or error", func(c *Config) *string { return &c.LogLevel }),
 	stringSetting("log-format", "SNAPNODE_LOG_FORMAT", "log in `FORMAT`: text (key=value) or json (one object a line)", func(c *Config) *string { return &c.LogFormat }),
-	{"testnet", "SNAPNODE_TESTNET", "use the testnet (tb1p…) address",
-		func(fs *flag.FlagSet, c *Config, name, usage string) { fs.BoolVar(&c.Testnet, name, c.Testnet, usage) },
-		func(c *Config, v string) (err error) { c.Testnet, err = strconv.ParseBool(v); return err }, nil},
+	boolSetting("testnet", "SNAPNODE_TESTNET", "use the testnet (tb1p…) address", func(c *Config) *bool { return &c.Testnet }),
 	listSetting("relay", "SNAPNODE_RELAYS", "use the relay at `URL` (repeatable; the variable is comma-separated)", func(c *Config) *[]string { return &c.Relays }),
 	durationSetting("max-drift", "SNAPNODE_MAX_DRIFT", "accept SNAP timestamps and action descriptors' created_at within `DURATION` of the clock", func(c *Config) *Duration { return &c.MaxDrift }),
 	durationSetting("reply-ttl", "SNAPNODE_REPLY_TTL", "expire replies to stored requests after `DURATION`", func(c *Config) *Duration { return &c.ReplyTTL }),
@@ -627,20 +624,10 @@ var settings = []setting{
 	stringSetting("", "SNAPNODE_AUDIT_LEVEL_CRITICAL", "audit CRITICAL-risk actions (refused) at LEVEL: SUMMARY, DETAILED or FORENSIC", func(c *Config) *string { return &c.Audit.LevelCritical }),
 }
 
-func splitList(v string) []string {
+// splitTrimmed splits v at sep into its non-blank entries, trimmed.
+func splitTrimmed(v, sep string) []string {
 	var out []string
-	for _, s := range strings.Split(v, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-// splitLines splits v into its non-blank lines, trimmed.
-func splitLines(v string) []string {
-	var out []string
-	for _, s := range strings.Split(v, "\n") {
+	for _, s := range strings.Split(v, sep) {
 		if s = strings.TrimSpace(s); s != "" {
 			out = append(out, s)
 		}
