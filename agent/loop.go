@@ -561,11 +561,7 @@ func (jr *jobRun) invalid(ctx context.Context, it *Interaction, aerr *AnswerErro
 		n++
 	}
 	if n > MaxInvalidAnswers {
-		it.Response.NewStatus = InterventionRequired
-		if err := jr.record(ctx, it); err != nil {
-			return true, err
-		}
-		return true, jr.stuck(ctx, fmt.Sprintf("the model answered %d times in a row with something that is not a valid answer: %s", n, aerr.Message))
+		return true, jr.stuckAfter(ctx, it, fmt.Sprintf("the model answered %d times in a row with something that is not a valid answer: %s", n, aerr.Message))
 	}
 	return false, jr.record(ctx, it)
 }
@@ -717,20 +713,12 @@ func (jr *jobRun) respond(ctx context.Context, it *Interaction, ans *Answer) (bo
 		return true, jr.complete(ctx, resp.SummaryForSupervisor, arts)
 	case ActionStuck:
 		it.Observation = &Observation{Outcome: ObsNone, Text: "waiting for the requester's guidance"}
-		it.Response.NewStatus = InterventionRequired
-		if err := jr.record(ctx, it); err != nil {
-			return true, err
-		}
-		return true, jr.stuck(ctx, "the agent is stuck: "+resp.SummaryForSupervisor)
+		return true, jr.stuckAfter(ctx, it, "the agent is stuck: "+resp.SummaryForSupervisor)
 	default: // RETRY
 		j.Retries++
 		if j.Retries > r.cfg.MaxRetries {
 			it.Observation = &Observation{Outcome: ObsNone, Reason: "retries exhausted"}
-			it.Response.NewStatus = InterventionRequired
-			if err := jr.record(ctx, it); err != nil {
-				return true, err
-			}
-			return true, jr.stuck(ctx, fmt.Sprintf("the agent asked to retry its phase more than %d times: %s", r.cfg.MaxRetries, resp.SummaryForSupervisor))
+			return true, jr.stuckAfter(ctx, it, fmt.Sprintf("the agent asked to retry its phase more than %d times: %s", r.cfg.MaxRetries, resp.SummaryForSupervisor))
 		}
 		it.Observation = &Observation{Outcome: ObsRetried, Text: "the phase restarts from its beginning"}
 		it.Response.NewStatus = j.Status
@@ -841,6 +829,17 @@ func (jr *jobRun) stuck(ctx context.Context, reason string) error {
 	err := r.show(ctx, j.TaskID, InterventionRequired, reason, nil)
 	r.log.Info("agent: job waits for guidance", "task", j.TaskID, "reason", reason)
 	return jr.release(ctx, err)
+}
+
+// stuckAfter records it, the step that found the job stuck, as the one
+// that asks for a human (InterventionRequired), then leaves the job
+// waiting for guidance with reason (see stuck).
+func (jr *jobRun) stuckAfter(ctx context.Context, it *Interaction, reason string) error {
+	it.Response.NewStatus = InterventionRequired
+	if err := jr.record(ctx, it); err != nil {
+		return err
+	}
+	return jr.stuck(ctx, reason)
 }
 
 // checkLimits halts the job at its step, time or cost limit: HALTED_TIME

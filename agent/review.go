@@ -228,20 +228,12 @@ func (jr *jobRun) verdict(ctx context.Context, it *Interaction, ans *Answer) (bo
 		return true, jr.complete(ctx, message, arts)
 	case ActionStuck:
 		it.Observation = &Observation{Outcome: ObsNone, Text: "waiting for the requester's guidance"}
-		it.Response.NewStatus = InterventionRequired
-		if err := jr.record(ctx, it); err != nil {
-			return true, err
-		}
-		return true, jr.stuck(ctx, "the supervisor needs a human: "+summary)
+		return true, jr.stuckAfter(ctx, it, "the supervisor needs a human: "+summary)
 	default: // RETRY
 		j.Retries++
 		if j.Retries > r.cfg.MaxRetries {
 			it.Observation = &Observation{Outcome: ObsNone, Reason: "retries exhausted"}
-			it.Response.NewStatus = InterventionRequired
-			if err := jr.record(ctx, it); err != nil {
-				return true, err
-			}
-			return true, jr.stuck(ctx, fmt.Sprintf("the supervisor sent the work back more than %d times: %s", r.cfg.MaxRetries, summary))
+			return true, jr.stuckAfter(ctx, it, fmt.Sprintf("the supervisor sent the work back more than %d times: %s", r.cfg.MaxRetries, summary))
 		}
 		it.Observation = &Observation{Outcome: ObsRetried, Reason: "the work phase restarts from checkpoint " + checkpoint,
 			Text: "the work goes back to the worker"}
