@@ -251,7 +251,8 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger, with ...
 		// The runner needs only the executor: the task service is built
 		// on it, and the proposals' lifecycle on the task service.
 		opts.Runner = proposals.NewRunner(ex.exec, logger.With("part", "proposals"), o.pause)
-		opts.Accepted = accepted(results, validator.Retention(), time.Now, logger.With("part", "tasks"))
+		// A new task and its request's result are written together.
+		opts.KeepResults = validator.Retention()
 	} else {
 		logger.Warn("database is memory: proposals are not carried out (the executor keeps its records in the database)")
 		opts.Agent = refuse(noDatabaseReason)
