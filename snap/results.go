@@ -58,3 +58,24 @@ func (s *MemoryResultStore) LoadResult(_ context.Context, from, id string, now t
 	}
 	return r.payload, true, nil
 }
+
+// keptKey is the context key of the result a message/send handler kept
+// itself (ResultKept).
+type keptKey struct{}
+
+// keptResult is what ResultKept recorded for the request being served.
+type keptResult struct{ payload []byte }
+
+// ResultKept tells the Server answering the message/send request of ctx
+// that the handler has already kept result — a response payload in its
+// canonical form (Canonicalize) — as the request's result, in a write of
+// its own (a durable store keeping the task and its request's result in
+// one transaction). When the answer's payload is exactly result, the
+// Server does not save it again; when it differs (the task changed
+// since, or the transport shrank it) the Server saves the answer as it
+// always does. It has no effect outside a message/send handler.
+func ResultKept(ctx context.Context, result []byte) {
+	if k, ok := ctx.Value(keptKey{}).(*keptResult); ok {
+		k.payload = result
+	}
+}

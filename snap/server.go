@@ -384,6 +384,10 @@ func (s *Server) serve(ctx context.Context, in Inbound, send func(*Message) erro
 		return s.reply(v.From, v.Method, nil, &Error{Code: CodeMethodNotFound,
 			Message: "method not found: " + v.Method, Data: map[string]any{"method": v.Method}}, lim)
 	}
+	kept := &keptResult{}
+	if v.Method == "message/send" {
+		ctx = context.WithValue(ctx, keptKey{}, kept)
+	}
 	payload, err := s.call(ctx, h, v)
 	if err != nil {
 		return s.reply(v.From, v.Method, nil, err, lim)
@@ -391,7 +395,9 @@ func (s *Server) serve(ctx context.Context, in Inbound, send func(*Message) erro
 	tm.result(payload)
 	resp := s.reply(v.From, v.Method, payload, nil, lim)
 	if v.Method == "message/send" && resp.Sig != "" {
-		if p, ok := isResult(resp.Payload); ok {
+		// A result the handler kept in its own write (ResultKept) is
+		// not written again.
+		if p, ok := isResult(resp.Payload); ok && !bytes.Equal(p, kept.payload) {
 			// Kept before the answer leaves, so that a retry can never
 			// outrun it; a failure costs only the retry's result.
 			if err := s.cfg.Results.SaveResult(ctx, v.From, v.ID, p, s.cfg.Now().Add(s.cfg.Validator.retention)); err != nil {

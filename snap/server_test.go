@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/snap"
@@ -302,5 +303,60 @@ func TestServerResponseSizeLimit(t *testing.T) {
 	code, data := errorCode(p)
 	if code != 5001 || data["limit"] != float64(2000) {
 		t.Errorf("unshrinkable response: %v, want 5001 with the limit", p)
+	}
+}
+
+// countingResults is a MemoryResultStore that counts SaveResult calls.
+type countingResults struct {
+	*snap.MemoryResultStore
+	saves int
+}
+
+func (c *countingResults) SaveResult(ctx context.Context, from, id string, result []byte, expires time.Time) error {
+	c.saves++
+	return c.MemoryResultStore.SaveResult(ctx, from, id, result, expires)
+}
+
+// A message/send handler that kept its request's result in its own write
+// (snap.ResultKept) saves the Server a second write when the answer is
+// that result; an answer that differs from what was kept is saved.
+func TestServerResultKept(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		kept      string // what the handler says it kept
+		wantSaves int
+	}{
+		{"same answer", `{"task":{"id":"t1","status":"done"}}`, 0},
+		{"answer changed since", `{"task":{"id":"t1","status":"submitted"}}`, 1},
+		{"nothing kept", "", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			results := &countingResults{MemoryResultStore: snap.NewMemoryResultStore(10)}
+			r := snap.NewRouter()
+			r.Handle("message/send", func(ctx context.Context, req *snap.Verified) (any, error) {
+				if tc.kept != "" {
+					if err := results.MemoryResultStore.SaveResult(ctx, req.From, req.ID, []byte(tc.kept), time.Unix(t0, 0).Add(time.Hour)); err != nil {
+						t.Fatal(err)
+					}
+					snap.ResultKept(ctx, []byte(tc.kept))
+				}
+				return map[string]any{"task": map[string]any{"status": "done", "id": "t1"}}, nil
+			})
+			self := keyB.Address(identity.Mainnet)
+			s := snap.NewServer(snap.ServerConfig{Key: keyB, Router: r, Now: at(t0), Logger: slog.New(slog.DiscardHandler), Results: results,
+				Validator: snap.NewValidator(snap.Config{Self: self, Now: at(t0), Replay: snap.NewMemoryReplayStore(0)})})
+			client := snap.NewValidator(snap.Config{Self: keyA.Address(identity.Mainnet), Now: at(t0)})
+			ctx := context.Background()
+			raw := request(t, "k-1", "message/send", `{"n":1}`)
+			check(t, client, s.Respond(ctx, snap.Inbound{Raw: raw}), "message/send")
+			if results.saves != tc.wantSaves {
+				t.Errorf("the server saved the answer %d times; want %d", results.saves, tc.wantSaves)
+			}
+			again := check(t, client, s.Respond(ctx, snap.Inbound{Raw: raw}), "message/send")
+			task, _ := again["task"].(map[string]any)
+			if again["deduplicated"] != true || task["status"] != "done" {
+				t.Errorf("retry: %v; want the answer, deduplicated", again)
+			}
+		})
 	}
 }

@@ -34,6 +34,26 @@ type Refusal struct{ Reason string }
 
 func (r *Refusal) Error() string { return "agent refused the task: " + r.Reason }
 
+// Screener is implemented by an Agent that knows, before a new task is
+// stored, that it will refuse it (a node without an agent refuses every
+// free-text task). Screen returns the *Refusal that Take would return
+// for any new task, or nil when Take must be asked. A new task without
+// proposals is then created failed with the refusal's reason, in one
+// write instead of two, and Take is not called; a continued task still
+// goes through Take.
+type Screener interface {
+	Screen() *Refusal
+}
+
+// screen is the agent's refusal of every new free-text task, if it
+// declares one (Screener).
+func (s *Service) screen() *Refusal {
+	if sc, ok := s.agent.(Screener); ok {
+		return sc.Screen()
+	}
+	return nil
+}
+
 // delegate hands t, which a message without proposals created or
 // continued, to the agent. A refusal fails the task at once with its reason
 // when nothing would ever work on it: a new task, or a continued one left

@@ -66,3 +66,47 @@ func TestDelegate(t *testing.T) {
 		})
 	}
 }
+
+// screeningAgent refuses every new task before it is stored (Screener),
+// and counts the calls to Take.
+type screeningAgent struct{ takes int }
+
+func (a *screeningAgent) Take(context.Context, *Task) error {
+	a.takes++
+	return &Refusal{Reason: "no agent here"}
+}
+
+func (a *screeningAgent) Screen() *Refusal { return &Refusal{Reason: "no agent here"} }
+
+// An agent that refuses every new task before it is stored has it
+// created failed: one write and one event (version 1), no Take; a task
+// with proposals is not screened, and a continued task still goes
+// through Take.
+func TestScreenedTaskCreatedFailed(t *testing.T) {
+	ctx := context.Background()
+	ag := &screeningAgent{}
+	store := NewMemoryStore(MemoryStoreOptions{})
+	svc := NewService(store, ServiceOptions{Agent: ag})
+	created, err := sendJSON(ctx, svc, "alice", []byte(`{"message":{"messageId":"m1","role":"user","parts":[{"text":"hi"}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if created.Status.State != StateFailed || created.Status.Message != "no agent here" || created.Version != 1 || ag.takes != 0 {
+		t.Fatalf("new task %s %q at version %d after %d takes; want failed with the reason at version 1, no take",
+			created.Status.State, created.Status.Message, created.Version, ag.takes)
+	}
+	evs, err := store.Events(ctx, created.ID, 0)
+	if err != nil || len(evs) != 1 || evs[0].Version != 1 {
+		t.Fatalf("events %+v, %v; want the creation's alone", evs, err)
+	}
+	if st := evs[0].Status; st == nil || st.State != StateFailed || !evs[0].Final() {
+		t.Fatalf("creation event %+v; want the final failed status", evs[0])
+	}
+	p, err := sendJSON(ctx, svc, "alice", []byte(proposalMessage(writeProposal)))
+	if err != nil || p.Status.State == StateFailed {
+		t.Fatalf("a proposal's task screened: %v, %v", p, err)
+	}
+	if _, err := sendJSON(ctx, svc, "alice", []byte(`{"message":{"messageId":"m2","role":"user","parts":[{"text":"and?"}]},"taskId":"`+p.ID+`"}`)); err != nil || ag.takes != 1 {
+		t.Fatalf("continued task: %v after %d takes; want Take asked once", err, ag.takes)
+	}
+}

@@ -1,11 +1,13 @@
 package tasks
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/snapnode/snapnode/snap"
 )
@@ -180,23 +182,33 @@ func TestResume(t *testing.T) {
 	wantSnap(t, err, snap.CodeTaskNotFound, map[string]any{"taskId": "nope"})
 }
 
-// A task that message/send creates is handed to Accepted with the
-// request's sender and id before the runner starts, so that the node can
-// keep it for a retry; tasks made otherwise (SendMessage called directly)
-// are not.
-func TestAcceptedBeforeTheRun(t *testing.T) {
-	type call struct {
-		from, id string
-		state    State
+// keepingStore is a MemoryStore that records the results CreateKeeping
+// is asked to keep (a unit test's fake ResultKeeper).
+type keepingStore struct {
+	*MemoryStore
+	kept []KeptResult
+}
+
+func (k *keepingStore) CreateKeeping(ctx context.Context, t *Task, kept KeptResult) (*Task, error) {
+	created, err := k.Create(ctx, t)
+	if err == nil {
+		k.kept = append(k.kept, kept)
 	}
-	var calls []call
+	return created, err
+}
+
+// A task that message/send creates is stored together with its request's
+// result (the task as created, canonical JSON, for KeepResults) before
+// the runner starts, so that a retry after a crash gets it; tasks made
+// otherwise (SendMessage called directly) keep none.
+func TestResultKeptBeforeTheRun(t *testing.T) {
+	store := &keepingStore{MemoryStore: NewMemoryStore(MemoryStoreOptions{})}
 	r := &recordingRunner{}
-	s, _ := newService(t, ServiceOptions{Runner: r, Accepted: func(_ context.Context, from, id string, t *Task) {
-		calls = append(calls, call{from, id, t.Status.State})
-	}})
+	clock := fixedClock()
+	s := NewService(store, ServiceOptions{Runner: r, KeepResults: time.Minute, Now: clock})
 	r.out = func(Job) (Outcome, error) {
-		if len(calls) != 1 {
-			t.Errorf("the runner started with %d tasks accepted; want 1", len(calls))
+		if len(store.kept) != 1 {
+			t.Errorf("the runner started with %d results kept; want 1", len(store.kept))
 		}
 		return Outcome{State: StateCompleted}, nil
 	}
@@ -206,11 +218,30 @@ func TestAcceptedBeforeTheRun(t *testing.T) {
 	if _, err := router["message/send"](context.Background(), req); err != nil {
 		t.Fatal(err)
 	}
-	if len(calls) != 1 || calls[0] != (call{alice, req.ID, StateSubmitted}) {
-		t.Fatalf("Accepted calls: %+v; want one for (%s, %s), submitted", calls, alice, req.ID)
+	if len(store.kept) != 1 {
+		t.Fatalf("%d results kept; want 1", len(store.kept))
+	}
+	k := store.kept[0]
+	var got struct {
+		Task struct {
+			ID     string
+			Status struct{ State State }
+		}
+	}
+	if err := json.Unmarshal(k.Result, &got); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := snap.Canonicalize(k.Result); err != nil || !bytes.Equal(c, k.Result) {
+		t.Errorf("result kept not canonical: %s", k.Result)
+	}
+	if k.From != alice || k.RequestID != req.ID || got.Task.ID == "" || got.Task.Status.State != StateSubmitted {
+		t.Fatalf("kept %+v (%s); want the submitted task for (%s, %s)", k, k.Result, alice, req.ID)
+	}
+	if d := k.Expires.Sub(clock()); d <= 0 || d > time.Minute {
+		t.Errorf("result kept until %v from now; want within a minute", d)
 	}
 	mustSend(t, s, alice, proposalMessage(writeProposal))
-	if len(calls) != 1 {
-		t.Fatalf("Accepted called for a task made without a request: %+v", calls)
+	if len(store.kept) != 1 {
+		t.Fatalf("a result kept for a task made without a request: %+v", store.kept)
 	}
 }

@@ -2,6 +2,7 @@ package tasks
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/maphash"
@@ -48,14 +49,15 @@ type ServiceOptions struct {
 	// Agent works on tasks whose messages carry no proposal (free text);
 	// nil leaves them as they are, submitted.
 	Agent Agent
-	// Accepted, when set, is called when a message/send request (through
-	// the handler Register installs) is about to create task t, before t
-	// is stored, with the request's sender and SNAP id. The node keeps t
-	// there as the request's result until the answer replaces it, so
-	// that a retry of a request whose answer a crash lost gets its task;
-	// a result naming a task that was never stored (the process died in
-	// between) is a request never received.
-	Accepted func(ctx context.Context, from, requestID string, t *Task)
+	// KeepResults, when above 0, keeps the answer of each message/send
+	// request (through the handler Register installs) that creates a
+	// task — the task as created — as the request's result for this long,
+	// in the task's own write, when the Store is a ResultKeeper (other
+	// stores keep nothing). A retry of a request whose answer a crash
+	// lost gets its task, and a task is never stored without that
+	// result. The snap.Server is told (snap.ResultKept), and does not
+	// write the answer again when it is the same.
+	KeepResults time.Duration
 	// StreamMaxDuration bounds one message/stream or tasks/resubscribe:
 	// then the final response carries the task as it is (a free-text
 	// task stays submitted for ever). 0 means DefaultStreamMaxDuration.
@@ -107,7 +109,7 @@ type Service struct {
 	log        *slog.Logger
 	runner     Runner
 	agent      Agent
-	accepted   func(ctx context.Context, from, requestID string, t *Task)
+	keep       time.Duration
 	streams    *streamLimits
 
 	seed      maphash.Seed
@@ -130,7 +132,7 @@ func NewService(store Store, opts ServiceOptions) *Service {
 		log:        opts.Logger,
 		runner:     opts.Runner,
 		agent:      opts.Agent,
-		accepted:   opts.Accepted,
+		keep:       opts.KeepResults,
 		streams:    newStreamLimits(opts),
 		seed:       maphash.MakeSeed(),
 	}
@@ -265,7 +267,11 @@ func (s *Service) send(ctx context.Context, owner string, req *SendParams) (*Tas
 	if err := checkProposals(proposals); err != nil {
 		return nil, err
 	}
-	t, err := s.receive(ctx, owner, req)
+	var refusal *Refusal
+	if req.TaskID == "" && len(proposals) == 0 {
+		refusal = s.screen()
+	}
+	t, err := s.receive(ctx, owner, req, refusal)
 	if err != nil {
 		return nil, err
 	}
@@ -275,10 +281,11 @@ func (s *Service) send(ctx context.Context, owner string, req *SendParams) (*Tas
 	return s.run(ctx, t, Job{TaskID: t.ID, Requester: owner, Proposals: proposals})
 }
 
-// receive records the message: a new task, or the next message of one.
-func (s *Service) receive(ctx context.Context, owner string, req *SendParams) (*Task, error) {
+// receive records the message: a new task (failed at once when refusal
+// is set), or the next message of one.
+func (s *Service) receive(ctx context.Context, owner string, req *SendParams, refusal *Refusal) (*Task, error) {
 	if req.TaskID == "" {
-		return s.create(ctx, owner, req)
+		return s.create(ctx, owner, req, refusal)
 	}
 	return s.change(ctx, req.TaskID, func(cur *Task) (*Task, error) {
 		if cur.Owner != owner {
@@ -310,7 +317,10 @@ func (s *Service) receive(ctx context.Context, owner string, req *SendParams) (*
 	})
 }
 
-func (s *Service) create(ctx context.Context, owner string, req *SendParams) (*Task, error) {
+// create stores a new task with the message of req, failed already with
+// refusal's reason when the agent refused it before it was stored (see
+// Screener).
+func (s *Service) create(ctx context.Context, owner string, req *SendParams, refusal *Refusal) (*Task, error) {
 	now := s.timestamp()
 	t := &Task{
 		ID:             s.newID(),
@@ -321,14 +331,11 @@ func (s *Service) create(ctx context.Context, owner string, req *SendParams) (*T
 		IdempotencyKey: req.IdempotencyKey,
 		CreatedAt:      now,
 	}
-	// The request's result is kept before the task is stored: a stop
-	// between the two leaves a result naming a task that does not exist
-	// (a request never stored), never a stored task that the request's
-	// retry cannot reach.
-	if r, ok := ctx.Value(requestKey{}).(*snap.Verified); ok && s.accepted != nil {
-		s.accepted(ctx, r.From, r.ID, t)
+	if refusal != nil {
+		// Refused before it was stored: created failed, in one write.
+		t.Status = Status{State: StateFailed, Timestamp: now, Message: truncate(refusal.Reason, MaxStatusMessage)}
 	}
-	created, err := s.store.Create(ctx, t)
+	created, err := s.insert(ctx, t)
 	if err != nil {
 		return nil, fmt.Errorf("tasks: send message: %w", err)
 	}
@@ -336,8 +343,32 @@ func (s *Service) create(ctx context.Context, owner string, req *SendParams) (*T
 	return created, nil
 }
 
+// insert stores the new task t. When t comes from a message/send request
+// and results are kept (ServiceOptions.KeepResults), the answer carrying
+// t is kept as the request's result in the same write, and the server
+// told so.
+func (s *Service) insert(ctx context.Context, t *Task) (*Task, error) {
+	r, ok := ctx.Value(requestKey{}).(*snap.Verified)
+	rk, keeps := s.store.(ResultKeeper)
+	if !ok || !keeps || s.keep <= 0 {
+		return s.store.Create(ctx, t)
+	}
+	b, err := json.Marshal(NewTaskResponse(t))
+	if err == nil {
+		b, err = snap.Canonicalize(b)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("task %s: result: %w", t.ID, err)
+	}
+	created, err := rk.CreateKeeping(ctx, t, KeptResult{From: r.From, RequestID: r.ID, Result: b, Expires: s.now().Add(s.keep)})
+	if err == nil {
+		snap.ResultKept(ctx, b)
+	}
+	return created, err
+}
+
 // requestKey is the context key of the message/send request a handler
-// serves, for ServiceOptions.Accepted.
+// serves, for ServiceOptions.KeepResults.
 type requestKey struct{}
 
 // change runs write on the current task under the task's lock, again when

@@ -72,6 +72,27 @@ type Store interface {
 	CountByState(ctx context.Context) (map[State]int64, error)
 }
 
+// ResultKeeper is implemented by stores that also keep the results of
+// message/send requests, in the database of their tasks (the SQL stores
+// keep a result in the replay record of its request). CreateKeeping is
+// Create that, in the same transaction, keeps kept.Result as the result
+// of the request (kept.From, kept.RequestID) until kept.Expires: the task
+// and the result a retry of its request gets are stored together or not
+// at all. A request with no replay record keeps no result; the task is
+// stored all the same.
+type ResultKeeper interface {
+	CreateKeeping(ctx context.Context, t *Task, kept KeptResult) (*Task, error)
+}
+
+// KeptResult is a request's result for ResultKeeper.CreateKeeping: the
+// response payload to answer a retry of the request (From, RequestID)
+// with, until Expires.
+type KeptResult struct {
+	From, RequestID string
+	Result          []byte
+	Expires         time.Time
+}
+
 // Filter selects tasks for Store.List. Zero fields match everything.
 type Filter struct {
 	Owner     string

@@ -38,7 +38,11 @@ const (
 // task fails at once with the reason, never waits for ever.
 type refuse string
 
-func (r refuse) Take(context.Context, *tasks.Task) error { return &tasks.Refusal{Reason: string(r)} }
+func (r refuse) Take(context.Context, *tasks.Task) error { return r.Screen() }
+
+// Screen implements tasks.Screener: a new free-text task is created
+// failed, in one write.
+func (r refuse) Screen() *tasks.Refusal { return &tasks.Refusal{Reason: string(r)} }
 
 // agentSkill is the card's skill of a node whose agent is on.
 func agentSkill(cfg config.Config) snap.Skill {

@@ -235,7 +235,8 @@ func (w *wiring) startTasks(ctx context.Context) error {
 		// The runner needs only the executor: the task service is built
 		// on it, and the proposals' lifecycle on the task service.
 		opts.Runner = proposals.NewRunner(n.exec.exec, logger.With("part", "proposals"), w.o.pause)
-		opts.Accepted = accepted(w.results, w.validator.Retention(), time.Now, logger.With("part", "tasks"))
+		// A new task and its request's result are written together.
+		opts.KeepResults = w.validator.Retention()
 	} else {
 		logger.Warn("database is memory: proposals are not carried out (the executor keeps its records in the database)")
 		opts.Agent = refuse(noDatabaseReason)

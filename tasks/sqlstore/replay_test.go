@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/snapnode/snapnode/snap"
+	"github.com/snapnode/snapnode/tasks"
 )
 
 var t0 = time.Date(2026, 2, 4, 10, 0, 0, 0, time.UTC)
@@ -254,6 +255,55 @@ func TestReplayDeliveryAndResult(t *testing.T) {
 		}
 		if got, ok, _ := c.LoadResult(ctx, from, "m1", fresh2.FirstSeen); !ok || string(got) != string(result) {
 			t.Fatalf("LoadResult after reopening = %s %v", got, ok)
+		}
+	})
+}
+
+// CreateKeeping stores a task and its request's result in one
+// transaction: both or neither (a task whose id is taken keeps no
+// result), on both dialects; a request with no replay record keeps no
+// result, and its task is stored all the same.
+func TestCreateKeeping(t *testing.T) {
+	dialects(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		s := open(t, dsn, Options{})
+		rs := s.ReplayStore()
+		const from = "bc1pfrom"
+		for _, id := range []string{"m1", "m2"} {
+			if _, fresh, err := rs.Remember(ctx, from, id, record(t0, time.Minute, 1)); err != nil || !fresh {
+				t.Fatalf("Remember %s: fresh %v, %v", id, fresh, err)
+			}
+		}
+		result := []byte(`{"task":{"id":"t1"}}`)
+		kept := tasks.KeptResult{From: from, RequestID: "m1", Result: result, Expires: t0.Add(2 * time.Minute)}
+		if _, err := s.CreateKeeping(ctx, task("t1", from), kept); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.Get(ctx, "t1"); err != nil || got.Version != 1 {
+			t.Fatalf("Get after CreateKeeping: %v, %v", got, err)
+		}
+		// Kept with the task, until its own expiry (past the record's).
+		if got, ok, err := rs.LoadResult(ctx, from, "m1", t0.Add(90*time.Second)); err != nil || !ok || string(got) != string(result) {
+			t.Fatalf("LoadResult = %s %v %v; want the result kept with the task", got, ok, err)
+		}
+		// The task's write fails: no result is kept either.
+		kept.RequestID = "m2"
+		if _, err := s.CreateKeeping(ctx, task("t1", from), kept); !errors.Is(err, tasks.ErrExists) {
+			t.Fatalf("CreateKeeping of a taken id: %v; want ErrExists", err)
+		}
+		if got, ok, err := rs.LoadResult(ctx, from, "m2", t0); err != nil || ok {
+			t.Fatalf("LoadResult after a failed create = %s %v %v; want none", got, ok, err)
+		}
+		// No replay record: the task is stored, no result kept.
+		kept.RequestID = "never"
+		if _, err := s.CreateKeeping(ctx, task("t2", from), kept); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Get(ctx, "t2"); err != nil {
+			t.Fatalf("task without a replay record: %v", err)
+		}
+		if _, ok, _ := rs.LoadResult(ctx, from, "never", t0); ok {
+			t.Fatal("a result without a record was kept")
 		}
 	})
 }

@@ -59,7 +59,10 @@ type Store struct {
 	closeErr  error
 }
 
-var _ tasks.Store = (*Store)(nil)
+var (
+	_ tasks.Store        = (*Store)(nil)
+	_ tasks.ResultKeeper = (*Store)(nil)
+)
 
 // Open opens the database named by dsn (see sqldb.Open), with default
 // Options, and brings its schema up to date:
@@ -276,6 +279,18 @@ func dbError(op, id string, err error) error {
 // INSERT … ON CONFLICT (id) DO NOTHING, and a task with the same id gives
 // tasks.ErrExists.
 func (s *Store) Create(ctx context.Context, t *tasks.Task) (*tasks.Task, error) {
+	return s.create(ctx, t, nil)
+}
+
+// CreateKeeping implements tasks.ResultKeeper: Create, and in the same
+// transaction SaveResult of kept in the replay record of its request.
+func (s *Store) CreateKeeping(ctx context.Context, t *tasks.Task, kept tasks.KeptResult) (*tasks.Task, error) {
+	return s.create(ctx, t, &kept)
+}
+
+// create is Create, keeping kept (when not nil) as a request's result in
+// the task's transaction.
+func (s *Store) create(ctx context.Context, t *tasks.Task, kept *tasks.KeptResult) (*tasks.Task, error) {
 	if err := s.start(ctx, "create"); err != nil {
 		return nil, err
 	}
@@ -303,7 +318,12 @@ func (s *Store) Create(ctx context.Context, t *tasks.Task) (*tasks.Task, error) 
 		} else if n == 0 {
 			return fmt.Errorf("sqlstore: create %s: task %w", r.id, tasks.ErrExists)
 		}
-		return s.recordEvent(ctx, tx, "create", tasks.StatusEvent(created))
+		if err := s.recordEvent(ctx, tx, "create", tasks.StatusEvent(created)); err != nil || kept == nil {
+			return err
+		}
+		exp := ceilMicros(kept.Expires)
+		_, err = tx.StmtContext(ctx, s.st.saveResult).ExecContext(ctx, kept.Result, exp, exp, kept.From, kept.RequestID)
+		return dbError("save result", kept.From+" "+kept.RequestID, err)
 	})
 	if err != nil {
 		return nil, err

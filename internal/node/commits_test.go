@@ -1,0 +1,58 @@
+package node_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/snapnode/snapnode/internal/config"
+	"github.com/snapnode/snapnode/snap"
+)
+
+// TestCommitsPerMessageSend counts the commits of the node's database
+// (SQLite's group commits, one transaction each here: the requests go one
+// at a time) that one free-text message/send costs a node without an
+// agent: the replay record of the request, then the task — created
+// failed at once, with its creation event and the request's result kept
+// for a retry — in one transaction; the answer is that result, and is not
+// written again. A retry of the request gets the task, deduplicated.
+func TestCommitsPerMessageSend(t *testing.T) {
+	n, _ := startNode(t, func(c *config.Config) { c.HTTPListen = "127.0.0.1:0" })
+	c := newHTTPClient(t)
+	send := func(m *snap.Message) map[string]any {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		resp, err := c.Send(ctx, n.HTTPURL()+"/snap", m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p map[string]any
+		if err := json.Unmarshal(resp.Payload, &p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	message := func(i int) *snap.Message {
+		b, _ := json.Marshal(text("hello-" + string(rune('a'+i))))
+		return &snap.Message{To: n.Address(), Method: "message/send", Payload: b}
+	}
+	send(message(0)) // the first request of a fresh node may write more
+	const requests = 5
+	for i := 1; i <= requests; i++ {
+		m := message(i)
+		_, before := n.DB.GroupCommits()
+		p := send(m)
+		_, after := n.DB.GroupCommits()
+		noAgent(t, "answer", taskOf(t, p))
+		if got := after - before; got != 2 {
+			t.Errorf("request %d: %d commits; want 2 (the replay record, the task with its result)", i, got)
+		}
+		again := send(m)
+		if again["deduplicated"] != true || taskOf(t, again).ID != taskOf(t, p).ID {
+			t.Fatalf("retry of request %d: %v; want its task %s, deduplicated", i, again, taskOf(t, p).ID)
+		}
+		noAgent(t, "retry", taskOf(t, again))
+	}
+}
