@@ -55,8 +55,15 @@ type outItem struct {
 // transport.
 type transport interface {
 	// write hands one message to the client; an error means the
-	// connection is dead. Only the writer goroutine calls it.
+	// connection is dead. Only the writer goroutine calls it, between
+	// begin and flush.
 	write(it outItem) error
+	// begin opens a burst of writes: the transport may hold them until
+	// flush, which the writer calls as soon as its queues are empty, and
+	// which sends them in the order they were written (an error means the
+	// connection is dead).
+	begin()
+	flush() error
 	// ack may answer an EVENT at once, without queueing the OK; it
 	// reports whether it did.
 	ack(id string, accepted bool, msg string) bool
@@ -262,8 +269,8 @@ func (c *conn) refuse(r *refusal) error {
 	}
 }
 
-// writeLoop hands queued messages to the transport (and pings) until the
-// connection is killed, then lets the transport finish.
+// writeLoop hands queued messages to the transport in bursts (and pings)
+// until the connection is killed, then lets the transport finish.
 func (c *conn) writeLoop() {
 	var ping <-chan time.Time
 	if d := c.t.pingInterval(); d > 0 {
@@ -303,6 +310,30 @@ func (c *conn) writeLoop() {
 		}
 		return write(it)
 	}
+	// burst writes it and whatever else is queued by then, and flushes
+	// once the queues are empty: one system call for messages that were
+	// ready together, and none held back waiting for more.
+	burst := func(it outItem) bool {
+		c.t.begin()
+		ok := handle(it)
+	drain:
+		for ok {
+			select {
+			case it := <-c.ctrl:
+				ok = handle(it)
+			case it := <-c.live:
+				ok = handle(it)
+			default:
+				break drain
+			}
+		}
+		if err := c.t.flush(); err != nil && ok {
+			c.log.Debug("write failed", "err", err)
+			c.kill(websocket.CloseAbnormalClosure, "")
+			return false
+		}
+		return ok
+	}
 	for {
 		// Prefer being killed over writing more.
 		select {
@@ -314,11 +345,11 @@ func (c *conn) writeLoop() {
 		case <-c.done:
 			return
 		case it := <-c.ctrl:
-			if !handle(it) {
+			if !burst(it) {
 				return
 			}
 		case it := <-c.live:
-			if !handle(it) {
+			if !burst(it) {
 				return
 			}
 		case <-ping:

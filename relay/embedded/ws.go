@@ -13,8 +13,9 @@ import (
 
 // wsTransport carries a conn over a WebSocket, as NIP-01 JSON.
 type wsTransport struct {
-	c  *conn
-	ws *websocket.Conn
+	c     *conn
+	ws    *websocket.Conn
+	batch *batchConn
 }
 
 func (r *Relay) serveWebSocket(w http.ResponseWriter, req *http.Request) {
@@ -25,11 +26,12 @@ func (r *Relay) serveWebSocket(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "relay closed", http.StatusServiceUnavailable)
 		return
 	}
-	ws, err := r.upgrader.Upgrade(w, req, nil)
+	bw := &batchWriter{ResponseWriter: w}
+	ws, err := r.upgrader.Upgrade(bw, req, nil)
 	if err != nil {
 		return // the upgrader answered with an HTTP error
 	}
-	t := &wsTransport{ws: ws}
+	t := &wsTransport{ws: ws, batch: bw.conn}
 	c := r.newConn(t, r.log.With("remote", req.RemoteAddr))
 	t.c = c
 	if !r.register(c) {
@@ -135,6 +137,13 @@ func (m *message) json() ([]byte, error) {
 	default:
 		return marshalNoEscape([]any{labelNotice, m.text})
 	}
+}
+
+func (t *wsTransport) begin() { t.batch.begin() }
+
+func (t *wsTransport) flush() error {
+	_ = t.ws.NetConn().SetWriteDeadline(time.Now().Add(t.c.r.cfg.WriteTimeout))
+	return t.batch.end()
 }
 
 func (t *wsTransport) pingInterval() time.Duration { return t.c.r.cfg.PingInterval }
