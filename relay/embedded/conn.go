@@ -525,25 +525,6 @@ func (c *conn) handleReq(subID string, filters []*filter) error {
 	return c.send(outItem{flip: sub})
 }
 
-// wireEvent is the JSON form of an event the relay stores and sends.
-type wireEvent struct {
-	ID        string     `json:"id"`
-	PubKey    string     `json:"pubkey"`
-	CreatedAt int64      `json:"created_at"`
-	Kind      int        `json:"kind"`
-	Tags      [][]string `json:"tags"`
-	Content   string     `json:"content"`
-	Sig       string     `json:"sig"`
-}
-
-func encodeEvent(ev *nostr.Event) ([]byte, error) {
-	tags := make([][]string, len(ev.Tags))
-	for i, t := range ev.Tags {
-		tags[i] = t
-	}
-	return marshalNoEscape(wireEvent{ev.ID, ev.PubKey, int64(ev.CreatedAt), ev.Kind, tags, ev.Content, ev.Sig})
-}
-
 // marshalNoEscape is json.Marshal without HTML escaping and without the
 // trailing newline.
 func marshalNoEscape(v any) ([]byte, error) {

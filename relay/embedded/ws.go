@@ -125,20 +125,6 @@ func (t *wsTransport) write(it outItem) error {
 	return t.ws.WriteMessage(websocket.TextMessage, b)
 }
 
-// json is m as NIP-01 JSON (EVENT aside: see write).
-func (m *message) json() ([]byte, error) {
-	switch m.label {
-	case labelOK:
-		return marshalNoEscape([]any{labelOK, m.ref, m.ok, m.text})
-	case labelEOSE:
-		return marshalNoEscape([]any{labelEOSE, m.ref})
-	case labelClosed:
-		return marshalNoEscape([]any{labelClosed, m.ref, m.text})
-	default:
-		return marshalNoEscape([]any{labelNotice, m.text})
-	}
-}
-
 func (t *wsTransport) begin() { t.batch.begin() }
 
 func (t *wsTransport) flush() error {
