@@ -336,18 +336,24 @@ func unquote(v jsontext.Value) string {
 // parseFilter decodes one REQ filter in one pass. A null member counts
 // as absent; null list elements are refused.
 func parseFilter(raw []byte, lim *limits) (*filter, error) {
-	// The message's own pass has refused duplicate names already.
+	// Duplicate names are refused below, for less than the decoder's
+	// general check costs.
 	dec := jsontext.NewDecoder(bytes.NewReader(raw), jsontext.AllowDuplicateNames(true))
 	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
 		return nil, errFilterObject
 	}
 	f := &filter{}
+	var few [8]string
+	seen := names{few: few[:0]}
 	for dec.PeekKind() != '}' {
 		name, err := dec.ReadToken()
 		if err != nil {
 			return nil, errFilterObject
 		}
 		k := name.String()
+		if !seen.add(k) {
+			return nil, fmt.Errorf("a filter must not repeat %q", clip(k, 32))
+		}
 		if dec.PeekKind() == 'n' {
 			if err := dec.SkipValue(); err != nil {
 				return nil, errFilterObject
@@ -399,6 +405,37 @@ func parseFilter(raw []byte, lim *limits) (*filter, error) {
 }
 
 var errFilterObject = errors.New("a filter must be a JSON object")
+
+// names is a set of member names: a slice while small (a filter has a
+// handful), a map once larger, so that a filter of many tag names costs
+// linear time.
+type names struct {
+	few  []string
+	many map[string]struct{}
+}
+
+// add adds k and reports whether it was new.
+func (n *names) add(k string) bool {
+	if n.many != nil {
+		if _, dup := n.many[k]; dup {
+			return false
+		}
+		n.many[k] = struct{}{}
+		return true
+	}
+	if slices.Contains(n.few, k) {
+		return false
+	}
+	n.few = append(n.few, k)
+	if len(n.few) > 16 {
+		n.many = make(map[string]struct{}, 2*len(n.few))
+		for _, s := range n.few {
+			n.many[s] = struct{}{}
+		}
+		n.few = nil
+	}
+	return true
+}
 
 // readList reads a JSON array whose elements conv accepts (never nil
 // afterwards); anything else, null elements included, is refused.

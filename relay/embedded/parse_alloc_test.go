@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -22,5 +23,25 @@ func TestParseReqAllocations(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(200, func() { parseClientMessage(req, lim) }); n > float64(bound) {
 		t.Fatalf("parsing the REQ made %.0f allocations, want at most %d", n, bound)
+	}
+}
+
+// A filter read on its own refuses a repeated member, however many tag
+// names it has (a message's own pass refuses them before).
+func TestParseFilterRefusesRepeatedNames(t *testing.T) {
+	lim := fuzzLimits()
+	var many strings.Builder
+	many.WriteString("{")
+	for i := range 40 {
+		fmt.Fprintf(&many, `"#t%d":[],`, i)
+	}
+	many.WriteString(`"#t7":[]}`)
+	for _, js := range []string{`{"kinds":[1],"kinds":[2]}`, `{"#p":["a"],"#p":["b"]}`, many.String()} {
+		if _, err := parseFilter([]byte(js), lim); err == nil || !strings.Contains(err.Error(), "must not repeat") {
+			t.Errorf("parseFilter(%.40s…) = %v, want a repeated member refused", js, err)
+		}
+	}
+	if _, err := parseFilter([]byte(strings.Replace(many.String(), `"#t7":[]}`, `"#u":[]}`, 1)), lim); err != nil {
+		t.Errorf("40 distinct tag names refused: %v", err)
 	}
 }
