@@ -82,8 +82,9 @@ type transport interface {
 }
 
 // conn is one client connection. Its reader (the HTTP handler's goroutine
-// for a WebSocket, a goroutine of its own for an in-process connection)
-// handles messages one at a time; its writer goroutine drains two bounded
+// for a WebSocket, a goroutine of its own for an in-process connection,
+// or the publisher's: see localConn.handleNow) handles messages one at a
+// time; its writer goroutine drains two bounded
 // queues: ctrl, filled by the reader (answers and stored events; the
 // reader waits for room, up to WriteTimeout), and live, filled by
 // publishers on other connections without ever waiting (a full queue
@@ -108,9 +109,9 @@ type conn struct {
 	closeCode int
 	closeText string
 
-	subs map[string]*subscription // reader goroutine only
+	subs map[string]*subscription // the goroutine handling a request only
 
-	tokens   float64 // rate limit bucket (reader goroutine only)
+	tokens   float64 // rate limit bucket (the goroutine handling a request only)
 	lastFill time.Time
 }
 
