@@ -1,7 +1,6 @@
 package relay
 
 import (
-	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 
@@ -17,7 +16,7 @@ import (
 // and derive the public key again on every call.
 func signEvent(k *identity.Key, ev *nostr.Event, v *Verifier) error {
 	ev.PubKey = k.NostrPublicKey()
-	id := sha256.Sum256(ev.Serialize())
+	id := EventID(ev)
 	sig, err := k.SignUntweaked(id)
 	if err != nil {
 		return fmt.Errorf("relay: sign event: %w", err)

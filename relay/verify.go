@@ -1,7 +1,6 @@
 package relay
 
 import (
-	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 
@@ -76,7 +75,7 @@ func CheckID(ev *nostr.Event) ([32]byte, error) {
 	if _, err := decodeHex32(ev.ID, &id); err != nil {
 		return id, fmt.Errorf("%w: id is not 64 hex characters", ErrInvalidEvent)
 	}
-	if sha256.Sum256(ev.Serialize()) != id {
+	if EventID(ev) != id {
 		return id, fmt.Errorf("%w: id %s does not match the content", ErrInvalidEvent, ev.ID)
 	}
 	return id, nil

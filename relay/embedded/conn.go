@@ -55,8 +55,15 @@ type outItem struct {
 // transport.
 type transport interface {
 	// write hands one message to the client; an error means the
-	// connection is dead. Only the writer goroutine calls it.
+	// connection is dead. Only the writer goroutine calls it, between
+	// begin and flush.
 	write(it outItem) error
+	// begin opens a burst of writes: the transport may hold them until
+	// flush, which the writer calls as soon as its queues are empty, and
+	// which sends them in the order they were written (an error means the
+	// connection is dead).
+	begin()
+	flush() error
 	// ack may answer an EVENT at once, without queueing the OK; it
 	// reports whether it did.
 	ack(id string, accepted bool, msg string) bool
@@ -75,8 +82,9 @@ type transport interface {
 }
 
 // conn is one client connection. Its reader (the HTTP handler's goroutine
-// for a WebSocket, a goroutine of its own for an in-process connection)
-// handles messages one at a time; its writer goroutine drains two bounded
+// for a WebSocket, a goroutine of its own for an in-process connection,
+// or the publisher's: see localConn.handleNow) handles messages one at a
+// time; its writer goroutine drains two bounded
 // queues: ctrl, filled by the reader (answers and stored events; the
 // reader waits for room, up to WriteTimeout), and live, filled by
 // publishers on other connections without ever waiting (a full queue
@@ -101,9 +109,9 @@ type conn struct {
 	closeCode int
 	closeText string
 
-	subs map[string]*subscription // reader goroutine only
+	subs map[string]*subscription // the goroutine handling a request only
 
-	tokens   float64 // rate limit bucket (reader goroutine only)
+	tokens   float64 // rate limit bucket (the goroutine handling a request only)
 	lastFill time.Time
 }
 
@@ -262,8 +270,8 @@ func (c *conn) refuse(r *refusal) error {
 	}
 }
 
-// writeLoop hands queued messages to the transport (and pings) until the
-// connection is killed, then lets the transport finish.
+// writeLoop hands queued messages to the transport in bursts (and pings)
+// until the connection is killed, then lets the transport finish.
 func (c *conn) writeLoop() {
 	var ping <-chan time.Time
 	if d := c.t.pingInterval(); d > 0 {
@@ -303,6 +311,30 @@ func (c *conn) writeLoop() {
 		}
 		return write(it)
 	}
+	// burst writes it and whatever else is queued by then, and flushes
+	// once the queues are empty: one system call for messages that were
+	// ready together, and none held back waiting for more.
+	burst := func(it outItem) bool {
+		c.t.begin()
+		ok := handle(it)
+	drain:
+		for ok {
+			select {
+			case it := <-c.ctrl:
+				ok = handle(it)
+			case it := <-c.live:
+				ok = handle(it)
+			default:
+				break drain
+			}
+		}
+		if err := c.t.flush(); err != nil && ok {
+			c.log.Debug("write failed", "err", err)
+			c.kill(websocket.CloseAbnormalClosure, "")
+			return false
+		}
+		return ok
+	}
 	for {
 		// Prefer being killed over writing more.
 		select {
@@ -314,11 +346,11 @@ func (c *conn) writeLoop() {
 		case <-c.done:
 			return
 		case it := <-c.ctrl:
-			if !handle(it) {
+			if !burst(it) {
 				return
 			}
 		case it := <-c.live:
-			if !handle(it) {
+			if !burst(it) {
 				return
 			}
 		case <-ping:
@@ -492,25 +524,6 @@ func (c *conn) handleReq(subID string, filters []*filter) error {
 		return err
 	}
 	return c.send(outItem{flip: sub})
-}
-
-// wireEvent is the JSON form of an event the relay stores and sends.
-type wireEvent struct {
-	ID        string     `json:"id"`
-	PubKey    string     `json:"pubkey"`
-	CreatedAt int64      `json:"created_at"`
-	Kind      int        `json:"kind"`
-	Tags      [][]string `json:"tags"`
-	Content   string     `json:"content"`
-	Sig       string     `json:"sig"`
-}
-
-func encodeEvent(ev *nostr.Event) ([]byte, error) {
-	tags := make([][]string, len(ev.Tags))
-	for i, t := range ev.Tags {
-		tags[i] = t
-	}
-	return marshalNoEscape(wireEvent{ev.ID, ev.PubKey, int64(ev.CreatedAt), ev.Kind, tags, ev.Content, ev.Sig})
 }
 
 // marshalNoEscape is json.Marshal without HTML escaping and without the

@@ -2,7 +2,7 @@ package embedded
 
 import (
 	"bytes"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -140,7 +140,7 @@ func parseClientMessage(b []byte, lim *limits) (*clientMessage, error) {
 		}
 		filters := make([]*filter, 0, n)
 		for _, raw := range arr[2:] {
-			f, err := parseFilter(json.RawMessage(raw), lim)
+			f, err := parseFilter(raw, lim)
 			if err != nil {
 				return nil, filterRefusal(subID, err)
 			}
@@ -178,10 +178,10 @@ func filterRefusal(subID string, err error) *refusal {
 
 // parseSubID reads the subscription id of a REQ, CLOSE or COUNT.
 func parseSubID(arr []jsontext.Value, label string, lim *limits) (string, error) {
-	var id string
-	if len(arr) < 2 || isNull(json.RawMessage(arr[1])) || json.Unmarshal(arr[1], &id) != nil {
+	if len(arr) < 2 || arr[1].Kind() != '"' {
 		return "", notice("invalid: %s needs a subscription id string", label)
 	}
+	id := unquote(arr[1])
 	return id, checkSubID(id, label, lim)
 }
 
@@ -333,35 +333,50 @@ func unquote(v jsontext.Value) string {
 	return string(b)
 }
 
-// parseFilter decodes one REQ filter.
-func parseFilter(raw json.RawMessage, lim *limits) (*filter, error) {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
-		return nil, fmt.Errorf("a filter must be a JSON object")
+// parseFilter decodes one REQ filter in one pass. A null member counts
+// as absent; null list elements are refused.
+func parseFilter(raw []byte, lim *limits) (*filter, error) {
+	// Duplicate names are refused below, for less than the decoder's
+	// general check costs.
+	dec := jsontext.NewDecoder(bytes.NewReader(raw), jsontext.AllowDuplicateNames(true))
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
+		return nil, errFilterObject
 	}
 	f := &filter{}
-	for k, v := range m {
-		if isNull(v) {
+	var few [8]string
+	seen := names{few: few[:0]}
+	for dec.PeekKind() != '}' {
+		name, err := dec.ReadToken()
+		if err != nil {
+			return nil, errFilterObject
+		}
+		k := name.String()
+		if !seen.add(k) {
+			return nil, fmt.Errorf("a filter must not repeat %q", clip(k, 32))
+		}
+		if dec.PeekKind() == 'n' {
+			if err := dec.SkipValue(); err != nil {
+				return nil, errFilterObject
+			}
 			continue // as if absent
 		}
-		var err error
 		switch {
 		case k == "ids":
-			err = decodeList(v, &f.ids, k, "strings")
+			f.ids, err = readList(dec, k, "strings", tokenString)
 		case k == "authors":
-			err = decodeList(v, &f.authors, k, "strings")
+			f.authors, err = readList(dec, k, "strings", tokenString)
 		case k == "kinds":
-			err = decodeList(v, &f.kinds, k, "integers")
+			f.kinds, err = readList(dec, k, "integers", tokenInt)
 		case k == "since":
 			f.hasSince = true
-			err = decodeInt(v, &f.since, k)
+			f.since, err = readInt(dec, k)
 		case k == "until":
 			f.hasUntil = true
-			err = decodeInt(v, &f.until, k)
+			f.until, err = readInt(dec, k)
 		case k == "limit":
 			f.hasLimit = true
 			var n int64
-			if err = decodeInt(v, &n, k); err == nil {
+			if n, err = readInt(dec, k); err == nil {
 				if n < 0 {
 					err = fmt.Errorf("limit must not be negative")
 				}
@@ -371,7 +386,7 @@ func parseFilter(raw json.RawMessage, lim *limits) (*filter, error) {
 			return nil, closed("", "unsupported: search (NIP-50) is not supported")
 		case len(k) > 1 && k[0] == '#':
 			var values []string
-			err = decodeList(v, &values, k, "strings")
+			values, err = readList(dec, k, "strings", tokenString)
 			f.tags = append(f.tags, tagFilter{name: k[1:], values: values})
 		default:
 			return nil, closed("", "unsupported: filter contains unknown element %q", clip(k, 32))
@@ -380,39 +395,102 @@ func parseFilter(raw json.RawMessage, lim *limits) (*filter, error) {
 			return nil, err
 		}
 	}
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, errFilterObject
+	}
+	if _, err := dec.ReadToken(); err != io.EOF {
+		return nil, errFilterObject
+	}
 	return f.complete(lim)
 }
 
-// decodeList decodes a JSON array of T into dst (never nil afterwards);
-// null elements are refused, since json.Unmarshal would turn them into
-// zero values.
-func decodeList[T any](v json.RawMessage, dst *[]T, key, what string) error {
-	var ptrs []*T
-	if err := json.Unmarshal(v, &ptrs); err != nil {
-		return fmt.Errorf("%q must be an array of %s", clip(key, 32), what)
-	}
-	out := make([]T, len(ptrs))
-	for i, p := range ptrs {
-		if p == nil {
-			return fmt.Errorf("%q must be an array of %s", clip(key, 32), what)
+var errFilterObject = errors.New("a filter must be a JSON object")
+
+// names is a set of member names: a slice while small (a filter has a
+// handful), a map once larger, so that a filter of many tag names costs
+// linear time.
+type names struct {
+	few  []string
+	many map[string]struct{}
+}
+
+// add adds k and reports whether it was new.
+func (n *names) add(k string) bool {
+	if n.many != nil {
+		if _, dup := n.many[k]; dup {
+			return false
 		}
-		out[i] = *p
+		n.many[k] = struct{}{}
+		return true
 	}
-	*dst = out
-	return nil
+	if slices.Contains(n.few, k) {
+		return false
+	}
+	n.few = append(n.few, k)
+	if len(n.few) > 16 {
+		n.many = make(map[string]struct{}, 2*len(n.few))
+		for _, s := range n.few {
+			n.many[s] = struct{}{}
+		}
+		n.few = nil
+	}
+	return true
 }
 
-func decodeInt(v json.RawMessage, dst *int64, key string) error {
-	if err := json.Unmarshal(v, dst); err != nil {
-		return fmt.Errorf("%q must be an integer", key)
+// readList reads a JSON array whose elements conv accepts (never nil
+// afterwards); anything else, null elements included, is refused.
+func readList[T any](dec *jsontext.Decoder, key, what string, conv func(jsontext.Token) (T, bool)) ([]T, error) {
+	bad := func() error { return fmt.Errorf("%q must be an array of %s", clip(key, 32), what) }
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '[' {
+		return nil, bad()
 	}
-	return nil
+	out := []T{}
+	for dec.PeekKind() != ']' {
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return nil, bad()
+		}
+		v, ok := conv(tok)
+		if !ok {
+			return nil, bad()
+		}
+		out = append(out, v)
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, bad()
+	}
+	return out, nil
 }
 
-// isNull reports whether a JSON value is the literal null (which
-// json.Unmarshal silently accepts for any destination).
-func isNull(v json.RawMessage) bool {
-	return bytes.Equal(bytes.TrimSpace(v), []byte("null"))
+func tokenString(tok jsontext.Token) (string, bool) {
+	return tok.String(), tok.Kind() == '"'
+}
+
+func tokenInt(tok jsontext.Token) (int, bool) {
+	n, ok := tokenInt64(tok)
+	return int(n), ok
+}
+
+// tokenInt64 accepts a JSON number that is an integer literal in int64's
+// range (no fraction, no exponent), as encoding/json does for an int64.
+func tokenInt64(tok jsontext.Token) (int64, bool) {
+	if tok.Kind() != '0' {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(tok.String(), 10, 64)
+	return n, err == nil
+}
+
+func readInt(dec *jsontext.Decoder, key string) (int64, error) {
+	tok, err := dec.ReadToken()
+	if err != nil {
+		return 0, fmt.Errorf("%q must be an integer", key)
+	}
+	n, ok := tokenInt64(tok)
+	if !ok {
+		return 0, fmt.Errorf("%q must be an integer", key)
+	}
+	return n, nil
 }
 
 // clip shortens s to at most n bytes, on a rune boundary, for echoing back

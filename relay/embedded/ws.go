@@ -13,8 +13,9 @@ import (
 
 // wsTransport carries a conn over a WebSocket, as NIP-01 JSON.
 type wsTransport struct {
-	c  *conn
-	ws *websocket.Conn
+	c     *conn
+	ws    *websocket.Conn
+	batch *batchConn
 }
 
 func (r *Relay) serveWebSocket(w http.ResponseWriter, req *http.Request) {
@@ -25,11 +26,12 @@ func (r *Relay) serveWebSocket(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "relay closed", http.StatusServiceUnavailable)
 		return
 	}
-	ws, err := r.upgrader.Upgrade(w, req, nil)
+	bw := &batchWriter{ResponseWriter: w}
+	ws, err := r.upgrader.Upgrade(bw, req, nil)
 	if err != nil {
 		return // the upgrader answered with an HTTP error
 	}
-	t := &wsTransport{ws: ws}
+	t := &wsTransport{ws: ws, batch: bw.conn}
 	c := r.newConn(t, r.log.With("remote", req.RemoteAddr))
 	t.c = c
 	if !r.register(c) {
@@ -123,18 +125,11 @@ func (t *wsTransport) write(it outItem) error {
 	return t.ws.WriteMessage(websocket.TextMessage, b)
 }
 
-// json is m as NIP-01 JSON (EVENT aside: see write).
-func (m *message) json() ([]byte, error) {
-	switch m.label {
-	case labelOK:
-		return marshalNoEscape([]any{labelOK, m.ref, m.ok, m.text})
-	case labelEOSE:
-		return marshalNoEscape([]any{labelEOSE, m.ref})
-	case labelClosed:
-		return marshalNoEscape([]any{labelClosed, m.ref, m.text})
-	default:
-		return marshalNoEscape([]any{labelNotice, m.text})
-	}
+func (t *wsTransport) begin() { t.batch.begin() }
+
+func (t *wsTransport) flush() error {
+	_ = t.ws.NetConn().SetWriteDeadline(time.Now().Add(t.c.r.cfg.WriteTimeout))
+	return t.batch.end()
 }
 
 func (t *wsTransport) pingInterval() time.Duration { return t.c.r.cfg.PingInterval }

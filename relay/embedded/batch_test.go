@@ -1,0 +1,174 @@
+package embedded
+
+import (
+	"bytes"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+)
+
+// recordConn is a net.Conn that records each Write it gets.
+type recordConn struct {
+	net.Conn
+	mu     sync.Mutex
+	writes [][]byte
+}
+
+func (c *recordConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.writes = append(c.writes, bytes.Clone(p))
+	return len(p), nil
+}
+
+func (c *recordConn) got() [][]byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.writes)
+}
+
+func TestBatchConnHoldsABurstAndWritesItOnce(t *testing.T) {
+	rc := &recordConn{}
+	b := &batchConn{Conn: rc}
+	b.Write([]byte("handshake"))
+	b.begin()
+	for i := range 5 {
+		b.Write([]byte(strconv.Itoa(i)))
+	}
+	if n := len(rc.got()); n != 1 {
+		t.Fatalf("%d writes reached the socket during the burst, want only the one before it", n)
+	}
+	if err := b.end(); err != nil {
+		t.Fatal(err)
+	}
+	got := rc.got()
+	if len(got) != 2 || string(got[1]) != "01234" {
+		t.Fatalf("writes = %q, want [handshake 01234]", got)
+	}
+	b.Write([]byte("pong")) // outside a burst: at once
+	if got := rc.got(); len(got) != 3 || string(got[2]) != "pong" {
+		t.Fatalf("writes = %q, want the pong written at once", got)
+	}
+	if err := b.end(); err != nil || len(rc.got()) != 3 {
+		t.Fatalf("an empty burst wrote: %q, %v", rc.got(), err)
+	}
+}
+
+func TestBatchConnHoldsAtMostMaxBatch(t *testing.T) {
+	rc := &recordConn{}
+	b := &batchConn{Conn: rc}
+	frame := bytes.Repeat([]byte("x"), 30<<10)
+	b.begin()
+	for range 5 {
+		b.Write(frame)
+		if len(b.buf) > maxBatch {
+			t.Fatalf("holding %d bytes, bound %d", len(b.buf), maxBatch)
+		}
+	}
+	big := bytes.Repeat([]byte("y"), maxBatch+1)
+	b.Write(big)
+	if err := b.end(); err != nil {
+		t.Fatal(err)
+	}
+	var all []byte
+	for _, w := range rc.got() {
+		if len(w) > maxBatch && !bytes.Equal(w, big) {
+			t.Fatalf("a write of %d bytes, bound %d", len(w), maxBatch)
+		}
+		all = append(all, w...)
+	}
+	want := append(bytes.Repeat(frame, 5), big...)
+	if !bytes.Equal(all, want) {
+		t.Fatalf("bytes out of order or lost: %d bytes, want %d", len(all), len(want))
+	}
+}
+
+// recordTransport records what the writer does, in order.
+type recordTransport struct {
+	mu      sync.Mutex
+	calls   []string
+	flushed chan struct{}
+}
+
+func (r *recordTransport) add(s string) {
+	r.mu.Lock()
+	r.calls = append(r.calls, s)
+	r.mu.Unlock()
+}
+
+func (r *recordTransport) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := r.calls
+	r.calls = nil
+	return c
+}
+
+func (r *recordTransport) write(it outItem) error        { r.add("write " + it.msg.text); return nil }
+func (r *recordTransport) begin()                        { r.add("begin") }
+func (r *recordTransport) flush() error                  { r.add("flush"); r.flushed <- struct{}{}; return nil }
+func (r *recordTransport) ack(string, bool, string) bool { return false }
+func (r *recordTransport) sendsJSON() bool               { return true }
+func (r *recordTransport) pingInterval() time.Duration   { return 0 }
+func (r *recordTransport) ping() error                   { return nil }
+func (r *recordTransport) abort()                        {}
+func (r *recordTransport) killed(int, string)            {}
+func (r *recordTransport) finish(int, string)            {}
+
+// What is queued together goes out in one burst, in order, and the burst
+// is flushed as soon as the queues are empty, without waiting for more.
+func TestWriterFlushesEachBurstWhenIdle(t *testing.T) {
+	r := startRelay(t, Config{})
+	rt := &recordTransport{flushed: make(chan struct{}, 8)}
+	c := r.newConn(rt, slog.New(slog.DiscardHandler))
+	for i := range 5 {
+		c.ctrl <- outItem{msg: message{label: labelNotice, text: strconv.Itoa(i)}}
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); c.writeLoop() }()
+	defer func() { c.kill(1000, ""); <-done }()
+
+	<-rt.flushed
+	want := []string{"begin", "write 0", "write 1", "write 2", "write 3", "write 4", "flush"}
+	if got := rt.take(); !slices.Equal(got, want) {
+		t.Fatalf("writer did %q, want %q", got, want)
+	}
+	if err := c.notice("5"); err != nil {
+		t.Fatal(err)
+	}
+	<-rt.flushed // a lone message is flushed at once
+	if got, want := rt.take(), []string{"begin", "write 5", "flush"}; !slices.Equal(got, want) {
+		t.Fatalf("writer did %q, want %q", got, want)
+	}
+}
+
+// Over a real socket, a subscriber gets every stored event in order, then
+// EOSE, then a live event with nothing after it to push it out.
+func TestBurstsKeepFrameOrderOverWebSocket(t *testing.T) {
+	r := startRelay(t, Config{})
+	k := newKey(t)
+	pub := dial(t, r.url)
+	var want []string
+	for i := range 40 {
+		ev := k.event(t, 1, r.clock.Unix()-nostr.Timestamp(i), fmt.Sprint("note ", i))
+		pub.mustPublish(ev)
+		want = append(want, ev.ID)
+	}
+	sub := dial(t, r.url)
+	if got := sub.req("s", map[string]any{"kinds": []int{1}}); !slices.Equal(got, want) {
+		t.Fatalf("stored events arrived as %v, want %v", got, want)
+	}
+	live := k.event(t, 1, r.clock.Unix(), "live")
+	pub.mustPublish(live)
+	m := sub.expect("EVENT")
+	if got := m.event(1).ID; got != live.ID {
+		t.Fatalf("live event %s, want %s", got, live.ID)
+	}
+}

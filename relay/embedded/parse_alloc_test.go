@@ -1,0 +1,47 @@
+package embedded
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// The REQ an SDK peer sends with each request (its reply's subscription)
+// is parsed in one pass: a bounded number of allocations, most of them the
+// filter's own values and lookup sets.
+func TestParseReqAllocations(t *testing.T) {
+	pk := strings.Repeat("ab", 32)
+	id := strings.Repeat("cd", 32)
+	req := []byte(`["REQ","sub-1",{"kinds":[21339,4339],"since":1700000000,"#p":["` + pk + `"],"#e":["` + id + `"]}]`)
+	lim := fuzzLimits()
+	if _, err := parseClientMessage(req, lim); err != nil {
+		t.Fatal(err)
+	}
+	bound := 45 // 70 when each filter was decoded with encoding/json
+	if raceEnabled {
+		bound += 5 // the race detector allocates a few of its own
+	}
+	if n := testing.AllocsPerRun(200, func() { parseClientMessage(req, lim) }); n > float64(bound) {
+		t.Fatalf("parsing the REQ made %.0f allocations, want at most %d", n, bound)
+	}
+}
+
+// A filter read on its own refuses a repeated member, however many tag
+// names it has (a message's own pass refuses them before).
+func TestParseFilterRefusesRepeatedNames(t *testing.T) {
+	lim := fuzzLimits()
+	var many strings.Builder
+	many.WriteString("{")
+	for i := range 40 {
+		fmt.Fprintf(&many, `"#t%d":[],`, i)
+	}
+	many.WriteString(`"#t7":[]}`)
+	for _, js := range []string{`{"kinds":[1],"kinds":[2]}`, `{"#p":["a"],"#p":["b"]}`, many.String()} {
+		if _, err := parseFilter([]byte(js), lim); err == nil || !strings.Contains(err.Error(), "must not repeat") {
+			t.Errorf("parseFilter(%.40s…) = %v, want a repeated member refused", js, err)
+		}
+	}
+	if _, err := parseFilter([]byte(strings.Replace(many.String(), `"#t7":[]}`, `"#u":[]}`, 1)), lim); err != nil {
+		t.Errorf("40 distinct tag names refused: %v", err)
+	}
+}
