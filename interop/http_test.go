@@ -163,8 +163,10 @@ func (x *httpExchange) summary() string {
 // default one.
 func jsHTTP(t *testing.T, n *httpNode, secret, to, transport, method string, payload any) *httpExchange {
 	t.Helper()
+	// The time-out is generous: under the whole suite with -race, a stream
+	// to a loaded node has taken more than 10 s; nothing here measures time.
 	args := []string{"http-request", "--url", n.url(transport), "--to-address", to, "--secret", secret,
-		"--transport", transport, "--method", method, "--timeout-ms", "10000"}
+		"--transport", transport, "--method", method, "--timeout-ms", "30000"}
 	if payload != nil {
 		b, err := json.Marshal(payload)
 		if err != nil {
