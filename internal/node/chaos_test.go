@@ -27,8 +27,9 @@ import (
 )
 
 var (
-	chaosFull = flag.Bool("chaos.full", false, "run TestChaosSIGKILL at full size (200 tasks, 10 restarts); also SNAPNODE_CHAOS_FULL=1")
-	chaosSeed = flag.Uint64("chaos.seed", 0, "the seed of TestChaosSIGKILL's random kills (0: a new one, logged)")
+	chaosTasks = flag.Int("chaos.tasks", 200, "the tasks TestChaosSIGKILL sends")
+	chaosKills = flag.Int("chaos.kills", 10, "the SIGKILLs (and restarts) of TestChaosSIGKILL")
+	chaosSeed  = flag.Uint64("chaos.seed", 0, "the seed of TestChaosSIGKILL's random kills (0: a new one, logged)")
 )
 
 // chaosKind is what a task of the chaos test asks of the node.
@@ -77,17 +78,14 @@ func (c *chaosTask) moved() string { return fmt.Sprintf("%s-%d-moved.md", c.kind
 // task completed, a change recorded as not applied is absent, no write was
 // applied twice); and `snapnode audit verify` passes.
 //
-// By default it runs 40 tasks and 3 kills; -chaos.full (or
-// SNAPNODE_CHAOS_FULL=1) runs 200 tasks and 10. The seed is logged:
-// -chaos.seed repeats a run's choices.
+// It runs 200 tasks and 10 kills (-chaos.tasks and -chaos.kills change
+// them; a run takes seconds). The seed is logged: -chaos.seed repeats a
+// run's choices.
 func TestChaosSIGKILL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs node processes")
 	}
-	total, kills := 40, 3
-	if *chaosFull || os.Getenv("SNAPNODE_CHAOS_FULL") != "" {
-		total, kills = 200, 10
-	}
+	total, kills := *chaosTasks, *chaosKills
 	seed := *chaosSeed
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
