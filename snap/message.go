@@ -28,7 +28,7 @@ const (
 )
 
 // MethodServiceCall is the agent-to-service method: the only request that
-// may leave out to (see package service).
+// may leave out to (see package servicecall).
 const MethodServiceCall = "service/call"
 
 // ProtocolVersion is the version snapnode speaks and writes.

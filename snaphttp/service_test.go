@@ -13,7 +13,7 @@ import (
 
 	"github.com/snapnode/snapnode/client"
 	"github.com/snapnode/snapnode/internal/ratelimit"
-	"github.com/snapnode/snapnode/service"
+	"github.com/snapnode/snapnode/servicecall"
 	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/snaphttp"
 )
@@ -23,18 +23,18 @@ import (
 // per-identity limit of burst requests (0: none).
 func startService(t *testing.T, burst int) *env {
 	t.Helper()
-	reg, err := service.New(service.Config{Allow: []string{addr(clientKey)}, Logger: slog.New(slog.DiscardHandler)})
+	reg, err := servicecall.New(servicecall.Config{Allow: []string{addr(clientKey)}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg.Handle("echo", func(ctx context.Context, c *service.Call) (any, error) {
+	reg.Handle("echo", func(ctx context.Context, c *servicecall.Call) (any, error) {
 		return map[string]any{"from": c.From, "arguments": c.Arguments}, nil
 	})
-	reg.Handle("boom", func(ctx context.Context, c *service.Call) (any, error) {
+	reg.Handle("boom", func(ctx context.Context, c *servicecall.Call) (any, error) {
 		return nil, errors.New("disk on fire")
 	})
 	r := snap.NewRouter()
-	r.Handle(service.Method, reg.Serve)
+	r.Handle(servicecall.Method, reg.Serve)
 	vc := snap.Config{Self: addr(serverKey), Replay: snap.NewMemoryReplayStore(0)}
 	if burst > 0 {
 		vc.Limiter = ratelimit.New(ratelimit.Config{Rate: 0.001, Burst: burst})
@@ -88,7 +88,7 @@ func TestServiceCallOverHTTP(t *testing.T) {
 	}
 
 	// A request that does not authenticate is 401 with its SNAP code.
-	m := requestFrom(t, clientKey, "", service.Method, `{"name":"echo"}`, time.Now())
+	m := requestFrom(t, clientKey, "", servicecall.Method, `{"name":"echo"}`, time.Now())
 	m.Payload = []byte(`{"name":"boom"}`) // signed over another payload
 	status, body := postRaw(t, endpoint, raw(t, m))
 	if status != http.StatusUnauthorized || errCode(body) != snap.CodeSignatureInvalid {
@@ -120,7 +120,7 @@ func TestServiceCallRateLimited(t *testing.T) {
 // response, since a frame of the stream must be a SNAP message.
 func TestServiceCallOverWebSocket(t *testing.T) {
 	e := startService(t, 0)
-	resp, err := e.client.SendWS(context.Background(), e.ws, &snap.Message{To: addr(serverKey), Method: service.Method, Payload: []byte(`{"name":"echo","arguments":{"k":"v"}}`)})
+	resp, err := e.client.SendWS(context.Background(), e.ws, &snap.Message{To: addr(serverKey), Method: servicecall.Method, Payload: []byte(`{"name":"echo","arguments":{"k":"v"}}`)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ import (
 	"github.com/snapnode/snapnode/proposals"
 	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/relay/embedded"
-	"github.com/snapnode/snapnode/service"
+	"github.com/snapnode/snapnode/servicecall"
 	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/tasks"
 )
@@ -61,7 +61,7 @@ type Node struct {
 	cardMu sync.Mutex
 	card   *snap.Card
 	// The settings that change live (see Reload) are applied to these.
-	services       *service.Registry
+	services       *servicecall.Registry
 	identityLimits *ratelimit.Limiter
 	nostrKeyLimits *ratelimit.Limiter
 	level          *slog.LevelVar // nil: log_level needs a restart

@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/snapnode/snapnode/service"
+	"github.com/snapnode/snapnode/servicecall"
 	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/tasks"
 )
@@ -25,14 +25,14 @@ type options struct {
 
 type namedService struct {
 	name string
-	h    service.Handler
+	h    servicecall.Handler
 }
 
 // WithService offers h as the service name over service/call. Only the
 // identities in the settings' service_callers may call it. The node
 // offers "status" itself; Start fails on that name, on a name given
-// twice, and on a name service.CheckName refuses.
-func WithService(name string, h service.Handler) Option {
+// twice, and on a name servicecall.CheckName refuses.
+func WithService(name string, h servicecall.Handler) Option {
 	return func(o *options) { o.services = append(o.services, namedService{name, h}) }
 }
 
@@ -45,14 +45,14 @@ func WithLogLevel(v *slog.LevelVar) Option {
 // startServices makes the registry of the node's services, the built-in
 // status and those of opts, and registers it on router.
 func (n *Node) startServices(router *snap.Router, store tasks.Store, opts options) error {
-	reg, err := service.New(service.Config{Allow: n.cfg.ServiceCallers, Logger: n.logger.With("part", "service")})
+	reg, err := servicecall.New(servicecall.Config{Allow: n.cfg.ServiceCallers, Logger: n.logger.With("part", "service")})
 	if err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
 	all := append([]namedService{{"status", n.statusService(store)}}, opts.services...)
 	seen := map[string]bool{}
 	for _, s := range all {
-		if err := service.CheckName(s.name); err != nil {
+		if err := servicecall.CheckName(s.name); err != nil {
 			return fmt.Errorf("node: %w", err)
 		}
 		if seen[s.name] {
@@ -61,16 +61,16 @@ func (n *Node) startServices(router *snap.Router, store tasks.Store, opts option
 		seen[s.name] = true
 		reg.Handle(s.name, s.h)
 	}
-	router.Handle(service.Method, reg.Serve)
+	router.Handle(servicecall.Method, reg.Serve)
 	n.services = reg
 	return nil
 }
 
 // statusService answers "status": who the node is, since when it runs,
 // its relays and their states, its HTTP endpoint, and its tasks by state.
-func (n *Node) statusService(store tasks.Store) service.Handler {
+func (n *Node) statusService(store tasks.Store) servicecall.Handler {
 	started := time.Now()
-	return func(ctx context.Context, c *service.Call) (any, error) {
+	return func(ctx context.Context, c *servicecall.Call) (any, error) {
 		if err := c.Bind(&struct{}{}); err != nil {
 			return nil, err
 		}

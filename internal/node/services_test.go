@@ -16,7 +16,7 @@ import (
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/node"
-	"github.com/snapnode/snapnode/service"
+	"github.com/snapnode/snapnode/servicecall"
 	"github.com/snapnode/snapnode/snap"
 )
 
@@ -31,7 +31,7 @@ func TestNodeServices(t *testing.T) {
 	n := startNodeWith(t, func(c *config.Config) {
 		c.HTTPListen = "127.0.0.1:0"
 		c.ServiceCallers = []string{alice}
-	}, node.WithService("echo", func(ctx context.Context, c *service.Call) (any, error) {
+	}, node.WithService("echo", func(ctx context.Context, c *servicecall.Call) (any, error) {
 		var args struct {
 			Say string `json:"say"`
 		}
@@ -57,7 +57,7 @@ func TestNodeServices(t *testing.T) {
 	overNostr := newRequesterWith(t, n.RelayURLs(), aliceKey)
 	noAgent(t, "message/send", taskOf(t, overNostr.call(t, n, "message/send", text("counted"), false)))
 
-	p := overNostr.call(t, n, service.Method, map[string]any{"name": "status"}, false)
+	p := overNostr.call(t, n, servicecall.Method, map[string]any{"name": "status"}, false)
 	if p["address"] != n.Address() || p["http"] != endpoint || p["protocolVersion"] != snap.ProtocolVersion {
 		t.Errorf("status over Nostr: %v", p)
 	}
@@ -67,7 +67,7 @@ func TestNodeServices(t *testing.T) {
 	if relays, _ := p["relays"].([]any); len(relays) != 1 || !strings.Contains(string(mustJSON(t, relays[0])), `"state":"connected"`) {
 		t.Errorf("status relays: %v", p["relays"])
 	}
-	if p := overNostr.call(t, n, service.Method, map[string]any{"name": "echo", "arguments": map[string]any{"shout": 1}}, false); errCode(p) != int(snap.CodeInvalidPayload) {
+	if p := overNostr.call(t, n, servicecall.Method, map[string]any{"name": "echo", "arguments": map[string]any{"shout": 1}}, false); errCode(p) != int(snap.CodeInvalidPayload) {
 		t.Errorf("a bad argument over Nostr: %v", p)
 	}
 
@@ -77,7 +77,7 @@ func TestNodeServices(t *testing.T) {
 	if !errors.As(err, &se) || se.StatusCode != http.StatusForbidden || se.Err == nil || se.Err.Code != snap.CodeIdentityMismatch {
 		t.Errorf("a stranger over HTTP: %v", err)
 	}
-	if p := newRequesterWith(t, n.RelayURLs(), strangerKey).call(t, n, service.Method, map[string]any{"name": "status"}, false); errCode(p) != int(snap.CodeIdentityMismatch) {
+	if p := newRequesterWith(t, n.RelayURLs(), strangerKey).call(t, n, servicecall.Method, map[string]any{"name": "status"}, false); errCode(p) != int(snap.CodeIdentityMismatch) {
 		t.Errorf("a stranger over Nostr: %v", p)
 	}
 }
@@ -85,7 +85,7 @@ func TestNodeServices(t *testing.T) {
 // A service named twice, or under the built-in's name, stops the node
 // from starting, with the name in the error.
 func TestNodeServiceMistakes(t *testing.T) {
-	h := func(context.Context, *service.Call) (any, error) { return map[string]any{}, nil }
+	h := func(context.Context, *servicecall.Call) (any, error) { return map[string]any{}, nil }
 	for _, tc := range []struct {
 		opts []node.Option
 		want string

@@ -26,7 +26,7 @@ import (
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/node"
 	"github.com/snapnode/snapnode/relay"
-	"github.com/snapnode/snapnode/service"
+	"github.com/snapnode/snapnode/servicecall"
 	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/tasks"
 )
@@ -430,7 +430,7 @@ func (e *transportEnv) serviceCall(t *testing.T, tr transport, name string, args
 	if tr == e.bob {
 		self = e.bobKey.Address(identity.Mainnet)
 	}
-	p = e.callAs(t, tr, self, service.Method, payload)
+	p = e.callAs(t, tr, self, servicecall.Method, payload)
 	return p, errCode(p)
 }
 

@@ -1,4 +1,4 @@
-package service_test
+package servicecall_test
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/snapnode/snapnode/identity"
-	"github.com/snapnode/snapnode/service"
+	"github.com/snapnode/snapnode/servicecall"
 	"github.com/snapnode/snapnode/snap"
 )
 
@@ -16,8 +16,8 @@ func Example() {
 	svcKey, _ := identity.Generate()
 	caller, _ := identity.Generate()
 
-	reg, _ := service.New(service.Config{Allow: []string{caller.Address(identity.Mainnet)}})
-	reg.Handle("weather", func(ctx context.Context, c *service.Call) (any, error) {
+	reg, _ := servicecall.New(servicecall.Config{Allow: []string{caller.Address(identity.Mainnet)}})
+	reg.Handle("weather", func(ctx context.Context, c *servicecall.Call) (any, error) {
 		var args struct {
 			City string `json:"city"`
 		}
@@ -27,12 +27,12 @@ func Example() {
 		return map[string]any{"city": args.City, "celsius": 21}, nil
 	})
 	router := snap.NewRouter()
-	router.Handle(service.Method, reg.Serve)
+	router.Handle(servicecall.Method, reg.Serve)
 	server := snap.NewServer(snap.ServerConfig{Key: svcKey, Router: router,
 		Validator: snap.NewValidator(snap.Config{Self: svcKey.Address(identity.Mainnet), Replay: snap.NewMemoryReplayStore(0)})})
 
 	call := func(id, args string) {
-		req := &snap.Message{ID: id, Version: snap.ProtocolVersion, Type: snap.TypeRequest, Method: service.Method,
+		req := &snap.Message{ID: id, Version: snap.ProtocolVersion, Type: snap.TypeRequest, Method: servicecall.Method,
 			From: caller.Address(identity.Mainnet), Timestamp: time.Now().Unix(),
 			Payload: []byte(`{"name":"weather","arguments":` + args + `}`)}
 		req.Sign(caller)

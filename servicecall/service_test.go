@@ -1,4 +1,4 @@
-package service_test
+package servicecall_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/snapnode/snapnode/identity"
-	"github.com/snapnode/snapnode/service"
+	"github.com/snapnode/snapnode/servicecall"
 	"github.com/snapnode/snapnode/snap"
 )
 
@@ -30,12 +30,12 @@ type callCase struct {
 }
 
 // testServices registers the services the table calls.
-func testServices(t *testing.T, reg *service.Registry) {
+func testServices(t *testing.T, reg *servicecall.Registry) {
 	t.Helper()
-	reg.Handle("echo", func(ctx context.Context, c *service.Call) (any, error) {
+	reg.Handle("echo", func(ctx context.Context, c *servicecall.Call) (any, error) {
 		return map[string]any{"arguments": c.Arguments, "from": c.From}, nil
 	})
-	reg.Handle("weather", func(ctx context.Context, c *service.Call) (any, error) {
+	reg.Handle("weather", func(ctx context.Context, c *servicecall.Call) (any, error) {
 		var args struct {
 			City string `json:"city"`
 			Days int    `json:"days"`
@@ -45,13 +45,13 @@ func testServices(t *testing.T, reg *service.Registry) {
 		}
 		return map[string]any{"city": args.City, "days": args.Days, "celsius": 21}, nil
 	})
-	reg.Handle("refuse", func(ctx context.Context, c *service.Call) (any, error) {
+	reg.Handle("refuse", func(ctx context.Context, c *servicecall.Call) (any, error) {
 		return nil, snap.FieldError("payload.arguments.level", "maximum", 3, 9)
 	})
-	reg.Handle("fail", func(ctx context.Context, c *service.Call) (any, error) {
+	reg.Handle("fail", func(ctx context.Context, c *servicecall.Call) (any, error) {
 		return nil, errors.New("database password is hunter2")
 	})
-	reg.Handle("list", func(ctx context.Context, c *service.Call) (any, error) {
+	reg.Handle("list", func(ctx context.Context, c *servicecall.Call) (any, error) {
 		return []int{1, 2}, nil
 	})
 }
@@ -71,13 +71,13 @@ func TestCalls(t *testing.T) {
 	svcKey, caller, stranger, other := newKey(t), newKey(t), newKey(t), newKey(t)
 	now := time.Unix(1_770_000_000, 0)
 	clock := func() time.Time { return now }
-	reg, err := service.New(service.Config{Allow: []string{caller.Address(identity.Mainnet)}, Logger: slog.New(slog.DiscardHandler)})
+	reg, err := servicecall.New(servicecall.Config{Allow: []string{caller.Address(identity.Mainnet)}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	testServices(t, reg)
 	router := snap.NewRouter()
-	router.Handle(service.Method, reg.Serve)
+	router.Handle(servicecall.Method, reg.Serve)
 	self := svcKey.Address(identity.Mainnet)
 	server := snap.NewServer(snap.ServerConfig{Key: svcKey, Router: router, Now: clock, Logger: slog.New(slog.DiscardHandler),
 		Validator: snap.NewValidator(snap.Config{Self: self, Now: clock, Replay: snap.NewMemoryReplayStore(0)})})
@@ -89,7 +89,7 @@ func TestCalls(t *testing.T) {
 				from = stranger
 			}
 			req := &snap.Message{ID: "call-" + string(rune('a'+i)), Version: snap.ProtocolVersion, Type: snap.TypeRequest,
-				Method: service.Method, From: from.Address(identity.Mainnet), Payload: tc.Payload, Timestamp: now.Unix()}
+				Method: servicecall.Method, From: from.Address(identity.Mainnet), Payload: tc.Payload, Timestamp: now.Unix()}
 			switch tc.To {
 			case "self":
 				req.To = self
@@ -106,7 +106,7 @@ func TestCalls(t *testing.T) {
 			}
 			out, _ := resp.MarshalJSON()
 			got, err := snap.NewValidator(snap.Config{Self: from.Address(identity.Mainnet), Now: clock}).Validate(context.Background(), out)
-			if err != nil || !got.Signed || got.Method != service.Method || got.From != self {
+			if err != nil || !got.Signed || got.Method != servicecall.Method || got.From != self {
 				t.Fatalf("answer does not verify as the service's: %v\n%s", err, out)
 			}
 			if tc.Hidden != "" && strings.Contains(string(out), tc.Hidden) {
@@ -146,7 +146,7 @@ func TestCalls(t *testing.T) {
 // identity is the key.
 func TestAllowlistByKey(t *testing.T) {
 	k := newKey(t)
-	reg, err := service.New(service.Config{Allow: []string{k.Address(identity.Testnet)}})
+	reg, err := servicecall.New(servicecall.Config{Allow: []string{k.Address(identity.Testnet)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ func TestAllowlistByKey(t *testing.T) {
 // SetAllow replaces the allowlist; a bad address changes nothing.
 func TestSetAllow(t *testing.T) {
 	a, b := newKey(t), newKey(t)
-	reg, err := service.New(service.Config{Allow: []string{a.Address(identity.Mainnet)}})
+	reg, err := servicecall.New(servicecall.Config{Allow: []string{a.Address(identity.Mainnet)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,13 +182,13 @@ func TestSetAllow(t *testing.T) {
 // Configuration mistakes are caught when the registry is made or a
 // service registered, not when a call comes.
 func TestRegistryMistakes(t *testing.T) {
-	if _, err := service.New(service.Config{Allow: []string{"bc1pnotanaddress"}}); err == nil || !strings.Contains(err.Error(), "bc1pnotanaddress") {
+	if _, err := servicecall.New(servicecall.Config{Allow: []string{"bc1pnotanaddress"}}); err == nil || !strings.Contains(err.Error(), "bc1pnotanaddress") {
 		t.Errorf("a bad allowed address: %v", err)
 	}
-	reg, _ := service.New(service.Config{})
-	h := func(context.Context, *service.Call) (any, error) { return map[string]any{}, nil }
+	reg, _ := servicecall.New(servicecall.Config{})
+	h := func(context.Context, *servicecall.Call) (any, error) { return map[string]any{}, nil }
 	reg.Handle("a.b-c_d", h)
-	for _, bad := range []string{"", "A", "a b", "1a", "a..b", "a-", strings.Repeat("a", service.MaxNameLen+1), "a.b-c_d"} {
+	for _, bad := range []string{"", "A", "a b", "1a", "a..b", "a-", strings.Repeat("a", servicecall.MaxNameLen+1), "a.b-c_d"} {
 		func() {
 			defer func() {
 				if recover() == nil {

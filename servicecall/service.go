@@ -1,4 +1,4 @@
-package service
+package servicecall
 
 import (
 	"bytes"
@@ -161,7 +161,7 @@ func (r *Registry) SetAllow(addrs []string) error {
 func (r *Registry) Allowed(key [32]byte) bool { return (*r.allow.Load())[key] }
 
 // Serve answers a verified service/call request; it is a
-// snap.HandlerFunc, registered as router.Handle(service.Method, r.Serve).
+// snap.HandlerFunc, registered as router.Handle(servicecall.Method, r.Serve).
 func (r *Registry) Serve(ctx context.Context, req *snap.Verified) (any, error) {
 	if !r.Allowed(req.Sender.Key) {
 		return nil, &snap.Error{Code: snap.CodeIdentityMismatch, Message: "this identity may not call services here",

@@ -1,12 +1,12 @@
-// Package service answers SNAP's agent-to-service calls, service/call:
+// Package servicecall answers SNAP's agent-to-service calls, service/call:
 // requests that may leave out to (a service is not addressed as an
 // agent), authenticated by their signature and an allowlist of caller
 // identities, routed by name to handlers registered in Go. A handler's
 // reply is the service's own JSON object, not a task.
 //
-//	reg, err := service.New(service.Config{Allow: []string{"bc1p…"}})
+//	reg, err := servicecall.New(servicecall.Config{Allow: []string{"bc1p…"}})
 //	if err != nil { … }
-//	reg.Handle("weather", func(ctx context.Context, c *service.Call) (any, error) {
+//	reg.Handle("weather", func(ctx context.Context, c *servicecall.Call) (any, error) {
 //		var args struct {
 //			City string `json:"city"`
 //		}
@@ -15,7 +15,7 @@
 //		}
 //		return map[string]any{"city": args.City, "celsius": 21}, nil
 //	})
-//	router.Handle(service.Method, reg.Serve)
+//	router.Handle(servicecall.Method, reg.Serve)
 //
 // The payload of a call is {"name": string, "arguments"?: object}. Over
 // Nostr and WebSocket the reply travels as the payload of a signed SNAP
@@ -30,4 +30,4 @@
 //   - an unknown name: 3005 with data {"skill", "available"};
 //   - otherwise the handler's reply. A handler's *snap.Error reaches the
 //     caller as it is; any other error is 5001 and is logged, not shown.
-package service
+package servicecall
