@@ -130,6 +130,7 @@ func (d *Delegate) Complete(ctx context.Context, pr agent.Prompt) (*agent.Comple
 	if err != nil {
 		return nil, fmt.Errorf("delegate: %w", err)
 	}
+	outer := ctx
 	if d.cfg.StepTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, d.cfg.StepTimeout)
@@ -137,7 +138,7 @@ func (d *Delegate) Complete(ctx context.Context, pr agent.Prompt) (*agent.Comple
 	}
 	t, err := d.find(ctx)
 	if err != nil {
-		return nil, d.failed(ctx, job, pr.Step, err)
+		return nil, d.failed(outer, ctx, job, pr.Step, err)
 	}
 	req := map[string]any{"message": snap.InnerMessage{MessageID: uuid.NewString(), Role: snap.RoleUser,
 		Parts: []snap.Part{snap.DataPart(line)}}}
@@ -150,7 +151,7 @@ func (d *Delegate) Complete(ctx context.Context, pr agent.Prompt) (*agent.Comple
 	}
 	resp, err := d.client.Request(ctx, t, client.NostrRequest{Method: "message/send", Payload: body})
 	if err != nil {
-		return nil, d.failed(ctx, job, pr.Step, err)
+		return nil, d.failed(outer, ctx, job, pr.Step, err)
 	}
 	if e := snap.ResponseError(resp.Payload); e != nil {
 		d.EndJob(job)
@@ -233,19 +234,25 @@ func (d *Delegate) find(ctx context.Context) (client.Target, error) {
 }
 
 // failed is the error of a step the delegate did not answer: past the
-// step time-out or the caller's deadline it is a violation (the job waits
-// for a human); a canceled ctx (the node stops) or a failed exchange is
-// returned as it is, and the runtime retries the step.
-func (d *Delegate) failed(ctx context.Context, job string, step int, err error) error {
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, client.ErrTimeout) {
-		d.EndJob(job)
-		limit := "the request time-out"
-		if d.cfg.StepTimeout > 0 {
-			limit = "its step time-out of " + d.cfg.StepTimeout.String()
+// step time-out (step's deadline) or the caller's deadline (outer's) it is
+// a violation, and the job waits for a human; a canceled step (the node
+// stops) or a failed exchange is returned as it is, and the runtime
+// retries the step.
+func (d *Delegate) failed(outer, step context.Context, job string, seq int, err error) error {
+	var limit string
+	switch {
+	case errors.Is(outer.Err(), context.DeadlineExceeded):
+		limit = "the request time-out"
+	case outer.Err() == nil && errors.Is(step.Err(), context.DeadlineExceeded):
+		limit = "its step time-out of " + d.cfg.StepTimeout.String()
+	default:
+		if ctxErr := outer.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
+			err = fmt.Errorf("%w (%w)", err, ctxErr)
 		}
-		return d.violation(job, "timeout", fmt.Sprintf("the delegate did not answer step %d within %s: %v", step, limit, err))
+		return fmt.Errorf("delegate: %w", err)
 	}
-	return fmt.Errorf("delegate: %w", err)
+	d.EndJob(job)
+	return d.violation(job, "timeout", fmt.Sprintf("the delegate did not answer step %d within %s: %v", seq, limit, err))
 }
 
 // violation audits the delegate's violation and returns the error that
