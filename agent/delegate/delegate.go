@@ -153,38 +153,45 @@ func (d *Delegate) Complete(ctx context.Context, pr agent.Prompt) (*agent.Comple
 	if err != nil {
 		return nil, d.failed(outer, ctx, job, pr.Step, err)
 	}
-	if e := snap.ResponseError(resp.Payload); e != nil {
+	taskID, line, rule, reason := answerOf(resp.Payload, pr.Step, d.cfg.MaxLineBytes)
+	if rule != "" {
 		d.EndJob(job)
-		return nil, d.violation(job, "error", fmt.Sprintf("the delegate answered step %d with an error: %s", pr.Step, e.Error()))
+		return nil, d.violation(job, rule, reason)
+	}
+	d.mu.Lock()
+	d.remote[job] = taskID
+	d.mu.Unlock()
+	return &agent.Completion{Text: string(line), Model: d.Name()}, nil
+}
+
+// answerOf reads the delegate's response payload to step: the id of its
+// task and the answer line, or the rule the response breaks and why.
+func answerOf(payload []byte, step, max int) (taskID string, line []byte, rule, reason string) {
+	if e := snap.ResponseError(payload); e != nil {
+		return "", nil, "error", fmt.Sprintf("the delegate answered step %d with an error: %s", step, e.Error())
 	}
 	var out struct {
 		Task *tasks.Task `json:"task"`
 	}
-	if err := json.Unmarshal(resp.Payload, &out); err != nil || out.Task == nil || out.Task.ID == "" {
-		d.EndJob(job)
-		return nil, d.violation(job, "object", fmt.Sprintf("the delegate answered step %d without a task", pr.Step))
+	if err := json.Unmarshal(payload, &out); err != nil || out.Task == nil || out.Task.ID == "" {
+		return "", nil, "object", fmt.Sprintf("the delegate answered step %d without a task", step)
 	}
 	data := answerPart(out.Task)
 	if data == nil {
-		d.EndJob(job)
-		return nil, d.violation(job, "object", fmt.Sprintf("the delegate's task %s (%s) holds no answer to step %d: no data part in an agent message or artifact",
-			out.Task.ID, out.Task.Status.State, pr.Step))
+		return "", nil, "object", fmt.Sprintf("the delegate's task %s (%s) holds no answer to step %d: no data part in an agent message or artifact",
+			out.Task.ID, out.Task.Status.State, step)
 	}
 	// One line, as a worker writes it: the data part may come indented.
 	var compact bytes.Buffer
 	if err := json.Compact(&compact, data); err == nil {
 		data = compact.Bytes()
 	}
-	if _, err := worker.ParseLine(data, d.cfg.MaxLineBytes); err != nil {
-		var le *worker.LineError
+	if _, err := worker.ParseLine(data, max); err != nil {
+		le := &worker.LineError{Rule: "json", Message: err.Error()}
 		errors.As(err, &le)
-		d.EndJob(job)
-		return nil, d.violation(job, le.Rule, "the delegate answered garbage: "+le.Message)
+		return "", nil, le.Rule, "the delegate answered garbage: " + le.Message
 	}
-	d.mu.Lock()
-	d.remote[job] = out.Task.ID
-	d.mu.Unlock()
-	return &agent.Completion{Text: string(data), Model: d.Name()}, nil
+	return out.Task.ID, data, "", ""
 }
 
 // answerPart is the data of the task's answer: the first data part of its

@@ -43,7 +43,7 @@ type reply func(taskID string, data json.RawMessage) *tasks.Task
 
 // setup starts an embedded relay, a delegate answering with r behind an
 // inbox, its card, and returns a Delegate of a node key on that relay.
-func setup(t *testing.T, r reply) (*delegate.Delegate, *auditLog, *[]string) {
+func setup(t *testing.T, r reply, opts ...func(*delegate.Config)) (*delegate.Delegate, *auditLog, *[]string) {
 	t.Helper()
 	rel, err := embedded.New(embedded.Config{DBPath: ":memory:", Logger: quiet()})
 	if err != nil {
@@ -116,7 +116,11 @@ func setup(t *testing.T, r reply) (*delegate.Delegate, *auditLog, *[]string) {
 		t.Fatal(err)
 	}
 	a := &auditLog{}
-	d, err := delegate.New(delegate.Config{Key: nkey, Relays: nodePool, Address: self, StepTimeout: 20 * time.Second, Audit: a, Logger: quiet()})
+	cfg := delegate.Config{Key: nkey, Relays: nodePool, Address: self, StepTimeout: 20 * time.Second, Audit: a, Logger: quiet()}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	d, err := delegate.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,6 +211,18 @@ func TestDelegateRefusesBadAnswers(t *testing.T) {
 				t.Errorf("audit: %+v", a.entries)
 			}
 		})
+	}
+}
+
+// A step time-out that passes before the answer comes stops the job with
+// the limit named.
+func TestDelegateStepTimeOut(t *testing.T) {
+	d, a, _ := setup(t, func(string, json.RawMessage) *tasks.Task { return answerTask("t", completed) },
+		func(c *delegate.Config) { c.StepTimeout = time.Nanosecond })
+	_, err := d.Complete(context.Background(), prompt("job-1", 0))
+	if !errors.Is(err, agent.ErrWorkerFailed) || !strings.Contains(err.Error(), "the delegate did not answer step 0 within its step time-out of 1ns") ||
+		!strings.HasSuffix(err.Error(), "(timeout)") || len(a.entries) != 1 {
+		t.Fatalf("error %v, audit %+v; want a time-out", err, a.entries)
 	}
 }
 
