@@ -181,15 +181,7 @@ func (p *Pool) Complete(ctx context.Context, pr agent.Prompt) (*agent.Completion
 		if w, err = p.start(ctx, job); err != nil {
 			return nil, err
 		}
-		first := *pr.Job
-		if n := len(pr.Messages); n > 2 {
-			// The job went on before (a follow-up, a restart): the new
-			// process is told where it stands in its one request, which
-			// it answers with one line like any other.
-			first.TaskDescription = cutText(first.TaskDescription+"\n\nThe job went on before this worker started; the latest observation:\n"+
-				latest(pr.Messages), maxRequestText)
-		}
-		req, err := json.Marshal(&first)
+		req, err := RequestLine(pr)
 		if err != nil {
 			return nil, err
 		}
@@ -203,10 +195,10 @@ func (p *Pool) Complete(ctx context.Context, pr agent.Prompt) (*agent.Completion
 			return nil, p.broken(w, l.err, pr.Step)
 		default:
 		}
-		out = append(out, observation(job, pr))
+		out = append(out, ObservationLine(pr))
 	}
 	for _, b := range out {
-		if err := checkSent(b); err != nil {
+		if err := CheckSent(b); err != nil {
 			p.stop(w)
 			return nil, fmt.Errorf("worker: %w", err)
 		}
@@ -270,19 +262,40 @@ func latest(msgs []agent.ChatMessage) string {
 	return strings.Join(parts, "\n\n")
 }
 
-// observation is the line that tells the worker the latest observation.
-func observation(job string, pr agent.Prompt) []byte {
-	text := latest(pr.Messages)
+// RequestLine is the first line a worker gets for the job of pr: its job
+// request (schemas/job-request.v1.json). When the job went on before (a
+// follow-up, a restart), the task description also tells the latest
+// observation, so that a worker that starts afresh knows where it stands.
+func RequestLine(pr agent.Prompt) ([]byte, error) {
+	if pr.Job == nil {
+		return nil, errors.New("worker: the prompt carries no job request")
+	}
+	first := *pr.Job
+	if n := len(pr.Messages); n > 2 {
+		first.TaskDescription = cutText(first.TaskDescription+"\n\nThe job went on before this worker started; the latest observation:\n"+
+			latest(pr.Messages), maxRequestText)
+	}
+	return json.Marshal(&first)
+}
+
+// ObservationLine is the line that tells a worker the latest observation
+// of the job of pr (schemas/worker-observation.v1.json).
+func ObservationLine(pr agent.Prompt) []byte {
+	var job string
+	if pr.Job != nil {
+		job = pr.Job.JobID
+	}
 	b, _ := json.Marshal(struct {
 		JobID       string `json:"job_id"`
 		Step        int    `json:"step"`
 		Observation string `json:"observation"`
-	}{job, pr.Step, text})
+	}{job, pr.Step, latest(pr.Messages)})
 	return b
 }
 
-// checkSent validates a line the node writes against its schema.
-func checkSent(b []byte) error {
+// CheckSent validates a line the node writes for a worker (a job request
+// or an observation) against its schema.
+func CheckSent(b []byte) error {
 	var v any
 	if err := json.Unmarshal(b, &v); err != nil {
 		return err
@@ -440,13 +453,26 @@ func (p *Pool) broken(w *proc, err error, step int) error {
 func (p *Pool) violation(w *proc, rule, reason string) error {
 	pid := w.cmd.Process.Pid
 	p.stop(w)
-	p.log.Warn("worker: protocol violation; the worker is stopped", "job", w.job, "pid", pid, "rule", rule, "reason", reason)
-	if p.cfg.Audit != nil {
-		detail, _ := json.Marshal(map[string]any{"command": p.cfg.Command[0], "pid": pid, "rule": rule})
-		_, err := p.cfg.Audit.Append(context.Background(), audit.Entry{Actor: "host", Task: w.job, Step: audit.StepRejected,
-			Decision: "worker_stopped", Reason: oneLine(reason, audit.MaxReasonLength-8), Detail: detail})
+	return Violation(p.log, p.cfg.Audit, w.job, rule, reason, map[string]any{"command": p.cfg.Command[0], "pid": pid})
+}
+
+// Violation logs and audits (when a is not nil) a worker's protocol
+// violation on job: rule is the broken rule, reason what happened, detail
+// what names the worker (the rule is added). It returns the error, wrapping
+// agent.ErrWorkerFailed, that makes the job wait for a human with the
+// reason.
+func Violation(log *slog.Logger, a Auditor, job, rule, reason string, detail map[string]any) error {
+	log.Warn("worker: protocol violation; the worker is stopped", "job", job, "rule", rule, "reason", reason, "worker", detail)
+	if a != nil {
+		d := map[string]any{"rule": rule}
+		for k, v := range detail {
+			d[k] = v
+		}
+		b, _ := json.Marshal(d)
+		_, err := a.Append(context.Background(), audit.Entry{Actor: "host", Task: job, Step: audit.StepRejected,
+			Decision: "worker_stopped", Reason: oneLine(reason, audit.MaxReasonLength-8), Detail: b})
 		if err != nil {
-			p.log.Error("worker: auditing a protocol violation", "job", w.job, "err", err)
+			log.Error("worker: auditing a protocol violation", "job", job, "err", err)
 		}
 	}
 	return fmt.Errorf("%w: %s (%s)", agent.ErrWorkerFailed, reason, rule)

@@ -307,8 +307,14 @@ type Agent struct {
 	// CommandEnv is the worker's environment beside PATH: NAME=value
 	// entries. Nothing else of the node's environment reaches it.
 	CommandEnv []string `toml:"command_env"`
-	// StepTimeout bounds the wait for an external worker's answer to one
-	// step; 0 takes RequestTimeout.
+	// Delegate hands every job to another SNAP agent, by its P2TR
+	// address, in place of a model server or an external worker: each
+	// step is a signed message/send over the node's relays carrying the
+	// external worker's lines, and the node still validates, judges and
+	// carries out every proposal on its own sandbox.
+	Delegate string `toml:"delegate"`
+	// StepTimeout bounds the wait for an external worker's (or the
+	// delegate's) answer to one step; 0 takes RequestTimeout.
 	StepTimeout Duration `toml:"step_timeout"`
 	// Review makes a supervisor review every COMPLETED of the worker
 	// before the job ends.
@@ -602,6 +608,7 @@ var settings = []setting{
 	linesSetting("SNAPNODE_AGENT_COMMAND", "run the agent with this external worker instead of a model server: the program and its arguments, one a line", func(c *Config) *[]string { return &c.Agent.Command }),
 	stringSetting("", "SNAPNODE_AGENT_COMMAND_DIR", "run the external worker in DIR, outside the sandbox (default: the system's temporary directory)", func(c *Config) *string { return &c.Agent.CommandDir }),
 	linesSetting("SNAPNODE_AGENT_COMMAND_ENV", "give the external worker these NAME=value variables, one a line, and PATH: nothing else of the node's environment", func(c *Config) *[]string { return &c.Agent.CommandEnv }),
+	stringSetting("", "SNAPNODE_AGENT_DELEGATE", "run the agent by handing each job to the SNAP agent at this P2TR address (bc1p…) over the node's relays, instead of a model server or an external worker", func(c *Config) *string { return &c.Agent.Delegate }),
 	durationSetting("", "SNAPNODE_AGENT_STEP_TIMEOUT", "stop an external worker that does not answer a step within DURATION (0: the request time-out)", func(c *Config) *Duration { return &c.Agent.StepTimeout }),
 	boolSetting("agent-review", "SNAPNODE_AGENT_REVIEW", "have a supervisor review every job the agent's worker says is COMPLETED before it ends", func(c *Config) *bool { return &c.Agent.Review }),
 	boolSetting("", "SNAPNODE_AGENT_SENSITIVE", "seal the jobs' archived history (their prompts) with the key in agent.history_key_file", func(c *Config) *bool { return &c.Agent.Sensitive }),
@@ -978,6 +985,15 @@ func (a *Agent) validate() []error {
 		errs = append(errs, fmt.Errorf("config: agent.command (%s) and agent.llm_url (%s): want one of them (an external worker or a model server); got both",
 			source("SNAPNODE_AGENT_COMMAND"), source("SNAPNODE_LLM_URL")))
 	}
+	if a.Delegate != "" {
+		if _, err := identity.ParseAddress(a.Delegate); err != nil {
+			bad("delegate", "SNAPNODE_AGENT_DELEGATE", "the P2TR address (bc1p…) of a SNAP agent", fmt.Sprintf("%q (%v)", a.Delegate, err))
+		}
+		if len(a.Command) > 0 || a.LLMURL != "" || a.LLMModel != "" {
+			errs = append(errs, fmt.Errorf("config: agent.delegate (%s), agent.command (%s) and agent.llm_url (%s): want one of them (a delegate, an external worker or a model server); got more",
+				source("SNAPNODE_AGENT_DELEGATE"), source("SNAPNODE_AGENT_COMMAND"), source("SNAPNODE_LLM_URL")))
+		}
+	}
 	if len(a.Command) > 0 && a.Command[0] == "" {
 		bad("command", "SNAPNODE_AGENT_COMMAND", "a program, then its arguments", strconv.Quote(a.Command[0]))
 	}
@@ -1102,9 +1118,10 @@ func showURL(s string) string {
 }
 
 // AgentEnabled reports whether the agent runtime runs: whether both
-// agent.llm_url and agent.llm_model are set, or agent.command is.
+// agent.llm_url and agent.llm_model are set, or agent.command is, or
+// agent.delegate is.
 func (c Config) AgentEnabled() bool {
-	return c.Agent.LLMURL != "" && c.Agent.LLMModel != "" || len(c.Agent.Command) > 0
+	return c.Agent.LLMURL != "" && c.Agent.LLMModel != "" || len(c.Agent.Command) > 0 || c.Agent.Delegate != ""
 }
 
 // envVarName is the rule of a variable's name in agent.command_env.

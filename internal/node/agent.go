@@ -15,8 +15,10 @@ import (
 	"time"
 
 	"github.com/snapnode/snapnode/agent"
+	"github.com/snapnode/snapnode/agent/delegate"
 	"github.com/snapnode/snapnode/agent/llm"
 	"github.com/snapnode/snapnode/agent/worker"
+	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/metrics"
 	"github.com/snapnode/snapnode/internal/sqldb"
@@ -28,7 +30,7 @@ import (
 const (
 	noAgentReason = "this node has no agent to work on free-text tasks: its operator can enable one with " +
 		"--llm-url and --llm-model (any OpenAI-compatible server, such as Ollama at http://127.0.0.1:11434/v1) " +
-		"or an external worker (agent.command); " +
+		"or an external worker (agent.command) or another agent (agent.delegate); " +
 		"proposals (data parts with a schema_version) are carried out without it"
 	noDatabaseReason = "this node keeps its tasks in memory, and its agent needs a database to keep its jobs: " +
 		"its operator can start it with a SQLite file or PostgreSQL (--database)"
@@ -47,7 +49,10 @@ func (r refuse) Screen() *tasks.Refusal { return &tasks.Refusal{Reason: string(r
 // agentSkill is the card's skill of a node whose agent is on.
 func agentSkill(cfg config.Config) snap.Skill {
 	with := "the model " + cfg.Agent.LLMModel
-	if len(cfg.Agent.Command) > 0 {
+	switch {
+	case cfg.Agent.Delegate != "":
+		with = "another agent it delegates to"
+	case len(cfg.Agent.Command) > 0:
 		with = "an external worker"
 	}
 	return snap.Skill{ID: "agent", Name: "Agent",
@@ -70,7 +75,7 @@ func openAgentQueue(ctx context.Context, db *sqldb.DB) (*agent.Store, *agent.Que
 // and sandbox, and the model client (or the external worker pool, whose
 // protocol violations go to the audit log) from the settings. The runtime
 // runs until ctx ends; done is closed when it has stopped.
-func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queue *agent.Queue, exec agent.Executor, svc *tasks.Service, obs agent.Observer, auditLog worker.Auditor, logger *slog.Logger) (*agent.Runtime, <-chan struct{}, error) {
+func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queue *agent.Queue, exec agent.Executor, svc *tasks.Service, obs agent.Observer, auditLog worker.Auditor, self *identity.Key, relays delegate.Relays, logger *slog.Logger) (*agent.Runtime, <-chan struct{}, error) {
 	a := cfg.Agent
 	var (
 		key       string
@@ -83,7 +88,22 @@ func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queu
 		// limit, with a margin).
 		callTimeout = a.RequestTimeout.Duration
 	)
-	if len(a.Command) > 0 {
+	switch {
+	case a.Delegate != "":
+		if addr, err := identity.ParseAddress(a.Delegate); err == nil && addr.Key == self.OutputKey() {
+			return nil, nil, fmt.Errorf("node: agent: agent.delegate %s is this node's own address: want another agent", a.Delegate)
+		}
+		step := a.StepTimeout.Duration
+		if step == 0 {
+			step = a.RequestTimeout.Duration
+		}
+		var d *delegate.Delegate
+		d, err = delegate.New(delegate.Config{Key: self, Relays: relays, Address: a.Delegate, StepTimeout: step,
+			MaxLineBytes: a.MaxAnswerBytes, Audit: auditLog, Logger: logger.With("part", "delegate")})
+		if d != nil {
+			model, modelName, callTimeout = d, d.Name(), step+5*time.Second
+		}
+	case len(a.Command) > 0:
 		// The worker gets only its own settings: never the API key or
 		// the node's keys.
 		step := a.StepTimeout.Duration
@@ -93,7 +113,7 @@ func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queu
 		pool, err = worker.New(worker.Config{Command: a.Command, Dir: a.CommandDir, Sandbox: cfg.SandboxPath(), Env: a.CommandEnv,
 			StepTimeout: step, MaxLineBytes: a.MaxAnswerBytes, MaxProcs: a.MaxJobs, Audit: auditLog, Logger: logger.With("part", "worker")})
 		model, modelName, callTimeout = pool, "worker:"+filepath.Base(a.Command[0]), step+5*time.Second
-	} else {
+	default:
 		if key, err = cfg.LLMAPIKey(os.Getenv); err != nil {
 			return nil, nil, fmt.Errorf("node: agent: %w", err)
 		}

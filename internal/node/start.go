@@ -274,7 +274,7 @@ func (w *wiring) startAgent(ctx context.Context) error {
 		return nil
 	}
 	actx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	rt, done, err := startAgent(actx, n.cfg, w.jobs, w.queue, n.exec.exec, n.Tasks, w.mx, n.exec.audit, n.logger)
+	rt, done, err := startAgent(actx, n.cfg, w.jobs, w.queue, n.exec.exec, n.Tasks, w.mx, n.exec.audit, n.key, n.pool, n.logger)
 	if err != nil {
 		stop()
 		return err

@@ -1,0 +1,245 @@
+package delegate_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/snapnode/snapnode/agent"
+	"github.com/snapnode/snapnode/agent/delegate"
+	"github.com/snapnode/snapnode/executor/audit"
+	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/relay"
+	"github.com/snapnode/snapnode/relay/embedded"
+	"github.com/snapnode/snapnode/snap"
+	"github.com/snapnode/snapnode/snapnostr"
+	"github.com/snapnode/snapnode/tasks"
+)
+
+func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// auditLog records the entries appended.
+type auditLog struct {
+	mu      sync.Mutex
+	entries []audit.Entry
+}
+
+func (a *auditLog) Append(_ context.Context, e audit.Entry) (audit.Entry, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.entries = append(a.entries, e)
+	return e, nil
+}
+
+// reply is how the test's delegate answers one message/send: the task it
+// returns (nil: a SNAP error).
+type reply func(taskID string, data json.RawMessage) *tasks.Task
+
+// setup starts an embedded relay, a delegate answering with r behind an
+// inbox, its card, and returns a Delegate of a node key on that relay.
+func setup(t *testing.T, r reply, opts ...func(*delegate.Config)) (*delegate.Delegate, *auditLog, *[]string) {
+	t.Helper()
+	rel, err := embedded.New(embedded.Config{DBPath: ":memory:", Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- rel.Serve(ctx, ln) }()
+	t.Cleanup(func() { cancel(); <-served; rel.Close() })
+	urls := []string{embedded.WebSocketURL(ln.Addr())}
+	pool := func() *relay.Pool {
+		p := relay.NewPool(relay.PoolConfig{URLs: urls, Logger: quiet()})
+		p.Start(ctx)
+		t.Cleanup(func() { p.Close() })
+		return p
+	}
+	dkey, err := identity.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	self := dkey.Address(identity.Mainnet)
+	var mu sync.Mutex
+	var taskIDs []string
+	router := snap.NewRouter()
+	router.Handle("message/send", func(ctx context.Context, req *snap.Verified) (any, error) {
+		var p struct {
+			Message snap.InnerMessage `json:"message"`
+			TaskID  string            `json:"taskId"`
+		}
+		if err := json.Unmarshal(req.Payload, &p); err != nil || len(p.Message.Parts) != 1 {
+			return nil, snap.NewError(snap.CodeInvalidPayload, "want one part", nil)
+		}
+		mu.Lock()
+		taskIDs = append(taskIDs, p.TaskID)
+		mu.Unlock()
+		task := r(p.TaskID, p.Message.Parts[0].Data)
+		if task == nil {
+			return nil, snap.NewError(snap.CodeInvalidPayload, "no jobs today", nil)
+		}
+		return map[string]any{"task": task}, nil
+	})
+	server := snap.NewServer(snap.ServerConfig{Key: dkey, Router: router, Logger: quiet(), MaxResponseSize: relay.MaxNIP44Plain,
+		Validator: snap.NewValidator(snap.Config{Self: self, Replay: snap.NewMemoryReplayStore(0)})})
+	inbox := snapnostr.NewInbox(snapnostr.InboxConfig{Key: dkey, Transport: pool(), Handler: server, Logger: quiet(), Workers: 2})
+	done := make(chan error, 1)
+	go func() { done <- inbox.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case <-inbox.Ready():
+	case err := <-done:
+		t.Fatal(err)
+	}
+	card := &snap.Card{Name: "delegate", Description: "answers jobs", Version: "1.0.0", Identity: self, NostrRelays: urls,
+		Skills:            []snap.Skill{{ID: "jobs", Name: "Jobs", Description: "answers job requests", Tags: []string{"agent"}, Examples: []string{"a job"}}},
+		DefaultInputModes: []string{"application/json"}, DefaultOutputModes: []string{"application/json"}}
+	ev, err := snapnostr.CardEvent(card, dkey, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodePool := pool()
+	if _, err := nodePool.Publish(ctx, ev); err != nil {
+		t.Fatal(err)
+	}
+	nkey, err := identity.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &auditLog{}
+	cfg := delegate.Config{Key: nkey, Relays: nodePool, Address: self, StepTimeout: 20 * time.Second, Audit: a, Logger: quiet()}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	d, err := delegate.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, a, &taskIDs
+}
+
+// answerTask is a task whose latest agent message has the data part b.
+func answerTask(id string, b string) *tasks.Task {
+	return &tasks.Task{ID: id, Status: tasks.Status{State: tasks.StateInputRequired, Timestamp: time.Now()},
+		History: []tasks.Message{{MessageID: "m1", Role: snap.RoleAgent, Parts: []snap.Part{snap.TextPart("thinking")}},
+			{MessageID: "m2", Role: snap.RoleAgent, Parts: []snap.Part{snap.TextPart("here"), snap.DataPart(json.RawMessage(b))}}}}
+}
+
+const completed = `{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"done"}`
+
+func prompt(job string, step int) agent.Prompt {
+	req := &agent.JobRequest{JobID: job, Phase: "work", ContextFiles: []string{}, SystemPrompt: "be good", TaskDescription: "do it",
+		Metadata: agent.JobRequestMetadata{CostThreshold: 1, TimeThresholdMinutes: 1, MaxSteps: 5, AcceptedFormats: []string{"PROPOSAL", "COMPLETED", "STUCK", "RETRY"}}}
+	msgs := []agent.ChatMessage{{Role: agent.RoleSystem, Content: "be good"}, {Role: agent.RoleUser, Content: "do it"}}
+	for i := 0; i < step; i++ {
+		msgs = append(msgs, agent.ChatMessage{Role: agent.RoleAssistant, Content: completed}, agent.ChatMessage{Role: agent.RoleUser, Content: "observed"})
+	}
+	return agent.Prompt{Messages: msgs, Job: req, Step: step}
+}
+
+// The first step opens a task on the delegate with the job request; the
+// next continues it with the observation; after EndJob, a new task.
+func TestDelegateContinuesItsTask(t *testing.T) {
+	var got []map[string]any
+	d, _, ids := setup(t, func(taskID string, data json.RawMessage) *tasks.Task {
+		var v map[string]any
+		json.Unmarshal(data, &v)
+		got = append(got, v)
+		if taskID == "" {
+			taskID = "remote-1"
+		}
+		return answerTask(taskID, `{ "action": "COMPLETED",
+			"evidence_files": [], "summary_for_supervisor": "done" }`)
+	})
+	ctx := context.Background()
+	for step := range 2 {
+		c, err := d.Complete(ctx, prompt("job-1", step))
+		if err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
+		if c.Text != completed || c.Model != d.Name() {
+			t.Fatalf("step %d: %+v", step, c)
+		}
+	}
+	d.EndJob("job-1")
+	if _, err := d.Complete(ctx, prompt("job-1", 0)); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(*ids, ",") != ",remote-1," {
+		t.Errorf("taskIds %q; want none, the delegate's task, none after EndJob", *ids)
+	}
+	if got[0]["task_description"] != "do it" || got[1]["observation"] != "observed" || got[1]["step"] != float64(1) || got[1]["job_id"] != "job-1" {
+		t.Errorf("the delegate got %v", got)
+	}
+}
+
+// An answer that is not one worker answer stops the job with the rule,
+// through the workers' audit path.
+func TestDelegateRefusesBadAnswers(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		task func(id string) *tasks.Task
+		want string
+	}{
+		{"error response", func(string) *tasks.Task { return nil }, "the delegate answered step 0 with an error: "},
+		{"no data part", func(id string) *tasks.Task {
+			return &tasks.Task{ID: id, Status: tasks.Status{State: tasks.StateWorking, Timestamp: time.Now()}}
+		}, "the delegate's task t (working) holds no answer to step 0: no data part in an agent message or artifact (object)"},
+		{"not a worker answer", func(id string) *tasks.Task { return answerTask(id, `{"hello":"world"}`) },
+			"the delegate answered garbage: "},
+		{"an unknown agent response", func(id string) *tasks.Task {
+			return answerTask(id, `{"action":"GIVE_UP","evidence_files":[],"summary_for_supervisor":"no"}`)
+		}, "the delegate answered garbage: "},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d, a, _ := setup(t, func(string, json.RawMessage) *tasks.Task { return c.task("t") })
+			_, err := d.Complete(context.Background(), prompt("job-1", 0))
+			if !errors.Is(err, agent.ErrWorkerFailed) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v; want agent.ErrWorkerFailed with %q", err, c.want)
+			}
+			if len(a.entries) != 1 || a.entries[0].Decision != "worker_stopped" || a.entries[0].Task != "job-1" ||
+				!strings.Contains(string(a.entries[0].Detail), `"delegate":"`) {
+				t.Errorf("audit: %+v", a.entries)
+			}
+		})
+	}
+}
+
+// A step time-out that passes before the answer comes stops the job with
+// the limit named.
+func TestDelegateStepTimeOut(t *testing.T) {
+	d, a, _ := setup(t, func(string, json.RawMessage) *tasks.Task { return answerTask("t", completed) },
+		func(c *delegate.Config) { c.StepTimeout = time.Nanosecond })
+	_, err := d.Complete(context.Background(), prompt("job-1", 0))
+	if !errors.Is(err, agent.ErrWorkerFailed) || !strings.Contains(err.Error(), "the delegate did not answer step 0 within its step time-out of 1ns") ||
+		!strings.HasSuffix(err.Error(), "(timeout)") || len(a.entries) != 1 {
+		t.Fatalf("error %v, audit %+v; want a time-out", err, a.entries)
+	}
+}
+
+// A step whose deadline passed before an answer came is a time-out that
+// stops the job; a canceled step (the node stops) is not a violation.
+func TestDelegateTimeOut(t *testing.T) {
+	d, a, _ := setup(t, func(id string, _ json.RawMessage) *tasks.Task { return answerTask("t", completed) })
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	_, err := d.Complete(ctx, prompt("job-1", 0))
+	if !errors.Is(err, agent.ErrWorkerFailed) || !strings.Contains(err.Error(), "the delegate did not answer step 0 within the request time-out") ||
+		!strings.HasSuffix(err.Error(), "(timeout)") || len(a.entries) != 1 {
+		t.Fatalf("error %v, audit %+v; want a time-out", err, a.entries)
+	}
+	ctx, cancel = context.WithCancel(context.Background())
+	cancel()
+	if _, err := d.Complete(ctx, prompt("job-2", 0)); err == nil || errors.Is(err, agent.ErrWorkerFailed) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("canceled: %v; want context.Canceled, not a violation", err)
+	}
+}

@@ -1,0 +1,197 @@
+package node_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/snapnode/snapnode/agent"
+	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/config"
+	"github.com/snapnode/snapnode/relay"
+	"github.com/snapnode/snapnode/snap"
+	"github.com/snapnode/snapnode/snapnostr"
+	"github.com/snapnode/snapnode/tasks"
+)
+
+// delegateAgent is a small real SNAP agent on the node's relay: a SNAP
+// server behind a Nostr inbox whose message/send answers each data part
+// with answer's data part, on one task.
+type delegateAgent struct {
+	key    *identity.Key
+	mu     sync.Mutex
+	got    []map[string]any // the data parts received, in order
+	taskID []string         // the taskId of each request ("" for none)
+}
+
+// newDelegateKey is the delegate's key, made before the node starts so
+// that the node can be configured with its address.
+func newDelegateKey(t *testing.T) *identity.Key {
+	t.Helper()
+	k, err := identity.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// startDelegate serves the delegate of key on urls until the test ends,
+// with its card published there; answer gives the data part of the reply
+// to each request's data part.
+func startDelegate(t *testing.T, key *identity.Key, urls []string, answer func(data map[string]any) any) *delegateAgent {
+	t.Helper()
+	d := &delegateAgent{key: key}
+	self := key.Address(identity.Mainnet)
+	router := snap.NewRouter()
+	router.Handle("message/send", func(ctx context.Context, req *snap.Verified) (any, error) {
+		var p struct {
+			Message snap.InnerMessage `json:"message"`
+			TaskID  string            `json:"taskId"`
+		}
+		if err := json.Unmarshal(req.Payload, &p); err != nil || len(p.Message.Parts) != 1 || p.Message.Parts[0].Data == nil {
+			t.Errorf("the delegate got %s; want one data part", req.Payload)
+			return nil, snap.NewError(snap.CodeInvalidPayload, "want one data part", nil)
+		}
+		var data map[string]any
+		json.Unmarshal(p.Message.Parts[0].Data, &data)
+		d.mu.Lock()
+		d.got = append(d.got, data)
+		d.taskID = append(d.taskID, p.TaskID)
+		d.mu.Unlock()
+		id := p.TaskID
+		if id == "" {
+			id = "remote-" + uuid.NewString()
+		}
+		b, _ := json.Marshal(answer(data))
+		return map[string]any{"task": &tasks.Task{ID: id, Status: tasks.Status{State: tasks.StateInputRequired, Timestamp: time.Now()},
+			History: []tasks.Message{p.Message, {MessageID: uuid.NewString(), Role: snap.RoleAgent, Parts: []snap.Part{snap.DataPart(b)}}}}}, nil
+	})
+	quiet := slog.New(slog.DiscardHandler)
+	ctx, cancel := context.WithCancel(context.Background())
+	pool := relay.NewPool(relay.PoolConfig{URLs: urls, Logger: quiet})
+	pool.Start(ctx)
+	server := snap.NewServer(snap.ServerConfig{Key: key, Router: router, Logger: quiet, MaxResponseSize: relay.MaxNIP44Plain,
+		Validator: snap.NewValidator(snap.Config{Self: self, Replay: snap.NewMemoryReplayStore(0)})})
+	inbox := snapnostr.NewInbox(snapnostr.InboxConfig{Key: key, Transport: pool, Handler: server, Logger: quiet, Workers: 2})
+	done := make(chan error, 1)
+	go func() { done <- inbox.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done; pool.Close() })
+	select {
+	case <-inbox.Ready():
+	case err := <-done:
+		t.Fatalf("the delegate's inbox: %v", err)
+	}
+	card := &snap.Card{Name: "delegate", Description: "answers jobs", Version: "1.0.0", Identity: self, NostrRelays: urls,
+		Skills: []snap.Skill{{ID: "jobs", Name: "Jobs", Description: "answers job requests", Tags: []string{"agent"}, Examples: []string{"a job request"}}}, DefaultInputModes: []string{"application/json"}, DefaultOutputModes: []string{"application/json"}}
+	ev, err := snapnostr.CardEvent(card, key, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pctx, pcancel := context.WithTimeout(ctx, 15*time.Second)
+	defer pcancel()
+	if _, err := pool.Publish(pctx, ev); err != nil {
+		t.Fatalf("publishing the delegate's card: %v", err)
+	}
+	return d
+}
+
+func (d *delegateAgent) requests() ([]map[string]any, []string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]map[string]any(nil), d.got...), append([]string(nil), d.taskID...)
+}
+
+// startDelegatingNode starts a node on SQLite whose agent delegates to key.
+func startDelegatingNode(t *testing.T, key *identity.Key) *workerNode {
+	t.Helper()
+	dataDir := filepath.Join(t.TempDir(), "data")
+	var maxAnswer int
+	n, stop := startNode(t, func(c *config.Config) {
+		c.DataDir = dataDir
+		c.Database = filepath.Join(dataDir, "tasks.db")
+		c.Agent.Delegate = key.Address(identity.Mainnet)
+		c.Agent.StepTimeout = config.Duration{Duration: 20 * time.Second}
+		c.Agent.Lease = config.Duration{Duration: 2 * time.Second}
+		maxAnswer = c.Agent.MaxAnswerBytes
+	})
+	if err := os.MkdirAll(filepath.Join(dataDir, "sandbox"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return &workerNode{agentNode: &agentNode{Node: n, maxAnswer: maxAnswer, alice: newRequester(t, n.RelayURLs()), dataDir: dataDir}, stop: stop}
+}
+
+// A node with agent.delegate hands a peer's free-text task to another SNAP
+// agent: the job request goes in a signed message/send, the observation
+// continues the delegate's task, and the node carries out the delegate's
+// WRITE_FILE on its own sandbox before the COMPLETED ends the task.
+func TestDelegateCompletesJob(t *testing.T) {
+	key := newDelegateKey(t)
+	w := startDelegatingNode(t, key)
+	d := startDelegate(t, key, w.RelayURLs(), func(data map[string]any) any {
+		if desc, ok := data["task_description"].(string); ok {
+			return map[string]any{"schema_version": "1.0.0", "id": uuid.NewString(), "reasoning": "write the report",
+				"action": "WRITE_FILE", "args": map[string]any{"path": "/sandbox/report.md", "content": "# Report\n\n" + desc + "\n"}}
+		}
+		return map[string]any{"action": "COMPLETED", "evidence_files": []string{"/sandbox/report.md"}, "summary_for_supervisor": "The report is written."}
+	})
+	id := w.send(t, "", "summarise the week in a report")
+	got := w.wait(t, id, tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired)
+	if got.Status.State != tasks.StateCompleted || got.Status.Message != "The report is written." {
+		t.Fatalf("task %s %q", got.Status.State, got.Status.Message)
+	}
+	b, err := os.ReadFile(w.sandboxFile("report.md"))
+	if err != nil || string(b) != "# Report\n\nsummarise the week in a report\n" {
+		t.Fatalf("report.md = %q, %v", b, err)
+	}
+	reqs, taskIDs := d.requests()
+	if len(reqs) != 2 || reqs[0]["task_description"] != "summarise the week in a report" || reqs[0]["job_id"] != id ||
+		reqs[1]["job_id"] != id || !strings.Contains(reqs[1]["observation"].(string), `"outcome":"completed"`) {
+		t.Fatalf("the delegate got %v", reqs)
+	}
+	if taskIDs[0] != "" || !strings.HasPrefix(taskIDs[1], "remote-") {
+		t.Errorf("taskIds %q: want a new task, then the same one continued", taskIDs)
+	}
+	h := w.history(t, id)
+	if len(h.Interactions) != 2 || h.Interactions[0].Response.Action != "WRITE_FILE" || h.Interactions[1].Response.Action != "COMPLETED" ||
+		h.Interactions[0].Request.Metadata.Model != "delegate:"+key.Address(identity.Mainnet) {
+		t.Fatalf("history: %+v", h.Interactions)
+	}
+	w.checkHistories(t)
+}
+
+// A delegate that answers something other than a worker answer stops the
+// job at once: the task waits for a human with the reason, and the
+// violation is in the audit log.
+func TestDelegateGarbage(t *testing.T) {
+	key := newDelegateKey(t)
+	w := startDelegatingNode(t, key)
+	startDelegate(t, key, w.RelayURLs(), func(map[string]any) any { return map[string]any{"hello": "world"} })
+	id := w.send(t, "", "write a report into report.md")
+	got := w.wait(t, id, tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired)
+	const want = "the delegate answered garbage"
+	if got.Status.State != tasks.StateInputRequired || !strings.Contains(got.Status.Message, want) || !strings.Contains(got.Status.Message, "(schema)") {
+		t.Fatalf("task %s %q; want input_required with %q (schema)", got.Status.State, got.Status.Message, want)
+	}
+	h := w.history(t, id)
+	if n := len(h.Interactions); n != 1 || h.Interactions[0].Response.Kind != agent.KindAPIError {
+		t.Errorf("history: %+v; want one failed step", h.Interactions)
+	}
+	w.checkHistories(t)
+	var audited bool
+	for _, e := range w.auditOf(t, id) {
+		if e.Decision == "worker_stopped" && strings.Contains(e.Reason, want) && strings.Contains(string(e.Detail), `"delegate":"`+key.Address(identity.Mainnet)+`"`) {
+			audited = true
+		}
+	}
+	if !audited {
+		t.Error("the violation is not in the audit log")
+	}
+}
