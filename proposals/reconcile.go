@@ -8,10 +8,11 @@ import (
 	"github.com/snapnode/snapnode/tasks"
 )
 
-// InterruptedAfter is how long a task must have stood still before a
-// node on a shared (PostgreSQL) database takes it up as interrupted:
-// another process may be working on a younger one. On SQLite the node is
-// the database's only process and takes every task up at start.
+// InterruptedAfter is the default of how long a task must have stood
+// still before a node on a shared (PostgreSQL) database takes it up as
+// interrupted (the node's reconcile_after setting): another process may
+// be working on a younger one. On SQLite the node is the database's only
+// process and takes every task up at start.
 const InterruptedAfter = 5 * time.Minute
 
 // Reconciled counts what a reconcile pass did.

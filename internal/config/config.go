@@ -168,6 +168,11 @@ type Config struct {
 	// TaskRetention is how long a task is kept once it is terminal
 	// (completed, failed, canceled); 0 keeps tasks forever.
 	TaskRetention Duration `toml:"task_retention"`
+	// ReconcileAfter is how long a task must have stood still before a
+	// node on PostgreSQL takes it up as interrupted (another replica may
+	// still run a younger one); SQLite's one process takes up everything
+	// at start.
+	ReconcileAfter Duration `toml:"reconcile_after"`
 	// Workers handle requests concurrently.
 	Workers int `toml:"workers"`
 	// Operators are identities that may see and manage every task.
@@ -412,6 +417,7 @@ func Default() Config {
 		MaxDrift:        Duration{60 * time.Second},
 		ReplyTTL:        Duration{7 * 24 * time.Hour},
 		TaskRetention:   Duration{30 * 24 * time.Hour},
+		ReconcileAfter:  Duration{5 * time.Minute}, // proposals.InterruptedAfter
 		Workers:         8,
 
 		HTTPBodyMemory: 32 << 20,
@@ -577,6 +583,7 @@ var settings = []setting{
 	durationSetting("max-drift", "SNAPNODE_MAX_DRIFT", "accept SNAP timestamps and action descriptors' created_at within `DURATION` of the clock", func(c *Config) *Duration { return &c.MaxDrift }),
 	durationSetting("reply-ttl", "SNAPNODE_REPLY_TTL", "expire replies to stored requests after `DURATION`", func(c *Config) *Duration { return &c.ReplyTTL }),
 	durationSetting("task-retention", "SNAPNODE_TASK_RETENTION", "delete tasks `DURATION` after they end (completed, failed, canceled); 0 keeps them", func(c *Config) *Duration { return &c.TaskRetention }),
+	durationSetting("reconcile-after", "SNAPNODE_RECONCILE_AFTER", "on PostgreSQL, take up a task as interrupted once it stood still for `DURATION` (longer than a replica ever works on one step)", func(c *Config) *Duration { return &c.ReconcileAfter }),
 	intSetting("workers", "SNAPNODE_WORKERS", "handle `N` requests at once", func(c *Config) *int { return &c.Workers }),
 	listSetting("operator", "SNAPNODE_OPERATORS", "give `ADDR` the operator role (repeatable; the variable is comma-separated)", func(c *Config) *[]string { return &c.Operators }),
 	listSetting("service-caller", "SNAPNODE_SERVICE_CALLERS", "let `ADDR` call the node's services (service/call; repeatable; the variable is comma-separated)", func(c *Config) *[]string { return &c.ServiceCallers }),
@@ -890,6 +897,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxDrift.Duration < time.Second {
 		errs = append(errs, fmt.Errorf("config: max_drift %v: want at least 1s", c.MaxDrift.Duration))
+	}
+	if c.ReconcileAfter.Duration < time.Second {
+		errs = append(errs, fmt.Errorf("config: reconcile_after %v: want 1s or more", c.ReconcileAfter.Duration))
 	}
 	if c.TaskRetention.Duration < 0 {
 		errs = append(errs, fmt.Errorf("config: task_retention %v: want 0 (keep) or more", c.TaskRetention.Duration))

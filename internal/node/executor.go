@@ -58,7 +58,7 @@ type executorPart struct {
 // operator's policy (or the built-in one), the audit log, pruned to its
 // retention now and every hour behind checkpoints signed by key — and
 // finishes the promotions a crash interrupted (on PostgreSQL, those
-// older than proposals.InterruptedAfter). isOperator tells the
+// older than reconcile_after). isOperator tells the
 // executor who may decide on held actions (the task service's operators,
 // which Reload changes). stop stops the pruning and closes what was
 // opened.
@@ -122,7 +122,7 @@ func startExecutor(ctx context.Context, cfg config.Config, db *sqldb.DB, key *id
 	// is undone. On a shared database only the old ones: a younger one
 	// may be a replica's, in progress (the reconcile passes take it up
 	// once it is old enough).
-	if n, err := proposals.RecoverInterrupted(ctx, exec, proposals.DBClaims(db), startCutoff(db)); err != nil {
+	if n, err := proposals.RecoverInterrupted(ctx, exec, proposals.DBClaims(db), startCutoff(db, cfg.ReconcileAfter.Duration)); err != nil {
 		return nil, nil, fmt.Errorf("node: executor: %w", err)
 	} else if n > 0 {
 		logger.Warn("executor: restored actions a crash interrupted mid-promotion", "count", n)
@@ -177,11 +177,11 @@ func startAuditPruner(ctx context.Context, log *audit.Log, logger *slog.Logger, 
 
 // startCutoff is what a starting node takes up as interrupted: on SQLite,
 // whose node is the database's only process, everything before now; on
-// PostgreSQL only what stood still for proposals.InterruptedAfter, since
-// a replica may be working on something younger.
-func startCutoff(db *sqldb.DB) time.Time {
+// PostgreSQL only what stood still for after (reconcile_after), since a
+// replica may be working on something younger.
+func startCutoff(db *sqldb.DB, after time.Duration) time.Time {
 	if db.Dialect == sqldb.SQLite {
 		return time.Now()
 	}
-	return time.Now().Add(-proposals.InterruptedAfter)
+	return time.Now().Add(-after)
 }

@@ -16,19 +16,19 @@ import (
 // reconcileInterval is how often the node looks again for tasks a stop
 // left interrupted (proposals.ReconcileEvery): on PostgreSQL, those a
 // replica was running when this node started and that stayed interrupted
-// past proposals.InterruptedAfter.
+// past reconcile_after.
 const reconcileInterval = time.Minute
 
 // startReconciler runs a reconcile pass of props every reconcileInterval,
-// for the tasks that stood still for proposals.InterruptedAfter, until
-// the returned stop is called (it waits for the pass in progress).
-func startReconciler(ctx context.Context, props *proposals.Proposals, logger *slog.Logger) (stop func()) {
+// for the tasks that stood still for after (reconcile_after), until the
+// returned stop is called (it waits for the pass in progress).
+func startReconciler(ctx context.Context, props *proposals.Proposals, after time.Duration, logger *slog.Logger) (stop func()) {
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	tick := time.NewTicker(reconcileInterval)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		props.ReconcileEvery(rctx, tick.C, proposals.InterruptedAfter, func(r proposals.Reconciled, err error) {
+		props.ReconcileEvery(rctx, tick.C, after, func(r proposals.Reconciled, err error) {
 			if err != nil && rctx.Err() == nil {
 				logger.Warn("reconcile pass", "err", err)
 			}

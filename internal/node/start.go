@@ -313,14 +313,14 @@ func (w *wiring) startProposals(ctx context.Context) error {
 	// Before the first request: a retry finds its task ended. On a
 	// shared database a younger task may be a replica's, running: the
 	// periodic passes take it up once it is older.
-	r, err := n.props.Reconcile(ctx, startCutoff(n.DB))
+	r, err := n.props.Reconcile(ctx, startCutoff(n.DB, n.cfg.ReconcileAfter.Duration))
 	if err != nil {
 		return fmt.Errorf("node: reconcile interrupted tasks: %w", err)
 	}
 	if r.Resumed+r.Settled+r.Withdrawn > 0 {
 		logger.Warn("took up the tasks a stop interrupted", "resumed", r.Resumed, "settled", r.Settled, "ended", r.Ended, "withdrawn", r.Withdrawn)
 	}
-	stopReconciler := startReconciler(ctx, n.props, logger)
+	stopReconciler := startReconciler(ctx, n.props, n.cfg.ReconcileAfter.Duration, logger)
 	n.parts.push("reconcile passes", func() error { stopReconciler(); return nil })
 	stopAdmin, err := startAdmin(ctx, n.cfg.DataDir, adminHandler{props: n.props, agent: n.agent, console: &n.console, logger: logger}, logger.With("part", "admin"))
 	if err != nil {
