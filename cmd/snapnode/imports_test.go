@@ -1,12 +1,9 @@
 package main
 
 import (
-	"go/parser"
-	"go/token"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
+
+	"github.com/snapnode/snapnode/internal/testutil"
 )
 
 // The commands are flags and wiring: they reach agents through the client
@@ -20,23 +17,9 @@ func TestCommandsStayThin(t *testing.T) {
 		"github.com/snapnode/snapnode/internal/sqldb": "the node's stores are opened by node.OpenStores",
 		"github.com/snapnode/snapnode/tasks/sqlstore": "the node's stores are opened by node.OpenStores",
 	}
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") {
-			continue
-		}
-		parsed, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.ImportsOnly)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, imp := range parsed.Imports {
-			path, _ := strconv.Unquote(imp.Path.Value)
-			if why, ok := forbidden[path]; ok {
-				t.Errorf("%s imports %s: %s", f, path, why)
-			}
+	for _, imp := range testutil.ProductionImports(t) {
+		if why, ok := forbidden[imp.Path]; ok {
+			t.Errorf("%s imports %s: %s", imp.File, imp.Path, why)
 		}
 	}
 }
