@@ -2,17 +2,12 @@ package node_test
 
 import (
 	"context"
-	"encoding/json"
-	"os"
 	"path/filepath"
 	"regexp"
 	"testing"
 	"time"
 
-	"github.com/snapnode/snapnode/identity"
-	"github.com/snapnode/snapnode/internal/admin"
 	"github.com/snapnode/snapnode/internal/sqldb"
-	"github.com/snapnode/snapnode/snap"
 )
 
 // A node is killed with SIGKILL after the operator's approval of a held
@@ -27,50 +22,7 @@ func TestReconcileApprovedWorkingAfterSIGKILL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs node processes")
 	}
-	dataDir := filepath.Join(t.TempDir(), "data")
-	if err := os.MkdirAll(filepath.Join(dataDir, "sandbox"), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(dataDir, "sandbox", "gone.md")
-	if err := os.WriteFile(file, []byte("bye\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	first := startChildNode(t, dataDir, "decided")
-	k, err := identity.Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := newHTTPClientWith(t, k)
-	call := func(c *childNode, method string, payload any) taskView {
-		t.Helper()
-		body, _ := json.Marshal(payload)
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		resp, err := client.Send(ctx, c.url, &snap.Message{To: c.addr, Method: method, Payload: body})
-		if err != nil {
-			t.Fatalf("%s: %v", method, err)
-		}
-		var p map[string]any
-		if err := json.Unmarshal(resp.Payload, &p); err != nil {
-			t.Fatal(err)
-		}
-		return taskOf(t, p)
-	}
-	held := call(first, "message/send", proposal("DELETE_FILE", map[string]any{"path": "/sandbox/gone.md"}))
-	if held.Status.State != "input_required" {
-		t.Fatalf("the delete is %s %q; want it held for the operator", held.Status.State, held.Status.Message)
-	}
-	approved := make(chan error, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_, err := admin.Call(ctx, admin.Path(dataDir), admin.Request{Op: "approve", Task: held.ID})
-		approved <- err
-	}()
-	first.kill(t, "decided", approved)
-	if _, err := os.Stat(file); !os.IsNotExist(err) {
-		t.Fatalf("before the restart: gone.md %v; want it deleted by the approval", err)
-	}
+	dataDir, held, call := deleteKilledAfterApproval(t)
 
 	// Where a kill a moment later leaves the task: working again, after
 	// the approval, not yet completed. The clock is moved so that the

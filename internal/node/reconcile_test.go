@@ -231,50 +231,7 @@ func TestReconcileDecidedAfterSIGKILL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs node processes")
 	}
-	dataDir := filepath.Join(t.TempDir(), "data")
-	if err := os.MkdirAll(filepath.Join(dataDir, "sandbox"), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(dataDir, "sandbox", "gone.md")
-	if err := os.WriteFile(file, []byte("bye\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	first := startChildNode(t, dataDir, "decided")
-	k, err := identity.Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := newHTTPClientWith(t, k)
-	call := func(c *childNode, method string, payload any) taskView {
-		t.Helper()
-		body, _ := json.Marshal(payload)
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		resp, err := client.Send(ctx, c.url, &snap.Message{To: c.addr, Method: method, Payload: body})
-		if err != nil {
-			t.Fatalf("%s: %v", method, err)
-		}
-		var p map[string]any
-		if err := json.Unmarshal(resp.Payload, &p); err != nil {
-			t.Fatal(err)
-		}
-		return taskOf(t, p)
-	}
-	held := call(first, "message/send", proposal("DELETE_FILE", map[string]any{"path": "/sandbox/gone.md"}))
-	if held.Status.State != "input_required" {
-		t.Fatalf("the delete is %s %q; want it held for the operator", held.Status.State, held.Status.Message)
-	}
-	approved := make(chan error, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_, err := admin.Call(ctx, admin.Path(dataDir), admin.Request{Op: "approve", Task: held.ID})
-		approved <- err
-	}()
-	first.kill(t, "decided", approved)
-	if _, err := os.Stat(file); !os.IsNotExist(err) {
-		t.Fatalf("before the restart: gone.md %v; want it deleted by the approval", err)
-	}
+	dataDir, held, call := deleteKilledAfterApproval(t)
 
 	second := startChildNode(t, dataDir, "")
 	v := call(second, "tasks/get", map[string]any{"taskId": held.ID})
@@ -296,4 +253,59 @@ func TestReconcileDecidedAfterSIGKILL(t *testing.T) {
 	if promoted != 1 {
 		t.Fatalf("%d promotions audited for the task; want 1", promoted)
 	}
+}
+
+// deleteKilledAfterApproval starts a node as a child process on a new data
+// folder whose sandbox holds gone.md, has a peer propose DELETE_FILE of
+// it (held for the operator), approves it through the admin socket and
+// kills the node with SIGKILL at the "decided" point, once the delete was
+// carried out. It returns the data folder, the held task and a call that
+// sends the peer's requests to a node over HTTP.
+func deleteKilledAfterApproval(t *testing.T) (dataDir string, held taskView, call func(c *childNode, method string, payload any) taskView) {
+	t.Helper()
+	dataDir = filepath.Join(t.TempDir(), "data")
+	if err := os.MkdirAll(filepath.Join(dataDir, "sandbox"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dataDir, "sandbox", "gone.md")
+	if err := os.WriteFile(file, []byte("bye\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	first := startChildNode(t, dataDir, "decided")
+	k, err := identity.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := newHTTPClientWith(t, k)
+	call = func(c *childNode, method string, payload any) taskView {
+		t.Helper()
+		body, _ := json.Marshal(payload)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		resp, err := client.Send(ctx, c.url, &snap.Message{To: c.addr, Method: method, Payload: body})
+		if err != nil {
+			t.Fatalf("%s: %v", method, err)
+		}
+		var p map[string]any
+		if err := json.Unmarshal(resp.Payload, &p); err != nil {
+			t.Fatal(err)
+		}
+		return taskOf(t, p)
+	}
+	held = call(first, "message/send", proposal("DELETE_FILE", map[string]any{"path": "/sandbox/gone.md"}))
+	if held.Status.State != "input_required" {
+		t.Fatalf("the delete is %s %q; want it held for the operator", held.Status.State, held.Status.Message)
+	}
+	approved := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, err := admin.Call(ctx, admin.Path(dataDir), admin.Request{Op: "approve", Task: held.ID})
+		approved <- err
+	}()
+	first.kill(t, "decided", approved)
+	if _, err := os.Stat(file); !os.IsNotExist(err) {
+		t.Fatalf("before the restart: gone.md %v; want it deleted by the approval", err)
+	}
+	return dataDir, held, call
 }
