@@ -325,37 +325,7 @@ func TestChaosSIGKILL(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	records := map[string][]string{} // task → the states of its effectful actions
-	rows, err := db.R.QueryContext(ctx, `SELECT task, action, state FROM executor_actions WHERE task <> '' ORDER BY created_at`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var task, action, state string
-		if err := rows.Scan(&task, &action, &state); err != nil {
-			t.Fatal(err)
-		}
-		records[task] = append(records[task], action+":"+state)
-	}
-	if err := rows.Close(); err != nil {
-		t.Fatal(err)
-	}
-	promoted := map[string]int{}
-	rows, err = db.R.QueryContext(ctx, `SELECT task, COUNT(*) FROM audit_log WHERE step = 'promoted' GROUP BY task`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var task string
-		var n int
-		if err := rows.Scan(&task, &n); err != nil {
-			t.Fatal(err)
-		}
-		promoted[task] = n
-	}
-	if err := rows.Close(); err != nil {
-		t.Fatal(err)
-	}
+	records, promoted := chaosRecords(t, ctx, db)
 
 	// Each task the node holds was answered to its requester: none was
 	// created by a request whose retry was then refused.
@@ -509,4 +479,43 @@ func checkChaosTask(t *testing.T, sandboxDir string, c *chaosTask, v taskView, r
 			t.Errorf("%s: the file exists = %v", what, ok)
 		}
 	}
+}
+
+// chaosRecords reads, per task, the executor's effectful actions as
+// "action:state" in the order they were created, and the promotions the
+// audit log holds.
+func chaosRecords(t *testing.T, ctx context.Context, db *sqldb.DB) (records map[string][]string, promoted map[string]int) {
+	t.Helper()
+	records = map[string][]string{} // task → the states of its effectful actions
+	rows, err := db.R.QueryContext(ctx, `SELECT task, action, state FROM executor_actions WHERE task <> '' ORDER BY created_at`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var task, action, state string
+		if err := rows.Scan(&task, &action, &state); err != nil {
+			t.Fatal(err)
+		}
+		records[task] = append(records[task], action+":"+state)
+	}
+	if err := rows.Close(); err != nil {
+		t.Fatal(err)
+	}
+	promoted = map[string]int{}
+	rows, err = db.R.QueryContext(ctx, `SELECT task, COUNT(*) FROM audit_log WHERE step = 'promoted' GROUP BY task`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var task string
+		var n int
+		if err := rows.Scan(&task, &n); err != nil {
+			t.Fatal(err)
+		}
+		promoted[task] = n
+	}
+	if err := rows.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return records, promoted
 }

@@ -314,37 +314,7 @@ func TestReplicasSIGKILL(t *testing.T) {
 
 	// Each token written once, by its task: the sandbox, the executor's
 	// records and the audit log agree.
-	records := map[string][]string{} // task → the states of its effectful actions
-	rows, err := db.R.QueryContext(ctx, `SELECT task, action, state FROM executor_actions WHERE task <> '' ORDER BY created_at`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var task, action, state string
-		if err := rows.Scan(&task, &action, &state); err != nil {
-			t.Fatal(err)
-		}
-		records[task] = append(records[task], action+":"+state)
-	}
-	if err := rows.Close(); err != nil {
-		t.Fatal(err)
-	}
-	promoted := map[string]int{}
-	rows, err = db.R.QueryContext(ctx, `SELECT task, COUNT(*) FROM audit_log WHERE step = 'promoted' GROUP BY task`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var task string
-		var n int
-		if err := rows.Scan(&task, &n); err != nil {
-			t.Fatal(err)
-		}
-		promoted[task] = n
-	}
-	if err := rows.Close(); err != nil {
-		t.Fatal(err)
-	}
+	records, promoted := chaosRecords(t, ctx, db)
 	counts := map[string]int{}
 	byFile := map[string]bool{}
 	for _, c := range all {
