@@ -176,6 +176,19 @@ func TestConnectionOverCapWithNoneIdle(t *testing.T) {
 		}
 		c.Close()
 	}
+	// The server counts a connection until it has seen it close: the
+	// peer is served again once it has, within moments.
+	for end := time.Now().Add(5 * time.Second); ; {
+		resp, err := clientFrom("127.0.0.2").Get(e.base + "/healthz")
+		if err != nil {
+			t.Fatalf("/healthz: %v", err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusTooManyRequests || time.Now().After(end) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	if got := healthFrom(t, clientFrom("127.0.0.2"), e); got.Status != "ok" {
 		t.Errorf("the peer once its requests ended: %+v", got)
 	}
