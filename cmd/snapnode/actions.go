@@ -134,13 +134,16 @@ func (c *cli) consoleURL(args []string) int {
 
 // audit is `snapnode audit verify|export`.
 func (c *cli) audit(args []string) int {
-	if len(args) == 0 || (args[0] != "verify" && args[0] != "export") {
-		c.unknownSub("audit", args, "verify", "export")
-		fmt.Fprintln(c.stderr, "usage: snapnode audit verify [--file FILE] [node settings]")
-		fmt.Fprintln(c.stderr, "       snapnode audit export [--from SEQ] [node settings] > audit.jsonl")
-		return exitUsage
+	sub := func(name string) func(*cli, []string) int {
+		return func(c *cli, args []string) int { return c.auditSub(name, args) }
 	}
-	sub := args[0]
+	return c.dispatch("audit", args, []subcommand{{"verify", sub("verify")}, {"export", sub("export")}},
+		"usage: snapnode audit verify [--file FILE] [node settings]",
+		"       snapnode audit export [--from SEQ] [node settings] > audit.jsonl")
+}
+
+// auditSub is `snapnode audit verify` or `snapnode audit export` (sub).
+func (c *cli) auditSub(sub string, args []string) int {
 	fs, cfg := c.nodeFlagSet("audit " + sub)
 	file := ""
 	var from int64
@@ -149,7 +152,7 @@ func (c *cli) audit(args []string) int {
 	} else {
 		fs.Int64Var(&from, "from", 0, "start at entry `SEQ`")
 	}
-	if _, code, done := c.parse(fs, args[1:], 0); done {
+	if _, code, done := c.parse(fs, args, 0); done {
 		return code
 	}
 	ctx := context.Background()

@@ -19,27 +19,18 @@ import (
 // job is `snapnode job list|show|history|replay`: the agent's jobs in the
 // node's database.
 func (c *cli) job(args []string) int {
-	if len(args) > 0 {
-		switch args[0] {
-		case "list":
-			return c.jobList(args[1:])
-		case "show":
-			return c.jobShow(args[1:])
-		case "history":
-			return c.jobHistory(args[1:])
-		case "replay":
-			return c.jobReplay(args[1:])
-		case "resume":
-			return c.jobResume(args[1:])
-		}
-	}
-	c.unknownSub("job", args, "list", "show", "history", "replay", "resume")
-	fmt.Fprintln(c.stderr, "usage: snapnode job list [--status STATUS]… [node settings]")
-	fmt.Fprintln(c.stderr, "       snapnode job show [--format json|text] [node settings] ID")
-	fmt.Fprintln(c.stderr, "       snapnode job history [--format json|text] [node settings] ID")
-	fmt.Fprintln(c.stderr, "       snapnode job replay [node settings] ID | --file HISTORY.json")
-	fmt.Fprintln(c.stderr, "       snapnode job resume --from CHECKPOINT [--data-dir DIR] ID")
-	return exitUsage
+	return c.dispatch("job", args, []subcommand{
+		{"list", (*cli).jobList},
+		{"show", (*cli).jobShow},
+		{"history", (*cli).jobHistory},
+		{"replay", (*cli).jobReplay},
+		{"resume", (*cli).jobResume},
+	},
+		"usage: snapnode job list [--status STATUS]… [node settings]",
+		"       snapnode job show [--format json|text] [node settings] ID",
+		"       snapnode job history [--format json|text] [node settings] ID",
+		"       snapnode job replay [node settings] ID | --file HISTORY.json",
+		"       snapnode job resume --from CHECKPOINT [--data-dir DIR] ID")
 }
 
 // openJobStore opens the agent's job store in the node's database, with
@@ -244,9 +235,7 @@ func firstLine(s string) string {
 // jobResume is `snapnode job resume --from CHECKPOINT ID`: the running
 // node restarts the job from one of its recovery points.
 func (c *cli) jobResume(args []string) int {
-	fs := c.flagSet("job resume")
-	cfg := config.Default()
-	config.Flags(fs, &cfg)
+	fs, cfg := c.nodeFlagSet("job resume")
 	from := fs.String("from", "", "the `CHECKPOINT` id to restart from")
 	pos, code, done := c.parse(fs, args, 1)
 	if done {
@@ -258,15 +247,9 @@ func (c *cli) jobResume(args []string) int {
 	if *from == "" {
 		return c.usageError(fs, "--from: give the checkpoint to resume from")
 	}
-	if err := config.Load(&cfg, fs, os.Getenv); err != nil {
-		return c.configError(fs, err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	res, err := admin.Call(ctx, admin.Path(cfg.DataDir), admin.Request{Op: "job-resume", Task: pos[0], Checkpoint: *from})
-	if err != nil {
-		fmt.Fprintf(c.stderr, "snapnode job resume: %v\n", err)
-		return exitFail
+	res, code, ok := c.callAdmin(fs, cfg, admin.Request{Op: "job-resume", Task: pos[0], Checkpoint: *from}, 2*time.Minute)
+	if !ok {
+		return code
 	}
 	fmt.Fprintf(c.stdout, "%s\n", res)
 	return exitOK

@@ -259,6 +259,32 @@ func (c *cli) usageError(fs *flag.FlagSet, msg string) int {
 	return exitUsage
 }
 
+// subcommand is one sub-command of a command that has several
+// (`snapnode job list`, `snapnode task get`…); run gets the arguments
+// after its name.
+type subcommand struct {
+	name string
+	run  func(c *cli, args []string) int
+}
+
+// dispatch runs the sub-command of `snapnode cmd` that args[0] names.
+// When none does, it reports the unknown one (unknownSub), prints usage,
+// one line each, on stderr and returns 2.
+func (c *cli) dispatch(cmd string, args []string, subs []subcommand, usage ...string) int {
+	names := make([]string, len(subs))
+	for i, sub := range subs {
+		if len(args) > 0 && args[0] == sub.name {
+			return sub.run(c, args[1:])
+		}
+		names[i] = sub.name
+	}
+	c.unknownSub(cmd, args, names...)
+	for _, u := range usage {
+		fmt.Fprintln(c.stderr, u)
+	}
+	return exitUsage
+}
+
 // unknownSub reports, for `snapnode cmd`, a sub-command that is none of
 // subs, with the nearest one when it looks like a typo (nothing when args
 // is empty: the caller prints its usage either way).

@@ -17,16 +17,14 @@ import (
 
 // runNode is `snapnode run`: the daemon.
 func (c *cli) runNode(args []string) int {
-	fs := c.flagSet("run")
-	flagged := config.Default()
-	config.Flags(fs, &flagged)
+	fs, flagged := c.nodeFlagSet("run")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to `FILE` (for go tool pprof)")
 	_, code, done := c.parse(fs, args, 0)
 	if done {
 		return code
 	}
 	// SIGHUP reads the same sources again.
-	sources := config.NewSources(&flagged, fs, os.Getenv)
+	sources := config.NewSources(flagged, fs, os.Getenv)
 	cfg, err := sources.Load()
 	if err != nil {
 		return c.configError(fs, err)

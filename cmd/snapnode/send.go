@@ -98,22 +98,23 @@ func (c *cli) messagePayload(fs *flag.FlagSet, text, dataFile, taskID string) (m
 // agent, over Nostr) and `snapnode task list|show` (an operator's view of
 // the local node's database).
 func (c *cli) task(args []string) int {
-	if len(args) > 0 {
-		switch args[0] {
-		case "list":
-			return c.taskList(args[1:])
-		case "show":
-			return c.taskShow(args[1:])
-		}
+	remote := func(sub string) func(*cli, []string) int {
+		return func(c *cli, args []string) int { return c.taskRemote(sub, args) }
 	}
-	if len(args) == 0 || (args[0] != "get" && args[0] != "cancel") {
-		c.unknownSub("task", args, "get", "cancel", "list", "show")
-		fmt.Fprintln(c.stderr, "usage: snapnode task get|cancel --to ADDRESS [--relay URL | --http URL] [--key FILE] ID")
-		fmt.Fprintln(c.stderr, "       snapnode task list [--state STATE] [--from ADDRESS] [--data-dir DIR]")
-		fmt.Fprintln(c.stderr, "       snapnode task show [--data-dir DIR] ID")
-		return exitUsage
-	}
-	sub := args[0]
+	return c.dispatch("task", args, []subcommand{
+		{"get", remote("get")},
+		{"cancel", remote("cancel")},
+		{"list", (*cli).taskList},
+		{"show", (*cli).taskShow},
+	},
+		"usage: snapnode task get|cancel --to ADDRESS [--relay URL | --http URL] [--key FILE] ID",
+		"       snapnode task list [--state STATE] [--from ADDRESS] [--data-dir DIR]",
+		"       snapnode task show [--data-dir DIR] ID")
+}
+
+// taskRemote is `snapnode task get|cancel ID` (sub is "get" or "cancel"):
+// tasks/get or tasks/cancel of one of the requester's tasks on an agent.
+func (c *cli) taskRemote(sub string, args []string) int {
 	fs := c.flagSet("task " + sub)
 	var cf clientFlags
 	cf.define(fs, 30*time.Second)
@@ -121,7 +122,7 @@ func (c *cli) task(args []string) int {
 	if sub == "get" {
 		fs.IntVar(&history, "history", -1, "return at most the last `N` history messages (default: all)")
 	}
-	pos, code, done := c.parse(fs, args[1:], 1)
+	pos, code, done := c.parse(fs, args, 1)
 	if done {
 		return code
 	}
