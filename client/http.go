@@ -16,6 +16,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/defaults"
 	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/snaphttp"
 )
@@ -102,12 +103,8 @@ func NewHTTP(cfg HTTPConfig) *HTTP {
 	if cfg.Dialer == nil {
 		cfg.Dialer = websocket.DefaultDialer
 	}
-	if cfg.IdleTimeout <= 0 {
-		cfg.IdleTimeout = DefaultIdleTimeout
-	}
-	if cfg.MaxMessage <= 0 {
-		cfg.MaxMessage = snap.MaxMessageSize
-	}
+	defaults.Positive(&cfg.IdleTimeout, DefaultIdleTimeout)
+	defaults.Positive(&cfg.MaxMessage, snap.MaxMessageSize)
 	return &HTTP{requester: newRequester(cfg.Key, cfg.Now, cfg.MaxDrift), cfg: cfg}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/snapnode/snapnode/agent"
 	"github.com/snapnode/snapnode/executor"
 	"github.com/snapnode/snapnode/executor/audit"
+	"github.com/snapnode/snapnode/internal/defaults"
 	"github.com/snapnode/snapnode/proposals"
 	"github.com/snapnode/snapnode/tasks"
 )
@@ -113,18 +114,10 @@ func New(cfg Config) (*Console, error) {
 	if cfg.Source == nil || cfg.Decider == nil {
 		return nil, errors.New("console: Config.Source and Config.Decider are required")
 	}
-	if cfg.SessionTTL <= 0 {
-		cfg.SessionTTL = DefaultSessionTTL
-	}
-	if cfg.MaxSessions <= 0 {
-		cfg.MaxSessions = DefaultMaxSessions
-	}
-	if cfg.TokenTTL <= 0 {
-		cfg.TokenTTL = DefaultTokenTTL
-	}
-	if cfg.MaxTokens <= 0 {
-		cfg.MaxTokens = DefaultMaxTokens
-	}
+	defaults.Positive(&cfg.SessionTTL, DefaultSessionTTL)
+	defaults.Positive(&cfg.MaxSessions, DefaultMaxSessions)
+	defaults.Positive(&cfg.TokenTTL, DefaultTokenTTL)
+	defaults.Positive(&cfg.MaxTokens, DefaultMaxTokens)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/defaults"
 	"github.com/snapnode/snapnode/internal/ratelimit"
 	"github.com/snapnode/snapnode/snap"
 )
@@ -152,16 +153,16 @@ func (c *Config) fill() error {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	positiveOr(&c.MaxBody, DefaultMaxBody)
-	positiveOr(&c.Rate, DefaultRate)
-	positiveOr(&c.Burst, DefaultBurst)
-	positiveOr(&c.MonitorRate, DefaultMonitorRate)
-	positiveOr(&c.MonitorBurst, DefaultMonitorBurst)
-	positiveOr(&c.MaxPeers, DefaultMaxPeers)
-	positiveOr(&c.StreamBuffer, DefaultStreamBuffer)
-	positiveOr(&c.MaxConnsPerPeer, DefaultMaxConnsPerPeer)
-	positiveOr(&c.MaxConns, DefaultMaxConns)
-	positiveOr(&c.MaxPending, DefaultMaxPending)
+	defaults.Positive(&c.MaxBody, DefaultMaxBody)
+	defaults.Positive(&c.Rate, DefaultRate)
+	defaults.Positive(&c.Burst, DefaultBurst)
+	defaults.Positive(&c.MonitorRate, DefaultMonitorRate)
+	defaults.Positive(&c.MonitorBurst, DefaultMonitorBurst)
+	defaults.Positive(&c.MaxPeers, DefaultMaxPeers)
+	defaults.Positive(&c.StreamBuffer, DefaultStreamBuffer)
+	defaults.Positive(&c.MaxConnsPerPeer, DefaultMaxConnsPerPeer)
+	defaults.Positive(&c.MaxConns, DefaultMaxConns)
+	defaults.Positive(&c.MaxPending, DefaultMaxPending)
 	if c.MaxTCPConns <= 0 {
 		c.MaxTCPConns, _ = DefaultTCPConns(openFileLimit())
 	}
@@ -175,23 +176,15 @@ func (c *Config) fill() error {
 	case c.BodyMemory < c.MaxBody:
 		return fmt.Errorf("snaphttp: Config.BodyMemory %d is below MaxBody %d: a body of MaxBody could never be read", c.BodyMemory, c.MaxBody)
 	}
-	positiveOr(&c.CardResign, DefaultCardResign)
-	positiveOr(&c.WriteTimeout, DefaultWriteTimeout)
-	positiveOr(&c.ReadTimeout, DefaultReadTimeout)
-	positiveOr(&c.HeaderTimeout, DefaultHeaderTimeout)
-	positiveOr(&c.PingInterval, DefaultPingInterval)
-	positiveOr(&c.IdleTimeout, DefaultIdleTimeout)
-	positiveOr(&c.ShutdownTimeout, DefaultShutdownTimeout)
-	positiveOr(&c.MaxResponse, DefaultMaxResponse)
+	defaults.Positive(&c.CardResign, DefaultCardResign)
+	defaults.Positive(&c.WriteTimeout, DefaultWriteTimeout)
+	defaults.Positive(&c.ReadTimeout, DefaultReadTimeout)
+	defaults.Positive(&c.HeaderTimeout, DefaultHeaderTimeout)
+	defaults.Positive(&c.PingInterval, DefaultPingInterval)
+	defaults.Positive(&c.IdleTimeout, DefaultIdleTimeout)
+	defaults.Positive(&c.ShutdownTimeout, DefaultShutdownTimeout)
+	defaults.Positive(&c.MaxResponse, DefaultMaxResponse)
 	return nil
-}
-
-// positiveOr sets *v to d when *v is zero or negative: such a limit or
-// time-out means "the default".
-func positiveOr[T ~int | ~int64 | ~float64](v *T, d T) {
-	if *v <= 0 {
-		*v = d
-	}
 }
 
 // Server serves SNAP over HTTP, SSE and WebSocket (SPEC-NOTES 1.13–1.15):

@@ -36,6 +36,7 @@ import (
 
 	"github.com/snapnode/snapnode/agent"
 	"github.com/snapnode/snapnode/executor/audit"
+	"github.com/snapnode/snapnode/internal/defaults"
 	"github.com/snapnode/snapnode/schemas"
 )
 
@@ -131,12 +132,8 @@ func New(cfg Config) (*Pool, error) {
 		}
 		env = append(env, e)
 	}
-	if cfg.MaxLineBytes <= 0 {
-		cfg.MaxLineBytes = DefaultMaxLineBytes
-	}
-	if cfg.MaxProcs <= 0 {
-		cfg.MaxProcs = 4
-	}
+	defaults.Positive(&cfg.MaxLineBytes, DefaultMaxLineBytes)
+	defaults.Positive(&cfg.MaxProcs, 4)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
