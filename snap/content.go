@@ -70,7 +70,7 @@ func DataPart(obj json.RawMessage) Part { return Part{Data: obj} }
 
 // Clone returns a deep copy of m.
 func (m InnerMessage) Clone() InnerMessage {
-	m.Parts = CloneParts(m.Parts)
+	m.Parts = CloneAll(m.Parts)
 	return m
 }
 
@@ -93,14 +93,15 @@ func clonePtr(s *string) *string {
 	return &v
 }
 
-// CloneParts returns a deep copy of ps (nil stays nil).
-func CloneParts(ps []Part) []Part {
-	if ps == nil {
+// CloneAll returns a deep copy of xs, each element copied by its Clone
+// method (nil stays nil): for parts, messages, artifacts.
+func CloneAll[T interface{ Clone() T }](xs []T) []T {
+	if xs == nil {
 		return nil
 	}
-	out := make([]Part, len(ps))
-	for i, p := range ps {
-		out[i] = p.Clone()
+	out := make([]T, len(xs))
+	for i, x := range xs {
+		out[i] = x.Clone()
 	}
 	return out
 }

@@ -92,14 +92,7 @@ func (s *Service) Progress(ctx context.Context, taskID, note string) (*Task, err
 		if cur.Status.State.Terminal() {
 			return nil, fmt.Errorf("tasks: progress of %s: %w", taskID, ErrTerminal)
 		}
-		next := cur
-		next.Status = Status{State: cur.Status.State, Timestamp: s.timestamp(), Message: truncate(note, MaxStatusMessage)}
-		t, err := s.store.Update(ctx, next, cur.Version)
-		if err != nil {
-			return nil, fmt.Errorf("tasks: progress: %w", err)
-		}
-		s.publishStatus(t)
-		return t, nil
+		return s.setStatus(ctx, cur, cur.Status.State, truncate(note, MaxStatusMessage), "progress")
 	})
 }
 

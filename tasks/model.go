@@ -156,13 +156,8 @@ func (t *Task) Clone() *Task {
 		return nil
 	}
 	c := *t
-	c.History = cloneMessages(t.History)
-	if t.Artifacts != nil {
-		c.Artifacts = make([]Artifact, len(t.Artifacts))
-		for i, a := range t.Artifacts {
-			c.Artifacts[i] = a.Clone()
-		}
-	}
+	c.History = snap.CloneAll(t.History)
+	c.Artifacts = snap.CloneAll(t.Artifacts)
 	c.Metadata = cloneMap(t.Metadata)
 	return &c
 }
@@ -188,19 +183,8 @@ func (t *Task) TrimHistory(n int) *Task {
 
 // Clone returns a deep copy of a.
 func (a Artifact) Clone() Artifact {
-	a.Parts = snap.CloneParts(a.Parts)
+	a.Parts = snap.CloneAll(a.Parts)
 	return a
-}
-
-func cloneMessages(ms []Message) []Message {
-	if ms == nil {
-		return nil
-	}
-	out := make([]Message, len(ms))
-	for i, m := range ms {
-		out[i] = m.Clone()
-	}
-	return out
 }
 
 // cloneMap deep-copies the JSON-like values of metadata: maps, slices and

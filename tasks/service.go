@@ -305,15 +305,8 @@ func (s *Service) receive(ctx context.Context, owner string, req *SendParams, re
 			}
 			return t, nil
 		}
-		next := cur
-		next.Status = Status{State: StateWorking, Timestamp: s.timestamp()}
-		next.History = append(next.History, req.Message)
-		t, err := s.store.Update(ctx, next, cur.Version)
-		if err != nil {
-			return nil, fmt.Errorf("tasks: send message: %w", err)
-		}
-		s.publishStatus(t)
-		return t, nil
+		cur.History = append(cur.History, req.Message)
+		return s.setStatus(ctx, cur, StateWorking, "", "send message")
 	})
 }
 
@@ -396,6 +389,19 @@ func (s *Service) change(ctx context.Context, id string, write func(cur *Task) (
 // to the subscribers.
 func (s *Service) publishStatus(t *Task) { s.events.Publish(StatusEvent(t)) }
 
+// setStatus stores cur (read at its Version, possibly with other changes
+// already made to it) with the status state and note timestamped now, and
+// publishes the new status; op names the operation in the error.
+func (s *Service) setStatus(ctx context.Context, cur *Task, state State, note, op string) (*Task, error) {
+	cur.Status = Status{State: state, Timestamp: s.timestamp(), Message: note}
+	t, err := s.store.Update(ctx, cur, cur.Version)
+	if err != nil {
+		return nil, fmt.Errorf("tasks: %s: %w", op, err)
+	}
+	s.publishStatus(t)
+	return t, nil
+}
+
 // GetTask handles a tasks/get request from requester. The task must be the
 // requester's or the requester an operator, else 1001. historyLength
 // omitted returns the whole history, 0 none, N the last N messages.
@@ -436,14 +442,7 @@ func (s *Service) CancelTask(ctx context.Context, requester string, req *CancelP
 		if cur.Owner != requester {
 			note = "canceled by an operator"
 		}
-		next := cur
-		next.Status = Status{State: StateCanceled, Timestamp: s.timestamp(), Message: note}
-		t, err := s.store.Update(ctx, next, cur.Version)
-		if err != nil {
-			return nil, fmt.Errorf("tasks: cancel task: %w", err)
-		}
-		s.publishStatus(t)
-		return t, nil
+		return s.setStatus(ctx, cur, StateCanceled, note, "cancel task")
 	})
 }
 
@@ -459,14 +458,7 @@ func (s *Service) Transition(ctx context.Context, taskID string, to State, note 
 		if err := CheckTransition(cur.Status.State, to); err != nil {
 			return nil, fmt.Errorf("tasks: transition %s: %w", taskID, err)
 		}
-		next := cur
-		next.Status = Status{State: to, Timestamp: s.timestamp(), Message: note}
-		t, err := s.store.Update(ctx, next, cur.Version)
-		if err != nil {
-			return nil, fmt.Errorf("tasks: transition: %w", err)
-		}
-		s.publishStatus(t)
-		return t, nil
+		return s.setStatus(ctx, cur, to, note, "transition")
 	})
 }
 
