@@ -20,6 +20,7 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 
 	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/lowerhex"
 )
 
 // MaxCardSize is the largest serialized Agent Card, in bytes.
@@ -521,10 +522,10 @@ func VerifySignedCard(raw []byte) (*Card, *SignedCard, error) {
 	}
 	var sc SignedCard
 	sc.Card = top["card"]
-	if err := json.Unmarshal(top["sig"], &sc.Sig); err != nil || !isLowerHex(sc.Sig, SignatureHexLen) {
+	if err := json.Unmarshal(top["sig"], &sc.Sig); err != nil || !lowerhex.Valid(sc.Sig, SignatureHexLen) {
 		return nil, nil, cardError("sig", "pattern", "^[0-9a-f]{128}$", string(top["sig"]))
 	}
-	if err := json.Unmarshal(top["publicKey"], &sc.PublicKey); err != nil || !isLowerHex(sc.PublicKey, 64) {
+	if err := json.Unmarshal(top["publicKey"], &sc.PublicKey); err != nil || !lowerhex.Valid(sc.PublicKey, 64) {
 		return nil, nil, cardError("publicKey", "pattern", "^[0-9a-f]{64}$", string(top["publicKey"]))
 	}
 	ts, e := parseTimestamp(top["timestamp"])

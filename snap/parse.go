@@ -11,6 +11,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/lowerhex"
 )
 
 // Stage is one step of the stateless half of validation. The stages run in
@@ -270,7 +271,7 @@ func parseEnvelope(env *envelope, last Stage, keys *keyCache) (*Message, *cached
 	}
 	m.Timestamp = ts
 	m.Sig = str(fSig)
-	if f[fSig].present && !isLowerHex(m.Sig, SignatureHexLen) {
+	if f[fSig].present && !lowerhex.Valid(m.Sig, SignatureHexLen) {
 		return nil, nil, FieldError("sig", "pattern", "^[0-9a-f]{128}$", m.Sig)
 	}
 	if last < StageSemantics {
@@ -404,18 +405,6 @@ func isVersion(s string) bool {
 func supportedVersion(v string) bool {
 	for i := 0; i < len(v) && v[i] != '.'; i++ {
 		if v[i] != '0' {
-			return false
-		}
-	}
-	return true
-}
-
-func isLowerHex(s string, n int) bool {
-	if len(s) != n {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
 			return false
 		}
 	}

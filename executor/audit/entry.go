@@ -12,6 +12,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/snapnode/snapnode/internal/lowerhex"
 )
 
 // Genesis is the Prev of the first entry of a log: 64 zeros.
@@ -182,18 +184,8 @@ func checkFileHash(field, v string) error {
 	return nil
 }
 
-func isHexHash(v string) bool {
-	if len(v) != 64 {
-		return false
-	}
-	for i := 0; i < len(v); i++ {
-		c := v[i]
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
-}
+// isHexHash reports whether v is a SHA-256 digest in lowercase hex.
+func isHexHash(v string) bool { return lowerhex.Valid(v, 64) }
 
 // normalDetail returns d in its minimal form (nil for none or null). It
 // must be valid JSON by RFC 7493 (UTF-8, unique member names).
