@@ -211,24 +211,8 @@ func (g *gauges) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(relayDesc, prometheus.GaugeValue, 1, r.URL, r.State)
 		}
 	}
-	if tasks != nil {
-		counts, err := tasks(ctx)
-		if err != nil {
-			ch <- prometheus.NewInvalidMetric(tasksDesc, err)
-		}
-		for state, n := range counts {
-			ch <- prometheus.MustNewConstMetric(tasksDesc, prometheus.GaugeValue, float64(n), state)
-		}
-	}
-	if jobs != nil {
-		counts, err := jobs(ctx)
-		if err != nil {
-			ch <- prometheus.NewInvalidMetric(jobsDesc, err)
-		}
-		for status, n := range counts {
-			ch <- prometheus.MustNewConstMetric(jobsDesc, prometheus.GaugeValue, float64(n), status)
-		}
-	}
+	collectCounts(ctx, ch, tasksDesc, tasks)
+	collectCounts(ctx, ch, jobsDesc, jobs)
 	if replay != nil {
 		n, err := replay(ctx)
 		if err != nil {
@@ -236,6 +220,21 @@ func (g *gauges) Collect(ch chan<- prometheus.Metric) {
 		} else {
 			ch <- prometheus.MustNewConstMetric(replayDesc, prometheus.GaugeValue, float64(n))
 		}
+	}
+}
+
+// collectCounts sends the gauges of desc, one per label value, that
+// counts reads (nothing when it is nil; an invalid metric when it fails).
+func collectCounts(ctx context.Context, ch chan<- prometheus.Metric, desc *prometheus.Desc, counts func(context.Context) (map[string]int64, error)) {
+	if counts == nil {
+		return
+	}
+	byLabel, err := counts(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(desc, err)
+	}
+	for label, n := range byLabel {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, float64(n), label)
 	}
 }
 
