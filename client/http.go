@@ -177,6 +177,17 @@ func statusError(resp *http.Response) *StatusError {
 	return e
 }
 
+// postRead posts x to url (post) and reads the body of the answer
+// (readAll).
+func (c *HTTP) postRead(ctx context.Context, url string, x *exchange) ([]byte, error) {
+	resp, err := c.post(ctx, url, x, "")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	return c.readAll(resp.Body)
+}
+
 // readAll reads at most MaxMessage bytes of r.
 func (c *HTTP) readAll(r io.Reader) ([]byte, error) {
 	b, err := io.ReadAll(io.LimitReader(r, int64(c.cfg.MaxMessage)+1))
@@ -197,12 +208,7 @@ func (c *HTTP) Send(ctx context.Context, url string, req *snap.Message) (*snap.M
 	if err != nil {
 		return nil, err
 	}
-	resp, err := c.post(ctx, url, x, "")
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	raw, err := c.readAll(resp.Body)
+	raw, err := c.postRead(ctx, url, x)
 	if err != nil {
 		return nil, err
 	}

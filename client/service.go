@@ -42,12 +42,7 @@ func (c *HTTP) Call(ctx context.Context, url, to, name string, args any) (json.R
 	if err != nil {
 		return nil, err
 	}
-	resp, err := c.post(ctx, url, &exchange{req: req, body: raw}, "")
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	reply, err := c.readAll(resp.Body)
+	reply, err := c.postRead(ctx, url, &exchange{req: req, body: raw})
 	if err != nil {
 		return nil, err
 	}
