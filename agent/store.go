@@ -51,20 +51,6 @@ func OpenStore(ctx context.Context, db *sqldb.DB) (*Store, error) {
 	return &Store{db: db, d: db.Dialect}, nil
 }
 
-func micros(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixMicro()
-}
-
-func fromMicros(n int64) time.Time {
-	if n == 0 {
-		return time.Time{}
-	}
-	return time.UnixMicro(n).UTC()
-}
-
 const jobColumns = `task_id, requester, description, status, phase, lease_holder, lease_until, steps,
 	cost_cents, seconds, prompt_tokens, completion_tokens, retries, history_bytes, next_seq,
 	pending_input, recovery_seq, reason, created_at, updated_at, settled, review_seq`
@@ -72,22 +58,13 @@ const jobColumns = `task_id, requester, description, status, phase, lease_holder
 // Create stores a new job and reports whether it did: a job of the same
 // task is left as it is.
 func (s *Store) Create(ctx context.Context, j *Job) (bool, error) {
-	var created bool
-	err := s.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, s.d.Rebind(`INSERT INTO agent_jobs (`+jobColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?) ON CONFLICT (task_id) DO NOTHING`),
-			j.TaskID, j.Requester, j.Description, string(j.Status), j.Phase, j.LeaseHolder, micros(j.LeaseUntil),
-			j.Steps, j.CostCents, j.Seconds, j.PromptTokens, j.CompletionTokens, j.Retries, j.HistoryBytes,
-			j.NextSeq, j.PendingInput, j.RecoverySeq, j.Reason, micros(j.CreatedAt), micros(j.UpdatedAt), j.ReviewSeq)
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
-		created = n == 1
-		return err
-	})
+	created, err := s.exec(ctx, "create", j.TaskID, `INSERT INTO agent_jobs (`+jobColumns+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?) ON CONFLICT (task_id) DO NOTHING`,
+		j.TaskID, j.Requester, j.Description, string(j.Status), j.Phase, j.LeaseHolder, sqldb.Micros(j.LeaseUntil),
+		j.Steps, j.CostCents, j.Seconds, j.PromptTokens, j.CompletionTokens, j.Retries, j.HistoryBytes,
+		j.NextSeq, j.PendingInput, j.RecoverySeq, j.Reason, sqldb.Micros(j.CreatedAt), sqldb.Micros(j.UpdatedAt), j.ReviewSeq)
 	if err != nil {
-		return false, fmt.Errorf("agent: create job %s: %w", j.TaskID, err)
+		return false, err
 	}
 	if created {
 		j.settled = true // as stored: a new job's task shows it (submitted)
@@ -119,7 +96,7 @@ func scanJob(sc scanner) (*Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	j.Status, j.LeaseUntil, j.CreatedAt, j.UpdatedAt = Status(status), fromMicros(lease), fromMicros(created), fromMicros(updated)
+	j.Status, j.LeaseUntil, j.CreatedAt, j.UpdatedAt = Status(status), sqldb.FromMicros(lease), sqldb.FromMicros(created), sqldb.FromMicros(updated)
 	j.settled = settled != 0
 	return &j, nil
 }
@@ -162,7 +139,7 @@ func (s *Store) Runnable(ctx context.Context, now time.Time, perRequester, limit
 				ROW_NUMBER() OVER (PARTITION BY requester ORDER BY created_at, task_id) AS rank
 			FROM agent_jobs WHERE status IN (?, ?, ?) AND lease_until < ?
 		) AS waiting WHERE rank <= ? ORDER BY rank, created_at, task_id LIMIT ?`),
-		string(Pending), string(Running), string(Reviewing), micros(now), perRequester, limit)
+		string(Pending), string(Running), string(Reviewing), sqldb.Micros(now), perRequester, limit)
 	if err != nil {
 		return nil, fmt.Errorf("agent: runnable jobs: %w", err)
 	}
@@ -184,13 +161,13 @@ func (s *Store) Runnable(ctx context.Context, now time.Time, perRequester, limit
 func (s *Store) Claim(ctx context.Context, taskID, holder string, now, until time.Time) (bool, error) {
 	return s.exec(ctx, "claim", taskID, `UPDATE agent_jobs SET lease_holder = ?, lease_until = ?
 		WHERE task_id = ? AND status IN (?, ?, ?) AND lease_until < ?`,
-		holder, micros(until), taskID, string(Pending), string(Running), string(Reviewing), micros(now))
+		holder, sqldb.Micros(until), taskID, string(Pending), string(Running), string(Reviewing), sqldb.Micros(now))
 }
 
 // Renew extends holder's lease; false when the job is no longer its.
 func (s *Store) Renew(ctx context.Context, taskID, holder string, until time.Time) (bool, error) {
 	return s.exec(ctx, "renew", taskID, `UPDATE agent_jobs SET lease_until = ? WHERE task_id = ? AND lease_holder = ?`,
-		micros(until), taskID, holder)
+		sqldb.Micros(until), taskID, holder)
 }
 
 // Release gives up holder's lease at once (the job stays as it is).
@@ -212,7 +189,7 @@ func (s *Store) Settle(ctx context.Context, taskID string, status Status) error 
 // first, leaving out those a live lease holds (their node is writing the
 // task now).
 func (s *Store) Unsettled(ctx context.Context, now time.Time, limit int) ([]*Job, error) {
-	return s.jobs(ctx, `WHERE settled = 0 AND lease_until < ? ORDER BY updated_at, task_id LIMIT ?`, micros(now), limit)
+	return s.jobs(ctx, `WHERE settled = 0 AND lease_until < ? ORDER BY updated_at, task_id LIMIT ?`, sqldb.Micros(now), limit)
 }
 
 // Waiting returns up to limit jobs that wait for a human (their task may
@@ -279,6 +256,9 @@ func (s *Store) ReleaseHolder(ctx context.Context, holder string) (int64, error)
 	return n, nil
 }
 
+// exec runs the statement q (with ? placeholders) on the job of taskID in
+// a write transaction and reports whether it changed one row; an error
+// names verb and the job.
 func (s *Store) exec(ctx context.Context, verb, taskID, q string, args ...any) (bool, error) {
 	var ok bool
 	err := s.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
@@ -396,7 +376,7 @@ func (s *Store) WriteTx(ctx context.Context, tx *sql.Tx, w Save) error {
 	n := utf8.RuneCountInString(prefix)
 	args := []any{j.Description, string(j.Status), j.Phase, j.Steps,
 		j.CostCents, j.Seconds, j.PromptTokens, j.CompletionTokens, j.Retries, j.HistoryBytes,
-		j.NextSeq, j.RecoverySeq, j.Reason, micros(j.UpdatedAt), j.ReviewSeq, w.Unsettled,
+		j.NextSeq, j.RecoverySeq, j.Reason, sqldb.Micros(j.UpdatedAt), j.ReviewSeq, w.Unsettled,
 		consumed, consumed, n, prefix, n + 1, j.TaskID}
 	if w.Holder != "" {
 		q += ` AND lease_holder = ?`
@@ -461,7 +441,7 @@ func (s *Store) AddInput(ctx context.Context, taskID, text string, onlyWaiting b
 			updated_at = ?
 		WHERE task_id = ? AND status NOT IN (?, ?, ?, ?)`
 	wait := string(InterventionRequired)
-	args := []any{text, separator, text, wait, wait, wait, string(Pending), micros(now), taskID,
+	args := []any{text, separator, text, wait, wait, wait, string(Pending), sqldb.Micros(now), taskID,
 		string(Success), string(Canceled), string(HaltedCost), string(HaltedTime)}
 	if onlyWaiting {
 		q += ` AND status = ?`

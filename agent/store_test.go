@@ -649,7 +649,7 @@ func TestQueueTake(t *testing.T) {
 			}
 			// Held by "h" (Write leaves the lease to Claim and Renew).
 			if _, err := s.exec(ctx, "hold", id, `UPDATE agent_jobs SET lease_holder = ?, lease_until = ? WHERE task_id = ?`,
-				"h", micros(at(time.Hour)), id); err != nil {
+				"h", sqldb.Micros(at(time.Hour)), id); err != nil {
 				t.Fatal(err)
 			}
 			clock = clock.Add(time.Second)

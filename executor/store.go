@@ -82,20 +82,6 @@ const recordColumns = `action_id, task, requester, proposal_id, action, state, d
 	pre_images, reason, snapshot, created_at, updated_at, rolled_back_at,
 	snapshot_at, snapshot_bytes, snapshot_pruned_at`
 
-func micros(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixMicro()
-}
-
-func fromMicros(n int64) time.Time {
-	if n == 0 {
-		return time.Time{}
-	}
-	return time.UnixMicro(n).UTC()
-}
-
 // insertTx adds r as a new record, in tx.
 func (s *store) insertTx(ctx context.Context, tx *sql.Tx, r *record) error {
 	pre, err := json.Marshal(nonNil(r.PreImages))
@@ -107,7 +93,7 @@ func (s *store) insertTx(ctx context.Context, tx *sql.Tx, r *record) error {
 	at, size := r.snapshotStamp()
 	_, err = tx.ExecContext(ctx, q, r.ActionID, r.Task, r.Requester, r.ProposalID, r.Action,
 		r.State, r.Data, r.Diff, string(pre), r.Reason, string(r.Snapshot),
-		micros(r.Created), micros(r.Updated), micros(r.RolledBack), at, size, micros(r.SnapshotPruned))
+		sqldb.Micros(r.Created), sqldb.Micros(r.Updated), sqldb.Micros(r.RolledBack), at, size, sqldb.Micros(r.SnapshotPruned))
 	if err != nil {
 		return fmt.Errorf("executor: store action %s: %w", r.ActionID, err)
 	}
@@ -120,7 +106,7 @@ func (r *record) snapshotStamp() (at, size int64) {
 	if len(r.Snapshot) == 0 {
 		return 0, 0
 	}
-	return micros(r.SnapshotAt), int64(len(r.Snapshot))
+	return sqldb.Micros(r.SnapshotAt), int64(len(r.Snapshot))
 }
 
 // updateTx writes r's mutable columns (state, diff, pre-images, reason,
@@ -136,7 +122,7 @@ func (s *store) updateTx(ctx context.Context, tx *sql.Tx, r *record, from string
 		WHERE action_id = ? AND state = ?`)
 	at, size := r.snapshotStamp()
 	res, err := tx.ExecContext(ctx, q, r.State, r.Diff, string(pre), r.Reason, string(r.Snapshot), at, size,
-		micros(r.Updated), micros(r.RolledBack), r.ActionID, from)
+		sqldb.Micros(r.Updated), sqldb.Micros(r.RolledBack), r.ActionID, from)
 	return affectedOne(res, err, "update", r.ActionID)
 }
 
@@ -154,7 +140,7 @@ func (s *store) update(ctx context.Context, r *record, from string) (ok bool, er
 // one wins.
 func (s *store) claimTx(ctx context.Context, tx *sql.Tx, actionID, from, to string, now time.Time) (bool, error) {
 	q := s.d.Rebind(`UPDATE executor_actions SET state = ?, updated_at = ? WHERE action_id = ? AND state = ?`)
-	res, err := tx.ExecContext(ctx, q, to, micros(now), actionID, from)
+	res, err := tx.ExecContext(ctx, q, to, sqldb.Micros(now), actionID, from)
 	return affectedOne(res, err, "claim", actionID)
 }
 
@@ -264,7 +250,7 @@ func (s *store) lastRollback(ctx context.Context, paths []string) (time.Time, er
 	if !t.Valid {
 		return time.Time{}, nil
 	}
-	return fromMicros(t.Int64), nil
+	return sqldb.FromMicros(t.Int64), nil
 }
 
 // rolledBackTx records, in tx, that a rollback at time at restored paths
@@ -273,13 +259,13 @@ func (s *store) lastRollback(ctx context.Context, paths []string) (time.Time, er
 // one cooldown's rollbacks.
 func (s *store) rolledBackTx(ctx context.Context, tx *sql.Tx, paths []string, at, expired time.Time) error {
 	if _, err := tx.ExecContext(ctx, s.d.Rebind(`DELETE FROM executor_rollback_paths WHERE rolled_back_at < ?`),
-		micros(expired)); err != nil {
+		sqldb.Micros(expired)); err != nil {
 		return fmt.Errorf("executor: expire rollback paths: %w", err)
 	}
 	q := s.d.Rebind(`INSERT INTO executor_rollback_paths (path, rolled_back_at) VALUES (?, ?)
 		ON CONFLICT (path) DO UPDATE SET rolled_back_at = excluded.rolled_back_at`)
 	for _, p := range paths {
-		if _, err := tx.ExecContext(ctx, q, p, micros(at)); err != nil {
+		if _, err := tx.ExecContext(ctx, q, p, sqldb.Micros(at)); err != nil {
 			return fmt.Errorf("executor: record rollback of %s: %w", p, err)
 		}
 	}
@@ -312,7 +298,7 @@ func (s *store) pruneSnapshotsTx(ctx context.Context, tx *sql.Tx, requester stri
 		return nil
 	}
 	if !olderThan.IsZero() {
-		if err := exec(prune+` AND snapshot_at < ?`, micros(now), micros(olderThan)); err != nil {
+		if err := exec(prune+` AND snapshot_at < ?`, sqldb.Micros(now), sqldb.Micros(olderThan)); err != nil {
 			return 0, err
 		}
 	}
@@ -322,7 +308,7 @@ func (s *store) pruneSnapshotsTx(ctx context.Context, tx *sql.Tx, requester stri
 		err := exec(prune+` AND action_id IN (SELECT action_id FROM (
 			SELECT action_id, SUM(snapshot_bytes) OVER (ORDER BY snapshot_at DESC, action_id DESC) AS kept
 			FROM executor_actions WHERE requester = ? AND `+prunable+`) AS newest WHERE kept > ?)`,
-			micros(now), requester, maxBytes)
+			sqldb.Micros(now), requester, maxBytes)
 		if err != nil {
 			return 0, err
 		}
@@ -335,7 +321,7 @@ func (s *store) pruneSnapshotsTx(ctx context.Context, tx *sql.Tx, requester stri
 func (s *store) pruneOne(ctx context.Context, actionID string, now time.Time) error {
 	return s.write(ctx, "prune the snapshot of", actionID, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, s.d.Rebind(`UPDATE executor_actions SET snapshot = '', snapshot_bytes = 0,
-			snapshot_pruned_at = ? WHERE action_id = ? AND `+prunable), micros(now), actionID)
+			snapshot_pruned_at = ? WHERE action_id = ? AND `+prunable), sqldb.Micros(now), actionID)
 		return err
 	})
 }
@@ -360,8 +346,8 @@ func scanRecord(sc scanner) (*record, error) {
 	if snap != "" {
 		r.Snapshot = []byte(snap)
 	}
-	r.Created, r.Updated, r.RolledBack = fromMicros(created), fromMicros(updated), fromMicros(rolledAt)
-	r.SnapshotAt, r.SnapshotPruned = fromMicros(snapAt), fromMicros(prunedAt)
+	r.Created, r.Updated, r.RolledBack = sqldb.FromMicros(created), sqldb.FromMicros(updated), sqldb.FromMicros(rolledAt)
+	r.SnapshotAt, r.SnapshotPruned = sqldb.FromMicros(snapAt), sqldb.FromMicros(prunedAt)
 	return &r, nil
 }
 
