@@ -9,6 +9,8 @@ import (
 	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/snapnode/snapnode/internal/jsonenc"
 )
 
 // The embedded files, by name in FS.
@@ -242,13 +244,11 @@ var answerBundle = sync.OnceValues(func() ([]byte, error) {
 	if err := localRefs(root, inline); err != nil {
 		return nil, err
 	}
-	var buf bytes.Buffer
-	e := json.NewEncoder(&buf)
-	e.SetEscapeHTML(false)
-	if err := e.Encode(root); err != nil {
+	b, err := jsonenc.Marshal(root)
+	if err != nil {
 		return nil, fmt.Errorf("schemas: bundle: %w", err)
 	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	return b, nil
 })
 
 // localRefs rewrites, in place, every $ref to an inlined schema (whole, or

@@ -20,6 +20,7 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 
 	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/jsonenc"
 	"github.com/snapnode/snapnode/internal/lowerhex"
 )
 
@@ -363,15 +364,7 @@ func relayRule(field, s string) *Error {
 
 // marshalCard serializes a card as it is published: no HTML escaping, so
 // the size measured is the size sent.
-func marshalCard(c *Card) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(c); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-}
+func marshalCard(c *Card) ([]byte, error) { return jsonenc.Marshal(c) }
 
 // typeName names the JSON type a card field wants, from a decoding error.
 func typeName(se *jsonv2.SemanticError) string {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/jsonenc"
 	"github.com/snapnode/snapnode/snap"
 )
 
@@ -57,13 +58,11 @@ func (c *cardSigner) document() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(sc); err != nil {
+	doc, err := jsonenc.Marshal(sc)
+	if err != nil {
 		return nil, fmt.Errorf("snaphttp: card: %w", err)
 	}
-	c.src, c.doc, c.at = src, bytes.TrimSuffix(buf.Bytes(), []byte("\n")), now
+	c.src, c.doc, c.at = src, doc, now
 	c.signs++
 	return c.doc, nil
 }
