@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/snapnode/snapnode/internal/periodic"
+	"github.com/snapnode/snapnode/internal/sqldb"
 	"github.com/snapnode/snapnode/snap"
 )
 
@@ -53,19 +54,38 @@ func (rs *ReplayStore) Lookup(ctx context.Context, from, id string, now time.Tim
 // unexpired record exists (one whose Expires is after rec.FirstSeen), in
 // one statement that the database makes atomic across connections and
 // processes (INSERT … ON CONFLICT DO UPDATE … WHERE expired). When it did
-// not record, it returns the record that stopped it, read in the same
-// transaction.
+// not record, it returns the record that stopped it.
+//
+// The record's commit does not wait for the disk (sqldb's WriteNoSync; on
+// PostgreSQL the statement sets synchronous_commit off for its own
+// transaction). That is safe because which call is fresh is decided when
+// the row is inserted, not when it reaches the disk, and because the
+// record guards writes to this same database: whatever a fresh request
+// makes durable (its task, a cancel, an operator's decision, the
+// executor's record of an action, always written before the action's
+// effect) is a later commit that waits for the disk, and that flush
+// carries the record with it (both databases write their log in commit
+// order and flush it up to the commit being made). A killed process loses
+// nothing: the record is in the operating system's cache (SQLite) or the
+// server's (PostgreSQL). A power cut may lose the record of a request that
+// left nothing durable, which a replay then gets the same answer to,
+// without effect. This holds only beside the tasks it guards, in one
+// database: Store.ReplayStore is always the replay store of its own
+// Store's database.
 func (rs *ReplayStore) Remember(ctx context.Context, from, id string, rec snap.ReplayRecord) (snap.ReplayRecord, bool, error) {
 	s := rs.s
 	if err := s.start(ctx, "replay remember"); err != nil {
 		return snap.ReplayRecord{}, false, err
+	}
+	if s.d == sqldb.Postgres {
+		return rs.rememberPostgres(ctx, from, id, rec)
 	}
 	var (
 		prior snap.ReplayRecord
 		fresh bool
 	)
 	key := from + " " + id
-	err := s.write(ctx, "replay remember", key, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.commit(ctx, s.db.WriteNoSync, "replay remember", key, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.StmtContext(ctx, s.st.remember).ExecContext(ctx, from, id, micros(rec.FirstSeen), ceilMicros(rec.Expires), rec.Fingerprint[:], rec.Via)
 		if err != nil {
 			return dbError("replay remember", key, err)
@@ -77,8 +97,8 @@ func (rs *ReplayStore) Remember(ctx context.Context, from, id string, rec snap.R
 		if fresh = n > 0; fresh {
 			return nil
 		}
-		// The conflicting row is locked (PostgreSQL) or the database is
-		// (SQLite) until commit: it is still there.
+		// The database is held by this transaction until commit (SQLite's
+		// single writer): the conflicting row is still there.
 		prior, err = scanReplay(tx.StmtContext(ctx, s.st.rememberPrior).QueryRowContext(ctx, from, id))
 		if err != nil {
 			return dbError("replay remember", key, err)
@@ -89,6 +109,43 @@ func (rs *ReplayStore) Remember(ctx context.Context, from, id string, rec snap.R
 		return snap.ReplayRecord{}, false, err
 	}
 	return prior, fresh, nil
+}
+
+// rememberAttempts bounds how often rememberPostgres tries again when the
+// record that stopped it is gone before it could read it.
+const rememberAttempts = 3
+
+// rememberPostgres is Remember on PostgreSQL: one autocommitted statement,
+// one round trip to the server, for a fresh record. A call that is not
+// fresh then reads the record that stopped it (a second round trip):
+// a committed record, since the statement waited for the transaction
+// that made it. Should that record be gone by then (expired and swept),
+// the call starts again.
+func (rs *ReplayStore) rememberPostgres(ctx context.Context, from, id string, rec snap.ReplayRecord) (snap.ReplayRecord, bool, error) {
+	s := rs.s
+	key := from + " " + id
+	for range rememberAttempts {
+		res, err := s.st.rememberNoSync.ExecContext(ctx, from, id, micros(rec.FirstSeen), ceilMicros(rec.Expires), rec.Fingerprint[:], rec.Via)
+		if err != nil {
+			return snap.ReplayRecord{}, false, dbError("replay remember", key, err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return snap.ReplayRecord{}, false, dbError("replay remember", key, err)
+		}
+		if n > 0 {
+			return snap.ReplayRecord{}, true, nil
+		}
+		prior, err := scanReplay(s.st.rememberPrior.QueryRowContext(ctx, from, id))
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return snap.ReplayRecord{}, false, dbError("replay remember", key, err)
+		}
+		return prior, false, nil
+	}
+	return snap.ReplayRecord{}, false, fmt.Errorf("sqlstore: replay remember %s: the record that stopped it vanished %d times", key, rememberAttempts)
 }
 
 // SaveResult implements snap.ResultStore: it keeps result in the replay
