@@ -13,10 +13,12 @@ import (
 // TestCommitsPerMessageSend counts the commits of the node's database
 // (SQLite's group commits, one transaction each here: the requests go one
 // at a time) that one free-text message/send costs a node without an
-// agent: the replay record of the request, then the task — created
-// failed at once, with its creation event and the request's result kept
-// for a retry — in one transaction; the answer is that result, and is not
-// written again. A retry of the request gets the task, deduplicated.
+// agent: the replay record of the request, which does not wait for the
+// disk, then the task — created failed at once, with its creation event
+// and the request's result kept for a retry — in one transaction, the
+// one commit that waits for the disk (and carries the replay record there
+// too); the answer is that result, and is not written again. A retry of
+// the request gets the task, deduplicated.
 func TestCommitsPerMessageSend(t *testing.T) {
 	n, _ := startNode(t, func(c *config.Config) { c.HTTPListen = "127.0.0.1:0" })
 	c := newHTTPClient(t)
@@ -42,12 +44,16 @@ func TestCommitsPerMessageSend(t *testing.T) {
 	const requests = 5
 	for i := 1; i <= requests; i++ {
 		m := message(i)
-		_, before := n.DB.GroupCommits()
+		before, _ := n.DB.GroupCommits()
+		unsynced := n.DB.UnsyncedCommits()
 		p := send(m)
-		_, after := n.DB.GroupCommits()
+		after, _ := n.DB.GroupCommits()
 		noAgent(t, "answer", taskOf(t, p))
 		if got := after - before; got != 2 {
 			t.Errorf("request %d: %d commits; want 2 (the replay record, the task with its result)", i, got)
+		}
+		if synced := after - before - (n.DB.UnsyncedCommits() - unsynced); synced != 1 {
+			t.Errorf("request %d: %d commits waited for the disk; want 1 (the task with its result)", i, synced)
 		}
 		again := send(m)
 		if again["deduplicated"] != true || taskOf(t, again).ID != taskOf(t, p).ID {
