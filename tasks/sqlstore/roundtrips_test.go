@@ -80,7 +80,7 @@ func TestPostgresRoundTrips(t *testing.T) {
 	ctx := context.Background()
 	var rt roundTrips
 	s := openCounted(t, &rt)
-	rs := s.ReplayStore()
+	rs := s.ReplayStoreNoSync()
 	const from = "bc1pfrom"
 	for _, c := range []struct {
 		name string
@@ -101,6 +101,13 @@ func TestPostgresRoundTrips(t *testing.T) {
 			}
 			return err
 		}, 2},
+		{"Remember, waiting for the disk", func() error {
+			_, fresh, err := s.ReplayStore().Remember(ctx, from, "m2", record(t0, time.Minute, 1))
+			if err == nil && !fresh {
+				t.Error("m2 not fresh")
+			}
+			return err
+		}, 1},
 		{"CreateKeeping", func() error {
 			kept := tasks.KeptResult{From: from, RequestID: "m1", Result: []byte(`{"task":{"id":"t1"}}`), Expires: t0.Add(time.Hour)}
 			_, err := s.CreateKeeping(ctx, task("t1", from), kept)
@@ -123,30 +130,29 @@ func TestPostgresRoundTrips(t *testing.T) {
 	}
 }
 
-// Remember's record does not wait for the disk, and nothing else does:
-// on SQLite its commit is one of the writer's unsynced ones, the task's
-// is not; on PostgreSQL its statement turns synchronous_commit off for
-// its own transaction only, and the connection keeps the server's setting
-// for the task's write and every later one.
+// The record of ReplayStoreNoSync does not wait for the disk, and nothing
+// else does: on SQLite its commit is one of the writer's unsynced ones,
+// ReplayStore's and the task's are not; on PostgreSQL its statement turns
+// synchronous_commit off for its own transaction only, and the connection
+// keeps the server's setting for ReplayStore's, the task's write and every
+// later one.
 func TestRememberNoSync(t *testing.T) {
 	ctx := context.Background()
 	const from = "bc1pfrom"
 	t.Run("sqlite", func(t *testing.T) {
 		s := open(t, sqliteDSN(t), Options{})
 		db := s.DB()
+		remember := func(rs *ReplayStore, id string, fp byte) func() error {
+			return func() error { _, _, err := rs.Remember(ctx, from, id, record(t0, time.Minute, fp)); return err }
+		}
 		for _, c := range []struct {
 			name     string
 			call     func() error
 			unsynced int64
 		}{
-			{"Remember", func() error {
-				_, _, err := s.ReplayStore().Remember(ctx, from, "m1", record(t0, time.Minute, 1))
-				return err
-			}, 1},
-			{"Remember, held", func() error {
-				_, _, err := s.ReplayStore().Remember(ctx, from, "m1", record(t0, time.Minute, 2))
-				return err
-			}, 1},
+			{"Remember", remember(s.ReplayStoreNoSync(), "m1", 1), 1},
+			{"Remember, held", remember(s.ReplayStoreNoSync(), "m1", 2), 1},
+			{"Remember, waiting for the disk", remember(s.ReplayStore(), "m2", 1), 0},
 			{"CreateKeeping", func() error {
 				_, err := s.CreateKeeping(ctx, task("t1", from), tasks.KeptResult{From: from, RequestID: "m1", Result: []byte("{}"), Expires: t0.Add(time.Hour)})
 				return err
@@ -199,11 +205,14 @@ func TestRememberNoSync(t *testing.T) {
 		if got := inTx(s.st.rememberNoSync, from, "m0", int64(1), int64(2), make([]byte, 32), ""); got != "off" {
 			t.Errorf("Remember's transaction commits with synchronous_commit %s; want off", got)
 		}
+		if got := inTx(s.st.remember, from, "m0", int64(1), int64(2), make([]byte, 32), ""); got != server {
+			t.Errorf("ReplayStore's Remember commits with synchronous_commit %s; want the server's %s", got, server)
+		}
 		if got := inTx(s.st.createTask, "t0", from, "", "submitted", int64(1), "", "", int64(1), int64(1), "[]", "[]", "{}",
 			int64(1), "status", "{}", nil, int64(0), int64(0), nil, nil); got != server {
 			t.Errorf("the task's transaction commits with synchronous_commit %s; want the server's %s", got, server)
 		}
-		if _, fresh, err := s.ReplayStore().Remember(ctx, from, "m1", record(t0, time.Minute, 1)); err != nil || !fresh {
+		if _, fresh, err := s.ReplayStoreNoSync().Remember(ctx, from, "m1", record(t0, time.Minute, 1)); err != nil || !fresh {
 			t.Fatalf("Remember: fresh %v, %v", fresh, err)
 		}
 		if got := setting(s.w); got != server {

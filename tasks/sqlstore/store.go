@@ -50,9 +50,11 @@ type Store struct {
 	own bool // Close closes db
 	d   *sqldb.Dialect
 	// w takes the writes, r the reads; the same pool on PostgreSQL.
-	w, r   *sql.DB
-	st     statements
-	replay *ReplayStore
+	w, r *sql.DB
+	st   statements
+	// replay and replayNoSync are its replay records (ReplayStore,
+	// ReplayStoreNoSync).
+	replay, replayNoSync *ReplayStore
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -102,7 +104,7 @@ func New(ctx context.Context, db *sqldb.DB) (*Store, error) {
 		s.st.close()
 		return nil, err
 	}
-	s.replay = &ReplayStore{s: s}
+	s.replay, s.replayNoSync = &ReplayStore{s: s}, &ReplayStore{s: s, noSync: true}
 	return s, nil
 }
 
@@ -161,6 +163,14 @@ func pruneQuery(dialect string) string {
 			WHERE state IN ('completed', 'failed', 'canceled') AND status_ts < ? ORDER BY status_ts LIMIT ?)`
 }
 
+// rememberConflict ends Remember's INSERT: an unexpired record stays; an
+// expired one is replaced. Of two concurrent calls the database lets one
+// insert (or replace) and makes the other wait for it, then find the row
+// unexpired.
+const rememberConflict = `
+	ON CONFLICT (sender, msg_id) DO UPDATE SET first_seen = excluded.first_seen, expires = excluded.expires,
+	fingerprint = excluded.fingerprint, via = excluded.via, result = NULL WHERE replay.expires <= excluded.first_seen`
+
 func (s *Store) prepare(ctx context.Context) error {
 	var err error
 	p := func(db *sql.DB, query string) *sql.Stmt {
@@ -187,12 +197,7 @@ func (s *Store) prepare(ctx context.Context) error {
 		insertEvent: p(s.w, "INSERT INTO task_events (task_id, version, kind, body) VALUES (?, ?, ?, ?)"),
 		prune:       p(s.w, pruneQuery(s.d.Name())),
 
-		// An unexpired record stays; an expired one is replaced. Of two
-		// concurrent calls the database lets one insert (or replace) and
-		// makes the other wait for it, then find the row unexpired.
-		remember: p(s.w, `INSERT INTO replay (sender, msg_id, first_seen, expires, fingerprint, via) VALUES (?, ?, ?, ?, ?, ?)
-			ON CONFLICT (sender, msg_id) DO UPDATE SET first_seen = excluded.first_seen, expires = excluded.expires,
-			fingerprint = excluded.fingerprint, via = excluded.via, result = NULL WHERE replay.expires <= excluded.first_seen`),
+		remember:      p(s.w, `INSERT INTO replay (sender, msg_id, first_seen, expires, fingerprint, via) VALUES (?, ?, ?, ?, ?, ?)`+rememberConflict),
 		rememberPrior: p(s.w, "SELECT first_seen, expires, fingerprint, via FROM replay WHERE sender = ? AND msg_id = ?"),
 		saveResult:    p(s.w, "UPDATE replay SET result = ?, expires = CASE WHEN expires < ? THEN ? ELSE expires END WHERE sender = ? AND msg_id = ?"),
 		sweep: p(s.w, `DELETE FROM replay WHERE (sender, msg_id) IN
@@ -211,9 +216,8 @@ func (s *Store) prepare(ctx context.Context) error {
 		// autocommitted statement is one round trip, where BEGIN, SET
 		// LOCAL, INSERT and COMMIT would be four.
 		s.st.rememberNoSync = p(s.w, `INSERT INTO replay (sender, msg_id, first_seen, expires, fingerprint, via)
-			SELECT ?::text, ?::text, ?::bigint, ?::bigint, ?::bytea, ?::text FROM (SELECT set_config('synchronous_commit', 'off', true)) AS no_sync
-			ON CONFLICT (sender, msg_id) DO UPDATE SET first_seen = excluded.first_seen, expires = excluded.expires,
-			fingerprint = excluded.fingerprint, via = excluded.via, result = NULL WHERE replay.expires <= excluded.first_seen`)
+			SELECT ?::text, ?::text, ?::bigint, ?::bigint, ?::bytea, ?::text
+			FROM (SELECT set_config('synchronous_commit', 'off', true)) AS no_sync`+rememberConflict)
 		// Create's transaction as one statement: the task (unless its id
 		// is taken), then, only if it was inserted, its creation event and
 		// the request's result in its replay record (none when the sender
