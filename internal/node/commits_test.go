@@ -7,18 +7,42 @@ import (
 	"time"
 
 	"github.com/snapnode/snapnode/internal/config"
+	"github.com/snapnode/snapnode/internal/node"
+	"github.com/snapnode/snapnode/servicecall"
 	"github.com/snapnode/snapnode/snap"
 )
 
 // TestCommitsPerMessageSend counts the commits of the node's database
 // (SQLite's group commits, one transaction each here: the requests go one
 // at a time) that one free-text message/send costs a node without an
-// agent: the replay record of the request, then the task — created
-// failed at once, with its creation event and the request's result kept
-// for a retry — in one transaction; the answer is that result, and is not
-// written again. A retry of the request gets the task, deduplicated.
+// agent: the replay record of the request, which does not wait for the
+// disk, then the task — created failed at once, with its creation event
+// and the request's result kept for a retry — in one transaction, the
+// one commit that waits for the disk (and carries the replay record there
+// too); the answer is that result, and is not written again. A retry of
+// the request gets the task, deduplicated. A node offering a service of
+// its embedder (which may act outside the database) commits the replay
+// record to the disk too.
 func TestCommitsPerMessageSend(t *testing.T) {
-	n, _ := startNode(t, func(c *config.Config) { c.HTTPListen = "127.0.0.1:0" })
+	echo := node.WithService("echo", func(context.Context, *servicecall.Call) (any, error) { return "echo", nil })
+	for _, c := range []struct {
+		name   string
+		opts   []node.Option
+		synced int64
+	}{
+		{"node", nil, 1},
+		{"node with a service", []node.Option{echo}, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			n := startNodeWith(t, func(c *config.Config) { c.HTTPListen = "127.0.0.1:0" }, c.opts...)
+			commitsPerMessageSend(t, n, c.synced)
+		})
+	}
+}
+
+// commitsPerMessageSend sends message/sends to n one at a time and checks
+// that each costs 2 commits, synced of which wait for the disk.
+func commitsPerMessageSend(t *testing.T, n *node.Node, synced int64) {
 	c := newHTTPClient(t)
 	send := func(m *snap.Message) map[string]any {
 		t.Helper()
@@ -42,12 +66,16 @@ func TestCommitsPerMessageSend(t *testing.T) {
 	const requests = 5
 	for i := 1; i <= requests; i++ {
 		m := message(i)
-		_, before := n.DB.GroupCommits()
+		before, _ := n.DB.GroupCommits()
+		unsynced := n.DB.UnsyncedCommits()
 		p := send(m)
-		_, after := n.DB.GroupCommits()
+		after, _ := n.DB.GroupCommits()
 		noAgent(t, "answer", taskOf(t, p))
 		if got := after - before; got != 2 {
 			t.Errorf("request %d: %d commits; want 2 (the replay record, the task with its result)", i, got)
+		}
+		if got := after - before - (n.DB.UnsyncedCommits() - unsynced); got != synced {
+			t.Errorf("request %d: %d commits waited for the disk; want %d", i, got, synced)
 		}
 		again := send(m)
 		if again["deduplicated"] != true || taskOf(t, again).ID != taskOf(t, p).ID {

@@ -31,7 +31,11 @@ type namedService struct {
 // WithService offers h as the service name over service/call. Only the
 // identities in the settings' service_callers may call it. The node
 // offers "status" itself; Start fails on that name, on a name given
-// twice, and on a name servicecall.CheckName refuses.
+// twice, and on a name servicecall.CheckName refuses. A node with such a
+// service commits every request's replay record to the disk before the
+// request is handled (h may act outside the node's database, where no
+// later write would carry the record there); without one, only the writes
+// a request makes wait for the disk.
 func WithService(name string, h servicecall.Handler) Option {
 	return func(o *options) { o.services = append(o.services, namedService{name, h}) }
 }

@@ -171,7 +171,16 @@ func (w *wiring) openDatabase(ctx context.Context) error {
 	}
 	n.parts.push("task store", store.Close)
 	n.DB = db
-	w.taskStore, w.replay, w.results = store, store.ReplayStore(), store.ReplayStore()
+	// A request's replay record need not wait for the disk when everything
+	// the request can do that must not happen twice is a write to this
+	// database that does wait (its task, a cancel, a decision, the
+	// executor's record before an action): that write carries the record
+	// to the disk. The services of WithService may act elsewhere without
+	// writing here, so with any of them every record waits.
+	w.taskStore, w.replay, w.results = store, store.ReplayStoreNoSync(), store.ReplayStore()
+	if len(w.o.services) > 0 {
+		w.replay = store.ReplayStore()
+	}
 
 	sweepCtx, stopSweep := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})

@@ -79,10 +79,14 @@ func Open(ctx context.Context, dsn string, opts Options) (*DB, error) {
 				return nil, fmt.Errorf("%w at %s", ErrNoDatabase, tg.path)
 			}
 		}
-		if db.W, db.R, err = openSQLite(ctx, tg.path, opts); err != nil {
+		syncMode, err := sqliteSync(opts)
+		if err != nil {
 			return nil, err
 		}
-		db.commit = newCommitter(db.W)
+		if db.W, db.R, err = openSQLite(ctx, tg.path, syncMode, opts); err != nil {
+			return nil, err
+		}
+		db.commit = newCommitter(db.W, syncMode)
 	case Postgres:
 		cfg, err := pgx.ParseConfig(tg.conn) // its errors hide the password
 		if err != nil {
@@ -132,12 +136,41 @@ func (db *DB) Close() error {
 // its own. op must not keep tx, and must take the rows it changes with the
 // dialect's ForUpdate (or a Lock) where writers could race on PostgreSQL.
 func (db *DB) Write(ctx context.Context, op func(context.Context, *sql.Tx) error) error {
+	return db.write(ctx, false, op)
+}
+
+// WriteNoSync is Write for a write whose commit need not wait for the
+// disk: it returns once op's changes are committed, visible to every
+// connection and process and safe from a killed process, but before they
+// are flushed, so a power cut or an operating system crash may lose them.
+// Every later commit of Write, from any process on the database, makes
+// them durable too: both databases write their log in commit order and
+// flush it up to the commit being made. On SQLite a batch of such writes
+// commits with synchronous=NORMAL (a batch that also holds a Write
+// commits as Write does); on PostgreSQL op's transaction commits with
+// synchronous_commit off.
+//
+// Use it only for a record that is safe to lose together with everything
+// written after it and not yet made durable: typically a record that
+// guards later writes to this same database, each of which commits with
+// Write.
+func (db *DB) WriteNoSync(ctx context.Context, op func(context.Context, *sql.Tx) error) error {
+	return db.write(ctx, true, op)
+}
+
+func (db *DB) write(ctx context.Context, noSync bool, op func(context.Context, *sql.Tx) error) error {
 	if db.commit != nil {
-		return db.commit.do(ctx, op)
+		return db.commit.do(ctx, noSync, op)
 	}
 	tx, err := db.W.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
+	}
+	if noSync {
+		if _, err := tx.ExecContext(ctx, "SET LOCAL synchronous_commit = off"); err != nil {
+			_ = tx.Rollback()
+			return fmt.Errorf("synchronous_commit off: %w", err)
+		}
 	}
 	if err := op(ctx, tx); err != nil {
 		_ = tx.Rollback()
@@ -156,6 +189,16 @@ func (db *DB) GroupCommits() (batches, writes int64) {
 		return 0, 0
 	}
 	return db.commit.batches.Load(), db.commit.writes.Load()
+}
+
+// UnsyncedCommits reports, on SQLite, how many of the committer's
+// transactions did not wait for the disk: batches of WriteNoSync alone,
+// under a synchronous setting above NORMAL (0 on PostgreSQL).
+func (db *DB) UnsyncedCommits() int64 {
+	if db.commit == nil {
+		return 0
+	}
+	return db.commit.unsynced.Load()
 }
 
 // DiskFull reports whether err is the database's "out of space" error.

@@ -22,7 +22,9 @@ import (
 //     power, not only the process dying. NORMAL survives a killed process
 //     (the WAL is in the OS's cache) but may lose the last commits on a
 //     power cut; Options.Synchronous offers it where that trade is wanted.
-//     The fsync is paid once per group commit, not once per write (below);
+//     The fsync is paid once per group commit, not once per write (below),
+//     and not at all by a batch of writes that asked not to wait for the
+//     disk (DB.WriteNoSync), which the writer commits at NORMAL;
 //   - busy_timeout 10 s, for the other processes sharing the file;
 //   - foreign keys on;
 //   - one writer connection (SetMaxOpenConns(1)) whose transactions are
@@ -35,16 +37,20 @@ const (
 	maxBatch = 128
 )
 
-// openSQLite opens the writer and reader pools of the file at path.
-func openSQLite(ctx context.Context, path string, opts Options) (w, r *sql.DB, err error) {
-	syncMode := strings.ToUpper(opts.Synchronous)
-	switch syncMode {
+// sqliteSync returns the synchronous setting opts ask for.
+func sqliteSync(opts Options) (string, error) {
+	switch mode := strings.ToUpper(opts.Synchronous); mode {
 	case "":
-		syncMode = "FULL"
+		return "FULL", nil
 	case "FULL", "NORMAL", "EXTRA":
-	default:
-		return nil, nil, fmt.Errorf("sqldb: synchronous %q: want FULL, NORMAL or EXTRA", opts.Synchronous)
+		return mode, nil
 	}
+	return "", fmt.Errorf("sqldb: synchronous %q: want FULL, NORMAL or EXTRA", opts.Synchronous)
+}
+
+// openSQLite opens the writer and reader pools of the file at path, every
+// connection at the synchronous setting syncMode.
+func openSQLite(ctx context.Context, path, syncMode string, opts Options) (w, r *sql.DB, err error) {
 	// Tasks are private: a new database is created 0600 in a 0700
 	// folder, and SQLite gives its -wal and -shm files the same mode.
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
@@ -90,6 +96,15 @@ func openSQLite(ctx context.Context, path string, opts Options) (w, r *sql.DB, e
 // the others. No write is delayed to wait for company: a lone writer
 // commits at once.
 //
+// A batch made only of writes that need not wait for the disk
+// (DB.WriteNoSync) commits with synchronous=NORMAL: its WAL frames are
+// written (a killed process loses nothing: they are in the OS's cache) but
+// not fsynced. The next batch that waits for the disk sets the
+// connection's own setting back first, and its fsync of the WAL carries
+// the earlier frames to the disk too: SQLite appends frames to the WAL in
+// commit order and fsync flushes the whole file. A batch mixing both kinds
+// waits for the disk.
+//
 // The writes of a batch run with the committer's context, not their
 // callers': a canceled statement interrupts the SQLite connection, which
 // would roll back the whole batch. A caller whose context is done before
@@ -100,20 +115,29 @@ type committer struct {
 	quit chan struct{} // closed by stop
 	done chan struct{} // closed when run returns
 
+	// sync is the database's synchronous setting (FULL, NORMAL or
+	// EXTRA); mode the one the writer connection was last set to, "" when
+	// unknown. Only run's goroutine touches mode.
+	sync, mode string
+
 	// batches and writes count the transactions and the writes they
-	// carried (for tests and metrics).
-	batches, writes atomic.Int64
+	// carried, unsynced the transactions that did not wait for the disk
+	// (for tests and metrics).
+	batches, writes, unsynced atomic.Int64
 }
 
 type writeReq struct {
-	ctx  context.Context
-	op   func(context.Context, *sql.Tx) error
-	err  error
-	done chan struct{}
+	ctx context.Context
+	op  func(context.Context, *sql.Tx) error
+	// noSync: the write's commit need not wait for the disk.
+	noSync bool
+	err    error
+	done   chan struct{}
 }
 
-func newCommitter(db *sql.DB) *committer {
-	c := &committer{db: db, reqs: make(chan *writeReq), quit: make(chan struct{}), done: make(chan struct{})}
+func newCommitter(db *sql.DB, syncMode string) *committer {
+	c := &committer{db: db, reqs: make(chan *writeReq), quit: make(chan struct{}), done: make(chan struct{}),
+		sync: syncMode, mode: syncMode}
 	go c.run()
 	return c
 }
@@ -126,9 +150,10 @@ func (c *committer) stop() {
 }
 
 // do runs op in the next group commit and returns once that has committed
-// (nil) or failed.
-func (c *committer) do(ctx context.Context, op func(context.Context, *sql.Tx) error) error {
-	r := &writeReq{ctx: ctx, op: op, done: make(chan struct{})}
+// (nil) or failed. With noSync the commit may not have reached the disk
+// yet (see committer).
+func (c *committer) do(ctx context.Context, noSync bool, op func(context.Context, *sql.Tx) error) error {
+	r := &writeReq{ctx: ctx, op: op, noSync: noSync, done: make(chan struct{})}
 	select {
 	case c.reqs <- r:
 	case <-ctx.Done():
@@ -176,12 +201,14 @@ func (c *committer) run() {
 func (c *committer) commit(batch []*writeReq) {
 	ctx := context.Background()
 	live := batch[:0:0]
+	noSync := true
 	for _, r := range batch {
 		if err := r.ctx.Err(); err != nil {
 			r.err = err
 			continue
 		}
 		live = append(live, r)
+		noSync = noSync && r.noSync
 	}
 	if len(live) == 0 {
 		return
@@ -193,7 +220,27 @@ func (c *committer) commit(batch []*writeReq) {
 			}
 		}
 	}
-	tx, err := c.db.BeginTx(ctx, nil)
+	// The setting is the connection's, and cannot change inside a
+	// transaction: the batch holds the one writer connection from the
+	// pragma to the commit.
+	conn, err := c.db.Conn(ctx)
+	if err != nil {
+		fail(fmt.Errorf("writer connection: %w", err))
+		return
+	}
+	defer conn.Close()
+	want := c.sync
+	if noSync && c.sync != "NORMAL" {
+		want = "NORMAL"
+	}
+	if err := c.setSync(ctx, conn, want); err != nil {
+		fail(err)
+		return
+	}
+	if want != c.sync {
+		c.unsynced.Add(1)
+	}
+	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		fail(fmt.Errorf("begin: %w", err))
 		return
@@ -230,4 +277,21 @@ func (c *committer) commit(batch []*writeReq) {
 	if err := tx.Commit(); err != nil {
 		fail(fmt.Errorf("commit: %w", err))
 	}
+}
+
+// setSync sets the writer connection's synchronous setting to mode unless
+// it is known to be set. A connection the pool opens afresh (after a
+// broken one) starts at the database's own setting, never lower; a
+// failure forgets what the setting is, so that the next batch sets it
+// again before it commits.
+func (c *committer) setSync(ctx context.Context, conn *sql.Conn, mode string) error {
+	if c.mode == mode {
+		return nil
+	}
+	c.mode = ""
+	if _, err := conn.ExecContext(ctx, "PRAGMA synchronous = "+mode); err != nil {
+		return fmt.Errorf("synchronous %s: %w", mode, err)
+	}
+	c.mode = mode
+	return nil
 }

@@ -61,7 +61,8 @@
 // The database itself is opened by internal/sqldb, which New accepts so that
 // other components (the audit log) share it. SQLite runs in WAL mode with
 // synchronous=FULL: a write returns once it is on disk, so an accepted task
-// survives a crash of the process or of the machine. Concurrent writes share
+// survives a crash of the process or of the machine (ReplayStoreNoSync's
+// records alone do not wait for the disk; see Replay). Concurrent writes share
 // a commit (group commit): one goroutine owns the writer connection and
 // commits whatever writes are waiting in one transaction, each in its own
 // savepoint. Reads use a separate pool of read-only connections and never
@@ -73,5 +74,16 @@
 // stored record has expired: the database decides atomically, across
 // connections and processes, which of several concurrent calls for one
 // (from, id) is fresh. With PostgreSQL this is what lets replicas sharing an
-// identity process each message exactly once.
+// identity process each message exactly once. The records of
+// ReplayStoreNoSync do not wait for the disk: the decision is made when the
+// row is inserted, and the next write of the request (its task, or
+// whatever else it makes durable in this database) waits for the disk and
+// carries the record there with it. A killed process loses no record; a
+// power cut may lose the record of a request that left nothing durable,
+// and a replay of that request gets the same answer, without effect (see
+// ReplayStore.Remember).
+//
+// On PostgreSQL the replay record and a task's creation (with its event
+// and the request's kept result) are one autocommitted statement each:
+// one round trip to the server apiece.
 package sqlstore

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/snapnode/snapnode/internal/periodic"
+	"github.com/snapnode/snapnode/internal/sqldb"
 	"github.com/snapnode/snapnode/snap"
 )
 
@@ -23,15 +24,30 @@ import (
 // Expired records are treated as absent at once (Lookup, Remember) and
 // deleted by Sweep; nothing sweeps on its own. Call Sweep now and then,
 // or run RunSweeper.
-type ReplayStore struct{ s *Store }
+type ReplayStore struct {
+	s *Store
+	// noSync: Remember's commit does not wait for the disk.
+	noSync bool
+}
 
 var (
 	_ snap.ReplayStore = (*ReplayStore)(nil)
 	_ snap.ResultStore = (*ReplayStore)(nil)
 )
 
-// ReplayStore returns the store's replay record.
+// ReplayStore returns the store's replay record, whose Remember commits
+// as every write of the store does: on disk before it returns.
 func (s *Store) ReplayStore() *ReplayStore { return s.replay }
+
+// ReplayStoreNoSync returns the store's replay record, whose Remember
+// does not wait for the disk (see Remember). Use it only where whatever a
+// request does that must not happen twice is a write to this store's
+// database, each of which waits for the disk: the tasks of this Store,
+// and the records other components (the executor, the agent's jobs) keep
+// in the same database before they act. A request that may act elsewhere
+// first (a handler that writes a file or calls a service without writing
+// here) needs ReplayStore.
+func (s *Store) ReplayStoreNoSync() *ReplayStore { return s.replayNoSync }
 
 // Lookup implements snap.ReplayStore.
 func (rs *ReplayStore) Lookup(ctx context.Context, from, id string, now time.Time) (snap.ReplayRecord, bool, error) {
@@ -53,19 +69,40 @@ func (rs *ReplayStore) Lookup(ctx context.Context, from, id string, now time.Tim
 // unexpired record exists (one whose Expires is after rec.FirstSeen), in
 // one statement that the database makes atomic across connections and
 // processes (INSERT … ON CONFLICT DO UPDATE … WHERE expired). When it did
-// not record, it returns the record that stopped it, read in the same
-// transaction.
+// not record, it returns the record that stopped it.
+//
+// The replay store of ReplayStoreNoSync commits the record without
+// waiting for the disk (sqldb's WriteNoSync; on PostgreSQL the statement
+// sets synchronous_commit off for its own transaction). That is safe
+// because which call is fresh is decided when the row is inserted, not
+// when it reaches the disk, and because the record then guards only
+// writes to this same database: whatever a fresh request makes durable
+// (its task, a cancel, an operator's decision, the executor's record of
+// an action, always written before the action's effect) is a later commit
+// that waits for the disk, and that flush carries the record with it
+// (both databases write their log in commit order and flush it up to the
+// commit being made). A killed process loses nothing: the record is in the
+// operating system's cache (SQLite) or the server's (PostgreSQL). A power
+// cut may lose the record of a request that left nothing durable, which a
+// replay then gets the same answer to, without effect.
 func (rs *ReplayStore) Remember(ctx context.Context, from, id string, rec snap.ReplayRecord) (snap.ReplayRecord, bool, error) {
 	s := rs.s
 	if err := s.start(ctx, "replay remember"); err != nil {
 		return snap.ReplayRecord{}, false, err
+	}
+	if s.d == sqldb.Postgres {
+		return rs.rememberPostgres(ctx, from, id, rec)
 	}
 	var (
 		prior snap.ReplayRecord
 		fresh bool
 	)
 	key := from + " " + id
-	err := s.write(ctx, "replay remember", key, func(ctx context.Context, tx *sql.Tx) error {
+	write := s.db.Write
+	if rs.noSync {
+		write = s.db.WriteNoSync
+	}
+	err := s.commit(ctx, write, "replay remember", key, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.StmtContext(ctx, s.st.remember).ExecContext(ctx, from, id, micros(rec.FirstSeen), ceilMicros(rec.Expires), rec.Fingerprint[:], rec.Via)
 		if err != nil {
 			return dbError("replay remember", key, err)
@@ -77,8 +114,8 @@ func (rs *ReplayStore) Remember(ctx context.Context, from, id string, rec snap.R
 		if fresh = n > 0; fresh {
 			return nil
 		}
-		// The conflicting row is locked (PostgreSQL) or the database is
-		// (SQLite) until commit: it is still there.
+		// The database is held by this transaction until commit (SQLite's
+		// single writer): the conflicting row is still there.
 		prior, err = scanReplay(tx.StmtContext(ctx, s.st.rememberPrior).QueryRowContext(ctx, from, id))
 		if err != nil {
 			return dbError("replay remember", key, err)
@@ -89,6 +126,48 @@ func (rs *ReplayStore) Remember(ctx context.Context, from, id string, rec snap.R
 		return snap.ReplayRecord{}, false, err
 	}
 	return prior, fresh, nil
+}
+
+// rememberAttempts bounds how often rememberPostgres tries again when the
+// record that stopped it is gone before it could read it.
+const rememberAttempts = 3
+
+// rememberPostgres is Remember on PostgreSQL: one autocommitted statement
+// (rememberNoSync or remember), one round trip to the server, for a fresh
+// record. A call that is not
+// fresh then reads the record that stopped it (a second round trip):
+// a committed record, since the statement waited for the transaction
+// that made it. Should that record be gone by then (expired and swept),
+// the call starts again.
+func (rs *ReplayStore) rememberPostgres(ctx context.Context, from, id string, rec snap.ReplayRecord) (snap.ReplayRecord, bool, error) {
+	s := rs.s
+	key := from + " " + id
+	stmt := s.st.remember
+	if rs.noSync {
+		stmt = s.st.rememberNoSync
+	}
+	for range rememberAttempts {
+		res, err := stmt.ExecContext(ctx, from, id, micros(rec.FirstSeen), ceilMicros(rec.Expires), rec.Fingerprint[:], rec.Via)
+		if err != nil {
+			return snap.ReplayRecord{}, false, dbError("replay remember", key, err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return snap.ReplayRecord{}, false, dbError("replay remember", key, err)
+		}
+		if n > 0 {
+			return snap.ReplayRecord{}, true, nil
+		}
+		prior, err := scanReplay(s.st.rememberPrior.QueryRowContext(ctx, from, id))
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return snap.ReplayRecord{}, false, dbError("replay remember", key, err)
+		}
+		return prior, false, nil
+	}
+	return snap.ReplayRecord{}, false, fmt.Errorf("sqlstore: replay remember %s: the record that stopped it vanished %d times", key, rememberAttempts)
 }
 
 // SaveResult implements snap.ResultStore: it keeps result in the replay

@@ -50,9 +50,11 @@ type Store struct {
 	own bool // Close closes db
 	d   *sqldb.Dialect
 	// w takes the writes, r the reads; the same pool on PostgreSQL.
-	w, r   *sql.DB
-	st     statements
-	replay *ReplayStore
+	w, r *sql.DB
+	st   statements
+	// replay and replayNoSync are its replay records (ReplayStore,
+	// ReplayStoreNoSync).
+	replay, replayNoSync *ReplayStore
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -102,7 +104,7 @@ func New(ctx context.Context, db *sqldb.DB) (*Store, error) {
 		s.st.close()
 		return nil, err
 	}
-	s.replay = &ReplayStore{s: s}
+	s.replay, s.replayNoSync = &ReplayStore{s: s}, &ReplayStore{s: s, noSync: true}
 	return s, nil
 }
 
@@ -139,6 +141,10 @@ type statements struct {
 	applyTask                                                           *sql.Stmt
 	insertEvent, prune                                                  *sql.Stmt
 	remember, rememberPrior, saveResult, sweep                          *sql.Stmt
+	// PostgreSQL's one-statement writes, run outside transactions (nil on
+	// SQLite): Remember's, and Create's of a task, its event and the
+	// request's kept result.
+	rememberNoSync, createTask *sql.Stmt
 	// Reads.
 	getTask, byIdempotencyKey, lookup, loadResult, events, exists *sql.Stmt
 }
@@ -156,6 +162,14 @@ func pruneQuery(dialect string) string {
 	return `DELETE FROM tasks WHERE id IN (SELECT id FROM ` + from + `
 			WHERE state IN ('completed', 'failed', 'canceled') AND status_ts < ? ORDER BY status_ts LIMIT ?)`
 }
+
+// rememberConflict ends Remember's INSERT: an unexpired record stays; an
+// expired one is replaced. Of two concurrent calls the database lets one
+// insert (or replace) and makes the other wait for it, then find the row
+// unexpired.
+const rememberConflict = `
+	ON CONFLICT (sender, msg_id) DO UPDATE SET first_seen = excluded.first_seen, expires = excluded.expires,
+	fingerprint = excluded.fingerprint, via = excluded.via, result = NULL WHERE replay.expires <= excluded.first_seen`
 
 func (s *Store) prepare(ctx context.Context) error {
 	var err error
@@ -183,12 +197,7 @@ func (s *Store) prepare(ctx context.Context) error {
 		insertEvent: p(s.w, "INSERT INTO task_events (task_id, version, kind, body) VALUES (?, ?, ?, ?)"),
 		prune:       p(s.w, pruneQuery(s.d.Name())),
 
-		// An unexpired record stays; an expired one is replaced. Of two
-		// concurrent calls the database lets one insert (or replace) and
-		// makes the other wait for it, then find the row unexpired.
-		remember: p(s.w, `INSERT INTO replay (sender, msg_id, first_seen, expires, fingerprint, via) VALUES (?, ?, ?, ?, ?, ?)
-			ON CONFLICT (sender, msg_id) DO UPDATE SET first_seen = excluded.first_seen, expires = excluded.expires,
-			fingerprint = excluded.fingerprint, via = excluded.via, result = NULL WHERE replay.expires <= excluded.first_seen`),
+		remember:      p(s.w, `INSERT INTO replay (sender, msg_id, first_seen, expires, fingerprint, via) VALUES (?, ?, ?, ?, ?, ?)`+rememberConflict),
 		rememberPrior: p(s.w, "SELECT first_seen, expires, fingerprint, via FROM replay WHERE sender = ? AND msg_id = ?"),
 		saveResult:    p(s.w, "UPDATE replay SET result = ?, expires = CASE WHEN expires < ? THEN ? ELSE expires END WHERE sender = ? AND msg_id = ?"),
 		sweep: p(s.w, `DELETE FROM replay WHERE (sender, msg_id) IN
@@ -201,11 +210,35 @@ func (s *Store) prepare(ctx context.Context) error {
 		exists:           p(s.r, "SELECT 1 FROM tasks WHERE id = ?"),
 		loadResult:       p(s.r, "SELECT result FROM replay WHERE sender = ? AND msg_id = ? AND expires > ? AND result IS NOT NULL"),
 	}
+	if s.d == sqldb.Postgres {
+		// Remember's statement, setting synchronous_commit off for its
+		// own transaction (set_config(…, true) is SET LOCAL): an
+		// autocommitted statement is one round trip, where BEGIN, SET
+		// LOCAL, INSERT and COMMIT would be four.
+		s.st.rememberNoSync = p(s.w, `INSERT INTO replay (sender, msg_id, first_seen, expires, fingerprint, via)
+			SELECT ?::text, ?::text, ?::bigint, ?::bigint, ?::bytea, ?::text
+			FROM (SELECT set_config('synchronous_commit', 'off', true)) AS no_sync`+rememberConflict)
+		// Create's transaction as one statement: the task (unless its id
+		// is taken), then, only if it was inserted, its creation event and
+		// the request's result in its replay record (none when the sender
+		// is NULL). It answers how many tasks it inserted.
+		s.st.createTask = p(s.w, `WITH task AS (
+				INSERT INTO tasks (id, owner, context_id, state, status_ts, status_message, version, idempotency_key,
+				created_at, updated_at, history, artifacts, metadata) VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?)
+				ON CONFLICT (id) DO NOTHING RETURNING id
+			), event AS (
+				INSERT INTO task_events (task_id, version, kind, body) SELECT id, ?::bigint, ?::text, ?::text FROM task
+			), kept AS (
+				UPDATE replay SET result = ?, expires = CASE WHEN expires < ? THEN ? ELSE expires END
+				WHERE sender = ? AND msg_id = ? AND EXISTS (SELECT 1 FROM task)
+			)
+			SELECT count(*) FROM task`)
+	}
 	return err
 }
 
 func (st *statements) close() {
-	for _, x := range []*sql.Stmt{st.insertTask, st.getForWrite, st.updateTask, st.updateHistory, st.updateArtifacts, st.applyTask,
+	for _, x := range []*sql.Stmt{st.rememberNoSync, st.createTask, st.insertTask, st.getForWrite, st.updateTask, st.updateHistory, st.updateArtifacts, st.applyTask,
 		st.remember, st.rememberPrior, st.saveResult, st.sweep, st.getTask, st.byIdempotencyKey, st.lookup, st.loadResult,
 		st.insertEvent, st.prune, st.events, st.exists} {
 		if x != nil {
@@ -220,8 +253,15 @@ func (st *statements) close() {
 // transaction (begin, commit, a done context, a closed store) wrapped with
 // the call's name and task id.
 func (s *Store) write(ctx context.Context, call, id string, op func(context.Context, *sql.Tx) error) error {
+	return s.commit(ctx, s.db.Write, call, id, op)
+}
+
+// commit is write with the database's write function of the caller's
+// choosing (sqldb.DB's Write or WriteNoSync).
+func (s *Store) commit(ctx context.Context, write func(context.Context, func(context.Context, *sql.Tx) error) error,
+	call, id string, op func(context.Context, *sql.Tx) error) error {
 	var opFailed bool
-	err := s.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err := write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		err := op(ctx, tx)
 		opFailed = err != nil
 		return err
@@ -306,6 +346,12 @@ func (s *Store) create(ctx context.Context, t *tasks.Task, kept *tasks.KeptResul
 	if err != nil {
 		return nil, err
 	}
+	if s.d == sqldb.Postgres {
+		if err := s.createPostgres(ctx, r, created, kept); err != nil {
+			return nil, err
+		}
+		return created, nil
+	}
 	err = s.write(ctx, "create", r.id, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.StmtContext(ctx, s.st.insertTask).ExecContext(ctx, r.id, r.owner, r.contextID, r.state, r.statusTS,
 			r.statusMessage, r.idemKey, r.createdAt, micros(time.Now()), string(r.history), string(r.artifacts), string(r.metadata))
@@ -329,6 +375,39 @@ func (s *Store) create(ctx context.Context, t *tasks.Task, kept *tasks.KeptResul
 		return nil, err
 	}
 	return created, nil
+}
+
+// createPostgres is create's write on PostgreSQL: one autocommitted
+// statement (createTask), one round trip to the server where a
+// transaction of its own took five (BEGIN, the task, its event, the kept
+// result, COMMIT). It commits as every task write does, waiting for the
+// disk.
+func (s *Store) createPostgres(ctx context.Context, r *row, created *tasks.Task, kept *tasks.KeptResult) error {
+	ev := tasks.StatusEvent(created)
+	body, err := json.Marshal(ev)
+	if err != nil {
+		return fmt.Errorf("sqlstore: create %s: event: %w", ev.TaskID, err)
+	}
+	var (
+		result      []byte
+		from, reqID any // NULL: nothing to keep
+		expires     int64
+		inserted    int
+	)
+	if kept != nil {
+		result, from, reqID, expires = kept.Result, kept.From, kept.RequestID, ceilMicros(kept.Expires)
+	}
+	err = s.st.createTask.QueryRowContext(ctx, r.id, r.owner, r.contextID, r.state, r.statusTS, r.statusMessage, r.idemKey,
+		r.createdAt, micros(time.Now()), string(r.history), string(r.artifacts), string(r.metadata),
+		ev.Version, string(ev.Kind), string(body),
+		result, expires, expires, from, reqID).Scan(&inserted)
+	if err != nil {
+		return dbError("create", r.id, err)
+	}
+	if inserted == 0 {
+		return fmt.Errorf("sqlstore: create %s: task %w", r.id, tasks.ErrExists)
+	}
+	return nil
 }
 
 // recordEvent writes ev in tx, the transaction of the change it reports.
