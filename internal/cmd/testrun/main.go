@@ -51,21 +51,11 @@ func run(ctx context.Context, args []string) int {
 	}
 	code := goTest(ctx, rep, "", args)
 	if slices.Contains(args, "./...") {
-		switch {
-		case !cgo(ctx):
-			rep.NotRun("the crypto tests with -tags libsecp256k1 (they need cgo and a C compiler)")
-		case exec.CommandContext(ctx, "pkg-config", "--exists", "libsecp256k1").Run() != nil:
-			rep.NotRun("the crypto tests with -tags libsecp256k1 (pkg-config finds no libsecp256k1: apt-get install libsecp256k1-dev)")
-		default:
-			// The packages whose signatures, keys and NIP-44 keys the
-			// build tag changes, with the first run's -race and -short.
-			tagged := []string{"-tags", "libsecp256k1"}
-			for _, a := range args {
-				if a == "-race" || a == "-short" {
-					tagged = append(tagged, a)
-				}
-			}
-			tagged = append(tagged, "./internal/secp", "./identity", "./snap", "./relay", "./snapnostr")
+		withCgo := cgo(ctx)
+		libsecp := withCgo && exec.CommandContext(ctx, "pkg-config", "--exists", "libsecp256k1").Run() == nil
+		if tagged, why := libsecpRun(args, withCgo, libsecp); why != "" {
+			rep.NotRun(why)
+		} else {
 			code = max(code, goTest(ctx, rep, "[-tags libsecp256k1]", tagged))
 		}
 	}
@@ -74,6 +64,27 @@ func run(ctx context.Context, args []string) int {
 		return 1
 	}
 	return code
+}
+
+// libsecpRun returns the arguments of the second run, after one with args:
+// the tests of the packages whose signatures, keys and NIP-44 keys the tag
+// libsecp256k1 changes, with the first run's -race and -short. When cgo
+// is off or pkg-config finds no libsecp256k1 it returns instead why that
+// run is left out, for the summary's last line.
+func libsecpRun(args []string, cgo, libsecp bool) (tagged []string, why string) {
+	switch {
+	case !cgo:
+		return nil, "the crypto tests with -tags libsecp256k1 (they need cgo and a C compiler)"
+	case !libsecp:
+		return nil, "the crypto tests with -tags libsecp256k1 (pkg-config finds no libsecp256k1: apt-get install libsecp256k1-dev)"
+	}
+	tagged = []string{"-tags", "libsecp256k1"}
+	for _, a := range args {
+		if a == "-race" || a == "-short" {
+			tagged = append(tagged, a)
+		}
+	}
+	return append(tagged, "./internal/secp", "./identity", "./snap", "./relay", "./snapnostr"), ""
 }
 
 // goTest runs go test -json with args, its events going to rep with label
