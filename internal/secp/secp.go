@@ -11,8 +11,7 @@
 // 3.5 times less. Both give the same bytes wherever BIP-340 is
 // deterministic (public keys, tweaks, ECDH, verification, and signatures
 // for the same auxiliary randomness); the package's tests run against
-// whichever the build selects. Implementation
-// names it.
+// whichever the build selects. Implementation names it.
 //
 // Every value of this package is safe for concurrent use.
 package secp
