@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/btcsuite/btcd/btcec/v2"
-	"github.com/btcsuite/btcd/btcec/v2/schnorr"
 	"github.com/btcsuite/btcd/btcutil/bech32"
+
+	"github.com/snapnode/snapnode/internal/secp"
 )
 
 // Network is the Bitcoin network an address is encoded for. It only chooses
@@ -82,9 +82,10 @@ func (a Address) String() string {
 
 // PublicKey lifts the address's program to a curve point (BIP-340 lift_x).
 // It fails with ErrNotOnCurve when the 32 bytes are not the x coordinate of
-// a point, which no key could have produced.
-func (a Address) PublicKey() (*btcec.PublicKey, error) {
-	pk, err := schnorr.ParsePubKey(a.Key[:])
+// a point, which no key could have produced. The key verifies BIP-340
+// signatures made by the address's tweaked secret.
+func (a Address) PublicKey() (*secp.PublicKey, error) {
+	pk, err := secp.ParsePublicKey(a.Key)
 	if err != nil {
 		return nil, &AddressError{Address: a.String(), Rule: ErrNotOnCurve}
 	}

@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/btcsuite/btcd/btcec/v2"
-	"github.com/btcsuite/btcd/btcec/v2/schnorr"
-	"github.com/btcsuite/btcd/txscript"
+	"github.com/snapnode/snapnode/internal/secp"
 )
 
 // ErrInvalidKey is returned for a secret that is not 32 bytes in 1…n−1.
@@ -17,11 +15,14 @@ var ErrInvalidKey = errors.New("invalid secp256k1 secret key")
 // Key is an agent's secret together with everything derived from it. The
 // tweak is computed once, when the key is made, so signing costs one BIP-340
 // signature and nothing more. A Key is safe for concurrent use.
+//
+// The curve arithmetic is btcec's, or libsecp256k1's in a node built with
+// the tag libsecp256k1; the keys and addresses are the same.
 type Key struct {
-	secret   *btcec.PrivateKey // d
-	tweaked  *btcec.PrivateKey // d' = tweak(d), signs SNAP messages
-	internal [32]byte          // P, x-only: the Nostr public key
-	output   [32]byte          // Q, x-only: what the address encodes
+	secret   *secp.SecretKey // d
+	tweaked  *secp.SecretKey // d' = tweak(d), signs SNAP messages
+	internal [32]byte        // P, x-only: the Nostr public key
+	output   [32]byte        // Q, x-only: what the address encodes
 }
 
 // Generate returns a new random key.
@@ -43,16 +44,15 @@ func FromBytes(b []byte) (*Key, error) {
 	if len(b) != 32 {
 		return nil, fmt.Errorf("%w: %d bytes, want 32", ErrInvalidKey, len(b))
 	}
-	var s btcec.ModNScalar
-	if overflow := s.SetByteSlice(b); overflow || s.IsZero() {
+	secret, err := secp.NewSecretKey([32]byte(b))
+	if err != nil {
 		return nil, fmt.Errorf("%w: not in 1…n−1", ErrInvalidKey)
 	}
-	secret := btcec.PrivKeyFromScalar(&s)
-	tweaked := txscript.TweakTaprootPrivKey(*secret, nil)
-	k := &Key{secret: secret, tweaked: tweaked}
-	copy(k.internal[:], schnorr.SerializePubKey(secret.PubKey()))
-	copy(k.output[:], schnorr.SerializePubKey(tweaked.PubKey()))
-	return k, nil
+	tweaked, err := secret.TaprootTweak()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidKey, err)
+	}
+	return &Key{secret: secret, tweaked: tweaked, internal: secret.PublicKey(), output: tweaked.PublicKey()}, nil
 }
 
 // FromHex makes a key from 64 hexadecimal characters.
@@ -67,7 +67,7 @@ func FromHex(s string) (*Key, error) {
 // Hex returns the secret d as 64 lowercase hex characters, the form of key
 // files and SNAPNODE_KEY. Handle it as the secret it is.
 func (k *Key) Hex() string {
-	b := k.secret.Key.Bytes()
+	b := k.secret.Bytes()
 	return hex.EncodeToString(b[:])
 }
 
@@ -88,16 +88,27 @@ func (k *Key) NostrSecretKey() string { return k.Hex() }
 func (k *Key) Address(n Network) string { return EncodeAddress(n, k.output) }
 
 // Sign makes a BIP-340 signature of the 32-byte digest with the tweaked
-// secret d', using fresh auxiliary randomness as BIP-340 recommends. It skips
-// btcec's self-verification of the signature, which would triple the cost:
-// the nonce derivation of BIP-340 cannot produce an invalid signature from a
-// valid key.
+// secret d', using fresh auxiliary randomness as BIP-340 recommends. It does
+// not verify the signature it made (btcec would by default, tripling the
+// cost): the nonce derivation of BIP-340 cannot produce an invalid signature
+// from a valid key.
 func (k *Key) Sign(digest [32]byte) ([64]byte, error) {
 	var aux [32]byte
 	if _, err := rand.Read(aux[:]); err != nil {
 		return [64]byte{}, fmt.Errorf("identity: read random: %w", err)
 	}
 	return k.SignWithAux(digest, aux)
+}
+
+// SharedSecret returns the x coordinate of d·P for the peer's x-only
+// Nostr public key P (with even y, as BIP-340 lifts it): the ECDH secret
+// from which NIP-44 derives the conversation key of the two keys.
+func (k *Key) SharedSecret(peer [32]byte) ([32]byte, error) {
+	p, err := secp.ParsePublicKey(peer)
+	if err != nil {
+		return [32]byte{}, fmt.Errorf("%w: peer key: %w", ErrInvalidKey, err)
+	}
+	return k.secret.ECDH(p), nil
 }
 
 // SignUntweaked makes a BIP-340 signature of digest with the untweaked
@@ -117,25 +128,25 @@ func (k *Key) SignWithAux(digest [32]byte, aux [32]byte) ([64]byte, error) {
 	return schnorrSign(k.tweaked, digest, aux)
 }
 
-func schnorrSign(priv *btcec.PrivateKey, digest, aux [32]byte) ([64]byte, error) {
-	sig, err := schnorr.Sign(priv, digest[:], schnorr.FastSign(), schnorr.CustomNonce(aux))
+func schnorrSign(priv *secp.SecretKey, digest, aux [32]byte) ([64]byte, error) {
+	sig, err := priv.Sign(digest, aux)
 	if err != nil {
-		return [64]byte{}, fmt.Errorf("identity: sign: %w", err)
+		return [64]byte{}, fmt.Errorf("identity: %w", err)
 	}
-	var out [64]byte
-	copy(out[:], sig.Serialize())
-	return out, nil
+	return sig, nil
 }
 
 // OutputKeyOf returns the BIP-341 key-path output key Q of the x-only
 // internal key p: what P2TR(p) encodes. A Nostr event's pubkey is such a p,
 // so this checks that an event's author is the agent its message names.
 func OutputKeyOf(p [32]byte) ([32]byte, error) {
-	pub, err := schnorr.ParsePubKey(p[:])
+	pub, err := secp.ParsePublicKey(p)
 	if err != nil {
 		return [32]byte{}, fmt.Errorf("%w: internal key is not on the curve", ErrInvalidKey)
 	}
-	var q [32]byte
-	copy(q[:], schnorr.SerializePubKey(txscript.ComputeTaprootKeyNoScript(pub)))
+	q, err := pub.TaprootOutputKey()
+	if err != nil {
+		return q, fmt.Errorf("%w: %w", ErrInvalidKey, err)
+	}
 	return q, nil
 }

@@ -4,11 +4,10 @@ import (
 	"encoding/hex"
 	"fmt"
 
-	"github.com/btcsuite/btcd/btcec/v2"
-	"github.com/btcsuite/btcd/btcec/v2/schnorr"
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/snapnode/snapnode/internal/bounded"
+	"github.com/snapnode/snapnode/internal/secp"
 )
 
 // Verifier checks Nostr events (NIP-01 id and BIP-340 signature) and
@@ -20,7 +19,7 @@ import (
 // only ever vouches for the exact event it was checked on.
 // A Verifier is safe for concurrent use.
 type Verifier struct {
-	keys *bounded.Cache[string, *btcec.PublicKey]
+	keys *bounded.Cache[string, *secp.PublicKey]
 	seen *bounded.Cache[[32]byte, string] // event id → its verified signature
 }
 
@@ -28,7 +27,7 @@ type Verifier struct {
 // 65,536 events.
 func NewVerifier() *Verifier {
 	return &Verifier{
-		keys: bounded.NewCache[string, *btcec.PublicKey](4096),
+		keys: bounded.NewCache[string, *secp.PublicKey](4096),
 		seen: bounded.NewCache[[32]byte, string](65536),
 	}
 }
@@ -49,7 +48,7 @@ func (v *Verifier) Verify(ev *nostr.Event) error {
 		if _, err := decodeHex32(ev.PubKey, &p); err != nil {
 			return fmt.Errorf("%w: pubkey: %w", ErrInvalidEvent, err)
 		}
-		if pub, err = schnorr.ParsePubKey(p[:]); err != nil {
+		if pub, err = secp.ParsePublicKey(p); err != nil {
 			return fmt.Errorf("%w: pubkey is not a point on secp256k1", ErrInvalidEvent)
 		}
 		v.keys.Put(ev.PubKey, pub)
@@ -61,8 +60,7 @@ func (v *Verifier) Verify(ev *nostr.Event) error {
 	if _, err := hex.Decode(raw[:], []byte(ev.Sig)); err != nil {
 		return fmt.Errorf("%w: %s: signature: %w", ErrInvalidEvent, ev.ID, err)
 	}
-	sig, err := schnorr.ParseSignature(raw[:])
-	if err != nil || !sig.Verify(id[:], pub) {
+	if !pub.Verify(id, raw) {
 		return fmt.Errorf("%w: %s: bad signature", ErrInvalidEvent, ev.ID)
 	}
 	v.seen.Put(id, ev.Sig)

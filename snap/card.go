@@ -16,12 +16,12 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/btcsuite/btcd/btcec/v2/schnorr"
 	jsonv2 "github.com/go-json-experiment/json"
 
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/jsonenc"
 	"github.com/snapnode/snapnode/internal/lowerhex"
+	"github.com/snapnode/snapnode/internal/secp"
 )
 
 // MaxCardSize is the largest serialized Agent Card, in bytes.
@@ -536,7 +536,7 @@ func VerifySignedCard(raw []byte) (*Card, *SignedCard, error) {
 	}
 	var pk [32]byte
 	hex.Decode(pk[:], []byte(sc.PublicKey))
-	pub, err := schnorr.ParsePubKey(pk[:])
+	pub, err := secp.ParsePublicKey(pk)
 	if err != nil {
 		return nil, nil, cardError("publicKey", "curve", "an x-only secp256k1 key", sc.PublicKey)
 	}

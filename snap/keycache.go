@@ -3,16 +3,15 @@ package snap
 import (
 	"errors"
 
-	"github.com/btcsuite/btcd/btcec/v2"
-
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/bounded"
+	"github.com/snapnode/snapnode/internal/secp"
 )
 
 // cachedKey is a decoded address and its lifted output key Q.
 type cachedKey struct {
 	addr identity.Address
-	pub  *btcec.PublicKey
+	pub  *secp.PublicKey
 }
 
 // keyCache remembers decoded addresses so that a known sender costs a map

@@ -8,10 +8,8 @@ import (
 	"hash"
 	"strconv"
 
-	"github.com/btcsuite/btcd/btcec/v2"
-	"github.com/btcsuite/btcd/btcec/v2/schnorr"
-
 	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/secp"
 )
 
 // ErrWrongKey is returned by Sign when the message's from is not the
@@ -130,14 +128,13 @@ func signDigest(k *identity.Key, d [32]byte, aux *[32]byte) (string, error) {
 
 // verifySignature checks a 128-hex BIP-340 signature of digest against the
 // output key pub.
-func verifySignature(pub *btcec.PublicKey, d [32]byte, sigHex string) bool {
+func verifySignature(pub *secp.PublicKey, d [32]byte, sigHex string) bool {
 	var raw [64]byte
+	if len(sigHex) != 2*len(raw) {
+		return false
+	}
 	if _, err := hex.Decode(raw[:], []byte(sigHex)); err != nil {
 		return false
 	}
-	sig, err := schnorr.ParseSignature(raw[:])
-	if err != nil {
-		return false
-	}
-	return sig.Verify(d[:], pub)
+	return pub.Verify(d, raw)
 }

@@ -1,6 +1,9 @@
 package snapnostr
 
 import (
+	"crypto/hkdf"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 
 	"github.com/nbd-wtf/go-nostr/nip44"
@@ -25,11 +28,36 @@ func (s *sealer) conversationKey(peer string) ([32]byte, error) {
 	if ck, ok := s.convs.Get(peer); ok {
 		return ck, nil
 	}
-	ck, err := nip44.GenerateConversationKey(peer, s.key.NostrSecretKey())
+	ck, err := conversationKey(s.key, peer)
 	if err != nil {
 		return ck, fmt.Errorf("snapnostr: conversation key with %s: %w", peer, err)
 	}
 	s.convs.Put(peer, ck)
+	return ck, nil
+}
+
+// conversationKey is NIP-44 v2's conversation key of k and the peer's
+// hex x-only public key: HKDF-Extract with SHA-256 and the salt
+// "nip44-v2" of their ECDH shared x coordinate. It is what
+// nip44.GenerateConversationKey computes, with the ECDH done by the
+// identity key (libsecp256k1 in a node built with that tag).
+func conversationKey(k *identity.Key, peer string) ([32]byte, error) {
+	var ck, p [32]byte
+	if len(peer) != 2*len(p) {
+		return ck, fmt.Errorf("peer key is %d characters, want %d hex", len(peer), 2*len(p))
+	}
+	if _, err := hex.Decode(p[:], []byte(peer)); err != nil {
+		return ck, fmt.Errorf("peer key: %w", err)
+	}
+	shared, err := k.SharedSecret(p)
+	if err != nil {
+		return ck, err
+	}
+	prk, err := hkdf.Extract(sha256.New, shared[:], []byte("nip44-v2"))
+	if err != nil {
+		return ck, err
+	}
+	copy(ck[:], prk)
 	return ck, nil
 }
 

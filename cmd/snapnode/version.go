@@ -3,12 +3,16 @@ package main
 import (
 	"fmt"
 	"runtime/debug"
+
+	"github.com/snapnode/snapnode/internal/secp"
 )
 
 // version is `snapnode version`: the module version the binary was built
 // from (v1.2.3 when installed with go install …@v1.2.3, "(devel)" from a
 // checkout), the commit and whether the tree had changes, when the build
-// recorded them, and the Go version.
+// recorded them, the Go version, and the secp256k1 implementation the
+// binary signs and verifies with (btcec, or libsecp256k1 when built with
+// that tag).
 func (c *cli) version(args []string) int {
 	fs := c.flagSet("version")
 	if _, code, done := c.parse(fs, args, 0); done {
@@ -23,7 +27,8 @@ func (c *cli) version(args []string) int {
 	return exitOK
 }
 
-// versionLine is "snapnode VERSION (commit C[, modified], built TIME) GO".
+// versionLine is "snapnode VERSION (commit C[, modified], built TIME) GO
+// secp256k1=IMPLEMENTATION".
 func versionLine(info *debug.BuildInfo) string {
 	settings := map[string]string{}
 	for _, s := range info.Settings {
@@ -43,5 +48,5 @@ func versionLine(info *debug.BuildInfo) string {
 			commit += ", " + t
 		}
 	}
-	return fmt.Sprintf("snapnode %s (%s) %s", v, commit, info.GoVersion)
+	return fmt.Sprintf("snapnode %s (%s) %s secp256k1=%s", v, commit, info.GoVersion, secp.Implementation)
 }

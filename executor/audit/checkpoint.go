@@ -92,12 +92,11 @@ func (d *prunedDetail) checkSignature(want string) string {
 	if err != nil || len(raw) != 64 {
 		return "the checkpoint's signature is not 128 hex digits"
 	}
-	sig, err := schnorr.ParseSignature(raw)
-	if err != nil {
+	if _, err := schnorr.ParseSignature(raw); err != nil {
 		return "the checkpoint's signature: " + err.Error()
 	}
 	digest := CheckpointDigest(d.Signer, d.FirstSeq, d.FirstPrev, d.Removed)
-	if !sig.Verify(digest[:], pub) {
+	if !pub.Verify(digest, [64]byte(raw)) {
 		return "the checkpoint's signature does not verify for " + d.Signer
 	}
 	return ""

@@ -19,11 +19,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/btcsuite/btcd/btcec/v2/schnorr"
 	"github.com/nbd-wtf/go-nostr/nip44"
 
 	"github.com/snapnode/snapnode/client"
 	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/secp"
 	"github.com/snapnode/snapnode/internal/testdb"
 	"github.com/snapnode/snapnode/internal/testutil"
 	"github.com/snapnode/snapnode/relay"
@@ -93,15 +93,16 @@ func threadCPU(b *testing.B) time.Duration {
 // cryptoPerRoundTrip measures, in this run, what a node must do at the
 // least for one round trip: verify the request event's signature and the
 // SNAP signature, open and seal NIP-44 with a cached conversation key, sign
-// the SNAP response and the reply event.
+// the SNAP response and the reply event. The signatures are made and
+// checked by the secp256k1 implementation the node is built with (the C
+// library's with -tags libsecp256k1), as the node's are.
 func cryptoPerRoundTrip(b *testing.B) time.Duration {
+	b.Logf("secp256k1 implementation: %s", secp.Implementation)
 	k, _ := identity.Generate()
 	peer, _ := identity.Generate()
 	d := sha256.Sum256([]byte("x"))
 	sig, _ := k.Sign(d)
-	q := k.OutputKey()
-	pub, _ := schnorr.ParsePubKey(q[:])
-	s, _ := schnorr.ParseSignature(sig[:])
+	pub, _ := secp.ParsePublicKey(k.OutputKey())
 	ck, _ := nip44.GenerateConversationKey(peer.NostrPublicKey(), k.NostrSecretKey())
 	msg := strings.Repeat("m", 900)
 	sealed, _ := nip44.Encrypt(msg, ck)
@@ -120,7 +121,7 @@ func cryptoPerRoundTrip(b *testing.B) time.Duration {
 		}
 		return (threadCPU(b) - t0) / n
 	}
-	verify := per(func() { s.Verify(d[:], pub) })
+	verify := per(func() { pub.Verify(d, sig) })
 	sign := per(func() { k.Sign(d) })
 	open := per(func() { nip44.Decrypt(sealed, ck) })
 	seal := per(func() { nip44.Encrypt(msg, ck) })

@@ -69,11 +69,17 @@ type Report struct {
 	other   []string // skip messages no Need matched
 	build   int      // packages that did not build
 	notes   []string // said with the summary
+	notRun  []string // runs left out, said in the last line
 }
 
 // Note adds a remark to the summary (how the run differed from the one
 // asked for).
 func (rep *Report) Note(s string) { rep.notes = append(rep.notes, s) }
+
+// NotRun names, in the last line, a run that was left out and how to get
+// it, such as "the crypto tests with -tags libsecp256k1 (apt-get install
+// libsecp256k1-dev)".
+func (rep *Report) NotRun(s string) { rep.notRun = append(rep.notRun, s) }
 
 type pkgCount struct{ pass, fail, skip int }
 
@@ -85,7 +91,13 @@ func New(w io.Writer, needs []Need) *Report {
 // Read consumes events until r ends, printing as packages finish. A line
 // that is not an event (what go test prints outside -json) is passed
 // through.
-func (rep *Report) Read(r io.Reader) error {
+func (rep *Report) Read(r io.Reader) error { return rep.ReadAs(r, "") }
+
+// ReadAs is Read for a run of packages that have run already in another
+// build: label (such as "[-tags libsecp256k1]") follows each package's
+// name, so that both runs are counted and a failure says which build it
+// is from.
+func (rep *Report) ReadAs(r io.Reader, label string) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	for sc.Scan() {
@@ -94,6 +106,9 @@ func (rep *Report) Read(r io.Reader) error {
 		if len(line) == 0 || line[0] != '{' || json.Unmarshal(line, &ev) != nil {
 			fmt.Fprintf(rep.w, "%s\n", line)
 			continue
+		}
+		if label != "" && ev.Package != "" {
+			ev.Package += " " + label
 		}
 		rep.Add(ev)
 	}
@@ -274,6 +289,9 @@ func (rep *Report) Summary() {
 		if len(how) > 0 {
 			line += ": run " + strings.Join(how, "; ")
 		}
+	}
+	if len(rep.notRun) > 0 {
+		line += "; not run: " + strings.Join(rep.notRun, "; ")
 	}
 	fmt.Fprintln(rep.w, line)
 }

@@ -54,25 +54,33 @@ func TestSummaryLine(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		events []testreport.Event
+		notRun []string
 		want   string
 	}{
 		{"clean", []testreport.Event{
 			{Action: "pass", Package: "p", Test: "TestA"},
 			{Action: "pass", Package: "p"},
-		}, "ran 1 test in 1 package: 1 passed, 0 failed; nothing skipped"},
+		}, nil, "ran 1 test in 1 package: 1 passed, 0 failed; nothing skipped"},
 		{"skips", []testreport.Event{
 			{Action: "pass", Package: "p", Test: "TestA"},
 			{Action: "output", Package: "p", Test: "TestPG", Output: "    pg_test.go:9: PostgreSQL tests skipped: set …\n"},
 			{Action: "skip", Package: "p", Test: "TestPG"},
 			{Action: "output", Package: "q", Test: "TestX", Output: "    x_test.go:3: no chromium\n"},
 			{Action: "skip", Package: "q", Test: "TestX"},
-		}, "ran 1 test in 2 packages: 1 passed, 0 failed; skipped 2 (1 need PostgreSQL, 1 for other reasons (above)): run scripts/test-all for PostgreSQL"},
+		}, nil, "ran 1 test in 2 packages: 1 passed, 0 failed; skipped 2 (1 need PostgreSQL, 1 for other reasons (above)): run scripts/test-all for PostgreSQL"},
+		{"a run left out", []testreport.Event{
+			{Action: "pass", Package: "p", Test: "TestA"},
+		}, []string{"the crypto tests with -tags libsecp256k1 (apt-get install libsecp256k1-dev)"},
+			"ran 1 test in 1 package: 1 passed, 0 failed; nothing skipped; not run: the crypto tests with -tags libsecp256k1 (apt-get install libsecp256k1-dev)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer
 			rep := testreport.New(&out, needs)
 			for _, ev := range tc.events {
 				rep.Add(ev)
+			}
+			for _, n := range tc.notRun {
+				rep.NotRun(n)
 			}
 			rep.Summary()
 			lines := strings.Split(strings.TrimSpace(out.String()), "\n")
@@ -127,5 +135,32 @@ func TestNothingRan(t *testing.T) {
 	got := out.String()
 	if !strings.Contains(got, "note: ran without -race") || !strings.HasSuffix(strings.TrimSpace(got), "no test ran: go test stopped before any package (its errors are above)") {
 		t.Errorf("summary of an empty run:\n%s", got)
+	}
+}
+
+// TestReadAs: a second run of a package in another build is counted apart,
+// and its failure names the build.
+func TestReadAs(t *testing.T) {
+	var out bytes.Buffer
+	rep := testreport.New(&out, testreport.ProjectNeeds())
+	first := `{"Action":"pass","Package":"m/identity","Test":"TestA"}
+{"Action":"pass","Package":"m/identity"}
+`
+	second := `{"Action":"fail","Package":"m/identity","Test":"TestA"}
+{"Action":"fail","Package":"m/identity"}
+`
+	if err := rep.Read(strings.NewReader(first)); err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.ReadAs(strings.NewReader(second), "[-tags libsecp256k1]"); err != nil {
+		t.Fatal(err)
+	}
+	rep.Summary()
+	got := out.String()
+	if !strings.Contains(got, "m/identity [-tags libsecp256k1].TestA") {
+		t.Errorf("the failure does not name its build:\n%s", got)
+	}
+	if !strings.HasSuffix(strings.TrimSpace(got), "ran 2 tests in 2 packages: 1 passed, 1 failed; nothing skipped") {
+		t.Errorf("last line of two builds of one package:\n%s", got)
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/snapnode/snapnode/internal/secp"
 )
 
 // binary is the snapnode binary built for this test binary by Main's
@@ -55,7 +57,7 @@ func Binary(tb testing.TB) string {
 		binary.dir, binary.err = os.MkdirTemp("", "snapnode-test-bin-")
 		if binary.err == nil {
 			binary.path = filepath.Join(binary.dir, "snapnode")
-			if out, err := exec.Command("go", "build", "-o", binary.path, "github.com/snapnode/snapnode/cmd/snapnode").CombinedOutput(); err != nil {
+			if out, err := exec.Command("go", buildArgs(binary.path)...).CombinedOutput(); err != nil {
 				binary.err = errors.Join(err, errors.New(string(out)))
 			}
 		}
@@ -69,10 +71,21 @@ func Binary(tb testing.TB) string {
 func build(tb testing.TB, dir string) string {
 	tb.Helper()
 	bin := filepath.Join(dir, "snapnode")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/snapnode/snapnode/cmd/snapnode").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", buildArgs(bin)...).CombinedOutput(); err != nil {
 		tb.Fatalf("build snapnode: %v\n%s", err, out)
 	}
 	return bin
+}
+
+// buildArgs are go's arguments to build the snapnode command into out,
+// with the secp256k1 implementation of the test binary: a test built with
+// -tags libsecp256k1 runs a node built with it.
+func buildArgs(out string) []string {
+	args := []string{"build", "-o", out}
+	if secp.Implementation == "libsecp256k1" {
+		args = append(args, "-tags", "libsecp256k1")
+	}
+	return append(args, "github.com/snapnode/snapnode/cmd/snapnode")
 }
 
 // DaemonOptions says how to start `snapnode run`.

@@ -4,6 +4,11 @@
 // one line that counts what ran and says what was skipped and the command
 // that runs it. Its exit status is go test's.
 //
+// A run of the whole module (./...) then runs the tests of the packages on
+// the secp256k1 request path once more with -tags libsecp256k1, the C
+// implementation, when pkg-config finds libsecp256k1 and cgo is on; the
+// last line says when that run was left out and why.
+//
 //	go run ./internal/cmd/testrun -race ./...
 package main
 
@@ -40,6 +45,52 @@ func run(ctx context.Context, args []string) int {
 		notes = append(notes, "ran without -race: the race detector needs cgo and a C compiler (apt-get install gcc)")
 		fmt.Fprintln(os.Stderr, "testrun: "+notes[0])
 	}
+	rep := testreport.New(os.Stdout, testreport.ProjectNeeds())
+	for _, n := range notes {
+		rep.Note(n)
+	}
+	code := goTest(ctx, rep, "", args)
+	if slices.Contains(args, "./...") {
+		withCgo := cgo(ctx)
+		libsecp := withCgo && exec.CommandContext(ctx, "pkg-config", "--exists", "libsecp256k1").Run() == nil
+		if tagged, why := libsecpRun(args, withCgo, libsecp); why != "" {
+			rep.NotRun(why)
+		} else {
+			code = max(code, goTest(ctx, rep, "[-tags libsecp256k1]", tagged))
+		}
+	}
+	rep.Summary()
+	if code == 0 && rep.Failed() {
+		return 1
+	}
+	return code
+}
+
+// libsecpRun returns the arguments of the second run, after one with args:
+// the tests of the packages whose signatures, keys and NIP-44 keys the tag
+// libsecp256k1 changes, with the first run's -race and -short. When cgo
+// is off or pkg-config finds no libsecp256k1 it returns instead why that
+// run is left out, for the summary's last line.
+func libsecpRun(args []string, cgo, libsecp bool) (tagged []string, why string) {
+	switch {
+	case !cgo:
+		return nil, "the crypto tests with -tags libsecp256k1 (they need cgo and a C compiler)"
+	case !libsecp:
+		return nil, "the crypto tests with -tags libsecp256k1 (pkg-config finds no libsecp256k1: apt-get install libsecp256k1-dev)"
+	}
+	tagged = []string{"-tags", "libsecp256k1"}
+	for _, a := range args {
+		if a == "-race" || a == "-short" {
+			tagged = append(tagged, a)
+		}
+	}
+	return append(tagged, "./internal/secp", "./identity", "./snap", "./relay", "./snapnostr"), ""
+}
+
+// goTest runs go test -json with args, its events going to rep with label
+// after each package's name, and returns its exit status (2 when it could
+// not run or be read).
+func goTest(ctx context.Context, rep *testreport.Report, label string, args []string) int {
 	cmd := exec.CommandContext(ctx, "go", append([]string{"test", "-json"}, args...)...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
@@ -51,13 +102,8 @@ func run(ctx context.Context, args []string) int {
 		fmt.Fprintln(os.Stderr, "testrun: go test:", err)
 		return 2
 	}
-	rep := testreport.New(os.Stdout, testreport.ProjectNeeds())
-	for _, n := range notes {
-		rep.Note(n)
-	}
-	readErr := rep.Read(out)
+	readErr := rep.ReadAs(out, label)
 	waitErr := cmd.Wait()
-	rep.Summary()
 	if readErr != nil {
 		fmt.Fprintln(os.Stderr, "testrun: reading go test's output:", readErr)
 		return 2
@@ -69,8 +115,6 @@ func run(ctx context.Context, args []string) int {
 	case waitErr != nil:
 		fmt.Fprintln(os.Stderr, "testrun: go test:", waitErr)
 		return 2
-	case rep.Failed():
-		return 1
 	}
 	return 0
 }
