@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/bounded"
 )
 
 // DefaultMaxDrift is the spec's timestamp window: a message more than 60 s
@@ -62,7 +63,18 @@ type Validator struct {
 	keys       *keyCache
 	outputKeys *tweakCache
 	retention  time.Duration
+	// seen holds the replay records of the messages this process recorded
+	// or found recorded, so that a byte-for-byte replay costs neither a
+	// signature check nor a read of the replay store (on PostgreSQL, a
+	// round trip per message). It is a cache: an evicted or never-seen
+	// replay is verified and then caught by the store's Remember, which
+	// is the one authority across restarts and replicas.
+	seen *bounded.Expiring[string, ReplayRecord]
 }
+
+// SeenCacheSize bounds the Validator's cache of recent replay records:
+// about 4 MB at the longest addresses and ids.
+const SeenCacheSize = 16384
 
 // NewValidator returns a Validator for cfg.
 func NewValidator(cfg Config) *Validator {
@@ -83,6 +95,7 @@ func NewValidator(cfg Config) *Validator {
 		keys:       newKeyCache(cfg.KeyCacheSize),
 		outputKeys: newTweakCache(cfg.KeyCacheSize),
 		retention:  max(MinReplayRetention, 2*cfg.MaxDrift+time.Second),
+		seen:       bounded.NewExpiring[string, ReplayRecord](SeenCacheSize, true),
 	}
 }
 
@@ -171,17 +184,13 @@ func (v *Validator) authenticate(ctx context.Context, env *envelope, signer *[32
 		return out, v.checkRecipient(m)
 	}
 	fp := fingerprint(out.Digest, m.Sig)
-	if v.cfg.Replay != nil {
-		// A byte-for-byte replay of a message already authenticated is
-		// rejected without a second verification. Anything else that
-		// reuses the pair must verify first, so a forger learns nothing.
-		prior, seen, err := v.cfg.Replay.Lookup(ctx, m.From, m.ID, now)
-		if err != nil {
-			return nil, internal("replay store", err)
-		}
-		if seen && prior.Fingerprint == fp {
-			return nil, duplicate(m, prior, via)
-		}
+	key := replayKey(m.From, m.ID)
+	if prior, ok := v.seen.Get(key, now); ok && prior.Fingerprint == fp {
+		// A byte-for-byte replay of a message this process authenticated
+		// (or found recorded) is rejected without a second verification
+		// and without asking the replay store. Anything else that reuses
+		// the pair must verify first, so a forger learns nothing.
+		return nil, duplicate(m, prior, via)
 	}
 	if !verifySignature(from.pub, out.Digest, m.Sig) {
 		return nil, &Error{Code: CodeSignatureInvalid, Message: "signature does not verify against the key of from",
@@ -207,8 +216,12 @@ func (v *Validator) authenticate(ctx context.Context, env *envelope, signer *[32
 		case err != nil:
 			return nil, internal("replay store", err)
 		case !fresh:
+			if prior.Fingerprint == fp {
+				v.seen.Add(key, prior, prior.Expires, now)
+			}
 			return nil, duplicate(m, prior, via)
 		}
+		v.seen.Add(key, rec, rec.Expires, now)
 	}
 
 	// Recipient.

@@ -189,3 +189,62 @@ func TestRecipient(t *testing.T) {
 		t.Fatalf("message to another agent: %v, want 1004 to/recipient", err)
 	}
 }
+
+// countingReplay counts the calls a Validator makes to its replay store.
+type countingReplay struct {
+	snap.ReplayStore
+	lookups, remembers int
+}
+
+func (c *countingReplay) Lookup(ctx context.Context, from, id string, now time.Time) (snap.ReplayRecord, bool, error) {
+	c.lookups++
+	return c.ReplayStore.Lookup(ctx, from, id, now)
+}
+
+func (c *countingReplay) Remember(ctx context.Context, from, id string, rec snap.ReplayRecord) (snap.ReplayRecord, bool, error) {
+	c.remembers++
+	return c.ReplayStore.Remember(ctx, from, id, rec)
+}
+
+// A fresh message costs the replay store one call (its Remember), and a
+// byte-for-byte replay none: the store may be a database a round trip
+// away. A second process sharing the store (a replica, or the node after
+// a restart) catches the replay through the store once, then by itself.
+func TestReplayStoreCallsPerMessage(t *testing.T) {
+	ctx := context.Background()
+	store := &countingReplay{ReplayStore: snap.NewMemoryReplayStore(0)}
+	v := snap.NewValidator(snap.Config{Now: at(t0), Replay: store})
+	raw := signed(t, "once", t0)
+	if _, err := v.Validate(ctx, raw); err != nil {
+		t.Fatal(err)
+	}
+	if store.lookups != 0 || store.remembers != 1 {
+		t.Fatalf("fresh message: %d lookups, %d remembers; want 0 and 1", store.lookups, store.remembers)
+	}
+	for range 3 {
+		if _, err := v.Validate(ctx, raw); code(err) != snap.CodeDuplicateMessage {
+			t.Fatalf("replay: %v, want 2006", err)
+		}
+	}
+	if store.lookups != 0 || store.remembers != 1 {
+		t.Fatalf("after 3 replays: %d lookups, %d remembers; want 0 and 1", store.lookups, store.remembers)
+	}
+
+	other := snap.NewValidator(snap.Config{Now: at(t0), Replay: store})
+	for range 3 {
+		if _, err := other.Validate(ctx, raw); code(err) != snap.CodeDuplicateMessage {
+			t.Fatalf("replay to a second validator: %v, want 2006", err)
+		}
+	}
+	if store.lookups != 0 || store.remembers != 2 {
+		t.Fatalf("second validator, 3 replays: %d lookups, %d remembers; want 0 and 2", store.lookups, store.remembers)
+	}
+	// A different signature over a seen id still asks the store, after
+	// verifying: the cache answers byte-for-byte replays only.
+	if _, err := other.Validate(ctx, signed(t, "once", t0)); code(err) != snap.CodeDuplicateMessage {
+		t.Fatalf("re-signed reuse: %v, want 2006", err)
+	}
+	if store.remembers != 3 {
+		t.Fatalf("re-signed reuse: %d remembers, want 3", store.remembers)
+	}
+}
