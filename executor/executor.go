@@ -744,12 +744,25 @@ func (e *Executor) promote(ctx context.Context, j *journal, it *item, rec *recor
 	rec.State, rec.Snapshot, rec.Diff, rec.PreImages, rec.Updated = statePromoting, snap, formatDiff(diffs), preImages(diffs), e.now()
 	rec.SnapshotAt = rec.Updated
 	// The audit entries so far and the record with its snapshot, in one
-	// commit: both are durable before anything changes.
-	if err := e.save(ctx, j, rec, from, fresh, "before promotion"); err != nil {
+	// commit: both are durable before anything changes. The new file
+	// contents are written and synced beside their targets meanwhile (no
+	// order between the two; the renames wait for both).
+	prepared := e.prepare(ctx, sb, st)
+	err = e.save(ctx, j, rec, from, fresh, "before promotion")
+	p := <-prepared
+	if p != nil {
+		defer p.Discard()
+	}
+	if err != nil {
 		return nil, false, err
 	}
 
-	_, perr := sb.Promote(ctx, st)
+	var perr error
+	if p != nil {
+		_, perr = sb.PromotePrepared(ctx, p)
+	} else {
+		_, perr = sb.Promote(ctx, st)
+	}
 	// From here on the outcome must be recorded whatever becomes of ctx.
 	bg := context.WithoutCancel(ctx)
 	if perr != nil {
@@ -807,6 +820,24 @@ func (e *Executor) promote(ctx context.Context, j *journal, it *item, rec *recor
 		e.logger.Info("executor: pruned rollback snapshots past the bounds", "count", pruned, "requester", rec.Requester)
 	}
 	return res, false, nil
+}
+
+// prepare writes st's new file contents ahead of its promotion
+// (sandbox.Prepare), on a goroutine of its own, and sends what it prepared
+// on the channel returned, which the caller must receive from: nil if it
+// could not, and the promotion writes them itself (and meets the same
+// error, if it lasts, as the failure of the promotion).
+func (e *Executor) prepare(ctx context.Context, sb *sandbox.Sandbox, st *sandbox.Staged) <-chan *sandbox.Prepared {
+	out := make(chan *sandbox.Prepared, 1)
+	go func() {
+		p, err := sb.Prepare(ctx, st)
+		if err != nil {
+			e.logger.Debug("executor: could not write ahead; the promotion writes", "err", err)
+			p = nil
+		}
+		out <- p
+	}()
+	return out
 }
 
 // snapshotCutoff is when a snapshot must have been stored after to be
