@@ -287,6 +287,13 @@ func (jr *jobRun) call(ctx context.Context) (*Interaction, *Completion, error) {
 		WorkspacePath: "/sandbox/", Guidance: j.PendingInput,
 		Request: Request{Messages: msgs, FilesContext: jr.files, Metadata: RequestMetadata{Role: role, Phase: j.Phase,
 			Model: modelName, Temperature: r.cfg.Temperature, MaxTokens: r.cfg.MaxTokens}}}
+	// The store keeps what these messages add to the last call's.
+	for i := len(jr.its) - 1; i >= 0; i-- {
+		if prev := &jr.its[i]; len(prev.Request.Messages) > 0 {
+			it.base, it.baseSeq = prev.Request.Messages, prev.Sequence
+			break
+		}
+	}
 	cctx, cancel := context.WithTimeout(ctx, r.cfg.RequestTimeout)
 	defer cancel()
 	began := time.Now()
