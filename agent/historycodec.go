@@ -2,11 +2,12 @@ package agent
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
+	"io"
 	"strings"
 	"unicode/utf8"
 )
@@ -24,8 +25,7 @@ var ErrHistoryMismatch = errors.New("agent: stored messages do not rebuild the r
 // the sequence of the interaction whose messages it starts from
 // (messages_base), how many of those it keeps (messages_kept), the
 // messages it adds (messages), and the SHA-256 of the exact messages sent
-// (messages_sha256: of their JSON, as encoding/json writes
-// []ChatMessage). Reading the history rebuilds the messages in order and
+// (messages_sha256, see messagesHash). Reading the history rebuilds the messages in order and
 // checks each hash, so what the history shows (job history, job replay)
 // is the exact request sent, or an error naming the interaction. An
 // interaction stored without messages_base holds all its messages.
@@ -47,26 +47,25 @@ type storedRequest struct {
 	Metadata     RequestMetadata `json:"metadata"`
 }
 
-// messagesHash is the hex SHA-256 of msgs' JSON, as they read back: JSON
-// holds UTF-8 only, so a byte that is not is hashed as U+FFFD, the
-// character encoding/json writes for it (and what a model server was
-// sent).
-func messagesHash(msgs []ChatMessage) (string, error) {
-	for i, m := range msgs {
-		if !utf8.ValidString(m.Content) || !utf8.ValidString(m.Role) {
-			msgs = slices.Clone(msgs)
-			for j := i; j < len(msgs); j++ {
-				msgs[j].Role, msgs[j].Content = asRead(msgs[j].Role), asRead(msgs[j].Content)
-			}
-			break
-		}
+// messagesHash is the hex SHA-256 of msgs, each message's role and then
+// its content written as an 8-byte big-endian length and the bytes, as
+// they read back: JSON holds UTF-8 only, so a byte that is not is hashed
+// as U+FFFD, the character encoding/json writes for it (and what a model
+// server was sent).
+func messagesHash(msgs []ChatMessage) string {
+	h := sha256.New()
+	var n [8]byte
+	put := func(s string) {
+		s = asRead(s)
+		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
+		h.Write(n[:])
+		io.WriteString(h, s)
 	}
-	b, err := json.Marshal(msgs)
-	if err != nil {
-		return "", err
+	for _, m := range msgs {
+		put(m.Role)
+		put(m.Content)
 	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:]), nil
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // asRead is s with each byte that is not UTF-8 replaced by U+FFFD, as
@@ -89,11 +88,7 @@ func encodeInteraction(it *Interaction) ([]byte, error) {
 	r := it.Request
 	sr := storedRequest{Messages: r.Messages, Prompt: r.Prompt, FilesContext: r.FilesContext, Metadata: r.Metadata}
 	if len(r.Messages) > 0 {
-		h, err := messagesHash(r.Messages)
-		if err != nil {
-			return nil, fmt.Errorf("agent: encode interaction: %w", err)
-		}
-		sr.SHA256 = h
+		sr.SHA256 = messagesHash(r.Messages)
 		kept := 0
 		for kept < len(it.base) && kept < len(r.Messages) && it.base[kept] == r.Messages[kept] {
 			kept++
@@ -137,11 +132,7 @@ func (d *historyDecoder) decode(b []byte) (Interaction, error) {
 		it.base, it.baseSeq = base, *sr.Base
 	}
 	if sr.SHA256 != "" {
-		h, err := messagesHash(msgs)
-		if err != nil {
-			return Interaction{}, err
-		}
-		if h != sr.SHA256 {
+		if messagesHash(msgs) != sr.SHA256 {
 			return Interaction{}, fmt.Errorf("interaction %d: request.messages_sha256: %w", it.Sequence, ErrHistoryMismatch)
 		}
 	}

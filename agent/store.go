@@ -351,8 +351,22 @@ func (s *Store) WriteTx(ctx context.Context, tx *sql.Tx, w Save) error {
 			return err
 		}
 		// The interaction's body replaces any stored under its sequence;
-		// the job counts the difference.
+		// the job counts the difference. A new interaction is usually
+		// new to the store too: one statement inserts it.
 		var old int64
+		if it == w.Interaction {
+			res, err := tx.ExecContext(ctx, s.d.Rebind(`INSERT INTO agent_interactions (task_id, seq, body) VALUES (?, ?, ?)
+				ON CONFLICT (task_id, seq) DO NOTHING`), j.TaskID, it.Sequence, string(body))
+			if err != nil {
+				return err
+			}
+			if n, err := res.RowsAffected(); err != nil {
+				return err
+			} else if n == 1 {
+				j.HistoryBytes += int64(len(body))
+				continue
+			}
+		}
 		err = tx.QueryRowContext(ctx, s.d.Rebind(`SELECT `+s.byteLength("body")+` FROM agent_interactions WHERE task_id = ? AND seq = ?`),
 			j.TaskID, it.Sequence).Scan(&old)
 		switch {

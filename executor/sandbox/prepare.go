@@ -75,7 +75,11 @@ func (s *Sandbox) PromotePrepared(ctx context.Context, p *Prepared) (*Snapshot, 
 	if p.s.core != s.core {
 		return nil, ErrForeign
 	}
-	return s.promote(ctx, p.st, p.temps)
+	snap, err := s.promote(ctx, p.st, p.temps)
+	if err == nil {
+		clear(p.temps) // all renamed: nothing left for Discard
+	}
+	return snap, err
 }
 
 // Discard removes the temporary files of p that no promotion renamed. It
