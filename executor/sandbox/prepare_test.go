@@ -124,3 +124,34 @@ func TestPrepareFailsBeforeRename(t *testing.T) {
 		t.Fatal("a failed promotion left changes")
 	}
 }
+
+// TestPrepareNotCounted: the workspace's count (what the byte and file
+// limits are checked against) leaves out what Prepare wrote ahead, so the
+// promotion that renames it counts its content once.
+func TestPrepareNotCounted(t *testing.T) {
+	ctx := context.Background()
+	_, sb := newSandbox(t, sandbox.Limits{}, stageFixture)
+	st, err := sb.Stage(ctx, []sandbox.Change{sandbox.Write{Path: "/sandbox/new.md", Content: []byte("twelve bytes")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := sb.Counts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := sb.Prepare(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Discard()
+	if got, err := sb.Counts(ctx); err != nil || got != before {
+		t.Fatalf("Counts after Prepare = %+v, %v; want %+v", got, err, before)
+	}
+	if _, err := sb.PromotePrepared(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	want := sandbox.Counts{Bytes: before.Bytes + 12, Files: before.Files + 1, Dirs: before.Dirs}
+	if got, err := sb.Counts(ctx); err != nil || got != want {
+		t.Fatalf("Counts after the promotion = %+v, %v; want %+v", got, err, want)
+	}
+}
