@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"unicode/utf8"
 )
@@ -54,12 +53,15 @@ type storedRequest struct {
 // server was sent).
 func messagesHash(msgs []ChatMessage) string {
 	h := sha256.New()
-	var n [8]byte
+	buf := make([]byte, 4096) // the strings go through it: no copy of each
 	put := func(s string) {
 		s = asRead(s)
-		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
-		h.Write(n[:])
-		io.WriteString(h, s)
+		h.Write(binary.BigEndian.AppendUint64(buf[:0], uint64(len(s))))
+		for len(s) > 0 {
+			n := copy(buf, s)
+			h.Write(buf[:n])
+			s = s[n:]
+		}
 	}
 	for _, m := range msgs {
 		put(m.Role)
