@@ -18,6 +18,7 @@ import (
 	"github.com/snapnode/snapnode/agent"
 	"github.com/snapnode/snapnode/executor"
 	"github.com/snapnode/snapnode/internal/testdb"
+	"github.com/snapnode/snapnode/tasks"
 )
 
 // writer is a zero-latency Model: each job writes (or, with read, reads)
@@ -72,23 +73,45 @@ func runJobs(b *testing.B, r *rig, m agent.Model, jobs, maxJobs int) int64 {
 	go func() { rt.Run(rctx); close(done) }()
 	defer func() { cancel(); <-done }()
 	var bytes int64
-	for _, id := range ids {
-		for {
-			j, err := r.store.Get(ctx, id)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if j.Status == agent.Success {
-				bytes += j.HistoryBytes
-				break
-			}
-			if j.Status.Terminal() || j.Status == agent.InterventionRequired {
-				b.Fatalf("job %s: %s %s", id, j.Status, j.Reason)
-			}
-			time.Sleep(2 * time.Millisecond)
+	for i, id := range ids {
+		// Waiting on the task's events, not polling the job: the
+		// harness adds no work of its own to the figures.
+		waitSettled(b, r, fmt.Sprintf("requester-%d", i%50), id)
+		j, err := r.store.Get(ctx, id)
+		if err != nil {
+			b.Fatal(err)
 		}
+		if j.Status != agent.Success {
+			b.Fatalf("job %s: %s %s", id, j.Status, j.Reason)
+		}
+		bytes += j.HistoryBytes
 	}
 	return bytes
+}
+
+// waitSettled waits until the task leaves the working states.
+func waitSettled(b *testing.B, r *rig, requester, taskID string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for {
+		cur, events, err := r.svc.Subscribe(ctx, requester, taskID)
+		if err != nil {
+			b.Fatal(err)
+		}
+		state := cur.Status.State
+		for state == tasks.StateSubmitted || state == tasks.StateWorking {
+			ev, ok := <-events
+			if !ok {
+				break // fell behind: subscribe again
+			}
+			if ev.Status != nil {
+				state = ev.Status.State
+			}
+		}
+		if state != tasks.StateSubmitted && state != tasks.StateWorking {
+			return
+		}
+	}
 }
 
 // BenchmarkAgentStep measures the runtime's own cost of one step against a

@@ -136,6 +136,12 @@ type Interaction struct {
 	// earlier steps (a follow-up message, a decision); it is the last of
 	// Request.Messages too, and the prompt of later calls shows it again.
 	Guidance string `json:"guidance,omitempty"`
+
+	// base are the messages of an earlier interaction (of sequence
+	// baseSeq) that Request.Messages most likely start with: the store
+	// keeps only what Request.Messages add to them (see encodeInteraction).
+	base    []ChatMessage
+	baseSeq int
 }
 
 // Request is what one model call sent.

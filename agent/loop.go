@@ -287,6 +287,13 @@ func (jr *jobRun) call(ctx context.Context) (*Interaction, *Completion, error) {
 		WorkspacePath: "/sandbox/", Guidance: j.PendingInput,
 		Request: Request{Messages: msgs, FilesContext: jr.files, Metadata: RequestMetadata{Role: role, Phase: j.Phase,
 			Model: modelName, Temperature: r.cfg.Temperature, MaxTokens: r.cfg.MaxTokens}}}
+	// The store keeps what these messages add to the last call's.
+	for i := len(jr.its) - 1; i >= 0; i-- {
+		if prev := &jr.its[i]; len(prev.Request.Messages) > 0 {
+			it.base, it.baseSeq = prev.Request.Messages, prev.Sequence
+			break
+		}
+	}
 	cctx, cancel := context.WithTimeout(ctx, r.cfg.RequestTimeout)
 	defer cancel()
 	began := time.Now()
@@ -592,6 +599,14 @@ func (jr *jobRun) propose(ctx context.Context, it *Interaction, ans *Answer) (bo
 	began := time.Now()
 	res, err := r.cfg.Executor.Run(ctx, executor.Request{TaskID: j.TaskID, Requester: j.Requester, Data: []byte(strings.TrimSpace(ans.Raw)),
 		Also: func(ctx context.Context, tx *sql.Tx) error { return r.cfg.Store.WriteTx(ctx, tx, w) },
+		// The promotion's record need not wait for the disk: this job's
+		// next commit (the next answer's, or the job's own as it stops)
+		// waits, and makes it durable, before the job goes anywhere.
+		// What a power cut may lose in between is that one commit; the
+		// executor's recovery then restores the files and records the
+		// action as not applied, and this job reads that as the step's
+		// outcome when it is picked up again.
+		PromotedNoWait: true,
 		Then: func(ctx context.Context, tx *sql.Tx, res *executor.Result) error {
 			if !goesOn(res) {
 				return nil

@@ -326,13 +326,27 @@ func (s *Store) WriteTx(ctx context.Context, tx *sql.Tx, w Save) error {
 		if it == nil {
 			continue
 		}
-		body, err := json.Marshal(it)
+		body, err := encodeInteraction(it)
 		if err != nil {
-			return fmt.Errorf("agent: encode interaction: %w", err)
+			return err
 		}
 		// The interaction's body replaces any stored under its sequence;
-		// the job counts the difference.
+		// the job counts the difference. A new interaction is usually
+		// new to the store too: one statement inserts it.
 		var old int64
+		if it == w.Interaction {
+			res, err := tx.ExecContext(ctx, s.d.Rebind(`INSERT INTO agent_interactions (task_id, seq, body) VALUES (?, ?, ?)
+				ON CONFLICT (task_id, seq) DO NOTHING`), j.TaskID, it.Sequence, string(body))
+			if err != nil {
+				return err
+			}
+			if n, err := res.RowsAffected(); err != nil {
+				return err
+			} else if n == 1 {
+				j.HistoryBytes += int64(len(body))
+				continue
+			}
+		}
 		err = tx.QueryRowContext(ctx, s.d.Rebind(`SELECT `+s.byteLength("body")+` FROM agent_interactions WHERE task_id = ? AND seq = ?`),
 			j.TaskID, it.Sequence).Scan(&old)
 		switch {
@@ -403,9 +417,9 @@ func (s *Store) WriteTx(ctx context.Context, tx *sql.Tx, w Save) error {
 // sequence (an outcome learned later: an operator's decision), and counts
 // the difference in the job's history bytes.
 func (s *Store) ReplaceInteraction(ctx context.Context, taskID string, it *Interaction) error {
-	body, err := json.Marshal(it)
+	body, err := encodeInteraction(it)
 	if err != nil {
-		return fmt.Errorf("agent: encode interaction: %w", err)
+		return err
 	}
 	err = s.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		var old int64
@@ -451,12 +465,15 @@ func (s *Store) AddInput(ctx context.Context, taskID, text string, onlyWaiting b
 }
 
 // Interactions returns a job's history, in order: the archived
-// interactions (verified, see Archive) and the stored ones.
+// interactions (verified, see Archive) and the stored ones, each with the
+// exact messages its model call sent, rebuilt and checked against their
+// hash (ErrHistoryMismatch otherwise).
 func (s *Store) Interactions(ctx context.Context, taskID string) ([]Interaction, error) {
 	var out []Interaction
+	var d historyDecoder
 	each := func(b []byte) error {
-		var it Interaction
-		if err := json.Unmarshal(b, &it); err != nil {
+		it, err := d.decode(b)
+		if err != nil {
 			return err
 		}
 		out = append(out, it)
@@ -470,7 +487,8 @@ func (s *Store) Interactions(ctx context.Context, taskID string) ([]Interaction,
 }
 
 // RawInteractions returns each stored interaction's JSON exactly as
-// stored, in order (for replay checks and exports).
+// stored, in order (for replay checks and exports): a request's messages
+// as what they add to an earlier interaction's (see encodeInteraction).
 func (s *Store) RawInteractions(ctx context.Context, taskID string) ([]json.RawMessage, error) {
 	var out []json.RawMessage
 	each := func(b []byte) error {

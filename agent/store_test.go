@@ -80,9 +80,10 @@ func storeInteraction(seq int, text string) *Interaction {
 	}
 }
 
+// bodySize is the size of it as the store writes it.
 func bodySize(t *testing.T, it *Interaction) int64 {
 	t.Helper()
-	b, err := json.Marshal(it)
+	b, err := encodeInteraction(it)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -508,7 +509,7 @@ func TestStoreHistory(t *testing.T) {
 			if !reflect.DeepEqual(got[0], *want0) {
 				t.Errorf("interaction 0 read back:\n got  %+v\n want %+v", got[0], *want0)
 			}
-			if b, _ := json.Marshal(want0); string(raw[0]) != string(b) {
+			if b, _ := encodeInteraction(want0); string(raw[0]) != string(b) {
 				t.Errorf("raw interaction 0 is %s; want %s", raw[0], b)
 			}
 		})

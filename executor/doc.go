@@ -53,7 +53,9 @@
 // anything with an effect happens (a stored record, a promotion) and when
 // the call ends; none is ever left out. The snapshot is stored in the
 // record before promotion, so that RecoverInterrupted can undo a
-// promotion a crash cut short.
+// promotion a crash cut short; the new file contents are written and
+// synced under temporary names meanwhile, and renamed into place only once
+// that commit is durable.
 //
 // # Decisions where the seeds are silent
 //

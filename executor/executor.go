@@ -231,6 +231,20 @@ type Request struct {
 	// Then, when set, runs in the transaction of Run's last commit (see
 	// Then).
 	Then Then
+	// PromotedNoWait lets the commit that records a promotion (the record
+	// promoted, its audit entry, Then) return before it reaches the disk:
+	// it is committed, visible, and safe from a killed process, and the
+	// database's next commit that waits makes it durable (see
+	// sqldb.DB.WriteNoSync). Set it only for a caller whose next commit
+	// on this database comes before anything outside the node relies on
+	// the outcome — the agent runtime's next step, say, not a peer's
+	// proposal answered at once. What a power cut may then lose is that
+	// commit alone: the record stays "promoting" with its snapshot, and
+	// RecoverInterrupted restores the files at the next start and records
+	// the action as not applied — the state a process killed between the
+	// rename and that commit leaves, whatever this field says. The commit
+	// before the promotion (the record and its snapshot) always waits.
+	PromotedNoWait bool
 }
 
 // Then is a caller's write that joins the transaction of the last commit
@@ -344,7 +358,7 @@ func (e *Executor) Run(ctx context.Context, req Request) (*Result, error) {
 	actionID := e.newID()
 	actor := req.Requester
 	j := e.journal(req.TaskID, actionID)
-	j.first, j.then = req.Also, req.Then
+	j.first, j.then, j.promotedNoWait = req.Also, req.Then, req.PromotedNoWait
 	format := formatOf(req.Data)
 	sum := sha256.Sum256(req.Data)
 	j.add(audit.Entry{Actor: actor, Step: audit.StepReceived,
@@ -744,12 +758,25 @@ func (e *Executor) promote(ctx context.Context, j *journal, it *item, rec *recor
 	rec.State, rec.Snapshot, rec.Diff, rec.PreImages, rec.Updated = statePromoting, snap, formatDiff(diffs), preImages(diffs), e.now()
 	rec.SnapshotAt = rec.Updated
 	// The audit entries so far and the record with its snapshot, in one
-	// commit: both are durable before anything changes.
-	if err := e.save(ctx, j, rec, from, fresh, "before promotion"); err != nil {
+	// commit: both are durable before anything changes. The new file
+	// contents are written and synced beside their targets meanwhile (no
+	// order between the two; the renames wait for both).
+	prepared := e.prepare(ctx, sb, st)
+	err = e.save(ctx, j, rec, from, fresh, "before promotion")
+	p := <-prepared
+	if p != nil {
+		defer p.Discard()
+	}
+	if err != nil {
 		return nil, false, err
 	}
 
-	_, perr := sb.Promote(ctx, st)
+	var perr error
+	if p != nil {
+		_, perr = sb.PromotePrepared(ctx, p)
+	} else {
+		_, perr = sb.Promote(ctx, st)
+	}
 	// From here on the outcome must be recorded whatever becomes of ctx.
 	bg := context.WithoutCancel(ctx)
 	if perr != nil {
@@ -789,6 +816,7 @@ func (e *Executor) promote(ctx context.Context, j *journal, it *item, rec *recor
 	// one commit.
 	settle, pruned := e.settle(rec, statePromoting), 0
 	res.Outcome, res.Output, res.Diff, res.Reason = Completed, mustJSON(successOutput(it, sg.reads)), rec.Diff, ""
+	j.noWait = j.promotedNoWait
 	err = j.last(res).commit(bg, func(ctx context.Context, tx *sql.Tx) error {
 		if err := settle(ctx, tx); err != nil {
 			return err
@@ -807,6 +835,24 @@ func (e *Executor) promote(ctx context.Context, j *journal, it *item, rec *recor
 		e.logger.Info("executor: pruned rollback snapshots past the bounds", "count", pruned, "requester", rec.Requester)
 	}
 	return res, false, nil
+}
+
+// prepare writes st's new file contents ahead of its promotion
+// (sandbox.Prepare), on a goroutine of its own, and sends what it prepared
+// on the channel returned, which the caller must receive from: nil if it
+// could not, and the promotion writes them itself (and meets the same
+// error, if it lasts, as the failure of the promotion).
+func (e *Executor) prepare(ctx context.Context, sb *sandbox.Sandbox, st *sandbox.Staged) <-chan *sandbox.Prepared {
+	out := make(chan *sandbox.Prepared, 1)
+	go func() {
+		p, err := sb.Prepare(ctx, st)
+		if err != nil {
+			e.logger.Debug("executor: could not write ahead; the promotion writes", "err", err)
+			p = nil
+		}
+		out <- p
+	}()
+	return out
 }
 
 // snapshotCutoff is when a snapshot must have been stored after to be

@@ -43,6 +43,18 @@ type journal struct {
 	// of the call.
 	then  Then
 	final *Result
+	// promotedNoWait is Request.PromotedNoWait; noWait, when set, lets
+	// the journal's next commit return before it reaches the disk.
+	promotedNoWait, noWait bool
+}
+
+// noWaitWriter is a database that commits a write without waiting for
+// the disk (sqldb.DB.WriteNoSync): when WriteNoSync returns, op's changes
+// are committed, visible to every connection and safe from a killed
+// process; the database's next commit that waits for the disk makes them
+// durable too. A database without it commits such a write as any other.
+type noWaitWriter interface {
+	WriteNoSync(ctx context.Context, op func(context.Context, *sql.Tx) error) error
 }
 
 // last marks the journal's next commit (or flush) as the call's last,
@@ -151,7 +163,12 @@ func (j *journal) write(ctx context.Context, op txOp) (opFailed bool, _ error) {
 		}
 	}
 	var opErr, logErr error
-	err := j.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	write := j.db.Write
+	if w, ok := any(j.db).(noWaitWriter); ok && j.noWait {
+		write = w.WriteNoSync
+	}
+	j.noWait = false
+	err := write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if opErr = op(ctx, tx); opErr != nil {
 			return opErr
 		}

@@ -282,38 +282,36 @@ const prunable = `snapshot <> '' AND state NOT IN ('promoting', 'rolling_back')`
 // beyond maxBytes together, newest kept first (skipped when negative), and
 // returns how many it pruned.
 func (s *store) pruneSnapshotsTx(ctx context.Context, tx *sql.Tx, requester string, now, olderThan time.Time, maxBytes int64) (int, error) {
-	const prune = `UPDATE executor_actions SET snapshot = '', snapshot_bytes = 0, snapshot_pruned_at = ?
-		WHERE ` + prunable
-	n := 0
-	exec := func(q string, args ...any) error {
-		res, err := tx.ExecContext(ctx, s.d.Rebind(q), args...)
-		if err == nil {
-			var k int64
-			k, err = res.RowsAffected()
-			n += int(k)
-		}
-		if err != nil {
-			return fmt.Errorf("executor: prune snapshots: %w", err)
-		}
-		return nil
-	}
+	// One statement for both bounds. The age bound takes the oldest
+	// snapshots, which the byte count of a newer one never includes (it
+	// sums from the newest down): the same as pruning by age first.
+	var where []string
+	args := []any{sqldb.Micros(now)}
 	if !olderThan.IsZero() {
-		if err := exec(prune+` AND snapshot_at < ?`, sqldb.Micros(now), sqldb.Micros(olderThan)); err != nil {
-			return 0, err
-		}
+		where = append(where, `snapshot_at < ?`)
+		args = append(args, sqldb.Micros(olderThan))
 	}
 	if maxBytes >= 0 {
 		// The requester's snapshots, newest first, with the bytes of
 		// those up to each: the ones past maxBytes go.
-		err := exec(prune+` AND action_id IN (SELECT action_id FROM (
+		where = append(where, `action_id IN (SELECT action_id FROM (
 			SELECT action_id, SUM(snapshot_bytes) OVER (ORDER BY snapshot_at DESC, action_id DESC) AS kept
-			FROM executor_actions WHERE requester = ? AND `+prunable+`) AS newest WHERE kept > ?)`,
-			sqldb.Micros(now), requester, maxBytes)
-		if err != nil {
-			return 0, err
-		}
+			FROM executor_actions WHERE requester = ? AND `+prunable+`) AS newest WHERE kept > ?)`)
+		args = append(args, requester, maxBytes)
 	}
-	return n, nil
+	if len(where) == 0 {
+		return 0, nil
+	}
+	res, err := tx.ExecContext(ctx, s.d.Rebind(`UPDATE executor_actions SET snapshot = '', snapshot_bytes = 0, snapshot_pruned_at = ?
+		WHERE `+prunable+` AND (`+strings.Join(where, ` OR `)+`)`), args...)
+	var n int64
+	if err == nil {
+		n, err = res.RowsAffected()
+	}
+	if err != nil {
+		return 0, fmt.Errorf("executor: prune snapshots: %w", err)
+	}
+	return int(n), nil
 }
 
 // pruneOne empties, at now, the snapshot of actionID if it may be

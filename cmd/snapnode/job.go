@@ -218,7 +218,7 @@ func (c *cli) jobError(prog, id string, err error) int {
 		fmt.Fprintf(c.stderr, "%s: task %s is not an agent job in this database (snapnode job list shows them)\n", prog, id)
 		return exitFail
 	}
-	if errors.Is(err, agent.ErrArchiveTampered) || errors.Is(err, agent.ErrArchiveSealed) {
+	if errors.Is(err, agent.ErrArchiveTampered) || errors.Is(err, agent.ErrArchiveSealed) || errors.Is(err, agent.ErrHistoryMismatch) {
 		// The history is there but does not verify, or is sealed: not
 		// an I/O failure, an inconsistency (replay's exit 1).
 		fmt.Fprintf(c.stderr, "%s: %v\n", prog, err)

@@ -48,7 +48,9 @@
 // one hard link (it may be an alias of an outside file), and never
 // replaces, deletes or renames a link. Files are written to a new
 // temporary file in their own directory (O_EXCL), synced, renamed over
-// their target, and the directory synced. Deletes and renames take
+// their target, and the directory synced; Prepare writes and syncs the
+// temporary files ahead, while the caller makes its own record durable,
+// and PromotePrepared then only renames them. Deletes and renames take
 // regular .txt and .md files only (a rename removes its source, so its
 // source follows the delete rule, and its target must be text too);
 // directories are created, never deleted (except by a
@@ -63,7 +65,8 @@
 // by one atomic step: a crash half-way leaves some paths promoted;
 // Recover with the snapshot (stored before Promote, from st.Snapshot())
 // restores them, and Sweep removes the temporary files left behind.
-// Total bytes count regular files only, from a running count (Counts)
+// Total bytes count regular files only (the sandbox's own temporary
+// files left out), from a running count (Counts)
 // that every promotion and rollback keeps exact and that is walked again
 // only when it is older than a minute (to see changes made from outside)
 // or before a refusal.

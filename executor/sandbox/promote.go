@@ -27,6 +27,12 @@ var ErrIncomplete = errors.New("sandbox: failed half-way and could not undo")
 // undone and the error returned. The Snapshot returned is the one
 // st.Snapshot() gives.
 func (s *Sandbox) Promote(ctx context.Context, st *Staged) (*Snapshot, error) {
+	return s.promote(ctx, st, nil)
+}
+
+// promote is Promote, with the temporary files of temps (by path) written
+// ahead by Prepare.
+func (s *Sandbox) promote(ctx context.Context, st *Staged, temps map[string]string) (*Snapshot, error) {
 	if st.core != s.core {
 		return nil, ErrForeign
 	}
@@ -45,7 +51,7 @@ func (s *Sandbox) Promote(ctx context.Context, st *Staged) (*Snapshot, error) {
 		}
 		steps[i] = entry{rel: e.rel, pre: cur, post: e.post}
 	}
-	if err := s.transition(ctx, "promote", steps); err != nil {
+	if err := s.transition(ctx, "promote", steps, temps); err != nil {
 		return nil, err
 	}
 	return st.Snapshot(), nil
@@ -117,7 +123,7 @@ func (s *Sandbox) restore(ctx context.Context, snap *Snapshot, partial bool) err
 			}
 		}
 	}
-	return s.transition(ctx, op, steps)
+	return s.transition(ctx, op, steps, nil)
 }
 
 // names lists the directory rel, temporary files included.
@@ -151,11 +157,13 @@ func (k opKind) String() string {
 }
 
 // op is one step on one path; img is what the path becomes (content for a
-// write, mode for a mkdir).
+// write, mode for a mkdir). tmp, for a write, names the temporary file
+// that Prepare wrote ahead with img's content ("": write it now).
 type op struct {
 	kind opKind
 	rel  string
 	img  Image
+	tmp  string
 }
 
 // plan orders the steps that take every path of steps from pre to post:
@@ -165,7 +173,7 @@ func plan(steps []entry) (ops, undo []op) {
 	add := func(o, u op) { ops, undo = append(ops, o), append(undo, u) }
 	for _, e := range steps {
 		if e.pre.Kind == KindFile && e.post.Kind != KindFile {
-			add(op{opUnlink, e.rel, Image{Kind: KindAbsent}}, op{opWrite, e.rel, e.pre})
+			add(op{kind: opUnlink, rel: e.rel, img: Image{Kind: KindAbsent}}, op{kind: opWrite, rel: e.rel, img: e.pre})
 		}
 	}
 	depth := func(rel string) int { return strings.Count(rel, "/") }
@@ -173,33 +181,39 @@ func plan(steps []entry) (ops, undo []op) {
 	slices.SortStableFunc(byDepth, func(a, b entry) int { return depth(b.rel) - depth(a.rel) })
 	for _, e := range byDepth {
 		if e.pre.Kind == KindDir && e.post.Kind != KindDir {
-			add(op{opRmdir, e.rel, Image{Kind: KindAbsent}}, op{opMkdir, e.rel, e.pre})
+			add(op{kind: opRmdir, rel: e.rel, img: Image{Kind: KindAbsent}}, op{kind: opMkdir, rel: e.rel, img: e.pre})
 		}
 	}
 	slices.Reverse(byDepth)
 	for _, e := range byDepth {
 		if e.post.Kind == KindDir && e.pre.Kind != KindDir {
-			add(op{opMkdir, e.rel, e.post}, op{opRmdir, e.rel, Image{Kind: KindAbsent}})
+			add(op{kind: opMkdir, rel: e.rel, img: e.post}, op{kind: opRmdir, rel: e.rel, img: Image{Kind: KindAbsent}})
 		}
 	}
 	for _, e := range steps {
 		if e.post.Kind == KindFile && !e.pre.same(e.post) {
-			u := op{opUnlink, e.rel, Image{Kind: KindAbsent}}
+			u := op{kind: opUnlink, rel: e.rel, img: Image{Kind: KindAbsent}}
 			if e.pre.Kind == KindFile {
-				u = op{opWrite, e.rel, e.pre}
+				u = op{kind: opWrite, rel: e.rel, img: e.pre}
 			}
-			add(op{opWrite, e.rel, e.post}, u)
+			add(op{kind: opWrite, rel: e.rel, img: e.post}, u)
 		}
 	}
 	return ops, undo
 }
 
 // transition runs the plan of steps; if a step fails it undoes the steps
-// done, in reverse, under a context that the deadline does not stop.
-func (s *Sandbox) transition(ctx context.Context, opName string, steps []entry) (err error) {
+// done, in reverse, under a context that the deadline does not stop. A
+// write of a path in temps renames the temporary file Prepare wrote.
+func (s *Sandbox) transition(ctx context.Context, opName string, steps []entry, temps map[string]string) (err error) {
 	s.changing()
 	defer func() { s.applied(steps, err == nil) }()
 	ops, undo := plan(steps)
+	for i := range ops {
+		if ops[i].kind == opWrite {
+			ops[i].tmp = temps[ops[i].rel]
+		}
+	}
 	for i, o := range ops {
 		applied := false
 		err := alive(ctx)
@@ -290,38 +304,23 @@ func checkFile(d *os.Root, name string) error {
 	return singleLink(fi)
 }
 
-// writeIn writes o.img as name in d: a new temporary file (O_EXCL, which
-// never follows a link), its content, its mode, fsync, then a rename over
-// the name. The temporary file is removed if anything fails.
+// writeIn writes o.img as name in d: a new temporary file (written now
+// by writeTemp, or ahead by Prepare), then a rename over the name. The
+// temporary file is removed if anything fails.
 func (s *Sandbox) writeIn(ctx context.Context, d *os.Root, name string, o op) (err error) {
-	if err := checkFile(d, name); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	tmp, err := tempName()
-	if err != nil {
-		return err
-	}
-	f, err := d.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return bare(err)
-	}
+	tmp := o.tmp
 	defer func() {
-		if err != nil {
+		if err != nil && tmp != "" {
 			d.Remove(tmp)
 		}
 	}()
-	_, err = f.Write(o.img.Content)
-	if err == nil {
-		err = f.Chmod(fs.FileMode(o.img.Mode))
+	if err := checkFile(d, name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
 	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return bare(err)
+	if tmp == "" {
+		if tmp, err = writeTemp(d, o.img); err != nil {
+			return err
+		}
 	}
 	if err := alive(ctx); err != nil {
 		return err
@@ -335,6 +334,35 @@ func (s *Sandbox) writeIn(ctx context.Context, d *os.Root, name string, o op) (e
 		return bare(err)
 	}
 	return nil
+}
+
+// writeTemp writes img to a new temporary file in d (O_EXCL, which never
+// follows a link): its content, its mode, fsync. It returns the file's
+// name; on an error nothing is left behind.
+func writeTemp(d *os.Root, img Image) (_ string, err error) {
+	tmp, err := tempName()
+	if err != nil {
+		return "", err
+	}
+	f, err := d.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", bare(err)
+	}
+	_, err = f.Write(img.Content)
+	if err == nil {
+		err = f.Chmod(fs.FileMode(img.Mode))
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		d.Remove(tmp)
+		return "", bare(err)
+	}
+	return tmp, nil
 }
 
 func tempName() (string, error) {

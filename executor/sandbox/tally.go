@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"io/fs"
+	"strings"
 	"sync"
 	"time"
 )
@@ -85,6 +86,10 @@ func (s *Sandbox) walkCounts(ctx context.Context) (Counts, error) {
 	var c Counts
 	err := s.walk(ctx, func(_ string, fi fs.FileInfo) error {
 		switch {
+		case fi.Mode().IsRegular() && strings.HasPrefix(fi.Name(), ReservedPrefix):
+			// A file written ahead of its promotion (Prepare), or left
+			// by a crash for Sweep: not the workspace's, and the
+			// promotion counts its content when it renames it.
 		case fi.Mode().IsRegular():
 			c.Files++
 			c.Bytes += fi.Size()
