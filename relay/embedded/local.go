@@ -40,6 +40,10 @@ var errLocalEnded = errors.New("embedded relay: in-process connection ended")
 // The connection ends when its owner closes it, when the relay closes or
 // when Serve shuts down (like every connection), or when the relay cuts it
 // off; Err then says why. LocalConn fails once r is closed.
+//
+// It is a relay.InProcessConn: a pool hands it a function that takes each
+// message in the relay's writer goroutine, and does not check again the
+// live events the relay checked (see Deliver).
 func (r *Relay) LocalConn() (relay.Conn, error) {
 	l := &localConn{
 		in:   make(chan localRequest, localQueue),
@@ -55,6 +59,8 @@ func (r *Relay) LocalConn() (relay.Conn, error) {
 	go c.serve(l.readLoop)
 	return l, nil
 }
+
+var _ relay.InProcessConn = (*localConn)(nil)
 
 // localConn is both the relay.Conn handed to the pool and the transport of
 // its conn: requests go in through in, answers and events come out
@@ -77,7 +83,18 @@ type localConn struct {
 	// handled one at a time, each after those queued before it.
 	processing sync.Mutex
 	queued     atomic.Int64
+
+	// deliver, once the pool has set it (Deliver), takes the messages
+	// instead of msgs, in the writer's goroutine.
+	deliver atomic.Pointer[func(relay.ConnMessage)]
 }
+
+// Deliver makes the connection hand each message to f, in the relay's
+// writer goroutine, instead of queueing it on Messages (relay.InProcessConn).
+// Live events are marked Verified: handleEvent checked each with the
+// relay's Verifier before forwarding it, and each is a copy. Stored events,
+// read back from the database, are not.
+func (l *localConn) Deliver(f func(relay.ConnMessage)) { l.deliver.Store(&f) }
 
 // localRequest is one client message: what the relay's parser would have
 // made of it on a WebSocket, or the refusal it would have answered.
@@ -230,13 +247,17 @@ func (l *localConn) write(it outItem) error {
 			l.c.log.Error("decode stored event", "err", err)
 			return nil
 		}
-		cm = relay.ConnMessage{Label: labelEvent, SubID: m.ref, Event: ev}
+		cm = relay.ConnMessage{Label: labelEvent, SubID: m.ref, Event: ev, Verified: m.ev.ev != nil}
 	case labelEOSE:
 		cm = relay.ConnMessage{Label: labelEOSE, SubID: m.ref}
 	case labelClosed:
 		cm = relay.ConnMessage{Label: labelClosed, SubID: m.ref, Reason: m.text}
 	default:
 		cm = relay.ConnMessage{Label: labelNotice, Reason: m.text}
+	}
+	if f := l.deliver.Load(); f != nil {
+		(*f)(cm)
+		return nil
 	}
 	select {
 	case l.msgs <- cm:
