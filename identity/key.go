@@ -15,13 +15,15 @@ import (
 var ErrInvalidKey = errors.New("invalid secp256k1 secret key")
 
 // Key is an agent's secret together with everything derived from it. The
-// tweak is computed once, when the key is made, so signing costs one BIP-340
-// signature and nothing more. A Key is safe for concurrent use.
+// tweak and both public keys are computed once, when the key is made, so
+// signing costs one BIP-340 signature and nothing more. A Key is safe for
+// concurrent use.
 type Key struct {
 	secret   *btcec.PrivateKey // d
-	tweaked  *btcec.PrivateKey // d' = tweak(d), signs SNAP messages
 	internal [32]byte          // P, x-only: the Nostr public key
 	output   [32]byte          // Q, x-only: what the address encodes
+	nostr    signer            // d with P: signs Nostr events
+	snap     signer            // d' = tweak(d) with Q: signs SNAP messages
 }
 
 // Generate returns a new random key.
@@ -49,9 +51,8 @@ func FromBytes(b []byte) (*Key, error) {
 	}
 	secret := btcec.PrivKeyFromScalar(&s)
 	tweaked := txscript.TweakTaprootPrivKey(*secret, nil)
-	k := &Key{secret: secret, tweaked: tweaked}
-	copy(k.internal[:], schnorr.SerializePubKey(secret.PubKey()))
-	copy(k.output[:], schnorr.SerializePubKey(tweaked.PubKey()))
+	k := &Key{secret: secret, nostr: newSigner(secret), snap: newSigner(tweaked)}
+	k.internal, k.output = k.nostr.pub, k.snap.pub
 	return k, nil
 }
 
@@ -108,23 +109,13 @@ func (k *Key) SignUntweaked(digest [32]byte) ([64]byte, error) {
 	if _, err := rand.Read(aux[:]); err != nil {
 		return [64]byte{}, fmt.Errorf("identity: read random: %w", err)
 	}
-	return schnorrSign(k.secret, digest, aux)
+	return k.nostr.sign(digest, aux)
 }
 
 // SignWithAux is Sign with the caller's auxiliary data. With 32 zero bytes it
 // reproduces the SNAP reference vectors byte for byte.
 func (k *Key) SignWithAux(digest [32]byte, aux [32]byte) ([64]byte, error) {
-	return schnorrSign(k.tweaked, digest, aux)
-}
-
-func schnorrSign(priv *btcec.PrivateKey, digest, aux [32]byte) ([64]byte, error) {
-	sig, err := schnorr.Sign(priv, digest[:], schnorr.FastSign(), schnorr.CustomNonce(aux))
-	if err != nil {
-		return [64]byte{}, fmt.Errorf("identity: sign: %w", err)
-	}
-	var out [64]byte
-	copy(out[:], sig.Serialize())
-	return out, nil
+	return k.snap.sign(digest, aux)
 }
 
 // OutputKeyOf returns the BIP-341 key-path output key Q of the x-only
