@@ -55,10 +55,12 @@ type ConnMessage struct {
 // InProcessConn is a Conn to a relay running in this process (the
 // embedded relay's LocalConn). The pool calls Deliver once, before it
 // sends any REQ; from then on the connection hands each message to
-// deliver, in order, from the relay's own goroutine, instead of queueing
-// it on Messages for the pool's reader: one goroutine hand-off, and so one
-// wake-up, fewer for every event. deliver may block, for at most the
-// pool's SlowConsumerTimeout. Messages is still closed when the
+// deliver, from the relay's own goroutines (several may call it at once),
+// instead of queueing it on Messages for the pool's reader: goroutine
+// hand-offs, and so wake-ups, fewer for every event. A subscription's
+// stored events come in order, then its EOSE, then its live events, which
+// may come out of order among themselves. deliver may block, for at most
+// the pool's SlowConsumerTimeout. Messages is still closed when the
 // connection ends, after Err is set.
 //
 // Events marked Verified that reach deliver are delivered without being
