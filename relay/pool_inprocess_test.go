@@ -2,12 +2,16 @@ package relay
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
+	"github.com/gorilla/websocket"
 	"github.com/nbd-wtf/go-nostr"
 )
 
@@ -159,4 +163,59 @@ func TestPoolPublishToOneRelayInCallersGoroutine(t *testing.T) {
 			}
 		}
 	})
+}
+
+// Over a real WebSocket, a relay that forwards a forged event (even one
+// claiming, in whatever form, to be verified) gets it dropped: only the
+// in-process connection's events skip the pool's check, and nothing read
+// from a socket can become one.
+func TestPoolChecksEventsFromAWebSocketRelay(t *testing.T) {
+	good := ptEvent(t, ptNow(), "good")
+	forged := ptEvent(t, ptNow(), "forged")
+	forged.Sig = flipHex(forged.Sig)
+	upgrader := websocket.Upgrader{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := upgrader.Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer ws.Close()
+		for {
+			_, msg, err := ws.ReadMessage()
+			if err != nil {
+				return
+			}
+			req, ok := nostr.ParseMessage(msg).(*nostr.ReqEnvelope)
+			if !ok {
+				continue
+			}
+			for _, ev := range []*nostr.Event{forged, good} {
+				frame, _ := nostr.EventEnvelope{SubscriptionID: &req.SubscriptionID, Event: *ev}.MarshalJSON()
+				// A field the pool's ConnMessage has, smuggled into the event.
+				frame = append(frame[:len(frame)-2], []byte(`,"Verified":true}]`)...)
+				if err := ws.WriteMessage(websocket.TextMessage, frame); err != nil {
+					return
+				}
+			}
+		}
+	}))
+	defer srv.Close()
+	p := NewPool(PoolConfig{URLs: []string{"ws" + strings.TrimPrefix(srv.URL, "http")}, Logger: ptLogger()})
+	p.Start(t.Context())
+	defer p.Close()
+	sub, err := p.Subscribe(t.Context(), ptFilter())
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-sub.Events():
+		if ev.ID != good.ID {
+			t.Fatalf("delivered %q", ev.Content)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event delivered")
+	}
+	if st := p.Health()[0]; st.EventsInvalid != 1 {
+		t.Fatalf("health %+v, want the forged event counted invalid", st)
+	}
 }
