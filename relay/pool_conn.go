@@ -42,8 +42,34 @@ type Conn interface {
 type ConnMessage struct {
 	Label  string       // "EVENT", "EOSE", "CLOSED" or "NOTICE"
 	SubID  string       // EVENT, EOSE, CLOSED
-	Event  *nostr.Event // EVENT, not yet verified
+	Event  *nostr.Event // EVENT, not yet verified (but see Verified)
 	Reason string       // CLOSED reason or NOTICE text
+	// Verified: Event was checked (id and signature) by a relay in this
+	// process with this process's Verifier before it was forwarded, and
+	// is a copy no one else holds. The pool believes it only of the
+	// messages an InProcessConn hands to its deliver function, never of
+	// those read from Messages.
+	Verified bool
+}
+
+// InProcessConn is a Conn to a relay running in this process (the
+// embedded relay's LocalConn). The pool calls Deliver once, before it
+// sends any REQ; from then on the connection hands each message to
+// deliver, from the relay's own goroutines (several may call it at once),
+// instead of queueing it on Messages for the pool's reader: goroutine
+// hand-offs, and so wake-ups, fewer for every event. A subscription's
+// stored events come in order, then its EOSE, then its live events, which
+// may come out of order among themselves. deliver may block, for at most
+// the pool's SlowConsumerTimeout. Messages is still closed when the
+// connection ends, after Err is set.
+//
+// Events marked Verified that reach deliver are delivered without being
+// checked a second time. Only code in this process can implement this
+// interface: a connection that reads the network (DialWebsocket's) does
+// not, and the pool checks everything it reads from Messages.
+type InProcessConn interface {
+	Conn
+	Deliver(deliver func(ConnMessage))
 }
 
 // ErrConnClosed is the Err of a Conn closed by its owner.

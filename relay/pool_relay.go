@@ -159,6 +159,9 @@ func (r *poolRelay) serve(ctx context.Context, conn Conn) error {
 	r.connectedAt, r.retryAt = r.p.cfg.Now(), time.Time{}
 	reconnect := r.connects > 1
 	r.mu.Unlock()
+	if ic, ok := conn.(InProcessConn); ok {
+		ic.Deliver(func(m ConnMessage) { r.handle(m, true) })
+	}
 	// Subscriptions first, then publications: see publishing.
 	for _, s := range r.p.snapshotSubs() {
 		r.ensureSub(s)
@@ -182,7 +185,7 @@ loop:
 				err = conn.Err()
 				break loop
 			}
-			r.handle(m)
+			r.handle(m, false)
 		}
 	}
 	r.mu.Lock()
@@ -233,12 +236,15 @@ func (r *poolRelay) dropSub(s *Subscription) {
 	}
 }
 
-func (r *poolRelay) handle(m ConnMessage) {
+// handle acts on one message of the relay. inProcess: m was handed over
+// by an InProcessConn (see InProcessConn), whose Verified events are not
+// checked again.
+func (r *poolRelay) handle(m ConnMessage, inProcess bool) {
 	switch m.Label {
 	case "EVENT":
 		r.received.Add(1)
 		if s := r.p.lookup(m.SubID); s != nil && m.Event != nil {
-			r.accept(s, m.Event)
+			r.accept(s, m.Event, inProcess && m.Verified)
 		}
 	case "EOSE":
 		if s := r.p.lookup(m.SubID); s != nil {
@@ -257,8 +263,10 @@ func (r *poolRelay) handle(m ConnMessage) {
 	}
 }
 
-// accept checks ev and delivers it to s if it is new there.
-func (r *poolRelay) accept(s *Subscription, ev *nostr.Event) {
+// accept checks ev (its id and signature unless verified says the
+// relay in this process checked them) and delivers it to s if it is new
+// there.
+func (r *poolRelay) accept(s *Subscription, ev *nostr.Event, verified bool) {
 	var id [32]byte
 	if len(ev.ID) != 64 {
 		r.invalid.Add(1)
@@ -271,10 +279,14 @@ func (r *poolRelay) accept(s *Subscription, ev *nostr.Event) {
 	if s.seenBefore(id) { // cheap: skip verifying what another relay brought
 		return
 	}
-	if err := r.p.cfg.Verifier.Verify(ev); err != nil {
-		r.invalid.Add(1)
-		r.log.Debug("relay pool: dropped an invalid event", "sub", s.wireID, "err", err)
-		return
+	// A verified event was checked by the relay in this process: hashing
+	// it again would find the same id, and its signature is cached.
+	if !verified {
+		if err := r.p.cfg.Verifier.Verify(ev); err != nil {
+			r.invalid.Add(1)
+			r.log.Debug("relay pool: dropped an invalid event", "sub", s.wireID, "err", err)
+			return
+		}
 	}
 	if !s.filter.Matches(ev) {
 		r.mismatch.Add(1)

@@ -58,25 +58,37 @@ func (p *Pool) Publish(ctx context.Context, ev nostr.Event) (PublishResult, erro
 		}
 		return res, fmt.Errorf("relay: publish %s: %w", ev.ID, err)
 	}
+	publish := func(c Conn, o *RelayOutcome) {
+		ok, msg, err := c.Publish(ctx, ev)
+		o.OK, o.Message = ok && err == nil, msg
+		switch {
+		case err != nil:
+			o.Err = err
+		case !ok:
+			o.Err = fmt.Errorf("%w: %s", ErrRejected, msg)
+		}
+	}
+	// With one relay connected (the node's own, most often) the event is
+	// published from this goroutine: a goroutine started and waited for
+	// would cost two wake-ups per event and gain nothing.
+	connected := 0
+	for _, c := range conns {
+		if c != nil {
+			connected++
+		}
+	}
 	var wg sync.WaitGroup
 	for i, r := range p.relays {
 		res.Relays[i].URL = r.url
 		c := conns[i]
-		if c == nil {
+		switch {
+		case c == nil:
 			res.Relays[i].Err = ErrNotConnected
-			continue
+		case connected == 1:
+			publish(c, &res.Relays[i])
+		default:
+			wg.Go(func() { publish(c, &res.Relays[i]) })
 		}
-		o := &res.Relays[i]
-		wg.Go(func() {
-			ok, msg, err := c.Publish(ctx, ev)
-			o.OK, o.Message = ok && err == nil, msg
-			switch {
-			case err != nil:
-				o.Err = err
-			case !ok:
-				o.Err = fmt.Errorf("%w: %s", ErrRejected, msg)
-			}
-		})
 	}
 	wg.Wait()
 	var errs []error

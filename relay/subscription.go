@@ -20,7 +20,8 @@ type Subscription struct {
 	local  map[[32]byte]struct{} // a Query's own dedupe set (guarded by mu)
 
 	events   chan *nostr.Event
-	sendMu   sync.Mutex // held while sending on events; events is closed under it
+	take     func(*nostr.Event) // SubscribeFunc's: takes the events instead of events
+	sendMu   sync.Mutex         // held while sending on events (or calling take); events is closed under it
 	eose     chan struct{}
 	eoseOnce sync.Once
 	done     chan struct{}
@@ -41,7 +42,8 @@ type Subscription struct {
 }
 
 // Events delivers the matching events, each once. The channel is closed
-// when the subscription ends; Err then says why.
+// when the subscription ends; Err then says why. A subscription made with
+// SubscribeFunc delivers nothing here: its channel is only closed.
 func (s *Subscription) Events() <-chan *nostr.Event { return s.events }
 
 // EOSE is closed once every relay that was not backing off has sent EOSE
@@ -191,7 +193,8 @@ func (s *Subscription) seenBefore(id [32]byte) bool {
 	return s.p.dedupe.contains(dedupeKey{sub: s.serial, id: id})
 }
 
-// deliver hands ev to the reader, applying the slow-consumer policy.
+// deliver hands ev to the reader, applying the slow-consumer policy, or
+// to SubscribeFunc's function.
 func (s *Subscription) deliver(ev *nostr.Event) {
 	s.sendMu.Lock()
 	select {
@@ -199,6 +202,11 @@ func (s *Subscription) deliver(ev *nostr.Event) {
 		s.sendMu.Unlock()
 		return
 	default:
+	}
+	if s.take != nil {
+		s.take(ev)
+		s.sendMu.Unlock()
+		return
 	}
 	select {
 	case s.events <- ev:
@@ -232,10 +240,25 @@ func (s *Subscription) deliver(ev *nostr.Event) {
 // ResubscribeSkew). The subscription ends when ctx ends, on Close, when
 // the pool closes, or under the slow-consumer policy (see Pool).
 func (p *Pool) Subscribe(ctx context.Context, f nostr.Filter) (*Subscription, error) {
-	return p.subscribe(ctx, f, false)
+	return p.subscribe(ctx, f, false, nil)
 }
 
-func (p *Pool) subscribe(ctx context.Context, f nostr.Filter, query bool) (*Subscription, error) {
+// SubscribeFunc is Subscribe with each event handed to take instead of
+// the Events channel, in the goroutine that brought it: a relay
+// connection's reader, or, for an in-process relay, the goroutine that
+// published the event. That saves a goroutine hand-off per event. take is
+// called for one event at a time, never after the subscription has ended
+// (Close has returned, or Events is closed), and must not block: it
+// holds up the relay connection that brought the event. Events is only
+// closed, when the subscription ends.
+func (p *Pool) SubscribeFunc(ctx context.Context, f nostr.Filter, take func(*nostr.Event)) (*Subscription, error) {
+	if take == nil {
+		return nil, errors.New("relay: SubscribeFunc: take is nil")
+	}
+	return p.subscribe(ctx, f, false, take)
+}
+
+func (p *Pool) subscribe(ctx context.Context, f nostr.Filter, query bool, take func(*nostr.Event)) (*Subscription, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("relay: subscribe: %w", err)
 	}
@@ -251,6 +274,7 @@ func (p *Pool) subscribe(ctx context.Context, f nostr.Filter, query bool) (*Subs
 		wireID:  "snap-" + strconv.FormatUint(p.serial, 36),
 		filter:  f.Clone(),
 		events:  make(chan *nostr.Event, p.cfg.SubscriptionBuffer),
+		take:    take,
 		eose:    make(chan struct{}),
 		done:    make(chan struct{}),
 		pending: map[int]bool{},
@@ -259,6 +283,9 @@ func (p *Pool) subscribe(ctx context.Context, f nostr.Filter, query bool) (*Subs
 	}
 	if query {
 		s.local = map[[32]byte]struct{}{}
+	}
+	if take != nil {
+		s.events = make(chan *nostr.Event) // only closed
 	}
 	// The relays awaited for EOSE are read while registering, under p.mu:
 	// a relay that falls into backoff either is seen in backoff here or
@@ -300,7 +327,7 @@ func (p *Pool) subscribe(ctx context.Context, f nostr.Filter, query bool) (*Subs
 // off, and returns QueryMaxEvents events with ErrQueryTruncated when more
 // match.
 func (p *Pool) Query(ctx context.Context, f nostr.Filter) ([]*nostr.Event, error) {
-	s, err := p.subscribe(ctx, f, true)
+	s, err := p.subscribe(ctx, f, true, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
@@ -188,14 +189,39 @@ func (in *Inbox) Run(ctx context.Context) error {
 	}
 }
 
+// funcSubscriber is a Transport that can hand each event to a function
+// in the goroutine that receives it (relay.Pool.SubscribeFunc): the
+// inbox then queues each request without a goroutine hand-off of its own.
+// take is called for one event at a time, never after the subscription
+// has ended, and must not block.
+type funcSubscriber interface {
+	SubscribeFunc(ctx context.Context, f nostr.Filter, take func(*nostr.Event)) (*relay.Subscription, error)
+}
+
 // listen runs one subscription from since, queueing the requests it
 // receives, until it ends; it returns the newest created_at seen.
 func (in *Inbox) listen(ctx context.Context, since nostr.Timestamp, jobs *fairqueue.Queue[string, *nostr.Event], refusals *refuser) (nostr.Timestamp, error) {
-	sub, err := in.cfg.Transport.Subscribe(ctx, nostr.Filter{
+	f := nostr.Filter{
 		Kinds: []int{relay.KindEphemeral, relay.KindMessage},
 		Tags:  nostr.TagMap{"p": {in.cfg.Key.NostrPublicKey()}},
 		Since: &since,
-	})
+	}
+	var newest atomic.Int64 // the newest created_at seen, not after now
+	newest.Store(int64(since))
+	take := func(ev *nostr.Event) {
+		at := int64(min(ev.CreatedAt, nostr.Timestamp(in.cfg.Now().Unix())))
+		for old := newest.Load(); at > old && !newest.CompareAndSwap(old, at); old = newest.Load() {
+		}
+		in.take(ctx, ev, jobs, refusals)
+	}
+	var sub *relay.Subscription
+	var err error
+	fs, direct := in.cfg.Transport.(funcSubscriber)
+	if direct {
+		sub, err = fs.SubscribeFunc(ctx, f, take)
+	} else {
+		sub, err = in.cfg.Transport.Subscribe(ctx, f)
+	}
 	if err != nil {
 		return since, fmt.Errorf("snapnostr: inbox subscribe: %w", err)
 	}
@@ -209,50 +235,57 @@ func (in *Inbox) listen(ctx context.Context, since nostr.Timestamp, jobs *fairqu
 		in.readyOnce.Do(func() { close(in.ready) })
 	}()
 	in.cfg.Logger.Info("inbox listening", "pubkey", in.cfg.Key.NostrPublicKey(), "since", since.Time().UTC())
-	newest := since
 	for {
 		select {
 		case <-ctx.Done():
-			return newest, nil
-		case ev, ok := <-sub.Events():
+			// Close first: take is not running, nor called again, once it
+			// returns.
+			sub.Close()
+			return nostr.Timestamp(newest.Load()), nil
+		case ev, ok := <-sub.Events(): // with SubscribeFunc: only closed
 			if !ok {
-				return newest, sub.Err()
+				return nostr.Timestamp(newest.Load()), sub.Err()
 			}
-			newest = max(newest, min(ev.CreatedAt, nostr.Timestamp(in.cfg.Now().Unix())))
-			if !in.addressedToUs(ev) {
-				continue
-			}
-			// Each event once, across resubscriptions too.
-			if _, dup := in.recent.Get(ev.ID); dup {
-				continue
-			}
-			in.recent.Put(ev.ID, struct{}{})
-			if ev.Kind == relay.KindMessage && in.cfg.Checkpoint != nil {
-				if seen, err := in.cfg.Checkpoint.Seen(ctx, ev.ID); err != nil {
-					in.cfg.Logger.Error("inbox checkpoint", "err", err)
-				} else if seen {
-					// Processed before a restart, or by another process
-					// sharing the database.
-					in.cfg.Logger.Debug("inbox: event already processed", "event", ev.ID)
-					continue
-				}
-			}
-			if in.cfg.KeyLimiter != nil {
-				if ok, wait := in.cfg.KeyLimiter.Allow(ev.PubKey); !ok {
-					refusals.refuse(ev, snap.RateLimited(wait, "key"))
-					continue
-				}
-			}
-			// When every worker is busy and the queue is full, the
-			// request refused is answered soon rather than left to
-			// time out.
-			switch out, res := jobs.Push(ev.PubKey, ev); res {
-			case fairqueue.Refused:
-				refusals.refuse(ev, busy())
-			case fairqueue.Displaced:
-				refusals.refuse(out, busy())
-			}
+			take(ev)
 		}
+	}
+}
+
+// take queues one request received, unless it is not for this node, was
+// seen before, or its key is over its rate (refused at once); a full queue
+// refuses a request at once too (see InboxConfig.Workers).
+func (in *Inbox) take(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Queue[string, *nostr.Event], refusals *refuser) {
+	if !in.addressedToUs(ev) {
+		return
+	}
+	// Each event once, across resubscriptions too.
+	if _, dup := in.recent.Get(ev.ID); dup {
+		return
+	}
+	in.recent.Put(ev.ID, struct{}{})
+	if ev.Kind == relay.KindMessage && in.cfg.Checkpoint != nil {
+		if seen, err := in.cfg.Checkpoint.Seen(ctx, ev.ID); err != nil {
+			in.cfg.Logger.Error("inbox checkpoint", "err", err)
+		} else if seen {
+			// Processed before a restart, or by another process
+			// sharing the database.
+			in.cfg.Logger.Debug("inbox: event already processed", "event", ev.ID)
+			return
+		}
+	}
+	if in.cfg.KeyLimiter != nil {
+		if ok, wait := in.cfg.KeyLimiter.Allow(ev.PubKey); !ok {
+			refusals.refuse(ev, snap.RateLimited(wait, "key"))
+			return
+		}
+	}
+	// When every worker is busy and the queue is full, the request
+	// refused is answered soon rather than left to time out.
+	switch out, res := jobs.Push(ev.PubKey, ev); res {
+	case fairqueue.Refused:
+		refusals.refuse(ev, busy())
+	case fairqueue.Displaced:
+		refusals.refuse(out, busy())
 	}
 }
 

@@ -35,7 +35,8 @@ func (s *Sealer) Open(peer, content string) ([]byte, error) {
 // Transport is what the inbox, and a requester's client, need of relays.
 // *relay.Pool implements it: Subscribe delivers verified, deduplicated events
 // matching f until the subscription is closed; Publish succeeds when at
-// least one relay accepted the event.
+// least one relay accepted the event. The inbox uses the pool's
+// SubscribeFunc too when the transport has it (see funcSubscriber).
 type Transport interface {
 	Subscribe(ctx context.Context, f nostr.Filter) (*relay.Subscription, error)
 	Publish(ctx context.Context, ev nostr.Event) (relay.PublishResult, error)

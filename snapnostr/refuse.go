@@ -55,8 +55,9 @@ func (in *Inbox) startRefuser(ctx context.Context) *refuser {
 }
 
 // refuse queues the refusal of ev, unless its key was refused less than a
-// second ago or the queue is full. It never blocks. One goroutine (the
-// inbox's listener) calls it.
+// second ago or the queue is full. It never blocks. It is called for one
+// request at a time: by the inbox's listener, or by the pool's delivery
+// of one event to the inbox's subscription (funcSubscriber).
 func (r *refuser) refuse(ev *nostr.Event, e *snap.Error) {
 	now := r.in.cfg.Now()
 	if at, ok := r.last.Get(ev.PubKey); ok && now.Sub(at) < time.Second && !now.Before(at) {

@@ -3,8 +3,6 @@
 package secp
 
 import (
-	"fmt"
-
 	"github.com/btcsuite/btcd/btcec/v2"
 	"github.com/btcsuite/btcd/btcec/v2/schnorr"
 	"github.com/btcsuite/btcd/txscript"
@@ -17,6 +15,7 @@ const Implementation = "btcec"
 type SecretKey struct {
 	k *btcec.PrivateKey
 	x [32]byte
+	s signer // d negated for an odd y, with x: what signing needs
 }
 
 // NewSecretKey makes a key from a 32-byte big-endian secret, which must be
@@ -27,8 +26,8 @@ func NewSecretKey(b [32]byte) (*SecretKey, error) {
 		return nil, ErrInvalidSecret
 	}
 	k := btcec.PrivKeyFromScalar(&s)
-	sk := &SecretKey{k: k}
-	copy(sk.x[:], schnorr.SerializePubKey(k.PubKey()))
+	sk := &SecretKey{k: k, s: newSigner(k)}
+	sk.x = sk.s.pub
 	return sk, nil
 }
 
@@ -46,23 +45,19 @@ func (k *SecretKey) TaprootTweak() (*SecretKey, error) {
 	if t.Key.IsZero() {
 		return nil, ErrTweak
 	}
-	sk := &SecretKey{k: t}
-	copy(sk.x[:], schnorr.SerializePubKey(t.PubKey()))
+	sk := &SecretKey{k: t, s: newSigner(t)}
+	sk.x = sk.s.pub
 	return sk, nil
 }
 
 // Sign makes the BIP-340 signature of digest with auxiliary randomness
-// aux. It skips btcec's self-verification of the signature, which would
-// triple the cost: the nonce derivation of BIP-340 cannot produce an
-// invalid signature from a valid key.
+// aux: the same bytes as btcec's schnorr.Sign with that aux, without
+// deriving the public key again at each call (see signer) and without
+// btcec's self-verification, which would triple the cost: the nonce
+// derivation of BIP-340 cannot produce an invalid signature from a valid
+// key.
 func (k *SecretKey) Sign(digest, aux [32]byte) ([64]byte, error) {
-	var out [64]byte
-	sig, err := schnorr.Sign(k.k, digest[:], schnorr.FastSign(), schnorr.CustomNonce(aux))
-	if err != nil {
-		return out, fmt.Errorf("secp: sign: %w", err)
-	}
-	copy(out[:], sig.Serialize())
-	return out, nil
+	return k.s.sign(digest, aux)
 }
 
 // ECDH returns the x coordinate of d·P: the shared secret of k and the

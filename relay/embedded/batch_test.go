@@ -115,6 +115,7 @@ func (r *recordTransport) write(it outItem) error        { r.add("write " + it.m
 func (r *recordTransport) begin()                        { r.add("begin") }
 func (r *recordTransport) flush() error                  { r.add("flush"); r.flushed <- struct{}{}; return nil }
 func (r *recordTransport) ack(string, bool, string) bool { return false }
+func (r *recordTransport) direct(outItem) bool           { return false }
 func (r *recordTransport) sendsJSON() bool               { return true }
 func (r *recordTransport) pingInterval() time.Duration   { return 0 }
 func (r *recordTransport) ping() error                   { return nil }

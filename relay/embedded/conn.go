@@ -67,6 +67,11 @@ type transport interface {
 	// ack may answer an EVENT at once, without queueing the OK; it
 	// reports whether it did.
 	ack(id string, accepted bool, msg string) bool
+	// direct may hand a live event to the client at once, in the
+	// publisher's goroutine, without queueing it for the writer; it
+	// reports whether it took it (delivered, or dropped because the
+	// connection or the subscription has ended).
+	direct(it outItem) bool
 	// sendsJSON reports whether events go out as JSON.
 	sendsJSON() bool
 	// pingInterval is how often the writer calls ping; 0: never.
@@ -199,6 +204,9 @@ func (c *conn) slow() {
 // not read meanwhile) while the node, which queues requests fairly by
 // key, catches up.
 func (c *conn) sendLive(it outItem) {
+	if c.t.direct(it) {
+		return
+	}
 	select {
 	case c.live <- it:
 		return

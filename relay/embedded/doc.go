@@ -33,7 +33,9 @@
 // with Relay.LocalConn (as PoolConfig.Dial for the relay's URL): the pool's
 // connection is then served like any WebSocket client — same checks,
 // storage, subscriptions, queues and limits — without a socket or JSON in
-// between.
+// between. The connection is a relay.InProcessConn: the pool takes each
+// live event in the goroutine that handled its publication, and does not
+// check again what the relay checked.
 //
 // A Relay is also an http.Handler, so it can be mounted in another server
 // (or httptest.NewServer); then call Sweep now and then to delete expired

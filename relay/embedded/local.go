@@ -40,6 +40,10 @@ var errLocalEnded = errors.New("embedded relay: in-process connection ended")
 // The connection ends when its owner closes it, when the relay closes or
 // when Serve shuts down (like every connection), or when the relay cuts it
 // off; Err then says why. LocalConn fails once r is closed.
+//
+// It is a relay.InProcessConn: a pool hands it a function that takes each
+// message (live events in the goroutine that publishes them), and does not
+// check again the live events the relay checked (see Deliver).
 func (r *Relay) LocalConn() (relay.Conn, error) {
 	l := &localConn{
 		in:   make(chan localRequest, localQueue),
@@ -55,6 +59,8 @@ func (r *Relay) LocalConn() (relay.Conn, error) {
 	go c.serve(l.readLoop)
 	return l, nil
 }
+
+var _ relay.InProcessConn = (*localConn)(nil)
 
 // localConn is both the relay.Conn handed to the pool and the transport of
 // its conn: requests go in through in, answers and events come out
@@ -77,7 +83,19 @@ type localConn struct {
 	// handled one at a time, each after those queued before it.
 	processing sync.Mutex
 	queued     atomic.Int64
+
+	// deliver, once the pool has set it (Deliver), takes the messages
+	// instead of msgs.
+	deliver atomic.Pointer[func(relay.ConnMessage)]
 }
+
+// Deliver makes the connection hand each message to f instead of queueing
+// it on Messages (relay.InProcessConn): live events in the goroutine that
+// publishes them (see direct), everything else in the writer's.
+// Live events are marked Verified: handleEvent checked each with the
+// relay's Verifier before forwarding it, and each is a copy. Stored events,
+// read back from the database, are not.
+func (l *localConn) Deliver(f func(relay.ConnMessage)) { l.deliver.Store(&f) }
 
 // localRequest is one client message: what the relay's parser would have
 // made of it on a WebSocket, or the refusal it would have answered.
@@ -218,25 +236,64 @@ func (l *localConn) readLoop() {
 	}
 }
 
-// write hands one message to the owner on Messages, waiting at most
-// WriteTimeout for room there (OKs do not come here: see ack).
-func (l *localConn) write(it outItem) error {
+// connMessage is it as the owner gets it; false: a stored event that no
+// longer decodes (logged), which is skipped.
+func (l *localConn) connMessage(it outItem) (relay.ConnMessage, bool) {
 	m := &it.msg
-	var cm relay.ConnMessage
 	switch m.label {
 	case labelEvent:
 		ev, err := m.ev.event()
 		if err != nil {
 			l.c.log.Error("decode stored event", "err", err)
-			return nil
+			return relay.ConnMessage{}, false
 		}
-		cm = relay.ConnMessage{Label: labelEvent, SubID: m.ref, Event: ev}
+		return relay.ConnMessage{Label: labelEvent, SubID: m.ref, Event: ev, Verified: m.ev.ev != nil}, true
 	case labelEOSE:
-		cm = relay.ConnMessage{Label: labelEOSE, SubID: m.ref}
+		return relay.ConnMessage{Label: labelEOSE, SubID: m.ref}, true
 	case labelClosed:
-		cm = relay.ConnMessage{Label: labelClosed, SubID: m.ref, Reason: m.text}
+		return relay.ConnMessage{Label: labelClosed, SubID: m.ref, Reason: m.text}, true
 	default:
-		cm = relay.ConnMessage{Label: labelNotice, Reason: m.text}
+		return relay.ConnMessage{Label: labelNotice, Reason: m.text}, true
+	}
+}
+
+// direct hands a live event to the owner's deliver function in the
+// publisher's goroutine, once the owner has set one (Deliver): the writer
+// goroutine is not woken for it. The writer still hands over the
+// subscription's stored events, its EOSE and the live events that arrived
+// before that EOSE, in order; a live event delivered here comes after
+// them (the subscription leaves its stored phase only once they are
+// written) but may overtake those still being written.
+func (l *localConn) direct(it outItem) bool {
+	f := l.deliver.Load()
+	if f == nil {
+		return false
+	}
+	select {
+	case <-l.c.done:
+		return true
+	default:
+	}
+	if it.sub != nil && it.sub.isClosed() {
+		return true
+	}
+	if cm, ok := l.connMessage(it); ok {
+		(*f)(cm)
+	}
+	return true
+}
+
+// write hands one message to the owner: to its deliver function when it
+// has set one, else on Messages, waiting at most WriteTimeout for room
+// there (OKs do not come here: see ack).
+func (l *localConn) write(it outItem) error {
+	cm, ok := l.connMessage(it)
+	if !ok {
+		return nil
+	}
+	if f := l.deliver.Load(); f != nil {
+		(*f)(cm)
+		return nil
 	}
 	select {
 	case l.msgs <- cm:

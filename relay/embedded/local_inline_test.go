@@ -84,3 +84,73 @@ func TestLocalPublishAfterReqKeepsOrder(t *testing.T) {
 		}
 	}
 }
+
+// Once the pool asks for them (Deliver), the in-process connection hands
+// its messages to the pool's function instead of the Messages channel,
+// and marks Verified the live events the relay checked, not the stored
+// ones read back from the database. A live event is handed over by the
+// goroutine that handles its publication (here a WebSocket client's
+// reader), not by the connection's writer.
+func TestLocalDeliverMarksLiveEventsVerified(t *testing.T) {
+	tr := startRelay(t, Config{})
+	c, err := tr.LocalConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ic, ok := c.(relay.InProcessConn)
+	if !ok {
+		t.Fatal("LocalConn is not a relay.InProcessConn")
+	}
+	got := make(chan relay.ConnMessage, 16)
+	stacks := make(chan string, 16)
+	ic.Deliver(func(m relay.ConnMessage) {
+		buf := make([]byte, 16<<10)
+		stacks <- string(buf[:runtime.Stack(buf, false)])
+		got <- m
+	})
+	ws, err := relay.DialWebsocket(context.Background(), tr.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	pub := &connClient{t: t, c: ws}
+	k, target := newKey(t), newKey(t)
+	now := tr.clock.Unix()
+	stored := k.event(t, 4339, now-1, "stored", nostr.Tag{"p", target.pk})
+	pub.mustPublish(stored)
+	if err := c.Req("s", nostr.Filter{Kinds: []int{4339, 21339}, Tags: nostr.TagMap{"p": {target.pk}}}); err != nil {
+		t.Fatal(err)
+	}
+	next := func() relay.ConnMessage {
+		t.Helper()
+		select {
+		case m := <-got:
+			return m
+		case <-time.After(5 * time.Second):
+			t.Fatal("no message handed over")
+			return relay.ConnMessage{}
+		}
+	}
+	if m := next(); m.Label != "EVENT" || m.Event.ID != stored.ID || m.Verified {
+		t.Fatalf("stored event: %+v", m)
+	}
+	if m := next(); m.Label != "EOSE" {
+		t.Fatalf("want EOSE, got %+v", m)
+	}
+	live := k.event(t, 21339, now, "live", nostr.Tag{"p", target.pk})
+	pub.mustPublish(live)
+	if m := next(); m.Label != "EVENT" || m.Event.ID != live.ID || !m.Verified {
+		t.Fatalf("live event: %+v", m)
+	}
+	<-stacks // the stored event's
+	<-stacks // the EOSE's
+	if s := <-stacks; !strings.Contains(s, "(*wsTransport).handle") || strings.Contains(s, "writeLoop") {
+		t.Fatalf("the live event was not handed over by its publisher's goroutine:\n%s", s)
+	}
+	select {
+	case m := <-c.Messages():
+		t.Fatalf("a message went to Messages after Deliver: %+v", m)
+	default:
+	}
+}

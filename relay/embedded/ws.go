@@ -109,6 +109,9 @@ func (t *wsTransport) sendsJSON() bool { return true }
 // ack: OKs are written in turn with everything else.
 func (t *wsTransport) ack(string, bool, string) bool { return false }
 
+// direct: a WebSocket client's events are written by the writer only.
+func (t *wsTransport) direct(outItem) bool { return false }
+
 func (t *wsTransport) write(it outItem) error {
 	b := it.msg.wire
 	if it.msg.label != labelEvent {

@@ -1,0 +1,6 @@
+//go:build race
+
+package secp
+
+// raceEnabled is true when the tests run under the race detector.
+const raceEnabled = true
