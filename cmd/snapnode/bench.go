@@ -110,11 +110,13 @@ func (c *cli) bench(args []string) int {
 	for _, pid := range pids {
 		cfg.Nodes = append(cfg.Nodes, func() (loadgen.ProcStat, error) { return loadgen.ReadProc(pid) })
 	}
+	closeTasks := func() error { return nil }
 	if tasksOut != "" {
 		f, err := os.Create(tasksOut)
 		if err != nil {
 			return c.ioError("snapnode bench", err)
 		}
+		defer f.Close() // on the early returns; closeTasks reports the error
 		var mu sync.Mutex
 		w := bufio.NewWriter(f)
 		cfg.Answered = func(id string) {
@@ -122,11 +124,12 @@ func (c *cli) bench(args []string) int {
 			defer mu.Unlock()
 			w.WriteString(id + "\n") // an error stays in w for Flush
 		}
-		defer func() {
+		closeTasks = func() error {
 			if err := errors.Join(w.Flush(), f.Close()); err != nil {
-				fmt.Fprintf(c.stderr, "snapnode bench: --tasks-out: %v\n", err)
+				return fmt.Errorf("--tasks-out: %w", err)
 			}
-		}()
+			return nil
+		}
 	}
 	if seeded > 0 {
 		cfg.Seeded = loadgen.SeededTasks(seeded, owners)
@@ -153,6 +156,9 @@ func (c *cli) bench(args []string) int {
 		}
 		fmt.Fprintf(c.stdout, "%s\n", b)
 	} else if err := report.WriteText(c.stdout); err != nil {
+		return c.fail("snapnode bench", err)
+	}
+	if err := closeTasks(); err != nil {
 		return c.fail("snapnode bench", err)
 	}
 	return exitOK
