@@ -1,13 +1,17 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/snapnode/snapnode/identity"
@@ -19,42 +23,55 @@ import (
 func (c *cli) bench(args []string) int {
 	fs := c.flagSet("bench")
 	var (
-		to, httpURL, via, mixFlag, dataDir, peerSeed string
-		relays                                       []string
-		peers, pid, seeded, owners                   int
-		duration, timeout                            time.Duration
-		asJSON                                       bool
+		to, via, mixFlag, dataDir, peerSeed, tasksOut string
+		relays, httpURLs                              []string
+		pids                                          []int
+		peers, seeded, owners                         int
+		duration, timeout                             time.Duration
+		asJSON                                        bool
 	)
 	fs.StringVar(&to, "to", "", "the node's P2TR `ADDRESS` (required)")
 	fs.Func("relay", "send Nostr requests through the relay at `URL` (repeatable; required)", func(v string) error {
 		relays = append(relays, v)
 		return nil
 	})
-	fs.StringVar(&httpURL, "http", "", "the node's SNAP endpoint `URL` (http(s)://host:port[/snap]) for the HTTP and WebSocket peers")
+	fs.Func("http", "the node's SNAP endpoint `URL` (http(s)://host:port[/snap]) for the HTTP and WebSocket peers (repeatable: one per replica, the peers taking them in turn)", func(v string) error {
+		u, err := endpointURL(v)
+		httpURLs = append(httpURLs, u)
+		return err
+	})
 	fs.StringVar(&via, "via", "", "the transports the peers take in turn, a comma-separated `LIST` of nostr, http, ws (default nostr, and http,ws with --http)")
 	fs.IntVar(&peers, "peers", 8, "simulate `N` peers")
 	fs.DurationVar(&duration, "duration", 30*time.Second, "start requests for `DURATION`")
 	fs.StringVar(&mixFlag, "mix", loadgen.DefaultMix.String(), "the requests' weights, `NAME=WEIGHT,…` of send, get, stream")
 	fs.DurationVar(&timeout, "timeout", 10*time.Second, "count a request without an answer after `DURATION` as a time-out")
-	fs.IntVar(&pid, "pid", 0, "read the node's CPU and memory from /proc of `PID`")
+	fs.Func("pid", "read the node's CPU and memory from /proc of `PID` (repeatable: one per replica, reported each and summed)", func(v string) error {
+		pid, err := strconv.Atoi(v)
+		if err != nil || pid < 1 {
+			return fmt.Errorf("%q: want a process id, a whole number from 1", v)
+		}
+		pids = append(pids, pid)
+		return nil
+	})
 	fs.StringVar(&dataDir, "data-dir", "", "find the node's pid from the admin socket in `DIR` (the node's data folder)")
 	fs.StringVar(&peerSeed, "peer-seed", "", "derive the peers' keys from `SEED` (default: new random keys), to be the owners of a seeded store")
 	fs.IntVar(&seeded, "seeded", 0, "tasks/get asks for random tasks of a store seeded with `N` tasks with --peer-seed (see docs/benchmarks.md)")
 	fs.IntVar(&owners, "owners", 50, "the seeded store's `N` owners: peer i asks for the tasks of owner i")
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON (durations in nanoseconds)")
+	fs.StringVar(&tasksOut, "tasks-out", "", "write the id of each task a message/send or message/stream was answered with to `FILE`, one a line (to compare with the node's store)")
 	if _, code, done := c.parse(fs, args, 0); done {
 		return code
 	}
 	switch {
 	case to == "":
 		return c.usageError(fs, "--to ADDRESS is required")
-	case len(relays) == 0 && httpURL == "":
+	case len(relays) == 0 && len(httpURLs) == 0:
 		return c.usageError(fs, "--relay URL (or --http URL with --via http,ws) is required")
 	case peers < 1:
 		return c.usageError(fs, "--peers: want 1 or more")
 	case duration <= 0:
 		return c.usageError(fs, "--duration: want more than 0")
-	case pid != 0 && dataDir != "":
+	case len(pids) > 0 && dataDir != "":
 		return c.usageError(fs, "give --pid or --data-dir, not both")
 	case seeded < 0 || owners < 1:
 		return c.usageError(fs, "--seeded: want 0 or more, --owners 1 or more")
@@ -68,18 +85,13 @@ func (c *cli) bench(args []string) int {
 	if err != nil {
 		return c.usageError(fs, "--mix: "+err.Error())
 	}
-	target := loadgen.Target{To: to, Relays: relays}
-	if httpURL != "" {
-		if target.HTTP, err = endpointURL(httpURL); err != nil {
-			return c.usageError(fs, err.Error())
-		}
-	}
+	target := loadgen.Target{To: to, Relays: relays, HTTP: httpURLs}
 	switch {
 	case via != "":
 		target.Via = strings.Split(via, ",")
-	case httpURL != "" && len(relays) > 0:
+	case len(httpURLs) > 0 && len(relays) > 0:
 		target.Via = []string{loadgen.ViaNostr, loadgen.ViaHTTP, loadgen.ViaWS}
-	case httpURL != "":
+	case len(httpURLs) > 0:
 		target.Via = []string{loadgen.ViaHTTP, loadgen.ViaWS}
 	default:
 		target.Via = []string{loadgen.ViaNostr}
@@ -89,12 +101,35 @@ func (c *cli) bench(args []string) int {
 	defer stop()
 	cfg := loadgen.Config{Mix: mix, Duration: duration, Timeout: timeout}
 	if dataDir != "" {
-		if pid, err = loadgen.SocketPID(ctx, admin.Path(dataDir)); err != nil {
+		pid, err := loadgen.SocketPID(ctx, admin.Path(dataDir))
+		if err != nil {
 			return c.fail("snapnode bench", err)
 		}
+		pids = append(pids, pid)
 	}
-	if pid != 0 {
-		cfg.Node = func() (loadgen.ProcStat, error) { return loadgen.ReadProc(pid) }
+	for _, pid := range pids {
+		cfg.Nodes = append(cfg.Nodes, func() (loadgen.ProcStat, error) { return loadgen.ReadProc(pid) })
+	}
+	closeTasks := func() error { return nil }
+	if tasksOut != "" {
+		f, err := os.Create(tasksOut)
+		if err != nil {
+			return c.ioError("snapnode bench", err)
+		}
+		defer f.Close() // on the early returns; closeTasks reports the error
+		var mu sync.Mutex
+		w := bufio.NewWriter(f)
+		cfg.Answered = func(id string) {
+			mu.Lock()
+			defer mu.Unlock()
+			w.WriteString(id + "\n") // an error stays in w for Flush
+		}
+		closeTasks = func() error {
+			if err := errors.Join(w.Flush(), f.Close()); err != nil {
+				return fmt.Errorf("--tasks-out: %w", err)
+			}
+			return nil
+		}
 	}
 	if seeded > 0 {
 		cfg.Seeded = loadgen.SeededTasks(seeded, owners)
@@ -121,6 +156,9 @@ func (c *cli) bench(args []string) int {
 		}
 		fmt.Fprintf(c.stdout, "%s\n", b)
 	} else if err := report.WriteText(c.stdout); err != nil {
+		return c.fail("snapnode bench", err)
+	}
+	if err := closeTasks(); err != nil {
 		return c.fail("snapnode bench", err)
 	}
 	return exitOK

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -22,8 +24,10 @@ func TestBenchCommand(t *testing.T) {
 	d := testutil.StartDaemon(t, testutil.DaemonOptions{Args: []string{"--http-listen", "127.0.0.1:0",
 		"--identity-rate", "0", "--nostr-key-rate", "0", "--http-rate", "0"}})
 	var stdout, stderr bytes.Buffer
+	tasksOut := filepath.Join(t.TempDir(), "tasks")
 	code := run([]string{"bench", "--to", d.Address, "--relay", d.RelayURL, "--http", d.HTTPURL,
-		"--peers", "6", "--duration", "2s", "--mix", "send=50,get=40,stream=10", "--data-dir", d.DataDir, "--json"},
+		"--peers", "6", "--duration", "2s", "--mix", "send=50,get=40,stream=10", "--data-dir", d.DataDir, "--json",
+		"--tasks-out", tasksOut},
 		nil, &stdout, &stderr)
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr.String())
@@ -65,6 +69,25 @@ func TestBenchCommand(t *testing.T) {
 			t.Error("streams made, no event received")
 		}
 	}
+	// --tasks-out lists each task a send or stream was answered with.
+	raw, err := os.ReadFile(tasksOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := strings.Fields(string(raw))
+	var made int64
+	for _, s := range r.Series {
+		if s.Op != "get" {
+			made += s.Requests
+		}
+	}
+	distinct := map[string]bool{}
+	for _, id := range ids {
+		distinct[id] = true
+	}
+	if int64(len(ids)) != made || len(distinct) != len(ids) {
+		t.Errorf("--tasks-out lists %d tasks (%d distinct); %d sends and streams were answered", len(ids), len(distinct), made)
+	}
 	if r.Node == nil {
 		t.Fatalf("no node figures: %s", r.NodeError)
 	}
@@ -87,6 +110,8 @@ func TestBenchUsage(t *testing.T) {
 		{[]string{"--to", addr, "--relay", "ws://x", "--mix", "send=1,post=2"}, `--mix: invalid mix: item "post=2"`},
 		{[]string{"--to", addr, "--relay", "ws://x", "--peers", "0"}, "--peers"},
 		{[]string{"--to", addr, "--relay", "ws://x", "--pid", "1", "--data-dir", "d"}, "--pid or --data-dir"},
+		{[]string{"--to", addr, "--relay", "ws://x", "--pid", "0"}, `"0": want a process id`},
+		{[]string{"--to", addr, "--http", "ftp://x"}, "want an http://"},
 		{[]string{"--to", addr, "--relay", "ws://x", "--seeded", "10"}, "--seeded needs --peer-seed"},
 	} {
 		var stdout, stderr bytes.Buffer

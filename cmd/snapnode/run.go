@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"strings"
 	"syscall"
@@ -19,6 +21,7 @@ import (
 func (c *cli) runNode(args []string) int {
 	fs, flagged := c.nodeFlagSet("run")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to `FILE` (for go tool pprof)")
+	memProfile := fs.String("memprofile", "", "write a heap profile to `FILE` when the node is told to stop, before it stops (for go tool pprof)")
 	_, code, done := c.parse(fs, args, 0)
 	if done {
 		return code
@@ -77,6 +80,11 @@ func (c *cli) runNode(args []string) int {
 			}
 		}
 	}
+	if *memProfile != "" { // the heap of the running node, before it stops
+		if err := writeHeapProfile(*memProfile); err != nil {
+			logger.Error("heap profile", "err", err)
+		}
+	}
 	logger.Info("stopping: finishing in-flight requests")
 	if err := n.Wait(); err != nil {
 		logger.Error("stopped with an error", "err", err)
@@ -100,4 +108,15 @@ func selfCommand() string {
 		return abs
 	}
 	return exe
+}
+
+// writeHeapProfile writes the heap profile to path: what is in use after a
+// collection, and what was allocated since the start.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	runtime.GC()
+	return errors.Join(pprof.Lookup("heap").WriteTo(f, 0), f.Close())
 }

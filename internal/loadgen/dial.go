@@ -28,9 +28,11 @@ type Target struct {
 	// Relays carry the Nostr peers' requests; the node's card is found on
 	// them.
 	Relays []string
-	// HTTP is the node's SNAP endpoint (http(s)://…/snap): HTTP peers post
-	// to it, WebSocket peers use its ws(s):// form.
-	HTTP string
+	// HTTP is the node's SNAP endpoints (http(s)://…/snap), one per
+	// process when several serve one identity: HTTP peers post to them,
+	// WebSocket peers use their ws(s):// form, the HTTP and WebSocket peers
+	// taking the endpoints in turn.
+	HTTP []string
 	// Via lists the transports used, peers taking them in turn: nostr,
 	// http, ws.
 	Via []string
@@ -71,7 +73,8 @@ const findTimeout = 15 * time.Second
 
 // Dial makes one peer for each key, reaching t over the transports of
 // t.Via in turn: each Nostr peer has a relay connection of its own, HTTP
-// and WebSocket peers share a pool of keep-alive connections. The node is
+// and WebSocket peers share a pool of keep-alive connections and take the
+// endpoints of t.HTTP in turn. The node is
 // looked up on the relays first when a peer uses Nostr (for 15 s at most).
 // The connections last until ctx ends or closeAll is called.
 func Dial(ctx context.Context, t Target, keys []*identity.Key, logger *slog.Logger) (peers []Peer, closeAll func(), err error) {
@@ -86,6 +89,7 @@ func Dial(ctx context.Context, t Target, keys []*identity.Key, logger *slog.Logg
 	}
 	var nostrTarget *client.Target
 	var hc *http.Client
+	httpPeers := 0 // the HTTP and WebSocket peers made so far
 	for i, key := range keys {
 		via := t.Via[i%len(t.Via)]
 		var agent client.Transport
@@ -105,7 +109,7 @@ func Dial(ctx context.Context, t Target, keys []*identity.Key, logger *slog.Logg
 			}
 			agent = relays.Nostr(key, logger).To(*nostrTarget, false)
 		case ViaHTTP, ViaWS:
-			if t.HTTP == "" {
+			if len(t.HTTP) == 0 {
 				closeAll()
 				return nil, nil, fmt.Errorf("loadgen: %s needs the node's HTTP endpoint", via)
 			}
@@ -115,7 +119,8 @@ func Dial(ctx context.Context, t Target, keys []*identity.Key, logger *slog.Logg
 				hc = &http.Client{Transport: tr}
 				closers = append(closers, tr.CloseIdleConnections)
 			}
-			url := t.HTTP
+			url := t.HTTP[httpPeers%len(t.HTTP)]
+			httpPeers++
 			if via == ViaWS {
 				url = wsURL(url)
 			}

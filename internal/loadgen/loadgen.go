@@ -41,9 +41,15 @@ type Config struct {
 	Seeded func(peer int, r *rand.Rand) string
 	// TextSize is the length of the text each message carries (default 500).
 	TextSize int
-	// Node, when set, reads the node's CPU time and memory; it is read
-	// before and after the run.
-	Node func() (ProcStat, error)
+	// Nodes, when set, read the CPU time and memory of the node's
+	// processes (one each, several when replicas serve one identity); each
+	// is read before and after the run.
+	Nodes []func() (ProcStat, error)
+	// Answered, when set, is told the id of each task a message/send or
+	// message/stream was answered with, from the peers' goroutines at once:
+	// it must be safe for concurrent use. It is how a run's tasks are
+	// compared with the node's store afterwards.
+	Answered func(taskID string)
 	// Now is the clock (time.Now when nil): what latencies and the run's
 	// length are measured with.
 	Now func() time.Time
@@ -81,10 +87,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	var before ProcStat
-	if cfg.Node != nil {
+	before := make([]ProcStat, len(cfg.Nodes))
+	for i, read := range cfg.Nodes {
 		var err error
-		if before, err = cfg.Node(); err != nil {
+		if before[i], err = read(); err != nil {
 			return nil, err
 		}
 	}
@@ -101,21 +107,46 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	wg.Wait()
 	elapsed := cfg.Now().Sub(start)
 	r := newReport(cfg, results, elapsed)
-	if cfg.Node != nil {
-		after, err := cfg.Node()
+	var errs []error
+	for i, read := range cfg.Nodes {
+		after, err := read()
 		if err != nil {
-			r.NodeError = err.Error()
-		} else {
-			r.Node = &NodeStats{CPU: after.CPU - before.CPU, RSS: after.RSS, PeakRSS: after.PeakRSS}
-			if r.Requests > 0 {
-				r.Node.CPUPerRequest = r.Node.CPU / time.Duration(r.Requests)
-			}
-			if elapsed > 0 {
-				r.Node.Cores = r.Node.CPU.Seconds() / elapsed.Seconds()
-			}
+			errs = append(errs, fmt.Errorf("process %d: %w", i+1, err))
+			continue
+		}
+		r.Processes = append(r.Processes, r.nodeStats(after.CPU-before[i].CPU, after.RSS, after.PeakRSS))
+	}
+	switch {
+	case len(errs) > 0:
+		r.Processes = nil
+		r.NodeError = errors.Join(errs...).Error()
+	case len(r.Processes) > 0:
+		var sum NodeStats
+		for _, p := range r.Processes {
+			sum.CPU += p.CPU
+			sum.RSS += p.RSS
+			sum.PeakRSS += p.PeakRSS
+		}
+		node := r.nodeStats(sum.CPU, sum.RSS, sum.PeakRSS)
+		r.Node = &node
+		if len(r.Processes) == 1 {
+			r.Processes = nil
 		}
 	}
 	return r, nil
+}
+
+// nodeStats is the use of the machine of a process (or of several, their
+// sums) that spent cpu during the run.
+func (r *Report) nodeStats(cpu time.Duration, rss, peak int64) NodeStats {
+	s := NodeStats{CPU: cpu, RSS: rss, PeakRSS: peak}
+	if r.Requests > 0 {
+		s.CPUPerRequest = cpu / time.Duration(r.Requests)
+	}
+	if r.Duration > 0 {
+		s.Cores = cpu.Seconds() / r.Duration.Seconds()
+	}
+	return s
 }
 
 // peerResult is what one peer saw; only its goroutine writes it.
@@ -193,7 +224,9 @@ func (p *peerRun) run(ctx context.Context) {
 			if e := snap.ResponseError(resp.Payload); e != nil {
 				err = e
 			} else if op != OpGet {
-				p.remember(resp.Payload)
+				if id := p.remember(resp.Payload); id != "" && p.cfg.Answered != nil {
+					p.cfg.Answered(id)
+				}
 			}
 		}
 		p.res.record(series{peer.Via, op}, d, err)
@@ -224,22 +257,24 @@ func (p *peerRun) payload(op Op) []byte {
 	return b
 }
 
-// remember keeps the id of the task a response carries ({"task": {"id"…}}).
-func (p *peerRun) remember(payload []byte) {
+// remember keeps the id of the task a response carries ({"task": {"id"…}})
+// and returns it ("" when there is none).
+func (p *peerRun) remember(payload []byte) string {
 	var r struct {
 		Task struct {
 			ID string `json:"id"`
 		} `json:"task"`
 	}
 	if json.Unmarshal(payload, &r) != nil || r.Task.ID == "" {
-		return
+		return ""
 	}
 	if len(p.tasks) < keepTasks {
 		p.tasks = append(p.tasks, r.Task.ID)
-		return
+	} else {
+		p.tasks[p.next] = r.Task.ID
+		p.next = (p.next + 1) % keepTasks
 	}
-	p.tasks[p.next] = r.Task.ID
-	p.next = (p.next + 1) % keepTasks
+	return r.Task.ID
 }
 
 // ErrorKind names the kind of a failed request in the report: "snap

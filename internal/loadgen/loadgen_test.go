@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -77,10 +78,10 @@ func TestRunReport(t *testing.T) {
 			Peers:    []Peer{{Via: ViaNostr, Agent: agents[0]}, {Via: ViaHTTP, Agent: agents[1]}, {Via: ViaHTTP, Agent: agents[2]}},
 			Mix:      Mix{OpSend: 50, OpGet: 40, OpStream: 10},
 			Duration: 2 * time.Second,
-			Node: func() (ProcStat, error) {
+			Nodes: []func() (ProcStat, error){func() (ProcStat, error) {
 				calls++
 				return ProcStat{CPU: cpu[min(calls, 2)-1], RSS: 10 << 20, PeakRSS: 12 << 20}, nil
-			},
+			}},
 			Seed: 7,
 		}
 		r, err := Run(context.Background(), cfg)
@@ -235,4 +236,89 @@ func TestRunRefusesNoPeers(t *testing.T) {
 	if _, err := Run(context.Background(), Config{Peers: []Peer{{}}}); err == nil {
 		t.Error("no duration: no error")
 	}
+}
+
+// TestRunProcesses checks the figures of a node of several processes
+// (replicas): each process's CPU over the run and memory, and their sums;
+// and that a process that cannot be read at the end is named in
+// NodeError rather than giving a partial sum.
+func TestRunProcesses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		proc := func(cpu0, cpu1 time.Duration, rss int64, failAfter bool) func() (ProcStat, error) {
+			calls := 0
+			return func() (ProcStat, error) {
+				calls++
+				if calls > 1 && failAfter {
+					return ProcStat{}, fmt.Errorf("no such process")
+				}
+				return ProcStat{CPU: []time.Duration{cpu0, cpu1}[min(calls, 2)-1], RSS: rss, PeakRSS: 2 * rss}, nil
+			}
+		}
+		cfg := Config{Peers: []Peer{{Via: ViaHTTP, Agent: newFake()}}, Mix: Mix{OpSend: 1}, Duration: time.Second,
+			Nodes: []func() (ProcStat, error){proc(time.Second, 2*time.Second, 10<<20, false), proc(0, 3*time.Second, 20<<20, false)}}
+		r, err := Run(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Processes) != 2 || r.Processes[0].CPU != time.Second || r.Processes[1].CPU != 3*time.Second ||
+			r.Processes[0].RSS != 10<<20 || r.Processes[1].PeakRSS != 40<<20 {
+			t.Fatalf("processes %+v: want 1 s and 3 s of CPU, RSS 10 and 20 MiB", r.Processes)
+		}
+		if r.Node == nil || r.Node.CPU != 4*time.Second || r.Node.RSS != 30<<20 || r.Node.PeakRSS != 60<<20 ||
+			r.Node.CPUPerRequest != 4*time.Second/time.Duration(r.Requests) || r.Node.Cores != 4/r.Duration.Seconds() {
+			t.Errorf("node %+v: want the processes' sums", r.Node)
+		}
+		if want := 3 * time.Second / time.Duration(r.Requests); r.Processes[1].CPUPerRequest != want {
+			t.Errorf("process 2: %v per request, want %v", r.Processes[1].CPUPerRequest, want)
+		}
+
+		cfg.Nodes[1] = proc(0, 0, 1, true)
+		r, err = Run(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Node != nil || r.Processes != nil || !strings.Contains(r.NodeError, "process 2: no such process") {
+			t.Errorf("node %+v, processes %v, error %q: want no figures and process 2 named", r.Node, r.Processes, r.NodeError)
+		}
+	})
+}
+
+// TestRunAnswered checks that every task a send or stream was answered
+// with is told to Config.Answered, once, and nothing else.
+func TestRunAnswered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		agents := []*fakeAgent{newFake(), newFake()}
+		var mu sync.Mutex
+		got := map[string]int{}
+		r, err := Run(context.Background(), Config{
+			Peers: []Peer{{Via: ViaHTTP, Agent: agents[0]}, {Via: ViaNostr, Agent: agents[1]}},
+			Mix:   Mix{OpSend: 50, OpGet: 40, OpStream: 10}, Duration: time.Second,
+			Answered: func(id string) {
+				mu.Lock()
+				got[id]++
+				mu.Unlock()
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var made int64
+		for _, s := range r.Series {
+			if s.Op != "get" {
+				made += s.Requests
+			}
+		}
+		// The two fakes number their tasks alike: each id is told once per
+		// peer that made it.
+		total := 0
+		for id, n := range got {
+			if n > 2 || !strings.HasPrefix(id, "task-") {
+				t.Errorf("task %q told %d times", id, n)
+			}
+			total += n
+		}
+		if made == 0 || int64(total) != made {
+			t.Errorf("%d tasks told, %d sends and streams answered", total, made)
+		}
+	})
 }

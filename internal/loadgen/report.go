@@ -28,10 +28,13 @@ type Report struct {
 	ErrorsByKind map[string]int64 `json:"errorsByKind"`
 	// StreamEvents counts the events received in streams.
 	StreamEvents int64 `json:"streamEvents"`
-	// Node is the node's CPU and memory, when it was read; NodeError says
-	// why it could not be read at the end.
-	Node      *NodeStats `json:"node,omitempty"`
-	NodeError string     `json:"nodeError,omitempty"`
+	// Node is the node's CPU and memory, when it was read: of all its
+	// processes together (CPU, RSS and peaks summed) when several were
+	// read, each of them then in Processes, in the order given. NodeError
+	// says why they could not be read at the end.
+	Node      *NodeStats  `json:"node,omitempty"`
+	Processes []NodeStats `json:"processes,omitempty"`
+	NodeError string      `json:"nodeError,omitempty"`
 }
 
 // Latency is the percentiles of a set of requests' latencies.
@@ -116,11 +119,21 @@ func (r *Report) WriteText(w io.Writer) error {
 	for _, k := range slices.Sorted(maps.Keys(r.ErrorsByKind)) {
 		fmt.Fprintf(w, "errors %s: %d\n", k, r.ErrorsByKind[k])
 	}
+	node := func(name string, s NodeStats) {
+		fmt.Fprintf(w, "%s: CPU %.2f s (%.2f cores), %.0f µs per request; RSS %.1f MiB, peak %.1f MiB\n",
+			name, s.CPU.Seconds(), s.Cores, float64(s.CPUPerRequest)/1e3,
+			float64(s.RSS)/(1<<20), float64(s.PeakRSS)/(1<<20))
+	}
 	switch {
 	case r.Node != nil:
-		fmt.Fprintf(w, "node: CPU %.2f s (%.2f cores), %.0f µs per request; RSS %.1f MiB, peak %.1f MiB\n",
-			r.Node.CPU.Seconds(), r.Node.Cores, float64(r.Node.CPUPerRequest)/1e3,
-			float64(r.Node.RSS)/(1<<20), float64(r.Node.PeakRSS)/(1<<20))
+		name := "node"
+		if len(r.Processes) > 0 {
+			name = fmt.Sprintf("node (%d processes)", len(r.Processes))
+		}
+		node(name, *r.Node)
+		for i, p := range r.Processes {
+			node(fmt.Sprintf("  process %d", i+1), p)
+		}
 	case r.NodeError != "":
 		fmt.Fprintf(w, "node: not read: %s\n", r.NodeError)
 	}

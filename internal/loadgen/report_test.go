@@ -22,11 +22,21 @@ func TestWriteTextGolden(t *testing.T) {
 		StreamEvents: 1800,
 		Node:         &NodeStats{CPU: 45 * time.Second, Cores: 1.5, CPUPerRequest: 3645 * time.Microsecond, RSS: 60 << 20, PeakRSS: 64 << 20},
 	}
+	checkGolden(t, r, "testdata/report.golden")
+	// A node of two processes: the sums, then each.
+	r.Processes = []NodeStats{
+		{CPU: 20 * time.Second, Cores: 0.67, CPUPerRequest: 1620 * time.Microsecond, RSS: 28 << 20, PeakRSS: 30 << 20},
+		{CPU: 25 * time.Second, Cores: 0.83, CPUPerRequest: 2025 * time.Microsecond, RSS: 32 << 20, PeakRSS: 34 << 20},
+	}
+	checkGolden(t, r, "testdata/report-processes.golden")
+}
+
+func checkGolden(t *testing.T, r *Report, golden string) {
+	t.Helper()
 	var buf bytes.Buffer
 	if err := r.WriteText(&buf); err != nil {
 		t.Fatal(err)
 	}
-	const golden = "testdata/report.golden"
 	if *update {
 		if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
 			t.Fatal(err)

@@ -60,6 +60,9 @@ func startNodeProcessVia(tb testing.TB, dataDir string, stderr io.Writer, via []
 	if prof := os.Getenv("SNAPNODE_BENCH_CPUPROFILE"); prof != "" {
 		args = append(args, "--cpuprofile", prof)
 	}
+	if prof := os.Getenv("SNAPNODE_BENCH_MEMPROFILE"); prof != "" {
+		args = append(args, "--memprofile", prof)
+	}
 	d := testutil.StartDaemon(tb, testutil.DaemonOptions{DataDir: dataDir, Args: args, Stderr: stderr, Via: via})
 	return &nodeProcess{cmd: d.Cmd, addr: d.Address, pub: d.NostrPub, ws: d.RelayURL, http: d.HTTPURL}
 }
