@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -53,15 +54,24 @@ func startNodeProcessLogging(tb testing.TB, dataDir string, stderr io.Writer, ar
 	return startNodeProcessVia(tb, dataDir, stderr, nil, args...)
 }
 
+// profileSeq numbers the node processes the benchmarks start, for the
+// names of their profiles.
+var profileSeq atomic.Int64
+
 // startNodeProcessVia is startNodeProcessLogging with the command run
 // through via (such as prlimit and its options), when not empty.
 func startNodeProcessVia(tb testing.TB, dataDir string, stderr io.Writer, via []string, args ...string) *nodeProcess {
 	tb.Helper()
+	// A benchmark starts a node per b.N it tries (1 first, then the
+	// count asked for): each writes its profile to a file of its own,
+	// FILE.1, FILE.2… in the order they start, so that no node's profile
+	// overwrites another's while it is written.
+	seq := profileSeq.Add(1)
 	if prof := os.Getenv("SNAPNODE_BENCH_CPUPROFILE"); prof != "" {
-		args = append(args, "--cpuprofile", prof)
+		args = append(args, "--cpuprofile", fmt.Sprintf("%s.%d", prof, seq))
 	}
 	if prof := os.Getenv("SNAPNODE_BENCH_MEMPROFILE"); prof != "" {
-		args = append(args, "--memprofile", prof)
+		args = append(args, "--memprofile", fmt.Sprintf("%s.%d", prof, seq))
 	}
 	d := testutil.StartDaemon(tb, testutil.DaemonOptions{DataDir: dataDir, Args: args, Stderr: stderr, Via: via})
 	return &nodeProcess{cmd: d.Cmd, addr: d.Address, pub: d.NostrPub, ws: d.RelayURL, http: d.HTTPURL}
