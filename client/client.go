@@ -44,11 +44,15 @@ type requester struct {
 	replay   snap.ReplayStore
 }
 
+// answerReplayCapacity bounds the answers a requester remembers (to refuse
+// one replayed): about 3 MB; past it the oldest are forgotten.
+const answerReplayCapacity = 10_000
+
 func newRequester(key *identity.Key, now func() time.Time, maxDrift time.Duration) requester {
 	if now == nil {
 		now = time.Now
 	}
-	return requester{key: key, now: now, maxDrift: maxDrift, replay: snap.NewMemoryReplayStore(10_000)}
+	return requester{key: key, now: now, maxDrift: maxDrift, replay: snap.NewAnswerReplayStore(answerReplayCapacity)}
 }
 
 // exchange is one signed request and the checks of what answers it.

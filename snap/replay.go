@@ -73,6 +73,22 @@ func NewMemoryReplayStore(capacity int) *MemoryReplayStore {
 	return &MemoryReplayStore{records: bounded.NewExpiring[string, ReplayRecord](capacity, false)}
 }
 
+// NewAnswerReplayStore returns a store of at most capacity records
+// (DefaultReplayCapacity when capacity ≤ 0) that, when full, forgets its
+// oldest record instead of refusing. It is for a requester checking the
+// answers to its own requests, never for an agent's requests: an answer is
+// bound to the request it answers by its transport (the HTTP exchange, or
+// the Nostr reply's tags naming the request's event), so an old answer
+// replayed after its record was forgotten answers no request of ours,
+// while a requester that refused answers once full would refuse genuine
+// ones (a busy peer makes more than its capacity within the window).
+func NewAnswerReplayStore(capacity int) *MemoryReplayStore {
+	if capacity <= 0 {
+		capacity = DefaultReplayCapacity
+	}
+	return &MemoryReplayStore{records: bounded.NewExpiring[string, ReplayRecord](capacity, true)}
+}
+
 func replayKey(from, id string) string { return from + "\x00" + id }
 
 // Lookup implements ReplayStore.

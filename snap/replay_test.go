@@ -106,3 +106,26 @@ func TestMemoryReplayStoreAtomic(t *testing.T) {
 		t.Errorf("%d fresh Remembers, want exactly 1", fresh)
 	}
 }
+
+// An answer store never refuses: when full it forgets its oldest record,
+// and a record it holds is still a replay.
+func TestAnswerReplayStoreForgetsOldest(t *testing.T) {
+	ctx := context.Background()
+	s := snap.NewAnswerReplayStore(2)
+	now := time.Unix(1_700_000_000, 0)
+	rec := func(i int) snap.ReplayRecord {
+		at := now.Add(time.Duration(i) * time.Second)
+		return snap.ReplayRecord{FirstSeen: at, Expires: at.Add(snap.MinReplayRetention)}
+	}
+	for i, id := range []string{"a", "b", "c"} {
+		if _, fresh, err := s.Remember(ctx, "from", id, rec(i)); err != nil || !fresh {
+			t.Fatalf("%s: fresh=%v err=%v, want fresh", id, fresh, err)
+		}
+	}
+	if _, fresh, err := s.Remember(ctx, "from", "c", rec(3)); err != nil || fresh {
+		t.Fatalf("c again: fresh=%v err=%v, want a replay", fresh, err)
+	}
+	if _, held, _ := s.Lookup(ctx, "from", "a", now.Add(3*time.Second)); held {
+		t.Fatal("the oldest record is still held in a full store")
+	}
+}
