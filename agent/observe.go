@@ -37,7 +37,8 @@ func outcomeOf(res *executor.Result) string {
 }
 
 // observe turns an executor result into what the model is told: the
-// outcome and the runtime output (seed 004's shape), with a file's content
+// outcome and the runtime output (the executor's success output or
+// structured error, see executor.Result.Output), with a file's content
 // cut to max bytes (the model is told it was cut, the size and the hash).
 func observe(res *executor.Result, max int) *Observation {
 	o := &Observation{ActionID: res.ActionID, Reason: res.Reason, Diff: res.Diff, Outcome: outcomeOf(res)}
@@ -87,10 +88,10 @@ func boundOutput(out json.RawMessage, max int) json.RawMessage {
 }
 
 // Artifacts are what an executor result leaves on its task: the runtime
-// output (seed 004's shape) as a data part, and the diff of the changes as
-// text. While an action waits for confirmation the diff to confirm is left
-// instead. The proposals of a peer and of the agent leave the same
-// artifacts.
+// output (the executor's success output or structured error) as a data part,
+// and the diff of the changes as text. While an action waits for
+// confirmation the diff to confirm is left instead. The proposals of a peer
+// and of the agent leave the same artifacts.
 func Artifacts(res *executor.Result) []tasks.Artifact {
 	var out []tasks.Artifact
 	if len(res.Output) > 0 {

@@ -14,7 +14,8 @@ import (
 // Verdict is what Check finds about one proposal.
 type Verdict struct {
 	// Refusal is the structured error of a proposal that does not pass
-	// validation (seed 004's shape); the other fields are then empty.
+	// validation (its JSON is the structured error); the other fields are
+	// then empty.
 	Refusal *proposal.Error
 	// ProposalID and Action are the proposal's id and action as spelled
 	// (for a peer descriptor, its action_id and type); Risk is the

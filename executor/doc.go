@@ -26,7 +26,7 @@
 //
 //	received    the bytes arrived (their size and SHA-256)
 //	rejected    they are not a valid proposal or descriptor: the Result
-//	            is Failed with proposal.Error's JSON (seed 004)
+//	            is Failed with proposal.Error's JSON (the structured error)
 //	validated   the proposal and the host's descriptor of it
 //	judged      the policy's decision (promote, confirm or block), reasons,
 //	            policy version; block ends as Failed with ACTION_NOT_ALLOWED
@@ -102,14 +102,15 @@
 //     still hold, at staging, what was read. The reads run when the
 //     changes are staged (again at approval) and their outputs are among
 //     the composite's steps.
-//   - Success results beyond seed 004's READ_FILE: FINISH
+//   - Success results beyond READ_FILE's {"content"}: FINISH
 //     {"response"}, LIST_FILES {"entries"}, WRITE_FILE {"path","size",
 //     "sha256"}, CREATE_DIRECTORY and DELETE_FILE {"path"}, RENAME_FILE
 //     {"source","destination"}, a composite {"steps":[…outputs…]}, THINK
 //     {}. A file read that is not UTF-8 comes back in base64 with
 //     "encoding":"base64".
-//   - A Deny is seed 004's policy error, ACTION_NOT_ALLOWED, with the
-//     policy's reasons and version added.
+//   - A Deny is the policy error of the proposal schema versioning strategy
+//     (docs/conformance.md), ACTION_NOT_ALLOWED, with the policy's reasons
+//     and version added.
 //   - At approval the action is judged again by the policy in force: a
 //     policy that now denies wins over the confirmation.
 //   - Addresses compare without regard to case (bech32), so a proposer

@@ -279,9 +279,10 @@ type Result struct {
 	// Action is the action as the proposer spelled it (read_file,
 	// WRITE_FILE), or MULTI_STEP_COMPOSITE.
 	Action string
-	// Output is seed 004's runtime output: {"status":"success",…} when
-	// completed, the structured error when failed (a *proposal.Error's
-	// JSON, or a Failure's), nil while confirmation is needed.
+	// Output is the runtime output (docs/conformance.md, Results):
+	// {"status":"success",…} when completed, the structured error when failed
+	// (a *proposal.Error's JSON, or a Failure's), nil while confirmation is
+	// needed.
 	Output stdjson.RawMessage
 	// Diff is the text of the changes, promoted or to be confirmed: the
 	// unified diff of each text file and one line for any other change;

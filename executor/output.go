@@ -15,9 +15,10 @@ import (
 	"github.com/snapnode/snapnode/executor/sandbox"
 )
 
-// The result members of seed 004's success output ({"status":"success",
-// "action":…,"result":{…}}) for each action. Seed 004 shows only
-// READ_FILE's ({"content":…}); the others are this package's.
+// The result members of the success output ({"status":"success",
+// "action":…,"result":{…}}) for each action. The proposal schema versioning
+// strategy defines only READ_FILE's ({"content":…}); the others are this
+// package's.
 
 // ReadResult is READ_FILE's result. A file that is not valid UTF-8 cannot
 // be a JSON string: its content is then base64 and Encoding is "base64".
@@ -65,7 +66,8 @@ type CompositeResult struct {
 // validation errors themselves are proposal.Error's).
 const (
 	// CodeActionNotAllowed: the policy (host rules or the operator's)
-	// blocks the action. It is seed 004's policy error, with the reasons.
+	// blocks the action. It is the proposal schema versioning strategy's
+	// policy error, with the reasons.
 	CodeActionNotAllowed = string(proposal.ErrActionNotAllowed)
 	// CodeUndeclaredEffects: the staged changes reach paths or kinds of
 	// change the descriptor does not declare; a permanent block.
@@ -86,8 +88,8 @@ const (
 )
 
 // Failure is the structured error of an action that was valid but did not
-// run: error_code and message first, as in seed 004, then what explains
-// it.
+// run: error_code and message first, as in proposal.Error, then what
+// explains it.
 type Failure struct {
 	Code    string `json:"error_code"`
 	Message string `json:"message"`

@@ -1,15 +1,17 @@
 // Package schemas embeds the JSON Schema (2020-12) files snapnode enforces
 // and publishes for other implementations:
 //
-//   - proposal.v1.json (seed 000, 004): one action proposed by an agent;
-//   - action-descriptor.v1.json (seed 001): an Action Descriptor;
-//   - agent-response.v1.json (seed 002): a worker's report on its phase,
+//   - proposal.v1.json: one action proposed by an agent, its fields and
+//     each action's arguments, and its schema_version (1.x.x);
+//   - action-descriptor.v1.json: an Action Descriptor, the host's bounded,
+//     checkable form of one action;
+//   - agent-response.v1.json: a worker's report on its phase,
 //     COMPLETED, STUCK or RETRY, with its evidence files and a summary;
 //   - agent-answer.v1.json: what a model may answer at each step, exactly
 //     one of a proposal and an agent response;
-//   - job-manifest.v1.json (seed 002): a job's state, as `snapnode job show
+//   - job-manifest.v1.json: a job's state, as `snapnode job show
 //     ID --format json` prints it;
-//   - job-history.v1.json (seed 002): a job's full record, every interaction
+//   - job-history.v1.json: a job's full record, every interaction
 //     with its exact request, answer and observation, as `snapnode job
 //     history ID --format json` prints it.
 //

@@ -95,7 +95,8 @@ func cardError(field, constraint string, expected, received any) *Error {
 	return e
 }
 
-// Validate checks every rule of seed 003 and the card schema: lengths,
+// Validate checks every Agent Card rule of the SNAP specification's field
+// constraints (docs/constraints.md) and the card schema: lengths,
 // patterns, counts, unique skill ids, URLs, and the 64 KB size. It fails
 // with 3002 AgentCardInvalid naming the field.
 func (c *Card) Validate() error {

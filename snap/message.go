@@ -15,7 +15,8 @@ const (
 	TypeEvent    Type = "event"    // an intermediate update of a stream
 )
 
-// Protocol limits of SNAP v0.1 (seed 003, SPEC-NOTES 1.20).
+// Protocol limits of SNAP v0.1 (the SNAP specification's field constraints
+// and size limits, docs/constraints.md, and its JSON schemas).
 const (
 	MaxMessageSize   = 10 << 20 // whole serialized message, bytes
 	MaxPayloadSize   = 1 << 20  // canonical payload, bytes

@@ -15,7 +15,8 @@ import (
 )
 
 // Stage is one step of the stateless half of validation. The stages run in
-// this order and the first failure wins (seed 003, "Validation Order").
+// this order and the first failure wins (the validation order of the SNAP
+// specification's docs/constraints.md).
 type Stage int
 
 const (

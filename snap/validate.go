@@ -54,7 +54,7 @@ type Limiter interface {
 }
 
 // Validator runs the whole validation of inbound SNAP messages, in the order
-// of DESIGN.md: syntax, structure, types, constraints, semantics (see
+// of docs/conformance.md: syntax, structure, types, constraints, semantics (see
 // Stage), then timestamp, signature, replay and recipient. The first failure
 // wins and is returned as an *Error with its code and data. A Validator is
 // safe for concurrent use.
@@ -234,8 +234,9 @@ func (v *Validator) authenticate(ctx context.Context, env *envelope, signer *[32
 // checkRecipient rejects a message addressed to another agent, and a
 // request that names no recipient unless it is a service/call: a signed
 // request without to could be replayed to any other agent within the
-// timestamp window, since replay records are per receiver (SPEC-NOTES
-// 2.1 #9). It returns a nil error, not a nil *Error, on success.
+// timestamp window, since replay records are per receiver (the SNAP
+// specification does not address this; docs/conformance.md records the
+// choice). It returns a nil error, not a nil *Error, on success.
 func (v *Validator) checkRecipient(m *Message) error {
 	switch {
 	case v.cfg.Self == "":

@@ -12,8 +12,8 @@ import (
 	"github.com/snapnode/snapnode/snap"
 )
 
-// WellKnownPath is where an agent serves its signed card (RFC 8615,
-// SPEC-NOTES 1.13).
+// WellKnownPath is where an agent serves its signed card (RFC 8615; the
+// SNAP specification's HTTP discovery).
 const WellKnownPath = "/.well-known/snap-agent.json"
 
 // cardSigner keeps the signed well-known document of the current card. It

@@ -26,7 +26,8 @@ import (
 // A message that gets no answer — a response or an event posted to us,
 // which SDK peers never do — gets 202 Accepted with an empty body.
 //
-// A service/call is answered as a service answers (SPEC-NOTES 1.8): the
+// A service/call is answered as a service answers (the SNAP specification
+// makes a service's answer its own, not a SNAP message): the
 // reply object itself, or {"error": …} with 401, 403, 404, 400, 429 or
 // 5xx (see serviceStatus), not a SNAP message. Over WebSocket it is a
 // signed SNAP response like any other.

@@ -187,7 +187,9 @@ func (c *Config) fill() error {
 	return nil
 }
 
-// Server serves SNAP over HTTP, SSE and WebSocket (SPEC-NOTES 1.13–1.15):
+// Server serves SNAP over HTTP, SSE and WebSocket, as the SNAP
+// specification's transports and discovery define them
+// (docs/conformance.md):
 //
 //	POST /snap                           a message in, its signed response out
 //	POST /snap, Accept: text/event-stream  events then the response, as SSE

@@ -9,7 +9,8 @@ import (
 
 // serviceStatus is the HTTP status of a service/call answer whose error
 // code is code (0 for a reply). The spec makes a service's answer its own,
-// not a SNAP message, and lets it use 401 and 403 (SPEC-NOTES 1.8, 4.3):
+// not a SNAP message, and lets it use 401 and 403, the one exception to
+// its rule that every SNAP error is HTTP 200:
 // a request that does not authenticate is 401, a caller off the allowlist
 // 403 (2003: over HTTP no transport binds the sender, so 2003 means only
 // that), an unknown service 404, and the rest as errors.md maps them.

@@ -15,7 +15,8 @@ import (
 )
 
 // websocket handles GET /snap: a WebSocket whose text frames each carry
-// one SNAP message (SPEC-NOTES 1.15, 4.3).
+// one SNAP message, as the SNAP specification's WebSocket transport and
+// its reference SDK's clients expect.
 //
 // A connection may carry several requests. They are handled in order, one
 // at a time, because responses carry nothing that names their request:

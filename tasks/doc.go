@@ -32,8 +32,8 @@
 //	task, err = svc.CancelTask(ctx, from, &tasks.CancelParams{TaskID: id})
 //
 // A new task is submitted and waits for a worker. Workers and the executor
-// move it on and attach results; the state machine of SPEC-NOTES 1.10 is
-// enforced (errors.Is(err, tasks.ErrIllegalTransition)):
+// move it on and attach results; the SNAP specification's task state machine
+// is enforced (errors.Is(err, tasks.ErrIllegalTransition)):
 //
 //	svc.Transition(ctx, task.ID, tasks.StateWorking, "")
 //	svc.AddArtifact(ctx, task.ID, tasks.Artifact{ArtifactID: "result",
@@ -48,12 +48,13 @@
 //	for ev := range events { … } // closed after the final event, when ctx
 //	                            // ends, or if the reader falls behind
 //
-// Register adds the streams message/stream and tasks/resubscribe too. Each emits the task's events
-// as SPEC-NOTES 1.8 payloads with the task's version (ProgressUpdate for a
-// state, ArtifactUpdate for an artifact), a heartbeat while the task is
-// quiet, and ends with the task when it is terminal or needs input, or
-// after StreamMaxDuration. A requester whose stream broke resumes with
-// tasks/resubscribe {"taskId": …, "afterVersion": <last version seen>}:
+// Register adds the streams message/stream and tasks/resubscribe too. Each
+// emits the task's events as the SNAP specification's stream payloads with
+// the task's version (ProgressUpdate for a state, ArtifactUpdate for an
+// artifact), a heartbeat while the task is quiet, and ends with the task
+// when it is terminal or needs input, or after StreamMaxDuration. A
+// requester whose stream broke resumes with tasks/resubscribe {"taskId": …,
+// "afterVersion": <last version seen>}:
 //
 //	task, err := svc.StreamMessage(ctx, from, params, func(event any) error {
 //		return send(event) // an error ends the stream

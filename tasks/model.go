@@ -11,7 +11,8 @@ import (
 	"github.com/snapnode/snapnode/snap"
 )
 
-// State is the state of a task (SPEC-NOTES 1.10).
+// State is the state of a task in the SNAP specification's task state
+// machine (see CanTransition).
 type State string
 
 // The task states of SNAP v0.1.

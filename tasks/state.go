@@ -9,8 +9,8 @@ import (
 // Errors of the state machine and of stores. They are wrapped with context;
 // test them with errors.Is.
 var (
-	// ErrIllegalTransition: the state machine of SPEC-NOTES 1.10 does not
-	// allow the change of state.
+	// ErrIllegalTransition: the SNAP specification's task state machine does
+	// not allow the change of state (see CanTransition).
 	ErrIllegalTransition = errors.New("illegal task state transition")
 	// ErrTerminal: the task is completed, failed or canceled and can no
 	// longer change.
@@ -33,8 +33,11 @@ var (
 )
 
 // CanTransition reports whether the state machine allows from → to. The
-// table is exactly that of SPEC-NOTES 1.10; staying in the same state is not
-// a transition.
+// table is exactly the SNAP specification's: submitted may become working,
+// failed or canceled (never completed or input_required); working may
+// become completed, failed, canceled or input_required; input_required may
+// become working, failed or canceled; completed, failed and canceled are
+// terminal. Staying in the same state is not a transition.
 func CanTransition(from, to State) bool {
 	switch from {
 	case StateSubmitted:

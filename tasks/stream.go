@@ -32,8 +32,8 @@ const StreamRetryAfter = 5
 const MaxAfterVersion = snap.MaxAfterVersion
 
 // ProgressUpdate is the payload of a progress event of message/stream and
-// tasks/resubscribe: SPEC-NOTES 1.8's {taskId, progress, message}, plus
-// the task's state. Progress is 0 for submitted, 0.5 for working and
+// tasks/resubscribe: the SNAP specification's {taskId, progress, message},
+// plus the task's state. Progress is 0 for submitted, 0.5 for working and
 // input_required, 1 for the terminal states.
 //
 // Events come in four forms:
@@ -63,11 +63,11 @@ type ProgressUpdate struct {
 	ArtifactID string  `json:"artifactId,omitempty"`
 }
 
-// ArtifactUpdate is the payload of an artifact event: SPEC-NOTES 1.8's
-// {taskId, artifact: {artifactId, parts, partial}}, plus the version of
-// the task event. Artifacts are added whole, so Partial is false unless
-// the event was shrunk (snap.Shrinker) to fit the transport: parts are
-// then dropped from the end and Partial is true; with one part left and
+// ArtifactUpdate is the payload of an artifact event: the SNAP
+// specification's {taskId, artifact: {artifactId, parts, partial}}, plus the
+// version of the task event. Artifacts are added whole, so Partial is false
+// unless the event was shrunk (snap.Shrinker) to fit the transport: parts
+// are then dropped from the end and Partial is true; with one part left and
 // still too large, the event becomes a ProgressUpdate naming the artifact.
 // The final response's task has every artifact whole.
 type ArtifactUpdate struct {

@@ -7,8 +7,9 @@ import (
 	"github.com/snapnode/snapnode/snap"
 )
 
-// Limits of SNAP v0.1 on tasks and their content (seed 003, the SNAP schemas,
-// SPEC-NOTES 1.9 and 1.20). Sizes are bytes; 1 MB is 2^20 bytes, as in snap.
+// Limits of SNAP v0.1 on tasks and their content (the SNAP specification's
+// field constraints, docs/constraints.md, and its JSON schemas). Sizes are
+// bytes; 1 MB is 2^20 bytes, as in snap.
 const (
 	MaxIDLength        = snap.MaxIDLength        // task, context, message and artifact ids, idempotency keys
 	MaxParts           = snap.MaxParts           // parts per message and per artifact
@@ -24,7 +25,8 @@ const (
 	MaxHistoryLength   = snap.MaxHistoryLength   // historyLength of tasks/get
 )
 
-// Validate checks a against the Artifact schema and seed 003. A failure is
+// Validate checks a against the SNAP Artifact schema and the field
+// constraints of the SNAP specification (docs/constraints.md). A failure is
 // a *snap.Error 1004 whose field is a path under "artifact".
 func (a *Artifact) Validate() error {
 	if e := validateArtifact(a, "artifact"); e != nil {

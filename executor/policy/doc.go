@@ -27,8 +27,10 @@
 //
 // # Order of judgement
 //
-// First the host rules of seed 001, which no operator policy can override;
-// every one is checked and every failing one is named in Reasons:
+// First the host rules, which no operator policy can override (the action
+// descriptor's rules, schemas/action-descriptor.v1.json and
+// docs/security.md); every one is checked and every failing one is named in
+// Reasons:
 //
 //   - RuleWellFormed: a principal, a known action (THINK, FINISH,
 //     READ_FILE, LIST_FILES, WRITE_FILE, CREATE_DIRECTORY, DELETE_FILE,
@@ -37,8 +39,8 @@
 //   - RuleSandboxOnly: every path is a clean path under /sandbox/ (no "."
 //     or ".." segment, no "//", no control character); else Deny.
 //   - RuleRollbackRequired: rollback unsupported → Deny ("auto-blocked").
-//   - RuleCriticalBlocked: CRITICAL risk → Deny. Seed 001 says CRITICAL
-//     "may be auto-blocked by policy"; snapnode's core has no CRITICAL
+//   - RuleCriticalBlocked: CRITICAL risk → Deny. The descriptor's risk
+//     levels let a policy block CRITICAL; snapnode's core has no CRITICAL
 //     action, so the host always blocks it rather than leave it to a policy
 //     file.
 //   - RuleHighRiskSandbox: HIGH or CRITICAL → Decision.Sandbox, a flag

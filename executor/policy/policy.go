@@ -6,7 +6,8 @@ import (
 	"strings"
 )
 
-// Actions a Request may name. Lower-case spellings (seed 004) are the same
+// Actions a Request may name. Lower-case spellings (read_file, as a
+// proposal may spell them; see schemas/proposal.v1.json) are the same
 // actions: the engine upper-cases Request.Action before judging it.
 const (
 	ActionThink           = "THINK"
@@ -20,7 +21,8 @@ const (
 	ActionComposite       = "MULTI_STEP_COMPOSITE"
 )
 
-// Risk levels of seed 001 §4.3, lowest first.
+// Risk levels of the action descriptor (risk_level in
+// schemas/action-descriptor.v1.json), lowest first.
 const (
 	RiskLow      = "LOW"
 	RiskMedium   = "MEDIUM"
@@ -68,8 +70,8 @@ type Request struct {
 // constants are ordered from the strictest: Deny < Confirm < Permit.
 type Effect int
 
-// The three effects of seed 001 §2 step 6: block, require confirmation,
-// promote.
+// The three effects of a decision on a descriptor, after validation, policy
+// and sandbox: block, require confirmation, promote.
 const (
 	Deny Effect = iota
 	Confirm
@@ -103,10 +105,11 @@ const (
 	// character, valid UTF-8).
 	RuleSandboxOnly = "host:sandbox-only"
 	// RuleRollbackRequired denies an action whose rollback is not
-	// supported (seed 001 §10: auto-blocked).
+	// supported: an action that cannot be rolled back is blocked whatever
+	// the policy says.
 	RuleRollbackRequired = "host:rollback-required"
-	// RuleCriticalBlocked denies CRITICAL risk (seed 001 §4.3 allows the
-	// policy to auto-block it; snapnode always does).
+	// RuleCriticalBlocked denies CRITICAL risk (the descriptor's risk levels
+	// let a policy block it; snapnode always does).
 	RuleCriticalBlocked = "host:critical-blocked"
 	// RuleHighRiskSandbox marks HIGH and CRITICAL actions as needing the
 	// sandbox (Decision.Sandbox). It never changes the effect.

@@ -15,12 +15,14 @@ import (
 // DescriptorVersion is the descriptor_version this package writes.
 const DescriptorVersion = "1.0"
 
-// ActionType classifies a descriptor (seed 001 §4.3).
+// ActionType classifies a descriptor (action_type in
+// schemas/action-descriptor.v1.json).
 type ActionType string
 
-// The action types of seed 001 v1, and three extensions for the actions
-// of seed 000 that fit none of them (the seed says to extend the schema
-// rather than bypass it): TypeDirectoryList, TypeThink and TypeFinish.
+// The action types of the action descriptor specification's v1, and three
+// extensions for the proposal actions that fit none of them (an action
+// that fits no type extends the schema rather than bypass it):
+// TypeDirectoryList, TypeThink and TypeFinish.
 const (
 	TypeFileRead           ActionType = "FILE_READ"
 	TypeFileWrite          ActionType = "FILE_WRITE"
@@ -123,11 +125,11 @@ func (k Kind) Risk() Risk {
 	return RiskCritical
 }
 
-// Descriptor is the Action Descriptor of seed 001: the form in which an
-// action is judged, sandboxed, promoted, rolled back and audited. A leaf
-// carries its Operation; a MULTI_STEP_COMPOSITE carries Children instead.
-// Its JSON is schemas/action-descriptor.v1.json, members in the seed's
-// order.
+// Descriptor is the Action Descriptor: the form in which an action is
+// judged, sandboxed, promoted, rolled back and audited. A leaf carries its
+// Operation; a MULTI_STEP_COMPOSITE carries Children instead. Its JSON is
+// schemas/action-descriptor.v1.json, members in the order the specification
+// lists them.
 type Descriptor struct {
 	DescriptorVersion string        `json:"descriptor_version"`
 	ActionID          string        `json:"action_id"`
@@ -148,7 +150,8 @@ type Descriptor struct {
 	Children          []*Descriptor `json:"children,omitempty"`
 }
 
-// Scope says where the action applies (seed 001 §5).
+// Scope says where the action applies: absolute paths, a wildcard only
+// with the recursion flag, never widened after creation.
 type Scope struct {
 	Filesystem FilesystemScope `json:"filesystem"`
 	Network    Requirement     `json:"network"`
@@ -168,7 +171,8 @@ type Requirement struct {
 	Required bool `json:"required"`
 }
 
-// Resources are hard caps (seed 001 §6).
+// Resources are hard caps: exceeding any ends the action, with no best
+// effort.
 type Resources struct {
 	MaxCPUMillis      int64 `json:"max_cpu_ms"`
 	MaxMemoryMB       int64 `json:"max_memory_mb"`
@@ -176,14 +180,16 @@ type Resources struct {
 	MaxDurationMillis int64 `json:"max_duration_ms"`
 }
 
-// Preconditions must hold before the action runs (seed 001 §7).
+// Preconditions must hold before the action runs; if one fails the action
+// is blocked and not retried without the user.
 type Preconditions struct {
 	PathsExist       []string `json:"paths_exist"`
 	NetworkAvailable bool     `json:"network_available"`
 	UserIdle         bool     `json:"user_idle"`
 }
 
-// Effects are everything the action will change (seed 001 §8).
+// Effects are everything the action will change; a sandbox diff beyond
+// them blocks the action for good.
 type Effects struct {
 	Filesystem        FilesystemEffects `json:"filesystem"`
 	Network           bool              `json:"network"`
@@ -197,7 +203,8 @@ type FilesystemEffects struct {
 	Delete []string `json:"delete"`
 }
 
-// Sandbox declares how the action is isolated (seed 001 §9).
+// Sandbox declares how the action is isolated; its results are advisory
+// only.
 type Sandbox struct {
 	Required     bool   `json:"required"`
 	SandboxType  string `json:"sandbox_type"`
@@ -205,22 +212,24 @@ type Sandbox struct {
 	MaxRuns      int    `json:"max_runs"`
 }
 
-// Rollback declares how the action is undone (seed 001 §10).
+// Rollback declares how the action is undone; an action without rollback
+// is blocked, and only the host rolls back.
 type Rollback struct {
 	Supported     bool   `json:"supported"`
 	RollbackType  string `json:"rollback_type"`
 	RollbackScope string `json:"rollback_scope"`
 }
 
-// Confirmation says whether an operator must confirm, and why (seed 001 §11).
+// Confirmation says whether an operator must confirm, and why: a factual
+// reason, never persuasion.
 type Confirmation struct {
 	Required         bool   `json:"required"`
 	Reason           string `json:"reason"`
 	CooldownOnRepeat bool   `json:"cooldown_on_repeat"`
 }
 
-// Audit declares logging (seed 001 §12); the host's values, never the
-// proposer's.
+// Audit declares logging (SUMMARY, DETAILED or FORENSIC); the host's
+// values, never the proposer's.
 type Audit struct {
 	Log        bool   `json:"log"`
 	LogLevel   string `json:"log_level"`
@@ -248,9 +257,10 @@ type Defaults struct {
 	NewID func() string
 }
 
-// NewDefaults returns the values of seed 001's examples: 2 s of CPU,
-// 256 MB of memory, 50 MB of disk, 5 s in all; the os_root sandbox;
-// SUMMARY audit kept 30 days; confirmation for HIGH risk and above.
+// NewDefaults returns the values of the action descriptor specification's
+// examples: 2 s of CPU, 256 MB of memory, 50 MB of disk, 5 s in all; the
+// os_root sandbox; SUMMARY audit kept 30 days; confirmation for HIGH risk
+// and above.
 func NewDefaults() Defaults {
 	return Defaults{
 		Resources:        Resources{MaxCPUMillis: 2000, MaxMemoryMB: 256, MaxDiskMB: 50, MaxDurationMillis: 5000},

@@ -1,10 +1,12 @@
 // Package proposal validates what an untrusted agent proposes and derives
-// the Action Descriptor the host judges, sandboxes and audits (seeds 000,
-// 001 and 004). It reads and writes JSON and nothing else: no file, no
-// clock of its own (Defaults.Now), no network, no SNAP.
+// the Action Descriptor the host judges, sandboxes and audits
+// (schemas/proposal.v1.json, schemas/action-descriptor.v1.json; each rule
+// and its test in docs/conformance.md). It reads and writes JSON and
+// nothing else: no file, no clock of its own (Defaults.Now), no network,
+// no SNAP.
 //
 // A proposal arrives as bytes; Parse returns it or a *proposal.Error whose
-// JSON is seed 004's structured error:
+// JSON is the structured error of the proposal schema versioning strategy:
 //
 //	p, err := proposal.Parse(raw)
 //	var pe *proposal.Error
@@ -32,33 +34,35 @@
 // core schema."), then schemas/proposal.v1.json. A validation error names
 // one field, as a JSON pointer, and the rule it broke (the JSON Schema
 // keyword, or jsonSyntax, duplicateName, invalidUTF8, number). When
-// several fields fail, the one reported is the first in the order of seed
-// 000's table (schema_version, action, reasoning, id, args; then path,
-// content, response, source, destination), unknown fields after known
-// ones.
+// several fields fail, the one reported is the first in the order of the
+// proposal field constraints (schema_version, action, reasoning, id,
+// args; then path, content, response, source, destination), unknown
+// fields after known ones.
 //
-// # Decisions where the seeds are silent or differ
+// # Decisions where the design documents are silent or differ
 //
-//   - Seed 004's examples omit id and reasoning and use /tmp paths; seed
-//     000 and DESIGN.md require both fields and /sandbox/ paths, and win.
-//     Because the version and disallowed-action checks come first,
-//     examples 1 and 3 of seed 004 yield exactly their documented output as
-//     written. Example 2 as written is a validation error ({"field":"/reasoning",
-//     "rule":"required"}: reasoning ranks before id in seed 000's table);
-//     completed with an id, a reasoning and /sandbox/a.txt it is valid,
-//     and ReadFileSuccess(p, "hello world\n") is its documented output.
-//   - Action spellings: the upper-case names of seed 000 and the
-//     all-lower-case ones of seed 004 (read_file) are the same actions.
-//     Mixed case (Read_File) is an unknown action, a validation error on
-//     /action (rule enum): an ambiguous spelling is refused, not guessed.
-//     The success output echoes the action as the proposer spelled it.
-//     Only run_command and spawn_process are matched in any case, since
-//     they must never slip through as "unknown".
+//   - The versioning strategy's examples omit id and reasoning and use /tmp
+//     paths; the proposal field constraints and the project's design require
+//     both fields and /sandbox/ paths, and win. Because the version and
+//     disallowed-action checks come first, its examples 1 and 3 (an
+//     incompatible version, a disallowed action) yield exactly their
+//     documented output as written. Example 2 as written is a validation
+//     error ({"field":"/reasoning","rule":"required"}: reasoning ranks
+//     before id in the field order); completed with an id, a reasoning and
+//     /sandbox/a.txt it is valid, and ReadFileSuccess(p, "hello world\n") is
+//     its documented output.
+//   - Action spellings: the upper-case names of the field constraints and
+//     the all-lower-case ones of the versioning strategy (read_file) are the
+//     same actions. Mixed case (Read_File) is an unknown action, a
+//     validation error on /action (rule enum): an ambiguous spelling is
+//     refused, not guessed. The success output echoes the action as the
+//     proposer spelled it. Only run_command and spawn_process are matched in
+//     any case, since they must never slip through as "unknown".
 //   - An unknown action is ErrValidation on /action; ACTION_NOT_ALLOWED is
-//     kept for what the core refuses on principle (seed 004's "policy
-//     error").
-//   - VALIDATION_ERROR is this package's name for seed 004's "validation
-//     error", which the seed leaves unnamed.
+//     kept for what the core refuses on principle (the versioning
+//     strategy's "policy error").
+//   - VALIDATION_ERROR is this package's name for the versioning
+//     strategy's "validation error", which it leaves unnamed.
 //   - Paths are literal and normalised: /sandbox/ (the workspace, useful to
 //     LIST_FILES) or /sandbox/name/…, no empty, . or .. name, no name over
 //     255 characters, no trailing slash, no control character, at most
@@ -73,15 +77,16 @@
 //   - FINISH's response, like WRITE_FILE's content and reasoning, has at
 //     least one character. The id is any UUID in 8-4-4-4-12 form, either
 //     letter case. schema_version has no pre-release or build suffix.
-//   - Descriptors: seed 001's types have no place for THINK, FINISH or
-//     LIST_FILES, and none carries the operation itself. Following the
-//     seed's "extend, do not bypass", the schema adds the types THINK,
-//     FINISH and DIRECTORY_LIST and the members operation (a leaf's action
-//     and args, checked by the proposal schema's rules) and children (a
-//     composite's leaf descriptors; composites do not nest). The types the
-//     core never runs (COMMAND_EXECUTION, PACKAGE_INSTALL, PACKAGE_REMOVE,
-//     NETWORK_REQUEST, UI_AUTOMATION, CONFIG_CHANGE, DIRECTORY_DELETE) and
-//     requests for network, UI or system state are ACTION_NOT_ALLOWED.
+//   - Descriptors: the action descriptor specification's types have no place
+//     for THINK, FINISH or LIST_FILES, and none carries the operation
+//     itself. Following the specification's "extend, do not bypass", the
+//     schema adds the types THINK, FINISH and DIRECTORY_LIST and the members
+//     operation (a leaf's action and args, checked by the proposal schema's
+//     rules) and children (a composite's leaf descriptors; composites do not
+//     nest). The types the core never runs (COMMAND_EXECUTION,
+//     PACKAGE_INSTALL, PACKAGE_REMOVE, NETWORK_REQUEST, UI_AUTOMATION,
+//     CONFIG_CHANGE, DIRECTORY_DELETE) and requests for network, UI or
+//     system state are ACTION_NOT_ALLOWED.
 //   - A derived descriptor gets a new action_id: the proposer's id is kept
 //     for traceability by the caller but is not trusted to be unique.
 //     intent_summary and the confirmation reason are written by the host

@@ -12,9 +12,10 @@ import (
 // so a typed *Error can be tested with errors.Is(err, proposal.ErrActionNotAllowed).
 type Code string
 
-// The structured errors of the runtime output (seed 004: "Incompatible
-// version → structured error, action not allowed → policy error, invalid
-// args → validation error").
+// The structured errors of the runtime output (the proposal schema
+// versioning strategy, docs/conformance.md: an incompatible version gets a
+// structured error, an action not allowed a policy error, invalid args a
+// validation error).
 const (
 	// ErrVersionIncompatible: schema_version (or descriptor_version) is
 	// well formed but of another major. The JSON carries received_version
@@ -39,17 +40,18 @@ const (
 	SupportedDescriptorVersions = "1.x"
 )
 
-// The exact messages of seed 004.
+// The exact messages the proposal schema versioning strategy gives these
+// errors.
 const (
 	msgProposalVersion = "Unsupported proposal schema version."
 	msgCommand         = "Generic command execution is not permitted in the core schema."
 )
 
-// Error is the structured error of the runtime output. Its JSON is the
-// shape seed 004 shows: error_code and message, then for
-// SCHEMA_VERSION_INCOMPATIBLE received_version and supported_version_range,
-// for VALIDATION_ERROR field and rule, and nothing more for
-// ACTION_NOT_ALLOWED.
+// Error is the structured error of the runtime output. Its JSON is the shape
+// of the proposal schema versioning strategy's examples: error_code and
+// message, then for SCHEMA_VERSION_INCOMPATIBLE received_version and
+// supported_version_range, for VALIDATION_ERROR field and rule, and nothing
+// more for ACTION_NOT_ALLOWED.
 type Error struct {
 	Code    Code
 	Message string
@@ -61,14 +63,14 @@ type Error struct {
 
 	// Field is the JSON pointer (RFC 6901) of the offending value, "" for
 	// the whole document. Rule names what it broke: a JSON Schema keyword
-	// (required, additionalProperties, type, enum, const, pattern,
-	// minLength, …), a JSON rule (jsonSyntax, duplicateName, invalidUTF8,
-	// number) or a rule of seed 001 §14 (undeclaredEffect,
+	// (required, additionalProperties, type, enum, const, pattern, minLength,
+	// …), a JSON rule (jsonSyntax, duplicateName, invalidUTF8, number) or one
+	// of the descriptor's forbidden patterns (undeclaredEffect,
 	// effectOutsideOperation, persistenceOutsideScope, implicitScope,
-	// riskFloor, globSyntax, wildcardBudget, format) or of the host's
-	// clock (clockSkew). Both are set for ErrValidation; Field
-	// is also set for ErrActionNotAllowed (for logs; seed 004's JSON for it
-	// has no field).
+	// riskFloor, globSyntax, wildcardBudget, format) or of the host's clock
+	// (clockSkew). Both are set for ErrValidation; Field is also set for
+	// ErrActionNotAllowed (for logs; its JSON, as the versioning strategy
+	// shows it, has no field).
 	Field string
 	Rule  string
 
@@ -101,9 +103,9 @@ func (e *Error) Is(target error) bool {
 // Unwrap returns the underlying cause, if any.
 func (e *Error) Unwrap() error { return e.Err }
 
-// MarshalJSON writes seed 004's structured error, fields in the seed's
-// order; an ACTION_NOT_ALLOWED with Available set adds field and
-// available.
+// MarshalJSON writes the structured error, fields in the order of the
+// proposal schema versioning strategy's examples; an ACTION_NOT_ALLOWED with
+// Available set adds field and available.
 func (e *Error) MarshalJSON() ([]byte, error) {
 	var b bytes.Buffer
 	enc := jsontext.NewEncoder(&b)

@@ -1,6 +1,6 @@
 package proposal
 
-// Output is seed 004's runtime output for an action that ran:
+// Output is the runtime output for an action that ran:
 // {"status":"success","action":…,"result":{…}}, members in that order.
 // A failure is reported by an *Error instead, whose JSON is the structured
 // error.
@@ -22,9 +22,10 @@ func Success(p *Proposal, result any) *Output {
 	return &Output{Status: StatusSuccess, Action: p.Action.Spelling, Result: result}
 }
 
-// ReadFileResult is the result of READ_FILE: the file's content (seed 004,
-// example 2). Content must be valid UTF-8 to be written as JSON; what to do
-// with a binary file is the executor's decision.
+// ReadFileResult is the result of READ_FILE: the file's content, as in the
+// proposal schema versioning strategy's example of a compatible version.
+// Content must be valid UTF-8 to be written as JSON; what to do with a
+// binary file is the executor's decision.
 type ReadFileResult struct {
 	Content string `json:"content"`
 }

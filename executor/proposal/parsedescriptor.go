@@ -61,7 +61,8 @@ const (
 //     vm: the host has os_root only; the error's available lists it);
 //  4. schemas/action-descriptor.v1.json (ErrValidation naming field and
 //     keyword), then created_at a real instant (rule format);
-//  5. the forbidden patterns of seed 001 §14 the schema cannot express
+//  5. the descriptor's forbidden patterns (docs/conformance.md) that the
+//     schema cannot express
 //     (ErrValidation): each child alone, then the whole. A leaf's effects
 //     must declare every change its operation makes (undeclaredEffect) and
 //     nothing it does not make (effectOutsideOperation); its scope must

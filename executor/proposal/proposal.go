@@ -13,7 +13,7 @@ import (
 // Kind is an action of the core schema, in its canonical upper-case name.
 type Kind string
 
-// The actions of seed 000.
+// The actions a proposal may name (schemas/proposal.v1.json).
 const (
 	KindThink           Kind = "THINK"
 	KindFinish          Kind = "FINISH"
@@ -25,14 +25,15 @@ const (
 	KindRenameFile      Kind = "RENAME_FILE"
 )
 
-// Kinds returns every action, in the order of seed 000.
+// Kinds returns every action, in the order of the proposal schema's list.
 func Kinds() []Kind {
 	return []Kind{KindThink, KindFinish, KindReadFile, KindListFiles, KindWriteFile,
 		KindCreateDirectory, KindDeleteFile, KindRenameFile}
 }
 
-// kindOf accepts the canonical name and its all-lower-case spelling (seed
-// 004 writes read_file); nothing else.
+// kindOf accepts the canonical name and its all-lower-case spelling
+// (read_file, as the proposal schema versioning strategy writes it); nothing
+// else.
 func kindOf(s string) (Kind, bool) {
 	k := Kind(strings.ToUpper(s))
 	if k.ActionType() == "" || (s != string(k) && s != strings.ToLower(s)) {
@@ -42,7 +43,7 @@ func kindOf(s string) (Kind, bool) {
 }
 
 // Action is a proposal's action: its kind and the spelling the proposer
-// used, which the runtime output echoes (seed 004 answers "read_file" to
+// used, which the runtime output echoes ("read_file" is answered
 // "read_file").
 type Action struct {
 	Kind     Kind

@@ -89,9 +89,11 @@ func pointer(tokens []string) string {
 	return b.String()
 }
 
-// fieldOrder ranks member names: the seed 000 table (schema_version,
-// action, reasoning, id, args) and its args, then seed 001's descriptor in
-// its own order. Unknown names rank after all of these.
+// fieldOrder ranks member names: a proposal's fields in the order of the
+// proposal field constraints (schema_version, action, reasoning, id, args)
+// and its args, then the action descriptor's
+// (schemas/action-descriptor.v1.json) in its own order. Unknown names rank
+// after all of these.
 var fieldOrder = func() map[string]int {
 	names := []string{
 		"schema_version", "descriptor_version", "action_id", "created_at", "created_by", "intent_summary",

@@ -286,8 +286,8 @@ func testUpdateKeepsFixedFields(t *testing.T, s tasks.Store) {
 	}
 }
 
-// isLegal is the table of SPEC-NOTES 1.10, written out independently of
-// the package's.
+// isLegal is the SNAP specification's task state machine, written out
+// independently of the package's.
 func isLegal(from, to tasks.State) bool {
 	legal := map[tasks.State][]tasks.State{
 		tasks.StateSubmitted:     {tasks.StateWorking, tasks.StateFailed, tasks.StateCanceled},
