@@ -125,8 +125,8 @@ const (
 	DefaultMaxSteps      = 30
 	DefaultContextTokens = 16384
 	DefaultMaxRetries    = 3
-	// MaxAPIRetries is how often a failed model call is retried (seed:
-	// automatic retry up to 3 times).
+	// MaxAPIRetries is how often a failed model call is retried: an API
+	// error is retried automatically up to 3 times (docs/agent.md).
 	MaxAPIRetries = 3
 	// MaxInvalidAnswers is how often an invalid answer is fed back before
 	// the job is STUCK.

@@ -57,7 +57,7 @@
 // synced under temporary names meanwhile, and renamed into place only once
 // that commit is durable.
 //
-// # Decisions where the seeds are silent
+// # Decisions where the design documents are silent
 //
 //   - What proposal.Classify calls a descriptor (a top-level
 //     descriptor_version and no schema_version) goes to

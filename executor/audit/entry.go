@@ -38,7 +38,7 @@ type Step string
 // The steps of an action's life, and the log's own.
 const (
 	StepReceived   Step = "received"    // a proposal or descriptor arrived
-	StepValidated  Step = "validated"   // it passed the schemas and the seeds' rules
+	StepValidated  Step = "validated"   // it passed the schemas and the rules beyond them
 	StepRejected   Step = "rejected"    // it failed them (Reason says why)
 	StepJudged     Step = "judged"      // the policy decided (Decision: promote, confirm, block)
 	StepSandboxed  Step = "sandboxed"   // its effects were staged and diffed

@@ -24,8 +24,9 @@ const (
 	// ErrActionNotAllowed: the action is one the core never runs
 	// (run_command, spawn_process, commands, packages, network, UI…).
 	ErrActionNotAllowed Code = "ACTION_NOT_ALLOWED"
-	// ErrValidation: anything else that breaks the schema or the rules of
-	// the seeds. The JSON carries field (a JSON pointer) and rule.
+	// ErrValidation: anything else that breaks the schema or the rules it
+	// cannot express (the descriptor's forbidden patterns, the host's
+	// clock). The JSON carries field (a JSON pointer) and rule.
 	ErrValidation Code = "VALIDATION_ERROR"
 )
 

@@ -62,21 +62,21 @@ const (
 //  4. schemas/action-descriptor.v1.json (ErrValidation naming field and
 //     keyword), then created_at a real instant (rule format);
 //  5. the descriptor's forbidden patterns (docs/conformance.md) that the
-//     schema cannot express
-//     (ErrValidation): each child alone, then the whole. A leaf's effects
-//     must declare every change its operation makes (undeclaredEffect) and
-//     nothing it does not make (effectOutsideOperation); its scope must
-//     cover every changed path (persistenceOutsideScope) and every path
-//     read (implicitScope); paths_exist may name only covered paths or
-//     their parent directories (implicitScope); wildcards must be well
-//     formed (globSyntax) and total at most 64 KiB (wildcardBudget). A
-//     composite's effects are exactly its children's, its scope covers
-//     theirs, and its risk is at least each child's (riskFloor).
+//     schema cannot express (ErrValidation): each child alone, then the
+//     whole. A leaf's effects must declare every change its operation makes
+//     (undeclaredEffect) and nothing it does not make
+//     (effectOutsideOperation); its scope must cover every changed path
+//     (persistenceOutsideScope) and every path read (implicitScope);
+//     paths_exist may name only covered paths or their parent directories
+//     (implicitScope); wildcards must be well formed (globSyntax) and total
+//     at most 64 KiB (wildcardBudget). A composite's effects are exactly its
+//     children's, its scope covers theirs, and its risk is at least each
+//     child's (riskFloor).
 //
-// What the schema requires already covers the rest of §14: effects,
-// scope and resources are mandatory and bounded, rollback is supported,
-// paths stay under /sandbox/, a descriptor runs once, and no field beyond
-// the schema's is accepted anywhere.
+// What the schema requires already covers the rest of the forbidden
+// patterns: effects, scope and resources are mandatory and bounded, rollback
+// is supported, paths stay under /sandbox/, a descriptor runs once, and no
+// field beyond the schema's is accepted anywhere.
 func ParseDescriptor(data []byte) (*Descriptor, error) {
 	obj, err := decodeObject(data)
 	if err != nil {
@@ -275,8 +275,8 @@ func (s *FilesystemScope) covered(p string) bool {
 	return false
 }
 
-// check enforces the §14 rules the schema cannot express; at is the JSON
-// pointer of d within the document.
+// check enforces the forbidden patterns the schema cannot express; at is the
+// JSON pointer of d within the document.
 func (d *Descriptor) check(at string) *Error {
 	if err := d.checkGlobs(at); err != nil {
 		return err

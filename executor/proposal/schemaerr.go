@@ -23,10 +23,10 @@ type violation struct {
 }
 
 // fromSchema turns a validation failure into the one *Error to report:
-// the first violation in a fixed order (fields in the order of the seeds'
-// tables, unknown fields after known ones, array items by index; at one
-// field, type before required before the rest), so the same input always
-// names the same field.
+// the first violation in a fixed order (fields in the order the proposal and
+// descriptor schemas list them, unknown fields after known ones, array items
+// by index; at one field, type before required before the rest), so the same
+// input always names the same field.
 func fromSchema(err error) *Error {
 	var ve *jsonschema.ValidationError
 	if !errors.As(err, &ve) {
