@@ -12,10 +12,10 @@ import (
 	"github.com/snapnode/snapnode/internal/testdb"
 )
 
-// FuzzRun feeds arbitrary bytes to Run as a proposal. Whatever they are,
-// Run returns a Result and no error; a failure's output is a structured
-// error, a success's seed 004's success shape; the audit of the action
-// starts with "received"; and a file beside the workspace is never
+// FuzzRun feeds arbitrary bytes to Run as a proposal. Whatever they are, Run
+// returns a Result and no error; a failure's output is a structured error, a
+// success's the success output ({"status":"success",…}); the audit of the
+// action starts with "received"; and a file beside the workspace is never
 // touched.
 func FuzzRun(f *testing.F) {
 	seeds, err := filepath.Glob("testdata/seeds/*.json")

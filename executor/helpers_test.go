@@ -203,7 +203,7 @@ func wantOutcome(t testing.TB, res *executor.Result, want executor.Outcome) {
 	}
 }
 
-// prop builds a proposal of seed 000's shape.
+// prop builds a proposal of schemas/proposal.v1.json's shape.
 func prop(action string, args map[string]string) []byte {
 	if args == nil {
 		args = map[string]string{}

@@ -15,7 +15,8 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
 
 // runCase is one row of testdata/run.json: an input of testdata/seeds/
-// and, for the examples of seed 004, the exact output the seed documents.
+// and, for the examples of the proposal schema versioning strategy, the
+// exact output it documents.
 type runCase struct {
 	Name       string          `json:"name"`
 	File       string          `json:"file"`
@@ -36,11 +37,13 @@ type runGolden struct {
 	Workspace  map[string]string `json:"workspace"`
 }
 
-// TestRunSeeds runs every example of seeds 000 and 004 (and a proposal of
-// each action) through Run, in a workspace holding /sandbox/a.txt =
-// "hello world\n" (seed 004's example 2), with the default policy. The
-// examples of seed 004 must give exactly the output the seed documents,
-// byte for byte once compacted; every case must match its golden file.
+// TestRunSeeds runs every example of the proposal field constraints and the
+// proposal schema versioning strategy (and a proposal of each action)
+// through Run, in a workspace holding /sandbox/a.txt = "hello world\n" (as
+// the versioning strategy's example 2 assumes), with the default policy. The
+// examples of the versioning strategy must give exactly the output it
+// documents, byte for byte once compacted; every case must match its golden
+// file.
 func TestRunSeeds(t *testing.T) {
 	raw, err := os.ReadFile("testdata/run.json")
 	if err != nil {

@@ -214,8 +214,8 @@ func TestSignatureVectorsJS(t *testing.T) {
 			}
 		})
 	}
-	// Supplementary vector A (SPEC-NOTES appendix): no `to`, so two NULs
-	// meet after from.
+	// Supplementary vector A (made with the reference SDK 0.5.0, zero aux_rand;
+	// not an official vector): no `to`, so two NULs meet after from.
 	t.Run("appendix A: no to", func(t *testing.T) {
 		msg := `{"id":"svc-001","version":"0.1","from":"bc1p9vr5nzfrhhntjaulmer02vydas60ge8sry567kmxhcc0c0stxqgsgse397",` +
 			`"type":"request","method":"service/call","payload":{"name":"query_database","arguments":{"sql":"SELECT 1"}},"timestamp":1738627200}`
@@ -308,9 +308,9 @@ type jsVerify struct {
 	Digest string `json:"digest"`
 }
 
-// TestGoSignsJSVerifies: what Go signs, the JS side verifies; any change
-// to a signed field makes it reject, and a change of version (not signed,
-// SPEC-NOTES A10) does not.
+// TestGoSignsJSVerifies: what Go signs, the JS side verifies; any change to
+// a signed field makes it reject, and a change of version (not signed, a
+// known weakness of SNAP v0.1) does not.
 func TestGoSignsJSVerifies(t *testing.T) {
 	jsinterop.Node(t)
 	k, peer := newKey(t), newKey(t)

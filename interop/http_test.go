@@ -501,10 +501,11 @@ func jsDiscover(t *testing.T, base string, wantExit int) discovered {
 	return d
 }
 
-// The JS client fetches the node's well-known card and verifies it as
-// SPEC-NOTES 1.13 says (JCS(card)|timestamp, SHA-256, BIP-340 against
-// publicKey, publicKey = Q of card.identity); its identity is the node's.
-// The same card with one field changed, served elsewhere, fails.
+// The JS client fetches the node's well-known card and verifies it as the
+// SNAP specification's HTTP discovery says (JCS(card)|timestamp, SHA-256,
+// BIP-340 against publicKey, publicKey = Q of card.identity); its identity
+// is the node's. The same card with one field changed, served elsewhere,
+// fails.
 func TestJSHTTPDiscover(t *testing.T) {
 	jsinterop.Node(t)
 	n := startHTTPSnapnode(t)

@@ -113,10 +113,11 @@ func text(s string) map[string]any {
 
 // An independent JavaScript implementation (nostr-tools, @noble/curves)
 // drives the real node over Nostr: every method, persist, and every error
-// class, each answered with a response the client verifies as SPEC-NOTES
-// 4.4 requires. Run over the node's embedded relay and over a third-party
-// relay (@nostr-relay/core), which ignores tag filters on live
-// subscriptions.
+// class, each answered with a response the client verifies (the signature
+// against the sender's key, the sender it asked, itself as recipient, type
+// response, the timestamp window). Run over the node's embedded relay and
+// over a third-party relay (@nostr-relay/core), which ignores tag filters on
+// live subscriptions.
 func TestJavaScriptClientDrivesNode(t *testing.T) {
 	jsinterop.Node(t)
 	relays := map[string]func(t *testing.T) string{

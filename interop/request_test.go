@@ -21,14 +21,14 @@ import (
 )
 
 // responder is a minimal SNAP node written for these tests: it listens on
-// the third-party relay as SPEC-NOTES 4.3 says a node must (kinds 21339
-// and 4339, #p = its key), opens the NIP-44 content, binds from to the
-// event's pubkey (2003), validates with snap.Validator (replay store,
-// recipient check), answers message/send and tasks/get, and replies with
-// the same kind, tags p and e, a signed response. It exists to test the
-// JS client's request command end to end; the real node is tested against
-// that client elsewhere. mode makes it misbehave in one way, so the test
-// can check that the client catches it.
+// the third-party relay as a node must for the reference SDK to reach it
+// (kinds 21339 and 4339, #p = its key), opens the NIP-44 content, binds from
+// to the event's pubkey (2003), validates with snap.Validator (replay store,
+// recipient check), answers message/send and tasks/get, and replies with the
+// same kind, tags p and e, a signed response. It exists to test the JS
+// client's request command end to end; the real node is tested against that
+// client elsewhere. mode makes it misbehave in one way, so the test can
+// check that the client catches it.
 type responder struct {
 	t     *testing.T
 	key   *identity.Key
@@ -376,9 +376,10 @@ func TestJSRequestEndToEnd(t *testing.T) {
 	})
 }
 
-// TestJSRequestCatchesBadReplies: the client's checks (SPEC-NOTES 4.4)
-// fail exactly where a responder misbehaves, and replies the SDK could
-// never see time out.
+// TestJSRequestCatchesBadReplies: the client's checks of a reply (the
+// signature against the sender's key, the sender it asked, itself as
+// recipient, type response, the timestamp window) fail exactly where a
+// responder misbehaves, and replies the SDK could never see time out.
 func TestJSRequestCatchesBadReplies(t *testing.T) {
 	url := jsinterop.StartRelay(t)
 	cases := []struct {

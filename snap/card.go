@@ -96,9 +96,9 @@ func cardError(field, constraint string, expected, received any) *Error {
 }
 
 // Validate checks every Agent Card rule of the SNAP specification's field
-// constraints (docs/constraints.md) and the card schema: lengths,
-// patterns, counts, unique skill ids, URLs, and the 64 KB size. It fails
-// with 3002 AgentCardInvalid naming the field.
+// constraints and the card schema: lengths, patterns, counts, unique skill
+// ids, URLs, and the 64 KB size. It fails with 3002 AgentCardInvalid naming
+// the field.
 func (c *Card) Validate() error {
 	if e := c.validate(); e != nil {
 		return e

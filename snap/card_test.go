@@ -20,8 +20,9 @@ var (
 	ctKeyB = mfMustKey(strings.Repeat("0b", 32))
 )
 
-// SPEC-NOTES appendix B: the well-known SignedAgentCard of key 0a×32 at
-// 1738627200, made by SDK 0.5.0 with zero aux_rand.
+// A supplementary vector (not an official one): the well-known
+// SignedAgentCard of key 0a×32 at 1738627200, made by the reference SDK
+// 0.5.0 with zero aux_rand.
 const (
 	ctVectorTime     = 1738627200
 	ctVectorIdentity = "bc1p9vr5nzfrhhntjaulmer02vydas60ge8sry567kmxhcc0c0stxqgsgse397"
@@ -121,7 +122,7 @@ func TestWellKnownCardVector(t *testing.T) {
 	}
 
 	// The document as the SDK serves it, with the card's members in the
-	// appendix's order (not JCS order), verifies too: the signature covers
+	// vector's order (not JCS order), verifies too: the signature covers
 	// the canonical form.
 	doc := []byte(`{"card":` + ctVectorCard + `,"sig":"` + ctVectorSig + `","publicKey":"` + ctVectorPublicKey + `","timestamp":1738627200}`)
 	if _, _, err := snap.VerifySignedCard(doc); err != nil {

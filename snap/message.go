@@ -16,7 +16,7 @@ const (
 )
 
 // Protocol limits of SNAP v0.1 (the SNAP specification's field constraints
-// and size limits, docs/constraints.md, and its JSON schemas).
+// and size limits, and its JSON schemas).
 const (
 	MaxMessageSize   = 10 << 20 // whole serialized message, bytes
 	MaxPayloadSize   = 1 << 20  // canonical payload, bytes

@@ -16,7 +16,7 @@ import (
 
 // Stage is one step of the stateless half of validation. The stages run in
 // this order and the first failure wins (the validation order of the SNAP
-// specification's docs/constraints.md).
+// specification's field constraints).
 type Stage int
 
 const (

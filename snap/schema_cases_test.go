@@ -25,9 +25,9 @@ import (
 
 // scUnknownFieldAccepted lists the envelope cases that the schema rejects
 // only because of a member not named in it and without the x- prefix.
-// snapnode accepts them by design: DESIGN.md ("unknown envelope fields are
-// ignored and are not signed"; seed 003 says receivers MUST ignore them,
-// while the schema has additionalProperties:false).
+// snapnode accepts them by design: unknown envelope fields are ignored and
+// are not signed (the SNAP specification's field constraints say receivers
+// MUST ignore them, while the schema has additionalProperties:false).
 var scUnknownFieldAccepted = map[string]bool{
 	"INVALID: unknown field without x- prefix": true,
 }
@@ -36,8 +36,8 @@ var scUnknownFieldAccepted = map[string]bool{
 // rule snapnode checks after the constraints stage, with the code the full
 // validator answers once the addresses are made checksum-valid. The schema
 // requires sig on a request (if/then); snapnode checks it with the
-// signature, where its absence is 2002 SignatureMissing (SPEC-NOTES 1.5
-// step 8).
+// signature, where its absence is 2002 SignatureMissing
+// (docs/conformance.md, envelope and validation order).
 var scRejectedAfterConstraints = map[string]snap.Code{
 	"INVALID: request without sig": snap.CodeSignatureMissing,
 }

@@ -158,7 +158,8 @@ func TestServerAnswersGarbage(t *testing.T) {
 }
 
 // Responses and events are never routed and never answered, signed or not
-// (the SDK's authentication bypass, SPEC-NOTES 2.1 #1).
+// (the reference SDK runs the handlers of an unsigned event or response,
+// an authentication bypass; docs/conformance.md).
 func TestServerNeverRoutesResponsesOrEvents(t *testing.T) {
 	s, _ := newServer(t, 0)
 	for _, typ := range []string{"response", "event"} {

@@ -123,7 +123,8 @@ func TestReferenceSignatures(t *testing.T) {
 	}
 }
 
-// SPEC-NOTES appendix A: service/call without to.
+// A supplementary vector made with the reference SDK 0.5.0 (zero aux_rand;
+// not an official one): service/call without to.
 func TestSupplementaryServiceCallWithoutTo(t *testing.T) {
 	raw := []byte(`{"id":"svc-001","version":"0.1","from":"bc1p9vr5nzfrhhntjaulmer02vydas60ge8sry567kmxhcc0c0stxqgsgse397",
  "type":"request","method":"service/call","payload":{"name":"query_database","arguments":{"sql":"SELECT 1"}},
@@ -160,8 +161,8 @@ func TestSupplementaryServiceCallWithoutTo(t *testing.T) {
 	}
 }
 
-// SPEC-NOTES appendix C: JCS numbers and strings as npm canonicalize writes
-// them.
+// A supplementary vector: JCS numbers and strings as npm canonicalize (the
+// reference SDK's JCS) writes them.
 func TestSupplementaryCanonicalNumbers(t *testing.T) {
 	got, err := snap.Canonicalize([]byte(`{"b":1e21,"a":12345678901234567890,"c":0.1,"d":-0,"e":1.0,"f":"\u00e9\u2028\u001f"}`))
 	if err != nil {

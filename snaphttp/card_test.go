@@ -35,9 +35,10 @@ func health(t *testing.T, e *env) snaphttp.Health {
 	return healthFrom(t, http.DefaultClient, e)
 }
 
-// The well-known card: the headers of SPEC-NOTES 1.13, a document that
-// verifies (steps 1–5), whose publicKey is Q of the identity; OPTIONS gets
-// 204 with CORS.
+// The well-known card: the headers the reference SDK serves it with (JSON,
+// CORS, caching), a document that verifies (BIP-340 over SHA-256 of the
+// card's JCS, "|" and the timestamp), whose publicKey is Q of the identity;
+// OPTIONS gets 204 with CORS.
 func TestWellKnownCard(t *testing.T) {
 	clock := testclock.New(time.Unix(1_800_000_000, 0))
 	e := start(t, nil, func(c *snaphttp.Config) { c.Now = clock.Now })

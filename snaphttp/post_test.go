@@ -67,7 +67,9 @@ func TestPostAnswersSignedResponse(t *testing.T) {
 	}
 }
 
-// Every SNAP error is HTTP 200 with payload.error (SPEC-NOTES 4.3).
+// Every SNAP error is HTTP 200 with payload.error: the SNAP specification's
+// HTTP transport says so, and the reference SDK loses the error on any
+// other status.
 func TestPostSNAPErrorsAre200(t *testing.T) {
 	e := start(t, nil, nil)
 	dup := request(t, "tasks/get", `{"taskId":"t-1"}`)

@@ -12,8 +12,8 @@ import (
 	"github.com/snapnode/snapnode/snap"
 )
 
-// specTable is SPEC-NOTES 1.10 written out again, so that the tests do not
-// check CanTransition against itself.
+// specTable is the SNAP specification's task state machine written out
+// again, so that the tests do not check CanTransition against itself.
 var specTable = map[State]map[State]bool{
 	StateSubmitted:     {StateWorking: true, StateFailed: true, StateCanceled: true},
 	StateWorking:       {StateCompleted: true, StateFailed: true, StateCanceled: true, StateInputRequired: true},
@@ -37,7 +37,9 @@ func TestStateMachineTable(t *testing.T) {
 			}
 		}
 	}
-	// The rules spelled out in SPEC-NOTES 1.10.
+	// The state machine's rules: terminal states never change, submitted
+	// never goes straight to completed or input_required, and any
+	// non-terminal state may fail or be canceled.
 	for _, s := range []State{StateCompleted, StateFailed, StateCanceled} {
 		if !s.Terminal() {
 			t.Errorf("%s is not terminal", s)

@@ -8,8 +8,8 @@ import (
 )
 
 // Limits of SNAP v0.1 on tasks and their content (the SNAP specification's
-// field constraints, docs/constraints.md, and its JSON schemas). Sizes are
-// bytes; 1 MB is 2^20 bytes, as in snap.
+// field constraints and its JSON schemas). Sizes are bytes; 1 MB is 2^20
+// bytes, as in snap.
 const (
 	MaxIDLength        = snap.MaxIDLength        // task, context, message and artifact ids, idempotency keys
 	MaxParts           = snap.MaxParts           // parts per message and per artifact
@@ -26,8 +26,8 @@ const (
 )
 
 // Validate checks a against the SNAP Artifact schema and the field
-// constraints of the SNAP specification (docs/constraints.md). A failure is
-// a *snap.Error 1004 whose field is a path under "artifact".
+// constraints of the SNAP specification. A failure is a *snap.Error 1004
+// whose field is a path under "artifact".
 func (a *Artifact) Validate() error {
 	if e := validateArtifact(a, "artifact"); e != nil {
 		return e

@@ -117,8 +117,9 @@ func TestCases(t *testing.T) {
 	}
 }
 
-// TestCasesCoverEveryRule requires, for each rule of seeds 000 and 004, at
-// least one case that passes it and one that breaks it.
+// TestCasesCoverEveryRule requires, for each rule of the proposal schema
+// (its fields, each action's args and the version), at least one case that
+// passes it and one that breaks it.
 func TestCasesCoverEveryRule(t *testing.T) {
 	rules := []string{
 		"schema_version", "action", "reasoning", "id", "args",

@@ -140,8 +140,8 @@ var codeOnlyRules = map[string]bool{
 	"implicitScope": true, "riskFloor": true, "globSyntax": true, "wildcardBudget": true, "format": true,
 }
 
-// TestDescribe checks what seed 001 and the issue fix for each action,
-// independently of the golden files.
+// TestDescribe checks the descriptor Describe derives for each action (risk,
+// scope, effects, rollback…), independently of the golden files.
 func TestDescribe(t *testing.T) {
 	for _, tc := range []struct {
 		args             string

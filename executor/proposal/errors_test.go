@@ -11,8 +11,8 @@ import (
 	"github.com/snapnode/snapnode/executor/proposal"
 )
 
-// TestErrorJSON: each code has exactly its members, in seed 004's order,
-// and reads back the same.
+// TestErrorJSON: each code has exactly its members, in the order of the
+// proposal schema versioning strategy's examples, and reads back the same.
 func TestErrorJSON(t *testing.T) {
 	for _, tc := range []struct {
 		err  *proposal.Error
@@ -74,8 +74,8 @@ func TestErrorIs(t *testing.T) {
 	}
 }
 
-// TestOutput: seed 004's success shape, members in order, the action as the
-// proposer spelled it.
+// TestOutput: the success output's shape, members in order, the action as
+// the proposer spelled it.
 func TestOutput(t *testing.T) {
 	for _, tc := range []struct {
 		action string

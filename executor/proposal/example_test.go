@@ -10,7 +10,8 @@ import (
 	"github.com/snapnode/snapnode/executor/proposal"
 )
 
-// A proposal of another major version gets seed 004's structured error.
+// A proposal of another major version gets the structured error
+// SCHEMA_VERSION_INCOMPATIBLE.
 func ExampleParse_incompatible() {
 	_, err := proposal.Parse([]byte(`{"schema_version":"2.0.0","action":"read_file","args":{"path":"/tmp/a.txt"}}`))
 	out, _ := json.Marshal(err)
@@ -46,7 +47,7 @@ func ExampleParse_validation() {
 }
 
 // A read's result is built from the content the executor read, with the
-// action as the proposer spelled it (seed 004, example 2).
+// action as the proposer spelled it.
 func ExampleReadFileSuccess() {
 	p, err := proposal.Parse([]byte(`{"schema_version":"1.2.3","id":"0b6f2a8e-3c1d-4f5e-8a9b-7c6d5e4f3a2b",
 		"reasoning":"I need the content of a.txt","action":"read_file","args":{"path":"/sandbox/a.txt"}}`))
@@ -78,7 +79,8 @@ func ExampleDescribe() {
 }
 
 // A peer's descriptor whose effects do not cover what its operation does is
-// refused: undeclared effects are a hard fail (seed 001 §14).
+// refused: undeclared effects are a hard fail (one of the descriptor's
+// forbidden patterns).
 func ExampleParseDescriptor() {
 	p, _ := proposal.Parse([]byte(`{"schema_version":"1.0.0","id":"0b6f2a8e-3c1d-4f5e-8a9b-7c6d5e4f3a2b",
 		"reasoning":"r","action":"WRITE_FILE","args":{"path":"/sandbox/a.txt","content":"x"}}`))

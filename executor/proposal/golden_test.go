@@ -54,8 +54,9 @@ func outcome(t *testing.T, raw []byte) []byte {
 	return append(out, '\n')
 }
 
-// TestGolden runs every example of seeds 000 and 004 (and one valid
-// proposal per action) through Parse and, when valid, Describe.
+// TestGolden runs every example of the proposal field constraints and the
+// proposal schema versioning strategy (and one valid proposal per action)
+// through Parse and, when valid, Describe.
 func TestGolden(t *testing.T) {
 	inputs, err := filepath.Glob("testdata/golden/*.json")
 	if err != nil || len(inputs) == 0 {
@@ -87,7 +88,8 @@ func TestGolden(t *testing.T) {
 }
 
 // compact reformats JSON without insignificant white space, keeping the
-// order of members, so outputs compare byte for byte with the seed's text.
+// order of members, so outputs compare byte for byte with the documented
+// outputs.
 func compact(t *testing.T, b []byte) string {
 	t.Helper()
 	v := jsontext.Value(bytes.Clone(b))
@@ -97,9 +99,10 @@ func compact(t *testing.T, b []byte) string {
 	return string(v)
 }
 
-// TestSeed004Outputs checks that the examples of seed 004 whose runtime
-// output the seed shows yield exactly that output, member order included.
-// The files in testdata/seed-outputs are the seed's text, never rewritten.
+// TestSeed004Outputs checks that the examples of the proposal schema
+// versioning strategy whose runtime output it documents yield exactly that
+// output, member order included. The files in testdata/seed-outputs are
+// the documented outputs, never rewritten.
 func TestSeed004Outputs(t *testing.T) {
 	seedOut := func(t *testing.T, name string) string {
 		b, err := os.ReadFile(filepath.Join("testdata/seed-outputs", name+".json"))
@@ -141,7 +144,7 @@ func TestSeed004Outputs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// The executor reads /sandbox/a.txt; the seed assumes it holds
+		// The executor reads /sandbox/a.txt; the example assumes it holds
 		// "hello world\n".
 		out, err := json.Marshal(proposal.ReadFileSuccess(p, "hello world\n"))
 		if err != nil {
@@ -151,8 +154,9 @@ func TestSeed004Outputs(t *testing.T) {
 			t.Errorf("output\n%s\nwant (seed 004)\n%s", got, want)
 		}
 	})
-	// Example 2 as the seed writes it lacks id and reasoning and reads
-	// /tmp: seed 000 makes it a validation error that names a field.
+	// Example 2 as the versioning strategy writes it lacks id and reasoning
+	// and reads /tmp: the proposal field constraints make it a validation
+	// error that names a field.
 	t.Run("seed004-example2", func(t *testing.T) {
 		_, err := proposal.Parse(input(t, "seed004-example2"))
 		var pe *proposal.Error
