@@ -69,11 +69,13 @@ type Validator struct {
 	// round trip per message). It is a cache: an evicted or never-seen
 	// replay is verified and then caught by the store's Remember, which
 	// is the one authority across restarts and replicas.
-	seen *bounded.Expiring[string, ReplayRecord]
+	// Its keys are seenKey's 32 bytes, not the sender's address and the id.
+	seen *bounded.Expiring[[32]byte, ReplayRecord]
 }
 
 // SeenCacheSize bounds the Validator's cache of recent replay records:
-// about 4 MB at the longest addresses and ids.
+// about 5 MB full (a 32-byte key, the record, and the id of the event
+// that carried it).
 const SeenCacheSize = 16384
 
 // NewValidator returns a Validator for cfg.
@@ -95,7 +97,7 @@ func NewValidator(cfg Config) *Validator {
 		keys:       newKeyCache(cfg.KeyCacheSize),
 		outputKeys: newTweakCache(cfg.KeyCacheSize),
 		retention:  max(MinReplayRetention, 2*cfg.MaxDrift+time.Second),
-		seen:       bounded.NewExpiring[string, ReplayRecord](SeenCacheSize, true),
+		seen:       bounded.NewExpiring[[32]byte, ReplayRecord](SeenCacheSize, true),
 	}
 }
 
@@ -184,7 +186,7 @@ func (v *Validator) authenticate(ctx context.Context, env *envelope, signer *[32
 		return out, v.checkRecipient(m)
 	}
 	fp := fingerprint(out.Digest, m.Sig)
-	key := replayKey(m.From, m.ID)
+	key := seenKey(m.From, m.ID)
 	if prior, ok := v.seen.Get(key, now); ok && prior.Fingerprint == fp {
 		// A byte-for-byte replay of a message this process authenticated
 		// (or found recorded) is rejected without a second verification
@@ -262,6 +264,16 @@ func fingerprint(d [32]byte, sigHex string) [32]byte {
 
 // duplicate is the error for a message whose (from, id) was recorded by
 // prior: ErrRedelivered when the same delivery carried both, else 2006.
+// seenKey names the pair (from, id) in the Validator's cache: the SHA-256
+// of replayKey's form, 32 bytes held instead of the address and the id
+// (over 100 bytes at the longest). Distinct pairs have distinct keys, as
+// SHA-256 has no known collision.
+func seenKey(from, id string) [32]byte {
+	var buf [256]byte // the longest address and id fit: no allocation
+	b := append(append(append(buf[:0], from...), 0), id...)
+	return sha256.Sum256(b)
+}
+
 func duplicate(m *Message, prior ReplayRecord, via string) error {
 	if via != "" && prior.Via == via {
 		return ErrRedelivered
