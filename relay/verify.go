@@ -23,15 +23,15 @@ type Verifier struct {
 	seen *bounded.Cache[[32]byte, [64]byte] // event id → its verified signature
 }
 
-// VerifiedEvents bounds a Verifier's cache of events verified or signed,
-// 96 bytes an event (1.5 MiB full). An event is remembered only for its
-// next check: from the embedded relay, which checks it when it is
-// published, to the pool and the inbox, which check it when it is
-// delivered, or from this process's signature to the relay. That is
-// milliseconds, seconds at worst under load: 16,384 events are over 10 s
-// of a flood of 1,500 events a second. An event forgotten sooner costs one
-// more signature check, never a wrong answer.
-const VerifiedEvents = 16384
+// VerifiedEvents bounds a Verifier's cache of events verified or signed
+// (96 bytes an event, and the map's slack). An event is remembered only
+// for its next check: from the embedded relay, which checks it when it is
+// published, to the pool, which checks it when it is delivered, or from
+// this process's signature to the relay. That is milliseconds, seconds at
+// worst under load: 8,192 events are 5 s of a flood of 1,500 events a
+// second. An event forgotten sooner costs one more signature check, never
+// a wrong answer.
+const VerifiedEvents = 8192
 
 // NewVerifier returns a Verifier remembering up to 4,096 authors and
 // VerifiedEvents events.
