@@ -399,7 +399,7 @@ const (
 // requests (about 20 MiB), so that the collector runs as it would without
 // a limit until the heap nears twice the live data, and a burst of
 // garbage costs collections instead of memory. Measured under that
-// flood: a peak of 64 MiB resident (88 MiB without the limit) for 12 %
+// flood: a peak of 65 MiB resident (88–90 MiB without the limit) for 8 %
 // more time; at 32 MiB the peak was 63 MiB for 50 % more time. A node
 // that keeps more live (many agent jobs, long streams) does better with
 // more: the collector then runs more often, up to about half the CPU.
