@@ -39,3 +39,22 @@ func TestSignEvent(t *testing.T) {
 		t.Fatal("an edited event passed the Verifier that had seen the original")
 	}
 }
+
+// The Verifier's cache of events verified or signed keeps at most
+// VerifiedEvents of them however many pass through it.
+func TestVerifierCacheBounded(t *testing.T) {
+	k, err := identity.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := NewVerifier()
+	for i := range VerifiedEvents + 100 {
+		ev := nostr.Event{CreatedAt: nostr.Timestamp(1_770_000_000 + i), Kind: KindEphemeral, Content: "x"}
+		if err := signEvent(k, &ev, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := v.seen.Len(); n != VerifiedEvents {
+		t.Errorf("the Verifier remembers %d events, want its bound %d", n, VerifiedEvents)
+	}
+}

@@ -69,11 +69,26 @@ type Validator struct {
 	// round trip per message). It is a cache: an evicted or never-seen
 	// replay is verified and then caught by the store's Remember, which
 	// is the one authority across restarts and replicas.
-	seen *bounded.Expiring[string, ReplayRecord]
+	// Its keys are seenKey's 32 bytes, not the sender's address and the id.
+	seen *bounded.Expiring[[32]byte, seenRecord]
+}
+
+// seenRecord is what the Validator's cache keeps of a ReplayRecord: what
+// tells a replay (the fingerprint) and what its answer says (when it was
+// first seen, and by which delivery); its expiry is the cache's.
+type seenRecord struct {
+	firstSeen   int64 // Unix seconds
+	fingerprint [32]byte
+	via         string
+}
+
+func newSeenRecord(r ReplayRecord) seenRecord {
+	return seenRecord{firstSeen: r.FirstSeen.Unix(), fingerprint: r.Fingerprint, via: r.Via}
 }
 
 // SeenCacheSize bounds the Validator's cache of recent replay records:
-// about 4 MB at the longest addresses and ids.
+// about 4 MB full (a 32-byte key, a seenRecord, and the id of the event
+// that carried the message).
 const SeenCacheSize = 16384
 
 // NewValidator returns a Validator for cfg.
@@ -95,7 +110,7 @@ func NewValidator(cfg Config) *Validator {
 		keys:       newKeyCache(cfg.KeyCacheSize),
 		outputKeys: newTweakCache(cfg.KeyCacheSize),
 		retention:  max(MinReplayRetention, 2*cfg.MaxDrift+time.Second),
-		seen:       bounded.NewExpiring[string, ReplayRecord](SeenCacheSize, true),
+		seen:       bounded.NewExpiring[[32]byte, seenRecord](SeenCacheSize, true),
 	}
 }
 
@@ -184,8 +199,8 @@ func (v *Validator) authenticate(ctx context.Context, env *envelope, signer *[32
 		return out, v.checkRecipient(m)
 	}
 	fp := fingerprint(out.Digest, m.Sig)
-	key := replayKey(m.From, m.ID)
-	if prior, ok := v.seen.Get(key, now); ok && prior.Fingerprint == fp {
+	key := seenKey(m.From, m.ID)
+	if prior, ok := v.seen.Get(key, now); ok && prior.fingerprint == fp {
 		// A byte-for-byte replay of a message this process authenticated
 		// (or found recorded) is rejected without a second verification
 		// and without asking the replay store. Anything else that reuses
@@ -217,11 +232,11 @@ func (v *Validator) authenticate(ctx context.Context, env *envelope, signer *[32
 			return nil, internal("replay store", err)
 		case !fresh:
 			if prior.Fingerprint == fp {
-				v.seen.Add(key, prior, prior.Expires, now)
+				v.seen.Add(key, newSeenRecord(prior), prior.Expires, now)
 			}
-			return nil, duplicate(m, prior, via)
+			return nil, duplicate(m, newSeenRecord(prior), via)
 		}
-		v.seen.Add(key, rec, rec.Expires, now)
+		v.seen.Add(key, newSeenRecord(rec), rec.Expires, now)
 	}
 
 	// Recipient.
@@ -263,14 +278,24 @@ func fingerprint(d [32]byte, sigHex string) [32]byte {
 
 // duplicate is the error for a message whose (from, id) was recorded by
 // prior: ErrRedelivered when the same delivery carried both, else 2006.
-func duplicate(m *Message, prior ReplayRecord, via string) error {
-	if via != "" && prior.Via == via {
+// seenKey names the pair (from, id) in the Validator's cache: the SHA-256
+// of replayKey's form, 32 bytes held instead of the address and the id
+// (over 100 bytes at the longest). Distinct pairs have distinct keys, as
+// SHA-256 has no known collision.
+func seenKey(from, id string) [32]byte {
+	var buf [256]byte // the longest address and id fit: no allocation
+	b := append(append(append(buf[:0], from...), 0), id...)
+	return sha256.Sum256(b)
+}
+
+func duplicate(m *Message, prior seenRecord, via string) error {
+	if via != "" && prior.via == via {
 		return ErrRedelivered
 	}
 	return &Error{
 		Code:    CodeDuplicateMessage,
 		Message: "message id already seen from this sender",
-		Data:    map[string]any{"id": m.ID, "firstSeen": prior.FirstSeen.Unix()},
+		Data:    map[string]any{"id": m.ID, "firstSeen": prior.firstSeen},
 	}
 }
 

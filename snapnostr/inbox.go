@@ -86,7 +86,7 @@ type Inbox struct {
 	cfg       InboxConfig
 	slots     chan struct{} // one per stream running
 	sealer    *sealer
-	recent    *bounded.Cache[string, struct{}] // event ids already queued
+	recent    *bounded.Cache[[32]byte, struct{}] // event ids already queued
 	ready     chan struct{}
 	readyOnce sync.Once
 }
@@ -118,7 +118,7 @@ func NewInbox(cfg InboxConfig) *Inbox {
 		cfg.Refusals = 256
 	}
 	in := &Inbox{cfg: cfg, sealer: newSealer(cfg.Key, 4096), ready: make(chan struct{}),
-		recent: bounded.NewCache[string, struct{}](100_000), slots: make(chan struct{}, cfg.Streams)}
+		recent: bounded.NewCache[[32]byte, struct{}](100_000), slots: make(chan struct{}, cfg.Streams)}
 	return in
 }
 
@@ -258,11 +258,16 @@ func (in *Inbox) take(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Queu
 	if !in.addressedToUs(ev) {
 		return
 	}
-	// Each event once, across resubscriptions too.
-	if _, dup := in.recent.Get(ev.ID); dup {
+	// Each event once, across resubscriptions too. The pool checked the
+	// id, so it decodes; the 32 bytes are kept, not the 64 characters.
+	var id [32]byte
+	if _, err := relay.DecodeHex32(ev.ID, &id); err != nil {
 		return
 	}
-	in.recent.Put(ev.ID, struct{}{})
+	if _, dup := in.recent.Get(id); dup {
+		return
+	}
+	in.recent.Put(id, struct{}{})
 	if ev.Kind == relay.KindMessage && in.cfg.Checkpoint != nil {
 		if seen, err := in.cfg.Checkpoint.Seen(ctx, ev.ID); err != nil {
 			in.cfg.Logger.Error("inbox checkpoint", "err", err)

@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"strings"
 	"syscall"
@@ -35,6 +36,7 @@ func (c *cli) runNode(args []string) int {
 	var level slog.LevelVar // SIGHUP may change it
 	level.Set(cfg.Level())
 	logger := cfg.Logger(c.stderr, &level)
+	applyMemoryLimit(cfg.MemoryLimit)
 
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -92,6 +94,15 @@ func (c *cli) runNode(args []string) int {
 	}
 	logger.Info("stopped")
 	return exitOK
+}
+
+// applyMemoryLimit sets the Go runtime's soft memory limit to limit bytes
+// (the memory_limit setting); 0 leaves the runtime's own (GOMEMLIMIT, else
+// none).
+func applyMemoryLimit(limit int64) {
+	if limit > 0 {
+		debug.SetMemoryLimit(limit)
+	}
 }
 
 // selfCommand is how the user can run this program again: the binary as

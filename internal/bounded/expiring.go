@@ -18,6 +18,9 @@ var ErrFull = errors.New("bounded: full")
 // that order, with no goroutine, so both bounds cost O(1) amortised when
 // expiry times grow with insertion (a fixed time to live). An entry that
 // expires out of order is still absent to Get and Add once expired.
+// Expiry follows the wall clock (times are kept as Unix nanoseconds: an
+// entry costs its key and value and 16 bytes in the map, its key and 8
+// bytes in the queue).
 type Expiring[K comparable, V any] struct {
 	mu    sync.Mutex
 	size  int
@@ -30,14 +33,15 @@ type Expiring[K comparable, V any] struct {
 
 type expiringEntry[V any] struct {
 	v       V
-	expires time.Time
+	expires int64  // Unix nanoseconds
 	seq     uint64 // which queue entry is this one's
 }
 
+// expiringKey is a queue entry: it is k's only while k's entry in the map
+// has its seq (a key added again after it expired has a new one).
 type expiringKey[K comparable] struct {
-	k       K
-	expires time.Time
-	seq     uint64
+	k   K
+	seq uint64
 }
 
 // NewExpiring returns an Expiring of at most size entries (at least 1).
@@ -56,7 +60,7 @@ func (e *Expiring[K, V]) Get(k K, now time.Time) (V, bool) {
 	defer e.mu.Unlock()
 	e.expire(now)
 	x, ok := e.m[k]
-	if !ok || !now.Before(x.expires) {
+	if !ok || now.UnixNano() >= x.expires {
 		var zero V
 		return zero, false
 	}
@@ -70,7 +74,7 @@ func (e *Expiring[K, V]) Add(k K, v V, expires, now time.Time) (prior V, added b
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.expire(now)
-	if x, ok := e.m[k]; ok && now.Before(x.expires) {
+	if x, ok := e.m[k]; ok && now.UnixNano() < x.expires {
 		return x.v, false, nil
 	}
 	for len(e.m) >= e.size {
@@ -80,8 +84,8 @@ func (e *Expiring[K, V]) Add(k K, v V, expires, now time.Time) (prior V, added b
 		e.pop()
 	}
 	e.seq++
-	e.m[k] = expiringEntry[V]{v: v, expires: expires, seq: e.seq}
-	e.queue = append(e.queue, expiringKey[K]{k: k, expires: expires, seq: e.seq})
+	e.m[k] = expiringEntry[V]{v: v, expires: expires.UnixNano(), seq: e.seq}
+	e.queue = append(e.queue, expiringKey[K]{k: k, seq: e.seq})
 	return prior, true, nil
 }
 
@@ -98,24 +102,39 @@ func (e *Expiring[K, V]) Len() int {
 func (e *Expiring[K, V]) NextExpiry() (time.Time, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.head == len(e.queue) {
-		return time.Time{}, false
+	for e.head < len(e.queue) {
+		if x, ok := e.live(e.queue[e.head]); ok {
+			return time.Unix(0, x.expires), true
+		}
+		e.pop() // a stale queue entry
 	}
-	return e.queue[e.head].expires, true
+	return time.Time{}, false
 }
 
-// expire forgets the entries at the head expired at now. e.mu is held.
+// expire forgets the entries at the head expired at now, and the stale
+// queue entries there. e.mu is held.
 func (e *Expiring[K, V]) expire(now time.Time) {
-	for e.head < len(e.queue) && !now.Before(e.queue[e.head].expires) {
+	t := now.UnixNano()
+	for e.head < len(e.queue) {
+		if x, ok := e.live(e.queue[e.head]); ok && t < x.expires {
+			return
+		}
 		e.pop()
 	}
+}
+
+// live returns the map entry q stands for, unless the key was forgotten or
+// added again since. e.mu is held.
+func (e *Expiring[K, V]) live(q expiringKey[K]) (expiringEntry[V], bool) {
+	x, ok := e.m[q.k]
+	return x, ok && x.seq == q.seq
 }
 
 // pop forgets the oldest entry, and compacts the queue when most of it is
 // dead. e.mu is held.
 func (e *Expiring[K, V]) pop() {
 	q := e.queue[e.head]
-	if x, ok := e.m[q.k]; ok && x.seq == q.seq {
+	if _, ok := e.live(q); ok {
 		delete(e.m, q.k)
 	}
 	e.queue[e.head] = expiringKey[K]{}

@@ -2,6 +2,7 @@ package bounded_test
 
 import (
 	"errors"
+	"runtime"
 	"testing"
 	"time"
 
@@ -76,4 +77,30 @@ func TestExpiringReAddAfterEarlyExpiry(t *testing.T) {
 	if e.Len() != 1 {
 		t.Fatalf("Len = %d, want 1", e.Len())
 	}
+}
+
+// An entry costs its key and value and little more: the relay pool's
+// dedupe set (a 40-byte key, no value) holds 100,000 of them, so every
+// byte of overhead is 100 kB. With 16 bytes of expiry and order in the map
+// and 8 in the queue, and the map's and the queue's slack, an entry takes
+// about 140 bytes (a time.Time in both places made it about 190).
+func TestExpiringEntrySize(t *testing.T) {
+	type key struct {
+		sub uint64
+		id  [32]byte
+	}
+	const n = 100_000
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	e := bounded.NewExpiring[key, struct{}](n, true)
+	for i := range n {
+		e.Add(key{sub: uint64(i)}, struct{}{}, at(3600), at(0))
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if per := float64(after.HeapAlloc-before.HeapAlloc) / n; per > 150 {
+		t.Errorf("%.0f bytes an entry, want at most 150", per)
+	}
+	runtime.KeepAlive(e)
 }

@@ -1039,3 +1039,36 @@ func TestExecutorQuotaSettings(t *testing.T) {
 		})
 	}
 }
+
+// memory_limit, the Go runtime's soft limit: its default, then file,
+// environment and flag, each over the one before; 0 (the runtime's own)
+// is accepted, a limit under MinMemoryLimit is not.
+func TestMemoryLimit(t *testing.T) {
+	file := writeFile(t, "memory.toml", "memory_limit = 100663296\n", 0o600)
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want int64
+	}{
+		{"default", nil, nil, config.DefaultMemoryLimit},
+		{"file", []string{"--config", file}, nil, 96 << 20},
+		{"env over file", []string{"--config", file}, map[string]string{"SNAPNODE_MEMORY_LIMIT": "67108864"}, 64 << 20},
+		{"flag over env", []string{"--config", file, "--memory-limit", "33554432"}, map[string]string{"SNAPNODE_MEMORY_LIMIT": "67108864"}, 32 << 20},
+		{"off", []string{"--memory-limit", "0"}, nil, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := load(t, tc.args, tc.env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.MemoryLimit != tc.want {
+				t.Errorf("memory_limit %d, want %d", c.MemoryLimit, tc.want)
+			}
+		})
+	}
+	_, err := load(t, []string{"--memory-limit", "1048576"}, nil)
+	if err == nil || !strings.Contains(err.Error(), "memory_limit 1048576: want 0 (GOMEMLIMIT, else none) or at least 16777216 bytes") {
+		t.Errorf("a 1 MiB limit: error %v", err)
+	}
+}
