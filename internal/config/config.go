@@ -394,21 +394,21 @@ const (
 	MaxHTTPResponse = 10 << 20
 )
 
-// DefaultMemoryLimit is memory_limit's default, 40 MiB: about twice what
-// a node keeps live under a flood of 20,000 forged and 20,000 valid
-// requests (about 20 MiB), so that the collector runs as it would without
-// a limit until the heap nears twice the live data, and a burst of
-// garbage costs collections instead of memory. Measured under that
-// flood: a peak of 65 MiB resident (88–90 MiB without the limit) for 8 %
-// more time; at 32 MiB the peak was 63 MiB for 50 % more time. A node
-// that keeps more live (many agent jobs, long streams) does better with
-// more: the collector then runs more often, up to about half the CPU.
+// DefaultMemoryLimit is memory_limit's default: 0, the runtime's own
+// limit (GOMEMLIMIT, else none). A low limit bounds a flood's peak (under
+// 20,000 forged and 20,000 valid requests, with a live heap of about
+// 20 MiB: a peak of 65 MiB resident at 40 MiB, 88–90 MiB without, for 8 %
+// more time), but it is paid for by every node whose live heap nears it:
+// a node keeping its tasks in memory ran its round trips with 2.7 to 5.5
+// times the CPU at 40 MiB once 8,000 tasks were live, the collector running
+// all the time. So it is the operator's to set, from the node's own live
+// heap (about twice it), not a default.
 //
 // MinMemoryLimit is the smallest memory_limit other than 0: a node keeps
 // about 12 MiB live at rest, and a limit near it would have the collector
 // run all the time.
 const (
-	DefaultMemoryLimit = 40 << 20
+	DefaultMemoryLimit = 0
 	MinMemoryLimit     = 16 << 20
 )
 

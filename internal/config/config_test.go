@@ -1055,7 +1055,7 @@ func TestMemoryLimit(t *testing.T) {
 		{"file", []string{"--config", file}, nil, 96 << 20},
 		{"env over file", []string{"--config", file}, map[string]string{"SNAPNODE_MEMORY_LIMIT": "67108864"}, 64 << 20},
 		{"flag over env", []string{"--config", file, "--memory-limit", "33554432"}, map[string]string{"SNAPNODE_MEMORY_LIMIT": "67108864"}, 32 << 20},
-		{"off", []string{"--memory-limit", "0"}, nil, 0},
+		{"off over file", []string{"--config", file, "--memory-limit", "0"}, nil, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := load(t, tc.args, tc.env)
