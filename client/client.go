@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/snapnode/snapnode/identity"
@@ -42,6 +43,19 @@ type requester struct {
 	now      func() time.Time
 	maxDrift time.Duration
 	replay   snap.ReplayStore
+	checks   *answerChecks
+}
+
+// answerChecks holds the Validators of the answers addressed to the
+// requester's own addresses (one a network), made once: a Validator keeps
+// caches (the agent's decoded address and output key, recent answers) that
+// a Validator per exchange would build again at every request. The
+// answers to a request signed beforehand by another key get a Validator
+// of their own, so the map holds at most two.
+type answerChecks struct {
+	own  [2]string // the key's addresses, mainnet and testnet
+	mu   sync.Mutex
+	byTo map[string]*snap.Validator
 }
 
 // answerReplayCapacity bounds the answers a requester remembers (to refuse
@@ -52,7 +66,29 @@ func newRequester(key *identity.Key, now func() time.Time, maxDrift time.Duratio
 	if now == nil {
 		now = time.Now
 	}
-	return requester{key: key, now: now, maxDrift: maxDrift, replay: snap.NewAnswerReplayStore(answerReplayCapacity)}
+	checks := &answerChecks{byTo: make(map[string]*snap.Validator, 2)}
+	if key != nil {
+		checks.own = [2]string{key.Address(identity.Mainnet), key.Address(identity.Testnet)}
+	}
+	return requester{key: key, now: now, maxDrift: maxDrift, replay: snap.NewAnswerReplayStore(answerReplayCapacity), checks: checks}
+}
+
+// validator returns the Validator of the answers addressed to self.
+func (r *requester) validator(self string) *snap.Validator {
+	newValidator := func() *snap.Validator {
+		return snap.NewValidator(snap.Config{Self: self, Now: r.now, MaxDrift: r.maxDrift, Replay: r.replay})
+	}
+	if self == "" || (self != r.checks.own[0] && self != r.checks.own[1]) {
+		return newValidator()
+	}
+	r.checks.mu.Lock()
+	defer r.checks.mu.Unlock()
+	v, ok := r.checks.byTo[self]
+	if !ok {
+		v = newValidator()
+		r.checks.byTo[self] = v
+	}
+	return v
 }
 
 // exchange is one signed request and the checks of what answers it.
@@ -84,9 +120,7 @@ func (r *requester) prepare(req *snap.Message) (*exchange, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &exchange{req: req, body: body, v: snap.NewValidator(snap.Config{
-		Self: req.From, Now: r.now, MaxDrift: r.maxDrift, Replay: r.replay,
-	})}, nil
+	return &exchange{req: req, body: body, v: r.validator(req.From)}, nil
 }
 
 // sign signs req with the requester's key when it is unsigned, filling

@@ -27,3 +27,30 @@ func TestRequesterRemembersPastItsCapacity(t *testing.T) {
 		}
 	}
 }
+
+// The answers to a requester's own requests are checked by one Validator
+// per address, kept across exchanges with its caches; a request signed
+// beforehand by another key gets a Validator of its own, never kept.
+func TestRequesterKeepsItsValidators(t *testing.T) {
+	key, err := identity.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := identity.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRequester(key, nil, 0)
+	for _, n := range []identity.Network{identity.Mainnet, identity.Testnet} {
+		if a, b := r.validator(key.Address(n)), r.validator(key.Address(n)); a != b {
+			t.Errorf("%v: a new Validator for each exchange", n)
+		}
+	}
+	foreign := other.Address(identity.Mainnet)
+	if r.validator(foreign) == r.validator(foreign) {
+		t.Error("a foreign sender's Validator was kept")
+	}
+	if n := len(r.checks.byTo); n != 2 {
+		t.Errorf("%d Validators kept, want 2", n)
+	}
+}

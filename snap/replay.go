@@ -67,10 +67,7 @@ const DefaultReplayCapacity = 1_000_000
 // NewMemoryReplayStore returns a store that holds at most capacity records
 // (DefaultReplayCapacity when capacity ≤ 0).
 func NewMemoryReplayStore(capacity int) *MemoryReplayStore {
-	if capacity <= 0 {
-		capacity = DefaultReplayCapacity
-	}
-	return &MemoryReplayStore{records: bounded.NewExpiring[string, ReplayRecord](capacity, false)}
+	return newMemoryReplayStore(capacity, false)
 }
 
 // NewAnswerReplayStore returns a store of at most capacity records
@@ -83,10 +80,14 @@ func NewMemoryReplayStore(capacity int) *MemoryReplayStore {
 // while a requester that refused answers once full would refuse genuine
 // ones (a busy peer makes more than its capacity within the window).
 func NewAnswerReplayStore(capacity int) *MemoryReplayStore {
+	return newMemoryReplayStore(capacity, true)
+}
+
+func newMemoryReplayStore(capacity int, evictOldest bool) *MemoryReplayStore {
 	if capacity <= 0 {
 		capacity = DefaultReplayCapacity
 	}
-	return &MemoryReplayStore{records: bounded.NewExpiring[string, ReplayRecord](capacity, true)}
+	return &MemoryReplayStore{records: bounded.NewExpiring[string, ReplayRecord](capacity, evictOldest)}
 }
 
 func replayKey(from, id string) string { return from + "\x00" + id }
