@@ -268,12 +268,16 @@ func (p *Pool) subscribe(ctx context.Context, f nostr.Filter, query bool, take f
 		return nil, fmt.Errorf("relay: subscribe: %w", ErrPoolClosed)
 	}
 	p.serial++
+	buffer := p.cfg.SubscriptionBuffer
+	if take != nil {
+		buffer = 0 // take gets the events; the channel is only closed
+	}
 	s := &Subscription{
 		p:       p,
 		serial:  p.serial,
 		wireID:  "snap-" + strconv.FormatUint(p.serial, 36),
 		filter:  f.Clone(),
-		events:  make(chan *nostr.Event, p.cfg.SubscriptionBuffer),
+		events:  make(chan *nostr.Event, buffer),
 		take:    take,
 		eose:    make(chan struct{}),
 		done:    make(chan struct{}),
@@ -283,9 +287,6 @@ func (p *Pool) subscribe(ctx context.Context, f nostr.Filter, query bool, take f
 	}
 	if query {
 		s.local = map[[32]byte]struct{}{}
-	}
-	if take != nil {
-		s.events = make(chan *nostr.Event) // only closed
 	}
 	// The relays awaited for EOSE are read while registering, under p.mu:
 	// a relay that falls into backoff either is seen in backoff here or
