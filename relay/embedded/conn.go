@@ -1,10 +1,8 @@
 package embedded
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -532,16 +530,4 @@ func (c *conn) handleReq(subID string, filters []*filter) error {
 		return err
 	}
 	return c.send(outItem{flip: sub})
-}
-
-// marshalNoEscape is json.Marshal without HTML escaping and without the
-// trailing newline.
-func marshalNoEscape(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
 }

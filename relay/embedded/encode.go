@@ -8,7 +8,7 @@ import (
 )
 
 // The relay's messages and events are written by hand, byte for byte what
-// encoding/json without HTML escaping writes (marshalNoEscape; jsonStringLen
+// encoding/json without HTML escaping writes (jsonenc.Marshal; jsonStringLen
 // measures the same form), without reflection or intermediate values.
 
 // encodeEvent is ev as the JSON object the relay stores and sends.

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/snapnode/snapnode/internal/jsonenc"
 )
 
 // encodeCases are events and messages whose JSON must read back as they
@@ -129,7 +131,7 @@ func FuzzEncodeEvent(f *testing.F) {
 		for i, tg := range ev.Tags {
 			tags[i] = tg
 		}
-		want, err := marshalNoEscape(wireEvent{ev.ID, ev.PubKey, int64(ev.CreatedAt), ev.Kind, tags, ev.Content, ev.Sig})
+		want, err := jsonenc.Marshal(wireEvent{ev.ID, ev.PubKey, int64(ev.CreatedAt), ev.Kind, tags, ev.Content, ev.Sig})
 		if err != nil {
 			t.Skip()
 		}
@@ -154,7 +156,7 @@ func FuzzEncodeEvent(f *testing.F) {
 			default:
 				ref = []any{labelNotice, m.text}
 			}
-			want, _ := marshalNoEscape(ref)
+			want, _ := jsonenc.Marshal(ref)
 			if got, _ := m.json(); string(got) != string(want) {
 				t.Fatalf("%s\n got %s\nwant %s", m.label, got, want)
 			}

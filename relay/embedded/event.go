@@ -6,6 +6,8 @@ import (
 	"strconv"
 
 	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/snapnode/snapnode/internal/lowerhex"
 )
 
 // class is the storage class of an event kind (NIP-01).
@@ -36,20 +38,6 @@ func kindClass(kind int) class {
 // maxKind is the largest kind NIP-01 allows.
 const maxKind = 65535
 
-// isLowerHex reports whether s is exactly n lowercase hexadecimal digits.
-func isLowerHex(s string, n int) bool {
-	if len(s) != n {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
-}
-
 // errInvalidEvent marks an event that breaks NIP-01 (an "invalid:" answer).
 var errInvalidEvent = errors.New("invalid event")
 
@@ -61,11 +49,11 @@ func invalidf(format string, args ...any) error {
 // lengths, the kind range, and the configured size limits.
 func checkShape(ev *nostr.Event, lim *limits) error {
 	switch {
-	case !isLowerHex(ev.ID, 64):
+	case !lowerhex.Valid(ev.ID, 64):
 		return invalidf("id must be 64 lowercase hex characters")
-	case !isLowerHex(ev.PubKey, 64):
+	case !lowerhex.Valid(ev.PubKey, 64):
 		return invalidf("pubkey must be 64 lowercase hex characters")
-	case !isLowerHex(ev.Sig, 128):
+	case !lowerhex.Valid(ev.Sig, 128):
 		return invalidf("sig must be 128 lowercase hex characters")
 	case ev.Kind < 0 || ev.Kind > maxKind:
 		return invalidf("kind must be in 0…%d", maxKind)

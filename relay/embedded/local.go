@@ -12,6 +12,7 @@ import (
 
 	"github.com/gorilla/websocket"
 	"github.com/nbd-wtf/go-nostr"
+	"github.com/snapnode/snapnode/internal/lowerhex"
 	"github.com/snapnode/snapnode/relay"
 )
 
@@ -350,7 +351,7 @@ func (l *localConn) finish(int, string) { close(l.msgs) }
 func eventMessage(ev *nostr.Event, lim *limits) (*clientMessage, error) {
 	if n := eventMessageLen(ev); n > lim.maxMessageLength {
 		msg := fmt.Sprintf("invalid: message too large (%d > %d bytes)", n, lim.maxMessageLength)
-		if isLowerHex(ev.ID, 64) {
+		if lowerhex.Valid(ev.ID, 64) {
 			return nil, okFalse(ev.ID, "%s", msg)
 		}
 		return nil, notice("%s", msg)
@@ -509,7 +510,7 @@ func intLen(v int64) int {
 }
 
 // jsonStringLen is the length of s as a JSON string written by
-// encoding/json without HTML escaping (marshalNoEscape).
+// encoding/json without HTML escaping (jsonenc.Marshal).
 func jsonStringLen(s string) int {
 	n := len(`""`)
 	for i := 0; i < len(s); {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
+	"github.com/snapnode/snapnode/internal/jsonenc"
 	"github.com/snapnode/snapnode/relay"
 )
 
@@ -575,7 +576,7 @@ func TestLocalMessagesMatchParser(t *testing.T) {
 func TestMessageLengths(t *testing.T) {
 	strs := []string{"", "plain", `quote " and \ backslash`, "\b\f\n\r\t\x00\x1f\x7f", "é ü 日本 🙂", "\u2028\u2029", "bad \xff\xfe utf-8 \xe2\x82", "<html>&amp;"}
 	for _, s := range strs {
-		b, _ := marshalNoEscape(s)
+		b, _ := jsonenc.Marshal(s)
 		if got := jsonStringLen(s); got != len(b) {
 			t.Errorf("jsonStringLen(%q) = %d, want %d", s, got, len(b))
 		}

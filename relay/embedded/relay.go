@@ -15,6 +15,7 @@ import (
 
 	"github.com/gorilla/websocket"
 	"github.com/nbd-wtf/go-nostr"
+	"github.com/snapnode/snapnode/internal/jsonenc"
 	"github.com/snapnode/snapnode/internal/periodic"
 	"github.com/snapnode/snapnode/relay"
 )
@@ -235,7 +236,7 @@ func New(cfg Config) (*Relay, error) {
 			CheckOrigin: func(*http.Request) bool { return true },
 		},
 	}
-	if r.info, err = marshalNoEscape(r.Info()); err != nil {
+	if r.info, err = jsonenc.Marshal(r.Info()); err != nil {
 		st.close()
 		cancel()
 		return nil, fmt.Errorf("embedded relay: encode NIP-11 document: %w", err)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/snapnode/snapnode/internal/lowerhex"
 )
 
 // wsTransport carries a conn over a WebSocket, as NIP-01 JSON.
@@ -180,7 +182,7 @@ func eventIDHint(b []byte) string {
 		}
 		if k == "id" {
 			var id string
-			if dec.Decode(&id) != nil || !isLowerHex(id, 64) {
+			if dec.Decode(&id) != nil || !lowerhex.Valid(id, 64) {
 				return ""
 			}
 			return id
