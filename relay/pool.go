@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/snapnode/snapnode/internal/defaults"
 )
 
 // Pool defaults.
@@ -107,46 +109,24 @@ func (c *PoolConfig) setDefaults() {
 	if c.Verifier == nil {
 		c.Verifier = NewVerifier()
 	}
-	if c.BackoffBase <= 0 {
-		c.BackoffBase = DefaultBackoffBase
-	}
-	if c.BackoffMax <= 0 {
-		c.BackoffMax = DefaultBackoffMax
-	}
+	defaults.Positive(&c.BackoffBase, DefaultBackoffBase)
+	defaults.Positive(&c.BackoffMax, DefaultBackoffMax)
 	c.BackoffMax = max(c.BackoffMax, c.BackoffBase)
-	if c.ResubscribeSkew <= 0 {
-		c.ResubscribeSkew = DefaultResubscribeSkew
-	}
-	if c.DedupeSize <= 0 {
-		c.DedupeSize = DefaultDedupeSize
-	}
-	if c.DedupeTTL <= 0 {
-		c.DedupeTTL = DefaultDedupeTTL
-	}
+	defaults.Positive(&c.ResubscribeSkew, DefaultResubscribeSkew)
+	defaults.Positive(&c.DedupeSize, DefaultDedupeSize)
+	defaults.Positive(&c.DedupeTTL, DefaultDedupeTTL)
 	if c.Now == nil {
 		c.Now = time.Now
 	}
 	if c.Dial == nil {
 		c.Dial = DialWebsocket
 	}
-	if c.DialTimeout <= 0 {
-		c.DialTimeout = DefaultDialTimeout
-	}
-	if c.PublishTimeout <= 0 {
-		c.PublishTimeout = DefaultPublishTimeout
-	}
-	if c.EOSETimeout <= 0 {
-		c.EOSETimeout = DefaultEOSETimeout
-	}
-	if c.SubscriptionBuffer <= 0 {
-		c.SubscriptionBuffer = DefaultSubscriptionBuffer
-	}
-	if c.SlowConsumerTimeout <= 0 {
-		c.SlowConsumerTimeout = DefaultSlowConsumerTimeout
-	}
-	if c.QueryMaxEvents <= 0 {
-		c.QueryMaxEvents = DefaultQueryMaxEvents
-	}
+	defaults.Positive(&c.DialTimeout, DefaultDialTimeout)
+	defaults.Positive(&c.PublishTimeout, DefaultPublishTimeout)
+	defaults.Positive(&c.EOSETimeout, DefaultEOSETimeout)
+	defaults.Positive(&c.SubscriptionBuffer, DefaultSubscriptionBuffer)
+	defaults.Positive(&c.SlowConsumerTimeout, DefaultSlowConsumerTimeout)
+	defaults.Positive(&c.QueryMaxEvents, DefaultQueryMaxEvents)
 }
 
 // Pool keeps one connection to each of a fixed set of relays and offers

@@ -13,6 +13,7 @@ import (
 
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/bounded"
+	"github.com/snapnode/snapnode/internal/defaults"
 	"github.com/snapnode/snapnode/internal/fairqueue"
 	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/snap"
@@ -99,24 +100,12 @@ func NewInbox(cfg InboxConfig) *Inbox {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.Workers <= 0 {
-		cfg.Workers = 8
-	}
-	if cfg.Queue <= 0 {
-		cfg.Queue = 256
-	}
-	if cfg.ReplyTTL <= 0 {
-		cfg.ReplyTTL = relay.DefaultReplyTT * time.Second
-	}
-	if cfg.Lookback <= 0 {
-		cfg.Lookback = 2 * time.Minute
-	}
-	if cfg.Streams <= 0 {
-		cfg.Streams = 64
-	}
-	if cfg.Refusals <= 0 {
-		cfg.Refusals = 256
-	}
+	defaults.Positive(&cfg.Workers, 8)
+	defaults.Positive(&cfg.Queue, 256)
+	defaults.Positive(&cfg.ReplyTTL, relay.DefaultReplyTT*time.Second)
+	defaults.Positive(&cfg.Lookback, 2*time.Minute)
+	defaults.Positive(&cfg.Streams, 64)
+	defaults.Positive(&cfg.Refusals, 256)
 	in := &Inbox{cfg: cfg, sealer: newSealer(cfg.Key, 4096), ready: make(chan struct{}),
 		recent: bounded.NewCache[[32]byte, struct{}](100_000), slots: make(chan struct{}, cfg.Streams)}
 	return in
