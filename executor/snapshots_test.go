@@ -3,6 +3,7 @@ package executor_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -61,6 +62,7 @@ func TestSnapshotBounds(t *testing.T) {
 					wantOutcome(t, res, executor.Completed)
 					ids = append(ids, res.ActionID)
 				}
+				v.snapshotTotalsAgree()
 				v.clock.Advance(minutes(c.ThenMinutes))
 				for i, s := range c.Steps {
 					stored := v.snapshotStored(ids[i])
@@ -97,9 +99,51 @@ func TestSnapshotBounds(t *testing.T) {
 						t.Errorf("step %d: second Rollback = %v; want ErrSnapshotPruned", i, err)
 					}
 				}
+				v.snapshotTotalsAgree()
 				v.verify()
 			})
 		})
+	}
+}
+
+// snapshotTotalsAgree fails the test unless executor_snapshot_totals,
+// which triggers keep, holds for every requester the bytes of its
+// prunable snapshots as summed from the records.
+func (v *env) snapshotTotalsAgree() {
+	v.t.Helper()
+	rows, err := v.db.R.QueryContext(context.Background(), `SELECT requester, SUM(snapshot_bytes) FROM executor_actions
+		WHERE snapshot <> '' AND state NOT IN ('promoting', 'rolling_back') GROUP BY requester`)
+	if err != nil {
+		v.t.Fatal(err)
+	}
+	want := map[string]int64{}
+	for rows.Next() {
+		var r string
+		var n int64
+		if err := rows.Scan(&r, &n); err != nil {
+			v.t.Fatal(err)
+		}
+		want[r] = n
+	}
+	rows.Close()
+	rows, err = v.db.R.QueryContext(context.Background(), `SELECT requester, bytes FROM executor_snapshot_totals`)
+	if err != nil {
+		v.t.Fatal(err)
+	}
+	defer rows.Close()
+	got := map[string]int64{}
+	for rows.Next() {
+		var r string
+		var n int64
+		if err := rows.Scan(&r, &n); err != nil {
+			v.t.Fatal(err)
+		}
+		if n != 0 {
+			got[r] = n
+		}
+	}
+	if !maps.Equal(got, want) {
+		v.t.Errorf("executor_snapshot_totals = %v; the records sum to %v", got, want)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -280,38 +281,86 @@ const prunable = `snapshot <> '' AND state NOT IN ('promoting', 'rolling_back')`
 // pruneSnapshotsTx empties, at now and in tx, the snapshots stored before
 // olderThan (all requesters; skipped when zero) and those of requester
 // beyond maxBytes together, newest kept first (skipped when negative), and
-// returns how many it pruned.
+// returns how many it pruned. Its cost does not grow with the snapshots
+// kept: the age bound walks the index by snapshot_at from the oldest, and
+// the byte bound reads the requester's total (executor_snapshot_totals,
+// which triggers keep) and, only when it is passed, walks the requester's
+// snapshots from the oldest until what is left is within it.
 func (s *store) pruneSnapshotsTx(ctx context.Context, tx *sql.Tx, requester string, now, olderThan time.Time, maxBytes int64) (int, error) {
-	// One statement for both bounds. The age bound takes the oldest
-	// snapshots, which the byte count of a newer one never includes (it
-	// sums from the newest down): the same as pruning by age first.
-	var where []string
-	args := []any{sqldb.Micros(now)}
+	pruned := 0
 	if !olderThan.IsZero() {
-		where = append(where, `snapshot_at < ?`)
-		args = append(args, sqldb.Micros(olderThan))
+		res, err := tx.ExecContext(ctx, s.d.Rebind(`UPDATE executor_actions SET snapshot = '', snapshot_bytes = 0, snapshot_pruned_at = ?
+			WHERE `+prunable+` AND snapshot_at < ?`), sqldb.Micros(now), sqldb.Micros(olderThan))
+		n, err := rowsAffected(res, err)
+		if err != nil {
+			return 0, fmt.Errorf("executor: prune snapshots by age: %w", err)
+		}
+		pruned += n
 	}
-	if maxBytes >= 0 {
-		// The requester's snapshots, newest first, with the bytes of
-		// those up to each: the ones past maxBytes go.
-		where = append(where, `action_id IN (SELECT action_id FROM (
-			SELECT action_id, SUM(snapshot_bytes) OVER (ORDER BY snapshot_at DESC, action_id DESC) AS kept
-			FROM executor_actions WHERE requester = ? AND `+prunable+`) AS newest WHERE kept > ?)`)
-		args = append(args, requester, maxBytes)
+	if maxBytes < 0 {
+		return pruned, nil
 	}
-	if len(where) == 0 {
-		return 0, nil
+	ids, err := s.pastBytesTx(ctx, tx, requester, maxBytes)
+	if err != nil || len(ids) == 0 {
+		return pruned, err
 	}
-	res, err := tx.ExecContext(ctx, s.d.Rebind(`UPDATE executor_actions SET snapshot = '', snapshot_bytes = 0, snapshot_pruned_at = ?
-		WHERE `+prunable+` AND (`+strings.Join(where, ` OR `)+`)`), args...)
-	var n int64
-	if err == nil {
-		n, err = res.RowsAffected()
+	// In batches, under either database's bound on a statement's
+	// parameters (a lowered bound may prune many at once).
+	const batch = 500
+	for chunk := range slices.Chunk(ids, batch) {
+		q := `UPDATE executor_actions SET snapshot = '', snapshot_bytes = 0, snapshot_pruned_at = ?
+			WHERE ` + prunable + ` AND action_id IN (?` + strings.Repeat(", ?", len(chunk)-1) + `)`
+		n, err := rowsAffected(tx.ExecContext(ctx, s.d.Rebind(q), append([]any{sqldb.Micros(now)}, chunk...)...))
+		if err != nil {
+			return 0, fmt.Errorf("executor: prune snapshots by bytes: %w", err)
+		}
+		pruned += n
+	}
+	return pruned, nil
+}
+
+// pastBytesTx returns, in tx, the action ids of requester's prunable
+// snapshots that keeping the newest within maxBytes leaves out: none when
+// the requester's total is within it, else the oldest, in order, until
+// what is left is.
+func (s *store) pastBytesTx(ctx context.Context, tx *sql.Tx, requester string, maxBytes int64) ([]any, error) {
+	var total int64
+	err := tx.QueryRowContext(ctx, s.d.Rebind(`SELECT bytes FROM executor_snapshot_totals WHERE requester = ?`), requester).Scan(&total)
+	if errors.Is(err, sql.ErrNoRows) || err == nil && total <= maxBytes {
+		return nil, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("executor: prune snapshots: %w", err)
+		return nil, fmt.Errorf("executor: read the snapshot total of %s: %w", requester, err)
 	}
-	return int(n), nil
+	rows, err := tx.QueryContext(ctx, s.d.Rebind(`SELECT action_id, snapshot_bytes FROM executor_actions
+		WHERE requester = ? AND `+prunable+` ORDER BY snapshot_at, action_id`), requester)
+	if err != nil {
+		return nil, fmt.Errorf("executor: list the snapshots of %s: %w", requester, err)
+	}
+	defer rows.Close()
+	var ids []any
+	for total > maxBytes && rows.Next() {
+		var id string
+		var size int64
+		if err := rows.Scan(&id, &size); err != nil {
+			return nil, fmt.Errorf("executor: list the snapshots of %s: %w", requester, err)
+		}
+		ids, total = append(ids, id), total-size
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("executor: list the snapshots of %s: %w", requester, err)
+	}
+	return ids, nil
+}
+
+// rowsAffected is how many rows the statement that gave res and err
+// changed.
+func rowsAffected(res sql.Result, err error) (int, error) {
+	if err != nil {
+		return 0, err
+	}
+	n, err := res.RowsAffected()
+	return int(n), err
 }
 
 // pruneOne empties, at now, the snapshot of actionID if it may be
