@@ -9,8 +9,6 @@ import (
 	"runtime"
 	"strings"
 	"sync/atomic"
-
-	_ "modernc.org/sqlite" // registers the pure-Go "sqlite" driver
 )
 
 // SQLite runs with:
@@ -60,10 +58,7 @@ func openSQLite(ctx context.Context, path, syncMode string, opts Options) (w, r 
 		return nil, nil, err
 	}
 	common := fmt.Sprintf("_busy_timeout=%d&_foreign_keys=1&_synchronous=%s", sqliteBusyTimeoutMS, syncMode)
-	w, err = sql.Open("sqlite", path+"?"+common+"&_journal_mode=WAL&_txlock=immediate")
-	if err != nil {
-		return nil, nil, fmt.Errorf("sqldb: open %s: %w", path, err)
-	}
+	w = OpenSQLite(path + "?" + common + "&_journal_mode=WAL&_txlock=immediate")
 	w.SetMaxOpenConns(1)
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxIdleTime(0)
@@ -74,11 +69,7 @@ func openSQLite(ctx context.Context, path, syncMode string, opts Options) (w, r 
 		_ = w.Close()
 		return nil, nil, fmt.Errorf("sqldb: open %s: %w", path, err)
 	}
-	r, err = sql.Open("sqlite", path+"?"+common+"&_query_only=1")
-	if err != nil {
-		_ = w.Close()
-		return nil, nil, fmt.Errorf("sqldb: open %s: %w", path, err)
-	}
+	r = OpenSQLite(path + "?" + common + "&_query_only=1")
 	n := opts.MaxConns
 	if n <= 0 {
 		n = max(4, runtime.GOMAXPROCS(0))

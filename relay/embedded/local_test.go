@@ -217,6 +217,14 @@ func TestConnCloseReq(t *testing.T) {
 		if err := sub.c.CloseReq("a"); err != nil {
 			t.Fatal(err)
 		}
+		// The relay reads a connection's messages in order: once a REQ
+		// sent after the CLOSE has its EOSE, the CLOSE is done, and an
+		// event published from now on cannot be meant for "a" (one
+		// published before could have been, and sent: a race of the
+		// test's, not a fault of the relay's).
+		if got := sub.req("sync", nostr.Filter{Kinds: []int{3}, Limit: 0, LimitZero: true}); len(got) != 0 {
+			t.Fatalf("sync: %v", eventIDs(got))
+		}
 		pub.mustPublish(k.event(t, 1, now, "after close"))
 		// A REQ on another id is a barrier: its EOSE comes after anything
 		// still queued for "a".

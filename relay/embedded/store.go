@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 
 	"github.com/nbd-wtf/go-nostr"
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
 	"github.com/snapnode/snapnode/internal/sqldb"
 )
@@ -81,10 +80,7 @@ func (s *store) storedSince(f *filter) bool {
 func openStore(ctx context.Context, path string) (*store, error) {
 	const pragmas = "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
 	if path == "" || path == ":memory:" {
-		db, err := sql.Open("sqlite", ":memory:?"+pragmas)
-		if err != nil {
-			return nil, fmt.Errorf("open in-memory database: %w", err)
-		}
+		db := sqldb.OpenSQLite(":memory:?" + pragmas)
 		// One connection, never closed while the store lives: it is
 		// the database.
 		db.SetMaxOpenConns(1)
@@ -101,10 +97,7 @@ func openStore(ctx context.Context, path string) (*store, error) {
 	if strings.ContainsAny(path, "?#") {
 		return nil, fmt.Errorf("database path %q: must not contain '?' or '#'", path)
 	}
-	w, err := sql.Open("sqlite", "file:"+path+"?"+pragmas)
-	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
-	}
+	w := sqldb.OpenSQLite("file:" + path + "?" + pragmas)
 	w.SetMaxOpenConns(1)
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxIdleTime(0)
@@ -113,11 +106,7 @@ func openStore(ctx context.Context, path string) (*store, error) {
 		w.Close()
 		return nil, err
 	}
-	r, err := sql.Open("sqlite", "file:"+path+"?"+pragmas+"&_pragma=query_only(1)")
-	if err != nil {
-		w.Close()
-		return nil, fmt.Errorf("open %s for reading: %w", path, err)
-	}
+	r := sqldb.OpenSQLite("file:" + path + "?" + pragmas + "&_pragma=query_only(1)")
 	r.SetMaxOpenConns(4)
 	r.SetMaxIdleConns(4)
 	s.r = r
