@@ -201,6 +201,15 @@ func (db *DB) UnsyncedCommits() int64 {
 	return db.commit.unsynced.Load()
 }
 
+// Checkpoints reports, on SQLite, how many WAL checkpoints the committer
+// ran at idle moments and how many failed (0, 0 on PostgreSQL).
+func (db *DB) Checkpoints() (done, failed int64) {
+	if db.commit == nil {
+		return 0, 0
+	}
+	return db.commit.checkpoints.Load(), db.commit.checkpointErrs.Load()
+}
+
 // DiskFull reports whether err is the database's "out of space" error.
 func DiskFull(err error) bool {
 	var pe *pgconn.PgError
