@@ -11,10 +11,11 @@ import (
 	"github.com/snapnode/snapnode/internal/sqldb"
 )
 
-// TestCommitterCheckpoints: writes that come one at a time leave the
-// committer idle moments, where it checkpoints the WAL itself, so the WAL
-// starts afresh every few commits and never grows to the 1,000 pages at
-// which SQLite would checkpoint inside a caller's commit.
+// TestCommitterCheckpoints: the committer asks for a checkpoint of the WAL
+// every 16 batches, done beside the writer; where the writes leave it
+// time to finish (here the test waits for it), the WAL starts afresh
+// every 16 writes and never grows to the 1,000 pages at which SQLite
+// would checkpoint inside a caller's commit.
 func TestCommitterCheckpoints(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "cp.db")
@@ -23,14 +24,16 @@ func TestCommitterCheckpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
+	finished := make(chan struct{}, 1)
+	sqldb.SetAfterCheckpoint(db, func() { finished <- struct{}{} })
 	if _, err := db.W.ExecContext(ctx, "CREATE TABLE items (id INTEGER PRIMARY KEY, body TEXT)"); err != nil {
 		t.Fatal(err)
 	}
 	// Each write dirties about three pages (a row of 3 KB and the
-	// tree's pages above it): 600 writes would take the WAL to some
-	// 1,800 pages without a checkpoint.
+	// tree's pages above it): 640 writes would take the WAL to some
+	// 1,900 pages without a checkpoint.
 	body := strings.Repeat("x", 3000)
-	for i := range 600 {
+	for i := range 640 {
 		err := db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 			_, err := tx.ExecContext(ctx, "INSERT INTO items (id, body) VALUES (?, ?)", i, body)
 			return err
@@ -38,18 +41,26 @@ func TestCommitterCheckpoints(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if (i+1)%16 == 0 {
+			<-finished // the checkpoint this batch asked for
+		}
 	}
 	done, failed := db.Checkpoints()
-	if done < 600/20 || failed != 0 {
-		t.Errorf("the committer made %d checkpoints (%d failed) over 600 writes one at a time; want about one every 16 and none failed", done, failed)
+	if done != 640/16 || failed != 0 {
+		t.Errorf("the committer had %d checkpoints done (%d failed) over 640 writes; want one every 16 batches, none failed", done, failed)
 	}
 	fi, err := os.Stat(path + "-wal")
 	if err != nil {
 		t.Fatal(err)
 	}
-	// SQLite's own checkpoint comes at 1,000 pages (4 MB); the
-	// committer's, every 16 writes, keep the WAL near 16 × 3 pages.
+	// SQLite's own checkpoint comes at 1,000 pages (4 MB); with the
+	// committer's, the WAL starts afresh every 16 writes (about 50
+	// pages).
 	if fi.Size() > 1<<20 {
 		t.Errorf("the WAL grew to %d bytes; with the committer's checkpoints it should stay under 1 MB", fi.Size())
+	}
+	var n int
+	if err := db.R.QueryRowContext(ctx, "SELECT COUNT(*) FROM items").Scan(&n); err != nil || n != 640 {
+		t.Errorf("%d rows read back (%v); want 640", n, err)
 	}
 }

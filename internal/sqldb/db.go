@@ -86,7 +86,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*DB, error) {
 		if db.W, db.R, err = openSQLite(ctx, tg.path, syncMode, opts); err != nil {
 			return nil, err
 		}
-		db.commit = newCommitter(db.W, syncMode)
+		db.commit = newCommitter(db.W, db.R, syncMode)
 	case Postgres:
 		cfg, err := pgx.ParseConfig(tg.conn) // its errors hide the password
 		if err != nil {
@@ -201,8 +201,8 @@ func (db *DB) UnsyncedCommits() int64 {
 	return db.commit.unsynced.Load()
 }
 
-// Checkpoints reports, on SQLite, how many WAL checkpoints the committer
-// ran at idle moments and how many failed (0, 0 on PostgreSQL).
+// Checkpoints reports, on SQLite, how many of the WAL checkpoints the
+// committer asked for were done and how many failed (0, 0 on PostgreSQL).
 func (db *DB) Checkpoints() (done, failed int64) {
 	if db.commit == nil {
 		return 0, 0

@@ -101,10 +101,14 @@ func openSQLite(ctx context.Context, path, syncMode string, opts Options) (w, r 
 // would roll back the whole batch. A caller whose context is done before
 // its write starts gets the context's error and nothing is written.
 type committer struct {
-	db   *sql.DB
-	reqs chan *writeReq
-	quit chan struct{} // closed by stop
-	done chan struct{} // closed when run returns
+	db     *sql.DB
+	reader *sql.DB // the read pool, for the checkpoints
+	reqs   chan *writeReq
+	quit   chan struct{} // closed by stop
+	done   chan struct{} // closed when run returns
+	// cpWant asks the checkpointer for a checkpoint (buffered 1); cpDone
+	// is closed when it returns.
+	cpWant, cpDone chan struct{}
 
 	// sync is the database's synchronous setting (FULL, NORMAL or
 	// EXTRA); mode the one the writer connection was last set to, "" when
@@ -118,6 +122,9 @@ type committer struct {
 	// checkpoints and checkpointErrs count the committer's own WAL
 	// checkpoints, done and failed.
 	checkpoints, checkpointErrs atomic.Int64
+	// afterCheckpoint, when set (tests, before the first write), runs
+	// after each checkpoint.
+	afterCheckpoint func()
 }
 
 type writeReq struct {
@@ -129,18 +136,20 @@ type writeReq struct {
 	done   chan struct{}
 }
 
-func newCommitter(db *sql.DB, syncMode string) *committer {
-	c := &committer{db: db, reqs: make(chan *writeReq), quit: make(chan struct{}), done: make(chan struct{}),
-		sync: syncMode, mode: syncMode}
+func newCommitter(db, reader *sql.DB, syncMode string) *committer {
+	c := &committer{db: db, reader: reader, reqs: make(chan *writeReq), quit: make(chan struct{}), done: make(chan struct{}),
+		cpWant: make(chan struct{}, 1), cpDone: make(chan struct{}), sync: syncMode, mode: syncMode}
 	go c.run()
+	go c.checkpointer()
 	return c
 }
 
-// stop ends the goroutine after the batch in progress; later writes get
-// ErrClosed.
+// stop ends the goroutines after the batch and the checkpoint in
+// progress; later writes get ErrClosed.
 func (c *committer) stop() {
 	close(c.quit)
 	<-c.done
+	<-c.cpDone
 }
 
 // do runs op in the next group commit and returns once that has committed
@@ -165,18 +174,14 @@ func (c *committer) do(ctx context.Context, noSync bool, op func(context.Context
 func (c *committer) run() {
 	defer close(c.done)
 	batch := make([]*writeReq, 0, maxBatch)
-	var next *writeReq // a write taken while looking for an idle moment
-	since := 0         // batches since the last checkpoint
+	since := 0 // batches since the last checkpoint asked for
 	for {
-		if next == nil {
-			select {
-			case next = <-c.reqs:
-			case <-c.quit:
-				return
-			}
+		select {
+		case r := <-c.reqs:
+			batch = append(batch[:0], r)
+		case <-c.quit:
+			return
 		}
-		batch = append(batch[:0], next)
-		next = nil
 	drain:
 		for len(batch) < maxBatch {
 			select {
@@ -193,38 +198,50 @@ func (c *committer) run() {
 			close(r.done)
 			batch[i] = nil
 		}
-		if since++; since < checkpointEvery {
-			continue
-		}
-		select {
-		case next = <-c.reqs: // not idle: the write goes first
-		default:
-			c.checkpoint()
+		if since++; since >= checkpointEvery {
+			select {
+			case c.cpWant <- struct{}{}:
+			default: // one is running or asked for already
+			}
 			since = 0
 		}
 	}
 }
 
-// checkpointEvery is how many batches the committer lets pass between its
-// checkpoints of the WAL.
+// checkpointEvery is how many batches the committer lets pass between the
+// checkpoints of the WAL it asks for.
 const checkpointEvery = 16
 
-// checkpoint copies the WAL's committed pages into the database file
-// (PRAGMA wal_checkpoint(PASSIVE)) at a moment when no write is waiting,
-// so that the next write starts the WAL afresh. Left to SQLite, the
-// checkpoint runs inside the commit that takes the WAL past 1,000 pages,
-// and the caller of that one write waits for 1,000 pages to be copied and
-// the database file to be fsynced: the tail of the writes' latency. Done
-// here every checkpointEvery batches, each checkpoint is small and no
-// caller waits for it unless a write arrives while it runs; SQLite's own
-// checkpoint stays as the bound when writes never pause. A failed
-// checkpoint is counted and left for the next.
-func (c *committer) checkpoint() {
-	if _, err := c.db.ExecContext(context.Background(), "PRAGMA wal_checkpoint(PASSIVE)"); err != nil {
-		c.checkpointErrs.Add(1)
-		return
+// checkpointer copies the WAL's committed pages into the database file
+// (PRAGMA wal_checkpoint(PASSIVE)) each time the committer asks, on a
+// connection of the read pool (a checkpoint is not a change of the
+// database, which query_only allows) and beside the writer, which goes on
+// committing meanwhile. Left to SQLite alone, the checkpoint runs inside
+// the commit that takes the WAL past 1,000 pages, and the caller of that
+// one write waits for 1,000 pages to be copied and the database file to be
+// fsynced: the tail of the writes' latency. Asked for every
+// checkpointEvery batches, no write waits for these; the WAL starts afresh
+// at the next write after one that copied everything, and when writes
+// never pause long enough for that, SQLite's own checkpoint at 1,000
+// pages finds almost every page copied already. A failed checkpoint is
+// counted and left for the next.
+func (c *committer) checkpointer() {
+	defer close(c.cpDone)
+	for {
+		select {
+		case <-c.cpWant:
+		case <-c.quit:
+			return
+		}
+		if _, err := c.reader.ExecContext(context.Background(), "PRAGMA wal_checkpoint(PASSIVE)"); err != nil {
+			c.checkpointErrs.Add(1)
+		} else {
+			c.checkpoints.Add(1)
+		}
+		if c.afterCheckpoint != nil {
+			c.afterCheckpoint()
+		}
 	}
-	c.checkpoints.Add(1)
 }
 
 // commit runs the batch in one transaction and sets each request's err.
