@@ -111,51 +111,34 @@ func TestSnapshotBounds(t *testing.T) {
 // prunable snapshots as summed from the records.
 func (v *env) snapshotTotalsAgree() {
 	v.t.Helper()
-	rows, err := v.db.R.QueryContext(context.Background(), `SELECT requester, SUM(snapshot_bytes) FROM executor_actions
+	want := v.bytesBy(`SELECT requester, SUM(snapshot_bytes) FROM executor_actions
 		WHERE snapshot <> '' AND state NOT IN ('promoting', 'rolling_back') GROUP BY requester`)
-	if err != nil {
-		v.t.Fatal(err)
-	}
-	want := map[string]int64{}
-	for rows.Next() {
-		var r string
-		var n int64
-		if err := rows.Scan(&r, &n); err != nil {
-			v.t.Fatal(err)
-		}
-		want[r] = n
-	}
-	rows.Close()
-	rows, err = v.db.R.QueryContext(context.Background(), `SELECT requester, bytes FROM executor_snapshot_totals`)
-	if err != nil {
-		v.t.Fatal(err)
-	}
-	defer rows.Close()
-	got := map[string]int64{}
-	for rows.Next() {
-		var r string
-		var n int64
-		if err := rows.Scan(&r, &n); err != nil {
-			v.t.Fatal(err)
-		}
-		if n != 0 {
-			got[r] = n
-		}
-	}
+	got := v.bytesBy(`SELECT requester, bytes FROM executor_snapshot_totals WHERE bytes <> 0`)
 	if !maps.Equal(got, want) {
 		v.t.Errorf("executor_snapshot_totals = %v; the records sum to %v", got, want)
 	}
 }
 
-// snapshotStored reports whether the record of actionID still holds its
-// rollback snapshot.
-func (v *env) snapshotStored(actionID string) bool {
+// bytesBy runs query, which selects a requester and a number, and returns
+// its rows as a map.
+func (v *env) bytesBy(query string) map[string]int64 {
 	v.t.Helper()
-	var n int
-	err := v.db.R.QueryRowContext(context.Background(), v.db.Dialect.Rebind(
-		`SELECT COUNT(*) FROM executor_actions WHERE action_id = ? AND snapshot <> ''`), actionID).Scan(&n)
+	rows, err := v.db.R.QueryContext(context.Background(), query)
 	if err != nil {
 		v.t.Fatal(err)
 	}
-	return n == 1
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var r string
+		var n int64
+		if err := rows.Scan(&r, &n); err != nil {
+			v.t.Fatal(err)
+		}
+		out[r] = n
+	}
+	if err := rows.Err(); err != nil {
+		v.t.Fatal(err)
+	}
+	return out
 }
