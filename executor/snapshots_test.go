@@ -142,3 +142,16 @@ func (v *env) bytesBy(query string) map[string]int64 {
 	}
 	return out
 }
+
+// snapshotStored reports whether the record of actionID still holds its
+// rollback snapshot.
+func (v *env) snapshotStored(actionID string) bool {
+	v.t.Helper()
+	var n int
+	err := v.db.R.QueryRowContext(context.Background(), v.db.Dialect.Rebind(
+		`SELECT COUNT(*) FROM executor_actions WHERE action_id = ? AND snapshot <> ''`), actionID).Scan(&n)
+	if err != nil {
+		v.t.Fatal(err)
+	}
+	return n == 1
+}
