@@ -14,7 +14,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/snapnode/snapnode/executor"
-	"github.com/snapnode/snapnode/executor/sandbox"
 	"github.com/snapnode/snapnode/tasks"
 )
 
@@ -435,34 +434,36 @@ func (jr *jobRun) texts() []string {
 	return []string{jr.j.Description}
 }
 
-// workspace lists the top of the sandbox for the model, at most 50 names.
+// workspaceNames bounds the workspace's entries the model is shown.
+const workspaceNames = 50
+
+// workspace lists the top of the sandbox for the model: the first
+// workspaceNames entries by name, and how many others there are. The
+// executor reads only those (executor.Request.ListFirst), so a workspace
+// of any size costs the same and is never refused as too large.
 func (jr *jobRun) workspace(ctx context.Context) string {
-	out, ok := jr.hostRead(ctx, "LIST_FILES", "/sandbox/")
+	out, ok := jr.hostRead(ctx, "LIST_FILES", "/sandbox/", workspaceNames)
 	if !ok {
 		return ""
 	}
 	var list struct {
-		Result struct {
-			Entries []sandbox.Entry `json:"entries"`
-		} `json:"result"`
+		Result executor.ListResult `json:"result"`
 	}
 	if json.Unmarshal(out, &list) != nil {
 		return ""
 	}
-	entries := list.Result.Entries
 	var b strings.Builder
-	for i, e := range entries {
-		if i == 50 {
-			fmt.Fprintf(&b, "… and %d more\n", len(entries)-50)
-			break
-		}
+	for _, e := range list.Result.Entries {
 		fmt.Fprintf(&b, "%s (%s", e.Path, e.Kind)
 		if e.Kind == "file" {
 			fmt.Fprintf(&b, ", %d bytes", e.Size)
 		}
 		b.WriteString(")\n")
 	}
-	if len(entries) == 0 {
+	if list.Result.More > 0 {
+		fmt.Fprintf(&b, "… and %d more\n", list.Result.More)
+	}
+	if len(list.Result.Entries) == 0 {
 		b.WriteString("(nothing)\n")
 	}
 	return b.String()
@@ -471,13 +472,14 @@ func (jr *jobRun) workspace(ctx context.Context) string {
 // hostRead reads for the model's prompt or the task's evidence, as the
 // requester: a READ_FILE or LIST_FILES proposal through the executor, so
 // the operator's policy decides and the audit log records it, exactly as
-// if the model had asked. It returns the runtime output of a read that
-// was carried out.
-func (jr *jobRun) hostRead(ctx context.Context, action, path string) (json.RawMessage, bool) {
+// if the model had asked. A listing is cut to its first listFirst entries
+// when above 0 (executor.Request.ListFirst). It returns the runtime output
+// of a read that was carried out.
+func (jr *jobRun) hostRead(ctx context.Context, action, path string, listFirst int) (json.RawMessage, bool) {
 	prop, _ := json.Marshal(map[string]any{"schema_version": "1.0.0", "id": uuid.NewString(),
 		"reasoning": "the node reads this for the agent's work on the task", "action": action,
 		"args": map[string]any{"path": path}})
-	res, err := jr.r.cfg.Executor.Run(ctx, executor.Request{TaskID: jr.j.TaskID, Requester: jr.j.Requester, Data: prop})
+	res, err := jr.r.cfg.Executor.Run(ctx, executor.Request{TaskID: jr.j.TaskID, Requester: jr.j.Requester, Data: prop, ListFirst: listFirst})
 	if err != nil {
 		return nil, false
 	}
@@ -498,7 +500,7 @@ func (jr *jobRun) hostRead(ctx context.Context, action, path string) (json.RawMe
 // readText is the content of a text file read through hostRead, at most
 // max bytes; false when it cannot be read, is not text, or is larger.
 func (jr *jobRun) readText(ctx context.Context, path string, max int) (string, bool) {
-	out, ok := jr.hostRead(ctx, "READ_FILE", path)
+	out, ok := jr.hostRead(ctx, "READ_FILE", path, 0)
 	if !ok {
 		return "", false
 	}
@@ -763,7 +765,7 @@ func (jr *jobRun) evidence(ctx context.Context, files []string) (arts []tasks.Ar
 		if i >= 20 {
 			continue // the task's artifacts are bounded; the history names them all
 		}
-		out, ok := jr.hostRead(ctx, "READ_FILE", p)
+		out, ok := jr.hostRead(ctx, "READ_FILE", p, 0)
 		var read struct {
 			Result executor.ReadResult `json:"result"`
 		}

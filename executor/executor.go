@@ -245,6 +245,13 @@ type Request struct {
 	// rename and that commit leaves, whatever this field says. The commit
 	// before the promotion (the record and its snapshot) always waits.
 	PromotedNoWait bool
+	// ListFirst, when above 0, makes a LIST_FILES return only the first
+	// ListFirst entries by name, and in ListResult.More how many others
+	// the folder holds, whatever its size (MaxEntries then does not
+	// refuse it). It is the host's own option, for a listing it shows in
+	// part (the agent's view of the workspace): nothing a proposer sends
+	// sets it.
+	ListFirst int
 }
 
 // Then is a caller's write that joins the transaction of the last commit
@@ -383,6 +390,7 @@ func (e *Executor) Run(ctx context.Context, req Request) (*Result, error) {
 		}
 		return res, nil
 	}
+	it.listFirst = req.ListFirst
 	res := &Result{ActionID: actionID, ProposalID: it.proposalID, Action: it.action}
 	j.setRisk(e.levels, it.risk)
 	j.add(audit.Entry{Actor: actor, Step: audit.StepValidated, Decision: "valid", Detail: detail(e.validated(it))})
@@ -604,11 +612,20 @@ func (e *Executor) readSteps(ctx context.Context, sb *sandbox.Sandbox, it *item)
 			sum := sha256.Sum256(b)
 			reads[i] = read{out: proposal.Success(p, readResult(b)), path: p.Args.Path, hash: hex.EncodeToString(sum[:])}
 		case proposal.KindListFiles:
-			entries, err := sb.List(ctx, p.Args.Path)
+			var (
+				entries []sandbox.Entry
+				more    int
+				err     error
+			)
+			if it.listFirst > 0 {
+				entries, more, err = sb.ListFirst(ctx, p.Args.Path, it.listFirst)
+			} else {
+				entries, err = sb.List(ctx, p.Args.Path)
+			}
 			if err != nil {
 				return nil, err
 			}
-			reads[i] = read{out: proposal.Success(p, ListResult{Entries: nonNil(entries)})}
+			reads[i] = read{out: proposal.Success(p, ListResult{Entries: nonNil(entries), More: more})}
 		}
 	}
 	return reads, nil

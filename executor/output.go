@@ -28,8 +28,11 @@ type ReadResult struct {
 }
 
 // ListResult is LIST_FILES's result: the directory's entries, by name.
+// More, only in a listing the host asked to cut (Request.ListFirst), is
+// how many entries follow those shown.
 type ListResult struct {
 	Entries []sandbox.Entry `json:"entries"`
+	More    int             `json:"more,omitzero"`
 }
 
 // FinishResult is FINISH's result: the response it ends the task with.

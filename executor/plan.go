@@ -34,7 +34,10 @@ type item struct {
 	says       []string             // the peer descriptor's own words: intent, reasons to confirm
 	resources  proposal.Resources   // the smaller of the host's and the peer's caps
 	pre        []precondition       // what a peer's descriptor declares must hold
-	peer       *proposal.Descriptor // the peer's descriptor as sent, nil for a proposal
+	// listFirst, when above 0, lists only the first listFirst entries
+	// of a LIST_FILES (Request.ListFirst: the host's reads alone).
+	listFirst int
+	peer      *proposal.Descriptor // the peer's descriptor as sent, nil for a proposal
 	// requestedAudit is a peer descriptor's audit section: recorded, never
 	// applied (the host's AuditLevels and retention are).
 	requestedAudit proposal.Audit

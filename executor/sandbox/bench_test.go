@@ -2,6 +2,7 @@ package sandbox_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -146,4 +147,30 @@ func BenchmarkNormalize(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkListFirst measures the agent's view of a workspace of 1,000
+// files: the first 50 entries by name (ListFirst), beside List of all of
+// them as the baseline of the same run.
+func BenchmarkListFirst(b *testing.B) {
+	files := map[string]string{}
+	for i := range 1000 {
+		files[fmt.Sprintf("note-%04d.md", i)] = "n"
+	}
+	_, sb := newSandbox(b, sandbox.Limits{MaxEntries: 1000}, files)
+	ctx := context.Background()
+	b.Run("baseline=List", func(b *testing.B) {
+		for range b.N {
+			if _, err := sb.List(ctx, "/sandbox/"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("ListFirst=50", func(b *testing.B) {
+		for range b.N {
+			if _, _, err := sb.ListFirst(ctx, "/sandbox/", 50); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

@@ -160,3 +160,50 @@ func TestListMany(t *testing.T) {
 		t.Fatalf("List of 700 with a cap of 699 = %v", err)
 	}
 }
+
+// TestListFirst: the first n entries by name, as List shows them, and how
+// many others there are, whatever the folder's size: MaxEntries, which
+// refuses List, does not refuse it; temporary files are neither shown
+// nor counted.
+func TestListFirst(t *testing.T) {
+	files := map[string]string{"sub/": "", "sub/x.md": "x"}
+	for i := range 700 {
+		files[fmt.Sprintf("f%04d.txt", 699-i)] = strings.Repeat("z", i%3)
+	}
+	dir, sb := newSandbox(t, sandbox.Limits{MaxEntries: 100}, files)
+	if err := os.WriteFile(filepath.Join(dir, sandbox.ReservedPrefix+"tmp-left"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := sb.List(ctx, "/sandbox/"); !errors.Is(err, sandbox.ErrLimit) {
+		t.Fatalf("List of 701 entries with a cap of 100 = %v; want ErrLimit", err)
+	}
+	wide, err := sandbox.Open(dir, sandbox.Limits{MaxEntries: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wide.Close()
+	all, err := wide.List(ctx, "/sandbox/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		n        int
+		wantLen  int
+		wantMore int
+	}{{1, 1, 700}, {50, 50, 651}, {701, 701, 0}, {5000, 701, 0}} {
+		got, more, err := sb.ListFirst(ctx, "/sandbox/", c.n)
+		if err != nil || len(got) != c.wantLen || more != c.wantMore {
+			t.Fatalf("ListFirst(%d) = %d entries, %d more, %v; want %d, %d more", c.n, len(got), more, err, c.wantLen, c.wantMore)
+		}
+		if !slices.Equal(got, all[:c.wantLen]) {
+			t.Errorf("ListFirst(%d) = %v…; want List's first %d", c.n, got[:min(3, len(got))], c.wantLen)
+		}
+	}
+	if _, _, err := sb.ListFirst(ctx, "/sandbox/", 0); err == nil {
+		t.Error("ListFirst of 0 entries succeeded")
+	}
+	if _, _, err := sb.ListFirst(ctx, "/sandbox/../etc", 3); err == nil {
+		t.Error("ListFirst outside the sandbox succeeded")
+	}
+}

@@ -273,63 +273,100 @@ const listBatch = 256
 // holding more than MaxEntries entries is a *LimitError, not a partial
 // listing.
 func (s *Sandbox) List(ctx context.Context, p string) ([]Entry, error) {
+	out, _, err := s.list(ctx, p, 0)
+	return out, err
+}
+
+// ListFirst returns the first n entries (n > 0) of the directory at the
+// virtual path p, by name, as List would show them, and how many others
+// it holds. It reads every name but keeps and describes only n, so a
+// directory of any size is listed in bounded memory (MaxEntries does not
+// apply; MaxDuration does).
+func (s *Sandbox) ListFirst(ctx context.Context, p string, n int) ([]Entry, int, error) {
+	if n <= 0 {
+		return nil, 0, fmt.Errorf("sandbox: ListFirst of %d entries", n)
+	}
+	return s.list(ctx, p, n)
+}
+
+// list is List (first 0: every entry, under MaxEntries) and ListFirst.
+func (s *Sandbox) list(ctx context.Context, p string, first int) ([]Entry, int, error) {
 	rel, err := Normalize(p)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	d, err := s.openDir(ctx, rel)
 	if err != nil {
-		return nil, opErr("list", rel, err)
+		return nil, 0, opErr("list", rel, err)
 	}
 	defer d.close()
 	f, err := d.r.Open(".")
 	if err != nil {
-		return nil, opErr("list", rel, err)
+		return nil, 0, opErr("list", rel, err)
 	}
 	defer f.Close()
-	var out []Entry
+	// The names kept, sorted: every one (first 0), or the first smallest.
+	var kept []string
+	total := 0
 	for {
 		if err := alive(ctx); err != nil {
-			return nil, opErr("list", rel, err)
+			return nil, 0, opErr("list", rel, err)
 		}
 		names, err := f.Readdirnames(listBatch)
 		for _, name := range names {
 			if strings.HasPrefix(name, ReservedPrefix) {
 				continue
 			}
-			if len(out) == s.lim.MaxEntries {
-				return nil, &LimitError{Limit: LimitEntries, Path: Virtual(rel), Max: int64(s.lim.MaxEntries), Got: int64(len(out) + 1)}
+			total++
+			if first == 0 {
+				if total > s.lim.MaxEntries {
+					return nil, 0, &LimitError{Limit: LimitEntries, Path: Virtual(rel), Max: int64(s.lim.MaxEntries), Got: int64(total)}
+				}
+				kept = append(kept, name)
+				continue
 			}
-			e := Entry{Name: name, Path: Virtual(join(rel, name)), Kind: "other"}
-			// Lstat through the directory's own Root: never a host path.
-			fi, err := d.r.Lstat(name)
-			if errors.Is(err, fs.ErrNotExist) {
-				continue // removed while we read
+			if at, _ := slices.BinarySearch(kept, name); at < first {
+				kept = slices.Insert(kept, at, name)
+				if len(kept) > first {
+					kept = kept[:first]
+				}
 			}
-			if err != nil {
-				return nil, opErr("list", join(rel, name), err)
-			}
-			switch {
-			case fi.Mode().IsRegular():
-				e.Kind, e.Size = "file", fi.Size()
-			case fi.IsDir():
-				e.Kind = "dir"
-			case fi.Mode()&fs.ModeSymlink != 0:
-				e.Kind = "symlink"
-			}
-			out = append(out, e)
 		}
 		if err == io.EOF || (err == nil && len(names) == 0) {
 			break
 		}
 		if err != nil {
-			return nil, opErr("list", rel, err)
+			return nil, 0, opErr("list", rel, err)
 		}
 	}
-	slices.SortFunc(out, func(a, b Entry) int { return strings.Compare(a.Name, b.Name) })
-	return out, nil
+	if first == 0 {
+		slices.Sort(kept)
+	}
+	out := make([]Entry, 0, len(kept))
+	for _, name := range kept {
+		e := Entry{Name: name, Path: Virtual(join(rel, name)), Kind: "other"}
+		// Lstat through the directory's own Root: never a host path.
+		fi, err := d.r.Lstat(name)
+		if errors.Is(err, fs.ErrNotExist) {
+			total--
+			continue // removed while we read
+		}
+		if err != nil {
+			return nil, 0, opErr("list", join(rel, name), err)
+		}
+		switch {
+		case fi.Mode().IsRegular():
+			e.Kind, e.Size = "file", fi.Size()
+		case fi.IsDir():
+			e.Kind = "dir"
+		case fi.Mode()&fs.ModeSymlink != 0:
+			e.Kind = "symlink"
+		}
+		out = append(out, e)
+	}
+	return out, total - len(out), nil
 }
 
 // Sweep removes the temporary files a crash may have left behind (names
