@@ -5,6 +5,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/snapnode/snapnode/relay"
 )
 
 // The relay's messages and events are written by hand, byte for byte what
@@ -97,22 +99,7 @@ func appendJSONString(b []byte, s string) []byte {
 				continue
 			}
 			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
+			b = relay.AppendASCIIEscape(b, c)
 			i++
 			start = i
 			continue
