@@ -21,5 +21,7 @@
 // SQL is written once, with ? placeholders, in the subset both databases
 // speak; Dialect.Rebind numbers the placeholders for PostgreSQL. SQLite runs
 // in WAL mode with one writer connection (BEGIN IMMEDIATE) and a pool of
-// read-only connections; see Open.
+// read-only connections; see Open. Every SQLite connection keeps the
+// statements it runs compiled (OpenSQLite), and the WAL is checkpointed
+// beside the writer, not inside a caller's commit.
 package sqldb
