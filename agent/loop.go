@@ -463,7 +463,7 @@ func (jr *jobRun) workspace(ctx context.Context) string {
 	if list.Result.More > 0 {
 		fmt.Fprintf(&b, "… and %d more\n", list.Result.More)
 	}
-	if len(list.Result.Entries) == 0 {
+	if len(list.Result.Entries) == 0 && list.Result.More == 0 {
 		b.WriteString("(nothing)\n")
 	}
 	return b.String()

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -281,16 +280,25 @@ const prunable = `snapshot <> '' AND state NOT IN ('promoting', 'rolling_back')`
 // pruneSnapshotsTx empties, at now and in tx, the snapshots stored before
 // olderThan (all requesters; skipped when zero) and those of requester
 // beyond maxBytes together, newest kept first (skipped when negative), and
-// returns how many it pruned. Its cost does not grow with the snapshots
-// kept: the age bound walks the index by snapshot_at from the oldest, and
-// the byte bound reads the requester's total (executor_snapshot_totals,
-// which triggers keep) and, only when it is passed, walks the requester's
-// snapshots from the oldest until what is left is within it.
+// returns how many it pruned.
+//
+// On SQLite its cost does not grow with the snapshots kept: the age bound
+// walks the index by snapshot_at, and the byte bound reads the
+// requester's total (executor_snapshot_totals, which triggers keep) and,
+// only when it is passed, walks the requester's snapshots from the oldest
+// until what is left fits. PostgreSQL keeps no totals: on a database that
+// several processes write, a totals row locked by one promotion's commit
+// while its age bound reached another requester's snapshots would let
+// two promotions wait for each other; there one statement sums the
+// requester's snapshots, as before.
 func (s *store) pruneSnapshotsTx(ctx context.Context, tx *sql.Tx, requester string, now, olderThan time.Time, maxBytes int64) (int, error) {
+	if s.d == sqldb.Postgres {
+		return s.pruneSummingTx(ctx, tx, requester, now, olderThan, maxBytes)
+	}
 	pruned := 0
 	if !olderThan.IsZero() {
-		res, err := tx.ExecContext(ctx, s.d.Rebind(`UPDATE executor_actions SET snapshot = '', snapshot_bytes = 0, snapshot_pruned_at = ?
-			WHERE `+prunable+` AND snapshot_at < ?`), sqldb.Micros(now), sqldb.Micros(olderThan))
+		res, err := tx.ExecContext(ctx, `UPDATE executor_actions SET snapshot = '', snapshot_bytes = 0, snapshot_pruned_at = ?
+			WHERE `+prunable+` AND snapshot_at < ?`, sqldb.Micros(now), sqldb.Micros(olderThan))
 		n, err := rowsAffected(res, err)
 		if err != nil {
 			return 0, fmt.Errorf("executor: prune snapshots by age: %w", err)
@@ -301,16 +309,14 @@ func (s *store) pruneSnapshotsTx(ctx context.Context, tx *sql.Tx, requester stri
 		return pruned, nil
 	}
 	ids, err := s.pastBytesTx(ctx, tx, requester, maxBytes)
-	if err != nil || len(ids) == 0 {
-		return pruned, err
+	if err != nil {
+		return 0, err
 	}
-	// In batches, under either database's bound on a statement's
-	// parameters (a lowered bound may prune many at once).
-	const batch = 500
-	for chunk := range slices.Chunk(ids, batch) {
-		q := `UPDATE executor_actions SET snapshot = '', snapshot_bytes = 0, snapshot_pruned_at = ?
-			WHERE ` + prunable + ` AND action_id IN (?` + strings.Repeat(", ?", len(chunk)-1) + `)`
-		n, err := rowsAffected(tx.ExecContext(ctx, s.d.Rebind(q), append([]any{sqldb.Micros(now)}, chunk...)...))
+	// One statement per snapshot, the same text each time (compiled
+	// once): in the steady state a promotion prunes one or two.
+	for _, id := range ids {
+		n, err := rowsAffected(tx.ExecContext(ctx, `UPDATE executor_actions SET snapshot = '', snapshot_bytes = 0, snapshot_pruned_at = ?
+			WHERE action_id = ? AND `+prunable, sqldb.Micros(now), id))
 		if err != nil {
 			return 0, fmt.Errorf("executor: prune snapshots by bytes: %w", err)
 		}
@@ -322,23 +328,23 @@ func (s *store) pruneSnapshotsTx(ctx context.Context, tx *sql.Tx, requester stri
 // pastBytesTx returns, in tx, the action ids of requester's prunable
 // snapshots that keeping the newest within maxBytes leaves out: none when
 // the requester's total is within it, else the oldest, in order, until
-// what is left is.
-func (s *store) pastBytesTx(ctx context.Context, tx *sql.Tx, requester string, maxBytes int64) ([]any, error) {
+// what is left is (SQLite: executor_snapshot_totals).
+func (s *store) pastBytesTx(ctx context.Context, tx *sql.Tx, requester string, maxBytes int64) ([]string, error) {
 	var total int64
-	err := tx.QueryRowContext(ctx, s.d.Rebind(`SELECT bytes FROM executor_snapshot_totals WHERE requester = ?`), requester).Scan(&total)
+	err := tx.QueryRowContext(ctx, `SELECT bytes FROM executor_snapshot_totals WHERE requester = ?`, requester).Scan(&total)
 	if errors.Is(err, sql.ErrNoRows) || err == nil && total <= maxBytes {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("executor: read the snapshot total of %s: %w", requester, err)
 	}
-	rows, err := tx.QueryContext(ctx, s.d.Rebind(`SELECT action_id, snapshot_bytes FROM executor_actions
-		WHERE requester = ? AND `+prunable+` ORDER BY snapshot_at, action_id`), requester)
+	rows, err := tx.QueryContext(ctx, `SELECT action_id, snapshot_bytes FROM executor_actions
+		WHERE requester = ? AND `+prunable+` ORDER BY snapshot_at, action_id`, requester)
 	if err != nil {
 		return nil, fmt.Errorf("executor: list the snapshots of %s: %w", requester, err)
 	}
 	defer rows.Close()
-	var ids []any
+	var ids []string
 	for total > maxBytes && rows.Next() {
 		var id string
 		var size int64
@@ -351,6 +357,36 @@ func (s *store) pastBytesTx(ctx context.Context, tx *sql.Tx, requester string, m
 		return nil, fmt.Errorf("executor: list the snapshots of %s: %w", requester, err)
 	}
 	return ids, nil
+}
+
+// pruneSummingTx is pruneSnapshotsTx on PostgreSQL: one statement for
+// both bounds. The age bound takes the oldest snapshots, which the byte
+// count of a newer one never includes (it sums from the newest down): the
+// same as pruning by age first.
+func (s *store) pruneSummingTx(ctx context.Context, tx *sql.Tx, requester string, now, olderThan time.Time, maxBytes int64) (int, error) {
+	var where []string
+	args := []any{sqldb.Micros(now)}
+	if !olderThan.IsZero() {
+		where = append(where, `snapshot_at < ?`)
+		args = append(args, sqldb.Micros(olderThan))
+	}
+	if maxBytes >= 0 {
+		// The requester's snapshots, newest first, with the bytes of
+		// those up to each: the ones past maxBytes go.
+		where = append(where, `action_id IN (SELECT action_id FROM (
+			SELECT action_id, SUM(snapshot_bytes) OVER (ORDER BY snapshot_at DESC, action_id DESC) AS kept
+			FROM executor_actions WHERE requester = ? AND `+prunable+`) AS newest WHERE kept > ?)`)
+		args = append(args, requester, maxBytes)
+	}
+	if len(where) == 0 {
+		return 0, nil
+	}
+	n, err := rowsAffected(tx.ExecContext(ctx, s.d.Rebind(`UPDATE executor_actions SET snapshot = '', snapshot_bytes = 0, snapshot_pruned_at = ?
+		WHERE `+prunable+` AND (`+strings.Join(where, ` OR `)+`)`), args...))
+	if err != nil {
+		return 0, fmt.Errorf("executor: prune snapshots: %w", err)
+	}
+	return n, nil
 }
 
 // rowsAffected is how many rows the statement that gave res and err
