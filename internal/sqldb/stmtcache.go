@@ -166,7 +166,10 @@ func (c *cachingConn) QueryContext(ctx context.Context, query string, args []dri
 		return nil, err
 	}
 	s.busy = true
-	return &cachedRows{Rows: rows, s: s}, nil
+	if typed, ok := rows.(sqliteRows); ok {
+		return &cachedRows{sqliteRows: typed, s: s}, nil
+	}
+	return &plainCachedRows{Rows: rows, s: s}, nil
 }
 
 // Close closes the cached statements, then the connection.
@@ -175,19 +178,51 @@ func (c *cachingConn) Close() error {
 	return c.sqliteConn.Close()
 }
 
-// cachedRows frees its statement for the next use when closed.
+// cachedRows frees its statement for the next use when closed. It keeps
+// the column types of modernc's rows, which embedding driver.Rows alone
+// would hide from sql.Rows.ColumnTypes.
 type cachedRows struct {
+	sqliteRows
+	s *cachedStmt
+}
+
+// sqliteRows is what modernc.org/sqlite's rows provide.
+type sqliteRows interface {
+	driver.Rows
+	driver.RowsColumnTypeDatabaseTypeName
+	driver.RowsColumnTypeLength
+	driver.RowsColumnTypeNullable
+	driver.RowsColumnTypePrecisionScale
+	driver.RowsColumnTypeScanType
+}
+
+func (r *cachedRows) Close() error {
+	err := r.sqliteRows.Close()
+	r.s = r.s.release()
+	return err
+}
+
+// plainCachedRows is cachedRows for rows without column types (not
+// modernc's: for a driver that would not give them).
+type plainCachedRows struct {
 	driver.Rows
 	s *cachedStmt
 }
 
-func (r *cachedRows) Close() error {
+func (r *plainCachedRows) Close() error {
 	err := r.Rows.Close()
-	if s := r.s; s != nil {
-		r.s, s.busy = nil, false
+	r.s = r.s.release()
+	return err
+}
+
+// release frees s (nil: nothing) for its next use once its rows are
+// closed, or closes it if the cache dropped it meanwhile; it returns nil.
+func (s *cachedStmt) release() *cachedStmt {
+	if s != nil {
+		s.busy = false
 		if s.dropped {
 			s.stmt.Close()
 		}
 	}
-	return err
+	return nil
 }
