@@ -109,6 +109,10 @@ type committer struct {
 	// cpWant asks the checkpointer for a checkpoint (buffered 1); cpDone
 	// is closed when it returns.
 	cpWant, cpDone chan struct{}
+	// cpCtx bounds the checkpoints; stop cancels it, so that closing
+	// never waits for a reader to become free.
+	cpCtx    context.Context
+	cpCancel context.CancelFunc
 
 	// sync is the database's synchronous setting (FULL, NORMAL or
 	// EXTRA); mode the one the writer connection was last set to, "" when
@@ -140,14 +144,16 @@ func newCommitter(db, reader *sql.DB, syncMode string) *committer {
 	c := &committer{db: db, reader: reader, reqs: make(chan *writeReq), quit: make(chan struct{}), done: make(chan struct{}),
 		cpWant: make(chan struct{}, 1), cpDone: make(chan struct{}), sync: syncMode, mode: syncMode}
 	go c.run()
+	c.cpCtx, c.cpCancel = context.WithCancel(context.Background())
 	go c.checkpointer()
 	return c
 }
 
-// stop ends the goroutines after the batch and the checkpoint in
-// progress; later writes get ErrClosed.
+// stop ends the goroutines after the batch in progress (a checkpoint in
+// progress is interrupted); later writes get ErrClosed.
 func (c *committer) stop() {
 	close(c.quit)
+	c.cpCancel()
 	<-c.done
 	<-c.cpDone
 }
@@ -233,7 +239,7 @@ func (c *committer) checkpointer() {
 		case <-c.quit:
 			return
 		}
-		if _, err := c.reader.ExecContext(context.Background(), "PRAGMA wal_checkpoint(PASSIVE)"); err != nil {
+		if _, err := c.reader.ExecContext(c.cpCtx, "PRAGMA wal_checkpoint(PASSIVE)"); err != nil {
 			c.checkpointErrs.Add(1)
 		} else {
 			c.checkpoints.Add(1)
