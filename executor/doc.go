@@ -139,9 +139,14 @@
 //	                 snapshot_pruned_at)
 //	executor_usage(requester PK, bytes, files, dirs)
 //	executor_rollback_paths(path PK, rolled_back_at)
+//	executor_snapshot_totals(requester PK, bytes)   SQLite only
 //
 // executor_usage is what each requester's promoted actions added to the
 // workspace, checked against the Quotas (see Quotas for who owns what).
+// executor_snapshot_totals, kept by triggers on executor_actions, is the
+// bytes of each requester's prunable snapshots, so that a promotion reads
+// one row to tell whether the byte bound is passed (PostgreSQL sums them
+// instead; see pruneSnapshotsTx).
 //
 // A record is made for each action that is held or promoted, or whose
 // precondition failed; its states
