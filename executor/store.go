@@ -156,10 +156,7 @@ func (s *store) claim(ctx context.Context, actionID, from, to string, now time.T
 // affectedOne reports whether the statement that gave res changed the
 // one row of actionID.
 func affectedOne(res sql.Result, err error, verb, actionID string) (bool, error) {
-	var n int64
-	if err == nil {
-		n, err = res.RowsAffected()
-	}
+	n, err := rowsAffected(res, err)
 	if err != nil {
 		return false, fmt.Errorf("executor: %s action %s: %w", verb, actionID, err)
 	}
@@ -315,8 +312,7 @@ func (s *store) pruneSnapshotsTx(ctx context.Context, tx *sql.Tx, requester stri
 	// One statement per snapshot, the same text each time (compiled
 	// once): in the steady state a promotion prunes one or two.
 	for _, id := range ids {
-		n, err := rowsAffected(tx.ExecContext(ctx, `UPDATE executor_actions SET snapshot = '', snapshot_bytes = 0, snapshot_pruned_at = ?
-			WHERE action_id = ? AND `+prunable, sqldb.Micros(now), id))
+		n, err := s.pruneOneTx(ctx, tx, id, now)
 		if err != nil {
 			return 0, fmt.Errorf("executor: prune snapshots by bytes: %w", err)
 		}
@@ -403,10 +399,16 @@ func rowsAffected(res sql.Result, err error) (int, error) {
 // pruned.
 func (s *store) pruneOne(ctx context.Context, actionID string, now time.Time) error {
 	return s.write(ctx, "prune the snapshot of", actionID, func(ctx context.Context, tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, s.d.Rebind(`UPDATE executor_actions SET snapshot = '', snapshot_bytes = 0,
-			snapshot_pruned_at = ? WHERE action_id = ? AND `+prunable), sqldb.Micros(now), actionID)
+		_, err := s.pruneOneTx(ctx, tx, actionID, now)
 		return err
 	})
+}
+
+// pruneOneTx empties, at now and in tx, the snapshot of actionID if it
+// may be pruned, and reports how many records it changed (0 or 1).
+func (s *store) pruneOneTx(ctx context.Context, tx *sql.Tx, actionID string, now time.Time) (int, error) {
+	return rowsAffected(tx.ExecContext(ctx, s.d.Rebind(`UPDATE executor_actions SET snapshot = '', snapshot_bytes = 0,
+		snapshot_pruned_at = ? WHERE action_id = ? AND `+prunable), sqldb.Micros(now), actionID))
 }
 
 type scanner interface{ Scan(...any) error }
