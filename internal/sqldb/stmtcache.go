@@ -83,12 +83,15 @@ type cachingConn struct {
 // cachedStmt is a compiled statement; busy while rows it returned are
 // open, dropped once forgotten while busy (the rows close it).
 type cachedStmt struct {
-	stmt interface {
-		driver.Stmt
-		driver.StmtExecContext
-		driver.StmtQueryContext
-	}
+	stmt          compiledStmt
 	busy, dropped bool
+}
+
+// compiledStmt is what modernc.org/sqlite's prepared statements provide.
+type compiledStmt interface {
+	driver.Stmt
+	driver.StmtExecContext
+	driver.StmtQueryContext
 }
 
 var (
@@ -112,11 +115,7 @@ func (c *cachingConn) get(ctx context.Context, query string) (*cachedStmt, error
 	if err != nil {
 		return nil, err
 	}
-	st, ok := ds.(interface {
-		driver.Stmt
-		driver.StmtExecContext
-		driver.StmtQueryContext
-	})
+	st, ok := ds.(compiledStmt)
 	if !ok {
 		ds.Close()
 		return nil, nil
