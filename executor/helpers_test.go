@@ -232,3 +232,20 @@ func errorCode(t testing.TB, out []byte) string {
 	}
 	return v.Code
 }
+
+// stagedRewrite writes a.txt ("before") and stages its rewrite ("after")
+// without promoting it; it returns the staged change and its snapshot as
+// the executor stores it.
+func (v *env) stagedRewrite(ctx context.Context) (*sandbox.Staged, []byte) {
+	v.t.Helper()
+	v.file("a.txt", "before\n")
+	st, err := v.sb.Stage(ctx, []sandbox.Change{sandbox.Write{Path: "/sandbox/a.txt", Content: []byte("after\n")}})
+	if err != nil {
+		v.t.Fatal(err)
+	}
+	snap, err := json.Marshal(st.Snapshot())
+	if err != nil {
+		v.t.Fatal(err)
+	}
+	return st, snap
+}

@@ -3,7 +3,6 @@ package executor_test
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"os"
 	"runtime"
@@ -92,15 +91,7 @@ func TestCrashBetweenRecordAndRename(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		v := newEnv(t, dsn)
 		ctx := context.Background()
-		v.file("a.txt", "before\n")
-		st, err := v.sb.Stage(ctx, []sandbox.Change{sandbox.Write{Path: "/sandbox/a.txt", Content: []byte("after\n")}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		snap, err := json.Marshal(st.Snapshot())
-		if err != nil {
-			t.Fatal(err)
-		}
+		st, snap := v.stagedRewrite(ctx)
 		if _, err := v.sb.Prepare(ctx, st); err != nil { // never discarded: the process died
 			t.Fatal(err)
 		}

@@ -3,13 +3,11 @@ package executor_test
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"testing"
 
 	"github.com/snapnode/snapnode/executor"
 	"github.com/snapnode/snapnode/executor/audit"
-	"github.com/snapnode/snapnode/executor/sandbox"
 	"github.com/snapnode/snapnode/internal/testdb"
 )
 
@@ -36,15 +34,7 @@ func TestRecoverInterrupted(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		v := newEnv(t, dsn)
 		ctx := context.Background()
-		v.file("a.txt", "before\n")
-		st, err := v.sb.Stage(ctx, []sandbox.Change{sandbox.Write{Path: "/sandbox/a.txt", Content: []byte("after\n")}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		snap, err := json.Marshal(st.Snapshot())
-		if err != nil {
-			t.Fatal(err)
-		}
+		st, snap := v.stagedRewrite(ctx)
 		if _, err := v.sb.Promote(ctx, st); err != nil {
 			t.Fatal(err)
 		}
