@@ -27,14 +27,7 @@ func TestPreparePromote(t *testing.T) {
 	}
 
 	dir, sb := newSandbox(t, sandbox.Limits{}, stageFixture)
-	st, err = sb.Stage(ctx, composite)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := sb.Prepare(ctx, st)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := prepare(t, sb, composite)
 	defer p.Discard()
 	// notes.md rewritten, and the renamed file's new name in sub/.
 	temps := reservedFiles(t, dir)
@@ -68,14 +61,7 @@ func TestPreparePromote(t *testing.T) {
 func TestPrepareDiscard(t *testing.T) {
 	ctx := context.Background()
 	dir, sb := newSandbox(t, sandbox.Limits{}, stageFixture)
-	st, err := sb.Stage(ctx, composite)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := sb.Prepare(ctx, st)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := prepare(t, sb, composite)
 	if err := os.WriteFile(filepath.Join(dir, "notes.md"), []byte("edited by hand\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -105,14 +91,7 @@ func TestPrepareFailsBeforeRename(t *testing.T) {
 		}
 		return nil
 	})
-	st, err := sb.Stage(ctx, composite)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := sb.Prepare(ctx, st)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := prepare(t, sb, composite)
 	if _, err := sb.PromotePrepared(ctx, p); !errors.Is(err, errInjected) || errors.Is(err, sandbox.ErrIncomplete) {
 		t.Fatalf("PromotePrepared = %v", err)
 	}
@@ -154,4 +133,19 @@ func TestPrepareNotCounted(t *testing.T) {
 	if got, err := sb.Counts(ctx); err != nil || got != want {
 		t.Fatalf("Counts after the promotion = %+v, %v; want %+v", got, err, want)
 	}
+}
+
+// prepare stages changes on sb and prepares their promotion.
+func prepare(t *testing.T, sb *sandbox.Sandbox, changes []sandbox.Change) *sandbox.Prepared {
+	t.Helper()
+	ctx := context.Background()
+	st, err := sb.Stage(ctx, changes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := sb.Prepare(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
