@@ -102,14 +102,14 @@ var (
 // get returns the compiled statement of query, compiling it at first use;
 // nil when query is not cached (a script) or its statement is busy.
 func (c *cachingConn) get(ctx context.Context, query string) (*cachedStmt, error) {
-	if strings.Contains(strings.TrimRight(query, "; \t\n"), ";") {
-		return nil, nil
-	}
 	if s, ok := c.stmts[query]; ok {
 		if s.busy {
 			return nil, nil
 		}
 		return s, nil
+	}
+	if strings.Contains(strings.TrimRight(query, "; \t\n"), ";") {
+		return nil, nil // a script: never in the cache
 	}
 	ds, err := c.PrepareContext(ctx, query)
 	if err != nil {
