@@ -361,3 +361,38 @@ func TestServerResultKept(t *testing.T) {
 		})
 	}
 }
+
+// A delivery already taken (the same Via: one relay event reaching the
+// process twice) is dropped without an answer; the same message carried
+// by another delivery, or by none, is answered as the duplicate it is.
+// Each replay is answered from the Validator's cache and from the replay
+// store alike: the second server shares only the store.
+func TestRedeliveryIsDroppedSilently(t *testing.T) {
+	ctx := context.Background()
+	replay := snap.NewMemoryReplayStore(0)
+	server := func() *snap.Server {
+		r := snap.NewRouter()
+		r.Handle("message/send", func(context.Context, *snap.Verified) (any, error) { return map[string]any{"ok": true}, nil })
+		return snap.NewServer(snap.ServerConfig{
+			Key: keyB, Router: r, Now: at(t0), Logger: slog.New(slog.DiscardHandler),
+			Validator: snap.NewValidator(snap.Config{Self: keyB.Address(identity.Mainnet), Now: at(t0), Replay: replay}),
+		})
+	}
+	raw := request(t, "via-1", "message/send", sendText)
+	first := server()
+	if resp := first.Respond(ctx, snap.Inbound{Raw: raw, Via: "event-a"}); resp == nil {
+		t.Fatal("the first delivery got no answer")
+	}
+	for name, s := range map[string]*snap.Server{"the same process": first, "another process": server()} {
+		for range 2 { // the second time from the Validator's cache
+			if resp := s.Respond(ctx, snap.Inbound{Raw: raw, Via: "event-a"}); resp != nil {
+				t.Fatalf("%s: the same delivery again was answered: %s", name, resp.Payload)
+			}
+			for _, via := range []string{"event-b", ""} {
+				if resp := s.Respond(ctx, snap.Inbound{Raw: raw, Via: via}); resp == nil {
+					t.Fatalf("%s: the message by another delivery (%q) got no answer", name, via)
+				}
+			}
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"time"
 
 	"github.com/snapnode/snapnode/identity"
@@ -69,26 +70,34 @@ type Validator struct {
 	// round trip per message). It is a cache: an evicted or never-seen
 	// replay is verified and then caught by the store's Remember, which
 	// is the one authority across restarts and replicas.
-	// Its keys are seenKey's 32 bytes, not the sender's address and the id.
-	seen *bounded.Expiring[[32]byte, seenRecord]
+	// Its keys are seenKey's 64 bits, not the sender's address and the id.
+	seen *bounded.Expiring[uint64, seenRecord]
+	seed maphash.Seed // of seenKey and viaSum: random, this process's own
 }
 
 // seenRecord is what the Validator's cache keeps of a ReplayRecord: what
-// tells a replay (the fingerprint) and what its answer says (when it was
-// first seen, and by which delivery); its expiry is the cache's.
+// tells a replay (the fingerprint's first half) and what its answer says
+// (when it was first seen, and by which delivery); its expiry is the
+// cache's. 32 bytes, so that a full cache holds about 1.7 MB.
+//
+// The cache is looked up by a 64-bit hash of (from, id), so two pairs can
+// share a key; that is harmless because a message is rejected from the
+// cache only when its fingerprint equals the one held, which a message
+// of another pair cannot have (the fingerprint covers from and id). Half
+// of SHA-256 keeps that true against anyone: finding two messages with
+// equal halves takes 2⁶⁴ hashes, and would only get the finder's own
+// message answered as the replay it is.
 type seenRecord struct {
 	firstSeen   int64 // Unix seconds
-	fingerprint [32]byte
-	via         string
+	fingerprint [16]byte
+	via         uint64 // viaSum of the delivery
 }
 
-func newSeenRecord(r ReplayRecord) seenRecord {
-	return seenRecord{firstSeen: r.FirstSeen.Unix(), fingerprint: r.Fingerprint, via: r.Via}
+func (v *Validator) newSeenRecord(r ReplayRecord) seenRecord {
+	return seenRecord{firstSeen: r.FirstSeen.Unix(), fingerprint: [16]byte(r.Fingerprint[:16]), via: v.viaSum(r.Via)}
 }
 
-// SeenCacheSize bounds the Validator's cache of recent replay records:
-// about 4 MB full (a 32-byte key, a seenRecord, and the id of the event
-// that carried the message).
+// SeenCacheSize bounds the Validator's cache of recent replay records.
 const SeenCacheSize = 16384
 
 // NewValidator returns a Validator for cfg.
@@ -110,7 +119,8 @@ func NewValidator(cfg Config) *Validator {
 		keys:       newKeyCache(cfg.KeyCacheSize),
 		outputKeys: newTweakCache(cfg.KeyCacheSize),
 		retention:  max(MinReplayRetention, 2*cfg.MaxDrift+time.Second),
-		seen:       bounded.NewExpiring[[32]byte, seenRecord](SeenCacheSize, true),
+		seen:       bounded.NewExpiring[uint64, seenRecord](SeenCacheSize, true),
+		seed:       maphash.MakeSeed(),
 	}
 }
 
@@ -199,13 +209,13 @@ func (v *Validator) authenticate(ctx context.Context, env *envelope, signer *[32
 		return out, v.checkRecipient(m)
 	}
 	fp := fingerprint(out.Digest, m.Sig)
-	key := seenKey(m.From, m.ID)
-	if prior, ok := v.seen.Get(key, now); ok && prior.fingerprint == fp {
+	key := v.seenKey(m.From, m.ID)
+	if prior, ok := v.seen.Get(key, now); ok && prior.fingerprint == [16]byte(fp[:16]) {
 		// A byte-for-byte replay of a message this process authenticated
 		// (or found recorded) is rejected without a second verification
 		// and without asking the replay store. Anything else that reuses
 		// the pair must verify first, so a forger learns nothing.
-		return nil, duplicate(m, prior, via)
+		return nil, v.duplicate(m, prior, via)
 	}
 	if !verifySignature(from.pub, out.Digest, m.Sig) {
 		return nil, &Error{Code: CodeSignatureInvalid, Message: "signature does not verify against the key of from",
@@ -232,11 +242,11 @@ func (v *Validator) authenticate(ctx context.Context, env *envelope, signer *[32
 			return nil, internal("replay store", err)
 		case !fresh:
 			if prior.Fingerprint == fp {
-				v.seen.Add(key, newSeenRecord(prior), prior.Expires, now)
+				v.seen.Add(key, v.newSeenRecord(prior), prior.Expires, now)
 			}
-			return nil, duplicate(m, newSeenRecord(prior), via)
+			return nil, v.duplicate(m, v.newSeenRecord(prior), via)
 		}
-		v.seen.Add(key, newSeenRecord(rec), rec.Expires, now)
+		v.seen.Add(key, v.newSeenRecord(rec), rec.Expires, now)
 	}
 
 	// Recipient.
@@ -278,18 +288,33 @@ func fingerprint(d [32]byte, sigHex string) [32]byte {
 
 // duplicate is the error for a message whose (from, id) was recorded by
 // prior: ErrRedelivered when the same delivery carried both, else 2006.
-// seenKey names the pair (from, id) in the Validator's cache: the SHA-256
-// of replayKey's form, 32 bytes held instead of the address and the id
-// (over 100 bytes at the longest). Distinct pairs have distinct keys, as
-// SHA-256 has no known collision.
-func seenKey(from, id string) [32]byte {
-	var buf [256]byte // the longest address and id fit: no allocation
-	b := append(append(append(buf[:0], from...), 0), id...)
-	return sha256.Sum256(b)
+// seenKey names the pair (from, id) in the Validator's cache: a 64-bit
+// hash under the Validator's random seed (see seenRecord for why pairs
+// that share one are harmless).
+func (v *Validator) seenKey(from, id string) uint64 {
+	var h maphash.Hash
+	h.SetSeed(v.seed)
+	h.WriteString(from)
+	h.WriteByte(0)
+	h.WriteString(id)
+	return h.Sum64()
 }
 
-func duplicate(m *Message, prior seenRecord, via string) error {
-	if via != "" && prior.via == via {
+// viaSum names a delivery in the Validator's cache: 0 for none (""), else
+// a hash under the Validator's seed, odd so that it is never 0. Two
+// deliveries sharing a sum would have a replay dropped silently rather
+// than answered 2006; with 63 random bits that is not a concern.
+func (v *Validator) viaSum(via string) uint64 {
+	if via == "" {
+		return 0
+	}
+	return maphash.String(v.seed, via) | 1
+}
+
+// duplicate is the error for a message whose (from, id) was recorded by
+// prior: ErrRedelivered when the same delivery carried both, else 2006.
+func (v *Validator) duplicate(m *Message, prior seenRecord, via string) error {
+	if via != "" && prior.via == v.viaSum(via) {
 		return ErrRedelivered
 	}
 	return &Error{

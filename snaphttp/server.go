@@ -251,6 +251,9 @@ func New(cfg Config) (*Server, error) {
 	s.base, s.stopBase = context.WithCancel(context.Background())
 	s.streams, s.stopStreams = context.WithCancel(context.Background())
 	s.upgrader = websocket.Upgrader{
+		// A message is framed in a buffer borrowed for its write: an
+		// idle WebSocket holds no write buffer.
+		WriteBufferPool:  new(sync.Pool),
 		HandshakeTimeout: cfg.WriteTimeout,
 		CheckOrigin:      cfg.CheckOrigin,
 		Error: func(w http.ResponseWriter, r *http.Request, status int, reason error) {

@@ -3,6 +3,7 @@ package snapnostr
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -84,12 +85,16 @@ type InboxConfig struct {
 // type "response", ignore the events and get the final answer. Streams
 // end, with their final response, when Run's context ends.
 type Inbox struct {
-	cfg       InboxConfig
-	slots     chan struct{} // one per stream running
-	sealer    *sealer
-	recent    *bounded.Cache[[32]byte, struct{}] // event ids already queued
-	ready     chan struct{}
-	readyOnce sync.Once
+	cfg    InboxConfig
+	slots  chan struct{} // one per stream running
+	sealer *sealer
+	// recent holds the events already queued, each as a 64-bit hash of
+	// its id under recentSeed (8 bytes instead of 32: relay's dedupe set
+	// says why two ids sharing a hash are of no concern).
+	recent     *bounded.Cache[uint64, struct{}]
+	recentSeed maphash.Seed
+	ready      chan struct{}
+	readyOnce  sync.Once
 }
 
 // NewInbox returns an Inbox for cfg.
@@ -107,7 +112,8 @@ func NewInbox(cfg InboxConfig) *Inbox {
 	defaults.Positive(&cfg.Streams, 64)
 	defaults.Positive(&cfg.Refusals, 256)
 	in := &Inbox{cfg: cfg, sealer: newSealer(cfg.Key, 4096), ready: make(chan struct{}),
-		recent: bounded.NewCache[[32]byte, struct{}](100_000), slots: make(chan struct{}, cfg.Streams)}
+		recent: bounded.NewCache[uint64, struct{}](100_000), recentSeed: maphash.MakeSeed(),
+		slots: make(chan struct{}, cfg.Streams)}
 	return in
 }
 
@@ -248,15 +254,16 @@ func (in *Inbox) take(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Queu
 		return
 	}
 	// Each event once, across resubscriptions too. The pool checked the
-	// id, so it decodes; the 32 bytes are kept, not the 64 characters.
+	// id, so it decodes.
 	var id [32]byte
 	if _, err := relay.DecodeHex32(ev.ID, &id); err != nil {
 		return
 	}
-	if _, dup := in.recent.Get(id); dup {
+	sum := maphash.Comparable(in.recentSeed, id)
+	if _, dup := in.recent.Get(sum); dup {
 		return
 	}
-	in.recent.Put(id, struct{}{})
+	in.recent.Put(sum, struct{}{})
 	if ev.Kind == relay.KindMessage && in.cfg.Checkpoint != nil {
 		if seen, err := in.cfg.Checkpoint.Seen(ctx, ev.ID); err != nil {
 			in.cfg.Logger.Error("inbox checkpoint", "err", err)

@@ -8,8 +8,13 @@ import (
 )
 
 // maxBatch bounds what a burst of frames holds back before it is written:
-// past it the frames so far go out and the burst goes on.
-const maxBatch = 64 << 10
+// past it the frames so far go out and the burst goes on. A buffer grown
+// past keepBatch by a large burst is let go once written, so that idle
+// connections do not each keep the largest burst they ever sent.
+const (
+	maxBatch  = 64 << 10
+	keepBatch = 4 << 10
+)
 
 // batchConn is a client's socket whose writes, while a burst is open, are
 // collected and sent with one write system call when the burst ends. The
@@ -65,6 +70,9 @@ func (b *batchConn) flushLocked() error {
 	}
 	_, err := b.Conn.Write(b.buf)
 	b.buf = b.buf[:0]
+	if cap(b.buf) > keepBatch {
+		b.buf = nil
+	}
 	return err
 }
 

@@ -130,7 +130,7 @@ func TestWriterFlushesEachBurstWhenIdle(t *testing.T) {
 	rt := &recordTransport{flushed: make(chan struct{}, 8)}
 	c := r.newConn(rt, slog.New(slog.DiscardHandler))
 	for i := range 5 {
-		c.ctrl <- outItem{msg: message{label: labelNotice, text: strconv.Itoa(i)}}
+		c.enqueue(c.ctrl, outItem{msg: message{label: labelNotice, text: strconv.Itoa(i)}}, false)
 	}
 	done := make(chan struct{})
 	go func() { defer close(done); c.writeLoop() }()

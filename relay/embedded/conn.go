@@ -99,8 +99,11 @@ type conn struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	ctrl chan outItem
-	live chan outItem
+	ctrl *outQueue
+	live *outQueue
+	// ready tells the writer that a queue has a message: it is signalled
+	// (never blocking: it holds one signal) after every put.
+	ready chan struct{}
 	// patient: a full live queue holds the publisher (for at most
 	// WriteTimeout) instead of cutting the connection. Only the
 	// in-process connection, the node itself, is patient.
@@ -129,8 +132,9 @@ func (r *Relay) newConn(t transport, log *slog.Logger) *conn {
 		log:       log,
 		ctx:       ctx,
 		cancel:    cancel,
-		ctrl:      make(chan outItem, 64),
-		live:      make(chan outItem, r.cfg.SendQueue),
+		ctrl:      newOutQueue(ctrlQueue),
+		live:      newOutQueue(r.cfg.SendQueue),
+		ready:     make(chan struct{}, 1),
 		done:      make(chan struct{}),
 		finished:  make(chan struct{}),
 		closeCode: websocket.CloseNormalClosure,
@@ -205,23 +209,7 @@ func (c *conn) sendLive(it outItem) {
 	if c.t.direct(it) {
 		return
 	}
-	select {
-	case c.live <- it:
-		return
-	case <-c.done:
-		return
-	default:
-	}
-	if !c.patient {
-		c.slow()
-		return
-	}
-	t := time.NewTimer(c.r.cfg.WriteTimeout)
-	defer t.Stop()
-	select {
-	case c.live <- it:
-	case <-c.done:
-	case <-t.C:
+	if c.enqueue(c.live, it, c.patient) == queueFull {
 		c.slow()
 	}
 }
@@ -229,24 +217,67 @@ func (c *conn) sendLive(it outItem) {
 // send queues it on the control queue, waiting at most WriteTimeout for
 // room. It returns an error when the connection is (or gets) closed.
 func (c *conn) send(it outItem) error {
-	select {
-	case c.ctrl <- it:
+	switch c.enqueue(c.ctrl, it, true) {
+	case queued:
 		return nil
+	case queueFull:
+		c.slow()
+	}
+	return errConnClosed
+}
+
+// ctrlQueue bounds a connection's control queue: answers and stored
+// events, for which the reader waits.
+const ctrlQueue = 64
+
+// queueResult is what became of a message given to enqueue.
+type queueResult int
+
+const (
+	queued    queueResult = iota
+	queueFull             // no room, or none within WriteTimeout
+	connDone              // the connection ended first
+)
+
+// enqueue puts it on q and wakes the writer; when q is full it waits for
+// room up to WriteTimeout if wait is set.
+func (c *conn) enqueue(q *outQueue, it outItem, wait bool) queueResult {
+	select {
 	case <-c.done:
-		return errConnClosed
+		return connDone
 	default:
 	}
-	t := time.NewTimer(c.r.cfg.WriteTimeout)
-	defer t.Stop()
-	select {
-	case c.ctrl <- it:
-		return nil
-	case <-c.done:
-		return errConnClosed
-	case <-t.C:
-		c.slow()
-		return errConnClosed
+	ok, room := q.put(it)
+	if !ok && wait {
+		t := time.NewTimer(c.r.cfg.WriteTimeout)
+		defer t.Stop()
+		for !ok {
+			select {
+			case <-room:
+				ok, room = q.put(it)
+			case <-c.done:
+				return connDone
+			case <-t.C:
+				return queueFull
+			}
+		}
 	}
+	if !ok {
+		return queueFull
+	}
+	select {
+	case c.ready <- struct{}{}:
+	default: // a signal is already pending
+	}
+	return queued
+}
+
+// next takes the next queued message, control before live.
+func (c *conn) next() (outItem, bool) {
+	if it, ok := c.ctrl.take(); ok {
+		return it, true
+	}
+	return c.live.take()
 }
 
 func (c *conn) notice(msg string) error {
@@ -317,22 +348,21 @@ func (c *conn) writeLoop() {
 		}
 		return write(it)
 	}
-	// burst writes it and whatever else is queued by then, and flushes
-	// once the queues are empty: one system call for messages that were
-	// ready together, and none held back waiting for more.
-	burst := func(it outItem) bool {
+	// burst writes whatever is queued, and flushes once the queues are
+	// empty: one system call for messages that were ready together, and
+	// none held back waiting for more.
+	burst := func() bool {
+		it, more := c.next()
+		if !more {
+			return true // what was signalled went out in the last burst
+		}
 		c.t.begin()
 		ok := handle(it)
-	drain:
 		for ok {
-			select {
-			case it := <-c.ctrl:
-				ok = handle(it)
-			case it := <-c.live:
-				ok = handle(it)
-			default:
-				break drain
+			if it, more = c.next(); !more {
+				break
 			}
+			ok = handle(it)
 		}
 		if err := c.t.flush(); err != nil && ok {
 			c.log.Debug("write failed", "err", err)
@@ -351,12 +381,8 @@ func (c *conn) writeLoop() {
 		select {
 		case <-c.done:
 			return
-		case it := <-c.ctrl:
-			if !burst(it) {
-				return
-			}
-		case it := <-c.live:
-			if !burst(it) {
+		case <-c.ready:
+			if !burst() {
 				return
 			}
 		case <-ping:

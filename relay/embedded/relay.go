@@ -230,8 +230,11 @@ func New(cfg Config) (*Relay, error) {
 		cancel: cancel,
 		conns:  make(map[*conn]struct{}),
 		upgrader: websocket.Upgrader{
-			ReadBufferSize:  4096,
-			WriteBufferSize: 4096,
+			// Reads go through the HTTP server's 4 KiB buffer, taken
+			// over with the connection; a frame is built in a
+			// buffer borrowed for its write: an idle client holds no
+			// write buffer.
+			WriteBufferPool: new(sync.Pool),
 			// Nostr clients connect from any origin, browsers included.
 			CheckOrigin: func(*http.Request) bool { return true },
 		},

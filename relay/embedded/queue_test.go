@@ -1,0 +1,111 @@
+package embedded
+
+import (
+	"log/slog"
+	"strconv"
+	"testing"
+	"time"
+)
+
+func noticeItem(i int) outItem {
+	return outItem{msg: message{label: labelNotice, text: strconv.Itoa(i)}}
+}
+
+// An outQueue keeps its order and bound, tells a sender that found it full
+// when a message is taken, and lets its buffer go once emptied.
+func TestOutQueue(t *testing.T) {
+	q := newOutQueue(40)
+	if cap(q.items) != 0 {
+		t.Fatalf("a new queue holds room for %d messages, want none", cap(q.items))
+	}
+	next := 0 // the next message expected out
+	for i := range 40 {
+		if ok, _ := q.put(noticeItem(i)); !ok {
+			t.Fatalf("put %d refused below the bound", i)
+		}
+		if i%3 == 0 { // take as it fills, so that the head moves
+			it, ok := q.take()
+			if !ok || it.msg.text != strconv.Itoa(next) {
+				t.Fatalf("took %q, %v; want %d", it.msg.text, ok, next)
+			}
+			next++
+		}
+	}
+	for i := 40; q.len() < 40; i++ {
+		if ok, _ := q.put(noticeItem(i)); !ok {
+			t.Fatalf("put %d refused with %d queued", i, q.len())
+		}
+	}
+	ok, room := q.put(noticeItem(-1))
+	if ok || room == nil {
+		t.Fatalf("put on a full queue: %v, %v; want refused with a channel", ok, room)
+	}
+	select {
+	case <-room:
+		t.Fatal("room signalled before anything was taken")
+	default:
+	}
+	for q.len() > 0 {
+		it, _ := q.take()
+		if it.msg.text != strconv.Itoa(next) {
+			t.Fatalf("took %q, want %d", it.msg.text, next)
+		}
+		next++
+		select {
+		case <-room:
+		default:
+			t.Fatal("a take did not signal room")
+		}
+	}
+	if _, ok := q.take(); ok {
+		t.Fatal("took from an empty queue")
+	}
+	if cap(q.items) > keepCap {
+		t.Fatalf("an emptied queue keeps room for %d messages, want at most %d", cap(q.items), keepCap)
+	}
+}
+
+// A control message waits for room up to WriteTimeout; a connection cut
+// meanwhile answers errConnClosed, and a queue still full at the deadline
+// disconnects the client as too slow.
+func TestEnqueueWaitsForRoom(t *testing.T) {
+	r := startRelay(t, Config{})
+	rt := &recordTransport{flushed: make(chan struct{}, 8)}
+	c := r.newConn(rt, slog.New(slog.DiscardHandler))
+	for i := range ctrlQueue {
+		if got := c.enqueue(c.ctrl, noticeItem(i), false); got != queued {
+			t.Fatalf("message %d: %v, want queued", i, got)
+		}
+	}
+	if got := c.enqueue(c.ctrl, noticeItem(ctrlQueue), false); got != queueFull {
+		t.Fatalf("message past the bound without waiting: %v, want queueFull", got)
+	}
+	sent := make(chan error, 1)
+	go func() { sent <- c.notice("waiting") }()
+	c.next() // room for the one waiting
+	if err := <-sent; err != nil {
+		t.Fatalf("a sender waiting for room: %v", err)
+	}
+	go func() { sent <- c.notice("never") }()
+	c.kill(1000, "")
+	if err := <-sent; err != errConnClosed {
+		t.Fatalf("a sender waiting on a closed connection: %v, want errConnClosed", err)
+	}
+
+	r = startRelay(t, Config{WriteTimeout: 20 * time.Millisecond})
+	c = r.newConn(rt, slog.New(slog.DiscardHandler))
+	for i := range ctrlQueue {
+		c.enqueue(c.ctrl, noticeItem(i), false)
+	}
+	if err := c.notice("late"); err != errConnClosed {
+		t.Fatalf("a sender still waiting at WriteTimeout: %v, want errConnClosed", err)
+	}
+	select {
+	case <-c.done:
+	default:
+		t.Fatal("a client whose control queue stayed full is still connected")
+	}
+	if got := r.slowCuts.Load(); got != 1 {
+		t.Fatalf("%d slow clients cut, want 1", got)
+	}
+}
