@@ -9,12 +9,12 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
 	"runtime/pprof"
 	"strings"
 	"syscall"
 
 	"github.com/snapnode/snapnode/internal/config"
+	"github.com/snapnode/snapnode/internal/memlimit"
 	"github.com/snapnode/snapnode/internal/node"
 )
 
@@ -36,7 +36,6 @@ func (c *cli) runNode(args []string) int {
 	var level slog.LevelVar // SIGHUP may change it
 	level.Set(cfg.Level())
 	logger := cfg.Logger(c.stderr, &level)
-	applyMemoryLimit(cfg.MemoryLimit)
 
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -51,6 +50,7 @@ func (c *cli) runNode(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	defer memlimit.Hold(ctx, cfg.MemoryLimit)()
 	n, err := node.Start(ctx, cfg, logger, node.WithLogLevel(&level))
 	if err != nil {
 		fmt.Fprintf(c.stderr, "snapnode run: %v\n", err)
@@ -94,15 +94,6 @@ func (c *cli) runNode(args []string) int {
 	}
 	logger.Info("stopped")
 	return exitOK
-}
-
-// applyMemoryLimit sets the Go runtime's soft memory limit to limit bytes
-// (the memory_limit setting); 0 leaves the runtime's own (GOMEMLIMIT, else
-// none).
-func applyMemoryLimit(limit int64) {
-	if limit > 0 {
-		debug.SetMemoryLimit(limit)
-	}
 }
 
 // selfCommand is how the user can run this program again: the binary as

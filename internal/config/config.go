@@ -175,13 +175,17 @@ type Config struct {
 	ReconcileAfter Duration `toml:"reconcile_after"`
 	// Workers handle requests concurrently.
 	Workers int `toml:"workers"`
-	// MemoryLimit is the Go runtime's soft memory limit in bytes
-	// (runtime/debug.SetMemoryLimit): as the memory the runtime holds
-	// nears it, the collector runs more often instead of letting the heap
-	// grow to twice what is live. It is soft: a heap live beyond it is
-	// kept, the collector then taking at most about half the CPU. It
-	// counts neither the program's code nor SQLite's page caches. 0
-	// leaves the runtime's own limit (GOMEMLIMIT, else none).
+	// MemoryLimit is the memory the Go runtime aims to hold at most, in
+	// bytes: after every collection the runtime's soft limit
+	// (runtime/debug.SetMemoryLimit) is set to it, or to 1.5 times the
+	// live heap plus the runtime's other memory when that is more (see
+	// package memlimit). Under a burst the collector runs more often
+	// instead of letting the heap grow to twice what is live; a node
+	// whose live heap outgrows it keeps the limit above what is live, so
+	// the collector never runs all the time. It counts neither the
+	// program's code nor SQLite's page caches. 0 leaves the runtime's own
+	// limit (GOMEMLIMIT, else none), as does GOMEMLIMIT set in the
+	// environment.
 	MemoryLimit int64 `toml:"memory_limit"`
 	// Operators are identities that may see and manage every task.
 	Operators []string `toml:"operators"`
@@ -394,21 +398,17 @@ const (
 	MaxHTTPResponse = 10 << 20
 )
 
-// DefaultMemoryLimit is memory_limit's default: 0, the runtime's own
-// limit (GOMEMLIMIT, else none). A low limit bounds a flood's peak (under
-// 20,000 forged and 20,000 valid requests, with a live heap of about
-// 20 MiB: a peak of 65 MiB resident at 40 MiB, 88–90 MiB without, for 8 %
-// more time), but it is paid for by every node whose live heap nears it:
-// a node keeping its tasks in memory ran its round trips with 2.7 to 5.5
-// times the CPU at 40 MiB once 8,000 tasks were live, the collector running
-// all the time. So it is the operator's to set, from the node's own live
-// heap (about twice it), not a default.
+// DefaultMemoryLimit is memory_limit's default, 32 MiB: a node keeps
+// about 12 MiB live at rest and 15 MiB under 20,000 forged and 20,000
+// valid requests, where it holds the node's peak near 59 MiB resident
+// (72 MiB without a limit) for no measurable time.
 //
-// MinMemoryLimit is the smallest memory_limit other than 0: a node keeps
-// about 12 MiB live at rest, and a limit near it would have the collector
-// run all the time.
+// MinMemoryLimit is the smallest memory_limit other than 0: a node's
+// runtime holds about 20 MiB at rest (12 MiB live, stacks and its own
+// structures), so a smaller target would only ever be overruled by the
+// live heap.
 const (
-	DefaultMemoryLimit = 0
+	DefaultMemoryLimit = 32 << 20
 	MinMemoryLimit     = 16 << 20
 )
 
@@ -612,7 +612,7 @@ var settings = []setting{
 	durationSetting("task-retention", "SNAPNODE_TASK_RETENTION", "delete tasks `DURATION` after they end (completed, failed, canceled); 0 keeps them", func(c *Config) *Duration { return &c.TaskRetention }),
 	durationSetting("reconcile-after", "SNAPNODE_RECONCILE_AFTER", "on PostgreSQL, take up a task as interrupted once it stood still for `DURATION` (longer than a replica ever works on one step)", func(c *Config) *Duration { return &c.ReconcileAfter }),
 	intSetting("workers", "SNAPNODE_WORKERS", "handle `N` requests at once", func(c *Config) *int { return &c.Workers }),
-	int64Setting("memory-limit", "SNAPNODE_MEMORY_LIMIT", "collect garbage more often as the Go runtime's memory nears `BYTES`, a soft limit (0: GOMEMLIMIT, else none)", func(c *Config) *int64 { return &c.MemoryLimit }),
+	int64Setting("memory-limit", "SNAPNODE_MEMORY_LIMIT", "hold the Go runtime's memory near `BYTES` by collecting more often, while 1.5 times its live heap fits (past that the soft limit follows the live heap); 0: GOMEMLIMIT, else none", func(c *Config) *int64 { return &c.MemoryLimit }),
 	listSetting("operator", "SNAPNODE_OPERATORS", "give `ADDR` the operator role (repeatable; the variable is comma-separated)", func(c *Config) *[]string { return &c.Operators }),
 	listSetting("service-caller", "SNAPNODE_SERVICE_CALLERS", "let `ADDR` call the node's services (service/call; repeatable; the variable is comma-separated)", func(c *Config) *[]string { return &c.ServiceCallers }),
 
@@ -899,7 +899,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("config: stream_wait_timeout %v: want 0 (refuse at once) or more", c.StreamWaitTimeout.Duration))
 	}
 	if c.MemoryLimit != 0 && c.MemoryLimit < MinMemoryLimit {
-		errs = append(errs, fmt.Errorf("config: memory_limit %d: want 0 (GOMEMLIMIT, else none) or at least %d bytes, or the collector would run all the time", c.MemoryLimit, MinMemoryLimit))
+		errs = append(errs, fmt.Errorf("config: memory_limit %d: want 0 (GOMEMLIMIT, else none) or at least %d bytes, what the runtime holds at rest", c.MemoryLimit, MinMemoryLimit))
 	}
 	if c.HTTPBodyMemory < c.HTTPMaxBody {
 		errs = append(errs, fmt.Errorf("config: http_body_memory %d: want at least http_max_body (%d bytes), or no body that large could be read", c.HTTPBodyMemory, c.HTTPMaxBody))

@@ -1,0 +1,134 @@
+package memlimit
+
+import (
+	"context"
+	"math"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+)
+
+// Hand-written: no maintained module adjusts the limit to the live heap
+// (those known set it once, from a container's memory limit, or tune
+// GOGC the other way round, to collect less often under a ceiling).
+
+// Runtime metrics read after each collection.
+const (
+	liveBytes     = "/gc/heap/live:bytes"
+	totalBytes    = "/memory/classes/total:bytes"
+	objectsBytes  = "/memory/classes/heap/objects:bytes"
+	unusedBytes   = "/memory/classes/heap/unused:bytes"
+	freeBytes     = "/memory/classes/heap/free:bytes"
+	releasedBytes = "/memory/classes/heap/released:bytes"
+)
+
+// Usage is what the runtime held at the end of a collection.
+type Usage struct {
+	// Live is the heap memory marked live by the collection.
+	Live int64
+	// Other is what the runtime holds besides its heap's objects and
+	// free space: goroutine stacks, its own structures, profiling
+	// buckets.
+	Other int64
+}
+
+// Limit returns the soft memory limit for target given u: target, unless
+// the live heap needs more room (1.5 times Live, plus Other).
+func Limit(target int64, u Usage) int64 {
+	return max(target, u.Other+u.Live+u.Live/2)
+}
+
+// Read returns the runtime's usage as of its last collection.
+func Read() Usage {
+	s := []metrics.Sample{
+		{Name: liveBytes}, {Name: totalBytes}, {Name: objectsBytes},
+		{Name: unusedBytes}, {Name: freeBytes}, {Name: releasedBytes},
+	}
+	metrics.Read(s)
+	v := func(i int) int64 {
+		if s[i].Value.Kind() != metrics.KindUint64 {
+			return 0 // not supported by this runtime
+		}
+		return int64(min(s[i].Value.Uint64(), math.MaxInt64))
+	}
+	return Usage{Live: v(0), Other: v(1) - v(2) - v(3) - v(4) - v(5)}
+}
+
+// Hold runs Run for target in a goroutine, unless target is 0 or less or
+// GOMEMLIMIT is set in the environment (the runtime's own limit then
+// stays in force). Calling the returned function stops it and waits
+// until the limit in force before is restored.
+func Hold(ctx context.Context, target int64) (stop func()) {
+	if target <= 0 || os.Getenv("GOMEMLIMIT") != "" {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Run(ctx, target)
+	}()
+	return func() { cancel(); <-done }
+}
+
+// Run holds the runtime's soft memory limit at Limit(target, Read()),
+// set again after every collection, until ctx ends; then it restores the
+// limit in force before and returns. Only one Run should be active at a
+// time: the limit is the process's.
+func Run(ctx context.Context, target int64) {
+	run(ctx, target, nil)
+}
+
+// run is Run; set, when not nil, is called with each limit set.
+func run(ctx context.Context, target int64, set func(int64)) {
+	before := debug.SetMemoryLimit(-1)
+	defer debug.SetMemoryLimit(before)
+	collected := make(chan struct{}, 1)
+	stop := watchCollections(collected)
+	defer stop()
+	apply := func() {
+		limit := Limit(target, Read())
+		debug.SetMemoryLimit(limit)
+		if set != nil {
+			set(limit)
+		}
+	}
+	apply()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-collected:
+			apply()
+		}
+	}
+}
+
+// watchCollections signals c (without blocking: a pending signal is
+// enough) after each garbage collection, until stop is called. Each
+// collection finds the previous sentinel unreachable and runs its
+// cleanup, which signals and sets the next one.
+func watchCollections(c chan<- struct{}) (stop func()) {
+	done := make(chan struct{})
+	var arm func()
+	arm = func() {
+		// Larger than the tiny allocator's 16 bytes, whose blocks are
+		// shared and may outlive their objects.
+		s := new([32]byte)
+		runtime.AddCleanup(s, func(struct{}) {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			select {
+			case c <- struct{}{}:
+			default:
+			}
+			arm()
+		}, struct{}{})
+	}
+	arm()
+	return func() { close(done) }
+}

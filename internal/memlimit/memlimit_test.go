@@ -1,0 +1,132 @@
+package memlimit
+
+import (
+	"context"
+	"runtime"
+	"runtime/debug"
+	"testing"
+	"time"
+)
+
+func TestLimit(t *testing.T) {
+	const mib = 1 << 20
+	for _, c := range []struct {
+		name   string
+		target int64
+		u      Usage
+		want   int64
+	}{
+		{"room under the target", 32 * mib, Usage{Live: 10 * mib, Other: 8 * mib}, 32 * mib},
+		{"exactly the target", 32 * mib, Usage{Live: 16 * mib, Other: 8 * mib}, 32 * mib},
+		{"the live heap needs more", 32 * mib, Usage{Live: 20 * mib, Other: 8 * mib}, 38 * mib},
+		{"far past the target", 32 * mib, Usage{Live: 400 * mib, Other: 10 * mib}, 610 * mib},
+	} {
+		if got := Limit(c.target, c.u); got != c.want {
+			t.Errorf("%s: Limit(%d, %+v) = %d, want %d", c.name, c.target, c.u, got, c.want)
+		}
+	}
+}
+
+func TestReadAfterCollection(t *testing.T) {
+	keep := make([][]byte, 16)
+	for i := range keep {
+		keep[i] = make([]byte, 1<<20)
+	}
+	runtime.GC()
+	u := Read()
+	runtime.KeepAlive(keep)
+	if u.Live < 16<<20 {
+		t.Errorf("live heap %d bytes with 16 MiB held", u.Live)
+	}
+	if u.Other <= 0 {
+		t.Errorf("runtime's other memory %d bytes, want some (stacks, structures)", u.Other)
+	}
+}
+
+// Run sets the limit at once, raises it after the collection that finds a
+// live heap too large for the target, lowers it back once that heap is
+// gone, and restores the limit in force before when its context ends.
+func TestRunFollowsTheLiveHeap(t *testing.T) {
+	const target = 16 << 20
+	before := debug.SetMemoryLimit(-1)
+	ctx, cancel := context.WithCancel(context.Background())
+	set := make(chan struct{}, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		run(ctx, target, func(int64) {
+			select {
+			case set <- struct{}{}:
+			default:
+			}
+		})
+	}()
+	defer func() {
+		cancel()
+		<-done
+		if got := debug.SetMemoryLimit(-1); got != before {
+			t.Errorf("limit %d after Run, want %d as before", got, before)
+		}
+	}()
+	// waitFor collects until Run has set a limit that satisfies ok.
+	waitFor := func(what string, ok func(int64) bool) {
+		t.Helper()
+		deadline := time.After(30 * time.Second)
+		for {
+			runtime.GC()
+			select {
+			case <-set:
+				if ok(debug.SetMemoryLimit(-1)) {
+					return
+				}
+			case <-deadline:
+				t.Fatalf("%s: limit %d", what, debug.SetMemoryLimit(-1))
+			}
+		}
+	}
+	waitFor("at rest", func(l int64) bool { return l >= target && l < 1<<40 })
+
+	keep := make([][]byte, 48) // 48 MiB live: far past the target
+	for i := range keep {
+		keep[i] = make([]byte, 1<<20)
+	}
+	waitFor("with 48 MiB live", func(l int64) bool { return l >= 72<<20 })
+	runtime.KeepAlive(keep)
+	keep = nil
+	waitFor("once it is gone", func(l int64) bool { return l < 48<<20 })
+}
+
+// Hold leaves the limit in force for a target of 0 and when GOMEMLIMIT
+// is set; otherwise it sets one, and its stop restores the one before.
+func TestHold(t *testing.T) {
+	const prior = 1 << 40
+	before := debug.SetMemoryLimit(prior)
+	defer debug.SetMemoryLimit(before)
+	ctx := context.Background()
+
+	stop := Hold(ctx, 0)
+	if got := debug.SetMemoryLimit(-1); got != prior {
+		t.Errorf("target 0: limit %d, want %d unchanged", got, prior)
+	}
+	stop()
+
+	t.Setenv("GOMEMLIMIT", "1GiB")
+	stop = Hold(ctx, 32<<20)
+	if got := debug.SetMemoryLimit(-1); got != prior {
+		t.Errorf("with GOMEMLIMIT set: limit %d, want %d unchanged", got, prior)
+	}
+	stop()
+
+	t.Setenv("GOMEMLIMIT", "")
+	stop = Hold(ctx, 32<<20)
+	for debug.SetMemoryLimit(-1) == prior {
+		runtime.Gosched() // Run sets the limit as it starts
+	}
+	if got := debug.SetMemoryLimit(-1); got < 32<<20 || got >= prior {
+		t.Errorf("target 32 MiB: limit %d", got)
+	}
+	stop()
+	if got := debug.SetMemoryLimit(-1); got != prior {
+		t.Errorf("after stop: limit %d, want %d restored", got, prior)
+	}
+}
