@@ -3,12 +3,17 @@ package sqldb
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"sync/atomic"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // SQLite runs with:
@@ -65,7 +70,7 @@ func openSQLite(ctx context.Context, path, syncMode string, opts Options) (w, r 
 	w.SetConnMaxLifetime(0)
 	// The writer connects first: it turns WAL on (a setting of the file),
 	// which the read-only connections cannot do.
-	if err := w.PingContext(ctx); err != nil {
+	if err := connectWriter(ctx, w); err != nil {
 		_ = w.Close()
 		return nil, nil, fmt.Errorf("sqldb: open %s: %w", path, err)
 	}
@@ -77,6 +82,29 @@ func openSQLite(ctx context.Context, path, syncMode string, opts Options) (w, r 
 	r.SetMaxOpenConns(n)
 	r.SetMaxIdleConns(n)
 	return w, r, nil
+}
+
+// connectWriter connects w, the writer. Its first connection to a new
+// file turns WAL on, which takes the file's exclusive lock; SQLite answers
+// SQLITE_BUSY at once, without waiting as busy_timeout says, when another
+// process holds a lock on the file then (processes opening a new database
+// together), so connecting is tried again, for as long as busy_timeout.
+func connectWriter(ctx context.Context, w *sql.DB) error {
+	deadline := time.Now().Add(sqliteBusyTimeoutMS * time.Millisecond)
+	for wait := time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
+		err := w.PingContext(ctx)
+		var se *sqlite.Error
+		if err == nil || !errors.As(err, &se) || se.Code()&0xff != sqlite3.SQLITE_BUSY || time.Now().After(deadline) {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
 }
 
 // committer is the SQLite writer: one goroutine that owns the writer
