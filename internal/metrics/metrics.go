@@ -43,12 +43,14 @@ type Metrics struct {
 	modelSeconds prometheus.Histogram
 	costCents    prometheus.Counter
 
-	mu      sync.Mutex // guards the sources below
-	relays  func() []Relay
-	tasks   func(context.Context) (map[string]int64, error)
-	replay  func(context.Context) (int64, error)
-	jobs    func(context.Context) (map[string]int64, error)
-	timeout time.Duration
+	mu     sync.Mutex // guards the sources below
+	relays func() []Relay
+	tasks  func(context.Context) (map[string]int64, error)
+	replay func(context.Context) (int64, error)
+	jobs   func(context.Context) (map[string]int64, error)
+	// checkpoints counts the database's WAL checkpoints.
+	checkpoints func() (done, failed int64)
+	timeout     time.Duration
 }
 
 // New returns Metrics with every series registered.
@@ -180,6 +182,14 @@ func (m *Metrics) SetReplaySize(f func(context.Context) (int64, error)) {
 	m.replay = f
 }
 
+// SetCheckpoints sets where the counts of the database's WAL checkpoints,
+// done and failed, are read at each scrape.
+func (m *Metrics) SetCheckpoints(f func() (done, failed int64)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.checkpoints = f
+}
+
 // gauges is the collector of the values read at scrape time.
 type gauges Metrics
 
@@ -188,6 +198,7 @@ var (
 	tasksDesc  = prometheus.NewDesc("snapnode_tasks", "Tasks in the store, by state.", []string{"state"}, nil)
 	replayDesc = prometheus.NewDesc("snapnode_replay_records", "Records in the replay store.", nil, nil)
 	jobsDesc   = prometheus.NewDesc("snapnode_agent_jobs", "The agent's jobs in the store, by manifest status.", []string{"status"}, nil)
+	cpDesc     = prometheus.NewDesc("snapnode_database_checkpoints_total", "WAL checkpoints of the SQLite database run beside its writer, by result (done, failed).", []string{"result"}, nil)
 )
 
 // Describe implements prometheus.Collector.
@@ -196,13 +207,14 @@ func (g *gauges) Describe(ch chan<- *prometheus.Desc) {
 	ch <- tasksDesc
 	ch <- replayDesc
 	ch <- jobsDesc
+	ch <- cpDesc
 }
 
 // Collect implements prometheus.Collector. A source that fails is
 // reported to the scraper as an invalid metric; the others still are.
 func (g *gauges) Collect(ch chan<- prometheus.Metric) {
 	g.mu.Lock()
-	relays, tasks, replay, jobs, timeout := g.relays, g.tasks, g.replay, g.jobs, g.timeout
+	relays, tasks, replay, jobs, checkpoints, timeout := g.relays, g.tasks, g.replay, g.jobs, g.checkpoints, g.timeout
 	g.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -220,6 +232,11 @@ func (g *gauges) Collect(ch chan<- prometheus.Metric) {
 		} else {
 			ch <- prometheus.MustNewConstMetric(replayDesc, prometheus.GaugeValue, float64(n))
 		}
+	}
+	if checkpoints != nil {
+		done, failed := checkpoints()
+		ch <- prometheus.MustNewConstMetric(cpDesc, prometheus.CounterValue, float64(done), "done")
+		ch <- prometheus.MustNewConstMetric(cpDesc, prometheus.CounterValue, float64(failed), "failed")
 	}
 }
 

@@ -78,7 +78,12 @@ func TestGaugesAtScrape(t *testing.T) {
 		return map[string]int64{"submitted": 3, "completed": int64(calls)}, nil
 	})
 	m.SetReplaySize(func(context.Context) (int64, error) { return 42, nil })
+	m.SetCheckpoints(func() (int64, int64) { return 7, 1 })
 	want := `
+# HELP snapnode_database_checkpoints_total WAL checkpoints of the SQLite database run beside its writer, by result (done, failed).
+# TYPE snapnode_database_checkpoints_total counter
+snapnode_database_checkpoints_total{result="done"} 7
+snapnode_database_checkpoints_total{result="failed"} 1
 # HELP snapnode_relay_connections 1 for the current connection state of each relay.
 # TYPE snapnode_relay_connections gauge
 snapnode_relay_connections{state="backoff",url="wss://b.example"} 1
@@ -92,7 +97,7 @@ snapnode_tasks{state="completed"} 1
 snapnode_tasks{state="submitted"} 3
 `
 	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want),
-		"snapnode_relay_connections", "snapnode_replay_records", "snapnode_tasks"); err != nil {
+		"snapnode_database_checkpoints_total", "snapnode_relay_connections", "snapnode_replay_records", "snapnode_tasks"); err != nil {
 		t.Error(err)
 	}
 	// Read again at the next scrape, not cached.

@@ -21,7 +21,7 @@ func (m memoryReplaySize) Len(context.Context) (int64, error) { return int64(m.s
 
 // newMetrics makes the node's metrics: the snap server reports each answer
 // to it (snap.ServerConfig.Observer); relays' states, tasks by state and
-// the replay store's size are read at each scrape. /metrics on the HTTP transport
+// the replay store's size and the database's checkpoints are read at each scrape. /metrics on the HTTP transport
 // serves them.
 func (n *Node) newMetrics(methods []string, replay snap.ReplayStore, store tasks.Store) *metrics.Metrics {
 	m := metrics.New(metrics.Options{Methods: methods})
@@ -49,6 +49,9 @@ func (n *Node) newMetrics(methods []string, replay snap.ReplayStore, store tasks
 	}
 	if sizer != nil {
 		m.SetReplaySize(sizer.Len)
+	}
+	if n.DB != nil {
+		m.SetCheckpoints(n.DB.Checkpoints)
 	}
 	return m
 }

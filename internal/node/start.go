@@ -160,7 +160,7 @@ func (w *wiring) openDatabase(ctx context.Context) error {
 		w.taskStore, w.replay = tasks.NewMemoryStore(tasks.MemoryStoreOptions{}), snap.NewMemoryReplayStore(0)
 		return nil
 	}
-	db, err := sqldb.Open(ctx, cfg.DatabaseDSN(), sqldb.Options{})
+	db, err := sqldb.Open(ctx, cfg.DatabaseDSN(), sqldb.Options{Logger: logger})
 	if err != nil {
 		return fmt.Errorf("node: database: %w", err)
 	}

@@ -1,11 +1,14 @@
 package sqldb_test
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/snapnode/snapnode/internal/sqldb"
@@ -63,4 +66,61 @@ func TestCommitterCheckpoints(t *testing.T) {
 	if err := db.R.QueryRowContext(ctx, "SELECT COUNT(*) FROM items").Scan(&n); err != nil || n != 640 {
 		t.Errorf("%d rows read back (%v); want 640", n, err)
 	}
+}
+
+// A failed checkpoint is counted and logged, as a warning the first time
+// and at debug level while the failures go on; the writes go on.
+func TestCommitterCheckpointFailures(t *testing.T) {
+	ctx := context.Background()
+	var log syncBuffer
+	db, err := sqldb.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "cp.db"), sqldb.Options{
+		Logger: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	finished := make(chan struct{}, 1)
+	sqldb.SetAfterCheckpoint(db, func() { finished <- struct{}{} })
+	if _, err := db.W.ExecContext(ctx, "CREATE TABLE items (id INTEGER PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	db.R.Close() // the checkpoints run on the read pool: now they fail
+	for i := range 32 {
+		if err := db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, "INSERT INTO items (id) VALUES (?)", i)
+			return err
+		}); err != nil {
+			t.Fatalf("write %d with checkpoints failing: %v", i, err)
+		}
+		if (i+1)%16 == 0 {
+			<-finished
+		}
+	}
+	if done, failed := db.Checkpoints(); done != 0 || failed != 2 {
+		t.Errorf("checkpoints: %d done, %d failed; want 0 and 2", done, failed)
+	}
+	got := log.String()
+	if strings.Count(got, "level=WARN") != 1 || strings.Count(got, "level=DEBUG") != 1 || !strings.Contains(got, "WAL checkpoint failed") {
+		t.Errorf("log:\n%s\nwant one warning, then one debug line, naming the failed checkpoint", got)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the checkpointer's goroutine and
+// the test's.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

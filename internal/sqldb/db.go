@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"sync"
 	"time"
@@ -41,6 +42,9 @@ type Options struct {
 	// created (for tools that read a node's database: a wrong folder must
 	// not look like an empty node).
 	Existing bool
+	// Logger gets what goes wrong out of any caller's sight (a failed WAL
+	// checkpoint); nil discards it.
+	Logger *slog.Logger
 }
 
 // DB is an open database: its dialect, a pool for writes and a pool for
@@ -86,7 +90,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*DB, error) {
 		if db.W, db.R, err = openSQLite(ctx, tg.path, syncMode, opts); err != nil {
 			return nil, err
 		}
-		db.commit = newCommitter(db.W, db.R, syncMode)
+		db.commit = newCommitter(db.W, db.R, syncMode, opts.Logger)
 	case Postgres:
 		cfg, err := pgx.ParseConfig(tg.conn) // its errors hide the password
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -154,6 +155,7 @@ type committer struct {
 	// checkpoints and checkpointErrs count the committer's own WAL
 	// checkpoints, done and failed.
 	checkpoints, checkpointErrs atomic.Int64
+	log                         *slog.Logger
 	// afterCheckpoint, when set (tests, before the first write), runs
 	// after each checkpoint.
 	afterCheckpoint func()
@@ -168,9 +170,12 @@ type writeReq struct {
 	done   chan struct{}
 }
 
-func newCommitter(db, reader *sql.DB, syncMode string) *committer {
+func newCommitter(db, reader *sql.DB, syncMode string, logger *slog.Logger) *committer {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
 	c := &committer{db: db, reader: reader, reqs: make(chan *writeReq), quit: make(chan struct{}), done: make(chan struct{}),
-		cpWant: make(chan struct{}, 1), cpDone: make(chan struct{}), sync: syncMode, mode: syncMode}
+		cpWant: make(chan struct{}, 1), cpDone: make(chan struct{}), sync: syncMode, mode: syncMode, log: logger}
 	go c.run()
 	c.cpCtx, c.cpCancel = context.WithCancel(context.Background())
 	go c.checkpointer()
@@ -258,9 +263,11 @@ const checkpointEvery = 16
 // at the next write after one that copied everything, and when writes
 // never pause long enough for that, SQLite's own checkpoint at 1,000
 // pages finds almost every page copied already. A failed checkpoint is
-// counted and left for the next.
+// counted and left for the next; the first of a run of failures is logged
+// as a warning, the others at debug level.
 func (c *committer) checkpointer() {
 	defer close(c.cpDone)
+	failing := false
 	for {
 		select {
 		case <-c.cpWant:
@@ -269,8 +276,17 @@ func (c *committer) checkpointer() {
 		}
 		if _, err := c.reader.ExecContext(c.cpCtx, "PRAGMA wal_checkpoint(PASSIVE)"); err != nil {
 			c.checkpointErrs.Add(1)
+			if c.cpCtx.Err() == nil {
+				level := slog.LevelWarn
+				if failing {
+					level = slog.LevelDebug
+				}
+				c.log.Log(c.cpCtx, level, "sqlite: WAL checkpoint failed; the next will try again", "err", err)
+			}
+			failing = true
 		} else {
 			c.checkpoints.Add(1)
+			failing = false
 		}
 		if c.afterCheckpoint != nil {
 			c.afterCheckpoint()
