@@ -81,6 +81,7 @@ func TestPostSNAPErrorsAre200(t *testing.T) {
 		body []byte
 		want snap.Code
 	}{
+		// "bad signature" alone also closes the connection (forged).
 		{"not an object", []byte(`[1,2]`), snap.CodeInvalidMessage},
 		{"duplicate member", []byte(`{"id":"a","id":"b"}`), snap.CodeInvalidMessage},
 		{"missing fields", []byte(`{"id":"x"}`), snap.CodeInvalidPayload},
@@ -111,6 +112,9 @@ func TestPostSNAPErrorsAre200(t *testing.T) {
 			}
 			if got := errCode(m.Payload); got != tc.want {
 				t.Errorf("error code %d, want %d: %s", got, tc.want, b)
+			}
+			if forged := tc.want == snap.CodeSignatureInvalid; resp.Close != forged {
+				t.Errorf("the server closes the connection: %v, want %v", resp.Close, forged)
 			}
 		})
 	}

@@ -50,7 +50,7 @@ func (c *cli) runNode(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	defer memlimit.Hold(ctx, cfg.MemoryLimit)()
+	defer memlimit.Hold(context.Background(), cfg.MemoryLimit)() // held through the shutdown too
 	n, err := node.Start(ctx, cfg, logger, node.WithLogLevel(&level))
 	if err != nil {
 		fmt.Fprintf(c.stderr, "snapnode run: %v\n", err)

@@ -177,8 +177,8 @@ type Config struct {
 	Workers int `toml:"workers"`
 	// MemoryLimit is the memory the Go runtime aims to hold at most, in
 	// bytes: after every collection the runtime's soft limit
-	// (runtime/debug.SetMemoryLimit) is set to it, or to 1.5 times the
-	// live heap plus the runtime's other memory when that is more (see
+	// (runtime/debug.SetMemoryLimit) is set to it, or to what lets the
+	// heap's goal be 1.5 times the live heap when that is more (see
 	// package memlimit). Under a burst the collector runs more often
 	// instead of letting the heap grow to twice what is live; a node
 	// whose live heap outgrows it keeps the limit above what is live, so

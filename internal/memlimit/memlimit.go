@@ -18,7 +18,6 @@ const (
 	liveBytes     = "/gc/heap/live:bytes"
 	totalBytes    = "/memory/classes/total:bytes"
 	objectsBytes  = "/memory/classes/heap/objects:bytes"
-	unusedBytes   = "/memory/classes/heap/unused:bytes"
 	freeBytes     = "/memory/classes/heap/free:bytes"
 	releasedBytes = "/memory/classes/heap/released:bytes"
 )
@@ -27,23 +26,29 @@ const (
 type Usage struct {
 	// Live is the heap memory marked live by the collection.
 	Live int64
-	// Other is what the runtime holds besides its heap's objects and
-	// free space: goroutine stacks, its own structures, profiling
-	// buckets.
+	// Other is what the runtime counts against its limit besides the
+	// heap's objects: goroutine stacks, its own structures, profiling
+	// buckets, and the unused space of the heap's spans in use (which
+	// the heap cannot grow into).
 	Other int64
 }
 
 // Limit returns the soft memory limit for target given u: target, unless
-// the live heap needs more room (1.5 times Live, plus Other).
+// the live heap needs more room. The room is half the live heap to grow
+// into before the next collection, above what is live and Other, plus
+// the headroom the runtime keeps below its limit (3 % of the heap's
+// goal, at least 1 MiB), so that the heap's goal under the limit is at
+// least 1.5 times what is live.
 func Limit(target int64, u Usage) int64 {
-	return max(target, u.Other+u.Live+u.Live/2)
+	heap := u.Live + u.Live/2
+	return max(target, u.Other+max(heap*100/97, heap+1<<20))
 }
 
 // Read returns the runtime's usage as of its last collection.
 func Read() Usage {
 	s := []metrics.Sample{
 		{Name: liveBytes}, {Name: totalBytes}, {Name: objectsBytes},
-		{Name: unusedBytes}, {Name: freeBytes}, {Name: releasedBytes},
+		{Name: freeBytes}, {Name: releasedBytes},
 	}
 	metrics.Read(s)
 	v := func(i int) int64 {
@@ -52,7 +57,7 @@ func Read() Usage {
 		}
 		return int64(min(s[i].Value.Uint64(), math.MaxInt64))
 	}
-	return Usage{Live: v(0), Other: v(1) - v(2) - v(3) - v(4) - v(5)}
+	return Usage{Live: v(0), Other: v(1) - v(2) - v(3) - v(4)}
 }
 
 // Hold runs Run for target in a goroutine, unless target is 0 or less or

@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"testing"
 	"time"
 )
@@ -17,9 +18,11 @@ func TestLimit(t *testing.T) {
 		want   int64
 	}{
 		{"room under the target", 32 * mib, Usage{Live: 10 * mib, Other: 8 * mib}, 32 * mib},
-		{"exactly the target", 32 * mib, Usage{Live: 16 * mib, Other: 8 * mib}, 32 * mib},
-		{"the live heap needs more", 32 * mib, Usage{Live: 20 * mib, Other: 8 * mib}, 38 * mib},
-		{"far past the target", 32 * mib, Usage{Live: 400 * mib, Other: 10 * mib}, 610 * mib},
+		// 24 MiB of heap room and its headroom (3 %: 742 KiB, so 1 MiB).
+		{"exactly the target", 32 * mib, Usage{Live: 16 * mib, Other: 7 * mib}, 32 * mib},
+		{"the live heap needs more", 32 * mib, Usage{Live: 20 * mib, Other: 8 * mib}, 39 * mib},
+		// 600 MiB of heap room: 3 % of the goal, 18.56 MiB, is the headroom.
+		{"far past the target", 32 * mib, Usage{Live: 400 * mib, Other: 10 * mib}, 10*mib + 600*mib*100/97},
 	} {
 		if got := Limit(c.target, c.u); got != c.want {
 			t.Errorf("%s: Limit(%d, %+v) = %d, want %d", c.name, c.target, c.u, got, c.want)
@@ -128,5 +131,52 @@ func TestHold(t *testing.T) {
 	stop()
 	if got := debug.SetMemoryLimit(-1); got != prior {
 		t.Errorf("after stop: limit %d, want %d restored", got, prior)
+	}
+}
+
+// On a fragmented heap (every other small object freed, so that half of
+// its spans' space is unused and cannot be grown into) the heap's goal
+// under the limit Run sets is still 1.5 times what is live: the unused
+// space is counted beside the runtime's other memory, not as room.
+func TestRunLeavesRoomOnAFragmentedHeap(t *testing.T) {
+	const objects = 1 << 18 // of 64 bytes: 16 MiB kept, 16 MiB freed in between
+	all := make([][]byte, 2*objects)
+	for i := range all {
+		all[i] = make([]byte, 64)
+	}
+	keep := make([][]byte, 0, objects)
+	for i := 0; i < len(all); i += 2 {
+		keep = append(keep, all[i])
+	}
+	all = nil
+	runtime.GC()
+
+	before := debug.SetMemoryLimit(-1)
+	defer debug.SetMemoryLimit(before)
+	ctx, cancel := context.WithCancel(context.Background())
+	set := make(chan struct{}, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		run(ctx, 16<<20, func(int64) {
+			select {
+			case set <- struct{}{}:
+			default:
+			}
+		})
+	}()
+	defer func() { cancel(); <-done }()
+	<-set // Run has set its first limit, and watches the collections
+	runtime.GC()
+	<-set // the limit set after that collection
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/heap/goal:bytes"}, {Name: "/memory/classes/heap/unused:bytes"}}
+	metrics.Read(s)
+	live, goal, unused := s[0].Value.Uint64(), s[1].Value.Uint64(), s[2].Value.Uint64()
+	runtime.KeepAlive(keep)
+	if unused < 4<<20 {
+		t.Skipf("the heap is not fragmented (%d bytes of its spans unused): nothing to show", unused)
+	}
+	if goal < live*3/2-live/32 {
+		t.Errorf("heap goal %d bytes with %d live and %d unused: want about 1.5 times what is live", goal, live, unused)
 	}
 }

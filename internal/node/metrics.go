@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/snapnode/snapnode/internal/metrics"
+	"github.com/snapnode/snapnode/internal/sqldb"
 	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/tasks"
 )
@@ -50,7 +51,7 @@ func (n *Node) newMetrics(methods []string, replay snap.ReplayStore, store tasks
 	if sizer != nil {
 		m.SetReplaySize(sizer.Len)
 	}
-	if n.DB != nil {
+	if n.DB != nil && n.DB.Dialect == sqldb.SQLite {
 		m.SetCheckpoints(n.DB.Checkpoints)
 	}
 	return m

@@ -89,7 +89,8 @@ func openSQLite(ctx context.Context, path, syncMode string, opts Options) (w, r 
 // file turns WAL on, which takes the file's exclusive lock; SQLite answers
 // SQLITE_BUSY at once, without waiting as busy_timeout says, when another
 // process holds a lock on the file then (processes opening a new database
-// together), so connecting is tried again, for as long as busy_timeout.
+// together), so connecting is tried again until busy_timeout has passed
+// since the first try (a try itself may wait up to busy_timeout).
 func connectWriter(ctx context.Context, w *sql.DB) error {
 	deadline := time.Now().Add(sqliteBusyTimeoutMS * time.Millisecond)
 	for wait := time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {

@@ -9,8 +9,8 @@ import (
 
 // maxBatch bounds what a burst of frames holds back before it is written:
 // past it the frames so far go out and the burst goes on. A buffer grown
-// past keepBatch by a large burst is let go once written, so that idle
-// connections do not each keep the largest burst they ever sent.
+// past keepBatch by a large burst is let go when the burst ends, so that
+// idle connections do not each keep the largest burst they ever sent.
 const (
 	maxBatch  = 64 << 10
 	keepBatch = 4 << 10
@@ -61,7 +61,11 @@ func (b *batchConn) end() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.hold = false
-	return b.flushLocked()
+	err := b.flushLocked()
+	if cap(b.buf) > keepBatch {
+		b.buf = nil
+	}
+	return err
 }
 
 func (b *batchConn) flushLocked() error {
@@ -70,9 +74,6 @@ func (b *batchConn) flushLocked() error {
 	}
 	_, err := b.Conn.Write(b.buf)
 	b.buf = b.buf[:0]
-	if cap(b.buf) > keepBatch {
-		b.buf = nil
-	}
 	return err
 }
 

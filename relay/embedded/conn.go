@@ -104,6 +104,8 @@ type conn struct {
 	// ready tells the writer that a queue has a message: it is signalled
 	// (never blocking: it holds one signal) after every put.
 	ready chan struct{}
+	// liveTurn: the writer takes from the live queue first next time.
+	liveTurn bool
 	// patient: a full live queue holds the publisher (for at most
 	// WriteTimeout) instead of cutting the connection. Only the
 	// in-process connection, the node itself, is patient.
@@ -272,12 +274,21 @@ func (c *conn) enqueue(q *outQueue, it outItem, wait bool) queueResult {
 	return queued
 }
 
-// next takes the next queued message, control before live.
+// next takes the next queued message, from the control and the live
+// queue in turn while both hold some: a long stored result on the control
+// queue must not hold back the live events of the client's other
+// subscriptions until their queue fills and the client is cut as too
+// slow. Only the writer calls it.
 func (c *conn) next() (outItem, bool) {
-	if it, ok := c.ctrl.take(); ok {
+	first, second := c.ctrl, c.live
+	if c.liveTurn {
+		first, second = second, first
+	}
+	c.liveTurn = !c.liveTurn
+	if it, ok := first.take(); ok {
 		return it, true
 	}
-	return c.live.take()
+	return second.take()
 }
 
 func (c *conn) notice(msg string) error {

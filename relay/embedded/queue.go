@@ -6,7 +6,7 @@ import "sync"
 // It holds only what is queued: a buffered channel allocates its whole
 // bound when made, 33 KiB for a connection's two queues of 256 and 64
 // messages, which a relay serving a hundred idle clients kept for nothing
-// (3.5 MiB). Hand-written because no channel or library queue both grows
+// (3.2 MiB). Hand-written because no channel or library queue both grows
 // with its content and lets a sender wait for room beside its other
 // cancellations (a connection's end, a time-out) in one select.
 //

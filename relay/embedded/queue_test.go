@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"log/slog"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -107,5 +108,28 @@ func TestEnqueueWaitsForRoom(t *testing.T) {
 	}
 	if got := r.slowCuts.Load(); got != 1 {
 		t.Fatalf("%d slow clients cut, want 1", got)
+	}
+}
+
+// The writer takes from the control and the live queue in turn: a long
+// stored result does not hold back live events (which would fill their
+// queue and have the client cut as too slow).
+func TestWriterAlternatesQueues(t *testing.T) {
+	r := startRelay(t, Config{})
+	rt := &recordTransport{flushed: make(chan struct{}, 8)}
+	c := r.newConn(rt, slog.New(slog.DiscardHandler))
+	for i := range 6 {
+		c.enqueue(c.ctrl, outItem{msg: message{label: labelNotice, text: "c" + strconv.Itoa(i)}}, false)
+	}
+	for i := range 3 {
+		c.enqueue(c.live, outItem{msg: message{label: labelNotice, text: "l" + strconv.Itoa(i)}}, false)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); c.writeLoop() }()
+	defer func() { c.kill(1000, ""); <-done }()
+	<-rt.flushed
+	want := []string{"begin", "write c0", "write l0", "write c1", "write l1", "write c2", "write l2", "write c3", "write c4", "write c5", "flush"}
+	if got := rt.take(); !slices.Equal(got, want) {
+		t.Fatalf("writer did %q, want %q", got, want)
 	}
 }
