@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/snapnode/snapnode/internal/snapref"
+	"github.com/snapnode/snapnode/internal/testutil"
 )
 
 // Exit codes of client.mjs.
@@ -224,13 +225,13 @@ type Relay struct {
 	port   int
 	cmd    *exec.Cmd
 	done   chan struct{} // closed when cmd has exited
-	stderr *lockedBuffer
+	stderr *testutil.LockedBuffer
 }
 
 // NewRelay starts relay.mjs and returns its handle; t.Cleanup stops it.
 func NewRelay(t testing.TB) *Relay {
 	t.Helper()
-	r := &Relay{t: t, node: Node(t), data: filepath.Join(t.TempDir(), "relay-events.jsonl"), stderr: &lockedBuffer{}}
+	r := &Relay{t: t, node: Node(t), data: filepath.Join(t.TempDir(), "relay-events.jsonl"), stderr: &testutil.LockedBuffer{Keep: 64 << 10}}
 	if err := r.start(0); err != nil {
 		t.Fatal(err)
 	}
@@ -350,34 +351,4 @@ func stopProcess(cmd *exec.Cmd, done chan struct{}) {
 		cmd.Process.Kill()
 		<-done
 	}
-}
-
-// lockedBuffer is a bytes.Buffer safe for the process's writer goroutine
-// and the test reading it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	// Keep the last 64 KiB: enough to diagnose a failure.
-	if l.b.Len() > 64<<10 {
-		rest := l.b.Bytes()[l.b.Len()-32<<10:]
-		l.b = *bytes.NewBuffer(append([]byte(nil), rest...))
-	}
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func (l *lockedBuffer) Len() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Len()
 }

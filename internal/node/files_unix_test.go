@@ -14,6 +14,7 @@ import (
 
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/node"
+	"github.com/snapnode/snapnode/internal/testutil"
 )
 
 // databaseFiles returns the SQLite files in dir and their permissions.
@@ -95,7 +96,7 @@ func TestDataFilesPrivate(t *testing.T) {
 		}
 		f.Close()
 	}
-	var logs lockedBuffer
+	var logs testutil.LockedBuffer
 	cfg := config.Default()
 	cfg.DataDir, cfg.RelayListen, cfg.HTTPListen = dir, "127.0.0.1:0", ""
 	ctx, cancel := context.WithCancel(context.Background())

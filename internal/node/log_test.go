@@ -2,39 +2,20 @@ package node_test
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/llmtest"
 	"github.com/snapnode/snapnode/internal/testdb"
+	"github.com/snapnode/snapnode/internal/testutil"
 	"github.com/snapnode/snapnode/schemas"
 	"github.com/snapnode/snapnode/tasks"
 )
-
-// lockedBuffer is a bytes.Buffer the node's goroutines may write at once.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestJSONLog runs a real node with log_format json at debug level, its
 // agent asking a model server with an API key, and has it answer a
@@ -64,7 +45,7 @@ func TestJSONLog(t *testing.T) {
 	cfg.HTTPListen = "127.0.0.1:0"
 	cfg.LogFormat, cfg.LogLevel = "json", "debug"
 	cfg.Agent.LLMURL, cfg.Agent.LLMModel = srv.URL(), llmtest.DefaultModel
-	var logs lockedBuffer
+	var logs testutil.LockedBuffer
 	n, stop := startConfigured(t, cfg, cfg.Logger(&logs, nil))
 	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "sandbox"), 0o700); err != nil {
 		t.Fatal(err)

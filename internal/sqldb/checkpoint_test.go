@@ -1,17 +1,16 @@
 package sqldb_test
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/snapnode/snapnode/internal/sqldb"
+	"github.com/snapnode/snapnode/internal/testutil"
 )
 
 // TestCommitterCheckpoints: the committer asks for a checkpoint of the WAL
@@ -22,16 +21,7 @@ import (
 func TestCommitterCheckpoints(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "cp.db")
-	db, err := sqldb.Open(ctx, "sqlite:"+path, sqldb.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	finished := make(chan struct{}, 1)
-	sqldb.SetAfterCheckpoint(db, func() { finished <- struct{}{} })
-	if _, err := db.W.ExecContext(ctx, "CREATE TABLE items (id INTEGER PRIMARY KEY, body TEXT)"); err != nil {
-		t.Fatal(err)
-	}
+	db, finished := openItems(t, path, sqldb.Options{})
 	// Each write dirties about three pages (a row of 3 KB and the
 	// tree's pages above it): 640 writes would take the WAL to some
 	// 1,900 pages without a checkpoint.
@@ -72,19 +62,10 @@ func TestCommitterCheckpoints(t *testing.T) {
 // and at debug level while the failures go on; the writes go on.
 func TestCommitterCheckpointFailures(t *testing.T) {
 	ctx := context.Background()
-	var log syncBuffer
-	db, err := sqldb.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "cp.db"), sqldb.Options{
+	var log testutil.LockedBuffer
+	db, finished := openItems(t, filepath.Join(t.TempDir(), "cp.db"), sqldb.Options{
 		Logger: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	finished := make(chan struct{}, 1)
-	sqldb.SetAfterCheckpoint(db, func() { finished <- struct{}{} })
-	if _, err := db.W.ExecContext(ctx, "CREATE TABLE items (id INTEGER PRIMARY KEY)"); err != nil {
-		t.Fatal(err)
-	}
 	db.R.Close() // the checkpoints run on the read pool: now they fail
 	for i := range 32 {
 		if err := db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
@@ -106,21 +87,21 @@ func TestCommitterCheckpointFailures(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for the checkpointer's goroutine and
-// the test's.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+// openItems opens a SQLite database at path with a table items (id, body),
+// closed when the test ends; finished gets a value after each of the
+// committer's checkpoints.
+func openItems(t *testing.T, path string, opts sqldb.Options) (db *sqldb.DB, finished <-chan struct{}) {
+	t.Helper()
+	ctx := context.Background()
+	db, err := sqldb.Open(ctx, "sqlite:"+path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	done := make(chan struct{}, 1)
+	sqldb.SetAfterCheckpoint(db, func() { done <- struct{}{} })
+	if _, err := db.W.ExecContext(ctx, "CREATE TABLE items (id INTEGER PRIMARY KEY, body TEXT)"); err != nil {
+		t.Fatal(err)
+	}
+	return db, done
 }
