@@ -242,30 +242,35 @@ const (
 )
 
 // enqueue puts it on q and wakes the writer; when q is full it waits for
-// room up to WriteTimeout if wait is set.
+// room, in turn with other senders, up to WriteTimeout if wait is set.
 func (c *conn) enqueue(q *outQueue, it outItem, wait bool) queueResult {
 	select {
 	case <-c.done:
 		return connDone
 	default:
 	}
-	ok, room := q.put(it)
-	if !ok && wait {
+	switch {
+	case !wait:
+		if !q.tryPut(it) {
+			return queueFull
+		}
+	default:
+		ok, turn := q.putOrWait(it)
+		if ok {
+			break
+		}
 		t := time.NewTimer(c.r.cfg.WriteTimeout)
 		defer t.Stop()
-		for !ok {
-			select {
-			case <-room:
-				ok, room = q.put(it)
-			case <-c.done:
-				return connDone
-			case <-t.C:
-				return queueFull
-			}
+		select {
+		case <-turn:
+			q.putKept(it)
+		case <-c.done:
+			q.cancel(turn)
+			return connDone
+		case <-t.C:
+			q.cancel(turn)
+			return queueFull
 		}
-	}
-	if !ok {
-		return queueFull
 	}
 	select {
 	case c.ready <- struct{}{}:

@@ -12,8 +12,8 @@ func noticeItem(i int) outItem {
 	return outItem{msg: message{label: labelNotice, text: strconv.Itoa(i)}}
 }
 
-// An outQueue keeps its order and bound, tells a sender that found it full
-// when a message is taken, and lets its buffer go once emptied.
+// An outQueue keeps its order and bound, and lets its buffer go once
+// emptied.
 func TestOutQueue(t *testing.T) {
 	q := newOutQueue(40)
 	if cap(q.items) != 0 {
@@ -21,7 +21,7 @@ func TestOutQueue(t *testing.T) {
 	}
 	next := 0 // the next message expected out
 	for i := range 40 {
-		if ok, _ := q.put(noticeItem(i)); !ok {
+		if !q.tryPut(noticeItem(i)) {
 			t.Fatalf("put %d refused below the bound", i)
 		}
 		if i%3 == 0 { // take as it fills, so that the head moves
@@ -33,18 +33,12 @@ func TestOutQueue(t *testing.T) {
 		}
 	}
 	for i := 40; q.len() < 40; i++ {
-		if ok, _ := q.put(noticeItem(i)); !ok {
+		if !q.tryPut(noticeItem(i)) {
 			t.Fatalf("put %d refused with %d queued", i, q.len())
 		}
 	}
-	ok, room := q.put(noticeItem(-1))
-	if ok || room == nil {
-		t.Fatalf("put on a full queue: %v, %v; want refused with a channel", ok, room)
-	}
-	select {
-	case <-room:
-		t.Fatal("room signalled before anything was taken")
-	default:
+	if q.tryPut(noticeItem(-1)) {
+		t.Fatal("a full queue took one more")
 	}
 	for q.len() > 0 {
 		it, _ := q.take()
@@ -52,17 +46,69 @@ func TestOutQueue(t *testing.T) {
 			t.Fatalf("took %q, want %d", it.msg.text, next)
 		}
 		next++
-		select {
-		case <-room:
-		default:
-			t.Fatal("a take did not signal room")
-		}
 	}
 	if _, ok := q.take(); ok {
 		t.Fatal("took from an empty queue")
 	}
 	if cap(q.items) > keepCap {
 		t.Fatalf("an emptied queue keeps room for %d messages, want at most %d", cap(q.items), keepCap)
+	}
+}
+
+// Senders that find an outQueue full get room in the order they came, as
+// on a channel: a freed slot is kept for the oldest, a newcomer does not
+// take it, and a sender giving up passes its kept slot on.
+func TestOutQueueWaitersInTurn(t *testing.T) {
+	q := newOutQueue(2)
+	q.tryPut(noticeItem(0))
+	q.tryPut(noticeItem(1))
+	okA, a := q.putOrWait(noticeItem(10))
+	okB, b := q.putOrWait(noticeItem(11))
+	okC, c := q.putOrWait(noticeItem(12))
+	if okA || okB || okC {
+		t.Fatal("a full queue took a message")
+	}
+	isClosed := func(w <-chan struct{}) bool {
+		select {
+		case <-w:
+			return true
+		default:
+			return false
+		}
+	}
+	q.take()
+	if !isClosed(a) || isClosed(b) || isClosed(c) {
+		t.Fatal("the freed slot was not kept for the sender waiting longest")
+	}
+	if q.tryPut(noticeItem(-1)) {
+		t.Fatal("a newcomer took the slot kept for a waiting sender")
+	}
+	q.putKept(noticeItem(10))
+	q.take()
+	if !isClosed(b) || isClosed(c) {
+		t.Fatal("the second slot was not kept for the second sender")
+	}
+	q.cancel(b) // b gives up after its slot was kept: c gets it
+	if !isClosed(c) {
+		t.Fatal("a slot given up was not passed on")
+	}
+	q.putKept(noticeItem(12))
+	var got []string
+	for it, ok := q.take(); ok; it, ok = q.take() {
+		got = append(got, it.msg.text)
+	}
+	if want := []string{"10", "12"}; !slices.Equal(got, want) {
+		t.Fatalf("queue held %q, want %q", got, want)
+	}
+	okD, d := q.putOrWait(noticeItem(13))
+	if !okD || d != nil {
+		t.Fatal("an empty queue made a sender wait")
+	}
+	q.tryPut(noticeItem(14))
+	_, e := q.putOrWait(noticeItem(15))
+	q.cancel(e) // gives up before its turn: leaves the line
+	if len(q.waiters) != 0 || q.kept != 0 {
+		t.Fatalf("%d waiting, %d slots kept after the only waiter left; want none", len(q.waiters), q.kept)
 	}
 }
 
