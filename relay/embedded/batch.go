@@ -8,13 +8,8 @@ import (
 )
 
 // maxBatch bounds what a burst of frames holds back before it is written:
-// past it the frames so far go out and the burst goes on. A buffer grown
-// past keepBatch by a large burst is let go when the burst ends, so that
-// idle connections do not each keep the largest burst they ever sent.
-const (
-	maxBatch  = 64 << 10
-	keepBatch = 4 << 10
-)
+// past it the frames so far go out and the burst goes on.
+const maxBatch = 64 << 10
 
 // batchConn is a client's socket whose writes, while a burst is open, are
 // collected and sent with one write system call when the burst ends. The
@@ -24,11 +19,16 @@ const (
 // Writes outside a burst (the handshake, a pong or close frame) go out at
 // once. Safe for concurrent use; SetWriteDeadline reaches the socket
 // without waiting, so a write in progress can be cut short.
+//
+// A burst's buffer is borrowed from pool (the relay's, of *[]byte) at its
+// first write and given back when it ends: an idle connection holds none,
+// and connections sending one after another share a few.
 type batchConn struct {
 	net.Conn
+	pool *sync.Pool
 	mu   sync.Mutex
 	hold bool
-	buf  []byte // at most maxBatch bytes
+	buf  *[]byte // the burst's, at most maxBatch bytes; nil outside a burst
 }
 
 func (b *batchConn) Write(p []byte) (int, error) {
@@ -37,7 +37,14 @@ func (b *batchConn) Write(p []byte) (int, error) {
 	if !b.hold {
 		return b.Conn.Write(p)
 	}
-	if len(b.buf)+len(p) > maxBatch {
+	if b.buf == nil {
+		if bp, ok := b.pool.Get().(*[]byte); ok {
+			b.buf = bp
+		} else {
+			b.buf = new([]byte)
+		}
+	}
+	if len(*b.buf)+len(p) > maxBatch {
 		if err := b.flushLocked(); err != nil {
 			return 0, err
 		}
@@ -45,7 +52,7 @@ func (b *batchConn) Write(p []byte) (int, error) {
 			return b.Conn.Write(p)
 		}
 	}
-	b.buf = append(b.buf, p...)
+	*b.buf = append(*b.buf, p...)
 	return len(p), nil
 }
 
@@ -56,24 +63,26 @@ func (b *batchConn) begin() {
 	b.mu.Unlock()
 }
 
-// end closes the burst and writes what it held, in one write.
+// end closes the burst, writes what it held in one write, and gives the
+// buffer back.
 func (b *batchConn) end() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.hold = false
 	err := b.flushLocked()
-	if cap(b.buf) > keepBatch {
+	if b.buf != nil {
+		b.pool.Put(b.buf)
 		b.buf = nil
 	}
 	return err
 }
 
 func (b *batchConn) flushLocked() error {
-	if len(b.buf) == 0 {
+	if b.buf == nil || len(*b.buf) == 0 {
 		return nil
 	}
-	_, err := b.Conn.Write(b.buf)
-	b.buf = b.buf[:0]
+	_, err := b.Conn.Write(*b.buf)
+	*b.buf = (*b.buf)[:0]
 	return err
 }
 
@@ -81,6 +90,7 @@ func (b *batchConn) flushLocked() error {
 // hijacked socket.
 type batchWriter struct {
 	http.ResponseWriter
+	pool *sync.Pool // the bursts' buffers
 	conn *batchConn
 }
 
@@ -93,6 +103,6 @@ func (w *batchWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	w.conn = &batchConn{Conn: c}
+	w.conn = &batchConn{Conn: c, pool: w.pool}
 	return w.conn, rw, nil
 }

@@ -36,7 +36,7 @@ func (c *recordConn) got() [][]byte {
 
 func TestBatchConnHoldsABurstAndWritesItOnce(t *testing.T) {
 	rc := &recordConn{}
-	b := &batchConn{Conn: rc}
+	b := &batchConn{Conn: rc, pool: new(sync.Pool)}
 	b.Write([]byte("handshake"))
 	b.begin()
 	for i := range 5 {
@@ -63,13 +63,13 @@ func TestBatchConnHoldsABurstAndWritesItOnce(t *testing.T) {
 
 func TestBatchConnHoldsAtMostMaxBatch(t *testing.T) {
 	rc := &recordConn{}
-	b := &batchConn{Conn: rc}
+	b := &batchConn{Conn: rc, pool: new(sync.Pool)}
 	frame := bytes.Repeat([]byte("x"), 30<<10)
 	b.begin()
 	for range 5 {
 		b.Write(frame)
-		if len(b.buf) > maxBatch {
-			t.Fatalf("holding %d bytes, bound %d", len(b.buf), maxBatch)
+		if len(*b.buf) > maxBatch {
+			t.Fatalf("holding %d bytes, bound %d", len(*b.buf), maxBatch)
 		}
 	}
 	big := bytes.Repeat([]byte("y"), maxBatch+1)
@@ -87,6 +87,9 @@ func TestBatchConnHoldsAtMostMaxBatch(t *testing.T) {
 	want := append(bytes.Repeat(frame, 5), big...)
 	if !bytes.Equal(all, want) {
 		t.Fatalf("bytes out of order or lost: %d bytes, want %d", len(all), len(want))
+	}
+	if b.buf != nil {
+		t.Fatal("the buffer is still held after the burst: an idle connection keeps it")
 	}
 }
 

@@ -402,6 +402,8 @@ func (c *conn) writeLoop() {
 				return
 			}
 		case <-ping:
+			c.ctrl.trim()
+			c.live.trim()
 			if err := c.t.ping(); err != nil {
 				c.kill(websocket.CloseAbnormalClosure, "")
 				return

@@ -9,7 +9,8 @@ import (
 // It holds only what is queued: a buffered channel allocates its whole
 // bound when made, 33 KiB for a connection's two queues of 256 and 64
 // messages, which a relay serving a hundred idle clients kept for nothing
-// (3.2 MiB). Like a channel, it lets senders wait for room in turn: a
+// (3.2 MiB); what it grew to is let go once the connection is idle (see
+// trim). Like a channel, it lets senders wait for room in turn: a
 // slot freed is kept for the sender that has waited longest, and no
 // newcomer takes it. Hand-written because no channel or library queue
 // both grows with its content and lets a sender wait for room beside its
@@ -29,8 +30,8 @@ type outQueue struct {
 	kept int
 }
 
-// keepCap is the capacity a queue keeps when it empties: room for the
-// usual burst, anything larger is let go.
+// keepCap is the capacity an empty queue keeps through trim: room for
+// the usual burst.
 const keepCap = 16
 
 func newOutQueue(bound int) *outQueue { return &outQueue{bound: max(bound, 1)} }
@@ -97,12 +98,21 @@ func (q *outQueue) take() (outItem, bool) {
 	q.head++
 	if q.head == len(q.items) {
 		q.items, q.head = q.items[:0], 0
-		if cap(q.items) > keepCap {
-			q.items = nil
-		}
 	}
 	q.wake()
 	return it, true
+}
+
+// trim lets the buffer go if the queue is empty and it holds room for
+// more than keepCap messages. The writer calls it when it pings, so that
+// a connection gone idle keeps no large buffer while a busy one does not
+// reallocate its buffer at every turn.
+func (q *outQueue) trim() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.head == len(q.items) && cap(q.items) > keepCap {
+		q.items, q.head = nil, 0
+	}
 }
 
 // len returns the number of messages queued.

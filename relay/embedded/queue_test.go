@@ -12,8 +12,8 @@ func noticeItem(i int) outItem {
 	return outItem{msg: message{label: labelNotice, text: strconv.Itoa(i)}}
 }
 
-// An outQueue keeps its order and bound, and lets its buffer go once
-// emptied.
+// An outQueue keeps its order and bound, keeps its buffer while it is in
+// use, and lets it go when trimmed empty.
 func TestOutQueue(t *testing.T) {
 	q := newOutQueue(40)
 	if cap(q.items) != 0 {
@@ -50,8 +50,18 @@ func TestOutQueue(t *testing.T) {
 	if _, ok := q.take(); ok {
 		t.Fatal("took from an empty queue")
 	}
+	if cap(q.items) < 40 {
+		t.Fatalf("an emptied queue let its buffer go at once (room for %d): the next burst reallocates it", cap(q.items))
+	}
+	q.trim()
 	if cap(q.items) > keepCap {
-		t.Fatalf("an emptied queue keeps room for %d messages, want at most %d", cap(q.items), keepCap)
+		t.Fatalf("a trimmed empty queue keeps room for %d messages, want at most %d", cap(q.items), keepCap)
+	}
+	q.tryPut(noticeItem(0))
+	before := cap(q.items)
+	q.trim()
+	if q.len() != 1 || cap(q.items) != before {
+		t.Fatal("trim touched a queue that holds a message")
 	}
 }
 

@@ -193,7 +193,8 @@ type Relay struct {
 	store    *store
 	hub      *hub
 	upgrader websocket.Upgrader
-	info     []byte // the NIP-11 document
+	bursts   sync.Pool // *[]byte: the WebSocket writers' burst buffers
+	info     []byte    // the NIP-11 document
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc

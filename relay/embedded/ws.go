@@ -28,7 +28,7 @@ func (r *Relay) serveWebSocket(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "relay closed", http.StatusServiceUnavailable)
 		return
 	}
-	bw := &batchWriter{ResponseWriter: w}
+	bw := &batchWriter{ResponseWriter: w, pool: &r.bursts}
 	ws, err := r.upgrader.Upgrade(bw, req, nil)
 	if err != nil {
 		return // the upgrader answered with an HTTP error
