@@ -71,7 +71,9 @@ func (b *batchConn) end() error {
 	b.hold = false
 	err := b.flushLocked()
 	if b.buf != nil {
-		b.pool.Put(b.buf)
+		if cap(*b.buf) <= maxBatch { // append may have grown it past
+			b.pool.Put(b.buf)
+		}
 		b.buf = nil
 	}
 	return err

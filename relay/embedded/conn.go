@@ -228,6 +228,10 @@ func (c *conn) send(it outItem) error {
 	return errConnClosed
 }
 
+// trimEvery is how often the writer of a connection that is not pinged
+// lets its empty queues' buffers go (see outQueue.trim).
+const trimEvery = 30 * time.Second
+
 // ctrlQueue bounds a connection's control queue: answers and stored
 // events, for which the reader waits.
 const ctrlQueue = 64
@@ -326,11 +330,17 @@ func (c *conn) refuse(r *refusal) error {
 // writeLoop hands queued messages to the transport in bursts (and pings)
 // until the connection is killed, then lets the transport finish.
 func (c *conn) writeLoop() {
-	var ping <-chan time.Time
+	// The queues are trimmed at each ping, or every trimEvery for a
+	// transport that does not ping.
+	var ping, trim <-chan time.Time
 	if d := c.t.pingInterval(); d > 0 {
 		t := time.NewTicker(d)
 		defer t.Stop()
 		ping = t.C
+	} else {
+		t := time.NewTicker(trimEvery)
+		defer t.Stop()
+		trim = t.C
 	}
 	// Always killed by now: the loop ends only on done or after a kill.
 	defer func() { c.t.finish(c.closeCode, c.closeText) }()
@@ -401,6 +411,9 @@ func (c *conn) writeLoop() {
 			if !burst() {
 				return
 			}
+		case <-trim:
+			c.ctrl.trim()
+			c.live.trim()
 		case <-ping:
 			c.ctrl.trim()
 			c.live.trim()

@@ -104,9 +104,10 @@ func (q *outQueue) take() (outItem, bool) {
 }
 
 // trim lets the buffer go if the queue is empty and it holds room for
-// more than keepCap messages. The writer calls it when it pings, so that
-// a connection gone idle keeps no large buffer while a busy one does not
-// reallocate its buffer at every turn.
+// more than keepCap messages. The writer calls it when it pings (every
+// trimEvery when it does not), so that a connection gone idle keeps no
+// large buffer while a busy one does not reallocate its buffer at every
+// turn.
 func (q *outQueue) trim() {
 	q.mu.Lock()
 	defer q.mu.Unlock()

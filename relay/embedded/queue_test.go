@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"log/slog"
+	"runtime"
 	"slices"
 	"strconv"
 	"testing"
@@ -57,11 +58,16 @@ func TestOutQueue(t *testing.T) {
 	if cap(q.items) > keepCap {
 		t.Fatalf("a trimmed empty queue keeps room for %d messages, want at most %d", cap(q.items), keepCap)
 	}
-	q.tryPut(noticeItem(0))
+	for i := range 2 * keepCap { // grow it past keepCap again, then hold one
+		q.tryPut(noticeItem(i))
+	}
+	for q.len() > 1 {
+		q.take()
+	}
 	before := cap(q.items)
 	q.trim()
-	if q.len() != 1 || cap(q.items) != before {
-		t.Fatal("trim touched a queue that holds a message")
+	if it, ok := q.take(); !ok || it.msg.text != strconv.Itoa(2*keepCap-1) || cap(q.items) != before {
+		t.Fatalf("trim of a queue holding a message: took %q (%v), room for %d (%d before)", it.msg.text, ok, cap(q.items), before)
 	}
 }
 
@@ -110,6 +116,18 @@ func TestOutQueueWaitersInTurn(t *testing.T) {
 	if want := []string{"10", "12"}; !slices.Equal(got, want) {
 		t.Fatalf("queue held %q, want %q", got, want)
 	}
+	// A slot kept for a woken sender counts against the bound even once
+	// nobody waits any more.
+	one := newOutQueue(1)
+	one.tryPut(noticeItem(0))
+	_, w := one.putOrWait(noticeItem(1))
+	one.take()
+	<-w
+	if one.tryPut(noticeItem(2)) {
+		t.Fatal("a newcomer took the slot kept for a woken sender")
+	}
+	one.putKept(noticeItem(1))
+
 	okD, d := q.putOrWait(noticeItem(13))
 	if !okD || d != nil {
 		t.Fatal("an empty queue made a sender wait")
@@ -137,11 +155,21 @@ func TestEnqueueWaitsForRoom(t *testing.T) {
 	if got := c.enqueue(c.ctrl, noticeItem(ctrlQueue), false); got != queueFull {
 		t.Fatalf("message past the bound without waiting: %v, want queueFull", got)
 	}
+	<-c.ready // the signal of the messages above
 	sent := make(chan error, 1)
 	go func() { sent <- c.notice("waiting") }()
-	c.next() // room for the one waiting
+	waitForWaiters(c.ctrl, 1)
+	c.next() // room, kept for the one waiting
 	if err := <-sent; err != nil {
 		t.Fatalf("a sender waiting for room: %v", err)
+	}
+	select {
+	case <-c.ready:
+	default:
+		t.Fatal("a message put after waiting did not wake the writer")
+	}
+	if got := c.ctrl.len(); got != ctrlQueue {
+		t.Fatalf("%d messages queued, want %d", got, ctrlQueue)
 	}
 	go func() { sent <- c.notice("never") }()
 	c.kill(1000, "")
@@ -187,5 +215,18 @@ func TestWriterAlternatesQueues(t *testing.T) {
 	want := []string{"begin", "write c0", "write l0", "write c1", "write l1", "write c2", "write l2", "write c3", "write c4", "write c5", "flush"}
 	if got := rt.take(); !slices.Equal(got, want) {
 		t.Fatalf("writer did %q, want %q", got, want)
+	}
+}
+
+// waitForWaiters returns once n senders wait for room in q.
+func waitForWaiters(q *outQueue, n int) {
+	for {
+		q.mu.Lock()
+		w := len(q.waiters)
+		q.mu.Unlock()
+		if w >= n {
+			return
+		}
+		runtime.Gosched()
 	}
 }
