@@ -1,7 +1,6 @@
 package embedded
 
 import (
-	"encoding/json"
 	"strconv"
 	"sync"
 
@@ -24,10 +23,8 @@ type subscription struct {
 }
 
 func newSubscription(c *conn, id string, filters []*filter) *subscription {
-	q, _ := json.Marshal(id) // a string always marshals
-	prefix := make([]byte, 0, len(`["EVENT",,`)+len(q))
-	prefix = append(prefix, `["EVENT",`...)
-	prefix = append(prefix, q...)
+	prefix := make([]byte, 0, len(`["EVENT","",`)+len(id))
+	prefix = appendJSONString(append(prefix, `["EVENT",`...), id)
 	prefix = append(prefix, ',')
 	return &subscription{c: c, id: id, filters: filters, prefix: prefix, pending: true}
 }

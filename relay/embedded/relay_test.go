@@ -846,3 +846,25 @@ func TestGoNostrClient(t *testing.T) {
 		t.Fatalf("tampered event: %v", err)
 	}
 }
+
+// A subscription id is any string: its EVENT messages, stored and live,
+// carry it escaped as JSON wants, and the client reads back the id it sent.
+func TestSubscriptionIDsEscaped(t *testing.T) {
+	tr := startRelay(t, Config{})
+	sub, pub := dial(t, tr.url), dial(t, tr.url)
+	k := newKey(t)
+	now := tr.clock.Unix()
+	stored := k.event(t, 4339, now-5, "stored")
+	pub.mustPublish(stored)
+	for _, id := range []string{`q"uote\back`, "<tag>&amp;", "tab\there", "ü\u2028€"} {
+		if got := sub.req(id, map[string]any{"kinds": []int{4339, 21339}, "authors": []string{k.pk}}); !slices.Equal(got, ids(stored)) {
+			t.Fatalf("%q: stored %v", id, got)
+		}
+		live := k.event(t, 21339, now, "live "+id)
+		pub.mustPublish(live)
+		if m := sub.expect("EVENT"); m.str(0) != id || m.event(1).ID != live.ID {
+			t.Fatalf("%q: live %s", id, joinRaw(m.args))
+		}
+		sub.send("CLOSE", id)
+	}
+}
