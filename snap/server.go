@@ -227,7 +227,7 @@ func (s *Server) observed(ctx context.Context, in Inbound, send func(*Message) e
 	if resp == nil {
 		return nil
 	}
-	code := responseCode(resp)
+	code := int(resp.ErrorCode())
 	if s.cfg.Observer != nil {
 		handle := time.Duration(0)
 		if !tm.handled.IsZero() {
@@ -340,19 +340,6 @@ func taskOf(payload []byte) (id, state string) {
 		return "", ""
 	}
 	return t.ID, t.Status.State
-}
-
-func responseCode(m *Message) int {
-	if !bytes.HasPrefix(m.Payload, []byte(`{"error":`)) {
-		return 0
-	}
-	var p struct {
-		Error struct {
-			Code int `json:"code"`
-		} `json:"error"`
-	}
-	_ = json.Unmarshal(m.Payload, &p)
-	return p.Error.Code
 }
 
 // serve is Respond and Stream: events of a streaming method go to send,

@@ -81,11 +81,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 // 10,000 forged POSTs from 100 addresses the flood's idle connections
 // held about 3 MB of the node's memory until their idle timeout.
 func forged(resp *snap.Message) bool {
-	if resp.Type != snap.TypeResponse || !bytes.HasPrefix(resp.Payload, []byte(`{"error":`)) {
-		return false
-	}
-	e := snap.ResponseError(resp.Payload)
-	return e != nil && e.Code == snap.CodeSignatureInvalid
+	return resp.Type == snap.TypeResponse && resp.ErrorCode() == snap.CodeSignatureInvalid
 }
 
 // readBody reads a posted message of at most MaxBody bytes within

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 var (
@@ -220,6 +221,5 @@ func DiskFull(err error) bool {
 	if errors.As(err, &pe) {
 		return pe.Code == "53100" // disk_full
 	}
-	var se interface{ Code() int }
-	return errors.As(err, &se) && se.Code()&0xff == 13 // SQLITE_FULL
+	return sqlitePrimary(err) == sqlite3.SQLITE_FULL
 }

@@ -13,7 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
@@ -95,8 +94,7 @@ func connectWriter(ctx context.Context, w *sql.DB) error {
 	deadline := time.Now().Add(sqliteBusyTimeoutMS * time.Millisecond)
 	for wait := time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
 		err := w.PingContext(ctx)
-		var se *sqlite.Error
-		if err == nil || !errors.As(err, &se) || se.Code()&0xff != sqlite3.SQLITE_BUSY || time.Now().After(deadline) {
+		if sqlitePrimary(err) != sqlite3.SQLITE_BUSY || time.Now().After(deadline) {
 			return err
 		}
 		t := time.NewTimer(wait)
@@ -107,6 +105,17 @@ func connectWriter(ctx context.Context, w *sql.DB) error {
 		case <-t.C:
 		}
 	}
+}
+
+// sqlitePrimary returns the primary result code of a SQLite error (the
+// low byte of the extended code the driver's errors report by their Code
+// method), 0 for any other error or none.
+func sqlitePrimary(err error) int {
+	var se interface{ Code() int }
+	if errors.As(err, &se) {
+		return se.Code() & 0xff
+	}
+	return 0
 }
 
 // committer is the SQLite writer: one goroutine that owns the writer

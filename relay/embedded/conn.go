@@ -283,6 +283,12 @@ func (c *conn) enqueue(q *outQueue, it outItem, wait bool) queueResult {
 	return queued
 }
 
+// trim lets the empty queues' large buffers go (see outQueue.trim).
+func (c *conn) trim() {
+	c.ctrl.trim()
+	c.live.trim()
+}
+
 // next takes the next queued message, from the control and the live
 // queue in turn while both hold some: a long stored result on the control
 // queue must not hold back the live events of the client's other
@@ -412,11 +418,9 @@ func (c *conn) writeLoop() {
 				return
 			}
 		case <-trim:
-			c.ctrl.trim()
-			c.live.trim()
+			c.trim()
 		case <-ping:
-			c.ctrl.trim()
-			c.live.trim()
+			c.trim()
 			if err := c.t.ping(); err != nil {
 				c.kill(websocket.CloseAbnormalClosure, "")
 				return
