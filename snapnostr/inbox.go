@@ -65,6 +65,14 @@ type InboxConfig struct {
 	// (that many distinct keys refused at once) a refusal is dropped and
 	// logged.
 	Refusals int
+	// Shares, when set, divides the requests among the replicas of this
+	// identity (see Shares): a request that is not this process's is not
+	// opened, only kept for the Shares' grace in case its owner turns out
+	// gone. At most Deferred requests (default 8,192) holding at most
+	// DeferredBytes of content (default 16 MiB) are kept so; past either,
+	// a request is taken here whatever its share.
+	Shares                  Shares
+	Deferred, DeferredBytes int
 }
 
 // Inbox is the node's receiving side on Nostr: it subscribes to SNAP
@@ -93,8 +101,10 @@ type Inbox struct {
 	// says why two ids sharing a hash are of no concern).
 	recent     *bounded.Cache[uint64, struct{}]
 	recentSeed maphash.Seed
-	ready      chan struct{}
-	readyOnce  sync.Once
+	// deferred holds the requests left to another replica (Shares).
+	deferred  *deferrals
+	ready     chan struct{}
+	readyOnce sync.Once
 }
 
 // NewInbox returns an Inbox for cfg.
@@ -111,9 +121,11 @@ func NewInbox(cfg InboxConfig) *Inbox {
 	defaults.Positive(&cfg.Lookback, 2*time.Minute)
 	defaults.Positive(&cfg.Streams, 64)
 	defaults.Positive(&cfg.Refusals, 256)
+	defaults.Positive(&cfg.Deferred, 8192)
+	defaults.Positive(&cfg.DeferredBytes, 16<<20)
 	in := &Inbox{cfg: cfg, sealer: newSealer(cfg.Key, 4096), ready: make(chan struct{}),
 		recent: bounded.NewCache[uint64, struct{}](100_000), recentSeed: maphash.MakeSeed(),
-		slots: make(chan struct{}, cfg.Streams)}
+		slots: make(chan struct{}, cfg.Streams), deferred: newDeferrals(cfg.Deferred, cfg.DeferredBytes)}
 	return in
 }
 
@@ -167,6 +179,13 @@ func (in *Inbox) Run(ctx context.Context) error {
 			<-done
 		}
 	}()
+	if in.cfg.Shares != nil {
+		// Deferred after the queue's closing, so run before it: the
+		// review has stopped (ctx ended) when the queue closes.
+		var review sync.WaitGroup
+		review.Go(func() { in.reviewDeferred(ctx, min(in.cfg.Shares.Grace()/8, 250*time.Millisecond), jobs, refusals) })
+		defer review.Wait()
+	}
 	for {
 		newest, err := in.listen(ctx, since, jobs, refusals)
 		if ctx.Err() != nil {
@@ -247,8 +266,9 @@ func (in *Inbox) listen(ctx context.Context, since nostr.Timestamp, jobs *fairqu
 }
 
 // take queues one request received, unless it is not for this node, was
-// seen before, or its key is over its rate (refused at once); a full queue
-// refuses a request at once too (see InboxConfig.Workers).
+// seen before, is another replica's (kept aside, see Shares) or its key is
+// over its rate (refused at once); a full queue refuses a request at once
+// too (see InboxConfig.Workers).
 func (in *Inbox) take(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Queue[string, *nostr.Event], refusals *refuser) {
 	if !in.addressedToUs(ev) {
 		return
@@ -264,6 +284,15 @@ func (in *Inbox) take(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Queu
 		return
 	}
 	in.recent.Put(sum, struct{}{})
+	if sh := in.cfg.Shares; sh != nil && !sh.Mine(id) && in.deferred.add(id, ev, in.cfg.Now().Add(sh.Grace())) {
+		return
+	}
+	in.admit(ctx, ev, jobs, refusals)
+}
+
+// admit queues a request this process takes, unless it was processed
+// before or its key is over its rate.
+func (in *Inbox) admit(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Queue[string, *nostr.Event], refusals *refuser) {
 	if ev.Kind == relay.KindMessage && in.cfg.Checkpoint != nil {
 		if seen, err := in.cfg.Checkpoint.Seen(ctx, ev.ID); err != nil {
 			in.cfg.Logger.Error("inbox checkpoint", "err", err)
@@ -287,6 +316,29 @@ func (in *Inbox) take(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Queu
 		refusals.refuse(ev, busy())
 	case fairqueue.Displaced:
 		refusals.refuse(out, busy())
+	}
+}
+
+// reviewDeferred takes up, every tick until ctx ends, the requests kept
+// aside that have become this process's (their owner stopped receiving),
+// and forgets those whose grace has passed (their owner had them).
+func (in *Inbox) reviewDeferred(ctx context.Context, tick time.Duration, jobs *fairqueue.Queue[string, *nostr.Event], refusals *refuser) {
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		take, left := in.deferred.review(in.cfg.Now(), in.cfg.Shares.Mine)
+		if left > 0 {
+			in.cfg.Logger.Debug("inbox: requests left to other replicas", "count", left)
+		}
+		for _, ev := range take {
+			in.cfg.Logger.Debug("inbox: took up another replica's request", "event", ev.ID)
+			in.admit(ctx, ev, jobs, refusals)
+		}
 	}
 }
 

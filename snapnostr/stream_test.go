@@ -32,6 +32,7 @@ type streamNet struct {
 	pool      *relay.Pool // the requester's
 	stop      context.CancelFunc
 	inboxDone chan error
+	inbox     *snapnostr.Inbox
 }
 
 func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
@@ -76,6 +77,7 @@ func newStreamNet(t *testing.T, router *snap.Router, streams int, opts ...func(*
 		o(&cfg)
 	}
 	inbox := snapnostr.NewInbox(cfg)
+	n.inbox = inbox
 	ctx, cancel := context.WithCancel(context.Background())
 	n.stop = cancel
 	go func() { n.inboxDone <- inbox.Run(ctx) }()

@@ -369,7 +369,12 @@ func (w *wiring) startInbox(ctx context.Context) error {
 		return err
 	}
 	n.parts.push("inbox checkpoint", cp.Close)
-	in := snapnostr.NewInbox(snapnostr.InboxConfig{
+	var in *snapnostr.Inbox
+	shares, err := openShares(ctx, n.DB, func() bool { return receiving(in, n.pool) }, n.logger.With("part", "replicas"))
+	if err != nil {
+		return err
+	}
+	in = snapnostr.NewInbox(snapnostr.InboxConfig{
 		Key: n.key, Transport: n.pool, Handler: w.server, Checkpoint: cp, Verifier: w.verifier,
 		Logger: n.logger.With("part", "inbox"), Workers: n.cfg.Workers, ReplyTTL: n.cfg.ReplyTTL.Duration,
 		KeyLimiter: n.nostrKeyLimits,
@@ -378,12 +383,18 @@ func (w *wiring) startInbox(ctx context.Context) error {
 		// wait): the inbox only bounds its goroutines, past those slots
 		// and their waiting line, so that it never refuses first.
 		Streams: n.cfg.MaxStreams + n.cfg.MaxStreamWaiters,
+		Shares:  shares,
 	})
 	ictx, stop := context.WithCancel(ctx)
 	var runErr error
 	done := make(chan struct{})
 	go func() { runErr = in.Run(ictx); close(done) }()
 	n.parts.push("inbox", func() error { stop(); <-done; return runErr })
+	if shares != nil {
+		// Closed before the inbox: the replica leaves the others' view
+		// first, so that they take its share while it still answers.
+		n.parts.push("replicas", runShares(ctx, shares))
+	}
 	select {
 	case <-in.Ready():
 		return nil
