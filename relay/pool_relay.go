@@ -279,6 +279,13 @@ func (r *poolRelay) accept(s *Subscription, ev *nostr.Event, verified bool) {
 	if s.seenBefore(id) { // cheap: skip verifying what another relay brought
 		return
 	}
+	if s.gate.Pass != nil && !s.gate.Pass(id) {
+		// Another process's share: neither verified nor marked seen here.
+		if s.filter.Matches(ev) {
+			s.setAside(ev)
+		}
+		return
+	}
 	// A verified event was checked by the relay in this process: hashing
 	// it again would find the same id, and its signature is cached.
 	if !verified {

@@ -1,6 +1,8 @@
 package relay
 
 import (
+	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -51,6 +53,81 @@ func TestPoolSubscribeFunc(t *testing.T) {
 		defer mu.Unlock()
 		if len(taken) != 1 || taken[0] != "good" {
 			t.Fatalf("taken %q, want [good]", taken)
+		}
+	})
+}
+
+// SubscribeGated asks Pass before checking an event: an event passed is
+// verified and taken as by SubscribeFunc; one turned away goes to Aside
+// unverified (a forged one too, and not counted invalid), is not marked
+// delivered (another relay's copy is offered again), and never after the
+// subscription is closed.
+func TestPoolSubscribeGated(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newPTNet()
+		p := newPTPool(t, n, PoolConfig{URLs: []string{"ws://a", "ws://b"}})
+		pass := func(id [32]byte) bool { return id[0]%2 == 0 }
+		if _, err := p.SubscribeGated(t.Context(), ptFilter(), func(*nostr.Event) {}, Gate{Pass: pass}); err == nil {
+			t.Fatal("SubscribeGated with no Aside: no error")
+		}
+		var mu sync.Mutex
+		var taken, aside []string
+		sub, err := p.SubscribeGated(t.Context(), ptFilter(), func(ev *nostr.Event) {
+			mu.Lock()
+			defer mu.Unlock()
+			taken = append(taken, ev.Content)
+		}, Gate{Pass: pass, Aside: func(ev *nostr.Event) {
+			mu.Lock()
+			defer mu.Unlock()
+			aside = append(aside, ev.Content)
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		a, b := n.last(t, "ws://a"), n.last(t, "ws://b")
+		// Events whose ids pass and events whose ids do not, each one
+		// genuine and one forged.
+		var passed, turned []*nostr.Event
+		for i := 0; len(passed) < 2 || len(turned) < 2; i++ {
+			ev := ptEvent(t, ptNow(), fmt.Sprintf("event %d", i))
+			id, err := CheckID(ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pass(id) {
+				passed = append(passed, ev)
+			} else {
+				turned = append(turned, ev)
+			}
+		}
+		passed[1].Sig, turned[1].Sig = flipHex(passed[1].Sig), flipHex(turned[1].Sig)
+		for _, ev := range []*nostr.Event{passed[0], passed[1], turned[0], turned[1]} {
+			a.event(sub.wireID, ev)
+		}
+		b.event(sub.wireID, passed[0]) // delivered already: dropped
+		b.event(sub.wireID, turned[0]) // not marked delivered: offered again
+		synctest.Wait()
+		invalid := 0
+		for _, h := range p.Health() {
+			invalid += int(h.EventsInvalid)
+		}
+		sub.Close()
+		a.event(sub.wireID, turned[0])
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if !slices.Equal(taken, []string{passed[0].Content}) {
+			t.Errorf("taken %q, want [%s]", taken, passed[0].Content)
+		}
+		want := []string{turned[0].Content, turned[0].Content, turned[1].Content}
+		slices.Sort(want)
+		slices.Sort(aside) // the relays' connections run side by side
+		if !slices.Equal(aside, want) {
+			t.Errorf("set aside %q, want the two turned away and the second copy of the first", aside)
+		}
+		if invalid != 1 {
+			t.Errorf("%d events counted invalid, want 1 (the forged one passed)", invalid)
 		}
 	})
 }

@@ -21,6 +21,7 @@ type Subscription struct {
 
 	events   chan *nostr.Event
 	take     func(*nostr.Event) // SubscribeFunc's: takes the events instead of events
+	gate     Gate               // SubscribeGated's
 	sendMu   sync.Mutex         // held while sending on events (or calling take); events is closed under it
 	eose     chan struct{}
 	eoseOnce sync.Once
@@ -231,6 +232,17 @@ func (s *Subscription) deliver(ev *nostr.Event) {
 	}
 }
 
+// setAside hands ev to the gate's Aside, unless the subscription ended.
+func (s *Subscription) setAside(ev *nostr.Event) {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	select {
+	case <-s.done:
+	default:
+		s.gate.Aside(ev)
+	}
+}
+
 // Subscribe delivers every event matching f from any relay: each event id
 // once (across relays and reconnects), each event's id and signature
 // verified (unverifiable events are dropped and counted in Health), and
@@ -240,7 +252,7 @@ func (s *Subscription) deliver(ev *nostr.Event) {
 // ResubscribeSkew). The subscription ends when ctx ends, on Close, when
 // the pool closes, or under the slow-consumer policy (see Pool).
 func (p *Pool) Subscribe(ctx context.Context, f nostr.Filter) (*Subscription, error) {
-	return p.subscribe(ctx, f, false, nil)
+	return p.subscribe(ctx, f, false, nil, Gate{})
 }
 
 // SubscribeFunc is Subscribe with each event handed to take instead of
@@ -255,10 +267,38 @@ func (p *Pool) SubscribeFunc(ctx context.Context, f nostr.Filter, take func(*nos
 	if take == nil {
 		return nil, errors.New("relay: SubscribeFunc: take is nil")
 	}
-	return p.subscribe(ctx, f, false, take)
+	return p.subscribe(ctx, f, false, take, Gate{})
 }
 
-func (p *Pool) subscribe(ctx context.Context, f nostr.Filter, query bool, take func(*nostr.Event)) (*Subscription, error) {
+// Gate lets a subscriber pass over events before their signatures are
+// checked (SubscribeGated): processes that share the events of one
+// subscription out among themselves each check only their own share.
+type Gate struct {
+	// Pass reports whether the event with this id is checked and taken
+	// now. It runs for every event not delivered before, before its
+	// signature is checked, in the goroutine that brought it; it must be
+	// cheap and must not block.
+	Pass func(id [32]byte) bool
+	// Aside gets each event matching the filter that Pass turned away,
+	// with neither its id nor its signature checked: the subscriber must
+	// verify it (Verifier.Verify) before acting on it. Such an event is
+	// not marked delivered (a copy from another relay is offered again)
+	// and does not move the resume point. Aside is called as take is: one
+	// event at a time, never after the subscription has ended, and it
+	// must not block.
+	Aside func(*nostr.Event)
+}
+
+// SubscribeGated is SubscribeFunc with g deciding, before each event is
+// verified, whether take gets it or g.Aside does (see Gate).
+func (p *Pool) SubscribeGated(ctx context.Context, f nostr.Filter, take func(*nostr.Event), g Gate) (*Subscription, error) {
+	if take == nil || g.Pass == nil || g.Aside == nil {
+		return nil, errors.New("relay: SubscribeGated: take, Pass and Aside must all be set")
+	}
+	return p.subscribe(ctx, f, false, take, g)
+}
+
+func (p *Pool) subscribe(ctx context.Context, f nostr.Filter, query bool, take func(*nostr.Event), gate Gate) (*Subscription, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("relay: subscribe: %w", err)
 	}
@@ -279,6 +319,7 @@ func (p *Pool) subscribe(ctx context.Context, f nostr.Filter, query bool, take f
 		filter:  f.Clone(),
 		events:  make(chan *nostr.Event, buffer),
 		take:    take,
+		gate:    gate,
 		eose:    make(chan struct{}),
 		done:    make(chan struct{}),
 		pending: map[int]bool{},
@@ -288,6 +329,7 @@ func (p *Pool) subscribe(ctx context.Context, f nostr.Filter, query bool, take f
 	if query {
 		s.local = map[[32]byte]struct{}{}
 	}
+
 	// The relays awaited for EOSE are read while registering, under p.mu:
 	// a relay that falls into backoff either is seen in backoff here or
 	// finds s registered and stops awaiting; and no relay can answer
@@ -328,7 +370,7 @@ func (p *Pool) subscribe(ctx context.Context, f nostr.Filter, query bool, take f
 // off, and returns QueryMaxEvents events with ErrQueryTruncated when more
 // match.
 func (p *Pool) Query(ctx context.Context, f nostr.Filter) ([]*nostr.Event, error) {
-	s, err := p.subscribe(ctx, f, true, nil)
+	s, err := p.subscribe(ctx, f, true, nil, Gate{})
 	if err != nil {
 		return nil, err
 	}

@@ -22,25 +22,39 @@ type deferrals struct {
 }
 
 type deferral struct {
-	id    [32]byte
-	ev    *nostr.Event
-	until time.Time
+	id       [32]byte
+	ev       *nostr.Event
+	until    time.Time
+	size     int
+	verified bool // its id and signature checked
+}
+
+// eventSize is about what ev holds in memory.
+func eventSize(ev *nostr.Event) int {
+	n := 256 + len(ev.ID) + len(ev.PubKey) + len(ev.Sig) + len(ev.Content)
+	for _, tag := range ev.Tags {
+		for _, v := range tag {
+			n += 16 + len(v)
+		}
+	}
+	return n
 }
 
 func newDeferrals(maxLen, maxSize int) *deferrals {
 	return &deferrals{maxLen: maxLen, maxSize: maxSize}
 }
 
-// add keeps ev until until and reports true, or reports false when the
-// bounds leave no room (the caller then takes the request itself).
-func (d *deferrals) add(id [32]byte, ev *nostr.Event, until time.Time) bool {
+// add keeps ev, whose id is id, until until and reports true, or reports
+// false when the bounds leave no room (the caller then takes the request
+// itself). verified says whether ev's id and signature were checked.
+func (d *deferrals) add(id [32]byte, ev *nostr.Event, until time.Time, verified bool) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	size := len(ev.Content)
+	size := eventSize(ev)
 	if len(d.list) >= d.maxLen || d.bytes+size > d.maxSize {
 		return false
 	}
-	d.list = append(d.list, deferral{id: id, ev: ev, until: until})
+	d.list = append(d.list, deferral{id: id, ev: ev, until: until, size: size, verified: verified})
 	d.bytes += size
 	d.kept.Add(1)
 	return true
@@ -49,21 +63,21 @@ func (d *deferrals) add(id [32]byte, ev *nostr.Event, until time.Time) bool {
 // review returns the requests that are now mine, and forgets, without
 // returning them, those whose time passed before now (it returns how
 // many); it keeps the rest.
-func (d *deferrals) review(now time.Time, mine func([32]byte) bool) (take []*nostr.Event, left int) {
+func (d *deferrals) review(now time.Time, mine func([32]byte) bool) (take []deferral, left int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	kept := d.list[:0]
 	for _, e := range d.list {
 		switch {
 		case mine(e.id):
-			take = append(take, e.ev)
+			take = append(take, e)
 		case !now.Before(e.until):
 			left++
 		default:
 			kept = append(kept, e)
 			continue
 		}
-		d.bytes -= len(e.ev.Content)
+		d.bytes -= e.size
 	}
 	clear(d.list[len(kept):]) // no event held past its removal
 	d.list = kept

@@ -212,6 +212,12 @@ type funcSubscriber interface {
 	SubscribeFunc(ctx context.Context, f nostr.Filter, take func(*nostr.Event)) (*relay.Subscription, error)
 }
 
+// gatedSubscriber is a Transport that can also pass over, unverified, the
+// events another replica takes (relay.Pool.SubscribeGated).
+type gatedSubscriber interface {
+	SubscribeGated(ctx context.Context, f nostr.Filter, take func(*nostr.Event), g relay.Gate) (*relay.Subscription, error)
+}
+
 // listen runs one subscription from since, queueing the requests it
 // receives, until it ends; it returns the newest created_at seen.
 func (in *Inbox) listen(ctx context.Context, since nostr.Timestamp, jobs *fairqueue.Queue[string, *nostr.Event], refusals *refuser) (nostr.Timestamp, error) {
@@ -230,10 +236,17 @@ func (in *Inbox) listen(ctx context.Context, since nostr.Timestamp, jobs *fairqu
 	}
 	var sub *relay.Subscription
 	var err error
+	gs, gated := in.cfg.Transport.(gatedSubscriber)
 	fs, direct := in.cfg.Transport.(funcSubscriber)
-	if direct {
+	switch {
+	case gated && in.cfg.Shares != nil:
+		// Another replica's share is passed over before its signature is
+		// checked: only this process's share costs a verification.
+		sub, err = gs.SubscribeGated(ctx, f, take, relay.Gate{Pass: in.cfg.Shares.Mine,
+			Aside: func(ev *nostr.Event) { in.setAside(ctx, ev, jobs, refusals) }})
+	case direct:
 		sub, err = fs.SubscribeFunc(ctx, f, take)
-	} else {
+	default:
 		sub, err = in.cfg.Transport.Subscribe(ctx, f)
 	}
 	if err != nil {
@@ -284,10 +297,45 @@ func (in *Inbox) take(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Queu
 		return
 	}
 	in.recent.Put(sum, struct{}{})
-	if sh := in.cfg.Shares; sh != nil && !sh.Mine(id) && in.deferred.add(id, ev, in.cfg.Now().Add(sh.Grace())) {
+	if sh := in.cfg.Shares; sh != nil && !sh.Mine(id) && in.deferred.add(id, ev, in.cfg.Now().Add(sh.Grace()), true) {
 		return
 	}
 	in.admit(ctx, ev, jobs, refusals)
+}
+
+// setAside keeps a request the pool passed over for another replica
+// (relay.Gate), unverified, for the Shares' grace; when the bounds leave
+// no room it is verified and taken here.
+func (in *Inbox) setAside(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Queue[string, *nostr.Event], refusals *refuser) {
+	if !in.addressedToUs(ev) {
+		return
+	}
+	var id [32]byte
+	if _, err := relay.DecodeHex32(ev.ID, &id); err != nil {
+		return
+	}
+	if in.deferred.add(id, ev, in.cfg.Now().Add(in.cfg.Shares.Grace()), false) {
+		return
+	}
+	if in.verify(ev) {
+		in.take(ctx, ev, jobs, refusals)
+	}
+}
+
+// verify checks the id and signature of an event the pool did not check,
+// and reports whether they hold.
+func (in *Inbox) verify(ev *nostr.Event) bool {
+	var err error
+	if in.cfg.Verifier != nil {
+		err = in.cfg.Verifier.Verify(ev)
+	} else {
+		err = relay.VerifyEvent(ev)
+	}
+	if err != nil {
+		in.cfg.Logger.Debug("inbox: dropped an invalid event", "event", ev.ID, "err", err)
+		return false
+	}
+	return true
 }
 
 // admit queues a request this process takes, unless it was processed
@@ -335,9 +383,13 @@ func (in *Inbox) reviewDeferred(ctx context.Context, tick time.Duration, jobs *f
 		if left > 0 {
 			in.cfg.Logger.Debug("inbox: requests left to other replicas", "count", left)
 		}
-		for _, ev := range take {
-			in.cfg.Logger.Debug("inbox: took up another replica's request", "event", ev.ID)
-			in.admit(ctx, ev, jobs, refusals)
+		for _, d := range take {
+			in.cfg.Logger.Debug("inbox: took up another replica's request", "event", d.ev.ID)
+			if d.verified {
+				in.admit(ctx, d.ev, jobs, refusals) // take saw it
+			} else if in.verify(d.ev) {
+				in.take(ctx, d.ev, jobs, refusals)
+			}
 		}
 	}
 }

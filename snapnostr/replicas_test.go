@@ -4,14 +4,18 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
 
+	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/fairqueue"
 	"github.com/snapnode/snapnode/internal/sqldb"
 	"github.com/snapnode/snapnode/internal/testdb"
+	"github.com/snapnode/snapnode/relay"
 )
 
 // ids returns n event ids as a relay would bring them (SHA-256 output).
@@ -169,27 +173,31 @@ func TestReplicasShareRequests(t *testing.T) {
 // add refuses (the inbox then takes the request itself); review takes up
 // what became mine, forgets what outlived its grace, keeps the rest.
 func TestDeferralsBoundedAndReviewed(t *testing.T) {
-	d := newDeferrals(3, 100)
+	ev := func(n int) *nostr.Event { return &nostr.Event{Content: string(make([]byte, n)), Tags: nostr.Tags{{"p", "x"}}} }
+	big, small := eventSize(ev(400)), eventSize(ev(200))
+	if big-small != 200 {
+		t.Fatalf("eventSize: %d and %d, want 200 apart", big, small)
+	}
+	d := newDeferrals(3, 2*big+small)
 	now := time.Unix(1_800_000_000, 0)
-	ev := func(n int) *nostr.Event { return &nostr.Event{Content: string(make([]byte, n))} }
 	all := ids(5)
-	if !d.add(all[0], ev(40), now.Add(time.Second)) || !d.add(all[1], ev(40), now.Add(2*time.Second)) {
+	if !d.add(all[0], ev(400), now.Add(time.Second), true) || !d.add(all[1], ev(400), now.Add(2*time.Second), false) {
 		t.Fatal("add refused within the bounds")
 	}
-	if d.add(all[2], ev(40), now.Add(2*time.Second)) {
-		t.Fatal("add kept 120 bytes past a bound of 100")
+	if d.add(all[2], ev(401), now.Add(2*time.Second), true) {
+		t.Fatal("add kept an event past the bound of bytes")
 	}
-	if !d.add(all[2], ev(20), now.Add(3*time.Second)) {
-		t.Fatal("add refused 100 bytes within a bound of 100")
+	if !d.add(all[2], ev(200), now.Add(3*time.Second), false) {
+		t.Fatal("add refused an event that fits the bound of bytes exactly")
 	}
-	if d.add(all[3], ev(0), now.Add(3*time.Second)) {
+	if d.add(all[3], ev(0), now.Add(3*time.Second), true) {
 		t.Fatal("add kept a fourth request past a bound of 3")
 	}
 	take, left := d.review(now.Add(time.Second), func(id [32]byte) bool { return id == all[2] })
-	if len(take) != 1 || len(take[0].Content) != 20 || left != 1 || d.len() != 1 {
-		t.Fatalf("review: took %d, left %d, kept %d; want 1 (the one now mine), 1 (past its time), 1", len(take), left, d.len())
+	if len(take) != 1 || len(take[0].ev.Content) != 200 || take[0].verified || left != 1 || d.len() != 1 {
+		t.Fatalf("review: took %d, left %d, kept %d; want 1 (the one now mine, unverified), 1 (past its time), 1", len(take), left, d.len())
 	}
-	if !d.add(all[3], ev(60), now.Add(3*time.Second)) {
+	if !d.add(all[3], ev(400), now.Add(3*time.Second), true) {
 		t.Fatal("add refused once review made room")
 	}
 	if _, left := d.review(now.Add(time.Hour), func([32]byte) bool { return false }); left != 2 || d.len() != 0 || d.bytes != 0 {
@@ -197,5 +205,63 @@ func TestDeferralsBoundedAndReviewed(t *testing.T) {
 	}
 	if d.kept.Load() != 4 || d.taken.Load() != 1 || d.left.Load() != 3 {
 		t.Fatalf("counts: kept %d, taken %d, left %d; want 4, 1, 3", d.kept.Load(), d.taken.Load(), d.left.Load())
+	}
+}
+
+// switchShares is a Shares whose answer the test sets.
+type switchShares struct{ mine atomic.Bool }
+
+func (s *switchShares) Mine([32]byte) bool   { return s.mine.Load() }
+func (s *switchShares) Grace() time.Duration { return time.Hour }
+
+// A request the pool passed over unverified (another replica's share) is
+// verified when it is taken up after all: a forged one is dropped, the
+// genuine one queued once, however many copies came aside.
+func TestInboxVerifiesWhatItTakesUp(t *testing.T) {
+	agent, err := identity.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer, err := identity.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh := &switchShares{}
+	in := NewInbox(InboxConfig{Key: agent, Shares: sh, Logger: slog.New(slog.DiscardHandler)})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	jobs := fairqueue.New[string, *nostr.Event](16)
+	refusals := in.startRefuser(ctx)
+	defer refusals.stop()
+	request := func(content string) *nostr.Event {
+		ev := &nostr.Event{CreatedAt: nostr.Now(), Kind: relay.KindEphemeral, Tags: nostr.Tags{{"p", agent.NostrPublicKey()}}, Content: content}
+		if err := relay.SignEvent(peer, ev); err != nil {
+			t.Fatal(err)
+		}
+		return ev
+	}
+	genuine, forged := request("genuine"), request("forged")
+	forged.Sig = genuine.Sig // a valid signature, of another event
+	copyOf := *genuine
+	for _, ev := range []*nostr.Event{genuine, forged, &copyOf} {
+		in.setAside(ctx, ev, jobs, refusals)
+	}
+	if st := in.Shared(); st.Now != 3 || jobs.Len() != 0 {
+		t.Fatalf("set aside: %+v, %d queued; want 3 kept, none queued", st, jobs.Len())
+	}
+	sh.mine.Store(true)
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { in.reviewDeferred(rctx, time.Millisecond, jobs, refusals); close(done) }()
+	for in.Shared().Taken < 3 {
+		time.Sleep(time.Millisecond)
+	}
+	stop()
+	<-done
+	if jobs.Len() != 1 {
+		t.Fatalf("%d requests queued, want 1 (the genuine one, once)", jobs.Len())
+	}
+	if ev, _ := jobs.Pop(); ev.Content != "genuine" {
+		t.Fatalf("queued %q, want the genuine request", ev.Content)
 	}
 }
