@@ -27,6 +27,21 @@
 //	go in.Run(ctx) // answers until ctx ends, then finishes what it accepted
 //	<-in.Ready()   // subscribed: requests published from now on are not missed
 //
+// # Replicas
+//
+// Processes sharing one identity and one database share the requests
+// out. Replicas keeps this process's beat in the database and its view of
+// the others alive; as the inbox's Shares it has the inbox verify, open
+// and answer only this process's share, pass over the others' before
+// verifying them (relay.Gate), and take up a share whose owner stopped:
+//
+//	reps, err := snapnostr.OpenReplicas(ctx, db, snapnostr.ReplicasConfig{Receiving: connected})
+//	…
+//	go reps.Run(ctx) // beats until ctx ends, then leaves the others' view
+//	in := snapnostr.NewInbox(snapnostr.InboxConfig{
+//		Key: key, Transport: pool, Handler: server, Checkpoint: cp, Shares: reps,
+//	})
+//
 // # Cards
 //
 // CardEvent signs an Agent Card as a kind-31337 event; DiscoverByIdentity

@@ -45,8 +45,8 @@ var _ Shares = (*Replicas)(nil)
 // ReplicasConfig configures Replicas.
 type ReplicasConfig struct {
 	// Beat is how often this process writes its beat and reads the
-	// others' (default 1 s); a replica whose beat has not moved for
-	// Expire (default 3 × Beat) is taken to be gone.
+	// others' (default 500 ms); a replica whose beat has not moved for
+	// Expire (default 4 × Beat) is taken to be gone.
 	Beat, Expire time.Duration
 	// Receiving reports whether this process receives requests now (its
 	// inbox subscribed and a relay connected); while it does not, the
@@ -99,8 +99,8 @@ func OpenReplicas(ctx context.Context, db *sqldb.DB, cfg ReplicasConfig) (*Repli
 	if err := db.Migrate(ctx, migrations()); err != nil {
 		return nil, fmt.Errorf("snapnostr: replicas: %w", err)
 	}
-	defaults.Positive(&cfg.Beat, time.Second)
-	defaults.Positive(&cfg.Expire, 3*cfg.Beat)
+	defaults.Positive(&cfg.Beat, 500*time.Millisecond)
+	defaults.Positive(&cfg.Expire, 4*cfg.Beat)
 	if cfg.Receiving == nil {
 		cfg.Receiving = func() bool { return true }
 	}
@@ -120,10 +120,16 @@ func OpenReplicas(ctx context.Context, db *sqldb.DB, cfg ReplicasConfig) (*Repli
 // ID names this process among the replicas (random, new at each start).
 func (r *Replicas) ID() string { return r.id }
 
-// Grace implements Shares: the time for a replica that stops receiving to
-// leave every other's view (Expire after its last beat, read within a
-// Beat), and a Beat more.
-func (r *Replicas) Grace() time.Duration { return r.cfg.Expire + 2*r.cfg.Beat }
+// ownerMargin is how long a replica may hold a request it received
+// before it records it as taken (its queue, its checks): a request that
+// came that long before its owner died is still taken up by another.
+const ownerMargin = 2 * time.Second
+
+// Grace implements Shares: the longest a replica that died (or stopped
+// receiving) stays in another's view — seen beating up to a Beat after its
+// last beat, counted gone Expire after that, at the next read a Beat
+// later — and ownerMargin more.
+func (r *Replicas) Grace() time.Duration { return r.cfg.Expire + 2*r.cfg.Beat + ownerMargin }
 
 // Mine implements Shares.
 func (r *Replicas) Mine(id [32]byte) bool {

@@ -50,6 +50,7 @@ type Metrics struct {
 	jobs   func(context.Context) (map[string]int64, error)
 	// checkpoints counts the database's WAL checkpoints.
 	checkpoints func() (done, failed int64)
+	shares      func() Shares
 	timeout     time.Duration
 }
 
@@ -190,6 +191,21 @@ func (m *Metrics) SetCheckpoints(f func() (done, failed int64)) {
 	m.checkpoints = f
 }
 
+// Shares is what a process sharing the Nostr requests with the other
+// replicas of its identity did with those that were not its own.
+type Shares struct {
+	Alive             int   // processes counted alive and receiving, this one included
+	Kept, Taken, Left int64 // passed over; taken up after all; left to their owner
+}
+
+// SetShares sets where the replicas' sharing of the requests is read at
+// each scrape.
+func (m *Metrics) SetShares(f func() Shares) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.shares = f
+}
+
 // gauges is the collector of the values read at scrape time.
 type gauges Metrics
 
@@ -199,6 +215,8 @@ var (
 	replayDesc = prometheus.NewDesc("snapnode_replay_records", "Records in the replay store.", nil, nil)
 	jobsDesc   = prometheus.NewDesc("snapnode_agent_jobs", "The agent's jobs in the store, by manifest status.", []string{"status"}, nil)
 	cpDesc     = prometheus.NewDesc("snapnode_database_checkpoints_total", "WAL checkpoints of the SQLite database run beside its writer, by result (done, failed).", []string{"result"}, nil)
+	aliveDesc  = prometheus.NewDesc("snapnode_replicas_alive", "Processes of this identity sharing the Nostr requests, as this one counts them (itself included while it receives).", nil, nil)
+	sharedDesc = prometheus.NewDesc("snapnode_inbox_shared_total", "Nostr requests that were another replica's share, by outcome: kept (passed over unopened), taken_up (their owner stopped, this process answered them), left (their owner had them).", []string{"outcome"}, nil)
 )
 
 // Describe implements prometheus.Collector.
@@ -208,13 +226,15 @@ func (g *gauges) Describe(ch chan<- *prometheus.Desc) {
 	ch <- replayDesc
 	ch <- jobsDesc
 	ch <- cpDesc
+	ch <- aliveDesc
+	ch <- sharedDesc
 }
 
 // Collect implements prometheus.Collector. A source that fails is
 // reported to the scraper as an invalid metric; the others still are.
 func (g *gauges) Collect(ch chan<- prometheus.Metric) {
 	g.mu.Lock()
-	relays, tasks, replay, jobs, checkpoints, timeout := g.relays, g.tasks, g.replay, g.jobs, g.checkpoints, g.timeout
+	relays, tasks, replay, jobs, checkpoints, shares, timeout := g.relays, g.tasks, g.replay, g.jobs, g.checkpoints, g.shares, g.timeout
 	g.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -237,6 +257,13 @@ func (g *gauges) Collect(ch chan<- prometheus.Metric) {
 		done, failed := checkpoints()
 		ch <- prometheus.MustNewConstMetric(cpDesc, prometheus.CounterValue, float64(done), "done")
 		ch <- prometheus.MustNewConstMetric(cpDesc, prometheus.CounterValue, float64(failed), "failed")
+	}
+	if shares != nil {
+		sh := shares()
+		ch <- prometheus.MustNewConstMetric(aliveDesc, prometheus.GaugeValue, float64(sh.Alive))
+		ch <- prometheus.MustNewConstMetric(sharedDesc, prometheus.CounterValue, float64(sh.Kept), "kept")
+		ch <- prometheus.MustNewConstMetric(sharedDesc, prometheus.CounterValue, float64(sh.Taken), "taken_up")
+		ch <- prometheus.MustNewConstMetric(sharedDesc, prometheus.CounterValue, float64(sh.Left), "left")
 	}
 }
 

@@ -79,11 +79,17 @@ func TestGaugesAtScrape(t *testing.T) {
 	})
 	m.SetReplaySize(func(context.Context) (int64, error) { return 42, nil })
 	m.SetCheckpoints(func() (int64, int64) { return 7, 1 })
+	m.SetShares(func() metrics.Shares { return metrics.Shares{Alive: 2, Kept: 10, Taken: 3, Left: 6} })
 	want := `
 # HELP snapnode_database_checkpoints_total WAL checkpoints of the SQLite database run beside its writer, by result (done, failed).
 # TYPE snapnode_database_checkpoints_total counter
 snapnode_database_checkpoints_total{result="done"} 7
 snapnode_database_checkpoints_total{result="failed"} 1
+# HELP snapnode_inbox_shared_total Nostr requests that were another replica's share, by outcome: kept (passed over unopened), taken_up (their owner stopped, this process answered them), left (their owner had them).
+# TYPE snapnode_inbox_shared_total counter
+snapnode_inbox_shared_total{outcome="kept"} 10
+snapnode_inbox_shared_total{outcome="left"} 6
+snapnode_inbox_shared_total{outcome="taken_up"} 3
 # HELP snapnode_relay_connections 1 for the current connection state of each relay.
 # TYPE snapnode_relay_connections gauge
 snapnode_relay_connections{state="backoff",url="wss://b.example"} 1
@@ -91,13 +97,16 @@ snapnode_relay_connections{state="connected",url="wss://a.example"} 1
 # HELP snapnode_replay_records Records in the replay store.
 # TYPE snapnode_replay_records gauge
 snapnode_replay_records 42
+# HELP snapnode_replicas_alive Processes of this identity sharing the Nostr requests, as this one counts them (itself included while it receives).
+# TYPE snapnode_replicas_alive gauge
+snapnode_replicas_alive 2
 # HELP snapnode_tasks Tasks in the store, by state.
 # TYPE snapnode_tasks gauge
 snapnode_tasks{state="completed"} 1
 snapnode_tasks{state="submitted"} 3
 `
 	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want),
-		"snapnode_database_checkpoints_total", "snapnode_relay_connections", "snapnode_replay_records", "snapnode_tasks"); err != nil {
+		"snapnode_database_checkpoints_total", "snapnode_inbox_shared_total", "snapnode_relay_connections", "snapnode_replay_records", "snapnode_replicas_alive", "snapnode_tasks"); err != nil {
 		t.Error(err)
 	}
 	// Read again at the next scrape, not cached.

@@ -12,10 +12,10 @@ import (
 
 // openShares returns the inbox's share of the requests among the
 // processes running this identity on db (snapnostr.Replicas), or nil
-// when the node has no database. receiving tells whether this process
-// receives requests now.
+// unless db is PostgreSQL, the one database several processes share.
+// receiving tells whether this process receives requests now.
 func openShares(ctx context.Context, db *sqldb.DB, receiving func() bool, logger *slog.Logger) (*snapnostr.Replicas, error) {
-	if db == nil {
+	if db == nil || db.Dialect != sqldb.Postgres {
 		return nil, nil
 	}
 	r, err := snapnostr.OpenReplicas(ctx, db, snapnostr.ReplicasConfig{Receiving: receiving, Logger: logger})

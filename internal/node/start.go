@@ -374,7 +374,7 @@ func (w *wiring) startInbox(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	in = snapnostr.NewInbox(snapnostr.InboxConfig{
+	icfg := snapnostr.InboxConfig{
 		Key: n.key, Transport: n.pool, Handler: w.server, Checkpoint: cp, Verifier: w.verifier,
 		Logger: n.logger.With("part", "inbox"), Workers: n.cfg.Workers, ReplyTTL: n.cfg.ReplyTTL.Duration,
 		KeyLimiter: n.nostrKeyLimits,
@@ -383,8 +383,11 @@ func (w *wiring) startInbox(ctx context.Context) error {
 		// wait): the inbox only bounds its goroutines, past those slots
 		// and their waiting line, so that it never refuses first.
 		Streams: n.cfg.MaxStreams + n.cfg.MaxStreamWaiters,
-		Shares:  shares,
-	})
+	}
+	if shares != nil { // not a nil *Replicas in the interface
+		icfg.Shares = shares
+	}
+	in = snapnostr.NewInbox(icfg)
 	ictx, stop := context.WithCancel(ctx)
 	var runErr error
 	done := make(chan struct{})
@@ -394,6 +397,12 @@ func (w *wiring) startInbox(ctx context.Context) error {
 		// Closed before the inbox: the replica leaves the others' view
 		// first, so that they take its share while it still answers.
 		n.parts.push("replicas", runShares(ctx, shares))
+		if w.mx != nil {
+			w.mx.SetShares(func() metrics.Shares {
+				st := in.Shared()
+				return metrics.Shares{Alive: shares.Alive(), Kept: st.Kept, Taken: st.Taken, Left: st.Left}
+			})
+		}
 	}
 	select {
 	case <-in.Ready():
