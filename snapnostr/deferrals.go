@@ -1,6 +1,7 @@
 package snapnostr
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -8,25 +9,32 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 )
 
+// maxCopies bounds the copies of one unverified request kept aside: the
+// same event from several relays, or a forged copy beside the genuine one.
+const maxCopies = 3
+
 // deferrals are the requests an Inbox left to another replica (Shares),
-// in the order they came (so their deadlines ascend), bounded in number
-// and in bytes of content. Safe for concurrent use.
+// one entry per event id, in the order they came (so their deadlines
+// ascend), bounded in number and in bytes. Safe for concurrent use.
 type deferrals struct {
 	mu              sync.Mutex
-	list            []deferral
+	list            []*deferral
+	byID            map[[32]byte]*deferral
 	bytes           int
 	maxLen, maxSize int
 	// kept counts the requests kept aside, taken those taken up here
-	// after all, left those forgotten once their grace passed.
+	// after all, left those forgotten because another process took them.
 	kept, taken, left atomic.Int64
 }
 
+// deferral is one request kept aside: the copies that came, unverified
+// (at most maxCopies, no two alike), or the one copy the pool verified.
 type deferral struct {
 	id       [32]byte
-	ev       *nostr.Event
+	evs      []*nostr.Event
+	verified bool // evs[0] checked (and seen by take)
 	until    time.Time
 	size     int
-	verified bool // its id and signature checked
 }
 
 // eventSize is about what ev holds in memory.
@@ -40,30 +48,56 @@ func eventSize(ev *nostr.Event) int {
 	return n
 }
 
+// sameEvent reports whether a and b are the same event to the byte.
+func sameEvent(a, b *nostr.Event) bool {
+	return a.ID == b.ID && a.Sig == b.Sig && a.PubKey == b.PubKey && a.CreatedAt == b.CreatedAt && a.Kind == b.Kind &&
+		a.Content == b.Content && slices.EqualFunc(a.Tags, b.Tags, func(x, y nostr.Tag) bool { return slices.Equal(x, y) })
+}
+
 func newDeferrals(maxLen, maxSize int) *deferrals {
-	return &deferrals{maxLen: maxLen, maxSize: maxSize}
+	return &deferrals{maxLen: maxLen, maxSize: maxSize, byID: make(map[[32]byte]*deferral)}
 }
 
 // add keeps ev, whose id is id, until until and reports true, or reports
 // false when the bounds leave no room (the caller then takes the request
-// itself). verified says whether ev's id and signature were checked.
+// itself). verified says whether ev's id and signature were checked. A
+// copy of a request kept already joins it (a verified copy replaces the
+// unverified ones); a copy alike to one kept, or past maxCopies, is
+// dropped.
 func (d *deferrals) add(id [32]byte, ev *nostr.Event, until time.Time, verified bool) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	size := eventSize(ev)
+	if e, ok := d.byID[id]; ok {
+		switch {
+		case e.verified:
+		case verified:
+			d.bytes += size - e.size
+			e.evs, e.verified, e.size = []*nostr.Event{ev}, true, size
+		case len(e.evs) < maxCopies && !slices.ContainsFunc(e.evs, func(x *nostr.Event) bool { return sameEvent(x, ev) }):
+			if d.bytes+size > d.maxSize {
+				return false
+			}
+			e.evs = append(e.evs, ev)
+			e.size += size
+			d.bytes += size
+		}
+		return true
+	}
 	if len(d.list) >= d.maxLen || d.bytes+size > d.maxSize {
 		return false
 	}
-	d.list = append(d.list, deferral{id: id, ev: ev, until: until, size: size, verified: verified})
+	e := &deferral{id: id, evs: []*nostr.Event{ev}, verified: verified, until: until, size: size}
+	d.list = append(d.list, e)
+	d.byID[id] = e
 	d.bytes += size
 	d.kept.Add(1)
 	return true
 }
 
-// review returns the requests that are now mine, and forgets, without
-// returning them, those whose time passed before now (it returns how
-// many); it keeps the rest.
-func (d *deferrals) review(now time.Time, mine func([32]byte) bool) (take []deferral, left int) {
+// review removes and returns the requests that are now mine, and those
+// whose time passed before now; it keeps the rest.
+func (d *deferrals) review(now time.Time, mine func([32]byte) bool) (take, due []*deferral) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	kept := d.list[:0]
@@ -72,18 +106,17 @@ func (d *deferrals) review(now time.Time, mine func([32]byte) bool) (take []defe
 		case mine(e.id):
 			take = append(take, e)
 		case !now.Before(e.until):
-			left++
+			due = append(due, e)
 		default:
 			kept = append(kept, e)
 			continue
 		}
 		d.bytes -= e.size
+		delete(d.byID, e.id)
 	}
 	clear(d.list[len(kept):]) // no event held past its removal
 	d.list = kept
-	d.taken.Add(int64(len(take)))
-	d.left.Add(int64(left))
-	return take, left
+	return take, due
 }
 
 // len is how many requests are kept aside now.
@@ -97,8 +130,8 @@ func (d *deferrals) len() int {
 // were not its own.
 type ShareStats struct {
 	Kept  int64 // kept aside for their owner
-	Taken int64 // taken up here after all: their owner stopped receiving
-	Left  int64 // forgotten once their grace passed: their owner had them
+	Taken int64 // taken up here after all: their owner stopped receiving, or did not take them in time
+	Left  int64 // forgotten once another process had taken them
 	Now   int   // kept aside now
 }
 

@@ -2,6 +2,7 @@ package snapnostr
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"hash/maphash"
 	"log/slog"
@@ -73,6 +74,19 @@ type InboxConfig struct {
 	// a request is taken here whatever its share.
 	Shares                  Shares
 	Deferred, DeferredBytes int
+	// Recorded, with Shares, tells which of the requests kept for another
+	// replica some process took. When a request's grace passes it is
+	// forgotten if it was taken, and taken up here if not: its owner is
+	// alive but never took it (it lost the relay that brought it, say).
+	// Nil: forgotten when its grace passes.
+	Recorded Recorded
+}
+
+// Recorded tells which Nostr deliveries some process sharing the
+// database took: those with a replay record naming the event as their
+// delivery (snap.Inbound.Via).
+type Recorded interface {
+	Recorded(ctx context.Context, eventIDs []string) (map[string]bool, error)
 }
 
 // Inbox is the node's receiving side on Nostr: it subscribes to SNAP
@@ -292,15 +306,23 @@ func (in *Inbox) take(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Queu
 	if _, err := relay.DecodeHex32(ev.ID, &id); err != nil {
 		return
 	}
-	sum := maphash.Comparable(in.recentSeed, id)
-	if _, dup := in.recent.Get(sum); dup {
+	if !in.firstSight(id) {
 		return
 	}
-	in.recent.Put(sum, struct{}{})
 	if sh := in.cfg.Shares; sh != nil && !sh.Mine(id) && in.deferred.add(id, ev, in.cfg.Now().Add(sh.Grace()), true) {
 		return
 	}
 	in.admit(ctx, ev, jobs, refusals)
+}
+
+// firstSight records a verified event's id and reports whether it is new.
+func (in *Inbox) firstSight(id [32]byte) bool {
+	sum := maphash.Comparable(in.recentSeed, id)
+	if _, dup := in.recent.Get(sum); dup {
+		return false
+	}
+	in.recent.Put(sum, struct{}{})
+	return true
 }
 
 // setAside keeps a request the pool passed over for another replica
@@ -343,6 +365,9 @@ func (in *Inbox) verify(ev *nostr.Event) bool {
 func (in *Inbox) admit(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Queue[string, *nostr.Event], refusals *refuser) {
 	if ev.Kind == relay.KindMessage && in.cfg.Checkpoint != nil {
 		if seen, err := in.cfg.Checkpoint.Seen(ctx, ev.ID); err != nil {
+			if ctx.Err() != nil {
+				return // stopping
+			}
 			in.cfg.Logger.Error("inbox checkpoint", "err", err)
 		} else if seen {
 			// Processed before a restart, or by another process
@@ -368,8 +393,9 @@ func (in *Inbox) admit(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Que
 }
 
 // reviewDeferred takes up, every tick until ctx ends, the requests kept
-// aside that have become this process's (their owner stopped receiving),
-// and forgets those whose grace has passed (their owner had them).
+// aside that have become this process's (their owner stopped receiving);
+// of those whose grace has passed it forgets the ones some process took
+// (Recorded) and takes up the others.
 func (in *Inbox) reviewDeferred(ctx context.Context, tick time.Duration, jobs *fairqueue.Queue[string, *nostr.Event], refusals *refuser) {
 	t := time.NewTicker(tick)
 	defer t.Stop()
@@ -379,17 +405,67 @@ func (in *Inbox) reviewDeferred(ctx context.Context, tick time.Duration, jobs *f
 			return
 		case <-t.C:
 		}
-		take, left := in.deferred.review(in.cfg.Now(), in.cfg.Shares.Mine)
-		if left > 0 {
-			in.cfg.Logger.Debug("inbox: requests left to other replicas", "count", left)
-		}
-		for _, d := range take {
-			in.cfg.Logger.Debug("inbox: took up another replica's request", "event", d.ev.ID)
-			if d.verified {
-				in.admit(ctx, d.ev, jobs, refusals) // take saw it
-			} else if in.verify(d.ev) {
-				in.take(ctx, d.ev, jobs, refusals)
+		take, due := in.deferred.review(in.cfg.Now(), in.cfg.Shares.Mine)
+		if len(due) > 0 {
+			taken := in.recorded(ctx, due)
+			left := 0
+			for _, d := range due {
+				if taken[hex.EncodeToString(d.id[:])] {
+					left++
+				} else {
+					take = append(take, d)
+				}
 			}
+			in.deferred.left.Add(int64(left))
+			in.cfg.Logger.Debug("inbox: requests left to other replicas", "count", left, "not taken", len(due)-left)
+		}
+		in.deferred.taken.Add(int64(len(take)))
+		for _, d := range take {
+			in.cfg.Logger.Debug("inbox: took up another replica's request", "event", d.evs[0].ID)
+			in.takeUp(ctx, d, jobs, refusals)
+		}
+	}
+}
+
+// recorded returns which of the requests due some process took: all of
+// them without Recorded, none when it cannot tell (they are taken up
+// then: a request answered twice is refused by the replay record, one
+// answered by nobody is not).
+func (in *Inbox) recorded(ctx context.Context, due []*deferral) map[string]bool {
+	ids := make([]string, len(due))
+	for i, d := range due {
+		ids[i] = hex.EncodeToString(d.id[:])
+	}
+	if in.cfg.Recorded == nil {
+		out := make(map[string]bool, len(ids))
+		for _, id := range ids {
+			out[id] = true
+		}
+		return out
+	}
+	taken, err := in.cfg.Recorded.Recorded(ctx, ids)
+	if err != nil {
+		if ctx.Err() == nil {
+			in.cfg.Logger.Warn("inbox: cannot tell which requests another replica took; taking them up", "count", len(ids), "err", err)
+		}
+		return nil
+	}
+	return taken
+}
+
+// takeUp queues a request kept aside: the copy the pool verified, or the
+// first of the unverified copies that verifies.
+func (in *Inbox) takeUp(ctx context.Context, d *deferral, jobs *fairqueue.Queue[string, *nostr.Event], refusals *refuser) {
+	if d.verified {
+		in.admit(ctx, d.evs[0], jobs, refusals) // take saw it
+		return
+	}
+	for _, ev := range d.evs {
+		if in.verify(ev) {
+			if in.firstSight(d.id) {
+				in.admit(ctx, ev, jobs, refusals)
+			}
+			return
 		}
 	}
 }

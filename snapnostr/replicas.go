@@ -52,7 +52,11 @@ type ReplicasConfig struct {
 	// inbox subscribed and a relay connected); while it does not, the
 	// others take its share. Nil: always.
 	Receiving func() bool
-	Logger    *slog.Logger
+	// OnChange, when set, is told how many replicas share the requests
+	// (Alive) each time that changes, in Run's goroutine.
+	OnChange func(alive int)
+	Logger   *slog.Logger
+	Now      func() time.Time // default time.Now
 }
 
 // Replicas is the Shares of the processes that keep their inbox's
@@ -80,10 +84,14 @@ type Replicas struct {
 }
 
 // replicaView is what Mine reads: the seeds of the other replicas alive
-// and receiving, and whether this one receives.
+// and receiving, whether this one receives, and until when the view holds
+// (Expire after the read it comes from: a process that cannot read the
+// others' beats for that long takes every request, since it can no longer
+// tell that their owners are alive).
 type replicaView struct {
 	others    []uint64
 	receiving bool
+	until     time.Time
 }
 
 type beatSeen struct {
@@ -107,13 +115,16 @@ func OpenReplicas(ctx context.Context, db *sqldb.DB, cfg ReplicasConfig) (*Repli
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, fmt.Errorf("snapnostr: replicas: %w", err)
 	}
 	r := &Replicas{db: db, cfg: cfg, id: hex.EncodeToString(b[:]), seen: make(map[string]beatSeen)}
 	r.seed = replicaSeed(r.id)
-	r.view.Store(&replicaView{receiving: true})
+	r.view.Store(&replicaView{receiving: true, until: cfg.Now().Add(cfg.Expire)})
 	return r, nil
 }
 
@@ -134,7 +145,7 @@ func (r *Replicas) Grace() time.Duration { return r.cfg.Expire + 2*r.cfg.Beat + 
 // Mine implements Shares.
 func (r *Replicas) Mine(id [32]byte) bool {
 	v := r.view.Load()
-	if !v.receiving || len(v.others) == 0 {
+	if !v.receiving || len(v.others) == 0 || r.cfg.Now().After(v.until) {
 		// Not receiving: nothing comes here but what a relay still
 		// brings, which this process may as well answer.
 		return true
@@ -167,7 +178,10 @@ func (r *Replicas) Run(ctx context.Context) error {
 	t := time.NewTicker(r.cfg.Beat)
 	defer t.Stop()
 	for {
-		if err := r.step(ctx, time.Now()); err != nil && ctx.Err() == nil {
+		sctx, cancel := context.WithTimeout(ctx, r.cfg.Expire)
+		err := r.step(sctx, r.cfg.Now())
+		cancel()
+		if err != nil && ctx.Err() == nil {
 			r.cfg.Logger.Warn("replicas: beat", "err", err)
 		}
 		select {
@@ -190,10 +204,7 @@ func (r *Replicas) Run(ctx context.Context) error {
 // step writes this process's beat, reads every row and updates the view.
 func (r *Replicas) step(ctx context.Context, now time.Time) error {
 	receiving := r.cfg.Receiving()
-	flag := 0
-	if receiving {
-		flag = 1
-	}
+	flag := b2i(receiving)
 	// A beat lost to a power cut is of no concern: the next one counts.
 	err := r.db.WriteNoSync(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, r.db.Dialect.Rebind(`INSERT INTO inbox_replicas (replica, beat, receiving) VALUES (?, 1, ?)
@@ -247,10 +258,13 @@ func (r *Replicas) step(ctx context.Context, now time.Time) error {
 	}
 	slices.Sort(others)
 	old := r.view.Load()
+	r.view.Store(&replicaView{others: others, receiving: receiving, until: now.Add(r.cfg.Expire)})
 	if old.receiving != receiving || !slices.Equal(old.others, others) {
 		r.cfg.Logger.Info("replicas: sharing the requests", "alive", len(others)+flag, "receiving", receiving)
+		if r.cfg.OnChange != nil && len(old.others)+b2i(old.receiving) != len(others)+flag {
+			r.cfg.OnChange(len(others) + flag)
+		}
 	}
-	r.view.Store(&replicaView{others: others, receiving: receiving})
 	for _, id := range gone {
 		err := r.db.WriteNoSync(ctx, func(ctx context.Context, tx *sql.Tx) error {
 			_, err := tx.ExecContext(ctx, r.db.Dialect.Rebind(`DELETE FROM inbox_replicas WHERE replica = ?`), id)
@@ -262,6 +276,13 @@ func (r *Replicas) step(ctx context.Context, now time.Time) error {
 		delete(r.seen, id)
 	}
 	return nil
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // replicaSeed is a replica's part of every score: the first 8 bytes of

@@ -42,11 +42,23 @@ func owners(rs []*Replicas, all [][32]byte) []int {
 	return out
 }
 
-func openReplicas(t *testing.T, db *sqldb.DB, receiving *atomic.Bool) *Replicas {
+// testClock is the replicas' clock in a test.
+type testClock struct{ ns atomic.Int64 }
+
+func (c *testClock) now() time.Time    { return time.Unix(0, c.ns.Load()) }
+func (c *testClock) set(at time.Time) { c.ns.Store(at.UnixNano()) }
+
+// openReplicas opens a Replicas beating every second on clock, whose
+// receiving flag is receiving (always when nil); onChange, when set,
+// records each count of replicas it is told.
+func openReplicas(t *testing.T, db *sqldb.DB, clock *testClock, receiving *atomic.Bool, onChange *[]int) *Replicas {
 	t.Helper()
-	cfg := ReplicasConfig{Beat: time.Second}
+	cfg := ReplicasConfig{Beat: time.Second, Now: clock.now}
 	if receiving != nil {
 		cfg.Receiving = receiving.Load
+	}
+	if onChange != nil {
+		cfg.OnChange = func(n int) { *onChange = append(*onChange, n) }
 	}
 	r, err := OpenReplicas(context.Background(), db, cfg)
 	if err != nil {
@@ -66,10 +78,13 @@ func TestReplicasShareRequests(t *testing.T) {
 		db := testdb.Open(t, dsn)
 		var recvB atomic.Bool
 		recvB.Store(true)
-		a, b, c := openReplicas(t, db, nil), openReplicas(t, db, &recvB), openReplicas(t, db, nil)
+		clock := &testClock{}
+		var changes []int
+		a, b, c := openReplicas(t, db, clock, nil, &changes), openReplicas(t, db, clock, &recvB, nil), openReplicas(t, db, clock, nil, nil)
 		all := ids(3000)
 		step := func(at time.Time, rs ...*Replicas) {
 			t.Helper()
+			clock.set(at)
 			for _, r := range rs {
 				if err := r.step(ctx, at); err != nil {
 					t.Fatal(err)
@@ -107,8 +122,17 @@ func TestReplicasShareRequests(t *testing.T) {
 				t.Errorf("replica %d takes %d of %d ids, want about a third", j, n, len(all))
 			}
 		}
-		if a.Alive() != 3 {
-			t.Errorf("a counts %d alive, want 3", a.Alive())
+		if a.Alive() != 3 || len(changes) == 0 || changes[len(changes)-1] != 3 {
+			t.Errorf("a counts %d alive, was told of %v; want 3, the last told", a.Alive(), changes)
+		}
+
+		// A replica that cannot read the others' beats for Expire can no
+		// longer tell that their owners are alive: it takes everything.
+		clock.set(t0.Add(2*time.Second + 4*time.Second + time.Millisecond))
+		for i, id := range all {
+			if !a.Mine(id) {
+				t.Fatalf("a, its view Expire old, refuses id %d", i)
+			}
 		}
 
 		// b stops receiving: a and c share its part; b takes what comes.
@@ -170,8 +194,11 @@ func TestReplicasShareRequests(t *testing.T) {
 }
 
 // The deferred requests are bounded in number and in bytes: past either,
-// add refuses (the inbox then takes the request itself); review takes up
-// what became mine, forgets what outlived its grace, keeps the rest.
+// add refuses (the inbox then takes the request itself). Copies of one
+// request share its entry: a copy alike to one kept is dropped, a
+// different one kept beside it (up to maxCopies), a verified one replaces
+// the unverified ones. review returns what became mine and what is due,
+// and keeps the rest.
 func TestDeferralsBoundedAndReviewed(t *testing.T) {
 	ev := func(n int) *nostr.Event { return &nostr.Event{Content: string(make([]byte, n)), Tags: nostr.Tags{{"p", "x"}}} }
 	big, small := eventSize(ev(400)), eventSize(ev(200))
@@ -190,33 +217,121 @@ func TestDeferralsBoundedAndReviewed(t *testing.T) {
 	if !d.add(all[2], ev(200), now.Add(3*time.Second), false) {
 		t.Fatal("add refused an event that fits the bound of bytes exactly")
 	}
+	if !d.add(all[2], ev(200), now.Add(3*time.Second), false) || d.len() != 3 || d.bytes != 2*big+small {
+		t.Fatalf("a copy alike to one kept: %d kept holding %d bytes, want it dropped", d.len(), d.bytes)
+	}
 	if d.add(all[3], ev(0), now.Add(3*time.Second), true) {
 		t.Fatal("add kept a fourth request past a bound of 3")
 	}
-	take, left := d.review(now.Add(time.Second), func(id [32]byte) bool { return id == all[2] })
-	if len(take) != 1 || len(take[0].ev.Content) != 200 || take[0].verified || left != 1 || d.len() != 1 {
-		t.Fatalf("review: took %d, left %d, kept %d; want 1 (the one now mine, unverified), 1 (past its time), 1", len(take), left, d.len())
+	take, due := d.review(now.Add(time.Second), func(id [32]byte) bool { return id == all[2] })
+	if len(take) != 1 || take[0].id != all[2] || take[0].verified || len(due) != 1 || due[0].id != all[0] || d.len() != 1 {
+		t.Fatalf("review: took %d, due %d, kept %d; want 1 (the one now mine, unverified), 1 (past its time), 1", len(take), len(due), d.len())
+	}
+	// A different copy joins the unverified request; a verified one
+	// replaces both.
+	other := ev(10)
+	other.Sig = "another"
+	if !d.add(all[1], other, now, false) || len(d.byID[all[1]].evs) != 2 {
+		t.Fatal("a different copy was not kept beside the first")
+	}
+	verified := ev(20)
+	if !d.add(all[1], verified, now, true) {
+		t.Fatal("a verified copy refused")
+	}
+	if e := d.byID[all[1]]; !e.verified || len(e.evs) != 1 || e.evs[0] != verified || d.bytes != e.size {
+		t.Fatal("a verified copy did not replace the unverified ones")
 	}
 	if !d.add(all[3], ev(400), now.Add(3*time.Second), true) {
 		t.Fatal("add refused once review made room")
 	}
-	if _, left := d.review(now.Add(time.Hour), func([32]byte) bool { return false }); left != 2 || d.len() != 0 || d.bytes != 0 {
-		t.Fatalf("review past every time: left %d, kept %d holding %d bytes; want 2, 0, 0", left, d.len(), d.bytes)
+	if _, due := d.review(now.Add(time.Hour), func([32]byte) bool { return false }); len(due) != 2 || d.len() != 0 || d.bytes != 0 || len(d.byID) != 0 {
+		t.Fatalf("review past every time: due %d, kept %d holding %d bytes; want 2, 0, 0", len(due), d.len(), d.bytes)
 	}
-	if d.kept.Load() != 4 || d.taken.Load() != 1 || d.left.Load() != 3 {
-		t.Fatalf("counts: kept %d, taken %d, left %d; want 4, 1, 3", d.kept.Load(), d.taken.Load(), d.left.Load())
+	if d.kept.Load() != 4 {
+		t.Fatalf("kept %d, want 4 (copies counted once)", d.kept.Load())
 	}
 }
 
-// switchShares is a Shares whose answer the test sets.
-type switchShares struct{ mine atomic.Bool }
+// switchShares is a Shares whose answer the test sets; its grace is an
+// hour unless set.
+type switchShares struct {
+	mine  atomic.Bool
+	grace time.Duration
+}
 
-func (s *switchShares) Mine([32]byte) bool   { return s.mine.Load() }
-func (s *switchShares) Grace() time.Duration { return time.Hour }
+func (s *switchShares) Mine([32]byte) bool { return s.mine.Load() }
+func (s *switchShares) Grace() time.Duration {
+	if s.grace == 0 {
+		return time.Hour
+	}
+	return s.grace
+}
+
+// recordedSet is a Recorded that knows the deliveries in it.
+type recordedSet map[string]bool
+
+func (r recordedSet) Recorded(_ context.Context, ids []string) (map[string]bool, error) {
+	out := map[string]bool{}
+	for _, id := range ids {
+		if r[id] {
+			out[id] = true
+		}
+	}
+	return out, nil
+}
+
+// When its grace passes, a request kept for another replica is forgotten
+// if some process took it, and taken up here if nobody did (its owner,
+// alive, never received it).
+func TestInboxTakesUpWhatNobodyTook(t *testing.T) {
+	agent, err := identity.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer, err := identity.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var taken, missed nostr.Event
+	for i, ev := range []*nostr.Event{&taken, &missed} {
+		*ev = nostr.Event{CreatedAt: nostr.Now(), Kind: relay.KindEphemeral, Tags: nostr.Tags{{"p", agent.NostrPublicKey()}}, Content: []string{"taken", "missed"}[i]}
+		if err := relay.SignEvent(peer, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Unix(1_800_000_000, 0)
+	var clock atomic.Int64
+	clock.Store(now.UnixNano())
+	in := NewInbox(InboxConfig{Key: agent, Shares: &switchShares{grace: time.Second}, Recorded: recordedSet{taken.ID: true},
+		Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return time.Unix(0, clock.Load()) }})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	jobs := fairqueue.New[string, *nostr.Event](16)
+	refusals := in.startRefuser(ctx)
+	defer refusals.stop()
+	in.setAside(ctx, &taken, jobs, refusals)
+	in.setAside(ctx, &missed, jobs, refusals)
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { in.reviewDeferred(rctx, time.Millisecond, jobs, refusals); close(done) }()
+	clock.Store(now.Add(time.Second).UnixNano()) // the grace has passed
+	for st := in.Shared(); st.Taken+st.Left < 2; st = in.Shared() {
+		time.Sleep(time.Millisecond)
+	}
+	stop()
+	<-done
+	if st := in.Shared(); st.Taken != 1 || st.Left != 1 || jobs.Len() != 1 {
+		t.Fatalf("after the grace: %+v, %d queued; want the taken one left, the missed one taken up and queued", st, jobs.Len())
+	}
+	if ev, _ := jobs.Pop(); ev.Content != "missed" {
+		t.Fatalf("queued %q, want the request nobody took", ev.Content)
+	}
+}
 
 // A request the pool passed over unverified (another replica's share) is
 // verified when it is taken up after all: a forged one is dropped, the
-// genuine one queued once, however many copies came aside.
+// genuine one queued once, however many copies came aside, and a forged
+// copy claiming its id that came first does not shut it out.
 func TestInboxVerifiesWhatItTakesUp(t *testing.T) {
 	agent, err := identity.Generate()
 	if err != nil {
@@ -242,18 +357,20 @@ func TestInboxVerifiesWhatItTakesUp(t *testing.T) {
 	}
 	genuine, forged := request("genuine"), request("forged")
 	forged.Sig = genuine.Sig // a valid signature, of another event
+	sameID := *genuine
+	sameID.Content = "altered" // claims the genuine event's id and signature
 	copyOf := *genuine
-	for _, ev := range []*nostr.Event{genuine, forged, &copyOf} {
+	for _, ev := range []*nostr.Event{&sameID, genuine, &copyOf, forged} {
 		in.setAside(ctx, ev, jobs, refusals)
 	}
-	if st := in.Shared(); st.Now != 3 || jobs.Len() != 0 {
-		t.Fatalf("set aside: %+v, %d queued; want 3 kept, none queued", st, jobs.Len())
+	if st := in.Shared(); st.Now != 2 || st.Kept != 2 || jobs.Len() != 0 {
+		t.Fatalf("set aside: %+v, %d queued; want 2 requests kept (the copies of one id together), none queued", st, jobs.Len())
 	}
 	sh.mine.Store(true)
 	rctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { in.reviewDeferred(rctx, time.Millisecond, jobs, refusals); close(done) }()
-	for in.Shared().Taken < 3 {
+	for in.Shared().Taken < 2 {
 		time.Sleep(time.Millisecond)
 	}
 	stop()
@@ -263,5 +380,65 @@ func TestInboxVerifiesWhatItTakesUp(t *testing.T) {
 	}
 	if ev, _ := jobs.Pop(); ev.Content != "genuine" {
 		t.Fatalf("queued %q, want the genuine request", ev.Content)
+	}
+}
+
+// A request that came when its owner last beat is still kept when
+// another replica counts the owner gone, however the two replicas' beats
+// fall: Grace covers the time to notice a death, with ownerMargin left
+// for the owner to have taken the request.
+func TestReplicasGraceCoversAnOwnersDeath(t *testing.T) {
+	db := testdb.Open(t, testdb.SQLite(t))
+	ctx := context.Background()
+	all := ids(2000)
+	for _, bFirst := range []bool{true, false} {
+		clock := &testClock{}
+		a, b := openReplicas(t, db, clock, nil, nil), openReplicas(t, db, clock, nil, nil)
+		t0 := time.Unix(1_800_000_000, 0)
+		var last time.Time
+		for k := range 4 { // warm-up, then b's last beat at t0+3s
+			last = t0.Add(time.Duration(k) * time.Second)
+			clock.set(last)
+			order := []*Replicas{a, b}
+			if bFirst {
+				order = []*Replicas{b, a}
+			}
+			for _, r := range order {
+				if err := r.step(ctx, last); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		var bs [][32]byte
+		for _, id := range all {
+			if b.Mine(id) && !a.Mine(id) {
+				bs = append(bs, id)
+			}
+		}
+		if len(bs) == 0 {
+			t.Fatal("b owns nothing after the warm-up")
+		}
+		flipped := time.Time{}
+		for at := last.Add(time.Second); flipped.IsZero() && at.Before(last.Add(time.Minute)); at = at.Add(time.Second) {
+			clock.set(at)
+			if err := a.step(ctx, at); err != nil {
+				t.Fatal(err)
+			}
+			if a.Mine(bs[0]) {
+				flipped = at
+			}
+		}
+		if limit := last.Add(a.Grace() - ownerMargin); flipped.IsZero() || flipped.After(limit) {
+			t.Fatalf("b beat first %v: a took b's share at %v, %v after b's last beat; Grace %v leaves the owner %v, so want by %v",
+				bFirst, flipped, flipped.Sub(last), a.Grace(), ownerMargin, limit)
+		}
+		// Clean up for the next order: both leave.
+		for _, r := range []*Replicas{a, b} {
+			cctx, cancel := context.WithCancel(ctx)
+			cancel()
+			if err := r.Run(cctx); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 }

@@ -64,8 +64,11 @@ type Node struct {
 	services       *servicecall.Registry
 	identityLimits *ratelimit.Limiter
 	nostrKeyLimits *ratelimit.Limiter
-	level          *slog.LevelVar // nil: log_level needs a restart
-	Tasks          *tasks.Service
+	// nostrKeyShare sets nostrKeyLimits to this process's share of the
+	// configured allowance when replicas share the requests out.
+	nostrKeyShare *keyLimitShare
+	level         *slog.LevelVar // nil: log_level needs a restart
+	Tasks         *tasks.Service
 	// DB is the database of tasks, replay records and the audit log; nil
 	// when the node runs on the memory store.
 	DB *sqldb.DB

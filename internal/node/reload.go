@@ -81,7 +81,7 @@ func (n *Node) Reload(ctx context.Context, cfg config.Config) (restart []string,
 	changed := config.Changed(n.cfg, next)
 	n.Tasks.SetOperators(next.Operators)
 	n.identityLimits.SetRate(next.IdentityRate, next.IdentityBurst)
-	n.nostrKeyLimits.SetRate(next.NostrKeyRate, next.NostrKeyBurst)
+	n.nostrKeyShare.set(next.NostrKeyRate, next.NostrKeyBurst)
 	if n.http != nil {
 		n.http.srv.SetRate(perSecond(next.HTTPRate), next.HTTPBurst)
 	}

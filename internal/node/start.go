@@ -42,6 +42,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger, with ...
 	n := &Node{cfg: cfg, logger: logger, level: o.level,
 		identityLimits: limiter(cfg.IdentityRate, cfg.IdentityBurst),
 		nostrKeyLimits: limiter(cfg.NostrKeyRate, cfg.NostrKeyBurst)}
+	n.nostrKeyShare = newKeyLimitShare(n.nostrKeyLimits, cfg.NostrKeyRate, cfg.NostrKeyBurst)
 	if cfg.Testnet {
 		n.network = identity.Testnet
 	}
@@ -370,7 +371,7 @@ func (w *wiring) startInbox(ctx context.Context) error {
 	}
 	n.parts.push("inbox checkpoint", cp.Close)
 	var in *snapnostr.Inbox
-	shares, err := openShares(ctx, n.DB, func() bool { return receiving(in, n.pool) }, n.logger.With("part", "replicas"))
+	shares, err := openShares(ctx, n.DB, func() bool { return receiving(in, n.pool) }, n.nostrKeyShare.setAlive, n.logger.With("part", "replicas"))
 	if err != nil {
 		return err
 	}
@@ -386,6 +387,9 @@ func (w *wiring) startInbox(ctx context.Context) error {
 	}
 	if shares != nil { // not a nil *Replicas in the interface
 		icfg.Shares = shares
+		if rec, ok := w.replay.(snapnostr.Recorded); ok {
+			icfg.Recorded = rec
+		}
 	}
 	in = snapnostr.NewInbox(icfg)
 	ictx, stop := context.WithCancel(ctx)

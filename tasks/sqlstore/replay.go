@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/snapnode/snapnode/internal/periodic"
@@ -199,6 +200,46 @@ func (rs *ReplayStore) LoadResult(ctx context.Context, from, id string, now time
 		return nil, false, dbError("load result", from+" "+id, err)
 	}
 	return result, true, nil
+}
+
+// Recorded returns which of the Nostr deliveries named by eventIDs (the
+// snap.Inbound.Via of the messages they carried) have a replay record:
+// some process on the database took the message they carried. On
+// PostgreSQL an index answers it (migration 0005); on SQLite, where no
+// other process shares the file, the table is read whole, so keep it off
+// any hot path there.
+func (rs *ReplayStore) Recorded(ctx context.Context, eventIDs []string) (map[string]bool, error) {
+	s := rs.s
+	out := make(map[string]bool, len(eventIDs))
+	if len(eventIDs) == 0 {
+		return out, nil
+	}
+	if err := s.start(ctx, "replay recorded"); err != nil {
+		return nil, err
+	}
+	var rows *sql.Rows
+	var err error
+	if s.db.Dialect == sqldb.Postgres {
+		rows, err = s.db.R.QueryContext(ctx, `SELECT via FROM replay WHERE via = ANY($1) AND via <> ''`, eventIDs)
+	} else {
+		args := make([]any, len(eventIDs))
+		for i, id := range eventIDs {
+			args[i] = id
+		}
+		rows, err = s.db.R.QueryContext(ctx, `SELECT via FROM replay WHERE via <> '' AND via IN (?`+strings.Repeat(`, ?`, len(eventIDs)-1)+`)`, args...)
+	}
+	if err != nil {
+		return nil, dbError("replay recorded", "", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var via string
+		if err := rows.Scan(&via); err != nil {
+			return nil, dbError("replay recorded", "", err)
+		}
+		out[via] = true
+	}
+	return out, dbError("replay recorded", "", rows.Err())
 }
 
 // sweepBatch is how many records one transaction of Sweep deletes at most.

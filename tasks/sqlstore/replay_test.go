@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -212,6 +213,17 @@ func TestReplayDeliveryAndResult(t *testing.T) {
 		}
 		if got, ok, _ := b.Lookup(ctx, from, "m1", t0); !ok || got != rec {
 			t.Fatalf("Lookup = %+v, want %+v", got, rec)
+		}
+		// Every process on the database reads which deliveries were
+		// taken; a message without a delivery id (HTTP) names none.
+		if _, _, err := a.Remember(ctx, from, "m-http", record(t0, time.Minute, 3)); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := b.Recorded(ctx, []string{"ev-0", "ev-1", ""}); err != nil || !maps.Equal(got, map[string]bool{"ev-1": true}) {
+			t.Fatalf("Recorded = %v, %v; want ev-1 alone", got, err)
+		}
+		if got, err := b.Recorded(ctx, nil); err != nil || len(got) != 0 {
+			t.Fatalf("Recorded of none = %v, %v", got, err)
 		}
 
 		// No result until one is saved; then every replica reads it.
