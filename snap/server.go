@@ -188,6 +188,13 @@ type Inbound struct {
 	// Transport names the way the message came, for the log and for the
 	// error of an answer too large for it: "nostr", "http", "ws".
 	Transport string
+	// Late marks a delivery that another process may have answered
+	// already without recording it (a Nostr request a replica took up
+	// because no replay record named it): it is answered only if it is
+	// recorded here, and a failure before that (its validation, its
+	// sender's rate) gets no answer, since its owner would have sent the
+	// same one.
+	Late bool
 	// MaxSize is the largest serialized response or stream event the
 	// transport carries (NIP-44's 65,535 bytes of plaintext on Nostr, a
 	// configured cap on HTTP and WebSocket); 0 takes the server's
@@ -355,6 +362,10 @@ func (s *Server) serve(ctx context.Context, in Inbound, send func(*Message) erro
 	}
 	lim := s.limit(in)
 	if err != nil {
+		if in.Late {
+			s.cfg.Logger.Debug("snap: a late delivery failed before it was recorded; not answered", "via", in.Via, "err", err)
+			return nil
+		}
 		return s.fail(ctx, env, err, lim)
 	}
 	if v.Type != TypeRequest {

@@ -289,6 +289,27 @@ func TestServerReplicasShareDeliveries(t *testing.T) {
 	}
 }
 
+// A late delivery (one a replica took up because nobody recorded it) is
+// answered when it is recorded here, and not at all when it fails before
+// that: its owner answered that failure already.
+func TestServerLateDeliveries(t *testing.T) {
+	s, client := newServer(t, 0)
+	ctx := context.Background()
+	raw := request(t, "late-1", "tasks/get", `{"taskId":"x"}`)
+	if resp := s.Respond(ctx, snap.Inbound{Raw: raw, Via: "ev-late-1", Late: true}); resp == nil {
+		t.Fatal("a late delivery recorded here was not answered")
+	} else {
+		check(t, client, resp, "tasks/get")
+	}
+	bad := []byte(strings.Replace(string(request(t, "late-2", "tasks/get", `{"taskId":"x"}`)), `"late-2"`, `"late-3"`, 1)) // its signature no longer holds
+	if resp := s.Respond(ctx, snap.Inbound{Raw: bad, Via: "ev-late-2", Late: true}); resp != nil {
+		t.Fatalf("a late delivery that failed validation was answered: %s", resp.Payload)
+	}
+	if code, _ := errorCode(check(t, client, s.Respond(ctx, snap.Inbound{Raw: bad, Via: "ev-late-3"}), "tasks/get")); code != 2001 {
+		t.Fatalf("the same message on time: code %d, want 2001", code)
+	}
+}
+
 func TestServerResponseSizeLimit(t *testing.T) {
 	s, client := newServer(t, 2000)
 	ctx := context.Background()

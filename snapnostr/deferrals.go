@@ -58,41 +58,49 @@ func newDeferrals(maxLen, maxSize int) *deferrals {
 	return &deferrals{maxLen: maxLen, maxSize: maxSize, byID: make(map[[32]byte]*deferral)}
 }
 
-// add keeps ev, whose id is id, until until and reports true, or reports
-// false when the bounds leave no room (the caller then takes the request
-// itself). verified says whether ev's id and signature were checked. A
-// copy of a request kept already joins it (a verified copy replaces the
-// unverified ones); a copy alike to one kept, or past maxCopies, is
-// dropped.
-func (d *deferrals) add(id [32]byte, ev *nostr.Event, until time.Time, verified bool) bool {
+// addResult is what add did with a request.
+type addResult int
+
+const (
+	kept    addResult = iota // kept (or a copy of one kept, nothing new)
+	noRoom                   // past the bounds: the caller takes it itself
+	tooMany                  // an unverified copy past maxCopies: the caller verifies it, and adds it as verified if it holds
+)
+
+// add keeps ev, whose id is id, until until (see addResult). verified says
+// whether ev's id and signature were checked. A copy of a request kept
+// already joins it (a verified copy replaces the unverified ones); a copy
+// alike to one kept is dropped.
+func (d *deferrals) add(id [32]byte, ev *nostr.Event, until time.Time, verified bool) addResult {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	size := eventSize(ev)
 	if e, ok := d.byID[id]; ok {
 		switch {
-		case e.verified:
+		case e.verified, slices.ContainsFunc(e.evs, func(x *nostr.Event) bool { return sameEvent(x, ev) }):
 		case verified:
 			d.bytes += size - e.size
 			e.evs, e.verified, e.size = []*nostr.Event{ev}, true, size
-		case len(e.evs) < maxCopies && !slices.ContainsFunc(e.evs, func(x *nostr.Event) bool { return sameEvent(x, ev) }):
-			if d.bytes+size > d.maxSize {
-				return false
-			}
+		case len(e.evs) >= maxCopies:
+			return tooMany
+		case d.bytes+size > d.maxSize:
+			return noRoom
+		default:
 			e.evs = append(e.evs, ev)
 			e.size += size
 			d.bytes += size
 		}
-		return true
+		return kept
 	}
 	if len(d.list) >= d.maxLen || d.bytes+size > d.maxSize {
-		return false
+		return noRoom
 	}
 	e := &deferral{id: id, evs: []*nostr.Event{ev}, verified: verified, until: until, size: size}
 	d.list = append(d.list, e)
 	d.byID[id] = e
 	d.bytes += size
 	d.kept.Add(1)
-	return true
+	return kept
 }
 
 // review removes and returns the requests that are now mine, and those

@@ -115,8 +115,11 @@ type Inbox struct {
 	// says why two ids sharing a hash are of no concern).
 	recent     *bounded.Cache[uint64, struct{}]
 	recentSeed maphash.Seed
-	// deferred holds the requests left to another replica (Shares).
+	// deferred holds the requests left to another replica (Shares);
+	// late the queued requests taken up late (see snap.Inbound.Late),
+	// each until a worker takes it or the queue drops it.
 	deferred  *deferrals
+	late      sync.Map // *nostr.Event → struct{}
 	ready     chan struct{}
 	readyOnce sync.Once
 }
@@ -297,50 +300,55 @@ func (in *Inbox) listen(ctx context.Context, since nostr.Timestamp, jobs *fairqu
 // over its rate (refused at once); a full queue refuses a request at once
 // too (see InboxConfig.Workers).
 func (in *Inbox) take(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Queue[string, *nostr.Event], refusals *refuser) {
+	// Each event once, across resubscriptions too.
+	id, ok := in.requestID(ev)
+	if !ok || !in.firstSight(id) {
+		return
+	}
+	if sh := in.cfg.Shares; sh != nil && !sh.Mine(id) && in.deferred.add(id, ev, in.cfg.Now().Add(sh.Grace()), true) == kept {
+		return
+	}
+	in.admit(ctx, ev, jobs, refusals, false)
+}
+
+// requestID returns the id of ev if it is a request for this node (its
+// kind and its p tag) with a well-formed id (the pool checked a taken
+// event's id; a set-aside one's is only decoded).
+func (in *Inbox) requestID(ev *nostr.Event) (id [32]byte, ok bool) {
 	if !in.addressedToUs(ev) {
-		return
+		return id, false
 	}
-	// Each event once, across resubscriptions too. The pool checked the
-	// id, so it decodes.
-	var id [32]byte
-	if _, err := relay.DecodeHex32(ev.ID, &id); err != nil {
-		return
-	}
-	if !in.firstSight(id) {
-		return
-	}
-	if sh := in.cfg.Shares; sh != nil && !sh.Mine(id) && in.deferred.add(id, ev, in.cfg.Now().Add(sh.Grace()), true) {
-		return
-	}
-	in.admit(ctx, ev, jobs, refusals)
+	_, err := relay.DecodeHex32(ev.ID, &id)
+	return id, err == nil
 }
 
 // firstSight records a verified event's id and reports whether it is new.
 func (in *Inbox) firstSight(id [32]byte) bool {
-	sum := maphash.Comparable(in.recentSeed, id)
-	if _, dup := in.recent.Get(sum); dup {
-		return false
-	}
-	in.recent.Put(sum, struct{}{})
-	return true
+	return in.recent.Add(maphash.Comparable(in.recentSeed, id), struct{}{})
 }
 
 // setAside keeps a request the pool passed over for another replica
 // (relay.Gate), unverified, for the Shares' grace; when the bounds leave
 // no room it is verified and taken here.
 func (in *Inbox) setAside(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Queue[string, *nostr.Event], refusals *refuser) {
-	if !in.addressedToUs(ev) {
+	id, ok := in.requestID(ev)
+	if !ok {
 		return
 	}
-	var id [32]byte
-	if _, err := relay.DecodeHex32(ev.ID, &id); err != nil {
-		return
-	}
-	if in.deferred.add(id, ev, in.cfg.Now().Add(in.cfg.Shares.Grace()), false) {
-		return
-	}
-	if in.verify(ev) {
-		in.take(ctx, ev, jobs, refusals)
+	until := in.cfg.Now().Add(in.cfg.Shares.Grace())
+	switch in.deferred.add(id, ev, until, false) {
+	case kept:
+	case tooMany:
+		// Copies claiming the id fill its entry (forged ones, it may
+		// be): this one is checked now, and kept as the request if it
+		// holds, so that no number of forgeries shuts the genuine out.
+		if in.verify(ev) && in.deferred.add(id, ev, until, true) != kept {
+			in.take(ctx, ev, jobs, refusals)
+		}
+	case noRoom:
+		if in.verify(ev) {
+			in.take(ctx, ev, jobs, refusals)
+		}
 	}
 }
 
@@ -361,8 +369,9 @@ func (in *Inbox) verify(ev *nostr.Event) bool {
 }
 
 // admit queues a request this process takes, unless it was processed
-// before or its key is over its rate.
-func (in *Inbox) admit(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Queue[string, *nostr.Event], refusals *refuser) {
+// before or its key is over its rate. A late one (see snap.Inbound.Late)
+// is dropped where another would be refused: its owner answered it.
+func (in *Inbox) admit(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Queue[string, *nostr.Event], refusals *refuser, late bool) {
 	if ev.Kind == relay.KindMessage && in.cfg.Checkpoint != nil {
 		if seen, err := in.cfg.Checkpoint.Seen(ctx, ev.ID); err != nil {
 			if ctx.Err() != nil {
@@ -378,24 +387,34 @@ func (in *Inbox) admit(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Que
 	}
 	if in.cfg.KeyLimiter != nil {
 		if ok, wait := in.cfg.KeyLimiter.Allow(ev.PubKey); !ok {
-			refusals.refuse(ev, snap.RateLimited(wait, "key"))
+			if !late {
+				refusals.refuse(ev, snap.RateLimited(wait, "key"))
+			}
 			return
 		}
+	}
+	if late {
+		in.late.Store(ev, struct{}{})
 	}
 	// When every worker is busy and the queue is full, the request
 	// refused is answered soon rather than left to time out.
 	switch out, res := jobs.Push(ev.PubKey, ev); res {
 	case fairqueue.Refused:
-		refusals.refuse(ev, busy())
+		if _, wasLate := in.late.LoadAndDelete(ev); !wasLate {
+			refusals.refuse(ev, busy())
+		}
 	case fairqueue.Displaced:
-		refusals.refuse(out, busy())
+		if _, wasLate := in.late.LoadAndDelete(out); !wasLate {
+			refusals.refuse(out, busy())
+		}
 	}
 }
 
 // reviewDeferred takes up, every tick until ctx ends, the requests kept
 // aside that have become this process's (their owner stopped receiving);
 // of those whose grace has passed it forgets the ones some process took
-// (Recorded) and takes up the others.
+// (Recorded) and takes up the others, late (see snap.Inbound.Late). Each
+// pass has half the grace for its reads of the database.
 func (in *Inbox) reviewDeferred(ctx context.Context, tick time.Duration, jobs *fairqueue.Queue[string, *nostr.Event], refusals *refuser) {
 	t := time.NewTicker(tick)
 	defer t.Stop()
@@ -405,32 +424,44 @@ func (in *Inbox) reviewDeferred(ctx context.Context, tick time.Duration, jobs *f
 			return
 		case <-t.C:
 		}
-		take, due := in.deferred.review(in.cfg.Now(), in.cfg.Shares.Mine)
-		if len(due) > 0 {
-			taken := in.recorded(ctx, due)
-			left := 0
-			for _, d := range due {
-				if taken[hex.EncodeToString(d.id[:])] {
-					left++
-				} else {
-					take = append(take, d)
-				}
+		in.reviewPass(ctx, jobs, refusals)
+	}
+}
+
+// reviewPass is one pass of reviewDeferred, until ctx ends.
+func (in *Inbox) reviewPass(ctx context.Context, jobs *fairqueue.Queue[string, *nostr.Event], refusals *refuser) {
+	pass, cancel := context.WithTimeout(ctx, in.cfg.Shares.Grace()/2)
+	defer cancel()
+	take, due := in.deferred.review(in.cfg.Now(), in.cfg.Shares.Mine)
+	var late []*deferral
+	if len(due) > 0 {
+		taken := in.recorded(pass, due)
+		if taken == nil && ctx.Err() != nil {
+			return // stopping: the requests due are this process's no longer
+		}
+		// Unknown (nil: the database failed or did not answer in time)
+		// counts as taken by nobody.
+		for _, d := range due {
+			if !taken[hex.EncodeToString(d.id[:])] {
+				late = append(late, d)
 			}
-			in.deferred.left.Add(int64(left))
-			in.cfg.Logger.Debug("inbox: requests left to other replicas", "count", left, "not taken", len(due)-left)
 		}
-		in.deferred.taken.Add(int64(len(take)))
-		for _, d := range take {
-			in.cfg.Logger.Debug("inbox: took up another replica's request", "event", d.evs[0].ID)
-			in.takeUp(ctx, d, jobs, refusals)
-		}
+		in.deferred.left.Add(int64(len(due) - len(late)))
+		in.cfg.Logger.Debug("inbox: requests left to other replicas", "count", len(due)-len(late), "not taken", len(late))
+	}
+	in.deferred.taken.Add(int64(len(take) + len(late)))
+	for _, d := range take {
+		in.cfg.Logger.Debug("inbox: took up another replica's request", "event", d.evs[0].ID)
+		in.takeUp(pass, d, jobs, refusals, false)
+	}
+	for _, d := range late {
+		in.cfg.Logger.Debug("inbox: took up a request nobody took", "event", d.evs[0].ID)
+		in.takeUp(pass, d, jobs, refusals, true)
 	}
 }
 
 // recorded returns which of the requests due some process took: all of
-// them without Recorded, none when it cannot tell (they are taken up
-// then: a request answered twice is refused by the replay record, one
-// answered by nobody is not).
+// them without Recorded, nil when it cannot tell.
 func (in *Inbox) recorded(ctx context.Context, due []*deferral) map[string]bool {
 	ids := make([]string, len(due))
 	for i, d := range due {
@@ -445,9 +476,7 @@ func (in *Inbox) recorded(ctx context.Context, due []*deferral) map[string]bool 
 	}
 	taken, err := in.cfg.Recorded.Recorded(ctx, ids)
 	if err != nil {
-		if ctx.Err() == nil {
-			in.cfg.Logger.Warn("inbox: cannot tell which requests another replica took; taking them up", "count", len(ids), "err", err)
-		}
+		in.cfg.Logger.Warn("inbox: cannot tell which requests another replica took", "count", len(ids), "err", err)
 		return nil
 	}
 	return taken
@@ -455,15 +484,15 @@ func (in *Inbox) recorded(ctx context.Context, due []*deferral) map[string]bool 
 
 // takeUp queues a request kept aside: the copy the pool verified, or the
 // first of the unverified copies that verifies.
-func (in *Inbox) takeUp(ctx context.Context, d *deferral, jobs *fairqueue.Queue[string, *nostr.Event], refusals *refuser) {
+func (in *Inbox) takeUp(ctx context.Context, d *deferral, jobs *fairqueue.Queue[string, *nostr.Event], refusals *refuser, late bool) {
 	if d.verified {
-		in.admit(ctx, d.evs[0], jobs, refusals) // take saw it
+		in.admit(ctx, d.evs[0], jobs, refusals, late) // take saw it
 		return
 	}
 	for _, ev := range d.evs {
 		if in.verify(ev) {
 			if in.firstSight(d.id) {
-				in.admit(ctx, ev, jobs, refusals)
+				in.admit(ctx, ev, jobs, refusals, late)
 			}
 			return
 		}
@@ -499,10 +528,15 @@ func (in *Inbox) addressedToUs(ev *nostr.Event) bool {
 // stream of its own.
 func (in *Inbox) handle(run *running, ev *nostr.Event) {
 	ctx := run.work
+	_, late := in.late.LoadAndDelete(ev)
 	plain, err := in.sealer.open(ev.PubKey, ev.Content)
 	if err != nil {
-		in.reply(ctx, ev, in.cfg.Handler.Refuse(&snap.Error{Code: snap.CodeInvalidMessage,
-			Message: "cannot open the NIP-44 payload", Data: map[string]any{"field": "content", "reason": err.Error()}}))
+		if late { // its owner refused it so already
+			in.cfg.Logger.Debug("inbox: a late request cannot be opened; not answered", "event", ev.ID)
+		} else {
+			in.reply(ctx, ev, in.cfg.Handler.Refuse(&snap.Error{Code: snap.CodeInvalidMessage,
+				Message: "cannot open the NIP-44 payload", Data: map[string]any{"field": "content", "reason": err.Error()}}))
+		}
 		in.done(ctx, ev)
 		return
 	}
@@ -513,13 +547,15 @@ func (in *Inbox) handle(run *running, ev *nostr.Event) {
 	}
 	// The event id names this delivery: a replica sharing the replay
 	// store that took it already answers it, and this one stays silent.
-	inbound := snap.Inbound{Raw: plain, Signer: &signer, Via: ev.ID, Transport: "nostr", MaxSize: relay.MaxNIP44Plain}
+	inbound := snap.Inbound{Raw: plain, Signer: &signer, Via: ev.ID, Transport: "nostr", MaxSize: relay.MaxNIP44Plain, Late: late}
 	if snap.IsStreamRequest(plain) {
 		select {
 		case in.slots <- struct{}{}:
 		default:
-			in.reply(ctx, ev, in.cfg.Handler.Refuse(&snap.Error{Code: snap.CodeServiceUnavailable,
-				Message: "too many streams; try again shortly", Data: map[string]any{"retryAfter": 5}}))
+			if !late {
+				in.reply(ctx, ev, in.cfg.Handler.Refuse(&snap.Error{Code: snap.CodeServiceUnavailable,
+					Message: "too many streams; try again shortly", Data: map[string]any{"retryAfter": 5}}))
+			}
 			in.done(ctx, ev)
 			return
 		}

@@ -183,6 +183,7 @@ func (r *Replicas) Run(ctx context.Context) error {
 		cancel()
 		if err != nil && ctx.Err() == nil {
 			r.cfg.Logger.Warn("replicas: beat", "err", err)
+			r.expire(r.cfg.Now())
 		}
 		select {
 		case <-ctx.Done():
@@ -198,6 +199,20 @@ func (r *Replicas) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
+	}
+}
+
+// expire drops the others from a view that has not been renewed for
+// Expire (Mine takes every request from then on anyway), and says so.
+func (r *Replicas) expire(now time.Time) {
+	v := r.view.Load()
+	if len(v.others) == 0 || !now.After(v.until) {
+		return
+	}
+	r.view.Store(&replicaView{receiving: v.receiving, until: v.until})
+	r.cfg.Logger.Warn("replicas: the others' beats could not be read for a while; taking every request", "for", now.Sub(v.until)+r.cfg.Expire)
+	if r.cfg.OnChange != nil {
+		r.cfg.OnChange(b2i(v.receiving))
 	}
 }
 

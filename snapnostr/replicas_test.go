@@ -2,9 +2,11 @@ package snapnostr
 
 import (
 	"context"
+	"fmt"
 	"crypto/sha256"
 	"encoding/binary"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"github.com/snapnode/snapnode/internal/sqldb"
 	"github.com/snapnode/snapnode/internal/testdb"
 	"github.com/snapnode/snapnode/relay"
+	"github.com/snapnode/snapnode/snap"
 )
 
 // ids returns n event ids as a relay would bring them (SHA-256 output).
@@ -127,12 +130,18 @@ func TestReplicasShareRequests(t *testing.T) {
 		}
 
 		// A replica that cannot read the others' beats for Expire can no
-		// longer tell that their owners are alive: it takes everything.
-		clock.set(t0.Add(2*time.Second + 4*time.Second + time.Millisecond))
+		// longer tell that their owners are alive: it takes everything,
+		// and once a beat fails it says so.
+		stale := t0.Add(2*time.Second + 4*time.Second + time.Millisecond)
+		clock.set(stale)
 		for i, id := range all {
 			if !a.Mine(id) {
 				t.Fatalf("a, its view Expire old, refuses id %d", i)
 			}
+		}
+		a.expire(stale)
+		if a.Alive() != 1 || changes[len(changes)-1] != 1 {
+			t.Errorf("a's view expired: counts %d alive, was told of %v; want 1, the last told", a.Alive(), changes)
 		}
 
 		// b stops receiving: a and c share its part; b takes what comes.
@@ -208,19 +217,19 @@ func TestDeferralsBoundedAndReviewed(t *testing.T) {
 	d := newDeferrals(3, 2*big+small)
 	now := time.Unix(1_800_000_000, 0)
 	all := ids(5)
-	if !d.add(all[0], ev(400), now.Add(time.Second), true) || !d.add(all[1], ev(400), now.Add(2*time.Second), false) {
+	if d.add(all[0], ev(400), now.Add(time.Second), true) != kept || d.add(all[1], ev(400), now.Add(2*time.Second), false) != kept {
 		t.Fatal("add refused within the bounds")
 	}
-	if d.add(all[2], ev(401), now.Add(2*time.Second), true) {
+	if d.add(all[2], ev(401), now.Add(2*time.Second), true) == kept {
 		t.Fatal("add kept an event past the bound of bytes")
 	}
-	if !d.add(all[2], ev(200), now.Add(3*time.Second), false) {
+	if d.add(all[2], ev(200), now.Add(3*time.Second), false) != kept {
 		t.Fatal("add refused an event that fits the bound of bytes exactly")
 	}
-	if !d.add(all[2], ev(200), now.Add(3*time.Second), false) || d.len() != 3 || d.bytes != 2*big+small {
+	if d.add(all[2], ev(200), now.Add(3*time.Second), false) != kept || d.len() != 3 || d.bytes != 2*big+small {
 		t.Fatalf("a copy alike to one kept: %d kept holding %d bytes, want it dropped", d.len(), d.bytes)
 	}
-	if d.add(all[3], ev(0), now.Add(3*time.Second), true) {
+	if d.add(all[3], ev(0), now.Add(3*time.Second), true) == kept {
 		t.Fatal("add kept a fourth request past a bound of 3")
 	}
 	take, due := d.review(now.Add(time.Second), func(id [32]byte) bool { return id == all[2] })
@@ -231,17 +240,24 @@ func TestDeferralsBoundedAndReviewed(t *testing.T) {
 	// replaces both.
 	other := ev(10)
 	other.Sig = "another"
-	if !d.add(all[1], other, now, false) || len(d.byID[all[1]].evs) != 2 {
+	if d.add(all[1], other, now, false) != kept || len(d.byID[all[1]].evs) != 2 {
 		t.Fatal("a different copy was not kept beside the first")
 	}
+	for i, sig := range []string{"third", "fourth"} {
+		c := ev(10)
+		c.Sig = sig
+		if got, want := d.add(all[1], c, now, false), []addResult{kept, tooMany}[i]; got != want {
+			t.Fatalf("copy %d of one request: %v, want %v (at most %d copies)", i+3, got, want, maxCopies)
+		}
+	}
 	verified := ev(20)
-	if !d.add(all[1], verified, now, true) {
+	if d.add(all[1], verified, now, true) != kept {
 		t.Fatal("a verified copy refused")
 	}
 	if e := d.byID[all[1]]; !e.verified || len(e.evs) != 1 || e.evs[0] != verified || d.bytes != e.size {
 		t.Fatal("a verified copy did not replace the unverified ones")
 	}
-	if !d.add(all[3], ev(400), now.Add(3*time.Second), true) {
+	if d.add(all[3], ev(400), now.Add(3*time.Second), true) != kept {
 		t.Fatal("add refused once review made room")
 	}
 	if _, due := d.review(now.Add(time.Hour), func([32]byte) bool { return false }); len(due) != 2 || d.len() != 0 || d.bytes != 0 || len(d.byID) != 0 {
@@ -280,105 +296,113 @@ func (r recordedSet) Recorded(_ context.Context, ids []string) (map[string]bool,
 	return out, nil
 }
 
+// shareRig is an Inbox with Shares, driven by hand: the test sets
+// requests aside and runs the review of what was kept.
+type shareRig struct {
+	t        *testing.T
+	in       *Inbox
+	agent    *identity.Key
+	peer     *identity.Key
+	ctx      context.Context
+	jobs     *fairqueue.Queue[string, *nostr.Event]
+	refusals *refuser
+	// stopRefusals sends the refusals waiting and stops (once).
+	stopRefusals func()
+}
+
+// newShareRig returns a rig whose inbox has cfg (Key and Logger set).
+func newShareRig(t *testing.T, cfg InboxConfig) *shareRig {
+	r := &shareRig{t: t}
+	var err error
+	if r.agent, err = identity.Generate(); err != nil {
+		t.Fatal(err)
+	}
+	if r.peer, err = identity.Generate(); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Key, cfg.Logger = r.agent, slog.New(slog.DiscardHandler)
+	r.in = NewInbox(cfg)
+	ctx, cancel := context.WithCancel(t.Context())
+	t.Cleanup(cancel)
+	r.ctx, r.jobs, r.refusals = ctx, fairqueue.New[string, *nostr.Event](16), r.in.startRefuser(ctx)
+	r.stopRefusals = sync.OnceFunc(r.refusals.stop)
+	t.Cleanup(r.stopRefusals)
+	return r
+}
+
+// request returns a request event from the peer to the agent.
+func (r *shareRig) request(content string) *nostr.Event {
+	ev := &nostr.Event{CreatedAt: nostr.Now(), Kind: relay.KindEphemeral, Tags: nostr.Tags{{"p", r.agent.NostrPublicKey()}}, Content: content}
+	if err := relay.SignEvent(r.peer, ev); err != nil {
+		r.t.Fatal(err)
+	}
+	return ev
+}
+
+// reviewUntil runs the review every millisecond until done holds.
+func (r *shareRig) reviewUntil(done func(ShareStats) bool) {
+	ctx, stop := context.WithCancel(r.ctx)
+	ended := make(chan struct{})
+	go func() { r.in.reviewDeferred(ctx, time.Millisecond, r.jobs, r.refusals); close(ended) }()
+	for !done(r.in.Shared()) {
+		time.Sleep(time.Millisecond)
+	}
+	stop()
+	<-ended
+}
+
 // When its grace passes, a request kept for another replica is forgotten
 // if some process took it, and taken up here if nobody did (its owner,
 // alive, never received it).
 func TestInboxTakesUpWhatNobodyTook(t *testing.T) {
-	agent, err := identity.Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	peer, err := identity.Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var taken, missed nostr.Event
-	for i, ev := range []*nostr.Event{&taken, &missed} {
-		*ev = nostr.Event{CreatedAt: nostr.Now(), Kind: relay.KindEphemeral, Tags: nostr.Tags{{"p", agent.NostrPublicKey()}}, Content: []string{"taken", "missed"}[i]}
-		if err := relay.SignEvent(peer, ev); err != nil {
-			t.Fatal(err)
-		}
-	}
 	now := time.Unix(1_800_000_000, 0)
-	var clock atomic.Int64
-	clock.Store(now.UnixNano())
-	in := NewInbox(InboxConfig{Key: agent, Shares: &switchShares{grace: time.Second}, Recorded: recordedSet{taken.ID: true},
-		Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return time.Unix(0, clock.Load()) }})
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	jobs := fairqueue.New[string, *nostr.Event](16)
-	refusals := in.startRefuser(ctx)
-	defer refusals.stop()
-	in.setAside(ctx, &taken, jobs, refusals)
-	in.setAside(ctx, &missed, jobs, refusals)
-	rctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { in.reviewDeferred(rctx, time.Millisecond, jobs, refusals); close(done) }()
-	clock.Store(now.Add(time.Second).UnixNano()) // the grace has passed
-	for st := in.Shared(); st.Taken+st.Left < 2; st = in.Shared() {
-		time.Sleep(time.Millisecond)
+	clock := &testClock{}
+	clock.set(now)
+	var recorded recordedSet = map[string]bool{}
+	r := newShareRig(t, InboxConfig{Shares: &switchShares{grace: time.Second}, Recorded: recorded, Now: clock.now})
+	taken, missed := r.request("taken"), r.request("missed")
+	recorded[taken.ID] = true
+	r.in.setAside(r.ctx, taken, r.jobs, r.refusals)
+	r.in.setAside(r.ctx, missed, r.jobs, r.refusals)
+	clock.set(now.Add(time.Second)) // the grace has passed
+	r.reviewUntil(func(st ShareStats) bool { return st.Taken+st.Left == 2 })
+	if st := r.in.Shared(); st.Taken != 1 || st.Left != 1 || r.jobs.Len() != 1 {
+		t.Fatalf("after the grace: %+v, %d queued; want the taken one left, the missed one taken up and queued", st, r.jobs.Len())
 	}
-	stop()
-	<-done
-	if st := in.Shared(); st.Taken != 1 || st.Left != 1 || jobs.Len() != 1 {
-		t.Fatalf("after the grace: %+v, %d queued; want the taken one left, the missed one taken up and queued", st, jobs.Len())
-	}
-	if ev, _ := jobs.Pop(); ev.Content != "missed" {
+	if ev, _ := r.jobs.Pop(); ev.Content != "missed" {
 		t.Fatalf("queued %q, want the request nobody took", ev.Content)
 	}
 }
 
 // A request the pool passed over unverified (another replica's share) is
 // verified when it is taken up after all: a forged one is dropped, the
-// genuine one queued once, however many copies came aside, and a forged
-// copy claiming its id that came first does not shut it out.
+// genuine one queued once, however many copies came aside, and forged
+// copies claiming its id that came first, as many as are kept, do not
+// shut it out.
 func TestInboxVerifiesWhatItTakesUp(t *testing.T) {
-	agent, err := identity.Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	peer, err := identity.Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
 	sh := &switchShares{}
-	in := NewInbox(InboxConfig{Key: agent, Shares: sh, Logger: slog.New(slog.DiscardHandler)})
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	jobs := fairqueue.New[string, *nostr.Event](16)
-	refusals := in.startRefuser(ctx)
-	defer refusals.stop()
-	request := func(content string) *nostr.Event {
-		ev := &nostr.Event{CreatedAt: nostr.Now(), Kind: relay.KindEphemeral, Tags: nostr.Tags{{"p", agent.NostrPublicKey()}}, Content: content}
-		if err := relay.SignEvent(peer, ev); err != nil {
-			t.Fatal(err)
-		}
-		return ev
-	}
-	genuine, forged := request("genuine"), request("forged")
+	r := newShareRig(t, InboxConfig{Shares: sh})
+	genuine, forged := r.request("genuine"), r.request("forged")
 	forged.Sig = genuine.Sig // a valid signature, of another event
-	sameID := *genuine
-	sameID.Content = "altered" // claims the genuine event's id and signature
-	copyOf := *genuine
-	for _, ev := range []*nostr.Event{&sameID, genuine, &copyOf, forged} {
-		in.setAside(ctx, ev, jobs, refusals)
+	var sameID []*nostr.Event // claim the genuine event's id and signature
+	for i := range maxCopies {
+		ev := *genuine
+		ev.Content = fmt.Sprintf("altered %d", i)
+		sameID = append(sameID, &ev)
 	}
-	if st := in.Shared(); st.Now != 2 || st.Kept != 2 || jobs.Len() != 0 {
-		t.Fatalf("set aside: %+v, %d queued; want 2 requests kept (the copies of one id together), none queued", st, jobs.Len())
+	copyOf := *genuine
+	for _, ev := range append(sameID, genuine, &copyOf, forged) {
+		r.in.setAside(r.ctx, ev, r.jobs, r.refusals)
+	}
+	if st := r.in.Shared(); st.Now != 2 || st.Kept != 2 || r.jobs.Len() != 0 {
+		t.Fatalf("set aside: %+v, %d queued; want 2 requests kept (the copies of one id together), none queued", st, r.jobs.Len())
 	}
 	sh.mine.Store(true)
-	rctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { in.reviewDeferred(rctx, time.Millisecond, jobs, refusals); close(done) }()
-	for in.Shared().Taken < 2 {
-		time.Sleep(time.Millisecond)
+	r.reviewUntil(func(st ShareStats) bool { return st.Taken == 2 })
+	if r.jobs.Len() != 1 {
+		t.Fatalf("%d requests queued, want 1 (the genuine one, once)", r.jobs.Len())
 	}
-	stop()
-	<-done
-	if jobs.Len() != 1 {
-		t.Fatalf("%d requests queued, want 1 (the genuine one, once)", jobs.Len())
-	}
-	if ev, _ := jobs.Pop(); ev.Content != "genuine" {
+	if ev, _ := r.jobs.Pop(); ev.Content != "genuine" {
 		t.Fatalf("queued %q, want the genuine request", ev.Content)
 	}
 }
@@ -440,5 +464,37 @@ func TestReplicasGraceCoversAnOwnersDeath(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+	}
+}
+
+// publishCounter is a Transport that counts what is published.
+type publishCounter struct{ published atomic.Int32 }
+
+func (p *publishCounter) Subscribe(context.Context, nostr.Filter) (*relay.Subscription, error) {
+	return nil, context.Canceled
+}
+
+func (p *publishCounter) Publish(context.Context, nostr.Event) (relay.PublishResult, error) {
+	p.published.Add(1)
+	return relay.PublishResult{}, nil
+}
+
+// refusingLimiter refuses every key.
+type refusingLimiter struct{}
+
+func (refusingLimiter) Allow(string) (bool, time.Duration) { return false, time.Second }
+
+// A request taken up late (nobody recorded it when its grace passed) is
+// never refused: its owner answered it already, with that refusal or
+// another. An on-time request over its key's rate is refused.
+func TestInboxRefusesNoLateRequest(t *testing.T) {
+	tr := &publishCounter{}
+	r := newShareRig(t, InboxConfig{Shares: &switchShares{}, Transport: tr, KeyLimiter: refusingLimiter{}})
+	r.in.cfg.Handler = snap.NewServer(snap.ServerConfig{Key: r.agent, Router: snap.NewRouter(), Logger: slog.New(slog.DiscardHandler)})
+	r.in.admit(r.ctx, r.request("late"), r.jobs, r.refusals, true)
+	r.in.admit(r.ctx, r.request("on time"), r.jobs, r.refusals, false)
+	r.stopRefusals()
+	if n := tr.published.Load(); n != 1 || r.jobs.Len() != 0 {
+		t.Fatalf("%d refusals published, %d queued; want 1 (the on-time request's), none queued", n, r.jobs.Len())
 	}
 }

@@ -35,6 +35,22 @@ func (c *Cache[K, V]) Get(k K) (V, bool) {
 func (c *Cache[K, V]) Put(k K, v V) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.put(k, v)
+}
+
+// Add stores v under k and reports true unless k is there already (then
+// it changes nothing): a check and a store no other call comes between.
+func (c *Cache[K, V]) Add(k K, v V) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.m[k]; ok {
+		return false
+	}
+	c.put(k, v)
+	return true
+}
+
+func (c *Cache[K, V]) put(k K, v V) {
 	if _, ok := c.m[k]; !ok && len(c.m) >= c.max {
 		for victim := range c.m {
 			delete(c.m, victim)

@@ -2,6 +2,7 @@ package bounded_test
 
 import (
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/snapnode/snapnode/internal/bounded"
@@ -35,5 +36,24 @@ func TestCacheBounded(t *testing.T) {
 	z.Put(2, 2)
 	if z.Len() != 1 {
 		t.Errorf("zero-bound cache holds %d", z.Len())
+	}
+}
+
+// Add stores a key once: of many goroutines adding one key, exactly one
+// is told it added it.
+func TestCacheAddOnce(t *testing.T) {
+	c := bounded.NewCache[int, struct{}](16)
+	var added atomic.Int32
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Go(func() {
+			if c.Add(7, struct{}{}) {
+				added.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if added.Load() != 1 || c.Len() != 1 {
+		t.Fatalf("%d adds succeeded, %d entries; want 1 and 1", added.Load(), c.Len())
 	}
 }

@@ -36,6 +36,7 @@ type takenLog struct {
 	buf                 []byte
 	taken, left, tookUp int
 	alive               int
+	late                int // late requests dropped unanswered
 }
 
 func (l *takenLog) Write(p []byte) (int, error) {
@@ -55,6 +56,8 @@ func (l *takenLog) Write(p []byte) (int, error) {
 			l.left += logInt(line, "count")
 		case bytes.Contains(line, []byte("inbox: took up another replica's request")):
 			l.tookUp++
+		case bytes.Contains(line, []byte("inbox: a late request cannot be opened; not answered")):
+			l.late++
 		case bytes.Contains(line, []byte("replicas: sharing the requests")):
 			l.alive = logInt(line, "alive")
 		case bytes.Contains(line, []byte("level=WARN")), bytes.Contains(line, []byte("level=ERROR")):
@@ -86,6 +89,13 @@ func (l *takenLog) counts() (taken, left, tookUp, alive int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.taken, l.left, l.tookUp, l.alive
+}
+
+// lateDropped is how many late requests the process dropped unanswered.
+func (l *takenLog) lateDropped() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.late
 }
 
 // count is how many deliveries the process did not answer itself.
@@ -198,6 +208,41 @@ func TestReplicasOnPostgres(t *testing.T) {
 	if leftA == 0 || leftB == 0 || leftA+leftB < total/2 {
 		t.Errorf("requests left unopened to the other replica: %d and %d of %d; want each replica to leave most of the other's share", leftA, leftB, total)
 	}
+
+	// A request its owner answers without recording it (its content
+	// cannot be opened: 1003) is answered once. The other replica, finding
+	// no record of it when its grace passes, takes it up late and stays
+	// silent.
+	garbage := nostr.Event{CreatedAt: nostr.Now(), Kind: relay.KindEphemeral, Tags: nostr.Tags{{"p", target.PubKey}}, Content: "not a NIP-44 payload"}
+	if err := relay.SignEvent(alice.key, &garbage); err != nil {
+		t.Fatal(err)
+	}
+	sctx, stopSub := context.WithCancel(context.Background())
+	defer stopSub()
+	sub, err := alice.pool.Subscribe(sctx, nostr.Filter{Kinds: []int{relay.KindEphemeral}, Authors: []string{target.PubKey}, Tags: nostr.TagMap{"e": {garbage.ID}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-sub.EOSE()
+	if _, err := alice.pool.Publish(sctx, garbage); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the unopenable request taken up late and dropped", func() bool {
+		return logs[0].lateDropped()+logs[1].lateDropped() == 1
+	})
+	var answers int
+	for drained := false; !drained; {
+		select {
+		case <-sub.Events():
+			answers++
+		default:
+			drained = true
+		}
+	}
+	if answers != 1 {
+		t.Fatalf("the unopenable request got %d answers, want 1", answers)
+	}
+	stopSub()
 
 	// Replica 1 dies without leaving: its share goes unanswered until
 	// replica 0 stops counting it alive, then replica 0 takes it up.

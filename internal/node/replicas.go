@@ -11,7 +11,12 @@ import (
 	"github.com/snapnode/snapnode/internal/sqldb"
 	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/snapnostr"
+	"github.com/snapnode/snapnode/tasks/sqlstore"
 )
+
+// The replay store of a database tells the inbox which requests another
+// process took.
+var _ snapnostr.Recorded = (*sqlstore.ReplayStore)(nil)
 
 // openShares returns the inbox's share of the requests among the
 // processes running this identity on db (snapnostr.Replicas), or nil

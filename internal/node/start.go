@@ -386,10 +386,13 @@ func (w *wiring) startInbox(ctx context.Context) error {
 		Streams: n.cfg.MaxStreams + n.cfg.MaxStreamWaiters,
 	}
 	if shares != nil { // not a nil *Replicas in the interface
-		icfg.Shares = shares
-		if rec, ok := w.replay.(snapnostr.Recorded); ok {
-			icfg.Recorded = rec
+		rec, ok := w.replay.(snapnostr.Recorded)
+		if !ok {
+			// Without it a request whose owner never took it would be
+			// forgotten: the processes would not share the requests out.
+			return fmt.Errorf("node: the replay store %T cannot tell which requests another process took", w.replay)
 		}
+		icfg.Shares, icfg.Recorded = shares, rec
 	}
 	in = snapnostr.NewInbox(icfg)
 	ictx, stop := context.WithCancel(ctx)

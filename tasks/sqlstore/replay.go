@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -217,29 +218,37 @@ func (rs *ReplayStore) Recorded(ctx context.Context, eventIDs []string) (map[str
 	if err := s.start(ctx, "replay recorded"); err != nil {
 		return nil, err
 	}
-	var rows *sql.Rows
-	var err error
 	if s.db.Dialect == sqldb.Postgres {
-		rows, err = s.db.R.QueryContext(ctx, `SELECT via FROM replay WHERE via = ANY($1) AND via <> ''`, eventIDs)
-	} else {
-		args := make([]any, len(eventIDs))
-		for i, id := range eventIDs {
+		return out, rs.recorded(ctx, out, `SELECT via FROM replay WHERE via = ANY($1) AND via <> ''`, eventIDs)
+	}
+	// SQLite binds at most 32,766 parameters a statement: in slices.
+	for part := range slices.Chunk(eventIDs, 500) {
+		args := make([]any, len(part))
+		for i, id := range part {
 			args[i] = id
 		}
-		rows, err = s.db.R.QueryContext(ctx, `SELECT via FROM replay WHERE via <> '' AND via IN (?`+strings.Repeat(`, ?`, len(eventIDs)-1)+`)`, args...)
+		if err := rs.recorded(ctx, out, `SELECT via FROM replay WHERE via <> '' AND via IN (?`+strings.Repeat(`, ?`, len(part)-1)+`)`, args...); err != nil {
+			return nil, err
+		}
 	}
+	return out, nil
+}
+
+// recorded adds to out the deliveries query returns.
+func (rs *ReplayStore) recorded(ctx context.Context, out map[string]bool, query string, args ...any) error {
+	rows, err := rs.s.db.R.QueryContext(ctx, query, args...)
 	if err != nil {
-		return nil, dbError("replay recorded", "", err)
+		return dbError("replay recorded", "", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var via string
 		if err := rows.Scan(&via); err != nil {
-			return nil, dbError("replay recorded", "", err)
+			return dbError("replay recorded", "", err)
 		}
 		out[via] = true
 	}
-	return out, dbError("replay recorded", "", rows.Err())
+	return dbError("replay recorded", "", rows.Err())
 }
 
 // sweepBatch is how many records one transaction of Sweep deletes at most.

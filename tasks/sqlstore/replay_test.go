@@ -225,6 +225,14 @@ func TestReplayDeliveryAndResult(t *testing.T) {
 		if got, err := b.Recorded(ctx, nil); err != nil || len(got) != 0 {
 			t.Fatalf("Recorded of none = %v, %v", got, err)
 		}
+		many := make([]string, 1200) // past one statement's worth on SQLite
+		for i := range many {
+			many[i] = fmt.Sprintf("ev-none-%d", i)
+		}
+		many[700] = "ev-1"
+		if got, err := b.Recorded(ctx, many); err != nil || !maps.Equal(got, map[string]bool{"ev-1": true}) {
+			t.Fatalf("Recorded of 1,200 = %v, %v; want ev-1 alone", got, err)
+		}
 
 		// No result until one is saved; then every replica reads it.
 		if _, ok, err := b.LoadResult(ctx, from, "m1", t0); err != nil || ok {
