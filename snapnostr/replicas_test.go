@@ -2,9 +2,9 @@ package snapnostr
 
 import (
 	"context"
-	"fmt"
 	"crypto/sha256"
 	"encoding/binary"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -48,7 +48,7 @@ func owners(rs []*Replicas, all [][32]byte) []int {
 // testClock is the replicas' clock in a test.
 type testClock struct{ ns atomic.Int64 }
 
-func (c *testClock) now() time.Time    { return time.Unix(0, c.ns.Load()) }
+func (c *testClock) now() time.Time   { return time.Unix(0, c.ns.Load()) }
 func (c *testClock) set(at time.Time) { c.ns.Store(at.UnixNano()) }
 
 // openReplicas opens a Replicas beating every second on clock, whose
@@ -209,7 +209,9 @@ func TestReplicasShareRequests(t *testing.T) {
 // the unverified ones. review returns what became mine and what is due,
 // and keeps the rest.
 func TestDeferralsBoundedAndReviewed(t *testing.T) {
-	ev := func(n int) *nostr.Event { return &nostr.Event{Content: string(make([]byte, n)), Tags: nostr.Tags{{"p", "x"}}} }
+	ev := func(n int) *nostr.Event {
+		return &nostr.Event{Content: string(make([]byte, n)), Tags: nostr.Tags{{"p", "x"}}}
+	}
 	big, small := eventSize(ev(400)), eventSize(ev(200))
 	if big-small != 200 {
 		t.Fatalf("eventSize: %d and %d, want 200 apart", big, small)
@@ -383,7 +385,7 @@ func TestInboxVerifiesWhatItTakesUp(t *testing.T) {
 	sh := &switchShares{}
 	r := newShareRig(t, InboxConfig{Shares: sh})
 	genuine, forged := r.request("genuine"), r.request("forged")
-	forged.Sig = genuine.Sig // a valid signature, of another event
+	forged.Sig = genuine.Sig  // a valid signature, of another event
 	var sameID []*nostr.Event // claim the genuine event's id and signature
 	for i := range maxCopies {
 		ev := *genuine
