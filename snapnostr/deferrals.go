@@ -77,10 +77,11 @@ func (d *deferrals) add(id [32]byte, ev *nostr.Event, until time.Time, verified 
 	size := eventSize(ev)
 	if e, ok := d.byID[id]; ok {
 		switch {
-		case e.verified, slices.ContainsFunc(e.evs, func(x *nostr.Event) bool { return sameEvent(x, ev) }):
-		case verified:
+		case e.verified:
+		case verified: // a checked copy replaces the unchecked ones, even one alike
 			d.bytes += size - e.size
 			e.evs, e.verified, e.size = []*nostr.Event{ev}, true, size
+		case slices.ContainsFunc(e.evs, func(x *nostr.Event) bool { return sameEvent(x, ev) }):
 		case len(e.evs) >= maxCopies:
 			return tooMany
 		case d.bytes+size > d.maxSize:

@@ -28,7 +28,9 @@ type InboxConfig struct {
 	Handler    snap.Handler // answers each message opened (a *snap.Server)
 	Checkpoint Checkpoint   // nil: no catch-up of stored requests
 	// Verifier, shared with the transport, learns of the replies the
-	// inbox signs so that publishing them costs no second verification.
+	// inbox signs so that publishing them costs no second verification,
+	// and checks the requests set aside for another replica that the
+	// inbox takes up (default: a Verifier of the inbox's own).
 	Verifier *relay.Verifier
 	Logger   *slog.Logger
 	Now      func() time.Time
@@ -140,6 +142,9 @@ func NewInbox(cfg InboxConfig) *Inbox {
 	defaults.Positive(&cfg.Refusals, 256)
 	defaults.Positive(&cfg.Deferred, 8192)
 	defaults.Positive(&cfg.DeferredBytes, 16<<20)
+	if cfg.Verifier == nil {
+		cfg.Verifier = relay.NewVerifier()
+	}
 	in := &Inbox{cfg: cfg, sealer: newSealer(cfg.Key, 4096), ready: make(chan struct{}),
 		recent: bounded.NewCache[uint64, struct{}](100_000), recentSeed: maphash.MakeSeed(),
 		slots: make(chan struct{}, cfg.Streams), deferred: newDeferrals(cfg.Deferred, cfg.DeferredBytes)}
@@ -335,33 +340,19 @@ func (in *Inbox) setAside(ctx context.Context, ev *nostr.Event, jobs *fairqueue.
 	if !ok {
 		return
 	}
-	until := in.cfg.Now().Add(in.cfg.Shares.Grace())
-	switch in.deferred.add(id, ev, until, false) {
-	case kept:
-	case tooMany:
-		// Copies claiming the id fill its entry (forged ones, it may
-		// be): this one is checked now, and kept as the request if it
-		// holds, so that no number of forgeries shuts the genuine out.
-		if in.verify(ev) && in.deferred.add(id, ev, until, true) != kept {
-			in.take(ctx, ev, jobs, refusals)
-		}
-	case noRoom:
-		if in.verify(ev) {
-			in.take(ctx, ev, jobs, refusals)
-		}
+	// Past the bounds, or when copies claiming the id (forged ones, it
+	// may be) fill its entry, this copy is checked now and taken as a
+	// verified one: kept aside as the request (no number of forgeries
+	// shuts the genuine out), or queued when there is no room.
+	if in.deferred.add(id, ev, in.cfg.Now().Add(in.cfg.Shares.Grace()), false) != kept && in.verify(ev) {
+		in.take(ctx, ev, jobs, refusals)
 	}
 }
 
 // verify checks the id and signature of an event the pool did not check,
 // and reports whether they hold.
 func (in *Inbox) verify(ev *nostr.Event) bool {
-	var err error
-	if in.cfg.Verifier != nil {
-		err = in.cfg.Verifier.Verify(ev)
-	} else {
-		err = relay.VerifyEvent(ev)
-	}
-	if err != nil {
+	if err := in.cfg.Verifier.Verify(ev); err != nil {
 		in.cfg.Logger.Debug("inbox: dropped an invalid event", "event", ev.ID, "err", err)
 		return false
 	}
@@ -433,19 +424,11 @@ func (in *Inbox) reviewPass(ctx context.Context, jobs *fairqueue.Queue[string, *
 	pass, cancel := context.WithTimeout(ctx, in.cfg.Shares.Grace()/2)
 	defer cancel()
 	take, due := in.deferred.review(in.cfg.Now(), in.cfg.Shares.Mine)
-	var late []*deferral
+	late := in.notTaken(pass, due)
+	if ctx.Err() != nil {
+		return // stopping: the requests due are this process's no longer
+	}
 	if len(due) > 0 {
-		taken := in.recorded(pass, due)
-		if taken == nil && ctx.Err() != nil {
-			return // stopping: the requests due are this process's no longer
-		}
-		// Unknown (nil: the database failed or did not answer in time)
-		// counts as taken by nobody.
-		for _, d := range due {
-			if !taken[hex.EncodeToString(d.id[:])] {
-				late = append(late, d)
-			}
-		}
 		in.deferred.left.Add(int64(len(due) - len(late)))
 		in.cfg.Logger.Debug("inbox: requests left to other replicas", "count", len(due)-len(late), "not taken", len(late))
 	}
@@ -460,26 +443,28 @@ func (in *Inbox) reviewPass(ctx context.Context, jobs *fairqueue.Queue[string, *
 	}
 }
 
-// recorded returns which of the requests due some process took: all of
-// them without Recorded, nil when it cannot tell.
-func (in *Inbox) recorded(ctx context.Context, due []*deferral) map[string]bool {
+// notTaken returns the requests due that no process took: none without
+// Recorded, all when the database cannot tell (it failed, or did not
+// answer in time).
+func (in *Inbox) notTaken(ctx context.Context, due []*deferral) []*deferral {
+	if len(due) == 0 || in.cfg.Recorded == nil {
+		return nil
+	}
 	ids := make([]string, len(due))
 	for i, d := range due {
 		ids[i] = hex.EncodeToString(d.id[:])
 	}
-	if in.cfg.Recorded == nil {
-		out := make(map[string]bool, len(ids))
-		for _, id := range ids {
-			out[id] = true
-		}
-		return out
-	}
 	taken, err := in.cfg.Recorded.Recorded(ctx, ids)
-	if err != nil {
+	if err != nil && ctx.Err() == nil {
 		in.cfg.Logger.Warn("inbox: cannot tell which requests another replica took", "count", len(ids), "err", err)
-		return nil
 	}
-	return taken
+	var out []*deferral
+	for i, d := range due {
+		if !taken[ids[i]] {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // takeUp queues a request kept aside: the copy the pool verified, or the

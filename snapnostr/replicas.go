@@ -96,9 +96,14 @@ type replicaView struct {
 
 type beatSeen struct {
 	beat  int64
+	seed  uint64 // replicaSeed of its id
 	moved time.Time
 	alive bool // moved at least once since first seen
 }
+
+// alive is how many replicas v counts as alive and receiving, this one
+// included when it receives.
+func (v *replicaView) alive() int { return len(v.others) + b2i(v.receiving) }
 
 // OpenReplicas returns this process's Replicas on db, after bringing the
 // table up to date; it beats only once Run runs. Until the first beat
@@ -162,14 +167,7 @@ func (r *Replicas) Mine(id [32]byte) bool {
 
 // Alive returns how many replicas this process counts as alive and
 // receiving, itself included when it receives.
-func (r *Replicas) Alive() int {
-	v := r.view.Load()
-	n := len(v.others)
-	if v.receiving {
-		n++
-	}
-	return n
-}
+func (r *Replicas) Alive() int { return r.view.Load().alive() }
 
 // Run beats and reads the others' beats every Beat until ctx ends, then
 // deletes this process's row, so that the others take its share at once.
@@ -189,11 +187,7 @@ func (r *Replicas) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			leave, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
-			err := r.db.Write(leave, func(ctx context.Context, tx *sql.Tx) error {
-				_, err := tx.ExecContext(ctx, r.db.Dialect.Rebind(`DELETE FROM inbox_replicas WHERE replica = ?`), r.id)
-				return err
-			})
-			if err != nil {
+			if err := r.remove(leave, r.db.Write, r.id); err != nil {
 				return fmt.Errorf("snapnostr: replicas: leave: %w", err)
 			}
 			return nil
@@ -209,21 +203,30 @@ func (r *Replicas) expire(now time.Time) {
 	if len(v.others) == 0 || !now.After(v.until) {
 		return
 	}
-	r.view.Store(&replicaView{receiving: v.receiving, until: v.until})
+	nv := &replicaView{receiving: v.receiving, until: v.until}
+	r.view.Store(nv)
 	r.cfg.Logger.Warn("replicas: the others' beats could not be read for a while; taking every request", "for", now.Sub(v.until)+r.cfg.Expire)
 	if r.cfg.OnChange != nil {
-		r.cfg.OnChange(b2i(v.receiving))
+		r.cfg.OnChange(nv.alive())
 	}
+}
+
+// remove deletes the row of replica id with write (the database's Write
+// or WriteNoSync).
+func (r *Replicas) remove(ctx context.Context, write func(context.Context, func(context.Context, *sql.Tx) error) error, id string) error {
+	return write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, r.db.Dialect.Rebind(`DELETE FROM inbox_replicas WHERE replica = ?`), id)
+		return err
+	})
 }
 
 // step writes this process's beat, reads every row and updates the view.
 func (r *Replicas) step(ctx context.Context, now time.Time) error {
 	receiving := r.cfg.Receiving()
-	flag := b2i(receiving)
 	// A beat lost to a power cut is of no concern: the next one counts.
 	err := r.db.WriteNoSync(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, r.db.Dialect.Rebind(`INSERT INTO inbox_replicas (replica, beat, receiving) VALUES (?, 1, ?)
-			ON CONFLICT (replica) DO UPDATE SET beat = inbox_replicas.beat + 1, receiving = excluded.receiving`), r.id, flag)
+			ON CONFLICT (replica) DO UPDATE SET beat = inbox_replicas.beat + 1, receiving = excluded.receiving`), r.id, b2i(receiving))
 		return err
 	})
 	if err != nil {
@@ -250,14 +253,14 @@ func (r *Replicas) step(ctx context.Context, now time.Time) error {
 		s, known := r.seen[id]
 		switch {
 		case !known:
-			s = beatSeen{beat: beat, moved: now}
+			s = beatSeen{beat: beat, seed: replicaSeed(id), moved: now}
 		case beat != s.beat:
-			s = beatSeen{beat: beat, moved: now, alive: true}
+			s.beat, s.moved, s.alive = beat, now, true
 		}
 		r.seen[id] = s
 		fresh := now.Sub(s.moved) < r.cfg.Expire
 		if s.alive && fresh && recv == 1 {
-			others = append(others, replicaSeed(id))
+			others = append(others, s.seed)
 		}
 		if !fresh && now.Sub(s.moved) > 10*r.cfg.Expire {
 			gone = append(gone, id) // killed long ago: its row goes
@@ -272,20 +275,16 @@ func (r *Replicas) step(ctx context.Context, now time.Time) error {
 		}
 	}
 	slices.Sort(others)
-	old := r.view.Load()
-	r.view.Store(&replicaView{others: others, receiving: receiving, until: now.Add(r.cfg.Expire)})
+	old, v := r.view.Load(), &replicaView{others: others, receiving: receiving, until: now.Add(r.cfg.Expire)}
+	r.view.Store(v)
 	if old.receiving != receiving || !slices.Equal(old.others, others) {
-		r.cfg.Logger.Info("replicas: sharing the requests", "alive", len(others)+flag, "receiving", receiving)
-		if r.cfg.OnChange != nil && len(old.others)+b2i(old.receiving) != len(others)+flag {
-			r.cfg.OnChange(len(others) + flag)
+		r.cfg.Logger.Info("replicas: sharing the requests", "alive", v.alive(), "receiving", receiving)
+		if r.cfg.OnChange != nil && old.alive() != v.alive() {
+			r.cfg.OnChange(v.alive())
 		}
 	}
 	for _, id := range gone {
-		err := r.db.WriteNoSync(ctx, func(ctx context.Context, tx *sql.Tx) error {
-			_, err := tx.ExecContext(ctx, r.db.Dialect.Rebind(`DELETE FROM inbox_replicas WHERE replica = ?`), id)
-			return err
-		})
-		if err != nil {
+		if err := r.remove(ctx, r.db.WriteNoSync, id); err != nil {
 			return err
 		}
 		delete(r.seen, id)

@@ -259,6 +259,13 @@ func TestDeferralsBoundedAndReviewed(t *testing.T) {
 	if e := d.byID[all[1]]; !e.verified || len(e.evs) != 1 || e.evs[0] != verified || d.bytes != e.size {
 		t.Fatal("a verified copy did not replace the unverified ones")
 	}
+	// A checked copy alike to an unchecked one kept replaces it too (the
+	// inbox's take saw it, so the entry must say it was checked).
+	d2 := newDeferrals(3, 1<<20)
+	same := ev(30)
+	if d2.add(all[4], same, now, false) != kept || d2.add(all[4], same, now, true) != kept || !d2.byID[all[4]].verified {
+		t.Fatal("a checked copy alike to the unchecked one kept did not mark the entry checked")
+	}
 	if d.add(all[3], ev(400), now.Add(3*time.Second), true) != kept {
 		t.Fatal("add refused once review made room")
 	}

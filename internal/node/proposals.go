@@ -112,8 +112,15 @@ func startAdmin(ctx context.Context, dataDir string, h adminHandler, logger *slo
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
-	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	return background(context.WithoutCancel(ctx), srv.Serve), nil
+}
+
+// background runs run on a goroutine of its own until ctx ends or the
+// returned stop is called; stop waits for run to return and returns its
+// error.
+func background(ctx context.Context, run func(context.Context) error) (stop func() error) {
+	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- srv.Serve(sctx) }()
-	return func() error { cancel(); return <-done }, nil
+	go func() { done <- run(ctx) }()
+	return func() error { cancel(); return <-done }
 }

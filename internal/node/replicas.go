@@ -34,15 +34,6 @@ func openShares(ctx context.Context, db *sqldb.DB, receiving func() bool, onChan
 	return r, nil
 }
 
-// runShares runs r's beats until the returned stop is called or ctx
-// ends; stop waits for r to leave.
-func runShares(ctx context.Context, r *snapnostr.Replicas) func() error {
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	return func() error { cancel(); return <-done }
-}
-
 // receiving reports whether the inbox is subscribed and at least one
 // relay of the pool connected: a replica that is not receiving leaves its
 // share of the requests to the others.

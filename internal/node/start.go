@@ -403,7 +403,7 @@ func (w *wiring) startInbox(ctx context.Context) error {
 	if shares != nil {
 		// Closed before the inbox: the replica leaves the others' view
 		// first, so that they take its share while it still answers.
-		n.parts.push("replicas", runShares(ctx, shares))
+		n.parts.push("replicas", background(ctx, shares.Run))
 		if w.mx != nil {
 			w.mx.SetShares(func() metrics.Shares {
 				st := in.Shared()
