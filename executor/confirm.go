@@ -122,13 +122,22 @@ func (e *Executor) authorize(ctx context.Context, actionID, approver string, app
 // Result is Completed; an approved action without effects (a read a
 // policy wanted confirmed) runs then.
 func (e *Executor) Approve(ctx context.Context, actionID, approver string) (*Result, error) {
-	return e.ApproveThen(ctx, actionID, approver, nil)
+	return e.ApproveThen(ctx, actionID, approver, nil, nil)
 }
 
-// ApproveThen is Approve with the caller's write of the outcome, then
-// (nil: none), in the approval's last commit (see Then). An approval that
-// holds the action again (its files changed) is such an outcome too.
-func (e *Executor) ApproveThen(ctx context.Context, actionID, approver string, then Then) (*Result, error) {
+// ApproveThen is Approve with two writes of the caller's. before (nil:
+// none) runs first in the approval's first commit, before anything has
+// an effect: its error (the task ended meanwhile, say) fails that commit,
+// nothing runs, the action waits for a decision again, and the approval
+// returns the error. then (nil: none) runs in the approval's last commit
+// (see Then); an approval that holds the action again (its files
+// changed) is such an outcome too.
+//
+// One action of a task runs at a time: an approval whose first commit
+// finds another action of the same task being promoted fails with
+// ErrBusy (the action waits again), so that two approvals decided at the
+// same moment run one after the other, each knowing what the other did.
+func (e *Executor) ApproveThen(ctx context.Context, actionID, approver string, before func(context.Context, *sql.Tx) error, then Then) (*Result, error) {
 	r, actor, err := e.authorize(ctx, actionID, approver, true)
 	if err != nil {
 		return nil, err
@@ -141,7 +150,7 @@ func (e *Executor) ApproveThen(ctx context.Context, actionID, approver string, t
 		return nil, fmt.Errorf("%w: %q", ErrNoPending, actionID)
 	}
 	r.State = stateApproving
-	res, err := e.approve(ctx, r, actor, then)
+	res, err := e.approve(ctx, r, actor, e.alone(r, before), then)
 	if err != nil {
 		// Give the action back to the operators, unless it moved on.
 		r.State, r.Updated = statePending, e.now()
@@ -152,9 +161,29 @@ func (e *Executor) ApproveThen(ctx context.Context, actionID, approver string, t
 	return res, err
 }
 
-func (e *Executor) approve(ctx context.Context, r *record, actor string, then Then) (*Result, error) {
+// alone returns the check of an approval's first commit: the caller's
+// before, then that no other action of r's task is being promoted.
+func (e *Executor) alone(r *record, before func(context.Context, *sql.Tx) error) func(context.Context, *sql.Tx) error {
+	return func(ctx context.Context, tx *sql.Tx) error {
+		if before != nil {
+			if err := before(ctx, tx); err != nil {
+				return err
+			}
+		}
+		other, err := e.store.promotingTx(ctx, tx, r.Task, r.ActionID)
+		if err != nil {
+			return err
+		}
+		if other != "" {
+			return fmt.Errorf("%w (action %s of task %s)", ErrBusy, other, r.Task)
+		}
+		return nil
+	}
+}
+
+func (e *Executor) approve(ctx context.Context, r *record, actor string, first func(context.Context, *sql.Tx) error, then Then) (*Result, error) {
 	j := e.journal(r.Task, r.ActionID)
-	j.then = then
+	j.first, j.then = first, then
 	it, err := e.parse(r.Data, r.ActionID)
 	if err != nil {
 		// It was valid when held: this build no longer accepts it.

@@ -321,6 +321,11 @@ var (
 	// Config.SnapshotMaxBytes) and was pruned: it can no longer be rolled
 	// back.
 	ErrSnapshotPruned = errors.New("executor: the action's rollback snapshot was pruned")
+	// ErrBusy: an approval found another action of the same task being
+	// carried out (approved a moment before, and not yet recorded as
+	// done): nothing ran, the action waits for a decision again, which
+	// is then taken knowing what the other one did.
+	ErrBusy = errors.New("executor: another action of the task is being carried out")
 	// ErrInvalidIdentity: a requester, approver or task id that cannot be
 	// recorded (empty, too long, control characters, not UTF-8).
 	ErrInvalidIdentity = errors.New("executor: invalid identity")

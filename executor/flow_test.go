@@ -3,6 +3,7 @@ package executor_test
 import (
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -558,4 +559,75 @@ func TestInvalidRequest(t *testing.T) {
 			t.Errorf("Run(%q, %q): %v, want ErrInvalidIdentity", req.Requester, req.TaskID, err)
 		}
 	}
+}
+
+// An approval's before runs in its first commit: its error stops the
+// approval before anything runs and the action waits again. An approval
+// that finds another action of the task being promoted fails with
+// ErrBusy, and nothing runs; once the other is done, it goes through.
+func TestApprovalBoundToItsTask(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		v := newEnv(t, dsn)
+		ctx := context.Background()
+		v.file("a.txt", "a\n")
+		v.file("b.txt", "b\n")
+		hold := func(p string) string {
+			t.Helper()
+			res, err := v.ex.Run(ctx, executor.Request{TaskID: "task-1", Requester: agent, Data: prop("DELETE_FILE", map[string]string{"path": p})})
+			if err != nil || res.Outcome != executor.NeedsConfirmation {
+				t.Fatalf("hold %s: %+v %v", p, res, err)
+			}
+			return res.ActionID
+		}
+		a, b := hold("/sandbox/a.txt"), hold("/sandbox/b.txt")
+		waiting := func(want ...string) {
+			t.Helper()
+			ps, err := v.ex.Pending(ctx, "task-1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, p := range ps {
+				got = append(got, p.ActionID)
+			}
+			slices.Sort(got)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Fatalf("pending %v, want %v", got, want)
+			}
+		}
+
+		ended := errors.New("the task ended")
+		if _, err := v.ex.ApproveThen(ctx, a, operator, func(context.Context, *sql.Tx) error { return ended }, nil); !errors.Is(err, ended) {
+			t.Fatalf("approval whose before fails: %v", err)
+		}
+		if _, ok := v.content("a.txt"); !ok {
+			t.Fatal("the approval ran although its before failed")
+		}
+		waiting(a, b)
+
+		setState := func(id, state string) {
+			t.Helper()
+			if _, err := v.db.W.ExecContext(ctx, v.db.Dialect.Rebind(`UPDATE executor_actions SET state = ? WHERE action_id = ?`), state, id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		setState(a, "promoting") // as an approval of a does between its two commits
+		if _, err := v.ex.Approve(ctx, b, operator); !errors.Is(err, executor.ErrBusy) || !strings.Contains(err.Error(), a) {
+			t.Fatalf("approval while another action of the task is promoted: %v", err)
+		}
+		if _, ok := v.content("b.txt"); !ok {
+			t.Fatal("the busy approval ran")
+		}
+		waiting(b)
+		setState(a, "pending")
+		if res, err := v.ex.Approve(ctx, b, operator); err != nil || res.Outcome != executor.Completed {
+			t.Fatalf("approval once the other is done: %+v %v", res, err)
+		}
+		if _, ok := v.content("b.txt"); ok {
+			t.Fatal("the approval did not run")
+		}
+		waiting(a)
+		v.verify()
+	})
 }

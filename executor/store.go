@@ -196,6 +196,21 @@ func (s *store) get(ctx context.Context, actionID string) (*record, error) {
 
 // list returns the records in state (every state when ""), of one task or
 // (task "") of all, in the order they were made.
+// promotingTx returns, in tx, the id of an action of task other than
+// except that is being promoted ("" for none).
+func (s *store) promotingTx(ctx context.Context, tx *sql.Tx, task, except string) (string, error) {
+	var id string
+	err := tx.QueryRowContext(ctx, s.d.Rebind(`SELECT action_id FROM executor_actions WHERE task = ? AND state = ? AND action_id <> ? LIMIT 1`),
+		task, statePromoting, except).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("executor: actions of task %s being promoted: %w", task, err)
+	}
+	return id, nil
+}
+
 func (s *store) list(ctx context.Context, state, task string) ([]*record, error) {
 	q := `SELECT ` + recordColumns + ` FROM executor_actions WHERE 1 = 1`
 	var args []any

@@ -101,7 +101,7 @@ func TestThenJoinsLastCommit(t *testing.T) {
 				return res
 			}, executor.NeedsConfirmation, 1},
 			{"approved", func() *executor.Result {
-				res, err := v.ex.ApproveThen(ctx, held, operator, n.then(nil))
+				res, err := v.ex.ApproveThen(ctx, held, operator, nil, n.then(nil))
 				if err != nil {
 					t.Fatal(err)
 				}

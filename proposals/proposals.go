@@ -205,11 +205,24 @@ func (p *Proposals) Decide(ctx context.Context, d Decision) (*tasks.Task, error)
 	}
 	var res *executor.Result
 	if d.Approve {
-		res, err = p.exec.ApproveThen(ctx, pa.ActionID, d.Approver, then)
+		// The task is checked again in the approval's first commit, with
+		// its row held: a cancel lands before it (and nothing runs) or
+		// once the action is under way.
+		unended := p.tasks.Settle(d.TaskID).Unended
+		res, err = p.exec.ApproveThen(ctx, pa.ActionID, d.Approver, unended, then)
 	} else if res, err = p.exec.DenyThen(ctx, pa.ActionID, d.Approver, reason, then); err == nil {
 		res = denied(res)
 	}
 	if err != nil {
+		if errors.Is(err, tasks.ErrTerminal) || errors.Is(err, executor.ErrBusy) {
+			// The task ended meanwhile (canceled, or completed by
+			// another action approved at the same moment): what it still
+			// holds, this action included, is withdrawn.
+			if t, terr := p.tasks.Task(ctx, d.TaskID); terr == nil && t.Status.State.Terminal() {
+				p.withdraw(ctx, d.TaskID, t.Status.State)
+				return nil, &StateError{TaskID: d.TaskID, State: t.Status.State}
+			}
+		}
 		return nil, err
 	}
 	if p.pause != nil {
@@ -291,7 +304,13 @@ func (p *Proposals) settleTask(ctx context.Context, taskID string, res *executor
 	if st == nil {
 		st = p.tasks.Settle(taskID)
 	}
-	return st.Done(ctx, Outcome(res))
+	t, err := st.Done(ctx, Outcome(res))
+	if errors.Is(err, tasks.ErrTerminal) {
+		// The task ended (a cancel) once the action was under way: the
+		// action ran, the task keeps the state it ended in.
+		return p.tasks.Task(ctx, taskID)
+	}
+	return t, err
 }
 
 // settlement returns the write that records taskID's outcome in the

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -60,6 +61,10 @@ type replica struct {
 	svc     *tasks.Service
 	props   *proposals.Proposals
 	sandbox string
+	// during, when set, runs once in the middle of the next approval
+	// (after its claim, when the executor asks whether the approver is
+	// an operator).
+	during atomic.Pointer[func()]
 }
 
 // newReplica builds a replica on dsn; claims gives it the database's
@@ -93,8 +98,14 @@ func newReplicaOn(t *testing.T, dsn string, claims bool, dir string) *replica {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { log.Close() })
+	r := &replica{db: db, sandbox: dir}
 	ex, err := executor.New(ctx, executor.Config{DB: db, Sandbox: sb, Policy: policy.NewHolder(policy.Default()), Audit: log,
-		IsOperator: func(addr string) bool { return addr == operator }})
+		IsOperator: func(addr string) bool {
+			if f := r.during.Swap(nil); f != nil {
+				(*f)()
+			}
+			return addr == operator
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +123,8 @@ func newReplicaOn(t *testing.T, dsn string, claims bool, dir string) *replica {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &replica{db: db, exec: exec, svc: svc, props: props, sandbox: dir}
+	r.exec, r.svc, r.props = exec, svc, props
+	return r
 }
 
 // send sends a message of proposal parts (action, path) from alice, as
@@ -261,6 +273,68 @@ func TestDecisionOnEndedTaskRefused(t *testing.T) {
 			if got, err := r.svc.Task(ctx, task.ID); err != nil || got.Status.State != c.want {
 				t.Fatalf("task after the refused decisions: %v %v", got, err)
 			}
+		})
+	}
+}
+
+// A task that ends while its held action is being approved — canceled by
+// its requester, or completed by the approval of its other held action —
+// ends the approval before anything runs: the decision is refused naming
+// the state, the action is withdrawn, and nothing is left held.
+func TestApprovalRacingTheTaskEnd(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		end  func(t *testing.T, r *replica, task *tasks.Task, ids []string)
+		want tasks.State
+	}{
+		{"canceled", func(t *testing.T, r *replica, task *tasks.Task, _ []string) {
+			b, _ := json.Marshal(map[string]any{"taskId": task.ID})
+			if _, err := taskstest.Cancel(context.Background(), r.svc, alice, b); err != nil {
+				t.Error(err)
+			}
+			// The withdrawal after the cancel finds the action being
+			// approved, not held: it cannot withdraw it.
+			if _, err := r.props.TaskEnded(context.Background(), task.ID); err != nil {
+				t.Error(err)
+			}
+		}, tasks.StateCanceled},
+		{"completed by the other approval", func(t *testing.T, r *replica, task *tasks.Task, ids []string) {
+			if got, err := r.props.Decide(context.Background(), proposals.Decision{TaskID: task.ID, ActionID: ids[0], Approver: executor.Host, Approve: true}); err != nil || got.Status.State != tasks.StateCompleted {
+				t.Errorf("the other approval: %v %v", got, err)
+			}
+		}, tasks.StateCompleted},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			testdb.Each(t, func(t *testing.T, dsn string) {
+				r := newReplica(t, dsn, false)
+				ctx := context.Background()
+				task, ids := r.twoHeld(t)
+				end := func() { c.end(t, r, task, ids) }
+				r.during.Store(&end)
+				_, err := r.props.Decide(ctx, proposals.Decision{TaskID: task.ID, ActionID: ids[1], Approver: executor.Host, Approve: true})
+				var se *proposals.StateError
+				if !errors.Is(err, proposals.ErrTaskEnded) || !errors.As(err, &se) || se.State != c.want {
+					t.Fatalf("approval of a task that ended meanwhile: %v", err)
+				}
+				if !exists(t, r.file("two.txt")) {
+					t.Fatal("the approved delete ran although its task had ended")
+				}
+				if held, err := r.props.Held(ctx, ""); err != nil || len(held) != 0 {
+					t.Fatalf("held after the task ended: %v %v", held, err)
+				}
+				acts, err := r.exec.Actions(ctx, task.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, a := range acts {
+					if a.ActionID == ids[1] && a.State != "denied" {
+						t.Fatalf("the refused approval's action is %s, want withdrawn (denied)", a.State)
+					}
+				}
+				if got, err := r.svc.Task(ctx, task.ID); err != nil || got.Status.State != c.want {
+					t.Fatalf("task: %v %v", got, err)
+				}
+			})
 		})
 	}
 }

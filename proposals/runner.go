@@ -3,6 +3,7 @@ package proposals
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -35,7 +36,7 @@ type Executor interface {
 	Run(ctx context.Context, req executor.Request) (*executor.Result, error)
 	Actions(ctx context.Context, taskID string) ([]executor.Action, error)
 	Pending(ctx context.Context, taskID string) ([]executor.Pending, error)
-	ApproveThen(ctx context.Context, actionID, approver string, then executor.Then) (*executor.Result, error)
+	ApproveThen(ctx context.Context, actionID, approver string, before func(context.Context, *sql.Tx) error, then executor.Then) (*executor.Result, error)
 	DenyThen(ctx context.Context, actionID, approver, reason string, then executor.Then) (*executor.Result, error)
 	Rollback(ctx context.Context, actionID string) error
 	Recoverer

@@ -101,6 +101,16 @@ type TxApplier interface {
 	ApplyTx(ctx context.Context, tx *sql.Tx, taskID string, out Outcome) (*Task, []Event, error)
 }
 
+// TxStater is a Store that reads a task's state inside a transaction of
+// its own database that another component opened and commits (the SQL
+// stores): StateTx returns the state as tx sees it, ErrNotFound for no
+// such task, and holds the task's row against other writers until tx
+// ends (PostgreSQL; SQLite has one writer), so that what tx then writes
+// happens before, or after, any change of the task's state.
+type TxStater interface {
+	StateTx(ctx context.Context, tx *sql.Tx, taskID string) (State, error)
+}
+
 // Settlement records one outcome of a task, either inside the transaction
 // of the component that produced it (In) or on its own (Done), and
 // publishes its events once they are durable. It lets the executor commit
@@ -154,6 +164,32 @@ func (st *Settlement) In(ctx context.Context, tx *sql.Tx, out Outcome) error {
 		return fmt.Errorf("tasks: apply to %s: %w", st.taskID, err)
 	}
 	st.task, st.events = t, evs
+	return nil
+}
+
+// Unended checks, inside tx, that the task has not ended: an error
+// wrapping ErrTerminal when it has (canceled, completed, failed,
+// rejected), ErrNotFound when there is no such task. With a TxStater
+// store the task's row is held until tx ends, so a producer that checks
+// before it acts runs either before the task ends or not at all; with
+// any other store the check reads the task as it is now.
+func (st *Settlement) Unended(ctx context.Context, tx *sql.Tx) error {
+	var state State
+	var err error
+	if ts, ok := st.s.store.(TxStater); ok {
+		state, err = ts.StateTx(ctx, tx, st.taskID)
+	} else {
+		var t *Task
+		if t, err = st.s.store.Get(ctx, st.taskID); err == nil {
+			state = t.Status.State
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("tasks: state of %s: %w", st.taskID, err)
+	}
+	if state.Terminal() {
+		return fmt.Errorf("tasks: task %s is %s: %w", st.taskID, state, ErrTerminal)
+	}
 	return nil
 }
 

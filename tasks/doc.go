@@ -69,7 +69,7 @@
 // the task's state are durable together:
 //
 //	st := svc.Settle(taskID)
-//	res, err := exec.ApproveThen(ctx, actionID, operator,
+//	res, err := exec.ApproveThen(ctx, actionID, operator, st.Unended,
 //		func(ctx context.Context, tx *sql.Tx, res *executor.Result) error {
 //			return st.In(ctx, tx, outcomeOf(res))
 //		})

@@ -12,7 +12,27 @@ import (
 	"github.com/snapnode/snapnode/tasks"
 )
 
-var _ tasks.TxApplier = (*Store)(nil)
+var (
+	_ tasks.TxApplier = (*Store)(nil)
+	_ tasks.TxStater  = (*Store)(nil)
+)
+
+// StateTx is tasks.TxStater's: the task's state in tx, its row locked
+// on PostgreSQL until tx ends.
+func (s *Store) StateTx(ctx context.Context, tx *sql.Tx, taskID string) (tasks.State, error) {
+	if err := s.start(ctx, "state"); err != nil {
+		return "", err
+	}
+	var cur row
+	err := tx.StmtContext(ctx, s.st.getForWrite).QueryRowContext(ctx, taskID).Scan(cur.dest()...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", fmt.Errorf("sqlstore: state %s: %w", taskID, tasks.ErrNotFound)
+	}
+	if err != nil {
+		return "", dbError("state", taskID, err)
+	}
+	return tasks.State(cur.state), nil
+}
 
 // Apply implements tasks.Store: ApplyTx in a transaction of its own (on
 // SQLite in the next group commit).
