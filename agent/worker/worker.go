@@ -199,35 +199,56 @@ func (p *Pool) Complete(ctx context.Context, pr agent.Prompt) (*agent.Completion
 			p.stop(w)
 			return nil, fmt.Errorf("worker: %w", err)
 		}
-		if _, err := w.stdin.Write(append(b, '\n')); err != nil {
-			return nil, p.broken(w, err, pr.Step)
-		}
 	}
+	// The step's time runs from here, its writing included: a worker
+	// that does not read its input (a line longer than the pipe holds)
+	// is stopped like one that does not answer, and stopping it ends the
+	// write.
 	var timeout <-chan time.Time
 	if p.cfg.StepTimeout > 0 {
 		t := time.NewTimer(p.cfg.StepTimeout)
 		defer t.Stop()
 		timeout = t.C
 	}
-	select {
-	case l := <-w.lines:
-		if l.err != nil {
-			return nil, p.broken(w, l.err, pr.Step)
+	sent := make(chan error, 1)
+	go func() {
+		for _, b := range out {
+			if _, err := w.stdin.Write(append(b, '\n')); err != nil {
+				sent <- err
+				return
+			}
 		}
-		if _, err := ParseLine(l.b, p.cfg.MaxLineBytes); err != nil {
-			var le *LineError
-			errors.As(err, &le)
-			return nil, p.violation(w, le.Rule, "the worker wrote garbage: "+le.Message)
+		sent <- nil
+	}()
+	for {
+		select {
+		case err := <-sent:
+			if err != nil {
+				return nil, p.broken(w, err, pr.Step)
+			}
+			sent = nil // written: wait for the answer alone
+		case l := <-w.lines:
+			if l.err != nil {
+				return nil, p.broken(w, l.err, pr.Step)
+			}
+			if sent != nil {
+				return nil, p.violation(w, "flood", "the worker answered before it read the whole step")
+			}
+			if _, err := ParseLine(l.b, p.cfg.MaxLineBytes); err != nil {
+				var le *LineError
+				errors.As(err, &le)
+				return nil, p.violation(w, le.Rule, "the worker wrote garbage: "+le.Message)
+			}
+			return &agent.Completion{Text: string(l.b), Model: "worker:" + filepath.Base(p.cfg.Command[0])}, nil
+		case <-timeout:
+			return nil, p.violation(w, "timeout", fmt.Sprintf("the worker did not answer step %d within its step time-out of %s", pr.Step, p.cfg.StepTimeout))
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return nil, p.violation(w, "timeout", fmt.Sprintf("the worker did not answer step %d within the request time-out", pr.Step))
+			}
+			p.stop(w) // canceled, or the node stops: the job's next step starts afresh
+			return nil, fmt.Errorf("worker: %w", ctx.Err())
 		}
-		return &agent.Completion{Text: string(l.b), Model: "worker:" + filepath.Base(p.cfg.Command[0])}, nil
-	case <-timeout:
-		return nil, p.violation(w, "timeout", fmt.Sprintf("the worker did not answer step %d within its step time-out of %s", pr.Step, p.cfg.StepTimeout))
-	case <-ctx.Done():
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return nil, p.violation(w, "timeout", fmt.Sprintf("the worker did not answer step %d within the request time-out", pr.Step))
-		}
-		p.stop(w) // canceled, or the node stops: the job's next step starts afresh
-		return nil, fmt.Errorf("worker: %w", ctx.Err())
 	}
 }
 

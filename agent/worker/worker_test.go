@@ -307,3 +307,33 @@ func TestObservationHasEverythingSinceTheAnswer(t *testing.T) {
 		t.Fatalf("observation %q", obs)
 	}
 }
+
+// A worker that never reads its input, sent a step longer than a pipe
+// holds, is stopped at its step time-out like one that does not answer:
+// the write does not hold the job (nor its cancel) for ever.
+func TestDeafWorkerStopped(t *testing.T) {
+	p, al, pidfile := pool(t, "deaf.py", func(c *worker.Config) { c.StepTimeout = 2 * time.Second })
+	pr := prompt("job-1", 0, "")
+	pr.Job.SystemPrompt = strings.Repeat("the node's rules, at length. ", 200<<10/29)
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.Complete(context.Background(), pr)
+		done <- err
+	}()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("Complete still writing to a worker that does not read, a minute on")
+	}
+	if !errors.Is(err, agent.ErrWorkerFailed) || !strings.Contains(err.Error(), "did not answer step 0 within its step time-out of 2s") {
+		t.Fatalf("err = %v", err)
+	}
+	gone(t, pids(t, pidfile))
+	if p.Running() != 0 {
+		t.Errorf("%d workers still counted", p.Running())
+	}
+	if es := al.all(); len(es) != 1 || es[0].Decision != "worker_stopped" {
+		t.Fatalf("audit: %+v", es)
+	}
+}
