@@ -313,6 +313,13 @@ func (jr *jobRun) call(ctx context.Context) (*Interaction, *Completion, error) {
 		}
 		return it, nil, err
 	}
+	if comp.PromptTokens < 0 || comp.CompletionTokens < 0 {
+		// A server's bug, or a lie: a negative count would lower the
+		// job's cost and lift its limit. It counts as nothing.
+		r.log.Warn("agent: the model server reported negative token counts; counted as 0", "task", j.TaskID,
+			"prompt_tokens", comp.PromptTokens, "completion_tokens", comp.CompletionTokens)
+		comp.PromptTokens, comp.CompletionTokens = max(comp.PromptTokens, 0), max(comp.CompletionTokens, 0)
+	}
 	usd := (float64(comp.PromptTokens)*r.cfg.PricePerMTokPrompt + float64(comp.CompletionTokens)*r.cfg.PricePerMTokAnswer) / 1e6
 	if r.cfg.Observer != nil {
 		r.cfg.Observer.ObserveModelCall(ResponseSuccess, elapsed, usd*100)

@@ -100,12 +100,23 @@ func newRig(t testing.TB, dsn string) *rig {
 // run works on jobs until the task is in one of the states.
 func (r *rig) run(t *testing.T, m agent.Model, taskID string, states ...tasks.State) *tasks.Task {
 	t.Helper()
+	return r.runWith(t, nil, m, taskID, states...)
+}
+
+// runWith is run with the runtime's configuration changed by set (nil:
+// unchanged).
+func (r *rig) runWith(t *testing.T, set func(*agent.Config), m agent.Model, taskID string, states ...tasks.State) *tasks.Task {
+	t.Helper()
 	var ex agent.Executor = r.exec
 	if r.runExec != nil {
 		ex = r.runExec
 	}
-	rt, err := agent.New(agent.Config{Queue: r.queue, Store: r.store, Tasks: r.svc, Executor: ex, Model: m,
-		ContextTokens: 8000, Lease: time.Second, Poll: 10 * time.Millisecond})
+	cfg := agent.Config{Queue: r.queue, Store: r.store, Tasks: r.svc, Executor: ex, Model: m,
+		ContextTokens: 8000, Lease: time.Second, Poll: 10 * time.Millisecond}
+	if set != nil {
+		set(&cfg)
+	}
+	rt, err := agent.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
