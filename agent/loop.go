@@ -520,6 +520,10 @@ func (jr *jobRun) readText(ctx context.Context, path string, max int) (string, b
 	return read.Result.Content, true
 }
 
+// contextLengthMark starts the recorded error of a model call refused
+// because the prompt was longer than the model's context.
+const contextLengthMark = "the prompt is over the model's context: "
+
 // apiFailure records a failed model call and decides: retry after a
 // backoff (the server's Retry-After when longer, at most a minute), shrink
 // the prompt after a context-length error, or, past the retries, STUCK.
@@ -527,6 +531,11 @@ func (jr *jobRun) apiFailure(ctx context.Context, it *Interaction, callErr error
 	r := jr.r
 	var me *ModelError
 	ctxLen := errors.As(callErr, &me) && me.ContextLength
+	if ctxLen {
+		// Marked in the history, which the count below reads (the
+		// server's own words vary, and "context" is in a time-out's).
+		it.Response.Error = cut(contextLengthMark+it.Response.Error, 1000)
+	}
 	it.Response.NewStatus = jr.j.Status
 	if err := jr.record(ctx, it); err != nil {
 		return true, err
@@ -534,7 +543,7 @@ func (jr *jobRun) apiFailure(ctx context.Context, it *Interaction, callErr error
 	fails, ctxFails := 0, 0
 	for i := len(jr.its) - 1; i >= jr.fresh && jr.its[i].Response.Kind == KindAPIError; i-- {
 		fails++
-		if strings.Contains(jr.its[i].Response.Error, "context") {
+		if strings.HasPrefix(jr.its[i].Response.Error, contextLengthMark) {
 			ctxFails++
 		}
 	}

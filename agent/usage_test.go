@@ -6,8 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/snapnode/snapnode/agent"
 	"github.com/snapnode/snapnode/internal/testdb"
@@ -58,5 +60,62 @@ func TestNegativeUsageCountsAsNothing(t *testing.T) {
 	// The lie's call counts 0.1 cents (its completion); each honest one 0.4.
 	if j.CostCents < 1 || j.CostCents > 1.5 || j.PromptTokens < 0 || m.calls.Load() > 4 {
 		t.Fatalf("cost %.2f cents, prompt tokens %d, %d calls: the lie lowered the cost", j.CostCents, j.PromptTokens, m.calls.Load())
+	}
+}
+
+// failing answers each call with the next of its errors.
+type failing struct {
+	mu    sync.Mutex
+	errs  []error
+	calls int
+}
+
+func (f *failing) Complete(ctx context.Context, _ agent.Prompt) (*agent.Completion, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if len(f.errs) == 0 {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	err := f.errs[0]
+	f.errs = f.errs[1:]
+	return nil, err
+}
+
+// A prompt the server refuses as too long is condensed once and then,
+// refused again, makes the job STUCK naming the context window, however
+// the server words it; a time-out before it is not taken for one.
+func TestContextLengthRefusals(t *testing.T) {
+	tooLong := func() error {
+		return &agent.ModelError{Status: 400, ContextLength: true, Message: "too many tokens: 9000 > 4096"}
+	}
+	timeout := fmt.Errorf("llm: %w", context.DeadlineExceeded)
+	for _, c := range []struct {
+		name  string
+		errs  []error
+		calls int
+	}{
+		{"refused twice", []error{tooLong(), tooLong(), tooLong(), tooLong()}, 2},
+		{"after a time-out", []error{timeout, tooLong(), tooLong(), tooLong()}, 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRig(t, testdb.SQLite(t))
+			ctx := context.Background()
+			task, err := taskstest.Send(ctx, r.svc, "alice", []byte(`{"message":{"messageId":"m","role":"user","parts":[{"text":"go"}]}}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := &failing{errs: c.errs}
+			got := r.runWith(t, func(c *agent.Config) { c.Backoff = time.Millisecond }, m, task.ID, tasks.StateInputRequired, tasks.StateFailed, tasks.StateCompleted)
+			if got.Status.State != tasks.StateInputRequired || !strings.Contains(got.Status.Message, string(agent.PatternContextWindow)) {
+				t.Fatalf("task %s %q", got.Status.State, got.Status.Message)
+			}
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			if m.calls != c.calls {
+				t.Fatalf("%d calls, want %d", m.calls, c.calls)
+			}
+		})
 	}
 }
