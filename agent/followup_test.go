@@ -155,3 +155,55 @@ func jsonString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
 }
+
+// However long the requester writes — the task's text, a follow-up —
+// every call's prompt stays within the context bound, cut with a note,
+// and what was said first still reaches the model.
+func TestLongTextsStayWithinTheContextBound(t *testing.T) {
+	n := newRig(t, testdb.SQLite(t))
+	m := &fuModel{first: make(chan struct{}), release: make(chan struct{})}
+	const contextTokens, maxTokens = 8000, 2048
+	rt, err := agent.New(agent.Config{Queue: n.queue, Store: n.store, Tasks: n.svc, Executor: n.exec, Model: m,
+		ContextTokens: contextTokens, MaxTokens: maxTokens})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { _ = rt.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	task := fuSend(t, n, "", "TASK-START "+strings.Repeat("write a long report. ", 200<<10/21))
+	select {
+	case <-m.first:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the model was never called")
+	}
+	fuSend(t, n, task.ID, "FOLLOW-UP-START "+strings.Repeat("and mind the details. ", 200<<10/22))
+	close(m.release)
+	if got := fuWait(t, n, task.ID); got.Status.State != tasks.StateCompleted {
+		t.Fatalf("task %s %q; want completed", got.Status.State, got.Status.Message)
+	}
+	m.mu.Lock()
+	prompts := m.prompts
+	m.mu.Unlock()
+	if len(prompts) != 2 {
+		t.Fatalf("%d model calls; want 2", len(prompts))
+	}
+	for i, p := range prompts {
+		tokens, all := 0, ""
+		for _, msg := range p {
+			tokens += (len(msg.Content)+3)/4 + 4 // the runtime's own estimate
+			all += msg.Content
+		}
+		if tokens > contextTokens-maxTokens {
+			t.Errorf("call %d: %d tokens, over the bound of %d", i+1, tokens, contextTokens-maxTokens)
+		}
+		if !strings.Contains(all, "TASK-START") {
+			t.Errorf("call %d does not show the task's text", i+1)
+		}
+		if i == 1 && (!strings.Contains(all, "FOLLOW-UP-START") || !strings.Contains(all, "left out to fit the model's context")) {
+			t.Errorf("call 2 was not told the follow-up, cut with a note")
+		}
+	}
+}

@@ -378,7 +378,18 @@ func (jr *jobRun) prompt(ctx context.Context) []ChatMessage {
 		task, files = jr.reviewMessage(ctx, budget)
 	}
 	jr.files = files
-	return buildMessages(system, task, steps, r.redact(j.PendingInput), budget)
+	// What the requester or an operator said since the last call takes
+	// at most a quarter of the budget (four bytes a token); the whole is
+	// in the task's history.
+	return buildMessages(system, task, steps, fitText(r.redact(j.PendingInput), budget), budget)
+}
+
+// fitText is s cut to at most max bytes, the cut said in the text.
+func fitText(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	return cut(s, max) + fmt.Sprintf("\n[%d more bytes left out to fit the model's context]", len(s)-max)
 }
 
 // taskMessage is the prompt's first user message: the task and the
@@ -391,8 +402,11 @@ func (jr *jobRun) taskMessage(ctx context.Context, budget int) (string, []string
 	}
 	// The context files take at most a quarter of the prompt's budget
 	// (four bytes a token), so the task always leaves room for the work.
+	// The task's own text (the requester's messages, a job request's
+	// system prompt) and the workspace take at most half of it: however
+	// long the requester wrote, the prompt stays within the bound.
 	files, text := jr.contextFiles(ctx, budget)
-	return jr.r.redact(taskText(jr.j.Requester, jr.texts(), jr.workspace(ctx)) + text), files
+	return jr.r.redact(fitText(taskText(jr.j.Requester, jr.texts(), jr.workspace(ctx)), 2*budget) + text), files
 }
 
 // Bounds of the context files: the workspace files a task names, whose
