@@ -422,6 +422,14 @@ func (r *Runtime) Run(ctx context.Context) error {
 			}
 			cancel()
 		}
+		if r.budget < 2*r.cfg.MaxTokens {
+			// A context the server gives (a model loaded with a small
+			// window) that an answer of MaxTokens would mostly fill:
+			// answers get a quarter of it, so the prompt keeps room.
+			r.log.Warn("agent: the model's context is small for max_tokens; answers are capped at a quarter of it",
+				"context_tokens", r.budget, "max_tokens", r.cfg.MaxTokens, "now", r.budget/4)
+			r.cfg.MaxTokens = r.budget / 4
+		}
 	}
 	defer r.wg.Wait()
 	// Leases of this holder are a previous run's: that process is gone.

@@ -119,3 +119,31 @@ func TestContextLengthRefusals(t *testing.T) {
 		})
 	}
 }
+
+// sized is a model whose server says its context is small: it records
+// each call's answer cap and finishes at once.
+type sized struct{ caps []int }
+
+func (s *sized) ContextTokens(context.Context) (int, error) { return 2048, nil }
+
+func (s *sized) Complete(_ context.Context, p agent.Prompt) (*agent.Completion, error) {
+	s.caps = append(s.caps, p.MaxTokens)
+	return &agent.Completion{Text: `{"schema_version":"1.0.0","id":"00000000-0000-4000-8000-000000000001","reasoning":"done","action":"FINISH","args":{"response":"done"}}`}, nil
+}
+
+// A model whose server gives a context no larger than max_tokens gets
+// answers capped at a quarter of it, leaving the prompt room, instead of
+// a budget below nothing.
+func TestSmallContextCapsAnswers(t *testing.T) {
+	r := newRig(t, testdb.SQLite(t))
+	ctx := context.Background()
+	task, err := taskstest.Send(ctx, r.svc, "alice", []byte(`{"message":{"messageId":"m","role":"user","parts":[{"text":"go"}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &sized{}
+	got := r.runWith(t, func(c *agent.Config) { c.ContextTokens, c.MaxTokens = 0, 2048 }, m, task.ID, tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired)
+	if got.Status.State != tasks.StateCompleted || len(m.caps) != 1 || m.caps[0] != 512 {
+		t.Fatalf("task %s %q, answer caps %v: want completed, capped at 512", got.Status.State, got.Status.Message, m.caps)
+	}
+}

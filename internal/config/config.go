@@ -1035,6 +1035,12 @@ func (a *Agent) validate() []error {
 				source("SNAPNODE_AGENT_DELEGATE"), source("SNAPNODE_AGENT_COMMAND"), source("SNAPNODE_LLM_URL")))
 		}
 	}
+	if a.Review && (len(a.Command) > 0 || a.Delegate != "") {
+		// The supervisor is a model of agent.llm_url, which a worker or
+		// a delegate excludes: it would be asked to review its own work.
+		errs = append(errs, fmt.Errorf("config: agent.review (%s): want it with a model server (agent.llm_url), whose model supervises; an external worker or a delegate would review its own work",
+			source("SNAPNODE_AGENT_REVIEW")))
+	}
 	if len(a.Command) > 0 && a.Command[0] == "" {
 		bad("command", "SNAPNODE_AGENT_COMMAND", "a program, then its arguments", strconv.Quote(a.Command[0]))
 	}

@@ -59,6 +59,10 @@ func TestAgentWorkerRejectsBadSettings(t *testing.T) {
 			`config: agent.command_env[1] (SNAPNODE_AGENT_COMMAND_ENV): want NAME=value, NAME of letters, digits and _; got "NO VALUE"`},
 		{"the node's own variable", nil, map[string]string{"SNAPNODE_AGENT_COMMAND": "w", "SNAPNODE_AGENT_COMMAND_ENV": "snapnode_llm_api_key=x"},
 			`config: agent.command_env[0] (SNAPNODE_AGENT_COMMAND_ENV): want a variable that is not the node's own (SNAPNODE_…: keys, the API key); got "snapnode_llm_api_key"`},
+		{"a worker reviewing itself", []string{"--agent-review"}, map[string]string{"SNAPNODE_AGENT_COMMAND": "w"},
+			"config: agent.review (--agent-review): want it with a model server (agent.llm_url), whose model supervises; an external worker or a delegate would review its own work"},
+		{"a delegate reviewing itself", nil, map[string]string{"SNAPNODE_AGENT_REVIEW": "true", "SNAPNODE_AGENT_DELEGATE": "bc1p5d7rjq7g6rdk2yhzks9smlaqtedr4dekq08ge8ztwac72sfr9rusxg3297"},
+			"config: agent.review (--agent-review): want it with a model server"},
 		{"negative step time-out", nil, map[string]string{"SNAPNODE_AGENT_STEP_TIMEOUT": "-1s"},
 			`config: agent.step_timeout (SNAPNODE_AGENT_STEP_TIMEOUT): want 0 (the request time-out) or more; got -1s`},
 	} {
