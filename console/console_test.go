@@ -37,7 +37,12 @@ var t0 = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 
 // fakeSource serves one task, "t1", holding one action; filters records
 // the task list's filters.
-type fakeSource struct{ filters *[]tasks.Filter }
+type fakeSource struct {
+	filters *[]tasks.Filter
+	// dec, when set, decides what is held: nothing once it carried a
+	// decision out, unless it holds the action again.
+	dec *fakeDecider
+}
 
 func text(s string) *string { return &s }
 
@@ -71,9 +76,17 @@ func (s fakeSource) Task(_ context.Context, id string) (*tasks.Task, error) {
 	return s.task(), nil
 }
 
-func (fakeSource) Held(_ context.Context, taskID string) ([]executor.Pending, error) {
+func (s fakeSource) Held(_ context.Context, taskID string) ([]executor.Pending, error) {
+	if s.dec != nil {
+		s.dec.mu.Lock()
+		decided := len(s.dec.calls) > 0 && s.dec.err == nil && !s.dec.reheld
+		s.dec.mu.Unlock()
+		if decided {
+			return nil, nil
+		}
+	}
 	return []executor.Pending{{ActionID: "act-1", TaskID: taskID, Requester: "bc1palice", Action: "WRITE_FILE",
-		Data: []byte("{\"action_type\":\"WRITE_FILE\",\"intent_summary\":\"tidy \u202Etxt.exe\u202C notes\u200B\"}"), Diff: "--- a.txt\n+++ a.txt\n+" + hostile + "\n",
+		Data: []byte("{\"action_type\":\"WRITE_FILE\",\"intent_summary\":\"tidy \u202Etxt.exe\u202C notes\u200B\"}"), Diff: "--- a.txt\n+++ a.txt\n+" + hostile + "\n+fake line\r+ok \u202Etxt.exe\n",
 		Reason: "reports/ is read by people: confirm changes", Created: t0}}, nil
 }
 
@@ -109,19 +122,22 @@ func (fakeSource) VerifyAudit(context.Context) (audit.Report, error) {
 type decision struct {
 	task, action, operator string
 	approve                bool
-	reason                 string
+	reason, diff           string
 }
 
 type fakeDecider struct {
 	mu    sync.Mutex
 	calls []decision
 	err   error
+	// reheld makes an approval hold the action again (its files
+	// changed), as the executor does.
+	reheld bool
 }
 
 func (d *fakeDecider) Decide(_ context.Context, dd proposals.Decision) (*tasks.Task, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.calls = append(d.calls, decision{dd.TaskID, dd.ActionID, dd.Approver, dd.Approve, dd.Reason})
+	d.calls = append(d.calls, decision{dd.TaskID, dd.ActionID, dd.Approver, dd.Approve, dd.Reason, dd.Diff})
 	return nil, d.err
 }
 
@@ -134,7 +150,7 @@ type rig struct {
 func newRig(t *testing.T, mutate func(*console.Config)) *rig {
 	t.Helper()
 	r := &rig{clock: testclock.New(t0), dec: &fakeDecider{}}
-	cfg := console.Config{Source: fakeSource{}, Decider: r.dec, Now: r.clock.Now, SessionTTL: time.Hour, TokenTTL: time.Minute}
+	cfg := console.Config{Source: fakeSource{dec: r.dec}, Decider: r.dec, Now: r.clock.Now, SessionTTL: time.Hour, TokenTTL: time.Minute}
 	if mutate != nil {
 		mutate(&cfg)
 	}
@@ -362,7 +378,7 @@ func TestCSRF(t *testing.T) {
 	if w.Code != http.StatusSeeOther || w.Header().Get("Location") != "/console/tasks/t1?done=approved" {
 		t.Fatalf("approve: %d to %q", w.Code, w.Header().Get("Location"))
 	}
-	if want := (decision{"t1", "act-1", executor.Host, true, ""}); len(r.dec.calls) != 1 || r.dec.calls[0] != want {
+	if want := (decision{"t1", "act-1", executor.Host, true, "", ""}); len(r.dec.calls) != 1 || r.dec.calls[0] != want {
 		t.Fatalf("decider got %v, want %v", r.dec.calls, want)
 	}
 }
@@ -378,7 +394,7 @@ func TestDecide(t *testing.T) {
 	if w := post(url.Values{"action": {"act-1"}, "decision": {"deny"}, "reason": {" not now "}}); w.Code != http.StatusSeeOther {
 		t.Fatalf("deny: %d", w.Code)
 	}
-	if want := (decision{"t1", "act-1", executor.Host, false, "not now"}); r.dec.calls[0] != want {
+	if want := (decision{"t1", "act-1", executor.Host, false, "not now", ""}); r.dec.calls[0] != want {
 		t.Fatalf("deny reached the decider as %v, want %v", r.dec.calls[0], want)
 	}
 	for _, tc := range []struct {
@@ -407,6 +423,30 @@ func TestDecide(t *testing.T) {
 	}
 }
 
+// The approve form names the diff it shows, and an approval that holds
+// the action again (its files changed) is told as such, not "approved".
+func TestApprovalNamesItsDiff(t *testing.T) {
+	r := newRig(t, nil)
+	ck := r.login(t)
+	page := r.do("GET", "/console/tasks/t1", nil, ck, nil).Body.String()
+	held, _ := fakeSource{}.Held(context.Background(), "t1")
+	sum := proposals.DiffSum(held[0].Diff)
+	if !strings.Contains(page, `name="diff" value="`+sum+`"`) {
+		t.Fatalf("the approve form does not name the diff shown (%s)", sum)
+	}
+	r.dec.reheld = true
+	w := r.do("POST", "/console/tasks/t1/decide", url.Values{"csrf": {r.csrf(t, ck)}, "action": {"act-1"}, "decision": {"approve"}, "diff": {sum}}, ck, nil)
+	if w.Code != http.StatusSeeOther || w.Header().Get("Location") != "/console/tasks/t1?done=held-again" {
+		t.Fatalf("approval held again: %d to %q", w.Code, w.Header().Get("Location"))
+	}
+	if got := r.dec.calls[0]; !got.approve || got.diff != sum {
+		t.Fatalf("the decision reached the decider as %+v", got)
+	}
+	if b := r.do("GET", "/console/tasks/t1?done=held-again", nil, ck, nil).Body.String(); !strings.Contains(b, "nothing ran, and the action waits again with the new diff") {
+		t.Fatal("the page does not say the action waits again")
+	}
+}
+
 // TestHostileText: text a peer wrote (its message, the status, artifacts,
 // the diff, audit reasons) is shown inert on every page, and the pages
 // forbid inline scripts besides. The task page is compared with a golden
@@ -432,6 +472,11 @@ func TestHostileText(t *testing.T) {
 	// applied, under a label that says whose words they are.
 	if b := w.Body.String(); strings.ContainsAny(b, "\u202E\u202C\u200B") || !strings.Contains(b, "tidy ⟨U&#43;202E⟩txt.exe⟨U&#43;202C⟩ notes⟨U&#43;200B⟩") || !strings.Contains(b, "unverified") {
 		t.Errorf("the requester's descriptor is not shown as it is, labelled:\n%s", b)
+	}
+	// So are the held diff's: a CR cannot fake a line, nor an override
+	// turn the text the file will hold around.
+	if b := w.Body.String(); !strings.Contains(b, "&#43;fake line⟨U&#43;000D⟩&#43;ok ⟨U&#43;202E⟩txt.exe") {
+		t.Errorf("the held diff's invisible characters are not shown:\n%s", b)
 	}
 	got := csrfRE.ReplaceAllString(w.Body.String(), `name="csrf" value="CSRF"`)
 	golden := filepath.Join("testdata", "task.golden.html")

@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,6 +36,10 @@ var funcs = template.FuncMap{
 	},
 	"parts": partsText,
 	"json":  prettyJSON,
+	// visible shows every invisible character of a text from a peer,
+	// a model or a file (executor.Visible): what an operator reads is
+	// what is there, a diff's CR or bidi override included.
+	"visible": executor.Visible,
 }
 
 // page is what every page's layout needs.
@@ -122,6 +127,8 @@ type heldView struct {
 	executor.Pending
 	Risk       string
 	Descriptor string
+	// DiffSum names the diff shown, for the approval (Decision.Diff).
+	DiffSum string
 }
 
 type taskData struct {
@@ -155,6 +162,8 @@ func (c *Console) renderTask(w http.ResponseWriter, r *http.Request, s *session,
 	switch notice {
 	case "approved", "denied":
 		d.Notice = "The action was " + notice + "."
+	case "held-again":
+		d.Notice = "The files changed since the diff was shown: nothing ran, and the action waits again with the new diff below."
 	}
 	held, err := c.cfg.Source.Held(ctx, id)
 	if err != nil {
@@ -166,7 +175,7 @@ func (c *Console) renderTask(w http.ResponseWriter, r *http.Request, s *session,
 		return
 	}
 	for _, p := range held {
-		d.Held = append(d.Held, heldView{Pending: p, Risk: riskOf(d.Audit, p.ActionID), Descriptor: prettyJSON(p.Data)})
+		d.Held = append(d.Held, heldView{Pending: p, Risk: riskOf(d.Audit, p.ActionID), Descriptor: prettyJSON(p.Data), DiffSum: proposals.DiffSum(p.Diff)})
 	}
 	if d.Job, d.Steps, err = c.cfg.Source.Job(ctx, id); err != nil {
 		c.failed(w, r, "the agent's job on task "+id, err)
@@ -222,10 +231,21 @@ func (c *Console) decide(w http.ResponseWriter, r *http.Request, s *session) {
 		return
 	}
 	word := map[bool]string{true: "approved", false: "denied"}[approve]
-	if _, err := c.cfg.Decider.Decide(r.Context(), proposals.Decision{TaskID: id, ActionID: action, Approver: s.operator, Approve: approve, Reason: reason}); err != nil {
+	// The decision is carried out whatever becomes of the browser's
+	// connection: one cut half-way must not fail the approved action.
+	ctx := context.WithoutCancel(r.Context())
+	d := proposals.Decision{TaskID: id, ActionID: action, Approver: s.operator, Approve: approve, Reason: reason, Diff: r.PostFormValue("diff")}
+	if _, err := c.cfg.Decider.Decide(ctx, d); err != nil {
 		c.cfg.Logger.Warn("console: decision refused", "task", id, "action", action, "decision", word, "operator", s.operator, "err", err)
 		c.renderTask(w, r, s, http.StatusConflict, "", err.Error())
 		return
+	}
+	if approve {
+		// An approval that found the files changed holds the action
+		// again, with the new diff: say so, not "approved".
+		if held, err := c.cfg.Source.Held(ctx, id); err == nil && slices.ContainsFunc(held, func(p executor.Pending) bool { return p.ActionID == action }) {
+			word = "held-again"
+		}
 	}
 	c.cfg.Logger.Info("console: operator decided", "task", id, "action", action, "decision", word, "operator", s.operator)
 	http.Redirect(w, r, Prefix+"/tasks/"+id+"?done="+word, http.StatusSeeOther)

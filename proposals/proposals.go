@@ -2,7 +2,9 @@ package proposals
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -94,6 +96,18 @@ type Decision struct {
 	Approve  bool
 	// Reason is the note a denied task fails with; "" gives a default.
 	Reason string
+	// Diff, when set, is DiffSum of the diff the approver was shown: an
+	// approval of an action whose diff is another now (its files changed
+	// and it was held again with the new one) is refused with
+	// ErrDiffChanged, and nothing runs.
+	Diff string
+}
+
+// DiffSum is the sum a Decision names the diff it was taken on by: the
+// SHA-256 of the diff, in hex.
+func DiffSum(diff string) string {
+	h := sha256.Sum256([]byte(diff))
+	return hex.EncodeToString(h[:])
 }
 
 // Errors of Decide. Each is wrapped with the task and the actions
@@ -111,6 +125,9 @@ var (
 	ErrNotHeld = errors.New("the task holds no such action")
 	// ErrAmbiguous: no action was named and the task holds several.
 	ErrAmbiguous = errors.New("the task holds more than one action: name the one to decide")
+	// ErrDiffChanged: the action's diff is no longer the one the
+	// approver was shown (Decision.Diff): look at the new one.
+	ErrDiffChanged = errors.New("the action's diff changed since it was shown: review the new one")
 )
 
 // StateError is the refusal of a decision on a task that does not wait
@@ -150,6 +167,8 @@ func (e *HeldError) Error() string {
 		return fmt.Sprintf("task %s: %v", e.TaskID, e.Err)
 	case ErrNotHeld:
 		return fmt.Sprintf("task %s: %v %s; it holds %s", e.TaskID, e.Err, e.ActionID, strings.Join(e.Held, ", "))
+	case ErrDiffChanged:
+		return fmt.Sprintf("task %s, action %s: %v", e.TaskID, e.ActionID, e.Err)
 	}
 	return fmt.Sprintf("task %s: %v (--action ID): %s", e.TaskID, e.Err, strings.Join(e.Held, ", "))
 }
@@ -184,6 +203,9 @@ func (p *Proposals) Decide(ctx context.Context, d Decision) (*tasks.Task, error)
 	pa, err := p.held(ctx, d.TaskID, d.ActionID)
 	if err != nil {
 		return nil, err
+	}
+	if d.Approve && d.Diff != "" && DiffSum(pa.Diff) != d.Diff {
+		return nil, &HeldError{TaskID: d.TaskID, ActionID: pa.ActionID, Err: ErrDiffChanged}
 	}
 	reason := d.Reason
 	if !d.Approve && reason == "" {

@@ -512,3 +512,32 @@ func TestReplicasRecoverPromotionsOnce(t *testing.T) {
 		}
 	}
 }
+
+// An approval that names the diff it was taken on (Decision.Diff) is
+// refused once the action's diff is another, and nothing runs; naming
+// the diff as it is, it goes through.
+func TestApprovalOfAnotherDiffRefused(t *testing.T) {
+	r := newReplica(t, testdb.SQLite(t), false)
+	ctx := context.Background()
+	if err := os.WriteFile(r.file("one.txt"), []byte("one"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	task := r.send(t, r.svc, "", [2]string{"DELETE_FILE", "/sandbox/one.txt"})
+	held, err := r.props.Held(ctx, task.ID)
+	if err != nil || len(held) != 1 {
+		t.Fatalf("held %v %v", held, err)
+	}
+	_, err = r.props.Decide(ctx, proposals.Decision{TaskID: task.ID, ActionID: held[0].ActionID, Approver: executor.Host, Approve: true,
+		Diff: proposals.DiffSum(held[0].Diff + "\n(the diff as it was)")})
+	if !errors.Is(err, proposals.ErrDiffChanged) || !strings.Contains(err.Error(), held[0].ActionID) {
+		t.Fatalf("approval of another diff: %v", err)
+	}
+	if !exists(t, r.file("one.txt")) {
+		t.Fatal("the approval of another diff ran")
+	}
+	got, err := r.props.Decide(ctx, proposals.Decision{TaskID: task.ID, ActionID: held[0].ActionID, Approver: executor.Host, Approve: true,
+		Diff: proposals.DiffSum(held[0].Diff)})
+	if err != nil || got.Status.State != tasks.StateCompleted || exists(t, r.file("one.txt")) {
+		t.Fatalf("approval of the diff shown: %v %v", got, err)
+	}
+}
