@@ -27,16 +27,20 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
-	"syscall"
 	"time"
 )
 
 // SocketName is the socket's file name in the data folder.
 const SocketName = "admin.sock"
 
-// MaxMessage bounds a request or a response.
+// MaxMessage bounds a request.
 const MaxMessage = 1 << 20
+
+// MaxResponse bounds a response: a task with its held and final diffs
+// can be far larger than a request.
+const MaxResponse = 64 << 20
 
 // Request is one operator command.
 type Request struct {
@@ -106,11 +110,15 @@ func Listen(path string, h Handler, log *slog.Logger) (*Server, error) {
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("admin: %w", err)
 	}
-	// The umask makes the socket 0600 from its creation: no window in
-	// which another user could connect.
-	old := syscall.Umask(0o177)
+	// The socket's folder is the owner's alone, so no other user can
+	// reach the socket in the moment before it is 0600 (a umask would
+	// do that for the whole process, whatever else it creates then).
+	if fi, err := os.Stat(filepath.Dir(path)); err != nil {
+		return nil, fmt.Errorf("admin: %w", err)
+	} else if perm := fi.Mode().Perm(); runtime.GOOS != "windows" && perm&0o077 != 0 {
+		return nil, fmt.Errorf("admin: the socket's folder %s is open to other users (%04o): want it private (0700)", filepath.Dir(path), perm)
+	}
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-	syscall.Umask(old)
 	if err != nil {
 		return nil, fmt.Errorf("admin: %w", err)
 	}
@@ -195,6 +203,10 @@ func (s *Server) serve(ctx context.Context, c *net.UnixConn) {
 		reply(Response{Error: "the result does not marshal: " + err.Error()})
 		return
 	}
+	if len(b) > MaxResponse-1024 {
+		reply(Response{Error: fmt.Sprintf("%s was carried out, but its result is %d bytes, over the socket's %d: read the task with snapnode task", req.Op, len(b), MaxResponse)})
+		return
+	}
 	reply(Response{Result: b})
 }
 
@@ -214,7 +226,7 @@ func Call(ctx context.Context, path string, req Request) (json.RawMessage, error
 	if _, err := c.Write(append(b, '\n')); err != nil {
 		return nil, fmt.Errorf("admin: %w", err)
 	}
-	line, err := bufio.NewReader(io.LimitReader(c, MaxMessage)).ReadBytes('\n')
+	line, err := bufio.NewReader(io.LimitReader(c, MaxResponse)).ReadBytes('\n')
 	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("admin: %w", err)
 	}

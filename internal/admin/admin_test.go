@@ -33,6 +33,10 @@ func (h *handler) Held(_ context.Context, task string) (any, error) {
 
 func (h *handler) Rollback(_ context.Context, action string) (any, error) {
 	h.calls = append(h.calls, "rollback "+action)
+	if action == "large" {
+		// A result past the request's bound: a task with a large diff.
+		return map[string]string{"action": action, "diff": strings.Repeat("-a line of the old file\n", 3<<20/24)}, nil
+	}
 	return map[string]string{"action": action}, nil
 }
 
@@ -46,8 +50,19 @@ func (h *handler) ConsoleURL(context.Context) (any, error) {
 	return map[string]string{"url": "http://127.0.0.1:7448/console/login?token=t"}, nil
 }
 
-func TestAdminSocket(t *testing.T) {
+// private is a new folder only its owner may open, as the node's data
+// folder is.
+func private(t *testing.T) string {
+	t.Helper()
 	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func TestAdminSocket(t *testing.T) {
+	dir := private(t)
 	path := admin.Path(dir)
 	h := &handler{}
 	srv, err := admin.Listen(path, h, nil)
@@ -127,5 +142,36 @@ func TestAdminSocket(t *testing.T) {
 	cancel2()
 	if err := <-done2; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A result larger than a request may be (a task with its diffs) is
+// answered whole; a socket in a folder other users can open is refused.
+func TestAdminLargeResultAndPrivateFolder(t *testing.T) {
+	dir := private(t)
+	path := admin.Path(dir)
+	srv, err := admin.Listen(path, &handler{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx) }()
+	res, err := admin.Call(ctx, path, admin.Request{Op: "rollback", Action: "large"})
+	var got map[string]string
+	if err != nil || json.Unmarshal(res, &got) != nil || len(got["diff"]) < 3<<20-24 {
+		t.Fatalf("large result: %d bytes, %v", len(res), err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	open := t.TempDir()
+	if err := os.Chmod(open, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Listen(admin.Path(open), &handler{}, nil); err == nil || !strings.Contains(err.Error(), "open to other users (0755)") {
+		t.Fatalf("Listen in a folder open to others: %v", err)
 	}
 }
