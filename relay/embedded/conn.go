@@ -216,6 +216,20 @@ func (c *conn) sendLive(it outItem) {
 	}
 }
 
+// await waits for ch to close, at most WriteTimeout, and reports whether
+// it did; false too when the connection ends first.
+func (c *conn) await(ch <-chan struct{}) bool {
+	t := time.NewTimer(c.r.cfg.WriteTimeout)
+	defer t.Stop()
+	select {
+	case <-ch:
+		return true
+	case <-c.done:
+	case <-t.C:
+	}
+	return false
+}
+
 // send queues it on the control queue, waiting at most WriteTimeout for
 // room. It returns an error when the connection is (or gets) closed.
 func (c *conn) send(it outItem) error {

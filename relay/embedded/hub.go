@@ -20,13 +20,25 @@ type subscription struct {
 	buf     []outItem           // live events that arrived while pending
 	entries []*indexEntry       // where the hub indexes this subscription
 	sent    map[string]struct{} // ids sent as stored events (set before the flip)
+	// flipped is closed when the stored phase ends or the subscription
+	// closes: a patient connection's publisher waits on it for room.
+	flipped chan struct{}
 }
 
 func newSubscription(c *conn, id string, filters []*filter) *subscription {
 	prefix := make([]byte, 0, len(`["EVENT","",`)+len(id))
 	prefix = appendJSONString(append(prefix, `["EVENT",`...), id)
 	prefix = append(prefix, ',')
-	return &subscription{c: c, id: id, filters: filters, prefix: prefix, pending: true}
+	return &subscription{c: c, id: id, filters: filters, prefix: prefix, pending: true, flipped: make(chan struct{})}
+}
+
+// endWait closes flipped once; s.mu is held.
+func (s *subscription) endWait() {
+	select {
+	case <-s.flipped:
+	default:
+		close(s.flipped)
+	}
 }
 
 // eventItem is the EVENT message carrying d, for the writer. A WebSocket
@@ -63,8 +75,21 @@ func (s *subscription) deliver(d *eventData) {
 	}
 	if s.pending {
 		if len(s.buf) >= s.c.r.cfg.SendQueue {
+			// A patient connection (the node's own) is not cut for
+			// the stored phase's buffer either: the publisher waits
+			// for its end, up to WriteTimeout, as sendLive waits for
+			// room; a flood that stores events to prolong the phase
+			// then slows itself instead of cutting the node off.
+			flipped := s.flipped
 			s.mu.Unlock()
-			s.c.slow()
+			if s.c.patient {
+				s.c.r.phaseWaits.Add(1)
+			}
+			if !s.c.patient || !s.c.await(flipped) {
+				s.c.slow()
+				return
+			}
+			s.deliver(d) // the stored phase is over, or s closed
 			return
 		}
 		s.buf = append(s.buf, s.eventItem(d))
@@ -83,6 +108,7 @@ func (s *subscription) flip() []outItem {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.pending = false
+	s.endWait()
 	var out []outItem
 	for _, it := range s.buf {
 		if _, dup := s.sent[it.msg.ev.ev.ID]; !dup {
@@ -252,6 +278,7 @@ func (h *hub) add(s *subscription) {
 func (h *hub) remove(s *subscription) {
 	s.mu.Lock()
 	s.closed = true
+	s.endWait()
 	entries := s.entries
 	s.entries, s.buf, s.sent = nil, nil, nil
 	s.mu.Unlock()

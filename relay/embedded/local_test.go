@@ -658,3 +658,57 @@ func TestLocalConsumerCatchesUp(t *testing.T) {
 		t.Errorf("%d clients cut off, want none", tr.slowCuts.Load())
 	}
 }
+
+// The node's own connection is not cut when live events come faster than
+// its stored ones go (a flood prolonging the stored phase): the publisher
+// waits for the phase's end, and every event reaches the node.
+func TestLocalStoredPhaseWaits(t *testing.T) {
+	tr := startRelay(t, Config{SendQueue: 4, WriteTimeout: 10 * time.Second})
+	local, err := tr.LocalConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { local.Close() })
+	pub := dial(t, tr.url)
+	k := newKey(t)
+	now := tr.clock.Unix()
+	const stored, live = 40, 12
+	for i := range stored {
+		pub.mustPublish(k.event(t, 1, now, fmt.Sprint("stored ", i)))
+	}
+	// Nothing is read yet: the stored events fill the way to the node,
+	// and the live ones wait in the subscription's buffer, then past it.
+	if err := local.Req("s", nostr.Filter{Kinds: []int{1, 21339}}); err != nil {
+		t.Fatal(err)
+	}
+	published := make(chan error, 1)
+	go func() {
+		for i := range live {
+			if ok, why := pub.publish(k.event(t, 21339, now, fmt.Sprint("live ", i))); !ok {
+				published <- fmt.Errorf("live %d refused: %s", i, why)
+				return
+			}
+		}
+		published <- nil
+	}()
+	// Reading starts once a live event found the buffer full.
+	for deadline := time.Now().Add(10 * time.Second); tr.slowCuts.Load() == 0 && tr.phaseWaits.Load() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the live events never filled the stored phase's buffer")
+		}
+	}
+	events := 0
+	for m := range local.Messages() {
+		if m.Label == "EVENT" {
+			if events++; events == stored+live {
+				break
+			}
+		}
+	}
+	if events != stored+live || local.Err() != nil {
+		t.Fatalf("the node's connection got %d of %d events: %v", events, stored+live, local.Err())
+	}
+	if err := <-published; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -205,6 +205,9 @@ type Relay struct {
 	addr   net.Addr
 
 	slowCuts atomic.Int64 // clients disconnected for a full queue
+	// phaseWaits counts the live events that waited for the end of a
+	// patient connection's stored phase.
+	phaseWaits atomic.Int64
 }
 
 // New opens the database and returns a relay ready to serve. Call Close
