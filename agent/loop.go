@@ -406,7 +406,9 @@ func (jr *jobRun) taskMessage(ctx context.Context, budget int) (string, []string
 	// system prompt) and the workspace take at most half of it: however
 	// long the requester wrote, the prompt stays within the bound.
 	files, text := jr.contextFiles(ctx, budget)
-	return jr.r.redact(fitText(taskText(jr.j.Requester, jr.texts(), jr.workspace(ctx)), 2*budget) + text), files
+	// Redacted before it is cut: a secret the cut would split is gone
+	// whole.
+	return fitText(jr.r.redact(taskText(jr.j.Requester, jr.texts(), jr.workspace(ctx))), 2*budget) + jr.r.redact(text), files
 }
 
 // Bounds of the context files: the workspace files a task names, whose

@@ -161,6 +161,21 @@ func (e *Executor) ApproveThen(ctx context.Context, actionID, approver string, b
 	return res, err
 }
 
+// DiffTx returns the diff of the action actionID as tx sees it: inside an
+// approval's before (see ApproveThen), the diff the approval is carrying
+// out, which nobody else can change by then.
+func (e *Executor) DiffTx(ctx context.Context, tx *sql.Tx, actionID string) (string, error) {
+	var diff string
+	err := tx.QueryRowContext(ctx, e.store.d.Rebind(`SELECT diff FROM executor_actions WHERE action_id = ?`), actionID).Scan(&diff)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", fmt.Errorf("%w: %q", ErrNoPending, actionID)
+	}
+	if err != nil {
+		return "", fmt.Errorf("executor: diff of %s: %w", actionID, err)
+	}
+	return diff, nil
+}
+
 // alone returns the check of an approval's first commit: the caller's
 // before, then that no other action of r's task is being promoted.
 func (e *Executor) alone(r *record, before func(context.Context, *sql.Tx) error) func(context.Context, *sql.Tx) error {
@@ -212,6 +227,10 @@ func (e *Executor) approve(ctx context.Context, r *record, actor string, first f
 		return e.runNoEffects(ctx, j, it, res, actor, r)
 	}
 	for attempt := 1; ; attempt++ {
+		// Each attempt's first commit checks again: a promotion that
+		// found its files changed and is staged again meets a cancel
+		// or another approval that came meanwhile.
+		j.first = first
 		sg, f, err := e.stage(ctx, it, r.Requester)
 		if err != nil {
 			return nil, err

@@ -605,6 +605,10 @@ func TestApprovalBoundToItsTask(t *testing.T) {
 			t.Fatal("the approval ran although its before failed")
 		}
 		waiting(a, b)
+		// The log ends on the refusal, not on a step that led nowhere.
+		if es := v.entries(a); es[len(es)-1].Step != audit.StepRejected || es[len(es)-1].Decision != "refused" || !strings.Contains(es[len(es)-1].Reason, "the task ended") {
+			t.Fatalf("the refused approval's last audit entry: %+v", es[len(es)-1])
+		}
 
 		setState := func(id, state string) {
 			t.Helper()

@@ -38,6 +38,8 @@ type journal struct {
 	// first, when set, joins the transaction of the journal's first
 	// commit (Request.Also).
 	first txOp
+	// refused is first's error when it failed its commit.
+	refused error
 	// then, when set, joins the transaction of the journal's last
 	// commit (Request.Then), which last marks, with final, the Result
 	// of the call.
@@ -126,6 +128,13 @@ func (j *journal) commit(ctx context.Context, op txOp) error {
 func (j *journal) commitSteps(ctx context.Context, op txOp) error {
 	opFailed, err := j.write(ctx, op)
 	if opFailed {
+		if j.refused != nil && len(j.entries) > 0 {
+			// The caller refused before anything ran (the task ended,
+			// say): the log says so after the steps queued, rather
+			// than end on a step that led nowhere.
+			j.add(audit.Entry{Actor: j.entries[len(j.entries)-1].Actor, Step: audit.StepRejected, Decision: "refused",
+				Reason: clean("refused before it ran: "+j.refused.Error(), 1024, false)})
+		}
 		if ferr := j.flush(context.WithoutCancel(ctx)); ferr != nil {
 			err = errors.Join(err, ferr)
 		}
@@ -143,8 +152,10 @@ func (j *journal) write(ctx context.Context, op txOp) (opFailed bool, _ error) {
 		// error fails the commit and is the op's.
 		j.first = nil
 		inner := op
+		j.refused = nil
 		op = func(ctx context.Context, tx *sql.Tx) error {
 			if err := first(ctx, tx); err != nil {
+				j.refused = err
 				return err
 			}
 			return inner(ctx, tx)

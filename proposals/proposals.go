@@ -225,13 +225,31 @@ func (p *Proposals) Decide(ctx context.Context, d Decision) (*tasks.Task, error)
 	if err != nil {
 		return nil, err
 	}
+	if p.pause != nil {
+		p.pause(PointApproving)
+	}
 	var res *executor.Result
 	if d.Approve {
 		// The task is checked again in the approval's first commit, with
 		// its row held: a cancel lands before it (and nothing runs) or
 		// once the action is under way.
 		unended := p.tasks.Settle(d.TaskID).Unended
-		res, err = p.exec.ApproveThen(ctx, pa.ActionID, d.Approver, unended, then)
+		before := func(ctx context.Context, tx *sql.Tx) error {
+			if err := unended(ctx, tx); err != nil {
+				return err
+			}
+			if d.Diff == "" {
+				return nil
+			}
+			// Checked again where nobody can change it any more: a
+			// second approval may have held the action again since.
+			diff, err := p.exec.DiffTx(ctx, tx, pa.ActionID)
+			if err == nil && DiffSum(diff) != d.Diff {
+				err = &HeldError{TaskID: d.TaskID, ActionID: pa.ActionID, Err: ErrDiffChanged}
+			}
+			return err
+		}
+		res, err = p.exec.ApproveThen(ctx, pa.ActionID, d.Approver, before, then)
 	} else if res, err = p.exec.DenyThen(ctx, pa.ActionID, d.Approver, reason, then); err == nil {
 		res = denied(res)
 	}

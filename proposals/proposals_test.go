@@ -65,6 +65,9 @@ type replica struct {
 	// (after its claim, when the executor asks whether the approver is
 	// an operator).
 	during atomic.Pointer[func()]
+	// between, when set, runs once at the next decision's
+	// proposals.PointApproving.
+	between atomic.Pointer[func()]
 }
 
 // newReplica builds a replica on dsn; claims gives it the database's
@@ -115,7 +118,13 @@ func newReplicaOn(t *testing.T, dsn string, claims bool, dir string) *replica {
 	}
 	exec := &countingExec{Executor: ex, runs: map[string]int{}}
 	svc := tasks.NewService(store, tasks.ServiceOptions{Runner: proposals.NewRunner(exec, nil, nil), Operators: []string{operator}})
-	cfg := proposals.Config{Executor: exec, Tasks: svc}
+	cfg := proposals.Config{Executor: exec, Tasks: svc, Pause: func(point string) {
+		if point == proposals.PointApproving {
+			if f := r.between.Swap(nil); f != nil {
+				(*f)()
+			}
+		}
+	}}
 	if claims {
 		cfg.Claims = proposals.DBClaims(db)
 	}
@@ -540,4 +549,46 @@ func TestApprovalOfAnotherDiffRefused(t *testing.T) {
 	if err != nil || got.Status.State != tasks.StateCompleted || exists(t, r.file("one.txt")) {
 		t.Fatalf("approval of the diff shown: %v %v", got, err)
 	}
+}
+
+// An approval that names the diff it was shown runs only that diff, even
+// when a second approval of the same action, in between, found the files
+// changed and held it again with another: the check is made where the
+// approval has the action to itself.
+func TestApprovalOfAReheldActionRefused(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		r := newReplica(t, dsn, false)
+		ctx := context.Background()
+		if err := os.WriteFile(r.file("one.txt"), []byte("one"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		task := r.send(t, r.svc, "", [2]string{"DELETE_FILE", "/sandbox/one.txt"})
+		held, err := r.props.Held(ctx, task.ID)
+		if err != nil || len(held) != 1 {
+			t.Fatalf("held %v %v", held, err)
+		}
+		shown := proposals.DiffSum(held[0].Diff)
+		other := func() {
+			if err := os.WriteFile(r.file("one.txt"), []byte("precious new content"), 0o600); err != nil {
+				t.Error(err)
+			}
+			if _, err := r.props.Decide(ctx, proposals.Decision{TaskID: task.ID, ActionID: held[0].ActionID, Approver: executor.Host, Approve: true}); err != nil {
+				t.Errorf("the second approval: %v", err)
+			}
+			if again, _ := r.props.Held(ctx, task.ID); len(again) != 1 || proposals.DiffSum(again[0].Diff) == shown {
+				t.Errorf("the second approval did not hold the action again with a new diff: %v", again)
+			}
+		}
+		r.between.Store(&other)
+		_, err = r.props.Decide(ctx, proposals.Decision{TaskID: task.ID, ActionID: held[0].ActionID, Approver: executor.Host, Approve: true, Diff: shown})
+		if !errors.Is(err, proposals.ErrDiffChanged) {
+			t.Fatalf("approval of the diff shown, held again meanwhile with another: %v", err)
+		}
+		if b, err := os.ReadFile(r.file("one.txt")); err != nil || string(b) != "precious new content" {
+			t.Fatalf("the new content is gone: %q %v", b, err)
+		}
+		if again, err := r.props.Held(ctx, task.ID); err != nil || len(again) != 1 {
+			t.Fatalf("the action does not wait again: %v %v", again, err)
+		}
+	})
 }

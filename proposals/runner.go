@@ -22,6 +22,9 @@ const (
 	// PointRan is once the executor returned its result (a write
 	// promoted and recorded), before the task is updated.
 	PointRan = "ran"
+	// PointApproving is once a decision was checked against its task
+	// and held action, before the executor carries it out.
+	PointApproving = "approving"
 	// PointDecided is once an operator's approval or denial was carried
 	// out, before the task is updated.
 	PointDecided = "decided"
@@ -37,6 +40,7 @@ type Executor interface {
 	Actions(ctx context.Context, taskID string) ([]executor.Action, error)
 	Pending(ctx context.Context, taskID string) ([]executor.Pending, error)
 	ApproveThen(ctx context.Context, actionID, approver string, before func(context.Context, *sql.Tx) error, then executor.Then) (*executor.Result, error)
+	DiffTx(ctx context.Context, tx *sql.Tx, actionID string) (string, error)
 	DenyThen(ctx context.Context, actionID, approver, reason string, then executor.Then) (*executor.Result, error)
 	Rollback(ctx context.Context, actionID string) error
 	Recoverer

@@ -23,6 +23,7 @@ type subscription struct {
 	// flipped is closed when the stored phase ends or the subscription
 	// closes: a patient connection's publisher waits on it for room.
 	flipped chan struct{}
+	waiters int // publishers waiting on flipped: sent is kept for them
 }
 
 func newSubscription(c *conn, id string, filters []*filter) *subscription {
@@ -80,16 +81,29 @@ func (s *subscription) deliver(d *eventData) {
 			// for its end, up to WriteTimeout, as sendLive waits for
 			// room; a flood that stores events to prolong the phase
 			// then slows itself instead of cutting the node off.
-			flipped := s.flipped
-			s.mu.Unlock()
-			if s.c.patient {
-				s.c.r.phaseWaits.Add(1)
-			}
-			if !s.c.patient || !s.c.await(flipped) {
+			if !s.c.patient {
+				s.mu.Unlock()
 				s.c.slow()
 				return
 			}
-			s.deliver(d) // the stored phase is over, or s closed
+			flipped := s.flipped
+			s.waiters++
+			s.mu.Unlock()
+			s.c.r.phaseWaits.Add(1)
+			ok := s.c.await(flipped)
+			s.mu.Lock()
+			s.waiters--
+			_, dup := s.sent[d.ev.ID] // sent as a stored event meanwhile
+			if s.waiters == 0 && !s.pending {
+				s.sent = nil
+			}
+			s.mu.Unlock()
+			switch {
+			case !ok:
+				s.c.slow()
+			case !dup:
+				s.deliver(d) // the stored phase is over, or s closed
+			}
 			return
 		}
 		s.buf = append(s.buf, s.eventItem(d))
@@ -115,7 +129,10 @@ func (s *subscription) flip() []outItem {
 			out = append(out, it)
 		}
 	}
-	s.buf, s.sent = nil, nil
+	s.buf = nil
+	if s.waiters == 0 {
+		s.sent = nil
+	}
 	return out
 }
 
@@ -297,7 +314,9 @@ func (h *hub) remove(s *subscription) {
 }
 
 // broadcast delivers d to every subscription with a matching filter, once
-// per subscription. It never blocks on a connection.
+// per subscription. It does not block on a connection, but for a patient
+// one (the node's own), whose room it waits for up to WriteTimeout (see
+// deliver and sendLive): the publisher, whose goroutine this is, slows.
 func (h *hub) broadcast(d *eventData) {
 	ev := d.ev
 	var targets []*subscription
