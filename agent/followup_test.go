@@ -105,22 +105,7 @@ func TestFollowUpWhileWorking(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		n := newRig(t, dsn)
 		m := &fuModel{first: make(chan struct{}), release: make(chan struct{})}
-		rt, err := agent.New(agent.Config{Queue: n.queue, Store: n.store, Tasks: n.svc, Executor: n.exec, Model: m,
-			ContextTokens: 8000})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan struct{})
-		go func() { _ = rt.Run(ctx); close(done) }()
-		defer func() { cancel(); <-done }()
-
-		task := fuSend(t, n, "", "write a report on notes.md")
-		select {
-		case <-m.first:
-		case <-time.After(30 * time.Second):
-			t.Fatal("the model was never called")
-		}
+		task := fuStart(t, n, m, agent.Config{ContextTokens: 8000}, "write a report on notes.md")
 		fuSend(t, n, task.ID, "and be brief")
 		j, err := n.store.Get(t.Context(), task.ID)
 		if err != nil {
@@ -129,17 +114,7 @@ func TestFollowUpWhileWorking(t *testing.T) {
 		if j.Status != agent.Running || !strings.Contains(j.PendingInput, "and be brief") {
 			t.Fatalf("after the follow-up the job is %s with pending input %q", j.Status, j.PendingInput)
 		}
-		close(m.release)
-
-		if got := fuWait(t, n, task.ID); got.Status.State != tasks.StateCompleted {
-			t.Fatalf("task %s %q; want completed", got.Status.State, got.Status.Message)
-		}
-		m.mu.Lock()
-		prompts := m.prompts
-		m.mu.Unlock()
-		if len(prompts) != 2 {
-			t.Fatalf("%d model calls; want 2", len(prompts))
-		}
+		prompts := fuFinish(t, n, m, task.ID)
 		var told bool
 		for _, msg := range prompts[1] {
 			told = told || strings.Contains(msg.Content, "and be brief")
@@ -156,6 +131,45 @@ func jsonString(s string) string {
 	return string(b)
 }
 
+// fuStart runs the runtime of cfg (its queue, stores, executor and model
+// filled in from n and m) until the test ends, sends the task's first
+// message and waits for the model's first call.
+func fuStart(t *testing.T, n *rig, m *fuModel, cfg agent.Config, text string) *tasks.Task {
+	t.Helper()
+	cfg.Queue, cfg.Store, cfg.Tasks, cfg.Executor, cfg.Model = n.queue, n.store, n.svc, n.exec, m
+	rt, err := agent.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { _ = rt.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	task := fuSend(t, n, "", text)
+	select {
+	case <-m.first:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the model was never called")
+	}
+	return task
+}
+
+// fuFinish lets the model's first call answer, waits for the task to be
+// completed and returns the prompts of the job's two calls.
+func fuFinish(t *testing.T, n *rig, m *fuModel, taskID string) [][]agent.ChatMessage {
+	t.Helper()
+	close(m.release)
+	if got := fuWait(t, n, taskID); got.Status.State != tasks.StateCompleted {
+		t.Fatalf("task %s %q; want completed", got.Status.State, got.Status.Message)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.prompts) != 2 {
+		t.Fatalf("%d model calls; want 2", len(m.prompts))
+	}
+	return m.prompts
+}
+
 // However long the requester writes — the task's text, a follow-up —
 // every call's prompt stays within the context bound, cut with a note,
 // and what was said first still reaches the model.
@@ -163,33 +177,10 @@ func TestLongTextsStayWithinTheContextBound(t *testing.T) {
 	n := newRig(t, testdb.SQLite(t))
 	m := &fuModel{first: make(chan struct{}), release: make(chan struct{})}
 	const contextTokens, maxTokens = 8000, 2048
-	rt, err := agent.New(agent.Config{Queue: n.queue, Store: n.store, Tasks: n.svc, Executor: n.exec, Model: m,
-		ContextTokens: contextTokens, MaxTokens: maxTokens})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() { _ = rt.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
-
-	task := fuSend(t, n, "", "TASK-START "+strings.Repeat("write a long report. ", 200<<10/21))
-	select {
-	case <-m.first:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the model was never called")
-	}
+	task := fuStart(t, n, m, agent.Config{ContextTokens: contextTokens, MaxTokens: maxTokens},
+		"TASK-START "+strings.Repeat("write a long report. ", 200<<10/21))
 	fuSend(t, n, task.ID, "FOLLOW-UP-START "+strings.Repeat("and mind the details. ", 200<<10/22))
-	close(m.release)
-	if got := fuWait(t, n, task.ID); got.Status.State != tasks.StateCompleted {
-		t.Fatalf("task %s %q; want completed", got.Status.State, got.Status.Message)
-	}
-	m.mu.Lock()
-	prompts := m.prompts
-	m.mu.Unlock()
-	if len(prompts) != 2 {
-		t.Fatalf("%d model calls; want 2", len(prompts))
-	}
+	prompts := fuFinish(t, n, m, task.ID)
 	for i, p := range prompts {
 		tokens, all := 0, ""
 		for _, msg := range p {

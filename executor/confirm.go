@@ -133,10 +133,11 @@ func (e *Executor) Approve(ctx context.Context, actionID, approver string) (*Res
 // (see Then); an approval that holds the action again (its files
 // changed) is such an outcome too.
 //
-// One action of a task runs at a time: an approval whose first commit
-// finds another action of the same task being promoted fails with
-// ErrBusy (the action waits again), so that two approvals decided at the
-// same moment run one after the other, each knowing what the other did.
+// The approvals of one task's actions promote one at a time: an approval
+// whose first commit finds another action of the same task being
+// promoted fails with ErrBusy (the action waits again), so that two
+// approvals decided at the same moment run one after the other, each
+// knowing what the other did.
 func (e *Executor) ApproveThen(ctx context.Context, actionID, approver string, before func(context.Context, *sql.Tx) error, then Then) (*Result, error) {
 	r, actor, err := e.authorize(ctx, actionID, approver, true)
 	if err != nil {

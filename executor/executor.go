@@ -322,9 +322,10 @@ var (
 	// back.
 	ErrSnapshotPruned = errors.New("executor: the action's rollback snapshot was pruned")
 	// ErrBusy: an approval found another action of the same task being
-	// carried out (approved a moment before, and not yet recorded as
-	// done): nothing ran, the action waits for a decision again, which
-	// is then taken knowing what the other one did.
+	// promoted (approved a moment before and not yet recorded as done,
+	// or left half-way by a crash until the next start recovers it):
+	// nothing ran, the action waits for a decision again, which is then
+	// taken knowing what the other one did.
 	ErrBusy = errors.New("executor: another action of the task is being carried out")
 	// ErrInvalidIdentity: a requester, approver or task id that cannot be
 	// recorded (empty, too long, control characters, not UTF-8).

@@ -194,8 +194,6 @@ func (s *store) get(ctx context.Context, actionID string) (*record, error) {
 	return r, nil
 }
 
-// list returns the records in state (every state when ""), of one task or
-// (task "") of all, in the order they were made.
 // promotingTx returns, in tx, the id of an action of task other than
 // except that is being promoted ("" for none).
 func (s *store) promotingTx(ctx context.Context, tx *sql.Tx, task, except string) (string, error) {
@@ -211,6 +209,8 @@ func (s *store) promotingTx(ctx context.Context, tx *sql.Tx, task, except string
 	return id, nil
 }
 
+// list returns the records in state (every state when ""), of one task or
+// (task "") of all, in the order they were made.
 func (s *store) list(ctx context.Context, state, task string) ([]*record, error) {
 	q := `SELECT ` + recordColumns + ` FROM executor_actions WHERE 1 = 1`
 	var args []any

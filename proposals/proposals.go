@@ -110,6 +110,15 @@ func DiffSum(diff string) string {
 	return hex.EncodeToString(h[:])
 }
 
+// shown refuses, with ErrDiffChanged, an approval that names a diff
+// other than diff, the held action's actionID's.
+func (d Decision) shown(actionID, diff string) error {
+	if d.Approve && d.Diff != "" && DiffSum(diff) != d.Diff {
+		return &HeldError{TaskID: d.TaskID, ActionID: actionID, Err: ErrDiffChanged}
+	}
+	return nil
+}
+
 // Errors of Decide. Each is wrapped with the task and the actions
 // concerned; errors.As gives a *StateError or *HeldError for details.
 var (
@@ -204,8 +213,8 @@ func (p *Proposals) Decide(ctx context.Context, d Decision) (*tasks.Task, error)
 	if err != nil {
 		return nil, err
 	}
-	if d.Approve && d.Diff != "" && DiffSum(pa.Diff) != d.Diff {
-		return nil, &HeldError{TaskID: d.TaskID, ActionID: pa.ActionID, Err: ErrDiffChanged}
+	if err := d.shown(pa.ActionID, pa.Diff); err != nil {
+		return nil, err // refused at once; checked again as it runs
 	}
 	reason := d.Reason
 	if !d.Approve && reason == "" {
@@ -244,10 +253,10 @@ func (p *Proposals) Decide(ctx context.Context, d Decision) (*tasks.Task, error)
 			// Checked again where nobody can change it any more: a
 			// second approval may have held the action again since.
 			diff, err := p.exec.DiffTx(ctx, tx, pa.ActionID)
-			if err == nil && DiffSum(diff) != d.Diff {
-				err = &HeldError{TaskID: d.TaskID, ActionID: pa.ActionID, Err: ErrDiffChanged}
+			if err != nil {
+				return err
 			}
-			return err
+			return d.shown(pa.ActionID, diff)
 		}
 		res, err = p.exec.ApproveThen(ctx, pa.ActionID, d.Approver, before, then)
 	} else if res, err = p.exec.DenyThen(ctx, pa.ActionID, d.Approver, reason, then); err == nil {

@@ -163,6 +163,13 @@ func (r *replica) send(t *testing.T, svc *tasks.Service, taskID string, actions 
 
 func (r *replica) file(name string) string { return filepath.Join(r.sandbox, name) }
 
+// cancel cancels taskID as its requester, alice.
+func (r *replica) cancel(taskID string) error {
+	b, _ := json.Marshal(map[string]any{"taskId": taskID})
+	_, err := taskstest.Cancel(context.Background(), r.svc, alice, b)
+	return err
+}
+
 // twoHeld makes a task that holds two deletes, of one.txt and two.txt,
 // and returns it with the ids of its held actions in order.
 func (r *replica) twoHeld(t *testing.T) (*tasks.Task, []string) {
@@ -243,8 +250,7 @@ func TestDecisionOnEndedTaskRefused(t *testing.T) {
 		want tasks.State
 	}{
 		{"canceled", func(t *testing.T, r *replica, task *tasks.Task, _ []string) {
-			b, _ := json.Marshal(map[string]any{"taskId": task.ID})
-			if _, err := taskstest.Cancel(context.Background(), r.svc, alice, b); err != nil {
+			if err := r.cancel(task.ID); err != nil {
 				t.Fatal(err)
 			}
 			if n, err := r.props.TaskEnded(context.Background(), task.ID); err != nil || n != 2 {
@@ -297,8 +303,7 @@ func TestApprovalRacingTheTaskEnd(t *testing.T) {
 		want tasks.State
 	}{
 		{"canceled", func(t *testing.T, r *replica, task *tasks.Task, _ []string) {
-			b, _ := json.Marshal(map[string]any{"taskId": task.ID})
-			if _, err := taskstest.Cancel(context.Background(), r.svc, alice, b); err != nil {
+			if err := r.cancel(task.ID); err != nil {
 				t.Error(err)
 			}
 			// The withdrawal after the cancel finds the action being

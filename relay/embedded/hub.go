@@ -74,45 +74,47 @@ func (s *subscription) deliver(d *eventData) {
 		s.mu.Unlock()
 		return
 	}
-	if s.pending {
-		if len(s.buf) >= s.c.r.cfg.SendQueue {
-			// A patient connection (the node's own) is not cut for
-			// the stored phase's buffer either: the publisher waits
-			// for its end, up to WriteTimeout, as sendLive waits for
-			// room; a flood that stores events to prolong the phase
-			// then slows itself instead of cutting the node off.
-			if !s.c.patient {
-				s.mu.Unlock()
-				s.c.slow()
-				return
-			}
-			flipped := s.flipped
-			s.waiters++
-			s.mu.Unlock()
-			s.c.r.phaseWaits.Add(1)
-			ok := s.c.await(flipped)
-			s.mu.Lock()
-			s.waiters--
-			_, dup := s.sent[d.ev.ID] // sent as a stored event meanwhile
-			if s.waiters == 0 && !s.pending {
-				s.sent = nil
-			}
-			s.mu.Unlock()
-			switch {
-			case !ok:
-				s.c.slow()
-			case !dup:
-				s.deliver(d) // the stored phase is over, or s closed
-			}
-			return
-		}
+	switch {
+	case !s.pending:
+		it := s.eventItem(d)
+		s.mu.Unlock()
+		s.c.sendLive(it)
+	case len(s.buf) < s.c.r.cfg.SendQueue:
 		s.buf = append(s.buf, s.eventItem(d))
 		s.mu.Unlock()
-		return
+	case s.c.patient:
+		s.awaitFlip(d)
+	default:
+		s.mu.Unlock()
+		s.c.slow()
 	}
-	it := s.eventItem(d)
+}
+
+// awaitFlip delivers d, for which the stored phase's buffer has no room,
+// once the phase is over; s.mu is held, and released. A patient
+// connection (the node's own) is not cut for that buffer either: the
+// publisher waits for the phase's end, up to WriteTimeout, as sendLive
+// waits for room; a flood that stores events to prolong the phase then
+// slows itself instead of cutting the node off.
+func (s *subscription) awaitFlip(d *eventData) {
+	flipped := s.flipped
+	s.waiters++
 	s.mu.Unlock()
-	s.c.sendLive(it)
+	s.c.r.phaseWaits.Add(1)
+	ok := s.c.await(flipped)
+	s.mu.Lock()
+	s.waiters--
+	_, dup := s.sent[d.ev.ID] // sent as a stored event meanwhile
+	if s.waiters == 0 && !s.pending {
+		s.sent = nil
+	}
+	s.mu.Unlock()
+	switch {
+	case !ok:
+		s.c.slow()
+	case !dup:
+		s.deliver(d) // the stored phase is over, or s closed
+	}
 }
 
 // flip ends the stored phase: it returns the buffered live events not

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -23,13 +22,9 @@ func (s *Store) StateTx(ctx context.Context, tx *sql.Tx, taskID string) (tasks.S
 	if err := s.start(ctx, "state"); err != nil {
 		return "", err
 	}
-	var cur row
-	err := tx.StmtContext(ctx, s.st.getForWrite).QueryRowContext(ctx, taskID).Scan(cur.dest()...)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", fmt.Errorf("sqlstore: state %s: %w", taskID, tasks.ErrNotFound)
-	}
+	cur, err := s.forWrite(ctx, tx, "state", taskID)
 	if err != nil {
-		return "", dbError("state", taskID, err)
+		return "", err
 	}
 	return tasks.State(cur.state), nil
 }
@@ -76,13 +71,9 @@ func (s *Store) ApplyTx(ctx context.Context, tx *sql.Tx, taskID string, out task
 // applyTx is ApplyTx, returning the row as written.
 func (s *Store) applyTx(ctx context.Context, tx *sql.Tx, taskID string, out tasks.Outcome) (*row, []tasks.Event, error) {
 	const op = "apply"
-	var cur row
-	err := tx.StmtContext(ctx, s.st.getForWrite).QueryRowContext(ctx, taskID).Scan(cur.dest()...)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil, fmt.Errorf("sqlstore: %s %s: %w", op, taskID, tasks.ErrNotFound)
-	}
+	cur, err := s.forWrite(ctx, tx, op, taskID)
 	if err != nil {
-		return nil, nil, dbError(op, taskID, err)
+		return nil, nil, err
 	}
 	// Only the artifacts' ids are decoded, for PlanApply's checks.
 	var have []tasks.Artifact
@@ -115,7 +106,7 @@ func (s *Store) applyTx(ctx context.Context, tx *sql.Tx, taskID string, out task
 		return nil, nil, err
 	}
 	cur.state, cur.statusTS, cur.statusMessage, cur.version = string(st.State), micros(st.Timestamp), st.Message, last.Version
-	return &cur, evs, nil
+	return cur, evs, nil
 }
 
 // recordEvents writes evs in tx with one statement.

@@ -457,9 +457,9 @@ func (s *Store) FindByIdempotencyKey(ctx context.Context, owner, key string) (*t
 	return r.task()
 }
 
-// current reads the task id for a change inside tx (locking its row on
-// PostgreSQL) and checks that it is at version expected.
-func (s *Store) current(ctx context.Context, tx *sql.Tx, op, id string, expected int64) (*row, error) {
+// forWrite reads the task id for a change inside tx, locking its row on
+// PostgreSQL until tx ends; op names the change in its errors.
+func (s *Store) forWrite(ctx context.Context, tx *sql.Tx, op, id string) (*row, error) {
 	var r row
 	err := tx.StmtContext(ctx, s.st.getForWrite).QueryRowContext(ctx, id).Scan(r.dest()...)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -468,10 +468,19 @@ func (s *Store) current(ctx context.Context, tx *sql.Tx, op, id string, expected
 	if err != nil {
 		return nil, dbError(op, id, err)
 	}
+	return &r, nil
+}
+
+// current is forWrite, checking that the task is at version expected.
+func (s *Store) current(ctx context.Context, tx *sql.Tx, op, id string, expected int64) (*row, error) {
+	r, err := s.forWrite(ctx, tx, op, id)
+	if err != nil {
+		return nil, err
+	}
 	if r.version != expected {
 		return nil, fmt.Errorf("sqlstore: %s %s: version %d, expected %d: %w", op, id, r.version, expected, tasks.ErrVersionConflict)
 	}
-	return &r, nil
+	return r, nil
 }
 
 // exactlyOne checks that an UPDATE … WHERE version = expected changed the
