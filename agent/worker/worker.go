@@ -220,26 +220,31 @@ func (p *Pool) Complete(ctx context.Context, pr agent.Prompt) (*agent.Completion
 		}
 		sent <- nil
 	}()
+	// The answer may come before the writer says it is done (the worker
+	// read the step and answered at once): it is taken once the write
+	// is, which a worker that answers without reading never lets end.
+	lines := w.lines
+	var answer *line
 	for {
+		if sent == nil && answer != nil {
+			if answer.err != nil {
+				return nil, p.broken(w, answer.err, pr.Step)
+			}
+			if _, err := ParseLine(answer.b, p.cfg.MaxLineBytes); err != nil {
+				var le *LineError
+				errors.As(err, &le)
+				return nil, p.violation(w, le.Rule, "the worker wrote garbage: "+le.Message)
+			}
+			return &agent.Completion{Text: string(answer.b), Model: "worker:" + filepath.Base(p.cfg.Command[0])}, nil
+		}
 		select {
 		case err := <-sent:
 			if err != nil {
 				return nil, p.broken(w, err, pr.Step)
 			}
-			sent = nil // written: wait for the answer alone
-		case l := <-w.lines:
-			if l.err != nil {
-				return nil, p.broken(w, l.err, pr.Step)
-			}
-			if sent != nil {
-				return nil, p.violation(w, "flood", "the worker answered before it read the whole step")
-			}
-			if _, err := ParseLine(l.b, p.cfg.MaxLineBytes); err != nil {
-				var le *LineError
-				errors.As(err, &le)
-				return nil, p.violation(w, le.Rule, "the worker wrote garbage: "+le.Message)
-			}
-			return &agent.Completion{Text: string(l.b), Model: "worker:" + filepath.Base(p.cfg.Command[0])}, nil
+			sent = nil // written
+		case l := <-lines:
+			answer, lines = &l, nil
 		case <-timeout:
 			return nil, p.violation(w, "timeout", fmt.Sprintf("the worker did not answer step %d within its step time-out of %s", pr.Step, p.cfg.StepTimeout))
 		case <-ctx.Done():
