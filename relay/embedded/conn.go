@@ -565,12 +565,15 @@ func (c *conn) handleReq(subID string, filters []*filter) error {
 
 	now := r.now().Unix()
 	var found []storedEvent
+	// One budget for the whole REQ: sixteen copies of a filter load no
+	// more than one may.
+	events, bytes := r.cfg.MaxLimit, r.cfg.MaxStoredBytes
 	for _, f := range filters {
 		limit := r.cfg.DefaultLimit
 		if f.hasLimit {
 			limit = f.limit
 		}
-		evs, err := r.store.query(c.ctx, f, limit, now)
+		evs, err := r.store.query(c.ctx, f, min(limit, events), bytes, now)
 		if err != nil {
 			delete(c.subs, subID)
 			r.hub.remove(sub)
@@ -581,6 +584,10 @@ func (c *conn) handleReq(subID string, filters []*filter) error {
 			return c.closedSub(subID, "error: could not query the database")
 		}
 		found = append(found, evs...)
+		events -= len(evs)
+		for _, e := range evs {
+			bytes -= len(e.raw)
+		}
 	}
 	if len(filters) > 1 {
 		slices.SortFunc(found, func(a, b storedEvent) int {

@@ -66,8 +66,17 @@ func (f *filter) complete(lim *limits) (*filter, error) {
 	if n := f.valueCount(); n > lim.maxFilterValues {
 		return nil, fmt.Errorf("too many values in a filter (%d > %d)", n, lim.maxFilterValues)
 	}
+	if len(f.tags) > maxTagConditions {
+		return nil, fmt.Errorf("too many tag conditions in a filter (%d > %d)", len(f.tags), maxTagConditions)
+	}
 	return f, nil
 }
+
+// maxTagConditions bounds the "#name" conditions of one filter. Each is
+// a lookup of its own in the query (and SQLite refuses an expression
+// nested past 1,000 levels, which a thousand of them reach); real
+// clients use one or two.
+const maxTagConditions = 100
 
 func dedupeStrings(s []string) ([]string, map[string]struct{}) {
 	if s == nil {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -48,15 +49,31 @@ type Config struct {
 	MaxSubscriptions int // open subscriptions per connection; default 64
 	MaxFilters       int // filters per REQ; default 16
 	MaxFilterValues  int // values in the lists of one filter; default 1000
-	MaxLimit         int // cap on a filter's limit; default 5000
+	MaxLimit         int // cap on a filter's limit, and on a REQ's stored events; default 5000
 	DefaultLimit     int // stored events per filter without limit; default 500
 	MaxSubIDLength   int // subscription id length; default 64
 	MaxEventTags     int // tags of one event; default 2500
 	MaxContentLength int // bytes of an event's content; default 256 KiB
+	// MaxStoredBytes bounds the stored events one REQ loads, all its
+	// filters together (their JSON); default 8 MiB, at least
+	// MaxMessageLength. A REQ's stored events are loaded before they are
+	// sent (to merge its filters' results in order), so this and MaxLimit
+	// are the memory one REQ may take; a REQ that reaches either gets the
+	// newest events up to it, then EOSE, as NIP-01 lets a relay do.
+	MaxStoredBytes int
 
 	// CreatedAtUpperLimit refuses events dated further in the future than
 	// this; default 15 minutes, negative: no limit.
 	CreatedAtUpperLimit time.Duration
+
+	// MaxConnections bounds the WebSocket clients connected at once;
+	// MaxConnectionsPerIP those from one IP address (loopback addresses
+	// aside: a process on the machine is trusted as much as its user).
+	// A client over either is refused with 503 or 429 before the
+	// upgrade. Defaults 4096 and 64; the node's own in-process
+	// connection counts in neither.
+	MaxConnections      int
+	MaxConnectionsPerIP int
 
 	// SendQueue is the number of live messages queued per connection
 	// (and buffered per subscription while its stored events are sent);
@@ -94,8 +111,11 @@ const (
 	DefaultMaxSubIDLength      = 64
 	DefaultMaxEventTags        = 2500
 	DefaultMaxContentLength    = 256 << 10
+	DefaultMaxStoredBytes      = 8 << 20
 	DefaultCreatedAtUpperLimit = 15 * time.Minute
 	DefaultSendQueue           = 256
+	DefaultMaxConnections      = 4096
+	DefaultMaxConnectionsPerIP = 64
 	DefaultWriteTimeout        = 10 * time.Second
 	DefaultPingInterval        = 30 * time.Second
 	DefaultSweepInterval       = time.Minute
@@ -134,7 +154,10 @@ func (c Config) withDefaults() (Config, error) {
 		def(&c.MaxSubIDLength, DefaultMaxSubIDLength, "MaxSubIDLength"),
 		def(&c.MaxEventTags, DefaultMaxEventTags, "MaxEventTags"),
 		def(&c.MaxContentLength, DefaultMaxContentLength, "MaxContentLength"),
+		def(&c.MaxStoredBytes, DefaultMaxStoredBytes, "MaxStoredBytes"),
 		def(&c.SendQueue, DefaultSendQueue, "SendQueue"),
+		def(&c.MaxConnections, DefaultMaxConnections, "MaxConnections"),
+		def(&c.MaxConnectionsPerIP, DefaultMaxConnectionsPerIP, "MaxConnectionsPerIP"),
 		def(&c.EventBurst, max(int(c.EventsPerSecond), 1), "EventBurst"),
 		defDur(&c.WriteTimeout, DefaultWriteTimeout, "WriteTimeout"),
 		defDur(&c.PingInterval, DefaultPingInterval, "PingInterval"),
@@ -150,6 +173,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.CreatedAtUpperLimit = DefaultCreatedAtUpperLimit
 	}
 	c.DefaultLimit = min(c.DefaultLimit, c.MaxLimit)
+	c.MaxStoredBytes = max(c.MaxStoredBytes, c.MaxMessageLength)
 	if c.Name == "" {
 		c.Name = "snapnode relay"
 	}
@@ -203,6 +227,10 @@ type Relay struct {
 	conns  map[*conn]struct{}
 	closed bool
 	addr   net.Addr
+	// sockets counts the WebSocket clients admitted, in all and by IP
+	// address (see admit).
+	sockets int
+	perIP   map[netip.Addr]int
 
 	slowCuts atomic.Int64 // clients disconnected for a full queue
 	// phaseWaits counts the live events that waited for the end of a
@@ -233,6 +261,7 @@ func New(cfg Config) (*Relay, error) {
 		ctx:    ctx,
 		cancel: cancel,
 		conns:  make(map[*conn]struct{}),
+		perIP:  make(map[netip.Addr]int),
 		upgrader: websocket.Upgrader{
 			// Reads go through the HTTP server's 4 KiB buffer, taken
 			// over with the connection; a frame is built in a
@@ -386,7 +415,11 @@ func (r *Relay) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
 		Handler:           r,
 		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(r.log.Handler(), slog.LevelDebug),
+		// A kept-alive connection that asks nothing more (after a
+		// NIP-11 document) is closed; WebSocket clients are pinged.
+		IdleTimeout:    2 * r.cfg.PingInterval,
+		MaxHeaderBytes: 64 << 10,
+		ErrorLog:       slog.NewLogLogger(r.log.Handler(), slog.LevelDebug),
 	}
 	sweepDone := make(chan struct{})
 	go func() {

@@ -8,7 +8,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -866,5 +868,158 @@ func TestSubscriptionIDsEscaped(t *testing.T) {
 			t.Fatalf("%q: live %s", id, joinRaw(m.args))
 		}
 		sub.send("CLOSE", id)
+	}
+}
+
+// TestReqBudget: one REQ loads at most MaxLimit stored events and
+// MaxStoredBytes of them, all its filters together, however many filters
+// repeat or widen the search.
+func TestReqBudget(t *testing.T) {
+	tr := startRelay(t, Config{
+		MaxMessageLength: 16 << 10,
+		MaxContentLength: 8 << 10,
+		MaxStoredBytes:   32 << 10,
+		MaxLimit:         50,
+	})
+	c := dial(t, tr.url)
+	now := tr.clock.Unix()
+
+	// 16 authors of 10 small events each: 16 filters of limit 10 would
+	// load 160; the REQ gets the MaxLimit newest of the first filters.
+	filters := make([]any, 16)
+	for i := range filters {
+		k := newKey(t)
+		for j := range 10 {
+			c.mustPublish(k.event(t, 1, now-nostr.Timestamp(j), fmt.Sprint(i, j)))
+		}
+		filters[i] = map[string]any{"authors": []string{k.pk}, "limit": 10}
+	}
+	if got := c.req("wide", filters...); len(got) != 50 {
+		t.Fatalf("16 filters of 10 events each: %d events, want MaxLimit (50)", len(got))
+	}
+
+	// 10 events of 6 KB: a filter given 16 times loads them once, and no
+	// more of them than fit in 32 KiB.
+	big := newKey(t)
+	var stored []*nostr.Event
+	for j := range 10 {
+		ev := big.event(t, 1, now-nostr.Timestamp(j), strings.Repeat("x", 6000))
+		c.mustPublish(ev)
+		stored = append(stored, ev)
+	}
+	same := make([]any, 16)
+	for i := range same {
+		same[i] = map[string]any{"authors": []string{big.pk}, "limit": 10}
+	}
+	got := c.req("same", same...)
+	if !slices.Equal(got, ids(stored[:5]...)) {
+		t.Fatalf("16 copies of a filter over 10 events of 6 KB: got %d events, want the 5 newest (32 KiB)", len(got))
+	}
+}
+
+// TestTagConditionsBounded: a filter of more "#name" conditions than the
+// relay queries is refused, naming the rule, not failed in the database.
+func TestTagConditionsBounded(t *testing.T) {
+	tr := startRelay(t, Config{})
+	c := dial(t, tr.url)
+	filter := func(n int) map[string]any {
+		f := map[string]any{}
+		for i := range n {
+			f[fmt.Sprintf("#tag%d", i)] = []string{"v"}
+		}
+		return f
+	}
+	if got := c.req("ok", filter(maxTagConditions)); len(got) != 0 {
+		t.Fatalf("%d tag conditions: %d events from an empty relay", maxTagConditions, len(got))
+	}
+	for _, n := range []int{maxTagConditions + 1, 999} {
+		c.send("REQ", "many", filter(n))
+		m := c.expect("CLOSED")
+		if m.str(0) != "many" || !strings.HasPrefix(m.str(1), "invalid: too many tag conditions") {
+			t.Fatalf("%d tag conditions: CLOSED %s", n, joinRaw(m.args))
+		}
+	}
+}
+
+// TestConnectionCaps: WebSocket clients are bounded in all and per IP
+// address (loopback aside), refused before the upgrade with a status
+// that says why, and a closed client's place is given back.
+func TestConnectionCaps(t *testing.T) {
+	r, err := New(Config{MaxConnections: 3, MaxConnectionsPerIP: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	// The test's clients all come from 127.0.0.1: the server in front
+	// of the relay gives each the address it asks for, as a proxy
+	// that sets the remote address would.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if ip := req.Header.Get("X-Test-From"); ip != "" {
+			req.RemoteAddr = net.JoinHostPort(ip, "40000")
+		}
+		r.ServeHTTP(w, req)
+	}))
+	t.Cleanup(srv.Close)
+	url := "ws" + strings.TrimPrefix(srv.URL, "http")
+	connect := func(from string) (*websocket.Conn, int) {
+		ws, resp, err := websocket.DefaultDialer.Dial(url, http.Header{"X-Test-From": {from}})
+		if err != nil {
+			if resp == nil {
+				t.Fatalf("dial from %s: %v", from, err)
+			}
+			return nil, resp.StatusCode
+		}
+		t.Cleanup(func() { ws.Close() })
+		return ws, http.StatusSwitchingProtocols
+	}
+	must := func(from string) *websocket.Conn {
+		t.Helper()
+		ws, code := connect(from)
+		if ws == nil {
+			t.Fatalf("from %s: refused with %d", from, code)
+		}
+		return ws
+	}
+	refused := func(from string, want int) {
+		t.Helper()
+		if ws, code := connect(from); ws != nil || code != want {
+			t.Fatalf("from %s: status %d, want %d", from, code, want)
+		}
+	}
+
+	first := must("203.0.113.7")
+	must("203.0.113.7")
+	refused("203.0.113.7", http.StatusTooManyRequests)
+	refused("::ffff:203.0.113.7", http.StatusTooManyRequests) // the same address, IPv6-mapped
+	must("198.51.100.1")
+	refused("198.51.100.2", http.StatusServiceUnavailable) // three in all
+
+	// A closed client's place is free again once the relay has seen it go.
+	first.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if ws, code := connect("203.0.113.7"); ws != nil {
+			break
+		} else if code != http.StatusTooManyRequests && code != http.StatusServiceUnavailable {
+			t.Fatalf("after a close: status %d", code)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a closed client's place was not given back")
+		}
+		runtime.Gosched()
+	}
+}
+
+// TestLoopbackNotCappedPerIP: clients on the machine itself share only
+// the relay's overall bound.
+func TestLoopbackNotCappedPerIP(t *testing.T) {
+	tr := startRelay(t, Config{MaxConnectionsPerIP: 1, MaxConnections: 3})
+	for range 3 {
+		c := dial(t, tr.url)
+		c.req("s", map[string]any{"limit": 0})
+	}
+	_, resp, err := websocket.DefaultDialer.Dial(tr.url, nil)
+	if err == nil || resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("a fourth client: %v %v, want 503", resp, err)
 	}
 }

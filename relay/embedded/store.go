@@ -298,9 +298,10 @@ type storedEvent struct {
 }
 
 // query returns up to limit stored events matching f that have not expired
-// at now, newest first (ties: lowest id first).
-func (s *store) query(ctx context.Context, f *filter, limit int, now int64) ([]storedEvent, error) {
-	if limit <= 0 || f.matchesNothing() || !s.storedSince(f) {
+// at now, newest first (ties: lowest id first), and stops before an event
+// that would take their JSON over maxBytes (maxBytes < 0: no bound).
+func (s *store) query(ctx context.Context, f *filter, limit, maxBytes int, now int64) ([]storedEvent, error) {
+	if limit <= 0 || maxBytes == 0 || f.matchesNothing() || !s.storedSince(f) {
 		return nil, nil
 	}
 	q, args := buildQuery(f, limit, now)
@@ -314,6 +315,11 @@ func (s *store) query(ctx context.Context, f *filter, limit int, now int64) ([]s
 		var e storedEvent
 		if err := rows.Scan(&e.id, &e.createdAt, &e.raw); err != nil {
 			return nil, fmt.Errorf("scan event: %w", err)
+		}
+		if maxBytes >= 0 {
+			if maxBytes -= len(e.raw); maxBytes < 0 {
+				break
+			}
 		}
 		out = append(out, e)
 	}

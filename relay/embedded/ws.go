@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -21,13 +23,12 @@ type wsTransport struct {
 }
 
 func (r *Relay) serveWebSocket(w http.ResponseWriter, req *http.Request) {
-	r.mu.Lock()
-	closed := r.closed
-	r.mu.Unlock()
-	if closed {
-		http.Error(w, "relay closed", http.StatusServiceUnavailable)
+	ip := remoteIP(req)
+	if code, why := r.admit(ip); code != 0 {
+		http.Error(w, why, code)
 		return
 	}
+	defer r.release(ip)
 	bw := &batchWriter{ResponseWriter: w, pool: &r.bursts}
 	ws, err := r.upgrader.Upgrade(bw, req, nil)
 	if err != nil {
@@ -46,6 +47,47 @@ func (r *Relay) serveWebSocket(w http.ResponseWriter, req *http.Request) {
 	c.log.Debug("client connected")
 	c.serve(t.readLoop)
 	c.log.Debug("client disconnected", "code", c.closeCode, "reason", c.closeText)
+}
+
+// admit takes a place for a WebSocket client from ip, or says with which
+// HTTP status and text it is refused; release gives the place back.
+func (r *Relay) admit(ip netip.Addr) (int, string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case r.closed:
+		return http.StatusServiceUnavailable, "relay closed"
+	case r.sockets >= r.cfg.MaxConnections:
+		return http.StatusServiceUnavailable, fmt.Sprintf("too many connections (max %d)", r.cfg.MaxConnections)
+	case ip.IsValid() && !ip.IsLoopback() && r.perIP[ip] >= r.cfg.MaxConnectionsPerIP:
+		return http.StatusTooManyRequests, fmt.Sprintf("too many connections from %s (max %d)", ip, r.cfg.MaxConnectionsPerIP)
+	}
+	r.sockets++
+	if ip.IsValid() && !ip.IsLoopback() {
+		r.perIP[ip]++
+	}
+	return 0, ""
+}
+
+func (r *Relay) release(ip netip.Addr) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sockets--
+	if n := r.perIP[ip] - 1; n > 0 {
+		r.perIP[ip] = n
+	} else {
+		delete(r.perIP, ip) // the map holds the addresses connected, no more
+	}
+}
+
+// remoteIP is the client's IP address (IPv4 in IPv6 unmapped, so that
+// both forms count as one), or the zero Addr when the server gave none.
+func remoteIP(req *http.Request) netip.Addr {
+	ap, err := netip.ParseAddrPort(req.RemoteAddr)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return ap.Addr().Unmap()
 }
 
 // readLoop reads and handles messages until the socket fails or the
