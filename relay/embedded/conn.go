@@ -566,8 +566,13 @@ func (c *conn) handleReq(subID string, filters []*filter) error {
 	now := r.now().Unix()
 	var found []storedEvent
 	// One budget for the whole REQ: sixteen copies of a filter load no
-	// more than one may.
+	// more than one may. The node's own connection (patient) is not
+	// bounded in bytes: its inbox's catch-up after a restart takes what
+	// its filter's limit gives, however large the requests.
 	events, bytes := r.cfg.MaxLimit, r.cfg.MaxStoredBytes
+	if c.patient {
+		bytes = -1
+	}
 	for _, f := range filters {
 		limit := r.cfg.DefaultLimit
 		if f.hasLimit {

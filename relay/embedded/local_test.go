@@ -712,3 +712,26 @@ func TestLocalStoredPhaseWaits(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestReqBytesBoundByTransport: a WebSocket client's REQ loads no more
+// than MaxStoredBytes of stored events; the node's own connection gets
+// every event its filter's limit gives (its inbox catching up).
+func TestReqBytesBoundByTransport(t *testing.T) {
+	cfg := Config{MaxMessageLength: 16 << 10, MaxContentLength: 8 << 10, MaxStoredBytes: 32 << 10}
+	transports(t, cfg, func(t *testing.T, tr *testRelay, dial func() *connClient) {
+		c := dial()
+		k := newKey(t)
+		now := tr.clock.Unix()
+		for j := range 10 {
+			c.mustPublish(k.event(t, 1, now-nostr.Timestamp(j), strings.Repeat("x", 6000)))
+		}
+		got := len(c.req("big", nostr.Filter{Authors: []string{k.pk}}))
+		want := 5 // 32 KiB of events of 6 KB
+		if _, local := c.c.(relay.InProcessConn); local {
+			want = 10
+		}
+		if got != want {
+			t.Fatalf("10 events of 6 KB: got %d, want %d", got, want)
+		}
+	})
+}

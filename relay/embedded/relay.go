@@ -59,7 +59,8 @@ type Config struct {
 	// MaxMessageLength. A REQ's stored events are loaded before they are
 	// sent (to merge its filters' results in order), so this and MaxLimit
 	// are the memory one REQ may take; a REQ that reaches either gets the
-	// newest events up to it, then EOSE, as NIP-01 lets a relay do.
+	// newest events up to it, then EOSE, as NIP-01 lets a relay do. The
+	// node's own in-process connection is bounded by MaxLimit only.
 	MaxStoredBytes int
 
 	// CreatedAtUpperLimit refuses events dated further in the future than
