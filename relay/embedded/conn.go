@@ -32,7 +32,6 @@ type message struct {
 	label string     // labelEvent, labelOK, …
 	ref   string     // the subscription id (EVENT, EOSE, CLOSED) or event id (OK)
 	ev    *eventData // EVENT
-	wire  []byte     // EVENT as JSON, for a transport that sendsJSON
 	ok    bool       // OK
 	text  string     // OK, CLOSED, NOTICE
 }

@@ -43,18 +43,16 @@ func (s *subscription) endWait() {
 }
 
 // eventItem is the EVENT message carrying d, for the writer. A WebSocket
-// client's is encoded here, by the goroutine that queues it (the
-// publisher's, or the reader's for stored events), so that writers only
-// write.
+// client's event is encoded here, once for all its subscribers, by the
+// goroutine that queues it (the publisher's, or the reader's for stored
+// events); the writer frames it for its subscription as it writes it, so
+// that the queues of a hundred slow subscribers hold one copy of an event,
+// not a hundred.
 func (s *subscription) eventItem(d *eventData) outItem {
-	m := message{label: labelEvent, ref: s.id, ev: d}
 	if s.c.t.sendsJSON() {
-		if raw, err := d.json(); err == nil {
-			m.wire = make([]byte, 0, len(s.prefix)+len(raw)+1)
-			m.wire = append(append(append(m.wire, s.prefix...), raw...), ']')
-		}
+		_, _ = d.json()
 	}
-	return outItem{sub: s, msg: m}
+	return outItem{sub: s, msg: message{label: labelEvent, ref: s.id, ev: d}}
 }
 
 func (s *subscription) isClosed() bool {

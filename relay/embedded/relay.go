@@ -219,6 +219,7 @@ type Relay struct {
 	hub      *hub
 	upgrader websocket.Upgrader
 	bursts   sync.Pool // *[]byte: the WebSocket writers' burst buffers
+	frames   sync.Pool // *[]byte: the WebSocket writers' EVENT frames
 	info     []byte    // the NIP-11 document
 
 	ctx    context.Context // cancelled by Close

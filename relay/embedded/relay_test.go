@@ -1023,3 +1023,46 @@ func TestLoopbackNotCappedPerIP(t *testing.T) {
 		t.Fatalf("a fourth client: %v %v, want 503", resp, err)
 	}
 }
+
+// TestQueuedEventsShared: the events queued for a client that has stopped
+// reading are held once, however many of its subscriptions they match:
+// 64 subscriptions of three 200 KB events hold about 600 KB, not 38 MB.
+func TestQueuedEventsShared(t *testing.T) {
+	tr := startRelay(t, Config{WriteTimeout: time.Minute})
+	pub := dial(t, tr.url)
+	d := websocket.Dialer{NetDialContext: (&net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		err := rc.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+		return errors.Join(err, serr)
+	}}).DialContext}
+	ws, _, err := d.Dial(tr.url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ws.Close() })
+	slow := &client{t: t, ws: ws}
+	for i := range DefaultMaxSubscriptions {
+		slow.req(fmt.Sprint("s", i), map[string]any{"kinds": []int{21339}})
+	}
+
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	before := heap()
+	k := newKey(t)
+	content := strings.Repeat("x", 200_000)
+	for i := range 3 { // 192 messages: the queue of 256 does not fill
+		pub.mustPublish(k.event(t, 21339, tr.clock.Unix(), fmt.Sprint(i, content)))
+	}
+	grown := int64(heap()) - int64(before)
+	if tr.slowCuts.Load() != 0 {
+		t.Fatal("the client was cut off: the test did not hold its queue")
+	}
+	if grown > 8<<20 {
+		t.Fatalf("the heap grew %d KB for three 200 KB events queued to 64 subscriptions", grown>>10)
+	}
+	t.Logf("heap grew %d KB", grown>>10)
+}

@@ -157,19 +157,38 @@ func (t *wsTransport) ack(string, bool, string) bool { return false }
 func (t *wsTransport) direct(outItem) bool { return false }
 
 func (t *wsTransport) write(it outItem) error {
-	b := it.msg.wire
-	if it.msg.label != labelEvent {
-		var err error
-		if b, err = it.msg.json(); err != nil {
-			t.c.log.Error("encode message", "label", it.msg.label, "err", err)
-			return nil
-		}
+	if it.msg.label == labelEvent {
+		return t.writeEvent(it)
 	}
-	if b == nil { // an event that could not be encoded
+	b, err := it.msg.json()
+	if err != nil {
+		t.c.log.Error("encode message", "label", it.msg.label, "err", err)
 		return nil
 	}
 	_ = t.ws.SetWriteDeadline(time.Now().Add(t.c.r.cfg.WriteTimeout))
 	return t.ws.WriteMessage(websocket.TextMessage, b)
+}
+
+// writeEvent writes ["EVENT",<subscription id>,<event>] as one frame,
+// put together in a buffer borrowed for the write (the socket copies it
+// into its burst, or has sent it, before WriteMessage returns).
+func (t *wsTransport) writeEvent(it outItem) error {
+	raw, err := it.msg.ev.json()
+	if err != nil {
+		return nil // an event that could not be encoded
+	}
+	bp, _ := t.c.r.frames.Get().(*[]byte)
+	if bp == nil {
+		bp = new([]byte)
+	}
+	b := append(append(append((*bp)[:0], it.sub.prefix...), raw...), ']')
+	_ = t.ws.SetWriteDeadline(time.Now().Add(t.c.r.cfg.WriteTimeout))
+	err = t.ws.WriteMessage(websocket.TextMessage, b)
+	if cap(b) <= maxBatch { // one event of the largest keeps none so large
+		*bp = b[:0]
+		t.c.r.frames.Put(bp)
+	}
+	return err
 }
 
 func (t *wsTransport) begin() { t.batch.begin() }
