@@ -421,3 +421,48 @@ func TestDefaultTCPConns(t *testing.T) {
 		}
 	}
 }
+
+// A body posted without a length holds MaxBody of its peer's share while
+// it is read, and only its own length once read: a small chunked message
+// handled for long leaves the peer room for its next one.
+func TestBodyMemoryChunkedKeepsItsLength(t *testing.T) {
+	release := make(chan struct{})
+	entered := make(chan struct{}, 3)
+	var calls atomic.Int32
+	h := &hooks{send: func(ctx context.Context) {
+		entered <- struct{}{}
+		if calls.Add(1) > 1 {
+			return
+		}
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+	}}
+	// A peer's share: a sixteenth of 1 MiB, 64 KiB, one MaxBody.
+	e := start(t, h, func(c *snaphttp.Config) { c.MaxBody = 64 << 10; c.BodyMemory = 1 << 20 })
+	post := func(body io.Reader) (int, string) {
+		resp, err := clientFrom("127.0.0.2").Post(e.base+"/snap", "application/json", body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	first := make(chan int, 1)
+	small := signedOfSize(t, 1<<10)
+	go func() {
+		// A reader of unknown length: the client sends it chunked.
+		st, _ := post(io.MultiReader(bytes.NewReader(small)))
+		first <- st
+	}()
+	<-entered // the first body is held while its request is handled
+	if st, b := post(bytes.NewReader(signedOfSize(t, 40<<10))); st != 200 {
+		t.Errorf("a 40 KiB body beside a held chunked 1 KiB one: %d %s", st, b)
+	}
+	close(release)
+	if st := <-first; st != 200 {
+		t.Errorf("the chunked body: %d", st)
+	}
+}

@@ -122,6 +122,12 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (body []byte, 
 	case !json.Valid(body):
 		writeError(w, http.StatusBadRequest, "the body is not JSON", map[string]any{"code": int(snap.CodeInvalidMessage)})
 	default:
+		if n := int64(len(body)); n < size {
+			// A body of unknown length held MaxBody while it was read;
+			// it keeps its own length only.
+			s.bodies.shrink(key, size-n)
+			size = n
+		}
 		return body, release, true
 	}
 	release()
