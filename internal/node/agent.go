@@ -118,7 +118,7 @@ func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queu
 			return nil, nil, fmt.Errorf("node: agent: %w", err)
 		}
 		model, err = llm.New(llm.Config{BaseURL: a.LLMURL, Model: a.LLMModel, APIKey: key,
-			Timeout: a.RequestTimeout.Duration, MaxResponseBytes: int64(a.MaxAnswerBytes) + 64<<10,
+			Timeout: a.RequestTimeout.Duration, MaxResponseBytes: responseCap(a.MaxAnswerBytes),
 			ResponseFormat: a.ResponseFormat, Logger: logger.With("part", "llm")})
 	}
 	if err != nil {
@@ -129,7 +129,7 @@ func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queu
 	if a.Review && a.ReviewModel != "" && a.ReviewModel != a.LLMModel {
 		reviewName = a.ReviewModel
 		if review, err = llm.New(llm.Config{BaseURL: a.LLMURL, Model: a.ReviewModel, APIKey: key,
-			Timeout: a.RequestTimeout.Duration, MaxResponseBytes: int64(a.MaxAnswerBytes) + 64<<10,
+			Timeout: a.RequestTimeout.Duration, MaxResponseBytes: responseCap(a.MaxAnswerBytes),
 			ResponseFormat: a.ResponseFormat, Logger: logger.With("part", "llm", "role", "supervisor")}); err != nil {
 			return nil, nil, fmt.Errorf("node: agent: review model: %w", err)
 		}
@@ -227,3 +227,12 @@ func (n *Node) Agent() *agent.Runtime { return n.agent }
 
 // The node's metrics are its agent's observer.
 var _ agent.Observer = (*metrics.Metrics)(nil)
+
+// responseCap bounds the body of a model server's response carrying an
+// answer of at most maxAnswer bytes. The answer travels as a JSON string,
+// where a server may escape any byte as \u00XX: "<", ">" and "&" by Go's
+// encoding/json, every non-ASCII character by Python's json.dumps (vLLM,
+// LiteLLM), at up to six bytes each. So six times the answer, and 64 KiB
+// for the rest of the response, lets every answer within max_answer_bytes
+// arrive (the answer's own bound is checked on the decoded text).
+func responseCap(maxAnswer int) int64 { return 6*int64(maxAnswer) + 64<<10 }

@@ -680,6 +680,25 @@ func agentScenarios(t *testing.T, fresh func(testing.TB) string) {
 		}
 	})
 
+	t.Run("an answer within its bound that the server escapes at length", func(t *testing.T) {
+		// 28,000 "<" in a 32 KiB answer: the scripted server, Go's
+		// encoding/json, sends each as \u003c, 168 KB in all.
+		a := startAgentNode(t, fresh(t), func(c *config.Config) { c.Agent.MaxAnswerBytes = 32 << 10 })
+		page := strings.Repeat("<", 28_000)
+		answer := strings.ReplaceAll(prop("WRITE_FILE", map[string]any{"path": "/sandbox/page.md", "content": page}), `\u003c`, "<")
+		if len(answer) > 32<<10 {
+			t.Fatalf("the answer is %d bytes, over its bound", len(answer))
+		}
+		a.llm.Push(llmtest.Text(answer), finish("written"))
+		id := a.send(t, "", "write the page")
+		if got := a.wait(t, id, tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired); got.Status.State != tasks.StateCompleted {
+			t.Fatalf("task %s %q", got.Status.State, got.Status.Message)
+		}
+		if b, err := os.ReadFile(a.sandboxFile("page.md")); err != nil || string(b) != page {
+			t.Fatalf("page.md: %d bytes, %v", len(b), err)
+		}
+	})
+
 	t.Run("cancel during a slow model call", func(t *testing.T) {
 		a := startAgentNode(t, fresh(t), nil)
 		slow := llmtest.Text(prop("WRITE_FILE", map[string]any{"path": "/sandbox/late.md", "content": "late"}))
