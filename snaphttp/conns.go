@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/snapnode/snapnode/internal/peercap"
 	"github.com/snapnode/snapnode/snap"
 )
 
@@ -235,5 +236,5 @@ func addrKey(a net.Addr) netip.Addr {
 	if a == nil {
 		return netip.Addr{}
 	}
-	return keyOf(a.String())
+	return peercap.Key(a.String())
 }

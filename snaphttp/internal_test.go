@@ -1,51 +1,10 @@
 package snaphttp
 
 import (
-	"net/http"
-	"net/netip"
+	"io"
+	"strings"
 	"testing"
 )
-
-func TestPeerKey(t *testing.T) {
-	cases := []struct{ remote, want string }{
-		{"192.0.2.1:5000", "192.0.2.1"},
-		{"[2001:db8:1:2:3:4:5:6]:5000", "2001:db8:1:2::"},
-		{"[2001:db8:1:2:ffff::1]:1", "2001:db8:1:2::"},
-		{"[::ffff:192.0.2.9]:80", "192.0.2.9"},
-		{"[fe80::1%eth0]:80", "fe80::"},
-		{"garbage", "invalid IP"},
-	}
-	for _, tc := range cases {
-		r := &http.Request{RemoteAddr: tc.remote}
-		if got := peerKey(r).String(); got != tc.want {
-			t.Errorf("%s: %s, want %s", tc.remote, got, tc.want)
-		}
-	}
-}
-
-func TestConnCounter(t *testing.T) {
-	c := newConnCounter(2, 3)
-	a, b := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")
-	steps := []struct {
-		key  netip.Addr
-		want int
-	}{{a, 0}, {a, 0}, {a, 429}, {b, 0}, {b, 503}}
-	for i, s := range steps {
-		if got := c.acquire(s.key); got != s.want {
-			t.Fatalf("step %d: %d, want %d", i, got, s.want)
-		}
-	}
-	c.release(a)
-	if got := c.acquire(b); got != 0 {
-		t.Errorf("after a release: %d", got)
-	}
-	c.release(b)
-	c.release(b)
-	c.release(a)
-	if c.count() != 0 || len(c.per) != 0 {
-		t.Errorf("count %d, %d peers kept", c.count(), len(c.per))
-	}
-}
 
 func TestAcceptsEventStream(t *testing.T) {
 	cases := []struct {
@@ -64,6 +23,21 @@ func TestAcceptsEventStream(t *testing.T) {
 	for _, tc := range cases {
 		if got := acceptsEventStream(tc.values); got != tc.want {
 			t.Errorf("%q: %v", tc.values, got)
+		}
+	}
+}
+
+// A body read with room for the largest keeps about its own length of
+// memory: BodyMemory counts only that once it is read.
+func TestReadAllKeepsItsLength(t *testing.T) {
+	for _, n := range []int{0, 1, 1 << 10, 100 << 10, 256 << 10} {
+		body := strings.Repeat("x", n)
+		b, err := readAll(io.MultiReader(strings.NewReader(body)), 256<<10)
+		if err != nil || string(b) != body {
+			t.Fatalf("%d bytes: read %d, %v", n, len(b), err)
+		}
+		if waste := cap(b) - len(b); waste > len(b)/8+64 {
+			t.Errorf("%d bytes held in a buffer of %d", n, cap(b))
 		}
 	}
 }

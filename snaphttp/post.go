@@ -142,8 +142,19 @@ func (s *Server) refuseTooLarge(w http.ResponseWriter) {
 // readAll reads r to its end. Its buffer starts with room for size bytes
 // and at most doubles past that, never beyond size+1 bytes of capacity
 // while r stays within size, so that a body holds no more memory than
-// its share of BodyMemory (io.ReadAll's growth can overshoot it).
+// its share of BodyMemory (io.ReadAll's growth can overshoot it). What it
+// returns holds little more than its length: a message of unknown length,
+// read with room for the largest (size is MaxBody), keeps only its own
+// length of BodyMemory once read, and so must hold no more memory.
 func readAll(r io.Reader, size int64) ([]byte, error) {
+	b, err := readInto(r, size)
+	if err == nil && cap(b)-len(b) > len(b)/8+64 {
+		b = bytes.Clone(b)
+	}
+	return b, err
+}
+
+func readInto(r io.Reader, size int64) ([]byte, error) {
 	b := make([]byte, 0, min(size, 512<<10)+1)
 	for {
 		if len(b) == cap(b) {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/defaults"
+	"github.com/snapnode/snapnode/internal/peercap"
 	"github.com/snapnode/snapnode/internal/ratelimit"
 	"github.com/snapnode/snapnode/snap"
 )
@@ -206,7 +207,7 @@ type Server struct {
 	mux      *http.ServeMux
 	limits   *ratelimit.Limiter // per peer (peerKey)
 	monitor  *ratelimit.Limiter // /healthz and /metrics, per peer
-	conns    *connCounter
+	conns    *peercap.Counter
 	bodies   *bodyBudget // BodyMemory
 	tcp      atomic.Pointer[connLimiter]
 	card     *cardSigner
@@ -241,7 +242,7 @@ func New(cfg Config) (*Server, error) {
 		mux:      http.NewServeMux(),
 		limits:   newPeerLimits(cfg),
 		monitor:  newLimits(cfg.MonitorRate, cfg.MonitorBurst, cfg.MaxPeers, cfg.Now),
-		conns:    newConnCounter(cfg.MaxConnsPerPeer, cfg.MaxConns),
+		conns:    peercap.New(cfg.MaxConnsPerPeer, cfg.MaxConns, nil),
 		bodies:   newBodyBudget(cfg.BodyMemory, cfg.MaxBody),
 		card:     &cardSigner{key: cfg.Key, card: cfg.Card, now: cfg.Now, every: cfg.CardResign},
 		started:  cfg.Now(),
@@ -500,7 +501,7 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	h := Health{
 		Status: "ok", Address: s.cfg.Address, ProtocolVersion: snap.ProtocolVersion,
 		UptimeSeconds: int64(s.cfg.Now().Sub(s.started) / time.Second),
-		WebSockets:    s.conns.count(), InFlight: s.active.Load(),
+		WebSockets:    s.conns.Count(), InFlight: s.active.Load(),
 	}
 	if l := s.tcp.Load(); l != nil {
 		h.Connections = l.count()

@@ -39,7 +39,7 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := peerKey(r)
-	switch st := s.conns.acquire(key); st {
+	switch st := s.conns.Acquire(key); st {
 	case 0:
 	case http.StatusTooManyRequests:
 		w.Header().Set("Retry-After", "1")
@@ -49,7 +49,7 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 		writeError(w, st, "too many WebSocket connections", nil)
 		return
 	}
-	defer s.conns.release(key)
+	defer s.conns.Release(key)
 	// Counted before the upgrade, while net/http still tracks the
 	// request, so that Serve, which waits for the group after
 	// http.Server.Shutdown returns, cannot miss it.

@@ -61,6 +61,13 @@ type Config struct {
 	Relays []string `toml:"relays"`
 	// RelayListen is the embedded relay's address; empty disables it.
 	RelayListen string `toml:"relay_listen"`
+	// RelayMaxConns and RelayMaxConnsPerPeer cap the embedded relay's
+	// WebSocket clients, in all and per peer (an IPv4 address, an IPv6
+	// /64; loopback addresses count in the total only); 0 takes the
+	// relay's defaults, 4096 and 64. Over a cap a client gets 503 or 429
+	// before the upgrade.
+	RelayMaxConns        int `toml:"relay_max_conns"`
+	RelayMaxConnsPerPeer int `toml:"relay_max_conns_per_peer"`
 	// HTTPListen is the address of SNAP over HTTP, SSE and WebSocket
 	// (POST and GET /snap, the well-known card, /healthz, /metrics);
 	// empty, or "off", disables it. When it is left at
@@ -591,6 +598,8 @@ var settings = []setting{
 	intSetting("monitor-burst", "SNAPNODE_MONITOR_BURST", "let each peer burst to `N` /healthz and /metrics requests above its rate", func(c *Config) *int { return &c.MonitorBurst }),
 	stringSetting("metrics-listen", "SNAPNODE_METRICS_LISTEN", "serve /metrics on `ADDR` instead of the HTTP transport's address (empty: on --http-listen)", func(c *Config) *string { return &c.MetricsListen }),
 	intSetting("http-max-conns", "SNAPNODE_HTTP_MAX_CONNS", "hold at most `N` HTTP and WebSocket connections (0: half the open-file limit)", func(c *Config) *int { return &c.HTTPMaxConns }),
+	intSetting("relay-max-conns", "SNAPNODE_RELAY_MAX_CONNS", "hold at most `N` WebSocket clients on the embedded relay (0: 4096)", func(c *Config) *int { return &c.RelayMaxConns }),
+	intSetting("relay-max-conns-per-peer", "SNAPNODE_RELAY_MAX_CONNS_PER_PEER", "hold at most `N` of the embedded relay's clients from one address (0: 64; loopback not counted)", func(c *Config) *int { return &c.RelayMaxConnsPerPeer }),
 	intSetting("http-max-conns-per-peer", "SNAPNODE_HTTP_MAX_CONNS_PER_PEER", "hold at most `N` connections from one client address (0: a sixteenth of --http-max-conns)", func(c *Config) *int { return &c.HTTPMaxConnsPerPeer }),
 	int64Setting("http-body-memory", "SNAPNODE_HTTP_BODY_MEMORY", "hold at most `BYTES` of HTTP and WebSocket messages at once, all peers together (over: HTTP 429)", func(c *Config) *int64 { return &c.HTTPBodyMemory }),
 	floatSetting("identity-rate", "SNAPNODE_IDENTITY_RATE", "allow each SNAP identity `N` requests a second over every transport (0: no limit)", func(c *Config) *float64 { return &c.IdentityRate }),
@@ -882,6 +891,11 @@ func (c *Config) Validate() error {
 	}
 	if c.HTTPMaxResponse < MinHTTPResponse || c.HTTPMaxResponse > MaxHTTPResponse {
 		errs = append(errs, fmt.Errorf("config: http_max_response %d: want %d…%d bytes", c.HTTPMaxResponse, MinHTTPResponse, MaxHTTPResponse))
+	}
+	if c.RelayMaxConns < 0 || c.RelayMaxConnsPerPeer < 0 {
+		errs = append(errs, fmt.Errorf("config: relay_max_conns %d, relay_max_conns_per_peer %d: want 0 (the relay's default) or more", c.RelayMaxConns, c.RelayMaxConnsPerPeer))
+	} else if c.RelayMaxConns > 0 && c.RelayMaxConnsPerPeer > c.RelayMaxConns {
+		errs = append(errs, fmt.Errorf("config: relay_max_conns_per_peer %d: want at most relay_max_conns (%d)", c.RelayMaxConnsPerPeer, c.RelayMaxConns))
 	}
 	if c.HTTPMaxConns < 0 || c.HTTPMaxConnsPerPeer < 0 {
 		errs = append(errs, fmt.Errorf("config: http_max_conns %d, http_max_conns_per_peer %d: want 0 (from the open-file limit) or more", c.HTTPMaxConns, c.HTTPMaxConnsPerPeer))

@@ -110,7 +110,8 @@ func (w *wiring) startRelay(ctx context.Context) error {
 	if len(n.urls) > 0 {
 		return nil
 	}
-	rel, err := embedded.New(embedded.Config{DBPath: filepath.Join(cfg.DataDir, "relay.db"), Logger: n.logger.With("part", "relay"), Verifier: w.verifier})
+	rel, err := embedded.New(embedded.Config{DBPath: filepath.Join(cfg.DataDir, "relay.db"), Logger: n.logger.With("part", "relay"), Verifier: w.verifier,
+		MaxConnections: cfg.RelayMaxConns, MaxConnectionsPerIP: cfg.RelayMaxConnsPerPeer})
 	if err != nil {
 		return fmt.Errorf("node: embedded relay: %w", err)
 	}

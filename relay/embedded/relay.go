@@ -17,6 +17,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/snapnode/snapnode/internal/jsonenc"
+	"github.com/snapnode/snapnode/internal/peercap"
 	"github.com/snapnode/snapnode/internal/periodic"
 	"github.com/snapnode/snapnode/relay"
 )
@@ -58,9 +59,10 @@ type Config struct {
 	// filters together (their JSON); default 8 MiB, at least
 	// MaxMessageLength. A REQ's stored events are loaded before they are
 	// sent (to merge its filters' results in order), so this and MaxLimit
-	// are the memory one REQ may take; a REQ that reaches either gets the
-	// newest events up to it, then EOSE, as NIP-01 lets a relay do. The
-	// node's own in-process connection is bounded by MaxLimit only.
+	// are the memory one REQ may take; a REQ that reaches either gets,
+	// filter after filter in its order, each filter's newest events up to
+	// what is left, then EOSE, as NIP-01 lets a relay do. The node's own
+	// in-process connection is bounded by MaxLimit only.
 	MaxStoredBytes int
 
 	// CreatedAtUpperLimit refuses events dated further in the future than
@@ -68,11 +70,13 @@ type Config struct {
 	CreatedAtUpperLimit time.Duration
 
 	// MaxConnections bounds the WebSocket clients connected at once;
-	// MaxConnectionsPerIP those from one IP address (loopback addresses
-	// aside: a process on the machine is trusted as much as its user).
-	// A client over either is refused with 503 or 429 before the
-	// upgrade. Defaults 4096 and 64; the node's own in-process
-	// connection counts in neither.
+	// MaxConnectionsPerIP those of one peer: an IPv4 address, or an IPv6
+	// /64 (loopback addresses aside: a process on the machine is trusted
+	// as much as its user). A client over either is refused with 503 or
+	// 429 before the upgrade. Defaults 4096 and 64; the node's own
+	// in-process connection counts in neither. Behind a proxy that
+	// connects from one address for every client (Docker's userland
+	// proxy), set MaxConnectionsPerIP to MaxConnections.
 	MaxConnections      int
 	MaxConnectionsPerIP int
 
@@ -229,10 +233,9 @@ type Relay struct {
 	conns  map[*conn]struct{}
 	closed bool
 	addr   net.Addr
-	// sockets counts the WebSocket clients admitted, in all and by IP
-	// address (see admit).
-	sockets int
-	perIP   map[netip.Addr]int
+	// sockets counts the WebSocket clients admitted, in all and by
+	// peer (see admit).
+	sockets *peercap.Counter
 
 	slowCuts atomic.Int64 // clients disconnected for a full queue
 	// phaseWaits counts the live events that waited for the end of a
@@ -263,7 +266,8 @@ func New(cfg Config) (*Relay, error) {
 		ctx:    ctx,
 		cancel: cancel,
 		conns:  make(map[*conn]struct{}),
-		perIP:  make(map[netip.Addr]int),
+		// A process on the machine is trusted as much as its user.
+		sockets: peercap.New(cfg.MaxConnectionsPerIP, cfg.MaxConnections, netip.Addr.IsLoopback),
 		upgrader: websocket.Upgrader{
 			// Reads go through the HTTP server's 4 KiB buffer, taken
 			// over with the connection; a frame is built in a

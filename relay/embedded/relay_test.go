@@ -945,7 +945,7 @@ func TestTagConditionsBounded(t *testing.T) {
 // address (loopback aside), refused before the upgrade with a status
 // that says why, and a closed client's place is given back.
 func TestConnectionCaps(t *testing.T) {
-	r, err := New(Config{MaxConnections: 3, MaxConnectionsPerIP: 2})
+	r, err := New(Config{MaxConnections: 5, MaxConnectionsPerIP: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -991,8 +991,12 @@ func TestConnectionCaps(t *testing.T) {
 	must("203.0.113.7")
 	refused("203.0.113.7", http.StatusTooManyRequests)
 	refused("::ffff:203.0.113.7", http.StatusTooManyRequests) // the same address, IPv6-mapped
+	// One IPv6 /64 is one peer, whatever address of it a client takes.
+	must("2001:db8:1:2::1")
+	must("2001:db8:1:2::2")
+	refused("2001:db8:1:2::3", http.StatusTooManyRequests)
 	must("198.51.100.1")
-	refused("198.51.100.2", http.StatusServiceUnavailable) // three in all
+	refused("198.51.100.2", http.StatusServiceUnavailable) // five in all
 
 	// A closed client's place is free again once the relay has seen it go.
 	first.Close()

@@ -13,6 +13,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/snapnode/snapnode/internal/lowerhex"
+	"github.com/snapnode/snapnode/internal/peercap"
 )
 
 // wsTransport carries a conn over a WebSocket, as NIP-01 JSON.
@@ -23,12 +24,12 @@ type wsTransport struct {
 }
 
 func (r *Relay) serveWebSocket(w http.ResponseWriter, req *http.Request) {
-	ip := remoteIP(req)
-	if code, why := r.admit(ip); code != 0 {
+	key := peercap.Key(req.RemoteAddr)
+	if code, why := r.admit(key); code != 0 {
 		http.Error(w, why, code)
 		return
 	}
-	defer r.release(ip)
+	defer r.release(key)
 	bw := &batchWriter{ResponseWriter: w, pool: &r.bursts}
 	ws, err := r.upgrader.Upgrade(bw, req, nil)
 	if err != nil {
@@ -49,46 +50,26 @@ func (r *Relay) serveWebSocket(w http.ResponseWriter, req *http.Request) {
 	c.log.Debug("client disconnected", "code", c.closeCode, "reason", c.closeText)
 }
 
-// admit takes a place for a WebSocket client from ip, or says with which
-// HTTP status and text it is refused; release gives the place back.
-func (r *Relay) admit(ip netip.Addr) (int, string) {
+// admit takes a place for a WebSocket client of peer key, or says with
+// which HTTP status and text it is refused; release gives the place back.
+func (r *Relay) admit(key netip.Addr) (int, string) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	switch {
-	case r.closed:
+	closed := r.closed
+	r.mu.Unlock()
+	if closed {
 		return http.StatusServiceUnavailable, "relay closed"
-	case r.sockets >= r.cfg.MaxConnections:
-		return http.StatusServiceUnavailable, fmt.Sprintf("too many connections (max %d)", r.cfg.MaxConnections)
-	case ip.IsValid() && !ip.IsLoopback() && r.perIP[ip] >= r.cfg.MaxConnectionsPerIP:
-		return http.StatusTooManyRequests, fmt.Sprintf("too many connections from %s (max %d)", ip, r.cfg.MaxConnectionsPerIP)
 	}
-	r.sockets++
-	if ip.IsValid() && !ip.IsLoopback() {
-		r.perIP[ip]++
-	}
-	return 0, ""
-}
-
-func (r *Relay) release(ip netip.Addr) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.sockets--
-	if n := r.perIP[ip] - 1; n > 0 {
-		r.perIP[ip] = n
-	} else {
-		delete(r.perIP, ip) // the map holds the addresses connected, no more
+	switch code := r.sockets.Acquire(key); code {
+	case 0:
+		return 0, ""
+	case http.StatusTooManyRequests:
+		return code, fmt.Sprintf("too many connections from %s (max %d)", key, r.cfg.MaxConnectionsPerIP)
+	default:
+		return code, fmt.Sprintf("too many connections (max %d)", r.cfg.MaxConnections)
 	}
 }
 
-// remoteIP is the client's IP address (IPv4 in IPv6 unmapped, so that
-// both forms count as one), or the zero Addr when the server gave none.
-func remoteIP(req *http.Request) netip.Addr {
-	ap, err := netip.ParseAddrPort(req.RemoteAddr)
-	if err != nil {
-		return netip.Addr{}
-	}
-	return ap.Addr().Unmap()
-}
+func (r *Relay) release(key netip.Addr) { r.sockets.Release(key) }
 
 // readLoop reads and handles messages until the socket fails or the
 // connection is killed.
