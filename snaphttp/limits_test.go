@@ -305,29 +305,11 @@ func TestBodyMemory(t *testing.T) {
 // One peer holds at most its share of BodyMemory: its next body gets 429
 // (scope "peer") while another peer's is read.
 func TestBodyMemoryPerPeer(t *testing.T) {
-	release := make(chan struct{})
-	entered := make(chan struct{}, 3)
-	var calls atomic.Int32
-	h := &hooks{send: func(ctx context.Context) {
-		entered <- struct{}{}
-		if calls.Add(1) > 1 {
-			return
-		}
-		select {
-		case <-release:
-		case <-ctx.Done():
-		}
-	}}
+	h, entered, release := holdFirst()
 	// A peer's share: a sixteenth of 1 MiB, 64 KiB; a body, 40 KiB.
 	e := start(t, h, func(c *snaphttp.Config) { c.MaxBody = 64 << 10; c.BodyMemory = 1 << 20 })
 	postFrom := func(src string) (int, string) {
-		resp, err := clientFrom(src).Post(e.base+"/snap", "application/json", bytes.NewReader(signedOfSize(t, 40<<10)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return postBody(t, e, src, bytes.NewReader(signedOfSize(t, 40<<10)))
 	}
 	first := make(chan int, 1)
 	go func() { st, _ := postFrom("127.0.0.2"); first <- st }()
@@ -426,30 +408,10 @@ func TestDefaultTCPConns(t *testing.T) {
 // it is read, and only its own length once read: a small chunked message
 // handled for long leaves the peer room for its next one.
 func TestBodyMemoryChunkedKeepsItsLength(t *testing.T) {
-	release := make(chan struct{})
-	entered := make(chan struct{}, 3)
-	var calls atomic.Int32
-	h := &hooks{send: func(ctx context.Context) {
-		entered <- struct{}{}
-		if calls.Add(1) > 1 {
-			return
-		}
-		select {
-		case <-release:
-		case <-ctx.Done():
-		}
-	}}
+	h, entered, release := holdFirst()
 	// A peer's share: a sixteenth of 1 MiB, 64 KiB, one MaxBody.
 	e := start(t, h, func(c *snaphttp.Config) { c.MaxBody = 64 << 10; c.BodyMemory = 1 << 20 })
-	post := func(body io.Reader) (int, string) {
-		resp, err := clientFrom("127.0.0.2").Post(e.base+"/snap", "application/json", body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	post := func(body io.Reader) (int, string) { return postBody(t, e, "127.0.0.2", body) }
 	first := make(chan int, 1)
 	small := signedOfSize(t, 1<<10)
 	go func() {
@@ -465,4 +427,37 @@ func TestBodyMemoryChunkedKeepsItsLength(t *testing.T) {
 	if st := <-first; st != 200 {
 		t.Errorf("the chunked body: %d", st)
 	}
+}
+
+// holdFirst is a handler whose first message is held until release is
+// closed (or its request ends), the others answered at once; entered
+// gets a value as each message reaches it.
+func holdFirst() (h *hooks, entered chan struct{}, release chan struct{}) {
+	release = make(chan struct{})
+	entered = make(chan struct{}, 3)
+	var calls atomic.Int32
+	h = &hooks{send: func(ctx context.Context) {
+		entered <- struct{}{}
+		if calls.Add(1) > 1 {
+			return
+		}
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+	}}
+	return h, entered, release
+}
+
+// postBody posts body to e's /snap from the address src and returns the
+// status and the body of the answer.
+func postBody(t *testing.T, e *env, src string, body io.Reader) (int, string) {
+	t.Helper()
+	resp, err := clientFrom(src).Post(e.base+"/snap", "application/json", body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -86,6 +87,23 @@ type client struct {
 func dial(t testing.TB, url string) *client {
 	t.Helper()
 	ws, _, err := websocket.DefaultDialer.Dial(url, nil)
+	if err != nil {
+		t.Fatalf("dial %s: %v", url, err)
+	}
+	t.Cleanup(func() { ws.Close() })
+	return &client{t: t, ws: ws}
+}
+
+// dialSmallBuffer connects with a 4 KiB receive buffer, so that a client
+// that stops reading fills its socket quickly.
+func dialSmallBuffer(t testing.TB, url string) *client {
+	t.Helper()
+	d := websocket.Dialer{NetDialContext: (&net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		err := rc.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+		return errors.Join(err, serr)
+	}}).DialContext}
+	ws, _, err := d.Dial(url, nil)
 	if err != nil {
 		t.Fatalf("dial %s: %v", url, err)
 	}

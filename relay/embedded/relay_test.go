@@ -3,7 +3,6 @@ package embedded
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -13,7 +12,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -477,18 +475,7 @@ func TestNIP11(t *testing.T) {
 func TestSlowReaderDisconnected(t *testing.T) {
 	tr := startRelay(t, Config{SendQueue: 4, WriteTimeout: 2 * time.Second})
 	fast, pub := dial(t, tr.url), dial(t, tr.url)
-	// A small receive buffer makes the slow client's socket fill quickly.
-	d := websocket.Dialer{NetDialContext: (&net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
-		var serr error
-		err := rc.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
-		return errors.Join(err, serr)
-	}}).DialContext}
-	ws, _, err := d.Dial(tr.url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ws.Close() })
-	slow := &client{t: t, ws: ws}
+	slow := dialSmallBuffer(t, tr.url)
 	k := newKey(t)
 	filter := map[string]any{"kinds": []int{21339}}
 	slow.req("s", filter)
@@ -1034,17 +1021,7 @@ func TestLoopbackNotCappedPerIP(t *testing.T) {
 func TestQueuedEventsShared(t *testing.T) {
 	tr := startRelay(t, Config{WriteTimeout: time.Minute})
 	pub := dial(t, tr.url)
-	d := websocket.Dialer{NetDialContext: (&net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
-		var serr error
-		err := rc.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
-		return errors.Join(err, serr)
-	}}).DialContext}
-	ws, _, err := d.Dial(tr.url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ws.Close() })
-	slow := &client{t: t, ws: ws}
+	slow := dialSmallBuffer(t, tr.url)
 	for i := range DefaultMaxSubscriptions {
 		slow.req(fmt.Sprint("s", i), map[string]any{"kinds": []int{21339}})
 	}
