@@ -166,15 +166,11 @@ func (e *Executor) ApproveThen(ctx context.Context, actionID, approver string, b
 // approval's before (see ApproveThen), the diff the approval is carrying
 // out, which nobody else can change by then.
 func (e *Executor) DiffTx(ctx context.Context, tx *sql.Tx, actionID string) (string, error) {
-	var diff string
-	err := tx.QueryRowContext(ctx, e.store.d.Rebind(`SELECT diff FROM executor_actions WHERE action_id = ?`), actionID).Scan(&diff)
-	if errors.Is(err, sql.ErrNoRows) {
+	diff, err := e.store.diffTx(ctx, tx, actionID)
+	if errors.Is(err, errNoRecord) {
 		return "", fmt.Errorf("%w: %q", ErrNoPending, actionID)
 	}
-	if err != nil {
-		return "", fmt.Errorf("executor: diff of %s: %w", actionID, err)
-	}
-	return diff, nil
+	return diff, err
 }
 
 // alone returns the check of an approval's first commit: the caller's

@@ -194,6 +194,19 @@ func (s *store) get(ctx context.Context, actionID string) (*record, error) {
 	return r, nil
 }
 
+// diffTx returns, in tx, the diff of actionID, or errNoRecord.
+func (s *store) diffTx(ctx context.Context, tx *sql.Tx, actionID string) (string, error) {
+	var diff string
+	err := tx.QueryRowContext(ctx, s.d.Rebind(`SELECT diff FROM executor_actions WHERE action_id = ?`), actionID).Scan(&diff)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", errNoRecord
+	}
+	if err != nil {
+		return "", fmt.Errorf("executor: diff of %s: %w", actionID, err)
+	}
+	return diff, nil
+}
+
 // promotingTx returns, in tx, the id of an action of task other than
 // except that is being promoted ("" for none).
 func (s *store) promotingTx(ctx context.Context, tx *sql.Tx, task, except string) (string, error) {

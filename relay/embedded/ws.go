@@ -165,7 +165,7 @@ func (t *wsTransport) writeEvent(it outItem) error {
 	b := append(append(append((*bp)[:0], it.sub.prefix...), raw...), ']')
 	_ = t.ws.SetWriteDeadline(time.Now().Add(t.c.r.cfg.WriteTimeout))
 	err = t.ws.WriteMessage(websocket.TextMessage, b)
-	if cap(b) <= maxBatch { // one event of the largest keeps none so large
+	if cap(b) <= maxBatch { // a buffer a large event grew is let go
 		*bp = b[:0]
 		t.c.r.frames.Put(bp)
 	}
