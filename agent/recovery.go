@@ -33,11 +33,16 @@ type Resumed struct {
 // through the executor's rollback (newest first; never by writing the
 // sandbox directly), and the job is queued again in the checkpoint's
 // resume phase, the model told what was undone. Only a job that waits for
-// a human (INTERVENTION_REQUIRED) can be resumed (else ErrNotResumable);
-// while the rollbacks run the job is DRAFT, so that no process claims it,
-// and a rollback the executor refuses (a file changed since) leaves it
-// waiting, with the reason. An unknown checkpoint is ErrNoCheckpoint, with
-// the job's checkpoints named.
+// a human (INTERVENTION_REQUIRED), or one a resume left DRAFT (its process
+// stopped during it), can be resumed (else ErrNotResumable); while the
+// rollbacks run the job is DRAFT, so that no process claims it, and a
+// rollback the executor refuses (a file changed since) leaves it waiting,
+// with the reason. Once the rollbacks are done the resume is finished
+// whether or not ctx is canceled meanwhile (its values kept): the note to
+// the model is added first and the job then queued, so that whoever
+// claims it is told; should either write fail, the job waits for a human
+// again, the failure as its reason, and never stays DRAFT. An unknown
+// checkpoint is ErrNoCheckpoint, with the job's checkpoints named.
 func (r *Runtime) ResumeFrom(ctx context.Context, taskID, checkpoint string) (*Resumed, error) {
 	st := r.cfg.Store
 	j, err := st.Get(ctx, taskID)
@@ -87,9 +92,28 @@ func (r *Runtime) ResumeFrom(ctx context.Context, taskID, checkpoint string) (*R
 		}
 		res.RolledBack = append(res.RolledBack, id)
 	}
+	// The workspace is as it was at the checkpoint: what is left is
+	// finished even if the caller has gone (an admin connection closed),
+	// for a job left DRAFT is claimed by no process and its task waits on.
+	ctx = context.WithoutCancel(ctx)
 	phase := rp.ResumePhase
 	if phase == "" {
 		phase = PhaseWork
+	}
+	note := fmt.Sprintf("An operator restarted the job from checkpoint %s (after step %d), in the %s phase.", checkpoint, rp.Sequence+1, phase)
+	undone := "nothing to undo" // for the reason, should the job wait again
+	if len(res.RolledBack) > 0 {
+		ids := strings.Join(res.RolledBack, ", ")
+		note += fmt.Sprintf(" The host undid the %d changes made since (actions %s): the workspace is as it was then.", len(res.RolledBack), ids)
+		undone = "actions " + ids + " undone"
+	}
+	// The note before the job is PENDING (AddInput leaves a DRAFT job's
+	// status as it is), so that the claim that follows always finds it.
+	if ok, err := st.AddInput(ctx, taskID, note, false, r.cfg.Now()); err != nil || !ok {
+		if err == nil {
+			err = fmt.Errorf("%w: job %s moved on meanwhile", ErrLeaseLost, taskID)
+		}
+		return nil, r.backToWaiting(ctx, j, fmt.Errorf("agent: resume %s from %s (%s): the note to the model: %w", taskID, checkpoint, undone, err))
 	}
 	j.Status, j.Phase, j.Retries, j.Reason, j.RecoverySeq, j.ReviewSeq = Pending, phase, 0, "", j.NextSeq, -1
 	if phase == PhaseReview {
@@ -97,14 +121,9 @@ func (r *Runtime) ResumeFrom(ctx context.Context, taskID, checkpoint string) (*R
 	}
 	j.UpdatedAt = r.cfg.Now()
 	if err := st.Write(ctx, Save{Job: j, Expect: Draft}); err != nil {
-		return nil, err
-	}
-	note := fmt.Sprintf("An operator restarted the job from checkpoint %s (after step %d), in the %s phase.", checkpoint, rp.Sequence+1, phase)
-	if len(res.RolledBack) > 0 {
-		note += fmt.Sprintf(" The host undid the %d changes made since (actions %s): the workspace is as it was then.", len(res.RolledBack), strings.Join(res.RolledBack, ", "))
-	}
-	if _, err := st.AddInput(ctx, taskID, note, false, r.cfg.Now()); err != nil {
-		return nil, err
+		// Waiting in the checkpoint's phase, the note pending: an
+		// operator's next word (or another resume) takes it on.
+		return nil, r.backToWaiting(ctx, j, fmt.Errorf("agent: resume %s from %s (%s): queue the job again: %w", taskID, checkpoint, undone, err))
 	}
 	r.log.Info("agent: job resumed from a checkpoint", "task", taskID, "checkpoint", checkpoint, "rolled_back", len(res.RolledBack))
 	r.Wake()

@@ -1,0 +1,170 @@
+package agent
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/snapnode/snapnode/executor"
+	"github.com/snapnode/snapnode/internal/testdb"
+)
+
+// undoer is an Executor that only rolls back: it records each action
+// undone and then calls after (nil: nothing).
+type undoer struct {
+	mu     sync.Mutex
+	undone []string
+	after  func()
+}
+
+func (u *undoer) Rollback(_ context.Context, actionID string) error {
+	u.mu.Lock()
+	u.undone = append(u.undone, actionID)
+	u.mu.Unlock()
+	if u.after != nil {
+		u.after()
+	}
+	return nil
+}
+
+func (u *undoer) Run(context.Context, executor.Request) (*executor.Result, error) {
+	return nil, errors.New("undoer: no Run")
+}
+func (u *undoer) Actions(context.Context, string) ([]executor.Action, error)  { return nil, nil }
+func (u *undoer) Pending(context.Context, string) ([]executor.Pending, error) { return nil, nil }
+func (u *undoer) Deny(context.Context, string, string, string) (*executor.Result, error) {
+	return nil, errors.New("undoer: no Deny")
+}
+
+// resumable stores job "job", waiting for a human after a supervisor's
+// STUCK: a write (act-0), the worker's COMPLETED (checkpoint
+// work-complete-1, resumed in review), then two more writes (act-2,
+// act-3) that a resume from the checkpoint undoes.
+func resumable(t *testing.T, ctx context.Context, s *Store) {
+	t.Helper()
+	j := storeJob("job", Running, storeT0)
+	mustCreate(t, ctx, s, j)
+	write := func(seq int) *Interaction {
+		it := storeInteraction(seq, fmt.Sprintf("wrote %d", seq))
+		it.Response.Action = "WRITE_FILE"
+		it.Response.RawResponse = answerProposal(stuckID(seq), "write", "WRITE_FILE", `{"path":"/sandbox/a.md","content":"a"}`)
+		return it
+	}
+	rp := &RecoveryPoint{CheckpointID: "work-complete-1", Sequence: 1, CanResumeFrom: true, ResumePhase: PhaseReview}
+	for seq := range 4 {
+		it := write(seq)
+		save := Save{Job: j, Interaction: it}
+		if seq == 1 {
+			it.Response = Response{Status: ResponseSuccess, Kind: KindAgentResponse, Action: ActionCompleted,
+				EvidenceFiles: []string{"/sandbox/a.md"}, SummaryForSupervisor: "done",
+				RawResponse: `{"action":"COMPLETED","evidence_files":["/sandbox/a.md"],"summary_for_supervisor":"done"}`,
+				NewStatus:   Reviewing}
+			it.Observation = &Observation{Outcome: ObsCompleted}
+			save.Recovery = rp
+		}
+		j.NextSeq = seq + 1
+		if err := s.Write(ctx, save); err != nil {
+			t.Fatal(err)
+		}
+	}
+	j.Status, j.Phase, j.Reason = InterventionRequired, PhaseReview, "STUCK: a human should choose"
+	if err := s.Write(ctx, Save{Job: j}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func resumeRuntime(s *Store, ex Executor) *Runtime {
+	return &Runtime{cfg: Config{Store: s, Executor: ex, Queue: NewQueue(s, nil), Now: func() time.Time { return at(time.Hour) }},
+		log: slog.New(slog.DiscardHandler)}
+}
+
+// Once the rollbacks have begun, the resume is finished whatever becomes
+// of the caller's context: a caller gone after the rollbacks (the admin
+// connection closed) leaves the job queued in the checkpoint's phase with
+// the note to the model, not DRAFT.
+func TestResumeFinishesWithoutTheCaller(t *testing.T) {
+	eachStore(t, func(t *testing.T, ctx context.Context, s *Store) {
+		resumable(t, ctx, s)
+		callCtx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		ex := &undoer{after: cancel}
+		res, err := resumeRuntime(s, ex).ResumeFrom(callCtx, "job", "work-complete-1")
+		if err != nil {
+			t.Fatalf("ResumeFrom: %v", err)
+		}
+		if callCtx.Err() == nil {
+			t.Fatal("the rollback did not cancel the caller's context")
+		}
+		want := []string{"act-3", "act-2"}
+		if !slices.Equal(ex.undone, want) || !slices.Equal(res.RolledBack, want) || res.Phase != PhaseReview {
+			t.Fatalf("undone %v, resumed %+v; want %v undone, resumed in review", ex.undone, res, want)
+		}
+		j := mustGet(t, ctx, s, "job")
+		if j.Status != Pending || j.Phase != PhaseReview || j.ReviewSeq != 1 || j.RecoverySeq != 4 || j.Reason != "" {
+			t.Fatalf("job %s in %s (review_seq %d, recovery_seq %d, reason %q); want PENDING in review, review_seq 1, recovery_seq 4",
+				j.Status, j.Phase, j.ReviewSeq, j.RecoverySeq, j.Reason)
+		}
+		in, err := s.PendingInput(ctx, "job")
+		if err != nil || !strings.Contains(in, "restarted the job from checkpoint work-complete-1") || !strings.Contains(in, "actions act-3, act-2") {
+			t.Fatalf("pending input %q, %v; want the note of the resume", in, err)
+		}
+	})
+}
+
+// A write that finishes the resume and fails (not for a cancellation)
+// puts the job back to waiting for a human, the failure and what was
+// undone as its reason: it never stays DRAFT, nor is it queued without
+// the note. The failures are injected by SQLite triggers.
+func TestResumeFinishFailsBackToWaiting(t *testing.T) {
+	tests := []struct {
+		name, trigger string
+		// noted: the note was written before the failure.
+		noted bool
+		want  string
+	}{
+		{"queueing the job", `CREATE TRIGGER fail_resume BEFORE UPDATE OF status ON agent_jobs
+			WHEN OLD.status = 'DRAFT' AND NEW.status = 'PENDING' BEGIN SELECT RAISE(ABORT, 'injected failure'); END`,
+			true, "queue the job again"},
+		{"the note", `CREATE TRIGGER fail_resume BEFORE UPDATE OF pending_input ON agent_jobs
+			WHEN OLD.status = 'DRAFT' AND NEW.pending_input <> OLD.pending_input BEGIN SELECT RAISE(ABORT, 'injected failure'); END`,
+			false, "the note to the model"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := t.Context()
+			db := testdb.Open(t, testdb.SQLite(t))
+			s, err := OpenStore(ctx, db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resumable(t, ctx, s)
+			if err := db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+				_, err := tx.ExecContext(ctx, tt.trigger)
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			_, err = resumeRuntime(s, &undoer{}).ResumeFrom(ctx, "job", "work-complete-1")
+			if err == nil || !strings.Contains(err.Error(), "injected failure") {
+				t.Fatalf("ResumeFrom = %v; want the injected failure", err)
+			}
+			j := mustGet(t, ctx, s, "job")
+			if j.Status != InterventionRequired || !strings.Contains(j.Reason, tt.want) ||
+				!strings.Contains(j.Reason, "injected failure") || !strings.Contains(j.Reason, "actions act-3, act-2 undone") {
+				t.Fatalf("job %s, reason %q; want %s, the failure of %s and what was undone as its reason",
+					j.Status, j.Reason, InterventionRequired, tt.want)
+			}
+			in, err := s.PendingInput(ctx, "job")
+			if err != nil || strings.Contains(in, "restarted the job") != tt.noted {
+				t.Fatalf("pending input %q, %v; want the note: %v", in, err, tt.noted)
+			}
+		})
+	}
+}
