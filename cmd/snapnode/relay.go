@@ -17,6 +17,8 @@ func (c *cli) relay(args []string) int {
 	fs := c.flagSet("relay")
 	listen := fs.String("listen", "127.0.0.1:7447", "`address` to listen on (host:port)")
 	db := fs.String("db", "./snapnode-relay.db", "SQLite database `file` (\":memory:\" keeps events in memory)")
+	maxEvents := fs.Int("store-max-events", 0, "keep at most `N` stored events, deleting the oldest past it (0: 1,000,000)")
+	maxBytes := fs.Int64("store-max-bytes", 0, "keep at most `BYTES` of stored events, deleting the oldest past it (0: 1 GiB)")
 	if _, code, done := c.parse(fs, args, 0); done {
 		return code
 	}
@@ -24,16 +26,13 @@ func (c *cli) relay(args []string) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return c.runRelay(ctx, prog, *listen, *db)
+	return c.runRelay(ctx, prog, *listen, embedded.Config{DBPath: *db, StoreMaxEvents: *maxEvents, StoreMaxBytes: *maxBytes})
 }
 
-// runRelay serves the relay on listen with the database db until ctx is
-// cancelled.
-func (c *cli) runRelay(ctx context.Context, prog, listen, db string) int {
-	r, err := embedded.New(embedded.Config{
-		DBPath: db,
-		Logger: slog.New(slog.NewTextHandler(c.stderr, nil)),
-	})
+// runRelay serves the relay of cfg on listen until ctx is cancelled.
+func (c *cli) runRelay(ctx context.Context, prog, listen string, cfg embedded.Config) int {
+	cfg.Logger = slog.New(slog.NewTextHandler(c.stderr, nil))
+	r, err := embedded.New(cfg)
 	if err != nil {
 		return c.ioError(prog, err)
 	}

@@ -68,6 +68,12 @@ type Config struct {
 	// before the upgrade.
 	RelayMaxConns        int `toml:"relay_max_conns"`
 	RelayMaxConnsPerPeer int `toml:"relay_max_conns_per_peer"`
+	// RelayStoreMaxEvents and RelayStoreMaxBytes bound the embedded
+	// relay's database (relay.db): past either, the oldest stored events
+	// are deleted to make room, the node's own card aside; 0 takes the
+	// relay's defaults, 1,000,000 events and 1 GiB.
+	RelayStoreMaxEvents int   `toml:"relay_store_max_events"`
+	RelayStoreMaxBytes  int64 `toml:"relay_store_max_bytes"`
 	// HTTPListen is the address of SNAP over HTTP, SSE and WebSocket
 	// (POST and GET /snap, the well-known card, /healthz, /metrics);
 	// empty, or "off", disables it. When it is left at
@@ -599,6 +605,8 @@ var settings = []setting{
 	stringSetting("metrics-listen", "SNAPNODE_METRICS_LISTEN", "serve /metrics on `ADDR` instead of the HTTP transport's address (empty: on --http-listen)", func(c *Config) *string { return &c.MetricsListen }),
 	intSetting("http-max-conns", "SNAPNODE_HTTP_MAX_CONNS", "hold at most `N` HTTP and WebSocket connections (0: half the open-file limit)", func(c *Config) *int { return &c.HTTPMaxConns }),
 	intSetting("relay-max-conns", "SNAPNODE_RELAY_MAX_CONNS", "hold at most `N` WebSocket clients on the embedded relay (0: 4096)", func(c *Config) *int { return &c.RelayMaxConns }),
+	intSetting("relay-store-max-events", "SNAPNODE_RELAY_STORE_MAX_EVENTS", "keep at most `N` stored events in the embedded relay's database, deleting the oldest past it (0: 1,000,000)", func(c *Config) *int { return &c.RelayStoreMaxEvents }),
+	int64Setting("relay-store-max-bytes", "SNAPNODE_RELAY_STORE_MAX_BYTES", "keep at most `BYTES` of stored events in the embedded relay's database, deleting the oldest past it (0: 1 GiB)", func(c *Config) *int64 { return &c.RelayStoreMaxBytes }),
 	intSetting("relay-max-conns-per-peer", "SNAPNODE_RELAY_MAX_CONNS_PER_PEER", "hold at most `N` of the embedded relay's clients from one address (0: 64; loopback not counted)", func(c *Config) *int { return &c.RelayMaxConnsPerPeer }),
 	intSetting("http-max-conns-per-peer", "SNAPNODE_HTTP_MAX_CONNS_PER_PEER", "hold at most `N` connections from one client address (0: a sixteenth of --http-max-conns)", func(c *Config) *int { return &c.HTTPMaxConnsPerPeer }),
 	int64Setting("http-body-memory", "SNAPNODE_HTTP_BODY_MEMORY", "hold at most `BYTES` of HTTP and WebSocket messages at once, all peers together (over: HTTP 429)", func(c *Config) *int64 { return &c.HTTPBodyMemory }),
@@ -896,6 +904,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("config: relay_max_conns %d, relay_max_conns_per_peer %d: want 0 (the relay's default) or more", c.RelayMaxConns, c.RelayMaxConnsPerPeer))
 	} else if c.RelayMaxConns > 0 && c.RelayMaxConnsPerPeer > c.RelayMaxConns {
 		errs = append(errs, fmt.Errorf("config: relay_max_conns_per_peer %d: want at most relay_max_conns (%d)", c.RelayMaxConnsPerPeer, c.RelayMaxConns))
+	}
+	if c.RelayStoreMaxEvents < 0 || c.RelayStoreMaxBytes < 0 {
+		errs = append(errs, fmt.Errorf("config: relay_store_max_events %d, relay_store_max_bytes %d: want 0 (the relay's default) or more", c.RelayStoreMaxEvents, c.RelayStoreMaxBytes))
 	}
 	if c.HTTPMaxConns < 0 || c.HTTPMaxConnsPerPeer < 0 {
 		errs = append(errs, fmt.Errorf("config: http_max_conns %d, http_max_conns_per_peer %d: want 0 (from the open-file limit) or more", c.HTTPMaxConns, c.HTTPMaxConnsPerPeer))

@@ -17,22 +17,27 @@ import (
 // and the subscriber for each EVENT.
 func BenchmarkPublishAndDeliver(b *testing.B) {
 	for _, tc := range []struct {
-		name string
-		kind int
-		file bool
+		name  string
+		kind  int
+		file  bool
+		bound int // StoreMaxEvents, reached before the timer starts; 0: the default
 	}{
-		{"stored-4339/file", 4339, true},
-		{"stored-4339/memory", 4339, false},
-		{"ephemeral-21339", 21339, false},
+		{"stored-4339/file", 4339, true, 0},
+		{"stored-4339/file/at-its-bound", 4339, true, 1000},
+		{"stored-4339/memory", 4339, false, 0},
+		{"ephemeral-21339", 21339, false, 0},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			cfg := Config{}
+			cfg := Config{StoreMaxEvents: tc.bound}
 			if tc.file {
 				cfg.DBPath = filepath.Join(b.TempDir(), "bench.db")
 			}
 			tr := startRelay(b, cfg)
 			sub, pub := dial(b, tr.url), dial(b, tr.url)
 			k, to := newKey(b), newKey(b)
+			for i := range tc.bound { // every publish below deletes the oldest
+				pub.mustPublish(k.event(b, tc.kind, tr.clock.Unix(), fmt.Sprint("filler ", i), nostr.Tag{"p", k.pk}))
+			}
 			sub.req("s", map[string]any{"kinds": []int{tc.kind}, "#p": []string{to.pk}})
 			evs := make([]*nostr.Event, b.N)
 			for i := range evs {

@@ -266,3 +266,6 @@ func ids(evs ...*nostr.Event) []string {
 	}
 	return out
 }
+
+// testBound is the default bound of a relay's store.
+var testBound = storeBound{events: DefaultStoreMaxEvents, bytes: DefaultStoreMaxBytes}

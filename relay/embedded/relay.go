@@ -65,6 +65,21 @@ type Config struct {
 	// in-process connection is bounded by MaxLimit only.
 	MaxStoredBytes int
 
+	// StoreMaxEvents and StoreMaxBytes bound the database: the relay keeps
+	// at most StoreMaxEvents stored events and StoreMaxBytes of their
+	// JSON. Storing one past either deletes the oldest (in the order they
+	// were stored) in the same transaction, so that a flood of events
+	// pushes old ones out rather than fill the disk; a database past the
+	// bound when the relay opens it is trimmed then. Defaults 1,000,000
+	// and 1 GiB; StoreMaxBytes is at least MaxMessageLength. Expired
+	// events leave as before, at the sweep.
+	StoreMaxEvents int
+	StoreMaxBytes  int64
+	// KeepAuthors are hex public keys whose replaceable and addressable
+	// events are never deleted to make room: the node's own, so that its
+	// agent card stays whatever others publish.
+	KeepAuthors []string
+
 	// CreatedAtUpperLimit refuses events dated further in the future than
 	// this; default 15 minutes, negative: no limit.
 	CreatedAtUpperLimit time.Duration
@@ -117,6 +132,8 @@ const (
 	DefaultMaxEventTags        = 2500
 	DefaultMaxContentLength    = 256 << 10
 	DefaultMaxStoredBytes      = 8 << 20
+	DefaultStoreMaxEvents      = 1_000_000
+	DefaultStoreMaxBytes       = 1 << 30
 	DefaultCreatedAtUpperLimit = 15 * time.Minute
 	DefaultSendQueue           = 256
 	DefaultMaxConnections      = 4096
@@ -160,6 +177,7 @@ func (c Config) withDefaults() (Config, error) {
 		def(&c.MaxEventTags, DefaultMaxEventTags, "MaxEventTags"),
 		def(&c.MaxContentLength, DefaultMaxContentLength, "MaxContentLength"),
 		def(&c.MaxStoredBytes, DefaultMaxStoredBytes, "MaxStoredBytes"),
+		def(&c.StoreMaxEvents, DefaultStoreMaxEvents, "StoreMaxEvents"),
 		def(&c.SendQueue, DefaultSendQueue, "SendQueue"),
 		def(&c.MaxConnections, DefaultMaxConnections, "MaxConnections"),
 		def(&c.MaxConnectionsPerIP, DefaultMaxConnectionsPerIP, "MaxConnectionsPerIP"),
@@ -174,6 +192,13 @@ func (c Config) withDefaults() (Config, error) {
 	if c.EventsPerSecond < 0 {
 		return c, errors.New("embedded relay config: EventsPerSecond must not be negative")
 	}
+	switch {
+	case c.StoreMaxBytes == 0:
+		c.StoreMaxBytes = DefaultStoreMaxBytes
+	case c.StoreMaxBytes < 0:
+		return c, errors.New("embedded relay config: StoreMaxBytes must not be negative")
+	}
+	c.StoreMaxBytes = max(c.StoreMaxBytes, int64(c.MaxMessageLength))
 	if c.CreatedAtUpperLimit == 0 {
 		c.CreatedAtUpperLimit = DefaultCreatedAtUpperLimit
 	}
@@ -251,7 +276,7 @@ func New(cfg Config) (*Relay, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	st, err := openStore(ctx, cfg.DBPath)
+	st, err := openStore(ctx, cfg.DBPath, storeBound{events: int64(cfg.StoreMaxEvents), bytes: cfg.StoreMaxBytes, keep: cfg.KeepAuthors})
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("embedded relay: %w", err)
@@ -469,6 +494,10 @@ func (r *Relay) sweepLoop(ctx context.Context) {
 	_ = periodic.Run(ctx, t.C, func(ctx context.Context, _ time.Time) (int64, error) { return r.Sweep(ctx) }, func(_ int64, err error) {
 		if err != nil {
 			r.log.Error("sweep expired events", "err", err)
+		}
+		if n := r.store.takeEvicted(); n > 0 {
+			r.log.Info("relay database at its bound: the oldest events were deleted to make room",
+				"count", n, "store_max_events", r.cfg.StoreMaxEvents, "store_max_bytes", r.cfg.StoreMaxBytes)
 		}
 	})
 }

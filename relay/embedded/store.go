@@ -28,6 +28,29 @@ type store struct {
 	newest     atomic.Int64
 	markMu     sync.Mutex
 	newestKind map[int]int64
+
+	// The bound on what is kept (see Config.StoreMaxEvents): past
+	// maxEvents events or maxBytes of their JSON, the oldest are deleted
+	// to make room, except the replaceable and addressable events of the
+	// keep authors.
+	maxEvents, maxBytes int64
+	// evictSQL selects the oldest events that may go, after a seq, but
+	// for one, with keepArgs (the keep authors) and a limit.
+	evictSQL string
+	keepArgs []any
+	// sizeMu is held by every write from its transaction's start until
+	// events and bytes, the totals stored, are updated after its commit.
+	sizeMu        sync.Mutex
+	events, bytes int64
+	evicted       atomic.Int64 // events deleted to make room, since the last takeEvicted
+}
+
+// storeBound is what openStore keeps: at most events stored events and
+// bytes of their JSON, never deleting to make room the replaceable and
+// addressable events of keep (hex public keys).
+type storeBound struct {
+	events, bytes int64
+	keep          []string
 }
 
 // maxKindMarks bounds the per-kind marks; kinds beyond it use the global
@@ -76,8 +99,9 @@ func (s *store) storedSince(f *filter) bool {
 }
 
 // openStore opens (creating if needed) the database at path; "" or
-// ":memory:" is a private in-memory database.
-func openStore(ctx context.Context, path string) (*store, error) {
+// ":memory:" is a private in-memory database. It keeps what b allows,
+// deleting the oldest events at once should the database hold more.
+func openStore(ctx context.Context, path string, b storeBound) (*store, error) {
 	const pragmas = "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
 	if path == "" || path == ":memory:" {
 		db := sqldb.OpenSQLite(":memory:?" + pragmas)
@@ -87,7 +111,7 @@ func openStore(ctx context.Context, path string) (*store, error) {
 		db.SetMaxIdleConns(1)
 		db.SetConnMaxLifetime(0)
 		db.SetConnMaxIdleTime(0)
-		s := &store{w: db, r: db}
+		s := newStore(db, db, b)
 		if err := s.init(ctx); err != nil {
 			db.Close()
 			return nil, err
@@ -101,7 +125,7 @@ func openStore(ctx context.Context, path string) (*store, error) {
 	w.SetMaxOpenConns(1)
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxIdleTime(0)
-	s := &store{w: w}
+	s := newStore(w, nil, b)
 	if err := s.init(ctx); err != nil {
 		w.Close()
 		return nil, err
@@ -113,9 +137,25 @@ func openStore(ctx context.Context, path string) (*store, error) {
 	return s, nil
 }
 
+func newStore(w, r *sql.DB, b storeBound) *store {
+	s := &store{w: w, r: r, maxEvents: b.events, maxBytes: b.bytes}
+	s.evictSQL = "SELECT seq FROM events WHERE seq > ? AND seq <> ?"
+	if len(b.keep) > 0 {
+		// The kinds kindClass calls replaceable and addressable.
+		s.evictSQL += " AND NOT (pubkey IN (?" + strings.Repeat(", ?", len(b.keep)-1) +
+			") AND (kind IN (0, 3) OR kind BETWEEN 10000 AND 19999 OR kind BETWEEN 30000 AND 39999))"
+		s.keepArgs = anys(b.keep)
+	}
+	s.evictSQL += " ORDER BY seq LIMIT ?"
+	return s
+}
+
 func (s *store) init(ctx context.Context) error {
 	if err := sqldb.MigrateSQL(ctx, s.w, sqldb.SQLite, migrations()); err != nil {
 		return fmt.Errorf("relay database: %w", err)
+	}
+	if err := s.trim(ctx); err != nil {
+		return err
 	}
 	rows, err := s.w.QueryContext(ctx, "SELECT kind, MAX(created_at) FROM events GROUP BY kind")
 	if err != nil {
@@ -154,8 +194,14 @@ const (
 // replaceable and addressable kinds. exp is its NIP-40 expiration (hasExp
 // false: none); now is the current Unix time, so that expired stored
 // versions never block a replacement.
+//
+// Past the store's bound, the oldest events are deleted in the same
+// transaction to make room (see evict).
 func (s *store) save(ctx context.Context, ev *nostr.Event, raw []byte, exp int64, hasExp bool, now int64) (res saveResult, err error) {
 	s.raise(ev.Kind, int64(ev.CreatedAt))
+	s.sizeMu.Lock()
+	defer s.sizeMu.Unlock()
+	size := totals{events: s.events, bytes: s.bytes}
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, fmt.Errorf("begin: %w", err)
@@ -210,9 +256,11 @@ func (s *store) save(ctx context.Context, ev *nostr.Event, raw []byte, exp int64
 			return 0, fmt.Errorf("read previous versions: %w", err)
 		}
 		for _, seq := range old {
-			if err := deleteSeq(ctx, tx, seq); err != nil {
+			n, err := deleteSeq(ctx, tx, seq)
+			if err != nil {
 				return 0, err
 			}
+			size.add(-1, -n)
 		}
 	}
 
@@ -233,11 +281,100 @@ func (s *store) save(ctx context.Context, ev *nostr.Event, raw []byte, exp int64
 	if err := insertTags(ctx, tx, seq, ev); err != nil {
 		return 0, err
 	}
+	size.add(1, int64(len(raw)))
+	evicted, err := s.evict(ctx, tx, &size, seq)
+	if err != nil {
+		return 0, err
+	}
 	if err := tx.Commit(); err != nil {
 		return 0, fmt.Errorf("commit: %w", err)
 	}
+	s.events, s.bytes = size.events, size.bytes
+	s.evicted.Add(evicted)
 	return saved, nil
 }
+
+// totals are the events stored and the bytes of their JSON.
+type totals struct{ events, bytes int64 }
+
+func (t *totals) add(events, bytes int64) { t.events += events; t.bytes += bytes }
+
+// evict deletes in tx the oldest stored events (in the order they were
+// stored), but for the event numbered except and the replaceable and
+// addressable events of the keep authors, until size is within the
+// store's bound; it updates size and returns how many it deleted. The
+// caller holds sizeMu.
+//
+// A relay that anyone can publish to keeps what the bound allows: a
+// flood of events pushes the oldest out rather than fill the disk, and
+// the node's own card (the keep author's addressable event) stays.
+func (s *store) evict(ctx context.Context, tx *sql.Tx, size *totals, except int64) (int64, error) {
+	const batch = 8 // one event a save, as a rule
+	over := func() bool { return size.events > s.maxEvents || size.bytes > s.maxBytes }
+	var deleted int64
+	for after := int64(-1); over(); {
+		rows, err := tx.QueryContext(ctx, s.evictSQL, append([]any{after, except}, append(s.keepArgs, batch)...)...)
+		if err != nil {
+			return deleted, fmt.Errorf("find the oldest events: %w", err)
+		}
+		var seqs []int64
+		for rows.Next() {
+			if err := rows.Scan(&after); err != nil {
+				rows.Close()
+				return deleted, fmt.Errorf("find the oldest events: %w", err)
+			}
+			seqs = append(seqs, after)
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return deleted, fmt.Errorf("find the oldest events: %w", err)
+		}
+		if len(seqs) == 0 {
+			return deleted, nil // nothing left but what stays
+		}
+		for _, seq := range seqs {
+			if !over() {
+				break
+			}
+			n, err := deleteSeq(ctx, tx, seq)
+			if err != nil {
+				return deleted, err
+			}
+			size.add(-1, -n)
+			deleted++
+		}
+	}
+	return deleted, nil
+}
+
+// trim counts what the database holds and, should it be past the store's
+// bound (lowered since the events were stored), deletes the oldest.
+func (s *store) trim(ctx context.Context) error {
+	s.sizeMu.Lock()
+	defer s.sizeMu.Unlock()
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	var size totals
+	if err := tx.QueryRowContext(ctx, "SELECT count(*), coalesce(sum(length(raw)), 0) FROM events").Scan(&size.events, &size.bytes); err != nil {
+		return fmt.Errorf("count stored events: %w", err)
+	}
+	evicted, err := s.evict(ctx, tx, &size, -1)
+	if err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	s.events, s.bytes = size.events, size.bytes
+	s.evicted.Add(evicted)
+	return nil
+}
+
+// takeEvicted returns how many events were deleted to make room since
+// the last call.
+func (s *store) takeEvicted() int64 { return s.evicted.Swap(0) }
 
 // insertTags indexes every tag that has a value: (name, first value), once
 // per distinct pair.
@@ -280,14 +417,17 @@ func insertTags(ctx context.Context, tx *sql.Tx, seq int64, ev *nostr.Event) err
 	return flush()
 }
 
-func deleteSeq(ctx context.Context, tx *sql.Tx, seq int64) error {
+// deleteSeq deletes the event numbered seq and its tags, and returns the
+// length of its JSON.
+func deleteSeq(ctx context.Context, tx *sql.Tx, seq int64) (int64, error) {
 	if _, err := tx.ExecContext(ctx, "DELETE FROM tags WHERE event_seq = ?", seq); err != nil {
-		return fmt.Errorf("delete tags: %w", err)
+		return 0, fmt.Errorf("delete tags: %w", err)
 	}
-	if _, err := tx.ExecContext(ctx, "DELETE FROM events WHERE seq = ?", seq); err != nil {
-		return fmt.Errorf("delete event: %w", err)
+	var n int64
+	if err := tx.QueryRowContext(ctx, "DELETE FROM events WHERE seq = ? RETURNING length(raw)", seq).Scan(&n); err != nil {
+		return 0, fmt.Errorf("delete event: %w", err)
 	}
-	return nil
+	return n, nil
 }
 
 // storedEvent is one query result.
@@ -418,11 +558,18 @@ func anys[T any](s []T) []any {
 // deleteExpired deletes the events whose expiration is at or before now
 // and returns how many it deleted.
 func (s *store) deleteExpired(ctx context.Context, now int64) (int64, error) {
+	s.sizeMu.Lock()
+	defer s.sizeMu.Unlock()
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, fmt.Errorf("begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
+	var gone totals
+	if err := tx.QueryRowContext(ctx, "SELECT count(*), coalesce(sum(length(raw)), 0) FROM events WHERE expiration IS NOT NULL AND expiration <= ?", now).
+		Scan(&gone.events, &gone.bytes); err != nil {
+		return 0, fmt.Errorf("count expired events: %w", err)
+	}
 	const expired = "SELECT seq FROM events WHERE expiration IS NOT NULL AND expiration <= ?"
 	if _, err := tx.ExecContext(ctx, "DELETE FROM tags WHERE event_seq IN ("+expired+")", now); err != nil {
 		return 0, fmt.Errorf("delete expired tags: %w", err)
@@ -438,6 +585,7 @@ func (s *store) deleteExpired(ctx context.Context, now int64) (int64, error) {
 	if err := tx.Commit(); err != nil {
 		return 0, fmt.Errorf("commit: %w", err)
 	}
+	s.events, s.bytes = s.events-gone.events, s.bytes-gone.bytes
 	return n, nil
 }
 

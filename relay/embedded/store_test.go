@@ -113,7 +113,7 @@ type queryCase struct {
 
 func testQueryAgreesWithMatch(t *testing.T, path string, all []*nostr.Event, cases []queryCase) {
 	ctx := context.Background()
-	st, err := openStore(ctx, path)
+	st, err := openStore(ctx, path, testBound)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +195,7 @@ func TestKindClass(t *testing.T) {
 // TestQueryPlans guards the indexes REQ relies on: no filter that names
 // ids, authors, kinds or tags may scan the events table.
 func TestQueryPlans(t *testing.T) {
-	st, err := openStore(context.Background(), filepath.Join(t.TempDir(), "p.db"))
+	st, err := openStore(context.Background(), filepath.Join(t.TempDir(), "p.db"), testBound)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +239,7 @@ func TestQueryPlans(t *testing.T) {
 // an event stored later is found again.
 func TestStoreSinceWatermark(t *testing.T) {
 	ctx := context.Background()
-	s, err := openStore(ctx, filepath.Join(t.TempDir(), "w.db"))
+	s, err := openStore(ctx, filepath.Join(t.TempDir(), "w.db"), testBound)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,10 +282,10 @@ func TestStoreSinceWatermark(t *testing.T) {
 	}
 	// Reopened, the mark comes from the database.
 	path := filepath.Join(t.TempDir(), "w2.db")
-	s2, _ := openStore(ctx, path)
+	s2, _ := openStore(ctx, path, testBound)
 	s2.save(ctx, &ev, raw, 0, false, 1000)
 	s2.close()
-	s3, err := openStore(ctx, path)
+	s3, err := openStore(ctx, path, testBound)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,7 @@ func olderRelayDB(t *testing.T, version int) string {
 // its schema in snapnode_migrations; one of a newer schema is refused.
 func TestOpenOlderRelayDatabase(t *testing.T) {
 	ctx := context.Background()
-	s, err := openStore(ctx, olderRelayDB(t, 1))
+	s, err := openStore(ctx, olderRelayDB(t, 1), testBound)
 	if err != nil {
 		t.Fatalf("open the older database: %v", err)
 	}
@@ -53,7 +53,7 @@ func TestOpenOlderRelayDatabase(t *testing.T) {
 		t.Fatalf("recorded version %d, %v; want 1", v, err)
 	}
 
-	if _, err := openStore(ctx, olderRelayDB(t, 2)); !errors.Is(err, sqldb.ErrSchemaTooNew) {
+	if _, err := openStore(ctx, olderRelayDB(t, 2), testBound); !errors.Is(err, sqldb.ErrSchemaTooNew) {
 		t.Fatalf("a newer schema: %v, want ErrSchemaTooNew", err)
 	}
 }
