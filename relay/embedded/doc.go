@@ -11,9 +11,11 @@
 //
 // Every resource is bounded: message size, subscriptions per connection,
 // filters per REQ, values per filter, subscription id length, the limit of a
-// query, and each connection's outbound queue. A client that reads too
-// slowly to drain its queue is disconnected; it never slows down the
-// publisher or the other subscribers.
+// query, the clients connected, each connection's outbound queue, and the
+// database itself (Config.StoreMaxEvents, StoreMaxBytes: past either, the
+// oldest stored events make room). A client that reads too slowly to drain
+// its queue is disconnected; it never slows down the publisher or the other
+// subscribers.
 //
 // Use:
 //
