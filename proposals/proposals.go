@@ -113,8 +113,8 @@ func DiffSum(diff string) string {
 // shown refuses, with ErrDiffChanged, an approval that names a diff
 // other than diff, the held action's actionID's.
 func (d Decision) shown(actionID, diff string) error {
-	if d.Approve && d.Diff != "" && DiffSum(diff) != d.Diff {
-		return &HeldError{TaskID: d.TaskID, ActionID: actionID, Err: ErrDiffChanged}
+	if sum := DiffSum(diff); d.Approve && d.Diff != "" && sum != d.Diff {
+		return &HeldError{TaskID: d.TaskID, ActionID: actionID, DiffSum: sum, Err: ErrDiffChanged}
 	}
 	return nil
 }
@@ -167,7 +167,9 @@ type HeldError struct {
 	TaskID   string
 	ActionID string // the action named, if any
 	Held     []string
-	Err      error
+	// DiffSum, with ErrDiffChanged, is DiffSum of the action's diff now.
+	DiffSum string
+	Err     error
 }
 
 func (e *HeldError) Error() string {

@@ -24,9 +24,12 @@ func (c *cli) adminCommand(op string, args []string) int {
 		what = "ACTION_ID"
 	}
 	fs, cfg := c.nodeFlagSet(op)
-	reason, action := "", ""
+	reason, action, diff := "", "", ""
 	if op == "deny" {
 		fs.StringVar(&reason, "reason", "", "the note the task fails with (told to the agent, for an agent's job)")
+	}
+	if op == "approve" {
+		fs.StringVar(&diff, "diff", "", "approve only if the action's diff is still the one of `SHA256` (as `snapnode held` lists it)")
 	}
 	if op != "rollback" {
 		fs.StringVar(&action, "action", "", "decide on the held action `ID` (needed when the task holds several)")
@@ -38,7 +41,7 @@ func (c *cli) adminCommand(op string, args []string) int {
 	if len(pos) != 1 {
 		return c.usageError(fs, "give the "+what)
 	}
-	req := admin.Request{Op: op, Task: pos[0], Action: action, Reason: reason}
+	req := admin.Request{Op: op, Task: pos[0], Action: action, Reason: reason, Diff: diff}
 	if op == "rollback" {
 		req = admin.Request{Op: op, Action: pos[0]}
 	}
@@ -68,11 +71,13 @@ func (c *cli) callAdmin(fs *flag.FlagSet, cfg *config.Config, req admin.Request,
 	return res, exitOK, true
 }
 
-// held is `snapnode held [TASK]`: the actions the running node's tasks
-// hold for a decision (TASK's only, when given), one a line with the id
-// approve and deny take with --action.
+// held is `snapnode held [--diff] [TASK]`: the actions the running node's
+// tasks hold for a decision (TASK's only, when given), one a line with
+// the id approve and deny take with --action and the sum of the diff
+// approve takes with --diff; with --diff, each diff below its line.
 func (c *cli) held(args []string) int {
 	fs, cfg := c.nodeFlagSet("held")
+	showDiff := fs.Bool("diff", false, "print each action's diff below its line")
 	pos, code, done := c.parse(fs, args, 1)
 	if done {
 		return code
@@ -89,7 +94,8 @@ func (c *cli) held(args []string) int {
 		return code
 	}
 	var list []struct {
-		Task, Action, Kind, Requester, Reason string
+		Task, Action, Kind, Requester, Reason, Diff string
+		DiffSum                                     string `json:"diff_sha256"`
 	}
 	if err := json.Unmarshal(res, &list); err != nil {
 		fmt.Fprintf(c.stderr, "snapnode held: the node answered %s\n", res)
@@ -99,7 +105,10 @@ func (c *cli) held(args []string) int {
 		fmt.Fprintln(c.stderr, "no action waits for a decision")
 	}
 	for _, h := range list {
-		fmt.Fprintf(c.stdout, "%s\t%s\t%s\t%s\t%s\n", h.Task, h.Action, h.Kind, h.Requester, h.Reason)
+		fmt.Fprintf(c.stdout, "%s\t%s\t%s\t%s\t%s\t%s\n", h.Task, h.Action, h.Kind, h.Requester, h.DiffSum, h.Reason)
+		if *showDiff {
+			fmt.Fprintln(c.stdout, h.Diff)
+		}
 	}
 	return exitOK
 }

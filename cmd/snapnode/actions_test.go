@@ -91,9 +91,23 @@ func TestActionCommands(t *testing.T) {
 	if del.Status.State != "input_required" {
 		t.Fatalf("delete: %+v", del)
 	}
-	// held lists the action the task holds, by its id.
-	if r := runCLI(t, "", append([]string{"held"}, dd...)...); r.code != exitOK || !strings.HasPrefix(r.stdout, del.ID+"\t") || !strings.Contains(r.stdout, "\tDELETE_FILE\t") {
-		t.Errorf("held: %s", r)
+	// held lists the action the task holds, by its id, with the sum of
+	// its diff; --diff prints the diff too.
+	r := runCLI(t, "", append([]string{"held"}, dd...)...)
+	cols := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\t")
+	if r.code != exitOK || len(cols) != 6 || cols[0] != del.ID || cols[2] != "DELETE_FILE" || len(cols[4]) != 64 {
+		t.Fatalf("held: %s", r)
+	}
+	sum := cols[4]
+	if r := runCLI(t, "", append([]string{"held", "--diff"}, dd...)...); r.code != exitOK || !strings.HasPrefix(r.stdout, strings.Join(cols, "\t")+"\n") || !strings.Contains(r.stdout, "\n-one\n") {
+		t.Errorf("held --diff: %s", r)
+	}
+	// An approval naming another diff is refused, and nothing runs.
+	if r := runCLI(t, "", append(append([]string{"approve"}, dd...), "--diff", strings.Repeat("0", 64), del.ID)...); r.code != exitFail || !strings.Contains(r.stderr, "diff changed") {
+		t.Errorf("approve of another diff: %s", r)
+	}
+	if _, err := os.Stat(filepath.Join(sandbox, "a.txt")); err != nil {
+		t.Fatalf("a.txt after a refused approval: %v", err)
 	}
 	if r := runCLI(t, "", append([]string{"approve"}, dd...)...); r.code != exitUsage {
 		t.Errorf("approve without a task: %s", r)
@@ -101,7 +115,7 @@ func TestActionCommands(t *testing.T) {
 	if r := runCLI(t, "", append(append([]string{"approve"}, dd...), "no-such-task")...); r.code != exitFail || !strings.Contains(r.stderr, "no-such-task") {
 		t.Errorf("approve of an unknown task: %s", r)
 	}
-	if v := decode(runCLI(t, "", append(append([]string{"approve"}, dd...), del.ID)...)); v.Status.State != "completed" {
+	if v := decode(runCLI(t, "", append(append([]string{"approve"}, dd...), "--diff", sum, del.ID)...)); v.Status.State != "completed" {
 		t.Fatalf("approved: %+v", v)
 	}
 	if _, err := os.Stat(filepath.Join(sandbox, "a.txt")); !os.IsNotExist(err) {
@@ -127,7 +141,7 @@ func TestActionCommands(t *testing.T) {
 		t.Errorf("a second rollback: %s", r)
 	}
 
-	r := runCLI(t, "", append([]string{"audit", "verify"}, dd...)...)
+	r = runCLI(t, "", append([]string{"audit", "verify"}, dd...)...)
 	if r.code != exitOK || !strings.Contains(r.stdout, "audit log intact") {
 		t.Fatalf("audit verify: %s", r)
 	}

@@ -55,6 +55,10 @@ type Request struct {
 	Action string `json:"action,omitempty"`
 	// Reason is the operator's note for a denial.
 	Reason string `json:"reason,omitempty"`
+	// Diff, for an approval, is the SHA-256 (hex) of the diff the
+	// operator was shown (`held` lists it): an action held again since
+	// with another diff is then refused, and nothing runs.
+	Diff string `json:"diff,omitempty"`
 	// Checkpoint names the recovery point of Task's agent job that
 	// job-resume restarts it from.
 	Checkpoint string `json:"checkpoint,omitempty"`
@@ -75,8 +79,10 @@ type Handler interface {
 	// Decide approves or denies (with reason) the action taskID holds:
 	// actionID, or when it is "" the one action the task holds (an error
 	// names them when it holds several). A task that is not waiting for
-	// a decision is refused with an error naming its state.
-	Decide(ctx context.Context, taskID, actionID string, approve bool, reason string) (any, error)
+	// a decision is refused with an error naming its state, and an
+	// approval naming a diff (its SHA-256, hex; "" names none) that is
+	// no longer the action's is refused too.
+	Decide(ctx context.Context, taskID, actionID string, approve bool, reason, diff string) (any, error)
 	Rollback(ctx context.Context, actionID string) (any, error)
 	// ResumeJob restarts the agent job of taskID from its recovery point
 	// checkpoint, undoing through the executor what the job changed
@@ -179,7 +185,7 @@ func (s *Server) serve(ctx context.Context, c *net.UnixConn) {
 			err = errors.New(req.Op + ": the task id is required")
 			break
 		}
-		result, err = s.handler.Decide(ctx, req.Task, req.Action, req.Op == "approve", req.Reason)
+		result, err = s.handler.Decide(ctx, req.Task, req.Action, req.Op == "approve", req.Reason, req.Diff)
 	case "rollback":
 		result, err = s.handler.Rollback(ctx, req.Action)
 	case "job-resume":

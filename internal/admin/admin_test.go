@@ -14,7 +14,7 @@ import (
 
 type handler struct{ calls []string }
 
-func (h *handler) Decide(_ context.Context, task, action string, approve bool, reason string) (any, error) {
+func (h *handler) Decide(_ context.Context, task, action string, approve bool, reason, _ string) (any, error) {
 	if !approve {
 		h.calls = append(h.calls, "deny "+task+" "+reason)
 		return map[string]string{"task": task, "state": "failed"}, nil

@@ -2,11 +2,14 @@ package node
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -20,11 +23,16 @@ import (
 // An operator decides on an action a task waits on with a signed
 // message/send that continues the task and carries one data part:
 //
-//	{"decision": "approve" | "deny", "reason"?: string, "actionId"?: string}
+//	{"decision": "approve" | "deny", "reason"?: string, "actionId"?: string,
+//	 "diffSha256"?: string}
 //
 // reason (at most 1024 bytes) is the note a denied task fails with;
 // actionId, when given, must be the action the task waits on, so that a
-// decision about one action cannot land on another. Any other member is
+// decision about one action cannot land on another; diffSha256, when
+// given (64 lowercase hex digits), must be the SHA-256 of the action's
+// diff as it is held when the approval runs, so that an approval of one
+// diff cannot carry out another (the files changed and the action was
+// held again). Any other member is
 // refused. Only identities with the operator role may decide, and never on
 // their own proposal; anyone else's decision is refused with 1004 naming
 // the field, and a stranger to the task gets 1001 as if it did not exist.
@@ -32,6 +40,7 @@ type decision struct {
 	approve  bool
 	reason   string
 	actionID string
+	diff     string // proposals.DiffSum of the diff approved; "": any
 }
 
 // The fields of a decision, as named in errors.
@@ -91,8 +100,14 @@ func parseDecision(req *tasks.SendParams) (taskID string, d *decision, err error
 	if d.actionID, err = str("actionId"); err != nil {
 		return "", nil, err
 	}
+	if d.diff, err = str("diffSha256"); err != nil {
+		return "", nil, err
+	}
+	if _, ok := obj["diffSha256"]; ok && !isSHA256Hex(d.diff) {
+		return "", nil, snap.FieldError(decisionPart+".diffSha256", "pattern", "^[0-9a-f]{64}$", d.diff)
+	}
 	for name := range obj {
-		if !slices.Contains([]string{"decision", "reason", "actionId"}, name) {
+		if !slices.Contains([]string{"decision", "reason", "actionId", "diffSha256"}, name) {
 			return "", nil, snap.FieldError(decisionPart+"."+name, "additionalProperties", false, name)
 		}
 	}
@@ -189,7 +204,7 @@ func (p decisions) decideSigned(ctx context.Context, approver, taskID string, d 
 	if !d.approve && reason == "" {
 		reason = "denied by operator " + approver
 	}
-	t, err := p.props.Decide(ctx, proposals.Decision{TaskID: taskID, ActionID: d.actionID, Approver: approver, Approve: d.approve, Reason: reason})
+	t, err := p.props.Decide(ctx, proposals.Decision{TaskID: taskID, ActionID: d.actionID, Approver: approver, Approve: d.approve, Reason: reason, Diff: d.diff})
 	var (
 		se *proposals.StateError
 		he *proposals.HeldError
@@ -204,6 +219,10 @@ func (p decisions) decideSigned(ctx context.Context, approver, taskID string, d 
 		return nil, snap.FieldError("payload.taskId", "pending action", "a task waiting on an action", "no action pending")
 	case errors.As(err, &he) && errors.Is(err, proposals.ErrNotHeld):
 		return nil, snap.FieldError(decisionPart+".actionId", "pending action", he.Held, d.actionID)
+	case errors.As(err, &he) && errors.Is(err, proposals.ErrDiffChanged):
+		e := snap.FieldError(decisionPart+".diffSha256", "diff", he.DiffSum, d.diff)
+		e.Message = he.Error()
+		return nil, e
 	case errors.As(err, &he) && errors.Is(err, proposals.ErrAmbiguous):
 		e := snap.FieldError(decisionPart+".actionId", "required", he.Held, "")
 		e.Message = he.Error()
@@ -244,4 +263,11 @@ func taskMethods(svc *tasks.Service) []string {
 	var m methodNames
 	svc.Register(&m, nil)
 	return m
+}
+
+// isSHA256Hex reports whether s is a SHA-256 sum in lowercase hex, as
+// proposals.DiffSum writes it.
+func isSHA256Hex(s string) bool {
+	b, err := hex.DecodeString(s)
+	return err == nil && len(b) == sha256.Size && s == strings.ToLower(s)
 }

@@ -2,6 +2,8 @@ package node_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -14,6 +16,7 @@ import (
 	"github.com/snapnode/snapnode/client"
 	"github.com/snapnode/snapnode/executor/audit"
 	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/admin"
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/sqldb"
 )
@@ -94,6 +97,8 @@ func TestOperatorDecisionsOverRelay(t *testing.T) {
 		{"another action", op, map[string]any{"decision": "approve", "actionId": "not-the-one"}, 1004, "payload.message.parts[0].data.actionId", "pending action"},
 		{"unknown member", op, map[string]any{"decision": "approve", "force": true}, 1004, "payload.message.parts[0].data.force", "additionalProperties"},
 		{"reason too long", op, map[string]any{"decision": "deny", "reason": strings.Repeat("r", 1025)}, 1004, "payload.message.parts[0].data.reason", "maxLength"},
+		{"a diff sum not in hex", op, map[string]any{"decision": "approve", "diffSha256": "ABC"}, 1004, "payload.message.parts[0].data.diffSha256", "pattern"},
+		{"another diff", op, map[string]any{"decision": "approve", "diffSha256": strings.Repeat("0", 64)}, 1004, "payload.message.parts[0].data.diffSha256", "diff"},
 	}
 	for _, r := range refusals {
 		p := r.who.call(t, n, "message/send", decisionMsg(d.ID, r.data), false)
@@ -109,8 +114,31 @@ func TestOperatorDecisionsOverRelay(t *testing.T) {
 		t.Fatalf("after the refusals the task is %s", got.Status.State)
 	}
 
-	// Another operator approves: the delete is promoted.
-	done := taskOf(t, op.call(t, n, "message/send", decisionMsg(d.ID, map[string]any{"decision": "approve"}), false))
+	// Another operator approves the diff it was shown (its sum, as the
+	// node's admin socket lists it): the delete is promoted.
+	res, err := admin.Call(context.Background(), admin.Path(dataDir), admin.Request{Op: "held", Task: d.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var heldList []struct {
+		Diff string `json:"diff"`
+		Sum  string `json:"diff_sha256"`
+	}
+	if err := json.Unmarshal(res, &heldList); err != nil || len(heldList) != 1 || !strings.Contains(heldList[0].Diff, "a.txt") || len(heldList[0].Sum) != 64 {
+		t.Fatalf("held: %s %v", res, err)
+	}
+	// A remote operator finds the same sum from the task: the SHA-256 of
+	// its pending-changes artifact's text.
+	var shown string
+	for _, a := range d.Artifacts {
+		if strings.HasPrefix(a.ArtifactID, "pending-") && len(a.Parts) == 1 && a.Parts[0].Text != nil {
+			shown = *a.Parts[0].Text
+		}
+	}
+	if sum := sha256.Sum256([]byte(shown)); hex.EncodeToString(sum[:]) != heldList[0].Sum {
+		t.Fatalf("the task's pending diff %q does not sum to %s", shown, heldList[0].Sum)
+	}
+	done := taskOf(t, op.call(t, n, "message/send", decisionMsg(d.ID, map[string]any{"decision": "approve", "diffSha256": heldList[0].Sum}), false))
 	if done.Status.State != "completed" {
 		t.Fatalf("approved: %s %q", done.Status.State, done.Status.Message)
 	}

@@ -61,6 +61,13 @@ type heldAction struct {
 	Requester string    `json:"requester"`
 	Reason    string    `json:"reason"`
 	Created   time.Time `json:"created"`
+	// Diff is what approving it changes, as an operator reads it (every
+	// invisible character spelled out: executor.Visible); DiffSum is the
+	// SHA-256 of the diff itself, which an approval may name (`snapnode
+	// approve --diff`) to be refused should the action be held again
+	// with another.
+	Diff    string `json:"diff"`
+	DiffSum string `json:"diff_sha256"`
 }
 
 // Held implements admin.Handler.
@@ -71,14 +78,15 @@ func (h adminHandler) Held(ctx context.Context, taskID string) (any, error) {
 	}
 	out := make([]heldAction, len(list))
 	for i, pa := range list {
-		out[i] = heldAction{Task: pa.TaskID, Action: pa.ActionID, Kind: pa.Action, Requester: pa.Requester, Reason: pa.Reason, Created: pa.Created.UTC()}
+		out[i] = heldAction{Task: pa.TaskID, Action: pa.ActionID, Kind: pa.Action, Requester: pa.Requester, Reason: pa.Reason, Created: pa.Created.UTC(),
+			Diff: executor.Visible(pa.Diff), DiffSum: proposals.DiffSum(pa.Diff)}
 	}
 	return out, nil
 }
 
 // Decide implements admin.Handler: the host decides.
-func (h adminHandler) Decide(ctx context.Context, taskID, actionID string, approve bool, reason string) (any, error) {
-	return h.props.Decide(ctx, proposals.Decision{TaskID: taskID, ActionID: actionID, Approver: executor.Host, Approve: approve, Reason: reason})
+func (h adminHandler) Decide(ctx context.Context, taskID, actionID string, approve bool, reason, diff string) (any, error) {
+	return h.props.Decide(ctx, proposals.Decision{TaskID: taskID, ActionID: actionID, Approver: executor.Host, Approve: approve, Reason: reason, Diff: diff})
 }
 
 // Rollback implements admin.Handler.
