@@ -35,7 +35,8 @@
 //	failed      a declared precondition does not hold (PRECONDITION_FAILED,
 //	            checked before the sandbox runs anything), the sandbox
 //	            refused (EXECUTION_FAILED, LIMIT_EXCEEDED) or the diff went
-//	            beyond the declared effects (UNDECLARED_EFFECTS)
+//	            beyond the declared effects (UNDECLARED_EFFECTS); or, as the
+//	            host (decision "recovered"), a promotion cut short was undone
 //	held        waits for an operator (a pending record in the database)
 //	confirmed   an operator (or the host) approved
 //	denied      an operator denied: Failed with CONFIRMATION_DENIED
@@ -55,7 +56,15 @@
 // record before promotion, so that RecoverInterrupted can undo a
 // promotion a crash cut short; the new file contents are written and
 // synced under temporary names meanwhile, and renamed into place only once
-// that commit is durable.
+// that commit is durable. A promotion the sandbox leaves half-way in a
+// running process (sandbox.ErrIncomplete: a path failed, and so did
+// putting the others back) is undone from the same snapshot at once, as
+// RecoverInterrupted would: the action fails ("interrupted during
+// promotion; its effects were undone", audited "failed", decision
+// "recovered") and its caller gets that Result. Only when that undo fails
+// too does the record stay promoting until the next start. A rollback
+// left half-way is completed the same way (audited "rolled_back",
+// decision "recovered").
 //
 // # Decisions where the design documents are silent
 //

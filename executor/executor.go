@@ -133,6 +133,12 @@ type Executor struct {
 	// beforeStep, set by tests only, runs before each read or listing of
 	// an action and before its staging (a clock moves there).
 	beforeStep func()
+	// promoteFault and rollbackFault, set by tests only, run in place of
+	// the sandbox's promotion and rollback: one left half-way
+	// (sandbox.ErrIncomplete) takes a disk that fails twice in a row,
+	// which nothing outside package sandbox can cause.
+	promoteFault  func(ctx context.Context, sb *sandbox.Sandbox, st *sandbox.Staged) error
+	rollbackFault func(ctx context.Context, snap *sandbox.Snapshot) error
 }
 
 // New returns an Executor on cfg, after bringing its tables up to date.
@@ -267,9 +273,12 @@ type Request struct {
 // caller's own tables and must not keep tx or res. Its error fails that
 // commit, and the call returns it. A call that ends without a commit of
 // its own (an error of the database, ctx done, a promotion left
-// incomplete) never runs Then: the caller records the outcome afterwards,
-// if there is one. On a promotion, Then's error is reported after the
-// files changed: the action's record then stays promoting and is
+// incomplete that could not be undone) never runs Then: the caller
+// records the outcome afterwards, if there is one. A promotion left
+// incomplete and undone at once ends Failed like any other action: Then
+// joins the commit that records it. On a promotion, Then's error is
+// reported after the files changed (or, for one left incomplete, after
+// they were restored): the action's record then stays promoting and is
 // finished by RecoverInterrupted, so a Then that can refuse should refuse
 // by returning nil and leaving its record for later.
 type Then func(ctx context.Context, tx *sql.Tx, res *Result) error
@@ -323,7 +332,8 @@ var (
 	ErrSnapshotPruned = errors.New("executor: the action's rollback snapshot was pruned")
 	// ErrBusy: an approval found another action of the same task being
 	// promoted (approved a moment before and not yet recorded as done,
-	// or left half-way by a crash until the next start recovers it):
+	// or left half-way, by a crash or by a disk that failed its undo
+	// too, until the next start recovers it):
 	// nothing ran, the action waits for a decision again, which is then
 	// taken knowing what the other one did.
 	ErrBusy = errors.New("executor: another action of the task is being carried out")
@@ -796,19 +806,20 @@ func (e *Executor) promote(ctx context.Context, j *journal, it *item, rec *recor
 	}
 
 	var perr error
-	if p != nil {
+	switch {
+	case e.promoteFault != nil:
+		perr = e.promoteFault(ctx, sb, st)
+	case p != nil:
 		_, perr = sb.PromotePrepared(ctx, p)
-	} else {
+	default:
 		_, perr = sb.Promote(ctx, st)
 	}
 	// From here on the outcome must be recorded whatever becomes of ctx.
 	bg := context.WithoutCancel(ctx)
 	if perr != nil {
 		if errors.Is(perr, sandbox.ErrIncomplete) {
-			// Left half-way: the record stays "promoting" with its
-			// snapshot, for RecoverInterrupted.
-			e.logger.Error("executor: promotion incomplete", "action", rec.ActionID, "err", perr)
-			return nil, false, fmt.Errorf("executor: promote %s: %w", rec.ActionID, perr)
+			r, err := e.undoIncomplete(bg, j, rec, res, perr)
+			return r, false, err
 		}
 		// Nothing was applied. A changed file sends an approval back to
 		// the operator (the record returns to the state it came from);
@@ -859,6 +870,31 @@ func (e *Executor) promote(ctx context.Context, j *journal, it *item, rec *recor
 		e.logger.Info("executor: pruned rollback snapshots past the bounds", "count", pruned, "requester", rec.Requester)
 	}
 	return res, false, nil
+}
+
+// undoIncomplete undoes at once a promotion the sandbox left half-way
+// (perr, a sandbox.ErrIncomplete: some paths changed, others not, and
+// putting the first back failed too), as RecoverInterrupted would at the
+// next start (see undo): each path back to its pre-image from the stored
+// snapshot, and the action failed ("interrupted during promotion; its
+// effects were undone", audited "failed", decision "recovered") in one
+// commit with the caller's Then; the Result says so. Left as it was, the
+// workspace would stay half-promoted and the approvals of the task's
+// other actions refused (ErrBusy) until the next start. Should the undo
+// fail too (the disk still failing), the record stays promoting with its
+// snapshot, for RecoverInterrupted, and the error says both.
+func (e *Executor) undoIncomplete(ctx context.Context, j *journal, rec *record, res *Result, perr error) (*Result, error) {
+	e.logger.Error("executor: promotion incomplete; undoing it", "action", rec.ActionID, "err", perr)
+	f := sandboxFailure(perr)
+	f.Message = interruptedPromotion
+	res.Outcome, res.Output, res.Reason = Failed, mustJSON(f), f.Message
+	if err := e.undo(ctx, j.last(res), rec); err != nil {
+		e.logger.Error("executor: incomplete promotion not undone; RecoverInterrupted undoes it at the next start",
+			"action", rec.ActionID, "err", err)
+		return nil, fmt.Errorf("executor: promote %s: %w; undoing it failed too (the action stays promoting until RecoverInterrupted): %w",
+			rec.ActionID, perr, err)
+	}
+	return res, nil
 }
 
 // prepare writes st's new file contents ahead of its promotion

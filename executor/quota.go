@@ -23,13 +23,13 @@ import (
 // the row of the identity that proposed it, in the commit that records
 // the promotion; a rollback takes it off again in the commit that
 // records the rollback. A promotion a crash cut short is undone at start
-// (RecoverInterrupted) before it was ever counted. The sandbox keeps no
-// owner per file: the ledger is what a requester has added, not what it
-// owns now, which is what bounds how far one identity can grow the
-// workspace. A count never goes below zero, so deleting files another
-// requester added frees the deleter's quota down to zero at most, and
-// not the quota of the one that added them. Files the operator puts in
-// the workspace count for nobody.
+// (RecoverInterrupted), one the sandbox left half-way at once, before it
+// was ever counted. The sandbox keeps no owner per file: the ledger is
+// what a requester has added, not what it owns now, which is what bounds
+// how far one identity can grow the workspace. A count never goes below
+// zero, so deleting files another requester added frees the deleter's
+// quota down to zero at most, and not the quota of the one that added
+// them. Files the operator puts in the workspace count for nobody.
 //
 // An action whose promotion would take its requester past a quota fails
 // with LIMIT_EXCEEDED naming the quota (limit requester_bytes,

@@ -16,7 +16,11 @@ import (
 // it or nothing: only if every path it touched still holds what the
 // promotion left there (else the sandbox's ErrDiverged, naming the path).
 // It is the host's alone; the caller makes sure of that. Audited
-// "rolled_back" (decision "restored", or "refused" with the reason). The
+// "rolled_back" (decision "restored", or "refused" with the reason). A
+// rollback the sandbox leaves half-way (sandbox.ErrIncomplete) is
+// completed at once from the snapshot, as RecoverInterrupted would at the
+// next start (decision "recovered"); should that fail too, the record
+// stays rolling_back, for RecoverInterrupted, and the error says both. The
 // time is recorded for every path it restored: within the rollback
 // cooldown, any requester's action that changes one of them then needs
 // confirmation. An unknown action, or one that is not promoted, is
@@ -48,9 +52,28 @@ func (e *Executor) Rollback(ctx context.Context, actionID string) error {
 	if !ok {
 		return fmt.Errorf("%w: %q (another rollback took it)", ErrNotPromoted, actionID)
 	}
-	rerr := e.sb.Rollback(ctx, snap)
+	var rerr error
+	if e.rollbackFault != nil {
+		rerr = e.rollbackFault(ctx, snap)
+	} else {
+		rerr = e.sb.Rollback(ctx, snap)
+	}
 	bg := context.WithoutCancel(ctx)
 	j := e.recordJournal(r)
+	if errors.Is(rerr, sandbox.ErrIncomplete) {
+		// Left half-way: some paths restored, others not. Back to
+		// promoted, the record would claim what the workspace no longer
+		// holds; it is completed instead, as at the next start.
+		e.logger.Error("executor: rollback incomplete; completing it", "action", actionID, "err", rerr)
+		r.State = stateRollingBack
+		if err := e.undo(bg, j, r); err != nil {
+			e.logger.Error("executor: incomplete rollback not completed; RecoverInterrupted completes it at the next start",
+				"action", actionID, "err", err)
+			return fmt.Errorf("executor: rollback %s: %w; completing it failed too (the action stays rolling_back until RecoverInterrupted): %w",
+				actionID, rerr, err)
+		}
+		return nil
+	}
 	if rerr != nil {
 		// The record back to promoted and the refusal, in one commit.
 		j.add(audit.Entry{Actor: Host, Step: audit.StepRolledBack, Decision: "refused", Reason: rerr.Error()})
@@ -157,7 +180,10 @@ func undoDiffs(snap *sandbox.Snapshot) []sandbox.Diff {
 //   - An approval caught before promotion goes back to pending.
 //
 // An action whose paths have since been changed by something else is left
-// as it is and logged; the others are still settled.
+// as it is and logged; the others are still settled. A promotion or
+// rollback that the sandbox leaves half-way in a running process
+// (sandbox.ErrIncomplete) is settled the same way at once, by the call
+// that met it; only one whose settling failed too is left for this.
 func (e *Executor) RecoverInterrupted(ctx context.Context) (int, error) {
 	return e.RecoverInterruptedWith(ctx, RecoverOptions{})
 }
@@ -224,12 +250,29 @@ func (e *Executor) recoverClaimed(ctx context.Context, r *record, o RecoverOptio
 }
 
 func (e *Executor) recover(ctx context.Context, r *record) error {
-	from := r.State
-	if from == stateApproving {
+	if r.State == stateApproving {
 		r.State, r.Updated = statePending, e.now()
-		_, err := e.store.update(ctx, r, from)
+		_, err := e.store.update(ctx, r, stateApproving)
 		return err
 	}
+	return e.undo(ctx, e.recordJournal(r), r)
+}
+
+// interruptedPromotion is the reason of an action whose promotion was
+// cut short and undone.
+const interruptedPromotion = "interrupted during promotion; its effects were undone"
+
+// undo settles r, caught promoting or rolling back half-way (by a crash,
+// or in this process by sandbox.ErrIncomplete), from its stored snapshot:
+// each path back to its pre-image with sandbox.Recover, whether the
+// promotion or rollback reached it or not. A promotion then fails
+// (interruptedPromotion, audited "failed", decision "recovered"), a
+// rollback is completed (audited "rolled_back", decision "recovered"):
+// the record and the entries j holds, in one commit. When Recover fails
+// (a path changed since by something else, the disk failing), nothing is
+// recorded and r stays as it is.
+func (e *Executor) undo(ctx context.Context, j *journal, r *record) error {
+	from := r.State
 	snap, err := sandbox.ParseSnapshot(r.Snapshot)
 	if err != nil {
 		return fmt.Errorf("executor: recover %s: %w", r.ActionID, err)
@@ -237,11 +280,10 @@ func (e *Executor) recover(ctx context.Context, r *record) error {
 	if err := e.sb.Recover(ctx, snap); err != nil {
 		return fmt.Errorf("executor: recover %s: %w", r.ActionID, err)
 	}
-	j := e.recordJournal(r)
 	if from == stateRollingBack {
 		return e.rolledBack(ctx, j, r, snap, "recovered")
 	}
-	r.State, r.Reason, r.Updated = stateFailed, "interrupted during promotion; its effects were undone", e.now()
+	r.State, r.Reason, r.Updated = stateFailed, interruptedPromotion, e.now()
 	j.add(audit.Entry{Actor: Host, Step: audit.StepFailed, Decision: "recovered", Reason: r.Reason,
 		Detail: detail(touched(undoDiffs(snap)))})
 	return j.commit(ctx, e.settle(r, from))

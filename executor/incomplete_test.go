@@ -1,0 +1,281 @@
+package executor_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/snapnode/snapnode/executor"
+	"github.com/snapnode/snapnode/executor/audit"
+	"github.com/snapnode/snapnode/executor/sandbox"
+	"github.com/snapnode/snapnode/internal/testdb"
+)
+
+// errDisk is the failure the tests' disk injects.
+var errDisk = errors.New("injected: the disk failed, and failed the undo too")
+
+// halfWay is a promotion (or rollback) that the disk stopped half-way: it
+// gets as far as writing path with content, through the sandbox itself,
+// and fails with sandbox.ErrIncomplete; the action's other paths are left
+// as they were.
+func halfWay(t *testing.T, path, content string) func(ctx context.Context, sb *sandbox.Sandbox) error {
+	return func(ctx context.Context, sb *sandbox.Sandbox) error {
+		st, err := sb.Stage(ctx, []sandbox.Change{sandbox.Write{Path: path, Content: []byte(content)}})
+		if err != nil {
+			t.Errorf("half-way stage: %v", err)
+			return err
+		}
+		if _, err := sb.Promote(ctx, st); err != nil {
+			t.Errorf("half-way promotion: %v", err)
+			return err
+		}
+		return errors.Join(sandbox.ErrIncomplete, &sandbox.OpError{Op: "write", Path: "/sandbox/a.txt", Err: errDisk})
+	}
+}
+
+// promoteHalfWay sets v's executor to promote half-way (halfWay), once;
+// the promotions after it reach the sandbox again.
+func (v *env) promoteHalfWay(path, content string) {
+	t := v.t.(*testing.T)
+	half := halfWay(t, path, content)
+	executor.SetFaults(v.ex, func(ctx context.Context, sb *sandbox.Sandbox, _ *sandbox.Staged) error {
+		executor.SetFaults(v.ex, nil, nil)
+		return half(ctx, sb)
+	}, nil)
+}
+
+// twoWrites is a composite that rewrites a.txt and b.txt (promoted at
+// once by the default policy), and the workspace it starts from.
+func (v *env) twoWrites() []byte {
+	v.file("a.txt", "a before\n")
+	v.file("b.txt", "b before\n")
+	return composite(v.t,
+		leaf(v.t, "WRITE_FILE", map[string]string{"path": "/sandbox/a.txt", "content": "a after\n"}),
+		leaf(v.t, "WRITE_FILE", map[string]string{"path": "/sandbox/b.txt", "content": "b after\n"}),
+	)
+}
+
+// actions returns the records of task-1's actions.
+func (v *env) actions() []executor.Action {
+	v.t.Helper()
+	acts, err := v.ex.Actions(context.Background(), "task-1")
+	if err != nil {
+		v.t.Fatal(err)
+	}
+	return acts
+}
+
+// action returns the record of actionID among task-1's.
+func (v *env) action(actionID string) executor.Action {
+	v.t.Helper()
+	for _, a := range v.actions() {
+		if a.ActionID == actionID {
+			return a
+		}
+	}
+	v.t.Fatalf("no record of action %s", actionID)
+	return executor.Action{}
+}
+
+// wantUndone checks that the action actionID, whose promotion was left
+// half-way, was undone at once: a.txt and b.txt hold their pre-images,
+// its record failed with the reason, and the audit's last entry is the
+// host's recovery.
+func (v *env) wantUndone(actionID string) {
+	v.t.Helper()
+	for p, want := range map[string]string{"a.txt": "a before\n", "b.txt": "b before\n"} {
+		if c, _ := v.content(p); c != want {
+			v.t.Errorf("%s = %q, want its pre-image %q", p, c, want)
+		}
+	}
+	if a := v.action(actionID); a.State != "failed" || !strings.Contains(a.Reason, "interrupted during promotion; its effects were undone") {
+		v.t.Errorf("record: state %s, reason %q; want failed, undone", a.State, a.Reason)
+	}
+	es := v.entries(actionID)
+	if last := es[len(es)-1]; last.Step != audit.StepFailed || last.Decision != "recovered" || last.Actor != executor.Host ||
+		!strings.Contains(last.Reason, "its effects were undone") {
+		v.t.Errorf("last audit entry: %s %s by %s (%q), want the host's failed/recovered", last.Step, last.Decision, last.Actor, last.Reason)
+	}
+}
+
+// TestIncompletePromotionUndoneAtOnce: a promotion the sandbox leaves
+// half-way (one path written, the other not, and the undo failing) is
+// undone in the running process, as the next start's recovery would: the
+// files are back, the action failed with the reason (the Result, the
+// record, the audit, the caller's Then in the same commit), and the
+// task's held action can be approved at once rather than refused as busy
+// until a restart.
+func TestIncompletePromotionUndoneAtOnce(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		v := newEnv(t, dsn)
+		ctx := context.Background()
+		n := newThenNotes(t, v)
+		v.file("c.txt", "c\n")
+		held := v.run(agent, prop("DELETE_FILE", map[string]string{"path": "/sandbox/c.txt"}))
+		wantOutcome(t, held, executor.NeedsConfirmation)
+
+		data := v.twoWrites()
+		v.promoteHalfWay("/sandbox/b.txt", "b after\n")
+		res, err := v.ex.Run(ctx, executor.Request{TaskID: "task-1", Requester: agent, Data: data, Then: n.then(nil)})
+		var id string
+		if err != nil {
+			t.Errorf("Run of a promotion left half-way: %v; want a failed Result", err)
+			for _, a := range v.actions() {
+				if a.ActionID != held.ActionID {
+					id = a.ActionID
+				}
+			}
+		} else {
+			id = res.ActionID
+			wantOutcome(t, res, executor.Failed)
+			if !strings.Contains(res.Reason, "interrupted during promotion; its effects were undone") || errorCode(t, res.Output) != executor.CodeExecutionFailed {
+				t.Errorf("Result: reason %q, output %s", res.Reason, res.Output)
+			}
+		}
+		v.wantUndone(id)
+		if got := n.of(id); got != "failed" {
+			t.Errorf("the caller's Then recorded %q, want failed", got)
+		}
+
+		ok, err := v.ex.Approve(ctx, held.ActionID, operator)
+		if err != nil {
+			t.Fatalf("approval of the task's other action: %v", err)
+		}
+		wantOutcome(t, ok, executor.Completed)
+		if _, there := v.content("c.txt"); there {
+			t.Error("the approved delete did not run")
+		}
+		if n, err := v.ex.RecoverInterrupted(ctx); n != 0 || err != nil {
+			t.Errorf("RecoverInterrupted after = %d, %v; want nothing left", n, err)
+		}
+		v.verify()
+	})
+}
+
+// TestIncompleteApprovalUndoneAtOnce: the same for an approved action:
+// ApproveThen returns the failed Result, its then records it, and the
+// task's next approval runs.
+func TestIncompleteApprovalUndoneAtOnce(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		v := newEnv(t, dsn)
+		ctx := context.Background()
+		n := newThenNotes(t, v)
+		v.file("c.txt", "c\n")
+		data := composite(t,
+			leaf(t, "WRITE_FILE", map[string]string{"path": "/sandbox/a.txt", "content": "a after\n"}),
+			leaf(t, "WRITE_FILE", map[string]string{"path": "/sandbox/b.txt", "content": "b after\n"}),
+			leaf(t, "DELETE_FILE", map[string]string{"path": "/sandbox/c.txt"}),
+		)
+		v.file("a.txt", "a before\n")
+		v.file("b.txt", "b before\n")
+		first := v.run(agent, data)
+		wantOutcome(t, first, executor.NeedsConfirmation)
+		v.file("d.txt", "d\n")
+		second := v.run(agent, prop("DELETE_FILE", map[string]string{"path": "/sandbox/d.txt"}))
+		wantOutcome(t, second, executor.NeedsConfirmation)
+
+		v.promoteHalfWay("/sandbox/b.txt", "b after\n")
+		res, err := v.ex.ApproveThen(ctx, first.ActionID, operator, nil, n.then(nil))
+		if err != nil {
+			t.Fatalf("approval of a promotion left half-way: %v; want a failed Result", err)
+		}
+		wantOutcome(t, res, executor.Failed)
+		v.wantUndone(first.ActionID)
+		if c, _ := v.content("c.txt"); c != "c\n" {
+			t.Errorf("c.txt = %q, want it kept", c)
+		}
+		if got := n.of(first.ActionID); got != "failed" {
+			t.Errorf("the approval's then recorded %q, want failed", got)
+		}
+		if res, err := v.ex.Approve(ctx, second.ActionID, operator); err != nil || res.Outcome != executor.Completed {
+			t.Fatalf("approval of the task's other action: %+v, %v", res, err)
+		}
+		v.verify()
+	})
+}
+
+// TestIncompleteUndoFails: when the undo in place fails too (here a.txt
+// holds neither image any more, which sandbox.Recover refuses), the
+// record stays promoting for the next start, the error says both, the
+// caller's Then never runs, and the task's approvals wait as before; the
+// start's recovery then settles it.
+func TestIncompleteUndoFails(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		v := newEnv(t, dsn)
+		ctx := context.Background()
+		n := newThenNotes(t, v)
+		v.file("c.txt", "c\n")
+		held := v.run(agent, prop("DELETE_FILE", map[string]string{"path": "/sandbox/c.txt"}))
+		data := v.twoWrites()
+		half := halfWay(t, "/sandbox/b.txt", "b after\n")
+		executor.SetFaults(v.ex, func(ctx context.Context, sb *sandbox.Sandbox, _ *sandbox.Staged) error {
+			err := half(ctx, sb)
+			v.file("a.txt", "something else\n")
+			return err
+		}, nil)
+		res, err := v.ex.Run(ctx, executor.Request{TaskID: "task-1", Requester: agent, Data: data, Then: n.then(nil)})
+		if res != nil || !errors.Is(err, sandbox.ErrIncomplete) || !errors.Is(err, sandbox.ErrDiverged) || !strings.Contains(err.Error(), "undoing it failed too") {
+			t.Fatalf("Run = %+v, %v; want the promotion's and the undo's errors", res, err)
+		}
+		var last executor.Action
+		for _, a := range v.actions() {
+			if a.ActionID != held.ActionID {
+				last = a
+			}
+		}
+		if last.State != "promoting" {
+			t.Fatalf("record %s, want promoting for the next start", last.State)
+		}
+		if k := n.count(); k != 0 {
+			t.Errorf("the caller's Then ran %d times", k)
+		}
+		if _, err := v.ex.Approve(ctx, held.ActionID, operator); !errors.Is(err, executor.ErrBusy) {
+			t.Errorf("approval while the other is left promoting: %v, want ErrBusy", err)
+		}
+
+		v.file("a.txt", "a before\n") // the operator puts it back
+		v.reopen()
+		if n, err := v.ex.RecoverInterrupted(ctx); n != 1 || err != nil {
+			t.Fatalf("RecoverInterrupted = %d, %v", n, err)
+		}
+		v.wantUndone(last.ActionID)
+		v.verify()
+	})
+}
+
+// TestIncompleteRollbackCompleted: a rollback the sandbox leaves
+// half-way (b.txt restored, a.txt not) is completed at once from the
+// snapshot rather than recorded as promoted over a workspace that no
+// longer holds the promotion: both files are back, the record is rolled
+// back, audited as the host's recovery, and a second rollback is refused
+// as done.
+func TestIncompleteRollbackCompleted(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		v := newEnv(t, dsn)
+		ctx := context.Background()
+		res := v.run(agent, v.twoWrites())
+		wantOutcome(t, res, executor.Completed)
+		half := halfWay(t, "/sandbox/b.txt", "b before\n")
+		executor.SetFaults(v.ex, nil, func(ctx context.Context, _ *sandbox.Snapshot) error { return half(ctx, v.sb) })
+		if err := v.ex.Rollback(ctx, res.ActionID); err != nil {
+			t.Errorf("Rollback left half-way: %v; want it completed", err)
+		}
+		for p, want := range map[string]string{"a.txt": "a before\n", "b.txt": "b before\n"} {
+			if c, _ := v.content(p); c != want {
+				t.Errorf("%s = %q, want its pre-image", p, c)
+			}
+		}
+		if a := v.action(res.ActionID); a.State != "rolled_back" {
+			t.Errorf("record %s, want rolled_back", a.State)
+		}
+		es := v.entries(res.ActionID)
+		if last := es[len(es)-1]; last.Step != audit.StepRolledBack || last.Decision != "recovered" {
+			t.Errorf("last audit entry: %s %s (%q), want rolled_back/recovered", last.Step, last.Decision, last.Reason)
+		}
+		if err := v.ex.Rollback(ctx, res.ActionID); !errors.Is(err, executor.ErrAlreadyRolledBack) {
+			t.Errorf("second Rollback: %v", err)
+		}
+		v.verify()
+	})
+}
