@@ -66,13 +66,16 @@ type Config struct {
 	MaxStoredBytes int
 
 	// StoreMaxEvents and StoreMaxBytes bound the database: the relay keeps
-	// at most StoreMaxEvents stored events and StoreMaxBytes of their
-	// JSON. Storing one past either deletes the oldest (in the order they
-	// were stored) in the same transaction, so that a flood of events
-	// pushes old ones out rather than fill the disk; a database past the
-	// bound when the relay opens it is trimmed then. Defaults 1,000,000
-	// and 1 GiB; StoreMaxBytes is at least MaxMessageLength. Expired
-	// events leave as before, at the sweep.
+	// at most StoreMaxEvents stored events and StoreMaxBytes of their JSON
+	// and indexed tags (each tag twice, for its row and its index entry:
+	// about what they take on disk). Storing one past either deletes the
+	// oldest in the same transaction, regular events first (in the order
+	// they were stored), then replaceable and addressable ones, so that a
+	// flood of events pushes old ones out rather than fill the disk, and
+	// agent cards go last; a database past the bound when the relay opens
+	// it is trimmed then. Defaults 1,000,000 and 1 GiB; StoreMaxBytes is at
+	// least four times MaxMessageLength. Expired events leave as before,
+	// at the sweep.
 	StoreMaxEvents int
 	StoreMaxBytes  int64
 	// KeepAuthors are hex public keys whose replaceable and addressable
@@ -198,7 +201,9 @@ func (c Config) withDefaults() (Config, error) {
 	case c.StoreMaxBytes < 0:
 		return c, errors.New("embedded relay config: StoreMaxBytes must not be negative")
 	}
-	c.StoreMaxBytes = max(c.StoreMaxBytes, int64(c.MaxMessageLength))
+	// One event counts at most about four times its message: its JSON
+	// (escapes may double it) and its tags twice.
+	c.StoreMaxBytes = max(c.StoreMaxBytes, 4*int64(c.MaxMessageLength))
 	if c.CreatedAtUpperLimit == 0 {
 		c.CreatedAtUpperLimit = DefaultCreatedAtUpperLimit
 	}

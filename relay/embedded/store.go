@@ -30,14 +30,14 @@ type store struct {
 	newestKind map[int]int64
 
 	// The bound on what is kept (see Config.StoreMaxEvents): past
-	// maxEvents events or maxBytes of their JSON, the oldest are deleted
-	// to make room, except the replaceable and addressable events of the
-	// keep authors.
+	// maxEvents events or maxBytes (see eventSize), the oldest are
+	// deleted to make room, regular events first, never the replaceable
+	// and addressable events of the keep authors.
 	maxEvents, maxBytes int64
-	// evictSQL selects the oldest events that may go, after a seq, but
-	// for one, with keepArgs (the keep authors) and a limit.
-	evictSQL string
-	keepArgs []any
+	// evictions select the oldest events that may go, tier by tier:
+	// each takes a seq to start after and one to spare, then its args,
+	// then a limit.
+	evictions []eviction
 	// sizeMu is held by every write from its transaction's start until
 	// events and bytes, the totals stored, are updated after its commit.
 	sizeMu        sync.Mutex
@@ -137,16 +137,30 @@ func openStore(ctx context.Context, path string, b storeBound) (*store, error) {
 	return s, nil
 }
 
+// eviction is one tier of the events the bound deletes.
+type eviction struct {
+	query string
+	args  []any
+}
+
+// replaceableKinds is the SQL of the kinds kindClass calls replaceable
+// or addressable (the condition of the events_regular index, negated).
+const replaceableKinds = "(kind IN (0, 3) OR kind BETWEEN 10000 AND 19999 OR kind BETWEEN 30000 AND 39999)"
+
 func newStore(w, r *sql.DB, b storeBound) *store {
 	s := &store{w: w, r: r, maxEvents: b.events, maxBytes: b.bytes}
-	s.evictSQL = "SELECT seq FROM events WHERE seq > ? AND seq <> ?"
+	const sel, order = "SELECT seq FROM events WHERE seq > ? AND seq <> ?", " ORDER BY seq LIMIT ?"
+	// Regular events first (every new id is a new row: what a flood is
+	// made of), through their own index; then the others, agent cards
+	// among them, but never the keep authors'.
+	s.evictions = append(s.evictions, eviction{query: sel + " AND NOT " + replaceableKinds + order})
+	rest := eviction{query: sel}
 	if len(b.keep) > 0 {
-		// The kinds kindClass calls replaceable and addressable.
-		s.evictSQL += " AND NOT (pubkey IN (?" + strings.Repeat(", ?", len(b.keep)-1) +
-			") AND (kind IN (0, 3) OR kind BETWEEN 10000 AND 19999 OR kind BETWEEN 30000 AND 39999))"
-		s.keepArgs = anys(b.keep)
+		rest.query += " AND NOT (pubkey IN (?" + strings.Repeat(", ?", len(b.keep)-1) + ") AND " + replaceableKinds + ")"
+		rest.args = anys(b.keep)
 	}
-	s.evictSQL += " ORDER BY seq LIMIT ?"
+	rest.query += order
+	s.evictions = append(s.evictions, rest)
 	return s
 }
 
@@ -268,9 +282,11 @@ func (s *store) save(ctx context.Context, ev *nostr.Event, raw []byte, exp int64
 	if hasExp {
 		e = sql.NullInt64{Int64: exp, Valid: true}
 	}
+	tags := indexedTags(ev)
+	n := eventSize(raw, tags)
 	r, err := tx.ExecContext(ctx,
-		"INSERT INTO events (id, pubkey, created_at, kind, d_tag, expiration, raw) VALUES (?, ?, ?, ?, ?, ?, ?)",
-		ev.ID, ev.PubKey, int64(ev.CreatedAt), ev.Kind, d, e, raw)
+		"INSERT INTO events (id, pubkey, created_at, kind, d_tag, expiration, raw, size) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+		ev.ID, ev.PubKey, int64(ev.CreatedAt), ev.Kind, d, e, raw, n)
 	if err != nil {
 		return 0, fmt.Errorf("insert event: %w", err)
 	}
@@ -278,10 +294,10 @@ func (s *store) save(ctx context.Context, ev *nostr.Event, raw []byte, exp int64
 	if err != nil {
 		return 0, fmt.Errorf("insert event: %w", err)
 	}
-	if err := insertTags(ctx, tx, seq, ev); err != nil {
+	if err := insertTags(ctx, tx, seq, int64(ev.CreatedAt), tags); err != nil {
 		return 0, err
 	}
-	size.add(1, int64(len(raw)))
+	size.add(1, n)
 	evicted, err := s.evict(ctx, tx, &size, seq)
 	if err != nil {
 		return 0, err
@@ -294,8 +310,20 @@ func (s *store) save(ctx context.Context, ev *nostr.Event, raw []byte, exp int64
 	return saved, nil
 }
 
-// totals are the events stored and the bytes of their JSON.
+// totals are the events stored and what they count against the bound
+// (see eventSize).
 type totals struct{ events, bytes int64 }
+
+// eventSize is what an event counts against the store's byte bound: its
+// JSON, and its indexed tags twice (the tags table and its index), which
+// is about what it takes on disk.
+func eventSize(raw []byte, tags [][2]string) int64 {
+	n := int64(len(raw))
+	for _, t := range tags {
+		n += 2 * int64(len(t[0])+len(t[1]))
+	}
+	return n
+}
 
 func (t *totals) add(events, bytes int64) { t.events += events; t.bytes += bytes }
 
@@ -312,35 +340,38 @@ func (s *store) evict(ctx context.Context, tx *sql.Tx, size *totals, except int6
 	const batch = 8 // one event a save, as a rule
 	over := func() bool { return size.events > s.maxEvents || size.bytes > s.maxBytes }
 	var deleted int64
-	for after := int64(-1); over(); {
-		rows, err := tx.QueryContext(ctx, s.evictSQL, append([]any{after, except}, append(s.keepArgs, batch)...)...)
-		if err != nil {
-			return deleted, fmt.Errorf("find the oldest events: %w", err)
-		}
-		var seqs []int64
-		for rows.Next() {
-			if err := rows.Scan(&after); err != nil {
-				rows.Close()
+	for _, tier := range s.evictions {
+		for after := int64(-1); over(); {
+			args := append(append([]any{after, except}, tier.args...), batch)
+			rows, err := tx.QueryContext(ctx, tier.query, args...)
+			if err != nil {
 				return deleted, fmt.Errorf("find the oldest events: %w", err)
 			}
-			seqs = append(seqs, after)
-		}
-		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-			return deleted, fmt.Errorf("find the oldest events: %w", err)
-		}
-		if len(seqs) == 0 {
-			return deleted, nil // nothing left but what stays
-		}
-		for _, seq := range seqs {
-			if !over() {
-				break
+			var seqs []int64
+			for rows.Next() {
+				if err := rows.Scan(&after); err != nil {
+					rows.Close()
+					return deleted, fmt.Errorf("find the oldest events: %w", err)
+				}
+				seqs = append(seqs, after)
 			}
-			n, err := deleteSeq(ctx, tx, seq)
-			if err != nil {
-				return deleted, err
+			if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+				return deleted, fmt.Errorf("find the oldest events: %w", err)
 			}
-			size.add(-1, -n)
-			deleted++
+			if len(seqs) == 0 {
+				break // none left in this tier
+			}
+			for _, seq := range seqs {
+				if !over() {
+					break
+				}
+				n, err := deleteSeq(ctx, tx, seq)
+				if err != nil {
+					return deleted, err
+				}
+				size.add(-1, -n)
+				deleted++
+			}
 		}
 	}
 	return deleted, nil
@@ -357,7 +388,7 @@ func (s *store) trim(ctx context.Context) error {
 	}
 	defer func() { _ = tx.Rollback() }()
 	var size totals
-	if err := tx.QueryRowContext(ctx, "SELECT count(*), coalesce(sum(length(raw)), 0) FROM events").Scan(&size.events, &size.bytes); err != nil {
+	if err := tx.QueryRowContext(ctx, "SELECT count(*), coalesce(sum(coalesce(size, length(raw))), 0) FROM events").Scan(&size.events, &size.bytes); err != nil {
 		return fmt.Errorf("count stored events: %w", err)
 	}
 	evicted, err := s.evict(ctx, tx, &size, -1)
@@ -376,12 +407,31 @@ func (s *store) trim(ctx context.Context) error {
 // the last call.
 func (s *store) takeEvicted() int64 { return s.evicted.Swap(0) }
 
-// insertTags indexes every tag that has a value: (name, first value), once
-// per distinct pair.
-func insertTags(ctx context.Context, tx *sql.Tx, seq int64, ev *nostr.Event) error {
+// indexedTags returns the tags of ev that are indexed: (name, first
+// value) of every tag that has a value, once per distinct pair.
+func indexedTags(ev *nostr.Event) [][2]string {
+	out := make([][2]string, 0, len(ev.Tags))
+	seen := make(map[[2]string]struct{}, len(ev.Tags))
+	for _, t := range ev.Tags {
+		if len(t) < 2 {
+			continue
+		}
+		p := [2]string{t[0], t[1]}
+		if _, dup := seen[p]; dup {
+			continue
+		}
+		seen[p] = struct{}{}
+		out = append(out, p)
+	}
+	return out
+}
+
+// insertTags indexes tags (see indexedTags) of the event numbered seq,
+// created at createdAt.
+func insertTags(ctx context.Context, tx *sql.Tx, seq, createdAt int64, tags [][2]string) error {
 	const batch = 200
 	var sb strings.Builder
-	args := make([]any, 0, 4*batch)
+	args := make([]any, 0, 4*min(batch, len(tags)))
 	flush := func() error {
 		if len(args) == 0 {
 			return nil
@@ -393,21 +443,13 @@ func insertTags(ctx context.Context, tx *sql.Tx, seq int64, ev *nostr.Event) err
 		args = args[:0]
 		return nil
 	}
-	seen := make(map[[2]string]struct{}, len(ev.Tags))
-	for _, t := range ev.Tags {
-		if len(t) < 2 {
-			continue
-		}
-		if _, dup := seen[[2]string{t[0], t[1]}]; dup {
-			continue
-		}
-		seen[[2]string{t[0], t[1]}] = struct{}{}
+	for _, t := range tags {
 		if len(args) == 0 {
 			sb.WriteString("INSERT INTO tags (event_seq, name, value, created_at) VALUES (?, ?, ?, ?)")
 		} else {
 			sb.WriteString(", (?, ?, ?, ?)")
 		}
-		args = append(args, seq, t[0], t[1], int64(ev.CreatedAt))
+		args = append(args, seq, t[0], t[1], createdAt)
 		if len(args) == 4*batch {
 			if err := flush(); err != nil {
 				return err
@@ -417,14 +459,14 @@ func insertTags(ctx context.Context, tx *sql.Tx, seq int64, ev *nostr.Event) err
 	return flush()
 }
 
-// deleteSeq deletes the event numbered seq and its tags, and returns the
-// length of its JSON.
+// deleteSeq deletes the event numbered seq and its tags, and returns what
+// it counted against the bound.
 func deleteSeq(ctx context.Context, tx *sql.Tx, seq int64) (int64, error) {
 	if _, err := tx.ExecContext(ctx, "DELETE FROM tags WHERE event_seq = ?", seq); err != nil {
 		return 0, fmt.Errorf("delete tags: %w", err)
 	}
 	var n int64
-	if err := tx.QueryRowContext(ctx, "DELETE FROM events WHERE seq = ? RETURNING length(raw)", seq).Scan(&n); err != nil {
+	if err := tx.QueryRowContext(ctx, "DELETE FROM events WHERE seq = ? RETURNING coalesce(size, length(raw))", seq).Scan(&n); err != nil {
 		return 0, fmt.Errorf("delete event: %w", err)
 	}
 	return n, nil
@@ -566,7 +608,7 @@ func (s *store) deleteExpired(ctx context.Context, now int64) (int64, error) {
 	}
 	defer func() { _ = tx.Rollback() }()
 	var gone totals
-	if err := tx.QueryRowContext(ctx, "SELECT count(*), coalesce(sum(length(raw)), 0) FROM events WHERE expiration IS NOT NULL AND expiration <= ?", now).
+	if err := tx.QueryRowContext(ctx, "SELECT count(*), coalesce(sum(coalesce(size, length(raw))), 0) FROM events WHERE expiration IS NOT NULL AND expiration <= ?", now).
 		Scan(&gone.events, &gone.bytes); err != nil {
 		return 0, fmt.Errorf("count expired events: %w", err)
 	}

@@ -48,12 +48,15 @@ func TestOpenOlderRelayDatabase(t *testing.T) {
 	if n, err := s.count(ctx); err != nil || n != 1 {
 		t.Fatalf("count = %d, %v; want its 1 event", n, err)
 	}
+	if s.events != 1 || s.bytes != 2 {
+		t.Fatalf("totals %d events, %d bytes; want its event counted by its JSON, 2 bytes", s.events, s.bytes)
+	}
 	var v int
-	if err := s.r.QueryRowContext(ctx, "SELECT MAX(version) FROM snapnode_migrations WHERE component = 'relay'").Scan(&v); err != nil || v != 1 {
-		t.Fatalf("recorded version %d, %v; want 1", v, err)
+	if err := s.r.QueryRowContext(ctx, "SELECT MAX(version) FROM snapnode_migrations WHERE component = 'relay'").Scan(&v); err != nil || v != 2 {
+		t.Fatalf("recorded version %d, %v; want 2", v, err)
 	}
 
-	if _, err := openStore(ctx, olderRelayDB(t, 2), testBound); !errors.Is(err, sqldb.ErrSchemaTooNew) {
+	if _, err := openStore(ctx, olderRelayDB(t, 3), testBound); !errors.Is(err, sqldb.ErrSchemaTooNew) {
 		t.Fatalf("a newer schema: %v, want ErrSchemaTooNew", err)
 	}
 }
