@@ -110,6 +110,13 @@ func DiffSum(diff string) string {
 	return hex.EncodeToString(h[:])
 }
 
+// ValidDiffSum reports whether s is a sum as DiffSum writes it: 64
+// lowercase hex digits.
+func ValidDiffSum(s string) bool {
+	b, err := hex.DecodeString(s)
+	return err == nil && len(b) == sha256.Size && s == strings.ToLower(s)
+}
+
 // shown refuses, with ErrDiffChanged, an approval that names a diff
 // other than diff, the held action's actionID's.
 func (d Decision) shown(actionID, diff string) error {

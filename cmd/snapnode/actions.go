@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/snapnode/snapnode/executor/audit"
 	"github.com/snapnode/snapnode/internal/admin"
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/node"
+	"github.com/snapnode/snapnode/proposals"
 )
 
 // adminCommand is `snapnode approve|deny TASK` and `snapnode rollback
@@ -40,6 +42,9 @@ func (c *cli) adminCommand(op string, args []string) int {
 	}
 	if len(pos) != 1 {
 		return c.usageError(fs, "give the "+what)
+	}
+	if diff = strings.ToLower(diff); diff != "" && !proposals.ValidDiffSum(diff) {
+		return c.usageError(fs, "--diff takes the 64 hex digits of the SHA-256 that `snapnode held` lists")
 	}
 	req := admin.Request{Op: op, Task: pos[0], Action: action, Reason: reason, Diff: diff}
 	if op == "rollback" {
@@ -85,7 +90,7 @@ func (c *cli) held(args []string) int {
 	if len(pos) > 1 {
 		return c.usageError(fs, "give at most one TASK_ID")
 	}
-	req := admin.Request{Op: "held"}
+	req := admin.Request{Op: "held", WithDiff: *showDiff}
 	if len(pos) == 1 {
 		req.Task = pos[0]
 	}
@@ -105,9 +110,12 @@ func (c *cli) held(args []string) int {
 		fmt.Fprintln(c.stderr, "no action waits for a decision")
 	}
 	for _, h := range list {
-		fmt.Fprintf(c.stdout, "%s\t%s\t%s\t%s\t%s\t%s\n", h.Task, h.Action, h.Kind, h.Requester, h.DiffSum, h.Reason)
+		fmt.Fprintf(c.stdout, "%s\t%s\t%s\t%s\t%s\t%s\n", h.Task, h.Action, h.Kind, h.Requester, h.Reason, h.DiffSum)
 		if *showDiff {
-			fmt.Fprintln(c.stdout, h.Diff)
+			fmt.Fprint(c.stdout, h.Diff)
+			if !strings.HasSuffix(h.Diff, "\n") {
+				fmt.Fprintln(c.stdout)
+			}
 		}
 	}
 	return exitOK

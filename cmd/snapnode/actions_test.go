@@ -95,14 +95,18 @@ func TestActionCommands(t *testing.T) {
 	// its diff; --diff prints the diff too.
 	r := runCLI(t, "", append([]string{"held"}, dd...)...)
 	cols := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\t")
-	if r.code != exitOK || len(cols) != 6 || cols[0] != del.ID || cols[2] != "DELETE_FILE" || len(cols[4]) != 64 {
+	if r.code != exitOK || len(cols) != 6 || cols[0] != del.ID || cols[2] != "DELETE_FILE" || len(cols[5]) != 64 || strings.Contains(r.stdout, "-one") {
 		t.Fatalf("held: %s", r)
 	}
-	sum := cols[4]
+	sum := cols[5]
 	if r := runCLI(t, "", append([]string{"held", "--diff"}, dd...)...); r.code != exitOK || !strings.HasPrefix(r.stdout, strings.Join(cols, "\t")+"\n") || !strings.Contains(r.stdout, "\n-one\n") {
 		t.Errorf("held --diff: %s", r)
 	}
-	// An approval naming another diff is refused, and nothing runs.
+	// A sum that is no sum is a usage error; one of another diff is
+	// refused, and nothing runs.
+	if r := runCLI(t, "", append(append([]string{"approve"}, dd...), "--diff", sum[:40], del.ID)...); r.code != exitUsage || !strings.Contains(r.stderr, "64 hex digits") {
+		t.Errorf("approve --diff of a cut sum: %s", r)
+	}
 	if r := runCLI(t, "", append(append([]string{"approve"}, dd...), "--diff", strings.Repeat("0", 64), del.ID)...); r.code != exitFail || !strings.Contains(r.stderr, "diff changed") {
 		t.Errorf("approve of another diff: %s", r)
 	}
@@ -115,7 +119,7 @@ func TestActionCommands(t *testing.T) {
 	if r := runCLI(t, "", append(append([]string{"approve"}, dd...), "no-such-task")...); r.code != exitFail || !strings.Contains(r.stderr, "no-such-task") {
 		t.Errorf("approve of an unknown task: %s", r)
 	}
-	if v := decode(runCLI(t, "", append(append([]string{"approve"}, dd...), "--diff", sum, del.ID)...)); v.Status.State != "completed" {
+	if v := decode(runCLI(t, "", append(append([]string{"approve"}, dd...), "--diff", strings.ToUpper(sum), del.ID)...)); v.Status.State != "completed" {
 		t.Fatalf("approved: %+v", v)
 	}
 	if _, err := os.Stat(filepath.Join(sandbox, "a.txt")); !os.IsNotExist(err) {

@@ -59,6 +59,9 @@ type Request struct {
 	// operator was shown (`held` lists it): an action held again since
 	// with another diff is then refused, and nothing runs.
 	Diff string `json:"diff,omitempty"`
+	// WithDiff asks "held" for each action's diff itself, beside its sum
+	// (diffs can be large: a listing leaves them out unless asked).
+	WithDiff bool `json:"with_diff,omitempty"`
 	// Checkpoint names the recovery point of Task's agent job that
 	// job-resume restarts it from.
 	Checkpoint string `json:"checkpoint,omitempty"`
@@ -74,8 +77,9 @@ type Response struct {
 // (the task as it is now, say) or an error whose text the operator reads.
 type Handler interface {
 	// Held lists the actions taskID holds (every task's when it is ""),
-	// each with its action id.
-	Held(ctx context.Context, taskID string) (any, error)
+	// each with its action id and its diff's sum, and the diff itself
+	// when withDiff.
+	Held(ctx context.Context, taskID string, withDiff bool) (any, error)
 	// Decide approves or denies (with reason) the action taskID holds:
 	// actionID, or when it is "" the one action the task holds (an error
 	// names them when it holds several). A task that is not waiting for
@@ -179,7 +183,7 @@ func (s *Server) serve(ctx context.Context, c *net.UnixConn) {
 	var result any
 	switch req.Op {
 	case "held":
-		result, err = s.handler.Held(ctx, req.Task)
+		result, err = s.handler.Held(ctx, req.Task, req.WithDiff)
 	case "approve", "deny":
 		if req.Task == "" {
 			err = errors.New(req.Op + ": the task id is required")

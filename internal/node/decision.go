@@ -2,14 +2,11 @@ package node
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -103,7 +100,7 @@ func parseDecision(req *tasks.SendParams) (taskID string, d *decision, err error
 	if d.diff, err = str("diffSha256"); err != nil {
 		return "", nil, err
 	}
-	if _, ok := obj["diffSha256"]; ok && !isSHA256Hex(d.diff) {
+	if _, ok := obj["diffSha256"]; ok && !proposals.ValidDiffSum(d.diff) {
 		return "", nil, snap.FieldError(decisionPart+".diffSha256", "pattern", "^[0-9a-f]{64}$", d.diff)
 	}
 	for name := range obj {
@@ -263,11 +260,4 @@ func taskMethods(svc *tasks.Service) []string {
 	var m methodNames
 	svc.Register(&m, nil)
 	return m
-}
-
-// isSHA256Hex reports whether s is a SHA-256 sum in lowercase hex, as
-// proposals.DiffSum writes it.
-func isSHA256Hex(s string) bool {
-	b, err := hex.DecodeString(s)
-	return err == nil && len(b) == sha256.Size && s == strings.ToLower(s)
 }

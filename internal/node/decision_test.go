@@ -116,7 +116,7 @@ func TestOperatorDecisionsOverRelay(t *testing.T) {
 
 	// Another operator approves the diff it was shown (its sum, as the
 	// node's admin socket lists it): the delete is promoted.
-	res, err := admin.Call(context.Background(), admin.Path(dataDir), admin.Request{Op: "held", Task: d.ID})
+	res, err := admin.Call(context.Background(), admin.Path(dataDir), admin.Request{Op: "held", Task: d.ID, WithDiff: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,12 +66,12 @@ type heldAction struct {
 	// SHA-256 of the diff itself, which an approval may name (`snapnode
 	// approve --diff`) to be refused should the action be held again
 	// with another.
-	Diff    string `json:"diff"`
+	Diff    string `json:"diff,omitempty"`
 	DiffSum string `json:"diff_sha256"`
 }
 
 // Held implements admin.Handler.
-func (h adminHandler) Held(ctx context.Context, taskID string) (any, error) {
+func (h adminHandler) Held(ctx context.Context, taskID string, withDiff bool) (any, error) {
 	list, err := h.props.Held(ctx, taskID)
 	if err != nil {
 		return nil, err
@@ -79,7 +79,10 @@ func (h adminHandler) Held(ctx context.Context, taskID string) (any, error) {
 	out := make([]heldAction, len(list))
 	for i, pa := range list {
 		out[i] = heldAction{Task: pa.TaskID, Action: pa.ActionID, Kind: pa.Action, Requester: pa.Requester, Reason: pa.Reason, Created: pa.Created.UTC(),
-			Diff: executor.Visible(pa.Diff), DiffSum: proposals.DiffSum(pa.Diff)}
+			DiffSum: proposals.DiffSum(pa.Diff)}
+		if withDiff {
+			out[i].Diff = executor.Visible(pa.Diff)
+		}
 	}
 	return out, nil
 }
