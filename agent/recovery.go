@@ -37,10 +37,10 @@ type Resumed struct {
 // stopped during it), can be resumed (else ErrNotResumable); while the
 // rollbacks run the job is DRAFT, so that no process claims it, and a
 // rollback the executor refuses (a file changed since) leaves it waiting,
-// with the reason. Once the rollbacks are done the resume is finished
-// whether or not ctx is canceled meanwhile (its values kept): the note to
-// the model is added first and the job then queued, so that whoever
-// claims it is told; should either write fail, the job waits for a human
+// with the reason. Once the job is DRAFT the resume is finished whether
+// or not ctx is canceled meanwhile (its values kept), rollbacks included:
+// the note to the model is added first and the job then queued, so that
+// whoever claims it is told; should either write fail, the job waits for a human
 // again, the failure as its reason, and never stays DRAFT. An unknown
 // checkpoint is ErrNoCheckpoint, with the job's checkpoints named.
 func (r *Runtime) ResumeFrom(ctx context.Context, taskID, checkpoint string) (*Resumed, error) {
@@ -75,6 +75,11 @@ func (r *Runtime) ResumeFrom(ctx context.Context, taskID, checkpoint string) (*R
 		}
 		return nil, err
 	}
+	// Claimed: the resume is finished even if the caller goes (an admin
+	// connection closed), for a job left DRAFT is claimed by no process,
+	// and one sent back to waiting half-way leaves a workspace half as it
+	// was at the checkpoint.
+	ctx = context.WithoutCancel(ctx)
 	its, err := st.Interactions(ctx, taskID)
 	if err != nil {
 		return nil, r.backToWaiting(ctx, j, err)
@@ -92,10 +97,6 @@ func (r *Runtime) ResumeFrom(ctx context.Context, taskID, checkpoint string) (*R
 		}
 		res.RolledBack = append(res.RolledBack, id)
 	}
-	// The workspace is as it was at the checkpoint: what is left is
-	// finished even if the caller has gone (an admin connection closed),
-	// for a job left DRAFT is claimed by no process and its task waits on.
-	ctx = context.WithoutCancel(ctx)
 	phase := rp.ResumePhase
 	if phase == "" {
 		phase = PhaseWork

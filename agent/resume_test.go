@@ -17,14 +17,18 @@ import (
 )
 
 // undoer is an Executor that only rolls back: it records each action
-// undone and then calls after (nil: nothing).
+// undone and then calls after (nil: nothing). Like the executor, it
+// refuses to start a rollback on a context that is done.
 type undoer struct {
 	mu     sync.Mutex
 	undone []string
 	after  func()
 }
 
-func (u *undoer) Rollback(_ context.Context, actionID string) error {
+func (u *undoer) Rollback(ctx context.Context, actionID string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	u.mu.Lock()
 	u.undone = append(u.undone, actionID)
 	u.mu.Unlock()
@@ -85,10 +89,11 @@ func resumeRuntime(s *Store, ex Executor) *Runtime {
 		log: slog.New(slog.DiscardHandler)}
 }
 
-// Once the rollbacks have begun, the resume is finished whatever becomes
-// of the caller's context: a caller gone after the rollbacks (the admin
-// connection closed) leaves the job queued in the checkpoint's phase with
-// the note to the model, not DRAFT.
+// Once the job is claimed for the resume, the resume is finished whatever
+// becomes of the caller's context: a caller gone after the first rollback
+// (the admin connection closed) leaves every rollback done and the job
+// queued in the checkpoint's phase with the note to the model, neither
+// DRAFT nor waiting over a half-restored workspace.
 func TestResumeFinishesWithoutTheCaller(t *testing.T) {
 	eachStore(t, func(t *testing.T, ctx context.Context, s *Store) {
 		resumable(t, ctx, s)

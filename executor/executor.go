@@ -889,9 +889,9 @@ func (e *Executor) undoIncomplete(ctx context.Context, j *journal, rec *record, 
 	f.Message = interruptedPromotion
 	res.Outcome, res.Output, res.Reason = Failed, mustJSON(f), f.Message
 	if err := e.undo(ctx, j.last(res), rec); err != nil {
-		e.logger.Error("executor: incomplete promotion not undone; RecoverInterrupted undoes it at the next start",
+		e.logger.Error("executor: incomplete promotion not settled (its undo or its record failed); RecoverInterrupted settles it at the next start",
 			"action", rec.ActionID, "err", err)
-		return nil, fmt.Errorf("executor: promote %s: %w; undoing it failed too (the action stays promoting until RecoverInterrupted): %w",
+		return nil, fmt.Errorf("executor: promote %s: %w; undoing it failed too, or recording it did (the action stays promoting until RecoverInterrupted): %w",
 			rec.ActionID, perr, err)
 	}
 	return res, nil

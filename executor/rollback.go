@@ -67,9 +67,9 @@ func (e *Executor) Rollback(ctx context.Context, actionID string) error {
 		e.logger.Error("executor: rollback incomplete; completing it", "action", actionID, "err", rerr)
 		r.State = stateRollingBack
 		if err := e.undo(bg, j, r); err != nil {
-			e.logger.Error("executor: incomplete rollback not completed; RecoverInterrupted completes it at the next start",
+			e.logger.Error("executor: incomplete rollback not settled (its completion or its record failed); RecoverInterrupted settles it at the next start",
 				"action", actionID, "err", err)
-			return fmt.Errorf("executor: rollback %s: %w; completing it failed too (the action stays rolling_back until RecoverInterrupted): %w",
+			return fmt.Errorf("executor: rollback %s: %w; completing it failed too, or recording it did (the action stays rolling_back until RecoverInterrupted): %w",
 				actionID, rerr, err)
 		}
 		return nil
