@@ -121,11 +121,7 @@ func TestIncompletePromotionUndoneAtOnce(t *testing.T) {
 		var id string
 		if err != nil {
 			t.Errorf("Run of a promotion left half-way: %v; want a failed Result", err)
-			for _, a := range v.actions() {
-				if a.ActionID != held.ActionID {
-					id = a.ActionID
-				}
-			}
+			id = v.otherThan(held.ActionID).ActionID
 		} else {
 			id = res.ActionID
 			wantOutcome(t, res, executor.Failed)
@@ -218,12 +214,7 @@ func TestIncompleteUndoFails(t *testing.T) {
 		if res != nil || !errors.Is(err, sandbox.ErrIncomplete) || !errors.Is(err, sandbox.ErrDiverged) || !strings.Contains(err.Error(), "undoing it failed too") {
 			t.Fatalf("Run = %+v, %v; want the promotion's and the undo's errors", res, err)
 		}
-		var last executor.Action
-		for _, a := range v.actions() {
-			if a.ActionID != held.ActionID {
-				last = a
-			}
-		}
+		last := v.otherThan(held.ActionID)
 		if last.State != "promoting" {
 			t.Fatalf("record %s, want promoting for the next start", last.State)
 		}
@@ -278,4 +269,15 @@ func TestIncompleteRollbackCompleted(t *testing.T) {
 		}
 		v.verify()
 	})
+}
+
+// otherThan returns the newest action recorded other than id.
+func (v *env) otherThan(id string) executor.Action {
+	var last executor.Action
+	for _, a := range v.actions() {
+		if a.ActionID != id {
+			last = a
+		}
+	}
+	return last
 }
