@@ -46,7 +46,7 @@ type store struct {
 }
 
 // storeBound is what openStore keeps: at most events stored events and
-// bytes of their JSON, never deleting to make room the replaceable and
+// bytes (see eventSize), never deleting to make room the replaceable and
 // addressable events of keep (hex public keys).
 type storeBound struct {
 	events, bytes int64
@@ -213,18 +213,15 @@ const (
 // transaction to make room (see evict).
 func (s *store) save(ctx context.Context, ev *nostr.Event, raw []byte, exp int64, hasExp bool, now int64) (res saveResult, err error) {
 	s.raise(ev.Kind, int64(ev.CreatedAt))
-	s.sizeMu.Lock()
-	defer s.sizeMu.Unlock()
-	size := totals{events: s.events, bytes: s.bytes}
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return 0, fmt.Errorf("begin: %w", err)
-	}
-	defer func() {
-		if err != nil || res != saved {
-			_ = tx.Rollback()
-		}
-	}()
+	err = s.write(ctx, func(tx *sql.Tx, size *totals) error {
+		res, err = s.saveTx(ctx, tx, size, ev, raw, exp, hasExp, now)
+		return err
+	})
+	return res, err
+}
+
+// saveTx is save in tx, the store's totals in size.
+func (s *store) saveTx(ctx context.Context, tx *sql.Tx, size *totals, ev *nostr.Event, raw []byte, exp int64, hasExp bool, now int64) (saveResult, error) {
 	var one int
 	switch err := tx.QueryRowContext(ctx, "SELECT 1 FROM events WHERE id = ?", ev.ID).Scan(&one); {
 	case err == nil:
@@ -298,21 +295,40 @@ func (s *store) save(ctx context.Context, ev *nostr.Event, raw []byte, exp int64
 		return 0, err
 	}
 	size.add(1, n)
-	evicted, err := s.evict(ctx, tx, &size, seq)
-	if err != nil {
+	if err := s.evict(ctx, tx, size, seq); err != nil {
 		return 0, err
 	}
-	if err := tx.Commit(); err != nil {
-		return 0, fmt.Errorf("commit: %w", err)
-	}
-	s.events, s.bytes = size.events, size.bytes
-	s.evicted.Add(evicted)
 	return saved, nil
 }
 
+// write runs f in one transaction of the writer, given the store's
+// totals as they stand; once it commits, the totals are what f left
+// them. f's error rolls it back, and the totals stay. Every write of
+// events goes through it, so that the totals are the database's.
+func (s *store) write(ctx context.Context, f func(tx *sql.Tx, size *totals) error) error {
+	s.sizeMu.Lock()
+	defer s.sizeMu.Unlock()
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	size := totals{events: s.events, bytes: s.bytes}
+	if err := f(tx, &size); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	s.events, s.bytes = size.events, size.bytes
+	s.evicted.Add(size.evicted)
+	return nil
+}
+
 // totals are the events stored and what they count against the bound
-// (see eventSize).
-type totals struct{ events, bytes int64 }
+// (see eventSize); evicted counts the events a write deleted to make
+// room.
+type totals struct{ events, bytes, evicted int64 }
 
 // eventSize is what an event counts against the store's byte bound: its
 // JSON, and its indexed tags twice (the tags table and its index), which
@@ -327,36 +343,35 @@ func eventSize(raw []byte, tags [][2]string) int64 {
 
 func (t *totals) add(events, bytes int64) { t.events += events; t.bytes += bytes }
 
-// evict deletes in tx the oldest stored events (in the order they were
-// stored), but for the event numbered except and the replaceable and
-// addressable events of the keep authors, until size is within the
-// store's bound; it updates size and returns how many it deleted. The
-// caller holds sizeMu.
+// evict deletes in tx the oldest stored events, tier by tier (regular
+// events first, in the order they were stored; then the others), but for
+// the event numbered except and the replaceable and addressable events of
+// the keep authors, until size is within the store's bound; it updates
+// size, evicted included.
 //
 // A relay that anyone can publish to keeps what the bound allows: a
 // flood of events pushes the oldest out rather than fill the disk, and
 // the node's own card (the keep author's addressable event) stays.
-func (s *store) evict(ctx context.Context, tx *sql.Tx, size *totals, except int64) (int64, error) {
+func (s *store) evict(ctx context.Context, tx *sql.Tx, size *totals, except int64) error {
 	const batch = 8 // one event a save, as a rule
 	over := func() bool { return size.events > s.maxEvents || size.bytes > s.maxBytes }
-	var deleted int64
 	for _, tier := range s.evictions {
 		for after := int64(-1); over(); {
 			args := append(append([]any{after, except}, tier.args...), batch)
 			rows, err := tx.QueryContext(ctx, tier.query, args...)
 			if err != nil {
-				return deleted, fmt.Errorf("find the oldest events: %w", err)
+				return fmt.Errorf("find the oldest events: %w", err)
 			}
 			var seqs []int64
 			for rows.Next() {
 				if err := rows.Scan(&after); err != nil {
 					rows.Close()
-					return deleted, fmt.Errorf("find the oldest events: %w", err)
+					return fmt.Errorf("find the oldest events: %w", err)
 				}
 				seqs = append(seqs, after)
 			}
 			if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-				return deleted, fmt.Errorf("find the oldest events: %w", err)
+				return fmt.Errorf("find the oldest events: %w", err)
 			}
 			if len(seqs) == 0 {
 				break // none left in this tier
@@ -367,40 +382,25 @@ func (s *store) evict(ctx context.Context, tx *sql.Tx, size *totals, except int6
 				}
 				n, err := deleteSeq(ctx, tx, seq)
 				if err != nil {
-					return deleted, err
+					return err
 				}
 				size.add(-1, -n)
-				deleted++
+				size.evicted++
 			}
 		}
 	}
-	return deleted, nil
+	return nil
 }
 
 // trim counts what the database holds and, should it be past the store's
 // bound (lowered since the events were stored), deletes the oldest.
 func (s *store) trim(ctx context.Context) error {
-	s.sizeMu.Lock()
-	defer s.sizeMu.Unlock()
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	var size totals
-	if err := tx.QueryRowContext(ctx, "SELECT count(*), coalesce(sum(coalesce(size, length(raw))), 0) FROM events").Scan(&size.events, &size.bytes); err != nil {
-		return fmt.Errorf("count stored events: %w", err)
-	}
-	evicted, err := s.evict(ctx, tx, &size, -1)
-	if err != nil {
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	s.events, s.bytes = size.events, size.bytes
-	s.evicted.Add(evicted)
-	return nil
+	return s.write(ctx, func(tx *sql.Tx, size *totals) error {
+		if err := tx.QueryRowContext(ctx, "SELECT count(*), coalesce(sum(coalesce(size, length(raw))), 0) FROM events").Scan(&size.events, &size.bytes); err != nil {
+			return fmt.Errorf("count stored events: %w", err)
+		}
+		return s.evict(ctx, tx, size, -1)
+	})
 }
 
 // takeEvicted returns how many events were deleted to make room since
@@ -600,35 +600,31 @@ func anys[T any](s []T) []any {
 // deleteExpired deletes the events whose expiration is at or before now
 // and returns how many it deleted.
 func (s *store) deleteExpired(ctx context.Context, now int64) (int64, error) {
-	s.sizeMu.Lock()
-	defer s.sizeMu.Unlock()
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return 0, fmt.Errorf("begin: %w", err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	var gone totals
-	if err := tx.QueryRowContext(ctx, "SELECT count(*), coalesce(sum(coalesce(size, length(raw))), 0) FROM events WHERE expiration IS NOT NULL AND expiration <= ?", now).
-		Scan(&gone.events, &gone.bytes); err != nil {
-		return 0, fmt.Errorf("count expired events: %w", err)
-	}
-	const expired = "SELECT seq FROM events WHERE expiration IS NOT NULL AND expiration <= ?"
-	if _, err := tx.ExecContext(ctx, "DELETE FROM tags WHERE event_seq IN ("+expired+")", now); err != nil {
-		return 0, fmt.Errorf("delete expired tags: %w", err)
-	}
-	r, err := tx.ExecContext(ctx, "DELETE FROM events WHERE seq IN ("+expired+")", now)
-	if err != nil {
-		return 0, fmt.Errorf("delete expired events: %w", err)
-	}
-	n, err := r.RowsAffected()
-	if err != nil {
-		return 0, fmt.Errorf("delete expired events: %w", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return 0, fmt.Errorf("commit: %w", err)
-	}
-	s.events, s.bytes = s.events-gone.events, s.bytes-gone.bytes
-	return n, nil
+	var n int64
+	err := s.write(ctx, func(tx *sql.Tx, size *totals) error {
+		const expired = "SELECT seq FROM events WHERE expiration IS NOT NULL AND expiration <= ?"
+		if _, err := tx.ExecContext(ctx, "DELETE FROM tags WHERE event_seq IN ("+expired+")", now); err != nil {
+			return fmt.Errorf("delete expired tags: %w", err)
+		}
+		rows, err := tx.QueryContext(ctx, "DELETE FROM events WHERE seq IN ("+expired+") RETURNING coalesce(size, length(raw))", now)
+		if err != nil {
+			return fmt.Errorf("delete expired events: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var b int64
+			if err := rows.Scan(&b); err != nil {
+				return fmt.Errorf("delete expired events: %w", err)
+			}
+			n++
+			size.add(-1, -b)
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("delete expired events: %w", err)
+		}
+		return nil
+	})
+	return n, err
 }
 
 // count returns the number of stored events (expired ones included).
