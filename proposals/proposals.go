@@ -120,7 +120,10 @@ func ValidDiffSum(s string) bool {
 // shown refuses, with ErrDiffChanged, an approval that names a diff
 // other than diff, the held action's actionID's.
 func (d Decision) shown(actionID, diff string) error {
-	if sum := DiffSum(diff); d.Approve && d.Diff != "" && sum != d.Diff {
+	if !d.Approve || d.Diff == "" {
+		return nil
+	}
+	if sum := DiffSum(diff); sum != d.Diff {
 		return &HeldError{TaskID: d.TaskID, ActionID: actionID, DiffSum: sum, Err: ErrDiffChanged}
 	}
 	return nil
