@@ -884,17 +884,30 @@ func (e *Executor) promote(ctx context.Context, j *journal, it *item, rec *recor
 // fail too (the disk still failing), the record stays promoting with its
 // snapshot, for RecoverInterrupted, and the error says both.
 func (e *Executor) undoIncomplete(ctx context.Context, j *journal, rec *record, res *Result, perr error) (*Result, error) {
-	e.logger.Error("executor: promotion incomplete; undoing it", "action", rec.ActionID, "err", perr)
 	f := sandboxFailure(perr)
 	f.Message = interruptedPromotion
 	res.Outcome, res.Output, res.Reason = Failed, mustJSON(f), f.Message
-	if err := e.undo(ctx, j.last(res), rec); err != nil {
-		e.logger.Error("executor: incomplete promotion not settled (its undo or its record failed); RecoverInterrupted settles it at the next start",
-			"action", rec.ActionID, "err", err)
-		return nil, fmt.Errorf("executor: promote %s: %w; undoing it failed too, or recording it did (the action stays promoting until RecoverInterrupted): %w",
-			rec.ActionID, perr, err)
+	if err := e.settleHalfWay(ctx, j.last(res), rec, "promote", "undoing", perr); err != nil {
+		return nil, err
 	}
 	return res, nil
+}
+
+// settleHalfWay settles rec, a promotion or a rollback (op) that the
+// sandbox left half-way (cause, a sandbox.ErrIncomplete), with undo, the
+// entries j holds in its commit. Should that fail too, rec stays as it
+// is, for RecoverInterrupted, and the error names both failures; doing
+// says what undo was doing, in it.
+func (e *Executor) settleHalfWay(ctx context.Context, j *journal, rec *record, op, doing string, cause error) error {
+	e.logger.Error("executor: "+op+" left half-way; "+doing+" it", "action", rec.ActionID, "err", cause)
+	state := rec.State // undo moves rec on before its commit
+	if err := e.undo(ctx, j, rec); err != nil {
+		e.logger.Error("executor: "+op+" left half-way not settled (its undo or its record failed); RecoverInterrupted settles it at the next start",
+			"action", rec.ActionID, "err", err)
+		return fmt.Errorf("executor: %s %s: %w; %s it failed too, or recording it did (the action stays %s until RecoverInterrupted): %w",
+			op, rec.ActionID, cause, doing, state, err)
+	}
+	return nil
 }
 
 // prepare writes st's new file contents ahead of its promotion

@@ -64,15 +64,8 @@ func (e *Executor) Rollback(ctx context.Context, actionID string) error {
 		// Left half-way: some paths restored, others not. Back to
 		// promoted, the record would claim what the workspace no longer
 		// holds; it is completed instead, as at the next start.
-		e.logger.Error("executor: rollback incomplete; completing it", "action", actionID, "err", rerr)
 		r.State = stateRollingBack
-		if err := e.undo(bg, j, r); err != nil {
-			e.logger.Error("executor: incomplete rollback not settled (its completion or its record failed); RecoverInterrupted settles it at the next start",
-				"action", actionID, "err", err)
-			return fmt.Errorf("executor: rollback %s: %w; completing it failed too, or recording it did (the action stays rolling_back until RecoverInterrupted): %w",
-				actionID, rerr, err)
-		}
-		return nil
+		return e.settleHalfWay(bg, j, r, "rollback", "completing", rerr)
 	}
 	if rerr != nil {
 		// The record back to promoted and the refusal, in one commit.
