@@ -19,6 +19,8 @@ func (c *cli) relay(args []string) int {
 	db := fs.String("db", "./snapnode-relay.db", "SQLite database `file` (\":memory:\" keeps events in memory)")
 	maxEvents := fs.Int("store-max-events", 0, "keep at most `N` stored events, deleting the oldest past it (0: 1,000,000)")
 	maxBytes := fs.Int64("store-max-bytes", 0, "keep at most `BYTES` of stored events, deleting the oldest past it (0: 1 GiB)")
+	rate := fs.Float64("event-rate", 0, "take at most `N` events a second from each client address, its connections together (0: no limit; loopback not limited)")
+	burst := fs.Int("event-burst", 0, "let each client address burst to `N` events above --event-rate (0: one second's worth)")
 	if _, code, done := c.parse(fs, args, 0); done {
 		return code
 	}
@@ -26,7 +28,8 @@ func (c *cli) relay(args []string) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return c.runRelay(ctx, prog, *listen, embedded.Config{DBPath: *db, StoreMaxEvents: *maxEvents, StoreMaxBytes: *maxBytes})
+	return c.runRelay(ctx, prog, *listen, embedded.Config{DBPath: *db, StoreMaxEvents: *maxEvents, StoreMaxBytes: *maxBytes,
+		EventsPerSecond: *rate, EventBurst: *burst})
 }
 
 // runRelay serves the relay of cfg on listen until ctx is cancelled.

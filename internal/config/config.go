@@ -74,6 +74,13 @@ type Config struct {
 	// relay's defaults, 1,000,000 events and 1 GiB.
 	RelayStoreMaxEvents int   `toml:"relay_store_max_events"`
 	RelayStoreMaxBytes  int64 `toml:"relay_store_max_bytes"`
+	// RelayEventRate and RelayEventBurst limit the EVENT messages the
+	// embedded relay takes from one peer (an IPv4 address, an IPv6 /64),
+	// all its connections together; loopback clients and the node itself
+	// are not limited. 0: no limit. Over it an event is refused with
+	// NIP-01's "rate-limited:" before its signature is checked.
+	RelayEventRate  float64 `toml:"relay_event_rate"`
+	RelayEventBurst int     `toml:"relay_event_burst"`
 	// HTTPListen is the address of SNAP over HTTP, SSE and WebSocket
 	// (POST and GET /snap, the well-known card, /healthz, /metrics);
 	// empty, or "off", disables it. When it is left at
@@ -451,6 +458,8 @@ func Default() Config {
 		IdentityBurst:   100,
 		NostrKeyRate:    20,
 		NostrKeyBurst:   100,
+		RelayEventRate:  20,
+		RelayEventBurst: 100,
 		LogLevel:        "info",
 		LogFormat:       "text",
 		MaxDrift:        Duration{60 * time.Second},
@@ -607,6 +616,8 @@ var settings = []setting{
 	intSetting("relay-max-conns", "SNAPNODE_RELAY_MAX_CONNS", "hold at most `N` WebSocket clients on the embedded relay (0: 4096)", func(c *Config) *int { return &c.RelayMaxConns }),
 	intSetting("relay-store-max-events", "SNAPNODE_RELAY_STORE_MAX_EVENTS", "keep at most `N` stored events in the embedded relay's database, deleting the oldest past it (0: 1,000,000)", func(c *Config) *int { return &c.RelayStoreMaxEvents }),
 	int64Setting("relay-store-max-bytes", "SNAPNODE_RELAY_STORE_MAX_BYTES", "keep at most `BYTES` of stored events in the embedded relay's database, deleting the oldest past it (0: 1 GiB)", func(c *Config) *int64 { return &c.RelayStoreMaxBytes }),
+	floatSetting("relay-event-rate", "SNAPNODE_RELAY_EVENT_RATE", "let the embedded relay take `N` events a second from each client address, its connections together (0: no limit; loopback not limited)", func(c *Config) *float64 { return &c.RelayEventRate }),
+	intSetting("relay-event-burst", "SNAPNODE_RELAY_EVENT_BURST", "let each client address of the embedded relay burst to `N` events above its rate", func(c *Config) *int { return &c.RelayEventBurst }),
 	intSetting("relay-max-conns-per-peer", "SNAPNODE_RELAY_MAX_CONNS_PER_PEER", "hold at most `N` of the embedded relay's clients from one address (0: 64; loopback not counted)", func(c *Config) *int { return &c.RelayMaxConnsPerPeer }),
 	intSetting("http-max-conns-per-peer", "SNAPNODE_HTTP_MAX_CONNS_PER_PEER", "hold at most `N` connections from one client address (0: a sixteenth of --http-max-conns)", func(c *Config) *int { return &c.HTTPMaxConnsPerPeer }),
 	int64Setting("http-body-memory", "SNAPNODE_HTTP_BODY_MEMORY", "hold at most `BYTES` of HTTP and WebSocket messages at once, all peers together (over: HTTP 429)", func(c *Config) *int64 { return &c.HTTPBodyMemory }),
@@ -933,7 +944,7 @@ func (c *Config) Validate() error {
 		name  string
 		rate  float64
 		burst int
-	}{{"http", c.HTTPRate, c.HTTPBurst}, {"monitor", c.MonitorRate, c.MonitorBurst}, {"identity", c.IdentityRate, c.IdentityBurst}, {"nostr_key", c.NostrKeyRate, c.NostrKeyBurst}} {
+	}{{"http", c.HTTPRate, c.HTTPBurst}, {"monitor", c.MonitorRate, c.MonitorBurst}, {"identity", c.IdentityRate, c.IdentityBurst}, {"nostr_key", c.NostrKeyRate, c.NostrKeyBurst}, {"relay_event", c.RelayEventRate, c.RelayEventBurst}} {
 		if l.rate < 0 || math.IsNaN(l.rate) || math.IsInf(l.rate, 0) {
 			errs = append(errs, fmt.Errorf("config: %s_rate %v: want 0 (no limit) or more requests a second", l.name, l.rate))
 		}

@@ -207,6 +207,8 @@ func TestRejectsBadSettings(t *testing.T) {
 		{"negative connections", []string{"--http-max-conns", "-1"}, nil, "http_max_conns"},
 		{"per peer over all", []string{"--http-max-conns", "10", "--http-max-conns-per-peer", "11"}, nil, "http_max_conns_per_peer"},
 		{"negative relay connections", nil, map[string]string{"SNAPNODE_RELAY_MAX_CONNS_PER_PEER": "-1"}, "relay_max_conns_per_peer"},
+		{"negative relay event rate", []string{"--relay-event-rate", "-1"}, nil, "relay_event_rate"},
+		{"no relay event burst", nil, map[string]string{"SNAPNODE_RELAY_EVENT_BURST": "0"}, "relay_event_burst"},
 		{"negative relay store bound", []string{"--relay-store-max-bytes", "-1"}, nil, "relay_store_max_bytes -1"},
 		{"relay per peer over all", []string{"--relay-max-conns", "10", "--relay-max-conns-per-peer", "11"}, nil, "relay_max_conns_per_peer 11: want at most relay_max_conns (10)"},
 		{"body memory under a body", nil, map[string]string{"SNAPNODE_HTTP_MAX_BODY": "1048576", "SNAPNODE_HTTP_BODY_MEMORY": "65536"}, "http_body_memory"},

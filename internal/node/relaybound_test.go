@@ -2,7 +2,11 @@ package node_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"net"
+	"net/url"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,4 +81,67 @@ func TestEmbeddedRelayBoundKeepsTheCard(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("notes %v, want the two newest %v", got, want)
 	}
+}
+
+// The node's embedded relay takes relay_event_rate events a second from
+// a client address; the node's own publishing is not limited (its card
+// is published however many events peers sent).
+func TestEmbeddedRelayEventRate(t *testing.T) {
+	ip := machineAddress(t)
+	n := startNodeWith(t, func(c *config.Config) {
+		c.RelayListen = "0.0.0.0:0"
+		c.RelayEventRate, c.RelayEventBurst = 0.001, 2
+	})
+	u, err := url.Parse(n.RelayURLs()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The relay listens on every address; this client comes from the
+	// machine's own, not loopback.
+	ws, _, err := websocket.DefaultDialer.Dial("ws://"+net.JoinHostPort(ip, u.Port()), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	sk := nostr.GeneratePrivateKey()
+	for i, want := range []any{true, true, false} {
+		ev := nostr.Event{Kind: 1, CreatedAt: nostr.Now(), Content: fmt.Sprint("note ", i)}
+		if err := ev.Sign(sk); err != nil {
+			t.Fatal(err)
+		}
+		if err := ws.WriteJSON([]any{"EVENT", ev}); err != nil {
+			t.Fatal(err)
+		}
+		var ok []any
+		if err := ws.ReadJSON(&ok); err != nil || len(ok) < 4 || ok[0] != "OK" || ok[2] != want {
+			t.Fatalf("event %d from %s: %v %v, want accepted %v", i, ip, ok, err, want)
+		}
+		if want == false && !strings.HasPrefix(ok[3].(string), "rate-limited:") {
+			t.Fatalf("refused with %q, want rate-limited", ok[3])
+		}
+	}
+	// The node publishes its card through its own connection.
+	if err := ws.WriteJSON([]any{"REQ", "card", nostr.Filter{Kinds: []int{31337}, Authors: []string{n.NostrPublicKey()}}}); err != nil {
+		t.Fatal(err)
+	}
+	var msg []any
+	if err := ws.ReadJSON(&msg); err != nil || msg[0] != "EVENT" {
+		t.Fatalf("the node's card: %v %v", msg, err)
+	}
+}
+
+// machineAddress is an IPv4 address of this machine other than loopback,
+// which the relay counts as a peer; a machine without one skips the test.
+func machineAddress(t *testing.T) string {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && !ipn.IP.IsLoopback() {
+			return ipn.IP.String()
+		}
+	}
+	t.Skip("this machine has no IPv4 address but loopback, which the relay does not rate-limit")
+	return ""
 }

@@ -118,8 +118,9 @@ type conn struct {
 
 	subs map[string]*subscription // the goroutine handling a request only
 
-	tokens   float64 // rate limit bucket (the goroutine handling a request only)
-	lastFill time.Time
+	// rateKey names the connection's EVENT bucket in Relay.events, its
+	// peer's; "" (loopback, the in-process connection): not limited.
+	rateKey string
 }
 
 var errConnClosed = errors.New("connection closed")
@@ -468,23 +469,12 @@ func (c *conn) process(m *clientMessage, err error) error {
 }
 
 // allowEvent takes a token from the connection's EVENT bucket.
-func (c *conn) allowEvent(now time.Time) bool {
-	rate := c.r.cfg.EventsPerSecond
-	if rate <= 0 {
+func (c *conn) allowEvent() bool {
+	if c.rateKey == "" {
 		return true
 	}
-	burst := float64(max(c.r.cfg.EventBurst, 1))
-	if c.lastFill.IsZero() {
-		c.tokens = burst
-	} else if d := now.Sub(c.lastFill).Seconds(); d > 0 {
-		c.tokens = min(burst, c.tokens+d*rate)
-	}
-	c.lastFill = now
-	if c.tokens < 1 {
-		return false
-	}
-	c.tokens--
-	return true
+	ok, _ := c.r.events.Allow(c.rateKey)
+	return ok
 }
 
 // handleEvent checks, stores and forwards ev, which the relay owns from
@@ -492,8 +482,8 @@ func (c *conn) allowEvent(now time.Time) bool {
 func (c *conn) handleEvent(ev *nostr.Event) error {
 	r := c.r
 	now := r.now()
-	if !c.allowEvent(now) {
-		return c.ok(ev.ID, false, "rate-limited: slow down")
+	if !c.allowEvent() {
+		return c.ok(ev.ID, false, fmt.Sprintf("rate-limited: more than %g events a second from your address", r.cfg.EventsPerSecond))
 	}
 	if err := r.cfg.Verifier.Verify(ev); err != nil {
 		return c.ok(ev.ID, false, "invalid: "+reason(err))

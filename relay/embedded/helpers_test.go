@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -92,6 +94,51 @@ func dial(t testing.TB, url string) *client {
 	}
 	t.Cleanup(func() { ws.Close() })
 	return &client{t: t, ws: ws}
+}
+
+// frontRelay serves r behind a server that gives each client the remote
+// address it names in an X-Test-From header, as a proxy that sets the
+// remote address would (the tests' clients all come from 127.0.0.1),
+// and returns its WebSocket URL.
+func frontRelay(t testing.TB, r *Relay) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if ip := req.Header.Get("X-Test-From"); ip != "" {
+			req.RemoteAddr = net.JoinHostPort(ip, "40000")
+		}
+		r.ServeHTTP(w, req)
+	}))
+	t.Cleanup(srv.Close)
+	return "ws" + strings.TrimPrefix(srv.URL, "http")
+}
+
+// dialFrom connects to a frontRelay's url as a client at address ip
+// (loopback when ""); a client refused gets nil and the HTTP status.
+func dialFrom(t testing.TB, url, ip string) (*client, int) {
+	t.Helper()
+	h := http.Header{}
+	if ip != "" {
+		h.Set("X-Test-From", ip)
+	}
+	ws, resp, err := websocket.DefaultDialer.Dial(url, h)
+	if err != nil {
+		if resp == nil {
+			t.Fatalf("dial from %q: %v", ip, err)
+		}
+		return nil, resp.StatusCode
+	}
+	t.Cleanup(func() { ws.Close() })
+	return &client{t: t, ws: ws}, http.StatusSwitchingProtocols
+}
+
+// mustDialFrom is dialFrom, failing the test when the client is refused.
+func mustDialFrom(t testing.TB, url, ip string) *client {
+	t.Helper()
+	c, code := dialFrom(t, url, ip)
+	if c == nil {
+		t.Fatalf("from %q: refused with %d", ip, code)
+	}
+	return c
 }
 
 // dialSmallBuffer connects with a 4 KiB receive buffer, so that a client

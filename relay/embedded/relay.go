@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/netip"
@@ -19,6 +20,7 @@ import (
 	"github.com/snapnode/snapnode/internal/jsonenc"
 	"github.com/snapnode/snapnode/internal/peercap"
 	"github.com/snapnode/snapnode/internal/periodic"
+	"github.com/snapnode/snapnode/internal/ratelimit"
 	"github.com/snapnode/snapnode/relay"
 )
 
@@ -112,9 +114,16 @@ type Config struct {
 	// 1 minute.
 	SweepInterval time.Duration
 
-	// EventsPerSecond and EventBurst rate-limit EVENT messages per
-	// connection (token bucket); 0 means no limit. EventBurst defaults to
-	// EventsPerSecond, at least 1.
+	// EventsPerSecond and EventBurst rate-limit EVENT messages per peer
+	// (token bucket): a peer is an address as for MaxConnectionsPerIP,
+	// and all its connections draw on one bucket, so that opening more
+	// connections buys no more events. Clients on loopback addresses and
+	// the in-process connection (the node itself) are not limited: a
+	// process on the machine is trusted as much as its user, as for
+	// MaxConnectionsPerIP (behind a proxy on the machine, limit writes at
+	// the proxy). 0 means no limit. EventBurst defaults to
+	// EventsPerSecond, at least 1. The buckets of the peers not heard
+	// from for the longest time are dropped first past 4×MaxConnections.
 	EventsPerSecond float64
 	EventBurst      int
 
@@ -192,8 +201,8 @@ func (c Config) withDefaults() (Config, error) {
 	if err != nil {
 		return c, err
 	}
-	if c.EventsPerSecond < 0 {
-		return c, errors.New("embedded relay config: EventsPerSecond must not be negative")
+	if c.EventsPerSecond < 0 || math.IsNaN(c.EventsPerSecond) {
+		return c, errors.New("embedded relay config: EventsPerSecond must be a number, not negative")
 	}
 	switch {
 	case c.StoreMaxBytes == 0:
@@ -266,6 +275,8 @@ type Relay struct {
 	// sockets counts the WebSocket clients admitted, in all and by
 	// peer (see admit).
 	sockets *peercap.Counter
+	// events holds the peers' EVENT buckets, by conn.rateKey.
+	events *ratelimit.Limiter
 
 	slowCuts atomic.Int64 // clients disconnected for a full queue
 	// phaseWaits counts the live events that waited for the end of a
@@ -298,6 +309,8 @@ func New(cfg Config) (*Relay, error) {
 		conns:  make(map[*conn]struct{}),
 		// A process on the machine is trusted as much as its user.
 		sockets: peercap.New(cfg.MaxConnectionsPerIP, cfg.MaxConnections, netip.Addr.IsLoopback),
+		events: ratelimit.New(ratelimit.Config{Rate: cfg.EventsPerSecond, Burst: cfg.EventBurst,
+			MaxKeys: 4 * cfg.MaxConnections, Now: cfg.Now}),
 		upgrader: websocket.Upgrader{
 			// Reads go through the HTTP server's 4 KiB buffer, taken
 			// over with the connection; a frame is built in a

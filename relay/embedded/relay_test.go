@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -676,7 +675,7 @@ func TestRateLimitAndBlocked(t *testing.T) {
 			return nil
 		},
 	})
-	c := dial(t, tr.url)
+	c := mustDialFrom(t, frontRelay(t, tr.Relay), "203.0.113.9")
 	k := newKey(t)
 	now := tr.clock.Unix()
 	if ok, why := c.publish(blocked.event(t, 1, now, "x")); ok || why != "blocked: pubkey not allowed" {
@@ -691,6 +690,64 @@ func TestRateLimitAndBlocked(t *testing.T) {
 	if !tr.Info().Limitation.RestrictedWrites {
 		t.Fatal("restricted_writes not announced")
 	}
+}
+
+// TestRateLimitPerPeer: a peer's connections draw on one EVENT bucket,
+// so that opening more connections buys no more events; another peer
+// has its own; loopback clients and the node's in-process connection are
+// not limited.
+func TestRateLimitPerPeer(t *testing.T) {
+	clock := newClock()
+	r, err := New(Config{EventsPerSecond: 1, EventBurst: 2, Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	url := frontRelay(t, r)
+	from := func(ip string) *client { t.Helper(); return mustDialFrom(t, url, ip) }
+	k := newKey(t)
+	n := 0
+	event := func() *nostr.Event {
+		n++
+		return k.event(t, 1, clock.Unix(), fmt.Sprint("event ", n))
+	}
+	limited := func(c *client, who string) {
+		t.Helper()
+		if ok, why := c.publish(event()); ok || why != "rate-limited: more than 1 events a second from your address" {
+			t.Fatalf("%s: %v %q, want rate-limited", who, ok, why)
+		}
+	}
+
+	a1, a2, a3 := from("203.0.113.7"), from("203.0.113.7"), from("::ffff:203.0.113.7")
+	a1.mustPublish(event())
+	a2.mustPublish(event()) // the burst of 2, spent over two connections
+	limited(a3, "a third connection of the peer")
+	limited(a1, "the peer's first connection")
+	// Another peer, and each loopback client, have buckets of their own.
+	b := from("198.51.100.1")
+	b.mustPublish(event())
+	b.mustPublish(event())
+	limited(b, "the other peer past its burst")
+	// Clients on the machine itself are not limited.
+	l := from("")
+	for range 5 {
+		l.mustPublish(event())
+	}
+	// The node itself is not limited.
+	local, err := r.LocalConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close()
+	for range 5 {
+		if ok, why, err := local.Publish(context.Background(), *event()); err != nil || !ok {
+			t.Fatalf("in-process publish: %v %q %v", ok, why, err)
+		}
+	}
+	// The peer's bucket fills again with time, for all its connections.
+	clock.Advance(1)
+	a3.mustPublish(event())
+	limited(a2, "the peer once its new token is spent")
 }
 
 func TestShutdownClosesConnections(t *testing.T) {
@@ -937,39 +994,11 @@ func TestConnectionCaps(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.Close() })
-	// The test's clients all come from 127.0.0.1: the server in front
-	// of the relay gives each the address it asks for, as a proxy
-	// that sets the remote address would.
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if ip := req.Header.Get("X-Test-From"); ip != "" {
-			req.RemoteAddr = net.JoinHostPort(ip, "40000")
-		}
-		r.ServeHTTP(w, req)
-	}))
-	t.Cleanup(srv.Close)
-	url := "ws" + strings.TrimPrefix(srv.URL, "http")
-	connect := func(from string) (*websocket.Conn, int) {
-		ws, resp, err := websocket.DefaultDialer.Dial(url, http.Header{"X-Test-From": {from}})
-		if err != nil {
-			if resp == nil {
-				t.Fatalf("dial from %s: %v", from, err)
-			}
-			return nil, resp.StatusCode
-		}
-		t.Cleanup(func() { ws.Close() })
-		return ws, http.StatusSwitchingProtocols
-	}
-	must := func(from string) *websocket.Conn {
-		t.Helper()
-		ws, code := connect(from)
-		if ws == nil {
-			t.Fatalf("from %s: refused with %d", from, code)
-		}
-		return ws
-	}
+	url := frontRelay(t, r)
+	must := func(from string) *websocket.Conn { t.Helper(); return mustDialFrom(t, url, from).ws }
 	refused := func(from string, want int) {
 		t.Helper()
-		if ws, code := connect(from); ws != nil || code != want {
+		if c, code := dialFrom(t, url, from); c != nil || code != want {
 			t.Fatalf("from %s: status %d, want %d", from, code, want)
 		}
 	}
@@ -989,7 +1018,7 @@ func TestConnectionCaps(t *testing.T) {
 	first.Close()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if ws, code := connect("203.0.113.7"); ws != nil {
+		if c, code := dialFrom(t, url, "203.0.113.7"); c != nil {
 			break
 		} else if code != http.StatusTooManyRequests && code != http.StatusServiceUnavailable {
 			t.Fatalf("after a close: status %d", code)
