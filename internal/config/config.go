@@ -377,6 +377,11 @@ type Card struct {
 	InputModes  []string `toml:"input_modes"`
 	OutputModes []string `toml:"output_modes"`
 	Skills      []Skill  `toml:"skills"`
+	// NostrRelays are the relays the card tells peers to send to: the
+	// URLs they reach the node's relays at (a TLS proxy in front of the
+	// embedded relay, say: wss://relay.example.com). Empty: the relays
+	// the node uses. The card advertises ws:// on loopback only.
+	NostrRelays []string `toml:"nostr_relays"`
 	Endpoints   []struct {
 		Protocol string `toml:"protocol"`
 		URL      string `toml:"url"`
@@ -641,6 +646,7 @@ var settings = []setting{
 	durationSetting("reconcile-after", "SNAPNODE_RECONCILE_AFTER", "on PostgreSQL, take up a task as interrupted once it stood still for `DURATION` (longer than a replica ever works on one step)", func(c *Config) *Duration { return &c.ReconcileAfter }),
 	intSetting("workers", "SNAPNODE_WORKERS", "handle `N` requests at once", func(c *Config) *int { return &c.Workers }),
 	int64Setting("memory-limit", "SNAPNODE_MEMORY_LIMIT", "hold the Go runtime's memory near `BYTES` by collecting more often, while 1.5 times its live heap fits (past that the soft limit follows the live heap); 0: GOMEMLIMIT, else none", func(c *Config) *int64 { return &c.MemoryLimit }),
+	listSetting("card-relay", "SNAPNODE_CARD_RELAYS", "advertise the relay at `URL` in the card instead of the relays the node uses (repeatable; the variable is comma-separated)", func(c *Config) *[]string { return &c.Card.NostrRelays }),
 	listSetting("operator", "SNAPNODE_OPERATORS", "give `ADDR` the operator role (repeatable; the variable is comma-separated)", func(c *Config) *[]string { return &c.Operators }),
 	listSetting("service-caller", "SNAPNODE_SERVICE_CALLERS", "let `ADDR` call the node's services (service/call; repeatable; the variable is comma-separated)", func(c *Config) *[]string { return &c.ServiceCallers }),
 

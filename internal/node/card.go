@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -62,7 +63,7 @@ func publicEndpoints(cfg config.Config) []snap.Endpoint {
 func buildCard(cfg config.Config, addr string, relays []string) (*snap.Card, error) {
 	c := &snap.Card{
 		Name: cfg.Card.Name, Description: cfg.Card.Description, Version: cfg.Card.Version,
-		Identity: addr, NostrRelays: relays,
+		Identity: addr, NostrRelays: cardRelays(cfg, relays),
 		ProtocolVersion: snap.ProtocolVersion, SupportedVersions: snap.SupportedVersions,
 		DefaultInputModes: cfg.Card.InputModes, DefaultOutputModes: cfg.Card.OutputModes,
 	}
@@ -85,9 +86,22 @@ func buildCard(cfg config.Config, addr string, relays []string) (*snap.Card, err
 		}
 	}
 	if err := c.Validate(); err != nil {
+		var se *snap.Error
+		if len(cfg.Card.NostrRelays) == 0 && errors.As(err, &se) && strings.HasPrefix(se.Field(), "nostrRelays") {
+			return nil, fmt.Errorf("node: the card would advertise a relay peers may not use (%w); set [card] nostr_relays (--card-relay) to the wss:// URLs peers reach the node's relays at", err)
+		}
 		return nil, fmt.Errorf("node: the configured card is invalid: %w", err)
 	}
 	return c, nil
+}
+
+// cardRelays are the relays the card advertises: the configured ones, or
+// used, those the node uses.
+func cardRelays(cfg config.Config, used []string) []string {
+	if len(cfg.Card.NostrRelays) > 0 {
+		return cfg.Card.NostrRelays
+	}
+	return used
 }
 
 // publish publishes card to the node's relays, retrying while no relay

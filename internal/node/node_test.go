@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -266,6 +267,37 @@ func TestTasksSurviveRestart(t *testing.T) {
 	task, _ := got["task"].(map[string]any)
 	if task == nil || task["id"] != id || len(task["history"].([]any)) != 1 || taskOf(t, got).Status.State != answered {
 		t.Fatalf("after restart, tasks/get: %v; want the state answered, %s", got, answered)
+	}
+}
+
+// TestCardRelays: the card advertises the relays the node uses, or those
+// [card] nostr_relays names: an embedded relay on an address other
+// machines reach over ws://, which the card may not advertise, is
+// advertised at the URL of the TLS proxy in front of it, and without one
+// the node does not start and says which setting to give.
+func TestCardRelays(t *testing.T) {
+	n, _ := startNode(t, nil)
+	if got := n.Card().NostrRelays; !slices.Equal(got, n.RelayURLs()) {
+		t.Errorf("by default the card advertises %v, want the relays used %v", got, n.RelayURLs())
+	}
+
+	ip := machineAddress(t)
+	proxied := []string{"wss://relay.example.com"}
+	n, _ = startNode(t, func(c *config.Config) { c.RelayListen, c.Card.NostrRelays = net.JoinHostPort(ip, "0"), proxied })
+	if got := n.Card().NostrRelays; !slices.Equal(got, proxied) {
+		t.Errorf("the card advertises %v, want %v", got, proxied)
+	}
+	if got := n.RelayURLs(); len(got) != 1 || !strings.HasPrefix(got[0], "ws://"+ip+":") {
+		t.Errorf("the node uses %v, want its relay at %s", got, ip)
+	}
+
+	cfg := config.Default()
+	cfg.DataDir, cfg.RelayListen, cfg.HTTPListen = filepath.Join(t.TempDir(), "data"), net.JoinHostPort(ip, "0"), ""
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, err := node.Start(ctx, cfg, slog.New(slog.DiscardHandler))
+	if err == nil || !strings.Contains(err.Error(), "set [card] nostr_relays (--card-relay)") || !strings.Contains(err.Error(), "nostrRelays[0]") {
+		t.Fatalf("a relay on %s with no card relays: %v, want a refusal naming the setting", ip, err)
 	}
 }
 
