@@ -8,7 +8,8 @@ import (
 )
 
 // Key is the peer a remote address (host:port, or a bare host) belongs
-// to: the IPv4 address, or the /64 of an IPv6 one, without its zone. An
+// to: the IPv4 address, or the /64 of an IPv6 one (::1 as itself, so that
+// the key of a loopback address is one), without its zone. An
 // address that does not parse gives the zero Addr, which all such
 // addresses share.
 func Key(remote string) netip.Addr {
@@ -21,7 +22,9 @@ func Key(remote string) netip.Addr {
 		return netip.Addr{}
 	}
 	a = a.Unmap().WithZone("")
-	if a.Is6() {
+	// ::1 is kept whole: its /64, ::, is not a loopback address, and
+	// callers exempt loopback peers by testing the key.
+	if a.Is6() && !a.IsLoopback() {
 		p, _ := a.Prefix(64)
 		return p.Addr()
 	}

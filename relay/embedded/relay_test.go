@@ -750,6 +750,25 @@ func TestRateLimitPerPeer(t *testing.T) {
 	limited(a2, "the peer once its new token is spent")
 }
 
+// TestRateLimitIPv6Loopback: a client on ::1 is on the machine, as one on
+// 127.0.0.1 is: it is neither rate-limited nor counted per peer (its /64,
+// ::, is not a loopback address, so the key must keep it whole).
+func TestRateLimitIPv6Loopback(t *testing.T) {
+	clock := newClock()
+	r, err := New(Config{EventsPerSecond: 1, EventBurst: 1, MaxConnections: 8, MaxConnectionsPerIP: 1, Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	url := frontRelay(t, r)
+	k := newKey(t)
+	l := mustDialFrom(t, url, "::1")
+	mustDialFrom(t, url, "::1") // a second loopback client, past a per-peer cap of 1
+	for i := range 5 {
+		l.mustPublish(k.event(t, 1, clock.Unix(), fmt.Sprint("local ", i)))
+	}
+}
+
 func TestShutdownClosesConnections(t *testing.T) {
 	tr := startRelay(t, Config{})
 	c := dial(t, tr.url)
