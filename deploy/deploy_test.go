@@ -210,6 +210,11 @@ func TestContainerfile(t *testing.T) {
 			t.Errorf("listen address %q: want 0.0.0.0 and an exposed port (EXPOSE %q)", addr, exposed)
 		}
 	}
+	// Through a published port every client comes from the container's
+	// gateway: a rate per address would be one rate for all peers.
+	if cfg.RelayEventRate != 0 {
+		t.Errorf("relay_event_rate %v in the image: want 0, its clients share the gateway's address", cfg.RelayEventRate)
+	}
 	if _, port, _ := net.SplitHostPort(cfg.HTTPListen); !strings.Contains(healthcheck, "127.0.0.1:"+port) {
 		t.Errorf("HEALTHCHECK %q does not ask the HTTP listener", healthcheck)
 	}

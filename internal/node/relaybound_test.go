@@ -1,6 +1,7 @@
 package node_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -84,13 +85,15 @@ func TestEmbeddedRelayBoundKeepsTheCard(t *testing.T) {
 }
 
 // The node's embedded relay takes relay_event_rate events a second from
-// a client address; the node's own publishing is not limited (its card
-// is published however many events peers sent).
+// a client address; the node's own publishing is not limited: it
+// republishes its card at each reload however many events it published.
 func TestEmbeddedRelayEventRate(t *testing.T) {
 	ip := machineAddress(t)
+	var cfg config.Config
 	n := startNodeWith(t, func(c *config.Config) {
 		c.RelayListen = "0.0.0.0:0"
 		c.RelayEventRate, c.RelayEventBurst = 0.001, 2
+		cfg = *c
 	})
 	u, err := url.Parse(n.RelayURLs()[0])
 	if err != nil {
@@ -120,13 +123,32 @@ func TestEmbeddedRelayEventRate(t *testing.T) {
 			t.Fatalf("refused with %q, want rate-limited", ok[3])
 		}
 	}
-	// The node publishes its card through its own connection.
-	if err := ws.WriteJSON([]any{"REQ", "card", nostr.Filter{Kinds: []int{31337}, Authors: []string{n.NostrPublicKey()}}}); err != nil {
-		t.Fatal(err)
-	}
-	var msg []any
-	if err := ws.ReadJSON(&msg); err != nil || msg[0] != "EVENT" {
-		t.Fatalf("the node's card: %v %v", msg, err)
+	// Three reloads, three cards published: more than the burst.
+	for i := range 3 {
+		cfg.Card.Description = fmt.Sprint("card ", i)
+		if _, err := n.Reload(context.Background(), cfg); err != nil {
+			t.Fatal(err)
+		}
+		sub := fmt.Sprint("card", i)
+		if err := ws.WriteJSON([]any{"REQ", sub, nostr.Filter{Kinds: []int{31337}, Authors: []string{n.NostrPublicKey()}}}); err != nil {
+			t.Fatal(err)
+		}
+		var msg []json.RawMessage
+		var card nostr.Event
+		if err := ws.ReadJSON(&msg); err != nil || len(msg) < 3 || json.Unmarshal(msg[2], &card) != nil {
+			t.Fatalf("the node's card: %s %v", msg, err)
+		}
+		if !strings.Contains(card.Content, cfg.Card.Description) {
+			t.Fatalf("after reload %d the relay has the card %s, want its description %q", i, card.Content, cfg.Card.Description)
+		}
+		for string(msg[0]) != `"EOSE"` {
+			if err := ws.ReadJSON(&msg); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := ws.WriteJSON([]any{"CLOSE", sub}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

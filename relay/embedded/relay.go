@@ -201,8 +201,8 @@ func (c Config) withDefaults() (Config, error) {
 	if err != nil {
 		return c, err
 	}
-	if c.EventsPerSecond < 0 || math.IsNaN(c.EventsPerSecond) {
-		return c, errors.New("embedded relay config: EventsPerSecond must be a number, not negative")
+	if c.EventsPerSecond < 0 || math.IsNaN(c.EventsPerSecond) || math.IsInf(c.EventsPerSecond, 0) {
+		return c, errors.New("embedded relay config: EventsPerSecond must be a finite number, not negative (0: no limit)")
 	}
 	switch {
 	case c.StoreMaxBytes == 0:
