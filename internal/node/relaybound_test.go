@@ -59,18 +59,11 @@ func TestEmbeddedRelayBoundKeepsTheCard(t *testing.T) {
 	sk := nostr.GeneratePrivateKey()
 	var notes []string
 	for i := range 5 {
-		ev := nostr.Event{Kind: 1, CreatedAt: nostr.Now(), Content: "note " + string(rune('a'+i))}
-		if err := ev.Sign(sk); err != nil {
-			t.Fatal(err)
+		id, ok, why := publishNote(t, ws, sk, "note "+string(rune('a'+i)))
+		if !ok {
+			t.Fatalf("publish: refused: %q", why)
 		}
-		if err := ws.WriteJSON([]any{"EVENT", ev}); err != nil {
-			t.Fatal(err)
-		}
-		var ok []any
-		if err := ws.ReadJSON(&ok); err != nil || len(ok) < 3 || ok[0] != "OK" || ok[2] != true {
-			t.Fatalf("publish: %v %v", ok, err)
-		}
-		notes = append(notes, ev.ID)
+		notes = append(notes, id)
 	}
 	if got := req(card); len(got) != 1 {
 		t.Fatalf("the node's card: %v, want it kept", got)
@@ -107,20 +100,10 @@ func TestEmbeddedRelayEventRate(t *testing.T) {
 	}
 	defer ws.Close()
 	sk := nostr.GeneratePrivateKey()
-	for i, want := range []any{true, true, false} {
-		ev := nostr.Event{Kind: 1, CreatedAt: nostr.Now(), Content: fmt.Sprint("note ", i)}
-		if err := ev.Sign(sk); err != nil {
-			t.Fatal(err)
-		}
-		if err := ws.WriteJSON([]any{"EVENT", ev}); err != nil {
-			t.Fatal(err)
-		}
-		var ok []any
-		if err := ws.ReadJSON(&ok); err != nil || len(ok) < 4 || ok[0] != "OK" || ok[2] != want {
-			t.Fatalf("event %d from %s: %v %v, want accepted %v", i, ip, ok, err, want)
-		}
-		if want == false && !strings.HasPrefix(ok[3].(string), "rate-limited:") {
-			t.Fatalf("refused with %q, want rate-limited", ok[3])
+	for i, want := range []bool{true, true, false} {
+		_, ok, why := publishNote(t, ws, sk, fmt.Sprint("note ", i))
+		if ok != want || !ok && !strings.HasPrefix(why, "rate-limited:") {
+			t.Fatalf("event %d from %s: accepted %v %q, want accepted %v (or rate-limited)", i, ip, ok, why, want)
 		}
 	}
 	// Three reloads, three cards published: more than the burst.
@@ -150,6 +133,26 @@ func TestEmbeddedRelayEventRate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// publishNote publishes a kind-1 note of sk over ws and returns its id
+// and the relay's OK: accepted, and the message.
+func publishNote(t *testing.T, ws *websocket.Conn, sk, content string) (id string, accepted bool, message string) {
+	t.Helper()
+	ev := nostr.Event{Kind: 1, CreatedAt: nostr.Now(), Content: content}
+	if err := ev.Sign(sk); err != nil {
+		t.Fatal(err)
+	}
+	if err := ws.WriteJSON([]any{"EVENT", ev}); err != nil {
+		t.Fatal(err)
+	}
+	var ok []any
+	if err := ws.ReadJSON(&ok); err != nil || len(ok) < 4 || ok[0] != "OK" || ok[1] != ev.ID {
+		t.Fatalf("publish: %v %v, want OK for %s", ok, err, ev.ID)
+	}
+	accepted, _ = ok[2].(bool)
+	message, _ = ok[3].(string)
+	return ev.ID, accepted, message
 }
 
 // machineAddress is an IPv4 address of this machine other than loopback,
