@@ -133,6 +133,17 @@ func TestEmbeddedRelayEventRate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The rate changes at a reload: lifted, the peer publishes again.
+	cfg.RelayEventRate = 0
+	restart, err := n.Reload(context.Background(), cfg)
+	if err != nil || len(restart) > 0 {
+		t.Fatalf("reload lifting the rate: %v, restart %q; want it applied", err, restart)
+	}
+	for i := range 3 {
+		if _, ok, why := publishNote(t, ws, sk, fmt.Sprint("after the reload ", i)); !ok {
+			t.Fatalf("event %d once the rate is lifted: refused %q", i, why)
+		}
+	}
 }
 
 // publishNote publishes a kind-1 note of sk over ws and returns its id

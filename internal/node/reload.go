@@ -16,7 +16,7 @@ func (n *Node) live(name string) bool {
 	switch name {
 	case "operators", "service_callers", "policy",
 		"http_rate", "http_burst", "identity_rate", "identity_burst", "nostr_key_rate", "nostr_key_burst",
-		"card":
+		"relay_event_rate", "relay_event_burst", "card":
 		return true
 	case "log_level":
 		return n.level != nil
@@ -26,7 +26,7 @@ func (n *Node) live(name string) bool {
 
 // Reload puts in force the settings of cfg that can change while the node
 // runs (operators, service_callers, policy, the rate limits http_*,
-// identity_* and nostr_key_*, card, and log_level when the node was
+// identity_*, nostr_key_* and relay_event_*, card, and log_level when the node was
 // started WithLogLevel), for every request after it. It checks everything
 // first — cfg validates, the policy loads, the card is valid — and on an
 // error changes nothing: the settings in force stay. It returns the
@@ -56,6 +56,7 @@ func (n *Node) Reload(ctx context.Context, cfg config.Config) (restart []string,
 	next.HTTPRate, next.HTTPBurst = cfg.HTTPRate, cfg.HTTPBurst
 	next.IdentityRate, next.IdentityBurst = cfg.IdentityRate, cfg.IdentityBurst
 	next.NostrKeyRate, next.NostrKeyBurst = cfg.NostrKeyRate, cfg.NostrKeyBurst
+	next.RelayEventRate, next.RelayEventBurst = cfg.RelayEventRate, cfg.RelayEventBurst
 	next.Card = cfg.Card
 	if n.level != nil {
 		next.LogLevel = cfg.LogLevel
@@ -84,6 +85,12 @@ func (n *Node) Reload(ctx context.Context, cfg config.Config) (restart []string,
 	n.nostrKeyShare.set(next.NostrKeyRate, next.NostrKeyBurst)
 	if n.http != nil {
 		n.http.srv.SetRate(perSecond(next.HTTPRate), next.HTTPBurst)
+	}
+	if n.relay != nil {
+		// Validated: this does not fail.
+		if err := n.relay.SetEventRate(next.RelayEventRate, next.RelayEventBurst); err != nil {
+			n.logger.Error("embedded relay: event rate not changed", "err", err)
+		}
 	}
 	if n.level != nil {
 		n.level.Set(level)

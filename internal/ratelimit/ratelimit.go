@@ -67,6 +67,16 @@ func (l *Limiter) Enabled() bool {
 	return l.cfg.Rate > 0
 }
 
+// Rate is the tokens a second each bucket gains now (0: no limit).
+func (l *Limiter) Rate() float64 {
+	if l == nil {
+		return 0
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return max(l.cfg.Rate, 0)
+}
+
 // SetRate changes the rate and burst of every bucket, those already kept
 // included: a key keeps the tokens it has (up to the new burst) and refills
 // at the new rate. A rate of zero or less disables limiting.

@@ -483,7 +483,7 @@ func (c *conn) handleEvent(ev *nostr.Event) error {
 	r := c.r
 	now := r.now()
 	if !c.allowEvent() {
-		return c.ok(ev.ID, false, fmt.Sprintf("rate-limited: more than %g events a second from your address", r.cfg.EventsPerSecond))
+		return c.ok(ev.ID, false, fmt.Sprintf("rate-limited: more than %g events a second from your address", r.events.Rate()))
 	}
 	if err := r.cfg.Verifier.Verify(ev); err != nil {
 		return c.ok(ev.ID, false, "invalid: "+reason(err))

@@ -329,6 +329,18 @@ func New(cfg Config) (*Relay, error) {
 	return r, nil
 }
 
+// SetEventRate changes EventsPerSecond and EventBurst while the relay
+// runs: every peer's bucket refills at the new rate from now on, keeping
+// the tokens it has up to the new burst. A rate of 0 lifts the limit;
+// a negative, NaN or infinite one is refused.
+func (r *Relay) SetEventRate(perSecond float64, burst int) error {
+	if perSecond < 0 || math.IsNaN(perSecond) || math.IsInf(perSecond, 0) || burst < 0 {
+		return fmt.Errorf("embedded relay: event rate %v, burst %d: want a finite rate of 0 or more and a burst of 0 (one second's worth) or more", perSecond, burst)
+	}
+	r.events.SetRate(perSecond, burst)
+	return nil
+}
+
 // Info is the NIP-11 relay information document.
 type Info struct {
 	Name          string     `json:"name"`

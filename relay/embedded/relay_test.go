@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -748,6 +749,21 @@ func TestRateLimitPerPeer(t *testing.T) {
 	clock.Advance(1)
 	a3.mustPublish(event())
 	limited(a2, "the peer once its new token is spent")
+
+	// The rate changes while the relay runs; a bad one is refused.
+	for _, bad := range []float64{-1, math.NaN(), math.Inf(1)} {
+		if err := r.SetEventRate(bad, 1); err == nil {
+			t.Errorf("SetEventRate(%v) accepted", bad)
+		}
+	}
+	if err := r.SetEventRate(5, 1); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(1)
+	a1.mustPublish(event())
+	if ok, why := a2.publish(event()); ok || why != "rate-limited: more than 5 events a second from your address" {
+		t.Fatalf("at the new rate, past its burst of 1: %v %q", ok, why)
+	}
 }
 
 // TestRateLimitIPv6Loopback: a client on ::1 is on the machine, as one on
