@@ -95,8 +95,8 @@ func buildCard(cfg config.Config, addr string, relays []string) (*snap.Card, err
 	return c, nil
 }
 
-// cardRelays are the relays the card advertises: the configured ones, or
-// used, those the node uses.
+// cardRelays are the relays the card advertises: [card] nostr_relays,
+// else used, the relays the node uses.
 func cardRelays(cfg config.Config, used []string) []string {
 	if len(cfg.Card.NostrRelays) > 0 {
 		return cfg.Card.NostrRelays

@@ -121,8 +121,8 @@ type Config struct {
 	// the in-process connection (the node itself) are not limited: a
 	// process on the machine is trusted as much as its user, as for
 	// MaxConnectionsPerIP (behind a proxy on the machine, limit writes at
-	// the proxy). 0 means no limit. EventBurst defaults to
-	// EventsPerSecond, at least 1. The buckets of the peers not heard
+	// the proxy). 0 means no limit. EventBurst 0 is one second's worth
+	// (rounded up), at least 1. The buckets of the peers not heard
 	// from for the longest time are dropped first past 4×MaxConnections.
 	EventsPerSecond float64
 	EventBurst      int
@@ -193,7 +193,6 @@ func (c Config) withDefaults() (Config, error) {
 		def(&c.SendQueue, DefaultSendQueue, "SendQueue"),
 		def(&c.MaxConnections, DefaultMaxConnections, "MaxConnections"),
 		def(&c.MaxConnectionsPerIP, DefaultMaxConnectionsPerIP, "MaxConnectionsPerIP"),
-		def(&c.EventBurst, max(int(c.EventsPerSecond), 1), "EventBurst"),
 		defDur(&c.WriteTimeout, DefaultWriteTimeout, "WriteTimeout"),
 		defDur(&c.PingInterval, DefaultPingInterval, "PingInterval"),
 		defDur(&c.SweepInterval, DefaultSweepInterval, "SweepInterval"),
@@ -201,8 +200,8 @@ func (c Config) withDefaults() (Config, error) {
 	if err != nil {
 		return c, err
 	}
-	if c.EventsPerSecond < 0 || math.IsNaN(c.EventsPerSecond) || math.IsInf(c.EventsPerSecond, 0) {
-		return c, errors.New("embedded relay config: EventsPerSecond must be a finite number, not negative (0: no limit)")
+	if err := checkEventRate(c.EventsPerSecond, c.EventBurst); err != nil {
+		return c, fmt.Errorf("embedded relay config: %w", err)
 	}
 	switch {
 	case c.StoreMaxBytes == 0:
@@ -334,10 +333,19 @@ func New(cfg Config) (*Relay, error) {
 // the tokens it has up to the new burst. A rate of 0 lifts the limit;
 // a negative, NaN or infinite one is refused.
 func (r *Relay) SetEventRate(perSecond float64, burst int) error {
-	if perSecond < 0 || math.IsNaN(perSecond) || math.IsInf(perSecond, 0) || burst < 0 {
-		return fmt.Errorf("embedded relay: event rate %v, burst %d: want a finite rate of 0 or more and a burst of 0 (one second's worth) or more", perSecond, burst)
+	if err := checkEventRate(perSecond, burst); err != nil {
+		return fmt.Errorf("embedded relay: %w", err)
 	}
 	r.events.SetRate(perSecond, burst)
+	return nil
+}
+
+// checkEventRate checks an EVENT rate and burst, as Config and
+// SetEventRate take them.
+func checkEventRate(perSecond float64, burst int) error {
+	if perSecond < 0 || math.IsNaN(perSecond) || math.IsInf(perSecond, 0) || burst < 0 {
+		return fmt.Errorf("EventsPerSecond %v, EventBurst %d: want a finite rate of 0 (no limit) or more and a burst of 0 (one second's worth) or more", perSecond, burst)
+	}
 	return nil
 }
 
