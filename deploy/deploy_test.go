@@ -211,9 +211,13 @@ func TestContainerfile(t *testing.T) {
 		}
 	}
 	// Through a published port every client comes from the container's
-	// gateway: a rate per address would be one rate for all peers.
+	// gateway: a rate or a share of the store per address would be one
+	// for all peers.
 	if cfg.RelayEventRate != 0 {
 		t.Errorf("relay_event_rate %v in the image: want 0, its clients share the gateway's address", cfg.RelayEventRate)
+	}
+	if cfg.RelayStorePeerShare != 0 {
+		t.Errorf("relay_store_peer_share %v in the image: want 0, its clients share the gateway's address", cfg.RelayStorePeerShare)
 	}
 	if _, port, _ := net.SplitHostPort(cfg.HTTPListen); !strings.Contains(healthcheck, "127.0.0.1:"+port) {
 		t.Errorf("HEALTHCHECK %q does not ask the HTTP listener", healthcheck)

@@ -21,6 +21,7 @@ func (c *cli) relay(args []string) int {
 	maxBytes := fs.Int64("store-max-bytes", 0, "keep at most `BYTES` of stored events, deleting the oldest past it (0: 1 GiB)")
 	rate := fs.Float64("event-rate", 0, "take at most `N` events a second from each client address, its connections together (0: no limit; loopback not limited)")
 	burst := fs.Int("event-burst", 0, "let each client address burst to `N` events above --event-rate (0: one second's worth)")
+	share := fs.Float64("store-peer-share", 0, "let the stored events of each client address take at most the part `P` (0 to 1) of the store bounds, deleting its own oldest past it (0: no share; loopback has none)")
 	if _, code, done := c.parse(fs, args, 0); done {
 		return code
 	}
@@ -29,7 +30,7 @@ func (c *cli) relay(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return c.runRelay(ctx, prog, *listen, embedded.Config{DBPath: *db, StoreMaxEvents: *maxEvents, StoreMaxBytes: *maxBytes,
-		EventsPerSecond: *rate, EventBurst: *burst})
+		StorePeerShare: *share, EventsPerSecond: *rate, EventBurst: *burst})
 }
 
 // runRelay serves the relay of cfg on listen until ctx is cancelled.

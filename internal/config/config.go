@@ -74,6 +74,12 @@ type Config struct {
 	// relay's defaults, 1,000,000 events and 1 GiB.
 	RelayStoreMaxEvents int   `toml:"relay_store_max_events"`
 	RelayStoreMaxBytes  int64 `toml:"relay_store_max_bytes"`
+	// RelayStorePeerShare is the part of each of those bounds one peer's
+	// stored events may take (an IPv4 address, an IPv6 /64), between 0
+	// and 1: past it, that peer's own oldest events are deleted, so that
+	// one address cannot make the relay forget what others stored.
+	// Loopback clients and the node itself have no share; 0: none.
+	RelayStorePeerShare float64 `toml:"relay_store_peer_share"`
 	// RelayEventRate and RelayEventBurst limit the EVENT messages the
 	// embedded relay takes from one peer (an IPv4 address, an IPv6 /64),
 	// all its connections together; loopback clients and the node itself
@@ -450,29 +456,30 @@ const maxKeyFileBytes = 64 << 10
 // Default returns the settings of a node with no configuration.
 func Default() Config {
 	return Config{
-		DataDir:         "snapnode-data",
-		RelayListen:     "127.0.0.1:7447",
-		HTTPListen:      DefaultHTTPListen,
-		HTTPMaxBody:     256 << 10,
-		HTTPMaxResponse: 4 << 20,
-		HTTPRate:        50,
-		HTTPBurst:       100,
-		MonitorRate:     5,
-		MonitorBurst:    20,
-		IdentityRate:    20,
-		IdentityBurst:   100,
-		NostrKeyRate:    20,
-		NostrKeyBurst:   100,
-		RelayEventRate:  20,
-		RelayEventBurst: 100,
-		LogLevel:        "info",
-		LogFormat:       "text",
-		MaxDrift:        Duration{60 * time.Second},
-		ReplyTTL:        Duration{7 * 24 * time.Hour},
-		TaskRetention:   Duration{30 * 24 * time.Hour},
-		ReconcileAfter:  Duration{5 * time.Minute}, // proposals.InterruptedAfter
-		Workers:         8,
-		MemoryLimit:     DefaultMemoryLimit,
+		DataDir:             "snapnode-data",
+		RelayListen:         "127.0.0.1:7447",
+		HTTPListen:          DefaultHTTPListen,
+		HTTPMaxBody:         256 << 10,
+		HTTPMaxResponse:     4 << 20,
+		HTTPRate:            50,
+		HTTPBurst:           100,
+		MonitorRate:         5,
+		MonitorBurst:        20,
+		IdentityRate:        20,
+		IdentityBurst:       100,
+		NostrKeyRate:        20,
+		NostrKeyBurst:       100,
+		RelayEventRate:      20,
+		RelayEventBurst:     100,
+		RelayStorePeerShare: 0.01,
+		LogLevel:            "info",
+		LogFormat:           "text",
+		MaxDrift:            Duration{60 * time.Second},
+		ReplyTTL:            Duration{7 * 24 * time.Hour},
+		TaskRetention:       Duration{30 * 24 * time.Hour},
+		ReconcileAfter:      Duration{5 * time.Minute}, // proposals.InterruptedAfter
+		Workers:             8,
+		MemoryLimit:         DefaultMemoryLimit,
 
 		HTTPBodyMemory: 32 << 20,
 
@@ -621,6 +628,7 @@ var settings = []setting{
 	intSetting("relay-max-conns", "SNAPNODE_RELAY_MAX_CONNS", "hold at most `N` WebSocket clients on the embedded relay (0: 4096)", func(c *Config) *int { return &c.RelayMaxConns }),
 	intSetting("relay-store-max-events", "SNAPNODE_RELAY_STORE_MAX_EVENTS", "keep at most `N` stored events in the embedded relay's database, deleting the oldest past it (0: 1,000,000)", func(c *Config) *int { return &c.RelayStoreMaxEvents }),
 	int64Setting("relay-store-max-bytes", "SNAPNODE_RELAY_STORE_MAX_BYTES", "keep at most `BYTES` of stored events in the embedded relay's database, deleting the oldest past it (0: 1 GiB)", func(c *Config) *int64 { return &c.RelayStoreMaxBytes }),
+	floatSetting("relay-store-peer-share", "SNAPNODE_RELAY_STORE_PEER_SHARE", "let the stored events of each client address of the embedded relay take at most the part `P` (0 to 1) of its store bounds, deleting its own oldest past it (0: no share; loopback has none)", func(c *Config) *float64 { return &c.RelayStorePeerShare }),
 	floatSetting("relay-event-rate", "SNAPNODE_RELAY_EVENT_RATE", "let the embedded relay take `N` events a second from each client address, its connections together (0: no limit; loopback not limited)", func(c *Config) *float64 { return &c.RelayEventRate }),
 	intSetting("relay-event-burst", "SNAPNODE_RELAY_EVENT_BURST", "let each client address of the embedded relay burst to `N` events above its rate", func(c *Config) *int { return &c.RelayEventBurst }),
 	intSetting("relay-max-conns-per-peer", "SNAPNODE_RELAY_MAX_CONNS_PER_PEER", "hold at most `N` of the embedded relay's clients from one address (0: 64; loopback not counted)", func(c *Config) *int { return &c.RelayMaxConnsPerPeer }),
@@ -924,6 +932,9 @@ func (c *Config) Validate() error {
 	}
 	if c.RelayStoreMaxEvents < 0 || c.RelayStoreMaxBytes < 0 {
 		errs = append(errs, fmt.Errorf("config: relay_store_max_events %d, relay_store_max_bytes %d: want 0 (the relay's default) or more", c.RelayStoreMaxEvents, c.RelayStoreMaxBytes))
+	}
+	if !(c.RelayStorePeerShare >= 0 && c.RelayStorePeerShare <= 1) { // NaN too
+		errs = append(errs, fmt.Errorf("config: relay_store_peer_share %g: want a part between 0 (no share) and 1", c.RelayStorePeerShare))
 	}
 	if c.HTTPMaxConns < 0 || c.HTTPMaxConnsPerPeer < 0 {
 		errs = append(errs, fmt.Errorf("config: http_max_conns %d, http_max_conns_per_peer %d: want 0 (from the open-file limit) or more", c.HTTPMaxConns, c.HTTPMaxConnsPerPeer))

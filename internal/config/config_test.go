@@ -210,6 +210,8 @@ func TestRejectsBadSettings(t *testing.T) {
 		{"negative relay event rate", []string{"--relay-event-rate", "-1"}, nil, "relay_event_rate"},
 		{"no relay event burst", nil, map[string]string{"SNAPNODE_RELAY_EVENT_BURST": "0"}, "relay_event_burst"},
 		{"negative relay store bound", []string{"--relay-store-max-bytes", "-1"}, nil, "relay_store_max_bytes -1"},
+		{"relay store share over the whole", []string{"--relay-store-peer-share", "1.5"}, nil, "relay_store_peer_share 1.5"},
+		{"negative relay store share", nil, map[string]string{"SNAPNODE_RELAY_STORE_PEER_SHARE": "-0.1"}, "relay_store_peer_share"},
 		{"relay per peer over all", []string{"--relay-max-conns", "10", "--relay-max-conns-per-peer", "11"}, nil, "relay_max_conns_per_peer 11: want at most relay_max_conns (10)"},
 		{"body memory under a body", nil, map[string]string{"SNAPNODE_HTTP_MAX_BODY": "1048576", "SNAPNODE_HTTP_BODY_MEMORY": "65536"}, "http_body_memory"},
 	}

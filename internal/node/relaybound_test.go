@@ -27,29 +27,7 @@ func TestEmbeddedRelayBoundKeepsTheCard(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ws.Close()
-	req := func(filter nostr.Filter) []string {
-		t.Helper()
-		if err := ws.WriteJSON([]any{"REQ", "q", filter}); err != nil {
-			t.Fatal(err)
-		}
-		var ids []string
-		for {
-			var msg []json.RawMessage
-			if err := ws.ReadJSON(&msg); err != nil {
-				t.Fatal(err)
-			}
-			var typ string
-			json.Unmarshal(msg[0], &typ)
-			switch typ {
-			case "EVENT":
-				var ev nostr.Event
-				json.Unmarshal(msg[2], &ev)
-				ids = append(ids, ev.ID)
-			case "EOSE":
-				return ids
-			}
-		}
-	}
+	req := func(filter nostr.Filter) []string { t.Helper(); return storedIDs(t, ws, filter) }
 	card := nostr.Filter{Kinds: []int{31337}, Authors: []string{n.NostrPublicKey()}}
 	for deadline := time.Now().Add(10 * time.Second); len(req(card)) == 0; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -74,6 +52,81 @@ func TestEmbeddedRelayBoundKeepsTheCard(t *testing.T) {
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
 		t.Fatalf("notes %v, want the two newest %v", got, want)
+	}
+}
+
+// storedIDs asks the relay over ws for the stored events filter matches
+// and returns their ids, read up to EOSE (the subscription, "q", stays
+// open: a later call replaces it).
+func storedIDs(t *testing.T, ws *websocket.Conn, filter nostr.Filter) []string {
+	t.Helper()
+	if err := ws.WriteJSON([]any{"REQ", "q", filter}); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for {
+		var msg []json.RawMessage
+		if err := ws.ReadJSON(&msg); err != nil {
+			t.Fatal(err)
+		}
+		var typ string
+		json.Unmarshal(msg[0], &typ)
+		switch typ {
+		case "EVENT":
+			var ev nostr.Event
+			json.Unmarshal(msg[2], &ev)
+			ids = append(ids, ev.ID)
+		case "EOSE":
+			return ids
+		}
+	}
+}
+
+// The node's embedded relay keeps at most relay_store_peer_share of its
+// bound for the events of one client address: past it, that address's
+// own oldest go, not what others stored.
+func TestEmbeddedRelayPeerShare(t *testing.T) {
+	ip := machineAddress(t)
+	n := startNodeWith(t, func(c *config.Config) {
+		c.RelayListen = "0.0.0.0:0"
+		c.RelayStoreMaxEvents, c.RelayStorePeerShare = 10, 0.2
+	})
+	u, err := url.Parse(n.RelayURLs()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	dial := func(host string) *websocket.Conn {
+		t.Helper()
+		ws, _, err := websocket.DefaultDialer.Dial("ws://"+net.JoinHostPort(host, u.Port()), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ws.Close() })
+		return ws
+	}
+	remote, local := dial(ip), dial("127.0.0.1")
+	flooder, other := nostr.GeneratePrivateKey(), nostr.GeneratePrivateKey()
+	var flood, kept []string
+	for i := range 3 {
+		id, ok, why := publishNote(t, local, other, fmt.Sprint("local ", i))
+		if !ok {
+			t.Fatalf("local note %d refused: %q", i, why)
+		}
+		kept = append(kept, id)
+	}
+	for i := range 6 {
+		id, ok, why := publishNote(t, remote, flooder, fmt.Sprint("flood ", i))
+		if !ok {
+			t.Fatalf("note %d from %s refused: %q", i, ip, why)
+		}
+		flood = append(flood, id)
+	}
+	got := storedIDs(t, local, nostr.Filter{Kinds: []int{1}})
+	slices.Sort(got)
+	want := append(slices.Clone(kept), flood[4:]...) // 0.2 of 10: the address keeps its 2 newest
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("notes %v, want the loopback client's %v and the address's two newest %v", got, kept, flood[4:])
 	}
 }
 

@@ -94,7 +94,7 @@ func BenchmarkReqStored(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := tr.store.save(ctx, ev, raw, 0, false, 0); err != nil {
+		if _, err := tr.store.save(ctx, ev, raw, 0, false, 0, ""); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -121,6 +121,67 @@ func BenchmarkReqStored(b *testing.B) {
 					b.Fatalf("got %d events, want %d", n, tc.want)
 				}
 				c.send("CLOSE", "q")
+			}
+		})
+	}
+}
+
+// BenchmarkStoreSave measures storing one regular event in a file
+// database: from the node or a loopback client (no share, the baseline),
+// from a peer within its share (the triggers keep what it holds), and
+// from a peer at its share (each save also deletes its oldest event).
+// The events are signed and encoded before the timer starts.
+func BenchmarkStoreSave(b *testing.B) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		peer  string
+		share int64 // the peer's share of events, all of them held first
+	}{
+		{"no-share", "", 1000},
+		{"peer-within-share", "203.0.113.7", 1 << 40},
+		{"peer-at-share", "203.0.113.7", 1000},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			s, err := openStore(ctx, filepath.Join(b.TempDir(), "bench.db"), storeBound{events: 1 << 40, bytes: 1 << 60, peerEvents: tc.share, peerBytes: 1 << 60})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.close()
+			k := newKey(b)
+			type encoded struct {
+				ev  *nostr.Event
+				raw []byte
+			}
+			events := func(n, from int) []encoded {
+				out := make([]encoded, n)
+				for i := range out {
+					ev := k.event(b, 1, nostr.Timestamp(testNow+from+i), fmt.Sprint("event ", from+i))
+					raw, err := encodeEvent(ev)
+					if err != nil {
+						b.Fatal(err)
+					}
+					out[i] = encoded{ev, raw}
+				}
+				return out
+			}
+			save := func(e encoded) {
+				if _, err := s.save(ctx, e.ev, e.raw, 0, false, 0, tc.peer); err != nil {
+					b.Fatal(err)
+				}
+			}
+			held := 0
+			if tc.share < 1<<40 {
+				held = int(tc.share)
+			}
+			for _, e := range events(held, 0) {
+				save(e)
+			}
+			todo := events(b.N, held)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for _, e := range todo {
+				save(e)
 			}
 		})
 	}

@@ -41,7 +41,7 @@ func TestStoreBoundEvictsOldest(t *testing.T) {
 	if got := c.req("notes", map[string]any{"kinds": []int{1}}); !slices.Equal(got, []string{notes[4], notes[3]}) {
 		t.Fatalf("notes %v, want the two newest %v", got, notes[3:])
 	}
-	if n := tr.store.takeEvicted(); n != 4 {
+	if n, _ := tr.store.takeEvicted(); n != 4 {
 		t.Fatalf("%d evicted, want 4", n)
 	}
 	// Once no regular event is left, the oldest others go, but never the
@@ -130,7 +130,7 @@ func TestStoreBoundCountsReplacementsAndExpiry(t *testing.T) {
 		c.mustPublish(k.event(t, 10002, ts+nostr.Timestamp(i), "relays"))
 	}
 	c.mustPublish(k.event(t, 1, ts, "expires soon", nostr.Tag{"expiration", "1700000010"}))
-	if n := tr.store.takeEvicted(); n != 0 {
+	if n, _ := tr.store.takeEvicted(); n != 0 {
 		t.Fatalf("%d evicted with three events stored", n)
 	}
 	tr.clock.Advance(60)
@@ -138,7 +138,7 @@ func TestStoreBoundCountsReplacementsAndExpiry(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.mustPublish(k.event(t, 1, tr.clock.Unix(), "fits in the expired one's room"))
-	if n := tr.store.takeEvicted(); n != 0 {
+	if n, _ := tr.store.takeEvicted(); n != 0 {
 		t.Fatalf("%d evicted although the expired event's room was free", n)
 	}
 	if got := c.req("first", map[string]any{"ids": []string{first.ID}}); len(got) != 1 {
@@ -161,7 +161,7 @@ func TestStoreBoundTrimsOnOpen(t *testing.T) {
 		ev := nostr.Event{Kind: 1, CreatedAt: nostr.Timestamp(1000 + i), Content: "n"}
 		ev.Sign(sk)
 		raw, _ := json.Marshal(ev)
-		if _, err := s.save(ctx, &ev, raw, 0, false, 2000); err != nil {
+		if _, err := s.save(ctx, &ev, raw, 0, false, 2000, ""); err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, ev.ID)

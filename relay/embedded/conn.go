@@ -118,9 +118,11 @@ type conn struct {
 
 	subs map[string]*subscription // the goroutine handling a request only
 
-	// rateKey names the connection's EVENT bucket in Relay.events, its
-	// peer's; "" (loopback, the in-process connection): not limited.
-	rateKey string
+	// peer names the connection's peer for the per-peer bounds: its
+	// EVENT bucket in Relay.events and its share of the store (see
+	// Config.StorePeerShare); "" (loopback, the in-process connection):
+	// neither.
+	peer string
 }
 
 var errConnClosed = errors.New("connection closed")
@@ -470,10 +472,10 @@ func (c *conn) process(m *clientMessage, err error) error {
 
 // allowEvent takes a token from the connection's EVENT bucket.
 func (c *conn) allowEvent() bool {
-	if c.rateKey == "" {
+	if c.peer == "" {
 		return true
 	}
-	ok, _ := c.r.events.Allow(c.rateKey)
+	ok, _ := c.r.events.Allow(c.peer)
 	return ok
 }
 
@@ -514,7 +516,7 @@ func (c *conn) handleEvent(ev *nostr.Event) error {
 	if err != nil {
 		return c.ok(ev.ID, false, "error: could not encode event")
 	}
-	res, err := r.store.save(c.ctx, ev, raw, exp, hasExp, unix)
+	res, err := r.store.save(c.ctx, ev, raw, exp, hasExp, unix, c.peer)
 	if err != nil {
 		c.log.Error("save event", "id", ev.ID, "err", err)
 		return c.ok(ev.ID, false, "error: could not save event")

@@ -13,7 +13,8 @@
 // filters per REQ, values per filter, subscription id length, the limit of a
 // query, the clients connected, each connection's outbound queue, and the
 // database itself (Config.StoreMaxEvents, StoreMaxBytes: past either, the
-// oldest stored events make room). A client that reads too slowly to drain
+// oldest stored events make room; StorePeerShare: past its share of them,
+// a peer's own oldest do). A client that reads too slowly to drain
 // its queue is disconnected; it never slows down the publisher or the other
 // subscribers.
 //

@@ -80,6 +80,16 @@ type Config struct {
 	// at the sweep.
 	StoreMaxEvents int
 	StoreMaxBytes  int64
+	// StorePeerShare is the part of each of those bounds that the events
+	// of one peer may take, between 0 and 1 (0: no share, the bounds
+	// alone): a peer is an address as for MaxConnectionsPerIP. Storing
+	// past its share deletes that peer's own oldest events, regular ones
+	// first, in the same transaction, so that one address cannot make
+	// the relay forget what others stored; the share's byte bound is at
+	// least MaxMessageLength. Clients on loopback addresses and the
+	// in-process connection have no share (as for EventsPerSecond), and
+	// neither do the events stored by a build without it.
+	StorePeerShare float64
 	// KeepAuthors are hex public keys whose replaceable and addressable
 	// events are never deleted to make room: the node's own, so that its
 	// agent card stays whatever others publish.
@@ -212,6 +222,9 @@ func (c Config) withDefaults() (Config, error) {
 	// One event counts at most about four times its message: its JSON
 	// (escapes may double it) and its tags twice.
 	c.StoreMaxBytes = max(c.StoreMaxBytes, 4*int64(c.MaxMessageLength))
+	if !(c.StorePeerShare >= 0 && c.StorePeerShare <= 1) { // NaN too
+		return c, fmt.Errorf("embedded relay config: StorePeerShare %g: want a part between 0 and 1", c.StorePeerShare)
+	}
 	if c.CreatedAtUpperLimit == 0 {
 		c.CreatedAtUpperLimit = DefaultCreatedAtUpperLimit
 	}
@@ -250,6 +263,16 @@ func (c *Config) limits() limits {
 	}
 }
 
+// storeBound is what the store keeps, from c after defaults.
+func (c *Config) storeBound() storeBound {
+	b := storeBound{events: int64(c.StoreMaxEvents), bytes: c.StoreMaxBytes, keep: c.KeepAuthors}
+	if c.StorePeerShare > 0 {
+		b.peerEvents = max(1, int64(c.StorePeerShare*float64(c.StoreMaxEvents)))
+		b.peerBytes = max(int64(c.MaxMessageLength), int64(c.StorePeerShare*float64(c.StoreMaxBytes)))
+	}
+	return b
+}
+
 // Relay is an embedded Nostr relay. It is an http.Handler (WebSocket and
 // NIP-11 on the same URL); Serve or ListenAndServe run it on a listener.
 type Relay struct {
@@ -274,7 +297,7 @@ type Relay struct {
 	// sockets counts the WebSocket clients admitted, in all and by
 	// peer (see admit).
 	sockets *peercap.Counter
-	// events holds the peers' EVENT buckets, by conn.rateKey.
+	// events holds the peers' EVENT buckets, by conn.peer.
 	events *ratelimit.Limiter
 
 	slowCuts atomic.Int64 // clients disconnected for a full queue
@@ -291,7 +314,7 @@ func New(cfg Config) (*Relay, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	st, err := openStore(ctx, cfg.DBPath, storeBound{events: int64(cfg.StoreMaxEvents), bytes: cfg.StoreMaxBytes, keep: cfg.KeepAuthors})
+	st, err := openStore(ctx, cfg.DBPath, cfg.storeBound())
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("embedded relay: %w", err)
@@ -533,9 +556,14 @@ func (r *Relay) sweepLoop(ctx context.Context) {
 		if err != nil {
 			r.log.Error("sweep expired events", "err", err)
 		}
-		if n := r.store.takeEvicted(); n > 0 {
+		bound, share := r.store.takeEvicted()
+		if bound > 0 {
 			r.log.Info("relay database at its bound: the oldest events were deleted to make room",
-				"count", n, "store_max_events", r.cfg.StoreMaxEvents, "store_max_bytes", r.cfg.StoreMaxBytes)
+				"count", bound, "store_max_events", r.cfg.StoreMaxEvents, "store_max_bytes", r.cfg.StoreMaxBytes)
+		}
+		if share > 0 {
+			r.log.Info("relay database: peers past their share of it: their oldest events were deleted to make room",
+				"count", share, "store_peer_share", r.cfg.StorePeerShare)
 		}
 	})
 }

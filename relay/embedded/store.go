@@ -38,19 +38,27 @@ type store struct {
 	// each takes a seq to start after and one to spare, then its args,
 	// then a limit.
 	evictions []eviction
+	// peerEvents and peerBytes bound what one peer's events take (0: no
+	// share); peerEvictions select that peer's oldest events as
+	// evictions do, taking the peer first.
+	peerEvents, peerBytes int64
+	peerEvictions         []eviction
 	// sizeMu is held by every write from its transaction's start until
 	// events and bytes, the totals stored, are updated after its commit.
 	sizeMu        sync.Mutex
 	events, bytes int64
 	evicted       atomic.Int64 // events deleted to make room, since the last takeEvicted
+	peerEvicted   atomic.Int64 // events deleted past their peer's share, since the last takeEvicted
 }
 
 // storeBound is what openStore keeps: at most events stored events and
-// bytes (see eventSize), never deleting to make room the replaceable and
+// bytes (see eventSize), and at most peerEvents and peerBytes of one
+// peer's (0: no share), never deleting to make room the replaceable and
 // addressable events of keep (hex public keys).
 type storeBound struct {
-	events, bytes int64
-	keep          []string
+	events, bytes         int64
+	keep                  []string
+	peerEvents, peerBytes int64
 }
 
 // maxKindMarks bounds the per-kind marks; kinds beyond it use the global
@@ -148,20 +156,28 @@ type eviction struct {
 const replaceableKinds = "(kind IN (0, 3) OR kind BETWEEN 10000 AND 19999 OR kind BETWEEN 30000 AND 39999)"
 
 func newStore(w, r *sql.DB, b storeBound) *store {
-	s := &store{w: w, r: r, maxEvents: b.events, maxBytes: b.bytes}
-	const sel, order = "SELECT seq FROM events WHERE seq > ? AND seq <> ?", " ORDER BY seq LIMIT ?"
-	// Regular events first (every new id is a new row: what a flood is
-	// made of), through their own index; then the others, agent cards
-	// among them, but never the keep authors'.
-	s.evictions = append(s.evictions, eviction{query: sel + " AND NOT " + replaceableKinds + order})
+	s := &store{w: w, r: r, maxEvents: b.events, maxBytes: b.bytes, peerEvents: b.peerEvents, peerBytes: b.peerBytes}
+	s.evictions = evictionTiers("SELECT seq FROM events WHERE seq > ? AND seq <> ?", b.keep)
+	if b.peerEvents > 0 {
+		s.peerEvictions = evictionTiers("SELECT seq FROM events WHERE peer = ? AND seq > ? AND seq <> ?", b.keep)
+	}
+	return s
+}
+
+// evictionTiers returns the tiers of the events sel selects, oldest
+// first: regular events first (every new id is a new row: what a flood
+// is made of), through their own index; then the others, agent cards
+// among them, but never the replaceable and addressable events of keep.
+func evictionTiers(sel string, keep []string) []eviction {
+	const order = " ORDER BY seq LIMIT ?"
+	regular := eviction{query: sel + " AND NOT " + replaceableKinds + order}
 	rest := eviction{query: sel}
-	if len(b.keep) > 0 {
-		rest.query += " AND NOT (pubkey IN (?" + strings.Repeat(", ?", len(b.keep)-1) + ") AND " + replaceableKinds + ")"
-		rest.args = anys(b.keep)
+	if len(keep) > 0 {
+		rest.query += " AND NOT (pubkey IN (?" + strings.Repeat(", ?", len(keep)-1) + ") AND " + replaceableKinds + ")"
+		rest.args = anys(keep)
 	}
 	rest.query += order
-	s.evictions = append(s.evictions, rest)
-	return s
+	return []eviction{regular, rest}
 }
 
 func (s *store) init(ctx context.Context) error {
@@ -209,19 +225,21 @@ const (
 // false: none); now is the current Unix time, so that expired stored
 // versions never block a replacement.
 //
-// Past the store's bound, the oldest events are deleted in the same
-// transaction to make room (see evict).
-func (s *store) save(ctx context.Context, ev *nostr.Event, raw []byte, exp int64, hasExp bool, now int64) (res saveResult, err error) {
+// peer names where ev came from ("": no share, see
+// Config.StorePeerShare). Past the peer's share, its own oldest events
+// are deleted in the same transaction (see evictPeer); then past the
+// store's bound, the oldest events (see evict).
+func (s *store) save(ctx context.Context, ev *nostr.Event, raw []byte, exp int64, hasExp bool, now int64, peer string) (res saveResult, err error) {
 	s.raise(ev.Kind, int64(ev.CreatedAt))
 	err = s.write(ctx, func(tx *sql.Tx, size *totals) error {
-		res, err = s.saveTx(ctx, tx, size, ev, raw, exp, hasExp, now)
+		res, err = s.saveTx(ctx, tx, size, ev, raw, exp, hasExp, now, peer)
 		return err
 	})
 	return res, err
 }
 
 // saveTx is save in tx, the store's totals in size.
-func (s *store) saveTx(ctx context.Context, tx *sql.Tx, size *totals, ev *nostr.Event, raw []byte, exp int64, hasExp bool, now int64) (saveResult, error) {
+func (s *store) saveTx(ctx context.Context, tx *sql.Tx, size *totals, ev *nostr.Event, raw []byte, exp int64, hasExp bool, now int64, peer string) (saveResult, error) {
 	var one int
 	switch err := tx.QueryRowContext(ctx, "SELECT 1 FROM events WHERE id = ?", ev.ID).Scan(&one); {
 	case err == nil:
@@ -282,8 +300,8 @@ func (s *store) saveTx(ctx context.Context, tx *sql.Tx, size *totals, ev *nostr.
 	tags := indexedTags(ev)
 	n := eventSize(raw, tags)
 	r, err := tx.ExecContext(ctx,
-		"INSERT INTO events (id, pubkey, created_at, kind, d_tag, expiration, raw, size) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-		ev.ID, ev.PubKey, int64(ev.CreatedAt), ev.Kind, d, e, raw, n)
+		"INSERT INTO events (id, pubkey, created_at, kind, d_tag, expiration, raw, size, peer) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+		ev.ID, ev.PubKey, int64(ev.CreatedAt), ev.Kind, d, e, raw, n, peer)
 	if err != nil {
 		return 0, fmt.Errorf("insert event: %w", err)
 	}
@@ -295,6 +313,9 @@ func (s *store) saveTx(ctx context.Context, tx *sql.Tx, size *totals, ev *nostr.
 		return 0, err
 	}
 	size.add(1, n)
+	if err := s.evictPeer(ctx, tx, size, peer, seq); err != nil {
+		return 0, err
+	}
 	if err := s.evict(ctx, tx, size, seq); err != nil {
 		return 0, err
 	}
@@ -322,13 +343,14 @@ func (s *store) write(ctx context.Context, f func(tx *sql.Tx, size *totals) erro
 	}
 	s.events, s.bytes = size.events, size.bytes
 	s.evicted.Add(size.evicted)
+	s.peerEvicted.Add(size.peerEvicted)
 	return nil
 }
 
 // totals are the events stored and what they count against the bound
 // (see eventSize); evicted counts the events a write deleted to make
-// room.
-type totals struct{ events, bytes, evicted int64 }
+// room, peerEvicted those it deleted past their peer's share.
+type totals struct{ events, bytes, evicted, peerEvicted int64 }
 
 // eventSize is what an event counts against the store's byte bound: its
 // JSON, and its indexed tags twice (the tags table and its index), which
@@ -353,11 +375,45 @@ func (t *totals) add(events, bytes int64) { t.events += events; t.bytes += bytes
 // flood of events pushes the oldest out rather than fill the disk, and
 // the node's own card (the keep author's addressable event) stays.
 func (s *store) evict(ctx context.Context, tx *sql.Tx, size *totals, except int64) error {
-	const batch = 8 // one event a save, as a rule
 	over := func() bool { return size.events > s.maxEvents || size.bytes > s.maxBytes }
-	for _, tier := range s.evictions {
+	return deleteOldest(ctx, tx, s.evictions, nil, except, over, func(n int64) {
+		size.add(-1, -n)
+		size.evicted++
+	})
+}
+
+// evictPeer deletes in tx the oldest events of peer, tier by tier as
+// evict does, but for the event numbered except, until the peer is
+// within its share; it updates size, peerEvicted included. A peer ""
+// and a store without shares have none.
+func (s *store) evictPeer(ctx context.Context, tx *sql.Tx, size *totals, peer string, except int64) error {
+	if peer == "" || s.peerEvictions == nil {
+		return nil
+	}
+	var held totals
+	switch err := tx.QueryRowContext(ctx, "SELECT events, bytes FROM peer_usage WHERE peer = ?", peer).Scan(&held.events, &held.bytes); {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil
+	case err != nil:
+		return fmt.Errorf("read what the peer holds: %w", err)
+	}
+	over := func() bool { return held.events > s.peerEvents || held.bytes > s.peerBytes }
+	return deleteOldest(ctx, tx, s.peerEvictions, []any{peer}, except, over, func(n int64) {
+		held.add(-1, -n)
+		size.add(-1, -n)
+		size.peerEvicted++
+	})
+}
+
+// deleteOldest deletes in tx the events that tiers select (each query
+// taking lead, a seq to start after and one to spare, its args, then a
+// limit), oldest first, tier after tier, while over holds; deleted is
+// told what each counted (see eventSize).
+func deleteOldest(ctx context.Context, tx *sql.Tx, tiers []eviction, lead []any, except int64, over func() bool, deleted func(int64)) error {
+	const batch = 8 // one event a save, as a rule
+	for _, tier := range tiers {
 		for after := int64(-1); over(); {
-			args := append(append([]any{after, except}, tier.args...), batch)
+			args := append(append(append(append([]any{}, lead...), after, except), tier.args...), batch)
 			rows, err := tx.QueryContext(ctx, tier.query, args...)
 			if err != nil {
 				return fmt.Errorf("find the oldest events: %w", err)
@@ -384,28 +440,62 @@ func (s *store) evict(ctx context.Context, tx *sql.Tx, size *totals, except int6
 				if err != nil {
 					return err
 				}
-				size.add(-1, -n)
-				size.evicted++
+				deleted(n)
 			}
 		}
 	}
 	return nil
 }
 
-// trim counts what the database holds and, should it be past the store's
-// bound (lowered since the events were stored), deletes the oldest.
+// trim counts what the database holds and, should a peer be past its
+// share or the store past its bound (lowered since the events were
+// stored), deletes the oldest.
 func (s *store) trim(ctx context.Context) error {
 	return s.write(ctx, func(tx *sql.Tx, size *totals) error {
 		if err := tx.QueryRowContext(ctx, "SELECT count(*), coalesce(sum(coalesce(size, length(raw))), 0) FROM events").Scan(&size.events, &size.bytes); err != nil {
 			return fmt.Errorf("count stored events: %w", err)
 		}
+		if s.peerEvictions != nil {
+			peers, err := overShare(ctx, tx, s.peerEvents, s.peerBytes)
+			if err != nil {
+				return err
+			}
+			for _, p := range peers {
+				if err := s.evictPeer(ctx, tx, size, p, -1); err != nil {
+					return err
+				}
+			}
+		}
 		return s.evict(ctx, tx, size, -1)
 	})
 }
 
+// overShare returns the peers that hold more than events or bytes.
+func overShare(ctx context.Context, tx *sql.Tx, events, bytes int64) ([]string, error) {
+	rows, err := tx.QueryContext(ctx, "SELECT peer FROM peer_usage WHERE events > ? OR bytes > ?", events, bytes)
+	if err != nil {
+		return nil, fmt.Errorf("find the peers past their share: %w", err)
+	}
+	defer rows.Close()
+	var peers []string
+	for rows.Next() {
+		var p string
+		if err := rows.Scan(&p); err != nil {
+			return nil, fmt.Errorf("find the peers past their share: %w", err)
+		}
+		peers = append(peers, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("find the peers past their share: %w", err)
+	}
+	return peers, nil
+}
+
 // takeEvicted returns how many events were deleted to make room since
 // the last call.
-func (s *store) takeEvicted() int64 { return s.evicted.Swap(0) }
+func (s *store) takeEvicted() (bound, share int64) {
+	return s.evicted.Swap(0), s.peerEvicted.Swap(0)
+}
 
 // indexedTags returns the tags of ev that are indexed: (name, first
 // value) of every tag that has a value, once per distinct pair.

@@ -123,7 +123,7 @@ func testQueryAgreesWithMatch(t *testing.T, path string, all []*nostr.Event, cas
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res, err := st.save(ctx, ev, raw, 0, false, 0); err != nil || res != saved {
+		if res, err := st.save(ctx, ev, raw, 0, false, 0, ""); err != nil || res != saved {
 			t.Fatalf("save: %v %v", res, err)
 		}
 	}
@@ -248,7 +248,7 @@ func TestStoreSinceWatermark(t *testing.T) {
 	ev := nostr.Event{Kind: 1, CreatedAt: 1000, Content: "a"}
 	ev.Sign(k)
 	raw, _ := json.Marshal(ev)
-	if _, err := s.save(ctx, &ev, raw, 0, false, 1000); err != nil {
+	if _, err := s.save(ctx, &ev, raw, 0, false, 1000, ""); err != nil {
 		t.Fatal(err)
 	}
 	q := func(since int64) int {
@@ -267,7 +267,7 @@ func TestStoreSinceWatermark(t *testing.T) {
 	other := nostr.Event{Kind: 2, CreatedAt: 1500, Content: "b"}
 	other.Sign(k)
 	rawOther, _ := json.Marshal(other)
-	if _, err := s.save(ctx, &other, rawOther, 0, false, 1500); err != nil {
+	if _, err := s.save(ctx, &other, rawOther, 0, false, 1500, ""); err != nil {
 		t.Fatal(err)
 	}
 	f := &filter{since: 1200, hasSince: true, kinds: []int{1}}
@@ -283,7 +283,7 @@ func TestStoreSinceWatermark(t *testing.T) {
 	// Reopened, the mark comes from the database.
 	path := filepath.Join(t.TempDir(), "w2.db")
 	s2, _ := openStore(ctx, path, testBound)
-	s2.save(ctx, &ev, raw, 0, false, 1000)
+	s2.save(ctx, &ev, raw, 0, false, 1000, "")
 	s2.close()
 	s3, err := openStore(ctx, path, testBound)
 	if err != nil {

@@ -52,11 +52,15 @@ func TestOpenOlderRelayDatabase(t *testing.T) {
 		t.Fatalf("totals %d events, %d bytes; want its event counted by its JSON, 2 bytes", s.events, s.bytes)
 	}
 	var v int
-	if err := s.r.QueryRowContext(ctx, "SELECT MAX(version) FROM snapnode_migrations WHERE component = 'relay'").Scan(&v); err != nil || v != 2 {
-		t.Fatalf("recorded version %d, %v; want 2", v, err)
+	if err := s.r.QueryRowContext(ctx, "SELECT MAX(version) FROM snapnode_migrations WHERE component = 'relay'").Scan(&v); err != nil || v != 3 {
+		t.Fatalf("recorded version %d, %v; want 3", v, err)
+	}
+	var peer string
+	if err := s.r.QueryRowContext(ctx, "SELECT peer FROM events").Scan(&peer); err != nil || peer != "" {
+		t.Fatalf("the older event's peer %q, %v; want none (it counts against no share)", peer, err)
 	}
 
-	if _, err := openStore(ctx, olderRelayDB(t, 3), testBound); !errors.Is(err, sqldb.ErrSchemaTooNew) {
+	if _, err := openStore(ctx, olderRelayDB(t, 4), testBound); !errors.Is(err, sqldb.ErrSchemaTooNew) {
 		t.Fatalf("a newer schema: %v, want ErrSchemaTooNew", err)
 	}
 }

@@ -37,7 +37,7 @@ func (r *Relay) serveWebSocket(w http.ResponseWriter, req *http.Request) {
 	}
 	t := &wsTransport{ws: ws, batch: bw.conn}
 	c := r.newConn(t, r.log.With("remote", req.RemoteAddr))
-	c.rateKey = rateKey(key)
+	c.peer = peerName(key)
 	t.c = c
 	if !r.register(c) {
 		c.cancel()
@@ -72,9 +72,9 @@ func (r *Relay) admit(key netip.Addr) (int, string) {
 
 func (r *Relay) release(key netip.Addr) { r.sockets.Release(key) }
 
-// rateKey is the EVENT bucket of a WebSocket client of peer key: the
-// peer's, shared by its connections; "" on loopback, not limited.
-func rateKey(key netip.Addr) string {
+// peerName is conn.peer for a WebSocket client of peer key, shared by
+// the peer's connections; "" on loopback, which has no per-peer bounds.
+func peerName(key netip.Addr) string {
 	if key.IsLoopback() {
 		return ""
 	}
