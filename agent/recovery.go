@@ -39,9 +39,10 @@ type Resumed struct {
 // rollback the executor refuses (a file changed since) leaves it waiting,
 // with the reason. Once the job is DRAFT the resume is finished whether
 // or not ctx is canceled meanwhile (its values kept), rollbacks included:
-// the note to the model is added first and the job then queued, so that
-// whoever claims it is told; should either write fail, the job waits for a human
-// again, the failure as its reason, and never stays DRAFT. An unknown
+// the job is queued with the note to the model in one write, so that
+// whoever claims it is told; should that write fail, the job waits for a
+// human again, the failure as its reason, without the note (a later
+// resume adds its own), and never stays DRAFT. An unknown
 // checkpoint is ErrNoCheckpoint, with the job's checkpoints named.
 func (r *Runtime) ResumeFrom(ctx context.Context, taskID, checkpoint string) (*Resumed, error) {
 	st := r.cfg.Store
@@ -108,23 +109,17 @@ func (r *Runtime) ResumeFrom(ctx context.Context, taskID, checkpoint string) (*R
 		note += fmt.Sprintf(" The host undid the %d changes made since (actions %s): the workspace is as it was then.", len(res.RolledBack), ids)
 		undone = "actions " + ids + " undone"
 	}
-	// The note before the job is PENDING (AddInput leaves a DRAFT job's
-	// status as it is), so that the claim that follows always finds it.
-	if ok, err := st.AddInput(ctx, taskID, note, false, r.cfg.Now()); err != nil || !ok {
-		if err == nil {
-			err = fmt.Errorf("%w: job %s moved on meanwhile", ErrLeaseLost, taskID)
-		}
-		return nil, r.backToWaiting(ctx, j, fmt.Errorf("agent: resume %s from %s (%s): the note to the model: %w", taskID, checkpoint, undone, err))
-	}
 	j.Status, j.Phase, j.Retries, j.Reason, j.RecoverySeq, j.ReviewSeq = Pending, phase, 0, "", j.NextSeq, -1
 	if phase == PhaseReview {
 		j.ReviewSeq = rp.Sequence // the work as it was at the checkpoint is reviewed
 	}
 	j.UpdatedAt = r.cfg.Now()
-	if err := st.Write(ctx, Save{Job: j, Expect: Draft}); err != nil {
-		// Waiting in the checkpoint's phase, the note pending: an
-		// operator's next word (or another resume) takes it on.
-		return nil, r.backToWaiting(ctx, j, fmt.Errorf("agent: resume %s from %s (%s): queue the job again: %w", taskID, checkpoint, undone, err))
+	// The note and the queueing in one write: the claim that follows
+	// always finds the note, and a failure leaves neither.
+	if err := st.Write(ctx, Save{Job: j, Expect: Draft, Input: note}); err != nil {
+		// Waiting in the checkpoint's phase: an operator's next word (or
+		// another resume) takes it on.
+		return nil, r.backToWaiting(ctx, j, fmt.Errorf("agent: resume %s from %s (%s): queue the job with the note to the model: %w", taskID, checkpoint, undone, err))
 	}
 	r.log.Info("agent: job resumed from a checkpoint", "task", taskID, "checkpoint", checkpoint, "rolled_back", len(res.RolledBack))
 	r.Wake()

@@ -126,20 +126,15 @@ func TestResumeFinishesWithoutTheCaller(t *testing.T) {
 // A write that finishes the resume and fails (not for a cancellation)
 // puts the job back to waiting for a human, the failure and what was
 // undone as its reason: it never stays DRAFT, nor is it queued without
-// the note. The failures are injected by SQLite triggers.
+// the note, nor is the note left behind: the next resume adds one note,
+// not a second. The failures are injected by SQLite triggers.
 func TestResumeFinishFailsBackToWaiting(t *testing.T) {
-	tests := []struct {
-		name, trigger string
-		// noted: the note was written before the failure.
-		noted bool
-		want  string
-	}{
+	const want = "queue the job with the note to the model"
+	tests := []struct{ name, trigger string }{
 		{"queueing the job", `CREATE TRIGGER fail_resume BEFORE UPDATE OF status ON agent_jobs
-			WHEN OLD.status = 'DRAFT' AND NEW.status = 'PENDING' BEGIN SELECT RAISE(ABORT, 'injected failure'); END`,
-			true, "queue the job again"},
+			WHEN OLD.status = 'DRAFT' AND NEW.status = 'PENDING' BEGIN SELECT RAISE(ABORT, 'injected failure'); END`},
 		{"the note", `CREATE TRIGGER fail_resume BEFORE UPDATE OF pending_input ON agent_jobs
-			WHEN OLD.status = 'DRAFT' AND NEW.pending_input <> OLD.pending_input BEGIN SELECT RAISE(ABORT, 'injected failure'); END`,
-			false, "the note to the model"},
+			WHEN NEW.pending_input <> OLD.pending_input BEGIN SELECT RAISE(ABORT, 'injected failure'); END`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -161,14 +156,32 @@ func TestResumeFinishFailsBackToWaiting(t *testing.T) {
 				t.Fatalf("ResumeFrom = %v; want the injected failure", err)
 			}
 			j := mustGet(t, ctx, s, "job")
-			if j.Status != InterventionRequired || !strings.Contains(j.Reason, tt.want) ||
+			if j.Status != InterventionRequired || !strings.Contains(j.Reason, want) ||
 				!strings.Contains(j.Reason, "injected failure") || !strings.Contains(j.Reason, "actions act-3, act-2 undone") {
 				t.Fatalf("job %s, reason %q; want %s, the failure of %s and what was undone as its reason",
-					j.Status, j.Reason, InterventionRequired, tt.want)
+					j.Status, j.Reason, InterventionRequired, want)
 			}
 			in, err := s.PendingInput(ctx, "job")
-			if err != nil || strings.Contains(in, "restarted the job") != tt.noted {
-				t.Fatalf("pending input %q, %v; want the note: %v", in, err, tt.noted)
+			if err != nil || strings.Contains(in, "restarted the job") {
+				t.Fatalf("pending input %q, %v; want no note of the failed resume", in, err)
+			}
+			// Once the failure is gone, a second resume queues the job
+			// with its own note, the only one.
+			if err := db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+				_, err := tx.ExecContext(ctx, "DROP TRIGGER fail_resume")
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := resumeRuntime(s, &undoer{}).ResumeFrom(ctx, "job", "work-complete-1"); err != nil {
+				t.Fatalf("the second ResumeFrom: %v", err)
+			}
+			in, err = s.PendingInput(ctx, "job")
+			if err != nil || strings.Count(in, "restarted the job") != 1 {
+				t.Fatalf("pending input %q, %v; want one note, the second resume's", in, err)
+			}
+			if j := mustGet(t, ctx, s, "job"); j.Status != Pending {
+				t.Fatalf("job %s after the second resume, want %s", j.Status, Pending)
 			}
 		})
 	}

@@ -296,6 +296,9 @@ type Save struct {
 	// Unsettled marks the job's task as not yet showing the job's status
 	// (see Settle, Unsettled).
 	Unsettled bool
+	// Input is added to the job's pending input, as AddInput adds it, in
+	// the same transaction; "" for none.
+	Input string
 }
 
 // Write applies w.
@@ -410,8 +413,17 @@ func (s *Store) WriteTx(ctx context.Context, tx *sql.Tx, w Save) error {
 		// Rolls the interactions back too.
 		return fmt.Errorf("agent: save job %s: %w", j.TaskID, ErrLeaseLost)
 	}
+	if w.Input != "" {
+		_, err := tx.ExecContext(ctx, s.d.Rebind(`UPDATE agent_jobs SET `+appendInput+` WHERE task_id = ?`),
+			w.Input, separator, w.Input, j.TaskID)
+		return err
+	}
 	return nil
 }
+
+// appendInput is the SQL that adds a text (its three parameters: the
+// text, separator, the text) to a job's pending input.
+const appendInput = `pending_input = CASE WHEN pending_input = '' THEN ? ELSE pending_input || ? || ? END`
 
 // ReplaceInteraction writes it over the stored interaction of its
 // sequence (an outcome learned later: an operator's decision), and counts
@@ -447,8 +459,7 @@ func (s *Store) ReplaceInteraction(ctx context.Context, taskID string, it *Inter
 // only such a job takes the input. It reports whether the job took it
 // (false for an ended job, and with onlyWaiting for one not waiting).
 func (s *Store) AddInput(ctx context.Context, taskID, text string, onlyWaiting bool, now time.Time) (bool, error) {
-	q := `UPDATE agent_jobs SET
-			pending_input = CASE WHEN pending_input = '' THEN ? ELSE pending_input || ? || ? END,
+	q := `UPDATE agent_jobs SET ` + appendInput + `,
 			lease_holder = CASE WHEN status = ? THEN '' ELSE lease_holder END,
 			lease_until = CASE WHEN status = ? THEN 0 ELSE lease_until END,
 			status = CASE WHEN status = ? THEN ? ELSE status END,
