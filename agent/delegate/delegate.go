@@ -6,9 +6,15 @@
 // part is the job request (schemas/job-request.v1.json); every later step
 // continues the same remote task (its taskId) with a data part holding the
 // observation (schemas/worker-observation.v1.json). The delegate's answer
-// is the data part of the returned task's latest agent message (or, when
-// it has none, of its latest artifact): exactly one worker answer
-// (schemas/worker-answer.v1.json), a proposal or an agent response.
+// is the data part of the returned task's latest agent message after the
+// step's own message (when the task's history holds it), or, when there is
+// none, of its latest artifact: exactly one worker answer
+// (schemas/worker-answer.v1.json), a proposal or an agent response. An
+// answer is tied to its step: it must come on the job's remote task, and
+// must not be the one that answered the step before. A delegate that
+// answers later (its task submitted or working, with no new answer yet) is
+// asked again with tasks/get, at growing intervals, until the answer comes
+// or the step's time runs out.
 //
 // A [Delegate] is an agent.Model: the node still validates, judges and
 // carries out every proposal itself, on its own sandbox; the delegate
@@ -21,6 +27,8 @@ package delegate
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -74,9 +82,18 @@ type Delegate struct {
 
 	mu     sync.Mutex
 	target *client.Target
-	// remote is each running job's task on the delegate; EndJob forgets
-	// it, so it holds at most the jobs running at once.
-	remote map[string]string
+	// remote is each running job's task on the delegate and what answered
+	// its last step; EndJob forgets it, so it holds at most the jobs
+	// running at once.
+	remote map[string]remoteTask
+}
+
+// remoteTask is a job's task on the delegate.
+type remoteTask struct {
+	id string
+	// answered names what answered the job's last step (see
+	// answer.source).
+	answered string
 }
 
 var (
@@ -98,7 +115,7 @@ func New(cfg Config) (*Delegate, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Delegate{cfg: cfg, log: cfg.Logger, remote: map[string]string{},
+	return &Delegate{cfg: cfg, log: cfg.Logger, remote: map[string]remoteTask{},
 		client: client.NewNostr(client.NostrConfig{Key: cfg.Key, Relays: cfg.Relays, Logger: cfg.Logger})}, nil
 }
 
@@ -119,7 +136,7 @@ func (d *Delegate) Complete(ctx context.Context, pr agent.Prompt) (*agent.Comple
 		line []byte
 		err  error
 	)
-	if remote == "" {
+	if remote.id == "" {
 		line, err = worker.RequestLine(pr)
 	} else {
 		line = worker.ObservationLine(pr)
@@ -140,75 +157,165 @@ func (d *Delegate) Complete(ctx context.Context, pr agent.Prompt) (*agent.Comple
 	if err != nil {
 		return nil, d.failed(outer, ctx, job, pr.Step, err)
 	}
-	req := map[string]any{"message": snap.InnerMessage{MessageID: uuid.NewString(), Role: snap.RoleUser,
+	sent := uuid.NewString()
+	req := map[string]any{"message": snap.InnerMessage{MessageID: sent, Role: snap.RoleUser,
 		Parts: []snap.Part{snap.DataPart(line)}}}
-	if remote != "" {
-		req["taskId"] = remote
+	if remote.id != "" {
+		req["taskId"] = remote.id
 	}
 	body, err := json.Marshal(req)
 	if err != nil {
 		return nil, fmt.Errorf("delegate: %w", err)
 	}
+	q := question{step: pr.Step, task: remote.id, sent: sent, answered: remote.answered, max: d.cfg.MaxLineBytes}
 	resp, err := d.client.Request(ctx, t, client.NostrRequest{Method: "message/send", Payload: body})
+	a := answer{}
+	if err == nil {
+		a = q.answerOf(resp.Payload)
+	}
+	// A delegate still at work is asked again, at growing intervals.
+	for wait := firstPoll; err == nil && a.pending; wait = min(2*wait, maxPoll) {
+		if err = sleep(ctx, wait); err != nil {
+			break
+		}
+		q.task = a.taskID
+		get, _ := json.Marshal(map[string]string{"taskId": a.taskID})
+		if resp, err = d.client.Request(ctx, t, client.NostrRequest{Method: "tasks/get", Payload: get}); err == nil {
+			a = q.answerOf(resp.Payload)
+		}
+	}
 	if err != nil {
 		return nil, d.failed(outer, ctx, job, pr.Step, err)
 	}
-	taskID, line, rule, reason := answerOf(resp.Payload, pr.Step, d.cfg.MaxLineBytes)
-	if rule != "" {
+	if a.rule != "" {
 		d.EndJob(job)
-		return nil, d.violation(job, rule, reason)
+		return nil, d.violation(job, a.rule, a.reason)
 	}
 	d.mu.Lock()
-	d.remote[job] = taskID
+	d.remote[job] = remoteTask{id: a.taskID, answered: a.source}
 	d.mu.Unlock()
-	return &agent.Completion{Text: string(line), Model: d.Name()}, nil
+	return &agent.Completion{Text: string(a.line), Model: d.Name()}, nil
 }
 
-// answerOf reads the delegate's response payload to step: the id of its
-// task and the answer line, or the rule the response breaks and why.
-func answerOf(payload []byte, step, max int) (taskID string, line []byte, rule, reason string) {
+// How often a delegate still at work is asked again: first after
+// firstPoll, then twice as long each time, up to maxPoll.
+const (
+	firstPoll = 50 * time.Millisecond
+	maxPoll   = 2 * time.Second
+)
+
+// sleep waits for d or ctx, whichever ends first, and returns ctx's
+// error if it ended first.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// question is what a step asked the delegate, to read its answers by.
+type question struct {
+	step int
+	// task is the job's remote task ("": the step opens one); sent, the
+	// id of the step's message; answered, what answered the step before
+	// (see answer.source).
+	task, sent, answered string
+	max                  int // bytes of an answer line
+}
+
+// answer is what a response payload says to a question: an answer line
+// and where it came from, a rule it breaks and why, or that the delegate
+// is still at work on the step.
+type answer struct {
+	taskID string
+	line   []byte
+	// source names the message or the artifact that holds the answer
+	// (see sourceOf).
+	source       string
+	rule, reason string
+	pending      bool
+}
+
+// answerOf reads the delegate's response payload (to message/send or
+// tasks/get) to q.
+func (q *question) answerOf(payload []byte) answer {
 	if e := snap.ResponseError(payload); e != nil {
-		return "", nil, "error", fmt.Sprintf("the delegate answered step %d with an error: %s", step, e.Error())
+		return answer{rule: "error", reason: fmt.Sprintf("the delegate answered step %d with an error: %s", q.step, e.Error())}
 	}
 	var out struct {
 		Task *tasks.Task `json:"task"`
 	}
 	if err := json.Unmarshal(payload, &out); err != nil || out.Task == nil || out.Task.ID == "" {
-		return "", nil, "object", fmt.Sprintf("the delegate answered step %d without a task", step)
+		return answer{rule: "object", reason: fmt.Sprintf("the delegate answered step %d without a task", q.step)}
 	}
-	data := answerPart(out.Task)
-	if data == nil {
-		return "", nil, "object", fmt.Sprintf("the delegate's task %s (%s) holds no answer to step %d: no data part in an agent message or artifact",
-			out.Task.ID, out.Task.Status.State, step)
+	task := out.Task
+	if q.task != "" && task.ID != q.task {
+		return answer{rule: "object", reason: fmt.Sprintf("the delegate answered step %d on task %s, not the job's task %s", q.step, task.ID, q.task)}
+	}
+	state := task.Status.State
+	atWork := state == tasks.StateSubmitted || state == tasks.StateWorking
+	data, source := answerPart(task, q.sent)
+	switch {
+	case (data == nil || source == q.answered) && atWork:
+		return answer{taskID: task.ID, pending: true}
+	case data == nil:
+		return answer{rule: "object", reason: fmt.Sprintf("the delegate's task %s (%s) holds no answer to step %d: no data part in an agent message or artifact",
+			task.ID, state, q.step)}
+	case source == q.answered:
+		return answer{rule: "object", reason: fmt.Sprintf("the delegate's task %s (%s) holds no new answer to step %d: its latest answered the step before",
+			task.ID, state, q.step)}
 	}
 	// One line, as a worker writes it: the data part may come indented.
 	var compact bytes.Buffer
 	if err := json.Compact(&compact, data); err == nil {
 		data = compact.Bytes()
 	}
-	if _, err := worker.ParseLine(data, max); err != nil {
+	if _, err := worker.ParseLine(data, q.max); err != nil {
 		le := &worker.LineError{Rule: "json", Message: err.Error()}
 		errors.As(err, &le)
-		return "", nil, le.Rule, "the delegate answered garbage: " + le.Message
+		return answer{rule: le.Rule, reason: "the delegate answered garbage: " + le.Message}
 	}
-	return out.Task.ID, data, "", ""
+	return answer{taskID: task.ID, line: data, source: source}
 }
 
-// answerPart is the data of the task's answer: the first data part of its
-// latest agent message, else of its latest artifact; nil when it has none.
-func answerPart(t *tasks.Task) []byte {
-	for i := len(t.History) - 1; i >= 0; i-- {
+// answerPart is the data of the task's answer and where it is (see
+// answer.source): the first data part of its latest agent message after
+// the message sent (of the whole history when it does not hold that
+// message), else of its latest artifact; nil when it has none.
+func answerPart(t *tasks.Task, sent string) ([]byte, string) {
+	from := 0
+	for i, m := range t.History {
+		if m.MessageID == sent && m.Role == snap.RoleUser {
+			from = i + 1
+		}
+	}
+	for i := len(t.History) - 1; i >= from; i-- {
 		if m := t.History[i]; m.Role == snap.RoleAgent {
 			if b := dataOf(m.Parts); b != nil {
-				return b
+				return b, sourceOf("message", m.MessageID, b)
 			}
 			break
 		}
 	}
 	if n := len(t.Artifacts); n > 0 {
-		return dataOf(t.Artifacts[n-1].Parts)
+		a := t.Artifacts[n-1]
+		if b := dataOf(a.Parts); b != nil {
+			return b, sourceOf("artifact", a.ArtifactID, b)
+		}
 	}
-	return nil
+	return nil, ""
+}
+
+// sourceOf names an answer: where it is (a message or an artifact, by its
+// id) and a hash of its data, so that a message or artifact whose data
+// changed in place is a new answer.
+func sourceOf(kind, id string, data []byte) string {
+	sum := sha256.Sum256(data)
+	return kind + ":" + id + ":" + hex.EncodeToString(sum[:8])
 }
 
 func dataOf(parts []snap.Part) []byte {

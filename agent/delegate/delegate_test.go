@@ -6,10 +6,13 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/snapnode/snapnode/agent"
 	"github.com/snapnode/snapnode/agent/delegate"
@@ -37,9 +40,16 @@ func (a *auditLog) Append(_ context.Context, e audit.Entry) (audit.Entry, error)
 	return e, nil
 }
 
-// reply is how the test's delegate answers one message/send: the task it
-// returns (nil: a SNAP error).
-type reply func(taskID string, data json.RawMessage) *tasks.Task
+// call is one request to the test's delegate: a message/send (its taskId,
+// its message's id and data part) or a tasks/get (its taskId).
+type call struct {
+	method, taskID, messageID string
+	data                      json.RawMessage
+}
+
+// reply is how the test's delegate answers one call: the task it returns
+// (nil: a SNAP error).
+type reply func(c call) *tasks.Task
 
 // setup starts an embedded relay, a delegate answering with r behind an
 // inbox, its card, and returns a Delegate of a node key on that relay.
@@ -83,9 +93,20 @@ func setup(t *testing.T, r reply, opts ...func(*delegate.Config)) (*delegate.Del
 		mu.Lock()
 		taskIDs = append(taskIDs, p.TaskID)
 		mu.Unlock()
-		task := r(p.TaskID, p.Message.Parts[0].Data)
+		task := r(call{method: "message/send", taskID: p.TaskID, messageID: p.Message.MessageID, data: p.Message.Parts[0].Data})
 		if task == nil {
 			return nil, snap.NewError(snap.CodeInvalidPayload, "no jobs today", nil)
+		}
+		return map[string]any{"task": task}, nil
+	})
+	router.Handle("tasks/get", func(ctx context.Context, req *snap.Verified) (any, error) {
+		var p snap.GetParams
+		if err := json.Unmarshal(req.Payload, &p); err != nil {
+			return nil, snap.NewError(snap.CodeInvalidPayload, "bad params", nil)
+		}
+		task := r(call{method: "tasks/get", taskID: p.TaskID})
+		if task == nil {
+			return nil, snap.NewError(snap.CodeTaskNotFound, "no such task", nil)
 		}
 		return map[string]any{"task": task}, nil
 	})
@@ -127,11 +148,12 @@ func setup(t *testing.T, r reply, opts ...func(*delegate.Config)) (*delegate.Del
 	return d, a, &taskIDs
 }
 
-// answerTask is a task whose latest agent message has the data part b.
+// answerTask is a task whose latest agent message, new at each call, has
+// the data part b.
 func answerTask(id string, b string) *tasks.Task {
 	return &tasks.Task{ID: id, Status: tasks.Status{State: tasks.StateInputRequired, Timestamp: time.Now()},
-		History: []tasks.Message{{MessageID: "m1", Role: snap.RoleAgent, Parts: []snap.Part{snap.TextPart("thinking")}},
-			{MessageID: "m2", Role: snap.RoleAgent, Parts: []snap.Part{snap.TextPart("here"), snap.DataPart(json.RawMessage(b))}}}}
+		History: []tasks.Message{{MessageID: uuid.NewString(), Role: snap.RoleAgent, Parts: []snap.Part{snap.TextPart("thinking")}},
+			{MessageID: uuid.NewString(), Role: snap.RoleAgent, Parts: []snap.Part{snap.TextPart("here"), snap.DataPart(json.RawMessage(b))}}}}
 }
 
 const completed = `{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"done"}`
@@ -150,10 +172,11 @@ func prompt(job string, step int) agent.Prompt {
 // next continues it with the observation; after EndJob, a new task.
 func TestDelegateContinuesItsTask(t *testing.T) {
 	var got []map[string]any
-	d, _, ids := setup(t, func(taskID string, data json.RawMessage) *tasks.Task {
+	d, _, ids := setup(t, func(c call) *tasks.Task {
 		var v map[string]any
-		json.Unmarshal(data, &v)
+		json.Unmarshal(c.data, &v)
 		got = append(got, v)
+		taskID := c.taskID
 		if taskID == "" {
 			taskID = "remote-1"
 		}
@@ -192,8 +215,8 @@ func TestDelegateRefusesBadAnswers(t *testing.T) {
 	}{
 		{"error response", func(string) *tasks.Task { return nil }, "the delegate answered step 0 with an error: "},
 		{"no data part", func(id string) *tasks.Task {
-			return &tasks.Task{ID: id, Status: tasks.Status{State: tasks.StateWorking, Timestamp: time.Now()}}
-		}, "the delegate's task t (working) holds no answer to step 0: no data part in an agent message or artifact (object)"},
+			return &tasks.Task{ID: id, Status: tasks.Status{State: tasks.StateCompleted, Timestamp: time.Now()}}
+		}, "the delegate's task t (completed) holds no answer to step 0: no data part in an agent message or artifact (object)"},
 		{"not a worker answer", func(id string) *tasks.Task { return answerTask(id, `{"hello":"world"}`) },
 			"the delegate answered garbage: "},
 		{"an unknown agent response", func(id string) *tasks.Task {
@@ -201,7 +224,7 @@ func TestDelegateRefusesBadAnswers(t *testing.T) {
 		}, "the delegate answered garbage: "},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			d, a, _ := setup(t, func(string, json.RawMessage) *tasks.Task { return c.task("t") })
+			d, a, _ := setup(t, func(call) *tasks.Task { return c.task("t") })
 			_, err := d.Complete(context.Background(), prompt("job-1", 0))
 			if !errors.Is(err, agent.ErrWorkerFailed) || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("error %v; want agent.ErrWorkerFailed with %q", err, c.want)
@@ -217,7 +240,7 @@ func TestDelegateRefusesBadAnswers(t *testing.T) {
 // A step time-out that passes before the answer comes stops the job with
 // the limit named.
 func TestDelegateStepTimeOut(t *testing.T) {
-	d, a, _ := setup(t, func(string, json.RawMessage) *tasks.Task { return answerTask("t", completed) },
+	d, a, _ := setup(t, func(call) *tasks.Task { return answerTask("t", completed) },
 		func(c *delegate.Config) { c.StepTimeout = time.Nanosecond })
 	_, err := d.Complete(context.Background(), prompt("job-1", 0))
 	if !errors.Is(err, agent.ErrWorkerFailed) || !strings.Contains(err.Error(), "the delegate did not answer step 0 within its step time-out of 1ns") ||
@@ -229,7 +252,7 @@ func TestDelegateStepTimeOut(t *testing.T) {
 // A step whose deadline passed before an answer came is a time-out that
 // stops the job; a canceled step (the node stops) is not a violation.
 func TestDelegateTimeOut(t *testing.T) {
-	d, a, _ := setup(t, func(id string, _ json.RawMessage) *tasks.Task { return answerTask("t", completed) })
+	d, a, _ := setup(t, func(call) *tasks.Task { return answerTask("t", completed) })
 	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 	defer cancel()
 	_, err := d.Complete(ctx, prompt("job-1", 0))
@@ -241,5 +264,111 @@ func TestDelegateTimeOut(t *testing.T) {
 	cancel()
 	if _, err := d.Complete(ctx, prompt("job-2", 0)); err == nil || errors.Is(err, agent.ErrWorkerFailed) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("canceled: %v; want context.Canceled, not a violation", err)
+	}
+}
+
+// A delegate that answers message/send before it has worked (its task
+// submitted, then working, with no answer yet) is asked again with
+// tasks/get until its answer comes: the agent message after the step's
+// own, not the one before it that answered the step before.
+func TestDelegateWaitsForItsAnswer(t *testing.T) {
+	var (
+		mu      sync.Mutex
+		history []tasks.Message
+		gets    int
+	)
+	agentSays := func(b string) tasks.Message {
+		return tasks.Message{MessageID: uuid.NewString(), Role: snap.RoleAgent, Parts: []snap.Part{snap.DataPart(json.RawMessage(b))}}
+	}
+	d, a, _ := setup(t, func(c call) *tasks.Task {
+		mu.Lock()
+		defer mu.Unlock()
+		state := tasks.StateWorking
+		switch c.method {
+		case "message/send":
+			history = append(history, tasks.Message{MessageID: c.messageID, Role: snap.RoleUser, Parts: []snap.Part{snap.DataPart(c.data)}})
+			state = tasks.StateSubmitted
+		case "tasks/get":
+			if gets++; gets%3 == 0 { // the answer comes at the third look
+				history = append(history, agentSays(completed))
+				state = tasks.StateInputRequired
+			}
+		}
+		return &tasks.Task{ID: "remote-1", Status: tasks.Status{State: state, Timestamp: time.Now()}, History: slices.Clone(history)}
+	})
+	ctx := context.Background()
+	for step := range 2 {
+		c, err := d.Complete(ctx, prompt("job-1", step))
+		if err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
+		if c.Text != completed {
+			t.Fatalf("step %d: %+v", step, c)
+		}
+		mu.Lock()
+		n := gets
+		mu.Unlock()
+		if want := 3 * (step + 1); n != want {
+			t.Fatalf("step %d: %d tasks/get, want %d (three looks a step)", step, n, want)
+		}
+	}
+	if len(a.entries) != 0 {
+		t.Fatalf("audit %+v, want no violation", a.entries)
+	}
+}
+
+// An answer not tied to the step stops the job: one on another task than
+// the job's, or the same answer as the step before on a task that is no
+// longer at work.
+func TestDelegateRefusesAnswersOfAnotherStep(t *testing.T) {
+	first := answerTask("remote-1", completed)
+	for _, c := range []struct {
+		name  string
+		again func(call) *tasks.Task
+		want  string
+	}{
+		{"the answer before", func(call) *tasks.Task { return first },
+			"the delegate's task remote-1 (input_required) holds no new answer to step 1: its latest answered the step before (object)"},
+		{"another task", func(call) *tasks.Task { return answerTask("remote-2", completed) },
+			"the delegate answered step 1 on task remote-2, not the job's task remote-1 (object)"},
+		{"an answer before the step's message", func(c call) *tasks.Task {
+			t := answerTask("remote-1", completed)
+			t.History = append(t.History, tasks.Message{MessageID: c.messageID, Role: snap.RoleUser, Parts: []snap.Part{snap.DataPart(c.data)}})
+			return t
+		}, "the delegate's task remote-1 (input_required) holds no answer to step 1: no data part in an agent message or artifact (object)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			calls := 0
+			d, a, _ := setup(t, func(cl call) *tasks.Task {
+				if calls++; calls == 1 {
+					return first
+				}
+				return c.again(cl)
+			})
+			ctx := context.Background()
+			if _, err := d.Complete(ctx, prompt("job-1", 0)); err != nil {
+				t.Fatal(err)
+			}
+			_, err := d.Complete(ctx, prompt("job-1", 1))
+			if !errors.Is(err, agent.ErrWorkerFailed) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v; want agent.ErrWorkerFailed with %q", err, c.want)
+			}
+			if len(a.entries) != 1 || a.entries[0].Decision != "worker_stopped" {
+				t.Errorf("audit: %+v", a.entries)
+			}
+		})
+	}
+}
+
+// A delegate at work past the step's time-out stops the job with the
+// limit named, however often it was asked again.
+func TestDelegateAtWorkPastTheStepTimeOut(t *testing.T) {
+	d, a, _ := setup(t, func(call) *tasks.Task {
+		return &tasks.Task{ID: "remote-1", Status: tasks.Status{State: tasks.StateWorking, Timestamp: time.Now()}}
+	}, func(c *delegate.Config) { c.StepTimeout = 300 * time.Millisecond })
+	_, err := d.Complete(context.Background(), prompt("job-1", 0))
+	if !errors.Is(err, agent.ErrWorkerFailed) || !strings.Contains(err.Error(), "the delegate did not answer step 0 within its step time-out of 300ms") ||
+		len(a.entries) != 1 {
+		t.Fatalf("error %v, audit %+v; want a time-out", err, a.entries)
 	}
 }
