@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"path/filepath"
@@ -219,6 +220,41 @@ func TestStorePeerShareConfig(t *testing.T) {
 	for _, share := range []float64{-0.1, 1.5} {
 		if _, err := New(Config{StorePeerShare: share}); err == nil || !strings.Contains(err.Error(), "StorePeerShare") {
 			t.Errorf("StorePeerShare %g: %v, want an error naming it", share, err)
+		}
+	}
+}
+
+// The search for a peer's oldest events goes through its own indexes,
+// not through every event stored before them: a partial index serves a
+// query only if the query repeats its condition.
+func TestStorePeerShareUsesItsIndex(t *testing.T) {
+	ctx := context.Background()
+	s, err := openStore(ctx, filepath.Join(t.TempDir(), "relay.db"), storeBound{events: 1000, bytes: 1 << 30, peerEvents: 5, peerBytes: 1 << 30, keep: []string{strings.Repeat("a", 64)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	for i, want := range []string{"events_peer_regular (peer=? AND seq>?)", "events_peer (peer=? AND seq>?)"} {
+		tier := s.peerEvictions[i]
+		args := append(append([]any{"203.0.113.7", int64(-1), int64(-1)}, tier.args...), 8)
+		rows, err := s.w.QueryContext(ctx, "EXPLAIN QUERY PLAN "+tier.query, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			t.Fatal(err)
+		}
+		if len(plan) != 1 || !strings.Contains(plan[0], "USING") || !strings.HasSuffix(plan[0], want) {
+			t.Errorf("tier %d: plan %q, want a search of %s", i, plan, want)
 		}
 	}
 }

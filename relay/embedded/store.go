@@ -159,7 +159,11 @@ func newStore(w, r *sql.DB, b storeBound) *store {
 	s := &store{w: w, r: r, maxEvents: b.events, maxBytes: b.bytes, peerEvents: b.peerEvents, peerBytes: b.peerBytes}
 	s.evictions = evictionTiers("SELECT seq FROM events WHERE seq > ? AND seq <> ?", b.keep)
 	if b.peerEvents > 0 {
-		s.peerEvictions = evictionTiers("SELECT seq FROM events WHERE peer = ? AND seq > ? AND seq <> ?", b.keep)
+		// "peer <> ''" repeats the condition of the partial indexes
+		// events_peer and events_peer_regular, which SQLite does not
+		// infer from "peer = ?": without it, the search for a peer's
+		// oldest event scans every event stored before it.
+		s.peerEvictions = evictionTiers("SELECT seq FROM events WHERE peer = ? AND peer <> '' AND seq > ? AND seq <> ?", b.keep)
 	}
 	return s
 }

@@ -4,6 +4,11 @@
 ALTER TABLE events ADD COLUMN peer TEXT NOT NULL DEFAULT '';
 -- A peer's events, oldest first: the first its share deletes.
 CREATE INDEX events_peer ON events(peer, seq) WHERE peer <> '';
+-- Its regular events, oldest first: the first of them that go. The
+-- queries repeat the conditions (peer <> '' too: SQLite does not infer it
+-- from peer = ?), or the planner cannot use these partial indexes.
+CREATE INDEX events_peer_regular ON events(peer, seq)
+	WHERE peer <> '' AND NOT (kind IN (0, 3) OR kind BETWEEN 10000 AND 19999 OR kind BETWEEN 30000 AND 39999);
 -- What each peer holds, kept by the triggers below whatever deletes an
 -- event (the bound, a replacement, the expiry sweep), so that a write
 -- reads one row instead of counting the peer's events.
