@@ -127,10 +127,12 @@ func BenchmarkReqStored(b *testing.B) {
 }
 
 // BenchmarkStoreSave measures storing one regular event in a file
-// database: from the node or a loopback client (no share, the baseline),
-// from a peer within its share (the triggers keep what it holds), and
-// from a peer at its share (each save also deletes its oldest event).
-// The events are signed and encoded before the timer starts.
+// database that holds 20,000 events of other peers: from the node or a
+// loopback client (no share, the baseline), from a peer within its share
+// (the triggers keep what it holds), and from a peer at its share (each
+// save also deletes its oldest event, found through its own index
+// however many events others stored before). The events are signed and
+// encoded before the timer starts.
 func BenchmarkStoreSave(b *testing.B) {
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -170,14 +172,20 @@ func BenchmarkStoreSave(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+			const others = 20_000
+			for i, e := range events(others, 0) {
+				if _, err := s.save(ctx, e.ev, e.raw, 0, false, 0, fmt.Sprint("198.51.100.", i%200)); err != nil {
+					b.Fatal(err)
+				}
+			}
 			held := 0
 			if tc.share < 1<<40 {
 				held = int(tc.share)
 			}
-			for _, e := range events(held, 0) {
+			for _, e := range events(held, others) {
 				save(e)
 			}
-			todo := events(b.N, held)
+			todo := events(b.N, others+held)
 			b.ReportAllocs()
 			b.ResetTimer()
 			for _, e := range todo {

@@ -86,7 +86,8 @@ type Config struct {
 	// past its share deletes that peer's own oldest events, regular ones
 	// first, in the same transaction, so that one address cannot make
 	// the relay forget what others stored; the share's byte bound is at
-	// least MaxMessageLength. Clients on loopback addresses and the
+	// least four times MaxMessageLength, as StoreMaxBytes is (what one
+	// event may count). Clients on loopback addresses and the
 	// in-process connection have no share (as for EventsPerSecond), and
 	// neither do the events stored by a build without it.
 	StorePeerShare float64
@@ -268,7 +269,7 @@ func (c *Config) storeBound() storeBound {
 	b := storeBound{events: int64(c.StoreMaxEvents), bytes: c.StoreMaxBytes, keep: c.KeepAuthors}
 	if c.StorePeerShare > 0 {
 		b.peerEvents = max(1, int64(c.StorePeerShare*float64(c.StoreMaxEvents)))
-		b.peerBytes = max(int64(c.MaxMessageLength), int64(c.StorePeerShare*float64(c.StoreMaxBytes)))
+		b.peerBytes = max(4*int64(c.MaxMessageLength), int64(c.StorePeerShare*float64(c.StoreMaxBytes)))
 	}
 	return b
 }
