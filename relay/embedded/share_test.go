@@ -2,7 +2,6 @@ package embedded
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"path/filepath"
@@ -240,22 +239,7 @@ func TestStorePeerShareUsesItsIndex(t *testing.T) {
 	for i, want := range []string{"events_peer_regular (peer=? AND seq>?)", "events_peer (peer=? AND seq>?)"} {
 		tier := s.peerEvictions[i]
 		args := append(append([]any{"203.0.113.7", int64(-1), int64(-1)}, tier.args...), 8)
-		rows, err := s.w.QueryContext(ctx, "EXPLAIN QUERY PLAN "+tier.query, args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var plan []string
-		for rows.Next() {
-			var id, parent, unused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, detail)
-		}
-		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-			t.Fatal(err)
-		}
+		plan := queryPlan(t, s.w, tier.query, args...)
 		if len(plan) != 1 || !strings.Contains(plan[0], "USING") || !strings.HasSuffix(plan[0], want) {
 			t.Errorf("tier %d: plan %q, want a search of %s", i, plan, want)
 		}
