@@ -10,8 +10,9 @@
 // step's own message (when the task's history holds it), or, when there is
 // none, of its latest artifact: exactly one worker answer
 // (schemas/worker-answer.v1.json), a proposal or an agent response. An
-// answer is tied to its step: it must come on the job's remote task, and
-// must not be the one that answered the step before. A delegate that
+// answer is tied to its step: it must come on the job's remote task, and,
+// unless it is an agent message after the step's own, must not be one the
+// task held when the step before was answered. A delegate that
 // answers later (its task submitted or working, with no new answer yet) is
 // asked again with tasks/get, at growing intervals, until the answer comes
 // or the step's time runs out.
@@ -33,6 +34,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -82,8 +84,8 @@ type Delegate struct {
 
 	mu     sync.Mutex
 	target *client.Target
-	// remote is each running job's task on the delegate and what answered
-	// its last step; EndJob forgets it, so it holds at most the jobs
+	// remote is each running job's task on the delegate and the answers
+	// its last step saw; EndJob forgets it, so it holds at most the jobs
 	// running at once.
 	remote map[string]remoteTask
 }
@@ -91,9 +93,9 @@ type Delegate struct {
 // remoteTask is a job's task on the delegate.
 type remoteTask struct {
 	id string
-	// answered names what answered the job's last step (see
-	// answer.source).
-	answered string
+	// seen names the answers the task held when the job's last step was
+	// answered (see answer.seen).
+	seen []string
 }
 
 var (
@@ -167,7 +169,7 @@ func (d *Delegate) Complete(ctx context.Context, pr agent.Prompt) (*agent.Comple
 	if err != nil {
 		return nil, fmt.Errorf("delegate: %w", err)
 	}
-	q := question{step: pr.Step, task: remote.id, sent: sent, answered: remote.answered, max: d.cfg.MaxLineBytes}
+	q := question{step: pr.Step, task: remote.id, sent: sent, seen: remote.seen, max: d.cfg.MaxLineBytes}
 	resp, err := d.client.Request(ctx, t, client.NostrRequest{Method: "message/send", Payload: body})
 	a := answer{}
 	if err == nil {
@@ -192,7 +194,7 @@ func (d *Delegate) Complete(ctx context.Context, pr agent.Prompt) (*agent.Comple
 		return nil, d.violation(job, a.rule, a.reason)
 	}
 	d.mu.Lock()
-	d.remote[job] = remoteTask{id: a.taskID, answered: a.source}
+	d.remote[job] = remoteTask{id: a.taskID, seen: a.seen}
 	d.mu.Unlock()
 	return &agent.Completion{Text: string(a.line), Model: d.Name()}, nil
 }
@@ -221,10 +223,13 @@ func sleep(ctx context.Context, d time.Duration) error {
 type question struct {
 	step int
 	// task is the job's remote task ("": the step opens one); sent, the
-	// id of the step's message; answered, what answered the step before
-	// (see answer.source).
-	task, sent, answered string
-	max                  int // bytes of an answer line
+	// id of the step's message.
+	task, sent string
+	// seen are the answers the task held when the step before was
+	// answered (see answer.seen): none of them answers this step, unless
+	// it comes after the step's own message.
+	seen []string
+	max  int // bytes of an answer line
 }
 
 // answer is what a response payload says to a question: an answer line
@@ -235,7 +240,11 @@ type answer struct {
 	line   []byte
 	// source names the message or the artifact that holds the answer
 	// (see sourceOf).
-	source       string
+	source string
+	// seen names the answers the task holds with this one: the answer,
+	// the latest agent message's and the latest artifact's, none of which
+	// answers the next step unless it comes after that step's message.
+	seen         []string
 	rule, reason string
 	pending      bool
 }
@@ -258,15 +267,18 @@ func (q *question) answerOf(payload []byte) answer {
 	}
 	state := task.Status.State
 	atWork := state == tasks.StateSubmitted || state == tasks.StateWorking
-	data, source := answerPart(task, q.sent)
+	data, source, fresh := answerPart(task, q.sent)
+	// An agent message after the step's own is its answer; any other was
+	// there, or may have been, when the step before was answered.
+	stale := data != nil && !fresh && slices.Contains(q.seen, source)
 	switch {
-	case (data == nil || source == q.answered) && atWork:
+	case (data == nil || stale) && atWork:
 		return answer{taskID: task.ID, pending: true}
 	case data == nil:
 		return answer{rule: "object", reason: fmt.Sprintf("the delegate's task %s (%s) holds no answer to step %d: no data part in an agent message or artifact",
 			task.ID, state, q.step)}
-	case source == q.answered:
-		return answer{rule: "object", reason: fmt.Sprintf("the delegate's task %s (%s) holds no new answer to step %d: its latest answered the step before",
+	case stale:
+		return answer{rule: "object", reason: fmt.Sprintf("the delegate's task %s (%s) holds no new answer to step %d: its latest was there when the step before was answered",
 			task.ID, state, q.step)}
 	}
 	// One line, as a worker writes it: the data part may come indented.
@@ -279,20 +291,38 @@ func (q *question) answerOf(payload []byte) answer {
 		errors.As(err, &le)
 		return answer{rule: le.Rule, reason: "the delegate answered garbage: " + le.Message}
 	}
-	return answer{taskID: task.ID, line: data, source: source}
+	seen := []string{source}
+	for _, s := range latest(task) {
+		if s != "" && !slices.Contains(seen, s) {
+			seen = append(seen, s)
+		}
+	}
+	return answer{taskID: task.ID, line: data, source: source, seen: seen}
 }
 
 // answerPart is the data of the task's answer and where it is (see
 // answer.source): the first data part of its latest agent message after
 // the message sent (of the whole history when it does not hold that
-// message), else of its latest artifact; nil when it has none.
-func answerPart(t *tasks.Task, sent string) ([]byte, string) {
+// message), else of its latest artifact; nil when it has none. fresh
+// reports an agent message that the history shows after the message sent.
+func answerPart(t *tasks.Task, sent string) (data []byte, source string, fresh bool) {
 	from := 0
 	for i, m := range t.History {
 		if m.MessageID == sent && m.Role == snap.RoleUser {
 			from = i + 1
 		}
 	}
+	if b, s := messageAnswer(t, from); b != nil {
+		return b, s, from > 0
+	}
+	b, s := artifactAnswer(t)
+	return b, s, false
+}
+
+// messageAnswer is the data of the task's latest agent message at or
+// after index from of its history, and its source; nil when that message
+// has no data part, or there is none.
+func messageAnswer(t *tasks.Task, from int) ([]byte, string) {
 	for i := len(t.History) - 1; i >= from; i-- {
 		if m := t.History[i]; m.Role == snap.RoleAgent {
 			if b := dataOf(m.Parts); b != nil {
@@ -301,6 +331,12 @@ func answerPart(t *tasks.Task, sent string) ([]byte, string) {
 			break
 		}
 	}
+	return nil, ""
+}
+
+// artifactAnswer is the data of the task's latest artifact and its
+// source; nil when it has none or no data part.
+func artifactAnswer(t *tasks.Task) ([]byte, string) {
 	if n := len(t.Artifacts); n > 0 {
 		a := t.Artifacts[n-1]
 		if b := dataOf(a.Parts); b != nil {
@@ -308,6 +344,14 @@ func answerPart(t *tasks.Task, sent string) ([]byte, string) {
 		}
 	}
 	return nil, ""
+}
+
+// latest names the answers a later step could take from the task as it
+// is: its latest agent message's and its latest artifact's ("" for none).
+func latest(t *tasks.Task) [2]string {
+	_, m := messageAnswer(t, 0)
+	_, a := artifactAnswer(t)
+	return [2]string{m, a}
 }
 
 // sourceOf names an answer: where it is (a message or an artifact, by its

@@ -328,7 +328,7 @@ func TestDelegateRefusesAnswersOfAnotherStep(t *testing.T) {
 		want  string
 	}{
 		{"the answer before", func(call) *tasks.Task { return first },
-			"the delegate's task remote-1 (input_required) holds no new answer to step 1: its latest answered the step before (object)"},
+			"the delegate's task remote-1 (input_required) holds no new answer to step 1: its latest was there when the step before was answered (object)"},
 		{"another task", func(call) *tasks.Task { return answerTask("remote-2", completed) },
 			"the delegate answered step 1 on task remote-2, not the job's task remote-1 (object)"},
 		{"an answer before the step's message", func(c call) *tasks.Task {
