@@ -41,8 +41,8 @@ type Resumed struct {
 // or not ctx is canceled meanwhile (its values kept), rollbacks included:
 // the job is queued with the note to the model in one write, so that
 // whoever claims it is told; should that write fail, the job waits for a
-// human again, the failure as its reason, without the note (a later
-// resume adds its own), and never stays DRAFT. An unknown
+// human again, the failure as its reason, with the note pending when it
+// can be written (a later resume adds its own), and never stays DRAFT. An unknown
 // checkpoint is ErrNoCheckpoint, with the job's checkpoints named.
 func (r *Runtime) ResumeFrom(ctx context.Context, taskID, checkpoint string) (*Resumed, error) {
 	st := r.cfg.Store
@@ -83,7 +83,7 @@ func (r *Runtime) ResumeFrom(ctx context.Context, taskID, checkpoint string) (*R
 	ctx = context.WithoutCancel(ctx)
 	its, err := st.Interactions(ctx, taskID)
 	if err != nil {
-		return nil, r.backToWaiting(ctx, j, err)
+		return nil, r.backToWaiting(ctx, j, err, "")
 	}
 	undo := changedActions(its, rp.Sequence, j.NextSeq)
 	slices.Reverse(undo)
@@ -94,7 +94,7 @@ func (r *Runtime) ResumeFrom(ctx context.Context, taskID, checkpoint string) (*R
 		case errors.Is(err, executor.ErrAlreadyRolledBack):
 			continue // undone before (an earlier resume, an operator)
 		case err != nil:
-			return nil, r.backToWaiting(ctx, j, fmt.Errorf("agent: resume %s from %s: rollback of action %s: %w", taskID, checkpoint, id, err))
+			return nil, r.backToWaiting(ctx, j, fmt.Errorf("agent: resume %s from %s: rollback of action %s: %w", taskID, checkpoint, id, err), "")
 		}
 		res.RolledBack = append(res.RolledBack, id)
 	}
@@ -117,9 +117,11 @@ func (r *Runtime) ResumeFrom(ctx context.Context, taskID, checkpoint string) (*R
 	// The note and the queueing in one write: the claim that follows
 	// always finds the note, and a failure leaves neither.
 	if err := st.Write(ctx, Save{Job: j, Expect: Draft, Input: note}); err != nil {
-		// Waiting in the checkpoint's phase: an operator's next word (or
-		// another resume) takes it on.
-		return nil, r.backToWaiting(ctx, j, fmt.Errorf("agent: resume %s from %s (%s): queue the job with the note to the model: %w", taskID, checkpoint, undone, err))
+		// Waiting in the checkpoint's phase, the note pending if it can
+		// be: an operator's next word (or another resume, which adds a
+		// note of its own) takes it on, and the model is told what the
+		// host undid.
+		return nil, r.backToWaiting(ctx, j, fmt.Errorf("agent: resume %s from %s (%s): queue the job with the note to the model: %w", taskID, checkpoint, undone, err), note)
 	}
 	r.log.Info("agent: job resumed from a checkpoint", "task", taskID, "checkpoint", checkpoint, "rolled_back", len(res.RolledBack))
 	r.Wake()
@@ -127,10 +129,17 @@ func (r *Runtime) ResumeFrom(ctx context.Context, taskID, checkpoint string) (*R
 }
 
 // backToWaiting puts a job whose resume failed back to waiting for a
-// human, the failure as its reason, and returns cause.
-func (r *Runtime) backToWaiting(ctx context.Context, j *Job, cause error) error {
+// human, the failure as its reason, with note added to its pending input
+// ("": none; should that write fail, the job waits without it: it must
+// not stay DRAFT), and returns cause.
+func (r *Runtime) backToWaiting(ctx context.Context, j *Job, cause error, note string) error {
+	ctx = context.WithoutCancel(ctx)
 	j.Status, j.Reason, j.UpdatedAt = InterventionRequired, cut(r.redact(cause.Error()), 2000), r.cfg.Now()
-	if err := r.cfg.Store.Write(context.WithoutCancel(ctx), Save{Job: j, Expect: Draft}); err != nil {
+	err := r.cfg.Store.Write(ctx, Save{Job: j, Expect: Draft, Input: note})
+	if err != nil && note != "" {
+		err = r.cfg.Store.Write(ctx, Save{Job: j, Expect: Draft})
+	}
+	if err != nil {
 		return errors.Join(cause, err)
 	}
 	return cause

@@ -126,15 +126,20 @@ func TestResumeFinishesWithoutTheCaller(t *testing.T) {
 // A write that finishes the resume and fails (not for a cancellation)
 // puts the job back to waiting for a human, the failure and what was
 // undone as its reason: it never stays DRAFT, nor is it queued without
-// the note, nor is the note left behind: the next resume adds one note,
-// not a second. The failures are injected by SQLite triggers.
+// the note. The note stays pending when it can be written, so that the
+// operator's answer that queues the job tells the model what the host
+// undid; when it cannot, the next resume adds the only note. The failures
+// are injected by SQLite triggers.
 func TestResumeFinishFailsBackToWaiting(t *testing.T) {
 	const want = "queue the job with the note to the model"
-	tests := []struct{ name, trigger string }{
+	tests := []struct {
+		name, trigger string
+		noted         bool // the note is pending after the failure
+	}{
 		{"queueing the job", `CREATE TRIGGER fail_resume BEFORE UPDATE OF status ON agent_jobs
-			WHEN OLD.status = 'DRAFT' AND NEW.status = 'PENDING' BEGIN SELECT RAISE(ABORT, 'injected failure'); END`},
+			WHEN OLD.status = 'DRAFT' AND NEW.status = 'PENDING' BEGIN SELECT RAISE(ABORT, 'injected failure'); END`, true},
 		{"the note", `CREATE TRIGGER fail_resume BEFORE UPDATE OF pending_input ON agent_jobs
-			WHEN NEW.pending_input <> OLD.pending_input BEGIN SELECT RAISE(ABORT, 'injected failure'); END`},
+			WHEN NEW.pending_input <> OLD.pending_input BEGIN SELECT RAISE(ABORT, 'injected failure'); END`, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -145,12 +150,16 @@ func TestResumeFinishFailsBackToWaiting(t *testing.T) {
 				t.Fatal(err)
 			}
 			resumable(t, ctx, s)
-			if err := db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-				_, err := tx.ExecContext(ctx, tt.trigger)
-				return err
-			}); err != nil {
-				t.Fatal(err)
+			exec := func(q string) {
+				t.Helper()
+				if err := db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+					_, err := tx.ExecContext(ctx, q)
+					return err
+				}); err != nil {
+					t.Fatal(err)
+				}
 			}
+			exec(tt.trigger)
 			_, err = resumeRuntime(s, &undoer{}).ResumeFrom(ctx, "job", "work-complete-1")
 			if err == nil || !strings.Contains(err.Error(), "injected failure") {
 				t.Fatalf("ResumeFrom = %v; want the injected failure", err)
@@ -162,26 +171,32 @@ func TestResumeFinishFailsBackToWaiting(t *testing.T) {
 					j.Status, j.Reason, InterventionRequired, want)
 			}
 			in, err := s.PendingInput(ctx, "job")
-			if err != nil || strings.Contains(in, "restarted the job") {
-				t.Fatalf("pending input %q, %v; want no note of the failed resume", in, err)
+			if err != nil || strings.Count(in, "restarted the job") != map[bool]int{true: 1, false: 0}[tt.noted] ||
+				tt.noted && !strings.Contains(in, "actions act-3, act-2") {
+				t.Fatalf("pending input %q, %v; want the note of what was undone: %v", in, err, tt.noted)
 			}
-			// Once the failure is gone, a second resume queues the job
-			// with its own note, the only one.
-			if err := db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-				_, err := tx.ExecContext(ctx, "DROP TRIGGER fail_resume")
-				return err
-			}); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := resumeRuntime(s, &undoer{}).ResumeFrom(ctx, "job", "work-complete-1"); err != nil {
-				t.Fatalf("the second ResumeFrom: %v", err)
-			}
-			in, err = s.PendingInput(ctx, "job")
-			if err != nil || strings.Count(in, "restarted the job") != 1 {
-				t.Fatalf("pending input %q, %v; want one note, the second resume's", in, err)
+			exec("DROP TRIGGER fail_resume")
+			if tt.noted {
+				// The operator answers: the job goes on, told of the undo.
+				if ok, err := s.AddInput(ctx, "job", "go on", true, time.Now()); err != nil || !ok {
+					t.Fatalf("the operator's answer: %v, %v", ok, err)
+				}
+				in, err = s.PendingInput(ctx, "job")
+				if err != nil || strings.Count(in, "restarted the job") != 1 || !strings.Contains(in, "go on") {
+					t.Fatalf("pending input %q, %v; want the note and the answer", in, err)
+				}
+			} else {
+				// A second resume queues the job with its note, the only one.
+				if _, err := resumeRuntime(s, &undoer{}).ResumeFrom(ctx, "job", "work-complete-1"); err != nil {
+					t.Fatalf("the second ResumeFrom: %v", err)
+				}
+				in, err = s.PendingInput(ctx, "job")
+				if err != nil || strings.Count(in, "restarted the job") != 1 {
+					t.Fatalf("pending input %q, %v; want one note, the second resume's", in, err)
+				}
 			}
 			if j := mustGet(t, ctx, s, "job"); j.Status != Pending {
-				t.Fatalf("job %s after the second resume, want %s", j.Status, Pending)
+				t.Fatalf("job %s, want %s", j.Status, Pending)
 			}
 		})
 	}
