@@ -175,15 +175,23 @@ func (d *Delegate) Complete(ctx context.Context, pr agent.Prompt) (*agent.Comple
 	if err == nil {
 		a = q.answerOf(resp.Payload)
 	}
-	// A delegate still at work is asked again, at growing intervals.
+	// A delegate still at work is asked again, at growing intervals. The
+	// step's message reached it: a look that fails (a relay gone) is
+	// tried again, not the step, which would send the message twice.
 	for wait := firstPoll; err == nil && a.pending; wait = min(2*wait, maxPoll) {
 		if err = sleep(ctx, wait); err != nil {
 			break
 		}
 		q.task = a.taskID
 		get, _ := json.Marshal(map[string]string{"taskId": a.taskID})
-		if resp, err = d.client.Request(ctx, t, client.NostrRequest{Method: "tasks/get", Payload: get}); err == nil {
+		resp, lookErr := d.client.Request(ctx, t, client.NostrRequest{Method: "tasks/get", Payload: get})
+		switch {
+		case lookErr == nil:
 			a = q.answerOf(resp.Payload)
+		case ctx.Err() != nil:
+			err = lookErr
+		default:
+			d.log.Warn("delegate: asking for the answer failed; asking again", "job", job, "step", pr.Step, "task", a.taskID, "err", lookErr)
 		}
 	}
 	if err != nil {
