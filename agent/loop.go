@@ -320,7 +320,16 @@ func (jr *jobRun) call(ctx context.Context) (*Interaction, *Completion, error) {
 			"prompt_tokens", comp.PromptTokens, "completion_tokens", comp.CompletionTokens)
 		comp.PromptTokens, comp.CompletionTokens = max(comp.PromptTokens, 0), max(comp.CompletionTokens, 0)
 	}
-	usd := (float64(comp.PromptTokens)*r.cfg.PricePerMTokPrompt + float64(comp.CompletionTokens)*r.cfg.PricePerMTokAnswer) / 1e6
+	priced := *comp
+	if comp.PromptTokens == 0 && comp.CompletionTokens == 0 && (r.cfg.PricePerMTokPrompt > 0 || r.cfg.PricePerMTokAnswer > 0) {
+		// No usage: the call is priced at the estimate of its prompt and
+		// answer (four bytes a token), else a server that sends none
+		// would never reach the cost limit.
+		priced.PromptTokens, priced.CompletionTokens = promptTokens(msgs), estimateTokens(comp.Text)
+		r.log.Warn("agent: the model server reported no token usage; the call is priced at an estimate", "task", j.TaskID,
+			"prompt_tokens", priced.PromptTokens, "completion_tokens", priced.CompletionTokens)
+	}
+	usd := (float64(priced.PromptTokens)*r.cfg.PricePerMTokPrompt + float64(priced.CompletionTokens)*r.cfg.PricePerMTokAnswer) / 1e6
 	if r.cfg.Observer != nil {
 		r.cfg.Observer.ObserveModelCall(ResponseSuccess, elapsed, usd*100)
 	}
@@ -360,7 +369,15 @@ func (jr *jobRun) prompt(ctx context.Context) []ChatMessage {
 		if it.Response.Kind == KindAPIError || it.Response.Kind == KindCanceled {
 			continue
 		}
-		s := step{guidance: cut(it.Guidance, maxGuidance), answer: it.Response.RawResponse, think: isThink(it)}
+		answer := it.Response.RawResponse
+		if it.Response.Kind == KindInvalid {
+			// A refused answer is shown only so far as the model needs
+			// to see what it sent: one over max_answer_bytes (up to the
+			// server's whole response) would otherwise come back whole,
+			// as the last step always does, past the prompt's budget.
+			answer = fitText(answer, maxGuidance)
+		}
+		s := step{guidance: cut(it.Guidance, maxGuidance), answer: answer, think: isThink(it)}
 		if it.Observation != nil {
 			s.feedback = it.Observation.Text
 			if len(s.feedback) > 512 {

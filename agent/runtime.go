@@ -428,7 +428,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 			// answers get a quarter of it, so the prompt keeps room.
 			r.log.Warn("agent: the model's context is small for max_tokens; answers are capped at a quarter of it",
 				"context_tokens", r.budget, "max_tokens", r.cfg.MaxTokens, "now", r.budget/4)
-			r.cfg.MaxTokens = r.budget / 4
+			r.cfg.MaxTokens = max(r.budget/4, 1) // 0 would send no cap at all
 		}
 	}
 	defer r.wg.Wait()

@@ -6,13 +6,23 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 
+	"github.com/go-json-experiment/json/jsontext"
 	openai "github.com/sashabaranov/go-openai"
 )
 
 // ErrResponseTooLarge reports a response body over Config.MaxResponseBytes.
 var ErrResponseTooLarge = errors.New("llm: response body too large")
+
+// ErrMalformedResponse reports a success response whose body is not
+// exactly one JSON value with unique member names and valid UTF-8: two
+// objects, trailing data, a stream nobody asked for. go-openai's decoder
+// would read the first object and ignore the rest, take the last of two
+// duplicate names, and replace invalid UTF-8, each a second reading of
+// what the server sent.
+var ErrMalformedResponse = errors.New("llm: malformed response body")
 
 // call is the per-request holder through which the doer passes what
 // go-openai does not expose: the response's status and headers. It also
@@ -64,9 +74,38 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
+	if resp.StatusCode >= http.StatusOK && resp.StatusCode < http.StatusMultipleChoices {
+		if err := checkBody(resp.Header.Get("Content-Type"), body); err != nil {
+			return nil, err
+		}
+	}
 	resp.Body = io.NopCloser(bytes.NewReader(body))
 	resp.ContentLength = int64(len(body))
 	return resp, nil
+}
+
+// checkBody refuses a success body that is not exactly one JSON value
+// (RFC 7493: unique member names, valid UTF-8), white space aside.
+func checkBody(contentType string, body []byte) error {
+	if mt, _, _ := mime.ParseMediaType(contentType); mt == "text/event-stream" {
+		return fmt.Errorf("%w: the server streamed its answer (text/event-stream), which was not asked for", ErrMalformedResponse)
+	}
+	d := jsontext.NewDecoder(bytes.NewReader(body))
+	if _, err := d.ReadValue(); err != nil {
+		return fmt.Errorf("%w: %w", ErrMalformedResponse, err)
+	}
+	if _, err := d.ReadToken(); err != io.EOF {
+		return fmt.Errorf("%w: data after the JSON value", ErrMalformedResponse)
+	}
+	return nil
+}
+
+// noRedirect refuses a redirect: the request (the prompt, the API key)
+// goes to BaseURL and nowhere else. Go would follow one to another port or
+// scheme of the same host with the Authorization header, and a 307 or 308
+// to any host with the prompt.
+func noRedirect(req *http.Request, _ []*http.Request) error {
+	return fmt.Errorf("llm: the model server redirected to %s; redirects are not followed (set the base URL to where the server answers)", req.URL.Redacted())
 }
 
 // readCapped reads resp's body, failing if it holds more than max bytes.

@@ -62,7 +62,8 @@ type Config struct {
 	// ResponseFormat is one of FormatAuto (when empty), FormatJSONSchema,
 	// FormatJSONObject and FormatNone.
 	ResponseFormat string
-	// HTTPClient sends the requests (a new http.Client when nil).
+	// HTTPClient sends the requests (when nil, a new http.Client that
+	// follows no redirect).
 	HTTPClient *http.Client
 	// Logger logs fallbacks and, at debug level, completions (nothing when
 	// nil).
@@ -144,7 +145,7 @@ func New(cfg Config) (*Client, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	var hc openai.HTTPDoer = &http.Client{}
+	var hc openai.HTTPDoer = &http.Client{CheckRedirect: noRedirect}
 	if cfg.HTTPClient != nil {
 		hc = cfg.HTTPClient
 	}
@@ -273,7 +274,7 @@ func (c *Client) failure(ctx context.Context, cl *call, err error) error {
 		return fmt.Errorf("llm: %w: %w", cerr, err)
 	}
 	if cl.status == 0 || cl.status >= http.StatusOK && cl.status < http.StatusBadRequest {
-		if errors.Is(err, ErrResponseTooLarge) {
+		if errors.Is(err, ErrResponseTooLarge) || errors.Is(err, ErrMalformedResponse) {
 			return err
 		}
 		return fmt.Errorf("llm: %w", err)

@@ -1,0 +1,123 @@
+package agent_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/snapnode/snapnode/agent"
+	"github.com/snapnode/snapnode/internal/testdb"
+	"github.com/snapnode/snapnode/tasks"
+	"github.com/snapnode/snapnode/tasks/taskstest"
+)
+
+// mute is a model server that sends no usage: reads of f-N.md.
+type mute struct {
+	mu    sync.Mutex
+	calls int
+}
+
+func (m *mute) Complete(context.Context, agent.Prompt) (*agent.Completion, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.calls++
+	return &agent.Completion{Text: fmt.Sprintf(`{"schema_version":"1.0.0","id":"00000000-0000-4000-8000-%012d","reasoning":"reading","action":"READ_FILE","args":{"path":"/sandbox/f-%d.md"}}`, m.calls, m.calls)}, nil
+}
+
+// A server that reports no usage is priced at the estimate of what was
+// sent and answered: before, its calls cost nothing and the job ran to
+// max_steps past any cost limit.
+func TestNoUsagePricedAtEstimate(t *testing.T) {
+	r := newRig(t, testdb.SQLite(t))
+	ctx := context.Background()
+	for i := range 20 {
+		if err := os.WriteFile(filepath.Join(r.dir, fmt.Sprintf("f-%d.md", i+1)), []byte("input\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	task, err := taskstest.Send(ctx, r.svc, "alice", []byte(`{"message":{"messageId":"m","role":"user","parts":[{"text":"go"}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &mute{}
+	got := r.runWith(t, func(c *agent.Config) {
+		// A prompt of about 2,000 tokens at 10 USD a million: 2 cents.
+		c.MaxCostCents, c.PricePerMTokPrompt, c.PricePerMTokAnswer, c.MaxSteps = 5, 10, 10, 20
+	}, m, task.ID, tasks.StateFailed, tasks.StateCompleted, tasks.StateInputRequired)
+	if got.Status.State != tasks.StateFailed || !strings.Contains(got.Status.Message, "HALTED_COST") {
+		t.Fatalf("task %s %q after %d calls: want failed, HALTED_COST", got.Status.State, got.Status.Message, m.calls)
+	}
+	if m.calls > 4 {
+		t.Fatalf("%d calls before the cost limit", m.calls)
+	}
+}
+
+// oversized answers once with a blob over max_answer_bytes (what a
+// server's response cap still lets through), then finishes.
+type oversized struct {
+	mu      sync.Mutex
+	prompts [][]agent.ChatMessage
+}
+
+func (o *oversized) Complete(_ context.Context, p agent.Prompt) (*agent.Completion, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.prompts = append(o.prompts, p.Messages)
+	if len(o.prompts) == 1 {
+		return &agent.Completion{Text: strings.Repeat("A", 400<<10)}, nil
+	}
+	return &agent.Completion{Text: `{"schema_version":"1.0.0","id":"00000000-0000-4000-8000-000000000001","reasoning":"done","action":"FINISH","args":{"response":"done"}}`}, nil
+}
+
+// A refused answer comes back to the model cut: before, an answer over
+// max_answer_bytes was the last step, always sent whole, and the next
+// prompt was 100,000 tokens for a budget of 8,000.
+func TestRefusedAnswerCutInPrompt(t *testing.T) {
+	r := newRig(t, testdb.SQLite(t))
+	ctx := context.Background()
+	task, err := taskstest.Send(ctx, r.svc, "alice", []byte(`{"message":{"messageId":"m","role":"user","parts":[{"text":"go"}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &oversized{}
+	got := r.runWith(t, nil, m, task.ID, tasks.StateFailed, tasks.StateCompleted, tasks.StateInputRequired)
+	if got.Status.State != tasks.StateCompleted || len(m.prompts) != 2 {
+		t.Fatalf("task %s %q after %d calls", got.Status.State, got.Status.Message, len(m.prompts))
+	}
+	n := 0
+	for _, msg := range m.prompts[1] {
+		n += len(msg.Content)
+	}
+	if n > 8000*4 {
+		t.Fatalf("the second prompt is %d bytes, over its budget of 8,000 tokens", n)
+	}
+	its, err := r.store.Interactions(ctx, task.ID)
+	if err != nil || len(its[0].Response.RawResponse) != 400<<10 {
+		t.Fatalf("the history keeps the answer whole: %v", err)
+	}
+}
+
+// tinyContext is a model whose server says its context is 3 tokens.
+type tinyContext struct{ sized }
+
+func (*tinyContext) ContextTokens(context.Context) (int, error) { return 3, nil }
+
+// However small a context the server gives, the answer keeps a cap: a
+// quarter of 3 tokens was 0, which sends no max_tokens at all.
+func TestTinyContextKeepsACap(t *testing.T) {
+	r := newRig(t, testdb.SQLite(t))
+	ctx := context.Background()
+	task, err := taskstest.Send(ctx, r.svc, "alice", []byte(`{"message":{"messageId":"m","role":"user","parts":[{"text":"go"}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &tinyContext{}
+	r.runWith(t, func(c *agent.Config) { c.ContextTokens, c.MaxTokens = 0, 2048 }, m, task.ID, tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired)
+	if len(m.caps) == 0 || m.caps[0] < 1 {
+		t.Fatalf("answer caps %v: want at least 1", m.caps)
+	}
+}
