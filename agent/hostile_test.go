@@ -2,12 +2,14 @@ package agent_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/snapnode/snapnode/agent"
 	"github.com/snapnode/snapnode/internal/testdb"
@@ -119,5 +121,35 @@ func TestTinyContextKeepsACap(t *testing.T) {
 	r.runWith(t, func(c *agent.Config) { c.ContextTokens, c.MaxTokens = 0, 2048 }, m, task.ID, tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired)
 	if len(m.caps) == 0 || m.caps[0] < 1 {
 		t.Fatalf("answer caps %v: want at least 1", m.caps)
+	}
+}
+
+// unreachable is a model server that cannot be reached: its errors name
+// its address.
+type unreachable struct{}
+
+func (unreachable) Complete(context.Context, agent.Prompt) (*agent.Completion, error) {
+	return nil, errors.New(`Post "http://10.1.2.3:11434/v1/chat/completions": dial tcp 10.1.2.3:11434: connect: connection refused`)
+}
+
+// A job whose model server keeps failing waits for a human: the operator
+// sees why (the job's reason), the task's requester only that the model
+// server failed, not its address.
+func TestModelServerErrorsStayWithTheOperator(t *testing.T) {
+	r := newRig(t, testdb.SQLite(t))
+	ctx := context.Background()
+	task, err := taskstest.Send(ctx, r.svc, "alice", []byte(`{"message":{"messageId":"m","role":"user","parts":[{"text":"go"}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := r.runWith(t, func(c *agent.Config) { c.Backoff = time.Millisecond }, unreachable{}, task.ID,
+		tasks.StateFailed, tasks.StateCompleted, tasks.StateInputRequired)
+	if got.Status.State != tasks.StateInputRequired || !strings.Contains(got.Status.Message, "the model server failed") ||
+		strings.Contains(got.Status.Message, "10.1.2.3") {
+		t.Fatalf("task %s %q: want input_required, the failure without the server's address", got.Status.State, got.Status.Message)
+	}
+	j, err := r.store.Get(ctx, task.ID)
+	if err != nil || !strings.Contains(j.Reason, "the model server failed") || !strings.Contains(j.Reason, "10.1.2.3:11434") {
+		t.Fatalf("job reason %q, %v: want the server's error for the operator", j.Reason, err)
 	}
 }

@@ -583,15 +583,20 @@ func (jr *jobRun) apiFailure(ctx context.Context, it *Interaction, callErr error
 	if errors.Is(callErr, ErrWorkerFailed) {
 		return true, jr.stuck(ctx, it.Response.Error) // the worker was stopped: retrying would start it again
 	}
+	// The server's errors stay with the operator (the job's reason, its
+	// history, the log): they may name the model server's address, which
+	// the task's requester is not told.
 	if ctxLen {
 		if ctxFails >= 2 {
-			return true, jr.stuck(ctx, fmt.Sprintf("stuck (%s): the model server still refuses the prompt as too long after condensing: %s", PatternContextWindow, it.Response.Error))
+			why := fmt.Sprintf("stuck (%s): the model server still refuses the prompt as too long after condensing", PatternContextWindow)
+			return true, jr.stuckShowing(ctx, why+": "+it.Response.Error, why)
 		}
 		jr.shrink /= 2
 		return false, nil
 	}
 	if fails > MaxAPIRetries {
-		return true, jr.stuck(ctx, fmt.Sprintf("the model server failed %d times in a row: %s", fails, it.Response.Error))
+		why := fmt.Sprintf("the model server failed %d times in a row", fails)
+		return true, jr.stuckShowing(ctx, why+": "+it.Response.Error, why)
 	}
 	wait := r.cfg.Backoff << (fails - 1)
 	if me != nil && me.RetryAfter > wait {
@@ -885,6 +890,12 @@ func (jr *jobRun) changes() string {
 // stuck makes the job wait for a human: INTERVENTION_REQUIRED, the task
 // input_required with the reason.
 func (jr *jobRun) stuck(ctx context.Context, reason string) error {
+	return jr.stuckShowing(ctx, reason, reason)
+}
+
+// stuckShowing is stuck with shown, not reason, as what the task's
+// requester is told.
+func (jr *jobRun) stuckShowing(ctx context.Context, reason, shown string) error {
 	r, j := jr.r, jr.j
 	reason = r.redact(reason)
 	j.Status, j.Reason = InterventionRequired, cut(reason, 2000)
@@ -892,7 +903,7 @@ func (jr *jobRun) stuck(ctx context.Context, reason string) error {
 		return err
 	}
 	jr.flushNotes()
-	err := r.show(ctx, j.TaskID, InterventionRequired, reason, nil)
+	err := r.show(ctx, j.TaskID, InterventionRequired, r.redact(shown), nil)
 	r.log.Info("agent: job waits for guidance", "task", j.TaskID, "reason", reason)
 	return jr.release(ctx, err)
 }
