@@ -42,13 +42,45 @@ type Resumed struct {
 // the job is queued with the note to the model in one write, so that
 // whoever claims it is told; should that write fail, the job waits for a
 // human again, the failure as its reason, with the note pending when it
-// can be written (a later resume adds its own), and never stays DRAFT. An unknown
-// checkpoint is ErrNoCheckpoint, with the job's checkpoints named.
+// can be written (a later resume adds its own), and never stays DRAFT. An
+// unknown checkpoint is ErrNoCheckpoint, with the job's checkpoints named.
+// A job whose task has ended (canceled while it waited, before reconcile
+// ends the job), or that a resume of this process works on already, is
+// ErrNotResumable: nothing is rolled back.
 func (r *Runtime) ResumeFrom(ctx context.Context, taskID, checkpoint string) (*Resumed, error) {
+	// One resume of a job at a time in this process: a job DRAFT because
+	// a resume here is rolling it back is not resumed again over it (a
+	// DRAFT left by a stopped process is).
+	r.mu.Lock()
+	if r.resuming[taskID] {
+		r.mu.Unlock()
+		return nil, fmt.Errorf("%w: job %s is being resumed already", ErrNotResumable, taskID)
+	}
+	if r.resuming == nil {
+		r.resuming = map[string]bool{}
+	}
+	r.resuming[taskID] = true
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.resuming, taskID)
+		r.mu.Unlock()
+	}()
 	st := r.cfg.Store
 	j, err := st.Get(ctx, taskID)
 	if err != nil {
 		return nil, err
+	}
+	// A job whose task ended (canceled while it waited: reconcile ends
+	// the job later) is not resumed: nothing is rolled back for it.
+	if r.cfg.Tasks != nil {
+		t, err := r.cfg.Tasks.Task(ctx, taskID)
+		if err != nil {
+			return nil, err
+		}
+		if ts := t.Status.State; ts.Terminal() {
+			return nil, fmt.Errorf("%w: job %s: its task is %s", ErrNotResumable, taskID, ts)
+		}
 	}
 	rps, err := st.RecoveryPoints(ctx, taskID)
 	if err != nil {

@@ -143,6 +143,8 @@ type Runtime struct {
 	slots   chan struct{}
 	mu      sync.Mutex
 	running map[string]context.CancelCauseFunc
+	// resuming holds the jobs a ResumeFrom of this process works on.
+	resuming map[string]bool
 	// served is when a job of each requester was last claimed here.
 	served map[string]time.Time
 	// waitCursor is where reconcile's next page of waiting jobs starts

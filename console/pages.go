@@ -139,6 +139,8 @@ type taskData struct {
 	// EarlierSteps counts the steps left out, before Steps.
 	EarlierSteps int
 	Audit        []audit.Entry
+	// EarlierAudit counts the task's audit entries left out, before Audit.
+	EarlierAudit int
 	Notice       string
 	Error        string
 	Terminal     bool
@@ -170,12 +172,19 @@ func (c *Console) renderTask(w http.ResponseWriter, r *http.Request, s *session,
 		c.failed(w, r, "the actions task "+id+" holds", err)
 		return
 	}
-	if d.Audit, err = c.cfg.Source.Audit(ctx, audit.Filter{Task: id, Limit: MaxAuditEntries}); err != nil {
+	if d.Audit, d.EarlierAudit, err = c.newestAudit(ctx, id); err != nil {
 		c.failed(w, r, "the audit entries of task "+id, err)
 		return
 	}
 	for _, p := range held {
-		d.Held = append(d.Held, heldView{Pending: p, Risk: riskOf(d.Audit, p.ActionID), Descriptor: prettyJSON(p.Data), DiffSum: proposals.DiffSum(p.Diff)})
+		// The action's own entries: a task's trail can be longer than
+		// the page shows, its validation among the left-out ones.
+		entries, err := c.cfg.Source.Audit(ctx, audit.Filter{Task: id, Action: p.ActionID, Limit: MaxAuditEntries})
+		if err != nil {
+			c.failed(w, r, "the audit entries of action "+p.ActionID, err)
+			return
+		}
+		d.Held = append(d.Held, heldView{Pending: p, Risk: riskOf(entries, p.ActionID), Descriptor: prettyJSON(p.Data), DiffSum: proposals.DiffSum(p.Diff)})
 	}
 	if d.Job, d.Steps, err = c.cfg.Source.Job(ctx, id); err != nil {
 		c.failed(w, r, "the agent's job on task "+id, err)
@@ -185,6 +194,31 @@ func (c *Console) renderTask(w http.ResponseWriter, r *http.Request, s *session,
 		d.Steps, d.EarlierSteps = d.Steps[n-MaxSteps:], n-MaxSteps
 	}
 	c.render(w, status, "task", page{Title: "Task " + id, Nav: "tasks", CSRF: s.csrf, Data: d})
+}
+
+// newestAudit returns the newest MaxAuditEntries audit entries of
+// taskID, in seq order, and how many earlier ones it left out.
+func (c *Console) newestAudit(ctx context.Context, taskID string) ([]audit.Entry, int, error) {
+	var (
+		keep    []audit.Entry
+		earlier int
+		after   int64
+	)
+	for {
+		page, err := c.cfg.Source.Audit(ctx, audit.Filter{Task: taskID, AfterSeq: after, Limit: audit.MaxQueryLimit})
+		if err != nil {
+			return nil, 0, err
+		}
+		keep = append(keep, page...)
+		if n := len(keep) - MaxAuditEntries; n > 0 {
+			earlier += n
+			keep = append(keep[:0:0], keep[n:]...)
+		}
+		if len(page) < audit.MaxQueryLimit {
+			return keep, earlier, nil
+		}
+		after = page[len(page)-1].Seq
+	}
 }
 
 // riskOf returns the risk the validation of actionID recorded in the

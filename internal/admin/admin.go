@@ -145,15 +145,31 @@ func Listen(path string, h Handler, log *slog.Logger) (*Server, error) {
 func (s *Server) Serve(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() { s.ln.Close() })
 	defer stop()
+	var delay time.Duration
 	for {
 		c, err := s.ln.AcceptUnix()
 		if err != nil {
+			if ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
+				// A failure that passes (EMFILE, ENFILE, ENOBUFS: the
+				// process or the machine out of descriptors for a
+				// moment) must not end the operator's channel for the
+				// rest of the node's life: wait and accept again, as
+				// net/http's server does.
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				s.log.Warn("admin: accept failed; retrying", "err", err, "in", delay)
+				select {
+				case <-time.After(delay):
+					continue
+				case <-ctx.Done():
+				}
+			}
 			s.wg.Wait()
 			if ctx.Err() != nil {
 				return nil
 			}
 			return fmt.Errorf("admin: %w", err)
 		}
+		delay = 0
 		s.wg.Go(func() { s.serve(ctx, c) })
 	}
 }

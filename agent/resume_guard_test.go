@@ -1,0 +1,70 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/snapnode/snapnode/tasks"
+)
+
+// A resume in progress (the job DRAFT while its rollbacks run) is not
+// joined by a second one: an operator who runs `snapnode job resume`
+// again (the first seemed to hang, or two operators at once) is refused,
+// rather than rolling the workspace back a second time under the first
+// and queueing the job with a note that is not what was done.
+func TestResumeRefusedWhileAResumeRuns(t *testing.T) {
+	eachStore(t, func(t *testing.T, ctx context.Context, s *Store) {
+		resumable(t, ctx, s)
+		ex := &undoer{}
+		rt := resumeRuntime(s, ex)
+		var (
+			started   bool // the hook runs on this goroutine only
+			secondErr error
+			secondRes *Resumed
+		)
+		ex.after = func() {
+			if !started {
+				started = true
+				secondRes, secondErr = rt.ResumeFrom(ctx, "job", "work-complete-1")
+			}
+		}
+		_, firstErr := rt.ResumeFrom(ctx, "job", "work-complete-1")
+		if !errors.Is(secondErr, ErrNotResumable) {
+			t.Errorf("a second resume during the first's rollbacks: %+v, %v; want ErrNotResumable (undone: %v)", secondRes, secondErr, ex.undone)
+		}
+		if firstErr != nil {
+			t.Errorf("the first resume: %v", firstErr)
+		}
+		if j := mustGet(t, ctx, s, "job"); j.Status != Pending {
+			t.Errorf("job %s; want PENDING", j.Status)
+		}
+	})
+}
+
+// canceledTasks shows every task canceled.
+type canceledTasks struct{ Tasks }
+
+func (canceledTasks) Task(_ context.Context, id string) (*tasks.Task, error) {
+	return &tasks.Task{ID: id, Status: tasks.Status{State: tasks.StateCanceled}}, nil
+}
+
+// A job whose task was canceled is not resumed, even while the job still
+// says it waits for a human (reconcile ends it on its next pass, up to
+// 30 polls later): nothing is rolled back and the job is not queued, as
+// a decision on a canceled task's held action is refused.
+func TestResumeRefusedOnACanceledTask(t *testing.T) {
+	eachStore(t, func(t *testing.T, ctx context.Context, s *Store) {
+		resumable(t, ctx, s)
+		ex := &undoer{}
+		rt := resumeRuntime(s, ex)
+		rt.cfg.Tasks = canceledTasks{}
+		res, err := rt.ResumeFrom(ctx, "job", "work-complete-1")
+		if !errors.Is(err, ErrNotResumable) || len(ex.undone) > 0 {
+			t.Fatalf("ResumeFrom on a canceled task: %+v, %v, undid %v; want ErrNotResumable and nothing undone", res, err, ex.undone)
+		}
+		if j := mustGet(t, ctx, s, "job"); j.Status != InterventionRequired {
+			t.Fatalf("job %s; want it left %s", j.Status, InterventionRequired)
+		}
+	})
+}

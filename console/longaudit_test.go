@@ -1,0 +1,76 @@
+package console_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/snapnode/snapnode/console"
+	"github.com/snapnode/snapnode/executor/audit"
+)
+
+// longAudit is fakeSource with a long audit trail for t1, queried as the
+// audit log answers (audit.Log.Query): in seq order, the first Limit
+// entries that match. 60 actions carried out before act-1 (five entries
+// each) come first; act-1's validation (risk HIGH) and hold come last.
+type longAudit struct{ fakeSource }
+
+func (longAudit) all() []audit.Entry {
+	var es []audit.Entry
+	seq := int64(0)
+	add := func(action string, step audit.Step, detail string) {
+		seq++
+		es = append(es, audit.Entry{Seq: seq, Time: t0, Actor: "bc1palice", Task: "t1", Action: action, Step: step, Detail: []byte(detail)})
+	}
+	for i := range 60 {
+		id := fmt.Sprintf("early-%d", i)
+		add(id, audit.StepReceived, `{}`)
+		add(id, audit.StepValidated, `{"risk":"LOW"}`)
+		add(id, audit.StepJudged, `{}`)
+		add(id, audit.StepSandboxed, `{}`)
+		add(id, audit.StepPromoted, `{}`)
+	}
+	add("act-1", audit.StepReceived, `{}`)
+	add("act-1", audit.StepValidated, `{"risk":"HIGH"}`)
+	add("act-1", audit.StepHeld, `{}`)
+	return es
+}
+
+func (s longAudit) Audit(_ context.Context, f audit.Filter) ([]audit.Entry, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = audit.DefaultQueryLimit
+	}
+	var out []audit.Entry
+	for _, e := range s.all() {
+		if (f.Task != "" && e.Task != f.Task) || (f.Action != "" && e.Action != f.Action) || e.Seq <= f.AfterSeq {
+			continue
+		}
+		if len(out) < limit {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// A held action's risk is shown however long the task's audit trail is
+// (an agent job's 60 earlier actions make 300 entries), and the trail
+// shown ends with the newest entries (the hold), not the oldest 200.
+func TestTaskPageLongAuditTrail(t *testing.T) {
+	r := newRig(t, func(c *console.Config) { c.Source = longAudit{fakeSource{dec: nil}} })
+	ck := r.login(t)
+	w := r.do("GET", "/console/tasks/t1", nil, ck, nil)
+	if w.Code != http.StatusOK {
+		t.Fatalf("task page: %d", w.Code)
+	}
+	body := w.Body.String()
+	if !strings.Contains(body, `<span class="risk HIGH">HIGH</span>`) {
+		i := strings.Index(body, `class="risk`)
+		t.Errorf("the held action's risk is not shown as HIGH: %q", body[i:min(len(body), i+60)])
+	}
+	if !strings.Contains(body, "<td>303</td>") {
+		t.Errorf("the audit trail leaves out the newest entries (seq 303, the hold)")
+	}
+}
