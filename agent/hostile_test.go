@@ -3,9 +3,6 @@ package agent_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -14,10 +11,9 @@ import (
 	"github.com/snapnode/snapnode/agent"
 	"github.com/snapnode/snapnode/internal/testdb"
 	"github.com/snapnode/snapnode/tasks"
-	"github.com/snapnode/snapnode/tasks/taskstest"
 )
 
-// mute is a model server that sends no usage: reads of f-N.md.
+// mute is a model server that sends no usage (see readAnswer).
 type mute struct {
 	mu    sync.Mutex
 	calls int
@@ -27,7 +23,7 @@ func (m *mute) Complete(context.Context, agent.Prompt) (*agent.Completion, error
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.calls++
-	return &agent.Completion{Text: fmt.Sprintf(`{"schema_version":"1.0.0","id":"00000000-0000-4000-8000-%012d","reasoning":"reading","action":"READ_FILE","args":{"path":"/sandbox/f-%d.md"}}`, m.calls, m.calls)}, nil
+	return &agent.Completion{Text: readAnswer(m.calls)}, nil
 }
 
 // A server that reports no usage is priced at the estimate of what was
@@ -35,16 +31,7 @@ func (m *mute) Complete(context.Context, agent.Prompt) (*agent.Completion, error
 // max_steps past any cost limit.
 func TestNoUsagePricedAtEstimate(t *testing.T) {
 	r := newRig(t, testdb.SQLite(t))
-	ctx := context.Background()
-	for i := range 20 {
-		if err := os.WriteFile(filepath.Join(r.dir, fmt.Sprintf("f-%d.md", i+1)), []byte("input\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	task, err := taskstest.Send(ctx, r.svc, "alice", []byte(`{"message":{"messageId":"m","role":"user","parts":[{"text":"go"}]}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
+	task := readingJob(t, r, 20)
 	m := &mute{}
 	got := r.runWith(t, func(c *agent.Config) {
 		// A prompt of about 2,000 tokens at 10 USD a million: 2 cents.
@@ -81,10 +68,7 @@ func (o *oversized) Complete(_ context.Context, p agent.Prompt) (*agent.Completi
 func TestRefusedAnswerCutInPrompt(t *testing.T) {
 	r := newRig(t, testdb.SQLite(t))
 	ctx := context.Background()
-	task, err := taskstest.Send(ctx, r.svc, "alice", []byte(`{"message":{"messageId":"m","role":"user","parts":[{"text":"go"}]}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
+	task := r.send(t, "go")
 	m := &oversized{}
 	got := r.runWith(t, nil, m, task.ID, tasks.StateFailed, tasks.StateCompleted, tasks.StateInputRequired)
 	if got.Status.State != tasks.StateCompleted || len(m.prompts) != 2 {
@@ -112,11 +96,7 @@ func (*tinyContext) ContextTokens(context.Context) (int, error) { return 3, nil 
 // quarter of 3 tokens was 0, which sends no max_tokens at all.
 func TestTinyContextKeepsACap(t *testing.T) {
 	r := newRig(t, testdb.SQLite(t))
-	ctx := context.Background()
-	task, err := taskstest.Send(ctx, r.svc, "alice", []byte(`{"message":{"messageId":"m","role":"user","parts":[{"text":"go"}]}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
+	task := r.send(t, "go")
 	m := &tinyContext{}
 	r.runWith(t, func(c *agent.Config) { c.ContextTokens, c.MaxTokens = 0, 2048 }, m, task.ID, tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired)
 	if len(m.caps) == 0 || m.caps[0] < 1 {
@@ -138,10 +118,7 @@ func (unreachable) Complete(context.Context, agent.Prompt) (*agent.Completion, e
 func TestModelServerErrorsStayWithTheOperator(t *testing.T) {
 	r := newRig(t, testdb.SQLite(t))
 	ctx := context.Background()
-	task, err := taskstest.Send(ctx, r.svc, "alice", []byte(`{"message":{"messageId":"m","role":"user","parts":[{"text":"go"}]}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
+	task := r.send(t, "go")
 	got := r.runWith(t, func(c *agent.Config) { c.Backoff = time.Millisecond }, unreachable{}, task.ID,
 		tasks.StateFailed, tasks.StateCompleted, tasks.StateInputRequired)
 	if got.Status.State != tasks.StateInputRequired || !strings.Contains(got.Status.Message, "the model server failed") ||

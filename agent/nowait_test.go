@@ -7,7 +7,6 @@ import (
 
 	"github.com/snapnode/snapnode/internal/testdb"
 	"github.com/snapnode/snapnode/tasks"
-	"github.com/snapnode/snapnode/tasks/taskstest"
 )
 
 // TestWriteStepOutcomeNoWait: a write step's promotion is recorded by a
@@ -28,10 +27,7 @@ func TestWriteStepOutcomeNoWait(t *testing.T) {
 	}
 	m.answers = append(m.answers, proposalJSON("READ_FILE", map[string]any{"path": "/sandbox/w0.md"}),
 		proposalJSON("FINISH", map[string]any{"response": "done"}))
-	task, err := taskstest.Send(ctx, r.svc, "alice", []byte(`{"message":{"messageId":"m","role":"user","parts":[{"text":"write"}]}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
+	task := r.send(t, "write")
 	before := counter.UnsyncedCommits()
 	r.run(t, m, task.ID, tasks.StateCompleted)
 	if got := counter.UnsyncedCommits() - before; got != writes {

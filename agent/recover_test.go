@@ -98,6 +98,20 @@ func newRig(t testing.TB, dsn string) *rig {
 }
 
 // run works on jobs until the task is in one of the states.
+// send sends a task of alice's whose message is text, and returns it.
+func (r *rig) send(t *testing.T, text string) *tasks.Task {
+	t.Helper()
+	b, err := json.Marshal(map[string]any{"message": map[string]any{"messageId": "m", "role": "user", "parts": []any{map[string]string{"text": text}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := taskstest.Send(context.Background(), r.svc, "alice", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return task
+}
+
 func (r *rig) run(t *testing.T, m agent.Model, taskID string, states ...tasks.State) *tasks.Task {
 	t.Helper()
 	return r.runWith(t, nil, m, taskID, states...)

@@ -14,7 +14,6 @@ import (
 	"github.com/snapnode/snapnode/agent"
 	"github.com/snapnode/snapnode/internal/testdb"
 	"github.com/snapnode/snapnode/tasks"
-	"github.com/snapnode/snapnode/tasks/taskstest"
 )
 
 // liar is a model server that reports a negative token count on its
@@ -24,8 +23,7 @@ type liar struct{ calls atomic.Int64 }
 
 func (l *liar) Complete(context.Context, agent.Prompt) (*agent.Completion, error) {
 	n := l.calls.Add(1)
-	c := &agent.Completion{Text: fmt.Sprintf(`{"schema_version":"1.0.0","id":"00000000-0000-4000-8000-%012d","reasoning":"reading","action":"READ_FILE","args":{"path":"/sandbox/in-%d.md"}}`, n, n),
-		PromptTokens: 3000, CompletionTokens: 1000}
+	c := &agent.Completion{Text: readAnswer(int(n)), PromptTokens: 3000, CompletionTokens: 1000}
 	if n == 1 {
 		c.PromptTokens = -1_000_000_000
 	}
@@ -37,15 +35,7 @@ func (l *liar) Complete(context.Context, agent.Prompt) (*agent.Completion, error
 func TestNegativeUsageCountsAsNothing(t *testing.T) {
 	r := newRig(t, testdb.SQLite(t))
 	ctx := context.Background()
-	for i := range 10 {
-		if err := os.WriteFile(filepath.Join(r.dir, fmt.Sprintf("in-%d.md", i+1)), []byte("input\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	task, err := taskstest.Send(ctx, r.svc, "alice", []byte(`{"message":{"messageId":"m","role":"user","parts":[{"text":"think"}]}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
+	task := readingJob(t, r, 10)
 	m := &liar{}
 	got := r.runWith(t, func(c *agent.Config) {
 		c.MaxCostCents, c.PricePerMTokPrompt, c.PricePerMTokAnswer, c.MaxSteps = 1, 1, 1, 30
@@ -101,11 +91,7 @@ func TestContextLengthRefusals(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := newRig(t, testdb.SQLite(t))
-			ctx := context.Background()
-			task, err := taskstest.Send(ctx, r.svc, "alice", []byte(`{"message":{"messageId":"m","role":"user","parts":[{"text":"go"}]}}`))
-			if err != nil {
-				t.Fatal(err)
-			}
+			task := r.send(t, "go")
 			m := &failing{errs: c.errs}
 			got := r.runWith(t, func(c *agent.Config) { c.Backoff = time.Millisecond }, m, task.ID, tasks.StateInputRequired, tasks.StateFailed, tasks.StateCompleted)
 			if got.Status.State != tasks.StateInputRequired || !strings.Contains(got.Status.Message, string(agent.PatternContextWindow)) {
@@ -136,14 +122,27 @@ func (s *sized) Complete(_ context.Context, p agent.Prompt) (*agent.Completion, 
 // a budget below nothing.
 func TestSmallContextCapsAnswers(t *testing.T) {
 	r := newRig(t, testdb.SQLite(t))
-	ctx := context.Background()
-	task, err := taskstest.Send(ctx, r.svc, "alice", []byte(`{"message":{"messageId":"m","role":"user","parts":[{"text":"go"}]}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
+	task := r.send(t, "go")
 	m := &sized{}
 	got := r.runWith(t, func(c *agent.Config) { c.ContextTokens, c.MaxTokens = 0, 2048 }, m, task.ID, tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired)
 	if got.Status.State != tasks.StateCompleted || len(m.caps) != 1 || m.caps[0] != 512 {
 		t.Fatalf("task %s %q, answer caps %v: want completed, capped at 512", got.Status.State, got.Status.Message, m.caps)
 	}
+}
+
+// readingJob writes the files in-1.md … in-n.md into r's workspace and
+// sends a task for the models that read them (see readAnswer).
+func readingJob(t *testing.T, r *rig, n int) *tasks.Task {
+	t.Helper()
+	for i := range n {
+		if err := os.WriteFile(filepath.Join(r.dir, fmt.Sprintf("in-%d.md", i+1)), []byte("input\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return r.send(t, "read")
+}
+
+// readAnswer is a model's n-th answer in a readingJob: READ_FILE of in-n.md.
+func readAnswer(n int) string {
+	return fmt.Sprintf(`{"schema_version":"1.0.0","id":"00000000-0000-4000-8000-%012d","reasoning":"reading","action":"READ_FILE","args":{"path":"/sandbox/in-%d.md"}}`, n, n)
 }
