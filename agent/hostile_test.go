@@ -45,23 +45,6 @@ func TestNoUsagePricedAtEstimate(t *testing.T) {
 	}
 }
 
-// oversized answers once with a blob over max_answer_bytes (what a
-// server's response cap still lets through), then finishes.
-type oversized struct {
-	mu      sync.Mutex
-	prompts [][]agent.ChatMessage
-}
-
-func (o *oversized) Complete(_ context.Context, p agent.Prompt) (*agent.Completion, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.prompts = append(o.prompts, p.Messages)
-	if len(o.prompts) == 1 {
-		return &agent.Completion{Text: strings.Repeat("A", 400<<10)}, nil
-	}
-	return &agent.Completion{Text: `{"schema_version":"1.0.0","id":"00000000-0000-4000-8000-000000000001","reasoning":"done","action":"FINISH","args":{"response":"done"}}`}, nil
-}
-
 // A refused answer comes back to the model cut: before, an answer over
 // max_answer_bytes was the last step, always sent whole, and the next
 // prompt was 100,000 tokens for a budget of 8,000.
@@ -69,7 +52,10 @@ func TestRefusedAnswerCutInPrompt(t *testing.T) {
 	r := newRig(t, testdb.SQLite(t))
 	ctx := context.Background()
 	task := r.send(t, "go")
-	m := &oversized{}
+	// One answer over max_answer_bytes (what a server's response cap
+	// still lets through), then FINISH.
+	m := &scripted{answers: []string{strings.Repeat("A", 400<<10),
+		`{"schema_version":"1.0.0","id":"00000000-0000-4000-8000-000000000001","reasoning":"done","action":"FINISH","args":{"response":"done"}}`}}
 	got := r.runWith(t, nil, m, task.ID, tasks.StateFailed, tasks.StateCompleted, tasks.StateInputRequired)
 	if got.Status.State != tasks.StateCompleted || len(m.prompts) != 2 {
 		t.Fatalf("task %s %q after %d calls", got.Status.State, got.Status.Message, len(m.prompts))

@@ -56,9 +56,6 @@ func (r *Runtime) ResumeFrom(ctx context.Context, taskID, checkpoint string) (*R
 		r.mu.Unlock()
 		return nil, fmt.Errorf("%w: job %s is being resumed already", ErrNotResumable, taskID)
 	}
-	if r.resuming == nil {
-		r.resuming = map[string]bool{}
-	}
 	r.resuming[taskID] = true
 	r.mu.Unlock()
 	defer func() {

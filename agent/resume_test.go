@@ -86,7 +86,7 @@ func resumable(t *testing.T, ctx context.Context, s *Store) {
 
 func resumeRuntime(s *Store, ex Executor) *Runtime {
 	return &Runtime{cfg: Config{Store: s, Executor: ex, Queue: NewQueue(s, nil), Now: func() time.Time { return at(time.Hour) }},
-		log: slog.New(slog.DiscardHandler)}
+		log: slog.New(slog.DiscardHandler), resuming: map[string]bool{}}
 }
 
 // Once the job is claimed for the resume, the resume is finished whatever

@@ -200,7 +200,7 @@ func New(cfg Config) (*Runtime, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Runtime{cfg: cfg, log: cfg.Logger, wake: cfg.Queue.wake, slots: make(chan struct{}, cfg.MaxJobs),
-		running: map[string]context.CancelCauseFunc{}, served: map[string]time.Time{}, budget: cfg.ContextTokens}, nil
+		running: map[string]context.CancelCauseFunc{}, resuming: map[string]bool{}, served: map[string]time.Time{}, budget: cfg.ContextTokens}, nil
 }
 
 // Decided resumes the job of taskID after an operator approved or denied
