@@ -104,7 +104,16 @@ type Server struct {
 	handler Handler
 	log     *slog.Logger
 	wg      sync.WaitGroup
+	// ioTimeout bounds the two times a connection waits on its client:
+	// for the request to arrive, and for the response to be taken once the
+	// command is carried out. The command itself is not bounded by it: an
+	// approval runs the action, and the client decides how long it waits
+	// (the CLI, two minutes).
+	ioTimeout time.Duration
 }
+
+// defaultIOTimeout is a Server's ioTimeout.
+const defaultIOTimeout = time.Minute
 
 // Listen creates the socket at path, mode 0600. A socket left by a node
 // that died is replaced; one that answers means another node uses the
@@ -137,7 +146,7 @@ func Listen(path string, h Handler, log *slog.Logger) (*Server, error) {
 		ln.Close()
 		return nil, fmt.Errorf("admin: %w", err)
 	}
-	return &Server{ln: ln, path: path, handler: h, log: log}, nil
+	return &Server{ln: ln, path: path, handler: h, log: log, ioTimeout: defaultIOTimeout}, nil
 }
 
 // Serve answers connections until ctx is done, then closes the socket,
@@ -176,8 +185,11 @@ func (s *Server) Serve(ctx context.Context) error {
 
 func (s *Server) serve(ctx context.Context, c *net.UnixConn) {
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(time.Minute))
+	c.SetDeadline(time.Now().Add(s.ioTimeout))
 	reply := func(r Response) {
+		// The deadline set above may have passed while the command ran:
+		// the response gets a time of its own.
+		c.SetWriteDeadline(time.Now().Add(s.ioTimeout))
 		b, _ := json.Marshal(r)
 		c.Write(append(b, '\n'))
 	}
@@ -253,6 +265,11 @@ func Call(ctx context.Context, path string, req Request) (json.RawMessage, error
 		return nil, fmt.Errorf("admin: %w", err)
 	}
 	line, err := bufio.NewReader(io.LimitReader(c, MaxResponse)).ReadBytes('\n')
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		// The request was sent: the node carries the command out
+		// whether or not anyone waits for its answer.
+		return nil, fmt.Errorf("admin: no answer in time; the node may still carry the command out (see snapnode held and snapnode task): %w", err)
+	}
 	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("admin: %w", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/snapnode/snapnode/internal/admin"
 )
@@ -173,5 +174,53 @@ func TestAdminLargeResultAndPrivateFolder(t *testing.T) {
 	}
 	if _, err := admin.Listen(admin.Path(open), &handler{}, nil); err == nil || !strings.Contains(err.Error(), "open to other users (0755)") {
 		t.Fatalf("Listen in a folder open to others: %v", err)
+	}
+}
+
+// slowHandler's approvals take longer than the socket waits on a client.
+type slowHandler struct {
+	handler
+	took time.Duration
+}
+
+func (h *slowHandler) Decide(ctx context.Context, task, action string, approve bool, reason, diff string) (any, error) {
+	<-time.After(h.took) // the action runs: a command may outlast the socket's I/O timeout
+	return h.handler.Decide(ctx, task, action, approve, reason, diff)
+}
+
+// A command that takes longer than the socket waits on its client to send
+// a request (an approval whose action runs long) still gets its answer
+// back to a client that waits for it; before, the connection's deadline,
+// set when it was accepted, had passed, and the answer of a carried-out
+// approval was lost.
+func TestAdminSlowCommandIsAnswered(t *testing.T) {
+	dir := private(t)
+	path := admin.Path(dir)
+	const timeout = 50 * time.Millisecond
+	srv, err := admin.Listen(path, &slowHandler{took: 4 * timeout}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin.SetIOTimeout(srv, timeout)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	res, err := admin.Call(ctx, path, admin.Request{Op: "approve", Task: "t1", Action: "a1"})
+	var got map[string]string
+	if err != nil || json.Unmarshal(res, &got) != nil || got["state"] != "completed" {
+		t.Fatalf("approve that outlasts the socket's timeout: %s %v", res, err)
+	}
+	// A client that stops waiting first is told the command may still
+	// be carried out.
+	short, stop := context.WithTimeout(ctx, timeout)
+	defer stop()
+	if _, err := admin.Call(short, path, admin.Request{Op: "approve", Task: "t1", Action: "a1"}); !errors.Is(err, os.ErrDeadlineExceeded) || !strings.Contains(err.Error(), "may still carry the command out") {
+		t.Fatalf("approve the client stopped waiting for: %v", err)
 	}
 }
