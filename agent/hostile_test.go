@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -102,17 +103,36 @@ func (unreachable) Complete(context.Context, agent.Prompt) (*agent.Completion, e
 // sees why (the job's reason), the task's requester only that the model
 // server failed, not its address.
 func TestModelServerErrorsStayWithTheOperator(t *testing.T) {
+	t.Run("model server", func(t *testing.T) { failingModelStaysWithTheOperator(t, unreachable{}, "the model server failed", "10.1.2.3:11434") })
+	// A worker's error names its command and carries its error output.
+	t.Run("worker", func(t *testing.T) {
+		failingModelStaysWithTheOperator(t, brokenWorker{}, "the worker failed", "/opt/acme/secret-worker")
+	})
+}
+
+// brokenWorker is a worker that exits before it answers, printing what
+// only the operator may read.
+type brokenWorker struct{}
+
+func (brokenWorker) Complete(context.Context, agent.Prompt) (*agent.Completion, error) {
+	return nil, fmt.Errorf("%w: the worker exited (exit status 1) before answering step 0; its last error output: open /opt/acme/secret-worker/key.pem: permission denied (crash)", agent.ErrWorkerFailed)
+}
+
+// failingModelStaysWithTheOperator runs a job on m, which fails: the job
+// waits for a human; the task's requester is told shown, the operator's
+// reason also names private.
+func failingModelStaysWithTheOperator(t *testing.T, m agent.Model, shown, private string) {
 	r := newRig(t, testdb.SQLite(t))
 	ctx := context.Background()
 	task := r.send(t, "go")
-	got := r.runWith(t, func(c *agent.Config) { c.Backoff = time.Millisecond }, unreachable{}, task.ID,
+	got := r.runWith(t, func(c *agent.Config) { c.Backoff = time.Millisecond }, m, task.ID,
 		tasks.StateFailed, tasks.StateCompleted, tasks.StateInputRequired)
-	if got.Status.State != tasks.StateInputRequired || !strings.Contains(got.Status.Message, "the model server failed") ||
-		strings.Contains(got.Status.Message, "10.1.2.3") {
-		t.Fatalf("task %s %q: want input_required, the failure without the server's address", got.Status.State, got.Status.Message)
+	if got.Status.State != tasks.StateInputRequired || !strings.Contains(got.Status.Message, shown) ||
+		strings.Contains(got.Status.Message, private) {
+		t.Fatalf("task %s %q: want input_required, %q without %q", got.Status.State, got.Status.Message, shown, private)
 	}
 	j, err := r.store.Get(ctx, task.ID)
-	if err != nil || !strings.Contains(j.Reason, "the model server failed") || !strings.Contains(j.Reason, "10.1.2.3:11434") {
-		t.Fatalf("job reason %q, %v: want the server's error for the operator", j.Reason, err)
+	if err != nil || !strings.Contains(j.Reason, shown) || !strings.Contains(j.Reason, private) {
+		t.Fatalf("job reason %q, %v: want the whole error for the operator", j.Reason, err)
 	}
 }

@@ -580,12 +580,14 @@ func (jr *jobRun) apiFailure(ctx context.Context, it *Interaction, callErr error
 			ctxFails++
 		}
 	}
+	// The model's errors stay with the operator (the job's reason, its
+	// history, the log): a model server's may name its address, a
+	// worker's its command and its error output, which the task's
+	// requester is not told.
 	if errors.Is(callErr, ErrWorkerFailed) {
-		return true, jr.stuck(ctx, it.Response.Error) // the worker was stopped: retrying would start it again
+		// The worker was stopped: retrying would start it again.
+		return true, jr.stuckShowing(ctx, it.Response.Error, "the worker failed and was stopped; the node's operator has its reason")
 	}
-	// The server's errors stay with the operator (the job's reason, its
-	// history, the log): they may name the model server's address, which
-	// the task's requester is not told.
 	if ctxLen {
 		if ctxFails >= 2 {
 			why := fmt.Sprintf("stuck (%s): the model server still refuses the prompt as too long after condensing", PatternContextWindow)

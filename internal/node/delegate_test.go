@@ -177,12 +177,13 @@ func TestDelegateGarbage(t *testing.T) {
 	id := w.send(t, "", "write a report into report.md")
 	got := w.wait(t, id, tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired)
 	const want = "the delegate answered garbage"
-	if got.Status.State != tasks.StateInputRequired || !strings.Contains(got.Status.Message, want) || !strings.Contains(got.Status.Message, "(schema)") {
-		t.Fatalf("task %s %q; want input_required with %q (schema)", got.Status.State, got.Status.Message, want)
+	if got.Status.State != tasks.StateInputRequired || !strings.Contains(got.Status.Message, "the worker failed") || strings.Contains(got.Status.Message, want) {
+		t.Fatalf("task %s %q; want input_required, the worker failed, its reason kept for the operator", got.Status.State, got.Status.Message)
 	}
 	h := w.history(t, id)
-	if n := len(h.Interactions); n != 1 || h.Interactions[0].Response.Kind != agent.KindAPIError {
-		t.Errorf("history: %+v; want one failed step", h.Interactions)
+	if n := len(h.Interactions); n != 1 || h.Interactions[0].Response.Kind != agent.KindAPIError ||
+		!strings.Contains(h.Interactions[0].Response.Error, want) || !strings.Contains(h.Interactions[0].Response.Error, "(schema)") {
+		t.Errorf("history: %+v; want one failed step with %q (schema)", h.Interactions, want)
 	}
 	w.checkHistories(t)
 	var audited bool

@@ -149,12 +149,18 @@ func TestMisbehavingWorkers(t *testing.T) {
 			})
 			id := w.send(t, "", "write a report into report.md")
 			got := w.wait(t, id, tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired)
-			if got.Status.State != tasks.StateInputRequired || !strings.Contains(got.Status.Message, c.want) || !strings.Contains(got.Status.Message, "("+c.rule+")") {
-				t.Fatalf("task %s %q; want input_required with %q (%s)", got.Status.State, got.Status.Message, c.want, c.rule)
+			// The task's requester is told the worker failed; the
+			// reason, which may carry the worker's error output, stays
+			// with the operator (the job's history, the audit log).
+			if got.Status.State != tasks.StateInputRequired || !strings.Contains(got.Status.Message, "the worker failed") || strings.Contains(got.Status.Message, c.want) {
+				t.Fatalf("task %s %q; want input_required, the worker failed, without its reason", got.Status.State, got.Status.Message)
 			}
 			// Stopped at once: a worker that broke the protocol is not
 			// started again for a retry.
 			h := w.history(t, id)
+			if n := len(h.Interactions); n == 0 || !strings.Contains(h.Interactions[n-1].Response.Error, c.want) || !strings.Contains(h.Interactions[n-1].Response.Error, "("+c.rule+")") {
+				t.Errorf("history: %+v; want the last step's error with %q (%s)", h.Interactions, c.want, c.rule)
+			}
 			failed := 0
 			for _, it := range h.Interactions {
 				if it.Response.Kind == agent.KindAPIError {
