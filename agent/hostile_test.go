@@ -103,7 +103,9 @@ func (unreachable) Complete(context.Context, agent.Prompt) (*agent.Completion, e
 // sees why (the job's reason), the task's requester only that the model
 // server failed, not its address.
 func TestModelServerErrorsStayWithTheOperator(t *testing.T) {
-	t.Run("model server", func(t *testing.T) { failingModelStaysWithTheOperator(t, unreachable{}, "the model server failed", "10.1.2.3:11434") })
+	t.Run("model server", func(t *testing.T) {
+		failingModelStaysWithTheOperator(t, unreachable{}, "the model server failed", "10.1.2.3:11434")
+	})
 	// A worker's error names its command and carries its error output.
 	t.Run("worker", func(t *testing.T) {
 		failingModelStaysWithTheOperator(t, brokenWorker{}, "the worker failed", "/opt/acme/secret-worker")
