@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
@@ -160,7 +161,7 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("Cache-Control", "no-store")
-	if !c.cfg.AllowRemote && !loopback(r.RemoteAddr) {
+	if !c.cfg.AllowRemote && !loopback(r.RemoteAddr) && !sameHost(r) {
 		c.cfg.Logger.Warn("console: refused a client off loopback (console_remote is off)", "remote", r.RemoteAddr)
 		http.Error(w, "the operator console serves loopback clients only (see console_remote)", http.StatusForbidden)
 		return
@@ -180,6 +181,30 @@ func loopback(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// sameHost reports whether r came from this machine to an address of it
+// that is not loopback: its client's address is the one it connected to.
+// A node listening on one of the machine's addresses (http_listen
+// 192.168.1.5:7448) is reached there by a browser on the same machine,
+// whose connection starts from that address. No other machine can open a
+// TCP connection from one of this machine's addresses: the handshake's
+// answer would come back here.
+func sameHost(r *http.Request) bool {
+	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok {
+		return false
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return false
+	}
+	remote, err := netip.ParseAddr(host)
+	if err != nil {
+		return false
+	}
+	self, err := netip.ParseAddrPort(local.String())
+	return err == nil && self.Addr().Unmap() == remote.Unmap()
 }
 
 // LoginURL issues a one-time login token for operator and returns the URL

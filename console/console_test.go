@@ -6,8 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -282,20 +284,37 @@ func TestLogin(t *testing.T) {
 	}
 }
 
+// Without AllowRemote the console serves clients on this machine only:
+// on loopback, or connecting from the machine's own address to that
+// address (a node listening on 192.0.2.7, reached by a browser beside it).
 func TestLoopbackOnly(t *testing.T) {
-	for _, remote := range []bool{false, true} {
-		r := newRig(t, func(c *console.Config) { c.AllowRemote = remote })
-		req := httptest.NewRequest("GET", r.loginURL(t), nil)
-		req.RemoteAddr = "192.0.2.7:40000"
-		w := httptest.NewRecorder()
-		r.c.ServeHTTP(w, req)
-		want := http.StatusForbidden
-		if remote {
-			want = http.StatusSeeOther
-		}
-		if w.Code != want {
-			t.Errorf("AllowRemote %v: a remote login got %d, want %d", remote, w.Code, want)
-		}
+	for _, c := range []struct {
+		name          string
+		remote, local string // local "": the request carries no local address
+		allowRemote   bool
+		want          int
+	}{
+		{"remote", "192.0.2.7:40000", "", false, http.StatusForbidden},
+		{"remote allowed", "192.0.2.7:40000", "", true, http.StatusSeeOther},
+		{"remote to the node's address", "192.0.2.7:40000", "192.0.2.1:7448", false, http.StatusForbidden},
+		{"this machine's address", "192.0.2.7:40000", "192.0.2.7:7448", false, http.StatusSeeOther},
+		{"this machine's IPv6 address", "[2001:db8::7]:40000", "[2001:db8::7]:7448", false, http.StatusSeeOther},
+		{"IPv4 in IPv6", "[::ffff:192.0.2.7]:40000", "192.0.2.7:7448", false, http.StatusSeeOther},
+		{"loopback", "127.0.0.1:40000", "127.0.0.1:7448", false, http.StatusSeeOther},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRig(t, func(cfg *console.Config) { cfg.AllowRemote = c.allowRemote })
+			req := httptest.NewRequest("GET", r.loginURL(t), nil)
+			req.RemoteAddr = c.remote
+			if c.local != "" {
+				req = req.WithContext(context.WithValue(req.Context(), http.LocalAddrContextKey, net.TCPAddrFromAddrPort(netip.MustParseAddrPort(c.local))))
+			}
+			w := httptest.NewRecorder()
+			r.c.ServeHTTP(w, req)
+			if w.Code != c.want {
+				t.Errorf("a login from %s to %q got %d, want %d", c.remote, c.local, w.Code, c.want)
+			}
+		})
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -183,5 +185,39 @@ func TestConsoleURLWithoutHTTP(t *testing.T) {
 	defer cancel()
 	if res, err := admin.Call(ctx, admin.Path(dataDir), admin.Request{Op: "console-url"}); err == nil || !strings.Contains(err.Error(), "console is off") {
 		t.Fatalf("console-url on a node without HTTP: %s %v", res, err)
+	}
+}
+
+// TestConsoleURLOnTheMachinesAddress: a node whose HTTP listener is on
+// one of the machine's addresses other than loopback, with console_remote
+// off, prints a link that a browser on the machine can open (it connects
+// from that address, not from loopback); before, it got 403.
+func TestConsoleURLOnTheMachinesAddress(t *testing.T) {
+	addr := machineAddress(t)
+	dataDir := filepath.Join(t.TempDir(), "data")
+	n, stop := startNode(t, func(c *config.Config) {
+		c.DataDir = dataDir
+		c.HTTPListen = net.JoinHostPort(addr, "0")
+	})
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := admin.Call(ctx, admin.Path(dataDir), admin.Request{Op: "console-url"})
+	var login struct{ URL string }
+	if err != nil || json.Unmarshal(res, &login) != nil || !strings.HasPrefix(login.URL, "http://"+addr+":") || n.HTTPURL() != strings.SplitN(login.URL, "/console/", 2)[0] {
+		t.Fatalf("console-url: %s %v; want a link to %s", res, err, addr)
+	}
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	req, err := http.NewRequestWithContext(ctx, "GET", login.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := noRedirect.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther || len(resp.Cookies()) == 0 {
+		t.Fatalf("the login link from this machine: %s, cookies %v; want 303 and a session", resp.Status, resp.Cookies())
 	}
 }
