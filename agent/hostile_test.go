@@ -14,8 +14,10 @@ import (
 	"github.com/snapnode/snapnode/tasks"
 )
 
-// mute is a model server that sends no usage (see readAnswer).
+// mute is a model server that reports usage tokens on each side of each
+// call (0: no usage at all; see readAnswer).
 type mute struct {
+	usage int
 	mu    sync.Mutex
 	calls int
 }
@@ -24,25 +26,40 @@ func (m *mute) Complete(context.Context, agent.Prompt) (*agent.Completion, error
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.calls++
-	return &agent.Completion{Text: readAnswer(m.calls)}, nil
+	return &agent.Completion{Text: readAnswer(m.calls), PromptTokens: m.usage, CompletionTokens: m.usage}, nil
 }
 
 // A server that reports no usage is priced at the estimate of what was
-// sent and answered: before, its calls cost nothing and the job ran to
-// max_steps past any cost limit.
-func TestNoUsagePricedAtEstimate(t *testing.T) {
-	r := newRig(t, testdb.SQLite(t))
-	task := readingJob(t, r, 20)
-	m := &mute{}
-	got := r.runWith(t, func(c *agent.Config) {
-		// A prompt of about 2,000 tokens at 10 USD a million: 2 cents.
-		c.MaxCostCents, c.PricePerMTokPrompt, c.PricePerMTokAnswer, c.MaxSteps = 5, 10, 10, 20
-	}, m, task.ID, tasks.StateFailed, tasks.StateCompleted, tasks.StateInputRequired)
-	if got.Status.State != tasks.StateFailed || !strings.Contains(got.Status.Message, "HALTED_COST") {
-		t.Fatalf("task %s %q after %d calls: want failed, HALTED_COST", got.Status.State, got.Status.Message, m.calls)
-	}
-	if m.calls > 4 {
-		t.Fatalf("%d calls before the cost limit", m.calls)
+// sent and answered, and one that reports less than the text can hold at
+// the least the text can hold: before, the first's calls cost nothing,
+// the second's next to nothing, and the job ran to max_steps past any
+// cost limit.
+func TestUnderReportedUsagePricedAtLeastTheText(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		usage    int
+		maxCalls int
+	}{
+		// A prompt of about 2,000 tokens (four bytes a token) at 10 USD
+		// a million: 2 cents a call, over 5 cents at the third.
+		{"none", 0, 4},
+		// At least a token for eight bytes: 1 cent a call.
+		{"one token", 1, 7},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRig(t, testdb.SQLite(t))
+			task := readingJob(t, r, 20)
+			m := &mute{usage: c.usage}
+			got := r.runWith(t, func(c *agent.Config) {
+				c.MaxCostCents, c.PricePerMTokPrompt, c.PricePerMTokAnswer, c.MaxSteps = 5, 10, 10, 20
+			}, m, task.ID, tasks.StateFailed, tasks.StateCompleted, tasks.StateInputRequired)
+			if got.Status.State != tasks.StateFailed || !strings.Contains(got.Status.Message, "HALTED_COST") {
+				t.Fatalf("task %s %q after %d calls: want failed, HALTED_COST", got.Status.State, got.Status.Message, m.calls)
+			}
+			if m.calls > c.maxCalls {
+				t.Fatalf("%d calls before the cost limit, want at most %d", m.calls, c.maxCalls)
+			}
+		})
 	}
 }
 

@@ -320,16 +320,16 @@ func (jr *jobRun) call(ctx context.Context) (*Interaction, *Completion, error) {
 			"prompt_tokens", comp.PromptTokens, "completion_tokens", comp.CompletionTokens)
 		comp.PromptTokens, comp.CompletionTokens = max(comp.PromptTokens, 0), max(comp.CompletionTokens, 0)
 	}
-	priced := *comp
-	if comp.PromptTokens == 0 && comp.CompletionTokens == 0 && (r.cfg.PricePerMTokPrompt > 0 || r.cfg.PricePerMTokAnswer > 0) {
-		// No usage: the call is priced at the estimate of its prompt and
-		// answer (four bytes a token), else a server that sends none
-		// would never reach the cost limit.
-		priced.PromptTokens, priced.CompletionTokens = promptTokens(msgs), estimateTokens(comp.Text)
-		r.log.Warn("agent: the model server reported no token usage; the call is priced at an estimate", "task", j.TaskID,
-			"prompt_tokens", priced.PromptTokens, "completion_tokens", priced.CompletionTokens)
+	promptPriced, answerPriced := comp.PromptTokens, comp.CompletionTokens
+	if r.cfg.PricePerMTokPrompt > 0 || r.cfg.PricePerMTokAnswer > 0 {
+		promptPriced, answerPriced = pricedTokens(msgs, comp)
+		if promptPriced != comp.PromptTokens || answerPriced != comp.CompletionTokens {
+			r.log.Warn("agent: the model server reported less token usage than the call's text holds; the call is priced at an estimate", "task", j.TaskID,
+				"reported_prompt_tokens", comp.PromptTokens, "reported_completion_tokens", comp.CompletionTokens,
+				"prompt_tokens", promptPriced, "completion_tokens", answerPriced)
+		}
 	}
-	usd := (float64(priced.PromptTokens)*r.cfg.PricePerMTokPrompt + float64(priced.CompletionTokens)*r.cfg.PricePerMTokAnswer) / 1e6
+	usd := (float64(promptPriced)*r.cfg.PricePerMTokPrompt + float64(answerPriced)*r.cfg.PricePerMTokAnswer) / 1e6
 	if r.cfg.Observer != nil {
 		r.cfg.Observer.ObserveModelCall(ResponseSuccess, elapsed, usd*100)
 	}
