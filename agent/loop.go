@@ -612,6 +612,9 @@ func (jr *jobRun) apiFailure(ctx context.Context, it *Interaction, callErr error
 		return true, nil
 	case <-t.C:
 	}
+	// The wait is the job's time too: max_time_minutes bounds how long a
+	// job takes, not only its model calls.
+	jr.j.Seconds += wait.Seconds()
 	return false, nil
 }
 

@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -145,4 +146,28 @@ func readingJob(t *testing.T, r *rig, n int) *tasks.Task {
 // readAnswer is a model's n-th answer in a readingJob: READ_FILE of in-n.md.
 func readAnswer(n int) string {
 	return fmt.Sprintf(`{"schema_version":"1.0.0","id":"00000000-0000-4000-8000-%012d","reasoning":"reading","action":"READ_FILE","args":{"path":"/sandbox/in-%d.md"}}`, n, n)
+}
+
+// flaky fails its first call, then finishes the job.
+type flaky struct{ calls atomic.Int64 }
+
+func (f *flaky) Complete(context.Context, agent.Prompt) (*agent.Completion, error) {
+	if f.calls.Add(1) == 1 {
+		return nil, errors.New("503 Service Unavailable")
+	}
+	return &agent.Completion{Text: `{"schema_version":"1.0.0","id":"00000000-0000-4000-8000-000000000001","reasoning":"done","action":"FINISH","args":{"response":"done"}}`}, nil
+}
+
+// The wait before a model call is tried again counts toward the job's
+// max_time: before, only the calls did, and a job whose server kept
+// asking it to wait ran past its time.
+func TestBackoffCountsAsJobTime(t *testing.T) {
+	r := newRig(t, testdb.SQLite(t))
+	task := r.send(t, "go")
+	m := &flaky{}
+	got := r.runWith(t, func(c *agent.Config) { c.Backoff, c.MaxTime = 100*time.Millisecond, 50*time.Millisecond }, m, task.ID,
+		tasks.StateFailed, tasks.StateCompleted, tasks.StateInputRequired)
+	if got.Status.State != tasks.StateFailed || !strings.Contains(got.Status.Message, "max_time_minutes") || m.calls.Load() != 1 {
+		t.Fatalf("task %s %q after %d calls: want failed at max_time_minutes after the wait", got.Status.State, got.Status.Message, m.calls.Load())
+	}
 }
