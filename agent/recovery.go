@@ -45,8 +45,10 @@ type Resumed struct {
 // can be written (a later resume adds its own), and never stays DRAFT. An
 // unknown checkpoint is ErrNoCheckpoint, with the job's checkpoints named.
 // A job whose task has ended (canceled while it waited, before reconcile
-// ends the job), or that a resume of this process works on already, is
-// ErrNotResumable: nothing is rolled back.
+// ends the job), or that a resume works on already (in this process, or in
+// another sharing the database: the resume holds the job's lease, renewed
+// before each rollback), is ErrNotResumable: nothing is rolled back. A job
+// left DRAFT by a process that stopped is resumed once that lease lapses.
 func (r *Runtime) ResumeFrom(ctx context.Context, taskID, checkpoint string) (*Resumed, error) {
 	// One resume of a job at a time in this process: a job DRAFT because
 	// a resume here is rolling it back is not resumed again over it (a
@@ -97,11 +99,15 @@ func (r *Runtime) ResumeFrom(ctx context.Context, taskID, checkpoint string) (*R
 	if j.Status != InterventionRequired && j.Status != Draft {
 		return nil, fmt.Errorf("%w: job %s is %s; only a job that waits for a human (%s) is resumed from a checkpoint", ErrNotResumable, taskID, j.Status, InterventionRequired)
 	}
-	was := j.Status
-	j.Status, j.UpdatedAt = Draft, r.cfg.Now()
-	if err := st.Write(ctx, Save{Job: j, Expect: was}); err != nil {
+	was, holder, now := j.Status, ResumeHolder(r.cfg.Holder), r.cfg.Now()
+	j.Status, j.UpdatedAt = Draft, now
+	// The claim takes the job's lease: a resume in another process
+	// sharing the database (a replica) is refused while this one runs,
+	// and one left DRAFT by a process that stopped is resumed once its
+	// lease has lapsed.
+	if err := st.Write(ctx, Save{Job: j, Expect: was, Holder: holder, LeaseUntil: now.Add(r.cfg.Lease), Now: now}); err != nil {
 		if errors.Is(err, ErrLeaseLost) {
-			return nil, fmt.Errorf("%w: job %s moved on meanwhile", ErrNotResumable, taskID)
+			return nil, fmt.Errorf("%w: job %s moved on meanwhile, or another process is resuming it", ErrNotResumable, taskID)
 		}
 		return nil, err
 	}
@@ -118,6 +124,14 @@ func (r *Runtime) ResumeFrom(ctx context.Context, taskID, checkpoint string) (*R
 	slices.Reverse(undo)
 	res := &Resumed{TaskID: taskID, Checkpoint: checkpoint, Phase: rp.ResumePhase, RolledBack: []string{}}
 	for _, id := range undo {
+		// The lease outlives the rollbacks, however many.
+		if ok, err := st.Renew(ctx, taskID, holder, r.cfg.Now().Add(r.cfg.Lease)); err != nil {
+			return nil, r.backToWaiting(ctx, j, fmt.Errorf("agent: resume %s from %s: %w", taskID, checkpoint, err), "")
+		} else if !ok {
+			// Lapsed, and another process's resume took the job: it
+			// goes on from here.
+			return nil, fmt.Errorf("%w: job %s: another process took the resume over", ErrNotResumable, taskID)
+		}
 		err := r.cfg.Executor.Rollback(ctx, id)
 		switch {
 		case errors.Is(err, executor.ErrAlreadyRolledBack):
@@ -145,7 +159,7 @@ func (r *Runtime) ResumeFrom(ctx context.Context, taskID, checkpoint string) (*R
 	j.UpdatedAt = r.cfg.Now()
 	// The note and the queueing in one write: the claim that follows
 	// always finds the note, and a failure leaves neither.
-	if err := st.Write(ctx, Save{Job: j, Expect: Draft, Input: note}); err != nil {
+	if err := st.Write(ctx, Save{Job: j, Expect: Draft, Holder: holder, Release: true, Input: note}); err != nil {
 		// Waiting in the checkpoint's phase, the note pending if it can
 		// be: an operator's next word (or another resume, which adds a
 		// note of its own) takes it on, and the model is told what the
@@ -164,9 +178,9 @@ func (r *Runtime) ResumeFrom(ctx context.Context, taskID, checkpoint string) (*R
 func (r *Runtime) backToWaiting(ctx context.Context, j *Job, cause error, note string) error {
 	ctx = context.WithoutCancel(ctx)
 	j.Status, j.Reason, j.UpdatedAt = InterventionRequired, cut(r.redact(cause.Error()), 2000), r.cfg.Now()
-	err := r.cfg.Store.Write(ctx, Save{Job: j, Expect: Draft, Input: note})
+	err := r.cfg.Store.Write(ctx, Save{Job: j, Expect: Draft, Holder: ResumeHolder(r.cfg.Holder), Release: true, Input: note})
 	if err != nil && note != "" {
-		err = r.cfg.Store.Write(ctx, Save{Job: j, Expect: Draft})
+		err = r.cfg.Store.Write(ctx, Save{Job: j, Expect: Draft, Holder: ResumeHolder(r.cfg.Holder), Release: true})
 	}
 	if err != nil {
 		return errors.Join(cause, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/snapnode/snapnode/tasks"
 )
@@ -65,6 +66,63 @@ func TestResumeRefusedOnACanceledTask(t *testing.T) {
 		}
 		if j := mustGet(t, ctx, s, "job"); j.Status != InterventionRequired {
 			t.Fatalf("job %s; want it left %s", j.Status, InterventionRequired)
+		}
+	})
+}
+
+// Nor by one in another process sharing the database (a replica, whose
+// guard of resumes in progress is its own): the resume holds the job's
+// lease from its claim to the job's queueing, and gives it up then, so
+// that the job is claimed at once.
+func TestResumeRefusedWhileAnotherProcessResumes(t *testing.T) {
+	eachStore(t, func(t *testing.T, ctx context.Context, s *Store) {
+		resumable(t, ctx, s)
+		ex, otherEx := &undoer{}, &undoer{}
+		rt, other := resumeRuntime(s, ex), resumeRuntime(s, otherEx)
+		other.cfg.Holder = "another-process"
+		var (
+			asked    bool
+			otherErr error
+		)
+		ex.after = func() {
+			if !asked {
+				asked = true
+				_, otherErr = other.ResumeFrom(ctx, "job", "work-complete-1")
+			}
+		}
+		if _, err := rt.ResumeFrom(ctx, "job", "work-complete-1"); err != nil {
+			t.Fatalf("the first resume: %v", err)
+		}
+		if !errors.Is(otherErr, ErrNotResumable) || len(otherEx.undone) > 0 {
+			t.Errorf("a resume in another process during the first's rollbacks: %v, undid %v; want ErrNotResumable and nothing undone", otherErr, otherEx.undone)
+		}
+		if j := mustGet(t, ctx, s, "job"); j.Status != Pending || j.LeaseHolder != "" || j.LeaseUntil.After(at(time.Hour)) {
+			t.Errorf("job %s, lease %q until %v; want PENDING, no lease", j.Status, j.LeaseHolder, j.LeaseUntil)
+		}
+	})
+}
+
+// A job left DRAFT by a process that stopped during its resume is resumed
+// by another once the stopped one's lease has lapsed, not before.
+func TestResumeOfADraftLeftByAStoppedProcess(t *testing.T) {
+	eachStore(t, func(t *testing.T, ctx context.Context, s *Store) {
+		resumable(t, ctx, s)
+		j := mustGet(t, ctx, s, "job")
+		j.Status = Draft
+		if err := s.Write(ctx, Save{Job: j, Expect: InterventionRequired, Holder: ResumeHolder("stopped-process"), LeaseUntil: at(time.Hour).Add(30 * time.Second), Now: at(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		ex := &undoer{}
+		rt := resumeRuntime(s, ex)
+		if _, err := rt.ResumeFrom(ctx, "job", "work-complete-1"); !errors.Is(err, ErrNotResumable) || len(ex.undone) > 0 {
+			t.Fatalf("resume while the stopped process's lease is live: %v, undid %v; want ErrNotResumable", err, ex.undone)
+		}
+		rt.cfg.Now = func() time.Time { return at(time.Hour).Add(31 * time.Second) }
+		if res, err := rt.ResumeFrom(ctx, "job", "work-complete-1"); err != nil || len(res.RolledBack) != 2 {
+			t.Fatalf("resume after the lease lapsed: %+v, %v", res, err)
+		}
+		if j := mustGet(t, ctx, s, "job"); j.Status != Pending {
+			t.Fatalf("job %s; want PENDING", j.Status)
 		}
 	})
 }

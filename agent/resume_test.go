@@ -85,7 +85,7 @@ func resumable(t *testing.T, ctx context.Context, s *Store) {
 }
 
 func resumeRuntime(s *Store, ex Executor) *Runtime {
-	return &Runtime{cfg: Config{Store: s, Executor: ex, Queue: NewQueue(s, nil), Now: func() time.Time { return at(time.Hour) }},
+	return &Runtime{cfg: Config{Store: s, Executor: ex, Queue: NewQueue(s, nil), Now: func() time.Time { return at(time.Hour) }, Holder: "this-process", Lease: 30 * time.Second},
 		log: slog.New(slog.DiscardHandler), resuming: map[string]bool{}}
 }
 

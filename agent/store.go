@@ -238,12 +238,13 @@ func (s *Store) CountByStatus(ctx context.Context) (map[Status]int64, error) {
 	return out, rows.Err()
 }
 
-// ReleaseHolder frees every job holder holds and returns how many: for a
-// process that starts under the holder name of a previous, dead one.
+// ReleaseHolder frees every job holder holds, its resumes' included (see
+// ResumeHolder), and returns how many: for a process that starts under
+// the holder name of a previous, dead one.
 func (s *Store) ReleaseHolder(ctx context.Context, holder string) (int64, error) {
 	var n int64
 	err := s.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, s.d.Rebind(`UPDATE agent_jobs SET lease_until = 0, lease_holder = '' WHERE lease_holder = ?`), holder)
+		res, err := tx.ExecContext(ctx, s.d.Rebind(`UPDATE agent_jobs SET lease_until = 0, lease_holder = '' WHERE lease_holder IN (?, ?)`), holder, ResumeHolder(holder))
 		if err != nil {
 			return err
 		}
@@ -255,6 +256,12 @@ func (s *Store) ReleaseHolder(ctx context.Context, holder string) (int64, error)
 	}
 	return n, nil
 }
+
+// ResumeHolder is the name in which the process named holder holds the
+// jobs it resumes: not holder itself, whose lease a job it ran gives up
+// when it stops (Release), which may come after a resume has claimed the
+// job.
+func ResumeHolder(holder string) string { return holder + "/resume" }
 
 // exec runs the statement q (with ? placeholders) on the job of taskID in
 // a write transaction and reports whether it changed one row; an error
@@ -299,6 +306,15 @@ type Save struct {
 	// Input is added to the job's pending input, as AddInput adds it, in
 	// the same transaction; "" for none.
 	Input string
+	// LeaseUntil, when set, makes the write take the job's lease for
+	// Holder until then, and happen only while the job is not DRAFT under
+	// another holder's lease live at Now (else ErrLeaseLost): a resume's
+	// claim, which another process's resume of the job cannot share. The
+	// lease of a job in any other status is taken whoever held it (a job
+	// waiting for a human whose runner has not yet let it go).
+	LeaseUntil, Now time.Time
+	// Release gives the job's lease up in the same write.
+	Release bool
 }
 
 // Write applies w.
@@ -386,16 +402,28 @@ func (s *Store) WriteTx(ctx context.Context, tx *sql.Tx, w Save) error {
 		pending_input = CASE WHEN ? = '' THEN pending_input
 			WHEN pending_input = ? THEN ''
 			WHEN SUBSTR(pending_input, 1, ?) = ? THEN SUBSTR(pending_input, ?)
-			ELSE pending_input END
-		WHERE task_id = ?`
+			ELSE pending_input END`
 	consumed := w.Consumed
 	prefix := consumed + separator
 	n := utf8.RuneCountInString(prefix)
 	args := []any{j.Description, string(j.Status), j.Phase, j.Steps,
 		j.CostCents, j.Seconds, j.PromptTokens, j.CompletionTokens, j.Retries, j.HistoryBytes,
 		j.NextSeq, j.RecoverySeq, j.Reason, sqldb.Micros(j.UpdatedAt), j.ReviewSeq, w.Unsettled,
-		consumed, consumed, n, prefix, n + 1, j.TaskID}
-	if w.Holder != "" {
+		consumed, consumed, n, prefix, n + 1}
+	switch {
+	case !w.LeaseUntil.IsZero():
+		q += `, lease_holder = ?, lease_until = ?`
+		args = append(args, w.Holder, sqldb.Micros(w.LeaseUntil))
+	case w.Release:
+		q += `, lease_holder = '', lease_until = 0`
+	}
+	q += ` WHERE task_id = ?`
+	args = append(args, j.TaskID)
+	switch {
+	case !w.LeaseUntil.IsZero():
+		q += ` AND (status <> ? OR lease_until < ? OR lease_holder = ?)`
+		args = append(args, string(Draft), sqldb.Micros(w.Now), w.Holder)
+	case w.Holder != "":
 		q += ` AND lease_holder = ?`
 		args = append(args, w.Holder)
 	}

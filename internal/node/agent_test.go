@@ -482,10 +482,12 @@ func agentScenarios(t *testing.T, fresh func(testing.TB) string) {
 
 	t.Run("cost over the limit: HALTED_COST", func(t *testing.T) {
 		a := startAgentNode(t, fresh(t), func(c *config.Config) {
-			c.Agent.MaxCostCents, c.Agent.PricePerMTokPrompt = 50, 100_000
+			c.Agent.MaxCostCents, c.Agent.PricePerMTokPrompt = 50, 10_000
 		})
 		write := llmtest.Text(prop("WRITE_FILE", map[string]any{"path": "/sandbox/costly.md", "content": "x"}))
-		write.PromptTokens = 1000 // 1000 tokens at 100,000 USD a million: 100 USD
+		// 10,000 tokens (more than the prompt's bytes hold at the least)
+		// at 10,000 USD a million: 100 USD.
+		write.PromptTokens = 10_000
 		a.llm.Push(write)
 		id := a.send(t, "", "spend")
 		got := a.wait(t, id, tasks.StateFailed, tasks.StateCompleted, tasks.StateInputRequired)
@@ -913,12 +915,12 @@ permit (principal, action == Action::"READ_FILE", resource in Path::"/sandbox/hr
 func TestAgentMetrics(t *testing.T) {
 	a := startAgentNode(t, testdb.SQLite(t), func(c *config.Config) {
 		c.HTTPListen = "127.0.0.1:0"
-		c.Agent.PricePerMTokPrompt = 1000 // USD a million: 100 tokens cost 10 cents
+		c.Agent.PricePerMTokPrompt = 10 // USD a million: 10,000 tokens cost 10 cents
 	})
 	write := llmtest.Text(prop("WRITE_FILE", map[string]any{"path": "/sandbox/m.md", "content": "m\n"}))
-	write.PromptTokens = 100
+	write.PromptTokens = 10_000
 	done := finish("done")
-	done.PromptTokens = 100
+	done.PromptTokens = 10_000
 	a.llm.Push(llmtest.Error(500, "once"), write, done)
 	id := a.send(t, "", "write m.md")
 	if got := a.wait(t, id, tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired); got.Status.State != tasks.StateCompleted {
