@@ -319,3 +319,35 @@ func TestPreconditionPatternBudget(t *testing.T) {
 		t.Fatalf("output %s", res.Output)
 	}
 }
+
+// TestPreconditionHidesTheWorkspaceFolder: a paths_exist that cannot be
+// checked because the workspace folder is missing tells the requester
+// that, never the folder's host path (the operator's log has it), for a
+// plain path and for a wildcard alike.
+func TestPreconditionHidesTheWorkspaceFolder(t *testing.T) {
+	for _, pattern := range []string{"/sandbox/a.txt", "/sandbox/*.txt"} {
+		t.Run(pattern, func(t *testing.T) {
+			v := newEnv(t, testdb.SQLite(t))
+			d := leaf(t, "READ_FILE", map[string]string{"path": "/sandbox/a.txt"})
+			d.Scope.Filesystem = proposal.FilesystemScope{Paths: []string{"/sandbox/"}, Recursive: true}
+			d.Preconditions.PathsExist = []string{pattern}
+			if err := os.RemoveAll(v.dir); err != nil {
+				t.Fatal(err)
+			}
+			res := v.run(agent, descriptorJSON(t, d))
+			wantOutcome(t, res, executor.Failed)
+			var f executor.Failure
+			if err := json.Unmarshal(res.Output, &f); err != nil {
+				t.Fatal(err)
+			}
+			if f.Code != executor.CodePreconditionFailed || !strings.Contains(f.Message, "workspace folder is missing") {
+				t.Fatalf("output %s", res.Output)
+			}
+			for _, s := range []string{string(res.Output), res.Reason} {
+				if strings.Contains(s, v.dir) {
+					t.Fatalf("the requester is told the host path %s: %s", v.dir, s)
+				}
+			}
+		})
+	}
+}

@@ -131,7 +131,8 @@ func (e *Executor) checkPreconditions(parent context.Context, it *item) (*Failur
 				return stopped()
 			}
 			if err != nil {
-				return fail(fmt.Sprintf("%s could not be checked (%s).", pc.path, strings.TrimPrefix(err.Error(), "sandbox: "))), nil
+				e.noWorkspace(err)
+				return fail(fmt.Sprintf("%s could not be checked (%s).", pc.path, uncheckable(err))), nil
 			}
 			if !ok {
 				return fail(pc.path + " does not exist."), nil
@@ -139,6 +140,17 @@ func (e *Executor) checkPreconditions(parent context.Context, it *item) (*Failur
 		}
 	}
 	return nil, nil
+}
+
+// uncheckable says why a path of paths_exist could not be checked, in
+// words for the requester: the sandbox's own, which name virtual paths
+// only, but for a missing workspace folder, whose error names the folder
+// on the host (the operator's log has it; see noWorkspace).
+func uncheckable(err error) string {
+	if errors.Is(err, sandbox.ErrNoWorkspace) {
+		return "the workspace folder is missing on the host"
+	}
+	return strings.TrimPrefix(err.Error(), "sandbox: ")
 }
 
 // earlierStep looks at what the steps before pc's do to its path, latest
