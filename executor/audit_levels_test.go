@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/snapnode/snapnode/executor"
@@ -183,5 +185,52 @@ func checkGolden(t *testing.T, golden string, v any) {
 	}
 	if !bytes.Equal(buf.Bytes(), want) {
 		t.Errorf("%s differs:\n got %s\nwant %s", golden, buf.Bytes(), want)
+	}
+}
+
+// TestAuditNamesThePathsOfALargeAction: an action whose paths are too
+// many or too long for one entry's detail still names, in its entries,
+// the paths it changes, as many as fit, at every level: a composite that
+// overwrites a file beside writes of long paths left every entry saying
+// only {"truncated":true,…}, and the audit log nothing of the file it
+// overwrote.
+func TestAuditNamesThePathsOfALargeAction(t *testing.T) {
+	for _, level := range []string{proposal.AuditSummary, proposal.AuditDetailed, proposal.AuditForensic} {
+		t.Run(level, func(t *testing.T) {
+			v := &env{t: t, dsn: testdb.SQLite(t), dir: t.TempDir(), clock: newClock(), holder: policy.NewHolder(policy.Default()),
+				levels: executor.AuditLevels{proposal.RiskMedium: level}}
+			v.open()
+			t.Cleanup(v.close)
+			v.file("notes.md", "mine\n")
+			// The overwrite, then writes of paths near the longest allowed,
+			// each declaring its own file alone (the folders a write creates
+			// need not be declared).
+			children := []*proposal.Descriptor{leaf(t, "WRITE_FILE", map[string]string{"path": "/sandbox/notes.md", "content": "overwritten\n"})}
+			long := "/sandbox/" + strings.TrimSuffix(strings.Repeat(strings.Repeat("p", 250)+"/", 15), "/")
+			for i := range 4 {
+				c := leaf(t, "WRITE_FILE", map[string]string{"path": long + "/" + strconv.Itoa(i) + ".txt", "content": "x\n"})
+				c.Scope.Filesystem.Paths = c.Effects.Filesystem.Modify
+				c.Effects.Filesystem.Create = c.Effects.Filesystem.Modify
+				children = append(children, c)
+			}
+			data := composite(t, children...)
+			if len(data) > 256<<10 {
+				t.Fatalf("the descriptor is %d bytes, more than a node takes by default", len(data))
+			}
+			res := v.run(agent, data)
+			wantOutcome(t, res, executor.Completed)
+			if got, _ := v.content("notes.md"); got != "overwritten\n" {
+				t.Fatalf("notes.md = %q", got)
+			}
+			for _, e := range v.entries(res.ActionID) {
+				switch e.Step {
+				case audit.StepValidated, audit.StepSandboxed, audit.StepPromoted:
+					if !bytes.Contains(e.Detail, []byte(`"/sandbox/notes.md"`)) {
+						t.Errorf("the %s entry does not name /sandbox/notes.md: %.200s", e.Step, e.Detail)
+					}
+				}
+			}
+			v.verify()
+		})
 	}
 }

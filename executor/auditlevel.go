@@ -87,7 +87,7 @@ func (l AuditLevels) highest() string {
 // ones SUMMARY keeps.
 var (
 	forensicOnly   = []string{"diff", "diff_cut", "reasoning"}
-	summaryMembers = []string{"action", "risk", "paths", "audit_level", "requested_log_level", "requested_retain_days"}
+	summaryMembers = []string{"action", "risk", "paths", "paths_cut", "audit_level", "requested_log_level", "requested_retain_days"}
 )
 
 // atLevel returns en as the level keeps it. The executor writes every

@@ -409,7 +409,7 @@ func (e *Executor) Run(ctx context.Context, req Request) (*Result, error) {
 	it.listFirst = req.ListFirst
 	res := &Result{ActionID: actionID, ProposalID: it.proposalID, Action: it.action}
 	j.setRisk(e.levels, it.risk)
-	j.add(audit.Entry{Actor: actor, Step: audit.StepValidated, Decision: "valid", Detail: detail(e.validated(it))})
+	j.add(audit.Entry{Actor: actor, Step: audit.StepValidated, Decision: "valid", Detail: detail(e.validated(it).fitted())})
 
 	recently, err := e.recentlyRolledBack(ctx, it.changedPaths())
 	if err != nil {

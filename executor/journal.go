@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -262,6 +263,29 @@ type validatedDetail struct {
 	AuditLevel          string `json:"audit_level"`
 	RequestedLogLevel   string `json:"requested_log_level,omitempty"`
 	RequestedRetainDays int    `json:"requested_retain_days,omitzero"`
+	// PathsCut counts the paths left out of Paths, which did not all fit
+	// in an entry (see fitted).
+	PathsCut int `json:"paths_cut,omitzero"`
+}
+
+// fitted returns d as it fits in an entry's detail: whole when it does;
+// else with its intent and reasoning cut short and, if that is not
+// enough, as many of its paths as fit, the shortest first, and the
+// number left out (a composite's paths may be long and many: cut whole,
+// the entry would name none of them).
+func (d validatedDetail) fitted() validatedDetail {
+	if len(mustJSON(d)) <= maxDetail {
+		return d
+	}
+	d.Intent, d.Reasoning = clean(d.Intent, 1024, false), clean(d.Reasoning, 1024, true)
+	if len(mustJSON(d)) <= maxDetail {
+		return d
+	}
+	all := d.Paths
+	d.Paths = nil
+	d.Paths = fitPaths(all, func(p string) string { return p }, maxDetail-len(mustJSON(d)))
+	d.PathsCut = len(all) - len(d.Paths)
+	return d
 }
 
 type judgedDetail struct {
@@ -274,24 +298,32 @@ type judgedDetail struct {
 
 type touchedDetail struct {
 	Paths []touchedPath `json:"paths"`
+	// PathsCut counts the paths left out of Paths, which did not all fit
+	// in the entry even without their images.
+	PathsCut int `json:"paths_cut,omitzero"`
 	// Diff is the text of the change (FORENSIC only), cut to fit the
 	// entry when DiffCut.
 	Diff    string `json:"diff,omitempty"`
 	DiffCut bool   `json:"diff_cut,omitzero"`
 }
 
+// touchedPath is one path and its images, which are left out (nil) when
+// the paths and their images do not fit in the entry.
 type touchedPath struct {
-	Path   string        `json:"path"`
-	Before sandbox.Image `json:"before"`
-	After  sandbox.Image `json:"after"`
+	Path   string         `json:"path"`
+	Before *sandbox.Image `json:"before,omitempty"`
+	After  *sandbox.Image `json:"after,omitempty"`
 }
 
 // touched describes diffs: every path with its images, and the diff text
-// in what room the entry has left.
+// in what room the entry has left. Paths too many or too long for the
+// entry with their images are named without them, as many as fit, the
+// shortest first (PathsCut counts the others): the entry never loses
+// every path to the cap on its detail.
 func touched(diffs []sandbox.Diff) touchedDetail {
 	d := touchedDetail{Paths: []touchedPath{}}
 	for _, df := range diffs {
-		d.Paths = append(d.Paths, touchedPath{Path: df.Path, Before: df.Before, After: df.After})
+		d.Paths = append(d.Paths, touchedPath{Path: df.Path, Before: &df.Before, After: &df.After})
 	}
 	text := formatDiff(diffs)
 	d.Diff = text
@@ -304,7 +336,34 @@ func touched(diffs []sandbox.Diff) touchedDetail {
 		}
 		d.Diff, d.DiffCut = clean(text, cut, true), true
 	}
+	if len(mustJSON(d)) <= maxDetail {
+		return d
+	}
+	all := make([]touchedPath, len(d.Paths))
+	for i, p := range d.Paths {
+		all[i] = touchedPath{Path: p.Path}
+	}
+	d.Paths = []touchedPath{}
+	d.Paths = fitPaths(all, func(p touchedPath) string { return p.Path }, maxDetail-len(mustJSON(d)))
+	d.PathsCut = len(all) - len(d.Paths)
 	return d
+}
+
+// fitPaths returns as many of ps as fit in room bytes of JSON, the
+// shortest paths first (path gives each one's), so that long paths
+// cannot crowd out the others.
+func fitPaths[T any](ps []T, path func(T) string, room int) []T {
+	byLen := slices.Clone(ps)
+	slices.SortStableFunc(byLen, func(a, b T) int { return len(path(a)) - len(path(b)) })
+	out := []T{}
+	used := 0
+	for _, p := range byLen {
+		if used += len(mustJSON(p)) + 1; used > room {
+			break
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 type errorDetail struct {
