@@ -643,7 +643,11 @@ func bare(err error) error {
 }
 
 // opErr wraps err with the operation and the virtual path, unless it is
-// already a *LimitError (which then gets the path) or an *OpError.
+// already a *LimitError (which then gets the path) or an *OpError. The
+// system error loses its own *fs.PathError: a file opened through an
+// os.Root is named by its host path (the root's name joined with the
+// file's), which an error of a read or a listing of it would carry to the
+// requester.
 func opErr(op, rel string, err error) error {
 	var le *LimitError
 	if errors.As(err, &le) {
@@ -658,7 +662,7 @@ func opErr(op, rel string, err error) error {
 	if errors.As(err, &oe) {
 		return err
 	}
-	return &OpError{Op: op, Path: Virtual(rel), Err: err}
+	return &OpError{Op: op, Path: Virtual(rel), Err: bare(err)}
 }
 
 func join(dir, name string) string {
