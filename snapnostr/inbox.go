@@ -574,12 +574,16 @@ func (in *Inbox) answer(ctx context.Context, req *nostr.Event, resp *snap.Messag
 	in.reply(ctx, req, resp)
 }
 
-// done records a stored request as processed.
+// done records a stored request as processed. A created_at in the future
+// counts as now, as the subscription's resume point does: the checkpoint's
+// newest is where the next start subscribes from, so a forged far-future
+// event would otherwise have it miss every request dated before.
 func (in *Inbox) done(ctx context.Context, ev *nostr.Event) {
 	if ev.Kind != relay.KindMessage || in.cfg.Checkpoint == nil {
 		return
 	}
-	if err := in.cfg.Checkpoint.Done(ctx, ev.ID, ev.CreatedAt); err != nil {
+	at := min(ev.CreatedAt, nostr.Timestamp(in.cfg.Now().Unix()))
+	if err := in.cfg.Checkpoint.Done(ctx, ev.ID, at); err != nil {
 		in.cfg.Logger.Error("inbox checkpoint", "event", ev.ID, "err", err)
 	}
 }
