@@ -476,7 +476,7 @@ func (s *Server) reply(to, method string, payload any, err error, lim limit) *Me
 	if err != nil {
 		var se *Error
 		if !errors.As(err, &se) {
-			s.cfg.Logger.Error("snap handler failed", "method", method, "from", to, "err", err)
+			s.cfg.Logger.Error("snap request failed", "method", method, "from", to, "err", err)
 			se = &Error{Code: CodeInternal, Message: "internal error"}
 		}
 		payload = map[string]any{"error": se}

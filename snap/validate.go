@@ -57,8 +57,9 @@ type Limiter interface {
 // Validator runs the whole validation of inbound SNAP messages, in the order
 // of docs/conformance.md: syntax, structure, types, constraints, semantics (see
 // Stage), then timestamp, signature, replay and recipient. The first failure
-// wins and is returned as an *Error with its code and data. A Validator is
-// safe for concurrent use.
+// wins and is returned as an *Error with its code and data, save a failure
+// of the replay store itself, an internal fault returned as an error
+// wrapping the store's. A Validator is safe for concurrent use.
 type Validator struct {
 	cfg        Config
 	keys       *keyCache
@@ -242,7 +243,10 @@ func (v *Validator) authenticate(ctx context.Context, env *envelope, signer *[32
 			return nil, &Error{Code: CodeServiceUnavailable, Message: "too many recent messages; try again shortly",
 				Data: map[string]any{"reason": "replay store full", "retryAfter": int64(v.retention / time.Second)}}
 		case err != nil:
-			return nil, internal("replay store", err)
+			// An internal fault, not the sender's: its text (a
+			// database's address, say) is for the operator's log, and
+			// a Server answers it with 5001 alone.
+			return nil, fmt.Errorf("snap: replay store: %w", err)
 		case !fresh:
 			if prior.Fingerprint == fp {
 				v.seen.Add(key, v.newSeenRecord(prior), prior.Expires, now)
@@ -323,8 +327,4 @@ func (v *Validator) duplicate(m *Message, prior seenRecord, via string) error {
 		Message: "message id already seen from this sender",
 		Data:    map[string]any{"id": m.ID, "firstSeen": prior.firstSeen},
 	}
-}
-
-func internal(what string, err error) *Error {
-	return &Error{Code: CodeInternal, Message: what + ": " + err.Error()}
 }
