@@ -32,9 +32,12 @@ type MemoryStore struct {
 	tasks map[string]*Task
 	// events holds each task's events in version order.
 	events map[string][]Event
-	// terminal holds the ids of terminal tasks in the order they became
-	// terminal, from head on; eviction takes them in that order.
-	terminal []string
+	// terminal holds the terminal tasks in the order they became
+	// terminal, from head on; eviction takes them in that order. A
+	// terminal task never changes, so an entry is current while it is
+	// the task stored under its id: one Prune deleted, or whose id a new
+	// task took since, is skipped.
+	terminal []*Task
 	head     int
 }
 
@@ -79,24 +82,25 @@ func (s *MemoryStore) Create(ctx context.Context, t *Task) (*Task, error) {
 	s.tasks[c.ID] = c
 	s.events[c.ID] = []Event{StatusEvent(c)}
 	if c.Status.State.Terminal() {
-		s.terminal = append(s.terminal, c.ID)
+		s.terminal = append(s.terminal, c)
 	}
 	return c.Clone(), nil
 }
 
-// evictLocked drops the task that became terminal first (skipping ids
-// Prune already deleted). It reports false when no task is terminal.
+// evictLocked drops the task that became terminal first (skipping the
+// entries of tasks Prune already deleted). It reports false when no task
+// is terminal.
 func (s *MemoryStore) evictLocked() bool {
 	for s.head < len(s.terminal) {
-		id := s.terminal[s.head]
-		s.terminal[s.head] = ""
+		t := s.terminal[s.head]
+		s.terminal[s.head] = nil
 		s.head++
 		if s.head > 64 && s.head*2 > len(s.terminal) {
 			s.terminal = slices.Clone(s.terminal[s.head:])
 			s.head = 0
 		}
-		if _, ok := s.tasks[id]; ok {
-			s.deleteLocked(id)
+		if s.tasks[t.ID] == t {
+			s.deleteLocked(t.ID)
 			return true
 		}
 	}
@@ -159,7 +163,7 @@ func (s *MemoryStore) Update(ctx context.Context, t *Task, expected int64) (*Tas
 		s.events[next.ID] = append(s.events[next.ID], StatusEvent(next))
 	}
 	if next.Status.State.Terminal() {
-		s.terminal = append(s.terminal, next.ID)
+		s.terminal = append(s.terminal, next)
 	}
 	return next.Clone(), nil
 }
@@ -241,7 +245,7 @@ func (s *MemoryStore) Apply(ctx context.Context, taskID string, out Outcome) (*T
 		pub[i] = ev.clone()
 	}
 	if cur.Status.State.Terminal() {
-		s.terminal = append(s.terminal, taskID)
+		s.terminal = append(s.terminal, cur)
 	}
 	return cur.Clone(), pub, nil
 }
@@ -334,7 +338,11 @@ func (s *MemoryStore) Prune(ctx context.Context, before time.Time, limit int) (i
 	for _, t := range old {
 		s.deleteLocked(t.ID)
 	}
-	// The eviction queue may still name pruned tasks; evictLocked skips
-	// them.
+	if len(old) > 0 {
+		// Drop the pruned tasks from the eviction queue, which a store
+		// kept below its bound by Prune never empties.
+		s.terminal = slices.DeleteFunc(s.terminal[s.head:], func(t *Task) bool { return t == nil || s.tasks[t.ID] != t })
+		s.head = 0
+	}
 	return len(old), nil
 }

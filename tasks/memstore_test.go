@@ -102,6 +102,33 @@ func TestMemoryStoreEvictionChurn(t *testing.T) {
 	}
 }
 
+// Prune deletes terminal tasks but leaves their ids in the eviction
+// queue; an id pruned and then taken again by a new, live task must not
+// make a full store evict that task.
+func TestMemoryStorePruneThenFull(t *testing.T) {
+	ctx := context.Background()
+	s := tasks.NewMemoryStore(tasks.MemoryStoreOptions{MaxTasks: 2})
+	if _, err := s.Create(ctx, newTask("a", tasks.StateCompleted)); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.Prune(ctx, time.Unix(1770163200, 0).Add(time.Hour), 10); err != nil || n != 1 {
+		t.Fatalf("Prune = %d, %v; want 1", n, err)
+	}
+	for _, id := range []string{"a", "b"} { // a again, live this time
+		if _, err := s.Create(ctx, newTask(id, tasks.StateSubmitted)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Create(ctx, newTask("c", tasks.StateSubmitted)); !errors.Is(err, tasks.ErrStoreFull) {
+		t.Errorf("full of live tasks: err = %v, want ErrStoreFull", err)
+	}
+	for _, id := range []string{"a", "b"} {
+		if _, err := s.Get(ctx, id); err != nil {
+			t.Errorf("live task %s lost: %v", id, err)
+		}
+	}
+}
+
 func TestNewMemoryStoreDefault(t *testing.T) {
 	s := tasks.NewMemoryStore(tasks.MemoryStoreOptions{})
 	for i := range 100 {
