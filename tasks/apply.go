@@ -238,15 +238,15 @@ func (s *Service) Resolve(ctx context.Context, taskID string, out Outcome) (*Tas
 }
 
 // outcome checks out and makes it ready for a store: its artifacts
-// valid, its note cut to MaxStatusMessage bytes, its time the Service's
-// clock's when unset.
+// valid, its note made statusText and cut to MaxStatusMessage bytes, its
+// time the Service's clock's when unset.
 func (s *Service) outcome(taskID string, out Outcome) (Outcome, error) {
 	for i := range out.Artifacts {
 		if err := out.Artifacts[i].Validate(); err != nil {
 			return Outcome{}, err
 		}
 	}
-	out.Note = truncate(out.Note, MaxStatusMessage)
+	out.Note = truncate(statusText(out.Note), MaxStatusMessage)
 	if out.At.IsZero() {
 		out.At = s.timestamp()
 	}

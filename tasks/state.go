@@ -3,6 +3,7 @@ package tasks
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -89,6 +90,9 @@ func checkContents(t *Task) error {
 	if n := utf8.RuneCountInString(t.Status.Message); n > MaxStatusMessage {
 		return fmt.Errorf("tasks: task %s: status message of %d characters, at most %d: %w", t.ID, n, MaxStatusMessage, ErrLimit)
 	}
+	if err := checkText(t.ID, "status message", t.Status.Message); err != nil {
+		return err
+	}
 	if n := len(t.Artifacts); n > MaxArtifacts {
 		return fmt.Errorf("tasks: task %s: %d artifacts, at most %d: %w", t.ID, n, MaxArtifacts, ErrLimit)
 	}
@@ -117,5 +121,25 @@ func CheckCreate(t *Task) error {
 	case !t.Status.State.Valid():
 		return fmt.Errorf("tasks: task %s: unknown state %q: %w", t.ID, t.Status.State, ErrInvalidTask)
 	}
+	for _, f := range []struct{ name, s string }{
+		{"id", t.ID}, {"owner", t.Owner}, {"contextId", t.ContextID}, {"idempotency key", t.IdempotencyKey},
+	} {
+		if err := checkText(t.ID, f.name, f.s); err != nil {
+			return err
+		}
+	}
 	return checkContents(t)
+}
+
+// checkText refuses, with ErrInvalidTask, a text field of task id that
+// not every store can keep as it is: one that is not UTF-8 (a task's
+// JSON cannot carry it) or holds a NUL (PostgreSQL's text cannot).
+func checkText(id, field, s string) error {
+	switch {
+	case !utf8.ValidString(s):
+		return fmt.Errorf("tasks: task %q: %s: not UTF-8: %w", id, field, ErrInvalidTask)
+	case strings.IndexByte(s, 0) >= 0:
+		return fmt.Errorf("tasks: task %q: %s: holds a NUL character: %w", id, field, ErrInvalidTask)
+	}
+	return nil
 }

@@ -32,6 +32,7 @@ func Run(t *testing.T, newStore func(t *testing.T) tasks.Store) {
 	}{
 		{"CreateGet", testCreateGet},
 		{"CreateRejects", testCreateRejects},
+		{"StatusText", testStatusText},
 		{"GetMissing", testGetMissing},
 		{"Update", testUpdate},
 		{"UpdateVersionConflict", testUpdateVersionConflict},
@@ -199,6 +200,38 @@ func testCreateRejects(t *testing.T, s tasks.Store) {
 		if _, err := s.Get(ctx, id); !errors.Is(err, tasks.ErrNotFound) {
 			t.Errorf("rejected task %s was stored (err %v)", id, err)
 		}
+	}
+}
+
+// A status message is text every store keeps as it is: one that is not
+// UTF-8, or holds a NUL (which PostgreSQL's text cannot), is refused by
+// every store alike, with ErrInvalidTask, and nothing is written.
+func testStatusText(t *testing.T, s tasks.Store) {
+	ctx := context.Background()
+	live := mustCreate(t, s, sample("st-live", "owner-a"))
+	for _, c := range []struct{ name, msg string }{
+		{"NUL", "done\x00then"},
+		{"not UTF-8", "done \xff"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			task := sample("st-new", "owner-a")
+			task.Status.Message = c.msg
+			if _, err := s.Create(ctx, task); !errors.Is(err, tasks.ErrInvalidTask) {
+				t.Errorf("Create: err = %v, want ErrInvalidTask", err)
+			}
+			if _, err := s.Get(ctx, "st-new"); !errors.Is(err, tasks.ErrNotFound) {
+				t.Errorf("refused task stored: %v", err)
+			}
+			next := live.Clone()
+			next.Status = tasks.Status{State: tasks.StateWorking, Timestamp: base(), Message: c.msg}
+			if _, err := s.Update(ctx, next, live.Version); !errors.Is(err, tasks.ErrInvalidTask) {
+				t.Errorf("Update: err = %v, want ErrInvalidTask", err)
+			}
+			if _, _, err := s.Apply(ctx, live.ID, tasks.Outcome{State: tasks.StateCompleted, Note: c.msg, At: base()}); !errors.Is(err, tasks.ErrInvalidTask) {
+				t.Errorf("Apply: err = %v, want ErrInvalidTask", err)
+			}
+			equal(t, "task after refused writes", mustGet(t, s, live.ID), live)
+		})
 	}
 }
 
