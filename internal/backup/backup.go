@@ -306,7 +306,9 @@ func copyDatabase(ctx context.Context, src, dst string) error {
 		return fmt.Errorf("backup: %w", err)
 	}
 	f.Close()
-	db, err := sql.Open("sqlite", "file:"+src+"?_pragma=busy_timeout(10000)")
+	// The path as it is, as the node opens it: a "file:" URI would read
+	// a '%' in it as an escape and name another file.
+	db, err := sql.Open("sqlite", src+"?_pragma=busy_timeout(10000)")
 	if err != nil {
 		return fmt.Errorf("backup: open %s: %w", src, err)
 	}
@@ -324,7 +326,7 @@ func copyDatabase(ctx context.Context, src, dst string) error {
 // checkDatabase runs SQLite's integrity check on the copy at path and
 // syncs it to disk.
 func checkDatabase(ctx context.Context, path string) error {
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=query_only(1)")
+	db, err := sql.Open("sqlite", path+"?_pragma=query_only(1)")
 	if err != nil {
 		return fmt.Errorf("backup: open the copy %s: %w", path, err)
 	}

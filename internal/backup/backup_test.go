@@ -247,3 +247,31 @@ func TestRunRefusesATamperedAuditLog(t *testing.T) {
 		t.Errorf("the output folder exists: %v", err)
 	}
 }
+
+// The node opens its files by their paths as they are; so does the
+// backup: a '%' in the data folder's path is a character, not an escape
+// of a URI that names another folder (here "data", where the copy would
+// have made an empty database and backed that up).
+func TestRunPercentInPath(t *testing.T) {
+	cfg := dataDir(t, 3)
+	parent := filepath.Dir(cfg.DataDir)
+	pct := filepath.Join(parent, "da%74a") // %74 is 't'
+	if err := os.Rename(cfg.DataDir, pct); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(cfg.DataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	other := cfg.DataDir
+	cfg.DataDir = pct
+	m, err := backup.Run(context.Background(), cfg, filepath.Join(t.TempDir(), "backup"), opts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.AuditEntries != 3 || m.Audit.Seq != 3 {
+		t.Errorf("backup of %s holds %d audit entries (head %d), want 3", pct, m.AuditEntries, m.Audit.Seq)
+	}
+	if entries, _ := os.ReadDir(other); len(entries) > 0 {
+		t.Errorf("the backup wrote %s in %s", entries[0].Name(), other)
+	}
+}
