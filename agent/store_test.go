@@ -786,3 +786,27 @@ func TestAddInputKeepsProgress(t *testing.T) {
 		}
 	})
 }
+
+// Text a requester or a model wrote is kept on every database: a NUL,
+// which PostgreSQL's text refuses, and bytes that are not UTF-8 become
+// U+FFFD; before, a task whose text held a NUL got no job on PostgreSQL,
+// and a model's answer holding one failed the job's save.
+func TestStoreKeepsAnyText(t *testing.T) {
+	eachStore(t, func(t *testing.T, ctx context.Context, s *Store) {
+		j := storeJob("job", Pending, storeT0)
+		j.Description, j.Requester = "write\x00 a.md \xff", "bc1p\x00"
+		mustCreate(t, ctx, s, j)
+		if ok, err := s.AddInput(ctx, "job", "and\x00 b.md", false, storeT0); err != nil || !ok {
+			t.Fatalf("AddInput: %v, %v", ok, err)
+		}
+		j.Status, j.Reason = InterventionRequired, "stuck on\x00"
+		if err := s.Write(ctx, Save{Job: j, Input: "more\x00"}); err != nil {
+			t.Fatalf("Write: %v", err)
+		}
+		got := mustGet(t, ctx, s, "job")
+		if got.Description != "write\uFFFD a.md \uFFFD" || got.Requester != "bc1p\uFFFD" || got.Reason != "stuck on\uFFFD" ||
+			!strings.Contains(got.PendingInput, "and\uFFFD b.md") || !strings.Contains(got.PendingInput, "more\uFFFD") {
+			t.Fatalf("job %q by %q, reason %q, input %q", got.Description, got.Requester, got.Reason, got.PendingInput)
+		}
+	})
+}
