@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"log/slog"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -184,7 +185,7 @@ func (in *Inbox) Run(ctx context.Context) error {
 	for range in.cfg.Workers {
 		wg.Go(func() {
 			for ev, ok := jobs.Pop(); ok; ev, ok = jobs.Pop() {
-				in.handle(run, ev)
+				in.serve(run, ev)
 			}
 		})
 	}
@@ -509,6 +510,34 @@ func (in *Inbox) addressedToUs(ev *nostr.Event) bool {
 	return (ev.Kind == relay.KindEphemeral || ev.Kind == relay.KindMessage) && hasTag(ev, "p", in.cfg.Key.NostrPublicKey())
 }
 
+// serve is handle behind a recover: a request whose handling panics (a
+// library's bug that hostile input finds, as go-nostr's NIP-44 decoder
+// once did with a payload of line breaks) is logged with its stack,
+// refused with 5001 and recorded as processed, and the worker goes on.
+// Unrecovered, one event from any key took the whole node down, which
+// net/http's server does not let one request do either.
+func (in *Inbox) serve(run *running, ev *nostr.Event) {
+	defer in.survive(run.work, ev)
+	in.handle(run, ev)
+}
+
+// survive, deferred, recovers a panic in the handling of ev (see serve).
+func (in *Inbox) survive(ctx context.Context, ev *nostr.Event) {
+	p := recover()
+	if p == nil {
+		return
+	}
+	in.cfg.Logger.Error("inbox: handling a request panicked; refused with 5001", "event", ev.ID, "peer", ev.PubKey,
+		"panic", p, "stack", string(debug.Stack()))
+	defer func() {
+		if p := recover(); p != nil {
+			in.cfg.Logger.Error("inbox: refusing a request whose handling panicked panicked too", "event", ev.ID, "panic", p)
+		}
+	}()
+	in.reply(ctx, ev, in.cfg.Handler.Refuse(&snap.Error{Code: snap.CodeInternal, Message: "internal error"}))
+	in.done(ctx, ev)
+}
+
 // handle answers one request event; a streaming request is handed to a
 // stream of its own.
 func (in *Inbox) handle(run *running, ev *nostr.Event) {
@@ -546,6 +575,7 @@ func (in *Inbox) handle(run *running, ev *nostr.Event) {
 		}
 		run.streams.Go(func() {
 			defer func() { <-in.slots }()
+			defer in.survive(ctx, ev)
 			in.stream(run, ev, inbound)
 			in.done(ctx, ev)
 		})
