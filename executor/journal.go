@@ -282,9 +282,11 @@ func (d validatedDetail) fitted() validatedDetail {
 		return d
 	}
 	all := d.Paths
-	d.Paths = nil
+	d.Paths, d.PathsCut = nil, len(all)
 	d.Paths = fitPaths(all, func(p string) string { return p }, maxDetail-len(mustJSON(d)))
-	d.PathsCut = len(all) - len(d.Paths)
+	for d.PathsCut = len(all) - len(d.Paths); len(mustJSON(d)) > maxDetail && len(d.Paths) > 0; d.PathsCut++ {
+		d.Paths = d.Paths[:len(d.Paths)-1] // what the room did not count: the member's name, the count's digits
+	}
 	return d
 }
 
@@ -343,9 +345,11 @@ func touched(diffs []sandbox.Diff) touchedDetail {
 	for i, p := range d.Paths {
 		all[i] = touchedPath{Path: p.Path}
 	}
-	d.Paths = []touchedPath{}
+	d.Paths, d.PathsCut = []touchedPath{}, len(all)
 	d.Paths = fitPaths(all, func(p touchedPath) string { return p.Path }, maxDetail-len(mustJSON(d)))
-	d.PathsCut = len(all) - len(d.Paths)
+	for d.PathsCut = len(all) - len(d.Paths); len(mustJSON(d)) > maxDetail && len(d.Paths) > 0; d.PathsCut++ {
+		d.Paths = d.Paths[:len(d.Paths)-1] // what the room did not count: the count's digits
+	}
 	return d
 }
 
