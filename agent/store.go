@@ -7,10 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 	"unicode/utf8"
 
+	"github.com/snapnode/snapnode/internal/dbtext"
 	"github.com/snapnode/snapnode/internal/sqldb"
 )
 
@@ -61,9 +61,9 @@ const jobColumns = `task_id, requester, description, status, phase, lease_holder
 func (s *Store) Create(ctx context.Context, j *Job) (bool, error) {
 	created, err := s.exec(ctx, "create", j.TaskID, `INSERT INTO agent_jobs (`+jobColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?) ON CONFLICT (task_id) DO NOTHING`,
-		j.TaskID, storable(j.Requester), storable(j.Description), string(j.Status), j.Phase, j.LeaseHolder, sqldb.Micros(j.LeaseUntil),
+		j.TaskID, dbtext.Clean(j.Requester), dbtext.Clean(j.Description), string(j.Status), j.Phase, j.LeaseHolder, sqldb.Micros(j.LeaseUntil),
 		j.Steps, j.CostCents, j.Seconds, j.PromptTokens, j.CompletionTokens, j.Retries, j.HistoryBytes,
-		j.NextSeq, storable(j.PendingInput), j.RecoverySeq, storable(j.Reason), sqldb.Micros(j.CreatedAt), sqldb.Micros(j.UpdatedAt), j.ReviewSeq)
+		j.NextSeq, dbtext.Clean(j.PendingInput), j.RecoverySeq, dbtext.Clean(j.Reason), sqldb.Micros(j.CreatedAt), sqldb.Micros(j.UpdatedAt), j.ReviewSeq)
 	if err != nil {
 		return false, err
 	}
@@ -71,15 +71,6 @@ func (s *Store) Create(ctx context.Context, j *Job) (bool, error) {
 		j.settled = true // as stored: a new job's task shows it (submitted)
 	}
 	return created, nil
-}
-
-// storable makes s, text a requester or a model wrote, what every database's
-// text column keeps: each byte that is not UTF-8, and each NUL (which
-// PostgreSQL's text cannot hold), becomes U+FFFD. Else a task whose text
-// holds a NUL gets no job on PostgreSQL, and a model's answer holding one
-// fails the job's save.
-func storable(s string) string {
-	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
 }
 
 // byteLength is the SQL of the length in bytes of a text column (LENGTH
@@ -413,12 +404,12 @@ func (s *Store) WriteTx(ctx context.Context, tx *sql.Tx, w Save) error {
 			WHEN pending_input = ? THEN ''
 			WHEN SUBSTR(pending_input, 1, ?) = ? THEN SUBSTR(pending_input, ?)
 			ELSE pending_input END`
-	consumed := storable(w.Consumed)
+	consumed := dbtext.Clean(w.Consumed)
 	prefix := consumed + separator
 	n := utf8.RuneCountInString(prefix)
-	args := []any{storable(j.Description), string(j.Status), j.Phase, j.Steps,
+	args := []any{dbtext.Clean(j.Description), string(j.Status), j.Phase, j.Steps,
 		j.CostCents, j.Seconds, j.PromptTokens, j.CompletionTokens, j.Retries, j.HistoryBytes,
-		j.NextSeq, j.RecoverySeq, storable(j.Reason), sqldb.Micros(j.UpdatedAt), j.ReviewSeq, w.Unsettled,
+		j.NextSeq, j.RecoverySeq, dbtext.Clean(j.Reason), sqldb.Micros(j.UpdatedAt), j.ReviewSeq, w.Unsettled,
 		consumed, consumed, n, prefix, n + 1}
 	switch {
 	case !w.LeaseUntil.IsZero():
@@ -453,7 +444,7 @@ func (s *Store) WriteTx(ctx context.Context, tx *sql.Tx, w Save) error {
 	}
 	if w.Input != "" {
 		_, err := tx.ExecContext(ctx, s.d.Rebind(`UPDATE agent_jobs SET `+appendInput+` WHERE task_id = ?`),
-			storable(w.Input), separator, storable(w.Input), j.TaskID)
+			dbtext.Clean(w.Input), separator, dbtext.Clean(w.Input), j.TaskID)
 		return err
 	}
 	return nil
@@ -504,7 +495,7 @@ func (s *Store) AddInput(ctx context.Context, taskID, text string, onlyWaiting b
 			updated_at = ?
 		WHERE task_id = ? AND status NOT IN (?, ?, ?, ?)`
 	wait := string(InterventionRequired)
-	text = storable(text)
+	text = dbtext.Clean(text)
 	args := []any{text, separator, text, wait, wait, wait, string(Pending), sqldb.Micros(now), taskID,
 		string(Success), string(Canceled), string(HaltedCost), string(HaltedTime)}
 	if onlyWaiting {

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/snapnode/snapnode/internal/dbtext"
 )
 
 // Applying an outcome is one write: the state the outcome ends in, the
@@ -238,7 +240,7 @@ func (s *Service) Resolve(ctx context.Context, taskID string, out Outcome) (*Tas
 }
 
 // outcome checks out and makes it ready for a store: its artifacts
-// valid, its note made statusText and cut to MaxStatusMessage bytes, its
+// valid, its note made dbtext.Clean and cut to MaxStatusMessage bytes, its
 // time the Service's clock's when unset.
 func (s *Service) outcome(taskID string, out Outcome) (Outcome, error) {
 	for i := range out.Artifacts {
@@ -246,7 +248,7 @@ func (s *Service) outcome(taskID string, out Outcome) (Outcome, error) {
 			return Outcome{}, err
 		}
 	}
-	out.Note = truncate(statusText(out.Note), MaxStatusMessage)
+	out.Note = truncate(dbtext.Clean(out.Note), MaxStatusMessage)
 	if out.At.IsZero() {
 		out.At = s.timestamp()
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/snapnode/snapnode/executor/proposal"
@@ -131,13 +130,6 @@ func plural(n int, what string) string {
 		return "1 " + what
 	}
 	return fmt.Sprintf("%d %ss", n, what)
-}
-
-// statusText makes s, a note, a status message every store keeps: each
-// byte that is not UTF-8, and each NUL (which PostgreSQL's text cannot
-// hold), becomes U+FFFD.
-func statusText(s string) string {
-	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
 }
 
 // truncate cuts s to at most n bytes on a UTF-8 boundary.

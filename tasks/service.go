@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/snapnode/snapnode/internal/dbtext"
 	"github.com/snapnode/snapnode/snap"
 )
 
@@ -326,7 +327,7 @@ func (s *Service) create(ctx context.Context, owner string, req *SendParams, ref
 	}
 	if refusal != nil {
 		// Refused before it was stored: created failed, in one write.
-		t.Status = Status{State: StateFailed, Timestamp: now, Message: truncate(statusText(refusal.Reason), MaxStatusMessage)}
+		t.Status = Status{State: StateFailed, Timestamp: now, Message: truncate(dbtext.Clean(refusal.Reason), MaxStatusMessage)}
 	}
 	created, err := s.insert(ctx, t)
 	if err != nil {
@@ -390,11 +391,11 @@ func (s *Service) change(ctx context.Context, id string, write func(cur *Task) (
 func (s *Service) publishStatus(t *Task) { s.events.Publish(StatusEvent(t)) }
 
 // setStatus stores cur (read at its Version, possibly with other changes
-// already made to it) with the status state and note (made statusText)
+// already made to it) with the status state and note (made dbtext.Clean)
 // timestamped now, and publishes the new status; op names the operation
 // in the error.
 func (s *Service) setStatus(ctx context.Context, cur *Task, state State, note, op string) (*Task, error) {
-	cur.Status = Status{State: state, Timestamp: s.timestamp(), Message: statusText(note)}
+	cur.Status = Status{State: state, Timestamp: s.timestamp(), Message: dbtext.Clean(note)}
 	t, err := s.store.Update(ctx, cur, cur.Version)
 	if err != nil {
 		return nil, fmt.Errorf("tasks: %s: %w", op, err)
