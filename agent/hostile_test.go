@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/snapnode/snapnode/agent"
+	"github.com/snapnode/snapnode/executor"
 	"github.com/snapnode/snapnode/internal/testdb"
 	"github.com/snapnode/snapnode/tasks"
 )
@@ -152,6 +153,31 @@ func failingModelStaysWithTheOperator(t *testing.T, m agent.Model, shown, privat
 	}
 	j, err := r.store.Get(ctx, task.ID)
 	if err != nil || !strings.Contains(j.Reason, shown) || !strings.Contains(j.Reason, private) {
+		t.Fatalf("job reason %q, %v: want the whole error for the operator", j.Reason, err)
+	}
+}
+
+// brokenDatabase is an executor whose database cannot be reached: its
+// error names the database's address.
+type brokenDatabase struct{ agent.Executor }
+
+func (brokenDatabase) Run(context.Context, executor.Request) (*executor.Result, error) {
+	return nil, errors.New("executor: begin: dial tcp 10.0.0.5:5432: connect: connection refused")
+}
+
+// A job the node itself cannot go on with (its database, its executor)
+// waits for a human: the operator reads why in the job's reason, the
+// task's requester only that the node failed, not the database's address.
+func TestNodeFailuresStayWithTheOperator(t *testing.T) {
+	r := newRig(t, testdb.SQLite(t))
+	task := readingJob(t, r, 1)
+	got := r.runWith(t, func(c *agent.Config) { c.Executor = brokenDatabase{c.Executor} }, &mute{}, task.ID,
+		tasks.StateFailed, tasks.StateCompleted, tasks.StateInputRequired)
+	if got.Status.State != tasks.StateInputRequired || !strings.Contains(got.Status.Message, "could not go on") || strings.Contains(got.Status.Message, "10.0.0.5") {
+		t.Fatalf("task %s %q: want input_required, the node's failure without the database's address", got.Status.State, got.Status.Message)
+	}
+	j, err := r.store.Get(context.Background(), task.ID)
+	if err != nil || !strings.Contains(j.Reason, "10.0.0.5:5432") {
 		t.Fatalf("job reason %q, %v: want the whole error for the operator", j.Reason, err)
 	}
 }

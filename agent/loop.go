@@ -79,7 +79,10 @@ func (r *Runtime) work(ctx context.Context, cancel context.CancelCauseFunc, task
 		// waits for a human rather than being claimed again and again.
 		r.log.Error("agent: job failed", "task", taskID, "err", err)
 		bg := context.WithoutCancel(ctx)
-		if jr.j == nil || jr.stuck(bg, "the node could not go on with the job: "+cut(err.Error(), 500)) != nil {
+		// The error (a database's may name its address) is the
+		// operator's, in the job's reason; the requester is told only
+		// that the node failed.
+		if jr.j == nil || jr.stuckShowing(bg, "the node could not go on with the job: "+cut(err.Error(), 500), "the node could not go on with the job; its operator has the reason") != nil {
 			_ = r.cfg.Store.Release(bg, taskID, r.cfg.Holder)
 		}
 	}
@@ -324,7 +327,7 @@ func (jr *jobRun) call(ctx context.Context) (*Interaction, *Completion, error) {
 	if r.cfg.PricePerMTokPrompt > 0 || r.cfg.PricePerMTokAnswer > 0 {
 		promptPriced, answerPriced = pricedTokens(msgs, comp)
 		if promptPriced != comp.PromptTokens || answerPriced != comp.CompletionTokens {
-			r.log.Warn("agent: the model server reported less token usage than the call's text holds; the call is priced at an estimate", "task", j.TaskID,
+			r.log.Warn("agent: the model server reported no token usage, or less than the call's text holds; the call is priced at an estimate", "task", j.TaskID,
 				"reported_prompt_tokens", comp.PromptTokens, "reported_completion_tokens", comp.CompletionTokens,
 				"prompt_tokens", promptPriced, "completion_tokens", answerPriced)
 		}
@@ -604,6 +607,12 @@ func (jr *jobRun) apiFailure(ctx context.Context, it *Interaction, callErr error
 	if me != nil && me.RetryAfter > wait {
 		wait = min(me.RetryAfter, time.Minute)
 	}
+	// No longer than the job has left: at its time limit it halts.
+	left := jr.lim.maxTime - time.Duration(jr.j.Seconds*float64(time.Second))
+	capped := wait >= left
+	if capped {
+		wait = max(0, left)
+	}
 	r.log.Warn("agent: model call failed; retrying", "task", jr.j.TaskID, "attempt", fails, "wait", wait, "err", callErr)
 	t := time.NewTimer(wait)
 	defer t.Stop()
@@ -614,7 +623,9 @@ func (jr *jobRun) apiFailure(ctx context.Context, it *Interaction, callErr error
 	}
 	// The wait is the job's time too: max_time_minutes bounds how long a
 	// job takes, not only its model calls.
-	jr.j.Seconds += wait.Seconds()
+	if jr.j.Seconds += wait.Seconds(); capped {
+		jr.j.Seconds = max(jr.j.Seconds, jr.lim.maxTime.Seconds())
+	}
 	return false, nil
 }
 

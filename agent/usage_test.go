@@ -148,26 +148,45 @@ func readAnswer(n int) string {
 	return fmt.Sprintf(`{"schema_version":"1.0.0","id":"00000000-0000-4000-8000-%012d","reasoning":"reading","action":"READ_FILE","args":{"path":"/sandbox/in-%d.md"}}`, n, n)
 }
 
-// flaky fails its first call, then finishes the job.
-type flaky struct{ calls atomic.Int64 }
+// flaky fails its first call (with err), then finishes the job.
+type flaky struct {
+	err   error
+	calls atomic.Int64
+}
 
 func (f *flaky) Complete(context.Context, agent.Prompt) (*agent.Completion, error) {
 	if f.calls.Add(1) == 1 {
-		return nil, errors.New("503 Service Unavailable")
+		return nil, f.err
 	}
 	return &agent.Completion{Text: `{"schema_version":"1.0.0","id":"00000000-0000-4000-8000-000000000001","reasoning":"done","action":"FINISH","args":{"response":"done"}}`}, nil
 }
 
 // The wait before a model call is tried again counts toward the job's
 // max_time: before, only the calls did, and a job whose server kept
-// asking it to wait ran past its time.
+// asking it to wait ran past its time. Nor does a server's Retry-After
+// make the job wait past its time: the wait stops at the limit.
 func TestBackoffCountsAsJobTime(t *testing.T) {
-	r := newRig(t, testdb.SQLite(t))
-	task := r.send(t, "go")
-	m := &flaky{}
-	got := r.runWith(t, func(c *agent.Config) { c.Backoff, c.MaxTime = 100*time.Millisecond, 50*time.Millisecond }, m, task.ID,
-		tasks.StateFailed, tasks.StateCompleted, tasks.StateInputRequired)
-	if got.Status.State != tasks.StateFailed || !strings.Contains(got.Status.Message, "max_time_minutes") || m.calls.Load() != 1 {
-		t.Fatalf("task %s %q after %d calls: want failed at max_time_minutes after the wait", got.Status.State, got.Status.Message, m.calls.Load())
+	for _, c := range []struct {
+		name           string
+		err            error
+		backoff, limit time.Duration
+	}{
+		{"backoff", errors.New("503 Service Unavailable"), 100 * time.Millisecond, 50 * time.Millisecond},
+		{"Retry-After past the limit", &agent.ModelError{Status: 429, Message: "slow down", RetryAfter: time.Minute}, time.Millisecond, 50 * time.Millisecond},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRig(t, testdb.SQLite(t))
+			task := r.send(t, "go")
+			m := &flaky{err: c.err}
+			got := r.runWith(t, func(cfg *agent.Config) { cfg.Backoff, cfg.MaxTime = c.backoff, c.limit }, m, task.ID,
+				tasks.StateFailed, tasks.StateCompleted, tasks.StateInputRequired)
+			if got.Status.State != tasks.StateFailed || !strings.Contains(got.Status.Message, "max_time_minutes") || m.calls.Load() != 1 {
+				t.Fatalf("task %s %q after %d calls: want failed at max_time_minutes after the wait", got.Status.State, got.Status.Message, m.calls.Load())
+			}
+			j, err := r.store.Get(context.Background(), task.ID)
+			if err != nil || j.Seconds > 1 {
+				t.Fatalf("the job's time %.3f s, %v: want it stopped at its limit of %v", j.Seconds, err, c.limit)
+			}
+		})
 	}
 }
