@@ -517,24 +517,29 @@ func (in *Inbox) addressedToUs(ev *nostr.Event) bool {
 // Unrecovered, one event from any key took the whole node down, which
 // net/http's server does not let one request do either.
 func (in *Inbox) serve(run *running, ev *nostr.Event) {
-	defer in.survive(run.work, ev)
+	_, late := in.late.Load(ev)
+	defer in.survive(run.work, ev, late)
 	in.handle(run, ev)
 }
 
-// survive, deferred, recovers a panic in the handling of ev (see serve).
-func (in *Inbox) survive(ctx context.Context, ev *nostr.Event) {
+// survive, deferred, recovers a panic in the handling of ev (see serve). A
+// late request (see snap.Inbound.Late) is not refused: the replica that
+// owns it answers it.
+func (in *Inbox) survive(ctx context.Context, ev *nostr.Event, late bool) {
 	p := recover()
 	if p == nil {
 		return
 	}
 	in.cfg.Logger.Error("inbox: handling a request panicked; refused with 5001", "event", ev.ID, "peer", ev.PubKey,
-		"panic", p, "stack", string(debug.Stack()))
+		"late", late, "panic", p, "stack", string(debug.Stack()))
 	defer func() {
 		if p := recover(); p != nil {
 			in.cfg.Logger.Error("inbox: refusing a request whose handling panicked panicked too", "event", ev.ID, "panic", p)
 		}
 	}()
-	in.reply(ctx, ev, in.cfg.Handler.Refuse(&snap.Error{Code: snap.CodeInternal, Message: "internal error"}))
+	if !late {
+		in.reply(ctx, ev, in.cfg.Handler.Refuse(&snap.Error{Code: snap.CodeInternal, Message: "internal error"}))
+	}
 	in.done(ctx, ev)
 }
 
@@ -575,7 +580,7 @@ func (in *Inbox) handle(run *running, ev *nostr.Event) {
 		}
 		run.streams.Go(func() {
 			defer func() { <-in.slots }()
-			defer in.survive(ctx, ev)
+			defer in.survive(ctx, ev, late)
 			in.stream(run, ev, inbound)
 			in.done(ctx, ev)
 		})
