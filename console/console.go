@@ -79,8 +79,10 @@ type Config struct {
 	Decider Decider
 	// Metrics, when set, feeds the metrics page.
 	Metrics prometheus.Gatherer
-	// AllowRemote serves clients that are not on loopback; by default
-	// they get 403 (a reverse proxy on the same machine is on loopback).
+	// AllowRemote serves clients on other machines; by default they get
+	// 403, and only clients on this machine are served: on loopback, or
+	// connecting from the listener's own address to it (a reverse proxy
+	// on the same machine is one of these).
 	AllowRemote bool
 	// SessionTTL is a session's lifetime from login; MaxSessions bounds
 	// the sessions at once (a login beyond it ends the oldest).
@@ -151,8 +153,8 @@ func New(cfg Config) (*Console, error) {
 	return c, nil
 }
 
-// ServeHTTP implements http.Handler: it refuses clients off loopback
-// unless AllowRemote, sets the headers every page carries, and serves the
+// ServeHTTP implements http.Handler: it refuses clients on other
+// machines unless AllowRemote, sets the headers every page carries, and serves the
 // page.
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
@@ -162,8 +164,8 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("Cache-Control", "no-store")
 	if !c.cfg.AllowRemote && !loopback(r.RemoteAddr) && !sameHost(r) {
-		c.cfg.Logger.Warn("console: refused a client off loopback (console_remote is off)", "remote", r.RemoteAddr)
-		http.Error(w, "the operator console serves loopback clients only (see console_remote)", http.StatusForbidden)
+		c.cfg.Logger.Warn("console: refused a client on another machine (console_remote is off)", "remote", r.RemoteAddr)
+		http.Error(w, "the operator console serves clients on the node's machine only (see console_remote)", http.StatusForbidden)
 		return
 	}
 	if r.URL.Path == Prefix {

@@ -11,8 +11,9 @@
 // the first use, the browser gets a session cookie (HttpOnly,
 // SameSite=Strict, Secure when served over TLS, bounded lifetime) and is
 // redirected to a URL without the token. Every POST carries the session's
-// CSRF token. By default only loopback clients are served (a reverse proxy
-// on the same machine is one); Config.AllowRemote lifts that.
+// CSRF token. By default only clients on the node's machine are served (on
+// loopback, or connecting from the listener's own address to it; a reverse
+// proxy on the same machine is one); Config.AllowRemote lifts that.
 //
 // The console decides nothing itself: Approve and Deny call the Decider,
 // the node's one decision path, with the operator identity of the session.
