@@ -80,13 +80,19 @@ func TestResumeRefusedWhileAnotherProcessResumes(t *testing.T) {
 		ex, otherEx := &undoer{}, &undoer{}
 		rt, other := resumeRuntime(s, ex), resumeRuntime(s, otherEx)
 		other.cfg.Holder = "another-process"
+		// Each rollback takes 20 s, so that the second ends past the
+		// first's lease of 30 s: the lease renewed before each rollback
+		// holds the other process off.
+		now := at(time.Hour)
+		rt.cfg.Now = func() time.Time { return now }
+		other.cfg.Now = rt.cfg.Now
 		var (
-			asked    bool
-			otherErr error
+			rollbacks int
+			otherErr  error
 		)
 		ex.after = func() {
-			if !asked {
-				asked = true
+			now = now.Add(20 * time.Second)
+			if rollbacks++; rollbacks == 2 {
 				_, otherErr = other.ResumeFrom(ctx, "job", "work-complete-1")
 			}
 		}
@@ -96,7 +102,7 @@ func TestResumeRefusedWhileAnotherProcessResumes(t *testing.T) {
 		if !errors.Is(otherErr, ErrNotResumable) || len(otherEx.undone) > 0 {
 			t.Errorf("a resume in another process during the first's rollbacks: %v, undid %v; want ErrNotResumable and nothing undone", otherErr, otherEx.undone)
 		}
-		if j := mustGet(t, ctx, s, "job"); j.Status != Pending || j.LeaseHolder != "" || j.LeaseUntil.After(at(time.Hour)) {
+		if j := mustGet(t, ctx, s, "job"); j.Status != Pending || j.LeaseHolder != "" || j.LeaseUntil.After(now) {
 			t.Errorf("job %s, lease %q until %v; want PENDING, no lease", j.Status, j.LeaseHolder, j.LeaseUntil)
 		}
 	})
