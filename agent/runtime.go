@@ -14,6 +14,7 @@ import (
 
 	"github.com/snapnode/snapnode/executor"
 	"github.com/snapnode/snapnode/internal/fairqueue"
+	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/tasks"
 )
 
@@ -105,6 +106,12 @@ type Config struct {
 	// Poll is how often the runtime looks for jobs other processes left
 	// (default 1 s); jobs taken here wake it at once.
 	Poll time.Duration
+	// ForgetAfter, when positive, forgets an ended job (its history,
+	// recovery points and archive) once it ended that long ago and its
+	// task is gone: the node sets it to its task retention, so that what
+	// the retention deletes of a task, its job goes with. 0 keeps ended
+	// jobs.
+	ForgetAfter time.Duration
 	// Observer, when set, is told of every model call (the node's
 	// metrics).
 	Observer Observer
@@ -150,8 +157,11 @@ type Runtime struct {
 	// waitCursor is where reconcile's next page of waiting jobs starts
 	// (reconcile runs on the dispatcher's goroutine only).
 	waitCursor string
-	wg         sync.WaitGroup
-	budget     int
+	// endedCursor is where forget's next page of ended jobs starts (the
+	// dispatcher's goroutine only).
+	endedCursor Job
+	wg          sync.WaitGroup
+	budget      int
 }
 
 // New returns a Runtime on cfg. Call Run to start working.
@@ -452,8 +462,43 @@ func (r *Runtime) Run(ctx context.Context) error {
 		case <-tick.C:
 			if polls%30 == 0 {
 				r.reconcile(ctx)
+				r.forget(ctx)
 			}
 		}
+	}
+}
+
+// forget deletes, a page at a time, the ended jobs whose task is gone
+// (deleted by the node's task retention) and that ended ForgetAfter ago.
+func (r *Runtime) forget(ctx context.Context) {
+	if r.cfg.ForgetAfter <= 0 {
+		return
+	}
+	const page = 100
+	ended, err := r.cfg.Store.Ended(ctx, r.cfg.Now().Add(-r.cfg.ForgetAfter), &r.endedCursor, page)
+	if err != nil {
+		r.log.Warn("agent: looking for ended jobs to forget", "err", err)
+		return
+	}
+	if len(ended) < page {
+		r.endedCursor = Job{} // the next pass starts over
+	} else {
+		r.endedCursor = *ended[len(ended)-1]
+	}
+	forgotten := 0
+	for _, j := range ended {
+		var se *snap.Error
+		if _, err := r.cfg.Tasks.Task(ctx, j.TaskID); !errors.As(err, &se) || se.Code != snap.CodeTaskNotFound {
+			continue // its task is kept (or could not be read): so is the job
+		}
+		if ok, err := r.cfg.Store.Forget(ctx, j.TaskID); err != nil {
+			r.log.Warn("agent: forgetting an ended job", "task", j.TaskID, "err", err)
+		} else if ok {
+			forgotten++
+		}
+	}
+	if forgotten > 0 {
+		r.log.Info("agent: forgot ended jobs whose task the retention deleted", "count", forgotten)
 	}
 }
 

@@ -200,6 +200,45 @@ func (s *Store) Waiting(ctx context.Context, after string, limit int) ([]*Job, e
 	return s.jobs(ctx, `WHERE status = ? AND task_id > ? ORDER BY task_id LIMIT ?`, string(InterventionRequired), after, limit)
 }
 
+// Ended returns up to limit jobs that ended (SUCCESS, CANCELED or halted)
+// before before and after the job after (by the time they ended, then task
+// id; the zero Job starts), oldest first: a caller pages through them,
+// limit at a time.
+func (s *Store) Ended(ctx context.Context, before time.Time, after *Job, limit int) ([]*Job, error) {
+	return s.jobs(ctx, `WHERE status IN (?, ?, ?, ?) AND updated_at < ? AND (updated_at > ? OR updated_at = ? AND task_id > ?)
+		ORDER BY updated_at, task_id LIMIT ?`,
+		string(Success), string(Canceled), string(HaltedCost), string(HaltedTime), sqldb.Micros(before),
+		sqldb.Micros(after.UpdatedAt), sqldb.Micros(after.UpdatedAt), after.TaskID, limit)
+}
+
+// Forget deletes the job of taskID and everything stored of it: its
+// interactions, recovery points and history archive. It reports whether
+// there was a job; one that has not ended is kept (false).
+func (s *Store) Forget(ctx context.Context, taskID string) (bool, error) {
+	var found bool
+	err := s.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, s.d.Rebind(`DELETE FROM agent_jobs WHERE task_id = ? AND status IN (?, ?, ?, ?)`),
+			taskID, string(Success), string(Canceled), string(HaltedCost), string(HaltedTime))
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if found = n == 1; err != nil || !found {
+			return err
+		}
+		for _, table := range []string{"agent_interactions", "agent_recovery_points", "agent_history_segments"} {
+			if _, err := tx.ExecContext(ctx, s.d.Rebind(`DELETE FROM `+table+` WHERE task_id = ?`), taskID); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("agent: forget job %s: %w", taskID, err)
+	}
+	return found, nil
+}
+
 func (s *Store) jobs(ctx context.Context, where string, args ...any) ([]*Job, error) {
 	rows, err := s.db.R.QueryContext(ctx, s.d.Rebind(`SELECT `+jobColumns+` FROM agent_jobs `+where), args...)
 	if err != nil {

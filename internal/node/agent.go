@@ -166,6 +166,7 @@ func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queu
 		MaxObservationBytes: a.MaxObservationBytes, MaxAnswerBytes: a.MaxAnswerBytes,
 		MaxHistoryBytes: a.MaxHistoryBytes, MaxRetries: a.MaxRetries, Redact: redact, Secrets: []string{key},
 		SystemPrompt: a.SystemPrompt, Review: a.Review, ReviewModel: review, ReviewModelName: reviewName, Sensitive: a.Sensitive, Backoff: a.RetryBackoff.Duration, Observer: obs, Logger: logger.With("part", "agent"),
+		ForgetAfter: cfg.TaskRetention.Duration,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("node: agent: %w", err)
