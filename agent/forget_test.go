@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,6 +65,34 @@ func TestForgetJobsOfDeletedTasks(t *testing.T) {
 		}
 		if its, err := s.Interactions(ctx, "old-gone-with-history"); err != nil || len(its) != 0 {
 			t.Errorf("the forgotten job's history: %d interactions, %v", len(its), err)
+		}
+	})
+}
+
+// Looking for ended jobs reads the index of the ended jobs in its order (a
+// page of them), not every ended job sorted: the query Ended makes on
+// SQLite.
+func TestEndedUsesItsIndex(t *testing.T) {
+	eachStore(t, func(t *testing.T, ctx context.Context, s *Store) {
+		if s.d.Name() != "sqlite" {
+			t.Skip("the plan is read on SQLite")
+		}
+		rows, err := s.db.R.QueryContext(ctx, "EXPLAIN QUERY PLAN SELECT task_id FROM agent_jobs "+s.endedWhere(), 1, 0, 0, "", 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var plan []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		if got := fmt.Sprint(plan); !strings.Contains(got, "agent_jobs_ended") || strings.Contains(got, "TEMP B-TREE") {
+			t.Fatalf("plan %s: want the index agent_jobs_ended, in its order", got)
 		}
 	})
 }
