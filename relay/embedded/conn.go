@@ -117,6 +117,9 @@ type conn struct {
 	closeText string
 
 	subs map[string]*subscription // the goroutine handling a request only
+	// values is the number of filter values subs hold (see
+	// Config.MaxOpenFilterValues); the goroutine handling a request only.
+	values int
 
 	// peer names the connection's peer for the per-peer bounds: its
 	// EVENT bucket in Relay.events and its share of the store (see
@@ -169,9 +172,8 @@ func (c *conn) serve(read func()) {
 	read()
 	c.kill(websocket.CloseNormalClosure, "") // if the reader stopped on its own
 	<-writerDone
-	for id, s := range c.subs {
-		c.r.hub.remove(s)
-		delete(c.subs, id)
+	for _, s := range c.subs {
+		c.dropSub(s)
 	}
 	c.cancel()
 	c.r.mu.Lock()
@@ -462,12 +464,18 @@ func (c *conn) process(m *clientMessage, err error) error {
 		return c.handleReq(m.subID, m.filters)
 	case msgClose:
 		if s, ok := c.subs[m.subID]; ok {
-			delete(c.subs, m.subID)
-			c.r.hub.remove(s)
+			c.dropSub(s)
 		}
 		return nil
 	}
 	return nil
+}
+
+// dropSub closes s, one of subs, and gives its filter values back.
+func (c *conn) dropSub(s *subscription) {
+	delete(c.subs, s.id)
+	c.values -= s.values
+	c.r.hub.remove(s)
 }
 
 // allowEvent takes a token from the connection's EVENT bucket.
@@ -545,13 +553,18 @@ func reason(err error) string {
 func (c *conn) handleReq(subID string, filters []*filter) error {
 	r := c.r
 	if old, ok := c.subs[subID]; ok {
-		delete(c.subs, subID)
-		r.hub.remove(old) // NIP-01: a REQ with an open id replaces it
+		c.dropSub(old) // NIP-01: a REQ with an open id replaces it
 	} else if len(c.subs) >= r.cfg.MaxSubscriptions {
 		return c.closedSub(subID, fmt.Sprintf("rate-limited: too many open subscriptions (max %d)", r.cfg.MaxSubscriptions))
 	}
 	sub := newSubscription(c, subID, filters)
+	// Each value of an open filter holds memory (the filter's sets, the
+	// hub's index): bounded per connection, not per filter only.
+	if !c.patient && c.values+sub.values > r.cfg.MaxOpenFilterValues {
+		return c.closedSub(subID, fmt.Sprintf("rate-limited: too many filter values in open subscriptions (max %d)", r.cfg.MaxOpenFilterValues))
+	}
 	c.subs[subID] = sub
+	c.values += sub.values
 	r.hub.add(sub) // before querying: live events now buffer in sub
 
 	now := r.now().Unix()
@@ -571,8 +584,7 @@ func (c *conn) handleReq(subID string, filters []*filter) error {
 		}
 		evs, err := r.store.query(c.ctx, f, min(limit, events), bytes, now)
 		if err != nil {
-			delete(c.subs, subID)
-			r.hub.remove(sub)
+			c.dropSub(sub)
 			if c.ctx.Err() != nil {
 				return errConnClosed
 			}

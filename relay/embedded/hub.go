@@ -12,6 +12,7 @@ type subscription struct {
 	c       *conn
 	id      string
 	filters []*filter
+	values  int    // the values in filters' lists (see filter.valueCount)
 	prefix  []byte // `["EVENT",<id>,`, for WebSocket clients
 
 	mu      sync.Mutex
@@ -30,7 +31,11 @@ func newSubscription(c *conn, id string, filters []*filter) *subscription {
 	prefix := make([]byte, 0, len(`["EVENT","",`)+len(id))
 	prefix = appendJSONString(append(prefix, `["EVENT",`...), id)
 	prefix = append(prefix, ',')
-	return &subscription{c: c, id: id, filters: filters, prefix: prefix, pending: true, flipped: make(chan struct{})}
+	values := 0
+	for _, f := range filters {
+		values += f.valueCount()
+	}
+	return &subscription{c: c, id: id, filters: filters, values: values, prefix: prefix, pending: true, flipped: make(chan struct{})}
 }
 
 // endWait closes flipped once; s.mu is held.

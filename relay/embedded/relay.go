@@ -52,11 +52,17 @@ type Config struct {
 	MaxSubscriptions int // open subscriptions per connection; default 64
 	MaxFilters       int // filters per REQ; default 16
 	MaxFilterValues  int // values in the lists of one filter; default 1000
-	MaxLimit         int // cap on a filter's limit, and on a REQ's stored events; default 5000
-	DefaultLimit     int // stored events per filter without limit; default 500
-	MaxSubIDLength   int // subscription id length; default 64
-	MaxEventTags     int // tags of one event; default 2500
-	MaxContentLength int // bytes of an event's content; default 256 KiB
+	// MaxOpenFilterValues bounds the values in the filters of one
+	// connection's open subscriptions together (each costs a few hundred
+	// bytes while the subscription is open); default 4000, at least
+	// MaxFilterValues. The node's own in-process connection is not
+	// bounded.
+	MaxOpenFilterValues int
+	MaxLimit            int // cap on a filter's limit, and on a REQ's stored events; default 5000
+	DefaultLimit        int // stored events per filter without limit; default 500
+	MaxSubIDLength      int // subscription id length; default 64
+	MaxEventTags        int // tags of one event; default 2500
+	MaxContentLength    int // bytes of an event's content; default 256 KiB
 	// MaxStoredBytes bounds the stored events one REQ loads, all its
 	// filters together (their JSON); default 8 MiB, at least
 	// MaxMessageLength. A REQ's stored events are loaded before they are
@@ -149,6 +155,7 @@ const (
 	DefaultMaxSubscriptions    = 64
 	DefaultMaxFilters          = 16
 	DefaultMaxFilterValues     = 1000
+	DefaultMaxOpenFilterValues = 4000
 	DefaultMaxLimit            = 5000
 	DefaultDefaultLimit        = 500
 	DefaultMaxSubIDLength      = 64
@@ -194,6 +201,7 @@ func (c Config) withDefaults() (Config, error) {
 		def(&c.MaxSubscriptions, DefaultMaxSubscriptions, "MaxSubscriptions"),
 		def(&c.MaxFilters, DefaultMaxFilters, "MaxFilters"),
 		def(&c.MaxFilterValues, DefaultMaxFilterValues, "MaxFilterValues"),
+		def(&c.MaxOpenFilterValues, DefaultMaxOpenFilterValues, "MaxOpenFilterValues"),
 		def(&c.MaxLimit, DefaultMaxLimit, "MaxLimit"),
 		def(&c.DefaultLimit, DefaultDefaultLimit, "DefaultLimit"),
 		def(&c.MaxSubIDLength, DefaultMaxSubIDLength, "MaxSubIDLength"),
@@ -230,6 +238,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.CreatedAtUpperLimit = DefaultCreatedAtUpperLimit
 	}
 	c.DefaultLimit = min(c.DefaultLimit, c.MaxLimit)
+	c.MaxOpenFilterValues = max(c.MaxOpenFilterValues, c.MaxFilterValues)
 	c.MaxStoredBytes = max(c.MaxStoredBytes, c.MaxMessageLength)
 	if c.Name == "" {
 		c.Name = "snapnode relay"

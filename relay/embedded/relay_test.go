@@ -1111,3 +1111,48 @@ func TestQueuedEventsShared(t *testing.T) {
 	}
 	t.Logf("heap grew %d KB", grown>>10)
 }
+
+// TestOpenFilterValuesBound: the filter values a connection's open
+// subscriptions hold together are bounded, not only those of one filter:
+// 64 subscriptions of sixteen filters of 1,000 values each (REQs of 90 KB)
+// held over 400 MB of the relay's memory for one client. Past the bound a
+// REQ is refused with CLOSED; closing or replacing a subscription gives
+// its values back.
+func TestOpenFilterValuesBound(t *testing.T) {
+	tr := startRelay(t, Config{})
+	c := dial(t, tr.url)
+	next := 0
+	values := func(n int) []string {
+		vs := make([]string, n)
+		for i := range vs {
+			vs[i] = fmt.Sprintf("%x", next)
+			next++
+		}
+		return vs
+	}
+	full := func() map[string]any { return map[string]any{"#t": values(DefaultMaxFilterValues)} }
+	budget := DefaultMaxOpenFilterValues / DefaultMaxFilterValues
+	for i := range budget {
+		c.req(fmt.Sprint("s", i), full())
+	}
+	keys := tr.hub.size()
+	c.send("REQ", "over", full())
+	if m := c.expect("CLOSED"); m.str(0) != "over" || !strings.HasPrefix(m.str(1), "rate-limited:") {
+		t.Fatalf("CLOSED %s, want over rate-limited: …", joinRaw(m.args))
+	}
+	c.send("REQ", "many", full(), full(), full(), full(), full())
+	if m := c.expect("CLOSED"); m.str(0) != "many" || !strings.HasPrefix(m.str(1), "rate-limited:") {
+		t.Fatalf("CLOSED %s, want many rate-limited: …", joinRaw(m.args))
+	}
+	if n := tr.hub.size(); n != keys {
+		t.Fatalf("the hub indexes %d keys after refused REQs, want %d", n, keys)
+	}
+	// Replacing a subscription swaps its values; closing one frees them.
+	c.req("s0", full())
+	c.send("CLOSE", "s1")
+	c.req("again", full())
+	c.send("REQ", "over", map[string]any{"kinds": []int{1}})
+	if m := c.expect("CLOSED"); m.str(0) != "over" {
+		t.Fatalf("CLOSED %s, want over", joinRaw(m.args))
+	}
+}
