@@ -335,7 +335,13 @@ func (c *conn) ok(id string, accepted bool, msg string) error {
 	return c.send(outItem{msg: message{label: labelOK, ref: id, ok: accepted, text: msg}})
 }
 
+// closedSub answers CLOSED for subID, and closes the open subscription
+// of that id, if any (a REQ refused in its place): after CLOSED, the
+// client gets no EVENT for the id.
 func (c *conn) closedSub(subID, msg string) error {
+	if s, ok := c.subs[subID]; ok {
+		c.dropSub(s)
+	}
 	return c.send(outItem{msg: message{label: labelClosed, ref: subID, text: msg}})
 }
 

@@ -1156,3 +1156,25 @@ func TestOpenFilterValuesBound(t *testing.T) {
 		t.Fatalf("CLOSED %s, want over", joinRaw(m.args))
 	}
 }
+
+// TestRefusedReplacementClosesSubscription: a REQ refused for an open
+// subscription id is answered with CLOSED for that id, so the
+// subscription it would have replaced is closed too: no EVENT follows a
+// CLOSED (it used to stay open, sending events the client took for
+// closed).
+func TestRefusedReplacementClosesSubscription(t *testing.T) {
+	tr := startRelay(t, Config{})
+	c, pub := dial(t, tr.url), dial(t, tr.url)
+	c.req("s", map[string]any{"kinds": []int{1}})
+	c.send("REQ", "s", map[string]any{"kinds": []any{"x"}})
+	if m := c.expect("CLOSED"); m.str(0) != "s" || !strings.HasPrefix(m.str(1), "invalid:") {
+		t.Fatalf("CLOSED %s, want s invalid: …", joinRaw(m.args))
+	}
+	if n := tr.hub.size(); n != 0 {
+		t.Fatalf("the hub indexes %d keys after CLOSED, want none", n)
+	}
+	pub.mustPublish(newKey(t).event(t, 1, tr.clock.Unix(), "after CLOSED"))
+	if got := c.req("probe", map[string]any{"kinds": []int{2}}); len(got) != 0 {
+		t.Fatalf("probe: %v", got)
+	}
+}
