@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/snapnode/snapnode/executor"
 	"github.com/snapnode/snapnode/internal/testdb"
 	"github.com/snapnode/snapnode/tasks"
+	"github.com/snapnode/snapnode/tasks/taskstest"
 )
 
 // mute is a model server that reports usage tokens on each side of each
@@ -179,5 +181,30 @@ func TestNodeFailuresStayWithTheOperator(t *testing.T) {
 	j, err := r.store.Get(context.Background(), task.ID)
 	if err != nil || !strings.Contains(j.Reason, "10.0.0.5:5432") {
 		t.Fatalf("job reason %q, %v: want the whole error for the operator", j.Reason, err)
+	}
+}
+
+// A peer's job request cannot start its job in the node's review phase:
+// "review" is the phase the node enters when a worker's COMPLETED is
+// reviewed, and a job in it is answered by the supervisor (its prompt,
+// agent.review_model) whatever agent.review says. Before, a request with
+// phase "review" skipped the worker: the supervisor's first answer
+// completed the task, with review off.
+func TestJobRequestCannotStartInReview(t *testing.T) {
+	r := newRig(t, testdb.SQLite(t))
+	req := `{"job_id":"j","phase":"review","context_files":[],"system_prompt":"","task_description":"say hello","metadata":{"accepted_formats":[]}}`
+	b, err := json.Marshal(map[string]any{"message": map[string]any{"messageId": "m", "role": "user",
+		"parts": []any{map[string]any{"data": json.RawMessage(req)}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := taskstest.Send(context.Background(), r.svc, "alice", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &scripted{answers: []string{`{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"hello"}`}}
+	got := r.run(t, m, task.ID, tasks.StateFailed, tasks.StateCompleted, tasks.StateInputRequired)
+	if got.Status.State != tasks.StateFailed || !strings.Contains(got.Status.Message, "/phase") || len(m.prompts) != 0 {
+		t.Fatalf("task %s %q after %d model calls: want failed, the request refused at /phase", got.Status.State, got.Status.Message, len(m.prompts))
 	}
 }

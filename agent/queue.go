@@ -54,6 +54,13 @@ func (q *Queue) Take(ctx context.Context, t *tasks.Task) error {
 		if err != nil {
 			return &tasks.Refusal{Reason: err.Error()}
 		}
+		if req != nil && req.Phase == PhaseReview {
+			// The node's own phase, entered when a worker's COMPLETED is
+			// reviewed: a job started in it would skip the worker and be
+			// answered by the supervisor, whatever agent.review says.
+			return &tasks.Refusal{Reason: (&JobRequestError{Field: "/phase",
+				Rule: `"review" is the node's review phase, which a job enters only when its worker's work is reviewed`}).Error()}
+		}
 		if req != nil {
 			text, phase = redactText(req.TaskDescription, nil, nil), req.Phase
 		}
