@@ -208,3 +208,55 @@ func TestJobRequestCannotStartInReview(t *testing.T) {
 		t.Fatalf("task %s %q after %d model calls: want failed, the request refused at /phase", got.Status.State, got.Status.Message, len(m.prompts))
 	}
 }
+
+// An answer refused for its size whose stored copy redaction made
+// smaller (a secret in it) still replays as refused: before, the stored
+// text parsed under max_answer_bytes and replay said the history was
+// inconsistent ("recorded as invalid, but it parses").
+func TestOversizedAnswerWithASecretReplays(t *testing.T) {
+	r := newRig(t, testdb.SQLite(t))
+	ctx := context.Background()
+	task := r.send(t, "go")
+	const max = 4 << 10
+	big := `{"schema_version":"1.0.0","id":"00000000-0000-4000-8000-000000000001","reasoning":"r","action":"WRITE_FILE","args":{"path":"/sandbox/a.md","content":"sk-` +
+		strings.Repeat("A", max) + `"}}`
+	m := &scripted{answers: []string{big,
+		`{"schema_version":"1.0.0","id":"00000000-0000-4000-8000-000000000002","reasoning":"done","action":"FINISH","args":{"response":"done"}}`}}
+	got := r.runWith(t, func(c *agent.Config) { c.MaxAnswerBytes = max }, m, task.ID, tasks.StateFailed, tasks.StateCompleted, tasks.StateInputRequired)
+	if got.Status.State != tasks.StateCompleted {
+		t.Fatalf("task %s %q", got.Status.State, got.Status.Message)
+	}
+	h, err := r.store.History(ctx, task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Interactions[0].Response.Kind != agent.KindInvalid || !h.Interactions[0].Response.Redacted {
+		t.Fatalf("first answer recorded %s (redacted %v), want invalid and redacted", h.Interactions[0].Response.Kind, h.Interactions[0].Response.Redacted)
+	}
+	if err := agent.Replay(h, max); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// An answer whose stored copy redaction made longer (a short API key,
+// such as vLLM's "EMPTY", in a summary of 500 characters) still replays
+// as the answer it was: before, replay found the summary over its
+// maximum and said the answer did not parse.
+func TestLengthenedAnswerReplays(t *testing.T) {
+	r := newRig(t, testdb.SQLite(t))
+	ctx := context.Background()
+	task := r.send(t, "go")
+	summary := strings.Repeat("EMPTY ", 10) + strings.Repeat("x", 440)
+	m := &scripted{answers: []string{`{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"` + summary + `"}`}}
+	got := r.runWith(t, func(c *agent.Config) { c.Secrets = []string{"EMPTY"} }, m, task.ID, tasks.StateFailed, tasks.StateCompleted, tasks.StateInputRequired)
+	if got.Status.State != tasks.StateCompleted {
+		t.Fatalf("task %s %q", got.Status.State, got.Status.Message)
+	}
+	h, err := r.store.History(ctx, task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := agent.Replay(h, 64<<10); err != nil {
+		t.Fatal(err)
+	}
+}
