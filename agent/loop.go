@@ -296,7 +296,12 @@ func (jr *jobRun) call(ctx context.Context) (*Interaction, *Completion, error) {
 			break
 		}
 	}
-	cctx, cancel := context.WithTimeout(ctx, r.cfg.RequestTimeout)
+	// No longer than the job has left: at its time limit it halts.
+	timeout, capped := r.cfg.RequestTimeout, false
+	if left := jr.lim.maxTime - time.Duration(j.Seconds*float64(time.Second)); left < timeout {
+		timeout, capped = left, true
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	began := time.Now()
 	comp, err := model.Complete(cctx, Prompt{Messages: msgs, Schema: answerSchema(), SchemaName: "snapnode_answer",
@@ -310,6 +315,9 @@ func (jr *jobRun) call(ctx context.Context) (*Interaction, *Completion, error) {
 		it.Response.Kind, it.Response.Status, it.Response.Error = KindAPIError, ResponseError, cut(r.redact(err.Error()), 1000)
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 			it.Response.Status = ResponseTimeout
+		}
+		if capped && errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+			j.Seconds = max(j.Seconds, jr.lim.maxTime.Seconds()) // cut at the limit: the job's time is up
 		}
 		if r.cfg.Observer != nil && ctx.Err() == nil {
 			r.cfg.Observer.ObserveModelCall(it.Response.Status, elapsed, 0)
@@ -582,6 +590,11 @@ func (jr *jobRun) apiFailure(ctx context.Context, it *Interaction, callErr error
 		if strings.HasPrefix(jr.its[i].Response.Error, contextLengthMark) {
 			ctxFails++
 		}
+	}
+	if jr.j.Seconds >= jr.lim.maxTime.Seconds() {
+		// The call ran to the job's time limit (a worker stopped there
+		// did not fail): the job halts at its next step (checkLimits).
+		return false, nil
 	}
 	// The model's errors stay with the operator (the job's reason, its
 	// history, the log): a model server's may name its address, a

@@ -190,3 +190,47 @@ func TestBackoffCountsAsJobTime(t *testing.T) {
 		})
 	}
 }
+
+// hanging is a model server that answers no call: each waits for its
+// context; as a worker or a delegate (stalled), its error is theirs.
+type hanging struct {
+	worker bool
+	calls  atomic.Int64
+}
+
+func (h *hanging) Complete(ctx context.Context, p agent.Prompt) (*agent.Completion, error) {
+	h.calls.Add(1)
+	<-ctx.Done()
+	if h.worker && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return nil, fmt.Errorf("%w: the worker did not answer step %d within the request time-out (timeout)", agent.ErrWorkerFailed, p.Step)
+	}
+	return nil, ctx.Err()
+}
+
+// A model call ends at the job's time limit: before, only the request
+// time-out bounded it, and a job of a minute (a peer's
+// time_threshold_minutes) whose model server, worker or delegate stalled
+// ran the whole time-out (2 minutes by default) past its limit. The job
+// halts at its time, not as a failed worker.
+func TestModelCallStopsAtTheTimeLimit(t *testing.T) {
+	for _, worker := range []bool{false, true} {
+		name := "model server"
+		if worker {
+			name = "worker"
+		}
+		t.Run(name, func(t *testing.T) {
+			r := newRig(t, testdb.SQLite(t))
+			task := r.send(t, "go")
+			m := &hanging{worker: worker}
+			got := r.runWith(t, func(cfg *agent.Config) { cfg.MaxTime, cfg.RequestTimeout = 50*time.Millisecond, time.Hour }, m, task.ID,
+				tasks.StateFailed, tasks.StateCompleted, tasks.StateInputRequired)
+			if got.Status.State != tasks.StateFailed || !strings.Contains(got.Status.Message, "max_time_minutes") || m.calls.Load() != 1 {
+				t.Fatalf("task %s %q after %d calls: want failed at max_time_minutes", got.Status.State, got.Status.Message, m.calls.Load())
+			}
+			j, err := r.store.Get(context.Background(), task.ID)
+			if err != nil || j.Seconds > 1 {
+				t.Fatalf("the job's time %.3f s, %v: want it stopped at its limit", j.Seconds, err)
+			}
+		})
+	}
+}
