@@ -28,6 +28,10 @@ type itRelay struct {
 	url  string
 	wg   sync.WaitGroup // connection handlers
 
+	// refuse is how many REQs more are answered CLOSED, as a relay at
+	// its cap on subscriptions answers.
+	refuse atomic.Int32
+
 	mu     sync.Mutex
 	srv    *httptest.Server
 	conns  map[*itConn]struct{}
@@ -119,6 +123,10 @@ func (r *itRelay) handle(c *itConn, data []byte) {
 			tg.c.write(nostr.EventEnvelope{SubscriptionID: &tg.id, Event: ev})
 		}
 	case *nostr.ReqEnvelope:
+		if r.refuse.Add(-1) >= 0 {
+			c.write(nostr.ClosedEnvelope{SubscriptionID: env.SubscriptionID, Reason: "rate-limited: too many subscriptions"})
+			return
+		}
 		r.mu.Lock()
 		r.reqs = append(r.reqs, env.Filters...)
 		c.subs[env.SubscriptionID] = env.Filters
@@ -341,5 +349,42 @@ func TestPoolIntegrationRelayRestart(t *testing.T) {
 	}
 	if !errors.Is(sub.Err(), ErrSubscriptionClosed) {
 		t.Fatal(sub.Err())
+	}
+}
+
+// A relay that answers a REQ with CLOSED (at its cap on subscriptions) is
+// asked again after a backoff, and the subscription gets its events once
+// the relay takes it; before, the pool gave the subscription up on that
+// relay until the connection ended, and a request waiting for its answer
+// there timed out.
+func TestPoolAsksAgainAfterClosed(t *testing.T) {
+	r := newITRelay(t)
+	r.refuse.Store(3)
+	sp := itPool(t, []string{r.url}, nil)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	sub, err := sp.Subscribe(ctx, ptFilter())
+	if err != nil {
+		t.Fatal(err)
+	}
+	itWaitFor(t, "the relay to take the subscription", func() bool { return r.refuse.Load() < 0 })
+	select {
+	case <-sub.EOSE():
+	case <-ctx.Done():
+		t.Fatal("no EOSE")
+	}
+	pub := itPool(t, []string{r.url}, nil)
+	itWaitFor(t, "publisher connected", func() bool { return itState(pub, r.url) == StateConnected })
+	ev := ptEvent(t, nostr.Timestamp(time.Now().Unix()), "after the refusals")
+	if _, err := pub.Publish(ctx, *ev); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got, ok := <-sub.Events():
+		if !ok || got.ID != ev.ID {
+			t.Fatalf("event %v, %v: want %s", got, sub.Err(), ev.ID)
+		}
+	case <-ctx.Done():
+		t.Fatal("the subscription got nothing after the relay refused it")
 	}
 }

@@ -73,6 +73,9 @@ type poolRelay struct {
 	mu     sync.Mutex
 	conn   Conn            // nil unless connected
 	active map[uint64]bool // subscriptions REQ'd on conn
+	// refused counts the CLOSEDs of each subscription on conn since its
+	// last EOSE (see handle); an entry lasts no longer than conn.
+	refused map[uint64]int
 	// publishing: conn takes publications. Set once the REQs of the
 	// subscriptions open when it connected are sent, so that a request
 	// published right after its reply's subscription is never on the
@@ -154,7 +157,7 @@ func (r *poolRelay) wait(ctx context.Context, d time.Duration, err error) bool {
 // returns why the connection ended.
 func (r *poolRelay) serve(ctx context.Context, conn Conn) error {
 	r.mu.Lock()
-	r.conn, r.active = conn, map[uint64]bool{}
+	r.conn, r.active, r.refused = conn, map[uint64]bool{}, map[uint64]int{}
 	r.connects++
 	r.connectedAt, r.retryAt = r.p.cfg.Now(), time.Time{}
 	reconnect := r.connects > 1
@@ -189,7 +192,7 @@ loop:
 		}
 	}
 	r.mu.Lock()
-	r.conn, r.active, r.publishing = nil, nil, false
+	r.conn, r.active, r.refused, r.publishing = nil, nil, nil, false
 	r.mu.Unlock()
 	conn.Close()
 	if err == nil {
@@ -225,6 +228,7 @@ func (r *poolRelay) ensureSub(s *Subscription) {
 func (r *poolRelay) dropSub(s *Subscription) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	delete(r.refused, s.serial)
 	if !r.active[s.serial] {
 		return
 	}
@@ -248,16 +252,44 @@ func (r *poolRelay) handle(m ConnMessage, inProcess bool) {
 		}
 	case "EOSE":
 		if s := r.p.lookup(m.SubID); s != nil {
+			r.mu.Lock()
+			delete(r.refused, s.serial) // taken: the next refusal starts the backoff over
+			r.mu.Unlock()
 			s.relayDone(r.idx, true)
 		}
 	case "CLOSED":
-		r.log.Warn("relay pool: relay closed a subscription", "sub", m.SubID, "reason", m.Reason)
-		if s := r.p.lookup(m.SubID); s != nil {
-			r.mu.Lock()
-			delete(r.active, s.serial)
+		s := r.p.lookup(m.SubID)
+		if s == nil {
+			r.log.Warn("relay pool: relay closed a subscription", "sub", m.SubID, "reason", m.Reason)
+			return
+		}
+		// A relay that refuses or ends a subscription (its cap on
+		// subscriptions, a rate limit, a restart) is asked again after a
+		// backoff that grows with each refusal on this connection: given
+		// up, the subscription would get nothing from this relay until
+		// it reconnects, which may be never, and a request whose answer
+		// it waits for would time out.
+		r.mu.Lock()
+		delete(r.active, s.serial)
+		conn := r.conn
+		if conn == nil { // the connection ended meanwhile: its next one asks again
 			r.mu.Unlock()
 			s.relayDone(r.idx, false)
+			return
 		}
+		r.refused[s.serial]++
+		wait := min(r.p.cfg.BackoffBase<<min(r.refused[s.serial]-1, 16), r.p.cfg.BackoffMax)
+		r.mu.Unlock()
+		s.relayDone(r.idx, false)
+		r.log.Warn("relay pool: relay closed a subscription; asking again", "sub", m.SubID, "reason", m.Reason, "in", wait)
+		time.AfterFunc(wait, func() {
+			r.mu.Lock()
+			same := r.conn == conn
+			r.mu.Unlock()
+			if same {
+				r.ensureSub(s)
+			}
+		})
 	case "NOTICE":
 		r.log.Info("relay pool: notice", "notice", m.Reason)
 	}
