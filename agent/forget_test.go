@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snapnode/snapnode/internal/testdb"
 	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/tasks"
 )
@@ -77,20 +78,7 @@ func TestEndedUsesItsIndex(t *testing.T) {
 		if s.d.Name() != "sqlite" {
 			t.Skip("the plan is read on SQLite")
 		}
-		rows, err := s.db.R.QueryContext(ctx, "EXPLAIN QUERY PLAN SELECT task_id FROM agent_jobs "+s.endedWhere(), 1, 0, 0, "", 100)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rows.Close()
-		var plan []string
-		for rows.Next() {
-			var id, parent, unused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, detail)
-		}
+		plan := testdb.QueryPlan(t, s.db.R, "SELECT task_id FROM agent_jobs "+s.endedWhere(), 1, 0, 0, "", 100)
 		if got := fmt.Sprint(plan); !strings.Contains(got, "agent_jobs_ended") || strings.Contains(got, "TEMP B-TREE") {
 			t.Fatalf("plan %s: want the index agent_jobs_ended, in its order", got)
 		}

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/snapnode/snapnode/internal/testdb"
 )
 
 // peerHoldings returns what each peer holds by its stored events, and
@@ -239,7 +241,7 @@ func TestStorePeerShareUsesItsIndex(t *testing.T) {
 	for i, want := range []string{"events_peer_regular (peer=? AND seq>?)", "events_peer (peer=? AND seq>?)"} {
 		tier := s.peerEvictions[i]
 		args := append(append([]any{"203.0.113.7", int64(-1), int64(-1)}, tier.args...), 8)
-		plan := queryPlan(t, s.w, tier.query, args...)
+		plan := testdb.QueryPlan(t, s.w, tier.query, args...)
 		if len(plan) != 1 || !strings.Contains(plan[0], "USING") || !strings.HasSuffix(plan[0], want) {
 			t.Errorf("tier %d: plan %q, want a search of %s", i, plan, want)
 		}

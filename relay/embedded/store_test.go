@@ -3,9 +3,7 @@ package embedded
 import (
 	"cmp"
 	"context"
-	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
@@ -14,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/snapnode/snapnode/internal/testdb"
 )
 
 func testLimits() *limits {
@@ -212,7 +212,7 @@ func TestQueryPlans(t *testing.T) {
 		`{}`:                                   "SCAN e USING INDEX events_created",
 	} {
 		q, args := buildQuery(mustFilter(t, js), 500, 0)
-		plan := queryPlan(t, st.r, q, args...)
+		plan := testdb.QueryPlan(t, st.r, q, args...)
 		if len(plan) == 0 || !strings.HasPrefix(plan[0], want) {
 			t.Errorf("%s: plan %q, want it to start with %q", js, plan, want)
 		}
@@ -282,26 +282,4 @@ func TestStoreSinceWatermark(t *testing.T) {
 	if s3.newest.Load() != 1000 {
 		t.Errorf("reopened mark %d, want 1000", s3.newest.Load())
 	}
-}
-
-// queryPlan returns the details of SQLite's plan for query, one a step.
-func queryPlan(t *testing.T, db *sql.DB, query string, args ...any) []string {
-	t.Helper()
-	rows, err := db.Query("EXPLAIN QUERY PLAN "+query, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var plan []string
-	for rows.Next() {
-		var id, parent, unused int
-		var detail string
-		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-			t.Fatal(err)
-		}
-		plan = append(plan, detail)
-	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		t.Fatal(err)
-	}
-	return plan
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/snapnode/snapnode/internal/sqldb"
+	"github.com/snapnode/snapnode/internal/testdb"
 	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/tasks"
 	"github.com/snapnode/snapnode/tasks/storetest"
@@ -494,20 +495,7 @@ func TestListIndexes(t *testing.T) {
 			"state = 'working'": "tasks_state",
 			"1 = 1":             "tasks_created",
 		} {
-			rows, err := s.r.QueryContext(ctx, "EXPLAIN QUERY PLAN SELECT "+taskColumns+" FROM tasks WHERE "+where+" ORDER BY created_at, id")
-			if err != nil {
-				t.Fatal(err)
-			}
-			var plan []string
-			for rows.Next() {
-				var id, parent, notused int
-				var detail string
-				if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
-					t.Fatal(err)
-				}
-				plan = append(plan, detail)
-			}
-			rows.Close()
+			plan := testdb.QueryPlan(t, s.r, "SELECT "+taskColumns+" FROM tasks WHERE "+where+" ORDER BY created_at, id")
 			p := strings.Join(plan, "; ")
 			if !strings.Contains(p, "INDEX "+index) || strings.Contains(p, "TEMP B-TREE") {
 				t.Errorf("WHERE %s: plan %q, want %s and no sort", where, p, index)
