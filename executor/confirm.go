@@ -339,6 +339,23 @@ func (a Action) Result() *Result {
 	return res
 }
 
+// Forget deletes the records of the actions created before before that
+// have ended and can no longer change anything (completed, denied,
+// failed, or promoted or rolled back with their rollback snapshot gone),
+// in batches, and returns how many. Their audit entries stay, under the
+// audit log's own retention. The node calls it with its task retention,
+// so that an ended task's file contents and diffs do not outlive it.
+func (e *Executor) Forget(ctx context.Context, before time.Time) (int, error) {
+	total := 0
+	for {
+		n, err := e.store.forget(ctx, before)
+		total += n
+		if err != nil || n < forgetBatch {
+			return total, err
+		}
+	}
+}
+
 // Actions returns the recorded actions of a task, oldest first. A worker
 // resuming after a crash asks it whether a proposal it sent already ran:
 // the executor's record, not the worker's memory, is the truth.

@@ -423,6 +423,30 @@ func rowsAffected(res sql.Result, err error) (int, error) {
 	return int(n), err
 }
 
+// forgetBatch is how many records one forget deletes at most, so that a
+// backlog does not hold the database's writer for long.
+const forgetBatch = 1000
+
+// forget deletes up to forgetBatch records of actions created before
+// before that have ended and can no longer change anything: completed,
+// denied, failed, or promoted or rolled back with their snapshot gone
+// (pruned by its bounds). It returns how many it deleted.
+func (s *store) forget(ctx context.Context, before time.Time) (int, error) {
+	var n int
+	err := s.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, s.d.Rebind(`DELETE FROM executor_actions WHERE action_id IN (
+			SELECT action_id FROM executor_actions
+			WHERE state IN ('completed', 'denied', 'failed', 'promoted', 'rolled_back') AND created_at < ? AND snapshot = ''
+			LIMIT ?)`), sqldb.Micros(before), forgetBatch)
+		n, err = rowsAffected(res, err)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("executor: forget ended actions: %w", err)
+	}
+	return n, nil
+}
+
 // pruneOne empties, at now, the snapshot of actionID if it may be
 // pruned.
 func (s *store) pruneOne(ctx context.Context, actionID string, now time.Time) error {

@@ -15,6 +15,7 @@ import (
 	"github.com/snapnode/snapnode/executor/sandbox"
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/config"
+	"github.com/snapnode/snapnode/internal/periodic"
 	"github.com/snapnode/snapnode/internal/sqldb"
 	"github.com/snapnode/snapnode/proposals"
 )
@@ -127,8 +128,27 @@ func startExecutor(ctx context.Context, cfg config.Config, db *sqldb.DB, key *id
 	} else if n > 0 {
 		logger.Warn("executor: restored actions a crash interrupted mid-promotion", "count", n)
 	}
+	startForgetting(ctx, exec, cfg.TaskRetention.Duration, logger, &closers)
 	logger.Info("proposals: sandbox and policy ready", "sandbox", dir, "policy", engine.Name(), "policy_version", engine.Version())
 	return &executorPart{exec: exec, policy: holder, audit: log}, stop, nil
+}
+
+// startForgetting deletes the executor's records of ended actions older
+// than retention (the node's task retention: a task's file contents and
+// diffs go with the task; 0 keeps them) now and every auditPruneInterval
+// (see every).
+func startForgetting(ctx context.Context, exec *executor.Executor, retention time.Duration, logger *slog.Logger, closers *[]func() error) {
+	if retention <= 0 {
+		return
+	}
+	every(ctx, auditPruneInterval, func(ctx context.Context, now time.Time) (int, error) { return exec.Forget(ctx, now.Add(-retention)) },
+		func(n int, err error) {
+			if err != nil {
+				logger.Warn("executor: forgetting ended actions", "err", err)
+			} else if n > 0 {
+				logger.Info("executor: forgot the records of ended actions past the task retention", "count", n, "older_than", retention)
+			}
+		}, closers)
 }
 
 // AuditOptions are the audit log's options of a node with settings cfg
@@ -152,25 +172,31 @@ func auditLevels(a config.Audit) executor.AuditLevels {
 }
 
 // startAuditPruner prunes log to its retention once, before the node
-// serves, then every auditPruneInterval in a goroutine that the closer it
-// appends stops. A prune that fails (the entries due do not verify: the
-// log was tampered with, and pruning never erases that) is logged and the
-// node runs on, its log untouched, for `snapnode audit verify` to name.
+// serves, then every auditPruneInterval (see every). A prune that fails
+// (the entries due do not verify: the log was tampered with, and pruning
+// never erases that) is logged and the node runs on, its log untouched,
+// for `snapnode audit verify` to name.
 func startAuditPruner(ctx context.Context, log *audit.Log, logger *slog.Logger, closers *[]func() error) {
-	report := func(removed int64, err error) {
-		if err != nil {
-			logger.Error("audit log: prune", "err", err)
-		} else if removed > 0 {
-			logger.Info("audit log: pruned entries past retention", "count", removed)
-		}
-	}
-	report(log.Prune(ctx))
-	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	tick := time.NewTicker(auditPruneInterval)
+	every(ctx, auditPruneInterval, func(ctx context.Context, _ time.Time) (int64, error) { return log.Prune(ctx) },
+		func(removed int64, err error) {
+			if err != nil {
+				logger.Error("audit log: prune", "err", err)
+			} else if removed > 0 {
+				logger.Info("audit log: pruned entries past retention", "count", removed)
+			}
+		}, closers)
+}
+
+// every runs job once now, then every interval in a goroutine that the
+// closer it appends stops, telling report of each round.
+func every[N any](ctx context.Context, interval time.Duration, job func(context.Context, time.Time) (N, error), report func(N, error), closers *[]func() error) {
+	report(job(ctx, time.Now()))
+	jctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	tick := time.NewTicker(interval)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		log.RunPruner(pctx, tick.C, report)
+		_ = periodic.Run(jctx, tick.C, job, report)
 	}()
 	*closers = append(*closers, func() error { cancel(); <-done; tick.Stop(); return nil })
 }
