@@ -65,7 +65,8 @@ type executorPart struct {
 // opened.
 func startExecutor(ctx context.Context, cfg config.Config, db *sqldb.DB, key *identity.Key, network identity.Network, isOperator func(string) bool, logger *slog.Logger) (_ *executorPart, stop func() error, err error) {
 	var closers []func() error
-	stop = func() error {
+	// closeAll, not the result stop, which an error's return sets to nil.
+	closeAll := func() error {
 		var errs []error
 		for i := len(closers) - 1; i >= 0; i-- {
 			errs = append(errs, closers[i]())
@@ -74,7 +75,7 @@ func startExecutor(ctx context.Context, cfg config.Config, db *sqldb.DB, key *id
 	}
 	defer func() {
 		if err != nil {
-			stop()
+			closeAll()
 		}
 	}()
 	dir := cfg.SandboxPath()
@@ -130,7 +131,7 @@ func startExecutor(ctx context.Context, cfg config.Config, db *sqldb.DB, key *id
 	}
 	startForgetting(ctx, exec, cfg.TaskRetention.Duration, logger, &closers)
 	logger.Info("proposals: sandbox and policy ready", "sandbox", dir, "policy", engine.Name(), "policy_version", engine.Version())
-	return &executorPart{exec: exec, policy: holder, audit: log}, stop, nil
+	return &executorPart{exec: exec, policy: holder, audit: log}, closeAll, nil
 }
 
 // startForgetting deletes the executor's records of ended actions older
