@@ -1004,7 +1004,6 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.Agent.validate()...)
 	errs = append(errs, c.Executor.validate()...)
 	errs = append(errs, c.Audit.validate()...)
-	errs = append(errs, c.Executor.validate()...)
 	return errors.Join(errs...)
 }
 

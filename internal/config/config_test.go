@@ -1034,6 +1034,9 @@ func TestExecutorQuotaSettings(t *testing.T) {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("error %v\nwant one containing %s", err, tc.err)
 				}
+				if n := strings.Count(err.Error(), tc.err); n != 1 {
+					t.Errorf("error %v\nsays %s %d times, want once", err, tc.err, n)
+				}
 				return
 			}
 			if err != nil {
