@@ -982,6 +982,11 @@ func (c *Config) Validate() error {
 	if c.MaxDrift.Duration < time.Second {
 		errs = append(errs, fmt.Errorf("config: max_drift %v: want at least 1s", c.MaxDrift.Duration))
 	}
+	if c.ReplyTTL.Duration < time.Second {
+		// The inbox would take 0 or less for its default, 7 days, and a
+		// reply expiring within a second is gone before it is read.
+		errs = append(errs, fmt.Errorf("config: reply_ttl %v: want at least 1s", c.ReplyTTL.Duration))
+	}
 	if c.ReconcileAfter.Duration < time.Second {
 		errs = append(errs, fmt.Errorf("config: reconcile_after %v: want 1s or more", c.ReconcileAfter.Duration))
 	}
