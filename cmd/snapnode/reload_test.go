@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -213,5 +214,50 @@ http_listen = "127.0.0.1:0"
 	}
 	if got := write("refused.txt"); got == "completed" {
 		t.Errorf("a refused reload dropped the read-only policy: %s", got)
+	}
+}
+
+// A SIGHUP that comes while the node is still starting (systemctl reload
+// right after start: the unit is Type=exec, and a start may take seconds
+// waiting for its relays) does not kill it, as SIGHUP's default action
+// would: the node goes on starting.
+func TestSIGHUPWhileStartingDoesNotKill(t *testing.T) {
+	dir := t.TempDir()
+	var log testutil.LockedBuffer
+	cmd := exec.Command(testutil.Binary(t), "run", "--data-dir", filepath.Join(dir, "data"),
+		"--relay", "ws://127.0.0.1:1", "--http-listen", "off", "--log-level", "info") // no relay: the start waits for one
+	cmd.Env = append(os.Environ(), identity.EnvKey+"=")
+	cmd.Stderr = &log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); close(done) }()
+	defer func() {
+		cmd.Process.Kill()
+		<-done
+	}()
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(log.String(), "relay down"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the node logged no attempt to reach its relay:\n%s", log.String())
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+		t.Fatalf("the node ended on a SIGHUP while starting (%v):\n%s", waitErr, log.String())
+	case <-time.After(time.Second):
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			t.Fatalf("the node was killed by %v instead of stopping:\n%s", ws.Signal(), log.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the node did not stop on SIGTERM while starting:\n%s", log.String())
 	}
 }

@@ -50,6 +50,15 @@ func (c *cli) runNode(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// SIGHUP reads the settings again from the flags, the environment and
+	// the file, and puts in force those that can change live; settings
+	// that do not load leave those in force unchanged. It is caught from
+	// here on, so that one sent while the node starts (systemctl reload)
+	// does not end it, as SIGHUP's default would: it is handled once the
+	// node is ready.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	defer memlimit.Hold(context.Background(), cfg.MemoryLimit)() // held through the shutdown too
 	n, err := node.Start(ctx, cfg, logger, node.WithLogLevel(&level))
 	if err != nil {
@@ -63,12 +72,6 @@ func (c *cli) runNode(args []string) int {
 	}
 	fmt.Fprintln(c.stdout, ready)
 	fmt.Fprintf(c.stdout, "try: %s send --to %s --relay %s \"hello\"\n", selfCommand(), n.Address(), relayURL)
-	// SIGHUP reads the settings again from the flags, the environment and
-	// the file, and puts in force those that can change live; settings
-	// that do not load leave those in force unchanged.
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	for running := true; running; {
 		select {
 		case <-ctx.Done():
