@@ -28,6 +28,9 @@ func (c *cli) discover(args []string) int {
 	if done {
 		return code
 	}
+	if *timeout <= 0 {
+		return c.usageError(fs, fmt.Sprintf("--timeout %v: want more than 0", *timeout))
+	}
 	if *httpURL != "" {
 		if *skill != "" || len(relays) > 0 {
 			return c.usageError(fs, "--http reads one agent's well-known card: --skill and --relay are for the relays")

@@ -236,6 +236,9 @@ func (c *cli) checkTarget(fs *flag.FlagSet, cf *clientFlags) (int, bool) {
 	if _, err := identity.ParseAddress(cf.to); err != nil {
 		return c.usageError(fs, "--to: "+err.Error()), false
 	}
+	if cf.timeout <= 0 {
+		return c.usageError(fs, fmt.Sprintf("--timeout %v: want more than 0", cf.timeout)), false
+	}
 	if cf.http != "" {
 		if len(cf.relays) > 0 || cf.persist {
 			return c.usageError(fs, "--http sends over HTTP: --relay and --persist are for Nostr"), false
