@@ -410,7 +410,7 @@ type Duration struct{ time.Duration }
 func (d *Duration) UnmarshalText(b []byte) error {
 	v, err := time.ParseDuration(string(b))
 	if err != nil {
-		return err
+		return errors.New("want a duration with its unit, such as 90s, 5m or 1h30m")
 	}
 	d.Duration = v
 	return nil
@@ -575,21 +575,44 @@ func stringSetting(flagName, env, usage string, field func(*Config) *string) set
 }
 
 func intSetting(flagName, env, usage string, field func(*Config) *int) setting {
-	return typedSetting(flagName, env, usage, field, (*flag.FlagSet).IntVar, strconv.Atoi)
+	return typedSetting(flagName, env, usage, field, (*flag.FlagSet).IntVar,
+		func(v string) (int, error) { n, err := strconv.Atoi(v); return n, parseRule(err, "a whole number") })
 }
 
 func int64Setting(flagName, env, usage string, field func(*Config) *int64) setting {
 	return typedSetting(flagName, env, usage, field, (*flag.FlagSet).Int64Var,
-		func(v string) (int64, error) { return strconv.ParseInt(v, 10, 64) })
+		func(v string) (int64, error) {
+			n, err := strconv.ParseInt(v, 10, 64)
+			return n, parseRule(err, "a whole number")
+		})
 }
 
 func floatSetting(flagName, env, usage string, field func(*Config) *float64) setting {
 	return typedSetting(flagName, env, usage, field, (*flag.FlagSet).Float64Var,
-		func(v string) (float64, error) { return strconv.ParseFloat(v, 64) })
+		func(v string) (float64, error) {
+			x, err := strconv.ParseFloat(v, 64)
+			return x, parseRule(err, "a number")
+		})
 }
 
 func boolSetting(flagName, env, usage string, field func(*Config) *bool) setting {
-	return typedSetting(flagName, env, usage, field, (*flag.FlagSet).BoolVar, strconv.ParseBool)
+	return typedSetting(flagName, env, usage, field, (*flag.FlagSet).BoolVar,
+		func(v string) (bool, error) {
+			b, err := strconv.ParseBool(v)
+			return b, parseRule(err, "true or false")
+		})
+}
+
+// parseRule is a strconv error as a variable's error says it: the rule,
+// not the parser's name.
+func parseRule(err error, want string) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, strconv.ErrRange):
+		return fmt.Errorf("want %s, this one is out of range", want)
+	}
+	return errors.New("want " + want)
 }
 
 func durationSetting(flagName, env, usage string, field func(*Config) *Duration) setting {

@@ -1084,3 +1084,24 @@ func TestMemoryLimit(t *testing.T) {
 		t.Errorf("a 1 MiB limit: error %v", err)
 	}
 }
+
+// A variable that does not parse is refused naming the variable, the value
+// and what it wants, without Go's parser names (strconv.Atoi: …).
+func TestEnvParseErrorsSayTheRule(t *testing.T) {
+	for _, tc := range []struct {
+		env, value, want string
+	}{
+		{"SNAPNODE_WORKERS", "many", `config: SNAPNODE_WORKERS="many": want a whole number`},
+		{"SNAPNODE_HTTP_MAX_BODY", "99999999999999999999", `config: SNAPNODE_HTTP_MAX_BODY="99999999999999999999": want a whole number, this one is out of range`},
+		{"SNAPNODE_HTTP_RATE", "fast", `config: SNAPNODE_HTTP_RATE="fast": want a number`},
+		{"SNAPNODE_TESTNET", "yes", `config: SNAPNODE_TESTNET="yes": want true or false`},
+		{"SNAPNODE_MAX_DRIFT", "60", `config: SNAPNODE_MAX_DRIFT="60": want a duration with its unit, such as 90s, 5m or 1h30m`},
+	} {
+		t.Run(tc.env, func(t *testing.T) {
+			_, err := load(t, nil, map[string]string{tc.env: tc.value})
+			if err == nil || err.Error() != tc.want {
+				t.Errorf("error %v\nwant %s", err, tc.want)
+			}
+		})
+	}
+}
