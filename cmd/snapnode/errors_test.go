@@ -47,6 +47,8 @@ func TestErrorMessages(t *testing.T) {
 		{"missing-key-sign", []string{"sign", "--key", filepath.Join(dir, "nope.key")}, 2},
 		{"missing-key-send", []string{"send", "--key", filepath.Join(dir, "nope.key"), "--to", peer, "hello"}, 2},
 		{"unknown-sub-command", []string{"job", "lsit"}, 2},
+		{"task-list-negative-limit", []string{"task", "list", "--data-dir", filepath.Join(dir, "elsewhere"), "--limit", "-1"}, 2},
+		{"task-list-bad-from", []string{"task", "list", "--data-dir", filepath.Join(dir, "elsewhere"), "--from", "alice"}, 2},
 		{"timeout-zero", []string{"send", "--key", key, "--to", peer, "--timeout", "0s", "hello"}, 2},
 		{"timeout-negative-discover", []string{"discover", "--identity", peer, "--timeout", "-1s"}, 2},
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/node"
 	"github.com/snapnode/snapnode/tasks"
@@ -115,6 +116,14 @@ func (c *cli) taskList(args []string) int {
 	_, code, done := c.parse(fs, args, 0)
 	if done {
 		return code
+	}
+	if *limit < 0 {
+		return c.usageError(fs, fmt.Sprintf("--limit %d: want 0 (all) or more", *limit))
+	}
+	if *from != "" {
+		if _, err := identity.ParseAddress(*from); err != nil {
+			return c.usageError(fs, "--from: "+err.Error())
+		}
 	}
 	st, closeStore, code, ok := c.openTaskStore(fs, cfg)
 	if !ok {
