@@ -171,6 +171,10 @@ func (db *DB) write(ctx context.Context, noSync bool, op func(context.Context, *
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
+	// Should op panic (a caller that recovers goes on), the transaction
+	// does not stay open holding its locks and a connection; after a
+	// commit this does nothing.
+	defer func() { _ = tx.Rollback() }()
 	if noSync {
 		if _, err := tx.ExecContext(ctx, "SET LOCAL synchronous_commit = off"); err != nil {
 			_ = tx.Rollback()
