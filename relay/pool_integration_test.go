@@ -388,3 +388,22 @@ func TestPoolAsksAgainAfterClosed(t *testing.T) {
 		t.Fatal("the subscription got nothing after the relay refused it")
 	}
 }
+
+// The CLOSED reasons that asking again cannot change (NIP-01's prefixes)
+// give a subscription up on the connection; the others are asked again.
+func TestPermanentClosedReasons(t *testing.T) {
+	for reason, want := range map[string]bool{
+		"auth-required: we only serve known keys": true,
+		"blocked: not welcome":                    true,
+		"restricted: members only":                true,
+		"invalid: filter too broad":               true,
+		"rate-limited: too many subscriptions":    false,
+		"error: shutting down":                    false,
+		"":                                        false,
+		"blocked":                                 false, // no prefix: a word, not NIP-01's
+	} {
+		if got := permanent(reason); got != want {
+			t.Errorf("permanent(%q) = %v, want %v", reason, got, want)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -73,8 +74,10 @@ type poolRelay struct {
 	mu     sync.Mutex
 	conn   Conn            // nil unless connected
 	active map[uint64]bool // subscriptions REQ'd on conn
-	// refused counts the CLOSEDs of each subscription on conn since its
-	// last EOSE (see handle); an entry lasts no longer than conn.
+	// refused counts the CLOSEDs of each open subscription on conn (see
+	// handle): a relay that closes a subscription after each EOSE is
+	// asked again ever more slowly, up to BackoffMax. An entry lasts no
+	// longer than conn or its subscription.
 	refused map[uint64]int
 	// publishing: conn takes publications. Set once the REQs of the
 	// subscriptions open when it connected are sent, so that a request
@@ -252,9 +255,6 @@ func (r *poolRelay) handle(m ConnMessage, inProcess bool) {
 		}
 	case "EOSE":
 		if s := r.p.lookup(m.SubID); s != nil {
-			r.mu.Lock()
-			delete(r.refused, s.serial) // taken: the next refusal starts the backoff over
-			r.mu.Unlock()
 			s.relayDone(r.idx, true)
 		}
 	case "CLOSED":
@@ -263,18 +263,23 @@ func (r *poolRelay) handle(m ConnMessage, inProcess bool) {
 			r.log.Warn("relay pool: relay closed a subscription", "sub", m.SubID, "reason", m.Reason)
 			return
 		}
-		// A relay that refuses or ends a subscription (its cap on
-		// subscriptions, a rate limit, a restart) is asked again after a
+		// A relay that refuses or ends a subscription for a while (its
+		// cap on subscriptions, a rate limit) is asked again after a
 		// backoff that grows with each refusal on this connection: given
 		// up, the subscription would get nothing from this relay until
 		// it reconnects, which may be never, and a request whose answer
-		// it waits for would time out.
+		// it waits for would time out. A refusal that asking again
+		// cannot change (NIP-01's auth-required, blocked, restricted,
+		// invalid) gives the subscription up on this connection.
 		r.mu.Lock()
 		delete(r.active, s.serial)
 		conn := r.conn
-		if conn == nil { // the connection ended meanwhile: its next one asks again
+		if conn == nil || s.ended() || permanent(m.Reason) {
+			// Ended meanwhile, or for good: the next connection asks
+			// again.
 			r.mu.Unlock()
 			s.relayDone(r.idx, false)
+			r.log.Warn("relay pool: relay closed a subscription", "sub", m.SubID, "reason", m.Reason)
 			return
 		}
 		r.refused[s.serial]++
@@ -337,4 +342,17 @@ func (r *poolRelay) accept(s *Subscription, ev *nostr.Event, verified bool) {
 		return
 	}
 	s.deliver(ev)
+}
+
+// permanent reports whether a relay's CLOSED reason is one that asking
+// again cannot change: NIP-01's machine-readable prefixes for a client
+// the relay will not serve (auth-required: the pool does not do NIP-42;
+// blocked, restricted) or a filter it refuses (invalid).
+func permanent(reason string) bool {
+	for _, p := range []string{"auth-required:", "blocked:", "restricted:", "invalid:"} {
+		if strings.HasPrefix(reason, p) {
+			return true
+		}
+	}
+	return false
 }

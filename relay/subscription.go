@@ -67,6 +67,16 @@ func (s *Subscription) Err() error {
 	}
 }
 
+// ended reports whether the subscription has ended.
+func (s *Subscription) ended() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // Close ends the subscription and sends CLOSE to the relays. It may be
 // called more than once.
 func (s *Subscription) Close() { s.end(ErrSubscriptionClosed) }
