@@ -339,20 +339,43 @@ func (a Action) Result() *Result {
 	return res
 }
 
-// Forget deletes the records of the actions created before before that
-// have ended and can no longer change anything (completed, denied,
-// failed, or promoted or rolled back with their rollback snapshot gone),
-// in batches, and returns how many. Their audit entries stay, under the
-// audit log's own retention. The node calls it with its task retention,
-// so that an ended task's file contents and diffs do not outlive it.
-func (e *Executor) Forget(ctx context.Context, before time.Time) (int, error) {
+// Forget deletes the records of actions that ended and can change
+// nothing more (completed, denied, failed, or promoted or rolled back with
+// their rollback snapshot gone), last changed before before, whose task
+// gone reports deleted (a record of no task counts as gone), a page at a
+// time, and returns how many. Their audit entries stay, under the audit
+// log's own retention. The node calls it with its task retention, so that
+// an ended task's file contents and diffs do not outlive it; a record of
+// a task still kept (a job that waits for a human for months, whose
+// resume may roll its actions back again) stays.
+func (e *Executor) Forget(ctx context.Context, before time.Time, gone func(ctx context.Context, taskID string) (bool, error)) (int, error) {
 	total := 0
+	var after endedRef
 	for {
-		n, err := e.store.forget(ctx, before)
-		total += n
-		if err != nil || n < forgetBatch {
+		page, err := e.store.ended(ctx, before, after)
+		if err != nil {
 			return total, err
 		}
+		isGone := map[string]bool{"": true}
+		var ids []string
+		for _, r := range page {
+			g, seen := isGone[r.task]
+			if !seen {
+				if g, err = gone(ctx, r.task); err != nil {
+					return total, fmt.Errorf("executor: forget: task %s: %w", r.task, err)
+				}
+				isGone[r.task] = g
+			}
+			if g {
+				ids = append(ids, r.id)
+			}
+		}
+		n, err := e.store.forget(ctx, ids)
+		total += n
+		if err != nil || len(page) < forgetBatch {
+			return total, err
+		}
+		after = page[len(page)-1]
 	}
 }
 

@@ -2,8 +2,10 @@ package executor
 
 import (
 	"context"
+	"testing"
 
 	"github.com/snapnode/snapnode/executor/sandbox"
+	"github.com/snapnode/snapnode/internal/testdb"
 )
 
 // SetFaults makes e's promotions call promote, and its rollbacks
@@ -13,4 +15,10 @@ import (
 func SetFaults(e *Executor, promote func(ctx context.Context, sb *sandbox.Sandbox, st *sandbox.Staged) error,
 	rollback func(ctx context.Context, snap *sandbox.Snapshot) error) {
 	e.promoteFault, e.rollbackFault = promote, rollback
+}
+
+// EndedPlan returns SQLite's plan for the query of the ended records that
+// Forget reads (see testdb.QueryPlan).
+func EndedPlan(t testing.TB, e *Executor) []string {
+	return testdb.QueryPlan(t, e.store.db.R, e.store.endedQuery(), int64(1), int64(0), int64(0), "", forgetBatch)
 }

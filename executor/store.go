@@ -423,21 +423,73 @@ func rowsAffected(res sql.Result, err error) (int, error) {
 	return int(n), err
 }
 
-// forgetBatch is how many records one forget deletes at most, so that a
-// backlog does not hold the database's writer for long.
+// forgetBatch is how many records a page of Forget reads and deletes at
+// most, so that a backlog does not hold the database's writer for long.
 const forgetBatch = 1000
 
-// forget deletes up to forgetBatch records of actions created before
-// before that have ended and can no longer change anything: completed,
-// denied, failed, or promoted or rolled back with their snapshot gone
-// (pruned by its bounds). It returns how many it deleted.
-func (s *store) forget(ctx context.Context, before time.Time) (int, error) {
+// endedRecords is the condition of a record of an action that ended and
+// can change nothing more: completed, denied or failed, or promoted or
+// rolled back with its rollback snapshot gone (pruned by its bounds). It
+// is the condition of the index executor_actions_ended, word for word.
+const endedRecords = `snapshot = '' AND state IN ('completed', 'denied', 'failed', 'promoted', 'rolled_back')`
+
+// endedRef names a record of endedRecords.
+type endedRef struct {
+	id, task string
+	updated  time.Time
+}
+
+// ended returns up to forgetBatch records of endedRecords last changed
+// before before and after the record after (by that time, then action id;
+// the zero endedRef starts), oldest first.
+func (s *store) ended(ctx context.Context, before time.Time, after endedRef) ([]endedRef, error) {
+	rows, err := s.db.R.QueryContext(ctx, s.endedQuery(),
+		sqldb.Micros(before), sqldb.Micros(after.updated), sqldb.Micros(after.updated), after.id, forgetBatch)
+	if err != nil {
+		return nil, fmt.Errorf("executor: ended actions: %w", err)
+	}
+	defer rows.Close()
+	var out []endedRef
+	for rows.Next() {
+		var r endedRef
+		var at int64
+		if err := rows.Scan(&r.id, &r.task, &at); err != nil {
+			return nil, fmt.Errorf("executor: ended actions: %w", err)
+		}
+		r.updated = sqldb.FromMicros(at)
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// endedQuery is ended's query, of five parameters (before, after's time
+// twice, after's id, the limit).
+func (s *store) endedQuery() string {
+	hint := ""
+	if s.d == sqldb.SQLite {
+		// Without statistics SQLite's planner prefers the state index
+		// and sorts every ended record.
+		hint = "INDEXED BY executor_actions_ended "
+	}
+	return s.d.Rebind(`SELECT action_id, task, updated_at FROM executor_actions ` + hint +
+		`WHERE ` + endedRecords + ` AND updated_at < ? AND (updated_at > ? OR updated_at = ? AND action_id > ?)
+		ORDER BY updated_at, action_id LIMIT ?`)
+}
+
+// forget deletes the records ids that are still of endedRecords, and
+// returns how many it deleted.
+func (s *store) forget(ctx context.Context, ids []string) (int, error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
 	var n int
 	err := s.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, s.d.Rebind(`DELETE FROM executor_actions WHERE action_id IN (
-			SELECT action_id FROM executor_actions
-			WHERE state IN ('completed', 'denied', 'failed', 'promoted', 'rolled_back') AND created_at < ? AND snapshot = ''
-			LIMIT ?)`), sqldb.Micros(before), forgetBatch)
+		args := make([]any, len(ids))
+		for i, id := range ids {
+			args[i] = id
+		}
+		res, err := tx.ExecContext(ctx, s.d.Rebind(`DELETE FROM executor_actions WHERE `+endedRecords+
+			` AND action_id IN (?`+strings.Repeat(", ?", len(ids)-1)+`)`), args...)
 		n, err = rowsAffected(res, err)
 		return err
 	})

@@ -18,6 +18,8 @@ import (
 	"github.com/snapnode/snapnode/internal/periodic"
 	"github.com/snapnode/snapnode/internal/sqldb"
 	"github.com/snapnode/snapnode/proposals"
+	"github.com/snapnode/snapnode/snap"
+	"github.com/snapnode/snapnode/tasks"
 )
 
 // noBoundIfZero maps a bound of the settings, where 0 is none, to the
@@ -129,25 +131,35 @@ func startExecutor(ctx context.Context, cfg config.Config, db *sqldb.DB, key *id
 	} else if n > 0 {
 		logger.Warn("executor: restored actions a crash interrupted mid-promotion", "count", n)
 	}
-	startForgetting(ctx, exec, cfg.TaskRetention.Duration, logger, &closers)
 	logger.Info("proposals: sandbox and policy ready", "sandbox", dir, "policy", engine.Name(), "policy_version", engine.Version())
 	return &executorPart{exec: exec, policy: holder, audit: log}, closeAll, nil
 }
 
-// startForgetting deletes the executor's records of ended actions older
-// than retention (the node's task retention: a task's file contents and
-// diffs go with the task; 0 keeps them) now and every auditPruneInterval
-// (see every).
-func startForgetting(ctx context.Context, exec *executor.Executor, retention time.Duration, logger *slog.Logger, closers *[]func() error) {
+// startForgetting deletes the executor's records of ended actions last
+// changed more than retention ago (the node's task retention; 0 keeps
+// them) whose task is gone (see Executor.Forget), now and every
+// auditPruneInterval (see every): a task's file contents and diffs go with
+// the task.
+func startForgetting(ctx context.Context, exec *executor.Executor, svc *tasks.Service, retention time.Duration, logger *slog.Logger, closers *[]func() error) {
 	if retention <= 0 {
 		return
 	}
-	every(ctx, auditPruneInterval, func(ctx context.Context, now time.Time) (int, error) { return exec.Forget(ctx, now.Add(-retention)) },
+	gone := func(ctx context.Context, taskID string) (bool, error) {
+		_, err := svc.Task(ctx, taskID)
+		var se *snap.Error
+		if errors.As(err, &se) && se.Code == snap.CodeTaskNotFound {
+			return true, nil
+		}
+		return false, err
+	}
+	every(ctx, auditPruneInterval, false, func(ctx context.Context, now time.Time) (int, error) {
+		return exec.Forget(ctx, now.Add(-retention), gone)
+	},
 		func(n int, err error) {
 			if err != nil {
 				logger.Warn("executor: forgetting ended actions", "err", err)
 			} else if n > 0 {
-				logger.Info("executor: forgot the records of ended actions past the task retention", "count", n, "older_than", retention)
+				logger.Info("executor: forgot the records of ended actions whose task the retention deleted", "count", n, "older_than", retention)
 			}
 		}, closers)
 }
@@ -178,7 +190,7 @@ func auditLevels(a config.Audit) executor.AuditLevels {
 // never erases that) is logged and the node runs on, its log untouched,
 // for `snapnode audit verify` to name.
 func startAuditPruner(ctx context.Context, log *audit.Log, logger *slog.Logger, closers *[]func() error) {
-	every(ctx, auditPruneInterval, func(ctx context.Context, _ time.Time) (int64, error) { return log.Prune(ctx) },
+	every(ctx, auditPruneInterval, true, func(ctx context.Context, _ time.Time) (int64, error) { return log.Prune(ctx) },
 		func(removed int64, err error) {
 			if err != nil {
 				logger.Error("audit log: prune", "err", err)
@@ -188,15 +200,22 @@ func startAuditPruner(ctx context.Context, log *audit.Log, logger *slog.Logger, 
 		}, closers)
 }
 
-// every runs job once now, then every interval in a goroutine that the
-// closer it appends stops, telling report of each round.
-func every[N any](ctx context.Context, interval time.Duration, job func(context.Context, time.Time) (N, error), report func(N, error), closers *[]func() error) {
-	report(job(ctx, time.Now()))
+// every runs job once (before it returns when first, else on the
+// goroutine, so that a backlog does not hold the node's start), then
+// every interval in a goroutine that the closer it appends stops, telling
+// report of each round.
+func every[N any](ctx context.Context, interval time.Duration, first bool, job func(context.Context, time.Time) (N, error), report func(N, error), closers *[]func() error) {
+	if first {
+		report(job(ctx, time.Now()))
+	}
 	jctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	tick := time.NewTicker(interval)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		if !first {
+			report(job(jctx, time.Now()))
+		}
 		_ = periodic.Run(jctx, tick.C, job, report)
 	}()
 	*closers = append(*closers, func() error { cancel(); <-done; tick.Stop(); return nil })

@@ -54,20 +54,21 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger, with ...
 	// event's signature is checked once in the process.
 	w := &wiring{n: n, o: o, verifier: relay.NewVerifier()}
 	err = n.parts.start(ctx,
-		w.startRelay,     // the embedded relay, unless relays are configured
-		w.startPool,      // one connection to each relay
-		w.openDatabase,   // tasks and replay records, and their sweeper
-		w.startExecutor,  // sandbox, policy and audit log
-		w.startTasks,     // the task service
-		w.startServices,  // the router with service/call, and the metrics
-		w.startAgent,     // the agent runtime, when one is configured
-		w.startProposals, // decisions, reconcile passes, the admin socket
-		w.registerRouter, // the task methods
-		w.startServer,    // the SNAP server behind every transport
-		w.startInbox,     // SNAP over Nostr, and its checkpoint
-		w.publishCard,    // the agent card, on the relays
-		w.startHTTP,      // SNAP over HTTP, SSE and WebSocket
-		w.startMetrics,   // /metrics on an address of its own
+		w.startRelay,      // the embedded relay, unless relays are configured
+		w.startPool,       // one connection to each relay
+		w.openDatabase,    // tasks and replay records, and their sweeper
+		w.startExecutor,   // sandbox, policy and audit log
+		w.startTasks,      // the task service
+		w.startForgetting, // the executor's records of tasks the retention deleted
+		w.startServices,   // the router with service/call, and the metrics
+		w.startAgent,      // the agent runtime, when one is configured
+		w.startProposals,  // decisions, reconcile passes, the admin socket
+		w.registerRouter,  // the task methods
+		w.startServer,     // the SNAP server behind every transport
+		w.startInbox,      // SNAP over Nostr, and its checkpoint
+		w.publishCard,     // the agent card, on the relays
+		w.startHTTP,       // SNAP over HTTP, SSE and WebSocket
+		w.startMetrics,    // /metrics on an address of its own
 	)
 	if err != nil {
 		return nil, err
@@ -229,6 +230,21 @@ func (w *wiring) startExecutor(ctx context.Context) error {
 	}
 	n.exec = ex
 	n.parts.push("executor", stop)
+	return nil
+}
+
+// startForgetting deletes, every hour, the executor's records of ended
+// actions whose task the task retention deleted (see startForgetting).
+func (w *wiring) startForgetting(ctx context.Context) error {
+	n := w.n
+	if n.exec == nil {
+		return nil
+	}
+	var closers []func() error
+	startForgetting(ctx, n.exec.exec, n.Tasks, n.cfg.TaskRetention.Duration, n.logger, &closers)
+	for _, c := range closers {
+		n.parts.push("executor's forgetting", c)
+	}
 	return nil
 }
 
