@@ -111,24 +111,32 @@ type step struct {
 // buildMessages makes the prompt of the next call within budget tokens:
 // the system prompt, the task, the earlier steps and what the model is told
 // now. When the whole does not fit, old observations are condensed (their
-// long content replaced by a line naming it), THINK steps dropped, and at
-// last the oldest steps left out with a note; the last step is kept whole,
-// and the one before it whenever the two fit; what the requester and
-// operators said (guidance) is always kept. The stored history keeps
-// everything.
+// long content replaced by a line naming it), THINK steps dropped, and
+// then the oldest steps left out with a note; the last step is kept whole,
+// and the one before it whenever the two fit. What the requester and
+// operators said (guidance) is kept over any step; only when it alone
+// passes the budget (a requester who wrote dozens of follow-ups) are its
+// oldest messages left out, with a note, the newest always kept. The
+// stored history keeps everything.
 func buildMessages(system, task string, steps []step, now string, budget int) []ChatMessage {
 	head := []ChatMessage{{Role: RoleSystem, Content: system}, {Role: RoleUser, Content: task}}
-	render := func(from int, condense bool) []ChatMessage {
+	render := func(from, unsaid int, condense bool) []ChatMessage {
 		out := append([]ChatMessage(nil), head...)
 		if from > 0 {
 			out = append(out, ChatMessage{Role: RoleUser, Content: fmt.Sprintf("[%d earlier steps are left out to fit the context; their effects are in the workspace]", from)})
 		}
+		if unsaid > 0 {
+			out = append(out, ChatMessage{Role: RoleUser, Content: fmt.Sprintf("[%d earlier messages from the requester or an operator are left out to fit the context; the newest follow]", unsaid)})
+		}
+		said := 0
 		for i, s := range steps {
 			recent := i >= len(steps)-2
 			if s.guidance != "" {
 				// Kept even when its step is dropped or left out: it is
 				// what the requester or an operator said.
-				out = append(out, ChatMessage{Role: RoleUser, Content: s.guidance})
+				if said++; said > unsaid {
+					out = append(out, ChatMessage{Role: RoleUser, Content: s.guidance})
+				}
 			}
 			if i < from || s.answer == "" || condense && !recent && s.think {
 				continue
@@ -147,15 +155,29 @@ func buildMessages(system, task string, steps []step, now string, budget int) []
 		}
 		return out
 	}
-	msgs := render(0, false)
+	msgs := render(0, 0, false)
 	if promptTokens(msgs) <= budget {
 		return msgs
 	}
-	msgs = render(0, true)
+	msgs = render(0, 0, true)
 	// The last step is always sent whole, and the one before it whenever
 	// the two fit.
+	left := 0
 	for from := 1; promptTokens(msgs) > budget && from < len(steps); from++ {
-		msgs = render(from, true)
+		msgs, left = render(from, 0, true), from
+	}
+	guidance := 0
+	for _, s := range steps {
+		if s.guidance != "" {
+			guidance++
+		}
+	}
+	// The smallest prompt that leaves out the fewest messages and fits,
+	// or else the smallest of all.
+	for unsaid, size := 1, promptTokens(msgs); size > budget && unsaid < guidance; unsaid++ {
+		if m := render(left, unsaid, true); promptTokens(m) < size {
+			msgs, size = m, promptTokens(m)
+		}
 	}
 	return msgs
 }

@@ -315,3 +315,29 @@ func TestBuildMessagesKeepsGuidance(t *testing.T) {
 		t.Errorf("the requester's guidance before an old THINK is gone from the condensed prompt")
 	}
 }
+
+// A requester who wrote dozens of follow-ups does not push the prompt
+// past its budget: once every step is left out and what was said alone
+// is too long, its oldest messages are left out with a note, the newest
+// kept. Before, every message was kept whole, the prompt passed the
+// budget, and the job ended STUCK on the server's context-length errors.
+func TestBuildMessagesBoundsGuidance(t *testing.T) {
+	var steps []step
+	for i := range 40 {
+		s := promptStep(i, "READ_FILE", 100)
+		s.guidance = fmt.Sprintf("Message from the requester %d: %s", i, strings.Repeat("please ", 250))
+		steps = append(steps, s)
+	}
+	const budget = 8000
+	got := buildMessages(promptSystem, promptTask, steps, "", budget)
+	if n := promptTokens(got); n > budget {
+		t.Fatalf("the prompt is %d tokens, over its budget of %d", n, budget)
+	}
+	all := contents(got)
+	if !strings.Contains(all, "Message from the requester 39:") || !strings.Contains(all, "earlier messages from the requester or an operator are left out") {
+		t.Errorf("want the newest message kept and a note for those left out")
+	}
+	if strings.Contains(all, "Message from the requester 0:") {
+		t.Errorf("the oldest message is still in a prompt that could not hold them all")
+	}
+}
