@@ -156,7 +156,7 @@ func (n *Node) UpdateCard(ctx context.Context, c config.Card) (bool, error) {
 // setCard publishes card when it differs from the one published and
 // reports whether it did. The caller holds cardMu.
 func (n *Node) setCard(ctx context.Context, card *snap.Card) (bool, error) {
-	old, _ := json.Marshal(n.card)
+	old, _ := json.Marshal(n.card.Load())
 	neu, _ := json.Marshal(card)
 	if bytes.Equal(old, neu) {
 		return false, nil
@@ -164,6 +164,6 @@ func (n *Node) setCard(ctx context.Context, card *snap.Card) (bool, error) {
 	if err := n.publish(ctx, card); err != nil {
 		return false, err
 	}
-	n.card = card
+	n.card.Store(card)
 	return true, nil
 }

@@ -56,10 +56,13 @@ type Node struct {
 	console atomic.Pointer[consoleLogin]
 	// agent works on free-text tasks; nil when none is configured.
 	agent *agent.Runtime
-	// cardMu guards card and cfg's settings that change live; it
-	// serializes UpdateCard and Reload.
+	// cardMu guards cfg's settings that change live; it serializes
+	// UpdateCard and Reload, which may hold it while the card is
+	// published (seconds, when the relays are slow).
 	cardMu sync.Mutex
-	card   *snap.Card
+	// card is the published card, read without cardMu (Card): a reader
+	// (the HTTP well-known card) never waits for a publication.
+	card atomic.Pointer[snap.Card]
 	// The settings that change live (see Reload) are applied to these.
 	services       *servicecall.Registry
 	identityLimits *ratelimit.Limiter
@@ -142,8 +145,4 @@ func (n *Node) NostrPublicKey() string { return n.key.NostrPublicKey() }
 func (n *Node) RelayURLs() []string { return n.urls }
 
 // Card returns the published card.
-func (n *Node) Card() *snap.Card {
-	n.cardMu.Lock()
-	defer n.cardMu.Unlock()
-	return n.card
-}
+func (n *Node) Card() *snap.Card { return n.card.Load() }

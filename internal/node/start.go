@@ -447,7 +447,7 @@ func (w *wiring) publishCard(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	n.card = card
+	n.card.Store(card)
 	return n.publish(ctx, card)
 }
 
