@@ -370,10 +370,20 @@ func (e *Executor) Forget(ctx context.Context, before time.Time, gone func(ctx c
 				ids = append(ids, r.id)
 			}
 		}
-		n, err := e.store.forget(ctx, ids)
-		total += n
-		if err != nil || len(page) < forgetBatch {
-			return total, err
+		// A hundred records a transaction: a record may hold a write's
+		// content (up to a message's size), and freeing its pages holds
+		// the database's writer.
+		for len(ids) > 0 {
+			chunk := ids[:min(len(ids), 100)]
+			ids = ids[len(chunk):]
+			n, err := e.store.forget(ctx, chunk)
+			total += n
+			if err != nil {
+				return total, err
+			}
+		}
+		if len(page) < forgetBatch {
+			return total, nil
 		}
 		after = page[len(page)-1]
 	}

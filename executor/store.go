@@ -423,8 +423,7 @@ func rowsAffected(res sql.Result, err error) (int, error) {
 	return int(n), err
 }
 
-// forgetBatch is how many records a page of Forget reads and deletes at
-// most, so that a backlog does not hold the database's writer for long.
+// forgetBatch is how many records a page of Forget reads at most.
 const forgetBatch = 1000
 
 // endedRecords is the condition of a record of an action that ended and
