@@ -43,10 +43,14 @@ func TestForgetJobsOfDeletedTasks(t *testing.T) {
 				kept[id] = true
 			}
 		}
+		// A history longer than one transaction of Forget deletes.
 		gone := storeJob("old-gone-with-history", HaltedCost, at(0))
 		mustCreate(t, ctx, s, gone)
-		if err := s.Write(ctx, Save{Job: gone, Interaction: storeInteraction(0, "a step")}); err != nil {
-			t.Fatal(err)
+		for seq := range 250 {
+			if err := s.Write(ctx, Save{Job: gone, Interaction: storeInteraction(seq, "a step"),
+				Recovery: &RecoveryPoint{CheckpointID: fmt.Sprintf("cp-%d", seq), Sequence: seq}}); err != nil {
+				t.Fatal(err)
+			}
 		}
 		mustCreate(t, ctx, s, storeJob("recent-gone", Success, at(23*time.Hour)), storeJob("waiting-gone", InterventionRequired, at(0)))
 		rt := &Runtime{cfg: Config{Store: s, Tasks: keptTasks{kept: kept}, ForgetAfter: 12 * time.Hour, Now: func() time.Time { return at(24 * time.Hour) }},
@@ -66,6 +70,9 @@ func TestForgetJobsOfDeletedTasks(t *testing.T) {
 		}
 		if its, err := s.Interactions(ctx, "old-gone-with-history"); err != nil || len(its) != 0 {
 			t.Errorf("the forgotten job's history: %d interactions, %v", len(its), err)
+		}
+		if rps, err := s.RecoveryPoints(ctx, "old-gone-with-history"); err != nil || len(rps) != 0 {
+			t.Errorf("the forgotten job's recovery points: %d, %v", len(rps), err)
 		}
 	})
 }

@@ -226,8 +226,36 @@ func (s *Store) endedWhere() string {
 
 // Forget deletes the job of taskID and everything stored of it: its
 // interactions, recovery points and history archive. It reports whether
-// there was a job; one that has not ended is kept (false).
+// there was a job; one that has not ended is kept (false). A long history
+// goes a hundred rows a transaction, the job's own row last, so that no
+// one transaction holds the database's writer for long and a Forget cut
+// short is finished by the next.
 func (s *Store) Forget(ctx context.Context, taskID string) (bool, error) {
+	ended := `SELECT count(*) FROM agent_jobs WHERE task_id = ? AND status IN ('SUCCESS', 'CANCELED', 'HALTED_COST', 'HALTED_TIME')`
+	var n int
+	if err := s.db.R.QueryRowContext(ctx, s.d.Rebind(ended), taskID).Scan(&n); err != nil || n == 0 {
+		if err != nil {
+			return false, fmt.Errorf("agent: forget job %s: %w", taskID, err)
+		}
+		return false, nil
+	}
+	for _, t := range []struct{ table, key string }{{"agent_interactions", "seq"}, {"agent_history_segments", "idx"}, {"agent_recovery_points", "seq"}} {
+		q := s.d.Rebind(`DELETE FROM ` + t.table + ` WHERE task_id = ? AND ` + t.key + ` IN (SELECT ` + t.key + ` FROM ` + t.table + ` WHERE task_id = ? ORDER BY ` + t.key + ` LIMIT 100)`)
+		for more := true; more; {
+			err := s.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+				res, err := tx.ExecContext(ctx, q, taskID, taskID)
+				if err != nil {
+					return err
+				}
+				n, err := res.RowsAffected()
+				more = n > 0
+				return err
+			})
+			if err != nil {
+				return false, fmt.Errorf("agent: forget job %s: %s: %w", taskID, t.table, err)
+			}
+		}
+	}
 	var found bool
 	err := s.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, s.d.Rebind(`DELETE FROM agent_jobs WHERE task_id = ? AND status IN (?, ?, ?, ?)`),
@@ -236,15 +264,8 @@ func (s *Store) Forget(ctx context.Context, taskID string) (bool, error) {
 			return err
 		}
 		n, err := res.RowsAffected()
-		if found = n == 1; err != nil || !found {
-			return err
-		}
-		for _, table := range []string{"agent_interactions", "agent_recovery_points", "agent_history_segments"} {
-			if _, err := tx.ExecContext(ctx, s.d.Rebind(`DELETE FROM `+table+` WHERE task_id = ?`), taskID); err != nil {
-				return err
-			}
-		}
-		return nil
+		found = n == 1
+		return err
 	})
 	if err != nil {
 		return false, fmt.Errorf("agent: forget job %s: %w", taskID, err)
