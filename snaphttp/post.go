@@ -50,11 +50,11 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 	// A plain POST of a streaming method gets its final response alone,
 	// as the spec lets a server without SSE answer.
 	resp := s.cfg.Handler.Serve(r.Context(), in, nil) // no events made
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
 	if resp == nil {
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
 	if resp.Method == snap.MethodServiceCall && resp.Type == snap.TypeResponse {
 		writeServiceReply(w, resp)
 		return
@@ -111,8 +111,10 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (body []byte, 
 	_ = rc.SetReadDeadline(time.Now().Add(s.cfg.ReadTimeout))
 	body, err := readAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody), size)
 	// Streams outlast any read deadline; the server's background read
-	// must not time out while one runs.
+	// must not time out while one runs. A refusal of the body is written
+	// within WriteTimeout of now, however long the body took.
 	_ = rc.SetReadDeadline(time.Time{})
+	_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
@@ -257,6 +259,7 @@ func (s *Server) postSSE(w http.ResponseWriter, r *http.Request, in snap.Inbound
 		s.cfg.Logger.Debug("snaphttp: SSE stream ended early", "remote", r.RemoteAddr, "err", err)
 	}
 	if !started && o.failed() == nil {
+		_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
 		w.WriteHeader(http.StatusAccepted)
 	}
 }

@@ -283,14 +283,15 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// ServeHTTP implements http.Handler. Every response carries SNAP-Version.
-// A response other than /snap's (which sets its own per message) must be
-// written within WriteTimeout.
+// ServeHTTP implements http.Handler. Every response carries SNAP-Version
+// and must be written within WriteTimeout: /snap's refusals too (429, 426,
+// 405), else a peer that pipelines requests and never reads the answers
+// holds its connection for ever once the sockets' buffers are full. An
+// exchange on /snap sets the deadline again before it writes (post, per
+// frame of a stream, per WebSocket message).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("SNAP-Version", snap.ProtocolVersion)
-	if r.URL.Path != "/snap" {
-		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
-	}
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
 	s.mux.ServeHTTP(w, r)
 }
 

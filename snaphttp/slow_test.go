@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"golang.org/x/time/rate"
 
 	"github.com/snapnode/snapnode/client"
 	"github.com/snapnode/snapnode/snap"
@@ -168,6 +169,56 @@ func TestStalledReaderDoesNotDelayOthers(t *testing.T) {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
 				t.Errorf("the stalled connection is still open")
+			}
+		})
+	}
+}
+
+// A peer that pipelines requests on one connection and never reads the
+// answers cannot hold the connection for ever: an answer that is not a
+// SNAP exchange (a body that is not JSON, a rate-limit refusal, a GET of
+// /snap without the upgrade) is written within WriteTimeout too, after
+// which the server closes the connection and uncounts it.
+func TestNeverReadErrorsAreTimedOut(t *testing.T) {
+	for _, tc := range []struct {
+		name, request string
+		mutate        func(*snaphttp.Config)
+	}{
+		{"body not JSON", "POST /snap HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", nil},
+		{"rate limited", "POST /snap HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n",
+			func(c *snaphttp.Config) { c.Rate, c.Burst = 0.001, 1 }},
+		{"GET without upgrade", "GET /snap HTTP/1.1\r\nHost: x\r\n\r\n", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := start(t, nil, func(c *snaphttp.Config) {
+				c.WriteTimeout, c.Rate, c.MonitorRate = 100*time.Millisecond, rate.Inf, rate.Inf
+				if tc.mutate != nil {
+					tc.mutate(c)
+				}
+			}, func(l net.Listener) net.Listener { return smallBuffers{l} })
+			c, err := dialSmall(context.Background(), "tcp", strings.TrimPrefix(e.base, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			// Far more answers than the sockets buffer; the writes stop
+			// once the server stops reading.
+			go func() {
+				for range 20_000 {
+					if _, err := io.WriteString(c, tc.request); err != nil {
+						return
+					}
+				}
+			}()
+			monitor := clientFrom("127.0.0.2") // apart from the stalled peer's rate
+			for end := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				h := healthFrom(t, monitor, e)
+				if h.Connections == 1 { // the monitor's own
+					break
+				}
+				if time.Now().After(end) {
+					t.Fatalf("the server still holds the stalled connection: %+v", h)
+				}
 			}
 		})
 	}
