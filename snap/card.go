@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/jsonenc"
@@ -372,7 +373,12 @@ func typeName(se *jsonv2.SemanticError) string {
 	if se.GoType == nil {
 		return "valid value"
 	}
-	switch se.GoType.Kind() {
+	return goTypeName(se.GoType)
+}
+
+// goTypeName names the JSON type of a card field of Go type t.
+func goTypeName(t reflect.Type) string {
+	switch t.Kind() {
 	case reflect.String:
 		return "string"
 	case reflect.Slice:
@@ -384,7 +390,64 @@ func typeName(se *jsonv2.SemanticError) string {
 	case reflect.Int, reflect.Int64:
 		return "integer"
 	}
-	return se.GoType.String()
+	return t.String()
+}
+
+// nullRule refuses a null where the card defines a value. The schema
+// gives every card field a type and null is none of them, but decoding
+// reads a null as the field left out (or as ""), so a card the schema
+// rejects would pass. Members the card does not define, extensions among
+// them, are not looked at. raw is known to be I-JSON.
+func nullRule(raw []byte) *Error {
+	dec := jsontext.NewDecoder(bytes.NewReader(raw))
+	for {
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return nil // the end
+		}
+		if tok.Kind() != 'n' {
+			continue
+		}
+		ptr := dec.StackPointer()
+		if t := cardFieldType(ptr); t != nil {
+			return cardError(pointerPath(ptr), "type", goTypeName(t), "null")
+		}
+	}
+}
+
+// cardFieldType returns the Go type of the card value at ptr, or nil when
+// ptr is not within a field the card defines.
+func cardFieldType(ptr jsontext.Pointer) reflect.Type {
+	t := reflect.TypeFor[Card]()
+	for tok := range ptr.Tokens() {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		switch t.Kind() {
+		case reflect.Slice:
+			t = t.Elem()
+		case reflect.Struct:
+			f, ok := jsonField(t, tok)
+			if !ok {
+				return nil
+			}
+			t = f.Type
+		default:
+			return nil
+		}
+	}
+	return t
+}
+
+// jsonField returns the field of struct type t that JSON names name.
+func jsonField(t reflect.Type, name string) (reflect.StructField, bool) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if tag, _, _ := strings.Cut(f.Tag.Get("json"), ","); tag == name {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
 }
 
 func isSemver(s string) bool {
@@ -424,6 +487,9 @@ func ParseCard(raw []byte) (*Card, error) {
 		if v, ok := top[f]; ok && bytes.Equal(bytes.TrimSpace(v), []byte("[]")) {
 			return nil, cardError(f, "minItems", 1, 0)
 		}
+	}
+	if e := nullRule(raw); e != nil {
+		return nil, e
 	}
 	// JSON v2 decoding: names match case-sensitively (v1 would fill Name
 	// from "NAME"), and a type error carries the JSON pointer of the value.

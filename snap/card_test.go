@@ -584,6 +584,19 @@ func TestParseCardRaw(t *testing.T) {
 		{"duplicate member", bytes.Join([][]byte{bytes.TrimSuffix(base, []byte("}")), []byte(`,"name":"Other"}`)}, nil), "card", "i-json"},
 		{"lone surrogate", set("description", `"\ud800"`), "card", "i-json"},
 		{"over 64 KiB with whitespace", bytes.Join([][]byte{base, bytes.Repeat([]byte(" "), snap.MaxCardSize)}, nil), "card", "maxSize"},
+		// The schema gives every field a type and null is none of them:
+		// decoded, a null would read as a field left out.
+		{"endpoints null", set("endpoints", `null`), "endpoints", "type"},
+		{"iconUrl null", set("iconUrl", `null`), "iconUrl", "type"},
+		{"protocolVersion null", set("protocolVersion", `null`), "protocolVersion", "type"},
+		{"trust null", set("trust", `null`), "trust", "type"},
+		{"capabilities null", set("capabilities", `null`), "capabilities", "type"},
+		{"capabilities.streaming null", set("capabilities", `{"streaming":null}`), "capabilities.streaming", "type"},
+		{"provider.url null", set("provider", `{"url":null}`), "provider.url", "type"},
+		{"skill examples null", set("skills", `[{"id":"echo","name":"Echo","description":"Echoes","tags":["test"],"examples":null}]`), "skills[0].examples", "type"},
+		{"skill example null", set("skills", `[{"id":"echo","name":"Echo","description":"Echoes","tags":["test"],"examples":[null]}]`), "skills[0].examples[0]", "type"},
+		{"null in an unknown member is ignored", set("x-extra", `{"a":null}`), "", ""},
+		{"null in a skill's unknown member is ignored", set("skills", `[{"id":"echo","name":"Echo","description":"Echoes","tags":["test"],"x-n":null}]`), "", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
