@@ -13,7 +13,9 @@ import (
 // its rule that every SNAP error is HTTP 200:
 // a request that does not authenticate is 401, a caller off the allowlist
 // 403 (2003: over HTTP no transport binds the sender, so 2003 means only
-// that), an unknown service 404, and the rest as errors.md maps them.
+// that), an unknown service 404, and the rest as errors.md maps them: a
+// version not supported 400 (the caller's to change, never retried), a
+// transport failure behind the service (4xxx) 502.
 func serviceStatus(code int) int {
 	switch {
 	case code == 0:
@@ -24,10 +26,14 @@ func serviceStatus(code int) int {
 		return http.StatusUnauthorized
 	case code == int(snap.CodeSkillNotFound):
 		return http.StatusNotFound
+	case code >= 4000 && code < 5000:
+		return http.StatusBadGateway
 	case code == int(snap.CodeRateLimitExceeded):
 		return http.StatusTooManyRequests
 	case code == int(snap.CodeServiceUnavailable), code == int(snap.CodeMaintenance):
 		return http.StatusServiceUnavailable
+	case code == int(snap.CodeVersionNotSupported):
+		return http.StatusBadRequest
 	case code >= 5000:
 		return http.StatusInternalServerError
 	default:

@@ -33,6 +33,9 @@ func startService(t *testing.T, burst int) *env {
 	reg.Handle("boom", func(ctx context.Context, c *servicecall.Call) (any, error) {
 		return nil, errors.New("disk on fire")
 	})
+	reg.Handle("upstream", func(ctx context.Context, c *servicecall.Call) (any, error) {
+		return nil, snap.NewError(snap.CodeTransportUnavail, "the upstream service is unreachable", nil)
+	})
 	r := snap.NewRouter()
 	r.Handle(servicecall.Method, reg.Serve)
 	vc := snap.Config{Self: addr(serverKey), Replay: snap.NewMemoryReplayStore(0)}
@@ -99,6 +102,29 @@ func TestServiceCallOverHTTP(t *testing.T) {
 	status, body = postRaw(t, endpoint, raw(t, m))
 	if v := verify(t, body); status != http.StatusOK || errCode(v.Payload) != snap.CodeInvalidPayload {
 		t.Errorf("message/send without to: HTTP %d %s", status, body)
+	}
+}
+
+// The other refusals get the status errors.md gives their code: a
+// version the node does not speak is the caller's mistake, 400 (5004 is
+// never retried), not 500; a service whose upstream transport failed
+// (4xxx) is 502, not 400, which would tell the caller its request was
+// bad.
+func TestServiceCallStatusOfOtherCodes(t *testing.T) {
+	e := startService(t, 0)
+	endpoint := e.base + "/snap"
+
+	m := requestFrom(t, clientKey, "", servicecall.Method, `{"name":"echo"}`, time.Now())
+	m.Version = "9.9" // not signed
+	status, body := postRaw(t, endpoint, raw(t, m))
+	if status != http.StatusBadRequest || errCode(body) != snap.CodeVersionNotSupported {
+		t.Errorf("unsupported version: HTTP %d %s, want 400 with 5004", status, body)
+	}
+
+	_, err := e.client.Call(context.Background(), endpoint, "", "upstream", nil)
+	var se *client.StatusError
+	if !errors.As(err, &se) || se.StatusCode != http.StatusBadGateway || se.Err == nil || se.Err.Code != snap.CodeTransportUnavail {
+		t.Errorf("upstream unreachable: %v, want HTTP 502 with 4001", err)
 	}
 }
 
