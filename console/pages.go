@@ -98,7 +98,8 @@ type taskListData struct {
 func (c *Console) taskList(w http.ResponseWriter, r *http.Request, s *session) {
 	q := r.URL.Query()
 	d := taskListData{States: tasks.States(), State: q.Get("state"), Requester: strings.TrimSpace(q.Get("requester"))}
-	f := tasks.Filter{Owner: d.Requester, Limit: MaxTasks + 1, Newest: true}
+	// Brief: a line a task, its history and artifacts are not read.
+	f := tasks.Filter{Owner: d.Requester, Limit: MaxTasks + 1, Newest: true, Brief: true}
 	if d.State != "" {
 		if !tasks.State(d.State).Valid() {
 			c.message(w, r, http.StatusBadRequest, "Bad filter", fmt.Sprintf("state %q: want one of %v", d.State, tasks.States()))

@@ -374,6 +374,51 @@ func TestReconcileWithdrawsOrphans(t *testing.T) {
 	}
 }
 
+// listSpy is the task service, recording the filters of List.
+type listSpy struct {
+	proposals.Tasks
+	mu      sync.Mutex
+	filters []tasks.Filter
+}
+
+func (l *listSpy) List(ctx context.Context, f tasks.Filter) ([]*tasks.Task, error) {
+	l.mu.Lock()
+	l.filters = append(l.filters, f)
+	l.mu.Unlock()
+	return l.Tasks.List(ctx, f)
+}
+
+// A reconcile pass scans the live tasks by their status alone (Brief):
+// it reads each one it takes up again, under its claim, and a scan of
+// every live task's history (up to 1,000 messages each) every minute
+// is not needed for that.
+func TestReconcileScansBriefly(t *testing.T) {
+	r := newReplica(t, testdb.SQLite(t), false)
+	ctx := context.Background()
+	// Another process accepted it and stopped before running it.
+	stopped := tasks.NewService(mustStore(t, r.db), tasks.ServiceOptions{})
+	task := r.send(t, stopped, "", [2]string{"WRITE_FILE", "/sandbox/late.txt"})
+	spy := &listSpy{Tasks: r.svc}
+	props, err := proposals.New(proposals.Config{Executor: r.exec, Tasks: spy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := props.Reconcile(ctx, time.Now()); err != nil || rec.Resumed != 1 {
+		t.Fatalf("reconcile: %+v %v", rec, err)
+	}
+	if got, err := r.svc.Task(ctx, task.ID); err != nil || got.Status.State != tasks.StateCompleted {
+		t.Fatalf("task after the pass: %v %v", got, err)
+	}
+	if len(spy.filters) == 0 {
+		t.Fatal("the pass listed no task")
+	}
+	for _, f := range spy.filters {
+		if !f.Brief {
+			t.Errorf("the pass listed %+v: the tasks' histories and artifacts with them", f)
+		}
+	}
+}
+
 // A task younger than the cutoff (on PostgreSQL, one a replica may be
 // running) is left alone at start; the periodic pass takes it up once it
 // stood still for the age, at the time its clock (the ticks) gives.

@@ -66,7 +66,8 @@ func (p *Proposals) Reconcile(ctx context.Context, cutoff time.Time) (Reconciled
 	if err != nil {
 		p.logger.Error("reconcile: interrupted actions not all recovered", "err", err)
 	}
-	live, err := p.tasks.List(ctx, tasks.Filter{States: []tasks.State{tasks.StateSubmitted, tasks.StateWorking, tasks.StateInputRequired}})
+	// Brief: each task taken up is read again under its claim.
+	live, err := p.tasks.List(ctx, tasks.Filter{States: []tasks.State{tasks.StateSubmitted, tasks.StateWorking, tasks.StateInputRequired}, Brief: true})
 	if err != nil {
 		return r, err
 	}

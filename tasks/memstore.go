@@ -275,6 +275,11 @@ func (s *MemoryStore) List(ctx context.Context, f Filter) ([]*Task, error) {
 	}
 	out := make([]*Task, len(hits))
 	for i, t := range hits {
+		if f.Brief {
+			b := *t
+			b.History, b.Artifacts = nil, nil
+			t = &b
+		}
 		out[i] = t.Clone()
 	}
 	return out, nil

@@ -104,6 +104,11 @@ type Filter struct {
 	// Newest makes Limit keep the newest tasks rather than the oldest;
 	// the result is oldest first either way.
 	Newest bool
+	// Brief leaves each task's History and Artifacts out (nil): a
+	// listing that needs the tasks' status only (the console's task
+	// list, a reconcile pass) does not read what they carry, up to
+	// MaxHistory messages and MaxArtifacts artifacts a task.
+	Brief bool
 }
 
 // Match reports whether t passes the filter (Limit aside).

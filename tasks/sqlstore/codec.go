@@ -14,6 +14,10 @@ import (
 // order of row.dest.
 const taskColumns = "id, owner, context_id, state, status_ts, status_message, version, idempotency_key, created_at, history, artifacts, metadata"
 
+// briefColumns is taskColumns with history and artifacts left unread
+// (tasks.Filter.Brief): JSON null decodes to none.
+const briefColumns = "id, owner, context_id, state, status_ts, status_message, version, idempotency_key, created_at, 'null', 'null', metadata"
+
 // row is a task as stored: the queried fields as columns, history,
 // artifacts and metadata as JSON.
 type row struct {

@@ -680,7 +680,11 @@ func (s *Store) List(ctx context.Context, f tasks.Filter) ([]*tasks.Task, error)
 		args []any
 		and  = " WHERE "
 	)
-	b.WriteString("SELECT " + taskColumns + " FROM tasks")
+	columns := taskColumns
+	if f.Brief {
+		columns = briefColumns
+	}
+	b.WriteString("SELECT " + columns + " FROM tasks")
 	if f.Owner != "" {
 		b.WriteString(and + "owner = ?")
 		args, and = append(args, f.Owner), " AND "

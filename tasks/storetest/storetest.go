@@ -565,6 +565,22 @@ func testList(t *testing.T, s tasks.Store) {
 			t.Errorf("List(%+v) = %v, want %v", c.f, got, c.want)
 		}
 	}
+	// Brief leaves out what the tasks carry, and only that.
+	if _, err := s.AppendArtifact(ctx, "l4", 1, tasks.Artifact{ArtifactID: "a", Parts: []tasks.Part{text("big")}}); err != nil {
+		t.Fatal(err)
+	}
+	brief, err := s.List(ctx, tasks.Filter{Owner: "bob", Brief: true})
+	if err != nil || len(brief) != 2 {
+		t.Fatalf("List(Brief): %d tasks, %v", len(brief), err)
+	}
+	for _, b := range brief {
+		full := mustGet(t, s, b.ID)
+		if b.History != nil || b.Artifacts != nil {
+			t.Errorf("List(Brief) read task %s's %d messages and %d artifacts", b.ID, len(b.History), len(b.Artifacts))
+		}
+		full.History, full.Artifacts = nil, nil
+		equal(t, "List(Brief) "+b.ID, b, full)
+	}
 }
 
 func testConcurrentUpdates(t *testing.T, s tasks.Store) {
