@@ -35,10 +35,14 @@ const (
 	DefaultTokenTTL    = 5 * time.Minute
 	DefaultMaxTokens   = 8
 	// MaxTasks bounds the task list, MaxAuditEntries the audit page,
-	// MaxSteps the agent's steps a task page shows (the newest).
+	// MaxSteps the agent's steps and MaxMessages the messages a task page
+	// shows (the newest), MaxPartText the text of one part (the rest is
+	// counted).
 	MaxTasks        = 500
 	MaxAuditEntries = 200
 	MaxSteps        = 200
+	MaxMessages     = 100
+	MaxPartText     = 16 << 10
 )
 
 // Source is what the console shows: each method reads the node's state as

@@ -9,6 +9,7 @@ import (
 
 	"github.com/snapnode/snapnode/console"
 	"github.com/snapnode/snapnode/executor/audit"
+	"github.com/snapnode/snapnode/tasks"
 )
 
 // longAudit is fakeSource with a long audit trail for t1, queried as the
@@ -72,5 +73,44 @@ func TestTaskPageLongAuditTrail(t *testing.T) {
 	}
 	if !strings.Contains(body, "<td>303</td>") {
 		t.Errorf("the audit trail leaves out the newest entries (seq 303, the hold)")
+	}
+}
+
+// longHistory is fakeSource with a task of 300 messages of 64 KiB each,
+// as a peer that keeps writing to its own waiting task makes.
+type longHistory struct{ fakeSource }
+
+func (s longHistory) Task(ctx context.Context, id string) (*tasks.Task, error) {
+	t, err := s.fakeSource.Task(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	t.History = nil
+	for i := range 300 {
+		body := fmt.Sprintf("message %d: %s", i, strings.Repeat("x", 64<<10))
+		t.History = append(t.History, tasks.Message{MessageID: fmt.Sprintf("m%d", i), Role: "user", Parts: []tasks.Part{{Text: &body}}})
+	}
+	return t, nil
+}
+
+// A task page shows the newest messages, each part's text cut, however
+// long the task's history: before, it rendered every message whole, 19
+// MB of page for this task.
+func TestTaskPageLongHistory(t *testing.T) {
+	r := newRig(t, func(c *console.Config) { c.Source = longHistory{fakeSource{dec: nil}} })
+	ck := r.login(t)
+	w := r.do("GET", "/console/tasks/t1", nil, ck, nil)
+	if w.Code != http.StatusOK {
+		t.Fatalf("task page: %d", w.Code)
+	}
+	body := w.Body.String()
+	if !strings.Contains(body, "message 299:") || strings.Contains(body, "message 199:") {
+		t.Errorf("want the newest %d messages, not the older ones", console.MaxMessages)
+	}
+	if !strings.Contains(body, "200 earlier messages are not shown") || !strings.Contains(body, "more bytes not shown") {
+		t.Errorf("want notes of the messages and text left out")
+	}
+	if n := len(body); n > 4<<20 {
+		t.Errorf("the page is %d bytes", n)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/snapnode/snapnode/agent"
 	"github.com/snapnode/snapnode/executor"
@@ -139,7 +140,11 @@ type taskData struct {
 	Steps []agent.Interaction
 	// EarlierSteps counts the steps left out, before Steps.
 	EarlierSteps int
-	Audit        []audit.Entry
+	// Messages are the newest MaxMessages of the task's history;
+	// EarlierMessages counts those left out, before them.
+	Messages        []tasks.Message
+	EarlierMessages int
+	Audit           []audit.Entry
 	// EarlierAudit counts the task's audit entries left out, before Audit.
 	EarlierAudit int
 	Notice       string
@@ -161,7 +166,10 @@ func (c *Console) renderTask(w http.ResponseWriter, r *http.Request, s *session,
 		c.failed(w, r, "task "+id, err)
 		return
 	}
-	d := taskData{Task: t, Terminal: t.Status.State.Terminal(), Error: errText}
+	d := taskData{Task: t, Terminal: t.Status.State.Terminal(), Error: errText, Messages: t.History}
+	if n := len(d.Messages); n > MaxMessages {
+		d.Messages, d.EarlierMessages = d.Messages[n-MaxMessages:], n-MaxMessages
+	}
 	switch notice {
 	case "approved", "denied":
 		d.Notice = "The action was " + notice + "."
@@ -377,7 +385,7 @@ func partsText(ps []tasks.Part) string {
 	for _, p := range ps {
 		switch {
 		case p.Text != nil:
-			out = append(out, executor.Visible(*p.Text))
+			out = append(out, executor.Visible(cutText(*p.Text)))
 		case p.Data != nil:
 			out = append(out, prettyJSON(p.Data))
 		case p.URL != nil:
@@ -387,6 +395,20 @@ func partsText(ps []tasks.Part) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// cutText cuts s, a part's text, to MaxPartText bytes (on a character's
+// boundary), saying how much was left out: a peer's 256 KiB messages,
+// a hundred to a page, would make a page of megabytes.
+func cutText(s string) string {
+	if len(s) <= MaxPartText {
+		return s
+	}
+	n := MaxPartText
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return fmt.Sprintf("%s\n… (%d more bytes not shown)", s[:n], len(s)-n)
 }
 
 // prettyJSON indents b (or keeps it as is when it is not JSON), with
