@@ -298,7 +298,7 @@ func (jr *jobRun) call(ctx context.Context) (*Interaction, *Completion, error) {
 	}
 	// No longer than the job has left: at its time limit it halts.
 	timeout, capped := r.cfg.RequestTimeout, false
-	if left := jr.lim.maxTime - time.Duration(j.Seconds*float64(time.Second)); left < timeout {
+	if left := jr.timeLeft(); left < timeout {
 		timeout, capped = left, true
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
@@ -317,7 +317,7 @@ func (jr *jobRun) call(ctx context.Context) (*Interaction, *Completion, error) {
 			it.Response.Status = ResponseTimeout
 		}
 		if capped && errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
-			j.Seconds = max(j.Seconds, jr.lim.maxTime.Seconds()) // cut at the limit: the job's time is up
+			jr.timeUp() // cut at the limit
 		}
 		if r.cfg.Observer != nil && ctx.Err() == nil {
 			r.cfg.Observer.ObserveModelCall(it.Response.Status, elapsed, 0)
@@ -591,7 +591,7 @@ func (jr *jobRun) apiFailure(ctx context.Context, it *Interaction, callErr error
 			ctxFails++
 		}
 	}
-	if jr.j.Seconds >= jr.lim.maxTime.Seconds() {
+	if jr.timeLeft() <= 0 {
 		// The call ran to the job's time limit (a worker stopped there
 		// did not fail): the job halts at its next step (checkLimits).
 		return false, nil
@@ -621,7 +621,7 @@ func (jr *jobRun) apiFailure(ctx context.Context, it *Interaction, callErr error
 		wait = min(me.RetryAfter, time.Minute)
 	}
 	// No longer than the job has left: at its time limit it halts.
-	left := jr.lim.maxTime - time.Duration(jr.j.Seconds*float64(time.Second))
+	left := jr.timeLeft()
 	capped := wait >= left
 	if capped {
 		wait = max(0, left)
@@ -637,10 +637,20 @@ func (jr *jobRun) apiFailure(ctx context.Context, it *Interaction, callErr error
 	// The wait is the job's time too: max_time_minutes bounds how long a
 	// job takes, not only its model calls.
 	if jr.j.Seconds += wait.Seconds(); capped {
-		jr.j.Seconds = max(jr.j.Seconds, jr.lim.maxTime.Seconds())
+		jr.timeUp()
 	}
 	return false, nil
 }
+
+// timeLeft is how long the job may still work before max_time halts it
+// (checkLimits).
+func (jr *jobRun) timeLeft() time.Duration {
+	return jr.lim.maxTime - time.Duration(jr.j.Seconds*float64(time.Second))
+}
+
+// timeUp counts the job's time as used up: a call or a wait was cut at
+// its limit, whatever the rounding of the seconds counted.
+func (jr *jobRun) timeUp() { jr.j.Seconds = max(jr.j.Seconds, jr.lim.maxTime.Seconds()) }
 
 // invalid feeds an invalid answer's error back, or after
 // MaxInvalidAnswers re-asks makes the job STUCK.

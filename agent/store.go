@@ -208,18 +208,22 @@ func (s *Store) Ended(ctx context.Context, before time.Time, after *Job, limit i
 	return s.jobs(ctx, s.endedWhere(), sqldb.Micros(before), sqldb.Micros(after.UpdatedAt), sqldb.Micros(after.UpdatedAt), after.TaskID, limit)
 }
 
+// endedJobs is the condition of a job that ended (SUCCESS, CANCELED or
+// halted), written out as in the partial index agent_jobs_ended's
+// condition, which a query must repeat word for word to use the index.
+const endedJobs = `status IN ('SUCCESS', 'CANCELED', 'HALTED_COST', 'HALTED_TIME')`
+
 // endedWhere is Ended's condition, order and limit, of five ? (before,
 // after's time twice, after's task id, limit).
 func (s *Store) endedWhere() string {
-	// The statuses are written out as in the partial index's condition,
-	// which a query must repeat word for word to use the index. SQLite's
-	// planner, without statistics, prefers the runnable index's status
-	// and sorts every ended job; it is told which index to read.
+	// SQLite's planner, without statistics, prefers the runnable
+	// index's status and sorts every ended job; it is told which index
+	// to read.
 	hint := ""
 	if s.d.Name() == "sqlite" {
 		hint = "INDEXED BY agent_jobs_ended "
 	}
-	return hint + `WHERE status IN ('SUCCESS', 'CANCELED', 'HALTED_COST', 'HALTED_TIME')
+	return hint + `WHERE ` + endedJobs + `
 		AND updated_at < ? AND (updated_at > ? OR updated_at = ? AND task_id > ?)
 		ORDER BY updated_at, task_id LIMIT ?`
 }
@@ -231,9 +235,8 @@ func (s *Store) endedWhere() string {
 // one transaction holds the database's writer for long and a Forget cut
 // short is finished by the next.
 func (s *Store) Forget(ctx context.Context, taskID string) (bool, error) {
-	ended := `SELECT count(*) FROM agent_jobs WHERE task_id = ? AND status IN ('SUCCESS', 'CANCELED', 'HALTED_COST', 'HALTED_TIME')`
 	var n int
-	if err := s.db.R.QueryRowContext(ctx, s.d.Rebind(ended), taskID).Scan(&n); err != nil || n == 0 {
+	if err := s.db.R.QueryRowContext(ctx, s.d.Rebind(`SELECT count(*) FROM agent_jobs WHERE task_id = ? AND `+endedJobs), taskID).Scan(&n); err != nil || n == 0 {
 		if err != nil {
 			return false, fmt.Errorf("agent: forget job %s: %w", taskID, err)
 		}
@@ -256,21 +259,7 @@ func (s *Store) Forget(ctx context.Context, taskID string) (bool, error) {
 			}
 		}
 	}
-	var found bool
-	err := s.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, s.d.Rebind(`DELETE FROM agent_jobs WHERE task_id = ? AND status IN (?, ?, ?, ?)`),
-			taskID, string(Success), string(Canceled), string(HaltedCost), string(HaltedTime))
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
-		found = n == 1
-		return err
-	})
-	if err != nil {
-		return false, fmt.Errorf("agent: forget job %s: %w", taskID, err)
-	}
-	return found, nil
+	return s.exec(ctx, "forget", taskID, `DELETE FROM agent_jobs WHERE task_id = ? AND `+endedJobs, taskID)
 }
 
 func (s *Store) jobs(ctx context.Context, where string, args ...any) ([]*Job, error) {
