@@ -60,13 +60,7 @@ func (s longAudit) Audit(_ context.Context, f audit.Filter) ([]audit.Entry, erro
 // (an agent job's 60 earlier actions make 300 entries), and the trail
 // shown ends with the newest entries (the hold), not the oldest 200.
 func TestTaskPageLongAuditTrail(t *testing.T) {
-	r := newRig(t, func(c *console.Config) { c.Source = longAudit{fakeSource{dec: nil}} })
-	ck := r.login(t)
-	w := r.do("GET", "/console/tasks/t1", nil, ck, nil)
-	if w.Code != http.StatusOK {
-		t.Fatalf("task page: %d", w.Code)
-	}
-	body := w.Body.String()
+	body := taskPage(t, longAudit{fakeSource{dec: nil}})
 	if !strings.Contains(body, `<span class="risk HIGH">HIGH</span>`) {
 		i := strings.Index(body, `class="risk`)
 		t.Errorf("the held action's risk is not shown as HIGH: %q", body[i:min(len(body), i+60)])
@@ -97,13 +91,7 @@ func (s longHistory) Task(ctx context.Context, id string) (*tasks.Task, error) {
 // long the task's history: before, it rendered every message whole, 19
 // MB of page for this task.
 func TestTaskPageLongHistory(t *testing.T) {
-	r := newRig(t, func(c *console.Config) { c.Source = longHistory{fakeSource{dec: nil}} })
-	ck := r.login(t)
-	w := r.do("GET", "/console/tasks/t1", nil, ck, nil)
-	if w.Code != http.StatusOK {
-		t.Fatalf("task page: %d", w.Code)
-	}
-	body := w.Body.String()
+	body := taskPage(t, longHistory{fakeSource{dec: nil}})
 	if !strings.Contains(body, "message 299:") || strings.Contains(body, "message 199:") {
 		t.Errorf("want the newest %d messages, not the older ones", console.MaxMessages)
 	}
@@ -113,4 +101,16 @@ func TestTaskPageLongHistory(t *testing.T) {
 	if n := len(body); n > 4<<20 {
 		t.Errorf("the page is %d bytes", n)
 	}
+}
+
+// taskPage returns the page of task t1 of src, as the host logged in
+// sees it.
+func taskPage(t *testing.T, src console.Source) string {
+	t.Helper()
+	r := newRig(t, func(c *console.Config) { c.Source = src })
+	w := r.do("GET", "/console/tasks/t1", nil, r.login(t), nil)
+	if w.Code != http.StatusOK {
+		t.Fatalf("task page: %d", w.Code)
+	}
+	return w.Body.String()
 }
