@@ -487,8 +487,7 @@ func (r *Runtime) forget(ctx context.Context) {
 	}
 	forgotten := 0
 	for _, j := range ended {
-		var se *snap.Error
-		if _, err := r.cfg.Tasks.Task(ctx, j.TaskID); !errors.As(err, &se) || se.Code != snap.CodeTaskNotFound {
+		if _, err := r.cfg.Tasks.Task(ctx, j.TaskID); snap.CodeOf(err) != snap.CodeTaskNotFound {
 			continue // its task is kept (or could not be read): so is the job
 		}
 		if ok, err := r.cfg.Store.Forget(ctx, j.TaskID); err != nil {

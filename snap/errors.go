@@ -2,6 +2,7 @@ package snap
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -125,6 +126,15 @@ type Error struct {
 	Code    Code           `json:"code"`
 	Message string         `json:"message"`
 	Data    map[string]any `json:"data,omitempty"`
+}
+
+// CodeOf returns the code of the *Error in err's chain, 0 when there is
+// none: a caller that acts on one code (a task not found) asks it so.
+func CodeOf(err error) Code {
+	if e, ok := errors.AsType[*Error](err); ok {
+		return e.Code
+	}
+	return 0
 }
 
 func (e *Error) Error() string {

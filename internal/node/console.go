@@ -60,8 +60,7 @@ func (s consoleSource) Tasks(ctx context.Context, f tasks.Filter) ([]*tasks.Task
 
 func (s consoleSource) Task(ctx context.Context, id string) (*tasks.Task, error) {
 	t, err := s.n.Tasks.Task(ctx, id)
-	var se *snap.Error
-	if errors.As(err, &se) && se.Code == snap.CodeTaskNotFound {
+	if snap.CodeOf(err) == snap.CodeTaskNotFound {
 		return nil, fmt.Errorf("task %s: %w", id, tasks.ErrNotFound)
 	}
 	return t, err

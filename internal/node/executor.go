@@ -146,8 +146,7 @@ func startForgetting(ctx context.Context, exec *executor.Executor, svc *tasks.Se
 	}
 	gone := func(ctx context.Context, taskID string) (bool, error) {
 		_, err := svc.Task(ctx, taskID)
-		var se *snap.Error
-		if errors.As(err, &se) && se.Code == snap.CodeTaskNotFound {
+		if snap.CodeOf(err) == snap.CodeTaskNotFound {
 			return true, nil
 		}
 		return false, err

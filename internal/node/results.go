@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"time"
 
 	"github.com/snapnode/snapnode/snap"
@@ -42,7 +41,7 @@ func (r liveResults) LoadResult(ctx context.Context, from, id string, now time.T
 		return p, true, nil
 	}
 	t, err := r.tasks.Task(ctx, v.Task.ID)
-	if se := (*snap.Error)(nil); errors.As(err, &se) && se.Code == snap.CodeTaskNotFound {
+	if snap.CodeOf(err) == snap.CodeTaskNotFound {
 		// Kept by an older build just before the task was to be
 		// stored, which a stop prevented (the task and its result are
 		// now written together): the request was never taken in, and
