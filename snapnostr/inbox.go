@@ -613,10 +613,22 @@ func (in *Inbox) answer(ctx context.Context, req *nostr.Event, resp *snap.Messag
 // counts as now, as the subscription's resume point does: the checkpoint's
 // newest is where the next start subscribes from, so a forged far-future
 // event would otherwise have it miss every request dated before.
+//
+// done runs after the request was answered, so a panic in it (the
+// checkpoint's store) is recovered and logged here: survive would
+// otherwise refuse with 5001 a request its requester already has the
+// answer to. The request is then not recorded, and a restart's catch-up
+// meets it again, where the replay store stops it.
 func (in *Inbox) done(ctx context.Context, ev *nostr.Event) {
 	if ev.Kind != relay.KindMessage || in.cfg.Checkpoint == nil {
 		return
 	}
+	defer func() {
+		if p := recover(); p != nil {
+			in.cfg.Logger.Error("inbox: recording a request as processed panicked", "event", ev.ID,
+				"panic", p, "stack", string(debug.Stack()))
+		}
+	}()
 	at := min(ev.CreatedAt, nostr.Timestamp(in.cfg.Now().Unix()))
 	if err := in.cfg.Checkpoint.Done(ctx, ev.ID, at); err != nil {
 		in.cfg.Logger.Error("inbox checkpoint", "event", ev.ID, "err", err)
