@@ -104,12 +104,17 @@ func cardRelays(cfg config.Config, used []string) []string {
 	return used
 }
 
+// cardStartWait is how long publishing the card retries while no relay
+// takes it: at the start (then the background goes on, see publishLate)
+// and for each change of the card (UpdateCard, Reload).
+const cardStartWait = 15 * time.Second
+
 // publish publishes card to the node's relays, retrying while no relay
-// is connected yet, for up to 15 s. The event is dated after the newest
+// is connected yet, for up to wait. The event is dated after the newest
 // card of this identity already on the relays (a restart within the same
 // second, or a clock that went back): relays keep only the newest.
-func (n *Node) publish(ctx context.Context, card *snap.Card) error {
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+func (n *Node) publish(ctx context.Context, card *snap.Card, wait time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	at := time.Now().Truncate(time.Second)
 	if prev, err := n.pool.Query(ctx, nostr.Filter{Kinds: []int{relay.KindCard},
@@ -161,9 +166,47 @@ func (n *Node) setCard(ctx context.Context, card *snap.Card) (bool, error) {
 	if bytes.Equal(old, neu) {
 		return false, nil
 	}
-	if err := n.publish(ctx, card); err != nil {
+	if err := n.publish(ctx, card, cardStartWait); err != nil {
 		return false, err
 	}
 	n.card.Store(card)
+	n.cardOut = true
 	return true, nil
+}
+
+// publishLate publishes the card of a node that started while no relay
+// took it (see wiring.publishCard), until one does or ctx ends: the
+// relays come up later, or the network does. Tries are spaced from 2 s,
+// doubling to a minute, each as long as cardStartWait; a change of the
+// card published meanwhile (Reload) ends it. The first failure was
+// warned of at the start; later ones are logged at debug level.
+func (n *Node) publishLate(ctx context.Context) error {
+	for delay := 2 * time.Second; ; delay = min(2*delay, time.Minute) {
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		if n.publishPending(ctx) {
+			return nil
+		}
+	}
+}
+
+// publishPending publishes the card unless a relay took it already, and
+// reports whether one has now.
+func (n *Node) publishPending(ctx context.Context) bool {
+	n.cardMu.Lock()
+	defer n.cardMu.Unlock()
+	if n.cardOut {
+		return true
+	}
+	if err := n.publish(ctx, n.card.Load(), cardStartWait); err != nil {
+		n.logger.Debug("card still not published; trying again", "err", err)
+		return false
+	}
+	n.cardOut = true
+	return true
 }

@@ -1,5 +1,7 @@
 package node
 
+import "time"
+
 // WithPause calls f at the points of a proposal's run that crash tests
 // stop the process at: "run" before each proposal goes to the executor,
 // "ran" once the executor returned its result (a write promoted and
@@ -7,4 +9,10 @@ package node
 // approval or denial was carried out, before the task is updated.
 func WithPause(f func(point string)) Option {
 	return func(o *options) { o.pause = f }
+}
+
+// WithCardWait sets how long the start tries to publish the card before it
+// leaves that to the background (cardStartWait).
+func WithCardWait(d time.Duration) Option {
+	return func(o *options) { o.cardWait = d }
 }

@@ -63,6 +63,9 @@ type Node struct {
 	// card is the published card, read without cardMu (Card): a reader
 	// (the HTTP well-known card) never waits for a publication.
 	card atomic.Pointer[snap.Card]
+	// cardOut: a relay took the card (or one of its later versions);
+	// until then publishLate keeps trying. Guarded by cardMu.
+	cardOut bool
 	// The settings that change live (see Reload) are applied to these.
 	services       *servicecall.Registry
 	identityLimits *ratelimit.Limiter

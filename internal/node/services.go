@@ -21,6 +21,8 @@ type options struct {
 	// a crash test stops the process at (proposals.PointRun, PointRan,
 	// PointDecided).
 	pause func(point string)
+	// cardWait, when set (tests), replaces cardStartWait.
+	cardWait time.Duration
 }
 
 type namedService struct {

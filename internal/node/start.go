@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -440,7 +441,12 @@ func (w *wiring) startInbox(ctx context.Context) error {
 	}
 }
 
-// publishCard publishes the agent card built from the settings.
+// publishCard publishes the agent card built from the settings. When no
+// relay takes it within cardStartWait (all of them down, or the network),
+// the node starts all the same: it serves HTTP, answers on whichever relay
+// connects, and goes on publishing the card in the background
+// (publishLate). Before, it gave up and exited, and a relay's outage at
+// boot kept the node down.
 func (w *wiring) publishCard(ctx context.Context) error {
 	n := w.n
 	card, err := buildCard(n.cfg, n.Address(), n.urls)
@@ -448,7 +454,18 @@ func (w *wiring) publishCard(ctx context.Context) error {
 		return err
 	}
 	n.card.Store(card)
-	return n.publish(ctx, card)
+	wait := cmp.Or(w.o.cardWait, cardStartWait)
+	n.cardMu.Lock()
+	err = n.publish(ctx, card, wait)
+	n.cardOut = err == nil
+	n.cardMu.Unlock()
+	if err == nil || ctx.Err() != nil {
+		return err
+	}
+	n.logger.Warn("card not published: no relay took it; starting anyway and trying again in the background",
+		"relays", n.urls, "err", err)
+	n.parts.push("card", background(ctx, n.publishLate))
+	return nil
 }
 
 // startHTTP serves SNAP over HTTP (see Node.startHTTP) until ctx ends.
