@@ -36,12 +36,14 @@ const (
 	DefaultMaxTokens   = 8
 	// MaxTasks bounds the task list, MaxAuditEntries the audit page,
 	// MaxSteps the agent's steps and MaxMessages the messages a task page
-	// shows (the newest), MaxPartText the text of one part (the rest is
+	// shows (the newest), MaxHeld its held actions (the oldest, which are
+	// decided first), MaxPartText the text of one part (the rest is
 	// counted).
 	MaxTasks        = 500
 	MaxAuditEntries = 200
 	MaxSteps        = 200
 	MaxMessages     = 100
+	MaxHeld         = 20
 	MaxPartText     = 16 << 10
 )
 

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/snapnode/snapnode/console"
+	"github.com/snapnode/snapnode/executor"
 	"github.com/snapnode/snapnode/executor/audit"
 	"github.com/snapnode/snapnode/tasks"
 )
@@ -113,4 +115,47 @@ func taskPage(t *testing.T, src console.Source) string {
 		t.Fatalf("task page: %d", w.Code)
 	}
 	return w.Body.String()
+}
+
+// manyHeld is fakeSource with a task holding 1,000 actions (the
+// executor's bound), each with a diff of 64 KiB, and counts the audit
+// reads the page makes.
+type manyHeld struct {
+	fakeSource
+	reads *atomic.Int64
+}
+
+func (s manyHeld) Held(_ context.Context, taskID string) ([]executor.Pending, error) {
+	var out []executor.Pending
+	for i := range 1000 {
+		out = append(out, executor.Pending{ActionID: fmt.Sprintf("act-%d", i), TaskID: taskID, Requester: "bc1palice",
+			Action: "WRITE_FILE", Data: []byte(`{"action_type":"WRITE_FILE"}`), Diff: strings.Repeat("+x\n", 64<<10/3), Created: t0})
+	}
+	return out, nil
+}
+
+func (s manyHeld) Audit(ctx context.Context, f audit.Filter) ([]audit.Entry, error) {
+	s.reads.Add(1)
+	return s.fakeSource.Audit(ctx, f)
+}
+
+// A task page shows the oldest MaxHeld held actions and counts the rest,
+// however many the task holds: before, it rendered all of them, with an
+// audit read each (1,000 reads and 64 MB of page for this task).
+func TestTaskPageManyHeld(t *testing.T) {
+	reads := new(atomic.Int64)
+	body := taskPage(t, manyHeld{fakeSource{dec: nil}, reads})
+	if !strings.Contains(body, `id="held-act-0"`) || !strings.Contains(body, fmt.Sprintf(`id="held-act-%d"`, console.MaxHeld-1)) ||
+		strings.Contains(body, fmt.Sprintf(`id="held-act-%d"`, console.MaxHeld)) {
+		t.Errorf("want the oldest %d held actions, and none after them", console.MaxHeld)
+	}
+	if want := fmt.Sprintf("%d later held actions are not shown", 1000-console.MaxHeld); !strings.Contains(body, want) {
+		t.Errorf("want the note %q", want)
+	}
+	if n := reads.Load(); n > console.MaxHeld+10 {
+		t.Errorf("%d audit reads for one page", n)
+	}
+	if n := len(body); n > 4<<20 {
+		t.Errorf("the page is %d bytes", n)
+	}
 }

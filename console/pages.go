@@ -134,10 +134,13 @@ type heldView struct {
 }
 
 type taskData struct {
-	Task  *tasks.Task
-	Held  []heldView
-	Job   *agent.Job
-	Steps []agent.Interaction
+	Task *tasks.Task
+	// Held are the oldest MaxHeld actions the task holds; LaterHeld
+	// counts those left out, after them.
+	Held      []heldView
+	LaterHeld int
+	Job       *agent.Job
+	Steps     []agent.Interaction
 	// EarlierSteps counts the steps left out, before Steps.
 	EarlierSteps int
 	// Messages are the newest MaxMessages of the task's history;
@@ -184,6 +187,11 @@ func (c *Console) renderTask(w http.ResponseWriter, r *http.Request, s *session,
 	if d.Audit, d.EarlierAudit, err = c.newestAudit(ctx, id); err != nil {
 		c.failed(w, r, "the audit entries of task "+id, err)
 		return
+	}
+	if n := len(held); n > MaxHeld {
+		// Each shown action costs a read of its audit entries and a
+		// diff on the page; a task may hold up to the executor's bound.
+		held, d.LaterHeld = held[:MaxHeld], n-MaxHeld
 	}
 	for _, p := range held {
 		// The action's own entries: a task's trail can be longer than
