@@ -185,11 +185,14 @@ func clip(s string) string {
 
 // FieldError returns the 1004 InvalidPayload error for a field that breaks a
 // rule: data {field, constraint, expected, received}. A string received is
-// clipped to 256 bytes.
+// clipped to 256 bytes, and so is field, which may hold a member name the
+// peer chose (of any length): the message stays within the error schema's
+// 1024 characters and the answer within its transport.
 func FieldError(field, constraint string, expected, received any) *Error {
 	if s, ok := received.(string); ok {
 		received = clip(s)
 	}
+	field = clip(field)
 	return &Error{
 		Code:    CodeInvalidPayload,
 		Message: fmt.Sprintf("invalid %s: %s", field, constraint),

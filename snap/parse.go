@@ -111,7 +111,9 @@ func KindName(k jsontext.Kind) string {
 }
 
 func invalidMessage(se *syntaxError) *Error {
-	data := map[string]any{"reason": se.reason, "field": se.field}
+	// The path may hold member names of the peer's choosing, of any
+	// length: clipped, as FieldError clips.
+	data := map[string]any{"reason": se.reason, "field": clip(se.field)}
 	if se.field == "" {
 		data["field"] = "message"
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/snap"
@@ -139,6 +140,71 @@ func TestServerAnswersEveryRequest(t *testing.T) {
 			}
 			if strings.Contains(p["error"].(map[string]any)["message"].(string), "hunter2") {
 				t.Error("internal error text leaked to the peer")
+			}
+		})
+	}
+}
+
+// An error that names a field the peer named (a member of its own
+// choosing) still fits the error schema's message of at most 1024
+// characters and the transport: over Nostr (65,535 bytes) a request of
+// that size whose offence sits under a member name tens of kilobytes long
+// is answered with its own code, 1003 or 1004, never replaced by a
+// retryable 5001 "response too large" because the answer echoed the name
+// in full, in data.field and in the message.
+func TestServerLongFieldNamesInErrors(t *testing.T) {
+	const nostrMax = 65535
+	r := snap.NewRouter()
+	r.HandleStream(snap.MethodTasksResubscribe, snap.StreamParams(snap.ParseResubscribeParams,
+		func(ctx context.Context, req *snap.Verified, p *snap.ResubscribeParams, emit func(any) error) (any, error) {
+			return map[string]any{"task": map[string]any{"id": p.TaskID}}, nil
+		}))
+	r.Handle("message/send", func(ctx context.Context, req *snap.Verified) (any, error) { return map[string]any{}, nil })
+	self := keyB.Address(identity.Mainnet)
+	s := snap.NewServer(snap.ServerConfig{
+		Key: keyB, Router: r, Now: at(t0), Logger: slog.New(slog.DiscardHandler),
+		Validator: snap.NewValidator(snap.Config{Self: self, Now: at(t0), Replay: snap.NewMemoryReplayStore(0)}),
+	})
+	client := snap.NewValidator(snap.Config{Self: keyA.Address(identity.Mainnet), Now: at(t0)})
+	// fill returns build(name) for the name of "k"s that brings it to
+	// exactly nostrMax bytes.
+	fill := func(build func(name string) []byte) []byte {
+		return build(strings.Repeat("k", nostrMax-len(build("k"))+1))
+	}
+	cases := []struct {
+		name   string
+		raw    []byte
+		method string // echoed; snap/error when the input is not I-JSON
+		code   int
+		field  string // data.field begins so
+	}{
+		{"payload member unknown to tasks/resubscribe", fill(func(n string) []byte {
+			return request(t, "r-1", snap.MethodTasksResubscribe, `{"`+n+`":1,"taskId":"t1"}`)
+		}), snap.MethodTasksResubscribe, 1004, "payload.kkk"},
+		{"lone surrogate under an unknown envelope member", fill(func(n string) []byte {
+			return []byte(strings.Replace(string(request(t, "e-1", "message/send", `{}`)), `{"id"`, `{"`+n+`":"\ud800","id"`, 1))
+		}), "snap/error", 1003, "kkk"},
+		{"lone surrogate under a payload member", fill(func(n string) []byte {
+			return []byte(strings.Replace(string(request(t, "p-1", "message/send", `{}`)), `"payload":{}`, `"payload":{"`+n+`":"\ud800"}`, 1))
+		}), "snap/error", 1003, "payload.kkk"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if len(c.raw) != nostrMax {
+				t.Fatalf("request of %d bytes, want %d", len(c.raw), nostrMax)
+			}
+			resp := s.Respond(context.Background(), snap.Inbound{Raw: c.raw, Transport: "nostr", MaxSize: nostrMax})
+			p := check(t, client, resp, c.method)
+			code, data := errorCode(p)
+			if code != c.code {
+				t.Fatalf("code %d, want %d: %.300v", code, c.code, p)
+			}
+			field, _ := data["field"].(string)
+			if !strings.HasPrefix(field, c.field) || len(field) > 300 {
+				t.Errorf("data.field of %d bytes %.40q…, want a short one beginning %q", len(field), field, c.field)
+			}
+			if msg := p["error"].(map[string]any)["message"].(string); utf8.RuneCountInString(msg) > 1024 {
+				t.Errorf("message of %d characters, the error schema allows 1024", utf8.RuneCountInString(msg))
 			}
 		})
 	}
