@@ -569,3 +569,18 @@ func TestMetricsPage(t *testing.T) {
 		t.Errorf("metrics page: %d\n%s", w.Code, body)
 	}
 }
+
+// A HEAD of the login link does not spend it: before, a link checker's
+// HEAD logged in (and threw the session away), and the operator's browser
+// then met "already used".
+func TestLoginLinkSurvivesHead(t *testing.T) {
+	r := newRig(t, nil)
+	u := r.loginURL(t)
+	if w := r.do("HEAD", u, nil, nil, nil); w.Code != http.StatusOK || len(w.Result().Cookies()) != 0 {
+		t.Fatalf("HEAD of the login link: %d, cookies %v", w.Code, w.Result().Cookies())
+	}
+	w := r.do("GET", u, nil, nil, nil)
+	if w.Code != http.StatusSeeOther || w.Header().Get("Location") != "/console/" {
+		t.Fatalf("GET of the login link after a HEAD: %d to %q", w.Code, w.Header().Get("Location"))
+	}
+}

@@ -167,6 +167,13 @@ func secure(r *http.Request) bool {
 // session cookie and redirects to the task list, so that the token is no
 // longer in the address bar or the history.
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodHead {
+		// A HEAD (a link checker, a chat app looking at a pasted link)
+		// does not spend the link: only the GET of a browser logs in.
+		w.Header().Set("Cache-Control", "no-store")
+		w.WriteHeader(http.StatusOK)
+		return
+	}
 	s, err := c.auth.redeem(r.URL.Query().Get("token"))
 	if err != nil {
 		c.cfg.Logger.Warn("console: login refused", "remote", r.RemoteAddr, "err", err)
