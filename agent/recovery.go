@@ -107,7 +107,7 @@ func (r *Runtime) ResumeFrom(ctx context.Context, taskID, checkpoint string) (*R
 	// lease has lapsed.
 	if err := st.Write(ctx, Save{Job: j, Expect: was, Holder: holder, LeaseUntil: now.Add(r.cfg.Lease), Now: now}); err != nil {
 		if errors.Is(err, ErrLeaseLost) {
-			return nil, fmt.Errorf("%w: job %s moved on meanwhile, or another process is resuming it", ErrNotResumable, taskID)
+			return nil, fmt.Errorf("%w: job %s moved on meanwhile, another process is resuming it, or its runner has yet to show its wait on the task (try again in a moment)", ErrNotResumable, taskID)
 		}
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snapnode/snapnode/internal/sqldb"
 	"github.com/snapnode/snapnode/tasks"
 )
 
@@ -129,6 +130,40 @@ func TestResumeOfADraftLeftByAStoppedProcess(t *testing.T) {
 		}
 		if j := mustGet(t, ctx, s, "job"); j.Status != Pending {
 			t.Fatalf("job %s; want PENDING", j.Status)
+		}
+	})
+}
+
+// A resume waits for the runner of a job that has just stopped to wait for
+// a human to show that on the task (the runner saves the job waiting,
+// then writes its task input_required, then settles the job and lets its
+// lease go): a resume that began in between, in another process, set the
+// task working only to have the runner's late write show it
+// input_required while the resumed job ran. It is refused while the
+// runner holds the job unsettled, and goes ahead once the runner settled.
+func TestResumeWaitsForTheRunnerToShowTheWait(t *testing.T) {
+	eachStore(t, func(t *testing.T, ctx context.Context, s *Store) {
+		resumable(t, ctx, s)
+		j := mustGet(t, ctx, s, "job")
+		// The runner (another process) holds the lease and has just
+		// saved the job waiting, its task not yet written.
+		if _, err := s.exec(ctx, "test", "job", `UPDATE agent_jobs SET lease_holder = ?, lease_until = ? WHERE task_id = ?`,
+			"runner", sqldb.Micros(at(time.Hour).Add(time.Minute)), "job"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Write(ctx, Save{Job: j, Holder: "runner", Unsettled: true}); err != nil {
+			t.Fatal(err)
+		}
+		ex := &undoer{}
+		rt := resumeRuntime(s, ex)
+		if res, err := rt.ResumeFrom(ctx, "job", "work-complete-1"); !errors.Is(err, ErrNotResumable) || len(ex.undone) > 0 {
+			t.Fatalf("a resume while the runner has yet to show the wait: %+v, %v, undid %v; want ErrNotResumable and nothing undone", res, err, ex.undone)
+		}
+		if err := s.Settle(ctx, "job", InterventionRequired); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rt.ResumeFrom(ctx, "job", "work-complete-1"); err != nil {
+			t.Fatalf("a resume once the runner showed the wait: %v", err)
 		}
 	})
 }

@@ -374,7 +374,10 @@ type Save struct {
 	// another holder's lease live at Now (else ErrLeaseLost): a resume's
 	// claim, which another process's resume of the job cannot share. The
 	// lease of a job in any other status is taken whoever held it (a job
-	// waiting for a human whose runner has not yet let it go).
+	// waiting for a human whose runner has not yet let it go), once the
+	// job is settled: a runner that saved the job waiting has yet to
+	// write its task, and that late write would show the resumed job's
+	// task input_required.
 	LeaseUntil, Now time.Time
 	// Release gives the job's lease up in the same write.
 	Release bool
@@ -484,8 +487,8 @@ func (s *Store) WriteTx(ctx context.Context, tx *sql.Tx, w Save) error {
 	args = append(args, j.TaskID)
 	switch {
 	case !w.LeaseUntil.IsZero():
-		q += ` AND (status <> ? OR lease_until < ? OR lease_holder = ?)`
-		args = append(args, string(Draft), sqldb.Micros(w.Now), w.Holder)
+		q += ` AND (status <> ? OR lease_until < ? OR lease_holder = ?) AND (settled = 1 OR lease_until < ? OR lease_holder = ?)`
+		args = append(args, string(Draft), sqldb.Micros(w.Now), w.Holder, sqldb.Micros(w.Now), w.Holder)
 	case w.Holder != "":
 		q += ` AND lease_holder = ?`
 		args = append(args, w.Holder)
