@@ -1173,8 +1173,18 @@ func (jr *jobRun) release(ctx context.Context, err error) error {
 func (jr *jobRun) finishInterrupted(ctx context.Context, it *Interaction) (bool, error) {
 	r := jr.r
 	ans, aerr := ParseAnswer(it.Response.RawResponse, r.cfg.MaxAnswerBytes)
-	if aerr != nil {
+	if aerr != nil && !it.Response.Redacted {
 		return true, fmt.Errorf("agent: stored answer of %s #%d: %w", jr.j.TaskID, it.Sequence, aerr)
+	}
+	// A redacted answer may no longer parse (a pattern that ran past a
+	// JSON string): its action is the one whose data, redacted the same
+	// way, is what was stored.
+	stored := strings.TrimSpace(it.Response.RawResponse)
+	mine := func(a executor.Action) bool {
+		if ans != nil {
+			return a.ProposalID == ans.ID
+		}
+		return r.redact(strings.TrimSpace(string(a.Data))) == stored
 	}
 	acts, err := r.cfg.Executor.Actions(ctx, jr.j.TaskID)
 	if err != nil {
@@ -1190,7 +1200,7 @@ func (jr *jobRun) finishInterrupted(ctx context.Context, it *Interaction) (bool,
 		// This answer's: the proposal's own id, made after the answer
 		// was stored, not yet any step's (a peer's proposal on the same
 		// task has another id).
-		if used[a.ActionID] || a.ProposalID != ans.ID || a.Created.Before(it.Timestamp.Add(-time.Second)) {
+		if used[a.ActionID] || !mine(a) || a.Created.Before(it.Timestamp.Add(-time.Second)) {
 			continue
 		}
 		res := a.Result()
