@@ -2,10 +2,13 @@ package agent_test
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -39,6 +42,77 @@ func (r *rig) interrupted(t *testing.T, raw string, redacted bool) *tasks.Task {
 		t.Fatal(err)
 	}
 	return task
+}
+
+// recoveredAfterLook is the executor as a replica's reconcile pass finds
+// it: the first time the job reads the task's records, the pass settles
+// the interrupted promotions right after (RecoverInterrupted).
+type recoveredAfterLook struct {
+	*executor.Executor
+	once   sync.Once
+	looked chan []executor.Action
+}
+
+func (x *recoveredAfterLook) Actions(ctx context.Context, taskID string) ([]executor.Action, error) {
+	acts, err := x.Executor.Actions(ctx, taskID)
+	x.once.Do(func() {
+		x.looked <- acts
+		if _, rerr := x.Executor.RecoverInterrupted(ctx); rerr != nil && err == nil {
+			err = rerr
+		}
+	})
+	return acts, err
+}
+
+// A step whose action a crash left promoting (the files renamed into place,
+// the record not yet moved on) has no outcome yet: the executor's recovery
+// undoes it and records it failed. The job taken up meanwhile (its lease
+// lapses long before reconcile_after on a shared database) must not tell
+// the model, and record, that it was carried out.
+func TestInterruptedStepStillPromoting(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		r := newRig(t, dsn)
+		ctx := context.Background()
+		write := proposalJSON("WRITE_FILE", map[string]any{"path": "/sandbox/a.md", "content": "once\n"})
+		task := r.interrupted(t, write, false)
+		// The promotion ran; its record's last commit never happened.
+		lost := errors.New("the node stopped")
+		_, err := r.exec.Run(ctx, executor.Request{TaskID: task.ID, Requester: "alice", Data: []byte(write),
+			Then: func(context.Context, *sql.Tx, *executor.Result) error { return lost }})
+		if !errors.Is(err, lost) {
+			t.Fatalf("run: %v", err)
+		}
+		if acts, _ := r.exec.Actions(ctx, task.ID); len(acts) != 1 || acts[0].State != "promoting" {
+			t.Fatalf("records: %+v", acts)
+		}
+		x := &recoveredAfterLook{Executor: r.exec, looked: make(chan []executor.Action, 1)}
+		r.runExec = x
+		m := &scripted{answers: []string{proposalJSON("FINISH", map[string]any{"response": "done"})}}
+		got := r.run(t, m, task.ID, tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired)
+		if got.Status.State != tasks.StateCompleted {
+			t.Fatalf("task %s %q", got.Status.State, got.Status.Message)
+		}
+		if acts := <-x.looked; len(acts) != 1 || acts[0].State != "promoting" {
+			t.Fatalf("the job's first look: %+v", acts)
+		}
+		acts, err := r.exec.Actions(ctx, task.ID)
+		if err != nil || len(acts) != 1 || acts[0].State != "failed" {
+			t.Fatalf("records: %+v %v", acts, err)
+		}
+		if _, err := os.Stat(filepath.Join(r.dir, "a.md")); !os.IsNotExist(err) {
+			t.Fatalf("a.md: %v", err)
+		}
+		h, err := r.store.History(ctx, task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o := h.Interactions[0].Observation; o == nil || o.ActionID != acts[0].ActionID || o.Outcome != agent.ObsFailed {
+			t.Fatalf("interaction 0's observation: %+v; the executor undid the action", o)
+		}
+		if err := agent.Replay(h, 64<<10); err != nil {
+			t.Fatalf("replay: %v", err)
+		}
+	})
 }
 
 // A stored answer whose redaction left it no longer parseable (an

@@ -1169,7 +1169,11 @@ func (jr *jobRun) release(ctx context.Context, err error) error {
 // may not have run before the node stopped: an executor record made for
 // the task after the answer was stored is that action (it ran, or waits
 // for confirmation); with none, it did not change anything and runs now.
-// It reports whether the job stops (held, finished).
+// A record still promoting has no outcome yet (the executor's recovery
+// undoes it and records it failed, unless its promotion is still being
+// recorded): the step is left as it is, and the job with its lease, to be
+// taken up again once the lease lapses. It reports whether the job stops
+// (held, finished, waiting for the executor).
 func (jr *jobRun) finishInterrupted(ctx context.Context, it *Interaction) (bool, error) {
 	r := jr.r
 	ans, aerr := ParseAnswer(it.Response.RawResponse, r.cfg.MaxAnswerBytes)
@@ -1202,6 +1206,11 @@ func (jr *jobRun) finishInterrupted(ctx context.Context, it *Interaction) (bool,
 		// task has another id).
 		if used[a.ActionID] || !mine(a) || a.Created.Before(it.Timestamp.Add(-time.Second)) {
 			continue
+		}
+		if a.State == "promoting" {
+			r.log.Info("agent: a step the node's stop interrupted is still being promoted or recovered; the job waits for the executor to settle it",
+				"task", jr.j.TaskID, "action", a.ActionID)
+			return true, nil
 		}
 		res := a.Result()
 		r.log.Info("agent: a step the node's stop interrupted had run; its record completes it", "task", jr.j.TaskID, "action", a.ActionID, "state", a.State)
