@@ -193,7 +193,8 @@ func (p *Proposals) withdrawOrphans(ctx context.Context) (int, error) {
 // settleDecided gives t, waiting for input, the outcome of its last
 // recorded action when that action no longer waits for confirmation (it
 // was approved and carried out, or denied, before the node stopped); it
-// returns nil when t still waits, or never held an action.
+// returns nil when t still waits, never held an action, or its action is
+// still promoting.
 func (p *Proposals) settleDecided(ctx context.Context, t *tasks.Task) (*tasks.Task, error) {
 	held, err := p.exec.Pending(ctx, t.ID)
 	if err != nil || len(held) > 0 {
@@ -203,7 +204,13 @@ func (p *Proposals) settleDecided(ctx context.Context, t *tasks.Task) (*tasks.Ta
 	if err != nil || len(acts) == 0 {
 		return nil, err
 	}
-	res := acts[len(acts)-1].Result()
+	last := acts[len(acts)-1]
+	if last.State == "promoting" {
+		// No outcome yet: the executor's recovery undoes it (a pass
+		// leaves a young one alone), or its promotion is being recorded.
+		return nil, nil
+	}
+	res := last.Result()
 	if res.Outcome == executor.NeedsConfirmation {
 		return nil, nil
 	}
