@@ -74,10 +74,16 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	if resp.StatusCode >= http.StatusOK && resp.StatusCode < http.StatusMultipleChoices {
+	switch {
+	case resp.StatusCode >= http.StatusOK && resp.StatusCode < http.StatusMultipleChoices:
 		if err := checkBody(resp.Header.Get("Content-Type"), body); err != nil {
 			return nil, err
 		}
+	case resp.StatusCode < http.StatusBadRequest:
+		// go-openai reads every status under 400 as a success; a 3xx
+		// that reaches here (one without a Location, which Go's client
+		// returns as it is) is no completion.
+		return nil, fmt.Errorf("%w: the server answered HTTP %d, not a completion (redirects are not followed)", ErrMalformedResponse, resp.StatusCode)
 	}
 	resp.Body = io.NopCloser(bytes.NewReader(body))
 	resp.ContentLength = int64(len(body))

@@ -2,6 +2,7 @@ package llm_test
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -73,5 +74,32 @@ func TestRedirectNotFollowed(t *testing.T) {
 	}
 	if hit.Load() {
 		t.Fatal("the redirect was followed")
+	}
+}
+
+// A 3xx answer is no completion: go-openai decodes every status under 400
+// as a success, so a 3xx without a Location (which Go's client returns as
+// it is, followed or not) would be read as the model's answer, past the
+// checks a success body gets.
+func TestRedirectStatusIsNoAnswer(t *testing.T) {
+	for _, c := range []struct {
+		status int
+		body   string
+	}{
+		{http.StatusMultipleChoices, okBody},
+		{http.StatusFound, okBody},
+		{http.StatusNotModified, ""},
+		{http.StatusMultipleChoices, `{"choices":[{"message":{"content":"A"}}],"choices":[{"message":{"content":"B"}}]}`},
+	} {
+		t.Run(fmt.Sprint(c.status), func(t *testing.T) {
+			text, err := completeFrom(t, func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(c.status)
+				io.WriteString(w, c.body)
+			}, llm.Config{})
+			if err == nil {
+				t.Fatalf("HTTP %d answered %q: want an error", c.status, text)
+			}
+		})
 	}
 }
