@@ -33,6 +33,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/snapnode/snapnode/agent"
 	"github.com/snapnode/snapnode/executor/audit"
@@ -492,13 +493,28 @@ func Violation(log *slog.Logger, a Auditor, job, rule, reason string, detail map
 			d[k] = v
 		}
 		b, _ := json.Marshal(d)
+		// The audit log refuses control characters, which a worker's
+		// error output (a terminal's colours, a NUL) or a delegate's
+		// message may hold: they are replaced, so the violation is
+		// recorded whatever the worker wrote.
 		_, err := a.Append(context.Background(), audit.Entry{Actor: "host", Task: job, Step: audit.StepRejected,
-			Decision: "worker_stopped", Reason: oneLine(reason, audit.MaxReasonLength-8), Detail: b})
+			Decision: "worker_stopped", Reason: oneLine(noControls(reason), audit.MaxReasonLength-8), Detail: b})
 		if err != nil {
 			log.Error("worker: auditing a protocol violation", "job", job, "err", err)
 		}
 	}
 	return fmt.Errorf("%w: %s (%s)", agent.ErrWorkerFailed, reason, rule)
+}
+
+// noControls is s as valid UTF-8 with each control character but white
+// space replaced by U+FFFD.
+func noControls(s string) string {
+	return strings.Map(func(r rune) rune {
+		if (r < 0x20 || r == 0x7f) && r != '\n' && r != '\t' && r != '\r' {
+			return utf8.RuneError
+		}
+		return r
+	}, strings.ToValidUTF8(s, string(utf8.RuneError)))
 }
 
 // stop ends w: its standard input closes, its process group is killed,
