@@ -8,6 +8,8 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strings"
+	"unicode"
 
 	"github.com/go-json-experiment/json/jsontext"
 	openai "github.com/sashabaranov/go-openai"
@@ -97,13 +99,50 @@ func checkBody(contentType string, body []byte) error {
 		return fmt.Errorf("%w: the server streamed its answer (text/event-stream), which was not asked for", ErrMalformedResponse)
 	}
 	d := jsontext.NewDecoder(bytes.NewReader(body))
-	if _, err := d.ReadValue(); err != nil {
-		return fmt.Errorf("%w: %w", ErrMalformedResponse, err)
+	// The names of each open object, folded: encoding/json, under
+	// go-openai, matches names without regard to case and takes the last
+	// of "content" and "Content".
+	var names []map[string]struct{}
+	for {
+		tok, err := d.ReadToken()
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrMalformedResponse, err)
+		}
+		switch tok.Kind() {
+		case '{':
+			names = append(names, map[string]struct{}{})
+		case '}':
+			names = names[:len(names)-1]
+		case '"':
+			if k, n := d.StackIndex(d.StackDepth()); k == '{' && n%2 == 1 {
+				name := foldName(tok.String())
+				if _, dup := names[len(names)-1][name]; dup {
+					return fmt.Errorf("%w: duplicate object member name %q (names differ only in case)", ErrMalformedResponse, tok.String())
+				}
+				names[len(names)-1][name] = struct{}{}
+			}
+		}
+		if d.StackDepth() == 0 {
+			break
+		}
 	}
 	if _, err := d.ReadToken(); err != io.EOF {
 		return fmt.Errorf("%w: data after the JSON value", ErrMalformedResponse)
 	}
 	return nil
+}
+
+// foldName is name with each letter replaced by the least of its case
+// folds: two names fold alike when encoding/json would match one to the
+// other (bytes.EqualFold).
+func foldName(name string) string {
+	return strings.Map(func(r rune) rune {
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		return least
+	}, name)
 }
 
 // noRedirect refuses a redirect: the request (the prompt, the API key)

@@ -39,6 +39,10 @@ func TestMalformedSuccessBody(t *testing.T) {
 		{"two objects", "application/json", okBody + `{"choices":[{"message":{"content":"B"}}]}`, "data after the JSON value"},
 		{"trailing data", "application/json", okBody + `garbage`, "data after the JSON value"},
 		{"duplicate names", "application/json", `{"choices":[{"message":{"content":"A"}}],"choices":[{"message":{"content":"B"}}]}`, "duplicate"},
+		// encoding/json, under go-openai, matches names without regard
+		// to case: it would read "B" where the server also wrote "A".
+		{"names differing in case", "application/json", `{"choices":[{"message":{"content":"A","Content":"B"}}]}`, "duplicate"},
+		{"names differing in case, at the top", "application/json", `{"choices":[{"message":{"role":"assistant","content":"A"}}],"CHOICES":[{"message":{"content":"B"}}]}`, "duplicate"},
 		{"invalid UTF-8", "application/json", `{"choices":[{"message":{"content":"` + "\xff" + `"}}]}`, "UTF-8"},
 		{"unasked stream", "text/event-stream; charset=utf-8", "data: " + okBody + "\n\ndata: [DONE]\n\n", "text/event-stream"},
 	} {
