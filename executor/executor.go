@@ -970,10 +970,17 @@ func (e *Executor) save(ctx context.Context, j *journal, rec *record, from strin
 
 // settle is the write that moves r on from state from to what r says now,
 // for the transaction of a journal's commit. A record another call moved
-// on is left alone.
+// on is left alone, and the commit fails: nothing of it stays (the
+// caller's Then, the usage counted), for this call no longer holds the
+// action. Only another process's recovery moves a record on from the
+// states settle starts from (an approval, a promotion or a rollback that
+// stood still past its cutoff, taken for a crashed one).
 func (e *Executor) settle(r *record, from string) txOp {
 	return func(ctx context.Context, tx *sql.Tx) error {
-		_, err := e.store.updateTx(ctx, tx, r, from)
+		ok, err := e.store.updateTx(ctx, tx, r, from)
+		if err == nil && !ok {
+			return fmt.Errorf("executor: action %s is no longer %s: another process took it up as interrupted", r.ActionID, from)
+		}
 		return err
 	}
 }

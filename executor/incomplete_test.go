@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/snapnode/snapnode/executor"
 	"github.com/snapnode/snapnode/executor/audit"
@@ -280,4 +281,50 @@ func (v *env) otherThan(id string) executor.Action {
 		}
 	}
 	return last
+}
+
+// TestRollbackTakenUpAsInterrupted: a rollback that stands still past
+// reconcile_after is taken up by another process's recovery pass (here:
+// one whose cutoff is after the rollback's claim), which completes it and
+// takes its bytes off the requester's usage. The rollback that was live
+// all along must then record nothing more: before, its commit found the
+// record rolled back already, left it, and took the bytes off the usage
+// a second time, so that the requester's other, promoted, write no
+// longer counted against its quotas.
+func TestRollbackTakenUpAsInterrupted(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		v := newEnv(t, dsn)
+		ctx := context.Background()
+		kept := v.run(agent, prop("WRITE_FILE", map[string]string{"path": "/sandbox/kept.txt", "content": "kept, and counted\n"}))
+		wantOutcome(t, kept, executor.Completed)
+		want, err := v.ex.Usage(ctx, agent)
+		if err != nil || want.Bytes == 0 {
+			t.Fatalf("usage after the first write: %+v %v", want, err)
+		}
+		res := v.run(agent, prop("WRITE_FILE", map[string]string{"path": "/sandbox/undone.txt", "content": "undone\n"}))
+		wantOutcome(t, res, executor.Completed)
+		executor.SetFaults(v.ex, nil, func(ctx context.Context, snap *sandbox.Snapshot) error {
+			if err := v.sb.Rollback(ctx, snap); err != nil {
+				return err
+			}
+			// reconcile_after has passed since the rollback's claim.
+			v.clock.Advance(time.Hour)
+			n, err := v.ex.RecoverInterruptedWith(ctx, executor.RecoverOptions{Before: v.clock.Now().Add(-time.Minute)})
+			if n != 1 || err != nil {
+				t.Errorf("the other process's recovery: %d %v", n, err)
+			}
+			return nil
+		})
+		_ = v.ex.Rollback(ctx, res.ActionID) // taken from it: an error, or not
+		if got, err := v.ex.Usage(ctx, agent); err != nil || got != want {
+			t.Errorf("usage = %+v %v, want %+v: the write still promoted counts", got, err, want)
+		}
+		if _, ok := v.content("undone.txt"); ok {
+			t.Error("undone.txt is back")
+		}
+		if a := v.action(res.ActionID); a.State != "rolled_back" {
+			t.Errorf("record %s, want rolled_back", a.State)
+		}
+		v.verify()
+	})
 }

@@ -642,3 +642,63 @@ func TestApprovalOfAReheldActionRefused(t *testing.T) {
 		}
 	})
 }
+
+// An approval on one replica that stands still past reconcile_after
+// (here: a reconcile pass on another replica, on the same database and
+// sandbox, with a cutoff after the approval's claim) is taken for a
+// crashed one and handed back to the operators. The approval that was
+// live all along must then record nothing: the task keeps waiting, the
+// action is held again, and neither says something the other does not.
+// Before, an approval that went on to fail the action (its file gone by
+// then) recorded the task failed although the record it no longer held
+// was pending again, and the held action was then withdrawn: the task
+// failed on an approval that the executor's record and the audit log say
+// was a withdrawal.
+func TestSlowApprovalHandedBackRecordsNothing(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		// meanwhile runs in the approval, before it stages.
+		meanwhile func(t *testing.T, r *replica)
+	}{
+		{"the file is gone by then", func(t *testing.T, r *replica) {
+			if err := os.Remove(r.file("one.txt")); err != nil {
+				t.Error(err)
+			}
+		}},
+		{"the file is as it was", func(*testing.T, *replica) {}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dsn := testdb.Postgres(t)
+			a := newReplica(t, dsn, true)
+			b := newReplicaOn(t, dsn, true, a.sandbox)
+			ctx := context.Background()
+			if err := os.WriteFile(a.file("one.txt"), []byte("one"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			task := a.send(t, a.svc, "", [2]string{"DELETE_FILE", "/sandbox/one.txt"})
+			held, err := a.props.Held(ctx, task.ID)
+			if err != nil || len(held) != 1 {
+				t.Fatalf("held %v %v", held, err)
+			}
+			slow := func() {
+				c.meanwhile(t, a)
+				// reconcile_after has passed since the approval's claim.
+				rec, err := b.props.Reconcile(ctx, time.Now().Add(time.Second))
+				if err != nil || rec.Recovered != 1 {
+					t.Errorf("the other replica's pass: %+v %v", rec, err)
+				}
+			}
+			a.during.Store(&slow)
+			got, err := a.props.Decide(ctx, proposals.Decision{TaskID: task.ID, ActionID: held[0].ActionID, Approver: executor.Host, Approve: true})
+			if err == nil {
+				t.Errorf("the approval handed back went on: task %s %q", got.Status.State, got.Status.Message)
+			}
+			if got, err := a.svc.Task(ctx, task.ID); err != nil || got.Status.State != tasks.StateInputRequired {
+				t.Fatalf("task: %v %v", got, err)
+			}
+			if again, err := a.props.Held(ctx, task.ID); err != nil || len(again) != 1 {
+				t.Fatalf("the action does not wait again: %v %v", again, err)
+			}
+		})
+	}
+}
