@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/snapnode/snapnode/tasks/taskstest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,6 +22,7 @@ import (
 	"github.com/snapnode/snapnode/internal/testdb"
 	"github.com/snapnode/snapnode/tasks"
 	"github.com/snapnode/snapnode/tasks/sqlstore"
+	"github.com/snapnode/snapnode/tasks/taskstest"
 )
 
 // scripted is a Model that answers from a list and records the prompts.

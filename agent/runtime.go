@@ -158,7 +158,7 @@ type Runtime struct {
 	// (reconcile runs on the dispatcher's goroutine only).
 	waitCursor string
 	// endedCursor is where forget's next page of ended jobs starts (the
-	// dispatcher's goroutine only).
+	// forgetting goroutine's only).
 	endedCursor Job
 	wg          sync.WaitGroup
 	budget      int
@@ -451,6 +451,22 @@ func (r *Runtime) Run(ctx context.Context) error {
 		r.log.Info("agent: taking up the jobs the previous run left", "count", n)
 	}
 	r.reconcile(ctx)
+	if r.cfg.ForgetAfter > 0 {
+		// On a goroutine of its own: a pass reads and deletes up to a
+		// page of jobs, which must not hold up the dispatch of new ones.
+		r.wg.Go(func() {
+			t := time.NewTicker(30 * r.cfg.Poll)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					r.forget(ctx)
+				}
+			}
+		})
+	}
 	tick := time.NewTicker(r.cfg.Poll)
 	defer tick.Stop()
 	for polls := 1; ; polls++ {
@@ -462,7 +478,6 @@ func (r *Runtime) Run(ctx context.Context) error {
 		case <-tick.C:
 			if polls%30 == 0 {
 				r.reconcile(ctx)
-				r.forget(ctx)
 			}
 		}
 	}
