@@ -481,6 +481,9 @@ func (c *conn) process(m *clientMessage, err error) error {
 func (c *conn) dropSub(s *subscription) {
 	delete(c.subs, s.id)
 	c.values -= s.values
+	if c.peer != "" {
+		c.r.unhold(c.peer, s.size)
+	}
 	c.r.hub.remove(s)
 }
 
@@ -568,6 +571,11 @@ func (c *conn) handleReq(subID string, filters []*filter) error {
 	// hub's index): bounded per connection, not per filter only.
 	if !c.patient && c.values+sub.values > r.cfg.MaxOpenFilterValues {
 		return c.closedSub(subID, fmt.Sprintf("rate-limited: too many filter values in open subscriptions (max %d)", r.cfg.MaxOpenFilterValues))
+	}
+	// And what they hold in bytes, by peer: one value may be a long
+	// string, and a peer may open many connections.
+	if c.peer != "" && !r.hold(c.peer, sub.size) {
+		return c.closedSub(subID, fmt.Sprintf("rate-limited: open subscriptions from your address hold too much memory (max %d bytes)", r.cfg.MaxSubscriptionBytesPerIP))
 	}
 	c.subs[subID] = sub
 	c.values += sub.values

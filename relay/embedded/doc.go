@@ -11,7 +11,8 @@
 //
 // Every resource is bounded: message size, subscriptions per connection,
 // filters per REQ, values per filter, subscription id length, the limit of a
-// query, the clients connected, each connection's outbound queue, and the
+// query, the memory the open subscriptions of one address hold, the clients
+// connected, each connection's outbound queue, and the
 // database itself (Config.StoreMaxEvents, StoreMaxBytes: past either, the
 // oldest stored events make room; StorePeerShare: past its share of them,
 // a peer's own oldest do). A client that reads too slowly to drain

@@ -13,6 +13,7 @@ type subscription struct {
 	id      string
 	filters []*filter
 	values  int    // the values in filters' lists (see filter.valueCount)
+	size    int64  // about the bytes s holds (see subscriptionSize)
 	prefix  []byte // `["EVENT",<id>,`, for WebSocket clients
 
 	mu      sync.Mutex
@@ -35,7 +36,39 @@ func newSubscription(c *conn, id string, filters []*filter) *subscription {
 	for _, f := range filters {
 		values += f.valueCount()
 	}
-	return &subscription{c: c, id: id, filters: filters, values: values, prefix: prefix, pending: true, flipped: make(chan struct{})}
+	return &subscription{c: c, id: id, filters: filters, values: values, size: subscriptionSize(id, filters),
+		prefix: prefix, pending: true, flipped: make(chan struct{})}
+}
+
+// filterBytes and valueBytes are about what a filter, and each value of
+// its lists, hold beside the values' text while a subscription is open:
+// the filter, its sets, the hub's index entries (measured: 4,000 values
+// of 64 characters hold 1.9 MB, 1,024 filters without values 330 KB).
+const (
+	filterBytes = 320
+	valueBytes  = 400
+)
+
+// subscriptionSize is about the bytes an open subscription of id and
+// filters holds: the unit of Config.MaxSubscriptionBytesPerIP.
+func subscriptionSize(id string, filters []*filter) int64 {
+	n := int64(2*len(id)) + 512 // the id, the EVENT prefix, the subscription
+	for _, f := range filters {
+		n += filterBytes + int64(f.valueCount())*valueBytes
+		for _, v := range f.ids {
+			n += int64(len(v))
+		}
+		for _, v := range f.authors {
+			n += int64(len(v))
+		}
+		for _, t := range f.tags {
+			n += int64(len(t.name))
+			for _, v := range t.values {
+				n += int64(len(v))
+			}
+		}
+	}
+	return n
 }
 
 // endWait closes flipped once; s.mu is held.

@@ -58,11 +58,22 @@ type Config struct {
 	// MaxFilterValues. The node's own in-process connection is not
 	// bounded.
 	MaxOpenFilterValues int
-	MaxLimit            int // cap on a filter's limit, and on a REQ's stored events; default 5000
-	DefaultLimit        int // stored events per filter without limit; default 500
-	MaxSubIDLength      int // subscription id length; default 64
-	MaxEventTags        int // tags of one event; default 2500
-	MaxContentLength    int // bytes of an event's content; default 256 KiB
+	// MaxSubscriptionBytesPerIP bounds what the open subscriptions of
+	// one peer (an address as for MaxConnectionsPerIP), all its
+	// connections together, hold in memory: their ids, filters, values
+	// and the hub's index of them, about 400 bytes a value and 320 a
+	// filter beside their text (see subscription.size). A value may be
+	// a string of hundreds of kilobytes, so the values bounds alone let
+	// one connection hold 32 MiB. Default 128 KiB for each of
+	// MaxConnectionsPerIP (8 MiB), at least what one REQ may hold.
+	// Clients on loopback addresses and the in-process connection are
+	// not bounded.
+	MaxSubscriptionBytesPerIP int64
+	MaxLimit                  int // cap on a filter's limit, and on a REQ's stored events; default 5000
+	DefaultLimit              int // stored events per filter without limit; default 500
+	MaxSubIDLength            int // subscription id length; default 64
+	MaxEventTags              int // tags of one event; default 2500
+	MaxContentLength          int // bytes of an event's content; default 256 KiB
 	// MaxStoredBytes bounds the stored events one REQ loads, all its
 	// filters together (their JSON); default 8 MiB, at least
 	// MaxMessageLength. A REQ's stored events are loaded before they are
@@ -173,6 +184,11 @@ const (
 	DefaultSweepInterval       = time.Minute
 )
 
+// subscriptionBytesPerConn is the default MaxSubscriptionBytesPerIP for
+// each of MaxConnectionsPerIP: a peer allowed more connections (behind a
+// proxy that connects from one address for every client) holds more.
+const subscriptionBytesPerConn = 128 << 10
+
 // withDefaults fills zero fields and checks the rest.
 func (c Config) withDefaults() (Config, error) {
 	if c.Verifier == nil {
@@ -239,6 +255,15 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	c.DefaultLimit = min(c.DefaultLimit, c.MaxLimit)
 	c.MaxOpenFilterValues = max(c.MaxOpenFilterValues, c.MaxFilterValues)
+	switch {
+	case c.MaxSubscriptionBytesPerIP == 0:
+		c.MaxSubscriptionBytesPerIP = int64(c.MaxConnectionsPerIP) * subscriptionBytesPerConn
+	case c.MaxSubscriptionBytesPerIP < 0:
+		return c, errors.New("embedded relay config: MaxSubscriptionBytesPerIP must not be negative")
+	}
+	// One REQ the other bounds allow fits in an empty budget.
+	c.MaxSubscriptionBytesPerIP = max(c.MaxSubscriptionBytesPerIP, int64(c.MaxMessageLength+
+		c.MaxFilters*filterBytes+min(c.MaxFilters*c.MaxFilterValues, c.MaxOpenFilterValues)*valueBytes))
 	c.MaxStoredBytes = max(c.MaxStoredBytes, c.MaxMessageLength)
 	if c.Name == "" {
 		c.Name = "snapnode relay"
@@ -309,6 +334,11 @@ type Relay struct {
 	sockets *peercap.Counter
 	// events holds the peers' EVENT buckets, by conn.peer.
 	events *ratelimit.Limiter
+	// held is what the open subscriptions of each peer hold, by
+	// conn.peer (see subscription.size): peers holding none are
+	// removed.
+	heldMu sync.Mutex
+	held   map[string]int64
 
 	slowCuts atomic.Int64 // clients disconnected for a full queue
 	// phaseWaits counts the live events that waited for the end of a
@@ -339,6 +369,7 @@ func New(cfg Config) (*Relay, error) {
 		ctx:    ctx,
 		cancel: cancel,
 		conns:  make(map[*conn]struct{}),
+		held:   make(map[string]int64),
 		// A process on the machine is trusted as much as its user.
 		sockets: peercap.New(cfg.MaxConnectionsPerIP, cfg.MaxConnections, netip.Addr.IsLoopback),
 		events: ratelimit.New(ratelimit.Config{Rate: cfg.EventsPerSecond, Burst: cfg.EventBurst,
@@ -371,6 +402,30 @@ func (r *Relay) SetEventRate(perSecond float64, burst int) error {
 	}
 	r.events.SetRate(perSecond, burst)
 	return nil
+}
+
+// hold counts n more bytes held by peer's subscriptions, unless that
+// would take the peer past MaxSubscriptionBytesPerIP; it reports whether
+// it did.
+func (r *Relay) hold(peer string, n int64) bool {
+	r.heldMu.Lock()
+	defer r.heldMu.Unlock()
+	if r.held[peer]+n > r.cfg.MaxSubscriptionBytesPerIP {
+		return false
+	}
+	r.held[peer] += n
+	return true
+}
+
+// unhold gives back n bytes that hold counted for peer.
+func (r *Relay) unhold(peer string, n int64) {
+	r.heldMu.Lock()
+	defer r.heldMu.Unlock()
+	if left := r.held[peer] - n; left > 0 {
+		r.held[peer] = left
+	} else {
+		delete(r.held, peer)
+	}
 }
 
 // checkEventRate checks an EVENT rate and burst, as Config and

@@ -865,6 +865,9 @@ func TestConfigErrors(t *testing.T) {
 	if _, err := New(Config{MaxFilters: -1}); err == nil {
 		t.Fatal("negative MaxFilters accepted")
 	}
+	if _, err := New(Config{MaxSubscriptionBytesPerIP: -1}); err == nil {
+		t.Fatal("negative MaxSubscriptionBytesPerIP accepted")
+	}
 	if _, err := New(Config{DBPath: "x?y"}); err == nil {
 		t.Fatal("path with ? accepted")
 	}
@@ -1176,5 +1179,81 @@ func TestRefusedReplacementClosesSubscription(t *testing.T) {
 	pub.mustPublish(newKey(t).event(t, 1, tr.clock.Unix(), "after CLOSED"))
 	if got := c.req("probe", map[string]any{"kinds": []int{2}}); len(got) != 0 {
 		t.Fatalf("probe: %v", got)
+	}
+}
+
+// TestPeerSubscriptionBudget: what the open subscriptions of one peer (an
+// IPv4 address, an IPv6 /64) hold is bounded across its connections, in
+// bytes, not only in values per connection: one value may be a 400 KB
+// string, so 64 connections of 64 such subscriptions held about 2 GB for
+// one address (one connection alone 32 MB). Past the budget a REQ is
+// refused with CLOSED naming the rule; another peer keeps its own budget,
+// loopback clients have none, and closing a subscription or a connection
+// gives its part back.
+func TestPeerSubscriptionBudget(t *testing.T) {
+	big := func(i int) map[string]any {
+		return map[string]any{"#t": []string{fmt.Sprintf("%06d", i) + strings.Repeat("v", 400_000)}}
+	}
+	budget := int(DefaultMaxConnectionsPerIP * subscriptionBytesPerConn)
+	most := budget / 400_000 // subscriptions of one value of 400 KB that might fit
+	for _, c := range []struct {
+		name    string
+		from    [2]string // the peer's two connections
+		bounded bool
+	}{
+		{"IPv4 address", [2]string{"203.0.113.7", "203.0.113.7"}, true},
+		{"IPv6 /64", [2]string{"2001:db8:1:2::1", "2001:db8:1:2:ffff::9"}, true},
+		{"loopback", [2]string{"", "::1"}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tr := startRelay(t, Config{})
+			url := frontRelay(t, tr.Relay)
+			conns := [2]*client{mustDialFrom(t, url, c.from[0]), mustDialFrom(t, url, c.from[1])}
+			open, refused := 0, false
+			for i := 0; i <= most+2 && !refused; i++ {
+				cl, id := conns[i%2], fmt.Sprint("s", i)
+				cl.send("REQ", id, big(i))
+				switch m := cl.read(); m.typ {
+				case "EOSE":
+					open++
+				case "CLOSED":
+					if m.str(0) != id || !strings.HasPrefix(m.str(1), "rate-limited:") || !strings.Contains(m.str(1), "your address") {
+						t.Fatalf("CLOSED %s, want %s rate-limited: … your address …", joinRaw(m.args), id)
+					}
+					refused = true
+				default:
+					t.Fatalf("got %s %s, want EOSE or CLOSED", m.typ, joinRaw(m.args))
+				}
+			}
+			if !c.bounded {
+				if refused {
+					t.Fatalf("a loopback client was refused after %d subscriptions", open)
+				}
+				return
+			}
+			if !refused || open*400_000 > budget || open < most/2 {
+				t.Fatalf("%d subscriptions of 400 KB open, refused %v: want refused within the budget of %d bytes", open, refused, budget)
+			}
+			// Another peer has its own budget.
+			other := mustDialFrom(t, url, "198.51.100.1")
+			other.req("o", big(-1))
+			// Closing a subscription gives its part back.
+			last := open - 1
+			conns[last%2].send("CLOSE", fmt.Sprint("s", last))
+			conns[last%2].req("again", big(-2))
+			// So does closing a connection, once the relay has seen it
+			// go (a real socket: poll with a deadline).
+			conns[0].ws.Close()
+			deadline := time.Now().Add(5 * time.Second)
+			for i := 0; ; i++ {
+				id := fmt.Sprint("after", i)
+				conns[1].send("REQ", id, big(1000+i))
+				if m := conns[1].read(); m.typ == "EOSE" {
+					break
+				} else if m.typ != "CLOSED" || time.Now().After(deadline) {
+					t.Fatalf("after the other connection closed: %s %s", m.typ, joinRaw(m.args))
+				}
+			}
+		})
 	}
 }
