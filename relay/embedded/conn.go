@@ -345,8 +345,18 @@ func (c *conn) closedSub(subID, msg string) error {
 	return c.send(outItem{msg: message{label: labelClosed, ref: subID, text: msg}})
 }
 
-// refuse answers a refused message as the refusal says.
+// maxEchoedRef bounds the event or subscription id a refusal echoes
+// (at least MaxSubIDLength): a longer one cannot be either, and echoing
+// it whole would let a client that does not read make the relay hold
+// its queued answers, each as large as a message.
+const maxEchoedRef = 256
+
+// refuse answers a refused message as the refusal says; one whose
+// reference is too long to echo gets a NOTICE instead.
 func (c *conn) refuse(r *refusal) error {
+	if r.reply != replyNotice && len(r.ref) > max(maxEchoedRef, c.r.cfg.MaxSubIDLength) {
+		return c.notice(r.msg)
+	}
 	switch r.reply {
 	case replyOK:
 		return c.ok(r.ref, false, r.msg)

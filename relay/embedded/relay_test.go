@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net"
 	"net/http"
@@ -1253,6 +1254,47 @@ func TestPeerSubscriptionBudget(t *testing.T) {
 				} else if m.typ != "CLOSED" || time.Now().After(deadline) {
 					t.Fatalf("after the other connection closed: %s %s", m.typ, joinRaw(m.args))
 				}
+			}
+		})
+	}
+}
+
+// TestRefusalsDoNotEchoHugeReferences: a refusal echoes the event id or
+// subscription id it answers only when it is short enough to be one: a
+// 400 KB "id" was sent back whole in an OK or CLOSED, so a client that
+// does not read made the relay hold 64 queued answers of its own 400 KB
+// (25 MB a connection) until its write time-out. Past the bound the
+// answer is a NOTICE.
+func TestRefusalsDoNotEchoHugeReferences(t *testing.T) {
+	tr := startRelay(t, Config{})
+	c := dial(t, tr.url)
+	long := strings.Repeat("a", 400_000)
+	k := newKey(t)
+	ev := k.event(t, 1, tr.clock.Unix(), "x")
+	bogus := map[string]any{"id": long, "pubkey": ev.PubKey, "created_at": ev.CreatedAt, "kind": 1, "tags": []any{}, "content": "", "sig": ev.Sig}
+	badKind := maps.Clone(bogus)
+	badKind["kind"] = "one"
+	for _, tc := range []struct {
+		name string
+		msg  []any
+		want string // the answer's type
+	}{
+		{"EVENT with a long id", []any{"EVENT", bogus}, "NOTICE"},
+		{"EVENT with a long id and a bad field", []any{"EVENT", badKind}, "NOTICE"},
+		{"REQ with a long subscription id", []any{"REQ", long, map[string]any{}}, "NOTICE"},
+		{"CLOSE with a long subscription id", []any{"CLOSE", long}, "NOTICE"},
+		{"COUNT with a long subscription id", []any{"COUNT", long, map[string]any{}}, "NOTICE"},
+		{"REQ with a subscription id just too long", []any{"REQ", strings.Repeat("s", DefaultMaxSubIDLength+1), map[string]any{}}, "CLOSED"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c.send(tc.msg...)
+			_ = c.ws.SetReadDeadline(time.Now().Add(5 * time.Second))
+			_, b, err := c.ws.ReadMessage()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(b) > 1024 || !strings.HasPrefix(string(b), `["`+tc.want+`",`) || !strings.Contains(string(b), "invalid:") {
+				t.Fatalf("answered %d bytes: %.120s…, want a %s of at most 1 KiB saying invalid:", len(b), b, tc.want)
 			}
 		})
 	}
