@@ -14,6 +14,7 @@ import (
 
 	"github.com/snapnode/snapnode/executor"
 	"github.com/snapnode/snapnode/internal/fairqueue"
+	"github.com/snapnode/snapnode/internal/periodic"
 	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/tasks"
 )
@@ -457,14 +458,10 @@ func (r *Runtime) Run(ctx context.Context) error {
 		r.wg.Go(func() {
 			t := time.NewTicker(30 * r.cfg.Poll)
 			defer t.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-					r.forget(ctx)
-				}
-			}
+			_ = periodic.Run(ctx, t.C, func(ctx context.Context, _ time.Time) (struct{}, error) {
+				r.forget(ctx)
+				return struct{}{}, nil
+			}, nil)
 		})
 	}
 	tick := time.NewTicker(r.cfg.Poll)

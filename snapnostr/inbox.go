@@ -18,6 +18,7 @@ import (
 	"github.com/snapnode/snapnode/internal/bounded"
 	"github.com/snapnode/snapnode/internal/defaults"
 	"github.com/snapnode/snapnode/internal/fairqueue"
+	"github.com/snapnode/snapnode/internal/periodic"
 	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/snap"
 )
@@ -410,14 +411,10 @@ func (in *Inbox) admit(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Que
 func (in *Inbox) reviewDeferred(ctx context.Context, tick time.Duration, jobs *fairqueue.Queue[string, *nostr.Event], refusals *refuser) {
 	t := time.NewTicker(tick)
 	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	_ = periodic.Run(ctx, t.C, func(ctx context.Context, _ time.Time) (struct{}, error) {
 		in.reviewPass(ctx, jobs, refusals)
-	}
+		return struct{}{}, nil
+	}, nil)
 }
 
 // reviewPass is one pass of reviewDeferred, until ctx ends.
