@@ -298,10 +298,11 @@ func (jr *jobRun) call(ctx context.Context) (*Interaction, *Completion, error) {
 	}
 	// No longer than the job has left: at its time limit it halts.
 	timeout, capped := r.cfg.RequestTimeout, false
+	var cause error // nil: context.Cause is the deadline itself
 	if left := jr.timeLeft(); left < timeout {
-		timeout, capped = left, true
+		timeout, capped, cause = left, true, ErrTimeLimit
 	}
-	cctx, cancel := context.WithTimeout(ctx, timeout)
+	cctx, cancel := context.WithTimeoutCause(ctx, timeout, cause)
 	defer cancel()
 	began := time.Now()
 	comp, err := model.Complete(cctx, Prompt{Messages: msgs, Schema: answerSchema(), SchemaName: "snapnode_answer",

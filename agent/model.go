@@ -63,6 +63,12 @@ type JobEnder interface {
 // human at once, with the error as its reason, instead of being retried.
 var ErrWorkerFailed = errors.New("the worker failed")
 
+// ErrTimeLimit is the cause (context.Cause) of a model call's context
+// cut at the job's time limit (max_time_minutes or a peer's
+// time_threshold_minutes), rather than at the request time-out: a worker
+// or a delegate stopped there did not break its protocol.
+var ErrTimeLimit = errors.New("the job reached its time limit")
+
 // The roles of chat messages.
 const (
 	RoleSystem    = "system"

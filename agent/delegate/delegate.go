@@ -407,6 +407,10 @@ func (d *Delegate) find(ctx context.Context) (client.Target, error) {
 func (d *Delegate) failed(outer, step context.Context, job string, seq int, err error) error {
 	var limit string
 	switch {
+	case errors.Is(context.Cause(outer), agent.ErrTimeLimit):
+		// The job's time ran out, not the delegate's.
+		d.EndJob(job)
+		return worker.TimeLimit(d.log, d.cfg.Audit, job, seq, map[string]any{"delegate": d.cfg.Address})
 	case errors.Is(outer.Err(), context.DeadlineExceeded):
 		limit = "the request time-out"
 	case outer.Err() == nil && errors.Is(step.Err(), context.DeadlineExceeded):

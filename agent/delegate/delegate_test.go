@@ -267,6 +267,23 @@ func TestDelegateTimeOut(t *testing.T) {
 	}
 }
 
+// A step cut at the job's time limit (the runtime's agent.ErrTimeLimit
+// cause) is no violation of the delegate's: the job halts at its limit
+// and the audit log says so, without blaming the delegate.
+func TestDelegateStoppedAtTheTimeLimit(t *testing.T) {
+	d, a, _ := setup(t, func(call) *tasks.Task { return answerTask("t", completed) })
+	ctx, cancel := context.WithDeadlineCause(context.Background(), time.Now().Add(-time.Second), agent.ErrTimeLimit)
+	defer cancel()
+	_, err := d.Complete(ctx, prompt("job-1", 0))
+	if errors.Is(err, agent.ErrWorkerFailed) || !errors.Is(err, agent.ErrTimeLimit) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("error %v; want the job's time limit, not a violation", err)
+	}
+	if len(a.entries) != 1 || a.entries[0].Step == audit.StepRejected || a.entries[0].Decision != "worker_stopped" ||
+		!strings.Contains(a.entries[0].Reason, "time limit") || !strings.Contains(string(a.entries[0].Detail), `"rule":"time_limit"`) {
+		t.Fatalf("audit %+v; want the job's time limit named", a.entries)
+	}
+}
+
 // A delegate that answers message/send before it has worked (its task
 // submitted, then working, with no answer yet) is asked again with
 // tasks/get until its answer comes: the agent message after the step's

@@ -249,6 +249,13 @@ func (p *Pool) Complete(ctx context.Context, pr agent.Prompt) (*agent.Completion
 		case <-timeout:
 			return nil, p.violation(w, "timeout", fmt.Sprintf("the worker did not answer step %d within its step time-out of %s", pr.Step, p.cfg.StepTimeout))
 		case <-ctx.Done():
+			if errors.Is(context.Cause(ctx), agent.ErrTimeLimit) {
+				// The job's time ran out, not the worker's: it is
+				// stopped without being blamed.
+				pid := w.cmd.Process.Pid
+				p.stop(w)
+				return nil, TimeLimit(p.log, p.cfg.Audit, w.job, pr.Step, map[string]any{"command": p.cfg.Command[0], "pid": pid})
+			}
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				return nil, p.violation(w, "timeout", fmt.Sprintf("the worker did not answer step %d within the request time-out", pr.Step))
 			}
@@ -504,6 +511,30 @@ func Violation(log *slog.Logger, a Auditor, job, rule, reason string, detail map
 		}
 	}
 	return fmt.Errorf("%w: %s (%s)", agent.ErrWorkerFailed, reason, rule)
+}
+
+// TimeLimit logs and audits (when a is not nil) that job's worker (or
+// delegate), named by detail, was stopped in step because the job reached
+// its time limit: no violation of the worker's, so the entry is not a
+// rejection and its rule is time_limit. It returns the step's error, which
+// wraps agent.ErrTimeLimit and context.DeadlineExceeded, not
+// agent.ErrWorkerFailed.
+func TimeLimit(log *slog.Logger, a Auditor, job string, step int, detail map[string]any) error {
+	reason := fmt.Sprintf("the job reached its time limit during step %d; its worker was stopped there (not a protocol violation)", step)
+	log.Info("worker: stopped at the job's time limit", "job", job, "step", step, "worker", detail)
+	if a != nil {
+		d := map[string]any{"rule": "time_limit"}
+		for k, v := range detail {
+			d[k] = v
+		}
+		b, _ := json.Marshal(d)
+		_, err := a.Append(context.Background(), audit.Entry{Actor: "host", Task: job, Step: audit.StepFailed,
+			Decision: "worker_stopped", Reason: reason, Detail: b})
+		if err != nil {
+			log.Error("worker: auditing a worker stopped at the job's time limit", "job", job, "err", err)
+		}
+	}
+	return fmt.Errorf("worker: %s: %w (%w)", reason, agent.ErrTimeLimit, context.DeadlineExceeded)
 }
 
 // noControls is s as valid UTF-8 with each control character but white

@@ -1,0 +1,78 @@
+package agent_test
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/snapnode/snapnode/agent"
+	"github.com/snapnode/snapnode/agent/worker"
+	"github.com/snapnode/snapnode/executor/audit"
+	"github.com/snapnode/snapnode/internal/testdb"
+	"github.com/snapnode/snapnode/tasks"
+)
+
+// memAudit records what a worker pool audits.
+type memAudit struct {
+	mu      sync.Mutex
+	entries []audit.Entry
+}
+
+func (a *memAudit) Append(_ context.Context, e audit.Entry) (audit.Entry, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.entries = append(a.entries, e)
+	return e, nil
+}
+
+func (a *memAudit) all() []audit.Entry {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.entries)
+}
+
+// A real worker still at work when the job reaches its time limit is
+// stopped there, and the job halts HALTED_TIME; the audit log says the
+// job's time limit stopped it, not that the worker broke its protocol
+// (before: a `worker_stopped` "timeout" violation blamed the worker).
+func TestWorkerStoppedAtTheTimeLimitIsNotAViolation(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 is not installed: the test runs a real worker")
+	}
+	script, err := filepath.Abs(filepath.Join("worker", "testdata", "hang.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	al := &memAudit{}
+	p, err := worker.New(worker.Config{Command: []string{py, script}, Dir: t.TempDir(), Sandbox: t.TempDir(),
+		Env: []string{"PYTHONDONTWRITEBYTECODE=1"}, StepTimeout: time.Hour, Audit: al})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	r := newRig(t, testdb.SQLite(t))
+	task := r.send(t, "go")
+	got := r.runWith(t, func(cfg *agent.Config) { cfg.MaxTime, cfg.RequestTimeout = 300*time.Millisecond, time.Hour }, p, task.ID,
+		tasks.StateFailed, tasks.StateCompleted, tasks.StateInputRequired)
+	if got.Status.State != tasks.StateFailed || !strings.Contains(got.Status.Message, "max_time_minutes") {
+		t.Fatalf("task %s %q: want failed at max_time_minutes", got.Status.State, got.Status.Message)
+	}
+	es := al.all()
+	if len(es) != 1 {
+		t.Fatalf("audit: %+v; want one entry for the stopped worker", es)
+	}
+	e := es[0]
+	if e.Task != task.ID || e.Decision != "worker_stopped" || e.Step == audit.StepRejected ||
+		!strings.Contains(e.Reason, "time limit") || strings.Contains(string(e.Detail), `"rule":"timeout"`) {
+		t.Fatalf("audit entry %+v (detail %s): want the job's time limit named, not a worker's violation", e, e.Detail)
+	}
+	if p.Running() != 0 {
+		t.Errorf("%d workers still running", p.Running())
+	}
+}
