@@ -152,6 +152,8 @@ type proc struct {
 	lines   chan line     // the lines read, one at a time
 	exited  chan struct{} // closed once the process was waited for
 	done    chan struct{} // closed by stop: the reader ends
+	out     *os.File      // the read end of the worker's output
+	read    chan struct{} // closed once the reader ended
 	waitErr error
 	stderr  *tail
 }
@@ -400,7 +402,7 @@ func (p *Pool) start(ctx context.Context, job string) (*proc, error) {
 	}
 	wr.Close()
 	w := &proc{job: job, cmd: cmd, stdin: stdin, lines: make(chan line), exited: make(chan struct{}),
-		done: make(chan struct{}), stderr: st}
+		done: make(chan struct{}), out: rd, read: make(chan struct{}), stderr: st}
 	go func() {
 		w.waitErr = cmd.Wait()
 		close(w.exited)
@@ -416,6 +418,7 @@ func (p *Pool) start(ctx context.Context, job string) (*proc, error) {
 // read reads the worker's lines until its output closes, a line is over
 // the bound, or the worker is stopped.
 func (p *Pool) read(w *proc, rd *os.File) {
+	defer close(w.read)
 	defer rd.Close()
 	br := bufio.NewReaderSize(rd, 64<<10)
 	for {
@@ -549,8 +552,9 @@ func noControls(s string) string {
 }
 
 // stop ends w: its standard input closes, its process group is killed,
-// the process is waited for (no zombie) and its slot freed. It is
-// idempotent.
+// the pool's end of its output is closed (a child that left the group may
+// still hold the other end open: the reader must not wait for it), the
+// process is waited for (no zombie) and its slot freed. It is idempotent.
 func (p *Pool) stop(w *proc) {
 	p.mu.Lock()
 	if p.procs[w.job] != w {
@@ -562,6 +566,8 @@ func (p *Pool) stop(w *proc) {
 	close(w.done)
 	_ = w.stdin.Close()
 	killGroup(w.cmd)
+	_ = w.out.Close()
+	<-w.read
 	<-w.exited
 	<-p.slots
 }

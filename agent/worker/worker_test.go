@@ -337,3 +337,48 @@ func TestDeafWorkerStopped(t *testing.T) {
 		t.Fatalf("audit: %+v", es)
 	}
 }
+
+// A worker whose child left its process group (a session of its own) and
+// holds the worker's output open is stopped all the same: stopping it
+// closes the pool's end of that pipe, so neither its reader nor the pipe
+// outlives the worker (before: both stayed, blocked for ever, for every
+// such worker).
+func TestEscapedChildDoesNotHoldTheOutput(t *testing.T) {
+	pipefile := filepath.Join(t.TempDir(), "pipe")
+	p, al, pidfile := pool(t, "escape.py", func(c *worker.Config) {
+		c.StepTimeout = 2 * time.Second // time for the worker to start and record its pipe
+		c.Env = append(c.Env, "PIPEFILE="+pipefile)
+	})
+	_, err := p.Complete(context.Background(), prompt("job-1", 0, ""))
+	ps := pids(t, pidfile)
+	if len(ps) == 2 {
+		t.Cleanup(func() { // the escaped child, out of the worker's group
+			if c, err := os.FindProcess(ps[1]); err == nil {
+				c.Kill()
+			}
+		})
+	}
+	if !errors.Is(err, agent.ErrWorkerFailed) || !strings.HasSuffix(err.Error(), "(timeout)") {
+		t.Fatalf("err = %v; want a step time-out", err)
+	}
+	if len(ps) != 2 || len(al.all()) != 1 {
+		t.Fatalf("pids %v, audit %+v", ps, al.all())
+	}
+	b, err := os.ReadFile(pipefile)
+	if err != nil {
+		t.Fatalf("the worker recorded no pipe: %v", err)
+	}
+	pipe := "pipe:[" + strings.TrimSpace(string(b)) + "]"
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	for _, fd := range fds {
+		if l, _ := os.Readlink("/proc/self/fd/" + fd.Name()); l == pipe {
+			t.Fatalf("the node still holds the stopped worker's output (fd %s, %s): its reader is blocked for ever", fd.Name(), pipe)
+		}
+	}
+	if p.Running() != 0 {
+		t.Errorf("%d workers still counted", p.Running())
+	}
+}
