@@ -352,7 +352,7 @@ func (jr *jobRun) call(ctx context.Context) (*Interaction, *Completion, error) {
 	j.PromptTokens += int64(comp.PromptTokens)
 	j.CompletionTokens += int64(comp.CompletionTokens)
 	if comp.Model != "" {
-		it.Request.Metadata.Model = comp.Model
+		it.Request.Metadata.Model = r.redact(comp.Model) // the server's text, like its answer
 	}
 	return it, comp, nil
 }

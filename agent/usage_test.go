@@ -234,3 +234,34 @@ func TestModelCallStopsAtTheTimeLimit(t *testing.T) {
 		})
 	}
 }
+
+// echoing is a model server whose response names as its model whatever it
+// was told: here a secret.
+type echoing struct{ model string }
+
+func (e *echoing) Complete(context.Context, agent.Prompt) (*agent.Completion, error) {
+	return &agent.Completion{Text: `{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"done"}`,
+		Model: e.model, PromptTokens: 10, CompletionTokens: 5}, nil
+}
+
+// The model the server names in its response is stored in the history
+// redacted, like the rest of what it sends: before, a server that echoed
+// a secret there had it stored as it was.
+func TestServerModelNameIsRedacted(t *testing.T) {
+	r := newRig(t, testdb.SQLite(t))
+	task := r.send(t, "go")
+	const key = "sk-abcdefghijklmnopqrstuvwxyz0123456789"
+	got := r.runWith(t, func(c *agent.Config) { c.Secrets = []string{"the-api-key-of-the-node"} },
+		&echoing{model: "qwen " + key + " the-api-key-of-the-node"}, task.ID, tasks.StateFailed, tasks.StateCompleted, tasks.StateInputRequired)
+	if got.Status.State != tasks.StateCompleted {
+		t.Fatalf("task %s %q", got.Status.State, got.Status.Message)
+	}
+	h, err := r.store.History(context.Background(), task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := h.Interactions[0].Request.Metadata.Model
+	if strings.Contains(m, key) || strings.Contains(m, "the-api-key-of-the-node") || !strings.HasPrefix(m, "qwen ") {
+		t.Fatalf("the history keeps the model %q: want it redacted", m)
+	}
+}
