@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"slices"
 	"strings"
@@ -349,8 +350,8 @@ func (jr *jobRun) call(ctx context.Context) (*Interaction, *Completion, error) {
 	it.Response.Redacted = it.Response.RawResponse != comp.Text
 	it.Response.PromptTokens, it.Response.CompletionTokens = comp.PromptTokens, comp.CompletionTokens
 	j.CostCents += usd * 100
-	j.PromptTokens += int64(comp.PromptTokens)
-	j.CompletionTokens += int64(comp.CompletionTokens)
+	j.PromptTokens = addTokens(j.PromptTokens, comp.PromptTokens)
+	j.CompletionTokens = addTokens(j.CompletionTokens, comp.CompletionTokens)
 	if comp.Model != "" {
 		it.Request.Metadata.Model = r.redact(comp.Model) // the server's text, like its answer
 	}
@@ -641,6 +642,17 @@ func (jr *jobRun) apiFailure(ctx context.Context, it *Interaction, callErr error
 		jr.timeUp()
 	}
 	return false, nil
+}
+
+// addTokens is the job's total n with a call's count added, saturated at
+// math.MaxInt64: a server's count, however large, never wraps the total
+// negative.
+func addTokens(n int64, count int) int64 {
+	n, c := max(n, 0), int64(max(count, 0))
+	if c > math.MaxInt64-n {
+		return math.MaxInt64
+	}
+	return n + c
 }
 
 // timeLeft is how long the job may still work before max_time halts it

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -263,5 +264,48 @@ func TestServerModelNameIsRedacted(t *testing.T) {
 	m := h.Interactions[0].Request.Metadata.Model
 	if strings.Contains(m, key) || strings.Contains(m, "the-api-key-of-the-node") || !strings.HasPrefix(m, "qwen ") {
 		t.Fatalf("the history keeps the model %q: want it redacted", m)
+	}
+}
+
+// boaster is a model server that reports the largest token counts it can
+// on every call: reads of in-N.md.
+type boaster struct{ calls atomic.Int64 }
+
+func (b *boaster) Complete(context.Context, agent.Prompt) (*agent.Completion, error) {
+	n := b.calls.Add(1)
+	return &agent.Completion{Text: readAnswer(int(n)), PromptTokens: math.MaxInt, CompletionTokens: math.MaxInt}, nil
+}
+
+// Token counts too large to add up saturate the job's totals instead of
+// wrapping them negative, and the job's limits still halt it: its steps,
+// and its cost when calls are priced.
+func TestHugeUsageSaturates(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		price  float64
+		status string
+	}{
+		{"steps", 0, "max_steps"},
+		{"cost", 1, "HALTED_COST"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRig(t, testdb.SQLite(t))
+			task := readingJob(t, r, 10)
+			m := &boaster{}
+			got := r.runWith(t, func(cfg *agent.Config) {
+				cfg.MaxCostCents, cfg.PricePerMTokPrompt, cfg.PricePerMTokAnswer, cfg.MaxSteps = 100, c.price, c.price, 2
+			}, m, task.ID, tasks.StateFailed, tasks.StateCompleted, tasks.StateInputRequired)
+			if got.Status.State != tasks.StateFailed || !strings.Contains(got.Status.Message, c.status) {
+				t.Fatalf("task %s %q: want failed, %s", got.Status.State, got.Status.Message, c.status)
+			}
+			j, err := r.store.Get(context.Background(), task.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if j.PromptTokens != math.MaxInt64 || j.CompletionTokens != math.MaxInt64 {
+				t.Fatalf("after %d calls: prompt tokens %d, completion tokens %d; want both saturated at %d",
+					m.calls.Load(), j.PromptTokens, j.CompletionTokens, int64(math.MaxInt64))
+			}
+		})
 	}
 }
