@@ -59,7 +59,8 @@ type AnswerError struct {
 func (e *AnswerError) Error() string { return "invalid answer (" + e.Rule + "): " + e.Message }
 
 // ParseAnswer reads a model's answer strictly: exactly one JSON object of
-// at most max bytes, no text or markdown around it (white space aside), no
+// at most max bytes, no text or markdown around it (JSON's white space
+// aside: space, tab, line feed, carriage return; any other is text), no
 // duplicate member names, valid UTF-8. An object with a schema_version is
 // a proposal (the executor validates the rest and its refusals are
 // observations); any other must be a valid agent response.
@@ -67,7 +68,7 @@ func ParseAnswer(text string, max int) (*Answer, *AnswerError) {
 	if len(text) > max {
 		return nil, &AnswerError{Rule: "size", Message: fmt.Sprintf("the answer is %d bytes, at most %d are accepted", len(text), max)}
 	}
-	trimmed := strings.TrimSpace(text)
+	trimmed := strings.Trim(text, jsonSpace)
 	if trimmed == "" {
 		return nil, &AnswerError{Rule: "json", Message: "the answer is empty; send exactly one JSON object"}
 	}
@@ -125,6 +126,10 @@ func ParseAnswer(text string, max int) (*Answer, *AnswerError) {
 	a.Kind, a.Action, a.Response, a.Key = KindAgentResponse, r.Action, &r, r.Action
 	return a, nil
 }
+
+// jsonSpace is JSON's white space (RFC 8259), the only white space an
+// answer may have around its object.
+const jsonSpace = " \t\n\r"
 
 // schemaMessage says where and why a JSON Schema validation failed, in
 // one line.

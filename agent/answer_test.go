@@ -233,6 +233,28 @@ func TestParseAnswerMessages(t *testing.T) {
 	}
 }
 
+// An answer is one JSON text: only JSON's white space (space, tab, line
+// feed, carriage return) may surround its object. Other white space
+// (no-break space, a line separator, a form feed) is text around it, and
+// the answer is refused: before, strings.TrimSpace let it through.
+func TestParseAnswerOnlyJSONWhitespace(t *testing.T) {
+	const ok = `{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"done"}`
+	if _, aerr := ParseAnswer(" \t\r\n"+ok+"\r\n \t", answerMax); aerr != nil {
+		t.Fatalf("JSON white space refused: %v", aerr)
+	}
+	for _, ws := range []string{"\u00a0", "\u2028", "\u2029", "\u3000", "\u0085", "\v", "\f", "\u1680", "\u2003"} {
+		for _, c := range []struct{ where, text, rule string }{
+			{"before", ws + ok, "object"},
+			{"after", ok + ws, "json"},
+			{"both", ws + "\n" + ok + "\n" + ws, "object"},
+		} {
+			if a, aerr := ParseAnswer(c.text, answerMax); aerr == nil || aerr.Rule != c.rule {
+				t.Errorf("%U %s the object: got %+v, %v; want refused (%s)", []rune(ws)[0], c.where, a, aerr, c.rule)
+			}
+		}
+	}
+}
+
 func TestParseAnswerUTF8(t *testing.T) {
 	const ok = `{"action":"COMPLETED","evidence_files":["/sandbox/café.md"],"summary_for_supervisor":"naïve résumé ✓"}`
 	if _, aerr := ParseAnswer(ok, answerMax); aerr != nil {
