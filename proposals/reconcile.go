@@ -2,6 +2,7 @@ package proposals
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/snapnode/snapnode/executor"
@@ -43,7 +44,9 @@ type Reconciled struct {
 //     records (a write that was applied completes the task with its
 //     artifacts and is never applied again), the others run now; a
 //     message without proposals goes to the agent, or fails when none
-//     is configured.
+//     is configured. One whose write is still promoting (younger than
+//     cutoff, which the executor's recovery left alone) is left as it is:
+//     the pass that recovers the write takes it up.
 //   - A task waiting for input (input_required) whose held action is no
 //     longer held (the operator's approval or denial was carried out but
 //     the task not updated) takes the action's outcome.
@@ -144,6 +147,11 @@ func (p *Proposals) reconcileTask(ctx context.Context, taskID string, cutoff tim
 		}
 	} else {
 		now, err = p.tasks.Resume(ctx, t.ID)
+		if errors.Is(err, tasks.ErrNotYet) {
+			// The pass that recovers the action takes the task up.
+			p.logger.Info("reconcile: task left waiting for the executor to settle an action it ran", "task", t.ID, "err", err)
+			return
+		}
 		r.Resumed++
 	}
 	if err != nil {

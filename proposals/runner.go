@@ -77,7 +77,9 @@ func NewRunner(exec Executor, logger *slog.Logger, pause func(point string)) *Ru
 // out twice: one the executor recorded for the task since the task began
 // (the same data) is reported from that record (see executor.Action.Result);
 // one it did not record either never ran or had no effects (a read, a
-// refusal), and runs now.
+// refusal), and runs now. A record still promoting has no outcome yet:
+// Run returns an error wrapping tasks.ErrNotYet and the task is left as
+// it is.
 func (r *Runner) Run(ctx context.Context, job tasks.Job) (tasks.Outcome, error) {
 	out := tasks.Outcome{State: tasks.StateCompleted}
 	var notes []string
@@ -125,10 +127,16 @@ func (r *Runner) Run(ctx context.Context, job tasks.Job) (tasks.Outcome, error) 
 
 // runOnce runs one proposal of job, unless it is among ran (the actions a
 // resumed job's proposals were recorded as), which it then reports and
-// takes out of ran.
+// takes out of ran. A record still promoting has no outcome yet (the
+// executor's recovery undoes it and records it failed, unless its
+// promotion is still being recorded): runOnce returns an error wrapping
+// tasks.ErrNotYet, and the task is left as it is for a later pass.
 func (r *Runner) runOnce(ctx context.Context, job tasks.Job, data []byte, ran *[]executor.Action) (*executor.Result, error) {
 	for i, a := range *ran {
 		if bytes.Equal(a.Data, data) {
+			if a.State == "promoting" {
+				return nil, fmt.Errorf("proposals: task %s: action %s is still promoting: %w", job.TaskID, a.ActionID, tasks.ErrNotYet)
+			}
 			*ran = slices.Delete(*ran, i, i+1)
 			r.logger.Info("proposals: a proposal the node's stop interrupted had run; its record completes it",
 				"task", job.TaskID, "action", a.ActionID, "state", a.State)

@@ -3,6 +3,7 @@ package tasks
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -18,10 +19,18 @@ const MaxProposals = 16
 // task working, adds the Outcome's artifacts and moves the task to its
 // state. Run must return within its context's deadline; an error is the
 // Runner's own failure (the task fails with a note, the peer sees no
-// detail), not a rejected proposal, which is an Outcome.
+// detail), not a rejected proposal, which is an Outcome; an error wrapping
+// ErrNotYet leaves the task as it is.
 type Runner interface {
 	Run(ctx context.Context, job Job) (Outcome, error)
 }
+
+// ErrNotYet is what a Runner returns, wrapped, when a resumed Job's
+// outcome cannot be told yet: a proposal carried out before the stop has
+// no outcome in its record yet (a write still being promoted, which the
+// executor's recovery is to undo). The task is left as it is, and Resume
+// returns the error: a later Resume takes it up again.
+var ErrNotYet = errors.New("the outcome of a proposal that ran is not settled yet")
 
 // Job is the work of one message.
 type Job struct {
@@ -92,6 +101,9 @@ func (s *Service) run(ctx context.Context, t *Task, job Job) (*Task, error) {
 		}
 	}
 	out, err := s.runner.Run(ctx, job)
+	if errors.Is(err, ErrNotYet) {
+		return nil, err
+	}
 	if err != nil {
 		s.log.Error("tasks: runner failed", "task", t.ID, "err", err)
 		out = Outcome{State: StateFailed, Note: "internal error while running the proposals"}
@@ -105,7 +117,8 @@ func (s *Service) run(ctx context.Context, t *Task, job Job) (*Task, error) {
 // resumed Job (it reports what already ran from its records and carries
 // out the rest); a message without proposals goes to the Agent, as when
 // it arrived. Any other task is returned as it is. A missing task is
-// 1001.
+// 1001. A Runner that cannot tell the outcome yet leaves the task as it is
+// (an error wrapping ErrNotYet).
 func (s *Service) Resume(ctx context.Context, taskID string) (*Task, error) {
 	t, err := s.Task(ctx, taskID)
 	if err != nil {
