@@ -337,6 +337,12 @@ var (
 	// nothing ran, the action waits for a decision again, which is then
 	// taken knowing what the other one did.
 	ErrBusy = errors.New("executor: another action of the task is being carried out")
+	// ErrTakenUp: the call no longer holds the action: it stood still
+	// past the cutoff of another process's recovery (reconcile_after),
+	// which took it up as interrupted (an approval handed back to the
+	// operators, a promotion undone and failed, a rollback completed).
+	// Nothing of the call's last commit stays.
+	ErrTakenUp = errors.New("executor: another process took the action up as interrupted")
 	// ErrInvalidIdentity: a requester, approver or task id that cannot be
 	// recorded (empty, too long, control characters, not UTF-8).
 	ErrInvalidIdentity = errors.New("executor: invalid identity")
@@ -940,12 +946,14 @@ func (e *Executor) snapshotCutoff() time.Time {
 // save stores rec, inserted when fresh, else updated from state from, in
 // one commit with the entries j holds: before what follows (the sandbox's
 // promotion, the wait for an operator) both are durable. A record that
-// another call moved on is an error, the entries committed all the same;
+// another call moved on is an error (ErrTakenUp: only another process's
+// recovery moves a record on from approving), the entries committed all
+// the same;
 // a record that could not be written at all leaves them to be appended on
 // their own. when says when, in errors.
 func (e *Executor) save(ctx context.Context, j *journal, rec *record, from string, fresh bool, when string) error {
 	ok, last := true, j.final != nil
-	moved := fmt.Errorf("executor: action %s changed state %s", rec.ActionID, when)
+	moved := fmt.Errorf("%w: action %s changed state %s", ErrTakenUp, rec.ActionID, when)
 	err := j.commitSteps(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if fresh {
 			return e.store.insertTx(ctx, tx, rec)
@@ -970,7 +978,7 @@ func (e *Executor) save(ctx context.Context, j *journal, rec *record, from strin
 
 // settle is the write that moves r on from state from to what r says now,
 // for the transaction of a journal's commit. A record another call moved
-// on is left alone, and the commit fails: nothing of it stays (the
+// on is left alone, and the commit fails (ErrTakenUp): nothing of it stays (the
 // caller's Then, the usage counted), for this call no longer holds the
 // action. Only another process's recovery moves a record on from the
 // states settle starts from (an approval, a promotion or a rollback that
@@ -979,7 +987,7 @@ func (e *Executor) settle(r *record, from string) txOp {
 	return func(ctx context.Context, tx *sql.Tx) error {
 		ok, err := e.store.updateTx(ctx, tx, r, from)
 		if err == nil && !ok {
-			return fmt.Errorf("executor: action %s is no longer %s: another process took it up as interrupted", r.ActionID, from)
+			return fmt.Errorf("%w: action %s is no longer %s", ErrTakenUp, r.ActionID, from)
 		}
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 
 	"github.com/snapnode/snapnode/agent"
@@ -147,7 +148,31 @@ var (
 	// ErrDiffChanged: the action's diff is no longer the one the
 	// approver was shown (Decision.Diff): look at the new one.
 	ErrDiffChanged = errors.New("the action's diff changed since it was shown: review the new one")
+	// ErrTakenUp: the approval stood still longer than reconcile_after
+	// (a slow disk, a paused process), and another process's reconcile
+	// pass took the action up as interrupted (executor.ErrTakenUp): it
+	// holds the action again (approve again), or undid its promotion.
+	// Nothing of the approval was recorded.
+	ErrTakenUp = errors.New("the approval took longer than reconcile_after, and another process took the action up as interrupted")
 )
+
+// TakenUpError is the refusal of an approval that another process took
+// up as interrupted (ErrTakenUp). HeldAgain tells whether the task holds
+// the action again, waiting for a decision.
+type TakenUpError struct {
+	TaskID, ActionID string
+	HeldAgain        bool
+	Err              error // the executor's error
+}
+
+func (e *TakenUpError) Error() string {
+	if e.HeldAgain {
+		return fmt.Sprintf("task %s, action %s: %v; it is held again: approve it again", e.TaskID, e.ActionID, ErrTakenUp)
+	}
+	return fmt.Sprintf("task %s, action %s: %v; it is no longer held (its promotion was undone, or it was decided since): see the task", e.TaskID, e.ActionID, ErrTakenUp)
+}
+
+func (e *TakenUpError) Unwrap() []error { return []error{ErrTakenUp, e.Err} }
 
 // StateError is the refusal of a decision on a task that does not wait
 // for one (ErrTaskEnded, ErrNotWaiting).
@@ -208,7 +233,10 @@ func (e *HeldError) Unwrap() error { return e.Err }
 // holds several actions needs the one decided named (ErrAmbiguous names
 // them); the executor refuses an approver who may not decide
 // (executor.ErrSelfApproval, executor.ErrNotOperator) and a decision
-// taken meanwhile (executor.ErrNoPending).
+// taken meanwhile (executor.ErrNoPending). An approval that stood still
+// past reconcile_after and that another process took up as interrupted
+// is refused with ErrTakenUp (a *TakenUpError): nothing of it was
+// recorded, and the action is held again.
 func (p *Proposals) Decide(ctx context.Context, d Decision) (*tasks.Task, error) {
 	t, err := p.tasks.Task(ctx, d.TaskID)
 	if err != nil {
@@ -275,6 +303,9 @@ func (p *Proposals) Decide(ctx context.Context, d Decision) (*tasks.Task, error)
 		res = denied(res)
 	}
 	if err != nil {
+		if d.Approve && errors.Is(err, executor.ErrTakenUp) {
+			return nil, p.takenUp(ctx, d.TaskID, pa.ActionID, err)
+		}
 		if errors.Is(err, tasks.ErrTerminal) || errors.Is(err, executor.ErrBusy) {
 			// The task ended meanwhile (canceled, or completed by
 			// another action approved at the same moment): what it still
@@ -290,6 +321,19 @@ func (p *Proposals) Decide(ctx context.Context, d Decision) (*tasks.Task, error)
 		p.pause(PointDecided)
 	}
 	return p.settle(ctx, d.TaskID, res, d.Approve, st)
+}
+
+// takenUp is the refusal of the approval of actionID that another
+// process's recovery took up as interrupted (err, executor.ErrTakenUp):
+// it says whether the task holds the action again.
+func (p *Proposals) takenUp(ctx context.Context, taskID, actionID string, err error) error {
+	te := &TakenUpError{TaskID: taskID, ActionID: actionID, Err: err}
+	if held, perr := p.exec.Pending(ctx, taskID); perr == nil {
+		te.HeldAgain = slices.ContainsFunc(held, func(pa executor.Pending) bool { return pa.ActionID == actionID })
+	}
+	p.logger.Warn("an approval was taken up as interrupted by another process", "task", taskID, "action", actionID,
+		"held_again", te.HeldAgain, "err", err)
+	return te
 }
 
 // held returns the held action of taskID to decide on: actionID, or when

@@ -691,7 +691,18 @@ func TestSlowApprovalHandedBackRecordsNothing(t *testing.T) {
 			a.during.Store(&slow)
 			got, err := a.props.Decide(ctx, proposals.Decision{TaskID: task.ID, ActionID: held[0].ActionID, Approver: executor.Host, Approve: true})
 			if err == nil {
-				t.Errorf("the approval handed back went on: task %s %q", got.Status.State, got.Status.Message)
+				t.Fatalf("the approval handed back went on: task %s %q", got.Status.State, got.Status.Message)
+			}
+			// The operator is told what happened and what to do, whatever
+			// the path the approval came by (they all show this error).
+			var te *proposals.TakenUpError
+			if !errors.Is(err, proposals.ErrTakenUp) || !errors.As(err, &te) || !te.HeldAgain || te.ActionID != held[0].ActionID {
+				t.Errorf("approval refused with %v (%T), want proposals.ErrTakenUp, held again", err, err)
+			}
+			for _, want := range []string{"reconcile_after", "another process took the action up as interrupted", "held again", "approve"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("the refusal %q does not say %q", err, want)
+				}
 			}
 			if got, err := a.svc.Task(ctx, task.ID); err != nil || got.Status.State != tasks.StateInputRequired {
 				t.Fatalf("task: %v %v", got, err)

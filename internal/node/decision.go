@@ -202,40 +202,57 @@ func (p decisions) decideSigned(ctx context.Context, approver, taskID string, d 
 		reason = "denied by operator " + approver
 	}
 	t, err := p.props.Decide(ctx, proposals.Decision{TaskID: taskID, ActionID: d.actionID, Approver: approver, Approve: d.approve, Reason: reason, Diff: d.diff})
-	var (
-		se *proposals.StateError
-		he *proposals.HeldError
-	)
-	switch {
-	case errors.As(err, &se):
-		e := snap.FieldError("payload.taskId", "state", string(tasks.StateInputRequired), string(se.State))
-		e.Message = se.Error()
-		e.Data["taskId"], e.Data["state"] = taskID, string(se.State)
-		return nil, e
-	case errors.As(err, &he) && errors.Is(err, proposals.ErrNoHeld):
-		return nil, snap.FieldError("payload.taskId", "pending action", "a task waiting on an action", "no action pending")
-	case errors.As(err, &he) && errors.Is(err, proposals.ErrNotHeld):
-		return nil, snap.FieldError(decisionPart+".actionId", "pending action", he.Held, d.actionID)
-	case errors.As(err, &he) && errors.Is(err, proposals.ErrDiffChanged):
-		e := snap.FieldError(decisionPart+".diffSha256", "diff", he.DiffSum, d.diff)
-		e.Message = he.Error()
-		return nil, e
-	case errors.As(err, &he) && errors.Is(err, proposals.ErrAmbiguous):
-		e := snap.FieldError(decisionPart+".actionId", "required", he.Held, "")
-		e.Message = he.Error()
-		return nil, e
-	case errors.Is(err, executor.ErrSelfApproval):
-		return nil, notApprover("the proposer of an action may not decide on it, operator or not")
-	case errors.Is(err, executor.ErrNotOperator):
-		return nil, notApprover("only an operator other than the proposer may decide")
-	case errors.Is(err, executor.ErrNoPending):
-		return nil, snap.FieldError("payload.taskId", "pending action", "a task waiting on an action", "decided already")
-	case err != nil:
-		return nil, err
+	if err != nil {
+		return nil, decisionRefusal(err, taskID, d)
 	}
 	out := *t
 	out.Metadata = nil // node-local, never sent to peers
 	return &out, nil
+}
+
+// decisionRefusal answers err, Decide's refusal of d on taskID, as a SNAP
+// error naming the field.
+func decisionRefusal(err error, taskID string, d *decision) error {
+	var (
+		se *proposals.StateError
+		he *proposals.HeldError
+		te *proposals.TakenUpError
+	)
+	switch {
+	case errors.As(err, &te):
+		received := "taken up as interrupted"
+		if te.HeldAgain {
+			received = "held again"
+		}
+		e := snap.FieldError("payload.taskId", "interrupted", "an approval within reconcile_after", received)
+		e.Message = te.Error()
+		e.Data["taskId"], e.Data["actionId"] = te.TaskID, te.ActionID
+		return e
+	case errors.As(err, &se):
+		e := snap.FieldError("payload.taskId", "state", string(tasks.StateInputRequired), string(se.State))
+		e.Message = se.Error()
+		e.Data["taskId"], e.Data["state"] = taskID, string(se.State)
+		return e
+	case errors.As(err, &he) && errors.Is(err, proposals.ErrNoHeld):
+		return snap.FieldError("payload.taskId", "pending action", "a task waiting on an action", "no action pending")
+	case errors.As(err, &he) && errors.Is(err, proposals.ErrNotHeld):
+		return snap.FieldError(decisionPart+".actionId", "pending action", he.Held, d.actionID)
+	case errors.As(err, &he) && errors.Is(err, proposals.ErrDiffChanged):
+		e := snap.FieldError(decisionPart+".diffSha256", "diff", he.DiffSum, d.diff)
+		e.Message = he.Error()
+		return e
+	case errors.As(err, &he) && errors.Is(err, proposals.ErrAmbiguous):
+		e := snap.FieldError(decisionPart+".actionId", "required", he.Held, "")
+		e.Message = he.Error()
+		return e
+	case errors.Is(err, executor.ErrSelfApproval):
+		return notApprover("the proposer of an action may not decide on it, operator or not")
+	case errors.Is(err, executor.ErrNotOperator):
+		return notApprover("only an operator other than the proposer may decide")
+	case errors.Is(err, executor.ErrNoPending):
+		return snap.FieldError("payload.taskId", "pending action", "a task waiting on an action", "decided already")
+	}
+	return err
 }
 
 // notApprover is the refusal of a decision from an identity that may not

@@ -1,0 +1,50 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/snapnode/snapnode/executor"
+	"github.com/snapnode/snapnode/proposals"
+	"github.com/snapnode/snapnode/snap"
+)
+
+// TestDecisionRefusal: a signed decision refused by proposals.Decide is
+// answered 1004 naming the field and saying why, not 5001 "internal
+// error", which tells the operator nothing.
+func TestDecisionRefusal(t *testing.T) {
+	takenUp := func(again bool) error {
+		return fmt.Errorf("decide: %w", &proposals.TakenUpError{TaskID: "t1", ActionID: "a1", HeldAgain: again,
+			Err: fmt.Errorf("%w: action a1 is no longer approving", executor.ErrTakenUp)})
+	}
+	for _, c := range []struct {
+		name       string
+		err        error
+		field, con string
+		says       []string
+	}{
+		{"an approval another process took up, held again", takenUp(true), "payload.taskId", "interrupted",
+			[]string{"reconcile_after", "another process took the action up as interrupted", "held again", "approve it again"}},
+		{"an approval another process took up and settled", takenUp(false), "payload.taskId", "interrupted",
+			[]string{"reconcile_after", "no longer held"}},
+		{"decided already", fmt.Errorf("%w: %q", executor.ErrNoPending, "a1"), "payload.taskId", "pending action", nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := decisionRefusal(c.err, "t1", &decision{approve: true, actionID: "a1"})
+			var se *snap.Error
+			if !errors.As(err, &se) || se.Code != snap.CodeInvalidPayload {
+				t.Fatalf("refusal %v (%T), want a 1004 *snap.Error", err, err)
+			}
+			if se.Data["field"] != c.field || se.Data["constraint"] != c.con {
+				t.Errorf("data %v, want field %s, constraint %s", se.Data, c.field, c.con)
+			}
+			for _, want := range c.says {
+				if !strings.Contains(se.Message, want) {
+					t.Errorf("message %q does not say %q", se.Message, want)
+				}
+			}
+		})
+	}
+}
