@@ -10,6 +10,7 @@ import (
 
 	"github.com/snapnode/snapnode/executor"
 	"github.com/snapnode/snapnode/internal/testdb"
+	"github.com/snapnode/snapnode/proposals"
 	"github.com/snapnode/snapnode/tasks"
 	"github.com/snapnode/snapnode/tasks/sqlstore"
 )
@@ -109,5 +110,53 @@ func TestResumeLeavesPromotingRun(t *testing.T) {
 	}
 	if n := r.exec.count(task.ID); n != 0 {
 		t.Fatalf("the write ran again %d times", n)
+	}
+}
+
+// An action held by a task that ended is withdrawn when the task ends,
+// and by every reconcile pass after a withdrawal that failed. One still
+// held when the task's retention deleted the task could no longer be
+// reached: Decide reads the task first (not found), and the passes
+// skipped a task they could not read, so it stayed in `snapnode held`
+// for good. A pass now withdraws the actions of a task that is gone.
+func TestHeldOutlivingItsTaskWithdrawn(t *testing.T) {
+	r := newReplica(t, testdb.SQLite(t), false)
+	ctx := context.Background()
+	if err := os.WriteFile(r.file("one.txt"), []byte("one"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	task := r.send(t, r.svc, "", [2]string{"DELETE_FILE", "/sandbox/one.txt"})
+	held, err := r.props.Held(ctx, task.ID)
+	if err != nil || len(held) != 1 {
+		t.Fatalf("held %v %v", held, err)
+	}
+	// The task is canceled, and its withdrawal does not happen (here: is
+	// not called) until the task's retention deletes it.
+	if err := r.cancel(task.ID); err != nil {
+		t.Fatal(err)
+	}
+	store, err := sqlstore.New(ctx, r.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	later := func() time.Time { return time.Now().Add(48 * time.Hour) }
+	if n, err := (tasks.Retention{Store: store, TTL: 24 * time.Hour, Now: later}).PruneOnce(ctx); n != 1 || err != nil {
+		t.Fatalf("retention: %d %v", n, err)
+	}
+	if _, err := r.props.Decide(ctx, proposals.Decision{TaskID: task.ID, ActionID: held[0].ActionID, Approver: executor.Host}); err == nil {
+		t.Fatal("a decision on a deleted task went on")
+	}
+	rec, err := r.props.Reconcile(ctx, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if all, err := r.props.Held(ctx, ""); err != nil || len(all) != 0 || rec.Withdrawn != 1 {
+		t.Fatalf("after a pass: held %v %v, withdrawn %d", all, err, rec.Withdrawn)
+	}
+	if acts, _ := r.exec.Actions(ctx, task.ID); len(acts) != 1 || acts[0].State != "denied" {
+		t.Fatalf("records: %+v", acts)
+	}
+	if !exists(t, r.file("one.txt")) {
+		t.Fatal("one.txt is gone")
 	}
 }

@@ -245,7 +245,7 @@ func (p *Proposals) Decide(ctx context.Context, d Decision) (*tasks.Task, error)
 	if st := t.Status.State; st != tasks.StateInputRequired {
 		if st.Terminal() {
 			// Whatever it still holds is an orphan: withdraw it now.
-			p.withdraw(ctx, d.TaskID, st)
+			p.withdraw(ctx, d.TaskID, ended(st))
 		}
 		return nil, &StateError{TaskID: d.TaskID, State: st}
 	}
@@ -311,7 +311,7 @@ func (p *Proposals) Decide(ctx context.Context, d Decision) (*tasks.Task, error)
 			// another action approved at the same moment): what it still
 			// holds, this action included, is withdrawn.
 			if t, terr := p.tasks.Task(ctx, d.TaskID); terr == nil && t.Status.State.Terminal() {
-				p.withdraw(ctx, d.TaskID, t.Status.State)
+				p.withdraw(ctx, d.TaskID, ended(t.Status.State))
 				return nil, &StateError{TaskID: d.TaskID, State: t.Status.State}
 			}
 		}
@@ -393,7 +393,7 @@ func (p *Proposals) Rollback(ctx context.Context, actionID string) error {
 func (p *Proposals) settle(ctx context.Context, taskID string, res *executor.Result, approved bool, st *tasks.Settlement) (*tasks.Task, error) {
 	t, err := p.settleTask(ctx, taskID, res, approved, st)
 	if err == nil && t.Status.State.Terminal() {
-		p.withdraw(ctx, taskID, t.Status.State)
+		p.withdraw(ctx, taskID, ended(t.Status.State))
 	}
 	return t, err
 }
@@ -468,13 +468,16 @@ func (p *Proposals) TaskEnded(ctx context.Context, taskID string) (int, error) {
 	if !t.Status.State.Terminal() {
 		return 0, nil
 	}
-	return p.withdraw(ctx, taskID, t.Status.State), nil
+	return p.withdraw(ctx, taskID, ended(t.Status.State)), nil
 }
 
-// withdraw denies, as the host, the actions taskID, which ended in state,
-// still holds, and returns how many it denied. A failure is logged; the
-// next reconcile pass tries again.
-func (p *Proposals) withdraw(ctx context.Context, taskID string, state tasks.State) int {
+// ended is why the actions of a task that ended in state are withdrawn.
+func ended(state tasks.State) string { return "the task ended (" + string(state) + ")" }
+
+// withdraw denies, as the host, the actions taskID still holds, its task
+// having ended or gone (why says which), and returns how many it denied. A
+// failure is logged; the next reconcile pass tries again.
+func (p *Proposals) withdraw(ctx context.Context, taskID, why string) int {
 	held, err := p.exec.Pending(ctx, taskID)
 	if err != nil {
 		p.logger.Warn("held actions of an ended task not withdrawn", "task", taskID, "err", err)
@@ -482,12 +485,12 @@ func (p *Proposals) withdraw(ctx context.Context, taskID string, state tasks.Sta
 	}
 	n := 0
 	for _, pa := range held {
-		if _, err := p.exec.DenyThen(ctx, pa.ActionID, executor.Host, "the task ended ("+string(state)+") before this action was decided", nil); err != nil {
+		if _, err := p.exec.DenyThen(ctx, pa.ActionID, executor.Host, why+" before this action was decided", nil); err != nil {
 			p.logger.Warn("held action of an ended task not withdrawn", "task", taskID, "action", pa.ActionID, "err", err)
 			continue
 		}
 		n++
-		p.logger.Info("withdrew the held action of an ended task", "task", taskID, "action", pa.ActionID, "state", state)
+		p.logger.Info("withdrew the held action of an ended task", "task", taskID, "action", pa.ActionID, "why", why)
 	}
 	return n
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/snapnode/snapnode/executor"
+	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/tasks"
 )
 
@@ -176,7 +177,10 @@ func (p *Proposals) claim(ctx context.Context, taskID string) (release func(), o
 }
 
 // withdrawOrphans withdraws the actions held by tasks that have ended (a
-// withdrawal that failed, or a task that ended on another process).
+// withdrawal that failed, or a task that ended on another process), or
+// that are gone: a task's retention deleted it while a withdrawal kept
+// failing, and no decision can reach its actions any more (Decide reads
+// the task first).
 func (p *Proposals) withdrawOrphans(ctx context.Context) (int, error) {
 	held, err := p.exec.Pending(ctx, "")
 	if err != nil {
@@ -190,10 +194,14 @@ func (p *Proposals) withdrawOrphans(ctx context.Context) (int, error) {
 		}
 		seen[pa.TaskID] = true
 		t, err := p.tasks.Task(ctx, pa.TaskID)
-		if err != nil || !t.Status.State.Terminal() {
-			continue // a task deleted by retention keeps its record for `snapnode deny`
+		if snap.CodeOf(err) == snap.CodeTaskNotFound {
+			n += p.withdraw(ctx, pa.TaskID, "the task no longer exists")
+			continue
 		}
-		n += p.withdraw(ctx, pa.TaskID, t.Status.State)
+		if err != nil || !t.Status.State.Terminal() {
+			continue
+		}
+		n += p.withdraw(ctx, pa.TaskID, ended(t.Status.State))
 	}
 	return n, nil
 }
