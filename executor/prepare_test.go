@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -92,7 +93,18 @@ func TestCrashBetweenRecordAndRename(t *testing.T) {
 		v := newEnv(t, dsn)
 		ctx := context.Background()
 		st, snap := v.stagedRewrite(ctx)
-		if _, err := v.sb.Prepare(ctx, st); err != nil { // never discarded: the process died
+		p, err := v.sb.Prepare(ctx, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The process died: its file written ahead stays, and its lock
+		// on it goes (the same file again, which nothing holds).
+		name := aheadFile(t, v.dir, "after\n")
+		if name == "" {
+			t.Fatal("nothing written ahead")
+		}
+		p.Discard()
+		if err := os.WriteFile(filepath.Join(v.dir, name), []byte("after\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		v.insertRecord("killed-before-rename", "promoting", snap, prop("WRITE_FILE", map[string]string{"path": "/sandbox/a.txt", "content": "after\n"}))

@@ -64,7 +64,14 @@
 // in between loses its write. A promotion is all or nothing by undo, not
 // by one atomic step: a crash half-way leaves some paths promoted;
 // Recover with the snapshot (stored before Promote, from st.Snapshot())
-// restores them, and Sweep removes the temporary files left behind.
+// restores them, and Sweep removes the temporary files left behind. Each
+// temporary file is locked (flock) by its writer until it is renamed or
+// removed, and Sweep removes only those no process holds: several
+// processes may open the same folder (replicas of a node sharing their
+// workspace), and one that starts and sweeps leaves the others' promotions
+// in progress alone. Off Linux, macOS and the BSDs there are no such locks
+// and Sweep removes every temporary file. Promotions and rollbacks run one
+// at a time within a process only.
 // Total bytes count regular files only (the sandbox's own temporary
 // files left out), from a running count (Counts)
 // that every promotion and rollback keeps exact and that is walked again

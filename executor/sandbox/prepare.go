@@ -16,14 +16,16 @@ import (
 // each other.
 //
 // Call Discard once done with it, promoted or not: it removes the
-// temporary files no promotion used. A crash in between leaves them
-// behind, for Sweep to remove at the next start; they never hold more than
+// temporary files no promotion used, and releases them (until then they
+// are locked, and Sweep leaves them alone, in any process). A crash in
+// between leaves them behind, for Sweep to remove at the next start of
+// any process on the folder; they never hold more than
 // what the Staged would have written, and no path a caller can name
 // reaches them (their names start with ReservedPrefix).
 type Prepared struct {
 	s     *Sandbox
 	st    *Staged
-	temps map[string]string // path → its temporary file's name
+	temps map[string]*tempFile // path → its temporary file
 }
 
 // Prepare writes the new content of every file st writes whose directory
@@ -37,7 +39,7 @@ func (s *Sandbox) Prepare(ctx context.Context, st *Staged) (*Prepared, error) {
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	p := &Prepared{s: s, st: st, temps: make(map[string]string)}
+	p := &Prepared{s: s, st: st, temps: make(map[string]*tempFile)}
 	for _, e := range st.entries {
 		if e.post.Kind != KindFile || e.pre.same(e.post) {
 			continue
@@ -56,13 +58,13 @@ func (s *Sandbox) Prepare(ctx context.Context, st *Staged) (*Prepared, error) {
 }
 
 // prepareOne writes e's new content beside it.
-func (s *Sandbox) prepareOne(ctx context.Context, e entry) (string, error) {
+func (s *Sandbox) prepareOne(ctx context.Context, e entry) (*tempFile, error) {
 	if err := alive(ctx); err != nil {
-		return "", err
+		return nil, err
 	}
 	d, err := s.openDir(ctx, parentOf(e.rel))
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	defer d.close()
 	return writeTemp(d.r, e.post)
@@ -77,6 +79,9 @@ func (s *Sandbox) PromotePrepared(ctx context.Context, p *Prepared) (*Snapshot, 
 	}
 	snap, err := s.promote(ctx, p.st, p.temps)
 	if err == nil {
+		for _, t := range p.temps {
+			t.close()
+		}
 		clear(p.temps) // all renamed: nothing left for Discard
 	}
 	return snap, err
@@ -92,9 +97,10 @@ func (p *Prepared) Discard() {
 	defer cancel()
 	for rel, tmp := range p.temps {
 		if d, err := p.s.openDir(ctx, parentOf(rel)); err == nil {
-			d.r.Remove(tmp) // gone already once renamed
+			d.r.Remove(tmp.name) // gone already once renamed
 			d.close()
 		}
+		tmp.close()
 		delete(p.temps, rel)
 	}
 }

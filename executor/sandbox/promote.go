@@ -32,7 +32,7 @@ func (s *Sandbox) Promote(ctx context.Context, st *Staged) (*Snapshot, error) {
 
 // promote is Promote, with the temporary files of temps (by path) written
 // ahead by Prepare.
-func (s *Sandbox) promote(ctx context.Context, st *Staged, temps map[string]string) (*Snapshot, error) {
+func (s *Sandbox) promote(ctx context.Context, st *Staged, temps map[string]*tempFile) (*Snapshot, error) {
 	if st.core != s.core {
 		return nil, ErrForeign
 	}
@@ -157,13 +157,13 @@ func (k opKind) String() string {
 }
 
 // op is one step on one path; img is what the path becomes (content for a
-// write, mode for a mkdir). tmp, for a write, names the temporary file
-// that Prepare wrote ahead with img's content ("": write it now).
+// write, mode for a mkdir). tmp, for a write, is the temporary file that
+// Prepare wrote ahead with img's content (nil: write it now).
 type op struct {
 	kind opKind
 	rel  string
 	img  Image
-	tmp  string
+	tmp  *tempFile
 }
 
 // plan orders the steps that take every path of steps from pre to post:
@@ -205,7 +205,7 @@ func plan(steps []entry) (ops, undo []op) {
 // transition runs the plan of steps; if a step fails it undoes the steps
 // done, in reverse, under a context that the deadline does not stop. A
 // write of a path in temps renames the temporary file Prepare wrote.
-func (s *Sandbox) transition(ctx context.Context, opName string, steps []entry, temps map[string]string) (err error) {
+func (s *Sandbox) transition(ctx context.Context, opName string, steps []entry, temps map[string]*tempFile) (err error) {
 	s.changing()
 	defer func() { s.applied(steps, err == nil) }()
 	ops, undo := plan(steps)
@@ -306,18 +306,23 @@ func checkFile(d *os.Root, name string) error {
 
 // writeIn writes o.img as name in d: a new temporary file (written now
 // by writeTemp, or ahead by Prepare), then a rename over the name. The
-// temporary file is removed if anything fails.
+// temporary file is removed if anything fails; once renamed or removed,
+// its writer's lock is released.
 func (s *Sandbox) writeIn(ctx context.Context, d *os.Root, name string, o op) (err error) {
 	tmp := o.tmp
 	defer func() {
-		if err != nil && tmp != "" {
-			d.Remove(tmp)
+		if tmp == nil {
+			return
 		}
+		if err != nil {
+			d.Remove(tmp.name)
+		}
+		tmp.close()
 	}()
 	if err := checkFile(d, name); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	if tmp == "" {
+	if tmp == nil {
 		if tmp, err = writeTemp(d, o.img); err != nil {
 			return err
 		}
@@ -330,39 +335,87 @@ func (s *Sandbox) writeIn(ctx context.Context, d *os.Root, name string, o op) (e
 			return err
 		}
 	}
-	if err := d.Rename(tmp, name); err != nil {
+	if err := d.Rename(tmp.name, name); err != nil {
 		return bare(err)
 	}
 	return nil
 }
 
+// tempFile is a temporary file of the sandbox, open and locked by its
+// writer (lockTemp) until close: Sweep, in this process or another on the
+// same folder, removes only the temporary files no writer holds, those a
+// crash left.
+type tempFile struct {
+	name string
+	f    *os.File
+}
+
+// close releases the file and its lock; it may be called more than once.
+func (t *tempFile) close() {
+	if t.f != nil {
+		t.f.Close()
+		t.f = nil
+	}
+}
+
+// errTempTaken: a sweep took the temporary file just created (it found it
+// before its writer locked it, and removes it).
+var errTempTaken = errors.New("sandbox: temporary file taken by a sweep")
+
 // writeTemp writes img to a new temporary file in d (O_EXCL, which never
-// follows a link): its content, its mode, fsync. It returns the file's
-// name; on an error nothing is left behind.
-func writeTemp(d *os.Root, img Image) (_ string, err error) {
-	tmp, err := tempName()
-	if err != nil {
-		return "", err
+// follows a link), locked: its content, its mode, fsync. The caller
+// closes it once renamed or removed; on an error nothing is left behind.
+func writeTemp(d *os.Root, img Image) (*tempFile, error) {
+	for try := 0; ; try++ {
+		t, err := createTemp(d)
+		if errors.Is(err, errTempTaken) && try < 3 {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		_, err = t.f.Write(img.Content)
+		if err == nil {
+			err = t.f.Chmod(fs.FileMode(img.Mode))
+		}
+		if err == nil {
+			err = t.f.Sync()
+		}
+		if err != nil {
+			d.Remove(t.name)
+			t.close()
+			return nil, bare(err)
+		}
+		return t, nil
 	}
-	f, err := d.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+}
+
+// createTemp creates a new temporary file in d and locks it. A sweep
+// that found it before the lock removes it: errTempTaken.
+func createTemp(d *os.Root) (*tempFile, error) {
+	name, err := tempName()
 	if err != nil {
-		return "", bare(err)
+		return nil, err
 	}
-	_, err = f.Write(img.Content)
+	f, err := d.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, bare(err)
+	}
+	t := &tempFile{name: name, f: f}
+	err = lockTemp(f)
 	if err == nil {
-		err = f.Chmod(fs.FileMode(img.Mode))
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
+		// Locked, but perhaps after a sweep removed it.
+		fi, lerr := d.Lstat(name)
+		got, serr := f.Stat()
+		if lerr != nil || serr != nil || !os.SameFile(fi, got) {
+			err = errTempTaken
+		}
 	}
 	if err != nil {
-		d.Remove(tmp)
-		return "", bare(err)
+		t.close()
+		return nil, err
 	}
-	return tmp, nil
+	return t, nil
 }
 
 func tempName() (string, error) {

@@ -371,7 +371,14 @@ func (s *Sandbox) list(ctx context.Context, p string, first int) ([]Entry, int, 
 
 // Sweep removes the temporary files a crash may have left behind (names
 // starting with ReservedPrefix) and returns how many it removed. Call it
-// at start-up, before the first promotion.
+// at start-up, before the first promotion. It leaves alone the temporary
+// files a live writer holds (each is locked by its writer from its
+// creation until it is renamed or removed, and a process that ends
+// releases its locks): those of this process and of any other process
+// working on the same folder, such as another replica of the node that
+// shares its workspace and is promoting now. A temporary file it cannot
+// open or lock (a file system without locks) is left too. Off Linux, macOS
+// and the BSDs nothing is locked and Sweep removes every temporary file.
 func (s *Sandbox) Sweep(ctx context.Context) (int, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
@@ -387,18 +394,52 @@ func (s *Sandbox) Sweep(ctx context.Context) (int, error) {
 	}
 	s.core.mu.Lock()
 	defer s.core.mu.Unlock()
-	root, err := s.core.ws.current()
-	if err != nil {
-		return 0, err
-	}
 	n := 0
 	for _, rel := range stale {
-		if err := root.Remove(rel); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := alive(ctx); err != nil {
+			return n, err
+		}
+		gone, err := s.sweepOne(ctx, rel)
+		if err != nil {
 			return n, opErr("sweep", rel, err)
 		}
-		n++
+		if gone {
+			n++
+		}
 	}
 	return n, nil
+}
+
+// sweepOne removes the temporary file rel if no writer holds it, and
+// reports whether it did.
+func (s *Sandbox) sweepOne(ctx context.Context, rel string) (bool, error) {
+	d, err := s.openDir(ctx, parentOf(rel))
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, ErrNotDir) || errors.Is(err, ErrSymlink) {
+		return false, nil // its directory went: so did the file
+	}
+	if err != nil {
+		return false, err
+	}
+	defer d.close()
+	name := base(rel)
+	f, err := d.r.OpenFile(name, os.O_RDONLY|openNonblock, 0)
+	if err != nil {
+		return false, nil // renamed or removed since the walk, or not ours to open
+	}
+	defer f.Close()
+	fi, lerr := d.r.Lstat(name)
+	got, serr := f.Stat()
+	if lerr != nil || serr != nil || !os.SameFile(fi, got) || !got.Mode().IsRegular() || !abandoned(f) {
+		return false, nil
+	}
+	// Held by this sweep until f is closed: no writer takes it meanwhile.
+	if err := d.r.Remove(name); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return false, nil
+		}
+		return false, bare(err)
+	}
+	return true, nil
 }
 
 // walk calls fn for every entry under the root, depth first, descending
