@@ -181,7 +181,7 @@ func TestStoreBoundTrimsOnOpen(t *testing.T) {
 	save(s, 10)
 	f := &filter{}
 	f.finish()
-	got, err := s.query(ctx, f, 100, -1, 2000)
+	got, _, err := s.query(ctx, f, 100, -1, 2000)
 	if err != nil {
 		t.Fatal(err)
 	}

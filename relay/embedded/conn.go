@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -44,6 +45,9 @@ type outItem struct {
 	sub  *subscription
 	msg  message
 	flip *subscription
+	// unsent, for a stored event, is the bytes counted for it against
+	// its peer's Config.MaxUnsentBytesPerIP until it is written.
+	unsent int64
 }
 
 // transport carries a conn's messages to its client: a WebSocket (ws.go)
@@ -126,6 +130,10 @@ type conn struct {
 	// Config.StorePeerShare); "" (loopback, the in-process connection):
 	// neither.
 	peer string
+	// unsent is what the connection's REQs have loaded and not yet
+	// written, counted for peer (see Config.MaxUnsentBytesPerIP): the
+	// reader adds, the writer takes away, and serve gives back the rest.
+	unsent atomic.Int64
 }
 
 var errConnClosed = errors.New("connection closed")
@@ -175,6 +183,7 @@ func (c *conn) serve(read func()) {
 	for _, s := range c.subs {
 		c.dropSub(s)
 	}
+	c.sentUnsent(c.unsent.Load()) // what was loaded or queued and never written
 	c.cancel()
 	c.r.mu.Lock()
 	delete(c.r.conns, c)
@@ -409,6 +418,9 @@ func (c *conn) writeLoop() {
 			}
 			return true
 		}
+		if it.unsent > 0 {
+			defer c.sentUnsent(it.unsent) // written, or dropped
+		}
 		if it.sub != nil && it.sub.isClosed() {
 			return true
 		}
@@ -495,6 +507,44 @@ func (c *conn) dropSub(s *subscription) {
 		c.r.unhold(c.peer, s.size)
 	}
 	c.r.hub.remove(s)
+}
+
+// takeUnsent counts up to want bytes of stored events about to be loaded
+// against the connection's peer's Config.MaxUnsentBytesPerIP, waiting up
+// to the relay's unsentWait for room for all of them; past it, it counts
+// what room there is, maybe none. It returns what it counted (want when
+// the connection has no peer), or an error once the connection ends.
+func (c *conn) takeUnsent(want int64) (int64, error) {
+	if c.peer == "" {
+		return want, nil
+	}
+	t := time.NewTimer(c.r.unsentWait)
+	defer t.Stop()
+	some := false
+	for {
+		n, freed := c.r.takeUnsent(c.peer, want, some)
+		if freed == nil {
+			c.unsent.Add(n)
+			return n, nil
+		}
+		select {
+		case <-freed:
+		case <-t.C:
+			some = true
+		case <-c.ctx.Done():
+			return 0, errConnClosed
+		}
+	}
+}
+
+// sentUnsent gives back n bytes that takeUnsent counted: written, or
+// never to be.
+func (c *conn) sentUnsent(n int64) {
+	if c.peer == "" || n == 0 {
+		return
+	}
+	c.unsent.Add(-n)
+	c.r.giveUnsent(c.peer, n)
 }
 
 // allowEvent takes a token from the connection's EVENT bucket.
@@ -598,16 +648,30 @@ func (c *conn) handleReq(subID string, filters []*filter) error {
 	// bounded in bytes: its inbox's catch-up after a restart takes what
 	// its filter's limit gives, however large the requests.
 	events, bytes := r.cfg.MaxLimit, r.cfg.MaxStoredBytes
+	// What they load stays in memory until written, however slowly the
+	// client reads: counted by peer, across its connections, waiting
+	// for room (see Config.MaxUnsentBytesPerIP).
+	var took int64
 	if c.patient {
 		bytes = -1
+	} else {
+		var err error
+		if took, err = c.takeUnsent(int64(bytes)); err != nil {
+			c.dropSub(sub)
+			return err
+		}
 	}
+	short := took < int64(bytes) // the peer's budget left less than a REQ's
+	bytes = int(min(took, int64(bytes)))
+	cut := false // and it cut what was loaded
 	for _, f := range filters {
 		limit := r.cfg.DefaultLimit
 		if f.hasLimit {
 			limit = f.limit
 		}
-		evs, err := r.store.query(c.ctx, f, min(limit, events), bytes, now)
+		evs, stopped, err := r.store.query(c.ctx, f, min(limit, events), bytes, now)
 		if err != nil {
+			c.sentUnsent(took)
 			c.dropSub(sub)
 			if c.ctx.Err() != nil {
 				return errConnClosed
@@ -615,6 +679,7 @@ func (c *conn) handleReq(subID string, filters []*filter) error {
 			c.log.Error("query events", "err", err)
 			return c.closedSub(subID, "error: could not query the database")
 		}
+		cut = cut || (short && stopped)
 		found = append(found, evs...)
 		events -= len(evs)
 		for _, e := range evs {
@@ -630,10 +695,28 @@ func (c *conn) handleReq(subID string, filters []*filter) error {
 		})
 		found = slices.CompactFunc(found, func(a, b storedEvent) bool { return a.id == b.id })
 	}
+	if !c.patient {
+		// Give back what was counted and not loaded (or loaded twice).
+		loaded := int64(0)
+		for _, e := range found {
+			loaded += int64(len(e.raw))
+		}
+		c.sentUnsent(took - loaded)
+	}
 	sent := make(map[string]struct{}, len(found))
-	for _, e := range found {
+	for i, e := range found {
 		sent[e.id] = struct{}{}
-		if err := c.send(sub.eventItem(storedEventData(e.raw))); err != nil {
+		it := sub.eventItem(storedEventData(e.raw))
+		if !c.patient {
+			it.unsent = int64(len(e.raw))
+		}
+		found[i].raw = nil // once written, the event is the queue's to let go
+		if err := c.send(it); err != nil {
+			return err // serve gives back what was not written
+		}
+	}
+	if cut {
+		if err := c.notice(fmt.Sprintf("rate-limited: stored events loaded for your address and not yet sent are at their bound (max %d bytes): subscription %s got fewer stored events", r.cfg.MaxUnsentBytesPerIP, subID)); err != nil {
 			return err
 		}
 	}

@@ -145,14 +145,25 @@ func mustDialFrom(t testing.TB, url, ip string) *client {
 // that stops reading fills its socket quickly.
 func dialSmallBuffer(t testing.TB, url string) *client {
 	t.Helper()
+	return dialFromSmallBuffer(t, url, "")
+}
+
+// dialFromSmallBuffer is dialSmallBuffer to a frontRelay's url, as a
+// client at address ip (loopback when "").
+func dialFromSmallBuffer(t testing.TB, url, ip string) *client {
+	t.Helper()
 	d := websocket.Dialer{NetDialContext: (&net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
 		var serr error
 		err := rc.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
 		return errors.Join(err, serr)
 	}}).DialContext}
-	ws, _, err := d.Dial(url, nil)
+	h := http.Header{}
+	if ip != "" {
+		h.Set("X-Test-From", ip)
+	}
+	ws, _, err := d.Dial(url, h)
 	if err != nil {
-		t.Fatalf("dial %s: %v", url, err)
+		t.Fatalf("dial %s from %q: %v", url, ip, err)
 	}
 	t.Cleanup(func() { ws.Close() })
 	return &client{t: t, ws: ws}

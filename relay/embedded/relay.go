@@ -83,6 +83,19 @@ type Config struct {
 	// what is left, then EOSE, as NIP-01 lets a relay do. The node's own
 	// in-process connection is bounded by MaxLimit only.
 	MaxStoredBytes int
+	// MaxUnsentBytesPerIP bounds the stored events that the REQs of one
+	// peer (an address as for MaxConnectionsPerIP), all its connections
+	// together, have loaded and not yet written to their clients (their
+	// JSON): loaded results wait in memory, queued, while a client reads
+	// them, or reads nothing until its write time-out, so that one
+	// address's connections could hold MaxStoredBytes each. A REQ that
+	// would take its peer past the bound waits for room, at most
+	// WriteTimeout; then it loads what room is left (maybe none) and a
+	// NOTICE saying so comes before its EOSE. Default twice
+	// MaxStoredBytes (16 MiB), at least MaxStoredBytes: one REQ alone is
+	// never cut by it. Clients on loopback addresses and the in-process
+	// connection are not bounded.
+	MaxUnsentBytesPerIP int64
 
 	// StoreMaxEvents and StoreMaxBytes bound the database: the relay keeps
 	// at most StoreMaxEvents stored events and StoreMaxBytes of their JSON
@@ -265,6 +278,13 @@ func (c Config) withDefaults() (Config, error) {
 	c.MaxSubscriptionBytesPerIP = max(c.MaxSubscriptionBytesPerIP, int64(c.MaxMessageLength+
 		c.MaxFilters*filterBytes+min(c.MaxFilters*c.MaxFilterValues, c.MaxOpenFilterValues)*valueBytes))
 	c.MaxStoredBytes = max(c.MaxStoredBytes, c.MaxMessageLength)
+	switch {
+	case c.MaxUnsentBytesPerIP == 0:
+		c.MaxUnsentBytesPerIP = 2 * int64(c.MaxStoredBytes)
+	case c.MaxUnsentBytesPerIP < 0:
+		return c, errors.New("embedded relay config: MaxUnsentBytesPerIP must not be negative")
+	}
+	c.MaxUnsentBytesPerIP = max(c.MaxUnsentBytesPerIP, int64(c.MaxStoredBytes))
 	if c.Name == "" {
 		c.Name = "snapnode relay"
 	}
@@ -339,6 +359,13 @@ type Relay struct {
 	// removed.
 	heldMu sync.Mutex
 	held   map[string]int64
+	// unsent is what the REQs of each peer have loaded and not yet
+	// written, by conn.peer (see Config.MaxUnsentBytesPerIP): peers
+	// with none are removed. unsentWait is how long a REQ waits for room
+	// (WriteTimeout; tests shorten it).
+	unsentMu   sync.Mutex
+	unsent     map[string]*unsentPeer
+	unsentWait time.Duration
 
 	slowCuts atomic.Int64 // clients disconnected for a full queue
 	// phaseWaits counts the live events that waited for the end of a
@@ -370,6 +397,9 @@ func New(cfg Config) (*Relay, error) {
 		cancel: cancel,
 		conns:  make(map[*conn]struct{}),
 		held:   make(map[string]int64),
+		unsent: make(map[string]*unsentPeer),
+		// How long a REQ waits for its peer's unsent bytes to make room.
+		unsentWait: cfg.WriteTimeout,
 		// A process on the machine is trusted as much as its user.
 		sockets: peercap.New(cfg.MaxConnectionsPerIP, cfg.MaxConnections, netip.Addr.IsLoopback),
 		events: ratelimit.New(ratelimit.Config{Rate: cfg.EventsPerSecond, Burst: cfg.EventBurst,
@@ -426,6 +456,73 @@ func (r *Relay) unhold(peer string, n int64) {
 	} else {
 		delete(r.held, peer)
 	}
+}
+
+// unsentPeer is what one peer's REQs have loaded and not yet written.
+type unsentPeer struct {
+	n int64
+	// freed, made by a REQ that waits for room, is closed when n goes
+	// down.
+	freed chan struct{}
+}
+
+// takeUnsent counts want more bytes loaded for peer if they fit in its
+// budget, or, with some set, as many of them as fit (maybe none). It
+// returns what it counted; when it counted nothing because want does not
+// fit, it returns a channel closed once the peer's count goes down.
+func (r *Relay) takeUnsent(peer string, want int64, some bool) (int64, <-chan struct{}) {
+	r.unsentMu.Lock()
+	defer r.unsentMu.Unlock()
+	p := r.unsent[peer]
+	if p == nil {
+		p = &unsentPeer{}
+		r.unsent[peer] = p
+	}
+	room := r.cfg.MaxUnsentBytesPerIP - p.n
+	switch {
+	case want <= room:
+	case some:
+		want = max(room, 0)
+	default:
+		if p.freed == nil {
+			p.freed = make(chan struct{})
+		}
+		return 0, p.freed
+	}
+	p.n += want
+	if p.n == 0 {
+		delete(r.unsent, peer)
+	}
+	return want, nil
+}
+
+// giveUnsent gives back n bytes that takeUnsent counted for peer, and
+// wakes the REQs waiting for room.
+func (r *Relay) giveUnsent(peer string, n int64) {
+	r.unsentMu.Lock()
+	defer r.unsentMu.Unlock()
+	p := r.unsent[peer]
+	if p == nil {
+		return
+	}
+	p.n -= n
+	if p.freed != nil {
+		close(p.freed)
+		p.freed = nil
+	}
+	if p.n <= 0 {
+		delete(r.unsent, peer)
+	}
+}
+
+// unsentBytes is what peer's REQs have loaded and not yet written.
+func (r *Relay) unsentBytes(peer string) int64 {
+	r.unsentMu.Lock()
+	defer r.unsentMu.Unlock()
+	if p := r.unsent[peer]; p != nil {
+		return p.n
+	}
+	return 0
 }
 
 // checkEventRate checks an EVENT rate and burst, as Config and

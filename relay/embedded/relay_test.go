@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -18,6 +19,8 @@ import (
 
 	"github.com/gorilla/websocket"
 	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/snapnode/snapnode/internal/peercap"
 )
 
 func TestPublishOK(t *testing.T) {
@@ -869,6 +872,9 @@ func TestConfigErrors(t *testing.T) {
 	if _, err := New(Config{MaxSubscriptionBytesPerIP: -1}); err == nil {
 		t.Fatal("negative MaxSubscriptionBytesPerIP accepted")
 	}
+	if _, err := New(Config{MaxUnsentBytesPerIP: -1}); err == nil {
+		t.Fatal("negative MaxUnsentBytesPerIP accepted")
+	}
 	if _, err := New(Config{DBPath: "x?y"}); err == nil {
 		t.Fatal("path with ? accepted")
 	}
@@ -1297,5 +1303,125 @@ func TestRefusalsDoNotEchoHugeReferences(t *testing.T) {
 				t.Fatalf("answered %d bytes: %.120s…, want a %s of at most 1 KiB saying invalid:", len(b), b, tc.want)
 			}
 		})
+	}
+}
+
+// TestPeerUnsentBudget: the stored events that the REQs of one peer (an
+// IPv4 address, an IPv6 /64) have loaded and not yet written are bounded
+// in bytes across its connections. Before, a REQ of `{}` loaded up to
+// MaxStoredBytes (8 MiB) for itself, held while its client read nothing
+// until the write time-out: 64 connections of one address held several
+// hundred MB. Now a REQ past the budget waits for room; once the wait is
+// over it loads what is left of the budget, then a NOTICE naming the rule
+// comes before its EOSE. Another peer keeps its own budget, loopback
+// clients have none, and connections that go give their part back. What
+// the relay holds is measured by the budget's own accounting.
+func TestPeerUnsentBudget(t *testing.T) {
+	const events, size = 32, 250_000 // 8 MB stored: what one REQ may load
+	for _, c := range []struct {
+		name    string
+		from    [2]string // the clients that do not read, the one that does
+		bounded bool
+	}{
+		{"IPv4 address", [2]string{"203.0.113.7", "203.0.113.7"}, true},
+		{"IPv6 /64", [2]string{"2001:db8:1:2::1", "2001:db8:1:2:ffff::9"}, true},
+		{"loopback", [2]string{"", "::1"}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			// A long write time-out: the clients that do not read keep
+			// what they hold for the whole test.
+			tr := startRelay(t, Config{WriteTimeout: time.Minute})
+			tr.unsentWait = 100 * time.Millisecond
+			budget := tr.cfg.MaxUnsentBytesPerIP
+			url := frontRelay(t, tr.Relay)
+			pub := dial(t, tr.url)
+			k := newKey(t)
+			for i := range events {
+				pub.mustPublish(k.event(t, 1, tr.clock.Unix()-nostr.Timestamp(i), strings.Repeat("x", size)))
+			}
+			peer := peerName(peercap.Key(net.JoinHostPort(cmp.Or(c.from[0], "127.0.0.1"), "1")))
+			// Six clients that ask for everything and read nothing:
+			// 48 MB loaded before.
+			var silent []*client
+			for range 6 {
+				s := dialFromSmallBuffer(t, url, c.from[0])
+				s.send("REQ", "all", map[string]any{})
+				silent = append(silent, s)
+			}
+			if c.bounded {
+				// Wait (a real socket's pace) until the budget is about
+				// full: no more than one event's room left.
+				deadline := time.Now().Add(10 * time.Second)
+				for {
+					n := tr.unsentBytes(peer)
+					if n > budget {
+						t.Fatalf("%d bytes loaded and not sent for %s, past the budget of %d", n, peer, budget)
+					}
+					if n > budget-2*size {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("%d bytes loaded and not sent for %s after 10 s, want the budget of %d about full", n, peer, budget)
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
+			// A client of the same peer that reads: its REQ gets what is
+			// left of the budget, and a NOTICE saying why before EOSE.
+			reader := mustDialFrom(t, url, c.from[1])
+			got, notice := readStored(t, reader, "r")
+			switch {
+			case c.bounded && (got >= events || !strings.HasPrefix(notice, "rate-limited:") || !strings.Contains(notice, "your address")):
+				t.Fatalf("a reader of the same peer got %d of %d stored events and NOTICE %q, want fewer and a NOTICE rate-limited: … your address …", got, events, notice)
+			case !c.bounded && (got != events || notice != ""):
+				t.Fatalf("a loopback reader got %d of %d stored events and NOTICE %q, want all and none", got, events, notice)
+			}
+			if !c.bounded {
+				return
+			}
+			if n := tr.unsentBytes(peer); n > budget {
+				t.Fatalf("%d bytes loaded and not sent for %s, past the budget of %d", n, peer, budget)
+			}
+			// Another peer has its own budget.
+			other := mustDialFrom(t, url, "198.51.100.1")
+			if got, notice := readStored(t, other, "o"); got != events || notice != "" {
+				t.Fatalf("another peer got %d of %d stored events and NOTICE %q", got, events, notice)
+			}
+			// The silent clients go: their part comes back once the
+			// relay has seen them go (a real socket: poll).
+			for _, s := range silent {
+				s.ws.Close()
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for tr.unsentBytes(peer) != 0 {
+				if time.Now().After(deadline) {
+					t.Fatalf("%d bytes still counted for %s after its silent clients went", tr.unsentBytes(peer), peer)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if got, notice := readStored(t, reader, "again"); got != events || notice != "" {
+				t.Fatalf("once the silent clients went, the reader got %d of %d stored events and NOTICE %q", got, events, notice)
+			}
+		})
+	}
+}
+
+// readStored subscribes to everything and counts the stored events up to
+// EOSE, and returns the NOTICE that came meanwhile, if any.
+func readStored(t *testing.T, c *client, subID string) (int, string) {
+	t.Helper()
+	c.send("REQ", subID, map[string]any{})
+	n, notice := 0, ""
+	for {
+		switch m := c.read(); m.typ {
+		case "EVENT":
+			n++
+		case "NOTICE":
+			notice = m.str(0)
+		case "EOSE":
+			return n, notice
+		default:
+			t.Fatalf("got %s %s during REQ", m.typ, joinRaw(m.args))
+		}
 	}
 }

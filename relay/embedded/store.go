@@ -575,34 +575,41 @@ type storedEvent struct {
 
 // query returns up to limit stored events matching f that have not expired
 // at now, newest first (ties: lowest id first), and stops before an event
-// that would take their JSON over maxBytes (maxBytes < 0: no bound).
-func (s *store) query(ctx context.Context, f *filter, limit, maxBytes int, now int64) ([]storedEvent, error) {
-	if limit <= 0 || maxBytes == 0 || f.matchesNothing() || !s.storedSince(f) {
-		return nil, nil
+// that would take their JSON over maxBytes (maxBytes < 0: no bound); it
+// reports whether it stopped for maxBytes (at once when maxBytes is 0:
+// events may match that were not looked for).
+func (s *store) query(ctx context.Context, f *filter, limit, maxBytes int, now int64) ([]storedEvent, bool, error) {
+	if limit <= 0 || f.matchesNothing() || !s.storedSince(f) {
+		return nil, false, nil
+	}
+	if maxBytes == 0 {
+		return nil, true, nil // events may match: none is looked for
 	}
 	q, args := buildQuery(f, limit, now)
 	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("query events: %w", err)
+		return nil, false, fmt.Errorf("query events: %w", err)
 	}
 	defer rows.Close()
 	var out []storedEvent
+	cut := false
 	for rows.Next() {
 		var e storedEvent
 		if err := rows.Scan(&e.id, &e.createdAt, &e.raw); err != nil {
-			return nil, fmt.Errorf("scan event: %w", err)
+			return nil, false, fmt.Errorf("scan event: %w", err)
 		}
 		if maxBytes >= 0 {
 			if maxBytes -= len(e.raw); maxBytes < 0 {
+				cut = true
 				break
 			}
 		}
 		out = append(out, e)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("query events: %w", err)
+		return nil, false, fmt.Errorf("query events: %w", err)
 	}
-	return out, nil
+	return out, cut, nil
 }
 
 // buildQuery turns f into SQL. With tag conditions, the one with the

@@ -137,7 +137,7 @@ func testQueryAgreesWithMatch(t *testing.T, path string, all []*nostr.Event, cas
 				want = append(want, ev.ID)
 			}
 		}
-		res, err := st.query(ctx, f, limit, -1, 0)
+		res, _, err := st.query(ctx, f, limit, -1, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -243,7 +243,7 @@ func TestStoreSinceWatermark(t *testing.T) {
 	q := func(since int64) int {
 		f := &filter{since: since, hasSince: true}
 		f.finish()
-		got, err := s.query(ctx, f, 10, -1, 2000)
+		got, _, err := s.query(ctx, f, 10, -1, 2000)
 		if err != nil {
 			t.Fatal(err)
 		}
