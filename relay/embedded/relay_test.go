@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -1423,5 +1424,41 @@ func readStored(t *testing.T, c *client, subID string) (int, string) {
 		default:
 			t.Fatalf("got %s %s during REQ", m.typ, joinRaw(m.args))
 		}
+	}
+}
+
+// TestReadKeepsAtMostTheLimit: a message is read keeping at most
+// MaxMessageLength+1 bytes of it, however long it is: what is past the
+// limit is read and let go as it comes. Before, a message up to twice the
+// limit was read whole into memory (io.ReadAll, whose buffer grows past
+// it) before it was refused: 1 MiB and more held for each connection
+// sending one. The refusal still names the message's whole length.
+func TestReadKeepsAtMostTheLimit(t *testing.T) {
+	const limit = 64 << 10
+	for _, n := range []int{0, 10, 4096, limit - 1, limit, limit + 1, limit + 5000, 2*limit - 1} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			in := make([]byte, n)
+			for i := range in {
+				in[i] = byte('a' + i%26)
+			}
+			b, size, err := readLimited(bytes.NewReader(in), limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if size != int64(n) || !bytes.Equal(b, in[:min(n, limit+1)]) {
+				t.Fatalf("read %d bytes, kept %d, want %d read, the first %d kept", size, len(b), n, min(n, limit+1))
+			}
+			if cap(b) > limit+1 {
+				t.Fatalf("a message of %d bytes held a buffer of %d, past the limit %d", n, cap(b), limit+1)
+			}
+		})
+	}
+	// Over the socket, the refusal names the whole length.
+	tr := startRelay(t, Config{MaxMessageLength: limit, MaxContentLength: limit / 2})
+	c := dial(t, tr.url)
+	msg := []byte(`["REQ","big",{"#x":["` + strings.Repeat("y", limit+limit/2) + `"]}]`)
+	c.sendRaw(msg)
+	if m := c.expect("NOTICE"); m.str(0) != fmt.Sprintf("invalid: message too large (%d > %d bytes)", len(msg), limit) {
+		t.Fatalf("NOTICE %q, want the whole length %d", m.str(0), len(msg))
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -88,14 +89,20 @@ func (t *wsTransport) readLoop() {
 	cfg := &c.r.cfg
 	pongWait := 2 * cfg.PingInterval
 	// Messages up to twice the limit are read and refused with an
-	// answer; beyond that the WebSocket library closes with 1009.
+	// answer (keeping no more than the limit of them: see
+	// readLimited); beyond that the WebSocket library closes with 1009.
 	t.ws.SetReadLimit(int64(2 * cfg.MaxMessageLength))
 	_ = t.ws.SetReadDeadline(time.Now().Add(pongWait))
 	t.ws.SetPongHandler(func(string) error {
 		return t.ws.SetReadDeadline(time.Now().Add(pongWait))
 	})
 	for {
-		typ, b, err := t.ws.ReadMessage()
+		typ, r, err := t.ws.NextReader()
+		var b []byte
+		var size int64
+		if err == nil {
+			b, size, err = readLimited(r, cfg.MaxMessageLength)
+		}
 		if err != nil {
 			var ne net.Error
 			switch {
@@ -117,19 +124,56 @@ func (t *wsTransport) readLoop() {
 			}
 			continue
 		}
-		if err := t.handle(b); err != nil {
+		if err := t.handle(b, size); err != nil {
 			return
 		}
 	}
 }
 
-// handle parses and acts on one message; an error means the connection is
-// closed.
-func (t *wsTransport) handle(b []byte) error {
+// readLimited reads r to its end, keeping at most limit+1 bytes of it:
+// enough to tell a message over limit, which is refused, and to find an
+// oversized EVENT's id (see eventIDHint), while what is past them is let
+// go as it is read. It returns what it kept and how many bytes it read.
+// Reading a message whole before refusing it held up to twice the limit
+// (more, in the slack of a growing buffer) for each connection sending
+// one.
+func readLimited(r io.Reader, limit int) ([]byte, int64, error) {
+	keep := limit + 1
+	b := make([]byte, 0, min(keep, 4096))
+	for len(b) < keep {
+		if len(b) == cap(b) {
+			b = append(make([]byte, 0, min(2*cap(b), keep)), b...)
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, int64(len(b)), nil
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+	}
+	rest, err := io.Copy(io.Discard, r)
+	if err != nil {
+		return nil, 0, err
+	}
+	return b, int64(len(b)) + rest, nil
+}
+
+// handle parses and acts on one message, b, of size bytes (of which b
+// keeps at most the limit and one: see readLimited); an error means the
+// connection is closed.
+func (t *wsTransport) handle(b []byte, size int64) error {
 	lim := &t.c.r.lim
-	m, err := parseClientMessage(b, lim)
+	var m *clientMessage
+	var err error
+	if size > int64(lim.maxMessageLength) {
+		err = notice("invalid: message too large (%d > %d bytes)", size, lim.maxMessageLength)
+	} else {
+		m, err = parseClientMessage(b, lim)
+	}
 	var r *refusal
-	if err != nil && errors.As(err, &r) && len(b) > lim.maxMessageLength {
+	if err != nil && errors.As(err, &r) && size > int64(lim.maxMessageLength) {
 		// Too large to parse: answer an EVENT with the OK its
 		// publisher waits for.
 		if id := eventIDHint(b); id != "" {
