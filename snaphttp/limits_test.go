@@ -461,3 +461,45 @@ func postBody(t *testing.T, e *env, src string, body io.Reader) (int, string) {
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
 }
+
+// A request's headers are bounded (snaphttp.MaxHeaderBytes): a header
+// block past the bound is refused with 431 and its connection closed,
+// not read and held. The headers of a request are held while it is
+// answered, and those of a WebSocket upgrade for as long as the
+// connection is open, so without a bound of its own each of the node's
+// connections could hold net/http's default of 1 MiB of them (512
+// connections at the common open-file limit: 512 MiB), beside the
+// BodyMemory that bounds the messages. Headers of ordinary size pass.
+func TestHeaderBytesAreBounded(t *testing.T) {
+	e := start(t, nil, nil)
+	get := func(headerBytes int) (int, error) {
+		c := dialFrom(t, "127.0.0.1", strings.TrimPrefix(e.base, "http://"))
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		go func() {
+			var b strings.Builder
+			b.WriteString("GET /healthz HTTP/1.1\r\nHost: x\r\n")
+			line := "X-Pad-%06d: " + strings.Repeat("a", 1000) + "\r\n"
+			for n := 0; b.Len() < headerBytes; n++ {
+				fmt.Fprintf(&b, line, n)
+			}
+			b.WriteString("Connection: close\r\n\r\n")
+			io.WriteString(c, b.String()) // may fail once the server refuses
+		}()
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	if st, err := get(8 << 10); err != nil || st != http.StatusOK {
+		t.Fatalf("8 KiB of headers: %d, %v; want 200", st, err)
+	}
+	if st, err := get(snaphttp.MaxHeaderBytes + 8<<10); err != nil || st != http.StatusRequestHeaderFieldsTooLarge {
+		t.Fatalf("%d bytes of headers (over the bound of %d): %d, %v; want 431", snaphttp.MaxHeaderBytes+8<<10, snaphttp.MaxHeaderBytes, st, err)
+	}
+	if st, err := get(512 << 10); err != nil || st != http.StatusRequestHeaderFieldsTooLarge {
+		t.Fatalf("512 KiB of headers: %d, %v; want 431", st, err)
+	}
+}

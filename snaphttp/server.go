@@ -45,6 +45,14 @@ const (
 	DefaultCardResign      = 5 * time.Minute
 )
 
+// MaxHeaderBytes bounds the header block of a request (its request line
+// and headers; net/http allows 4 KiB of slack past it): a larger one is
+// answered 431 and its connection closed. A request's headers are held
+// while it is answered, a WebSocket upgrade's as long as the connection
+// is open; net/http's own default, 1 MiB, would let each connection hold
+// that much.
+const MaxHeaderBytes = 32 << 10
+
 // Config configures a Server. Only Handler is required; every zero limit
 // takes its default.
 type Config struct {
@@ -314,6 +322,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: s.cfg.HeaderTimeout,
+		MaxHeaderBytes:    MaxHeaderBytes,
 		IdleTimeout:       s.cfg.IdleTimeout,
 		ConnState:         limited.connState,
 		BaseContext:       func(net.Listener) context.Context { return s.base },
