@@ -503,3 +503,47 @@ func TestHeaderBytesAreBounded(t *testing.T) {
 		t.Fatalf("512 KiB of headers: %d, %v; want 431", st, err)
 	}
 }
+
+// A request whose body never comes is answered, or its connection closed,
+// within ReadTimeout on every route, not only where a handler reads the
+// body: net/http reads what a handler left unread of a small body (up to
+// 256 KiB) before it writes the answer, and with no read deadline that
+// read waited for ever, the connection busy (never idle, so never closed
+// to make room): a peer's stalled requests held its share of the
+// connections, and sixteen peers all of them, for as long as they liked.
+func TestUnreadBodyIsTimedOut(t *testing.T) {
+	e := start(t, nil, func(c *snaphttp.Config) {
+		c.ReadTimeout = 100 * time.Millisecond
+		c.MaxTCPConns, c.MaxTCPConnsPerPeer = 64, 2
+		c.Burst, c.Rate = 1, 0.001
+	})
+	host := strings.TrimPrefix(e.base, "http://")
+	// The rate-limit token of 127.0.0.2 is spent, so its POST /snap is
+	// refused before its body is read.
+	if st, _ := postBody(t, e, "127.0.0.2", strings.NewReader("{}")); st != http.StatusOK {
+		t.Fatalf("first POST: %d, want 200 (a SNAP error)", st)
+	}
+	for _, req := range []struct{ src, line string }{
+		{"127.0.0.3", "GET /healthz"},
+		{"127.0.0.3", "GET /nowhere"},
+		{"127.0.0.4", "GET " + snaphttp.WellKnownPath},
+		{"127.0.0.4", "DELETE /snap"},
+		{"127.0.0.5", "GET /snap"},
+		{"127.0.0.2", "POST /snap"},
+	} {
+		c := dialFrom(t, req.src, host)
+		fmt.Fprintf(c, "%s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n", req.line)
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		b, err := io.ReadAll(c)
+		defer c.Close()
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			t.Errorf("%s with a body that never comes: neither answered nor closed after 5 s (ReadTimeout 100ms); read %q", req.line, b)
+		}
+	}
+	// The stalled connections, still open on the peer's side, are gone
+	// from the server's: the peer is below its cap again.
+	if h := healthFrom(t, clientFrom("127.0.0.3"), e); h.Status != "ok" {
+		t.Fatalf("/healthz: %+v", h)
+	}
+}

@@ -296,10 +296,18 @@ func New(cfg Config) (*Server, error) {
 // 405), else a peer that pipelines requests and never reads the answers
 // holds its connection for ever once the sockets' buffers are full. An
 // exchange on /snap sets the deadline again before it writes (post, per
-// frame of a stream, per WebSocket message).
+// frame of a stream, per WebSocket message). A request with a body must
+// send it within ReadTimeout, on every route: net/http reads what a
+// handler leaves unread of a small body before it answers, and would
+// wait for ever for a body that never comes (POST /snap sets its own
+// deadlines as it reads).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("SNAP-Version", snap.ProtocolVersion)
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
+	if r.ContentLength != 0 {
+		_ = rc.SetReadDeadline(time.Now().Add(s.cfg.ReadTimeout))
+	}
 	s.mux.ServeHTTP(w, r)
 }
 
