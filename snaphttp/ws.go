@@ -43,10 +43,13 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 	case 0:
 	case http.StatusTooManyRequests:
 		w.Header().Set("Retry-After", "1")
-		writeError(w, st, "too many WebSocket connections from this address", nil)
+		writeError(w, st, "too many WebSocket connections from this address",
+			map[string]any{"code": int(snap.CodeRateLimitExceeded), "retryAfter": 1, "limit": s.cfg.MaxConnsPerPeer, "scope": "peer"})
 		return
 	default:
-		writeError(w, st, "too many WebSocket connections", nil)
+		w.Header().Set("Retry-After", "1")
+		writeError(w, st, "too many WebSocket connections",
+			map[string]any{"code": int(snap.CodeServiceUnavailable), "retryAfter": 1, "limit": s.cfg.MaxConns, "scope": "node"})
 		return
 	}
 	defer s.conns.Release(key)

@@ -195,3 +195,31 @@ func TestWebSocketPerPeerCap(t *testing.T) {
 		verify(t, readFrame(t, c))
 	}
 }
+
+// An upgrade over a WebSocket cap is refused as every other cap is: with
+// Retry-After and the SNAP error shape, 5002 over the peer's cap and 5003
+// over the node's, so that a client learns the code and when to retry.
+func TestWebSocketCapRefusalsAreSNAPErrors(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		mutate func(*snaphttp.Config)
+		status int
+		code   snap.Code
+	}{
+		{"peer", func(c *snaphttp.Config) { c.MaxConnsPerPeer = 1 }, http.StatusTooManyRequests, snap.CodeRateLimitExceeded},
+		{"node", func(c *snaphttp.Config) { c.MaxConns = 1 }, http.StatusServiceUnavailable, snap.CodeServiceUnavailable},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := start(t, nil, c.mutate)
+			defer dial(t, e).Close()
+			_, err := e.client.SendWS(context.Background(), e.ws, request(t, "message/send", sendPayload))
+			var se *client.StatusError
+			if !errors.As(err, &se) || se.StatusCode != c.status {
+				t.Fatalf("second connection: %v, want HTTP %d", err, c.status)
+			}
+			if se.RetryAfter <= 0 || se.Err == nil || se.Err.Code != c.code {
+				t.Fatalf("second connection: %v (Retry-After %v, SNAP error %+v), want Retry-After and code %d", err, se.RetryAfter, se.Err, c.code)
+			}
+		})
+	}
+}
