@@ -11,13 +11,13 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
 
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/defaults"
+	"github.com/snapnode/snapnode/internal/wshandshake"
 	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/snaphttp"
 )
@@ -328,9 +328,10 @@ func (c *HTTP) ws(ctx context.Context, url string, req *snap.Message, fn func(*s
 	if err != nil {
 		return nil, err
 	}
-	d, handshake := boundedDialer(c.cfg.Dialer)
+	// The agent's answer to the upgrade is read within wshandshake.Max.
+	d, handshake := wshandshake.Bounded(c.cfg.Dialer)
 	conn, resp, err := d.DialContext(ctx, wsURL(url), http.Header{"SNAP-Version": {snap.ProtocolVersion}})
-	handshake.done.Store(true)
+	handshake.Done()
 	if err != nil {
 		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
 			defer resp.Body.Close()
@@ -365,77 +366,6 @@ func (c *HTTP) ws(ctx context.Context, url string, req *snap.Message, fn func(*s
 			return nil, err
 		}
 	}
-}
-
-// MaxHandshake bounds the bytes the client reads from an agent's
-// connection while its WebSocket handshake lasts, TLS and a proxy's
-// answer included: gorilla reads the agent's answer to the upgrade with
-// http.ReadResponse, which bounds its headers not at all.
-const MaxHandshake = 1 << 20
-
-// ErrHandshakeTooLarge: a WebSocket handshake went past MaxHandshake.
-var ErrHandshakeTooLarge = fmt.Errorf("client: the WebSocket handshake is over %d bytes", MaxHandshake)
-
-// handshakeBudget is what is left of MaxHandshake for one dial.
-type handshakeBudget struct {
-	left atomic.Int64
-	done atomic.Bool // the handshake is over: no more bound
-}
-
-// budgetConn reads at most its budget's bytes until the handshake is over.
-type budgetConn struct {
-	net.Conn
-	b *handshakeBudget
-}
-
-func (c *budgetConn) Read(p []byte) (int, error) {
-	if c.b.done.Load() {
-		return c.Conn.Read(p)
-	}
-	left := c.b.left.Load()
-	if left <= 0 {
-		return 0, ErrHandshakeTooLarge
-	}
-	if int64(len(p)) > left {
-		p = p[:left]
-	}
-	n, err := c.Conn.Read(p)
-	c.b.left.Add(-int64(n))
-	return n, err
-}
-
-// boundedDialer is a copy of d whose connections read at most
-// MaxHandshake bytes until the returned budget is marked done. It dials as
-// d would: with its NetDialTLSContext, NetDialContext or NetDial, else a
-// net.Dialer.
-func boundedDialer(d *websocket.Dialer) (*websocket.Dialer, *handshakeBudget) {
-	b := &handshakeBudget{}
-	b.left.Store(MaxHandshake)
-	bd := *d
-	wrap := func(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
-		return func(ctx context.Context, network, addr string) (net.Conn, error) {
-			conn, err := dial(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			return &budgetConn{Conn: conn, b: b}, nil
-		}
-	}
-	dial := d.NetDialContext
-	switch {
-	case dial != nil:
-	case d.NetDial != nil:
-		nd := d.NetDial
-		dial = func(_ context.Context, network, addr string) (net.Conn, error) { return nd(network, addr) }
-	default:
-		dial = new(net.Dialer).DialContext
-	}
-	bd.NetDialContext = wrap(dial)
-	bd.NetDial = nil
-	if d.NetDialTLSContext != nil {
-		bd.NetDialTLSContext = wrap(d.NetDialTLSContext)
-	}
-	return &bd, b
 }
 
 func wsErr(ctx context.Context, err error) error {

@@ -1,12 +1,10 @@
 package client_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/snapnode/snapnode/client"
 	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/testutil"
 	"github.com/snapnode/snapnode/snap"
 )
 
@@ -304,55 +303,18 @@ func TestClientWebSocket(t *testing.T) {
 // connection instead of holding every header line it is sent until its
 // time-out.
 func TestClientWebSocketHandshakeIsBounded(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	const most = 48 << 20 // what the agent sends at most
-	type result struct {
-		sent int
-		err  error
-	}
-	served := make(chan result, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			served <- result{err: err}
-			return
-		}
-		defer c.Close()
-		br := bufio.NewReader(c)
-		if _, err := http.ReadRequest(br); err != nil {
-			served <- result{err: err}
-			return
-		}
-		c.SetWriteDeadline(time.Now().Add(20 * time.Second))
-		n, err := io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n")
-		line := []byte("X-Pad: " + strings.Repeat("a", 1000) + "\r\n")
-		for err == nil && n < most {
-			var m int
-			m, err = c.Write(line)
-			n += m
-		}
-		served <- result{sent: n, err: err}
-		if err == nil {
-			io.Copy(io.Discard, c) // until the client closes
-		}
-	}()
+	url, served := testutil.EndlessUpgrade(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	c := client.NewHTTP(client.HTTPConfig{})
-	_, err = c.SendWS(ctx, "ws://"+ln.Addr().String()+"/snap", request(t, "tasks/get", `{"taskId":"t-1"}`))
+	_, err := c.SendWS(ctx, url+"/snap", request(t, "tasks/get", `{"taskId":"t-1"}`))
 	if err == nil {
 		t.Fatal("an endless handshake was taken")
 	}
 	if ctx.Err() != nil {
 		t.Fatalf("the client waited for its time-out (%v) instead of refusing the handshake", err)
 	}
-	r := <-served
-	if r.err == nil {
-		t.Fatalf("the client read all %d bytes of headers the agent sent; want it to stop at its bound (err %v)", r.sent, err)
+	if r := <-served; r.Err == nil {
+		t.Fatalf("the client read all %d bytes of headers the agent sent; want it to stop at its bound (err %v)", r.Bytes, err)
 	}
-	t.Logf("agent sent %d bytes before the client closed; client: %v", r.sent, err)
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/gorilla/websocket"
 	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/snapnode/snapnode/internal/wshandshake"
 )
 
 // Conn is one connection to one relay, reduced to what the Pool needs. The
@@ -97,8 +99,10 @@ const (
 // field whenever a connection closes (go test -race reports it) and starts
 // a goroutine per received event, which nothing bounds.
 func DialWebsocket(ctx context.Context, url string) (Conn, error) {
-	d := websocket.Dialer{Proxy: http.ProxyFromEnvironment, HandshakeTimeout: wsHandshakeTimeout}
+	// The relay's answer to the upgrade is read within wshandshake.Max.
+	d, handshake := wshandshake.Bounded(&websocket.Dialer{Proxy: http.ProxyFromEnvironment, HandshakeTimeout: wsHandshakeTimeout})
 	ws, resp, err := d.DialContext(ctx, url, nil)
+	handshake.Done()
 	if resp != nil && resp.Body != nil {
 		resp.Body.Close()
 	}
