@@ -74,7 +74,8 @@ type HTTPConfig struct {
 	// Key signs requests given unsigned; nil: requests must come signed.
 	Key *identity.Key
 	// HTTP sends the requests; nil: a client without time-out, the
-	// context bounding each call.
+	// context bounding each call, that follows no redirect but a host's
+	// move from http to https (see followRedirect).
 	HTTP *http.Client
 	// Dialer opens WebSocket connections; nil: websocket.DefaultDialer.
 	Dialer *websocket.Dialer
@@ -96,10 +97,24 @@ type HTTP struct {
 	cfg HTTPConfig
 }
 
+// followRedirect is the redirect rule of the client NewHTTP makes when
+// given none: a request is signed for one agent, so it goes only where it
+// was sent. The one redirect followed is the same host's move from http to
+// https; any other (another host or port, or https down to http, which
+// would carry the request in the clear) fails the exchange, naming where
+// it led.
+func followRedirect(req *http.Request, via []*http.Request) error {
+	prev := via[len(via)-1].URL
+	if len(via) < 3 && prev.Scheme == "http" && req.URL.Scheme == "https" && strings.EqualFold(prev.Hostname(), req.URL.Hostname()) {
+		return nil
+	}
+	return fmt.Errorf("client: the agent redirected to %s; only a move of the same host from http to https is followed", req.URL.Redacted())
+}
+
 // NewHTTP returns an HTTP client.
 func NewHTTP(cfg HTTPConfig) *HTTP {
 	if cfg.HTTP == nil {
-		cfg.HTTP = &http.Client{}
+		cfg.HTTP = &http.Client{CheckRedirect: followRedirect}
 	}
 	if cfg.Dialer == nil {
 		cfg.Dialer = websocket.DefaultDialer

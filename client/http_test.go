@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -316,5 +317,31 @@ func TestClientWebSocketHandshakeIsBounded(t *testing.T) {
 	}
 	if r := <-served; r.Err == nil {
 		t.Fatalf("the client read all %d bytes of headers the agent sent; want it to stop at its bound (err %v)", r.Bytes, err)
+	}
+}
+
+// A request goes only where it was sent: a redirect to another agent (or
+// another port, or from https down to http) fails the exchange and the
+// other end receives nothing; before, the client's default http.Client
+// followed a 307 there with the signed request.
+func TestClientFollowsNoRedirectElsewhere(t *testing.T) {
+	var reached atomic.Int64
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached.Add(1)
+		http.Error(w, "not here", http.StatusNotFound)
+	}))
+	defer other.Close()
+	agent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+"/snap", http.StatusTemporaryRedirect)
+	}))
+	defer agent.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := client.NewHTTP(client.HTTPConfig{}).Send(ctx, agent.URL+"/snap", request(t, "tasks/get", `{"taskId":"t-1"}`))
+	if err == nil || !strings.Contains(err.Error(), "redirected") {
+		t.Fatalf("send: %v; want the redirect refused", err)
+	}
+	if n := reached.Load(); n != 0 {
+		t.Fatalf("the other server got %d requests", n)
 	}
 }
