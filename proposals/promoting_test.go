@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"os"
 	"testing"
 	"time"
 
@@ -24,19 +23,12 @@ import (
 func TestReconcileLeavesPromotingApproval(t *testing.T) {
 	r := newReplica(t, testdb.SQLite(t), false)
 	ctx := context.Background()
-	if err := os.WriteFile(r.file("one.txt"), []byte("one"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	task := r.send(t, r.svc, "", [2]string{"DELETE_FILE", "/sandbox/one.txt"})
-	held, err := r.props.Held(ctx, task.ID)
-	if err != nil || len(held) != 1 || task.Status.State != tasks.StateInputRequired {
-		t.Fatalf("task %s, held %v %v", task.Status.State, held, err)
-	}
+	task, one := r.oneHeld(t)
 	cutoff := time.Now() // a pass for the tasks that stood still until now
 	for !time.Now().After(cutoff) {
 	}
 	lost := errors.New("the node stopped")
-	if _, err := r.exec.ApproveThen(ctx, held[0].ActionID, operator, nil,
+	if _, err := r.exec.ApproveThen(ctx, one.ActionID, operator, nil,
 		func(context.Context, *sql.Tx, *executor.Result) error { return lost }); !errors.Is(err, lost) {
 		t.Fatalf("approve: %v", err)
 	}
@@ -122,14 +114,7 @@ func TestResumeLeavesPromotingRun(t *testing.T) {
 func TestHeldOutlivingItsTaskWithdrawn(t *testing.T) {
 	r := newReplica(t, testdb.SQLite(t), false)
 	ctx := context.Background()
-	if err := os.WriteFile(r.file("one.txt"), []byte("one"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	task := r.send(t, r.svc, "", [2]string{"DELETE_FILE", "/sandbox/one.txt"})
-	held, err := r.props.Held(ctx, task.ID)
-	if err != nil || len(held) != 1 {
-		t.Fatalf("held %v %v", held, err)
-	}
+	task, one := r.oneHeld(t)
 	// The task is canceled, and its withdrawal does not happen (here: is
 	// not called) until the task's retention deletes it.
 	if err := r.cancel(task.ID); err != nil {
@@ -143,7 +128,7 @@ func TestHeldOutlivingItsTaskWithdrawn(t *testing.T) {
 	if n, err := (tasks.Retention{Store: store, TTL: 24 * time.Hour, Now: later}).PruneOnce(ctx); n != 1 || err != nil {
 		t.Fatalf("retention: %d %v", n, err)
 	}
-	if _, err := r.props.Decide(ctx, proposals.Decision{TaskID: task.ID, ActionID: held[0].ActionID, Approver: executor.Host}); err == nil {
+	if _, err := r.props.Decide(ctx, proposals.Decision{TaskID: task.ID, ActionID: one.ActionID, Approver: executor.Host}); err == nil {
 		t.Fatal("a decision on a deleted task went on")
 	}
 	rec, err := r.props.Reconcile(ctx, time.Now())

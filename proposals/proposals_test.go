@@ -170,6 +170,21 @@ func (r *replica) cancel(taskID string) error {
 	return err
 }
 
+// oneHeld writes one.txt and sends a task that proposes to delete it,
+// which the default policy holds: the task and its one held action.
+func (r *replica) oneHeld(t *testing.T) (*tasks.Task, executor.Pending) {
+	t.Helper()
+	if err := os.WriteFile(r.file("one.txt"), []byte("one"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	task := r.send(t, r.svc, "", [2]string{"DELETE_FILE", "/sandbox/one.txt"})
+	held, err := r.props.Held(context.Background(), task.ID)
+	if err != nil || len(held) != 1 || task.Status.State != tasks.StateInputRequired {
+		t.Fatalf("task %s, held %v %v", task.Status.State, held, err)
+	}
+	return task, held[0]
+}
+
 // twoHeld makes a task that holds two deletes, of one.txt and two.txt,
 // and returns it with the ids of its held actions in order.
 func (r *replica) twoHeld(t *testing.T) (*tasks.Task, []string) {
@@ -578,24 +593,17 @@ func TestReplicasRecoverPromotionsOnce(t *testing.T) {
 func TestApprovalOfAnotherDiffRefused(t *testing.T) {
 	r := newReplica(t, testdb.SQLite(t), false)
 	ctx := context.Background()
-	if err := os.WriteFile(r.file("one.txt"), []byte("one"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	task := r.send(t, r.svc, "", [2]string{"DELETE_FILE", "/sandbox/one.txt"})
-	held, err := r.props.Held(ctx, task.ID)
-	if err != nil || len(held) != 1 {
-		t.Fatalf("held %v %v", held, err)
-	}
-	_, err = r.props.Decide(ctx, proposals.Decision{TaskID: task.ID, ActionID: held[0].ActionID, Approver: executor.Host, Approve: true,
-		Diff: proposals.DiffSum(held[0].Diff + "\n(the diff as it was)")})
-	if !errors.Is(err, proposals.ErrDiffChanged) || !strings.Contains(err.Error(), held[0].ActionID) {
+	task, one := r.oneHeld(t)
+	_, err := r.props.Decide(ctx, proposals.Decision{TaskID: task.ID, ActionID: one.ActionID, Approver: executor.Host, Approve: true,
+		Diff: proposals.DiffSum(one.Diff + "\n(the diff as it was)")})
+	if !errors.Is(err, proposals.ErrDiffChanged) || !strings.Contains(err.Error(), one.ActionID) {
 		t.Fatalf("approval of another diff: %v", err)
 	}
 	if !exists(t, r.file("one.txt")) {
 		t.Fatal("the approval of another diff ran")
 	}
-	got, err := r.props.Decide(ctx, proposals.Decision{TaskID: task.ID, ActionID: held[0].ActionID, Approver: executor.Host, Approve: true,
-		Diff: proposals.DiffSum(held[0].Diff)})
+	got, err := r.props.Decide(ctx, proposals.Decision{TaskID: task.ID, ActionID: one.ActionID, Approver: executor.Host, Approve: true,
+		Diff: proposals.DiffSum(one.Diff)})
 	if err != nil || got.Status.State != tasks.StateCompleted || exists(t, r.file("one.txt")) {
 		t.Fatalf("approval of the diff shown: %v %v", got, err)
 	}
@@ -609,20 +617,13 @@ func TestApprovalOfAReheldActionRefused(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		r := newReplica(t, dsn, false)
 		ctx := context.Background()
-		if err := os.WriteFile(r.file("one.txt"), []byte("one"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		task := r.send(t, r.svc, "", [2]string{"DELETE_FILE", "/sandbox/one.txt"})
-		held, err := r.props.Held(ctx, task.ID)
-		if err != nil || len(held) != 1 {
-			t.Fatalf("held %v %v", held, err)
-		}
-		shown := proposals.DiffSum(held[0].Diff)
+		task, one := r.oneHeld(t)
+		shown := proposals.DiffSum(one.Diff)
 		other := func() {
 			if err := os.WriteFile(r.file("one.txt"), []byte("precious new content"), 0o600); err != nil {
 				t.Error(err)
 			}
-			if _, err := r.props.Decide(ctx, proposals.Decision{TaskID: task.ID, ActionID: held[0].ActionID, Approver: executor.Host, Approve: true}); err != nil {
+			if _, err := r.props.Decide(ctx, proposals.Decision{TaskID: task.ID, ActionID: one.ActionID, Approver: executor.Host, Approve: true}); err != nil {
 				t.Errorf("the second approval: %v", err)
 			}
 			if again, _ := r.props.Held(ctx, task.ID); len(again) != 1 || proposals.DiffSum(again[0].Diff) == shown {
@@ -630,7 +631,7 @@ func TestApprovalOfAReheldActionRefused(t *testing.T) {
 			}
 		}
 		r.between.Store(&other)
-		_, err = r.props.Decide(ctx, proposals.Decision{TaskID: task.ID, ActionID: held[0].ActionID, Approver: executor.Host, Approve: true, Diff: shown})
+		_, err := r.props.Decide(ctx, proposals.Decision{TaskID: task.ID, ActionID: one.ActionID, Approver: executor.Host, Approve: true, Diff: shown})
 		if !errors.Is(err, proposals.ErrDiffChanged) {
 			t.Fatalf("approval of the diff shown, held again meanwhile with another: %v", err)
 		}
