@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/snapnode/snapnode/executor/sandbox"
 	"github.com/snapnode/snapnode/internal/testdb"
 )
 
@@ -114,12 +115,12 @@ func TestRunSeeds(t *testing.T) {
 }
 
 // workspace maps every path of the folder to its content ("<dir>" for a
-// directory).
+// directory), the sandbox's lock file left out.
 func workspace(t testing.TB, dir string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || p == dir {
+		if err != nil || p == dir || p == filepath.Join(dir, sandbox.LockFile) {
 			return err
 		}
 		rel, _ := filepath.Rel(dir, p)

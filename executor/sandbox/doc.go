@@ -59,9 +59,24 @@
 // duration are enforced: the operation fails with a *LimitError and
 // changes nothing.
 //
+// Several processes may open the same folder (replicas of a node sharing
+// their workspace). Promote, Rollback and Recover hold a lock of the
+// folder (flock on LockFile, a file in its root that the sandbox makes
+// and keeps, which no proposal path names, List does not show and Sweep
+// leaves) from their check of every path until their last step, in every
+// process: one that finds it held waits, until its context ends (the
+// cause is returned: MaxDuration's *LimitError, or the caller's), then
+// checks the paths as they are once the other is done (ErrChanged,
+// ErrDiverged). A process that ends releases it.
+//
 // What it does not guarantee. The check of pre-images at promotion and
 // the rename that follows are two steps: a process writing the same file
-// in between loses its write. A promotion is all or nothing by undo, not
+// in between, other than through a sandbox on the folder (an editor, a
+// copy), loses its write. Off Linux, macOS and the BSDs, and on a file
+// system that keeps no locks, the folder is not locked: promotions and
+// rollbacks then run one at a time within a process only, and two
+// processes promoting the same path can lose a write the same way. A
+// promotion is all or nothing by undo, not
 // by one atomic step: a crash half-way leaves some paths promoted;
 // Recover with the snapshot (stored before Promote, from st.Snapshot())
 // restores them, and Sweep removes the temporary files left behind. Each
@@ -70,8 +85,7 @@
 // processes may open the same folder (replicas of a node sharing their
 // workspace), and one that starts and sweeps leaves the others' promotions
 // in progress alone. Off Linux, macOS and the BSDs there are no such locks
-// and Sweep removes every temporary file. Promotions and rollbacks run one
-// at a time within a process only.
+// and Sweep removes every temporary file.
 // Total bytes count regular files only (the sandbox's own temporary
 // files left out), from a running count (Counts)
 // that every promotion and rollback keeps exact and that is walked again

@@ -31,3 +31,11 @@ func RunningCounts(s *Sandbox) (Counts, bool) {
 
 // SetClock makes the sandbox's count age by now instead of the wall clock.
 func SetClock(s *Sandbox, now func() time.Time) { s.core.tally.now = now }
+
+// SetLockHook installs a hook called each time a promotion or rollback
+// finds the folder lock held by another process (or another Sandbox on
+// the same folder) and waits.
+func SetLockHook(s *Sandbox, busy func()) { s.core.hooks.lockBusy = busy }
+
+// FolderLocks reports whether the folder lock is taken on this platform.
+func FolderLocks() bool { return folderLocks }

@@ -57,12 +57,13 @@ func populate(t testing.TB, dir string, files map[string]string) {
 	}
 }
 
-// reservedFiles lists the sandbox's temporary files left anywhere in dir.
+// reservedFiles lists the sandbox's temporary files left anywhere in dir
+// (its lock file, which stays, left out).
 func reservedFiles(t testing.TB, dir string) []string {
 	t.Helper()
 	var out []string
 	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && strings.HasPrefix(d.Name(), sandbox.ReservedPrefix) {
+		if err == nil && strings.HasPrefix(d.Name(), sandbox.ReservedPrefix) && p != filepath.Join(dir, sandbox.LockFile) {
 			out = append(out, p)
 		}
 		return err

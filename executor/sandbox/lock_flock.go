@@ -47,3 +47,17 @@ func lockTemp(f *os.File) error {
 func abandoned(f *os.File) bool {
 	return flock(f, syscall.LOCK_SH) == nil
 }
+
+// folderLocks: the folder lock (lockFolder) is taken here.
+const folderLocks = true
+
+// tryLockFolder takes the folder lock on f, the lock file, if no other
+// open file holds it: held false while one does. An error: the file
+// system keeps no locks.
+func tryLockFolder(f *os.File) (held bool, err error) {
+	err = flock(f, syscall.LOCK_EX)
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		return false, nil
+	}
+	return err == nil, err
+}

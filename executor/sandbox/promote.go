@@ -40,6 +40,11 @@ func (s *Sandbox) promote(ctx context.Context, st *Staged, temps map[string]*tem
 	defer cancel()
 	s.core.mu.Lock()
 	defer s.core.mu.Unlock()
+	unlock, err := s.lockFolder(ctx)
+	if err != nil {
+		return nil, opErr("promote", "", err)
+	}
+	defer unlock()
 	steps := make([]entry, len(st.entries))
 	for i, e := range st.entries {
 		cur, err := s.load(ctx, e.rel)
@@ -86,6 +91,11 @@ func (s *Sandbox) restore(ctx context.Context, snap *Snapshot, partial bool) err
 	defer cancel()
 	s.core.mu.Lock()
 	defer s.core.mu.Unlock()
+	unlock, err := s.lockFolder(ctx)
+	if err != nil {
+		return opErr(op, "", err)
+	}
+	defer unlock()
 	going := make(map[string]bool)
 	var steps []entry
 	for _, e := range entries {

@@ -73,6 +73,7 @@ type hooks struct {
 	beforeRename func(rel string) error // a temp file is written, not yet renamed
 	beforeOp     func(o op) error       // before each step of a promotion or rollback
 	syncDir      func() error           // before each directory sync
+	lockBusy     func()                 // the folder lock is held elsewhere: waiting
 }
 
 // Open opens the workspace folder dir (which must exist) as a sandbox with
@@ -91,7 +92,15 @@ func Open(dir string, lim Limits) (*Sandbox, error) {
 	}
 	c := &core{ws: ws, tally: tally{now: time.Now}}
 	ws.reopened = c.tally.forget
-	return &Sandbox{core: c, lim: lim}, nil
+	s := &Sandbox{core: c, lim: lim}
+	// The folder lock's file is made now, when it can be, rather than
+	// at the first promotion (which makes it otherwise).
+	if folderLocks {
+		if f, err := s.openLock(); err == nil {
+			f.Close()
+		}
+	}
+	return s, nil
 }
 
 // Close releases the workspace folder, for every view of it.
@@ -384,7 +393,7 @@ func (s *Sandbox) Sweep(ctx context.Context) (int, error) {
 	defer cancel()
 	var stale []string
 	err := s.walk(ctx, func(rel string, fi fs.FileInfo) error {
-		if fi.Mode().IsRegular() && strings.HasPrefix(base(rel), ReservedPrefix) {
+		if fi.Mode().IsRegular() && strings.HasPrefix(base(rel), ReservedPrefix) && rel != LockFile {
 			stale = append(stale, rel)
 		}
 		return nil
