@@ -101,7 +101,13 @@
 //
 // Parse refuses, as a *ParseError with file, line and column: Cedar syntax
 // errors, two policies with one @id, an @id starting with "host:" or equal
-// to DenyByDefault, and @confirm on a forbid.
+// to DenyByDefault, @confirm on a forbid, and what Cedar accepts but would
+// silently never match: an annotation other than @id, @reason and
+// @confirm (a misspelt @Confirm would grant without confirmation), an
+// unknown entity type, action or role (in a literal or after `is`), a
+// context attribute other than those above, and any attribute of
+// principal, action or resource, which have none (`resource has owner`
+// is always false).
 //
 // # The default policy
 //

@@ -91,6 +91,14 @@ func Parse(name string, src []byte) (*Engine, error) {
 			return &ParseError{File: name, Line: pos.Line, Column: pos.Column, Msg: fmt.Sprintf(format, args...)}
 		}
 		ann := p.Annotations()
+		for k := range ann {
+			switch k {
+			case annotID, annotReason, annotConfirm:
+			default:
+				// A misspelt @confirm would grant without confirmation.
+				return nil, bad("unknown annotation @%s (known: @%s, @%s, @%s)", k, annotID, annotReason, annotConfirm)
+			}
+		}
 		id := fmt.Sprintf("policy%d", i)
 		if v, ok := ann[annotID]; ok {
 			id = string(v)

@@ -95,7 +95,6 @@ func TestParseValid(t *testing.T) {
 		{"comments only", "// nothing\n", 0},
 		{"default", "", -1},
 		{"no ids", "permit (principal, action, resource);\nforbid (principal, action, resource);", 2},
-		{"unknown annotations kept", "@owner(\"ops\") @id(\"x\") permit (principal, action, resource);", 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var e *policy.Engine

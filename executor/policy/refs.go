@@ -30,7 +30,56 @@ func checkRefs(p *cedar.Policy) error {
 			first = checkRef(typ, id)
 		}
 	})
+	if first == nil {
+		first = checkAttrs(tree)
+	}
 	return first
+}
+
+// contextAttrs are the attributes of a request's context (Engine.evaluate).
+var contextAttrs = []string{"risk", "riskLevel", "size", "rollbackSupported", "recentlyRolledBack"}
+
+// checkAttrs finds, in the JSON tree v of a policy, what Cedar accepts but
+// no request can ever have, and which would make a condition silently
+// false: an `is` of an unknown entity type, and an attribute of a
+// variable (`context.x`, `context has x`, `resource has x`) that its
+// value never carries. Of the variables, only context has attributes.
+func checkAttrs(v any) error {
+	switch v := v.(type) {
+	case map[string]any:
+		if typ, ok := v["entity_type"].(string); ok {
+			switch cedar.EntityType(typ) {
+			case typeAgent, typeRole, typeAction, typePath:
+			default:
+				return fmt.Errorf("unknown entity type %s in is (known: Agent, Role, Action, Path)", typ)
+			}
+		}
+		for _, op := range []string{".", "has"} {
+			x, _ := v[op].(map[string]any)
+			left, _ := x["left"].(map[string]any)
+			name, _ := left["Var"].(string)
+			attr, ok := x["attr"].(string)
+			switch {
+			case !ok || name == "":
+			case name != "context":
+				return fmt.Errorf("%s has no attributes (%s %q)", name, op, attr)
+			case !slices.Contains(contextAttrs, attr):
+				return fmt.Errorf("unknown context attribute %q (known: %s)", attr, strings.Join(contextAttrs, ", "))
+			}
+		}
+		for _, c := range v {
+			if err := checkAttrs(c); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for _, c := range v {
+			if err := checkAttrs(c); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // walkEntities calls f with the type and id of every entity reference in
