@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -155,7 +156,7 @@ func (c *cli) audit(args []string) int {
 		return func(c *cli, args []string) int { return c.auditSub(name, args) }
 	}
 	return c.dispatch("audit", args, []subcommand{{"verify", sub("verify")}, {"export", sub("export")}},
-		"usage: snapnode audit verify [--file FILE] [node settings]",
+		"usage: snapnode audit verify [--file FILE] [--anchor SEQ:HASH]... [node settings]",
 		"       snapnode audit export [--from SEQ] [node settings] > audit.jsonl")
 }
 
@@ -164,8 +165,14 @@ func (c *cli) auditSub(sub string, args []string) int {
 	fs, cfg := c.nodeFlagSet("audit " + sub)
 	file := ""
 	var from int64
+	var anchors []audit.Anchor
 	if sub == "verify" {
 		fs.StringVar(&file, "file", "", "verify the export in `FILE` (- for standard input) instead of the database")
+		fs.Func("anchor", "also check that entry SEQ still has hash HASH (`SEQ:HASH`, a head an earlier audit verify printed, kept off the machine); repeatable", func(v string) error {
+			a, err := parseAnchor(v)
+			anchors = append(anchors, a)
+			return err
+		})
 	} else {
 		fs.Int64Var(&from, "from", 0, "start at entry `SEQ`")
 	}
@@ -183,7 +190,7 @@ func (c *cli) auditSub(sub string, args []string) int {
 			defer f.Close()
 			r = f
 		}
-		return c.auditReport(audit.VerifyJSONL(r))
+		return c.auditReport(audit.VerifyJSONL(r, anchors...))
 	}
 	log, closeLog, code, ok := c.openAudit(fs, cfg)
 	if !ok {
@@ -196,7 +203,17 @@ func (c *cli) auditSub(sub string, args []string) int {
 		}
 		return exitOK
 	}
-	return c.auditReport(log.Verify(ctx))
+	return c.auditReport(log.Verify(ctx, anchors...))
+}
+
+// parseAnchor reads --anchor's SEQ:HASH.
+func parseAnchor(v string) (audit.Anchor, error) {
+	seq, hash, ok := strings.Cut(v, ":")
+	n, err := strconv.ParseInt(seq, 10, 64)
+	if !ok || err != nil || n < 0 || len(hash) != 64 || strings.Trim(hash, "0123456789abcdef") != "" {
+		return audit.Anchor{}, fmt.Errorf("%q is not SEQ:HASH (an entry's seq and its 64 lowercase hex digits)", v)
+	}
+	return audit.Anchor{Seq: n, Hash: hash}, nil
 }
 
 // openAudit opens the audit log of the node's database (openStore).
@@ -219,6 +236,9 @@ func (c *cli) auditReport(rep audit.Report, err error) int {
 	}
 	fmt.Fprintf(c.stdout, "audit log intact: %d entries (seq %d–%d); head seq %d hash %s\n",
 		rep.Entries, rep.First, rep.Last, rep.Head.Seq, rep.Head.Hash)
+	if rep.AnchorsChecked+rep.AnchorsPruned > 0 {
+		fmt.Fprintf(c.stdout, "%d anchors checked, %d before the retained chain (not checkable)\n", rep.AnchorsChecked, rep.AnchorsPruned)
+	}
 	if rep.Checkpoint.Seq > 0 {
 		signed := "unsigned"
 		if rep.CheckpointSigner != "" {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -235,5 +236,74 @@ func TestAuditVerifyCheckpoint(t *testing.T) {
 				t.Fatalf("audit verify: %s\nwant exit %d and %q naming %s", r, c.code, c.want, signer.Address(identity.Mainnet))
 			}
 		})
+	}
+}
+
+// The head record lives in the database it vouches for: someone who can
+// write it cuts the tail and moves the head back, and audit verify alone
+// cannot tell. An anchor kept elsewhere (--anchor SEQ:HASH, the head an
+// earlier audit verify printed) can, in the database and in an export.
+func TestAuditVerifyAnchor(t *testing.T) {
+	noEnvKey(t)
+	ctx := context.Background()
+	dataDir := filepath.Join(t.TempDir(), "data")
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	cfg.DataDir = dataDir
+	key, _ := identity.Generate()
+	if err := identity.SaveKeyFile(cfg.KeyPath(), key); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sqldb.Open(ctx, cfg.DatabaseDSN(), sqldb.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := audit.New(ctx, db, node.AuditOptions(cfg, key, identity.Mainnet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var es []audit.Entry
+	for range 5 {
+		e, err := l.Append(ctx, audit.Entry{Actor: "host", Step: audit.StepCompleted})
+		if err != nil {
+			t.Fatal(err)
+		}
+		es = append(es, e)
+	}
+	head := "5:" + es[4].Hash
+	dd := []string{"--data-dir", dataDir}
+	verify := func(args ...string) result {
+		return runCLI(t, "", append(append([]string{"audit", "verify"}, dd...), args...)...)
+	}
+	if r := verify("--anchor", head, "--anchor", "2:"+es[1].Hash); r.code != exitOK || !strings.Contains(r.stdout, "2 anchors checked") {
+		t.Fatalf("audit verify of an intact log with anchors: %s", r)
+	}
+	if r := verify("--anchor", "5:xyz"); r.code != exitUsage || !strings.Contains(r.stderr, "SEQ:HASH") {
+		t.Fatalf("audit verify --anchor 5:xyz: %s", r)
+	}
+	// Cut entries 4 and 5 and move the head back to entry 3: no secret needed.
+	if err := db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, "DELETE FROM audit_log WHERE seq >= 4"); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, "UPDATE audit_head SET last_seq = 3, last_hash = '"+es[2].Hash+"' WHERE id = 1")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	exp := runCLI(t, "", append([]string{"audit", "export"}, dd...)...)
+	l.Close()
+	db.Close()
+	if r := verify(); r.code != exitOK {
+		t.Fatalf("the gap this closes is gone? audit verify: %s", r)
+	}
+	want := "audit log TAMPERED: audit: entry 4 truncated: an anchor records entry 5; the chain ends at 3"
+	if r := verify("--anchor", head); r.code != exitFail || !strings.Contains(r.stdout, want) {
+		t.Fatalf("audit verify --anchor %s of a cut log: %s\nwant exit %d and %q", head, r, exitFail, want)
+	}
+	if r := runCLI(t, exp.stdout, "audit", "verify", "--file", "-", "--anchor", head); r.code != exitFail || !strings.Contains(r.stdout, want) {
+		t.Fatalf("audit verify --file - --anchor %s of a cut log's export: %s", head, r)
 	}
 }
