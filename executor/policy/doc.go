@@ -107,7 +107,9 @@
 // unknown entity type, action or role (in a literal or after `is`), a
 // context attribute other than those above, and any attribute of
 // principal, action or resource, which have none (`resource has owner`
-// is always false).
+// is always false), and a Path without its trailing slash after `in`
+// (`resource in Path::"/sandbox/secrets"` holds for that path alone, not
+// for what lies below it).
 //
 // # The default policy
 //

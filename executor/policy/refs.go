@@ -41,9 +41,11 @@ var contextAttrs = []string{"risk", "riskLevel", "size", "rollbackSupported", "r
 
 // checkAttrs finds, in the JSON tree v of a policy, what Cedar accepts but
 // no request can ever have, and which would make a condition silently
-// false: an `is` of an unknown entity type, and an attribute of a
-// variable (`context.x`, `context has x`, `resource has x`) that its
-// value never carries. Of the variables, only context has attributes.
+// false: an `is` of an unknown entity type, an attribute of a variable
+// (`context.x`, `context has x`, `resource has x`) that its value never
+// carries (of the variables, only context has attributes), and a Path
+// without its trailing slash after `in`, which is no folder (pathParents)
+// and so holds nothing but itself.
 func checkAttrs(v any) error {
 	switch v := v.(type) {
 	case map[string]any:
@@ -53,6 +55,22 @@ func checkAttrs(v any) error {
 			default:
 				return fmt.Errorf("unknown entity type %s in is (known: Agent, Role, Action, Path)", typ)
 			}
+		}
+		var in []any // what an `in` names: the scope's entity, a condition's right side
+		if v["op"] == "in" {
+			in = append(in, v["entity"])
+		}
+		if x, ok := v["in"].(map[string]any); ok {
+			in = append(in, x["entity"], x["right"])
+		}
+		var bad error
+		walkEntities(in, func(typ, id string) {
+			if bad == nil && cedar.EntityType(typ) == typePath && !strings.HasSuffix(id, "/") {
+				bad = fmt.Errorf("Path::%q after in matches that path alone, nothing below it: write Path::%q for the folder and everything in it, or resource == Path::%q for the one path", id, id+"/", id)
+			}
+		})
+		if bad != nil {
+			return bad
 		}
 		for _, op := range []string{".", "has"} {
 			x, _ := v[op].(map[string]any)
