@@ -3,10 +3,17 @@ package identity
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
 )
+
+// maxKeyFile bounds what LoadKeyFile reads: the secret's 64 hex
+// characters and generous white space around them.
+const maxKeyFile = 256
 
 // EnvKey is the environment variable that may hold the secret in hex.
 const EnvKey = "SNAPNODE_KEY"
@@ -19,6 +26,15 @@ var ErrKeyFilePermissions = errors.New("key file is accessible to other users")
 // white space ignored. It refuses a file that group or others may access, and
 // the error says how to fix it.
 func LoadKeyFile(path string) (*Key, error) {
+	// A FIFO or a device at the path would make the open wait (for a
+	// writer) or read without end: only a regular file is opened. A
+	// symbolic link is followed (a secret mounted by Kubernetes is one),
+	// and what it leads to is checked.
+	if st, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("identity: %w", err)
+	} else if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("identity: %s is not a regular file (%s)", path, st.Mode().Type())
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("identity: %w", err)
@@ -28,16 +44,21 @@ func LoadKeyFile(path string) (*Key, error) {
 	if err != nil {
 		return nil, fmt.Errorf("identity: %w", err)
 	}
+	if !st.Mode().IsRegular() { // replaced between the two looks
+		return nil, fmt.Errorf("identity: %s is not a regular file (%s)", path, st.Mode().Type())
+	}
 	if perm := st.Mode().Perm(); perm&0o077 != 0 {
 		return nil, fmt.Errorf("identity: %s has mode %04o: %w; run `chmod 600 %s`",
 			path, perm, ErrKeyFilePermissions, path)
 	}
-	buf := make([]byte, 256)
-	n, err := f.Read(buf)
-	if err != nil && n == 0 {
+	b, err := io.ReadAll(io.LimitReader(f, maxKeyFile+1))
+	if err != nil {
 		return nil, fmt.Errorf("identity: read %s: %w", path, err)
 	}
-	k, err := FromHex(strings.TrimSpace(string(buf[:n])))
+	if len(b) > maxKeyFile {
+		return nil, fmt.Errorf("identity: %s is over %d bytes: a key file holds the secret as 64 hex characters", path, maxKeyFile)
+	}
+	k, err := FromHex(strings.TrimSpace(string(b)))
 	if err != nil {
 		return nil, fmt.Errorf("identity: %s: %w", path, err)
 	}
@@ -62,7 +83,24 @@ func SaveKeyFile(path string, k *Key) error {
 		f.Close()
 		return fmt.Errorf("identity: sync %s: %w", path, err)
 	}
-	return f.Close()
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("identity: %w", err)
+	}
+	// The file's name is in its folder: synced too, so that a power cut
+	// just after cannot leave a node that has announced this identity to
+	// make another at its next start. (Windows syncs no folder handle.)
+	if runtime.GOOS == "windows" {
+		return nil
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return fmt.Errorf("identity: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("identity: sync the folder of %s: %w", path, err)
+	}
+	return nil
 }
 
 // FromEnv returns the key held in SNAPNODE_KEY, or (nil, nil) when the
