@@ -16,3 +16,11 @@ func WithPause(f func(point string)) Option {
 func WithCardWait(d time.Duration) Option {
 	return func(o *options) { o.cardWait = d }
 }
+
+// SetProcessUID makes the node take uid for the user it runs as, in the
+// check of its data folder's owner, until the returned function is called.
+func SetProcessUID(uid int) (restore func()) {
+	old := processUID
+	processUID = func() int { return uid }
+	return func() { processUID = old }
+}

@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -24,6 +25,9 @@ func privateFiles(cfg config.Config, logger *slog.Logger) error {
 		return err
 	}
 	if runtime.GOOS != "windows" {
+		if err := ownDataDir(cfg.DataDir); err != nil {
+			return err
+		}
 		fi, err := os.Stat(cfg.DataDir)
 		if err != nil {
 			return fmt.Errorf("node: data folder: %w", err)
@@ -60,8 +64,37 @@ func privateFiles(cfg config.Config, logger *slog.Logger) error {
 	return nil
 }
 
+// ownDataDir refuses a data folder that another user owns, or that is a
+// symbolic link another user made (root's links aside): its owner could
+// open it again at any time, whatever mode the node sets, and reach the
+// admin socket or put a key or databases of its own there; a link could
+// make the node narrow and fill a folder of the link maker's choosing.
+func ownDataDir(dir string) error {
+	uid := processUID()
+	li, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("node: data folder: %w", err)
+	}
+	if li.Mode()&fs.ModeSymlink != 0 {
+		if o, ok := owner(li); ok && o != uid && o != 0 {
+			return fmt.Errorf("node: the data folder (data_dir) %s is a symbolic link of another user (uid %d; the node runs as uid %d): want a folder of the node's own user, or a link it or root made", dir, o, uid)
+		}
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("node: data folder: %w", err)
+	}
+	if o, ok := owner(fi); ok && o != uid {
+		return fmt.Errorf("node: the data folder (data_dir) %s belongs to another user (uid %d; the node runs as uid %d): want a folder of the node's own user; chown it to that user, or give another --data-dir", dir, o, uid)
+	}
+	return nil
+}
+
 // fileExists reports whether path names an existing file.
 func fileExists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
 }
+
+// processUID is the user the node runs as (a variable for the tests).
+var processUID = os.Geteuid

@@ -114,3 +114,83 @@ func TestDataFilesPrivate(t *testing.T) {
 		}
 	}
 }
+
+// A data folder of another user is refused before anything is written in
+// it, naming the folder, the setting and the rule: its owner could open it
+// again at any time (and reach the admin socket, replace the key or the
+// databases), whatever mode the node sets. (Another user is simulated: the
+// node is told it runs as a uid that does not own the folder.)
+func TestDataFolderOfAnotherUserRefused(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	if err := os.Mkdir(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o777)
+	defer node.SetProcessUID(os.Geteuid() + 4242)()
+	cfg := config.Default()
+	cfg.DataDir, cfg.RelayListen, cfg.HTTPListen = dir, "127.0.0.1:0", ""
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	n, err := node.Start(ctx, cfg, slog.New(slog.DiscardHandler))
+	if err == nil {
+		cancel()
+		n.Wait()
+		t.Fatal("a node started in a data folder of another user")
+	}
+	for _, want := range []string{dir, "data_dir", "another user", "chown"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %q", err, want)
+		}
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) > 0 {
+		t.Errorf("the node wrote %s in a folder of another user", entries[0].Name())
+	}
+	if fi, _ := os.Stat(dir); fi.Mode().Perm() != 0o777 {
+		t.Errorf("the folder of another user was changed to %04o", fi.Mode().Perm())
+	}
+}
+
+// A data folder named by a symbolic link another user made (in /tmp, say)
+// is refused, and what the link points to is left as it was: the node
+// would otherwise narrow and fill a folder of the link's choosing. Needs
+// root, to make a link of another user.
+func TestDataFolderLinkOfAnotherUserRefused(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make a symbolic link owned by another user")
+	}
+	base := t.TempDir()
+	target := filepath.Join(base, "target")
+	if err := os.Mkdir(target, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(target, 0o755)
+	link := filepath.Join(base, "data")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Lchown(link, 4242, 4242); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	cfg.DataDir, cfg.RelayListen, cfg.HTTPListen = link, "127.0.0.1:0", ""
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	n, err := node.Start(ctx, cfg, slog.New(slog.DiscardHandler))
+	if err == nil {
+		cancel()
+		n.Wait()
+		t.Fatal("a node started through a symbolic link of another user")
+	}
+	for _, want := range []string{link, "data_dir", "symbolic link", "another user"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %q", err, want)
+		}
+	}
+	if fi, _ := os.Stat(target); fi.Mode().Perm() != 0o755 {
+		t.Errorf("the link's target was changed to %04o", fi.Mode().Perm())
+	}
+	if entries, _ := os.ReadDir(target); len(entries) > 0 {
+		t.Errorf("the node wrote %s in the link's target", entries[0].Name())
+	}
+}

@@ -1,0 +1,8 @@
+//go:build !unix
+
+package node
+
+import "io/fs"
+
+// owner reports no owner: the system has no uids.
+func owner(fs.FileInfo) (uid int, ok bool) { return 0, false }

@@ -1,0 +1,17 @@
+//go:build unix
+
+package node
+
+import (
+	"io/fs"
+	"syscall"
+)
+
+// owner returns the uid that owns the file fi describes.
+func owner(fi fs.FileInfo) (uid int, ok bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, false
+	}
+	return int(st.Uid), true
+}
