@@ -47,9 +47,14 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger, with ...
 	if cfg.Testnet {
 		n.network = identity.Testnet
 	}
-	var err error
-	if n.key, err = loadOrCreateKey(cfg, logger); err != nil {
+	// One node per data folder, taken before anything in it is opened.
+	unlock, err := lockDataDir(cfg.DataDir)
+	if err != nil {
 		return nil, err
+	}
+	n.parts.push("data folder lock", unlock)
+	if n.key, err = loadOrCreateKey(cfg, logger); err != nil {
+		return nil, errors.Join(err, n.parts.closeAll())
 	}
 	// One verifier for the embedded relay, the pool and the inbox: each
 	// event's signature is checked once in the process.

@@ -1,0 +1,41 @@
+//go:build unix
+
+package node
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+)
+
+// lockDataDir takes the data folder dir for this node: an exclusive lock
+// (flock) on the folder, held until unlock or the process ends, a crash
+// included. A folder another node holds is refused, before anything there
+// is opened: that node's tasks, promotions and temporary files would look
+// to this one like those a crash left.
+func lockDataDir(dir string) (unlock func() error, err error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("node: data folder: %w", err)
+	}
+	raw, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("node: data folder: %w", err)
+	}
+	var ferr error
+	if err := raw.Control(func(fd uintptr) {
+		ferr = syscall.Flock(int(fd), syscall.LOCK_EX|syscall.LOCK_NB)
+	}); err != nil {
+		ferr = err
+	}
+	if ferr != nil {
+		f.Close()
+		if errors.Is(ferr, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("node: another node runs with the data folder (data_dir) %s: stop it first, or give this one another --data-dir", dir)
+		}
+		return nil, fmt.Errorf("node: lock the data folder %s: %w", dir, ferr)
+	}
+	return f.Close, nil
+}
