@@ -51,6 +51,9 @@ func TestErrorMessages(t *testing.T) {
 		{"task-list-bad-from", []string{"task", "list", "--data-dir", filepath.Join(dir, "elsewhere"), "--from", "alice"}, 2},
 		{"timeout-zero", []string{"send", "--key", key, "--to", peer, "--timeout", "0s", "hello"}, 2},
 		{"timeout-negative-discover", []string{"discover", "--identity", peer, "--timeout", "-1s"}, 2},
+		{"relay-bad-share", []string{"relay", "--listen", "127.0.0.1:0", "--db", ":memory:", "--store-peer-share", "2"}, 2},
+		{"relay-negative-rate", []string{"relay", "--listen", "127.0.0.1:0", "--db", ":memory:", "--event-rate", "-1"}, 2},
+		{"relay-negative-max-events", []string{"relay", "--listen", "127.0.0.1:0", "--db", ":memory:", "--store-max-events", "-1"}, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

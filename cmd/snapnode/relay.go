@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"os/signal"
@@ -26,6 +27,20 @@ func (c *cli) relay(args []string) int {
 		return code
 	}
 	const prog = "snapnode relay"
+	// Checked here, so that the message names the flag and its rule (the
+	// relay's own check names its Config's fields).
+	switch {
+	case *maxEvents < 0:
+		return c.usageError(fs, fmt.Sprintf("--store-max-events %d: want 0 (1,000,000) or more events", *maxEvents))
+	case *maxBytes < 0:
+		return c.usageError(fs, fmt.Sprintf("--store-max-bytes %d: want 0 (1 GiB) or more bytes", *maxBytes))
+	case !(*share >= 0 && *share <= 1): // NaN too
+		return c.usageError(fs, fmt.Sprintf("--store-peer-share %g: want a part between 0 and 1", *share))
+	case !(*rate >= 0) || math.IsInf(*rate, 0):
+		return c.usageError(fs, fmt.Sprintf("--event-rate %g: want a finite rate of 0 (no limit) or more events a second", *rate))
+	case *burst < 0:
+		return c.usageError(fs, fmt.Sprintf("--event-burst %d: want 0 (one second's worth) or more events", *burst))
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
