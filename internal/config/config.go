@@ -1138,7 +1138,7 @@ func (a *Agent) validate() []error {
 	}
 	if (a.LLMURL == "") != (a.LLMModel == "") {
 		errs = append(errs, fmt.Errorf("config: agent.llm_url (%s) and agent.llm_model (%s): want both set (the agent runs) or neither (it does not); got llm_url %q and llm_model %q",
-			source("SNAPNODE_LLM_URL"), source("SNAPNODE_LLM_MODEL"), showURL(a.LLMURL), a.LLMModel))
+			source("SNAPNODE_LLM_URL"), source("SNAPNODE_LLM_MODEL"), ShowURL(a.LLMURL), a.LLMModel))
 	}
 	switch a.ResponseFormat {
 	case "auto", "json_schema", "json_object", "none":
@@ -1225,15 +1225,15 @@ func checkLLMURL(s string) (got string, ok bool) {
 		}
 		return "a URL that does not parse (" + err.Error() + ")", false
 	}
-	got = strconv.Quote(showURL(s))
+	got = strconv.Quote(ShowURL(s))
 	ok = (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" &&
 		strings.HasSuffix(u.Path, "/v1") && u.RawQuery == "" && !u.ForceQuery && u.Fragment == ""
 	return got, ok
 }
 
-// showURL returns s for an error message: a URL's password and query are
-// masked, since either may hold a credential.
-func showURL(s string) string {
+// ShowURL returns s for an error message or the log: a URL's password and
+// query are masked, since either may hold a credential.
+func ShowURL(s string) string {
 	u, err := url.Parse(s)
 	if err != nil {
 		return s

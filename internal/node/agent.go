@@ -181,7 +181,7 @@ func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queu
 			pool.Close()
 		}
 	}()
-	logger.Info("agent ready", "llm_url", a.LLMURL, "model", modelName, "max_jobs", a.MaxJobs, "max_steps", a.MaxSteps)
+	logger.Info("agent ready", "llm_url", config.ShowURL(a.LLMURL), "model", modelName, "max_jobs", a.MaxJobs, "max_steps", a.MaxSteps)
 	return rt, done, nil
 }
 

@@ -44,7 +44,10 @@ func TestJSONLog(t *testing.T) {
 	cfg.RelayListen = "127.0.0.1:0"
 	cfg.HTTPListen = "127.0.0.1:0"
 	cfg.LogFormat, cfg.LogLevel = "json", "debug"
-	cfg.Agent.LLMURL, cfg.Agent.LLMModel = srv.URL(), llmtest.DefaultModel
+	// A password in the model server's URL is a credential too.
+	const urlPassword = "pw-7e2c9a41d5b3f086"
+	cfg.Agent.LLMURL = strings.Replace(srv.URL(), "http://", "http://snapnode:"+urlPassword+"@", 1)
+	cfg.Agent.LLMModel = llmtest.DefaultModel
 	var logs testutil.LockedBuffer
 	n, stop := startConfigured(t, cfg, cfg.Logger(&logs, nil))
 	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "sandbox"), 0o700); err != nil {
@@ -75,10 +78,11 @@ func TestJSONLog(t *testing.T) {
 
 	out := logs.String()
 	for name, secret := range map[string]string{
-		"the node's secret key":      nodeKey.Hex(),
-		"the requester's secret key": a.alice.key.Hex(),
-		"the model server's API key": apiKey,
-		"the API key's tail":         apiKey[len(apiKey)-16:],
+		"the node's secret key":           nodeKey.Hex(),
+		"the requester's secret key":      a.alice.key.Hex(),
+		"the model server's API key":      apiKey,
+		"the API key's tail":              apiKey[len(apiKey)-16:],
+		"the model server URL's password": urlPassword,
 	} {
 		if strings.Contains(out, secret) {
 			t.Errorf("%s appears in the log", name)
