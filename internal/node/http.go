@@ -49,7 +49,7 @@ func (n *Node) startHTTP(ctx context.Context, server *snap.Server, mx *metrics.M
 			n.logger.Warn("HTTP transport off: its default address is taken; set --http-listen to serve it", "addr", n.cfg.HTTPListen, "err", err)
 			return nothing, nil
 		}
-		return nil, fmt.Errorf("node: http: %w", err)
+		return nil, fmt.Errorf("node: http: http_listen (--http-listen): %w: give a free address, or off", err)
 	}
 	con, err := n.newConsole(mx)
 	if err != nil {
@@ -118,7 +118,7 @@ func (n *Node) startMetrics(ctx context.Context, metrics http.Handler) (stop fun
 	}
 	ln, err := net.Listen("tcp", n.cfg.MetricsListen)
 	if err != nil {
-		return nil, fmt.Errorf("node: metrics: %w", err)
+		return nil, fmt.Errorf("node: metrics: metrics_listen (--metrics-listen): %w: give a free address", err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", snaphttp.Monitor(metrics, perSecond(n.cfg.MonitorRate), n.cfg.MonitorBurst))

@@ -1,11 +1,16 @@
 package node_test
 
 import (
+	"context"
+	"log/slog"
+	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/snapnode/snapnode/internal/config"
+	"github.com/snapnode/snapnode/internal/node"
 )
 
 // A node listening on every interface (as in a container, where the ports
@@ -32,5 +37,45 @@ func TestNodeListensOnEveryInterface(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("/healthz: %s", resp.Status)
+	}
+}
+
+// An address that cannot be listened on (taken by another program, say)
+// stops the node with an error naming the setting and its flag, beside the
+// system's reason: the README's first command, on a machine where 7447 is
+// taken, must say what to change.
+func TestListenErrorsNameTheSetting(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	addr := taken.Addr().String()
+	for _, tt := range []struct {
+		setting, flag string
+		set           func(*config.Config)
+	}{
+		{"relay_listen", "--relay-listen", func(c *config.Config) { c.RelayListen = addr }},
+		{"http_listen", "--http-listen", func(c *config.Config) { c.HTTPListen = addr }},
+		{"metrics_listen", "--metrics-listen", func(c *config.Config) { c.MetricsListen = addr }},
+	} {
+		t.Run(tt.setting, func(t *testing.T) {
+			cfg := config.Default()
+			cfg.DataDir, cfg.RelayListen, cfg.HTTPListen = filepath.Join(t.TempDir(), "data"), "127.0.0.1:0", ""
+			tt.set(&cfg)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			n, err := node.Start(ctx, cfg, slog.New(slog.DiscardHandler))
+			if err == nil {
+				cancel()
+				n.Wait()
+				t.Fatalf("the node started with %s on a taken address", tt.setting)
+			}
+			for _, want := range []string{tt.setting, tt.flag, addr, "address already in use"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not name %q", err, want)
+				}
+			}
+		})
 	}
 }

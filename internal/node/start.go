@@ -127,7 +127,7 @@ func (w *wiring) startRelay(ctx context.Context) error {
 	ln, err := net.Listen("tcp", cfg.RelayListen)
 	if err != nil {
 		rel.Close()
-		return fmt.Errorf("node: embedded relay: %w", err)
+		return fmt.Errorf("node: embedded relay: relay_listen (--relay-listen): %w: give a free address, or relays to use instead (--relay)", err)
 	}
 	rctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan error, 1)
