@@ -29,6 +29,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -121,6 +122,9 @@ const defaultIOTimeout = time.Minute
 func Listen(path string, h Handler, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	if err := checkPath(path); err != nil {
+		return nil, err
 	}
 	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
 		c.Close()
@@ -251,6 +255,9 @@ func (s *Server) serve(ctx context.Context, c *net.UnixConn) {
 // Call sends one request to the socket at path and returns the response.
 // A response with Error set is returned as an error.
 func Call(ctx context.Context, path string, req Request) (json.RawMessage, error) {
+	if err := checkPath(path); err != nil {
+		return nil, err
+	}
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "unix", path)
 	if err != nil {
@@ -281,6 +288,20 @@ func Call(ctx context.Context, path string, req Request) (json.RawMessage, error
 		return nil, errors.New(resp.Error)
 	}
 	return resp.Result, nil
+}
+
+// maxPath is the longest socket path the system takes: a Unix socket's
+// address holds it with a terminating NUL (107 bytes on Linux, 103 on BSD
+// and macOS).
+var maxPath = len(syscall.RawSockaddrUnix{}.Path) - 1
+
+// checkPath refuses a socket path longer than maxPath, naming the rule:
+// the system's own error is "invalid argument".
+func checkPath(path string) error {
+	if len(path) > maxPath {
+		return fmt.Errorf("admin: the socket's path %s is %d bytes, over the %d a Unix socket's address holds: give a shorter data folder (data_dir, --data-dir)", path, len(path), maxPath)
+	}
+	return nil
 }
 
 // Path returns the socket's path in dataDir.

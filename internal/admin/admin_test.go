@@ -224,3 +224,28 @@ func TestAdminSlowCommandIsAnswered(t *testing.T) {
 		t.Fatalf("approve the client stopped waiting for: %v", err)
 	}
 }
+
+// A socket path longer than a Unix socket's address holds (107 bytes on
+// Linux, 103 on BSD and macOS) is refused by Listen and by Call with an
+// error naming the rule and what to change, not the system's "bind:
+// invalid argument"; a data folder deep in a home directory reaches it.
+func TestAdminSocketPathTooLong(t *testing.T) {
+	dir := filepath.Join(private(t), strings.Repeat("d", 120))
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	path := admin.Path(dir)
+	_, err := admin.Listen(path, &handler{}, nil)
+	if err == nil {
+		t.Fatal("Listen took a path longer than a socket's address holds")
+	}
+	for _, want := range []string{path, "bytes", "shorter data folder"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Listen: error %q does not name %q", err, want)
+		}
+	}
+	_, err = admin.Call(context.Background(), path, admin.Request{Op: "held"})
+	if err == nil || !strings.Contains(err.Error(), "shorter data folder") {
+		t.Errorf("Call: error %v does not name the rule", err)
+	}
+}
