@@ -208,6 +208,10 @@ http_listen = "127.0.0.1:0"
 	setConf(`operators = ["` + opKey.Address(identity.Mainnet) + `"]` + "\npolicy = \"" + filepath.Join(dir, "missing.cedar") + "\"\n")
 	if l := d.hup(t, "settings not reloaded"); !strings.Contains(l, "missing.cedar") {
 		t.Errorf("the error does not name the policy: %s", l)
+	} else if !strings.Contains(l, `msg="SIGHUP: settings not reloaded; those in force stay"`) {
+		// The line the guide names, whatever refused the reload: a
+		// watcher selects it by its message.
+		t.Errorf("a policy that does not load is not logged as the guide says: %s", l)
 	}
 	if operatorReads() {
 		t.Error("a refused reload gave the operator role")

@@ -80,7 +80,9 @@ func (c *cli) runNode(args []string) int {
 			fresh, err := sources.Load()
 			if err != nil {
 				logger.Error("SIGHUP: settings not reloaded; those in force stay", "err", err)
-			} else if _, err := n.Reload(ctx, fresh); err != nil {
+			} else if _, err := n.Reload(ctx, fresh); errors.Is(err, node.ErrNotReloaded) {
+				logger.Error("SIGHUP: settings not reloaded; those in force stay", "err", err)
+			} else if err != nil {
 				logger.Error("SIGHUP", "err", err) // Reload logged what it applied
 			}
 		}

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 
@@ -24,6 +25,11 @@ func (n *Node) live(name string) bool {
 	return false
 }
 
+// ErrNotReloaded is the error Reload returns when it changed nothing (the
+// settings do not validate, the policy does not load, the card is
+// invalid); the reason is wrapped with it.
+var ErrNotReloaded = errors.New("settings not reloaded; those in force stay")
+
 // Reload puts in force the settings of cfg that can change while the node
 // runs (operators, service_callers, policy, the rate limits http_*,
 // identity_*, nostr_key_* and relay_event_*, card, and log_level when the node was
@@ -35,7 +41,7 @@ func (n *Node) live(name string) bool {
 // returned after the other settings were applied.
 func (n *Node) Reload(ctx context.Context, cfg config.Config) (restart []string, err error) {
 	refused := func(err error) ([]string, error) {
-		return nil, fmt.Errorf("node: settings not reloaded; those in force stay: %w", err)
+		return nil, fmt.Errorf("node: %w: %w", ErrNotReloaded, err)
 	}
 	if err := cfg.Validate(); err != nil {
 		return refused(err)
