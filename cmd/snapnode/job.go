@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/snapnode/snapnode/agent"
+	"github.com/snapnode/snapnode/executor"
 	"github.com/snapnode/snapnode/internal/admin"
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/node"
@@ -137,10 +138,10 @@ func (c *cli) printManifest(st *agent.Store, format, id string) int {
 	fmt.Fprintf(c.stdout, "  %d steps, %.4g cents, %.1f s, %d prompt and %d completion tokens\n",
 		m.Metrics.Steps, m.Metrics.CumulativeCost, m.Metrics.CumulativeTimeSeconds, m.Metrics.PromptTokens, m.Metrics.CompletionTokens)
 	if j.Reason != "" {
-		fmt.Fprintf(c.stdout, "  %s\n", j.Reason)
+		fmt.Fprintf(c.stdout, "  %s\n", shown(j.Reason))
 	}
 	for i, e := range m.History {
-		fmt.Fprintf(c.stdout, "  %3d %s %s %s\n", i, e.Timestamp.Format("15:04:05"), e.Role, e.Action)
+		fmt.Fprintf(c.stdout, "  %3d %s %s %s\n", i, e.Timestamp.Format("15:04:05"), shown(e.Role), shown(e.Action))
 	}
 	return exitOK
 }
@@ -162,12 +163,12 @@ func (c *cli) printHistory(st *agent.Store, format, id string) int {
 	fmt.Fprintf(c.stdout, "job %s (%s), created %s\n", h.JobID, h.Status, h.CreatedAt.Format("2006-01-02 15:04:05"))
 	for _, it := range h.Interactions {
 		fmt.Fprintf(c.stdout, "#%d %s %s → %s: %s %s (%.2fs)\n", it.Sequence, it.Timestamp.Format("15:04:05"),
-			it.StateBefore, it.Response.NewStatus, it.Response.Kind, it.Response.Action, it.Response.ExecutionTimeSeconds)
+			it.StateBefore, it.Response.NewStatus, it.Response.Kind, shown(it.Response.Action), it.Response.ExecutionTimeSeconds)
 		if it.Response.Error != "" {
-			fmt.Fprintf(c.stdout, "    error: %s\n", it.Response.Error)
+			fmt.Fprintf(c.stdout, "    error: %s\n", shown(it.Response.Error))
 		}
 		if o := it.Observation; o != nil {
-			fmt.Fprintf(c.stdout, "    %s %s\n", o.Outcome, firstLine(o.Reason))
+			fmt.Fprintf(c.stdout, "    %s %s\n", o.Outcome, shown(firstLine(o.Reason)))
 		}
 	}
 	return exitOK
@@ -225,6 +226,15 @@ func (c *cli) jobError(prog, id string, err error) int {
 		return exitFail
 	}
 	return c.ioError(prog, err)
+}
+
+// shown is text a model or a peer wrote (an action's name, an error, a
+// reason) as one line of the text formats: every control and invisible
+// character spelled out (⟨U+001B⟩), newlines too, as the console and
+// `held --diff` show them, so that it can neither drive the operator's
+// terminal nor forge a line of the listing.
+func shown(s string) string {
+	return strings.ReplaceAll(executor.Visible(s), "\n", "⟨U+000A⟩")
 }
 
 func firstLine(s string) string {

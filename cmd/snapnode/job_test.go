@@ -121,3 +121,53 @@ func mustHistory(t *testing.T, cmd func(...string) (int, string, string), dir, i
 	}
 	return out
 }
+
+// The text formats of job show and job history print what a model wrote
+// (an action's name, a refusal, an observation's reason) with every
+// control and invisible character spelled out, as the console and `held
+// --diff` do: a model, led by a file it read, cannot clear the operator's
+// terminal, colour it or forge a line of the listing.
+func TestJobTextSpellsControls(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	db, err := sqldb.Open(ctx, "sqlite:"+filepath.Join(dir, "tasks.db"), sqldb.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := agent.OpenStore(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const evil = "WRITE_FILE\x1b[2J\x1b]52;c;ZXZpbA==\a\u202e\n  9 10:00:09 Worker FINISH"
+	t0 := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
+	j := &agent.Job{TaskID: "job-evil", Requester: "bc1p-requester", Description: "x", Status: agent.Pending, Phase: "work",
+		RecoverySeq: -1, CreatedAt: t0, UpdatedAt: t0}
+	if _, err := st.Create(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	it := &agent.Interaction{Sequence: 0, Timestamp: t0, StateBefore: agent.Running,
+		Request:     agent.Request{Messages: []agent.ChatMessage{{Role: "system", Content: "s"}}, Metadata: agent.RequestMetadata{Role: "Worker", Phase: "work", Model: "m"}},
+		Response:    agent.Response{Status: agent.ResponseSuccess, Kind: agent.KindProposal, Action: evil, Error: evil, RawResponse: "{}", NewStatus: agent.Running},
+		Observation: &agent.Observation{Outcome: agent.ObsFailed, Reason: evil, Text: "{}"}}
+	j.Status, j.NextSeq, j.Steps, j.Reason = agent.Running, 1, 1, evil
+	if err := st.Write(ctx, agent.Save{Job: j, Interaction: it}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	for _, sub := range []string{"show", "history"} {
+		var out, errOut bytes.Buffer
+		if code := run([]string{"job", sub, "--format", "text", "--data-dir", dir, "job-evil"}, strings.NewReader(""), &out, &errOut); code != exitOK {
+			t.Fatalf("job %s: exit %d: %s", sub, code, errOut.String())
+		}
+		s := out.String()
+		for _, c := range []string{"\x1b", "\a", "\u202e", "\n  9 10:00:09"} {
+			if strings.Contains(s, c) {
+				t.Errorf("job %s --format text prints %q raw:\n%s", sub, c, s)
+			}
+		}
+		if !strings.Contains(s, "⟨U+001B⟩[2J") {
+			t.Errorf("job %s --format text does not spell the escape out:\n%s", sub, s)
+		}
+	}
+}
