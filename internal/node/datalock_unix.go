@@ -26,16 +26,20 @@ func lockDataDir(dir string) (unlock func() error, err error) {
 	}
 	var ferr error
 	if err := raw.Control(func(fd uintptr) {
-		ferr = syscall.Flock(int(fd), syscall.LOCK_EX|syscall.LOCK_NB)
+		for {
+			if ferr = syscall.Flock(int(fd), syscall.LOCK_EX|syscall.LOCK_NB); ferr != syscall.EINTR {
+				return
+			}
+		}
 	}); err != nil {
 		ferr = err
 	}
-	if ferr != nil {
+	if errors.Is(ferr, syscall.EWOULDBLOCK) {
 		f.Close()
-		if errors.Is(ferr, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("node: another node runs with the data folder (data_dir) %s: stop it first, or give this one another --data-dir", dir)
-		}
-		return nil, fmt.Errorf("node: lock the data folder %s: %w", dir, ferr)
+		return nil, fmt.Errorf("node: another node runs with the data folder (data_dir) %s: stop it first, or give this one another --data-dir", dir)
 	}
+	// A file system that keeps no locks (ENOLCK, EOPNOTSUPP) holds the
+	// folder without one, as before: the admin socket still refuses a
+	// second node, later in its start.
 	return f.Close, nil
 }
