@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/snapnode/snapnode/client"
+	"github.com/snapnode/snapnode/executor/sandbox"
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/admin"
 	"github.com/snapnode/snapnode/internal/llmtest"
@@ -359,11 +361,7 @@ func TestChaosSIGKILL(t *testing.T) {
 	t.Logf("after %d kills: %v", kills, counts)
 
 	// Nothing else appeared in the sandbox.
-	ents, err := os.ReadDir(sandboxDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range ents {
+	for _, e := range workspaceEntries(t, sandboxDir) {
 		name := strings.TrimSuffix(e.Name(), "-moved.md")
 		if name != e.Name() {
 			name += ".md"
@@ -518,4 +516,16 @@ func chaosRecords(t *testing.T, ctx context.Context, db *sqldb.DB) (records map[
 		t.Fatal(err)
 	}
 	return records, promoted
+}
+
+// workspaceEntries lists the sandbox folder dir as a requester sees it:
+// without the sandbox's folder lock (sandbox.LockFile), which the node
+// keeps there for the processes that share it.
+func workspaceEntries(t *testing.T, dir string) []os.DirEntry {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slices.DeleteFunc(ents, func(e os.DirEntry) bool { return e.Name() == sandbox.LockFile })
 }

@@ -331,11 +331,7 @@ func TestReplicasSIGKILL(t *testing.T) {
 		checkChaosTask(t, sandboxDir, c, v, records[c.id], promoted[c.id])
 	}
 	t.Logf("after %d rounds: %v", rounds, counts)
-	ents, err := os.ReadDir(sandboxDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range ents {
+	for _, e := range workspaceEntries(t, sandboxDir) {
 		if !byFile[e.Name()] {
 			t.Errorf("the sandbox holds %s, which no task wrote", e.Name())
 		}
