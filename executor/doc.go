@@ -145,13 +145,16 @@
 //	                 state, data, diff, pre_images, reason, snapshot,
 //	                 repeat_key (unused), created_at, updated_at,
 //	                 rolled_back_at, snapshot_at, snapshot_bytes,
-//	                 snapshot_pruned_at)
+//	                 snapshot_pruned_at, grow_bytes, grow_files, grow_dirs)
 //	executor_usage(requester PK, bytes, files, dirs)
 //	executor_rollback_paths(path PK, rolled_back_at)
 //	executor_snapshot_totals(requester PK, bytes)   SQLite only
 //
 // executor_usage is what each requester's promoted actions added to the
-// workspace, checked against the Quotas (see Quotas for who owns what).
+// workspace, checked against the Quotas (see Quotas for who owns what),
+// together with the grow_* of the requester's records still promoting:
+// what each of those adds, held against its quotas until it is counted
+// in executor_usage or leaves promoting otherwise.
 // executor_snapshot_totals, kept by triggers on executor_actions, is the
 // bytes of each requester's prunable snapshots, so that a promotion reads
 // one row to tell whether the byte bound is passed (PostgreSQL sums them

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -125,11 +124,6 @@ type Executor struct {
 	logger     *slog.Logger
 	newID      func() string
 	quotas     Quotas
-	// quotaMu is held from the last check of a requester's quotas to
-	// the commit that counts its promotion, so that two actions of one
-	// requester are never both checked against the same count.
-	// Promotions into the sandbox run one at a time anyway.
-	quotaMu sync.Mutex
 	// beforeStep, set by tests only, runs before each read or listing of
 	// an action and before its staging (a clock moves there).
 	beforeStep func()
@@ -776,36 +770,34 @@ func (e *Executor) promote(ctx context.Context, j *journal, it *item, rec *recor
 	if err != nil {
 		return nil, false, fmt.Errorf("executor: snapshot: %w", err)
 	}
-	// The requester's quotas, checked again under the lock held until its
-	// promotion is counted: another action of the same requester may
-	// have been promoted since this one was staged.
-	e.quotaMu.Lock()
-	defer e.quotaMu.Unlock()
 	delta := st.Delta()
-	if qerr := e.overQuota(ctx, rec.Requester, delta); qerr != nil {
-		if !errors.Is(qerr, sandbox.ErrLimit) {
-			return nil, false, qerr
-		}
-		f := sandboxFailure(qerr)
+	from, held := rec.State, *rec
+	rec.State, rec.Snapshot, rec.Diff, rec.PreImages, rec.Updated = statePromoting, snap, formatDiff(diffs), preImages(diffs), e.now()
+	rec.SnapshotAt, rec.Growth = rec.Updated, growth(delta)
+	// The audit entries so far and the record with its snapshot and its
+	// growth, in one commit: both are durable before anything changes.
+	// The requester's quotas are checked again in it (quotaTx): another
+	// action of the same requester, in this process or another, may have
+	// been promoted since this one was staged, or be promoting now. The
+	// new file contents are written and synced beside their targets
+	// meanwhile (no order between the two; the renames wait for both).
+	prepared := e.prepare(ctx, sb, st)
+	err = e.saveChecked(ctx, j, rec, from, fresh, "before promotion", e.quotaTx(rec.Requester, rec.ActionID, delta))
+	p := <-prepared
+	if p != nil {
+		defer p.Discard()
+	}
+	if refused := (*refusal)(nil); errors.As(err, &refused) {
+		// Past a quota: nothing of the commit stays, and the action
+		// fails as it would have had the quota been passed before.
+		*rec = held
+		f := sandboxFailure(refused.err)
 		if fresh {
 			r, err := e.fail(ctx, j, res, actor, f, nil)
 			return r, false, err
 		}
 		r, err := e.failRecord(ctx, j, rec, res, actor, f)
 		return r, false, err
-	}
-	from := rec.State
-	rec.State, rec.Snapshot, rec.Diff, rec.PreImages, rec.Updated = statePromoting, snap, formatDiff(diffs), preImages(diffs), e.now()
-	rec.SnapshotAt = rec.Updated
-	// The audit entries so far and the record with its snapshot, in one
-	// commit: both are durable before anything changes. The new file
-	// contents are written and synced beside their targets meanwhile (no
-	// order between the two; the renames wait for both).
-	prepared := e.prepare(ctx, sb, st)
-	err = e.save(ctx, j, rec, from, fresh, "before promotion")
-	p := <-prepared
-	if p != nil {
-		defer p.Discard()
 	}
 	if err != nil {
 		return nil, false, err
@@ -952,9 +944,21 @@ func (e *Executor) snapshotCutoff() time.Time {
 // a record that could not be written at all leaves them to be appended on
 // their own. when says when, in errors.
 func (e *Executor) save(ctx context.Context, j *journal, rec *record, from string, fresh bool, when string) error {
+	return e.saveChecked(ctx, j, rec, from, fresh, when, nil)
+}
+
+// saveChecked is save with check (nil: none) first in its transaction:
+// its error fails the commit, and a refusal (see refusal) leaves the
+// journal as it was.
+func (e *Executor) saveChecked(ctx context.Context, j *journal, rec *record, from string, fresh bool, when string, check txOp) error {
 	ok, last := true, j.final != nil
 	moved := fmt.Errorf("%w: action %s changed state %s", ErrTakenUp, rec.ActionID, when)
 	err := j.commitSteps(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		if check != nil {
+			if err := check(ctx, tx); err != nil {
+				return err
+			}
+		}
 		if fresh {
 			return e.store.insertTx(ctx, tx, rec)
 		}

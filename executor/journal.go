@@ -122,13 +122,27 @@ func (j *journal) commit(ctx context.Context, op txOp) error {
 	return err
 }
 
+// refusal is an op's error that refuses what its commit was to record
+// (a promotion past its requester's quota, see quotaTx): nothing of the
+// commit stays, and the journal is left as it was before it — its
+// entries queued, the caller's first and last writes (Request.Also,
+// Then) still to join its next commit — so that the caller records the
+// refusal as if it had been found before the commit. err is the cause.
+type refusal struct{ err error }
+
+func (r *refusal) Error() string { return r.err.Error() }
+func (r *refusal) Unwrap() error { return r.err }
+
 // commitSteps is commit for a record of the steps queued (what was
 // staged, what waits for an operator): should op fail, nothing of the
 // transaction stays, and the entries are then appended on their own, for
-// the steps happened all the same. The error is op's.
+// the steps happened all the same. The error is op's. A refusal (see
+// refusal) leaves the entries queued instead, for the caller's commit of
+// the refusal.
 func (j *journal) commitSteps(ctx context.Context, op txOp) error {
 	opFailed, err := j.write(ctx, op)
-	if opFailed {
+	var r *refusal
+	if opFailed && !errors.As(err, &r) {
 		if j.refused != nil && len(j.entries) > 0 {
 			// The caller refused before anything ran (the task ended,
 			// say): the log says so after the steps queued, rather
@@ -143,11 +157,13 @@ func (j *journal) commitSteps(ctx context.Context, op txOp) error {
 	return err
 }
 
-// write is commit, and reports whether op's error was the failure.
+// write is commit, and reports whether op's error was the failure. A
+// refusal of op leaves the journal as it was (see refusal).
 func (j *journal) write(ctx context.Context, op txOp) (opFailed bool, _ error) {
 	if op == nil {
 		return false, j.flush(ctx)
 	}
+	firstWas, thenWas, finalWas := j.first, j.then, j.final
 	if first := j.first; first != nil {
 		// The caller's statement goes first, in this commit only: its
 		// error fails the commit and is the op's.
@@ -193,6 +209,9 @@ func (j *journal) write(ctx context.Context, op txOp) (opFailed bool, _ error) {
 	})
 	switch {
 	case opErr != nil:
+		if r := (*refusal)(nil); errors.As(opErr, &r) {
+			j.first, j.then, j.final = firstWas, thenWas, finalWas
+		}
 		return true, opErr
 	case logErr != nil:
 		return false, logErr

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/snapnode/snapnode/executor/sandbox"
+	"github.com/snapnode/snapnode/internal/sqldb"
 )
 
 // Quotas cap what one requester may add to the workspace: bytes of
@@ -34,11 +35,13 @@ import (
 // An action whose promotion would take its requester past a quota fails
 // with LIMIT_EXCEEDED naming the quota (limit requester_bytes,
 // requester_files or requester_dirs, with max and got), checked when it
-// is staged (so that it is not held for an operator in vain) and again,
-// under the executor's promotion lock, just before it is promoted: two
-// actions of one requester in flight together in one process cannot both
-// pass (processes sharing the database and the workspace each hold their
-// own lock).
+// is staged (so that it is not held for an operator in vain) and again in
+// the commit that records it "promoting" (quotaTx), against the usage row
+// and what the requester's other actions still promoting add: two
+// actions of one requester in flight together cannot both pass, whether
+// in one process or in several sharing the database (PostgreSQL: the
+// check holds a lock of the requester until that commit ends; SQLite:
+// the database's single writer).
 type Quotas struct {
 	Bytes int64 // bytes of regular files one requester adds
 	Files int64 // regular files one requester adds
@@ -82,16 +85,32 @@ var quotaWords = map[sandbox.Limit]string{
 func ledgerKey(requester string) string { return strings.ToLower(requester) }
 
 // overQuota returns a *sandbox.LimitError naming the first quota that
-// delta takes requester past, or nil. Only what grows is checked: an
-// action that frees room always may.
+// delta takes requester past, or nil: the check at staging, against the
+// ledger's row alone (quotaTx, at the promotion, counts the actions
+// still promoting too). Only what grows is checked: an action that frees
+// room always may.
 func (e *Executor) overQuota(ctx context.Context, requester string, delta sandbox.Counts) error {
-	if delta.Bytes <= 0 && delta.Files <= 0 && delta.Dirs <= 0 {
+	if !grows(delta) {
 		return nil
 	}
 	used, err := e.store.usage(ctx, ledgerKey(requester))
 	if err != nil {
 		return err
 	}
+	return e.pastQuota(used, delta)
+}
+
+// grows reports whether delta adds to one of the counts.
+func grows(delta sandbox.Counts) bool { return delta.Bytes > 0 || delta.Files > 0 || delta.Dirs > 0 }
+
+// growth is what delta adds: each count at zero or more.
+func growth(delta sandbox.Counts) sandbox.Counts {
+	return sandbox.Counts{Bytes: max(delta.Bytes, 0), Files: max(delta.Files, 0), Dirs: max(delta.Dirs, 0)}
+}
+
+// pastQuota returns a *sandbox.LimitError naming the first quota that
+// delta takes a requester holding used past, or nil.
+func (e *Executor) pastQuota(used, delta sandbox.Counts) error {
 	for _, c := range []struct {
 		limit       sandbox.Limit
 		used, delta int64
@@ -106,6 +125,74 @@ func (e *Executor) overQuota(ctx context.Context, requester string, delta sandbo
 		}
 	}
 	return nil
+}
+
+// quotaTx is the check, in the transaction of the commit that records
+// requester's action actionID "promoting", that the promotion's delta
+// keeps requester within its quotas: the ledger's row, plus what the
+// requester's other actions still promoting add (their growth), plus
+// delta. That transaction writes the record's growth: once it commits,
+// the next check counts it, until the record leaves "promoting" — by
+// its promoted commit, which counts it in the ledger instead, or by any
+// other way (failed, back to approval, undone by recovery), which drops
+// it. On PostgreSQL the check holds an advisory lock of the requester
+// until the commit ends, so that two processes' checks of one requester
+// take turns; SQLite's single writer already does. A refusal is a
+// *refusal whose cause is the *sandbox.LimitError: nothing of the
+// commit stays, and the journal is as it was before it. An action that adds nothing is not checked (nil).
+func (e *Executor) quotaTx(requester, actionID string, delta sandbox.Counts) txOp {
+	if !grows(delta) {
+		return nil
+	}
+	return func(ctx context.Context, tx *sql.Tx) error {
+		key := ledgerKey(requester)
+		if err := e.store.d.Lock(ctx, tx, sqldb.LockKey(quotaLock+key)); err != nil {
+			return fmt.Errorf("executor: lock the quotas of %s: %w", requester, err)
+		}
+		held, err := e.store.heldTx(ctx, tx, key, actionID)
+		if err != nil {
+			return err
+		}
+		if err := e.pastQuota(held, delta); err != nil {
+			return &refusal{err: err}
+		}
+		return nil
+	}
+}
+
+// quotaLock names the advisory lock of a requester's quotas, with its
+// ledger key after it.
+const quotaLock = "snapnode executor quota "
+
+// heldTx returns, in tx, what requester key holds as its quotas count
+// it at a promotion: its ledger row plus the growth of its records still
+// promoting, but that of except (the record being written). A record's
+// requester is compared by its ledger key, in Go: the records promoting
+// are those of the promotions in flight, a handful.
+func (s *store) heldTx(ctx context.Context, tx *sql.Tx, key, except string) (sandbox.Counts, error) {
+	rows, err := tx.QueryContext(ctx, s.d.Rebind(`SELECT requester, bytes, files, dirs FROM executor_usage WHERE requester = ?
+		UNION ALL
+		SELECT requester, grow_bytes, grow_files, grow_dirs FROM executor_actions
+		WHERE state = 'promoting' AND action_id <> ? AND (grow_bytes > 0 OR grow_files > 0 OR grow_dirs > 0)`), key, except)
+	if err != nil {
+		return sandbox.Counts{}, fmt.Errorf("executor: read usage: %w", err)
+	}
+	defer rows.Close()
+	var held sandbox.Counts
+	for rows.Next() {
+		var who string
+		var c sandbox.Counts
+		if err := rows.Scan(&who, &c.Bytes, &c.Files, &c.Dirs); err != nil {
+			return sandbox.Counts{}, fmt.Errorf("executor: read usage: %w", err)
+		}
+		if ledgerKey(who) == key {
+			held.Bytes, held.Files, held.Dirs = held.Bytes+c.Bytes, held.Files+c.Files, held.Dirs+c.Dirs
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return sandbox.Counts{}, fmt.Errorf("executor: read usage: %w", err)
+	}
+	return held, nil
 }
 
 // usage returns the ledger's row of key (zeros when it has none).

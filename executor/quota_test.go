@@ -128,10 +128,14 @@ func TestQuotas(t *testing.T) {
 
 // TestQuotaConcurrent: actions of one requester staged at the same time
 // cannot together pass its quota; each is checked again, one at a time,
-// just before its promotion.
+// in the commit that records it promoting.
 func TestQuotaConcurrent(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) { quotaConcurrent(t, dsn) })
+}
+
+func quotaConcurrent(t *testing.T, dsn string) {
 	const n, quota = 12, 3
-	v := newEnv(t, testdb.SQLite(t))
+	v := newEnv(t, dsn)
 	v.quotas = executor.Quotas{Files: quota}
 	v.reopen()
 	var wg sync.WaitGroup

@@ -70,6 +70,10 @@ type record struct {
 	Created        time.Time
 	Updated        time.Time
 	RolledBack     time.Time // zero when never
+	// Growth is what the action adds to its requester's usage, each
+	// count at zero or more: set when it goes promoting, and counted
+	// against the requester's quotas while it is (see quotaTx).
+	Growth sandbox.Counts
 }
 
 // store keeps the records in the shared database.
@@ -80,7 +84,7 @@ type store struct {
 
 const recordColumns = `action_id, task, requester, proposal_id, action, state, data, diff,
 	pre_images, reason, snapshot, created_at, updated_at, rolled_back_at,
-	snapshot_at, snapshot_bytes, snapshot_pruned_at`
+	snapshot_at, snapshot_bytes, snapshot_pruned_at, grow_bytes, grow_files, grow_dirs`
 
 // insertTx adds r as a new record, in tx.
 func (s *store) insertTx(ctx context.Context, tx *sql.Tx, r *record) error {
@@ -89,11 +93,12 @@ func (s *store) insertTx(ctx context.Context, tx *sql.Tx, r *record) error {
 		return err
 	}
 	q := s.d.Rebind(`INSERT INTO executor_actions (` + recordColumns + `)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	at, size := r.snapshotStamp()
 	_, err = tx.ExecContext(ctx, q, r.ActionID, r.Task, r.Requester, r.ProposalID, r.Action,
 		r.State, r.Data, r.Diff, string(pre), r.Reason, string(r.Snapshot),
-		sqldb.Micros(r.Created), sqldb.Micros(r.Updated), sqldb.Micros(r.RolledBack), at, size, sqldb.Micros(r.SnapshotPruned))
+		sqldb.Micros(r.Created), sqldb.Micros(r.Updated), sqldb.Micros(r.RolledBack), at, size, sqldb.Micros(r.SnapshotPruned),
+		r.Growth.Bytes, r.Growth.Files, r.Growth.Dirs)
 	if err != nil {
 		return fmt.Errorf("executor: store action %s: %w", r.ActionID, err)
 	}
@@ -110,7 +115,7 @@ func (r *record) snapshotStamp() (at, size int64) {
 }
 
 // updateTx writes r's mutable columns (state, diff, pre-images, reason,
-// snapshot, times), in tx, if the record is still in state from, and
+// snapshot, times, growth), in tx, if the record is still in state from, and
 // reports whether it was: a record another call moved on is left alone.
 func (s *store) updateTx(ctx context.Context, tx *sql.Tx, r *record, from string) (bool, error) {
 	pre, err := json.Marshal(nonNil(r.PreImages))
@@ -118,11 +123,12 @@ func (s *store) updateTx(ctx context.Context, tx *sql.Tx, r *record, from string
 		return false, err
 	}
 	q := s.d.Rebind(`UPDATE executor_actions SET state = ?, diff = ?, pre_images = ?, reason = ?,
-		snapshot = ?, snapshot_at = ?, snapshot_bytes = ?, updated_at = ?, rolled_back_at = ?
+		snapshot = ?, snapshot_at = ?, snapshot_bytes = ?, updated_at = ?, rolled_back_at = ?,
+		grow_bytes = ?, grow_files = ?, grow_dirs = ?
 		WHERE action_id = ? AND state = ?`)
 	at, size := r.snapshotStamp()
 	res, err := tx.ExecContext(ctx, q, r.State, r.Diff, string(pre), r.Reason, string(r.Snapshot), at, size,
-		sqldb.Micros(r.Updated), sqldb.Micros(r.RolledBack), r.ActionID, from)
+		sqldb.Micros(r.Updated), sqldb.Micros(r.RolledBack), r.Growth.Bytes, r.Growth.Files, r.Growth.Dirs, r.ActionID, from)
 	return affectedOne(res, err, "update", r.ActionID)
 }
 
@@ -524,7 +530,8 @@ func scanRecord(sc scanner) (*record, error) {
 		snapAt, snapBytes, prunedAt int64
 	)
 	err := sc.Scan(&r.ActionID, &r.Task, &r.Requester, &r.ProposalID, &r.Action, &r.State, &r.Data,
-		&r.Diff, &pre, &r.Reason, &snap, &created, &updated, &rolledAt, &snapAt, &snapBytes, &prunedAt)
+		&r.Diff, &pre, &r.Reason, &snap, &created, &updated, &rolledAt, &snapAt, &snapBytes, &prunedAt,
+		&r.Growth.Bytes, &r.Growth.Files, &r.Growth.Dirs)
 	if err != nil {
 		return nil, err
 	}
