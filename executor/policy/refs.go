@@ -62,6 +62,10 @@ func checkAttrs(v any) error {
 		}
 		if x, ok := v["in"].(map[string]any); ok {
 			in = append(in, x["entity"], x["right"])
+			if _, is := v["entity_type"]; is {
+				// A condition's `is … in E`: x is E itself.
+				in = append(in, x)
+			}
 		}
 		var bad error
 		walkEntities(in, func(typ, id string) {
