@@ -86,7 +86,10 @@ func (s *Sandbox) lockFolder(ctx context.Context) (func(), error) {
 	}
 }
 
-// openLock opens the lock file in the root of the folder, creating it.
+// openLock opens the lock file in the root of the folder, creating it,
+// for reading and writing: NFS emulates flock with POSIX locks, which
+// need the file open for writing to lock it exclusively (EBADF
+// otherwise, which tryLockFolder takes for a file system without locks).
 func (s *Sandbox) openLock() (*os.File, error) {
 	root, err := s.core.ws.current()
 	if err != nil {
@@ -95,7 +98,7 @@ func (s *Sandbox) openLock() (*os.File, error) {
 	if err := checkLock(root); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
-	f, err := root.OpenFile(LockFile, os.O_RDONLY|os.O_CREATE|openNonblock, 0o600)
+	f, err := root.OpenFile(LockFile, os.O_RDWR|os.O_CREATE|openNonblock, 0o600)
 	if err != nil {
 		return nil, bare(err)
 	}
