@@ -152,8 +152,11 @@ func (e *Executor) ApproveThen(ctx context.Context, actionID, approver string, b
 	}
 	r.State = stateApproving
 	res, err := e.approve(ctx, r, actor, e.alone(r, before), then)
-	if err != nil {
-		// Give the action back to the operators, unless it moved on.
+	if err != nil && !errors.Is(err, ErrTakenUp) {
+		// Give the action back to the operators, unless it moved on. One
+		// another process took up as interrupted was handed back by it
+		// already, and may since be under a new approval, whose record
+		// this one's stale copy must not overwrite.
 		r.State, r.Updated = statePending, e.now()
 		if _, uerr := e.store.update(context.WithoutCancel(ctx), r, stateApproving); uerr != nil {
 			e.logger.Error("executor: release action", "action", actionID, "err", uerr)
