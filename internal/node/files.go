@@ -12,15 +12,12 @@ import (
 	"github.com/snapnode/snapnode/internal/sqldb"
 )
 
-// privateFiles keeps what the node stores readable by its user only: the
-// data folder (identity, databases, admin socket) is created 0700, each
-// SQLite database of the node — tasks, inbox checkpoint and audit log; the
-// embedded relay's; an older version's node.db while it is there — 0600
-// with its -wal and -shm files. A folder or file found with permissions for
-// group or others (made by hand, copied, restored from a backup) is
-// narrowed, with a warning naming it. Call it before the databases are
-// opened.
-func privateFiles(cfg config.Config, logger *slog.Logger) error {
+// privateDataDir makes the data folder (identity, databases, admin
+// socket) 0700, creating it, after ownDataDir found it this user's. A
+// folder found with permissions for group or others (made by hand, copied,
+// restored from a backup) is narrowed, with a warning naming it. Call it
+// first, then lock the folder, then privateFiles.
+func privateDataDir(cfg config.Config, logger *slog.Logger) error {
 	if err := cfg.EnsureDataDir(); err != nil {
 		return err
 	}
@@ -39,6 +36,16 @@ func privateFiles(cfg config.Config, logger *slog.Logger) error {
 			logger.Warn("the data folder was open to other users: set to 0700", "dir", cfg.DataDir, "was", fmt.Sprintf("%04o", perm))
 		}
 	}
+	return nil
+}
+
+// privateFiles keeps each SQLite database of the node readable by its
+// user only — tasks, inbox checkpoint and audit log; the embedded relay's;
+// an older version's node.db while it is there —: 0600 with its -wal and
+// -shm files, a file found open to group or others narrowed with a warning
+// naming it. Call it once the data folder is this node's (privateDataDir,
+// lockDataDir) and before the databases are opened.
+func privateFiles(cfg config.Config, logger *slog.Logger) error {
 	var dbs []string
 	if old := filepath.Join(cfg.DataDir, "node.db"); fileExists(old) {
 		dbs = append(dbs, old) // an older version's checkpoint, until deleted

@@ -37,7 +37,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger, with ...
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if err := privateFiles(cfg, logger); err != nil {
+	if err := privateDataDir(cfg, logger); err != nil {
 		return nil, err
 	}
 	n := &Node{cfg: cfg, logger: logger, level: o.level,
@@ -48,11 +48,14 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger, with ...
 		n.network = identity.Testnet
 	}
 	// One node per data folder, taken before anything in it is opened.
-	unlock, err := lockDataDir(cfg.DataDir)
+	unlock, err := lockDataDir(cfg.DataDir, logger)
 	if err != nil {
 		return nil, err
 	}
 	n.parts.push("data folder lock", unlock)
+	if err := privateFiles(cfg, logger); err != nil {
+		return nil, errors.Join(err, n.parts.closeAll())
+	}
 	if n.key, err = loadOrCreateKey(cfg, logger); err != nil {
 		return nil, errors.Join(err, n.parts.closeAll())
 	}
