@@ -58,7 +58,7 @@ func TestWorkerStoppedAtTheTimeLimitIsNotAViolation(t *testing.T) {
 	t.Cleanup(p.Close)
 	r := newRig(t, testdb.SQLite(t))
 	task := r.send(t, "go")
-	got := r.runWith(t, func(cfg *agent.Config) { cfg.MaxTime, cfg.RequestTimeout = 300*time.Millisecond, time.Hour }, p, task.ID,
+	got := r.runWith(t, func(cfg *agent.Config) { cfg.MaxTime, cfg.RequestTimeout = 3*time.Second, time.Hour }, p, task.ID,
 		tasks.StateFailed, tasks.StateCompleted, tasks.StateInputRequired)
 	if got.Status.State != tasks.StateFailed || !strings.Contains(got.Status.Message, "max_time_minutes") {
 		t.Fatalf("task %s %q: want failed at max_time_minutes", got.Status.State, got.Status.Message)

@@ -346,7 +346,7 @@ func TestDeafWorkerStopped(t *testing.T) {
 func TestEscapedChildDoesNotHoldTheOutput(t *testing.T) {
 	pipefile := filepath.Join(t.TempDir(), "pipe")
 	p, al, pidfile := pool(t, "escape.py", func(c *worker.Config) {
-		c.StepTimeout = 2 * time.Second // time for the worker to start and record its pipe
+		c.StepTimeout = 6 * time.Second // time for the worker to start and record its pipe, on a loaded machine too
 		c.Env = append(c.Env, "PIPEFILE="+pipefile)
 	})
 	_, err := p.Complete(context.Background(), prompt("job-1", 0, ""))
