@@ -939,10 +939,11 @@ func (e *Executor) snapshotCutoff() time.Time {
 // one commit with the entries j holds: before what follows (the sandbox's
 // promotion, the wait for an operator) both are durable. A record that
 // another call moved on is an error (ErrTakenUp: only another process's
-// recovery moves a record on from approving), the entries committed all
-// the same;
-// a record that could not be written at all leaves them to be appended on
-// their own. when says when, in errors.
+// recovery moves a record on from approving): the entries are committed
+// all the same, unless the commit is the journal's last, carrying the
+// caller's Then, which then fails whole; a record that could not be
+// written at all leaves them to be appended on their own. when says when,
+// in errors.
 func (e *Executor) save(ctx context.Context, j *journal, rec *record, from string, fresh bool, when string) error {
 	return e.saveChecked(ctx, j, rec, from, fresh, when, nil)
 }

@@ -20,7 +20,7 @@ const MaxProposals = 16
 // state. Run must return within its context's deadline; an error is the
 // Runner's own failure (the task fails with a note, the peer sees no
 // detail), not a rejected proposal, which is an Outcome; an error wrapping
-// ErrNotYet leaves the task as it is.
+// ErrNotYet leaves the task working (see ErrNotYet).
 type Runner interface {
 	Run(ctx context.Context, job Job) (Outcome, error)
 }
@@ -28,8 +28,9 @@ type Runner interface {
 // ErrNotYet is what a Runner returns, wrapped, when a resumed Job's
 // outcome cannot be told yet: a proposal carried out before the stop has
 // no outcome in its record yet (a write still being promoted, which the
-// executor's recovery is to undo). The task is left as it is, and Resume
-// returns the error: a later Resume takes it up again.
+// executor's recovery is to undo). The task is left working (a submitted
+// one was moved to working before the Runner ran, as for any run), and
+// Resume returns the error: a later Resume takes it up again.
 var ErrNotYet = errors.New("the outcome of a proposal that ran is not settled yet")
 
 // Job is the work of one message.
@@ -117,7 +118,7 @@ func (s *Service) run(ctx context.Context, t *Task, job Job) (*Task, error) {
 // resumed Job (it reports what already ran from its records and carries
 // out the rest); a message without proposals goes to the Agent, as when
 // it arrived. Any other task is returned as it is. A missing task is
-// 1001. A Runner that cannot tell the outcome yet leaves the task as it is
+// 1001. A Runner that cannot tell the outcome yet leaves the task working
 // (an error wrapping ErrNotYet).
 func (s *Service) Resume(ctx context.Context, taskID string) (*Task, error) {
 	t, err := s.Task(ctx, taskID)
