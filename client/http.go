@@ -105,7 +105,10 @@ type HTTP struct {
 // it led.
 func followRedirect(req *http.Request, via []*http.Request) error {
 	prev := via[len(via)-1].URL
-	if len(via) < 3 && prev.Scheme == "http" && req.URL.Scheme == "https" && strings.EqualFold(prev.Hostname(), req.URL.Hostname()) {
+	// A 301, 302 or 303 turns the POST into a GET without its body: only
+	// a redirect that keeps the method (307, 308) can carry the request.
+	if len(via) < 3 && req.Method == via[0].Method && prev.Scheme == "http" && req.URL.Scheme == "https" &&
+		strings.EqualFold(prev.Hostname(), req.URL.Hostname()) {
 		return nil
 	}
 	return fmt.Errorf("client: the agent redirected to %s; only a move of the same host from http to https is followed", req.URL.Redacted())

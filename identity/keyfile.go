@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 )
 
 // maxKeyFile bounds what LoadKeyFile reads: the secret's 64 hex
@@ -26,16 +27,12 @@ var ErrKeyFilePermissions = errors.New("key file is accessible to other users")
 // white space ignored. It refuses a file that group or others may access, and
 // the error says how to fix it.
 func LoadKeyFile(path string) (*Key, error) {
-	// A FIFO or a device at the path would make the open wait (for a
-	// writer) or read without end: only a regular file is opened. A
-	// symbolic link is followed (a secret mounted by Kubernetes is one),
-	// and what it leads to is checked.
-	if st, err := os.Stat(path); err != nil {
-		return nil, fmt.Errorf("identity: %w", err)
-	} else if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("identity: %s is not a regular file (%s)", path, st.Mode().Type())
-	}
-	f, err := os.Open(path)
+	// A FIFO or a device at the path would make a plain open wait (for a
+	// writer) or a read go on without end: the file is opened without
+	// waiting, and only a regular one is read. A symbolic link is followed
+	// (a secret mounted by Kubernetes is one), and what it leads to is
+	// checked.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, fmt.Errorf("identity: %w", err)
 	}
@@ -44,7 +41,7 @@ func LoadKeyFile(path string) (*Key, error) {
 	if err != nil {
 		return nil, fmt.Errorf("identity: %w", err)
 	}
-	if !st.Mode().IsRegular() { // replaced between the two looks
+	if !st.Mode().IsRegular() {
 		return nil, fmt.Errorf("identity: %s is not a regular file (%s)", path, st.Mode().Type())
 	}
 	if perm := st.Mode().Perm(); perm&0o077 != 0 {

@@ -109,6 +109,9 @@ func cardRelays(cfg config.Config, used []string) []string {
 // and for each change of the card (UpdateCard, Reload).
 const cardStartWait = 15 * time.Second
 
+// cardLateWait is how long each of publishLate's tries lasts.
+const cardLateWait = 3 * time.Second
+
 // publish publishes card to the node's relays, retrying while no relay
 // is connected yet, for up to wait. The event is dated after the newest
 // card of this identity already on the relays (a restart within the same
@@ -177,7 +180,7 @@ func (n *Node) setCard(ctx context.Context, card *snap.Card) (bool, error) {
 // publishLate publishes the card of a node that started while no relay
 // took it (see wiring.publishCard), until one does or ctx ends: the
 // relays come up later, or the network does. Tries are spaced from 2 s,
-// doubling to a minute, each as long as cardStartWait; a change of the
+// doubling to a minute, each as long as cardLateWait; a change of the
 // card published meanwhile (Reload) ends it. The first failure was
 // warned of at the start; later ones are logged at debug level.
 func (n *Node) publishLate(ctx context.Context) error {
@@ -203,7 +206,8 @@ func (n *Node) publishPending(ctx context.Context) bool {
 	if n.cardOut {
 		return true
 	}
-	if err := n.publish(ctx, n.card.Load(), cardStartWait); err != nil {
+	// A try is short: a reload waits for cardMu meanwhile.
+	if err := n.publish(ctx, n.card.Load(), cardLateWait); err != nil {
 		n.logger.Debug("card still not published; trying again", "err", err)
 		return false
 	}
