@@ -811,7 +811,10 @@ func (s *Store) Prune(ctx context.Context, before time.Time, limit int) (int, er
 	if limit <= 0 {
 		return 0, nil
 	}
-	res, err := s.exec1(ctx, "prune", "", s.st.prune, micros(before), limit)
+	// status_ts < ceil(before): a time kept in microseconds is before
+	// `before` exactly when it is before its ceiling (micros would floor
+	// a cut-off with nanoseconds, keeping a task that ended before it).
+	res, err := s.exec1(ctx, "prune", "", s.st.prune, ceilMicros(before), limit)
 	if err != nil {
 		return 0, err
 	}

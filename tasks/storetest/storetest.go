@@ -49,6 +49,7 @@ func Run(t *testing.T, newStore func(t *testing.T) tasks.Store) {
 		{"Events", testEvents},
 		{"EventsWithFailedWrites", testEventsWithFailedWrites},
 		{"Prune", testPrune},
+		{"PruneEdges", testPruneEdges},
 		{"CountByState", testCountByState},
 		{"Apply", testApply},
 		{"ApplyAtomic", testApplyAtomic},
@@ -835,6 +836,31 @@ func testPrune(t *testing.T, s tasks.Store) {
 	if evs, _ := s.Events(ctx, "p-old-done", 0); eventSummary(evs) != "v1:status:submitted(queued)" {
 		t.Fatalf("events of a re-created id: %s", eventSummary(evs))
 	}
+}
+
+// Prune judges the cut-off to the nanosecond, as time.Time.Before does,
+// although stores keep microseconds: a task that ended at T was ended
+// before T+1ns (retention's cut-off, now minus the TTL, has nanoseconds).
+func testPruneEdges(t *testing.T, s tasks.Store) {
+	ctx := context.Background()
+	at := base().Add(time.Hour)
+	end := func(id string) {
+		t.Helper()
+		cur := mustCreate(t, s, sample(id, "owner-a"))
+		next := cur.Clone()
+		next.Status = tasks.Status{State: tasks.StateFailed, Timestamp: at}
+		if _, err := s.Update(ctx, next, cur.Version); err != nil {
+			t.Fatal(err)
+		}
+	}
+	end("edge")
+	if n, err := s.Prune(ctx, at, 10); err != nil || n != 0 {
+		t.Fatalf("Prune(before = the end) = %d, %v; want 0", n, err)
+	}
+	if n, err := s.Prune(ctx, at.Add(time.Nanosecond), 10); err != nil || n != 1 {
+		t.Fatalf("Prune(before = the end + 1ns) = %d, %v; want 1", n, err)
+	}
+
 }
 
 func testCountByState(t *testing.T, s tasks.Store) {
