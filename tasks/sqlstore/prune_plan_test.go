@@ -10,12 +10,15 @@ import (
 // TestPrunePlan checks that SQLite reads Prune's batch from the partial
 // index of ended tasks, in status order, rather than every ended task
 // through tasks_state and a sort (which on a million tasks held the
-// writer for tens of seconds a batch).
+// writer for tens of seconds a batch). Ties of status time are put in id
+// order by sorting each group of equal times alone ("FOR LAST TERM OF
+// ORDER BY"), never the whole set.
 func TestPrunePlan(t *testing.T) {
 	s := open(t, sqliteDSN(t), Options{})
 	plan := testdb.QueryPlan(t, s.r, pruneQuery("sqlite"), int64(1), 1000)
 	all := strings.Join(plan, "\n")
-	if !strings.Contains(all, "tasks_terminal") || strings.Contains(all, "TEMP B-TREE") {
+	whole := strings.ReplaceAll(all, "TEMP B-TREE FOR LAST TERM OF ORDER BY", "")
+	if !strings.Contains(all, "tasks_terminal") || strings.Contains(whole, "TEMP B-TREE") {
 		t.Fatalf("Prune's plan:\n%s\nwant the subquery to search tasks_terminal, with no sort", all)
 	}
 }

@@ -160,7 +160,7 @@ func pruneQuery(dialect string) string {
 		from = "tasks INDEXED BY tasks_terminal"
 	}
 	return `DELETE FROM tasks WHERE id IN (SELECT id FROM ` + from + `
-			WHERE state IN ('completed', 'failed', 'canceled') AND status_ts < ? ORDER BY status_ts LIMIT ?)`
+			WHERE state IN ('completed', 'failed', 'canceled') AND status_ts < ? ORDER BY status_ts, id LIMIT ?)`
 }
 
 // rememberConflict ends Remember's INSERT: an unexpired record stays; an

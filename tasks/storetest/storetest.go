@@ -841,6 +841,8 @@ func testPrune(t *testing.T, s tasks.Store) {
 // Prune judges the cut-off to the nanosecond, as time.Time.Before does,
 // although stores keep microseconds: a task that ended at T was ended
 // before T+1ns (retention's cut-off, now minus the TTL, has nanoseconds).
+// Of tasks that ended at the same instant, a limited Prune deletes the
+// lowest ids first, in every store.
 func testPruneEdges(t *testing.T, s tasks.Store) {
 	ctx := context.Background()
 	at := base().Add(time.Hour)
@@ -861,6 +863,24 @@ func testPruneEdges(t *testing.T, s tasks.Store) {
 		t.Fatalf("Prune(before = the end + 1ns) = %d, %v; want 1", n, err)
 	}
 
+	ids := []string{"tie-z", "tie-m", "tie-a", "tie-q"} // created in this order
+	for _, id := range ids {
+		end(id)
+	}
+	for _, want := range []string{"tie-a", "tie-m", "tie-q", "tie-z"} {
+		if n, err := s.Prune(ctx, at.Add(time.Second), 1); err != nil || n != 1 {
+			t.Fatalf("Prune(limit 1) = %d, %v", n, err)
+		}
+		if _, err := s.Get(ctx, want); !errors.Is(err, tasks.ErrNotFound) {
+			var left []string
+			for _, id := range ids {
+				if _, err := s.Get(ctx, id); err == nil {
+					left = append(left, id)
+				}
+			}
+			t.Fatalf("Prune(limit 1) of tasks ended together kept %s (left: %v); want the lowest id deleted first", want, left)
+		}
+	}
 }
 
 func testCountByState(t *testing.T, s tasks.Store) {
