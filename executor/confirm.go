@@ -143,20 +143,24 @@ func (e *Executor) ApproveThen(ctx context.Context, actionID, approver string, b
 	if err != nil {
 		return nil, err
 	}
-	ok, err := e.store.claim(ctx, actionID, statePending, stateApproving, e.now())
+	token, ok, err := e.store.claim(ctx, actionID, statePending, stateApproving, e.now())
 	if err != nil {
 		return nil, err
 	}
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrNoPending, actionID)
 	}
-	r.State = stateApproving
+	// Every later write of this approval is conditioned on its claim
+	// token: once another process's recovery took the action up (and
+	// another approval, maybe, claimed it again), they fail with
+	// ErrTakenUp, and nothing of this one is recorded.
+	r.State, r.Claim = stateApproving, token
 	res, err := e.approve(ctx, r, actor, e.alone(r, before), then)
 	if err != nil && !errors.Is(err, ErrTakenUp) {
-		// Give the action back to the operators, unless it moved on. One
-		// another process took up as interrupted was handed back by it
-		// already, and may since be under a new approval, whose record
-		// this one's stale copy must not overwrite.
+		// Give the action back to the operators, unless it moved on or
+		// is no longer this approval's (the token): one another process
+		// took up as interrupted was handed back by it already, and may
+		// since be under a new approval.
 		r.State, r.Updated = statePending, e.now()
 		if _, uerr := e.store.update(context.WithoutCancel(ctx), r, stateApproving); uerr != nil {
 			e.logger.Error("executor: release action", "action", actionID, "err", uerr)

@@ -145,7 +145,8 @@
 //	                 state, data, diff, pre_images, reason, snapshot,
 //	                 repeat_key (unused), created_at, updated_at,
 //	                 rolled_back_at, snapshot_at, snapshot_bytes,
-//	                 snapshot_pruned_at, grow_bytes, grow_files, grow_dirs)
+//	                 snapshot_pruned_at, grow_bytes, grow_files, grow_dirs,
+//	                 claim_token)
 //	executor_usage(requester PK, bytes, files, dirs)
 //	executor_rollback_paths(path PK, rolled_back_at)
 //	executor_snapshot_totals(requester PK, bytes)   SQLite only
@@ -163,7 +164,27 @@
 // A record is made for each action that is held or promoted, or whose
 // precondition failed; its states
 // are pending → approving → promoting → promoted → rolling_back →
-// rolled_back, or completed, denied, failed. Snapshots (pre-images with
+// rolled_back, or completed, denied, failed.
+//
+// A claim is owned, not only a state: approving, promoting and
+// rolling_back are each held by one call, under the claim_token that
+// call's claim wrote (a new random token: an approval's pending →
+// approving, a rollback's promoted → rolling_back, a promotion inserted
+// promoting), kept while the call goes on (approving → promoting →
+// approving again) and cleared (the empty token) by every write that
+// leaves those states. Every later write of the call (save, settle, a
+// release) is conditioned, in its one UPDATE, on the state and the
+// token. When
+// another process's recovery takes up an action that stood still past
+// reconcile_after, it writes under the token it read and leaves the
+// record without one (an approval handed back to pending, a promotion
+// failed, a rollback completed); the call that stood still then finds
+// the record is no longer its own, even once another approval has made
+// it approving again, and its writes fail with ErrTakenUp: nothing of
+// them stays. Records made before the column have the empty token, as do
+// those in no held state.
+//
+// Snapshots (pre-images with
 // their content) are bounded: kept Config.SnapshotMaxAge, and at most
 // Config.SnapshotMaxBytes for one requester's actions (the oldest pruned
 // first, at each promotion). A rollback past either bound is

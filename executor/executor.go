@@ -334,8 +334,10 @@ var (
 	// ErrTakenUp: the call no longer holds the action: it stood still
 	// past the cutoff of another process's recovery (reconcile_after),
 	// which took it up as interrupted (an approval handed back to the
-	// operators, a promotion undone and failed, a rollback completed).
-	// Nothing of the call's last commit stays.
+	// operators, a promotion undone and failed, a rollback completed),
+	// whether or not another call has claimed it again since (a claim
+	// is the call's own token, not the state alone). Nothing of the
+	// call's last commit stays.
 	ErrTakenUp = errors.New("executor: another process took the action up as interrupted")
 	// ErrInvalidIdentity: a requester, approver or task id that cannot be
 	// recorded (empty, too long, control characters, not UTF-8).
@@ -772,6 +774,11 @@ func (e *Executor) promote(ctx context.Context, j *journal, it *item, rec *recor
 	}
 	delta := st.Delta()
 	from, held := rec.State, *rec
+	if fresh {
+		// Inserted promoting: held under a token of this call's, as
+		// an approval's claim holds its record.
+		rec.Claim = newClaim()
+	}
 	rec.State, rec.Snapshot, rec.Diff, rec.PreImages, rec.Updated = statePromoting, snap, formatDiff(diffs), preImages(diffs), e.now()
 	rec.SnapshotAt, rec.Growth = rec.Updated, growth(delta)
 	// The audit entries so far and the record with its snapshot and its
@@ -826,8 +833,12 @@ func (e *Executor) promote(ctx context.Context, j *journal, it *item, rec *recor
 		rec.Snapshot, rec.Updated = nil, e.now()
 		if again && !fresh {
 			rec.State = from
-			if _, err := e.store.update(bg, rec, statePromoting); err != nil {
+			ok, err := e.store.update(bg, rec, statePromoting)
+			if err != nil {
 				return nil, false, err
+			}
+			if !ok {
+				return nil, false, fmt.Errorf("%w: action %s is no longer %s", ErrTakenUp, rec.ActionID, statePromoting)
 			}
 			return res, true, nil
 		}
@@ -938,8 +949,10 @@ func (e *Executor) snapshotCutoff() time.Time {
 // save stores rec, inserted when fresh, else updated from state from, in
 // one commit with the entries j holds: before what follows (the sandbox's
 // promotion, the wait for an operator) both are durable. A record that
-// another call moved on is an error (ErrTakenUp: only another process's
-// recovery moves a record on from approving): the entries are committed
+// another call moved on, or that is no longer held under rec's claim
+// token, is an error (ErrTakenUp: only another process's recovery moves a
+// record on from approving, and a later claim of it takes a new token):
+// the entries are committed
 // all the same, unless the commit is the journal's last, carrying the
 // caller's Then, which then fails whole; a record that could not be
 // written at all leaves them to be appended on their own. when says when,
@@ -982,12 +995,14 @@ func (e *Executor) saveChecked(ctx context.Context, j *journal, rec *record, fro
 }
 
 // settle is the write that moves r on from state from to what r says now,
-// for the transaction of a journal's commit. A record another call moved
-// on is left alone, and the commit fails (ErrTakenUp): nothing of it stays (the
+// for the transaction of a journal's commit, under r's claim token. A
+// record another call moved on, or holds under another token, is left
+// alone, and the commit fails (ErrTakenUp): nothing of it stays (the
 // caller's Then, the usage counted), for this call no longer holds the
 // action. Only another process's recovery moves a record on from the
 // states settle starts from (an approval, a promotion or a rollback that
-// stood still past its cutoff, taken for a crashed one).
+// stood still past its cutoff, taken for a crashed one); a claim after it
+// (the action approved again) holds it under a token of its own.
 func (e *Executor) settle(r *record, from string) txOp {
 	return func(ctx context.Context, tx *sql.Tx) error {
 		ok, err := e.store.updateTx(ctx, tx, r, from)

@@ -328,3 +328,36 @@ func TestRollbackTakenUpAsInterrupted(t *testing.T) {
 		v.verify()
 	})
 }
+
+// TestRefusedRollbackTakenUpAsInterrupted: a rollback that stands still
+// past reconcile_after, is completed meanwhile by another process's
+// recovery and then finds the sandbox refusing it, no longer holds the
+// action: its release (back to promoted, audited "refused") must fail
+// with ErrTakenUp and record nothing. Before, the release found the
+// record rolled back, left it, and committed the refusal all the same.
+func TestRefusedRollbackTakenUpAsInterrupted(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		v := newEnv(t, dsn)
+		ctx := context.Background()
+		res := v.run(agent, prop("WRITE_FILE", map[string]string{"path": "/sandbox/undone.txt", "content": "undone\n"}))
+		wantOutcome(t, res, executor.Completed)
+		executor.SetFaults(v.ex, nil, func(ctx context.Context, snap *sandbox.Snapshot) error {
+			v.clock.Advance(time.Hour)
+			n, err := v.ex.RecoverInterruptedWith(ctx, executor.RecoverOptions{Before: v.clock.Now().Add(-time.Minute)})
+			if n != 1 || err != nil {
+				t.Errorf("the other process's recovery: %d %v", n, err)
+			}
+			return errors.New("refused by the sandbox")
+		})
+		if err := v.ex.Rollback(ctx, res.ActionID); !errors.Is(err, executor.ErrTakenUp) {
+			t.Errorf("rollback: %v, want ErrTakenUp", err)
+		}
+		if a := v.action(res.ActionID); a.State != "rolled_back" {
+			t.Errorf("record %s, want rolled_back", a.State)
+		}
+		if es := v.entries(res.ActionID); es[len(es)-1].Decision != "recovered" {
+			t.Errorf("last audit entry %+v, want the recovery's", es[len(es)-1])
+		}
+		v.verify()
+	})
+}

@@ -45,13 +45,14 @@ func (e *Executor) Rollback(ctx context.Context, actionID string) error {
 	if err != nil {
 		return fmt.Errorf("executor: rollback %s: %w", actionID, err)
 	}
-	ok, err := e.store.claim(ctx, actionID, statePromoted, stateRollingBack, e.now())
+	token, ok, err := e.store.claim(ctx, actionID, statePromoted, stateRollingBack, e.now())
 	if err != nil {
 		return err
 	}
 	if !ok {
 		return fmt.Errorf("%w: %q (another rollback took it)", ErrNotPromoted, actionID)
 	}
+	r.Claim = token // each later write is conditioned on it
 	var rerr error
 	if e.rollbackFault != nil {
 		rerr = e.rollbackFault(ctx, snap)
@@ -68,10 +69,15 @@ func (e *Executor) Rollback(ctx context.Context, actionID string) error {
 		return e.settleHalfWay(bg, j, r, "rollback", "completing", rerr)
 	}
 	if rerr != nil {
-		// The record back to promoted and the refusal, in one commit.
+		// The record back to promoted and the refusal, in one commit;
+		// none if another process took the rollback up meanwhile (and
+		// completed it).
 		j.add(audit.Entry{Actor: Host, Step: audit.StepRolledBack, Decision: "refused", Reason: rerr.Error()})
 		err := j.commit(bg, func(ctx context.Context, tx *sql.Tx) error {
-			_, err := e.store.claimTx(ctx, tx, actionID, stateRollingBack, statePromoted, e.now())
+			ok, err := e.store.releaseTx(ctx, tx, actionID, stateRollingBack, statePromoted, token, e.now())
+			if err == nil && !ok {
+				err = fmt.Errorf("%w: action %s is no longer %s", ErrTakenUp, actionID, stateRollingBack)
+			}
 			return err
 		})
 		if err != nil {
@@ -244,6 +250,9 @@ func (e *Executor) recoverClaimed(ctx context.Context, r *record, o RecoverOptio
 
 func (e *Executor) recover(ctx context.Context, r *record) error {
 	if r.State == stateApproving {
+		// Handed back under the claim token read: the record goes
+		// pending without one, so that the approval that stood still,
+		// whatever claim comes next, no longer holds it.
 		r.State, r.Updated = statePending, e.now()
 		_, err := e.store.update(ctx, r, stateApproving)
 		return err

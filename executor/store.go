@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/snapnode/snapnode/executor/sandbox"
 	"github.com/snapnode/snapnode/internal/sqldb"
 )
@@ -74,7 +76,32 @@ type record struct {
 	// count at zero or more: set when it goes promoting, and counted
 	// against the requester's quotas while it is (see quotaTx).
 	Growth sandbox.Counts
+	// Claim is the token of the call that holds the record (claim_token):
+	// one of its own, new at each claim, while the record is in a held
+	// state (see heldState), "" otherwise. Every write is conditioned on it as
+	// well as on the state, so that a call whose claim another process's
+	// recovery took up (and that a new claim may have made approving,
+	// say, again) finds that it no longer holds the action.
+	Claim string
 }
+
+// heldState reports whether state is one a call holds, under its claim
+// token: approving, promoting, rolling_back.
+func heldState(state string) bool {
+	return state == stateApproving || state == statePromoting || state == stateRollingBack
+}
+
+// claimToken is the claim_token r is written with: its Claim while it is
+// in a held state, "" otherwise (the call let it go).
+func (r *record) claimToken() string {
+	if heldState(r.State) {
+		return r.Claim
+	}
+	return ""
+}
+
+// newClaim returns a new claim token.
+func newClaim() string { return uuid.NewString() }
 
 // store keeps the records in the shared database.
 type store struct {
@@ -84,7 +111,7 @@ type store struct {
 
 const recordColumns = `action_id, task, requester, proposal_id, action, state, data, diff,
 	pre_images, reason, snapshot, created_at, updated_at, rolled_back_at,
-	snapshot_at, snapshot_bytes, snapshot_pruned_at, grow_bytes, grow_files, grow_dirs`
+	snapshot_at, snapshot_bytes, snapshot_pruned_at, grow_bytes, grow_files, grow_dirs, claim_token`
 
 // insertTx adds r as a new record, in tx.
 func (s *store) insertTx(ctx context.Context, tx *sql.Tx, r *record) error {
@@ -93,12 +120,12 @@ func (s *store) insertTx(ctx context.Context, tx *sql.Tx, r *record) error {
 		return err
 	}
 	q := s.d.Rebind(`INSERT INTO executor_actions (` + recordColumns + `)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	at, size := r.snapshotStamp()
 	_, err = tx.ExecContext(ctx, q, r.ActionID, r.Task, r.Requester, r.ProposalID, r.Action,
 		r.State, r.Data, r.Diff, string(pre), r.Reason, string(r.Snapshot),
 		sqldb.Micros(r.Created), sqldb.Micros(r.Updated), sqldb.Micros(r.RolledBack), at, size, sqldb.Micros(r.SnapshotPruned),
-		r.Growth.Bytes, r.Growth.Files, r.Growth.Dirs)
+		r.Growth.Bytes, r.Growth.Files, r.Growth.Dirs, r.claimToken())
 	if err != nil {
 		return fmt.Errorf("executor: store action %s: %w", r.ActionID, err)
 	}
@@ -115,8 +142,10 @@ func (r *record) snapshotStamp() (at, size int64) {
 }
 
 // updateTx writes r's mutable columns (state, diff, pre-images, reason,
-// snapshot, times, growth), in tx, if the record is still in state from, and
-// reports whether it was: a record another call moved on is left alone.
+// snapshot, times, growth, claim token), in tx, if the record is still in
+// state from under r's claim token (r.Claim: the one this call's claim
+// wrote, or the one it read), and reports whether it was: a record another
+// call moved on, or claimed since, is left alone.
 func (s *store) updateTx(ctx context.Context, tx *sql.Tx, r *record, from string) (bool, error) {
 	pre, err := json.Marshal(nonNil(r.PreImages))
 	if err != nil {
@@ -124,11 +153,12 @@ func (s *store) updateTx(ctx context.Context, tx *sql.Tx, r *record, from string
 	}
 	q := s.d.Rebind(`UPDATE executor_actions SET state = ?, diff = ?, pre_images = ?, reason = ?,
 		snapshot = ?, snapshot_at = ?, snapshot_bytes = ?, updated_at = ?, rolled_back_at = ?,
-		grow_bytes = ?, grow_files = ?, grow_dirs = ?
-		WHERE action_id = ? AND state = ?`)
+		grow_bytes = ?, grow_files = ?, grow_dirs = ?, claim_token = ?
+		WHERE action_id = ? AND state = ? AND claim_token = ?`)
 	at, size := r.snapshotStamp()
 	res, err := tx.ExecContext(ctx, q, r.State, r.Diff, string(pre), r.Reason, string(r.Snapshot), at, size,
-		sqldb.Micros(r.Updated), sqldb.Micros(r.RolledBack), r.Growth.Bytes, r.Growth.Files, r.Growth.Dirs, r.ActionID, from)
+		sqldb.Micros(r.Updated), sqldb.Micros(r.RolledBack), r.Growth.Bytes, r.Growth.Files, r.Growth.Dirs, r.claimToken(),
+		r.ActionID, from, r.Claim)
 	return affectedOne(res, err, "update", r.ActionID)
 }
 
@@ -141,22 +171,33 @@ func (s *store) update(ctx context.Context, r *record, from string) (ok bool, er
 	return ok, err
 }
 
-// claimTx moves the record from state from to state to, in tx, and
-// reports whether this call did it: of two calls racing for one record,
-// one wins.
-func (s *store) claimTx(ctx context.Context, tx *sql.Tx, actionID, from, to string, now time.Time) (bool, error) {
-	q := s.d.Rebind(`UPDATE executor_actions SET state = ?, updated_at = ? WHERE action_id = ? AND state = ?`)
-	res, err := tx.ExecContext(ctx, q, to, sqldb.Micros(now), actionID, from)
-	return affectedOne(res, err, "claim", actionID)
-}
-
-// claim is claimTx in a transaction of its own.
-func (s *store) claim(ctx context.Context, actionID, from, to string, now time.Time) (ok bool, err error) {
+// claim moves the record from state from (one no call holds) to the held
+// state to, in a transaction of its own, under a new claim token, and
+// returns the token when this call did it: of two calls racing for one
+// record, one wins. The call's later writes are conditioned on the token
+// (updateTx, releaseTx): a recovery that takes the action up, and any
+// claim after it, leaves the record with another.
+func (s *store) claim(ctx context.Context, actionID, from, to string, now time.Time) (token string, ok bool, err error) {
+	token = newClaim()
 	err = s.write(ctx, "claim", actionID, func(ctx context.Context, tx *sql.Tx) error {
-		ok, err = s.claimTx(ctx, tx, actionID, from, to, now)
+		q := s.d.Rebind(`UPDATE executor_actions SET state = ?, updated_at = ?, claim_token = ? WHERE action_id = ? AND state = ?`)
+		res, err := tx.ExecContext(ctx, q, to, sqldb.Micros(now), token, actionID, from)
+		ok, err = affectedOne(res, err, "claim", actionID)
 		return err
 	})
-	return ok, err
+	if !ok {
+		token = ""
+	}
+	return token, ok, err
+}
+
+// releaseTx moves the record back from the held state from to state to,
+// in tx, if it is still held under token, and reports whether it was; the
+// token is cleared.
+func (s *store) releaseTx(ctx context.Context, tx *sql.Tx, actionID, from, to, token string, now time.Time) (bool, error) {
+	q := s.d.Rebind(`UPDATE executor_actions SET state = ?, updated_at = ?, claim_token = '' WHERE action_id = ? AND state = ? AND claim_token = ?`)
+	res, err := tx.ExecContext(ctx, q, to, sqldb.Micros(now), actionID, from, token)
+	return affectedOne(res, err, "release", actionID)
 }
 
 // affectedOne reports whether the statement that gave res changed the
@@ -531,7 +572,7 @@ func scanRecord(sc scanner) (*record, error) {
 	)
 	err := sc.Scan(&r.ActionID, &r.Task, &r.Requester, &r.ProposalID, &r.Action, &r.State, &r.Data,
 		&r.Diff, &pre, &r.Reason, &snap, &created, &updated, &rolledAt, &snapAt, &snapBytes, &prunedAt,
-		&r.Growth.Bytes, &r.Growth.Files, &r.Growth.Dirs)
+		&r.Growth.Bytes, &r.Growth.Files, &r.Growth.Dirs, &r.Claim)
 	if err != nil {
 		return nil, err
 	}

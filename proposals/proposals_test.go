@@ -714,3 +714,101 @@ func TestSlowApprovalHandedBackRecordsNothing(t *testing.T) {
 		})
 	}
 }
+
+// A claim belongs to the call that took it, not to whoever finds the
+// record in its state. An approval on one replica stands still past
+// reconcile_after; another replica's reconcile pass hands the action back
+// to the operators, and an operator approves it again there, whose claim
+// makes the record approving again. When the first approval wakes up, it
+// must find it no longer holds the action (ErrTakenUp) and change
+// nothing, and the second approval must go on as if the first had never
+// been. Before, the first one's writes, conditioned on the state alone,
+// found the second's claim and went on: it promoted the action under the
+// second approval's feet, which then failed.
+func TestSlowApprovalReclaimedElsewhereRecordsNothing(t *testing.T) {
+	dsn := testdb.Postgres(t)
+	a := newReplica(t, dsn, true)
+	b := newReplicaOn(t, dsn, true, a.sandbox)
+	ctx := context.Background()
+	task, pa := a.oneHeld(t)
+	row := func() string {
+		var state, diff, reason, snap string
+		var updated int64
+		err := a.db.R.QueryRowContext(ctx, a.db.Dialect.Rebind(`SELECT state, diff, reason, snapshot, updated_at FROM executor_actions WHERE action_id = ?`),
+			pa.ActionID).Scan(&state, &diff, &reason, &snap, &updated)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf("%s %d %q %q %q", state, updated, diff, reason, snap)
+	}
+	var (
+		claimed  = make(chan string, 1) // the record as B's claim left it
+		goOn     = make(chan struct{})  // A's approval has returned
+		bDecided = make(chan error, 1)
+		bTask    *tasks.Task
+	)
+	wait := func(what string, c <-chan struct{}) {
+		select {
+		case <-c:
+		case <-time.After(30 * time.Second):
+			t.Errorf("timed out waiting for %s", what)
+		}
+	}
+	// B's approval, once it has claimed the action, waits for A's to end.
+	bHold := func() {
+		claimed <- row()
+		wait("A's approval", goOn)
+	}
+	b.during.Store(&bHold)
+	var seen string
+	slow := func() {
+		// reconcile_after has passed since A's claim.
+		rec, err := b.props.Reconcile(ctx, time.Now().Add(time.Second))
+		if err != nil || rec.Recovered != 1 {
+			t.Errorf("the other replica's pass: %+v %v", rec, err)
+		}
+		go func() {
+			var err error
+			bTask, err = b.props.Decide(ctx, proposals.Decision{TaskID: task.ID, ActionID: pa.ActionID, Approver: executor.Host, Approve: true})
+			bDecided <- err
+		}()
+		select {
+		case seen = <-claimed:
+		case err := <-bDecided:
+			t.Errorf("B's approval ended before A went on: %v", err)
+			bDecided <- err
+		case <-time.After(30 * time.Second):
+			t.Error("timed out waiting for B's claim")
+		}
+	}
+	a.during.Store(&slow)
+	got, err := a.props.Decide(ctx, proposals.Decision{TaskID: task.ID, ActionID: pa.ActionID, Approver: executor.Host, Approve: true})
+	after := row()
+	_, fileErr := os.Stat(a.file("one.txt"))
+	close(goOn)
+	if err == nil {
+		t.Errorf("A's approval, taken up and claimed again elsewhere, went on: task %s %q", got.Status.State, got.Status.Message)
+	} else if !errors.Is(err, executor.ErrTakenUp) || !errors.Is(err, proposals.ErrTakenUp) {
+		t.Errorf("A's approval refused with %v, want ErrTakenUp", err)
+	}
+	if fileErr != nil {
+		t.Errorf("A's approval changed the workspace: %v", fileErr)
+	}
+	if !strings.HasPrefix(seen, "approving ") || after != seen {
+		t.Errorf("A's approval changed the record B holds:\n  B's claim left %s\n  A left         %s", seen, after)
+	}
+	select {
+	case err = <-bDecided:
+	case <-time.After(30 * time.Second):
+		t.Fatal("B's approval does not end")
+	}
+	if err != nil || bTask == nil || bTask.Status.State != tasks.StateCompleted {
+		t.Fatalf("B's approval: %v %v", bTask, err)
+	}
+	if _, err := os.Stat(a.file("one.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("one.txt after B's approval: %v", err)
+	}
+	if s := row(); !strings.HasPrefix(s, "promoted ") {
+		t.Errorf("record after B's approval: %s", s)
+	}
+}
