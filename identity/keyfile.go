@@ -7,9 +7,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
+
+	"github.com/snapnode/snapnode/internal/syncdir"
 )
 
 // maxKeyFile bounds what LoadKeyFile reads: the secret's 64 hex
@@ -85,17 +86,9 @@ func SaveKeyFile(path string, k *Key) error {
 	}
 	// The file's name is in its folder: synced too, so that a power cut
 	// just after cannot leave a node that has announced this identity to
-	// make another at its next start. (Windows syncs no folder handle.)
-	if runtime.GOOS == "windows" {
-		return nil
-	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
+	// make another at its next start.
+	if err := syncdir.Sync(filepath.Dir(path)); err != nil {
 		return fmt.Errorf("identity: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("identity: sync the folder of %s: %w", path, err)
 	}
 	return nil
 }

@@ -112,13 +112,7 @@ func checkLock(root *os.Root) error {
 	if err != nil {
 		return bare(err)
 	}
-	switch {
-	case fi.Mode()&fs.ModeSymlink != 0:
-		return ErrSymlink
-	case !fi.Mode().IsRegular():
-		return ErrNotRegular
-	}
-	return nil
+	return plainFile(fi)
 }
 
 // lockNamed reports whether f is the file now named LockFile in the

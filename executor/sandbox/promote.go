@@ -36,15 +36,11 @@ func (s *Sandbox) promote(ctx context.Context, st *Staged, temps map[string]*tem
 	if st.core != s.core {
 		return nil, ErrForeign
 	}
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	s.core.mu.Lock()
-	defer s.core.mu.Unlock()
-	unlock, err := s.lockFolder(ctx)
+	ctx, done, err := s.exclusive(ctx, "promote")
 	if err != nil {
-		return nil, opErr("promote", "", err)
+		return nil, err
 	}
-	defer unlock()
+	defer done()
 	steps := make([]entry, len(st.entries))
 	for i, e := range st.entries {
 		cur, err := s.load(ctx, e.rel)
@@ -87,15 +83,11 @@ func (s *Sandbox) restore(ctx context.Context, snap *Snapshot, partial bool) err
 	if err != nil {
 		return err
 	}
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	s.core.mu.Lock()
-	defer s.core.mu.Unlock()
-	unlock, err := s.lockFolder(ctx)
+	ctx, done, err := s.exclusive(ctx, op)
 	if err != nil {
-		return opErr(op, "", err)
+		return err
 	}
-	defer unlock()
+	defer done()
 	going := make(map[string]bool)
 	var steps []entry
 	for _, e := range entries {
@@ -297,6 +289,35 @@ func (s *Sandbox) do(ctx context.Context, o op) (applied bool, err error) {
 	return true, nil
 }
 
+// exclusive bounds ctx by the action's time limit and takes the locks of
+// a change of the workspace: this process's (core.mu) and the folder's,
+// which the other processes sharing it take too (lockFolder). done lets
+// them go, the newest first.
+func (s *Sandbox) exclusive(ctx context.Context, op string) (_ context.Context, done func(), _ error) {
+	ctx, cancel := s.bound(ctx)
+	s.core.mu.Lock()
+	unlock, err := s.lockFolder(ctx)
+	if err != nil {
+		s.core.mu.Unlock()
+		cancel()
+		return nil, nil, opErr(op, "", err)
+	}
+	return ctx, func() { unlock(); s.core.mu.Unlock(); cancel() }, nil
+}
+
+// plainFile refuses what Lstat found that is not a regular file: a
+// symbolic link (ErrSymlink), which os.Root would follow, a directory,
+// a FIFO or a device (ErrNotRegular).
+func plainFile(fi fs.FileInfo) error {
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return ErrSymlink
+	case !fi.Mode().IsRegular():
+		return ErrNotRegular
+	}
+	return nil
+}
+
 // checkFile requires name in d to be absent or a regular file with one
 // link: the sandbox never replaces or removes a symbolic link, a
 // directory, or a file that has another name somewhere.
@@ -305,11 +326,8 @@ func checkFile(d *os.Root, name string) error {
 	if err != nil {
 		return bare(err)
 	}
-	switch {
-	case fi.Mode()&fs.ModeSymlink != 0:
-		return ErrSymlink
-	case !fi.Mode().IsRegular():
-		return ErrNotRegular
+	if err := plainFile(fi); err != nil {
+		return err
 	}
 	return singleLink(fi)
 }

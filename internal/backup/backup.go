@@ -20,6 +20,7 @@ import (
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/sqldb"
+	"github.com/snapnode/snapnode/internal/syncdir"
 )
 
 // ManifestName is the manifest's file name in a backup folder.
@@ -456,13 +457,8 @@ func syncDir(dir string) error {
 		if err != nil || !d.IsDir() {
 			return err
 		}
-		f, err := os.Open(path)
-		if err != nil {
+		if err := syncdir.Sync(path); err != nil {
 			return fmt.Errorf("backup: %w", err)
-		}
-		defer f.Close()
-		if err := f.Sync(); err != nil {
-			return fmt.Errorf("backup: sync %s: %w", path, err)
 		}
 		return nil
 	})
