@@ -1,9 +1,28 @@
 package tasks
 
 import (
+	"errors"
 	"slices"
 	"sync"
 )
+
+// ErrKeyKept: the idempotency key sent with a message to a task is kept
+// already (Store.AppendKeyed); errors wrapping it are *KeyKeptError.
+var ErrKeyKept = errors.New("idempotency key already kept")
+
+// KeyKeptError is Store.AppendKeyed's refusal of a key the task's owner
+// already kept: TaskID is the task it was kept with, the one a retry of
+// the message continued.
+type KeyKeptError struct {
+	Owner, Key, TaskID string
+}
+
+func (e *KeyKeptError) Error() string {
+	return "tasks: idempotency key " + e.Key + " of " + e.Owner + " kept with task " + e.TaskID + ": " + ErrKeyKept.Error()
+}
+
+// Is makes a *KeyKeptError ErrKeyKept.
+func (e *KeyKeptError) Is(target error) bool { return target == ErrKeyKept }
 
 // idemKey scopes an idempotency key to its requester: two requesters may
 // use the same key for different tasks.

@@ -39,6 +39,10 @@ type MemoryStore struct {
 	// task took since, is skipped.
 	terminal []*Task
 	head     int
+	// keys holds the idempotency keys kept with tasks (AppendKeyed),
+	// keysOf each task's, to delete them with it.
+	keys   map[idemKey]string
+	keysOf map[string][]idemKey
 }
 
 var _ Store = (*MemoryStore)(nil)
@@ -49,7 +53,8 @@ func NewMemoryStore(opts MemoryStoreOptions) *MemoryStore {
 	if opts.MaxTasks <= 0 {
 		opts.MaxTasks = DefaultMaxTasks
 	}
-	return &MemoryStore{max: opts.MaxTasks, tasks: make(map[string]*Task), events: make(map[string][]Event)}
+	return &MemoryStore{max: opts.MaxTasks, tasks: make(map[string]*Task), events: make(map[string][]Event),
+		keys: make(map[idemKey]string), keysOf: make(map[string][]idemKey)}
 }
 
 // Len returns the number of tasks held.
@@ -110,6 +115,10 @@ func (s *MemoryStore) evictLocked() bool {
 func (s *MemoryStore) deleteLocked(id string) {
 	delete(s.tasks, id)
 	delete(s.events, id)
+	for _, k := range s.keysOf[id] {
+		delete(s.keys, k)
+	}
+	delete(s.keysOf, id)
 }
 
 // Get implements Store.
@@ -187,6 +196,43 @@ func (s *MemoryStore) AppendHistory(ctx context.Context, id string, expected int
 		cur.History = append(cur.History, m.Clone())
 	}
 	cur.Version++
+	return cur.Clone(), nil
+}
+
+// AppendKeyed implements Store.
+func (s *MemoryStore) AppendKeyed(ctx context.Context, id string, expected int64, key string, msg Message, at time.Time) (*Task, error) {
+	const op = "append keyed"
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("tasks: %s: %w", op, err)
+	}
+	if key == "" || at.IsZero() {
+		return nil, fmt.Errorf("tasks: %s %s: no key or no time: %w", op, id, ErrInvalidTask)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur, ok := s.tasks[id]
+	if !ok {
+		return nil, fmt.Errorf("tasks: %s %s: %w", op, id, ErrNotFound)
+	}
+	k := idemKey{owner: cur.Owner, key: key}
+	if kept, ok := s.keys[k]; ok {
+		return nil, &KeyKeptError{Owner: k.owner, Key: key, TaskID: kept}
+	}
+	if cur.Version != expected {
+		return nil, fmt.Errorf("tasks: %s %s: version %d, expected %d: %w", op, id, cur.Version, expected, ErrVersionConflict)
+	}
+	if cur.Status.State.Terminal() {
+		return nil, fmt.Errorf("tasks: %s %s: %s: %w", op, id, cur.Status.State, ErrTerminal)
+	}
+	// Stored tasks are never handed out, so they may change in place.
+	cur.History = append(cur.History, msg.Clone())
+	cur.Version++
+	if cur.Status.State == StateInputRequired {
+		cur.Status = Status{State: StateWorking, Timestamp: at.UTC()}
+		s.events[id] = append(s.events[id], StatusEvent(cur))
+	}
+	s.keys[k] = id
+	s.keysOf[id] = append(s.keysOf[id], k)
 	return cur.Clone(), nil
 }
 

@@ -198,8 +198,9 @@ func notFound(id string) *snap.Error {
 }
 
 // KeyFinder is implemented by stores that can find a task by the
-// idempotency key it was created with, so that keys outlive the service's
-// memory (a restart, another replica). It returns ErrNotFound when none.
+// idempotency key it was created with, or that was sent with a message to
+// it (Store.AppendKeyed), so that keys outlive the service's memory (a
+// restart, another replica). It returns ErrNotFound when none.
 type KeyFinder interface {
 	FindByIdempotencyKey(ctx context.Context, owner, key string) (*Task, error)
 }
@@ -218,7 +219,10 @@ type KeyFinder interface {
 // to working; the message is appended to the history.
 //
 // With an idempotencyKey, a request repeating a key of the same owner gets
-// the task the key first produced, as it is now, and changes nothing.
+// the task the key first produced, or first continued, as it is now, and
+// changes nothing. A key sent with taskId is kept with the task, in the
+// write of the message (Store.AppendKeyed), so a store that outlives the
+// process (or is shared by replicas) still knows it.
 func (s *Service) SendMessage(ctx context.Context, owner string, req *SendParams) (*Task, error) {
 	if owner == "" {
 		return nil, errors.New("tasks: send message: no requester")
@@ -254,16 +258,29 @@ func (s *Service) SendMessage(ctx context.Context, owner string, req *SendParams
 			}
 			s.keys.remove(k) // the task is gone: the key starts afresh
 		}
-		t, err := s.send(ctx, owner, req)
+		t, err := s.send(ctx, owner, req, true)
+		var kept *KeyKeptError
+		if errors.As(err, &kept) {
+			// Kept with a task by another process, since the lookup.
+			if kept.TaskID != req.TaskID {
+				return nil, snap.FieldError(root+".idempotencyKey", "unique", "a key not used for another task", req.IdempotencyKey)
+			}
+			if t, err = s.store.Get(ctx, kept.TaskID); err != nil {
+				return nil, fmt.Errorf("tasks: send message: %w", err)
+			}
+		}
 		if err == nil {
 			s.keys.put(k, t.ID)
 		}
 		return t, err
 	}
-	return s.send(ctx, owner, req)
+	return s.send(ctx, owner, req, false)
 }
 
-func (s *Service) send(ctx context.Context, owner string, req *SendParams) (*Task, error) {
+// send handles the message of req; keyed says that its idempotency key
+// is honoured, and is kept with the task it continues (a *KeyKeptError
+// when it was kept already, and the message not added).
+func (s *Service) send(ctx context.Context, owner string, req *SendParams, keyed bool) (*Task, error) {
 	proposals := Proposals(req.Message) // classified once
 	if err := checkProposals(proposals); err != nil {
 		return nil, err
@@ -272,7 +289,7 @@ func (s *Service) send(ctx context.Context, owner string, req *SendParams) (*Tas
 	if req.TaskID == "" && len(proposals) == 0 {
 		refusal = s.screen()
 	}
-	t, err := s.receive(ctx, owner, req, refusal)
+	t, err := s.receive(ctx, owner, req, refusal, keyed)
 	if err != nil {
 		return nil, err
 	}
@@ -283,8 +300,9 @@ func (s *Service) send(ctx context.Context, owner string, req *SendParams) (*Tas
 }
 
 // receive records the message: a new task (failed at once when refusal
-// is set), or the next message of one.
-func (s *Service) receive(ctx context.Context, owner string, req *SendParams, refusal *Refusal) (*Task, error) {
+// is set), or the next message of one, with its idempotency key when
+// keyed.
+func (s *Service) receive(ctx context.Context, owner string, req *SendParams, refusal *Refusal, keyed bool) (*Task, error) {
 	if req.TaskID == "" {
 		return s.create(ctx, owner, req, refusal)
 	}
@@ -298,6 +316,18 @@ func (s *Service) receive(ctx context.Context, owner string, req *SendParams, re
 		}
 		if len(cur.History) >= s.maxHistory {
 			return nil, snap.FieldError(root+".taskId", "maxHistory", s.maxHistory, len(cur.History)+1)
+		}
+		if keyed {
+			// One write: the message, the key, and working again when
+			// the task waited for input.
+			t, err := s.store.AppendKeyed(ctx, cur.ID, cur.Version, req.IdempotencyKey, req.Message, s.timestamp())
+			if err != nil {
+				return nil, fmt.Errorf("tasks: send message: %w", err)
+			}
+			if StatusChanged(cur, t) {
+				s.publishStatus(t)
+			}
+			return t, nil
 		}
 		if cur.Status.State != StateInputRequired {
 			t, err := s.store.AppendHistory(ctx, cur.ID, cur.Version, req.Message)

@@ -841,3 +841,29 @@ func TestRegisterWithRouter(t *testing.T) {
 		t.Fatalf("methods %s", got)
 	}
 }
+
+// A continuation's key the Service forgot is still kept with the task in
+// the store, which finds it in the write of the message: a retry changes
+// nothing, and the key stays the task's.
+func TestContinuationKeyKeptByTheStore(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newService(t, ServiceOptions{IdempotencyKeys: 1})
+	first := mustSend(t, s, alice, send(`{"text":"one"}`))
+	other := mustSend(t, s, alice, send(`{"text":"two"}`))
+	cont := fmt.Sprintf(`{"taskId":%q,"idempotencyKey":"k","message":{"messageId":"m2","role":"user","parts":[{"text":"more"}]}}`, first.ID)
+	a := mustSend(t, s, alice, cont)
+	mustSend(t, s, alice, `{"idempotencyKey":"forget-k",`+send(`{"text":"x"}`)[1:]) // the Service holds one key
+	if _, ok := s.keys.get(idemKey{owner: alice, key: "k"}); ok {
+		t.Fatal("key k still held by the Service")
+	}
+	b := mustSend(t, s, alice, cont)
+	if len(a.History) != 2 || len(b.History) != 2 || b.Version != a.Version {
+		t.Fatalf("continuation retried: %d then %d messages", len(a.History), len(b.History))
+	}
+	s.keys.put(idemKey{owner: alice, key: "forget-k"}, other.ID) // forget k again
+	_, err := sendJSON(ctx, s, alice, []byte(fmt.Sprintf(`{"taskId":%q,"idempotencyKey":"k","message":{"messageId":"m3","role":"user","parts":[{"text":"x"}]}}`, other.ID)))
+	wantSnap(t, err, snap.CodeInvalidPayload, map[string]any{"field": "payload.idempotencyKey", "constraint": "unique"})
+	if got, _ := getJSON(ctx, s, alice, []byte(getPayload(other.ID))); len(got.History) != 1 {
+		t.Fatalf("the other task got %d messages", len(got.History))
+	}
+}

@@ -37,6 +37,20 @@ type Store interface {
 	// AppendHistory adds messages at the end of the task's history if its
 	// version is expected. It returns the stored task.
 	AppendHistory(ctx context.Context, id string, expected int64, msgs ...Message) (*Task, error)
+	// AppendKeyed continues the task with msg, sent with key, an
+	// idempotency key of the task's owner: it appends msg to the history
+	// if the task's version is expected (a task in input_required goes
+	// back to working, timestamped at, with its status event, as Update
+	// records it) and keeps (owner, key) with the task, in one write. The
+	// key is looked for first, whatever the version: one the owner
+	// already kept, with this task or another, appends nothing and gives
+	// a *KeyKeptError (ErrKeyKept) naming its task. A failed call keeps
+	// no key. Keys go with their task (Prune, a MemoryStore's eviction);
+	// as each call appends one message, a task holds at most one kept key
+	// per message of its history (the Service bounds it with MaxHistory).
+	// An empty key, or a zero at, is ErrInvalidTask. It returns the
+	// stored task.
+	AppendKeyed(ctx context.Context, id string, expected int64, key string, msg Message, at time.Time) (*Task, error)
 	// AppendArtifact adds an artifact if the task's version is expected.
 	// A 101st artifact gives ErrLimit, a second one with the same
 	// artifactId ErrExists. It returns the stored task.

@@ -35,6 +35,8 @@
 //	      idempotency_key, created_at, updated_at, history, artifacts, metadata)
 //	      indexes: (owner, created_at, id), (context_id, …), (state, …),
 //	      (created_at, id), (owner, idempotency_key) where a key is set
+//	task_keys(owner, idem_key) PK, task_id → tasks ON DELETE CASCADE (indexed):
+//	      the idempotency keys sent with messages to existing tasks
 //	replay(sender, msg_id) PK, first_seen, expires (indexed), fingerprint
 //
 // What List filters on and orders by are columns with an index each;

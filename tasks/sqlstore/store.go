@@ -138,7 +138,7 @@ func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 type statements struct {
 	// Writes, used inside transactions through tx.StmtContext.
 	insertTask, getForWrite, updateTask, updateHistory, updateArtifacts *sql.Stmt
-	applyTask                                                           *sql.Stmt
+	applyTask, continueTask, keepKey, keptWith                          *sql.Stmt
 	insertEvent, prune                                                  *sql.Stmt
 	remember, rememberPrior, saveResult, sweep                          *sql.Stmt
 	// PostgreSQL's one-statement writes, run outside transactions (nil on
@@ -162,6 +162,13 @@ func pruneQuery(dialect string) string {
 	return `DELETE FROM tasks WHERE id IN (SELECT id FROM ` + from + `
 			WHERE state IN ('completed', 'failed', 'canceled') AND status_ts < ? ORDER BY status_ts, id LIMIT ?)`
 }
+
+// byKeyQuery is FindByIdempotencyKey's: the newest of the task the key
+// created (tasks.idempotency_key) and the task it was sent to
+// (task_keys), in one query.
+const byKeyQuery = "SELECT " + taskColumns + " FROM tasks WHERE owner = ? AND idempotency_key = ? UNION ALL " +
+	"SELECT " + taskColumns + " FROM tasks WHERE id = (SELECT task_id FROM task_keys WHERE owner = ? AND idem_key = ?) " +
+	"ORDER BY created_at DESC, id DESC LIMIT 1"
 
 // rememberConflict ends Remember's INSERT: an unexpired record stays; an
 // expired one is replaced. Of two concurrent calls the database lets one
@@ -194,6 +201,10 @@ func (s *Store) prepare(ctx context.Context) error {
 		updateArtifacts: p(s.w, "UPDATE tasks SET artifacts = ?, version = version + 1, updated_at = ? WHERE id = ? AND version = ?"),
 		applyTask: p(s.w, `UPDATE tasks SET state = ?, status_ts = ?, status_message = ?, artifacts = ?,
 			version = ?, updated_at = ? WHERE id = ? AND version = ?`),
+		continueTask: p(s.w, `UPDATE tasks SET state = ?, status_ts = ?, status_message = ?, history = ?,
+			version = version + 1, updated_at = ? WHERE id = ? AND version = ?`),
+		keepKey:     p(s.w, "INSERT INTO task_keys (owner, idem_key, task_id) VALUES (?, ?, ?) ON CONFLICT (owner, idem_key) DO NOTHING"),
+		keptWith:    p(s.w, "SELECT task_id FROM task_keys WHERE owner = ? AND idem_key = ?"),
 		insertEvent: p(s.w, "INSERT INTO task_events (task_id, version, kind, body) VALUES (?, ?, ?, ?)"),
 		prune:       p(s.w, pruneQuery(s.d.Name())),
 
@@ -204,7 +215,7 @@ func (s *Store) prepare(ctx context.Context) error {
 			(SELECT sender, msg_id FROM replay WHERE expires <= ? LIMIT ?)`),
 
 		getTask:          p(s.r, "SELECT "+taskColumns+" FROM tasks WHERE id = ?"),
-		byIdempotencyKey: p(s.r, "SELECT "+taskColumns+" FROM tasks WHERE owner = ? AND idempotency_key = ? ORDER BY created_at DESC, id DESC LIMIT 1"),
+		byIdempotencyKey: p(s.r, byKeyQuery),
 		lookup:           p(s.r, "SELECT first_seen, expires, fingerprint, via FROM replay WHERE sender = ? AND msg_id = ? AND expires > ?"),
 		events:           p(s.r, "SELECT body FROM task_events WHERE task_id = ? AND version > ? ORDER BY version"),
 		exists:           p(s.r, "SELECT 1 FROM tasks WHERE id = ?"),
@@ -239,7 +250,7 @@ func (s *Store) prepare(ctx context.Context) error {
 
 func (st *statements) close() {
 	for _, x := range []*sql.Stmt{st.rememberNoSync, st.createTask, st.insertTask, st.getForWrite, st.updateTask, st.updateHistory, st.updateArtifacts, st.applyTask,
-		st.remember, st.rememberPrior, st.saveResult, st.sweep, st.getTask, st.byIdempotencyKey, st.lookup, st.loadResult,
+		st.continueTask, st.keepKey, st.keptWith, st.remember, st.rememberPrior, st.saveResult, st.sweep, st.getTask, st.byIdempotencyKey, st.lookup, st.loadResult,
 		st.insertEvent, st.prune, st.events, st.exists} {
 		if x != nil {
 			_ = x.Close()
@@ -437,8 +448,9 @@ func (s *Store) Get(ctx context.Context, id string) (*tasks.Task, error) {
 }
 
 // FindByIdempotencyKey returns the newest task that owner created with the
-// idempotency key, or tasks.ErrNotFound. It lets a node honour a key after
-// a restart, or one replica honour a key first seen by another.
+// idempotency key, or sent a message to with it (AppendKeyed), or
+// tasks.ErrNotFound. It lets a node honour a key after a restart, or one
+// replica honour a key first seen by another. One query reads both.
 func (s *Store) FindByIdempotencyKey(ctx context.Context, owner, key string) (*tasks.Task, error) {
 	if err := s.start(ctx, "find by idempotency key"); err != nil {
 		return nil, err
@@ -447,7 +459,7 @@ func (s *Store) FindByIdempotencyKey(ctx context.Context, owner, key string) (*t
 		return nil, fmt.Errorf("sqlstore: find by idempotency key: empty key: %w", tasks.ErrNotFound)
 	}
 	var r row
-	err := s.st.byIdempotencyKey.QueryRowContext(ctx, owner, key).Scan(r.dest()...)
+	err := s.st.byIdempotencyKey.QueryRowContext(ctx, owner, key, owner, key).Scan(r.dest()...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("sqlstore: find by idempotency key %q of %s: %w", key, owner, tasks.ErrNotFound)
 	}
@@ -580,6 +592,76 @@ func (s *Store) AppendHistory(ctx context.Context, id string, expected int64, ms
 		}
 		return string(cur.history), nil
 	})
+}
+
+// AppendKeyed implements tasks.Store. Its transaction reads the task (its
+// row locked on PostgreSQL), keeps the key with one INSERT … ON CONFLICT
+// DO NOTHING (no row: the key is kept already, and one more read names
+// its task), then appends the message as bytes to the stored history and
+// records the status event of a resumed task. Against AppendHistory it
+// costs one statement: the key's INSERT.
+func (s *Store) AppendKeyed(ctx context.Context, id string, expected int64, key string, msg tasks.Message, at time.Time) (*tasks.Task, error) {
+	const op = "append keyed"
+	if err := s.start(ctx, op); err != nil {
+		return nil, err
+	}
+	if key == "" || at.IsZero() {
+		return nil, fmt.Errorf("sqlstore: %s %s: no key or no time: %w", op, id, tasks.ErrInvalidTask)
+	}
+	add, err := marshal([]tasks.Message{msg})
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: %s %s: %w: %w", op, id, tasks.ErrInvalidTask, err)
+	}
+	now := micros(time.Now())
+	var out *row
+	err = s.write(ctx, op, id, func(ctx context.Context, tx *sql.Tx) error {
+		cur, err := s.forWrite(ctx, tx, op, id)
+		if err != nil {
+			return err
+		}
+		res, err := tx.StmtContext(ctx, s.st.keepKey).ExecContext(ctx, cur.owner, key, id)
+		if err != nil {
+			return dbError(op+" key", id, err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return dbError(op+" key", id, err)
+		} else if n == 0 {
+			kept := &tasks.KeyKeptError{Owner: cur.owner, Key: key}
+			if err := tx.StmtContext(ctx, s.st.keptWith).QueryRowContext(ctx, cur.owner, key).Scan(&kept.TaskID); err != nil {
+				return dbError(op+" key", id, err)
+			}
+			return kept
+		}
+		if cur.version != expected {
+			return fmt.Errorf("sqlstore: %s %s: version %d, expected %d: %w", op, id, cur.version, expected, tasks.ErrVersionConflict)
+		}
+		st := tasks.State(cur.state)
+		if st.Terminal() {
+			return fmt.Errorf("sqlstore: %s %s: %s: %w", op, id, st, tasks.ErrTerminal)
+		}
+		if cur.history, err = appendJSONArray(cur.history, add); err != nil {
+			return fmt.Errorf("sqlstore: %s %s: stored history: %w", op, id, err)
+		}
+		resumed := st == tasks.StateInputRequired
+		if resumed {
+			cur.state, cur.statusTS, cur.statusMessage = string(tasks.StateWorking), micros(at), ""
+		}
+		res, err = tx.StmtContext(ctx, s.st.continueTask).ExecContext(ctx, cur.state, cur.statusTS, cur.statusMessage,
+			string(cur.history), now, id, expected)
+		if err := exactlyOne(op, id, res, err); err != nil {
+			return err
+		}
+		cur.version++
+		out = cur
+		if resumed {
+			return s.recordEvent(ctx, tx, op, tasks.StatusEvent(cur.columns()))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out.task()
 }
 
 // AppendArtifact implements tasks.Store. Only the artifact ids are decoded

@@ -40,6 +40,7 @@ func Run(t *testing.T, newStore func(t *testing.T) tasks.Store) {
 		{"StateMachine", testStateMachine},
 		{"TerminalIsFinal", testTerminalIsFinal},
 		{"AppendHistory", testAppendHistory},
+		{"AppendKeyed", testAppendKeyed},
 		{"AppendArtifact", testAppendArtifact},
 		{"ArtifactLimits", testArtifactLimits},
 		{"Copies", testCopies},
