@@ -134,7 +134,27 @@ func parseDSN(dsn string) (target, error) {
 	if i := strings.Index(dsn, "://"); i > 0 && !strings.ContainsAny(dsn[:i], `/\.`) {
 		return target{}, fmt.Errorf("sqldb: DSN scheme %q: want sqlite:PATH, a file path, postgres:// or postgresql://", dsn[:i])
 	}
+	if libpqKeywords(dsn) {
+		// Not echoed: it may hold a password.
+		return target{}, fmt.Errorf("sqldb: the DSN is a PostgreSQL key=value string: give it as a URL, postgres://USER:PASSWORD@HOST:PORT/DBNAME?sslmode=…")
+	}
 	return sqliteTarget(dsn, dsn)
+}
+
+// libpqKeywords reports whether dsn starts like PostgreSQL's key=value
+// connection string ("host=db dbname=snap …"), which a bare DSN would
+// otherwise take for a SQLite file's name (a file named with the
+// password).
+func libpqKeywords(dsn string) bool {
+	key, _, ok := strings.Cut(strings.TrimSpace(dsn), "=")
+	if !ok {
+		return false
+	}
+	switch strings.ToLower(strings.TrimSpace(key)) {
+	case "host", "hostaddr", "port", "dbname", "user", "password", "passfile", "sslmode", "connect_timeout", "application_name", "options", "service":
+		return true
+	}
+	return false
 }
 
 func sqliteTarget(dsn, path string) (target, error) {

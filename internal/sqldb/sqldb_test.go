@@ -45,6 +45,22 @@ func TestParseDSN(t *testing.T) {
 			t.Errorf("parseDSN(%q) accepted", dsn)
 		}
 	}
+	// PostgreSQL's key=value connection strings are no file names: taken
+	// for one, the node made a SQLite file whose name held the password,
+	// and printed it in its errors.
+	for _, dsn := range []string{"host=db user=snap password=secret-pw dbname=snap", "dbname=snap", "  Host=db port=5432", "user=snap sslmode=disable"} {
+		_, err := parseDSN(dsn)
+		if err == nil || !strings.Contains(err.Error(), "postgres://") {
+			t.Errorf("parseDSN(%q) = %v; want it refused, pointing to a postgres:// URL", dsn, err)
+		} else if strings.Contains(err.Error(), "secret-pw") {
+			t.Errorf("parseDSN's error shows the password: %v", err)
+		}
+	}
+	for _, dsn := range []string{"data/a=b.db", "tasks-user=1.db"} { // an = in a file name is a file name
+		if tg, err := parseDSN(dsn); err != nil || tg.dialect != SQLite {
+			t.Errorf("parseDSN(%q) = %v, %v; want a SQLite file", dsn, tg.dialect, err)
+		}
+	}
 	if _, err := Open(context.Background(), "postgres://u:secret-pw@127.0.0.1:1/db?connect_timeout=x", Options{}); err == nil {
 		t.Fatal("bad connect_timeout accepted")
 	} else if strings.Contains(err.Error(), "secret-pw") {
