@@ -140,3 +140,30 @@ func TestNewMemoryStoreDefault(t *testing.T) {
 		t.Fatalf("Len = %d", s.Len())
 	}
 }
+
+// prunedBetween is a store whose task the retention deletes between the
+// service's read of it and its read of the task's events.
+type prunedBetween struct{ *tasks.MemoryStore }
+
+func (prunedBetween) Events(context.Context, string, int64) ([]tasks.Event, error) {
+	return nil, tasks.ErrNotFound
+}
+
+// A task deleted between the two reads of a resubscription (or of its
+// events) is 1001 to the requester, as one deleted before: before, the
+// second read's ErrNotFound answered 5001.
+func TestTaskDeletedMidReadIsNotFound(t *testing.T) {
+	ctx := context.Background()
+	store := prunedBetween{tasks.NewMemoryStore(tasks.MemoryStoreOptions{})}
+	if _, err := store.Create(ctx, newTask("t1", tasks.StateWorking)); err != nil {
+		t.Fatal(err)
+	}
+	svc := tasks.NewService(store, tasks.ServiceOptions{})
+	_, _, _, err := svc.Resubscribe(ctx, "bc1powner", "t1", 0)
+	if snap.CodeOf(err) != snap.CodeTaskNotFound {
+		t.Errorf("resubscribe: %v, want 1001", err)
+	}
+	if _, err := svc.TaskEvents(ctx, "bc1powner", "t1", 0); snap.CodeOf(err) != snap.CodeTaskNotFound {
+		t.Errorf("task events: %v, want 1001", err)
+	}
+}

@@ -552,6 +552,9 @@ func (s *Service) Resubscribe(ctx context.Context, requester, taskID string, aft
 		return nil, nil, nil, notFound(taskID)
 	}
 	backlog, err := s.store.Events(ctx, taskID, after)
+	if errors.Is(err, ErrNotFound) { // the retention deleted it since
+		return nil, nil, nil, notFound(taskID)
+	}
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("tasks: resubscribe: %w", err)
 	}
@@ -572,6 +575,9 @@ func (s *Service) TaskEvents(ctx context.Context, requester, taskID string, afte
 		return nil, fmt.Errorf("tasks: events: %w", err)
 	}
 	evs, err := s.store.Events(ctx, taskID, after)
+	if errors.Is(err, ErrNotFound) { // the retention deleted it since
+		return nil, notFound(taskID)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("tasks: events: %w", err)
 	}
