@@ -2,6 +2,7 @@ package executor_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -70,6 +71,11 @@ func TestForgetEndedActions(t *testing.T) {
 		}
 		if len(v.steps(old)) == 0 {
 			t.Error("the forgotten action's audit entries went with its record")
+		}
+		// A rollback of it says why it may be unknown, not only "no
+		// promoted action".
+		if err := v.ex.Rollback(ctx, old); !errors.Is(err, executor.ErrNotPromoted) || !strings.Contains(err.Error(), "task_retention") {
+			t.Errorf("rollback of the forgotten action: %v; want ErrNotPromoted naming task_retention", err)
 		}
 		v.verify()
 	})

@@ -32,8 +32,11 @@ func (e *Executor) Rollback(ctx context.Context, actionID string) error {
 	if err == nil && r.State == stateRolledBack {
 		return fmt.Errorf("action %s: %w (at %s)", actionID, ErrAlreadyRolledBack, r.RolledBack.UTC().Format(time.RFC3339))
 	}
-	if errors.Is(err, errNoRecord) || (err == nil && r.State != statePromoted) {
-		return fmt.Errorf("%w: %q", ErrNotPromoted, actionID)
+	if errors.Is(err, errNoRecord) {
+		return fmt.Errorf("%w: %q is unknown (a wrong id, or its record went with its task past task_retention)", ErrNotPromoted, actionID)
+	}
+	if err == nil && r.State != statePromoted {
+		return fmt.Errorf("%w: %q is %s", ErrNotPromoted, actionID, r.State)
 	}
 	if err != nil {
 		return err
