@@ -131,12 +131,14 @@ func parseDSN(dsn string) (target, error) {
 		path = strings.TrimPrefix(path, "//") // sqlite:///abs/path and sqlite://rel/path
 		return sqliteTarget(dsn, path)
 	}
-	if i := strings.Index(dsn, "://"); i > 0 && !strings.ContainsAny(dsn[:i], `/\.`) {
-		return target{}, fmt.Errorf("sqldb: DSN scheme %q: want sqlite:PATH, a file path, postgres:// or postgresql://", dsn[:i])
-	}
+	// Before the scheme's check, which echoes what precedes "://": in a
+	// key=value string that may be a password ("password=a://b").
 	if libpqKeywords(dsn) {
 		// Not echoed: it may hold a password.
 		return target{}, fmt.Errorf("sqldb: the DSN is a PostgreSQL key=value string: give it as a URL, postgres://USER:PASSWORD@HOST:PORT/DBNAME?sslmode=…")
+	}
+	if i := strings.Index(dsn, "://"); i > 0 && !strings.ContainsAny(dsn[:i], `/\.`) {
+		return target{}, fmt.Errorf("sqldb: DSN scheme %q: want sqlite:PATH, a file path, postgres:// or postgresql://", dsn[:i])
 	}
 	return sqliteTarget(dsn, dsn)
 }
@@ -151,7 +153,13 @@ func libpqKeywords(dsn string) bool {
 		return false
 	}
 	switch strings.ToLower(strings.TrimSpace(key)) {
-	case "host", "hostaddr", "port", "dbname", "user", "password", "passfile", "sslmode", "connect_timeout", "application_name", "options", "service":
+	case "host", "hostaddr", "port", "dbname", "user", "password", "passfile", "require_auth", "channel_binding",
+		"connect_timeout", "client_encoding", "options", "application_name", "fallback_application_name",
+		"keepalives", "keepalives_idle", "keepalives_interval", "keepalives_count", "tcp_user_timeout",
+		"replication", "gssencmode", "sslmode", "sslnegotiation", "requiressl", "sslcompression", "sslcert",
+		"sslkey", "sslpassword", "sslcertmode", "sslrootcert", "sslcrl", "sslcrldir", "sslsni", "requirepeer",
+		"ssl_min_protocol_version", "ssl_max_protocol_version", "krbsrvname", "gsslib", "gssdelegation",
+		"service", "target_session_attrs", "load_balance_hosts":
 		return true
 	}
 	return false
