@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"time"
+
+	"github.com/snapnode/snapnode/internal/flock"
 )
 
 // LockFile is the name of the folder lock, a file in the root of the
@@ -48,9 +50,13 @@ func (s *Sandbox) lockFolder(ctx context.Context) (func(), error) {
 		}
 		for {
 			held, err := tryLockFolder(f)
-			if err != nil { // no locks here
+			if errors.Is(err, flock.ErrNoLocks) { // documented: one process a folder
 				f.Close()
 				return func() {}, nil
+			}
+			if err != nil {
+				f.Close()
+				return nil, err
 			}
 			if held {
 				break
