@@ -1,40 +1,19 @@
 package agent_test
 
 import (
-	"context"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/snapnode/snapnode/agent"
 	"github.com/snapnode/snapnode/agent/worker"
 	"github.com/snapnode/snapnode/executor/audit"
+	"github.com/snapnode/snapnode/executor/audit/audittest"
 	"github.com/snapnode/snapnode/internal/testdb"
 	"github.com/snapnode/snapnode/tasks"
 )
-
-// memAudit records what a worker pool audits.
-type memAudit struct {
-	mu      sync.Mutex
-	entries []audit.Entry
-}
-
-func (a *memAudit) Append(_ context.Context, e audit.Entry) (audit.Entry, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.entries = append(a.entries, e)
-	return e, nil
-}
-
-func (a *memAudit) all() []audit.Entry {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return slices.Clone(a.entries)
-}
 
 // A real worker still at work when the job reaches its time limit is
 // stopped there, and the job halts HALTED_TIME; the audit log says the
@@ -49,7 +28,7 @@ func TestWorkerStoppedAtTheTimeLimitIsNotAViolation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	al := &memAudit{}
+	al := &audittest.Recorder{}
 	p, err := worker.New(worker.Config{Command: []string{py, script}, Dir: t.TempDir(), Sandbox: t.TempDir(),
 		Env: []string{"PYTHONDONTWRITEBYTECODE=1"}, StepTimeout: time.Hour, Audit: al})
 	if err != nil {
@@ -63,7 +42,7 @@ func TestWorkerStoppedAtTheTimeLimitIsNotAViolation(t *testing.T) {
 	if got.Status.State != tasks.StateFailed || !strings.Contains(got.Status.Message, "max_time_minutes") {
 		t.Fatalf("task %s %q: want failed at max_time_minutes", got.Status.State, got.Status.Message)
 	}
-	es := al.all()
+	es := al.Entries()
 	if len(es) != 1 {
 		t.Fatalf("audit: %+v; want one entry for the stopped worker", es)
 	}

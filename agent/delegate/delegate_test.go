@@ -17,6 +17,7 @@ import (
 	"github.com/snapnode/snapnode/agent"
 	"github.com/snapnode/snapnode/agent/delegate"
 	"github.com/snapnode/snapnode/executor/audit"
+	"github.com/snapnode/snapnode/executor/audit/audittest"
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/relay/embedded"
@@ -26,19 +27,6 @@ import (
 )
 
 func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
-
-// auditLog records the entries appended.
-type auditLog struct {
-	mu      sync.Mutex
-	entries []audit.Entry
-}
-
-func (a *auditLog) Append(_ context.Context, e audit.Entry) (audit.Entry, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.entries = append(a.entries, e)
-	return e, nil
-}
 
 // call is one request to the test's delegate: a message/send (its taskId,
 // its message's id and data part) or a tasks/get (its taskId).
@@ -53,7 +41,7 @@ type reply func(c call) *tasks.Task
 
 // setup starts an embedded relay, a delegate answering with r behind an
 // inbox, its card, and returns a Delegate of a node key on that relay.
-func setup(t *testing.T, r reply, opts ...func(*delegate.Config)) (*delegate.Delegate, *auditLog, *[]string) {
+func setup(t *testing.T, r reply, opts ...func(*delegate.Config)) (*delegate.Delegate, *audittest.Recorder, *[]string) {
 	t.Helper()
 	rel, err := embedded.New(embedded.Config{DBPath: ":memory:", Logger: quiet()})
 	if err != nil {
@@ -136,7 +124,7 @@ func setup(t *testing.T, r reply, opts ...func(*delegate.Config)) (*delegate.Del
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &auditLog{}
+	a := &audittest.Recorder{}
 	cfg := delegate.Config{Key: nkey, Relays: nodePool, Address: self, StepTimeout: 20 * time.Second, Audit: a, Logger: quiet()}
 	for _, o := range opts {
 		o(&cfg)
@@ -229,9 +217,9 @@ func TestDelegateRefusesBadAnswers(t *testing.T) {
 			if !errors.Is(err, agent.ErrWorkerFailed) || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("error %v; want agent.ErrWorkerFailed with %q", err, c.want)
 			}
-			if len(a.entries) != 1 || a.entries[0].Decision != "worker_stopped" || a.entries[0].Task != "job-1" ||
-				!strings.Contains(string(a.entries[0].Detail), `"delegate":"`) {
-				t.Errorf("audit: %+v", a.entries)
+			if len(a.Entries()) != 1 || a.Entries()[0].Decision != "worker_stopped" || a.Entries()[0].Task != "job-1" ||
+				!strings.Contains(string(a.Entries()[0].Detail), `"delegate":"`) {
+				t.Errorf("audit: %+v", a.Entries())
 			}
 		})
 	}
@@ -244,8 +232,8 @@ func TestDelegateStepTimeOut(t *testing.T) {
 		func(c *delegate.Config) { c.StepTimeout = time.Nanosecond })
 	_, err := d.Complete(context.Background(), prompt("job-1", 0))
 	if !errors.Is(err, agent.ErrWorkerFailed) || !strings.Contains(err.Error(), "the delegate did not answer step 0 within its step time-out of 1ns") ||
-		!strings.HasSuffix(err.Error(), "(timeout)") || len(a.entries) != 1 {
-		t.Fatalf("error %v, audit %+v; want a time-out", err, a.entries)
+		!strings.HasSuffix(err.Error(), "(timeout)") || len(a.Entries()) != 1 {
+		t.Fatalf("error %v, audit %+v; want a time-out", err, a.Entries())
 	}
 }
 
@@ -257,8 +245,8 @@ func TestDelegateTimeOut(t *testing.T) {
 	defer cancel()
 	_, err := d.Complete(ctx, prompt("job-1", 0))
 	if !errors.Is(err, agent.ErrWorkerFailed) || !strings.Contains(err.Error(), "the delegate did not answer step 0 within the request time-out") ||
-		!strings.HasSuffix(err.Error(), "(timeout)") || len(a.entries) != 1 {
-		t.Fatalf("error %v, audit %+v; want a time-out", err, a.entries)
+		!strings.HasSuffix(err.Error(), "(timeout)") || len(a.Entries()) != 1 {
+		t.Fatalf("error %v, audit %+v; want a time-out", err, a.Entries())
 	}
 	ctx, cancel = context.WithCancel(context.Background())
 	cancel()
@@ -278,9 +266,9 @@ func TestDelegateStoppedAtTheTimeLimit(t *testing.T) {
 	if errors.Is(err, agent.ErrWorkerFailed) || !errors.Is(err, agent.ErrTimeLimit) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("error %v; want the job's time limit, not a violation", err)
 	}
-	if len(a.entries) != 1 || a.entries[0].Step == audit.StepRejected || a.entries[0].Decision != "worker_stopped" ||
-		!strings.Contains(a.entries[0].Reason, "time limit") || !strings.Contains(string(a.entries[0].Detail), `"rule":"time_limit"`) {
-		t.Fatalf("audit %+v; want the job's time limit named", a.entries)
+	if len(a.Entries()) != 1 || a.Entries()[0].Step == audit.StepRejected || a.Entries()[0].Decision != "worker_stopped" ||
+		!strings.Contains(a.Entries()[0].Reason, "time limit") || !strings.Contains(string(a.Entries()[0].Detail), `"rule":"time_limit"`) {
+		t.Fatalf("audit %+v; want the job's time limit named", a.Entries())
 	}
 }
 
@@ -329,8 +317,8 @@ func TestDelegateWaitsForItsAnswer(t *testing.T) {
 			t.Fatalf("step %d: %d tasks/get, want %d (three looks a step)", step, n, want)
 		}
 	}
-	if len(a.entries) != 0 {
-		t.Fatalf("audit %+v, want no violation", a.entries)
+	if len(a.Entries()) != 0 {
+		t.Fatalf("audit %+v, want no violation", a.Entries())
 	}
 }
 
@@ -370,8 +358,8 @@ func TestDelegateRefusesAnswersOfAnotherStep(t *testing.T) {
 			if !errors.Is(err, agent.ErrWorkerFailed) || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("error %v; want agent.ErrWorkerFailed with %q", err, c.want)
 			}
-			if len(a.entries) != 1 || a.entries[0].Decision != "worker_stopped" {
-				t.Errorf("audit: %+v", a.entries)
+			if len(a.Entries()) != 1 || a.Entries()[0].Decision != "worker_stopped" {
+				t.Errorf("audit: %+v", a.Entries())
 			}
 		})
 	}
@@ -385,7 +373,7 @@ func TestDelegateAtWorkPastTheStepTimeOut(t *testing.T) {
 	}, func(c *delegate.Config) { c.StepTimeout = 300 * time.Millisecond })
 	_, err := d.Complete(context.Background(), prompt("job-1", 0))
 	if !errors.Is(err, agent.ErrWorkerFailed) || !strings.Contains(err.Error(), "the delegate did not answer step 0 within its step time-out of 300ms") ||
-		len(a.entries) != 1 {
-		t.Fatalf("error %v, audit %+v; want a time-out", err, a.entries)
+		len(a.Entries()) != 1 {
+		t.Fatalf("error %v, audit %+v; want a time-out", err, a.Entries())
 	}
 }

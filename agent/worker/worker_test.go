@@ -10,13 +10,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/snapnode/snapnode/agent"
 	"github.com/snapnode/snapnode/agent/worker"
 	"github.com/snapnode/snapnode/executor/audit"
+	"github.com/snapnode/snapnode/executor/audit/audittest"
 )
 
 // python3 returns the interpreter, or skips the test.
@@ -35,28 +35,9 @@ func python3(t *testing.T) string {
 	return strings.TrimSpace(string(out))
 }
 
-// auditLog records what a pool audits.
-type auditLog struct {
-	mu      sync.Mutex
-	entries []audit.Entry
-}
-
-func (a *auditLog) Append(_ context.Context, e audit.Entry) (audit.Entry, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.entries = append(a.entries, e)
-	return e, nil
-}
-
-func (a *auditLog) all() []audit.Entry {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return slices.Clone(a.entries)
-}
-
 // pool runs the testdata script; it returns the pool, its audit log and
 // the file where the script records its pids.
-func pool(t *testing.T, script string, mutate func(*worker.Config)) (*worker.Pool, *auditLog, string) {
+func pool(t *testing.T, script string, mutate func(*worker.Config)) (*worker.Pool, *audittest.Recorder, string) {
 	t.Helper()
 	py := python3(t)
 	abs, err := filepath.Abs(filepath.Join("testdata", script))
@@ -64,7 +45,7 @@ func pool(t *testing.T, script string, mutate func(*worker.Config)) (*worker.Poo
 		t.Fatal(err)
 	}
 	pidfile := filepath.Join(t.TempDir(), "pids")
-	al := &auditLog{}
+	al := &audittest.Recorder{}
 	cfg := worker.Config{Command: []string{py, abs}, Dir: t.TempDir(), Sandbox: t.TempDir(),
 		Env: []string{"PIDFILE=" + pidfile, "PYTHONDONTWRITEBYTECODE=1"}, StepTimeout: 20 * time.Second, Audit: al}
 	if mutate != nil {
@@ -173,7 +154,7 @@ func TestViolations(t *testing.T) {
 			if p.Running() != 0 {
 				t.Errorf("%d workers still counted", p.Running())
 			}
-			es := al.all()
+			es := al.Entries()
 			if len(es) != 1 || es[0].Task != "job-1" || es[0].Step != audit.StepRejected || es[0].Decision != "worker_stopped" ||
 				!strings.Contains(es[0].Reason, c.want) || !strings.Contains(string(es[0].Detail), `"rule":"`+c.rule+`"`) {
 				t.Fatalf("audit: %+v", es)
@@ -333,7 +314,7 @@ func TestDeafWorkerStopped(t *testing.T) {
 	if p.Running() != 0 {
 		t.Errorf("%d workers still counted", p.Running())
 	}
-	if es := al.all(); len(es) != 1 || es[0].Decision != "worker_stopped" {
+	if es := al.Entries(); len(es) != 1 || es[0].Decision != "worker_stopped" {
 		t.Fatalf("audit: %+v", es)
 	}
 }
@@ -361,8 +342,8 @@ func TestEscapedChildDoesNotHoldTheOutput(t *testing.T) {
 	if !errors.Is(err, agent.ErrWorkerFailed) || !strings.HasSuffix(err.Error(), "(timeout)") {
 		t.Fatalf("err = %v; want a step time-out", err)
 	}
-	if len(ps) != 2 || len(al.all()) != 1 {
-		t.Fatalf("pids %v, audit %+v", ps, al.all())
+	if len(ps) != 2 || len(al.Entries()) != 1 {
+		t.Fatalf("pids %v, audit %+v", ps, al.Entries())
 	}
 	b, err := os.ReadFile(pipefile)
 	if err != nil {
