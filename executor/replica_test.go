@@ -23,7 +23,7 @@ func TestReplicaStartsDuringPromotion(t *testing.T) {
 	dsn := testdb.Postgres(t)
 	a := newEnv(t, dsn)
 	a.file("a.txt", "before\n")
-	b := &env{t: t, dsn: dsn, dir: a.dir, clock: a.clock, holder: a.holder, cooldown: a.cooldown, defaults: a.defaults}
+	b := a.replica()
 	const content = "after\n"
 	also := func(ctx context.Context, _ *sql.Tx) error {
 		// Bounded, as in TestPromotionWritesAhead: wait for the content
@@ -69,7 +69,7 @@ func TestQuotaAcrossReplicas(t *testing.T) {
 	a := newEnv(t, dsn)
 	a.quotas = executor.Quotas{Files: 1}
 	a.reopen()
-	b := &env{t: t, dsn: dsn, dir: a.dir, clock: a.clock, holder: a.holder, cooldown: a.cooldown, defaults: a.defaults, quotas: a.quotas}
+	b := a.replica()
 	b.open()
 	t.Cleanup(b.close)
 	ctx := context.Background()
@@ -155,7 +155,7 @@ func TestQuotaAcrossReplicasApproval(t *testing.T) {
 	a := newEnv(t, dsn)
 	a.quotas = executor.Quotas{Files: 1}
 	a.reopen()
-	b := &env{t: t, dsn: dsn, dir: a.dir, clock: a.clock, holder: a.holder, cooldown: a.cooldown, defaults: a.defaults, quotas: a.quotas}
+	b := a.replica()
 	b.open()
 	t.Cleanup(b.close)
 	ctx := context.Background()
@@ -201,4 +201,11 @@ func TestQuotaAcrossReplicasApproval(t *testing.T) {
 	}
 	a.verify()
 	b.verify()
+}
+
+// replica is another executor's env on v's database and workspace folder,
+// with v's clock, policy and settings, as a second process of a node:
+// open it (and close it) yourself.
+func (v *env) replica() *env {
+	return &env{t: v.t, dsn: v.dsn, dir: v.dir, clock: v.clock, holder: v.holder, cooldown: v.cooldown, defaults: v.defaults, quotas: v.quotas}
 }
