@@ -2,15 +2,12 @@ package node_test
 
 import (
 	"context"
-	"log/slog"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/llmtest"
-	"github.com/snapnode/snapnode/internal/node"
 )
 
 // A second node started on the data folder of a running one (by mistake:
@@ -35,19 +32,7 @@ func TestSecondNodeOnOneDataFolderRefused(t *testing.T) {
 
 	cfg := config.Default()
 	cfg.DataDir, cfg.RelayListen, cfg.HTTPListen = dataDir, "127.0.0.1:0", ""
-	ctx2, cancel2 := context.WithCancel(context.Background())
-	defer cancel2()
-	n2, err := node.Start(ctx2, cfg, slog.New(slog.DiscardHandler))
-	if err == nil {
-		cancel2()
-		n2.Wait()
-		t.Fatal("a second node started on the data folder of a running one")
-	}
-	for _, want := range []string{"another node", dataDir} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error %q does not name %q", err, want)
-		}
-	}
+	startRefused(t, cfg, "on the data folder of a running one", "another node", dataDir)
 	p := a.alice.call(t, a.Node, "tasks/get", map[string]any{"taskId": id}, false)
 	if got := taskOf(t, p); got.Status.State != "working" {
 		t.Fatalf("the running node's task after the second start: %s %q", got.Status.State, got.Status.Message)

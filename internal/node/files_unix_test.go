@@ -129,19 +129,7 @@ func TestDataFolderOfAnotherUserRefused(t *testing.T) {
 	defer node.SetProcessUID(os.Geteuid() + 4242)()
 	cfg := config.Default()
 	cfg.DataDir, cfg.RelayListen, cfg.HTTPListen = dir, "127.0.0.1:0", ""
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	n, err := node.Start(ctx, cfg, slog.New(slog.DiscardHandler))
-	if err == nil {
-		cancel()
-		n.Wait()
-		t.Fatal("a node started in a data folder of another user")
-	}
-	for _, want := range []string{dir, "data_dir", "another user", "chown"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error %q does not name %q", err, want)
-		}
-	}
+	startRefused(t, cfg, "in a data folder of another user", dir, "data_dir", "another user", "chown")
 	entries, _ := os.ReadDir(dir)
 	if len(entries) > 0 {
 		t.Errorf("the node wrote %s in a folder of another user", entries[0].Name())
@@ -174,19 +162,7 @@ func TestDataFolderLinkOfAnotherUserRefused(t *testing.T) {
 	}
 	cfg := config.Default()
 	cfg.DataDir, cfg.RelayListen, cfg.HTTPListen = link, "127.0.0.1:0", ""
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	n, err := node.Start(ctx, cfg, slog.New(slog.DiscardHandler))
-	if err == nil {
-		cancel()
-		n.Wait()
-		t.Fatal("a node started through a symbolic link of another user")
-	}
-	for _, want := range []string{link, "data_dir", "symbolic link", "another user"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error %q does not name %q", err, want)
-		}
-	}
+	startRefused(t, cfg, "through a symbolic link of another user", link, "data_dir", "symbolic link", "another user")
 	if fi, _ := os.Stat(target); fi.Mode().Perm() != 0o755 {
 		t.Errorf("the link's target was changed to %04o", fi.Mode().Perm())
 	}

@@ -1,8 +1,6 @@
 package node_test
 
 import (
-	"context"
-	"log/slog"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -10,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/snapnode/snapnode/internal/config"
-	"github.com/snapnode/snapnode/internal/node"
 )
 
 // A node listening on every interface (as in a container, where the ports
@@ -63,19 +60,7 @@ func TestListenErrorsNameTheSetting(t *testing.T) {
 			cfg := config.Default()
 			cfg.DataDir, cfg.RelayListen, cfg.HTTPListen = filepath.Join(t.TempDir(), "data"), "127.0.0.1:0", ""
 			tt.set(&cfg)
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			n, err := node.Start(ctx, cfg, slog.New(slog.DiscardHandler))
-			if err == nil {
-				cancel()
-				n.Wait()
-				t.Fatalf("the node started with %s on a taken address", tt.setting)
-			}
-			for _, want := range []string{tt.setting, tt.flag, addr, "address already in use"} {
-				if !strings.Contains(err.Error(), want) {
-					t.Errorf("error %q does not name %q", err, want)
-				}
-			}
+			startRefused(t, cfg, "with "+tt.setting+" on a taken address", tt.setting, tt.flag, addr, "address already in use")
 		})
 	}
 }

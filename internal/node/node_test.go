@@ -71,6 +71,26 @@ func startConfigured(t testing.TB, cfg config.Config, logger *slog.Logger, opts 
 	return n, stop
 }
 
+// startRefused starts a node on cfg that must refuse to start, and checks
+// that its error names each of names; what says what the start should
+// have refused, for the failure.
+func startRefused(t *testing.T, cfg config.Config, what string, names ...string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	n, err := node.Start(ctx, cfg, slog.New(slog.DiscardHandler))
+	if err == nil {
+		cancel()
+		n.Wait()
+		t.Fatalf("a node started %s", what)
+	}
+	for _, want := range names {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %q", err, want)
+		}
+	}
+}
+
 // requester is a client identity with its own pool.
 type requester struct {
 	key    *identity.Key
