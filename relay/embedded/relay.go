@@ -355,16 +355,12 @@ type Relay struct {
 	// events holds the peers' EVENT buckets, by conn.peer.
 	events *ratelimit.Limiter
 	// held is what the open subscriptions of each peer hold, by
-	// conn.peer (see subscription.size): peers holding none are
-	// removed.
-	heldMu sync.Mutex
-	held   map[string]int64
+	// conn.peer (see subscription.size, Config.MaxSubscriptionBytesPerIP).
+	held *peerBytes
 	// unsent is what the REQs of each peer have loaded and not yet
-	// written, by conn.peer (see Config.MaxUnsentBytesPerIP): peers
-	// with none are removed. unsentWait is how long a REQ waits for room
-	// (WriteTimeout; tests shorten it).
-	unsentMu   sync.Mutex
-	unsent     map[string]*unsentPeer
+	// written, by conn.peer (see Config.MaxUnsentBytesPerIP). unsentWait
+	// is how long a REQ waits for room (WriteTimeout; tests shorten it).
+	unsent     *peerBytes
 	unsentWait time.Duration
 
 	slowCuts atomic.Int64 // clients disconnected for a full queue
@@ -396,8 +392,8 @@ func New(cfg Config) (*Relay, error) {
 		ctx:    ctx,
 		cancel: cancel,
 		conns:  make(map[*conn]struct{}),
-		held:   make(map[string]int64),
-		unsent: make(map[string]*unsentPeer),
+		held:   newPeerBytes(cfg.MaxSubscriptionBytesPerIP),
+		unsent: newPeerBytes(cfg.MaxUnsentBytesPerIP),
 		// How long a REQ waits for its peer's unsent bytes to make room.
 		unsentWait: cfg.WriteTimeout,
 		// A process on the machine is trusted as much as its user.
@@ -438,47 +434,58 @@ func (r *Relay) SetEventRate(perSecond float64, burst int) error {
 // would take the peer past MaxSubscriptionBytesPerIP; it reports whether
 // it did.
 func (r *Relay) hold(peer string, n int64) bool {
-	r.heldMu.Lock()
-	defer r.heldMu.Unlock()
-	if r.held[peer]+n > r.cfg.MaxSubscriptionBytesPerIP {
-		return false
-	}
-	r.held[peer] += n
-	return true
+	got, _ := r.held.take(peer, n, false)
+	return got == n
 }
 
 // unhold gives back n bytes that hold counted for peer.
-func (r *Relay) unhold(peer string, n int64) {
-	r.heldMu.Lock()
-	defer r.heldMu.Unlock()
-	if left := r.held[peer] - n; left > 0 {
-		r.held[peer] = left
-	} else {
-		delete(r.held, peer)
-	}
+func (r *Relay) unhold(peer string, n int64) { r.held.give(peer, n) }
+
+// takeUnsent counts want more bytes loaded for peer (see peerBytes.take).
+func (r *Relay) takeUnsent(peer string, want int64, some bool) (int64, <-chan struct{}) {
+	return r.unsent.take(peer, want, some)
 }
 
-// unsentPeer is what one peer's REQs have loaded and not yet written.
-type unsentPeer struct {
+// giveUnsent gives back n bytes that takeUnsent counted for peer.
+func (r *Relay) giveUnsent(peer string, n int64) { r.unsent.give(peer, n) }
+
+// unsentBytes is what peer's REQs have loaded and not yet written.
+func (r *Relay) unsentBytes(peer string) int64 { return r.unsent.count(peer) }
+
+// peerBytes counts bytes by peer against one bound per peer: what the
+// open subscriptions of each address hold, what its REQs have loaded and
+// not yet sent. Peers counting none are removed. It is safe for
+// concurrent use.
+type peerBytes struct {
+	max   int64
+	mu    sync.Mutex
+	peers map[string]*peerCount
+}
+
+type peerCount struct {
 	n int64
-	// freed, made by a REQ that waits for room, is closed when n goes
+	// freed, made for a taker that waits for room, is closed when n goes
 	// down.
 	freed chan struct{}
 }
 
-// takeUnsent counts want more bytes loaded for peer if they fit in its
-// budget, or, with some set, as many of them as fit (maybe none). It
-// returns what it counted; when it counted nothing because want does not
-// fit, it returns a channel closed once the peer's count goes down.
-func (r *Relay) takeUnsent(peer string, want int64, some bool) (int64, <-chan struct{}) {
-	r.unsentMu.Lock()
-	defer r.unsentMu.Unlock()
-	p := r.unsent[peer]
+func newPeerBytes(max int64) *peerBytes {
+	return &peerBytes{max: max, peers: make(map[string]*peerCount)}
+}
+
+// take counts want more bytes for peer if they fit in its bound, or, with
+// some set, as many of them as fit (maybe none). It returns what it
+// counted; when it counted nothing because want does not fit, it also
+// returns a channel closed once the peer's count goes down.
+func (b *peerBytes) take(peer string, want int64, some bool) (int64, <-chan struct{}) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	p := b.peers[peer]
 	if p == nil {
-		p = &unsentPeer{}
-		r.unsent[peer] = p
+		p = &peerCount{}
+		b.peers[peer] = p
 	}
-	room := r.cfg.MaxUnsentBytesPerIP - p.n
+	room := b.max - p.n
 	switch {
 	case want <= room:
 	case some:
@@ -487,21 +494,24 @@ func (r *Relay) takeUnsent(peer string, want int64, some bool) (int64, <-chan st
 		if p.freed == nil {
 			p.freed = make(chan struct{})
 		}
+		if p.n == 0 { // more than the whole bound: nothing to wait for here
+			delete(b.peers, peer)
+		}
 		return 0, p.freed
 	}
 	p.n += want
 	if p.n == 0 {
-		delete(r.unsent, peer)
+		delete(b.peers, peer)
 	}
 	return want, nil
 }
 
-// giveUnsent gives back n bytes that takeUnsent counted for peer, and
-// wakes the REQs waiting for room.
-func (r *Relay) giveUnsent(peer string, n int64) {
-	r.unsentMu.Lock()
-	defer r.unsentMu.Unlock()
-	p := r.unsent[peer]
+// give gives back n bytes that take counted for peer, and wakes the
+// takers waiting for room.
+func (b *peerBytes) give(peer string, n int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	p := b.peers[peer]
 	if p == nil {
 		return
 	}
@@ -511,15 +521,15 @@ func (r *Relay) giveUnsent(peer string, n int64) {
 		p.freed = nil
 	}
 	if p.n <= 0 {
-		delete(r.unsent, peer)
+		delete(b.peers, peer)
 	}
 }
 
-// unsentBytes is what peer's REQs have loaded and not yet written.
-func (r *Relay) unsentBytes(peer string) int64 {
-	r.unsentMu.Lock()
-	defer r.unsentMu.Unlock()
-	if p := r.unsent[peer]; p != nil {
+// count is what peer counts now.
+func (b *peerBytes) count(peer string) int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if p := b.peers[peer]; p != nil {
 		return p.n
 	}
 	return 0
