@@ -15,6 +15,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/snapnode/snapnode/internal/sqldb"
 )
 
 // A job's history that grows past Config.MaxHistoryBytes is rotated: its
@@ -181,11 +183,7 @@ func (s *Store) Archive(ctx context.Context, taskID, holder string, before int, 
 			q += ` AND lease_holder = ?`
 			args = append(args, holder)
 		}
-		res, err := tx.ExecContext(ctx, s.d.Rebind(q), args...)
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil {
+		if n, err := sqldb.Affected(tx.ExecContext(ctx, s.d.Rebind(q), args...)); err != nil {
 			return err
 		} else if n != 1 {
 			return ErrLeaseLost

@@ -246,11 +246,7 @@ func (s *Store) Forget(ctx context.Context, taskID string) (bool, error) {
 		q := s.d.Rebind(`DELETE FROM ` + t.table + ` WHERE task_id = ? AND ` + t.key + ` IN (SELECT ` + t.key + ` FROM ` + t.table + ` WHERE task_id = ? ORDER BY ` + t.key + ` LIMIT 100)`)
 		for more := true; more; {
 			err := s.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-				res, err := tx.ExecContext(ctx, q, taskID, taskID)
-				if err != nil {
-					return err
-				}
-				n, err := res.RowsAffected()
+				n, err := sqldb.Affected(tx.ExecContext(ctx, q, taskID, taskID))
 				more = n > 0
 				return err
 			})
@@ -307,11 +303,8 @@ func (s *Store) CountByStatus(ctx context.Context) (map[Status]int64, error) {
 func (s *Store) ReleaseHolder(ctx context.Context, holder string) (int64, error) {
 	var n int64
 	err := s.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, s.d.Rebind(`UPDATE agent_jobs SET lease_until = 0, lease_holder = '' WHERE lease_holder IN (?, ?)`), holder, ResumeHolder(holder))
-		if err != nil {
-			return err
-		}
-		n, err = res.RowsAffected()
+		var err error
+		n, err = sqldb.Affected(tx.ExecContext(ctx, s.d.Rebind(`UPDATE agent_jobs SET lease_until = 0, lease_holder = '' WHERE lease_holder IN (?, ?)`), holder, ResumeHolder(holder)))
 		return err
 	})
 	if err != nil {
@@ -332,11 +325,7 @@ func ResumeHolder(holder string) string { return holder + "/resume" }
 func (s *Store) exec(ctx context.Context, verb, taskID, q string, args ...any) (bool, error) {
 	var ok bool
 	err := s.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, s.d.Rebind(q), args...)
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
+		n, err := sqldb.Affected(tx.ExecContext(ctx, s.d.Rebind(q), args...))
 		ok = n == 1
 		return err
 	})
@@ -420,14 +409,12 @@ func (s *Store) WriteTx(ctx context.Context, tx *sql.Tx, w Save) error {
 		// new to the store too: one statement inserts it.
 		var old int64
 		if it == w.Interaction {
-			res, err := tx.ExecContext(ctx, s.d.Rebind(`INSERT INTO agent_interactions (task_id, seq, body) VALUES (?, ?, ?)
-				ON CONFLICT (task_id, seq) DO NOTHING`), j.TaskID, it.Sequence, string(body))
+			n, err := sqldb.Affected(tx.ExecContext(ctx, s.d.Rebind(`INSERT INTO agent_interactions (task_id, seq, body) VALUES (?, ?, ?)
+				ON CONFLICT (task_id, seq) DO NOTHING`), j.TaskID, it.Sequence, string(body)))
 			if err != nil {
 				return err
 			}
-			if n, err := res.RowsAffected(); err != nil {
-				return err
-			} else if n == 1 {
+			if n == 1 {
 				j.HistoryBytes += int64(len(body))
 				continue
 			}
@@ -497,11 +484,7 @@ func (s *Store) WriteTx(ctx context.Context, tx *sql.Tx, w Save) error {
 		q += ` AND status = ?`
 		args = append(args, string(w.Expect))
 	}
-	res, err := tx.ExecContext(ctx, s.d.Rebind(q), args...)
-	if err != nil {
-		return err
-	}
-	if n, err := res.RowsAffected(); err != nil {
+	if n, err := sqldb.Affected(tx.ExecContext(ctx, s.d.Rebind(q), args...)); err != nil {
 		return err
 	} else if n != 1 {
 		// Rolls the interactions back too.

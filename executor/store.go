@@ -460,13 +460,9 @@ func (s *store) pruneSummingTx(ctx context.Context, tx *sql.Tx, requester string
 	return n, nil
 }
 
-// rowsAffected is how many rows the statement that gave res and err
-// changed.
+// rowsAffected is sqldb.Affected as an int, the executor's counts' type.
 func rowsAffected(res sql.Result, err error) (int, error) {
-	if err != nil {
-		return 0, err
-	}
-	n, err := res.RowsAffected()
+	n, err := sqldb.Affected(res, err)
 	return int(n), err
 }
 

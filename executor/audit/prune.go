@@ -10,6 +10,7 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 
 	"github.com/snapnode/snapnode/internal/periodic"
+	"github.com/snapnode/snapnode/internal/sqldb"
 )
 
 // Prune drops the entries Options.Retain and Options.MaxEntries no longer
@@ -92,11 +93,7 @@ func (l *Log) pruneOnce(ctx context.Context) (removed int64, more bool, err erro
 		if err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, l.d.Rebind("DELETE FROM audit_log WHERE seq <= ?"), cut)
-		if err != nil {
-			return fmt.Errorf("delete: %w", err)
-		}
-		if removed, err = res.RowsAffected(); err != nil {
+		if removed, err = sqldb.Affected(tx.ExecContext(ctx, l.d.Rebind("DELETE FROM audit_log WHERE seq <= ?"), cut)); err != nil {
 			return fmt.Errorf("delete: %w", err)
 		}
 		if _, err := tx.ExecContext(ctx, l.d.Rebind("UPDATE audit_head SET first_seq = ?, first_prev = ? WHERE id = 1"), cut+1, cutHash); err != nil {

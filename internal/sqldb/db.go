@@ -227,3 +227,13 @@ func DiskFull(err error) bool {
 	}
 	return sqlitePrimary(err) == sqlite3.SQLITE_FULL
 }
+
+// Affected returns how many rows a statement changed, from what
+// ExecContext returned: n, err := sqldb.Affected(tx.ExecContext(ctx, q, args...)).
+// The error is ExecContext's, else RowsAffected's.
+func Affected(res sql.Result, err error) (int64, error) {
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}

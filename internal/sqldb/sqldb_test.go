@@ -198,3 +198,32 @@ func TestMigrate(t *testing.T) {
 		t.Fatalf("Write after Close: %v, want ErrClosed", err)
 	}
 }
+
+func TestAffected(t *testing.T) {
+	ctx := context.Background()
+	db, err := Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "x.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, "CREATE TABLE t (x INTEGER)"); err != nil {
+			return err
+		}
+		if n, err := Affected(tx.ExecContext(ctx, "INSERT INTO t (x) VALUES (1), (2), (3)")); err != nil || n != 3 {
+			t.Errorf("insert of three rows: Affected = %d, %v; want 3, nil", n, err)
+		}
+		if n, err := Affected(tx.ExecContext(ctx, "DELETE FROM t WHERE x > 5")); err != nil || n != 0 {
+			t.Errorf("delete of no row: Affected = %d, %v; want 0, nil", n, err)
+		}
+		// The statement's own error comes back as it is.
+		_, want := tx.ExecContext(ctx, "DELETE FROM missing")
+		if n, err := Affected(tx.ExecContext(ctx, "DELETE FROM missing")); err == nil || err.Error() != want.Error() || n != 0 {
+			t.Errorf("failed statement: Affected = %d, %v; want 0, %v", n, err, want)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 
+	"github.com/snapnode/snapnode/internal/sqldb"
 	"github.com/snapnode/snapnode/tasks"
 )
 
@@ -39,12 +40,8 @@ func (s *Store) Import(ctx context.Context, ts []*tasks.Task) error {
 	return s.write(ctx, "import", "", func(ctx context.Context, tx *sql.Tx) error {
 		insert := tx.StmtContext(ctx, s.st.insertTask)
 		for i, r := range rows {
-			res, err := insert.ExecContext(ctx, r.id, r.owner, r.contextID, r.state, r.statusTS,
-				r.statusMessage, r.idemKey, r.createdAt, r.statusTS, string(r.history), string(r.artifacts), string(r.metadata))
-			if err != nil {
-				return dbError("import", r.id, err)
-			}
-			if n, err := res.RowsAffected(); err != nil {
+			if n, err := sqldb.Affected(insert.ExecContext(ctx, r.id, r.owner, r.contextID, r.state, r.statusTS,
+				r.statusMessage, r.idemKey, r.createdAt, r.statusTS, string(r.history), string(r.artifacts), string(r.metadata))); err != nil {
 				return dbError("import", r.id, err)
 			} else if n == 0 {
 				return fmt.Errorf("sqlstore: import %s: task %w", r.id, tasks.ErrExists)

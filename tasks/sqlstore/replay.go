@@ -105,11 +105,7 @@ func (rs *ReplayStore) Remember(ctx context.Context, from, id string, rec snap.R
 		write = s.db.WriteNoSync
 	}
 	err := s.commit(ctx, write, "replay remember", key, func(ctx context.Context, tx *sql.Tx) error {
-		res, err := tx.StmtContext(ctx, s.st.remember).ExecContext(ctx, from, id, micros(rec.FirstSeen), ceilMicros(rec.Expires), rec.Fingerprint[:], rec.Via)
-		if err != nil {
-			return dbError("replay remember", key, err)
-		}
-		n, err := res.RowsAffected()
+		n, err := sqldb.Affected(tx.StmtContext(ctx, s.st.remember).ExecContext(ctx, from, id, micros(rec.FirstSeen), ceilMicros(rec.Expires), rec.Fingerprint[:], rec.Via))
 		if err != nil {
 			return dbError("replay remember", key, err)
 		}
@@ -149,11 +145,7 @@ func (rs *ReplayStore) rememberPostgres(ctx context.Context, from, id string, re
 		stmt = s.st.rememberNoSync
 	}
 	for range rememberAttempts {
-		res, err := stmt.ExecContext(ctx, from, id, micros(rec.FirstSeen), ceilMicros(rec.Expires), rec.Fingerprint[:], rec.Via)
-		if err != nil {
-			return snap.ReplayRecord{}, false, dbError("replay remember", key, err)
-		}
-		n, err := res.RowsAffected()
+		n, err := sqldb.Affected(stmt.ExecContext(ctx, from, id, micros(rec.FirstSeen), ceilMicros(rec.Expires), rec.Fingerprint[:], rec.Via))
 		if err != nil {
 			return snap.ReplayRecord{}, false, dbError("replay remember", key, err)
 		}

@@ -364,13 +364,9 @@ func (s *Store) create(ctx context.Context, t *tasks.Task, kept *tasks.KeptResul
 		return created, nil
 	}
 	err = s.write(ctx, "create", r.id, func(ctx context.Context, tx *sql.Tx) error {
-		res, err := tx.StmtContext(ctx, s.st.insertTask).ExecContext(ctx, r.id, r.owner, r.contextID, r.state, r.statusTS,
-			r.statusMessage, r.idemKey, r.createdAt, micros(time.Now()), string(r.history), string(r.artifacts), string(r.metadata))
-		if err != nil {
-			return dbError("create", r.id, err)
-		}
 		// ON CONFLICT DO NOTHING: no row means the id is taken.
-		if n, err := res.RowsAffected(); err != nil {
+		if n, err := sqldb.Affected(tx.StmtContext(ctx, s.st.insertTask).ExecContext(ctx, r.id, r.owner, r.contextID, r.state, r.statusTS,
+			r.statusMessage, r.idemKey, r.createdAt, micros(time.Now()), string(r.history), string(r.artifacts), string(r.metadata))); err != nil {
 			return dbError("create", r.id, err)
 		} else if n == 0 {
 			return fmt.Errorf("sqlstore: create %s: task %w", r.id, tasks.ErrExists)
@@ -499,10 +495,7 @@ func (s *Store) current(ctx context.Context, tx *sql.Tx, op, id string, expected
 // row. The row was read (and on PostgreSQL locked) in the same transaction
 // at that version, so anything else is a conflict the lock missed.
 func exactlyOne(op, id string, res sql.Result, err error) error {
-	if err != nil {
-		return dbError(op, id, err)
-	}
-	n, err := res.RowsAffected()
+	n, err := sqldb.Affected(res, err)
 	if err != nil {
 		return dbError(op, id, err)
 	}
@@ -619,11 +612,7 @@ func (s *Store) AppendKeyed(ctx context.Context, id string, expected int64, key 
 		if err != nil {
 			return err
 		}
-		res, err := tx.StmtContext(ctx, s.st.keepKey).ExecContext(ctx, cur.owner, key, id)
-		if err != nil {
-			return dbError(op+" key", id, err)
-		}
-		if n, err := res.RowsAffected(); err != nil {
+		if n, err := sqldb.Affected(tx.StmtContext(ctx, s.st.keepKey).ExecContext(ctx, cur.owner, key, id)); err != nil {
 			return dbError(op+" key", id, err)
 		} else if n == 0 {
 			kept := &tasks.KeyKeptError{Owner: cur.owner, Key: key}
@@ -646,7 +635,7 @@ func (s *Store) AppendKeyed(ctx context.Context, id string, expected int64, key 
 		if resumed {
 			cur.state, cur.statusTS, cur.statusMessage = string(tasks.StateWorking), micros(at), ""
 		}
-		res, err = tx.StmtContext(ctx, s.st.continueTask).ExecContext(ctx, cur.state, cur.statusTS, cur.statusMessage,
+		res, err := tx.StmtContext(ctx, s.st.continueTask).ExecContext(ctx, cur.state, cur.statusTS, cur.statusMessage,
 			string(cur.history), now, id, expected)
 		if err := exactlyOne(op, id, res, err); err != nil {
 			return err
