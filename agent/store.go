@@ -135,25 +135,23 @@ type Candidate struct{ TaskID, Requester string }
 // the oldest of every requester first, so that one requester's many jobs
 // do not fill the list.
 func (s *Store) Runnable(ctx context.Context, now time.Time, perRequester, limit int) ([]Candidate, error) {
-	rows, err := s.db.R.QueryContext(ctx, s.d.Rebind(`SELECT task_id, requester FROM (
+	var out []Candidate
+	for rows, err := range sqldb.Rows(s.db.R.QueryContext(ctx, s.d.Rebind(`SELECT task_id, requester FROM (
 			SELECT task_id, requester, created_at,
 				ROW_NUMBER() OVER (PARTITION BY requester ORDER BY created_at, task_id) AS rank
 			FROM agent_jobs WHERE status IN (?, ?, ?) AND lease_until < ?
 		) AS waiting WHERE rank <= ? ORDER BY rank, created_at, task_id LIMIT ?`),
-		string(Pending), string(Running), string(Reviewing), sqldb.Micros(now), perRequester, limit)
-	if err != nil {
-		return nil, fmt.Errorf("agent: runnable jobs: %w", err)
-	}
-	defer rows.Close()
-	var out []Candidate
-	for rows.Next() {
+		string(Pending), string(Running), string(Reviewing), sqldb.Micros(now), perRequester, limit)) {
 		var c Candidate
-		if err := rows.Scan(&c.TaskID, &c.Requester); err != nil {
+		if err == nil {
+			err = rows.Scan(&c.TaskID, &c.Requester)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("agent: runnable jobs: %w", err)
 		}
 		out = append(out, c)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // Claim makes the job holder's until then, if it is runnable and nobody
@@ -259,42 +257,38 @@ func (s *Store) Forget(ctx context.Context, taskID string) (bool, error) {
 }
 
 func (s *Store) jobs(ctx context.Context, where string, args ...any) ([]*Job, error) {
-	rows, err := s.db.R.QueryContext(ctx, s.d.Rebind(`SELECT `+jobColumns+` FROM agent_jobs `+where), args...)
-	if err != nil {
-		return nil, fmt.Errorf("agent: list jobs: %w", err)
-	}
-	defer rows.Close()
 	var out []*Job
-	for rows.Next() {
-		j, err := scanJob(rows)
+	for rows, err := range sqldb.Rows(s.db.R.QueryContext(ctx, s.d.Rebind(`SELECT `+jobColumns+` FROM agent_jobs `+where), args...)) {
+		var j *Job
+		if err == nil {
+			j, err = scanJob(rows)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("agent: list jobs: %w", err)
 		}
 		out = append(out, j)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // CountByStatus returns how many jobs are in each status; statuses with
 // none may be left out.
 func (s *Store) CountByStatus(ctx context.Context) (map[Status]int64, error) {
-	rows, err := s.db.R.QueryContext(ctx, `SELECT status, COUNT(*) FROM agent_jobs GROUP BY status`)
-	if err != nil {
-		return nil, fmt.Errorf("agent: count jobs: %w", err)
-	}
-	defer rows.Close()
 	out := map[Status]int64{}
-	for rows.Next() {
+	for rows, err := range sqldb.Rows(s.db.R.QueryContext(ctx, `SELECT status, COUNT(*) FROM agent_jobs GROUP BY status`)) {
 		var (
 			st string
 			n  int64
 		)
-		if err := rows.Scan(&st, &n); err != nil {
+		if err == nil {
+			err = rows.Scan(&st, &n)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("agent: count jobs: %w", err)
 		}
 		out[Status(st)] = n
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // ReleaseHolder frees every job holder holds, its resumes' included (see
@@ -611,21 +605,19 @@ func decodedBodies[T any](ctx context.Context, s *Store, q, taskID string, out [
 }
 
 func (s *Store) bodies(ctx context.Context, q, taskID string, each func([]byte) error) error {
-	rows, err := s.db.R.QueryContext(ctx, s.d.Rebind(q), taskID)
-	if err != nil {
-		return fmt.Errorf("agent: read history of %s: %w", taskID, err)
-	}
-	defer rows.Close()
-	for rows.Next() {
+	for rows, err := range sqldb.Rows(s.db.R.QueryContext(ctx, s.d.Rebind(q), taskID)) {
 		var b []byte
-		if err := rows.Scan(&b); err != nil {
-			return fmt.Errorf("agent: read history of %s: %w", taskID, err)
+		if err == nil {
+			err = rows.Scan(&b)
 		}
-		if err := each(b); err != nil {
+		if err == nil {
+			err = each(b)
+		}
+		if err != nil {
 			return fmt.Errorf("agent: read history of %s: %w", taskID, err)
 		}
 	}
-	return rows.Err()
+	return nil
 }
 
 // History returns a job's history in the jobHistory shape.

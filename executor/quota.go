@@ -170,27 +170,22 @@ const quotaLock = "snapnode executor quota "
 // requester is compared by its ledger key, in Go: the records promoting
 // are those of the promotions in flight, a handful.
 func (s *store) heldTx(ctx context.Context, tx *sql.Tx, key, except string) (sandbox.Counts, error) {
-	rows, err := tx.QueryContext(ctx, s.d.Rebind(`SELECT requester, bytes, files, dirs FROM executor_usage WHERE requester = ?
+	var held sandbox.Counts
+	for rows, err := range sqldb.Rows(tx.QueryContext(ctx, s.d.Rebind(`SELECT requester, bytes, files, dirs FROM executor_usage WHERE requester = ?
 		UNION ALL
 		SELECT requester, grow_bytes, grow_files, grow_dirs FROM executor_actions
-		WHERE state = 'promoting' AND action_id <> ? AND (grow_bytes > 0 OR grow_files > 0 OR grow_dirs > 0)`), key, except)
-	if err != nil {
-		return sandbox.Counts{}, fmt.Errorf("executor: read usage: %w", err)
-	}
-	defer rows.Close()
-	var held sandbox.Counts
-	for rows.Next() {
+		WHERE state = 'promoting' AND action_id <> ? AND (grow_bytes > 0 OR grow_files > 0 OR grow_dirs > 0)`), key, except)) {
 		var who string
 		var c sandbox.Counts
-		if err := rows.Scan(&who, &c.Bytes, &c.Files, &c.Dirs); err != nil {
+		if err == nil {
+			err = rows.Scan(&who, &c.Bytes, &c.Files, &c.Dirs)
+		}
+		if err != nil {
 			return sandbox.Counts{}, fmt.Errorf("executor: read usage: %w", err)
 		}
 		if ledgerKey(who) == key {
 			held.Bytes, held.Files, held.Dirs = held.Bytes+c.Bytes, held.Files+c.Files, held.Dirs+c.Dirs
 		}
-	}
-	if err := rows.Err(); err != nil {
-		return sandbox.Counts{}, fmt.Errorf("executor: read usage: %w", err)
 	}
 	return held, nil
 }

@@ -283,21 +283,16 @@ func (s *store) list(ctx context.Context, state, task string) ([]*record, error)
 		args = append(args, task)
 	}
 	q += ` ORDER BY created_at, action_id`
-	rows, err := s.db.R.QueryContext(ctx, s.d.Rebind(q), args...)
-	if err != nil {
-		return nil, fmt.Errorf("executor: list %s actions: %w", state, err)
-	}
-	defer rows.Close()
 	var out []*record
-	for rows.Next() {
-		r, err := scanRecord(rows)
+	for rows, err := range sqldb.Rows(s.db.R.QueryContext(ctx, s.d.Rebind(q), args...)) {
+		var r *record
+		if err == nil {
+			r, err = scanRecord(rows)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("executor: list %s actions: %w", state, err)
 		}
 		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("executor: list %s actions: %w", state, err)
 	}
 	return out, nil
 }
@@ -485,23 +480,21 @@ type endedRef struct {
 // before before and after the record after (by that time, then action id;
 // the zero endedRef starts), oldest first.
 func (s *store) ended(ctx context.Context, before time.Time, after endedRef) ([]endedRef, error) {
-	rows, err := s.db.R.QueryContext(ctx, s.endedQuery(),
-		sqldb.Micros(before), sqldb.Micros(after.updated), sqldb.Micros(after.updated), after.id, forgetBatch)
-	if err != nil {
-		return nil, fmt.Errorf("executor: ended actions: %w", err)
-	}
-	defer rows.Close()
 	var out []endedRef
-	for rows.Next() {
+	for rows, err := range sqldb.Rows(s.db.R.QueryContext(ctx, s.endedQuery(),
+		sqldb.Micros(before), sqldb.Micros(after.updated), sqldb.Micros(after.updated), after.id, forgetBatch)) {
 		var r endedRef
 		var at int64
-		if err := rows.Scan(&r.id, &r.task, &at); err != nil {
+		if err == nil {
+			err = rows.Scan(&r.id, &r.task, &at)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("executor: ended actions: %w", err)
 		}
 		r.updated = sqldb.FromMicros(at)
 		out = append(out, r)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // endedQuery is ended's query, of five parameters (before, after's time

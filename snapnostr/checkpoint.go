@@ -132,26 +132,21 @@ func (c *SQLCheckpoint) CarryOver(ctx context.Context, path string) (int, error)
 	if tables == 0 {
 		return 0, nil // an empty file: nothing was processed
 	}
-	rows, err := old.QueryContext(ctx, `SELECT event_id, created_at FROM inbox_processed
-		WHERE created_at >= (SELECT MAX(created_at) FROM inbox_processed) - ? ORDER BY created_at`, keepProcessed)
-	if err != nil {
-		return 0, fmt.Errorf("snapnostr: read the older checkpoint %s: %w", path, err)
-	}
-	defer rows.Close()
 	type processed struct {
 		id string
 		at int64
 	}
 	var all []processed
-	for rows.Next() {
+	for rows, err := range sqldb.Rows(old.QueryContext(ctx, `SELECT event_id, created_at FROM inbox_processed
+		WHERE created_at >= (SELECT MAX(created_at) FROM inbox_processed) - ? ORDER BY created_at`, keepProcessed)) {
 		var p processed
-		if err := rows.Scan(&p.id, &p.at); err != nil {
+		if err == nil {
+			err = rows.Scan(&p.id, &p.at)
+		}
+		if err != nil {
 			return 0, fmt.Errorf("snapnostr: read the older checkpoint %s: %w", path, err)
 		}
 		all = append(all, p)
-	}
-	if err := rows.Err(); err != nil {
-		return 0, fmt.Errorf("snapnostr: read the older checkpoint %s: %w", path, err)
 	}
 	err = c.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		for _, p := range all {

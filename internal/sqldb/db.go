@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"iter"
 	"log/slog"
 	"os"
 	"sync"
@@ -236,4 +237,36 @@ func Affected(res sql.Result, err error) (int64, error) {
 		return 0, err
 	}
 	return res.RowsAffected()
+}
+
+// Rows ranges over the rows of a query, from what QueryContext returned,
+// and closes them when the loop ends, however it ends:
+//
+//	for rows, err := range sqldb.Rows(db.R.QueryContext(ctx, q, args...)) {
+//		if err == nil {
+//			err = rows.Scan(&v)
+//		}
+//		if err != nil {
+//			return err
+//		}
+//	}
+//
+// An error (QueryContext's, or the rows' own after the last) comes alone,
+// with nil rows, as the last pair.
+func Rows(rows *sql.Rows, err error) iter.Seq2[*sql.Rows, error] {
+	return func(yield func(*sql.Rows, error) bool) {
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		defer rows.Close()
+		for rows.Next() {
+			if !yield(rows, nil) {
+				return
+			}
+		}
+		if err := rows.Err(); err != nil {
+			yield(nil, err)
+		}
+	}
 }

@@ -255,21 +255,16 @@ func (db *DB) SchemaVersion(ctx context.Context, component string) (int, error) 
 func appliedVersions(ctx context.Context, q interface {
 	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
 }, d *Dialect, component string) ([]int, error) {
-	rows, err := q.QueryContext(ctx, d.Rebind("SELECT version FROM "+MigrationsTable+" WHERE component = ? ORDER BY version"), component)
-	if err != nil {
-		return nil, fmt.Errorf("sqldb: read %s: %w", MigrationsTable, err)
-	}
-	defer rows.Close()
 	var out []int
-	for rows.Next() {
+	for rows, err := range Rows(q.QueryContext(ctx, d.Rebind("SELECT version FROM "+MigrationsTable+" WHERE component = ? ORDER BY version"), component)) {
 		var v int
-		if err := rows.Scan(&v); err != nil {
+		if err == nil {
+			err = rows.Scan(&v)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("sqldb: read %s: %w", MigrationsTable, err)
 		}
 		out = append(out, v)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqldb: read %s: %w", MigrationsTable, err)
 	}
 	return out, nil
 }

@@ -227,3 +227,51 @@ func TestAffected(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestRows(t *testing.T) {
+	ctx := context.Background()
+	db, err := Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "x.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, "CREATE TABLE t (x INTEGER); INSERT INTO t (x) VALUES (1), (2), (3)")
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(q string, stopAt int) (got []int, errs []error) {
+		for rows, err := range Rows(db.R.QueryContext(ctx, q)) {
+			if err != nil {
+				if rows != nil {
+					t.Errorf("%s: an error came with rows", q)
+				}
+				errs = append(errs, err)
+				continue
+			}
+			var x int
+			if err := rows.Scan(&x); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+			if got = append(got, x); len(got) == stopAt {
+				break
+			}
+		}
+		return got, errs
+	}
+	if got, errs := read("SELECT x FROM t ORDER BY x", 0); !slices.Equal(got, []int{1, 2, 3}) || errs != nil {
+		t.Errorf("every row: got %v, errors %v; want [1 2 3] and none", got, errs)
+	}
+	if got, errs := read("SELECT x FROM missing", 0); got != nil || len(errs) != 1 || !strings.Contains(errs[0].Error(), "missing") {
+		t.Errorf("a failed query: got %v, errors %v; want one error naming the table", got, errs)
+	}
+	// A loop left early closes the rows: the read connection is free again.
+	if got, _ := read("SELECT x FROM t ORDER BY x", 1); !slices.Equal(got, []int{1}) {
+		t.Errorf("a loop left after one row: got %v", got)
+	}
+	if n := db.R.Stats().InUse; n != 0 {
+		t.Errorf("%d read connections still in use after the loops ended", n)
+	}
+}

@@ -191,20 +191,18 @@ func (s *store) init(ctx context.Context) error {
 	if err := s.trim(ctx); err != nil {
 		return err
 	}
-	rows, err := s.w.QueryContext(ctx, "SELECT kind, MAX(created_at) FROM events GROUP BY kind")
-	if err != nil {
-		return fmt.Errorf("read newest events: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
+	for rows, err := range sqldb.Rows(s.w.QueryContext(ctx, "SELECT kind, MAX(created_at) FROM events GROUP BY kind")) {
 		var kind int
 		var ts int64
-		if err := rows.Scan(&kind, &ts); err != nil {
+		if err == nil {
+			err = rows.Scan(&kind, &ts)
+		}
+		if err != nil {
 			return fmt.Errorf("read newest events: %w", err)
 		}
 		s.raise(kind, ts)
 	}
-	return rows.Err()
+	return nil
 }
 
 func (s *store) close() error {
@@ -476,21 +474,16 @@ func (s *store) trim(ctx context.Context) error {
 
 // overShare returns the peers that hold more than events or bytes.
 func overShare(ctx context.Context, tx *sql.Tx, events, bytes int64) ([]string, error) {
-	rows, err := tx.QueryContext(ctx, "SELECT peer FROM peer_usage WHERE events > ? OR bytes > ?", events, bytes)
-	if err != nil {
-		return nil, fmt.Errorf("find the peers past their share: %w", err)
-	}
-	defer rows.Close()
 	var peers []string
-	for rows.Next() {
+	for rows, err := range sqldb.Rows(tx.QueryContext(ctx, "SELECT peer FROM peer_usage WHERE events > ? OR bytes > ?", events, bytes)) {
 		var p string
-		if err := rows.Scan(&p); err != nil {
+		if err == nil {
+			err = rows.Scan(&p)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("find the peers past their share: %w", err)
 		}
 		peers = append(peers, p)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("find the peers past their share: %w", err)
 	}
 	return peers, nil
 }

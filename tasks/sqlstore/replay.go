@@ -228,19 +228,17 @@ func (rs *ReplayStore) Recorded(ctx context.Context, eventIDs []string) (map[str
 
 // recorded adds to out the deliveries query returns.
 func (rs *ReplayStore) recorded(ctx context.Context, out map[string]bool, query string, args ...any) error {
-	rows, err := rs.s.db.R.QueryContext(ctx, query, args...)
-	if err != nil {
-		return dbError("replay recorded", "", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
+	for rows, err := range sqldb.Rows(rs.s.db.R.QueryContext(ctx, query, args...)) {
 		var via string
-		if err := rows.Scan(&via); err != nil {
+		if err == nil {
+			err = rows.Scan(&via)
+		}
+		if err != nil {
 			return dbError("replay recorded", "", err)
 		}
 		out[via] = true
 	}
-	return dbError("replay recorded", "", rows.Err())
+	return nil
 }
 
 // sweepBatch is how many records one transaction of Sweep deletes at most.

@@ -810,24 +810,19 @@ func (s *Store) CountByState(ctx context.Context) (map[tasks.State]int64, error)
 	if err := s.start(ctx, "count"); err != nil {
 		return nil, err
 	}
-	rows, err := s.r.QueryContext(ctx, "SELECT state, COUNT(*) FROM tasks GROUP BY state")
-	if err != nil {
-		return nil, dbError("count", "", err)
-	}
-	defer rows.Close()
 	out := make(map[tasks.State]int64)
-	for rows.Next() {
+	for rows, err := range sqldb.Rows(s.r.QueryContext(ctx, "SELECT state, COUNT(*) FROM tasks GROUP BY state")) {
 		var (
 			state string
 			n     int64
 		)
-		if err := rows.Scan(&state, &n); err != nil {
+		if err == nil {
+			err = rows.Scan(&state, &n)
+		}
+		if err != nil {
 			return nil, dbError("count", "", err)
 		}
 		out[tasks.State(state)] = n
-	}
-	if err := rows.Err(); err != nil {
-		return nil, dbError("count", "", err)
 	}
 	return out, nil
 }
@@ -837,15 +832,13 @@ func (s *Store) Events(ctx context.Context, id string, after int64) ([]tasks.Eve
 	if err := s.start(ctx, "events"); err != nil {
 		return nil, err
 	}
-	rows, err := s.st.events.QueryContext(ctx, id, after)
-	if err != nil {
-		return nil, dbError("events", id, err)
-	}
-	defer rows.Close()
 	var out []tasks.Event
-	for rows.Next() {
+	for rows, err := range sqldb.Rows(s.st.events.QueryContext(ctx, id, after)) {
 		var body string
-		if err := rows.Scan(&body); err != nil {
+		if err == nil {
+			err = rows.Scan(&body)
+		}
+		if err != nil {
 			return nil, dbError("events", id, err)
 		}
 		var ev tasks.Event
@@ -853,9 +846,6 @@ func (s *Store) Events(ctx context.Context, id string, after int64) ([]tasks.Eve
 			return nil, fmt.Errorf("sqlstore: events %s: stored event: %w", id, err)
 		}
 		out = append(out, ev)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, dbError("events", id, err)
 	}
 	if len(out) == 0 {
 		// Every task has its creation event; none means no task, or
