@@ -133,6 +133,10 @@ type Executor struct {
 	// which nothing outside package sandbox can cause.
 	promoteFault  func(ctx context.Context, sb *sandbox.Sandbox, st *sandbox.Staged) error
 	rollbackFault func(ctx context.Context, snap *sandbox.Snapshot) error
+	// recovering, set by tests only, runs in RecoverInterruptedWith once
+	// an action's record is read (again, under o.Claim) and before
+	// anything is done with it: the recovery stands still there.
+	recovering func(actionID string)
 }
 
 // New returns an Executor on cfg, after bringing its tables up to date.

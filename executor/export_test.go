@@ -22,3 +22,11 @@ func SetFaults(e *Executor, promote func(ctx context.Context, sb *sandbox.Sandbo
 func EndedPlan(t testing.TB, e *Executor) []string {
 	return testdb.QueryPlan(t, e.store.db.R, e.store.endedQuery(), int64(1), int64(0), int64(0), "", forgetBatch)
 }
+
+// SetRecovering makes e's recoveries (RecoverInterruptedWith) call f once
+// they have read an action's record, before they do anything with it (nil:
+// nothing): the tests stand a recovery still there while the call that
+// holds the action goes on.
+func SetRecovering(e *Executor, f func(actionID string)) {
+	e.recovering = f
+}

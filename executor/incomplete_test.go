@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -357,6 +358,143 @@ func TestRefusedRollbackTakenUpAsInterrupted(t *testing.T) {
 		}
 		if es := v.entries(res.ActionID); es[len(es)-1].Decision != "recovered" {
 			t.Errorf("last audit entry %+v, want the recovery's", es[len(es)-1])
+		}
+		v.verify()
+	})
+}
+
+// recoveryStandingStill starts, on a goroutine of its own, another
+// process's recovery pass, reconcile_after past the action's last change
+// (the clock moves an hour), and returns once that pass has read the
+// record of the action it takes up: it then stands still there until
+// resume is called, which returns what the pass returned.
+func (v *env) recoveryStandingStill(t *testing.T) (resume func() (int, error)) {
+	t.Helper()
+	var once sync.Once
+	read, goOn := make(chan struct{}), make(chan struct{})
+	executor.SetRecovering(v.ex, func(string) {
+		once.Do(func() { close(read) })
+		<-goOn
+	})
+	type result struct {
+		n   int
+		err error
+	}
+	done := make(chan result, 1)
+	v.clock.Advance(time.Hour)
+	before := v.clock.Now().Add(-time.Minute)
+	go func() {
+		n, err := v.ex.RecoverInterruptedWith(context.Background(), executor.RecoverOptions{Before: before})
+		done <- result{n, err}
+	}()
+	select {
+	case <-read:
+	case r := <-done:
+		t.Fatalf("the other process's recovery took nothing up: %d, %v", r.n, r.err)
+	}
+	return func() (int, error) {
+		close(goOn)
+		r := <-done
+		executor.SetRecovering(v.ex, nil)
+		return r.n, r.err
+	}
+}
+
+// TestPromotedWhileRecoveryStandsStill: a promotion stands still past
+// reconcile_after, its files written; another process's recovery reads
+// its record, promoting, and stands still in turn; the promotion's
+// commit (promoted) lands; then the recovery goes on. The workspace must
+// agree with the record: before, the recovery put the file back to its
+// pre-image first, then found the record no longer promoting and left
+// it promoted, the write undone under it.
+func TestPromotedWhileRecoveryStandsStill(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		v := newEnv(t, dsn)
+		ctx := context.Background()
+		v.file("a.txt", "before\n")
+		var resume func() (int, error)
+		executor.SetFaults(v.ex, func(ctx context.Context, sb *sandbox.Sandbox, st *sandbox.Staged) error {
+			if _, err := sb.Promote(ctx, st); err != nil {
+				return err
+			}
+			resume = v.recoveryStandingStill(t)
+			return nil
+		}, nil)
+		res, err := v.ex.Run(ctx, executor.Request{TaskID: "task-1", Requester: agent,
+			Data: prop("WRITE_FILE", map[string]string{"path": "/sandbox/a.txt", "content": "after\n"})})
+		executor.SetFaults(v.ex, nil, nil)
+		if resume == nil {
+			t.Fatalf("Run = %+v, %v before its promotion", res, err)
+		}
+		n, rerr := resume()
+		acts := v.actions()
+		a := acts[len(acts)-1]
+		c, _ := v.content("a.txt")
+		switch a.State {
+		case "promoted":
+			if err != nil || res.Outcome != executor.Completed {
+				t.Errorf("record promoted, but Run = %+v, %v", res, err)
+			}
+			if c != "after\n" {
+				t.Errorf("record promoted, but a.txt = %q (the recovery: %d, %v)", c, n, rerr)
+			}
+		case "failed":
+			if !errors.Is(err, executor.ErrTakenUp) {
+				t.Errorf("record failed by the recovery, but Run = %+v, %v; want ErrTakenUp", res, err)
+			}
+			if c != "before\n" {
+				t.Errorf("record failed by the recovery, but a.txt = %q", c)
+			}
+		default:
+			t.Errorf("record %s (the recovery: %d, %v)", a.State, n, rerr)
+		}
+		v.verify()
+	})
+}
+
+// TestRollbackRefusedWhileRecoveryStandsStill: the mirror case. A rollback
+// stands still past reconcile_after; another process's recovery reads its
+// record, rolling_back, and stands still in turn; the sandbox refuses the
+// rollback and its release (back to promoted) lands; then the recovery
+// goes on. The workspace must agree with the record: before, the recovery
+// removed the file first, then found the record no longer rolling_back
+// and left it promoted.
+func TestRollbackRefusedWhileRecoveryStandsStill(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		v := newEnv(t, dsn)
+		ctx := context.Background()
+		res := v.run(agent, prop("WRITE_FILE", map[string]string{"path": "/sandbox/kept.txt", "content": "kept\n"}))
+		wantOutcome(t, res, executor.Completed)
+		var resume func() (int, error)
+		executor.SetFaults(v.ex, nil, func(ctx context.Context, _ *sandbox.Snapshot) error {
+			resume = v.recoveryStandingStill(t)
+			return errors.New("refused by the sandbox")
+		})
+		err := v.ex.Rollback(ctx, res.ActionID)
+		executor.SetFaults(v.ex, nil, nil)
+		if resume == nil {
+			t.Fatalf("Rollback = %v before the sandbox's", err)
+		}
+		n, rerr := resume()
+		a := v.action(res.ActionID)
+		c, ok := v.content("kept.txt")
+		switch a.State {
+		case "promoted":
+			if err == nil || errors.Is(err, executor.ErrTakenUp) {
+				t.Errorf("record promoted, but Rollback = %v; want the sandbox's refusal", err)
+			}
+			if c != "kept\n" {
+				t.Errorf("record promoted, but kept.txt = %q, %v (the recovery: %d, %v)", c, ok, n, rerr)
+			}
+		case "rolled_back":
+			if !errors.Is(err, executor.ErrTakenUp) {
+				t.Errorf("record rolled back by the recovery, but Rollback = %v; want ErrTakenUp", err)
+			}
+			if ok {
+				t.Errorf("record rolled back by the recovery, but kept.txt = %q", c)
+			}
+		default:
+			t.Errorf("record %s (the recovery: %d, %v)", a.State, n, rerr)
 		}
 		v.verify()
 	})

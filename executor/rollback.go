@@ -252,6 +252,9 @@ func (e *Executor) recoverClaimed(ctx context.Context, r *record, o RecoverOptio
 }
 
 func (e *Executor) recover(ctx context.Context, r *record) error {
+	if e.recovering != nil {
+		e.recovering(r.ActionID)
+	}
 	if r.State == stateApproving {
 		// Handed back under the claim token read: the record goes
 		// pending without one, so that the approval that stood still,
