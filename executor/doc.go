@@ -178,7 +178,10 @@
 // another process's recovery takes up an action that stood still past
 // reconcile_after, it writes under the token it read and leaves the
 // record without one (an approval handed back to pending, a promotion
-// failed, a rollback completed); the call that stood still then finds
+// failed, a rollback completed); a promotion or a rollback it first
+// takes over, under a new token of its own, before it puts any path
+// back, so that the call's own commit cannot land in between. The call
+// that stood still then finds
 // the record is no longer its own, even once another approval has made
 // it approving again, and its writes fail with ErrTakenUp: nothing of
 // them stays. Records made before the column have the empty token, as do

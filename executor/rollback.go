@@ -182,7 +182,7 @@ func undoDiffs(snap *sandbox.Snapshot) []sandbox.Diff {
 //   - An approval caught before promotion goes back to pending.
 //
 // An action whose paths have since been changed by something else is left
-// as it is and logged; the others are still settled. A promotion or
+// in its state (taken over, see recover) and logged; the others are still settled. A promotion or
 // rollback that the sandbox leaves half-way in a running process
 // (sandbox.ErrIncomplete) is settled the same way at once, by the call
 // that met it; only one whose settling failed too is left for this.
@@ -234,7 +234,7 @@ func (e *Executor) RecoverInterruptedWith(ctx context.Context, o RecoverOptions)
 // reports whether it did.
 func (e *Executor) recoverClaimed(ctx context.Context, r *record, o RecoverOptions) (bool, error) {
 	if o.Claim == nil {
-		return true, e.recover(ctx, r)
+		return e.recover(ctx, r)
 	}
 	release, ok, err := o.Claim(ctx, r.ActionID)
 	if err != nil || !ok {
@@ -248,10 +248,12 @@ func (e *Executor) recoverClaimed(ctx context.Context, r *record, o RecoverOptio
 	if now.State != r.State || !now.Updated.Equal(r.Updated) {
 		return false, nil // another process settled it meanwhile
 	}
-	return true, e.recover(ctx, now)
+	return e.recover(ctx, now)
 }
 
-func (e *Executor) recover(ctx context.Context, r *record) error {
+// recover settles r, as read, and reports whether it did: not when the
+// call that held it moved it on since.
+func (e *Executor) recover(ctx context.Context, r *record) (bool, error) {
 	if e.recovering != nil {
 		e.recovering(r.ActionID)
 	}
@@ -261,9 +263,21 @@ func (e *Executor) recover(ctx context.Context, r *record) error {
 		// whatever claim comes next, no longer holds it.
 		r.State, r.Updated = statePending, e.now()
 		_, err := e.store.update(ctx, r, stateApproving)
-		return err
+		return true, err
 	}
-	return e.undo(ctx, e.recordJournal(r), r)
+	// Taken from the call that holds it, under the claim token read,
+	// before any path is put back: that call may only have stood still,
+	// and its commit (a promotion's promoted, a rollback's release back
+	// to promoted) land between the read and the undo, which would then
+	// leave the record claiming what the workspace no longer holds. One
+	// that landed first leaves nothing to take; once taken, it fails
+	// (ErrTakenUp).
+	token, ok, err := e.store.takeOver(ctx, r.ActionID, r.State, r.Claim, e.now())
+	if err != nil || !ok {
+		return false, err
+	}
+	r.Claim = token
+	return true, e.undo(ctx, e.recordJournal(r), r)
 }
 
 // interruptedPromotion is the reason of an action whose promotion was

@@ -191,6 +191,26 @@ func (s *store) claim(ctx context.Context, actionID, from, to string, now time.T
 	return token, ok, err
 }
 
+// takeOver moves the record, still in the held state state under the
+// claim token token, to a new token, in a transaction of its own, and
+// returns the new one when it did: a recovery takes the action from the
+// call that stood still before it changes anything, and that call's
+// later writes, under token, fail. A record moved on or claimed since is
+// left alone.
+func (s *store) takeOver(ctx context.Context, actionID, state, token string, now time.Time) (next string, ok bool, err error) {
+	next = newClaim()
+	err = s.write(ctx, "take over", actionID, func(ctx context.Context, tx *sql.Tx) error {
+		q := s.d.Rebind(`UPDATE executor_actions SET updated_at = ?, claim_token = ? WHERE action_id = ? AND state = ? AND claim_token = ?`)
+		res, err := tx.ExecContext(ctx, q, sqldb.Micros(now), next, actionID, state, token)
+		ok, err = affectedOne(res, err, "take over", actionID)
+		return err
+	})
+	if !ok {
+		next = ""
+	}
+	return next, ok, err
+}
+
 // releaseTx moves the record back from the held state from to state to,
 // in tx, if it is still held under token, and reports whether it was; the
 // token is cleared.
