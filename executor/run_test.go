@@ -38,14 +38,14 @@ type runGolden struct {
 	Workspace  map[string]string `json:"workspace"`
 }
 
-// TestRunSeeds runs every example of the proposal field constraints and the
+// TestRunExamples runs every example of the proposal field constraints and the
 // proposal schema versioning strategy (and a proposal of each action)
 // through Run, in a workspace holding /sandbox/a.txt = "hello world\n" (as
 // the versioning strategy's example 2 assumes), with the default policy. The
 // examples of the versioning strategy must give exactly the output it
 // documents, byte for byte once compacted; every case must match its golden
 // file.
-func TestRunSeeds(t *testing.T) {
+func TestRunExamples(t *testing.T) {
 	raw, err := os.ReadFile("testdata/run.json")
 	if err != nil {
 		t.Fatal(err)

@@ -99,11 +99,11 @@ func compact(t *testing.T, b []byte) string {
 	return string(v)
 }
 
-// TestSeed004Outputs checks that the examples of the proposal schema
+// TestVersioningExamples checks that the examples of the proposal schema
 // versioning strategy whose runtime output it documents yield exactly that
 // output, member order included. The files in testdata/seed-outputs are
 // the documented outputs, never rewritten.
-func TestSeed004Outputs(t *testing.T) {
+func TestVersioningExamples(t *testing.T) {
 	seedOut := func(t *testing.T, name string) string {
 		b, err := os.ReadFile(filepath.Join("testdata/seed-outputs", name+".json"))
 		if err != nil {
