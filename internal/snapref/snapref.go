@@ -1,5 +1,8 @@
 // Package snapref finds the published SNAP test vectors and schemas for
-// tests. They live in ../shared/snap-reference beside the project root and
+// tests: the folder named by SNAPNODE_SNAP_REFERENCE, else
+// shared/snap-reference beside the project root. The folder holds the
+// schemas/ folder of the SNAP specification's repository and the contents
+// of its test-vectors/ folder (canonical/, keys/, signatures/); its files
 // are read from there, never copied into the project.
 //
 //	dir := snapref.Dir(t) // skips the test when the folder is absent
@@ -34,13 +37,21 @@ func ModuleRoot(t testing.TB) string {
 	}
 }
 
-// Dir returns the snap-reference folder. When it cannot be found, the test
-// is skipped with a message naming the folder it looked for.
+// EnvDir is the environment variable that names the snap-reference
+// folder, when it is not shared/snap-reference beside the project root.
+const EnvDir = "SNAPNODE_SNAP_REFERENCE"
+
+// Dir returns the snap-reference folder: $SNAPNODE_SNAP_REFERENCE, else
+// shared/snap-reference beside the project root. When it cannot be found,
+// the test is skipped with a message naming the folder it looked for.
 func Dir(t testing.TB) string {
 	t.Helper()
-	ref := filepath.Join(filepath.Dir(ModuleRoot(t)), "shared", "snap-reference")
+	ref := os.Getenv(EnvDir)
+	if ref == "" {
+		ref = filepath.Join(filepath.Dir(ModuleRoot(t)), "shared", "snap-reference")
+	}
 	if _, err := os.Stat(ref); err != nil {
-		t.Skipf("snap-reference vectors not found at %s (they come with ../shared beside the project)", ref)
+		t.Skipf("snap-reference vectors not found at %s (set %s to a folder holding the SNAP specification's schemas/ and the contents of its test-vectors/)", ref, EnvDir)
 	}
 	return ref
 }

@@ -44,7 +44,7 @@ func ProjectNeeds() []Need {
 		{Name: "PostgreSQL", Marker: "PostgreSQL tests skipped", Enable: "scripts/test-all"},
 		{Name: "the npm packages of interop/js", Marker: "run npm ci in interop/js", Enable: "scripts/test-all"},
 		{Name: "Chromium", Marker: "no Chromium found", Enable: "scripts/test-all"},
-		{Name: "the SNAP reference vectors", Marker: "snap-reference vectors not found", Enable: "the specification's test vectors beside the project (../shared)"},
+		{Name: "the SNAP reference vectors", Marker: "snap-reference vectors not found", Enable: "the specification's test vectors and schemas in $SNAPNODE_SNAP_REFERENCE (see the README)"},
 		{Name: "a run without -race", Marker: "run without -race", Enable: "go test ./relay/embedded (without -race)"},
 		{Name: "a run without -short", Marker: "not with -short", Enable: "go test without -short"},
 		{Name: "a parent test", Marker: "process of Test", Entry: true},
