@@ -29,7 +29,7 @@ func (c *cli) adminCommand(op string, args []string) int {
 	fs, cfg := c.nodeFlagSet(op)
 	reason, action, diff := "", "", ""
 	if op == "deny" {
-		fs.StringVar(&reason, "reason", "", "the note the task fails with (told to the agent, for an agent's job)")
+		fs.StringVar(&reason, "reason", "", "fail the task with the note `TEXT` (told to the agent, for an agent's job)")
 	}
 	if op == "approve" {
 		fs.StringVar(&diff, "diff", "", "approve only if the action's diff is still the one of `SHA256` (as `snapnode held` lists it)")
