@@ -95,7 +95,11 @@ func boundOutput(out json.RawMessage, max int) json.RawMessage {
 func Artifacts(res *executor.Result) []tasks.Artifact {
 	var out []tasks.Artifact
 	if len(res.Output) > 0 {
-		out = append(out, tasks.Artifact{ArtifactID: "result-" + res.ActionID, Name: "result of " + res.Action,
+		name := "result of " + res.Action
+		if res.Action == "" { // data refused before its action was known
+			name = "result of action " + res.ActionID
+		}
+		out = append(out, tasks.Artifact{ArtifactID: "result-" + res.ActionID, Name: name,
 			Parts: []tasks.Part{tasks.DataPart(json.RawMessage(res.Output))}})
 	}
 	if res.Diff != "" {
