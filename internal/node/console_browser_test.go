@@ -47,7 +47,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	bin := chromium()
 	if bin == "" {
 		if os.Getenv("CI") != "" {
-			t.Fatal("CI must provide Chromium: none on PATH and SNAPNODE_TEST_CHROMIUM is not set (.ci/run installs Debian's chromium and sets it)")
+			t.Fatal("CI must provide Chromium: none on PATH and SNAPNODE_TEST_CHROMIUM is not set (scripts/test-all, which .ci/run calls, installs Debian's chromium and sets it)")
 		}
 		t.Skip("no Chromium found (on Debian: apt-get install chromium; or set SNAPNODE_TEST_CHROMIUM): the console's browser test needs one")
 	}
