@@ -6,6 +6,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -352,17 +353,23 @@ func (l *Log) Head(ctx context.Context) (Anchor, error) {
 	return a, nil
 }
 
-// Filter selects entries for Query; its zero value selects the first
-// DefaultQueryLimit entries.
+// Filter selects entries for Query and Count; its zero value selects the
+// first DefaultQueryLimit entries.
 type Filter struct {
 	Task   string    // entries of this task
 	Action string    // entries of this action id
 	Since  time.Time // entries appended at or after
 	// AfterSeq pages: entries with a greater Seq.
 	AfterSeq int64
+	// BeforeSeq, when positive, pages back: entries with a smaller Seq.
+	BeforeSeq int64
 	// Limit bounds the result (default DefaultQueryLimit, at most
 	// MaxQueryLimit).
 	Limit int
+	// Newest selects the last Limit entries the filter matches instead of
+	// the first (still returned in Seq order): a task's newest entries,
+	// read without the older ones. Count ignores it, as it does Limit.
+	Newest bool
 }
 
 // Bounds of Filter.Limit.
@@ -371,8 +378,40 @@ const (
 	MaxQueryLimit     = 10_000
 )
 
+// where returns the conditions of f (Limit and Newest aside), with ?
+// placeholders, and their arguments: "" for none.
+func (f Filter) where() (string, []any) {
+	var (
+		where []string
+		args  []any
+	)
+	// The "<> ''" terms let SQLite use the partial indexes (task, seq)
+	// and (action, seq), which it may only when the query implies their
+	// WHERE: "task = ?" alone does not, and scanned the whole log.
+	if f.Task != "" {
+		where, args = append(where, "task = ? AND task <> ''"), append(args, f.Task)
+	}
+	if f.Action != "" {
+		where, args = append(where, "action = ? AND action <> ''"), append(args, f.Action)
+	}
+	if !f.Since.IsZero() {
+		where, args = append(where, "ts >= ?"), append(args, f.Since.UnixMicro())
+	}
+	if f.AfterSeq > 0 {
+		where, args = append(where, "seq > ?"), append(args, f.AfterSeq)
+	}
+	if f.BeforeSeq > 0 {
+		where, args = append(where, "seq < ?"), append(args, f.BeforeSeq)
+	}
+	if len(where) == 0 {
+		return "", nil
+	}
+	return " WHERE " + strings.Join(where, " AND "), args
+}
+
 // Query returns the entries f selects, in Seq order. The task and action
-// filters use an index each; Since alone scans.
+// filters use an index each, in either direction (Newest); Since alone
+// scans.
 func (l *Log) Query(ctx context.Context, f Filter) ([]Entry, error) {
 	if l.closed.Load() {
 		return nil, ErrClosed
@@ -384,27 +423,12 @@ func (l *Log) Query(ctx context.Context, f Filter) ([]Entry, error) {
 	case limit > MaxQueryLimit:
 		return nil, fmt.Errorf("audit: query limit %d: at most %d", limit, MaxQueryLimit)
 	}
-	var (
-		where []string
-		args  []any
-	)
-	if f.Task != "" {
-		where, args = append(where, "task = ?"), append(args, f.Task)
+	where, args := f.where()
+	q := "SELECT " + entryColumns + " FROM audit_log" + where + " ORDER BY seq"
+	if f.Newest {
+		q += " DESC"
 	}
-	if f.Action != "" {
-		where, args = append(where, "action = ?"), append(args, f.Action)
-	}
-	if !f.Since.IsZero() {
-		where, args = append(where, "ts >= ?"), append(args, f.Since.UnixMicro())
-	}
-	if f.AfterSeq > 0 {
-		where, args = append(where, "seq > ?"), append(args, f.AfterSeq)
-	}
-	q := "SELECT " + entryColumns + " FROM audit_log"
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	q += " ORDER BY seq LIMIT ?"
+	q += " LIMIT ?"
 	args = append(args, limit)
 	rows, err := l.db.R.QueryContext(ctx, l.d.Rebind(q), args...)
 	if err != nil {
@@ -422,7 +446,26 @@ func (l *Log) Query(ctx context.Context, f Filter) ([]Entry, error) {
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("audit: query: %w", err)
 	}
+	if f.Newest {
+		slices.Reverse(out)
+	}
 	return out, nil
+}
+
+// Count returns how many entries f selects, its Limit and Newest aside.
+// With a Task or Action it counts in that filter's index, not reading the
+// entries: the earlier entries of a task whose newest a page shows are
+// Count(Filter{Task: id, BeforeSeq: shown[0].Seq}).
+func (l *Log) Count(ctx context.Context, f Filter) (int64, error) {
+	if l.closed.Load() {
+		return 0, ErrClosed
+	}
+	where, args := f.where()
+	var n int64
+	if err := l.db.R.QueryRowContext(ctx, l.d.Rebind("SELECT COUNT(*) FROM audit_log"+where), args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("audit: count: %w", err)
+	}
+	return n, nil
 }
 
 // readTx begins a read-only transaction on the reader pool: one snapshot
