@@ -60,10 +60,12 @@ type Source interface {
 	// Job returns the agent's job on taskID and its interactions, step by
 	// step; a nil job when the agent has none (or the node runs no agent).
 	Job(ctx context.Context, taskID string) (*agent.Job, []agent.Interaction, error)
-	// Audit returns the audit entries f selects, in seq order.
+	// Audit returns the audit entries f selects, in seq order
+	// (audit.Log.Query: with f.Newest, the last f.Limit of them).
 	Audit(ctx context.Context, f audit.Filter) ([]audit.Entry, error)
-	// AuditHead returns the anchor of the last audit entry.
-	AuditHead(ctx context.Context) (audit.Anchor, error)
+	// AuditCount returns how many audit entries f selects, f.Limit and
+	// f.Newest aside (audit.Log.Count).
+	AuditCount(ctx context.Context, f audit.Filter) (int64, error)
 	// VerifyAudit checks the audit log's hash chain (an error wrapping
 	// audit.ErrTampered names the first bad entry).
 	VerifyAudit(ctx context.Context) (audit.Report, error)

@@ -112,8 +112,8 @@ func (fakeSource) Audit(_ context.Context, f audit.Filter) ([]audit.Entry, error
 	}, nil
 }
 
-func (fakeSource) AuditHead(context.Context) (audit.Anchor, error) {
-	return audit.Anchor{Seq: 2, Hash: "ab12"}, nil
+func (fakeSource) AuditCount(context.Context, audit.Filter) (int64, error) {
+	return 0, nil
 }
 
 func (fakeSource) VerifyAudit(context.Context) (audit.Report, error) {

@@ -46,16 +46,33 @@ func (s longAudit) Audit(_ context.Context, f audit.Filter) ([]audit.Entry, erro
 	if limit <= 0 {
 		limit = audit.DefaultQueryLimit
 	}
-	var out []audit.Entry
-	for _, e := range s.all() {
-		if (f.Task != "" && e.Task != f.Task) || (f.Action != "" && e.Action != f.Action) || e.Seq <= f.AfterSeq {
-			continue
-		}
-		if len(out) < limit {
-			out = append(out, e)
+	out := s.match(f)
+	if len(out) > limit {
+		if f.Newest {
+			out = out[len(out)-limit:]
+		} else {
+			out = out[:limit]
 		}
 	}
 	return out, nil
+}
+
+func (s longAudit) AuditCount(_ context.Context, f audit.Filter) (int64, error) {
+	return int64(len(s.match(f))), nil
+}
+
+// match returns the entries f selects, in seq order, Limit and Newest
+// aside.
+func (s longAudit) match(f audit.Filter) []audit.Entry {
+	var out []audit.Entry
+	for _, e := range s.all() {
+		if (f.Task != "" && e.Task != f.Task) || (f.Action != "" && e.Action != f.Action) || e.Seq <= f.AfterSeq ||
+			(f.BeforeSeq > 0 && e.Seq >= f.BeforeSeq) {
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
 }
 
 // A held action's risk is shown however long the task's audit trail is

@@ -214,28 +214,19 @@ func (c *Console) renderTask(w http.ResponseWriter, r *http.Request, s *session,
 }
 
 // newestAudit returns the newest MaxAuditEntries audit entries of
-// taskID, in seq order, and how many earlier ones it left out.
+// taskID, in seq order, and how many earlier ones it left out: it reads
+// those entries and counts the earlier ones in the task's index, however
+// long the task's trail.
 func (c *Console) newestAudit(ctx context.Context, taskID string) ([]audit.Entry, int, error) {
-	var (
-		keep    []audit.Entry
-		earlier int
-		after   int64
-	)
-	for {
-		page, err := c.cfg.Source.Audit(ctx, audit.Filter{Task: taskID, AfterSeq: after, Limit: audit.MaxQueryLimit})
-		if err != nil {
-			return nil, 0, err
-		}
-		keep = append(keep, page...)
-		if n := len(keep) - MaxAuditEntries; n > 0 {
-			earlier += n
-			keep = append(keep[:0:0], keep[n:]...)
-		}
-		if len(page) < audit.MaxQueryLimit {
-			return keep, earlier, nil
-		}
-		after = page[len(page)-1].Seq
+	keep, err := c.cfg.Source.Audit(ctx, audit.Filter{Task: taskID, Newest: true, Limit: MaxAuditEntries})
+	if err != nil || len(keep) < MaxAuditEntries {
+		return keep, 0, err
 	}
+	earlier, err := c.cfg.Source.AuditCount(ctx, audit.Filter{Task: taskID, BeforeSeq: keep[0].Seq})
+	if err != nil {
+		return nil, 0, err
+	}
+	return keep, int(earlier), nil
 }
 
 // riskOf returns the risk the validation of actionID recorded in the
@@ -319,12 +310,7 @@ func (c *Console) auditPage(w http.ResponseWriter, r *http.Request, s *session) 
 	if err != nil {
 		d.Error, d.Tampered = err.Error(), errors.Is(err, audit.ErrTampered)
 	}
-	head, err := c.cfg.Source.AuditHead(ctx)
-	if err != nil {
-		c.failed(w, r, "the audit log's head", err)
-		return
-	}
-	if d.Entries, err = c.cfg.Source.Audit(ctx, audit.Filter{AfterSeq: max(0, head.Seq-MaxAuditEntries), Limit: MaxAuditEntries}); err != nil {
+	if d.Entries, err = c.cfg.Source.Audit(ctx, audit.Filter{Newest: true, Limit: MaxAuditEntries}); err != nil {
 		c.failed(w, r, "the audit log", err)
 		return
 	}

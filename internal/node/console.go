@@ -90,8 +90,8 @@ func (s consoleSource) Audit(ctx context.Context, f audit.Filter) ([]audit.Entry
 	return s.n.exec.audit.Query(ctx, f)
 }
 
-func (s consoleSource) AuditHead(ctx context.Context) (audit.Anchor, error) {
-	return s.n.exec.audit.Head(ctx)
+func (s consoleSource) AuditCount(ctx context.Context, f audit.Filter) (int64, error) {
+	return s.n.exec.audit.Count(ctx, f)
 }
 
 func (s consoleSource) VerifyAudit(ctx context.Context) (audit.Report, error) {

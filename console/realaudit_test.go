@@ -1,0 +1,93 @@
+package console_test
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/snapnode/snapnode/console"
+	"github.com/snapnode/snapnode/executor/audit"
+	"github.com/snapnode/snapnode/internal/sqldb"
+	"github.com/snapnode/snapnode/internal/testdb"
+)
+
+// realAudit is fakeSource whose audit entries come from a real audit log
+// (SQLite), counting the entries its reads return.
+type realAudit struct {
+	fakeSource
+	log  *audit.Log
+	read *atomic.Int64
+}
+
+func (s realAudit) Audit(ctx context.Context, f audit.Filter) ([]audit.Entry, error) {
+	es, err := s.log.Query(ctx, f)
+	s.read.Add(int64(len(es)))
+	return es, err
+}
+
+func (s realAudit) AuditCount(ctx context.Context, f audit.Filter) (int64, error) {
+	return s.log.Count(ctx, f)
+}
+
+// A task page with a trail of thousands of entries shows the newest
+// MaxAuditEntries and counts the earlier ones, reading the shown entries
+// only: before, it read the whole trail, MaxQueryLimit at a time, on every
+// view.
+func TestTaskPageAuditTrailReadsNewestOnly(t *testing.T) {
+	ctx := context.Background()
+	db, err := sqldb.Open(ctx, testdb.SQLite(t), sqldb.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	l, err := audit.New(ctx, db, audit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	// 4,000 entries, three in four of task t1 (3,001), the others of
+	// another task; t1's last is act-1's hold.
+	var last, t1 int64
+	for b := range 4 {
+		batch := make([]audit.Entry, audit.MaxBatch)
+		for i := range batch {
+			task := "t1"
+			if i%4 == 3 {
+				task = "t2"
+			}
+			batch[i] = audit.Entry{Actor: "bc1palice", Task: task, Action: fmt.Sprintf("early-%d-%d", b, i/5), Step: audit.StepReceived}
+		}
+		if b == 3 {
+			batch[len(batch)-1] = audit.Entry{Actor: "bc1palice", Task: "t1", Action: "act-1", Step: audit.StepHeld}
+		}
+		out, err := l.AppendBatch(ctx, batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = out[len(out)-1].Seq
+		for _, e := range out {
+			if e.Task == "t1" {
+				t1++
+			}
+		}
+	}
+	read := new(atomic.Int64)
+	body := taskPage(t, realAudit{fakeSource{}, l, read})
+	seqs := regexp.MustCompile(`<td>(\d+)</td>`).FindAllStringSubmatch(body, -1)
+	if len(seqs) < console.MaxAuditEntries {
+		t.Fatalf("%d audit rows on the page, want %d", len(seqs), console.MaxAuditEntries)
+	}
+	if got := seqs[len(seqs)-1][1]; got != fmt.Sprint(last) {
+		t.Errorf("the trail ends at seq %s, want %d (the hold)", got, last)
+	}
+	if want := fmt.Sprintf("%d earlier entries are not shown", t1-console.MaxAuditEntries); !strings.Contains(body, want) {
+		t.Errorf("want the note %q", want)
+	}
+	// The trail's newest 200 and act-1's own entries (one).
+	if n := read.Load(); n > console.MaxAuditEntries+1 {
+		t.Errorf("the page read %d audit entries to show %d", n, console.MaxAuditEntries)
+	}
+}
