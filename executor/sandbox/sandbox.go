@@ -271,6 +271,12 @@ type Entry struct {
 	Path string `json:"path"`           // virtual
 	Kind string `json:"kind"`           // "file", "dir", "symlink" or "other"
 	Size int64  `json:"size,omitempty"` // files only
+	// Invalid, when set, is the Rule the entry's path breaks (a name put
+	// in the workspace by another process: a control character, a bidi
+	// override, bytes that are not UTF-8, …): no proposal can name it.
+	// A name that is not valid UTF-8 is shown with U+FFFD in place of
+	// each bad byte, so it can be a JSON string.
+	Invalid Rule `json:"invalid,omitempty"`
 }
 
 // listBatch is how many names List reads from the directory at once.
@@ -356,6 +362,12 @@ func (s *Sandbox) list(ctx context.Context, p string, first int) ([]Entry, int, 
 	out := make([]Entry, 0, len(kept))
 	for _, name := range kept {
 		e := Entry{Name: name, Path: Virtual(join(rel, name)), Kind: "other"}
+		if _, err := Normalize(e.Path); err != nil {
+			var pe *PathError
+			errors.As(err, &pe)
+			e.Invalid = pe.Rule
+			e.Name, e.Path = strings.ToValidUTF8(e.Name, "\uFFFD"), strings.ToValidUTF8(e.Path, "\uFFFD")
+		}
 		// Lstat through the directory's own Root: never a host path.
 		fi, err := d.r.Lstat(name)
 		if errors.Is(err, fs.ErrNotExist) {
