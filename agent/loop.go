@@ -9,6 +9,7 @@ import (
 	"math"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -507,9 +508,20 @@ func (jr *jobRun) workspace(ctx context.Context) string {
 	}
 	var b strings.Builder
 	for _, e := range list.Result.Entries {
-		fmt.Fprintf(&b, "%s (%s", e.Path, e.Kind)
+		// A name no proposal can use (put there by another process) is
+		// shown quoted, with the rule it breaks: a newline or a bidi
+		// override in it would otherwise write lines of its own into the
+		// task's text.
+		if e.Invalid != "" {
+			fmt.Fprintf(&b, "%s (%s", strconv.QuoteToASCII(e.Path), e.Kind)
+		} else {
+			fmt.Fprintf(&b, "%s (%s", e.Path, e.Kind)
+		}
 		if e.Kind == "file" {
 			fmt.Fprintf(&b, ", %d bytes", e.Size)
+		}
+		if e.Invalid != "" {
+			fmt.Fprintf(&b, "; no action can name it: %s", string(e.Invalid))
 		}
 		b.WriteString(")\n")
 	}
