@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -257,6 +259,61 @@ func TestLengthenedAnswerReplays(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := agent.Replay(h, 64<<10); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A path the proposal schema lets through but the sandbox refuses (dots
+// that are not dots, a bidi override, a name not in NFC) is refused when
+// the proposal arrives, as a validation error naming the field and the
+// rule, and the job's history keeps that refusal: before, the action was
+// judged, audited as valid and refused only by the sandbox, as
+// EXECUTION_FAILED with neither field nor rule (a RENAME_FILE's refusal
+// did not say whether its source or its destination was wrong).
+func TestLookalikePathsRefusedWithFieldAndRule(t *testing.T) {
+	r := newRig(t, testdb.SQLite(t))
+	ctx := context.Background()
+	if err := os.WriteFile(filepath.Join(r.dir, "ok.md"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	task := r.send(t, "go")
+	cases := []struct{ action, args, field, rule string }{
+		{"WRITE_FILE", `{"path":"/sandbox/\uff0e\uff0e/x.md","content":"x"}`, "/args/path", "lookalike"},
+		{"RENAME_FILE", `{"source":"/sandbox/ok.md","destination":"/sandbox/\u202edm.exe.md"}`, "/args/destination", "format_char"},
+		{"READ_FILE", `{"path":"/sandbox/cafe\u0301.md"}`, "/args/path", "not_nfc"},
+	}
+	var answers []string
+	for i, c := range cases {
+		answers = append(answers, fmt.Sprintf(`{"schema_version":"1.0.0","id":"00000000-0000-4000-8000-%012d","reasoning":"r","action":%q,"args":%s}`, i+1, c.action, c.args))
+	}
+	answers = append(answers, `{"schema_version":"1.0.0","id":"00000000-0000-4000-8000-000000000099","reasoning":"done","action":"FINISH","args":{"response":"done"}}`)
+	got := r.run(t, &scripted{answers: answers}, task.ID, tasks.StateFailed, tasks.StateCompleted, tasks.StateInputRequired)
+	if got.Status.State != tasks.StateCompleted {
+		t.Fatalf("task %s %q", got.Status.State, got.Status.Message)
+	}
+	h, err := r.store.History(ctx, task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Interactions) != len(cases)+1 {
+		t.Fatalf("%d interactions, want %d", len(h.Interactions), len(cases)+1)
+	}
+	for i, c := range cases {
+		o := h.Interactions[i].Observation
+		var out struct {
+			Code  string `json:"error_code"`
+			Field string `json:"field"`
+			Rule  string `json:"rule"`
+		}
+		if o == nil {
+			t.Fatalf("%s: no observation in the history", c.action)
+		}
+		if o.Outcome != agent.ObsFailed || json.Unmarshal(o.Output, &out) != nil ||
+			out.Code != "VALIDATION_ERROR" || out.Field != c.field || out.Rule != c.rule {
+			t.Errorf("%s %s: observation %s; want VALIDATION_ERROR at %s, rule %s", c.action, c.args, o.Text, c.field, c.rule)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(r.dir, "ok.md")); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"errors"
 	"fmt"
 	"path"
 	"slices"
@@ -101,6 +102,9 @@ func (e *Executor) parseData(data []byte, actionID string) (*item, error) {
 		if err != nil {
 			return nil, err
 		}
+		if err := checkPaths(p, ""); err != nil {
+			return nil, err
+		}
 		desc := proposal.Describe(p, top)
 		it := &item{
 			format: formatProposal, proposalID: p.ID, action: p.Action.Spelling, reasoning: p.Reasoning,
@@ -141,6 +145,13 @@ func (e *Executor) parseData(data []byte, actionID string) (*item, error) {
 			}
 		}
 		p := &proposal.Proposal{ID: l.ActionID, Action: proposal.Action{Kind: k, Spelling: string(k)}, Args: l.Operation.Args}
+		at := "/operation"
+		if it.composite {
+			at = "/children/" + strconv.Itoa(i) + "/operation"
+		}
+		if err := checkPaths(p, at); err != nil {
+			return nil, err
+		}
 		dd := child
 		if !it.composite {
 			dd = top
@@ -189,6 +200,34 @@ func (e *Executor) parseData(data []byte, actionID string) (*item, error) {
 	it.says = proposal.Dedupe(slices.DeleteFunc(it.says, func(s string) bool { return strings.TrimSpace(s) == "" }))
 	it.desc.Audit.LogLevel = e.levels.of(it.risk) // what the host keeps, never the peer's
 	return it, nil
+}
+
+// checkPaths refuses a path argument of p that the sandbox would refuse
+// (sandbox.Normalize: a character that reads as a dot or a slash, a bidi
+// override or other invisible formatting, a name not in NFC, …), as a
+// validation error naming the field (at is the JSON pointer of the
+// arguments' parent: "" for a proposal) and the sandbox's rule. The
+// proposal schema's pattern lets such a path through; without this the
+// action was judged by the policy, audited as valid, perhaps held for an
+// operator to confirm, and refused only by the sandbox, without a field.
+func checkPaths(p *proposal.Proposal, at string) *proposal.Error {
+	for _, a := range []struct{ name, path string }{
+		{"path", p.Args.Path}, {"source", p.Args.Source}, {"destination", p.Args.Destination},
+	} {
+		if a.path == "" {
+			continue
+		}
+		var pe *sandbox.PathError
+		if _, err := sandbox.Normalize(a.path); errors.As(err, &pe) {
+			field := at + "/args/" + a.name
+			msg := "Field " + field + " is not a path the sandbox accepts (" + string(pe.Rule) + ")"
+			if pe.Detail != "" {
+				msg += ": " + pe.Detail
+			}
+			return &proposal.Error{Code: proposal.ErrValidation, Field: field, Rule: string(pe.Rule), Message: msg + ".", Err: err}
+		}
+	}
+	return nil
 }
 
 // readsEarlierChange refuses step i of a composite, p, when it reads or
