@@ -128,11 +128,12 @@ type Executor struct {
 	// an action and before its staging (a clock moves there).
 	beforeStep func()
 	// promoteFault and rollbackFault, set by tests only, run in place of
-	// the sandbox's promotion and rollback: one left half-way
-	// (sandbox.ErrIncomplete) takes a disk that fails twice in a row,
-	// which nothing outside package sandbox can cause.
+	// the sandbox's promotion and rollback, given the sandbox that would
+	// have run them: one left half-way (sandbox.ErrIncomplete) takes a
+	// disk that fails twice in a row, which nothing outside package
+	// sandbox can cause.
 	promoteFault  func(ctx context.Context, sb *sandbox.Sandbox, st *sandbox.Staged) error
-	rollbackFault func(ctx context.Context, snap *sandbox.Snapshot) error
+	rollbackFault func(ctx context.Context, sb *sandbox.Sandbox, snap *sandbox.Snapshot) error
 	// recovering, set by tests only, runs in RecoverInterruptedWith once
 	// an action's record is read (again, under o.Claim) and before
 	// anything is done with it: the recovery stands still there.

@@ -9,11 +9,12 @@ import (
 )
 
 // SetFaults makes e's promotions call promote, and its rollbacks
-// rollback, in place of the sandbox's (nil: the sandbox's): the tests of
-// package executor_test leave them half-way (sandbox.ErrIncomplete) as
-// only a disk failing twice in a row would.
+// rollback, in place of the sandbox's (nil: the sandbox's), given the
+// sandbox that would have run them: the tests of package executor_test
+// leave them half-way (sandbox.ErrIncomplete) as only a disk failing
+// twice in a row would, or stand them still before they change anything.
 func SetFaults(e *Executor, promote func(ctx context.Context, sb *sandbox.Sandbox, st *sandbox.Staged) error,
-	rollback func(ctx context.Context, snap *sandbox.Snapshot) error) {
+	rollback func(ctx context.Context, sb *sandbox.Sandbox, snap *sandbox.Snapshot) error) {
 	e.promoteFault, e.rollbackFault = promote, rollback
 }
 

@@ -250,7 +250,7 @@ func TestIncompleteRollbackCompleted(t *testing.T) {
 		res := v.run(agent, v.twoWrites())
 		wantOutcome(t, res, executor.Completed)
 		half := halfWay(t, "/sandbox/b.txt", "b before\n")
-		executor.SetFaults(v.ex, nil, func(ctx context.Context, _ *sandbox.Snapshot) error { return half(ctx, v.sb) })
+		executor.SetFaults(v.ex, nil, func(ctx context.Context, _ *sandbox.Sandbox, _ *sandbox.Snapshot) error { return half(ctx, v.sb) })
 		if err := v.ex.Rollback(ctx, res.ActionID); err != nil {
 			t.Errorf("Rollback left half-way: %v; want it completed", err)
 		}
@@ -304,7 +304,7 @@ func TestRollbackTakenUpAsInterrupted(t *testing.T) {
 		}
 		res := v.run(agent, prop("WRITE_FILE", map[string]string{"path": "/sandbox/undone.txt", "content": "undone\n"}))
 		wantOutcome(t, res, executor.Completed)
-		executor.SetFaults(v.ex, nil, func(ctx context.Context, snap *sandbox.Snapshot) error {
+		executor.SetFaults(v.ex, nil, func(ctx context.Context, _ *sandbox.Sandbox, snap *sandbox.Snapshot) error {
 			if err := v.sb.Rollback(ctx, snap); err != nil {
 				return err
 			}
@@ -342,7 +342,7 @@ func TestRefusedRollbackTakenUpAsInterrupted(t *testing.T) {
 		ctx := context.Background()
 		res := v.run(agent, prop("WRITE_FILE", map[string]string{"path": "/sandbox/undone.txt", "content": "undone\n"}))
 		wantOutcome(t, res, executor.Completed)
-		executor.SetFaults(v.ex, nil, func(ctx context.Context, snap *sandbox.Snapshot) error {
+		executor.SetFaults(v.ex, nil, func(ctx context.Context, _ *sandbox.Sandbox, snap *sandbox.Snapshot) error {
 			v.clock.Advance(time.Hour)
 			n, err := v.ex.RecoverInterruptedWith(ctx, executor.RecoverOptions{Before: v.clock.Now().Add(-time.Minute)})
 			if n != 1 || err != nil {
@@ -466,7 +466,7 @@ func TestRollbackRefusedWhileRecoveryStandsStill(t *testing.T) {
 		res := v.run(agent, prop("WRITE_FILE", map[string]string{"path": "/sandbox/kept.txt", "content": "kept\n"}))
 		wantOutcome(t, res, executor.Completed)
 		var resume func() (int, error)
-		executor.SetFaults(v.ex, nil, func(ctx context.Context, _ *sandbox.Snapshot) error {
+		executor.SetFaults(v.ex, nil, func(ctx context.Context, _ *sandbox.Sandbox, _ *sandbox.Snapshot) error {
 			resume = v.recoveryStandingStill(t)
 			return errors.New("refused by the sandbox")
 		})
@@ -495,6 +495,106 @@ func TestRollbackRefusedWhileRecoveryStandsStill(t *testing.T) {
 			}
 		default:
 			t.Errorf("record %s (the recovery: %d, %v)", a.State, n, rerr)
+		}
+		v.verify()
+	})
+}
+
+// TestPromotionTakenUpBeforeItsWrite: a promotion stands still past
+// reconcile_after after recording its action promoting but before it
+// writes anything; another process's recovery takes the action up
+// meanwhile, has nothing to put back, and fails it; then the promotion
+// goes on. It must write nothing and fail with ErrTakenUp: before, it
+// wrote the file and only then found its record taken (ErrTakenUp from
+// its commit), which left the action failed, "its effects were undone",
+// over a workspace that holds them.
+func TestPromotionTakenUpBeforeItsWrite(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		v := newEnv(t, dsn)
+		ctx := context.Background()
+		v.file("a.txt", "before\n")
+		recovered := -1
+		executor.SetFaults(v.ex, func(ctx context.Context, sb *sandbox.Sandbox, st *sandbox.Staged) error {
+			v.clock.Advance(time.Hour) // reconcile_after has passed
+			n, err := v.ex.RecoverInterruptedWith(ctx, executor.RecoverOptions{Before: v.clock.Now().Add(-time.Minute)})
+			if err != nil {
+				t.Errorf("the other process's recovery: %v", err)
+			}
+			recovered = n
+			_, err = sb.Promote(ctx, st) // the promotion goes on
+			return err
+		}, nil)
+		res, err := v.ex.Run(ctx, executor.Request{TaskID: "task-1", Requester: agent,
+			Data: prop("WRITE_FILE", map[string]string{"path": "/sandbox/a.txt", "content": "after\n"})})
+		executor.SetFaults(v.ex, nil, nil)
+		if recovered != 1 {
+			t.Fatalf("the other process's recovery settled %d actions, want 1 (Run = %+v, %v)", recovered, res, err)
+		}
+		if !errors.Is(err, executor.ErrTakenUp) {
+			t.Errorf("Run = %+v, %v; want ErrTakenUp", res, err)
+		}
+		if c, _ := v.content("a.txt"); c != "before\n" {
+			t.Errorf("a.txt = %q, want its pre-image: the action failed, its effects undone", c)
+		}
+		acts := v.actions()
+		a := acts[len(acts)-1]
+		if a.State != "failed" || !strings.Contains(a.Reason, "its effects were undone") {
+			t.Errorf("record: state %s, reason %q; want failed by the recovery", a.State, a.Reason)
+		}
+		es := v.entries(a.ActionID)
+		if last := es[len(es)-1]; last.Step != audit.StepFailed || last.Decision != "recovered" {
+			t.Errorf("last audit entry: %s %s (%q), want the recovery's failed/recovered", last.Step, last.Decision, last.Reason)
+		}
+		v.verify()
+	})
+}
+
+// TestRollbackTakenUpBeforeItsWrite: the mirror case. A rollback stands
+// still past reconcile_after after recording its action rolling_back but
+// before it restores anything; another process's recovery completes it
+// meanwhile; then another action writes the same file as the one rolled
+// back did, and is promoted; then the rollback goes on. It must restore
+// nothing and fail with ErrTakenUp: before, it found the file as its
+// promotion had left it and put the pre-image back, undoing the other
+// action's write under its record, promoted.
+func TestRollbackTakenUpBeforeItsWrite(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		v := newEnv(t, dsn)
+		ctx := context.Background()
+		v.file("a.txt", "before\n")
+		write := prop("WRITE_FILE", map[string]string{"path": "/sandbox/a.txt", "content": "after\n"})
+		first := v.run(agent, write)
+		wantOutcome(t, first, executor.Completed)
+		var again *executor.Result
+		recovered := -1
+		executor.SetFaults(v.ex, nil, func(ctx context.Context, sb *sandbox.Sandbox, snap *sandbox.Snapshot) error {
+			v.clock.Advance(time.Hour) // reconcile_after has passed
+			n, err := v.ex.RecoverInterruptedWith(ctx, executor.RecoverOptions{Before: v.clock.Now().Add(-time.Minute)})
+			if err != nil {
+				t.Errorf("the other process's recovery: %v", err)
+			}
+			recovered = n
+			v.clock.Advance(time.Hour) // past the rollback cooldown
+			again = v.run(agent, write)
+			return sb.Rollback(ctx, snap) // the rollback goes on
+		})
+		err := v.ex.Rollback(ctx, first.ActionID)
+		executor.SetFaults(v.ex, nil, nil)
+		if recovered != 1 {
+			t.Fatalf("the other process's recovery settled %d actions, want 1 (Rollback: %v)", recovered, err)
+		}
+		wantOutcome(t, again, executor.Completed)
+		if !errors.Is(err, executor.ErrTakenUp) {
+			t.Errorf("Rollback = %v; want ErrTakenUp", err)
+		}
+		if a := v.action(first.ActionID); a.State != "rolled_back" {
+			t.Errorf("record of the rolled back action: %s, want rolled_back by the recovery", a.State)
+		}
+		if a := v.action(again.ActionID); a.State != "promoted" {
+			t.Errorf("record of the second write: %s, want promoted", a.State)
+		}
+		if c, _ := v.content("a.txt"); c != "after\n" {
+			t.Errorf("a.txt = %q, want the second write's content: its record is promoted", c)
 		}
 		v.verify()
 	})

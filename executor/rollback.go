@@ -58,7 +58,7 @@ func (e *Executor) Rollback(ctx context.Context, actionID string) error {
 	r.Claim = token // each later write is conditioned on it
 	var rerr error
 	if e.rollbackFault != nil {
-		rerr = e.rollbackFault(ctx, snap)
+		rerr = e.rollbackFault(ctx, e.sb, snap)
 	} else {
 		rerr = e.sb.Rollback(ctx, snap)
 	}
