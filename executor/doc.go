@@ -184,8 +184,16 @@
 // that stood still then finds
 // the record is no longer its own, even once another approval has made
 // it approving again, and its writes fail with ErrTakenUp: nothing of
-// them stays. Records made before the column have the empty token, as do
-// those in no held state.
+// them stays. Nor does it change the workspace once taken over: a
+// promotion, a rollback and the undo of either (sandbox.Recover) check,
+// holding the sandbox's folder lock (sandbox.Checked), that the record is
+// still in its state under the call's token, and write nothing otherwise
+// (ErrTakenUp). A recovery takes the record over before its Recover takes
+// that lock: a call that stood still before its first write cannot write
+// over what the recovery put back, nor over what another action promoted
+// since. Where the folder is not locked (see package sandbox) this holds
+// within one process only. Records made before the column have the empty
+// token, as do those in no held state.
 //
 // Snapshots (pre-images with
 // their content) are bounded: kept Config.SnapshotMaxAge, and at most

@@ -342,7 +342,8 @@ var (
 	// operators, a promotion undone and failed, a rollback completed),
 	// whether or not another call has claimed it again since (a claim
 	// is the call's own token, not the state alone). Nothing of the
-	// call's last commit stays.
+	// call's last commit stays; a promotion or a rollback taken up before
+	// it changed the workspace changes nothing of it either.
 	ErrTakenUp = errors.New("executor: another process took the action up as interrupted")
 	// ErrInvalidIdentity: a requester, approver or task id that cannot be
 	// recorded (empty, too long, control characters, not UTF-8).
@@ -815,6 +816,9 @@ func (e *Executor) promote(ctx context.Context, j *journal, it *item, rec *recor
 		return nil, false, err
 	}
 
+	// The sandbox checks, holding its locks, that the record is still
+	// this call's before it changes anything: see stillHeld.
+	sb = sb.Checked(e.stillHeld(rec.ActionID, statePromoting, rec.Claim))
 	var perr error
 	switch {
 	case e.promoteFault != nil:
@@ -826,6 +830,12 @@ func (e *Executor) promote(ctx context.Context, j *journal, it *item, rec *recor
 	}
 	// From here on the outcome must be recorded whatever becomes of ctx.
 	bg := context.WithoutCancel(ctx)
+	if errors.Is(perr, ErrTakenUp) {
+		// Taken up by another process's recovery before anything
+		// changed: nothing was written, and the record is the
+		// recovery's to settle.
+		return nil, false, perr
+	}
 	if perr != nil {
 		if errors.Is(perr, sandbox.ErrIncomplete) {
 			r, err := e.undoIncomplete(bg, j, rec, res, perr)
@@ -886,6 +896,28 @@ func (e *Executor) promote(ctx context.Context, j *journal, it *item, rec *recor
 	return res, false, nil
 }
 
+// stillHeld is the check (see sandbox.Checked) that the record of
+// actionID is still in the held state state under the claim token token,
+// ErrTakenUp otherwise, that a call runs in the sandbox before it changes
+// the workspace for the record. The sandbox runs it holding the locks
+// that a recovery's sandbox.Recover takes too, and a recovery takes the
+// record over (a new token) before its Recover: a call that stood still
+// before its change, while a recovery took the action up, changes
+// nothing, rather than writing over what the recovery settled (or what
+// another action promoted since) and then finding its commit refused.
+func (e *Executor) stillHeld(actionID, state, token string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		ok, err := e.store.holds(ctx, actionID, state, token)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("%w: action %s is no longer %s under this call's claim, before its sandbox changed", ErrTakenUp, actionID, state)
+		}
+		return nil
+	}
+}
+
 // undoIncomplete undoes at once a promotion the sandbox left half-way
 // (perr, a sandbox.ErrIncomplete: some paths changed, others not, and
 // putting the first back failed too), as RecoverInterrupted would at the
@@ -911,11 +943,18 @@ func (e *Executor) undoIncomplete(ctx context.Context, j *journal, rec *record, 
 // sandbox left half-way (cause, a sandbox.ErrIncomplete), with undo, the
 // entries j holds in its commit. Should that fail too, rec stays as it
 // is, for RecoverInterrupted, and the error names both failures; doing
-// says what undo was doing, in it.
+// says what undo was doing, in it. One that another process's recovery
+// took up meanwhile is that recovery's to settle: the error names the
+// cause and ErrTakenUp.
 func (e *Executor) settleHalfWay(ctx context.Context, j *journal, rec *record, op, doing string, cause error) error {
 	e.logger.Error("executor: "+op+" left half-way; "+doing+" it", "action", rec.ActionID, "err", cause)
 	state := rec.State // undo moves rec on before its commit
-	if err := e.undo(ctx, j, rec); err != nil {
+	err := e.undo(ctx, j, rec)
+	if errors.Is(err, ErrTakenUp) {
+		// Another process's recovery took it up meanwhile, and settles it.
+		return fmt.Errorf("executor: %s %s: %w; %s it: %w", op, rec.ActionID, cause, doing, err)
+	}
+	if err != nil {
 		e.logger.Error("executor: "+op+" left half-way not settled (its undo or its record failed); RecoverInterrupted settles it at the next start",
 			"action", rec.ActionID, "err", err)
 		return fmt.Errorf("executor: %s %s: %w; %s it failed too, or recording it did (the action stays %s until RecoverInterrupted): %w",

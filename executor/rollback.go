@@ -56,11 +56,19 @@ func (e *Executor) Rollback(ctx context.Context, actionID string) error {
 		return fmt.Errorf("%w: %q (another rollback took it)", ErrNotPromoted, actionID)
 	}
 	r.Claim = token // each later write is conditioned on it
+	// The sandbox checks, holding its locks, that the record is still
+	// this call's before it restores anything (see stillHeld).
+	sb := e.sb.Checked(e.stillHeld(actionID, stateRollingBack, token))
 	var rerr error
 	if e.rollbackFault != nil {
-		rerr = e.rollbackFault(ctx, e.sb, snap)
+		rerr = e.rollbackFault(ctx, sb, snap)
 	} else {
-		rerr = e.sb.Rollback(ctx, snap)
+		rerr = sb.Rollback(ctx, snap)
+	}
+	if errors.Is(rerr, ErrTakenUp) {
+		// Taken up by another process's recovery before anything was
+		// restored: the record is the recovery's to settle.
+		return rerr
 	}
 	bg := context.WithoutCancel(ctx)
 	j := e.recordJournal(r)
@@ -292,14 +300,16 @@ const interruptedPromotion = "interrupted during promotion; its effects were und
 // rollback is completed (audited "rolled_back", decision "recovered"):
 // the record and the entries j holds, in one commit. When Recover fails
 // (a path changed since by something else, the disk failing), nothing is
-// recorded and r stays as it is.
+// recorded and r stays as it is; so too when r is no longer held under
+// its claim token as Recover starts (ErrTakenUp, see stillHeld: another
+// recovery took it up, and settles it).
 func (e *Executor) undo(ctx context.Context, j *journal, r *record) error {
 	from := r.State
 	snap, err := sandbox.ParseSnapshot(r.Snapshot)
 	if err != nil {
 		return fmt.Errorf("executor: recover %s: %w", r.ActionID, err)
 	}
-	if err := e.sb.Recover(ctx, snap); err != nil {
+	if err := e.sb.Checked(e.stillHeld(r.ActionID, from, r.Claim)).Recover(ctx, snap); err != nil {
 		return fmt.Errorf("executor: recover %s: %w", r.ActionID, err)
 	}
 	if from == stateRollingBack {

@@ -245,6 +245,21 @@ func (s *store) write(ctx context.Context, verb, actionID string, op func(contex
 	return err
 }
 
+// holds reports whether the record of actionID is still in the held
+// state state under the claim token token, as committed now.
+func (s *store) holds(ctx context.Context, actionID, state, token string) (bool, error) {
+	var one int
+	err := s.db.R.QueryRowContext(ctx, s.d.Rebind(`SELECT 1 FROM executor_actions
+		WHERE action_id = ? AND state = ? AND claim_token = ?`), actionID, state, token).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("executor: read action %s: %w", actionID, err)
+	}
+	return true, nil
+}
+
 var errNoRecord = errors.New("no such action record")
 
 // get returns the record of actionID, or errNoRecord.

@@ -67,7 +67,12 @@
 // process: one that finds it held waits, until its context ends (the
 // cause is returned: MaxDuration's *LimitError, or the caller's), then
 // checks the paths as they are once the other is done (ErrChanged,
-// ErrDiverged). A process that ends releases it.
+// ErrDiverged). A process that ends releases it. A view made by Checked
+// runs the caller's check holding that lock, before any path is looked
+// at, and changes nothing if it fails: the caller's own record of the
+// change (a claim in a database, say) is checked and the workspace
+// changed with nothing of another process's in between, so long as that
+// other process changes the record before it takes the lock.
 //
 // What it does not guarantee. The check of pre-images at promotion and
 // the rename that follows are two steps: a process writing the same file

@@ -291,8 +291,9 @@ func (s *Sandbox) do(ctx context.Context, o op) (applied bool, err error) {
 
 // exclusive bounds ctx by the action's time limit and takes the locks of
 // a change of the workspace: this process's (core.mu) and the folder's,
-// which the other processes sharing it take too (lockFolder). done lets
-// them go, the newest first.
+// which the other processes sharing it take too (lockFolder). Then it
+// runs the view's check (see Checked), whose error lets the locks go and
+// is returned as it is. done lets them go, the newest first.
 func (s *Sandbox) exclusive(ctx context.Context, op string) (_ context.Context, done func(), _ error) {
 	ctx, cancel := s.bound(ctx)
 	s.core.mu.Lock()
@@ -302,7 +303,14 @@ func (s *Sandbox) exclusive(ctx context.Context, op string) (_ context.Context, 
 		cancel()
 		return nil, nil, opErr(op, "", err)
 	}
-	return ctx, func() { unlock(); s.core.mu.Unlock(); cancel() }, nil
+	done = func() { unlock(); s.core.mu.Unlock(); cancel() }
+	if s.check != nil {
+		if err := s.check(ctx); err != nil {
+			done()
+			return nil, nil, err
+		}
+	}
+	return ctx, done, nil
 }
 
 // plainFile refuses what Lstat found that is not a regular file: a

@@ -55,8 +55,9 @@ func (l Limits) withDefaults() (Limits, error) {
 // methods are safe for concurrent use; promotions and rollbacks run one at
 // a time.
 type Sandbox struct {
-	core *core
-	lim  Limits
+	core  *core
+	lim   Limits
+	check func(context.Context) error // see Checked; nil: none
 }
 
 // core is what the views of one sandbox (see Narrow) share.
@@ -111,7 +112,8 @@ func (s *Sandbox) Limits() Limits { return s.lim }
 
 // Narrow returns a view of the same sandbox whose caps are the smaller of
 // the current ones and the non-zero fields of lim (an action's declared
-// resources, say). The view shares the folder and the promotion lock.
+// resources, say). The view shares the folder and the promotion lock, and
+// keeps s's check (see Checked).
 func (s *Sandbox) Narrow(lim Limits) *Sandbox {
 	n := s.lim
 	if lim.MaxFileSize > 0 {
@@ -129,7 +131,23 @@ func (s *Sandbox) Narrow(lim Limits) *Sandbox {
 	if lim.MaxDuration > 0 {
 		n.MaxDuration = min(n.MaxDuration, lim.MaxDuration)
 	}
-	return &Sandbox{core: s.core, lim: n}
+	return &Sandbox{core: s.core, lim: n, check: s.check}
+}
+
+// Checked returns a view of the same sandbox, with the same caps, whose
+// Promote, PromotePrepared, Rollback and Recover call check once they hold
+// the locks of a change (this process's and the folder's, see
+// LockFile), before they look at any path: an error of check stops them,
+// nothing changed, and is returned as it is. The caller makes sure there
+// that it may still change the workspace (its record of the change is
+// still its own, say): another that would take that from it, then change
+// the workspace itself under the same locks, cannot do so between the
+// check and the change. Where the folder is not locked (see the package
+// documentation) that holds within one process only. check is given the
+// operation's context, bounded by MaxDuration. A view of s that already
+// has a check has check instead.
+func (s *Sandbox) Checked(check func(ctx context.Context) error) *Sandbox {
+	return &Sandbox{core: s.core, lim: s.lim, check: check}
 }
 
 // bound applies MaxDuration to ctx. When it is this cap that ends the
