@@ -864,7 +864,9 @@ func Changed(a, b Config) []string {
 }
 
 // diff appends the TOML names of the fields of the structs a and b that
-// differ, descending into the [agent] table.
+// differ, descending into the [agent], [executor] and [audit] tables
+// (their settings need a restart, and a warning names each one); [card]
+// is named as a whole, since it changes on a reload as one.
 func diff(a, b reflect.Value, prefix string, out *[]string) {
 	for i := range a.NumField() {
 		f := a.Type().Field(i)
@@ -872,7 +874,7 @@ func diff(a, b reflect.Value, prefix string, out *[]string) {
 		if name == "" || name == "-" {
 			continue
 		}
-		if f.Type == reflect.TypeFor[Agent]() {
+		if t := f.Type; t == reflect.TypeFor[Agent]() || t == reflect.TypeFor[Executor]() || t == reflect.TypeFor[Audit]() {
 			diff(a.Field(i), b.Field(i), name+".", out)
 			continue
 		}

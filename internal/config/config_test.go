@@ -146,8 +146,9 @@ func TestSourcesLoadAgain(t *testing.T) {
 	}
 }
 
-// Changed names each differing setting by its TOML name, the [agent]
-// table's as agent.KEY; a nil and an empty list are the same.
+// Changed names each differing setting by its TOML name, the [agent],
+// [executor] and [audit] tables' as TABLE.KEY, the [card] table as a
+// whole; a nil and an empty list are the same.
 func TestChanged(t *testing.T) {
 	a, b := config.Default(), config.Default()
 	b.Operators = []string{}
@@ -155,7 +156,8 @@ func TestChanged(t *testing.T) {
 		t.Errorf("equal settings: %q", got)
 	}
 	b.HTTPRate, b.Agent.MaxSteps, b.Card.Name, b.ConfigFile = 1, 2, "x", "other.toml"
-	if got := config.Changed(a, b); !slices.Equal(got, []string{"http_rate", "card", "agent.max_steps"}) {
+	b.Executor.QuotaBytes, b.Audit.LevelHigh = 7, "x"
+	if got := config.Changed(a, b); !slices.Equal(got, []string{"http_rate", "card", "agent.max_steps", "executor.quota_bytes", "audit.level_high"}) {
 		t.Errorf("Changed: %q", got)
 	}
 }
