@@ -73,6 +73,11 @@ func startNodeProcessVia(tb testing.TB, dataDir string, stderr io.Writer, via []
 	if prof := os.Getenv("SNAPNODE_BENCH_MEMPROFILE"); prof != "" {
 		args = append(args, "--memprofile", fmt.Sprintf("%s.%d", prof, seq))
 	}
+	if n := os.Getenv("SNAPNODE_BENCH_NODE_GOMAXPROCS"); n != "" && via == nil {
+		// The node alone on n threads running Go code; the requesters in
+		// this process keep theirs.
+		via = []string{"env", "GOMAXPROCS=" + n}
+	}
 	d := testutil.StartDaemon(tb, testutil.DaemonOptions{DataDir: dataDir, Args: args, Stderr: stderr, Via: via})
 	return &nodeProcess{cmd: d.Cmd, addr: d.Address, pub: d.NostrPub, ws: d.RelayURL, http: d.HTTPURL}
 }
