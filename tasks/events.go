@@ -100,7 +100,14 @@ func NewBroker(buffer int) *Broker {
 // on. The channel is closed when ctx is done, after the task's final event,
 // or when the subscriber falls a whole buffer behind.
 func (b *Broker) Subscribe(ctx context.Context, taskID string) <-chan Event {
-	sub := &subscription{ch: make(chan Event, b.buffer)}
+	return b.SubscribeAfter(ctx, taskID, 0)
+}
+
+// SubscribeAfter is Subscribe for a subscriber that has the task's events
+// up to version after: none of them is delivered again, whoever
+// publishes it (see Service.WatchOthers).
+func (b *Broker) SubscribeAfter(ctx context.Context, taskID string, after int64) <-chan Event {
+	sub := &subscription{ch: make(chan Event, b.buffer), last: after}
 	b.mu.Lock()
 	set := b.subs[taskID]
 	if set == nil {
@@ -119,6 +126,32 @@ func closedEvents() <-chan Event {
 	ch := make(chan Event)
 	close(ch)
 	return ch
+}
+
+// followed returns the tasks that have subscriptions.
+func (b *Broker) followed() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ids := make([]string, 0, len(b.subs))
+	for id := range b.subs {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// lowest returns the lowest version the subscriptions of the task were
+// last given (false when it has none): the events after it are what one
+// of them may miss.
+func (b *Broker) lowest(taskID string) (int64, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	low, any := int64(0), false
+	for sub := range b.subs[taskID] {
+		if !any || sub.last < low {
+			low, any = sub.last, true
+		}
+	}
+	return low, any
 }
 
 // Subscribers returns how many subscriptions the task has.

@@ -97,8 +97,9 @@ type ServiceOptions struct {
 //
 // Within one process every write to a task goes through the Service, which
 // serializes the writes to each task so that events leave in version order.
-// Writes by other processes sharing a store are seen by reads, retried over
-// on version conflicts, but publish no events here.
+// Writes by other processes sharing a store are seen by reads and retried
+// over on version conflicts; their events reach this Service's streams
+// through WatchOthers, where the store can announce them.
 type Service struct {
 	store      Store
 	events     *Broker
@@ -532,7 +533,7 @@ func (s *Service) Subscribe(ctx context.Context, requester, taskID string) (*Tas
 	if t.Status.State.Terminal() {
 		return t, closedEvents(), nil
 	}
-	return t, s.events.Subscribe(ctx, taskID), nil
+	return t, s.events.SubscribeAfter(ctx, taskID, t.Version), nil
 }
 
 // Resubscribe is Subscribe for a requester that saw the task's events up to
@@ -561,7 +562,7 @@ func (s *Service) Resubscribe(ctx context.Context, requester, taskID string, aft
 	if t.Status.State.Terminal() {
 		return t, backlog, closedEvents(), nil
 	}
-	return t, backlog, s.events.Subscribe(ctx, taskID), nil
+	return t, backlog, s.events.SubscribeAfter(ctx, taskID, t.Version), nil
 }
 
 // TaskEvents returns the stored events of a task the requester may read,

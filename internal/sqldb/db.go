@@ -59,7 +59,8 @@ type DB struct {
 	// prepare and use inside Write's transactions. R takes the reads.
 	W, R *sql.DB
 
-	commit    *committer // nil on PostgreSQL
+	commit    *committer      // nil on PostgreSQL
+	pg        *pgx.ConnConfig // PostgreSQL's, for Listen; nil on SQLite
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -110,7 +111,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*DB, error) {
 			_ = p.Close()
 			return nil, fmt.Errorf("sqldb: connect to PostgreSQL %s:%d/%s: %w", cfg.Host, cfg.Port, cfg.Database, err)
 		}
-		db.W, db.R = p, p
+		db.W, db.R, db.pg = p, p, cfg
 	}
 	return db, nil
 }
