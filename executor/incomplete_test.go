@@ -599,3 +599,46 @@ func TestRollbackTakenUpBeforeItsWrite(t *testing.T) {
 		v.verify()
 	})
 }
+
+// TestPromotionTakenUpOverChangedFile: a promotion stands still past
+// reconcile_after before it writes anything, and meanwhile something else
+// changes the file it writes. Another process's recovery takes the action
+// over, cannot put the file back (it is neither the pre- nor the
+// post-image: ErrDiverged) and leaves it; the promotion then goes on and
+// is refused (ErrTakenUp), having written nothing. Before the take-over,
+// the promotion found the file changed and failed the action; now the
+// record must not be left promoting, which no later pass can settle (the
+// file stays as it is), holding the task busy and the requester's quota.
+func TestPromotionTakenUpOverChangedFile(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		v := newEnv(t, dsn)
+		ctx := context.Background()
+		v.file("a.txt", "before\n")
+		executor.SetFaults(v.ex, func(ctx context.Context, sb *sandbox.Sandbox, st *sandbox.Staged) error {
+			v.file("a.txt", "edited by someone else\n")
+			v.clock.Advance(time.Hour) // reconcile_after has passed
+			v.ex.RecoverInterruptedWith(ctx, executor.RecoverOptions{Before: v.clock.Now().Add(-time.Minute)})
+			_, err := sb.Promote(ctx, st) // the promotion goes on
+			return err
+		}, nil)
+		res, err := v.ex.Run(ctx, executor.Request{TaskID: "task-1", Requester: agent,
+			Data: prop("WRITE_FILE", map[string]string{"path": "/sandbox/a.txt", "content": "after\n"})})
+		executor.SetFaults(v.ex, nil, nil)
+		// Later passes, as the node's reconcile would run them.
+		for range 2 {
+			v.clock.Advance(time.Hour)
+			n, rerr := v.ex.RecoverInterruptedWith(ctx, executor.RecoverOptions{Before: v.clock.Now().Add(-time.Minute)})
+			t.Logf("later pass: %d, %v", n, rerr)
+		}
+		acts := v.actions()
+		if a := acts[len(acts)-1]; a.State != "failed" {
+			t.Errorf("record %s (reason %q); want failed by the promotion, which found the file changed", a.State, a.Reason)
+		}
+		if err != nil || res.Outcome != executor.Failed {
+			t.Errorf("Run = %+v, %v; want the action failed, the file changed", res, err)
+		}
+		if c, _ := v.content("a.txt"); c != "edited by someone else\n" {
+			t.Errorf("a.txt = %q", c)
+		}
+	})
+}
