@@ -284,8 +284,23 @@ func (e *Executor) recover(ctx context.Context, r *record) (bool, error) {
 	if err != nil || !ok {
 		return false, err
 	}
+	prev, state := r.Claim, r.State
 	r.Claim = token
-	return true, e.undo(ctx, e.recordJournal(r), r)
+	err = e.undo(ctx, e.recordJournal(r), r)
+	if errors.Is(err, sandbox.ErrDiverged) {
+		// Recover refused before it changed anything (a path is neither
+		// image: something else changed it). The record goes back to the
+		// call that held it: alive, that call finds the path changed
+		// too and settles the record itself (a promotion fails, a
+		// rollback is refused, back to promoted), as it did before the
+		// take-over; taken over, it would stay held for good, since no
+		// later pass can put such a path back. A call that is gone
+		// leaves it to the next pass, as a crash does.
+		if _, herr := e.store.moveClaim(ctx, "hand back", r.ActionID, state, token, prev, e.now()); herr != nil {
+			err = errors.Join(err, herr)
+		}
+	}
+	return true, err
 }
 
 // interruptedPromotion is the reason of an action whose promotion was

@@ -199,16 +199,25 @@ func (s *store) claim(ctx context.Context, actionID, from, to string, now time.T
 // left alone.
 func (s *store) takeOver(ctx context.Context, actionID, state, token string, now time.Time) (next string, ok bool, err error) {
 	next = newClaim()
-	err = s.write(ctx, "take over", actionID, func(ctx context.Context, tx *sql.Tx) error {
-		q := s.d.Rebind(`UPDATE executor_actions SET updated_at = ?, claim_token = ? WHERE action_id = ? AND state = ? AND claim_token = ?`)
-		res, err := tx.ExecContext(ctx, q, sqldb.Micros(now), next, actionID, state, token)
-		ok, err = affectedOne(res, err, "take over", actionID)
-		return err
-	})
+	ok, err = s.moveClaim(ctx, "take over", actionID, state, token, next, now)
 	if !ok {
 		next = ""
 	}
 	return next, ok, err
+}
+
+// moveClaim moves the record, still in the held state state under the
+// claim token from, to the token to, in a transaction of its own, and
+// reports whether it did (see takeOver; a recovery that changed nothing
+// hands the record back with it).
+func (s *store) moveClaim(ctx context.Context, verb, actionID, state, from, to string, now time.Time) (ok bool, err error) {
+	err = s.write(ctx, verb, actionID, func(ctx context.Context, tx *sql.Tx) error {
+		q := s.d.Rebind(`UPDATE executor_actions SET updated_at = ?, claim_token = ? WHERE action_id = ? AND state = ? AND claim_token = ?`)
+		res, err := tx.ExecContext(ctx, q, sqldb.Micros(now), to, actionID, state, from)
+		ok, err = affectedOne(res, err, verb, actionID)
+		return err
+	})
+	return ok, err
 }
 
 // releaseTx moves the record back from the held state from to state to,
