@@ -26,6 +26,11 @@
 //   - POST /snap with Accept: text/event-stream: 200, each message a
 //     "data: <one-line JSON>\n\n" frame flushed at once, events then the
 //     one final response, then the body ends.
+//   - SSE and WebSocket streams apply backpressure: a stream's handler
+//     waits in emit while its queue (StreamBuffer) is full, so a burst
+//     reaches a peer that reads steadily whole; a peer that takes nothing
+//     for WriteTimeout is too slow (ErrSlowReader): its stream ends and
+//     its connection is closed.
 //   - GET /snap upgraded to WebSocket: one text frame per message; exactly
 //     one frame answers a non-streaming method; requests on one connection
 //     are answered in order, one at a time.

@@ -3,41 +3,56 @@ package snaphttp
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
+	"os"
 	"sync"
+	"time"
 
 	"github.com/snapnode/snapnode/snap"
 )
 
-// ErrSlowReader is returned by a stream's send when the peer lets its
-// bounded queue fill: the stream ends and the connection is closed, so
-// that whoever feeds the stream is never held up by one peer.
+// ErrSlowReader is returned by a stream's send when the peer took
+// nothing for WriteTimeout while its bounded queue was full (or while a
+// frame was being written to it): the stream ends and the connection is
+// closed. Until then send waits for room, as net/http's
+// ResponseWriter.Write waits for the peer, so that a peer reading steadily
+// gets a burst of events longer than the queue whole; whoever feeds
+// several streams must feed each from its own goroutine (see
+// snap.StreamHandlerFunc).
 var ErrSlowReader = errors.New("snaphttp: the peer reads too slowly; stream ended")
 
-// errWriteFailed is returned by send once writing to the peer failed.
-var errWriteFailed = errors.New("snaphttp: the peer is gone")
-
 // outbox queues the frames of one exchange between the goroutine that
-// produces them (snap.Handler.Serve) and the one that writes them. send
-// never blocks: when the queue is full the exchange fails. The final
-// response is queued with a wait, since the writer always drains the
-// queue, discarding once it failed.
+// produces them (snap.Handler.Serve) and the one that writes them. When
+// the queue is full send waits for room, up to timeout (WriteTimeout): a
+// peer that takes nothing for that long fails the exchange with
+// ErrSlowReader. The final response is queued with a wait too, since the
+// writer always drains the queue, discarding once it failed.
 type outbox struct {
-	ch    chan []byte
-	frame func(*snap.Message) ([]byte, error)
+	ch      chan []byte
+	frame   func(*snap.Message) ([]byte, error)
+	timeout time.Duration
 	// abort unblocks a write in progress and stops the exchange.
 	abort func()
+	// done is closed when the exchange fails.
+	done chan struct{}
 
 	mu     sync.Mutex
 	err    error
 	closed bool
 }
 
-func newOutbox(size int, frame func(*snap.Message) ([]byte, error), abort func()) *outbox {
-	return &outbox{ch: make(chan []byte, size), frame: frame, abort: abort}
+func newOutbox(size int, timeout time.Duration, frame func(*snap.Message) ([]byte, error), abort func()) *outbox {
+	return &outbox{ch: make(chan []byte, size), frame: frame, timeout: timeout, abort: abort, done: make(chan struct{})}
 }
 
-// send queues an event without waiting.
-func (o *outbox) send(m *snap.Message) error {
+// send queues an event, waiting for room while the queue is full: until
+// the writer takes a frame, the exchange fails (the writer's error; a
+// write that timed out is ErrSlowReader), timeout passes with nothing
+// taken (ErrSlowReader, and the exchange fails), or ctx, the exchange's,
+// ends (ctx's error; the exchange does not fail, so that its final
+// response is still written).
+func (o *outbox) send(ctx context.Context, m *snap.Message) error {
 	if err := o.failed(); err != nil {
 		return err
 	}
@@ -49,9 +64,34 @@ func (o *outbox) send(m *snap.Message) error {
 	case o.ch <- b:
 		return nil
 	default:
-		o.fail(ErrSlowReader)
-		return ErrSlowReader
 	}
+	t := time.NewTimer(o.timeout)
+	defer t.Stop()
+	select {
+	case o.ch <- b:
+		return nil
+	case <-o.done:
+		return o.failed()
+	case <-ctx.Done():
+		if err := o.failed(); err != nil {
+			return err // the failure cancelled ctx
+		}
+		return ctx.Err()
+	case <-t.C:
+		o.fail(ErrSlowReader)
+		return o.failed()
+	}
+}
+
+// writeFailed is the error a failed write of the writer fails the
+// exchange with: ErrSlowReader when the write ran out of its time
+// (WriteTimeout), the peer taking nothing meanwhile.
+func writeFailed(err error) error {
+	var ne net.Error
+	if errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+		return fmt.Errorf("%w: %w", ErrSlowReader, err)
+	}
+	return err
 }
 
 // final queues the last message of an exchange, waiting for room until
@@ -98,7 +138,11 @@ func (o *outbox) fail(err error) {
 		o.err = err
 	}
 	o.mu.Unlock()
-	if first && o.abort != nil {
+	if !first {
+		return
+	}
+	close(o.done)
+	if o.abort != nil {
 		o.abort()
 	}
 }

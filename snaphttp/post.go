@@ -226,32 +226,36 @@ func (s *Server) postSSE(w http.ResponseWriter, r *http.Request, in snap.Inbound
 	rc := http.NewResponseController(w)
 	ctx, cancel := s.streamContext(r.Context(), snap.IsStreamRequest(in.Raw))
 	defer cancel()
-	o := newOutbox(s.cfg.StreamBuffer, sseFrame, func() {
+	o := newOutbox(s.cfg.StreamBuffer, s.cfg.WriteTimeout, sseFrame, func() {
 		cancel()
 		_ = rc.SetWriteDeadline(time.Now()) // unblocks a write in progress
 	})
+	started := false
+	start := func() {
+		started = true
+		h := w.Header()
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-cache")
+		h.Set("Connection", "keep-alive")
+		h.Set("X-Accel-Buffering", "no")
+		w.WriteHeader(http.StatusOK)
+	}
 	produced := make(chan struct{})
 	go func() {
 		defer close(produced)
 		defer o.close()
-		o.final(r.Context(), s.cfg.Handler.Serve(ctx, in, o.send))
+		send := func(m *snap.Message) error { return o.send(ctx, m) }
+		o.final(r.Context(), s.cfg.Handler.Serve(ctx, in, send))
 	}()
-	started := false
 	for frame := range o.ch {
 		if o.failed() != nil {
 			continue // drain, so that the producer never waits
 		}
 		if !started {
-			h := w.Header()
-			h.Set("Content-Type", "text/event-stream")
-			h.Set("Cache-Control", "no-cache")
-			h.Set("Connection", "keep-alive")
-			h.Set("X-Accel-Buffering", "no")
-			w.WriteHeader(http.StatusOK)
-			started = true
+			start()
 		}
 		if err := s.writeFlush(w, rc, frame); err != nil {
-			o.fail(err)
+			o.fail(writeFailed(err))
 		}
 	}
 	<-produced

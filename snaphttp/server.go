@@ -102,9 +102,13 @@ type Config struct {
 	// MaxPeers bounds each map of token buckets.
 	MaxPeers int
 	// StreamBuffer bounds the messages queued for one SSE response or
-	// WebSocket connection. A reader that lets it fill is too slow: its
-	// stream is ended and its connection closed, so that a stalled peer
-	// never holds up whoever feeds the stream.
+	// WebSocket connection. While it is full a stream's handler waits in
+	// emit for the peer to take a frame, as a write to a ResponseWriter
+	// waits; a peer that takes nothing for WriteTimeout is too slow: its
+	// stream is ended (ErrSlowReader) and its connection closed. A
+	// stalled peer so holds up only its own stream's goroutine, for
+	// WriteTimeout at most: whoever feeds several streams feeds each from
+	// its own goroutine (see snap.StreamHandlerFunc).
 	StreamBuffer int
 	// BodyMemory bounds the bytes of the request bodies and WebSocket
 	// messages held at once, in all peers' requests together, from the
@@ -116,7 +120,8 @@ type Config struct {
 	// DefaultBodyMemory, or MaxBody when that is larger; at least
 	// MaxBody.
 	BodyMemory int64
-	// WriteTimeout bounds writing one message or response; ReadTimeout
+	// WriteTimeout bounds writing one message or response, and a
+	// stream's wait for room in its queue (StreamBuffer); ReadTimeout
 	// bounds reading a posted body; HeaderTimeout bounds reading a
 	// request's headers (a connection that takes longer is closed).
 	WriteTimeout  time.Duration

@@ -39,35 +39,70 @@ func dialSmall(ctx context.Context, network, address string) (net.Conn, error) {
 	return c, err
 }
 
-// hub feeds the same events to every stream that joined it, calling each
-// stream's emit in turn from one goroutine, as a task's event broker does.
+// hub feeds the same events to every stream that joined it, as a task's
+// event broker does: publish never waits, each subscriber has its own
+// queue, and each stream's handler goroutine takes its events from it and
+// calls its emit, which may wait for its peer (up to WriteTimeout).
 type hub struct {
-	joined chan func(any) error
+	joined chan *subscriber
 	done   chan struct{}
 }
 
-func newHub() *hub { return &hub{joined: make(chan func(any) error, 2), done: make(chan struct{})} }
+// subscriber is one stream joined to the hub: events queued for it, and
+// the error its emit ended with (nil when the hub ended it).
+type subscriber struct {
+	events chan any
+	ended  chan error
+}
+
+func newHub() *hub { return &hub{joined: make(chan *subscriber, 2), done: make(chan struct{})} }
 
 func (h *hub) hooks() *hooks {
 	return &hooks{stream: func(ctx context.Context, req *snap.Verified, emit func(any) error) (any, error) {
-		h.joined <- emit
-		select {
-		case <-h.done:
-		case <-ctx.Done():
+		// Room for every event the test publishes: here it is the
+		// transport, not the hub, that cuts a stalled peer off.
+		sub := &subscriber{events: make(chan any, 100_000), ended: make(chan error, 1)}
+		h.joined <- sub
+		final := map[string]any{"task": map[string]any{"id": "t-hub", "status": map[string]any{"state": "completed", "timestamp": "2026-01-01T00:00:00Z"}}}
+		for {
+			select {
+			case ev := <-sub.events:
+				if err := emit(ev); err != nil {
+					sub.ended <- err
+					return nil, err
+				}
+			case <-h.done:
+				sub.ended <- nil
+				return final, nil
+			case <-ctx.Done():
+				sub.ended <- ctx.Err()
+				return final, nil
+			}
 		}
-		return map[string]any{"task": map[string]any{"id": "t-hub", "status": map[string]any{"state": "completed", "timestamp": "2026-01-01T00:00:00Z"}}}, nil
 	}}
+}
+
+// publish queues ev for every subscriber without waiting.
+func (h *hub) publish(ev any, subs ...*subscriber) {
+	for _, s := range subs {
+		select {
+		case s.events <- ev:
+		default:
+			panic("hub: a subscriber's queue is full")
+		}
+	}
 }
 
 // stalledPeer is a subscriber that sends its request and never reads.
 type stalledPeer func(t *testing.T, e *env, req []byte) net.Conn
 
 // A peer that stops reading does not hold up the others: the publisher
-// feeds a fast subscriber and a stalled one in turn, at the fast one's
-// pace; the stalled one's send fails (ErrSlowReader) once its bounded
-// queue is full, without the publisher ever waiting, and the fast one gets
-// every event in order and its final response. The stalled connection is
-// then closed by the server.
+// feeds a fast subscriber and a stalled one, each stream from its own
+// goroutine, at the fast one's pace. The stalled one's emit waits for
+// room in its bounded queue, then fails with ErrSlowReader once its peer
+// took nothing for WriteTimeout, and the server closes its connection;
+// meanwhile the fast one gets every event in order, each before the next
+// is published, then its final response.
 func TestStalledReaderDoesNotDelayOthers(t *testing.T) {
 	stallSSE := func(t *testing.T, e *env, req []byte) net.Conn {
 		c, err := dialSmall(context.Background(), "tcp", strings.TrimPrefix(e.base, "http://"))
@@ -102,7 +137,9 @@ func TestStalledReaderDoesNotDelayOthers(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHub()
-			e := start(t, h.hooks(), func(c *snaphttp.Config) { c.StreamBuffer = 4 }, func(l net.Listener) net.Listener { return smallBuffers{l} })
+			e := start(t, h.hooks(), func(c *snaphttp.Config) {
+				c.StreamBuffer, c.WriteTimeout = 4, 500*time.Millisecond
+			}, func(l net.Listener) net.Listener { return smallBuffers{l} })
 
 			// The fast subscriber acknowledges each event it gets.
 			acks := make(chan float64)
@@ -124,25 +161,26 @@ func TestStalledReaderDoesNotDelayOthers(t *testing.T) {
 				})
 				fastDone <- result{m, err}
 			}()
-			fastEmit := <-h.joined
+			fast := <-h.joined
 			slow := tc.stall(t, e, raw(t, request(t, "message/stream", `{}`)))
 			defer slow.Close()
-			slowEmit := <-h.joined
+			stalled := <-h.joined
 
 			pad := strings.Repeat("x", 1000)
 			var slowErr error
+			slowEnded := false
 			published, afterFailure := 0, 0
 			for i := 1; i <= 100_000 && afterFailure < 20; i++ {
 				ev := map[string]any{"taskId": "t-hub", "progress": float64(i), "message": pad}
-				if err := fastEmit(ev); err != nil {
-					t.Fatalf("event %d to the fast subscriber: %v", i, err)
-				}
-				if slowErr == nil {
-					slowErr = slowEmit(ev)
-				} else {
+				if slowEnded {
+					h.publish(ev, fast)
 					afterFailure++
+				} else {
+					h.publish(ev, fast, stalled)
 				}
 				published = i
+				// A generous bound, not a measure: the fast peer's event
+				// must not wait for the stalled peer's WriteTimeout.
 				select {
 				case got := <-acks:
 					if got != float64(i) {
@@ -150,11 +188,25 @@ func TestStalledReaderDoesNotDelayOthers(t *testing.T) {
 					}
 				case r := <-fastDone:
 					t.Fatalf("fast stream ended early: %v", r.err)
+				case err := <-fast.ended:
+					t.Fatalf("event %d to the fast subscriber: %v", i, err)
+				case <-time.After(10 * time.Second):
+					t.Fatalf("event %d never reached the fast subscriber", i)
+				}
+				if !slowEnded {
+					select {
+					case slowErr = <-stalled.ended:
+						slowEnded = true
+					default:
+					}
 				}
 			}
 			close(h.done)
+			if !slowEnded {
+				t.Fatalf("the stalled subscriber's stream still runs after %d events", published)
+			}
 			if !errors.Is(slowErr, snaphttp.ErrSlowReader) {
-				t.Fatalf("the stalled subscriber's send: %v, want ErrSlowReader", slowErr)
+				t.Fatalf("the stalled subscriber's emit: %v, want ErrSlowReader", slowErr)
 			}
 			r := <-fastDone
 			if r.err != nil || r.m.Type != snap.TypeResponse || !strings.Contains(string(r.m.Payload), "t-hub") {

@@ -121,7 +121,7 @@ func (wc *wsConn) serve() {
 		wc.read(reqs, log)
 	}()
 
-	o := newOutbox(s.cfg.StreamBuffer, messageJSON, func() {
+	o := newOutbox(s.cfg.StreamBuffer, s.cfg.WriteTimeout, messageJSON, func() {
 		wc.cancel()
 		c.NetConn().Close() // unblocks a write in progress; the reader stops too
 	})
@@ -243,14 +243,14 @@ func (wc *wsConn) write(o *outbox) {
 			}
 			_ = c.SetWriteDeadline(time.Now().Add(cfg.WriteTimeout))
 			if err := c.WriteMessage(websocket.TextMessage, frame); err != nil {
-				o.fail(err)
+				o.fail(writeFailed(err))
 			}
 		case <-ping.C:
 			if o.failed() != nil {
 				continue
 			}
 			if err := c.WriteControl(websocket.PingMessage, nil, time.Now().Add(cfg.WriteTimeout)); err != nil {
-				o.fail(err)
+				o.fail(writeFailed(err))
 			}
 		}
 	}
@@ -278,5 +278,6 @@ func (wc *wsConn) handle(o *outbox, raw []byte) {
 	defer s.active.Add(-1)
 	ctx, cancel := s.streamContext(wc.ctx, snap.IsStreamRequest(raw))
 	defer cancel()
-	o.final(wc.ctx, s.cfg.Handler.Serve(ctx, snap.Inbound{Raw: raw, Transport: "ws", MaxSize: s.cfg.MaxResponse}, o.send))
+	send := func(m *snap.Message) error { return o.send(ctx, m) }
+	o.final(wc.ctx, s.cfg.Handler.Serve(ctx, snap.Inbound{Raw: raw, Transport: "ws", MaxSize: s.cfg.MaxResponse}, send))
 }

@@ -1,0 +1,65 @@
+package snaphttp
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/snapnode/snapnode/snap"
+)
+
+func frameID(m *snap.Message) ([]byte, error) { return []byte(m.ID), nil }
+
+// send waits for room in a full queue: it returns once the writer takes a
+// frame; when the exchange's context ends it returns that error without
+// failing the exchange (the final response is still queued); when nothing
+// is taken for the timeout it fails the exchange with ErrSlowReader.
+func TestOutboxSendWaits(t *testing.T) {
+	t.Run("room", func(t *testing.T) {
+		o := newOutbox(1, time.Hour, frameID, nil)
+		o.send(context.Background(), &snap.Message{ID: "1"})
+		sent := make(chan error, 1)
+		go func() { sent <- o.send(context.Background(), &snap.Message{ID: "2"}) }()
+		if got := string(<-o.ch); got != "1" {
+			t.Fatalf("first frame %q", got)
+		}
+		if err := <-sent; err != nil {
+			t.Fatalf("send: %v", err)
+		}
+		if got := string(<-o.ch); got != "2" {
+			t.Fatalf("second frame %q", got)
+		}
+	})
+	t.Run("context ends", func(t *testing.T) {
+		o := newOutbox(1, time.Hour, frameID, nil)
+		o.send(context.Background(), &snap.Message{ID: "1"})
+		ctx, cancel := context.WithCancel(context.Background())
+		sent := make(chan error, 1)
+		go func() { sent <- o.send(ctx, &snap.Message{ID: "2"}) }()
+		cancel()
+		if err := <-sent; !errors.Is(err, context.Canceled) {
+			t.Fatalf("send: %v, want context.Canceled", err)
+		}
+		if err := o.failed(); err != nil {
+			t.Fatalf("the exchange failed: %v", err)
+		}
+		<-o.ch
+		o.final(context.Background(), &snap.Message{ID: "final"})
+		if got := string(<-o.ch); got != "final" {
+			t.Fatalf("frame %q, want the final response", got)
+		}
+	})
+	t.Run("nothing taken", func(t *testing.T) {
+		aborted := make(chan struct{})
+		o := newOutbox(1, 10*time.Millisecond, frameID, func() { close(aborted) })
+		o.send(context.Background(), &snap.Message{ID: "1"})
+		if err := o.send(context.Background(), &snap.Message{ID: "2"}); !errors.Is(err, ErrSlowReader) {
+			t.Fatalf("send: %v, want ErrSlowReader", err)
+		}
+		<-aborted
+		if err := o.send(context.Background(), &snap.Message{ID: "3"}); !errors.Is(err, ErrSlowReader) {
+			t.Fatalf("send after the failure: %v", err)
+		}
+	})
+}
