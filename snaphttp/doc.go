@@ -25,7 +25,9 @@
 //     is sent on every response and never required.
 //   - POST /snap with Accept: text/event-stream: 200, each message a
 //     "data: <one-line JSON>\n\n" frame flushed at once, events then the
-//     one final response, then the body ends.
+//     one final response, then the body ends. A stream request's headers
+//     are flushed before its handler runs, so that the stream shows as
+//     open while its first event is made.
 //   - SSE and WebSocket streams apply backpressure: a stream's handler
 //     waits in emit while its queue (StreamBuffer) is full, so a burst
 //     reaches a peer that reads steadily whole; a peer that takes nothing

@@ -220,11 +220,15 @@ func sseFrame(m *snap.Message) ([]byte, error) {
 
 // postSSE streams the answer to in as server-sent events: each event
 // message, then the final response, each flushed at once, then the body
-// ends. The headers go with the first frame; a message with no answer
-// gets 202 Accepted.
+// ends. A stream request (snap.IsStreamRequest) has its headers written
+// and flushed at once, before its handler runs (a message/stream's
+// proposals run first, and a proxy must not take the silence for a dead
+// peer); any other message's go with its first frame, and one with no
+// answer gets 202 Accepted.
 func (s *Server) postSSE(w http.ResponseWriter, r *http.Request, in snap.Inbound) {
 	rc := http.NewResponseController(w)
-	ctx, cancel := s.streamContext(r.Context(), snap.IsStreamRequest(in.Raw))
+	stream := snap.IsStreamRequest(in.Raw)
+	ctx, cancel := s.streamContext(r.Context(), stream)
 	defer cancel()
 	o := newOutbox(s.cfg.StreamBuffer, s.cfg.WriteTimeout, sseFrame, func() {
 		cancel()
@@ -239,6 +243,12 @@ func (s *Server) postSSE(w http.ResponseWriter, r *http.Request, in snap.Inbound
 		h.Set("Connection", "keep-alive")
 		h.Set("X-Accel-Buffering", "no")
 		w.WriteHeader(http.StatusOK)
+	}
+	if stream {
+		start()
+		if err := s.writeFlush(w, rc, nil); err != nil {
+			o.fail(writeFailed(err))
+		}
 	}
 	produced := make(chan struct{})
 	go func() {
@@ -268,12 +278,16 @@ func (s *Server) postSSE(w http.ResponseWriter, r *http.Request, in snap.Inbound
 	}
 }
 
+// writeFlush writes frame (none: only the headers) within WriteTimeout
+// and flushes it.
 func (s *Server) writeFlush(w http.ResponseWriter, rc *http.ResponseController, frame []byte) error {
 	if err := rc.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		return err
 	}
-	if _, err := w.Write(frame); err != nil {
-		return err
+	if len(frame) > 0 {
+		if _, err := w.Write(frame); err != nil {
+			return err
+		}
 	}
 	return rc.Flush()
 }
