@@ -38,6 +38,8 @@
 // response alone:
 //
 //	router.HandleStream("message/stream", func(ctx context.Context, req *snap.Verified, emit func(any) error) (any, error) {
+//		// emit may wait for the peer: call it from this goroutine,
+//		// holding no lock others wait for.
 //		if err := emit(progress); err != nil {
 //			return nil, err // the transport is gone
 //		}

@@ -20,9 +20,11 @@ import (
 // send. send may be nil: a streaming method's events are then not made,
 // and its final response alone is returned.
 // It returns nil when the message gets no answer: a response or an event
-// sent to us, or a delivery already taken. When send returns an error
-// the reader is gone or too slow: Serve stops the handler and returns
-// soon. Every failure, bad input and internal fault alike, is a signed
+// sent to us, or a delivery already taken. send may wait for the peer, as
+// a write to a connection does (bounded by the transport's write timeout
+// and by ctx): the handler's emit waits with it. When send returns an
+// error the reader is gone or too slow: Serve stops the handler and
+// returns soon. Every failure, bad input and internal fault alike, is a signed
 // response carrying a *Error (internal faults as 5001 without their
 // text), never a Go error, so a peer always gets an answer. Serve ends
 // its stream when ctx ends, and is safe for concurrent use.

@@ -13,6 +13,17 @@ import (
 // returns an error (wrapping ErrStreamClosed) once the transport is gone;
 // the handler then returns. emit is safe to call from one goroutine at a
 // time, and only until the handler returns.
+//
+// emit may wait for the peer, as a write to a connection does: over SSE
+// and WebSocket, while the stream's queue is full, up to the transport's
+// write timeout (a peer that takes nothing for that long is cut off and
+// emit fails), or until ctx ends; over Nostr, while the event is
+// published. So a handler feeds its stream from its own goroutine (the
+// handler's), never from one that feeds other streams too, and holds no
+// lock that others wait for while it calls emit: a slow peer then slows
+// only its own stream. Events shared between streams reach each through
+// a queue of its own that the publisher never waits on (tasks.Broker
+// drops a subscriber that falls a whole queue behind).
 type StreamHandlerFunc func(ctx context.Context, req *Verified, emit func(payload any) error) (any, error)
 
 // ErrStreamClosed is what emit returns once the stream's transport failed
@@ -51,8 +62,9 @@ func (r *Router) LookupStream(method string) (StreamHandlerFunc, bool) {
 // sent through send as a signed Message (type "event", the method echoed,
 // to = the requester, from = the node), in order, before the final
 // response is returned. For any other method it is Respond. send is called from one goroutine at a
-// time; when it fails, the handler's ctx is canceled and Stream still
-// returns the final response (the caller may drop it). It returns nil when
+// time, and may wait for the peer (see StreamHandlerFunc); when it fails,
+// the handler's ctx is canceled and Stream still returns the final
+// response (the caller may drop it). It returns nil when
 // Respond would.
 //
 // Every event is kept within the transport's limit (Inbound.MaxSize, else

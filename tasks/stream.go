@@ -256,9 +256,13 @@ func (s *Service) startStream(ctx context.Context, who string) (_ context.Contex
 // events are emitted once they ran: the stream follows the task's later
 // changes live (an operator's approval, a worker).
 //
-// When emit fails (the transport is gone), or the broker drops the
-// subscription because the events are not read fast enough, the stream
-// ends and the task as it is is returned. A stream takes a slot first:
+// emit may wait for the peer (a transport's backpressure, up to its
+// write timeout): the stream runs in the caller's goroutine and holds no
+// lock of the task while it emits, and the broker never waits for it, so
+// a slow peer holds up only its own stream. When emit fails (the
+// transport is gone), or the broker drops the subscription because the
+// events are not read fast enough, the stream ends and the task as it is
+// is returned. A stream takes a slot first:
 // past MaxStreamsPerRequester of one requester, or MaxStreamsPerKey of one
 // key's addresses, the request is 5002 at once; when MaxStreams are open
 // (MaxNewcomerStreams for a requester with no task yet) it waits up to

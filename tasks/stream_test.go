@@ -468,6 +468,73 @@ func TestStreamStalledSubscriber(t *testing.T) {
 	})
 }
 
+// A stream's emit may wait for its peer (a transport applies
+// backpressure, up to its write timeout), so a stream holds no lock of the
+// task while it emits: a resubscription whose emit blocks on the current
+// state, or in its backlog, holds up no write of the task and no other
+// stream of it. (Not in a synctest bubble: a goroutine waiting on a mutex
+// is not durably blocked there, and the test would hang instead of
+// failing.)
+func TestStreamEmitHoldsNoLock(t *testing.T) {
+	for _, blockAt := range []int{1, 2} { // the current state; the first stored event
+		t.Run(fmt.Sprint("emit ", blockAt), func(t *testing.T) {
+			ctx := context.Background()
+			s, _ := newService(t, ServiceOptions{})
+			id := mustSend(t, s, alice, send(`{"text":"x"}`)).ID
+			s.AddArtifact(ctx, id, artifact("a0", "zero"))
+			inEmit, gate := make(chan struct{}), make(chan struct{})
+			n := 0
+			blocked := start(func() (*Task, error) {
+				return resubscribeJSON(ctx, s, alice, []byte(resubscribePayload(id, 0)), func(any) error {
+					if n++; n == blockAt {
+						close(inEmit)
+						<-gate
+					}
+					return nil
+				})
+			})
+			<-inEmit
+			released := false
+			defer func() {
+				if !released {
+					close(gate)
+				}
+			}()
+			other := &recorder{}
+			run := start(func() (*Task, error) {
+				return resubscribeJSON(ctx, s, alice, []byte(resubscribePayload(id, 0)), other.emit)
+			})
+			wrote := start(func() (*Task, error) {
+				if _, err := s.Transition(ctx, id, StateWorking, ""); err != nil {
+					return nil, err
+				}
+				if _, err := s.AddArtifact(ctx, id, artifact("a1", "one")); err != nil {
+					return nil, err
+				}
+				return s.Transition(ctx, id, StateCompleted, "")
+			})
+			// A generous bound, not a measure: with a lock held across
+			// emit these never finish.
+			for name, r := range map[string]*running{"the writes": wrote, "the other stream": run} {
+				select {
+				case <-r.done:
+				case <-time.After(10 * time.Second):
+					t.Fatalf("%s did not finish while a stream's emit waited", name)
+				}
+			}
+			wrote.wait(t)
+			if task := run.wait(t); task.Status.State != StateCompleted {
+				t.Fatalf("the other stream's final task: %s", task.Status.State)
+			}
+			released = true
+			close(gate)
+			if task := blocked.wait(t); task.Status.State != StateCompleted {
+				t.Fatalf("the blocked stream's final task: %s", task.Status.State)
+			}
+		})
+	}
+}
+
 // Streams are bounded per requester and in all; a refusal is 5002 with
 // retryAfter, and a slot comes back when its stream ends.
 func TestStreamLimits(t *testing.T) {
