@@ -65,3 +65,36 @@ func TestRecoverInterrupted(t *testing.T) {
 		v.verify()
 	})
 }
+
+// TestRecoverApprovalMovedOn: a recovery pass reads an approval's record,
+// approving, and stands still; meanwhile the approver moves the record on
+// (here: fails it); then the pass goes on. Its hand-back finds nothing to
+// hand back and must not count the action as recovered. Before, the pass
+// ignored whether the hand-back landed and counted it all the same.
+func TestRecoverApprovalMovedOn(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		v := newEnv(t, dsn)
+		ctx := context.Background()
+		v.insertRecord("moved-on", "approving", nil, prop("DELETE_FILE", map[string]string{"path": "/sandbox/a.txt"}))
+		v.reopen()
+		executor.SetRecovering(v.ex, func(id string) {
+			q := v.db.Dialect.Rebind(`UPDATE executor_actions SET state = 'failed', reason = 'the approver failed it' WHERE action_id = ?`)
+			err := v.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+				_, err := tx.ExecContext(ctx, q, id)
+				return err
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		})
+		n, err := v.ex.RecoverInterrupted(ctx)
+		executor.SetRecovering(v.ex, nil)
+		if err != nil || n != 0 {
+			t.Errorf("RecoverInterrupted = %d, %v; want 0: the approver moved the action on", n, err)
+		}
+		acts, err := v.ex.Actions(ctx, "task-9")
+		if err != nil || len(acts) != 1 || acts[0].State != "failed" {
+			t.Errorf("records %+v, %v; want the one failed (the approver's)", acts, err)
+		}
+	})
+}

@@ -269,9 +269,10 @@ func (e *Executor) recover(ctx context.Context, r *record) (bool, error) {
 		// Handed back under the claim token read: the record goes
 		// pending without one, so that the approval that stood still,
 		// whatever claim comes next, no longer holds it.
+		// One the approver moved on since (promoted it, failed it, gave
+		// it back) is not this pass's to count.
 		r.State, r.Updated = statePending, e.now()
-		_, err := e.store.update(ctx, r, stateApproving)
-		return true, err
+		return e.store.update(ctx, r, stateApproving)
 	}
 	// Taken from the call that holds it, under the claim token read,
 	// before any path is put back: that call may only have stood still,
