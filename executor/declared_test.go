@@ -320,6 +320,44 @@ func TestPreconditionPatternBudget(t *testing.T) {
 	}
 }
 
+// TestPreconditionWildcardSkipsInvalidNames: the wildcards of paths_exist
+// match only names a proposal could use. A directory another process named
+// with a control character, sorted before the one that matches, is not
+// listed (before, its listing was refused and the precondition failed as
+// "could not be checked" although /sandbox/z/x.txt exists); a file named
+// with a bidi override does not satisfy a pattern (before, it did, though
+// no descriptor can name it without a wildcard).
+func TestPreconditionWildcardSkipsInvalidNames(t *testing.T) {
+	run := func(t *testing.T, v *env, pattern string) *executor.Result {
+		d := leaf(t, "READ_FILE", map[string]string{"path": "/sandbox/ok.txt"})
+		d.Scope.Filesystem = proposal.FilesystemScope{Paths: []string{"/sandbox/"}, Recursive: true}
+		d.Preconditions.PathsExist = []string{pattern}
+		return v.run(agent, descriptorJSON(t, d))
+	}
+	t.Run("directory", func(t *testing.T) {
+		v := newEnv(t, testdb.SQLite(t))
+		v.file("ok.txt", "ok\n")
+		v.file("a\nb/x.txt", "hidden\n")
+		v.file("z/x.txt", "x\n")
+		res := run(t, v, "/sandbox/*/x.txt")
+		wantOutcome(t, res, executor.Completed)
+	})
+	t.Run("file", func(t *testing.T) {
+		v := newEnv(t, testdb.SQLite(t))
+		v.file("ok.txt", "ok\n")
+		v.file("rtl\u202egnp.txt", "x\n")
+		res := run(t, v, "/sandbox/rtl*")
+		wantOutcome(t, res, executor.Failed)
+		var f executor.Failure
+		if err := json.Unmarshal(res.Output, &f); err != nil {
+			t.Fatal(err)
+		}
+		if f.Code != executor.CodePreconditionFailed || !strings.HasSuffix(f.Message, "/sandbox/rtl* does not exist.") {
+			t.Fatalf("output %s", res.Output)
+		}
+	})
+}
+
 // TestPreconditionHidesTheWorkspaceFolder: a paths_exist that cannot be
 // checked because the workspace folder is missing tells the requester
 // that, never the folder's host path (the operator's log has it), for a

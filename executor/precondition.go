@@ -183,7 +183,8 @@ var errPatternBudget = fmt.Errorf("the wildcards of paths_exist reach more than 
 // exists reports whether the workspace holds a file or directory named by
 // pattern (a /sandbox/ path whose names may hold shell wildcards). A
 // wildcard name is matched against the listing of its directory, each
-// listing charged to budget; the search stops at the first match.
+// listing charged to budget; the search stops at the first match. Names
+// no proposal can use (sandbox.Entry.Invalid) are passed over.
 func exists(ctx context.Context, sb *sandbox.Sandbox, pattern string, budget *int) (bool, error) {
 	if pattern == sandbox.Prefix {
 		return true, nil
@@ -218,6 +219,13 @@ func match(ctx context.Context, sb *sandbox.Sandbox, rel string, segs []string, 
 		return false, err
 	}
 	for _, en := range entries {
+		// A name no proposal can use (put there by another process; one
+		// that is not UTF-8 is shown changed) is not one a descriptor
+		// means: it neither matches nor is listed, which would refuse
+		// the whole check.
+		if en.Invalid != "" {
+			continue
+		}
 		if ok, _ := path.Match(seg, en.Name); !ok {
 			continue
 		}
