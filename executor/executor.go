@@ -649,7 +649,7 @@ func (e *Executor) readSteps(ctx context.Context, sb *sandbox.Sandbox, it *item)
 			if err != nil {
 				return nil, err
 			}
-			reads[i] = read{out: proposal.Success(p, ListResult{Entries: nonNil(entries), More: more})}
+			reads[i] = read{out: proposal.Success(p, ListResult{Entries: markWildcards(nonNil(entries)), More: more})}
 		}
 	}
 	return reads, nil

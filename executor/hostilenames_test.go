@@ -52,3 +52,59 @@ func TestListHostileNames(t *testing.T) {
 		}
 	}
 }
+
+// TestListWildcardNames: a name the sandbox accepts but the proposal
+// schema refuses (a '*', '?', '[' or ']', the wildcards of descriptors) is
+// marked in a listing with RuleWildcardChar, as the names the sandbox
+// refuses are: no proposal can name it. Before, it was listed as any
+// other, and a READ_FILE of the path listed was refused.
+func TestListWildcardNames(t *testing.T) {
+	v := newEnv(t, testdb.SQLite(t))
+	names := []string{"a*b.md", "q?.md", "[x].md", "y].md", "ok.md"}
+	for _, n := range names {
+		v.file(n, "x")
+	}
+	ctx := context.Background()
+	for _, first := range []int{0, 50} {
+		res, err := v.ex.Run(ctx, executor.Request{TaskID: "t1", Requester: agent,
+			Data: prop("LIST_FILES", map[string]string{"path": "/sandbox/"}), ListFirst: first})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantOutcome(t, res, executor.Completed)
+		var got struct {
+			Result struct {
+				Entries []struct{ Name, Path, Invalid string }
+			}
+		}
+		if err := json.Unmarshal(res.Output, &got); err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Result.Entries) != len(names) {
+			t.Fatalf("ListFirst %d: entries %+v", first, got.Result.Entries)
+		}
+		for _, e := range got.Result.Entries {
+			want := string(executor.RuleWildcardChar)
+			if e.Name == "ok.md" {
+				want = ""
+			}
+			if e.Invalid != want {
+				t.Errorf("ListFirst %d: entry %+v; want invalid %q", first, e, want)
+			}
+		}
+	}
+	// The mark is right: a proposal naming such a path is refused by
+	// the schema, one naming the valid name is not.
+	for _, n := range names {
+		res, err := v.ex.Run(ctx, executor.Request{TaskID: "t1", Requester: agent,
+			Data: prop("READ_FILE", map[string]string{"path": sandbox.Prefix + n})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == "ok.md" {
+			wantOutcome(t, res, executor.Completed)
+		} else if c := errorCode(t, res.Output); c != "VALIDATION_ERROR" {
+			t.Errorf("READ_FILE %s: error_code %s, want VALIDATION_ERROR (output %s)", n, c, res.Output)
+		}
+	}
+}

@@ -35,6 +35,24 @@ type ListResult struct {
 	More    int             `json:"more,omitzero"`
 }
 
+// RuleWildcardChar marks a listed entry whose name holds a character that
+// is a wildcard in descriptors ('*', '?', '[' or ']'). The sandbox accepts
+// such a name, but the proposal schema's path pattern refuses it, so no
+// proposal can name the entry: the listing says so, as it does for the
+// names the sandbox refuses (sandbox.Entry.Invalid).
+const RuleWildcardChar sandbox.Rule = "wildcard_char"
+
+// markWildcards marks with RuleWildcardChar the entries the sandbox found
+// valid whose names no proposal can use for their wildcard characters.
+func markWildcards(entries []sandbox.Entry) []sandbox.Entry {
+	for i, e := range entries {
+		if e.Invalid == "" && strings.ContainsAny(e.Name, "*?[]") {
+			entries[i].Invalid = RuleWildcardChar
+		}
+	}
+	return entries
+}
+
 // FinishResult is FINISH's result: the response it ends the task with.
 type FinishResult struct {
 	Response string `json:"response"`
