@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -149,6 +150,57 @@ func TestArtifacts(t *testing.T) {
 			}
 			if tt.media != "" && arts[len(arts)-1].Parts[0].MediaType != tt.media {
 				t.Errorf("the diff's media type is %q", arts[len(arts)-1].Parts[0].MediaType)
+			}
+		})
+	}
+}
+
+// TestObserveEscapesInvisible: what a listing or a file holds reaches the
+// model, and the job's history, as JSON whose format characters (bidi
+// overrides and isolates, zero-width ones, tags) and line and paragraph
+// separators are \u escapes: no raw U+202E can reorder the prompt's text
+// or what an operator reads, and the JSON means the same strings. Before,
+// they were written as they were.
+func TestObserveEscapesInvisible(t *testing.T) {
+	hostile := "rtl\u202egnp.md \u2066iso\u2069 zw\u200bj\u200d \ufeffbom \u00adshy line\u2028para\u2029 tag\U000E0041"
+	list, _ := json.Marshal(map[string]any{"status": "success", "action": "LIST_FILES", "result": map[string]any{
+		"entries": []map[string]any{{"name": hostile, "path": "/sandbox/" + hostile, "kind": "file", "size": 2, "invalid": "format_char"}}}})
+	read, _ := json.Marshal(map[string]any{"status": "success", "action": "READ_FILE", "result": map[string]any{"content": "say\n" + hostile + "\n"}})
+	for _, res := range []*executor.Result{
+		{Outcome: executor.Completed, ActionID: "l1", Action: "LIST_FILES", Output: list},
+		{Outcome: executor.Completed, ActionID: "r1", Action: "READ_FILE", Output: read},
+		{Outcome: executor.NeedsConfirmation, ActionID: "w1", Action: "WRITE_FILE", Reason: "policy", Diff: "+" + hostile + "\n"},
+	} {
+		t.Run(res.Action, func(t *testing.T) {
+			o := observe(res, 4096)
+			for _, r := range []rune{'\u202e', '\u2066', '\u2069', '\u200b', '\u200d', '\ufeff', '\u00ad', '\u2028', '\u2029', '\U000E0041'} {
+				if strings.ContainsRune(o.Text, r) || strings.ContainsRune(string(o.Output), r) {
+					t.Errorf("the observation holds a raw %U:\ntext %s\noutput %s", r, o.Text, o.Output)
+				}
+			}
+			if !strings.Contains(o.Text, `\u202e`) || !strings.Contains(o.Text, `\udb40\udc41`) {
+				t.Errorf("Text %s lacks the escapes", o.Text)
+			}
+			var fb map[string]any
+			if err := json.Unmarshal([]byte(o.Text), &fb); err != nil {
+				t.Fatalf("Text %q is not JSON: %v", o.Text, err)
+			}
+			if res.Diff != "" {
+				if fb["diff"] != res.Diff {
+					t.Errorf("diff decodes to %q, want %q", fb["diff"], res.Diff)
+				}
+				return
+			}
+			var want, got, gotText any
+			if err := json.Unmarshal(res.Output, &want); err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(o.Output, &got); err != nil {
+				t.Fatalf("Output %q is not JSON: %v", o.Output, err)
+			}
+			gotText = fb["output"]
+			if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(gotText, want) {
+				t.Errorf("the output decodes to\n%#v (Output)\n%#v (Text)\nwant %#v", got, gotText, want)
 			}
 		})
 	}
