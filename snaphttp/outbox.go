@@ -37,13 +37,17 @@ type outbox struct {
 	// done is closed when the exchange fails.
 	done chan struct{}
 
+	// writing holds a token while the writer writes (see write).
+	writing chan struct{}
+
 	mu     sync.Mutex
 	err    error
 	closed bool
 }
 
 func newOutbox(size int, timeout time.Duration, frame func(*snap.Message) ([]byte, error), abort func()) *outbox {
-	return &outbox{ch: make(chan []byte, size), frame: frame, timeout: timeout, abort: abort, done: make(chan struct{})}
+	return &outbox{ch: make(chan []byte, size), frame: frame, timeout: timeout, abort: abort,
+		done: make(chan struct{}), writing: make(chan struct{}, 1)}
 }
 
 // send queues an event, waiting for room while the queue is full: until
@@ -73,13 +77,30 @@ func (o *outbox) send(ctx context.Context, m *snap.Message) error {
 	case <-o.done:
 		return o.failed()
 	case <-ctx.Done():
-		if err := o.failed(); err != nil {
+		// net/http cancels a request's context as soon as a write to
+		// the peer fails, before the writer has recorded why: the
+		// write in progress, if any, decides first.
+		o.writing <- struct{}{}
+		err := o.failed()
+		<-o.writing
+		if err != nil {
 			return err // the failure cancelled ctx
 		}
 		return ctx.Err()
 	case <-t.C:
 		o.fail(ErrSlowReader)
 		return o.failed()
+	}
+}
+
+// write runs w, one write of the writer to the peer, and fails the
+// exchange when it fails (see writeFailed). A send whose context ends
+// meanwhile waits for its verdict.
+func (o *outbox) write(w func() error) {
+	o.writing <- struct{}{}
+	defer func() { <-o.writing }()
+	if err := w(); err != nil {
+		o.fail(writeFailed(err))
 	}
 }
 

@@ -3,7 +3,9 @@ package snaphttp
 import (
 	"context"
 	"errors"
+	"os"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/snapnode/snapnode/snap"
@@ -60,6 +62,37 @@ func TestOutboxSendWaits(t *testing.T) {
 		<-aborted
 		if err := o.send(context.Background(), &snap.Message{ID: "3"}); !errors.Is(err, ErrSlowReader) {
 			t.Fatalf("send after the failure: %v", err)
+		}
+	})
+}
+
+// net/http cancels a request's context as soon as a write to the peer
+// fails, before the writer records why: a send waiting for room then
+// gets the writer's verdict (ErrSlowReader for a write that timed out),
+// not the context's end, once the write in progress is over.
+func TestOutboxSendAwaitsTheWritesVerdict(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		o := newOutbox(1, time.Hour, frameID, nil)
+		o.send(t.Context(), &snap.Message{ID: "1"}) // the queue is full
+		ctx, cancel := context.WithCancel(t.Context())
+		release := make(chan struct{})
+		go o.write(func() error {
+			cancel() // as net/http does when the write fails
+			<-release
+			return os.ErrDeadlineExceeded
+		})
+		synctest.Wait() // the write is in progress, ctx has ended
+		sent := make(chan error, 1)
+		go func() { sent <- o.send(ctx, &snap.Message{ID: "2"}) }()
+		synctest.Wait()
+		select {
+		case err := <-sent:
+			t.Fatalf("send returned %v while the write was in progress", err)
+		default:
+		}
+		close(release)
+		if err := <-sent; !errors.Is(err, ErrSlowReader) {
+			t.Fatalf("send: %v, want ErrSlowReader", err)
 		}
 	})
 }

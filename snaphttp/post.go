@@ -246,9 +246,7 @@ func (s *Server) postSSE(w http.ResponseWriter, r *http.Request, in snap.Inbound
 	}
 	if stream {
 		start()
-		if err := s.writeFlush(w, rc, nil); err != nil {
-			o.fail(writeFailed(err))
-		}
+		o.write(func() error { return s.writeFlush(w, rc, nil) })
 	}
 	produced := make(chan struct{})
 	go func() {
@@ -264,9 +262,7 @@ func (s *Server) postSSE(w http.ResponseWriter, r *http.Request, in snap.Inbound
 		if !started {
 			start()
 		}
-		if err := s.writeFlush(w, rc, frame); err != nil {
-			o.fail(writeFailed(err))
-		}
+		o.write(func() error { return s.writeFlush(w, rc, frame) })
 	}
 	<-produced
 	if err := o.failed(); err != nil && !errors.Is(err, context.Canceled) {

@@ -241,17 +241,15 @@ func (wc *wsConn) write(o *outbox) {
 			if o.failed() != nil {
 				continue
 			}
-			_ = c.SetWriteDeadline(time.Now().Add(cfg.WriteTimeout))
-			if err := c.WriteMessage(websocket.TextMessage, frame); err != nil {
-				o.fail(writeFailed(err))
-			}
+			o.write(func() error {
+				_ = c.SetWriteDeadline(time.Now().Add(cfg.WriteTimeout))
+				return c.WriteMessage(websocket.TextMessage, frame)
+			})
 		case <-ping.C:
 			if o.failed() != nil {
 				continue
 			}
-			if err := c.WriteControl(websocket.PingMessage, nil, time.Now().Add(cfg.WriteTimeout)); err != nil {
-				o.fail(writeFailed(err))
-			}
+			o.write(func() error { return c.WriteControl(websocket.PingMessage, nil, time.Now().Add(cfg.WriteTimeout)) })
 		}
 	}
 }
