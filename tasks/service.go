@@ -99,7 +99,7 @@ type ServiceOptions struct {
 // serializes the writes to each task so that events leave in version order.
 // Writes by other processes sharing a store are seen by reads and retried
 // over on version conflicts; their events reach this Service's streams
-// through WatchOthers, where the store can announce them.
+// through WatchOthers.
 type Service struct {
 	store      Store
 	events     *Broker

@@ -9,81 +9,90 @@ import (
 	"time"
 )
 
-// announcer is a Watcher of unit tests: its first watch fails (a server
-// not yet up), the later ones are in place at once and announce the ids
-// sent on ids.
-type announcer struct {
-	watches atomic.Int32
-	ids     chan string
+// versionsOf is a Shared of unit tests over a MemoryStore, which the test
+// writes without the Service as another process would; it counts its
+// calls and fails those while failing is set.
+type versionsOf struct {
+	store   *MemoryStore
+	calls   atomic.Int32
+	failing atomic.Bool
 }
 
-func (a *announcer) Watch(ctx context.Context, changed func(string)) error {
-	if a.watches.Add(1) == 1 {
-		return errors.New("connection refused")
+func (v *versionsOf) Versions(ctx context.Context, ids []string) (map[string]int64, error) {
+	v.calls.Add(1)
+	if v.failing.Load() {
+		return nil, errors.New("connection refused")
 	}
-	changed("")
-	for {
-		select {
-		case id := <-a.ids:
-			changed(id)
-		case <-ctx.Done():
-			return ctx.Err()
+	out := make(map[string]int64)
+	for _, id := range ids {
+		if t, err := v.store.Get(ctx, id); err == nil {
+			out[id] = t.Version
 		}
 	}
+	return out, nil
 }
 
-// Events another process wrote to the store (here: the store written
-// without the Service) reach a subscriber once the watch announces their
-// task, after a first watch that failed; each once, in order, and none
-// the subscriber had when it subscribed.
-func TestWatchOthersPublishesAnnouncedEvents(t *testing.T) {
+// Events another process wrote to the store reach a subscriber within an
+// interval, each once and in order, none it had when it subscribed, and
+// after a failed look at the next one; with no subscriber nothing is read.
+func TestWatchOthersPublishesOthersEvents(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		svc, store := newService(t, ServiceOptions{Agent: &stubAgent{}})
+		shared := &versionsOf{store: store}
+		ctx, stop := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- svc.WatchOthers(ctx, shared, time.Second) }()
+
 		task := mustSend(t, svc, alice, `{"message":{"messageId":"m1","role":"user","parts":[{"text":"hi"}]}}`)
+		time.Sleep(3 * time.Second) // bubble time: three looks
+		synctest.Wait()
+		if n := shared.calls.Load(); n != 0 {
+			t.Fatalf("%d reads of versions with no stream; want none", n)
+		}
 		// An artifact from before the subscription: the subscriber has it.
 		cur, err := store.AppendArtifact(t.Context(), task.ID, task.Version, Artifact{ArtifactID: "before", Parts: []Part{TextPart("x")}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, live, err := svc.Subscribe(t.Context(), alice, task.ID)
+		subCtx, unsubscribe := context.WithCancel(t.Context())
+		_, live, err := svc.Subscribe(subCtx, alice, task.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		a := &announcer{ids: make(chan string)}
-		ctx, stop := context.WithCancel(t.Context())
-		done := make(chan error, 1)
-		go func() { done <- svc.WatchOthers(ctx, a) }()
-
-		synctest.Wait()
-		if n := a.watches.Load(); n != 1 {
-			t.Fatalf("%d watches before the retry's delay; want 1", n)
-		}
-		time.Sleep(watchRetry) // bubble time: the retry's delay
-		synctest.Wait()
-		if n := a.watches.Load(); n != 2 {
-			t.Fatalf("%d watches after the retry's delay; want 2", n)
-		}
+		shared.failing.Store(true)
 		for _, id := range []string{"a1", "a2"} {
 			if cur, err = store.AppendArtifact(t.Context(), task.ID, cur.Version, Artifact{ArtifactID: id, Parts: []Part{TextPart(id)}}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		a.ids <- task.ID
-		a.ids <- "another-task" // followed by no stream here: nothing read
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if len(live) != 0 || shared.calls.Load() == 0 {
+			t.Fatalf("a failed look: %d events, %d looks", len(live), shared.calls.Load())
+		}
+		shared.failing.Store(false)
+		time.Sleep(time.Second)
 		synctest.Wait()
 		var got []string
 		for len(live) > 0 {
-			ev := <-live
-			got = append(got, ev.Artifact.ArtifactID)
+			got = append(got, (<-live).Artifact.ArtifactID)
 		}
 		if len(got) != 2 || got[0] != "a1" || got[1] != "a2" {
 			t.Errorf("the subscriber got %v; want [a1 a2]", got)
 		}
-		// Announced again: nothing new, nothing delivered twice.
-		a.ids <- task.ID
+		// Looked at again: nothing new, nothing delivered twice.
+		time.Sleep(2 * time.Second)
 		synctest.Wait()
 		if len(live) != 0 {
 			t.Errorf("%d events delivered again", len(live))
+		}
+		unsubscribe()
+		synctest.Wait()
+		before := shared.calls.Load()
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		if n := shared.calls.Load(); n != before {
+			t.Errorf("%d reads of versions after the stream ended; want none", n-before)
 		}
 		stop()
 		if err := <-done; err != nil {
@@ -92,24 +101,39 @@ func TestWatchOthersPublishesAnnouncedEvents(t *testing.T) {
 	})
 }
 
-// The set of announced tasks is bounded: past maxWatchPending it stands
-// for every task instead.
-func TestPendingBounded(t *testing.T) {
-	p := &pending{ids: make(map[string]struct{}), wake: make(chan struct{}, 1)}
-	for i := range maxWatchPending {
-		p.add(string(rune('a'+i%26)) + string(rune(i)))
-	}
-	if ids, all := p.take(); all || len(ids) != maxWatchPending {
-		t.Fatalf("take: %d ids, all %v; want %d and false", len(ids), all, maxWatchPending)
-	}
-	for i := range maxWatchPending + 1 {
-		p.add(string(rune(i + 1)))
-	}
-	if ids, all := p.take(); !all || len(ids) != 0 || len(p.ids) != 0 {
-		t.Errorf("past the bound: %d ids, all %v; want every task", len(ids), all)
-	}
-	p.add("")
-	if _, all := p.take(); !all {
-		t.Error(`add(""): not every task`)
-	}
+// A task whose version moves without an event (a message in its history)
+// has its events read once, not at every look.
+func TestWatchOthersReadsAMovedTaskOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		svc, store := newService(t, ServiceOptions{Agent: &stubAgent{}})
+		counting := &countingEvents{MemoryStore: store}
+		svc.store = counting
+		task := mustSend(t, svc, alice, `{"message":{"messageId":"m1","role":"user","parts":[{"text":"hi"}]}}`)
+		_, _, err := svc.Subscribe(t.Context(), alice, task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.AppendHistory(t.Context(), task.ID, task.Version, Message{MessageID: "m2", Role: "user", Parts: []Part{TextPart("more")}}); err != nil {
+			t.Fatal(err)
+		}
+		ctx, stop := context.WithCancel(t.Context())
+		defer stop()
+		go svc.WatchOthers(ctx, &versionsOf{store: store}, time.Second)
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if n := counting.events.Load(); n != 1 {
+			t.Errorf("the task's events were read %d times over five looks; want once", n)
+		}
+	})
+}
+
+// countingEvents counts the reads of events.
+type countingEvents struct {
+	*MemoryStore
+	events atomic.Int32
+}
+
+func (c *countingEvents) Events(ctx context.Context, id string, after int64) ([]Event, error) {
+	c.events.Add(1)
+	return c.MemoryStore.Events(ctx, id, after)
 }

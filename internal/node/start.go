@@ -287,14 +287,14 @@ func (w *wiring) startTasks(ctx context.Context) error {
 		opts.Agent = w.queue
 	}
 	n.Tasks = tasks.NewService(w.taskStore, opts)
-	if wt, ok := w.taskStore.(tasks.Watcher); ok && n.DB != nil && n.DB.Dialect == sqldb.Postgres {
+	if sh, ok := w.taskStore.(tasks.Shared); ok && n.DB != nil && n.DB.Dialect == sqldb.Postgres {
 		// Replicas on one database: the events another one writes
 		// reach the streams this one serves.
 		wctx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			_ = n.Tasks.WatchOthers(wctx, wt)
+			_ = n.Tasks.WatchOthers(wctx, sh, 0)
 		}()
 		n.parts.push("the other replicas' task events", func() error {
 			cancel()

@@ -59,8 +59,7 @@ type DB struct {
 	// prepare and use inside Write's transactions. R takes the reads.
 	W, R *sql.DB
 
-	commit    *committer      // nil on PostgreSQL
-	pg        *pgx.ConnConfig // PostgreSQL's, for Listen; nil on SQLite
+	commit    *committer // nil on PostgreSQL
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -111,7 +110,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*DB, error) {
 			_ = p.Close()
 			return nil, fmt.Errorf("sqldb: connect to PostgreSQL %s:%d/%s: %w", cfg.Host, cfg.Port, cfg.Database, err)
 		}
-		db.W, db.R, db.pg = p, p, cfg
+		db.W, db.R = p, p
 	}
 	return db, nil
 }

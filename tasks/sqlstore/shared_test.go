@@ -2,7 +2,6 @@ package sqlstore
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -30,7 +29,7 @@ func TestWatchOthersAcrossStores(t *testing.T) {
 	watched := open(t, dsn, Options{})
 	wctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- a.WatchOthers(wctx, watched) }()
+	go func() { done <- a.WatchOthers(wctx, watched, 10*time.Millisecond) }()
 	defer func() {
 		stop()
 		if err := <-done; err != nil {
@@ -46,8 +45,8 @@ func TestWatchOthersAcrossStores(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Written through the other process: the watch hears of it, whenever
-	// it came in place, since it reads what it may have missed first.
+	// Written through the other process: the watch finds the task's
+	// version moved and reads its new events.
 	for _, id := range []string{"a1", "a2"} {
 		if _, err := b.AddArtifact(ctx, task.ID, tasks.Artifact{ArtifactID: id, Parts: []tasks.Part{tasks.TextPart(id)}}); err != nil {
 			t.Fatal(err)
@@ -79,15 +78,26 @@ func TestWatchOthersAcrossStores(t *testing.T) {
 	}
 }
 
-// A SQLite file has no other writer: Watch says it cannot watch, and
-// WatchOthers returns that at once.
-func TestWatchSQLiteUnsupported(t *testing.T) {
-	s := open(t, sqliteDSN(t), Options{})
-	if err := s.Watch(context.Background(), func(string) {}); !errors.Is(err, errors.ErrUnsupported) {
-		t.Errorf("Watch on SQLite: %v; want errors.ErrUnsupported", err)
-	}
-	svc := tasks.NewService(s, tasks.ServiceOptions{})
-	if err := svc.WatchOthers(context.Background(), s); !errors.Is(err, errors.ErrUnsupported) {
-		t.Errorf("WatchOthers on SQLite: %v; want errors.ErrUnsupported", err)
-	}
+// Versions gives the current version of each task named that exists.
+func TestVersions(t *testing.T) {
+	dialects(t, func(t *testing.T, dsn string) {
+		s := open(t, dsn, Options{})
+		svc := tasks.NewService(s, tasks.ServiceOptions{Agent: takeAll{}})
+		one := mustSendAs(t, svc, owner, `{"message":{"messageId":"m1","role":"user","parts":[{"text":"one"}]}}`)
+		two := mustSendAs(t, svc, owner, `{"message":{"messageId":"m2","role":"user","parts":[{"text":"two"}]}}`)
+		two, err := svc.AddArtifact(context.Background(), two.ID, tasks.Artifact{ArtifactID: "a", Parts: []tasks.Part{tasks.TextPart("x")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Versions(context.Background(), []string{one.ID, two.ID, "missing"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 2 || got[one.ID] != one.Version || got[two.ID] != two.Version {
+			t.Errorf("Versions = %v; want %s:%d and %s:%d", got, one.ID, one.Version, two.ID, two.Version)
+		}
+		if got, err := s.Versions(context.Background(), nil); err != nil || len(got) != 0 {
+			t.Errorf("Versions of none = %v, %v", got, err)
+		}
+	})
 }
