@@ -86,21 +86,7 @@ func TestQueryUsesIndexSQLite(t *testing.T) {
 	for _, f := range []Filter{{Task: "t"}, {Task: "t", Newest: true}, {Action: "a"}, {Task: "t", BeforeSeq: 9}} {
 		where, args := f.where()
 		for _, q := range []string{"SELECT " + entryColumns + " FROM audit_log" + where + " ORDER BY seq DESC", "SELECT COUNT(*) FROM audit_log" + where} {
-			rows, err := db.R.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+q, args...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var plan []string
-			for rows.Next() {
-				var id, parent, unused int
-				var detail string
-				if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-					t.Fatal(err)
-				}
-				plan = append(plan, detail)
-			}
-			rows.Close()
-			p := strings.Join(plan, "; ")
+			p := strings.Join(testdb.QueryPlan(t, db.R, q, args...), "; ")
 			if !strings.Contains(p, "INDEX audit_log_") || strings.Contains(p, "TEMP B-TREE") {
 				t.Errorf("%+v: plan %q, want a search in the task's or action's index", f, p)
 			}

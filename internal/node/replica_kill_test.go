@@ -72,14 +72,7 @@ func TestReplicasSIGKILL(t *testing.T) {
 	if err := os.MkdirAll(sandboxDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	keyFile := filepath.Join(dir, "identity.key")
-	shared, err := identity.Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := identity.SaveKeyFile(keyFile, shared); err != nil {
-		t.Fatal(err)
-	}
+	keyFile, _ := sharedKeyFile(t, dir)
 	var replicas [2]*testutil.Daemon
 	for i := range replicas {
 		replicas[i] = testutil.StartDaemon(t, testutil.DaemonOptions{DataDir: filepath.Join(dir, fmt.Sprintf("replica-%d", i)), Args: []string{

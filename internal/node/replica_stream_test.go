@@ -22,14 +22,7 @@ import (
 // writes.
 func TestStreamOnOneReplicaFollowsTheOther(t *testing.T) {
 	dsn := testdb.Postgres(t)
-	keyFile := filepath.Join(t.TempDir(), "identity.key")
-	shared, err := identity.Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := identity.SaveKeyFile(keyFile, shared); err != nil {
-		t.Fatal(err)
-	}
+	keyFile, shared := sharedKeyFile(t, t.TempDir())
 	sandbox := t.TempDir()
 	if err := os.WriteFile(filepath.Join(sandbox, "old.txt"), []byte("old\n"), 0o600); err != nil {
 		t.Fatal(err)

@@ -67,6 +67,21 @@ func (l *takenLog) Write(p []byte) (int, error) {
 	}
 }
 
+// sharedKeyFile writes a new identity's key to identity.key in dir, for
+// replicas to share, and returns the file and the key.
+func sharedKeyFile(t *testing.T, dir string) (string, *identity.Key) {
+	t.Helper()
+	keyFile := filepath.Join(dir, "identity.key")
+	k, err := identity.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := identity.SaveKeyFile(keyFile, k); err != nil {
+		t.Fatal(err)
+	}
+	return keyFile, k
+}
+
 // logInt is the integer value of key in a text log line, 0 if none.
 func logInt(line []byte, key string) int {
 	_, rest, ok := bytes.Cut(line, []byte(" "+key+"="))
@@ -116,14 +131,7 @@ func TestReplicasOnPostgres(t *testing.T) {
 	}
 	dsn := testdb.Postgres(t)
 	r := newTestRelay(t)
-	keyFile := filepath.Join(t.TempDir(), "identity.key")
-	shared, err := identity.Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := identity.SaveKeyFile(keyFile, shared); err != nil {
-		t.Fatal(err)
-	}
+	keyFile, _ := sharedKeyFile(t, t.TempDir())
 	var logs [2]takenLog
 	var nodes [2]*nodeProcess
 	for i := range nodes {

@@ -199,17 +199,29 @@ func TestMigrate(t *testing.T) {
 	}
 }
 
-func TestAffected(t *testing.T) {
-	ctx := context.Background()
-	db, err := Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "x.db"), Options{})
+// sqliteWith opens a new SQLite database, closed when the test ends, and
+// runs setup in it.
+func sqliteWith(t *testing.T, setup string) *DB {
+	t.Helper()
+	db, err := Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "x.db"), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
-	err = db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, "CREATE TABLE t (x INTEGER)"); err != nil {
-			return err
-		}
+	t.Cleanup(func() { db.Close() })
+	err = db.Write(t.Context(), func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, setup)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+func TestAffected(t *testing.T) {
+	ctx := context.Background()
+	db := sqliteWith(t, "CREATE TABLE t (x INTEGER)")
+	err := db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if n, err := Affected(tx.ExecContext(ctx, "INSERT INTO t (x) VALUES (1), (2), (3)")); err != nil || n != 3 {
 			t.Errorf("insert of three rows: Affected = %d, %v; want 3, nil", n, err)
 		}
@@ -230,18 +242,7 @@ func TestAffected(t *testing.T) {
 
 func TestRows(t *testing.T) {
 	ctx := context.Background()
-	db, err := Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "x.db"), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	err = db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, "CREATE TABLE t (x INTEGER); INSERT INTO t (x) VALUES (1), (2), (3)")
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := sqliteWith(t, "CREATE TABLE t (x INTEGER); INSERT INTO t (x) VALUES (1), (2), (3)")
 	read := func(q string, stopAt int) (got []int, errs []error) {
 		for rows, err := range Rows(db.R.QueryContext(ctx, q)) {
 			if err != nil {
