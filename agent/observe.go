@@ -5,13 +5,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"unicode"
-	"unicode/utf16"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 
 	"github.com/snapnode/snapnode/executor"
+	"github.com/snapnode/snapnode/internal/invisible"
 	"github.com/snapnode/snapnode/schemas"
 	"github.com/snapnode/snapnode/tasks"
 )
@@ -45,7 +43,7 @@ func outcomeOf(res *executor.Result) string {
 // cut to max bytes (the model is told it was cut, the size and the hash).
 func observe(res *executor.Result, max int) *Observation {
 	o := &Observation{ActionID: res.ActionID, Reason: res.Reason, Diff: res.Diff, Outcome: outcomeOf(res)}
-	out := json.RawMessage(escapeInvisible(boundOutput(res.Output, max)))
+	out := json.RawMessage(invisible.EscapeJSON(boundOutput(res.Output, max)))
 	o.Output = out
 	fb := map[string]any{"outcome": o.Outcome, "action": res.Action}
 	if len(out) > 0 {
@@ -61,45 +59,8 @@ func observe(res *executor.Result, max int) *Observation {
 		fb["diff"] = res.Diff
 	}
 	b, _ := json.Marshal(fb)
-	o.Text = string(escapeInvisible(b))
+	o.Text = string(invisible.EscapeJSON(b))
 	return o
-}
-
-// escapeInvisible returns the JSON text b with every Unicode format
-// character (category Cf: bidi overrides and isolates, zero-width
-// characters, soft hyphen, BOM, tags) and every line or paragraph
-// separator (U+2028, U+2029) written as a \uXXXX escape (a surrogate pair
-// beyond the BMP). It is the same JSON, meaning the same strings: in JSON
-// text any character beyond ASCII lies inside a string, where an escape
-// stands for it. But a name or a file's content can no longer reorder or
-// hide what the model is told, or what an operator reads in the job's
-// history. Bytes that are not UTF-8 are left as they are.
-func escapeInvisible(b []byte) []byte {
-	var out []byte
-	last := 0
-	for i := 0; i < len(b); {
-		if b[i] < utf8.RuneSelf {
-			i++
-			continue
-		}
-		r, n := utf8.DecodeRune(b[i:])
-		if (r == utf8.RuneError && n == 1) || !unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp) {
-			i += n
-			continue
-		}
-		out = append(out, b[last:i]...)
-		if r1, r2 := utf16.EncodeRune(r); r1 != unicode.ReplacementChar {
-			out = fmt.Appendf(out, `\u%04x\u%04x`, r1, r2)
-		} else {
-			out = fmt.Appendf(out, `\u%04x`, r)
-		}
-		i += n
-		last = i
-	}
-	if out == nil {
-		return b
-	}
-	return append(out, b[last:]...)
 }
 
 // boundOutput cuts a READ_FILE result's content to max bytes, saying so.

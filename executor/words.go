@@ -8,6 +8,8 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
+
+	"github.com/snapnode/snapnode/internal/invisible"
 )
 
 // MaxRequesterWords is how many characters (runes) of a requester's own
@@ -54,7 +56,7 @@ func RequesterWords(s string) string {
 		case unicode.IsSpace(r) || unicode.IsControl(r) || unicode.In(r, unicode.Zl, unicode.Zp, unicode.Zs):
 			space = b.Len() > 0
 			continue
-		case invisible(r):
+		case invisible.Is(r):
 			continue
 		case unicode.In(r, unicode.Mn, unicode.Me):
 			if marks++; marks > 2 || b.Len() == 0 {
@@ -164,18 +166,9 @@ func quoteWords(s string) string {
 	return RequesterLabel + strconv.Quote(RequesterWords(s))
 }
 
-// invisible reports whether r is a character a reader cannot see or that
-// changes how the text around it reads: format characters (bidi overrides,
-// zero-width ones, tags), private-use and surrogate code points, variation
-// selectors, and anything not graphic. Spaces and controls are asked
-// separately.
-func invisible(r rune) bool {
-	return unicode.In(r, unicode.Cf, unicode.Co, unicode.Cs, unicode.Variation_Selector) || !unicode.IsGraphic(r)
-}
-
 // Visible returns a requester's text whole, for showing it as it arrived
 // (a message, a descriptor's JSON): nothing is cut or normalized, but every
-// invisible character (see invisible) and every control but newline and
+// invisible character (see invisible.Is: controls among them) but newline and
 // tab is shown as ⟨U+XXXX⟩, so that what an operator reads is what is
 // there. Invalid UTF-8 is shown as U+FFFD.
 func Visible(s string) string {
@@ -185,7 +178,7 @@ func Visible(s string) string {
 		switch {
 		case r == '\n' || r == '\t' || r == ' ':
 			b.WriteRune(r)
-		case unicode.IsControl(r) || invisible(r) || unicode.In(r, unicode.Zl, unicode.Zp) || (unicode.IsSpace(r) && r != ' '):
+		case invisible.Is(r) || (unicode.IsSpace(r) && r != ' '):
 			fmt.Fprintf(&b, "⟨U+%04X⟩", r)
 		default:
 			b.WriteRune(r)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -168,6 +169,20 @@ func TestJobTextSpellsControls(t *testing.T) {
 		}
 		if !strings.Contains(s, "⟨U+001B⟩[2J") {
 			t.Errorf("job %s --format text does not spell the escape out:\n%s", sub, s)
+		}
+		// In JSON, the escapes are JSON's: the same strings, nothing raw.
+		out.Reset()
+		if code := run([]string{"job", sub, "--format", "json", "--data-dir", dir, "job-evil"}, strings.NewReader(""), &out, &errOut); code != exitOK {
+			t.Fatalf("job %s --format json: exit %d: %s", sub, code, errOut.String())
+		}
+		for _, c := range []string{"\x1b", "\a", "\u202e"} {
+			if strings.Contains(out.String(), c) {
+				t.Errorf("job %s --format json prints %q raw:\n%s", sub, c, out.String())
+			}
+		}
+		var v any
+		if err := json.Unmarshal(out.Bytes(), &v); err != nil || !strings.Contains(fmt.Sprint(v), evil) {
+			t.Errorf("job %s --format json: %v; the output does not decode to the job's text", sub, err)
 		}
 	}
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/config"
+	"github.com/snapnode/snapnode/internal/invisible"
 	"github.com/snapnode/snapnode/internal/suggest"
 	"github.com/snapnode/snapnode/snap"
 )
@@ -35,10 +36,24 @@ const (
 
 func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
 
-// cli is one invocation's standard streams.
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// cli is one invocation's standard streams. stdout and stderr write
+// every invisible character (see package invisible) as a \u escape: the
+// commands print peers', models' and files' text, in JSON lines and in
+// logs, and none of it may reorder or hide what an operator reads.
 type cli struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
+	terminal       bool                     // stdout is a terminal
 	synopses       map[*flag.FlagSet]string // "usage: snapnode …" of each flag set
 }
 
@@ -92,7 +107,7 @@ func lookup(name string) *command {
 // run executes snapnode with args (without the program name) and returns
 // the exit code.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	c := &cli{stdin: stdin, stdout: stdout, stderr: stderr}
+	c := &cli{stdin: stdin, stdout: invisible.NewWriter(stdout), stderr: invisible.NewWriter(stderr), terminal: isTerminal(stdout)}
 	if len(args) == 0 {
 		c.printCommands(stderr)
 		return exitUsage

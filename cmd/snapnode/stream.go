@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -65,10 +64,8 @@ type eventPrinter interface {
 // eventPrinter returns a one-line progress display when stdout is a
 // terminal, else JSON lines.
 func (c *cli) eventPrinter() eventPrinter {
-	if f, ok := c.stdout.(*os.File); ok {
-		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-			return &progressLine{w: c.stdout}
-		}
+	if c.terminal {
+		return &progressLine{w: c.stdout}
 	}
 	return jsonLines{w: c.stdout}
 }

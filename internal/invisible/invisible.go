@@ -1,0 +1,75 @@
+package invisible
+
+import (
+	"fmt"
+	"io"
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// Is reports whether r is a character a reader cannot see or that changes
+// how the text around it reads: format characters (category Cf: bidi
+// overrides and isolates, zero-width characters, soft hyphen, BOM, tags),
+// private-use and surrogate code points, variation selectors, line and
+// paragraph separators, and anything else that is not graphic (controls
+// among them). The ASCII space is graphic.
+func Is(r rune) bool {
+	return unicode.In(r, unicode.Cf, unicode.Co, unicode.Cs, unicode.Variation_Selector, unicode.Zl, unicode.Zp) ||
+		!unicode.IsGraphic(r)
+}
+
+// EscapeJSON returns b, JSON text, with every character beyond ASCII that
+// Is reports (and DEL) written as a \uXXXX escape, a surrogate pair beyond
+// the Basic Multilingual Plane. It is the same JSON, meaning the same
+// values: in JSON text such a character can only stand inside a string,
+// where its escape stands for it. ASCII controls are left to the encoder
+// (which must escape them in strings), and bytes that are not UTF-8 are
+// left as they are. b itself is returned when nothing needs escaping.
+func EscapeJSON(b []byte) []byte {
+	var out []byte
+	last := 0
+	for i := 0; i < len(b); {
+		c := b[i]
+		if c < utf8.RuneSelf && c != 0x7f {
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRune(b[i:])
+		if (r == utf8.RuneError && n == 1) || !Is(r) {
+			i += n
+			continue
+		}
+		out = append(out, b[last:i]...)
+		if r1, r2 := utf16.EncodeRune(r); r1 != unicode.ReplacementChar {
+			out = fmt.Appendf(out, `\u%04x\u%04x`, r1, r2)
+		} else {
+			out = fmt.Appendf(out, `\u%04x`, r)
+		}
+		i += n
+		last = i
+	}
+	if out == nil {
+		return b
+	}
+	return append(out, b[last:]...)
+}
+
+// NewWriter returns a writer that writes to w what it is given through
+// EscapeJSON, for a command's output of JSON lines: text that is not JSON
+// gets the same escapes, which spell out what they stand for. Each Write
+// is escaped by itself: a character split between two writes passes as it
+// is (fmt and the JSON encoders write a line at once).
+func NewWriter(w io.Writer) io.Writer { return writer{w} }
+
+type writer struct{ w io.Writer }
+
+func (x writer) Write(p []byte) (int, error) {
+	q := EscapeJSON(p)
+	if _, err := x.w.Write(q); err != nil {
+		// Which of p's bytes went out is not known once they were
+		// rewritten: none is claimed.
+		return 0, err
+	}
+	return len(p), nil
+}

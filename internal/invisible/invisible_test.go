@@ -1,0 +1,92 @@
+package invisible
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestEscapeJSON(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{`{"a":"plain"}`, `{"a":"plain"}`},
+		{`{"a":"é ü 漢字 😀 ❤"}`, `{"a":"é ü 漢字 😀 ❤"}`},
+		{"{\"a\":\"x\u202ey\"}", `{"a":"x\u202ey"}`},                                             // right-to-left override
+		{"{\"a\":\"\u2066\u2069\u200b\ufeff\u00ad\"}", `{"a":"\u2066\u2069\u200b\ufeff\u00ad"}`}, // isolates, zero-width, BOM, soft hyphen
+		{"{\"a\":\"\u2028\u2029\"}", `{"a":"\u2028\u2029"}`},                                     // line and paragraph separators
+		{"{\"a\":\"\U000e0041\"}", `{"a":"\udb40\udc41"}`},                                       // a tag, beyond the BMP
+		{"{\"a\":\"\ue000\"}", `{"a":"\ue000"}`},                                                 // private use
+		{"{\"a\":\"\u2764\ufe0f\"}", `{"a":"` + "\u2764" + `\ufe0f"}`},                           // a variation selector
+		{"{\"a\":\"\u0085\u009b\"}", `{"a":"\u0085\u009b"}`},                                     // C1 controls
+		{"{\"a\":\"\x7f\"}", `{"a":"\u007f"}`},                                                   // DEL
+		{`{"a":"\u202e already"}`, `{"a":"\u202e already"}`},                                     // an escape stays as it is
+		{"{\"a\":\"\xff\xfe\"}", "{\"a\":\"\xff\xfe\"}"},                                         // not UTF-8: left
+	}
+	for _, tt := range tests {
+		if got := string(EscapeJSON([]byte(tt.in))); got != tt.want {
+			t.Errorf("EscapeJSON(%+q) = %+q; want %+q", tt.in, got, tt.want)
+		}
+	}
+	plain := []byte(`{"a":"plain"}`)
+	if got := EscapeJSON(plain); &got[0] != &plain[0] {
+		t.Error("EscapeJSON copied text with nothing to escape")
+	}
+}
+
+// FuzzEscapeJSON: the escaped text of valid JSON is valid JSON with the
+// same value, and holds no character Is reports beyond ASCII.
+func FuzzEscapeJSON(f *testing.F) {
+	for _, s := range []string{"plain", "x\u202ey", "\U000e0041\u2028", "é\u200b漢", "\x7f\u0085"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		in, err := json.Marshal(map[string]string{"k": s})
+		if err != nil {
+			t.Skip()
+		}
+		out := EscapeJSON(in)
+		var a, b any
+		if err := json.Unmarshal(in, &a); err != nil {
+			t.Skip()
+		}
+		if err := json.Unmarshal(out, &b); err != nil {
+			t.Fatalf("%q escaped to invalid JSON %q: %v", in, out, err)
+		}
+		if !reflect.DeepEqual(a, b) {
+			t.Fatalf("%q escaped to %q: %v, want %v", in, out, b, a)
+		}
+		for _, r := range string(out) {
+			if r >= utf8.RuneSelf && Is(r) && r != utf8.RuneError {
+				t.Fatalf("%q escaped to %q, which still holds %U", in, out, r)
+			}
+		}
+	})
+}
+
+// A writer escapes what it is given and reports every byte written; a
+// failed write reports none.
+func TestWriter(t *testing.T) {
+	var buf bytes.Buffer
+	w := NewWriter(&buf)
+	in := "{\"name\":\"gnp.\u202eexe\"}\n"
+	if n, err := w.Write([]byte(in)); n != len(in) || err != nil {
+		t.Fatalf("Write = %d, %v; want %d, nil", n, err, len(in))
+	}
+	if got := buf.String(); got != `{"name":"gnp.\u202eexe"}`+"\n" {
+		t.Errorf("wrote %q", got)
+	}
+	if strings.ContainsRune(buf.String(), '\u202e') {
+		t.Error("the override reached the output")
+	}
+	fail := NewWriter(failing{})
+	if n, err := fail.Write([]byte(in)); n != 0 || err == nil {
+		t.Errorf("failed Write = %d, %v; want 0 and the error", n, err)
+	}
+}
+
+type failing struct{}
+
+func (failing) Write([]byte) (int, error) { return 0, errors.New("disk full") }
