@@ -634,8 +634,12 @@ func (c *conn) handleReq(subID string, filters []*filter) error {
 	}
 	// And what they hold in bytes, by peer: one value may be a long
 	// string, and a peer may open many connections.
-	if c.peer != "" && !r.hold(c.peer, sub.size) {
-		return c.closedSub(subID, fmt.Sprintf("rate-limited: open subscriptions from your address hold too much memory (max %d bytes)", r.cfg.MaxSubscriptionBytesPerIP))
+	if c.peer != "" {
+		if ok, whole := r.hold(c.peer, sub.size); whole {
+			return c.closedSub(subID, fmt.Sprintf("rate-limited: open subscriptions hold too much memory on this relay (max %d bytes); try again later", r.cfg.MaxSubscriptionBytes))
+		} else if !ok {
+			return c.closedSub(subID, fmt.Sprintf("rate-limited: open subscriptions from your address hold too much memory (max %d bytes)", r.cfg.MaxSubscriptionBytesPerIP))
+		}
 	}
 	c.subs[subID] = sub
 	c.values += sub.values

@@ -69,11 +69,19 @@ type Config struct {
 	// Clients on loopback addresses and the in-process connection are
 	// not bounded.
 	MaxSubscriptionBytesPerIP int64
-	MaxLimit                  int // cap on a filter's limit, and on a REQ's stored events; default 5000
-	DefaultLimit              int // stored events per filter without limit; default 500
-	MaxSubIDLength            int // subscription id length; default 64
-	MaxEventTags              int // tags of one event; default 2500
-	MaxContentLength          int // bytes of an event's content; default 256 KiB
+	// MaxSubscriptionBytes bounds what the open subscriptions of every
+	// peer together hold (as MaxSubscriptionBytesPerIP counts it), so
+	// that many addresses (the /64s of one IPv6 network are many) cannot
+	// take the process's memory between them; default 256 MiB, at least
+	// MaxSubscriptionBytesPerIP. A REQ past it is CLOSED as one past its
+	// peer's bound is. Loopback clients and the in-process connection
+	// are not counted.
+	MaxSubscriptionBytes int64
+	MaxLimit             int // cap on a filter's limit, and on a REQ's stored events; default 5000
+	DefaultLimit         int // stored events per filter without limit; default 500
+	MaxSubIDLength       int // subscription id length; default 64
+	MaxEventTags         int // tags of one event; default 2500
+	MaxContentLength     int // bytes of an event's content; default 256 KiB
 	// MaxStoredBytes bounds the stored events one REQ loads, all its
 	// filters together (their JSON); default 8 MiB, at least
 	// MaxMessageLength. A REQ's stored events are loaded before they are
@@ -96,6 +104,11 @@ type Config struct {
 	// never cut by it. Clients on loopback addresses and the in-process
 	// connection are not bounded.
 	MaxUnsentBytesPerIP int64
+	// MaxUnsentBytes bounds what the REQs of every peer together have
+	// loaded and not yet written (as MaxUnsentBytesPerIP counts it);
+	// default 256 MiB, at least MaxUnsentBytesPerIP. A REQ past it waits
+	// and then loads what room is left, as one past its peer's bound does.
+	MaxUnsentBytes int64
 
 	// StoreMaxEvents and StoreMaxBytes bound the database: the relay keeps
 	// at most StoreMaxEvents stored events and StoreMaxBytes of their JSON
@@ -175,26 +188,28 @@ type Config struct {
 
 // Defaults.
 const (
-	DefaultMaxMessageLength    = 512 << 10
-	DefaultMaxSubscriptions    = 64
-	DefaultMaxFilters          = 16
-	DefaultMaxFilterValues     = 1000
-	DefaultMaxOpenFilterValues = 4000
-	DefaultMaxLimit            = 5000
-	DefaultDefaultLimit        = 500
-	DefaultMaxSubIDLength      = 64
-	DefaultMaxEventTags        = 2500
-	DefaultMaxContentLength    = 256 << 10
-	DefaultMaxStoredBytes      = 8 << 20
-	DefaultStoreMaxEvents      = 1_000_000
-	DefaultStoreMaxBytes       = 1 << 30
-	DefaultCreatedAtUpperLimit = 15 * time.Minute
-	DefaultSendQueue           = 256
-	DefaultMaxConnections      = 4096
-	DefaultMaxConnectionsPerIP = 64
-	DefaultWriteTimeout        = 10 * time.Second
-	DefaultPingInterval        = 30 * time.Second
-	DefaultSweepInterval       = time.Minute
+	DefaultMaxMessageLength     = 512 << 10
+	DefaultMaxSubscriptions     = 64
+	DefaultMaxFilters           = 16
+	DefaultMaxFilterValues      = 1000
+	DefaultMaxOpenFilterValues  = 4000
+	DefaultMaxLimit             = 5000
+	DefaultDefaultLimit         = 500
+	DefaultMaxSubIDLength       = 64
+	DefaultMaxEventTags         = 2500
+	DefaultMaxContentLength     = 256 << 10
+	DefaultMaxStoredBytes       = 8 << 20
+	DefaultStoreMaxEvents       = 1_000_000
+	DefaultStoreMaxBytes        = 1 << 30
+	DefaultCreatedAtUpperLimit  = 15 * time.Minute
+	DefaultSendQueue            = 256
+	DefaultMaxConnections       = 4096
+	DefaultMaxConnectionsPerIP  = 64
+	DefaultMaxSubscriptionBytes = 256 << 20
+	DefaultMaxUnsentBytes       = 256 << 20
+	DefaultWriteTimeout         = 10 * time.Second
+	DefaultPingInterval         = 30 * time.Second
+	DefaultSweepInterval        = time.Minute
 )
 
 // subscriptionBytesPerConn is the default MaxSubscriptionBytesPerIP for
@@ -285,6 +300,21 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.New("embedded relay config: MaxUnsentBytesPerIP must not be negative")
 	}
 	c.MaxUnsentBytesPerIP = max(c.MaxUnsentBytesPerIP, int64(c.MaxStoredBytes))
+	for _, b := range []struct {
+		total *int64
+		peer  int64
+		name  string
+		dflt  int64
+	}{{&c.MaxSubscriptionBytes, c.MaxSubscriptionBytesPerIP, "MaxSubscriptionBytes", DefaultMaxSubscriptionBytes},
+		{&c.MaxUnsentBytes, c.MaxUnsentBytesPerIP, "MaxUnsentBytes", DefaultMaxUnsentBytes}} {
+		switch {
+		case *b.total == 0:
+			*b.total = b.dflt
+		case *b.total < 0:
+			return c, fmt.Errorf("embedded relay config: %s must not be negative", b.name)
+		}
+		*b.total = max(*b.total, b.peer)
+	}
 	if c.Name == "" {
 		c.Name = "snapnode relay"
 	}
@@ -392,8 +422,8 @@ func New(cfg Config) (*Relay, error) {
 		ctx:    ctx,
 		cancel: cancel,
 		conns:  make(map[*conn]struct{}),
-		held:   newPeerBytes(cfg.MaxSubscriptionBytesPerIP),
-		unsent: newPeerBytes(cfg.MaxUnsentBytesPerIP),
+		held:   newPeerBytes(cfg.MaxSubscriptionBytesPerIP, cfg.MaxSubscriptionBytes),
+		unsent: newPeerBytes(cfg.MaxUnsentBytesPerIP, cfg.MaxUnsentBytes),
 		// How long a REQ waits for its peer's unsent bytes to make room.
 		unsentWait: cfg.WriteTimeout,
 		// A process on the machine is trusted as much as its user.
@@ -431,11 +461,12 @@ func (r *Relay) SetEventRate(perSecond float64, burst int) error {
 }
 
 // hold counts n more bytes held by peer's subscriptions, unless that
-// would take the peer past MaxSubscriptionBytesPerIP; it reports whether
-// it did.
-func (r *Relay) hold(peer string, n int64) bool {
-	got, _ := r.held.take(peer, n, false)
-	return got == n
+// would take the peer past MaxSubscriptionBytesPerIP or every peer
+// together past MaxSubscriptionBytes; it reports whether it did, and if
+// not, whether the relay-wide bound was the one in the way.
+func (r *Relay) hold(peer string, n int64) (ok, whole bool) {
+	got, _, whole := r.held.take(peer, n, false)
+	return got == n, whole
 }
 
 // unhold gives back n bytes that hold counted for peer.
@@ -443,7 +474,8 @@ func (r *Relay) unhold(peer string, n int64) { r.held.give(peer, n) }
 
 // takeUnsent counts want more bytes loaded for peer (see peerBytes.take).
 func (r *Relay) takeUnsent(peer string, want int64, some bool) (int64, <-chan struct{}) {
-	return r.unsent.take(peer, want, some)
+	n, freed, _ := r.unsent.take(peer, want, some)
+	return n, freed
 }
 
 // giveUnsent gives back n bytes that takeUnsent counted for peer.
@@ -452,14 +484,18 @@ func (r *Relay) giveUnsent(peer string, n int64) { r.unsent.give(peer, n) }
 // unsentBytes is what peer's REQs have loaded and not yet written.
 func (r *Relay) unsentBytes(peer string) int64 { return r.unsent.count(peer) }
 
-// peerBytes counts bytes by peer against one bound per peer: what the
-// open subscriptions of each address hold, what its REQs have loaded and
-// not yet sent. Peers counting none are removed. It is safe for
-// concurrent use.
+// peerBytes counts bytes by peer against one bound per peer and one for
+// all of them: what the open subscriptions of each address hold, what its
+// REQs have loaded and not yet sent. Peers counting none are removed. It
+// is safe for concurrent use.
 type peerBytes struct {
-	max   int64
-	mu    sync.Mutex
-	peers map[string]*peerCount
+	max, maxTotal int64
+	mu            sync.Mutex
+	peers         map[string]*peerCount
+	total         int64
+	// freed, made for a taker that waits for room under maxTotal, is
+	// closed when total goes down.
+	freed chan struct{}
 }
 
 type peerCount struct {
@@ -469,15 +505,17 @@ type peerCount struct {
 	freed chan struct{}
 }
 
-func newPeerBytes(max int64) *peerBytes {
-	return &peerBytes{max: max, peers: make(map[string]*peerCount)}
+func newPeerBytes(max, maxTotal int64) *peerBytes {
+	return &peerBytes{max: max, maxTotal: maxTotal, peers: make(map[string]*peerCount)}
 }
 
-// take counts want more bytes for peer if they fit in its bound, or, with
-// some set, as many of them as fit (maybe none). It returns what it
-// counted; when it counted nothing because want does not fit, it also
-// returns a channel closed once the peer's count goes down.
-func (b *peerBytes) take(peer string, want int64, some bool) (int64, <-chan struct{}) {
+// take counts want more bytes for peer if they fit in its bound and in the
+// bound of all peers, or, with some set, as many of them as fit (maybe
+// none). It returns what it counted; when it counted nothing because want
+// does not fit, it also returns a channel closed once room may have been
+// made (the peer's count or, when the bound of all was the one in the
+// way, the total went down), and whether that bound of all was in the way.
+func (b *peerBytes) take(peer string, want int64, some bool) (int64, <-chan struct{}, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	p := b.peers[peer]
@@ -485,25 +523,36 @@ func (b *peerBytes) take(peer string, want int64, some bool) (int64, <-chan stru
 		p = &peerCount{}
 		b.peers[peer] = p
 	}
-	room := b.max - p.n
+	own, all := b.max-p.n, b.maxTotal-b.total
+	room := min(own, all)
 	switch {
 	case want <= room:
 	case some:
 		want = max(room, 0)
 	default:
-		if p.freed == nil {
-			p.freed = make(chan struct{})
+		if want > own {
+			if p.freed == nil {
+				p.freed = make(chan struct{})
+			}
+			if p.n == 0 { // more than the whole bound: nothing to wait for here
+				delete(b.peers, peer)
+			}
+			return 0, p.freed, false
 		}
-		if p.n == 0 { // more than the whole bound: nothing to wait for here
+		if p.n == 0 {
 			delete(b.peers, peer)
 		}
-		return 0, p.freed
+		if b.freed == nil {
+			b.freed = make(chan struct{})
+		}
+		return 0, b.freed, true
 	}
 	p.n += want
+	b.total += want
 	if p.n == 0 {
 		delete(b.peers, peer)
 	}
-	return want, nil
+	return want, nil, false
 }
 
 // give gives back n bytes that take counted for peer, and wakes the
@@ -516,6 +565,11 @@ func (b *peerBytes) give(peer string, n int64) {
 		return
 	}
 	p.n -= n
+	b.total -= n
+	if b.freed != nil {
+		close(b.freed)
+		b.freed = nil
+	}
 	if p.freed != nil {
 		close(p.freed)
 		p.freed = nil

@@ -1462,3 +1462,80 @@ func TestReadKeepsAtMostTheLimit(t *testing.T) {
 		t.Fatalf("NOTICE %q, want the whole length %d", m.str(0), len(msg))
 	}
 }
+
+// TestRelaySubscriptionBudget: the open subscriptions of every peer
+// together are bounded too (MaxSubscriptionBytes): the /64s of one IPv6
+// network are many peers, each within its own bound. A REQ past the
+// relay-wide bound is CLOSED saying so, the next peer too, loopback
+// clients are not counted, and a subscription closed makes room again.
+func TestRelaySubscriptionBudget(t *testing.T) {
+	big := func(i int) map[string]any {
+		return map[string]any{"#t": []string{fmt.Sprintf("%06d", i) + strings.Repeat("v", 400_000)}}
+	}
+	// Each peer opens two such subscriptions, within its own bound (at
+	// least what one REQ may hold, about 2 MB); all together hold five.
+	tr := startRelay(t, Config{MaxSubscriptionBytesPerIP: 1, MaxSubscriptionBytes: 5 * 420_000})
+	url := frontRelay(t, tr.Relay)
+	open := 0
+	var last *client // the peer of the last subscription opened, lastID
+	var lastID string
+	for i := 0; i < 4 && open < 5; i++ {
+		cl := mustDialFrom(t, url, fmt.Sprintf("2001:db8:0:%x::1", i)) // a /64 each
+		for j := range 2 {
+			cl.send("REQ", fmt.Sprint("s", j), big(10*i+j))
+			switch m := cl.read(); m.typ {
+			case "EOSE":
+				open++
+				last, lastID = cl, fmt.Sprint("s", j)
+			default:
+				t.Fatalf("peer %d, subscription %d: %s %s, want EOSE", i, j, m.typ, joinRaw(m.args))
+			}
+			if open == 5 {
+				break
+			}
+		}
+	}
+	fresh := mustDialFrom(t, url, "2001:db8:0:ff::1")
+	fresh.send("REQ", "one", big(100))
+	if m := fresh.read(); m.typ != "CLOSED" || !strings.HasPrefix(m.str(1), "rate-limited:") || !strings.Contains(m.str(1), "on this relay") {
+		t.Fatalf("a new peer past the relay-wide bound: %s %s, want CLOSED rate-limited: … on this relay …", m.typ, joinRaw(m.args))
+	}
+	// A loopback client is not counted.
+	local := dial(t, tr.url)
+	local.req("local", big(200))
+	// A subscription closed makes room (the probe's EOSE: the CLOSE
+	// before it on that connection is done).
+	last.send("CLOSE", lastID)
+	last.req("probe", map[string]any{"kinds": []int{1}})
+	fresh.req("again", big(101))
+}
+
+// peerBytes: a take that fits in its peer's bound but not in the bound of
+// all waits for room freed by any peer, and says so; one past its own
+// bound waits for its own peer.
+func TestPeerBytesTotal(t *testing.T) {
+	b := newPeerBytes(10, 15)
+	if n, _, _ := b.take("a", 10, false); n != 10 {
+		t.Fatalf("a takes %d of 10", n)
+	}
+	n, freed, whole := b.take("b", 6, false)
+	if n != 0 || !whole || freed == nil {
+		t.Fatalf("b past the bound of all: took %d, whole %v, freed %v", n, whole, freed)
+	}
+	if n, _, _ := b.take("b", 6, true); n != 5 {
+		t.Errorf("b taking what fits: %d, want 5", n)
+	}
+	b.give("b", 5)
+	b.give("a", 4) // room made by another peer wakes b
+	select {
+	case <-freed:
+	default:
+		t.Error("a's give did not wake b's wait")
+	}
+	if n, _, _ := b.take("b", 6, false); n != 6 {
+		t.Errorf("b after a gave back: took %d, want 6", n)
+	}
+	if n, _, whole := b.take("a", 5, false); n != 0 || whole {
+		t.Errorf("a past its own bound: took %d, whole %v; want 0, its own bound", n, whole)
+	}
+}
