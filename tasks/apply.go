@@ -202,7 +202,7 @@ func (st *Settlement) Done(ctx context.Context, out Outcome) (*Task, error) {
 	if st.task == nil {
 		return st.s.Resolve(ctx, st.taskID, out)
 	}
-	st.s.publish(st.taskID, st.events)
+	st.s.publishWrite(ctx, st.taskID, st.events)
 	return st.task, nil
 }
 
@@ -235,7 +235,7 @@ func (s *Service) Resolve(ctx context.Context, taskID string, out Outcome) (*Tas
 	if err != nil {
 		return nil, fmt.Errorf("tasks: apply to %s: %w", taskID, err)
 	}
-	s.publish(taskID, evs)
+	s.publishWrite(ctx, taskID, evs)
 	return t, nil
 }
 
@@ -261,6 +261,42 @@ func (s *Service) outcome(taskID string, out Outcome) (Outcome, error) {
 // or on its channel.
 func (s *Service) publish(taskID string, evs []Event) {
 	defer s.lockTask(taskID).Unlock()
+	for _, ev := range evs {
+		s.events.Publish(ev)
+	}
+}
+
+// publishWrite is publish for the events of a write through this
+// Service (see publishLocal).
+func (s *Service) publishWrite(ctx context.Context, taskID string, evs []Event) {
+	defer s.lockTask(taskID).Unlock()
+	s.publishLocal(ctx, taskID, evs...)
+}
+
+// publishLocal hands the events of a write through this Service to the
+// subscribers; the task's lock is held. The events of one write are at
+// versions one after another from the task's version before it. While
+// WatchOthers runs, a subscription may lack events another process wrote
+// before that version, which the watch has not read yet: they are read
+// and published first, since a subscription given a later version takes
+// no earlier one (a read that fails leaves them missed, as before).
+func (s *Service) publishLocal(ctx context.Context, taskID string, evs ...Event) {
+	if len(evs) == 0 {
+		return
+	}
+	if s.watching.Load() > 0 {
+		if low, ok := s.events.lowest(taskID); ok && low < evs[0].Version-1 {
+			missed, err := s.store.Events(context.WithoutCancel(ctx), taskID, low)
+			if err != nil && !errors.Is(err, ErrNotFound) {
+				s.log.Warn("reading a task's events another process wrote", "task", taskID, "err", err)
+			}
+			for _, ev := range missed {
+				if ev.Version < evs[0].Version {
+					s.events.Publish(ev)
+				}
+			}
+		}
+	}
 	for _, ev := range evs {
 		s.events.Publish(ev)
 	}

@@ -113,6 +113,10 @@ type Service struct {
 	agent      Agent
 	keep       time.Duration
 	streams    *streamLimits
+	// watching counts the WatchOthers running: other processes write
+	// the store's tasks, so a local write may follow events of theirs
+	// that this Service's streams have not had yet (see publishLocal).
+	watching atomic.Int32
 
 	seed      maphash.Seed
 	taskLocks [256]sync.Mutex
@@ -326,7 +330,7 @@ func (s *Service) receive(ctx context.Context, owner string, req *SendParams, re
 				return nil, fmt.Errorf("tasks: send message: %w", err)
 			}
 			if StatusChanged(cur, t) {
-				s.publishStatus(t)
+				s.publishStatus(ctx, t)
 			}
 			return t, nil
 		}
@@ -364,7 +368,7 @@ func (s *Service) create(ctx context.Context, owner string, req *SendParams, ref
 	if err != nil {
 		return nil, fmt.Errorf("tasks: send message: %w", err)
 	}
-	s.publishStatus(created)
+	s.publishStatus(ctx, created)
 	return created, nil
 }
 
@@ -418,8 +422,10 @@ func (s *Service) change(ctx context.Context, id string, write func(cur *Task) (
 }
 
 // publishStatus hands the event the store recorded with t's status change
-// to the subscribers.
-func (s *Service) publishStatus(t *Task) { s.events.Publish(StatusEvent(t)) }
+// to the subscribers (see publishLocal).
+func (s *Service) publishStatus(ctx context.Context, t *Task) {
+	s.publishLocal(ctx, t.ID, StatusEvent(t))
+}
 
 // setStatus stores cur (read at its Version, possibly with other changes
 // already made to it) with the status state and note (made dbtext.Clean)
@@ -431,7 +437,7 @@ func (s *Service) setStatus(ctx context.Context, cur *Task, state State, note, o
 	if err != nil {
 		return nil, fmt.Errorf("tasks: %s: %w", op, err)
 	}
-	s.publishStatus(t)
+	s.publishStatus(ctx, t)
 	return t, nil
 }
 
@@ -508,7 +514,7 @@ func (s *Service) AddArtifact(ctx context.Context, taskID string, a Artifact) (*
 		if err != nil {
 			return nil, fmt.Errorf("tasks: add artifact: %w", err)
 		}
-		s.events.Publish(ArtifactEvent(t.ID, t.Version, a))
+		s.publishLocal(ctx, t.ID, ArtifactEvent(t.ID, t.Version, a))
 		return t, nil
 	})
 }

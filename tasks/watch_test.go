@@ -137,3 +137,37 @@ func (c *countingEvents) Events(ctx context.Context, id string, after int64) ([]
 	c.events.Add(1)
 	return c.MemoryStore.Events(ctx, id, after)
 }
+
+// An event another process wrote, then one written through this Service
+// before the watch's next look: the subscriber gets both, in order (the
+// local publish must not take the subscription past the other's event).
+func TestWatchOthersKeepsOthersEventBeforeALocalWrite(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		svc, store := newService(t, ServiceOptions{Agent: &stubAgent{}})
+		task := mustSend(t, svc, alice, `{"message":{"messageId":"m1","role":"user","parts":[{"text":"hi"}]}}`)
+		_, live, err := svc.Subscribe(t.Context(), alice, task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, stop := context.WithCancel(t.Context())
+		defer stop()
+		go svc.WatchOthers(ctx, &versionsOf{store: store}, time.Second)
+		synctest.Wait() // the watch runs
+		// Another process's artifact, then a local one, within one interval.
+		if _, err := store.AppendArtifact(t.Context(), task.ID, task.Version, Artifact{ArtifactID: "other", Parts: []Part{TextPart("o")}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := svc.AddArtifact(t.Context(), task.ID, Artifact{ArtifactID: "local", Parts: []Part{TextPart("l")}}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		var got []string
+		for len(live) > 0 {
+			got = append(got, (<-live).Artifact.ArtifactID)
+		}
+		if len(got) != 2 || got[0] != "other" || got[1] != "local" {
+			t.Errorf("the subscriber got %v; want [other local]", got)
+		}
+	})
+}
