@@ -389,3 +389,35 @@ func TestPreconditionHidesTheWorkspaceFolder(t *testing.T) {
 		})
 	}
 }
+
+// TestPreconditionWildcardSkipsWildcardNames: a name with a wildcard
+// character (which LIST_FILES marks wildcard_char: no proposal can name
+// it) satisfies no pattern of paths_exist, as a name the sandbox refuses
+// does not, and is no directory a pattern goes through.
+func TestPreconditionWildcardSkipsWildcardNames(t *testing.T) {
+	run := func(t *testing.T, v *env, pattern string) *executor.Result {
+		d := leaf(t, "READ_FILE", map[string]string{"path": "/sandbox/ok.txt"})
+		d.Scope.Filesystem = proposal.FilesystemScope{Paths: []string{"/sandbox/"}, Recursive: true}
+		d.Preconditions.PathsExist = []string{pattern}
+		return v.run(agent, descriptorJSON(t, d))
+	}
+	for _, tc := range []struct{ name, file, pattern string }{
+		{"file", "a[1].txt", "/sandbox/a*"},
+		{"directory", "d*/x.txt", "/sandbox/d?/x.txt"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := newEnv(t, testdb.SQLite(t))
+			v.file("ok.txt", "ok\n")
+			v.file(tc.file, "x\n")
+			res := run(t, v, tc.pattern)
+			wantOutcome(t, res, executor.Failed)
+			var f executor.Failure
+			if err := json.Unmarshal(res.Output, &f); err != nil {
+				t.Fatal(err)
+			}
+			if f.Code != executor.CodePreconditionFailed {
+				t.Fatalf("output %s", res.Output)
+			}
+		})
+	}
+}

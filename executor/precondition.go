@@ -218,9 +218,10 @@ func match(ctx context.Context, sb *sandbox.Sandbox, rel string, segs []string, 
 	if err != nil {
 		return false, err
 	}
-	for _, en := range entries {
+	for _, en := range markWildcards(entries) {
 		// A name no proposal can use (put there by another process; one
-		// that is not UTF-8 is shown changed) is not one a descriptor
+		// that is not UTF-8 is shown changed; one with a wildcard
+		// character, as LIST_FILES marks it) is not one a descriptor
 		// means: it neither matches nor is listed, which would refuse
 		// the whole check.
 		if en.Invalid != "" {
