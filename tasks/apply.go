@@ -275,25 +275,25 @@ func (s *Service) publishWrite(ctx context.Context, taskID string, evs []Event) 
 
 // publishLocal hands the events of a write through this Service to the
 // subscribers; the task's lock is held. The events of one write are at
-// versions one after another from the task's version before it. While
-// WatchOthers runs, a subscription may lack events another process wrote
-// before that version, which the watch has not read yet: they are read
-// and published first, since a subscription given a later version takes
-// no earlier one (a read that fails leaves them missed, as before).
+// versions one after another from the task's version before it. A
+// subscription may lack events written before that version and not
+// published yet: another process's, which WatchOthers has not read yet,
+// or a Runner's outcome, recorded outside the task's lock and published
+// after it. They are read and published first, since a subscription
+// given a later version takes no earlier one (a read that fails leaves
+// them missed). Only a followed task with such a gap costs a read.
 func (s *Service) publishLocal(ctx context.Context, taskID string, evs ...Event) {
 	if len(evs) == 0 {
 		return
 	}
-	if s.watching.Load() > 0 {
-		if low, ok := s.events.lowest(taskID); ok && low < evs[0].Version-1 {
-			missed, err := s.store.Events(context.WithoutCancel(ctx), taskID, low)
-			if err != nil && !errors.Is(err, ErrNotFound) {
-				s.log.Warn("reading a task's events another process wrote", "task", taskID, "err", err)
-			}
-			for _, ev := range missed {
-				if ev.Version < evs[0].Version {
-					s.events.Publish(ev)
-				}
+	if low, ok := s.events.lowest(taskID); ok && low < evs[0].Version-1 {
+		missed, err := s.store.Events(context.WithoutCancel(ctx), taskID, low)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			s.log.Warn("reading a task's events written before a write, for its streams", "task", taskID, "err", err)
+		}
+		for _, ev := range missed {
+			if ev.Version < evs[0].Version {
+				s.events.Publish(ev)
 			}
 		}
 	}

@@ -83,8 +83,12 @@ type Broker struct {
 
 type subscription struct {
 	ch   chan Event
-	last int64       // highest version delivered
-	stop func() bool // stops the context watch
+	last int64 // highest version delivered, or had when it began
+	// known: the subscriber had the task's events up to last when it
+	// began (SubscribeAfter); lowest and followed count only those. One
+	// that takes what comes from now on (Subscribe) is never caught up.
+	known bool
+	stop  func() bool // stops the context watch
 }
 
 // NewBroker returns a Broker whose subscriptions buffer up to buffer events
@@ -100,14 +104,18 @@ func NewBroker(buffer int) *Broker {
 // on. The channel is closed when ctx is done, after the task's final event,
 // or when the subscriber falls a whole buffer behind.
 func (b *Broker) Subscribe(ctx context.Context, taskID string) <-chan Event {
-	return b.SubscribeAfter(ctx, taskID, 0)
+	return b.subscribe(ctx, taskID, &subscription{})
 }
 
 // SubscribeAfter is Subscribe for a subscriber that has the task's events
 // up to version after: none of them is delivered again, whoever
 // publishes it (see Service.WatchOthers).
 func (b *Broker) SubscribeAfter(ctx context.Context, taskID string, after int64) <-chan Event {
-	sub := &subscription{ch: make(chan Event, b.buffer), last: after}
+	return b.subscribe(ctx, taskID, &subscription{last: after, known: true})
+}
+
+func (b *Broker) subscribe(ctx context.Context, taskID string, sub *subscription) <-chan Event {
+	sub.ch = make(chan Event, b.buffer)
 	b.mu.Lock()
 	set := b.subs[taskID]
 	if set == nil {
@@ -128,26 +136,32 @@ func closedEvents() <-chan Event {
 	return ch
 }
 
-// followed returns the tasks that have subscriptions.
+// followed returns the tasks that have subscriptions begun at a known
+// version (SubscribeAfter).
 func (b *Broker) followed() []string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	ids := make([]string, 0, len(b.subs))
-	for id := range b.subs {
-		ids = append(ids, id)
+	for id, set := range b.subs {
+		for sub := range set {
+			if sub.known {
+				ids = append(ids, id)
+				break
+			}
+		}
 	}
 	return ids
 }
 
-// lowest returns the lowest version the subscriptions of the task were
-// last given (false when it has none): the events after it are what one
-// of them may miss.
+// lowest returns the lowest version the subscriptions of the task begun
+// at a known version were last given (false when it has none): the events
+// after it are what one of them may miss.
 func (b *Broker) lowest(taskID string) (int64, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	low, any := int64(0), false
 	for sub := range b.subs[taskID] {
-		if !any || sub.last < low {
+		if sub.known && (!any || sub.last < low) {
 			low, any = sub.last, true
 		}
 	}

@@ -113,10 +113,6 @@ type Service struct {
 	agent      Agent
 	keep       time.Duration
 	streams    *streamLimits
-	// watching counts the WatchOthers running: other processes write
-	// the store's tasks, so a local write may follow events of theirs
-	// that this Service's streams have not had yet (see publishLocal).
-	watching atomic.Int32
 
 	seed      maphash.Seed
 	taskLocks [256]sync.Mutex

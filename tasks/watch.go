@@ -33,8 +33,6 @@ func (s *Service) WatchOthers(ctx context.Context, store Shared, every time.Dura
 	if every <= 0 {
 		every = DefaultWatchEvery
 	}
-	s.watching.Add(1)
-	defer s.watching.Add(-1)
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	// seen holds the version of each followed task when its events were

@@ -3,6 +3,7 @@ package tasks
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -170,4 +171,82 @@ func TestWatchOthersKeepsOthersEventBeforeALocalWrite(t *testing.T) {
 			t.Errorf("the subscriber got %v; want [other local]", got)
 		}
 	})
+}
+
+// slowApply is a MemoryStore whose Apply, once it has written, waits for
+// release: a Runner's outcome recorded, and not yet published.
+type slowApply struct {
+	*MemoryStore
+	applied, release chan struct{}
+}
+
+func (s *slowApply) Apply(ctx context.Context, id string, out Outcome) (*Task, []Event, error) {
+	t, evs, err := s.MemoryStore.Apply(ctx, id, out)
+	close(s.applied)
+	<-s.release
+	return t, evs, err
+}
+
+// A Runner's outcome is recorded outside the task's lock and published
+// after: a cancellation written and published in between used to take
+// the subscription past the outcome's event, which it then never got.
+// One process, no watch: the cancellation publishes the event it follows
+// first.
+func TestOutcomeEventBeforeALaterWrite(t *testing.T) {
+	svc, store := newService(t, ServiceOptions{Agent: &stubAgent{}})
+	slow := &slowApply{MemoryStore: store, applied: make(chan struct{}), release: make(chan struct{})}
+	svc.store = slow
+	task := mustSend(t, svc, alice, `{"message":{"messageId":"m1","role":"user","parts":[{"text":"hi"}]}}`)
+	_, live, err := svc.Subscribe(t.Context(), alice, task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resolved := make(chan error, 1)
+	go func() {
+		_, err := svc.Resolve(t.Context(), task.ID, Outcome{State: StateWorking, Note: "step one",
+			Artifacts: []Artifact{{ArtifactID: "step", Parts: []Part{TextPart("x")}}}})
+		resolved <- err
+	}()
+	<-slow.applied
+	if _, err := svc.CancelTask(t.Context(), alice, &CancelParams{TaskID: task.ID}); err != nil {
+		t.Fatal(err)
+	}
+	close(slow.release)
+	if err := <-resolved; err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for ev := range live {
+		if ev.Kind == EventArtifact {
+			got = append(got, ev.Artifact.ArtifactID)
+		} else {
+			got = append(got, string(ev.Status.State))
+		}
+	}
+	if len(got) == 0 || got[len(got)-1] != string(StateCanceled) || !slices.Contains(got, "step") {
+		t.Errorf("the subscriber got %v; want the outcome's artifact, then the cancellation", got)
+	}
+}
+
+// A subscription that takes what comes from now on (Broker.Subscribe,
+// as the agent's job watches its task for a cancellation) costs the
+// task's writes no read of its events: only streams, begun at a known
+// version, are caught up.
+func TestRawSubscriptionCostsNoRead(t *testing.T) {
+	svc, store := newService(t, ServiceOptions{Agent: &stubAgent{}})
+	counting := &countingEvents{MemoryStore: store}
+	svc.store = counting
+	task := mustSend(t, svc, alice, `{"message":{"messageId":"m1","role":"user","parts":[{"text":"hi"}]}}`)
+	live := svc.Events().Subscribe(t.Context(), task.ID)
+	for _, id := range []string{"a1", "a2", "a3"} {
+		if _, err := svc.AddArtifact(t.Context(), task.ID, Artifact{ArtifactID: id, Parts: []Part{TextPart(id)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := counting.events.Load(); n != 0 {
+		t.Errorf("%d reads of the task's events for a subscriber of what comes; want none", n)
+	}
+	if len(live) != 3 {
+		t.Errorf("the subscriber got %d events; want 3", len(live))
+	}
 }
