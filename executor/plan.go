@@ -152,6 +152,9 @@ func (e *Executor) parseData(data []byte, actionID string) (*item, error) {
 		if err := checkPaths(p, at); err != nil {
 			return nil, err
 		}
+		if err := checkDeclared(l, strings.TrimSuffix(at, "/operation")); err != nil {
+			return nil, err
+		}
 		dd := child
 		if !it.composite {
 			dd = top
@@ -182,6 +185,9 @@ func (e *Executor) parseData(data []byte, actionID string) (*item, error) {
 		}
 	}
 	if it.composite {
+		if err := checkDeclared(peer, ""); err != nil {
+			return nil, err
+		}
 		c, err := proposal.Compose(hostLeaves, top)
 		if err != nil {
 			return nil, &proposal.Error{Code: proposal.ErrValidation, Field: "/children", Rule: "composite", Message: err.Error(), Err: err}
@@ -217,17 +223,139 @@ func checkPaths(p *proposal.Proposal, at string) *proposal.Error {
 		if a.path == "" {
 			continue
 		}
-		var pe *sandbox.PathError
-		if _, err := sandbox.Normalize(a.path); errors.As(err, &pe) {
-			field := at + "/args/" + a.name
-			msg := "Field " + field + " is not a path the sandbox accepts (" + string(pe.Rule) + ")"
-			if pe.Detail != "" {
-				msg += ": " + pe.Detail
-			}
-			return &proposal.Error{Code: proposal.ErrValidation, Field: field, Rule: string(pe.Rule), Message: msg + ".", Err: err}
+		if err := refusedPath(at+"/args/"+a.name, a.path); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// checkDeclared refuses, as checkPaths does, a path that d declares (at is
+// d's JSON pointer: "" or /children/N) and that the sandbox would refuse:
+// its scope, its effects and its preconditions' paths_exist. These may
+// hold wildcards (shell globs within one name); see sandboxRefusal. A
+// composite's own declarations are checked by a call for it; this one
+// does not descend into its children.
+func checkDeclared(d *proposal.Descriptor, at string) *proposal.Error {
+	fx := d.Effects.Filesystem
+	for _, l := range []struct {
+		ptr   string
+		paths []string
+	}{
+		{"/scope/filesystem/paths", d.Scope.Filesystem.Paths},
+		{"/effects/filesystem/create", fx.Create},
+		{"/effects/filesystem/modify", fx.Modify},
+		{"/effects/filesystem/delete", fx.Delete},
+		{"/preconditions/paths_exist", d.Preconditions.PathsExist},
+	} {
+		for i, p := range l.paths {
+			if err := refusedPath(at+l.ptr+"/"+strconv.Itoa(i), p); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// refusedPath is the validation error for the path p at field when the
+// sandbox would refuse it (sandboxRefusal), nil otherwise.
+func refusedPath(field, p string) *proposal.Error {
+	pe := sandboxRefusal(p)
+	if pe == nil {
+		return nil
+	}
+	msg := "Field " + field + " is not a path the sandbox accepts (" + string(pe.Rule) + ")"
+	if pe.Detail != "" {
+		msg += ": " + pe.Detail
+	}
+	return &proposal.Error{Code: proposal.ErrValidation, Field: field, Rule: string(pe.Rule), Message: msg + ".", Err: pe}
+}
+
+// globChars open a wildcard in a name of a declared path; ']' closes a
+// class.
+const globChars = "*?["
+
+// sandboxRefusal is the sandbox's refusal of the path p (sandbox.Normalize),
+// or nil. A name of p with wildcards (a descriptor's scope, effects and
+// paths_exist allow them; a proposal's path has none) is checked as a name
+// it could match: its wildcard characters stand for an ordinary letter,
+// every other character stays as it is, so a lookalike or a bidi override
+// is refused wherever it is, a class included ([a\u202e] can only add a
+// name the sandbox refuses), as are a reserved prefix or a space at either
+// end written literally. A class lists alternatives, so a wildcard name
+// may be longer than the names it matches: the sandbox's lengths are then
+// held against the literal names only, each wildcard name's characters
+// checked on their own.
+func sandboxRefusal(p string) *sandbox.PathError {
+	if !strings.ContainsAny(p, globChars) {
+		return normalizeRefusal(p)
+	}
+	segs := strings.Split(p, "/")
+	wild := make([]bool, len(segs))
+	asName := make([]string, len(segs))
+	for i, s := range segs {
+		asName[i] = s
+		if strings.ContainsAny(s, globChars) {
+			wild[i] = true
+			// Byte for byte, so that the refusal's offsets are p's.
+			b := []byte(s)
+			for j, c := range b {
+				if strings.IndexByte(globChars+"]", c) >= 0 {
+					b[j] = 'x'
+				}
+			}
+			asName[i] = string(b)
+		}
+	}
+	pe := normalizeRefusal(strings.Join(asName, "/"))
+	if pe == nil || pe.Rule != sandbox.RuleTooLong {
+		if pe != nil {
+			pe.Path = p
+		}
+		return pe
+	}
+	// Too long, perhaps only for its classes: each wildcard name's
+	// characters on their own, then the path with each wildcard name one
+	// letter long. The offsets would be another path's: only the rule and
+	// the character are said.
+	short := slices.Clone(asName)
+	for i, s := range asName {
+		if !wild[i] {
+			continue
+		}
+		if pe := normalizeRefusal(sandbox.Prefix + "x" + s); pe != nil && pe.Rule != sandbox.RuleTooLong {
+			return withoutOffset(pe, p)
+		}
+		short[i] = "x"
+	}
+	if pe := normalizeRefusal(strings.Join(short, "/")); pe != nil {
+		return withoutOffset(pe, p)
+	}
+	return nil
+}
+
+// normalizeRefusal is sandbox.Normalize's refusal of p, or nil.
+func normalizeRefusal(p string) *sandbox.PathError {
+	var pe *sandbox.PathError
+	if _, err := sandbox.Normalize(p); errors.As(err, &pe) {
+		return pe
+	}
+	return nil
+}
+
+// withoutOffset is pe for the path p, its detail without the byte offset
+// ("byte 12 '\u202e'" says the character only).
+func withoutOffset(pe *sandbox.PathError, p string) *sandbox.PathError {
+	out := *pe
+	out.Path = p
+	if rest, ok := strings.CutPrefix(out.Detail, "byte "); ok {
+		if _, char, ok := strings.Cut(rest, " "); ok {
+			out.Detail = char
+		} else {
+			out.Detail = ""
+		}
+	}
+	return &out
 }
 
 // readsEarlierChange refuses step i of a composite, p, when it reads or
