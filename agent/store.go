@@ -274,19 +274,9 @@ func (s *Store) jobs(ctx context.Context, where string, args ...any) ([]*Job, er
 // CountByStatus returns how many jobs are in each status; statuses with
 // none may be left out.
 func (s *Store) CountByStatus(ctx context.Context) (map[Status]int64, error) {
-	out := map[Status]int64{}
-	for rows, err := range sqldb.Rows(s.db.R.QueryContext(ctx, `SELECT status, COUNT(*) FROM agent_jobs GROUP BY status`)) {
-		var (
-			st string
-			n  int64
-		)
-		if err == nil {
-			err = rows.Scan(&st, &n)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("agent: count jobs: %w", err)
-		}
-		out[Status(st)] = n
+	out, err := sqldb.IntsByKey[Status](s.db.R.QueryContext(ctx, `SELECT status, COUNT(*) FROM agent_jobs GROUP BY status`))
+	if err != nil {
+		return nil, fmt.Errorf("agent: count jobs: %w", err)
 	}
 	return out, nil
 }

@@ -270,3 +270,28 @@ func Rows(rows *sql.Rows, err error) iter.Seq2[*sql.Rows, error] {
 		}
 	}
 }
+
+// IntsByKey reads a query of two columns, a key and an integer (a count,
+// a version), from what QueryContext returned, into a map, and closes the
+// rows:
+//
+//	n, err := sqldb.IntsByKey[string](db.R.QueryContext(ctx, "SELECT state, COUNT(*) FROM tasks GROUP BY state"))
+//
+// A key read twice keeps its last integer.
+func IntsByKey[K ~string](rows *sql.Rows, err error) (map[K]int64, error) {
+	out := make(map[K]int64)
+	for rows, err := range Rows(rows, err) {
+		var (
+			k K
+			n int64
+		)
+		if err == nil {
+			err = rows.Scan(&k, &n)
+		}
+		if err != nil {
+			return nil, err
+		}
+		out[k] = n
+	}
+	return out, nil
+}

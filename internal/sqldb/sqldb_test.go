@@ -276,3 +276,21 @@ func TestRows(t *testing.T) {
 		t.Errorf("%d read connections still in use after the loops ended", n)
 	}
 }
+
+func TestIntsByKey(t *testing.T) {
+	type state string
+	db := sqliteWith(t, "CREATE TABLE t (s TEXT, x INTEGER); INSERT INTO t VALUES ('a', 1), ('b', 2), ('a', 3)")
+	got, err := IntsByKey[state](db.R.QueryContext(t.Context(), "SELECT s, SUM(x) FROM t GROUP BY s"))
+	if err != nil || len(got) != 2 || got["a"] != 4 || got["b"] != 2 {
+		t.Errorf("IntsByKey = %v, %v; want a:4 b:2", got, err)
+	}
+	if got, err := IntsByKey[state](db.R.QueryContext(t.Context(), "SELECT s FROM t")); err == nil {
+		t.Errorf("one column: %v, want an error", got)
+	}
+	if got, err := IntsByKey[state](db.R.QueryContext(t.Context(), "SELECT s, x FROM missing")); err == nil {
+		t.Errorf("a failed query: %v, want its error", got)
+	}
+	if n := db.R.Stats().InUse; n != 0 {
+		t.Errorf("%d read connections still in use", n)
+	}
+}

@@ -15,27 +15,17 @@ func (s *Store) Versions(ctx context.Context, ids []string) (map[string]int64, e
 	if err := s.start(ctx, "versions"); err != nil {
 		return nil, err
 	}
-	out := make(map[string]int64, len(ids))
 	if len(ids) == 0 {
-		return out, nil
+		return map[string]int64{}, nil
 	}
 	args := make([]any, len(ids))
 	for i, id := range ids {
 		args[i] = id
 	}
 	q := s.d.Rebind(`SELECT id, version FROM tasks WHERE id IN (?` + strings.Repeat(", ?", len(ids)-1) + `)`)
-	for rows, err := range sqldb.Rows(s.r.QueryContext(ctx, q, args...)) {
-		var (
-			id string
-			v  int64
-		)
-		if err == nil {
-			err = rows.Scan(&id, &v)
-		}
-		if err != nil {
-			return nil, dbError("versions", "", err)
-		}
-		out[id] = v
+	out, err := sqldb.IntsByKey[string](s.r.QueryContext(ctx, q, args...))
+	if err != nil {
+		return nil, dbError("versions", "", err)
 	}
 	return out, nil
 }

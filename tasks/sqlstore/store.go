@@ -810,19 +810,9 @@ func (s *Store) CountByState(ctx context.Context) (map[tasks.State]int64, error)
 	if err := s.start(ctx, "count"); err != nil {
 		return nil, err
 	}
-	out := make(map[tasks.State]int64)
-	for rows, err := range sqldb.Rows(s.r.QueryContext(ctx, "SELECT state, COUNT(*) FROM tasks GROUP BY state")) {
-		var (
-			state string
-			n     int64
-		)
-		if err == nil {
-			err = rows.Scan(&state, &n)
-		}
-		if err != nil {
-			return nil, dbError("count", "", err)
-		}
-		out[tasks.State(state)] = n
+	out, err := sqldb.IntsByKey[tasks.State](s.r.QueryContext(ctx, "SELECT state, COUNT(*) FROM tasks GROUP BY state"))
+	if err != nil {
+		return nil, dbError("count", "", err)
 	}
 	return out, nil
 }
