@@ -256,16 +256,6 @@ func (s *Service) outcome(taskID string, out Outcome) (Outcome, error) {
 	return out, nil
 }
 
-// publish hands events a store recorded to the subscribers, under the
-// task's lock so that a Subscribe sees them either in the task it reads
-// or on its channel.
-func (s *Service) publish(taskID string, evs []Event) {
-	defer s.lockTask(taskID).Unlock()
-	for _, ev := range evs {
-		s.events.Publish(ev)
-	}
-}
-
 // publishWrite is publish for the events of a write through this
 // Service (see publishLocal).
 func (s *Service) publishWrite(ctx context.Context, taskID string, evs []Event) {
@@ -287,17 +277,29 @@ func (s *Service) publishLocal(ctx context.Context, taskID string, evs ...Event)
 		return
 	}
 	if low, ok := s.events.lowest(taskID); ok && low < evs[0].Version-1 {
-		missed, err := s.store.Events(context.WithoutCancel(ctx), taskID, low)
-		if err != nil && !errors.Is(err, ErrNotFound) {
-			s.log.Warn("reading a task's events written before a write, for its streams", "task", taskID, "err", err)
-		}
-		for _, ev := range missed {
-			if ev.Version < evs[0].Version {
-				s.events.Publish(ev)
-			}
-		}
+		s.publishStored(context.WithoutCancel(ctx), taskID, low, evs[0].Version)
 	}
 	for _, ev := range evs {
 		s.events.Publish(ev)
 	}
+}
+
+// publishStored publishes the stored events of taskID after version
+// after and, when before is not 0, before version before, for the streams
+// that may lack them, and reports whether it could read them; the task's
+// lock is held. A read that fails is logged.
+func (s *Service) publishStored(ctx context.Context, taskID string, after, before int64) bool {
+	evs, err := s.store.Events(ctx, taskID, after)
+	if err != nil {
+		if ctx.Err() == nil && !errors.Is(err, ErrNotFound) {
+			s.log.Warn("reading a task's events for its streams", "task", taskID, "err", err)
+		}
+		return false
+	}
+	for _, ev := range evs {
+		if before == 0 || ev.Version < before {
+			s.events.Publish(ev)
+		}
+	}
+	return true
 }

@@ -2,7 +2,6 @@ package tasks
 
 import (
 	"context"
-	"errors"
 	"time"
 )
 
@@ -74,14 +73,11 @@ func (s *Service) catchUp(ctx context.Context, store Shared, ids []string, seen 
 		if !ok || v <= max(after, seen[id]) {
 			continue // followed no more, or nothing new
 		}
-		evs, err := s.store.Events(ctx, id, after)
-		if err != nil {
-			if ctx.Err() == nil && !errors.Is(err, ErrNotFound) {
-				s.log.Warn("reading a task's events another process wrote", "task", id, "err", err)
-			}
-			continue
+		l := s.lockTask(id)
+		read := s.publishStored(ctx, id, after, 0)
+		l.Unlock()
+		if read {
+			seen[id] = v // else read again at the next look
 		}
-		s.publish(id, evs)
-		seen[id] = v
 	}
 }

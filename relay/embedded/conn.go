@@ -513,26 +513,29 @@ func (c *conn) dropSub(s *subscription) {
 // against the connection's peer's Config.MaxUnsentBytesPerIP, waiting up
 // to the relay's unsentWait for room for all of them; past it, it counts
 // what room there is, maybe none. It returns what it counted (want when
-// the connection has no peer), or an error once the connection ends.
-func (c *conn) takeUnsent(want int64) (int64, error) {
+// the connection has no peer) and whether the bound of every peer
+// together (MaxUnsentBytes) was the one in the way, or an error once the
+// connection ends.
+func (c *conn) takeUnsent(want int64) (int64, bool, error) {
 	if c.peer == "" {
-		return want, nil
+		return want, false, nil
 	}
 	t := time.NewTimer(c.r.unsentWait)
 	defer t.Stop()
-	some := false
+	some, whole := false, false
 	for {
-		n, freed := c.r.takeUnsent(c.peer, want, some)
+		n, freed, all := c.r.takeUnsent(c.peer, want, some)
 		if freed == nil {
 			c.unsent.Add(n)
-			return n, nil
+			return n, whole, nil
 		}
+		whole = all
 		select {
 		case <-freed:
 		case <-t.C:
 			some = true
 		case <-c.ctx.Done():
-			return 0, errConnClosed
+			return 0, false, errConnClosed
 		}
 	}
 }
@@ -656,11 +659,12 @@ func (c *conn) handleReq(subID string, filters []*filter) error {
 	// client reads: counted by peer, across its connections, waiting
 	// for room (see Config.MaxUnsentBytesPerIP).
 	var took int64
+	whole := false // the bound of every peer together cut it, not the peer's
 	if c.patient {
 		bytes = -1
 	} else {
 		var err error
-		if took, err = c.takeUnsent(int64(bytes)); err != nil {
+		if took, whole, err = c.takeUnsent(int64(bytes)); err != nil {
 			c.dropSub(sub)
 			return err
 		}
@@ -720,7 +724,11 @@ func (c *conn) handleReq(subID string, filters []*filter) error {
 		}
 	}
 	if cut {
-		if err := c.notice(fmt.Sprintf("rate-limited: stored events loaded for your address and not yet sent are at their bound (max %d bytes): subscription %s got fewer stored events", r.cfg.MaxUnsentBytesPerIP, subID)); err != nil {
+		msg := fmt.Sprintf("rate-limited: stored events loaded for your address and not yet sent are at their bound (max %d bytes): subscription %s got fewer stored events", r.cfg.MaxUnsentBytesPerIP, subID)
+		if whole {
+			msg = fmt.Sprintf("rate-limited: stored events loaded and not yet sent on this relay are at their bound (max %d bytes): subscription %s got fewer stored events; try again later", r.cfg.MaxUnsentBytes, subID)
+		}
+		if err := c.notice(msg); err != nil {
 			return err
 		}
 	}

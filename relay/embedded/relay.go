@@ -473,9 +473,8 @@ func (r *Relay) hold(peer string, n int64) (ok, whole bool) {
 func (r *Relay) unhold(peer string, n int64) { r.held.give(peer, n) }
 
 // takeUnsent counts want more bytes loaded for peer (see peerBytes.take).
-func (r *Relay) takeUnsent(peer string, want int64, some bool) (int64, <-chan struct{}) {
-	n, freed, _ := r.unsent.take(peer, want, some)
-	return n, freed
+func (r *Relay) takeUnsent(peer string, want int64, some bool) (int64, <-chan struct{}, bool) {
+	return r.unsent.take(peer, want, some)
 }
 
 // giveUnsent gives back n bytes that takeUnsent counted for peer.
