@@ -35,8 +35,48 @@ func privateDataDir(cfg config.Config, logger *slog.Logger) error {
 			}
 			logger.Warn("the data folder was open to other users: set to 0700", "dir", cfg.DataDir, "was", fmt.Sprintf("%04o", perm))
 		}
+		warnOpenParents(cfg.DataDir, logger)
 	}
 	return nil
+}
+
+// warnOpenParents warns about each folder above the data folder that a
+// user other than the node's and root can change: one writable by others,
+// or by a group other than the node's own (a user's private group, as
+// Debian's umask 002 makes, is the user alone), without the sticky bit;
+// or one owned by another user. Such a user could rename the data folder
+// away and put one of their own (their key, their databases) in its place
+// before the next start. sshd refuses a home folder like that; the node
+// warns instead, because a volume's root is often group-writable
+// (Kubernetes' fsGroup) and the data folder itself is checked and
+// narrowed above. A folder it cannot stat is passed over.
+func warnOpenParents(dir string, logger *slog.Logger) {
+	real, err := filepath.EvalSymlinks(dir)
+	if err == nil {
+		real, err = filepath.Abs(real)
+	}
+	if err != nil {
+		return
+	}
+	uid, gid := processUID(), os.Getegid()
+	for p := filepath.Dir(real); ; p = filepath.Dir(p) {
+		if fi, err := os.Stat(p); err == nil {
+			mode := fi.Mode()
+			o, g, known := ownerGroup(fi)
+			writable := mode.Perm()&0o002 != 0 || mode.Perm()&0o020 != 0 && !(known && g == gid && o == uid)
+			switch {
+			case writable && mode&fs.ModeSticky == 0:
+				logger.Warn("a folder above the data folder can be changed by other users: they could put a data folder of their own in place of this node's; remove group and others' write permission (chmod go-w)",
+					"folder", p, "mode", fmt.Sprintf("%04o", mode.Perm()), "data_dir", dir)
+			case known && o != uid && o != 0:
+				logger.Warn("a folder above the data folder can be changed by other users: it belongs to another user, who could put a data folder of their own in place of this node's",
+					"folder", p, "owner", o, "data_dir", dir)
+			}
+		}
+		if filepath.Dir(p) == p {
+			return
+		}
+	}
 }
 
 // privateFiles keeps each SQLite database of the node readable by its

@@ -170,3 +170,65 @@ func TestDataFolderLinkOfAnotherUserRefused(t *testing.T) {
 		t.Errorf("the node wrote %s in the link's target", entries[0].Name())
 	}
 }
+
+// A folder above the data folder that other users may change (writable
+// by group or others without the sticky bit, or owned by another user
+// than the node's or root) lets them move the data folder away and put
+// one of their own in its place between two starts: the node warns at
+// start, naming the folder and why. /tmp's sticky bit keeps others from
+// renaming what is not theirs, so a folder like it is not named. The node
+// still starts: a volume's group-writable root (Kubernetes' fsGroup)
+// is common, and the data folder itself is checked and narrowed as before.
+func TestDataFolderParentsOpenToOthersWarned(t *testing.T) {
+	cases := []struct {
+		name string
+		mode fs.FileMode // of the folder above the data folder
+		uid  int         // give that folder to this user (needs root; -1: the node's)
+		gid  int         // and this group (-1: the node's)
+		warn []string    // in the log; none: no warning about parents
+	}{
+		{name: "writable by others", mode: 0o777, uid: -1, gid: -1, warn: []string{"a folder above the data folder can be changed by other users", "/open", "mode=0777"}},
+		{name: "writable by another group", mode: 0o775, uid: -1, gid: 4242, warn: []string{"a folder above the data folder can be changed by other users", "/open", "mode=0775"}},
+		{name: "writable by the node's own group", mode: 0o775, uid: -1, gid: -1},
+		{name: "sticky like /tmp", mode: 0o777 | fs.ModeSticky, uid: -1, gid: -1},
+		{name: "private", mode: 0o755, uid: -1, gid: -1},
+		{name: "another user's", mode: 0o755, uid: 4242, gid: -1, warn: []string{"a folder above the data folder can be changed by other users", "/open", "owner=4242"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if (tc.uid >= 0 || tc.gid >= 0) && os.Geteuid() != 0 {
+				t.Skip("needs root to give a folder to another user or group")
+			}
+			parent := filepath.Join(t.TempDir(), "open")
+			if err := os.Mkdir(parent, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(parent, tc.mode); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chown(parent, tc.uid, tc.gid); err != nil {
+				t.Fatal(err)
+			}
+			var logs testutil.LockedBuffer
+			cfg := config.Default()
+			cfg.DataDir, cfg.RelayListen, cfg.HTTPListen = filepath.Join(parent, "data"), "127.0.0.1:0", ""
+			ctx, cancel := context.WithCancel(context.Background())
+			n, err := node.Start(ctx, cfg, slog.New(slog.NewTextHandler(&logs, nil)))
+			if err != nil {
+				cancel()
+				t.Fatal(err)
+			}
+			cancel()
+			n.Wait()
+			got := logs.String()
+			for _, want := range tc.warn {
+				if !strings.Contains(got, want) {
+					t.Errorf("no %q in the log:\n%s", want, got)
+				}
+			}
+			if len(tc.warn) == 0 && strings.Contains(got, "folder above the data folder") {
+				t.Errorf("a warning about a folder others cannot change:\n%s", got)
+			}
+		})
+	}
+}
