@@ -18,6 +18,7 @@ package admin
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -202,9 +203,16 @@ func (s *Server) serve(ctx context.Context, c *net.UnixConn) {
 		reply(Response{Error: err.Error()})
 		return
 	}
-	line, err := bufio.NewReader(io.LimitReader(c, MaxMessage)).ReadBytes('\n')
+	// One byte past the bound for the newline: a longer line is refused
+	// as such, not read in part and answered as JSON cut short.
+	line, err := bufio.NewReader(io.LimitReader(c, MaxMessage+1)).ReadBytes('\n')
 	if err != nil && !errors.Is(err, io.EOF) {
 		reply(Response{Error: "reading the request: " + err.Error()})
+		return
+	}
+	if len(bytes.TrimSuffix(line, []byte("\n"))) > MaxMessage {
+		s.log.Warn("admin: request refused: over the bound", "max", MaxMessage)
+		reply(Response{Error: errTooLarge(-1).Error()})
 		return
 	}
 	var req Request
@@ -258,6 +266,13 @@ func Call(ctx context.Context, path string, req Request) (json.RawMessage, error
 	if err := checkPath(path); err != nil {
 		return nil, err
 	}
+	b, err := json.Marshal(req)
+	if err != nil {
+		return nil, fmt.Errorf("admin: %w", err)
+	}
+	if len(b) > MaxMessage {
+		return nil, fmt.Errorf("admin: %w", errTooLarge(len(b)))
+	}
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "unix", path)
 	if err != nil {
@@ -267,7 +282,6 @@ func Call(ctx context.Context, path string, req Request) (json.RawMessage, error
 	if dl, ok := ctx.Deadline(); ok {
 		c.SetDeadline(dl)
 	}
-	b, _ := json.Marshal(req)
 	if _, err := c.Write(append(b, '\n')); err != nil {
 		return nil, fmt.Errorf("admin: %w", err)
 	}
@@ -302,6 +316,15 @@ func checkPath(path string) error {
 		return fmt.Errorf("admin: the socket's path %s is %d bytes, over the %d a Unix socket's address holds: give a shorter data folder (data_dir, --data-dir)", path, len(path), maxPath)
 	}
 	return nil
+}
+
+// errTooLarge is the refusal of a request of n bytes (-1: unknown, past
+// the bound) over MaxMessage.
+func errTooLarge(n int) error {
+	if n < 0 {
+		return fmt.Errorf("the request is over the socket's %d bytes: nothing was carried out (a deny's reason is cut to 1024 bytes anyway)", MaxMessage)
+	}
+	return fmt.Errorf("the request is %d bytes, over the socket's %d bytes: nothing was carried out (a deny's reason is cut to 1024 bytes anyway)", n, MaxMessage)
 }
 
 // Path returns the socket's path in dataDir.

@@ -1,9 +1,11 @@
 package admin_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -247,5 +249,50 @@ func TestAdminSocketPathTooLong(t *testing.T) {
 	_, err = admin.Call(context.Background(), path, admin.Request{Op: "held"})
 	if err == nil || !strings.Contains(err.Error(), "shorter data folder") {
 		t.Errorf("Call: error %v does not name the rule", err)
+	}
+}
+
+// A request over MaxMessage is refused with an error that says so: by
+// Call before it is sent (a deny whose --reason is a file's worth), and by
+// the server to a client that sends one anyway, which before read the
+// first MaxMessage bytes and answered "the request is not JSON:
+// unexpected end of JSON input". Nothing is carried out.
+func TestAdminOversizeRequest(t *testing.T) {
+	dir := private(t)
+	path := admin.Path(dir)
+	h := &handler{}
+	srv, err := admin.Listen(path, h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	big := strings.Repeat("x", admin.MaxMessage)
+	_, err = admin.Call(ctx, path, admin.Request{Op: "deny", Task: "t1", Reason: big})
+	if err == nil || !strings.Contains(err.Error(), "over the socket's 1048576") {
+		t.Errorf("Call of an oversize request: %v", err)
+	}
+
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	req := []byte(`{"op":"deny","task":"t1","reason":"` + big + `"}` + "\n")
+	go c.Write(req) // the server stops reading at its bound: the rest may never be taken
+	line, err := bufio.NewReader(c).ReadBytes('\n')
+	var resp admin.Response
+	if err != nil || json.Unmarshal(line, &resp) != nil || !strings.Contains(resp.Error, "over the socket's 1048576") {
+		t.Errorf("an oversize request sent raw: %q %v", line, err)
+	}
+	if len(h.calls) != 0 {
+		t.Errorf("carried out: %q", h.calls)
 	}
 }
