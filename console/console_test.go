@@ -394,7 +394,7 @@ func TestCSRF(t *testing.T) {
 	}
 	form.Set("csrf", tok)
 	w := r.do("POST", "/console/tasks/t1/decide", form, ck, nil)
-	if w.Code != http.StatusSeeOther || w.Header().Get("Location") != "/console/tasks/t1?done=approved" {
+	if w.Code != http.StatusSeeOther || w.Header().Get("Location") != "/console/tasks/t1?done=approved&action=act-1" {
 		t.Fatalf("approve: %d to %q", w.Code, w.Header().Get("Location"))
 	}
 	if want := (decision{"t1", "act-1", executor.Host, true, "", ""}); len(r.dec.calls) != 1 || r.dec.calls[0] != want {
@@ -455,7 +455,7 @@ func TestApprovalNamesItsDiff(t *testing.T) {
 	}
 	r.dec.reheld = true
 	w := r.do("POST", "/console/tasks/t1/decide", url.Values{"csrf": {r.csrf(t, ck)}, "action": {"act-1"}, "decision": {"approve"}, "diff": {sum}}, ck, nil)
-	if w.Code != http.StatusSeeOther || w.Header().Get("Location") != "/console/tasks/t1?done=held-again" {
+	if w.Code != http.StatusSeeOther || w.Header().Get("Location") != "/console/tasks/t1?done=held-again&action=act-1" {
 		t.Fatalf("approval held again: %d to %q", w.Code, w.Header().Get("Location"))
 	}
 	if got := r.dec.calls[0]; !got.approve || got.diff != sum {

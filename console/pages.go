@@ -9,6 +9,7 @@ import (
 	"html/template"
 	"math"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -178,6 +179,11 @@ func (c *Console) renderTask(w http.ResponseWriter, r *http.Request, s *session,
 		d.Notice = "The action was " + notice + "."
 	case "held-again":
 		d.Notice = "The files changed since the diff was shown: nothing ran, and the action waits again with the new diff below."
+	case "failed":
+		d.Notice = "The action was approved, but it failed: see the audit trail below."
+		if why, ok := c.failure(ctx, id, r.URL.Query().Get("action")); ok {
+			d.Notice = "The action was approved, but it failed: " + executor.Visible(why)
+		}
 	}
 	held, err := c.cfg.Source.Held(ctx, id)
 	if err != nil {
@@ -287,10 +293,27 @@ func (c *Console) decide(w http.ResponseWriter, r *http.Request, s *session) {
 		// again, with the new diff: say so, not "approved".
 		if held, err := c.cfg.Source.Held(ctx, id); err == nil && slices.ContainsFunc(held, func(p executor.Pending) bool { return p.ActionID == action }) {
 			word = "held-again"
+		} else if _, failed := c.failure(ctx, id, action); failed {
+			// Carried out, but it failed (the policy in force refused
+			// it, a precondition no longer holds…): not "approved".
+			word = "failed"
 		}
 	}
 	c.cfg.Logger.Info("console: operator decided", "task", id, "action", action, "decision", word, "operator", s.operator)
-	http.Redirect(w, r, Prefix+"/tasks/"+id+"?done="+word, http.StatusSeeOther)
+	http.Redirect(w, r, Prefix+"/tasks/"+url.PathEscape(id)+"?done="+word+"&action="+url.QueryEscape(action), http.StatusSeeOther)
+}
+
+// failure reports whether actionID of taskID ended failed, by its newest
+// audit entry, and the reason recorded.
+func (c *Console) failure(ctx context.Context, taskID, actionID string) (string, bool) {
+	if actionID == "" {
+		return "", false
+	}
+	last, err := c.cfg.Source.Audit(ctx, audit.Filter{Task: taskID, Action: actionID, Newest: true, Limit: 1})
+	if err != nil || len(last) != 1 || last[0].Action != actionID || last[0].Step != audit.StepFailed {
+		return "", false
+	}
+	return last[0].Reason, true
 }
 
 type auditData struct {

@@ -1,0 +1,135 @@
+package node_test
+
+import (
+	"context"
+	"encoding/json"
+	"html"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/snapnode/snapnode/internal/admin"
+	"github.com/snapnode/snapnode/internal/config"
+	"github.com/snapnode/snapnode/internal/node"
+)
+
+// consoleSession is an operator logged in to a real node's console over
+// HTTP, by the link `snapnode console-url` asks the admin socket for.
+type consoleSession struct {
+	base   string
+	client *http.Client
+}
+
+func consoleLogin(t *testing.T, n *node.Node, dataDir string) *consoleSession {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := admin.Call(ctx, admin.Path(dataDir), admin.Request{Op: "console-url"})
+	var login struct{ URL string }
+	if err != nil || json.Unmarshal(res, &login) != nil || login.URL == "" {
+		t.Fatalf("console-url: %s %v", res, err)
+	}
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &consoleSession{base: n.HTTPURL(), client: &http.Client{Jar: jar, Timeout: time.Minute}}
+	if status, body := s.get(t, login.URL); status != http.StatusOK {
+		t.Fatalf("login: %d %s", status, body)
+	}
+	return s
+}
+
+func (s *consoleSession) get(t *testing.T, u string) (int, string) {
+	t.Helper()
+	resp, err := s.client.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+// approveForm returns the fields of the Approve form of actionID on the
+// task page.
+func (s *consoleSession) approveForm(t *testing.T, taskID, actionID string) url.Values {
+	t.Helper()
+	status, page := s.get(t, s.base+"/console/tasks/"+taskID)
+	if status != http.StatusOK {
+		t.Fatalf("task page: %d %s", status, page)
+	}
+	field := func(name string) string {
+		m := regexp.MustCompile(`name="` + name + `" value="([^"]*)"`).FindStringSubmatch(page)
+		if m == nil {
+			t.Fatalf("no %s in the task page:\n%s", name, page)
+		}
+		return html.UnescapeString(m[1])
+	}
+	return url.Values{"csrf": {field("csrf")}, "action": {actionID}, "diff": {field("diff")}, "decision": {"approve"}}
+}
+
+// decide posts form to the task's decide URL and returns the page the
+// browser ends on.
+func (s *consoleSession) decide(t *testing.T, taskID string, form url.Values) (int, string) {
+	t.Helper()
+	resp, err := s.client.PostForm(s.base+"/console/tasks/"+taskID+"/decide", form)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+// TestConsoleApprovalThatFails: an approval the node carries out but
+// whose action then fails (here the file a DELETE_FILE was held for is
+// gone: its precondition no longer holds) is not reported as "The action
+// was approved." on the task page the console ends on, while the task
+// has failed and nothing ran: the notice says the approved action
+// failed, and why, as the task's state and `snapnode approve` do.
+func TestConsoleApprovalThatFails(t *testing.T) {
+	dataDir := filepath.Join(t.TempDir(), "data")
+	n, stop := startNode(t, func(c *config.Config) {
+		c.DataDir = dataDir
+		c.HTTPListen = "127.0.0.1:0"
+	})
+	defer stop()
+	target := filepath.Join(dataDir, "sandbox", "notes.txt")
+	if err := os.WriteFile(target, []byte("keep me\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	alice := newRequester(t, n.RelayURLs())
+	held := taskOf(t, alice.call(t, n, "message/send", proposal("DELETE_FILE", map[string]any{"path": "/sandbox/notes.txt"}), false))
+	actionID := regexp.MustCompile(`action (\S+):`).FindStringSubmatch(held.Status.Message)
+	if held.Status.State != "input_required" || actionID == nil {
+		t.Fatalf("the delete was not held: %s %q", held.Status.State, held.Status.Message)
+	}
+	s := consoleLogin(t, n, dataDir)
+	form := s.approveForm(t, held.ID, actionID[1])
+	if err := os.Remove(target); err != nil { // gone before the operator clicks
+		t.Fatal(err)
+	}
+	status, page := s.decide(t, held.ID, form)
+	state := regexp.MustCompile(`id="state">([a-z_]+)<`).FindStringSubmatch(page)
+	notice := regexp.MustCompile(`id="notice">([^<]*)<`).FindStringSubmatch(page)
+	if status != http.StatusOK || state == nil || state[1] != "failed" {
+		t.Fatalf("after Approve: %d, state %v\n%s", status, state, page)
+	}
+	if notice == nil || !strings.Contains(notice[1], "failed") || strings.Contains(notice[1], "The action was approved.") {
+		t.Errorf("after an approval whose action failed, the notice is %q", notice)
+	}
+}
