@@ -133,3 +133,53 @@ func TestConsoleApprovalThatFails(t *testing.T) {
 		t.Errorf("after an approval whose action failed, the notice is %q", notice)
 	}
 }
+
+// TestConsoleDoubleApproval: two Approve clicks of one held action at
+// once (a double submit, two tabs) carry it out once: one ends on the
+// task page, the other is refused (409), and the audit log has one
+// confirmation and one promotion.
+func TestConsoleDoubleApproval(t *testing.T) {
+	dataDir := filepath.Join(t.TempDir(), "data")
+	n, stop := startNode(t, func(c *config.Config) {
+		c.DataDir = dataDir
+		c.HTTPListen = "127.0.0.1:0"
+	})
+	defer stop()
+	if err := os.WriteFile(filepath.Join(dataDir, "sandbox", "notes.txt"), []byte("old\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	alice := newRequester(t, n.RelayURLs())
+	held := taskOf(t, alice.call(t, n, "message/send", proposal("DELETE_FILE", map[string]any{"path": "/sandbox/notes.txt"}), false))
+	actionID := regexp.MustCompile(`action (\S+):`).FindStringSubmatch(held.Status.Message)
+	if held.Status.State != "input_required" || actionID == nil {
+		t.Fatalf("the delete was not held: %s %q", held.Status.State, held.Status.Message)
+	}
+	s := consoleLogin(t, n, dataDir)
+	form := s.approveForm(t, held.ID, actionID[1])
+	statuses := make(chan int, 2)
+	for range 2 {
+		go func() {
+			resp, err := s.client.PostForm(s.base+"/console/tasks/"+held.ID+"/decide", form)
+			if err != nil {
+				t.Error(err)
+				statuses <- 0
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			statuses <- resp.StatusCode
+		}()
+	}
+	a, b := <-statuses, <-statuses
+	if min(a, b) != http.StatusOK || max(a, b) != http.StatusConflict {
+		t.Errorf("two approvals at once: %d and %d, want one 200 (after the redirect) and one 409", a, b)
+	}
+	var confirmed, promoted int
+	if err := n.DB.R.QueryRow("SELECT count(*) FILTER (WHERE step = 'confirmed'), count(*) FILTER (WHERE step = 'promoted') FROM audit_log WHERE action = ?",
+		actionID[1]).Scan(&confirmed, &promoted); err != nil {
+		t.Fatal(err)
+	}
+	if confirmed != 1 || promoted != 1 {
+		t.Errorf("audit log: %d confirmations, %d promotions; want one of each", confirmed, promoted)
+	}
+}
