@@ -37,14 +37,17 @@ const (
 	// MaxTasks bounds the task list, MaxAuditEntries the audit page,
 	// MaxSteps the agent's steps and MaxMessages the messages a task page
 	// shows (the newest), MaxHeld its held actions (the oldest, which are
-	// decided first), MaxPartText the text of one part (the rest is
-	// counted).
+	// decided first), MaxPartText the text of one part and the
+	// descriptor of a held action, MaxDiffText the diff of a held
+	// action (the rest is counted; `snapnode held --diff` prints it
+	// whole).
 	MaxTasks        = 500
 	MaxAuditEntries = 200
 	MaxSteps        = 200
 	MaxMessages     = 100
 	MaxHeld         = 20
 	MaxPartText     = 16 << 10
+	MaxDiffText     = 64 << 10
 )
 
 // Source is what the console shows: each method reads the node's state as

@@ -11,6 +11,7 @@ import (
 	"github.com/snapnode/snapnode/console"
 	"github.com/snapnode/snapnode/executor"
 	"github.com/snapnode/snapnode/executor/audit"
+	"github.com/snapnode/snapnode/proposals"
 	"github.com/snapnode/snapnode/tasks"
 )
 
@@ -174,5 +175,41 @@ func TestTaskPageManyHeld(t *testing.T) {
 	}
 	if n := len(body); n > 4<<20 {
 		t.Errorf("the page is %d bytes", n)
+	}
+}
+
+// bigHeld is fakeSource with a task holding MaxHeld actions, each
+// deleting a text file of the sandbox's largest size (1 MiB: the diff
+// holds every line) with a descriptor of 256 KiB.
+type bigHeld struct{ fakeSource }
+
+func (bigHeld) Held(_ context.Context, taskID string) ([]executor.Pending, error) {
+	var out []executor.Pending
+	for i := range console.MaxHeld {
+		out = append(out, executor.Pending{ActionID: fmt.Sprintf("act-%d", i), TaskID: taskID, Requester: "bc1palice",
+			Action: "DELETE_FILE", Data: []byte(`{"action":"DELETE_FILE","reasoning":"` + strings.Repeat("r", 256<<10) + `"}`),
+			Diff: "--- /sandbox/big.txt\n+++ /dev/null\n" + strings.Repeat("-a line of the old file\n", 1<<20/24), Created: t0})
+	}
+	return out, nil
+}
+
+// A task page cuts each held action's diff and descriptor, saying how
+// much it left out and where to read it whole, while Approve still names
+// the whole diff's sum: before, it rendered them whole, and a task
+// holding MaxHeld deletes of 1 MiB files made a page of 25 MB.
+func TestTaskPageLargeHeldDiffs(t *testing.T) {
+	src := bigHeld{}
+	body := taskPage(t, src)
+	if n := len(body); n > 4<<20 {
+		t.Errorf("the page is %d bytes", n)
+	}
+	for _, want := range []string{"more bytes of the diff not shown: snapnode held --diff t1 prints it whole", "more bytes not shown"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("want the note %q", want)
+		}
+	}
+	held, _ := src.Held(context.Background(), "t1")
+	if !strings.Contains(body, `name="diff" value="`+proposals.DiffSum(held[0].Diff)+`"`) {
+		t.Error("Approve does not name the whole diff's sum")
 	}
 }

@@ -207,7 +207,11 @@ func (c *Console) renderTask(w http.ResponseWriter, r *http.Request, s *session,
 			c.failed(w, r, "the audit entries of action "+p.ActionID, err)
 			return
 		}
-		d.Held = append(d.Held, heldView{Pending: p, Risk: riskOf(entries, p.ActionID), Descriptor: prettyJSON(p.Data), DiffSum: proposals.DiffSum(p.Diff)})
+		v := heldView{Pending: p, Risk: riskOf(entries, p.ActionID), Descriptor: cut(prettyJSON(p.Data), MaxPartText, "more bytes not shown"),
+			DiffSum: proposals.DiffSum(p.Diff)}
+		// The sum is the whole diff's: the page shows its start.
+		v.Diff = cut(p.Diff, MaxDiffText, "more bytes of the diff not shown: snapnode held --diff "+id+" prints it whole")
+		d.Held = append(d.Held, v)
 	}
 	if d.Job, d.Steps, err = c.cfg.Source.Job(ctx, id); err != nil {
 		c.failed(w, r, "the agent's job on task "+id, err)
@@ -417,15 +421,19 @@ func partsText(ps []tasks.Part) string {
 // cutText cuts s, a part's text, to MaxPartText bytes (on a character's
 // boundary), saying how much was left out: a peer's 256 KiB messages,
 // a hundred to a page, would make a page of megabytes.
-func cutText(s string) string {
-	if len(s) <= MaxPartText {
+func cutText(s string) string { return cut(s, MaxPartText, "more bytes not shown") }
+
+// cut cuts s to max bytes (on a character's boundary), ending with a
+// line that counts the bytes left out, followed by note.
+func cut(s string, max int, note string) string {
+	if len(s) <= max {
 		return s
 	}
-	n := MaxPartText
+	n := max
 	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--
 	}
-	return fmt.Sprintf("%s\n… (%d more bytes not shown)", s[:n], len(s)-n)
+	return fmt.Sprintf("%s\n… (%d %s)", s[:n], len(s)-n, note)
 }
 
 // prettyJSON indents b (or keeps it as is when it is not JSON), with
