@@ -256,7 +256,7 @@ func riskOf(entries []audit.Entry, actionID string) string {
 }
 
 // maxReason bounds a denial's reason.
-const maxReason = 1024
+const maxReason = proposals.MaxReason
 
 // decide is POST /console/tasks/{id}/decide: decision=approve|deny,
 // action=ID, reason=… (deny). It goes through the Decider with the

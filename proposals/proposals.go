@@ -95,7 +95,8 @@ type Decision struct {
 	// through the admin socket or the console) or an operator's address.
 	Approver string
 	Approve  bool
-	// Reason is the note a denied task fails with; "" gives a default.
+	// Reason is the note a denied task fails with, at most MaxReason
+	// bytes; "" gives a default.
 	Reason string
 	// Diff, when set, is DiffSum of the diff the approver was shown: an
 	// approval of an action whose diff is another now (its files changed
@@ -103,6 +104,10 @@ type Decision struct {
 	// ErrDiffChanged, and nothing runs.
 	Diff string
 }
+
+// MaxReason bounds a Decision's Reason, in bytes: a longer one is
+// refused (ErrReasonTooLong), never cut without a word.
+const MaxReason = 1024
 
 // DiffSum is the sum a Decision names the diff it was taken on by: the
 // SHA-256 of the diff, in hex.
@@ -154,6 +159,8 @@ var (
 	// holds the action again (approve again), or undid its promotion.
 	// Nothing of the approval was recorded.
 	ErrTakenUp = errors.New("the approval took longer than reconcile_after, and another process took the action up as interrupted")
+	// ErrReasonTooLong: the reason is over MaxReason bytes.
+	ErrReasonTooLong = fmt.Errorf("the reason is over %d bytes", MaxReason)
 )
 
 // TakenUpError is the refusal of an approval that another process took
@@ -232,12 +239,16 @@ func (e *HeldError) Unwrap() error { return e.Err }
 // not waiting for input with ErrNotWaiting, and nothing runs. A task that
 // holds several actions needs the one decided named (ErrAmbiguous names
 // them); the executor refuses an approver who may not decide
-// (executor.ErrSelfApproval, executor.ErrNotOperator) and a decision
-// taken meanwhile (executor.ErrNoPending). An approval that stood still
+// (executor.ErrSelfApproval, executor.ErrNotOperator), a decision
+// taken meanwhile (executor.ErrNoPending) and a reason over MaxReason
+// (ErrReasonTooLong). An approval that stood still
 // past reconcile_after and that another process took up as interrupted
 // is refused with ErrTakenUp (a *TakenUpError): nothing of it was
 // recorded, and the action is held again.
 func (p *Proposals) Decide(ctx context.Context, d Decision) (*tasks.Task, error) {
+	if len(d.Reason) > MaxReason {
+		return nil, fmt.Errorf("task %s: %w (it has %d): nothing was decided", d.TaskID, ErrReasonTooLong, len(d.Reason))
+	}
 	t, err := p.tasks.Task(ctx, d.TaskID)
 	if err != nil {
 		return nil, err

@@ -183,3 +183,33 @@ func TestConsoleDoubleApproval(t *testing.T) {
 		t.Errorf("audit log: %d confirmations, %d promotions; want one of each", confirmed, promoted)
 	}
 }
+
+// TestAdminDenyReasonBound: a denial through the admin socket (snapnode
+// deny --reason) whose reason is over the 1024 bytes a reason holds is
+// refused, naming the bound, and the action still waits, as the console
+// and a signed decision refuse it; before, it was carried out with the
+// reason cut short without a word.
+func TestAdminDenyReasonBound(t *testing.T) {
+	dataDir := filepath.Join(t.TempDir(), "data")
+	n, stop := startNode(t, func(c *config.Config) { c.DataDir = dataDir })
+	defer stop()
+	if err := os.WriteFile(filepath.Join(dataDir, "sandbox", "notes.txt"), []byte("old\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	alice := newRequester(t, n.RelayURLs())
+	held := taskOf(t, alice.call(t, n, "message/send", proposal("DELETE_FILE", map[string]any{"path": "/sandbox/notes.txt"}), false))
+	if held.Status.State != "input_required" {
+		t.Fatalf("the delete was not held: %s %q", held.Status.State, held.Status.Message)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := admin.Call(ctx, admin.Path(dataDir), admin.Request{Op: "deny", Task: held.ID, Reason: strings.Repeat("no ", 342)})
+	if err == nil || !strings.Contains(err.Error(), "1024") {
+		t.Errorf("deny with a reason of 1026 bytes: %v", err)
+	}
+	res, err := admin.Call(ctx, admin.Path(dataDir), admin.Request{Op: "held", Task: held.ID})
+	var list []struct{ Action string }
+	if err != nil || json.Unmarshal(res, &list) != nil || len(list) != 1 {
+		t.Errorf("held after the refused denial: %s %v", res, err)
+	}
+}
