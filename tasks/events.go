@@ -197,6 +197,16 @@ func (b *Broker) removeLocked(taskID string, sub *subscription) {
 	close(sub.ch)
 }
 
+// gone ends every subscription of a task that no longer exists (the
+// retention deleted it): no event of it will come.
+func (b *Broker) gone(taskID string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for sub := range b.subs[taskID] {
+		b.removeLocked(taskID, sub)
+	}
+}
+
 // Publish delivers ev to the task's subscribers without blocking. An event
 // whose version is not above what a subscriber last received is not
 // delivered to it again.

@@ -26,7 +26,10 @@ const DefaultWatchEvery = 500 * time.Millisecond
 // of them, and for each that moved past what its streams have, reads the
 // events after that and publishes them, as a write through this Service
 // would. A stream gets each event once, whoever wrote it; one written
-// elsewhere arrives within about an interval. With no stream, it reads
+// elsewhere arrives within about an interval. A followed task that is no
+// longer there (deleted by the retention before a look read its final
+// event) ends its streams at that look, with 1001 (task not found) for
+// their final response. With no stream, it reads
 // nothing. It runs until ctx ends, and returns nil then.
 func (s *Service) WatchOthers(ctx context.Context, store Shared, every time.Duration) error {
 	if every <= 0 {
@@ -67,6 +70,14 @@ func (s *Service) catchUp(ctx context.Context, store Shared, ids []string, seen 
 			s.log.Warn("reading the versions of followed tasks; the events other processes write reach this one's streams at the next try", "err", err)
 		}
 		return
+	}
+	for _, id := range ids {
+		if _, ok := versions[id]; !ok {
+			// Deleted (the retention, on another process, after its
+			// final event and before this look): its streams end,
+			// their final response saying the task is not found.
+			s.events.gone(id)
+		}
 	}
 	for id, v := range versions {
 		after, ok := s.events.lowest(id)

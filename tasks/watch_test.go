@@ -8,6 +8,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/snapnode/snapnode/snap"
 )
 
 // versionsOf is a Shared of unit tests over a MemoryStore, which the test
@@ -249,4 +251,53 @@ func TestRawSubscriptionCostsNoRead(t *testing.T) {
 	if len(live) != 3 {
 		t.Errorf("the subscriber got %d events; want 3", len(live))
 	}
+}
+
+// A stream follows a task that another process ends and the retention
+// deletes before this one's watch looks (its final event never read
+// here): at the next look the stream ends with 1001 naming the task,
+// instead of sending heartbeats for it until StreamMaxDuration.
+func TestWatchOthersEndsStreamOfDeletedTask(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		svc, store := newService(t, ServiceOptions{Agent: &stubAgent{}, StreamHeartbeat: 25 * time.Second})
+		other := NewService(store, ServiceOptions{Agent: &stubAgent{}, Now: fixedClock()})
+		task := mustSend(t, svc, alice, `{"message":{"messageId":"m1","role":"user","parts":[{"text":"hi"}]}}`)
+		type result struct {
+			task *Task
+			err  error
+		}
+		done := make(chan result, 1)
+		var events []any
+		go func() {
+			got, err := svc.StreamResubscribe(t.Context(), alice, &ResubscribeParams{TaskID: task.ID},
+				func(ev any) error { events = append(events, ev); return nil })
+			done <- result{got, err}
+		}()
+		synctest.Wait() // the stream follows the task
+		if _, err := other.CancelTask(t.Context(), alice, &CancelParams{TaskID: task.ID}); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := (Retention{Store: store, TTL: time.Nanosecond, Now: func() time.Time { return fixedClock()().Add(time.Hour) }}).PruneOnce(t.Context()); err != nil || n != 1 {
+			t.Fatalf("PruneOnce = %d, %v; want 1", n, err)
+		}
+		ctx, stop := context.WithCancel(t.Context())
+		defer stop()
+		go svc.WatchOthers(ctx, &versionsOf{store: store}, time.Second)
+		time.Sleep(2 * time.Second) // two looks
+		synctest.Wait()
+		select {
+		case r := <-done:
+			se, ok := errors.AsType[*snap.Error](r.err)
+			if r.task != nil || !ok || se.Code != snap.CodeTaskNotFound || se.Data["taskId"] != task.ID {
+				t.Errorf("the stream ended with %v, %v; want 1001 naming %s", r.task, r.err, task.ID)
+			}
+		default:
+			t.Fatal("the stream of a deleted task still runs after two looks")
+		}
+		for _, ev := range events {
+			if p, ok := ev.(*ProgressUpdate); !ok || p.Heartbeat || p.State != StateSubmitted {
+				t.Errorf("event %+v; want the task as it was when the stream began", ev)
+			}
+		}
+	})
 }

@@ -2,9 +2,11 @@ package sqlstore
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/tasks"
 )
 
@@ -100,4 +102,61 @@ func TestVersions(t *testing.T) {
 			t.Errorf("Versions of none = %v, %v", got, err)
 		}
 	})
+}
+
+// A stream on one process follows a task that the other ends and its
+// retention deletes before the first process's watch looks: the watch
+// finds the task gone and the stream ends with 1001 naming it, not at
+// StreamMaxDuration.
+func TestWatchOthersEndsStreamOfDeletedTask(t *testing.T) {
+	dsn := postgresSchemaDSN(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a := tasks.NewService(open(t, dsn, Options{}), tasks.ServiceOptions{Agent: takeAll{}})
+	storeB := open(t, dsn, Options{})
+	b := tasks.NewService(storeB, tasks.ServiceOptions{Agent: takeAll{}})
+	task := mustSendAs(t, a, owner, `{"message":{"messageId":"m1","role":"user","parts":[{"text":"hi"}]}}`)
+
+	type result struct {
+		task *tasks.Task
+		err  error
+	}
+	done := make(chan result, 1)
+	following := make(chan struct{})
+	go func() {
+		got, err := a.StreamResubscribe(ctx, owner, &tasks.ResubscribeParams{TaskID: task.ID}, func(ev any) error {
+			if p, ok := ev.(*tasks.ProgressUpdate); ok && p.Current {
+				close(following)
+			}
+			return nil
+		})
+		done <- result{got, err}
+	}()
+	<-following
+	if _, err := b.CancelTask(ctx, owner, &tasks.CancelParams{TaskID: task.ID}); err != nil {
+		t.Fatal(err)
+	}
+	later := func() time.Time { return time.Now().Add(time.Hour) }
+	if n, err := (tasks.Retention{Store: storeB, TTL: time.Minute, Now: later}).PruneOnce(ctx); err != nil || n != 1 {
+		t.Fatalf("PruneOnce = %d, %v; want 1", n, err)
+	}
+	// The first process's watch begins after: it never reads the final
+	// event.
+	wctx, stop := context.WithCancel(ctx)
+	watched := make(chan error, 1)
+	go func() { watched <- a.WatchOthers(wctx, open(t, dsn, Options{}), 10*time.Millisecond) }()
+	defer func() {
+		stop()
+		if err := <-watched; err != nil {
+			t.Errorf("WatchOthers: %v", err)
+		}
+	}()
+	r := <-done
+	if ctx.Err() != nil {
+		t.Fatal("the stream of the deleted task ran until the test's deadline")
+	}
+	se, ok := errors.AsType[*snap.Error](r.err)
+	if r.task != nil || !ok || se.Code != snap.CodeTaskNotFound {
+		t.Errorf("the stream ended with %v, %v; want 1001", r.task, r.err)
+	}
 }
