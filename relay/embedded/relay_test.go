@@ -1407,6 +1407,65 @@ func TestPeerUnsentBudget(t *testing.T) {
 	}
 }
 
+// TestRelayUnsentBoundCutsREQ: over real sockets, a REQ that the bound of
+// every peer together (MaxUnsentBytes) cuts, not its own address's, gets
+// fewer stored events and, before its EOSE, the NOTICE naming the relay's
+// bound and its size, not its address's. Once the peer holding the
+// relay's room goes, the same REQ gets every event and no NOTICE.
+func TestRelayUnsentBoundCutsREQ(t *testing.T) {
+	const events, size = 32, 250_000 // 8 MB stored: what one REQ may load
+	// The relay's bound as small as it may be, its address's: one peer
+	// that reads nothing takes most of it, and the next peer's own bound
+	// has room. A long write time-out: the silent client keeps what it holds.
+	tr := startRelay(t, Config{WriteTimeout: time.Minute, MaxUnsentBytesPerIP: 1, MaxUnsentBytes: 1})
+	tr.unsentWait = 100 * time.Millisecond
+	bound := tr.cfg.MaxUnsentBytes
+	if bound != tr.cfg.MaxUnsentBytesPerIP {
+		t.Fatalf("MaxUnsentBytes %d, MaxUnsentBytesPerIP %d; want them equal", bound, tr.cfg.MaxUnsentBytesPerIP)
+	}
+	url := frontRelay(t, tr.Relay)
+	pub := dial(t, tr.url)
+	k := newKey(t)
+	for i := range events {
+		pub.mustPublish(k.event(t, 1, tr.clock.Unix()-nostr.Timestamp(i), strings.Repeat("x", size)))
+	}
+	const from = "203.0.113.7"
+	peer := peerName(peercap.Key(net.JoinHostPort(from, "1")))
+	silent := dialFromSmallBuffer(t, url, from)
+	silent.send("REQ", "all", map[string]any{})
+	// Wait (a real socket's pace) until the silent peer's REQ has loaded
+	// its events: the relay's room is then too small for the 32 (the
+	// silent peer is the only one counted, the publisher being on
+	// loopback, so its count is the relay's). Its sockets take some of
+	// them (up to the kernel's send buffer, 4 MiB on Linux), and the
+	// count goes down to what they do not, which leaves the room short
+	// of the 8 MB all the same.
+	deadline := time.Now().Add(10 * time.Second)
+	for tr.unsentBytes(peer) <= bound-(events-2)*size {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d bytes loaded and not sent after 10 s, want the silent peer's REQ loaded", tr.unsentBytes(peer))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	reader := mustDialFrom(t, url, "198.51.100.1")
+	got, notice := readStored(t, reader, "r")
+	want := fmt.Sprintf("rate-limited: stored events loaded and not yet sent on this relay are at their bound (max %d bytes): subscription r got fewer stored events; try again later", bound)
+	if got >= events || notice != want {
+		t.Fatalf("another peer got %d of %d stored events and NOTICE %q; want fewer and %q", got, events, notice, want)
+	}
+	silent.ws.Close()
+	deadline = time.Now().Add(10 * time.Second)
+	for tr.unsentBytes(peer) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d bytes still counted after the silent client went", tr.unsentBytes(peer))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got, notice := readStored(t, reader, "again"); got != events || notice != "" {
+		t.Fatalf("once the silent client went, the reader got %d of %d stored events and NOTICE %q", got, events, notice)
+	}
+}
+
 // readStored subscribes to everything and counts the stored events up to
 // EOSE, and returns the NOTICE that came meanwhile, if any.
 func readStored(t *testing.T, c *client, subID string) (int, string) {
