@@ -87,11 +87,12 @@ func TestBoundOutput(t *testing.T) {
 		}
 		sum := sha256.Sum256([]byte(long))
 		if o.Status != "success" || o.Action != "READ_FILE" || !o.Result.Truncated || o.Result.Size != 200 ||
-			o.Result.SHA256 != hex.EncodeToString(sum[:]) || !strings.Contains(o.Result.Note, "first 51 bytes") {
+			o.Result.SHA256 != hex.EncodeToString(sum[:]) || !strings.Contains(o.Result.Note, "first 48 bytes of 200") {
 			t.Errorf("bounded output %s", got)
 		}
-		if want := strings.Repeat("é", 25) + "…"; o.Result.Content != want {
-			t.Errorf("content %q; want %q (cut on a rune boundary)", o.Result.Content, want)
+		// 51 bytes with the mark: the 24 whole characters that fit.
+		if want := strings.Repeat("é", 24) + "…"; o.Result.Content != want {
+			t.Errorf("content %q; want %q (cut on a rune boundary, the mark within the bound)", o.Result.Content, want)
 		}
 	})
 	t.Run("not a read", func(t *testing.T) {

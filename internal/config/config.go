@@ -326,7 +326,8 @@ type Agent struct {
 	// again; it doubles each time, and a longer Retry-After wins.
 	RetryBackoff Duration `toml:"retry_backoff"`
 	// MaxObservationBytes bounds the file content fed back to the model
-	// in one step.
+	// in one step, counted as the model is sent it (JSON escapes
+	// included).
 	MaxObservationBytes int `toml:"max_observation_bytes"`
 	// MaxAnswerBytes bounds one model answer; a longer one is refused.
 	MaxAnswerBytes int `toml:"max_answer_bytes"`
