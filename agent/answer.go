@@ -21,6 +21,9 @@ type Answer struct {
 	Kind string
 	// Raw is the answer exactly as received.
 	Raw string
+	// Object is the answer's JSON object alone: Raw without the white
+	// space around it (trimAnswer), what the executor is given.
+	Object string
 	// Action is the proposal's action as spelled (READ_FILE), or the agent
 	// response's (COMPLETED, STUCK, RETRY).
 	Action string
@@ -68,7 +71,7 @@ func ParseAnswer(text string, max int) (*Answer, *AnswerError) {
 	if len(text) > max {
 		return nil, &AnswerError{Rule: "size", Message: fmt.Sprintf("the answer is %d bytes, at most %d are accepted", len(text), max)}
 	}
-	trimmed := strings.Trim(text, jsonSpace)
+	trimmed := trimAnswer(text)
 	if trimmed == "" {
 		return nil, &AnswerError{Rule: "json", Message: "the answer is empty; send exactly one JSON object"}
 	}
@@ -93,7 +96,7 @@ func ParseAnswer(text string, max int) (*Answer, *AnswerError) {
 		}
 		return nil, &AnswerError{Rule: "json", Message: msg}
 	}
-	a := &Answer{Raw: text}
+	a := &Answer{Raw: text, Object: trimmed}
 	if _, ok := obj["schema_version"]; ok {
 		a.Kind = KindProposal
 		var head struct {
@@ -127,8 +130,16 @@ func ParseAnswer(text string, max int) (*Answer, *AnswerError) {
 	return a, nil
 }
 
-// jsonSpace is JSON's white space (RFC 8259), the only white space an
-// answer may have around its object.
+// trimAnswer is text without the white space an answer may have around
+// its object: JSON's (RFC 8259: space, tab, line feed, carriage return),
+// and no other. An answer is one JSON text whose value is an object; a
+// no-break space, a line separator, a form feed or any other Unicode
+// space around it is text, and the answer is refused. It is the one rule
+// of the live run (ParseAnswer, a worker's line) and of what reads a
+// stored answer again (Replay, a step finished after a restart).
+func trimAnswer(text string) string { return strings.Trim(text, jsonSpace) }
+
+// jsonSpace is JSON's white space (RFC 8259).
 const jsonSpace = " \t\n\r"
 
 // schemaMessage says where and why a JSON Schema validation failed, in

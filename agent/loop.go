@@ -717,7 +717,7 @@ func (jr *jobRun) propose(ctx context.Context, it *Interaction, ans *Answer) (bo
 	st := r.cfg.Tasks.Settle(j.TaskID)
 	var note string
 	began := time.Now()
-	res, err := r.cfg.Executor.Run(ctx, executor.Request{TaskID: j.TaskID, Requester: j.Requester, Data: []byte(strings.TrimSpace(ans.Raw)),
+	res, err := r.cfg.Executor.Run(ctx, executor.Request{TaskID: j.TaskID, Requester: j.Requester, Data: []byte(ans.Object),
 		Also: func(ctx context.Context, tx *sql.Tx) error { return r.cfg.Store.WriteTx(ctx, tx, w) },
 		// The promotion's record need not wait for the disk: this job's
 		// next commit (the next answer's, or the job's own as it stops)
@@ -1208,12 +1208,12 @@ func (jr *jobRun) finishInterrupted(ctx context.Context, it *Interaction) (bool,
 	// A redacted answer may no longer parse (a pattern that ran past a
 	// JSON string): its action is the one whose data, redacted the same
 	// way, is what was stored.
-	stored := strings.TrimSpace(it.Response.RawResponse)
+	stored := trimAnswer(it.Response.RawResponse)
 	mine := func(a executor.Action) bool {
 		if ans != nil {
 			return a.ProposalID == ans.ID
 		}
-		return r.redact(strings.TrimSpace(string(a.Data))) == stored
+		return r.redact(trimAnswer(string(a.Data))) == stored
 	}
 	acts, err := r.cfg.Executor.Actions(ctx, jr.j.TaskID)
 	if err != nil {

@@ -39,7 +39,7 @@ func ParseLine(line []byte, max int) (*agent.Answer, error) {
 		return nil, &LineError{Rule: aerr.Rule, Message: aerr.Message}
 	}
 	var v any
-	if err := json.Unmarshal(bytes.TrimSpace(line), &v); err != nil {
+	if err := json.Unmarshal([]byte(ans.Object), &v); err != nil {
 		return nil, &LineError{Rule: "json", Message: err.Error()}
 	}
 	if err := schemas.WorkerAnswer().Validate(v); err != nil {
