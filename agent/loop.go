@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/snapnode/snapnode/executor"
+	"github.com/snapnode/snapnode/internal/invisible"
 	"github.com/snapnode/snapnode/tasks"
 )
 
@@ -466,12 +467,12 @@ func (jr *jobRun) contextFiles(ctx context.Context, budget int) ([]string, strin
 		if slices.Contains(paths, p) || len(paths) == maxContextFiles || b.Len() >= budget {
 			continue
 		}
-		content, ok := jr.readText(ctx, p, min(jr.r.cfg.MaxObservationBytes, budget-b.Len()))
+		content, size, ok := jr.readText(ctx, p, min(jr.r.cfg.MaxObservationBytes, budget-b.Len()))
 		if !ok {
 			continue
 		}
 		paths = append(paths, p)
-		fmt.Fprintf(&b, "\nThe file %s (%d bytes) holds:\n%s\n", p, len(content), content)
+		fmt.Fprintf(&b, "\nThe file %s (%d bytes) holds:\n%s\n", p, size, content)
 	}
 	return paths, b.String()
 }
@@ -562,20 +563,26 @@ func (jr *jobRun) hostRead(ctx context.Context, action, path string, listFirst i
 	return res.Output, true
 }
 
-// readText is the content of a text file read through hostRead, at most
-// max bytes; false when it cannot be read, is not text, or is larger.
-func (jr *jobRun) readText(ctx context.Context, path string, max int) (string, bool) {
+// readText is the content of a text file read through hostRead, with
+// what a reader cannot see written as escapes (invisible.EscapeText, as an
+// observation of the file shows it), and the file's size; false when it
+// cannot be read, is not text, or takes more than max bytes so written.
+func (jr *jobRun) readText(ctx context.Context, path string, max int) (text string, size int, ok bool) {
 	out, ok := jr.hostRead(ctx, "READ_FILE", path, 0)
 	if !ok {
-		return "", false
+		return "", 0, false
 	}
 	var read struct {
 		Result executor.ReadResult `json:"result"`
 	}
 	if json.Unmarshal(out, &read) != nil || read.Result.Encoding != "" || len(read.Result.Content) > max {
-		return "", false
+		return "", 0, false
 	}
-	return read.Result.Content, true
+	text = invisible.EscapeText(read.Result.Content)
+	if len(text) > max {
+		return "", 0, false
+	}
+	return text, len(read.Result.Content), true
 }
 
 // contextLengthMark starts the recorded error of a model call refused

@@ -101,14 +101,14 @@ func (jr *jobRun) reviewMessage(ctx context.Context, budget int) (string, []stri
 		if slices.Contains(files, p) || len(files) == maxContextFiles {
 			continue
 		}
-		content, ok := jr.readText(ctx, p, min(jr.r.cfg.MaxObservationBytes, room))
+		content, size, ok := jr.readText(ctx, p, min(jr.r.cfg.MaxObservationBytes, room))
 		if !ok {
 			fmt.Fprintf(&b, "\nThe evidence file %s cannot be read (missing, not text, too large, or refused by the policy).\n", p)
 			continue
 		}
 		room -= len(content)
 		files = append(files, p)
-		fmt.Fprintf(&b, "\nThe evidence file %s (%d bytes) holds:\n%s\n", p, len(content), content)
+		fmt.Fprintf(&b, "\nThe evidence file %s (%d bytes) holds:\n%s\n", p, size, content)
 	}
 	if len(sub.Response.EvidenceFiles) == 0 {
 		b.WriteString("\nThe worker listed no evidence files.\n")

@@ -66,6 +66,50 @@ func FuzzEscapeJSON(f *testing.F) {
 	})
 }
 
+func TestEscapeText(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"plain\ttext\nline two\n", "plain\ttext\nline two\n"},         // lines and tabs kept
+		{"é ü 漢字 😀 ❤", "é ü 漢字 😀 ❤"},                                   // graphic
+		{"x\u202ey", `x\u202ey`},                                       // right-to-left override
+		{"\U000e0049\U000e0047", `\udb40\udc49\udb40\udc47`},           // tags
+		{"a\rb\x1b[31mc\x00d\x7f", `a\u000db\u001b[31mc\u0000d\u007f`}, // ASCII controls but LF and tab, and DEL
+		{"\u2028\u0085", `\u2028\u0085`},                               // separators, C1
+		{`back\slash \u202e`, `back\slash \u202e`},                     // a backslash stays
+		{"\xff\xfe", "\xff\xfe"},                                       // not UTF-8: left
+	}
+	for _, tt := range tests {
+		if got := EscapeText(tt.in); got != tt.want {
+			t.Errorf("EscapeText(%+q) = %+q; want %+q", tt.in, got, tt.want)
+		}
+	}
+}
+
+// FuzzEscapeText: escaped text holds no character Is reports but the line
+// feed and the tab (and bytes that are not UTF-8), and text with nothing
+// to escape comes back the same.
+func FuzzEscapeText(f *testing.F) {
+	for _, s := range []string{"plain\n", "x\u202ey", "\U000e0041\u2028", "é\u200b漢\t", "\x7f\u0085\r"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		out := EscapeText(s)
+		clean := true
+		for _, r := range s {
+			if r != '\n' && r != '\t' && r != utf8.RuneError && Is(r) {
+				clean = false
+			}
+		}
+		if clean && out != s {
+			t.Fatalf("%q, with nothing to escape, came back as %q", s, out)
+		}
+		for _, r := range out {
+			if r != '\n' && r != '\t' && r != utf8.RuneError && Is(r) {
+				t.Fatalf("%q escaped to %q, which still holds %U", s, out, r)
+			}
+		}
+	})
+}
+
 // A writer escapes what it is given and reports every byte written; a
 // failed write reports none.
 func TestWriter(t *testing.T) {
