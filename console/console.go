@@ -25,7 +25,9 @@ import (
 	"github.com/snapnode/snapnode/tasks"
 )
 
-// Prefix is the path under which the console is served.
+// Prefix is the path under which the console is served. A session's
+// pages are under its own prefix, Prefix + "/s/<segment>/", the only
+// path its cookie is sent to (see session.home).
 const Prefix = "/console"
 
 // Defaults of Config's bounds.
@@ -152,15 +154,21 @@ func New(cfg Config) (*Console, error) {
 	}
 	c.mux.Handle("GET "+Prefix+"/static/", http.StripPrefix(Prefix+"/static/", http.FileServerFS(static)))
 	c.mux.HandleFunc("GET "+Prefix+"/login", c.login)
-	c.mux.HandleFunc("POST "+Prefix+"/logout", c.session(c.logout))
-	c.mux.HandleFunc("GET "+Prefix+"/{$}", c.session(c.taskList))
-	c.mux.HandleFunc("GET "+Prefix+"/tasks/{id}", c.session(c.task))
-	c.mux.HandleFunc("POST "+Prefix+"/tasks/{id}/decide", c.session(c.decide))
-	c.mux.HandleFunc("GET "+Prefix+"/audit", c.session(c.auditPage))
-	c.mux.HandleFunc("GET "+Prefix+"/metrics", c.session(c.metricsPage))
-	c.mux.HandleFunc(Prefix+"/", func(w http.ResponseWriter, r *http.Request) {
+	// A session's pages are under its prefix, where alone its cookie
+	// goes: Prefix/s/{seg}/, seg its own (session.home).
+	sp := Prefix + "/s/{seg}/"
+	c.mux.HandleFunc("POST "+sp+"logout", c.session(c.logout))
+	c.mux.HandleFunc("GET "+sp+"{$}", c.session(c.taskList))
+	c.mux.HandleFunc("GET "+sp+"tasks/{id}", c.session(c.task))
+	c.mux.HandleFunc("POST "+sp+"tasks/{id}/decide", c.session(c.decide))
+	c.mux.HandleFunc("GET "+sp+"audit", c.session(c.auditPage))
+	c.mux.HandleFunc("GET "+sp+"metrics", c.session(c.metricsPage))
+	c.mux.HandleFunc(sp, c.session(func(w http.ResponseWriter, r *http.Request, s *session) {
 		c.message(w, r, http.StatusNotFound, "Not found", "There is no console page at "+r.URL.Path+".")
-	})
+	}))
+	// Outside a session's prefix (the pages' paths before sessions had
+	// one, a bookmark of them) nobody is logged in.
+	c.mux.HandleFunc(Prefix+"/", c.loginNeeded)
 	return c, nil
 }
 

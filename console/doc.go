@@ -10,8 +10,13 @@
 // admin socket (`snapnode console-url`): the token in it is consumed at
 // the first use, the browser gets a session cookie (HttpOnly,
 // SameSite=Strict, Secure when served over TLS, bounded lifetime) and is
-// redirected to a URL without the token. Every POST carries the session's
-// CSRF token. By default only clients on the node's machine are served (on
+// redirected to a URL without the token: the session's task list, at
+// /console/s/<segment>/. Each session's pages are under such a prefix of
+// its own, a random value bound to the session (not the cookie's), and its
+// cookie's path is that prefix: browsers send a host's cookies to all its
+// ports, and a cookie for /console would reach another local user's server
+// on another port at its /console/…. Outside the session's prefix nobody
+// is logged in. Every POST carries the session's CSRF token. By default only clients on the node's machine are served (on
 // loopback, or connecting from the listener's own address to it; a reverse
 // proxy on the same machine is one); Config.AllowRemote lifts that.
 //

@@ -128,7 +128,8 @@ func TestTaskPageLongHistory(t *testing.T) {
 func taskPage(t *testing.T, src console.Source) string {
 	t.Helper()
 	r := newRig(t, func(c *console.Config) { c.Source = src })
-	w := r.do("GET", "/console/tasks/t1", nil, r.login(t), nil)
+	ck := r.login(t)
+	w := r.do("GET", at(ck, "tasks/t1"), nil, ck, nil)
 	if w.Code != http.StatusOK {
 		t.Fatalf("task page: %d", w.Code)
 	}

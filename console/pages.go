@@ -46,8 +46,11 @@ var funcs = template.FuncMap{
 
 // page is what every page's layout needs.
 type page struct {
-	Title   string
-	Nav     string // the current section: tasks, audit, metrics
+	Title string
+	Nav   string // the current section: tasks, audit, metrics
+	// Home is the session's prefix (session.home), which every link and
+	// form of its pages is under; "" when logged out.
+	Home    string
 	CSRF    string // "" when logged out
 	Refresh int    // seconds between reloads; 0: none
 	Data    any
@@ -96,7 +99,7 @@ type taskListData struct {
 	Truncated bool
 }
 
-// taskList is GET /console/?state=…&requester=…: the newest tasks first.
+// taskList is GET <home>?state=…&requester=…: the newest tasks first.
 func (c *Console) taskList(w http.ResponseWriter, r *http.Request, s *session) {
 	q := r.URL.Query()
 	d := taskListData{States: tasks.States(), State: q.Get("state"), Requester: strings.TrimSpace(q.Get("requester"))}
@@ -122,7 +125,7 @@ func (c *Console) taskList(w http.ResponseWriter, r *http.Request, s *session) {
 		d.Rows = append(d.Rows, taskRow{ID: t.ID, Owner: t.Owner, State: t.Status.State, Message: t.Status.Message,
 			Created: t.CreatedAt, Updated: t.Status.Timestamp})
 	}
-	c.render(w, http.StatusOK, "tasks", page{Title: "Tasks", Nav: "tasks", CSRF: s.csrf, Refresh: 5, Data: d})
+	c.render(w, http.StatusOK, "tasks", page{Title: "Tasks", Nav: "tasks", Home: s.home(), CSRF: s.csrf, Refresh: 5, Data: d})
 }
 
 // heldView is one held action as the task page shows it.
@@ -156,7 +159,7 @@ type taskData struct {
 	Terminal     bool
 }
 
-// task is GET /console/tasks/{id}.
+// task is GET <home>tasks/{id}.
 func (c *Console) task(w http.ResponseWriter, r *http.Request, s *session) {
 	c.renderTask(w, r, s, http.StatusOK, r.URL.Query().Get("done"), "")
 }
@@ -220,7 +223,7 @@ func (c *Console) renderTask(w http.ResponseWriter, r *http.Request, s *session,
 	if n := len(d.Steps); n > MaxSteps {
 		d.Steps, d.EarlierSteps = d.Steps[n-MaxSteps:], n-MaxSteps
 	}
-	c.render(w, status, "task", page{Title: "Task " + id, Nav: "tasks", CSRF: s.csrf, Data: d})
+	c.render(w, status, "task", page{Title: "Task " + id, Nav: "tasks", Home: s.home(), CSRF: s.csrf, Data: d})
 }
 
 // newestAudit returns the newest MaxAuditEntries audit entries of
@@ -258,7 +261,7 @@ func riskOf(entries []audit.Entry, actionID string) string {
 // maxReason bounds a denial's reason.
 const maxReason = proposals.MaxReason
 
-// decide is POST /console/tasks/{id}/decide: decision=approve|deny,
+// decide is POST <home>tasks/{id}/decide: decision=approve|deny,
 // action=ID, reason=… (deny). It goes through the Decider with the
 // session's operator identity, then redirects to the task page.
 func (c *Console) decide(w http.ResponseWriter, r *http.Request, s *session) {
@@ -304,7 +307,7 @@ func (c *Console) decide(w http.ResponseWriter, r *http.Request, s *session) {
 		}
 	}
 	c.cfg.Logger.Info("console: operator decided", "task", id, "action", action, "decision", word, "operator", s.operator)
-	http.Redirect(w, r, Prefix+"/tasks/"+url.PathEscape(id)+"?done="+word+"&action="+url.QueryEscape(action), http.StatusSeeOther)
+	http.Redirect(w, r, s.home()+"tasks/"+url.PathEscape(id)+"?done="+word+"&action="+url.QueryEscape(action), http.StatusSeeOther)
 }
 
 // failure reports whether actionID of taskID ended failed, by its newest
@@ -327,7 +330,7 @@ type auditData struct {
 	Entries  []audit.Entry // newest first
 }
 
-// auditPage is GET /console/audit: the verification status and the
+// auditPage is GET <home>audit: the verification status and the
 // newest entries.
 func (c *Console) auditPage(w http.ResponseWriter, r *http.Request, s *session) {
 	ctx := r.Context()
@@ -342,7 +345,7 @@ func (c *Console) auditPage(w http.ResponseWriter, r *http.Request, s *session) 
 		return
 	}
 	slices.Reverse(d.Entries)
-	c.render(w, http.StatusOK, "audit", page{Title: "Audit log", Nav: "audit", CSRF: s.csrf, Data: d})
+	c.render(w, http.StatusOK, "audit", page{Title: "Audit log", Nav: "audit", Home: s.home(), CSRF: s.csrf, Data: d})
 }
 
 // metric is one line of the metrics page: a series and its value (a
@@ -351,7 +354,7 @@ type metric struct {
 	Name, Labels, Help, Value string
 }
 
-// metricsPage is GET /console/metrics: the node's own series.
+// metricsPage is GET <home>metrics: the node's own series.
 func (c *Console) metricsPage(w http.ResponseWriter, r *http.Request, s *session) {
 	var rows []metric
 	if c.cfg.Metrics != nil {
@@ -388,7 +391,7 @@ func (c *Console) metricsPage(w http.ResponseWriter, r *http.Request, s *session
 			}
 		}
 	}
-	c.render(w, http.StatusOK, "metrics", page{Title: "Metrics", Nav: "metrics", CSRF: s.csrf, Refresh: 10, Data: rows})
+	c.render(w, http.StatusOK, "metrics", page{Title: "Metrics", Nav: "metrics", Home: s.home(), CSRF: s.csrf, Refresh: 10, Data: rows})
 }
 
 // number formats v briefly.

@@ -22,12 +22,23 @@ var (
 
 // session is one operator's login.
 type session struct {
-	id       string
+	id string // the cookie's value
+	// seg names the session's prefix, the path of its pages and of its
+	// cookie (home): a value of its own, not id, as it is in every URL
+	// of the session (the history, a proxy's log).
+	seg      string
 	operator string // the identity decisions are recorded under
 	csrf     string // the token every POST must carry
 	created  time.Time
 	expires  time.Time
 }
+
+// home is the path of the session's task list and the prefix of all its
+// pages, Prefix/s/<seg>/, and its cookie's path: a browser sends a
+// host's cookies to every port of it, so a cookie of path Prefix would
+// go to a server of another user on another port of the node's host at
+// its /console/… as well; this path only the session's pages name.
+func (s *session) home() string { return Prefix + "/s/" + s.seg + "/" }
 
 // grant is an unused login token.
 type grant struct {
@@ -98,6 +109,10 @@ func (a *auth) redeem(tok string) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
+	seg, err := secret()
+	if err != nil {
+		return nil, err
+	}
 	now := a.cfg.Now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -119,7 +134,7 @@ func (a *auth) redeem(tok string) (*session, error) {
 		}
 		delete(a.sessions, oldest.id)
 	}
-	s := &session{id: id, operator: g.operator, csrf: csrf, created: now, expires: now.Add(a.cfg.SessionTTL)}
+	s := &session{id: id, seg: seg, operator: g.operator, csrf: csrf, created: now, expires: now.Add(a.cfg.SessionTTL)}
 	a.sessions[id] = s
 	return s, nil
 }
@@ -133,13 +148,14 @@ func (a *auth) prune(now time.Time) {
 	}
 }
 
-// lookup returns the live session id names, or nil.
-func (a *auth) lookup(id string) *session {
+// lookup returns the live session id names if its segment is seg, or
+// nil.
+func (a *auth) lookup(id, seg string) *session {
 	now := a.cfg.Now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	s, ok := a.sessions[id]
-	if !ok {
+	if !ok || subtle.ConstantTimeCompare([]byte(s.seg), []byte(seg)) != 1 {
 		return nil
 	}
 	if !now.Before(s.expires) {
@@ -164,8 +180,9 @@ func secure(r *http.Request) bool {
 }
 
 // login is GET /console/login?token=…: it spends the token, sets the
-// session cookie and redirects to the task list, so that the token is no
-// longer in the address bar or the history.
+// session cookie for the session's prefix alone and redirects to the
+// session's task list there, so that the token is no longer in the
+// address bar or the history.
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodHead {
 		// A HEAD (a link checker, a chat app looking at a pasted link)
@@ -182,39 +199,52 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.SetCookie(w, &http.Cookie{
-		Name: CookieName, Value: s.id, Path: Prefix, HttpOnly: true, Secure: secure(r),
+		Name: CookieName, Value: s.id, Path: s.home(), HttpOnly: true, Secure: secure(r),
 		SameSite: http.SameSiteStrictMode, Expires: s.expires, MaxAge: int(c.cfg.SessionTTL / time.Second),
 	})
 	c.cfg.Logger.Info("console: operator logged in", "operator", s.operator, "remote", r.RemoteAddr, "expires", s.expires)
-	http.Redirect(w, r, Prefix+"/", http.StatusSeeOther)
+	http.Redirect(w, r, s.home(), http.StatusSeeOther)
 }
 
-// logout is POST /console/logout.
+// logout is POST <home>logout.
 func (c *Console) logout(w http.ResponseWriter, r *http.Request, s *session) {
 	c.auth.end(s.id)
-	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: Prefix, HttpOnly: true, Secure: secure(r),
+	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: s.home(), HttpOnly: true, Secure: secure(r),
 		SameSite: http.SameSiteStrictMode, MaxAge: -1})
 	c.message(w, r, http.StatusOK, "Logged out", "The session is over. Run snapnode console-url for a new login link.")
 }
 
-// session wraps h: a request without a live session gets 401; a POST
-// without the session's CSRF token (form field "csrf") gets 403.
+// loginNeeded answers a request without a live session.
+func (c *Console) loginNeeded(w http.ResponseWriter, r *http.Request) {
+	c.message(w, r, http.StatusUnauthorized, "Login needed",
+		"This page needs an operator session, and there is none (or it has expired). On the node's machine, as the node's user, run: snapnode console-url — and open the link it prints.")
+}
+
+// session wraps h, for the pages under a session's prefix: a request
+// without the cookie of the live session that prefix names gets 401; a
+// POST without the session's CSRF token (form field "csrf") gets 403.
 func (c *Console) session(h func(http.ResponseWriter, *http.Request, *session)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var s *session
-		if ck, err := r.Cookie(CookieName); err == nil {
-			s = c.auth.lookup(ck.Value)
+		// Each cookie of the name the browser sent is tried: one of a
+		// wider path (another server of the host may set one) must not
+		// hide the session's.
+		for _, ck := range r.CookiesNamed(CookieName) {
+			if s = c.auth.lookup(ck.Value, r.PathValue("seg")); s != nil {
+				break
+			}
 		}
 		if s == nil {
-			c.message(w, r, http.StatusUnauthorized, "Login needed",
-				"This page needs an operator session, and there is none (or it has expired). On the node's machine, as the node's user, run: snapnode console-url — and open the link it prints.")
+			c.loginNeeded(w, r)
 			return
 		}
 		if r.Method == http.MethodPost {
 			r.Body = http.MaxBytesReader(w, r.Body, maxForm)
 			got := r.PostFormValue("csrf")
 			if subtle.ConstantTimeCompare([]byte(got), []byte(s.csrf)) != 1 {
-				c.cfg.Logger.Warn("console: POST refused: missing or wrong CSRF token", "path", r.URL.Path, "remote", r.RemoteAddr)
+				// The page, not the path: the session's segment stays
+				// out of the log.
+				c.cfg.Logger.Warn("console: POST refused: missing or wrong CSRF token", "page", strings.TrimPrefix(r.URL.Path, s.home()), "remote", r.RemoteAddr)
 				c.message(w, r, http.StatusForbidden, "Refused",
 					"The form did not carry this session's CSRF token: reload the page and try again.")
 				return

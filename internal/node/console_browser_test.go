@@ -6,6 +6,7 @@ import (
 	"flag"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/snapnode/snapnode/console"
 	"github.com/snapnode/snapnode/internal/admin"
 	"github.com/snapnode/snapnode/internal/config"
 )
@@ -129,17 +131,33 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	list := text("#tasks")
 	shot("console-tasks.png")
-	do(chromedp.Click(chromedp.CSS(`a[href="/console/tasks/`+held.ID+`"]`)), chromedp.WaitVisible(chromedp.CSS(approve)))
+	home := strings.TrimPrefix(afterLogin, n.HTTPURL())
+	do(chromedp.Click(chromedp.CSS(`a[href="`+home+`tasks/`+held.ID+`"]`)), chromedp.WaitVisible(chromedp.CSS(approve)))
 	risk, diff := text(".held .risk"), text(".held .diff")
 	shot("console-approval.png")
 	do(chromedp.Click(chromedp.CSS(approve)), chromedp.WaitVisible(chromedp.CSS("#notice")))
 	notice, state := text("#notice"), text("#state")
 	shot("console-task.png")
-	do(chromedp.Navigate(n.HTTPURL()+"/console/audit"), chromedp.WaitVisible(chromedp.CSS("#verify")))
+	do(chromedp.Navigate(afterLogin+"audit"), chromedp.WaitVisible(chromedp.CSS("#verify")))
 	auditStatus, auditRows := text("#verify"), text("table.audit")
+	// A server on another port of the node's host, the browser sent
+	// to its /console/…: the session's cookie is not for that path.
+	lured := make(chan []*http.Cookie, 1)
+	lure := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case lured <- r.CookiesNamed(console.CookieName):
+		default: // a favicon's request
+		}
+		w.Write([]byte(`<p id="lure">hello</p>`))
+	}))
+	defer lure.Close()
+	do(chromedp.Navigate(lure.URL+"/console/tasks/"+held.ID), chromedp.WaitVisible(chromedp.CSS("#lure")))
 
-	if afterLogin != n.HTTPURL()+"/console/" {
-		t.Errorf("after login the browser is at %q, want the task list without the token", afterLogin)
+	if !regexp.MustCompile(`^/console/s/[A-Za-z0-9_-]{43}/$`).MatchString(home) {
+		t.Errorf("after login the browser is at %q, want the session's task list without the token", afterLogin)
+	}
+	if got := <-lured; len(got) != 0 {
+		t.Errorf("a server on another port of the node's host got the session cookie: %v", got)
 	}
 	if !strings.Contains(list, "input_required") {
 		t.Errorf("the task list does not show the held task: %q", list)

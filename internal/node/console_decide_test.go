@@ -23,7 +23,9 @@ import (
 // consoleSession is an operator logged in to a real node's console over
 // HTTP, by the link `snapnode console-url` asks the admin socket for.
 type consoleSession struct {
-	base   string
+	base   string // the node's HTTP URL
+	home   string // the page the login ended on: the session's task list
+	jar    *cookiejar.Jar
 	client *http.Client
 }
 
@@ -40,9 +42,18 @@ func consoleLogin(t *testing.T, n *node.Node, dataDir string) *consoleSession {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &consoleSession{base: n.HTTPURL(), client: &http.Client{Jar: jar, Timeout: time.Minute}}
-	if status, body := s.get(t, login.URL); status != http.StatusOK {
-		t.Fatalf("login: %d %s", status, body)
+	s := &consoleSession{base: n.HTTPURL(), jar: jar, client: &http.Client{Jar: jar, Timeout: time.Minute}}
+	resp, err := s.client.Get(login.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if b, err := io.ReadAll(resp.Body); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("login: %d %s %v", resp.StatusCode, b, err)
+	}
+	s.home = resp.Request.URL.String()
+	if !strings.HasSuffix(s.home, "/") || strings.Contains(s.home, "token") {
+		t.Fatalf("the login ended on %s, want a task list without the token", s.home)
 	}
 	return s
 }
@@ -65,7 +76,7 @@ func (s *consoleSession) get(t *testing.T, u string) (int, string) {
 // task page.
 func (s *consoleSession) approveForm(t *testing.T, taskID, actionID string) url.Values {
 	t.Helper()
-	status, page := s.get(t, s.base+"/console/tasks/"+taskID)
+	status, page := s.get(t, s.home+"tasks/"+taskID)
 	if status != http.StatusOK {
 		t.Fatalf("task page: %d %s", status, page)
 	}
@@ -83,7 +94,7 @@ func (s *consoleSession) approveForm(t *testing.T, taskID, actionID string) url.
 // browser ends on.
 func (s *consoleSession) decide(t *testing.T, taskID string, form url.Values) (int, string) {
 	t.Helper()
-	resp, err := s.client.PostForm(s.base+"/console/tasks/"+taskID+"/decide", form)
+	resp, err := s.client.PostForm(s.home+"tasks/"+taskID+"/decide", form)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +170,7 @@ func TestConsoleDoubleApproval(t *testing.T) {
 	statuses := make(chan int, 2)
 	for range 2 {
 		go func() {
-			resp, err := s.client.PostForm(s.base+"/console/tasks/"+held.ID+"/decide", form)
+			resp, err := s.client.PostForm(s.home+"tasks/"+held.ID+"/decide", form)
 			if err != nil {
 				t.Error(err)
 				statuses <- 0
