@@ -20,8 +20,8 @@ import (
 // in payload.error); with Accept: text/event-stream it is an SSE stream of
 // the events, then the response. HTTP errors are only for what is not a
 // SNAP exchange: 429 when the peer is rate limited or the bodies held at
-// once would exceed BodyMemory (before the body is read), 400 for a body
-// that is too large, unreadable or not JSON.
+// once would exceed BodyMemory (before the body is read), 413 for a body
+// that is too large, 400 for one that is unreadable or not JSON.
 //
 // A message that gets no answer — a response or an event posted to us,
 // which SDK peers never do — gets 202 Accepted with an empty body.
@@ -85,7 +85,8 @@ func forged(resp *snap.Message) bool {
 }
 
 // readBody reads a posted message of at most MaxBody bytes within
-// ReadTimeout, answering 400 when it cannot, and 429 with Retry-After,
+// ReadTimeout, answering 413 when it is larger, 400 when it cannot be
+// read, and 429 with Retry-After,
 // before reading, when the bodies held at once would go over BodyMemory
 // or the peer's share of it.
 // release gives back the body's share of BodyMemory; the caller calls it
@@ -136,9 +137,13 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (body []byte, 
 	return nil, nil, false
 }
 
+// refuseTooLarge answers a body over MaxBody: 413, as the SNAP
+// specification's security practices say, with the code and data of the
+// validator's refusal of a message over its size (1004, field "message",
+// constraint "maxSize"), and the limit.
 func (s *Server) refuseTooLarge(w http.ResponseWriter) {
-	writeError(w, http.StatusBadRequest, fmt.Sprintf("the body exceeds the limit of %d bytes", s.cfg.MaxBody),
-		map[string]any{"code": int(snap.CodeInvalidMessage), "limit": s.cfg.MaxBody})
+	writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body exceeds the limit of %d bytes", s.cfg.MaxBody),
+		map[string]any{"code": int(snap.CodeInvalidPayload), "field": "message", "constraint": "maxSize", "limit": s.cfg.MaxBody})
 }
 
 // readAll reads r to its end. Its buffer starts with room for size bytes

@@ -120,17 +120,14 @@ func TestPostSNAPErrorsAre200(t *testing.T) {
 	}
 }
 
-// 400 only for a body that is too large or not JSON; the JSON body names
-// the limit.
+// 400 only for a body that is not JSON; the JSON body says so.
 func TestPostMalformedIs400(t *testing.T) {
 	e := start(t, nil, func(c *snaphttp.Config) { c.MaxBody = 1024 })
-	big := request(t, "message/send", `{"message":{"messageId":"m","role":"user","parts":[{"text":"`+strings.Repeat("x", 2000)+`"}]}}`)
 	cases := []struct {
 		name string
 		body []byte
 		want string
 	}{
-		{"too large", raw(t, big), `"limit":1024`},
 		{"not JSON", []byte(`{"id":`), "not JSON"},
 		{"empty", nil, "not JSON"},
 		{"binary", []byte{0xff, 0xfe, 0x00}, "not JSON"},
@@ -156,6 +153,50 @@ func TestPostMalformedIs400(t *testing.T) {
 	}
 	if resp, b := post(t, e, exact, nil); resp.StatusCode != 200 || errCode(verifyLoose(t, b)) == 0 {
 		t.Errorf("body at the limit: %d %s", resp.StatusCode, b)
+	}
+}
+
+// A body over MaxBody is 413 Content Too Large, as the SNAP
+// specification's security practices say, whether its length was
+// declared or found while reading (chunked); the JSON body names the
+// limit and, as the validator's refusal of a message over 10 MiB does,
+// 1004 with field "message" and constraint "maxSize".
+func TestPostTooLargeIs413(t *testing.T) {
+	e := start(t, nil, func(c *snaphttp.Config) { c.MaxBody = 1024 })
+	big := raw(t, request(t, "message/send", `{"message":{"messageId":"m","role":"user","parts":[{"text":"`+strings.Repeat("x", 2000)+`"}]}}`))
+	for _, chunked := range []bool{false, true} {
+		t.Run(fmt.Sprintf("chunked %v", chunked), func(t *testing.T) {
+			var body io.Reader = bytes.NewReader(big)
+			if chunked {
+				body = io.MultiReader(body) // no length: sent chunked
+			}
+			req, _ := http.NewRequest(http.MethodPost, e.base+"/snap", body)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != http.StatusRequestEntityTooLarge {
+				t.Fatalf("status %d, want 413: %s", resp.StatusCode, b)
+			}
+			var got struct {
+				Error struct {
+					Status, Code, Limit int
+					Field, Constraint   string
+				}
+			}
+			if err := json.Unmarshal(b, &got); err != nil {
+				t.Fatalf("body %s: %v", b, err)
+			}
+			g := got.Error
+			if g.Status != 413 || g.Code != int(snap.CodeInvalidPayload) || g.Limit != 1024 || g.Field != "message" || g.Constraint != "maxSize" {
+				t.Errorf("body %s, want status 413, code 1004, field message, constraint maxSize, limit 1024", b)
+			}
+			if resp.Header.Get("SNAP-Version") != "0.1" {
+				t.Error("no SNAP-Version on an error")
+			}
+		})
 	}
 }
 

@@ -77,7 +77,7 @@ type Config struct {
 	Now func() time.Time
 
 	// MaxBody bounds a posted message and a WebSocket frame, in bytes;
-	// a larger one gets 400 (HTTP) or close 1009 (WebSocket).
+	// a larger one gets 413 (HTTP) or close 1009 (WebSocket).
 	MaxBody int64
 	// MaxResponse bounds one serialized response or stream event sent
 	// over HTTP, SSE or WebSocket, in bytes (default DefaultMaxResponse).
