@@ -250,7 +250,11 @@ func historyLength(v jsontext.Value, path string) (int, *Error) {
 }
 
 // boundedInt reads an integer in 0…max. A number with a zero fraction
-// (1.0, 1e2) is an integer, as in JSON Schema and after RFC 8785.
+// (1.0, 1e2) is an integer, as in JSON Schema and after RFC 8785. A
+// number out of range is echoed as the number it is (as the envelope's
+// timestamp is), one with a fraction is a type failure whose received is
+// the JSON type, and a literal beyond a double's range, which has no
+// number to echo, is echoed as its text.
 func boundedInt(v jsontext.Value, path string, max int64) (int64, *Error) {
 	if v.Kind() != '0' {
 		return 0, typeError(path, "integer", v)
@@ -263,11 +267,11 @@ func boundedInt(v jsontext.Value, path string, max int64) (int64, *Error) {
 	case err != nil:
 		return 0, FieldError(path, "maximum", max, lit)
 	case f != math.Trunc(f):
-		return 0, FieldError(path, "type", "integer", lit)
+		return 0, typeError(path, "integer", v)
 	case f < 0:
-		return 0, FieldError(path, "minimum", 0, lit)
+		return 0, FieldError(path, "minimum", 0, f)
 	case f > float64(max):
-		return 0, FieldError(path, "maximum", max, lit)
+		return 0, FieldError(path, "maximum", max, f)
 	}
 	return int64(f), nil
 }

@@ -1,6 +1,7 @@
 package snap_test
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -347,3 +348,44 @@ func FuzzParseResubscribeParams(f *testing.F) {
 		}
 	})
 }
+
+// An integer param that breaks a rule is answered as the envelope's
+// timestamp is: a number out of range echoed as the number it is, not as
+// a string; a number with a fraction is a type failure whose received is
+// the JSON type, "number", as every type failure's; a literal beyond a
+// double's range, which has no number to echo, as its text.
+func TestParamsEchoNumbers(t *testing.T) {
+	cases := []struct {
+		payload    string
+		parse      func([]byte) error
+		constraint string
+		received   string // data.received as JSON
+	}{
+		{`{"taskId":"t1","historyLength":1001}`, getParams, "maximum", `1001`},
+		{`{"taskId":"t1","historyLength":-1}`, getParams, "minimum", `-1`},
+		{`{"taskId":"t1","historyLength":2e3}`, getParams, "maximum", `2000`},
+		{`{"taskId":"t1","historyLength":1.5}`, getParams, "type", `"number"`},
+		{`{"taskId":"t1","historyLength":"5"}`, getParams, "type", `"string"`},
+		{`{"taskId":"t1","historyLength":1e400}`, getParams, "maximum", `"1e400"`},
+		{`{"taskId":"t1","afterVersion":9007199254740992}`, resubscribeParams, "maximum", `9007199254740992`},
+		{`{"taskId":"t1","afterVersion":-3}`, resubscribeParams, "minimum", `-3`},
+		{`{"taskId":"t1","afterVersion":0.5}`, resubscribeParams, "type", `"number"`},
+	}
+	for _, c := range cases {
+		var se *snap.Error
+		if err := c.parse([]byte(c.payload)); !errors.As(err, &se) {
+			t.Errorf("%s: %v, want a *snap.Error", c.payload, err)
+			continue
+		}
+		got, err := json.Marshal(se.Data["received"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if se.Data["constraint"] != c.constraint || string(got) != c.received {
+			t.Errorf("%s: constraint %v, received %s; want %s, %s", c.payload, se.Data["constraint"], got, c.constraint, c.received)
+		}
+	}
+}
+
+func getParams(b []byte) error         { _, err := snap.ParseGetParams(b); return err }
+func resubscribeParams(b []byte) error { _, err := snap.ParseResubscribeParams(b); return err }
