@@ -3,6 +3,7 @@ package snap_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -246,5 +247,50 @@ func TestReplayStoreCallsPerMessage(t *testing.T) {
 	}
 	if store.remembers != 3 {
 		t.Fatalf("re-signed reuse: %d remembers, want 3", store.remembers)
+	}
+}
+
+// The spec's window at its bounds: |now − timestamp| of exactly 60 s is
+// accepted, 61 s is 2004, either way. And a message is remembered for as
+// long as its timestamp can be accepted: a copy arriving at any moment
+// its timestamp is still within the window, here just before its end
+// with a window of 300 s, is 2006, never served a second time; so
+// replay records are kept max(120 s, 2·MaxDrift + 1 s).
+func TestTimestampBoundsAndReplayRetention(t *testing.T) {
+	ctx := context.Background()
+	v := snap.NewValidator(snap.Config{Now: at(t0), Replay: snap.NewMemoryReplayStore(0)})
+	for _, d := range []int64{-60, 60} {
+		if _, err := v.Validate(ctx, signed(t, fmt.Sprintf("in%d", d+60), t0+d)); err != nil {
+			t.Errorf("%+d s: %v, want accepted", d, err)
+		}
+	}
+	for _, d := range []int64{-61, 61} {
+		if _, err := v.Validate(ctx, signed(t, fmt.Sprintf("out%d", d+61), t0+d)); code(err) != snap.CodeTimestampExpired {
+			t.Errorf("%+d s: %v, want 2004", d, err)
+		}
+	}
+	if got, want := v.Retention(), 121*time.Second; got != want {
+		t.Errorf("retention with the default window: %v, want %v", got, want)
+	}
+
+	var now atomic.Int64
+	now.Store(t0 - 300)
+	store := snap.NewMemoryReplayStore(0)
+	v = snap.NewValidator(snap.Config{Now: func() time.Time { return time.Unix(now.Load(), 0) }, MaxDrift: 300 * time.Second, Replay: store})
+	if got, want := v.Retention(), 601*time.Second; got != want {
+		t.Errorf("retention with a 300 s window: %v, want %v", got, want)
+	}
+	raw := signed(t, "late-copy", t0) // 300 s ahead of the clock: accepted
+	if _, err := v.Validate(ctx, raw); err != nil {
+		t.Fatal(err)
+	}
+	// A second Validator on the same store: the copy is caught by the
+	// store's record, not by the first Validator's cache.
+	v2 := snap.NewValidator(snap.Config{Now: func() time.Time { return time.Unix(now.Load(), 0) }, MaxDrift: 300 * time.Second, Replay: store})
+	now.Store(t0 + 300) // 600 s later, the timestamp still within the window
+	for _, v := range []*snap.Validator{v, v2} {
+		if _, err := v.Validate(ctx, raw); code(err) != snap.CodeDuplicateMessage {
+			t.Errorf("a copy 600 s later: %v, want 2006", err)
+		}
 	}
 }
