@@ -265,3 +265,78 @@ func TestSIGHUPWhileStartingDoesNotKill(t *testing.T) {
 		t.Fatalf("the node did not stop on SIGTERM while starting:\n%s", log.String())
 	}
 }
+
+// A settings or policy file that SIGHUP finds turned into a FIFO, or grown
+// past its bound, is refused with a reason and the settings in force stay;
+// before, the read of a FIFO waited for a writer without end in the loop
+// that also handles SIGTERM, and the node no longer stopped, and a huge
+// file was read whole.
+func TestSIGHUPConfigNotARegularFile(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs a node")
+	}
+	noEnvKey(t)
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "snapnode.toml")
+	policyFile := writeFile(t, dir, "read-only.cedar", readOnlyPolicy, 0o600)
+	head := `data_dir = "` + filepath.Join(dir, "data") + `"
+relay_listen = "127.0.0.1:0"
+http_listen = "127.0.0.1:0"
+`
+	setConf := func(body string) {
+		t.Helper()
+		os.Remove(conf)
+		if err := os.WriteFile(conf, []byte(head+body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fifo := func(path string) {
+		t.Helper()
+		os.Remove(path)
+		if err := syscall.Mkfifo(path, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setConf("")
+	d := startDaemon(t, dir, "--config", conf)
+	t.Cleanup(func() {
+		if t.Failed() { // a node stuck in a read does not stop on SIGINT
+			d.Cmd.Process.Kill()
+		}
+	})
+
+	fifo(conf)
+	if l := d.hup(t, "settings not reloaded"); !strings.Contains(l, conf) || !strings.Contains(l, "regular file") {
+		t.Errorf("a FIFO as the settings file: %s", l)
+	}
+	setConf("# " + strings.Repeat("x", 1<<20) + "\n")
+	if l := d.hup(t, "settings not reloaded"); !strings.Contains(l, conf) || !strings.Contains(l, "over") {
+		t.Errorf("a settings file over the bound: %s", l)
+	}
+	setConf(`policy = "` + policyFile + `"` + "\n")
+	fifo(policyFile)
+	if l := d.hup(t, "settings not reloaded"); !strings.Contains(l, policyFile) || !strings.Contains(l, "regular file") {
+		t.Errorf("a FIFO as the policy file: %s", l)
+	}
+	os.Remove(policyFile)
+	if err := os.WriteFile(policyFile, []byte(readOnlyPolicy+"// "+strings.Repeat("x", 4<<20)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if l := d.hup(t, "settings not reloaded"); !strings.Contains(l, policyFile) || !strings.Contains(l, "over") {
+		t.Errorf("a policy file over the bound: %s", l)
+	}
+	os.Remove(policyFile)
+	writeFile(t, dir, "read-only.cedar", readOnlyPolicy, 0o600)
+	d.hup(t, "settings reloaded")
+
+	done := make(chan error, 1)
+	go func() { done <- d.Cmd.Wait() }()
+	if err := d.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the node did not stop on SIGTERM:\n%s", d.log())
+	}
+}

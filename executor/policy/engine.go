@@ -7,11 +7,12 @@ import (
 	_ "embed"
 	"encoding/hex"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 
 	cedar "github.com/cedar-policy/cedar-go"
+
+	"github.com/snapnode/snapnode/internal/readfile"
 )
 
 //go:embed default.cedar
@@ -49,10 +50,15 @@ type policyMeta struct {
 	confirmText string
 }
 
+// MaxFileBytes bounds a policy file that Load reads: a longer one, or one
+// that is not a regular file (a FIFO would make the read wait for a
+// writer), is refused.
+const MaxFileBytes = 4 << 20
+
 // Load reads a Cedar policy file and parses it with Parse, naming the file
 // by path in errors and positions.
 func Load(path string) (*Engine, error) {
-	src, err := os.ReadFile(path)
+	src, err := readfile.Regular(path, MaxFileBytes)
 	if err != nil {
 		return nil, fmt.Errorf("policy: %w", err)
 	}

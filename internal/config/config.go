@@ -38,6 +38,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/readfile"
 	"github.com/snapnode/snapnode/internal/suggest"
 )
 
@@ -454,6 +455,11 @@ const LLMAPIKeyEnv = "SNAPNODE_LLM_API_KEY"
 // maxKeyFileBytes bounds the API key file read by LLMAPIKey.
 const maxKeyFileBytes = 64 << 10
 
+// MaxFileBytes bounds the settings file (--config): a longer one, or one
+// that is not a regular file (a FIFO would make the read wait for a
+// writer), is refused at start and on SIGHUP.
+const MaxFileBytes = 1 << 20
+
 // Default returns the settings of a node with no configuration.
 func Default() Config {
 	return Config{
@@ -821,7 +827,11 @@ func (s *Sources) read() (Config, error) {
 	}
 	base := Default()
 	if file != "" {
-		md, err := toml.DecodeFile(file, &base)
+		b, err := readfile.Regular(file, MaxFileBytes)
+		if err != nil {
+			return Config{}, fmt.Errorf("config: %w", err)
+		}
+		md, err := toml.Decode(string(b), &base)
 		if err != nil {
 			return Config{}, fmt.Errorf("config: %s: %w", file, err)
 		}
