@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	_ "modernc.org/sqlite" // the pure-Go "sqlite" driver
@@ -19,6 +20,7 @@ import (
 	"github.com/snapnode/snapnode/executor/audit"
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/config"
+	"github.com/snapnode/snapnode/internal/readfile"
 	"github.com/snapnode/snapnode/internal/sqldb"
 	"github.com/snapnode/snapnode/internal/syncdir"
 )
@@ -278,6 +280,9 @@ func checkOut(out string) error {
 
 // prepareOut makes the output folder (0700) unless it exists; checkOut
 // has refused one that is not empty. created reports whether it made it.
+// An existing folder open to group or others is made 0700 before it is
+// found empty: others could otherwise put files of their own in place
+// of the copies (a folder of another user's cannot be, and is refused).
 func prepareOut(out string) (created bool, err error) {
 	if err := checkOut(out); err != nil {
 		return false, err
@@ -285,7 +290,19 @@ func prepareOut(out string) (created bool, err error) {
 	err = os.Mkdir(out, 0o700)
 	switch {
 	case errors.Is(err, fs.ErrExist):
-		return false, nil
+		if runtime.GOOS == "windows" { // no Unix permissions to narrow
+			return false, nil
+		}
+		fi, err := os.Stat(out)
+		if err != nil {
+			return false, fmt.Errorf("backup: output folder: %w", err)
+		}
+		if fi.Mode().Perm()&0o077 != 0 {
+			if err := os.Chmod(out, 0o700); err != nil {
+				return false, fmt.Errorf("backup: output folder %s is open to other users (%04o) and cannot be made 0700: %w", out, fi.Mode().Perm(), err)
+			}
+		}
+		return false, checkOut(out)
 	case err != nil:
 		if err := os.MkdirAll(filepath.Dir(out), 0o700); err != nil {
 			return false, fmt.Errorf("backup: output folder: %w", err)
@@ -376,16 +393,12 @@ func verifyTasks(ctx context.Context, path string) (audit.Anchor, int64, error) 
 // copyFile copies the regular file src to dst, created 0600 (a key, a
 // policy, a configuration: none is for others to read), and syncs it.
 func copyFile(src, dst string) error {
-	in, err := os.Open(src)
+	// Opened without waiting: a FIFO's plain open waits for a writer.
+	in, _, err := readfile.Open(src)
 	if err != nil {
 		return fmt.Errorf("backup: %w", err)
 	}
 	defer in.Close()
-	if fi, err := in.Stat(); err != nil {
-		return fmt.Errorf("backup: %w", err)
-	} else if !fi.Mode().IsRegular() {
-		return fmt.Errorf("backup: %s: want a regular file; got %v", src, fi.Mode().Type())
-	}
 	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return fmt.Errorf("backup: %w", err)
