@@ -484,14 +484,18 @@ func (e *Executor) validated(it *item) validatedDetail {
 }
 
 // judge asks the policy about every request of the item and combines the
-// answers: the strictest wins. A Permit becomes a Confirm when a
-// descriptor requires confirmation (the host's threshold, or a peer's
-// descriptor asking for it).
+// answers: the strictest wins. Every request is judged by the one policy
+// in force when judge began, whatever a reload swaps in meanwhile: two
+// policies, each permitting one step of a composite, never permit it
+// together. A Permit becomes a Confirm when a descriptor requires
+// confirmation (the host's threshold, or a peer's descriptor asking for
+// it).
 func (e *Executor) judge(ctx context.Context, it *item, requester string, recently bool) policy.Decision {
 	reqs := it.requests(requester, e.isOperator(requester), recently)
+	pol := e.policy.Engine()
 	ds := make([]policy.Decision, len(reqs))
 	for i, r := range reqs {
-		ds[i] = e.policy.Decide(ctx, r)
+		ds[i] = pol.Decide(ctx, r)
 	}
 	d := ds[0]
 	if len(ds) > 1 {
