@@ -17,6 +17,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -117,6 +118,12 @@ func ExistingKey(cfg config.Config) (*identity.Key, error) {
 	return k, err
 }
 
+// nonEmptyFile reports whether path names a file that holds bytes.
+func nonEmptyFile(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Size() > 0
+}
+
 // loadOrCreateKey returns ExistingKey, creating the default key file
 // (0600) with a new key on first start.
 func loadOrCreateKey(cfg config.Config, logger *slog.Logger) (*identity.Key, error) {
@@ -127,6 +134,13 @@ func loadOrCreateKey(cfg config.Config, logger *slog.Logger) (*identity.Key, err
 	path := cfg.KeyPath()
 	if cfg.KeyFile != "" {
 		return nil, fmt.Errorf("%w: %s (snapnode keygen --out %s makes one; without --key the node keeps its identity in its data folder)", ErrNoKeyFile, path, path)
+	}
+	// A task database already written is an identity's: without its key
+	// (a restore that left identity.key out), a new one would carry its
+	// tasks and audit log on under another address. (privateFiles made
+	// an empty one on a first start.)
+	if db, ok := sqldb.SQLitePath(cfg.DatabaseDSN()); ok && cfg.DatabaseDSN() != config.MemoryDatabase && nonEmptyFile(db) {
+		return nil, fmt.Errorf("%w: %s, but the task database %s exists: it holds the tasks and audit log of the identity that key was; put its key file back (a backup has it as identity.key), or move the database away to start a new identity", ErrNoKeyFile, path, db)
 	}
 	if k, err = identity.Generate(); err != nil {
 		return nil, err

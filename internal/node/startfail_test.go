@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/node"
 )
@@ -47,5 +48,41 @@ func TestStartFailsCleanlyWhenTheExecutorCannotStart(t *testing.T) {
 				t.Fatalf("Start = %v, want an error naming %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// A data folder that holds a task database but no key file (a restore
+// that left identity.key out, a key deleted by mistake) is refused, naming
+// both files: the node does not make a new identity that would carry on
+// the old one's tasks and audit log under another address.
+func TestStartRefusesANewIdentityOverOldTasks(t *testing.T) {
+	t.Setenv(identity.EnvKey, "")
+	cfg := config.Default()
+	cfg.DataDir = filepath.Join(t.TempDir(), "data")
+	cfg.RelayListen = "127.0.0.1:0"
+	cfg.HTTPListen = ""
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ctx, cancel := context.WithCancel(context.Background())
+	n, err := node.Start(ctx, cfg, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := n.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(cfg.KeyPath()); err != nil {
+		t.Fatal(err)
+	}
+	n, err = node.Start(context.Background(), cfg, logger)
+	if err == nil {
+		n.Wait()
+		t.Fatal("the node started with a new identity over the old one's tasks")
+	}
+	if !strings.Contains(err.Error(), cfg.KeyPath()) || !strings.Contains(err.Error(), "tasks.db") {
+		t.Errorf("Start = %v, want an error naming the key file and the database", err)
+	}
+	if _, err := os.Stat(cfg.KeyPath()); !os.IsNotExist(err) {
+		t.Errorf("a key file was made: %v", err)
 	}
 }
