@@ -1,28 +1,3 @@
-// Package delegate hands an agent's jobs to another SNAP agent: a remote
-// worker that speaks the external workers' JSON lines (see package
-// agent/worker) inside signed SNAP messages over Nostr.
-//
-// The first step of a job sends the delegate a message/send whose one data
-// part is the job request (schemas/job-request.v1.json); every later step
-// continues the same remote task (its taskId) with a data part holding the
-// observation (schemas/worker-observation.v1.json). The delegate's answer
-// is the data part of the returned task's latest agent message after the
-// step's own message (when the task's history holds it), or, when there is
-// none, of its latest artifact: exactly one worker answer
-// (schemas/worker-answer.v1.json), a proposal or an agent response. An
-// answer is tied to its step: it must come on the job's remote task, and,
-// unless it is an agent message after the step's own, must not be one the
-// task held when the step before was answered. A delegate that
-// answers later (its task submitted or working, with no new answer yet) is
-// asked again with tasks/get, at growing intervals, until the answer comes
-// or the step's time runs out.
-//
-// A [Delegate] is an agent.Model: the node still validates, judges and
-// carries out every proposal itself, on its own sandbox; the delegate
-// never touches it. An answer that is missing, not a worker answer, an
-// error response, or late (past the step time-out or the caller's
-// deadline) is a protocol violation, audited as a worker's, and the error
-// wraps agent.ErrWorkerFailed: the job waits for a human with the reason.
 package delegate
 
 import (

@@ -1,5 +1,3 @@
-// Package defaults fills the unset settings of a component's
-// configuration with the component's defaults.
 package defaults
 
 // Positive sets *v to d when *v is zero or negative: such a limit, size

@@ -1,6 +1,3 @@
-// Package lowerhex checks the lowercase hexadecimal strings of the
-// protocol and of the audit log: signatures, public keys, event ids and
-// SHA-256 digests, which are never written in upper case.
 package lowerhex
 
 // Valid reports whether s is exactly n digits 0-9 or a-f.

@@ -1,0 +1,8 @@
+// Package nettest holds helpers for tests that attack a server over real
+// sockets:
+//
+//	conns := dialMany(t, addr, 2000)       // the test's own dialing
+//	if n := nettest.HeldOpen(conns, 512); n > 512 {
+//		t.Errorf("the server holds %d idle connections", n)
+//	}
+package nettest
