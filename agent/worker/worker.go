@@ -209,8 +209,9 @@ func (p *Pool) Complete(ctx context.Context, pr agent.Prompt) (*agent.Completion
 	// The answer may come before the writer says it is done (the worker
 	// read the step and answered at once): it is taken once the write
 	// is, which a worker that answers without reading never lets end.
-	lines := w.lines
+	lines, exited := w.lines, w.exited
 	var answer *line
+	var grace <-chan time.Time
 	for {
 		if sent == nil && answer != nil {
 			if answer.err != nil {
@@ -231,6 +232,20 @@ func (p *Pool) Complete(ctx context.Context, pr agent.Prompt) (*agent.Completion
 			sent = nil // written
 		case l := <-lines:
 			answer, lines = &l, nil
+		case <-exited:
+			// The worker is gone; what it wrote is in the pipe. A
+			// process it left in its group (a shell's "cmd &") may hold
+			// the pipe open, which would keep the step waiting for its
+			// time-out: it is killed, so the output ends after what the
+			// worker wrote. One that left the group is waited for
+			// exitGrace at most.
+			exited = nil
+			killGroup(w.cmd)
+			g := time.NewTimer(exitGrace)
+			defer g.Stop()
+			grace = g.C
+		case <-grace:
+			return nil, p.broken(w, errHeldOpen, pr.Step)
 		case <-timeout:
 			return nil, p.violation(w, "timeout", fmt.Sprintf("the worker did not answer step %d within its step time-out of %s", pr.Step, p.cfg.StepTimeout))
 		case <-ctx.Done():
@@ -249,6 +264,14 @@ func (p *Pool) Complete(ctx context.Context, pr agent.Prompt) (*agent.Completion
 		}
 	}
 }
+
+// exitGrace is how long the output of a worker that exited is still read
+// when a process it started outside its group holds the output open.
+const exitGrace = time.Second
+
+// errHeldOpen is why a step ended when the worker exited and its output
+// stayed open past exitGrace.
+var errHeldOpen = errors.New("the worker's output is held open by a process it started")
 
 // maxRequestText bounds the task_description of a job request
 // (schemas/job-request.v1.json), less room for the mark of a cut.
@@ -459,6 +482,9 @@ func (p *Pool) broken(w *proc, err error, step int) error {
 	default:
 	}
 	reason := fmt.Sprintf("the worker %s before answering step %d", how, step)
+	if errors.Is(err, errHeldOpen) {
+		reason += "; a process it started still holds its output open"
+	}
 	if s := w.stderr.String(); s != "" {
 		reason += "; its last error output: " + oneLine(s, 500)
 	}

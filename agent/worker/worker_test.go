@@ -363,3 +363,45 @@ func TestEscapedChildDoesNotHoldTheOutput(t *testing.T) {
 		t.Errorf("%d workers still counted", p.Running())
 	}
 }
+
+// A worker that exits without answering while a child it started holds
+// its output open is stopped as one that exited, at once: a child in its
+// process group is killed, one that left the group is waited for a second
+// at most, and the job is told the worker crashed, not made to wait for
+// the step time-out and told it was late.
+func TestExitedWorkerWithChildHoldingTheOutput(t *testing.T) {
+	for _, c := range []struct {
+		name, session, want string
+	}{
+		{"child in the group", "0", "the worker exited (exit status 3) before answering step 0; its last error output: worker: gone"},
+		{"child in a session of its own", "1", "the worker exited (exit status 3) before answering step 0; a process it started still holds its output open"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p, al, pidfile := pool(t, "orphan.py", func(cfg *worker.Config) {
+				cfg.StepTimeout = time.Hour
+				cfg.Env = append(cfg.Env, "NEW_SESSION="+c.session)
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_, err := p.Complete(ctx, prompt("job-1", 0, ""))
+			ps := pids(t, pidfile)
+			if c.session == "1" && len(ps) == 2 {
+				gone(t, ps[:1])
+				if child, err := os.FindProcess(ps[1]); err == nil {
+					child.Kill()
+				}
+			} else {
+				gone(t, ps)
+			}
+			if !errors.Is(err, agent.ErrWorkerFailed) || !strings.Contains(err.Error(), c.want) || !strings.HasSuffix(err.Error(), "(crash)") {
+				t.Fatalf("err = %v; want agent.ErrWorkerFailed with %q (crash)", err, c.want)
+			}
+			if p.Running() != 0 {
+				t.Errorf("%d workers still counted", p.Running())
+			}
+			if es := al.Entries(); len(es) != 1 || !strings.Contains(string(es[0].Detail), `"rule":"crash"`) {
+				t.Fatalf("audit: %+v", es)
+			}
+		})
+	}
+}
