@@ -221,6 +221,15 @@ func (jr *jobRun) run(ctx context.Context, taskID string) error {
 			continue
 		}
 		ans, aerr := ParseAnswer(comp.Text, r.cfg.MaxAnswerBytes)
+		if aerr != nil && comp.Truncated {
+			// The server stopped the answer at its cap (finish_reason
+			// "length"): told only that its JSON ends early, the model
+			// sends it again as long, and the operator learns nothing
+			// of max_tokens.
+			aerr = &AnswerError{Rule: aerr.Rule, Message: fmt.Sprintf(
+				"it was cut at the answer's token cap (agent.max_tokens, %d tokens) before it ended; send a shorter one: %s",
+				r.cfg.MaxTokens, aerr.Message)}
+		}
 		if aerr != nil {
 			if stop, err := jr.invalid(ctx, it, aerr); stop || err != nil {
 				return err
