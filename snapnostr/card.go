@@ -2,7 +2,6 @@ package snapnostr
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -11,15 +10,18 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/jsonenc"
 	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/snap"
 )
 
 // CardEvent returns the kind-31337 event that publishes card: pubkey P,
 // tags d (the identity), name, version, one skill per skill, one endpoint
-// per endpoint, one relay per relay, and the card as JSON content, signed
-// with the untweaked key as Nostr requires. The card must be valid and be
-// k's.
+// per endpoint, one relay per relay, and the card as JSON content (the
+// bytes the well-known document carries, which Card.Validate measured
+// against the 64 KB bound: no \u escapes of <, > and &, as SDK peers'
+// JSON.stringify writes it), signed with the untweaked key as Nostr
+// requires. The card must be valid and be k's.
 func CardEvent(card *snap.Card, k *identity.Key, at time.Time) (nostr.Event, error) {
 	if err := card.Validate(); err != nil {
 		return nostr.Event{}, err
@@ -28,7 +30,7 @@ func CardEvent(card *snap.Card, k *identity.Key, at time.Time) (nostr.Event, err
 	if a.Key != k.OutputKey() {
 		return nostr.Event{}, fmt.Errorf("snapnostr: card identity %s is not this key's address", card.Identity)
 	}
-	content, err := json.Marshal(card)
+	content, err := jsonenc.Marshal(card)
 	if err != nil {
 		return nostr.Event{}, fmt.Errorf("snapnostr: card: %w", err)
 	}
