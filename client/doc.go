@@ -30,4 +30,11 @@
 // streams come as server-sent events, and a ws:// or wss:// endpoint
 // carries the same exchange over a WebSocket. Discover fetches and
 // verifies an agent's well-known card, and Call calls a service.
+//
+// ToCard reaches an agent through its card as the SNAP specification's
+// fallback strategy says: its endpoints in their declared order, each with
+// its declared protocol and retries, then Nostr when the card names relays,
+// else 4001 TransportUnavailable naming what was tried.
+//
+//	agent, err := client.ToCard(card, httpClient, relays.Nostr(key, logger).To(target, false), client.FallbackConfig{})
 package client

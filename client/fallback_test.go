@@ -1,0 +1,266 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/snapnode/snapnode/client"
+	"github.com/snapnode/snapnode/snap"
+)
+
+// fallbackCard is serverKey's card with endpoints eps.
+func fallbackCard(eps []snap.Endpoint, relays ...string) *snap.Card {
+	return &snap.Card{Name: "agent", Description: "an agent", Version: "1.0.0", Identity: addr(serverKey),
+		Skills:            []snap.Skill{{ID: "echo", Name: "Echo", Description: "echoes", Tags: []string{"test"}}},
+		DefaultInputModes: []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"},
+		Endpoints: eps, NostrRelays: relays}
+}
+
+// log records the attempts of one exchange, in order.
+type attempts struct {
+	mu   sync.Mutex
+	list []string
+}
+
+func (a *attempts) add(s string) {
+	a.mu.Lock()
+	a.list = append(a.list, s)
+	a.mu.Unlock()
+}
+
+func (a *attempts) get() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.list)
+}
+
+// endpointServer answers POSTs with status (200: a signed response) and
+// WebSocket upgrades with a signed response when ws is set; every attempt
+// is logged under name.
+func endpointServer(t *testing.T, log *attempts, name string, status int, ws bool) string {
+	t.Helper()
+	up := websocket.Upgrader{}
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if websocket.IsWebSocketUpgrade(r) {
+			log.add(name + " ws")
+			if !ws {
+				http.Error(w, "no WebSocket here", http.StatusNotFound)
+				return
+			}
+			c, err := up.Upgrade(w, r, nil)
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			_, b, err := c.ReadMessage()
+			if err != nil {
+				return
+			}
+			req, err := snap.Parse(b)
+			if err != nil {
+				t.Errorf("%s: %v", name, err)
+				return
+			}
+			c.WriteMessage(websocket.TextMessage, reply{}.build(t, req))
+			c.ReadMessage() // until the client closes
+			return
+		}
+		log.add(name + " post")
+		b := make([]byte, 1<<16)
+		n, _ := r.Body.Read(b)
+		if status != http.StatusOK {
+			http.Error(w, "down", status)
+			return
+		}
+		req, err := snap.Parse(b[:n])
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(reply{}.build(t, req))
+	}))
+	t.Cleanup(ts.Close)
+	return ts.URL
+}
+
+// nostrStub is the Nostr transport of a test: it logs its use and answers
+// with a response of its own or fails.
+type nostrStub struct {
+	log *attempts
+	err error
+}
+
+func (n nostrStub) Send(ctx context.Context, method string, payload []byte) (*snap.Message, error) {
+	n.log.add("nostr")
+	if n.err != nil {
+		return nil, n.err
+	}
+	return &snap.Message{Type: snap.TypeResponse, Method: method, From: addr(serverKey), Payload: []byte(`{"via":"nostr"}`)}, nil
+}
+
+func (n nostrStub) Stream(ctx context.Context, method string, payload []byte, onEvent func(*snap.Message) error) (*snap.Message, error) {
+	return n.Send(ctx, method, payload)
+}
+
+var quickFallback = client.FallbackConfig{Retries: 2, Backoff: time.Millisecond}
+
+// A caller tries the card's endpoints in their declared order, each with
+// its retries, and each with the protocol the card declares for it (an
+// "http" endpoint is posted to, a "wss" one is a WebSocket); the first that
+// answers ends the exchange, and Nostr is not used.
+func TestFallbackTriesEndpointsInOrder(t *testing.T) {
+	log := &attempts{}
+	down := endpointServer(t, log, "first", http.StatusServiceUnavailable, false)
+	wsOnly := endpointServer(t, log, "second", http.StatusServiceUnavailable, true)
+	card := fallbackCard([]snap.Endpoint{
+		{Protocol: "http", URL: down + "/snap"},
+		{Protocol: "wss", URL: strings.Replace(wsOnly, "http://", "ws://", 1) + "/snap"},
+	}, "wss://relay.example")
+	h := client.NewHTTP(client.HTTPConfig{Key: clientKey})
+	agent, err := client.ToCard(card, h, nostrStub{log: log}, quickFallback)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := agent.Send(t.Context(), "tasks/get", []byte(`{"taskId":"t"}`))
+	if err != nil || resp.Type != snap.TypeResponse || resp.From != addr(serverKey) {
+		t.Fatalf("Send: %v %v", resp, err)
+	}
+	want := []string{"first post", "first post", "first post", "second ws"}
+	if got := log.get(); !slices.Equal(got, want) {
+		t.Errorf("attempts %q, want %q", got, want)
+	}
+}
+
+// A card that declares only an http endpoint is never reached over
+// WebSocket, whatever its URL's scheme, and a wss one never posted to.
+func TestFallbackUsesOnlyDeclaredProtocols(t *testing.T) {
+	log := &attempts{}
+	srv := endpointServer(t, log, "agent", http.StatusOK, true)
+	for _, tc := range []struct {
+		name string
+		ep   snap.Endpoint
+		want string
+	}{
+		{"http with a ws URL", snap.Endpoint{Protocol: "http", URL: strings.Replace(srv, "http://", "ws://", 1) + "/snap"}, "agent post"},
+		{"wss with an http URL", snap.Endpoint{Protocol: "wss", URL: srv + "/snap"}, "agent ws"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			log.list = nil
+			agent, err := client.ToCard(fallbackCard([]snap.Endpoint{tc.ep}), client.NewHTTP(client.HTTPConfig{Key: clientKey}), nil, quickFallback)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := agent.Send(t.Context(), "tasks/get", []byte(`{"taskId":"t"}`)); err != nil {
+				t.Fatal(err)
+			}
+			if got := log.get(); !slices.Equal(got, []string{tc.want}) {
+				t.Errorf("attempts %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// When every endpoint fails, Nostr is tried if the card names relays; if
+// it names none, or Nostr fails too, the error is 4001 TransportUnavailable
+// with data {tried, endpoint}, wrapping each attempt's failure.
+func TestFallbackToNostrThen4001(t *testing.T) {
+	log := &attempts{}
+	down := endpointServer(t, log, "down", http.StatusBadGateway, false)
+	eps := []snap.Endpoint{{Protocol: "http", URL: down + "/snap"}}
+	h := client.NewHTTP(client.HTTPConfig{Key: clientKey})
+
+	agent, _ := client.ToCard(fallbackCard(eps, "wss://relay.example"), h, nostrStub{log: log}, quickFallback)
+	resp, err := agent.Send(t.Context(), "tasks/get", []byte(`{"taskId":"t"}`))
+	if err != nil || string(resp.Payload) != `{"via":"nostr"}` {
+		t.Fatalf("Send: %v %v", resp, err)
+	}
+	if got, want := log.get(), []string{"down post", "down post", "down post", "nostr"}; !slices.Equal(got, want) {
+		t.Errorf("attempts %q, want %q", got, want)
+	}
+
+	// No relays on the card: Nostr is a protocol it does not declare.
+	log.list = nil
+	agent, _ = client.ToCard(fallbackCard(eps), h, nostrStub{log: log}, quickFallback)
+	_, err = agent.Send(t.Context(), "tasks/get", []byte(`{"taskId":"t"}`))
+	var se *snap.Error
+	if !errors.As(err, &se) || se.Code != snap.CodeTransportUnavail {
+		t.Fatalf("err = %v, want 4001", err)
+	}
+	if tried, _ := se.Data["tried"].([]string); !slices.Equal(tried, []string{down + "/snap"}) || se.Data["endpoint"] != down+"/snap" {
+		t.Errorf("data %v", se.Data)
+	}
+	var st *client.StatusError
+	if !errors.As(err, &st) || st.StatusCode != http.StatusBadGateway {
+		t.Errorf("err = %v, want the endpoint's 502 wrapped", err)
+	}
+	if got := log.get(); slices.Contains(got, "nostr") {
+		t.Errorf("Nostr used for a card without relays: %q", got)
+	}
+
+	// Nostr fails too.
+	log.list = nil
+	nostrDown := errors.New("no relay answered")
+	agent, _ = client.ToCard(fallbackCard(eps, "wss://relay.example"), h, nostrStub{log: log, err: nostrDown}, quickFallback)
+	_, err = agent.Send(t.Context(), "tasks/get", []byte(`{"taskId":"t"}`))
+	if !errors.As(err, &se) || se.Code != snap.CodeTransportUnavail || !errors.Is(err, nostrDown) {
+		t.Fatalf("err = %v, want 4001 wrapping Nostr's failure", err)
+	}
+	if tried, _ := se.Data["tried"].([]string); !slices.Equal(tried, []string{down + "/snap", "nostr"}) || se.Data["endpoint"] != "nostr" {
+		t.Errorf("data %v", se.Data)
+	}
+}
+
+// A verified answer ends the exchange, a SNAP error included: the agent
+// was reached. A caller's deadline ends it too, without trying further.
+func TestFallbackStopsAtAnAnswer(t *testing.T) {
+	log := &attempts{}
+	var posts atomic.Int32
+	refusing := fake(t, func(w http.ResponseWriter, req *snap.Message) {
+		posts.Add(1)
+		m := &snap.Message{ID: snap.NewID(), Version: "0.1", From: addr(serverKey), To: req.From, Type: snap.TypeResponse,
+			Method: req.Method, Payload: []byte(`{"error":{"code":5003,"message":"busy","data":{"retryAfter":1}}}`), Timestamp: time.Now().Unix()}
+		if err := m.Sign(serverKey); err != nil {
+			t.Error(err)
+		}
+		w.Write(raw(t, m))
+	})
+	second := endpointServer(t, log, "second", http.StatusOK, false)
+	card := fallbackCard([]snap.Endpoint{{Protocol: "http", URL: refusing}, {Protocol: "http", URL: second}}, "wss://relay.example")
+	agent, _ := client.ToCard(card, client.NewHTTP(client.HTTPConfig{Key: clientKey}), nostrStub{log: log}, quickFallback)
+	resp, err := agent.Send(t.Context(), "tasks/get", []byte(`{"taskId":"t"}`))
+	if err != nil || snap.ResponseError(resp.Payload) == nil || posts.Load() != 1 || len(log.get()) != 0 {
+		t.Errorf("Send: %v %v; %d posts, then %q", resp, err, posts.Load(), log.get())
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	down := endpointServer(t, log, "down", http.StatusServiceUnavailable, false)
+	agent, _ = client.ToCard(fallbackCard([]snap.Endpoint{{Protocol: "http", URL: down}}, "wss://relay.example"),
+		client.NewHTTP(client.HTTPConfig{Key: clientKey}), nostrStub{log: log}, quickFallback)
+	if _, err := agent.Send(ctx, "tasks/get", []byte(`{"taskId":"t"}`)); !errors.Is(err, context.Canceled) {
+		t.Errorf("err = %v, want the caller's cancellation", err)
+	}
+	if got := log.get(); slices.Contains(got, "nostr") {
+		t.Errorf("tried on after the caller gave up: %q", got)
+	}
+}
+
+// A card that is not valid is refused.
+func TestFallbackRefusesAnInvalidCard(t *testing.T) {
+	card := fallbackCard(nil)
+	card.Name = ""
+	if _, err := client.ToCard(card, client.NewHTTP(client.HTTPConfig{Key: clientKey}), nil, client.FallbackConfig{}); !errors.Is(err, snap.CodeAgentCardInvalid) {
+		t.Errorf("err = %v, want 3002", err)
+	}
+}
