@@ -16,11 +16,12 @@ var ErrEventTooLarge = errors.New("client: server-sent event too large")
 // format says, keeping only what SNAP uses: the data of each event. A data
 // field's value loses one leading space; several data lines join with LF;
 // a blank line ends the event; comments (":…") and other fields (event,
-// id, retry) are ignored, as is an event without data. Lines end with LF
-// or CRLF. An event cut short by the end of the body is dropped.
+// id, retry) are ignored, as is an event without data. Lines end with LF,
+// CRLF or CR. An event cut short by the end of the body is dropped.
 type sseReader struct {
-	r   *bufio.Reader
-	max int
+	r       *bufio.Reader
+	max     int
+	afterCR bool // the last line ended with a CR
 }
 
 func newSSEReader(r io.Reader, max int) *sseReader {
@@ -64,28 +65,46 @@ func (s *sseReader) next() ([]byte, error) {
 	}
 }
 
-// line reads one line without its LF or CRLF. A line longer than the
-// event limit is an error; a last line without LF is dropped (io.EOF).
+// line reads one line without its end: LF, CRLF or a CR alone, as the
+// event-stream format has it. A LF right after a CR ends nothing more (the
+// CR ended the line), which is told when the next line is read, so that a
+// line ended by CR is returned without waiting for the byte after it. A
+// line longer than the event limit is an error; a last line without its
+// end is dropped (io.EOF).
 func (s *sseReader) line() ([]byte, error) {
 	var long []byte
 	for {
-		chunk, err := s.r.ReadSlice('\n')
-		switch {
-		case err == nil:
-			if long != nil {
-				chunk = append(long, chunk...)
-			}
-			chunk = chunk[:len(chunk)-1]
-			return bytes.TrimSuffix(chunk, []byte{'\r'}), nil
-		case errors.Is(err, bufio.ErrBufferFull):
-			if len(long)+len(chunk) > s.max+len("data: \r") {
-				return nil, fmt.Errorf("%w: a line over %d bytes", ErrEventTooLarge, s.max)
-			}
-			long = append(long, chunk...)
-		case errors.Is(err, io.EOF):
-			return nil, io.EOF
-		default:
+		if _, err := s.r.Peek(1); err != nil {
 			return nil, err
 		}
+		buf, _ := s.r.Peek(s.r.Buffered())
+		if s.afterCR {
+			s.afterCR = false
+			if buf[0] == '\n' {
+				s.r.Discard(1)
+				continue
+			}
+		}
+		i := bytes.IndexAny(buf, "\r\n")
+		if i < 0 {
+			i = len(buf)
+		}
+		if len(long)+i > s.max+len("data: ") {
+			return nil, fmt.Errorf("%w: a line over %d bytes", ErrEventTooLarge, s.max)
+		}
+		if i == len(buf) {
+			long = append(long, buf...)
+			s.r.Discard(len(buf))
+			continue
+		}
+		// buf stays valid until the next read: the line is kept only
+		// when it spans reads.
+		line := buf[:i:i]
+		if long != nil {
+			line = append(long, line...)
+		}
+		s.afterCR = buf[i] == '\r'
+		s.r.Discard(i + 1)
+		return line, nil
 	}
 }

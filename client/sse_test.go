@@ -32,6 +32,9 @@ func TestSSEReader(t *testing.T) {
 	}{
 		{"SDK framing", "data: {\"a\":1}\n\ndata: {\"b\":2}\n\n", []string{`{"a":1}`, `{"b":2}`}, nil},
 		{"CRLF", "data: x\r\n\r\n", []string{"x"}, nil},
+		{"CR", "data: x\r\rdata: y\r\r", []string{"x", "y"}, nil},
+		{"mixed line ends", "data: a\rdata: b\n\r\ndata: c\r\n\r", []string{"a\nb", "c"}, nil},
+		{"CR then CRLF is two lines", ": c\r\r\ndata: x\r\n\r\n", []string{"x"}, nil},
 		{"no space", "data:x\n\n", []string{"x"}, nil},
 		{"two spaces keep one", "data:  x\n\n", []string{" x"}, nil},
 		{"multi-line data", "data: a\ndata: b\n\n", []string{"a\nb"}, nil},
