@@ -18,6 +18,9 @@ func TestAcceptsEventStream(t *testing.T) {
 		{[]string{"*/*"}, false},
 		{[]string{"application/json"}, false},
 		{[]string{"text/event-streamx"}, false},
+		{[]string{"text/event-stream;q=0"}, false},
+		{[]string{"text/event-stream; q=0.000, application/json"}, false},
+		{[]string{"text/event-stream;q=0.001"}, true},
 		{nil, false},
 	}
 	for _, tc := range cases {

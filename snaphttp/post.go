@@ -9,6 +9,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -184,12 +185,16 @@ func readInto(r io.Reader, size int64) ([]byte, error) {
 }
 
 // acceptsEventStream reports whether the Accept header values name
-// text/event-stream (parameters and case aside).
+// text/event-stream (parameters and case aside) with a weight above 0: a
+// weight of 0 says the type is not acceptable (RFC 9110, section 12.4.2).
 func acceptsEventStream(values []string) bool {
 	for _, v := range values {
 		for part := range strings.SplitSeq(v, ",") {
-			mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
+			mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
 			if err == nil && mt == "text/event-stream" {
+				if q, err := strconv.ParseFloat(params["q"], 64); err == nil && q == 0 {
+					continue
+				}
 				return true
 			}
 		}
