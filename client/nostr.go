@@ -64,6 +64,9 @@ func NewNostr(cfg NostrConfig) *Nostr {
 type Target struct {
 	Address string
 	PubKey  string
+	// Card is the agent's card it was found by (Relays.FindAgent), nil
+	// when the target was given.
+	Card *snap.Card
 }
 
 // NostrRequest is one SNAP request to send over Nostr.

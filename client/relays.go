@@ -90,7 +90,7 @@ func (r *Relays) FindAgent(ctx context.Context, address string) (Target, []Rejec
 	case err != nil:
 		return Target{}, rejected, fmt.Errorf("no valid card for %s on %s: %w", address, strings.Join(r.urls, ", "), err)
 	}
-	return Target{Address: address, PubKey: found[0].PubKey}, rejected, nil
+	return Target{Address: address, PubKey: found[0].PubKey, Card: found[0].Card}, rejected, nil
 }
 
 // unreachable describes the relays and their last errors when none of them

@@ -22,12 +22,13 @@ const exitTimeout = 3
 
 // clientFlags are the flags of the commands that message an agent.
 type clientFlags struct {
-	to      string
-	relays  []string
-	http    string
-	keyFile string
-	persist bool
-	timeout time.Duration
+	to       string
+	relays   []string
+	http     string
+	keyFile  string
+	persist  bool
+	fallback bool
+	timeout  time.Duration
 }
 
 // define defines the flags; timeout is the default of --timeout.
@@ -40,6 +41,7 @@ func (cf *clientFlags) define(fs *flag.FlagSet, timeout time.Duration) {
 	})
 	fs.StringVar(&cf.keyFile, "key", "", "sign with the key in `FILE` (default: $SNAPNODE_KEY, else a client key kept in the user's config folder)")
 	fs.BoolVar(&cf.persist, "persist", false, "send as a stored event (kind 4339), which reaches an agent that is offline now")
+	fs.BoolVar(&cf.fallback, "fallback", false, "follow the agent's card found on the relays: its HTTP and WebSocket endpoints in the order it declares them, each tried again after 1, 2 and 4 s, then Nostr when the card names relays (the SNAP fallback strategy)")
 	fs.DurationVar(&cf.timeout, "timeout", timeout, "give up after `DURATION`")
 }
 
@@ -50,7 +52,7 @@ func (c *cli) send(args []string) int {
 	cf.define(fs, 30*time.Second)
 	taskID := fs.String("task", "", "continue the task `ID` instead of starting one")
 	dataFile := fs.String("data", "", "send the JSON object in `FILE` as a data part")
-	key := fs.String("idempotency-key", "", "send with the idempotency `KEY`: the agent answers a repeat of it with the task it made the first time (with --persist a new key is made when none is given)")
+	key := fs.String("idempotency-key", "", "send with the idempotency `KEY`: the agent answers a repeat of it with the task it made the first time (with --persist or --fallback a new key is made when none is given)")
 	pos, code, done := c.parse(fs, args, -1)
 	if done {
 		return code
@@ -59,7 +61,9 @@ func (c *cli) send(args []string) int {
 	if !ok {
 		return code
 	}
-	if *key == "" && cf.persist {
+	if *key == "" && (cf.persist || cf.fallback) {
+		// A stored request may be delivered late, and a fallback may send
+		// it again by another way: one key makes one task of them.
 		*key = snap.NewID()
 	}
 	if *key != "" {
@@ -107,7 +111,7 @@ func (c *cli) task(args []string) int {
 		{"list", (*cli).taskList},
 		{"show", (*cli).taskShow},
 	},
-		"usage: snapnode task get|cancel --to ADDRESS [--relay URL | --http URL] [--key FILE] ID",
+		"usage: snapnode task get|cancel --to ADDRESS [--relay URL [--fallback] | --http URL] [--key FILE] ID",
 		"       snapnode task list [--state STATE] [--from ADDRESS] [--data-dir DIR]",
 		"       snapnode task show [--data-dir DIR] ID")
 }
@@ -187,6 +191,12 @@ func (c *cli) exchange(fs *flag.FlagSet, cf clientFlags, method string, payload 
 			return c.exchangeError(prog, fmt.Errorf("%w: %w", errNoValidAnswer, err))
 		}
 		agent = relays.Nostr(key, quietLogger(c)).To(target, cf.persist)
+		if cf.fallback {
+			agent, err = client.ToCard(target.Card, client.NewHTTP(client.HTTPConfig{Key: key}), agent, client.FallbackConfig{})
+			if err != nil {
+				return c.fail(prog, err)
+			}
+		}
 	}
 	var resp *snap.Message
 	if onEvent == nil {
@@ -242,6 +252,9 @@ func (c *cli) checkTarget(fs *flag.FlagSet, cf *clientFlags) (int, bool) {
 	if cf.http != "" {
 		if len(cf.relays) > 0 || cf.persist {
 			return c.usageError(fs, "--http sends over HTTP: --relay and --persist are for Nostr"), false
+		}
+		if cf.fallback {
+			return c.usageError(fs, "--http names the endpoint: --fallback follows the endpoints of the card found on the relays"), false
 		}
 		if _, err := endpointURL(cf.http); err != nil {
 			return c.usageError(fs, "--http: "+err.Error()), false

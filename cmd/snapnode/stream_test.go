@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/uuid"
@@ -285,5 +289,82 @@ func TestDiscoverHTTP(t *testing.T) {
 	r = runCLI(t, "", "discover", "--http", ts.URL)
 	if r.code != 1 || snapError(t, r).Code != int(snap.CodeSignatureInvalid) {
 		t.Errorf("forged card: %s", r)
+	}
+}
+
+// send, task get and stream with --fallback find the agent's card on the
+// relays and reach it at the HTTP endpoint the card declares first (a
+// proxy here, which counts what it forwards), not over Nostr; --fallback
+// with --http is a usage error.
+func TestFallbackFollowsTheCard(t *testing.T) {
+	noEnvKey(t)
+	var (
+		target atomic.Pointer[url.URL]
+		posts  atomic.Int32
+	)
+	var first atomic.Pointer[[]byte] // the first request's body
+	rp := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(target.Load()) }}
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			posts.Add(1)
+			b, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+			if err != nil {
+				t.Error(err)
+			}
+			first.CompareAndSwap(nil, &b)
+			r.Body = io.NopCloser(bytes.NewReader(b))
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(proxy.Close)
+	cfg := config.Default()
+	cfg.DataDir, cfg.RelayListen, cfg.HTTPListen = filepath.Join(t.TempDir(), "data"), "127.0.0.1:0", "127.0.0.1:0"
+	cfg.HTTPPublicURL = proxy.URL
+	ctx, cancel := context.WithCancel(context.Background())
+	n, err := node.Start(ctx, cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); n.Wait() })
+	u, err := url.Parse(n.HTTPURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	target.Store(u)
+	key := keyFile(t, t.TempDir(), testSecret)
+	relay := n.RelayURLs()[0]
+
+	r := runCLI(t, "", "send", "--fallback", "--to", n.Address(), "--relay", relay, "--key", key, "hello", "by", "the", "card")
+	if r.code != 0 {
+		t.Fatalf("send --fallback: %s", r)
+	}
+	v := received(t, n, strings.TrimSpace(r.stdout), snap.TypeResponse)
+	if posts.Load() != 1 {
+		t.Fatalf("the card's HTTP endpoint got %d requests, want 1 (the request went over Nostr)", posts.Load())
+	}
+	var p struct {
+		Task struct{ ID string } `json:"task"`
+	}
+	if err := json.Unmarshal(v.Payload, &p); err != nil || p.Task.ID == "" {
+		t.Fatalf("payload %s", v.Payload)
+	}
+	// Sent with an idempotency key: an attempt by another way after a
+	// lost answer makes no second task.
+	var sent struct {
+		Payload struct {
+			Key string `json:"idempotencyKey"`
+		} `json:"payload"`
+	}
+	if err := json.Unmarshal(*first.Load(), &sent); err != nil || sent.Payload.Key == "" {
+		t.Errorf("send --fallback sent no idempotency key: %s", *first.Load())
+	}
+	r = runCLI(t, "", "task", "get", "--fallback", "--to", n.Address(), "--relay", relay, "--key", key, p.Task.ID)
+	if r.code != 0 || !strings.Contains(r.stdout, p.Task.ID) || posts.Load() != 2 {
+		t.Fatalf("task get --fallback (%d requests through the card's endpoint): %s", posts.Load(), r)
+	}
+	r = runCLI(t, "", "send", "--fallback", "--http", n.HTTPURL(), "--to", n.Address(), "--key", key, "hi")
+	if r.code != exitUsage || !strings.Contains(r.stderr, "--fallback follows the endpoints of the card") {
+		t.Errorf("--fallback with --http: %s", r)
 	}
 }
