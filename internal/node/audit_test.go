@@ -32,6 +32,15 @@ func TestAuditRetentionAtStart(t *testing.T) {
 			if err := os.MkdirAll(dataDir, 0o700); err != nil {
 				t.Fatal(err)
 			}
+			// The identity whose log it is (a log without its key is
+			// refused at start).
+			k, err := identity.Generate()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := identity.SaveKeyFile(filepath.Join(dataDir, "identity.key"), k); err != nil {
+				t.Fatal(err)
+			}
 			// Entries 1…5 written 40 days ago, 6…8 ten days ago.
 			now := time.Now()
 			appendAt := func(at time.Time, n int) {
