@@ -14,11 +14,19 @@ import (
 // DefaultMaxTasks bounds a MemoryStore whose options set no MaxTasks.
 const DefaultMaxTasks = 100_000
 
+// DefaultMaxLivePerOwner is the share of a node's memory store one
+// requester's live tasks may take: a hundredth of DefaultMaxTasks.
+const DefaultMaxLivePerOwner = DefaultMaxTasks / 100
+
 // MemoryStoreOptions configure a MemoryStore. The zero value is usable.
 type MemoryStoreOptions struct {
 	// MaxTasks is the most tasks held at once; 0 (or less) means
 	// DefaultMaxTasks.
 	MaxTasks int
+	// MaxLivePerOwner is the most live (not terminal) tasks one owner
+	// holds at once, so that one requester cannot fill the store with
+	// tasks that never end; 0 (or less) means no bound but MaxTasks.
+	MaxLivePerOwner int
 }
 
 // MemoryStore is a Store held in memory, for one process and for tests. It
@@ -43,6 +51,10 @@ type MemoryStore struct {
 	// keysOf each task's, to delete them with it.
 	keys   map[idemKey]string
 	keysOf map[string][]idemKey
+	// live counts each owner's tasks that are not terminal, when
+	// maxLive bounds them.
+	maxLive int
+	live    map[string]int
 }
 
 var _ Store = (*MemoryStore)(nil)
@@ -54,7 +66,8 @@ func NewMemoryStore(opts MemoryStoreOptions) *MemoryStore {
 		opts.MaxTasks = DefaultMaxTasks
 	}
 	return &MemoryStore{max: opts.MaxTasks, tasks: make(map[string]*Task), events: make(map[string][]Event),
-		keys: make(map[idemKey]string), keysOf: make(map[string][]idemKey)}
+		keys: make(map[idemKey]string), keysOf: make(map[string][]idemKey),
+		maxLive: max(opts.MaxLivePerOwner, 0), live: make(map[string]int)}
 }
 
 // Len returns the number of tasks held.
@@ -77,6 +90,12 @@ func (s *MemoryStore) Create(ctx context.Context, t *Task) (*Task, error) {
 	if _, ok := s.tasks[t.ID]; ok {
 		return nil, fmt.Errorf("tasks: create %s: task %w", t.ID, ErrExists)
 	}
+	live := !t.Status.State.Terminal()
+	if live && s.maxLive > 0 && s.live[t.Owner] >= s.maxLive {
+		return nil, fmt.Errorf("tasks: create %s: %s holds %d live tasks: %w: %w", t.ID, t.Owner, s.live[t.Owner], ErrStoreFull,
+			snap.NewError(snap.CodeRateLimitExceeded, "too many live tasks of this requester; let one end first",
+				map[string]any{"retryAfter": LiveShareRetryAfter, "limit": s.maxLive, "scope": "requester"}))
+	}
 	if len(s.tasks) >= s.max && !s.evictLocked() {
 		return nil, fmt.Errorf("tasks: create %s: %d live tasks: %w: %w", t.ID, len(s.tasks), ErrStoreFull,
 			snap.NewError(snap.CodeServiceUnavailable, "task store full; retry later",
@@ -86,7 +105,9 @@ func (s *MemoryStore) Create(ctx context.Context, t *Task) (*Task, error) {
 	c.Version = 1
 	s.tasks[c.ID] = c
 	s.events[c.ID] = []Event{StatusEvent(c)}
-	if c.Status.State.Terminal() {
+	if live {
+		s.countLocked(c.Owner, 1)
+	} else {
 		s.terminal = append(s.terminal, c)
 	}
 	return c.Clone(), nil
@@ -113,12 +134,31 @@ func (s *MemoryStore) evictLocked() bool {
 }
 
 func (s *MemoryStore) deleteLocked(id string) {
+	if t, ok := s.tasks[id]; ok && !t.Status.State.Terminal() {
+		s.countLocked(t.Owner, -1)
+	}
 	delete(s.tasks, id)
 	delete(s.events, id)
 	for _, k := range s.keysOf[id] {
 		delete(s.keys, k)
 	}
 	delete(s.keysOf, id)
+}
+
+// LiveShareRetryAfter is the retryAfter, in seconds, of the refusal of a
+// requester past MemoryStoreOptions.MaxLivePerOwner.
+const LiveShareRetryAfter = 60
+
+// countLocked adds d to owner's live tasks, when they are bounded.
+func (s *MemoryStore) countLocked(owner string, d int) {
+	if s.maxLive <= 0 {
+		return
+	}
+	if n := s.live[owner] + d; n > 0 {
+		s.live[owner] = n
+	} else {
+		delete(s.live, owner)
+	}
 }
 
 // Get implements Store.
@@ -171,8 +211,9 @@ func (s *MemoryStore) Update(ctx context.Context, t *Task, expected int64) (*Tas
 	if StatusChanged(cur, next) {
 		s.events[next.ID] = append(s.events[next.ID], StatusEvent(next))
 	}
-	if next.Status.State.Terminal() {
+	if next.Status.State.Terminal() && !cur.Status.State.Terminal() {
 		s.terminal = append(s.terminal, next)
+		s.countLocked(cur.Owner, -1)
 	}
 	return next.Clone(), nil
 }
@@ -275,6 +316,7 @@ func (s *MemoryStore) Apply(ctx context.Context, taskID string, out Outcome) (*T
 	if !ok {
 		return nil, nil, fmt.Errorf("tasks: apply %s: %w", taskID, ErrNotFound)
 	}
+	wasLive := !cur.Status.State.Terminal()
 	add, evs, err := PlanApply(cur, out)
 	if err != nil {
 		return nil, nil, err
@@ -290,8 +332,9 @@ func (s *MemoryStore) Apply(ctx context.Context, taskID string, out Outcome) (*T
 		s.events[taskID] = append(s.events[taskID], ev.clone())
 		pub[i] = ev.clone()
 	}
-	if cur.Status.State.Terminal() {
+	if cur.Status.State.Terminal() && wasLive {
 		s.terminal = append(s.terminal, cur)
+		s.countLocked(cur.Owner, -1)
 	}
 	return cur.Clone(), pub, nil
 }

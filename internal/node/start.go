@@ -171,7 +171,7 @@ func (w *wiring) startPool(ctx context.Context) error {
 func (w *wiring) openDatabase(ctx context.Context) error {
 	n, cfg, logger := w.n, w.n.cfg, w.n.logger
 	if cfg.DatabaseDSN() == config.MemoryDatabase {
-		w.taskStore, w.replay = tasks.NewMemoryStore(tasks.MemoryStoreOptions{}), snap.NewMemoryReplayStore(0)
+		w.taskStore, w.replay = tasks.NewMemoryStore(tasks.MemoryStoreOptions{MaxLivePerOwner: tasks.DefaultMaxLivePerOwner}), snap.NewMemoryReplayStore(0)
 		return nil
 	}
 	db, err := sqldb.Open(ctx, cfg.DatabaseDSN(), sqldb.Options{Logger: logger})

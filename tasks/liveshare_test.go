@@ -1,0 +1,52 @@
+package tasks
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/snapnode/snapnode/snap"
+)
+
+// TestOneRequesterCannotFillTheMemoryStore: a requester whose tasks stay
+// live (proposals wait in a memory node) is refused past its share of the
+// store's live tasks, 5002 scope "requester", so that another requester
+// still gets a task; before, bob's live tasks filled the store and every
+// requester got 5003 until a restart.
+func TestOneRequesterCannotFillTheMemoryStore(t *testing.T) {
+	const max, share = 20, 5
+	s := NewService(NewMemoryStore(MemoryStoreOptions{MaxTasks: max, MaxLivePerOwner: share}), ServiceOptions{})
+	ctx := context.Background()
+	refused := 0
+	for i := range max {
+		_, err := sendJSON(ctx, s, bob, []byte(send(fmt.Sprintf(`{"text":"bob %d"}`, i))))
+		if err != nil {
+			if i < share {
+				t.Fatalf("bob's task %d within his share: %v", i, err)
+			}
+			wantSnap(t, err, snap.CodeRateLimitExceeded, map[string]any{"scope": "requester", "limit": share})
+			refused++
+		}
+	}
+	if refused != max-share {
+		t.Fatalf("bob refused %d times, want %d", refused, max-share)
+	}
+	task := mustSend(t, s, alice, send(`{"text":"alice's"}`))
+	if task.Owner != alice {
+		t.Fatalf("owner %q", task.Owner)
+	}
+	// A task that ends gives its place back to its owner.
+	if _, err := s.CancelTask(ctx, bob, &CancelParams{TaskID: firstOf(t, s, bob)}); err != nil {
+		t.Fatal(err)
+	}
+	mustSend(t, s, bob, send(`{"text":"bob again"}`))
+}
+
+func firstOf(t *testing.T, s *Service, owner string) string {
+	t.Helper()
+	ts, err := s.List(context.Background(), Filter{Owner: owner, Limit: 1})
+	if err != nil || len(ts) == 0 {
+		t.Fatalf("no task of %s: %v", owner, err)
+	}
+	return ts[0].ID
+}
