@@ -38,13 +38,52 @@ func (l *latencies) add(d time.Duration) {
 	}
 }
 
-// merge adds the samples of o to l.
+// merge adds o to l. The latencies of a series o kept whole are added one
+// by one, as they came. When o kept only a sample, the merged sample is
+// drawn from both in proportion to the latencies each stands for (l.n and
+// o.n), not to the samples each kept: a sample of a million requests
+// outweighs a thousand requests kept whole. It reorders o's samples.
 func (l *latencies) merge(o *latencies) {
-	for _, d := range o.samples {
-		l.add(d)
+	if o.n == int64(len(o.samples)) {
+		for _, d := range o.samples {
+			l.add(d)
+		}
+		return
 	}
-	l.n += o.n - int64(len(o.samples))
 	l.max = max(l.max, o.max)
+	// A uniform sample without replacement of the union of the two
+	// populations: each draw is from l's with the probability of its
+	// share of the latencies not drawn yet, and takes one of the samples
+	// of that side not taken yet, at random (a uniform subset of a uniform
+	// sample is a uniform sample).
+	mine, theirs := l.samples, o.samples
+	merged := make([]time.Duration, 0, min(l.cap, len(mine)+len(theirs)))
+	remMine, remTheirs := l.n, o.n
+	usedMine, usedTheirs := 0, 0
+	take := func(s []time.Duration, used int) time.Duration {
+		j := used + l.rnd.IntN(len(s)-used)
+		s[used], s[j] = s[j], s[used]
+		return s[used]
+	}
+	for len(merged) < cap(merged) {
+		fromMine := l.rnd.Int64N(remMine+remTheirs) < remMine
+		if usedMine == len(mine) {
+			fromMine = false
+		} else if usedTheirs == len(theirs) {
+			fromMine = true
+		}
+		if fromMine {
+			merged = append(merged, take(mine, usedMine))
+			usedMine++
+			remMine--
+		} else {
+			merged = append(merged, take(theirs, usedTheirs))
+			usedTheirs++
+			remTheirs--
+		}
+	}
+	l.samples = merged
+	l.n += o.n
 }
 
 // Percentile returns the q-quantile (0 < q ≤ 1) of sorted by the nearest

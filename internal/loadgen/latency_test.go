@@ -57,3 +57,51 @@ func TestLatenciesBounded(t *testing.T) {
 		t.Errorf("after merge: counted %d, max %v, kept %d", l.n, l.max, len(l.samples))
 	}
 }
+
+// TestLatenciesMergeWeighted checks that merging a sampled series (10,000
+// latencies of 1 ms, of which 100 are kept) with a small one (100 of 2 ms,
+// all kept) keeps each in proportion to the requests it stands for, in
+// either order: about 1 in 100 of the kept samples is 2 ms, not half of
+// them, so the merged p50 and p99 are 1 ms.
+func TestLatenciesMergeWeighted(t *testing.T) {
+	for _, order := range []string{"small first", "sampled first"} {
+		big, small := newLatencies(100, 1), newLatencies(100, 2)
+		for range 10_000 {
+			big.add(time.Millisecond)
+		}
+		for range 100 {
+			small.add(2 * time.Millisecond)
+		}
+		l := newLatencies(100, 3)
+		if order == "small first" {
+			l.merge(small)
+			l.merge(big)
+		} else {
+			l.merge(big)
+			l.merge(small)
+		}
+		slow := 0
+		for _, d := range l.samples {
+			if d == 2*time.Millisecond {
+				slow++
+			}
+		}
+		if l.n != 10_100 || l.max != 2*time.Millisecond || len(l.samples) != 100 || slow > 5 {
+			t.Errorf("%s: counted %d, max %v, kept %d of which %d of 2 ms; want 10100, 2ms, 100, about 1",
+				order, l.n, l.max, len(l.samples), slow)
+		}
+		if s := l.summary(); s.P50 != time.Millisecond || s.P99 > 2*time.Millisecond {
+			t.Errorf("%s: %+v", order, s)
+		}
+	}
+	// Series that fit are kept whole.
+	a, b := newLatencies(100, 1), newLatencies(100, 2)
+	for i := range 30 {
+		a.add(time.Duration(i))
+		b.add(time.Duration(100 + i))
+	}
+	a.merge(b)
+	if a.n != 60 || len(a.samples) != 60 {
+		t.Errorf("30 and 30 merged: counted %d, kept %d; want 60, 60", a.n, len(a.samples))
+	}
+}
