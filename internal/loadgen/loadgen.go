@@ -114,7 +114,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			errs = append(errs, fmt.Errorf("process %d: %w", i+1, err))
 			continue
 		}
-		r.Processes = append(r.Processes, r.nodeStats(after.CPU-before[i].CPU, after.RSS, after.PeakRSS))
+		p := r.nodeStats(after.CPU-before[i].CPU, after.RSS, after.PeakRSS)
+		// VmHWM is the highest since the process started: the run's own
+		// only when it rose during the run.
+		p.PeakBeforeRun = after.PeakRSS <= before[i].PeakRSS
+		r.Processes = append(r.Processes, p)
 	}
 	switch {
 	case len(errs) > 0:
@@ -126,8 +130,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			sum.CPU += p.CPU
 			sum.RSS += p.RSS
 			sum.PeakRSS += p.PeakRSS
+			sum.PeakBeforeRun = sum.PeakBeforeRun || p.PeakBeforeRun
 		}
 		node := r.nodeStats(sum.CPU, sum.RSS, sum.PeakRSS)
+		node.PeakBeforeRun = sum.PeakBeforeRun
 		r.Node = &node
 		if len(r.Processes) == 1 {
 			r.Processes = nil

@@ -322,3 +322,50 @@ func TestRunAnswered(t *testing.T) {
 		}
 	})
 }
+
+// TestRunPeakBeforeTheRun checks that a node's peak RSS (VmHWM, its
+// highest since it started) that did not rise during the run is reported
+// as reached before it, not as the run's; one that rose is the run's.
+func TestRunPeakBeforeTheRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		proc := func(peak0, peak1 int64) func() (ProcStat, error) {
+			calls := 0
+			return func() (ProcStat, error) {
+				calls++
+				return ProcStat{RSS: 20 << 20, PeakRSS: []int64{peak0, peak1}[min(calls, 2)-1]}, nil
+			}
+		}
+		cfg := Config{Peers: []Peer{{Via: ViaHTTP, Agent: newFake()}}, Mix: Mix{OpSend: 1}, Duration: time.Second,
+			Nodes: []func() (ProcStat, error){proc(100<<20, 100<<20)}}
+		r, err := Run(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Node == nil || r.Node.PeakRSS != 100<<20 || !r.Node.PeakBeforeRun {
+			t.Fatalf("node %+v: want the peak of 100 MiB marked as reached before the run", r.Node)
+		}
+		var buf strings.Builder
+		if err := r.WriteText(&buf); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(buf.String(), "peak 100.0 MiB before the run") {
+			t.Errorf("report:\n%s\nwant the peak said to be before the run", buf.String())
+		}
+
+		// Two processes: one whose peak rose, one whose did not.
+		cfg.Nodes = []func() (ProcStat, error){proc(30<<20, 40<<20), proc(100<<20, 100<<20)}
+		if r, err = Run(context.Background(), cfg); err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Processes) != 2 || r.Processes[0].PeakBeforeRun || !r.Processes[1].PeakBeforeRun || !r.Node.PeakBeforeRun {
+			t.Errorf("processes %+v, node %+v: want the second's peak, and so the sum's, before the run", r.Processes, r.Node)
+		}
+		cfg.Nodes = []func() (ProcStat, error){proc(30<<20, 40<<20)}
+		if r, err = Run(context.Background(), cfg); err != nil {
+			t.Fatal(err)
+		}
+		if r.Node.PeakRSS != 40<<20 || r.Node.PeakBeforeRun {
+			t.Errorf("node %+v: want the peak of 40 MiB reached in the run", r.Node)
+		}
+	})
+}

@@ -56,13 +56,18 @@ type Series struct {
 
 // NodeStats is the node's use of the machine during the run: CPU time
 // spent (and in cores, CPU over wall time; per request), and its resident
-// memory at the end and at its peak.
+// memory at the end and at its peak since it started (VmHWM).
 type NodeStats struct {
 	CPU           time.Duration `json:"cpu"`
 	Cores         float64       `json:"cores"`
 	CPUPerRequest time.Duration `json:"cpuPerRequest"`
 	RSS           int64         `json:"rss"`
 	PeakRSS       int64         `json:"peakRSS"`
+	// PeakBeforeRun says PeakRSS did not rise during the run: it was
+	// reached before it (at start, in an earlier run…), and the run's own
+	// peak is not known, only that it was at most PeakRSS. Of a sum, it
+	// says so of one process at least.
+	PeakBeforeRun bool `json:"peakBeforeRun,omitempty"`
 }
 
 func newReport(cfg Config, results []*peerResult, elapsed time.Duration) *Report {
@@ -120,9 +125,13 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(w, "errors %s: %d\n", k, r.ErrorsByKind[k])
 	}
 	node := func(name string, s NodeStats) {
-		fmt.Fprintf(w, "%s: CPU %.2f s (%.2f cores), %.0f µs per request; RSS %.1f MiB, peak %.1f MiB\n",
+		when := ""
+		if s.PeakBeforeRun {
+			when = " before the run"
+		}
+		fmt.Fprintf(w, "%s: CPU %.2f s (%.2f cores), %.0f µs per request; RSS %.1f MiB, peak %.1f MiB%s\n",
 			name, s.CPU.Seconds(), s.Cores, float64(s.CPUPerRequest)/1e3,
-			float64(s.RSS)/(1<<20), float64(s.PeakRSS)/(1<<20))
+			float64(s.RSS)/(1<<20), float64(s.PeakRSS)/(1<<20), when)
 	}
 	switch {
 	case r.Node != nil:
