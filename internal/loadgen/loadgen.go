@@ -31,7 +31,7 @@ type Config struct {
 	// Mix draws each request's kind (DefaultMix when zero).
 	Mix Mix
 	// Duration is how long requests are started; those in flight at the
-	// end are waited for and counted.
+	// end are waited for and counted (Report.InFlight, Report.Drain).
 	Duration time.Duration
 	// Timeout bounds one request (default 10 s).
 	Timeout time.Duration
@@ -107,6 +107,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	wg.Wait()
 	elapsed := cfg.Now().Sub(start)
 	r := newReport(cfg, results, elapsed)
+	// The node's CPU is read over all of it, the requests in flight at the
+	// end waited for.
+	measured := elapsed
 	var errs []error
 	for i, read := range cfg.Nodes {
 		after, err := read()
@@ -114,7 +117,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			errs = append(errs, fmt.Errorf("process %d: %w", i+1, err))
 			continue
 		}
-		p := r.nodeStats(after.CPU-before[i].CPU, after.RSS, after.PeakRSS)
+		p := r.nodeStats(after.CPU-before[i].CPU, measured, after.RSS, after.PeakRSS)
 		// VmHWM is the highest since the process started: the run's own
 		// only when it rose during the run.
 		p.PeakBeforeRun = after.PeakRSS <= before[i].PeakRSS
@@ -132,7 +135,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			sum.PeakRSS += p.PeakRSS
 			sum.PeakBeforeRun = sum.PeakBeforeRun || p.PeakBeforeRun
 		}
-		node := r.nodeStats(sum.CPU, sum.RSS, sum.PeakRSS)
+		node := r.nodeStats(sum.CPU, measured, sum.RSS, sum.PeakRSS)
 		node.PeakBeforeRun = sum.PeakBeforeRun
 		r.Node = &node
 		if len(r.Processes) == 1 {
@@ -143,14 +146,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 }
 
 // nodeStats is the use of the machine of a process (or of several, their
-// sums) that spent cpu during the run.
-func (r *Report) nodeStats(cpu time.Duration, rss, peak int64) NodeStats {
+// sums) that spent cpu in the wall time measured.
+func (r *Report) nodeStats(cpu, measured time.Duration, rss, peak int64) NodeStats {
 	s := NodeStats{CPU: cpu, RSS: rss, PeakRSS: peak}
 	if r.Requests > 0 {
 		s.CPUPerRequest = cpu / time.Duration(r.Requests)
 	}
-	if r.Duration > 0 {
-		s.Cores = cpu.Seconds() / r.Duration.Seconds()
+	if measured > 0 {
+		s.Cores = cpu.Seconds() / measured.Seconds()
 	}
 	return s
 }
@@ -160,6 +163,7 @@ type peerResult struct {
 	lat    map[series]*latencies
 	errs   map[string]int64
 	events int64
+	late   int64 // requests answered after the duration
 	seed   uint64
 }
 
@@ -221,7 +225,8 @@ func (p *peerRun) run(ctx context.Context) {
 		} else {
 			resp, err = peer.Agent.Send(rctx, op.Method(), payload)
 		}
-		d := p.cfg.Now().Sub(t0)
+		t1 := p.cfg.Now()
+		d := t1.Sub(t0)
 		cancel()
 		if ctx.Err() != nil && err != nil {
 			return // the run was stopped: not the node's error
@@ -236,6 +241,9 @@ func (p *peerRun) run(ctx context.Context) {
 			}
 		}
 		p.res.record(series{peer.Via, op}, d, err)
+		if t1.Sub(p.start) > p.cfg.Duration {
+			p.res.late++
+		}
 	}
 }
 

@@ -124,10 +124,11 @@ func TestRunReport(t *testing.T) {
 		if r.StreamEvents != 2*perOp[OpStream] {
 			t.Errorf("stream events %d, want 2 per stream (%d)", r.StreamEvents, perOp[OpStream])
 		}
-		if r.Duration < cfg.Duration || r.Duration > cfg.Duration+time.Second {
-			t.Errorf("duration %v, want %v and the requests in flight", r.Duration, cfg.Duration)
+		if r.Duration != cfg.Duration || r.Drain > 10*time.Millisecond || r.InFlight > 3 {
+			t.Errorf("duration %v, %d in flight waited for %v; want %v, at most a request a peer",
+				r.Duration, r.InFlight, r.Drain, cfg.Duration)
 		}
-		if want := float64(r.Requests) / r.Duration.Seconds(); r.Throughput != want {
+		if want := float64(r.Requests-r.InFlight) / r.Duration.Seconds(); r.Throughput != want {
 			t.Errorf("throughput %v, want %v", r.Throughput, want)
 		}
 		if l := r.Latency; l.P50 > l.P99 || l.P99 > l.P999 || l.P999 > l.Max || l.Max != 10*time.Millisecond {
@@ -366,6 +367,60 @@ func TestRunPeakBeforeTheRun(t *testing.T) {
 		}
 		if r.Node.PeakRSS != 40<<20 || r.Node.PeakBeforeRun {
 			t.Errorf("node %+v: want the peak of 40 MiB reached in the run", r.Node)
+		}
+	})
+}
+
+// stallAgent is a fakeAgent whose first request started after stallAfter
+// (on synctest's clock) takes stall more.
+type stallAgent struct {
+	*fakeAgent
+	t0                time.Time
+	stallAfter, stall time.Duration
+	stalled           bool
+}
+
+func (a *stallAgent) Send(ctx context.Context, method string, payload []byte) (*snap.Message, error) {
+	if !a.stalled && time.Since(a.t0) >= a.stallAfter {
+		a.stalled = true
+		time.Sleep(a.stall)
+	}
+	return a.fakeAgent.Send(ctx, method, payload)
+}
+
+// TestRunThroughputOverTheDuration checks that the requests in flight when
+// the duration ends are waited for and counted, their latencies with the
+// others', but that the throughput is of the requests answered within the
+// duration, over the duration: one request that hangs 5 s at the end of a
+// 1 s run does not divide the run's 499 requests by 6 s.
+func TestRunThroughputOverTheDuration(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		slow := &stallAgent{fakeAgent: newFake(), t0: time.Now(), stallAfter: 990 * time.Millisecond, stall: 5 * time.Second}
+		calls := 0
+		r, err := Run(context.Background(), Config{
+			Peers: []Peer{{Via: ViaHTTP, Agent: newFake()}, {Via: ViaHTTP, Agent: slow}},
+			Mix:   Mix{OpSend: 1}, Duration: time.Second, Timeout: time.Minute,
+			Nodes: []func() (ProcStat, error){func() (ProcStat, error) {
+				calls++
+				return ProcStat{CPU: time.Duration(calls-1) * 4990 * time.Millisecond}, nil
+			}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Sends of 4 ms each: 250 from the first peer, 249 from the slow
+		// one, whose last started at 992 ms and ended at 5.996 s.
+		if r.Requests != 499 || r.Latency.Max != 5*time.Second+4*time.Millisecond {
+			t.Errorf("%d requests, max %v; want 499, the last one's 5.004s", r.Requests, r.Latency.Max)
+		}
+		if r.Duration != time.Second || r.InFlight != 1 || r.Drain != 4996*time.Millisecond {
+			t.Errorf("duration %v, %d in flight at its end, waited for %v; want 1s, 1, 4.996s", r.Duration, r.InFlight, r.Drain)
+		}
+		if r.Throughput != 498 {
+			t.Errorf("throughput %v/s, want 498/s (answered within the second)", r.Throughput)
+		}
+		if r.Node == nil || r.Node.CPUPerRequest != 10*time.Millisecond || r.Node.Cores != 4.99/5.996 {
+			t.Errorf("node %+v: want 4.99 s of CPU over the 499 requests and the 5.996 s it was read over", r.Node)
 		}
 	})
 }

@@ -12,11 +12,18 @@ import (
 
 // Report is what a run measured. Durations are in nanoseconds in JSON.
 type Report struct {
-	Peers    int           `json:"peers"`
-	Mix      string        `json:"mix"`
+	Peers int    `json:"peers"`
+	Mix   string `json:"mix"`
+	// Duration is how long requests were started: the run's duration, or
+	// less when it was stopped. InFlight requests were still waiting for
+	// their answers at its end; Drain is how long they were waited for.
 	Duration time.Duration `json:"duration"`
-	// Requests counts every request answered or failed; Throughput is
-	// Requests per second of Duration.
+	InFlight int64         `json:"inFlight"`
+	Drain    time.Duration `json:"drain"`
+	// Requests counts every request answered or failed, those in flight
+	// at the end included. Throughput is those answered or failed within
+	// Duration, per second of it: the waits for the last ones, with fewer
+	// and fewer requests in flight, are not in it.
 	Requests   int64   `json:"requests"`
 	Errors     int64   `json:"errors"`
 	Throughput float64 `json:"throughput"`
@@ -71,7 +78,8 @@ type NodeStats struct {
 }
 
 func newReport(cfg Config, results []*peerResult, elapsed time.Duration) *Report {
-	r := &Report{Peers: len(cfg.Peers), Mix: cfg.Mix.String(), Duration: elapsed, ErrorsByKind: map[string]int64{}}
+	r := &Report{Peers: len(cfg.Peers), Mix: cfg.Mix.String(), Duration: min(elapsed, cfg.Duration), ErrorsByKind: map[string]int64{}}
+	r.Drain = elapsed - r.Duration
 	all := newLatencies(maxSamples, cfg.Seed)
 	bySeries := map[series]*latencies{}
 	for _, pr := range results {
@@ -87,11 +95,12 @@ func newReport(cfg Config, results []*peerResult, elapsed time.Duration) *Report
 			r.Errors += n
 		}
 		r.StreamEvents += pr.events
+		r.InFlight += pr.late
 	}
 	r.Requests = all.n
 	r.Latency = all.summary()
-	if elapsed > 0 {
-		r.Throughput = float64(r.Requests) / elapsed.Seconds()
+	if r.Duration > 0 {
+		r.Throughput = float64(r.Requests-r.InFlight) / r.Duration.Seconds()
 	}
 	for s, l := range bySeries {
 		r.Series = append(r.Series, Series{Via: s.via, Op: s.op.String(), Requests: l.n, Latency: l.summary()})
@@ -108,6 +117,10 @@ func (r *Report) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "peers %d, mix %s, %.1f s: %d requests, %.1f/s, %d errors\n",
 		r.Peers, r.Mix, r.Duration.Seconds(), r.Requests, r.Throughput, r.Errors)
+	if r.InFlight > 0 {
+		fmt.Fprintf(tw, "%d requests in flight at the end, waited for %.2f s more: counted, not in the rate\n",
+			r.InFlight, r.Drain.Seconds())
+	}
 	fmt.Fprintln(tw, "via\top\trequests\tp50\tp99\tp999\tmax\t")
 	for _, s := range r.Series {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t\n", s.Via, s.Op, s.Requests,

@@ -12,7 +12,7 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 func TestWriteTextGolden(t *testing.T) {
 	r := &Report{
-		Peers: 8, Mix: "send=70,get=25,stream=5", Duration: 30 * time.Second, Requests: 12345, Errors: 3, Throughput: 411.5,
+		Peers: 8, Mix: "send=70,get=25,stream=5", Duration: 30 * time.Second, InFlight: 8, Drain: 120 * time.Millisecond, Requests: 12345, Errors: 3, Throughput: 411.5,
 		Latency: Latency{P50: 1500 * time.Microsecond, P99: 9 * time.Millisecond, P999: 20 * time.Millisecond, Max: 31 * time.Millisecond},
 		Series: []Series{
 			{Via: "http", Op: "get", Requests: 3000, Latency: Latency{P50: 700 * time.Microsecond, P99: 2 * time.Millisecond, P999: 3 * time.Millisecond, Max: 4 * time.Millisecond}},
