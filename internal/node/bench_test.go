@@ -24,6 +24,7 @@ import (
 
 	"github.com/snapnode/snapnode/client"
 	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/loadgen"
 	"github.com/snapnode/snapnode/internal/secp"
 	"github.com/snapnode/snapnode/internal/testdb"
 	"github.com/snapnode/snapnode/internal/testutil"
@@ -274,7 +275,7 @@ func measure(b *testing.B, n *nodeProcess, clients int, minCrypto time.Duration,
 	b.StopTimer()
 	cpu := n.cpu(b) - cpu0
 	slices.Sort(lat)
-	q := func(p float64) float64 { return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))]) / 1e6 }
+	q := func(p float64) float64 { return float64(latencyQuantile(lat, p)) / 1e6 }
 	perRT := cpu / time.Duration(b.N)
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "rt/s")
 	b.ReportMetric(q(0.50), "p50-ms")
@@ -306,6 +307,36 @@ func BenchmarkTransports(b *testing.B) {
 			b.Run(fmt.Sprintf("store=%s/transport=nostr/clients=%d", store.name, clients), func(b *testing.B) {
 				measure(b, n, clients, minCrypto, func(b *testing.B) func() error { return nostrCaller(b, n) })
 			})
+		}
+	}
+}
+
+// latencyQuantile is the p-quantile of sorted latencies, by the nearest
+// rank as snapnode bench computes it.
+func latencyQuantile(sorted []time.Duration, p float64) time.Duration {
+	return loadgen.Percentile(sorted, p)
+}
+
+// TestLatencyQuantile checks the p50 and p99 the benchmarks report: the
+// nearest rank, the smallest latency that at least p of them do not
+// exceed (as snapnode bench's), not the one above it.
+func TestLatencyQuantile(t *testing.T) {
+	hundred := make([]time.Duration, 100)
+	for i := range hundred {
+		hundred[i] = time.Duration(i + 1)
+	}
+	for _, c := range []struct {
+		sorted []time.Duration
+		p      float64
+		want   time.Duration
+	}{
+		{hundred, 0.50, 50},
+		{hundred, 0.99, 99},
+		{[]time.Duration{1, 2}, 0.5, 1},
+		{[]time.Duration{7}, 0.99, 7},
+	} {
+		if got := latencyQuantile(c.sorted, c.p); got != c.want {
+			t.Errorf("p%v of %d latencies = %v, want %v", c.p*100, len(c.sorted), got, c.want)
 		}
 	}
 }
