@@ -227,7 +227,11 @@ func (lr *lineReader) next() ([]byte, error) {
 // Log.Verify, reading r once in constant memory. The header line stands
 // for the head record; an export taken from a later seq (from after the
 // chain's start) is verified from its first entry, taken as given
-// (Report.Partial). A line that is not an entry is KindMalformed; lines in
+// (Report.Partial), unless an anchor names the entry just before it (the
+// head of the export before, for exports taken in pieces): the first
+// entry must then chain to that anchor's hash (else KindAnchor). Anchors
+// further back are not in the export and cannot be checked
+// (Report.AnchorsPruned). A line that is not an entry is KindMalformed; lines in
 // the wrong order are KindReordered, the entry named being the one out of
 // place. Errors reading r are returned as they are.
 func VerifyJSONL(r io.Reader, anchors ...Anchor) (Report, error) {

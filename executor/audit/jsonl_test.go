@@ -272,3 +272,51 @@ func TestVerifyJSONLLines(t *testing.T) {
 type iotestErrReader struct{}
 
 func (iotestErrReader) Read([]byte) (int, error) { return 0, errors.New("disk on fire") }
+
+// An export taken from a later seq starts with an entry whose link to the
+// one before it is taken as given; an anchor at that entry before (the head
+// of the export before, kept off the machine) is what the link must meet.
+// A chain rewritten below the export's start, exported from there, fails
+// on it; before, the anchor was counted as not checkable and the export
+// verified.
+func TestVerifyJSONLPartialAnchorAtStart(t *testing.T) {
+	ctx := context.Background()
+	l, es, _ := goldenLog(t, testdb.SQLite(t))
+	var genuine bytes.Buffer
+	if err := l.Export(ctx, &genuine, 5); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := VerifyJSONL(bytes.NewReader(genuine.Bytes()), Anchor{4, es[3].Hash})
+	if err != nil || rep.AnchorsChecked != 1 || rep.AnchorsPruned != 0 || !rep.Partial {
+		t.Fatalf("genuine export from 5 with the anchor of entry 4: %+v, %v; want it checked", rep, err)
+	}
+
+	// The same log with entry 2 changed and every hash after it
+	// recomputed, exported from 5.
+	clk := newClock()
+	forged := openLog(t, openDB(t, testdb.SQLite(t)), Options{Now: clk.Now})
+	for i := range 8 {
+		e := sample(i)
+		if i == 1 {
+			e.Reason = "nothing happened"
+		}
+		if _, err := forged.Append(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(1500 * time.Millisecond)
+	}
+	var rewritten bytes.Buffer
+	if err := forged.Export(ctx, &rewritten, 5); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := VerifyJSONL(bytes.NewReader(rewritten.Bytes())); err != nil {
+		t.Fatalf("the rewritten export alone: %v; want it to verify (no anchor)", err)
+	}
+	_, err = VerifyJSONL(bytes.NewReader(rewritten.Bytes()), Anchor{4, es[3].Hash})
+	checkVerdict(t, "rewritten export from 5 with the anchor of entry 4", err, KindAnchor, 4)
+	// An anchor further back is still out of the export's reach.
+	rep, err = VerifyJSONL(bytes.NewReader(rewritten.Bytes()), Anchor{2, es[1].Hash})
+	if err != nil || rep.AnchorsPruned != 1 {
+		t.Fatalf("rewritten export from 5 with the anchor of entry 2: %+v, %v; want it not checkable", rep, err)
+	}
+}

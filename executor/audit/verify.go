@@ -106,10 +106,12 @@ type Report struct {
 	// it outside the machine to detect later truncation or rewriting.
 	Head Anchor
 	// Partial: an export that starts after the checkpoint; its first
-	// entry's link to the one before was not checked.
+	// entry's link to the one before was not checked, unless an anchor
+	// gave that one's hash (then counted in AnchorsChecked).
 	Partial bool
 	// AnchorsChecked counts the anchors given that matched; AnchorsPruned
-	// those that lie before the retained chain and could not be checked.
+	// those that lie before the retained chain (or before a partial
+	// export's first entry but one) and could not be checked.
 	AnchorsChecked, AnchorsPruned int
 }
 
@@ -138,7 +140,10 @@ type verifier struct {
 	// signer, when set, is the only signer of checkpoints accepted, and
 	// every pruning record must be signed by it.
 	signer string
-	rep    Report
+	// startAnchor is an anchor at the entry just before a partial
+	// export, which its first entry must chain to.
+	startAnchor *Anchor
+	rep         Report
 }
 
 // prunedDetail is the Detail of a StepPruned entry.
@@ -181,7 +186,10 @@ func newVerifier(h head, from int64, anchors []Anchor) (*verifier, *VerifyError)
 	}
 	for len(v.anchors) > 0 && v.anchors[0].Seq == v.next-1 {
 		if v.partial {
-			v.rep.AnchorsPruned++ // before the export: not checkable
+			// The entry before the export: the first entry's Prev must
+			// be its hash (checked by observe).
+			a := v.anchors[0]
+			v.startAnchor = &a
 		} else if err := v.checkAnchor(v.anchors[0], v.prev); err != nil {
 			return nil, err
 		}
@@ -224,7 +232,13 @@ func (v *verifier) observe(x Entry) *VerifyError {
 		return &VerifyError{Seq: e, Kind: KindEdited, Detail: fmt.Sprintf("its hash is %s, its fields give %s", x.Hash, computed)}
 	}
 	if v.prev == "" && v.partial {
-		v.prev = x.Prev // the start of a partial export is taken as given
+		if a := v.startAnchor; a != nil {
+			if err := v.checkAnchor(*a, x.Prev); err != nil {
+				return err
+			}
+			v.startAnchor = nil
+		}
+		v.prev = x.Prev // the start of a partial export is taken as given, or as the anchor gives it
 	}
 	if x.Prev != v.prev {
 		return &VerifyError{Seq: e, Kind: KindUnlinked, Detail: fmt.Sprintf("its prev is %s, the hash of entry %d is %s", x.Prev, e-1, v.prev)}
@@ -310,6 +324,12 @@ func (v *verifier) finish() *VerifyError {
 		case v.pruned.FirstSeq != v.h.first || v.pruned.FirstPrev != v.h.firstPrev:
 			return &VerifyError{Seq: v.h.first, Kind: KindHead, Detail: fmt.Sprintf("the chain starts at entry %d after %s; the last pruning record (entry %d) says %d after %s",
 				v.h.first, v.h.firstPrev, v.prunedSeq, v.pruned.FirstSeq, v.pruned.FirstPrev)}
+		}
+	}
+	if a := v.startAnchor; a != nil { // a partial export without entries
+		v.startAnchor = nil
+		if err := v.checkAnchor(*a, v.h.lastHash); err != nil {
+			return err
 		}
 	}
 	if len(v.anchors) > 0 {
