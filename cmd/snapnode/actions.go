@@ -190,7 +190,8 @@ func (c *cli) auditSub(sub string, args []string) int {
 			defer f.Close()
 			r = f
 		}
-		return c.auditReport(audit.VerifyJSONL(r, anchors...))
+		rep, err := audit.VerifyJSONL(r, anchors...)
+		return c.auditReport(rep, err, "an export names its own")
 	}
 	log, closeLog, code, ok := c.openAudit(fs, cfg)
 	if !ok {
@@ -203,7 +204,16 @@ func (c *cli) auditSub(sub string, args []string) int {
 		}
 		return exitOK
 	}
-	return c.auditReport(log.Verify(ctx, anchors...))
+	key, err := node.ExistingKey(*cfg)
+	if err != nil {
+		return c.ioError("snapnode audit verify", err)
+	}
+	keyHeld := "no key found"
+	if key != nil {
+		keyHeld = ""
+	}
+	rep, err := log.Verify(ctx, anchors...)
+	return c.auditReport(rep, err, keyHeld)
 }
 
 // parseAnchor reads --anchor's SEQ:HASH.
@@ -222,8 +232,11 @@ func (c *cli) openAudit(fs *flag.FlagSet, cfg *config.Config) (*audit.Log, func(
 }
 
 // auditReport prints the outcome of a verification: exit 0 when the chain
-// holds, 1 with the first bad entry named when it does not.
-func (c *cli) auditReport(rep audit.Report, err error) int {
+// holds, 1 with the first bad entry named when it does not; and what was
+// not checked: a partial export's start, and a checkpoint's signer when
+// the node's key was not there to compare it with (noKey says why, ""
+// when the database's log was verified with the key).
+func (c *cli) auditReport(rep audit.Report, err error, noKey string) int {
 	var ve *audit.VerifyError
 	switch {
 	case errors.As(err, &ve):
@@ -239,10 +252,20 @@ func (c *cli) auditReport(rep audit.Report, err error) int {
 	if rep.AnchorsChecked+rep.AnchorsPruned > 0 {
 		fmt.Fprintf(c.stdout, "%d anchors checked, %d before the retained chain (not checkable)\n", rep.AnchorsChecked, rep.AnchorsPruned)
 	}
-	if rep.Checkpoint.Seq > 0 {
+	if rep.Partial {
+		first := rep.First
+		if rep.Entries == 0 {
+			first = rep.Head.Seq + 1
+		}
+		fmt.Fprintf(c.stdout, "partial export: it starts at entry %d; its link to entry %d, and the entries before, were not checked (unless an anchor of entry %d was given)\n",
+			first, first-1, first-1)
+	} else if rep.Checkpoint.Seq > 0 {
 		signed := "unsigned"
 		if rep.CheckpointSigner != "" {
 			signed = "signed by " + rep.CheckpointSigner
+		}
+		if noKey != "" {
+			signed += ", a signer not compared with the node's key (" + noKey + "): compare it with the node's address"
 		}
 		fmt.Fprintf(c.stdout, "pruned up to seq %d; checkpoint hash %s, %s\n", rep.Checkpoint.Seq, rep.Checkpoint.Hash, signed)
 	}

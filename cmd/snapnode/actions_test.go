@@ -307,3 +307,74 @@ func TestAuditVerifyAnchor(t *testing.T) {
 		t.Fatalf("audit verify --file - --anchor %s of a cut log's export: %s", head, r)
 	}
 }
+
+// What audit verify could not check it says, exit 0 or not: an export
+// taken from a later entry (its start taken as given, anchors before it
+// out of reach) and, with no key of the node's to hand, a checkpoint
+// whose signer was only read, not compared with the node's (one forged
+// with another key then verifies). Before, both printed as a log intact.
+func TestAuditVerifySaysWhatItDidNotCheck(t *testing.T) {
+	noEnvKey(t)
+	ctx := context.Background()
+	dataDir := filepath.Join(t.TempDir(), "data")
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	cfg.DataDir = dataDir
+	nodeKey, _ := identity.Generate()
+	if err := identity.SaveKeyFile(cfg.KeyPath(), nodeKey); err != nil {
+		t.Fatal(err)
+	}
+	forger, _ := identity.Generate()
+	db, err := sqldb.Open(ctx, cfg.DatabaseDSN(), sqldb.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().Add(-40 * 24 * time.Hour)
+	opts := node.AuditOptions(cfg, forger, identity.Mainnet)
+	opts.Now = func() time.Time { return now }
+	l, err := audit.New(ctx, db, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := l.Append(ctx, audit.Entry{Actor: "host", Step: audit.StepCompleted}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now = time.Now()
+	if n, err := l.Prune(ctx); err != nil || n != 3 {
+		t.Fatalf("Prune: %d, %v", n, err)
+	}
+	for range 3 {
+		if _, err := l.Append(ctx, audit.Entry{Actor: "host", Step: audit.StepCompleted}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.Close()
+	db.Close()
+	dd := []string{"--data-dir", dataDir}
+
+	exp := runCLI(t, "", append([]string{"audit", "export", "--from", "6"}, dd...)...)
+	if exp.code != exitOK {
+		t.Fatalf("audit export --from 6: %s", exp)
+	}
+	r := runCLI(t, exp.stdout, "audit", "verify", "--file", "-")
+	if r.code != exitOK || !strings.Contains(r.stdout, "partial export: it starts at entry 6; its link to entry 5, and the entries before, were not checked") {
+		t.Fatalf("audit verify --file of an export from entry 6: %s", r)
+	}
+
+	// With the node's key, the forger's checkpoint fails; without it, the
+	// signer is only named.
+	if r := runCLI(t, "", append([]string{"audit", "verify"}, dd...)...); r.code != exitFail || !strings.Contains(r.stdout, "checkpoint: the checkpoint is signed by "+forger.Address(identity.Mainnet)) {
+		t.Fatalf("audit verify with the node's key: %s", r)
+	}
+	if err := os.Remove(cfg.KeyPath()); err != nil {
+		t.Fatal(err)
+	}
+	want := "signed by " + forger.Address(identity.Mainnet) + ", a signer not compared with the node's key (no key found): compare it with the node's address"
+	if r := runCLI(t, "", append([]string{"audit", "verify"}, dd...)...); r.code != exitOK || !strings.Contains(r.stdout, want) {
+		t.Fatalf("audit verify without the node's key: %s\nwant %q", r, want)
+	}
+}
