@@ -204,12 +204,13 @@ func boolInt(b bool) int {
 }
 
 // archived calls each with every archived interaction's JSON, in order,
-// after verifying each segment against the chain.
-func (s *Store) archived(ctx context.Context, taskID string, each func([]byte) error) error {
+// after verifying each segment against the chain, and returns the
+// sequence the live history must start at (0 without an archive).
+func (s *Store) archived(ctx context.Context, taskID string, each func([]byte) error) (int64, error) {
 	rows, err := s.db.R.QueryContext(ctx, s.d.Rebind(`SELECT idx, first_seq, last_seq, sealed, prev_hash, hash, body
 		FROM agent_history_segments WHERE task_id = ? ORDER BY idx`), taskID)
 	if err != nil {
-		return fmt.Errorf("agent: read the history archive of %s: %w", taskID, err)
+		return 0, fmt.Errorf("agent: read the history archive of %s: %w", taskID, err)
 	}
 	defer rows.Close()
 	var (
@@ -224,7 +225,7 @@ func (s *Store) archived(ctx context.Context, taskID string, each func([]byte) e
 			body   []byte
 		)
 		if err := rows.Scan(&h.idx, &h.first, &h.last, &sealed, &h.prevHash, &hash, &body); err != nil {
-			return fmt.Errorf("agent: read the history archive of %s: %w", taskID, err)
+			return 0, fmt.Errorf("agent: read the history archive of %s: %w", taskID, err)
 		}
 		h.sealed = sealed != 0
 		bad := func(format string, args ...any) error {
@@ -232,40 +233,40 @@ func (s *Store) archived(ctx context.Context, taskID string, each func([]byte) e
 		}
 		switch {
 		case h.idx != i:
-			return bad("segment %d is missing", i)
+			return 0, bad("segment %d is missing", i)
 		case h.prevHash != prev:
-			return bad("it does not follow the segment before it (prev_hash %.12s…, want %.12s…)", h.prevHash, prev)
+			return 0, bad("it does not follow the segment before it (prev_hash %.12s…, want %.12s…)", h.prevHash, prev)
 		case h.first != next || h.last < h.first:
-			return bad("it holds interactions %d to %d where %d was next", h.first, h.last, next)
+			return 0, bad("it holds interactions %d to %d where %d was next", h.first, h.last, next)
 		case h.hash(body) != hash:
-			return bad("its content does not match its hash")
+			return 0, bad("its content does not match its hash")
 		}
 		plain := body
 		if h.sealed {
 			if s.sealer == nil {
-				return fmt.Errorf("%w: job %s, segment %d: the history key (agent.history_key_file) is needed to read it", ErrArchiveSealed, taskID, h.idx)
+				return 0, fmt.Errorf("%w: job %s, segment %d: the history key (agent.history_key_file) is needed to read it", ErrArchiveSealed, taskID, h.idx)
 			}
 			n := s.sealer.aead.NonceSize()
 			if len(body) < n {
-				return bad("sealed body too short")
+				return 0, bad("sealed body too short")
 			}
 			if plain, err = s.sealer.aead.Open(nil, body[:n], body[n:], h.aad()); err != nil {
-				return fmt.Errorf("%w: job %s, segment %d: it does not open with this key", ErrArchiveSealed, taskID, h.idx)
+				return 0, fmt.Errorf("%w: job %s, segment %d: it does not open with this key", ErrArchiveSealed, taskID, h.idx)
 			}
 		}
 		count, err := eachLine(plain, each)
 		if err != nil {
-			return bad("%v", err)
+			return 0, bad("%v", err)
 		}
 		if count != h.last-h.first+1 {
-			return bad("it holds %d interactions, not %d", count, h.last-h.first+1)
+			return 0, bad("it holds %d interactions, not %d", count, h.last-h.first+1)
 		}
 		prev, next = hash, h.last+1
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("agent: read the history archive of %s: %w", taskID, err)
+		return 0, fmt.Errorf("agent: read the history archive of %s: %w", taskID, err)
 	}
-	return nil
+	return next, nil
 }
 
 // eachLine calls each with every line of the gzipped body and returns how

@@ -89,6 +89,50 @@ func TestStoreArchive(t *testing.T) {
 	})
 }
 
+// The newest segment deleted (interactions 2 to 4 of 0 to 5): the chain
+// of the segments left holds, and only the gap to the live interactions
+// tells. Before, the history read without them, as 0, 1, 5.
+func TestStoreArchiveNewestSegmentDeleted(t *testing.T) {
+	eachStore(t, func(t *testing.T, ctx context.Context, s *Store) {
+		j := storeJob("arch", Running, storeT0)
+		j.LeaseHolder = "me"
+		mustCreate(t, ctx, s, j)
+		if _, err := s.Claim(ctx, "arch", "me", storeT0, at(1e12)); err != nil {
+			t.Fatal(err)
+		}
+		for seq := range 6 {
+			j.NextSeq = seq + 1
+			if err := s.Write(ctx, Save{Job: j, Interaction: storeInteraction(seq, fmt.Sprintf("text %d", seq)), Holder: "me"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, before := range []int{2, 5} {
+			if _, err := s.Archive(ctx, "arch", "me", before, false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := s.Interactions(ctx, "arch"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.db.W.ExecContext(ctx, s.d.Rebind(`DELETE FROM agent_history_segments WHERE task_id = ? AND idx = 1`), "arch"); err != nil {
+			t.Fatal(err)
+		}
+		if its, err := s.Interactions(ctx, "arch"); !errors.Is(err, ErrArchiveTampered) {
+			t.Fatalf("newest segment deleted: %d interactions, %v; want ErrArchiveTampered", len(its), err)
+		}
+		if _, err := s.RawInteractions(ctx, "arch"); !errors.Is(err, ErrArchiveTampered) {
+			t.Fatalf("newest segment deleted, raw: %v; want ErrArchiveTampered", err)
+		}
+		// Every segment deleted: the live history starts at 5.
+		if _, err := s.db.W.ExecContext(ctx, s.d.Rebind(`DELETE FROM agent_history_segments WHERE task_id = ?`), "arch"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Interactions(ctx, "arch"); !errors.Is(err, ErrArchiveTampered) {
+			t.Fatalf("every segment deleted: %v; want ErrArchiveTampered", err)
+		}
+	})
+}
+
 // FuzzSegmentLines: a segment body, whatever its bytes, is read without a
 // panic, and a gzip of lines reads back as those lines.
 func FuzzSegmentLines(f *testing.F) {

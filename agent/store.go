@@ -552,11 +552,10 @@ func (s *Store) Interactions(ctx context.Context, taskID string) ([]Interaction,
 		out = append(out, it)
 		return nil
 	}
-	if err := s.archived(ctx, taskID, each); err != nil {
+	if err := s.liveAfterArchive(ctx, taskID, each); err != nil {
 		return nil, err
 	}
-	err := s.bodies(ctx, `SELECT body FROM agent_interactions WHERE task_id = ? ORDER BY seq`, taskID, each)
-	return out, err
+	return out, nil
 }
 
 // RawInteractions returns each stored interaction's JSON exactly as
@@ -568,11 +567,42 @@ func (s *Store) RawInteractions(ctx context.Context, taskID string) ([]json.RawM
 		out = append(out, append(json.RawMessage(nil), b...))
 		return nil
 	}
-	if err := s.archived(ctx, taskID, each); err != nil {
+	if err := s.liveAfterArchive(ctx, taskID, each); err != nil {
 		return nil, err
 	}
-	err := s.bodies(ctx, `SELECT body FROM agent_interactions WHERE task_id = ? ORDER BY seq`, taskID, each)
-	return out, err
+	return out, nil
+}
+
+// liveAfterArchive calls each with the JSON of every archived interaction
+// (see archived) and then every live one, in order. The live history must
+// start where the archive ends: an archive whose newest segments were
+// deleted still chains, and only that gap shows it (ErrArchiveTampered).
+func (s *Store) liveAfterArchive(ctx context.Context, taskID string, each func([]byte) error) error {
+	next, err := s.archived(ctx, taskID, each)
+	if err != nil {
+		return err
+	}
+	first := true
+	for rows, err := range sqldb.Rows(s.db.R.QueryContext(ctx, s.d.Rebind(`SELECT seq, body FROM agent_interactions WHERE task_id = ? ORDER BY seq`), taskID)) {
+		var (
+			seq int64
+			b   []byte
+		)
+		if err == nil {
+			err = rows.Scan(&seq, &b)
+		}
+		if err == nil && first && seq != next {
+			err = fmt.Errorf("%w: job %s: the live history starts at interaction %d, the archive ends before %d", ErrArchiveTampered, taskID, seq, next)
+		}
+		first = false
+		if err == nil {
+			err = each(b)
+		}
+		if err != nil {
+			return fmt.Errorf("agent: read history of %s: %w", taskID, err)
+		}
+	}
+	return nil
 }
 
 // RecoveryPoints returns a job's recovery points, in order.
