@@ -107,8 +107,35 @@ func (f *filter) matchesNothing() bool {
 	return f.hasSince && f.hasUntil && f.since > f.until
 }
 
-// matches reports whether ev satisfies every condition of f (limit aside).
-func (f *filter) matches(ev *nostr.Event) bool {
+// eventTags are the tags of an event that tag conditions look at: its
+// distinct (name, first value) pairs, in order, and their set.
+type eventTags struct {
+	pairs [][2]string
+	set   map[[2]string]struct{}
+}
+
+// tagsOf returns the eventTags of ev.
+func tagsOf(ev *nostr.Event) eventTags {
+	et := eventTags{pairs: make([][2]string, 0, len(ev.Tags)), set: make(map[[2]string]struct{}, len(ev.Tags))}
+	for _, t := range ev.Tags {
+		if len(t) < 2 {
+			continue
+		}
+		p := [2]string{t[0], t[1]}
+		if _, dup := et.set[p]; dup {
+			continue
+		}
+		et.set[p] = struct{}{}
+		et.pairs = append(et.pairs, p)
+	}
+	return et
+}
+
+// matches reports whether ev, whose tags are tags (see tagsOf), satisfies
+// every condition of f (limit aside). A tag condition costs at most as
+// many lookups as it has values or the event distinct tags, whichever is
+// fewer, not a pass over every tag of the event.
+func (f *filter) matches(ev *nostr.Event, tags *eventTags) bool {
 	if f.ids != nil {
 		if _, ok := f.idSet[ev.ID]; !ok {
 			return false
@@ -132,19 +159,27 @@ func (f *filter) matches(ev *nostr.Event) bool {
 		return false
 	}
 	for i := range f.tags {
-		if !f.tags[i].matches(ev.Tags) {
+		if !f.tags[i].matches(tags) {
 			return false
 		}
 	}
 	return true
 }
 
-func (t *tagFilter) matches(tags nostr.Tags) bool {
-	for _, tag := range tags {
-		if len(tag) < 2 || tag[0] != t.name {
+func (t *tagFilter) matches(tags *eventTags) bool {
+	if len(t.values) < len(tags.pairs) {
+		for _, v := range t.values {
+			if _, ok := tags.set[[2]string{t.name, v}]; ok {
+				return true
+			}
+		}
+		return false
+	}
+	for _, p := range tags.pairs {
+		if p[0] != t.name {
 			continue
 		}
-		if _, ok := t.set[tag[1]]; ok {
+		if _, ok := t.set[p[1]]; ok {
 			return true
 		}
 	}

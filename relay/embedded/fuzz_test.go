@@ -133,7 +133,8 @@ func FuzzFilterMatch(f *testing.F) {
 		if err != nil {
 			return
 		}
-		got := flt.matches(ev)
+		tags := tagsOf(ev)
+		got := flt.matches(ev, &tags)
 		want, ok := refMatch(filterJSON, eventJSON)
 		if !ok {
 			t.Fatalf("reference could not read inputs the parser accepted:\n%s\n%s", filterJSON, eventJSON)

@@ -352,19 +352,28 @@ func (h *hub) remove(s *subscription) {
 }
 
 // broadcast delivers d to every subscription with a matching filter, once
-// per subscription. It does not block on a connection, but for a patient
-// one (the node's own), whose room it waits for up to WriteTimeout (see
-// deliver and sendLive): the publisher, whose goroutine this is, slows.
+// per subscription. Each filter is tried once, under the first of the
+// event's keys it is indexed under: an event repeating a tag, or naming
+// many of a filter's values, costs no more tries. It does not block on a
+// connection, but for a patient one (the node's own), whose room it waits
+// for up to WriteTimeout (see deliver and sendLive): the publisher, whose
+// goroutine this is, slows.
 func (h *hub) broadcast(d *eventData) {
 	ev := d.ev
+	tags := tagsOf(ev)
 	var targets []*subscription
 	seen := make(map[*subscription]struct{})
+	tried := make(map[*indexEntry]struct{})
 	try := func(k indexKey) {
 		for e := range h.index[k] {
 			if _, done := seen[e.sub]; done {
 				continue
 			}
-			if e.f.matches(ev) {
+			if _, done := tried[e]; done {
+				continue
+			}
+			tried[e] = struct{}{}
+			if e.f.matches(ev, &tags) {
 				seen[e.sub] = struct{}{}
 				targets = append(targets, e.sub)
 			}
@@ -375,10 +384,8 @@ func (h *hub) broadcast(d *eventData) {
 	try(indexKey{dim: dimID, value: ev.ID})
 	try(indexKey{dim: dimAuthor, value: ev.PubKey})
 	try(indexKey{dim: dimKind, value: strconv.Itoa(ev.Kind)})
-	for _, t := range ev.Tags {
-		if len(t) >= 2 {
-			try(indexKey{dim: dimTag, name: t[0], value: t[1]})
-		}
+	for _, p := range tags.pairs {
+		try(indexKey{dim: dimTag, name: p[0], value: p[1]})
 	}
 	h.mu.RUnlock()
 	for _, s := range targets {

@@ -496,22 +496,7 @@ func (s *store) takeEvicted() (bound, share int64) {
 
 // indexedTags returns the tags of ev that are indexed: (name, first
 // value) of every tag that has a value, once per distinct pair.
-func indexedTags(ev *nostr.Event) [][2]string {
-	out := make([][2]string, 0, len(ev.Tags))
-	seen := make(map[[2]string]struct{}, len(ev.Tags))
-	for _, t := range ev.Tags {
-		if len(t) < 2 {
-			continue
-		}
-		p := [2]string{t[0], t[1]}
-		if _, dup := seen[p]; dup {
-			continue
-		}
-		seen[p] = struct{}{}
-		out = append(out, p)
-	}
-	return out
-}
+func indexedTags(ev *nostr.Event) [][2]string { return tagsOf(ev).pairs }
 
 // insertTags indexes tags (see indexedTags) of the event numbered seq,
 // created at createdAt.

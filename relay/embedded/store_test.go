@@ -133,7 +133,7 @@ func testQueryAgreesWithMatch(t *testing.T, path string, all []*nostr.Event, cas
 		f, limit := mustFilter(t, c.filter), c.limit
 		var want []string
 		for _, ev := range all {
-			if len(want) < limit && f.matches(ev) {
+			if tags := tagsOf(ev); len(want) < limit && f.matches(ev, &tags) {
 				want = append(want, ev.ID)
 			}
 		}
