@@ -90,21 +90,21 @@ func parseClientMessage(b []byte, lim *limits) (*clientMessage, error) {
 	// (raw values aliasing b); encoding/json would re-scan each element.
 	dec := jsontext.NewDecoder(bytes.NewBuffer(b))
 	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '[' {
-		return nil, notice("invalid: could not parse message: not a JSON array")
+		return nil, unparsable(b, "not a JSON array")
 	}
 	var arr []jsontext.Value
 	for dec.PeekKind() != ']' {
 		v, err := dec.ReadValue()
 		if err != nil {
-			return nil, notice("invalid: could not parse message: not a JSON array")
+			return nil, unparsable(b, "not a JSON array of valid JSON (I-JSON: no repeated member names, no invalid UTF-8 or lone surrogates)")
 		}
 		arr = append(arr, v)
 	}
 	if _, err := dec.ReadToken(); err != nil {
-		return nil, notice("invalid: could not parse message: not a JSON array")
+		return nil, unparsable(b, "not a JSON array")
 	}
 	if _, err := dec.ReadToken(); err != io.EOF {
-		return nil, notice("invalid: could not parse message: data after the array")
+		return nil, unparsable(b, "data after the array")
 	}
 	if len(arr) == 0 {
 		return nil, notice("invalid: empty message")
@@ -165,6 +165,16 @@ func parseClientMessage(b []byte, lim *limits) (*clientMessage, error) {
 	default:
 		return nil, notice("unsupported: unknown message type %q", clip(label, 32))
 	}
+}
+
+// unparsable refuses b, which is not a JSON array the relay reads, for
+// why: with the OK false its publisher waits for when it is an EVENT
+// whose id can be found (see eventIDHint), else with a NOTICE.
+func unparsable(b []byte, why string) *refusal {
+	if id := eventIDHint(b); id != "" {
+		return okFalse(id, "invalid: could not parse message: %s", why)
+	}
+	return notice("invalid: could not parse message: %s", why)
 }
 
 // filterRefusal is the answer to a REQ with a filter refused with err.

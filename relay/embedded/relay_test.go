@@ -1352,6 +1352,38 @@ func TestRefusalsDoNotEchoHugeReferences(t *testing.T) {
 	}
 }
 
+// TestUnparsableEventGetsOK: an EVENT the JSON reader refuses as a
+// whole (a repeated member name, a lone surrogate, data after the array)
+// is answered with the OK false its publisher waits for, when its id can
+// be read; before, a NOTICE, and the publisher waited out its time-out.
+// A message that names no id still gets a NOTICE.
+func TestUnparsableEventGetsOK(t *testing.T) {
+	tr := startRelay(t, Config{})
+	c := dial(t, tr.url)
+	k := newKey(t)
+	ev := k.event(t, 1, tr.clock.Unix(), "x")
+	head := fmt.Sprintf(`["EVENT",{"id":%q,"pubkey":%q,"created_at":%d,`, ev.ID, ev.PubKey, ev.CreatedAt)
+	tail := fmt.Sprintf(`"sig":%q}]`, ev.Sig)
+	for name, raw := range map[string]string{
+		"repeated member":  head + `"kind":1,"kind":1,"tags":[],"content":"x",` + tail,
+		"lone surrogate":   head + `"kind":1,"tags":[],"content":"\ud800",` + tail,
+		"data after array": head + `"kind":1,"tags":[],"content":"x",` + tail + ` []`,
+	} {
+		c.sendRaw([]byte(raw))
+		m := c.read()
+		if m.typ != "OK" || m.str(0) != ev.ID || string(m.args[1]) != "false" || !strings.HasPrefix(m.str(2), "invalid:") {
+			t.Fatalf("%s: got %s %s, want OK %s false invalid:", name, m.typ, joinRaw(m.args), ev.ID)
+		}
+	}
+	c.sendRaw([]byte(`["EVENT",{"kind":1,"kind":1}]`))
+	if m := c.expect("NOTICE"); !strings.HasPrefix(m.str(0), "invalid:") {
+		t.Fatalf("no id: NOTICE %s", joinRaw(m.args))
+	}
+	if got := c.req("all", map[string]any{}); len(got) != 0 {
+		t.Fatalf("stored %v", got)
+	}
+}
+
 // TestPeerUnsentBudget: the stored events that the REQs of one peer (an
 // IPv4 address, an IPv6 /64) have loaded and not yet written are bounded
 // in bytes across its connections. Before, a REQ of `{}` loaded up to

@@ -253,9 +253,10 @@ func (t *wsTransport) finish(code int, text string) {
 	_ = t.ws.Close()
 }
 
-// eventIDHint finds the id of an oversized ["EVENT", {…}] message, so the
-// refusal can be an OK the publisher is waiting for. It gives "" when the
-// message is not an EVENT or has no string id.
+// eventIDHint finds the id of an ["EVENT", {…}] message too large or too
+// malformed to parse, so the refusal can be an OK the publisher is
+// waiting for. It gives "" when the message is not an EVENT or has no
+// id of 64 lowercase hex characters before what cannot be read.
 func eventIDHint(b []byte) string {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	want := func(d json.Delim) bool {
