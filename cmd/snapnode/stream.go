@@ -84,10 +84,14 @@ func (j jsonLines) event(m *snap.Message) error {
 
 func (jsonLines) done() {}
 
-// progressLine rewrites one terminal line with each event's summary.
+// progressLine rewrites one terminal line with each event's summary. The
+// task's id takes a line of its own, written when it first appears (or
+// changes): on the progress line it would leave a step's message a few
+// characters before the cut.
 type progressLine struct {
 	w     io.Writer
 	shown bool
+	task  string
 }
 
 // progressWidth bounds the progress line, to stay on one line of a narrow
@@ -95,8 +99,18 @@ type progressLine struct {
 const progressWidth = 78
 
 func (p *progressLine) event(m *snap.Message) error {
+	task, rest := eventParts(m.Payload)
+	if task != "" && task != p.task {
+		if p.shown {
+			fmt.Fprintln(p.w)
+		}
+		if _, err := fmt.Fprintf(p.w, "\r\x1b[K%s\n", clipRunes(printable("task "+task), progressWidth)); err != nil {
+			return err
+		}
+		p.task = task
+	}
 	p.shown = true
-	_, err := fmt.Fprintf(p.w, "\r\x1b[K%s", clipRunes(printable(eventSummary(m.Payload)), progressWidth))
+	_, err := fmt.Fprintf(p.w, "\r\x1b[K%s", clipRunes(printable(rest), progressWidth))
 	return err
 }
 
@@ -109,6 +123,19 @@ func (p *progressLine) done() {
 // eventSummary describes a stream event's payload in a few words: the
 // task, its version and state, the progress and message, the artifact.
 func eventSummary(payload []byte) string {
+	task, rest := eventParts(payload)
+	switch {
+	case task == "":
+		return rest
+	case rest == "event":
+		return "task " + task
+	}
+	return "task " + task + " · " + rest
+}
+
+// eventParts is eventSummary apart: the event's task id, and the rest
+// ("event" when there is none).
+func eventParts(payload []byte) (task, rest string) {
 	var e struct {
 		TaskID   string   `json:"taskId"`
 		Version  int64    `json:"version"`
@@ -123,12 +150,9 @@ func eventSummary(payload []byte) string {
 		} `json:"artifact"`
 	}
 	if json.Unmarshal(payload, &e) != nil {
-		return "event"
+		return "", "event"
 	}
 	var parts []string
-	if e.TaskID != "" {
-		parts = append(parts, "task "+e.TaskID)
-	}
 	if e.Version > 0 {
 		parts = append(parts, "v"+strconv.FormatInt(e.Version, 10))
 	}
@@ -153,9 +177,9 @@ func eventSummary(payload []byte) string {
 		parts = append(parts, strings.Join(strings.Fields(e.Message), " "))
 	}
 	if len(parts) == 0 {
-		return "event"
+		return e.TaskID, "event"
 	}
-	return strings.Join(parts, " · ")
+	return e.TaskID, strings.Join(parts, " · ")
 }
 
 // printable drops the control characters of s: an agent's text must not

@@ -206,7 +206,8 @@ func TestStreamCommand(t *testing.T) {
 }
 
 // On a terminal the events rewrite one line, stripped of control
-// characters and cut to fit; done ends the line.
+// characters and cut to fit, below a line naming the task; done ends the
+// line.
 func TestProgressLine(t *testing.T) {
 	var b bytes.Buffer
 	p := &progressLine{w: &b}
@@ -221,22 +222,51 @@ func TestProgressLine(t *testing.T) {
 	}
 	p.done()
 	frames := strings.Split(b.String(), "\r\x1b[K")
-	if len(frames) != 4 || frames[0] != "" {
+	if len(frames) != 5 || frames[0] != "" {
 		t.Fatalf("output %q", b.String())
 	}
-	if frames[1] != "task t-1 · v2 · working" {
-		t.Errorf("first line %q", frames[1])
+	if frames[1] != "task t-1\n" {
+		t.Errorf("task line %q", frames[1])
 	}
-	if frames[2] != "task t-1 · 50% · half[31m way there" {
-		t.Errorf("second line %q", frames[2])
+	if frames[2] != "v2 · working" {
+		t.Errorf("first line %q", frames[2])
 	}
-	if got := []rune(strings.TrimSuffix(frames[3], "\n")); len(got) != progressWidth || got[len(got)-1] != '…' || !strings.HasSuffix(frames[3], "\n") {
-		t.Errorf("third line %q", frames[3])
+	if frames[3] != "50% · half[31m way there" {
+		t.Errorf("second line %q", frames[3])
+	}
+	if got := []rune(strings.TrimSuffix(frames[4], "\n")); len(got) != progressWidth || got[len(got)-1] != '…' || !strings.HasSuffix(frames[4], "\n") {
+		t.Errorf("third line %q", frames[4])
 	}
 	var quiet bytes.Buffer
 	(&progressLine{w: &quiet}).done()
 	if quiet.Len() != 0 {
 		t.Errorf("done without events wrote %q", quiet.String())
+	}
+}
+
+// An agent's step, as the node streams it with the task's full id, is
+// read whole on the progress line: the id is not repeated in front of it,
+// where it left "step 1: WRIT…" of a 78-column line.
+func TestProgressLineShowsStep(t *testing.T) {
+	var b bytes.Buffer
+	p := &progressLine{w: &b}
+	const id = "a2f9f73f-c4fb-4692-adca-eebb1652455b"
+	step := "step 1: WRITE_FILE /sandbox/report.md → completed"
+	for _, payload := range []string{
+		`{"taskId":"` + id + `","state":"working","version":2,"progress":0.5,"message":"the agent is working on the task"}`,
+		`{"taskId":"` + id + `","state":"working","version":3,"progress":0.5,"message":"` + step + `"}`,
+	} {
+		if err := p.event(&snap.Message{Payload: []byte(payload)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.done()
+	out := b.String()
+	if !strings.Contains(out, step) {
+		t.Errorf("the step is not shown whole: %q", out)
+	}
+	if strings.Count(out, id) != 1 {
+		t.Errorf("the task id is not shown once: %q", out)
 	}
 }
 
