@@ -42,3 +42,19 @@ func TestHelpFiles(t *testing.T) {
 		}
 	}
 }
+
+// A command that reads the node's settings lists its own flags first and
+// the settings apart, under a heading: approve's --diff is not lost among
+// run's sixty flags. run itself lists its flags as one list.
+func TestHelpOwnFlagsFirst(t *testing.T) {
+	r := runCLI(t, "", "help", "approve")
+	heading := strings.Index(r.stdout, "The node's settings")
+	diff, action := strings.Index(r.stdout, "-diff SHA256"), strings.Index(r.stdout, "-action ID")
+	setting := strings.Index(r.stdout, "-agent-max-jobs")
+	if r.code != exitOK || heading < 0 || diff < 0 || action < 0 || setting < 0 || diff > heading || action > heading || setting < heading {
+		t.Errorf("help approve: own flags, then the heading, then the settings; got %s", r)
+	}
+	if r := runCLI(t, "", "help", "run"); r.code != exitOK || strings.Contains(r.stdout, "The node's settings") || !strings.Contains(r.stdout, "-llm-url") {
+		t.Errorf("help run: %s", r)
+	}
+}

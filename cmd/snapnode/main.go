@@ -48,6 +48,9 @@ type cli struct {
 	stdout, stderr io.Writer
 	terminal       bool                     // stdout is a terminal
 	synopses       map[*flag.FlagSet]string // "usage: snapnode …" of each flag set
+	// nodeFlags names, for a flag set of nodeFlagSet, the flags of the
+	// node's settings (printFlags lists them apart).
+	nodeFlags map[*flag.FlagSet]map[string]bool
 }
 
 // command is a sub-command; run gets the arguments after its name.
@@ -197,9 +200,47 @@ func (c *cli) flagSet(name string) *flag.FlagSet {
 			fmt.Fprintln(w, d)
 		}
 		fmt.Fprintln(w)
-		fs.PrintDefaults()
+		c.printFlags(fs)
 	}
 	return fs
+}
+
+// hasFlags reports whether fs defines any flag.
+func hasFlags(fs *flag.FlagSet) bool {
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	return n > 0
+}
+
+// printFlags prints the flags of fs. A command other than run that reads
+// the node's settings (nodeFlagSet) lists its own flags first, then the
+// settings apart, under a heading: mixed in alphabetical order, approve's
+// --action and --diff were two lines among some sixty of run's.
+func (c *cli) printFlags(fs *flag.FlagSet) {
+	node := c.nodeFlags[fs]
+	if len(node) == 0 || fs.Name() == "snapnode run" {
+		fs.PrintDefaults()
+		return
+	}
+	own := flag.NewFlagSet(fs.Name(), flag.ContinueOnError)
+	settings := flag.NewFlagSet(fs.Name(), flag.ContinueOnError)
+	own.SetOutput(fs.Output())
+	settings.SetOutput(fs.Output())
+	fs.VisitAll(func(f *flag.Flag) {
+		into := own
+		if node[f.Name] {
+			into = settings
+		}
+		into.Var(f.Value, f.Name, f.Usage)
+		into.Lookup(f.Name).DefValue = f.DefValue
+	})
+	heading := "The node's settings, as snapnode run takes them (--data-dir or --config names the node to act on):"
+	if hasFlags(own) {
+		own.PrintDefaults()
+		heading = "\n" + heading
+	}
+	fmt.Fprintln(fs.Output(), heading)
+	settings.PrintDefaults()
 }
 
 // nodeFlagSet is flagSet for a command that reads the node's settings:
@@ -208,8 +249,20 @@ func (c *cli) flagSet(name string) *flag.FlagSet {
 // config.Load then layers the environment and the TOML file under them.
 func (c *cli) nodeFlagSet(name string) (*flag.FlagSet, *config.Config) {
 	fs := c.flagSet(name)
+	before := map[string]bool{}
+	fs.VisitAll(func(f *flag.Flag) { before[f.Name] = true })
 	cfg := config.Default()
 	config.Flags(fs, &cfg)
+	node := map[string]bool{}
+	fs.VisitAll(func(f *flag.Flag) {
+		if !before[f.Name] {
+			node[f.Name] = true
+		}
+	})
+	if c.nodeFlags == nil {
+		c.nodeFlags = make(map[*flag.FlagSet]map[string]bool)
+	}
+	c.nodeFlags[fs] = node
 	return fs, &cfg
 }
 
