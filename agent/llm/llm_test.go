@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -544,5 +545,63 @@ func TestConcurrent(t *testing.T) {
 	wg.Wait()
 	if n := srv.Calls(); n < 41 {
 		t.Errorf("%d calls, want at least 41", n)
+	}
+}
+
+// Check looks at the server's /models before a job needs it: a server
+// that cannot be reached or refuses is an error, a model name the server
+// does not list (of several) is ErrModelNotListed naming what it lists,
+// and a server without /models, or with the model or only one, passes.
+func TestCheck(t *testing.T) {
+	many := `{"data":[` + strings.TrimSuffix(strings.Repeat(`{"id":"x"},`, 12), ",") + `]}`
+	tests := []struct {
+		name    string
+		status  int
+		body    string
+		wantErr string // "" passes
+		notList bool
+	}{
+		{"listed", 200, `{"data":[{"id":"a"},{"id":"m1","max_model_len":4096}]}`, "", false},
+		{"one model", 200, `{"data":[{"id":"/models/qwen.gguf"}]}`, "", false},
+		{"empty list", 200, `{"data":[]}`, "", false},
+		{"no /models", 404, `404 page not found`, "", false},
+		{"not pulled", 200, `{"data":[{"id":"llama3:8b"},{"id":"qwen3:4b"}]}`, `lists no model of that name "m1": it lists "llama3:8b", "qwen3:4b"`, true},
+		{"many", 200, many, `and 2 more`, true},
+		{"unauthorized", 401, `{"error":{"message":"bad key"}}`, "bad key", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(tt.status)
+				fmt.Fprint(w, tt.body)
+			}))
+			defer srv.Close()
+			c, err := llm.New(llm.Config{BaseURL: srv.URL + "/v1", Model: "m1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = c.Check(t.Context())
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Errorf("Check: %v", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Errorf("Check = %v; want an error with %q", err, tt.wantErr)
+			case errors.Is(err, llm.ErrModelNotListed) != tt.notList:
+				t.Errorf("Check = %v; ErrModelNotListed %v, want %v", err, errors.Is(err, llm.ErrModelNotListed), tt.notList)
+			}
+		})
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	c, err := llm.New(llm.Config{BaseURL: "http://" + closed + "/v1", Model: "m1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Check(t.Context()); err == nil {
+		t.Error("Check of a server that is not there passed")
 	}
 }

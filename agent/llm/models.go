@@ -3,9 +3,12 @@ package llm
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
+	"strings"
 )
 
 // ContextTokens returns the model's context length in tokens, as the
@@ -60,12 +63,40 @@ func (e *modelEntry) contextTokens() int {
 }
 
 func (c *Client) fetchContextTokens(ctx context.Context) (int, error) {
+	list, err := c.models(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if e := c.entry(list); e != nil {
+		return e.contextTokens(), nil
+	}
+	return 0, nil
+}
+
+// entry is the entry of list that serves Config.Model: the one of that
+// id, else the only one (a one-model server's, whose id is a file name or
+// an alias); nil when there is none.
+func (c *Client) entry(list []modelEntry) *modelEntry {
+	for i := range list {
+		if list[i].ID == c.cfg.Model {
+			return &list[i]
+		}
+	}
+	if len(list) == 1 {
+		return &list[0]
+	}
+	return nil
+}
+
+// models returns the server's GET /models list: nil, and no error, when
+// the server has no /models (404).
+func (c *Client) models(ctx context.Context) ([]modelEntry, error) {
 	cl := &call{}
 	rctx, cancel := context.WithTimeout(withCall(ctx, cl), c.cfg.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(rctx, http.MethodGet, c.base+"/models", nil)
 	if err != nil {
-		return 0, fmt.Errorf("llm: %w", err)
+		return nil, fmt.Errorf("llm: %w", err)
 	}
 	req.Header.Set("Accept", "application/json")
 	if c.cfg.APIKey != "" {
@@ -73,32 +104,65 @@ func (c *Client) fetchContextTokens(ctx context.Context) (int, error) {
 	}
 	resp, err := c.doer.Do(req)
 	if err != nil {
-		return 0, c.failure(ctx, cl, err)
+		return nil, c.failure(ctx, cl, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body) // in memory already: the doer read it
 	if err != nil {
-		return 0, fmt.Errorf("llm: %w", err)
+		return nil, fmt.Errorf("llm: %w", err)
 	}
 	switch {
 	case resp.StatusCode == http.StatusNotFound:
-		return 0, nil
+		return nil, nil
 	case resp.StatusCode != http.StatusOK:
-		return 0, c.modelError(resp.StatusCode, resp.Header, bodyMessage(body), "")
+		return nil, c.modelError(resp.StatusCode, resp.Header, bodyMessage(body), "")
 	}
 	var list struct {
 		Data []modelEntry `json:"data"`
 	}
 	if err := json.Unmarshal(body, &list); err != nil {
-		return 0, fmt.Errorf("llm: reading the model list: %w", err)
+		return nil, fmt.Errorf("llm: reading the model list: %w", err)
 	}
-	for i := range list.Data {
-		if list.Data[i].ID == c.cfg.Model {
-			return list.Data[i].contextTokens(), nil
+	return list.Data, nil
+}
+
+// ErrModelNotListed is Check's error when the server lists several
+// models and none is Config.Model (a name mistyped, or a model Ollama has
+// not pulled).
+var ErrModelNotListed = errors.New("the server lists no model of that name")
+
+// maxNamesShown bounds the model names ErrModelNotListed's error gives.
+const maxNamesShown = 10
+
+// Check is a look at the server before any job needs it: GET /models
+// answers, and lists Config.Model (or only one model, or none). It returns
+// the failure of a server that cannot be reached or refuses (an
+// *agent.ModelError for an HTTP status), or ErrModelNotListed naming the
+// first models the server lists; a server without /models passes. The
+// context length it finds is kept, as ContextTokens keeps it.
+func (c *Client) Check(ctx context.Context) error {
+	list, err := c.models(ctx)
+	if err != nil {
+		return err
+	}
+	e := c.entry(list)
+	if e == nil && len(list) > 0 {
+		names := make([]string, 0, min(len(list), maxNamesShown))
+		for _, m := range list[:min(len(list), maxNamesShown)] {
+			names = append(names, strconv.Quote(m.ID))
 		}
+		more := ""
+		if len(list) > maxNamesShown {
+			more = fmt.Sprintf(" and %d more", len(list)-maxNamesShown)
+		}
+		return fmt.Errorf("llm: %w %q: it lists %s%s", ErrModelNotListed, c.cfg.Model, strings.Join(names, ", "), more)
 	}
-	if len(list.Data) == 1 {
-		return list.Data[0].contextTokens(), nil
+	n := 0
+	if e != nil {
+		n = e.contextTokens()
 	}
-	return 0, nil
+	c.ctxMu.Lock()
+	c.ctxKnown, c.ctxTokens = true, n
+	c.ctxMu.Unlock()
+	return nil
 }

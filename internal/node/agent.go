@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/snapnode/snapnode/agent"
@@ -82,6 +83,7 @@ func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queu
 		model     agent.Model
 		modelName = a.LLMModel
 		pool      *worker.Pool
+		client    *llm.Client // the model server's, when the agent has one
 		err       error
 		// callTimeout bounds one step's call: a model call, or a
 		// worker's answer (its step time-out, which then names the
@@ -117,9 +119,10 @@ func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queu
 		if key, err = cfg.LLMAPIKey(os.Getenv); err != nil {
 			return nil, nil, fmt.Errorf("node: agent: %w", err)
 		}
-		model, err = llm.New(llm.Config{BaseURL: a.LLMURL, Model: a.LLMModel, APIKey: key,
+		client, err = llm.New(llm.Config{BaseURL: a.LLMURL, Model: a.LLMModel, APIKey: key,
 			Timeout: a.RequestTimeout.Duration, MaxResponseBytes: responseCap(a.MaxAnswerBytes),
 			ResponseFormat: a.ResponseFormat, Logger: logger.With("part", "llm")})
+		model = client
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("node: agent: %w", err)
@@ -172,6 +175,10 @@ func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queu
 		return nil, nil, fmt.Errorf("node: agent: %w", err)
 	}
 	done := make(chan struct{})
+	var looks sync.WaitGroup
+	if client != nil {
+		looks.Go(func() { checkModelServer(ctx, client, a.LLMURL, logger) })
+	}
 	go func() {
 		defer close(done)
 		if err := rt.Run(ctx); err != nil {
@@ -180,9 +187,30 @@ func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queu
 		if pool != nil {
 			pool.Close()
 		}
+		looks.Wait()
 	}()
 	logger.Info("agent ready", "llm_url", config.ShowURL(a.LLMURL), "model", modelName, "max_jobs", a.MaxJobs, "max_steps", a.MaxSteps)
 	return rt, done, nil
+}
+
+// checkModelServer looks at the model server once at start (llm.Check,
+// within its request time-out) and says in the log what a job would meet:
+// a server that does not answer, or does not list the model, is a
+// warning with what to do, before a requester's task waits on it.
+func checkModelServer(ctx context.Context, c *llm.Client, url string, logger *slog.Logger) {
+	err := c.Check(ctx)
+	switch {
+	case ctx.Err() != nil:
+	case errors.Is(err, llm.ErrModelNotListed):
+		logger.Warn("the model server does not list the model the agent asks for: free-text tasks will fail at their first call; name one it lists (--llm-model), or pull it (ollama pull NAME)",
+			"llm_url", config.ShowURL(url), "err", err)
+	case err != nil:
+		logger.Warn("the model server does not answer: free-text tasks will wait for it, and fail if it stays down; check that it runs at --llm-url (with its /v1)",
+			"llm_url", config.ShowURL(url), "err", err)
+	default:
+		n, _ := c.ContextTokens(ctx) // kept by Check
+		logger.Info("model server reached", "llm_url", config.ShowURL(url), "context_tokens", n)
+	}
 }
 
 // holderName names this node in job leases, the same across restarts: a

@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -26,6 +29,7 @@ import (
 	"github.com/snapnode/snapnode/internal/node"
 	"github.com/snapnode/snapnode/internal/sqldb"
 	"github.com/snapnode/snapnode/internal/testdb"
+	"github.com/snapnode/snapnode/internal/testutil"
 	"github.com/snapnode/snapnode/schemas"
 	"github.com/snapnode/snapnode/tasks"
 )
@@ -1040,5 +1044,58 @@ func TestTwoHeldActionsDecidedByID(t *testing.T) {
 	}
 	if _, err := admin.Call(ctx, sock, admin.Request{Op: "approve", Task: first.ID, Action: "no-such-action"}); err == nil {
 		t.Fatal("an approval of an action the task does not hold was taken")
+	}
+}
+
+// At start the node looks at its model server once and says in the log
+// what a job would meet: nothing answering at --llm-url, or a model name
+// the server does not list (of several), is a warning saying what to do;
+// a server that lists the model is reached, with its context length.
+func TestModelServerLookedAtStart(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + ln.Addr().String() + "/v1"
+	ln.Close()
+	two := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `{"object":"list","data":[{"id":"llama3:8b"},{"id":"qwen3:4b"}]}`)
+	}))
+	t.Cleanup(two.Close)
+	listed := llmtest.New(t, llmtest.WithModel(llmtest.DefaultModel, 8192))
+	for _, c := range []struct {
+		name, url string
+		want      []string
+	}{
+		{"nothing there", closed, []string{"level=WARN", "the model server does not answer", "--llm-url"}},
+		{"model not listed", two.URL + "/v1", []string{"level=WARN", "does not list the model", `\"llama3:8b\", \"qwen3:4b\"`, "ollama pull"}},
+		{"listed", listed.URL(), []string{"model server reached", "context_tokens=8192"}},
+		{"no agent", "", []string{"no agent: free-text tasks fail at once", "--llm-url"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var logs testutil.LockedBuffer
+			cfg := config.Default()
+			cfg.DataDir, cfg.RelayListen, cfg.HTTPListen = filepath.Join(t.TempDir(), "data"), "127.0.0.1:0", ""
+			if c.url != "" {
+				cfg.Agent.LLMURL, cfg.Agent.LLMModel = c.url, llmtest.DefaultModel
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			n, err := node.Start(ctx, cfg, slog.New(slog.NewTextHandler(&logs, nil)))
+			if err != nil {
+				cancel()
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for !strings.Contains(logs.String(), c.want[len(c.want)-1]) && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond) // the look runs beside the start
+			}
+			cancel()
+			n.Wait()
+			for _, w := range c.want {
+				if !strings.Contains(logs.String(), w) {
+					t.Errorf("no %q in the log:\n%s", w, logs.String())
+				}
+			}
+		})
 	}
 }

@@ -279,6 +279,9 @@ func (w *wiring) startTasks(ctx context.Context) error {
 		logger.Warn("database is memory: proposals are not carried out (the executor keeps its records in the database)")
 		opts.Agent = refuse(noDatabaseReason)
 	}
+	if !cfg.AgentEnabled() {
+		logger.Info("no agent: free-text tasks fail at once, saying how to enable one (--llm-url and --llm-model, agent.command or agent.delegate); proposals are carried out")
+	}
 	if n.exec != nil && cfg.AgentEnabled() {
 		var err error
 		if w.jobs, w.queue, err = openAgentQueue(ctx, n.DB); err != nil {
