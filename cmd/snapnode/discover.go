@@ -19,7 +19,7 @@ func (c *cli) discover(args []string) int {
 	skill := fs.String("skill", "", "agents offering the skill `ID`")
 	httpURL := fs.String("http", "", "fetch the signed card served at the base `URL` (http(s)://host:port)")
 	var relays []string
-	fs.Func("relay", "use the relay at `URL` (repeatable; default ws://127.0.0.1:7447)", func(v string) error {
+	fs.Func("relay", "use the relay at `URL` (repeatable; default "+defaultRelay+")", func(v string) error {
 		relays = append(relays, v)
 		return nil
 	})
@@ -40,8 +40,9 @@ func (c *cli) discover(args []string) int {
 	if (*id == "") == (*skill == "") {
 		return c.usageError(fs, "give exactly one of --identity and --skill")
 	}
-	if len(relays) == 0 {
-		relays = []string{"ws://127.0.0.1:7447"}
+	defaulted := len(relays) == 0
+	if defaulted {
+		relays = []string{defaultRelay}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
@@ -53,6 +54,7 @@ func (c *cli) discover(args []string) int {
 	}
 	if err != nil {
 		fmt.Fprintf(c.stderr, "snapnode discover: %v\n", err)
+		c.unreachableHint("snapnode discover", err, defaulted)
 		return exitFail
 	}
 	for _, d := range found {

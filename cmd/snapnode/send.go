@@ -22,20 +22,33 @@ const exitTimeout = 3
 
 // clientFlags are the flags of the commands that message an agent.
 type clientFlags struct {
-	to       string
-	relays   []string
-	http     string
-	keyFile  string
-	persist  bool
-	fallback bool
-	timeout  time.Duration
+	to        string
+	relays    []string
+	http      string
+	keyFile   string
+	persist   bool
+	fallback  bool
+	timeout   time.Duration
+	defaulted bool // no --relay or --http: the default relay
+}
+
+// defaultRelay is the relay of the client commands given no --relay: the
+// embedded relay of a node run on this machine with its defaults.
+const defaultRelay = "ws://127.0.0.1:7447"
+
+// unreachableHint follows the error of a command that reached no relay,
+// when it was given none: it says what the default is and what to give.
+func (c *cli) unreachableHint(prog string, err error, defaulted bool) {
+	if defaulted && errors.Is(err, client.ErrUnreachable) {
+		fmt.Fprintf(c.stderr, "%s: no --relay was given, and %s (the embedded relay of a node running here with its defaults) does not answer: start one (snapnode run), or give --relay URL (or --http URL for an agent's HTTP endpoint)\n", prog, defaultRelay)
+	}
 }
 
 // define defines the flags; timeout is the default of --timeout.
 func (cf *clientFlags) define(fs *flag.FlagSet, timeout time.Duration) {
 	fs.StringVar(&cf.to, "to", "", "the agent's P2TR `ADDRESS` (required)")
 	fs.StringVar(&cf.http, "http", "", "send over HTTP to the agent's endpoint `URL` instead of Nostr (http(s)://host:port[/snap]; a ws:// or wss:// URL uses WebSocket)")
-	fs.Func("relay", "use the relay at `URL` (repeatable; default ws://127.0.0.1:7447)", func(v string) error {
+	fs.Func("relay", "use the relay at `URL` (repeatable; default "+defaultRelay+")", func(v string) error {
 		cf.relays = append(cf.relays, v)
 		return nil
 	})
@@ -188,7 +201,9 @@ func (c *cli) exchange(fs *flag.FlagSet, cf clientFlags, method string, payload 
 			fmt.Fprintf(c.stderr, "%s: REJECTED card event %s from %s: %v\n", prog, r.EventID, r.PubKey, r.Err)
 		}
 		if err != nil {
-			return c.exchangeError(prog, fmt.Errorf("%w: %w", errNoValidAnswer, err))
+			code := c.exchangeError(prog, fmt.Errorf("%w: %w", errNoValidAnswer, err))
+			c.unreachableHint(prog, err, cf.defaulted)
+			return code
 		}
 		agent = relays.Nostr(key, quietLogger(c)).To(target, cf.persist)
 		if cf.fallback {
@@ -260,7 +275,7 @@ func (c *cli) checkTarget(fs *flag.FlagSet, cf *clientFlags) (int, bool) {
 			return c.usageError(fs, "--http: "+err.Error()), false
 		}
 	} else if len(cf.relays) == 0 {
-		cf.relays = []string{"ws://127.0.0.1:7447"}
+		cf.relays, cf.defaulted = []string{defaultRelay}, true
 	}
 	return 0, true
 }

@@ -398,3 +398,34 @@ func TestFallbackFollowsTheCard(t *testing.T) {
 		t.Errorf("--fallback with --http: %s", r)
 	}
 }
+
+// A client command given no relay, when the default one does not answer,
+// says what the default is and what to give; given a relay that does not
+// answer, it says only that.
+func TestUnreachableDefaultRelayHint(t *testing.T) {
+	noEnvKey(t)
+	if c, err := net.Dial("tcp", "127.0.0.1:7447"); err == nil {
+		c.Close()
+		t.Skip("something listens on 127.0.0.1:7447, the default relay: the hint is for when nothing does")
+	}
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	closed := "ws://" + ln.Addr().String()
+	ln.Close()
+	key := keyFile(t, t.TempDir(), testSecret)
+	other, _ := identity.FromHex(otherSecret)
+	to := other.Address(identity.Mainnet)
+	const hint = "no --relay was given, and ws://127.0.0.1:7447"
+	for _, args := range [][]string{
+		{"send", "--to", to, "--key", key, "--timeout", "5s", "hi"},
+		{"discover", "--identity", to, "--timeout", "5s"},
+	} {
+		r := runCLI(t, "", args...)
+		if r.code == exitOK || !strings.Contains(r.stderr, hint) || !strings.Contains(r.stderr, "--relay URL") {
+			t.Errorf("%s without --relay: %s", args[0], r)
+		}
+		r = runCLI(t, "", append(args[:1:1], append([]string{"--relay", closed}, args[1:]...)...)...)
+		if r.code == exitOK || strings.Contains(r.stderr, hint) || !strings.Contains(r.stderr, "could not reach any relay") {
+			t.Errorf("%s --relay %s: %s", args[0], closed, r)
+		}
+	}
+}
