@@ -70,6 +70,20 @@
 // fails if the chain no longer reaches that seq (KindTruncated) or holds
 // another entry there (KindAnchor).
 //
+// # Seals
+//
+// With Options.Signer, Seal (every hour, RunSealer, and at a clean stop,
+// in a node) appends a StepSealed entry that signs the head before it,
+// with the seal's time (SealDigest), after verifying the entries since
+// the last seal. Verify checks every seal against the chain and the
+// signer (KindSeal): a chain rewritten below a seal fails there unless
+// its rewriter has the key, and a log sealed by another key (another
+// node's, swapped in) fails against this node's. What no seal covers is
+// reported (Report.Unsealed): the entries after the last seal, which can
+// still be cut or rewritten unseen, as can everything by whoever holds
+// the key. Seals removed with the chain after them leave such entries
+// only; the Log that wrote the last of them refuses to seal over it.
+//
 // # Retention
 //
 // Retention is the host's (Options.Retain, Options.MaxEntries), never the
@@ -102,7 +116,7 @@
 //
 //	audit_log(seq PK, ts, actor, task, action, step, decision, reason,
 //	          policy_version, pre_hash, post_hash, detail, prev, hash)
-//	          indexes: (task, seq), (action, seq)
+//	          indexes: (task, seq), (action, seq), (seq) of the seals
 //	audit_head(id = 1, first_seq, first_prev, last_seq, last_hash)
 //
 // The migrations are embedded per dialect and applied by New, recorded in

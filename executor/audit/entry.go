@@ -52,12 +52,15 @@ const (
 	// StepPruned is written by the log when it drops old entries (Prune);
 	// Append refuses it.
 	StepPruned Step = "pruned"
+	// StepSealed is written by the log when it seals its head (Seal);
+	// Append refuses it.
+	StepSealed Step = "sealed"
 )
 
 var steps = map[Step]bool{
 	StepReceived: true, StepValidated: true, StepRejected: true, StepJudged: true, StepSandboxed: true,
 	StepHeld: true, StepConfirmed: true, StepDenied: true, StepPromoted: true, StepCompleted: true,
-	StepRolledBack: true, StepFailed: true, StepPruned: true,
+	StepRolledBack: true, StepFailed: true, StepPruned: true, StepSealed: true,
 }
 
 // Valid reports whether s is one of the steps above.

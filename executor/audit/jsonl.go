@@ -235,6 +235,14 @@ func (lr *lineReader) next() ([]byte, error) {
 // the wrong order are KindReordered, the entry named being the one out of
 // place. Errors reading r are returned as they are.
 func VerifyJSONL(r io.Reader, anchors ...Anchor) (Report, error) {
+	return VerifyJSONLWith(r, VerifyOptions{Anchors: anchors})
+}
+
+// VerifyJSONLWith is VerifyJSONL with o's anchors and, when o.Signer is
+// set, that address as the only signer of seals and checkpoints: the
+// node's, so that another node's export, or one sealed with another key,
+// fails (KindSeal, KindCheckpoint).
+func VerifyJSONLWith(r io.Reader, o VerifyOptions) (Report, error) {
 	lr := newLineReader(r)
 	b, err := lr.next()
 	switch {
@@ -252,11 +260,12 @@ func VerifyJSONL(r io.Reader, anchors ...Anchor) (Report, error) {
 	if hdr.Format != exportFormat {
 		return Report{}, &VerifyError{Kind: KindMalformed, Line: 1, Detail: fmt.Sprintf("header: format %q, want %q", hdr.Format, exportFormat)}
 	}
-	v, verr := newVerifier(head{first: hdr.FirstSeq, firstPrev: hdr.FirstPrev, last: hdr.LastSeq, lastHash: hdr.LastHash}, hdr.From, anchors)
+	v, verr := newVerifier(head{first: hdr.FirstSeq, firstPrev: hdr.FirstPrev, last: hdr.LastSeq, lastHash: hdr.LastHash}, hdr.From, o.Anchors)
 	if verr != nil {
 		verr.Line = 1
 		return Report{}, verr
 	}
+	v.signer = o.Signer
 	v.rep.Partial = v.partial
 	for {
 		b, err := lr.next()

@@ -72,6 +72,11 @@ type Log struct {
 	// comb joins concurrent appends into one transaction.
 	comb combiner
 
+	// ownSeal is the entry of the last seal this Log wrote, which a later
+	// Seal must find in the chain.
+	sealMu  sync.Mutex
+	ownSeal Anchor
+
 	closed    atomic.Bool
 	closeOnce sync.Once
 }
@@ -239,7 +244,8 @@ func (l *Log) AppendTx(ctx context.Context, tx *sql.Tx, es []Entry) ([]Entry, er
 
 // checkBatch validates es for AppendBatch and AppendTx: the Log is open
 // (else ErrClosed), at most MaxBatch entries, each valid (StepPruned is
-// the log's own), and returns them with Detail in its minimal form.
+// the log's own, as is StepSealed), and returns them with Detail in its
+// minimal form.
 func (l *Log) checkBatch(es []Entry) ([]Entry, error) {
 	if l.closed.Load() {
 		return nil, ErrClosed
@@ -250,8 +256,8 @@ func (l *Log) checkBatch(es []Entry) ([]Entry, error) {
 	checked := make([]Entry, len(es))
 	for i, e := range es {
 		c, err := e.check(l.opts.MaxDetail)
-		if err == nil && c.Step == StepPruned {
-			err = &EntryError{"step", "pruned is written by the log itself"}
+		if err == nil && (c.Step == StepPruned || c.Step == StepSealed) {
+			err = &EntryError{"step", string(c.Step) + " is written by the log itself"}
 		}
 		if err != nil {
 			return nil, fmt.Errorf("audit: append entry %d: %w", i, err)
@@ -279,7 +285,11 @@ func (l *Log) readHeadForUpdate(ctx context.Context, tx *sql.Tx) (head, error) {
 // appendTx chains es after h, inserts them and moves the head; h is
 // updated. es have been checked.
 func (l *Log) appendTx(ctx context.Context, tx *sql.Tx, h *head, es []Entry) ([]Entry, error) {
-	now := time.UnixMicro(l.opts.Now().UnixMicro()).UTC()
+	return l.appendTxAt(ctx, tx, h, es, time.UnixMicro(l.opts.Now().UnixMicro()).UTC())
+}
+
+// appendTxAt is appendTx dating the entries now (to the microsecond, UTC).
+func (l *Log) appendTxAt(ctx context.Context, tx *sql.Tx, h *head, es []Entry, now time.Time) ([]Entry, error) {
 	out := make([]Entry, len(es))
 	insert := tx.StmtContext(ctx, l.insert)
 	seq, prev := h.last, h.lastHash

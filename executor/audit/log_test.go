@@ -225,7 +225,7 @@ func TestAppend(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := (Report{Entries: 8, First: 1, Last: 8, Checkpoint: Anchor{0, Genesis}, Head: Anchor{8, batch[2].Hash}}); rep != want {
+		if want := (Report{Entries: 8, First: 1, Last: 8, Checkpoint: Anchor{0, Genesis}, Head: Anchor{8, batch[2].Hash}, Unsealed: 8}); rep != want {
 			t.Fatalf("Report = %+v, want %+v", rep, want)
 		}
 		if err := l.Close(); err != nil {
@@ -321,7 +321,7 @@ func TestNewOptions(t *testing.T) {
 	if e, err := b.Append(ctx, sample(1)); err != nil || e.Seq != 2 {
 		t.Fatalf("second log appended seq %d, %v", e.Seq, err)
 	}
-	if v, err := db.SchemaVersion(ctx, "audit"); err != nil || v != 1 {
+	if v, err := db.SchemaVersion(ctx, "audit"); err != nil || v != 2 {
 		t.Fatalf("schema version %d, %v", v, err)
 	}
 }

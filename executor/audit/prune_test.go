@@ -61,7 +61,7 @@ func TestPruneRetain(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := Report{Entries: 15, First: 19, Last: 33, Checkpoint: Anchor{18, es[17].Hash}, Head: Anchor{33, left[14].Hash},
-			AnchorsChecked: 2, AnchorsPruned: 1}
+			AnchorsChecked: 2, AnchorsPruned: 1, Unsealed: 15}
 		if rep != want {
 			t.Fatalf("Report %+v, want %+v", rep, want)
 		}

@@ -52,6 +52,11 @@ const (
 	// missing, does not verify, or is not by the signer the log expects:
 	// the checkpoint was forged or rewritten.
 	KindCheckpoint Kind = "checkpoint"
+	// KindSeal: a seal does not hold: it signs another hash than the
+	// chain gives for the entry before it (the chain was rewritten below
+	// it), its signature is missing or does not verify, or it is not by
+	// the signer expected (another node's log).
+	KindSeal Kind = "seal"
 )
 
 // VerifyError names the first entry at which a log fails verification.
@@ -113,6 +118,25 @@ type Report struct {
 	// those that lie before the retained chain (or before a partial
 	// export's first entry but one) and could not be checked.
 	AnchorsChecked, AnchorsPruned int
+	// Seals counts the seals verified, LastSeal is the last (zero when
+	// none), and Unsealed counts the entries verified after it (every
+	// entry when there is none): no signature vouches for them yet, and
+	// they can be cut or rewritten unseen.
+	Seals    int
+	LastSeal Seal
+	Unsealed int64
+}
+
+// VerifyOptions are what Log.VerifyWith and VerifyJSONLWith check beyond
+// the chain itself.
+type VerifyOptions struct {
+	// Anchors are heads kept outside the log (see Anchor).
+	Anchors []Anchor
+	// Signer is the address every seal and checkpoint must be signed by:
+	// the node's. Empty: Log.VerifyWith takes the Log's Options.Signer;
+	// without either, any signer is accepted, the same for every seal, and
+	// reported (Report.LastSeal.Signer, Report.CheckpointSigner).
+	Signer string
 }
 
 // reorderWindow bounds the distance searched when an entry's hash fails,
@@ -249,6 +273,22 @@ func (v *verifier) observe(x Entry) *VerifyError {
 		}
 		v.anchors = v.anchors[1:]
 	}
+	if x.Step == StepSealed {
+		var d sealDetail
+		want := v.signer
+		if want == "" {
+			want = v.rep.LastSeal.Signer // one signer for every seal
+		}
+		if err := jsonv2.Unmarshal(x.Detail, &d); err != nil {
+			return &VerifyError{Seq: e, Kind: KindSeal, Detail: "unreadable seal: " + err.Error()}
+		}
+		if bad := d.check(x, want); bad != "" {
+			return &VerifyError{Seq: e, Kind: KindSeal, Detail: bad}
+		}
+		v.rep.Seals++
+		v.rep.LastSeal = Seal{Seq: e, Head: Anchor{d.Seq, d.Hash}, Time: x.Time, Signer: d.Signer}
+		v.rep.Unsealed = -1 // the seal itself is signed
+	}
 	if x.Step == StepPruned {
 		v.prunedSeq, v.pruned, v.prunedBad = e, nil, ""
 		var d prunedDetail
@@ -266,6 +306,7 @@ func (v *verifier) observe(x Entry) *VerifyError {
 		v.rep.First = e
 	}
 	v.rep.Entries++
+	v.rep.Unsealed++
 	v.rep.Last = e
 	v.next, v.prev = e+1, x.Hash
 	return nil
@@ -346,19 +387,32 @@ func (v *verifier) report() Report { return v.rep }
 //
 //   - every entry's fields give its hash (else KindEdited, or
 //     KindReordered when they give it at another seq);
+//
 //   - the seqs run without gaps from the start recorded in the head
 //     (KindMissing) and every entry chains to the one before (KindUnlinked);
+//
 //   - nothing lies before that start or after the end the head records
 //     (KindExtra), and the chain reaches that end with its hash
 //     (KindTruncated, KindHead);
+//
 //   - a start after seq 1 is the one the last pruning record set (KindHead);
+//
 //   - the anchors given match (KindAnchor) and none lies beyond the end
 //     (KindTruncated).
+//
+//   - every seal signs the entry before it as the chain gives it, by the
+//     Log's Signer (KindSeal): a chain rewritten below a seal fails there.
 //
 // It returns what it verified and, at the first failure, a *VerifyError
 // (errors.Is ErrTampered) naming the entry. Other errors are the
 // database's.
 func (l *Log) Verify(ctx context.Context, anchors ...Anchor) (Report, error) {
+	return l.VerifyWith(ctx, VerifyOptions{Anchors: anchors})
+}
+
+// VerifyWith is Verify with o's anchors, and o's Signer, when set, as the
+// signer of every seal and checkpoint instead of the Log's.
+func (l *Log) VerifyWith(ctx context.Context, o VerifyOptions) (Report, error) {
 	if l.closed.Load() {
 		return Report{}, ErrClosed
 	}
@@ -375,11 +429,14 @@ func (l *Log) Verify(ctx context.Context, anchors ...Anchor) (Report, error) {
 	if err != nil {
 		return Report{}, fmt.Errorf("audit: verify: %w", err)
 	}
-	v, verr := newVerifier(h, h.first, anchors)
+	v, verr := newVerifier(h, h.first, o.Anchors)
 	if verr != nil {
 		return Report{}, verr
 	}
 	v.signer = l.signer()
+	if o.Signer != "" {
+		v.signer = o.Signer
+	}
 	rows, err := tx.QueryContext(ctx, "SELECT "+entryColumns+" FROM audit_log ORDER BY seq")
 	if err != nil {
 		return v.report(), fmt.Errorf("audit: verify: %w", err)

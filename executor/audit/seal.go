@@ -1,0 +1,282 @@
+package audit
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/btcsuite/btcd/btcec/v2/schnorr"
+	jsonv2 "github.com/go-json-experiment/json"
+
+	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/periodic"
+)
+
+// ErrNoSigner: the log has no Options.Signer, and cannot seal.
+var ErrNoSigner = errors.New("audit: no signer: the log cannot seal")
+
+// Seal is a seal of the chain: a StepSealed entry, at Seq, whose Detail
+// holds the head it seals (the entry just before it), signed with the
+// node's key together with the seal's time. Verify checks every seal
+// against the chain, so that a chain rewritten below a seal fails there
+// unless its rewriter has the key.
+type Seal struct {
+	// Seq is the seal entry's seq; Head is the entry it seals (Seq-1 and
+	// its hash).
+	Seq  int64
+	Head Anchor
+	// Time is the seal entry's time, which the signature covers.
+	Time time.Time
+	// Signer is the address whose key signed it.
+	Signer string
+}
+
+// sealDomain starts the signed encoding of a seal.
+const sealDomain = "snapnode-audit-seal-v1"
+
+// SealDigest returns what a seal's signature signs: the SHA-256 of
+//
+//	str("snapnode-audit-seal-v1") str(signer) i64(seq) str(hash)
+//	i64(time as microseconds since 1970-01-01T00:00:00Z)
+//
+// in the encoding of Hash: the entry sealed (the one before the seal),
+// its hash, when, and who signs.
+func SealDigest(signer string, seq int64, hash string, t time.Time) [32]byte {
+	b := appendStr(nil, sealDomain)
+	b = appendStr(b, signer)
+	b = binary.BigEndian.AppendUint64(b, uint64(seq))
+	b = appendStr(b, hash)
+	b = binary.BigEndian.AppendUint64(b, uint64(t.UnixMicro()))
+	return sha256.Sum256(b)
+}
+
+// sealDetail is the Detail of a StepSealed entry.
+type sealDetail struct {
+	Seq    int64  `json:"seq"`
+	Hash   string `json:"hash"`
+	Signer string `json:"signer"`
+	Sig    string `json:"sig"`
+}
+
+// check reports why the seal x (whose detail is d) does not hold, "" when
+// it does: it must seal the entry just before it, as the chain gives it,
+// and be signed by want (any signer when want is "").
+func (d *sealDetail) check(x Entry, want string) string {
+	switch {
+	case d.Seq != x.Seq-1 || d.Hash != x.Prev:
+		return fmt.Sprintf("the seal signs entry %d with hash %s; the chain has entry %d with hash %s: the chain was rewritten", d.Seq, d.Hash, x.Seq-1, x.Prev)
+	case d.Signer == "" || d.Sig == "":
+		return "the seal is not signed"
+	case want != "" && d.Signer != want:
+		return fmt.Sprintf("the seal is signed by %s; want %s", d.Signer, want)
+	}
+	addr, err := identity.ParseAddress(d.Signer)
+	if err != nil {
+		return "the seal's signer: " + err.Error()
+	}
+	pub, err := addr.PublicKey()
+	if err != nil {
+		return "the seal's signer: " + err.Error()
+	}
+	raw, err := hex.DecodeString(d.Sig)
+	if err != nil || len(raw) != 64 {
+		return "the seal's signature is not 128 hex digits"
+	}
+	if _, err := schnorr.ParseSignature(raw); err != nil {
+		return "the seal's signature: " + err.Error()
+	}
+	if !pub.Verify(SealDigest(d.Signer, d.Seq, d.Hash, x.Time), [64]byte(raw)) {
+		return "the seal's signature does not verify for " + d.Signer
+	}
+	return ""
+}
+
+// lastSealQuery finds the newest seal at or after a seq (the partial
+// index audit_log_sealed).
+const lastSealQuery = "SELECT seq FROM audit_log WHERE step = 'sealed' AND seq >= ? ORDER BY seq DESC LIMIT 1"
+
+// Seal appends a seal of the head: a StepSealed entry, actor "host",
+// whose Detail ({"seq":…,"hash":"…","signer":"bc1p…","sig":"…"}) names
+// the entry before it and carries the BIP-340 signature by
+// Options.Signer of SealDigest (that entry, its hash, the seal's time).
+// It returns the seal, or a zero Seal when there is nothing to seal: an
+// empty log, or a head that is already a seal. Without a Signer it fails
+// with ErrNoSigner.
+//
+// Seal vouches only for a chain that holds: it first verifies the entries
+// from the last seal on (that seal's signature included) and, when this
+// Log wrote a seal before, that it is still there; else it seals nothing
+// and returns the *VerifyError. The entries since the last seal are read
+// outside the write transaction, so that appends wait only for those
+// appended meanwhile.
+func (l *Log) Seal(ctx context.Context) (Seal, error) {
+	if l.closed.Load() {
+		return Seal{}, ErrClosed
+	}
+	if l.opts.Signer == nil {
+		return Seal{}, ErrNoSigner
+	}
+	verified, err := l.verifySinceSeal(ctx)
+	if err != nil {
+		return Seal{}, fmt.Errorf("audit: seal: %w", err)
+	}
+	var (
+		s   Seal
+		own Anchor
+	)
+	err = l.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		s, own = Seal{}, Anchor{}
+		h, err := l.readHeadForUpdate(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if h.last < h.first {
+			return nil // empty
+		}
+		var step string
+		if err := tx.QueryRowContext(ctx, l.d.Rebind("SELECT step FROM audit_log WHERE seq = ?"), h.last).Scan(&step); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return &VerifyError{Seq: h.last, Kind: KindTruncated, Detail: "the head record's last entry is missing"}
+			}
+			return fmt.Errorf("read the head entry: %w", err)
+		}
+		if Step(step) == StepSealed {
+			return nil // the head did not move
+		}
+		if err := l.checkOwnSeal(ctx, tx, h); err != nil {
+			return err
+		}
+		if err := l.verifyAfter(ctx, tx, h, verified); err != nil {
+			return err
+		}
+		now := time.UnixMicro(l.opts.Now().UnixMicro()).UTC()
+		d := sealDetail{Seq: h.last, Hash: h.lastHash, Signer: l.opts.Signer.Address()}
+		sig, err := l.opts.Signer.Sign(SealDigest(d.Signer, d.Seq, d.Hash, now))
+		if err != nil {
+			return fmt.Errorf("sign: %w", err)
+		}
+		d.Sig = hex.EncodeToString(sig[:])
+		detail, err := jsonv2.Marshal(d)
+		if err != nil {
+			return err
+		}
+		out, err := l.appendTxAt(ctx, tx, &h, []Entry{{Actor: "host", Step: StepSealed, Decision: "seal", Detail: detail}}, now)
+		if err != nil {
+			return err
+		}
+		s = Seal{Seq: out[0].Seq, Head: Anchor{d.Seq, d.Hash}, Time: now, Signer: d.Signer}
+		own = Anchor{out[0].Seq, out[0].Hash}
+		return nil
+	})
+	if err != nil {
+		return Seal{}, fmt.Errorf("audit: seal: %w", err)
+	}
+	if s.Seq > 0 {
+		// What a later Seal must find.
+		l.sealMu.Lock()
+		l.ownSeal = own
+		l.sealMu.Unlock()
+	}
+	return s, nil
+}
+
+// verifySinceSeal verifies, in one read snapshot, the chain from its last
+// seal (the whole retained chain when it has none) to its head, and
+// returns the head verified.
+func (l *Log) verifySinceSeal(ctx context.Context) (Anchor, error) {
+	tx, err := l.readTx(ctx)
+	if err != nil {
+		return Anchor{}, err
+	}
+	defer func() { _ = tx.Rollback() }()
+	h, err := readHead(ctx, tx)
+	if err != nil {
+		return Anchor{}, err
+	}
+	from := h.first
+	var s int64
+	switch err := tx.QueryRowContext(ctx, l.d.Rebind(lastSealQuery), h.first).Scan(&s); {
+	case err == nil:
+		from = s
+	case !errors.Is(err, sql.ErrNoRows):
+		return Anchor{}, fmt.Errorf("find the last seal: %w", err)
+	}
+	if err := l.walk(ctx, tx, h, from, nil); err != nil {
+		return Anchor{}, err
+	}
+	return Anchor{h.last, h.lastHash}, nil
+}
+
+// verifyAfter verifies, in the write transaction, the entries appended
+// after the head verified before it (a): the first must chain to a.
+func (l *Log) verifyAfter(ctx context.Context, tx *sql.Tx, h head, a Anchor) error {
+	return l.walk(ctx, tx, h, a.Seq+1, []Anchor{a})
+}
+
+// walk verifies the entries from seq from to h's end (from after h.first:
+// the first taken as given, or as an anchor just before it says) with
+// the log's signer.
+func (l *Log) walk(ctx context.Context, tx *sql.Tx, h head, from int64, anchors []Anchor) error {
+	v, verr := newVerifier(h, from, anchors)
+	if verr != nil {
+		return verr
+	}
+	v.signer = l.signer()
+	rows, err := tx.QueryContext(ctx, l.d.Rebind("SELECT "+entryColumns+" FROM audit_log WHERE seq >= ? ORDER BY seq"), v.next)
+	if err != nil {
+		return fmt.Errorf("read the entries: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		x, err := scanEntry(rows)
+		if err != nil {
+			return &VerifyError{Seq: v.next, Kind: KindEdited, Detail: fmt.Sprintf("unreadable row after entry %d: %v", v.next-1, err)}
+		}
+		if verr := v.observe(x); verr != nil {
+			return verr
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read the entries: %w", err)
+	}
+	if verr := v.finish(); verr != nil {
+		return verr
+	}
+	return nil
+}
+
+// checkOwnSeal: the last seal this Log wrote, unless pruned since, is
+// still in the chain as it wrote it. Seals removed with the chain after
+// them rewritten leave a chain that verifies; the Log that wrote them
+// does not seal it.
+func (l *Log) checkOwnSeal(ctx context.Context, tx *sql.Tx, h head) error {
+	l.sealMu.Lock()
+	own := l.ownSeal
+	l.sealMu.Unlock()
+	if own.Seq == 0 || own.Seq < h.first {
+		return nil
+	}
+	var hash string
+	err := tx.QueryRowContext(ctx, l.d.Rebind("SELECT hash FROM audit_log WHERE seq = ?"), own.Seq).Scan(&hash)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return &VerifyError{Seq: own.Seq, Kind: KindSeal, Detail: "the seal this node wrote here is gone: the chain after the seal before it was cut or rewritten"}
+	case err != nil:
+		return fmt.Errorf("read the last seal written: %w", err)
+	case hash != own.Hash:
+		return &VerifyError{Seq: own.Seq, Kind: KindSeal, Detail: fmt.Sprintf("the seal this node wrote here had hash %s; the entry has %s", own.Hash, hash)}
+	}
+	return nil
+}
+
+// RunSealer seals the head (Seal) at every tick until ctx is done, and
+// returns ctx's error; report, if not nil, is told of each round. The
+// caller owns ticks, as RunPruner's.
+func (l *Log) RunSealer(ctx context.Context, ticks <-chan time.Time, report func(Seal, error)) error {
+	return periodic.Run(ctx, ticks, func(ctx context.Context, _ time.Time) (Seal, error) { return l.Seal(ctx) }, report)
+}
