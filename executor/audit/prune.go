@@ -14,14 +14,20 @@ import (
 )
 
 // Prune drops the entries Options.Retain and Options.MaxEntries no longer
-// keep, oldest first, and returns how many it dropped. It only ever cuts
+// keep, oldest first, and returns how many it dropped. With a Signer it
+// drops only entries a seal covers (see Seal), and Retain counts from the
+// time of that seal, which the key signed, not from the entries' own:
+// entries after the last seal are kept whatever their age, and a chain
+// rewritten with its entries backdated is kept as long as the retention
+// from the seal over it (today's, if the node sealed it). It only ever cuts
 // a prefix of the chain: an old entry that follows a newer one (a clock
 // set back) stays until those before it go. Each transaction (at most
 // 10,000 entries) then
 //
 //   - verifies the entries it drops, and that the first kept one chains to
-//     the last dropped, and refuses (a *VerifyError) if they fail: pruning
-//     never erases the evidence of tampering;
+//     the last dropped (with a Signer, the entries up to the seal that
+//     covers them, and that seal), and refuses (a *VerifyError) if they
+//     fail: pruning never erases the evidence of tampering;
 //   - moves the start of the chain in the head record to the first entry
 //     kept and the hash it chains to (the checkpoint);
 //   - appends a StepPruned entry, actor "host", whose Detail records that
@@ -69,7 +75,18 @@ func (l *Log) pruneOnce(ctx context.Context) (removed int64, more bool, err erro
 			// Over the limit: keep m-1, and the pruning record makes m.
 			cut = max(cut, h.last-(m-1))
 		}
-		if l.opts.Retain > 0 {
+		sealed := l.opts.Signer != nil
+		if l.opts.Retain > 0 && sealed {
+			// By the time of the seals, which the key signed; the
+			// entries' own could be anyone's.
+			s, err := l.sealAt(ctx, tx, "seq >= ? AND ts < ?", "DESC", h.first, now.Add(-l.opts.Retain).UnixMicro())
+			if err != nil {
+				return err
+			}
+			if s > 0 {
+				cut = max(cut, s-1)
+			}
+		} else if l.opts.Retain > 0 {
 			var keep int64
 			err := tx.QueryRowContext(ctx, l.d.Rebind("SELECT seq FROM audit_log WHERE seq >= ? AND ts >= ? ORDER BY seq LIMIT 1"),
 				h.first, now.Add(-l.opts.Retain).UnixMicro()).Scan(&keep)
@@ -83,13 +100,29 @@ func (l *Log) pruneOnce(ctx context.Context) (removed int64, more bool, err erro
 			}
 		}
 		cut = min(cut, h.last)
+		if sealed && cut > h.first-1 {
+			// Only what a seal covers: up to the entry before the last
+			// seal at or before cut+1.
+			s, err := l.sealAt(ctx, tx, "seq >= ? AND seq <= ?", "DESC", h.first, cut+1)
+			if err != nil {
+				return err
+			}
+			cut = max(s-1, h.first-1)
+		}
 		if cut > h.first-1+l.pruneChunk {
 			cut, more = h.first-1+l.pruneChunk, true
 		}
 		if cut <= h.first-1 {
 			return nil
 		}
-		cutHash, err := l.checkDropped(ctx, tx, h, cut)
+		end := min(cut+1, h.last)
+		if sealed {
+			// Verified up to the seal that covers the cut, which must hold.
+			if end, err = l.sealAt(ctx, tx, "seq > ?", "", cut); err != nil {
+				return err
+			}
+		}
+		cutHash, err := l.checkDropped(ctx, tx, h, cut, end)
 		if err != nil {
 			return err
 		}
@@ -122,10 +155,9 @@ func (l *Log) pruneOnce(ctx context.Context) (removed int64, more bool, err erro
 }
 
 // checkDropped verifies the entries h.first…cut about to be dropped, and
-// the link of the first kept one (if any) to the last of them; it returns
-// the hash of entry cut.
-func (l *Log) checkDropped(ctx context.Context, tx *sql.Tx, h head, cut int64) (string, error) {
-	end := min(cut+1, h.last)
+// those after up to end (the link of the first kept one to the last of
+// them, and the seal that covers them); it returns the hash of entry cut.
+func (l *Log) checkDropped(ctx context.Context, tx *sql.Tx, h head, cut, end int64) (string, error) {
 	v, verr := newVerifier(head{first: h.first, firstPrev: h.firstPrev, last: h.last, lastHash: h.lastHash}, h.first, nil)
 	if verr != nil {
 		return "", verr
@@ -156,6 +188,17 @@ func (l *Log) checkDropped(ctx context.Context, tx *sql.Tx, h head, cut int64) (
 		return "", &VerifyError{Seq: v.next, Kind: KindMissing, Detail: fmt.Sprintf("the chain ends at entry %d, before the head record's end %d", v.next-1, h.last)}
 	}
 	return cutHash, nil
+}
+
+// sealAt returns the seq of the first seal (order "", or the last:
+// "DESC") that where selects, 0 when there is none.
+func (l *Log) sealAt(ctx context.Context, tx *sql.Tx, where, order string, args ...any) (int64, error) {
+	var s int64
+	err := tx.QueryRowContext(ctx, l.d.Rebind("SELECT seq FROM audit_log WHERE step = 'sealed' AND "+where+" ORDER BY seq "+order+" LIMIT 1"), args...).Scan(&s)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return 0, fmt.Errorf("find a seal: %w", err)
+	}
+	return s, nil
 }
 
 // retention describes the options, for the pruning record's Reason.

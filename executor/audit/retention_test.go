@@ -29,8 +29,9 @@ func testSigner(tb testing.TB, b string) Signer {
 }
 
 // runDays runs the pruner of l (retention 30 days) for days days on clk:
-// each day three entries are appended, the clock moves a day and the
-// pruner ticks. It returns every entry appended.
+// each day three entries are appended and sealed (as the node's hourly
+// sealer does, when l has a Signer), the clock moves a day and the pruner
+// ticks. It returns every entry appended.
 func runDays(t *testing.T, l *Log, clk *clock, days int) []Entry {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -58,6 +59,11 @@ func runDays(t *testing.T, l *Log, clk *clock, days int) []Entry {
 				t.Fatalf("day %d: %v", d, err)
 			}
 			all = append(all, e)
+		}
+		if l.opts.Signer != nil {
+			if _, err := l.Seal(ctx); err != nil {
+				t.Fatalf("day %d: seal: %v", d, err)
+			}
 		}
 		clk.Advance(day)
 		ticks <- clk.Now()
@@ -87,7 +93,7 @@ func TestRetention40Days(t *testing.T) {
 		}
 		days := map[int]int{}
 		for _, e := range kept {
-			if e.Step != StepPruned {
+			if e.Step != StepPruned && e.Step != StepSealed {
 				days[int(e.Time.Sub(start)/day)]++
 			}
 		}
@@ -210,8 +216,8 @@ func TestRetentionTampered(t *testing.T) {
 	}
 }
 
-// A log that expects a signer refuses to prune over an unsigned or
-// forged checkpoint: pruning never launders one.
+// A log that expects a signer refuses to seal over an unsigned or forged
+// checkpoint, and prunes nothing unsealed: pruning never launders one.
 func TestPruneRefusesUnsignedCheckpoint(t *testing.T) {
 	ctx := context.Background()
 	clk := newClock()
@@ -225,10 +231,11 @@ func TestPruneRefusesUnsignedCheckpoint(t *testing.T) {
 	fill(t, unsigned, 3)
 	clk.Advance(2 * day)
 	signed := openLog(t, db, Options{Now: clk.Now, Retain: day, Signer: testSigner(t, "11")})
-	n, err := signed.Prune(ctx)
-	var ve *VerifyError
-	if n != 0 || !errors.As(err, &ve) || ve.Kind != KindCheckpoint || ve.Seq != 6 {
-		t.Fatalf("Prune over an unsigned checkpoint: removed %d, %v", n, err)
+	if s, err := signed.Seal(ctx); !isKind(err, KindCheckpoint, 6) {
+		t.Fatalf("Seal over an unsigned checkpoint: %+v, %v", s, err)
+	}
+	if n, err := signed.Prune(ctx); n != 0 || err != nil {
+		t.Fatalf("Prune over an unsigned checkpoint: removed %d, %v; want nothing", n, err)
 	}
 }
 

@@ -172,3 +172,96 @@ func isKind(err error, k Kind, seq int64) bool {
 	var ve *VerifyError
 	return errors.As(err, &ve) && ve.Kind == k && ve.Seq == seq
 }
+
+// A signed log prunes only entries a valid seal covers, and by the seal's
+// signed time, not the entries' own: a chain rewritten with its entries
+// backdated past the retention, its seals dropped, is not pruned (before,
+// the node pruned it behind a checkpoint it signed); one whose seal it
+// contradicts fails; and entries the node sealed are pruned once their
+// seal is older than the retention.
+func TestPruneOnlyWhatASealCovers(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		clk := newClock()
+		db := openDB(t, dsn)
+		opts := Options{Now: clk.Now, Retain: 30 * day, Signer: testSigner(t, "11")}
+		l := openLog(t, db, opts)
+		fill(t, l, 5)
+		if _, err := l.Seal(ctx); err != nil {
+			t.Fatal(err)
+		}
+		fill(t, l, 2)
+		es := all(t, l) // 1-5, seal 6, 7-8
+
+		// Rewritten whole, dated 40 days back, the seal dropped, by
+		// someone without the key while the node was stopped.
+		back := func(e Entry) Entry { e.Time = e.Time.Add(-40 * day); return e }
+		var forged []Entry
+		for _, e := range es {
+			if e.Step != StepSealed {
+				forged = append(forged, back(e))
+			}
+		}
+		execSQL(t, db, "DELETE FROM audit_log")
+		prev := Genesis
+		for i := range forged {
+			e := &forged[i]
+			e.Seq, e.Prev, e.Reason = int64(i+1), prev, "forged"
+			e.Hash = Hash(*e)
+			insertRow(t, db, *e)
+			prev = e.Hash
+		}
+		setHead(t, db, "last_seq = 7, last_hash = '"+prev+"'")
+		restarted := openLog(t, db, opts)
+		if n, err := restarted.Prune(ctx); err != nil || n != 0 {
+			t.Fatalf("Prune of a backdated chain with no seal: %d, %v; want nothing pruned", n, err)
+		}
+		// Sealed now, by a node that cannot tell: its seal is today's.
+		if _, err := restarted.Seal(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := restarted.Prune(ctx); err != nil || n != 0 {
+			t.Fatalf("Prune behind a seal of today: %d, %v; want nothing pruned", n, err)
+		}
+
+		// A chain rewritten under a seal old enough to prune behind: it
+		// contradicts the seal, and nothing is pruned.
+		clk2 := newClock()
+		opts2 := opts
+		opts2.Now = clk2.Now
+		db2 := openDB(t, testdb.SQLite(t))
+		l2 := openLog(t, db2, opts2)
+		fill(t, l2, 5)
+		if _, err := l2.Seal(ctx); err != nil {
+			t.Fatal(err)
+		}
+		fill(t, l2, 1)
+		clk2.Advance(31 * day)
+		rewriteFrom(t, db2, all(t, l2), 2)
+		if n, err := openLog(t, db2, opts2).Prune(ctx); !isKind(err, KindSeal, 6) || n != 0 {
+			t.Fatalf("Prune of a chain rewritten under its seal: %d, %v; want entry 6 %s", n, err, KindSeal)
+		}
+
+		// Honest entries, sealed: pruned once the seal is 30 days old, up
+		// to it; the unsealed ones after it stay however old.
+		db3 := openDB(t, testdb.SQLite(t))
+		l3 := openLog(t, db3, opts)
+		fill(t, l3, 4)
+		if _, err := l3.Seal(ctx); err != nil {
+			t.Fatal(err)
+		}
+		fill(t, l3, 3)
+		clk.Advance(30*day - time.Minute)
+		if n, err := l3.Prune(ctx); err != nil || n != 0 {
+			t.Fatalf("Prune before the seal is 30 days old: %d, %v", n, err)
+		}
+		clk.Advance(2 * time.Minute)
+		if n, err := l3.Prune(ctx); err != nil || n != 4 {
+			t.Fatalf("Prune once the seal is 30 days old: %d, %v; want the 4 entries it seals", n, err)
+		}
+		rep, err := l3.Verify(ctx)
+		if err != nil || rep.First != 5 || rep.Checkpoint.Seq != 4 {
+			t.Fatalf("Verify after pruning: %+v, %v; want the chain from the seal (entry 5)", rep, err)
+		}
+	})
+}
