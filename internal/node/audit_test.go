@@ -15,8 +15,10 @@ import (
 )
 
 // The node applies audit.retain_days: at start its audit log loses the
-// entries past retention, behind a checkpoint its identity key signs, and
-// still verifies; with retain_days 0 it keeps everything.
+// entries past retention that a seal covers, behind a checkpoint its
+// identity key signs, and still verifies; with retain_days 0 it keeps
+// everything. At a clean stop it seals its head: nothing is left
+// unsealed, the entries a crash left unsealed included.
 func TestAuditRetentionAtStart(t *testing.T) {
 	for _, c := range []struct {
 		name       string
@@ -41,15 +43,16 @@ func TestAuditRetentionAtStart(t *testing.T) {
 			if err := identity.SaveKeyFile(filepath.Join(dataDir, "identity.key"), k); err != nil {
 				t.Fatal(err)
 			}
-			// Entries 1…5 written 40 days ago, 6…8 ten days ago.
+			// Entries 1…5 written 40 days ago and sealed (6), 7…9 ten days
+			// ago, left unsealed by a crash.
 			now := time.Now()
-			appendAt := func(at time.Time, n int) {
+			appendAt := func(at time.Time, n int, seal bool) {
 				db, err := sqldb.Open(ctx, filepath.Join(dataDir, "tasks.db"), sqldb.Options{})
 				if err != nil {
 					t.Fatal(err)
 				}
 				defer db.Close()
-				l, err := audit.New(ctx, db, audit.Options{Now: func() time.Time { return at }})
+				l, err := audit.New(ctx, db, audit.Options{Now: func() time.Time { return at }, Signer: audit.IdentitySigner(k, identity.Mainnet)})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -59,9 +62,14 @@ func TestAuditRetentionAtStart(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
+				if seal {
+					if _, err := l.Seal(ctx); err != nil {
+						t.Fatal(err)
+					}
+				}
 			}
-			appendAt(now.Add(-40*24*time.Hour), 5)
-			appendAt(now.Add(-10*24*time.Hour), 3)
+			appendAt(now.Add(-40*24*time.Hour), 5, true)
+			appendAt(now.Add(-10*24*time.Hour), 3, false)
 
 			var cfg config.Config
 			n, stop := startNode(t, func(cf *config.Config) {
@@ -94,6 +102,9 @@ func TestAuditRetentionAtStart(t *testing.T) {
 			}
 			if wantSigner := map[bool]string{true: addr, false: ""}[c.first > 1]; rep.CheckpointSigner != wantSigner {
 				t.Errorf("checkpoint signer %q, want %q", rep.CheckpointSigner, wantSigner)
+			}
+			if rep.Unsealed != 0 || rep.LastSeal.Seq != rep.Last || rep.LastSeal.Signer != addr {
+				t.Errorf("after a clean stop: last seal %+v, %d entries unsealed; want the head sealed by %s", rep.LastSeal, rep.Unsealed, addr)
 			}
 		})
 	}

@@ -59,7 +59,8 @@ type executorPart struct {
 
 // startExecutor builds the executor on db — the sandbox folder, the
 // operator's policy (or the built-in one), the audit log, pruned to its
-// retention now and every hour behind checkpoints signed by key — and
+// retention now and every hour behind checkpoints signed by key, its head
+// sealed by key every hour and at a clean stop — and
 // finishes the promotions a crash interrupted (on PostgreSQL, those
 // older than reconcile_after). isOperator tells the
 // executor who may decide on held actions (the task service's operators,
@@ -104,6 +105,7 @@ func startExecutor(ctx context.Context, cfg config.Config, db *sqldb.DB, key *id
 	}
 	closers = append(closers, log.Close)
 	startAuditPruner(ctx, log, logger, &closers)
+	startAuditSealer(ctx, log, logger, &closers)
 	holder := policy.NewHolder(engine)
 	exec, err := executor.New(ctx, executor.Config{
 		DB: db, Sandbox: sb, Policy: holder, Audit: log,
@@ -197,6 +199,39 @@ func startAuditPruner(ctx context.Context, log *audit.Log, logger *slog.Logger, 
 				logger.Info("audit log: pruned entries past retention", "count", removed)
 			}
 		}, closers)
+}
+
+// auditSealInterval is how often the audit log's head is sealed (when it
+// moved): the entries of at most that long are unsealed.
+const auditSealInterval = time.Hour
+
+// startAuditSealer seals log's head every auditSealInterval from now, and
+// once more when the closer it appends runs (a clean stop); a head
+// already sealed is left alone. A seal refused (the chain since the last seal
+// does not verify) is logged and the node runs on, for `snapnode audit
+// verify` to name the entry.
+func startAuditSealer(ctx context.Context, log *audit.Log, logger *slog.Logger, closers *[]func() error) {
+	report := func(s audit.Seal, err error) {
+		if err != nil {
+			logger.Error("audit log: seal", "err", err)
+		} else if s.Seq > 0 {
+			logger.Debug("audit log: sealed", "seq", s.Head.Seq, "hash", s.Head.Hash)
+		}
+	}
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	tick := time.NewTicker(auditSealInterval)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = log.RunSealer(sctx, tick.C, report)
+	}()
+	*closers = append(*closers, func() error {
+		cancel()
+		<-done
+		tick.Stop()
+		report(log.Seal(context.WithoutCancel(ctx)))
+		return nil
+	})
 }
 
 // every runs job once (before it returns when first, else on the
