@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/snapnode/snapnode/executor/audit"
+	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/admin"
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/node"
@@ -156,7 +157,7 @@ func (c *cli) audit(args []string) int {
 		return func(c *cli, args []string) int { return c.auditSub(name, args) }
 	}
 	return c.dispatch("audit", args, []subcommand{{"verify", sub("verify")}, {"export", sub("export")}},
-		"usage: snapnode audit verify [--file FILE] [--anchor SEQ:HASH]... [node settings]",
+		"usage: snapnode audit verify [--file FILE] [--anchor SEQ:HASH]... [--address ADDR] [node settings]",
 		"       snapnode audit export [--from SEQ] [node settings] > audit.jsonl")
 }
 
@@ -166,7 +167,15 @@ func (c *cli) auditSub(sub string, args []string) int {
 	file := ""
 	var from int64
 	var anchors []audit.Anchor
+	address := ""
 	if sub == "verify" {
+		fs.Func("address", "accept only seals and checkpoints signed by `ADDR`, the node's address (default: the node's key, when found)", func(v string) error {
+			if _, err := identity.ParseAddress(v); err != nil {
+				return fmt.Errorf("%q is not an address: %w", v, err)
+			}
+			address = v
+			return nil
+		})
 		fs.StringVar(&file, "file", "", "verify the export in `FILE` (- for standard input) instead of the database")
 		fs.Func("anchor", "also check that entry SEQ still has hash HASH (`SEQ:HASH`, a head an earlier audit verify printed, kept off the machine); repeatable", func(v string) error {
 			a, err := parseAnchor(v)
@@ -190,8 +199,12 @@ func (c *cli) auditSub(sub string, args []string) int {
 			defer f.Close()
 			r = f
 		}
-		rep, err := audit.VerifyJSONL(r, anchors...)
-		return c.auditReport(rep, err, "an export names its own")
+		rep, err := audit.VerifyJSONLWith(r, audit.VerifyOptions{Anchors: anchors, Signer: address})
+		noKey := "an export names its own"
+		if address != "" {
+			noKey = ""
+		}
+		return c.auditReport(rep, err, noKey)
 	}
 	log, closeLog, code, ok := c.openAudit(fs, cfg)
 	if !ok {
@@ -209,10 +222,10 @@ func (c *cli) auditSub(sub string, args []string) int {
 		return c.ioError("snapnode audit verify", err)
 	}
 	keyHeld := "no key found"
-	if key != nil {
+	if key != nil || address != "" {
 		keyHeld = ""
 	}
-	rep, err := log.Verify(ctx, anchors...)
+	rep, err := log.VerifyWith(ctx, audit.VerifyOptions{Anchors: anchors, Signer: address})
 	return c.auditReport(rep, err, keyHeld)
 }
 
@@ -233,9 +246,9 @@ func (c *cli) openAudit(fs *flag.FlagSet, cfg *config.Config) (*audit.Log, func(
 
 // auditReport prints the outcome of a verification: exit 0 when the chain
 // holds, 1 with the first bad entry named when it does not; and what was
-// not checked: a partial export's start, and a checkpoint's signer when
-// the node's key was not there to compare it with (noKey says why, ""
-// when the database's log was verified with the key).
+// not checked: a partial export's start, a checkpoint's or seal's signer
+// when neither the node's key nor --address was there to compare it with
+// (noKey says why, "" when they were), and the entries no seal covers.
 func (c *cli) auditReport(rep audit.Report, err error, noKey string) int {
 	var ve *audit.VerifyError
 	switch {
@@ -265,9 +278,24 @@ func (c *cli) auditReport(rep audit.Report, err error, noKey string) int {
 			signed = "signed by " + rep.CheckpointSigner
 		}
 		if noKey != "" {
-			signed += ", a signer not compared with the node's key (" + noKey + "): compare it with the node's address"
+			signed += ", a signer not compared with the node's key (" + noKey + "): compare it with the node's address, or give that with --address"
 		}
 		fmt.Fprintf(c.stdout, "pruned up to seq %d; checkpoint hash %s, %s\n", rep.Checkpoint.Seq, rep.Checkpoint.Hash, signed)
 	}
+	if rep.Seals == 0 {
+		fmt.Fprintf(c.stdout, "no seal: the %d entries are unsealed (no signature vouches for them: they can be rewritten unseen)\n", rep.Unsealed)
+		return exitOK
+	}
+	s := rep.LastSeal
+	signed := "signed by " + s.Signer
+	if noKey != "" {
+		signed += ", a signer not compared with the node's key (" + noKey + "): compare it with the node's address, or give that with --address"
+	}
+	seals := "seals"
+	if rep.Seals == 1 {
+		seals = "seal"
+	}
+	fmt.Fprintf(c.stdout, "%d %s, the last at entry %d (head seq %d hash %s, %s), %s; %d entries after it are unsealed\n",
+		rep.Seals, seals, s.Seq, s.Head.Seq, s.Head.Hash, s.Time.Format(time.RFC3339), signed, rep.Unsealed)
 	return exitOK
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -190,7 +191,7 @@ func TestAuditVerifyCheckpoint(t *testing.T) {
 		want   string
 	}{
 		{"signed by the node", "node", exitOK, "pruned up to seq 3; checkpoint hash "},
-		{"signed by another key", "other", exitFail, "audit log TAMPERED: audit: entry 4 checkpoint: the checkpoint is signed by "},
+		{"signed by another key", "other", exitFail, "audit log TAMPERED: audit: entry 4 seal: the seal is signed by "},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -223,6 +224,9 @@ func TestAuditVerifyCheckpoint(t *testing.T) {
 				if _, err := l.Append(ctx, audit.Entry{Actor: "host", Step: audit.StepCompleted}); err != nil {
 					t.Fatal(err)
 				}
+			}
+			if _, err := l.Seal(ctx); err != nil { // as the node seals its log every hour
+				t.Fatal(err)
 			}
 			now = time.Now()
 			if n, err := l.Prune(ctx); err != nil || n != 3 {
@@ -343,6 +347,9 @@ func TestAuditVerifySaysWhatItDidNotCheck(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if _, err := l.Seal(ctx); err != nil { // as the node seals its log every hour
+		t.Fatal(err)
+	}
 	now = time.Now()
 	if n, err := l.Prune(ctx); err != nil || n != 3 {
 		t.Fatalf("Prune: %d, %v", n, err)
@@ -365,9 +372,9 @@ func TestAuditVerifySaysWhatItDidNotCheck(t *testing.T) {
 		t.Fatalf("audit verify --file of an export from entry 6: %s", r)
 	}
 
-	// With the node's key, the forger's checkpoint fails; without it, the
-	// signer is only named.
-	if r := runCLI(t, "", append([]string{"audit", "verify"}, dd...)...); r.code != exitFail || !strings.Contains(r.stdout, "checkpoint: the checkpoint is signed by "+forger.Address(identity.Mainnet)) {
+	// With the node's key, the forger's seal fails; without it, the signer
+	// is only named.
+	if r := runCLI(t, "", append([]string{"audit", "verify"}, dd...)...); r.code != exitFail || !strings.Contains(r.stdout, "entry 4 seal: the seal is signed by "+forger.Address(identity.Mainnet)) {
 		t.Fatalf("audit verify with the node's key: %s", r)
 	}
 	if err := os.Remove(cfg.KeyPath()); err != nil {
@@ -376,5 +383,69 @@ func TestAuditVerifySaysWhatItDidNotCheck(t *testing.T) {
 	want := "signed by " + forger.Address(identity.Mainnet) + ", a signer not compared with the node's key (no key found): compare it with the node's address"
 	if r := runCLI(t, "", append([]string{"audit", "verify"}, dd...)...); r.code != exitOK || !strings.Contains(r.stdout, want) {
 		t.Fatalf("audit verify without the node's key: %s\nwant %q", r, want)
+	}
+}
+
+// audit verify reports the seals and the entries after the last one,
+// unsealed; --address checks an export's seals against the node's
+// address, and another node's fails.
+func TestAuditVerifySeals(t *testing.T) {
+	noEnvKey(t)
+	ctx := context.Background()
+	dataDir := filepath.Join(t.TempDir(), "data")
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	cfg.DataDir = dataDir
+	key, _ := identity.Generate()
+	if err := identity.SaveKeyFile(cfg.KeyPath(), key); err != nil {
+		t.Fatal(err)
+	}
+	other, _ := identity.Generate()
+	db, err := sqldb.Open(ctx, cfg.DatabaseDSN(), sqldb.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := audit.New(ctx, db, node.AuditOptions(cfg, key, identity.Mainnet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := l.Append(ctx, audit.Entry{Actor: "host", Step: audit.StepCompleted}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := l.Seal(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := l.Append(ctx, audit.Entry{Actor: "host", Step: audit.StepCompleted}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.Close()
+	db.Close()
+	dd := []string{"--data-dir", dataDir}
+	addr := key.Address(identity.Mainnet)
+	want := fmt.Sprintf("1 seal, the last at entry 4 (head seq 3 hash %s, %s), signed by %s; 2 entries after it are unsealed",
+		s.Head.Hash, s.Time.Format(time.RFC3339), addr)
+	if r := runCLI(t, "", append([]string{"audit", "verify"}, dd...)...); r.code != exitOK || !strings.Contains(r.stdout, want) {
+		t.Fatalf("audit verify: %s\nwant %q", r, want)
+	}
+	exp := runCLI(t, "", append([]string{"audit", "export"}, dd...)...)
+	if r := runCLI(t, exp.stdout, "audit", "verify", "--file", "-", "--address", addr); r.code != exitOK || !strings.Contains(r.stdout, want) || strings.Contains(r.stdout, "not compared") {
+		t.Fatalf("audit verify --file - --address the node's: %s", r)
+	}
+	if r := runCLI(t, exp.stdout, "audit", "verify", "--file", "-"); r.code != exitOK || !strings.Contains(r.stdout, "a signer not compared with the node's key") {
+		t.Fatalf("audit verify --file - without --address: %s", r)
+	}
+	r := runCLI(t, exp.stdout, "audit", "verify", "--file", "-", "--address", other.Address(identity.Mainnet))
+	if want := "audit log TAMPERED: audit: entry 4 seal (line 5): the seal is signed by " + addr; r.code != exitFail || !strings.Contains(r.stdout, want) {
+		t.Fatalf("audit verify --address another node's: %s\nwant %q", r, want)
+	}
+	if r := runCLI(t, exp.stdout, "audit", "verify", "--file", "-", "--address", "bc1pnot"); r.code != exitUsage {
+		t.Fatalf("audit verify --address bc1pnot: %s", r)
 	}
 }
