@@ -61,6 +61,7 @@ type Report struct {
 	needs []Need
 
 	running map[string][]string // output of tests still running, by package and name
+	panics  map[string][]string // the panic a running test printed, and the lines after it
 	pkgs    map[string]*pkgCount
 	order   []string
 	pass    int
@@ -85,7 +86,7 @@ type pkgCount struct{ pass, fail, skip int }
 
 // New returns a Report that prints to w and groups skips by needs.
 func New(w io.Writer, needs []Need) *Report {
-	return &Report{w: w, needs: needs, running: map[string][]string{}, pkgs: map[string]*pkgCount{}, skips: map[string]int{}}
+	return &Report{w: w, needs: needs, running: map[string][]string{}, panics: map[string][]string{}, pkgs: map[string]*pkgCount{}, skips: map[string]int{}}
 }
 
 // Read consumes events until r ends, printing as packages finish. A line
@@ -135,6 +136,9 @@ func (rep *Report) Add(ev Event) {
 		rep.order = append(rep.order, ev.Package)
 	}
 	if ev.Test == "" {
+		if ev.Action == "fail" {
+			rep.unfinished(ev.Package, pc)
+		}
 		rep.packageEvent(ev, pc)
 		return
 	}
@@ -146,14 +150,23 @@ func (rep *Report) Add(ev Event) {
 			out = out[len(out)-maxKept:]
 		}
 		rep.running[key] = out
+		// A panic (go test's -timeout among them) is kept apart: the
+		// goroutine dump after it would push it out of the kept lines.
+		if p, ok := rep.panics[key]; ok && len(p) < maxPanicLines {
+			rep.panics[key] = append(p, ev.Output)
+		} else if !ok && strings.HasPrefix(ev.Output, "panic: ") {
+			rep.panics[key] = []string{ev.Output}
+		}
 	case "pass":
 		rep.pass++
 		pc.pass++
 		delete(rep.running, key)
+		delete(rep.panics, key)
 	case "skip":
 		pc.skip++
 		rep.skipped(rep.running[key])
 		delete(rep.running, key)
+		delete(rep.panics, key)
 	case "fail":
 		pc.fail++
 		rep.fail = append(rep.fail, ev.Package+"."+ev.Test)
@@ -164,6 +177,41 @@ func (rep *Report) Add(ev Event) {
 			}
 		}
 		delete(rep.running, key)
+		delete(rep.panics, key)
+	}
+}
+
+// maxPanicLines bounds the lines of a panic kept for a running test: the
+// panic, the tests that were running, the first goroutines.
+const maxPanicLines = 30
+
+// unfinished reports, when package pkg fails, its tests that never ended
+// (its test binary stopped: go test's -timeout, a panic, an os.Exit) as
+// failed, each with its panic if it printed one, else its last output.
+func (rep *Report) unfinished(pkg string, pc *pkgCount) {
+	var keys []string
+	for key := range rep.running {
+		if strings.HasPrefix(key, pkg+" ") {
+			keys = append(keys, key)
+		}
+	}
+	slices.Sort(keys)
+	for _, key := range keys {
+		name := strings.TrimPrefix(key, pkg+" ")
+		pc.fail++
+		rep.fail = append(rep.fail, pkg+"."+name)
+		fmt.Fprintf(rep.w, "=== FAIL %s.%s (it did not finish)\n", pkg, name)
+		lines := rep.panics[key]
+		if lines == nil {
+			lines = rep.running[key]
+		}
+		for _, l := range lines {
+			if !strings.HasPrefix(l, "=== ") {
+				fmt.Fprint(rep.w, l)
+			}
+		}
+		delete(rep.running, key)
+		delete(rep.panics, key)
 	}
 }
 

@@ -3,6 +3,7 @@ package testreport_test
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -162,5 +163,41 @@ func TestReadAs(t *testing.T) {
 	}
 	if !strings.HasSuffix(strings.TrimSpace(got), "ran 2 tests in 2 packages: 1 passed, 1 failed; nothing skipped") {
 		t.Errorf("last line of two builds of one package:\n%s", got)
+	}
+}
+
+// A test binary stopped by go test's -timeout leaves the test it was
+// running with no pass or fail: the report names it as failed, with the
+// panic and the tests that were running, however long the goroutine dump
+// after them, and the run fails.
+func TestUnfinishedTestNamed(t *testing.T) {
+	var out bytes.Buffer
+	rep := testreport.New(&out, nil)
+	rep.Add(testreport.Event{Action: "pass", Package: "p", Test: "TestFast"})
+	rep.Add(testreport.Event{Action: "output", Package: "p", Test: "TestHang", Output: "=== RUN   TestHang\n"})
+	rep.Add(testreport.Event{Action: "output", Package: "p", Test: "TestHang", Output: "    a_test.go:4: waiting\n"})
+	rep.Add(testreport.Event{Action: "output", Package: "p", Test: "TestHang", Output: "panic: test timed out after 10m0s\n"})
+	rep.Add(testreport.Event{Action: "output", Package: "p", Test: "TestHang", Output: "\trunning tests:\n"})
+	rep.Add(testreport.Event{Action: "output", Package: "p", Test: "TestHang", Output: "\t\tTestHang (10m0s)\n"})
+	for i := range 1000 {
+		rep.Add(testreport.Event{Action: "output", Package: "p", Test: "TestHang", Output: fmt.Sprintf("goroutine %d [select]:\n", i)})
+	}
+	rep.Add(testreport.Event{Action: "output", Package: "p", Output: "FAIL\tp\t600.1s\n"})
+	rep.Add(testreport.Event{Action: "fail", Package: "p", Elapsed: 600.1})
+	rep.Summary()
+	got := out.String()
+	for _, want := range []string{
+		"=== FAIL p.TestHang (it did not finish)\n",
+		"panic: test timed out after 10m0s\n",
+		"\t\tTestHang (10m0s)\n",
+		"FAIL p 600.1s (1 passed, 1 failed)\n",
+		"1 failed",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("no %q in:\n%s", want, got)
+		}
+	}
+	if !rep.Failed() {
+		t.Error("Failed() = false after a test that did not finish")
 	}
 }

@@ -33,6 +33,7 @@ func run(ctx context.Context, args []string) int {
 		notes = append(notes, "ran without -race: the race detector needs cgo and a C compiler (apt-get install gcc)")
 		fmt.Fprintln(os.Stderr, "testrun: "+notes[0])
 	}
+	args = withTimeout(args)
 	rep := testreport.New(os.Stdout, testreport.ProjectNeeds())
 	for _, n := range notes {
 		rep.Note(n)
@@ -52,6 +53,25 @@ func run(ctx context.Context, args []string) int {
 		return 1
 	}
 	return code
+}
+
+// defaultTimeout is go test's -timeout when none is given: a package's
+// test binary runs at most this long. go test's own 10 minutes is less
+// than the node's integration tests take with -race on a small, busy
+// machine (2 cores with other work: 8 to 10 minutes); a test that hangs is
+// still stopped, and named (testreport reports a test that did not finish).
+const defaultTimeout = "30m"
+
+// withTimeout returns args with -timeout defaultTimeout first, unless
+// they give a -timeout of their own.
+func withTimeout(args []string) []string {
+	for _, a := range args {
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if strings.HasPrefix(a, "-") && (name == "timeout" || name == "test.timeout") {
+			return args
+		}
+	}
+	return append([]string{"-timeout", defaultTimeout}, args...)
 }
 
 // libsecpRun returns the arguments of the second run, after one with args:

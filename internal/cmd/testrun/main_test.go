@@ -32,3 +32,17 @@ func TestLibsecpRun(t *testing.T) {
 		})
 	}
 }
+
+func TestWithTimeout(t *testing.T) {
+	for _, tc := range []struct{ args, want []string }{
+		{[]string{"-race", "./..."}, []string{"-timeout", defaultTimeout, "-race", "./..."}},
+		{[]string{"-timeout", "5m", "./..."}, []string{"-timeout", "5m", "./..."}},
+		{[]string{"-timeout=5m", "./..."}, []string{"-timeout=5m", "./..."}},
+		{[]string{"--timeout=5m", "./..."}, []string{"--timeout=5m", "./..."}},
+		{[]string{"-test.timeout=5m", "./..."}, []string{"-test.timeout=5m", "./..."}},
+	} {
+		if got := withTimeout(tc.args); !slices.Equal(got, tc.want) {
+			t.Errorf("withTimeout(%q) = %q, want %q", tc.args, got, tc.want)
+		}
+	}
+}
