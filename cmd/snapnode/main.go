@@ -103,7 +103,13 @@ func lookup(name string) *command {
 // run executes snapnode with args (without the program name) and returns
 // the exit code.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	c := &cli{stdin: stdin, stdout: invisible.NewWriter(stdout), stderr: invisible.NewWriter(stderr), terminal: isTerminal(stdout)}
+	return runOn(args, stdin, stdout, stderr, isTerminal(stdout))
+}
+
+// runOn is run, told whether stdout is a terminal: the commands print for
+// a reader there, and stable machine-readable output elsewhere.
+func runOn(args []string, stdin io.Reader, stdout, stderr io.Writer, terminal bool) int {
+	c := &cli{stdin: stdin, stdout: invisible.NewWriter(stdout), stderr: invisible.NewWriter(stderr), terminal: terminal}
 	if len(args) == 0 {
 		c.printCommands(stderr)
 		return exitUsage

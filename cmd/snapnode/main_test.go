@@ -46,6 +46,14 @@ func runCLI(t *testing.T, stdin string, args ...string) result {
 	return result{code, out.String(), errOut.String()}
 }
 
+// runTerminal is runCLI with stdout taken for a terminal.
+func runTerminal(t *testing.T, stdin string, args ...string) result {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := runOn(args, strings.NewReader(stdin), &out, &errOut, true)
+	return result{code, out.String(), errOut.String()}
+}
+
 func (r result) String() string {
 	return "exit " + strconv.Itoa(r.code) + "\nstdout: " + r.stdout + "\nstderr: " + r.stderr
 }

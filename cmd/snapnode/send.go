@@ -15,6 +15,7 @@ import (
 	"github.com/snapnode/snapnode/client"
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/snap"
+	"github.com/snapnode/snapnode/tasks"
 )
 
 // exitTimeout is the exit code of a request that got no valid answer.
@@ -225,7 +226,79 @@ func (c *cli) exchange(fs *flag.FlagSet, cf clientFlags, method string, payload 
 	if err != nil {
 		return c.exchangeError(prog, c.noAnswer(prog, cf, where, body, err))
 	}
-	return c.printResponse(prog, resp)
+	code := c.printResponse(prog, resp)
+	if c.terminal {
+		c.taskSummary(cf, resp.Payload)
+	}
+	return code
+}
+
+// taskSummary tells a reader at a terminal, on stderr, what the JSON line
+// of a response carrying a task says: the task's id (payload.task.id, not
+// the message's id), its state and status note, and the command that
+// follows it, or reads it again once it has ended. Piped output is the
+// JSON line alone.
+func (c *cli) taskSummary(cf clientFlags, payload []byte) {
+	type task struct {
+		ID     string `json:"id"`
+		Status struct {
+			State   tasks.State `json:"state"`
+			Message string      `json:"message"`
+		} `json:"status"`
+	}
+	var p struct {
+		task
+		Task *task `json:"task"`
+	}
+	if json.Unmarshal(payload, &p) != nil {
+		return
+	}
+	t := p.task
+	if p.Task != nil {
+		t = *p.Task
+	}
+	if t.ID == "" || t.Status.State == "" {
+		return
+	}
+	line := "task " + t.ID + ": " + string(t.Status.State)
+	if note := printable(strings.Join(strings.Fields(t.Status.Message), " ")); note != "" {
+		line += " — " + note
+	}
+	fmt.Fprintln(c.stderr, line)
+	if t.Status.State.Terminal() {
+		fmt.Fprintf(c.stderr, "read it again: snapnode task get %s %s\n", cf.command(), shellWord(t.ID))
+		return
+	}
+	fmt.Fprintf(c.stderr, "follow it: snapnode stream %s --task %s --resubscribe\n", cf.command(), shellWord(t.ID))
+}
+
+// command is the flags that reach the same agent as cf, with the same key,
+// as a command line gives them.
+func (cf clientFlags) command() string {
+	words := []string{"--to", shellWord(cf.to)}
+	if cf.keyFile != "" {
+		words = append(words, "--key", shellWord(cf.keyFile))
+	}
+	if cf.http != "" {
+		words = append(words, "--http", shellWord(cf.http))
+	}
+	if !cf.defaulted {
+		for _, r := range cf.relays {
+			words = append(words, "--relay", shellWord(r))
+		}
+	}
+	if cf.fallback {
+		words = append(words, "--fallback")
+	}
+	return strings.Join(words, " ")
+}
+
+// shellWord quotes s for a POSIX shell when it needs it.
+func shellWord(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:@%+=,-") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // noAnswer marks the failures of an exchange that mean no valid response

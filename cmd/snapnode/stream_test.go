@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -28,8 +29,14 @@ import (
 // free loopback ports.
 func startHTTPNode(t *testing.T) *node.Node {
 	t.Helper()
+	return startHTTPNodeIn(t, filepath.Join(t.TempDir(), "data"))
+}
+
+// startHTTPNodeIn is startHTTPNode with its data in dataDir.
+func startHTTPNodeIn(t *testing.T, dataDir string) *node.Node {
+	t.Helper()
 	cfg := config.Default()
-	cfg.DataDir, cfg.RelayListen, cfg.HTTPListen = filepath.Join(t.TempDir(), "data"), "127.0.0.1:0", "127.0.0.1:0"
+	cfg.DataDir, cfg.RelayListen, cfg.HTTPListen = dataDir, "127.0.0.1:0", "127.0.0.1:0"
 	ctx, cancel := context.WithCancel(context.Background())
 	n, err := node.Start(ctx, cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -426,6 +433,78 @@ func TestUnreachableDefaultRelayHint(t *testing.T) {
 		r = runCLI(t, "", append(args[:1:1], append([]string{"--relay", closed}, args[1:]...)...)...)
 		if r.code == exitOK || strings.Contains(r.stderr, hint) || !strings.Contains(r.stderr, "could not reach any relay") {
 			t.Errorf("%s --relay %s: %s", args[0], closed, r)
+		}
+	}
+}
+
+// On a terminal, send and stream follow the response's JSON line with a
+// summary on stderr: the task's id (not the message's), its state and
+// note, and the command that follows it, or reads it again once ended.
+// stdout is the JSON line a pipe gets, and a pipe gets no summary.
+func TestTaskSummaryOnTerminal(t *testing.T) {
+	noEnvKey(t)
+	data := filepath.Join(t.TempDir(), "data")
+	os.MkdirAll(filepath.Join(data, "sandbox"), 0o700)
+	writeFile(t, filepath.Join(data, "sandbox"), "old.txt", "old\n", 0o600)
+	n := startHTTPNodeIn(t, data)
+	dir := t.TempDir()
+	key := keyFile(t, dir, testSecret)
+	base := n.HTTPURL()
+	taskOf := func(line string) (id, state string) {
+		var p struct {
+			Task struct {
+				ID     string
+				Status struct{ State string }
+			}
+		}
+		json.Unmarshal(received(t, n, line, snap.TypeResponse).Payload, &p)
+		return p.Task.ID, p.Task.Status.State
+	}
+
+	r := runTerminal(t, "", "send", "--to", n.Address(), "--http", base, "--key", key, "hello")
+	id, state := taskOf(strings.TrimSpace(r.stdout))
+	if r.code != 0 || strings.Count(r.stdout, "\n") != 1 || state != "failed" {
+		t.Fatalf("send on a terminal: %s", r)
+	}
+	if want := "task " + id + ": failed — "; !strings.HasPrefix(r.stderr, want) || !strings.Contains(r.stderr, "--llm-url") {
+		t.Errorf("send on a terminal: stderr %q, want it to start with %q and give the note", r.stderr, want)
+	}
+	if want := "read it again: snapnode task get --to " + n.Address() + " --key " + key + " --http " + base + " " + id + "\n"; !strings.Contains(r.stderr, want) {
+		t.Errorf("send on a terminal: stderr %q, want %q", r.stderr, want)
+	}
+	if r := runCLI(t, "", "send", "--to", n.Address(), "--http", base, "--key", key, "hello"); r.code != 0 || r.stderr != "" {
+		t.Errorf("send piped: %s", r)
+	}
+
+	// A task that waits on an operator is followed with stream --resubscribe.
+	r = runTerminal(t, "", "stream", "--to", n.Address(), "--http", base, "--key", key,
+		"--data", deleteProposal(t, dir))
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	id, state = taskOf(lines[len(lines)-1])
+	if r.code != 0 || state != "input_required" {
+		t.Fatalf("stream on a terminal: %s", r)
+	}
+	if want := "follow it: snapnode stream --to " + n.Address() + " --key " + key + " --http " + base + " --task " + id + " --resubscribe\n"; !strings.Contains(r.stderr, "task "+id+": input_required — ") || !strings.Contains(r.stderr, want) {
+		t.Errorf("stream on a terminal: stderr %q, want the state and %q", r.stderr, want)
+	}
+}
+
+func deleteProposal(t *testing.T, dir string) string {
+	t.Helper()
+	b, _ := json.Marshal(map[string]any{"schema_version": "1.0.0", "id": uuid.NewString(), "reasoning": "cli test",
+		"action": "DELETE_FILE", "args": map[string]any{"path": "/sandbox/old.txt"}})
+	return writeFile(t, dir, uuid.NewString()+".json", string(b), 0o600)
+}
+
+func TestShellWord(t *testing.T) {
+	for in, want := range map[string]string{
+		"ws://127.0.0.1:7447": "ws://127.0.0.1:7447",
+		"/home/a b/alice.key": `'/home/a b/alice.key'`,
+		"it's":                `'it'\''s'`,
+		"":                    "''",
+	} {
+		if got := shellWord(in); got != want {
+			t.Errorf("shellWord(%q) = %s, want %s", in, got, want)
 		}
 	}
 }
