@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/snapnode/snapnode/executor/audit"
@@ -100,10 +101,7 @@ func (c *cli) held(args []string) int {
 	if !ok {
 		return code
 	}
-	var list []struct {
-		Task, Action, Kind, Requester, Reason, Diff string
-		DiffSum                                     string `json:"diff_sha256"`
-	}
+	var list []heldAction
 	if err := json.Unmarshal(res, &list); err != nil {
 		fmt.Fprintf(c.stderr, "snapnode held: the node answered %s\n", res)
 		return exitFail
@@ -111,16 +109,62 @@ func (c *cli) held(args []string) int {
 	if len(list) == 0 {
 		fmt.Fprintln(c.stderr, "no action waits for a decision")
 	}
+	if c.terminal {
+		printHeldTable(c.stdout, list, *showDiff)
+		return exitOK
+	}
 	for _, h := range list {
 		fmt.Fprintf(c.stdout, "%s\t%s\t%s\t%s\t%s\t%s\n", h.Task, h.Action, h.Kind, h.Requester, h.Reason, h.DiffSum)
 		if *showDiff {
-			fmt.Fprint(c.stdout, h.Diff)
-			if !strings.HasSuffix(h.Diff, "\n") {
-				fmt.Fprintln(c.stdout)
-			}
+			printDiff(c.stdout, h.Diff)
 		}
 	}
 	return exitOK
+}
+
+// heldAction is one action of the node's answer to held.
+type heldAction struct {
+	Task, Action, Kind, Requester, Reason, Diff string
+	DiffSum                                     string `json:"diff_sha256"`
+}
+
+// printHeldTable prints the held actions for a reader at a terminal:
+// aligned columns under a header, the reason last (it is the longest);
+// with showDiff, each action is a table of its own with its diff below.
+// A pipe gets the tab-separated lines of held instead.
+func printHeldTable(w io.Writer, list []heldAction, showDiff bool) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for i, h := range list {
+		if i == 0 || showDiff {
+			fmt.Fprintln(tw, "TASK\tACTION\tKIND\tREQUESTER\tDIFF SHA-256\tREASON")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", cell(h.Task), cell(h.Action), cell(h.Kind), cell(h.Requester), cell(h.DiffSum), cell(h.Reason))
+		if showDiff {
+			tw.Flush()
+			printDiff(w, h.Diff)
+			if i < len(list)-1 {
+				fmt.Fprintln(w)
+			}
+		}
+	}
+	tw.Flush()
+}
+
+// cell is a table cell: text shown on one line without tabs, "-" when
+// there is none.
+func cell(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return strings.ReplaceAll(shown(s), "\t", " ")
+}
+
+// printDiff prints a held action's diff, ending its last line.
+func printDiff(w io.Writer, diff string) {
+	fmt.Fprint(w, diff)
+	if !strings.HasSuffix(diff, "\n") {
+		fmt.Fprintln(w)
+	}
 }
 
 func (c *cli) approve(args []string) int  { return c.adminCommand("approve", args) }

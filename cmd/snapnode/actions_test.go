@@ -101,8 +101,23 @@ func TestActionCommands(t *testing.T) {
 		t.Fatalf("held: %s", r)
 	}
 	sum := cols[5]
+	if r.stderr != "" {
+		t.Errorf("held piped: %s", r)
+	}
 	if r := runCLI(t, "", append([]string{"held", "--diff"}, dd...)...); r.code != exitOK || !strings.HasPrefix(r.stdout, strings.Join(cols, "\t")+"\n") || !strings.Contains(r.stdout, "\n-one\n") {
 		t.Errorf("held --diff: %s", r)
+	}
+	// On a terminal: aligned columns under a header, the reason last; a
+	// pipe (above) gets the tab-separated line alone.
+	r = runTerminal(t, "", append([]string{"held"}, dd...)...)
+	rows := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+	if r.code != exitOK || len(rows) != 2 || strings.Contains(r.stdout, "\t") || !strings.HasPrefix(rows[0], "TASK ") ||
+		!strings.HasPrefix(rows[1], del.ID+" ") || strings.Index(rows[0], "KIND") != strings.Index(rows[1], "DELETE_FILE") ||
+		strings.Index(rows[0], "DIFF SHA-256") != strings.Index(rows[1], sum) || !strings.HasSuffix(rows[1], cols[4]) {
+		t.Fatalf("held on a terminal: %s", r)
+	}
+	if r := runTerminal(t, "", append([]string{"held", "--diff"}, dd...)...); r.code != exitOK || !strings.HasPrefix(r.stdout, rows[0]+"\n"+rows[1]+"\n") || !strings.Contains(r.stdout, "\n-one\n") {
+		t.Errorf("held --diff on a terminal: %s", r)
 	}
 	// A sum that is no sum is a usage error; one of another diff is
 	// refused, and nothing runs.
