@@ -15,6 +15,7 @@ import (
 	"github.com/snapnode/snapnode/internal/admin"
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/node"
+	"github.com/snapnode/snapnode/tasks"
 )
 
 // job is `snapnode job list|show|history|replay`: the agent's jobs in the
@@ -34,31 +35,56 @@ func (c *cli) job(args []string) int {
 		"       snapnode job resume --from CHECKPOINT [--data-dir DIR] ID")
 }
 
+// jobStores are what the job commands read: the job store, and the task
+// store, whose status events say when a job's task waited for a human.
+type jobStores struct {
+	jobs  *agent.Store
+	tasks taskReader
+}
+
+// openJobStores opens the job store (openJobStore) and the task store of
+// the node's database.
+func (c *cli) openJobStores(fs *flag.FlagSet, cfg *config.Config) (jobStores, func(), int, bool) {
+	return openStore(c, fs, cfg, "jobs", func(s *node.Stores, ctx context.Context) (jobStores, error) {
+		jobs, err := jobStore(ctx, s, cfg)
+		if err != nil {
+			return jobStores{}, err
+		}
+		tasks, err := s.Tasks(ctx)
+		return jobStores{jobs, tasks}, err
+	})
+}
+
 // openJobStore opens the agent's job store in the node's database, with
 // the key of sealed history archives when agent.history_key_file is set.
 func (c *cli) openJobStore(fs *flag.FlagSet, cfg *config.Config) (*agent.Store, func(), int, bool) {
 	return openStore(c, fs, cfg, "jobs", func(s *node.Stores, ctx context.Context) (*agent.Store, error) {
-		st, err := s.Jobs(ctx)
-		if err != nil {
-			return nil, err
-		}
-		key, err := cfg.HistoryKey()
-		if err != nil || key == nil {
-			return st, err
-		}
-		sealer, err := agent.NewSealer(key)
-		if err != nil {
-			return nil, err
-		}
-		st.UseKey(sealer)
-		return st, nil
+		return jobStore(ctx, s, cfg)
 	})
+}
+
+// jobStore is openJobStore's store.
+func jobStore(ctx context.Context, s *node.Stores, cfg *config.Config) (*agent.Store, error) {
+	st, err := s.Jobs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	key, err := cfg.HistoryKey()
+	if err != nil || key == nil {
+		return st, err
+	}
+	sealer, err := agent.NewSealer(key)
+	if err != nil {
+		return nil, err
+	}
+	st.UseKey(sealer)
+	return st, nil
 }
 
 // jobCommand runs a job command that takes one job id: it parses the
 // flags (--format and the node's settings), opens the job store and calls
 // run with it.
-func (c *cli) jobCommand(name string, args []string, run func(st *agent.Store, format, id string) int) int {
+func (c *cli) jobCommand(name string, args []string, run func(st jobStores, format, id string) int) int {
 	fs, cfg := c.nodeFlagSet("job " + name)
 	format := fs.String("format", "json", "print `json` or text")
 	pos, code, done := c.parse(fs, args, 1)
@@ -71,7 +97,7 @@ func (c *cli) jobCommand(name string, args []string, run func(st *agent.Store, f
 	if *format != "json" && *format != "text" {
 		return c.usageError(fs, fmt.Sprintf("--format: want json or text, got %q", *format))
 	}
-	st, closeDB, code, ok := c.openJobStore(fs, cfg)
+	st, closeDB, code, ok := c.openJobStores(fs, cfg)
 	if !ok {
 		return code
 	}
@@ -114,8 +140,9 @@ func (c *cli) jobShow(args []string) int {
 	return c.jobCommand("show", args, c.printManifest)
 }
 
-func (c *cli) printManifest(st *agent.Store, format, id string) int {
+func (c *cli) printManifest(stores jobStores, format, id string) int {
 	ctx := context.Background()
+	st := stores.jobs
 	j, err := st.Get(ctx, id)
 	if err != nil {
 		return c.jobError("snapnode job show", id, err)
@@ -135,8 +162,30 @@ func (c *cli) printManifest(st *agent.Store, format, id string) int {
 		phase = *m.CurrentPhase
 	}
 	fmt.Fprintf(c.stdout, "job %s: %s (task %s), phase %s\n", m.JobID, m.Status, m.TaskState, phase)
-	fmt.Fprintf(c.stdout, "  %d steps, %.4g cents, %.1f s, %d prompt and %d completion tokens\n",
+	fmt.Fprintf(c.stdout, "  %d steps, %.4g cents, %.1f s running (model calls, actions, retry back-offs: what the time limit counts), %d prompt and %d completion tokens\n",
 		m.Metrics.Steps, m.Metrics.CumulativeCost, m.Metrics.CumulativeTimeSeconds, m.Metrics.PromptTokens, m.Metrics.CompletionTokens)
+	ws := jobWaits(stores.tasks, id, j.Status)
+	if len(ws) > 0 {
+		var parts []string
+		for _, who := range []string{"an operator", "the requester"} {
+			var sum time.Duration
+			n, open := 0, false
+			for _, w := range ws {
+				if w.who == who {
+					sum, n = sum+w.to.Sub(w.from), n+1
+					open = open || w.open
+				}
+			}
+			switch {
+			case n == 0:
+			case open:
+				parts = append(parts, fmt.Sprintf("waits for %s (%.1f s so far)", who, sum.Seconds()))
+			default:
+				parts = append(parts, fmt.Sprintf("waited %.1f s for %s", sum.Seconds(), who))
+			}
+		}
+		fmt.Fprintf(c.stdout, "  %s; %.1f s from creation to the last update\n", strings.Join(parts, ", "), j.UpdatedAt.Sub(j.CreatedAt).Seconds())
+	}
 	if j.Reason != "" {
 		fmt.Fprintf(c.stdout, "  %s\n", shown(j.Reason))
 	}
@@ -150,8 +199,8 @@ func (c *cli) jobHistory(args []string) int {
 	return c.jobCommand("history", args, c.printHistory)
 }
 
-func (c *cli) printHistory(st *agent.Store, format, id string) int {
-	h, err := st.History(context.Background(), id)
+func (c *cli) printHistory(stores jobStores, format, id string) int {
+	h, err := stores.jobs.History(context.Background(), id)
 	if err != nil {
 		return c.jobError("snapnode job history", id, err)
 	}
@@ -161,17 +210,84 @@ func (c *cli) printHistory(st *agent.Store, format, id string) int {
 		return exitOK
 	}
 	fmt.Fprintf(c.stdout, "job %s (%s), created %s\n", h.JobID, h.Status, h.CreatedAt.Format("2006-01-02 15:04:05"))
-	for _, it := range h.Interactions {
+	// The waits of the job's task (input_required) go below the call
+	// after which they began: the call's new status is the job's when the
+	// call ended, and the job stopped for a human after it.
+	ws := jobWaits(stores.tasks, id, h.Status)
+	for i, it := range h.Interactions {
+		var after []wait
+		for len(ws) > 0 && (i == len(h.Interactions)-1 || ws[0].from.Before(h.Interactions[i+1].Timestamp)) {
+			after, ws = append(after, ws[0]), ws[1:]
+		}
+		next := it.Response.NewStatus
+		if len(after) > 0 && !next.Terminal() {
+			next = agent.InterventionRequired
+		}
 		fmt.Fprintf(c.stdout, "#%d %s %s → %s: %s %s (%.2fs)\n", it.Sequence, it.Timestamp.Format("15:04:05"),
-			it.StateBefore, it.Response.NewStatus, it.Response.Kind, shown(it.Response.Action), it.Response.ExecutionTimeSeconds)
+			it.StateBefore, next, it.Response.Kind, shown(it.Response.Action), it.Response.ExecutionTimeSeconds)
+		if it.Guidance != "" {
+			fmt.Fprintf(c.stdout, "    told first: %s\n", shown(it.Guidance))
+		}
 		if it.Response.Error != "" {
 			fmt.Fprintf(c.stdout, "    error: %s\n", shown(it.Response.Error))
 		}
 		if o := it.Observation; o != nil {
 			fmt.Fprintf(c.stdout, "    %s %s\n", o.Outcome, shown(firstLine(o.Reason)))
 		}
+		for _, w := range after {
+			if w.open {
+				fmt.Fprintf(c.stdout, "    waits for %s since %s (%.1f s so far): %s\n", w.who, w.from.Format("15:04:05"), w.to.Sub(w.from).Seconds(), shown(w.note))
+			} else {
+				fmt.Fprintf(c.stdout, "    waited %.1f s for %s: %s\n", w.to.Sub(w.from).Seconds(), w.who, shown(w.note))
+			}
+		}
 	}
 	return exitOK
+}
+
+// wait is a time a job's task spent in input_required, waiting for a
+// human: an operator's decision on a held action, or the requester's
+// guidance.
+type wait struct {
+	from, to time.Time
+	who      string // "an operator" or "the requester"
+	note     string // the task's status note
+	open     bool   // it still waits: to is now
+}
+
+// jobWaits reads the waits of the job's task from its status events;
+// none when the task store has no events for it (a job's history read
+// from another database).
+func jobWaits(st taskReader, id string, status agent.Status) []wait {
+	events, err := st.Events(context.Background(), id, 0)
+	if err != nil {
+		return nil
+	}
+	var (
+		ws  []wait
+		cur *wait
+	)
+	for _, e := range events {
+		if e.Status == nil {
+			continue
+		}
+		if cur != nil {
+			cur.to = e.Status.Timestamp
+			ws, cur = append(ws, *cur), nil
+		}
+		if e.Status.State == tasks.StateInputRequired {
+			who := "the requester"
+			if strings.HasPrefix(e.Status.Message, "confirmation needed for action ") {
+				who = "an operator"
+			}
+			cur = &wait{from: e.Status.Timestamp, who: who, note: e.Status.Message}
+		}
+	}
+	if cur != nil && status == agent.InterventionRequired {
+		cur.to, cur.open = time.Now(), true
+		ws = append(ws, *cur)
+	}
+	return ws
 }
 
 func (c *cli) jobReplay(args []string) int {

@@ -14,6 +14,8 @@ import (
 	"github.com/snapnode/snapnode/agent"
 	"github.com/snapnode/snapnode/internal/sqldb"
 	"github.com/snapnode/snapnode/schemas"
+	"github.com/snapnode/snapnode/tasks"
+	"github.com/snapnode/snapnode/tasks/sqlstore"
 )
 
 // jobDataDir makes a node data folder whose database holds one finished
@@ -184,5 +186,95 @@ func TestJobTextSpellsControls(t *testing.T) {
 		if err := json.Unmarshal(out.Bytes(), &v); err != nil || !strings.Contains(fmt.Sprint(v), evil) {
 			t.Errorf("job %s --format json: %v; the output does not decode to the job's text", sub, err)
 		}
+	}
+}
+
+// The text formats tell the job's waits for a human, read from its task's
+// status events: the call after which the job stopped shows where it went
+// (INTERVENTION_REQUIRED, not the RUNNING it recorded), how long it waited
+// and for whom, and the guidance the next call was told first; job show
+// says its seconds are work, and the time waited apart.
+func TestJobTextShowsWaits(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	db, err := sqldb.Open(ctx, "sqlite:"+filepath.Join(dir, "tasks.db"), sqldb.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := agent.OpenStore(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, err := sqlstore.New(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
+	const id = "job-waits"
+	task, err := ts.Create(ctx, &tasks.Task{ID: id, Owner: "bc1p-requester", Status: tasks.Status{State: tasks.StateSubmitted, Timestamp: t0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := func(state tasks.State, at time.Duration, note string) {
+		t.Helper()
+		next := task.Clone()
+		next.Status = tasks.Status{State: state, Timestamp: t0.Add(at), Message: note}
+		if task, err = ts.Update(ctx, next, task.Version); err != nil {
+			t.Fatal(err)
+		}
+	}
+	j := &agent.Job{TaskID: id, Requester: "bc1p-requester", Description: "x", Status: agent.Pending, Phase: "work",
+		RecoverySeq: -1, CreatedAt: t0, UpdatedAt: t0}
+	if _, err := st.Create(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	call := func(seq int, at time.Duration, guidance string, r agent.Response, o *agent.Observation) {
+		t.Helper()
+		it := &agent.Interaction{Sequence: seq, Timestamp: t0.Add(at), StateBefore: agent.Running, Guidance: guidance,
+			Request:  agent.Request{Messages: []agent.ChatMessage{{Role: "system", Content: "s"}}, Metadata: agent.RequestMetadata{Role: "Worker", Phase: "work", Model: "m"}},
+			Response: r, Observation: o}
+		j.Status, j.NextSeq, j.UpdatedAt = r.NewStatus, seq+1, t0.Add(at)
+		if err := st.Write(ctx, agent.Save{Job: j, Interaction: it}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	status(tasks.StateWorking, 0, "the agent is working on the task")
+	call(0, 0, "", agent.Response{Status: agent.ResponseError, Kind: agent.KindAPIError, Error: "connection refused", NewStatus: agent.Running, ExecutionTimeSeconds: 0.01}, nil)
+	status(tasks.StateInputRequired, 100*time.Millisecond, "the model server failed 4 times in a row: connection refused")
+	status(tasks.StateWorking, 16*time.Second, "the agent is working on the task")
+	call(1, 16*time.Second, "use notes.md", agent.Response{Status: agent.ResponseSuccess, Kind: agent.KindProposal, Action: "DELETE_FILE", RawResponse: "{}", NewStatus: agent.InterventionRequired, ExecutionTimeSeconds: 0.02},
+		&agent.Observation{Outcome: agent.ObsNeedsConfirmation, Reason: "held"})
+	status(tasks.StateInputRequired, 16100*time.Millisecond, "confirmation needed for action a1: deletes a file")
+	status(tasks.StateWorking, 21100*time.Millisecond, "approved")
+	j.Seconds = 0.03
+	call(2, 21100*time.Millisecond, "the operator approved", agent.Response{Status: agent.ResponseSuccess, Kind: agent.KindAgentResponse, Action: "FINISH", RawResponse: "{}", NewStatus: agent.Success, ExecutionTimeSeconds: 0.01}, nil)
+	status(tasks.StateCompleted, 21200*time.Millisecond, "done")
+	db.Close()
+
+	r := runCLI(t, "", "job", "history", "--format", "text", "--data-dir", dir, id)
+	for _, want := range []string{
+		"#0 10:00:00 RUNNING → INTERVENTION_REQUIRED: api_error",
+		"    waited 15.9 s for the requester: the model server failed 4 times in a row: connection refused\n#1 ",
+		"#1 10:00:16 RUNNING → INTERVENTION_REQUIRED: proposal DELETE_FILE (0.02s)\n    told first: use notes.md\n",
+		"    waited 5.0 s for an operator: confirmation needed for action a1: deletes a file\n#2 ",
+		"#2 10:00:21 RUNNING → SUCCESS",
+	} {
+		if r.code != exitOK || !strings.Contains(r.stdout, want) {
+			t.Errorf("job history --format text: want %q in %s", want, r)
+		}
+	}
+	r = runCLI(t, "", "job", "show", "--format", "text", "--data-dir", dir, id)
+	for _, want := range []string{
+		"0.0 s running (model calls, actions, retry back-offs: what the time limit counts)",
+		"  waited 5.0 s for an operator, waited 15.9 s for the requester; 21.1 s from creation to the last update\n",
+	} {
+		if r.code != exitOK || !strings.Contains(r.stdout, want) {
+			t.Errorf("job show --format text: want %q in %s", want, r)
+		}
+	}
+	// The JSON is the stored history, as it was.
+	r = runCLI(t, "", "job", "history", "--data-dir", dir, id)
+	if r.code != exitOK || strings.Count(r.stdout, `"new_status": "INTERVENTION_REQUIRED"`) != 1 || strings.Contains(r.stdout, "waited") {
+		t.Errorf("job history --format json: %s", r)
 	}
 }
