@@ -105,10 +105,18 @@ type Config struct {
 	// unused ones (issuing beyond it voids the oldest).
 	TokenTTL  time.Duration
 	MaxTokens int
+	// LoginCommand is the command that prints a login link to this
+	// console, as its pages tell it (with the node's --data-dir when the
+	// bare command would not find the node); "": DefaultLoginCommand.
+	LoginCommand string
 	// Now is the clock of sessions and tokens; nil: time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
 }
+
+// DefaultLoginCommand prints a login link to the console of a node run
+// with its default settings, in the folder the command runs in.
+const DefaultLoginCommand = "snapnode console-url"
 
 // Console serves the operator's pages. It is an http.Handler for the paths
 // under Prefix.
@@ -136,6 +144,9 @@ func New(cfg Config) (*Console, error) {
 	defaults.Positive(&cfg.MaxTokens, DefaultMaxTokens)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.LoginCommand == "" {
+		cfg.LoginCommand = DefaultLoginCommand
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

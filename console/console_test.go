@@ -648,3 +648,18 @@ func TestLoginLinkSurvivesHead(t *testing.T) {
 		t.Fatalf("GET of the login link after a HEAD: %d to %q", w.Code, w.Header().Get("Location"))
 	}
 }
+
+// The pages that send the operator for a login link name the command for
+// this node (Config.LoginCommand), and the bare one by default.
+func TestLoginCommandShown(t *testing.T) {
+	const cmd = "snapnode console-url --data-dir /srv/node-2/data"
+	r := newRig(t, func(c *console.Config) { c.LoginCommand = cmd })
+	for _, p := range []string{"/console/", "/console/login?token=forged"} {
+		if w := r.do("GET", p, nil, nil, nil); w.Code != http.StatusUnauthorized || !strings.Contains(w.Body.String(), cmd) {
+			t.Errorf("%s: %d, want 401 naming %q:\n%s", p, w.Code, cmd, w.Body)
+		}
+	}
+	if w := newRig(t, nil).do("GET", "/console/", nil, nil, nil); !strings.Contains(w.Body.String(), "run: "+console.DefaultLoginCommand+" — ") {
+		t.Errorf("default: %s", w.Body)
+	}
+}

@@ -195,7 +195,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		c.cfg.Logger.Warn("console: login refused", "remote", r.RemoteAddr, "err", err)
 		c.message(w, r, http.StatusUnauthorized, "Login refused",
-			"This login link is unknown, was already used, or has expired. Ask the node for a new one: snapnode console-url")
+			"This login link is unknown, was already used, or has expired. Ask the node for a new one: "+c.cfg.LoginCommand)
 		return
 	}
 	http.SetCookie(w, &http.Cookie{
@@ -211,13 +211,13 @@ func (c *Console) logout(w http.ResponseWriter, r *http.Request, s *session) {
 	c.auth.end(s.id)
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: s.home(), HttpOnly: true, Secure: secure(r),
 		SameSite: http.SameSiteStrictMode, MaxAge: -1})
-	c.message(w, r, http.StatusOK, "Logged out", "The session is over. Run snapnode console-url for a new login link.")
+	c.message(w, r, http.StatusOK, "Logged out", "The session is over. Run "+c.cfg.LoginCommand+" for a new login link.")
 }
 
 // loginNeeded answers a request without a live session.
 func (c *Console) loginNeeded(w http.ResponseWriter, r *http.Request) {
 	c.message(w, r, http.StatusUnauthorized, "Login needed",
-		"This page needs an operator session, and there is none (or it has expired). On the node's machine, as the node's user, run: snapnode console-url — and open the link it prints.")
+		"This page needs an operator session, and there is none (or it has expired). On the node's machine, as the node's user, run: "+c.cfg.LoginCommand+" — and open the link it prints.")
 }
 
 // session wraps h, for the pages under a session's prefix: a request

@@ -45,10 +45,25 @@ func TestConsoleURL(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if resp.StatusCode != want {
 			t.Fatalf("use %d of the link: %d, want %d", i+1, resp.StatusCode, want)
 		}
+		// The page of a used link names the command for this node, with
+		// its --data-dir: the bare one finds no node here.
+		if want := "snapnode console-url --data-dir " + dataDir; i == 1 && !strings.Contains(string(body), want) {
+			t.Errorf("the refused link's page does not say %q:\n%s", want, body)
+		}
+	}
+	resp, err := http.Get(n.HTTPURL() + "/console/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := "run: snapnode console-url --data-dir " + dataDir + " — "; resp.StatusCode != http.StatusUnauthorized || !strings.Contains(string(body), want) {
+		t.Errorf("login needed: %d, want 401 saying %q:\n%s", resp.StatusCode, want, body)
 	}
 }
 

@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path/filepath"
+	"strings"
 
 	"github.com/snapnode/snapnode/agent"
 	"github.com/snapnode/snapnode/console"
 	"github.com/snapnode/snapnode/executor"
 	"github.com/snapnode/snapnode/executor/audit"
+	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/metrics"
 	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/tasks"
@@ -33,11 +36,12 @@ func (n *Node) newConsole(mx *metrics.Metrics) (*console.Console, error) {
 		return nil, nil
 	}
 	c, err := console.New(console.Config{
-		Source:      consoleSource{n: n},
-		Decider:     n.props,
-		Metrics:     mx.Registry(),
-		AllowRemote: n.cfg.ConsoleRemote,
-		Logger:      n.logger.With("part", "console"),
+		Source:       consoleSource{n: n},
+		Decider:      n.props,
+		Metrics:      mx.Registry(),
+		AllowRemote:  n.cfg.ConsoleRemote,
+		LoginCommand: loginCommand(n.cfg),
+		Logger:       n.logger.With("part", "console"),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("node: console: %w", err)
@@ -96,4 +100,22 @@ func (s consoleSource) AuditCount(ctx context.Context, f audit.Filter) (int64, e
 
 func (s consoleSource) VerifyAudit(ctx context.Context) (audit.Report, error) {
 	return s.n.exec.audit.Verify(ctx)
+}
+
+// loginCommand is the console-url command that reaches this node, as the
+// console's pages tell it: the bare command finds a node run with the
+// default settings in the folder it runs in; any other names the node's
+// data folder (where its admin socket is), absolute, wherever it is run.
+func loginCommand(cfg config.Config) string {
+	if cfg.ConfigFile == "" && cfg.DataDir == config.Default().DataDir {
+		return console.DefaultLoginCommand
+	}
+	dir, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		dir = cfg.DataDir
+	}
+	if strings.Trim(dir, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:@%+=,-") != "" {
+		dir = "'" + strings.ReplaceAll(dir, "'", `'\''`) + "'"
+	}
+	return console.DefaultLoginCommand + " --data-dir " + dir
 }
