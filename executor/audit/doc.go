@@ -83,6 +83,14 @@
 // still be cut or rewritten unseen, as can everything by whoever holds
 // the key. Seals removed with the chain after them leave such entries
 // only; the Log that wrote the last of them refuses to seal over it.
+// So that a Log opened after such a rewrite (a node restarted) refuses
+// too, Options.SealRecord names a file outside the database where Seal
+// records each seal it writes (SealRecord: its seq, hash and time); Seal
+// and Prune write nothing unless the chain holds the seal recorded
+// (CheckSealRecord, KindRecord), and VerifyOptions.SealRecord makes
+// Verify check it. A record older than the chain (a replica's, or one
+// restored from a backup) is fine; one beyond its end, or contradicted
+// by it, is not.
 //
 // # Retention
 //

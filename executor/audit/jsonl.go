@@ -266,6 +266,7 @@ func VerifyJSONLWith(r io.Reader, o VerifyOptions) (Report, error) {
 		return Report{}, verr
 	}
 	v.signer = o.Signer
+	v.expectRecord(o.SealRecord)
 	v.rep.Partial = v.partial
 	for {
 		b, err := lr.next()

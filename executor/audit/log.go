@@ -50,6 +50,13 @@ type Options struct {
 	// and Verify checks the signatures it finds against the address they
 	// name.
 	Signer Signer
+	// SealRecord, when set, is the file, outside the database, where
+	// Seal records the last seal this Log wrote (WriteSealRecord), and
+	// which Seal and Prune check the chain against before they write
+	// (CheckSealRecord): a chain rewritten while the Log was closed,
+	// with the seals after the rewrite deleted, is not sealed or pruned.
+	// One file per Log: processes sharing a database each keep their own.
+	SealRecord string
 }
 
 // pruneChunk is how many entries one pruning transaction drops at most.

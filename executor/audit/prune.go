@@ -47,9 +47,13 @@ func (l *Log) Prune(ctx context.Context) (int64, error) {
 	if l.opts.Retain <= 0 && l.opts.MaxEntries <= 0 {
 		return 0, nil
 	}
+	rec, err := l.loadSealRecord()
+	if err != nil {
+		return 0, fmt.Errorf("audit: prune: %w", err)
+	}
 	var total int64
 	for {
-		n, more, err := l.pruneOnce(ctx)
+		n, more, err := l.pruneOnce(ctx, rec)
 		total += n
 		if err != nil {
 			return total, fmt.Errorf("audit: prune: %w", err)
@@ -62,11 +66,14 @@ func (l *Log) Prune(ctx context.Context) (int64, error) {
 
 // pruneOnce drops at most l.pruneChunk entries in one transaction; more
 // says whether others are due.
-func (l *Log) pruneOnce(ctx context.Context) (removed int64, more bool, err error) {
+func (l *Log) pruneOnce(ctx context.Context, rec SealRecord) (removed int64, more bool, err error) {
 	err = l.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		removed, more = 0, false
 		h, err := l.readHeadForUpdate(ctx, tx)
 		if err != nil {
+			return err
+		}
+		if err := l.checkSealRecord(ctx, tx, h, rec); err != nil {
 			return err
 		}
 		now := l.opts.Now()

@@ -110,8 +110,11 @@ const lastSealQuery = "SELECT seq FROM audit_log WHERE step = 'sealed' AND seq >
 //
 // Seal vouches only for a chain that holds: it first verifies the entries
 // from the last seal on (that seal's signature included) and, when this
-// Log wrote a seal before, that it is still there; else it seals nothing
-// and returns the *VerifyError. The entries since the last seal are read
+// Log wrote a seal before, that it is still there, and that the chain
+// holds the seal Options.SealRecord records (see CheckSealRecord); else
+// it seals nothing and returns the *VerifyError. With a SealRecord, the
+// seal written is recorded there; a record that cannot be written is an
+// error (ErrSealRecord) returned with the Seal. The entries since the last seal are read
 // outside the write transaction, so that appends wait only for those
 // appended meanwhile.
 func (l *Log) Seal(ctx context.Context) (Seal, error) {
@@ -120,6 +123,10 @@ func (l *Log) Seal(ctx context.Context) (Seal, error) {
 	}
 	if l.opts.Signer == nil {
 		return Seal{}, ErrNoSigner
+	}
+	rec, err := l.loadSealRecord()
+	if err != nil {
+		return Seal{}, fmt.Errorf("audit: seal: %w", err)
 	}
 	verified, err := l.verifySinceSeal(ctx)
 	if err != nil {
@@ -149,6 +156,9 @@ func (l *Log) Seal(ctx context.Context) (Seal, error) {
 			return nil // the head did not move
 		}
 		if err := l.checkOwnSeal(ctx, tx, h); err != nil {
+			return err
+		}
+		if err := l.checkSealRecord(ctx, tx, h, rec); err != nil {
 			return err
 		}
 		if err := l.verifyAfter(ctx, tx, h, verified); err != nil {
@@ -181,6 +191,11 @@ func (l *Log) Seal(ctx context.Context) (Seal, error) {
 		l.sealMu.Lock()
 		l.ownSeal = own
 		l.sealMu.Unlock()
+		if p := l.opts.SealRecord; p != "" {
+			if err := WriteSealRecord(p, SealRecord{Seq: own.Seq, Hash: own.Hash, Time: s.Time}); err != nil {
+				return s, fmt.Errorf("audit: seal: entry %d written, its record not: %w", s.Seq, err)
+			}
+		}
 	}
 	return s, nil
 }

@@ -57,6 +57,11 @@ const (
 	// it), its signature is missing or does not verify, or it is not by
 	// the signer expected (another node's log).
 	KindSeal Kind = "seal"
+	// KindRecord: the chain does not hold the seal that the node's record
+	// of its last seal (SealRecord), kept outside the database, names:
+	// the chain ends before it, or has another entry there. The seals
+	// after a rewritten part were deleted with it.
+	KindRecord Kind = "record"
 )
 
 // VerifyError names the first entry at which a log fails verification.
@@ -125,6 +130,10 @@ type Report struct {
 	Seals    int
 	LastSeal Seal
 	Unsealed int64
+	// SealRecordChecked: VerifyOptions.SealRecord was given and the chain
+	// holds the seal it names; false when none was given, or its seal
+	// lies before the retained chain (pruned, not checkable).
+	SealRecordChecked bool
 }
 
 // VerifyOptions are what Log.VerifyWith and VerifyJSONLWith check beyond
@@ -137,6 +146,10 @@ type VerifyOptions struct {
 	// without either, any signer is accepted, the same for every seal, and
 	// reported (Report.LastSeal.Signer, Report.CheckpointSigner).
 	Signer string
+	// SealRecord, when set, is the node's record of the last seal it
+	// wrote (ReadSealRecord): the chain must hold that seal (KindRecord),
+	// unless it was pruned behind a later checkpoint.
+	SealRecord *SealRecord
 }
 
 // reorderWindow bounds the distance searched when an entry's hash fails,
@@ -167,7 +180,10 @@ type verifier struct {
 	// startAnchor is an anchor at the entry just before a partial
 	// export, which its first entry must chain to.
 	startAnchor *Anchor
-	rep         Report
+	// record is the seal the node's record names, until the walk reaches
+	// it.
+	record *SealRecord
+	rep    Report
 }
 
 // prunedDetail is the Detail of a StepPruned entry.
@@ -273,6 +289,12 @@ func (v *verifier) observe(x Entry) *VerifyError {
 		}
 		v.anchors = v.anchors[1:]
 	}
+	if r := v.record; r != nil && r.Seq == e {
+		if verr := r.observe(x); verr != nil {
+			return verr
+		}
+		v.record, v.rep.SealRecordChecked = nil, true
+	}
 	if x.Step == StepSealed {
 		var d sealDetail
 		want := v.signer
@@ -373,6 +395,9 @@ func (v *verifier) finish() *VerifyError {
 			return err
 		}
 	}
+	if r := v.record; r != nil && r.Seq > v.h.last {
+		return r.mismatch("the chain ends at entry %d: it was cut, or rewritten after the seal before", v.h.last)
+	}
 	if len(v.anchors) > 0 {
 		a := v.anchors[len(v.anchors)-1]
 		return &VerifyError{Seq: v.h.last + 1, Kind: KindTruncated, Detail: fmt.Sprintf("an anchor records entry %d; the chain ends at %d", a.Seq, v.h.last)}
@@ -381,6 +406,32 @@ func (v *verifier) finish() *VerifyError {
 }
 
 func (v *verifier) report() Report { return v.rep }
+
+// expectRecord makes the walk check the seal r names (nil: none), unless
+// it lies before the walk's start.
+func (v *verifier) expectRecord(r *SealRecord) {
+	if r != nil && r.Seq >= v.next {
+		v.record = r
+	}
+}
+
+// mismatch is the *VerifyError of a chain that does not hold the seal r
+// names: why, after what r says.
+func (r *SealRecord) mismatch(format string, args ...any) *VerifyError {
+	return &VerifyError{Seq: r.Seq, Kind: KindRecord, Detail: fmt.Sprintf("the record of the last seal this node wrote (%s) names entry %d with hash %s; ", r.Path, r.Seq, r.Hash) + fmt.Sprintf(format, args...)}
+}
+
+// observe checks x, the entry at r.Seq (whose hash holds): it must be the
+// seal r names.
+func (r *SealRecord) observe(x Entry) *VerifyError {
+	switch {
+	case x.Hash != r.Hash:
+		return r.mismatch("the chain has hash %s there: the chain was rewritten", x.Hash)
+	case x.Step != StepSealed:
+		return r.mismatch("the entry there is %q, not a seal", x.Step)
+	}
+	return nil
+}
 
 // Verify walks the whole log in seq order, in one snapshot and constant
 // memory, and checks that:
@@ -437,6 +488,7 @@ func (l *Log) VerifyWith(ctx context.Context, o VerifyOptions) (Report, error) {
 	if o.Signer != "" {
 		v.signer = o.Signer
 	}
+	v.expectRecord(o.SealRecord)
 	rows, err := tx.QueryContext(ctx, "SELECT "+entryColumns+" FROM audit_log ORDER BY seq")
 	if err != nil {
 		return v.report(), fmt.Errorf("audit: verify: %w", err)

@@ -1,0 +1,195 @@
+package audit
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/snapnode/snapnode/internal/testdb"
+)
+
+// The record of the last seal, kept outside the database: a chain cut
+// after the seal before it and rewritten while the node is stopped, its
+// last seal deleted, verifies on its own; a Log restarted with the record
+// refuses to seal or prune it, CheckSealRecord names the record and the
+// entry it expected, and VerifyWith given the record reports it as
+// tampering. Before, the restarted Log sealed the rewritten chain.
+func TestSealRecordCatchesChainRewrittenWhileStopped(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		clk := newClock()
+		record := filepath.Join(t.TempDir(), "audit-seal.json")
+		db := openDB(t, dsn)
+		opts := Options{Now: clk.Now, Retain: 30 * day, Signer: testSigner(t, "11"), SealRecord: record}
+		l := openLog(t, db, opts)
+		fill(t, l, 3)
+		if _, err := l.Seal(ctx); err != nil {
+			t.Fatal(err)
+		}
+		fill(t, l, 3)
+		clk.Advance(time.Hour)
+		s, err := l.Seal(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		es := all(t, l) // 1-3, seal 4, 5-7, seal 8
+		rec, err := ReadSealRecord(record)
+		if err != nil {
+			t.Fatalf("ReadSealRecord after a seal: %v", err)
+		}
+		if rec.Seq != 8 || rec.Hash != es[7].Hash || !rec.Time.Equal(s.Time) || rec.Path != record {
+			t.Fatalf("record %+v; want entry 8, hash %s, time %v", rec, es[7].Hash, s.Time)
+		}
+		if fi, err := os.Stat(record); err != nil || runtime.GOOS != "windows" && fi.Mode().Perm() != 0o600 {
+			t.Fatalf("record file: %v, %v; want mode 0600", fi.Mode(), err)
+		}
+		_ = l.Close()
+
+		// While the node is stopped: seal 8 deleted, entries 5-7 rewritten.
+		execSQL(t, db, "DELETE FROM audit_log WHERE seq >= 8")
+		rewriteFrom(t, db, es[:7], 5)
+		setHead(t, db, "last_seq = 7")
+		if rep, err := openLog(t, db, Options{Signer: opts.Signer}).Verify(ctx); err != nil || rep.LastSeal.Seq != 4 {
+			t.Fatalf("Verify without the record: %+v, %v; want the chain verified to seal 4 (what the record is for)", rep, err)
+		}
+
+		restarted := openLog(t, db, opts)
+		err = restarted.CheckSealRecord(ctx)
+		if !isKind(err, KindRecord, 8) || !errors.Is(err, ErrTampered) || !strings.Contains(err.Error(), record) || !strings.Contains(err.Error(), es[7].Hash) {
+			t.Fatalf("CheckSealRecord: %v; want entry 8 %s naming %s and hash %s", err, KindRecord, record, es[7].Hash)
+		}
+		if s, err := restarted.Seal(ctx); !isKind(err, KindRecord, 8) {
+			t.Fatalf("Seal of the rewritten chain: %+v, %v; want entry 8 %s", s, err, KindRecord)
+		}
+		clk.Advance(31 * day)
+		if n, err := restarted.Prune(ctx); !isKind(err, KindRecord, 8) || n != 0 {
+			t.Fatalf("Prune of the rewritten chain: %d, %v; want nothing pruned, entry 8 %s", n, err, KindRecord)
+		}
+		if _, err := restarted.VerifyWith(ctx, VerifyOptions{SealRecord: &rec}); !isKind(err, KindRecord, 8) {
+			t.Fatalf("VerifyWith the record: %v; want entry 8 %s", err, KindRecord)
+		}
+		if got, _ := ReadSealRecord(record); got != rec {
+			t.Fatalf("record after the refusals: %+v; want it unchanged, %+v", got, rec)
+		}
+
+		// Entry 8 there, but another: the record is contradicted.
+		x := es[7]
+		x.Step, x.Detail, x.Decision, x.Prev = StepCompleted, nil, "done", all(t, restarted)[6].Hash
+		x.Hash = Hash(x)
+		insertRow(t, db, x)
+		setHead(t, db, "last_seq = 8, last_hash = '"+x.Hash+"'")
+		if err := restarted.CheckSealRecord(ctx); !isKind(err, KindRecord, 8) {
+			t.Fatalf("CheckSealRecord of another entry 8: %v; want entry 8 %s", err, KindRecord)
+		}
+		if _, err := restarted.VerifyWith(ctx, VerifyOptions{SealRecord: &rec}); !isKind(err, KindRecord, 8) {
+			t.Fatalf("VerifyWith the record, another entry 8: %v; want entry 8 %s", err, KindRecord)
+		}
+	})
+}
+
+// A record older than the chain is what a restore from a backup leaves,
+// or a replica whose seals others followed: the chain holds its seal, and
+// the Log seals, prunes and verifies; its next seal moves the record. A
+// record whose seal another replica's pruning dropped behind a checkpoint
+// the key signed is accepted too, and no record at all (a node before
+// records, or one that never sealed) checks nothing.
+func TestSealRecordOlderThanTheChain(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		clk := newClock()
+		dir := t.TempDir()
+		record := filepath.Join(dir, "audit-seal.json")
+		db := openDB(t, dsn)
+		opts := Options{Now: clk.Now, Retain: 30 * day, Signer: testSigner(t, "11"), SealRecord: record}
+		l := openLog(t, db, opts)
+		if err := l.CheckSealRecord(ctx); err != nil {
+			t.Fatalf("CheckSealRecord without a record: %v", err)
+		}
+		if _, err := ReadSealRecord(record); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("ReadSealRecord before any seal: %v; want fs.ErrNotExist", err)
+		}
+		fill(t, l, 3)
+		if _, err := l.Seal(ctx); err != nil {
+			t.Fatal(err)
+		}
+		old, err := os.ReadFile(record) // seal 4, as a backup holds it
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A replica without a record of its own seals on.
+		replica := openLog(t, db, Options{Now: clk.Now, Retain: 30 * day, Signer: opts.Signer})
+		fill(t, replica, 3)
+		clk.Advance(time.Hour)
+		if _, err := replica.Seal(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(record, old, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		restored := openLog(t, db, opts)
+		if err := restored.CheckSealRecord(ctx); err != nil {
+			t.Fatalf("CheckSealRecord of a record older than the chain: %v", err)
+		}
+		rec, err := ReadSealRecord(record)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep, err := restored.VerifyWith(ctx, VerifyOptions{SealRecord: &rec}); err != nil || !rep.SealRecordChecked {
+			t.Fatalf("VerifyWith an older record: %+v, %v; want it checked", rep, err)
+		}
+		fill(t, restored, 1)
+		s, err := restored.Seal(ctx)
+		if err != nil {
+			t.Fatalf("Seal with an older record: %v", err)
+		}
+		if rec, err := ReadSealRecord(record); err != nil || rec.Seq != s.Seq {
+			t.Fatalf("record after the seal: %+v, %v; want entry %d", rec, err, s.Seq)
+		}
+
+		// The replica's pruning drops seal 4 behind its signed checkpoint.
+		if err := os.WriteFile(record, old, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(31 * day)
+		fill(t, replica, 1)
+		if _, err := replica.Seal(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := replica.Prune(ctx); err != nil || n == 0 {
+			t.Fatalf("Prune: %d, %v", n, err)
+		}
+		if err := restored.CheckSealRecord(ctx); err != nil {
+			t.Fatalf("CheckSealRecord of a record pruned past: %v", err)
+		}
+		if rep, err := restored.VerifyWith(ctx, VerifyOptions{SealRecord: &rec}); err != nil || rep.SealRecordChecked {
+			t.Fatalf("VerifyWith a record pruned past: %+v, %v; want it verified, not checked", rep, err)
+		}
+		if _, err := restored.Prune(ctx); err != nil {
+			t.Fatalf("Prune with a record pruned past: %v", err)
+		}
+	})
+}
+
+// A record that is not one (edited by hand, or half a file) stops the
+// Log as a contradicted one does: it cannot say which seal to expect.
+func TestSealRecordUnreadable(t *testing.T) {
+	ctx := context.Background()
+	record := filepath.Join(t.TempDir(), "audit-seal.json")
+	if err := os.WriteFile(record, []byte(`{"seq": 4, "hash": "xyz"`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l := openLog(t, openDB(t, testdb.SQLite(t)), Options{Signer: testSigner(t, "11"), SealRecord: record})
+	fill(t, l, 2)
+	if err := l.CheckSealRecord(ctx); !errors.Is(err, ErrSealRecord) || !strings.Contains(err.Error(), record) {
+		t.Fatalf("CheckSealRecord of a broken record: %v; want ErrSealRecord naming %s", err, record)
+	}
+	if _, err := l.Seal(ctx); !errors.Is(err, ErrSealRecord) {
+		t.Fatalf("Seal with a broken record: %v; want ErrSealRecord", err)
+	}
+}
