@@ -1343,6 +1343,13 @@ func (c *Config) DatabaseDSN() string {
 	return filepath.Join(c.DataDir, "tasks.db")
 }
 
+// SealRecordPath returns the node's record of the last seal it wrote
+// on its audit log: audit-seal.json in DataDir, one per node process
+// (replicas on one database each keep their own).
+func (c *Config) SealRecordPath() string {
+	return filepath.Join(c.DataDir, "audit-seal.json")
+}
+
 // SandboxPath returns SandboxDir, or the folder sandbox in DataDir.
 func (c *Config) SandboxPath() string {
 	if c.SandboxDir != "" {

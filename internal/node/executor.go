@@ -104,6 +104,9 @@ func startExecutor(ctx context.Context, cfg config.Config, db *sqldb.DB, key *id
 		return nil, nil, fmt.Errorf("node: audit log: %w", err)
 	}
 	closers = append(closers, log.Close)
+	if err := checkSealRecord(ctx, log, cfg.SealRecordPath(), logger); err != nil {
+		return nil, nil, err
+	}
 	startAuditPruner(ctx, log, logger, &closers)
 	startAuditSealer(ctx, log, logger, &closers)
 	holder := policy.NewHolder(engine)
@@ -166,13 +169,38 @@ func startForgetting(ctx context.Context, exec *executor.Executor, svc *tasks.Se
 }
 
 // AuditOptions are the audit log's options of a node with settings cfg
-// and identity key: retention of audit.retain_days, checkpoints signed by
-// key. `snapnode audit verify` opens the log with them too, so that it
-// accepts only checkpoints the node signed.
+// and identity key: retention of audit.retain_days, checkpoints and seals
+// signed by key, the last seal recorded in the data folder
+// (cfg.SealRecordPath). `snapnode audit verify` opens the log with them
+// too, so that it accepts only checkpoints the node signed.
 func AuditOptions(cfg config.Config, key *identity.Key, network identity.Network) audit.Options {
 	return audit.Options{
-		Retain: time.Duration(cfg.Audit.RetainDays) * 24 * time.Hour,
-		Signer: audit.IdentitySigner(key, network),
+		Retain:     time.Duration(cfg.Audit.RetainDays) * 24 * time.Hour,
+		Signer:     audit.IdentitySigner(key, network),
+		SealRecord: cfg.SealRecordPath(),
+	}
+}
+
+// checkSealRecord is the start's check of the audit log against the
+// node's record of its last seal (record): a chain that does not hold
+// that seal (cut after the seal before it, or rewritten, while the node
+// was stopped), or a record that cannot be read, stops the start: the
+// node does not append to, seal or prune a log it has evidence was
+// tampered with. The error says how to go on once the operator knows why
+// (a database restored from an older copy than the data folder).
+func checkSealRecord(ctx context.Context, log *audit.Log, record string, logger *slog.Logger) error {
+	err := log.CheckSealRecord(ctx)
+	switch {
+	case err == nil:
+		if _, rerr := os.Stat(record); errors.Is(rerr, os.ErrNotExist) {
+			logger.Info("audit log: no record of a last seal yet; the next seal writes one", "record", record)
+		}
+		return nil
+	case errors.Is(err, audit.ErrTampered), errors.Is(err, audit.ErrSealRecord):
+		return fmt.Errorf("node: audit log: %w; the node does not start on it. Run `snapnode audit verify` and find out why; "+
+			"if the database was restored from a copy older than %s (pg_restore of an older dump), move that file aside, keeping it, and start again: the node then takes the chain as it is and records its next seal", err, record)
+	default:
+		return fmt.Errorf("node: audit log: %w", err)
 	}
 }
 

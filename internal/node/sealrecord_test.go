@@ -1,0 +1,137 @@
+package node_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/snapnode/snapnode/executor/audit"
+	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/config"
+	"github.com/snapnode/snapnode/internal/node"
+	"github.com/snapnode/snapnode/internal/sqldb"
+	"github.com/snapnode/snapnode/internal/testdb"
+)
+
+// The node records its last seal in its data folder (audit-seal.json) at
+// each seal, the one of a clean stop included. A chain rewritten while
+// the node is stopped, from after the seal before on, with the node's
+// last seal deleted, verifies on its own; the node refuses to start on
+// it, naming the record and the entry it expected, and starts once the
+// operator has moved the record aside (the recovery of a database
+// restored from an older copy). Before, it started and sealed the
+// rewritten chain at its next seal.
+func TestAuditSealRecordAtStart(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		dataDir := filepath.Join(t.TempDir(), "data")
+		if err := os.MkdirAll(dataDir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(dsn, "sqlite:") {
+			dsn = filepath.Join(dataDir, "tasks.db")
+		}
+		k, err := identity.Generate()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := identity.SaveKeyFile(filepath.Join(dataDir, "identity.key"), k); err != nil {
+			t.Fatal(err)
+		}
+		db, err := sqldb.Open(ctx, dsn, sqldb.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		signer := audit.IdentitySigner(k, identity.Mainnet)
+		// Entries 1…3 and their seal (4), 5…7: the node seals them at its
+		// stop (8).
+		l, err := audit.New(ctx, db, audit.Options{Signer: signer})
+		if err != nil {
+			t.Fatal(err)
+		}
+		appendN := func(n int) {
+			for range n {
+				if _, err := l.Append(ctx, audit.Entry{Actor: "host", Step: audit.StepCompleted, Decision: "done"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		appendN(3)
+		if _, err := l.Seal(ctx); err != nil {
+			t.Fatal(err)
+		}
+		appendN(3)
+
+		mutate := func(cf *config.Config) {
+			cf.DataDir = dataDir
+			if !strings.HasSuffix(dsn, "tasks.db") {
+				cf.Database = dsn
+			}
+		}
+		_, stop := startNode(t, mutate)
+		stop()
+		record := filepath.Join(dataDir, "audit-seal.json")
+		rec, err := audit.ReadSealRecord(record)
+		if err != nil {
+			t.Fatalf("the node's record of its last seal: %v", err)
+		}
+		es, err := l.Query(ctx, audit.Filter{Limit: audit.MaxQueryLimit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(es) != 8 || es[7].Step != audit.StepSealed || rec.Seq != 8 || rec.Hash != es[7].Hash {
+			t.Fatalf("record %+v; want the seal of the stop, entry 8 of %d", rec, len(es))
+		}
+
+		// While the node is stopped: its seal deleted, 5…7 rewritten.
+		exec := func(q string, args ...any) {
+			t.Helper()
+			if _, err := db.W.ExecContext(ctx, db.Dialect.Rebind(q), args...); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+		exec("DELETE FROM audit_log WHERE seq >= 8")
+		prev := es[3].Hash
+		for _, e := range es[4:7] {
+			e.Reason, e.Prev = "rewritten", prev
+			e.Hash = audit.Hash(e)
+			exec("UPDATE audit_log SET reason = ?, prev = ?, hash = ? WHERE seq = ?", e.Reason, e.Prev, e.Hash, e.Seq)
+			prev = e.Hash
+		}
+		exec("UPDATE audit_head SET last_seq = 7, last_hash = ? WHERE id = 1", prev)
+		if _, err := l.Verify(ctx); err != nil {
+			t.Fatalf("the rewritten chain, without the record: %v; want it verified (the gap)", err)
+		}
+
+		cfg := config.Default()
+		cfg.RelayListen, cfg.HTTPListen = "127.0.0.1:0", ""
+		mutate(&cfg)
+		sctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		n, err := node.Start(sctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		if err == nil {
+			cancel()
+			_ = n.Wait()
+			t.Fatal("the node started on a chain without the seal its record names")
+		}
+		if !errors.Is(err, audit.ErrTampered) || !strings.Contains(err.Error(), record) || !strings.Contains(err.Error(), rec.Hash) || !strings.Contains(err.Error(), "entry 8") {
+			t.Fatalf("Start: %v; want audit.ErrTampered naming %s and entry 8 with hash %s", err, record, rec.Hash)
+		}
+
+		// The operator's recovery: the record moved aside, kept.
+		if err := os.Rename(record, record+".2026-11-25"); err != nil {
+			t.Fatal(err)
+		}
+		_, stop = startNode(t, mutate)
+		stop()
+		if rec, err := audit.ReadSealRecord(record); err != nil || rec.Seq != 8 {
+			t.Fatalf("the new record: %+v, %v; want the seal of the stop, entry 8", rec, err)
+		}
+	})
+}
