@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+
 	"os"
 	"strconv"
 	"strings"
@@ -269,8 +270,34 @@ func (c *cli) auditSub(sub string, args []string) int {
 	if key != nil || address != "" {
 		keyHeld = ""
 	}
-	rep, err := log.VerifyWith(ctx, audit.VerifyOptions{Anchors: anchors, Signer: address})
-	return c.auditReport(rep, err, keyHeld)
+	// The node's record of its last seal, kept in its data folder.
+	record := cfg.SealRecordPath()
+	o := audit.VerifyOptions{Anchors: anchors, Signer: address}
+	rec, err := audit.ReadSealRecord(record)
+	var rep audit.Report
+	switch {
+	case err == nil:
+		o.SealRecord = &rec
+	case errors.Is(err, os.ErrNotExist):
+	case errors.Is(err, audit.ErrSealRecord):
+		fmt.Fprintf(c.stdout, "audit log TAMPERED: %v\n", err)
+		return exitFail
+	default:
+		return c.ioError("snapnode audit verify", err)
+	}
+	rep, err = log.VerifyWith(ctx, o)
+	code = c.auditReport(rep, err, keyHeld)
+	if code == exitOK {
+		switch {
+		case o.SealRecord == nil:
+			fmt.Fprintf(c.stdout, "no record of the last seal at %s: a node that has not sealed since it keeps one, or another data folder\n", record)
+		case rep.SealRecordChecked:
+			fmt.Fprintf(c.stdout, "record of the last seal (%s): entry %d, held by the chain\n", record, rec.Seq)
+		default:
+			fmt.Fprintf(c.stdout, "record of the last seal (%s): entry %d, before the retained chain (pruned behind the checkpoint: not checkable)\n", record, rec.Seq)
+		}
+	}
+	return code
 }
 
 // parseAnchor reads --anchor's SEQ:HASH.

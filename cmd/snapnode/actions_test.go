@@ -464,3 +464,80 @@ func TestAuditVerifySeals(t *testing.T) {
 		t.Fatalf("audit verify --address bc1pnot: %s", r)
 	}
 }
+
+// A chain rewritten while the node is stopped, from after a seal on, with
+// the node's last seal deleted, verifies on its own; audit verify, given
+// the node's data folder, checks it against the node's record of its last
+// seal (audit-seal.json) and reports it as tampering, naming the record
+// and the entry it expected. Before, it printed the log intact.
+func TestAuditVerifySealRecord(t *testing.T) {
+	noEnvKey(t)
+	ctx := context.Background()
+	dataDir := filepath.Join(t.TempDir(), "data")
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	cfg.DataDir = dataDir
+	key, _ := identity.Generate()
+	if err := identity.SaveKeyFile(cfg.KeyPath(), key); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sqldb.Open(ctx, cfg.DatabaseDSN(), sqldb.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := audit.New(ctx, db, node.AuditOptions(cfg, key, identity.Mainnet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN := func(n int) {
+		for range n {
+			if _, err := l.Append(ctx, audit.Entry{Actor: "host", Step: audit.StepCompleted}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	appendN(3)
+	if _, err := l.Seal(ctx); err != nil {
+		t.Fatal(err)
+	}
+	appendN(3)
+	if _, err := l.Seal(ctx); err != nil { // as the node does at a clean stop
+		t.Fatal(err)
+	}
+	es, err := l.Query(ctx, audit.Filter{Limit: audit.MaxQueryLimit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dd := []string{"--data-dir", dataDir}
+	record := cfg.SealRecordPath()
+	if r := runCLI(t, "", append([]string{"audit", "verify"}, dd...)...); r.code != exitOK || !strings.Contains(r.stdout, "record of the last seal ("+record+"): entry 8, held by the chain") {
+		t.Fatalf("audit verify of an intact log: %s", r)
+	}
+	// Seal 8 deleted, entries 5…7 rewritten, the head moved back.
+	if err := db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, "DELETE FROM audit_log WHERE seq >= 8"); err != nil {
+			return err
+		}
+		prev := es[3].Hash
+		for _, e := range es[4:7] {
+			e.Reason, e.Prev = "rewritten", prev
+			e.Hash = audit.Hash(e)
+			if _, err := tx.ExecContext(ctx, "UPDATE audit_log SET reason = ?, prev = ?, hash = ? WHERE seq = ?", e.Reason, e.Prev, e.Hash, e.Seq); err != nil {
+				return err
+			}
+			prev = e.Hash
+		}
+		_, err := tx.ExecContext(ctx, "UPDATE audit_head SET last_seq = 7, last_hash = ? WHERE id = 1", prev)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	db.Close()
+	want := "audit log TAMPERED: audit: entry 8 record: the record of the last seal this node wrote (" + record + ") names entry 8 with hash " + es[7].Hash
+	if r := runCLI(t, "", append([]string{"audit", "verify"}, dd...)...); r.code != exitFail || !strings.Contains(r.stdout, want) {
+		t.Fatalf("audit verify of a chain without the recorded seal: %s\nwant exit %d and %q", r, exitFail, want)
+	}
+}
