@@ -53,6 +53,10 @@ const (
 	KindPolicy   = "policy"   // the Cedar policy file
 	KindConfig   = "config"   // the TOML configuration file
 	KindAgentID  = "agent-id" // the name of this node in the agent's job leases
+	// KindSealRecord: the node's record of the last seal it wrote on its
+	// audit log (audit-seal.json), copied before the database so that
+	// the copy's chain holds that seal or a later one.
+	KindSealRecord = "seal-record"
 )
 
 // Manifest describes a backup folder; it is its manifest.json.
@@ -147,7 +151,11 @@ func Run(ctx context.Context, cfg config.Config, out string, opts Options) (_ *M
 	// copied after it: at worst a restored node reads again, from its
 	// relay, requests that its task database already holds (its replay
 	// records recognise them); it never skips one that the copy lacks.
+	// The record of the last seal before the database: the copy's chain
+	// then holds that seal, or a later one the node wrote meanwhile (a
+	// record older than the chain, which a restored node accepts).
 	sources = append(sources,
+		source{path: cfg.SealRecordPath(), name: "audit-seal.json", kind: KindSealRecord, optional: true},
 		source{path: dbPath, name: "tasks.db", kind: KindDatabase},
 		source{path: filepath.Join(cfg.DataDir, "relay.db"), name: "relay.db", kind: KindDatabase, optional: true},
 		source{path: filepath.Join(cfg.DataDir, "agent.id"), name: "agent.id", kind: KindAgentID, optional: true},
@@ -161,10 +169,13 @@ func Run(ctx context.Context, cfg config.Config, out string, opts Options) (_ *M
 	if err := nameSources(cfg.DataDir, sources); err != nil {
 		return nil, err
 	}
-	var tasksName string
+	var tasksName, recordName string
 	for _, s := range sources {
-		if s.path == dbPath {
+		switch s.path {
+		case dbPath:
 			tasksName = s.name
+		case cfg.SealRecordPath():
+			recordName = s.name
 		}
 	}
 
@@ -210,7 +221,13 @@ func Run(ctx context.Context, cfg config.Config, out string, opts Options) (_ *M
 		}
 		m.Files = append(m.Files, File{Name: filepath.ToSlash(s.name), Kind: s.kind, Source: abs})
 	}
-	if m.Audit, m.AuditEntries, err = verifyTasks(ctx, filepath.Join(out, tasksName)); err != nil {
+	record := ""
+	for _, f := range m.Files {
+		if f.Kind == KindSealRecord {
+			record = filepath.Join(out, recordName)
+		}
+	}
+	if m.Audit, m.AuditEntries, err = verifyTasks(ctx, filepath.Join(out, tasksName), record); err != nil {
 		return nil, err
 	}
 	// Sums last: opening the copy to verify it may have rewritten it.
@@ -363,8 +380,17 @@ func checkDatabase(ctx context.Context, path string) error {
 }
 
 // verifyTasks opens the copied task database and verifies its audit
-// chain; it returns the chain's head and length.
-func verifyTasks(ctx context.Context, path string) (audit.Anchor, int64, error) {
+// chain, against the copied record of the last seal when there is one
+// (record, "" when none); it returns the chain's head and length.
+func verifyTasks(ctx context.Context, path, record string) (audit.Anchor, int64, error) {
+	var o audit.VerifyOptions
+	if record != "" {
+		rec, err := audit.ReadSealRecord(record)
+		if err != nil {
+			return audit.Anchor{}, 0, fmt.Errorf("backup: %w", err)
+		}
+		o.SealRecord = &rec
+	}
 	db, err := sqldb.Open(ctx, path, sqldb.Options{Existing: true})
 	if err != nil {
 		return audit.Anchor{}, 0, fmt.Errorf("backup: open the copy: %w", err)
@@ -375,7 +401,7 @@ func verifyTasks(ctx context.Context, path string) (audit.Anchor, int64, error) 
 		return audit.Anchor{}, 0, fmt.Errorf("backup: the copy's audit log: %w", err)
 	}
 	defer log.Close()
-	rep, err := log.Verify(ctx)
+	rep, err := log.VerifyWith(ctx, o)
 	if err != nil {
 		return audit.Anchor{}, 0, fmt.Errorf("backup: the copy's audit log does not verify: %w", err)
 	}

@@ -275,3 +275,68 @@ func TestRunPercentInPath(t *testing.T) {
 		t.Errorf("the backup wrote %s in %s", entries[0].Name(), other)
 	}
 }
+
+// The node's record of its last seal (audit-seal.json) is in the backup,
+// copied before the database, so that a restore finds a record no newer
+// than the chain: the copy is verified against it. A data folder whose
+// record the database contradicts (a chain rewritten after the seal it
+// names) is not backed up. Before, the record was left behind, and a
+// node restored from the backup had none.
+func TestRunCarriesTheSealRecord(t *testing.T) {
+	cfg := dataDir(t, 3)
+	ctx := context.Background()
+	k, err := identity.FromHex(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sqldb.Open(ctx, cfg.DatabaseDSN(), sqldb.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	log, err := audit.New(ctx, db, audit.Options{Signer: audit.IdentitySigner(k, identity.Mainnet), SealRecord: cfg.SealRecordPath()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	s, err := log.Seal(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "backup")
+	m, err := backup.Run(ctx, cfg, out, opts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range m.Files {
+		names = append(names, f.Name)
+		if f.Name == "audit-seal.json" && f.Kind != backup.KindSealRecord {
+			t.Errorf("audit-seal.json: kind %q, want %q", f.Kind, backup.KindSealRecord)
+		}
+	}
+	if !strings.Contains(strings.Join(names, " "), "audit-seal.json") {
+		t.Fatalf("files %v: want audit-seal.json", names)
+	}
+	if names[len(names)-1] == "audit-seal.json" || strings.Index(strings.Join(names, " "), "audit-seal.json") > strings.Index(strings.Join(names, " "), "tasks.db") {
+		t.Errorf("files in the order %v: want the record copied before tasks.db", names)
+	}
+	if rec, err := audit.ReadSealRecord(filepath.Join(out, "audit-seal.json")); err != nil || rec.Seq != s.Seq {
+		t.Fatalf("the copied record: %+v, %v; want entry %d", rec, err, s.Seq)
+	}
+
+	// The seal deleted and the head moved back: the chain verifies, the
+	// record says it was cut.
+	if _, err := db.W.ExecContext(ctx, "DELETE FROM audit_log WHERE seq = ?", s.Seq); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.W.ExecContext(ctx, "UPDATE audit_head SET last_seq = ?, last_hash = ?", s.Head.Seq, s.Head.Hash); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := log.Verify(ctx); err != nil {
+		t.Fatalf("the cut chain, without the record: %v", err)
+	}
+	if _, err := backup.Run(ctx, cfg, filepath.Join(t.TempDir(), "backup"), opts()); !errors.Is(err, audit.ErrTampered) {
+		t.Fatalf("backup of a log that does not hold the recorded seal: %v; want audit.ErrTampered", err)
+	}
+}

@@ -1,6 +1,8 @@
 // Package backup makes a consistent copy of a node's state while the node
 // runs: its SQLite databases, its identity key file, the policy and
-// configuration files it reads, and a manifest that lists them with their
+// configuration files it reads, its record of the last seal of its audit
+// log (copied before the database, so that the copy's chain holds that
+// seal or a later one, and verified against it), and a manifest that lists them with their
 // sizes and SHA-256 sums, the node's address and the audit log's head at
 // the time of the copy.
 //
