@@ -198,7 +198,7 @@ func checkSealRecord(ctx context.Context, log *audit.Log, record string, logger 
 		return nil
 	case errors.Is(err, audit.ErrTampered), errors.Is(err, audit.ErrSealRecord):
 		return fmt.Errorf("node: audit log: %w; the node does not start on it. Run `snapnode audit verify` and find out why; "+
-			"if the database was restored from a copy older than %s (pg_restore of an older dump), move that file aside, keeping it, and start again: the node then takes the chain as it is and records its next seal", err, record)
+			"if the database was restored from a copy older than %s (pg_restore of an older dump), or you started a new database in this data folder on purpose, move that file aside, keeping it, and start again: the node then takes the chain as it is and records its next seal", err, record)
 	default:
 		return fmt.Errorf("node: audit log: %w", err)
 	}
