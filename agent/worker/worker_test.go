@@ -93,16 +93,31 @@ func pids(t *testing.T, file string) []int {
 func gone(t *testing.T, ps []int) {
 	t.Helper()
 	for _, pid := range ps {
-		st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-		if err != nil {
-			continue
+		// A process killed by a signal dies when the kernel next runs
+		// it: on a busy machine its state may still read R for a moment
+		// after kill returned. It must be gone (or a zombie another
+		// process reaps) within a few seconds.
+		var st []byte
+		for deadline := time.Now().Add(5 * time.Second); ; {
+			var err error
+			if st, err = os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); err != nil {
+				st = nil
+				break
+			}
+			// pid (comm) state ppid …
+			f := strings.Fields(string(st[strings.LastIndexByte(string(st), ')')+1:]))
+			if len(f) > 1 && f[0] == "Z" && f[1] != strconv.Itoa(os.Getpid()) {
+				st = nil
+				break
+			}
+			if time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
-		// pid (comm) state ppid …
-		f := strings.Fields(string(st[strings.LastIndexByte(string(st), ')')+1:]))
-		if len(f) > 1 && f[0] == "Z" && f[1] != strconv.Itoa(os.Getpid()) {
-			continue
+		if st != nil {
+			t.Errorf("process %d outlived its worker: %s", pid, st)
 		}
-		t.Errorf("process %d outlived its worker: %s", pid, st)
 	}
 }
 
