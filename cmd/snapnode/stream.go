@@ -50,6 +50,12 @@ func (c *cli) stream(args []string) int {
 		if payload, code, ok = c.messagePayload(fs, text, *dataFile, *taskID); !ok {
 			return code
 		}
+		if cf.fallback {
+			// The fallback sends the message again by another endpoint
+			// when one failed before an event came, after the agent may
+			// have taken it: one key makes one task of them, as for send.
+			payload["idempotencyKey"] = snap.NewID()
+		}
 	}
 	return c.exchange(fs, cf, method, payload, c.eventPrinter())
 }

@@ -508,3 +508,94 @@ func TestShellWord(t *testing.T) {
 		}
 	}
 }
+
+// stream --fallback sends its message with an idempotency key, as send
+// --fallback does: an endpoint that took the request, the node making a
+// task of it, and then failed (a gateway's 502 after the upstream
+// answered) is tried again, and the retry must follow that task, not
+// make a second one (whose proposals would run again).
+func TestStreamFallbackRetryMakesNoSecondTask(t *testing.T) {
+	noEnvKey(t)
+	var (
+		target   atomic.Pointer[url.URL]
+		posts    atomic.Int32
+		firstRun atomic.Pointer[string] // the task the first attempt made
+	)
+	rp := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(target.Load()) }}
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || posts.Add(1) != 1 {
+			rp.ServeHTTP(w, r)
+			return
+		}
+		// The first attempt reaches the node, which makes its task and
+		// streams it to its end; the client gets a 502.
+		up, err := http.NewRequestWithContext(r.Context(), http.MethodPost, target.Load().JoinPath("snap").String(), r.Body)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		up.Header = r.Header.Clone()
+		resp, err := http.DefaultClient.Do(up)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for line := range strings.Lines(string(b)) {
+			data, ok := strings.CutPrefix(strings.TrimSpace(line), "data: ")
+			if !ok {
+				continue
+			}
+			var m struct {
+				Payload struct {
+					Task struct{ ID string } `json:"task"`
+				} `json:"payload"`
+			}
+			if json.Unmarshal([]byte(data), &m) == nil && m.Payload.Task.ID != "" {
+				firstRun.Store(&m.Payload.Task.ID)
+			}
+		}
+		http.Error(w, "bad gateway", http.StatusBadGateway)
+	}))
+	t.Cleanup(proxy.Close)
+	cfg := config.Default()
+	cfg.DataDir, cfg.RelayListen, cfg.HTTPListen = filepath.Join(t.TempDir(), "data"), "127.0.0.1:0", "127.0.0.1:0"
+	cfg.HTTPPublicURL = proxy.URL
+	ctx, cancel := context.WithCancel(context.Background())
+	n, err := node.Start(ctx, cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); n.Wait() })
+	u, err := url.Parse(n.HTTPURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	target.Store(u)
+	key := keyFile(t, t.TempDir(), testSecret)
+
+	r := runCLI(t, "", "stream", "--fallback", "--to", n.Address(), "--relay", n.RelayURLs()[0], "--key", key, "hello", "by", "the", "card")
+	if r.code != 0 && r.code != 1 {
+		t.Fatalf("stream --fallback: %s", r)
+	}
+	if posts.Load() != 2 {
+		t.Fatalf("the card's endpoint got %d requests, want 2 (the failed one and its retry): %s", posts.Load(), r)
+	}
+	first := firstRun.Load()
+	if first == nil {
+		t.Fatal("the first attempt made no task")
+	}
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	v := received(t, n, lines[len(lines)-1], snap.TypeResponse)
+	var p struct {
+		Task struct{ ID string } `json:"task"`
+	}
+	if err := json.Unmarshal(v.Payload, &p); err != nil {
+		t.Fatalf("payload %s", v.Payload)
+	}
+	if p.Task.ID != *first {
+		t.Errorf("the retry made task %s; the first attempt's was %s: one message, two tasks", p.Task.ID, *first)
+	}
+}
