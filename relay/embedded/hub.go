@@ -363,16 +363,24 @@ func (h *hub) broadcast(d *eventData) {
 	tags := tagsOf(ev)
 	var targets []*subscription
 	seen := make(map[*subscription]struct{})
-	tried := make(map[*indexEntry]struct{})
+	// tried holds the entries indexed under several keys that were tried
+	// (the event may name more than one of them); an entry under one key
+	// is met once, the keys tried being distinct, and is not held.
+	var tried map[*indexEntry]struct{}
 	try := func(k indexKey) {
 		for e := range h.index[k] {
 			if _, done := seen[e.sub]; done {
 				continue
 			}
-			if _, done := tried[e]; done {
-				continue
+			if len(e.keys) > 1 {
+				if _, done := tried[e]; done {
+					continue
+				}
+				if tried == nil {
+					tried = make(map[*indexEntry]struct{})
+				}
+				tried[e] = struct{}{}
 			}
-			tried[e] = struct{}{}
 			if e.f.matches(ev, &tags) {
 				seen[e.sub] = struct{}{}
 				targets = append(targets, e.sub)
