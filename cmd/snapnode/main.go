@@ -29,14 +29,16 @@ const (
 
 func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
 
-// isTerminal reports whether w is a character device (a terminal).
+// isTerminal reports whether w is a terminal: a character device that
+// answers as one (isTTY), not /dev/null, where a script sends what it
+// does not read.
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	if !ok {
 		return false
 	}
 	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	return err == nil && st.Mode()&os.ModeCharDevice != 0 && isTTY(f)
 }
 
 // cli is one invocation's standard streams. stdout and stderr write
