@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-
 	"os"
 	"strconv"
 	"strings"

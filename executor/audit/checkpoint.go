@@ -80,24 +80,31 @@ func (d *prunedDetail) checkSignature(want string) string {
 	case want != "" && d.Signer != want:
 		return fmt.Sprintf("the checkpoint is signed by %s; want %s", d.Signer, want)
 	}
-	addr, err := identity.ParseAddress(d.Signer)
+	return signatureProblem("the checkpoint", d.Signer, d.Sig, CheckpointDigest(d.Signer, d.FirstSeq, d.FirstPrev, d.Removed))
+}
+
+// signatureProblem reports why sig (hex) is not signer's BIP-340
+// signature of digest, "" when it is; what names the signed entry ("the
+// checkpoint", "the seal") in the reasons. Checkpoints and seals are
+// signed the same way.
+func signatureProblem(what, signer, sig string, digest [32]byte) string {
+	addr, err := identity.ParseAddress(signer)
 	if err != nil {
-		return "the checkpoint's signer: " + err.Error()
+		return what + "'s signer: " + err.Error()
 	}
 	pub, err := addr.PublicKey()
 	if err != nil {
-		return "the checkpoint's signer: " + err.Error()
+		return what + "'s signer: " + err.Error()
 	}
-	raw, err := hex.DecodeString(d.Sig)
+	raw, err := hex.DecodeString(sig)
 	if err != nil || len(raw) != 64 {
-		return "the checkpoint's signature is not 128 hex digits"
+		return what + "'s signature is not 128 hex digits"
 	}
 	if _, err := schnorr.ParseSignature(raw); err != nil {
-		return "the checkpoint's signature: " + err.Error()
+		return what + "'s signature: " + err.Error()
 	}
-	digest := CheckpointDigest(d.Signer, d.FirstSeq, d.FirstPrev, d.Removed)
 	if !pub.Verify(digest, [64]byte(raw)) {
-		return "the checkpoint's signature does not verify for " + d.Signer
+		return what + "'s signature does not verify for " + signer
 	}
 	return ""
 }

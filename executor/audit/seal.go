@@ -10,10 +10,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/btcsuite/btcd/btcec/v2/schnorr"
 	jsonv2 "github.com/go-json-experiment/json"
 
-	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/periodic"
 )
 
@@ -75,25 +73,7 @@ func (d *sealDetail) check(x Entry, want string) string {
 	case want != "" && d.Signer != want:
 		return fmt.Sprintf("the seal is signed by %s; want %s", d.Signer, want)
 	}
-	addr, err := identity.ParseAddress(d.Signer)
-	if err != nil {
-		return "the seal's signer: " + err.Error()
-	}
-	pub, err := addr.PublicKey()
-	if err != nil {
-		return "the seal's signer: " + err.Error()
-	}
-	raw, err := hex.DecodeString(d.Sig)
-	if err != nil || len(raw) != 64 {
-		return "the seal's signature is not 128 hex digits"
-	}
-	if _, err := schnorr.ParseSignature(raw); err != nil {
-		return "the seal's signature: " + err.Error()
-	}
-	if !pub.Verify(SealDigest(d.Signer, d.Seq, d.Hash, x.Time), [64]byte(raw)) {
-		return "the seal's signature does not verify for " + d.Signer
-	}
-	return ""
+	return signatureProblem("the seal", d.Signer, d.Sig, SealDigest(d.Signer, d.Seq, d.Hash, x.Time))
 }
 
 // lastSealQuery finds the newest seal at or after a seq (the partial

@@ -13,6 +13,7 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 
+	"github.com/snapnode/snapnode/internal/readfile"
 	"github.com/snapnode/snapnode/internal/syncdir"
 )
 
@@ -41,21 +42,17 @@ const maxSealRecord = 4096
 // file is an error that errors.Is fs.ErrNotExist (no seal recorded yet);
 // one that is not a record is ErrSealRecord.
 func ReadSealRecord(path string) (SealRecord, error) {
-	f, err := os.Open(path)
-	if err != nil {
+	// Opened without waiting, a regular file only: a FIFO put there
+	// would block the node's start.
+	b, err := readfile.Regular(path, maxSealRecord)
+	if errors.Is(err, fs.ErrNotExist) {
 		return SealRecord{}, err
 	}
-	defer f.Close()
-	b := make([]byte, maxSealRecord+1)
-	n, err := f.Read(b)
-	if err != nil && n == 0 {
-		return SealRecord{}, fmt.Errorf("%w: %s: %w", ErrSealRecord, path, err)
+	if err != nil {
+		return SealRecord{}, fmt.Errorf("%w: %w", ErrSealRecord, err)
 	}
 	var r SealRecord
-	if n > maxSealRecord {
-		return SealRecord{}, fmt.Errorf("%w: %s: over %d bytes", ErrSealRecord, path, maxSealRecord)
-	}
-	if err := jsonv2.Unmarshal(b[:n], &r); err != nil {
+	if err := jsonv2.Unmarshal(b, &r); err != nil {
 		return SealRecord{}, fmt.Errorf("%w: %s: %w", ErrSealRecord, path, err)
 	}
 	if r.Seq < 1 || !isHexHash(r.Hash) {
@@ -73,6 +70,12 @@ func WriteSealRecord(path string, r SealRecord) error {
 		return fmt.Errorf("%w: %s: %w", ErrSealRecord, path, err)
 	}
 	dir := filepath.Dir(path)
+	// One process writes a data folder's record (the folder is locked):
+	// a temporary file found here is one a crash left.
+	stale, _ := filepath.Glob(filepath.Join(dir, "."+filepath.Base(path)+".*.tmp"))
+	for _, name := range stale {
+		_ = os.Remove(name)
+	}
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrSealRecord, err)

@@ -193,3 +193,24 @@ func TestSealRecordUnreadable(t *testing.T) {
 		t.Fatalf("Seal with a broken record: %v; want ErrSealRecord", err)
 	}
 }
+
+// A record's temporary file a crash left beside it is removed by the next
+// write.
+func TestSealRecordFileHygiene(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "audit-seal.json")
+	left := filepath.Join(dir, ".audit-seal.json.123456.tmp")
+	if err := os.WriteFile(left, []byte(`{"seq":1`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := SealRecord{Seq: 3, Hash: strings.Repeat("ab", 32), Time: time.Unix(1e9, 0).UTC()}
+	if err := WriteSealRecord(path, r); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(left); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the temporary file a crash left is still there: %v", err)
+	}
+	if got, err := ReadSealRecord(path); err != nil || got.Seq != 3 || got.Hash != r.Hash {
+		t.Errorf("ReadSealRecord = %+v, %v", got, err)
+	}
+}
