@@ -51,15 +51,32 @@ func privateDataDir(cfg config.Config, logger *slog.Logger) error {
 // (Kubernetes' fsGroup) and the data folder itself is checked and
 // narrowed above. A folder it cannot stat is passed over.
 func warnOpenParents(dir string, logger *slog.Logger) {
-	real, err := filepath.EvalSymlinks(dir)
-	if err == nil {
-		real, err = filepath.Abs(real)
-	}
+	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return
 	}
+	// The folders above the data folder's real place, and, when it is a
+	// symbolic link, those above the link: whoever can change the link's
+	// folder can put another link in its place.
+	seen := map[string]bool{}
+	if real, err := filepath.EvalSymlinks(abs); err == nil && real != abs {
+		warnOpenAbove(real, dir, seen, logger)
+	}
+	warnOpenAbove(abs, dir, seen, logger)
+}
+
+// warnOpenAbove warns, as warnOpenParents says, about each folder above
+// path not in seen, and adds it to seen.
+func warnOpenAbove(path, dir string, seen map[string]bool, logger *slog.Logger) {
 	uid, gid := processUID(), os.Getegid()
-	for p := filepath.Dir(real); ; p = filepath.Dir(p) {
+	for p := filepath.Dir(path); ; p = filepath.Dir(p) {
+		if seen[p] {
+			if filepath.Dir(p) == p {
+				return
+			}
+			continue
+		}
+		seen[p] = true
 		if fi, err := os.Stat(p); err == nil {
 			mode := fi.Mode()
 			o, g, known := ownerGroup(fi)

@@ -232,3 +232,42 @@ func TestDataFolderParentsOpenToOthersWarned(t *testing.T) {
 		})
 	}
 }
+
+// A data folder named by a symbolic link: the folders above the link are
+// looked at too (whoever can change the link's folder can put another
+// link there), beside those above where it leads.
+func TestDataFolderLinkInAnOpenFolderWarned(t *testing.T) {
+	base := t.TempDir()
+	private := filepath.Join(base, "private")
+	open := filepath.Join(base, "open")
+	for _, d := range []string{private, open} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	target := filepath.Join(private, "data")
+	if err := os.Mkdir(target, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(open, "data")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	var logs testutil.LockedBuffer
+	cfg := config.Default()
+	cfg.DataDir, cfg.RelayListen, cfg.HTTPListen = link, "127.0.0.1:0", ""
+	ctx, cancel := context.WithCancel(context.Background())
+	n, err := node.Start(ctx, cfg, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	cancel()
+	n.Wait()
+	if got := logs.String(); !strings.Contains(got, "a folder above the data folder can be changed by other users") || !strings.Contains(got, "folder="+open+" ") {
+		t.Errorf("no warning naming %s, the link's open folder:\n%s", open, got)
+	}
+}
