@@ -32,8 +32,8 @@ func EscapeJSON(b []byte) []byte {
 
 // EscapeText returns s, plain text such as a file's, with every character
 // Is reports written as EscapeJSON writes it, ASCII controls and DEL
-// among them, except the line feed and the tab, which keep its lines and
-// columns. A backslash of s stays as it is, so the text can be read back
+// among them, except the line feed (and a carriage return just before
+// one: CRLF) and the tab, which keep its lines and columns. A backslash of s stays as it is, so the text can be read back
 // only by one who knows it had none; it is for a model or a person to
 // read, not to parse. Bytes that are not UTF-8 are left as they are.
 func EscapeText(s string) string {
@@ -42,14 +42,14 @@ func EscapeText(s string) string {
 
 // escape returns b with each character Is reports written as a \uXXXX
 // escape (a surrogate pair beyond the Basic Multilingual Plane), but for
-// ASCII controls other than DEL, kept in JSON, and the line feed and tab,
-// kept in text: b itself when nothing needs escaping.
+// ASCII controls other than DEL, kept in JSON, and the line feed, CRLF
+// and tab, kept in text: b itself when nothing needs escaping.
 func escape(b []byte, text bool) []byte {
 	var out []byte
 	last := 0
 	for i := 0; i < len(b); {
 		c := b[i]
-		if c < utf8.RuneSelf && c != 0x7f && (c >= 0x20 || !text || c == '\n' || c == '\t') {
+		if c < utf8.RuneSelf && c != 0x7f && (c >= 0x20 || !text || c == '\n' || c == '\t' || c == '\r' && i+1 < len(b) && b[i+1] == '\n') {
 			i++
 			continue
 		}

@@ -73,6 +73,7 @@ func TestEscapeText(t *testing.T) {
 		{"x\u202ey", `x\u202ey`},                                       // right-to-left override
 		{"\U000e0049\U000e0047", `\udb40\udc49\udb40\udc47`},           // tags
 		{"a\rb\x1b[31mc\x00d\x7f", `a\u000db\u001b[31mc\u0000d\u007f`}, // ASCII controls but LF and tab, and DEL
+		{"dos\r\nlines\r\n\r", "dos\r\nlines\r\n" + `\u000d`},          // CRLF kept, a lone CR not
 		{"\u2028\u0085", `\u2028\u0085`},                               // separators, C1
 		{`back\slash \u202e`, `back\slash \u202e`},                     // a backslash stays
 		{"\xff\xfe", "\xff\xfe"},                                       // not UTF-8: left
@@ -93,17 +94,22 @@ func FuzzEscapeText(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		out := EscapeText(s)
+		// Kept: LF, tab, a CR before a LF, and U+FFFD (where bytes are
+		// not UTF-8).
+		kept := func(t string, i int, r rune) bool {
+			return r == '\n' || r == '\t' || r == utf8.RuneError || r == '\r' && strings.HasPrefix(t[i+1:], "\n") || !Is(r)
+		}
 		clean := true
-		for _, r := range s {
-			if r != '\n' && r != '\t' && r != utf8.RuneError && Is(r) {
+		for i, r := range s {
+			if !kept(s, i, r) {
 				clean = false
 			}
 		}
 		if clean && out != s {
 			t.Fatalf("%q, with nothing to escape, came back as %q", s, out)
 		}
-		for _, r := range out {
-			if r != '\n' && r != '\t' && r != utf8.RuneError && Is(r) {
+		for i, r := range out {
+			if !kept(out, i, r) {
 				t.Fatalf("%q escaped to %q, which still holds %U", s, out, r)
 			}
 		}
