@@ -17,6 +17,7 @@ import (
 const (
 	DefaultRetries = 3
 	DefaultBackoff = time.Second
+	DefaultMaxWait = 30 * time.Second
 )
 
 // FallbackConfig configures the Transport ToCard returns.
@@ -30,6 +31,10 @@ type FallbackConfig struct {
 	// next one; a Retry-After the endpoint sent is waited for if longer.
 	// 0 takes DefaultBackoff.
 	Backoff time.Duration
+	// MaxWait is the longest wait before a retry: an endpoint that asks
+	// for longer (its Retry-After) is left for the next one. 0 takes
+	// DefaultMaxWait.
+	MaxWait time.Duration
 }
 
 // ToCard returns the Transport to the agent of card that follows the SNAP
@@ -64,6 +69,7 @@ func ToCard(card *snap.Card, h *HTTP, nostr Transport, cfg FallbackConfig) (Tran
 		cfg.Retries = 0
 	}
 	defaults.Positive(&cfg.Backoff, DefaultBackoff)
+	defaults.Positive(&cfg.MaxWait, DefaultMaxWait)
 	return &cardAgent{card: card, h: h, nostr: nostr, cfg: cfg}, nil
 }
 
@@ -136,11 +142,11 @@ func (a *cardAgent) exchange(ctx context.Context, try func(Transport) (*snap.Mes
 			}
 			err = fmt.Errorf("%s: %w", ep.URL, err)
 			retry, after := retryable(err)
-			if !retry || attempt >= a.cfg.Retries {
+			if !retry || attempt >= a.cfg.Retries || after > a.cfg.MaxWait {
 				failed = append(failed, err)
 				break
 			}
-			if err := sleep(ctx, max(wait, after)); err != nil {
+			if err := sleep(ctx, min(max(wait, after), a.cfg.MaxWait)); err != nil {
 				return nil, ended(err)
 			}
 			wait *= 2

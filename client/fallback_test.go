@@ -264,3 +264,30 @@ func TestFallbackRefusesAnInvalidCard(t *testing.T) {
 		t.Errorf("err = %v, want 3002", err)
 	}
 }
+
+// An endpoint that asks to be tried again after longer than MaxWait (a
+// Retry-After of an hour) is left for the next one at once, not waited
+// for until the caller's deadline.
+func TestFallbackLeavesALongRetryAfter(t *testing.T) {
+	log := &attempts{}
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		log.add("slow post")
+		w.Header().Set("Retry-After", "3600")
+		http.Error(w, "come back in an hour", http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(slow.Close)
+	up := endpointServer(t, log, "second", http.StatusOK, false)
+	card := fallbackCard([]snap.Endpoint{{Protocol: "http", URL: slow.URL + "/snap"}, {Protocol: "http", URL: up + "/snap"}})
+	agent, err := client.ToCard(card, client.NewHTTP(client.HTTPConfig{Key: clientKey}), nil, quickFallback)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	if _, err := agent.Send(ctx, "tasks/get", []byte(`{"taskId":"t"}`)); err != nil {
+		t.Fatalf("Send: %v (attempts %q)", err, log.get())
+	}
+	if got, want := log.get(), []string{"slow post", "second post"}; !slices.Equal(got, want) {
+		t.Errorf("attempts %q, want %q", got, want)
+	}
+}
