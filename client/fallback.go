@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/snapnode/snapnode/internal/defaults"
@@ -122,12 +121,24 @@ func (a *cardAgent) exchange(ctx context.Context, try func(Transport) (*snap.Mes
 	ended := func(err error) error {
 		return fmt.Errorf("client: %w: %w", context.Cause(ctx), err)
 	}
+	// The card's endpoints, each with its retries, then Nostr once.
+	type target struct {
+		name    string
+		t       Transport
+		retries int
+	}
+	targets := make([]target, 0, len(a.card.Endpoints)+1)
 	for _, ep := range a.card.Endpoints {
-		tried = append(tried, ep.URL)
-		t := a.endpoint(ep)
+		targets = append(targets, target{ep.URL, a.endpoint(ep), a.cfg.Retries})
+	}
+	if a.nostr != nil && len(a.card.NostrRelays) > 0 {
+		targets = append(targets, target{"nostr", a.nostr, 0})
+	}
+	for _, tg := range targets {
+		tried = append(tried, tg.name)
 		wait := a.cfg.Backoff
 		for attempt := 0; ; attempt++ {
-			resp, err := try(t)
+			resp, err := try(tg.t)
 			if err == nil {
 				return resp, nil
 			}
@@ -138,11 +149,11 @@ func (a *cardAgent) exchange(ctx context.Context, try func(Transport) (*snap.Mes
 				return nil, ended(err)
 			}
 			if st != nil && st.delivered {
-				return nil, fmt.Errorf("client: the stream from %s failed after its first events: %w", ep.URL, err)
+				return nil, fmt.Errorf("client: the stream from %s failed after its first events: %w", tg.name, err)
 			}
-			err = fmt.Errorf("%s: %w", ep.URL, err)
+			err = fmt.Errorf("%s: %w", tg.name, err)
 			retry, after := retryable(err)
-			if !retry || attempt >= a.cfg.Retries || after > a.cfg.MaxWait {
+			if !retry || attempt >= tg.retries || after > a.cfg.MaxWait {
 				failed = append(failed, err)
 				break
 			}
@@ -151,20 +162,6 @@ func (a *cardAgent) exchange(ctx context.Context, try func(Transport) (*snap.Mes
 			}
 			wait *= 2
 		}
-	}
-	if a.nostr != nil && len(a.card.NostrRelays) > 0 {
-		tried = append(tried, "nostr")
-		resp, err := try(a.nostr)
-		if err == nil {
-			return resp, nil
-		}
-		if ce, ok := errors.AsType[*callerError](err); ok {
-			return nil, ce.err
-		}
-		if ctx.Err() != nil {
-			return nil, ended(err)
-		}
-		failed = append(failed, fmt.Errorf("nostr: %w", err))
 	}
 	last := ""
 	if len(tried) > 0 {
@@ -185,17 +182,6 @@ func (a *cardAgent) endpoint(ep snap.Endpoint) Transport {
 		return httpAgent{c: a.h, url: ep.URL, to: a.card.Identity, ws: true}
 	}
 	return httpAgent{c: a.h, url: httpURL(ep.URL), to: a.card.Identity}
-}
-
-// httpURL turns a ws(s) URL into the http(s) one of the same endpoint.
-func httpURL(u string) string {
-	switch {
-	case strings.HasPrefix(u, "ws://"):
-		return "http://" + strings.TrimPrefix(u, "ws://")
-	case strings.HasPrefix(u, "wss://"):
-		return "https://" + strings.TrimPrefix(u, "wss://")
-	}
-	return u
 }
 
 // retryable reports whether an endpoint's failure may pass when tried

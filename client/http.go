@@ -330,13 +330,22 @@ func (c *HTTP) StreamWS(ctx context.Context, url string, req *snap.Message, fn f
 	return c.ws(ctx, url, req, fn)
 }
 
+// schemes pairs the web and WebSocket schemes of one endpoint.
+var schemes = [][2]string{{"http://", "ws://"}, {"https://", "wss://"}}
+
 // wsURL turns an http(s) URL into the ws(s) one of the same endpoint.
-func wsURL(u string) string {
-	switch {
-	case strings.HasPrefix(u, "http://"):
-		return "ws://" + strings.TrimPrefix(u, "http://")
-	case strings.HasPrefix(u, "https://"):
-		return "wss://" + strings.TrimPrefix(u, "https://")
+func wsURL(u string) string { return swapScheme(u, 0, 1) }
+
+// httpURL turns a ws(s) URL into the http(s) one of the same endpoint.
+func httpURL(u string) string { return swapScheme(u, 1, 0) }
+
+// swapScheme returns u with the scheme at index from of its pair in
+// schemes replaced by the one at index to; u when it has neither.
+func swapScheme(u string, from, to int) string {
+	for _, p := range schemes {
+		if rest, ok := strings.CutPrefix(u, p[from]); ok {
+			return p[to] + rest
+		}
 	}
 	return u
 }
