@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/snapnode/snapnode/internal/defaults"
+	"github.com/snapnode/snapnode/internal/periodic"
 	"github.com/snapnode/snapnode/snap"
 )
 
@@ -157,7 +158,7 @@ func (a *cardAgent) exchange(ctx context.Context, try func(Transport) (*snap.Mes
 				failed = append(failed, err)
 				break
 			}
-			if err := sleep(ctx, min(max(wait, after), a.cfg.MaxWait)); err != nil {
+			if err := periodic.Sleep(ctx, min(max(wait, after), a.cfg.MaxWait)); err != nil {
 				return nil, ended(err)
 			}
 			wait *= 2
@@ -193,16 +194,4 @@ func retryable(err error) (bool, time.Duration) {
 		return st.StatusCode == http.StatusTooManyRequests || st.StatusCode >= 500, st.RetryAfter
 	}
 	return !errors.Is(err, ErrInvalidResponse), 0
-}
-
-// sleep waits for d, or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/snapnode/snapnode/agent/worker"
 	"github.com/snapnode/snapnode/client"
 	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/periodic"
 	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/snapnostr"
 	"github.com/snapnode/snapnode/tasks"
@@ -154,7 +155,7 @@ func (d *Delegate) Complete(ctx context.Context, pr agent.Prompt) (*agent.Comple
 	// step's message reached it: a look that fails (a relay gone) is
 	// tried again, not the step, which would send the message twice.
 	for wait := firstPoll; err == nil && a.pending; wait = min(2*wait, maxPoll) {
-		if err = sleep(ctx, wait); err != nil {
+		if err = periodic.Sleep(ctx, wait); err != nil {
 			break
 		}
 		q.task = a.taskID
@@ -188,19 +189,6 @@ const (
 	firstPoll = 50 * time.Millisecond
 	maxPoll   = 2 * time.Second
 )
-
-// sleep waits for d or ctx, whichever ends first, and returns ctx's
-// error if it ended first.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
 
 // question is what a step asked the delegate, to read its answers by.
 type question struct {

@@ -7,4 +7,8 @@
 //	tick := time.NewTicker(time.Minute)
 //	defer tick.Stop()
 //	err := periodic.Run(ctx, tick.C, store.Sweep, func(n int64, err error) { … })
+//
+// Sleep is the wait between two tries of a retry loop:
+//
+//	if err := periodic.Sleep(ctx, backoff); err != nil { return err }
 package periodic

@@ -23,3 +23,17 @@ func Run[N any](ctx context.Context, ticks <-chan time.Time, job func(ctx contex
 		}
 	}
 }
+
+// Sleep waits for d, or until ctx is done, and then returns ctx's error:
+// the wait between two tries of a retry loop (the fallback's endpoints,
+// the delegate's looks at its answer).
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
