@@ -8,8 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 
+	"github.com/snapnode/snapnode/internal/readfile"
 	"github.com/snapnode/snapnode/internal/syncdir"
 )
 
@@ -33,18 +33,11 @@ func LoadKeyFile(path string) (*Key, error) {
 	// waiting, and only a regular one is read. A symbolic link is followed
 	// (a secret mounted by Kubernetes is one), and what it leads to is
 	// checked.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, st, err := readfile.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("identity: %w", err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("identity: %w", err)
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("identity: %s is not a regular file (%s)", path, st.Mode().Type())
-	}
 	if perm := st.Mode().Perm(); perm&0o077 != 0 {
 		return nil, fmt.Errorf("identity: %s has mode %04o: %w; run `chmod 600 %s`",
 			path, perm, ErrKeyFilePermissions, path)

@@ -1293,18 +1293,11 @@ func (c Config) HistoryKey() ([]byte, error) {
 // must be a regular file only its owner may read; what names the setting
 // in errors.
 func readSecretFile(what, want, name string) (string, error) {
-	f, err := os.Open(name)
+	f, fi, err := readfile.Open(name) // a regular file, opened without waiting
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", what, err)
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", what, err)
-	}
-	if !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("%s: %s: want a regular file; got %v", what, name, fi.Mode().Type())
-	}
 	// Windows reports no Unix permissions to check.
 	if perm := fi.Mode().Perm(); perm&0o077 != 0 && runtime.GOOS != "windows" {
 		return "", fmt.Errorf("%s: %s: permissions %04o are too open: want a file only its owner may read (chmod 600 %s)", what, name, perm, name)
