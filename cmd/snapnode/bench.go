@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"os/signal"
 	"strconv"
@@ -27,7 +28,8 @@ func (c *cli) bench(args []string) int {
 		relays, httpURLs                              []string
 		pids                                          []int
 		peers, seeded, owners                         int
-		duration, timeout                             time.Duration
+		duration, timeout, warmup                     time.Duration
+		rate                                          float64
 		asJSON                                        bool
 	)
 	fs.StringVar(&to, "to", "", "the node's P2TR `ADDRESS` (required)")
@@ -43,6 +45,8 @@ func (c *cli) bench(args []string) int {
 	fs.StringVar(&via, "via", "", "the transports the peers take in turn, a comma-separated `LIST` of nostr, http, ws (default nostr, and http,ws with --http)")
 	fs.IntVar(&peers, "peers", 8, "simulate `N` peers")
 	fs.DurationVar(&duration, "duration", 30*time.Second, "start requests for `DURATION`")
+	fs.DurationVar(&warmup, "warmup", 0, "run the load for `DURATION` before --duration without counting it (connections opened, caches warm)")
+	fs.Float64Var(&rate, "rate", 0, "offer `N` requests a second between the peers, each on a fixed schedule, latencies counted from when each was due (0: each peer sends when answered)")
 	fs.StringVar(&mixFlag, "mix", loadgen.DefaultMix.String(), "the requests' weights, `NAME=WEIGHT,…` of send, get, stream")
 	fs.DurationVar(&timeout, "timeout", 10*time.Second, "count a request without an answer after `DURATION` as a time-out")
 	fs.Func("pid", "read the node's CPU and memory from /proc of `PID` (repeatable: one per replica, reported each and summed)", func(v string) error {
@@ -71,6 +75,10 @@ func (c *cli) bench(args []string) int {
 		return c.usageError(fs, "--peers: want 1 or more")
 	case duration <= 0:
 		return c.usageError(fs, "--duration: want more than 0")
+	case warmup < 0:
+		return c.usageError(fs, "--warmup: want 0 or more")
+	case !(rate >= 0) || math.IsInf(rate, 0):
+		return c.usageError(fs, fmt.Sprintf("--rate %g: want 0 (each peer sends when answered) or a finite number of requests a second", rate))
 	case len(pids) > 0 && dataDir != "":
 		return c.usageError(fs, "give --pid or --data-dir, not both")
 	case seeded < 0 || owners < 1:
@@ -99,7 +107,7 @@ func (c *cli) bench(args []string) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	cfg := loadgen.Config{Mix: mix, Duration: duration, Timeout: timeout}
+	cfg := loadgen.Config{Mix: mix, Duration: duration, Timeout: timeout, Warmup: warmup, Rate: rate}
 	if dataDir != "" {
 		pid, err := loadgen.SocketPID(ctx, admin.Path(dataDir))
 		if err != nil {

@@ -96,6 +96,34 @@ func TestBenchCommand(t *testing.T) {
 	}
 }
 
+// TestBenchOpenLoop runs `snapnode bench --rate 50 --warmup 500ms` for a
+// second against a real node over Nostr: the report is of an open loop
+// after its warm-up, and every one of the 50 requests due in the second
+// was made or counted as behind (none more: the schedule, not the node's
+// speed, sets how many are sent).
+func TestBenchOpenLoop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a node for seconds")
+	}
+	d := testutil.StartDaemon(t, testutil.DaemonOptions{Args: []string{"--identity-rate", "0", "--nostr-key-rate", "0"}})
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"bench", "--to", d.Address, "--relay", d.RelayURL, "--peers", "2", "--duration", "1s",
+		"--warmup", "500ms", "--rate", "50", "--mix", "send=1", "--json"}, nil, &stdout, &stderr)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	var r loadgen.Report
+	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+		t.Fatalf("report %q: %v", stdout.String(), err)
+	}
+	if r.Rate != 50 || r.Warmup.Milliseconds() != 500 || r.Errors != 0 {
+		t.Errorf("rate %v, warm-up %v, %d errors %v; want 50/s after 500ms, none", r.Rate, r.Warmup, r.Errors, r.ErrorsByKind)
+	}
+	if r.Requests+r.Behind != 50 {
+		t.Errorf("%d requests made and %d behind; want the 50 due in the second", r.Requests, r.Behind)
+	}
+}
+
 // TestBenchUsage checks that bad flags are refused with exit status 2 and
 // a message naming the flag.
 func TestBenchUsage(t *testing.T) {
@@ -113,6 +141,9 @@ func TestBenchUsage(t *testing.T) {
 		{[]string{"--to", addr, "--relay", "ws://x", "--pid", "0"}, `"0": want a process id`},
 		{[]string{"--to", addr, "--http", "ftp://x"}, "want an http://"},
 		{[]string{"--to", addr, "--relay", "ws://x", "--seeded", "10"}, "--seeded needs --peer-seed"},
+		{[]string{"--to", addr, "--relay", "ws://x", "--rate", "-5"}, "--rate -5: want 0"},
+		{[]string{"--to", addr, "--relay", "ws://x", "--rate", "NaN"}, "--rate NaN: want 0"},
+		{[]string{"--to", addr, "--relay", "ws://x", "--warmup", "-1s"}, "--warmup: want 0 or more"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := run(append([]string{"bench"}, c.args...), nil, &stdout, &stderr)

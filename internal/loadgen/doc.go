@@ -19,6 +19,11 @@
 // Keys derives the peers' identities from a seed so that they own the
 // seeded tasks, and SeededTasks picks the tasks their tasks/get ask for.
 //
+// By default each peer sends its next request when the last is answered
+// (a closed loop); Config.Rate makes the run an open loop at a fixed
+// offered rate, latencies counted from when each request was due, and
+// Config.Warmup runs the load for a while before the measured part.
+//
 // Latencies are kept per series up to a bound (a uniform sample beyond
 // it), so a long run uses bounded memory.
 package loadgen

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -33,6 +34,23 @@ type Config struct {
 	// Duration is how long requests are started; those in flight at the
 	// end are waited for and counted (Report.InFlight, Report.Drain).
 	Duration time.Duration
+	// Warmup, when above 0, runs the load for this long before Duration
+	// starts: its requests are made and not counted, and the node's CPU
+	// and memory are read from its end, so that connections, conversation
+	// keys, caches and the node's first allocations stay out of the
+	// figures.
+	Warmup time.Duration
+	// Rate, when above 0, makes the run an open loop: the peers start Rate
+	// requests a second between them, each on a fixed schedule of its own
+	// (one request every len(Peers)/Rate seconds, the peers' schedules
+	// staggered), whatever the node's answers. A request's latency is
+	// counted from the moment it was due, not from when its peer was free
+	// to send it, so a node that falls behind shows it in the latencies
+	// rather than only in a lower rate (the coordinated omission of a
+	// closed loop). Requests due within Duration that their peer had not
+	// started by its end are counted in Report.Behind. At 0 (a closed
+	// loop) each peer sends its next request when the last is answered.
+	Rate float64
 	// Timeout bounds one request (default 10 s).
 	Timeout time.Duration
 	// Seeded, when set, names the task a tasks/get of peer asks for ("":
@@ -75,6 +93,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Duration <= 0 {
 		return nil, fmt.Errorf("loadgen: duration %v: want more than 0", cfg.Duration)
 	}
+	if cfg.Warmup < 0 {
+		return nil, fmt.Errorf("loadgen: warm-up %v: want 0 or more", cfg.Warmup)
+	}
+	if !(cfg.Rate >= 0) || math.IsInf(cfg.Rate, 0) {
+		return nil, fmt.Errorf("loadgen: rate %g: want 0 (a closed loop) or a finite number of requests a second", cfg.Rate)
+	}
 	if cfg.Mix.total() == 0 {
 		cfg.Mix = DefaultMix
 	}
@@ -95,7 +119,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	text := strings.Repeat("load test ", cfg.TextSize/10+1)[:cfg.TextSize]
-	start := cfg.Now()
+	start := cfg.Now().Add(cfg.Warmup) // of the measured part
 	results := make([]*peerResult, len(cfg.Peers))
 	var wg sync.WaitGroup
 	for i := range cfg.Peers {
@@ -104,14 +128,26 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		results[i] = p.res
 		wg.Go(func() { p.run(ctx) })
 	}
+	var errs []error
+	if cfg.Warmup > 0 && len(cfg.Nodes) > 0 && sleepUntil(ctx, cfg.Now, start) {
+		// The node's figures from the end of the warm-up.
+		for i, read := range cfg.Nodes {
+			var err error
+			if before[i], err = read(); err != nil {
+				errs = append(errs, fmt.Errorf("process %d at the end of the warm-up: %w", i+1, err))
+			}
+		}
+	}
 	wg.Wait()
-	elapsed := cfg.Now().Sub(start)
+	elapsed := max(cfg.Now().Sub(start), 0)
 	r := newReport(cfg, results, elapsed)
 	// The node's CPU is read over all of it, the requests in flight at the
 	// end waited for.
 	measured := elapsed
-	var errs []error
 	for i, read := range cfg.Nodes {
+		if len(errs) > 0 {
+			break
+		}
 		after, err := read()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("process %d: %w", i+1, err))
@@ -164,6 +200,7 @@ type peerResult struct {
 	errs   map[string]int64
 	events int64
 	late   int64 // requests answered after the duration
+	behind int64 // requests due in the duration, not started by its end
 	seed   uint64
 }
 
@@ -205,45 +242,111 @@ type peerRun struct {
 	next  int      // where the next one goes once tasks is full
 }
 
+// run makes the peer's requests until the run's end: one after another
+// (a closed loop), or each at its due time (Config.Rate).
 func (p *peerRun) run(ctx context.Context) {
+	end := p.start.Add(p.cfg.Duration)
+	var interval time.Duration
+	var due time.Time
+	if p.cfg.Rate > 0 {
+		n := len(p.cfg.Peers)
+		interval = max(time.Duration(float64(n)/p.cfg.Rate*float64(time.Second)), 1)
+		// The peers' schedules staggered over one interval, from the
+		// warm-up's start.
+		due = p.start.Add(-p.cfg.Warmup + interval*time.Duration(p.i)/time.Duration(n))
+	}
+	for ctx.Err() == nil {
+		now := p.cfg.Now()
+		if interval > 0 {
+			if !due.Before(end) {
+				sleepUntil(ctx, p.cfg.Now, end) // the schedule runs to the end
+				return
+			}
+			if !now.Before(end) {
+				// Due within the run, and the peer is still busy with
+				// earlier ones when it ends.
+				p.res.behind += int64((end.Sub(due) + interval - 1) / interval)
+				return
+			}
+			if !sleepUntil(ctx, p.cfg.Now, due) {
+				return
+			}
+		} else if !now.Before(end) {
+			return
+		}
+		if !p.request(ctx, due, end) {
+			return
+		}
+		due = due.Add(interval)
+	}
+}
+
+// request makes one request and records it unless it belongs to the
+// warm-up; due is when it was due in an open loop (the zero time in a
+// closed one). It returns false when the run was stopped meanwhile.
+func (p *peerRun) request(ctx context.Context, due, end time.Time) bool {
 	peer := p.cfg.Peers[p.i]
-	for ctx.Err() == nil && p.cfg.Now().Sub(p.start) < p.cfg.Duration {
-		op := p.cfg.Mix.pick(p.rnd.IntN(p.cfg.Mix.total()))
-		payload := p.payload(op)
-		if payload == nil { // a tasks/get with no task to ask for yet
-			op, payload = OpSend, p.payload(OpSend)
-		}
-		rctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
-		t0 := p.cfg.Now()
-		var resp *snap.Message
-		var err error
-		if op == OpStream {
-			resp, err = peer.Agent.Stream(rctx, op.Method(), payload, func(*snap.Message) error {
+	op := p.cfg.Mix.pick(p.rnd.IntN(p.cfg.Mix.total()))
+	payload := p.payload(op)
+	if payload == nil { // a tasks/get with no task to ask for yet
+		op, payload = OpSend, p.payload(OpSend)
+	}
+	rctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
+	defer cancel()
+	t0 := p.cfg.Now()
+	if !due.IsZero() {
+		t0 = due
+	}
+	var resp *snap.Message
+	var err error
+	counted := !t0.Before(p.start)
+	if op == OpStream {
+		resp, err = peer.Agent.Stream(rctx, op.Method(), payload, func(*snap.Message) error {
+			if counted {
 				p.res.events++
-				return nil
-			})
-		} else {
-			resp, err = peer.Agent.Send(rctx, op.Method(), payload)
-		}
-		t1 := p.cfg.Now()
-		d := t1.Sub(t0)
-		cancel()
-		if ctx.Err() != nil && err != nil {
-			return // the run was stopped: not the node's error
-		}
-		if err == nil {
-			if e := snap.ResponseError(resp.Payload); e != nil {
-				err = e
-			} else if op != OpGet {
-				if id := p.remember(resp.Payload); id != "" && p.cfg.Answered != nil {
-					p.cfg.Answered(id)
-				}
+			}
+			return nil
+		})
+	} else {
+		resp, err = peer.Agent.Send(rctx, op.Method(), payload)
+	}
+	t1 := p.cfg.Now()
+	if ctx.Err() != nil && err != nil {
+		return false // the run was stopped: not the node's error
+	}
+	if err == nil {
+		if e := snap.ResponseError(resp.Payload); e != nil {
+			err = e
+		} else if op != OpGet {
+			if id := p.remember(resp.Payload); id != "" && p.cfg.Answered != nil {
+				p.cfg.Answered(id)
 			}
 		}
-		p.res.record(series{peer.Via, op}, d, err)
-		if t1.Sub(p.start) > p.cfg.Duration {
-			p.res.late++
-		}
+	}
+	if !counted {
+		return true
+	}
+	p.res.record(series{peer.Via, op}, t1.Sub(t0), err)
+	if t1.After(end) {
+		p.res.late++
+	}
+	return true
+}
+
+// sleepUntil waits until now() reaches t and reports whether it did
+// before ctx ended.
+func sleepUntil(ctx context.Context, now func() time.Time, t time.Time) bool {
+	d := t.Sub(now())
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 

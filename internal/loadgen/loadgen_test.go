@@ -424,3 +424,109 @@ func TestRunThroughputOverTheDuration(t *testing.T) {
 		}
 	})
 }
+
+// TestRunWarmup checks that the warm-up's requests are made and not
+// counted, and that the node's CPU is read from the warm-up's end.
+func TestRunWarmup(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := newFake()
+		calls := 0
+		cpu := []time.Duration{time.Second, 5 * time.Second, 6 * time.Second}
+		r, err := Run(context.Background(), Config{
+			Peers: []Peer{{Via: ViaHTTP, Agent: a}}, Mix: Mix{OpSend: 1},
+			Warmup: time.Second, Duration: time.Second,
+			Nodes: []func() (ProcStat, error){func() (ProcStat, error) {
+				calls++
+				return ProcStat{CPU: cpu[min(calls, 3)-1]}, nil
+			}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Sends of 4 ms: 250 in the warm-up, 250 counted.
+		if a.n != 500 || r.Requests != 250 || r.Duration != time.Second || r.Warmup != time.Second {
+			t.Errorf("%d requests made, %d counted over %v after %v; want 500, 250 over 1s after 1s", a.n, r.Requests, r.Duration, r.Warmup)
+		}
+		if calls != 3 || r.Node == nil || r.Node.CPU != time.Second {
+			t.Errorf("node read %d times, %+v; want 3 reads (start, warm-up's end, end) and 1 s of CPU after the warm-up", calls, r.Node)
+		}
+	})
+}
+
+// TestRunOpenLoop checks an open loop's schedule: 2 peers at 100
+// requests a second between them make 100 requests in a second, each
+// answered in its 4 ms, none behind.
+func TestRunOpenLoop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b := newFake(), newFake()
+		r, err := Run(context.Background(), Config{
+			Peers: []Peer{{Via: ViaHTTP, Agent: a}, {Via: ViaHTTP, Agent: b}}, Mix: Mix{OpSend: 1},
+			Duration: time.Second, Rate: 100,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.n != 50 || b.n != 50 || r.Requests != 100 || r.Behind != 0 || r.Rate != 100 {
+			t.Errorf("peers made %d and %d requests, %d counted, %d behind; want 50 each, 100, 0", a.n, b.n, r.Requests, r.Behind)
+		}
+		if r.Latency.Max != 4*time.Millisecond || r.Throughput != 100 {
+			t.Errorf("latency %+v, %v/s; want 4 ms each, 100/s", r.Latency, r.Throughput)
+		}
+	})
+}
+
+// TestRunOpenLoopCountsFromDue checks what an open loop is for: a node
+// that stalls for half a second shows it in every request due during the
+// stall (their latency counted from when each was due), where a closed
+// loop would show one slow request; and requests due before the end but
+// not started by then are counted as behind.
+func TestRunOpenLoopCountsFromDue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// One request every 10 ms; the one due at 100 ms takes 504 ms.
+		slow := &stallAgent{fakeAgent: newFake(), t0: time.Now(), stallAfter: 100 * time.Millisecond, stall: 500 * time.Millisecond}
+		r, err := Run(context.Background(), Config{
+			Peers: []Peer{{Via: ViaHTTP, Agent: slow}}, Mix: Mix{OpSend: 1},
+			Duration: time.Second, Rate: 100, Timeout: time.Minute,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Due at 110 ms and sent at 604 ms: 498 ms, and so on down, the
+		// backlog cleared 4 ms at a time at 6 ms a due.
+		if r.Latency.Max != 504*time.Millisecond || r.Latency.P50 < 100*time.Millisecond {
+			t.Errorf("latency %+v: want the stall in the requests due during it (max 504 ms, p50 over 100 ms)", r.Latency)
+		}
+		if r.Requests+r.Behind != 100 || r.Behind != 0 {
+			// 100 due; the backlog (49 requests) clears in 49 × 4 ms.
+			t.Errorf("%d requests, %d behind; want all 100 made", r.Requests, r.Behind)
+		}
+
+		stuck := &stallAgent{fakeAgent: newFake(), t0: time.Now(), stallAfter: 900 * time.Millisecond, stall: 500 * time.Millisecond}
+		r, err = Run(context.Background(), Config{
+			Peers: []Peer{{Via: ViaHTTP, Agent: stuck}}, Mix: Mix{OpSend: 1},
+			Duration: time.Second, Rate: 100, Timeout: time.Minute,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The request due at 900 ms ends at 1.404 s: the 9 due from 910 to
+		// 990 ms were never sent.
+		if r.Requests != 91 || r.Behind != 9 || r.InFlight != 1 {
+			t.Errorf("%d requests, %d behind, %d in flight at the end; want 91, 9, 1", r.Requests, r.Behind, r.InFlight)
+		}
+		var out strings.Builder
+		r.WriteText(&out)
+		if !strings.Contains(out.String(), "9 requests due in the run were not started by its end") {
+			t.Errorf("report does not say the node fell behind:\n%s", &out)
+		}
+	})
+}
+
+func TestRunRefusesBadRateOrWarmup(t *testing.T) {
+	for _, cfg := range []Config{{Rate: -1}, {Warmup: -time.Second}} {
+		cfg.Peers, cfg.Duration = []Peer{{Via: ViaHTTP, Agent: newFake()}}, time.Second
+		if _, err := Run(context.Background(), cfg); err == nil {
+			t.Errorf("Run(rate %v, warm-up %v) = nil error", cfg.Rate, cfg.Warmup)
+		}
+	}
+}

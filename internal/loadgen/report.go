@@ -20,6 +20,14 @@ type Report struct {
 	Duration time.Duration `json:"duration"`
 	InFlight int64         `json:"inFlight"`
 	Drain    time.Duration `json:"drain"`
+	// Warmup is how long the load ran, uncounted, before Duration.
+	Warmup time.Duration `json:"warmup,omitempty"`
+	// Rate is the requests a second offered in an open loop (0: a closed
+	// loop). Behind counts the requests due within Duration that their
+	// peers, still waiting for earlier answers, had not started by its end:
+	// the node fell that far behind the offered rate.
+	Rate   float64 `json:"rate,omitempty"`
+	Behind int64   `json:"behind,omitempty"`
 	// Requests counts every request answered or failed, those in flight
 	// at the end included. Throughput is those answered or failed within
 	// Duration, per second of it: the waits for the last ones, with fewer
@@ -78,7 +86,8 @@ type NodeStats struct {
 }
 
 func newReport(cfg Config, results []*peerResult, elapsed time.Duration) *Report {
-	r := &Report{Peers: len(cfg.Peers), Mix: cfg.Mix.String(), Duration: min(elapsed, cfg.Duration), ErrorsByKind: map[string]int64{}}
+	r := &Report{Peers: len(cfg.Peers), Mix: cfg.Mix.String(), Duration: min(elapsed, cfg.Duration),
+		Warmup: cfg.Warmup, Rate: cfg.Rate, ErrorsByKind: map[string]int64{}}
 	r.Drain = elapsed - r.Duration
 	all := newLatencies(maxSamples, cfg.Seed)
 	bySeries := map[series]*latencies{}
@@ -96,6 +105,7 @@ func newReport(cfg Config, results []*peerResult, elapsed time.Duration) *Report
 		}
 		r.StreamEvents += pr.events
 		r.InFlight += pr.late
+		r.Behind += pr.behind
 	}
 	r.Requests = all.n
 	r.Latency = all.summary()
@@ -117,6 +127,15 @@ func (r *Report) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "peers %d, mix %s, %.1f s: %d requests, %.1f/s, %d errors\n",
 		r.Peers, r.Mix, r.Duration.Seconds(), r.Requests, r.Throughput, r.Errors)
+	if r.Warmup > 0 {
+		fmt.Fprintf(tw, "after a warm-up of %.1f s, not counted\n", r.Warmup.Seconds())
+	}
+	if r.Rate > 0 {
+		fmt.Fprintf(tw, "open loop: %.1f requests/s offered, latencies from when each was due\n", r.Rate)
+	}
+	if r.Behind > 0 {
+		fmt.Fprintf(tw, "%d requests due in the run were not started by its end: the node fell behind the offered rate\n", r.Behind)
+	}
 	if r.InFlight > 0 {
 		fmt.Fprintf(tw, "%d requests in flight at the end, waited for %.2f s more: counted, not in the rate\n",
 			r.InFlight, r.Drain.Seconds())
