@@ -291,3 +291,27 @@ func TestFallbackLeavesALongRetryAfter(t *testing.T) {
 		t.Errorf("attempts %q, want %q", got, want)
 	}
 }
+
+// A Retry-After given as an HTTP-date an hour ahead is a long wait too:
+// the endpoint is left for the next at once.
+func TestFallbackLeavesALongRetryAfterDate(t *testing.T) {
+	log := &attempts{}
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		log.add("slow post")
+		w.Header().Set("Retry-After", time.Now().Add(time.Hour).UTC().Format(http.TimeFormat))
+		http.Error(w, "come back in an hour", http.StatusTooManyRequests)
+	}))
+	t.Cleanup(slow.Close)
+	up := endpointServer(t, log, "second", http.StatusOK, false)
+	card := fallbackCard([]snap.Endpoint{{Protocol: "http", URL: slow.URL + "/snap"}, {Protocol: "http", URL: up + "/snap"}})
+	agent, err := client.ToCard(card, client.NewHTTP(client.HTTPConfig{Key: clientKey}), nil, quickFallback)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := agent.Send(t.Context(), "tasks/get", []byte(`{"taskId":"t"}`)); err != nil {
+		t.Fatalf("Send: %v (attempts %q)", err, log.get())
+	}
+	if got, want := log.get(), []string{"slow post", "second post"}; !slices.Equal(got, want) {
+		t.Errorf("attempts %q, want %q", got, want)
+	}
+}

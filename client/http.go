@@ -35,7 +35,8 @@ var (
 // not take the message as a SNAP exchange.
 type StatusError struct {
 	StatusCode int
-	// RetryAfter is the Retry-After header of a 429 or 503, or 0.
+	// RetryAfter is the wait the Retry-After header of a 429 or 503
+	// asks for, given in seconds or as an HTTP-date, or 0.
 	RetryAfter time.Duration
 	// Body is the start of the response body.
 	Body string
@@ -178,14 +179,12 @@ func (c *HTTP) post(ctx context.Context, url string, x *exchange, accept string)
 		return nil, fmt.Errorf("%w: HTTP %d", ErrNoAnswer, resp.StatusCode)
 	}
 	defer resp.Body.Close()
-	return nil, statusError(resp)
+	return nil, c.statusError(resp)
 }
 
-func statusError(resp *http.Response) *StatusError {
+func (c *HTTP) statusError(resp *http.Response) *StatusError {
 	e := &StatusError{StatusCode: resp.StatusCode}
-	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
-		e.RetryAfter = time.Duration(s) * time.Second
-	}
+	e.RetryAfter = retryAfter(resp.Header.Get("Retry-After"), c.now())
 	if resp.Body != nil {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 		e.Body = strings.TrimSpace(string(b))
@@ -195,6 +194,27 @@ func statusError(resp *http.Response) *StatusError {
 	}
 	return e
 }
+
+// retryAfter reads a Retry-After header in either of its forms (RFC
+// 9110, section 10.2.3), whole seconds or an HTTP-date, the latter read
+// against now: the wait it asks for, 0 for none, one already past or a
+// value that does not parse.
+func retryAfter(v string, now time.Time) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.Atoi(v); err == nil {
+		return time.Duration(min(max(s, 0), maxRetryAfter)) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0)
+	}
+	return 0
+}
+
+// maxRetryAfter bounds the seconds of a Retry-After, which would
+// otherwise overflow a Duration: over 31 years is as good as never.
+const maxRetryAfter = 1 << 30
 
 // postRead posts x to url (post) and reads the body of the answer
 // (readAll).
@@ -362,7 +382,7 @@ func (c *HTTP) ws(ctx context.Context, url string, req *snap.Message, fn func(*s
 	if err != nil {
 		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
 			defer resp.Body.Close()
-			return nil, statusError(resp)
+			return nil, c.statusError(resp)
 		}
 		return nil, err
 	}
@@ -427,7 +447,7 @@ func (c *HTTP) Discover(ctx context.Context, baseURL string) (*snap.Card, *snap.
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, nil, statusError(resp)
+		return nil, nil, c.statusError(resp)
 	}
 	// The card is at most 64 KB; the signature, key and timestamp add
 	// little.

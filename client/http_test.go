@@ -345,3 +345,40 @@ func TestClientFollowsNoRedirectElsewhere(t *testing.T) {
 		t.Fatalf("the other server got %d requests", n)
 	}
 }
+
+// Retry-After is taken in both of its forms (RFC 9110, section 10.2.3):
+// seconds, or an HTTP-date, read against the client's clock; a date
+// already past asks for no wait.
+func TestClientRetryAfterForms(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	cases := []struct {
+		header string
+		want   time.Duration
+	}{
+		{"120", 2 * time.Minute},
+		{now.Add(90 * time.Second).Format(http.TimeFormat), 90 * time.Second},
+		{now.Add(time.Hour).Format(time.RFC850), time.Hour}, // an obsolete form RFC 9110 still accepts
+		{now.Add(-time.Minute).Format(http.TimeFormat), 0},
+		{"soon", 0},
+		{"-5", 0},
+		{"99999999999999999999", 0}, // does not parse as an int
+		{"9223372036854775807", 1 << 30 * time.Second}, // would overflow a Duration
+	}
+	cl := client.NewHTTP(client.HTTPConfig{Key: clientKey, Now: func() time.Time { return now }})
+	for _, tc := range cases {
+		t.Run(tc.header, func(t *testing.T) {
+			url := fake(t, func(w http.ResponseWriter, req *snap.Message) {
+				w.Header().Set("Retry-After", tc.header)
+				w.WriteHeader(http.StatusTooManyRequests)
+			})
+			_, err := cl.Send(t.Context(), url, request(t, "tasks/get", `{}`))
+			se, ok := errors.AsType[*client.StatusError](err)
+			if !ok {
+				t.Fatalf("error %v, want a StatusError", err)
+			}
+			if se.RetryAfter != tc.want {
+				t.Errorf("RetryAfter %v, want %v", se.RetryAfter, tc.want)
+			}
+		})
+	}
+}
