@@ -45,7 +45,11 @@ type FallbackConfig struct {
 // then, when every endpoint failed and the card names Nostr relays, nostr
 // (nil: none); a protocol the card does not declare is never used. The
 // first verified answer ends the exchange, a SNAP error included (the
-// agent was reached). When nothing answered, the error is a 4001
+// agent was reached), save a 5002 RateLimitExceeded whose data gives
+// retryAfter: that wait, when no longer than MaxWait, is waited for and
+// the request sent again to the same endpoint, counted in its Retries
+// (Nostr has none). A 5002 without retryAfter, or asking for longer, is
+// the answer. When nothing answered, the error is a 4001
 // TransportUnavailable *snap.Error with data {"tried": the endpoints'
 // URLs and "nostr", in order, "endpoint": the last tried}, wrapping each
 // attempt's failure; when ctx ends first, it wraps ctx's cause.
@@ -141,7 +145,14 @@ func (a *cardAgent) exchange(ctx context.Context, try func(Transport) (*snap.Mes
 		for attempt := 0; ; attempt++ {
 			resp, err := try(tg.t)
 			if err == nil {
-				return resp, nil
+				after, limited := rateLimited(resp)
+				if !limited || attempt >= tg.retries || after > a.cfg.MaxWait || (st != nil && st.delivered) {
+					return resp, nil
+				}
+				if err := periodic.Sleep(ctx, after); err != nil {
+					return nil, ended(err)
+				}
+				continue
 			}
 			if ce, ok := errors.AsType[*callerError](err); ok {
 				return nil, ce.err
@@ -194,4 +205,21 @@ func retryable(err error) (bool, time.Duration) {
 		return st.StatusCode == http.StatusTooManyRequests || st.StatusCode >= 500, st.RetryAfter
 	}
 	return !errors.Is(err, ErrInvalidResponse), 0
+}
+
+// rateLimited reports whether resp is a 5002 refusal whose data says when
+// to come back (retryAfter, in seconds, above 0), and that wait.
+func rateLimited(resp *snap.Message) (time.Duration, bool) {
+	if resp.ErrorCode() != snap.CodeRateLimitExceeded {
+		return 0, false
+	}
+	e := snap.ResponseError(resp.Payload)
+	if e == nil {
+		return 0, false
+	}
+	secs, ok := e.Data["retryAfter"].(float64)
+	if !ok || secs <= 0 {
+		return 0, false
+	}
+	return time.Duration(min(secs, maxRetryAfter) * float64(time.Second)), true
 }

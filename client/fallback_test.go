@@ -315,3 +315,55 @@ func TestFallbackLeavesALongRetryAfterDate(t *testing.T) {
 		t.Errorf("attempts %q, want %q", got, want)
 	}
 }
+
+// A 5002 whose data says when to come back (retryAfter, seconds) is
+// waited for and the request sent again, within the endpoint's retries
+// and MaxWait; one that asks for longer, or says nothing, is the answer.
+func TestFallbackWaitsForRateLimit(t *testing.T) {
+	limited := func(retryAfter string, refusals int32) (string, *atomic.Int32) {
+		var posts atomic.Int32
+		url := fake(t, func(w http.ResponseWriter, req *snap.Message) {
+			payload := `{"task":{"id":"t"}}`
+			if posts.Add(1) <= refusals {
+				payload = `{"error":{"code":5002,"message":"rate limit exceeded","data":{"limit":1,"window":"1s"` + retryAfter + `}}}`
+			}
+			m := &snap.Message{ID: snap.NewID(), Version: "0.1", From: addr(serverKey), To: req.From, Type: snap.TypeResponse,
+				Method: req.Method, Payload: []byte(payload), Timestamp: time.Now().Unix()}
+			if err := m.Sign(serverKey); err != nil {
+				t.Error(err)
+			}
+			w.Write(raw(t, m))
+		})
+		return url, &posts
+	}
+	h := client.NewHTTP(client.HTTPConfig{Key: clientKey})
+	send := func(url string) *snap.Message {
+		t.Helper()
+		agent, err := client.ToCard(fallbackCard([]snap.Endpoint{{Protocol: "http", URL: url}}), h, nil, quickFallback)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := agent.Send(t.Context(), "tasks/get", []byte(`{"taskId":"t"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+
+	url, posts := limited(`,"retryAfter":1`, 1)
+	if resp := send(url); resp.ErrorCode() != 0 || posts.Load() != 2 {
+		t.Errorf("after one 5002 with retryAfter 1: %s after %d posts, want the task after 2", resp.Payload, posts.Load())
+	}
+	url, posts = limited(`,"retryAfter":1`, 10)
+	if resp := send(url); resp.ErrorCode() != snap.CodeRateLimitExceeded || posts.Load() != 3 {
+		t.Errorf("limited throughout: %s after %d posts, want the 5002 after 3 (2 retries)", resp.Payload, posts.Load())
+	}
+	url, posts = limited(`,"retryAfter":3600`, 1)
+	if resp := send(url); resp.ErrorCode() != snap.CodeRateLimitExceeded || posts.Load() != 1 {
+		t.Errorf("retryAfter of an hour: %s after %d posts, want the 5002 at once", resp.Payload, posts.Load())
+	}
+	url, posts = limited(``, 1)
+	if resp := send(url); resp.ErrorCode() != snap.CodeRateLimitExceeded || posts.Load() != 1 {
+		t.Errorf("no retryAfter: %s after %d posts, want the 5002 at once", resp.Payload, posts.Load())
+	}
+}
