@@ -211,11 +211,18 @@ func (e *Error) withCode(c Code) *Error {
 	return &Error{Code: c, Message: e.Message, Data: e.Data}
 }
 
-// RateLimited is the 5002 refusal of a request made too soon: data
+// RateLimited is the 5002 refusal of a request made too soon by l: data
 // {"retryAfter": whole seconds to wait, at least 1, "scope": what was
-// limited (identity, key, address)}.
-func RateLimited(wait time.Duration, scope string) *Error {
-	secs := ratelimit.RetryAfterSeconds(wait)
-	return &Error{Code: CodeRateLimitExceeded, Message: "rate limit exceeded; retry after the given seconds",
-		Data: map[string]any{"retryAfter": secs, "scope": scope}}
+// limited (identity, key, address)}, and, when l can state it (it has a
+// method Window() (limit int, window string), as internal/ratelimit's
+// Limiter does), the fields of SNAP's error catalogue: "limit" requests
+// in "window" ("1s", "1m").
+func RateLimited(wait time.Duration, scope string, l Limiter) *Error {
+	data := map[string]any{"retryAfter": ratelimit.RetryAfterSeconds(wait), "scope": scope}
+	if w, ok := l.(interface{ Window() (int, string) }); ok {
+		if limit, window := w.Window(); limit > 0 {
+			data["limit"], data["window"] = limit, window
+		}
+	}
+	return &Error{Code: CodeRateLimitExceeded, Message: "rate limit exceeded; retry after the given seconds", Data: data}
 }

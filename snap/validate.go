@@ -43,7 +43,8 @@ type Config struct {
 	// after the signature verifies (so a forger cannot spend someone
 	// else's allowance) and before the replay record (so a refused
 	// message does not burn its id: the same message may be sent again).
-	// A refusal is 5002 with data {"retryAfter": seconds}.
+	// A refusal is 5002 with data {"retryAfter": seconds}, and the limit
+	// and its window when the Limiter states them (see RateLimited).
 	Limiter Limiter
 }
 
@@ -230,7 +231,7 @@ func (v *Validator) authenticate(ctx context.Context, env *envelope, signer *[32
 	// Rate.
 	if v.cfg.Limiter != nil && m.Type == TypeRequest {
 		if ok, wait := v.cfg.Limiter.Allow(m.From); !ok {
-			return nil, RateLimited(wait, "identity")
+			return nil, RateLimited(wait, "identity", v.cfg.Limiter)
 		}
 	}
 

@@ -254,7 +254,8 @@ func TestRateLimit429BeforeBody(t *testing.T) {
 	if err != nil || secs < 1 || secs > 3600 {
 		t.Errorf("Retry-After %q", resp.Header.Get("Retry-After"))
 	}
-	if !strings.Contains(string(b), `"code":5002`) || !strings.Contains(string(b), fmt.Sprintf(`"retryAfter":%d`, secs)) {
+	if !strings.Contains(string(b), `"code":5002`) || !strings.Contains(string(b), fmt.Sprintf(`"retryAfter":%d`, secs)) ||
+		!strings.Contains(string(b), `"limit":1,`) || !strings.Contains(string(b), `"window":"1h"`) {
 		t.Errorf("body %s", b)
 	}
 	// The client sees it as a StatusError with the delay.

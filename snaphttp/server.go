@@ -446,8 +446,9 @@ func admitPeer(l *ratelimit.Limiter, w http.ResponseWriter, r *http.Request) boo
 	}
 	secs := ratelimit.RetryAfterSeconds(wait)
 	w.Header().Set("Retry-After", fmt.Sprint(secs))
+	limit, window := l.Window()
 	writeError(w, http.StatusTooManyRequests, "rate limit exceeded; retry later",
-		map[string]any{"code": int(snap.CodeRateLimitExceeded), "retryAfter": secs})
+		map[string]any{"code": int(snap.CodeRateLimitExceeded), "retryAfter": secs, "limit": limit, "window": window})
 	return false
 }
 

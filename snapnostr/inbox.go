@@ -381,7 +381,7 @@ func (in *Inbox) admit(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Que
 	if in.cfg.KeyLimiter != nil {
 		if ok, wait := in.cfg.KeyLimiter.Allow(ev.PubKey); !ok {
 			if !late {
-				refusals.refuse(ev, snap.RateLimited(wait, "key"))
+				refusals.refuse(ev, snap.RateLimited(wait, "key", in.cfg.KeyLimiter))
 			}
 			return
 		}

@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"container/list"
 	"math"
+	"strconv"
 	"sync"
 	"time"
 
@@ -133,6 +134,32 @@ func (l *Limiter) Len() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.order.Len()
+}
+
+// Window states the sustained rate as SNAP's 5002 data does: at most
+// limit requests in window, a whole number of seconds written as the
+// error catalogue writes it ("1s", "2s", "1m", "1h"), the shortest that
+// lets one request through (a burst may take more at once). A Limiter
+// that limits nothing gives 0 and "".
+func (l *Limiter) Window() (limit int, window string) {
+	r := l.Rate()
+	if r <= 0 {
+		return 0, ""
+	}
+	secs := 1
+	if r < 1 {
+		secs = int(min(math.Ceil(1/r-1e-9), 1<<30))
+	}
+	limit = max(1, int(math.Floor(r*float64(secs)+1e-9)))
+	switch {
+	case secs%3600 == 0:
+		window = strconv.Itoa(secs/3600) + "h"
+	case secs%60 == 0:
+		window = strconv.Itoa(secs/60) + "m"
+	default:
+		window = strconv.Itoa(secs) + "s"
+	}
+	return limit, window
 }
 
 // RetryAfterSeconds rounds d up to whole seconds, at least 1: the form of

@@ -174,3 +174,27 @@ func TestSetRate(t *testing.T) {
 		t.Fatal("limiting set again let a second request through at a burst of 1")
 	}
 }
+
+// Window states the sustained rate as a whole number of requests in a
+// window of whole seconds, the window as short as keeps the limit at 1 or
+// more, written as SNAP's error catalogue writes it ("1m").
+func TestWindow(t *testing.T) {
+	cases := []struct {
+		rate   float64
+		limit  int
+		window string
+	}{
+		{20, 20, "1s"},
+		{2.5, 2, "1s"},
+		{0.5, 1, "2s"},
+		{1.0 / 60, 1, "1m"},
+		{0.001, 1, "1000s"},
+		{1.0 / 3600, 1, "1h"},
+	}
+	for _, tc := range cases {
+		l := ratelimit.New(ratelimit.Config{Rate: tc.rate, Burst: 5})
+		if limit, window := l.Window(); limit != tc.limit || window != tc.window {
+			t.Errorf("rate %v: Window() = %d, %q; want %d, %q", tc.rate, limit, window, tc.limit, tc.window)
+		}
+	}
+}
