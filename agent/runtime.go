@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -70,7 +71,11 @@ type Config struct {
 	// every lease of its holder before it starts.
 	Holder string
 
-	MaxJobs             int           // jobs worked on at once (default 4)
+	MaxJobs int // jobs worked on at once (default 4)
+	// MaxJobsPerRequester bounds the jobs of one requester worked on at
+	// once (default: half of MaxJobs, rounded up; at most MaxJobs), so
+	// that one requester's jobs leave slots for the others'.
+	MaxJobsPerRequester int
 	MaxSteps            int           // model calls per job (default 30)
 	MaxCostCents        float64       // 0: no cost limit
 	MaxTime             time.Duration // default 60 min
@@ -155,6 +160,9 @@ type Runtime struct {
 	resuming map[string]bool
 	// served is when a job of each requester was last claimed here.
 	served map[string]time.Time
+	// busy counts the jobs of each requester this process works on (a
+	// requester with none has no entry: at most MaxJobs entries).
+	busy map[string]int
 	// waitCursor is where reconcile's next page of waiting jobs starts
 	// (reconcile runs on the dispatcher's goroutine only).
 	waitCursor string
@@ -179,6 +187,8 @@ func New(cfg Config) (*Runtime, error) {
 		}
 	}
 	def(&cfg.MaxJobs, DefaultMaxJobs)
+	def(&cfg.MaxJobsPerRequester, (cfg.MaxJobs+1)/2)
+	cfg.MaxJobsPerRequester = min(cfg.MaxJobsPerRequester, cfg.MaxJobs)
 	def(&cfg.MaxSteps, DefaultMaxSteps)
 	def(&cfg.MaxTokens, 2048)
 	def(&cfg.MaxObservationBytes, 16<<10)
@@ -211,7 +221,7 @@ func New(cfg Config) (*Runtime, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Runtime{cfg: cfg, log: cfg.Logger, wake: cfg.Queue.wake, slots: make(chan struct{}, cfg.MaxJobs),
-		running: map[string]context.CancelCauseFunc{}, resuming: map[string]bool{}, served: map[string]time.Time{}, budget: cfg.ContextTokens}, nil
+		running: map[string]context.CancelCauseFunc{}, resuming: map[string]bool{}, served: map[string]time.Time{}, busy: map[string]int{}, budget: cfg.ContextTokens}, nil
 }
 
 // Decided resumes the job of taskID after an operator approved or denied
@@ -515,21 +525,32 @@ func (r *Runtime) forget(ctx context.Context) {
 
 // dispatch claims runnable jobs while slots are free, taking requesters
 // in turn (the oldest job of each first), so one requester's many jobs
-// cannot keep another's waiting.
+// cannot keep another's waiting: a requester already working on
+// MaxJobsPerRequester jobs here waits for one of them to end, and among
+// the others those with the fewest jobs running come first, then those
+// served least recently.
 func (r *Runtime) dispatch(ctx context.Context) {
 	free := cap(r.slots) - len(r.slots)
 	if free <= 0 || ctx.Err() != nil {
 		return
 	}
+	// At most MaxJobs/MaxJobsPerRequester requesters are at their share,
+	// each listed at most twice: the rest of the list is others' jobs.
 	cands, err := r.cfg.Store.Runnable(ctx, r.cfg.Now(), 2, 4*cap(r.slots)+16)
 	if err != nil {
 		r.log.Warn("agent: looking for jobs", "err", err)
 		return
 	}
-	// Requesters served least recently come first; each requester's jobs
-	// stay oldest first.
+	// Requesters with the fewest jobs running here come first, then
+	// those served least recently; each requester's jobs stay oldest
+	// first.
 	r.mu.Lock()
-	slices.SortStableFunc(cands, func(a, b Candidate) int { return r.served[a.Requester].Compare(r.served[b.Requester]) })
+	slices.SortStableFunc(cands, func(a, b Candidate) int {
+		if c := cmp.Compare(r.busy[a.Requester], r.busy[b.Requester]); c != 0 {
+			return c
+		}
+		return r.served[a.Requester].Compare(r.served[b.Requester])
+	})
 	r.mu.Unlock()
 	q := fairqueue.New[string, Candidate](len(cands) + 1)
 	for _, c := range cands {
@@ -542,9 +563,10 @@ func (r *Runtime) dispatch(ctx context.Context) {
 			return
 		}
 		r.mu.Lock()
-		_, busy := r.running[c.TaskID]
+		_, running := r.running[c.TaskID]
+		full := r.busy[c.Requester] >= r.cfg.MaxJobsPerRequester
 		r.mu.Unlock()
-		if busy {
+		if running || full {
 			continue
 		}
 		now := r.cfg.Now()
@@ -561,6 +583,7 @@ func (r *Runtime) dispatch(ctx context.Context) {
 		jctx, cancel := context.WithCancelCause(ctx)
 		r.mu.Lock()
 		r.running[c.TaskID] = cancel
+		r.busy[c.Requester]++
 		r.serve(c.Requester, now)
 		r.mu.Unlock()
 		r.wg.Go(func() {
@@ -568,6 +591,9 @@ func (r *Runtime) dispatch(ctx context.Context) {
 				cancel(nil)
 				r.mu.Lock()
 				delete(r.running, c.TaskID)
+				if r.busy[c.Requester]--; r.busy[c.Requester] <= 0 {
+					delete(r.busy, c.Requester)
+				}
 				r.mu.Unlock()
 				<-r.slots
 				r.Wake()

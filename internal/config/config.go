@@ -306,6 +306,9 @@ type Agent struct {
 	ContextTokens int `toml:"context_tokens"`
 	// MaxJobs is how many jobs this node works on at once.
 	MaxJobs int `toml:"max_jobs"`
+	// MaxJobsPerRequester is how many of them one requester's jobs may
+	// take; 0 is half of MaxJobs, rounded up.
+	MaxJobsPerRequester int `toml:"max_jobs_per_requester"`
 	// Lease is how long a claimed job stays this node's without renewal.
 	Lease Duration `toml:"lease"`
 	// RetryBackoff is the first wait before a failed model call is tried
@@ -689,6 +692,7 @@ var settings = []setting{
 	durationSetting("", "SNAPNODE_AGENT_REQUEST_TIMEOUT", "give up on one model call after DURATION", func(c *Config) *Duration { return &c.Agent.RequestTimeout }),
 	intSetting("", "SNAPNODE_AGENT_CONTEXT_TOKENS", "take the model's context window to be N tokens (0: ask the server, else 16384)", func(c *Config) *int { return &c.Agent.ContextTokens }),
 	intSetting("agent-max-jobs", "SNAPNODE_AGENT_MAX_JOBS", "work on `N` agent jobs at once", func(c *Config) *int { return &c.Agent.MaxJobs }),
+	intSetting("", "SNAPNODE_AGENT_MAX_JOBS_PER_REQUESTER", "work on at most N agent jobs of one requester at once (0: half of max_jobs, rounded up)", func(c *Config) *int { return &c.Agent.MaxJobsPerRequester }),
 	durationSetting("", "SNAPNODE_AGENT_LEASE", "keep a claimed job this node's for DURATION without renewal", func(c *Config) *Duration { return &c.Agent.Lease }),
 	durationSetting("", "SNAPNODE_AGENT_RETRY_BACKOFF", "wait DURATION before trying a failed model call again (doubling each time)", func(c *Config) *Duration { return &c.Agent.RetryBackoff }),
 	intSetting("", "SNAPNODE_AGENT_MAX_OBSERVATION_BYTES", "feed the model at most BYTES of file content a step", func(c *Config) *int { return &c.Agent.MaxObservationBytes }),
@@ -1180,6 +1184,8 @@ func (a *Agent) validate() []error {
 	}
 	if a.MaxJobs < 1 {
 		bad("max_jobs", "SNAPNODE_AGENT_MAX_JOBS", "at least 1 job", a.MaxJobs)
+	} else if a.MaxJobsPerRequester < 0 || a.MaxJobsPerRequester > a.MaxJobs {
+		bad("max_jobs_per_requester", "SNAPNODE_AGENT_MAX_JOBS_PER_REQUESTER", fmt.Sprintf("0 (half of agent.max_jobs) to agent.max_jobs (%d)", a.MaxJobs), a.MaxJobsPerRequester)
 	}
 	if a.RetryBackoff.Duration < 0 || a.RetryBackoff.Duration > time.Minute {
 		bad("retry_backoff", "SNAPNODE_AGENT_RETRY_BACKOFF", "0s to 1m", a.RetryBackoff.Duration)

@@ -526,6 +526,7 @@ func TestAgentTable(t *testing.T) {
 		RequestTimeout:         config.Duration{Duration: 90 * time.Second},
 		ContextTokens:          32768,
 		MaxJobs:                2,
+		MaxJobsPerRequester:    1,
 		Lease:                  config.Duration{Duration: time.Minute},
 		RetryBackoff:           config.Duration{Duration: 250 * time.Millisecond},
 		MaxObservationBytes:    8192,
@@ -551,6 +552,7 @@ max_tokens = 4096
 request_timeout = "90s"
 context_tokens = 32768
 max_jobs = 2
+max_jobs_per_requester = 1
 lease = "1m"
 retry_backoff = "250ms"
 max_observation_bytes = 8192
@@ -575,6 +577,7 @@ system_prompt = "Answer in English."
 		"SNAPNODE_AGENT_REQUEST_TIMEOUT":           "90s",
 		"SNAPNODE_AGENT_CONTEXT_TOKENS":            "32768",
 		"SNAPNODE_AGENT_MAX_JOBS":                  "2",
+		"SNAPNODE_AGENT_MAX_JOBS_PER_REQUESTER":    "1",
 		"SNAPNODE_AGENT_LEASE":                     "1m",
 		"SNAPNODE_AGENT_RETRY_BACKOFF":             "250ms",
 		"SNAPNODE_AGENT_MAX_OBSERVATION_BYTES":     "8192",
@@ -699,6 +702,8 @@ func TestAgentRejectsBadSettings(t *testing.T) {
 			`config: agent.context_tokens (SNAPNODE_AGENT_CONTEXT_TOKENS): want more than agent.max_tokens (2048), to leave room for the prompt; got 2048`},
 		{"no jobs", []string{"--agent-max-jobs", "0"}, nil,
 			`config: agent.max_jobs (--agent-max-jobs): want at least 1 job; got 0`},
+		{"share over the slots", []string{"--agent-max-jobs", "3"}, map[string]string{"SNAPNODE_AGENT_MAX_JOBS_PER_REQUESTER": "4"},
+			`config: agent.max_jobs_per_requester (SNAPNODE_AGENT_MAX_JOBS_PER_REQUESTER): want 0 (half of agent.max_jobs) to agent.max_jobs (3); got 4`},
 		{"short lease", nil, map[string]string{"SNAPNODE_AGENT_LEASE": "500ms"},
 			`config: agent.lease (SNAPNODE_AGENT_LEASE): want at least 1s; got 500ms`},
 		{"no observation", nil, map[string]string{"SNAPNODE_AGENT_MAX_OBSERVATION_BYTES": "0"},
