@@ -51,6 +51,37 @@ func (e *Executor) Pending(ctx context.Context, taskID string) ([]Pending, error
 	return out, nil
 }
 
+// PendingPage returns at most limit of the actions of a task that wait for
+// confirmation (taskID "": those of every task), oldest first, starting
+// after the action after ("": with the oldest), and how many wait in
+// all. An after that names no action is ErrNoAction.
+func (e *Executor) PendingPage(ctx context.Context, taskID, after string, limit int) ([]Pending, int, error) {
+	var from *record
+	if after != "" {
+		r, err := e.store.get(ctx, after)
+		if errors.Is(err, errNoRecord) {
+			return nil, 0, fmt.Errorf("%w: %q", ErrNoAction, after)
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+		from = r
+	}
+	total, err := e.store.count(ctx, statePending, taskID)
+	if err != nil {
+		return nil, 0, err
+	}
+	rs, err := e.store.listAfter(ctx, statePending, taskID, from, max(limit, 1))
+	if err != nil {
+		return nil, 0, err
+	}
+	out := make([]Pending, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, pendingOf(r))
+	}
+	return out, total, nil
+}
+
 // PendingAction returns the pending action actionID, or ErrNoPending.
 func (e *Executor) PendingAction(ctx context.Context, actionID string) (*Pending, error) {
 	r, err := e.pendingRecord(ctx, actionID)

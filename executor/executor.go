@@ -314,6 +314,8 @@ var (
 	// ErrNoPending: no action with this id waits for confirmation (unknown,
 	// or already approved, denied or failed).
 	ErrNoPending = errors.New("executor: no pending action with this id")
+	// ErrNoAction: no action has this id (PendingPage's after).
+	ErrNoAction = errors.New("executor: no action with this id")
 	// ErrSelfApproval: the proposer may never approve its own proposal.
 	ErrSelfApproval = errors.New("executor: the proposer cannot approve its own proposal")
 	// ErrNotOperator: only an operator or the host approves or denies.

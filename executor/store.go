@@ -316,8 +316,19 @@ func (s *store) promotingTx(ctx context.Context, tx *sql.Tx, task, except string
 // list returns the records in state (every state when ""), of one task or
 // (task "") of all, in the order they were made.
 func (s *store) list(ctx context.Context, state, task string) ([]*record, error) {
+	return s.listAfter(ctx, state, task, nil, 0)
+}
+
+// listAfter is list from the record after (nil: from the first), at most
+// limit of them (0: all).
+func (s *store) listAfter(ctx context.Context, state, task string, after *record, limit int) ([]*record, error) {
 	q := `SELECT ` + recordColumns + ` FROM executor_actions WHERE 1 = 1`
 	var args []any
+	if after != nil {
+		q += ` AND (created_at > ? OR created_at = ? AND action_id > ?)`
+		at := sqldb.Micros(after.Created)
+		args = append(args, at, at, after.ActionID)
+	}
 	if state != "" {
 		q += ` AND state = ?`
 		args = append(args, state)
@@ -327,6 +338,10 @@ func (s *store) list(ctx context.Context, state, task string) ([]*record, error)
 		args = append(args, task)
 	}
 	q += ` ORDER BY created_at, action_id`
+	if limit > 0 {
+		q += ` LIMIT ?`
+		args = append(args, limit)
+	}
 	var out []*record
 	for rows, err := range sqldb.Rows(s.db.R.QueryContext(ctx, s.d.Rebind(q), args...)) {
 		var r *record
@@ -339,6 +354,21 @@ func (s *store) list(ctx context.Context, state, task string) ([]*record, error)
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// count returns how many records are in state, of one task or (task "")
+// of all.
+func (s *store) count(ctx context.Context, state, task string) (int, error) {
+	q, args := `SELECT count(*) FROM executor_actions WHERE state = ?`, []any{state}
+	if task != "" {
+		q += ` AND task = ?`
+		args = append(args, task)
+	}
+	var n int
+	if err := s.db.R.QueryRowContext(ctx, s.d.Rebind(q), args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("executor: count %s actions: %w", state, err)
+	}
+	return n, nil
 }
 
 // lastRollback returns when a rollback last restored one of paths

@@ -374,18 +374,62 @@ func (p *Proposals) held(ctx context.Context, taskID, actionID string) (*executo
 	return &list[0], nil
 }
 
-// MaxHeldListed bounds the actions Held returns.
+// MaxHeldListed bounds the actions Held and HeldPage return at once.
 const MaxHeldListed = 1000
 
 // Held returns the actions taskID holds, oldest first, or when taskID is
-// "" those every task holds (at most MaxHeldListed of them): each is
-// decided by its ActionID.
+// "" those every task holds: the oldest MaxHeldListed of them (HeldPage
+// says how many there are and pages through the rest). Each is decided
+// by its ActionID.
 func (p *Proposals) Held(ctx context.Context, taskID string) ([]executor.Pending, error) {
-	list, err := p.exec.Pending(ctx, taskID)
+	page, err := p.HeldPage(ctx, HeldQuery{Task: taskID})
 	if err != nil {
 		return nil, err
 	}
-	return list[:min(len(list), MaxHeldListed)], nil
+	return page.Actions, nil
+}
+
+// HeldQuery selects a page of held actions.
+type HeldQuery struct {
+	// Task names the task whose held actions are listed; "": every
+	// task's.
+	Task string
+	// After is the action the page starts after, in the listing's order
+	// (the oldest first): a page's Next; "": from the oldest.
+	After string
+	// Limit bounds the page; 0 or more than MaxHeldListed:
+	// MaxHeldListed.
+	Limit int
+}
+
+// HeldPage is one page of held actions: the CLI, the admin socket and the
+// console page through the same listing.
+type HeldPage struct {
+	Actions []executor.Pending
+	// Total is how many actions the query's task holds (every task's:
+	// all that wait for a decision), on this page or not.
+	Total int
+	// Next is the After of the next page; "" when there is none.
+	Next string
+}
+
+// HeldPage returns the page of held actions q selects, oldest first,
+// with how many are held in all.
+func (p *Proposals) HeldPage(ctx context.Context, q HeldQuery) (*HeldPage, error) {
+	limit := q.Limit
+	if limit <= 0 || limit > MaxHeldListed {
+		limit = MaxHeldListed
+	}
+	// One more than the page tells whether another follows.
+	list, total, err := p.exec.PendingPage(ctx, q.Task, q.After, limit+1)
+	if err != nil {
+		return nil, err
+	}
+	page := &HeldPage{Actions: list[:min(len(list), limit)], Total: total}
+	if len(list) > limit {
+		page.Next = page.Actions[limit-1].ActionID
+	}
+	return page, nil
 }
 
 // Rollback rolls the promoted action actionID back (executor.Rollback).

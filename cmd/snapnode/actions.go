@@ -79,13 +79,17 @@ func (c *cli) callAdmin(fs *flag.FlagSet, cfg *config.Config, req admin.Request,
 	return res, exitOK, true
 }
 
-// held is `snapnode held [--diff] [TASK]`: the actions the running node's
-// tasks hold for a decision (TASK's only, when given), one a line with
-// the id approve and deny take with --action and the sum of the diff
-// approve takes with --diff; with --diff, each diff below its line.
+// held is `snapnode held [--diff] [--after ACTION] [--limit N] [TASK]`:
+// the actions the running node's tasks hold for a decision (TASK's only,
+// when given), oldest first, one a line with the id approve and deny take
+// with --action and the sum of the diff approve takes with --diff; with
+// --diff, each diff below its line. When more are held than listed, it
+// says how many on stderr, and the --after that lists the next page.
 func (c *cli) held(args []string) int {
 	fs, cfg := c.nodeFlagSet("held")
 	showDiff := fs.Bool("diff", false, "print each action's diff below its line")
+	after := fs.String("after", "", "list the actions held after `ACTION` (the next page)")
+	limit := fs.Int("limit", 0, "list at most `N` actions (0: the node's bound, 1000)")
 	pos, code, done := c.parse(fs, args, 1)
 	if done {
 		return code
@@ -93,7 +97,10 @@ func (c *cli) held(args []string) int {
 	if len(pos) > 1 {
 		return c.usageError(fs, "give at most one TASK_ID")
 	}
-	req := admin.Request{Op: "held", WithDiff: *showDiff}
+	if *limit < 0 {
+		return c.usageError(fs, "--limit must be 0 or more")
+	}
+	req := admin.Request{Op: "held", WithDiff: *showDiff, After: *after, Limit: *limit}
 	if len(pos) == 1 {
 		req.Task = pos[0]
 	}
@@ -101,13 +108,28 @@ func (c *cli) held(args []string) int {
 	if !ok {
 		return code
 	}
-	var list []heldAction
-	if err := json.Unmarshal(res, &list); err != nil {
-		fmt.Fprintf(c.stderr, "snapnode held: the node answered %s\n", res)
-		return exitFail
+	var page heldPage
+	if err := json.Unmarshal(res, &page); err != nil {
+		// A node of an earlier version answers the list alone.
+		if err := json.Unmarshal(res, &page.Actions); err != nil {
+			fmt.Fprintf(c.stderr, "snapnode held: the node answered %s\n", res)
+			return exitFail
+		}
+		page.Total = len(page.Actions)
 	}
-	if len(list) == 0 {
+	list := page.Actions
+	if len(list) == 0 && page.Total == 0 {
 		fmt.Fprintln(c.stderr, "no action waits for a decision")
+	}
+	if page.Next != "" || len(list) < page.Total {
+		next := ""
+		if page.Next != "" {
+			next = "; the next page: snapnode held --after " + page.Next
+			if req.Task != "" {
+				next += " " + req.Task
+			}
+		}
+		fmt.Fprintf(c.stderr, "listed %d of the %d actions held%s\n", len(list), page.Total, next)
 	}
 	if c.terminal {
 		printHeldTable(c.stdout, list, *showDiff)
@@ -120,6 +142,14 @@ func (c *cli) held(args []string) int {
 		}
 	}
 	return exitOK
+}
+
+// heldPage is the node's answer to held: a page of the actions, how many
+// are held in all, and the action the next page starts after.
+type heldPage struct {
+	Actions []heldAction
+	Total   int
+	Next    string
 }
 
 // heldAction is one action of the node's answer to held.

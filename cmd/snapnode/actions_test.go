@@ -145,6 +145,18 @@ func TestActionCommands(t *testing.T) {
 
 	propose("WRITE_FILE", map[string]any{"path": "/sandbox/b.md", "content": "# b\n"})
 	ren := propose("RENAME_FILE", map[string]any{"source": "/sandbox/b.md", "destination": "/sandbox/c.md"})
+	// Two held: a page of one says how many wait, and where the next
+	// page starts; that page holds the other.
+	propose("WRITE_FILE", map[string]any{"path": "/sandbox/d.txt", "content": "d\n"})
+	del2 := propose("DELETE_FILE", map[string]any{"path": "/sandbox/d.txt"})
+	r = runCLI(t, "", append([]string{"held", "--limit", "1"}, dd...)...)
+	note, next, _ := strings.Cut(strings.TrimSpace(r.stderr), "the next page: snapnode held --after ")
+	if r.code != exitOK || !strings.HasPrefix(r.stdout, ren.ID+"\t") || strings.Count(r.stdout, "\n") != 1 || note != "listed 1 of the 2 actions held; " || next == "" {
+		t.Fatalf("held --limit 1: %s", r)
+	}
+	if r := runCLI(t, "", append([]string{"held", "--after", next}, dd...)...); r.code != exitOK || !strings.HasPrefix(r.stdout, del2.ID+"\t") || strings.Count(r.stdout, "\n") != 1 {
+		t.Fatalf("held --after %s: %s", next, r)
+	}
 	v := decode(runCLI(t, "", append(append([]string{"deny"}, dd...), "--reason", "keep b", ren.ID)...))
 	if v.Status.State != "failed" || !strings.Contains(v.Status.Message, "keep b") {
 		t.Fatalf("denied: %+v", v)

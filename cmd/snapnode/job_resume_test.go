@@ -23,7 +23,9 @@ func (h resumeHandler) ResumeJob(_ context.Context, task, checkpoint string) (an
 
 var errOnlyResume = errors.New("not this test's")
 
-func (resumeHandler) Held(context.Context, string, bool) (any, error) { return nil, errOnlyResume }
+func (resumeHandler) Held(context.Context, string, string, int, bool) (any, error) {
+	return nil, errOnlyResume
+}
 func (resumeHandler) Decide(context.Context, string, string, bool, string, string) (any, error) {
 	return nil, errOnlyResume
 }

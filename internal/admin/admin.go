@@ -48,6 +48,11 @@ type Request struct {
 	// WithDiff asks "held" for each action's diff itself, beside its sum
 	// (diffs can be large: a listing leaves them out unless asked).
 	WithDiff bool `json:"with_diff,omitempty"`
+	// After and Limit page "held": the page starts after the action
+	// After (the previous page's next; "": the oldest) and holds at most
+	// Limit actions (0: the node's bound, 1,000).
+	After string `json:"after,omitempty"`
+	Limit int    `json:"limit,omitempty"`
 	// Checkpoint names the recovery point of Task's agent job that
 	// job-resume restarts it from.
 	Checkpoint string `json:"checkpoint,omitempty"`
@@ -62,10 +67,12 @@ type Response struct {
 // Handler carries out the commands. Each returns a JSON-marshalable result
 // (the task as it is now, say) or an error whose text the operator reads.
 type Handler interface {
-	// Held lists the actions taskID holds (every task's when it is ""),
-	// each with its action id and its diff's sum, and the diff itself
-	// when withDiff.
-	Held(ctx context.Context, taskID string, withDiff bool) (any, error)
+	// Held lists a page of the actions taskID holds (every task's when
+	// it is ""), oldest first, starting after the action after ("": the
+	// oldest), at most limit (0: the node's bound), each with its action
+	// id and its diff's sum, and the diff itself when withDiff; with how
+	// many are held in all and where the next page starts.
+	Held(ctx context.Context, taskID, after string, limit int, withDiff bool) (any, error)
 	// Decide approves or denies (with reason) the action taskID holds:
 	// actionID, or when it is "" the one action the task holds (an error
 	// names them when it holds several). A task that is not waiting for
@@ -207,7 +214,7 @@ func (s *Server) serve(ctx context.Context, c *net.UnixConn) {
 	var result any
 	switch req.Op {
 	case "held":
-		result, err = s.handler.Held(ctx, req.Task, req.WithDiff)
+		result, err = s.handler.Held(ctx, req.Task, req.After, req.Limit, req.WithDiff)
 	case "approve", "deny":
 		if req.Task == "" {
 			err = errors.New(req.Op + ": the task id is required")

@@ -29,7 +29,7 @@ func (h *handler) Decide(_ context.Context, task, action string, approve bool, r
 	return map[string]string{"task": task, "state": "completed"}, nil
 }
 
-func (h *handler) Held(_ context.Context, task string, _ bool) (any, error) {
+func (h *handler) Held(_ context.Context, task, _ string, _ int, _ bool) (any, error) {
 	h.calls = append(h.calls, "held "+task)
 	return []map[string]string{{"task": "t1", "action": "a1"}, {"task": "t1", "action": "a2"}}, nil
 }

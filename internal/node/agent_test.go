@@ -792,11 +792,13 @@ func TestApprovalOfCanceledTaskRefused(t *testing.T) {
 func adminHeld(t *testing.T, sock, task string) []struct{ Task, Action, Kind string } {
 	t.Helper()
 	res, err := admin.Call(context.Background(), sock, admin.Request{Op: "held", Task: task})
-	var held []struct{ Task, Action, Kind string }
+	var held struct {
+		Actions []struct{ Task, Action, Kind string }
+	}
 	if err != nil || json.Unmarshal(res, &held) != nil {
 		t.Fatalf("held %s: %s %v", task, res, err)
 	}
-	return held
+	return held.Actions
 }
 
 // The requester writes while an action of its job waits for an operator:

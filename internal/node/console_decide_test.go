@@ -219,8 +219,8 @@ func TestAdminDenyReasonBound(t *testing.T) {
 		t.Errorf("deny with a reason of 1026 bytes: %v", err)
 	}
 	res, err := admin.Call(ctx, admin.Path(dataDir), admin.Request{Op: "held", Task: held.ID})
-	var list []struct{ Action string }
-	if err != nil || json.Unmarshal(res, &list) != nil || len(list) != 1 {
+	var list struct{ Actions []struct{ Action string } }
+	if err != nil || json.Unmarshal(res, &list) != nil || len(list.Actions) != 1 {
 		t.Errorf("held after the refused denial: %s %v", res, err)
 	}
 }

@@ -120,11 +120,15 @@ func TestOperatorDecisionsOverRelay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var heldList []struct {
-		Diff string `json:"diff"`
-		Sum  string `json:"diff_sha256"`
+	var page struct {
+		Actions []struct {
+			Diff string `json:"diff"`
+			Sum  string `json:"diff_sha256"`
+		}
 	}
-	if err := json.Unmarshal(res, &heldList); err != nil || len(heldList) != 1 || !strings.Contains(heldList[0].Diff, "a.txt") || len(heldList[0].Sum) != 64 {
+	err = json.Unmarshal(res, &page)
+	heldList := page.Actions
+	if err != nil || len(heldList) != 1 || !strings.Contains(heldList[0].Diff, "a.txt") || len(heldList[0].Sum) != 64 {
 		t.Fatalf("held: %s %v", res, err)
 	}
 	// A remote operator finds the same sum from the task: the SHA-256 of

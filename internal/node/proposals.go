@@ -70,21 +70,30 @@ type heldAction struct {
 	DiffSum string `json:"diff_sha256"`
 }
 
+// heldList is a page of held actions as `snapnode held` reads it: Total
+// counts every action held (the task's, when one is named), on the page
+// or not; Next is the action the next page starts after, "" for none.
+type heldList struct {
+	Actions []heldAction `json:"actions"`
+	Total   int          `json:"total"`
+	Next    string       `json:"next,omitempty"`
+}
+
 // Held implements admin.Handler.
-func (h adminHandler) Held(ctx context.Context, taskID string, withDiff bool) (any, error) {
-	list, err := h.props.Held(ctx, taskID)
+func (h adminHandler) Held(ctx context.Context, taskID, after string, limit int, withDiff bool) (any, error) {
+	page, err := h.props.HeldPage(ctx, proposals.HeldQuery{Task: taskID, After: after, Limit: limit})
 	if err != nil {
 		return nil, err
 	}
-	out := make([]heldAction, len(list))
-	for i, pa := range list {
+	out := make([]heldAction, len(page.Actions))
+	for i, pa := range page.Actions {
 		out[i] = heldAction{Task: pa.TaskID, Action: pa.ActionID, Kind: pa.Action, Requester: pa.Requester, Reason: pa.Reason, Created: pa.Created.UTC(),
 			DiffSum: proposals.DiffSum(pa.Diff)}
 		if withDiff {
 			out[i].Diff = executor.Visible(pa.Diff)
 		}
 	}
-	return out, nil
+	return heldList{Actions: out, Total: page.Total, Next: page.Next}, nil
 }
 
 // Decide implements admin.Handler: the host decides.
