@@ -57,7 +57,9 @@
 // rollback of their creation); a rename never overwrites. Caps (Limits)
 // on file size, total bytes, entries listed, changes per stage and
 // duration are enforced: the operation fails with a *LimitError and
-// changes nothing.
+// changes nothing. Total bytes are checked by Stage and again by Promote,
+// under the folder lock: stagings that each fit, but not together, are
+// not all promoted.
 //
 // Several processes may open the same folder (replicas of a node sharing
 // their workspace). Promote, Rollback and Recover hold a lock of the

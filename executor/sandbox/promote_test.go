@@ -345,3 +345,61 @@ func TestParseSnapshotRejects(t *testing.T) {
 		t.Fatalf("Rollback of an inconsistent snapshot = %v", err)
 	}
 }
+
+// Two stagings that each fit within MaxTotalBytes but not together (two
+// actions staged at the same time, by the workers of one node or by two
+// replicas): the second promotion is refused with the cap, changing
+// nothing, whether it writes its files itself or had them prepared. Each
+// was judged at staging against the workspace without the other.
+func TestPromoteTotalBytesOfConcurrentStagings(t *testing.T) {
+	ctx := context.Background()
+	for _, prepared := range []bool{false, true} {
+		dir, sb := newSandbox(t, sandbox.Limits{MaxTotalBytes: 100}, map[string]string{"old.txt": string(make([]byte, 20))})
+		stage := func(p string, n int) *sandbox.Staged {
+			t.Helper()
+			st, err := sb.Stage(ctx, []sandbox.Change{sandbox.Write{Path: p, Content: make([]byte, n)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st
+		}
+		promote := func(st *sandbox.Staged) error {
+			if !prepared {
+				_, err := sb.Promote(ctx, st)
+				return err
+			}
+			p, err := sb.Prepare(ctx, st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Discard()
+			_, err = sb.PromotePrepared(ctx, p)
+			return err
+		}
+		a, b := stage("/sandbox/a.txt", 50), stage("/sandbox/b.txt", 40)
+		// Shrinking a file makes room: a staging that only shrinks is
+		// never refused.
+		shrink := stage("/sandbox/old.txt", 0)
+		if err := promote(a); err != nil {
+			t.Fatal(err)
+		}
+		before := treeHash(t, dir)
+		err := promote(b)
+		var le *sandbox.LimitError
+		if !errors.As(err, &le) || le.Limit != sandbox.LimitTotalBytes || le.Max != 100 || le.Got != 110 {
+			t.Fatalf("prepared %v: the second promotion past the cap = %v, want a total_bytes LimitError of 110", prepared, err)
+		}
+		if treeHash(t, dir) != before || reservedFiles(t, dir) != nil {
+			t.Fatalf("prepared %v: the refused promotion changed the workspace", prepared)
+		}
+		if err := promote(shrink); err != nil {
+			t.Fatalf("prepared %v: shrinking: %v", prepared, err)
+		}
+		if err := promote(stage("/sandbox/b.txt", 30)); err != nil {
+			t.Fatalf("prepared %v: staged again within the cap: %v", prepared, err)
+		}
+		if c, err := sb.Counts(ctx); err != nil || c.Bytes != 80 {
+			t.Fatalf("prepared %v: Counts = %+v, %v", prepared, c, err)
+		}
+	}
+}
