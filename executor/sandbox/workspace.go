@@ -31,9 +31,13 @@ func (e *WorkspaceError) Unwrap() error { return ErrNoWorkspace }
 // folder when it is deleted and made again: current compares the folder
 // now at dir (device and inode) with the one the root holds, one stat per
 // call, and reopens the root when they differ. Without it the node would
-// keep working in the deleted folder, where nothing it writes is seen.
+// keep working in the deleted folder, where nothing it writes is seen. A
+// symbolic link put where the folder was is not followed (it could name
+// any folder the node may write), unless dir was a link when the
+// workspace was opened: that link is the operator's setting.
 type workspace struct {
-	dir string
+	dir  string
+	link bool // dir was a symbolic link when opened: follow it
 
 	mu     sync.Mutex
 	root   *os.Root
@@ -47,6 +51,9 @@ type workspace struct {
 // error (fs.ErrNotExist for none), which names it.
 func openWorkspace(dir string) (*workspace, error) {
 	w := &workspace{dir: dir}
+	if fi, err := os.Lstat(dir); err == nil {
+		w.link = fi.Mode()&fs.ModeSymlink != 0
+	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, err
@@ -86,9 +93,14 @@ func (w *workspace) missing(err error) error {
 // current returns the root of the folder now at dir: the open one while it
 // is the same folder, a new one when the folder was made again (the old
 // root is closed: an operation still running in the deleted folder fails),
-// or a *WorkspaceError when there is no folder.
+// or a *WorkspaceError when there is no folder (a symbolic link where the
+// folder was is none, see workspace).
 func (w *workspace) current() (*os.Root, error) {
-	fi, err := os.Stat(w.dir)
+	stat := os.Lstat
+	if w.link {
+		stat = os.Stat
+	}
+	fi, err := stat(w.dir)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
@@ -97,6 +109,8 @@ func (w *workspace) current() (*os.Root, error) {
 	switch {
 	case err != nil:
 		return nil, w.missing(err)
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return nil, &WorkspaceError{Dir: w.dir, Reason: "it is a symbolic link"}
 	case !fi.IsDir():
 		return nil, &WorkspaceError{Dir: w.dir, Reason: "it is not a folder"}
 	case os.SameFile(fi, w.fi):
@@ -105,6 +119,11 @@ func (w *workspace) current() (*os.Root, error) {
 	root, got, err := w.open()
 	if err != nil {
 		return nil, err
+	}
+	if !w.link && !os.SameFile(fi, got) {
+		// Replaced between the look and the open (by a link, say).
+		root.Close()
+		return nil, &WorkspaceError{Dir: w.dir, Reason: "it was replaced while it was opened"}
 	}
 	w.root.Close()
 	w.root, w.fi = root, got

@@ -81,3 +81,57 @@ func TestWorkspaceReplacedByAFile(t *testing.T) {
 		t.Fatalf("Read with a file for the folder: %v, want ErrNoWorkspace naming %s", err, dir)
 	}
 }
+
+// The workspace folder replaced by a symbolic link to another folder (by
+// whoever can write beside it, once the folder was deleted): the sandbox
+// does not follow it there. Nothing of the other folder is read, listed
+// or written; every operation fails with ErrNoWorkspace until a folder is
+// there again. A sandbox opened on a symbolic link (the operator's own
+// setting) still follows that one.
+func TestWorkspaceReplacedByASymlink(t *testing.T) {
+	ctx := context.Background()
+	dir, sb := newSandbox(t, sandbox.Limits{}, map[string]string{"a.txt": "old\n"})
+	outside := t.TempDir()
+	populate(t, outside, map[string]string{"secret.txt": "SECRET\n"})
+	before := treeHash(t, outside)
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, dir); err != nil {
+		t.Fatal(err)
+	}
+	refused := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, sandbox.ErrNoWorkspace) || !strings.Contains(err.Error(), dir) {
+			t.Fatalf("%s with a symbolic link for the folder: %v, want ErrNoWorkspace naming %s", what, err, dir)
+		}
+	}
+	b, err := sb.Read(ctx, "/sandbox/secret.txt")
+	refused("Read", err)
+	if len(b) != 0 {
+		t.Fatalf("Read returned %q from the folder the link names", b)
+	}
+	_, err = sb.List(ctx, "/sandbox/")
+	refused("List", err)
+	_, err = sb.Stage(ctx, []sandbox.Change{sandbox.Write{Path: "/sandbox/new.txt", Content: []byte("landed?\n")}})
+	refused("Stage", err)
+	if after := treeHash(t, outside); after != before {
+		t.Fatal("the folder the link names changed")
+	}
+
+	// Opened on a link, the sandbox works in the folder it names.
+	real := filepath.Join(t.TempDir(), "real")
+	populate(t, real, map[string]string{"r.txt": "real\n"})
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	lsb, err := sandbox.Open(link, sandbox.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lsb.Close()
+	if b, err := lsb.Read(ctx, "/sandbox/r.txt"); err != nil || string(b) != "real\n" {
+		t.Fatalf("Read in a sandbox opened on a link: %q, %v", b, err)
+	}
+}
