@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/snapnode/snapnode/executor"
+	"github.com/snapnode/snapnode/proposals"
 	"github.com/snapnode/snapnode/internal/invisible"
 	"github.com/snapnode/snapnode/tasks"
 )
@@ -789,14 +790,14 @@ func (jr *jobRun) observed(ctx context.Context, it *Interaction, res *executor.R
 	it.Observation = obs
 	switch {
 	case res.Outcome == executor.NeedsConfirmation:
-		j.Status, j.Reason = InterventionRequired, ConfirmationNote(res)
+		j.Status, j.Reason = InterventionRequired, proposals.ConfirmationNote(res)
 		it.Response.NewStatus = j.Status
 		if err := jr.record(ctx, it); err != nil {
 			return true, err
 		}
 		// The operator sees what to confirm on the task.
 		jr.flushNotes()
-		err := r.show(ctx, j.TaskID, InterventionRequired, ConfirmationNote(res), r.redactArtifacts(Artifacts(res)))
+		err := r.show(ctx, j.TaskID, InterventionRequired, proposals.ConfirmationNote(res), r.redactArtifacts(proposals.Artifacts(res)))
 		r.log.Info("agent: action held for an operator", "task", j.TaskID, "action", res.ActionID, "reason", res.Reason)
 		return true, jr.release(ctx, err)
 	case res.Outcome == executor.Completed && strings.EqualFold(res.Action, "FINISH"):

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/snapnode/snapnode/executor"
+	"github.com/snapnode/snapnode/proposals"
 	"github.com/snapnode/snapnode/internal/fairqueue"
 	"github.com/snapnode/snapnode/internal/periodic"
 	"github.com/snapnode/snapnode/snap"
@@ -173,6 +174,9 @@ type Runtime struct {
 	budget      int
 }
 
+// The runtime is what proposals reach its jobs through.
+var _ proposals.Jobs = (*Runtime)(nil)
+
 // New returns a Runtime on cfg. Call Run to start working.
 func New(cfg Config) (*Runtime, error) {
 	switch {
@@ -233,7 +237,7 @@ func (r *Runtime) Decided(ctx context.Context, taskID string, res *executor.Resu
 	if !approved {
 		word = "denied"
 	}
-	for _, a := range r.redactArtifacts(Artifacts(res)) {
+	for _, a := range r.redactArtifacts(proposals.Artifacts(res)) {
 		if _, err := r.cfg.Tasks.AddArtifact(ctx, taskID, a); err != nil {
 			r.log.Warn("agent: artifact of a decision", "task", taskID, "err", err)
 		}

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/snapnode/snapnode/agent"
 	"github.com/snapnode/snapnode/executor"
 	"github.com/snapnode/snapnode/tasks"
 )
@@ -39,8 +38,6 @@ type Jobs interface {
 	Owns(ctx context.Context, taskID string) (bool, error)
 	Decided(ctx context.Context, taskID string, res *executor.Result, approved bool) (*tasks.Task, error)
 }
-
-var _ Jobs = (*agent.Runtime)(nil)
 
 // Config is what Proposals is made of. Executor and Tasks are required.
 type Config struct {
@@ -499,14 +496,14 @@ func (p *Proposals) settlement(ctx context.Context, taskID string, deny func(*ex
 // naming the action to confirm; the result's artifacts (what was read or
 // listed, the diff of a change) go with it.
 func Outcome(res *executor.Result) tasks.Outcome {
-	out := tasks.Outcome{Artifacts: agent.Artifacts(res)}
+	out := tasks.Outcome{Artifacts: Artifacts(res)}
 	switch res.Outcome {
 	case executor.Completed:
 		out.State, out.Note = tasks.StateCompleted, res.Response
 	case executor.Failed:
 		out.State, out.Note = tasks.StateFailed, res.Reason
 	default:
-		out.State, out.Note = tasks.StateInputRequired, agent.ConfirmationNote(res)
+		out.State, out.Note = tasks.StateInputRequired, ConfirmationNote(res)
 	}
 	return out
 }

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/snapnode/snapnode/agent"
 	"github.com/snapnode/snapnode/executor"
 	"github.com/snapnode/snapnode/tasks"
 )
@@ -104,7 +103,7 @@ func (r *Runner) Run(ctx context.Context, job tasks.Job) (tasks.Outcome, error) 
 		if err != nil {
 			return tasks.Outcome{}, err
 		}
-		out.Artifacts = append(out.Artifacts, agent.Artifacts(res)...)
+		out.Artifacts = append(out.Artifacts, Artifacts(res)...)
 		skipped := ""
 		if rest := len(job.Proposals) - i - 1; rest > 0 && res.Outcome != executor.Completed {
 			skipped = fmt.Sprintf(" (%d later proposal(s) not run)", rest)
@@ -114,7 +113,7 @@ func (r *Runner) Run(ctx context.Context, job tasks.Job) (tasks.Outcome, error) 
 			out.State, out.Note = tasks.StateFailed, res.Reason+skipped
 			return out, nil
 		case executor.NeedsConfirmation:
-			out.State, out.Note = tasks.StateInputRequired, agent.ConfirmationNote(res)+skipped
+			out.State, out.Note = tasks.StateInputRequired, ConfirmationNote(res)+skipped
 			return out, nil
 		}
 		if res.Response != "" {
