@@ -94,6 +94,11 @@ type Completion struct {
 	// Truncated reports that the answer stopped at MaxTokens
 	// (finish_reason "length").
 	Truncated bool
+	// ToolCalls names the tools the answer called (a chat message's
+	// tool_calls, or an older server's function_call), as the server
+	// named them. No tool is offered: an answer that calls one instead
+	// of writing its JSON object in Text is refused, saying so.
+	ToolCalls []string
 }
 
 // ModelError is an error answer of the model server.

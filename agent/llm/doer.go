@@ -36,9 +36,14 @@ type call struct {
 	// omits a zero temperature, and servers take that as their default
 	// (0.8 or 1), not as greedy decoding.
 	zeroTemperature bool
+	// answer asks the doer to keep a success body in body, checked by
+	// checkBody, and to hand go-openai an empty object in its place: the
+	// client reads the answer itself (see readAnswer).
+	answer bool
 
 	status int
 	header http.Header
+	body   []byte
 }
 
 type callKey struct{}
@@ -80,6 +85,9 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 	case resp.StatusCode >= http.StatusOK && resp.StatusCode < http.StatusMultipleChoices:
 		if err := checkBody(resp.Header.Get("Content-Type"), body); err != nil {
 			return nil, err
+		}
+		if c != nil && c.answer {
+			c.body, body = body, []byte("{}")
 		}
 	case resp.StatusCode < http.StatusBadRequest:
 		// go-openai reads every status under 400 as a success; a 3xx

@@ -174,6 +174,7 @@ func (c *Client) Complete(ctx context.Context, p agent.Prompt) (*agent.Completio
 	req := openai.ChatCompletionRequest{
 		Model:    c.cfg.Model,
 		Messages: make([]openai.ChatCompletionMessage, len(p.Messages)),
+		N:        1, // one answer; see readAnswer for a server that sends more
 	}
 	for i, m := range p.Messages {
 		req.Messages[i] = openai.ChatCompletionMessage{Role: m.Role, Content: m.Content}
@@ -199,22 +200,23 @@ func (c *Client) Complete(ctx context.Context, p agent.Prompt) (*agent.Completio
 	if err != nil {
 		return nil, err
 	}
-	if len(resp.Choices) == 0 {
-		return nil, errors.New("llm: the server's answer has no choices")
+	if resp.choices > 1 {
+		c.log.Warn("llm: the server sent several choices though one was asked for (n=1); the one of index 0 was taken",
+			"model", c.cfg.Model, "choices", resp.choices)
 	}
-	ch := resp.Choices[0]
 	out := &agent.Completion{
-		Text:             ch.Message.Content,
-		Model:            resp.Model,
-		PromptTokens:     resp.Usage.PromptTokens,
-		CompletionTokens: resp.Usage.CompletionTokens,
-		Truncated:        ch.FinishReason == openai.FinishReasonLength,
+		Text:             resp.text,
+		Model:            resp.model,
+		PromptTokens:     resp.promptTokens,
+		CompletionTokens: resp.completionTokens,
+		Truncated:        resp.finish == string(openai.FinishReasonLength),
+		ToolCalls:        resp.toolCalls,
 	}
 	if out.Model == "" {
 		out.Model = c.cfg.Model
 	}
 	c.log.Debug("llm: completion", "model", out.Model, "prompt_tokens", out.PromptTokens,
-		"completion_tokens", out.CompletionTokens, "truncated", out.Truncated, "elapsed", time.Since(start))
+		"completion_tokens", out.CompletionTokens, "truncated", out.Truncated, "tool_calls", len(out.ToolCalls), "elapsed", time.Since(start))
 	return out, nil
 }
 
@@ -251,16 +253,18 @@ func (c *Client) schemaRefused(sent *openai.ChatCompletionResponseFormat, err er
 		strings.Contains(m, "json_schema") || strings.Contains(m, "not supported")
 }
 
-// send makes one chat-completions request.
-func (c *Client) send(ctx context.Context, req openai.ChatCompletionRequest, zeroTemp bool) (openai.ChatCompletionResponse, error) {
-	cl := &call{zeroTemperature: zeroTemp}
+// send makes one chat-completions request and reads its answer.
+func (c *Client) send(ctx context.Context, req openai.ChatCompletionRequest, zeroTemp bool) (*answer, error) {
+	cl := &call{zeroTemperature: zeroTemp, answer: true}
 	rctx, cancel := context.WithTimeout(withCall(ctx, cl), c.cfg.Timeout)
 	defer cancel()
-	resp, err := c.api.CreateChatCompletion(rctx, req)
-	if err != nil {
-		return resp, c.failure(ctx, cl, err)
+	if _, err := c.api.CreateChatCompletion(rctx, req); err != nil {
+		return nil, c.failure(ctx, cl, err)
 	}
-	return resp, nil
+	if cl.body == nil {
+		return nil, fmt.Errorf("%w: no body", ErrMalformedResponse)
+	}
+	return readAnswer(cl.body)
 }
 
 // failure turns the error of a request into the error Complete returns:

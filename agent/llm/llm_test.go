@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -57,7 +58,7 @@ func TestCompleteSuccess(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := agent.Completion{Text: `{"op":"read"}`, Model: "m1", PromptTokens: 12, CompletionTokens: 5}
-	if *got != want {
+	if !reflect.DeepEqual(*got, want) {
 		t.Errorf("Complete = %+v, want %+v", *got, want)
 	}
 	r := srv.Requests()[0]

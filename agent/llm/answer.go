@@ -1,0 +1,153 @@
+package llm
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// The client reads a chat.completion itself, not through go-openai: its
+// decoding fails a whole answer on a token count of 12.5 or 1e30, which
+// left the cost of a call the server answered uncounted, and it drops the
+// index of a choice.
+
+// chatAnswer is the part of a chat.completion object the client reads.
+type chatAnswer struct {
+	Model   json.RawMessage `json:"model"`
+	Choices []chatChoice    `json:"choices"`
+	Usage   *struct {
+		PromptTokens     json.RawMessage `json:"prompt_tokens"`
+		CompletionTokens json.RawMessage `json:"completion_tokens"`
+	} `json:"usage"`
+}
+
+type chatChoice struct {
+	Index   json.RawMessage `json:"index"`
+	Message struct {
+		Content   json.RawMessage `json:"content"`
+		ToolCalls []struct {
+			Function struct {
+				Name string `json:"name"`
+			} `json:"function"`
+		} `json:"tool_calls"`
+		FunctionCall *struct {
+			Name string `json:"name"`
+		} `json:"function_call"`
+	} `json:"message"`
+	FinishReason string `json:"finish_reason"`
+}
+
+// Bounds of the tool calls an answer names.
+const (
+	maxToolCalls    = 8
+	maxToolNameSize = 100
+)
+
+// answer is what the client takes of a chat.completion.
+type answer struct {
+	text, model, finish string
+	toolCalls           []string
+	promptTokens        int
+	completionTokens    int
+	choices             int // how many the server sent
+}
+
+// readAnswer reads a chat.completion body (one JSON value, checked by
+// checkBody). Its choice is the one of index 0: the request asks for one
+// (n=1), and a server that sends several anyway has the one of index 0
+// taken, by its index rather than its place in the array; none or several
+// of index 0 among several is no answer. One choice is the answer
+// whatever its index.
+func readAnswer(body []byte) (*answer, error) {
+	var b chatAnswer
+	if err := json.Unmarshal(body, &b); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrMalformedResponse, err)
+	}
+	a := &answer{choices: len(b.Choices)}
+	if b.Usage != nil {
+		a.promptTokens, a.completionTokens = tokenCount(b.Usage.PromptTokens), tokenCount(b.Usage.CompletionTokens)
+	}
+	_ = json.Unmarshal(b.Model, &a.model) // a model that is not a string is left unnamed
+	var ch *chatChoice
+	switch len(b.Choices) {
+	case 0:
+		return nil, fmt.Errorf("%w: the server's answer has no choices", ErrMalformedResponse)
+	case 1:
+		ch = &b.Choices[0]
+	default:
+		n := 0
+		for i := range b.Choices {
+			if indexZero(b.Choices[i].Index) {
+				ch, n = &b.Choices[i], n+1
+			}
+		}
+		if n != 1 {
+			which := "none"
+			if n > 1 {
+				which = strconv.Itoa(n)
+			}
+			return nil, fmt.Errorf("%w: the server sent %d choices though one was asked for (n=1), %s of index 0", ErrMalformedResponse, len(b.Choices), which)
+		}
+	}
+	switch c := strings.TrimSpace(string(ch.Message.Content)); {
+	case c == "" || c == "null":
+	case c[0] == '"':
+		if err := json.Unmarshal(ch.Message.Content, &a.text); err != nil {
+			return nil, fmt.Errorf("%w: the message's content: %w", ErrMalformedResponse, err)
+		}
+	default:
+		return nil, fmt.Errorf("%w: the message's content is not a string", ErrMalformedResponse)
+	}
+	for _, tc := range ch.Message.ToolCalls {
+		a.toolCalls = append(a.toolCalls, tc.Function.Name)
+	}
+	if fc := ch.Message.FunctionCall; fc != nil {
+		a.toolCalls = append(a.toolCalls, fc.Name)
+	}
+	if len(a.toolCalls) > maxToolCalls {
+		a.toolCalls = a.toolCalls[:maxToolCalls]
+	}
+	for i, name := range a.toolCalls {
+		a.toolCalls[i] = cut(strings.ToValidUTF8(name, "\uFFFD"), maxToolNameSize)
+	}
+	a.finish = ch.FinishReason
+	return a, nil
+}
+
+// indexZero reports whether a choice's index is 0 (or absent, as some
+// servers leave it).
+func indexZero(raw json.RawMessage) bool {
+	s := strings.TrimSpace(string(raw))
+	if s == "" || s == "null" {
+		return true
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	return err == nil && f == 0
+}
+
+// tokenCount reads a usage count leniently: a fraction is rounded up, a
+// count past an int's range is the largest (or least) int, and what is
+// not a number (null, a string) is 0, for none. A count the server gave
+// is never lost to how it wrote it, and none is made smaller.
+func tokenCount(raw json.RawMessage) int {
+	s := strings.TrimSpace(string(raw))
+	if s == "" || s[0] != '-' && (s[0] < '0' || s[0] > '9') {
+		return 0
+	}
+	if n, err := strconv.ParseInt(s, 10, 0); err == nil {
+		return int(n)
+	}
+	f, err := strconv.ParseFloat(s, 64) // ±Inf past float64's range
+	if err != nil && f == 0 {
+		return 0
+	}
+	switch f = math.Ceil(f); {
+	case f >= math.MaxInt:
+		return math.MaxInt
+	case f <= math.MinInt:
+		return math.MinInt
+	}
+	return int(f)
+}

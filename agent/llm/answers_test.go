@@ -1,0 +1,116 @@
+package llm_test
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/snapnode/snapnode/agent/llm"
+	"github.com/snapnode/snapnode/internal/llmtest"
+)
+
+// chatBody is a chat.completion object with choices and usage as given.
+func chatBody(choices, usage string) string {
+	return `{"id":"c1","object":"chat.completion","created":1700000000,"model":"m1","choices":[` + choices + `],"usage":` + usage + `}`
+}
+
+// A model that chooses a tool answers, on OpenAI, vLLM and Ollama, with
+// the message's tool_calls and a null or empty content (finish_reason
+// "tool_calls"); an older server with a function_call. The completion
+// names the tools, so that the runtime tells the model what was wrong
+// rather than that its answer was empty.
+func TestToolCallAnswer(t *testing.T) {
+	const usage = `{"prompt_tokens":10,"completion_tokens":5}`
+	for _, c := range []struct {
+		name, choice string
+		text         string
+		tools        []string
+	}{
+		{"openai", `{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"write_file","arguments":"{\"path\":\"a.md\"}"}}]},"finish_reason":"tool_calls"}`, "", []string{"write_file"}},
+		{"ollama", `{"index":0,"message":{"role":"assistant","content":"","tool_calls":[{"id":"call_x","index":0,"type":"function","function":{"name":"read_file","arguments":"{}"}},{"id":"call_y","index":1,"type":"function","function":{"name":"list_files","arguments":"{}"}}]},"finish_reason":"tool_calls"}`, "", []string{"read_file", "list_files"}},
+		{"function_call", `{"index":0,"message":{"role":"assistant","content":null,"function_call":{"name":"answer","arguments":"{}"}},"finish_reason":"function_call"}`, "", []string{"answer"}},
+		{"text beside", `{"index":0,"message":{"role":"assistant","content":"{\"a\":1}","tool_calls":[{"id":"c","type":"function","function":{"name":"x","arguments":"{}"}}]},"finish_reason":"tool_calls"}`, `{"a":1}`, []string{"x"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := llmtest.New(t)
+			srv.Push(llmtest.Reply{Body: chatBody(c.choice, usage)})
+			got, err := newClient(t, srv, llm.Config{}).Complete(t.Context(), prompt("x"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Text != c.text || strings.Join(got.ToolCalls, ",") != strings.Join(c.tools, ",") ||
+				got.PromptTokens != 10 || got.CompletionTokens != 5 {
+				t.Fatalf("Complete = %+v; want text %q, tool calls %q, 10+5 tokens", *got, c.text, c.tools)
+			}
+		})
+	}
+}
+
+// The request asks for one choice (n=1). A server that sends several
+// anyway has the one of index 0 taken, by its index, not its place in the
+// array; several choices none of which, or more than one of which, has
+// index 0 are no answer.
+func TestSeveralChoices(t *testing.T) {
+	const usage = `{"prompt_tokens":10,"completion_tokens":5}`
+	choice := func(index, content string) string {
+		return `{"index":` + index + `,"message":{"role":"assistant","content":"` + content + `"},"finish_reason":"stop"}`
+	}
+	srv := llmtest.New(t)
+	srv.Push(
+		llmtest.Reply{Body: chatBody(choice("1", "B")+","+choice("0", "A"), usage)},
+		llmtest.Reply{Body: chatBody(choice("1", "B")+","+choice("2", "C"), usage)},
+		llmtest.Reply{Body: chatBody(choice("0", "A")+","+choice("0", "B"), usage)},
+		llmtest.Reply{Body: chatBody(choice("3", "D"), usage)},
+	)
+	c := newClient(t, srv, llm.Config{})
+	got, err := c.Complete(t.Context(), prompt("x"))
+	if err != nil || got.Text != "A" {
+		t.Fatalf("choices 1, 0: Complete = %+v, %v; want the choice of index 0, A", got, err)
+	}
+	if body := srv.Requests()[0].Body; !strings.Contains(string(body), `"n":1`) {
+		t.Errorf("the request does not ask for one choice: %s", body)
+	}
+	for _, what := range []string{"choices 1, 2", "choices 0, 0"} {
+		got, err := c.Complete(t.Context(), prompt("x"))
+		if !errors.Is(err, llm.ErrMalformedResponse) || got != nil {
+			t.Errorf("%s: Complete = %+v, %v; want ErrMalformedResponse", what, got, err)
+		}
+	}
+	// One choice is the answer, whatever its index says.
+	if got, err := c.Complete(t.Context(), prompt("x")); err != nil || got.Text != "D" {
+		t.Errorf("one choice of index 3: Complete = %+v, %v; want D", got, err)
+	}
+}
+
+// Token counts that are fractions or overflow an integer do not fail a
+// call the server answered: a fraction is rounded up, an overflow taken
+// as the largest count, and a count that is not a number at all as none
+// (the runtime then prices the call at its estimate). Before, go-openai's
+// decoding failed, and the call's cost went uncounted.
+func TestUsageNumbers(t *testing.T) {
+	const choice = `{"index":0,"message":{"role":"assistant","content":"{}"},"finish_reason":"stop"}`
+	for _, c := range []struct {
+		usage          string
+		prompt, answer int
+	}{
+		{`{"prompt_tokens":12.5,"completion_tokens":3.01}`, 13, 4},
+		{`{"prompt_tokens":1e30,"completion_tokens":5}`, math.MaxInt, 5},
+		{`{"prompt_tokens":99999999999999999999999,"completion_tokens":1E2}`, math.MaxInt, 100},
+		{`{"prompt_tokens":-1e30,"completion_tokens":-2.5}`, math.MinInt, -2},
+		{`{"prompt_tokens":"12","completion_tokens":null}`, 0, 0},
+		{`null`, 0, 0},
+	} {
+		t.Run(c.usage, func(t *testing.T) {
+			srv := llmtest.New(t)
+			srv.Push(llmtest.Reply{Body: chatBody(choice, c.usage)})
+			got, err := newClient(t, srv, llm.Config{}).Complete(t.Context(), prompt("x"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.PromptTokens != c.prompt || got.CompletionTokens != c.answer {
+				t.Fatalf("tokens %d + %d; want %d + %d", got.PromptTokens, got.CompletionTokens, c.prompt, c.answer)
+			}
+		})
+	}
+}
