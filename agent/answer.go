@@ -54,7 +54,8 @@ const (
 // AnswerError is why an answer was refused: fed back to the model so that
 // it can answer again.
 type AnswerError struct {
-	// Rule is the broken rule: size, json, object, kind, schema.
+	// Rule is the broken rule: size, json, object, kind, schema, or
+	// tool_call (the answer called a tool instead).
 	Rule    string
 	Message string
 }

@@ -222,6 +222,12 @@ func (jr *jobRun) run(ctx context.Context, taskID string) error {
 			continue
 		}
 		ans, aerr := ParseAnswer(comp.Text, r.cfg.MaxAnswerBytes)
+		if aerr != nil && len(comp.ToolCalls) > 0 {
+			// The model chose a tool (OpenAI, vLLM and Ollama answer so,
+			// with a null or empty content): told that its answer was
+			// empty, it calls the tool again.
+			aerr = toolCallError(r.redact, comp.ToolCalls)
+		}
 		if aerr != nil && comp.Truncated {
 			// The server stopped the answer at its cap (finish_reason
 			// "length"): told only that its JSON ends early, the model
@@ -671,6 +677,21 @@ func (jr *jobRun) apiFailure(ctx context.Context, it *Interaction, callErr error
 		jr.timeUp()
 	}
 	return false, nil
+}
+
+// toolCallError is the refusal of an answer that called tools (their
+// names, as the server gave them) instead of holding a JSON object.
+func toolCallError(redact func(string) string, names []string) *AnswerError {
+	quoted := make([]string, 0, min(len(names), 4))
+	for _, n := range names[:min(len(names), 4)] {
+		quoted = append(quoted, fmt.Sprintf("%q", cut(redact(n), 100)))
+	}
+	what := "the tool " + quoted[0]
+	if len(names) > 1 {
+		what = fmt.Sprintf("%d tools (%s)", len(names), strings.Join(quoted, ", "))
+	}
+	return &AnswerError{Rule: "tool_call", Message: "it called " + what +
+		" instead of answering: no tool is offered here; write exactly one JSON object (a proposal or an agent response) as the message's content, and call no tool"}
 }
 
 // addTokens is the job's total n with a call's count added, saturated at

@@ -138,10 +138,15 @@ func buildMessages(system, task string, steps []step, now string, budget int) []
 					out = append(out, ChatMessage{Role: RoleUser, Content: s.guidance})
 				}
 			}
-			if i < from || s.answer == "" || condense && !recent && s.think {
+			if i < from || s.answer == "" && s.feedback == "" || condense && !recent && s.think {
 				continue
 			}
-			out = append(out, ChatMessage{Role: RoleAssistant, Content: s.answer})
+			if s.answer != "" {
+				// An empty answer (a tool call's) is not sent back as
+				// one: servers refuse an empty assistant message. Its
+				// refusal is, or the model is asked the same again.
+				out = append(out, ChatMessage{Role: RoleAssistant, Content: s.answer})
+			}
 			fb := s.feedback
 			if condense && !recent && s.condensed != "" {
 				fb = s.condensed

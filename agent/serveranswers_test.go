@@ -1,0 +1,111 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/snapnode/snapnode/agent"
+	"github.com/snapnode/snapnode/agent/llm"
+	"github.com/snapnode/snapnode/internal/llmtest"
+	"github.com/snapnode/snapnode/internal/testdb"
+	"github.com/snapnode/snapnode/tasks"
+)
+
+// chatBody is a chat.completion whose one message is msg, with usage.
+func chatBody(t *testing.T, msg map[string]any, finish, usage string) string {
+	t.Helper()
+	m, err := json.Marshal(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return `{"id":"c1","object":"chat.completion","created":1700000000,"model":"m","choices":[{"index":0,"message":` +
+		string(m) + `,"finish_reason":"` + finish + `"}],"usage":` + usage + `}`
+}
+
+const finishAnswer = `{"schema_version":"1.0.0","id":"00000000-0000-4000-8000-000000000001","reasoning":"done","action":"FINISH","args":{"response":"done"}}`
+
+// A model that calls a tool (tool_calls and a null content, as OpenAI,
+// vLLM and Ollama answer when a model chooses one) is told that it called
+// a tool where it must write one JSON object in the message's content,
+// and the history records the call; before, it was told its answer was
+// empty.
+func TestToolCallAnswerRefusedSayingSo(t *testing.T) {
+	r := newRig(t, testdb.SQLite(t))
+	srv := llmtest.New(t)
+	srv.Push(
+		llmtest.Reply{Body: chatBody(t, map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{
+			map[string]any{"id": "call_1", "type": "function", "function": map[string]any{"name": "write_file", "arguments": `{"path":"a.md"}`}},
+		}}, "tool_calls", `{"prompt_tokens":100,"completion_tokens":20}`)},
+		llmtest.Text(finishAnswer),
+	)
+	m, err := llm.New(llm.Config{BaseURL: srv.URL(), Model: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := r.send(t, "write a.md")
+	got := r.run(t, m, task.ID, tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired)
+	if got.Status.State != tasks.StateCompleted {
+		t.Fatalf("task %s %q; want completed", got.Status.State, got.Status.Message)
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d calls, want 2", len(reqs))
+	}
+	msgs := reqs[1].Messages
+	told := msgs[len(msgs)-1].Content
+	for _, want := range []string{"tool", "write_file", "content", "one JSON object"} {
+		if !strings.Contains(told, want) {
+			t.Errorf("the model was told %q; want it to name %q", told, want)
+		}
+	}
+	if strings.Contains(told, "empty") {
+		t.Errorf("the model was told %q: its answer was a tool call, not empty", told)
+	}
+	its, err := r.store.Interactions(context.Background(), task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(its) != 2 || its[0].Response.Kind != agent.KindInvalid || !strings.Contains(its[0].Response.Error, "write_file") {
+		t.Fatalf("history: %+v; want the first answer invalid, its error naming the tool call", its)
+	}
+	h, err := r.store.History(context.Background(), task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := agent.Replay(h, 64<<10); err != nil {
+		t.Errorf("replay: %v", err)
+	}
+}
+
+// A usage count a server writes as 1e30 is counted as the largest count:
+// the call is priced, and the job halts at its cost limit; before, the
+// call failed to decode and cost nothing.
+func TestUsageOverflowCounted(t *testing.T) {
+	r := newRig(t, testdb.SQLite(t))
+	srv := llmtest.New(t)
+	srv.SetHandler(func(llmtest.Request) llmtest.Reply {
+		return llmtest.Reply{Body: chatBody(t, map[string]any{"role": "assistant", "content": readAnswer(1)}, "stop",
+			`{"prompt_tokens":1e30,"completion_tokens":12.5}`)}
+	})
+	task := readingJob(t, r, 1)
+	m, err := llm.New(llm.Config{BaseURL: srv.URL(), Model: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := r.runWith(t, func(c *agent.Config) {
+		c.MaxCostCents, c.PricePerMTokPrompt, c.PricePerMTokAnswer = 100, 1, 1
+	}, m, task.ID, tasks.StateFailed, tasks.StateCompleted, tasks.StateInputRequired)
+	if got.Status.State != tasks.StateFailed || !strings.Contains(got.Status.Message, "HALTED_COST") {
+		t.Fatalf("task %s %q; want failed, HALTED_COST", got.Status.State, got.Status.Message)
+	}
+	j, err := r.store.Get(context.Background(), task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.PromptTokens != math.MaxInt64 || j.CompletionTokens != 13 || srv.Calls() != 1 {
+		t.Fatalf("tokens %d + %d after %d calls; want %d + 13 after 1", j.PromptTokens, j.CompletionTokens, srv.Calls(), int64(math.MaxInt64))
+	}
+}
