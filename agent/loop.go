@@ -650,8 +650,17 @@ func (jr *jobRun) apiFailure(ctx context.Context, it *Interaction, callErr error
 		return false, nil
 	}
 	if fails > MaxAPIRetries {
+		// An outage of the node's model server is its operator's to
+		// mend; the job keeps its work and waits (the seed's
+		// escalation: retried 3 times, then a human), and the
+		// requester is told what the wait is and that a message tries
+		// again (a resumed job has its retries anew), rather than
+		// asked for input it cannot give.
 		why := fmt.Sprintf("the model server failed %d times in a row", fails)
-		return true, jr.stuckShowing(ctx, why+": "+it.Response.Error, why)
+		r.log.Error("agent: the model server keeps failing; the job waits for a message from its requester or an operator", "task", jr.j.TaskID,
+			"attempts", fails, "err", callErr)
+		return true, jr.stuckShowing(ctx, why+": "+it.Response.Error, fmt.Sprintf(
+			"%s, on the node's side (its operator has the error); the work so far is kept: send a message to try again, or cancel the task", why))
 	}
 	wait := r.cfg.Backoff << (fails - 1)
 	if me != nil && me.RetryAfter > wait {

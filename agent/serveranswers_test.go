@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/snapnode/snapnode/agent"
 	"github.com/snapnode/snapnode/agent/llm"
@@ -107,5 +108,47 @@ func TestUsageOverflowCounted(t *testing.T) {
 	}
 	if j.PromptTokens != math.MaxInt64 || j.CompletionTokens != 13 || srv.Calls() != 1 {
 		t.Fatalf("tokens %d + %d after %d calls; want %d + 13 after 1", j.PromptTokens, j.CompletionTokens, srv.Calls(), int64(math.MaxInt64))
+	}
+}
+
+// A model server that keeps failing leaves the task input_required with
+// what the requester can do: the outage is the node's, and a message
+// tries again (the job resumes where it was), which it does. The server's
+// error stays with the operator.
+func TestModelServerOutageTellsRequester(t *testing.T) {
+	r := newRig(t, testdb.SQLite(t))
+	srv := llmtest.New(t)
+	for range agent.MaxAPIRetries + 1 {
+		srv.Push(llmtest.Error(503, "backend 10.1.2.3:8000 is loading the model"))
+	}
+	srv.Push(llmtest.Text(finishAnswer))
+	m, err := llm.New(llm.Config{BaseURL: srv.URL(), Model: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := r.send(t, "go")
+	fast := func(c *agent.Config) { c.Backoff = time.Millisecond }
+	got := r.runWith(t, fast, m, task.ID, tasks.StateInputRequired, tasks.StateFailed, tasks.StateCompleted)
+	if got.Status.State != tasks.StateInputRequired {
+		t.Fatalf("task %s %q; want input_required", got.Status.State, got.Status.Message)
+	}
+	for _, want := range []string{"the model server failed 4 times in a row, on the node's side", "send a message to try again"} {
+		if !strings.Contains(got.Status.Message, want) {
+			t.Errorf("the requester was told %q; want %q", got.Status.Message, want)
+		}
+	}
+	if strings.Contains(got.Status.Message, "10.1.2.3") {
+		t.Errorf("the requester was told the server's error: %q", got.Status.Message)
+	}
+	j, err := r.store.Get(context.Background(), task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(j.Reason, "10.1.2.3") {
+		t.Errorf("job reason %q; want the server's error, for the operator", j.Reason)
+	}
+	fuSend(t, r, task.ID, "try again")
+	if got := r.runWith(t, fast, m, task.ID, tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired); got.Status.State != tasks.StateCompleted {
+		t.Fatalf("after a message: task %s %q; want completed", got.Status.State, got.Status.Message)
 	}
 }
