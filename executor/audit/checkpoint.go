@@ -69,18 +69,23 @@ func (d *prunedDetail) sign(s Signer) error {
 
 // checkSignature reports why d's signature does not hold ("" when it
 // does, or when d is unsigned and want is empty). want, when set, is the
-// only signer accepted, and a signature is then required.
-func (d *prunedDetail) checkSignature(want string) string {
-	switch {
-	case d.Signer == "" && d.Sig == "":
+// only signer accepted, and a signature is then required. The signature
+// is checked before its signer: other is true for a checkpoint its
+// signer did sign, by another key than want.
+func (d *prunedDetail) checkSignature(want string) (why string, other bool) {
+	if d.Signer == "" && d.Sig == "" {
 		if want != "" {
-			return "the checkpoint is not signed; want a signature by " + want
+			return "the checkpoint is not signed; want a signature by " + want, false
 		}
-		return ""
-	case want != "" && d.Signer != want:
-		return fmt.Sprintf("the checkpoint is signed by %s; want %s", d.Signer, want)
+		return "", false
 	}
-	return signatureProblem("the checkpoint", d.Signer, d.Sig, CheckpointDigest(d.Signer, d.FirstSeq, d.FirstPrev, d.Removed))
+	if why := signatureProblem("the checkpoint", d.Signer, d.Sig, CheckpointDigest(d.Signer, d.FirstSeq, d.FirstPrev, d.Removed)); why != "" {
+		return why, false
+	}
+	if want != "" && d.Signer != want {
+		return fmt.Sprintf("the checkpoint is signed by %s (its signature holds), not by %s", d.Signer, want), true
+	}
+	return "", false
 }
 
 // signatureProblem reports why sig (hex) is not signer's BIP-340

@@ -63,17 +63,39 @@ type sealDetail struct {
 
 // check reports why the seal x (whose detail is d) does not hold, "" when
 // it does: it must seal the entry just before it, as the chain gives it,
-// and be signed by want (any signer when want is "").
-func (d *sealDetail) check(x Entry, want string) string {
+// and be signed by want (any signer when want is ""). The signature is
+// checked before its signer: other is true for a seal its signer did
+// sign, by another key than want.
+func (d *sealDetail) check(x Entry, want string) (why string, other bool) {
 	switch {
 	case d.Seq != x.Seq-1 || d.Hash != x.Prev:
-		return fmt.Sprintf("the seal signs entry %d with hash %s; the chain has entry %d with hash %s: the chain was rewritten", d.Seq, d.Hash, x.Seq-1, x.Prev)
+		return fmt.Sprintf("the seal signs entry %d with hash %s; the chain has entry %d with hash %s: the chain was rewritten", d.Seq, d.Hash, x.Seq-1, x.Prev), false
 	case d.Signer == "" || d.Sig == "":
-		return "the seal is not signed"
-	case want != "" && d.Signer != want:
-		return fmt.Sprintf("the seal is signed by %s; want %s", d.Signer, want)
+		return "the seal is not signed", false
 	}
-	return signatureProblem("the seal", d.Signer, d.Sig, SealDigest(d.Signer, d.Seq, d.Hash, x.Time))
+	if why := signatureProblem("the seal", d.Signer, d.Sig, SealDigest(d.Signer, d.Seq, d.Hash, x.Time)); why != "" {
+		return why, false
+	}
+	if want != "" && d.Signer != want {
+		return fmt.Sprintf("the seal is signed by %s (its signature holds), not by %s", d.Signer, want), true
+	}
+	return "", false
+}
+
+// seal is the seal x (whose detail is d) as it reads.
+func (d *sealDetail) seal(x Entry) *Seal {
+	return &Seal{Seq: x.Seq, Head: Anchor{d.Seq, d.Hash}, Time: x.Time, Signer: d.Signer}
+}
+
+// sealError is the *VerifyError of the seal x (whose detail is d) that
+// does not hold, want being the signer expected (see check): KindSeal,
+// ErrOtherKey too when other.
+func (d *sealDetail) sealError(x Entry, want, why string, other bool) *VerifyError {
+	ve := &VerifyError{Seq: x.Seq, Kind: KindSeal, Detail: why, Seal: d.seal(x)}
+	if other {
+		ve.Signer, ve.Want = d.Signer, want
+	}
+	return ve
 }
 
 // lastSealQuery finds the newest seal at or after a seq (the partial
@@ -274,4 +296,51 @@ func (l *Log) checkOwnSeal(ctx context.Context, tx *sql.Tx, h head) error {
 // caller owns ticks, as RunPruner's.
 func (l *Log) RunSealer(ctx context.Context, ticks <-chan time.Time, report func(Seal, error)) error {
 	return periodic.Run(ctx, ticks, func(ctx context.Context, _ time.Time) (Seal, error) { return l.Seal(ctx) }, report)
+}
+
+// SealStatus is what a verification says of the seals, the summary that
+// `snapnode audit verify` prints and the console shows (SealStatusOf).
+type SealStatus struct {
+	// Seals counts the seals verified.
+	Seals int
+	// Last is the newest seal the verification reached: the last that
+	// verified (Valid), or the one it failed at (Problem says why); zero
+	// when it reached none.
+	Last    Seal
+	Valid   bool
+	Problem string
+	// OtherKey: Last's signature holds, but by another key than Want,
+	// the one expected (ErrOtherKey).
+	OtherKey bool
+	Want     string
+	// Unsealed counts the entries after Last (every entry when there is
+	// no seal) up to the head: no signature vouches for them, and they
+	// can be cut or rewritten unseen.
+	Unsealed int64
+	// Stopped: the verification failed before the head, so that seals
+	// after Last, if any, went unseen.
+	Stopped bool
+}
+
+// SealStatusOf summarises the seals of a verification, from the Report
+// and error Log.VerifyWith or VerifyJSONLWith returned.
+func SealStatusOf(rep Report, err error) SealStatus {
+	st := SealStatus{Seals: rep.Seals, Last: rep.LastSeal, Valid: rep.Seals > 0, Unsealed: rep.Unsealed}
+	if err == nil {
+		return st
+	}
+	st.Stopped = true
+	var ve *VerifyError
+	if errors.As(err, &ve) && ve.Kind == KindSeal && ve.Seal != nil {
+		st.Last, st.Valid, st.Problem = *ve.Seal, false, ve.Detail
+		st.OtherKey, st.Want = errors.Is(err, ErrOtherKey), ve.Want
+	}
+	// The entries after the seal up to the head, as the head record says:
+	// the walk did not reach them all.
+	after := rep.Checkpoint.Seq
+	if st.Last.Seq > 0 {
+		after = st.Last.Seq
+	}
+	st.Unsealed = max(rep.Head.Seq-after, 0)
+	return st
 }

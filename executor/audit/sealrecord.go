@@ -125,8 +125,11 @@ func (l *Log) loadSealRecord() (SealRecord, error) {
 // Options.SealRecord records (see checkSealRecord), as Seal and Prune do
 // before they write. No record (no file yet) checks nothing. It returns
 // a *VerifyError (KindRecord, naming the record's file and the entry it
-// expected) when the chain does not hold it, and ErrSealRecord when the
-// record cannot be read.
+// expected) when the chain does not hold it; one that errors.Is
+// ErrOtherKey (KindSeal, or KindCheckpoint when pruned past) when the
+// chain holds it signed by another key than the log's Signer (the node's
+// key changed), naming both addresses; and ErrSealRecord when the record
+// cannot be read.
 func (l *Log) CheckSealRecord(ctx context.Context) error {
 	if l.closed.Load() {
 		return ErrClosed
@@ -152,7 +155,8 @@ func (l *Log) CheckSealRecord(ctx context.Context) error {
 // signature holds; or the chain starts after r.Seq, behind a checkpoint
 // whose last pruning record the log's signer signed. A record beyond the
 // chain's end, or contradicted by the chain, is a *VerifyError of
-// KindRecord at r.Seq.
+// KindRecord at r.Seq; a seal (or checkpoint) the chain holds, signed by
+// another key than the log's, one that errors.Is ErrOtherKey.
 func (l *Log) checkSealRecord(ctx context.Context, tx *sql.Tx, h head, r SealRecord) error {
 	if r.Seq == 0 {
 		return nil
@@ -162,7 +166,7 @@ func (l *Log) checkSealRecord(ctx context.Context, tx *sql.Tx, h head, r SealRec
 	case r.Seq > h.last:
 		return bad("the chain ends at entry %d: it was cut, or rewritten after the seal before", h.last)
 	case r.Seq < h.first:
-		return l.checkPrunedPast(ctx, tx, h, bad)
+		return l.checkPrunedPast(ctx, tx, h, r)
 	}
 	rows, err := tx.QueryContext(ctx, l.d.Rebind("SELECT "+entryColumns+" FROM audit_log WHERE seq = ?"), r.Seq)
 	if err != nil {
@@ -189,7 +193,10 @@ func (l *Log) checkSealRecord(ctx context.Context, tx *sql.Tx, h head, r SealRec
 	if err := jsonv2.Unmarshal(x.Detail, &d); err != nil {
 		return bad("its seal is unreadable: %v", err)
 	}
-	if why := d.check(x, l.signer()); why != "" {
+	want := l.signer()
+	if why, other := d.check(x, want); other {
+		return r.otherKey(d.sealError(x, want, why, other), "a seal the chain holds, signed by")
+	} else if why != "" {
 		return bad("%s", why)
 	}
 	return rows.Err()
@@ -199,9 +206,13 @@ func (l *Log) checkSealRecord(ctx context.Context, tx *sql.Tx, h head, r SealRec
 // pruning the node's key signed may do (the checkpoint a replica moved
 // past this node's last seal): the last pruning record must name the
 // chain's start and be signed by the log's signer.
-func (l *Log) checkPrunedPast(ctx context.Context, tx *sql.Tx, h head, bad func(string, ...any) error) error {
-	var raw []byte
-	err := tx.QueryRowContext(ctx, l.d.Rebind("SELECT detail FROM audit_log WHERE step = 'pruned' AND seq >= ? ORDER BY seq DESC LIMIT 1"), h.first).Scan(&raw)
+func (l *Log) checkPrunedPast(ctx context.Context, tx *sql.Tx, h head, r SealRecord) error {
+	bad := func(format string, args ...any) error { return r.mismatch(format, args...) }
+	var (
+		seq int64
+		raw []byte
+	)
+	err := tx.QueryRowContext(ctx, l.d.Rebind("SELECT seq, detail FROM audit_log WHERE step = 'pruned' AND seq >= ? ORDER BY seq DESC LIMIT 1"), h.first).Scan(&seq, &raw)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return bad("the chain starts at entry %d and no pruning record says so", h.first)
@@ -218,8 +229,22 @@ func (l *Log) checkPrunedPast(ctx context.Context, tx *sql.Tx, h head, bad func(
 	if d.Signer == "" {
 		return bad("the chain starts at entry %d behind a checkpoint no key signed", h.first)
 	}
-	if why := d.checkSignature(l.signer()); why != "" {
+	want := l.signer()
+	if why, other := d.checkSignature(want); other {
+		return r.otherKey(&VerifyError{Seq: seq, Kind: KindCheckpoint, Detail: why, Signer: d.Signer, Want: want},
+			"pruned since behind a checkpoint the chain holds, signed by")
+	} else if why != "" {
 		return bad("the chain starts at entry %d: %s", h.first, why)
 	}
 	return nil
+}
+
+// otherKey is ve, a seal or checkpoint signed by another key than the
+// log's (ErrOtherKey), told as what the record r finds: the seal it
+// names is what, signed by ve.Signer, not the log's key. The chain holds
+// the seal recorded: the key changed, or both the database and the record
+// are another node's.
+func (r *SealRecord) otherKey(ve *VerifyError, what string) *VerifyError {
+	ve.Detail = fmt.Sprintf("the record of the last seal this node wrote (%s) names entry %d, %s %s, not by the node's key, %s", r.Path, r.Seq, what, ve.Signer, ve.Want)
+	return ve
 }

@@ -2,6 +2,7 @@ package audit
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"io/fs"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	jsonv2 "github.com/go-json-experiment/json"
 
 	"github.com/snapnode/snapnode/internal/testdb"
 )
@@ -213,4 +216,75 @@ func TestSealRecordFileHygiene(t *testing.T) {
 	if got, err := ReadSealRecord(path); err != nil || got.Seq != 3 || got.Hash != r.Hash {
 		t.Errorf("ReadSealRecord = %+v, %v", got, err)
 	}
+}
+
+// A node whose key changed (a new key file, the old data kept): the
+// record's seal is in the chain, its signature holds, by the old key.
+// CheckSealRecord says so, naming both addresses, as ErrOtherKey, not as
+// a chain that lacks the recorded seal (KindRecord: before, it was one,
+// and the node's refusal told the operator to move the record aside, as
+// after a restore); Verify reports the chain's seals as the old key's
+// (ErrOtherKey, the signer and the key wanted named in the error), and
+// SealStatusOf shows that seal, not valid. A seal naming the old key that
+// the old key did not sign is no such thing: a forgery, KindSeal alone.
+func TestSealRecordOfAnotherKey(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		clk := newClock()
+		record := filepath.Join(t.TempDir(), "audit-seal.json")
+		db := openDB(t, dsn)
+		old, now := testSigner(t, "11"), testSigner(t, "22")
+		opts := Options{Now: clk.Now, Retain: 30 * day, Signer: old, SealRecord: record}
+		l := openLog(t, db, opts)
+		fill(t, l, 3)
+		s, err := l.Seal(ctx) // 4
+		if err != nil {
+			t.Fatal(err)
+		}
+		fill(t, l, 2) // 5, 6
+		_ = l.Close()
+
+		opts.Signer = now
+		renewed := openLog(t, db, opts)
+		err = renewed.CheckSealRecord(ctx)
+		if !errors.Is(err, ErrOtherKey) || isKind(err, KindRecord, 4) || !strings.Contains(err.Error(), old.Address()) || !strings.Contains(err.Error(), now.Address()) || !strings.Contains(err.Error(), record) {
+			t.Fatalf("CheckSealRecord under another key: %v; want ErrOtherKey naming %s, %s and %s, not %s", err, old.Address(), now.Address(), record, KindRecord)
+		}
+		rep, err := renewed.Verify(ctx)
+		var ve *VerifyError
+		if !errors.As(err, &ve) || !errors.Is(err, ErrOtherKey) || !errors.Is(err, ErrTampered) || ve.Seq != 4 || ve.Kind != KindSeal || ve.Signer != old.Address() || ve.Want != now.Address() {
+			t.Fatalf("Verify under another key: %v; want entry 4 %s, ErrOtherKey, signed by %s, want %s", err, KindSeal, old.Address(), now.Address())
+		}
+		st := SealStatusOf(rep, err)
+		if st.Last.Seq != 4 || !st.Last.Time.Equal(s.Time) || st.Last.Signer != old.Address() || st.Valid || !st.OtherKey || st.Unsealed != 2 || st.Problem == "" {
+			t.Fatalf("SealStatusOf: %+v; want the seal at 4 by %s, not valid (another key), 2 entries after it", st, old.Address())
+		}
+		if rep, err := renewed.VerifyWith(ctx, VerifyOptions{Signer: old.Address()}); err != nil || rep.LastSeal.Seq != 4 {
+			t.Fatalf("Verify against the old key: %+v, %v; want it intact", rep, err)
+		}
+
+		// A seal that names the old key, signed by a third.
+		es := all(t, renewed)
+		forged := es[3]
+		var d sealDetail
+		if err := jsonv2.Unmarshal(forged.Detail, &d); err != nil {
+			t.Fatal(err)
+		}
+		sig, err := testSigner(t, "33").Sign(SealDigest(d.Signer, d.Seq, d.Hash, forged.Time))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Sig = hex.EncodeToString(sig[:])
+		if es[3].Detail, err = jsonv2.Marshal(d); err != nil {
+			t.Fatal(err)
+		}
+		rewriteFrom(t, db, es, 4)
+		_, err = renewed.Verify(ctx)
+		if !isKind(err, KindSeal, 4) || errors.Is(err, ErrOtherKey) {
+			t.Fatalf("Verify of a forged seal naming the old key: %v; want entry 4 %s, not ErrOtherKey", err, KindSeal)
+		}
+		if err := renewed.CheckSealRecord(ctx); errors.Is(err, ErrOtherKey) || !errors.Is(err, ErrTampered) {
+			t.Fatalf("CheckSealRecord of a forged seal: %v; want ErrTampered, not ErrOtherKey", err)
+		}
+	})
 }

@@ -18,6 +18,14 @@ import (
 // Every *VerifyError is one.
 var ErrTampered = errors.New("audit log tampered with")
 
+// ErrOtherKey: a seal or checkpoint is signed, and its signature holds,
+// but by another key than the one the log expects: the node's key
+// changed since (a new key file beside the old data), or another node's
+// log was put in its place; the log alone cannot tell which. The
+// *VerifyError names both addresses (Signer, Want), and errors.Is
+// ErrTampered too: the log is not this key's.
+var ErrOtherKey = errors.New("audit log signed by another key")
+
 // Kind says how a log fails verification.
 type Kind string
 
@@ -50,12 +58,14 @@ const (
 	KindMalformed Kind = "malformed"
 	// KindCheckpoint: a pruning record's signature of its checkpoint is
 	// missing, does not verify, or is not by the signer the log expects:
-	// the checkpoint was forged or rewritten.
+	// the checkpoint was forged or rewritten, or (ErrOtherKey, when its
+	// signature holds) signed by another key.
 	KindCheckpoint Kind = "checkpoint"
 	// KindSeal: a seal does not hold: it signs another hash than the
 	// chain gives for the entry before it (the chain was rewritten below
 	// it), its signature is missing or does not verify, or it is not by
-	// the signer expected (another node's log).
+	// the signer expected (ErrOtherKey, when its signature holds: the
+	// node's key changed, or another node's log was put in its place).
 	KindSeal Kind = "seal"
 	// KindRecord: the chain does not hold the seal that the node's record
 	// of its last seal (SealRecord), kept outside the database, names:
@@ -76,6 +86,13 @@ type VerifyError struct {
 	// header).
 	Line   int64
 	Detail string
+	// Signer and Want are set when a seal or checkpoint is signed by
+	// another key than the one expected (errors.Is ErrOtherKey): the
+	// address whose signature holds, and the one expected.
+	Signer, Want string
+	// Seal is the seal that failed (KindSeal, when its detail was
+	// readable), as it reads.
+	Seal *Seal
 }
 
 func (e *VerifyError) Error() string {
@@ -92,8 +109,14 @@ func (e *VerifyError) Error() string {
 	return s
 }
 
-// Unwrap makes errors.Is(err, ErrTampered) hold.
-func (e *VerifyError) Unwrap() error { return ErrTampered }
+// Unwrap makes errors.Is(err, ErrTampered) hold, and errors.Is(err,
+// ErrOtherKey) when Signer is set.
+func (e *VerifyError) Unwrap() []error {
+	if e.Signer != "" {
+		return []error{ErrOtherKey, ErrTampered}
+	}
+	return []error{ErrTampered}
+}
 
 // Report describes a verified chain, or the part verified before the first
 // error.
@@ -304,11 +327,11 @@ func (v *verifier) observe(x Entry) *VerifyError {
 		if err := jsonv2.Unmarshal(x.Detail, &d); err != nil {
 			return &VerifyError{Seq: e, Kind: KindSeal, Detail: "unreadable seal: " + err.Error()}
 		}
-		if bad := d.check(x, want); bad != "" {
-			return &VerifyError{Seq: e, Kind: KindSeal, Detail: bad}
+		if bad, other := d.check(x, want); bad != "" {
+			return d.sealError(x, want, bad, other)
 		}
 		v.rep.Seals++
-		v.rep.LastSeal = Seal{Seq: e, Head: Anchor{d.Seq, d.Hash}, Time: x.Time, Signer: d.Signer}
+		v.rep.LastSeal = *d.seal(x)
 		v.rep.Unsealed = -1 // the seal itself is signed
 	}
 	if x.Step == StepPruned {
@@ -317,8 +340,12 @@ func (v *verifier) observe(x Entry) *VerifyError {
 		if err := jsonv2.Unmarshal(x.Detail, &d); err != nil {
 			v.prunedBad = err.Error()
 		} else {
-			if bad := d.checkSignature(v.signer); bad != "" {
-				return &VerifyError{Seq: e, Kind: KindCheckpoint, Detail: bad}
+			if bad, other := d.checkSignature(v.signer); bad != "" {
+				ve := &VerifyError{Seq: e, Kind: KindCheckpoint, Detail: bad}
+				if other {
+					ve.Signer, ve.Want = d.Signer, v.signer
+				}
+				return ve
 			}
 			v.pruned = &d
 			v.rep.CheckpointSigner = d.Signer

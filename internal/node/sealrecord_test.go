@@ -135,3 +135,78 @@ func TestAuditSealRecordAtStart(t *testing.T) {
 		}
 	})
 }
+
+// A node started with a new key on the old data (another key file): its
+// record names a seal the chain holds, signed by the old key. The refusal
+// says so, naming both addresses and what the operator can do (the old
+// key back, or the new key on a new database), as audit.ErrOtherKey;
+// before, it was the refusal of a chain without the recorded seal, which
+// told the operator to move the record aside as after a restore (and a
+// node so started could then neither seal nor prune its log). With the
+// old key back, the node starts.
+func TestAuditSealRecordOtherKeyAtStart(t *testing.T) {
+	ctx := context.Background()
+	dataDir := filepath.Join(t.TempDir(), "data")
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	old, err := identity.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := identity.SaveKeyFile(filepath.Join(dataDir, "identity.key"), old); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sqldb.Open(ctx, filepath.Join(dataDir, "tasks.db"), sqldb.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := audit.New(ctx, db, audit.Options{Signer: audit.IdentitySigner(old, identity.Mainnet)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Append(ctx, audit.Entry{Actor: "host", Step: audit.StepCompleted, Decision: "done"}); err != nil {
+		t.Fatal(err)
+	}
+	_ = l.Close()
+	_ = db.Close()
+	_, stop := startNode(t, func(cf *config.Config) { cf.DataDir = dataDir })
+	stop() // seals, and records the seal
+	record := filepath.Join(dataDir, "audit-seal.json")
+	if _, err := audit.ReadSealRecord(record); err != nil {
+		t.Fatalf("the node's record of its last seal: %v", err)
+	}
+
+	renewed, err := identity.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(t.TempDir(), "new.key")
+	if err := identity.SaveKeyFile(keyFile, renewed); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	cfg.RelayListen, cfg.HTTPListen = "127.0.0.1:0", ""
+	cfg.DataDir, cfg.KeyFile = dataDir, keyFile
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	n, err := node.Start(sctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err == nil {
+		cancel()
+		_ = n.Wait()
+		t.Fatal("the node started with another key than the one that sealed its log")
+	}
+	msg := err.Error()
+	for _, want := range []string{old.Address(identity.Mainnet), renewed.Address(identity.Mainnet), record, "another key", "new database"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("Start: %v; want it to name %q", err, want)
+		}
+	}
+	if !errors.Is(err, audit.ErrOtherKey) || strings.Contains(msg, "restored from a copy") {
+		t.Errorf("Start: %v; want audit.ErrOtherKey, not the advice of a restore", err)
+	}
+
+	// The old key back: the node starts.
+	_, stop = startNode(t, func(cf *config.Config) { cf.DataDir = dataDir })
+	stop()
+}
