@@ -352,6 +352,15 @@ func (c *cli) openAudit(fs *flag.FlagSet, cfg *config.Config) (*audit.Log, func(
 func (c *cli) auditReport(rep audit.Report, err error, noKey string) int {
 	var ve *audit.VerifyError
 	switch {
+	case errors.As(err, &ve) && errors.Is(err, audit.ErrOtherKey):
+		// Not a chain rewritten by someone without the key: seals (or a
+		// checkpoint) another key signed, which the log alone cannot
+		// tell from another node's log put in its place.
+		fmt.Fprintf(c.stdout, "audit log signed by another key: %v\n", ve)
+		fmt.Fprintf(c.stdout, "entries verified before it: %d\n", rep.Entries)
+		fmt.Fprintf(c.stdout, "%s's signature holds; the key expected is %s's: the node's key changed since %s signed (start the node with that key again), or this log is another node's. `snapnode audit verify --address %s` checks the log against that key\n",
+			ve.Signer, ve.Want, ve.Signer, ve.Signer)
+		return exitFail
 	case errors.As(err, &ve):
 		fmt.Fprintf(c.stdout, "audit log TAMPERED: %v\n", ve)
 		fmt.Fprintf(c.stdout, "entries verified before it: %d\n", rep.Entries)
@@ -382,20 +391,21 @@ func (c *cli) auditReport(rep audit.Report, err error, noKey string) int {
 		}
 		fmt.Fprintf(c.stdout, "pruned up to seq %d; checkpoint hash %s, %s\n", rep.Checkpoint.Seq, rep.Checkpoint.Hash, signed)
 	}
-	if rep.Seals == 0 {
-		fmt.Fprintf(c.stdout, "no seal: the %d entries are unsealed (no signature vouches for them: they can be rewritten unseen)\n", rep.Unsealed)
+	st := audit.SealStatusOf(rep, nil)
+	if st.Seals == 0 {
+		fmt.Fprintf(c.stdout, "no seal: the %d entries are unsealed (no signature vouches for them: they can be rewritten unseen)\n", st.Unsealed)
 		return exitOK
 	}
-	s := rep.LastSeal
+	s := st.Last
 	signed := "signed by " + s.Signer
 	if noKey != "" {
 		signed += ", a signer not compared with the node's key (" + noKey + "): compare it with the node's address, or give that with --address"
 	}
 	seals := "seals"
-	if rep.Seals == 1 {
+	if st.Seals == 1 {
 		seals = "seal"
 	}
 	fmt.Fprintf(c.stdout, "%d %s, the last at entry %d (head seq %d hash %s, %s), %s; %d entries after it are unsealed\n",
-		rep.Seals, seals, s.Seq, s.Head.Seq, s.Head.Hash, s.Time.Format(time.RFC3339), signed, rep.Unsealed)
+		st.Seals, seals, s.Seq, s.Head.Seq, s.Head.Hash, s.Time.Format(time.RFC3339), signed, st.Unsealed)
 	return exitOK
 }

@@ -218,7 +218,7 @@ func TestAuditVerifyCheckpoint(t *testing.T) {
 		want   string
 	}{
 		{"signed by the node", "node", exitOK, "pruned up to seq 3; checkpoint hash "},
-		{"signed by another key", "other", exitFail, "audit log TAMPERED: audit: entry 4 seal: the seal is signed by "},
+		{"signed by another key", "other", exitFail, "audit log signed by another key: audit: entry 4 seal: the seal is signed by "},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -469,7 +469,7 @@ func TestAuditVerifySeals(t *testing.T) {
 		t.Fatalf("audit verify --file - without --address: %s", r)
 	}
 	r := runCLI(t, exp.stdout, "audit", "verify", "--file", "-", "--address", other.Address(identity.Mainnet))
-	if want := "audit log TAMPERED: audit: entry 4 seal (line 5): the seal is signed by " + addr; r.code != exitFail || !strings.Contains(r.stdout, want) {
+	if want := "audit log signed by another key: audit: entry 4 seal (line 5): the seal is signed by " + addr; r.code != exitFail || !strings.Contains(r.stdout, want) {
 		t.Fatalf("audit verify --address another node's: %s\nwant %q", r, want)
 	}
 	if r := runCLI(t, exp.stdout, "audit", "verify", "--file", "-", "--address", "bc1pnot"); r.code != exitUsage {
@@ -551,5 +551,54 @@ func TestAuditVerifySealRecord(t *testing.T) {
 	want := "audit log TAMPERED: audit: entry 8 record: the record of the last seal this node wrote (" + record + ") names entry 8 with hash " + es[7].Hash
 	if r := runCLI(t, "", append([]string{"audit", "verify"}, dd...)...); r.code != exitFail || !strings.Contains(r.stdout, want) {
 		t.Fatalf("audit verify of a chain without the recorded seal: %s\nwant exit %d and %q", r, exitFail, want)
+	}
+}
+
+// audit verify of a log sealed by another key than the node's (its key
+// file changed, the data kept, the record of the last seal too) says so,
+// naming both addresses and --address, rather than TAMPERED: the seals
+// hold, under the old key; --address with the old one verifies the log.
+func TestAuditVerifyOtherKey(t *testing.T) {
+	noEnvKey(t)
+	ctx := context.Background()
+	dataDir := filepath.Join(t.TempDir(), "data")
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	cfg.DataDir = dataDir
+	old, _ := identity.Generate()
+	if err := identity.SaveKeyFile(cfg.KeyPath(), old); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sqldb.Open(ctx, cfg.DatabaseDSN(), sqldb.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := audit.New(ctx, db, node.AuditOptions(cfg, old, identity.Mainnet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Append(ctx, audit.Entry{Actor: "host", Step: audit.StepCompleted}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Seal(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	db.Close()
+	renewed, _ := identity.Generate()
+	keyFile := filepath.Join(t.TempDir(), "new.key")
+	if err := identity.SaveKeyFile(keyFile, renewed); err != nil {
+		t.Fatal(err)
+	}
+	oldAddr, newAddr := old.Address(identity.Mainnet), renewed.Address(identity.Mainnet)
+	r := runCLI(t, "", "audit", "verify", "--data-dir", dataDir, "--key", keyFile)
+	want := "audit log signed by another key: audit: entry 2 seal: the seal is signed by " + oldAddr + " (its signature holds), not by " + newAddr
+	if r.code != exitFail || !strings.Contains(r.stdout, want) || strings.Contains(r.stdout, "TAMPERED") || !strings.Contains(r.stdout, "--address "+oldAddr) {
+		t.Fatalf("audit verify with another key: %s\nwant exit %d, %q and --address %s, not TAMPERED", r, exitFail, want, oldAddr)
+	}
+	if r := runCLI(t, "", "audit", "verify", "--data-dir", dataDir, "--key", keyFile, "--address", oldAddr); r.code != exitOK || !strings.Contains(r.stdout, "signed by "+oldAddr) {
+		t.Fatalf("audit verify --address the old key's: %s", r)
 	}
 }
