@@ -117,7 +117,7 @@ func (fakeSource) AuditCount(context.Context, audit.Filter) (int64, error) {
 }
 
 func (fakeSource) VerifyAudit(context.Context) (audit.Report, error) {
-	return audit.Report{Entries: 2, First: 1, Last: 2, Head: audit.Anchor{Seq: 2, Hash: "ab12"}}, nil
+	return audit.Report{Entries: 2, First: 1, Last: 2, Head: audit.Anchor{Seq: 2, Hash: "ab12"}, Unsealed: 2}, nil
 }
 
 // decision is one call of the fake Decider.

@@ -327,18 +327,24 @@ type auditData struct {
 	Report   audit.Report
 	Error    string // the verification's failure, or ""
 	Tampered bool
-	Entries  []audit.Entry // newest first
+	// OtherKey: the failure is a seal or checkpoint another key signed
+	// (audit.ErrOtherKey).
+	OtherKey bool
+	// Seals is what the verification says of the seals, as `snapnode
+	// audit verify` prints it.
+	Seals   audit.SealStatus
+	Entries []audit.Entry // newest first
 }
 
-// auditPage is GET <home>audit: the verification status and the
-// newest entries.
+// auditPage is GET <home>audit: the verification status, the last seal
+// and the newest entries.
 func (c *Console) auditPage(w http.ResponseWriter, r *http.Request, s *session) {
 	ctx := r.Context()
 	var d auditData
 	rep, err := c.cfg.Source.VerifyAudit(ctx)
-	d.Report = rep
+	d.Report, d.Seals = rep, audit.SealStatusOf(rep, err)
 	if err != nil {
-		d.Error, d.Tampered = err.Error(), errors.Is(err, audit.ErrTampered)
+		d.Error, d.Tampered, d.OtherKey = err.Error(), errors.Is(err, audit.ErrTampered), errors.Is(err, audit.ErrOtherKey)
 	}
 	if d.Entries, err = c.cfg.Source.Audit(ctx, audit.Filter{Newest: true, Limit: MaxAuditEntries}); err != nil {
 		c.failed(w, r, "the audit log", err)

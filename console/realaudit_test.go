@@ -3,13 +3,16 @@ package console_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/snapnode/snapnode/console"
 	"github.com/snapnode/snapnode/executor/audit"
+	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/sqldb"
 	"github.com/snapnode/snapnode/internal/testdb"
 )
@@ -26,6 +29,10 @@ func (s realAudit) Audit(ctx context.Context, f audit.Filter) ([]audit.Entry, er
 	es, err := s.log.Query(ctx, f)
 	s.read.Add(int64(len(es)))
 	return es, err
+}
+
+func (s realAudit) VerifyAudit(ctx context.Context) (audit.Report, error) {
+	return s.log.Verify(ctx)
 }
 
 func (s realAudit) AuditCount(ctx context.Context, f audit.Filter) (int64, error) {
@@ -89,5 +96,86 @@ func TestTaskPageAuditTrailReadsNewestOnly(t *testing.T) {
 	// The trail's newest 200 and act-1's own entries (one).
 	if n := read.Load(); n > console.MaxAuditEntries+1 {
 		t.Errorf("the page read %d audit entries to show %d", n, console.MaxAuditEntries)
+	}
+}
+
+// sealRE is the audit page's line about the seals.
+var sealRE = regexp.MustCompile(`(?s)<p[^>]*id="seal"[^>]*>(.*?)</p>`)
+
+// The audit page shows the log's last seal (its entry, time and signer,
+// valid or not) and the entries after it, unsealed, as audit verify
+// does (audit.SealStatusOf): a log without a seal, a sealed one, and one
+// whose seal another key signed (the node's key changed), shown not
+// valid, naming both keys. Before, the page said nothing of seals.
+func TestAuditPageShowsTheLastSeal(t *testing.T) {
+	ctx := context.Background()
+	db, err := sqldb.Open(ctx, testdb.SQLite(t), sqldb.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	signer := func(b string) audit.Signer {
+		k, err := identity.FromHex(strings.Repeat(b, 32))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return audit.IdentitySigner(k, identity.Mainnet)
+	}
+	old, now := signer("11"), signer("22")
+	sealedAt := time.Date(2026, 5, 1, 13, 0, 0, 0, time.UTC)
+	l, err := audit.New(ctx, db, audit.Options{Signer: old, Now: func() time.Time { return sealedAt }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	appendN := func(n int) {
+		for range n {
+			if _, err := l.Append(ctx, audit.Entry{Actor: "host", Step: audit.StepCompleted, Decision: "done"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	page := func(l *audit.Log) string {
+		t.Helper()
+		r := newRig(t, func(c *console.Config) { c.Source = realAudit{fakeSource{}, l, new(atomic.Int64)} })
+		ck := r.login(t)
+		w := r.do("GET", at(ck, "audit"), nil, ck, nil)
+		m := sealRE.FindStringSubmatch(w.Body.String())
+		if w.Code != http.StatusOK || m == nil {
+			t.Fatalf("audit page: %d, no seal line in\n%s", w.Code, w.Body)
+		}
+		return strings.Join(strings.Fields(m[1]), " ")
+	}
+
+	appendN(3)
+	if got := page(l); !strings.Contains(got, "No seal") || !strings.Contains(got, "3 entries") {
+		t.Errorf("the seal line of a log never sealed: %q; want no seal, 3 entries unsealed", got)
+	}
+
+	if _, err := l.Seal(ctx); err != nil { // entry 4
+		t.Fatal(err)
+	}
+	appendN(2)
+	got := page(l)
+	for _, want := range []string{"entry 4", "2026-05-01 13:00:00Z", old.Address(), "valid", "2 entries after it"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the seal line: %q; want %q", got, want)
+		}
+	}
+	if strings.Contains(got, "not valid") {
+		t.Errorf("the seal line: %q; want it valid", got)
+	}
+
+	// The node's key changed: the same log, verified against another.
+	renewed, err := audit.New(ctx, db, audit.Options{Signer: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = renewed.Close() })
+	got = page(renewed)
+	for _, want := range []string{"entry 4", "2026-05-01 13:00:00Z", old.Address(), now.Address(), "not valid", "another key", "2 entries after it"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the seal line under another key: %q; want %q", got, want)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -139,7 +140,14 @@ func TestConsoleInBrowser(t *testing.T) {
 	notice, state := text("#notice"), text("#state")
 	shot("console-task.png")
 	do(chromedp.Navigate(afterLogin+"audit"), chromedp.WaitVisible(chromedp.CSS("#verify")))
-	auditStatus, auditRows := text("#verify"), text("table.audit")
+	auditStatus, auditRows, unsealed := text("#verify"), text("table.audit"), text("#seal")
+	// Sealed, as the node does every hour: the page shows the seal.
+	seal, err := n.SealAudit(ctx)
+	if err != nil || seal.Seq == 0 {
+		t.Fatalf("SealAudit: %+v, %v", seal, err)
+	}
+	do(chromedp.Navigate(afterLogin+"audit"), chromedp.WaitVisible(chromedp.CSS("#seal")))
+	sealed := text("#seal")
 	// A server on another port of the node's host, the browser sent
 	// to its /console/…: the session's cookie is not for that path.
 	lured := make(chan []*http.Cookie, 1)
@@ -170,6 +178,12 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	if !strings.HasPrefix(auditStatus, "Intact:") || !strings.Contains(auditRows, "confirmed") {
 		t.Errorf("the audit page: %q\n%s", auditStatus, auditRows)
+	}
+	if !strings.HasPrefix(unsealed, "No seal:") {
+		t.Errorf("the audit page of a log not yet sealed: %q", unsealed)
+	}
+	if want := fmt.Sprintf("Last seal: entry %d, ", seal.Seq); !strings.HasPrefix(sealed, want) || !strings.Contains(sealed, n.Address()+": valid") || !strings.Contains(sealed, "0 entries after it are unsealed") {
+		t.Errorf("the audit page once sealed: %q; want %q…, signed by %s, valid, 0 entries after it", sealed, want, n.Address())
 	}
 
 	if b, err := os.ReadFile(target); err != nil || string(b) != content {

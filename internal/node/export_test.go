@@ -1,6 +1,11 @@
 package node
 
-import "time"
+import (
+	"context"
+	"time"
+
+	"github.com/snapnode/snapnode/executor/audit"
+)
 
 // WithPause calls f at the points of a proposal's run that crash tests
 // stop the process at: "run" before each proposal goes to the executor,
@@ -23,4 +28,9 @@ func SetProcessUID(uid int) (restore func()) {
 	old := processUID
 	processUID = func() int { return uid }
 	return func() { processUID = old }
+}
+
+// SealAudit seals the node's audit log now, as its hourly sealer does.
+func (n *Node) SealAudit(ctx context.Context) (audit.Seal, error) {
+	return n.exec.audit.Seal(ctx)
 }
