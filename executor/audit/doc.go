@@ -77,18 +77,23 @@
 // with the seal's time (SealDigest), after verifying the entries since
 // the last seal. Verify checks every seal against the chain and the
 // signer (KindSeal): a chain rewritten below a seal fails there unless
-// its rewriter has the key, and a log sealed by another key (another
-// node's, swapped in) fails against this node's. What no seal covers is
+// its rewriter has the key, and a log sealed by another key fails
+// against this node's, as ErrOtherKey too when the seal's signature
+// holds (another node's log swapped in, or this node's after its key
+// changed: the VerifyError names both addresses). What no seal covers is
 // reported (Report.Unsealed): the entries after the last seal, which can
 // still be cut or rewritten unseen, as can everything by whoever holds
-// the key. Seals removed with the chain after them leave such entries
+// the key. SealStatusOf summarises a verification's seals (the last, valid
+// or not, and the entries after it), as `snapnode audit verify` and the
+// console show them. Seals removed with the chain after them leave such entries
 // only; the Log that wrote the last of them refuses to seal over it.
 // So that a Log opened after such a rewrite (a node restarted) refuses
 // too, Options.SealRecord names a file outside the database where Seal
 // records each seal it writes (SealRecord: its seq, hash and time); Seal
 // and Prune write nothing unless the chain holds the seal recorded
-// (CheckSealRecord, KindRecord), and VerifyOptions.SealRecord makes
-// Verify check it. A record older than the chain (a replica's, or one
+// (CheckSealRecord, KindRecord; ErrOtherKey when the chain holds that
+// seal signed by another key than Options.Signer), and
+// VerifyOptions.SealRecord makes Verify check it. A record older than the chain (a replica's, or one
 // restored from a backup) is fine; one beyond its end, or contradicted
 // by it, is not.
 //

@@ -203,7 +203,7 @@ func checkSealRecord(ctx context.Context, log *audit.Log, record string, logger 
 		// The chain holds the recorded seal, signed by another key: not
 		// a cut chain, and moving the record aside would not help (the
 		// node's key cannot seal or prune a log another key sealed).
-		return fmt.Errorf("node: audit log: %w; the node does not start on it: its key changed since, or this data is another node's. "+
+		return fmt.Errorf("node: audit log: %w; the node does not start on it: the log was sealed with another key (the node's key changed since, or this data is another node's). "+
 			"Start it again with the key of %s (the key file it had: key_file, --key or SNAPNODE_KEY); "+
 			"or, if %s is meant to replace that key, knowing that this log stays %s's history, start it on a new database (another data folder, or another PostgreSQL database) "+
 			"and keep this one with %s (`snapnode audit verify --address %s` checks them): %s cannot seal or prune a log %s sealed, even with the record moved aside",
