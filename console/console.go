@@ -18,7 +18,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/snapnode/snapnode/agent"
-	"github.com/snapnode/snapnode/executor"
 	"github.com/snapnode/snapnode/executor/audit"
 	"github.com/snapnode/snapnode/internal/defaults"
 	"github.com/snapnode/snapnode/proposals"
@@ -60,8 +59,11 @@ type Source interface {
 	// Task returns one task; an error wrapping tasks.ErrNotFound when
 	// there is none.
 	Task(ctx context.Context, id string) (*tasks.Task, error)
-	// Held returns the actions taskID holds for an operator, oldest first.
-	Held(ctx context.Context, taskID string) ([]executor.Pending, error)
+	// HeldPage returns the page of held actions q selects, oldest first,
+	// with how many the task holds in all (proposals.Proposals.HeldPage).
+	HeldPage(ctx context.Context, q proposals.HeldQuery) (*proposals.HeldPage, error)
+	// Holds reports whether taskID still holds the action actionID.
+	Holds(ctx context.Context, taskID, actionID string) (bool, error)
 	// Job returns the agent's job on taskID and its interactions, step by
 	// step; a nil job when the agent has none (or the node runs no agent).
 	Job(ctx context.Context, taskID string) (*agent.Job, []agent.Interaction, error)

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -90,6 +91,25 @@ func (s fakeSource) Held(_ context.Context, taskID string) ([]executor.Pending, 
 	return []executor.Pending{{ActionID: "act-1", TaskID: taskID, Requester: "bc1palice", Action: "WRITE_FILE",
 		Data: []byte("{\"action_type\":\"WRITE_FILE\",\"intent_summary\":\"tidy \u202Etxt.exe\u202C notes\u200B\"}"), Diff: "--- a.txt\n+++ a.txt\n+" + hostile + "\n+fake line\r+ok \u202Etxt.exe\n",
 		Reason: "reports/ is read by people: confirm changes", Created: t0}}, nil
+}
+
+func (s fakeSource) HeldPage(ctx context.Context, q proposals.HeldQuery) (*proposals.HeldPage, error) {
+	list, err := s.Held(ctx, q.Task)
+	return heldPage(list, q), err
+}
+
+func (s fakeSource) Holds(ctx context.Context, taskID, actionID string) (bool, error) {
+	list, err := s.Held(ctx, taskID)
+	return slices.ContainsFunc(list, func(p executor.Pending) bool { return p.ActionID == actionID }), err
+}
+
+// heldPage is the page of list q selects, as proposals.HeldPage makes it.
+func heldPage(list []executor.Pending, q proposals.HeldQuery) *proposals.HeldPage {
+	page := &proposals.HeldPage{Actions: list, Total: len(list)}
+	if q.Limit > 0 && len(list) > q.Limit {
+		page.Actions, page.Next = list[:q.Limit], list[q.Limit-1].ActionID
+	}
+	return page
 }
 
 func (fakeSource) Job(context.Context, string) (*agent.Job, []agent.Interaction, error) {

@@ -153,6 +153,11 @@ func (s manyHeld) Held(_ context.Context, taskID string) ([]executor.Pending, er
 	return out, nil
 }
 
+func (s manyHeld) HeldPage(ctx context.Context, q proposals.HeldQuery) (*proposals.HeldPage, error) {
+	list, err := s.Held(ctx, q.Task)
+	return heldPage(list, q), err
+}
+
 func (s manyHeld) Audit(ctx context.Context, f audit.Filter) ([]audit.Entry, error) {
 	s.reads.Add(1)
 	return s.fakeSource.Audit(ctx, f)
@@ -192,6 +197,11 @@ func (bigHeld) Held(_ context.Context, taskID string) ([]executor.Pending, error
 			Diff: "--- /sandbox/big.txt\n+++ /dev/null\n" + strings.Repeat("-a line of the old file\n", 1<<20/24), Created: t0})
 	}
 	return out, nil
+}
+
+func (s bigHeld) HeldPage(ctx context.Context, q proposals.HeldQuery) (*proposals.HeldPage, error) {
+	list, err := s.Held(ctx, q.Task)
+	return heldPage(list, q), err
 }
 
 // A task page cuts each held action's diff and descriptor, saying how

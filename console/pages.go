@@ -188,19 +188,18 @@ func (c *Console) renderTask(w http.ResponseWriter, r *http.Request, s *session,
 			d.Notice = "The action was approved, but it failed: " + executor.Visible(why)
 		}
 	}
-	held, err := c.cfg.Source.Held(ctx, id)
+	// Each shown action costs a read of its audit entries and a diff on
+	// the page; a task may hold many more.
+	heldPage, err := c.cfg.Source.HeldPage(ctx, proposals.HeldQuery{Task: id, Limit: MaxHeld})
 	if err != nil {
 		c.failed(w, r, "the actions task "+id+" holds", err)
 		return
 	}
+	held := heldPage.Actions
+	d.LaterHeld = max(heldPage.Total-len(held), 0)
 	if d.Audit, d.EarlierAudit, err = c.newestAudit(ctx, id); err != nil {
 		c.failed(w, r, "the audit entries of task "+id, err)
 		return
-	}
-	if n := len(held); n > MaxHeld {
-		// Each shown action costs a read of its audit entries and a
-		// diff on the page; a task may hold up to the executor's bound.
-		held, d.LaterHeld = held[:MaxHeld], n-MaxHeld
 	}
 	for _, p := range held {
 		// The action's own entries: a task's trail can be longer than
@@ -298,7 +297,7 @@ func (c *Console) decide(w http.ResponseWriter, r *http.Request, s *session) {
 	if approve {
 		// An approval that found the files changed holds the action
 		// again, with the new diff: say so, not "approved".
-		if held, err := c.cfg.Source.Held(ctx, id); err == nil && slices.ContainsFunc(held, func(p executor.Pending) bool { return p.ActionID == action }) {
+		if held, err := c.cfg.Source.Holds(ctx, id, action); err == nil && held {
 			word = "held-again"
 		} else if _, failed := c.failure(ctx, id, action); failed {
 			// Carried out, but it failed (the policy in force refused

@@ -429,6 +429,19 @@ func (p *Proposals) HeldPage(ctx context.Context, q HeldQuery) (*HeldPage, error
 	return page, nil
 }
 
+// Holds reports whether taskID still holds the action actionID for a
+// decision.
+func (p *Proposals) Holds(ctx context.Context, taskID, actionID string) (bool, error) {
+	a, err := p.exec.PendingAction(ctx, actionID)
+	if errors.Is(err, executor.ErrNoPending) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return a.TaskID == taskID, nil
+}
+
 // Rollback rolls the promoted action actionID back (executor.Rollback).
 func (p *Proposals) Rollback(ctx context.Context, actionID string) error {
 	if err := p.exec.Rollback(ctx, actionID); err != nil {

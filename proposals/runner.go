@@ -40,6 +40,8 @@ type Executor interface {
 	Pending(ctx context.Context, taskID string) ([]executor.Pending, error)
 	// PendingPage is a page of them, with how many there are in all.
 	PendingPage(ctx context.Context, taskID, after string, limit int) ([]executor.Pending, int, error)
+	// PendingAction is one of them (executor.ErrNoPending when it is not).
+	PendingAction(ctx context.Context, actionID string) (*executor.Pending, error)
 	ApproveThen(ctx context.Context, actionID, approver string, before func(context.Context, *sql.Tx) error, then executor.Then) (*executor.Result, error)
 	DiffTx(ctx context.Context, tx *sql.Tx, actionID string) (string, error)
 	DenyThen(ctx context.Context, actionID, approver, reason string, then executor.Then) (*executor.Result, error)

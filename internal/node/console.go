@@ -10,10 +10,10 @@ import (
 
 	"github.com/snapnode/snapnode/agent"
 	"github.com/snapnode/snapnode/console"
-	"github.com/snapnode/snapnode/executor"
 	"github.com/snapnode/snapnode/executor/audit"
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/metrics"
+	"github.com/snapnode/snapnode/proposals"
 	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/tasks"
 )
@@ -70,8 +70,12 @@ func (s consoleSource) Task(ctx context.Context, id string) (*tasks.Task, error)
 	return t, err
 }
 
-func (s consoleSource) Held(ctx context.Context, taskID string) ([]executor.Pending, error) {
-	return s.n.props.Held(ctx, taskID)
+func (s consoleSource) HeldPage(ctx context.Context, q proposals.HeldQuery) (*proposals.HeldPage, error) {
+	return s.n.props.HeldPage(ctx, q)
+}
+
+func (s consoleSource) Holds(ctx context.Context, taskID, actionID string) (bool, error) {
+	return s.n.props.Holds(ctx, taskID, actionID)
 }
 
 func (s consoleSource) Job(ctx context.Context, taskID string) (*agent.Job, []agent.Interaction, error) {
