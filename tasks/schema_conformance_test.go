@@ -4,10 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io/fs"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,44 +16,6 @@ import (
 	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/tasks"
 )
-
-// officialSchemas compiles the SNAP specification's published JSON
-// Schemas (from the snap-reference folder), each under its $id.
-func officialSchemas(t *testing.T) func(name string) *jsonschema.Schema {
-	t.Helper()
-	dir := filepath.Join(snapref.Dir(t), "schemas")
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	ids := map[string]string{}
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".schema.json") {
-			return err
-		}
-		raw, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-		if err != nil {
-			return err
-		}
-		id, _ := doc.(map[string]any)["$id"].(string)
-		rel, _ := filepath.Rel(dir, path)
-		ids[filepath.ToSlash(rel)] = id
-		return c.AddResource(id, doc)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return func(name string) *jsonschema.Schema {
-		t.Helper()
-		s, err := c.Compile(ids[name])
-		if err != nil {
-			t.Fatalf("compile %s: %v", name, err)
-		}
-		return s
-	}
-}
 
 // TestResponsesMatchOfficialSchemas sends requests through a snap.Server
 // serving the Service and holds every answer to the SNAP specification's
@@ -70,7 +29,7 @@ func officialSchemas(t *testing.T) func(name string) *jsonschema.Schema {
 // the schema requires to, which the specification makes optional: the
 // answer to a message whose sender cannot be read is addressed to no one.
 func TestResponsesMatchOfficialSchemas(t *testing.T) {
-	schema := officialSchemas(t)
+	schema := snapref.Schemas(t)
 	envelope := schema("envelope.schema.json")
 	errSchema := schema("error.schema.json")
 	bySchema := map[string]*jsonschema.Schema{

@@ -1,10 +1,15 @@
 package snapref
 
 import (
+	"bytes"
 	"encoding/json"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 // ModuleRoot returns the folder of the module's go.mod above the test's
@@ -55,6 +60,46 @@ func Load(t testing.TB, rel string, v any) {
 	}
 	if err := json.Unmarshal(b, v); err != nil {
 		t.Fatalf("%s: %v", rel, err)
+	}
+}
+
+// Schemas compiles the SNAP specification's published JSON Schemas (the
+// schemas/ folder of Dir), each under its $id, and returns a function
+// giving the compiled schema of a file named relative to that folder
+// ("error.schema.json", "methods/message-send.schema.json").
+func Schemas(t testing.TB) func(name string) *jsonschema.Schema {
+	t.Helper()
+	dir := filepath.Join(Dir(t), "schemas")
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	ids := map[string]string{}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".schema.json") {
+			return err
+		}
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+		if err != nil {
+			return err
+		}
+		id, _ := doc.(map[string]any)["$id"].(string)
+		rel, _ := filepath.Rel(dir, path)
+		ids[filepath.ToSlash(rel)] = id
+		return c.AddResource(id, doc)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(name string) *jsonschema.Schema {
+		t.Helper()
+		s, err := c.Compile(ids[name])
+		if err != nil {
+			t.Fatalf("compile %s: %v", name, err)
+		}
+		return s
 	}
 }
 
