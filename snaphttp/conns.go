@@ -2,7 +2,6 @@ package snaphttp
 
 import (
 	"container/list"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -223,8 +222,7 @@ func refuseConn(c net.Conn, status int) {
 	if status == http.StatusTooManyRequests {
 		msg, code = "too many connections from this address; retry later", snap.CodeRateLimitExceeded
 	}
-	body, _ := json.Marshal(map[string]any{"error": map[string]any{
-		"status": status, "message": msg, "code": int(code), "retryAfter": 1}})
+	body := errorBody(status, code, msg, map[string]any{"retryAfter": 1})
 	_ = c.SetWriteDeadline(time.Now().Add(refuseTimeout))
 	fmt.Fprintf(c, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nCache-Control: no-store\r\nRetry-After: 1\r\nSNAP-Version: %s\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s",
 		status, http.StatusText(status), snap.ProtocolVersion, len(body), body)

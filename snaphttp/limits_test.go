@@ -149,16 +149,18 @@ func TestConnectionOverCapWithNoneIdle(t *testing.T) {
 	b, _ := io.ReadAll(resp.Body)
 	var body struct {
 		Error struct {
-			Status     int `json:"status"`
-			Code       int `json:"code"`
-			RetryAfter int `json:"retryAfter"`
+			Code int `json:"code"`
+			Data struct {
+				Status     int `json:"status"`
+				RetryAfter int `json:"retryAfter"`
+			} `json:"data"`
 		} `json:"error"`
 	}
 	if err := json.Unmarshal(b, &body); err != nil {
 		t.Fatalf("refusal body %q: %v", b, err)
 	}
-	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "1" || body.Error.Status != 429 ||
-		body.Error.Code != int(snap.CodeRateLimitExceeded) || body.Error.RetryAfter != 1 {
+	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "1" || body.Error.Data.Status != 429 ||
+		body.Error.Code != int(snap.CodeRateLimitExceeded) || body.Error.Data.RetryAfter != 1 {
 		t.Errorf("over the peer's cap: %d Retry-After %q %s", resp.StatusCode, resp.Header.Get("Retry-After"), b)
 	}
 	if _, err := c.Read(make([]byte, 1)); err == nil {

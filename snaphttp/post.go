@@ -63,7 +63,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 	b, err := resp.MarshalJSON()
 	if err != nil {
 		s.cfg.Logger.Error("snaphttp: response does not serialize", "err", err)
-		writeError(w, http.StatusInternalServerError, "the response could not be serialized", nil)
+		writeError(w, http.StatusInternalServerError, snap.CodeInternal, "the response could not be serialized", nil)
 		return
 	}
 	h := w.Header()
@@ -104,8 +104,8 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (body []byte, 
 	key := peerKey(r)
 	if scope := s.bodies.tryAcquire(key, size); scope != "" {
 		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusTooManyRequests, "too many messages are being read at once; retry later",
-			map[string]any{"code": int(snap.CodeServiceUnavailable), "retryAfter": 1, "limit": "body_memory", "scope": scope})
+		writeError(w, http.StatusTooManyRequests, snap.CodeServiceUnavailable, "too many messages are being read at once; retry later",
+			map[string]any{"retryAfter": 1, "limit": "body_memory", "scope": scope})
 		return nil, nil, false
 	}
 	release = func() { s.bodies.release(key, size) }
@@ -122,9 +122,9 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (body []byte, 
 	case errors.As(err, &tooLarge):
 		s.refuseTooLarge(w)
 	case err != nil:
-		writeError(w, http.StatusBadRequest, "the body could not be read: "+err.Error(), nil)
+		writeError(w, http.StatusBadRequest, snap.CodeInvalidMessage, "the body could not be read: "+err.Error(), nil)
 	case !json.Valid(body):
-		writeError(w, http.StatusBadRequest, "the body is not JSON", map[string]any{"code": int(snap.CodeInvalidMessage)})
+		writeError(w, http.StatusBadRequest, snap.CodeInvalidMessage, "the body is not JSON", nil)
 	default:
 		if n := int64(len(body)); n < size {
 			// A body of unknown length held MaxBody while it was read;
@@ -143,8 +143,8 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (body []byte, 
 // validator's refusal of a message over its size (1004, field "message",
 // constraint "maxSize"), and the limit.
 func (s *Server) refuseTooLarge(w http.ResponseWriter) {
-	writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body exceeds the limit of %d bytes", s.cfg.MaxBody),
-		map[string]any{"code": int(snap.CodeInvalidPayload), "field": "message", "constraint": "maxSize", "limit": s.cfg.MaxBody})
+	writeError(w, http.StatusRequestEntityTooLarge, snap.CodeInvalidPayload, fmt.Sprintf("the body exceeds the limit of %d bytes", s.cfg.MaxBody),
+		map[string]any{"field": "message", "constraint": "maxSize", "limit": s.cfg.MaxBody})
 }
 
 // readAll reads r to its end. Its buffer starts with room for size bytes

@@ -182,15 +182,18 @@ func TestPostTooLargeIs413(t *testing.T) {
 			}
 			var got struct {
 				Error struct {
-					Status, Code, Limit int
-					Field, Constraint   string
+					Code int
+					Data struct {
+						Status, Limit     int
+						Field, Constraint string
+					}
 				}
 			}
 			if err := json.Unmarshal(b, &got); err != nil {
 				t.Fatalf("body %s: %v", b, err)
 			}
-			g := got.Error
-			if g.Status != 413 || g.Code != int(snap.CodeInvalidPayload) || g.Limit != 1024 || g.Field != "message" || g.Constraint != "maxSize" {
+			g, d := got.Error, got.Error.Data
+			if d.Status != 413 || g.Code != int(snap.CodeInvalidPayload) || d.Limit != 1024 || d.Field != "message" || d.Constraint != "maxSize" {
 				t.Errorf("body %s, want status 413, code 1004, field message, constraint maxSize, limit 1024", b)
 			}
 			if resp.Header.Get("SNAP-Version") != "0.1" {
@@ -261,7 +264,8 @@ func TestRateLimit429BeforeBody(t *testing.T) {
 	// The client sees it as a StatusError with the delay.
 	_, err = e.client.Send(context.Background(), e.base+"/snap", request(t, "message/send", sendPayload))
 	var se *client.StatusError
-	if !errors.As(err, &se) || se.StatusCode != 429 || se.RetryAfter < time.Second {
+	if !errors.As(err, &se) || se.StatusCode != 429 || se.RetryAfter < time.Second ||
+		se.Err == nil || se.Err.Code != snap.CodeRateLimitExceeded || se.Err.Data["retryAfter"] == nil {
 		t.Errorf("client error %v", err)
 	}
 	// Monitoring has an allowance of its own.

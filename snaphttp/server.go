@@ -271,7 +271,7 @@ func New(cfg Config) (*Server, error) {
 		HandshakeTimeout: cfg.WriteTimeout,
 		CheckOrigin:      cfg.CheckOrigin,
 		Error: func(w http.ResponseWriter, r *http.Request, status int, reason error) {
-			writeError(w, status, reason.Error(), nil)
+			writeError(w, status, refusalCode(status), reason.Error(), nil)
 		},
 	}
 	s.mux.HandleFunc("POST /snap", s.post)
@@ -287,11 +287,11 @@ func New(cfg Config) (*Server, error) {
 	for path, allow := range map[string]string{"/snap": "GET, POST", WellKnownPath: "GET, OPTIONS", "/healthz": "GET"} {
 		s.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Allow", allow)
-			writeError(w, http.StatusMethodNotAllowed, r.Method+" is not allowed on "+path, nil)
+			writeError(w, http.StatusMethodNotAllowed, snap.CodeInvalidMessage, r.Method+" is not allowed on "+path, nil)
 		})
 	}
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "not found: "+r.URL.Path, nil)
+		writeError(w, http.StatusNotFound, snap.CodeInvalidMessage, "not found: "+r.URL.Path, nil)
 	})
 	return s, nil
 }
@@ -447,24 +447,42 @@ func admitPeer(l *ratelimit.Limiter, w http.ResponseWriter, r *http.Request) boo
 	secs := ratelimit.RetryAfterSeconds(wait)
 	w.Header().Set("Retry-After", fmt.Sprint(secs))
 	limit, window := l.Window()
-	writeError(w, http.StatusTooManyRequests, "rate limit exceeded; retry later",
-		map[string]any{"code": int(snap.CodeRateLimitExceeded), "retryAfter": secs, "limit": limit, "window": window})
+	writeError(w, http.StatusTooManyRequests, snap.CodeRateLimitExceeded, "rate limit exceeded; retry later",
+		map[string]any{"retryAfter": secs, "limit": limit, "window": window})
 	return false
 }
 
 // writeError answers a request that is not a SNAP exchange (the body
 // could not be read, the route does not exist, the peer is limited) with
-// status and {"error":{"status":…,"message":…,…extra}}.
-func writeError(w http.ResponseWriter, status int, msg string, extra map[string]any) {
-	body := map[string]any{"status": status, "message": msg}
-	for k, v := range extra {
-		body[k] = v
-	}
-	b, _ := json.Marshal(map[string]any{"error": body})
+// status and a body of SNAP's error shape, {"error":{"code","message",
+// "data"}}, which allows no other member: the status and whatever else
+// the refusal says (retryAfter, limit, scope) are members of data.
+func writeError(w http.ResponseWriter, status int, code snap.Code, msg string, data map[string]any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	w.Write(b)
+	w.Write(errorBody(status, code, msg, data))
+}
+
+// errorBody is the body writeError writes.
+func errorBody(status int, code snap.Code, msg string, data map[string]any) []byte {
+	d := make(map[string]any, len(data)+1)
+	for k, v := range data {
+		d[k] = v
+	}
+	d["status"] = status
+	b, _ := json.Marshal(map[string]any{"error": snap.Error{Code: code, Message: msg, Data: d}})
+	return b
+}
+
+// refusalCode is the SNAP code of a refusal with no code of its own: a
+// request that is no SNAP message (4xx) is 1003, a failure of the server
+// (5xx) 5001.
+func refusalCode(status int) snap.Code {
+	if status >= 500 {
+		return snap.CodeInternal
+	}
+	return snap.CodeInvalidMessage
 }
 
 // wellKnown serves the signed card with the headers SDK peers expect:
@@ -477,11 +495,11 @@ func (s *Server) wellKnown(w http.ResponseWriter, r *http.Request) {
 	doc, err := s.card.document()
 	if err != nil {
 		s.cfg.Logger.Error("snaphttp: well-known card not signed", "err", err)
-		writeError(w, http.StatusInternalServerError, "the agent card could not be signed", nil)
+		writeError(w, http.StatusInternalServerError, snap.CodeInternal, "the agent card could not be signed", nil)
 		return
 	}
 	if doc == nil {
-		writeError(w, http.StatusNotFound, "this agent serves no card", nil)
+		writeError(w, http.StatusNotFound, snap.CodeAgentNotFound, "this agent serves no card", nil)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -544,7 +562,7 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.Metrics == nil {
-		writeError(w, http.StatusNotFound, "no metrics are served", nil)
+		writeError(w, http.StatusNotFound, snap.CodeInvalidMessage, "no metrics are served", nil)
 		return
 	}
 	if !admitPeer(s.monitor, w, r) {

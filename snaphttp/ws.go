@@ -32,7 +32,7 @@ import (
 func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 	if !websocket.IsWebSocketUpgrade(r) {
 		w.Header().Set("Upgrade", "websocket")
-		writeError(w, http.StatusUpgradeRequired, "GET /snap is the WebSocket endpoint: upgrade to WebSocket, or POST a SNAP message", nil)
+		writeError(w, http.StatusUpgradeRequired, snap.CodeInvalidMessage, "GET /snap is the WebSocket endpoint: upgrade to WebSocket, or POST a SNAP message", nil)
 		return
 	}
 	if !s.admit(w, r) {
@@ -43,13 +43,13 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 	case 0:
 	case http.StatusTooManyRequests:
 		w.Header().Set("Retry-After", "1")
-		writeError(w, st, "too many WebSocket connections from this address",
-			map[string]any{"code": int(snap.CodeRateLimitExceeded), "retryAfter": 1, "limit": s.cfg.MaxConnsPerPeer, "scope": "peer"})
+		writeError(w, st, snap.CodeRateLimitExceeded, "too many WebSocket connections from this address",
+			map[string]any{"retryAfter": 1, "limit": s.cfg.MaxConnsPerPeer, "scope": "peer"})
 		return
 	default:
 		w.Header().Set("Retry-After", "1")
-		writeError(w, st, "too many WebSocket connections",
-			map[string]any{"code": int(snap.CodeServiceUnavailable), "retryAfter": 1, "limit": s.cfg.MaxConns, "scope": "node"})
+		writeError(w, st, snap.CodeServiceUnavailable, "too many WebSocket connections",
+			map[string]any{"retryAfter": 1, "limit": s.cfg.MaxConns, "scope": "node"})
 		return
 	}
 	defer s.conns.Release(key)
@@ -60,7 +60,7 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 	select {
 	case <-s.draining:
 		s.mu.Unlock()
-		writeError(w, http.StatusServiceUnavailable, "shutting down", nil)
+		writeError(w, http.StatusServiceUnavailable, snap.CodeServiceUnavailable, "shutting down", nil)
 		return
 	default:
 	}
