@@ -36,7 +36,8 @@ var (
 type StatusError struct {
 	StatusCode int
 	// RetryAfter is the wait the Retry-After header of a 429 or 503
-	// asks for, given in seconds or as an HTTP-date, or 0.
+	// asks for, given in seconds or as an HTTP-date, else the one the
+	// error's data.retryAfter gives in seconds, or 0.
 	RetryAfter time.Duration
 	// Body is the start of the response body.
 	Body string
@@ -190,6 +191,9 @@ func (c *HTTP) statusError(resp *http.Response) *StatusError {
 		e.Body = strings.TrimSpace(string(b))
 		if se := snap.ResponseError(b); se != nil && se.Code != 0 {
 			e.Err = se
+			if secs, ok := se.Data["retryAfter"].(float64); ok && secs > 0 && e.RetryAfter == 0 {
+				e.RetryAfter = time.Duration(min(secs, maxRetryAfter) * float64(time.Second))
+			}
 		}
 	}
 	return e

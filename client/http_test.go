@@ -382,3 +382,39 @@ func TestClientRetryAfterForms(t *testing.T) {
 		})
 	}
 }
+
+// A refusal without a Retry-After header is read for the wait its error
+// object gives (data.retryAfter, in seconds, as SNAP's error shape puts
+// it); the header, when there is one, wins.
+func TestClientRetryAfterFromErrorData(t *testing.T) {
+	cases := []struct {
+		name, header, body string
+		want               time.Duration
+	}{
+		{"data only", "", `{"error":{"code":5002,"message":"slow down","data":{"status":429,"retryAfter":7}}}`, 7 * time.Second},
+		{"header wins", "2", `{"error":{"code":5002,"message":"slow down","data":{"retryAfter":7}}}`, 2 * time.Second},
+		{"no wait", "", `{"error":{"code":5002,"message":"slow down","data":{"retryAfter":-1}}}`, 0},
+		{"not a number", "", `{"error":{"code":5002,"message":"slow down","data":{"retryAfter":"soon"}}}`, 0},
+	}
+	cl := client.NewHTTP(client.HTTPConfig{Key: clientKey})
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			url := fake(t, func(w http.ResponseWriter, req *snap.Message) {
+				if tc.header != "" {
+					w.Header().Set("Retry-After", tc.header)
+				}
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusTooManyRequests)
+				io.WriteString(w, tc.body)
+			})
+			_, err := cl.Send(t.Context(), url, request(t, "tasks/get", `{}`))
+			se, ok := errors.AsType[*client.StatusError](err)
+			if !ok || se.Err == nil || se.Err.Code != snap.CodeRateLimitExceeded {
+				t.Fatalf("error %v, want a StatusError carrying 5002", err)
+			}
+			if se.RetryAfter != tc.want {
+				t.Errorf("RetryAfter %v, want %v", se.RetryAfter, tc.want)
+			}
+		})
+	}
+}
