@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gorilla/websocket"
 	"github.com/nbd-wtf/go-nostr"
@@ -354,16 +355,17 @@ func (c *conn) closedSub(subID, msg string) error {
 	return c.send(outItem{msg: message{label: labelClosed, ref: subID, text: msg}})
 }
 
-// maxEchoedRef bounds the event or subscription id a refusal echoes
-// (at least MaxSubIDLength): a longer one cannot be either, and echoing
-// it whole would let a client that does not read make the relay hold
-// its queued answers, each as large as a message.
+// maxEchoedRef bounds, in bytes, the event or subscription id a refusal
+// echoes (at least the bytes MaxSubIDLength characters may take, four
+// each): a longer one cannot be either, and echoing it whole would let a
+// client that does not read make the relay hold its queued answers, each
+// as large as a message.
 const maxEchoedRef = 256
 
 // refuse answers a refused message as the refusal says; one whose
 // reference is too long to echo gets a NOTICE instead.
 func (c *conn) refuse(r *refusal) error {
-	if r.reply != replyNotice && len(r.ref) > max(maxEchoedRef, c.r.cfg.MaxSubIDLength) {
+	if r.reply != replyNotice && len(r.ref) > max(maxEchoedRef, utf8.UTFMax*c.r.cfg.MaxSubIDLength) {
 		return c.notice(r.msg)
 	}
 	switch r.reply {

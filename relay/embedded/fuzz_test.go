@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
 )
@@ -38,6 +39,8 @@ func FuzzParseClientMessage(f *testing.F) {
 		`["REQ","s",{"#skill":["echo"],"limit":5},{"ids":[],"authors":null}]`,
 		`["REQ","s",{"search":"x"}]`,
 		`["CLOSE","sub"]`,
+		`["REQ","` + strings.Repeat("é", 16) + `",{}]`,
+		`["CLOSE","` + strings.Repeat("😀", 17) + `"]`,
 		`["COUNT","c",{}]`,
 		`["AUTH",{}]`,
 		`[]`, `{}`, `null`, `"EVENT"`, `[1]`, ``,
@@ -76,7 +79,7 @@ func FuzzParseClientMessage(f *testing.F) {
 				t.Fatalf("accepted event fails checkShape: %v", err)
 			}
 		case msgReq:
-			if m.subID == "" || len(m.subID) > lim.maxSubIDLength {
+			if m.subID == "" || utf8.RuneCountInString(m.subID) > lim.maxSubIDLength {
 				t.Fatalf("subscription id %q accepted", m.subID)
 			}
 			if len(m.filters) == 0 || len(m.filters) > lim.maxFilters {
@@ -91,7 +94,7 @@ func FuzzParseClientMessage(f *testing.F) {
 				}
 			}
 		case msgClose:
-			if m.subID == "" || len(m.subID) > lim.maxSubIDLength {
+			if m.subID == "" || utf8.RuneCountInString(m.subID) > lim.maxSubIDLength {
 				t.Fatalf("subscription id %q accepted", m.subID)
 			}
 		default:

@@ -196,12 +196,21 @@ func parseSubID(arr []jsontext.Value, label string, lim *limits) (string, error)
 }
 
 // checkSubID checks the subscription id of a REQ, CLOSE or COUNT.
+//
+// NIP-01 bounds an id at 64 "chars"; the bound counts characters
+// (Unicode code points), not bytes: an id of 64 "é" is 128 bytes, one of
+// 64 emoji 256. Whatever a client counts — bytes, UTF-16 units (as
+// JavaScript does), code points — an id within 64 of them is within 64
+// code points. An id therefore takes at most utf8.UTFMax bytes a
+// character (see maxEchoedRef).
 func checkSubID(id, label string, lim *limits) error {
 	switch {
 	case id == "":
 		return notice("invalid: %s subscription id must not be empty", label)
-	case len(id) > lim.maxSubIDLength:
-		return closed(id, "invalid: subscription id too long (%d > %d)", len(id), lim.maxSubIDLength)
+	case len(id) > lim.maxSubIDLength: // fewer bytes: fewer characters
+		if n := utf8.RuneCountInString(id); n > lim.maxSubIDLength {
+			return closed(id, "invalid: subscription id too long (%d > %d characters)", n, lim.maxSubIDLength)
+		}
 	}
 	return nil
 }

@@ -79,7 +79,7 @@ type Config struct {
 	MaxSubscriptionBytes int64
 	MaxLimit             int // cap on a filter's limit, and on a REQ's stored events; default 5000
 	DefaultLimit         int // stored events per filter without limit; default 500
-	MaxSubIDLength       int // subscription id length; default 64
+	MaxSubIDLength       int // subscription id length in characters (code points, as NIP-01 counts); default 64
 	MaxEventTags         int // tags of one event; default 2500
 	MaxContentLength     int // bytes of an event's content; default 256 KiB
 	// MaxStoredBytes bounds the stored events one REQ loads, all its
