@@ -296,8 +296,8 @@ func TestConnRefusals(t *testing.T) {
 		if err := c.c.Req("", nostr.Filter{}); err != nil {
 			t.Fatal(err)
 		}
-		if m := c.expect("NOTICE"); !strings.HasPrefix(m.Reason, "invalid: REQ subscription id must not be empty") {
-			t.Fatalf("empty id: %q", m.Reason)
+		if m := c.expect("CLOSED"); m.SubID != "" || m.Reason != "invalid: subscription id must not be empty" {
+			t.Fatalf("empty id: CLOSED %q %q", m.SubID, m.Reason)
 		}
 		c.req("one", nostr.Filter{Kinds: []int{1}})
 		c.req("two", nostr.Filter{Kinds: []int{1}})

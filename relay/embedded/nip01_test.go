@@ -45,3 +45,28 @@ func TestSubscriptionIDCountsCharacters(t *testing.T) {
 		t.Fatalf("65 × é: CLOSED %.80s, want %q", joinRaw(m.args), want)
 	}
 }
+
+// TestEmptySubscriptionIDClosed: NIP-01 says a refused REQ MUST get
+// CLOSED, with a machine-readable prefix; a REQ (or COUNT) whose id is
+// the empty string, which NIP-01 does not allow, got a NOTICE, which a
+// client waiting on its subscription does not read as the answer. It
+// gets CLOSED for the id it sent, "". A CLOSE, which has no answer in
+// NIP-01, still gets a NOTICE.
+func TestEmptySubscriptionIDClosed(t *testing.T) {
+	tr := startRelay(t, Config{})
+	c := dial(t, tr.url)
+	for _, label := range []string{"REQ", "COUNT"} {
+		c.send(label, "", map[string]any{"kinds": []int{1}})
+		m := c.expect("CLOSED")
+		if len(m.args) != 2 || m.str(0) != "" || m.str(1) != "invalid: subscription id must not be empty" {
+			t.Fatalf("%s with an empty id: CLOSED %s", label, joinRaw(m.args))
+		}
+	}
+	if n := tr.hub.size(); n != 0 {
+		t.Fatalf("the hub indexes %d keys after the refused REQ, want none", n)
+	}
+	c.send("CLOSE", "")
+	if m := c.expect("NOTICE"); !strings.HasPrefix(m.str(0), "invalid:") {
+		t.Fatalf("CLOSE with an empty id: NOTICE %s", joinRaw(m.args))
+	}
+}

@@ -205,8 +205,13 @@ func parseSubID(arr []jsontext.Value, label string, lim *limits) (string, error)
 // character (see maxEchoedRef).
 func checkSubID(id, label string, lim *limits) error {
 	switch {
+	case id == "" && label == "CLOSE":
+		return notice("invalid: CLOSE subscription id must not be empty")
 	case id == "":
-		return notice("invalid: %s subscription id must not be empty", label)
+		// NIP-01: a REQ the relay refuses gets CLOSED, which a client
+		// waiting on its subscription reads, not a NOTICE; the id it
+		// refers to is the one the REQ gave, "".
+		return closed("", "invalid: subscription id must not be empty")
 	case len(id) > lim.maxSubIDLength: // fewer bytes: fewer characters
 		if n := utf8.RuneCountInString(id); n > lim.maxSubIDLength {
 			return closed(id, "invalid: subscription id too long (%d > %d characters)", n, lim.maxSubIDLength)

@@ -604,7 +604,7 @@ func TestLimits(t *testing.T) {
 	c.send("REQ", "toolongid", map[string]any{})
 	closedWith("toolongid", "invalid:")
 	c.send("REQ", "", map[string]any{})
-	noticeWith("invalid:")
+	closedWith("", "invalid:")
 	c.send("REQ", "f", map[string]any{}, map[string]any{}, map[string]any{})
 	closedWith("f", "invalid:")
 	c.send("REQ", "v", map[string]any{"authors": []string{"a", "b", "c"}, "#p": []string{"d", "e"}})
