@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"math/big"
+	"regexp"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -43,6 +45,9 @@ func FuzzParseClientMessage(f *testing.F) {
 		`["CLOSE","` + strings.Repeat("😀", 17) + `"]`,
 		`["COUNT","c",{}]`,
 		`["REQ","",{}]`,
+		`["REQ","n",{"kinds":[1e3,1000.0],"since":17e8,"until":1.7E+9,"limit":10000e-1}]`,
+		`["REQ","n",{"limit":1.5}]`,
+		`["REQ","n",{"since":-1e19,"until":1e-999}]`,
 		`["CLOSE",""]`,
 		`["AUTH",{}]`,
 		`[]`, `{}`, `null`, `"EVENT"`, `[1]`, ``,
@@ -122,6 +127,8 @@ func FuzzFilterMatch(f *testing.F) {
 		`{"#d":["bc1p"],"#p":["` + pk + `"]}`,
 		`{"#e":[""]}`,
 		`{"#p":null,"limit":0}`,
+		`{"kinds":[31337e0],"since":1e2,"until":100.0,"limit":2.0}`,
+		`{"kinds":[3133.7e1],"since":0.1e3}`,
 	} {
 		f.Add(flt, ev)
 	}
@@ -195,19 +202,19 @@ func refMatch(filterJSON, eventJSON string) (bool, bool) {
 		case k == "kinds":
 			found := false
 			for _, x := range v.([]any) {
-				n, err := x.(json.Number).Int64()
-				found = found || (err == nil && n == kind)
+				n, ok := refInt(string(x.(json.Number)))
+				found = found || (ok && n == kind)
 			}
 			if !found {
 				return false, true
 			}
 		case k == "since":
-			n, _ := v.(json.Number).Int64()
+			n, _ := refInt(string(v.(json.Number)))
 			if created < n {
 				return false, true
 			}
 		case k == "until":
-			n, _ := v.(json.Number).Int64()
+			n, _ := refInt(string(v.(json.Number)))
 			if created > n {
 				return false, true
 			}
@@ -234,4 +241,81 @@ func decodeNumbers(s string, v any) bool {
 	d := json.NewDecoder(bytes.NewReader([]byte(s)))
 	d.UseNumber()
 	return d.Decode(v) == nil
+}
+
+// refInt reads a JSON number as an int64 with math/big, independently of
+// jsonInt: ok when its value is a whole number in int64's range.
+func refInt(s string) (int64, bool) {
+	n, whole, inRange, known := refJSONInt(s)
+	return n, known && whole && inRange
+}
+
+// refJSONInt is jsonInt's reference: big.Rat reads the number exactly.
+// big.Rat refuses exponents past a million; a number of at most
+// maxRefDigits characters with an exponent that large is known without
+// it: zero, or a whole number out of range (a positive exponent), or a
+// fraction (a negative one). known is false past that.
+func refJSONInt(s string) (n int64, whole, inRange, known bool) {
+	mant, exp, hasExp := strings.Cut(strings.ToLower(s), "e")
+	if hasExp {
+		e := strings.TrimLeft(strings.TrimLeft(exp, "+-"), "0")
+		if len(e) > 6 {
+			if len(s) > maxRefDigits {
+				return 0, false, false, false
+			}
+			switch {
+			case strings.Trim(mant, "-0.") == "":
+				return 0, true, true, true
+			case strings.HasPrefix(exp, "-"):
+				return 0, false, true, true
+			}
+			return 0, true, false, true
+		}
+	}
+	r, ok := new(big.Rat).SetString(s)
+	if !ok {
+		return 0, false, false, false
+	}
+	if !r.IsInt() {
+		return 0, false, true, true
+	}
+	if !r.Num().IsInt64() {
+		return 0, true, false, true
+	}
+	return r.Num().Int64(), true, true, true
+}
+
+const maxRefDigits = 1000
+
+// jsonNumber is the grammar of a JSON number (RFC 8259), which is all
+// that reaches jsonInt.
+var jsonNumber = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$`)
+
+// FuzzJSONInt: jsonInt reads every form of a JSON number as math/big
+// does: its value when it is a whole number in int64's range (1e3,
+// 1000.0), a fraction refused as one (1.5), a whole number past int64
+// refused as out of range.
+func FuzzJSONInt(f *testing.F) {
+	for _, s := range []string{
+		"0", "-0", "-0.0", "1000", "1e3", "1E3", "1e+3", "1000.0", "10000e-1", "0.1e4", "1.5", "15e-1",
+		"1.000000000000000000001e3", "9223372036854775807", "9223372036854775808",
+		"-9223372036854775808", "-9223372036854775809", "922337203685477580.7e1",
+		"-92233720368547758.08e2", "1e18", "1e19", "0e999999999999", "1e999999999999",
+		"1e-999999999999", "100e-2", "0.00100e3", "-1E+2", "00", "1e-0", "12345678901234567890e-1",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if len(s) > maxRefDigits || !jsonNumber.MatchString(s) {
+			return
+		}
+		n, whole, inRange := jsonInt(s)
+		wn, wwhole, winRange, known := refJSONInt(s)
+		if !known {
+			return
+		}
+		if whole != wwhole || whole && (inRange != winRange || inRange && n != wn) {
+			t.Fatalf("jsonInt(%q) = %d, whole %v, in range %v; math/big: %d, %v, %v", s, n, whole, inRange, wn, wwhole, winRange)
+		}
+	})
 }

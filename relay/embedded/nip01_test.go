@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -68,5 +69,74 @@ func TestEmptySubscriptionIDClosed(t *testing.T) {
 	c.send("CLOSE", "")
 	if m := c.expect("NOTICE"); !strings.HasPrefix(m.str(0), "invalid:") {
 		t.Fatalf("CLOSE with an empty id: NOTICE %s", joinRaw(m.args))
+	}
+}
+
+// TestFilterNumbersAnyJSONForm: a filter's limit, since, until and kinds
+// are JSON numbers, and JSON has one number type: 1e3 and 1000.0 are the
+// integer 1000 (Python's json writes a float limit as 2.0). They were
+// refused as "must be an integer"; now any number whose value is an
+// integer in range is taken, and a fraction, a negative limit or a value
+// out of range is refused with CLOSED saying which.
+func TestFilterNumbersAnyJSONForm(t *testing.T) {
+	tr := startRelay(t, Config{})
+	c := dial(t, tr.url)
+	k := newKey(t)
+	now := int64(tr.clock.Unix())
+	var stored []*nostr.Event
+	for i := range 5 {
+		ev := k.event(t, 1000, nostr.Timestamp(now-int64(i)), fmt.Sprint(i))
+		c.mustPublish(ev)
+		stored = append(stored, ev)
+	}
+	reqRaw := func(id, filter string) msg {
+		t.Helper()
+		c.sendRaw([]byte(`["REQ",` + fmt.Sprintf("%q", id) + `,` + filter + `]`))
+		return c.read()
+	}
+	collect := func(id, filter string) []string {
+		t.Helper()
+		var got []string
+		for m := reqRaw(id, filter); m.typ != "EOSE"; m = c.read() {
+			if m.typ != "EVENT" {
+				t.Fatalf("%s: got %s %s, want EVENT or EOSE", filter, m.typ, joinRaw(m.args))
+			}
+			got = append(got, m.event(1).ID)
+		}
+		c.send("CLOSE", id)
+		return got
+	}
+	for _, tc := range []struct {
+		filter string
+		want   []*nostr.Event
+	}{
+		{`{"kinds":[1e3],"limit":2.0}`, stored[:2]},
+		{`{"kinds":[1000.000],"limit":3E0}`, stored[:3]},
+		{`{"kinds":[10000e-1],"limit":1e3}`, stored},
+		{`{"kinds":[1000],"limit":0.0}`, nil},
+		{`{"kinds":[1000],"limit":-0.0}`, nil},
+		{fmt.Sprintf(`{"kinds":[1000],"since":%de0,"until":%d.0}`, now-3, now-1), stored[1:4]},
+		{fmt.Sprintf(`{"kinds":[1000],"since":%d0e-1}`, now-2), stored[:3]},
+	} {
+		if got := collect("n", tc.filter); !slices.Equal(got, ids(tc.want...)) {
+			t.Errorf("%s: %v, want %v", tc.filter, got, ids(tc.want...))
+		}
+	}
+	for _, tc := range []struct{ filter, want string }{
+		{`{"limit":1.5}`, `invalid: "limit" must be an integer, not 1.5`},
+		{`{"limit":15e-1}`, `invalid: "limit" must be an integer, not 15e-1`},
+		{`{"since":1.000000000000000000001e3}`, `invalid: "since" must be an integer, not 1.000000000000000000001e3`},
+		{`{"limit":-1}`, `invalid: limit must not be negative`},
+		{`{"limit":-1e0}`, `invalid: limit must not be negative`},
+		{`{"until":1e19}`, `invalid: "until" is out of range (1e19)`},
+		{`{"since":-92233720368547758090}`, `invalid: "since" is out of range (-92233720368547758090)`},
+		{`{"limit":1e999999999}`, `invalid: "limit" is out of range (1e999999999)`},
+		{`{"kinds":[1.5]}`, `invalid: "kinds" must be an array of integers`},
+		{`{"limit":"5"}`, `invalid: "limit" must be an integer`},
+	} {
+		m := reqRaw("bad", tc.filter)
+		if m.typ != "CLOSED" || m.str(0) != "bad" || m.str(1) != tc.want {
+			t.Errorf("%s: got %s %s, want CLOSED bad %q", tc.filter, m.typ, joinRaw(m.args), tc.want)
+		}
 	}
 }

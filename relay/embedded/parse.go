@@ -495,26 +495,126 @@ func tokenInt(tok jsontext.Token) (int, bool) {
 	return int(n), ok
 }
 
-// tokenInt64 accepts a JSON number that is an integer literal in int64's
-// range (no fraction, no exponent), as encoding/json does for an int64.
+// tokenInt64 accepts a JSON number whose value is an integer in int64's
+// range, however it is written (see jsonInt).
 func tokenInt64(tok jsontext.Token) (int64, bool) {
 	if tok.Kind() != '0' {
 		return 0, false
 	}
-	n, err := strconv.ParseInt(tok.String(), 10, 64)
-	return n, err == nil
+	n, whole, inRange := jsonInt(tok.String())
+	return n, whole && inRange
 }
 
+// readInt reads a filter's integer member key (since, until, limit).
 func readInt(dec *jsontext.Decoder, key string) (int64, error) {
 	tok, err := dec.ReadToken()
-	if err != nil {
+	if err != nil || tok.Kind() != '0' {
 		return 0, fmt.Errorf("%q must be an integer", key)
 	}
-	n, ok := tokenInt64(tok)
-	if !ok {
-		return 0, fmt.Errorf("%q must be an integer", key)
+	s := tok.String()
+	n, whole, inRange := jsonInt(s)
+	// Echoed as a copy, so that s does not escape: the common number,
+	// short and plain, then takes no allocation.
+	switch {
+	case !whole:
+		return 0, fmt.Errorf("%q must be an integer, not %s", key, strings.Clone(clip(s, 32)))
+	case !inRange:
+		return 0, fmt.Errorf("%q is out of range (%s)", key, strings.Clone(clip(s, 32)))
 	}
 	return n, nil
+}
+
+// jsonInt reads s, a JSON number as the decoder validated it, as an
+// int64. JSON has one number type: 1e3, 1000.0 and 10000e-1 are the
+// integer 1000 as much as 1000 is (Python's json writes a float 1000 as
+// 1000.0; go-nostr's filter decoder, like encoding/json's for an int64,
+// takes only the plain form), so any form whose value is a whole number
+// is taken, exactly, with no rounding through float64. whole is false
+// for a value with a fraction (1.5, 1.000000000000000000001e3); inRange
+// is false for a whole value beyond int64 (1e19). A short plain form
+// costs one strconv.ParseInt, and no form allocates.
+func jsonInt(s string) (n int64, whole, inRange bool) {
+	if len(s) <= 18 && !strings.ContainsAny(s, ".eE") {
+		n, _ := strconv.ParseInt(s, 10, 64) // 18 characters fit
+		return n, true, true
+	}
+	neg := s != "" && s[0] == '-'
+	if neg {
+		s = s[1:]
+	}
+	mant, exp := s, int64(0)
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		mant, exp = s[:i], exponent(s[i+1:])
+	}
+	hi, lo := mant, ""
+	if i := strings.IndexByte(mant, '.'); i >= 0 {
+		hi, lo = mant[:i], mant[i+1:]
+	}
+	// The value is the digits of hi and lo, one after the other, times
+	// 10^e; without their leading and trailing zeros (each trailing one
+	// dropped raises e), it is a whole number when e ≥ 0.
+	e := exp - int64(len(lo))
+	hi = strings.TrimLeft(hi, "0")
+	if hi == "" {
+		lo = strings.TrimLeft(lo, "0")
+	}
+	t := strings.TrimRight(lo, "0")
+	e += int64(len(lo) - len(t))
+	lo = t
+	if lo == "" {
+		t := strings.TrimRight(hi, "0")
+		e += int64(len(hi) - len(t))
+		hi = t
+	}
+	digits := int64(len(hi) + len(lo))
+	switch {
+	case digits == 0:
+		return 0, true, true
+	case e < 0:
+		return 0, false, true
+	case digits+e > 19: // at least 10^19, past int64
+		return 0, true, false
+	}
+	var u uint64 // below 10^19 < 2^64
+	for _, part := range [2]string{hi, lo} {
+		for i := range len(part) {
+			u = u*10 + uint64(part[i]-'0')
+		}
+	}
+	for range e {
+		u *= 10
+	}
+	switch {
+	case !neg && u <= math.MaxInt64:
+		return int64(u), true, true
+	case neg && u <= 1<<63:
+		return int64(-u), true, true
+	}
+	return 0, true, false
+}
+
+// exponent reads the exponent of a JSON number (digits, maybe signed),
+// saturated far beyond any that a message can make matter.
+func exponent(s string) int64 {
+	const most = 1 << 40
+	neg := false
+	switch {
+	case strings.HasPrefix(s, "-"):
+		neg, s = true, s[1:]
+	case strings.HasPrefix(s, "+"):
+		s = s[1:]
+	}
+	var n int64
+	for i := range len(s) {
+		if n = n*10 + int64(s[i]-'0'); n > most {
+			n = most
+			break
+		}
+	}
+	if neg {
+		return -n
+	}
+	return n
 }
 
 // clip shortens s to at most n bytes, on a rune boundary, for echoing back

@@ -45,3 +45,13 @@ func TestParseFilterRefusesRepeatedNames(t *testing.T) {
 		t.Errorf("40 distinct tag names refused: %v", err)
 	}
 }
+
+// A filter's numbers in any JSON form (1e3, 1000.0) are read without
+// allocating.
+func TestJSONIntAllocations(t *testing.T) {
+	for _, s := range []string{"1700000000", "1.7e9", "17000000000e-1", "1.5", "1e999999999"} {
+		if n := testing.AllocsPerRun(100, func() { jsonInt(s) }); n != 0 {
+			t.Errorf("jsonInt(%q) made %.0f allocations", s, n)
+		}
+	}
+}
