@@ -607,7 +607,14 @@ func (c *conn) handleEvent(ev *nostr.Event) error {
 	case duplicate:
 		return c.ok(ev.ID, true, "duplicate: already have this event")
 	case superseded:
-		return c.ok(ev.ID, false, "invalid: a newer version of this replaceable event is already stored")
+		// Not stored, and not forwarded: the relay holds a newer version
+		// of this address (or one as new with a lower id). NIP-01 has no
+		// prefix for it; the event is valid, so not "invalid:", and the
+		// relay already holds the address's current version, so there
+		// is nothing for the publisher to retry: OK true with
+		// "duplicate:", as nostream answers (khatru answers OK true
+		// without a reason; strfry OK false with its own "replaced:").
+		return c.ok(ev.ID, true, "duplicate: a newer version of this replaceable event is already stored")
 	}
 	r.hub.broadcast(d)
 	return c.ok(ev.ID, true, "")

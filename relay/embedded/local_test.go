@@ -266,7 +266,7 @@ func TestConnReplaceable(t *testing.T) {
 		old, neu := k.event(t, 0, now-5, "old"), k.event(t, 0, now, "new")
 		c.mustPublish(old)
 		c.mustPublish(neu)
-		if ok, why := c.publish(k.event(t, 0, now-9, "older")); ok || !strings.HasPrefix(why, "invalid:") {
+		if ok, why := c.publish(k.event(t, 0, now-9, "older")); !ok || !strings.HasPrefix(why, "duplicate:") {
 			t.Fatalf("older version: ok=%v %q", ok, why)
 		}
 		if got := c.req("meta", nostr.Filter{Kinds: []int{0}, Authors: []string{k.pk}}); !slices.Equal(eventIDs(got), []string{neu.ID}) {

@@ -140,3 +140,39 @@ func TestFilterNumbersAnyJSONForm(t *testing.T) {
 		}
 	}
 }
+
+// TestOlderReplaceableIsDuplicate: an event of a replaceable or
+// addressable kind older than the version stored (or as old, with a
+// higher id) is answered OK true with "duplicate:", as nostream answers
+// and as khatru accepts it (OK true) without storing it: the relay
+// already holds this address's current version, so there is nothing for
+// the publisher to retry. It got OK false with "invalid:", which the
+// event is not: a client reads it as a bad event.
+func TestOlderReplaceableIsDuplicate(t *testing.T) {
+	tr := startRelay(t, Config{})
+	c := dial(t, tr.url)
+	k := newKey(t)
+	now := tr.clock.Unix()
+	for _, tc := range []struct {
+		kind int
+		tags []nostr.Tag
+	}{
+		{0, nil}, {3, nil}, {10002, nil}, {30000, []nostr.Tag{{"d", "x"}}},
+	} {
+		neu := k.event(t, tc.kind, now-5, "new", tc.tags...)
+		old := k.event(t, tc.kind, now-9, "old", tc.tags...)
+		c.mustPublish(neu)
+		ok, why := c.publish(old)
+		if !ok || !strings.HasPrefix(why, "duplicate: ") {
+			t.Errorf("kind %d, older version: OK %v %q, want true duplicate: …", tc.kind, ok, why)
+		}
+		lo, hi := tiePair(t, k, tc.kind, now, tc.tags...)
+		c.mustPublish(lo)
+		if ok, why := c.publish(hi); !ok || !strings.HasPrefix(why, "duplicate: ") {
+			t.Errorf("kind %d, tie with a higher id: OK %v %q, want true duplicate: …", tc.kind, ok, why)
+		}
+		if got := c.req("r", map[string]any{"kinds": []int{tc.kind}}); !slices.Equal(got, ids(lo)) {
+			t.Errorf("kind %d: stored %v, want only %s", tc.kind, got, lo.ID)
+		}
+	}
+}

@@ -247,8 +247,8 @@ func TestReplaceable(t *testing.T) {
 	if got := c.req("r", map[string]any{"kinds": []int{0}}); !slices.Equal(got, ids(v2)) {
 		t.Fatalf("after replacement: %v, want %v", got, ids(v2))
 	}
-	// An older version is refused and does not come back.
-	if ok, why := c.publish(v1); ok || !strings.Contains(why, "newer version") {
+	// An older version is not stored, and answered as a duplicate.
+	if ok, why := c.publish(v1); !ok || !strings.HasPrefix(why, "duplicate:") || !strings.Contains(why, "newer version") {
 		t.Fatalf("older version: ok=%v %q", ok, why)
 	}
 	// Kind 10000-19999 and 3 are replaceable too.
@@ -283,8 +283,8 @@ func TestReplaceableTieLowestIDWins(t *testing.T) {
 			lo, hi := tiePair(t, k, 0, tr.clock.Unix())
 			if order == "low first" {
 				c.mustPublish(lo)
-				if ok, _ := c.publish(hi); ok {
-					t.Fatal("higher id replaced the lower one")
+				if ok, why := c.publish(hi); !ok || !strings.HasPrefix(why, "duplicate:") {
+					t.Fatalf("higher id: OK %v %q, want true duplicate: …", ok, why)
 				}
 			} else {
 				c.mustPublish(hi)
@@ -320,8 +320,8 @@ func TestAddressable(t *testing.T) {
 	lo, hi := tiePair(t, k, 30000, now, nostr.Tag{"d", "x"})
 	c.mustPublish(hi)
 	c.mustPublish(lo)
-	if ok, _ := c.publish(hi); ok {
-		t.Fatal("replaced version came back")
+	if ok, why := c.publish(hi); !ok || !strings.HasPrefix(why, "duplicate:") {
+		t.Fatalf("replaced version published again: OK %v %q, want true duplicate: …", ok, why)
 	}
 	if got := c.req("r", map[string]any{"kinds": []int{30000}, "#d": []string{"x"}}); !slices.Equal(got, ids(lo)) {
 		t.Fatalf("tie: %v, want %s", got, lo.ID)
