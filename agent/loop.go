@@ -16,8 +16,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/snapnode/snapnode/executor"
-	"github.com/snapnode/snapnode/proposals"
 	"github.com/snapnode/snapnode/internal/invisible"
+	"github.com/snapnode/snapnode/proposals"
 	"github.com/snapnode/snapnode/tasks"
 )
 

@@ -145,4 +145,3 @@ func fit(s string, max int) (string, int) {
 	n := start(k - 1)
 	return s[:n] + cutMark, n
 }
-

@@ -112,7 +112,6 @@ func TestBoundOutput(t *testing.T) {
 	})
 }
 
-
 // TestObserveEscapesInvisible: what a listing or a file holds reaches the
 // model, and the job's history, as JSON whose format characters (bidi
 // overrides and isolates, zero-width ones, tags) and line and paragraph

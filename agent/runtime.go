@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/snapnode/snapnode/executor"
-	"github.com/snapnode/snapnode/proposals"
 	"github.com/snapnode/snapnode/internal/fairqueue"
 	"github.com/snapnode/snapnode/internal/periodic"
+	"github.com/snapnode/snapnode/proposals"
 	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/tasks"
 )
