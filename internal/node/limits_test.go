@@ -19,15 +19,21 @@ import (
 )
 
 // rateLimited reports whether p is a 5002 answer of the given scope whose
-// data has the SNAP error catalogue's fields: the limit, its window and
-// when to come back.
+// data has the SNAP error catalogue's fields: the limit, its window (of a
+// rate) and when to come back.
 func rateLimited(p map[string]any, scope string) bool {
 	e, _ := p["error"].(map[string]any)
 	d, _ := e["data"].(map[string]any)
 	after, _ := d["retryAfter"].(float64)
 	limit, _ := d["limit"].(float64)
 	window, _ := d["window"].(string)
-	return errCode(p) == int(snap.CodeRateLimitExceeded) && d["scope"] == scope && after >= 1 && limit >= 1 && window != ""
+	ok := errCode(p) == int(snap.CodeRateLimitExceeded) && d["scope"] == scope && after >= 1 && limit >= 1
+	if scope == "node" || scope == "newcomers" {
+		// The stream slots' limit is a count of open streams, not a
+		// rate: it has no window.
+		return ok
+	}
+	return ok && window != ""
 }
 
 // The per-identity limit holds over every transport: an identity that

@@ -558,7 +558,8 @@ type refusal struct {
 	// addressed to no one and echoes no method (method "snap/error").
 	anonymous bool
 	// httpStatus, when set, is the HTTP status refusing the message over
-	// HTTP, whose body then carries {"error":{"code": code}} instead of
+	// HTTP, whose body then carries {"error":{"code": code, "data":
+	// {"status": httpStatus}}} instead of
 	// a SNAP response.
 	httpStatus int
 }
@@ -572,11 +573,13 @@ func (r refusal) run(t *testing.T, e *transportEnv) {
 	if r.httpStatus != 0 && e.kind == "http" {
 		var body struct {
 			Error struct {
-				Status int `json:"status"`
-				Code   int `json:"code"`
+				Code int `json:"code"`
+				Data struct {
+					Status int `json:"status"`
+				} `json:"data"`
 			} `json:"error"`
 		}
-		if x.status != r.httpStatus || json.Unmarshal(x.body, &body) != nil || body.Error.Code != int(r.code) || body.Error.Status != r.httpStatus {
+		if x.status != r.httpStatus || json.Unmarshal(x.body, &body) != nil || body.Error.Code != int(r.code) || body.Error.Data.Status != r.httpStatus {
 			t.Fatalf("HTTP %d %s; want %d with error code %d", x.status, x.body, r.httpStatus, r.code)
 		}
 		if len(x.answers) != 0 {
