@@ -92,7 +92,8 @@
 // records each seal it writes (SealRecord: its seq, hash and time); Seal
 // and Prune write nothing unless the chain holds the seal recorded
 // (CheckSealRecord, KindRecord; ErrOtherKey when the chain holds that
-// seal signed by another key than Options.Signer), and
+// seal signed by another key than Options.Signer; without a record,
+// CheckSealRecord looks at the last seal's signer alone), and
 // VerifyOptions.SealRecord makes Verify check it. A record older than the chain (a replica's, or one
 // restored from a backup) is fine; one beyond its end, or contradicted
 // by it, is not.

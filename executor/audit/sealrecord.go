@@ -123,19 +123,24 @@ func (l *Log) loadSealRecord() (SealRecord, error) {
 
 // CheckSealRecord checks that the chain holds the seal that
 // Options.SealRecord records (see checkSealRecord), as Seal and Prune do
-// before they write. No record (no file yet) checks nothing. It returns
-// a *VerifyError (KindRecord, naming the record's file and the entry it
-// expected) when the chain does not hold it; one that errors.Is
-// ErrOtherKey (KindSeal, or KindCheckpoint when pruned past) when the
-// chain holds it signed by another key than the log's Signer (the node's
-// key changed), naming both addresses; and ErrSealRecord when the record
-// cannot be read.
+// before they write. It returns a *VerifyError (KindRecord, naming the
+// record's file and the entry it expected) when the chain does not hold
+// it; one that errors.Is ErrOtherKey (KindSeal, or KindCheckpoint when
+// pruned past) when the chain holds it signed by another key than the
+// log's Signer (the node's key changed), naming both addresses; and
+// ErrSealRecord when the record cannot be read.
+//
+// Without a record (no file: none written yet, or it was removed), it
+// looks at the chain's last seal alone, not verifying the chain: one
+// signed, its signature holding, by another key than the log's Signer is
+// ErrOtherKey too (KindSeal), for that key can neither seal nor prune
+// the log; anything else about it is left to Verify and Seal.
 func (l *Log) CheckSealRecord(ctx context.Context) error {
 	if l.closed.Load() {
 		return ErrClosed
 	}
 	r, err := l.loadSealRecord()
-	if err != nil || r.Seq == 0 {
+	if err != nil || r.Seq == 0 && l.opts.Signer == nil {
 		return err
 	}
 	tx, err := l.readTx(ctx)
@@ -147,7 +152,53 @@ func (l *Log) CheckSealRecord(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if r.Seq == 0 {
+		return l.checkLastSealSigner(ctx, tx, h)
+	}
 	return l.checkSealRecord(ctx, tx, h, r)
+}
+
+// checkLastSealSigner: without a record, the chain's last seal, if any,
+// must not be signed, validly, by another key than the log's: that is a
+// *VerifyError that errors.Is ErrOtherKey, told as what CheckSealRecord
+// finds without a record. A seal that does not hold otherwise is left to
+// Verify and Seal, which walk the chain.
+func (l *Log) checkLastSealSigner(ctx context.Context, tx *sql.Tx, h head) error {
+	var seq int64
+	switch err := tx.QueryRowContext(ctx, l.d.Rebind(lastSealQuery), h.first).Scan(&seq); {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil
+	case err != nil:
+		return fmt.Errorf("audit: check the last seal: %w", err)
+	}
+	rows, err := tx.QueryContext(ctx, l.d.Rebind("SELECT "+entryColumns+" FROM audit_log WHERE seq = ?"), seq)
+	if err != nil {
+		return fmt.Errorf("audit: check the last seal: %w", err)
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		return rows.Err()
+	}
+	x, err := scanEntry(rows)
+	if err != nil || Hash(x) != x.Hash {
+		return nil // an edited entry: Verify's to name
+	}
+	var d sealDetail
+	if err := jsonv2.Unmarshal(x.Detail, &d); err != nil {
+		return nil
+	}
+	want := l.signer()
+	why, other := d.check(x, want)
+	if !other {
+		return nil
+	}
+	ve := d.sealError(x, want, why, other)
+	none := "no record of the last seal this node wrote"
+	if p := l.opts.SealRecord; p != "" {
+		none += " (" + p + ")"
+	}
+	ve.Detail = fmt.Sprintf("%s; the chain's last seal, entry %d, is signed by %s (its signature holds), not by the node's key, %s", none, x.Seq, ve.Signer, ve.Want)
+	return ve
 }
 
 // checkSealRecord checks, in tx, that the chain whose head is h holds the

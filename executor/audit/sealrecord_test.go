@@ -288,3 +288,54 @@ func TestSealRecordOfAnotherKey(t *testing.T) {
 		}
 	})
 }
+
+// Without a record of the last seal (a data folder from before it, or the
+// record deleted), CheckSealRecord looks at the chain's last seal alone:
+// signed, its signature holding, by another key than the log's, it is
+// ErrOtherKey naming both addresses and the record's file, as with the
+// record; under the log's own key, without a Signer, or with no seal, it
+// checks nothing. Before, a Log without a record checked nothing, and a
+// node whose key changed started on a log it could neither seal nor
+// prune.
+func TestCheckSealRecordWithoutRecordOtherKey(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		clk := newClock()
+		record := filepath.Join(t.TempDir(), "audit-seal.json")
+		db := openDB(t, dsn)
+		old, now := testSigner(t, "11"), testSigner(t, "22")
+		opts := Options{Now: clk.Now, Signer: old, SealRecord: record}
+		l := openLog(t, db, opts)
+		fill(t, l, 3)
+		if err := openLog(t, db, Options{Signer: now, SealRecord: record}).CheckSealRecord(ctx); err != nil {
+			t.Fatalf("CheckSealRecord of a log never sealed: %v", err)
+		}
+		if _, err := l.Seal(ctx); err != nil { // 4
+			t.Fatal(err)
+		}
+		fill(t, l, 2)
+		if _, err := l.Seal(ctx); err != nil { // 7
+			t.Fatal(err)
+		}
+		fill(t, l, 1)
+		if err := os.Remove(record); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.CheckSealRecord(ctx); err != nil {
+			t.Fatalf("CheckSealRecord without a record, the same key: %v", err)
+		}
+		if err := openLog(t, db, Options{SealRecord: record}).CheckSealRecord(ctx); err != nil {
+			t.Fatalf("CheckSealRecord without a record or a Signer: %v", err)
+		}
+
+		opts.Signer = now
+		err := openLog(t, db, opts).CheckSealRecord(ctx)
+		var ve *VerifyError
+		if !errors.As(err, &ve) || !errors.Is(err, ErrOtherKey) || ve.Kind != KindSeal || ve.Seq != 7 || ve.Signer != old.Address() || ve.Want != now.Address() || !strings.Contains(err.Error(), record) {
+			t.Fatalf("CheckSealRecord without a record, another key: %v; want entry 7 %s, ErrOtherKey, signed by %s, want %s, naming %s", err, KindSeal, old.Address(), now.Address(), record)
+		}
+		if _, err := os.Stat(record); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("CheckSealRecord wrote a record: %v", err)
+		}
+	})
+}

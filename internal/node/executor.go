@@ -189,25 +189,33 @@ func AuditOptions(cfg config.Config, key *identity.Key, network identity.Network
 // tampered with. The error says how to go on once the operator knows why
 // (a database restored from an older copy than the data folder); a
 // record whose seal the chain holds, signed by another key than the
-// node's (its key file changed), is told as such (audit.ErrOtherKey).
+// node's (its key file changed), or without a record a chain whose last
+// seal is so signed, is told as such (audit.ErrOtherKey).
 func checkSealRecord(ctx context.Context, log *audit.Log, record string, logger *slog.Logger) error {
 	err := log.CheckSealRecord(ctx)
+	_, rerr := os.Stat(record)
+	noRecord := errors.Is(rerr, os.ErrNotExist)
 	var ve *audit.VerifyError
 	switch {
 	case err == nil:
-		if _, rerr := os.Stat(record); errors.Is(rerr, os.ErrNotExist) {
+		if noRecord {
 			logger.Info("audit log: no record of a last seal yet; the next seal writes one", "record", record)
 		}
 		return nil
 	case errors.As(err, &ve) && errors.Is(err, audit.ErrOtherKey):
-		// The chain holds the recorded seal, signed by another key: not
-		// a cut chain, and moving the record aside would not help (the
-		// node's key cannot seal or prune a log another key sealed).
+		// The chain holds the recorded seal (or, without a record, its
+		// last seal), signed by another key: not a cut chain, and moving
+		// the record aside would not help (the node's key cannot seal or
+		// prune a log another key sealed).
+		keep, aside := "this one with "+record, "even with the record moved aside"
+		if noRecord {
+			keep, aside = "this one", "with or without a record"
+		}
 		return fmt.Errorf("node: audit log: %w; the node does not start on it: the log was sealed with another key (the node's key changed since, or this data is another node's). "+
 			"Start it again with the key of %s (the key file it had: key_file, --key or SNAPNODE_KEY); "+
 			"or, if %s is meant to replace that key, knowing that this log stays %s's history, start it on a new database (another data folder, or another PostgreSQL database) "+
-			"and keep this one with %s (`snapnode audit verify --address %s` checks them): %s cannot seal or prune a log %s sealed, even with the record moved aside",
-			err, ve.Signer, ve.Want, ve.Signer, record, ve.Signer, ve.Want, ve.Signer)
+			"and keep %s (`snapnode audit verify --address %s` checks it): %s cannot seal or prune a log %s sealed, %s",
+			err, ve.Signer, ve.Want, ve.Signer, keep, ve.Signer, ve.Want, ve.Signer, aside)
 	case errors.Is(err, audit.ErrTampered), errors.Is(err, audit.ErrSealRecord):
 		return fmt.Errorf("node: audit log: %w; the node does not start on it. Run `snapnode audit verify` and find out why; "+
 			"if the database was restored from a copy older than %s (pg_restore of an older dump), or you started a new database in this data folder on purpose, move that file aside, keeping it, and start again: the node then takes the chain as it is and records its next seal", err, record)

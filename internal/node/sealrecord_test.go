@@ -210,3 +210,80 @@ func TestAuditSealRecordOtherKeyAtStart(t *testing.T) {
 	_, stop = startNode(t, func(cf *config.Config) { cf.DataDir = dataDir })
 	stop()
 }
+
+// A node started with a new key on old data whose folder has no record
+// of the last seal (a data folder from before the record, or the record
+// deleted): the chain's last seal, signed by the old key, is found at
+// start, and the node refuses as it does with the record, naming both
+// addresses and what to do (audit.ErrOtherKey). Before, it started, and
+// logged a seal error every hour: the new key can neither seal nor prune
+// a log the old one sealed. With the old key, the node starts.
+func TestAuditOtherKeyWithoutRecordAtStart(t *testing.T) {
+	ctx := context.Background()
+	dataDir := filepath.Join(t.TempDir(), "data")
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	old, err := identity.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := identity.SaveKeyFile(filepath.Join(dataDir, "identity.key"), old); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sqldb.Open(ctx, filepath.Join(dataDir, "tasks.db"), sqldb.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := audit.New(ctx, db, audit.Options{Signer: audit.IdentitySigner(old, identity.Mainnet)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Append(ctx, audit.Entry{Actor: "host", Step: audit.StepCompleted, Decision: "done"}); err != nil {
+		t.Fatal(err)
+	}
+	_ = l.Close()
+	_ = db.Close()
+	_, stop := startNode(t, func(cf *config.Config) { cf.DataDir = dataDir })
+	stop() // seals with the old key
+	record := filepath.Join(dataDir, "audit-seal.json")
+	if err := os.Remove(record); err != nil {
+		t.Fatalf("the node's record of its last seal: %v", err)
+	}
+
+	renewed, err := identity.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(t.TempDir(), "new.key")
+	if err := identity.SaveKeyFile(keyFile, renewed); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	cfg.RelayListen, cfg.HTTPListen = "127.0.0.1:0", ""
+	cfg.DataDir, cfg.KeyFile = dataDir, keyFile
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	n, err := node.Start(sctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err == nil {
+		cancel()
+		_ = n.Wait()
+		t.Fatal("the node started, without a record, with another key than the one that sealed its log")
+	}
+	msg := err.Error()
+	for _, want := range []string{old.Address(identity.Mainnet), renewed.Address(identity.Mainnet), record, "another key", "new database"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("Start: %v; want it to name %q", err, want)
+		}
+	}
+	if !errors.Is(err, audit.ErrOtherKey) || strings.Contains(msg, "restored from a copy") {
+		t.Errorf("Start: %v; want audit.ErrOtherKey, not the advice of a restore", err)
+	}
+	if _, err := os.Stat(record); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the refused start left a record: %v", err)
+	}
+
+	// The old key: the node starts.
+	_, stop = startNode(t, func(cf *config.Config) { cf.DataDir = dataDir })
+	stop()
+}
