@@ -74,7 +74,10 @@ type Source interface {
 	// f.Newest aside (audit.Log.Count).
 	AuditCount(ctx context.Context, f audit.Filter) (int64, error)
 	// VerifyAudit checks the audit log's hash chain (an error wrapping
-	// audit.ErrTampered names the first bad entry).
+	// audit.ErrTampered names the first bad entry), against the node's
+	// record of its last seal too (audit.Log.VerifyWithRecord, as
+	// `snapnode audit verify`: the Report's SealRecord; an unreadable
+	// record is audit.ErrSealRecord).
 	VerifyAudit(ctx context.Context) (audit.Report, error)
 }
 

@@ -3,9 +3,10 @@
 // tasks (a live list with filters, each task's messages, artifacts, held
 // actions with their descriptor, diff and risk, the agent's job step by
 // step, the task's audit trail), the audit log with its verification
-// status and its last seal (audit.SealStatusOf, as `snapnode audit
-// verify` prints it) and the node's metrics, and that approve or deny
-// held actions.
+// status, checked against the node's record of its last seal, and its
+// last seal (audit.Log.VerifyWithRecord and audit.SealStatusOf, as
+// `snapnode audit verify` checks and prints them) and the node's
+// metrics, and that approve or deny held actions.
 //
 // Nobody reaches a page without a session. A session starts from a
 // one-time login URL that the host asks the running node for through its

@@ -343,7 +343,10 @@ func (c *Console) auditPage(w http.ResponseWriter, r *http.Request, s *session) 
 	rep, err := c.cfg.Source.VerifyAudit(ctx)
 	d.Report, d.Seals = rep, audit.SealStatusOf(rep, err)
 	if err != nil {
-		d.Error, d.Tampered, d.OtherKey = err.Error(), errors.Is(err, audit.ErrTampered), errors.Is(err, audit.ErrOtherKey)
+		// A record of the last seal that is not one is tampering, as
+		// audit verify and the node's start take it.
+		d.Error, d.OtherKey = err.Error(), errors.Is(err, audit.ErrOtherKey)
+		d.Tampered = errors.Is(err, audit.ErrTampered) || errors.Is(err, audit.ErrSealRecord)
 	}
 	if d.Entries, err = c.cfg.Source.Audit(ctx, audit.Filter{Newest: true, Limit: MaxAuditEntries}); err != nil {
 		c.failed(w, r, "the audit log", err)

@@ -299,26 +299,18 @@ func (c *cli) auditSub(sub string, args []string) int {
 	if key != nil || address != "" {
 		keyHeld = ""
 	}
-	// The node's record of its last seal, kept in its data folder.
+	// Checked against the node's record of its last seal, kept in its
+	// data folder, as the console checks it.
 	record := cfg.SealRecordPath()
-	o := audit.VerifyOptions{Anchors: anchors, Signer: address}
-	rec, err := audit.ReadSealRecord(record)
-	var rep audit.Report
-	switch {
-	case err == nil:
-		o.SealRecord = &rec
-	case errors.Is(err, os.ErrNotExist):
-	case errors.Is(err, audit.ErrSealRecord):
+	rep, err := log.VerifyWithRecord(ctx, audit.VerifyOptions{Anchors: anchors, Signer: address}, record)
+	if errors.Is(err, audit.ErrSealRecord) {
 		fmt.Fprintf(c.stdout, "audit log TAMPERED: %v\n", err)
 		return exitFail
-	default:
-		return c.ioError("snapnode audit verify", err)
 	}
-	rep, err = log.VerifyWith(ctx, o)
 	code = c.auditReport(rep, err, keyHeld)
 	if code == exitOK {
-		switch {
-		case o.SealRecord == nil:
+		switch rec := rep.SealRecord; {
+		case rec.Seq == 0:
 			fmt.Fprintf(c.stdout, "no record of the last seal at %s: a node that has not sealed since it keeps one, or another data folder\n", record)
 		case rep.SealRecordChecked:
 			fmt.Fprintf(c.stdout, "record of the last seal (%s): entry %d, held by the chain\n", record, rec.Seq)

@@ -94,7 +94,9 @@
 // (CheckSealRecord, KindRecord; ErrOtherKey when the chain holds that
 // seal signed by another key than Options.Signer; without a record,
 // CheckSealRecord looks at the last seal's signer alone), and
-// VerifyOptions.SealRecord makes Verify check it. A record older than the chain (a replica's, or one
+// VerifyOptions.SealRecord makes Verify check it (Log.VerifyWithRecord
+// reads the record's file, the check of `snapnode audit verify` and the
+// console). A record older than the chain (a replica's, or one
 // restored from a backup) is fine; one beyond its end, or contradicted
 // by it, is not.
 //

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"slices"
 
 	jsonv2 "github.com/go-json-experiment/json"
@@ -157,6 +158,11 @@ type Report struct {
 	// holds the seal it names; false when none was given, or its seal
 	// lies before the retained chain (pruned, not checkable).
 	SealRecordChecked bool
+	// SealRecord is the record of the last seal the chain was checked
+	// against (VerifyOptions.SealRecord, or the file VerifyWithRecord
+	// read); zero when none was given. From VerifyWithRecord, a Seq of 0
+	// with its Path set: no record in that file (none written yet).
+	SealRecord SealRecord
 }
 
 // VerifyOptions are what Log.VerifyWith and VerifyJSONLWith check beyond
@@ -437,6 +443,9 @@ func (v *verifier) report() Report { return v.rep }
 // expectRecord makes the walk check the seal r names (nil: none), unless
 // it lies before the walk's start.
 func (v *verifier) expectRecord(r *SealRecord) {
+	if r != nil {
+		v.rep.SealRecord = *r
+	}
 	if r != nil && r.Seq >= v.next {
 		v.record = r
 	}
@@ -488,8 +497,33 @@ func (l *Log) Verify(ctx context.Context, anchors ...Anchor) (Report, error) {
 	return l.VerifyWith(ctx, VerifyOptions{Anchors: anchors})
 }
 
+// VerifyWithRecord is VerifyWith checking the chain against the node's
+// record of its last seal in the file record too (o.SealRecord, read by
+// ReadSealRecord): the check that `snapnode audit verify` and the
+// console make, which alone catches a chain cut back to before the seal
+// recorded, or rewritten after the seal before it, its later seals
+// deleted. No file there checks no record (the Report's SealRecord has
+// Seq 0 and Path record); a file that is not a record is an error that
+// errors.Is ErrSealRecord, the chain not verified.
+func (l *Log) VerifyWithRecord(ctx context.Context, o VerifyOptions, record string) (Report, error) {
+	r, err := ReadSealRecord(record)
+	if errors.Is(err, fs.ErrNotExist) {
+		r, err = SealRecord{Path: record}, nil
+	}
+	if err != nil {
+		return Report{SealRecord: SealRecord{Path: record}}, err
+	}
+	if r.Seq > 0 {
+		o.SealRecord = &r
+	}
+	rep, err := l.VerifyWith(ctx, o)
+	rep.SealRecord = r
+	return rep, err
+}
+
 // VerifyWith is Verify with o's anchors, and o's Signer, when set, as the
-// signer of every seal and checkpoint instead of the Log's.
+// signer of every seal and checkpoint instead of the Log's, and o's
+// SealRecord checked.
 func (l *Log) VerifyWith(ctx context.Context, o VerifyOptions) (Report, error) {
 	if l.closed.Load() {
 		return Report{}, ErrClosed

@@ -102,8 +102,10 @@ func (s consoleSource) AuditCount(ctx context.Context, f audit.Filter) (int64, e
 	return s.n.exec.audit.Count(ctx, f)
 }
 
+// VerifyAudit verifies the log against the node's record of its last
+// seal, as `snapnode audit verify` does.
 func (s consoleSource) VerifyAudit(ctx context.Context) (audit.Report, error) {
-	return s.n.exec.audit.Verify(ctx)
+	return s.n.exec.audit.VerifyWithRecord(ctx, audit.VerifyOptions{}, s.n.cfg.SealRecordPath())
 }
 
 // loginCommand is the console-url command that reaches this node, as the

@@ -3,10 +3,13 @@ package node_test
 import (
 	"context"
 	"errors"
+	"html"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -286,4 +289,110 @@ func TestAuditOtherKeyWithoutRecordAtStart(t *testing.T) {
 	// The old key: the node starts.
 	_, stop = startNode(t, func(cf *config.Config) { cf.DataDir = dataDir })
 	stop()
+}
+
+// The console's audit page checks the chain against the node's record of
+// its last seal, as `snapnode audit verify` does: on an intact log it
+// says the chain holds the recorded seal; a chain cut back, while the
+// node runs, to before that seal (entries 4…6, the seal at 4 among them,
+// deleted and the head moved back to 3) verifies on its own, and the page
+// shows it as tampered, naming the record and entry 4, as it does a
+// record that is not one. Before, the page verified the chain without
+// the record and said it was intact.
+func TestConsoleAuditPageUsesTheSealRecord(t *testing.T) {
+	ctx := context.Background()
+	dataDir := filepath.Join(t.TempDir(), "data")
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	k, err := identity.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := identity.SaveKeyFile(filepath.Join(dataDir, "identity.key"), k); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sqldb.Open(ctx, filepath.Join(dataDir, "tasks.db"), sqldb.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	record := filepath.Join(dataDir, "audit-seal.json")
+	l, err := audit.New(ctx, db, audit.Options{Signer: audit.IdentitySigner(k, identity.Mainnet), SealRecord: record})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN := func(n int) {
+		for range n {
+			if _, err := l.Append(ctx, audit.Entry{Actor: "host", Step: audit.StepCompleted, Decision: "done"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	appendN(3)
+	if _, err := l.Seal(ctx); err != nil { // 4, recorded
+		t.Fatal(err)
+	}
+	appendN(2)
+	es, err := l.Query(ctx, audit.Filter{Limit: audit.MaxQueryLimit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = l.Close()
+
+	n, stop := startNode(t, func(c *config.Config) {
+		c.DataDir = dataDir
+		c.HTTPListen = "127.0.0.1:0"
+	})
+	defer stop()
+	s := consoleLogin(t, n, dataDir)
+	// line is the audit page's paragraph of that id, as text.
+	line := func(page, id string) string {
+		t.Helper()
+		m := regexp.MustCompile(`(?s)<p[^>]*id="` + id + `"[^>]*>(.*?)</p>`).FindStringSubmatch(page)
+		if m == nil {
+			t.Errorf("no %s line on the audit page", id)
+			return ""
+		}
+		return strings.Join(strings.Fields(html.UnescapeString(regexp.MustCompile(`<[^>]*>`).ReplaceAllString(m[1], ""))), " ")
+	}
+	auditPage := func() string {
+		t.Helper()
+		status, page := s.get(t, s.home+"audit")
+		if status != http.StatusOK {
+			t.Fatalf("audit page: %d\n%s", status, page)
+		}
+		return page
+	}
+	page := auditPage()
+	if got := line(page, "verify"); !strings.HasPrefix(got, "Intact") {
+		t.Errorf("the verification line of an intact log: %q; want intact", got)
+	}
+	if got := line(page, "record"); !strings.Contains(got, record) || !strings.Contains(got, "entry 4") || !strings.Contains(got, "held by the chain") {
+		t.Errorf("the record line of an intact log: %q; want the record (%s) naming entry 4, held by the chain", got, record)
+	}
+
+	// While the node runs: the chain cut back to entry 3.
+	if len(es) < 6 || es[3].Step != audit.StepSealed {
+		t.Fatalf("entries %+v; want 1…3, the seal at 4, 5, 6", es)
+	}
+	for _, q := range []string{"DELETE FROM audit_log WHERE seq >= 4", "UPDATE audit_head SET last_seq = 3, last_hash = '" + es[2].Hash + "' WHERE id = 1"} {
+		if _, err := db.W.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	got := line(auditPage(), "verify")
+	for _, want := range []string{"TAMPERED", "entry 4 record", record, es[3].Hash, "the chain ends at entry 3"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the verification line of a chain cut back before the recorded seal: %q; want %q", got, want)
+		}
+	}
+
+	// A record that is not one: tampering too, as audit verify says.
+	if err := os.WriteFile(record, []byte("not a record\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := line(auditPage(), "verify"); !strings.HasPrefix(got, "TAMPERED") || !strings.Contains(got, "seal record") || !strings.Contains(got, record) {
+		t.Errorf("the verification line with an unreadable record: %q; want TAMPERED, naming %s", got, record)
+	}
 }
