@@ -198,9 +198,12 @@ func (a *cardAgent) endpoint(ep snap.Endpoint) Transport {
 
 // retryable reports whether an endpoint's failure may pass when tried
 // again, and how long the endpoint asked to wait: a refusal of the
-// request (an HTTP status other than 429 and 5xx) or an answer that fails
-// verification does not.
+// request (an HTTP status other than 429 and 5xx), an answer that fails
+// verification or an address the client refuses to connect to does not.
 func retryable(err error) (bool, time.Duration) {
+	if errors.Is(err, ErrPrivateAddress) {
+		return false, 0
+	}
 	if st, ok := errors.AsType[*StatusError](err); ok {
 		return st.StatusCode == http.StatusTooManyRequests || st.StatusCode >= 500, st.RetryAfter
 	}

@@ -75,12 +75,14 @@ const (
 type HTTPConfig struct {
 	// Key signs requests given unsigned; nil: requests must come signed.
 	Key *identity.Key
-	// HTTP sends the requests; nil: a client without time-out, the
-	// context bounding each call, that follows no redirect but a host's
-	// move from http to https (see followRedirect).
+	// HTTP sends the requests; nil: a client made after Net, the context
+	// bounding each call besides.
 	HTTP *http.Client
-	// Dialer opens WebSocket connections; nil: websocket.DefaultDialer.
+	// Dialer opens WebSocket connections; nil: one made after Net.
 	Dialer *websocket.Dialer
+	// Net is how the client and the dialer NewHTTP makes connect: their
+	// time-outs, redirects and the addresses refused.
+	Net NetConfig
 	// Now and MaxDrift are the timestamp check of what is received.
 	Now      func() time.Time
 	MaxDrift time.Duration
@@ -99,8 +101,8 @@ type HTTP struct {
 	cfg HTTPConfig
 }
 
-// followRedirect is the redirect rule of the client NewHTTP makes when
-// given none: a request is signed for one agent, so it goes only where it
+// followRedirect is the redirect rule of the client NewHTTP makes unless
+// NetConfig.NoRedirects: a request is signed for one agent, so it goes only where it
 // was sent. The one redirect followed is the same host's move from http to
 // https; any other (another host or port, or https down to http, which
 // would carry the request in the clear) fails the exchange, naming where
@@ -118,11 +120,12 @@ func followRedirect(req *http.Request, via []*http.Request) error {
 
 // NewHTTP returns an HTTP client.
 func NewHTTP(cfg HTTPConfig) *HTTP {
+	hc, ws := newNet(cfg.Net)
 	if cfg.HTTP == nil {
-		cfg.HTTP = &http.Client{CheckRedirect: followRedirect}
+		cfg.HTTP = hc
 	}
 	if cfg.Dialer == nil {
-		cfg.Dialer = websocket.DefaultDialer
+		cfg.Dialer = ws
 	}
 	defaults.Positive(&cfg.IdleTimeout, DefaultIdleTimeout)
 	defaults.Positive(&cfg.MaxMessage, snap.MaxMessageSize)
