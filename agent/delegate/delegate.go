@@ -9,8 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -39,6 +41,11 @@ type Config struct {
 	Key *identity.Key
 	// Relays are the node's relays.
 	Relays Relays
+	// HTTP, when set, carries the requests to the HTTP and WebSocket
+	// endpoints the delegate's card declares, tried in their declared
+	// order before Nostr (client.ToCard); nil: Nostr only. NewHTTP makes
+	// the one a node uses.
+	HTTP *client.HTTP
 	// Address is the delegate's P2TR address (required).
 	Address string
 	// StepTimeout bounds the wait for one answer (0: only the caller's
@@ -58,8 +65,10 @@ type Delegate struct {
 	log    *slog.Logger
 	client *client.Nostr
 
-	mu     sync.Mutex
-	target *client.Target
+	mu sync.Mutex
+	// to carries the requests to the delegate, found by its card the
+	// first time.
+	to client.Transport
 	// remote is each running job's task on the delegate and the answers
 	// its last step saw; EndJob forgets it, so it holds at most the jobs
 	// running at once.
@@ -131,13 +140,16 @@ func (d *Delegate) Complete(ctx context.Context, pr agent.Prompt) (*agent.Comple
 		ctx, cancel = context.WithTimeout(ctx, d.cfg.StepTimeout)
 		defer cancel()
 	}
-	t, err := d.find(ctx)
+	to, err := d.find(ctx)
 	if err != nil {
 		return nil, d.failed(outer, ctx, job, pr.Step, err)
 	}
 	sent := uuid.NewString()
+	// The step's key: an attempt that reaches the delegate after one
+	// whose answer was lost (ToCard tries again, by the same endpoint or
+	// the next) finds the task the first made.
 	req := map[string]any{"message": snap.InnerMessage{MessageID: sent, Role: snap.RoleUser,
-		Parts: []snap.Part{snap.DataPart(line)}}}
+		Parts: []snap.Part{snap.DataPart(line)}}, "idempotencyKey": snap.NewID()}
 	if remote.id != "" {
 		req["taskId"] = remote.id
 	}
@@ -146,7 +158,7 @@ func (d *Delegate) Complete(ctx context.Context, pr agent.Prompt) (*agent.Comple
 		return nil, fmt.Errorf("delegate: %w", err)
 	}
 	q := question{step: pr.Step, task: remote.id, sent: sent, seen: remote.seen, max: d.cfg.MaxLineBytes}
-	resp, err := d.client.Request(ctx, t, client.NostrRequest{Method: "message/send", Payload: body})
+	resp, err := to.Send(ctx, "message/send", body)
 	a := answer{}
 	if err == nil {
 		a = q.answerOf(resp.Payload)
@@ -160,7 +172,7 @@ func (d *Delegate) Complete(ctx context.Context, pr agent.Prompt) (*agent.Comple
 		}
 		q.task = a.taskID
 		get, _ := json.Marshal(map[string]string{"taskId": a.taskID})
-		resp, lookErr := d.client.Request(ctx, t, client.NostrRequest{Method: "tasks/get", Payload: get})
+		resp, lookErr := to.Send(ctx, "tasks/get", get)
 		switch {
 		case lookErr == nil:
 			a = q.answerOf(resp.Payload)
@@ -342,24 +354,51 @@ func dataOf(parts []snap.Part) []byte {
 	return nil
 }
 
-// find returns the delegate's Target, from its card on the relays the
-// first time.
-func (d *Delegate) find(ctx context.Context) (client.Target, error) {
+// find returns the Transport to the delegate, from its card on the relays
+// the first time: the card's endpoints in their order, then Nostr
+// (client.ToCard), when the card declares endpoints and the Delegate has
+// an HTTP client; else Nostr.
+func (d *Delegate) find(ctx context.Context) (client.Transport, error) {
 	d.mu.Lock()
-	t := d.target
+	to := d.to
 	d.mu.Unlock()
-	if t != nil {
-		return *t, nil
+	if to != nil {
+		return to, nil
 	}
 	found, _, err := snapnostr.DiscoverByIdentity(ctx, d.cfg.Relays, d.cfg.Address)
 	if err != nil {
-		return client.Target{}, fmt.Errorf("finding the delegate's card: %w", err)
+		return nil, fmt.Errorf("finding the delegate's card: %w", err)
 	}
-	t = &client.Target{Address: d.cfg.Address, PubKey: found.PubKey}
+	to = d.client.To(client.Target{Address: d.cfg.Address, PubKey: found.PubKey, Card: found.Card}, false)
+	if d.cfg.HTTP != nil && len(found.Card.Endpoints) > 0 {
+		if to, err = client.ToCard(found.Card, d.cfg.HTTP, to, client.FallbackConfig{}); err != nil {
+			return nil, fmt.Errorf("the delegate's card: %w", err)
+		}
+	}
 	d.mu.Lock()
-	d.target = t
+	d.to = to
 	d.mu.Unlock()
-	return *t, nil
+	return to, nil
+}
+
+// NewHTTP returns the HTTP client of a node's Delegate of the agent
+// address, signing with key: it follows no redirect, and, unless private,
+// refuses to connect to loopback, link-local, private, unspecified and
+// multicast addresses (client.NetConfig.RefusePrivate), what a card found
+// on the relays must not make the node reach; the first refusal is logged
+// at warn.
+func NewHTTP(key *identity.Key, address string, private bool, logger *slog.Logger) *client.HTTP {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	var warned atomic.Bool
+	return client.NewHTTP(client.HTTPConfig{Key: key, Net: client.NetConfig{NoRedirects: true, RefusePrivate: !private,
+		OnRefused: func(a netip.AddrPort) {
+			if !warned.Swap(true) {
+				logger.Warn("delegate: an endpoint of the delegate's card is on a non-public address, not connected to; its other endpoints, then Nostr, are used (agent.delegate_private_endpoints allows it)",
+					"delegate", address, "addr", a.String())
+			}
+		}}})
 }
 
 // failed is the error of a step the delegate did not answer: past the

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -29,10 +30,11 @@ import (
 func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // call is one request to the test's delegate: a message/send (its taskId,
-// its message's id and data part) or a tasks/get (its taskId).
+// its message's id, idempotency key and data part) or a tasks/get (its
+// taskId).
 type call struct {
-	method, taskID, messageID string
-	data                      json.RawMessage
+	method, taskID, messageID, key string
+	data                           json.RawMessage
 }
 
 // reply is how the test's delegate answers one call: the task it returns
@@ -42,6 +44,14 @@ type reply func(c call) *tasks.Task
 // setup starts an embedded relay, a delegate answering with r behind an
 // inbox, its card, and returns a Delegate of a node key on that relay.
 func setup(t *testing.T, r reply, opts ...func(*delegate.Config)) (*delegate.Delegate, *audittest.Recorder, *[]string) {
+	t.Helper()
+	return setupHTTP(t, r, nil, opts...)
+}
+
+// setupHTTP is setup with the delegate served over HTTP too, on
+// 127.0.0.1, through wrap, when wrap is not nil: its card then declares
+// that endpoint before its relays.
+func setupHTTP(t *testing.T, r reply, wrap func(http.Handler) http.Handler, opts ...func(*delegate.Config)) (*delegate.Delegate, *audittest.Recorder, *[]string) {
 	t.Helper()
 	rel, err := embedded.New(embedded.Config{DBPath: ":memory:", Logger: quiet()})
 	if err != nil {
@@ -74,6 +84,7 @@ func setup(t *testing.T, r reply, opts ...func(*delegate.Config)) (*delegate.Del
 		var p struct {
 			Message snap.InnerMessage `json:"message"`
 			TaskID  string            `json:"taskId"`
+			Key     string            `json:"idempotencyKey"`
 		}
 		if err := json.Unmarshal(req.Payload, &p); err != nil || len(p.Message.Parts) != 1 {
 			return nil, snap.NewError(snap.CodeInvalidPayload, "want one part", nil)
@@ -81,7 +92,7 @@ func setup(t *testing.T, r reply, opts ...func(*delegate.Config)) (*delegate.Del
 		mu.Lock()
 		taskIDs = append(taskIDs, p.TaskID)
 		mu.Unlock()
-		task := r(call{method: "message/send", taskID: p.TaskID, messageID: p.Message.MessageID, data: p.Message.Parts[0].Data})
+		task := r(call{method: "message/send", taskID: p.TaskID, messageID: p.Message.MessageID, key: p.Key, data: p.Message.Parts[0].Data})
 		if task == nil {
 			return nil, snap.NewError(snap.CodeInvalidPayload, "no jobs today", nil)
 		}
@@ -112,6 +123,9 @@ func setup(t *testing.T, r reply, opts ...func(*delegate.Config)) (*delegate.Del
 	card := &snap.Card{Name: "delegate", Description: "answers jobs", Version: "1.0.0", Identity: self, NostrRelays: urls,
 		Skills:            []snap.Skill{{ID: "jobs", Name: "Jobs", Description: "answers job requests", Tags: []string{"agent"}, Examples: []string{"a job"}}},
 		DefaultInputModes: []string{"application/json"}, DefaultOutputModes: []string{"application/json"}}
+	if wrap != nil {
+		card.Endpoints = []snap.Endpoint{{Protocol: "http", URL: serveHTTP(t, ctx, dkey, server, wrap) + "/snap"}}
+	}
 	ev, err := snapnostr.CardEvent(card, dkey, time.Now())
 	if err != nil {
 		t.Fatal(err)

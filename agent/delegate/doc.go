@@ -1,6 +1,18 @@
 // Package delegate hands an agent's jobs to another SNAP agent: a remote
 // worker that speaks the external workers' JSON lines (see package
-// agent/worker) inside signed SNAP messages over Nostr.
+// agent/worker) inside signed SNAP messages.
+//
+// The delegate is found by its card on the node's relays. When the card
+// declares HTTP or WebSocket endpoints and the Delegate has an HTTP client
+// (Config.HTTP, made by [NewHTTP]), every request tries them in their
+// declared order, then Nostr, as the SNAP fallback strategy says
+// (client.ToCard); else it goes over Nostr. Each step's message/send
+// carries an idempotencyKey of its own, so that an attempt sent again
+// after an answer was lost does not make a second task. The node's HTTP
+// client does not follow redirects and, unless allowed, does not connect
+// to loopback, link-local, private, unspecified or multicast addresses: a
+// card anyone can publish must not make the node post into its own
+// network.
 //
 // The first step of a job sends the delegate a message/send whose one data
 // part is the job request (schemas/job-request.v1.json); every later step
