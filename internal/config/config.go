@@ -346,6 +346,11 @@ type Agent struct {
 	// external worker's lines, and the node still validates, judges and
 	// carries out every proposal on its own sandbox.
 	Delegate string `toml:"delegate"`
+	// DelegatePrivateEndpoints lets the node post to the delegate's
+	// endpoints on loopback, link-local, private, unspecified and
+	// multicast addresses; off, such an endpoint is skipped (its card's
+	// next, then Nostr).
+	DelegatePrivateEndpoints bool `toml:"delegate_private_endpoints"`
 	// StepTimeout bounds the wait for an external worker's (or the
 	// delegate's) answer to one step; 0 takes RequestTimeout.
 	StepTimeout Duration `toml:"step_timeout"`
@@ -705,6 +710,7 @@ var settings = []setting{
 	stringSetting("", "SNAPNODE_AGENT_COMMAND_DIR", "run the external worker in DIR, outside the sandbox (default: the system's temporary directory)", func(c *Config) *string { return &c.Agent.CommandDir }),
 	linesSetting("SNAPNODE_AGENT_COMMAND_ENV", "give the external worker these NAME=value variables, one a line, and PATH: nothing else of the node's environment", func(c *Config) *[]string { return &c.Agent.CommandEnv }),
 	stringSetting("", "SNAPNODE_AGENT_DELEGATE", "run the agent by handing each job to the SNAP agent at this P2TR address (bc1p…) over the node's relays, instead of a model server or an external worker", func(c *Config) *string { return &c.Agent.Delegate }),
+	boolSetting("agent-delegate-private-endpoints", "SNAPNODE_AGENT_DELEGATE_PRIVATE_ENDPOINTS", "let the node post to the delegate's HTTP and WebSocket endpoints on loopback, link-local, private and other non-public addresses (off: only Nostr reaches such a delegate)", func(c *Config) *bool { return &c.Agent.DelegatePrivateEndpoints }),
 	durationSetting("", "SNAPNODE_AGENT_STEP_TIMEOUT", "stop an external worker that does not answer a step within DURATION (0: the request time-out)", func(c *Config) *Duration { return &c.Agent.StepTimeout }),
 	boolSetting("agent-review", "SNAPNODE_AGENT_REVIEW", "have a supervisor review every job the agent's worker says is COMPLETED before it ends", func(c *Config) *bool { return &c.Agent.Review }),
 	boolSetting("", "SNAPNODE_AGENT_SENSITIVE", "seal the jobs' archived history (their prompts) with the key in agent.history_key_file", func(c *Config) *bool { return &c.Agent.Sensitive }),

@@ -32,6 +32,27 @@ func TestAgentDelegateSettings(t *testing.T) {
 	}
 }
 
+// agent.delegate_private_endpoints is off unless the file, the
+// environment or the flag turns it on, in that order of precedence.
+func TestAgentDelegatePrivateEndpoints(t *testing.T) {
+	addr := mustKey(t).Address(identity.Mainnet)
+	env := map[string]string{"SNAPNODE_AGENT_DELEGATE": addr}
+	if c, err := load(t, nil, env); err != nil || c.Agent.DelegatePrivateEndpoints {
+		t.Errorf("default: %v, %v; want off", c.Agent.DelegatePrivateEndpoints, err)
+	}
+	file := writeFile(t, "private.toml", "[agent]\ndelegate_private_endpoints = true\n", 0o600)
+	if c, err := load(t, []string{"--config", file}, env); err != nil || !c.Agent.DelegatePrivateEndpoints {
+		t.Errorf("from the file: %v, %v", c.Agent.DelegatePrivateEndpoints, err)
+	}
+	env["SNAPNODE_AGENT_DELEGATE_PRIVATE_ENDPOINTS"] = "false"
+	if c, err := load(t, []string{"--config", file}, env); err != nil || c.Agent.DelegatePrivateEndpoints {
+		t.Errorf("the environment over the file: %v, %v", c.Agent.DelegatePrivateEndpoints, err)
+	}
+	if c, err := load(t, []string{"--config", file, "--agent-delegate-private-endpoints=true"}, env); err != nil || !c.Agent.DelegatePrivateEndpoints {
+		t.Errorf("the flag over the environment: %v, %v", c.Agent.DelegatePrivateEndpoints, err)
+	}
+}
+
 func TestAgentDelegateRejectsBadSettings(t *testing.T) {
 	addr := mustKey(t).Address(identity.Mainnet)
 	for _, tc := range []struct {

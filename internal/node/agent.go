@@ -100,8 +100,10 @@ func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queu
 			step = a.RequestTimeout.Duration
 		}
 		var d *delegate.Delegate
+		dlog := logger.With("part", "delegate")
 		d, err = delegate.New(delegate.Config{Key: self, Relays: relays, Address: a.Delegate, StepTimeout: step,
-			MaxLineBytes: a.MaxAnswerBytes, Audit: auditLog, Logger: logger.With("part", "delegate")})
+			HTTP:         delegate.NewHTTP(self, a.Delegate, a.DelegatePrivateEndpoints, dlog),
+			MaxLineBytes: a.MaxAnswerBytes, Audit: auditLog, Logger: dlog})
 		if d != nil {
 			model, modelName, callTimeout = d, d.Name(), step+5*time.Second
 		}

@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +21,7 @@ import (
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/snap"
+	"github.com/snapnode/snapnode/snaphttp"
 	"github.com/snapnode/snapnode/snapnostr"
 	"github.com/snapnode/snapnode/tasks"
 )
@@ -30,6 +34,9 @@ type delegateAgent struct {
 	mu     sync.Mutex
 	got    []map[string]any // the data parts received, in order
 	taskID []string         // the taskId of each request ("" for none)
+	// posts counts the requests that came over HTTP, when the delegate
+	// is served there too.
+	posts atomic.Int64
 }
 
 // newDelegateKey is the delegate's key, made before the node starts so
@@ -47,6 +54,14 @@ func newDelegateKey(t *testing.T) *identity.Key {
 // with its card published there; answer gives the data part of the reply
 // to each request's data part.
 func startDelegate(t *testing.T, key *identity.Key, urls []string, answer func(data map[string]any) any) *delegateAgent {
+	t.Helper()
+	return startDelegateVia(t, key, urls, false, answer)
+}
+
+// startDelegateVia is startDelegate with the delegate served over HTTP too,
+// on 127.0.0.1, when withHTTP is set: its card then declares that
+// endpoint before its relays.
+func startDelegateVia(t *testing.T, key *identity.Key, urls []string, withHTTP bool, answer func(data map[string]any) any) *delegateAgent {
 	t.Helper()
 	d := &delegateAgent{key: key}
 	self := key.Address(identity.Mainnet)
@@ -91,6 +106,27 @@ func startDelegate(t *testing.T, key *identity.Key, urls []string, answer func(d
 	}
 	card := &snap.Card{Name: "delegate", Description: "answers jobs", Version: "1.0.0", Identity: self, NostrRelays: urls,
 		Skills: []snap.Skill{{ID: "jobs", Name: "Jobs", Description: "answers job requests", Tags: []string{"agent"}, Examples: []string{"a job request"}}}, DefaultInputModes: []string{"application/json"}, DefaultOutputModes: []string{"application/json"}}
+	if withHTTP {
+		hs, err := snaphttp.New(snaphttp.Config{Handler: server, Key: key, Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPost {
+				d.posts.Add(1)
+			}
+			hs.ServeHTTP(w, r)
+		})
+		srv := &http.Server{Handler: counted}
+		served := make(chan struct{})
+		go func() { srv.Serve(ln); close(served) }()
+		t.Cleanup(func() { srv.Close(); <-served })
+		card.Endpoints = []snap.Endpoint{{Protocol: "http", URL: "http://" + ln.Addr().String() + "/snap"}}
+	}
 	ev, err := snapnostr.CardEvent(card, key, time.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -109,8 +145,9 @@ func (d *delegateAgent) requests() ([]map[string]any, []string) {
 	return append([]map[string]any(nil), d.got...), append([]string(nil), d.taskID...)
 }
 
-// startDelegatingNode starts a node on SQLite whose agent delegates to key.
-func startDelegatingNode(t *testing.T, key *identity.Key) *workerNode {
+// startDelegatingNode starts a node on SQLite whose agent delegates to key,
+// its settings changed by mutate.
+func startDelegatingNode(t *testing.T, key *identity.Key, mutate ...func(*config.Config)) *workerNode {
 	t.Helper()
 	dataDir := filepath.Join(t.TempDir(), "data")
 	var maxAnswer int
@@ -121,6 +158,9 @@ func startDelegatingNode(t *testing.T, key *identity.Key) *workerNode {
 		c.Agent.StepTimeout = config.Duration{Duration: 20 * time.Second}
 		c.Agent.Lease = config.Duration{Duration: 2 * time.Second}
 		maxAnswer = c.Agent.MaxAnswerBytes
+		for _, m := range mutate {
+			m(c)
+		}
 	})
 	if err := os.MkdirAll(filepath.Join(dataDir, "sandbox"), 0o700); err != nil {
 		t.Fatal(err)
@@ -194,5 +234,41 @@ func TestDelegateGarbage(t *testing.T) {
 	}
 	if !audited {
 		t.Error("the violation is not in the audit log")
+	}
+}
+
+// A delegate whose card declares an HTTP endpoint on loopback is asked
+// over Nostr by default: a card found on the relays must not make the node
+// post into its own network. With agent.delegate_private_endpoints, the
+// same job goes over HTTP, the card's endpoint first, and nothing over
+// Nostr.
+func TestDelegateEndpointPrivateSetting(t *testing.T) {
+	answer := func(data map[string]any) any {
+		return map[string]any{"action": "COMPLETED", "evidence_files": []string{}, "summary_for_supervisor": "Nothing to do."}
+	}
+	for _, tc := range []struct {
+		name    string
+		private bool
+	}{{"default", false}, {"private endpoints allowed", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := newDelegateKey(t)
+			w := startDelegatingNode(t, key, func(c *config.Config) { c.Agent.DelegatePrivateEndpoints = tc.private })
+			d := startDelegateVia(t, key, w.RelayURLs(), true, answer)
+			id := w.send(t, "", "nothing to do")
+			got := w.wait(t, id, tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired)
+			if got.Status.State != tasks.StateCompleted {
+				t.Fatalf("task %s %q", got.Status.State, got.Status.Message)
+			}
+			reqs, _ := d.requests()
+			posts := d.posts.Load()
+			switch {
+			case len(reqs) != 1:
+				t.Errorf("the delegate got %d steps; want 1", len(reqs))
+			case tc.private && posts != 1:
+				t.Errorf("%d requests over HTTP; want the step's", posts)
+			case !tc.private && posts != 0:
+				t.Errorf("%d requests over HTTP; want none: the step over Nostr", posts)
+			}
+		})
 	}
 }
