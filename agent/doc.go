@@ -68,8 +68,9 @@
 // over JSON lines) behind the same interface. A model may implement
 // [JobEnder] to learn when the runtime stops working on a job, and wraps
 // [ErrWorkerFailed] when the job must wait for a human at once. Errors the model server
-// reports are a [*ModelError]; a model that knows its context length
-// implements [ContextSizer].
+// reports are a [*ModelError], and an answer it sent that cannot be taken
+// an [*AnsweredError], whose usage the job is charged; a model that knows
+// its context length implements [ContextSizer].
 //
 // # Jobs and their statuses
 //

@@ -339,41 +339,60 @@ func (jr *jobRun) call(ctx context.Context) (*Interaction, *Completion, error) {
 		if capped && errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
 			jr.timeUp() // cut at the limit
 		}
+		usd := 0.0
+		if ae := (*AnsweredError)(nil); errors.As(err, &ae) && ctx.Err() == nil {
+			// The server answered, and was refused: the call counts
+			// against the budget all the same, or a server that only
+			// ever answered so would cost the job nothing.
+			usd = jr.charge(it, msgs, ae.PromptTokens, ae.CompletionTokens, ae.AnswerBytes)
+		}
 		if r.cfg.Observer != nil && ctx.Err() == nil {
-			r.cfg.Observer.ObserveModelCall(it.Response.Status, elapsed, 0)
+			r.cfg.Observer.ObserveModelCall(it.Response.Status, elapsed, usd*100)
 		}
 		return it, nil, err
 	}
-	if comp.PromptTokens < 0 || comp.CompletionTokens < 0 {
-		// A server's bug, or a lie: a negative count would lower the
-		// job's cost and lift its limit. It counts as nothing.
-		r.log.Warn("agent: the model server reported negative token counts; counted as 0", "task", j.TaskID,
-			"prompt_tokens", comp.PromptTokens, "completion_tokens", comp.CompletionTokens)
-		comp.PromptTokens, comp.CompletionTokens = max(comp.PromptTokens, 0), max(comp.CompletionTokens, 0)
-	}
-	promptPriced, answerPriced := comp.PromptTokens, comp.CompletionTokens
-	if r.cfg.PricePerMTokPrompt > 0 || r.cfg.PricePerMTokAnswer > 0 {
-		promptPriced, answerPriced = pricedTokens(msgs, comp)
-		if promptPriced != comp.PromptTokens || answerPriced != comp.CompletionTokens {
-			r.log.Warn("agent: the model server reported no token usage, or less than the call's text holds; the call is priced at an estimate", "task", j.TaskID,
-				"reported_prompt_tokens", comp.PromptTokens, "reported_completion_tokens", comp.CompletionTokens,
-				"prompt_tokens", promptPriced, "completion_tokens", answerPriced)
-		}
-	}
-	usd := (float64(promptPriced)*r.cfg.PricePerMTokPrompt + float64(answerPriced)*r.cfg.PricePerMTokAnswer) / 1e6
+	usd := jr.charge(it, msgs, comp.PromptTokens, comp.CompletionTokens, len(comp.Text))
 	if r.cfg.Observer != nil {
 		r.cfg.Observer.ObserveModelCall(ResponseSuccess, elapsed, usd*100)
 	}
-	it.Response.Status, it.Response.RawResponse, it.Response.CostUSD = ResponseSuccess, r.redact(comp.Text), usd
+	it.Response.Status, it.Response.RawResponse = ResponseSuccess, r.redact(comp.Text)
 	it.Response.Redacted = it.Response.RawResponse != comp.Text
-	it.Response.PromptTokens, it.Response.CompletionTokens = comp.PromptTokens, comp.CompletionTokens
-	j.CostCents += usd * 100
-	j.PromptTokens = addTokens(j.PromptTokens, comp.PromptTokens)
-	j.CompletionTokens = addTokens(j.CompletionTokens, comp.CompletionTokens)
 	if comp.Model != "" {
 		it.Request.Metadata.Model = r.redact(comp.Model) // the server's text, like its answer
 	}
 	return it, comp, nil
+}
+
+// charge counts a model call the server answered in the job and in it,
+// its step: the server's usage (promptTokens, answerTokens) and its cost,
+// priced at no less than the least the prompt (msgs) and the answer of
+// answerBytes can be, or at their estimate when the server reported no
+// usage (pricedTokens). It returns the cost in US dollars.
+func (jr *jobRun) charge(it *Interaction, msgs []ChatMessage, promptTokens, answerTokens, answerBytes int) float64 {
+	r, j := jr.r, jr.j
+	if promptTokens < 0 || answerTokens < 0 {
+		// A server's bug, or a lie: a negative count would lower the
+		// job's cost and lift its limit. It counts as nothing.
+		r.log.Warn("agent: the model server reported negative token counts; counted as 0", "task", j.TaskID,
+			"prompt_tokens", promptTokens, "completion_tokens", answerTokens)
+		promptTokens, answerTokens = max(promptTokens, 0), max(answerTokens, 0)
+	}
+	promptPriced, answerPriced := promptTokens, answerTokens
+	if r.cfg.PricePerMTokPrompt > 0 || r.cfg.PricePerMTokAnswer > 0 {
+		promptPriced, answerPriced = pricedTokens(msgs, promptTokens, answerTokens, answerBytes)
+		if promptPriced != promptTokens || answerPriced != answerTokens {
+			r.log.Warn("agent: the model server reported no token usage, or less than the call's text holds; the call is priced at an estimate", "task", j.TaskID,
+				"reported_prompt_tokens", promptTokens, "reported_completion_tokens", answerTokens,
+				"prompt_tokens", promptPriced, "completion_tokens", answerPriced)
+		}
+	}
+	usd := (float64(promptPriced)*r.cfg.PricePerMTokPrompt + float64(answerPriced)*r.cfg.PricePerMTokAnswer) / 1e6
+	it.Response.CostUSD = usd
+	it.Response.PromptTokens, it.Response.CompletionTokens = promptTokens, answerTokens
+	j.CostCents += usd * 100
+	j.PromptTokens = addTokens(j.PromptTokens, promptTokens)
+	j.CompletionTokens = addTokens(j.CompletionTokens, answerTokens)
+	return usd
 }
 
 // prompt is the next call's messages within the context budget.
@@ -631,6 +650,11 @@ func (jr *jobRun) apiFailure(ctx context.Context, it *Interaction, callErr error
 	if jr.timeLeft() <= 0 {
 		// The call ran to the job's time limit (a worker stopped there
 		// did not fail): the job halts at its next step (checkLimits).
+		return false, nil
+	}
+	if jr.lim.maxCost > 0 && jr.j.CostCents >= jr.lim.maxCost {
+		// A refused answer was counted (AnsweredError) and reached the
+		// cost limit: the job halts at its next step, without a wait.
 		return false, nil
 	}
 	// The model's errors stay with the operator (the job's reason, its

@@ -21,8 +21,10 @@ import (
 //     is an error, never a partial answer.
 //   - An error the server reported is a *ModelError (its HTTP status,
 //     Retry-After, whether the prompt was over the model's context length);
-//     any other error is a transport failure (connection refused, reset,
-//     a time-out). The runtime retries both with backoff; Complete itself
+//     an answer of a success status that cannot be taken (malformed, over
+//     the cap) is an *AnsweredError, which carries the call's usage; any
+//     other error is a transport failure (connection refused, reset, a
+//     time-out). The runtime retries them with backoff; Complete itself
 //     does not retry.
 //   - Implementations are safe for concurrent use.
 type Model interface {
@@ -120,6 +122,27 @@ func (e *ModelError) Error() string {
 	}
 	return fmt.Sprintf("model server: HTTP %d: %s", e.Status, e.Message)
 }
+
+// AnsweredError is the error of a model call the server answered, with a
+// success status, in a way that cannot be taken: a chat completion
+// without the one choice asked for, a content that is not a string, a
+// body that is not one JSON value or over the client's cap. The server
+// did the work, and may have charged for it: the runtime counts the call
+// against the job's budget as it counts an answer, from the usage the
+// server reported or, when it reported none, from the estimate of the
+// prompt and of AnswerBytes. Err is the refusal.
+type AnsweredError struct {
+	// PromptTokens and CompletionTokens are the server's usage figures,
+	// 0 when it sent none or they could not be read.
+	PromptTokens, CompletionTokens int
+	// AnswerBytes is the size of the body the server sent (the client's
+	// cap when it sent more).
+	AnswerBytes int
+	Err         error
+}
+
+func (e *AnsweredError) Error() string { return e.Err.Error() }
+func (e *AnsweredError) Unwrap() error { return e.Err }
 
 // ContextSizer is implemented by models that can tell their context
 // length (in tokens), as the server's /v1/models entry gives it; 0 when

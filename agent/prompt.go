@@ -66,7 +66,10 @@ func compactJSON(b []byte) string {
 
 // estimateTokens is a rough count of the tokens of s: about four bytes a
 // token for English and code. It errs on the high side for the budget.
-func estimateTokens(s string) int { return (len(s)+3)/4 + 4 }
+func estimateTokens(s string) int { return estimateBytes(len(s)) }
+
+// estimateBytes is estimateTokens of n bytes of text.
+func estimateBytes(n int) int { return (n+3)/4 + 4 }
 
 // leastTokens is the fewest tokens n bytes of text can be: no tokenizer
 // in use packs ordinary text, code or JSON into fewer than one token for
@@ -74,19 +77,20 @@ func estimateTokens(s string) int { return (len(s)+3)/4 + 4 }
 func leastTokens(n int) int { return n / 8 }
 
 // pricedTokens returns the token counts a model call is priced at: the
-// server's own, but never fewer than the least its prompt (msgs) and its
-// answer can be; a server that reports no usage at all is priced at the
-// estimate of both. Else a server that sends no usage, or too little,
-// would never reach the job's cost limit.
-func pricedTokens(msgs []ChatMessage, comp *Completion) (prompt, answer int) {
-	if comp.PromptTokens == 0 && comp.CompletionTokens == 0 {
-		return promptTokens(msgs), estimateTokens(comp.Text)
+// server's own (reportedPrompt, reportedAnswer), but never fewer than the
+// least its prompt (msgs) and its answer of answerBytes can be; a server
+// that reports no usage at all is priced at the estimate of both. Else a
+// server that sends no usage, or too little, would never reach the job's
+// cost limit.
+func pricedTokens(msgs []ChatMessage, reportedPrompt, reportedAnswer, answerBytes int) (prompt, answer int) {
+	if reportedPrompt == 0 && reportedAnswer == 0 {
+		return promptTokens(msgs), estimateBytes(answerBytes)
 	}
 	n := 0
 	for _, m := range msgs {
 		n += len(m.Content)
 	}
-	return max(comp.PromptTokens, leastTokens(n)), max(comp.CompletionTokens, leastTokens(len(comp.Text)))
+	return max(reportedPrompt, leastTokens(n)), max(reportedAnswer, leastTokens(answerBytes))
 }
 
 func promptTokens(msgs []ChatMessage) int {

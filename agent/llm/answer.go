@@ -59,7 +59,8 @@ type answer struct {
 // (n=1), and a server that sends several anyway has the one of index 0
 // taken, by its index rather than its place in the array; none or several
 // of index 0 among several is no answer. One choice is the answer
-// whatever its index.
+// whatever its index. An answer refused once its usage was read is
+// returned with the error, holding that usage.
 func readAnswer(body []byte) (*answer, error) {
 	var b chatAnswer
 	if err := json.Unmarshal(body, &b); err != nil {
@@ -73,7 +74,7 @@ func readAnswer(body []byte) (*answer, error) {
 	var ch *chatChoice
 	switch len(b.Choices) {
 	case 0:
-		return nil, fmt.Errorf("%w: the server's answer has no choices", ErrMalformedResponse)
+		return a, fmt.Errorf("%w: the server's answer has no choices", ErrMalformedResponse)
 	case 1:
 		ch = &b.Choices[0]
 	default:
@@ -88,17 +89,17 @@ func readAnswer(body []byte) (*answer, error) {
 			if n > 1 {
 				which = strconv.Itoa(n)
 			}
-			return nil, fmt.Errorf("%w: the server sent %d choices though one was asked for (n=1), %s of index 0", ErrMalformedResponse, len(b.Choices), which)
+			return a, fmt.Errorf("%w: the server sent %d choices though one was asked for (n=1), %s of index 0", ErrMalformedResponse, len(b.Choices), which)
 		}
 	}
 	switch c := strings.TrimSpace(string(ch.Message.Content)); {
 	case c == "" || c == "null":
 	case c[0] == '"':
 		if err := json.Unmarshal(ch.Message.Content, &a.text); err != nil {
-			return nil, fmt.Errorf("%w: the message's content: %w", ErrMalformedResponse, err)
+			return a, fmt.Errorf("%w: the message's content: %w", ErrMalformedResponse, err)
 		}
 	default:
-		return nil, fmt.Errorf("%w: the message's content is not a string", ErrMalformedResponse)
+		return a, fmt.Errorf("%w: the message's content is not a string", ErrMalformedResponse)
 	}
 	for _, tc := range ch.Message.ToolCalls {
 		a.toolCalls = append(a.toolCalls, tc.Function.Name)

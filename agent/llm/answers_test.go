@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/snapnode/snapnode/agent"
 	"github.com/snapnode/snapnode/agent/llm"
 	"github.com/snapnode/snapnode/internal/llmtest"
 )
@@ -112,5 +113,56 @@ func TestUsageNumbers(t *testing.T) {
 				t.Fatalf("tokens %d + %d; want %d + %d", got.PromptTokens, got.CompletionTokens, c.prompt, c.answer)
 			}
 		})
+	}
+}
+
+// An answer the client refuses, of a success status, is an
+// *agent.AnsweredError carrying the usage the server reported (none when
+// it could not be read) and the size of the body: the call was made, and
+// the runtime counts it against the job's budget. Before, the error
+// carried nothing, and the call cost nothing. Error statuses, and a
+// server that never answered, are no AnsweredError.
+func TestRefusedAnswerUsage(t *testing.T) {
+	const usage = `{"prompt_tokens":1000,"completion_tokens":1000}`
+	notString := `{"index":0,"message":{"role":"assistant","content":42},"finish_reason":"stop"}`
+	choice := `{"index":1,"message":{"role":"assistant","content":"x"},"finish_reason":"stop"}`
+	for _, c := range []struct {
+		name           string
+		reply          llmtest.Reply
+		prompt, answer int
+		bytes          int // 0: the body's length
+		is             error
+	}{
+		{"no choices", llmtest.Reply{Body: chatBody("", usage)}, 1000, 1000, 0, llm.ErrMalformedResponse},
+		{"content not a string", llmtest.Reply{Body: chatBody(notString, usage)}, 1000, 1000, 0, llm.ErrMalformedResponse},
+		{"none of index 0", llmtest.Reply{Body: chatBody(choice+","+choice, usage)}, 1000, 1000, 0, llm.ErrMalformedResponse},
+		{"usage not numbers", llmtest.Reply{Body: chatBody("", `{"prompt_tokens":"many"}`)}, 0, 0, 0, llm.ErrMalformedResponse},
+		{"not an object", llmtest.Reply{Body: `["a"]`}, 0, 0, 0, llm.ErrMalformedResponse},
+		{"two objects", llmtest.Reply{Body: chatBody(notString, usage) + chatBody(notString, usage)}, 0, 0, 0, llm.ErrMalformedResponse},
+		{"too large", llmtest.Reply{Body: chatBody(notString, usage) + strings.Repeat(" ", 4096)}, 0, 0, 2048, llm.ErrResponseTooLarge},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := llmtest.New(t)
+			srv.Push(c.reply)
+			got, err := newClient(t, srv, llm.Config{MaxResponseBytes: 2048}).Complete(t.Context(), prompt("x"))
+			var ae *agent.AnsweredError
+			if got != nil || !errors.As(err, &ae) || !errors.Is(err, c.is) {
+				t.Fatalf("Complete = %+v, %v (%T); want an *agent.AnsweredError, %v", got, err, err, c.is)
+			}
+			want := c.bytes
+			if want == 0 {
+				want = len(c.reply.Body)
+			}
+			if ae.PromptTokens != c.prompt || ae.CompletionTokens != c.answer || ae.AnswerBytes != want {
+				t.Errorf("AnsweredError %+v; want %d + %d tokens, %d bytes", *ae, c.prompt, c.answer, want)
+			}
+		})
+	}
+	srv := llmtest.New(t)
+	srv.Push(llmtest.Error(500, "down"))
+	_, err := newClient(t, srv, llm.Config{}).Complete(t.Context(), prompt("x"))
+	var ae *agent.AnsweredError
+	if errors.As(err, &ae) {
+		t.Errorf("HTTP 500: %v is an AnsweredError", err)
 	}
 }

@@ -27,8 +27,12 @@
 // Complete honours its ctx, bounds every request by Config.Timeout and
 // refuses a response body over Config.MaxResponseBytes. An error answer
 // of the server is an *agent.ModelError, with the status, Retry-After and
-// whether the prompt was over the model's context; other errors are
-// transport failures. The client does not retry: the runtime does.
+// whether the prompt was over the model's context; an answer of a
+// success status that is refused (no choice to take, a content that is
+// not a string, a body that is not one JSON value or is too large) is an
+// *agent.AnsweredError, with the usage the server reported, for the
+// runtime to count; other errors are transport failures. The client does
+// not retry: the runtime does.
 //
 // The API key goes only into the Authorization header: it is in no log
 // and no error.

@@ -44,6 +44,10 @@ type call struct {
 	status int
 	header http.Header
 	body   []byte
+	// size is the length of a success body, read or not (the cap when
+	// it was over it): what the server sent, for the estimate of a
+	// refused answer's cost.
+	size int
 }
 
 type callKey struct{}
@@ -78,11 +82,18 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 	}
 	body, err := readCapped(resp, d.max)
 	resp.Body.Close()
+	success := resp.StatusCode >= http.StatusOK && resp.StatusCode < http.StatusMultipleChoices
+	if c != nil && success {
+		c.size = len(body)
+		if errors.Is(err, ErrResponseTooLarge) {
+			c.size = int(d.max)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
 	switch {
-	case resp.StatusCode >= http.StatusOK && resp.StatusCode < http.StatusMultipleChoices:
+	case success:
 		if err := checkBody(resp.Header.Get("Content-Type"), body); err != nil {
 			return nil, err
 		}

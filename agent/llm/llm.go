@@ -253,18 +253,33 @@ func (c *Client) schemaRefused(sent *openai.ChatCompletionResponseFormat, err er
 		strings.Contains(m, "json_schema") || strings.Contains(m, "not supported")
 }
 
-// send makes one chat-completions request and reads its answer.
+// send makes one chat-completions request and reads its answer. An
+// answer of a success status that cannot be taken is an
+// *agent.AnsweredError, with the usage the server reported.
 func (c *Client) send(ctx context.Context, req openai.ChatCompletionRequest, zeroTemp bool) (*answer, error) {
 	cl := &call{zeroTemperature: zeroTemp, answer: true}
 	rctx, cancel := context.WithTimeout(withCall(ctx, cl), c.cfg.Timeout)
 	defer cancel()
-	if _, err := c.api.CreateChatCompletion(rctx, req); err != nil {
-		return nil, c.failure(ctx, cl, err)
+	var a *answer
+	_, err := c.api.CreateChatCompletion(rctx, req)
+	switch {
+	case err != nil:
+		err = c.failure(ctx, cl, err)
+	case cl.body == nil:
+		err = fmt.Errorf("%w: no body", ErrMalformedResponse)
+	default:
+		if a, err = readAnswer(cl.body); err == nil {
+			return a, nil
+		}
 	}
-	if cl.body == nil {
-		return nil, fmt.Errorf("%w: no body", ErrMalformedResponse)
+	if cl.status < http.StatusOK || cl.status >= http.StatusMultipleChoices || ctx.Err() != nil {
+		return nil, err
 	}
-	return readAnswer(cl.body)
+	ae := &agent.AnsweredError{AnswerBytes: cl.size, Err: err}
+	if a != nil {
+		ae.PromptTokens, ae.CompletionTokens = a.promptTokens, a.completionTokens
+	}
+	return nil, ae
 }
 
 // failure turns the error of a request into the error Complete returns:
