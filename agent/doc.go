@@ -25,7 +25,9 @@
 // An answer that is neither is refused, and the refusal is fed back so
 // that the model can answer again; after [MaxInvalidAnswers] refusals in a
 // row the job waits for a human. A failed model call is retried with
-// backoff, up to [MaxAPIRetries] times.
+// backoff, up to [MaxAPIRetries] times, but for a refusal of the model
+// server that asking again does not mend ([ModelError.Transient]: a bad
+// API key, a model it does not have), which makes the job wait at once.
 //
 // Every step is recorded in the job history before the runtime acts on
 // it, and completed with its observation after: the exact messages sent,

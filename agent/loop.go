@@ -626,7 +626,8 @@ const contextLengthMark = "the prompt is over the model's context: "
 
 // apiFailure records a failed model call and decides: retry after a
 // backoff (the server's Retry-After when longer, at most a minute), shrink
-// the prompt after a context-length error, or, past the retries, STUCK.
+// the prompt after a context-length error, or, past the retries or at a
+// refusal that is not transient (ModelError.Transient), STUCK.
 func (jr *jobRun) apiFailure(ctx context.Context, it *Interaction, callErr error) (bool, error) {
 	r := jr.r
 	var me *ModelError
@@ -672,6 +673,16 @@ func (jr *jobRun) apiFailure(ctx context.Context, it *Interaction, callErr error
 		}
 		jr.shrink /= 2
 		return false, nil
+	}
+	if me != nil && !me.Transient() {
+		// A refused API key, a model or path the server does not have,
+		// an invalid request: asked again, the server answers the same.
+		// The operator is told what to check; the requester, as of an
+		// outage, that it is the node's, with the work kept.
+		why := fmt.Sprintf("the model server refused the request (HTTP %d), which asking again does not mend; %s", me.Status, me.Advice())
+		r.log.Error("agent: "+why, "task", jr.j.TaskID, "status", me.Status, "err", callErr)
+		return true, jr.stuckShowing(ctx, why+": "+it.Response.Error,
+			"the model server refused the node's request, on the node's side (its operator has the error and what to check); the work so far is kept: send a message to try again, or cancel the task")
 	}
 	if fails > MaxAPIRetries {
 		// An outage of the node's model server is its operator's to

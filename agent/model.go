@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 )
 
@@ -24,8 +25,9 @@ import (
 //     an answer of a success status that cannot be taken (malformed, over
 //     the cap) is an *AnsweredError, which carries the call's usage; any
 //     other error is a transport failure (connection refused, reset, a
-//     time-out). The runtime retries them with backoff; Complete itself
-//     does not retry.
+//     time-out). The runtime retries them with backoff, but for a
+//     ModelError that is not Transient, which fails the step at once;
+//     Complete itself does not retry.
 //   - Implementations are safe for concurrent use.
 type Model interface {
 	Complete(ctx context.Context, p Prompt) (*Completion, error)
@@ -121,6 +123,33 @@ func (e *ModelError) Error() string {
 		return fmt.Sprintf("model server: HTTP %d", e.Status)
 	}
 	return fmt.Sprintf("model server: HTTP %d: %s", e.Status, e.Message)
+}
+
+// Transient reports whether the refusal may pass when the call is made
+// again: a time-out (408), a conflict (409), too early (425), a rate
+// limit (429) or the server's own failure (5xx). Another 4xx (a refused
+// API key, a model or path the server does not have, an invalid request)
+// answers the same however often the call is made.
+func (e *ModelError) Transient() bool {
+	switch e.Status {
+	case http.StatusRequestTimeout, http.StatusConflict, http.StatusTooEarly, http.StatusTooManyRequests:
+		return true
+	}
+	return e.Status < 400 || e.Status >= 500
+}
+
+// Advice says, for the node's operator, what a refusal that is not
+// Transient means and what to check, by its status.
+func (e *ModelError) Advice() string {
+	switch e.Status {
+	case http.StatusUnauthorized:
+		return "the API key was refused: check it (SNAPNODE_LLM_API_KEY, or the file agent.llm_api_key_file names)"
+	case http.StatusForbidden:
+		return "the API key may not do this: check the key (SNAPNODE_LLM_API_KEY, or the file agent.llm_api_key_file names) and that it may use the model (agent.llm_model)"
+	case http.StatusNotFound:
+		return "no such model or path: check the model name (agent.llm_model) and the base URL (agent.llm_url, ending in /v1)"
+	}
+	return "the request was refused as invalid: check the model name (agent.llm_model) and the settings sent with it (agent.response_format, agent.max_tokens, agent.temperature)"
 }
 
 // AnsweredError is the error of a model call the server answered, with a

@@ -27,7 +27,9 @@
 // Complete honours its ctx, bounds every request by Config.Timeout and
 // refuses a response body over Config.MaxResponseBytes. An error answer
 // of the server is an *agent.ModelError, with the status, Retry-After and
-// whether the prompt was over the model's context; an answer of a
+// whether the prompt was over the model's context (its Transient says
+// whether asking again may help, its Advice what the operator should
+// check; Check reports a refusal of GET /models the same way); an answer of a
 // success status that is refused (no choice to take, a content that is
 // not a string, a body that is not one JSON value or is too large) is an
 // *agent.AnsweredError, with the usage the server reported, for the

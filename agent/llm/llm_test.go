@@ -550,9 +550,11 @@ func TestConcurrent(t *testing.T) {
 }
 
 // Check looks at the server's /models before a job needs it: a server
-// that cannot be reached or refuses is an error, a model name the server
-// does not list (of several) is ErrModelNotListed naming what it lists,
-// and a server without /models, or with the model or only one, passes.
+// that cannot be reached or refuses is an error (a refusal an
+// *agent.ModelError, as a completion's is), a model name the server does
+// not list (of several) is ErrModelNotListed naming what it lists, a
+// server without /models is ErrNoModelList (which may be a wrong base
+// URL), and a server with the model or only one passes.
 func TestCheck(t *testing.T) {
 	many := `{"data":[` + strings.TrimSuffix(strings.Repeat(`{"id":"x"},`, 12), ",") + `]}`
 	tests := []struct {
@@ -561,14 +563,18 @@ func TestCheck(t *testing.T) {
 		body    string
 		wantErr string // "" passes
 		notList bool
+		noList  bool
+		refused int // the status of the *agent.ModelError
 	}{
-		{"listed", 200, `{"data":[{"id":"a"},{"id":"m1","max_model_len":4096}]}`, "", false},
-		{"one model", 200, `{"data":[{"id":"/models/qwen.gguf"}]}`, "", false},
-		{"empty list", 200, `{"data":[]}`, "", false},
-		{"no /models", 404, `404 page not found`, "", false},
-		{"not pulled", 200, `{"data":[{"id":"llama3:8b"},{"id":"qwen3:4b"}]}`, `lists no model of that name "m1": it lists "llama3:8b", "qwen3:4b"`, true},
-		{"many", 200, many, `and 2 more`, true},
-		{"unauthorized", 401, `{"error":{"message":"bad key"}}`, "bad key", false},
+		{"listed", 200, `{"data":[{"id":"a"},{"id":"m1","max_model_len":4096}]}`, "", false, false, 0},
+		{"one model", 200, `{"data":[{"id":"/models/qwen.gguf"}]}`, "", false, false, 0},
+		{"empty list", 200, `{"data":[]}`, "", false, false, 0},
+		{"no /models", 404, `404 page not found`, "no model list", false, true, 0},
+		{"not pulled", 200, `{"data":[{"id":"llama3:8b"},{"id":"qwen3:4b"}]}`, `lists no model of that name "m1": it lists "llama3:8b", "qwen3:4b"`, true, false, 0},
+		{"many", 200, many, `and 2 more`, true, false, 0},
+		{"unauthorized", 401, `{"error":{"message":"bad key"}}`, "bad key", false, false, 401},
+		{"forbidden", 403, `{"error":"no access"}`, "no access", false, false, 403},
+		{"down", 503, `busy`, "busy", false, false, 503},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -589,6 +595,12 @@ func TestCheck(t *testing.T) {
 				t.Errorf("Check = %v; want an error with %q", err, tt.wantErr)
 			case errors.Is(err, llm.ErrModelNotListed) != tt.notList:
 				t.Errorf("Check = %v; ErrModelNotListed %v, want %v", err, errors.Is(err, llm.ErrModelNotListed), tt.notList)
+			case errors.Is(err, llm.ErrNoModelList) != tt.noList:
+				t.Errorf("Check = %v; ErrNoModelList %v, want %v", err, errors.Is(err, llm.ErrNoModelList), tt.noList)
+			}
+			var me *agent.ModelError
+			if got := errors.As(err, &me); got != (tt.refused != 0) || got && me.Status != tt.refused {
+				t.Errorf("Check = %v (%T); want a ModelError of status %d", err, err, tt.refused)
 			}
 		})
 	}

@@ -64,6 +64,9 @@ func (e *modelEntry) contextTokens() int {
 
 func (c *Client) fetchContextTokens(ctx context.Context) (int, error) {
 	list, err := c.models(ctx)
+	if errors.Is(err, ErrNoModelList) {
+		return 0, nil
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -88,8 +91,8 @@ func (c *Client) entry(list []modelEntry) *modelEntry {
 	return nil
 }
 
-// models returns the server's GET /models list: nil, and no error, when
-// the server has no /models (404).
+// models returns the server's GET /models list, or ErrNoModelList when
+// the server has none (404).
 func (c *Client) models(ctx context.Context) ([]modelEntry, error) {
 	cl := &call{}
 	rctx, cancel := context.WithTimeout(withCall(ctx, cl), c.cfg.Timeout)
@@ -113,7 +116,7 @@ func (c *Client) models(ctx context.Context) ([]modelEntry, error) {
 	}
 	switch {
 	case resp.StatusCode == http.StatusNotFound:
-		return nil, nil
+		return nil, ErrNoModelList
 	case resp.StatusCode != http.StatusOK:
 		return nil, c.modelError(resp.StatusCode, resp.Header, bodyMessage(body), "")
 	}
@@ -126,6 +129,11 @@ func (c *Client) models(ctx context.Context) ([]modelEntry, error) {
 	return list.Data, nil
 }
 
+// ErrNoModelList is Check's error when the server has no GET /models
+// (HTTP 404): some servers have none and work, but a base URL that names
+// the wrong path has none either, and its completions fail with 404 too.
+var ErrNoModelList = errors.New("the server has no model list (HTTP 404 for GET /models)")
+
 // ErrModelNotListed is Check's error when the server lists several
 // models and none is Config.Model (a name mistyped, or a model Ollama has
 // not pulled).
@@ -137,11 +145,20 @@ const maxNamesShown = 10
 // Check is a look at the server before any job needs it: GET /models
 // answers, and lists Config.Model (or only one model, or none). It returns
 // the failure of a server that cannot be reached or refuses (an
-// *agent.ModelError for an HTTP status), or ErrModelNotListed naming the
-// first models the server lists; a server without /models passes. The
-// context length it finds is kept, as ContextTokens keeps it.
+// *agent.ModelError for an HTTP status, as Complete's, whose Transient
+// and Advice say whether a job's calls would be retried and what to
+// check), ErrModelNotListed naming the first models the server lists, or
+// ErrNoModelList for a server without /models, which may serve
+// completions all the same. The context length it finds (0 for a server
+// without /models) is kept, as ContextTokens keeps it.
 func (c *Client) Check(ctx context.Context) error {
 	list, err := c.models(ctx)
+	if errors.Is(err, ErrNoModelList) {
+		c.ctxMu.Lock()
+		c.ctxKnown, c.ctxTokens = true, 0
+		c.ctxMu.Unlock()
+		return fmt.Errorf("llm: %w", err)
+	}
 	if err != nil {
 		return err
 	}

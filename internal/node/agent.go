@@ -197,12 +197,25 @@ func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queu
 
 // checkModelServer looks at the model server once at start (llm.Check,
 // within its request time-out) and says in the log what a job would meet:
-// a server that does not answer, or does not list the model, is a
-// warning with what to do, before a requester's task waits on it.
+// a server that does not answer, does not list the model or has no model
+// list is a warning with what to do, before a requester's task waits on
+// it; a refusal that asking again does not mend (a bad API key) is an
+// error with what to check, as a job's step that meets it says
+// (agent.ModelError.Advice).
 func checkModelServer(ctx context.Context, c *llm.Client, url string, logger *slog.Logger) {
 	err := c.Check(ctx)
+	var me *agent.ModelError
 	switch {
 	case ctx.Err() != nil:
+	case errors.As(err, &me) && !me.Transient():
+		logger.Error(fmt.Sprintf("the model server refuses the agent's requests (HTTP %d): free-text tasks will fail at their first call, and wait for an operator; %s", me.Status, me.Advice()),
+			"llm_url", config.ShowURL(url), "err", err)
+	case me != nil:
+		logger.Warn(fmt.Sprintf("the model server answers with an error (HTTP %d): free-text tasks will retry their calls, and wait for it if it goes on failing; check the server at --llm-url", me.Status),
+			"llm_url", config.ShowURL(url), "err", err)
+	case errors.Is(err, llm.ErrNoModelList):
+		logger.Warn("the model server has no model list (HTTP 404 for GET /models): a server without one may still answer, but if free-text tasks fail with HTTP 404, check the base URL (agent.llm_url, with its /v1) and the model name (agent.llm_model)",
+			"llm_url", config.ShowURL(url), "err", err)
 	case errors.Is(err, llm.ErrModelNotListed):
 		logger.Warn("the model server does not list the model the agent asks for: free-text tasks will fail at their first call; name one it lists (--llm-model), or pull it (ollama pull NAME)",
 			"llm_url", config.ShowURL(url), "err", err)

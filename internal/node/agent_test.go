@@ -1052,7 +1052,10 @@ func TestTwoHeldActionsDecidedByID(t *testing.T) {
 // At start the node looks at its model server once and says in the log
 // what a job would meet: nothing answering at --llm-url, or a model name
 // the server does not list (of several), is a warning saying what to do;
-// a server that lists the model is reached, with its context length.
+// a refusal that asking again does not mend (a bad API key) is an error
+// saying what to check, as a job's failed step says it; a server without
+// a model list is a warning naming the base URL; a server that lists the
+// model is reached, with its context length.
 func TestModelServerLookedAtStart(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -1065,6 +1068,14 @@ func TestModelServerLookedAtStart(t *testing.T) {
 	}))
 	t.Cleanup(two.Close)
 	listed := llmtest.New(t, llmtest.WithModel(llmtest.DefaultModel, 8192))
+	status := func(code int, body string) string {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(code)
+			fmt.Fprint(w, body)
+		}))
+		t.Cleanup(srv.Close)
+		return srv.URL + "/v1"
+	}
 	for _, c := range []struct {
 		name, url string
 		want      []string
@@ -1072,6 +1083,9 @@ func TestModelServerLookedAtStart(t *testing.T) {
 		{"nothing there", closed, []string{"level=WARN", "the model server does not answer", "--llm-url"}},
 		{"model not listed", two.URL + "/v1", []string{"level=WARN", "does not list the model", `\"llama3:8b\", \"qwen3:4b\"`, "ollama pull"}},
 		{"listed", listed.URL(), []string{"model server reached", "context_tokens=8192"}},
+		{"bad key", status(401, `{"error":{"message":"Incorrect API key provided"}}`), []string{"level=ERROR", "HTTP 401", "agent.llm_api_key_file", "Incorrect API key"}},
+		{"no model list", status(404, `404 page not found`), []string{"level=WARN", "no model list", "agent.llm_url"}},
+		{"failing", status(503, `loading`), []string{"level=WARN", "HTTP 503", "retr"}},
 		{"no agent", "", []string{"no agent: free-text tasks fail at once", "--llm-url"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
