@@ -44,8 +44,12 @@ type NetConfig struct {
 	// from http to https is followed (see followRedirect).
 	NoRedirects bool
 	// RefusePrivate refuses connections to loopback, link-local, private
-	// (RFC 1918, RFC 4193 unique local), unspecified and multicast
-	// addresses, IPv4-mapped ones included: what an agent's card names
+	// (RFC 1918, RFC 4193 unique local), shared (RFC 6598, carrier-grade
+	// NAT: 100.64.0.0/10), unspecified, multicast and reserved
+	// (240.0.0.0/4) addresses, and to an IPv4 one of these written in
+	// IPv6 (IPv4-mapped, IPv4-compatible, NAT64's 64:ff9b::/96, 6to4's
+	// 2002::/16), and to NAT64's local-use prefix (64:ff9b:1::/48), whose
+	// mapping the site decides: what an agent's card names
 	// must not make the client reach the machine or its network. The
 	// check is made on the address each connection is opened to, after
 	// the name was resolved, so that a name that resolves to such an
@@ -112,9 +116,28 @@ func refusePrivate(onRefused func(netip.AddrPort)) func(network, address string,
 }
 
 // nonPublic names the class of a that a client refusing private addresses
-// does not connect to, or "" when it may.
+// does not connect to, or "" when it may. An IPv4 address written in
+// IPv6 (IPv4-mapped, IPv4-compatible, NAT64's well-known prefix, 6to4)
+// is judged by the IPv4 address it reaches.
 func nonPublic(a netip.Addr) string {
 	a = a.Unmap().WithZone("")
+	if a.Is6() {
+		b := a.As16()
+		switch {
+		case a.IsUnspecified(), a.IsLoopback():
+		case nat64Local.Contains(a):
+			// RFC 8215: the site decides what it maps to.
+			return "NAT64 local-use"
+		case nat64.Contains(a), ipv4Compatible.Contains(a):
+			if class := nonPublic(netip.AddrFrom4([4]byte(b[12:]))); class != "" {
+				return class + " (embedded in " + a.String() + ")"
+			}
+		case sixToFour.Contains(a):
+			if class := nonPublic(netip.AddrFrom4([4]byte(b[2:6]))); class != "" {
+				return class + " (embedded in " + a.String() + ")"
+			}
+		}
+	}
 	switch {
 	case a.IsLoopback():
 		return "loopback"
@@ -128,6 +151,23 @@ func nonPublic(a netip.Addr) string {
 		// 0.0.0.0/8: "this network"; Linux connects 0.0.0.0 to the
 		// machine itself.
 		return "unspecified"
+	case shared.Contains(a):
+		// Carrier-grade NAT's side of the provider, and some clouds'
+		// metadata service (100.100.100.200).
+		return "shared (RFC 6598)"
+	case reserved.Contains(a):
+		// 240.0.0.0/4 and the limited broadcast address.
+		return "reserved"
 	}
 	return ""
 }
+
+// The prefixes nonPublic knows besides those of netip.Addr's methods.
+var (
+	shared         = netip.MustParsePrefix("100.64.0.0/10")
+	reserved       = netip.MustParsePrefix("240.0.0.0/4")
+	nat64          = netip.MustParsePrefix("64:ff9b::/96")
+	nat64Local     = netip.MustParsePrefix("64:ff9b:1::/48")
+	sixToFour      = netip.MustParsePrefix("2002::/16")
+	ipv4Compatible = netip.MustParsePrefix("::/96")
+)

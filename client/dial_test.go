@@ -60,6 +60,25 @@ func TestRefusePrivateAddresses(t *testing.T) {
 		{"multicast", "224.0.0.1"},
 		{"multicast", "239.1.2.3"},
 		{"multicast", "[ff02::1]"},
+		// Shared address space (RFC 6598): carrier-grade NAT, and the
+		// metadata service of some clouds (100.100.100.200).
+		{"shared", "100.64.0.1"},
+		{"shared", "100.100.100.200"},
+		{"shared", "100.127.255.254"},
+		{"shared", "[::ffff:100.100.100.200]"},
+		// An IPv4 address written in IPv6 through NAT64 (RFC 6052's
+		// well-known prefix), 6to4 (RFC 3056) or the IPv4-compatible form:
+		// the embedded address is the one reached.
+		{"loopback", "[64:ff9b::7f00:1]"},
+		{"link-local", "[64:ff9b::a9fe:a9fe]"},
+		{"private", "[64:ff9b::10.0.0.1]"},
+		{"shared", "[64:ff9b::100.64.0.1]"},
+		{"private", "[2002:c0a8:101::1]"},
+		{"loopback", "[::127.0.0.1]"},
+		// The local-use NAT64 prefix (RFC 8215) maps as its site decides.
+		{"NAT64", "[64:ff9b:1::a00:1]"},
+		{"reserved", "240.0.0.1"},
+		{"reserved", "255.255.255.255"},
 	} {
 		t.Run(tc.class+" "+tc.host, func(t *testing.T) {
 			var got refusals

@@ -10,7 +10,8 @@
 // carries an idempotencyKey of its own, so that an attempt sent again
 // after an answer was lost does not make a second task. The node's HTTP
 // client does not follow redirects and, unless allowed, does not connect
-// to loopback, link-local, private, unspecified or multicast addresses: a
+// to loopback, link-local, private, shared, unspecified, multicast or
+// reserved addresses (client.NetConfig.RefusePrivate): a
 // card anyone can publish must not make the node post into its own
 // network.
 //

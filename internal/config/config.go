@@ -347,8 +347,8 @@ type Agent struct {
 	// carries out every proposal on its own sandbox.
 	Delegate string `toml:"delegate"`
 	// DelegatePrivateEndpoints lets the node post to the delegate's
-	// endpoints on loopback, link-local, private, unspecified and
-	// multicast addresses; off, such an endpoint is skipped (its card's
+	// endpoints on loopback, link-local, private, shared, unspecified,
+	// multicast and reserved addresses (client.NetConfig.RefusePrivate); off, such an endpoint is skipped (its card's
 	// next, then Nostr).
 	DelegatePrivateEndpoints bool `toml:"delegate_private_endpoints"`
 	// StepTimeout bounds the wait for an external worker's (or the
