@@ -250,7 +250,13 @@ func (p *peerRun) run(ctx context.Context) {
 	var due time.Time
 	if p.cfg.Rate > 0 {
 		n := len(p.cfg.Peers)
-		interval = max(time.Duration(float64(n)/p.cfg.Rate*float64(time.Second)), 1)
+		// A rate so low that the interval passes the whole run (or a
+		// Duration) makes one request a peer: converting a float64 beyond
+		// int64 to a Duration is not defined.
+		interval = p.cfg.Warmup + p.cfg.Duration
+		if ns := float64(n) / p.cfg.Rate * float64(time.Second); ns < float64(interval) {
+			interval = max(time.Duration(ns), 1)
+		}
 		// The peers' schedules staggered over one interval, from the
 		// warm-up's start.
 		due = p.start.Add(-p.cfg.Warmup + interval*time.Duration(p.i)/time.Duration(n))
@@ -264,8 +270,14 @@ func (p *peerRun) run(ctx context.Context) {
 			}
 			if !now.Before(end) {
 				// Due within the run, and the peer is still busy with
-				// earlier ones when it ends.
-				p.res.behind += int64((end.Sub(due) + interval - 1) / interval)
+				// earlier ones when it ends: the dues from the first
+				// after the warm-up on.
+				if lag := p.start.Sub(due); lag > 0 {
+					due = due.Add((lag + interval - 1) / interval * interval)
+				}
+				if due.Before(end) {
+					p.res.behind += int64((end.Sub(due) + interval - 1) / interval)
+				}
 				return
 			}
 			if !sleepUntil(ctx, p.cfg.Now, due) {

@@ -530,3 +530,45 @@ func TestRunRefusesBadRateOrWarmup(t *testing.T) {
 		}
 	}
 }
+
+// A rate so low that a peer's interval overflows a Duration offers as
+// good as nothing: one request a peer at most, not a peer sending as fast
+// as it is answered (a float64 too large for an int64 converts to the
+// smallest int64 on amd64, which max(…, 1) made 1 ns). The same for a
+// warm-up before it.
+func TestRunOpenLoopTinyRate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b := newFake(), newFake()
+		r, err := Run(context.Background(), Config{
+			Peers: []Peer{{Via: ViaHTTP, Agent: a}, {Via: ViaHTTP, Agent: b}}, Mix: Mix{OpSend: 1},
+			Duration: time.Second, Warmup: time.Second, Rate: 1e-12,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.n+b.n > 2 || r.Behind != 0 {
+			t.Errorf("peers made %d and %d requests, %d behind; want at most 1 each, none behind", a.n, b.n, r.Behind)
+		}
+	})
+}
+
+// Behind counts the requests due within Duration only: a peer still
+// stuck on a request of the warm-up when the run ends was behind by the
+// run's 100 dues, not by the warm-up's too.
+func TestRunOpenLoopBehindAfterWarmup(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// One request every 10 ms; the first, due at the warm-up's start,
+		// takes 3 s, past the run's end at 2 s.
+		stuck := &stallAgent{fakeAgent: newFake(), t0: time.Now(), stall: 3 * time.Second}
+		r, err := Run(context.Background(), Config{
+			Peers: []Peer{{Via: ViaHTTP, Agent: stuck}}, Mix: Mix{OpSend: 1},
+			Duration: time.Second, Warmup: time.Second, Rate: 100, Timeout: time.Minute,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Requests != 0 || r.Behind != 100 {
+			t.Errorf("%d requests, %d behind; want 0, 100 (the run's dues)", r.Requests, r.Behind)
+		}
+	})
+}
