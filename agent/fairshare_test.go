@@ -79,10 +79,14 @@ func (r *rig) sendAs(t *testing.T, who, text string) {
 // startRuntime runs a runtime of maxJobs slots, perRequester of them at
 // most for one requester (0: the default), on r with m until the test
 // ends or the returned stop is called.
-func (r *rig) startRuntime(t *testing.T, m agent.Model, maxJobs, perRequester int) (stop func()) {
+func (r *rig) startRuntime(t *testing.T, m agent.Model, maxJobs, perRequester int, uncapped ...string) (stop func()) {
 	t.Helper()
-	rt, err := agent.New(agent.Config{Queue: r.queue, Store: r.store, Tasks: r.svc, Executor: r.exec, Model: m,
-		ContextTokens: 8000, MaxJobs: maxJobs, MaxJobsPerRequester: perRequester, Holder: "node-1", Poll: 5 * time.Millisecond})
+	cfg := agent.Config{Queue: r.queue, Store: r.store, Tasks: r.svc, Executor: r.exec, Model: m,
+		ContextTokens: 8000, MaxJobs: maxJobs, MaxJobsPerRequester: perRequester, Holder: "node-1", Poll: 5 * time.Millisecond}
+	if uncapped != nil {
+		cfg.Uncapped = func(requester string) bool { return slices.Contains(uncapped, requester) }
+	}
+	rt, err := agent.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,6 +135,23 @@ func TestOneRequesterCannotTakeEverySlot(t *testing.T) {
 	m.release(started[0]) // one of alice's ends: a slot frees
 	if s := m.next(t); s != "dave 0" {
 		t.Fatalf("the freed slot went to %q, want dave's job (alice still runs one; dave none)", s)
+	}
+}
+
+// The node's operators are not held to the share: an operator's six jobs
+// take all four slots, where a peer's take two (the node's owner sending
+// it tasks would otherwise have half of its slots).
+func TestOperatorTakesEverySlot(t *testing.T) {
+	r := newRig(t, testdb.SQLite(t))
+	for i := range 6 {
+		r.sendAs(t, "alice", fmt.Sprintf("alice %d", i))
+	}
+	m := newGateModel()
+	r.startRuntime(t, m, 4, 0, "alice")
+	got := []string{m.next(t), m.next(t), m.next(t), m.next(t)}
+	slices.Sort(got)
+	if want := []string{"alice 0", "alice 1", "alice 2", "alice 3"}; !slices.Equal(got, want) {
+		t.Fatalf("started %q, want alice's four oldest", got)
 	}
 }
 

@@ -77,6 +77,12 @@ type Config struct {
 	// once (default: half of MaxJobs, rounded up; at most MaxJobs), so
 	// that one requester's jobs leave slots for the others'.
 	MaxJobsPerRequester int
+	// Uncapped, when set, reports whether a requester's jobs are exempt
+	// from MaxJobsPerRequester: the node's operators (the share keeps the
+	// slots from one peer, not from the node's owner, whose tasks would
+	// otherwise run on half of them). It is asked at each dispatch, so a
+	// reloaded list of operators takes effect at once.
+	Uncapped func(requester string) bool
 	MaxSteps            int           // model calls per job (default 30)
 	MaxCostCents        float64       // 0: no cost limit
 	MaxTime             time.Duration // default 60 min
@@ -530,17 +536,22 @@ func (r *Runtime) forget(ctx context.Context) {
 // dispatch claims runnable jobs while slots are free, taking requesters
 // in turn (the oldest job of each first), so one requester's many jobs
 // cannot keep another's waiting: a requester already working on
-// MaxJobsPerRequester jobs here waits for one of them to end, and among
-// the others those with the fewest jobs running come first, then those
-// served least recently.
+// MaxJobsPerRequester jobs here waits for one of them to end (unless
+// Config.Uncapped exempts it), and among the others those with the fewest
+// jobs running come first, then those served least recently.
 func (r *Runtime) dispatch(ctx context.Context) {
 	free := cap(r.slots) - len(r.slots)
 	if free <= 0 || ctx.Err() != nil {
 		return
 	}
-	// At most MaxJobs/MaxJobsPerRequester requesters are at their share,
-	// each listed at most twice: the rest of the list is others' jobs.
-	cands, err := r.cfg.Store.Runnable(ctx, r.cfg.Now(), 2, 4*cap(r.slots)+16)
+	// Each requester is listed with as many jobs as it could start (at
+	// most every slot, for an uncapped one): the rest of the list is
+	// others' jobs.
+	perRequester := r.cfg.MaxJobsPerRequester
+	if r.cfg.Uncapped != nil {
+		perRequester = cap(r.slots)
+	}
+	cands, err := r.cfg.Store.Runnable(ctx, r.cfg.Now(), perRequester, 4*cap(r.slots)+16)
 	if err != nil {
 		r.log.Warn("agent: looking for jobs", "err", err)
 		return
@@ -570,6 +581,9 @@ func (r *Runtime) dispatch(ctx context.Context) {
 		_, running := r.running[c.TaskID]
 		full := r.busy[c.Requester] >= r.cfg.MaxJobsPerRequester
 		r.mu.Unlock()
+		if full && r.cfg.Uncapped != nil && r.cfg.Uncapped(c.Requester) {
+			full = false
+		}
 		if running || full {
 			continue
 		}

@@ -164,7 +164,7 @@ func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queu
 	}
 	rt, err := agent.New(agent.Config{
 		Holder: holder, Queue: queue, Store: store, Tasks: svc, Executor: exec, Model: model,
-		ModelName: modelName, MaxJobs: a.MaxJobs, MaxJobsPerRequester: a.MaxJobsPerRequester, MaxSteps: a.MaxSteps, MaxCostCents: a.MaxCostCents,
+		ModelName: modelName, MaxJobs: a.MaxJobs, MaxJobsPerRequester: a.MaxJobsPerRequester, Uncapped: svc.IsOperator, MaxSteps: a.MaxSteps, MaxCostCents: a.MaxCostCents,
 		MaxTime: minutes(a.MaxTimeMinutes), PricePerMTokPrompt: a.PricePerMTokPrompt,
 		PricePerMTokAnswer: a.PricePerMTokCompletion, Temperature: a.Temperature, MaxTokens: a.MaxTokens,
 		RequestTimeout: callTimeout, ContextTokens: a.ContextTokens, Lease: a.Lease.Duration,
