@@ -82,7 +82,7 @@ type Config struct {
 	// slots from one peer, not from the node's owner, whose tasks would
 	// otherwise run on half of them). It is asked at each dispatch, so a
 	// reloaded list of operators takes effect at once.
-	Uncapped func(requester string) bool
+	Uncapped            func(requester string) bool
 	MaxSteps            int           // model calls per job (default 30)
 	MaxCostCents        float64       // 0: no cost limit
 	MaxTime             time.Duration // default 60 min

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/snapnode/snapnode/client"
+	"github.com/snapnode/snapnode/internal/periodic"
 	"github.com/snapnode/snapnode/snap"
 )
 
@@ -348,18 +349,10 @@ func (p *peerRun) request(ctx context.Context, due, end time.Time) bool {
 // sleepUntil waits until now() reaches t and reports whether it did
 // before ctx ended.
 func sleepUntil(ctx context.Context, now func() time.Time, t time.Time) bool {
-	d := t.Sub(now())
-	if d <= 0 {
-		return ctx.Err() == nil
+	if d := t.Sub(now()); d > 0 {
+		return periodic.Sleep(ctx, d) == nil
 	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	return ctx.Err() == nil
 }
 
 // payload is the request of op, or nil for a tasks/get with no task.
