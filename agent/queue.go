@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/tasks"
 )
 
@@ -12,20 +13,84 @@ import (
 // runtime. It needs only the store, so the service can be built with it
 // before the Runtime, which needs the service.
 type Queue struct {
-	store *Store
-	now   func() time.Time
-	wake  chan struct{}
+	store  *Store
+	now    func() time.Time
+	wake   chan struct{}
+	limits QueueLimits
 }
 
-var _ tasks.Agent = (*Queue)(nil)
+var (
+	_ tasks.Agent    = (*Queue)(nil)
+	_ tasks.Admitter = (*Queue)(nil)
+)
 
-// NewQueue returns the queue of jobs in store; now is the clock (nil:
-// time.Now).
+// DefaultMaxQueued bounds the jobs that wait for a slot or are worked on,
+// every requester's together, when QueueLimits sets no bound.
+const DefaultMaxQueued = 1024
+
+// QueuedRetryAfter is the retryAfter, in seconds, of a refusal of a new
+// task because the queue is full.
+const QueuedRetryAfter = 60
+
+// QueueLimits bounds the jobs that wait for a slot or are worked on
+// (PENDING, RUNNING, REVIEWING). A job waiting for a human does not count.
+type QueueLimits struct {
+	// MaxQueued bounds them, every requester's together; 0 (or less)
+	// is DefaultMaxQueued. Identities cost nothing, so this is the
+	// bound a flood of them meets.
+	MaxQueued int
+	// MaxQueuedPerRequester bounds one requester's; 0 (or less) is a
+	// sixteenth of MaxQueued, at least 1.
+	MaxQueuedPerRequester int
+	// Exempt reports the requesters neither bound holds (the node's
+	// operators); nil exempts none.
+	Exempt func(requester string) bool
+}
+
+// NewQueue returns the queue of jobs in store with the default limits;
+// now is the clock (nil: time.Now).
 func NewQueue(store *Store, now func() time.Time) *Queue {
+	return NewLimitedQueue(store, now, QueueLimits{})
+}
+
+// NewLimitedQueue returns the queue of jobs in store, bounded by limits;
+// now is the clock (nil: time.Now).
+func NewLimitedQueue(store *Store, now func() time.Time, limits QueueLimits) *Queue {
 	if now == nil {
 		now = time.Now
 	}
-	return &Queue{store: store, now: now, wake: make(chan struct{}, 1)}
+	if limits.MaxQueued <= 0 {
+		limits.MaxQueued = DefaultMaxQueued
+	}
+	if limits.MaxQueuedPerRequester <= 0 {
+		limits.MaxQueuedPerRequester = max(limits.MaxQueued/16, 1)
+	}
+	return &Queue{store: store, now: now, wake: make(chan struct{}, 1), limits: limits}
+}
+
+// Admit implements tasks.Admitter: a new task of requester's is refused
+// before it is stored when requester already has MaxQueuedPerRequester
+// jobs queued (5002, scope "requester") or the queue holds MaxQueued
+// (5003, scope "node"), each with retryAfter and the limit. The count
+// and the job's record are two steps: requests admitted at once may pass
+// the bound by as many as are handled at once.
+func (q *Queue) Admit(ctx context.Context, requester string) error {
+	if q.limits.Exempt != nil && q.limits.Exempt(requester) {
+		return nil
+	}
+	all, mine, err := q.store.Queued(ctx, requester)
+	if err != nil {
+		return err
+	}
+	switch {
+	case mine >= int64(q.limits.MaxQueuedPerRequester):
+		return snap.NewError(snap.CodeRateLimitExceeded, "too many of this requester's tasks wait for the agent; let one end first",
+			map[string]any{"retryAfter": QueuedRetryAfter, "limit": q.limits.MaxQueuedPerRequester, "scope": "requester"})
+	case all >= int64(q.limits.MaxQueued):
+		return snap.NewError(snap.CodeServiceUnavailable, "the agent's queue is full; retry later",
+			map[string]any{"retryAfter": QueuedRetryAfter, "limit": q.limits.MaxQueued, "scope": "node"})
+	}
+	return nil
 }
 
 // Wake tells the runtime to look for runnable jobs now.

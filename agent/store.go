@@ -281,6 +281,19 @@ func (s *Store) CountByStatus(ctx context.Context) (map[Status]int64, error) {
 	return out, nil
 }
 
+// Queued returns how many jobs wait for a slot or are worked on (their
+// status is one Runnable looks at), all of them and requester's: what
+// Queue.Admit bounds.
+func (s *Store) Queued(ctx context.Context, requester string) (all, mine int64, err error) {
+	err = s.db.R.QueryRowContext(ctx, s.d.Rebind(`SELECT COUNT(*), COALESCE(SUM(CASE WHEN requester = ? THEN 1 ELSE 0 END), 0)
+		FROM agent_jobs WHERE status IN (?, ?, ?)`),
+		dbtext.Clean(requester), string(Pending), string(Running), string(Reviewing)).Scan(&all, &mine)
+	if err != nil {
+		return 0, 0, fmt.Errorf("agent: count queued jobs: %w", err)
+	}
+	return all, mine, nil
+}
+
 // ReleaseHolder frees every job holder holds, its resumes' included (see
 // ResumeHolder), and returns how many: for a process that starts under
 // the holder name of a previous, dead one.

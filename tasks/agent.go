@@ -45,6 +45,15 @@ type Screener interface {
 	Screen() *Refusal
 }
 
+// Admitter is implemented by an Agent whose queue is bounded. Admit is
+// asked before a new task without proposals is stored, and returns a
+// *snap.Error (5002, 5003, with retryAfter) when requester's task would
+// not fit: the request gets it and no task is made, rather than one that
+// waits without end. A message to an existing task is not asked about.
+type Admitter interface {
+	Admit(ctx context.Context, requester string) error
+}
+
 // screen is the agent's refusal of every new free-text task, if it
 // declares one (Screener).
 func (s *Service) screen() *Refusal {

@@ -289,6 +289,11 @@ func (s *Service) send(ctx context.Context, owner string, req *SendParams, keyed
 	var refusal *Refusal
 	if req.TaskID == "" && len(proposals) == 0 {
 		refusal = s.screen()
+		if a, ok := s.agent.(Admitter); ok && refusal == nil {
+			if err := a.Admit(ctx, owner); err != nil {
+				return nil, fmt.Errorf("tasks: send message: %w", err)
+			}
+		}
 	}
 	t, err := s.receive(ctx, owner, req, refusal, keyed)
 	if err != nil {

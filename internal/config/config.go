@@ -309,6 +309,13 @@ type Agent struct {
 	// MaxJobsPerRequester is how many of them one requester's jobs may
 	// take; 0 is half of MaxJobs, rounded up.
 	MaxJobsPerRequester int `toml:"max_jobs_per_requester"`
+	// MaxQueuedJobs bounds the jobs that wait for a slot or are worked
+	// on, every requester's together: a new free-text task past it is
+	// refused (5003) rather than stored to wait.
+	MaxQueuedJobs int `toml:"max_queued_jobs"`
+	// MaxQueuedJobsPerRequester bounds one requester's of them (5002);
+	// 0 is a sixteenth of MaxQueuedJobs, at least 1.
+	MaxQueuedJobsPerRequester int `toml:"max_queued_jobs_per_requester"`
 	// Lease is how long a claimed job stays this node's without renewal.
 	Lease Duration `toml:"lease"`
 	// RetryBackoff is the first wait before a failed model call is tried
@@ -509,6 +516,7 @@ func Default() Config {
 			MaxTokens:           2048,
 			RequestTimeout:      Duration{120 * time.Second},
 			MaxJobs:             4,
+			MaxQueuedJobs:       1024,
 			Lease:               Duration{30 * time.Second},
 			RetryBackoff:        Duration{time.Second},
 			MaxObservationBytes: 16 << 10,
@@ -698,6 +706,8 @@ var settings = []setting{
 	intSetting("", "SNAPNODE_AGENT_CONTEXT_TOKENS", "take the model's context window to be N tokens (0: ask the server, else 16384)", func(c *Config) *int { return &c.Agent.ContextTokens }),
 	intSetting("agent-max-jobs", "SNAPNODE_AGENT_MAX_JOBS", "work on `N` agent jobs at once", func(c *Config) *int { return &c.Agent.MaxJobs }),
 	intSetting("", "SNAPNODE_AGENT_MAX_JOBS_PER_REQUESTER", "work on at most N agent jobs of one requester at once (0: half of max_jobs, rounded up)", func(c *Config) *int { return &c.Agent.MaxJobsPerRequester }),
+	intSetting("", "SNAPNODE_AGENT_MAX_QUEUED_JOBS", "refuse a new free-text task (5003) while N agent jobs wait for a slot or are worked on", func(c *Config) *int { return &c.Agent.MaxQueuedJobs }),
+	intSetting("", "SNAPNODE_AGENT_MAX_QUEUED_JOBS_PER_REQUESTER", "refuse a requester's new free-text task (5002) while N of its agent jobs wait or are worked on (0: a sixteenth of max_queued_jobs)", func(c *Config) *int { return &c.Agent.MaxQueuedJobsPerRequester }),
 	durationSetting("", "SNAPNODE_AGENT_LEASE", "keep a claimed job this node's for DURATION without renewal", func(c *Config) *Duration { return &c.Agent.Lease }),
 	durationSetting("", "SNAPNODE_AGENT_RETRY_BACKOFF", "wait DURATION before trying a failed model call again (doubling each time)", func(c *Config) *Duration { return &c.Agent.RetryBackoff }),
 	intSetting("", "SNAPNODE_AGENT_MAX_OBSERVATION_BYTES", "feed the model at most BYTES of file content a step", func(c *Config) *int { return &c.Agent.MaxObservationBytes }),
@@ -1192,6 +1202,11 @@ func (a *Agent) validate() []error {
 		bad("max_jobs", "SNAPNODE_AGENT_MAX_JOBS", "at least 1 job", a.MaxJobs)
 	} else if a.MaxJobsPerRequester < 0 || a.MaxJobsPerRequester > a.MaxJobs {
 		bad("max_jobs_per_requester", "SNAPNODE_AGENT_MAX_JOBS_PER_REQUESTER", fmt.Sprintf("0 (half of agent.max_jobs) to agent.max_jobs (%d)", a.MaxJobs), a.MaxJobsPerRequester)
+	}
+	if a.MaxQueuedJobs < 1 {
+		bad("max_queued_jobs", "SNAPNODE_AGENT_MAX_QUEUED_JOBS", "at least 1 job", a.MaxQueuedJobs)
+	} else if a.MaxQueuedJobsPerRequester < 0 || a.MaxQueuedJobsPerRequester > a.MaxQueuedJobs {
+		bad("max_queued_jobs_per_requester", "SNAPNODE_AGENT_MAX_QUEUED_JOBS_PER_REQUESTER", fmt.Sprintf("0 (a sixteenth of agent.max_queued_jobs) to agent.max_queued_jobs (%d)", a.MaxQueuedJobs), a.MaxQueuedJobsPerRequester)
 	}
 	if a.RetryBackoff.Duration < 0 || a.RetryBackoff.Duration > time.Minute {
 		bad("retry_backoff", "SNAPNODE_AGENT_RETRY_BACKOFF", "0s to 1m", a.RetryBackoff.Duration)

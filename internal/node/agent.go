@@ -64,12 +64,15 @@ func agentSkill(cfg config.Config) snap.Skill {
 
 // openAgentQueue opens the agent's job store on the node's database and
 // the queue the task service hands jobs to.
-func openAgentQueue(ctx context.Context, db *sqldb.DB) (*agent.Store, *agent.Queue, error) {
+// Its bounds (agent.max_queued_jobs and its share per requester) do not
+// hold the requesters isOperator reports.
+func openAgentQueue(ctx context.Context, db *sqldb.DB, a config.Agent, isOperator func(string) bool) (*agent.Store, *agent.Queue, error) {
 	store, err := agent.OpenStore(ctx, db)
 	if err != nil {
 		return nil, nil, fmt.Errorf("node: agent: %w", err)
 	}
-	return store, agent.NewQueue(store, nil), nil
+	return store, agent.NewLimitedQueue(store, nil, agent.QueueLimits{MaxQueued: a.MaxQueuedJobs,
+		MaxQueuedPerRequester: a.MaxQueuedJobsPerRequester, Exempt: isOperator}), nil
 }
 
 // startAgent builds the agent runtime on the node's job store, executor

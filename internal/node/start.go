@@ -284,7 +284,10 @@ func (w *wiring) startTasks(ctx context.Context) error {
 	}
 	if n.exec != nil && cfg.AgentEnabled() {
 		var err error
-		if w.jobs, w.queue, err = openAgentQueue(ctx, n.DB); err != nil {
+		// The queue asks the task service's operators, as the
+		// executor does (the service is built on the queue).
+		isOperator := func(addr string) bool { return n.Tasks != nil && n.Tasks.IsOperator(addr) }
+		if w.jobs, w.queue, err = openAgentQueue(ctx, n.DB, cfg.Agent, isOperator); err != nil {
 			return err
 		}
 		opts.Agent = w.queue

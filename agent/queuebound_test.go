@@ -1,0 +1,143 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/snapnode/snapnode/agent"
+	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/testdb"
+	"github.com/snapnode/snapnode/snap"
+	"github.com/snapnode/snapnode/tasks"
+	"github.com/snapnode/snapnode/tasks/sqlstore"
+	"github.com/snapnode/snapnode/tasks/taskstest"
+)
+
+// trySend sends a free-text task of who's and returns the service's error.
+func (r *rig) trySend(who, text string) error {
+	payload, _ := json.Marshal(map[string]any{"message": map[string]any{"messageId": uuid.NewString(), "role": "user",
+		"parts": []any{map[string]any{"text": text}}}})
+	_, err := taskstest.Send(context.Background(), r.svc, who, payload)
+	return err
+}
+
+// queued is the number of jobs the store holds that wait for a slot or are
+// worked on.
+func (r *rig) queued(t *testing.T) int64 {
+	t.Helper()
+	n, err := r.store.CountByStatus(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n[agent.Pending] + n[agent.Running] + n[agent.Reviewing]
+}
+
+// wantRefusal fails t unless err is the *snap.Error of code whose data
+// holds want.
+func wantRefusal(t *testing.T, err error, code snap.Code, want map[string]any) {
+	t.Helper()
+	var se *snap.Error
+	if !errors.As(err, &se) || se.Code != code {
+		t.Fatalf("got %v, want a SNAP %d", err, code)
+	}
+	data := se.Data
+	for k, v := range want {
+		if fmt.Sprint(data[k]) != fmt.Sprint(v) {
+			t.Fatalf("data %v: %s = %v, want %v", se.Data, k, data[k], v)
+		}
+	}
+	if ra, _ := data["retryAfter"].(int); ra <= 0 {
+		t.Fatalf("data %v: no retryAfter", se.Data)
+	}
+}
+
+// TestSybilCannotGrowTheAgentQueue: distinct identities, each sending one
+// free-text task (each within any per-requester share), cannot make the
+// agent's queue hold more than agent.DefaultMaxQueued jobs while no job
+// runs: the task past it is refused at once with 5003 scope "node" and
+// is not stored, instead of waiting "submitted" behind all the others;
+// before, every task became a job and the queue grew without bound.
+func TestSybilCannotGrowTheAgentQueue(t *testing.T) {
+	r := newRig(t, testdb.SQLite(t))
+	const sybils = 1_024 + 40
+	refused := 0
+	for i := range sybils {
+		k, err := identity.Generate()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.trySend(k.Address(identity.Mainnet), fmt.Sprintf("sybil %d", i)); err != nil {
+			wantRefusal(t, err, snap.CodeServiceUnavailable, map[string]any{"scope": "node", "limit": 1_024})
+			refused++
+		}
+	}
+	if got := r.queued(t); got > 1_024 {
+		t.Fatalf("%d distinct identities queued %d jobs, want at most 1024", sybils, got)
+	}
+	if refused != sybils-1_024 {
+		t.Fatalf("%d refused, want %d", refused, sybils-1_024)
+	}
+}
+
+// limited gives r a queue bounded by limits, and a task service on it.
+func (r *rig) limited(t *testing.T, limits agent.QueueLimits) {
+	t.Helper()
+	ts, err := sqlstore.New(context.Background(), r.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.queue = agent.NewLimitedQueue(r.store, nil, limits)
+	r.svc = tasks.NewService(ts, tasks.ServiceOptions{Agent: r.queue})
+}
+
+// TestAgentQueueRequesterShare: one requester's queued jobs are bounded
+// by its share (5002 scope "requester", the task not stored), which
+// leaves room for others; an exempt requester (an operator) meets neither
+// bound, and a job that ends gives its place back.
+func TestAgentQueueRequesterShare(t *testing.T) {
+	r := newRig(t, testdb.SQLite(t))
+	r.limited(t, agent.QueueLimits{MaxQueued: 4, MaxQueuedPerRequester: 2,
+		Exempt: func(who string) bool { return who == "operator" }})
+	for i := range 2 {
+		if err := r.trySend("bob", fmt.Sprintf("bob %d", i)); err != nil {
+			t.Fatalf("bob's task %d within his share: %v", i, err)
+		}
+	}
+	wantRefusal(t, r.trySend("bob", "bob 2"), snap.CodeRateLimitExceeded, map[string]any{"scope": "requester", "limit": 2})
+	for i := range 2 {
+		if err := r.trySend("alice", fmt.Sprintf("alice %d", i)); err != nil {
+			t.Fatalf("alice's task %d: %v", i, err)
+		}
+	}
+	wantRefusal(t, r.trySend("carol", "carol 0"), snap.CodeServiceUnavailable, map[string]any{"scope": "node", "limit": 4})
+	ts, err := r.svc.List(context.Background(), tasks.Filter{Owner: "bob", Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ts) != 2 {
+		t.Fatalf("bob has %d tasks, want 2: a refused task is not stored", len(ts))
+	}
+	// The job ends (as the runtime records a canceled task's job).
+	j, err := r.store.Get(context.Background(), ts[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.Status, j.Reason = agent.Canceled, "the task was canceled"
+	if err := r.store.Write(context.Background(), agent.Save{Job: j, Expect: agent.Pending}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.trySend("bob", "bob again"); err != nil {
+		t.Fatalf("after one of bob's tasks ended: %v", err)
+	}
+	// The queue is full again; the operator is not held to it.
+	for i := range 3 {
+		if err := r.trySend("operator", fmt.Sprintf("operator %d", i)); err != nil {
+			t.Fatalf("the operator's task %d: %v", i, err)
+		}
+	}
+}
