@@ -33,7 +33,7 @@ func FuzzPost(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, body []byte, sse bool) {
-		req := httptest.NewRequestWithContext(context.Background(), http.MethodPost, "/snap", bytes.NewReader(body))
+		req := httptest.NewRequestWithContext(context.Background(), http.MethodPost, "http://127.0.0.1/snap", bytes.NewReader(body))
 		if sse {
 			req.Header.Set("Accept", "text/event-stream")
 		}

@@ -133,7 +133,7 @@ func TestConnectionOverCapWithNoneIdle(t *testing.T) {
 		busy[i] = dialFrom(t, "127.0.0.2", hostport)
 		defer busy[i].Close()
 		body := raw(t, request(t, "message/send", sendPayload))
-		fmt.Fprintf(busy[i], "POST /snap HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+		fmt.Fprintf(busy[i], "POST /snap HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 	}
 	for range busy {
 		<-entered
@@ -202,7 +202,7 @@ func TestHeaderTimeout(t *testing.T) {
 	e := start(t, nil, func(c *snaphttp.Config) { c.HeaderTimeout = 50 * time.Millisecond })
 	c := dialFrom(t, "127.0.0.1", strings.TrimPrefix(e.base, "http://"))
 	defer c.Close()
-	fmt.Fprint(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n")
+	fmt.Fprint(c, "GET /healthz HTTP/1.1\r\nHost: localhost\r\n")
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	b, err := io.ReadAll(c)
 	var ne net.Error
@@ -480,7 +480,7 @@ func TestHeaderBytesAreBounded(t *testing.T) {
 		c.SetDeadline(time.Now().Add(5 * time.Second))
 		go func() {
 			var b strings.Builder
-			b.WriteString("GET /healthz HTTP/1.1\r\nHost: x\r\n")
+			b.WriteString("GET /healthz HTTP/1.1\r\nHost: localhost\r\n")
 			line := "X-Pad-%06d: " + strings.Repeat("a", 1000) + "\r\n"
 			for n := 0; b.Len() < headerBytes; n++ {
 				fmt.Fprintf(&b, line, n)
@@ -534,7 +534,7 @@ func TestUnreadBodyIsTimedOut(t *testing.T) {
 		{"127.0.0.2", "POST /snap"},
 	} {
 		c := dialFrom(t, req.src, host)
-		fmt.Fprintf(c, "%s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n", req.line)
+		fmt.Fprintf(c, "%s HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n", req.line)
 		c.SetReadDeadline(time.Now().Add(5 * time.Second))
 		b, err := io.ReadAll(c)
 		defer c.Close()

@@ -22,7 +22,8 @@ import (
 // the events, then the response. HTTP errors are only for what is not a
 // SNAP exchange: 429 when the peer is rate limited or the bodies held at
 // once would exceed BodyMemory (before the body is read), 413 for a body
-// that is too large, 400 for one that is unreadable or not JSON.
+// that is too large, 400 for one that is unreadable or not JSON, 403 for
+// one a browser page of another origin sent (Config.AllowedOrigins).
 //
 // A message that gets no answer — a response or an event posted to us,
 // which SDK peers never do — gets 202 Accepted with an empty body.
@@ -33,6 +34,10 @@ import (
 // 5xx (see serviceStatus), not a SNAP message. Over WebSocket it is a
 // signed SNAP response like any other.
 func (s *Server) post(w http.ResponseWriter, r *http.Request) {
+	if !s.pageAllowed(r) {
+		s.refuseOrigin(w, r)
+		return
+	}
 	if !s.admit(w, r) {
 		return
 	}

@@ -61,7 +61,8 @@ func do(t *testing.T, name string, hc *http.Client, req *http.Request) refusal {
 // rate limits (per address, monitoring, Monitor), the body limits (413,
 // 400, 429 of body memory), the routes (404, 405, 426), the WebSocket
 // refusals (400 and 403 of the upgrade, 429 and 503 of the connection
-// caps) and the TCP connection cap (429) — and holds each body to the
+// caps), a browser page's POST from another origin (403), a request to
+// another host name (421) and the TCP connection cap (429) — and holds each body to the
 // SNAP specification's error schema: {"error":{code, message, data?}},
 // no other member, whatever else the refusal says (the HTTP status,
 // retryAfter, limit, scope) under data, data.retryAfter equal to the
@@ -76,7 +77,6 @@ func TestRefusalBodiesMatchErrorSchema(t *testing.T) {
 		c.MonitorRate, c.MonitorBurst = rate.Every(time.Hour), 1
 		c.MaxBody, c.BodyMemory = 64<<10, 1<<20
 		c.MaxConnsPerPeer, c.MaxConns = 1, 2
-		c.CheckOrigin = func(r *http.Request) bool { return r.Header.Get("Origin") == "" }
 		c.Metrics = metrics
 	})
 	without := start(t, nil, func(c *snaphttp.Config) { c.Card = nil })
@@ -115,12 +115,15 @@ func TestRefusalBodiesMatchErrorSchema(t *testing.T) {
 	ws["Sec-WebSocket-Version"] = "13"
 	ws["Origin"] = "https://elsewhere.example"
 	get("upgrade from a refused origin", "GET", e.base+"/snap", ws)
+	// A browser page of another origin, and DNS rebinding.
+	get("POST from a page of another origin", "POST", e.base+"/snap", map[string]string{"Origin": "https://elsewhere.example", "Sec-Fetch-Site": "cross-site", "Content-Type": "text/plain"})
+	raw("request to another host name", next(), "GET /healthz HTTP/1.1\r\nHost: elsewhere.example\r\n\r\n")
 	// Bodies.
-	raw("body over MaxBody", next(), "POST /snap HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1048576\r\n\r\n")
+	raw("body over MaxBody", next(), "POST /snap HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 1048576\r\n\r\n")
 	big := bytes.Repeat([]byte("a"), 70<<10)
-	raw("chunked body over MaxBody", next(), fmt.Sprintf("POST /snap HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", len(big), big))
-	raw("body not JSON", next(), "POST /snap HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 5\r\n\r\nhello")
-	raw("body unreadable", next(), "POST /snap HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\nzz\r\n{}\r\n0\r\n\r\n")
+	raw("chunked body over MaxBody", next(), fmt.Sprintf("POST /snap HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", len(big), big))
+	raw("body not JSON", next(), "POST /snap HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 5\r\n\r\nhello")
+	raw("body unreadable", next(), "POST /snap HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\nzz\r\n{}\r\n0\r\n\r\n")
 	// The address's rate limit (a burst of 3).
 	limited := next()
 	for range 3 {
@@ -167,13 +170,13 @@ func TestRefusalBodiesMatchErrorSchema(t *testing.T) {
 	body := signedOfSize(t, 40<<10)
 	postHeld := func(hostport string) net.Conn {
 		c := dialFrom(t, busy, hostport)
-		fmt.Fprintf(c, "POST /snap HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+		fmt.Fprintf(c, "POST /snap HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 		return c
 	}
 	c := postHeld(hostport)
 	defer c.Close()
 	<-entered
-	raw("over the peer's body memory", busy, fmt.Sprintf("POST /snap HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body))
+	raw("over the peer's body memory", busy, fmt.Sprintf("POST /snap HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body))
 	// The TCP connection cap: a peer whose one connection is busy.
 	capHost := strings.TrimPrefix(capped.base, "http://")
 	c = postHeld(capHost)
@@ -181,11 +184,11 @@ func TestRefusalBodiesMatchErrorSchema(t *testing.T) {
 	<-capEntered
 	c2 := dialFrom(t, busy, capHost)
 	defer c2.Close()
-	io.WriteString(c2, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+	io.WriteString(c2, "GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
 	got = append(got, readRefusal(t, "over the peer's connections", c2))
 
-	if len(got) != 18 {
-		t.Fatalf("%d refusals, want 18", len(got))
+	if len(got) != 20 {
+		t.Fatalf("%d refusals, want 20", len(got))
 	}
 	for _, r := range got {
 		if r.status < 400 {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/defaults"
+	"github.com/snapnode/snapnode/internal/origins"
 	"github.com/snapnode/snapnode/internal/peercap"
 	"github.com/snapnode/snapnode/internal/ratelimit"
 	"github.com/snapnode/snapnode/snap"
@@ -152,9 +153,22 @@ type Config struct {
 	// in-flight requests before it cancels them and closes every
 	// connection.
 	ShutdownTimeout time.Duration
-	// CheckOrigin accepts or refuses a WebSocket upgrade by its Origin;
-	// nil accepts requests without Origin or from the same host.
-	CheckOrigin func(*http.Request) bool
+	// AllowedOrigins are the origins ("scheme://host[:port]", as
+	// browsers send Origin; "*": every one) of the web pages that may
+	// send messages: POST /snap (SSE too) and the WebSocket upgrade. A
+	// request without Origin (no browser page: SDK peers, curl) and one
+	// of the endpoint's own origin are served whatever it says; a page
+	// of another origin gets 403, so that a page in the browser of a
+	// user on the machine cannot send messages to a loopback endpoint
+	// (a POST of Content-Type text/plain needs no CORS preflight).
+	AllowedOrigins []string
+	// AllowedHosts are the host names a request may be addressed to
+	// (its Host) besides IP addresses and loopback names (localhost and
+	// names under .localhost); "*": any. A request to another name gets
+	// 421: a page whose own name was made to resolve to this machine
+	// (DNS rebinding) would otherwise be of the same origin as the
+	// endpoint, and read its answers.
+	AllowedHosts []string
 }
 
 func (c *Config) fill() error {
@@ -198,6 +212,12 @@ func (c *Config) fill() error {
 	defaults.Positive(&c.IdleTimeout, DefaultIdleTimeout)
 	defaults.Positive(&c.ShutdownTimeout, DefaultShutdownTimeout)
 	defaults.Positive(&c.MaxResponse, DefaultMaxResponse)
+	if _, err := origins.Parse(c.AllowedOrigins); err != nil {
+		return fmt.Errorf("snaphttp: Config.AllowedOrigins: %w", err)
+	}
+	if _, err := origins.ParseHosts(c.AllowedHosts); err != nil {
+		return fmt.Errorf("snaphttp: Config.AllowedHosts: %w", err)
+	}
 	return nil
 }
 
@@ -226,6 +246,13 @@ type Server struct {
 	card     *cardSigner
 	upgrader websocket.Upgrader
 	started  time.Time
+	// origins and crossOrigin are AllowedOrigins; hosts AllowedHosts.
+	origins     origins.List
+	crossOrigin *http.CrossOriginProtection
+	hosts       origins.Hosts
+	// refusedOrigin and refusedHost are set once a page of a refused
+	// origin, or a request to a refused host, was logged (at warn, once).
+	refusedOrigin, refusedHost atomic.Bool
 
 	// base is the context of every request; it ends when Serve gives up
 	// waiting for in-flight requests.
@@ -262,6 +289,14 @@ func New(cfg Config) (*Server, error) {
 		draining: make(chan struct{}),
 		ws:       make(map[*wsConn]struct{}),
 	}
+	s.origins, _ = origins.Parse(cfg.AllowedOrigins) // checked by fill
+	s.hosts, _ = origins.ParseHosts(cfg.AllowedHosts)
+	s.crossOrigin = http.NewCrossOriginProtection()
+	for _, o := range s.origins.Origins() {
+		if err := s.crossOrigin.AddTrustedOrigin(o); err != nil {
+			return nil, fmt.Errorf("snaphttp: Config.AllowedOrigins: %w", err)
+		}
+	}
 	s.base, s.stopBase = context.WithCancel(context.Background())
 	s.streams, s.stopStreams = context.WithCancel(context.Background())
 	s.upgrader = websocket.Upgrader{
@@ -269,8 +304,12 @@ func New(cfg Config) (*Server, error) {
 		// idle WebSocket holds no write buffer.
 		WriteBufferPool:  new(sync.Pool),
 		HandshakeTimeout: cfg.WriteTimeout,
-		CheckOrigin:      cfg.CheckOrigin,
+		CheckOrigin:      s.webSocketOrigin,
 		Error: func(w http.ResponseWriter, r *http.Request, status int, reason error) {
+			if status == http.StatusForbidden {
+				s.refuseOrigin(w, r)
+				return
+			}
 			writeError(w, status, refusalCode(status), reason.Error(), nil)
 		},
 	}
@@ -313,7 +352,51 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength != 0 {
 		_ = rc.SetReadDeadline(time.Now().Add(s.cfg.ReadTimeout))
 	}
+	if !s.hosts.Allows(r.Host) {
+		s.refuseHost(w, r)
+		return
+	}
 	s.mux.ServeHTTP(w, r)
+}
+
+// refuseHost answers a request addressed to a host name that is not
+// this server's (see Config.AllowedHosts): 421 Misdirected Request.
+func (s *Server) refuseHost(w http.ResponseWriter, r *http.Request) {
+	if s.refusedHost.CompareAndSwap(false, true) {
+		s.cfg.Logger.Warn("snaphttp: a request to another host name refused (a web page's DNS rebinding, or a name of this node's that http_allowed_hosts does not list); logged once",
+			"host", r.Host, "remote", r.RemoteAddr)
+	}
+	writeError(w, http.StatusMisdirectedRequest, snap.CodeInvalidMessage,
+		fmt.Sprintf("this node does not answer to the host name %q: it answers to IP addresses, localhost, its http_public_url and listen address, and the names of http_allowed_hosts", r.Host),
+		map[string]any{"host": r.Host})
+}
+
+// webSocketOrigin is the upgrader's CheckOrigin: no Origin (no browser
+// page), the endpoint's own, or one of AllowedOrigins.
+func (s *Server) webSocketOrigin(r *http.Request) bool {
+	o := r.Header.Get("Origin")
+	return o == "" || s.origins.Has(o) || origins.SameHost(o, r.Host)
+}
+
+// pageAllowed reports whether a POST may be taken: it comes from no
+// browser page of another origin than the endpoint's, or from one of
+// AllowedOrigins (net/http's CrossOriginProtection reads Sec-Fetch-Site,
+// else compares Origin with Host).
+func (s *Server) pageAllowed(r *http.Request) bool {
+	return s.origins.Any() || s.crossOrigin.Check(r) == nil
+}
+
+// refuseOrigin answers a request of a browser page whose origin may not
+// send messages (see Config.AllowedOrigins): 403.
+func (s *Server) refuseOrigin(w http.ResponseWriter, r *http.Request) {
+	o := r.Header.Get("Origin")
+	if s.refusedOrigin.CompareAndSwap(false, true) {
+		s.cfg.Logger.Warn("snaphttp: a message from a web page of another origin refused; list the origins of pages that may send messages in http_allowed_origins; logged once",
+			"origin", o, "sec_fetch_site", r.Header.Get("Sec-Fetch-Site"), "remote", r.RemoteAddr)
+	}
+	writeError(w, http.StatusForbidden, snap.CodeInvalidMessage,
+		fmt.Sprintf("a web page of origin %q may not send messages to this endpoint: only pages of its own origin and of http_allowed_origins may", o),
+		map[string]any{"origin": o})
 }
 
 // ErrServing is returned by a second call of Serve.

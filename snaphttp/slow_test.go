@@ -109,7 +109,7 @@ func TestStalledReaderDoesNotDelayOthers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fmt.Fprintf(c, "POST /snap HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(req), req)
+		fmt.Fprintf(c, "POST /snap HTTP/1.1\r\nHost: localhost\r\nAccept: text/event-stream\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(req), req)
 		return c
 	}
 	stallWS := func(t *testing.T, e *env, req []byte) net.Conn {
@@ -236,10 +236,10 @@ func TestNeverReadErrorsAreTimedOut(t *testing.T) {
 		name, request string
 		mutate        func(*snaphttp.Config)
 	}{
-		{"body not JSON", "POST /snap HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", nil},
-		{"rate limited", "POST /snap HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n",
+		{"body not JSON", "POST /snap HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n", nil},
+		{"rate limited", "POST /snap HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n",
 			func(c *snaphttp.Config) { c.Rate, c.Burst = 0.001, 1 }},
-		{"GET without upgrade", "GET /snap HTTP/1.1\r\nHost: x\r\n\r\n", nil},
+		{"GET without upgrade", "GET /snap HTTP/1.1\r\nHost: localhost\r\n\r\n", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := start(t, nil, func(c *snaphttp.Config) {

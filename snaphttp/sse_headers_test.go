@@ -40,7 +40,7 @@ func TestSSEHeadersBeforeFirstEvent(t *testing.T) {
 	}
 	defer c.Close()
 	req := raw(t, request(t, "message/stream", `{}`))
-	fmt.Fprintf(c, "POST /snap HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(req), req)
+	fmt.Fprintf(c, "POST /snap HTTP/1.1\r\nHost: localhost\r\nAccept: text/event-stream\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(req), req)
 	<-entered
 
 	// The handler has emitted nothing yet; the headers must come anyway.

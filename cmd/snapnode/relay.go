@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/snapnode/snapnode/internal/origins"
 	"github.com/snapnode/snapnode/relay/embedded"
 )
 
@@ -23,6 +24,11 @@ func (c *cli) relay(args []string) int {
 	rate := fs.Float64("event-rate", 0, "take at most `N` events a second from each client address, its connections together (0: no limit; loopback not limited)")
 	burst := fs.Int("event-burst", 0, "let each client address burst to `N` events above --event-rate (0: one second's worth)")
 	share := fs.Float64("store-peer-share", 0, "let the stored events of each client address take at most the part `P` (0 to 1) of the store bounds, deleting its own oldest past it (0: no share; loopback has none)")
+	var allowed []string
+	fs.Func("allowed-origin", "let web pages of `ORIGIN` (scheme://host[:port], or * for every one) use the relay (repeatable); on a loopback address it takes clients without Origin and pages of loopback origins only, elsewhere, without this flag, every origin", func(v string) error {
+		allowed = append(allowed, v)
+		return nil
+	})
 	if _, code, done := c.parse(fs, args, 0); done {
 		return code
 	}
@@ -41,11 +47,14 @@ func (c *cli) relay(args []string) int {
 	case *burst < 0:
 		return c.usageError(fs, fmt.Sprintf("--event-burst %d: want 0 (one second's worth) or more events", *burst))
 	}
+	if _, err := origins.Parse(allowed); err != nil {
+		return c.usageError(fs, fmt.Sprintf("--allowed-origin: %v", err))
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return c.runRelay(ctx, prog, *listen, embedded.Config{DBPath: *db, StoreMaxEvents: *maxEvents, StoreMaxBytes: *maxBytes,
-		StorePeerShare: *share, EventsPerSecond: *rate, EventBurst: *burst})
+		StorePeerShare: *share, EventsPerSecond: *rate, EventBurst: *burst, AllowedOrigins: allowed})
 }
 
 // runRelay serves the relay of cfg on listen until ctx is cancelled.

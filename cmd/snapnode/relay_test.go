@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"log/slog"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/snapnode/snapnode/internal/testutil"
@@ -18,14 +20,15 @@ import (
 )
 
 // `snapnode relay` serves a relay that stores events in its database and
-// stops with status 0 on SIGTERM.
+// stops with status 0 on SIGTERM. On loopback it refuses web pages of
+// other origins than loopback ones and those of --allowed-origin.
 func TestRelayCommand(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
 	dir := t.TempDir()
 	bin := testutil.Binary(t)
-	cmd := exec.Command(bin, "relay", "--listen", "127.0.0.1:0", "--db", filepath.Join(dir, "relay.db"))
+	cmd := exec.Command(bin, "relay", "--listen", "127.0.0.1:0", "--db", filepath.Join(dir, "relay.db"), "--allowed-origin", "https://client.example")
 	stdout, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -38,6 +41,19 @@ func TestRelayCommand(t *testing.T) {
 	m := regexp.MustCompile(`^snapnode relay listening url=(ws://127\.0\.0\.1:\d+)\n$`).FindStringSubmatch(line)
 	if m == nil {
 		t.Fatalf("first line %q", line)
+	}
+
+	for origin, want := range map[string]int{"https://client.example": 101, "http://localhost:5173": 101, "https://evil.example": 403} {
+		ws, resp, err := websocket.DefaultDialer.Dial(m[1], http.Header{"Origin": {origin}})
+		if ws != nil {
+			ws.Close()
+		}
+		if resp == nil {
+			t.Fatalf("WebSocket from %s: %v", origin, err)
+		}
+		if resp.StatusCode != want {
+			t.Errorf("WebSocket from %s: %d, want %d", origin, resp.StatusCode, want)
+		}
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

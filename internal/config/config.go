@@ -23,6 +23,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/origins"
 	"github.com/snapnode/snapnode/internal/readfile"
 	"github.com/snapnode/snapnode/internal/suggest"
 )
@@ -73,6 +74,16 @@ type Config struct {
 	// NIP-01's "rate-limited:" before its signature is checked.
 	RelayEventRate  float64 `toml:"relay_event_rate"`
 	RelayEventBurst int     `toml:"relay_event_burst"`
+	// RelayAllowedOrigins are the origins of web pages ("scheme://host
+	// [:port]", as browsers send Origin; "*": every one) that may open a
+	// WebSocket to the embedded relay. On a loopback address (the
+	// default) it takes clients that send no Origin, pages of loopback
+	// origins (localhost, 127.0.0.1, [::1], any port) and those listed,
+	// and refuses other pages with 403: any page the operator's browser
+	// shows could otherwise publish requests to the node. On any other
+	// address it takes every origin, as a public relay, unless a list is
+	// given.
+	RelayAllowedOrigins []string `toml:"relay_allowed_origins"`
 	// HTTPListen is the address of SNAP over HTTP, SSE and WebSocket
 	// (POST and GET /snap, the well-known card, /healthz, /metrics);
 	// empty, or "off", disables it. When it is left at
@@ -84,6 +95,20 @@ type Config struct {
 	// advertises its /snap endpoint. Empty: the listen address, when it
 	// is one other machines can reach.
 	HTTPPublicURL string `toml:"http_public_url"`
+	// HTTPAllowedOrigins are the origins of web pages ("scheme://host
+	// [:port]"; "*": every one) that may send messages over HTTP and
+	// WebSocket (POST /snap, SSE and the WebSocket upgrade); a request
+	// without Origin (SDK peers, curl, snapnode's client) or from the
+	// endpoint's own origin is served whatever it says, a page of
+	// another origin gets 403.
+	HTTPAllowedOrigins []string `toml:"http_allowed_origins"`
+	// HTTPAllowedHosts are host names the HTTP transport answers to
+	// (the Host of a request) besides IP addresses, localhost, the host
+	// of http_listen and http_public_url and those of the card's
+	// endpoints; "*": any. A request to another name gets 421: a web
+	// page whose name was made to resolve to this machine (DNS
+	// rebinding) is refused.
+	HTTPAllowedHosts []string `toml:"http_allowed_hosts"`
 	// ConsoleRemote lets clients that are not on loopback reach the
 	// operator console at /console on HTTPListen; by default they get
 	// 403. Turn it on only behind a TLS-terminating reverse proxy: the
@@ -647,6 +672,9 @@ var settings = []setting{
 			return v, nil
 		}),
 	stringSetting("http-public-url", "SNAPNODE_HTTP_PUBLIC_URL", "advertise the HTTP transport at `URL` in the card (behind a reverse proxy: https://node.example.com)", func(c *Config) *string { return &c.HTTPPublicURL }),
+	listSetting("http-allowed-origin", "SNAPNODE_HTTP_ALLOWED_ORIGINS", "let web pages of `ORIGIN` (scheme://host[:port], or * for every one) send messages over HTTP and WebSocket (repeatable; the variable is comma-separated)", func(c *Config) *[]string { return &c.HTTPAllowedOrigins }),
+	listSetting("http-allowed-host", "SNAPNODE_HTTP_ALLOWED_HOSTS", "answer HTTP requests addressed to the host name `NAME` too (or * for any; repeatable; the variable is comma-separated)", func(c *Config) *[]string { return &c.HTTPAllowedHosts }),
+	listSetting("relay-allowed-origin", "SNAPNODE_RELAY_ALLOWED_ORIGINS", "let web pages of `ORIGIN` (scheme://host[:port], or * for every one) use the embedded relay (repeatable; the variable is comma-separated)", func(c *Config) *[]string { return &c.RelayAllowedOrigins }),
 	boolSetting("console-remote", "SNAPNODE_CONSOLE_REMOTE", "serve the operator console (/console) to clients off loopback too (only behind a TLS reverse proxy)", func(c *Config) *bool { return &c.ConsoleRemote }),
 	int64Setting("http-max-body", "SNAPNODE_HTTP_MAX_BODY", "refuse HTTP and WebSocket messages over `BYTES` (400, or close 1009)", func(c *Config) *int64 { return &c.HTTPMaxBody }),
 	int64Setting("http-max-response", "SNAPNODE_HTTP_MAX_RESPONSE", "answer over HTTP and WebSocket with at most `BYTES` a message (larger: 5001 naming the limit)", func(c *Config) *int64 { return &c.HTTPMaxResponse }),
@@ -952,6 +980,17 @@ func (c *Config) Validate() error {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
 			errs = append(errs, fmt.Errorf("config: http_public_url %q: want an http:// or https:// URL with a host and no query", c.HTTPPublicURL))
 		}
+	}
+	for _, l := range []struct {
+		name string
+		list []string
+	}{{"http_allowed_origins", c.HTTPAllowedOrigins}, {"relay_allowed_origins", c.RelayAllowedOrigins}} {
+		if _, err := origins.Parse(l.list); err != nil {
+			errs = append(errs, fmt.Errorf("config: %s: %w", l.name, err))
+		}
+	}
+	if _, err := origins.ParseHosts(c.HTTPAllowedHosts); err != nil {
+		errs = append(errs, fmt.Errorf("config: http_allowed_hosts: %w", err))
 	}
 	if c.MetricsListen != "" {
 		if _, port, err := net.SplitHostPort(c.MetricsListen); err != nil {

@@ -216,6 +216,9 @@ func TestRejectsBadSettings(t *testing.T) {
 		{"negative relay store share", nil, map[string]string{"SNAPNODE_RELAY_STORE_PEER_SHARE": "-0.1"}, "relay_store_peer_share"},
 		{"relay per peer over all", []string{"--relay-max-conns", "10", "--relay-max-conns-per-peer", "11"}, nil, "relay_max_conns_per_peer 11: want at most relay_max_conns (10)"},
 		{"body memory under a body", nil, map[string]string{"SNAPNODE_HTTP_MAX_BODY": "1048576", "SNAPNODE_HTTP_BODY_MEMORY": "65536"}, "http_body_memory"},
+		{"origin without scheme", []string{"--http-allowed-origin", "app.example"}, nil, "http_allowed_origins: origin \"app.example\""},
+		{"origin with a path", nil, map[string]string{"SNAPNODE_RELAY_ALLOWED_ORIGINS": "https://client.example/app"}, "relay_allowed_origins"},
+		{"host with a port", []string{"--http-allowed-host", "node.example.com:443"}, nil, "http_allowed_hosts"},
 		{"negative reply ttl", []string{"--reply-ttl", "-1h"}, nil, "reply_ttl -1h0m0s: want at least 1s"},
 		{"zero reply ttl", nil, map[string]string{"SNAPNODE_REPLY_TTL": "0s"}, "reply_ttl 0s: want at least 1s"},
 	}

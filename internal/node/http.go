@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
+	"slices"
 	"syscall"
 	"time"
 
@@ -63,6 +65,7 @@ func (n *Node) startHTTP(ctx context.Context, server *snap.Server, mx *metrics.M
 		MaxBody: n.cfg.HTTPMaxBody, Rate: perSecond(n.cfg.HTTPRate), Burst: n.cfg.HTTPBurst, BodyMemory: n.cfg.HTTPBodyMemory,
 		MaxTCPConns: n.cfg.HTTPMaxConns, MaxTCPConnsPerPeer: n.cfg.HTTPMaxConnsPerPeer,
 		MonitorRate: perSecond(n.cfg.MonitorRate), MonitorBurst: n.cfg.MonitorBurst,
+		AllowedOrigins: n.cfg.HTTPAllowedOrigins, AllowedHosts: httpHosts(n.cfg),
 	}
 	if con != nil {
 		cfg.Console = con
@@ -81,6 +84,26 @@ func (n *Node) startHTTP(ctx context.Context, server *snap.Server, mx *metrics.M
 		n.logger.Info("serving the operator console; snapnode console-url prints a login link", "url", n.http.url+"/console/", "remote_clients", n.cfg.ConsoleRemote)
 	}
 	return func() error { cancel(); return <-n.http.done }, nil
+}
+
+// httpHosts are the host names the HTTP transport answers to besides IP
+// addresses and loopback names: http_allowed_hosts, and the names of
+// http_listen, http_public_url and the card's endpoints.
+func httpHosts(cfg config.Config) []string {
+	hosts := slices.Clone(cfg.HTTPAllowedHosts)
+	if h, _, err := net.SplitHostPort(cfg.HTTPListen); err == nil && h != "" {
+		hosts = append(hosts, h)
+	}
+	urls := []string{cfg.HTTPPublicURL}
+	for _, e := range cfg.Card.Endpoints {
+		urls = append(urls, e.URL)
+	}
+	for _, s := range urls {
+		if u, err := url.Parse(s); err == nil && u.Hostname() != "" {
+			hosts = append(hosts, u.Hostname())
+		}
+	}
+	return hosts
 }
 
 // perSecond is a rate setting (http_rate, monitor_rate) as snaphttp

@@ -165,7 +165,7 @@ func TestHTTPBodyMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer slow.Close()
-	fmt.Fprintf(slow, "POST /snap HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{\"a\":\"", 60<<10)
+	fmt.Fprintf(slow, "POST /snap HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{\"a\":\"", 60<<10)
 
 	// The slow body is read in the background: retry until its
 	// reservation shows.

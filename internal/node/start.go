@@ -123,7 +123,7 @@ func (w *wiring) startRelay(ctx context.Context) error {
 	rel, err := embedded.New(embedded.Config{DBPath: filepath.Join(cfg.DataDir, "relay.db"), Logger: n.logger.With("part", "relay"), Verifier: w.verifier,
 		MaxConnections: cfg.RelayMaxConns, MaxConnectionsPerIP: cfg.RelayMaxConnsPerPeer,
 		StoreMaxEvents: cfg.RelayStoreMaxEvents, StoreMaxBytes: cfg.RelayStoreMaxBytes, StorePeerShare: cfg.RelayStorePeerShare, KeepAuthors: []string{n.key.NostrPublicKey()},
-		EventsPerSecond: cfg.RelayEventRate, EventBurst: cfg.RelayEventBurst})
+		EventsPerSecond: cfg.RelayEventRate, EventBurst: cfg.RelayEventBurst, AllowedOrigins: cfg.RelayAllowedOrigins})
 	if err != nil {
 		return fmt.Errorf("node: embedded relay: %w", err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/snapnode/snapnode/internal/jsonenc"
+	"github.com/snapnode/snapnode/internal/origins"
 	"github.com/snapnode/snapnode/internal/peercap"
 	"github.com/snapnode/snapnode/internal/periodic"
 	"github.com/snapnode/snapnode/internal/ratelimit"
@@ -181,6 +182,18 @@ type Config struct {
 	EventsPerSecond float64
 	EventBurst      int
 
+	// AllowedOrigins are the origins of the web pages ("scheme://host
+	// [:port]", as browsers send Origin) that may open a WebSocket; "*":
+	// every one. A relay listening on a loopback address, or given a
+	// list, takes clients that send no Origin (no browser page: the
+	// node, SDKs, other programs), pages of loopback origins (localhost,
+	// names under .localhost, loopback addresses; any port) and those
+	// listed; any other page gets 403, so that a page in the browser of
+	// a user on the machine cannot publish requests to the node. A relay
+	// listening elsewhere with no list takes every origin, as a public
+	// relay does: Nostr web clients run in browsers.
+	AllowedOrigins []string
+
 	// AcceptEvent, when set, is asked about every valid event before it
 	// is stored or forwarded; an error refuses it with "blocked: <err>".
 	AcceptEvent func(*nostr.Event) error
@@ -324,6 +337,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Version == "" {
 		c.Version = "dev"
 	}
+	if _, err := origins.Parse(c.AllowedOrigins); err != nil {
+		return c, fmt.Errorf("embedded relay config: AllowedOrigins: %w", err)
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -371,6 +387,9 @@ type Relay struct {
 	bursts   sync.Pool // *[]byte: the WebSocket writers' burst buffers
 	frames   sync.Pool // *[]byte: the WebSocket writers' EVENT frames
 	info     []byte    // the NIP-11 document
+	origins  origins.List
+	// refusedOrigin is set once a page of a refused origin was logged.
+	refusedOrigin atomic.Bool
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -436,10 +455,11 @@ func New(cfg Config) (*Relay, error) {
 			// buffer borrowed for its write: an idle client holds no
 			// write buffer.
 			WriteBufferPool: new(sync.Pool),
-			// Nostr clients connect from any origin, browsers included.
+			// The origin was checked before (checkOrigin).
 			CheckOrigin: func(*http.Request) bool { return true },
 		},
 	}
+	r.origins, _ = origins.Parse(cfg.AllowedOrigins) // checked by withDefaults
 	if r.info, err = jsonenc.Marshal(r.Info()); err != nil {
 		st.close()
 		cancel()

@@ -14,6 +14,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/snapnode/snapnode/internal/lowerhex"
+	"github.com/snapnode/snapnode/internal/origins"
 	"github.com/snapnode/snapnode/internal/peercap"
 )
 
@@ -25,6 +26,10 @@ type wsTransport struct {
 }
 
 func (r *Relay) serveWebSocket(w http.ResponseWriter, req *http.Request) {
+	if why := r.checkOrigin(req); why != "" {
+		http.Error(w, why, http.StatusForbidden)
+		return
+	}
 	key := peercap.Key(req.RemoteAddr)
 	if code, why := r.admit(key); code != 0 {
 		http.Error(w, why, code)
@@ -50,6 +55,35 @@ func (r *Relay) serveWebSocket(w http.ResponseWriter, req *http.Request) {
 	c.log.Debug("client connected")
 	c.serve(t.readLoop)
 	c.log.Debug("client disconnected", "code", c.closeCode, "reason", c.closeText)
+}
+
+// checkOrigin says why a WebSocket upgrade from a web page's origin is
+// refused (see Config.AllowedOrigins), or "" when it is not.
+func (r *Relay) checkOrigin(req *http.Request) string {
+	o := req.Header.Get("Origin")
+	if o == "" || r.origins.Has(o) || origins.Loopback(o) {
+		return ""
+	}
+	if len(r.cfg.AllowedOrigins) == 0 && !r.onLoopback(req) {
+		return "" // a public relay
+	}
+	if r.refusedOrigin.CompareAndSwap(false, true) {
+		r.log.Warn("a web page of another origin refused; list the origins of pages that may use the relay in relay_allowed_origins (snapnode relay --allowed-origin); logged once",
+			"origin", o, "remote", req.RemoteAddr)
+	}
+	return fmt.Sprintf("a web page of origin %q may not use this relay: it takes pages of loopback origins and of relay_allowed_origins only", o)
+}
+
+// onLoopback reports whether the relay listens on a loopback address:
+// the listener's that Serve was given, else the address the request's
+// connection came to.
+func (r *Relay) onLoopback(req *http.Request) bool {
+	a := r.Addr()
+	if a == nil {
+		a, _ = req.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	}
+	t, ok := a.(*net.TCPAddr)
+	return ok && t.IP.IsLoopback()
 }
 
 // admit takes a place for a WebSocket client of peer key, or says with

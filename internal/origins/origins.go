@@ -1,0 +1,156 @@
+// Package origins decides which web pages may talk to a server of the
+// node, and under which names it may be addressed: a page in the
+// operator's browser reaches the node's loopback listeners as any
+// program on the machine does. The HTTP transport (snaphttp), the
+// embedded relay and the settings that configure them share it.
+//
+// An origin is written as browsers send it in the Origin header,
+// "scheme://host[:port]"; "*" stands for every origin (or, in a list of
+// hosts, every host).
+package origins
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
+	"strings"
+)
+
+// Any in a list allows every origin, or every host.
+const Any = "*"
+
+// List is a checked list of allowed origins; its zero value allows none.
+type List struct {
+	any bool
+	set map[string]bool
+}
+
+// Parse checks and normalizes list: each entry "*" or an http:// or
+// https:// origin, written as a browser sends it (a trailing "/" and the
+// scheme's default port are dropped, letters made lower case).
+func Parse(list []string) (List, error) {
+	l := List{set: make(map[string]bool, len(list))}
+	var errs []error
+	for _, o := range list {
+		if o == Any {
+			l.any = true
+			continue
+		}
+		n, err := Normalize(o)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		l.set[n] = true
+	}
+	return l, errors.Join(errs...)
+}
+
+// Normalize returns origin as a browser writes it in Origin, or an error
+// when it is no http:// or https:// origin.
+func Normalize(origin string) (string, error) {
+	u, err := url.Parse(origin)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
+		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
+		return "", fmt.Errorf("origin %q: want \"*\" or scheme://host[:port], such as https://app.example.com or http://localhost:5173", origin)
+	}
+	host := strings.ToLower(u.Host)
+	if p := u.Port(); (u.Scheme == "http" && p == "80") || (u.Scheme == "https" && p == "443") {
+		host = strings.TrimSuffix(host, ":"+p)
+	}
+	return u.Scheme + "://" + host, nil
+}
+
+// Any reports whether l allows every origin.
+func (l List) Any() bool { return l.any }
+
+// Has reports whether l allows origin, as a browser sent it.
+func (l List) Has(origin string) bool { return l.any || l.set[origin] }
+
+// Origins returns the origins l names, "*" aside.
+func (l List) Origins() []string {
+	out := make([]string, 0, len(l.set))
+	for o := range l.set {
+		out = append(out, o)
+	}
+	return out
+}
+
+// Loopback reports whether origin is that of a page served from the
+// machine itself: http or https on localhost, a name under .localhost
+// (browsers resolve those to loopback themselves, never through DNS), or
+// a loopback address, on any port.
+func Loopback(origin string) bool {
+	u, err := url.Parse(origin)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		return false
+	}
+	return loopbackName(u.Hostname())
+}
+
+func loopbackName(host string) bool {
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.Unmap().IsLoopback()
+}
+
+// SameHost reports whether origin names host, a request's Host (as
+// gorilla/websocket's default check compares them).
+func SameHost(origin, host string) bool {
+	u, err := url.Parse(origin)
+	return err == nil && u.Host != "" && strings.EqualFold(u.Host, host)
+}
+
+// Hosts is a checked list of host names a server answers to besides
+// loopback names and IP addresses; its zero value allows those alone.
+type Hosts struct {
+	any bool
+	set map[string]bool
+}
+
+// ParseHosts checks list: each entry "*" or a host name (no scheme, no
+// port), letters made lower case.
+func ParseHosts(list []string) (Hosts, error) {
+	h := Hosts{set: make(map[string]bool, len(list))}
+	var errs []error
+	for _, name := range list {
+		if name == Any {
+			h.any = true
+			continue
+		}
+		n := strings.TrimSuffix(strings.ToLower(strings.Trim(name, "[]")), ".")
+		if n == "" || strings.ContainsAny(n, "/:@?#% ") {
+			errs = append(errs, fmt.Errorf("host %q: want \"*\" or a host name without scheme or port, such as node.example.com", name))
+			continue
+		}
+		h.set[n] = true
+	}
+	return h, errors.Join(errs...)
+}
+
+// Allows reports whether a request whose Host is hostport is addressed
+// to this server: no Host (HTTP/1.0), an IP address (a page whose origin
+// is an address is served by whoever has it: no DNS rebinding can lead
+// there), a loopback name, or a name of the list. A page whose name its
+// DNS now resolves to this machine (DNS rebinding) names a host of its
+// own, and is refused.
+func (h Hosts) Allows(hostport string) bool {
+	if hostport == "" || h.any {
+		return true
+	}
+	host := hostport
+	if hst, _, err := net.SplitHostPort(hostport); err == nil {
+		host = hst
+	}
+	host = strings.Trim(host, "[]")
+	if _, err := netip.ParseAddr(host); err == nil {
+		return true
+	}
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	return loopbackName(host) || h.set[host]
+}
