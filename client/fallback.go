@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/snapnode/snapnode/internal/defaults"
@@ -18,6 +20,12 @@ const (
 	DefaultRetries = 3
 	DefaultBackoff = time.Second
 	DefaultMaxWait = 30 * time.Second
+)
+
+// Defaults of FallbackConfig's setting aside of an endpoint that failed.
+const (
+	DefaultSetAside    = 30 * time.Second
+	DefaultMaxSetAside = 5 * time.Minute
 )
 
 // FallbackConfig configures the Transport ToCard returns.
@@ -35,6 +43,25 @@ type FallbackConfig struct {
 	// for longer (its Retry-After) is left for the next one. 0 takes
 	// DefaultMaxWait.
 	MaxWait time.Duration
+	// SetAside is how long an endpoint that failed an exchange (a
+	// connection that failed, an HTTP 5xx or no answer, after its
+	// retries) is left out of the next exchanges of the same Transport,
+	// which go to the card's next transport at once. Once that while has
+	// passed, the next exchange tries the endpoint once, without retries:
+	// an answer brings it back, a failure sets it aside for twice as long,
+	// up to MaxSetAside. A Retry-After longer than SetAside is waited
+	// instead, up to MaxSetAside. When every endpoint is set aside and
+	// the card names no relay, each is tried once. 0 takes
+	// DefaultSetAside, a negative value sets none aside.
+	SetAside time.Duration
+	// MaxSetAside bounds how long an endpoint is set aside; 0 takes
+	// DefaultMaxSetAside.
+	MaxSetAside time.Duration
+	// Now is the clock of SetAside; nil: time.Now.
+	Now func() time.Time
+	// Logger is told, at info, when an endpoint is set aside and when it
+	// answers again; nil: nothing is logged.
+	Logger *slog.Logger
 }
 
 // ToCard returns the Transport to the agent of card that follows the SNAP
@@ -53,6 +80,15 @@ type FallbackConfig struct {
 // TransportUnavailable *snap.Error with data {"tried": the endpoints'
 // URLs and "nostr", in order, "endpoint": the last tried}, wrapping each
 // attempt's failure; when ctx ends first, it wraps ctx's cause.
+//
+// The Transport remembers, for its next exchanges, the endpoints that
+// failed one after their retries (a connection that failed, an HTTP 5xx,
+// no answer; not a refusal of the request nor a SNAP error answer): each
+// is set aside, skipped for the card's next transport, until its while
+// (SetAside) has passed; then one exchange tries it once, without retries,
+// and an answer brings it back. An endpoint set aside is not in the
+// 4001's tried. A Transport's first exchange, a one-shot caller's only
+// one, has none set aside.
 //
 // A stream that failed after an event reached onEvent is not sent again:
 // its error is returned. Each attempt is a request signed anew (an
@@ -74,7 +110,17 @@ func ToCard(card *snap.Card, h *HTTP, nostr Transport, cfg FallbackConfig) (Tran
 	}
 	defaults.Positive(&cfg.Backoff, DefaultBackoff)
 	defaults.Positive(&cfg.MaxWait, DefaultMaxWait)
-	return &cardAgent{card: card, h: h, nostr: nostr, cfg: cfg}, nil
+	if cfg.SetAside == 0 {
+		cfg.SetAside = DefaultSetAside
+	}
+	defaults.Positive(&cfg.MaxSetAside, DefaultMaxSetAside)
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &cardAgent{card: card, h: h, nostr: nostr, cfg: cfg, aside: make(map[string]*aside, len(card.Endpoints))}, nil
 }
 
 type cardAgent struct {
@@ -82,6 +128,23 @@ type cardAgent struct {
 	h     *HTTP
 	nostr Transport
 	cfg   FallbackConfig
+
+	mu sync.Mutex
+	// aside holds the endpoints set aside, by URL: at most the card's
+	// endpoints, each removed when it answers again.
+	aside map[string]*aside
+}
+
+// aside is an endpoint set aside after a failure.
+type aside struct {
+	until time.Time     // when it is tried again
+	wait  time.Duration // how long it was last set aside
+	err   error         // the failure that set it aside
+}
+
+// skip is the error of an exchange that skipped the endpoint.
+func (s *aside) skip() error {
+	return fmt.Errorf("set aside until %s after %v", s.until.Format(time.RFC3339), s.err)
 }
 
 func (a *cardAgent) Send(ctx context.Context, method string, payload []byte) (*snap.Message, error) {
@@ -126,20 +189,15 @@ func (a *cardAgent) exchange(ctx context.Context, try func(Transport) (*snap.Mes
 	ended := func(err error) error {
 		return fmt.Errorf("client: %w: %w", context.Cause(ctx), err)
 	}
-	// The card's endpoints, each with its retries, then Nostr once.
-	type target struct {
-		name    string
-		t       Transport
-		retries int
-	}
-	targets := make([]target, 0, len(a.card.Endpoints)+1)
-	for _, ep := range a.card.Endpoints {
-		targets = append(targets, target{ep.URL, a.endpoint(ep), a.cfg.Retries})
-	}
-	if a.nostr != nil && len(a.card.NostrRelays) > 0 {
-		targets = append(targets, target{"nostr", a.nostr, 0})
-	}
+	targets := a.plan()
 	for _, tg := range targets {
+		if tg.skip == nil && tg.probe {
+			tg.skip = a.claim(tg)
+		}
+		if tg.skip != nil {
+			failed = append(failed, tg.skip)
+			continue
+		}
 		tried = append(tried, tg.name)
 		wait := a.cfg.Backoff
 		for attempt := 0; ; attempt++ {
@@ -147,6 +205,7 @@ func (a *cardAgent) exchange(ctx context.Context, try func(Transport) (*snap.Mes
 			if err == nil {
 				after, limited := rateLimited(resp)
 				if !limited || attempt >= tg.retries || after > a.cfg.MaxWait || (st != nil && st.delivered) {
+					a.answered(tg)
 					return resp, nil
 				}
 				if err := periodic.Sleep(ctx, after); err != nil {
@@ -167,6 +226,7 @@ func (a *cardAgent) exchange(ctx context.Context, try func(Transport) (*snap.Mes
 			retry, after := retryable(err)
 			if !retry || attempt >= tg.retries || after > a.cfg.MaxWait {
 				failed = append(failed, err)
+				a.failed(tg, err, after)
 				break
 			}
 			if err := periodic.Sleep(ctx, min(max(wait, after), a.cfg.MaxWait)); err != nil {
@@ -185,6 +245,117 @@ func (a *cardAgent) exchange(ctx context.Context, try func(Transport) (*snap.Mes
 		return nil, fmt.Errorf("client: %s: %w", a.card.Identity, e)
 	}
 	return nil, fmt.Errorf("client: %s: %w: %w", a.card.Identity, e, errors.Join(failed...))
+}
+
+// target is a transport of an exchange: an endpoint of the card, or
+// Nostr.
+type target struct {
+	name     string
+	t        Transport
+	retries  int
+	endpoint bool  // an endpoint of the card, which may be set aside
+	probe    bool  // an endpoint set aside, tried once after its while
+	force    bool  // tried once though its while has not passed
+	skip     error // an endpoint set aside, not tried: why
+}
+
+// plan returns the transports of an exchange in order: the card's
+// endpoints, each with its retries or, set aside, skipped until its while
+// has passed and then tried once, then Nostr once. When the endpoints
+// are all set aside and Nostr does not follow, they are tried, once each.
+func (a *cardAgent) plan() []target {
+	nostr := a.nostr != nil && len(a.card.NostrRelays) > 0
+	targets := make([]target, 0, len(a.card.Endpoints)+1)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := a.cfg.Now()
+	skipped := 0
+	for _, ep := range a.card.Endpoints {
+		tg := target{name: ep.URL, t: a.endpoint(ep), retries: a.cfg.Retries, endpoint: true}
+		if s := a.aside[ep.URL]; s != nil {
+			tg.retries, tg.probe = 0, true
+			if now.Before(s.until) {
+				tg.skip = s.skip()
+				skipped++
+			}
+		}
+		targets = append(targets, tg)
+	}
+	if skipped == len(targets) && !nostr {
+		for i := range targets {
+			targets[i].skip, targets[i].force = nil, true
+		}
+	}
+	if nostr {
+		targets = append(targets, target{name: "nostr", t: a.nostr})
+	}
+	return targets
+}
+
+// claim reports why the exchange must skip tg, an endpoint set aside
+// whose while had passed when the exchange began, or claims its one try:
+// the other exchanges skip it until this one's try ends (it answers or
+// fails) or for its while again. nil: tg is to be tried.
+func (a *cardAgent) claim(tg target) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s := a.aside[tg.name]
+	if s == nil {
+		return nil // it answered another exchange meanwhile
+	}
+	now := a.cfg.Now()
+	if now.Before(s.until) && !tg.force {
+		return s.skip()
+	}
+	s.until = now.Add(s.wait)
+	return nil
+}
+
+// answered brings back an endpoint set aside that answered.
+func (a *cardAgent) answered(tg target) {
+	if !tg.endpoint {
+		return
+	}
+	a.mu.Lock()
+	_, was := a.aside[tg.name]
+	delete(a.aside, tg.name)
+	a.mu.Unlock()
+	if was {
+		a.cfg.Logger.Info("client: an endpoint of the agent's card that was set aside answers again", "agent", a.card.Identity, "endpoint", tg.name)
+	}
+}
+
+// failed sets aside an endpoint that failed with err, after its retries,
+// when err says it is down (a transport error or an HTTP 5xx): for
+// SetAside, or the endpoint's Retry-After (after) when longer, the first
+// time; for twice as long as before when it failed its one try after
+// that, up to MaxSetAside.
+func (a *cardAgent) failed(tg target, err error, after time.Duration) {
+	if !tg.endpoint || a.cfg.SetAside < 0 || !down(err) {
+		return
+	}
+	a.mu.Lock()
+	s := a.aside[tg.name]
+	switch {
+	case s == nil:
+		s = &aside{wait: min(max(a.cfg.SetAside, after), a.cfg.MaxSetAside)}
+		a.aside[tg.name] = s
+	case tg.probe:
+		s.wait = min(max(2*s.wait, after), a.cfg.MaxSetAside)
+	default:
+		// Another exchange set it aside while this one tried it.
+		a.mu.Unlock()
+		return
+	}
+	s.until, s.err = a.cfg.Now().Add(s.wait), err
+	wait := s.wait
+	a.mu.Unlock()
+	if tg.probe {
+		a.cfg.Logger.Debug("client: an endpoint of the agent's card set aside failed its try", "agent", a.card.Identity, "endpoint", tg.name, "for", wait, "error", err)
+		return
+	}
+	a.cfg.Logger.Info("client: an endpoint of the agent's card failed and is set aside: the card's next transport is used until it is tried again",
+		"agent", a.card.Identity, "endpoint", tg.name, "for", wait, "error", err)
 }
 
 // endpoint is the Transport of ep with its declared protocol, whatever its
@@ -208,6 +379,21 @@ func retryable(err error) (bool, time.Duration) {
 		return st.StatusCode == http.StatusTooManyRequests || st.StatusCode >= 500, st.RetryAfter
 	}
 	return !errors.Is(err, ErrInvalidResponse), 0
+}
+
+// down reports whether an endpoint's failure says it is down: a transport
+// error (a connection that fails, no answer) or an HTTP 5xx. A refusal of
+// the request (another status), an answer that fails verification or an
+// address the client refuses to connect to says it is up, or is not worth
+// remembering.
+func down(err error) bool {
+	if errors.Is(err, ErrPrivateAddress) || errors.Is(err, ErrInvalidResponse) {
+		return false
+	}
+	if st, ok := errors.AsType[*StatusError](err); ok {
+		return st.StatusCode >= 500
+	}
+	return true
 }
 
 // rateLimited reports whether resp is a 5002 refusal whose data says when
