@@ -357,7 +357,8 @@ func dataOf(parts []snap.Part) []byte {
 // find returns the Transport to the delegate, from its card on the relays
 // the first time: the card's endpoints in their order, then Nostr
 // (client.ToCard), when the card declares endpoints and the Delegate has
-// an HTTP client; else Nostr.
+// an HTTP client; else Nostr. The Transport is kept for every later step
+// and poll, so an endpoint that failed is set aside for all of them.
 func (d *Delegate) find(ctx context.Context) (client.Transport, error) {
 	d.mu.Lock()
 	to := d.to
@@ -371,7 +372,7 @@ func (d *Delegate) find(ctx context.Context) (client.Transport, error) {
 	}
 	to = d.client.To(client.Target{Address: d.cfg.Address, PubKey: found.PubKey, Card: found.Card}, false)
 	if d.cfg.HTTP != nil && len(found.Card.Endpoints) > 0 {
-		if to, err = client.ToCard(found.Card, d.cfg.HTTP, to, client.FallbackConfig{}); err != nil {
+		if to, err = client.ToCard(found.Card, d.cfg.HTTP, to, client.FallbackConfig{Logger: d.log}); err != nil {
 			return nil, fmt.Errorf("the delegate's card: %w", err)
 		}
 	}

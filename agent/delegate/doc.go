@@ -6,7 +6,11 @@
 // declares HTTP or WebSocket endpoints and the Delegate has an HTTP client
 // (Config.HTTP, made by [NewHTTP]), every request tries them in their
 // declared order, then Nostr, as the SNAP fallback strategy says
-// (client.ToCard); else it goes over Nostr. Each step's message/send
+// (client.ToCard); else it goes over Nostr. An endpoint that failed after
+// its retries is set aside for the later steps and polls (30 s, doubling
+// on each failed try up to 5 minutes) and then tried once, so that an
+// endpoint that is down does not cost each request its retries' waits.
+// Each step's message/send
 // carries an idempotencyKey of its own, so that an attempt sent again
 // after an answer was lost does not make a second task. The node's HTTP
 // client does not follow redirects and, unless allowed, does not connect
