@@ -50,3 +50,37 @@ func firstOf(t *testing.T, s *Service, owner string) string {
 	}
 	return ts[0].ID
 }
+
+// A LiveCount recounted keeps what Take and Drop did while the count was
+// read, bounds each owner and all of them, and holds no owner with no
+// live task.
+func TestLiveCount(t *testing.T) {
+	ctx := context.Background()
+	c := NewLiveCount(LiveLimits{PerOwner: 2, Total: 3})
+	err := c.Recount(ctx, func(context.Context) (map[string]int, error) {
+		if err := c.Take("carol", "c1"); err != nil { // while the count is read
+			t.Fatal(err)
+		}
+		return map[string]int{"alice": 2, "bob": 0}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Of("alice") != 2 || c.Of("carol") != 1 || len(c.live) != 2 || c.sum != 3 {
+		t.Fatalf("counted %v (%d in all)", c.live, c.sum)
+	}
+	if err := c.Take("dave", "d1"); snap.CodeOf(err) != snap.CodeServiceUnavailable {
+		t.Fatalf("a 4th live task in all: %v", err)
+	}
+	c.Drop("carol")
+	if err := c.Take("alice", "a3"); snap.CodeOf(err) != snap.CodeRateLimitExceeded {
+		t.Fatalf("alice's 3rd: %v", err)
+	}
+	c.Drop("bob") // counted elsewhere: never below zero
+	if len(c.live) != 1 || c.sum != 2 {
+		t.Fatalf("counted %v (%d in all)", c.live, c.sum)
+	}
+	if NewLiveCount(LiveLimits{}) != nil {
+		t.Fatal("a count with no limits")
+	}
+}

@@ -7,8 +7,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/snapnode/snapnode/snap"
 )
 
 // DefaultMaxTasks bounds a MemoryStore whose options set no MaxTasks.
@@ -25,7 +23,8 @@ type MemoryStoreOptions struct {
 	MaxTasks int
 	// MaxLivePerOwner is the most live (not terminal) tasks one owner
 	// holds at once, so that one requester cannot fill the store with
-	// tasks that never end; 0 (or less) means no bound but MaxTasks.
+	// tasks that never end (LiveLimits.PerOwner: the refusal is 5002);
+	// 0 (or less) means no bound but MaxTasks.
 	MaxLivePerOwner int
 }
 
@@ -52,9 +51,8 @@ type MemoryStore struct {
 	keys   map[idemKey]string
 	keysOf map[string][]idemKey
 	// live counts each owner's tasks that are not terminal, when
-	// maxLive bounds them.
-	maxLive int
-	live    map[string]int
+	// MaxLivePerOwner bounds them (nil otherwise).
+	live *LiveCount
 }
 
 var _ Store = (*MemoryStore)(nil)
@@ -67,7 +65,7 @@ func NewMemoryStore(opts MemoryStoreOptions) *MemoryStore {
 	}
 	return &MemoryStore{max: opts.MaxTasks, tasks: make(map[string]*Task), events: make(map[string][]Event),
 		keys: make(map[idemKey]string), keysOf: make(map[string][]idemKey),
-		maxLive: max(opts.MaxLivePerOwner, 0), live: make(map[string]int)}
+		live: NewLiveCount(LiveLimits{PerOwner: opts.MaxLivePerOwner})}
 }
 
 // Len returns the number of tasks held.
@@ -91,23 +89,22 @@ func (s *MemoryStore) Create(ctx context.Context, t *Task) (*Task, error) {
 		return nil, fmt.Errorf("tasks: create %s: task %w", t.ID, ErrExists)
 	}
 	live := !t.Status.State.Terminal()
-	if live && s.maxLive > 0 && s.live[t.Owner] >= s.maxLive {
-		return nil, fmt.Errorf("tasks: create %s: %s holds %d live tasks: %w: %w", t.ID, t.Owner, s.live[t.Owner], ErrStoreFull,
-			snap.NewError(snap.CodeRateLimitExceeded, "too many live tasks of this requester; let one end first",
-				map[string]any{"retryAfter": LiveShareRetryAfter, "limit": s.maxLive, "scope": "requester"}))
+	if live {
+		if err := s.live.Take(t.Owner, t.ID); err != nil {
+			return nil, err
+		}
 	}
 	if len(s.tasks) >= s.max && !s.evictLocked() {
-		return nil, fmt.Errorf("tasks: create %s: %d live tasks: %w: %w", t.ID, len(s.tasks), ErrStoreFull,
-			snap.NewError(snap.CodeServiceUnavailable, "task store full; retry later",
-				map[string]any{"reason": "the node holds as many live tasks as it may"}))
+		if live {
+			s.live.Drop(t.Owner)
+		}
+		return nil, storeFull(t.ID, len(s.tasks))
 	}
 	c := t.Clone()
 	c.Version = 1
 	s.tasks[c.ID] = c
 	s.events[c.ID] = []Event{StatusEvent(c)}
-	if live {
-		s.countLocked(c.Owner, 1)
-	} else {
+	if !live {
 		s.terminal = append(s.terminal, c)
 	}
 	return c.Clone(), nil
@@ -135,7 +132,7 @@ func (s *MemoryStore) evictLocked() bool {
 
 func (s *MemoryStore) deleteLocked(id string) {
 	if t, ok := s.tasks[id]; ok && !t.Status.State.Terminal() {
-		s.countLocked(t.Owner, -1)
+		s.live.Drop(t.Owner)
 	}
 	delete(s.tasks, id)
 	delete(s.events, id)
@@ -143,22 +140,6 @@ func (s *MemoryStore) deleteLocked(id string) {
 		delete(s.keys, k)
 	}
 	delete(s.keysOf, id)
-}
-
-// LiveShareRetryAfter is the retryAfter, in seconds, of the refusal of a
-// requester past MemoryStoreOptions.MaxLivePerOwner.
-const LiveShareRetryAfter = 60
-
-// countLocked adds d to owner's live tasks, when they are bounded.
-func (s *MemoryStore) countLocked(owner string, d int) {
-	if s.maxLive <= 0 {
-		return
-	}
-	if n := s.live[owner] + d; n > 0 {
-		s.live[owner] = n
-	} else {
-		delete(s.live, owner)
-	}
 }
 
 // Get implements Store.
@@ -213,7 +194,7 @@ func (s *MemoryStore) Update(ctx context.Context, t *Task, expected int64) (*Tas
 	}
 	if next.Status.State.Terminal() && !cur.Status.State.Terminal() {
 		s.terminal = append(s.terminal, next)
-		s.countLocked(cur.Owner, -1)
+		s.live.Drop(cur.Owner)
 	}
 	return next.Clone(), nil
 }
@@ -334,7 +315,7 @@ func (s *MemoryStore) Apply(ctx context.Context, taskID string, out Outcome) (*T
 	}
 	if cur.Status.State.Terminal() && wasLive {
 		s.terminal = append(s.terminal, cur)
-		s.countLocked(cur.Owner, -1)
+		s.live.Drop(cur.Owner)
 	}
 	return cur.Clone(), pub, nil
 }

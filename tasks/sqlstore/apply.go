@@ -36,15 +36,21 @@ func (s *Store) Apply(ctx context.Context, taskID string, out tasks.Outcome) (*t
 	if err := s.start(ctx, op); err != nil {
 		return nil, nil, err
 	}
-	var r *row
-	var evs []tasks.Event
+	var (
+		r     *row
+		evs   []tasks.Event
+		ended bool
+	)
 	err := s.write(ctx, op, taskID, func(ctx context.Context, tx *sql.Tx) error {
 		var err error
-		r, evs, err = s.applyTx(ctx, tx, taskID, out)
+		r, evs, ended, err = s.applyTx(ctx, tx, taskID, out)
 		return err
 	})
 	if err != nil {
 		return nil, nil, err
+	}
+	if ended {
+		s.live.Drop(r.owner)
 	}
 	t, err := r.task()
 	return t, evs, err
@@ -55,44 +61,51 @@ func (s *Store) Apply(ctx context.Context, taskID string, out tasks.Outcome) (*t
 // executor's last commit of an action. Nothing is durable until tx
 // commits. The task is read and written with two statements and the
 // events inserted with one: the row is locked on PostgreSQL, and on SQLite
-// the transaction is the database's only writer.
+// the transaction is the database's only writer. An outcome that ends the
+// task gives its owner's place among the live tasks back at once (the
+// store does not see tx commit): should tx roll back, the store counts
+// one live task too few until the next RecountLive.
 func (s *Store) ApplyTx(ctx context.Context, tx *sql.Tx, taskID string, out tasks.Outcome) (*tasks.Task, []tasks.Event, error) {
 	if err := s.start(ctx, "apply"); err != nil {
 		return nil, nil, err
 	}
-	r, evs, err := s.applyTx(ctx, tx, taskID, out)
+	r, evs, ended, err := s.applyTx(ctx, tx, taskID, out)
 	if err != nil {
 		return nil, nil, err
+	}
+	if ended {
+		s.live.Drop(r.owner)
 	}
 	t, err := r.task()
 	return t, evs, err
 }
 
-// applyTx is ApplyTx, returning the row as written.
-func (s *Store) applyTx(ctx context.Context, tx *sql.Tx, taskID string, out tasks.Outcome) (*row, []tasks.Event, error) {
+// applyTx is ApplyTx, returning the row as written and whether the
+// outcome ended the task.
+func (s *Store) applyTx(ctx context.Context, tx *sql.Tx, taskID string, out tasks.Outcome) (*row, []tasks.Event, bool, error) {
 	const op = "apply"
 	cur, err := s.forWrite(ctx, tx, op, taskID)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	// Only the artifacts' ids are decoded, for PlanApply's checks.
 	var have []tasks.Artifact
 	if err := json.Unmarshal(cur.artifacts, &have); err != nil {
-		return nil, nil, fmt.Errorf("sqlstore: %s %s: stored artifacts: %w", op, taskID, err)
+		return nil, nil, false, fmt.Errorf("sqlstore: %s %s: stored artifacts: %w", op, taskID, err)
 	}
 	t := cur.columns()
 	t.Artifacts = have
 	add, evs, err := tasks.PlanApply(t, out)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	if len(add) > 0 {
 		more, err := marshal(add)
 		if err != nil {
-			return nil, nil, fmt.Errorf("sqlstore: %s %s: %w: %w", op, taskID, tasks.ErrInvalidTask, err)
+			return nil, nil, false, fmt.Errorf("sqlstore: %s %s: %w: %w", op, taskID, tasks.ErrInvalidTask, err)
 		}
 		if cur.artifacts, err = appendJSONArray(cur.artifacts, more); err != nil {
-			return nil, nil, fmt.Errorf("sqlstore: %s %s: stored artifacts: %w", op, taskID, err)
+			return nil, nil, false, fmt.Errorf("sqlstore: %s %s: stored artifacts: %w", op, taskID, err)
 		}
 	}
 	last := evs[len(evs)-1]
@@ -100,13 +113,14 @@ func (s *Store) applyTx(ctx context.Context, tx *sql.Tx, taskID string, out task
 	res, err := tx.StmtContext(ctx, s.st.applyTask).ExecContext(ctx, string(st.State), micros(st.Timestamp), st.Message,
 		string(cur.artifacts), last.Version, micros(time.Now()), taskID, cur.version)
 	if err := exactlyOne(op, taskID, res, err); err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	if err := s.recordEvents(ctx, tx, op, evs); err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
+	ended := !tasks.State(cur.state).Terminal() && st.State.Terminal()
 	cur.state, cur.statusTS, cur.statusMessage, cur.version = string(st.State), micros(st.Timestamp), st.Message, last.Version
-	return cur, evs, nil
+	return cur, evs, ended, nil
 }
 
 // recordEvents writes evs in tx with one statement.

@@ -15,7 +15,8 @@ import (
 // imported tasks by their history, not by the import). It is for bulk
 // loads: restoring tasks, or seeding a store for a load test. Each task
 // is checked as Create checks it; a task whose id is taken fails the whole
-// import with tasks.ErrExists.
+// import with tasks.ErrExists. The live tasks imported are counted
+// (NewLimited) but never refused: an import is the operator's.
 func (s *Store) Import(ctx context.Context, ts []*tasks.Task) error {
 	if err := s.start(ctx, "import"); err != nil {
 		return err
@@ -37,7 +38,7 @@ func (s *Store) Import(ctx context.Context, ts []*tasks.Task) error {
 		}
 		rows[i], events[i] = r, tasks.StatusEvent(created)
 	}
-	return s.write(ctx, "import", "", func(ctx context.Context, tx *sql.Tx) error {
+	err := s.write(ctx, "import", "", func(ctx context.Context, tx *sql.Tx) error {
 		insert := tx.StmtContext(ctx, s.st.insertTask)
 		for i, r := range rows {
 			if n, err := sqldb.Affected(insert.ExecContext(ctx, r.id, r.owner, r.contextID, r.state, r.statusTS,
@@ -52,4 +53,13 @@ func (s *Store) Import(ctx context.Context, ts []*tasks.Task) error {
 		}
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	for _, r := range rows {
+		if !tasks.State(r.state).Terminal() {
+			s.live.Add(r.owner)
+		}
+	}
+	return nil
 }

@@ -22,3 +22,14 @@ func TestPrunePlan(t *testing.T) {
 		t.Fatalf("Prune's plan:\n%s\nwant the subquery to search tasks_terminal, with no sort", all)
 	}
 }
+
+// TestCountLivePlan checks that SQLite reads the live tasks' count (at
+// start, and at each RecountLive) from the index on state, the live
+// tasks' rows only, rather than every task kept.
+func TestCountLivePlan(t *testing.T) {
+	s := open(t, sqliteDSN(t), Options{})
+	all := strings.Join(testdb.QueryPlan(t, s.r, countLiveQuery), "\n")
+	if !strings.Contains(all, "SEARCH tasks USING INDEX tasks_state") {
+		t.Fatalf("the count's plan:\n%s\nwant a search of tasks_state", all)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/snapnode/snapnode/internal/periodic"
 	"github.com/snapnode/snapnode/internal/sqldb"
 	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/tasks"
@@ -55,6 +56,9 @@ type Store struct {
 	// replay and replayNoSync are its replay records (ReplayStore,
 	// ReplayStoreNoSync).
 	replay, replayNoSync *ReplayStore
+	// live counts each owner's live tasks and refuses new ones past the
+	// limits of NewLimited (nil: no limits).
+	live *tasks.LiveCount
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -94,9 +98,23 @@ func OpenOptions(ctx context.Context, dsn string, opts Options) (*Store, error) 
 
 // New returns a Store on db, a database other components may share,
 // after bringing the store's tables up to date. Closing the Store leaves
-// db open.
+// db open. It takes live tasks without bound: a node's store is opened
+// with NewLimited.
 func New(ctx context.Context, db *sqldb.DB) (*Store, error) {
-	s := &Store{db: db, d: db.Dialect, w: db.W, r: db.R}
+	return NewLimited(ctx, db, tasks.LiveLimits{})
+}
+
+// NewLimited is New with the store's live tasks bounded by lim, as a
+// MemoryStore bounds them (tasks.LiveCount): a new live task past
+// lim.PerOwner of its owner is refused with 5002, past lim.Total with
+// 5003, both tasks.ErrStoreFull. The store counts the live tasks in
+// memory, so that Create costs no query more: it reads them once here,
+// with one grouped query, and then follows the tasks it creates, ends
+// (Update, Apply, ApplyTx) and imports. Other processes writing to the
+// database (replicas on one PostgreSQL) are caught up with by
+// RecountLive.
+func NewLimited(ctx context.Context, db *sqldb.DB, lim tasks.LiveLimits) (*Store, error) {
+	s := &Store{db: db, d: db.Dialect, w: db.W, r: db.R, live: tasks.NewLiveCount(lim)}
 	if err := db.Migrate(ctx, migrations()); err != nil {
 		return nil, fmt.Errorf("sqlstore: %w", err)
 	}
@@ -105,7 +123,61 @@ func New(ctx context.Context, db *sqldb.DB) (*Store, error) {
 		return nil, err
 	}
 	s.replay, s.replayNoSync = &ReplayStore{s: s}, &ReplayStore{s: s, noSync: true}
+	if err := s.RecountLive(ctx); err != nil {
+		s.st.close()
+		return nil, err
+	}
 	return s, nil
+}
+
+// countLiveQuery reads each owner's live tasks, from the index on state.
+const countLiveQuery = "SELECT owner, COUNT(*) FROM tasks WHERE state IN ('submitted', 'working', 'input_required') GROUP BY owner"
+
+// RecountLive reads each owner's live tasks from the database, with one
+// grouped query, and sets the store's count to it (nothing to do with
+// no limits). A store on a database other processes also write to (the
+// replicas of a node on PostgreSQL) counts only what it did itself: a
+// task another replica created, or ended, is counted when RecountLive
+// runs next (see RunRecount).
+func (s *Store) RecountLive(ctx context.Context) error {
+	if s.live == nil {
+		return nil
+	}
+	if err := s.start(ctx, "count live"); err != nil {
+		return err
+	}
+	err := s.live.Recount(ctx, func(ctx context.Context) (map[string]int, error) {
+		byOwner, err := sqldb.IntsByKey[string](s.r.QueryContext(ctx, countLiveQuery))
+		if err != nil {
+			return nil, dbError("count live", "", err)
+		}
+		out := make(map[string]int, len(byOwner))
+		for owner, n := range byOwner {
+			out[owner] = int(n)
+		}
+		return out, nil
+	})
+	if err != nil {
+		return fmt.Errorf("sqlstore: %w", err)
+	}
+	return nil
+}
+
+// RunRecount runs RecountLive every interval until ctx is done, and
+// returns ctx's error; report, if not nil, is told of each failed round.
+func (s *Store) RunRecount(ctx context.Context, interval time.Duration, report func(error)) error {
+	if interval <= 0 {
+		return fmt.Errorf("sqlstore: recount: interval %v", interval)
+	}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	return periodic.Run(ctx, tick.C, func(ctx context.Context, _ time.Time) (struct{}, error) {
+		return struct{}{}, s.RecountLive(ctx)
+	}, func(_ struct{}, err error) {
+		if err != nil && report != nil {
+			report(err)
+		}
+	})
 }
 
 // Dialect returns "sqlite" or "postgres".
@@ -357,8 +429,18 @@ func (s *Store) create(ctx context.Context, t *tasks.Task, kept *tasks.KeptResul
 	if err != nil {
 		return nil, err
 	}
+	if !created.Status.State.Terminal() {
+		if err := s.live.Take(created.Owner, created.ID); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err != nil {
+				s.live.Drop(created.Owner)
+			}
+		}()
+	}
 	if s.d == sqldb.Postgres {
-		if err := s.createPostgres(ctx, r, created, kept); err != nil {
+		if err = s.createPostgres(ctx, r, created, kept); err != nil {
 			return nil, err
 		}
 		return created, nil
@@ -523,11 +605,13 @@ func (s *Store) Update(ctx context.Context, t *tasks.Task, expected int64) (*tas
 		return nil, err
 	}
 	now := micros(time.Now())
+	var ended bool
 	err = s.write(ctx, "update", t.ID, func(ctx context.Context, tx *sql.Tx) error {
 		cur, err := s.current(ctx, tx, "update", t.ID, expected)
 		if err != nil {
 			return err
 		}
+		ended = !tasks.State(cur.state).Terminal() && t.Status.State.Terminal()
 		if err := tasks.CheckUpdate(cur.columns(), t); err != nil {
 			return err
 		}
@@ -548,6 +632,9 @@ func (s *Store) Update(ctx context.Context, t *tasks.Task, expected int64) (*tas
 	})
 	if err != nil {
 		return nil, err
+	}
+	if ended {
+		s.live.Drop(next.owner)
 	}
 	return next.task()
 }
