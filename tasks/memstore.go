@@ -26,6 +26,10 @@ type MemoryStoreOptions struct {
 	// tasks that never end (LiveLimits.PerOwner: the refusal is 5002);
 	// 0 (or less) means no bound but MaxTasks.
 	MaxLivePerOwner int
+	// MaxLive is the most live tasks of all owners together
+	// (LiveLimits.Total: the refusal is 5003, as a full store's); 0 (or
+	// less) means no bound but MaxTasks.
+	MaxLive int
 }
 
 // MemoryStore is a Store held in memory, for one process and for tests. It
@@ -51,7 +55,7 @@ type MemoryStore struct {
 	keys   map[idemKey]string
 	keysOf map[string][]idemKey
 	// live counts each owner's tasks that are not terminal, when
-	// MaxLivePerOwner bounds them (nil otherwise).
+	// MaxLivePerOwner or MaxLive bound them (nil otherwise).
 	live *LiveCount
 }
 
@@ -65,7 +69,7 @@ func NewMemoryStore(opts MemoryStoreOptions) *MemoryStore {
 	}
 	return &MemoryStore{max: opts.MaxTasks, tasks: make(map[string]*Task), events: make(map[string][]Event),
 		keys: make(map[idemKey]string), keysOf: make(map[string][]idemKey),
-		live: NewLiveCount(LiveLimits{PerOwner: opts.MaxLivePerOwner})}
+		live: NewLiveCount(LiveLimits{PerOwner: opts.MaxLivePerOwner, Total: opts.MaxLive})}
 }
 
 // Len returns the number of tasks held.

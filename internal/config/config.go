@@ -205,6 +205,12 @@ type Config struct {
 	// TaskRetention is how long a task is kept once it is terminal
 	// (completed, failed, canceled); 0 keeps tasks forever.
 	TaskRetention Duration `toml:"task_retention"`
+	// MaxLiveTasksPerRequester bounds the live (not ended) tasks of one
+	// requester, MaxLiveTasks those of all requesters together, in the
+	// node's task store (a database or memory); past either a new task
+	// is refused (5002, 5003) until one ends. 0 bounds nothing.
+	MaxLiveTasksPerRequester int `toml:"max_live_tasks_per_requester"`
+	MaxLiveTasks             int `toml:"max_live_tasks"`
 	// ReconcileAfter is how long a task must have stood still before a
 	// node on PostgreSQL takes it up as interrupted (another replica may
 	// still run a younger one); SQLite's one process takes up everything
@@ -488,30 +494,32 @@ const MaxFileBytes = 1 << 20
 // Default returns the settings of a node with no configuration.
 func Default() Config {
 	return Config{
-		DataDir:             "snapnode-data",
-		RelayListen:         "127.0.0.1:7447",
-		HTTPListen:          DefaultHTTPListen,
-		HTTPMaxBody:         256 << 10,
-		HTTPMaxResponse:     4 << 20,
-		HTTPRate:            50,
-		HTTPBurst:           100,
-		MonitorRate:         5,
-		MonitorBurst:        20,
-		IdentityRate:        20,
-		IdentityBurst:       100,
-		NostrKeyRate:        20,
-		NostrKeyBurst:       100,
-		RelayEventRate:      20,
-		RelayEventBurst:     100,
-		RelayStorePeerShare: 0.01,
-		LogLevel:            "info",
-		LogFormat:           "text",
-		MaxDrift:            Duration{60 * time.Second},
-		ReplyTTL:            Duration{7 * 24 * time.Hour},
-		TaskRetention:       Duration{30 * 24 * time.Hour},
-		ReconcileAfter:      Duration{5 * time.Minute}, // proposals.InterruptedAfter
-		Workers:             8,
-		MemoryLimit:         DefaultMemoryLimit,
+		DataDir:                  "snapnode-data",
+		RelayListen:              "127.0.0.1:7447",
+		HTTPListen:               DefaultHTTPListen,
+		HTTPMaxBody:              256 << 10,
+		HTTPMaxResponse:          4 << 20,
+		HTTPRate:                 50,
+		HTTPBurst:                100,
+		MonitorRate:              5,
+		MonitorBurst:             20,
+		IdentityRate:             20,
+		IdentityBurst:            100,
+		NostrKeyRate:             20,
+		NostrKeyBurst:            100,
+		RelayEventRate:           20,
+		RelayEventBurst:          100,
+		RelayStorePeerShare:      0.01,
+		LogLevel:                 "info",
+		LogFormat:                "text",
+		MaxDrift:                 Duration{60 * time.Second},
+		ReplyTTL:                 Duration{7 * 24 * time.Hour},
+		TaskRetention:            Duration{30 * 24 * time.Hour},
+		ReconcileAfter:           Duration{5 * time.Minute}, // proposals.InterruptedAfter
+		MaxLiveTasks:             100_000,                   // tasks.DefaultMaxLive
+		MaxLiveTasksPerRequester: 1000,                      // tasks.DefaultMaxLivePerOwner
+		Workers:                  8,
+		MemoryLimit:              DefaultMemoryLimit,
 
 		HTTPBodyMemory: 32 << 20,
 
@@ -703,6 +711,8 @@ var settings = []setting{
 	intSetting("max-newcomer-streams", "SNAPNODE_MAX_NEWCOMER_STREAMS", "hold at most `N` streams of identities with no task history together (0: half of --max-streams)", func(c *Config) *int { return &c.MaxNewcomerStreams }),
 	durationSetting("stream-wait-timeout", "SNAPNODE_STREAM_WAIT_TIMEOUT", "let a stream request wait `DURATION` for a slot, known identities first, before refusing it (0: refuse at once)", func(c *Config) *Duration { return &c.StreamWaitTimeout }),
 	intSetting("max-stream-waiters", "SNAPNODE_MAX_STREAM_WAITERS", "let at most `N` stream requests wait for a slot, known identities and newcomers each", func(c *Config) *int { return &c.MaxStreamWaiters }),
+	intSetting("max-live-tasks-per-requester", "SNAPNODE_MAX_LIVE_TASKS_PER_REQUESTER", "hold at most `N` live (not ended) tasks of one requester (over: 5002; 0: no bound)", func(c *Config) *int { return &c.MaxLiveTasksPerRequester }),
+	intSetting("max-live-tasks", "SNAPNODE_MAX_LIVE_TASKS", "hold at most `N` live (not ended) tasks of all requesters together (over: 5003; 0: no bound)", func(c *Config) *int { return &c.MaxLiveTasks }),
 	stringSetting("log-level", "SNAPNODE_LOG_LEVEL", "log `LEVEL`: debug, info, warn or error", func(c *Config) *string { return &c.LogLevel }),
 	stringSetting("log-format", "SNAPNODE_LOG_FORMAT", "log in `FORMAT`: text (key=value) or json (one object a line)", func(c *Config) *string { return &c.LogFormat }),
 	boolSetting("testnet", "SNAPNODE_TESTNET", "use the testnet (tb1p…) address", func(c *Config) *bool { return &c.Testnet }),
@@ -1027,6 +1037,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxNewcomerStreams < 0 || c.MaxNewcomerStreams > c.MaxStreams {
 		errs = append(errs, fmt.Errorf("config: max_newcomer_streams %d: want 0 (half of max_streams) up to max_streams (%d)", c.MaxNewcomerStreams, c.MaxStreams))
+	}
+	if c.MaxLiveTasksPerRequester < 0 || c.MaxLiveTasks < 0 {
+		errs = append(errs, fmt.Errorf("config: max_live_tasks_per_requester %d, max_live_tasks %d: want 0 (no bound) or more", c.MaxLiveTasksPerRequester, c.MaxLiveTasks))
 	}
 	if c.StreamWaitTimeout.Duration < 0 {
 		errs = append(errs, fmt.Errorf("config: stream_wait_timeout %v: want 0 (refuse at once) or more", c.StreamWaitTimeout.Duration))

@@ -207,3 +207,29 @@ func mustGenerate(t testing.TB) *identity.Key {
 	}
 	return k
 }
+
+// max_live_tasks_per_requester bounds a requester's live tasks in the
+// node's database: past it a new task is 5002 {scope: "requester"} naming
+// the limit, another requester is still served, and a task that ends
+// gives its place back. Before, only a memory node bounded them, at a
+// fixed 1,000.
+func TestLiveTasksPerRequesterInDatabase(t *testing.T) {
+	n, _ := startNode(t, func(c *config.Config) { c.MaxLiveTasksPerRequester = 2 })
+	alice, bob := newRequester(t, n.RelayURLs()), newRequester(t, n.RelayURLs())
+	send := func(r *requester) func(payload any) map[string]any {
+		return func(payload any) map[string]any { return r.call(t, n, "message/send", payload, false) }
+	}
+	first := heldTask(t, send(alice), "one.txt")
+	heldTask(t, send(alice), "two.txt")
+	p := alice.call(t, n, "message/send", proposal("DELETE_FILE", map[string]any{"path": "/sandbox/one.txt"}), false)
+	e, _ := p["error"].(map[string]any)
+	d, _ := e["data"].(map[string]any)
+	if errCode(p) != int(snap.CodeRateLimitExceeded) || d["scope"] != "requester" || d["limit"] != float64(2) {
+		t.Fatalf("alice's 3rd live task: %v; want 5002 {scope: requester, limit: 2}", p)
+	}
+	heldTask(t, send(bob), "bob.txt")
+	if p := alice.call(t, n, "tasks/cancel", map[string]any{"taskId": first.ID}, false); taskOf(t, p).Status.State != "canceled" {
+		t.Fatalf("cancel: %v", p)
+	}
+	heldTask(t, send(alice), "three.txt")
+}

@@ -170,8 +170,9 @@ func (w *wiring) startPool(ctx context.Context) error {
 // retention and expired replay records.
 func (w *wiring) openDatabase(ctx context.Context) error {
 	n, cfg, logger := w.n, w.n.cfg, w.n.logger
+	live := tasks.LiveLimits{PerOwner: cfg.MaxLiveTasksPerRequester, Total: cfg.MaxLiveTasks}
 	if cfg.DatabaseDSN() == config.MemoryDatabase {
-		w.taskStore, w.replay = tasks.NewMemoryStore(tasks.MemoryStoreOptions{MaxLivePerOwner: tasks.DefaultMaxLivePerOwner}), snap.NewMemoryReplayStore(0)
+		w.taskStore, w.replay = tasks.NewMemoryStore(tasks.MemoryStoreOptions{MaxLivePerOwner: live.PerOwner, MaxLive: live.Total}), snap.NewMemoryReplayStore(0)
 		return nil
 	}
 	db, err := sqldb.Open(ctx, cfg.DatabaseDSN(), sqldb.Options{Logger: logger})
@@ -179,7 +180,7 @@ func (w *wiring) openDatabase(ctx context.Context) error {
 		return fmt.Errorf("node: database: %w", err)
 	}
 	n.parts.push("database", db.Close)
-	store, err := sqlstore.New(ctx, db)
+	store, err := sqlstore.NewLimited(ctx, db, live)
 	if err != nil {
 		return fmt.Errorf("node: task database: %w", err)
 	}
@@ -212,6 +213,13 @@ func (w *wiring) openDatabase(ctx context.Context) error {
 				}
 			})
 		})
+		if store.Dialect() == "postgres" {
+			// Replicas share the database: each counts the live tasks
+			// it created and ended, and every minute the tasks of all.
+			wg.Go(func() {
+				store.RunRecount(sweepCtx, time.Minute, func(err error) { logger.Warn("live tasks recount", "err", err) })
+			})
+		}
 		store.ReplayStore().RunSweeper(sweepCtx, time.Minute, func(deleted int64, err error) {
 			if err != nil {
 				logger.Warn("replay sweep", "err", err)

@@ -60,6 +60,19 @@
 // database (the executor's last commit of an action), so that the
 // caller's record and the task's state commit together.
 //
+// # Live tasks
+//
+// A Store opened with NewLimited bounds each owner's live (not ended)
+// tasks and all of them, as a tasks.MemoryStore does (tasks.LiveCount):
+// past a bound Create refuses a live task with tasks.ErrStoreFull and a
+// 5002 or 5003. The count is held in memory, so that Create reads nothing
+// more: one grouped query over the index on state reads it at start, and
+// the store follows the tasks it creates, ends (Update, Apply, ApplyTx)
+// and imports. A store that shares its database with other processes (the
+// replicas of a node on PostgreSQL) counts only what it did; RecountLive,
+// run every minute by RunRecount, reads everyone's again, so a task
+// another replica created or ended is counted within the minute.
+//
 // The database itself is opened by internal/sqldb, which New accepts so that
 // other components (the audit log) share it. SQLite runs in WAL mode with
 // synchronous=FULL: a write returns once it is on disk, so an accepted task
