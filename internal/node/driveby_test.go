@@ -303,3 +303,20 @@ func TestDriveBySettings(t *testing.T) {
 		t.Errorf(`a WebSocket to the relay, every origin allowed ("*"): %d; want 101`, s)
 	}
 }
+
+// A node listening on an IPv6 address, or advertising one, starts and
+// answers to it: the addresses are names it answers to as any address is.
+func TestIPv6ListenAnswered(t *testing.T) {
+	n, _ := startNode(t, func(c *config.Config) {
+		c.HTTPListen = "[::1]:0"
+		c.HTTPPublicURL = "http://[fe80::1%25eth0]:7448"
+	})
+	port := n.HTTPURL()[strings.LastIndex(n.HTTPURL(), ":")+1:]
+	for _, host := range []string{"[::1]:" + port, "[::1]", "[fe80::1%25eth0]:7448", "LOCALHOST.:" + port, "192.0.2.7.:" + port} {
+		req, _ := http.NewRequest(http.MethodGet, n.HTTPURL()+"/healthz", nil)
+		req.Host = host
+		if s, b := do(t, req); s != http.StatusOK {
+			t.Errorf("GET /healthz with Host %q: %d %s; want 200", host, s, b)
+		}
+	}
+}

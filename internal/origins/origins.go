@@ -114,7 +114,8 @@ type Hosts struct {
 }
 
 // ParseHosts checks list: each entry "*" or a host name (no scheme, no
-// port), letters made lower case.
+// port), letters made lower case. An IP address, which Allows lets in
+// anyway, is taken and needs no place in the list.
 func ParseHosts(list []string) (Hosts, error) {
 	h := Hosts{set: make(map[string]bool, len(list))}
 	var errs []error
@@ -123,7 +124,10 @@ func ParseHosts(list []string) (Hosts, error) {
 			h.any = true
 			continue
 		}
-		n := strings.TrimSuffix(strings.ToLower(strings.Trim(name, "[]")), ".")
+		n := hostName(name)
+		if _, err := netip.ParseAddr(n); err == nil {
+			continue
+		}
 		if n == "" || strings.ContainsAny(n, "/:@?#% ") {
 			errs = append(errs, fmt.Errorf("host %q: want \"*\" or a host name without scheme or port, such as node.example.com", name))
 			continue
@@ -147,10 +151,16 @@ func (h Hosts) Allows(hostport string) bool {
 	if hst, _, err := net.SplitHostPort(hostport); err == nil {
 		host = hst
 	}
-	host = strings.Trim(host, "[]")
+	host = hostName(host)
 	if _, err := netip.ParseAddr(host); err == nil {
 		return true
 	}
-	host = strings.TrimSuffix(strings.ToLower(host), ".")
 	return loopbackName(host) || h.set[host]
+}
+
+// hostName is host (a Host without its port, or a list's entry) as the
+// lists hold it: without the brackets of an IPv6 address, letters made
+// lower case, without the trailing dot of a fully qualified name.
+func hostName(host string) string {
+	return strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
 }

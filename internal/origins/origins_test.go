@@ -53,6 +53,7 @@ func TestHosts(t *testing.T) {
 	for host, want := range map[string]bool{
 		"": true, "127.0.0.1:7448": true, "[::1]:7448": true, "192.0.2.7": true, "localhost:7448": true,
 		"LOCALHOST": true, "app.localhost:1": true, "node.example.com": true, "node.example.com.:443": true,
+		"192.0.2.7.:7448": true, "[fe80::1%25eth0]:7448": true, "[FE80::1]": true,
 		"evil.example:7448": false, "localhost.evil.example": false, "example.com": false,
 	} {
 		if h.Allows(host) != want {
@@ -61,6 +62,11 @@ func TestHosts(t *testing.T) {
 	}
 	if h, _ := origins.ParseHosts([]string{"*"}); !h.Allows("evil.example") {
 		t.Error(`"*" does not allow every host`)
+	}
+	// An address, which is answered anyway, is taken in a list: the
+	// host of an http_listen or http_public_url on IPv6.
+	if _, err := origins.ParseHosts([]string{"::1", "[::1]", "fe80::1%eth0", "192.0.2.7"}); err != nil {
+		t.Errorf("ParseHosts of addresses: %v", err)
 	}
 	for _, bad := range []string{"https://node.example.com", "node.example.com:443", "a/b", ""} {
 		if _, err := origins.ParseHosts([]string{bad}); err == nil {
