@@ -246,10 +246,11 @@ type Server struct {
 	card     *cardSigner
 	upgrader websocket.Upgrader
 	started  time.Time
-	// origins and crossOrigin are AllowedOrigins; hosts AllowedHosts.
+	// origins and crossOrigin are AllowedOrigins; hosts AllowedHosts
+	// (SetAllowedHosts changes it).
 	origins     origins.List
 	crossOrigin *http.CrossOriginProtection
-	hosts       origins.Hosts
+	hosts       atomic.Pointer[origins.Hosts]
 	// refusedOrigin and refusedHost are set once a page of a refused
 	// origin, or a request to a refused host, was logged (at warn, once).
 	refusedOrigin, refusedHost atomic.Bool
@@ -290,7 +291,8 @@ func New(cfg Config) (*Server, error) {
 		ws:       make(map[*wsConn]struct{}),
 	}
 	s.origins, _ = origins.Parse(cfg.AllowedOrigins) // checked by fill
-	s.hosts, _ = origins.ParseHosts(cfg.AllowedHosts)
+	hosts, _ := origins.ParseHosts(cfg.AllowedHosts)
+	s.hosts.Store(&hosts)
 	s.crossOrigin = http.NewCrossOriginProtection()
 	for _, o := range s.origins.Origins() {
 		if err := s.crossOrigin.AddTrustedOrigin(o); err != nil {
@@ -352,7 +354,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength != 0 {
 		_ = rc.SetReadDeadline(time.Now().Add(s.cfg.ReadTimeout))
 	}
-	if !s.hosts.Allows(r.Host) {
+	if !s.hosts.Load().Allows(r.Host) {
 		s.refuseHost(w, r)
 		return
 	}
@@ -367,7 +369,7 @@ func (s *Server) refuseHost(w http.ResponseWriter, r *http.Request) {
 			"host", r.Host, "remote", r.RemoteAddr)
 	}
 	writeError(w, http.StatusMisdirectedRequest, snap.CodeInvalidMessage,
-		fmt.Sprintf("this node does not answer to the host name %q: it answers to IP addresses, localhost, its http_public_url and listen address, and the names of http_allowed_hosts", r.Host),
+		fmt.Sprintf("this node does not answer to the host name %q: it answers to IP addresses, localhost, the hosts of its http_listen, http_public_url and card endpoints, and the names of http_allowed_hosts (which a SIGHUP reloads)", r.Host),
 		map[string]any{"host": r.Host})
 }
 
@@ -512,6 +514,18 @@ func (s *Server) SetRate(r rate.Limit, burst int) {
 		r = 0
 	}
 	s.limits.SetRate(float64(r), burst)
+}
+
+// SetAllowedHosts changes the host names the server answers to while it
+// runs, as Config.AllowedHosts would set them, from the next request on;
+// on an error it changes nothing.
+func (s *Server) SetAllowedHosts(list []string) error {
+	hosts, err := origins.ParseHosts(list)
+	if err != nil {
+		return fmt.Errorf("snaphttp: allowed hosts: %w", err)
+	}
+	s.hosts.Store(&hosts)
+	return nil
 }
 
 // admit takes a rate-limit token for the request's peer, or answers 429

@@ -320,3 +320,47 @@ func TestIPv6ListenAnswered(t *testing.T) {
 		}
 	}
 }
+
+// A reload puts the names of the card's new endpoints and of
+// http_allowed_hosts in force: the card is republished with an endpoint
+// at a new public name (an operator moving behind a proxy), and the
+// proxy's requests to that name are answered, not 421 until a restart.
+func TestReloadedHostsAnswered(t *testing.T) {
+	var cfg config.Config
+	n, _ := startNode(t, func(c *config.Config) {
+		c.HTTPListen = "127.0.0.1:0"
+		cfg = *c
+	})
+	status := func(host string) int {
+		req, _ := http.NewRequest(http.MethodGet, n.HTTPURL()+"/healthz", nil)
+		req.Host = host
+		s, _ := do(t, req)
+		return s
+	}
+	for _, host := range []string{"snap.example.org", "snap.internal"} {
+		if s := status(host); s != http.StatusMisdirectedRequest {
+			t.Fatalf("GET /healthz with Host %q before the reload: %d; want 421", host, s)
+		}
+	}
+	cfg.Card.Endpoints = append(cfg.Card.Endpoints[:0:0], struct {
+		Protocol string `toml:"protocol"`
+		URL      string `toml:"url"`
+	}{Protocol: "http", URL: "https://snap.example.org/snap"})
+	cfg.HTTPAllowedHosts = []string{"snap.internal"}
+	restart, err := n.Reload(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(restart) > 0 {
+		t.Errorf("settings needing a restart: %q; want none", restart)
+	}
+	for _, host := range []string{"snap.example.org", "snap.internal:7448", "evil.example"} {
+		want := http.StatusOK
+		if host == "evil.example" {
+			want = http.StatusMisdirectedRequest
+		}
+		if s := status(host); s != want {
+			t.Errorf("GET /healthz with Host %q after the reload: %d; want %d", host, s, want)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/snapnode/snapnode/executor/policy"
 	"github.com/snapnode/snapnode/internal/config"
+	"github.com/snapnode/snapnode/internal/origins"
 )
 
 // live reports whether Reload puts the setting name (its TOML name) in
@@ -17,7 +18,7 @@ func (n *Node) live(name string) bool {
 	switch name {
 	case "operators", "service_callers", "policy",
 		"http_rate", "http_burst", "identity_rate", "identity_burst", "nostr_key_rate", "nostr_key_burst",
-		"relay_event_rate", "relay_event_burst", "card":
+		"relay_event_rate", "relay_event_burst", "card", "http_allowed_hosts":
 		return true
 	case "log_level":
 		return n.level != nil
@@ -32,8 +33,10 @@ var ErrNotReloaded = errors.New("settings not reloaded; those in force stay")
 
 // Reload puts in force the settings of cfg that can change while the node
 // runs (operators, service_callers, policy, the rate limits http_*,
-// identity_*, nostr_key_* and relay_event_*, card, and log_level when the node was
-// started WithLogLevel), for every request after it. It checks everything
+// identity_*, nostr_key_* and relay_event_*, card, http_allowed_hosts
+// (with the card's endpoints, the names the HTTP transport answers to),
+// and log_level when the node was started WithLogLevel), for every
+// request after it. It checks everything
 // first — cfg validates, the policy loads, the card is valid — and on an
 // error changes nothing: the settings in force stay. It returns the
 // settings of cfg that differ from those in force but need a restart,
@@ -64,6 +67,7 @@ func (n *Node) Reload(ctx context.Context, cfg config.Config) (restart []string,
 	next.NostrKeyRate, next.NostrKeyBurst = cfg.NostrKeyRate, cfg.NostrKeyBurst
 	next.RelayEventRate, next.RelayEventBurst = cfg.RelayEventRate, cfg.RelayEventBurst
 	next.Card = cfg.Card
+	next.HTTPAllowedHosts = cfg.HTTPAllowedHosts
 	if n.level != nil {
 		next.LogLevel = cfg.LogLevel
 	}
@@ -76,6 +80,9 @@ func (n *Node) Reload(ctx context.Context, cfg config.Config) (restart []string,
 	card, err := buildCard(next, n.Address(), n.urls)
 	if err != nil {
 		return refused(err)
+	}
+	if _, err := origins.ParseHosts(httpHosts(next)); err != nil {
+		return refused(fmt.Errorf("the host names the HTTP transport answers to: %w", err))
 	}
 	if n.services != nil {
 		// The addresses validated: this does not fail.
@@ -91,6 +98,10 @@ func (n *Node) Reload(ctx context.Context, cfg config.Config) (restart []string,
 	n.nostrKeyShare.set(next.NostrKeyRate, next.NostrKeyBurst)
 	if n.http != nil {
 		n.http.srv.SetRate(perSecond(next.HTTPRate), next.HTTPBurst)
+		// Validated: this does not fail.
+		if err := n.http.srv.SetAllowedHosts(httpHosts(next)); err != nil {
+			n.logger.Error("http: the host names answered to not changed", "err", err)
+		}
 	}
 	if n.relay != nil {
 		// Validated: this does not fail.
