@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/snapnode/snapnode/snap"
@@ -17,6 +18,13 @@ type Queue struct {
 	now    func() time.Time
 	wake   chan struct{}
 	limits QueueLimits
+
+	// mu orders Admit's counts and reservations. admitting holds the
+	// tasks admitted whose job is not stored yet, by requester (removed
+	// at 0: at most the sends handled at once), admittingAll all of them.
+	mu           sync.Mutex
+	admitting    map[string]int64
+	admittingAll int64
 }
 
 var (
@@ -65,32 +73,48 @@ func NewLimitedQueue(store *Store, now func() time.Time, limits QueueLimits) *Qu
 	if limits.MaxQueuedPerRequester <= 0 {
 		limits.MaxQueuedPerRequester = max(limits.MaxQueued/16, 1)
 	}
-	return &Queue{store: store, now: now, wake: make(chan struct{}, 1), limits: limits}
+	return &Queue{store: store, now: now, wake: make(chan struct{}, 1), limits: limits, admitting: make(map[string]int64)}
 }
 
 // Admit implements tasks.Admitter: a new task of requester's is refused
 // before it is stored when requester already has MaxQueuedPerRequester
 // jobs queued (5002, scope "requester") or the queue holds MaxQueued
-// (5003, scope "node"), each with retryAfter and the limit. The count
-// and the job's record are two steps: requests admitted at once may pass
-// the bound by as many as are handled at once.
-func (q *Queue) Admit(ctx context.Context, requester string) error {
+// (5003, scope "node"), each with retryAfter and the limit. A task
+// admitted counts as queued from then on, until release is called once
+// its job is stored (or it was not made): sends handled at once do not
+// pass the bounds. Other processes on the same database count only the
+// jobs stored, so replicas may pass them by the tasks they admit at once.
+func (q *Queue) Admit(ctx context.Context, requester string) (release func(), err error) {
 	if q.limits.Exempt != nil && q.limits.Exempt(requester) {
-		return nil
+		return func() {}, nil
 	}
+	// The count is taken under mu: a task released after it was counted
+	// as admitted has its job stored, and the count sees it.
+	q.mu.Lock()
+	defer q.mu.Unlock()
 	all, mine, err := q.store.Queued(ctx, requester)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	all, mine = all+q.admittingAll, mine+q.admitting[requester]
 	switch {
 	case mine >= int64(q.limits.MaxQueuedPerRequester):
-		return snap.NewError(snap.CodeRateLimitExceeded, "too many of this requester's tasks wait for the agent; let one end first",
+		return nil, snap.NewError(snap.CodeRateLimitExceeded, "too many of this requester's tasks wait for the agent; let one end first",
 			map[string]any{"retryAfter": QueuedRetryAfter, "limit": q.limits.MaxQueuedPerRequester, "scope": "requester"})
 	case all >= int64(q.limits.MaxQueued):
-		return snap.NewError(snap.CodeServiceUnavailable, "the agent's queue is full; retry later",
+		return nil, snap.NewError(snap.CodeServiceUnavailable, "the agent's queue is full; retry later",
 			map[string]any{"retryAfter": QueuedRetryAfter, "limit": q.limits.MaxQueued, "scope": "node"})
 	}
-	return nil
+	q.admitting[requester]++
+	q.admittingAll++
+	return sync.OnceFunc(func() {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		if q.admitting[requester]--; q.admitting[requester] <= 0 {
+			delete(q.admitting, requester)
+		}
+		q.admittingAll--
+	}), nil
 }
 
 // Wake tells the runtime to look for runnable jobs now.

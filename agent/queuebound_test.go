@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/google/uuid"
@@ -139,5 +140,38 @@ func TestAgentQueueRequesterShare(t *testing.T) {
 		if err := r.trySend("operator", fmt.Sprintf("operator %d", i)); err != nil {
 			t.Fatalf("the operator's task %d: %v", i, err)
 		}
+	}
+}
+
+// TestAgentQueueBoundHeldUnderConcurrentSends: sends handled at once,
+// each counting the queue before any of them stored its job, do not pass
+// the bounds: one requester's 32 sends at once against a share of 2, and
+// 32 requesters' sends at once against a queue of 4, queue at most 2 and
+// 4 jobs. Before, each send counted the jobs stored and then stored its
+// own, and sends in between all saw room.
+func TestAgentQueueBoundHeldUnderConcurrentSends(t *testing.T) {
+	r := newRig(t, testdb.SQLite(t))
+	r.limited(t, agent.QueueLimits{MaxQueued: 4, MaxQueuedPerRequester: 2})
+	burst := func(who func(i int) string) {
+		var wg sync.WaitGroup
+		for i := range 32 {
+			wg.Go(func() {
+				if err := r.trySend(who(i), fmt.Sprintf("task %d", i)); err != nil {
+					var se *snap.Error
+					if !errors.As(err, &se) {
+						t.Errorf("send %d: %v, want a refusal", i, err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+	}
+	burst(func(int) string { return "bob" })
+	if got := r.queued(t); got > 2 {
+		t.Fatalf("one requester's 32 sends at once queued %d jobs, want at most its share, 2", got)
+	}
+	burst(func(i int) string { return fmt.Sprintf("peer %d", i) })
+	if got := r.queued(t); got > 4 {
+		t.Fatalf("32 requesters' sends at once queued %d jobs, want at most 4", got)
 	}
 }

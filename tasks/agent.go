@@ -49,9 +49,12 @@ type Screener interface {
 // asked before a new task without proposals is stored, and returns a
 // *snap.Error (5002, 5003, with retryAfter) when requester's task would
 // not fit: the request gets it and no task is made, rather than one that
-// waits without end. A message to an existing task is not asked about.
+// waits without end. Else the task counts as admitted until release is
+// called, once Take has been asked about it or it was not made, so that
+// requests handled at once do not all fit in the same room. A message to
+// an existing task is not asked about.
 type Admitter interface {
-	Admit(ctx context.Context, requester string) error
+	Admit(ctx context.Context, requester string) (release func(), err error)
 }
 
 // screen is the agent's refusal of every new free-text task, if it

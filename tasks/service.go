@@ -290,9 +290,11 @@ func (s *Service) send(ctx context.Context, owner string, req *SendParams, keyed
 	if req.TaskID == "" && len(proposals) == 0 {
 		refusal = s.screen()
 		if a, ok := s.agent.(Admitter); ok && refusal == nil {
-			if err := a.Admit(ctx, owner); err != nil {
+			release, err := a.Admit(ctx, owner)
+			if err != nil {
 				return nil, fmt.Errorf("tasks: send message: %w", err)
 			}
+			defer release() // the job is stored by then (delegate), or none is
 		}
 	}
 	t, err := s.receive(ctx, owner, req, refusal, keyed)
