@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"syscall"
 	"time"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/metrics"
+	"github.com/snapnode/snapnode/internal/origins"
 	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/snaphttp"
 )
@@ -87,10 +89,20 @@ func (n *Node) startHTTP(ctx context.Context, server *snap.Server, mx *metrics.M
 }
 
 // httpHosts are the host names the HTTP transport answers to besides IP
-// addresses and loopback names: http_allowed_hosts, and the names of
-// http_listen, http_public_url and the card's endpoints.
+// addresses and loopback names: http_allowed_hosts, the names of
+// http_listen, http_public_url and the card's endpoints, and the
+// machine's own name (and its mDNS form, NAME.local), by which a node
+// listening beyond loopback is reached on its network: a name a
+// rebinding page, whose Host is a domain of its own, cannot take.
 func httpHosts(cfg config.Config) []string {
 	hosts := slices.Clone(cfg.HTTPAllowedHosts)
+	if name, err := os.Hostname(); err == nil && name != "" {
+		for _, h := range []string{name, name + ".local"} {
+			if _, err := origins.ParseHosts([]string{h}); err == nil { // a name the list takes
+				hosts = append(hosts, h)
+			}
+		}
+	}
 	if h, _, err := net.SplitHostPort(cfg.HTTPListen); err == nil && h != "" {
 		hosts = append(hosts, h)
 	}
