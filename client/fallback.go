@@ -406,9 +406,6 @@ func rateLimited(resp *snap.Message) (time.Duration, bool) {
 	if e == nil {
 		return 0, false
 	}
-	secs, ok := e.Data["retryAfter"].(float64)
-	if !ok || secs <= 0 {
-		return 0, false
-	}
-	return time.Duration(min(secs, maxRetryAfter) * float64(time.Second)), true
+	d := dataRetryAfter(e)
+	return d, d > 0
 }

@@ -9,7 +9,6 @@ import (
 	"mime"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/defaults"
+	"github.com/snapnode/snapnode/internal/retryafter"
 	"github.com/snapnode/snapnode/internal/wshandshake"
 	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/snaphttp"
@@ -188,40 +188,30 @@ func (c *HTTP) post(ctx context.Context, url string, x *exchange, accept string)
 
 func (c *HTTP) statusError(resp *http.Response) *StatusError {
 	e := &StatusError{StatusCode: resp.StatusCode}
-	e.RetryAfter = retryAfter(resp.Header.Get("Retry-After"), c.now())
+	e.RetryAfter = min(retryafter.Parse(resp.Header.Get("Retry-After"), c.now()), maxRetryAfter)
 	if resp.Body != nil {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 		e.Body = strings.TrimSpace(string(b))
 		if se := snap.ResponseError(b); se != nil && se.Code != 0 {
 			e.Err = se
-			if secs, ok := se.Data["retryAfter"].(float64); ok && secs > 0 && e.RetryAfter == 0 {
-				e.RetryAfter = time.Duration(min(secs, maxRetryAfter) * float64(time.Second))
+			if e.RetryAfter == 0 {
+				e.RetryAfter = dataRetryAfter(se)
 			}
 		}
 	}
 	return e
 }
 
-// retryAfter reads a Retry-After header in either of its forms (RFC
-// 9110, section 10.2.3), whole seconds or an HTTP-date, the latter read
-// against now: the wait it asks for, 0 for none, one already past or a
-// value that does not parse.
-func retryAfter(v string, now time.Time) time.Duration {
-	if v == "" {
-		return 0
-	}
-	if s, err := strconv.Atoi(v); err == nil {
-		return time.Duration(min(max(s, 0), maxRetryAfter)) * time.Second
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return max(t.Sub(now), 0)
-	}
-	return 0
-}
+// maxRetryAfter bounds the wait a Retry-After or a retryAfter asks for:
+// over 34 years is as good as never.
+const maxRetryAfter = (1 << 30) * time.Second
 
-// maxRetryAfter bounds the seconds of a Retry-After, which would
-// otherwise overflow a Duration: over 31 years is as good as never.
-const maxRetryAfter = 1 << 30
+// dataRetryAfter is the wait a SNAP error's data.retryAfter asks for (in
+// seconds), at most maxRetryAfter; 0 when it gives none.
+func dataRetryAfter(e *snap.Error) time.Duration {
+	secs, _ := e.Data["retryAfter"].(float64)
+	return min(retryafter.Seconds(secs), maxRetryAfter)
+}
 
 // postRead posts x to url (post) and reads the body of the answer
 // (readAll).

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +17,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/snapnode/snapnode/agent"
+	"github.com/snapnode/snapnode/internal/retryafter"
 )
 
 // Defaults of Config.
@@ -373,23 +373,10 @@ func isContextLength(s string) bool {
 // maxRetryAfter bounds a Retry-After.
 const maxRetryAfter = 24 * time.Hour
 
-// retryAfter parses a Retry-After value, in seconds or an HTTP date, at
-// most maxRetryAfter; 0 when absent, past or unreadable.
+// retryAfter is the model server's Retry-After (retryafter.Parse), in
+// whole seconds, at most maxRetryAfter.
 func retryAfter(v string, now time.Time) time.Duration {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0
-	}
-	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
-		if secs <= 0 {
-			return 0
-		}
-		return time.Duration(min(secs, int64(maxRetryAfter/time.Second))) * time.Second
-	}
-	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return min(t.Sub(now).Round(time.Second), maxRetryAfter)
-	}
-	return 0
+	return min(retryafter.Parse(v, now).Round(time.Second), maxRetryAfter)
 }
 
 // cut returns s cut to at most n bytes (n > 3), at a rune boundary,
