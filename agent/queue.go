@@ -99,11 +99,11 @@ func (q *Queue) Admit(ctx context.Context, requester string) (release func(), er
 	all, mine = all+q.admittingAll, mine+q.admitting[requester]
 	switch {
 	case mine >= int64(q.limits.MaxQueuedPerRequester):
-		return nil, snap.NewError(snap.CodeRateLimitExceeded, "too many of this requester's tasks wait for the agent; let one end first",
-			map[string]any{"retryAfter": QueuedRetryAfter, "limit": q.limits.MaxQueuedPerRequester, "scope": "requester"})
+		return nil, snap.LimitReached(snap.CodeRateLimitExceeded, "too many of this requester's tasks wait for the agent; let one end first",
+			QueuedRetryAfter, q.limits.MaxQueuedPerRequester, "requester")
 	case all >= int64(q.limits.MaxQueued):
-		return nil, snap.NewError(snap.CodeServiceUnavailable, "the agent's queue is full; retry later",
-			map[string]any{"retryAfter": QueuedRetryAfter, "limit": q.limits.MaxQueued, "scope": "node"})
+		return nil, snap.LimitReached(snap.CodeServiceUnavailable, "the agent's queue is full; retry later",
+			QueuedRetryAfter, q.limits.MaxQueued, "node")
 	}
 	q.admitting[requester]++
 	q.admittingAll++

@@ -211,6 +211,15 @@ func (e *Error) withCode(c Code) *Error {
 	return &Error{Code: c, Message: e.Message, Data: e.Data}
 }
 
+// LimitReached is the refusal of a request past a bound on how many of
+// something are held at once (live tasks, queued jobs, open streams):
+// code 5002 when the bound is the requester's share, 5003 when it is the
+// node's, with data {"retryAfter": seconds to wait, "limit": the bound,
+// "scope": whose bound it is (requester, node, newcomers…)}.
+func LimitReached(code Code, message string, retryAfter, limit int, scope string) *Error {
+	return NewError(code, message, map[string]any{"retryAfter": retryAfter, "limit": limit, "scope": scope})
+}
+
 // RateLimited is the 5002 refusal of a request made too soon by l: data
 // {"retryAfter": whole seconds to wait, at least 1, "scope": what was
 // limited (identity, key, address)}, and, when l can state it (it has a

@@ -74,8 +74,8 @@ func (c *LiveCount) Take(owner, id string) error {
 	defer c.mu.Unlock()
 	if n := c.live[owner]; c.lim.PerOwner > 0 && n >= c.lim.PerOwner {
 		return fmt.Errorf("tasks: create %s: %s holds %d live tasks: %w: %w", id, owner, n, ErrStoreFull,
-			snap.NewError(snap.CodeRateLimitExceeded, "too many live tasks of this requester; let one end first",
-				map[string]any{"retryAfter": LiveShareRetryAfter, "limit": c.lim.PerOwner, "scope": "requester"}))
+			snap.LimitReached(snap.CodeRateLimitExceeded, "too many live tasks of this requester; let one end first",
+				LiveShareRetryAfter, c.lim.PerOwner, "requester"))
 	}
 	if c.lim.Total > 0 && c.sum >= c.lim.Total {
 		return storeFull(id, c.sum)

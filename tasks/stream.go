@@ -203,8 +203,8 @@ func (l *streamLimits) acquire(ctx context.Context, requester string, known bool
 	}
 	release, err = l.slots.Acquire(ctx, c)
 	if full, ok := errors.AsType[*slots.Full](err); ok {
-		return nil, snap.NewError(snap.CodeRateLimitExceeded, "too many open streams; try again later",
-			map[string]any{"retryAfter": StreamRetryAfter, "limit": full.Limit, "scope": full.Scope})
+		return nil, snap.LimitReached(snap.CodeRateLimitExceeded, "too many open streams; try again later",
+			StreamRetryAfter, full.Limit, full.Scope)
 	}
 	return release, err
 }
