@@ -24,7 +24,7 @@ var relayURLLine = regexp.MustCompile(`^snapnode relay listening url=(\S+)`)
 // BenchmarkNostrRoundTrip's figure it says how much of the node's CPU the
 // embedded relay is.
 func BenchmarkNostrRoundTripExternalRelay(b *testing.B) {
-	minCrypto := cryptoPerRoundTrip(b)
+	floor := cryptoPerRoundTrip(b)
 	cmd := exec.Command(testutil.Binary(b), "relay", "--listen", "127.0.0.1:0", "--db", ":memory:")
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -46,7 +46,7 @@ func BenchmarkNostrRoundTripExternalRelay(b *testing.B) {
 	for _, clients := range []int{1, 64} {
 		b.Run(fmt.Sprintf("requesters=%d", clients), func(b *testing.B) {
 			r0 := relayProc.cpu(b)
-			roundTrips(b, n, clients, minCrypto)
+			roundTrips(b, n, clients, floor)
 			relayCPU := relayProc.cpu(b) - r0
 			b.ReportMetric(float64(relayCPU/time.Duration(b.N))/float64(time.Microsecond), "relay-cpu-µs/rt")
 		})
