@@ -29,7 +29,8 @@
 //     are flushed before its handler runs, so that the stream shows as
 //     open while its first event is made.
 //   - SSE and WebSocket streams apply backpressure: a stream's handler
-//     waits in emit while its queue (StreamBuffer) is full, so a burst
+//     waits in emit while its queue (StreamBuffer frames,
+//     StreamBufferBytes bytes) is full, so a burst
 //     reaches a peer that reads steadily whole; a peer that takes nothing
 //     for WriteTimeout is too slow (ErrSlowReader): its stream ends and
 //     its connection is closed.

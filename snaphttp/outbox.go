@@ -23,15 +23,21 @@ import (
 var ErrSlowReader = errors.New("snaphttp: the peer reads too slowly; stream ended")
 
 // outbox queues the frames of one exchange between the goroutine that
-// produces them (snap.Handler.Serve) and the one that writes them. When
-// the queue is full send waits for room, up to timeout (WriteTimeout): a
-// peer that takes nothing for that long fails the exchange with
-// ErrSlowReader. The final response is queued with a wait too, since the
-// writer always drains the queue, discarding once it failed.
+// produces them (snap.Handler.Serve) and the one that writes them. The
+// queue is bounded twice: in frames (the channel's capacity) and in bytes
+// (maxBytes, counting a frame from when it is queued until the writer is
+// done with it; one frame larger than that is queued alone), so that a
+// peer that reads slowly holds a bounded memory whatever the size of its
+// events. When the queue is full send waits for room, up to timeout
+// (WriteTimeout): a peer that takes nothing for that long fails the
+// exchange with ErrSlowReader. The final response is queued with a wait
+// too, since the writer always drains the queue, discarding once it
+// failed. The writer calls taken for every frame it receives.
 type outbox struct {
-	ch      chan []byte
-	frame   func(*snap.Message) ([]byte, error)
-	timeout time.Duration
+	ch       chan []byte
+	frame    func(*snap.Message) ([]byte, error)
+	timeout  time.Duration
+	maxBytes int
 	// abort unblocks a write in progress and stops the exchange.
 	abort func()
 	// done is closed when the exchange fails.
@@ -43,19 +49,46 @@ type outbox struct {
 	mu     sync.Mutex
 	err    error
 	closed bool
+	// queued counts the bytes of the frames queued or being written;
+	// room is closed, and replaced, whenever some are taken.
+	queued int
+	room   chan struct{}
 }
 
-func newOutbox(size int, timeout time.Duration, frame func(*snap.Message) ([]byte, error), abort func()) *outbox {
-	return &outbox{ch: make(chan []byte, size), frame: frame, timeout: timeout, abort: abort,
-		done: make(chan struct{}), writing: make(chan struct{}, 1)}
+func newOutbox(size, maxBytes int, timeout time.Duration, frame func(*snap.Message) ([]byte, error), abort func()) *outbox {
+	return &outbox{ch: make(chan []byte, size), maxBytes: maxBytes, frame: frame, timeout: timeout, abort: abort,
+		done: make(chan struct{}), writing: make(chan struct{}, 1), room: make(chan struct{})}
 }
 
-// send queues an event, waiting for room while the queue is full: until
-// the writer takes a frame, the exchange fails (the writer's error; a
-// write that timed out is ErrSlowReader), timeout passes with nothing
-// taken (ErrSlowReader, and the exchange fails), or ctx, the exchange's,
-// ends (ctx's error; the exchange does not fail, so that its final
-// response is still written).
+// reserve counts n bytes more as queued when they fit (or nothing else
+// is queued) and reports true; otherwise it returns a channel closed once
+// some bytes are taken.
+func (o *outbox) reserve(n int) (bool, <-chan struct{}) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.queued == 0 || o.queued+n <= o.maxBytes {
+		o.queued += n
+		return true, nil
+	}
+	return false, o.room
+}
+
+// taken gives back the n bytes of a frame the writer is done with
+// (written or discarded), or that was never queued.
+func (o *outbox) taken(n int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.queued -= n
+	close(o.room)
+	o.room = make(chan struct{})
+}
+
+// send queues an event, waiting for room while the queue is full (in
+// frames or in bytes): until the writer takes a frame, the exchange
+// fails (the writer's error; a write that timed out is ErrSlowReader),
+// timeout passes with no room made (ErrSlowReader, and the exchange
+// fails), or ctx, the exchange's, ends (ctx's error; the exchange does
+// not fail, so that its final response is still written).
 func (o *outbox) send(ctx context.Context, m *snap.Message) error {
 	if err := o.failed(); err != nil {
 		return err
@@ -64,31 +97,48 @@ func (o *outbox) send(ctx context.Context, m *snap.Message) error {
 	if err != nil {
 		return err
 	}
-	select {
-	case o.ch <- b:
-		return nil
-	default:
+	reserved, room := o.reserve(len(b))
+	if reserved {
+		select {
+		case o.ch <- b:
+			return nil
+		default:
+		}
 	}
 	t := time.NewTimer(o.timeout)
 	defer t.Stop()
-	select {
-	case o.ch <- b:
-		return nil
-	case <-o.done:
-		return o.failed()
-	case <-ctx.Done():
-		// net/http cancels a request's context as soon as a write to
-		// the peer fails, before the writer has recorded why: the
-		// write in progress, if any, decides first.
-		o.writing <- struct{}{}
-		err := o.failed()
-		<-o.writing
-		if err != nil {
-			return err // the failure cancelled ctx
+	for {
+		var ch chan<- []byte
+		if reserved {
+			ch = o.ch
 		}
-		return ctx.Err()
-	case <-t.C:
-		o.fail(ErrSlowReader)
+		select {
+		case ch <- b:
+			return nil
+		case <-room:
+			reserved, room = o.reserve(len(b))
+			continue
+		case <-o.done:
+		case <-ctx.Done():
+			// net/http cancels a request's context as soon as a write to
+			// the peer fails, before the writer has recorded why: the
+			// write in progress, if any, decides first.
+			o.writing <- struct{}{}
+			err := o.failed()
+			<-o.writing
+			if err == nil {
+				err = ctx.Err()
+			}
+			if reserved {
+				o.taken(len(b))
+			}
+			return err // when the exchange failed, the failure cancelled ctx
+		case <-t.C:
+			o.fail(ErrSlowReader)
+		}
+		if reserved {
+			o.taken(len(b))
+		}
 		return o.failed()
 	}
 }
@@ -127,6 +177,10 @@ func (o *outbox) final(ctx context.Context, m *snap.Message) {
 		o.fail(err)
 		return
 	}
+	// The last frame waits for room in frames only: it is one more.
+	o.mu.Lock()
+	o.queued += len(b)
+	o.mu.Unlock()
 	select {
 	case o.ch <- b:
 		return
@@ -137,6 +191,7 @@ func (o *outbox) final(ctx context.Context, m *snap.Message) {
 	case <-ctx.Done():
 		// Only a forced shutdown gets here: the writer is stuck and the
 		// connection is being closed.
+		o.taken(len(b))
 		o.fail(ctx.Err())
 	}
 }

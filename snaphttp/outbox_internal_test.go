@@ -19,7 +19,7 @@ func frameID(m *snap.Message) ([]byte, error) { return []byte(m.ID), nil }
 // is taken for the timeout it fails the exchange with ErrSlowReader.
 func TestOutboxSendWaits(t *testing.T) {
 	t.Run("room", func(t *testing.T) {
-		o := newOutbox(1, time.Hour, frameID, nil)
+		o := newOutbox(1, 1<<20, time.Hour, frameID, nil)
 		o.send(context.Background(), &snap.Message{ID: "1"})
 		sent := make(chan error, 1)
 		go func() { sent <- o.send(context.Background(), &snap.Message{ID: "2"}) }()
@@ -34,7 +34,7 @@ func TestOutboxSendWaits(t *testing.T) {
 		}
 	})
 	t.Run("context ends", func(t *testing.T) {
-		o := newOutbox(1, time.Hour, frameID, nil)
+		o := newOutbox(1, 1<<20, time.Hour, frameID, nil)
 		o.send(context.Background(), &snap.Message{ID: "1"})
 		ctx, cancel := context.WithCancel(context.Background())
 		sent := make(chan error, 1)
@@ -54,7 +54,7 @@ func TestOutboxSendWaits(t *testing.T) {
 	})
 	t.Run("nothing taken", func(t *testing.T) {
 		aborted := make(chan struct{})
-		o := newOutbox(1, 10*time.Millisecond, frameID, func() { close(aborted) })
+		o := newOutbox(1, 1<<20, 10*time.Millisecond, frameID, func() { close(aborted) })
 		o.send(context.Background(), &snap.Message{ID: "1"})
 		if err := o.send(context.Background(), &snap.Message{ID: "2"}); !errors.Is(err, ErrSlowReader) {
 			t.Fatalf("send: %v, want ErrSlowReader", err)
@@ -72,7 +72,7 @@ func TestOutboxSendWaits(t *testing.T) {
 // not the context's end, once the write in progress is over.
 func TestOutboxSendAwaitsTheWritesVerdict(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		o := newOutbox(1, time.Hour, frameID, nil)
+		o := newOutbox(1, 1<<20, time.Hour, frameID, nil)
 		o.send(t.Context(), &snap.Message{ID: "1"}) // the queue is full
 		ctx, cancel := context.WithCancel(t.Context())
 		release := make(chan struct{})
@@ -93,6 +93,51 @@ func TestOutboxSendAwaitsTheWritesVerdict(t *testing.T) {
 		close(release)
 		if err := <-sent; !errors.Is(err, ErrSlowReader) {
 			t.Fatalf("send: %v, want ErrSlowReader", err)
+		}
+	})
+}
+
+// The queue is bounded in bytes as well as in frames: a frame that does
+// not fit beside those queued waits until the writer is done with one;
+// a frame larger than the bound is queued when nothing else is; nothing
+// taken for the timeout fails the exchange with ErrSlowReader.
+func TestOutboxBoundsBytes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		frame := func(m *snap.Message) ([]byte, error) { return []byte(m.ID), nil }
+		o := newOutbox(64, 10, time.Second, frame, nil)
+		for _, id := range []string{"aaaa", "bbbb"} {
+			if err := o.send(t.Context(), &snap.Message{ID: id}); err != nil {
+				t.Fatalf("send %s: %v", id, err)
+			}
+		}
+		sent := make(chan error, 1)
+		go func() { sent <- o.send(t.Context(), &snap.Message{ID: "cccc"}) }()
+		synctest.Wait()
+		select {
+		case err := <-sent:
+			t.Fatalf("send of 4 bytes beside 8 queued, bound 10, returned %v", err)
+		default:
+		}
+		f := <-o.ch // taken, still being written: its bytes still count
+		synctest.Wait()
+		select {
+		case err := <-sent:
+			t.Fatalf("send returned %v before the writer was done with a frame", err)
+		default:
+		}
+		o.taken(len(f))
+		if err := <-sent; err != nil {
+			t.Fatalf("send once room was made: %v", err)
+		}
+		for range 2 {
+			o.taken(len(<-o.ch))
+		}
+		big := "0123456789abcdef"
+		if err := o.send(t.Context(), &snap.Message{ID: big}); err != nil {
+			t.Fatalf("a frame over the bound, alone: %v", err)
+		}
+		if err := o.send(t.Context(), &snap.Message{ID: "x"}); !errors.Is(err, ErrSlowReader) {
+			t.Fatalf("send beside a frame over the bound, nothing taken: %v, want ErrSlowReader", err)
 		}
 	})
 }

@@ -245,7 +245,7 @@ func (s *Server) postSSE(w http.ResponseWriter, r *http.Request, in snap.Inbound
 	stream := snap.IsStreamRequest(in.Raw)
 	ctx, cancel := s.streamContext(r.Context(), stream)
 	defer cancel()
-	o := newOutbox(s.cfg.StreamBuffer, s.cfg.WriteTimeout, sseFrame, func() {
+	o := newOutbox(s.cfg.StreamBuffer, s.cfg.StreamBufferBytes, s.cfg.WriteTimeout, sseFrame, func() {
 		cancel()
 		_ = rc.SetWriteDeadline(time.Now()) // unblocks a write in progress
 	})
@@ -272,12 +272,14 @@ func (s *Server) postSSE(w http.ResponseWriter, r *http.Request, in snap.Inbound
 	}()
 	for frame := range o.ch {
 		if o.failed() != nil {
+			o.taken(len(frame))
 			continue // drain, so that the producer never waits
 		}
 		if !started {
 			start()
 		}
 		o.write(func() error { return s.writeFlush(w, rc, frame) })
+		o.taken(len(frame))
 	}
 	<-produced
 	if err := o.failed(); err != nil && !errors.Is(err, context.Canceled) {

@@ -25,25 +25,26 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultMaxBody         = 256 << 10
-	DefaultMaxResponse     = 4 << 20
-	DefaultRate            = rate.Limit(50) // requests per second per peer
-	DefaultBurst           = 100
-	DefaultMonitorRate     = rate.Limit(5) // /healthz and /metrics requests per second per peer
-	DefaultMonitorBurst    = 20
-	DefaultMaxPeers        = 10_000
-	DefaultStreamBuffer    = 64
-	DefaultWriteTimeout    = 10 * time.Second
-	DefaultReadTimeout     = 30 * time.Second
-	DefaultHeaderTimeout   = 10 * time.Second
-	DefaultBodyMemory      = 32 << 20
-	DefaultPingInterval    = 30 * time.Second
-	DefaultIdleTimeout     = 60 * time.Second
-	DefaultMaxConnsPerPeer = 32
-	DefaultMaxConns        = 1024
-	DefaultMaxPending      = 8
-	DefaultShutdownTimeout = 10 * time.Second
-	DefaultCardResign      = 5 * time.Minute
+	DefaultMaxBody           = 256 << 10
+	DefaultMaxResponse       = 4 << 20
+	DefaultRate              = rate.Limit(50) // requests per second per peer
+	DefaultBurst             = 100
+	DefaultMonitorRate       = rate.Limit(5) // /healthz and /metrics requests per second per peer
+	DefaultMonitorBurst      = 20
+	DefaultMaxPeers          = 10_000
+	DefaultStreamBuffer      = 64
+	DefaultStreamBufferBytes = 1 << 20
+	DefaultWriteTimeout      = 10 * time.Second
+	DefaultReadTimeout       = 30 * time.Second
+	DefaultHeaderTimeout     = 10 * time.Second
+	DefaultBodyMemory        = 32 << 20
+	DefaultPingInterval      = 30 * time.Second
+	DefaultIdleTimeout       = 60 * time.Second
+	DefaultMaxConnsPerPeer   = 32
+	DefaultMaxConns          = 1024
+	DefaultMaxPending        = 8
+	DefaultShutdownTimeout   = 10 * time.Second
+	DefaultCardResign        = 5 * time.Minute
 )
 
 // MaxHeaderBytes bounds the header block of a request (its request line
@@ -111,6 +112,12 @@ type Config struct {
 	// WriteTimeout at most: whoever feeds several streams feeds each from
 	// its own goroutine (see snap.StreamHandlerFunc).
 	StreamBuffer int
+	// StreamBufferBytes bounds the same queue in bytes (default
+	// DefaultStreamBufferBytes), counting a frame until it is written; a
+	// frame larger than it (up to MaxResponse) is queued alone. A peer
+	// that reads slowly so holds this much of the node's memory, not
+	// StreamBuffer frames of up to MaxResponse each.
+	StreamBufferBytes int
 	// BodyMemory bounds the bytes of the request bodies and WebSocket
 	// messages held at once, in all peers' requests together, from the
 	// moment they are read until they are answered (a body counts its
@@ -188,6 +195,7 @@ func (c *Config) fill() error {
 	defaults.Positive(&c.MonitorBurst, DefaultMonitorBurst)
 	defaults.Positive(&c.MaxPeers, DefaultMaxPeers)
 	defaults.Positive(&c.StreamBuffer, DefaultStreamBuffer)
+	defaults.Positive(&c.StreamBufferBytes, DefaultStreamBufferBytes)
 	defaults.Positive(&c.MaxConnsPerPeer, DefaultMaxConnsPerPeer)
 	defaults.Positive(&c.MaxConns, DefaultMaxConns)
 	defaults.Positive(&c.MaxPending, DefaultMaxPending)

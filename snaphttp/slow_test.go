@@ -275,3 +275,69 @@ func TestNeverReadErrorsAreTimedOut(t *testing.T) {
 		})
 	}
 }
+
+// A stalled peer holds a bounded number of bytes of queued events, not
+// StreamBuffer events of up to MaxResponse each: a stream's events of
+// 128 KiB, to a peer that reads nothing, are taken until about 1 MiB
+// waits for it (the default StreamBufferBytes), then emit waits and fails
+// with ErrSlowReader. Before, 64 of them (8 MiB) were queued, and each
+// stream of events of up to MaxResponse could hold 256 MiB. WriteTimeout
+// is long enough for the 64 to be signed, so that the queue, not the
+// writer's deadline, stops the handler.
+func TestStalledReaderHoldsBoundedBytes(t *testing.T) {
+	const size = 128 << 10
+	pad := strings.Repeat("x", size)
+	for _, tc := range []struct {
+		name  string
+		stall stalledPeer
+	}{
+		{"SSE", func(t *testing.T, e *env, req []byte) net.Conn {
+			c, err := dialSmall(context.Background(), "tcp", strings.TrimPrefix(e.base, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(c, "POST /snap HTTP/1.1\r\nHost: localhost\r\nAccept: text/event-stream\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(req), req)
+			return c
+		}},
+		{"WebSocket", func(t *testing.T, e *env, req []byte) net.Conn {
+			d := websocket.Dialer{NetDialContext: dialSmall}
+			c, _, err := d.Dial(e.ws, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.WriteMessage(websocket.TextMessage, req)
+			return c.NetConn()
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			type result struct {
+				taken int
+				err   error
+			}
+			ended := make(chan result, 1)
+			e := start(t, &hooks{stream: func(ctx context.Context, req *snap.Verified, emit func(any) error) (any, error) {
+				for i := 1; ; i++ {
+					if err := emit(map[string]any{"taskId": "t-big", "progress": float64(i), "message": pad}); err != nil {
+						ended <- result{i - 1, err}
+						return nil, err
+					}
+				}
+			}}, func(c *snaphttp.Config) {
+				c.WriteTimeout = 5 * time.Second
+			}, func(l net.Listener) net.Listener { return smallBuffers{l} })
+			slow := tc.stall(t, e, raw(t, request(t, "message/stream", `{}`)))
+			defer slow.Close()
+			r := <-ended
+			if !errors.Is(r.err, snaphttp.ErrSlowReader) {
+				t.Fatalf("emit: %v, want ErrSlowReader", r.err)
+			}
+			// The queue's bytes, and the frame being written.
+			if held := r.taken * size; held > snaphttp.DefaultStreamBufferBytes+size {
+				t.Errorf("%d events of %d bytes (%d MiB) taken for a peer that reads nothing, want at most %d bytes and one frame",
+					r.taken, size, held>>20, snaphttp.DefaultStreamBufferBytes)
+			}
+			t.Logf("%d events of %d KiB taken", r.taken, size>>10)
+		})
+	}
+}

@@ -121,7 +121,7 @@ func (wc *wsConn) serve() {
 		wc.read(reqs, log)
 	}()
 
-	o := newOutbox(s.cfg.StreamBuffer, s.cfg.WriteTimeout, messageJSON, func() {
+	o := newOutbox(s.cfg.StreamBuffer, s.cfg.StreamBufferBytes, s.cfg.WriteTimeout, messageJSON, func() {
 		wc.cancel()
 		c.NetConn().Close() // unblocks a write in progress; the reader stops too
 	})
@@ -239,12 +239,14 @@ func (wc *wsConn) write(o *outbox) {
 				return
 			}
 			if o.failed() != nil {
+				o.taken(len(frame))
 				continue
 			}
 			o.write(func() error {
 				_ = c.SetWriteDeadline(time.Now().Add(cfg.WriteTimeout))
 				return c.WriteMessage(websocket.TextMessage, frame)
 			})
+			o.taken(len(frame))
 		case <-ping.C:
 			if o.failed() != nil {
 				continue
