@@ -210,12 +210,13 @@ func (l *streamLimits) acquire(ctx context.Context, requester string, known bool
 }
 
 // known reports whether requester has a history here: an operator, or
-// the owner of a task. A store error counts as none.
+// the owner of a task. A store error counts as none. The task is read
+// brief: its history and artifacts are not needed to know it exists.
 func (s *Service) known(ctx context.Context, requester string) bool {
 	if s.IsOperator(requester) {
 		return true
 	}
-	ts, err := s.store.List(ctx, Filter{Owner: requester, Limit: 1})
+	ts, err := s.store.List(ctx, Filter{Owner: requester, Limit: 1, Brief: true})
 	return err == nil && len(ts) > 0
 }
 

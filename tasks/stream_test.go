@@ -766,3 +766,44 @@ func TestStreamPerKey(t *testing.T) {
 		b.wait(t)
 	})
 }
+
+// listSpy records the filters of the store's List calls.
+type listSpy struct {
+	Store
+	mu      sync.Mutex
+	filters []Filter
+}
+
+func (l *listSpy) List(ctx context.Context, f Filter) ([]*Task, error) {
+	l.mu.Lock()
+	l.filters = append(l.filters, f)
+	l.mu.Unlock()
+	return l.Store.List(ctx, f)
+}
+
+// Whether a stream's requester is known (owns a task) is read without
+// the task's history and artifacts: before, every stream request read the
+// requester's oldest task whole, up to MaxHistory messages and
+// MaxArtifacts artifacts of up to the body limit each, only to see that
+// there was one.
+func TestStreamSlotReadsNoTaskContent(t *testing.T) {
+	spy := &listSpy{Store: NewMemoryStore(MemoryStoreOptions{MaxTasks: 100})}
+	s := NewService(spy, ServiceOptions{Now: fixedClock(), Operators: []string{operator}})
+	task := mustSend(t, s, alice, send(`{"text":"my first task"}`))
+	spy.mu.Lock()
+	spy.filters = nil
+	spy.mu.Unlock()
+	if _, err := resubscribeJSON(t.Context(), s, alice, []byte(resubscribePayload(task.ID, -1)), func(any) error { return errors.New("stop") }); err != nil {
+		t.Fatal(err)
+	}
+	spy.mu.Lock()
+	defer spy.mu.Unlock()
+	if len(spy.filters) == 0 {
+		t.Fatal("no List call: the test no longer sees how a requester is known")
+	}
+	for _, f := range spy.filters {
+		if !f.Brief {
+			t.Errorf("List(%+v): the tasks read whole", f)
+		}
+	}
+}
