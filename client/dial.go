@@ -1,11 +1,14 @@
 package client
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -54,12 +57,21 @@ type NetConfig struct {
 	// check is made on the address each connection is opened to, after
 	// the name was resolved, so that a name that resolves to such an
 	// address is refused too. Such a client uses no HTTP proxy, whose
-	// address would be the one checked. The failure wraps
-	// ErrPrivateAddress.
+	// address would be the one checked. A name's refused addresses are
+	// skipped and its others tried in turn; the failure wraps
+	// ErrPrivateAddress when the name has no other, and else is the
+	// failure of those tried (a refused connection, a time-out), naming
+	// the refused ones.
 	RefusePrivate bool
 	// OnRefused, when set, is called with each address RefusePrivate
 	// refused, from the goroutine dialing.
 	OnRefused func(netip.AddrPort)
+	// Resolver resolves the endpoints' names; nil: net.DefaultResolver.
+	Resolver *net.Resolver
+
+	// class names the class of an address RefusePrivate refuses, ""
+	// for one it connects to; nil: nonPublic. Tests set it.
+	class func(netip.Addr) string
 }
 
 // newNet returns the HTTP client and the WebSocket dialer of cfg.
@@ -67,15 +79,19 @@ func newNet(cfg NetConfig) (*http.Client, *websocket.Dialer) {
 	defaults.Positive(&cfg.DialTimeout, DefaultDialTimeout)
 	defaults.Positive(&cfg.TLSHandshakeTimeout, DefaultTLSHandshakeTimeout)
 	defaults.Positive(&cfg.ResponseHeaderTimeout, DefaultResponseHeaderTimeout)
-	d := &net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}
-	proxy := http.ProxyFromEnvironment
+	if cfg.class == nil {
+		cfg.class = nonPublic
+	}
+	d := &net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second, Resolver: cfg.Resolver}
+	proxy, dial := http.ProxyFromEnvironment, d.DialContext
 	if cfg.RefusePrivate {
-		d.Control = refusePrivate(cfg.OnRefused)
+		d.Control = refusePrivate(cfg.class, cfg.OnRefused)
 		proxy = nil
+		dial = (&refusingDialer{d: d, class: cfg.class, onRefused: cfg.OnRefused}).DialContext
 	}
 	tr := &http.Transport{
 		Proxy:                 proxy,
-		DialContext:           d.DialContext,
+		DialContext:           dial,
 		ForceAttemptHTTP2:     true,
 		MaxIdleConns:          100,
 		IdleConnTimeout:       90 * time.Second,
@@ -89,16 +105,116 @@ func newNet(cfg NetConfig) (*http.Client, *websocket.Dialer) {
 	}
 	ws := &websocket.Dialer{
 		Proxy:          proxy,
-		NetDialContext: d.DialContext,
+		NetDialContext: dial,
 		// The whole opening handshake: connect, TLS, the upgrade's answer.
 		HandshakeTimeout: cfg.DialTimeout + cfg.TLSHandshakeTimeout + cfg.ResponseHeaderTimeout,
 	}
 	return hc, ws
 }
 
+// refusingDialer connects as its net.Dialer, whose Control refuses the
+// addresses NetConfig.RefusePrivate names, but resolves a name itself
+// and connects to its addresses in turn, so that a failure names what
+// failed: net.Dialer reports only the first address's failure, and a
+// name that resolves to a refused address and to one that failed to
+// connect would read as refused (not worth trying again) when the one
+// tried failed in a way that may pass. It tries the addresses one at a
+// time, in the resolver's order, without net.Dialer's racing of IPv6
+// and IPv4.
+type refusingDialer struct {
+	d         *net.Dialer
+	class     func(netip.Addr) string
+	onRefused func(netip.AddrPort)
+}
+
+// DialContext connects to address (host:port). The error, when only
+// refused addresses were found, wraps ErrPrivateAddress; else it wraps
+// each failure of the addresses tried and names the refused ones.
+func (r *refusingDialer) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	host, portText, err := net.SplitHostPort(address)
+	if err != nil {
+		return r.d.DialContext(ctx, network, address)
+	}
+	port, err := strconv.ParseUint(portText, 10, 16)
+	if _, notAddr := netip.ParseAddr(host); notAddr == nil || err != nil {
+		// An address (Control judges it), or a port by name.
+		return r.d.DialContext(ctx, network, address)
+	}
+	ipNet := "ip"
+	switch network {
+	case "tcp4":
+		ipNet = "ip4"
+	case "tcp6":
+		ipNet = "ip6"
+	}
+	resolver := r.d.Resolver
+	if resolver == nil {
+		resolver = net.DefaultResolver
+	}
+	addrs, err := resolver.LookupNetIP(ctx, ipNet, host)
+	if err != nil {
+		return nil, &net.OpError{Op: "dial", Net: network, Err: err}
+	}
+	var (
+		refused []string
+		allowed []netip.AddrPort
+	)
+	for _, a := range addrs {
+		ap := netip.AddrPortFrom(a.Unmap(), uint16(port))
+		if class := r.class(a); class != "" {
+			if r.onRefused != nil {
+				r.onRefused(ap)
+			}
+			refused = append(refused, fmt.Sprintf("%s is %s", ap, class))
+			continue
+		}
+		allowed = append(allowed, ap)
+	}
+	if len(allowed) == 0 {
+		return nil, fmt.Errorf("%w: %s: %s", ErrPrivateAddress, host, strings.Join(refused, ", "))
+	}
+	var failed []error
+	for i, ap := range allowed {
+		c, err := r.dialOne(ctx, network, ap, len(allowed)-i)
+		if err == nil {
+			return c, nil
+		}
+		failed = append(failed, err)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	err = errors.Join(failed...)
+	if len(refused) > 0 {
+		// Named, not wrapped: the failure is the addresses' tried.
+		err = fmt.Errorf("%w (%s's non-public addresses not connected to: %s)", err, host, strings.Join(refused, ", "))
+	}
+	return nil, err
+}
+
+// dialOne connects to ap, one of the left addresses still to try, within
+// its share of the time left, as net.Dialer shares it: the time left
+// divided among them, at least 2 s.
+func (r *refusingDialer) dialOne(ctx context.Context, network string, ap netip.AddrPort, left int) (net.Conn, error) {
+	deadline, ok := ctx.Deadline()
+	if r.d.Timeout > 0 {
+		if d := time.Now().Add(r.d.Timeout); !ok || d.Before(deadline) {
+			deadline, ok = d, true
+		}
+	}
+	if ok && left > 1 {
+		remaining := time.Until(deadline)
+		share := max(remaining/time.Duration(left), min(remaining, 2*time.Second))
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, time.Now().Add(share))
+		defer cancel()
+	}
+	return r.d.DialContext(ctx, network, ap.String())
+}
+
 // refusePrivate is a net.Dialer's Control that refuses the addresses
 // NetConfig.RefusePrivate names, reporting each to onRefused.
-func refusePrivate(onRefused func(netip.AddrPort)) func(network, address string, _ syscall.RawConn) error {
+func refusePrivate(nonPublic func(netip.Addr) string, onRefused func(netip.AddrPort)) func(network, address string, _ syscall.RawConn) error {
 	return func(network, address string, _ syscall.RawConn) error {
 		ap, err := netip.ParseAddrPort(address)
 		if err != nil {
