@@ -33,8 +33,9 @@
 //
 // ToCard reaches an agent through its card as the SNAP specification's
 // fallback strategy says: its endpoints in their declared order, each with
-// its declared protocol and retries, then Nostr when the card names relays,
-// else 4001 TransportUnavailable naming what was tried. The Transport
+// its declared protocol and retries, then Nostr when the card names relays
+// (or, FallbackConfig.NostrWithoutRelays, the caller found the card on the
+// relays its Nostr transport uses), else 4001 TransportUnavailable naming what was tried. The Transport
 // remembers the endpoints that failed and sets them aside for its next
 // exchanges for a while (FallbackConfig.SetAside), trying each once when
 // the while has passed.

@@ -51,12 +51,18 @@ type FallbackConfig struct {
 	// an answer brings it back, a failure sets it aside for twice as long,
 	// up to MaxSetAside. A Retry-After longer than SetAside is waited
 	// instead, up to MaxSetAside. When every endpoint is set aside and
-	// the card names no relay, each is tried once. 0 takes
+	// Nostr does not follow them, each is tried once. 0 takes
 	// DefaultSetAside, a negative value sets none aside.
 	SetAside time.Duration
 	// MaxSetAside bounds how long an endpoint is set aside; 0 takes
 	// DefaultMaxSetAside.
 	MaxSetAside time.Duration
+	// NostrWithoutRelays has the nostr Transport follow the endpoints
+	// even when the card names no relay: for a caller that found the card
+	// on the relays that Transport uses, where the agent published it.
+	// Without it, Nostr follows only a card that names relays, as the
+	// SNAP fallback strategy reads.
+	NostrWithoutRelays bool
 	// Now is the clock of SetAside; nil: time.Now.
 	Now func() time.Time
 	// Logger is told, at info, when an endpoint is set aside and when it
@@ -69,8 +75,8 @@ type FallbackConfig struct {
 // endpoints in their declared order, each with the protocol the card
 // declares for it (an "http" endpoint is posted to, its streams coming as
 // server-sent events; a "wss" one is a WebSocket), and each with Retries;
-// then, when every endpoint failed and the card names Nostr relays, nostr
-// (nil: none); a protocol the card does not declare is never used. The
+// then, when every endpoint failed and the card names Nostr relays (or
+// NostrWithoutRelays is set), nostr (nil: none); a protocol the card does not declare is never used. The
 // first verified answer ends the exchange, a SNAP error included (the
 // agent was reached), save a 5002 RateLimitExceeded whose data gives
 // retryAfter: that wait, when no longer than MaxWait, is waited for and
@@ -264,7 +270,7 @@ type target struct {
 // has passed and then tried once, then Nostr once. When the endpoints
 // are all set aside and Nostr does not follow, they are tried, once each.
 func (a *cardAgent) plan() []target {
-	nostr := a.nostr != nil && len(a.card.NostrRelays) > 0
+	nostr := a.nostr != nil && (len(a.card.NostrRelays) > 0 || a.cfg.NostrWithoutRelays)
 	targets := make([]target, 0, len(a.card.Endpoints)+1)
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -171,8 +171,9 @@ func TestFallbackUsesOnlyDeclaredProtocols(t *testing.T) {
 	}
 }
 
-// When every endpoint fails, Nostr is tried if the card names relays; if
-// it names none, or Nostr fails too, the error is 4001 TransportUnavailable
+// When every endpoint fails, Nostr is tried if the card names relays (or
+// the caller says it found the card on Nostr's relays); if it names none,
+// or Nostr fails too, the error is 4001 TransportUnavailable
 // with data {tried, endpoint}, wrapping each attempt's failure.
 func TestFallbackToNostrThen4001(t *testing.T) {
 	log := &attempts{}
@@ -206,6 +207,20 @@ func TestFallbackToNostrThen4001(t *testing.T) {
 	}
 	if got := log.get(); slices.Contains(got, "nostr") {
 		t.Errorf("Nostr used for a card without relays: %q", got)
+	}
+
+	// No relays on the card, but the caller found it on its own
+	// relays: Nostr follows.
+	log.list = nil
+	cfg := quickFallback
+	cfg.NostrWithoutRelays = true
+	agent, _ = client.ToCard(fallbackCard(eps), h, nostrStub{log: log}, cfg)
+	resp, err = agent.Send(t.Context(), "tasks/get", []byte(`{"taskId":"t"}`))
+	if err != nil || string(resp.Payload) != `{"via":"nostr"}` {
+		t.Fatalf("NostrWithoutRelays: %v %v; want Nostr's answer", resp, err)
+	}
+	if got, want := log.get(), []string{"down post", "down post", "down post", "nostr"}; !slices.Equal(got, want) {
+		t.Errorf("NostrWithoutRelays: attempts %q, want %q", got, want)
 	}
 
 	// Nostr fails too.

@@ -46,6 +46,9 @@ type Config struct {
 	// order before Nostr (client.ToCard); nil: Nostr only. NewHTTP makes
 	// the one a node uses.
 	HTTP *client.HTTP
+	// Fallback configures client.ToCard, with the Delegate's Logger;
+	// zero: its defaults.
+	Fallback client.FallbackConfig
 	// Address is the delegate's P2TR address (required).
 	Address string
 	// StepTimeout bounds the wait for one answer (0: only the caller's
@@ -355,9 +358,9 @@ func dataOf(parts []snap.Part) []byte {
 }
 
 // find returns the Transport to the delegate, from its card on the relays
-// the first time: the card's endpoints in their order, then Nostr
-// (client.ToCard), when the card declares endpoints and the Delegate has
-// an HTTP client; else Nostr. The Transport is kept for every later step
+// the first time: the card's endpoints in their order, then Nostr on the
+// node's relays (client.ToCard), when the card declares endpoints and the
+// Delegate has an HTTP client; else Nostr. The Transport is kept for every later step
 // and poll, so an endpoint that failed is set aside for all of them.
 func (d *Delegate) find(ctx context.Context) (client.Transport, error) {
 	d.mu.Lock()
@@ -372,7 +375,13 @@ func (d *Delegate) find(ctx context.Context) (client.Transport, error) {
 	}
 	to = d.client.To(client.Target{Address: d.cfg.Address, PubKey: found.PubKey, Card: found.Card}, false)
 	if d.cfg.HTTP != nil && len(found.Card.Endpoints) > 0 {
-		if to, err = client.ToCard(found.Card, d.cfg.HTTP, to, client.FallbackConfig{Logger: d.log}); err != nil {
+		fc := d.cfg.Fallback
+		// The card was found on the node's relays, which carry the
+		// requests over Nostr: the delegate is asked there after its
+		// endpoints, whether or not its card names relays, as a card
+		// without endpoints is.
+		fc.Logger, fc.NostrWithoutRelays = d.log, true
+		if to, err = client.ToCard(found.Card, d.cfg.HTTP, to, fc); err != nil {
 			return nil, fmt.Errorf("the delegate's card: %w", err)
 		}
 	}

@@ -53,6 +53,13 @@ func setup(t *testing.T, r reply, opts ...func(*delegate.Config)) (*delegate.Del
 // that endpoint before its relays.
 func setupHTTP(t *testing.T, r reply, wrap func(http.Handler) http.Handler, opts ...func(*delegate.Config)) (*delegate.Delegate, *audittest.Recorder, *[]string) {
 	t.Helper()
+	return setupCard(t, r, wrap, nil, opts...)
+}
+
+// setupCard is setupHTTP with the delegate's card changed by edit, when
+// not nil, before it is published.
+func setupCard(t *testing.T, r reply, wrap func(http.Handler) http.Handler, edit func(*snap.Card), opts ...func(*delegate.Config)) (*delegate.Delegate, *audittest.Recorder, *[]string) {
+	t.Helper()
 	rel, err := embedded.New(embedded.Config{DBPath: ":memory:", Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
@@ -125,6 +132,9 @@ func setupHTTP(t *testing.T, r reply, wrap func(http.Handler) http.Handler, opts
 		DefaultInputModes: []string{"application/json"}, DefaultOutputModes: []string{"application/json"}}
 	if wrap != nil {
 		card.Endpoints = []snap.Endpoint{{Protocol: "http", URL: serveHTTP(t, ctx, dkey, server, wrap) + "/snap"}}
+	}
+	if edit != nil {
+		edit(card)
 	}
 	ev, err := snapnostr.CardEvent(card, dkey, time.Now())
 	if err != nil {

@@ -5,8 +5,10 @@
 // The delegate is found by its card on the node's relays. When the card
 // declares HTTP or WebSocket endpoints and the Delegate has an HTTP client
 // (Config.HTTP, made by [NewHTTP]), every request tries them in their
-// declared order, then Nostr, as the SNAP fallback strategy says
-// (client.ToCard); else it goes over Nostr. An endpoint that failed after
+// declared order, then Nostr on the node's relays, as the SNAP fallback
+// strategy says (client.ToCard), whether or not the card names relays:
+// the card was found there, as a card without endpoints is reached;
+// else it goes over Nostr. An endpoint that failed after
 // its retries is set aside for the later steps and polls (30 s, doubling
 // on each failed try up to 5 minutes) and then tried once, so that an
 // endpoint that is down does not cost each request its retries' waits.

@@ -41,15 +41,24 @@ func serveHTTP(t *testing.T, ctx context.Context, key *identity.Key, h snap.Hand
 
 // posts counts the POSTs of an HTTP endpoint; when lose is set, the first
 // one is handled and its answer lost: the connection is closed instead.
+// While status is set, each is handled and answered with that status
+// instead, as a proxy whose wait for the answer ran out.
 type posts struct {
-	n    atomic.Int64
-	lose bool
+	n      atomic.Int64
+	lose   bool
+	status atomic.Int64
 }
 
 func (p *posts) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			next.ServeHTTP(w, r)
+			return
+		}
+		if st := p.status.Load(); st != 0 {
+			p.n.Add(1)
+			next.ServeHTTP(httptest.NewRecorder(), r)
+			http.Error(w, "no answer in time", int(st))
 			return
 		}
 		if p.n.Add(1) == 1 && p.lose {
@@ -71,6 +80,7 @@ type idempotent struct {
 	tasks map[string]string // key → task
 	sends int
 	keys  []string
+	msgs  []string // the messages' ids
 }
 
 func (d *idempotent) reply(c call) *tasks.Task {
@@ -79,6 +89,7 @@ func (d *idempotent) reply(c call) *tasks.Task {
 	if c.method == "message/send" {
 		d.sends++
 		d.keys = append(d.keys, c.key)
+		d.msgs = append(d.msgs, c.messageID)
 	}
 	id := c.taskID
 	if id == "" {
