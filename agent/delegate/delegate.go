@@ -72,9 +72,9 @@ type Delegate struct {
 	// to carries the requests to the delegate, found by its card the
 	// first time.
 	to client.Transport
-	// remote is each running job's task on the delegate and the answers
-	// its last step saw; EndJob forgets it, so it holds at most the jobs
-	// running at once.
+	// remote is each running job's task on the delegate, the answers its
+	// last step saw and the step sent that is not answered yet; EndJob
+	// forgets it, so it holds at most the jobs running at once.
 	remote map[string]remoteTask
 }
 
@@ -84,6 +84,15 @@ type remoteTask struct {
 	// seen names the answers the task held when the job's last step was
 	// answered (see answer.seen).
 	seen []string
+	// unanswered is the step whose exchange failed, sent again by the
+	// job's next step; nil: none.
+	unanswered *sentStep
+}
+
+// sentStep is what names a step to the delegate across its tries: the
+// idempotency key of its message/send and the message's id.
+type sentStep struct {
+	key, messageID string
 }
 
 var (
@@ -143,16 +152,28 @@ func (d *Delegate) Complete(ctx context.Context, pr agent.Prompt) (*agent.Comple
 		ctx, cancel = context.WithTimeout(ctx, d.cfg.StepTimeout)
 		defer cancel()
 	}
+	// The step's key and message id: an attempt that reaches the
+	// delegate after one whose answer was lost finds the task the first
+	// made or continued, and the answer after the first's message. That
+	// holds for ToCard's attempts (by the same endpoint or the next) and
+	// for the runtime's: a step whose exchange failed is tried again as
+	// the job's next, sent with the same key and id (its line may say
+	// more: the first that arrives is the one the delegate keeps).
+	st := remote.unanswered
+	if st == nil {
+		st = &sentStep{key: snap.NewID(), messageID: uuid.NewString()}
+		remote.unanswered = st
+		d.mu.Lock()
+		d.remote[job] = remote
+		d.mu.Unlock()
+	}
+	sent := st.messageID
 	to, err := d.find(ctx)
 	if err != nil {
 		return nil, d.failed(outer, ctx, job, pr.Step, err)
 	}
-	sent := uuid.NewString()
-	// The step's key: an attempt that reaches the delegate after one
-	// whose answer was lost (ToCard tries again, by the same endpoint or
-	// the next) finds the task the first made.
 	req := map[string]any{"message": snap.InnerMessage{MessageID: sent, Role: snap.RoleUser,
-		Parts: []snap.Part{snap.DataPart(line)}}, "idempotencyKey": snap.NewID()}
+		Parts: []snap.Part{snap.DataPart(line)}}, "idempotencyKey": st.key}
 	if remote.id != "" {
 		req["taskId"] = remote.id
 	}

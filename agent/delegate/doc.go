@@ -13,8 +13,10 @@
 // on each failed try up to 5 minutes) and then tried once, so that an
 // endpoint that is down does not cost each request its retries' waits.
 // Each step's message/send
-// carries an idempotencyKey of its own, so that an attempt sent again
-// after an answer was lost does not make a second task. The node's HTTP
+// carries an idempotencyKey and a message id of its own, so that an
+// attempt sent again after an answer was lost does not make a second
+// task; a step whose exchange failed on every transport keeps them when
+// the runtime tries it again, until it is answered or the job ends. The node's HTTP
 // client does not follow redirects and, unless allowed, does not connect
 // to loopback, link-local, private, shared, unspecified, multicast or
 // reserved addresses (client.NetConfig.RefusePrivate): a

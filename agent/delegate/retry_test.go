@@ -9,6 +9,7 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 
+	"github.com/snapnode/snapnode/agent"
 	"github.com/snapnode/snapnode/agent/delegate"
 	"github.com/snapnode/snapnode/client"
 	"github.com/snapnode/snapnode/relay"
@@ -54,5 +55,54 @@ func TestDelegateWithoutCardRelaysAskedOverNostr(t *testing.T) {
 	defer peer.mu.Unlock()
 	if n := p.n.Load(); n != 1 || peer.sends != 2 || len(peer.tasks) != 1 {
 		t.Errorf("%d POSTs, %d message/send, %d tasks; want the POST, then Nostr with its key: one task", n, peer.sends, len(peer.tasks))
+	}
+}
+// A step whose exchange failed on every transport (the endpoint's answer
+// lost behind a 502, the relays down) is tried again by the runtime as
+// the job's next step; it goes with the same idempotency key and message
+// id, so the delegate, which made the task the first time, makes no
+// second one, and the answer read is the first message's. The step after
+// has a key of its own, kept across its own retry.
+func TestDelegateStepTriedAgainKeepsItsKey(t *testing.T) {
+	var (
+		peer   idempotent
+		relays downRelays
+	)
+	p := &posts{}
+	d, _, _ := setupHTTP(t, peer.reply, p.wrap, withHTTP(true), once, relays.wrap,
+		// A failed endpoint is tried at the next exchange.
+		func(c *delegate.Config) { c.Fallback.SetAside = -1 })
+	ctx := t.Context()
+	step := 0
+	failThenAnswer := func() {
+		t.Helper()
+		p.status.Store(http.StatusBadGateway)
+		relays.down.Store(true)
+		_, err := d.Complete(ctx, prompt("job-1", step))
+		if err == nil || errors.Is(err, agent.ErrWorkerFailed) {
+			t.Fatalf("step %d: %v; want a failed exchange, which the runtime tries again", step, err)
+		}
+		step++
+		p.status.Store(0)
+		relays.down.Store(false)
+		c, err := d.Complete(ctx, prompt("job-1", step))
+		if err != nil || c.Text != completed {
+			t.Fatalf("step %d, tried again: %+v, %v", step, c, err)
+		}
+		step++
+	}
+	failThenAnswer() // the job request
+	failThenAnswer() // an observation
+	peer.mu.Lock()
+	defer peer.mu.Unlock()
+	k, m := peer.keys, peer.msgs
+	if len(k) != 4 || k[0] == "" || k[2] == "" || k[0] != k[1] || k[2] != k[3] || k[0] == k[2] {
+		t.Errorf("keys %q; want one for each step across its tries", k)
+	}
+	if len(m) != 4 || m[0] != m[1] || m[2] != m[3] || m[0] == m[2] {
+		t.Errorf("message ids %q; want one for each step across its tries", m)
+	}
+	if len(peer.tasks) != 1 {
+		t.Errorf("%d tasks; want 1", len(peer.tasks))
 	}
 }
