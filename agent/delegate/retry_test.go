@@ -57,6 +57,7 @@ func TestDelegateWithoutCardRelaysAskedOverNostr(t *testing.T) {
 		t.Errorf("%d POSTs, %d message/send, %d tasks; want the POST, then Nostr with its key: one task", n, peer.sends, len(peer.tasks))
 	}
 }
+
 // A step whose exchange failed on every transport (the endpoint's answer
 // lost behind a 502, the relays down) is tried again by the runtime as
 // the job's next step; it goes with the same idempotency key and message
