@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"math"
 	"time"
 
 	"github.com/snapnode/snapnode/identity"
@@ -116,17 +117,28 @@ func NewValidator(cfg Config) *Validator {
 	if cfg.KeyCacheSize <= 0 {
 		cfg.KeyCacheSize = 4096
 	}
-	// A message is acceptable while |now − timestamp| ≤ drift, so over a
-	// span of 2·drift; keep its id at least that long, and at least the
-	// spec's 120 s.
 	return &Validator{
 		cfg:        cfg,
 		keys:       newKeyCache(cfg.KeyCacheSize),
 		outputKeys: newTweakCache(cfg.KeyCacheSize),
-		retention:  max(MinReplayRetention, 2*cfg.MaxDrift+time.Second),
+		retention:  retention(cfg.MaxDrift),
 		seen:       bounded.NewExpiring[uint64, seenRecord](SeenCacheSize, true),
 		seed:       maphash.MakeSeed(),
 	}
+}
+
+// retention is how long a message's replay record is kept under the
+// window drift: a message is acceptable while |now − timestamp| ≤ drift,
+// so over a span of 2·drift (and the second's fraction its timestamp
+// leaves out); keep its id at least that long, and at least the spec's
+// 120 s. A window of more than 146 years, where 2·drift + 1 s passes
+// time.Duration's range, keeps it for that range (292 years) rather than
+// wrap around to a retention of 120 s.
+func retention(drift time.Duration) time.Duration {
+	if drift > (math.MaxInt64-time.Second)/2 {
+		return math.MaxInt64
+	}
+	return max(MinReplayRetention, 2*drift+time.Second)
 }
 
 // Retention is how long the Validator keeps a message's replay record

@@ -2,6 +2,7 @@ package bounded
 
 import (
 	"errors"
+	"math"
 	"sync"
 	"time"
 )
@@ -60,7 +61,7 @@ func (e *Expiring[K, V]) Get(k K, now time.Time) (V, bool) {
 	defer e.mu.Unlock()
 	e.expire(now)
 	x, ok := e.m[k]
-	if !ok || now.UnixNano() >= x.expires {
+	if !ok || nanos(now) >= x.expires {
 		var zero V
 		return zero, false
 	}
@@ -74,7 +75,7 @@ func (e *Expiring[K, V]) Add(k K, v V, expires, now time.Time) (prior V, added b
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.expire(now)
-	if x, ok := e.m[k]; ok && now.UnixNano() < x.expires {
+	if x, ok := e.m[k]; ok && nanos(now) < x.expires {
 		return x.v, false, nil
 	}
 	for len(e.m) >= e.size {
@@ -84,7 +85,7 @@ func (e *Expiring[K, V]) Add(k K, v V, expires, now time.Time) (prior V, added b
 		e.pop()
 	}
 	e.seq++
-	e.m[k] = expiringEntry[V]{v: v, expires: expires.UnixNano(), seq: e.seq}
+	e.m[k] = expiringEntry[V]{v: v, expires: nanos(expires), seq: e.seq}
 	e.queue = append(e.queue, expiringKey[K]{k: k, seq: e.seq})
 	return prior, true, nil
 }
@@ -111,10 +112,29 @@ func (e *Expiring[K, V]) NextExpiry() (time.Time, bool) {
 	return time.Time{}, false
 }
 
+// Unix nanoseconds hold the years 1678 to 2262; UnixNano is undefined
+// outside them (an expiry in 2400 read as one in 1816: at once expired).
+var (
+	minNanos = time.Unix(0, math.MinInt64)
+	maxNanos = time.Unix(0, math.MaxInt64)
+)
+
+// nanos is t in Unix nanoseconds, a time beyond their range taken as
+// their bound: an entry expiring after 2262 is held until then.
+func nanos(t time.Time) int64 {
+	switch {
+	case t.Before(minNanos):
+		return math.MinInt64
+	case t.After(maxNanos):
+		return math.MaxInt64
+	}
+	return t.UnixNano()
+}
+
 // expire forgets the entries at the head expired at now, and the stale
 // queue entries there. e.mu is held.
 func (e *Expiring[K, V]) expire(now time.Time) {
-	t := now.UnixNano()
+	t := nanos(now)
 	for e.head < len(e.queue) {
 		if x, ok := e.live(e.queue[e.head]); ok && t < x.expires {
 			return

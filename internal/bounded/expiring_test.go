@@ -79,6 +79,32 @@ func TestExpiringReAddAfterEarlyExpiry(t *testing.T) {
 	}
 }
 
+// An entry whose expiry lies beyond Unix nanoseconds' range (after 2262,
+// as a replay record of a window of a century or more does) is held
+// until the end of that range, not taken as long expired; and a time
+// before 1678 is long past, not in the future.
+func TestExpiringBeyondNanoseconds(t *testing.T) {
+	e := bounded.NewExpiring[string, int](10, false)
+	far := time.Date(2400, 1, 1, 0, 0, 0, 0, time.UTC)
+	if _, added, err := e.Add("far", 1, far, at(0)); !added || err != nil {
+		t.Fatalf("Add = %v, %v", added, err)
+	}
+	for _, now := range []time.Time{at(0), at(1e9), time.Date(2262, 1, 1, 0, 0, 0, 0, time.UTC)} {
+		if _, ok := e.Get("far", now); !ok {
+			t.Fatalf("an entry until %v forgotten at %v", far, now)
+		}
+	}
+	if _, added, _ := e.Add("far", 2, far, at(60)); added {
+		t.Fatal("an entry until 2400 replaced at once")
+	}
+	if _, added, _ := e.Add("past", 3, time.Date(1600, 1, 1, 0, 0, 0, 0, time.UTC), at(0)); !added {
+		t.Fatal("Add(past) refused")
+	}
+	if _, ok := e.Get("past", at(0)); ok {
+		t.Fatal("an entry that expired in 1600 is held")
+	}
+}
+
 // An entry costs its key and value and little more: the relay pool's
 // dedupe set (a 40-byte key, no value) holds 100,000 of them, so every
 // byte of overhead is 100 kB. With 16 bytes of expiry and order in the map
