@@ -53,6 +53,10 @@ type InboxConfig struct {
 	// ReplyTTL is the NIP-40 expiration of replies to stored requests
 	// (default 7 days).
 	ReplyTTL time.Duration
+	// MaxDrift is how far ahead of Now a reply may be dated (default
+	// snap.DefaultMaxDrift; a node passes the window of its Validator): a
+	// reply is dated no earlier than the request it answers, within it.
+	MaxDrift time.Duration
 	// Lookback is how far before the checkpoint (or before now, on a first
 	// start) the subscription begins (default 2 minutes).
 	Lookback time.Duration
@@ -139,6 +143,7 @@ func NewInbox(cfg InboxConfig) *Inbox {
 	defaults.Positive(&cfg.Workers, 8)
 	defaults.Positive(&cfg.Queue, 256)
 	defaults.Positive(&cfg.ReplyTTL, relay.DefaultReplyTT*time.Second)
+	defaults.Positive(&cfg.MaxDrift, snap.DefaultMaxDrift)
 	defaults.Positive(&cfg.Lookback, 2*time.Minute)
 	defaults.Positive(&cfg.Streams, 64)
 	defaults.Positive(&cfg.Refusals, 256)
@@ -642,6 +647,18 @@ func (in *Inbox) reply(ctx context.Context, req *nostr.Event, resp *snap.Message
 	in.cfg.Logger.Debug("inbox: answered", "request", req.ID, "method", resp.Method, "type", resp.Type, "to", resp.To)
 }
 
+// replyTime dates a reply to req: now, or the request's created_at when
+// that is later, up to MaxDrift ahead. A requester listens for its
+// replies from a few seconds before it sent (SDK peers and the client 5
+// s, relay filters and their own checks applying since), by its own
+// clock: a reply dated by a clock that trails the requester's, within the
+// SNAP window, would never reach it.
+func (in *Inbox) replyTime(req *nostr.Event) nostr.Timestamp {
+	now := in.cfg.Now()
+	at := nostr.Timestamp(now.Unix())
+	return max(at, min(req.CreatedAt, nostr.Timestamp(now.Add(in.cfg.MaxDrift).Unix())))
+}
+
 // publish seals m (a response or a stream event) for the requester of req
 // and publishes it as the same kind, tagged p (requester) and e (request).
 func (in *Inbox) publish(ctx context.Context, req *nostr.Event, m *snap.Message) error {
@@ -653,13 +670,13 @@ func (in *Inbox) publish(ctx context.Context, req *nostr.Event, m *snap.Message)
 	if err != nil {
 		return fmt.Errorf("snapnostr: %s cannot be sealed: %w", m.Type, err)
 	}
-	now := in.cfg.Now()
+	at := in.replyTime(req)
 	ev := nostr.Event{
-		PubKey: in.cfg.Key.NostrPublicKey(), CreatedAt: nostr.Timestamp(now.Unix()), Kind: req.Kind,
+		PubKey: in.cfg.Key.NostrPublicKey(), CreatedAt: at, Kind: req.Kind,
 		Tags: nostr.Tags{{"p", req.PubKey}, {"e", req.ID}}, Content: content,
 	}
 	if req.Kind == relay.KindMessage {
-		ev.Tags = append(ev.Tags, nostr.Tag{"expiration", strconv.FormatInt(now.Add(in.cfg.ReplyTTL).Unix(), 10)})
+		ev.Tags = append(ev.Tags, nostr.Tag{"expiration", strconv.FormatInt(at.Time().Add(in.cfg.ReplyTTL).Unix(), 10)})
 	}
 	if err := in.cfg.Verifier.Sign(in.cfg.Key, &ev); err != nil {
 		return fmt.Errorf("snapnostr: sign %s: %w", m.Type, err)

@@ -434,7 +434,7 @@ func (w *wiring) startInbox(ctx context.Context) error {
 	}
 	icfg := snapnostr.InboxConfig{
 		Key: n.key, Transport: n.pool, Handler: w.server, Checkpoint: cp, Verifier: w.verifier,
-		Logger: n.logger.With("part", "inbox"), Workers: n.cfg.Workers, ReplyTTL: n.cfg.ReplyTTL.Duration,
+		Logger: n.logger.With("part", "inbox"), Workers: n.cfg.Workers, ReplyTTL: n.cfg.ReplyTTL.Duration, MaxDrift: n.cfg.MaxDrift.Duration,
 		KeyLimiter: n.nostrKeyLimits,
 		// The task service's stream slots decide who streams (per
 		// identity and key, known peers before newcomers, a bounded

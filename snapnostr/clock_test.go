@@ -1,0 +1,45 @@
+package snapnostr_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/snapnode/snapnode/client"
+	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/relay"
+	"github.com/snapnode/snapnode/snap"
+	"github.com/snapnode/snapnode/snapnostr"
+)
+
+// An agent whose clock trails its requester's, within the SNAP window,
+// still gets its answers to it: a requester (snapnode's client, as an
+// SDK peer) listens for replies dated from 5 s before it sent, and a
+// reply dated by the agent's clock alone, 30 s behind, is dropped by the
+// relay's since filter, so the requester waited out its time-out for an
+// answer sent at once. A reply is dated no earlier than the request it
+// answers, and no later than the window ahead of the agent's clock.
+func TestAnswersReachARequesterWhoseClockIsAhead(t *testing.T) {
+	for _, behind := range []time.Duration{30 * time.Second, snap.DefaultMaxDrift} {
+		t.Run(behind.String(), func(t *testing.T) {
+			now := func() time.Time { return time.Now().Add(-behind) }
+			n := newStreamNet(t, countRouter(nil), 4, func(c *snapnostr.InboxConfig) {
+				c.Now = now
+				c.Handler = snap.NewServer(snap.ServerConfig{Key: c.Key, Router: countRouter(nil), Logger: quiet(), Now: now,
+					MaxResponseSize: relay.MaxNIP44Plain,
+					Validator:       snap.NewValidator(snap.Config{Self: c.Key.Address(identity.Mainnet), Now: now, Replay: snap.NewMemoryReplayStore(0)})})
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			for _, persist := range []bool{false, true} {
+				resp, err := n.client.Request(ctx, n.target, client.NostrRequest{Method: "tasks/get", Payload: []byte(`{"taskId":"t"}`), Persist: persist})
+				if err != nil {
+					t.Fatalf("persist %v, the agent %v behind: %v", persist, behind, err)
+				}
+				if p := payload(t, resp); p["task"] == nil {
+					t.Fatalf("answer: %v", p)
+				}
+			}
+		})
+	}
+}
