@@ -871,6 +871,32 @@ var transportCases = []struct {
 			_ = json.Unmarshal(raw, &m)
 			return map[string]any{"provided": m.Timestamp, "maxDrift": 60}
 		}}.run},
+	{"timestamp ahead: 2004", "", refusal{code: snap.CodeTimestampExpired,
+		build: func(t *testing.T, e *transportEnv) ([]byte, rawOptions) {
+			m := e.request(t, e.alice, "tasks/get", map[string]any{"taskId": "x"})
+			m.Timestamp += 3600
+			return signed(t, m, e.alice), rawOptions{}
+		},
+		data: func(e *transportEnv, raw []byte) map[string]any {
+			var m struct{ Timestamp int64 }
+			_ = json.Unmarshal(raw, &m)
+			return map[string]any{"provided": m.Timestamp, "maxDrift": 60}
+		}}.run},
+	// The window's edges, where the clock's second cannot move the
+	// answer: 60 s ahead is in (later, it is nearer), 61 s behind out.
+	{"timestamp at the window's edges", "", func(t *testing.T, e *transportEnv) {
+		m := e.request(t, e.alice, "tasks/get", map[string]any{"taskId": "no-such-task"})
+		m.Timestamp += 60
+		resp, _ := only(t, e.exchange(t, signed(t, m, e.alice), rawOptions{}))
+		if se := snap.ResponseError(resp.Payload); se == nil || se.Code != snap.CodeTaskNotFound {
+			t.Errorf("60 s ahead: %s, want past the timestamp (1001)", resp.Payload)
+		}
+		refusal{code: snap.CodeTimestampExpired, build: func(t *testing.T, e *transportEnv) ([]byte, rawOptions) {
+			m := e.request(t, e.alice, "tasks/get", map[string]any{"taskId": "x"})
+			m.Timestamp -= 61
+			return signed(t, m, e.alice), rawOptions{}
+		}}.run(t, e)
+	}},
 	{"identity mismatch (Nostr key not from's): 2003", "nostr", refusal{code: snap.CodeIdentityMismatch,
 		build: func(t *testing.T, e *transportEnv) ([]byte, rawOptions) {
 			other, err := identity.Generate()
