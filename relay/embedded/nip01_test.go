@@ -72,6 +72,30 @@ func TestEmptySubscriptionIDClosed(t *testing.T) {
 	}
 }
 
+// TestCloseWithTooLongIDGetsNotice: NIP-01 has CLOSED as the answer to
+// a REQ the relay refuses, or for a subscription it ends on its side; a
+// CLOSE has no answer. A CLOSE whose id is too long to be a subscription
+// was answered with CLOSED for that id, naming a subscription that never
+// was; it gets a NOTICE, as a CLOSE with an empty id does, and the
+// connection's subscriptions stay open.
+func TestCloseWithTooLongIDGetsNotice(t *testing.T) {
+	tr := startRelay(t, Config{})
+	c, pub := dial(t, tr.url), dial(t, tr.url)
+	k := newKey(t)
+	c.req("open", map[string]any{"kinds": []int{1}})
+	long := strings.Repeat("s", DefaultMaxSubIDLength+1)
+	c.send("CLOSE", long)
+	want := fmt.Sprintf("invalid: CLOSE subscription id too long (%d > %d characters)", DefaultMaxSubIDLength+1, DefaultMaxSubIDLength)
+	if m := c.expect("NOTICE"); len(m.args) != 1 || m.str(0) != want {
+		t.Fatalf("CLOSE with a %d-character id: NOTICE %s, want %q", DefaultMaxSubIDLength+1, joinRaw(m.args), want)
+	}
+	live := k.event(t, 1, tr.clock.Unix(), "still open")
+	pub.mustPublish(live)
+	if m := c.expect("EVENT"); m.str(0) != "open" || m.event(1).ID != live.ID {
+		t.Fatalf("after the CLOSE: EVENT %.80s, want the live event on \"open\"", joinRaw(m.args))
+	}
+}
+
 // TestFilterNumbersAnyJSONForm: a filter's limit, since, until and kinds
 // are JSON numbers, and JSON has one number type: 1e3 and 1000.0 are the
 // integer 1000 (Python's json writes a float limit as 2.0). They were

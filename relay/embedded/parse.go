@@ -203,6 +203,10 @@ func parseSubID(arr []jsontext.Value, label string, lim *limits) (string, error)
 // JavaScript does), code points — an id within 64 of them is within 64
 // code points. An id therefore takes at most utf8.UTFMax bytes a
 // character (see maxEchoedRef).
+//
+// NIP-01 has CLOSED only for a REQ the relay refuses (and a subscription
+// it ends): a CLOSE, which has no answer, is refused with a NOTICE, since
+// an id the relay cannot hold names no subscription of the connection.
 func checkSubID(id, label string, lim *limits) error {
 	switch {
 	case id == "" && label == "CLOSE":
@@ -213,7 +217,12 @@ func checkSubID(id, label string, lim *limits) error {
 		// refers to is the one the REQ gave, "".
 		return closed("", "invalid: subscription id must not be empty")
 	case len(id) > lim.maxSubIDLength: // fewer bytes: fewer characters
-		if n := utf8.RuneCountInString(id); n > lim.maxSubIDLength {
+		n := utf8.RuneCountInString(id)
+		switch {
+		case n <= lim.maxSubIDLength:
+		case label == "CLOSE":
+			return notice("invalid: CLOSE subscription id too long (%d > %d characters)", n, lim.maxSubIDLength)
+		default:
 			return closed(id, "invalid: subscription id too long (%d > %d characters)", n, lim.maxSubIDLength)
 		}
 	}
