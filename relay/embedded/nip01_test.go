@@ -3,6 +3,7 @@ package embedded
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -93,6 +94,36 @@ func TestCloseWithTooLongIDGetsNotice(t *testing.T) {
 	pub.mustPublish(live)
 	if m := c.expect("EVENT"); m.str(0) != "open" || m.event(1).ID != live.ID {
 		t.Fatalf("after the CLOSE: EVENT %.80s, want the live event on \"open\"", joinRaw(m.args))
+	}
+}
+
+// TestEventNumbersPlainIntegersOnly: unlike a filter's numbers, an
+// event's created_at and kind are taken in the plain integer form only,
+// as go-nostr and strfry read them: the event's id is the hash of a
+// serialization holding those integers, and a relay forwards the event
+// as it got it. A signed event whose numbers are written 1.7e+09 or 1e0
+// gets OK false naming the field; the same event written plainly is
+// taken.
+func TestEventNumbersPlainIntegersOnly(t *testing.T) {
+	tr := startRelay(t, Config{})
+	c := dial(t, tr.url)
+	ev := newKey(t).event(t, 1, tr.clock.Unix(), "numbers")
+	plain := fmt.Sprintf(`["EVENT",{"id":%q,"pubkey":%q,"created_at":%%s,"kind":%%s,"tags":[],"content":"numbers","sig":%q}]`, ev.ID, ev.PubKey, ev.Sig)
+	exp := strconv.FormatFloat(float64(ev.CreatedAt), 'e', -1, 64)
+	for _, tc := range []struct{ createdAt, kind, field string }{
+		{exp, "1", "created_at"},
+		{fmt.Sprint(ev.CreatedAt), "1e0", "kind"},
+		{fmt.Sprint(ev.CreatedAt) + ".0", "1", "created_at"},
+	} {
+		c.sendRaw(fmt.Appendf(nil, plain, tc.createdAt, tc.kind))
+		want := fmt.Sprintf("invalid: field %q must be an integer", tc.field)
+		if m := c.expect("OK"); m.str(0) != ev.ID || string(m.args[1]) != "false" || m.str(2) != want {
+			t.Fatalf("created_at %s, kind %s: OK %s, want false %q", tc.createdAt, tc.kind, joinRaw(m.args), want)
+		}
+	}
+	c.sendRaw(fmt.Appendf(nil, plain, fmt.Sprint(ev.CreatedAt), "1"))
+	if m := c.expect("OK"); string(m.args[1]) != "true" {
+		t.Fatalf("the event written plainly: OK %s", joinRaw(m.args))
 	}
 }
 
