@@ -36,7 +36,9 @@
 //     its connection is closed.
 //   - GET /snap upgraded to WebSocket: one text frame per message; exactly
 //     one frame answers a non-streaming method; requests on one connection
-//     are answered in order, one at a time.
+//     are answered in order, one at a time. A binary frame is not read:
+//     it gets a signed 1005 {provided: "binary", supported: ["text"]},
+//     then the close 1003.
 //   - GET /.well-known/snap-agent.json: the SignedAgentCard, signed afresh
 //     when the card changes and every CardResign.
 //   - GET /healthz, and /metrics when Config.Metrics is set, each peer

@@ -28,7 +28,9 @@ import (
 //
 // The server pings every PingInterval and closes a peer silent (no pong,
 // no message) for two intervals, a connection idle for IdleTimeout, and a
-// frame larger than MaxBody (close 1009).
+// frame larger than MaxBody (close 1009). A binary frame is not read: once
+// the requests before it are answered, it gets a signed 1005, then the
+// close 1003 (unsupported data).
 func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 	if !websocket.IsWebSocketUpgrade(r) {
 		w.Header().Set("Upgrade", "websocket")
@@ -106,7 +108,23 @@ type wsConn struct {
 	remote string
 	ctx    context.Context
 	cancel context.CancelFunc
+	// binary is set by the reader when it stopped at a binary frame,
+	// before it closes its channel of requests.
+	binary bool
 }
+
+// binaryRefusal is the error answering a binary frame: SNAP messages are
+// JSON text, one a text frame. The code is SNAP's for an unsupported
+// media type, its data the spec's {provided, supported}, as the HTTP
+// transport's 415 answers a body of another Content-Type.
+func binaryRefusal() *snap.Error {
+	return &snap.Error{Code: snap.CodeContentTypeNotSupported,
+		Message: "a binary WebSocket frame: SNAP messages are JSON in text frames",
+		Data:    map[string]any{"provided": "binary", "supported": []string{"text"}}}
+}
+
+// closeUnsupported is the text of the close 1003 after a binary frame.
+const closeUnsupported = "binary frame: SNAP messages are JSON text frames"
 
 func (wc *wsConn) serve() {
 	s, c := wc.s, wc.c
@@ -139,7 +157,13 @@ loop:
 		select {
 		case raw, ok := <-reqs:
 			if !ok {
-				break loop // the peer closed, went silent, or sent too much
+				// The peer closed, went silent, sent too much, or sent
+				// a binary frame.
+				if wc.binary {
+					o.final(wc.ctx, s.cfg.Handler.Refuse(binaryRefusal()))
+					code, text = websocket.CloseUnsupportedData, closeUnsupported
+				}
+				break loop
 			}
 			wc.handle(o, raw)
 			s.bodies.release(wc.key, int64(len(raw)))
@@ -173,7 +197,8 @@ loop:
 	}
 }
 
-// read passes the peer's messages to reqs until the connection fails. A
+// read passes the peer's messages to reqs until the connection fails or
+// the peer sends a binary frame (wc.binary; nothing after it is read). A
 // pong or any message extends the peer's time to 2 × PingInterval.
 func (wc *wsConn) read(reqs chan<- []byte, log *slog.Logger) {
 	c := wc.c
@@ -181,7 +206,12 @@ func (wc *wsConn) read(reqs chan<- []byte, log *slog.Logger) {
 	_ = c.SetReadDeadline(time.Now().Add(wait))
 	c.SetPongHandler(func(string) error { return c.SetReadDeadline(time.Now().Add(wait)) })
 	for {
-		data, err := wc.readMessage()
+		data, binary, err := wc.readMessage()
+		if binary {
+			log.Debug("snaphttp: a binary WebSocket frame; answered 1005 and closed with 1003")
+			wc.binary = true
+			return
+		}
 		if err != nil {
 			var ne net.Error
 			switch {
@@ -203,27 +233,30 @@ func (wc *wsConn) read(reqs chan<- []byte, log *slog.Logger) {
 	}
 }
 
-// readMessage reads the peer's next message, once its share of
+// readMessage reads the peer's next text message, once its share of
 // BodyMemory is free: it holds MaxBody of it while reading, then keeps
 // the message's length. The caller releases that once the message is
 // answered. Waiting leaves the message in the socket, which slows only
-// this peer.
-func (wc *wsConn) readMessage() ([]byte, error) {
+// this peer. A binary message is reported (binary) and left unread.
+func (wc *wsConn) readMessage() (data []byte, binary bool, err error) {
 	s := wc.s
-	_, r, err := wc.c.NextReader()
+	typ, r, err := wc.c.NextReader()
 	if err != nil {
-		return nil, err
+		return nil, false, err
+	}
+	if typ == websocket.BinaryMessage {
+		return nil, true, nil
 	}
 	if err := s.bodies.acquire(wc.ctx, wc.key, s.cfg.MaxBody); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	data, err := readAll(r, s.cfg.MaxBody)
+	data, err = readAll(r, s.cfg.MaxBody)
 	if err != nil {
 		s.bodies.release(wc.key, s.cfg.MaxBody)
-		return nil, err
+		return nil, false, err
 	}
 	s.bodies.shrink(wc.key, s.cfg.MaxBody-int64(len(data)))
-	return data, nil
+	return data, false, nil
 }
 
 // write writes the queued frames and the pings until the queue closes.

@@ -3,6 +3,7 @@ package snaphttp_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -97,6 +98,46 @@ func TestWebSocketAnswersGarbage(t *testing.T) {
 		if err != nil || !v.Signed || v.Type != snap.TypeResponse || errCode(v.Payload) == 0 {
 			t.Errorf("%s: answer %s (%v)", f, b, err)
 		}
+	}
+}
+
+// SNAP messages are JSON text frames. A binary frame, even one carrying a
+// signed request, is not handled: after the requests before it are
+// answered, in order, it gets a signed 1005 whose data names what was
+// sent and what is taken, then the close 1003 (unsupported data); other
+// connections are not touched.
+func TestWebSocketRefusesBinaryFrames(t *testing.T) {
+	e := start(t, nil, nil)
+	other := dial(t, e)
+	c := dial(t, e)
+	if err := c.WriteMessage(websocket.TextMessage, raw(t, request(t, "message/send", sendPayload))); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WriteMessage(websocket.BinaryMessage, raw(t, request(t, "message/send", sendPayload))); err != nil {
+		t.Fatal(err)
+	}
+	if v := verify(t, readFrame(t, c)); v.Method != "message/send" || errCode(v.Payload) != 0 {
+		t.Fatalf("the text frame before the binary one: %s %s", v.Method, v.Payload)
+	}
+	b := readFrame(t, c)
+	v, err := snap.NewValidator(snap.Config{}).Validate(context.Background(), b)
+	if err != nil || !v.Signed || v.Type != snap.TypeResponse {
+		t.Fatalf("answer to a binary frame: %s (%v), want a signed response", b, err)
+	}
+	se := snap.ResponseError(v.Payload)
+	if se == nil || se.Code != snap.CodeContentTypeNotSupported || se.Data["provided"] != "binary" ||
+		fmt.Sprint(se.Data["supported"]) != "[text]" {
+		t.Fatalf("answer to a binary frame: %s, want 1005 with data {provided: binary, supported: [text]}", v.Payload)
+	}
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, _, err = c.ReadMessage()
+	var ce *websocket.CloseError
+	if !errors.As(err, &ce) || ce.Code != websocket.CloseUnsupportedData {
+		t.Fatalf("after the refusal: %v, want close 1003", err)
+	}
+	other.WriteMessage(websocket.TextMessage, raw(t, request(t, "message/send", sendPayload)))
+	if v := verify(t, readFrame(t, other)); errCode(v.Payload) != 0 {
+		t.Errorf("another connection after the refusal: %s", v.Payload)
 	}
 }
 
