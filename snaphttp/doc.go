@@ -18,7 +18,9 @@
 //   - POST /snap: the signed response with HTTP 200, SNAP errors included
 //     (payload.error); a response over MaxResponse (4 MiB by default)
 //     is 5001 naming the limit; 413 for a body that is too large (MaxBody,
-//     256 KiB by default), 400 for one that is not JSON; 429 with Retry-After when the peer
+//     256 KiB by default), 400 for one that is not JSON, 415 (1005) for
+//     a Content-Type of another format than JSON, text/plain or none;
+//     429 with Retry-After when the peer
 //     is over its rate or the messages held at once would exceed
 //     BodyMemory, before the body is read; 202 with no body for a
 //     response or event posted to us, which is never answered. SNAP-Version

@@ -23,7 +23,8 @@ import (
 // SNAP exchange: 429 when the peer is rate limited or the bodies held at
 // once would exceed BodyMemory (before the body is read), 413 for a body
 // that is too large, 400 for one that is unreadable or not JSON, 403 for
-// one a browser page of another origin sent (Config.AllowedOrigins).
+// one a browser page of another origin sent (Config.AllowedOrigins), 415
+// for one whose Content-Type names another format (see jsonContentType).
 //
 // A message that gets no answer — a response or an event posted to us,
 // which SDK peers never do — gets 202 Accepted with an empty body.
@@ -36,6 +37,12 @@ import (
 func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 	if !s.pageAllowed(r) {
 		s.refuseOrigin(w, r)
+		return
+	}
+	if ct := r.Header.Get("Content-Type"); !jsonContentType(ct) {
+		writeError(w, http.StatusUnsupportedMediaType, snap.CodeContentTypeNotSupported,
+			"a SNAP message is posted as Content-Type: application/json",
+			map[string]any{"provided": clip(ct, 256), "supported": []string{"application/json"}})
 		return
 	}
 	if !s.admit(w, r) {
@@ -78,6 +85,38 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 		h.Set("Connection", "close")
 	}
 	w.Write(b)
+}
+
+// jsonContentType reports whether a POST of Content-Type ct may carry a
+// SNAP message: application/json, as the SNAP specification's HTTP
+// transport posts and SDK peers send, or a type of JSON's own (+json,
+// RFC 6839); none at all, which RFC 9110 lets the server read as it
+// finds (a peer that sends none was served before this check); and
+// text/plain, which a browser page's fetch sends without a CORS
+// preflight, as the pages of Config.AllowedOrigins do (/snap answers
+// no preflight). A charset, when given, is UTF-8, JSON's (RFC 8259).
+// The body must still be JSON (400 if not).
+func jsonContentType(ct string) bool {
+	if ct == "" {
+		return true
+	}
+	mt, params, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return false
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+		return false
+	}
+	return mt == "application/json" || mt == "text/plain" ||
+		strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")
+}
+
+// clip cuts s to at most n bytes, for echoing a peer's header back.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
 }
 
 // forged reports whether resp answers a request whose signature did not

@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,10 +45,13 @@ func post(t *testing.T, e *env, body []byte, hdr map[string]string) (*http.Respo
 }
 
 // An SDK peer posts with Content-Type: application/json only (no
-// SNAP-Version, no Accept); any Content-Type is taken.
+// SNAP-Version, no Accept). Also taken: a JSON type of its own (+json), a
+// charset of UTF-8, no Content-Type (a peer that sends none), and
+// text/plain, which a browser page's fetch sends with no CORS preflight
+// (Config.AllowedOrigins).
 func TestPostAnswersSignedResponse(t *testing.T) {
 	e := start(t, nil, nil)
-	for _, ct := range []string{"application/json", "text/plain", ""} {
+	for _, ct := range []string{"application/json", "Application/JSON; charset=UTF-8", "application/snap+json", "text/plain", "text/plain;charset=UTF-8", ""} {
 		t.Run("content-type "+ct, func(t *testing.T) {
 			resp, b := post(t, e, raw(t, request(t, "message/send", sendPayload)), map[string]string{"Content-Type": ct})
 			if resp.StatusCode != 200 {
@@ -64,6 +68,41 @@ func TestPostAnswersSignedResponse(t *testing.T) {
 				t.Errorf("response %s", b)
 			}
 		})
+	}
+}
+
+// A body whose Content-Type names another format than JSON (a form, a
+// file, HTML; JSON in another charset than UTF-8, RFC 8259's one) is
+// refused before it is read, 415 with the SNAP error of an unsupported
+// media type and the spec's data for it, {provided, supported}; the
+// message is not handled. SSE requests alike.
+func TestPostRefusesOtherContentTypes(t *testing.T) {
+	var handled atomic.Int32
+	e := start(t, &hooks{send: func(context.Context) { handled.Add(1) }}, nil)
+	for _, ct := range []string{
+		"application/x-www-form-urlencoded", // curl -d
+		"multipart/form-data; boundary=x",
+		"application/octet-stream",
+		"text/html",
+		"application/json; charset=ISO-8859-1",
+		"not a media type;;",
+	} {
+		for _, accept := range []string{"", "text/event-stream"} {
+			resp, b := post(t, e, raw(t, request(t, "message/send", sendPayload)), map[string]string{"Content-Type": ct, "Accept": accept})
+			var doc struct {
+				Error snap.Error `json:"error"`
+			}
+			if resp.StatusCode != http.StatusUnsupportedMediaType || json.Unmarshal(b, &doc) != nil {
+				t.Fatalf("Content-Type %q, Accept %q: %d %s, want 415", ct, accept, resp.StatusCode, b)
+			}
+			d := doc.Error.Data
+			if doc.Error.Code != snap.CodeContentTypeNotSupported || d["provided"] != ct || fmt.Sprint(d["supported"]) != "[application/json]" || d["status"] != 415.0 {
+				t.Errorf("Content-Type %q: %s, want 1005 with data {status: 415, provided, supported: [application/json]}", ct, b)
+			}
+		}
+	}
+	if n := handled.Load(); n != 0 {
+		t.Errorf("%d messages of a refused Content-Type handled", n)
 	}
 }
 

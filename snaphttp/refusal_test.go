@@ -59,7 +59,7 @@ func do(t *testing.T, name string, hc *http.Client, req *http.Request) refusal {
 // TestRefusalBodiesMatchErrorSchema provokes, over real sockets, every
 // refusal the HTTP server writes before a SNAP message is parsed — the
 // rate limits (per address, monitoring, Monitor), the body limits (413,
-// 400, 429 of body memory), the routes (404, 405, 426), the WebSocket
+// 400, 415, 429 of body memory), the routes (404, 405, 426), the WebSocket
 // refusals (400 and 403 of the upgrade, 429 and 503 of the connection
 // caps), a browser page's POST from another origin (403), a request to
 // another host name (421) and the TCP connection cap (429) — and holds each body to the
@@ -123,6 +123,7 @@ func TestRefusalBodiesMatchErrorSchema(t *testing.T) {
 	big := bytes.Repeat([]byte("a"), 70<<10)
 	raw("chunked body over MaxBody", next(), fmt.Sprintf("POST /snap HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", len(big), big))
 	raw("body not JSON", next(), "POST /snap HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 5\r\n\r\nhello")
+	raw("body of another Content-Type", next(), "POST /snap HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 2\r\n\r\n{}")
 	raw("body unreadable", next(), "POST /snap HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\nzz\r\n{}\r\n0\r\n\r\n")
 	// The address's rate limit (a burst of 3).
 	limited := next()
@@ -187,8 +188,8 @@ func TestRefusalBodiesMatchErrorSchema(t *testing.T) {
 	io.WriteString(c2, "GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
 	got = append(got, readRefusal(t, "over the peer's connections", c2))
 
-	if len(got) != 20 {
-		t.Fatalf("%d refusals, want 20", len(got))
+	if len(got) != 21 {
+		t.Fatalf("%d refusals, want 21", len(got))
 	}
 	for _, r := range got {
 		if r.status < 400 {
