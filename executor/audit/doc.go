@@ -92,13 +92,17 @@
 // records each seal it writes (SealRecord: its seq, hash and time); Seal
 // and Prune write nothing unless the chain holds the seal recorded
 // (CheckSealRecord, KindRecord; ErrOtherKey when the chain holds that
-// seal signed by another key than Options.Signer; without a record,
-// CheckSealRecord looks at the last seal's signer alone), and
+// seal signed by another key than Options.Signer; with or without a
+// record, CheckSealRecord checks the chain's last seal too, which no
+// seal can follow unless it holds), and
 // VerifyOptions.SealRecord makes Verify check it (Log.VerifyWithRecord
 // reads the record's file, the check of `snapnode audit verify` and the
 // console). A record older than the chain (a replica's, or one
 // restored from a backup) is fine; one beyond its end, or contradicted
-// by it, is not.
+// by it, is not. A record that cannot be read (ErrSealRecord: out of
+// reach, or not a record) is no evidence of tampering and is not
+// ErrTampered; the checks go on without it and say what they found
+// (*RecordError), but Seal and Prune write nothing.
 //
 // # Retention
 //

@@ -323,8 +323,11 @@ type SealStatus struct {
 }
 
 // SealStatusOf summarises the seals of a verification, from the Report
-// and error Log.VerifyWith or VerifyJSONLWith returned.
+// and error Log.VerifyWith, Log.VerifyWithRecord or VerifyJSONLWith
+// returned (a record that could not be read, a *RecordError, is no fault
+// of the chain's: its Chain is the verification's error).
 func SealStatusOf(rep Report, err error) SealStatus {
+	err = withoutRecord(err)
 	st := SealStatus{Seals: rep.Seals, Last: rep.LastSeal, Valid: rep.Seals > 0, Unsealed: rep.Unsealed}
 	if err == nil {
 		return st

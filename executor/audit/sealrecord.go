@@ -18,8 +18,51 @@ import (
 )
 
 // ErrSealRecord: the record of the last seal (Options.SealRecord) cannot
-// be read or written.
+// be read or written: the file is out of reach (its permissions, an I/O
+// error, something else than a regular file in its place) or is not a
+// record (garbled, truncated, over the bound, naming no seal). It is not
+// ErrTampered: the log wrote the record atomically, so a file it cannot
+// read is damaged or out of reach, which says nothing of the chain
+// (whoever could change the file could as well delete it). A record that
+// reads but names a seal the chain does not hold is tampering
+// (KindRecord).
 var ErrSealRecord = errors.New("audit: seal record")
+
+// RecordError is the error of a check against the record of the last
+// seal that could not read the record (Record, which errors.Is
+// ErrSealRecord): the check went on without it, and Chain is what it
+// found, nil when nothing. CheckSealRecord then checks the chain's last
+// seal, as without a record; Log.VerifyWithRecord verifies the whole
+// chain. errors.Is sees both: ErrSealRecord, and ErrTampered when Chain
+// is tampering.
+type RecordError struct {
+	Record error
+	Chain  error
+}
+
+func (e *RecordError) Error() string {
+	if e.Chain == nil {
+		return e.Record.Error()
+	}
+	return e.Record.Error() + "; and without it: " + e.Chain.Error()
+}
+
+// Unwrap returns Record and Chain (when not nil).
+func (e *RecordError) Unwrap() []error {
+	if e.Chain == nil {
+		return []error{e.Record}
+	}
+	return []error{e.Record, e.Chain}
+}
+
+// withoutRecord is err without a RecordError's Record: its Chain, or err.
+func withoutRecord(err error) error {
+	var re *RecordError
+	if errors.As(err, &re) {
+		return re.Chain
+	}
+	return err
+}
 
 // SealRecord is the record, kept outside the database, of the last seal a
 // Log wrote (Options.SealRecord): the seal entry's seq and hash, and its
@@ -123,26 +166,44 @@ func (l *Log) loadSealRecord() (SealRecord, error) {
 
 // CheckSealRecord checks that the chain holds the seal that
 // Options.SealRecord records (see checkSealRecord), as Seal and Prune do
-// before they write. It returns a *VerifyError (KindRecord, naming the
-// record's file and the entry it expected) when the chain does not hold
-// it; one that errors.Is ErrOtherKey (KindSeal, or KindCheckpoint when
-// pruned past) when the chain holds it signed by another key than the
-// log's Signer (the node's key changed), naming both addresses; and
-// ErrSealRecord when the record cannot be read.
+// before they write, and that the chain's last seal holds. It returns a
+// *VerifyError (KindRecord, naming the record's file and the entry it
+// expected) when the chain does not hold the recorded seal; one that
+// errors.Is ErrOtherKey (KindSeal, or KindCheckpoint when pruned past)
+// when the chain holds it signed by another key than the log's Signer
+// (the node's key changed), naming both addresses.
 //
-// Without a record (no file: none written yet, or it was removed), it
-// looks at the chain's last seal alone, not verifying the chain: one
-// signed, its signature holding, by another key than the log's Signer is
-// ErrOtherKey too (KindSeal), for that key can neither seal nor prune
-// the log; anything else about it is left to Verify and Seal.
+// The chain's last seal, with or without a record (none written yet, or
+// it was removed), must hold too (see checkLastSeal), not verifying the
+// chain: one signed, its signature holding, by another key than the
+// log's Signer is ErrOtherKey (KindSeal), for that key can neither seal
+// nor prune the log; one that does not hold otherwise (it signs another
+// hash than the chain has before it, its signature fails, the entry was
+// edited) is a *VerifyError of KindSeal (KindEdited), for the log cannot
+// be sealed over it.
+//
+// A record that cannot be read is a *RecordError (errors.Is
+// ErrSealRecord, not ErrTampered unless the last seal does not hold):
+// the chain's last seal checked as without a record, its error the
+// RecordError's Chain.
 func (l *Log) CheckSealRecord(ctx context.Context) error {
 	if l.closed.Load() {
 		return ErrClosed
 	}
-	r, err := l.loadSealRecord()
-	if err != nil || r.Seq == 0 && l.opts.Signer == nil {
-		return err
+	r, rerr := l.loadSealRecord()
+	if rerr == nil && r.Seq == 0 && l.opts.Signer == nil {
+		return nil
 	}
+	err := l.checkRecordAndLastSeal(ctx, r)
+	if rerr != nil {
+		return &RecordError{Record: rerr, Chain: err}
+	}
+	return err
+}
+
+// checkRecordAndLastSeal is CheckSealRecord's check of the record r (none
+// when its Seq is 0) and the chain's last seal, in one read snapshot.
+func (l *Log) checkRecordAndLastSeal(ctx context.Context, r SealRecord) error {
 	tx, err := l.readTx(ctx)
 	if err != nil {
 		return fmt.Errorf("audit: check the seal record: %w", err)
@@ -152,20 +213,22 @@ func (l *Log) CheckSealRecord(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if r.Seq == 0 {
-		return l.checkLastSealSigner(ctx, tx, h)
+	if err := l.checkSealRecord(ctx, tx, h, r); err != nil {
+		return err
 	}
-	return l.checkSealRecord(ctx, tx, h, r)
+	return l.checkLastSeal(ctx, tx, h, r)
 }
 
-// checkLastSealSigner: without a record, the chain's last seal, if any,
-// must not be signed, validly, by another key than the log's: that is a
-// *VerifyError that errors.Is ErrOtherKey, told as what CheckSealRecord
-// finds without a record. A seal that does not hold otherwise is left to
-// Verify and Seal, which walk the chain.
-func (l *Log) checkLastSealSigner(ctx context.Context, tx *sql.Tx, h head) error {
+// checkLastSeal: the chain's last seal, if any, after the seal the
+// record r names (any, when r.Seq is 0: no record), must hold: a seal
+// whose entry's fields give its hash, that signs the entry before it as
+// the chain gives it, its signature holding, by the log's signer. It is
+// not, in a *VerifyError: the entry edited (KindEdited), or the seal
+// (KindSeal), ErrOtherKey too when signed, validly, by another key. The
+// error says it is the last seal, and what the record was.
+func (l *Log) checkLastSeal(ctx context.Context, tx *sql.Tx, h head, r SealRecord) error {
 	var seq int64
-	switch err := tx.QueryRowContext(ctx, l.d.Rebind(lastSealQuery), h.first).Scan(&seq); {
+	switch err := tx.QueryRowContext(ctx, l.d.Rebind(lastSealQuery), max(h.first, r.Seq+1)).Scan(&seq); {
 	case errors.Is(err, sql.ErrNoRows):
 		return nil
 	case err != nil:
@@ -179,25 +242,35 @@ func (l *Log) checkLastSealSigner(ctx context.Context, tx *sql.Tx, h head) error
 	if !rows.Next() {
 		return rows.Err()
 	}
+	record := "no record of the last seal this node wrote"
+	switch p := l.opts.SealRecord; {
+	case r.Seq > 0:
+		record = fmt.Sprintf("the record of the last seal this node wrote (%s) names entry %d, held by the chain", r.Path, r.Seq)
+	case p != "":
+		record += " (" + p + ")"
+	}
 	x, err := scanEntry(rows)
-	if err != nil || Hash(x) != x.Hash {
-		return nil // an edited entry: Verify's to name
+	if err != nil {
+		return &VerifyError{Seq: seq, Kind: KindEdited, Detail: fmt.Sprintf("%s; the chain's last seal, entry %d, is unreadable: %v", record, seq, err)}
+	}
+	if computed := Hash(x); computed != x.Hash {
+		return &VerifyError{Seq: seq, Kind: KindEdited, Detail: fmt.Sprintf("%s; the chain's last seal, entry %d: its fields give hash %s, not its own %s: the entry was edited", record, seq, computed, x.Hash)}
 	}
 	var d sealDetail
 	if err := jsonv2.Unmarshal(x.Detail, &d); err != nil {
-		return nil
+		return &VerifyError{Seq: seq, Kind: KindSeal, Detail: fmt.Sprintf("%s; the chain's last seal, entry %d, is unreadable: %v", record, seq, err)}
 	}
 	want := l.signer()
 	why, other := d.check(x, want)
-	if !other {
-		return nil
+	if why == "" {
+		return rows.Err()
 	}
 	ve := d.sealError(x, want, why, other)
-	none := "no record of the last seal this node wrote"
-	if p := l.opts.SealRecord; p != "" {
-		none += " (" + p + ")"
+	if other {
+		ve.Detail = fmt.Sprintf("%s; the chain's last seal, entry %d, is signed by %s (its signature holds), not by the node's key, %s", record, x.Seq, ve.Signer, ve.Want)
+	} else {
+		ve.Detail = fmt.Sprintf("%s; the chain's last seal, entry %d, does not hold: %s", record, x.Seq, why)
 	}
-	ve.Detail = fmt.Sprintf("%s; the chain's last seal, entry %d, is signed by %s (its signature holds), not by the node's key, %s", none, x.Seq, ve.Signer, ve.Want)
 	return ve
 }
 

@@ -503,15 +503,21 @@ func (l *Log) Verify(ctx context.Context, anchors ...Anchor) (Report, error) {
 // console make, which alone catches a chain cut back to before the seal
 // recorded, or rewritten after the seal before it, its later seals
 // deleted. No file there checks no record (the Report's SealRecord has
-// Seq 0 and Path record); a file that is not a record is an error that
-// errors.Is ErrSealRecord, the chain not verified.
+// Seq 0 and Path record). A record that cannot be read (ErrSealRecord:
+// out of reach, or not a record) is a *RecordError: the chain verified
+// without it all the same, its Report returned (SealRecord with Seq 0 and
+// Path record) and its error the RecordError's Chain, so that whether
+// the chain holds is known.
 func (l *Log) VerifyWithRecord(ctx context.Context, o VerifyOptions, record string) (Report, error) {
 	r, err := ReadSealRecord(record)
 	if errors.Is(err, fs.ErrNotExist) {
 		r, err = SealRecord{Path: record}, nil
 	}
 	if err != nil {
-		return Report{SealRecord: SealRecord{Path: record}}, err
+		o.SealRecord = nil
+		rep, verr := l.VerifyWith(ctx, o)
+		rep.SealRecord = SealRecord{Path: record}
+		return rep, &RecordError{Record: err, Chain: verr}
 	}
 	if r.Seq > 0 {
 		o.SealRecord = &r
