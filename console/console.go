@@ -76,8 +76,9 @@ type Source interface {
 	// VerifyAudit checks the audit log's hash chain (an error wrapping
 	// audit.ErrTampered names the first bad entry), against the node's
 	// record of its last seal too (audit.Log.VerifyWithRecord, as
-	// `snapnode audit verify`: the Report's SealRecord; an unreadable
-	// record is audit.ErrSealRecord).
+	// `snapnode audit verify`: the Report's SealRecord; a record that
+	// cannot be read is an *audit.RecordError, audit.ErrSealRecord, the
+	// chain verified without it).
 	VerifyAudit(ctx context.Context) (audit.Report, error)
 }
 

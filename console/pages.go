@@ -326,6 +326,10 @@ type auditData struct {
 	Report   audit.Report
 	Error    string // the verification's failure, or ""
 	Tampered bool
+	// RecordError: the node's record of its last seal could not be read
+	// (audit.ErrSealRecord), not evidence of tampering; the chain was
+	// verified without it (Error is then the chain's failure, or "").
+	RecordError string
 	// OtherKey: the failure is a seal or checkpoint another key signed
 	// (audit.ErrOtherKey).
 	OtherKey bool
@@ -342,11 +346,16 @@ func (c *Console) auditPage(w http.ResponseWriter, r *http.Request, s *session) 
 	var d auditData
 	rep, err := c.cfg.Source.VerifyAudit(ctx)
 	d.Report, d.Seals = rep, audit.SealStatusOf(rep, err)
+	var unread *audit.RecordError
+	if errors.As(err, &unread) {
+		// A record of the last seal that cannot be read is no evidence of
+		// tampering, as audit verify says: the chain, verified without
+		// it, is shown as it is.
+		d.RecordError, err = unread.Record.Error(), unread.Chain
+	}
 	if err != nil {
-		// A record of the last seal that is not one is tampering, as
-		// audit verify and the node's start take it.
 		d.Error, d.OtherKey = err.Error(), errors.Is(err, audit.ErrOtherKey)
-		d.Tampered = errors.Is(err, audit.ErrTampered) || errors.Is(err, audit.ErrSealRecord)
+		d.Tampered = errors.Is(err, audit.ErrTampered)
 	}
 	if d.Entries, err = c.cfg.Source.Audit(ctx, audit.Filter{Newest: true, Limit: MaxAuditEntries}); err != nil {
 		c.failed(w, r, "the audit log", err)

@@ -303,9 +303,18 @@ func (c *cli) auditSub(sub string, args []string) int {
 	// data folder, as the console checks it.
 	record := cfg.SealRecordPath()
 	rep, err := log.VerifyWithRecord(ctx, audit.VerifyOptions{Anchors: anchors, Signer: address}, record)
-	if errors.Is(err, audit.ErrSealRecord) {
-		fmt.Fprintf(c.stdout, "audit log TAMPERED: %v\n", err)
-		return exitFail
+	var unread *audit.RecordError
+	if errors.As(err, &unread) {
+		// Not evidence of tampering: the chain was verified without the
+		// record, and is reported as it is; the check is not complete,
+		// exit 2 unless the chain does not hold.
+		fmt.Fprintf(c.stdout, "record of the last seal (%s) cannot be read: %v\n", record, unread.Record)
+		fmt.Fprintf(c.stdout, "that is not evidence that the log was changed, but the chain is not checked against the record: check the file's owner and permissions (the node's user must read it; the node writes it 0600), that it is a regular file and that the disk reads, or restore it from a backup (`snapnode backup` copies it as audit-seal.json); if it is lost, move it aside, keeping it: the node's next seal writes another\n")
+		if code := c.auditReport(rep, unread.Chain, keyHeld); code != exitOK {
+			return code
+		}
+		fmt.Fprintf(c.stdout, "the chain verified, not checked against the record of the last seal\n")
+		return exitUsage
 	}
 	code = c.auditReport(rep, err, keyHeld)
 	if code == exitOK {

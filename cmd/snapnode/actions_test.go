@@ -554,6 +554,77 @@ func TestAuditVerifySealRecord(t *testing.T) {
 	}
 }
 
+// audit verify with a record of the last seal it cannot read (here, half
+// a file) says so apart from tampering: not evidence that the log
+// changed, with what to do (the file's permissions, a backup), and
+// verifies the chain without the record: exit 2 when the chain holds
+// ("audit log intact", the record not checked), 1 and TAMPERED when it
+// does not. Before, it printed "audit log TAMPERED" for the record alone
+// and did not verify the chain.
+func TestAuditVerifySealRecordUnreadable(t *testing.T) {
+	noEnvKey(t)
+	ctx := context.Background()
+	dataDir := filepath.Join(t.TempDir(), "data")
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	cfg.DataDir = dataDir
+	key, _ := identity.Generate()
+	if err := identity.SaveKeyFile(cfg.KeyPath(), key); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sqldb.Open(ctx, cfg.DatabaseDSN(), sqldb.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	l, err := audit.New(ctx, db, node.AuditOptions(cfg, key, identity.Mainnet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := l.Append(ctx, audit.Entry{Actor: "host", Step: audit.StepCompleted}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := l.Seal(ctx); err != nil { // 4, recorded
+		t.Fatal(err)
+	}
+	l.Close()
+	record := cfg.SealRecordPath()
+	good, err := os.ReadFile(record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(record, good[:len(good)/2], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dd := []string{"--data-dir", dataDir}
+	r := runCLI(t, "", append([]string{"audit", "verify"}, dd...)...)
+	for _, want := range []string{"record of the last seal (" + record + ") cannot be read", "not evidence that the log was changed", "permissions", "backup", "audit log intact: 4 entries", "not checked against the record"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("audit verify with a truncated record: %s\nwant %q", r, want)
+		}
+	}
+	if r.code != exitUsage || strings.Contains(r.stdout, "TAMPERED") {
+		t.Errorf("audit verify with a truncated record: %s\nwant exit %d, not TAMPERED", r, exitUsage)
+	}
+
+	if _, err := db.W.ExecContext(ctx, "UPDATE audit_log SET actor = 'edited' WHERE seq = 2"); err != nil {
+		t.Fatal(err)
+	}
+	r = runCLI(t, "", append([]string{"audit", "verify"}, dd...)...)
+	for _, want := range []string{"record of the last seal (" + record + ") cannot be read", "audit log TAMPERED: audit: entry 2 edited"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("audit verify of an edited chain, with a truncated record: %s\nwant %q", r, want)
+		}
+	}
+	if r.code != exitFail {
+		t.Errorf("audit verify of an edited chain, with a truncated record: %s\nwant exit %d", r, exitFail)
+	}
+}
+
 // audit verify of a log sealed by another key than the node's (its key
 // file changed, the data kept, the record of the last seal too) says so,
 // naming both addresses and --address, rather than TAMPERED: the seals

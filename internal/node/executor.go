@@ -182,15 +182,21 @@ func AuditOptions(cfg config.Config, key *identity.Key, network identity.Network
 }
 
 // checkSealRecord is the start's check of the audit log against the
-// node's record of its last seal (record): a chain that does not hold
-// that seal (cut after the seal before it, or rewritten, while the node
-// was stopped), or a record that cannot be read, stops the start: the
-// node does not append to, seal or prune a log it has evidence was
-// tampered with. The error says how to go on once the operator knows why
-// (a database restored from an older copy than the data folder); a
-// record whose seal the chain holds, signed by another key than the
-// node's (its key file changed), or without a record a chain whose last
-// seal is so signed, is told as such (audit.ErrOtherKey).
+// node's record of its last seal (record) and of the chain's last seal
+// (audit.Log.CheckSealRecord): a chain that does not hold the recorded
+// seal (cut after the seal before it, or rewritten, while the node was
+// stopped), or whose last seal does not hold (the chain rewritten below
+// it), with or without a record, stops the start: the node does not
+// append to, seal or prune a log it has evidence was tampered with, and
+// none can seal after a seal that does not hold. A record that cannot be
+// read stops it too (the node cannot check the log against it), told
+// apart: it is no evidence of tampering (audit.ErrSealRecord). The error
+// says how to go on once the operator knows why (a database restored
+// from an older copy than the data folder); a record whose seal the
+// chain holds, signed by another key than the node's (its key file
+// changed), or without a record a chain whose last seal is so signed, is
+// told as such (audit.ErrOtherKey). An empty log, or one never sealed,
+// passes: the first start on a new database.
 func checkSealRecord(ctx context.Context, log *audit.Log, record string, logger *slog.Logger) error {
 	err := log.CheckSealRecord(ctx)
 	_, rerr := os.Stat(record)
@@ -216,9 +222,20 @@ func checkSealRecord(ctx context.Context, log *audit.Log, record string, logger 
 			"or, if %s is meant to replace that key, knowing that this log stays %s's history, start it on a new database (another data folder, or another PostgreSQL database) "+
 			"and keep %s (`snapnode audit verify --address %s` checks it): %s cannot seal or prune a log %s sealed, %s",
 			err, ve.Signer, ve.Want, ve.Signer, keep, ve.Signer, ve.Want, ve.Signer, aside)
-	case errors.Is(err, audit.ErrTampered), errors.Is(err, audit.ErrSealRecord):
+	case errors.As(err, &ve) && ve.Kind == audit.KindRecord:
 		return fmt.Errorf("node: audit log: %w; the node does not start on it. Run `snapnode audit verify` and find out why; "+
 			"if the database was restored from a copy older than %s (pg_restore of an older dump), or you started a new database in this data folder on purpose, move that file aside, keeping it, and start again: the node then takes the chain as it is and records its next seal", err, record)
+	case errors.Is(err, audit.ErrTampered):
+		// The chain's last seal does not hold: no record moved aside
+		// changes that, and no seal can follow it.
+		return fmt.Errorf("node: audit log: %w; the node does not start on it: the log was changed after the chain's last seal was written, and no seal can follow one that does not hold. "+
+			"Run `snapnode audit verify` to see the first entry that does not hold; keep this database as evidence, and restore it from a backup you trust (see `snapnode backup`) or start the node on a new database (another data folder, or another PostgreSQL database). "+
+			"Moving %s aside does not help: the node checks the chain's last seal with or without it", err, record)
+	case errors.Is(err, audit.ErrSealRecord):
+		return fmt.Errorf("node: audit log: %w; the node does not start: its record of the last seal it wrote cannot be read, and it checks its audit log against it. "+
+			"This is not evidence that the log was changed. Check %s: its owner and permissions (the node's user must read it; the node writes it 0600), that it is a regular file and that the disk reads; "+
+			"or restore it from a backup (`snapnode backup` copies it as audit-seal.json, beside the database). If it is lost, move it aside, keeping it, and start: the node then checks the chain's last seal alone and records its next seal. "+
+			"`snapnode audit verify` verifies the chain meanwhile", err, record)
 	default:
 		return fmt.Errorf("node: audit log: %w", err)
 	}

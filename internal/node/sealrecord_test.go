@@ -3,6 +3,7 @@ package node_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"html"
 	"io"
 	"log/slog"
@@ -296,9 +297,9 @@ func TestAuditOtherKeyWithoutRecordAtStart(t *testing.T) {
 // says the chain holds the recorded seal; a chain cut back, while the
 // node runs, to before that seal (entries 4…6, the seal at 4 among them,
 // deleted and the head moved back to 3) verifies on its own, and the page
-// shows it as tampered, naming the record and entry 4, as it does a
-// record that is not one. Before, the page verified the chain without
-// the record and said it was intact.
+// shows it as tampered, naming the record and entry 4; a record that is
+// not one is shown as a record it could not read. Before, the page
+// verified the chain without the record and said it was intact.
 func TestConsoleAuditPageUsesTheSealRecord(t *testing.T) {
 	ctx := context.Background()
 	dataDir := filepath.Join(t.TempDir(), "data")
@@ -388,11 +389,183 @@ func TestConsoleAuditPageUsesTheSealRecord(t *testing.T) {
 		}
 	}
 
-	// A record that is not one: tampering too, as audit verify says.
+	// A record that is not one: not evidence of tampering, said apart
+	// with what to do, as audit verify says it; the chain (cut back,
+	// which only the record shows) is verified without it, and said to
+	// be. Before, the page said TAMPERED for the record alone.
 	if err := os.WriteFile(record, []byte("not a record\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if got := line(auditPage(), "verify"); !strings.HasPrefix(got, "TAMPERED") || !strings.Contains(got, "seal record") || !strings.Contains(got, record) {
-		t.Errorf("the verification line with an unreadable record: %q; want TAMPERED, naming %s", got, record)
+	page = auditPage()
+	if got := line(page, "verify"); !strings.HasPrefix(got, "Intact") || !strings.Contains(got, "not checked against the record") || strings.Contains(got, "TAMPERED") {
+		t.Errorf("the verification line with an unreadable record: %q; want the chain intact, not checked against the record", got)
+	}
+	got = line(page, "record")
+	for _, want := range []string{"Could not read the record of the last seal", record, "not evidence", "permissions", "backup"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the record line with an unreadable record: %q; want %q", got, want)
+		}
+	}
+}
+
+// startError starts a node with mutate applied and returns why it did
+// not start; it fails the test if the node started.
+func startError(t *testing.T, mutate func(*config.Config)) error {
+	t.Helper()
+	cfg := config.Default()
+	cfg.RelayListen, cfg.HTTPListen = "127.0.0.1:0", ""
+	mutate(&cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	n, err := node.Start(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err == nil {
+		cancel()
+		_ = n.Wait()
+		t.Fatal("the node started")
+	}
+	return err
+}
+
+// A record of the last seal the node cannot read (not a record: garbled,
+// truncated) stops the start, as before, but as what it is: an error
+// that errors.Is audit.ErrSealRecord and not audit.ErrTampered, whose
+// advice is to check the file's permissions or restore it from a backup,
+// not the advice given for a chain that lacks the recorded seal. Once the
+// file is moved aside (it is lost), the node starts. Before, the start's
+// error told the operator to treat it as a chain without its seal.
+func TestAuditSealRecordUnreadableAtStart(t *testing.T) {
+	dataDir := filepath.Join(t.TempDir(), "data")
+	mutate := func(cf *config.Config) { cf.DataDir = dataDir }
+	appendEntries(t, dataDir, 2)
+	_, stop := startNode(t, mutate)
+	stop() // seals, and records the seal
+	record := filepath.Join(dataDir, "audit-seal.json")
+	good, err := os.ReadFile(record)
+	if err != nil {
+		t.Fatalf("the node's record of its last seal: %v", err)
+	}
+	if err := os.WriteFile(record, good[:len(good)/2], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err = startError(t, mutate)
+	msg := err.Error()
+	if !errors.Is(err, audit.ErrSealRecord) || errors.Is(err, audit.ErrTampered) {
+		t.Errorf("Start with a truncated record: %v; want audit.ErrSealRecord, not audit.ErrTampered", err)
+	}
+	for _, want := range []string{record, "cannot be read", "not evidence", "permissions", "backup", "snapnode audit verify"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("Start with a truncated record: %v; want it to say %q", err, want)
+		}
+	}
+	if strings.Contains(msg, "restored from a copy") {
+		t.Errorf("Start with a truncated record: %v; want not the advice of a chain without its seal", err)
+	}
+
+	// The record lost: moved aside, the node starts (the chain's last
+	// seal holds).
+	if err := os.Rename(record, record+".broken"); err != nil {
+		t.Fatal(err)
+	}
+	_, stop = startNode(t, mutate)
+	stop()
+}
+
+// Without a record of the last seal (none written, or moved aside), a
+// chain rewritten below its last seal, every hash after recomputed,
+// stops the start as it does with the record (there, as a chain without
+// the recorded seal): audit.ErrTampered, naming the seal and `snapnode
+// audit verify`, and saying that moving the record does not help. Before,
+// the node started on it, and its sealer failed every hour (no seal can
+// follow a seal that does not hold). A first start on an empty database,
+// which has no seal, starts (every startNode).
+func TestAuditLastSealBrokenWithoutRecordAtStart(t *testing.T) {
+	ctx := context.Background()
+	dataDir := filepath.Join(t.TempDir(), "data")
+	mutate := func(cf *config.Config) { cf.DataDir = dataDir }
+	appendEntries(t, dataDir, 2)
+	_, stop := startNode(t, mutate)
+	stop() // seals the two entries
+	db, err := sqldb.Open(ctx, filepath.Join(dataDir, "tasks.db"), sqldb.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	l, err := audit.New(ctx, db, audit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	es, err := l.Query(ctx, audit.Filter{Limit: audit.MaxQueryLimit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := es[len(es)-1]
+	if last.Step != audit.StepSealed || es[len(es)-2].Step != audit.StepCompleted {
+		t.Fatalf("entries %+v; want the two appended, then a seal", es)
+	}
+	record := filepath.Join(dataDir, "audit-seal.json")
+	if err := os.Remove(record); err != nil {
+		t.Fatal(err)
+	}
+	// The entry below the seal rewritten, the seal rehashed onto it.
+	prev := es[len(es)-3].Hash
+	for _, e := range es[len(es)-2:] {
+		if e.Step != audit.StepSealed {
+			e.Reason = "rewritten"
+		}
+		e.Prev = prev
+		e.Hash = audit.Hash(e)
+		if _, err := db.W.ExecContext(ctx, "UPDATE audit_log SET reason = ?, prev = ?, hash = ? WHERE seq = ?", e.Reason, e.Prev, e.Hash, e.Seq); err != nil {
+			t.Fatal(err)
+		}
+		prev = e.Hash
+	}
+	if _, err := db.W.ExecContext(ctx, "UPDATE audit_head SET last_hash = ? WHERE id = 1", prev); err != nil {
+		t.Fatal(err)
+	}
+
+	err = startError(t, mutate)
+	msg := err.Error()
+	if !errors.Is(err, audit.ErrTampered) || errors.Is(err, audit.ErrOtherKey) || errors.Is(err, audit.ErrSealRecord) {
+		t.Errorf("Start on a chain rewritten below its last seal: %v; want audit.ErrTampered alone", err)
+	}
+	for _, want := range []string{fmt.Sprintf("entry %d seal", last.Seq), "the chain's last seal", "snapnode audit verify", "does not help"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("Start on a chain rewritten below its last seal: %v; want it to say %q", err, want)
+		}
+	}
+	if _, err := os.Stat(record); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the refused start wrote a record: %v", err)
+	}
+}
+
+// appendEntries makes the data folder dataDir of a node, with a key
+// file and n entries in its audit log.
+func appendEntries(t *testing.T, dataDir string, n int) {
+	t.Helper()
+	ctx := context.Background()
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	k, err := identity.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := identity.SaveKeyFile(filepath.Join(dataDir, "identity.key"), k); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sqldb.Open(ctx, filepath.Join(dataDir, "tasks.db"), sqldb.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	l, err := audit.New(ctx, db, audit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for range n {
+		if _, err := l.Append(ctx, audit.Entry{Actor: "host", Step: audit.StepCompleted, Decision: "done"}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
