@@ -444,6 +444,13 @@ func (jr *jobRun) prompt(ctx context.Context) []ChatMessage {
 	if jr.reviewing() {
 		task, files = jr.reviewMessage(ctx, budget)
 	}
+	if jr.shrink < 1 {
+		// The task message is the job's first, kept as it was: refused
+		// as too long, it is cut as the budget was (its end first: the
+		// context files, after the task's text), or a refusal at the
+		// first step would send the same prompt again.
+		task = fitText(task, max(int(float64(len(task))*jr.shrink), maxGuidance))
+	}
 	jr.files = files
 	// What the requester or an operator said since the last call takes
 	// at most a quarter of the budget (four bytes a token); the whole is
@@ -669,7 +676,11 @@ func (jr *jobRun) apiFailure(ctx context.Context, it *Interaction, callErr error
 	if ctxLen {
 		if ctxFails >= 2 {
 			why := fmt.Sprintf("stuck (%s): the model server still refuses the prompt as too long after condensing", PatternContextWindow)
-			return true, jr.stuckShowing(ctx, why+": "+it.Response.Error, why)
+			// The operator is told what bounds the prompt: the setting
+			// below what the server takes, or the server's limit (its
+			// context, a proxy's body size) above it.
+			return true, jr.stuckShowing(ctx, why+"; lower agent.context_tokens (the prompt's bound) to what the server takes, or raise the server's limit (its context size, or the request size a proxy in front of it allows): "+
+				it.Response.Error, why)
 		}
 		jr.shrink /= 2
 		return false, nil

@@ -112,7 +112,9 @@ type ModelError struct {
 	// RetryAfter is the server's Retry-After, 0 when it gave none.
 	RetryAfter time.Duration
 	// ContextLength reports that the prompt was longer than the model's
-	// context (the server's error says so).
+	// context (the server's error says so), or larger than the server
+	// takes (HTTP 413, which the runtime answers alike: the prompt is
+	// condensed and sent again once).
 	ContextLength bool
 	// Message is the server's error message, cut to a few hundred bytes.
 	Message string

@@ -5,6 +5,8 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -121,6 +123,59 @@ func TestModelErrorTransient(t *testing.T) {
 	} {
 		if got := (&agent.ModelError{Status: status}).Transient(); got != want {
 			t.Errorf("HTTP %d: Transient %t, want %t", status, got, want)
+		}
+	}
+}
+
+// A model server that refuses the request as too large (HTTP 413), in
+// words that name no context length (a proxy's body limit, a per-minute
+// token limit), has the prompt condensed and sent again once, as a
+// context-length refusal has; refused again, the job waits STUCK
+// (context_window), its reason naming the setting that bounds the
+// prompt. Before, the first 413 failed the step as an invalid request,
+// with the advice to check the model name.
+func TestRequestTooLargeCondensed(t *testing.T) {
+	const page = "<html>\r\n<head><title>413 Request Entity Too Large</title></head>\r\n<body>\r\n<center><h1>413 Request Entity Too Large</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n"
+	r := newRig(t, testdb.SQLite(t))
+	srv := llmtest.New(t)
+	srv.SetHandler(func(llmtest.Request) llmtest.Reply {
+		return llmtest.Reply{Status: http.StatusRequestEntityTooLarge, Body: page}
+	})
+	m, err := llm.New(llm.Config{BaseURL: srv.URL(), Model: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The task names a file, whose text goes with it in the first
+	// step's prompt: the first step's prompt has something to condense.
+	if err := os.WriteFile(filepath.Join(r.dir, "notes.md"), []byte(strings.Repeat("a line of the notes\n", 250)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	task := r.send(t, "summarize notes.md")
+	got := r.runWith(t, func(cfg *agent.Config) { cfg.Backoff = time.Hour }, m, task.ID,
+		tasks.StateInputRequired, tasks.StateFailed, tasks.StateCompleted)
+	if got.Status.State != tasks.StateInputRequired || !strings.Contains(got.Status.Message, string(agent.PatternContextWindow)) {
+		t.Fatalf("task %s %q after %d calls; want input_required, %s", got.Status.State, got.Status.Message, srv.Calls(), agent.PatternContextWindow)
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d calls; want 2: the prompt condensed once", len(reqs))
+	}
+	size := func(req llmtest.Request) (n int) {
+		for _, m := range req.Messages {
+			n += len(m.Content)
+		}
+		return n
+	}
+	if a, b := size(reqs[0]), size(reqs[1]); b >= a {
+		t.Errorf("prompts of %d then %d bytes; want the second smaller", a, b)
+	}
+	j, err := r.store.Get(context.Background(), task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"HTTP 413", "agent.context_tokens"} {
+		if !strings.Contains(j.Reason, want) {
+			t.Errorf("job reason %q; want %q", j.Reason, want)
 		}
 	}
 }

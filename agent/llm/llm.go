@@ -318,7 +318,12 @@ func (c *Client) failure(ctx context.Context, cl *call, err error) error {
 	return c.modelError(cl.status, cl.header, msg, details)
 }
 
-// modelError makes the ModelError of an answer of status.
+// modelError makes the ModelError of an answer of status. A 413 is a
+// prompt too large whatever its words: a proxy's body limit in front of
+// the server (nginx's "413 Request Entity Too Large"), a per-minute token
+// limit the one request is over (Groq), a request cap (GitHub Models), or
+// an empty body (llama-server's HTTP library, before its limit was
+// raised); condensing the prompt is what may pass it.
 func (c *Client) modelError(status int, h http.Header, msg, details string) *agent.ModelError {
 	if c.cfg.APIKey != "" {
 		msg = strings.ReplaceAll(msg, c.cfg.APIKey, "[api key]")
@@ -326,7 +331,7 @@ func (c *Client) modelError(status int, h http.Header, msg, details string) *age
 	return &agent.ModelError{
 		Status:        status,
 		RetryAfter:    retryAfter(h.Get("Retry-After"), time.Now()),
-		ContextLength: isContextLength(msg + " " + details),
+		ContextLength: status == http.StatusRequestEntityTooLarge || isContextLength(msg+" "+details),
 		Message:       cut(strings.TrimSpace(msg), maxMessage),
 	}
 }

@@ -241,6 +241,19 @@ func TestServerErrors(t *testing.T) {
 			agent.ModelError{Status: 400, ContextLength: true, Message: "This model's maximum context length is 4096"}},
 		{"too many tokens", llmtest.Error(413, "too many tokens in prompt"), nil,
 			agent.ModelError{Status: 413, ContextLength: true, Message: "too many tokens"}},
+		// A 413 is the request's size, whatever its words: nginx's
+		// client_max_body_size in front of the server, Groq's
+		// per-minute token limit, GitHub Models' request cap, and
+		// llama-server's HTTP library before its limit was raised (an
+		// empty body).
+		{"413 proxy HTML", llmtest.Reply{Status: 413, Body: "<html>\r\n<head><title>413 Request Entity Too Large</title></head>\r\n<body>\r\n<center><h1>413 Request Entity Too Large</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n"}, nil,
+			agent.ModelError{Status: 413, ContextLength: true, Message: "413 Request Entity Too Large"}},
+		{"413 tokens per minute", llmtest.Reply{Status: 413, Body: `{"error":{"message":"Request too large for model ` + "`m`" + ` in organization org_1 service tier on_demand on tokens per minute (TPM): Limit 6000, Requested 12328, please reduce your message size and try again.","type":"tokens","code":"rate_limit_exceeded"}}`}, nil,
+			agent.ModelError{Status: 413, ContextLength: true, Message: "Request too large for model"}},
+		{"413 request body", llmtest.Reply{Status: 413, Body: `{"error":{"code":"tokens_limit_reached","message":"Request body too large for gpt-4.1 model. Max size: 8000 tokens."}}`}, nil,
+			agent.ModelError{Status: 413, ContextLength: true, Message: "Request body too large"}},
+		{"413 empty", llmtest.Reply{Status: 413}, nil,
+			agent.ModelError{Status: 413, ContextLength: true}},
 		{"Ollama string error", llmtest.Reply{Status: 404, Body: `{"error":"model \"m1\" not found, try pulling it first"}`}, nil,
 			agent.ModelError{Status: 404, Message: `model "m1" not found`}},
 		{"long message", llmtest.Error(400, long), nil,
