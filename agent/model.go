@@ -157,8 +157,10 @@ func (e *ModelError) Advice() string {
 // AnsweredError is the error of a model call the server answered, with a
 // success status, in a way that cannot be taken: a chat completion
 // without the one choice asked for, a content that is not a string, a
-// body that is not one JSON value or over the client's cap. The server
-// did the work, and may have charged for it: the runtime counts the call
+// body that is not one JSON value or over the client's cap; or a
+// worker's or a delegate's answer refused as garbage or over its bound
+// (its error also wrapping ErrWorkerFailed). The server did the work,
+// and may have charged for it: the runtime counts the call
 // against the job's budget as it counts an answer, from the usage the
 // server reported or, when it reported none, from the estimate of the
 // prompt and of AnswerBytes. Err is the refusal.

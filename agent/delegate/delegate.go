@@ -211,7 +211,15 @@ func (d *Delegate) Complete(ctx context.Context, pr agent.Prompt) (*agent.Comple
 	}
 	if a.rule != "" {
 		d.EndJob(job)
-		return nil, d.violation(job, a.rule, a.reason)
+		err := d.violation(job, a.rule, a.reason)
+		if a.rule != ruleError {
+			// The delegate answered, and was refused: what it sent
+			// counts against the job's budget, as a model server's
+			// refused answer does. An error response is its refusal,
+			// which costs nothing, as a model server's error status.
+			err = worker.Refused(a.size, err)
+		}
+		return nil, err
 	}
 	d.mu.Lock()
 	d.remote[job] = remoteTask{id: a.taskID, seen: a.seen}
@@ -254,13 +262,25 @@ type answer struct {
 	seen         []string
 	rule, reason string
 	pending      bool
+	// size is the bytes of the response payload read.
+	size int
 }
+
+// ruleError is the rule of an error response to a step.
+const ruleError = "error"
 
 // answerOf reads the delegate's response payload (to message/send or
 // tasks/get) to q.
 func (q *question) answerOf(payload []byte) answer {
+	a := q.read(payload)
+	a.size = len(payload)
+	return a
+}
+
+// read is answerOf without the payload's size.
+func (q *question) read(payload []byte) answer {
 	if e := snap.ResponseError(payload); e != nil {
-		return answer{rule: "error", reason: fmt.Sprintf("the delegate answered step %d with an error: %s", q.step, e.Error())}
+		return answer{rule: ruleError, reason: fmt.Sprintf("the delegate answered step %d with an error: %s", q.step, e.Error())}
 	}
 	var out struct {
 		Task *tasks.Task `json:"task"`

@@ -2,6 +2,7 @@ package delegate_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/snapnode/snapnode/agent"
 	"github.com/snapnode/snapnode/agent/delegate"
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/testutil"
@@ -188,5 +190,35 @@ func TestDelegatePrivateEndpointRefused(t *testing.T) {
 	}
 	if n != 1 {
 		t.Errorf("%d warnings of the refusal; want 1:\n%s", n, logs.String())
+	}
+}
+
+// A delegate over HTTP that answers garbage, a task but no worker answer
+// in it, is stopped as before; its refused answer is an
+// agent.AnsweredError carrying the bytes it sent, which the runtime
+// counts against the job's budget as it counts a model server's refused
+// answer. Before, the refusal carried no usage and cost the job nothing.
+// An error response is the delegate's refusal, not an answer, and
+// carries none, as a model server's error status does not.
+func TestDelegateGarbageIsAnswered(t *testing.T) {
+	const garbage = `{"hello":"world","padding":"` + "0123456789abcdef0123456789abcdef" + `"}`
+	p := &posts{}
+	d, _, _ := setupHTTP(t, func(c call) *tasks.Task { return answerTask("remote-1", garbage) }, p.wrap, withHTTP(true))
+	_, err := d.Complete(t.Context(), prompt("job-1", 0))
+	var ae *agent.AnsweredError
+	if !errors.As(err, &ae) || !errors.Is(err, agent.ErrWorkerFailed) || !strings.Contains(err.Error(), "the delegate answered garbage") {
+		t.Fatalf("err = %v (%T); want an agent.AnsweredError wrapping agent.ErrWorkerFailed", err, err)
+	}
+	if ae.AnswerBytes < len(garbage) {
+		t.Errorf("the refused answer counted %d bytes; want at least the answer's %d", ae.AnswerBytes, len(garbage))
+	}
+	if p.n.Load() == 0 {
+		t.Errorf("no POST: the step did not go over HTTP")
+	}
+
+	d, _, _ = setupHTTP(t, func(call) *tasks.Task { return nil }, p.wrap, withHTTP(true))
+	_, err = d.Complete(t.Context(), prompt("job-1", 0))
+	if !errors.Is(err, agent.ErrWorkerFailed) || errors.As(err, &ae) {
+		t.Fatalf("err = %v (%T); want agent.ErrWorkerFailed, no answer counted", err, err)
 	}
 }

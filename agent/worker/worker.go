@@ -220,7 +220,7 @@ func (p *Pool) Complete(ctx context.Context, pr agent.Prompt) (*agent.Completion
 			if _, err := ParseLine(answer.b, p.cfg.MaxLineBytes); err != nil {
 				var le *LineError
 				errors.As(err, &le)
-				return nil, p.violation(w, le.Rule, "the worker wrote garbage: "+le.Message)
+				return nil, Refused(len(answer.b), p.violation(w, le.Rule, "the worker wrote garbage: "+le.Message))
 			}
 			return &agent.Completion{Text: string(answer.b), Model: "worker:" + filepath.Base(p.cfg.Command[0])}, nil
 		}
@@ -466,7 +466,8 @@ func (p *Pool) read(w *proc, rd *os.File) {
 func (p *Pool) broken(w *proc, err error, step int) error {
 	var le *LineError
 	if errors.As(err, &le) {
-		return p.violation(w, "flood", "the worker flooded its output: "+le.Message)
+		// The line read up to the bound is the answer it sent.
+		return Refused(p.cfg.MaxLineBytes, p.violation(w, "flood", "the worker flooded its output: "+le.Message))
 	}
 	select {
 	case <-w.exited:
@@ -497,6 +498,16 @@ func (p *Pool) violation(w *proc, rule, reason string) error {
 	pid := w.cmd.Process.Pid
 	p.stop(w)
 	return Violation(p.log, p.cfg.Audit, w.job, rule, reason, map[string]any{"command": p.cfg.Command[0], "pid": pid})
+}
+
+// Refused is the error of a step whose answer, of size bytes, was
+// refused with err: an agent.AnsweredError, so that the runtime counts
+// what the answer cost against the job's budget (its time, and its
+// estimate when the node prices its steps), as it counts a model
+// server's refused answer, and a source that only ever answers garbage
+// costs the job what it sent. A worker reports no token usage.
+func Refused(size int, err error) error {
+	return &agent.AnsweredError{AnswerBytes: size, Err: err}
 }
 
 // Violation logs and audits (when a is not nil) a worker's protocol

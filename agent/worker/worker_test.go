@@ -122,22 +122,27 @@ func gone(t *testing.T, ps []int) {
 }
 
 // A worker that breaks the protocol is stopped with its whole process
-// group, leaves no zombie, is audited, and its error names the rule.
+// group, leaves no zombie, is audited, and its error names the rule. An
+// answer refused (garbage, a line over the bound) is an
+// agent.AnsweredError of the bytes it sent (the bound when it sent
+// more), which the runtime counts against the job's budget as a model
+// server's refused answer; before, it carried nothing.
 func TestViolations(t *testing.T) {
 	cases := []struct {
 		script, rule, want string
 		steps              int // answers before the violation
 		mutate             func(*worker.Config)
+		answered           int // the refused answer's bytes; 0: none
 	}{
-		{"crash.py", "crash", "exited (exit status 3) before answering step 0; its last error output: worker: out of ideas", 0, nil},
+		{"crash.py", "crash", "exited (exit status 3) before answering step 0; its last error output: worker: out of ideas", 0, nil, 0},
 		{"hang.py", "timeout", "did not answer step 0 within its step time-out of 2s", 0,
-			func(c *worker.Config) { c.StepTimeout = 2 * time.Second }}, // time for the worker to start and record its pids
-		{"garbage.py", "object", "the worker wrote garbage: the answer is not a single JSON object", 0, nil},
+			func(c *worker.Config) { c.StepTimeout = 2 * time.Second }, 0}, // time for the worker to start and record its pids
+		{"garbage.py", "object", "the worker wrote garbage: the answer is not a single JSON object", 0, nil, len("Sure! I will write the file now.")},
 		// The extra lines are caught at a later step: which one depends on
 		// when the pipe delivers them, so the flood may answer a few steps.
-		{"flood.py", "flood", "a line it was not asked for", -10, nil},
+		{"flood.py", "flood", "a line it was not asked for", -10, nil, 0},
 		{"longline.py", "flood", "the worker flooded its output: a line of the worker is over 4096 bytes", 0,
-			func(c *worker.Config) { c.MaxLineBytes = 4096 }},
+			func(c *worker.Config) { c.MaxLineBytes = 4096 }, 4096},
 	}
 	for _, c := range cases {
 		t.Run(c.script, func(t *testing.T) {
@@ -164,6 +169,10 @@ func TestViolations(t *testing.T) {
 			}
 			if !errors.Is(err, agent.ErrWorkerFailed) || !strings.Contains(err.Error(), c.want) || !strings.HasSuffix(err.Error(), "("+c.rule+")") {
 				t.Fatalf("err = %v; want agent.ErrWorkerFailed with %q (%s)", err, c.want, c.rule)
+			}
+			var ae *agent.AnsweredError
+			if got := errors.As(err, &ae); got != (c.answered > 0) || got && ae.AnswerBytes != c.answered {
+				t.Errorf("err = %v (%T); want an agent.AnsweredError of %d bytes (0: none)", err, err, c.answered)
 			}
 			gone(t, pids(t, pidfile))
 			if p.Running() != 0 {
