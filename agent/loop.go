@@ -632,7 +632,8 @@ func (jr *jobRun) readText(ctx context.Context, path string, max int) (text stri
 const contextLengthMark = "the prompt is over the model's context: "
 
 // apiFailure records a failed model call and decides: retry after a
-// backoff (the server's Retry-After when longer, at most a minute), shrink
+// backoff (doubling, the server's Retry-After when longer, each wait at
+// most MaxRetryWait), shrink
 // the prompt after a context-length error, or, past the retries or at a
 // refusal that is not transient (ModelError.Transient), STUCK.
 func (jr *jobRun) apiFailure(ctx context.Context, it *Interaction, callErr error) (bool, error) {
@@ -708,9 +709,9 @@ func (jr *jobRun) apiFailure(ctx context.Context, it *Interaction, callErr error
 		return true, jr.stuckShowing(ctx, why+": "+it.Response.Error, fmt.Sprintf(
 			"%s, on the node's side (its operator has the error); the work so far is kept: send a message to try again, or cancel the task", why))
 	}
-	wait := r.cfg.Backoff << (fails - 1)
+	wait := min(r.cfg.Backoff<<(fails-1), MaxRetryWait)
 	if me != nil && me.RetryAfter > wait {
-		wait = min(me.RetryAfter, time.Minute)
+		wait = min(me.RetryAfter, MaxRetryWait)
 	}
 	// No longer than the job has left: at its time limit it halts.
 	left := jr.timeLeft()

@@ -114,7 +114,9 @@ type Config struct {
 	// key), so the prompts it holds are unreadable without it.
 	Sensitive bool
 	// Backoff is the first wait before retrying a failed model call
-	// (default 1 s, doubling; a server's Retry-After wins when longer).
+	// (DefaultBackoff when 0), doubling each time, each wait at most
+	// MaxRetryWait; a server's Retry-After wins when longer, within the
+	// same bound.
 	Backoff time.Duration
 	// Poll is how often the runtime looks for jobs other processes left
 	// (default 1 s); jobs taken here wake it at once.
@@ -148,6 +150,15 @@ const (
 	// MaxAPIRetries is how often a failed model call is retried: an API
 	// error is retried automatically up to 3 times (docs/agent.md).
 	MaxAPIRetries = 3
+	// DefaultBackoff is the first wait before a failed model call is
+	// tried again: the waits (10, 20, 40 s) span 70 s, a model server's
+	// restart (Ollama loads a model in 10 to 60 s), where 1 + 2 + 4 s
+	// failed the step while it was still starting.
+	DefaultBackoff = 10 * time.Second
+	// MaxRetryWait bounds each wait before a failed model call is tried
+	// again, a server's Retry-After included: with MaxAPIRetries, a
+	// step waits at most 3 minutes in all.
+	MaxRetryWait = time.Minute
 	// MaxInvalidAnswers is how often an invalid answer is fed back before
 	// the job is STUCK.
 	MaxInvalidAnswers = 2
@@ -219,7 +230,7 @@ func New(cfg Config) (*Runtime, error) {
 	defDur(&cfg.MaxTime, time.Hour)
 	defDur(&cfg.RequestTimeout, 2*time.Minute)
 	defDur(&cfg.Lease, 30*time.Second)
-	defDur(&cfg.Backoff, time.Second)
+	defDur(&cfg.Backoff, DefaultBackoff)
 	defDur(&cfg.Poll, time.Second)
 	if cfg.Now == nil {
 		cfg.Now = time.Now

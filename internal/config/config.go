@@ -350,7 +350,9 @@ type Agent struct {
 	// Lease is how long a claimed job stays this node's without renewal.
 	Lease Duration `toml:"lease"`
 	// RetryBackoff is the first wait before a failed model call is tried
-	// again; it doubles each time, and a longer Retry-After wins.
+	// again (10 s: the three waits span 70 s, a model server's restart);
+	// it doubles each time, each wait at most a minute, and a longer
+	// Retry-After wins, within the same minute.
 	RetryBackoff Duration `toml:"retry_backoff"`
 	// MaxObservationBytes bounds the file content fed back to the model
 	// in one step, counted as the model is sent it (JSON escapes
@@ -551,7 +553,7 @@ func Default() Config {
 			MaxJobs:             4,
 			MaxQueuedJobs:       1024,
 			Lease:               Duration{30 * time.Second},
-			RetryBackoff:        Duration{time.Second},
+			RetryBackoff:        Duration{10 * time.Second},
 			MaxObservationBytes: 16 << 10,
 			MaxAnswerBytes:      64 << 10,
 			MaxHistoryBytes:     100 << 20,
@@ -747,7 +749,7 @@ var settings = []setting{
 	intSetting("", "SNAPNODE_AGENT_MAX_QUEUED_JOBS", "refuse a new free-text task (5003) while N agent jobs wait for a slot or are worked on", func(c *Config) *int { return &c.Agent.MaxQueuedJobs }),
 	intSetting("", "SNAPNODE_AGENT_MAX_QUEUED_JOBS_PER_REQUESTER", "refuse a requester's new free-text task (5002) while N of its agent jobs wait or are worked on (0: a sixteenth of max_queued_jobs)", func(c *Config) *int { return &c.Agent.MaxQueuedJobsPerRequester }),
 	durationSetting("", "SNAPNODE_AGENT_LEASE", "keep a claimed job this node's for DURATION without renewal", func(c *Config) *Duration { return &c.Agent.Lease }),
-	durationSetting("", "SNAPNODE_AGENT_RETRY_BACKOFF", "wait DURATION before trying a failed model call again (doubling each time)", func(c *Config) *Duration { return &c.Agent.RetryBackoff }),
+	durationSetting("", "SNAPNODE_AGENT_RETRY_BACKOFF", "wait DURATION before trying a failed model call again (doubling each time, each wait at most 1m)", func(c *Config) *Duration { return &c.Agent.RetryBackoff }),
 	intSetting("", "SNAPNODE_AGENT_MAX_OBSERVATION_BYTES", "feed the model at most BYTES of file content a step", func(c *Config) *int { return &c.Agent.MaxObservationBytes }),
 	intSetting("", "SNAPNODE_AGENT_MAX_ANSWER_BYTES", "refuse a model answer over BYTES", func(c *Config) *int { return &c.Agent.MaxAnswerBytes }),
 	int64Setting("", "SNAPNODE_AGENT_MAX_HISTORY_BYTES", "archive a job's oldest history, compressed, once its live history passes BYTES", func(c *Config) *int64 { return &c.Agent.MaxHistoryBytes }),

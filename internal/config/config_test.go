@@ -450,7 +450,7 @@ func TestAgentDefaults(t *testing.T) {
 		MaxJobs:             4,
 		MaxQueuedJobs:       1024,
 		Lease:               config.Duration{Duration: 30 * time.Second},
-		RetryBackoff:        config.Duration{Duration: time.Second},
+		RetryBackoff:        config.Duration{Duration: 10 * time.Second},
 		MaxObservationBytes: 16384,
 		MaxAnswerBytes:      65536,
 		MaxHistoryBytes:     104857600,
