@@ -32,19 +32,27 @@ type LiveLimits struct {
 }
 
 // LiveCount counts each owner's live tasks for a store and refuses a new
-// one past its LiveLimits: the MemoryStore's bound and the SQL stores'.
-// The store calls Take before it stores a live task (and Drop if the
-// task is not stored after all), Drop once a live task ended or was
-// deleted. An owner with no live task has no entry, so the count holds
-// at most as many owners as there are live tasks. A nil *LiveCount, or
-// one whose limits are zero, counts nothing and refuses nothing. It is
-// safe for concurrent use.
+// one past its LiveLimits: the MemoryStore's bound and the SQL stores',
+// and the agent's queue's (agent.Queue, whose jobs waiting or worked on
+// are its live tasks). The store calls Take before it stores a live task
+// (and Drop if the task is not stored after all), Drop once a live task
+// ended or was deleted; a bound asked before the task is made holds a
+// Reserve until the task is stored (Add) or was not made. An owner with no
+// live task and no reservation has no entry, so the count holds at most
+// as many owners as there are live tasks and reservations. A nil
+// *LiveCount, or one whose limits are zero, counts nothing and refuses
+// nothing. It is safe for concurrent use.
 type LiveCount struct {
-	lim LiveLimits
+	lim    LiveLimits
+	refuse RefuseFunc
 
 	mu   sync.Mutex
 	live map[string]int
 	sum  int
+	// reserved holds the reservations not yet released, by owner
+	// (removed at 0), reservedSum all of them; a Recount keeps them.
+	reserved    map[string]int
+	reservedSum int
 	// changes holds what Take and Drop did while a Recount's query ran,
 	// to add to what it read (recounting tells that one runs).
 	recounting bool
@@ -53,35 +61,90 @@ type LiveCount struct {
 	recount sync.Mutex // one Recount at a time
 }
 
+// RefuseFunc makes a LiveCount's refusal of a new live task of owner (id,
+// or "" for a Reserve): scope is "requester" when owner holds
+// LiveLimits.PerOwner, "node" when all owners together hold
+// LiveLimits.Total; held is what they hold, limit the bound.
+type RefuseFunc func(owner, id, scope string, held, limit int) error
+
 // NewLiveCount returns a count bounded by lim, with no task counted; it
-// returns nil (which counts nothing) when lim bounds nothing.
+// returns nil (which counts nothing) when lim bounds nothing. Its
+// refusals are the task stores': an error wrapping ErrStoreFull and a
+// *snap.Error, 5002 {retryAfter, limit, scope: "requester"} past
+// LiveLimits.PerOwner, 5003 past LiveLimits.Total.
 func NewLiveCount(lim LiveLimits) *LiveCount {
+	return NewCount(lim, refuseLive)
+}
+
+// NewCount is NewLiveCount with refuse making the refusals.
+func NewCount(lim LiveLimits, refuse RefuseFunc) *LiveCount {
 	lim.PerOwner, lim.Total = max(lim.PerOwner, 0), max(lim.Total, 0)
 	if lim == (LiveLimits{}) {
 		return nil
 	}
-	return &LiveCount{lim: lim, live: make(map[string]int)}
+	return &LiveCount{lim: lim, refuse: refuse, live: make(map[string]int), reserved: make(map[string]int)}
 }
 
-// Take counts a new live task id of owner, or refuses it: an error
-// wrapping ErrStoreFull and a *snap.Error, 5002 past LiveLimits.PerOwner,
-// 5003 past LiveLimits.Total.
+// refuseLive is the task stores' refusal of a new live task.
+func refuseLive(owner, id, scope string, held, limit int) error {
+	if scope == "node" {
+		return storeFull(id, held)
+	}
+	return fmt.Errorf("tasks: create %s: %s holds %d live tasks: %w: %w", id, owner, held, ErrStoreFull,
+		snap.LimitReached(snap.CodeRateLimitExceeded, "too many live tasks of this requester; let one end first",
+			LiveShareRetryAfter, limit, "requester"))
+}
+
+// Take counts a new live task id of owner, or refuses it (see RefuseFunc)
+// when owner's tasks and reservations reach LiveLimits.PerOwner, or all
+// of them LiveLimits.Total.
 func (c *LiveCount) Take(owner, id string) error {
 	if c == nil {
 		return nil
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if n := c.live[owner]; c.lim.PerOwner > 0 && n >= c.lim.PerOwner {
-		return fmt.Errorf("tasks: create %s: %s holds %d live tasks: %w: %w", id, owner, n, ErrStoreFull,
-			snap.LimitReached(snap.CodeRateLimitExceeded, "too many live tasks of this requester; let one end first",
-				LiveShareRetryAfter, c.lim.PerOwner, "requester"))
-	}
-	if c.lim.Total > 0 && c.sum >= c.lim.Total {
-		return storeFull(id, c.sum)
+	if err := c.checkLocked(owner, id); err != nil {
+		return err
 	}
 	c.addLocked(owner, 1)
 	return nil
+}
+
+func (c *LiveCount) checkLocked(owner, id string) error {
+	if n := c.live[owner] + c.reserved[owner]; c.lim.PerOwner > 0 && n >= c.lim.PerOwner {
+		return c.refuse(owner, id, "requester", n, c.lim.PerOwner)
+	}
+	if n := c.sum + c.reservedSum; c.lim.Total > 0 && n >= c.lim.Total {
+		return c.refuse(owner, id, "node", n, c.lim.Total)
+	}
+	return nil
+}
+
+// Reserve holds a place for a live task of owner about to be made, or
+// refuses it as Take does: the reservation counts as a live task until
+// release is called (once; later calls do nothing), by which time the
+// task is counted as stored (Add) or was not made. A Recount keeps it.
+// A nil count reserves nothing.
+func (c *LiveCount) Reserve(owner string) (release func(), err error) {
+	if c == nil {
+		return func() {}, nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.checkLocked(owner, ""); err != nil {
+		return nil, err
+	}
+	c.reserved[owner]++
+	c.reservedSum++
+	return sync.OnceFunc(func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.reserved[owner]--; c.reserved[owner] <= 0 {
+			delete(c.reserved, owner)
+		}
+		c.reservedSum--
+	}), nil
 }
 
 // storeFull is the refusal of a new task id by a store holding n live
@@ -128,7 +191,7 @@ func (c *LiveCount) addLocked(owner string, d int) {
 	}
 }
 
-// Of returns owner's live tasks as counted.
+// Of returns owner's live tasks as counted, reservations left out.
 func (c *LiveCount) Of(owner string) int {
 	if c == nil {
 		return 0
@@ -138,12 +201,22 @@ func (c *LiveCount) Of(owner string) int {
 	return c.live[owner]
 }
 
+// Sum returns all owners' live tasks as counted, reservations left out.
+func (c *LiveCount) Sum() int {
+	if c == nil {
+		return 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sum
+}
+
 // Recount replaces the count with what read returns, each owner's live
 // tasks as the store holds them (a store's own count at start, or again
 // to catch up with other processes writing to its database). What Take
 // and Drop do while read runs is added to what it read: a task whose
 // write committed while read ran may be counted once too often, or too
-// rarely, until the next Recount.
+// rarely, until the next Recount. Reservations are not read: they stay.
 func (c *LiveCount) Recount(ctx context.Context, read func(ctx context.Context) (map[string]int, error)) error {
 	if c == nil {
 		return nil

@@ -84,3 +84,49 @@ func TestLiveCount(t *testing.T) {
 		t.Fatal("a count with no limits")
 	}
 }
+
+// A reservation counts against the limits as a live task does until it is
+// released (once), a Recount keeps it, and an owner's entry goes once it
+// has neither live tasks nor reservations; a count made with NewCount
+// refuses with its own errors.
+func TestLiveCountReserve(t *testing.T) {
+	ctx := context.Background()
+	var refusals []string
+	c := NewCount(LiveLimits{PerOwner: 2, Total: 3}, func(owner, id, scope string, held, limit int) error {
+		refusals = append(refusals, fmt.Sprintf("%s %s %d/%d", owner, scope, held, limit))
+		return fmt.Errorf("refused %s", owner)
+	})
+	r1, err := c.Reserve("alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Recount(ctx, func(context.Context) (map[string]int, error) { return map[string]int{"alice": 1}, nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Reserve("alice"); err == nil {
+		t.Fatal("alice's 3rd, a reservation kept by the recount among them: admitted")
+	}
+	if err := c.Take("bob", "b1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Reserve("carol"); err == nil {
+		t.Fatal("a 4th in all: admitted")
+	}
+	r1()
+	r1() // a second call does nothing
+	if c.reservedSum != 0 || len(c.reserved) != 0 {
+		t.Fatalf("reserved %v (%d in all) after the release", c.reserved, c.reservedSum)
+	}
+	r2, err := c.Reserve("carol")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2()
+	if want := []string{"alice requester 2/2", "carol node 3/3"}; fmt.Sprint(refusals) != fmt.Sprint(want) {
+		t.Fatalf("refusals %q, want %q", refusals, want)
+	}
+	var nilCount *LiveCount
+	if release, err := nilCount.Reserve("x"); err != nil || release == nil {
+		t.Fatalf("a nil count: %v", err)
+	}
+}
