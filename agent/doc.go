@@ -111,6 +111,9 @@
 //		return err
 //	}
 //	queue := agent.NewQueue(store, nil)
+//	if err := queue.Recount(ctx); err != nil { // the jobs queued, counted in memory
+//		return err
+//	}
 //	svc := tasks.NewService(taskStore, tasks.ServiceOptions{Agent: queue})
 //	rt, err := agent.New(agent.Config{
 //		Queue:    queue,
@@ -123,4 +126,6 @@
 //		return err
 //	}
 //	go rt.Run(ctx) // until ctx ends
+//	// On PostgreSQL shared with other processes (replicas):
+//	go queue.RunRecount(ctx, time.Minute, nil)
 package agent

@@ -2,9 +2,12 @@ package agent
 
 import (
 	"context"
-	"sync"
+	"fmt"
+	"sync/atomic"
 	"time"
 
+	"github.com/snapnode/snapnode/internal/dbtext"
+	"github.com/snapnode/snapnode/internal/periodic"
 	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/tasks"
 )
@@ -19,12 +22,13 @@ type Queue struct {
 	wake   chan struct{}
 	limits QueueLimits
 
-	// mu orders Admit's counts and reservations. admitting holds the
-	// tasks admitted whose job is not stored yet, by requester (removed
-	// at 0: at most the sends handled at once), admittingAll all of them.
-	mu           sync.Mutex
-	admitting    map[string]int64
-	admittingAll int64
+	// count holds the jobs queued (waiting for a slot or worked on), by
+	// requester, and the tasks admitted whose job is not stored yet (its
+	// reservations): the store follows its jobs in it, and Admit
+	// decides from it without a query. counted tells that it was read
+	// from the store once (Recount).
+	count   *tasks.LiveCount
+	counted atomic.Bool
 }
 
 var (
@@ -62,7 +66,10 @@ func NewQueue(store *Store, now func() time.Time) *Queue {
 }
 
 // NewLimitedQueue returns the queue of jobs in store, bounded by limits;
-// now is the clock (nil: time.Now).
+// now is the clock (nil: time.Now). The queue counts its jobs in memory:
+// read from store by Recount (or the first Admit), then followed as store
+// creates them and moves them in and out of the queue. A store has one
+// queue: a new one takes the following over.
 func NewLimitedQueue(store *Store, now func() time.Time, limits QueueLimits) *Queue {
 	if now == nil {
 		now = time.Now
@@ -73,7 +80,20 @@ func NewLimitedQueue(store *Store, now func() time.Time, limits QueueLimits) *Qu
 	if limits.MaxQueuedPerRequester <= 0 {
 		limits.MaxQueuedPerRequester = max(limits.MaxQueued/16, 1)
 	}
-	return &Queue{store: store, now: now, wake: make(chan struct{}, 1), limits: limits, admitting: make(map[string]int64)}
+	q := &Queue{store: store, now: now, wake: make(chan struct{}, 1), limits: limits,
+		count: tasks.NewCount(tasks.LiveLimits{PerOwner: limits.MaxQueuedPerRequester, Total: limits.MaxQueued}, refuseQueued)}
+	store.queued.Store(q.count)
+	return q
+}
+
+// refuseQueued is the queue's refusal of a new task (a tasks.RefuseFunc).
+func refuseQueued(_, _, scope string, _, limit int) error {
+	if scope == "requester" {
+		return snap.LimitReached(snap.CodeRateLimitExceeded, "too many of this requester's tasks wait for the agent; let one end first",
+			QueuedRetryAfter, limit, "requester")
+	}
+	return snap.LimitReached(snap.CodeServiceUnavailable, "the agent's queue is full; retry later",
+		QueuedRetryAfter, limit, "node")
 }
 
 // Admit implements tasks.Admitter: a new task of requester's is refused
@@ -82,39 +102,57 @@ func NewLimitedQueue(store *Store, now func() time.Time, limits QueueLimits) *Qu
 // (5003, scope "node"), each with retryAfter and the limit. A task
 // admitted counts as queued from then on, until release is called once
 // its job is stored (or it was not made): sends handled at once do not
-// pass the bounds. Other processes on the same database count only the
-// jobs stored, so replicas may pass them by the tasks they admit at once.
+// pass the bounds. Admit reads the count in memory, and asks the store
+// only if the queue has not counted its jobs yet (Recount). Other
+// processes on the same database are seen when Recount runs next, so
+// replicas may pass the bounds by what they queued or ended since.
 func (q *Queue) Admit(ctx context.Context, requester string) (release func(), err error) {
 	if q.limits.Exempt != nil && q.limits.Exempt(requester) {
 		return func() {}, nil
 	}
-	// The count is taken under mu: a task released after it was counted
-	// as admitted has its job stored, and the count sees it.
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	all, mine, err := q.store.Queued(ctx, requester)
-	if err != nil {
-		return nil, err
-	}
-	all, mine = all+q.admittingAll, mine+q.admitting[requester]
-	switch {
-	case mine >= int64(q.limits.MaxQueuedPerRequester):
-		return nil, snap.LimitReached(snap.CodeRateLimitExceeded, "too many of this requester's tasks wait for the agent; let one end first",
-			QueuedRetryAfter, q.limits.MaxQueuedPerRequester, "requester")
-	case all >= int64(q.limits.MaxQueued):
-		return nil, snap.LimitReached(snap.CodeServiceUnavailable, "the agent's queue is full; retry later",
-			QueuedRetryAfter, q.limits.MaxQueued, "node")
-	}
-	q.admitting[requester]++
-	q.admittingAll++
-	return sync.OnceFunc(func() {
-		q.mu.Lock()
-		defer q.mu.Unlock()
-		if q.admitting[requester]--; q.admitting[requester] <= 0 {
-			delete(q.admitting, requester)
+	if !q.counted.Load() {
+		if err := q.Recount(ctx); err != nil {
+			return nil, err
 		}
-		q.admittingAll--
-	}), nil
+	}
+	return q.count.Reserve(dbtext.Clean(requester))
+}
+
+// Recount reads each requester's queued jobs from the store, with one
+// grouped query, and sets the queue's count to it: at start, and then
+// to catch up with other processes writing to the same database (the
+// replicas of a node on PostgreSQL; see RunRecount). The tasks admitted
+// whose job is not stored yet stay counted.
+func (q *Queue) Recount(ctx context.Context) error {
+	if err := q.count.Recount(ctx, q.store.QueuedByRequester); err != nil {
+		return fmt.Errorf("agent: queue: %w", err)
+	}
+	q.counted.Store(true)
+	return nil
+}
+
+// RunRecount runs Recount every interval until ctx is done, and returns
+// ctx's error; report, if not nil, is told of each failed round.
+func (q *Queue) RunRecount(ctx context.Context, interval time.Duration, report func(error)) error {
+	if interval <= 0 {
+		return fmt.Errorf("agent: queue: recount: interval %v", interval)
+	}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	return periodic.Run(ctx, tick.C, func(ctx context.Context, _ time.Time) (struct{}, error) {
+		return struct{}{}, q.Recount(ctx)
+	}, func(_ struct{}, err error) {
+		if err != nil && report != nil {
+			report(err)
+		}
+	})
+}
+
+// Queued returns the jobs queued, all of them and requester's, as the
+// queue counts them (the tasks admitted whose job is not stored yet left
+// out).
+func (q *Queue) Queued(requester string) (all, mine int) {
+	return q.count.Sum(), q.count.Of(dbtext.Clean(requester))
 }
 
 // Wake tells the runtime to look for runnable jobs now.

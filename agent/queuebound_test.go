@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -174,4 +175,163 @@ func TestAgentQueueBoundHeldUnderConcurrentSends(t *testing.T) {
 	if got := r.queued(t); got > 4 {
 		t.Fatalf("32 requesters' sends at once queued %d jobs, want at most 4", got)
 	}
+}
+
+// TestQueueAdmitMakesNoQuery: Admit decides from the queue's count in
+// memory, not from the database: with the database closed once the
+// queue has counted its jobs, the requester past its share is still
+// refused 5002, the queue past its bound 5003, and the others admitted.
+// Before, each Admit counted the stored jobs with a query, under a lock
+// every free-text send took.
+func TestQueueAdmitMakesNoQuery(t *testing.T) {
+	r := newRig(t, testdb.SQLite(t))
+	r.limited(t, agent.QueueLimits{MaxQueued: 4, MaxQueuedPerRequester: 2})
+	for i := range 2 {
+		if err := r.trySend("bob", fmt.Sprintf("bob %d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	_, err := r.queue.Admit(ctx, "bob")
+	wantRefusal(t, err, snap.CodeRateLimitExceeded, map[string]any{"scope": "requester", "limit": 2})
+	for _, who := range []string{"alice", "carol"} {
+		release, err := r.queue.Admit(ctx, who)
+		if err != nil {
+			t.Fatalf("%s with the database closed: %v", who, err)
+		}
+		defer release()
+	}
+	_, err = r.queue.Admit(ctx, "dave")
+	wantRefusal(t, err, snap.CodeServiceUnavailable, map[string]any{"scope": "node", "limit": 4})
+}
+
+// wantCounted fails t unless the queue counts the jobs the store holds
+// queued, all of them and each of whos.
+func (r *rig) wantCounted(t *testing.T, step string, whos ...string) {
+	t.Helper()
+	stored, err := r.store.QueuedByRequester(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0
+	for _, n := range stored {
+		sum += n
+	}
+	for _, who := range whos {
+		if all, mine := r.queue.Queued(who); all != sum || mine != stored[who] {
+			t.Fatalf("%s: the queue counts %d jobs, %d of %s's; the store holds %d, %d", step, all, mine, who, sum, stored[who])
+		}
+	}
+}
+
+// TestQueueCountFollowsJobs: the queue's count in memory follows each way
+// a job enters or leaves the queue: sent, waiting for a human, back with
+// a follow-up, worked on and ended by its runner, canceled, resumed from
+// a checkpoint (DRAFT, then PENDING).
+func TestQueueCountFollowsJobs(t *testing.T) {
+	r := newRig(t, testdb.SQLite(t))
+	r.limited(t, agent.QueueLimits{MaxQueued: 8, MaxQueuedPerRequester: 4})
+	ctx := context.Background()
+	var bobs []string
+	for i := range 3 {
+		if err := r.trySend("bob", fmt.Sprintf("bob %d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.trySend("alice", "alice 0"); err != nil {
+		t.Fatal(err)
+	}
+	ts, err := r.svc.List(ctx, tasks.Filter{Owner: "bob", Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range ts {
+		bobs = append(bobs, task.ID)
+	}
+	r.wantCounted(t, "sent", "bob", "alice")
+	if all, mine := r.queue.Queued("bob"); all != 4 || mine != 3 {
+		t.Fatalf("sent: %d queued, %d of bob's; want 4, 3", all, mine)
+	}
+	write := func(step, taskID string, from, to agent.Status, holder string) {
+		t.Helper()
+		j, err := r.store.Get(ctx, taskID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		j.Status = to
+		if err := r.store.Write(ctx, agent.Save{Job: j, Expect: from, Holder: holder}); err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+		r.wantCounted(t, step, "bob", "alice")
+	}
+	write("waiting for a human", bobs[0], agent.Pending, agent.InterventionRequired, "")
+	if _, err := r.store.AddInput(ctx, bobs[0], "go on", false, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	r.wantCounted(t, "a follow-up", "bob", "alice")
+	if _, err := r.store.AddInput(ctx, bobs[0], "and on", false, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	r.wantCounted(t, "a follow-up to a queued job", "bob", "alice")
+	ats, err := r.svc.List(ctx, tasks.Filter{Owner: "alice", Limit: 1})
+	if err != nil || len(ats) != 1 {
+		t.Fatal(ats, err)
+	}
+	if ok, err := r.store.Claim(ctx, ats[0].ID, "runner", time.Now(), time.Now().Add(time.Minute)); !ok || err != nil {
+		t.Fatalf("claim: %v %v", ok, err)
+	}
+	write("at work", ats[0].ID, "", agent.Running, "runner")
+	write("ended by its runner", ats[0].ID, "", agent.Success, "runner")
+	write("canceled", bobs[1], agent.Pending, agent.Canceled, "")
+	write("waiting again", bobs[0], agent.Pending, agent.InterventionRequired, "")
+	write("resuming", bobs[0], agent.InterventionRequired, agent.Draft, "")
+	write("resumed", bobs[0], agent.Draft, agent.Pending, "")
+	if all, mine := r.queue.Queued("bob"); all != 2 || mine != 2 {
+		t.Fatalf("at the end: %d queued, %d of bob's; want 2, 2", all, mine)
+	}
+}
+
+// TestQueueRecountCatchesUpWithReplicas: two replicas on one PostgreSQL
+// database each count the jobs they queued; a replica admits past the
+// bounds by what the other queued since its count, until Recount reads
+// everyone's jobs again, and an admission pending across the recount
+// stays counted.
+func TestQueueRecountCatchesUpWithReplicas(t *testing.T) {
+	dsn := testdb.Postgres(t)
+	a, b := newRig(t, dsn), newRig(t, dsn)
+	limits := agent.QueueLimits{MaxQueued: 4, MaxQueuedPerRequester: 2}
+	a.limited(t, limits)
+	b.limited(t, limits)
+	ctx := context.Background()
+	if err := a.queue.Recount(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if err := b.trySend("bob", fmt.Sprintf("bob %d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	release, err := a.queue.Admit(ctx, "bob")
+	if err != nil {
+		t.Fatalf("before the recount, replica a has not seen bob's jobs: %v", err)
+	}
+	release()
+	pending, err := a.queue.Admit(ctx, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pending()
+	if err := a.queue.Recount(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, err = a.queue.Admit(ctx, "bob")
+	wantRefusal(t, err, snap.CodeRateLimitExceeded, map[string]any{"scope": "requester", "limit": 2})
+	if _, err := a.queue.Admit(ctx, "carol"); err != nil {
+		t.Fatal(err) // bob's 2, alice's admission, carol's: 4
+	}
+	_, err = a.queue.Admit(ctx, "dave")
+	wantRefusal(t, err, snap.CodeServiceUnavailable, map[string]any{"scope": "node", "limit": 4})
 }

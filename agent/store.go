@@ -7,11 +7,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
 	"github.com/snapnode/snapnode/internal/dbtext"
 	"github.com/snapnode/snapnode/internal/sqldb"
+	"github.com/snapnode/snapnode/tasks"
 )
 
 // The agent's tables, embedded one folder per dialect (see
@@ -41,6 +43,11 @@ type Store struct {
 	d  *sqldb.Dialect
 	// sealer opens and seals sensitive jobs' archive segments (UseKey).
 	sealer *Sealer
+	// queued is the count of the Queue on this store (nil before one is
+	// made): the jobs that wait for a slot or are worked on, by
+	// requester, which the store follows as it creates jobs and moves
+	// them in and out of the queue.
+	queued atomic.Pointer[tasks.LiveCount]
 }
 
 // OpenStore returns the job store on db, after bringing its tables up to
@@ -69,8 +76,34 @@ func (s *Store) Create(ctx context.Context, j *Job) (bool, error) {
 	}
 	if created {
 		j.settled = true // as stored: a new job's task shows it (submitted)
+		s.moved(dbtext.Clean(j.Requester), Draft, j.Status)
 	}
 	return created, nil
+}
+
+// queued reports whether a job in s waits for a slot or is worked on
+// (PENDING, RUNNING, REVIEWING: the statuses Runnable looks at), what a
+// Queue's bounds count.
+func (s Status) queued() bool { return s == Pending || s == Running || s == Reviewing }
+
+// moved counts a job of requester that went from status was to now in or
+// out of the queue's count.
+func (s *Store) moved(requester string, was, now Status) {
+	switch c := s.queued.Load(); {
+	case !was.queued() && now.queued():
+		c.Add(requester)
+	case was.queued() && !now.queued():
+		c.Drop(requester)
+	}
+}
+
+// statusForWrite reads the status and requester of the job of taskID in
+// tx, locking its row on PostgreSQL (SQLite's write transaction is the
+// database's only writer) until tx ends, so that the write that follows
+// knows what it moves the job from.
+func (s *Store) statusForWrite(ctx context.Context, tx *sql.Tx, taskID string) (status Status, requester string, err error) {
+	err = tx.QueryRowContext(ctx, s.d.Rebind(`SELECT status, requester FROM agent_jobs WHERE task_id = ?`+s.d.ForUpdate()), taskID).Scan(&status, &requester)
+	return status, requester, err
 }
 
 // byteLength is the SQL of the length in bytes of a text column (LENGTH
@@ -281,17 +314,20 @@ func (s *Store) CountByStatus(ctx context.Context) (map[Status]int64, error) {
 	return out, nil
 }
 
-// Queued returns how many jobs wait for a slot or are worked on (their
-// status is one Runnable looks at), all of them and requester's: what
-// Queue.Admit bounds.
-func (s *Store) Queued(ctx context.Context, requester string) (all, mine int64, err error) {
-	err = s.db.R.QueryRowContext(ctx, s.d.Rebind(`SELECT COUNT(*), COALESCE(SUM(CASE WHEN requester = ? THEN 1 ELSE 0 END), 0)
-		FROM agent_jobs WHERE status IN (?, ?, ?)`),
-		dbtext.Clean(requester), string(Pending), string(Running), string(Reviewing)).Scan(&all, &mine)
+// QueuedByRequester returns how many jobs of each requester wait for a
+// slot or are worked on (their status is one Runnable looks at), with
+// one grouped query from the runnable index: what Queue.Recount reads.
+func (s *Store) QueuedByRequester(ctx context.Context) (map[string]int, error) {
+	byRequester, err := sqldb.IntsByKey[string](s.db.R.QueryContext(ctx, s.d.Rebind(`SELECT requester, COUNT(*)
+		FROM agent_jobs WHERE status IN (?, ?, ?) GROUP BY requester`), string(Pending), string(Running), string(Reviewing)))
 	if err != nil {
-		return 0, 0, fmt.Errorf("agent: count queued jobs: %w", err)
+		return nil, fmt.Errorf("agent: count queued jobs: %w", err)
 	}
-	return all, mine, nil
+	out := make(map[string]int, len(byRequester))
+	for who, n := range byRequester {
+		out[who] = int(n)
+	}
+	return out, nil
 }
 
 // ReleaseHolder frees every job holder holds, its resumes' included (see
@@ -372,10 +408,16 @@ type Save struct {
 // Write applies w.
 func (s *Store) Write(ctx context.Context, w Save) error {
 	historyBytes := w.Job.HistoryBytes
+	var moved func()
 	err := s.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		w.Job.HistoryBytes = historyBytes // the transaction may run again
-		return s.WriteTx(ctx, tx, w)
+		var err error
+		moved, err = s.writeTx(ctx, tx, w)
+		return err
 	})
+	if err == nil {
+		moved() // committed: the queue's count follows
+	}
 	if err != nil {
 		w.Job.HistoryBytes = historyBytes // nothing was written
 		if errors.Is(err, ErrLeaseLost) {
@@ -390,8 +432,42 @@ func (s *Store) Write(ctx context.Context, w Save) error {
 // the caller commits (the executor's first commit of a proposal, see
 // executor.Request.Also): nothing of it is durable unless tx commits. It
 // adds the written interactions' bytes to w.Job.HistoryBytes; should tx
-// not commit, the caller puts the figure back.
+// not commit, the caller puts the figure back. A job it moves in or out of
+// the queue (a status of PENDING, RUNNING or REVIEWING, or another) is
+// counted so at once, the store not seeing tx commit: should tx roll
+// back, the queue's count is off by one until its next Recount (the
+// executor's commits write a job in the status it has).
 func (s *Store) WriteTx(ctx context.Context, tx *sql.Tx, w Save) error {
+	moved, err := s.writeTx(ctx, tx, w)
+	if err != nil {
+		return err
+	}
+	moved()
+	return nil
+}
+
+// writeTx is WriteTx, returning moved to call once tx committed: it
+// counts the job in or out of the queue, if it moved.
+func (s *Store) writeTx(ctx context.Context, tx *sql.Tx, w Save) (moved func(), err error) {
+	j := w.Job
+	// What the job moves from: the status the write expects, or as
+	// read (only a Queue's count needs it).
+	was, requester := w.Expect, dbtext.Clean(j.Requester)
+	if was == "" && s.queued.Load() != nil {
+		if was, requester, err = s.statusForWrite(ctx, tx, j.TaskID); errors.Is(err, sql.ErrNoRows) {
+			return nil, fmt.Errorf("agent: save job %s: %w", j.TaskID, ErrLeaseLost)
+		} else if err != nil {
+			return nil, err
+		}
+	}
+	if err := s.writeJob(ctx, tx, w); err != nil {
+		return nil, err
+	}
+	return func() { s.moved(requester, was, j.Status) }, nil
+}
+
+// writeJob is WriteTx's writing.
+func (s *Store) writeJob(ctx context.Context, tx *sql.Tx, w Save) error {
 	j := w.Job
 	for _, it := range []*Interaction{w.Earlier, w.Interaction} {
 		if it == nil {
@@ -547,7 +623,32 @@ func (s *Store) AddInput(ctx context.Context, taskID, text string, onlyWaiting b
 		q += ` AND status = ?`
 		args = append(args, wait)
 	}
-	return s.exec(ctx, "add input to", taskID, q, args...)
+	var (
+		ok        bool
+		was       Status
+		requester string
+	)
+	err := s.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		// A job waiting for a human goes back in the queue: its queue's
+		// count needs to know.
+		var err error
+		if was, requester, err = s.statusForWrite(ctx, tx, taskID); errors.Is(err, sql.ErrNoRows) {
+			ok = false
+			return nil
+		} else if err != nil {
+			return err
+		}
+		n, err := sqldb.Affected(tx.ExecContext(ctx, s.d.Rebind(q), args...))
+		ok = n == 1
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("agent: add input to job %s: %w", taskID, err)
+	}
+	if ok && was == InterventionRequired {
+		s.moved(requester, was, Pending)
+	}
+	return ok, nil
 }
 
 // Interactions returns a job's history, in order: the archived

@@ -63,7 +63,7 @@ func agentSkill(cfg config.Config) snap.Skill {
 }
 
 // openAgentQueue opens the agent's job store on the node's database and
-// the queue the task service hands jobs to.
+// the queue the task service hands jobs to, its jobs counted.
 // Its bounds (agent.max_queued_jobs and its share per requester) do not
 // hold the requesters isOperator reports.
 func openAgentQueue(ctx context.Context, db *sqldb.DB, a config.Agent, isOperator func(string) bool) (*agent.Store, *agent.Queue, error) {
@@ -71,8 +71,12 @@ func openAgentQueue(ctx context.Context, db *sqldb.DB, a config.Agent, isOperato
 	if err != nil {
 		return nil, nil, fmt.Errorf("node: agent: %w", err)
 	}
-	return store, agent.NewLimitedQueue(store, nil, agent.QueueLimits{MaxQueued: a.MaxQueuedJobs,
-		MaxQueuedPerRequester: a.MaxQueuedJobsPerRequester, Exempt: isOperator}), nil
+	queue := agent.NewLimitedQueue(store, nil, agent.QueueLimits{MaxQueued: a.MaxQueuedJobs,
+		MaxQueuedPerRequester: a.MaxQueuedJobsPerRequester, Exempt: isOperator})
+	if err := queue.Recount(ctx); err != nil {
+		return nil, nil, fmt.Errorf("node: %w", err)
+	}
+	return store, queue, nil
 }
 
 // startAgent builds the agent runtime on the node's job store, executor

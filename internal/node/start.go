@@ -348,6 +348,17 @@ func (w *wiring) startAgent(ctx context.Context) error {
 	}
 	n.agent = rt
 	n.parts.push("agent", func() error { stop(); <-done; return nil })
+	if n.DB.Dialect == sqldb.Postgres {
+		// Replicas share the database: each counts the jobs it queued
+		// and moved, and every minute the queued jobs of all.
+		rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		recounted := make(chan struct{})
+		go func() {
+			defer close(recounted)
+			_ = w.queue.RunRecount(rctx, time.Minute, func(err error) { n.logger.Warn("agent queue recount", "err", err) })
+		}()
+		n.parts.push("agent queue recount", func() error { cancel(); <-recounted; return nil })
+	}
 	jobs := w.jobs
 	w.mx.SetAgentJobs(func(ctx context.Context) (map[string]int64, error) {
 		counts, err := jobs.CountByStatus(ctx)
