@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -235,4 +236,59 @@ func BenchmarkAgentConcurrentJobs(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkQueueAdmit: a free-text send's admission to the agent's queue
+// (Admit, then release once the job is stored), with 1,000 jobs queued by
+// 50 requesters in SQLite. "count" is Admit, which reads the queue's count
+// in memory; "query" is what Admit did before, for comparison in the
+// same run: the count of the queued jobs, all and the requester's, with
+// one query under a lock every send took.
+func BenchmarkQueueAdmit(b *testing.B) {
+	r := newRig(b, testdb.SQLite(b))
+	q := agent.NewLimitedQueue(r.store, nil, agent.QueueLimits{MaxQueued: 1 << 20, MaxQueuedPerRequester: 1 << 20})
+	ctx := context.Background()
+	now := time.Now()
+	for i := range 1_000 {
+		j := &agent.Job{TaskID: uuid.NewString(), Requester: fmt.Sprintf("requester-%d", i%50), Description: "queued",
+			Status: agent.Pending, Phase: "work", RecoverySeq: -1, ReviewSeq: -1, CreatedAt: now, UpdatedAt: now}
+		if _, err := r.store.Create(ctx, j); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := q.Recount(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("count", func(b *testing.B) {
+		var n atomic.Int64
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				release, err := q.Admit(ctx, fmt.Sprintf("requester-%d", n.Add(1)%50))
+				if err != nil {
+					b.Fatal(err)
+				}
+				release()
+			}
+		})
+	})
+	b.Run("query", func(b *testing.B) {
+		var (
+			n  atomic.Int64
+			mu sync.Mutex
+		)
+		stmt := r.db.Dialect.Rebind(`SELECT COUNT(*), COALESCE(SUM(CASE WHEN requester = ? THEN 1 ELSE 0 END), 0)
+			FROM agent_jobs WHERE status IN (?, ?, ?)`)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				var all, mine int64
+				mu.Lock()
+				err := r.db.R.QueryRowContext(ctx, stmt, fmt.Sprintf("requester-%d", n.Add(1)%50),
+					string(agent.Pending), string(agent.Running), string(agent.Reviewing)).Scan(&all, &mine)
+				mu.Unlock()
+				if err != nil || all != 1_000 {
+					b.Fatal(all, err)
+				}
+			}
+		})
+	})
 }
