@@ -107,6 +107,7 @@ type testAgent struct {
 	key       *identity.Key
 	answers   chan func(req *snap.Message) [][]byte
 	transport client.Transport
+	pool      *relay.Pool // the relay's pool the agent and its requesters share
 }
 
 func nostrAgent(t *testing.T) *testAgent {
@@ -125,7 +126,7 @@ func nostrAgent(t *testing.T) *testAgent {
 	go func() { served <- rel.Serve(ctx, ln) }()
 	pool := relay.NewPool(relay.PoolConfig{URLs: []string{embedded.WebSocketURL(ln.Addr())}, Logger: quiet})
 	pool.Start(ctx)
-	a := &testAgent{key: serverKey, answers: make(chan func(*snap.Message) [][]byte, 1)}
+	a := &testAgent{key: serverKey, answers: make(chan func(*snap.Message) [][]byte, 1), pool: pool}
 	sub, err := pool.Subscribe(ctx, nostr.Filter{Kinds: []int{relay.KindEphemeral}, Tags: nostr.TagMap{"p": {a.key.NostrPublicKey()}}})
 	if err != nil {
 		t.Fatal(err)
@@ -197,5 +198,27 @@ func (a *testAgent) serve(ctx context.Context, t *testing.T, pool *relay.Pool, s
 				return
 			}
 		}
+	}
+}
+
+// An agent whose clock is behind the requester's dates its reply before
+// the request; inside the timestamp window both ends accept, so the
+// requester must listen back as far as the window reaches, or the relay
+// holds the reply back from its subscription and the request times out.
+func TestReplyFromAnAgentWhoseClockIsBehind(t *testing.T) {
+	agent := nostrAgent(t)
+	ahead := func() time.Time { return time.Now().Add(40 * time.Second) }
+	c := client.NewNostr(client.NostrConfig{Key: clientKey, Relays: agent.pool, Logger: slog.New(slog.DiscardHandler), Now: ahead}).
+		To(client.Target{Address: addr(agent.key), PubKey: agent.key.NostrPublicKey()}, false)
+	const good = `{"task":{"id":"good"}}`
+	agent.answers <- func(req *snap.Message) [][]byte { return [][]byte{answer{payload: good}.build(t, agent.key, req)} }
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := c.Send(ctx, "tasks/get", []byte(`{"taskId":"t"}`))
+	if err != nil {
+		t.Fatalf("a reply dated 40 s before the request: %v", err)
+	}
+	if string(resp.Payload) != good {
+		t.Errorf("payload %s", resp.Payload)
 	}
 }

@@ -73,6 +73,15 @@ func newRequester(key *identity.Key, now func() time.Time, maxDrift time.Duratio
 	return requester{key: key, now: now, maxDrift: maxDrift, replay: snap.NewAnswerReplayStore(answerReplayCapacity), checks: checks}
 }
 
+// window returns the timestamp window of the answers: MaxDrift, or
+// snap.DefaultMaxDrift when not set.
+func (r *requester) window() time.Duration {
+	if r.maxDrift > 0 {
+		return r.maxDrift
+	}
+	return snap.DefaultMaxDrift
+}
+
 // validator returns the Validator of the answers addressed to self.
 func (r *requester) validator(self string) *snap.Validator {
 	newValidator := func() *snap.Validator {

@@ -20,11 +20,6 @@ import (
 // in time.
 var ErrTimeout = errors.New("no valid response before the time-out")
 
-// ResponseLookback is how far before sending a request the client listens
-// for its response, as SDK peers do: a response's created_at may trail
-// the request's by the responder's clock skew.
-const ResponseLookback = 5 * time.Second
-
 // Nostr sends SNAP requests over Nostr relays, sealed with NIP-44 to the
 // agent's Nostr key, and verifies the replies as a requester must: the
 // Nostr event (its id and signature, checked by the relay pool), its p and
@@ -170,8 +165,13 @@ func (c *Nostr) exchange(ctx context.Context, t Target, req NostrRequest, onEven
 		return nil, err
 	}
 
-	// Listen before publishing, as SDK peers do.
-	since := nostr.Timestamp(now.Add(-ResponseLookback).Unix())
+	// Listen before publishing, as SDK peers do, and back as far as the
+	// timestamp window reaches: an agent whose clock is behind ours by
+	// less than the window takes the request and dates its reply before
+	// it (SDK peers listen 5 s back and miss such a reply). The filter
+	// names the request's event, which no earlier event can, so listening
+	// further back costs the relay nothing.
+	since := nostr.Timestamp(now.Add(-c.window()).Unix())
 	sub, err := c.relays.Subscribe(ctx, nostr.Filter{
 		Kinds: []int{relay.KindEphemeral, relay.KindMessage}, Since: &since,
 		Tags: nostr.TagMap{"p": {c.key.NostrPublicKey()}, "e": {ev.ID}},

@@ -102,7 +102,7 @@ func TestNostrRequestOnTheWire(t *testing.T) {
 			t.Errorf("persist %v: sealed request %s (%v)", tc.persist, plain, err)
 		}
 		f := rec.filters[0]
-		since := nostr.Timestamp(clock.Now().Add(-5 * time.Second).Unix())
+		since := nostr.Timestamp(clock.Now().Add(-snap.DefaultMaxDrift).Unix()) // the timestamp window
 		if !slices.Equal(f.Kinds, []int{21339, 4339}) || f.Since == nil || *f.Since != since || len(f.Tags) != 2 ||
 			!slices.Equal(f.Tags["p"], []string{clientKey.NostrPublicKey()}) || !slices.Equal(f.Tags["e"], []string{ev.ID}) {
 			t.Errorf("persist %v: reply filter %v, want kinds [21339 4339], #p [%s], #e [%s], since %d",

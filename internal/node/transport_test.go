@@ -151,7 +151,7 @@ func (r *nostrTransport) exchange(ctx context.Context, raw []byte, o rawOptions)
 	if err := ev.Sign(sealer.NostrSecretKey()); err != nil {
 		return x, err
 	}
-	since := nostr.Timestamp(now.Add(-client.ResponseLookback).Unix())
+	since := nostr.Timestamp(now.Add(-snap.DefaultMaxDrift).Unix())
 	sub, err := r.pool.Subscribe(ctx, nostr.Filter{Kinds: []int{relay.KindMessage}, Since: &since,
 		Tags: nostr.TagMap{"p": {sealer.NostrPublicKey()}, "e": {ev.ID}}})
 	if err != nil {
