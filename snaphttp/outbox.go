@@ -86,8 +86,8 @@ func (o *outbox) taken(n int) {
 // send queues an event, waiting for room while the queue is full (in
 // frames or in bytes): until the writer takes a frame, the exchange
 // fails (the writer's error; a write that timed out is ErrSlowReader),
-// timeout passes with no room made (ErrSlowReader, and the exchange
-// fails), or ctx, the exchange's, ends (ctx's error; the exchange does
+// timeout passes with no frame taken (ErrSlowReader, and the exchange
+// fails; each frame taken starts it again), or ctx, the exchange's, ends (ctx's error; the exchange does
 // not fail, so that its final response is still written).
 func (o *outbox) send(ctx context.Context, m *snap.Message) error {
 	if err := o.failed(); err != nil {
@@ -116,6 +116,9 @@ func (o *outbox) send(ctx context.Context, m *snap.Message) error {
 		case ch <- b:
 			return nil
 		case <-room:
+			// A frame was taken: the peer reads, and has the timeout
+			// again to take the next, however many this one waits for.
+			t.Reset(o.timeout)
 			reserved, room = o.reserve(len(b))
 			continue
 		case <-o.done:

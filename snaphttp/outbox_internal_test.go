@@ -141,3 +141,38 @@ func TestOutboxBoundsBytes(t *testing.T) {
 		}
 	})
 }
+
+// A frame waiting for room in bytes fails the exchange only when the
+// writer takes nothing for the timeout, as one waiting for room in frames
+// does: a peer that takes a frame every 0.9 of the timeout keeps its
+// stream, though the frame waits for three frames to be taken. Before,
+// the timeout ran from the send, whatever was taken meanwhile.
+func TestOutboxTimeoutRunsFromTheLastFrameTaken(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		o := newOutbox(64, 10, time.Second, frameID, nil)
+		for _, id := range []string{"aa", "bb", "cc", "dd"} {
+			if err := o.send(t.Context(), &snap.Message{ID: id}); err != nil {
+				t.Fatalf("send %s: %v", id, err)
+			}
+		}
+		drained := make(chan struct{})
+		go func() {
+			defer close(drained)
+			for f := range o.ch {
+				time.Sleep(900 * time.Millisecond) // the peer takes it
+				o.taken(len(f))
+			}
+		}()
+		start := time.Now()
+		err := o.send(t.Context(), &snap.Message{ID: "eeeeeeee"})
+		waited := time.Since(start)
+		o.close()
+		<-drained
+		if err != nil {
+			t.Fatalf("send after %v, a frame taken every 0.9 s: %v", waited, err)
+		}
+		if waited != 2700*time.Millisecond {
+			t.Errorf("waited %v; want 2.7 s, three frames taken", waited)
+		}
+	})
+}
