@@ -352,7 +352,8 @@ type Agent struct {
 	// RetryBackoff is the first wait before a failed model call is tried
 	// again (10 s: the three waits span 70 s, a model server's restart);
 	// it doubles each time, each wait at most a minute, and a longer
-	// Retry-After wins, within the same minute.
+	// Retry-After wins, within the same minute. 0 takes the default
+	// (agent.DefaultBackoff), as agent.Config.Backoff does.
 	RetryBackoff Duration `toml:"retry_backoff"`
 	// MaxObservationBytes bounds the file content fed back to the model
 	// in one step, counted as the model is sent it (JSON escapes
