@@ -277,24 +277,8 @@ func TestAuditVerifyCheckpoint(t *testing.T) {
 func TestAuditVerifyAnchor(t *testing.T) {
 	noEnvKey(t)
 	ctx := context.Background()
-	dataDir := filepath.Join(t.TempDir(), "data")
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	cfg := config.Default()
-	cfg.DataDir = dataDir
-	key, _ := identity.Generate()
-	if err := identity.SaveKeyFile(cfg.KeyPath(), key); err != nil {
-		t.Fatal(err)
-	}
-	db, err := sqldb.Open(ctx, cfg.DatabaseDSN(), sqldb.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := audit.New(ctx, db, node.AuditOptions(cfg, key, identity.Mainnet))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, _, db, l := auditNode(t)
+	dataDir := cfg.DataDir
 	var es []audit.Entry
 	for range 5 {
 		e, err := l.Append(ctx, audit.Entry{Actor: "host", Step: audit.StepCompleted})
@@ -419,25 +403,9 @@ func TestAuditVerifySaysWhatItDidNotCheck(t *testing.T) {
 func TestAuditVerifySeals(t *testing.T) {
 	noEnvKey(t)
 	ctx := context.Background()
-	dataDir := filepath.Join(t.TempDir(), "data")
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	cfg := config.Default()
-	cfg.DataDir = dataDir
-	key, _ := identity.Generate()
-	if err := identity.SaveKeyFile(cfg.KeyPath(), key); err != nil {
-		t.Fatal(err)
-	}
+	cfg, key, db, l := auditNode(t)
+	dataDir := cfg.DataDir
 	other, _ := identity.Generate()
-	db, err := sqldb.Open(ctx, cfg.DatabaseDSN(), sqldb.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := audit.New(ctx, db, node.AuditOptions(cfg, key, identity.Mainnet))
-	if err != nil {
-		t.Fatal(err)
-	}
 	for range 3 {
 		if _, err := l.Append(ctx, audit.Entry{Actor: "host", Step: audit.StepCompleted}); err != nil {
 			t.Fatal(err)
@@ -485,24 +453,8 @@ func TestAuditVerifySeals(t *testing.T) {
 func TestAuditVerifySealRecord(t *testing.T) {
 	noEnvKey(t)
 	ctx := context.Background()
-	dataDir := filepath.Join(t.TempDir(), "data")
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	cfg := config.Default()
-	cfg.DataDir = dataDir
-	key, _ := identity.Generate()
-	if err := identity.SaveKeyFile(cfg.KeyPath(), key); err != nil {
-		t.Fatal(err)
-	}
-	db, err := sqldb.Open(ctx, cfg.DatabaseDSN(), sqldb.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := audit.New(ctx, db, node.AuditOptions(cfg, key, identity.Mainnet))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, _, db, l := auditNode(t)
+	dataDir := cfg.DataDir
 	appendN := func(n int) {
 		for range n {
 			if _, err := l.Append(ctx, audit.Entry{Actor: "host", Step: audit.StepCompleted}); err != nil {
@@ -564,25 +516,9 @@ func TestAuditVerifySealRecord(t *testing.T) {
 func TestAuditVerifySealRecordUnreadable(t *testing.T) {
 	noEnvKey(t)
 	ctx := context.Background()
-	dataDir := filepath.Join(t.TempDir(), "data")
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	cfg := config.Default()
-	cfg.DataDir = dataDir
-	key, _ := identity.Generate()
-	if err := identity.SaveKeyFile(cfg.KeyPath(), key); err != nil {
-		t.Fatal(err)
-	}
-	db, err := sqldb.Open(ctx, cfg.DatabaseDSN(), sqldb.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, _, db, l := auditNode(t)
+	dataDir := cfg.DataDir
 	defer db.Close()
-	l, err := audit.New(ctx, db, node.AuditOptions(cfg, key, identity.Mainnet))
-	if err != nil {
-		t.Fatal(err)
-	}
 	for range 3 {
 		if _, err := l.Append(ctx, audit.Entry{Actor: "host", Step: audit.StepCompleted}); err != nil {
 			t.Fatal(err)
@@ -632,24 +568,8 @@ func TestAuditVerifySealRecordUnreadable(t *testing.T) {
 func TestAuditVerifyOtherKey(t *testing.T) {
 	noEnvKey(t)
 	ctx := context.Background()
-	dataDir := filepath.Join(t.TempDir(), "data")
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	cfg := config.Default()
-	cfg.DataDir = dataDir
-	old, _ := identity.Generate()
-	if err := identity.SaveKeyFile(cfg.KeyPath(), old); err != nil {
-		t.Fatal(err)
-	}
-	db, err := sqldb.Open(ctx, cfg.DatabaseDSN(), sqldb.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := audit.New(ctx, db, node.AuditOptions(cfg, old, identity.Mainnet))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, old, db, l := auditNode(t)
+	dataDir := cfg.DataDir
 	if _, err := l.Append(ctx, audit.Entry{Actor: "host", Step: audit.StepCompleted}); err != nil {
 		t.Fatal(err)
 	}
@@ -672,4 +592,34 @@ func TestAuditVerifyOtherKey(t *testing.T) {
 	if r := runCLI(t, "", "audit", "verify", "--data-dir", dataDir, "--key", keyFile, "--address", oldAddr); r.code != exitOK || !strings.Contains(r.stdout, "signed by "+oldAddr) {
 		t.Fatalf("audit verify --address the old key's: %s", r)
 	}
+}
+
+// auditNode makes a node's data folder (cfg.DataDir) with its key file
+// (key) and database, and opens the audit log on that database as the
+// node does. The test closes the log and the database.
+func auditNode(t *testing.T) (config.Config, *identity.Key, *sqldb.DB, *audit.Log) {
+	t.Helper()
+	ctx := context.Background()
+	cfg := config.Default()
+	cfg.DataDir = filepath.Join(t.TempDir(), "data")
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	key, err := identity.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := identity.SaveKeyFile(cfg.KeyPath(), key); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sqldb.Open(ctx, cfg.DatabaseDSN(), sqldb.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := audit.New(ctx, db, node.AuditOptions(cfg, key, identity.Mainnet))
+	if err != nil {
+		db.Close()
+		t.Fatal(err)
+	}
+	return cfg, key, db, l
 }
