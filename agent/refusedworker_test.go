@@ -2,8 +2,6 @@ package agent_test
 
 import (
 	"context"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,20 +18,7 @@ import (
 // records its cost, priced at the estimate of its prompt and answer.
 // Before, the worker's refused answer cost the job nothing.
 func TestWorkerGarbageCounted(t *testing.T) {
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 is not installed: the test runs a real worker")
-	}
-	script, err := filepath.Abs(filepath.Join("worker", "testdata", "garbage.py"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := worker.New(worker.Config{Command: []string{py, script}, Dir: t.TempDir(), Sandbox: t.TempDir(),
-		Env: []string{"PYTHONDONTWRITEBYTECODE=1"}, StepTimeout: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
+	p := pythonWorker(t, "garbage.py", worker.Config{StepTimeout: time.Minute})
 	r := newRig(t, testdb.SQLite(t))
 	task := r.send(t, "go")
 	got := r.runWith(t, func(cfg *agent.Config) { cfg.PricePerMTokPrompt, cfg.PricePerMTokAnswer = 10, 10 }, p, task.ID,

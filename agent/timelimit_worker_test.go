@@ -20,21 +20,8 @@ import (
 // job's time limit stopped it, not that the worker broke its protocol
 // (before: a `worker_stopped` "timeout" violation blamed the worker).
 func TestWorkerStoppedAtTheTimeLimitIsNotAViolation(t *testing.T) {
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 is not installed: the test runs a real worker")
-	}
-	script, err := filepath.Abs(filepath.Join("worker", "testdata", "hang.py"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	al := &audittest.Recorder{}
-	p, err := worker.New(worker.Config{Command: []string{py, script}, Dir: t.TempDir(), Sandbox: t.TempDir(),
-		Env: []string{"PYTHONDONTWRITEBYTECODE=1"}, StepTimeout: time.Hour, Audit: al})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
+	p := pythonWorker(t, "hang.py", worker.Config{StepTimeout: time.Hour, Audit: al})
 	r := newRig(t, testdb.SQLite(t))
 	task := r.send(t, "go")
 	got := r.runWith(t, func(cfg *agent.Config) { cfg.MaxTime, cfg.RequestTimeout = 3*time.Second, time.Hour }, p, task.ID,
@@ -54,4 +41,28 @@ func TestWorkerStoppedAtTheTimeLimitIsNotAViolation(t *testing.T) {
 	if p.Running() != 0 {
 		t.Errorf("%d workers still running", p.Running())
 	}
+}
+
+// pythonWorker starts a real worker, the script of worker/testdata run
+// by python3, with cfg's settings besides its command, folders and
+// environment; it is closed when the test ends. The test is skipped
+// where python3 is not installed.
+func pythonWorker(t *testing.T, script string, cfg worker.Config) *worker.Pool {
+	t.Helper()
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 is not installed: the test runs a real worker")
+	}
+	path, err := filepath.Abs(filepath.Join("worker", "testdata", script))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Command, cfg.Dir, cfg.Sandbox = []string{py, path}, t.TempDir(), t.TempDir()
+	cfg.Env = []string{"PYTHONDONTWRITEBYTECODE=1"}
+	p, err := worker.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
 }
