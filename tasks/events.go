@@ -61,6 +61,33 @@ func (e Event) clone() Event {
 	return e
 }
 
+// eventOverhead is what contentSize counts for an event's fixed fields
+// (kind, version, state, timestamp), about their JSON.
+const eventOverhead = 64
+
+// contentSize returns about the bytes of e: its task id, its status
+// message, and its artifact's name and parts (texts, raw, URLs, data,
+// media types), plus eventOverhead. A MemoryStore bounds its pages of
+// events by it.
+func (e Event) contentSize() int {
+	n := eventOverhead + len(e.TaskID)
+	if e.Status != nil {
+		n += len(e.Status.Message)
+	}
+	if a := e.Artifact; a != nil {
+		n += len(a.ArtifactID) + len(a.Name)
+		for _, p := range a.Parts {
+			for _, s := range []*string{p.Text, p.Raw, p.URL} {
+				if s != nil {
+					n += len(*s)
+				}
+			}
+			n += len(p.Data) + len(p.MediaType)
+		}
+	}
+	return n
+}
+
 // Final reports whether the event moves the task to a terminal state: the
 // last event of the task.
 func (e Event) Final() bool {

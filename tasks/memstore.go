@@ -392,6 +392,30 @@ func (s *MemoryStore) Events(ctx context.Context, id string, after int64) ([]Eve
 	return out, nil
 }
 
+// EventsPage implements Store.
+func (s *MemoryStore) EventsPage(ctx context.Context, id string, after int64, limit, maxBytes int) ([]Event, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("tasks: events: %w", err)
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if _, ok := s.tasks[id]; !ok {
+		return nil, fmt.Errorf("tasks: events %s: %w", id, ErrNotFound)
+	}
+	evs := s.events[id]
+	i, _ := slices.BinarySearchFunc(evs, after, func(e Event, v int64) int { return cmp.Compare(e.Version, v+1) })
+	out := make([]Event, 0, min(len(evs)-i, max(limit, 1)))
+	size := 0
+	for _, e := range evs[i:] {
+		if len(out) >= max(limit, 1) || (len(out) > 0 && size >= maxBytes) {
+			break
+		}
+		out = append(out, e.clone())
+		size += e.contentSize()
+	}
+	return out, nil
+}
+
 // Prune implements Store.
 func (s *MemoryStore) Prune(ctx context.Context, before time.Time, limit int) (int, error) {
 	if err := ctx.Err(); err != nil {

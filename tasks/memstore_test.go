@@ -149,6 +149,10 @@ func (prunedBetween) Events(context.Context, string, int64) ([]tasks.Event, erro
 	return nil, tasks.ErrNotFound
 }
 
+func (prunedBetween) EventsPage(context.Context, string, int64, int, int) ([]tasks.Event, error) {
+	return nil, tasks.ErrNotFound
+}
+
 // A task deleted between the two reads of a resubscription (or of its
 // events) is 1001 to the requester, as one deleted before: before, the
 // second read's ErrNotFound answered 5001.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"iter"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -545,11 +546,23 @@ func (s *Service) Subscribe(ctx context.Context, requester, taskID string) (*Tas
 	return t, s.events.SubscribeAfter(ctx, taskID, t.Version), nil
 }
 
+// Pages of a resubscription's backlog (Resubscribe): the events one read
+// of the store holds, and the bytes of content past which it holds no
+// more (Store.EventsPage).
+const (
+	backlogPageEvents = 16
+	backlogPageBytes  = 1 << 20
+)
+
 // Resubscribe is Subscribe for a requester that saw the task's events up to
-// version after: it also returns the stored events after that version, and
-// the channel carries what follows them, with no gap or duplicate between
-// the two. after = 0 replays every event from the creation on.
-func (s *Service) Resubscribe(ctx context.Context, requester, taskID string, after int64) (*Task, []Event, <-chan Event, error) {
+// version after: it also returns the stored events after that version up
+// to the task's, and the channel carries what follows them, with no gap
+// or duplicate between the two. after = 0 replays every event from the
+// creation on. The backlog is read from the store in pages as it is
+// ranged over (the first page now), a bounded number of events and
+// bytes at a time, however many the task holds; an error ends it (a task
+// deleted since, by the retention, a 1001). It can be ranged over once.
+func (s *Service) Resubscribe(ctx context.Context, requester, taskID string, after int64) (*Task, iter.Seq2[Event, error], <-chan Event, error) {
 	defer s.lockTask(taskID).Unlock()
 	t, err := s.store.Get(ctx, taskID)
 	if errors.Is(err, ErrNotFound) {
@@ -561,17 +574,58 @@ func (s *Service) Resubscribe(ctx context.Context, requester, taskID string, aft
 	if !s.canRead(requester, t) {
 		return nil, nil, nil, notFound(taskID)
 	}
-	backlog, err := s.store.Events(ctx, taskID, after)
-	if errors.Is(err, ErrNotFound) { // the retention deleted it since
-		return nil, nil, nil, notFound(taskID)
-	}
+	first, err := s.backlogPage(ctx, taskID, after)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("tasks: resubscribe: %w", err)
+		return nil, nil, nil, err
 	}
+	backlog := s.backlog(ctx, taskID, first, t.Version)
 	if t.Status.State.Terminal() {
 		return t, backlog, closedEvents(), nil
 	}
 	return t, backlog, s.events.SubscribeAfter(ctx, taskID, t.Version), nil
+}
+
+// backlog yields the events of first and those that follow it in the
+// store, read a page at a time, up to version upTo: the events after it
+// come through the subscription. The events up to upTo are stored
+// already and never change, so the pages after the first are read
+// without the task's lock.
+func (s *Service) backlog(ctx context.Context, taskID string, first []Event, upTo int64) iter.Seq2[Event, error] {
+	return func(yield func(Event, error) bool) {
+		page := first
+		for len(page) > 0 {
+			var last int64
+			for _, ev := range page {
+				if ev.Version > upTo {
+					return
+				}
+				if !yield(ev, nil) {
+					return
+				}
+				last = ev.Version
+			}
+			if last >= upTo {
+				return
+			}
+			var err error
+			if page, err = s.backlogPage(ctx, taskID, last); err != nil {
+				yield(Event{}, err)
+				return
+			}
+		}
+	}
+}
+
+// backlogPage reads the page of the task's events after version after.
+func (s *Service) backlogPage(ctx context.Context, taskID string, after int64) ([]Event, error) {
+	evs, err := s.store.EventsPage(ctx, taskID, after, backlogPageEvents, backlogPageBytes)
+	if errors.Is(err, ErrNotFound) { // the retention deleted it since
+		return nil, notFound(taskID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tasks: resubscribe: %w", err)
+	}
+	return evs, nil
 }
 
 // TaskEvents returns the stored events of a task the requester may read,

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"regexp"
 	"slices"
 	"strings"
@@ -585,8 +586,8 @@ func TestServiceResubscribe(t *testing.T) {
 	}
 	for after, want := range map[int64]string{0: "1:status 2:status 3:artifact", 1: "2:status 3:artifact", 3: ""} {
 		snap, backlog, live, err := s.Resubscribe(ctx, alice, task.ID, after)
-		if err != nil || snap.Version != 3 || summary(backlog) != want {
-			t.Fatalf("Resubscribe(after %d) = v%d [%s] %v; want [%s]", after, snap.Version, summary(backlog), err, want)
+		if err != nil || snap.Version != 3 || summary(collect(t, backlog)) != want {
+			t.Fatalf("Resubscribe(after %d) = v%d %v; want [%s]", after, snap.Version, err, want)
 		}
 		if after == 1 {
 			defer func() {
@@ -612,12 +613,28 @@ func TestServiceResubscribe(t *testing.T) {
 		t.Fatalf("TaskEvents = [%s] %v", summary(evs), err)
 	}
 	_, backlog, live, err := s.Resubscribe(ctx, alice, task.ID, 2)
-	if err != nil || summary(backlog) != "3:artifact 4:status" {
-		t.Fatalf("Resubscribe to a finished task: [%s] %v", summary(backlog), err)
+	if err != nil {
+		t.Fatalf("Resubscribe to a finished task: %v", err)
+	}
+	if got := summary(collect(t, backlog)); got != "3:artifact 4:status" {
+		t.Fatalf("Resubscribe to a finished task: [%s]", got)
 	}
 	if _, ok := <-live; ok {
 		t.Fatal("live events for a finished task")
 	}
+}
+
+// collect reads a backlog whole.
+func collect(t *testing.T, backlog iter.Seq2[Event, error]) []Event {
+	t.Helper()
+	var out []Event
+	for ev, err := range backlog {
+		if err != nil {
+			t.Fatalf("backlog: %v", err)
+		}
+		out = append(out, ev)
+	}
+	return out
 }
 
 // snap.Router is the Registrar the node uses.

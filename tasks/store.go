@@ -77,6 +77,17 @@ type Store interface {
 	// appended. AppendHistory records none. A missing task gives
 	// ErrNotFound.
 	Events(ctx context.Context, id string, after int64) ([]Event, error)
+	// EventsPage is Events read in pages: the first events of the task
+	// with a version above after, in version order, at most limit (at
+	// least 1) of them, and no more once they hold maxBytes bytes (the
+	// event that reaches it is the page's last; a page holds one event,
+	// whatever its size). A SQL store counts an event's stored body, a
+	// MemoryStore about the same (its texts, raw, data and URLs, and a
+	// few bytes for the rest). An empty page is the end; a missing task
+	// gives ErrNotFound. The next page is read after the last version of
+	// one: as stored events never change, the pages hold every event
+	// once, in order.
+	EventsPage(ctx context.Context, id string, after int64, limit, maxBytes int) ([]Event, error)
 	// Prune deletes at most limit tasks, with their events, whose status
 	// has been terminal since before `before` (Status.Timestamp), oldest
 	// first, and returns how many it deleted. Live tasks are never pruned.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"strings"
 	"time"
 
@@ -327,7 +328,7 @@ func (s *Service) StreamResubscribe(ctx context.Context, requester string, req *
 // input_required after the backlog; a resubscription ends at once only on
 // a terminal task (one in input_required waits for what the operator or
 // requester does next).
-func (s *Service) follow(ctx context.Context, t *Task, backlog []Event, live <-chan Event, emit func(any) error, resubscribe bool) (*Task, error) {
+func (s *Service) follow(ctx context.Context, t *Task, backlog iter.Seq2[Event, error], live <-chan Event, emit func(any) error, resubscribe bool) (*Task, error) {
 	f := &follower{emit: emit, id: t.ID, state: t.Status.State}
 	if resubscribe {
 		cur := statusUpdate(t.ID, t.Status, 0)
@@ -339,7 +340,18 @@ func (s *Service) follow(ctx context.Context, t *Task, backlog []Event, live <-c
 			return s.finalTask(ctx, t)
 		}
 	}
-	for _, ev := range backlog {
+	for ev, err := range backlog {
+		if err != nil {
+			if snap.CodeOf(err) == snap.CodeTaskNotFound {
+				return nil, err // deleted by the retention meanwhile
+			}
+			// The stored events could not be read: the final response
+			// carries the whole task, as after a dropped subscription.
+			if ctx.Err() == nil {
+				s.log.Warn("reading a task's events for its stream", "task", t.ID, "err", err)
+			}
+			return s.finalTask(ctx, t)
+		}
 		if f.event(ev) != nil {
 			return s.finalTask(ctx, t)
 		}

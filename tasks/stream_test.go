@@ -807,3 +807,143 @@ func TestStreamSlotReadsNoTaskContent(t *testing.T) {
 		}
 	}
 }
+
+// readSpy records the largest read of a task's events the store was
+// asked for: the events and their bytes (JSON) of one call.
+type readSpy struct {
+	Store
+	mu                  sync.Mutex
+	maxEvents, maxBytes int
+	calls               int
+}
+
+func (r *readSpy) record(evs []Event) {
+	n := 0
+	for _, ev := range evs {
+		b, _ := json.Marshal(ev)
+		n += len(b)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls++
+	r.maxEvents = max(r.maxEvents, len(evs))
+	r.maxBytes = max(r.maxBytes, n)
+}
+
+func (r *readSpy) Events(ctx context.Context, id string, after int64) ([]Event, error) {
+	evs, err := r.Store.Events(ctx, id, after)
+	r.record(evs)
+	return evs, err
+}
+
+func (r *readSpy) EventsPage(ctx context.Context, id string, after int64, limit, maxBytes int) ([]Event, error) {
+	evs, err := r.Store.(interface {
+		EventsPage(context.Context, string, int64, int, int) ([]Event, error)
+	}).EventsPage(ctx, id, after, limit, maxBytes)
+	r.record(evs)
+	return evs, err
+}
+
+// A resubscription to a task holding many events, some large, reads its
+// backlog from the store in pages, a bounded number of events and bytes
+// a read, and emits every event once, in order, then the live ones (one
+// added while the backlog is emitted): before, the whole backlog (up to
+// MaxArtifacts artifacts of the spec's size each) was read into memory
+// at once, for every stream.
+func TestStreamResubscribeReadsBacklogInPages(t *testing.T) {
+	const (
+		artifacts = 90
+		big       = 300 << 10 // bytes of every tenth artifact
+		maxEvents = 32        // the most events one read may hold
+		maxBytes  = 2 << 20   // the most bytes one read may hold
+	)
+	ctx := context.Background()
+	spy := &readSpy{Store: NewMemoryStore(MemoryStoreOptions{MaxTasks: 10})}
+	s := NewService(spy, ServiceOptions{Now: fixedClock(), Operators: []string{operator}})
+	id := mustSend(t, s, alice, send(`{"text":"x"}`)).ID
+	if _, err := s.Transition(ctx, id, StateWorking, "started"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range artifacts {
+		text := fmt.Sprint("part ", i)
+		if i%10 == 0 {
+			text = strings.Repeat("b", big)
+		}
+		if _, err := s.AddArtifact(ctx, id, artifact(fmt.Sprint("a", i), text)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spy.mu.Lock()
+	spy.maxEvents, spy.maxBytes, spy.calls = 0, 0, 0
+	spy.mu.Unlock()
+	rec := &recorder{}
+	emitted := 0
+	emit := func(p any) error {
+		emitted++
+		if emitted == 40 { // mid-backlog: a live event, then the end
+			if _, err := s.AddArtifact(ctx, id, artifact("live", "late")); err != nil {
+				t.Error(err)
+			}
+			if _, err := s.Transition(ctx, id, StateCompleted, "done"); err != nil {
+				t.Error(err)
+			}
+		}
+		return rec.emit(p)
+	}
+	task, err := resubscribeJSON(ctx, s, alice, []byte(resubscribePayload(id, 0)), emit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if task.Status.State != StateCompleted || len(task.Artifacts) != artifacts+1 {
+		t.Fatalf("final task %s with %d artifacts", task.Status.State, len(task.Artifacts))
+	}
+	spy.mu.Lock()
+	if spy.maxEvents > maxEvents || spy.maxBytes > maxBytes {
+		t.Errorf("a read of %d events, %d bytes; want at most %d events, %d bytes a read (%d reads)",
+			spy.maxEvents, spy.maxBytes, maxEvents, maxBytes, spy.calls)
+	}
+	spy.mu.Unlock()
+	got, want := versions(t, rec.got()), storedVersions(t, s, id, 0)
+	if len(want) != artifacts+4 || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("versions %v, want every stored one once: %v", got, want)
+	}
+}
+
+// prunedAfterFirstPage is a store whose task the retention deletes once
+// the first page of its events was read.
+type prunedAfterFirstPage struct {
+	Store
+	mu    sync.Mutex
+	pages int
+}
+
+func (p *prunedAfterFirstPage) EventsPage(ctx context.Context, id string, after int64, limit, maxBytes int) ([]Event, error) {
+	p.mu.Lock()
+	p.pages++
+	n := p.pages
+	p.mu.Unlock()
+	if n > 1 {
+		return nil, fmt.Errorf("gone: %w", ErrNotFound)
+	}
+	return p.Store.EventsPage(ctx, id, after, limit, maxBytes)
+}
+
+// A task deleted while its backlog is emitted ends the stream with 1001,
+// as one deleted before it began.
+func TestStreamResubscribeDeletedMidBacklog(t *testing.T) {
+	ctx := context.Background()
+	store := &prunedAfterFirstPage{Store: NewMemoryStore(MemoryStoreOptions{MaxTasks: 10})}
+	s := NewService(store, ServiceOptions{Now: fixedClock(), Operators: []string{operator}})
+	id := mustSend(t, s, alice, send(`{"text":"x"}`)).ID
+	for i := range backlogPageEvents + 1 {
+		if _, err := s.AddArtifact(ctx, id, artifact(fmt.Sprint("a", i), "r")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := &recorder{}
+	_, err := resubscribeJSON(ctx, s, alice, []byte(resubscribePayload(id, 0)), rec.emit)
+	wantSnap(t, err, snap.CodeTaskNotFound, map[string]any{"taskId": id})
+	if got := len(versions(t, rec.got())); got != backlogPageEvents {
+		t.Fatalf("%d events emitted, want the first page's %d", got, backlogPageEvents)
+	}
+}

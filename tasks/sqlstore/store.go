@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -218,7 +219,7 @@ type statements struct {
 	// request's kept result.
 	rememberNoSync, createTask *sql.Stmt
 	// Reads.
-	getTask, byIdempotencyKey, lookup, loadResult, events, exists *sql.Stmt
+	getTask, byIdempotencyKey, lookup, loadResult, events, eventsPage, exists *sql.Stmt
 }
 
 // pruneQuery is Prune's statement: the oldest ended tasks, read from the
@@ -290,6 +291,7 @@ func (s *Store) prepare(ctx context.Context) error {
 		byIdempotencyKey: p(s.r, byKeyQuery),
 		lookup:           p(s.r, "SELECT first_seen, expires, fingerprint, via FROM replay WHERE sender = ? AND msg_id = ? AND expires > ?"),
 		events:           p(s.r, "SELECT body FROM task_events WHERE task_id = ? AND version > ? ORDER BY version"),
+		eventsPage:       p(s.r, "SELECT body FROM task_events WHERE task_id = ? AND version > ? ORDER BY version LIMIT ?"),
 		exists:           p(s.r, "SELECT 1 FROM tasks WHERE id = ?"),
 		loadResult:       p(s.r, "SELECT result FROM replay WHERE sender = ? AND msg_id = ? AND expires > ? AND result IS NOT NULL"),
 	}
@@ -323,7 +325,7 @@ func (s *Store) prepare(ctx context.Context) error {
 func (st *statements) close() {
 	for _, x := range []*sql.Stmt{st.rememberNoSync, st.createTask, st.insertTask, st.getForWrite, st.updateTask, st.updateHistory, st.updateArtifacts, st.applyTask,
 		st.continueTask, st.keepKey, st.keptWith, st.remember, st.rememberPrior, st.saveResult, st.sweep, st.getTask, st.byIdempotencyKey, st.lookup, st.loadResult,
-		st.insertEvent, st.prune, st.events, st.exists} {
+		st.insertEvent, st.prune, st.events, st.eventsPage, st.exists} {
 		if x != nil {
 			_ = x.Close()
 		}
@@ -909,9 +911,27 @@ func (s *Store) Events(ctx context.Context, id string, after int64) ([]tasks.Eve
 	if err := s.start(ctx, "events"); err != nil {
 		return nil, err
 	}
+	return s.readEvents(ctx, id, func() (*sql.Rows, error) { return s.st.events.QueryContext(ctx, id, after) }, math.MaxInt)
+}
+
+// EventsPage implements tasks.Store: the page's size is that of the
+// events' stored bodies (JSON).
+func (s *Store) EventsPage(ctx context.Context, id string, after int64, limit, maxBytes int) ([]tasks.Event, error) {
+	if err := s.start(ctx, "events"); err != nil {
+		return nil, err
+	}
+	limit = max(limit, 1)
+	return s.readEvents(ctx, id, func() (*sql.Rows, error) { return s.st.eventsPage.QueryContext(ctx, id, after, limit) }, maxBytes)
+}
+
+// readEvents decodes the events query returns, stopping after the one
+// whose body brings the bodies read to maxBytes. No event means no task
+// (ErrNotFound), or nothing after the version asked for.
+func (s *Store) readEvents(ctx context.Context, id string, query func() (*sql.Rows, error), maxBytes int) ([]tasks.Event, error) {
 	var out []tasks.Event
-	for rows, err := range sqldb.Rows(s.st.events.QueryContext(ctx, id, after)) {
-		var body string
+	size := 0
+	for rows, err := range sqldb.Rows(query()) {
+		var body []byte
 		if err == nil {
 			err = rows.Scan(&body)
 		}
@@ -919,10 +939,13 @@ func (s *Store) Events(ctx context.Context, id string, after int64) ([]tasks.Eve
 			return nil, dbError("events", id, err)
 		}
 		var ev tasks.Event
-		if err := json.Unmarshal([]byte(body), &ev); err != nil {
+		if err := json.Unmarshal(body, &ev); err != nil {
 			return nil, fmt.Errorf("sqlstore: events %s: stored event: %w", id, err)
 		}
 		out = append(out, ev)
+		if size += len(body); size >= maxBytes {
+			break
+		}
 	}
 	if len(out) == 0 {
 		// Every task has its creation event; none means no task, or

@@ -41,6 +41,7 @@ func Run(t *testing.T, newStore func(t *testing.T) tasks.Store) {
 		{"CanceledContext", testCanceledContext},
 		{"Events", testEvents},
 		{"EventsWithFailedWrites", testEventsWithFailedWrites},
+		{"EventsPage", testEventsPage},
 		{"Prune", testPrune},
 		{"PruneEdges", testPruneEdges},
 		{"CountByState", testCountByState},
@@ -739,6 +740,77 @@ func testEvents(t *testing.T, s tasks.Store) {
 	again, _ := s.Events(ctx, "e1", 0)
 	if again[0].Status.State != tasks.StateSubmitted {
 		t.Fatal("Events handed out its stored event")
+	}
+}
+
+// EventsPage reads the events in pages: at most limit events, no more
+// once they hold maxBytes (one at least), and reading on from a page's
+// last version gives every event once, in order.
+func testEventsPage(t *testing.T, s tasks.Store) {
+	ctx := context.Background()
+	cur := mustCreate(t, s, sample("ep", "owner-a")) // v1
+	next := cur.Clone()
+	next.Status = tasks.Status{State: tasks.StateWorking, Timestamp: base().Add(time.Second)}
+	cur, err := s.Update(ctx, next, cur.Version) // v2
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("b", 4000)
+	for i := range 6 { // v3…v8, every other one large
+		body := fmt.Sprint("small ", i)
+		if i%2 == 0 {
+			body = big
+		}
+		if cur, err = s.AppendArtifact(ctx, "ep", cur.Version, tasks.Artifact{ArtifactID: fmt.Sprint("a", i), Parts: []tasks.Part{text(body)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all, err := s.Events(ctx, "ep", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ limit, maxBytes int }{{1, 1 << 20}, {3, 1 << 20}, {100, 1 << 20}, {100, 1}, {100, 5000}, {0, 0}} {
+		var got []tasks.Event
+		var after int64
+		for pages := 0; ; pages++ {
+			if pages > len(all) {
+				t.Fatalf("limit %d, %d bytes: no end", tc.limit, tc.maxBytes)
+			}
+			page, err := s.EventsPage(ctx, "ep", after, tc.limit, tc.maxBytes)
+			if err != nil || page == nil {
+				t.Fatalf("EventsPage(after %d, %d, %d) = %v, %v", after, tc.limit, tc.maxBytes, page, err)
+			}
+			if len(page) == 0 {
+				break
+			}
+			if len(page) > max(tc.limit, 1) {
+				t.Fatalf("limit %d: a page of %d", tc.limit, len(page))
+			}
+			// Past a page's first event, the events before the last hold
+			// less than maxBytes.
+			size := 0
+			for _, ev := range page[:len(page)-1] {
+				if ev.Artifact != nil {
+					for _, p := range ev.Artifact.Parts {
+						size += len(*p.Text)
+					}
+				}
+			}
+			if len(page) > 1 && size >= max(tc.maxBytes, 1)+len(big) {
+				t.Fatalf("%d bytes: a page of %d events holding %d bytes before its last", tc.maxBytes, len(page), size)
+			}
+			if tc.maxBytes <= 1 && len(page) != 1 {
+				t.Fatalf("%d bytes: a page of %d events, want one", tc.maxBytes, len(page))
+			}
+			got = append(got, page...)
+			after = page[len(page)-1].Version
+		}
+		if eventSummary(got) != eventSummary(all) {
+			t.Fatalf("limit %d, %d bytes: pages %s\nwant %s", tc.limit, tc.maxBytes, eventSummary(got), eventSummary(all))
+		}
+	}
+	if _, err := s.EventsPage(ctx, "missing", 0, 10, 1<<20); !errors.Is(err, tasks.ErrNotFound) {
+		t.Fatalf("EventsPage of a missing task: %v, want ErrNotFound", err)
 	}
 }
 
