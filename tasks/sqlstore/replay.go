@@ -244,8 +244,25 @@ func (rs *ReplayStore) recorded(ctx context.Context, out map[string]bool, query 
 // sweepBatch is how many records one transaction of Sweep deletes at most.
 var sweepBatch = 5000
 
-// Sweep deletes the records expired at now, in batches so that other
-// writers are not held up, and returns how many it deleted.
+// MinSweepMargin is the least time a record is kept after its expiry
+// (Sweep): the SNAP timestamp window of a node that keeps the default.
+const MinSweepMargin = snap.DefaultMaxDrift
+
+// Sweep deletes the records that expired a margin or more before now, in
+// batches so that other writers are not held up, and returns how many it
+// deleted. Expired records not yet deleted are absent all the same to
+// Lookup and Remember.
+//
+// The margin is there for the clocks of the processes sharing the
+// database: a record's expiry was set by the clock of the process that
+// wrote it, now is the sweeping one's. It is half the record's lifetime
+// (Expires − FirstSeen), at least MinSweepMargin: a Validator keeps a
+// record for at least twice its timestamp window, so the margin is at
+// least the window the writer used. A sweeping process whose clock runs
+// up to that far ahead of the writer's deletes no record the writer (or
+// a process whose clock agrees with it) still needs to refuse a replay;
+// a clock further off than the window misjudges the messages' timestamps
+// anyway.
 func (rs *ReplayStore) Sweep(ctx context.Context, now time.Time) (int64, error) {
 	batch := int64(sweepBatch)
 	s := rs.s
@@ -254,7 +271,7 @@ func (rs *ReplayStore) Sweep(ctx context.Context, now time.Time) (int64, error) 
 		if err := s.start(ctx, "replay sweep"); err != nil {
 			return total, err
 		}
-		res, err := s.exec1(ctx, "replay sweep", "", s.st.sweep, micros(now), batch)
+		res, err := s.exec1(ctx, "replay sweep", "", s.st.sweep, micros(now.Add(-MinSweepMargin)), micros(now), batch)
 		if err != nil {
 			return total, err
 		}

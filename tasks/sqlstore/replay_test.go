@@ -58,8 +58,12 @@ func TestReplay(t *testing.T) {
 		if got, ok, _ := rs.Lookup(ctx, from, "m1", later.FirstSeen); !ok || got != later {
 			t.Fatalf("Lookup after replacement = %+v", got)
 		}
-		// Sweep deletes what expired, and only that.
-		n, err := rs.Sweep(ctx, t0.Add(time.Minute))
+		// Sweep deletes what expired a margin before (a minute, for these
+		// records of a minute), and only that.
+		if n, err := rs.Sweep(ctx, t0.Add(time.Minute)); err != nil || n != 0 {
+			t.Fatalf("Sweep at the expiry = %d, %v; want 0", n, err)
+		}
+		n, err := rs.Sweep(ctx, t0.Add(time.Minute+MinSweepMargin))
 		if err != nil || n != 2 {
 			t.Fatalf("Sweep = %d, %v; want 2", n, err)
 		}
@@ -92,7 +96,7 @@ func TestReplaySweepBatches(t *testing.T) {
 				if i >= expired {
 					exp = t0.Add(time.Hour)
 				}
-				if _, err := tx.StmtContext(ctx, s.st.remember).ExecContext(ctx, "from", fmt.Sprint(i), micros(t0.Add(-time.Hour)), micros(exp), make([]byte, 32), ""); err != nil {
+				if _, err := tx.StmtContext(ctx, s.st.remember).ExecContext(ctx, "from", fmt.Sprint(i), micros(t0.Add(-2*time.Minute)), micros(exp), make([]byte, 32), ""); err != nil {
 					return err
 				}
 			}
@@ -101,7 +105,7 @@ func TestReplaySweepBatches(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		n, err := s.ReplayStore().Sweep(ctx, t0)
+		n, err := s.ReplayStore().Sweep(ctx, t0.Add(MinSweepMargin))
 		if err != nil || n != expired {
 			t.Fatalf("Sweep = %d, %v; want %d", n, err, expired)
 		}

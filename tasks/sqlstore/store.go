@@ -284,8 +284,11 @@ func (s *Store) prepare(ctx context.Context) error {
 		remember:      p(s.w, `INSERT INTO replay (sender, msg_id, first_seen, expires, fingerprint, via) VALUES (?, ?, ?, ?, ?, ?)`+rememberConflict),
 		rememberPrior: p(s.w, "SELECT first_seen, expires, fingerprint, via FROM replay WHERE sender = ? AND msg_id = ?"),
 		saveResult:    p(s.w, "UPDATE replay SET result = ?, expires = CASE WHEN expires < ? THEN ? ELSE expires END WHERE sender = ? AND msg_id = ?"),
+		// Expired MinSweepMargin before now (the index), and half the
+		// record's lifetime: expires + (expires − first_seen)/2 ≤ now,
+		// written so that no product can overflow.
 		sweep: p(s.w, `DELETE FROM replay WHERE (sender, msg_id) IN
-			(SELECT sender, msg_id FROM replay WHERE expires <= ? LIMIT ?)`),
+			(SELECT sender, msg_id FROM replay WHERE expires <= ? AND expires - first_seen <= 2 * (? - expires) LIMIT ?)`),
 
 		getTask:          p(s.r, "SELECT "+taskColumns+" FROM tasks WHERE id = ?"),
 		byIdempotencyKey: p(s.r, byKeyQuery),
