@@ -134,18 +134,10 @@ func (q *Queue) Recount(ctx context.Context) error {
 // RunRecount runs Recount every interval until ctx is done, and returns
 // ctx's error; report, if not nil, is told of each failed round.
 func (q *Queue) RunRecount(ctx context.Context, interval time.Duration, report func(error)) error {
-	if interval <= 0 {
-		return fmt.Errorf("agent: queue: recount: interval %v", interval)
+	if err := periodic.Every(ctx, interval, q.Recount, report); err != nil && ctx.Err() == nil {
+		return fmt.Errorf("agent: queue: recount: %w", err)
 	}
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	return periodic.Run(ctx, tick.C, func(ctx context.Context, _ time.Time) (struct{}, error) {
-		return struct{}{}, q.Recount(ctx)
-	}, func(_ struct{}, err error) {
-		if err != nil && report != nil {
-			report(err)
-		}
-	})
+	return ctx.Err()
 }
 
 // Queued returns the jobs queued, all of them and requester's, as the

@@ -487,11 +487,9 @@ func (r *Runtime) Run(ctx context.Context) error {
 		// On a goroutine of its own: a pass reads and deletes up to a
 		// page of jobs, which must not hold up the dispatch of new ones.
 		r.wg.Go(func() {
-			t := time.NewTicker(30 * r.cfg.Poll)
-			defer t.Stop()
-			_ = periodic.Run(ctx, t.C, func(ctx context.Context, _ time.Time) (struct{}, error) {
+			_ = periodic.Every(ctx, 30*r.cfg.Poll, func(ctx context.Context) error {
 				r.forget(ctx)
-				return struct{}{}, nil
+				return nil
 			}, nil)
 		})
 	}

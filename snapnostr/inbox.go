@@ -414,11 +414,9 @@ func (in *Inbox) admit(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Que
 // (Recorded) and takes up the others, late (see snap.Inbound.Late). Each
 // pass has half the grace for its reads of the database.
 func (in *Inbox) reviewDeferred(ctx context.Context, tick time.Duration, jobs *fairqueue.Queue[string, *nostr.Event], refusals *refuser) {
-	t := time.NewTicker(tick)
-	defer t.Stop()
-	_ = periodic.Run(ctx, t.C, func(ctx context.Context, _ time.Time) (struct{}, error) {
+	_ = periodic.Every(ctx, tick, func(ctx context.Context) error {
 		in.reviewPass(ctx, jobs, refusals)
-		return struct{}{}, nil
+		return nil
 	}, nil)
 }
 

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -373,23 +374,9 @@ func (s *MemoryStore) CountByState(ctx context.Context) (map[State]int64, error)
 	return out, nil
 }
 
-// Events implements Store.
+// Events implements Store: EventsPage with no bound.
 func (s *MemoryStore) Events(ctx context.Context, id string, after int64) ([]Event, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("tasks: events: %w", err)
-	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if _, ok := s.tasks[id]; !ok {
-		return nil, fmt.Errorf("tasks: events %s: %w", id, ErrNotFound)
-	}
-	evs := s.events[id]
-	i, _ := slices.BinarySearchFunc(evs, after, func(e Event, v int64) int { return cmp.Compare(e.Version, v+1) })
-	out := make([]Event, 0, len(evs)-i)
-	for _, e := range evs[i:] {
-		out = append(out, e.clone())
-	}
-	return out, nil
+	return s.EventsPage(ctx, id, after, math.MaxInt, math.MaxInt)
 }
 
 // EventsPage implements Store.
@@ -404,7 +391,7 @@ func (s *MemoryStore) EventsPage(ctx context.Context, id string, after int64, li
 	}
 	evs := s.events[id]
 	i, _ := slices.BinarySearchFunc(evs, after, func(e Event, v int64) int { return cmp.Compare(e.Version, v+1) })
-	out := make([]Event, 0, min(len(evs)-i, max(limit, 1)))
+	out := make([]Event, 0, min(len(evs)-i, max(limit, 1), 64))
 	size := 0
 	for _, e := range evs[i:] {
 		if len(out) >= max(limit, 1) || (len(out) > 0 && size >= maxBytes) {

@@ -2,6 +2,7 @@ package periodic
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -22,6 +23,25 @@ func Run[N any](ctx context.Context, ticks <-chan time.Time, job func(ctx contex
 			}
 		}
 	}
+}
+
+// Every calls job every interval until ctx is done, and then returns
+// ctx's error, as Run does on a time.Ticker of its own; report, if not
+// nil, is told of each failed round. An interval that is not positive is
+// an error at once.
+func Every(ctx context.Context, interval time.Duration, job func(ctx context.Context) error, report func(error)) error {
+	if interval <= 0 {
+		return fmt.Errorf("periodic: interval %v", interval)
+	}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	return Run(ctx, tick.C, func(ctx context.Context, _ time.Time) (struct{}, error) {
+		return struct{}{}, job(ctx)
+	}, func(_ struct{}, err error) {
+		if err != nil && report != nil {
+			report(err)
+		}
+	})
 }
 
 // Sleep waits for d, or until ctx is done, and then returns ctx's error:

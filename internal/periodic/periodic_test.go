@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/snapnode/snapnode/internal/periodic"
@@ -45,4 +46,37 @@ func TestRun(t *testing.T) {
 	if len(seen) != 3 || !seen[2].Equal(t0.Add(2*time.Minute)) {
 		t.Fatalf("job saw %v", seen)
 	}
+}
+
+// Every runs its job each interval and reports the failed rounds only; an
+// interval that is not positive is refused at once.
+func TestEvery(t *testing.T) {
+	if err := periodic.Every(context.Background(), 0, func(context.Context) error { return nil }, nil); err == nil {
+		t.Error("Every with a zero interval: no error")
+	}
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		fail := errors.New("database gone")
+		rounds := 0
+		var reported []error
+		done := make(chan error, 1)
+		go func() {
+			done <- periodic.Every(ctx, time.Minute, func(context.Context) error {
+				rounds++
+				if rounds == 2 {
+					return fail
+				}
+				return nil
+			}, func(err error) { reported = append(reported, err) })
+		}()
+		time.Sleep(3*time.Minute + time.Second) // synctest's clock: three rounds
+		synctest.Wait()
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Errorf("Every returned %v, want context.Canceled", err)
+		}
+		if rounds != 3 || len(reported) != 1 || !errors.Is(reported[0], fail) {
+			t.Errorf("%d rounds, reported %v; want 3 rounds and the second's failure alone", rounds, reported)
+		}
+	})
 }

@@ -167,18 +167,10 @@ func (s *Store) RecountLive(ctx context.Context) error {
 // RunRecount runs RecountLive every interval until ctx is done, and
 // returns ctx's error; report, if not nil, is told of each failed round.
 func (s *Store) RunRecount(ctx context.Context, interval time.Duration, report func(error)) error {
-	if interval <= 0 {
-		return fmt.Errorf("sqlstore: recount: interval %v", interval)
+	if err := periodic.Every(ctx, interval, s.RecountLive, report); err != nil && ctx.Err() == nil {
+		return fmt.Errorf("sqlstore: recount: %w", err)
 	}
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	return periodic.Run(ctx, tick.C, func(ctx context.Context, _ time.Time) (struct{}, error) {
-		return struct{}{}, s.RecountLive(ctx)
-	}, func(_ struct{}, err error) {
-		if err != nil && report != nil {
-			report(err)
-		}
-	})
+	return ctx.Err()
 }
 
 // Dialect returns "sqlite" or "postgres".
