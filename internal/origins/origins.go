@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -75,6 +76,28 @@ func (l List) Origins() []string {
 	for o := range l.set {
 		out = append(out, o)
 	}
+	return out
+}
+
+// Changes returns, sorted, the entries of next that old lacks (added) and
+// those of old that next lacks (removed), "*" among them, as a log says
+// what a reload changed.
+func Changes(old, next List) (added, removed []string) {
+	return missing(next, old), missing(old, next)
+}
+
+// missing returns, sorted, the entries of a that b lacks.
+func missing(a, b List) []string {
+	var out []string
+	if a.any && !b.any {
+		out = append(out, Any)
+	}
+	for o := range a.set {
+		if !b.set[o] {
+			out = append(out, o)
+		}
+	}
+	slices.Sort(out)
 	return out
 }
 

@@ -1,6 +1,7 @@
 package origins_test
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/snapnode/snapnode/internal/origins"
@@ -71,6 +72,34 @@ func TestHosts(t *testing.T) {
 	for _, bad := range []string{"https://node.example.com", "node.example.com:443", "a/b", ""} {
 		if _, err := origins.ParseHosts([]string{bad}); err == nil {
 			t.Errorf("ParseHosts(%q): no error", bad)
+		}
+	}
+}
+
+// Changes compares the lists as browsers send origins: an entry written
+// otherwise (case, default port, trailing slash) is no change.
+func TestOriginChanges(t *testing.T) {
+	parse := func(list ...string) origins.List {
+		l, err := origins.Parse(list)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	for _, c := range []struct {
+		old, next      origins.List
+		added, removed []string
+	}{
+		{parse(), parse(), nil, nil},
+		{parse("https://a.example"), parse("https://A.example:443/"), nil, nil},
+		{parse("https://a.example", "https://c.example"), parse("https://c.example", "https://b.example", "http://b.example"),
+			[]string{"http://b.example", "https://b.example"}, []string{"https://a.example"}},
+		{parse("https://a.example"), parse("*", "https://a.example"), []string{"*"}, nil},
+		{parse("*"), parse(), nil, []string{"*"}},
+	} {
+		added, removed := origins.Changes(c.old, c.next)
+		if !slices.Equal(added, c.added) || !slices.Equal(removed, c.removed) {
+			t.Errorf("Changes(%v, %v) = %q, %q; want %q, %q", c.old.Origins(), c.next.Origins(), added, removed, c.added, c.removed)
 		}
 	}
 }
