@@ -168,6 +168,7 @@ type Config struct {
 	// of another origin gets 403, so that a page in the browser of a
 	// user on the machine cannot send messages to a loopback endpoint
 	// (a POST of Content-Type text/plain needs no CORS preflight).
+	// SetAllowedOrigins changes them while the server runs.
 	AllowedOrigins []string
 	// AllowedHosts are the host names a request may be addressed to
 	// (its Host) besides IP addresses and loopback names (localhost and
@@ -254,11 +255,11 @@ type Server struct {
 	card     *cardSigner
 	upgrader websocket.Upgrader
 	started  time.Time
-	// origins and crossOrigin are AllowedOrigins; hosts AllowedHosts
-	// (SetAllowedHosts changes it).
-	origins     origins.List
-	crossOrigin *http.CrossOriginProtection
-	hosts       atomic.Pointer[origins.Hosts]
+	// pages is AllowedOrigins (SetAllowedOrigins changes it), hosts
+	// AllowedHosts (SetAllowedHosts): a request loads each once, and
+	// sees the old list or the new one whole.
+	pages atomic.Pointer[pagePolicy]
+	hosts atomic.Pointer[origins.Hosts]
 	// refusedOrigin and refusedHost are set once a page of a refused
 	// origin, or a request to a refused host, was logged (at warn, once).
 	refusedOrigin, refusedHost atomic.Bool
@@ -298,15 +299,13 @@ func New(cfg Config) (*Server, error) {
 		draining: make(chan struct{}),
 		ws:       make(map[*wsConn]struct{}),
 	}
-	s.origins, _ = origins.Parse(cfg.AllowedOrigins) // checked by fill
-	hosts, _ := origins.ParseHosts(cfg.AllowedHosts)
-	s.hosts.Store(&hosts)
-	s.crossOrigin = http.NewCrossOriginProtection()
-	for _, o := range s.origins.Origins() {
-		if err := s.crossOrigin.AddTrustedOrigin(o); err != nil {
-			return nil, fmt.Errorf("snaphttp: Config.AllowedOrigins: %w", err)
-		}
+	pages, err := newPagePolicy(cfg.AllowedOrigins)
+	if err != nil {
+		return nil, fmt.Errorf("snaphttp: Config.AllowedOrigins: %w", err)
 	}
+	s.pages.Store(pages)
+	hosts, _ := origins.ParseHosts(cfg.AllowedHosts) // checked by fill
+	s.hosts.Store(&hosts)
 	s.base, s.stopBase = context.WithCancel(context.Background())
 	s.streams, s.stopStreams = context.WithCancel(context.Background())
 	s.upgrader = websocket.Upgrader{
@@ -381,11 +380,33 @@ func (s *Server) refuseHost(w http.ResponseWriter, r *http.Request) {
 		map[string]any{"host": r.Host})
 }
 
+// pagePolicy is a list of allowed origins with the CrossOriginProtection
+// that trusts them: made whole for each list, as a protection's trusted
+// origins can be added but not removed.
+type pagePolicy struct {
+	list        origins.List
+	crossOrigin *http.CrossOriginProtection
+}
+
+func newPagePolicy(list []string) (*pagePolicy, error) {
+	l, err := origins.Parse(list)
+	if err != nil {
+		return nil, err
+	}
+	p := &pagePolicy{list: l, crossOrigin: http.NewCrossOriginProtection()}
+	for _, o := range l.Origins() {
+		if err := p.crossOrigin.AddTrustedOrigin(o); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
 // webSocketOrigin is the upgrader's CheckOrigin: no Origin (no browser
 // page), the endpoint's own, or one of AllowedOrigins.
 func (s *Server) webSocketOrigin(r *http.Request) bool {
 	o := r.Header.Get("Origin")
-	return o == "" || s.origins.Has(o) || origins.SameHost(o, r.Host)
+	return o == "" || s.pages.Load().list.Has(o) || origins.SameHost(o, r.Host)
 }
 
 // pageAllowed reports whether a POST may be taken: it comes from no
@@ -393,7 +414,8 @@ func (s *Server) webSocketOrigin(r *http.Request) bool {
 // AllowedOrigins (net/http's CrossOriginProtection reads Sec-Fetch-Site,
 // else compares Origin with Host).
 func (s *Server) pageAllowed(r *http.Request) bool {
-	return s.origins.Any() || s.crossOrigin.Check(r) == nil
+	p := s.pages.Load()
+	return p.list.Any() || p.crossOrigin.Check(r) == nil
 }
 
 // refuseOrigin answers a request of a browser page whose origin may not
@@ -405,7 +427,7 @@ func (s *Server) refuseOrigin(w http.ResponseWriter, r *http.Request) {
 			"origin", o, "sec_fetch_site", r.Header.Get("Sec-Fetch-Site"), "remote", r.RemoteAddr)
 	}
 	writeError(w, http.StatusForbidden, snap.CodeInvalidMessage,
-		fmt.Sprintf("a web page of origin %q may not send messages to this endpoint: only pages of its own origin and of http_allowed_origins may", o),
+		fmt.Sprintf("a web page of origin %q may not send messages to this endpoint: only pages of its own origin and of http_allowed_origins (which a SIGHUP reloads) may", o),
 		map[string]any{"origin": o})
 }
 
@@ -534,6 +556,20 @@ func (s *Server) SetAllowedHosts(list []string) error {
 	}
 	s.hosts.Store(&hosts)
 	return nil
+}
+
+// SetAllowedOrigins changes the origins of the web pages that may send
+// messages while the server runs, as Config.AllowedOrigins would set
+// them, from the next request on; on an error it changes nothing. It
+// returns the origins added and removed (see origins.Changes).
+func (s *Server) SetAllowedOrigins(list []string) (added, removed []string, err error) {
+	p, err := newPagePolicy(list)
+	if err != nil {
+		return nil, nil, fmt.Errorf("snaphttp: allowed origins: %w", err)
+	}
+	old := s.pages.Swap(p)
+	added, removed = origins.Changes(old.list, p.list)
+	return added, removed, nil
 }
 
 // admit takes a rate-limit token for the request's peer, or answers 429

@@ -1,13 +1,17 @@
 package node_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +20,7 @@ import (
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/node"
+	"github.com/snapnode/snapnode/internal/testutil"
 	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/tasks"
 )
@@ -38,12 +43,18 @@ var foreignPage = page{origin: "https://evil.example", site: "cross-site"}
 // which any page can make.
 func pageMessage(t *testing.T, n *node.Node) []byte {
 	t.Helper()
+	return pageMessageTo(t, n.Address())
+}
+
+// pageMessageTo is pageMessage to the node of address to.
+func pageMessageTo(t *testing.T, to string) []byte {
+	t.Helper()
 	k, err := identity.Generate()
 	if err != nil {
 		t.Fatal(err)
 	}
 	payload, _ := json.Marshal(text("page-" + snap.NewID()[:8]))
-	m := &snap.Message{ID: snap.NewID(), Version: snap.ProtocolVersion, From: k.Address(identity.Mainnet), To: n.Address(),
+	m := &snap.Message{ID: snap.NewID(), Version: snap.ProtocolVersion, From: k.Address(identity.Mainnet), To: to,
 		Type: snap.TypeRequest, Method: "message/send", Payload: payload, Timestamp: time.Now().Unix()}
 	if err := m.Sign(k); err != nil {
 		t.Fatal(err)
@@ -370,4 +381,114 @@ func TestReloadedHostsAnswered(t *testing.T) {
 			t.Errorf("GET /healthz with Host %q after the reload: %d; want %d", host, s, want)
 		}
 	}
+}
+
+// SIGHUP puts http_allowed_origins and relay_allowed_origins in force,
+// as it does http_allowed_hosts, without a restart: a page of an origin
+// added to the settings file is refused before and served after, on POST
+// /snap, the WebSocket to /snap and the embedded relay; one removed is
+// refused again; the change is logged; a list that does not parse is
+// refused, the one in force kept. Against the real binary.
+func TestDriveByOriginsReloadedOnSIGHUP(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs a node")
+	}
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "snapnode.toml")
+	setOrigins := func(list string) {
+		t.Helper()
+		body := "http_allowed_origins = " + list + "\nrelay_allowed_origins = " + list + "\n"
+		if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setOrigins(`["https://old.example"]`)
+	pr, pw := io.Pipe()
+	t.Cleanup(func() { pw.Close() }) // after the node ended (cleanups run last first)
+	var all testutil.LockedBuffer
+	lines := make(chan string, 1024)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			all.Write([]byte(sc.Text() + "\n"))
+			select {
+			case lines <- sc.Text():
+			default: // nobody waits for it; kept in all
+			}
+		}
+		io.Copy(io.Discard, pr)
+	}()
+	d := testutil.StartDaemon(t, testutil.DaemonOptions{DataDir: filepath.Join(dir, "data"),
+		Args: []string{"--config", conf, "--http-listen", "127.0.0.1:0", "--log-level", "info"},
+		Env:  []string{identity.EnvKey + "="}, Stderr: pw})
+
+	// hup sends SIGHUP and returns the lines the node logged up to the
+	// one that says how the reload ended, which must contain want.
+	hup := func(want string) string {
+		t.Helper()
+		for len(lines) > 0 { // what came before is not this reload's
+			<-lines
+		}
+		if err := d.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		var logged strings.Builder
+		timeout := time.After(30 * time.Second)
+		for {
+			select {
+			case l := <-lines:
+				logged.WriteString(l + "\n")
+				if strings.Contains(l, "settings reloaded") || strings.Contains(l, "settings not reloaded") {
+					if !strings.Contains(l, want) {
+						t.Fatalf("after SIGHUP: %q, want a line with %q", l, want)
+					}
+					return logged.String()
+				}
+			case <-timeout:
+				t.Fatalf("no reload logged after SIGHUP:\n%s", all.String())
+			}
+		}
+	}
+	// served reports, for a page of origin, the statuses of a POST /snap,
+	// a WebSocket to /snap and one to the relay.
+	served := func(origin string) [3]int {
+		p := page{origin: origin, site: "cross-site"}
+		post, _ := browserPost(t, d.HTTPURL, p, pageMessageTo(t, d.Address))
+		return [3]int{post, browserWebSocket(t, strings.Replace(d.HTTPURL, "http", "ws", 1), p), browserWebSocket(t, d.RelayURL, p)}
+	}
+	allowed := [3]int{http.StatusOK, http.StatusSwitchingProtocols, http.StatusSwitchingProtocols}
+	refused := [3]int{http.StatusForbidden, http.StatusForbidden, http.StatusForbidden}
+	check := func(when string, want map[string][3]int) {
+		t.Helper()
+		for origin, w := range want {
+			if got := served(origin); got != w {
+				t.Errorf("%s: a page of %s: POST /snap, WebSocket /snap, WebSocket relay: %d; want %d", when, origin, got, w)
+			}
+		}
+	}
+	check("before the reload", map[string][3]int{"https://old.example": allowed, "https://app.example": refused})
+
+	setOrigins(`["https://app.example", "https://other.example"]`)
+	logged := hup("settings reloaded")
+	if strings.Contains(logged, "need a restart") {
+		t.Errorf("the origins were taken as needing a restart:\n%s", logged)
+	}
+	for _, name := range []string{"http_allowed_origins", "relay_allowed_origins"} {
+		if !regexp.MustCompile(name + `.*added="?\[https://app.example https://other.example\]"? removed="?\[https://old.example\]`).MatchString(logged) {
+			t.Errorf("the change of %s is not logged with the origins added and removed:\n%s", name, logged)
+		}
+	}
+	check("after the reload", map[string][3]int{"https://old.example": refused, "https://app.example": allowed, "https://other.example": allowed})
+
+	// A list that does not parse: refused, naming the setting; the lists
+	// in force stay.
+	setOrigins(`["app.example"]`)
+	if l := hup("settings not reloaded"); !strings.Contains(l, "http_allowed_origins") {
+		t.Errorf("the refusal does not name the setting:\n%s", l)
+	}
+	check("after a refused reload", map[string][3]int{"https://old.example": refused, "https://app.example": allowed})
+
+	setOrigins(`["https://other.example"]`)
+	hup("settings reloaded")
+	check("after app.example was removed", map[string][3]int{"https://app.example": refused, "https://other.example": allowed})
 }

@@ -18,7 +18,8 @@ func (n *Node) live(name string) bool {
 	switch name {
 	case "operators", "service_callers", "policy",
 		"http_rate", "http_burst", "identity_rate", "identity_burst", "nostr_key_rate", "nostr_key_burst",
-		"relay_event_rate", "relay_event_burst", "card", "http_allowed_hosts":
+		"relay_event_rate", "relay_event_burst", "card", "http_allowed_hosts",
+		"http_allowed_origins", "relay_allowed_origins":
 		return true
 	case "log_level":
 		return n.level != nil
@@ -35,8 +36,9 @@ var ErrNotReloaded = errors.New("settings not reloaded; those in force stay")
 // runs (operators, service_callers, policy, the rate limits http_*,
 // identity_*, nostr_key_* and relay_event_*, card, http_allowed_hosts
 // (with the card's endpoints, the names the HTTP transport answers to),
-// and log_level when the node was started WithLogLevel), for every
-// request after it. It checks everything
+// http_allowed_origins and relay_allowed_origins (each logged with the
+// origins added and removed), and log_level when the node was started
+// WithLogLevel), for every request after it. It checks everything
 // first — cfg validates, the policy loads, the card is valid — and on an
 // error changes nothing: the settings in force stay. It returns the
 // settings of cfg that differ from those in force but need a restart,
@@ -68,6 +70,7 @@ func (n *Node) Reload(ctx context.Context, cfg config.Config) (restart []string,
 	next.RelayEventRate, next.RelayEventBurst = cfg.RelayEventRate, cfg.RelayEventBurst
 	next.Card = cfg.Card
 	next.HTTPAllowedHosts = cfg.HTTPAllowedHosts
+	next.HTTPAllowedOrigins, next.RelayAllowedOrigins = cfg.HTTPAllowedOrigins, cfg.RelayAllowedOrigins
 	if n.level != nil {
 		next.LogLevel = cfg.LogLevel
 	}
@@ -102,12 +105,15 @@ func (n *Node) Reload(ctx context.Context, cfg config.Config) (restart []string,
 		if err := n.http.srv.SetAllowedHosts(httpHosts(next)); err != nil {
 			n.logger.Error("http: the host names answered to not changed", "err", err)
 		}
+		// Validated (cfg.Validate): this does not fail.
+		n.setOrigins("http_allowed_origins", n.http.srv.SetAllowedOrigins, next.HTTPAllowedOrigins)
 	}
 	if n.relay != nil {
 		// Validated: this does not fail.
 		if err := n.relay.SetEventRate(next.RelayEventRate, next.RelayEventBurst); err != nil {
 			n.logger.Error("embedded relay: event rate not changed", "err", err)
 		}
+		n.setOrigins("relay_allowed_origins", n.relay.SetAllowedOrigins, next.RelayAllowedOrigins)
 	}
 	if n.level != nil {
 		n.level.Set(level)
@@ -127,4 +133,17 @@ func (n *Node) Reload(ctx context.Context, cfg config.Config) (restart []string,
 		n.logger.Info("card republished")
 	}
 	return restart, nil
+}
+
+// setOrigins puts list in force as the allowed origins of the setting
+// name with set, and logs what changed: the origins added and removed,
+// or why the list in force stays.
+func (n *Node) setOrigins(name string, set func([]string) (added, removed []string, err error), list []string) {
+	added, removed, err := set(list)
+	switch {
+	case err != nil:
+		n.logger.Error(name+" not changed; the list in force stays", "err", err)
+	case len(added) > 0 || len(removed) > 0:
+		n.logger.Info(name+" changed", "added", added, "removed", removed)
+	}
 }

@@ -191,7 +191,8 @@ type Config struct {
 	// listed; any other page gets 403, so that a page in the browser of
 	// a user on the machine cannot publish requests to the node. A relay
 	// listening elsewhere with no list takes every origin, as a public
-	// relay does: Nostr web clients run in browsers.
+	// relay does: Nostr web clients run in browsers. SetAllowedOrigins
+	// changes them while the relay runs.
 	AllowedOrigins []string
 
 	// AcceptEvent, when set, is asked about every valid event before it
@@ -387,7 +388,9 @@ type Relay struct {
 	bursts   sync.Pool // *[]byte: the WebSocket writers' burst buffers
 	frames   sync.Pool // *[]byte: the WebSocket writers' EVENT frames
 	info     []byte    // the NIP-11 document
-	origins  origins.List
+	// pages is AllowedOrigins (SetAllowedOrigins changes it): an
+	// upgrade loads it once, and sees the old list or the new one whole.
+	pages atomic.Pointer[pagePolicy]
 	// refusedOrigin is set once a page of a refused origin was logged.
 	refusedOrigin atomic.Bool
 
@@ -459,7 +462,8 @@ func New(cfg Config) (*Relay, error) {
 			CheckOrigin: func(*http.Request) bool { return true },
 		},
 	}
-	r.origins, _ = origins.Parse(cfg.AllowedOrigins) // checked by withDefaults
+	pages, _ := newPagePolicy(cfg.AllowedOrigins) // checked by withDefaults
+	r.pages.Store(pages)
 	if r.info, err = jsonenc.Marshal(r.Info()); err != nil {
 		st.close()
 		cancel()
@@ -478,6 +482,36 @@ func (r *Relay) SetEventRate(perSecond float64, burst int) error {
 	}
 	r.events.SetRate(perSecond, burst)
 	return nil
+}
+
+// pagePolicy is a list of AllowedOrigins, checked.
+type pagePolicy struct {
+	list origins.List
+	// given is whether the list names any origin: a relay listening
+	// elsewhere than on loopback with none takes every origin.
+	given bool
+}
+
+func newPagePolicy(list []string) (*pagePolicy, error) {
+	l, err := origins.Parse(list)
+	if err != nil {
+		return nil, err
+	}
+	return &pagePolicy{list: l, given: len(list) > 0}, nil
+}
+
+// SetAllowedOrigins changes AllowedOrigins while the relay runs, from
+// the next WebSocket upgrade on (the clients connected stay); on an
+// error it changes nothing. It returns the origins added and removed
+// (see origins.Changes).
+func (r *Relay) SetAllowedOrigins(list []string) (added, removed []string, err error) {
+	p, err := newPagePolicy(list)
+	if err != nil {
+		return nil, nil, fmt.Errorf("embedded relay: allowed origins: %w", err)
+	}
+	old := r.pages.Swap(p)
+	added, removed = origins.Changes(old.list, p.list)
+	return added, removed, nil
 }
 
 // hold counts n more bytes held by peer's subscriptions, unless that

@@ -61,10 +61,11 @@ func (r *Relay) serveWebSocket(w http.ResponseWriter, req *http.Request) {
 // refused (see Config.AllowedOrigins), or "" when it is not.
 func (r *Relay) checkOrigin(req *http.Request) string {
 	o := req.Header.Get("Origin")
-	if o == "" || r.origins.Has(o) || origins.Loopback(o) {
+	p := r.pages.Load()
+	if o == "" || p.list.Has(o) || origins.Loopback(o) {
 		return ""
 	}
-	if len(r.cfg.AllowedOrigins) == 0 && !r.onLoopback(req) {
+	if !p.given && !r.onLoopback(req) {
 		return "" // a public relay
 	}
 	if r.refusedOrigin.CompareAndSwap(false, true) {
