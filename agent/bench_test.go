@@ -263,7 +263,7 @@ func BenchmarkQueueAdmit(b *testing.B) {
 		var n atomic.Int64
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				release, err := q.Admit(ctx, fmt.Sprintf("requester-%d", n.Add(1)%50))
+				release, err := q.Admit(ctx, fmt.Sprintf("requester-%d", n.Add(1)%50), nil)
 				if err != nil {
 					b.Fatal(err)
 				}

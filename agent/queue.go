@@ -54,6 +54,13 @@ type QueueLimits struct {
 	// MaxQueuedPerRequester bounds one requester's; 0 (or less) is a
 	// sixteenth of MaxQueued, at least 1.
 	MaxQueuedPerRequester int
+	// MaxNewcomers bounds the queue, every requester's together, for a
+	// new task of a requester the node does not know (no task it has
+	// answered; see tasks.Service.Known): a flood of fresh identities
+	// fills this share and leaves the rest, up to MaxQueued, to known
+	// peers. 0 (or less, or more than MaxQueued) is half of MaxQueued,
+	// at least 1, as the stream slots' share; MaxQueued keeps no share.
+	MaxNewcomers int
 	// Exempt reports the requesters neither bound holds (the node's
 	// operators); nil exempts none.
 	Exempt func(requester string) bool
@@ -80,17 +87,25 @@ func NewLimitedQueue(store *Store, now func() time.Time, limits QueueLimits) *Qu
 	if limits.MaxQueuedPerRequester <= 0 {
 		limits.MaxQueuedPerRequester = max(limits.MaxQueued/16, 1)
 	}
+	if limits.MaxNewcomers <= 0 || limits.MaxNewcomers > limits.MaxQueued {
+		limits.MaxNewcomers = max(limits.MaxQueued/2, 1)
+	}
 	q := &Queue{store: store, now: now, wake: make(chan struct{}, 1), limits: limits,
-		count: tasks.NewCount(tasks.LiveLimits{PerOwner: limits.MaxQueuedPerRequester, Total: limits.MaxQueued}, refuseQueued)}
+		count: tasks.NewCount(tasks.LiveLimits{PerOwner: limits.MaxQueuedPerRequester, Total: limits.MaxQueued,
+			Newcomers: limits.MaxNewcomers}, refuseQueued)}
 	store.queued.Store(q.count)
 	return q
 }
 
 // refuseQueued is the queue's refusal of a new task (a tasks.RefuseFunc).
 func refuseQueued(_, _, scope string, _, limit int) error {
-	if scope == "requester" {
+	switch scope {
+	case "requester":
 		return snap.LimitReached(snap.CodeRateLimitExceeded, "too many of this requester's tasks wait for the agent; let one end first",
 			QueuedRetryAfter, limit, "requester")
+	case tasks.ScopeNewcomers:
+		return snap.LimitReached(snap.CodeServiceUnavailable, "the agent's queue keeps its remaining places for peers it knows; retry later",
+			QueuedRetryAfter, limit, tasks.ScopeNewcomers)
 	}
 	return snap.LimitReached(snap.CodeServiceUnavailable, "the agent's queue is full; retry later",
 		QueuedRetryAfter, limit, "node")
@@ -98,15 +113,19 @@ func refuseQueued(_, _, scope string, _, limit int) error {
 
 // Admit implements tasks.Admitter: a new task of requester's is refused
 // before it is stored when requester already has MaxQueuedPerRequester
-// jobs queued (5002, scope "requester") or the queue holds MaxQueued
-// (5003, scope "node"), each with retryAfter and the limit. A task
+// jobs queued (5002, scope "requester"), the queue holds MaxQueued
+// (5003, scope "node"), or it holds MaxNewcomers and known (nil: none
+// is) reports requester unknown (5003, scope "newcomers"), each with
+// retryAfter and the limit. known is asked only then, so that a queue
+// below MaxNewcomers admits without it; a requester past its share or a
+// full queue is refused without it too. A task
 // admitted counts as queued from then on, until release is called once
 // its job is stored (or it was not made): sends handled at once do not
 // pass the bounds. Admit reads the count in memory, and asks the store
 // only if the queue has not counted its jobs yet (Recount). Other
 // processes on the same database are seen when Recount runs next, so
 // replicas may pass the bounds by what they queued or ended since.
-func (q *Queue) Admit(ctx context.Context, requester string) (release func(), err error) {
+func (q *Queue) Admit(ctx context.Context, requester string, known func() bool) (release func(), err error) {
 	if q.limits.Exempt != nil && q.limits.Exempt(requester) {
 		return func() {}, nil
 	}
@@ -115,7 +134,7 @@ func (q *Queue) Admit(ctx context.Context, requester string) (release func(), er
 			return nil, err
 		}
 	}
-	return q.count.Reserve(dbtext.Clean(requester))
+	return q.count.Reserve(dbtext.Clean(requester), known)
 }
 
 // Recount reads each requester's queued jobs from the store, with one

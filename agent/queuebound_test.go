@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -39,6 +40,11 @@ func (r *rig) queued(t *testing.T) int64 {
 	return n[agent.Pending] + n[agent.Running] + n[agent.Reviewing]
 }
 
+// known is a tasks.Admitter's lookup of a peer the node knows: every
+// requester is, so that the tests of the other bounds meet no newcomers'
+// share.
+func known() bool { return true }
+
 // wantRefusal fails t unless err is the *snap.Error of code whose data
 // holds want.
 func wantRefusal(t *testing.T, err error, code snap.Code, want map[string]any) {
@@ -60,13 +66,15 @@ func wantRefusal(t *testing.T, err error, code snap.Code, want map[string]any) {
 
 // TestSybilCannotGrowTheAgentQueue: distinct identities, each sending one
 // free-text task (each within any per-requester share), cannot make the
-// agent's queue hold more than agent.DefaultMaxQueued jobs while no job
-// runs: the task past it is refused at once with 5003 scope "node" and
-// is not stored, instead of waiting "submitted" behind all the others;
-// before, every task became a job and the queue grew without bound.
+// agent's queue hold more than the newcomers' share of it, half of
+// agent.DefaultMaxQueued, while no job runs: the task past it is refused
+// at once with 5003 scope "newcomers" and is not stored, instead of
+// waiting "submitted" behind all the others; before, every task became a
+// job and the queue grew without bound (and then, up to the whole
+// queue, 5003 scope "node" for everyone).
 func TestSybilCannotGrowTheAgentQueue(t *testing.T) {
 	r := newRig(t, testdb.SQLite(t))
-	const sybils = 1_024 + 40
+	const sybils, share = 1_024 + 40, 1_024 / 2
 	refused := 0
 	for i := range sybils {
 		k, err := identity.Generate()
@@ -74,15 +82,15 @@ func TestSybilCannotGrowTheAgentQueue(t *testing.T) {
 			t.Fatal(err)
 		}
 		if err := r.trySend(k.Address(identity.Mainnet), fmt.Sprintf("sybil %d", i)); err != nil {
-			wantRefusal(t, err, snap.CodeServiceUnavailable, map[string]any{"scope": "node", "limit": 1_024})
+			wantRefusal(t, err, snap.CodeServiceUnavailable, map[string]any{"scope": "newcomers", "limit": share})
 			refused++
 		}
 	}
-	if got := r.queued(t); got > 1_024 {
-		t.Fatalf("%d distinct identities queued %d jobs, want at most 1024", sybils, got)
+	if got := r.queued(t); got > share {
+		t.Fatalf("%d distinct identities queued %d jobs, want at most %d", sybils, got, share)
 	}
-	if refused != sybils-1_024 {
-		t.Fatalf("%d refused, want %d", refused, sybils-1_024)
+	if refused != sybils-share {
+		t.Fatalf("%d refused, want %d", refused, sybils-share)
 	}
 }
 
@@ -103,7 +111,7 @@ func (r *rig) limited(t *testing.T, limits agent.QueueLimits) {
 // bound, and a job that ends gives its place back.
 func TestAgentQueueRequesterShare(t *testing.T) {
 	r := newRig(t, testdb.SQLite(t))
-	r.limited(t, agent.QueueLimits{MaxQueued: 4, MaxQueuedPerRequester: 2,
+	r.limited(t, agent.QueueLimits{MaxQueued: 4, MaxQueuedPerRequester: 2, MaxNewcomers: 4,
 		Exempt: func(who string) bool { return who == "operator" }})
 	for i := range 2 {
 		if err := r.trySend("bob", fmt.Sprintf("bob %d", i)); err != nil {
@@ -152,7 +160,7 @@ func TestAgentQueueRequesterShare(t *testing.T) {
 // own, and sends in between all saw room.
 func TestAgentQueueBoundHeldUnderConcurrentSends(t *testing.T) {
 	r := newRig(t, testdb.SQLite(t))
-	r.limited(t, agent.QueueLimits{MaxQueued: 4, MaxQueuedPerRequester: 2})
+	r.limited(t, agent.QueueLimits{MaxQueued: 4, MaxQueuedPerRequester: 2, MaxNewcomers: 4})
 	burst := func(who func(i int) string) {
 		var wg sync.WaitGroup
 		for i := range 32 {
@@ -195,16 +203,16 @@ func TestQueueAdmitMakesNoQuery(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	_, err := r.queue.Admit(ctx, "bob")
+	_, err := r.queue.Admit(ctx, "bob", known)
 	wantRefusal(t, err, snap.CodeRateLimitExceeded, map[string]any{"scope": "requester", "limit": 2})
 	for _, who := range []string{"alice", "carol"} {
-		release, err := r.queue.Admit(ctx, who)
+		release, err := r.queue.Admit(ctx, who, known)
 		if err != nil {
 			t.Fatalf("%s with the database closed: %v", who, err)
 		}
 		defer release()
 	}
-	_, err = r.queue.Admit(ctx, "dave")
+	_, err = r.queue.Admit(ctx, "dave", known)
 	wantRefusal(t, err, snap.CodeServiceUnavailable, map[string]any{"scope": "node", "limit": 4})
 }
 
@@ -314,12 +322,12 @@ func TestQueueRecountCatchesUpWithReplicas(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	release, err := a.queue.Admit(ctx, "bob")
+	release, err := a.queue.Admit(ctx, "bob", known)
 	if err != nil {
 		t.Fatalf("before the recount, replica a has not seen bob's jobs: %v", err)
 	}
 	release()
-	pending, err := a.queue.Admit(ctx, "alice")
+	pending, err := a.queue.Admit(ctx, "alice", known)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,11 +335,123 @@ func TestQueueRecountCatchesUpWithReplicas(t *testing.T) {
 	if err := a.queue.Recount(ctx); err != nil {
 		t.Fatal(err)
 	}
-	_, err = a.queue.Admit(ctx, "bob")
+	_, err = a.queue.Admit(ctx, "bob", known)
 	wantRefusal(t, err, snap.CodeRateLimitExceeded, map[string]any{"scope": "requester", "limit": 2})
-	if _, err := a.queue.Admit(ctx, "carol"); err != nil {
+	if _, err := a.queue.Admit(ctx, "carol", known); err != nil {
 		t.Fatal(err) // bob's 2, alice's admission, carol's: 4
 	}
-	_, err = a.queue.Admit(ctx, "dave")
+	_, err = a.queue.Admit(ctx, "dave", known)
 	wantRefusal(t, err, snap.CodeServiceUnavailable, map[string]any{"scope": "node", "limit": 4})
+}
+
+// history gives who a task the node has answered (canceled, its job
+// ended), and no job queued: a peer with a history here.
+func (r *rig) history(t *testing.T, who string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := r.trySend(who, who+"'s first task"); err != nil {
+		t.Fatal(err)
+	}
+	ts, err := r.svc.List(ctx, tasks.Filter{Owner: who, Limit: 1})
+	if err != nil || len(ts) != 1 {
+		t.Fatal(ts, err)
+	}
+	if _, err := r.svc.Transition(ctx, ts[0].ID, tasks.StateCanceled, "canceled"); err != nil {
+		t.Fatal(err)
+	}
+	j, err := r.store.Get(ctx, ts[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.Status, j.Reason = agent.Canceled, "the task was canceled"
+	if err := r.store.Write(ctx, agent.Save{Job: j, Expect: agent.Pending}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAgentQueueNewcomersShare: fresh identities (no task the node has
+// answered) fill at most the newcomers' share of the queue (half of it);
+// past it a fresh identity's task is refused before it is stored, 5003
+// {scope: "newcomers", limit}, and so is the second task of an identity
+// whose only task waits in the queue, while a known peer still queues up
+// to the full bound and an operator past it. Before, a flood of fresh
+// identities filled the whole queue and every peer got 5003 until it
+// drained.
+func TestAgentQueueNewcomersShare(t *testing.T) {
+	r := newRig(t, testdb.SQLite(t))
+	r.limited(t, agent.QueueLimits{MaxQueued: 8, MaxQueuedPerRequester: 2,
+		Exempt: func(who string) bool { return who == "operator" }})
+	r.history(t, "alice")
+	r.history(t, "bob")
+	for i := range 4 {
+		if err := r.trySend(fmt.Sprintf("fresh-%d", i), "flood"); err != nil {
+			t.Fatalf("fresh identity %d within the newcomers' share: %v", i, err)
+		}
+	}
+	wantRefusal(t, r.trySend("fresh-4", "flood"), snap.CodeServiceUnavailable, map[string]any{"scope": "newcomers", "limit": 4})
+	wantRefusal(t, r.trySend("fresh-0", "again"), snap.CodeServiceUnavailable, map[string]any{"scope": "newcomers", "limit": 4})
+	for i := range 2 {
+		for _, who := range []string{"alice", "bob"} {
+			if err := r.trySend(who, fmt.Sprintf("%s %d", who, i)); err != nil {
+				t.Fatalf("known peer %s's task %d past the newcomers' share: %v", who, i, err)
+			}
+		}
+	}
+	if got := r.queued(t); got != 8 {
+		t.Fatalf("%d jobs queued, want 8", got)
+	}
+	if n, err := r.svc.List(context.Background(), tasks.Filter{Owner: "fresh-4"}); err != nil || len(n) != 0 {
+		t.Fatalf("the refused newcomer has %d tasks (%v), want none", len(n), err)
+	}
+	if err := r.trySend("operator", "past every bound"); err != nil {
+		t.Fatalf("the operator: %v", err)
+	}
+}
+
+// TestQueueNewcomersShareHeldUnderConcurrentAdmits: 64 fresh identities'
+// and 64 known peers' admissions at once, none released, against a queue
+// of 8 whose newcomers' share is 4: at most 4 fresh identities are
+// admitted, the known peers take the rest, and no more than 8 in all.
+// Whether a requester is known is asked only past the share, once per
+// admission at most.
+func TestQueueNewcomersShareHeldUnderConcurrentAdmits(t *testing.T) {
+	r := newRig(t, testdb.SQLite(t))
+	r.limited(t, agent.QueueLimits{MaxQueued: 8, MaxQueuedPerRequester: 2})
+	ctx := context.Background()
+	if err := r.queue.Recount(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		wg                   sync.WaitGroup
+		fresh, peers, lookup atomic.Int64
+	)
+	for i := range 128 {
+		who, isKnown := fmt.Sprintf("fresh-%d", i), i%2 == 1
+		if isKnown {
+			who = fmt.Sprintf("peer-%d", i)
+		}
+		wg.Go(func() {
+			release, err := r.queue.Admit(ctx, who, func() bool { lookup.Add(1); return isKnown })
+			if err != nil {
+				var se *snap.Error
+				if !errors.As(err, &se) || se.Code != snap.CodeServiceUnavailable {
+					t.Errorf("%s: %v, want a 5003", who, err)
+				}
+				return
+			}
+			t.Cleanup(release)
+			if isKnown {
+				peers.Add(1)
+			} else {
+				fresh.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if fresh.Load() > 4 || fresh.Load()+peers.Load() != 8 {
+		t.Fatalf("admitted %d fresh identities and %d known peers, want at most 4 fresh and 8 in all", fresh.Load(), peers.Load())
+	}
+	if lookup.Load() > 128-fresh.Load() {
+		t.Fatalf("%d lookups for 128 admissions, %d of them below the share", lookup.Load(), fresh.Load())
+	}
 }

@@ -52,9 +52,11 @@ type Screener interface {
 // waits without end. Else the task counts as admitted until release is
 // called, once Take has been asked about it or it was not made, so that
 // requests handled at once do not all fit in the same room. A message to
-// an existing task is not asked about.
+// an existing task is not asked about. known reports whether requester
+// is a peer the node knows (see Service.Known), with a query: Admit asks
+// it only when the answer decides.
 type Admitter interface {
-	Admit(ctx context.Context, requester string) (release func(), err error)
+	Admit(ctx context.Context, requester string, known func() bool) (release func(), err error)
 }
 
 // screen is the agent's refusal of every new free-text task, if it

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/snapnode/snapnode/internal/slots"
 	"github.com/snapnode/snapnode/snap"
 )
 
@@ -29,6 +30,12 @@ type LiveLimits struct {
 	// live task is refused with ErrStoreFull and a *snap.Error 5003, as
 	// a full store is.
 	Total int
+	// Newcomers is the most live tasks of all owners together past which
+	// a reservation of an owner that is not known (see Reserve) is
+	// refused, with scope "newcomers": it leaves the rest, up to Total,
+	// to the owners the node knows. 0 (or Total or more) bounds nothing
+	// more than Total. Take is not held to it.
+	Newcomers int
 }
 
 // LiveCount counts each owner's live tasks for a store and refuses a new
@@ -64,7 +71,8 @@ type LiveCount struct {
 // RefuseFunc makes a LiveCount's refusal of a new live task of owner (id,
 // or "" for a Reserve): scope is "requester" when owner holds
 // LiveLimits.PerOwner, "node" when all owners together hold
-// LiveLimits.Total; held is what they hold, limit the bound.
+// LiveLimits.Total, "newcomers" when they hold LiveLimits.Newcomers and
+// owner is not known; held is what they hold, limit the bound.
 type RefuseFunc func(owner, id, scope string, held, limit int) error
 
 // NewLiveCount returns a count bounded by lim, with no task counted; it
@@ -78,7 +86,10 @@ func NewLiveCount(lim LiveLimits) *LiveCount {
 
 // NewCount is NewLiveCount with refuse making the refusals.
 func NewCount(lim LiveLimits, refuse RefuseFunc) *LiveCount {
-	lim.PerOwner, lim.Total = max(lim.PerOwner, 0), max(lim.Total, 0)
+	lim.PerOwner, lim.Total, lim.Newcomers = max(lim.PerOwner, 0), max(lim.Total, 0), max(lim.Newcomers, 0)
+	if lim.Total > 0 && lim.Newcomers >= lim.Total {
+		lim.Newcomers = 0
+	}
 	if lim == (LiveLimits{}) {
 		return nil
 	}
@@ -112,28 +123,62 @@ func (c *LiveCount) Take(owner, id string) error {
 }
 
 func (c *LiveCount) checkLocked(owner, id string) error {
-	if n := c.live[owner] + c.reserved[owner]; c.lim.PerOwner > 0 && n >= c.lim.PerOwner {
-		return c.refuse(owner, id, "requester", n, c.lim.PerOwner)
-	}
-	if n := c.sum + c.reservedSum; c.lim.Total > 0 && n >= c.lim.Total {
-		return c.refuse(owner, id, "node", n, c.lim.Total)
+	if b := c.boundLocked(owner, true); b.scope != "" {
+		return c.refuse(owner, id, b.scope, b.held, b.limit)
 	}
 	return nil
 }
 
+// bound is the bound a new live task meets: scope "" when none.
+type bound struct {
+	scope       string
+	held, limit int
+}
+
+// boundLocked returns the bound a new live task of owner meets, known
+// or not (see LiveLimits.Newcomers). c.mu is held.
+func (c *LiveCount) boundLocked(owner string, known bool) bound {
+	if n := c.live[owner] + c.reserved[owner]; c.lim.PerOwner > 0 && n >= c.lim.PerOwner {
+		return bound{"requester", n, c.lim.PerOwner}
+	}
+	n := c.sum + c.reservedSum
+	if c.lim.Total > 0 && n >= c.lim.Total {
+		return bound{"node", n, c.lim.Total}
+	}
+	if !known && c.lim.Newcomers > 0 && n >= c.lim.Newcomers {
+		return bound{ScopeNewcomers, n, c.lim.Newcomers}
+	}
+	return bound{}
+}
+
+// ScopeNewcomers is the scope of a refusal past LiveLimits.Newcomers, as
+// of the stream slots' share of newcomers.
+const ScopeNewcomers = slots.ScopeNewcomers
+
 // Reserve holds a place for a live task of owner about to be made, or
-// refuses it as Take does: the reservation counts as a live task until
-// release is called (once; later calls do nothing), by which time the
-// task is counted as stored (Add) or was not made. A Recount keeps it.
-// A nil count reserves nothing.
-func (c *LiveCount) Reserve(owner string) (release func(), err error) {
+// refuses it as Take does, and past LiveLimits.Newcomers when owner is not
+// known: the reservation counts as a live task until release is called
+// (once; later calls do nothing), by which time the task is counted as
+// stored (Add) or was not made. A Recount keeps it. known, which may
+// look owner up (nil: not known), is asked only when the newcomers'
+// bound is the one owner meets, without the count's lock held; the
+// bounds are checked again after it, so that reservations made at once
+// do not pass them. A nil count reserves nothing.
+func (c *LiveCount) Reserve(owner string, known func() bool) (release func(), err error) {
 	if c == nil {
 		return func() {}, nil
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := c.checkLocked(owner, ""); err != nil {
-		return nil, err
+	b := c.boundLocked(owner, false)
+	if b.scope == ScopeNewcomers && known != nil {
+		c.mu.Unlock()
+		isKnown := known()
+		c.mu.Lock()
+		b = c.boundLocked(owner, isKnown)
+	}
+	if b.scope != "" {
+		return nil, c.refuse(owner, "", b.scope, b.held, b.limit)
 	}
 	c.reserved[owner]++
 	c.reservedSum++

@@ -96,20 +96,20 @@ func TestLiveCountReserve(t *testing.T) {
 		refusals = append(refusals, fmt.Sprintf("%s %s %d/%d", owner, scope, held, limit))
 		return fmt.Errorf("refused %s", owner)
 	})
-	r1, err := c.Reserve("alice")
+	r1, err := c.Reserve("alice", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Recount(ctx, func(context.Context) (map[string]int, error) { return map[string]int{"alice": 1}, nil }); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Reserve("alice"); err == nil {
+	if _, err := c.Reserve("alice", nil); err == nil {
 		t.Fatal("alice's 3rd, a reservation kept by the recount among them: admitted")
 	}
 	if err := c.Take("bob", "b1"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Reserve("carol"); err == nil {
+	if _, err := c.Reserve("carol", nil); err == nil {
 		t.Fatal("a 4th in all: admitted")
 	}
 	r1()
@@ -117,7 +117,7 @@ func TestLiveCountReserve(t *testing.T) {
 	if c.reservedSum != 0 || len(c.reserved) != 0 {
 		t.Fatalf("reserved %v (%d in all) after the release", c.reserved, c.reservedSum)
 	}
-	r2, err := c.Reserve("carol")
+	r2, err := c.Reserve("carol", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,53 @@ func TestLiveCountReserve(t *testing.T) {
 		t.Fatalf("refusals %q, want %q", refusals, want)
 	}
 	var nilCount *LiveCount
-	if release, err := nilCount.Reserve("x"); err != nil || release == nil {
+	if release, err := nilCount.Reserve("x", nil); err != nil || release == nil {
 		t.Fatalf("a nil count: %v", err)
+	}
+}
+
+// TestLiveCountNewcomers: past LiveLimits.Newcomers a reservation is
+// refused with scope "newcomers" unless its owner is known; whether it
+// is is asked only then, and not of an owner past its own share or of a
+// full count; Take is not held to it.
+func TestLiveCountNewcomers(t *testing.T) {
+	var refusals []string
+	c := NewCount(LiveLimits{PerOwner: 2, Total: 4, Newcomers: 2}, func(owner, id, scope string, held, limit int) error {
+		refusals = append(refusals, fmt.Sprintf("%s %s %d/%d", owner, scope, held, limit))
+		return fmt.Errorf("refused %s", owner)
+	})
+	var asked []string
+	known := func(who string, is bool) func() bool {
+		return func() bool { asked = append(asked, who); return is }
+	}
+	for _, who := range []string{"fresh-1", "fresh-2"} {
+		if _, err := c.Reserve(who, known(who, false)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Reserve("fresh-3", known("fresh-3", false)); err == nil {
+		t.Fatal("a newcomer past the newcomers' share: admitted")
+	}
+	if _, err := c.Reserve("fresh-3", nil); err == nil {
+		t.Fatal("a newcomer with no lookup past the newcomers' share: admitted")
+	}
+	if _, err := c.Reserve("alice", known("alice", true)); err != nil {
+		t.Fatalf("a known owner past the newcomers' share: %v", err)
+	}
+	if err := c.Take("bob", "b1"); err != nil {
+		t.Fatalf("Take past the newcomers' share: %v", err)
+	}
+	if _, err := c.Reserve("carol", known("carol", true)); err == nil {
+		t.Fatal("a 5th in all: admitted")
+	}
+	if want := []string{"fresh-3", "alice"}; fmt.Sprint(asked) != fmt.Sprint(want) {
+		t.Fatalf("asked about %q, want %q", asked, want)
+	}
+	want := []string{"fresh-3 newcomers 2/2", "fresh-3 newcomers 2/2", "carol node 4/4"}
+	if fmt.Sprint(refusals) != fmt.Sprint(want) {
+		t.Fatalf("refusals %q, want %q", refusals, want)
+	}
+	if c := NewCount(LiveLimits{Total: 4, Newcomers: 4}, nil); c.lim.Newcomers != 0 {
+		t.Fatalf("a newcomers' share of the whole count: %+v, want none", c.lim)
 	}
 }

@@ -291,7 +291,7 @@ func (s *Service) send(ctx context.Context, owner string, req *SendParams, keyed
 	if req.TaskID == "" && len(proposals) == 0 {
 		refusal = s.screen()
 		if a, ok := s.agent.(Admitter); ok && refusal == nil {
-			release, err := a.Admit(ctx, owner)
+			release, err := a.Admit(ctx, owner, func() bool { return s.Known(ctx, owner) })
 			if err != nil {
 				return nil, fmt.Errorf("tasks: send message: %w", err)
 			}

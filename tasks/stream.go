@@ -210,14 +210,19 @@ func (l *streamLimits) acquire(ctx context.Context, requester string, known bool
 	return release, err
 }
 
-// known reports whether requester has a history here: an operator, or
-// the owner of a task. A store error counts as none. The task is read
-// brief: its history and artifacts are not needed to know it exists.
-func (s *Service) known(ctx context.Context, requester string) bool {
+// Known reports whether requester has a history here: an operator, or
+// the owner of a task the node has answered (one no longer submitted or
+// working). The stream slots and the agent's queue keep a share for
+// known peers. A task still waiting or worked on is no history: a fresh
+// identity's first task, queued or streaming, does not make it known for
+// its next ones. A store error counts as none. The task is read brief:
+// its history and artifacts are not needed to know it exists.
+func (s *Service) Known(ctx context.Context, requester string) bool {
 	if s.IsOperator(requester) {
 		return true
 	}
-	ts, err := s.store.List(ctx, Filter{Owner: requester, Limit: 1, Brief: true})
+	answered := []State{StateInputRequired, StateCompleted, StateFailed, StateCanceled}
+	ts, err := s.store.List(ctx, Filter{Owner: requester, States: answered, Limit: 1, Brief: true})
 	return err == nil && len(ts) > 0
 }
 
@@ -236,7 +241,7 @@ func (s *Service) StreamSlots() slots.Stats {
 // limits and the wait) and bounds ctx by StreamMaxDuration; end cancels
 // that context and gives the slot back.
 func (s *Service) startStream(ctx context.Context, who string) (_ context.Context, end func(), err error) {
-	release, err := s.streams.acquire(ctx, who, s.known(ctx, who))
+	release, err := s.streams.acquire(ctx, who, s.Known(ctx, who))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -568,13 +568,25 @@ func TestStreamLimits(t *testing.T) {
 
 // Requesters with no task history share MaxNewcomerStreams slots: a
 // flood of fresh identities is refused (5002, scope "newcomers") while a
-// requester who owns a task, or an operator, still gets a slot; a
-// newcomer's slot comes back when its stream ends.
+// requester who owns a task the node answered, or an operator, still gets
+// a slot; a newcomer's slot comes back when its stream ends. A task still
+// submitted is no history (Known): a fresh identity's first task does not
+// make it known for its next ones.
 func TestStreamNewcomers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		s, _ := newService(t, ServiceOptions{MaxStreams: 4, MaxStreamsPerRequester: 4})
-		known := mustSend(t, s, alice, send(`{"text":"my first task"}`))
+		first := mustSend(t, s, alice, send(`{"text":"my first task"}`))
+		if s.Known(ctx, alice) {
+			t.Fatal("alice, whose only task is submitted, is known")
+		}
+		if _, err := s.Transition(ctx, first.ID, StateCanceled, "canceled"); err != nil {
+			t.Fatal(err)
+		}
+		if !s.Known(ctx, alice) {
+			t.Fatal("alice, whose task the node answered, is not known")
+		}
+		known := mustSend(t, s, alice, send(`{"text":"my second task"}`))
 		open := func(who string) *running {
 			return start(func() (*Task, error) {
 				return streamJSON(ctx, s, who, []byte(send(`{"text":"x"}`)), func(any) error { return nil })

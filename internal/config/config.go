@@ -347,6 +347,11 @@ type Agent struct {
 	// MaxQueuedJobsPerRequester bounds one requester's of them (5002);
 	// 0 is a sixteenth of MaxQueuedJobs, at least 1.
 	MaxQueuedJobsPerRequester int `toml:"max_queued_jobs_per_requester"`
+	// MaxNewcomerQueuedJobs is the share of MaxQueuedJobs open to
+	// requesters the node does not know (no task it has answered): past
+	// it their new free-text tasks are refused (5003), and the rest of
+	// the queue is left to known peers; 0 is half of MaxQueuedJobs.
+	MaxNewcomerQueuedJobs int `toml:"max_newcomer_queued_jobs"`
 	// Lease is how long a claimed job stays this node's without renewal.
 	Lease Duration `toml:"lease"`
 	// RetryBackoff is the first wait before a failed model call is tried
@@ -749,6 +754,7 @@ var settings = []setting{
 	intSetting("", "SNAPNODE_AGENT_MAX_JOBS_PER_REQUESTER", "work on at most N agent jobs of one requester at once (0: half of max_jobs, rounded up)", func(c *Config) *int { return &c.Agent.MaxJobsPerRequester }),
 	intSetting("", "SNAPNODE_AGENT_MAX_QUEUED_JOBS", "refuse a new free-text task (5003) while N agent jobs wait for a slot or are worked on", func(c *Config) *int { return &c.Agent.MaxQueuedJobs }),
 	intSetting("", "SNAPNODE_AGENT_MAX_QUEUED_JOBS_PER_REQUESTER", "refuse a requester's new free-text task (5002) while N of its agent jobs wait or are worked on (0: a sixteenth of max_queued_jobs)", func(c *Config) *int { return &c.Agent.MaxQueuedJobsPerRequester }),
+	intSetting("", "SNAPNODE_AGENT_MAX_NEWCOMER_QUEUED_JOBS", "refuse a new free-text task of a requester with no task answered here (5003) while N agent jobs wait or are worked on (0: half of max_queued_jobs)", func(c *Config) *int { return &c.Agent.MaxNewcomerQueuedJobs }),
 	durationSetting("", "SNAPNODE_AGENT_LEASE", "keep a claimed job this node's for DURATION without renewal", func(c *Config) *Duration { return &c.Agent.Lease }),
 	durationSetting("", "SNAPNODE_AGENT_RETRY_BACKOFF", "wait DURATION before trying a failed model call again (doubling each time, each wait at most 1m)", func(c *Config) *Duration { return &c.Agent.RetryBackoff }),
 	intSetting("", "SNAPNODE_AGENT_MAX_OBSERVATION_BYTES", "feed the model at most BYTES of file content a step", func(c *Config) *int { return &c.Agent.MaxObservationBytes }),
@@ -1262,6 +1268,8 @@ func (a *Agent) validate() []error {
 		bad("max_queued_jobs", "SNAPNODE_AGENT_MAX_QUEUED_JOBS", "at least 1 job", a.MaxQueuedJobs)
 	} else if a.MaxQueuedJobsPerRequester < 0 || a.MaxQueuedJobsPerRequester > a.MaxQueuedJobs {
 		bad("max_queued_jobs_per_requester", "SNAPNODE_AGENT_MAX_QUEUED_JOBS_PER_REQUESTER", fmt.Sprintf("0 (a sixteenth of agent.max_queued_jobs) to agent.max_queued_jobs (%d)", a.MaxQueuedJobs), a.MaxQueuedJobsPerRequester)
+	} else if a.MaxNewcomerQueuedJobs < 0 || a.MaxNewcomerQueuedJobs > a.MaxQueuedJobs {
+		bad("max_newcomer_queued_jobs", "SNAPNODE_AGENT_MAX_NEWCOMER_QUEUED_JOBS", fmt.Sprintf("0 (half of agent.max_queued_jobs) to agent.max_queued_jobs (%d)", a.MaxQueuedJobs), a.MaxNewcomerQueuedJobs)
 	}
 	if a.RetryBackoff.Duration < 0 || a.RetryBackoff.Duration > time.Minute {
 		bad("retry_backoff", "SNAPNODE_AGENT_RETRY_BACKOFF", "0s to 1m", a.RetryBackoff.Duration)

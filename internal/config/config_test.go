@@ -533,6 +533,7 @@ func TestAgentTable(t *testing.T) {
 		MaxJobsPerRequester:       1,
 		MaxQueuedJobs:             100,
 		MaxQueuedJobsPerRequester: 10,
+		MaxNewcomerQueuedJobs:     60,
 		Lease:                     config.Duration{Duration: time.Minute},
 		RetryBackoff:              config.Duration{Duration: 250 * time.Millisecond},
 		MaxObservationBytes:       8192,
@@ -561,6 +562,7 @@ max_jobs = 2
 max_jobs_per_requester = 1
 max_queued_jobs = 100
 max_queued_jobs_per_requester = 10
+max_newcomer_queued_jobs = 60
 lease = "1m"
 retry_backoff = "250ms"
 max_observation_bytes = 8192
@@ -588,6 +590,7 @@ system_prompt = "Answer in English."
 		"SNAPNODE_AGENT_MAX_JOBS_PER_REQUESTER":        "1",
 		"SNAPNODE_AGENT_MAX_QUEUED_JOBS":               "100",
 		"SNAPNODE_AGENT_MAX_QUEUED_JOBS_PER_REQUESTER": "10",
+		"SNAPNODE_AGENT_MAX_NEWCOMER_QUEUED_JOBS":      "60",
 		"SNAPNODE_AGENT_LEASE":                         "1m",
 		"SNAPNODE_AGENT_RETRY_BACKOFF":                 "250ms",
 		"SNAPNODE_AGENT_MAX_OBSERVATION_BYTES":         "8192",
@@ -718,6 +721,8 @@ func TestAgentRejectsBadSettings(t *testing.T) {
 			`config: agent.max_queued_jobs (SNAPNODE_AGENT_MAX_QUEUED_JOBS): want at least 1 job; got 0`},
 		{"queue share over the queue", nil, map[string]string{"SNAPNODE_AGENT_MAX_QUEUED_JOBS": "8", "SNAPNODE_AGENT_MAX_QUEUED_JOBS_PER_REQUESTER": "9"},
 			`config: agent.max_queued_jobs_per_requester (SNAPNODE_AGENT_MAX_QUEUED_JOBS_PER_REQUESTER): want 0 (a sixteenth of agent.max_queued_jobs) to agent.max_queued_jobs (8); got 9`},
+		{"newcomers' share over the queue", nil, map[string]string{"SNAPNODE_AGENT_MAX_QUEUED_JOBS": "8", "SNAPNODE_AGENT_MAX_NEWCOMER_QUEUED_JOBS": "9"},
+			`config: agent.max_newcomer_queued_jobs (SNAPNODE_AGENT_MAX_NEWCOMER_QUEUED_JOBS): want 0 (half of agent.max_queued_jobs) to agent.max_queued_jobs (8); got 9`},
 		{"short lease", nil, map[string]string{"SNAPNODE_AGENT_LEASE": "500ms"},
 			`config: agent.lease (SNAPNODE_AGENT_LEASE): want at least 1s; got 500ms`},
 		{"no observation", nil, map[string]string{"SNAPNODE_AGENT_MAX_OBSERVATION_BYTES": "0"},

@@ -64,15 +64,15 @@ func agentSkill(cfg config.Config) snap.Skill {
 
 // openAgentQueue opens the agent's job store on the node's database and
 // the queue the task service hands jobs to, its jobs counted.
-// Its bounds (agent.max_queued_jobs and its share per requester) do not
-// hold the requesters isOperator reports.
+// Its bounds (agent.max_queued_jobs, its share per requester and its
+// newcomers' share) do not hold the requesters isOperator reports.
 func openAgentQueue(ctx context.Context, db *sqldb.DB, a config.Agent, isOperator func(string) bool) (*agent.Store, *agent.Queue, error) {
 	store, err := agent.OpenStore(ctx, db)
 	if err != nil {
 		return nil, nil, fmt.Errorf("node: agent: %w", err)
 	}
 	queue := agent.NewLimitedQueue(store, nil, agent.QueueLimits{MaxQueued: a.MaxQueuedJobs,
-		MaxQueuedPerRequester: a.MaxQueuedJobsPerRequester, Exempt: isOperator})
+		MaxQueuedPerRequester: a.MaxQueuedJobsPerRequester, MaxNewcomers: a.MaxNewcomerQueuedJobs, Exempt: isOperator})
 	if err := queue.Recount(ctx); err != nil {
 		return nil, nil, fmt.Errorf("node: %w", err)
 	}
