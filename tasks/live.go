@@ -168,17 +168,24 @@ func (c *LiveCount) Reserve(owner string, known func() bool) (release func(), er
 	if c == nil {
 		return func() {}, nil
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	b := c.boundLocked(owner, false)
+	release, b := c.reserve(owner, false)
 	if b.scope == ScopeNewcomers && known != nil {
-		c.mu.Unlock()
-		isKnown := known()
-		c.mu.Lock()
-		b = c.boundLocked(owner, isKnown)
+		// Asked without the lock held: it may read the database.
+		release, b = c.reserve(owner, known())
 	}
 	if b.scope != "" {
 		return nil, c.refuse(owner, "", b.scope, b.held, b.limit)
+	}
+	return release, nil
+}
+
+// reserve holds a place for owner, known or not, and returns its release,
+// or the bound met (and no release).
+func (c *LiveCount) reserve(owner string, known bool) (release func(), met bound) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if b := c.boundLocked(owner, known); b.scope != "" {
+		return nil, b
 	}
 	c.reserved[owner]++
 	c.reservedSum++
@@ -189,7 +196,7 @@ func (c *LiveCount) Reserve(owner string, known func() bool) (release func(), er
 			delete(c.reserved, owner)
 		}
 		c.reservedSum--
-	}), nil
+	}), bound{}
 }
 
 // storeFull is the refusal of a new task id by a store holding n live

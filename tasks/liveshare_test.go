@@ -176,3 +176,29 @@ func TestLiveCountNewcomers(t *testing.T) {
 		t.Fatalf("a newcomers' share of the whole count: %+v, want none", c.lim)
 	}
 }
+
+// A lookup that panics (a driver's bug) reaches Reserve's caller as a
+// panic, which net/http and the runtime's workers recover, and leaves the
+// count usable: before, Reserve's deferred unlock ran on the mutex the
+// lookup had been called without, and "unlock of unlocked mutex" is a
+// fatal error no recover stops, ending the node.
+func TestLiveCountReserveSurvivesAPanickingLookup(t *testing.T) {
+	c := NewCount(LiveLimits{PerOwner: 4, Total: 4, Newcomers: 1}, refuseLive)
+	if _, err := c.Reserve("fresh-1", nil); err != nil {
+		t.Fatal(err)
+	}
+	func() {
+		defer func() {
+			if r := recover(); r != "driver bug" {
+				t.Errorf("recovered %v, want the lookup's panic", r)
+			}
+		}()
+		c.Reserve("fresh-2", func() bool { panic("driver bug") })
+	}()
+	if err := c.Take("bob", "b1"); err != nil { // the lock is free again
+		t.Fatalf("Take after the panic: %v", err)
+	}
+	if _, err := c.Reserve("alice", func() bool { return true }); err != nil {
+		t.Fatalf("a known owner after the panic: %v", err)
+	}
+}
