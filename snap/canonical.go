@@ -1,7 +1,6 @@
 package snap
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/snapnode/snapnode/internal/jsondec"
 )
 
 // ErrNotIJSON is returned for input that is not I-JSON (RFC 7493): invalid
@@ -31,8 +32,9 @@ var canonicalOpts = []jsontext.Options{
 // Canonicalize returns the JSON Canonicalization Scheme (RFC 8785) form of
 // the single JSON value in raw, after checking that raw is I-JSON.
 func Canonicalize(raw []byte) ([]byte, error) {
-	dec := jsontext.NewDecoder(bytes.NewBuffer(raw))
-	if _, err := walkValue(dec); err != nil {
+	dec := jsondec.Get(raw)
+	defer jsondec.Put(dec)
+	if _, err := walkValue(&dec.Decoder); err != nil {
 		return nil, fmt.Errorf("%w: %s", ErrNotIJSON, err.reason)
 	}
 	if _, err := dec.ReadToken(); err != io.EOF {

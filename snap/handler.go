@@ -1,10 +1,9 @@
 package snap
 
 import (
-	"bytes"
 	"context"
 
-	"github.com/go-json-experiment/json/jsontext"
+	"github.com/snapnode/snapnode/internal/jsondec"
 )
 
 // Handler answers the SNAP messages a transport receives: the relay
@@ -60,7 +59,8 @@ func IsStreamMethod(method string) bool {
 // stops at the first that settles it; anything malformed is not a
 // stream request (Serve answers it).
 func IsStreamRequest(raw []byte) bool {
-	dec := jsontext.NewDecoder(bytes.NewReader(raw))
+	dec := jsondec.Get(raw)
+	defer jsondec.Put(dec)
 	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
 		return false
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/jsondec"
 	"github.com/snapnode/snapnode/internal/lowerhex"
 )
 
@@ -127,7 +128,8 @@ func readEnvelope(raw []byte) (*envelope, *Error) {
 	if len(raw) > MaxMessageSize {
 		return nil, FieldError("message", "maxSize", MaxMessageSize, len(raw))
 	}
-	dec := jsontext.NewDecoder(bytes.NewBuffer(raw))
+	dec := jsondec.Get(raw)
+	defer jsondec.Put(dec)
 	tok, err := dec.ReadToken()
 	if err != nil {
 		se := syntaxErr(err)
@@ -151,7 +153,7 @@ func readEnvelope(raw []byte) (*envelope, *Error) {
 		if i < 0 {
 			// Unknown fields are ignored and never signed, but they
 			// must still be I-JSON.
-			if _, se := walkValue(dec); se != nil {
+			if _, se := walkValue(&dec.Decoder); se != nil {
 				return nil, invalidMessage(se)
 			}
 			continue
@@ -160,7 +162,7 @@ func readEnvelope(raw []byte) (*envelope, *Error) {
 		f.present = true
 		f.kind = dec.PeekKind()
 		start := dec.InputOffset()
-		depth, se := walkValue(dec)
+		depth, se := walkValue(&dec.Decoder)
 		if se != nil {
 			return nil, invalidMessage(se)
 		}
@@ -309,7 +311,8 @@ func parseEnvelope(env *envelope, last Stage, keys *keyCache) (*Message, *cached
 // countMembers returns the number of top-level members of the JSON object
 // obj, which the syntax stage has validated.
 func countMembers(obj []byte) int {
-	dec := jsontext.NewDecoder(bytes.NewBuffer(obj))
+	dec := jsondec.Get(obj)
+	defer jsondec.Put(dec)
 	if _, err := dec.ReadToken(); err != nil {
 		return 0
 	}

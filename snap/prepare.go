@@ -9,6 +9,8 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/google/uuid"
+
+	"github.com/snapnode/snapnode/internal/jsondec"
 )
 
 // NewID returns a random (version 4) UUID, the message id form the spec
@@ -78,7 +80,8 @@ func jsonString(s string) []byte {
 // kept as they are.
 func fillObject(obj []byte, fill []member, replaceEmpty bool) ([]byte, error) {
 	type span struct{ start, end int }
-	dec := jsontext.NewDecoder(bytes.NewReader(obj))
+	dec := jsondec.Get(obj)
+	defer jsondec.Put(dec)
 	if _, err := dec.ReadToken(); err != nil {
 		return nil, err
 	}
