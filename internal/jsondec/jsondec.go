@@ -7,9 +7,10 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 )
 
-// Decoder is a jsontext.Decoder lent by Get. Its tokens and values are
-// valid only until the next read, as any jsontext.Decoder's, and the
-// decoder itself only until Put.
+// Decoder is a jsontext.Decoder lent by Get, valid until Put. As with
+// jsontext.NewDecoder(bytes.NewBuffer(b)), the values it reads are
+// slices of b itself, not of a buffer of the decoder's: they stay valid
+// after Put for as long as b does.
 type Decoder struct {
 	jsontext.Decoder
 	// in is the input: a bytes.Buffer, which jsontext reads in place

@@ -1,7 +1,6 @@
 package embedded
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +13,8 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/snapnode/snapnode/internal/jsondec"
 )
 
 // limits are the bounds the parser and the connection enforce; they come
@@ -88,7 +89,9 @@ func parseClientMessage(b []byte, lim *limits) (*clientMessage, error) {
 	}
 	// One pass validates the whole message and splits its elements
 	// (raw values aliasing b); encoding/json would re-scan each element.
-	dec := jsontext.NewDecoder(bytes.NewBuffer(b))
+	pooled := jsondec.Get(b)
+	defer jsondec.Put(pooled)
+	dec := &pooled.Decoder
 	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '[' {
 		return nil, unparsable(b, "not a JSON array")
 	}
@@ -236,7 +239,9 @@ var eventFields = [...]string{"id", "pubkey", "created_at", "kind", "tags", "con
 // its id or signature: see verify). It returns the id it found, when it is
 // a string, even on error, for the OK answer.
 func parseEvent(raw jsontext.Value, lim *limits) (*nostr.Event, string, error) {
-	dec := jsontext.NewDecoder(bytes.NewBuffer(raw))
+	pooled := jsondec.Get(raw)
+	defer jsondec.Put(pooled)
+	dec := &pooled.Decoder
 	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
 		return nil, "", fmt.Errorf("the event must be a JSON object")
 	}
@@ -371,7 +376,9 @@ func unquote(v jsontext.Value) string {
 func parseFilter(raw []byte, lim *limits) (*filter, error) {
 	// Duplicate names are refused below, for less than the decoder's
 	// general check costs.
-	dec := jsontext.NewDecoder(bytes.NewReader(raw), jsontext.AllowDuplicateNames(true))
+	pooled := jsondec.Get(raw, jsontext.AllowDuplicateNames(true))
+	defer jsondec.Put(pooled)
+	dec := &pooled.Decoder
 	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
 		return nil, errFilterObject
 	}
