@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 
 	"github.com/nbd-wtf/go-nostr"
@@ -95,7 +96,9 @@ func (p *Pool) Publish(ctx context.Context, ev nostr.Event) (PublishResult, erro
 	for _, o := range res.Relays {
 		switch {
 		case o.OK:
-			p.log.Debug("relay pool: published", "relay", o.URL, "event", ev.ID, "kind", ev.Kind)
+			if p.log.Enabled(ctx, slog.LevelDebug) { // else its arguments are still boxed, on every publish
+				p.log.DebugContext(ctx, "relay pool: published", "relay", o.URL, "event", ev.ID, "kind", ev.Kind)
+			}
 			continue
 		case errors.Is(o.Err, ErrNotConnected): // its connection loop already logs why
 			p.log.Debug("relay pool: not published", "relay", o.URL, "event", ev.ID, "kind", ev.Kind, "err", o.Err)

@@ -642,7 +642,16 @@ func (in *Inbox) reply(ctx context.Context, req *nostr.Event, resp *snap.Message
 		in.cfg.Logger.Error("inbox: reply not published", "request", req.ID, "method", resp.Method, "type", resp.Type, "err", err)
 		return
 	}
-	in.cfg.Logger.Debug("inbox: answered", "request", req.ID, "method", resp.Method, "type", resp.Type, "to", resp.To)
+	in.logAnswered(ctx, req, resp)
+}
+
+// logAnswered logs an answer at debug level. The level is asked first:
+// the arguments of a call not logged would still be put in interfaces,
+// a handful of allocations on every round trip.
+func (in *Inbox) logAnswered(ctx context.Context, req *nostr.Event, resp *snap.Message) {
+	if in.cfg.Logger.Enabled(ctx, slog.LevelDebug) {
+		in.cfg.Logger.DebugContext(ctx, "inbox: answered", "request", req.ID, "method", resp.Method, "type", resp.Type, "to", resp.To)
+	}
 }
 
 // replyTime dates a reply to req: now, or the request's created_at when
