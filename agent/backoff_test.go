@@ -41,11 +41,16 @@ func TestRetryWaits(t *testing.T) {
 	for _, c := range []struct {
 		name    string
 		backoff time.Duration // 0: the default
+		rand    float64       // what the spread's random source gives
 		want    []time.Duration
 	}{
-		{"default", 0, []time.Duration{10 * time.Second, 20 * time.Second, 40 * time.Second}},
-		{"a minute", time.Minute, []time.Duration{time.Minute, time.Minute, time.Minute}},
-		{"a second", time.Second, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}},
+		{"default", 0, 0, []time.Duration{10 * time.Second, 20 * time.Second, 40 * time.Second}},
+		{"a minute", time.Minute, 0, []time.Duration{time.Minute, time.Minute, time.Minute}},
+		{"a second", time.Second, 0, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}},
+		// Spread: jobs the same outage failed at once come back apart,
+		// each wait cut by up to a quarter, never lengthened.
+		{"spread", 0, 0.5, []time.Duration{8750 * time.Millisecond, 17500 * time.Millisecond, 35 * time.Second}},
+		{"spread to its most", time.Minute, 0.999, []time.Duration{45015 * time.Millisecond, 45015 * time.Millisecond, 45015 * time.Millisecond}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -53,7 +58,7 @@ func TestRetryWaits(t *testing.T) {
 				task := r.send(t, "go")
 				m := &down{n: agent.MaxAPIRetries + 1, called: make(chan struct{})}
 				rt, err := agent.New(agent.Config{Queue: r.queue, Store: r.store, Tasks: r.svc, Executor: r.exec, Model: m,
-					ContextTokens: 8000, Backoff: c.backoff})
+					ContextTokens: 8000, Backoff: c.backoff, Rand: func() float64 { return c.rand }})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -710,6 +710,9 @@ func (jr *jobRun) apiFailure(ctx context.Context, it *Interaction, callErr error
 			"%s, on the node's side (its operator has the error); the work so far is kept: send a message to try again, or cancel the task", why))
 	}
 	wait := min(r.cfg.Backoff<<(fails-1), MaxRetryWait)
+	// Spread: cut by up to a quarter at random, never lengthened, so the
+	// bounds above hold; a server's Retry-After is waited in full.
+	wait -= time.Duration(r.cfg.Rand() * float64(wait) / 4)
 	if me != nil && me.RetryAfter > wait {
 		wait = min(me.RetryAfter, MaxRetryWait)
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"regexp"
 	"slices"
 	"strings"
@@ -118,6 +119,11 @@ type Config struct {
 	// MaxRetryWait; a server's Retry-After wins when longer, within the
 	// same bound.
 	Backoff time.Duration
+	// Rand returns a number in [0, 1) that spreads the retry waits: each
+	// is cut by up to a quarter, so that jobs an outage failed at once do
+	// not come back together to a model server that is starting again
+	// (math/rand/v2's Float64 when nil; tests fix it).
+	Rand func() float64
 	// Poll is how often the runtime looks for jobs other processes left
 	// (default 1 s); jobs taken here wake it at once.
 	Poll time.Duration
@@ -234,6 +240,9 @@ func New(cfg Config) (*Runtime, error) {
 	defDur(&cfg.Poll, time.Second)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Rand == nil {
+		cfg.Rand = rand.Float64
 	}
 	if cfg.Holder == "" {
 		cfg.Holder = newHolder()
