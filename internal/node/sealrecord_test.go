@@ -303,20 +303,7 @@ func TestAuditOtherKeyWithoutRecordAtStart(t *testing.T) {
 func TestConsoleAuditPageUsesTheSealRecord(t *testing.T) {
 	ctx := context.Background()
 	dataDir := filepath.Join(t.TempDir(), "data")
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	k, err := identity.Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := identity.SaveKeyFile(filepath.Join(dataDir, "identity.key"), k); err != nil {
-		t.Fatal(err)
-	}
-	db, err := sqldb.Open(ctx, filepath.Join(dataDir, "tasks.db"), sqldb.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	k, db := stoppedNode(t, dataDir)
 	defer db.Close()
 	record := filepath.Join(dataDir, "audit-seal.json")
 	l, err := audit.New(ctx, db, audit.Options{Signer: audit.IdentitySigner(k, identity.Mainnet), SealRecord: record})
@@ -538,11 +525,11 @@ func TestAuditLastSealBrokenWithoutRecordAtStart(t *testing.T) {
 	}
 }
 
-// appendEntries makes the data folder dataDir of a node, with a key
-// file and n entries in its audit log.
-func appendEntries(t *testing.T, dataDir string, n int) {
+// stoppedNode makes the data folder dataDir of a node that is not
+// running: its key file and its SQLite database, opened; the caller
+// closes it before a node starts on the folder.
+func stoppedNode(t *testing.T, dataDir string) (*identity.Key, *sqldb.DB) {
 	t.Helper()
-	ctx := context.Background()
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -553,10 +540,19 @@ func appendEntries(t *testing.T, dataDir string, n int) {
 	if err := identity.SaveKeyFile(filepath.Join(dataDir, "identity.key"), k); err != nil {
 		t.Fatal(err)
 	}
-	db, err := sqldb.Open(ctx, filepath.Join(dataDir, "tasks.db"), sqldb.Options{})
+	db, err := sqldb.Open(context.Background(), filepath.Join(dataDir, "tasks.db"), sqldb.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return k, db
+}
+
+// appendEntries makes the data folder dataDir of a node, with a key
+// file and n entries in its audit log.
+func appendEntries(t *testing.T, dataDir string, n int) {
+	t.Helper()
+	ctx := context.Background()
+	_, db := stoppedNode(t, dataDir)
 	defer db.Close()
 	l, err := audit.New(ctx, db, audit.Options{})
 	if err != nil {
