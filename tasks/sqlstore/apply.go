@@ -49,11 +49,7 @@ func (s *Store) Apply(ctx context.Context, taskID string, out tasks.Outcome) (*t
 	if err != nil {
 		return nil, nil, err
 	}
-	if ended {
-		s.live.Drop(r.owner)
-	}
-	t, err := r.task()
-	return t, evs, err
+	return s.applied(r, evs, ended)
 }
 
 // ApplyTx implements tasks.TxApplier: Apply inside tx, a transaction of
@@ -73,6 +69,13 @@ func (s *Store) ApplyTx(ctx context.Context, tx *sql.Tx, taskID string, out task
 	if err != nil {
 		return nil, nil, err
 	}
+	return s.applied(r, evs, ended)
+}
+
+// applied is the end of Apply and ApplyTx once r is written: the owner's
+// place among the live tasks given back when the outcome ended the task,
+// and the task as written with its events.
+func (s *Store) applied(r *row, evs []tasks.Event, ended bool) (*tasks.Task, []tasks.Event, error) {
 	if ended {
 		s.live.Drop(r.owner)
 	}
