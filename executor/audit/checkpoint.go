@@ -79,20 +79,28 @@ func (d *prunedDetail) checkSignature(want string) (why string, other bool) {
 		}
 		return "", false
 	}
-	if why := signatureProblem("the checkpoint", d.Signer, d.Sig, CheckpointDigest(d.Signer, d.FirstSeq, d.FirstPrev, d.Removed)); why != "" {
+	return signatureProblem("the checkpoint", d.Signer, d.Sig, CheckpointDigest(d.Signer, d.FirstSeq, d.FirstPrev, d.Removed), want)
+}
+
+// signatureProblem reports why sig (hex) is not signer's BIP-340
+// signature of digest, or signer is not want (any signer when want is
+// ""), "" when neither; what names the signed entry ("the checkpoint",
+// "the seal") in the reasons. The signature is checked before its
+// signer: other is true when signer did sign, but is not want.
+// Checkpoints and seals are signed the same way.
+func signatureProblem(what, signer, sig string, digest [32]byte, want string) (why string, other bool) {
+	if why := badSignature(what, signer, sig, digest); why != "" {
 		return why, false
 	}
-	if want != "" && d.Signer != want {
-		return fmt.Sprintf("the checkpoint is signed by %s (its signature holds), not by %s", d.Signer, want), true
+	if want != "" && signer != want {
+		return fmt.Sprintf("%s is signed by %s (its signature holds), not by %s", what, signer, want), true
 	}
 	return "", false
 }
 
-// signatureProblem reports why sig (hex) is not signer's BIP-340
-// signature of digest, "" when it is; what names the signed entry ("the
-// checkpoint", "the seal") in the reasons. Checkpoints and seals are
-// signed the same way.
-func signatureProblem(what, signer, sig string, digest [32]byte) string {
+// badSignature reports why sig (hex) is not signer's BIP-340 signature of
+// digest, "" when it is.
+func badSignature(what, signer, sig string, digest [32]byte) string {
 	addr, err := identity.ParseAddress(signer)
 	if err != nil {
 		return what + "'s signer: " + err.Error()

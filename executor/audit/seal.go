@@ -73,13 +73,7 @@ func (d *sealDetail) check(x Entry, want string) (why string, other bool) {
 	case d.Signer == "" || d.Sig == "":
 		return "the seal is not signed", false
 	}
-	if why := signatureProblem("the seal", d.Signer, d.Sig, SealDigest(d.Signer, d.Seq, d.Hash, x.Time)); why != "" {
-		return why, false
-	}
-	if want != "" && d.Signer != want {
-		return fmt.Sprintf("the seal is signed by %s (its signature holds), not by %s", d.Signer, want), true
-	}
-	return "", false
+	return signatureProblem("the seal", d.Signer, d.Sig, SealDigest(d.Signer, d.Seq, d.Hash, x.Time), want)
 }
 
 // seal is the seal x (whose detail is d) as it reads.
