@@ -173,6 +173,18 @@ func (s *MemoryStore) current(op, id string, expected int64) (*Task, error) {
 	return cur, nil
 }
 
+// unended is current, for a task that has not ended; s.mu is held.
+func (s *MemoryStore) unended(op, id string, expected int64) (*Task, error) {
+	cur, err := s.current(op, id, expected)
+	if err != nil {
+		return nil, err
+	}
+	if cur.Status.State.Terminal() {
+		return nil, fmt.Errorf("tasks: %s %s: %s: %w", op, id, cur.Status.State, ErrTerminal)
+	}
+	return cur, nil
+}
+
 // Update implements Store.
 func (s *MemoryStore) Update(ctx context.Context, t *Task, expected int64) (*Task, error) {
 	if err := ctx.Err(); err != nil {
@@ -211,12 +223,9 @@ func (s *MemoryStore) AppendHistory(ctx context.Context, id string, expected int
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cur, err := s.current("append history", id, expected)
+	cur, err := s.unended("append history", id, expected)
 	if err != nil {
 		return nil, err
-	}
-	if cur.Status.State.Terminal() {
-		return nil, fmt.Errorf("tasks: append history %s: %s: %w", id, cur.Status.State, ErrTerminal)
 	}
 	// Stored tasks are never handed out, so they may change in place.
 	for _, m := range msgs {
@@ -270,12 +279,9 @@ func (s *MemoryStore) AppendArtifact(ctx context.Context, id string, expected in
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cur, err := s.current("append artifact", id, expected)
+	cur, err := s.unended("append artifact", id, expected)
 	if err != nil {
 		return nil, err
-	}
-	if cur.Status.State.Terminal() {
-		return nil, fmt.Errorf("tasks: append artifact %s: %s: %w", id, cur.Status.State, ErrTerminal)
 	}
 	if len(cur.Artifacts) >= MaxArtifacts {
 		return nil, fmt.Errorf("tasks: append artifact %s: %d artifacts already: %w", id, len(cur.Artifacts), ErrLimit)
