@@ -203,6 +203,16 @@ func (c *conn) kill(code int, text string) {
 	})
 }
 
+// killed reports whether the connection was killed (done is closed).
+func (c *conn) killed() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // slow disconnects a client whose queue is full.
 func (c *conn) slow() {
 	c.r.slowCuts.Add(1)
@@ -276,10 +286,8 @@ const (
 // enqueue puts it on q and wakes the writer; when q is full it waits for
 // room, in turn with other senders, up to WriteTimeout if wait is set.
 func (c *conn) enqueue(q *outQueue, it outItem, wait bool) queueResult {
-	select {
-	case <-c.done:
+	if c.killed() {
 		return connDone
-	default:
 	}
 	switch {
 	case !wait:
@@ -396,10 +404,8 @@ func (c *conn) writeLoop() {
 	// Always killed by now: the loop ends only on done or after a kill.
 	defer func() { c.t.finish(c.closeCode, c.closeText) }()
 	write := func(it outItem) bool {
-		select {
-		case <-c.done:
+		if c.killed() {
 			return false
-		default:
 		}
 		if err := c.t.write(it); err != nil {
 			c.log.Debug("write failed", "err", err)
@@ -453,10 +459,8 @@ func (c *conn) writeLoop() {
 	}
 	for {
 		// Prefer being killed over writing more.
-		select {
-		case <-c.done:
+		if c.killed() {
 			return
-		default:
 		}
 		select {
 		case <-c.done:

@@ -146,10 +146,8 @@ func (l *localConn) CloseReq(id string) error {
 
 // queue queues q without waiting; a full queue ends the connection.
 func (l *localConn) queue(q localRequest) error {
-	select {
-	case <-l.c.done:
+	if l.c.killed() {
 		return l.Err()
-	default:
 	}
 	l.queued.Add(1)
 	select {
@@ -203,10 +201,8 @@ func (l *localConn) handleNow(m *clientMessage, err error) bool {
 	if l.queued.Load() != 0 {
 		return false
 	}
-	select {
-	case <-l.c.done:
+	if l.c.killed() {
 		return false
-	default:
 	}
 	_ = l.c.process(m, err) // an error: the connection ended, which Publish sees
 	return true
@@ -217,10 +213,8 @@ func (l *localConn) handleNow(m *clientMessage, err error) bool {
 func (l *localConn) readLoop() {
 	c := l.c
 	for {
-		select {
-		case <-c.done:
+		if c.killed() {
 			return
-		default:
 		}
 		select {
 		case <-c.done:
@@ -270,10 +264,8 @@ func (l *localConn) direct(it outItem) bool {
 	if f == nil {
 		return false
 	}
-	select {
-	case <-l.c.done:
+	if l.c.killed() {
 		return true
-	default:
 	}
 	if it.sub != nil && it.sub.isClosed() {
 		return true
