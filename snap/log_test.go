@@ -66,3 +66,25 @@ func TestAnswerLog(t *testing.T) {
 		t.Errorf("the refusal after the window: %v", second)
 	}
 }
+
+// TestResultTask: the task of a result payload, wrapped ({"task": …}, as
+// message/send answers) or bare (tasks/get, tasks/cancel); nothing for a
+// payload without a task id and state.
+func TestResultTask(t *testing.T) {
+	for _, c := range []struct {
+		payload            string
+		id, state, message string
+	}{
+		{`{"task":{"id":"t1","status":{"state":"working","message":"on it"}}}`, "t1", "working", "on it"},
+		{`{"id":"t2","status":{"state":"completed"},"history":[]}`, "t2", "completed", ""},
+		{`{"task":{"id":"t3","status":{}}}`, "", "", ""},
+		{`{"task":{"status":{"state":"working"}}}`, "", "", ""},
+		{`{"error":{"code":1001,"message":"task not found"}}`, "", "", ""},
+		{`{"status":`, "", "", ""},
+	} {
+		id, state, message := snap.ResultTask([]byte(c.payload))
+		if id != c.id || state != c.state || message != c.message {
+			t.Errorf("ResultTask(%s) = %q, %q, %q; want %q, %q, %q", c.payload, id, state, message, c.id, c.state, c.message)
+		}
+	}
+}

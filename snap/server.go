@@ -289,7 +289,7 @@ func (s *Server) answered(ctx context.Context, in Inbound, resp *Message, code i
 		}
 		taskID, state := tm.task, tm.state
 		if taskID == "" {
-			taskID, state = taskOf(resp.Payload)
+			taskID, state, _ = ResultTask(resp.Payload)
 		}
 		attrs := []any{"method", resp.Method, "from", resp.To, "id", tm.id, "transport", transport, "took", took.Round(time.Microsecond)}
 		if taskID != "" {
@@ -319,17 +319,19 @@ func (s *Server) answered(ctx context.Context, in Inbound, resp *Message, code i
 	log.Warn("request refused", attrs...)
 }
 
-// taskOf returns the id and state of the task a result payload carries
-// ({"task": {…}} for message/send, the task itself for tasks/get and
-// tasks/cancel), if it carries one.
-func taskOf(payload []byte) (id, state string) {
+// ResultTask returns the id, state and status message of the task a
+// result payload carries ({"task": {…}} for message/send, the task itself
+// for tasks/get and tasks/cancel), or three "" when it carries none (no id
+// or no state).
+func ResultTask(payload []byte) (id, state, message string) {
 	if !bytes.Contains(payload, []byte(`"status"`)) {
-		return "", ""
+		return "", "", ""
 	}
 	type task struct {
 		ID     string `json:"id"`
 		Status struct {
-			State string `json:"state"`
+			State   string `json:"state"`
+			Message string `json:"message"`
 		} `json:"status"`
 	}
 	var p struct {
@@ -337,16 +339,16 @@ func taskOf(payload []byte) (id, state string) {
 		Task *task `json:"task"`
 	}
 	if json.Unmarshal(payload, &p) != nil {
-		return "", ""
+		return "", "", ""
 	}
 	t := p.task
 	if p.Task != nil {
 		t = *p.Task
 	}
-	if t.Status.State == "" {
-		return "", ""
+	if t.ID == "" || t.Status.State == "" {
+		return "", "", ""
 	}
-	return t.ID, t.Status.State
+	return t.ID, t.Status.State, t.Status.Message
 }
 
 // serve is Respond and Stream: events of a streaming method go to send,

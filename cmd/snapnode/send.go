@@ -239,37 +239,21 @@ func (c *cli) exchange(fs *flag.FlagSet, cf clientFlags, method string, payload 
 // follows it, or reads it again once it has ended. Piped output is the
 // JSON line alone.
 func (c *cli) taskSummary(cf clientFlags, payload []byte) {
-	type task struct {
-		ID     string `json:"id"`
-		Status struct {
-			State   tasks.State `json:"state"`
-			Message string      `json:"message"`
-		} `json:"status"`
-	}
-	var p struct {
-		task
-		Task *task `json:"task"`
-	}
-	if json.Unmarshal(payload, &p) != nil {
+	id, s, message := snap.ResultTask(payload)
+	if id == "" {
 		return
 	}
-	t := p.task
-	if p.Task != nil {
-		t = *p.Task
-	}
-	if t.ID == "" || t.Status.State == "" {
-		return
-	}
-	line := "task " + t.ID + ": " + string(t.Status.State)
-	if note := printable(strings.Join(strings.Fields(t.Status.Message), " ")); note != "" {
+	state := tasks.State(s)
+	line := "task " + id + ": " + string(state)
+	if note := printable(strings.Join(strings.Fields(message), " ")); note != "" {
 		line += " — " + note
 	}
 	fmt.Fprintln(c.stderr, line)
-	if t.Status.State.Terminal() {
-		fmt.Fprintf(c.stderr, "read it again: snapnode task get %s %s\n", cf.command(), shellWord(t.ID))
+	if state.Terminal() {
+		fmt.Fprintf(c.stderr, "read it again: snapnode task get %s %s\n", cf.command(), shellWord(id))
 		return
 	}
-	fmt.Fprintf(c.stderr, "follow it: snapnode stream %s --task %s --resubscribe\n", cf.command(), shellWord(t.ID))
+	fmt.Fprintf(c.stderr, "follow it: snapnode stream %s --task %s --resubscribe\n", cf.command(), shellWord(id))
 }
 
 // command is the flags that reach the same agent as cf, with the same key,
