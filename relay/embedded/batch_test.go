@@ -114,12 +114,20 @@ func (r *recordTransport) take() []string {
 	return c
 }
 
-func (r *recordTransport) write(it outItem) error        { r.add("write " + it.msg.text); return nil }
+func (r *recordTransport) write(it outItem) error {
+	what := it.msg.text
+	if what == "" {
+		what = it.msg.label
+	}
+	r.add("write " + what)
+	return nil
+}
 func (r *recordTransport) begin()                        { r.add("begin") }
 func (r *recordTransport) flush() error                  { r.add("flush"); r.flushed <- struct{}{}; return nil }
 func (r *recordTransport) ack(string, bool, string) bool { return false }
 func (r *recordTransport) direct(outItem) bool           { return false }
 func (r *recordTransport) sendsJSON() bool               { return true }
+func (r *recordTransport) inline() bool                  { return true }
 func (r *recordTransport) pingInterval() time.Duration   { return 0 }
 func (r *recordTransport) ping() error                   { return nil }
 func (r *recordTransport) abort()                        {}
@@ -174,5 +182,53 @@ func TestBurstsKeepFrameOrderOverWebSocket(t *testing.T) {
 	m := sub.expect("EVENT")
 	if got := m.event(1).ID; got != live.ID {
 		t.Fatalf("live event %s, want %s", got, live.ID)
+	}
+}
+
+// The reader writes its answer to a message itself when the writer is idle
+// and nothing is queued before it: the EOSE of a REQ and the OK of an
+// EVENT are out when process returns, with no writer goroutine to wake
+// (none runs here). Behind a queued message an answer is queued in turn,
+// and the writer sends both in order.
+func TestReaderAnswersInPlaceWhenTheWriterIsIdle(t *testing.T) {
+	r := startRelay(t, Config{})
+	rt := &recordTransport{flushed: make(chan struct{}, 8)}
+	c := r.newConn(rt, slog.New(slog.DiscardHandler))
+	req, err := parseClientMessage([]byte(`["REQ","s",{"kinds":[7]}]`), &r.lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.process(req, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := rt.take(), []string{"begin", "write EOSE", "flush"}; !slices.Equal(got, want) {
+		t.Fatalf("after a REQ the transport got %q, want %q", got, want)
+	}
+	k := newKey(t)
+	if err := c.process(&clientMessage{typ: msgEvent, event: k.event(t, 1, r.clock.Unix(), "note")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := rt.take(), []string{"begin", "write OK", "flush"}; !slices.Equal(got, want) {
+		t.Fatalf("after an EVENT the transport got %q, want %q", got, want)
+	}
+
+	if err := c.notice("queued"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.process(&clientMessage{typ: msgEvent, event: k.event(t, 1, r.clock.Unix(), "note 2")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := rt.take(); len(got) != 0 {
+		t.Fatalf("an OK behind a queued notice was written in place: %q", got)
+	}
+	for len(rt.flushed) > 0 { // the bursts written in place
+		<-rt.flushed
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); c.writeLoop() }()
+	defer func() { c.kill(1000, ""); <-done }()
+	<-rt.flushed
+	if got, want := rt.take(), []string{"begin", "write queued", "write OK", "flush"}; !slices.Equal(got, want) {
+		t.Fatalf("writer did %q, want %q", got, want)
 	}
 }

@@ -76,6 +76,9 @@ type transport interface {
 	direct(it outItem) bool
 	// sendsJSON reports whether events go out as JSON.
 	sendsJSON() bool
+	// inline reports whether the reader may write its own answers when
+	// the writer is idle (see conn.sendNow).
+	inline() bool
 	// pingInterval is how often the writer calls ping; 0: never.
 	pingInterval() time.Duration
 	ping() error
@@ -95,7 +98,9 @@ type transport interface {
 // queues: ctrl, filled by the reader (answers and stored events; the
 // reader waits for room, up to WriteTimeout), and live, filled by
 // publishers on other connections without ever waiting (a full queue
-// disconnects the client as too slow).
+// disconnects the client as too slow). A WebSocket reader writes its
+// answer to a message (an OK, an EOSE) itself when the writer is idle
+// and both queues are empty (see sendNow).
 type conn struct {
 	r      *Relay
 	t      transport
@@ -110,6 +115,9 @@ type conn struct {
 	ready chan struct{}
 	// liveTurn: the writer takes from the live queue first next time.
 	liveTurn bool
+	// wmu is held by whoever hands messages to the transport: the writer
+	// goroutine for a burst, or the reader answering in place (sendNow).
+	wmu sync.Mutex
 	// patient: a full live queue holds the publisher (for at most
 	// WriteTimeout) instead of cutting the connection. Only the
 	// in-process connection, the node itself, is patient.
@@ -329,7 +337,7 @@ func (c *conn) trim() {
 // queue in turn while both hold some: a long stored result on the control
 // queue must not hold back the live events of the client's other
 // subscriptions until their queue fills and the client is cut as too
-// slow. Only the writer calls it.
+// slow. c.wmu is held: the writer, or a reader answering in place.
 func (c *conn) next() (outItem, bool) {
 	first, second := c.ctrl, c.live
 	if c.liveTurn {
@@ -350,7 +358,7 @@ func (c *conn) ok(id string, accepted bool, msg string) error {
 	if c.t.ack(id, accepted, msg) {
 		return nil
 	}
-	return c.send(outItem{msg: message{label: labelOK, ref: id, ok: accepted, text: msg}})
+	return c.sendNow(outItem{msg: message{label: labelOK, ref: id, ok: accepted, text: msg}})
 }
 
 // closedSub answers CLOSED for subID, and closes the open subscription
@@ -403,60 +411,6 @@ func (c *conn) writeLoop() {
 	}
 	// Always killed by now: the loop ends only on done or after a kill.
 	defer func() { c.t.finish(c.closeCode, c.closeText) }()
-	write := func(it outItem) bool {
-		if c.killed() {
-			return false
-		}
-		if err := c.t.write(it); err != nil {
-			c.log.Debug("write failed", "err", err)
-			c.kill(websocket.CloseAbnormalClosure, "")
-			return false
-		}
-		return true
-	}
-	handle := func(it outItem) bool {
-		if s := it.flip; s != nil {
-			for _, it := range s.flip() {
-				if s.isClosed() {
-					break
-				}
-				if !write(it) {
-					return false
-				}
-			}
-			return true
-		}
-		if it.unsent > 0 {
-			defer c.sentUnsent(it.unsent) // written, or dropped
-		}
-		if it.sub != nil && it.sub.isClosed() {
-			return true
-		}
-		return write(it)
-	}
-	// burst writes whatever is queued, and flushes once the queues are
-	// empty: one system call for messages that were ready together, and
-	// none held back waiting for more.
-	burst := func() bool {
-		it, more := c.next()
-		if !more {
-			return true // what was signalled went out in the last burst
-		}
-		c.t.begin()
-		ok := handle(it)
-		for ok {
-			if it, more = c.next(); !more {
-				break
-			}
-			ok = handle(it)
-		}
-		if err := c.t.flush(); err != nil && ok {
-			c.log.Debug("write failed", "err", err)
-			c.kill(websocket.CloseAbnormalClosure, "")
-			return false
-		}
-		return ok
-	}
 	for {
 		// Prefer being killed over writing more.
 		if c.killed() {
@@ -466,7 +420,10 @@ func (c *conn) writeLoop() {
 		case <-c.done:
 			return
 		case <-c.ready:
-			if !burst() {
+			c.wmu.Lock()
+			ok := c.burst(nil)
+			c.wmu.Unlock()
+			if !ok {
 				return
 			}
 		case <-trim:
@@ -479,6 +436,108 @@ func (c *conn) writeLoop() {
 			}
 		}
 	}
+}
+
+// burst writes first, then whatever is queued, and flushes once the
+// queues are empty: one system call for messages that were ready
+// together, and none held back waiting for more. It reports false when
+// the connection is dead. c.wmu is held.
+func (c *conn) burst(first []outItem) bool {
+	it, more := outItem{}, false
+	if len(first) == 0 {
+		if it, more = c.next(); !more {
+			return true // what was signalled went out in the last burst
+		}
+	}
+	c.t.begin()
+	ok := true
+	for _, f := range first {
+		if ok = c.handle(f); !ok {
+			break
+		}
+	}
+	if ok && more {
+		ok = c.handle(it)
+	}
+	for ok {
+		if it, more = c.next(); !more {
+			break
+		}
+		ok = c.handle(it)
+	}
+	if err := c.t.flush(); err != nil && ok {
+		c.log.Debug("write failed", "err", err)
+		c.kill(websocket.CloseAbnormalClosure, "")
+		return false
+	}
+	return ok
+}
+
+// handle writes one item taken for writing: a message, or the buffered
+// live events of a subscription whose stored phase it ends. c.wmu is
+// held.
+func (c *conn) handle(it outItem) bool {
+	if s := it.flip; s != nil {
+		for _, it := range s.flip() {
+			if s.isClosed() {
+				break
+			}
+			if !c.write(it) {
+				return false
+			}
+		}
+		return true
+	}
+	if it.unsent > 0 {
+		defer c.sentUnsent(it.unsent) // written, or dropped
+	}
+	if it.sub != nil && it.sub.isClosed() {
+		return true
+	}
+	return c.write(it)
+}
+
+// write hands it to the transport; false when the connection is dead.
+// c.wmu is held.
+func (c *conn) write(it outItem) bool {
+	if c.killed() {
+		return false
+	}
+	if err := c.t.write(it); err != nil {
+		c.log.Debug("write failed", "err", err)
+		c.kill(websocket.CloseAbnormalClosure, "")
+		return false
+	}
+	return true
+}
+
+// sendNow hands its, the reader's answer to one message (an OK; an EOSE
+// and the end of the stored phase), to the transport in the calling
+// goroutine when the writer is idle and nothing is queued before them,
+// and queues them as send does otherwise. An answer written in place
+// does not wake the writer goroutine: with one requester at a time, two
+// hand-offs between goroutines less per request (its subscription's
+// EOSE, its event's OK). A write the client does not take in time fails
+// at WriteTimeout, as the writer's would, and ends the connection; the
+// reader waits for it as it would for room in the control queue.
+func (c *conn) sendNow(its ...outItem) error {
+	if c.t.inline() && c.wmu.TryLock() {
+		if c.ctrl.idle() && c.live.idle() {
+			ok := c.burst(its)
+			c.wmu.Unlock()
+			if !ok {
+				return errConnClosed
+			}
+			return nil
+		}
+		c.wmu.Unlock()
+	}
+	for _, it := range its {
+		if err := c.send(it); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // process acts on one client message, or answers err, the refusal the
@@ -748,8 +807,5 @@ func (c *conn) handleReq(subID string, filters []*filter) error {
 	sub.mu.Lock()
 	sub.sent = sent
 	sub.mu.Unlock()
-	if err := c.send(outItem{sub: sub, msg: message{label: labelEOSE, ref: subID}}); err != nil {
-		return err
-	}
-	return c.send(outItem{flip: sub})
+	return c.sendNow(outItem{sub: sub, msg: message{label: labelEOSE, ref: subID}}, outItem{flip: sub})
 }

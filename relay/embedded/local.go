@@ -318,6 +318,7 @@ func (l *localConn) ack(id string, accepted bool, msg string) bool {
 func (l *localConn) begin()                      {}
 func (l *localConn) flush() error                { return nil }
 func (l *localConn) sendsJSON() bool             { return false }
+func (l *localConn) inline() bool                { return false }
 func (l *localConn) pingInterval() time.Duration { return 0 }
 func (l *localConn) ping() error                 { return nil }
 

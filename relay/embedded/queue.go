@@ -123,6 +123,14 @@ func (q *outQueue) len() int {
 	return len(q.items) - q.head
 }
 
+// idle reports whether q holds nothing and nobody waits to put: what is
+// written now goes out after everything queued before it.
+func (q *outQueue) idle() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.items) == q.head && q.kept == 0 && len(q.waiters) == 0
+}
+
 // room reports whether a newcomer may put a message now. q.mu is held.
 func (q *outQueue) room() bool {
 	return len(q.waiters) == 0 && len(q.items)-q.head+q.kept < q.bound

@@ -220,6 +220,9 @@ func (t *wsTransport) handle(b []byte, size int64) error {
 
 func (t *wsTransport) sendsJSON() bool { return true }
 
+// inline: the reader writes its answers itself when the writer is idle.
+func (t *wsTransport) inline() bool { return true }
+
 // ack: OKs are written in turn with everything else.
 func (t *wsTransport) ack(string, bool, string) bool { return false }
 
