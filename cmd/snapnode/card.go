@@ -25,8 +25,9 @@ func (c *cli) card(args []string) int {
 		return c.cardSign(args[1:])
 	case "verify":
 		return c.cardVerify(args[1:])
-	case "-h", "-help", "--help":
+	case "-h", "-help", "--h", "--help":
 		usage(c.stderr)
+		fmt.Fprintln(c.stderr, "\n(snapnode help card sign lists its flags)")
 		return exitOK
 	}
 	c.unknownSub("card", args, "sign", "verify")

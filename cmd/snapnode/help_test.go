@@ -58,3 +58,52 @@ func TestHelpOwnFlagsFirst(t *testing.T) {
 		t.Errorf("help run: %s", r)
 	}
 }
+
+// A command of sub-commands asked for its help (snapnode help task, task
+// -h) lists its sub-commands, says how to see each one's flags, and exits
+// 0, as any help does (help on stdout, -h on stderr, as every command's);
+// without a sub-command it is still a usage error.
+func TestHelpOfSubCommands(t *testing.T) {
+	for _, cmd := range []string{"task", "job", "audit", "card", "policy"} {
+		for _, args := range [][]string{{"help", cmd}, {cmd, "-h"}, {cmd, "--help"}} {
+			r := runCLI(t, "", args...)
+			out := r.stdout
+			if args[0] != "help" {
+				out = r.stderr
+			}
+			if r.code != exitOK || !strings.Contains(out, "usage: snapnode "+cmd) || !strings.Contains(out, "snapnode help "+cmd+" ") {
+				t.Errorf("%s: want exit 0, the usage and how to see a sub-command's flags on stdout; got %s", strings.Join(args, " "), r)
+			}
+		}
+		if r := runCLI(t, "", cmd); r.code != exitUsage {
+			t.Errorf("%s alone: want exit 2, got %s", cmd, r)
+		}
+	}
+}
+
+// The command list is a table: every command's summary starts in one
+// column, past the longest name (console-url's ran into its summary, and
+// rollback's had one space).
+func TestCommandListAligned(t *testing.T) {
+	r := runCLI(t, "", "help")
+	col := -1
+	for _, line := range strings.Split(r.stdout, "\n") {
+		name, ok := strings.CutPrefix(line, "  ")
+		if !ok {
+			continue
+		}
+		name, _, _ = strings.Cut(name, " ")
+		at := strings.Index(line[2+len(name):], strings.TrimLeft(line[2+len(name):], " ")) + 2 + len(name)
+		if at-2-len(name) < 2 {
+			t.Errorf("%q: fewer than two spaces after the name", line)
+		}
+		if col < 0 {
+			col = at
+		} else if at != col {
+			t.Errorf("%q: summary at column %d, want %d", line, at, col)
+		}
+	}
+	if col < 0 {
+		t.Fatalf("no command listed: %s", r)
+	}
+}

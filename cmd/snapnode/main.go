@@ -142,8 +142,12 @@ func (c *cli) printCommands(w io.Writer) {
 	fmt.Fprintln(w, "usage: snapnode <command> [flags] [arguments]")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "commands:")
+	width := 0
 	for _, cmd := range commands {
-		fmt.Fprintf(w, "  %-8s %s\n", cmd.name, cmd.summary)
+		width = max(width, len(cmd.name))
+	}
+	for _, cmd := range commands {
+		fmt.Fprintf(w, "  %-*s  %s\n", width, cmd.name, cmd.summary)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Exit status: 0 success, 1 invalid input or failure, 2 usage error or unreadable input.")
@@ -351,7 +355,23 @@ func (c *cli) dispatch(cmd string, args []string, subs []subcommand, usage ...st
 	for _, u := range usage {
 		fmt.Fprintln(c.stderr, u)
 	}
+	if len(args) > 0 && isHelpFlag(args[0]) {
+		// Help asked for (snapnode help cmd passes -h): the usage is the
+		// answer, and each sub-command's flags are one command away.
+		fmt.Fprintf(c.stderr, "(snapnode help %s %s lists its flags)\n", cmd, names[0])
+		return exitOK
+	}
 	return exitUsage
+}
+
+// isHelpFlag reports whether arg asks for help, as the flag package
+// takes it: -h, -help, --h or --help.
+func isHelpFlag(arg string) bool {
+	switch arg {
+	case "-h", "-help", "--h", "--help":
+		return true
+	}
+	return false
 }
 
 // unknownSub reports, for `snapnode cmd`, a sub-command that is none of

@@ -21,14 +21,16 @@ const (
 
 // policyCommand is `snapnode policy check --from ADDR FILE`.
 func (c *cli) policyCommand(args []string) int {
-	if len(args) == 0 || args[0] != "check" {
-		fmt.Fprintln(c.stderr, "usage: snapnode policy check --from ADDRESS [--as-operator] [node settings] FILE|-")
-		return exitUsage
-	}
+	return c.dispatch("policy", args, []subcommand{{"check", (*cli).policyCheck}},
+		"usage: snapnode policy check --from ADDRESS [--as-operator] [node settings] FILE|-")
+}
+
+// policyCheck is `snapnode policy check`.
+func (c *cli) policyCheck(args []string) int {
 	fs, cfg := c.nodeFlagSet("policy check")
 	from := fs.String("from", "", "the proposer's P2TR `ADDRESS` (required)")
 	asOperator := fs.Bool("as-operator", false, "judge the proposer as an operator (default: whether --from is one of the node's --operator identities)")
-	pos, code, done := c.parse(fs, args[1:], 1)
+	pos, code, done := c.parse(fs, args, 1)
 	if done {
 		return code
 	}
