@@ -186,7 +186,7 @@ func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queu
 	done := make(chan struct{})
 	var looks sync.WaitGroup
 	if client != nil {
-		looks.Go(func() { checkModelServer(ctx, client, a.LLMURL, logger) })
+		looks.Go(func() { checkModelServer(ctx, client, a.LLMURL, a.ContextTokens, logger) })
 	}
 	go func() {
 		defer close(done)
@@ -208,8 +208,11 @@ func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queu
 // list is a warning with what to do, before a requester's task waits on
 // it; a refusal that asking again does not mend (a bad API key) is an
 // error with what to check, as a job's step that meets it says
-// (agent.ModelError.Advice).
-func checkModelServer(ctx context.Context, c *llm.Client, url string, logger *slog.Logger) {
+// (agent.ModelError.Advice). A server reached is logged with the
+// context length the agent works with and where it comes from, as
+// agent.Runtime.Run takes it: agent.context_tokens when set (configured),
+// else the server's, else agent.DefaultContextTokens.
+func checkModelServer(ctx context.Context, c *llm.Client, url string, configured int, logger *slog.Logger) {
 	err := c.Check(ctx)
 	var me *agent.ModelError
 	switch {
@@ -231,7 +234,14 @@ func checkModelServer(ctx context.Context, c *llm.Client, url string, logger *sl
 			"llm_url", config.ShowURL(url), "err", err)
 	default:
 		n, _ := c.ContextTokens(ctx) // kept by Check
-		logger.Info("model server reached", "llm_url", config.ShowURL(url), "context_tokens", n)
+		from := "the model server"
+		switch {
+		case configured > 0:
+			n, from = configured, "agent.context_tokens"
+		case n <= 0:
+			n, from = agent.DefaultContextTokens, "the default: the server gives no context length (agent.context_tokens sets one)"
+		}
+		logger.Info("model server reached", "llm_url", config.ShowURL(url), "context_tokens", n, "context_tokens_from", from)
 	}
 }
 

@@ -1055,7 +1055,10 @@ func TestTwoHeldActionsDecidedByID(t *testing.T) {
 // a refusal that asking again does not mend (a bad API key) is an error
 // saying what to check, as a job's failed step says it; a server without
 // a model list is a warning naming the base URL; a server that lists the
-// model is reached, with its context length.
+// model is reached, with the context length the agent works with and
+// where it comes from: the server's, else agent.context_tokens's, else
+// the default (a server that gives none was logged context_tokens=0,
+// which read as no room at all).
 func TestModelServerLookedAtStart(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -1068,6 +1071,7 @@ func TestModelServerLookedAtStart(t *testing.T) {
 	}))
 	t.Cleanup(two.Close)
 	listed := llmtest.New(t, llmtest.WithModel(llmtest.DefaultModel, 8192))
+	unsized := llmtest.New(t) // lists the model, with no context length
 	status := func(code int, body string) string {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(code)
@@ -1077,16 +1081,19 @@ func TestModelServerLookedAtStart(t *testing.T) {
 		return srv.URL + "/v1"
 	}
 	for _, c := range []struct {
-		name, url string
-		want      []string
+		name, url     string
+		contextTokens int // agent.context_tokens
+		want          []string
 	}{
-		{"nothing there", closed, []string{"level=WARN", "the model server does not answer", "--llm-url"}},
-		{"model not listed", two.URL + "/v1", []string{"level=WARN", "does not list the model", `\"llama3:8b\", \"qwen3:4b\"`, "ollama pull"}},
-		{"listed", listed.URL(), []string{"model server reached", "context_tokens=8192"}},
-		{"bad key", status(401, `{"error":{"message":"Incorrect API key provided"}}`), []string{"level=ERROR", "HTTP 401", "agent.llm_api_key_file", "Incorrect API key"}},
-		{"no model list", status(404, `404 page not found`), []string{"level=WARN", "no model list", "agent.llm_url"}},
-		{"failing", status(503, `loading`), []string{"level=WARN", "HTTP 503", "retr"}},
-		{"no agent", "", []string{"no agent: free-text tasks fail at once", "--llm-url"}},
+		{"nothing there", closed, 0, []string{"level=WARN", "the model server does not answer", "--llm-url"}},
+		{"model not listed", two.URL + "/v1", 0, []string{"level=WARN", "does not list the model", `\"llama3:8b\", \"qwen3:4b\"`, "ollama pull"}},
+		{"listed", listed.URL(), 0, []string{"model server reached", "context_tokens=8192", `context_tokens_from="the model server"`}},
+		{"listed, no length", unsized.URL(), 0, []string{"model server reached", "context_tokens=16384", "the default", "agent.context_tokens"}},
+		{"length set", listed.URL(), 4096, []string{"model server reached", "context_tokens=4096", "context_tokens_from=agent.context_tokens"}},
+		{"bad key", status(401, `{"error":{"message":"Incorrect API key provided"}}`), 0, []string{"level=ERROR", "HTTP 401", "agent.llm_api_key_file", "Incorrect API key"}},
+		{"no model list", status(404, `404 page not found`), 0, []string{"level=WARN", "no model list", "agent.llm_url"}},
+		{"failing", status(503, `loading`), 0, []string{"level=WARN", "HTTP 503", "retr"}},
+		{"no agent", "", 0, []string{"no agent: free-text tasks fail at once", "--llm-url"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var logs testutil.LockedBuffer
@@ -1095,6 +1102,7 @@ func TestModelServerLookedAtStart(t *testing.T) {
 			if c.url != "" {
 				cfg.Agent.LLMURL, cfg.Agent.LLMModel = c.url, llmtest.DefaultModel
 			}
+			cfg.Agent.ContextTokens = c.contextTokens
 			ctx, cancel := context.WithCancel(context.Background())
 			n, err := node.Start(ctx, cfg, slog.New(slog.NewTextHandler(&logs, nil)))
 			if err != nil {
