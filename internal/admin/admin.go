@@ -234,7 +234,18 @@ func (s *Server) serve(ctx context.Context, c *net.UnixConn) {
 	default:
 		err = fmt.Errorf("unknown op %q: want held, approve, deny, rollback, job-resume or console-url", req.Op)
 	}
-	s.log.Info("admin command", "op", req.Op, "task", req.Task, "action", req.Action, "err", err)
+	attrs := []any{"op", req.Op}
+	if req.Task != "" {
+		attrs = append(attrs, "task", req.Task)
+	}
+	if req.Action != "" {
+		attrs = append(attrs, "action", req.Action)
+	}
+	if err != nil {
+		s.log.Warn("admin command failed", append(attrs, "err", err)...)
+	} else {
+		s.log.Info("admin command", attrs...)
+	}
 	if err != nil {
 		reply(Response{Error: err.Error()})
 		return
@@ -267,7 +278,7 @@ func Call(ctx context.Context, path string, req Request) (json.RawMessage, error
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "unix", path)
 	if err != nil {
-		return nil, fmt.Errorf("admin: is the node running with this data folder? %w", err)
+		return nil, fmt.Errorf("admin: is the node running with the data folder %s? (--data-dir or --config names the node's): %w", filepath.Dir(path), err)
 	}
 	defer c.Close()
 	if dl, ok := ctx.Deadline(); ok {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -125,7 +126,7 @@ func TestAdminSocket(t *testing.T) {
 	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("socket left after Serve: %v", err)
 	}
-	if _, err := admin.Call(context.Background(), path, admin.Request{Op: "approve", Task: "t1"}); err == nil || !strings.Contains(err.Error(), "is the node running") {
+	if _, err := admin.Call(context.Background(), path, admin.Request{Op: "approve", Task: "t1"}); err == nil || !strings.Contains(err.Error(), "is the node running with the data folder "+dir+"?") || !strings.Contains(err.Error(), "--data-dir") {
 		t.Fatalf("call without a node: %v", err)
 	}
 	// A stale socket file (a node that died) is replaced.
@@ -294,5 +295,48 @@ func TestAdminOversizeRequest(t *testing.T) {
 	}
 	if len(h.calls) != 0 {
 		t.Errorf("carried out: %q", h.calls)
+	}
+}
+
+// Each command is one log line naming what it was given, and its error
+// when it failed: no task="" on a listing of every task's actions, no
+// err=<nil> on a command that worked.
+func TestAdminLogLine(t *testing.T) {
+	path := admin.Path(private(t))
+	var logs strings.Builder
+	srv, err := admin.Listen(path, &handler{}, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx) }()
+	for _, req := range []admin.Request{{Op: "held"}, {Op: "approve", Task: "t1", Action: "a2"}, {Op: "approve", Task: "missing"}} {
+		admin.Call(ctx, path, req)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	want := [][]string{
+		{`msg="admin command" op=held`},
+		{`msg="admin command" op=approve task=t1 action=a2`},
+		{`msg="admin command failed" op=approve task=missing`, `err="no action waits`},
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("want %d lines, got:\n%s", len(want), logs.String())
+	}
+	for i, line := range lines {
+		for _, w := range want[i] {
+			if !strings.Contains(line, w) {
+				t.Errorf("line %d: no %q in %s", i, w, line)
+			}
+		}
+		for _, bad := range []string{`=""`, "<nil>"} {
+			if strings.Contains(line, bad) {
+				t.Errorf("line %d: %q in %s", i, bad, line)
+			}
+		}
 	}
 }
