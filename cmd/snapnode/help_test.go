@@ -107,3 +107,27 @@ func TestCommandListAligned(t *testing.T) {
 		t.Fatalf("no command listed: %s", r)
 	}
 }
+
+// A flag's help says its default once: a description that says it in
+// words, "(default: all)", is not followed by the flag package's
+// "(default -1)", a value a user would not type.
+func TestHelpDefaultSaidOnce(t *testing.T) {
+	var names []string
+	for _, cmd := range commands {
+		names = append(names, cmd.name)
+	}
+	names = append(names, "task get", "task cancel", "task list", "task show", "job list", "job show", "job history",
+		"job replay", "job resume", "audit verify", "audit export", "policy check", "card sign", "card verify")
+	for _, name := range names {
+		r := runCLI(t, "", append([]string{"help"}, strings.Fields(name)...)...)
+		lines := strings.Split(r.stdout, "\n")
+		for i := 0; i+1 < len(lines); i++ {
+			if !strings.HasPrefix(lines[i], "  -") {
+				continue
+			}
+			if flag := lines[i] + lines[i+1]; strings.Count(flag, "(default") > 1 {
+				t.Errorf("help %s: %s", name, flag)
+			}
+		}
+	}
+}

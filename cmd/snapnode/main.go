@@ -364,6 +364,30 @@ func (c *cli) dispatch(cmd string, args []string, subs []subcommand, usage ...st
 	return exitUsage
 }
 
+// optionalCount is a flag of a count, 0 or more, that may be left out:
+// unset, it has no value, so its help says its default in words alone
+// (a default of -1 was printed as "(default -1)" after them).
+type optionalCount struct {
+	n   int64
+	set bool
+}
+
+func (o *optionalCount) String() string {
+	if o == nil || !o.set {
+		return ""
+	}
+	return strconv.FormatInt(o.n, 10)
+}
+
+func (o *optionalCount) Set(s string) error {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		return errors.New("want a whole number, 0 or more")
+	}
+	o.n, o.set = n, true
+	return nil
+}
+
 // isHelpFlag reports whether arg asks for help, as the flag package
 // takes it: -h, -help, --h or --help.
 func isHelpFlag(arg string) bool {

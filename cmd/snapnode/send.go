@@ -136,9 +136,9 @@ func (c *cli) taskRemote(sub string, args []string) int {
 	fs := c.flagSet("task " + sub)
 	var cf clientFlags
 	cf.define(fs, 30*time.Second)
-	history := -1
+	var history optionalCount
 	if sub == "get" {
-		fs.IntVar(&history, "history", -1, "return at most the last `N` history messages (default: all)")
+		fs.Var(&history, "history", "return at most the last `N` history messages (default: all)")
 	}
 	pos, code, done := c.parse(fs, args, 1)
 	if done {
@@ -148,8 +148,8 @@ func (c *cli) taskRemote(sub string, args []string) int {
 		return c.usageError(fs, "give the task ID")
 	}
 	payload := map[string]any{"taskId": pos[0]}
-	if history >= 0 {
-		payload["historyLength"] = history
+	if history.set {
+		payload["historyLength"] = history.n
 	}
 	return c.request(fs, cf, "tasks/"+sub, payload)
 }

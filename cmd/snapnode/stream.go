@@ -21,7 +21,8 @@ func (c *cli) stream(args []string) int {
 	cf.define(fs, 10*time.Minute)
 	taskID := fs.String("task", "", "continue the task `ID` (with --resubscribe: follow it)")
 	resub := fs.Bool("resubscribe", false, "follow the task of --task from its current state (tasks/resubscribe) instead of sending a message")
-	after := fs.Int64("after", -1, "with --resubscribe, resume after the task `VERSION` already seen (default: replay what the agent keeps)")
+	var after optionalCount
+	fs.Var(&after, "after", "with --resubscribe, resume after the task `VERSION` already seen (default: replay what the agent keeps)")
 	dataFile := fs.String("data", "", "send the JSON object in `FILE` as a data part")
 	pos, code, done := c.parse(fs, args, -1)
 	if done {
@@ -39,11 +40,11 @@ func (c *cli) stream(args []string) int {
 		}
 		method = "tasks/resubscribe"
 		payload = map[string]any{"taskId": *taskID}
-		if *after >= 0 {
-			payload["afterVersion"] = *after
+		if after.set {
+			payload["afterVersion"] = after.n
 		}
 	} else {
-		if *after >= 0 {
+		if after.set {
 			return c.usageError(fs, "--after goes with --resubscribe")
 		}
 		var ok bool

@@ -190,6 +190,12 @@ func TestStreamCommand(t *testing.T) {
 		t.Fatalf("resubscribe to an ended task: %s", r)
 	}
 	received(t, n, lines[len(lines)-1], snap.TypeResponse)
+	if r := runCLI(t, "", "stream", "--to", n.Address(), "--http", base, "--key", key, "--task", taskID, "--resubscribe", "--after", "0"); r.code != 0 {
+		t.Fatalf("resubscribe --after 0: %s", r)
+	}
+	if r := runCLI(t, "", "task", "get", "--to", n.Address(), "--http", base, "--key", key, "--history", "0", taskID); r.code != 0 || strings.Contains(r.stdout, `"history"`) {
+		t.Fatalf("task get --history 0: %s", r)
+	}
 
 	usage := []struct {
 		name string
@@ -199,6 +205,7 @@ func TestStreamCommand(t *testing.T) {
 		{"resubscribe without task", []string{"--resubscribe"}, "needs --task"},
 		{"resubscribe with text", []string{"--resubscribe", "--task", "t", "hi"}, "sends no message"},
 		{"after without resubscribe", []string{"--after", "3", "hi"}, "goes with --resubscribe"},
+		{"negative after", []string{"--resubscribe", "--task", "t", "--after", "-1"}, "0 or more"},
 		{"nothing to send", nil, "nothing to send"},
 		{"no target", []string{"--to", "", "hi"}, "--to ADDRESS is required"},
 	}
