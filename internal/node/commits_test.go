@@ -3,11 +3,13 @@ package node_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/node"
+	"github.com/snapnode/snapnode/internal/testdb"
 	"github.com/snapnode/snapnode/servicecall"
 	"github.com/snapnode/snapnode/snap"
 )
@@ -83,4 +85,61 @@ func commitsPerMessageSend(t *testing.T, n *node.Node, synced int64) {
 		}
 		noAgent(t, "retry", taskOf(t, again))
 	}
+}
+
+// TestStatementsPerMessageSend counts every statement the node's database
+// is sent for one free-text message/send (a node without an agent, as in
+// TestCommitsPerMessageSend): on SQLite the replay record's transaction
+// (its PRAGMA synchronous = NORMAL, BEGIN, INSERT, COMMIT) and the task's
+// (PRAGMA synchronous = FULL, BEGIN, the task's INSERT, its event's, the
+// kept result's UPDATE, COMMIT), 10 in all and no read; on PostgreSQL one
+// statement each, 2 round trips to the server. A node offering a service
+// of its embedder keeps its replay records synced, so its committer
+// switches no setting: 8 on SQLite. The WAL checkpoints the SQLite
+// committer runs beside the writes, and the replicas' beats on PostgreSQL,
+// come on their own clocks: the fewest a request cost is checked.
+func TestStatementsPerMessageSend(t *testing.T) {
+	echo := node.WithService("echo", func(context.Context, *servicecall.Call) (any, error) { return "echo", nil })
+	for _, c := range []struct {
+		name string
+		dsn  func(testing.TB) string
+		opts []node.Option
+		want int64
+	}{
+		{"sqlite", testdb.SQLite, nil, 10},
+		{"sqlite, a node with a service", testdb.SQLite, []node.Option{echo}, 8},
+		{"postgres", testdb.Postgres, nil, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dsn := c.dsn(t)
+			n := startNodeWith(t, func(cfg *config.Config) { cfg.HTTPListen = "127.0.0.1:0"; cfg.Database = dsn }, c.opts...)
+			hc := newHTTPClient(t)
+			send := func(i int) {
+				t.Helper()
+				b, _ := json.Marshal(text("statements-" + string(rune('a'+i))))
+				ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+				defer cancel()
+				if _, err := hc.Send(ctx, n.HTTPURL()+"/snap", &snap.Message{To: n.Address(), Method: "message/send", Payload: b}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			send(0) // the first request of a fresh node may prepare more
+			var costs []int64
+			for i := 1; i <= 6; i++ {
+				before, cps := n.DB.Statements(), checkpoints(n)
+				send(i)
+				costs = append(costs, n.DB.Statements()-before-(checkpoints(n)-cps))
+			}
+			if got := slices.Min(costs); got != c.want {
+				t.Errorf("a message/send sent %d statements to the database; want %d (each request's: %v)", got, c.want, costs)
+			}
+		})
+	}
+}
+
+// checkpoints is how many WAL checkpoints n's SQLite committer has run,
+// each one statement.
+func checkpoints(n *node.Node) int64 {
+	done, failed := n.DB.Checkpoints()
+	return done + failed
 }

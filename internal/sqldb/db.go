@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -59,7 +60,9 @@ type DB struct {
 	// prepare and use inside Write's transactions. R takes the reads.
 	W, R *sql.DB
 
-	commit    *committer // nil on PostgreSQL
+	commit *committer // nil on PostgreSQL
+	// sent counts the statements sent to the database (Statements).
+	sent      atomic.Int64
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -89,7 +92,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*DB, error) {
 		if err != nil {
 			return nil, err
 		}
-		if db.W, db.R, err = openSQLite(ctx, tg.path, syncMode, opts); err != nil {
+		if db.W, db.R, err = openSQLite(ctx, tg.path, syncMode, opts, &db.sent); err != nil {
 			return nil, err
 		}
 		db.commit = newCommitter(db.W, db.R, syncMode, opts.Logger)
@@ -97,6 +100,9 @@ func Open(ctx context.Context, dsn string, opts Options) (*DB, error) {
 		cfg, err := pgx.ParseConfig(tg.conn) // its errors hide the password
 		if err != nil {
 			return nil, fmt.Errorf("sqldb: %w", err)
+		}
+		if cfg.Tracer == nil {
+			cfg.Tracer = (*sentCounter)(&db.sent)
 		}
 		p := OpenPostgres(cfg)
 		n := opts.MaxConns
@@ -200,6 +206,14 @@ func (db *DB) GroupCommits() (batches, writes int64) {
 	}
 	return db.commit.batches.Load(), db.commit.writes.Load()
 }
+
+// Statements reports how many statements the database was sent since it
+// was opened, for tests that pin what a request costs: on SQLite every
+// statement run on a connection of either pool (each Exec and Query, the
+// PRAGMAs of the committer and its checkpoints, and every BEGIN, COMMIT and
+// ROLLBACK); on PostgreSQL every query pgx sent and every statement it
+// prepared, each a round trip to the server (BEGIN and COMMIT included).
+func (db *DB) Statements() int64 { return db.sent.Load() }
 
 // UnsyncedCommits reports, on SQLite, how many of the committer's
 // transactions did not wait for the disk: batches of WriteNoSync alone,

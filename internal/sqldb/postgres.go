@@ -1,7 +1,9 @@
 package sqldb
 
 import (
+	"context"
 	"database/sql"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -15,3 +17,21 @@ import (
 func OpenPostgres(cfg *pgx.ConnConfig) *sql.DB {
 	return stdlib.OpenDB(*cfg)
 }
+
+// sentCounter is a pgx tracer counting the queries and prepares a
+// connection sends (DB.Statements).
+type sentCounter atomic.Int64
+
+func (c *sentCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	(*atomic.Int64)(c).Add(1)
+	return ctx
+}
+
+func (*sentCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (c *sentCounter) TracePrepareStart(ctx context.Context, _ *pgx.Conn, _ pgx.TracePrepareStartData) context.Context {
+	(*atomic.Int64)(c).Add(1)
+	return ctx
+}
+
+func (*sentCounter) TracePrepareEnd(context.Context, *pgx.Conn, pgx.TracePrepareEndData) {}

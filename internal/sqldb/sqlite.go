@@ -52,8 +52,9 @@ func sqliteSync(opts Options) (string, error) {
 }
 
 // openSQLite opens the writer and reader pools of the file at path, every
-// connection at the synchronous setting syncMode.
-func openSQLite(ctx context.Context, path, syncMode string, opts Options) (w, r *sql.DB, err error) {
+// connection at the synchronous setting syncMode, counting in sent the
+// statements they run.
+func openSQLite(ctx context.Context, path, syncMode string, opts Options, sent *atomic.Int64) (w, r *sql.DB, err error) {
 	// Tasks are private: a new database is created 0600 in a 0700
 	// folder, and SQLite gives its -wal and -shm files the same mode.
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
@@ -63,7 +64,7 @@ func openSQLite(ctx context.Context, path, syncMode string, opts Options) (w, r 
 		return nil, nil, err
 	}
 	common := fmt.Sprintf("_busy_timeout=%d&_foreign_keys=1&_synchronous=%s", sqliteBusyTimeoutMS, syncMode)
-	w = OpenSQLite(path + "?" + common + "&_journal_mode=WAL&_txlock=immediate")
+	w = openSQLiteCounting(path+"?"+common+"&_journal_mode=WAL&_txlock=immediate", sent)
 	w.SetMaxOpenConns(1)
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxIdleTime(0)
@@ -74,7 +75,7 @@ func openSQLite(ctx context.Context, path, syncMode string, opts Options) (w, r 
 		_ = w.Close()
 		return nil, nil, fmt.Errorf("sqldb: open %s: %w", path, err)
 	}
-	r = OpenSQLite(path + "?" + common + "&_query_only=1")
+	r = openSQLiteCounting(path+"?"+common+"&_query_only=1", sent)
 	n := opts.MaxConns
 	if n <= 0 {
 		n = max(4, runtime.GOMAXPROCS(0))

@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"strings"
+	"sync/atomic"
 
 	"modernc.org/sqlite"
 )
@@ -33,6 +34,8 @@ const maxCachedStmts = 256
 type stmtCacheConnector struct {
 	dsn string
 	drv *sqlite.Driver
+	// sent, when not nil, counts the statements the connections run.
+	sent *atomic.Int64
 }
 
 var _ driver.Connector = stmtCacheConnector{}
@@ -41,7 +44,14 @@ var _ driver.Connector = stmtCacheConnector{}
 // source dsn (sql.Open("sqlite", dsn) would name the same database)
 // whose connections keep the statements they run compiled.
 func OpenSQLite(dsn string) *sql.DB {
-	return sql.OpenDB(stmtCacheConnector{dsn: dsn, drv: &sqlite.Driver{}})
+	return openSQLiteCounting(dsn, nil)
+}
+
+// openSQLiteCounting is OpenSQLite counting in sent (when not nil) every
+// statement its connections run: each Exec and Query, of the cache or of
+// a statement prepared and kept, and each BEGIN, COMMIT and ROLLBACK.
+func openSQLiteCounting(dsn string, sent *atomic.Int64) *sql.DB {
+	return sql.OpenDB(stmtCacheConnector{dsn: dsn, drv: &sqlite.Driver{}, sent: sent})
 }
 
 func (c stmtCacheConnector) Connect(ctx context.Context) (driver.Conn, error) {
@@ -54,7 +64,7 @@ func (c stmtCacheConnector) Connect(ctx context.Context) (driver.Conn, error) {
 		conn.Close()
 		return nil, errors.New("sqldb: the SQLite driver's connection lacks the context methods")
 	}
-	return &cachingConn{sqliteConn: inner, stmts: make(map[string]*cachedStmt)}, nil
+	return &cachingConn{sqliteConn: inner, stmts: make(map[string]*cachedStmt), sent: c.sent}, nil
 }
 
 func (c stmtCacheConnector) Driver() driver.Driver { return c.drv }
@@ -78,6 +88,15 @@ type cachingConn struct {
 	stmts map[string]*cachedStmt
 	// compiled counts the statements compiled for the cache.
 	compiled int
+	// sent, when not nil, counts the statements run (the DB's).
+	sent *atomic.Int64
+}
+
+// count adds one statement run to c.sent.
+func (c *cachingConn) count() {
+	if c.sent != nil {
+		c.sent.Add(1)
+	}
 }
 
 // cachedStmt is a compiled statement; busy while rows it returned are
@@ -111,7 +130,7 @@ func (c *cachingConn) get(ctx context.Context, query string) (*cachedStmt, error
 	if strings.Contains(strings.TrimRight(query, "; \t\n"), ";") {
 		return nil, nil // a script: never in the cache
 	}
-	ds, err := c.PrepareContext(ctx, query)
+	ds, err := c.sqliteConn.PrepareContext(ctx, query)
 	if err != nil {
 		return nil, err
 	}
@@ -142,6 +161,7 @@ func (c *cachingConn) forget() {
 }
 
 func (c *cachingConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	c.count()
 	s, err := c.get(ctx, query)
 	if err != nil {
 		return nil, err
@@ -153,6 +173,7 @@ func (c *cachingConn) ExecContext(ctx context.Context, query string, args []driv
 }
 
 func (c *cachingConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	c.count()
 	s, err := c.get(ctx, query)
 	if err != nil {
 		return nil, err
@@ -169,6 +190,58 @@ func (c *cachingConn) QueryContext(ctx context.Context, query string, args []dri
 		return &cachedRows{sqliteRows: typed, s: s}, nil
 	}
 	return &plainCachedRows{Rows: rows, s: s}, nil
+}
+
+// BeginTx begins a transaction, counting its BEGIN and its end.
+func (c *cachingConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	if c.sent == nil {
+		return c.sqliteConn.BeginTx(ctx, opts)
+	}
+	c.count()
+	tx, err := c.sqliteConn.BeginTx(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return countedTx{tx, c}, nil
+}
+
+// countedTx counts its COMMIT or ROLLBACK.
+type countedTx struct {
+	driver.Tx
+	c *cachingConn
+}
+
+func (t countedTx) Commit() error   { t.c.count(); return t.Tx.Commit() }
+func (t countedTx) Rollback() error { t.c.count(); return t.Tx.Rollback() }
+
+// PrepareContext prepares a statement that a caller keeps (a *sql.Stmt),
+// counting each of its runs.
+func (c *cachingConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
+	ds, err := c.sqliteConn.PrepareContext(ctx, query)
+	if err != nil || c.sent == nil {
+		return ds, err
+	}
+	st, ok := ds.(compiledStmt)
+	if !ok {
+		return ds, nil
+	}
+	return countedStmt{st, c}, nil
+}
+
+// countedStmt is a kept statement whose runs are counted.
+type countedStmt struct {
+	compiledStmt
+	c *cachingConn
+}
+
+func (s countedStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
+	s.c.count()
+	return s.compiledStmt.ExecContext(ctx, args)
+}
+
+func (s countedStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
+	s.c.count()
+	return s.compiledStmt.QueryContext(ctx, args)
 }
 
 // Close closes the cached statements, then the connection.
