@@ -103,9 +103,8 @@ type Client struct {
 	// noSchema records that the server refused json_schema (FormatAuto).
 	noSchema atomic.Bool
 
-	ctxMu     sync.Mutex
-	ctxKnown  bool
-	ctxTokens int
+	lookMu sync.Mutex
+	look   *modelsLook // the GET /models in flight or answered; nil before, and after a failure
 }
 
 var (

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/snapnode/snapnode/agent"
@@ -460,6 +462,107 @@ func TestContextTokens(t *testing.T) {
 			}
 		})
 	}
+}
+
+// roundTripFunc is an http.RoundTripper of a function.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// Check and ContextTokens asked at the same moment (the node's look at
+// start and the agent's runtime) share one GET /models: the second waits
+// for the first's answer, which serves both, and is kept for later calls.
+func TestModelListAskedOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		asked := 0
+		release := make(chan struct{})
+		hc := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			mu.Lock()
+			asked++
+			mu.Unlock()
+			<-release
+			return &http.Response{
+				StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}}, Request: r,
+				Body: io.NopCloser(strings.NewReader(`{"data":[{"id":"m1","max_model_len":4096}]}`)),
+			}, nil
+		})}
+		c, err := llm.New(llm.Config{BaseURL: "http://model.test/v1", Model: "m1", HTTPClient: hc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var checked error
+		var n int
+		var sized error
+		var wg sync.WaitGroup
+		wg.Go(func() { checked = c.Check(t.Context()) })
+		wg.Go(func() { n, sized = c.ContextTokens(t.Context()) })
+		synctest.Wait() // both calls wait, on the server or on each other
+		mu.Lock()
+		if asked != 1 {
+			t.Errorf("%d requests for GET /models at once, want 1", asked)
+		}
+		mu.Unlock()
+		close(release)
+		wg.Wait()
+		if checked != nil || sized != nil || n != 4096 {
+			t.Errorf("Check = %v, ContextTokens = %d, %v; want nil, 4096, nil", checked, n, sized)
+		}
+		if err := c.Check(t.Context()); err != nil {
+			t.Errorf("Check again: %v", err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if asked != 1 {
+			t.Errorf("%d requests after a Check again, want 1 (the answer kept)", asked)
+		}
+	})
+}
+
+// A call waiting on another's GET /models asks itself when the other
+// gave up (its context ended) before the answer.
+func TestModelListAskedAgainWhenTheAskerGaveUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		asked := 0
+		hc := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			mu.Lock()
+			asked++
+			first := asked == 1
+			mu.Unlock()
+			if first {
+				<-r.Context().Done()
+				return nil, r.Context().Err()
+			}
+			return &http.Response{
+				StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}}, Request: r,
+				Body: io.NopCloser(strings.NewReader(`{"data":[{"id":"m1","max_model_len":4096}]}`)),
+			}, nil
+		})}
+		c, err := llm.New(llm.Config{BaseURL: "http://model.test/v1", Model: "m1", HTTPClient: hc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		var gaveUp error
+		var wg sync.WaitGroup
+		wg.Go(func() { _, gaveUp = c.ContextTokens(ctx) })
+		synctest.Wait()
+		var n int
+		var sized error
+		wg.Go(func() { n, sized = c.ContextTokens(t.Context()) })
+		synctest.Wait()
+		cancel()
+		wg.Wait()
+		if gaveUp == nil || sized != nil || n != 4096 {
+			t.Errorf("ContextTokens = %v (canceled), then %d, %v; want an error, then 4096", gaveUp, n, sized)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if asked != 2 {
+			t.Errorf("%d requests, want 2", asked)
+		}
+	})
 }
 
 func TestContextTokensLLMTest(t *testing.T) {

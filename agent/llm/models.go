@@ -18,24 +18,65 @@ import (
 // context_window. The entry is the one whose id is Config.Model, or the
 // only entry of a one-model server such as llama-server, whose id is a
 // file name or an alias. It returns 0 and no error when the server does
-// not say (or has no /models). A result is cached; an error is not.
+// not say (or has no /models). The server's answer is kept, and shared
+// with Check (see modelList); a failure is not.
 func (c *Client) ContextTokens(ctx context.Context) (int, error) {
-	c.ctxMu.Lock()
-	if c.ctxKnown {
-		n := c.ctxTokens
-		c.ctxMu.Unlock()
-		return n, nil
+	list, err := c.modelList(ctx)
+	if errors.Is(err, ErrNoModelList) {
+		return 0, nil
 	}
-	c.ctxMu.Unlock()
-
-	n, err := c.fetchContextTokens(ctx)
 	if err != nil {
 		return 0, err
 	}
-	c.ctxMu.Lock()
-	c.ctxKnown, c.ctxTokens = true, n
-	c.ctxMu.Unlock()
-	return n, nil
+	if e := c.entry(list); e != nil {
+		return e.contextTokens(), nil
+	}
+	return 0, nil
+}
+
+// modelsLook is one GET /models: its answer, once done is closed.
+type modelsLook struct {
+	done chan struct{}
+	list []modelEntry
+	err  error
+	// canceled reports that the caller who asked gave up (its context
+	// ended) before the answer: another caller asks again.
+	canceled bool
+}
+
+// modelList returns the server's model list, asked once: a caller that
+// comes while a GET /models is in flight (Check and ContextTokens at
+// start) waits for its answer, and an answer (a list, or ErrNoModelList)
+// is kept for later callers. A failure is not kept: the next caller asks
+// again.
+func (c *Client) modelList(ctx context.Context) ([]modelEntry, error) {
+	for {
+		c.lookMu.Lock()
+		l := c.look
+		if l == nil {
+			l = &modelsLook{done: make(chan struct{})}
+			c.look = l
+			c.lookMu.Unlock()
+			list, err := c.models(ctx)
+			c.lookMu.Lock()
+			l.list, l.err, l.canceled = list, err, err != nil && ctx.Err() != nil
+			if err != nil && !errors.Is(err, ErrNoModelList) {
+				c.look = nil
+			}
+			close(l.done)
+			c.lookMu.Unlock()
+			return list, err
+		}
+		c.lookMu.Unlock()
+		select {
+		case <-l.done:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("llm: %w", ctx.Err())
+		}
+		if !l.canceled {
+			return l.list, l.err
+		}
+	}
 }
 
 // modelEntry is an entry of a /models list, with the context-length
@@ -60,20 +101,6 @@ func (e *modelEntry) contextTokens() int {
 		}
 	}
 	return 0
-}
-
-func (c *Client) fetchContextTokens(ctx context.Context) (int, error) {
-	list, err := c.models(ctx)
-	if errors.Is(err, ErrNoModelList) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	if e := c.entry(list); e != nil {
-		return e.contextTokens(), nil
-	}
-	return 0, nil
 }
 
 // entry is the entry of list that serves Config.Model: the one of that
@@ -149,14 +176,11 @@ const maxNamesShown = 10
 // and Advice say whether a job's calls would be retried and what to
 // check), ErrModelNotListed naming the first models the server lists, or
 // ErrNoModelList for a server without /models, which may serve
-// completions all the same. The context length it finds (0 for a server
-// without /models) is kept, as ContextTokens keeps it.
+// completions all the same. It shares the server's answer with
+// ContextTokens (see modelList).
 func (c *Client) Check(ctx context.Context) error {
-	list, err := c.models(ctx)
+	list, err := c.modelList(ctx)
 	if errors.Is(err, ErrNoModelList) {
-		c.ctxMu.Lock()
-		c.ctxKnown, c.ctxTokens = true, 0
-		c.ctxMu.Unlock()
 		return fmt.Errorf("llm: %w", err)
 	}
 	if err != nil {
@@ -174,12 +198,5 @@ func (c *Client) Check(ctx context.Context) error {
 		}
 		return fmt.Errorf("llm: %w %q: it lists %s%s", ErrModelNotListed, c.cfg.Model, strings.Join(names, ", "), more)
 	}
-	n := 0
-	if e != nil {
-		n = e.contextTokens()
-	}
-	c.ctxMu.Lock()
-	c.ctxKnown, c.ctxTokens = true, n
-	c.ctxMu.Unlock()
 	return nil
 }

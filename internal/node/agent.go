@@ -233,7 +233,7 @@ func checkModelServer(ctx context.Context, c *llm.Client, url string, configured
 		logger.Warn("the model server does not answer: free-text tasks will wait for it, and fail if it stays down; check that it runs at --llm-url (with its /v1)",
 			"llm_url", config.ShowURL(url), "err", err)
 	default:
-		n, _ := c.ContextTokens(ctx) // kept by Check
+		n, _ := c.ContextTokens(ctx) // the answer Check had
 		from := "the model server"
 		switch {
 		case configured > 0:
