@@ -878,7 +878,9 @@ func (jr *jobRun) observed(ctx context.Context, it *Interaction, res *executor.R
 		// The operator sees what to confirm on the task.
 		jr.flushNotes()
 		err := r.show(ctx, j.TaskID, InterventionRequired, proposals.ConfirmationNote(res), r.redactArtifacts(proposals.Artifacts(res)))
-		r.log.Info("agent: action held for an operator", "task", j.TaskID, "action", res.ActionID, "reason", res.Reason)
+		// The executor's line tells the operator (with the command that
+		// decides); this one is for following the job.
+		r.log.Debug("agent: action held for an operator", "task", j.TaskID, "action", res.ActionID)
 		return true, jr.release(ctx, err)
 	case res.Outcome == executor.Completed && strings.EqualFold(res.Action, "FINISH"):
 		if r.cfg.Review {

@@ -53,8 +53,10 @@ func TestJSONLog(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "sandbox"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(cfg.DataDir, "sandbox", "old.txt"), []byte("old\n"), 0o600); err != nil {
-		t.Fatal(err)
+	for _, f := range []string{"old.txt", "keep.txt"} {
+		if err := os.WriteFile(filepath.Join(cfg.DataDir, "sandbox", f), []byte("old\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	a := &agentNode{Node: n, llm: srv, alice: newRequester(t, n.RelayURLs()), dataDir: cfg.DataDir}
 
@@ -66,6 +68,12 @@ func TestJSONLog(t *testing.T) {
 	id := a.send(t, "", "say hello")
 	if got := a.wait(t, id, tasks.StateCompleted, tasks.StateFailed); got.Status.State != tasks.StateCompleted {
 		t.Fatalf("the agent's task: %s %q", got.Status.State, got.Status.Message)
+	}
+	// The agent proposes an action that waits for an operator too.
+	srv.Push(llmtest.Text(prop("DELETE_FILE", map[string]any{"path": "/sandbox/keep.txt"})))
+	agentHeld := a.send(t, "", "delete keep.txt")
+	if got := a.wait(t, agentHeld, tasks.StateInputRequired, tasks.StateCompleted, tasks.StateFailed); got.Status.State != tasks.StateInputRequired {
+		t.Fatalf("the agent's deletion: %s %q", got.Status.State, got.Status.Message)
 	}
 	// Another identity asks for alice's task over HTTP: refused (1001).
 	if p := httpCall(t, newHTTPClient(t).Send, n.HTTPURL()+"/snap", n, "tasks/get", map[string]any{"taskId": held.ID}); errCode(p) == 0 {
@@ -89,6 +97,7 @@ func TestJSONLog(t *testing.T) {
 		}
 	}
 	seen := map[string]map[string]any{}
+	heldLines := map[any]int{} // info lines about a held action, by task
 	sc := bufio.NewScanner(strings.NewReader(out))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	lines := 0
@@ -110,7 +119,13 @@ func TestJSONLog(t *testing.T) {
 				key += " held"
 			}
 		}
+		if m["task"] == agentHeld {
+			key += " (agent)"
+		}
 		seen[key] = m
+		if strings.Contains(msg, "held for an operator") && m["level"] != "DEBUG" {
+			heldLines[m["task"]]++
+		}
 	}
 	if lines < 10 {
 		t.Fatalf("only %d lines logged", lines)
@@ -122,6 +137,14 @@ func TestJSONLog(t *testing.T) {
 	}
 	if h := seen["action held for an operator"]; h != nil && (h["task"] != held.ID || h["risk"] != "HIGH" || !strings.Contains(h["decide"].(string), "snapnode approve "+held.ID)) {
 		t.Errorf("the held action's line: %v", h)
+	}
+	// One line tells the operator of each held action (the executor's,
+	// which names the task, the action, its paths and the command that
+	// decides), whoever proposed it.
+	for _, task := range []string{held.ID, agentHeld} {
+		if heldLines[task] != 1 {
+			t.Errorf("%d lines above debug about task %s's held action, want 1:\n%s", heldLines[task], task, out)
+		}
 	}
 	if r := seen["request refused"]; r != nil && r["transport"] != "http" {
 		t.Errorf("the refusal's line: %v", r)
