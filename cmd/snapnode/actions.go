@@ -58,7 +58,25 @@ func (c *cli) adminCommand(op string, args []string) int {
 		return code
 	}
 	fmt.Fprintf(c.stdout, "%s\n", res)
+	if c.terminal && op != "rollback" {
+		c.taskSummary(res, func(id string, _ bool) string {
+			return "read it again: snapnode task show " + nodeCommand(fs) + shellWord(id)
+		})
+	}
 	return exitOK
+}
+
+// nodeCommand is the flags of fs given that name the node's data folder
+// (--config, --data-dir), as a command line gives them, each followed by
+// a space.
+func nodeCommand(fs *flag.FlagSet) string {
+	var b strings.Builder
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "config" || f.Name == "data-dir" {
+			b.WriteString("--" + f.Name + " " + shellWord(f.Value.String()) + " ")
+		}
+	})
+	return b.String()
 }
 
 // callAdmin loads the settings (they name the data folder) and sends req

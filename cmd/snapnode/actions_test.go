@@ -136,8 +136,14 @@ func TestActionCommands(t *testing.T) {
 	if r := runCLI(t, "", append(append([]string{"approve"}, dd...), "no-such-task")...); r.code != exitFail || !strings.Contains(r.stderr, "no-such-task") {
 		t.Errorf("approve of an unknown task: %s", r)
 	}
-	if v := decode(runCLI(t, "", append(append([]string{"approve"}, dd...), "--diff", strings.ToUpper(sum), del.ID)...)); v.Status.State != "completed" {
+	// On a terminal, approve says on stderr what send says of a task:
+	// its state, and the command that reads it again.
+	r = runTerminal(t, "", append(append([]string{"approve"}, dd...), "--diff", strings.ToUpper(sum), del.ID)...)
+	if v := decode(r); v.Status.State != "completed" {
 		t.Fatalf("approved: %+v", v)
+	}
+	if want := "task " + del.ID + ": completed"; !strings.HasPrefix(r.stderr, want) || !strings.HasSuffix(r.stderr, "\nread it again: snapnode task show --data-dir "+shellWord(dataDir)+" "+del.ID+"\n") {
+		t.Errorf("approve on a terminal: stderr %q, want %q and the command that reads it again", r.stderr, want)
 	}
 	if _, err := os.Stat(filepath.Join(sandbox, "a.txt")); !os.IsNotExist(err) {
 		t.Fatalf("a.txt after approve: %v", err)
@@ -157,9 +163,13 @@ func TestActionCommands(t *testing.T) {
 	if r := runCLI(t, "", append([]string{"held", "--after", next}, dd...)...); r.code != exitOK || !strings.HasPrefix(r.stdout, del2.ID+"\t") || strings.Count(r.stdout, "\n") != 1 {
 		t.Fatalf("held --after %s: %s", next, r)
 	}
-	v := decode(runCLI(t, "", append(append([]string{"deny"}, dd...), "--reason", "keep b", ren.ID)...))
+	r = runTerminal(t, "", append(append([]string{"deny"}, dd...), "--reason", "keep b", ren.ID)...)
+	v := decode(r)
 	if v.Status.State != "failed" || !strings.Contains(v.Status.Message, "keep b") {
 		t.Fatalf("denied: %+v", v)
+	}
+	if want := "task " + ren.ID + ": failed — "; !strings.HasPrefix(r.stderr, want) || !strings.Contains(r.stderr, "keep b") {
+		t.Errorf("deny on a terminal: stderr %q, want it to start with %q and give the note", r.stderr, want)
 	}
 
 	over := propose("WRITE_FILE", map[string]any{"path": "/sandbox/b.md", "content": "# changed\n"})

@@ -228,17 +228,17 @@ func (c *cli) exchange(fs *flag.FlagSet, cf clientFlags, method string, payload 
 	}
 	code := c.printResponse(prog, resp)
 	if c.terminal {
-		c.taskSummary(cf, resp.Payload)
+		c.taskSummary(resp.Payload, cf.next)
 	}
 	return code
 }
 
 // taskSummary tells a reader at a terminal, on stderr, what the JSON line
 // of a response carrying a task says: the task's id (payload.task.id, not
-// the message's id), its state and status note, and the command that
-// follows it, or reads it again once it has ended. Piped output is the
-// JSON line alone.
-func (c *cli) taskSummary(cf clientFlags, payload []byte) {
+// the message's id, or a bare task's), its state and status note, and
+// then the line next gives for the task (the command that follows it, or
+// reads it again once it has ended). Piped output is the JSON line alone.
+func (c *cli) taskSummary(payload []byte, next func(id string, ended bool) string) {
 	id, s, message := snap.ResultTask(payload)
 	if id == "" {
 		return
@@ -249,11 +249,17 @@ func (c *cli) taskSummary(cf clientFlags, payload []byte) {
 		line += " — " + note
 	}
 	fmt.Fprintln(c.stderr, line)
-	if state.Terminal() {
-		fmt.Fprintf(c.stderr, "read it again: snapnode task get %s %s\n", cf.command(), shellWord(id))
-		return
+	fmt.Fprintln(c.stderr, next(id, state.Terminal()))
+}
+
+// next is the command a requester runs after a response carrying a task:
+// the one that reads it again once it has ended, else the one that
+// follows it, reaching the same agent as cf.
+func (cf clientFlags) next(id string, ended bool) string {
+	if ended {
+		return "read it again: snapnode task get " + cf.command() + " " + shellWord(id)
 	}
-	fmt.Fprintf(c.stderr, "follow it: snapnode stream %s --task %s --resubscribe\n", cf.command(), shellWord(id))
+	return "follow it: snapnode stream " + cf.command() + " --task " + shellWord(id) + " --resubscribe"
 }
 
 // command is the flags that reach the same agent as cf, with the same key,
