@@ -196,7 +196,8 @@ func AuditOptions(cfg config.Config, key *identity.Key, network identity.Network
 // chain holds, signed by another key than the node's (its key file
 // changed), or without a record a chain whose last seal is so signed, is
 // told as such (audit.ErrOtherKey). An empty log, or one never sealed,
-// passes: the first start on a new database.
+// passes: the first start on a new database (an empty log without a
+// record is said at debug level only: nothing to tell the operator).
 func checkSealRecord(ctx context.Context, log *audit.Log, record string, logger *slog.Logger) error {
 	err := log.CheckSealRecord(ctx)
 	_, rerr := os.Stat(record)
@@ -204,9 +205,15 @@ func checkSealRecord(ctx context.Context, log *audit.Log, record string, logger 
 	var ve *audit.VerifyError
 	switch {
 	case err == nil:
-		if noRecord {
-			logger.Info("audit log: no record of a last seal yet; the next seal writes one", "record", record)
+		if !noRecord {
+			return nil
 		}
+		// A new log needs no record yet: a first start is no news.
+		if h, err := log.Head(ctx); err == nil && h.Seq == 0 {
+			logger.Debug("audit log: no record of a last seal yet, as at a first start; the next seal writes one", "record", record)
+			return nil
+		}
+		logger.Info("audit log: no record of a last seal yet; the next seal writes one", "record", record)
 		return nil
 	case errors.As(err, &ve) && errors.Is(err, audit.ErrOtherKey):
 		// The chain holds the recorded seal (or, without a record, its

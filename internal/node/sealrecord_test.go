@@ -20,6 +20,7 @@ import (
 	"github.com/snapnode/snapnode/internal/node"
 	"github.com/snapnode/snapnode/internal/sqldb"
 	"github.com/snapnode/snapnode/internal/testdb"
+	"github.com/snapnode/snapnode/internal/testutil"
 )
 
 // The node records its last seal in its data folder (audit-seal.json) at
@@ -563,5 +564,36 @@ func appendEntries(t *testing.T, dataDir string, n int) {
 		if _, err := l.Append(ctx, audit.Entry{Actor: "host", Step: audit.StepCompleted, Decision: "done"}); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// A node's first start, on a new audit log, has no record of a last seal
+// and needs none: it says so at debug level only, as a first start, where
+// an operator's log had an info line a newcomer read as a problem. On a
+// log with entries and no record (the record lost, or no seal yet) the
+// info line stays.
+func TestNoSealRecordAtFirstStart(t *testing.T) {
+	start := func(dataDir string) string {
+		t.Helper()
+		var logs testutil.LockedBuffer
+		cfg := config.Default()
+		cfg.DataDir, cfg.RelayListen, cfg.HTTPListen = dataDir, "127.0.0.1:0", ""
+		_, stop := startConfigured(t, cfg, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+		stop()
+		for _, l := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(l, "no record of a last seal") {
+				return l
+			}
+		}
+		t.Fatalf("no line about the seal record:\n%s", logs.String())
+		return ""
+	}
+	if l := start(filepath.Join(t.TempDir(), "data")); !strings.Contains(l, "level=DEBUG") || !strings.Contains(l, "first start") {
+		t.Errorf("first start: %s; want a debug line saying it is a first start", l)
+	}
+	dataDir := filepath.Join(t.TempDir(), "data")
+	appendEntries(t, dataDir, 3)
+	if l := start(dataDir); !strings.Contains(l, "level=INFO") || strings.Contains(l, "first start") {
+		t.Errorf("a log with entries: %s; want the info line", l)
 	}
 }
