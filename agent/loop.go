@@ -297,7 +297,7 @@ func (jr *jobRun) window() []Interaction {
 func (jr *jobRun) call(ctx context.Context) (*Interaction, *Completion, error) {
 	r, j := jr.r, jr.j
 	// What the requester or an operator said since the last step.
-	pending, err := r.cfg.Store.PendingInput(ctx, j.TaskID)
+	pending, sent, err := r.cfg.Store.StepInput(ctx, j.TaskID)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -325,7 +325,8 @@ func (jr *jobRun) call(ctx context.Context) (*Interaction, *Completion, error) {
 	defer cancel()
 	began := time.Now()
 	comp, err := model.Complete(cctx, Prompt{Messages: msgs, Schema: answerSchema(), SchemaName: "snapnode_answer",
-		Temperature: r.cfg.Temperature, MaxTokens: r.cfg.MaxTokens, Job: jr.request(msgs[0].Content), Step: it.Sequence})
+		Temperature: r.cfg.Temperature, MaxTokens: r.cfg.MaxTokens, Job: jr.request(msgs[0].Content), Step: it.Sequence,
+		Sent: sent, KeepSent: func(ctx context.Context, b []byte) error { return r.cfg.Store.KeepSent(ctx, j.TaskID, r.cfg.Holder, b) }})
 	elapsed := time.Since(began)
 	took := elapsed.Seconds()
 	it.Response.ExecutionTimeSeconds = took

@@ -51,6 +51,19 @@ type Prompt struct {
 	// Messages).
 	Job  *JobRequest `json:"-"`
 	Step int         `json:"-"`
+	// Sent is what the model recorded with KeepSent of a step it sent
+	// and whose answer the job has not recorded yet (nil: none): the
+	// step is being tried again, after a failed call or by a node that
+	// stopped (or crashed) and claimed the job again, and the model sends
+	// it as the same step.
+	Sent []byte `json:"-"`
+	// KeepSent, when not nil, records sent in the job's row before the
+	// model sends a step that must not be done twice (a delegate's
+	// idempotency key and message id); it fails, and nothing must be
+	// sent, when the job is no longer this process's. What it recorded
+	// comes back as Sent until the job records an answer, waits for a
+	// human or ends.
+	KeepSent func(ctx context.Context, sent []byte) error `json:"-"`
 }
 
 // JobEnder is implemented by models that keep something for each job (an

@@ -160,6 +160,45 @@ func (s *Store) PendingInput(ctx context.Context, taskID string) (string, error)
 	return in, nil
 }
 
+// StepInput returns what the job's next model call is told first (see
+// PendingInput) and what its model recorded of a step it sent and whose
+// answer the job has not recorded yet (see KeepSent; nil for none), in
+// one read.
+func (s *Store) StepInput(ctx context.Context, taskID string) (pending string, sent []byte, err error) {
+	var kept string
+	err = s.db.R.QueryRowContext(ctx, s.d.Rebind(`SELECT pending_input, model_sent FROM agent_jobs WHERE task_id = ?`), taskID).Scan(&pending, &kept)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil, ErrNoJob
+	}
+	if err != nil {
+		return "", nil, fmt.Errorf("agent: read job %s: %w", taskID, err)
+	}
+	if kept != "" {
+		sent = []byte(kept)
+	}
+	return pending, sent, nil
+}
+
+// KeepSent records sent, what the job's model must know again of a step
+// it is about to send should the node stop before the answer is recorded
+// (a delegate's idempotency key and message id), while holder holds the
+// job (else ErrLeaseLost). It stays until the write that records the
+// job's next answer, or moves the job out of RUNNING and REVIEWING (it
+// waits for a human, or ended): a step tried again after a failed call,
+// or by the node that claims the job after a stop, is given it back
+// (StepInput, Prompt.Sent).
+func (s *Store) KeepSent(ctx context.Context, taskID, holder string, sent []byte) error {
+	ok, err := s.exec(ctx, "keep the sent step of", taskID, `UPDATE agent_jobs SET model_sent = ? WHERE task_id = ? AND lease_holder = ?`,
+		dbtext.Clean(string(sent)), taskID, holder)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("agent: keep the sent step of job %s: %w", taskID, ErrLeaseLost)
+	}
+	return nil
+}
+
 // Candidate is a job that waits for a claim.
 type Candidate struct{ TaskID, Requester string }
 
@@ -405,6 +444,17 @@ type Save struct {
 	Release bool
 }
 
+// answered reports whether w ends the step the job's model recorded as
+// sent (KeepSent): it records an answer of the model, or the job is no
+// longer worked on (it waits for a human, ended, or is queued again
+// afresh).
+func (w *Save) answered() bool {
+	if w.Interaction != nil && w.Interaction.Response.Status == ResponseSuccess {
+		return true
+	}
+	return w.Job.Status != Running && w.Job.Status != Reviewing
+}
+
 // Write applies w.
 func (s *Store) Write(ctx context.Context, w Save) error {
 	historyBytes := w.Job.HistoryBytes
@@ -525,6 +575,7 @@ func (s *Store) writeJob(ctx context.Context, tx *sql.Tx, w Save) error {
 		cost_cents = ?, seconds = ?, prompt_tokens = ?, completion_tokens = ?, retries = ?, history_bytes = ?,
 		next_seq = ?, recovery_seq = ?, reason = ?, updated_at = ?, review_seq = ?,
 		settled = CASE WHEN ? THEN 0 ELSE settled END,
+		model_sent = CASE WHEN ? THEN '' ELSE model_sent END,
 		pending_input = CASE WHEN ? = '' THEN pending_input
 			WHEN pending_input = ? THEN ''
 			WHEN SUBSTR(pending_input, 1, ?) = ? THEN SUBSTR(pending_input, ?)
@@ -534,7 +585,7 @@ func (s *Store) writeJob(ctx context.Context, tx *sql.Tx, w Save) error {
 	n := utf8.RuneCountInString(prefix)
 	args := []any{dbtext.Clean(j.Description), string(j.Status), j.Phase, j.Steps,
 		j.CostCents, j.Seconds, j.PromptTokens, j.CompletionTokens, j.Retries, j.HistoryBytes,
-		j.NextSeq, j.RecoverySeq, dbtext.Clean(j.Reason), sqldb.Micros(j.UpdatedAt), j.ReviewSeq, w.Unsettled,
+		j.NextSeq, j.RecoverySeq, dbtext.Clean(j.Reason), sqldb.Micros(j.UpdatedAt), j.ReviewSeq, w.Unsettled, w.answered(),
 		consumed, consumed, n, prefix, n + 1}
 	switch {
 	case !w.LeaseUntil.IsZero():
