@@ -95,6 +95,30 @@ type sentStep struct {
 	key, messageID string
 }
 
+// keptStep is what the job's row keeps of a step sent and not answered
+// (agent.Prompt.KeepSent): the delegate asked, the job's task on it ("":
+// the step opens one) and the answers the task held when the step before
+// was answered, and the step's idempotency key and message id.
+type keptStep struct {
+	Delegate  string   `json:"delegate"`
+	Task      string   `json:"task,omitempty"`
+	Seen      []string `json:"seen,omitempty"`
+	Key       string   `json:"key"`
+	MessageID string   `json:"message_id"`
+}
+
+// kept reads the step the job's row kept (agent.Prompt.Sent) as the
+// job's remote task with that step unanswered; false when it is not one
+// this Delegate sent (another delegate's, the node's settings changed
+// meanwhile), and the step starts afresh.
+func (d *Delegate) kept(b []byte) (remoteTask, bool) {
+	var k keptStep
+	if err := json.Unmarshal(b, &k); err != nil || k.Delegate != d.cfg.Address || k.Key == "" || k.MessageID == "" {
+		return remoteTask{}, false
+	}
+	return remoteTask{id: k.Task, seen: k.Seen, unanswered: &sentStep{key: k.Key, messageID: k.MessageID}}, true
+}
+
 var (
 	_ agent.Model    = (*Delegate)(nil)
 	_ agent.JobEnder = (*Delegate)(nil)
@@ -129,8 +153,18 @@ func (d *Delegate) Complete(ctx context.Context, pr agent.Prompt) (*agent.Comple
 	}
 	job := pr.Job.JobID
 	d.mu.Lock()
-	remote := d.remote[job]
+	remote, known := d.remote[job]
 	d.mu.Unlock()
+	if !known && pr.Sent != nil {
+		// A step sent before the node stopped (or before this claim of
+		// the job), whose answer the job did not record: sent again as
+		// the same step, on the task it was sent on.
+		if k, ok := d.kept(pr.Sent); ok {
+			remote = k
+			d.log.Info("delegate: a step sent before the job was taken up again is sent again with its idempotency key",
+				"job", job, "step", pr.Step, "task", k.id)
+		}
+	}
 	var (
 		line []byte
 		err  error
@@ -158,15 +192,28 @@ func (d *Delegate) Complete(ctx context.Context, pr agent.Prompt) (*agent.Comple
 	// holds for ToCard's attempts (by the same endpoint or the next) and
 	// for the runtime's: a step whose exchange failed is tried again as
 	// the job's next, sent with the same key and id (its line may say
-	// more: the first that arrives is the one the delegate keeps).
+	// more: the first that arrives is the one the delegate keeps). The
+	// key and id are recorded in the job's row before the first send
+	// (Prompt.KeepSent), so that a node that stops, or crashes, before
+	// the answer is recorded sends the step again alike once it takes
+	// the job up (Prompt.Sent).
 	st := remote.unanswered
 	if st == nil {
 		st = &sentStep{key: snap.NewID(), messageID: uuid.NewString()}
+		if pr.KeepSent != nil {
+			b, err := json.Marshal(keptStep{Delegate: d.cfg.Address, Task: remote.id, Seen: remote.seen, Key: st.key, MessageID: st.messageID})
+			if err == nil {
+				err = pr.KeepSent(ctx, b)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("delegate: recording step %d before sending it: %w", pr.Step, err)
+			}
+		}
 		remote.unanswered = st
-		d.mu.Lock()
-		d.remote[job] = remote
-		d.mu.Unlock()
 	}
+	d.mu.Lock()
+	d.remote[job] = remote
+	d.mu.Unlock()
 	sent := st.messageID
 	to, err := d.find(ctx)
 	if err != nil {
@@ -485,7 +532,9 @@ func (d *Delegate) violation(job, rule, reason string) error {
 }
 
 // EndJob implements agent.JobEnder: the job's remote task is forgotten; a
-// later step of the job starts a new one with the job request.
+// later step of the job starts a new one with the job request, unless the
+// job's row kept a step sent and not answered (agent.Prompt.Sent), which
+// is sent again on the task it was sent on.
 func (d *Delegate) EndJob(job string) {
 	d.mu.Lock()
 	delete(d.remote, job)

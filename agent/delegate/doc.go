@@ -16,7 +16,11 @@
 // carries an idempotencyKey and a message id of its own, so that an
 // attempt sent again after an answer was lost does not make a second
 // task; a step whose exchange failed on every transport keeps them when
-// the runtime tries it again, until it is answered or the job ends. The node's HTTP
+// the runtime tries it again, until it is answered or the job ends. They
+// are recorded in the job's row before the step is first sent
+// (agent.Prompt.KeepSent), with the remote task it continues, so that a
+// node that stopped or crashed before the answer was recorded sends the
+// step again alike once it takes the job up (agent.Prompt.Sent). The node's HTTP
 // client does not follow redirects and, unless allowed, does not connect
 // to loopback, link-local, private, shared, unspecified, multicast or
 // reserved addresses (client.NetConfig.RefusePrivate): a

@@ -107,3 +107,87 @@ func TestDelegateStepTriedAgainKeepsItsKey(t *testing.T) {
 		t.Errorf("%d tasks; want 1", len(peer.tasks))
 	}
 }
+
+// A step's key and message id are recorded in the job's row
+// (Prompt.KeepSent) before it is sent. When the node stops after the
+// delegate made the task and before the answer came back, the Delegate of
+// the restarted node, which remembers nothing, is given them back
+// (Prompt.Sent) and sends the step as the same step: the delegate makes
+// no second task. A record that cannot be written sends nothing, and one
+// kept for another delegate is not used.
+func TestDelegateKeptStepSentAgainAfterRestart(t *testing.T) {
+	var (
+		peer   idempotent
+		relays downRelays
+		cfg    delegate.Config
+	)
+	p := &posts{}
+	d, _, _ := setupHTTP(t, peer.reply, p.wrap, withHTTP(true), once, relays.wrap,
+		func(c *delegate.Config) { c.Fallback.SetAside = -1 },
+		func(c *delegate.Config) { cfg = *c })
+	ctx := t.Context()
+
+	refused := prompt("job-0", 0)
+	refused.KeepSent = func(context.Context, []byte) error { return agent.ErrLeaseLost }
+	if _, err := d.Complete(ctx, refused); !errors.Is(err, agent.ErrLeaseLost) {
+		t.Fatalf("a step whose record failed: %v; want the failure", err)
+	}
+	peer.mu.Lock()
+	if peer.sends != 0 {
+		t.Errorf("%d message/send; want none: the step was not recorded", peer.sends)
+	}
+	peer.mu.Unlock()
+
+	var kept []byte
+	first := prompt("job-1", 0)
+	first.KeepSent = func(_ context.Context, b []byte) error {
+		peer.mu.Lock()
+		defer peer.mu.Unlock()
+		if peer.sends != 0 {
+			t.Error("the step was recorded after it was sent")
+		}
+		kept = b
+		return nil
+	}
+	p.status.Store(http.StatusBadGateway) // the delegate makes the task; its answer is lost
+	relays.down.Store(true)
+	if _, err := d.Complete(ctx, first); err == nil {
+		t.Fatal("the step was answered; want the exchange to fail")
+	}
+	if kept == nil {
+		t.Fatal("the step was not recorded")
+	}
+	p.status.Store(0)
+	relays.down.Store(false)
+
+	// Another delegate's record: the step starts afresh, on a task of
+	// its own.
+	other := prompt("job-2", 0)
+	other.Sent = []byte(`{"delegate":"bc1pother","key":"k","message_id":"m"}`)
+	restarted, err := delegate.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := restarted.Complete(ctx, other); err != nil || c.Text != completed {
+		t.Fatalf("%+v, %v", c, err)
+	}
+
+	again := prompt("job-1", 0)
+	again.Sent = kept
+	again.KeepSent = func(context.Context, []byte) error {
+		t.Error("the step sent again was recorded anew")
+		return nil
+	}
+	if c, err := restarted.Complete(ctx, again); err != nil || c.Text != completed {
+		t.Fatalf("the step sent again after the restart: %+v, %v", c, err)
+	}
+	peer.mu.Lock()
+	defer peer.mu.Unlock()
+	k, m := peer.keys, peer.msgs
+	if len(k) != 3 || k[0] == "" || k[0] != k[2] || m[0] != m[2] || k[1] == k[0] || k[1] == "k" {
+		t.Errorf("keys %q, message ids %q; want the step's sent again after the restart, another's a key of its own", k, m)
+	}
+	if len(peer.tasks) != 2 {
+		t.Errorf("%d tasks; want 2: job-1's, sent twice, and job-2's", len(peer.tasks))
+	}
+}
