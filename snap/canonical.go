@@ -43,6 +43,34 @@ func Canonicalize(raw []byte) ([]byte, error) {
 	return canonicalize(raw)
 }
 
+// AppendCanonical appends the canonical form of raw to b, as Canonicalize
+// returns it, after the same check that raw is I-JSON.
+func AppendCanonical(b, raw []byte) ([]byte, error) {
+	dec := jsondec.Get(raw)
+	defer jsondec.Put(dec)
+	if _, err := walkValue(&dec.Decoder); err != nil {
+		return b, fmt.Errorf("%w: %s", ErrNotIJSON, err.reason)
+	}
+	if _, err := dec.ReadToken(); err != io.EOF {
+		return b, fmt.Errorf("%w: data after the JSON value", ErrNotIJSON)
+	}
+	out, err := jsontext.AppendFormat(b, raw, canonicalOpts...)
+	if err != nil {
+		return b, fmt.Errorf("%w: %v", ErrNotIJSON, err)
+	}
+	return out, nil
+}
+
+// CanonicalAppender is implemented by payloads that write their own
+// canonical (RFC 8785) JSON form, without reflection (a task's response:
+// tasks.TaskResponse). The Server signs the bytes AppendCanonicalJSON
+// appends as they are, so they must be exactly what Canonicalize makes of
+// json.Marshal of the payload: anything else breaks the signature. On an
+// error the Server takes that path instead.
+type CanonicalAppender interface {
+	AppendCanonicalJSON(b []byte) ([]byte, error)
+}
+
 // canonicalize formats raw, which the caller has walked with walkValue.
 func canonicalize(raw []byte) ([]byte, error) {
 	out, err := jsontext.AppendFormat(make([]byte, 0, len(raw)), raw, canonicalOpts...)

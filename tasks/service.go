@@ -386,9 +386,11 @@ func (s *Service) insert(ctx context.Context, t *Task) (*Task, error) {
 	if !ok || !keeps || s.keep <= 0 {
 		return s.store.Create(ctx, t)
 	}
-	b, err := json.Marshal(NewTaskResponse(t))
-	if err == nil {
-		b, err = snap.Canonicalize(b)
+	b, err := NewTaskResponse(t).AppendCanonicalJSON(make([]byte, 0, 1024))
+	if err != nil { // as the Server would answer it
+		if b, err = json.Marshal(NewTaskResponse(t)); err == nil {
+			b, err = snap.Canonicalize(b)
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("task %s: result: %w", t.ID, err)
