@@ -83,86 +83,127 @@ func closed(subID, format string, args ...any) *refusal {
 // lim.maxMessageLength is refused before any parsing, so the work and the
 // memory spent are bounded by the limit. The error, when not nil, is a
 // *refusal saying how to answer.
+//
+// One pass reads the message: each element is decoded as it is read, and
+// what a refusal leaves unread is read still, since a message that is not
+// valid JSON anywhere is refused as such before anything in it is.
 func parseClientMessage(b []byte, lim *limits) (*clientMessage, error) {
 	if len(b) > lim.maxMessageLength {
 		return nil, notice("invalid: message too large (%d > %d bytes)", len(b), lim.maxMessageLength)
 	}
-	// One pass validates the whole message and splits its elements
-	// (raw values aliasing b); encoding/json would re-scan each element.
 	pooled := jsondec.Get(b)
 	defer jsondec.Put(pooled)
 	dec := &pooled.Decoder
 	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '[' {
 		return nil, unparsable(b, "not a JSON array")
 	}
-	var arr []jsontext.Value
-	for dec.PeekKind() != ']' {
-		v, err := dec.ReadValue()
-		if err != nil {
+	msg, refused := readClientMessage(dec, lim)
+	// The rest of the array, whatever was refused, then nothing after it.
+	for dec.StackDepth() > 1 {
+		if _, err := dec.ReadToken(); err != nil {
 			return nil, unparsable(b, "not a JSON array of valid JSON (I-JSON: no repeated member names, no invalid UTF-8 or lone surrogates)")
 		}
-		arr = append(arr, v)
 	}
-	if _, err := dec.ReadToken(); err != nil {
-		return nil, unparsable(b, "not a JSON array")
+	for dec.StackDepth() == 1 && dec.PeekKind() != ']' {
+		if _, err := dec.ReadValue(); err != nil {
+			return nil, unparsable(b, "not a JSON array of valid JSON (I-JSON: no repeated member names, no invalid UTF-8 or lone surrogates)")
+		}
+	}
+	if dec.StackDepth() == 1 {
+		if _, err := dec.ReadToken(); err != nil {
+			return nil, unparsable(b, "not a JSON array")
+		}
 	}
 	if _, err := dec.ReadToken(); err != io.EOF {
 		return nil, unparsable(b, "data after the array")
 	}
-	if len(arr) == 0 {
+	if refused != nil {
+		return nil, refused
+	}
+	return msg, nil
+}
+
+// readClientMessage reads the elements of a client message, after its
+// '[', as far as it needs to: on a refusal it stops where it is, and the
+// caller reads the rest.
+func readClientMessage(dec *jsontext.Decoder, lim *limits) (*clientMessage, *refusal) {
+	if dec.PeekKind() == ']' {
 		return nil, notice("invalid: empty message")
 	}
-	if arr[0].Kind() != '"' {
+	if dec.PeekKind() != '"' {
 		return nil, notice("invalid: the first element must be the message type")
 	}
-	label := unquote(arr[0])
-	switch label {
+	tok, err := dec.ReadToken()
+	if err != nil {
+		return nil, notice("invalid: the first element must be the message type") // the caller finds why
+	}
+	switch label := tok.String(); label {
 	case "EVENT":
-		if len(arr) < 2 {
+		if dec.PeekKind() == ']' {
 			return nil, notice("invalid: EVENT without an event")
 		}
-		ev, id, err := parseEvent(arr[1], lim)
+		ev, id, err := readEvent(dec, lim)
 		if err != nil {
 			return nil, okFalse(id, "invalid: %v", err)
 		}
-		if len(arr) > 2 {
+		if dec.PeekKind() != ']' {
 			return nil, okFalse(id, "invalid: EVENT has more than one element after its type")
 		}
 		return &clientMessage{typ: msgEvent, event: ev}, nil
 	case "REQ":
-		subID, err := parseSubID(arr, label, lim)
-		if err != nil {
-			return nil, err
+		subID, r := readSubID(dec, label, lim)
+		if r != nil {
+			return nil, r
 		}
-		n := len(arr) - 2
+		// Each filter is decoded as it comes, up to the bound; past it,
+		// or after a refused one, the count still decides the answer.
+		var filters []*filter
+		var refused *refusal
+		n := 0
+		for ; dec.PeekKind() != ']'; n++ {
+			if refused != nil || n >= lim.maxFilters {
+				if _, err := dec.ReadValue(); err != nil {
+					return nil, notice("") // the caller finds why
+				}
+				continue
+			}
+			f, err := readFilter(dec, lim, false)
+			if err != nil {
+				refused = filterRefusal(subID, err)
+				for dec.StackDepth() > 1 { // the rest of the filter
+					if _, err := dec.ReadToken(); err != nil {
+						return nil, refused // the caller finds why
+					}
+				}
+				continue
+			}
+			if filters == nil {
+				filters = make([]*filter, 0, 1)
+			}
+			filters = append(filters, f)
+		}
 		switch {
 		case n == 0:
 			return nil, closed(subID, "invalid: REQ needs at least one filter")
 		case n > lim.maxFilters:
 			return nil, closed(subID, "invalid: too many filters (%d > %d)", n, lim.maxFilters)
-		}
-		filters := make([]*filter, 0, n)
-		for _, raw := range arr[2:] {
-			f, err := parseFilter(raw, lim)
-			if err != nil {
-				return nil, filterRefusal(subID, err)
-			}
-			filters = append(filters, f)
+		case refused != nil:
+			return nil, refused
 		}
 		return &clientMessage{typ: msgReq, subID: subID, filters: filters}, nil
 	case "CLOSE":
-		subID, err := parseSubID(arr, label, lim)
-		if err != nil {
-			return nil, err
+		subID, r := readSubID(dec, label, lim)
+		if r != nil {
+			return nil, r
 		}
-		if len(arr) > 2 {
+		if dec.PeekKind() != ']' {
 			return nil, notice("invalid: CLOSE takes only a subscription id")
 		}
 		return &clientMessage{typ: msgClose, subID: subID}, nil
 	case "COUNT":
-		subID, err := parseSubID(arr, label, lim)
-		if err != nil {
-			return nil, err
+		subID, r := readSubID(dec, label, lim)
+		if r != nil {
+			return nil, r
 		}
 		return nil, closed(subID, "unsupported: COUNT (NIP-45) is not supported")
 	default:
@@ -189,13 +230,20 @@ func filterRefusal(subID string, err error) *refusal {
 	return closed(subID, "invalid: %v", err)
 }
 
-// parseSubID reads the subscription id of a REQ, CLOSE or COUNT.
-func parseSubID(arr []jsontext.Value, label string, lim *limits) (string, error) {
-	if len(arr) < 2 || arr[1].Kind() != '"' {
+// readSubID reads the subscription id of a REQ, CLOSE or COUNT.
+func readSubID(dec *jsontext.Decoder, label string, lim *limits) (string, *refusal) {
+	if dec.PeekKind() != '"' {
 		return "", notice("invalid: %s needs a subscription id string", label)
 	}
-	id := unquote(arr[1])
-	return id, checkSubID(id, label, lim)
+	tok, err := dec.ReadToken()
+	if err != nil {
+		return "", notice("") // the caller finds why
+	}
+	id := tok.String()
+	if err := checkSubID(id, label, lim); err != nil {
+		return "", err.(*refusal)
+	}
+	return id, nil
 }
 
 // checkSubID checks the subscription id of a REQ, CLOSE or COUNT.
@@ -241,7 +289,11 @@ var eventFields = [...]string{"id", "pubkey", "created_at", "kind", "tags", "con
 func parseEvent(raw jsontext.Value, lim *limits) (*nostr.Event, string, error) {
 	pooled := jsondec.Get(raw)
 	defer jsondec.Put(pooled)
-	dec := &pooled.Decoder
+	return readEvent(&pooled.Decoder, lim)
+}
+
+// readEvent is parseEvent of the next value of dec.
+func readEvent(dec *jsontext.Decoder, lim *limits) (*nostr.Event, string, error) {
 	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
 		return nil, "", fmt.Errorf("the event must be a JSON object")
 	}
@@ -374,11 +426,25 @@ func unquote(v jsontext.Value) string {
 // parseFilter decodes one REQ filter in one pass. A null member counts
 // as absent; null list elements are refused.
 func parseFilter(raw []byte, lim *limits) (*filter, error) {
-	// Duplicate names are refused below, for less than the decoder's
-	// general check costs.
+	// Duplicate names are refused by readFilter, for less than the
+	// decoder's general check costs.
 	pooled := jsondec.Get(raw, jsontext.AllowDuplicateNames(true))
 	defer jsondec.Put(pooled)
 	dec := &pooled.Decoder
+	f, err := readFilter(dec, lim, true)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := dec.ReadToken(); err != io.EOF {
+		return nil, errFilterObject
+	}
+	return f, nil
+}
+
+// readFilter is parseFilter of the next value of dec; checkNames refuses
+// a repeated member, which a decoder that does not allow them (the
+// message's own) has refused already.
+func readFilter(dec *jsontext.Decoder, lim *limits, checkNames bool) (*filter, error) {
 	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
 		return nil, errFilterObject
 	}
@@ -391,7 +457,7 @@ func parseFilter(raw []byte, lim *limits) (*filter, error) {
 			return nil, errFilterObject
 		}
 		k := name.String()
-		if !seen.add(k) {
+		if checkNames && !seen.add(k) {
 			return nil, fmt.Errorf("a filter must not repeat %q", clip(k, 32))
 		}
 		if dec.PeekKind() == 'n' {
@@ -436,9 +502,6 @@ func parseFilter(raw []byte, lim *limits) (*filter, error) {
 		}
 	}
 	if _, err := dec.ReadToken(); err != nil {
-		return nil, errFilterObject
-	}
-	if _, err := dec.ReadToken(); err != io.EOF {
 		return nil, errFilterObject
 	}
 	return f.complete(lim)
