@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/snapnode/snapnode/internal/jsonenc"
 )
 
 // maxPooledSerialization bounds the buffers kept for serializing events:
@@ -70,34 +72,8 @@ func appendEscaped(dst []byte, s string) []byte {
 		}
 		dst = append(dst, s[start:i]...)
 		start = i + 1
-		dst = AppendASCIIEscape(dst, c)
+		dst = jsonenc.AppendASCIIEscape(dst, c)
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
-}
-
-// AppendASCIIEscape appends the JSON escape of c, which must be the
-// quotation mark, the reverse solidus or a control character (below
-// 0x20): the two-character forms \" \\ \b \t \n \f \r where JSON has one,
-// else \u00XX in lower-case hex. NIP-01's serialization of an event for
-// its id escapes these bytes so, and so does encoding/json; the embedded
-// relay's writer, which adds its own rules for the other characters,
-// shares it.
-func AppendASCIIEscape(dst []byte, c byte) []byte {
-	switch c {
-	case '"', '\\':
-		return append(dst, '\\', c)
-	case '\b':
-		return append(dst, '\\', 'b')
-	case '\t':
-		return append(dst, '\\', 't')
-	case '\n':
-		return append(dst, '\\', 'n')
-	case '\f':
-		return append(dst, '\\', 'f')
-	case '\r':
-		return append(dst, '\\', 'r')
-	}
-	const hexDigits = "0123456789abcdef"
-	return append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"unicode/utf8"
 
+	"github.com/snapnode/snapnode/internal/jsonenc"
 	"github.com/snapnode/snapnode/snap"
 )
 
@@ -203,7 +204,6 @@ func appendPart(b []byte, p *Part) ([]byte, error) {
 // invalid UTF-8 becomes U+FFFD, as encoding/json writes it; ok is false
 // when there was one.
 func appendString(b []byte, s string) (_ []byte, ok bool) {
-	const hex = "0123456789abcdef"
 	ok = true
 	b = append(b, '"')
 	start := 0
@@ -215,22 +215,7 @@ func appendString(b []byte, s string) (_ []byte, ok bool) {
 				continue
 			}
 			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, `\b`...)
-			case '\f':
-				b = append(b, `\f`...)
-			case '\n':
-				b = append(b, `\n`...)
-			case '\r':
-				b = append(b, `\r`...)
-			case '\t':
-				b = append(b, `\t`...)
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
+			b = jsonenc.AppendASCIIEscape(b, c)
 			i++
 			start = i
 			continue

@@ -6,7 +6,7 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 
-	"github.com/snapnode/snapnode/relay"
+	"github.com/snapnode/snapnode/internal/jsonenc"
 )
 
 // The relay's messages and events are written by hand, byte for byte what
@@ -99,7 +99,7 @@ func appendJSONString(b []byte, s string) []byte {
 				continue
 			}
 			b = append(b, s[start:i]...)
-			b = relay.AppendASCIIEscape(b, c)
+			b = jsonenc.AppendASCIIEscape(b, c)
 			i++
 			start = i
 			continue
