@@ -35,13 +35,30 @@ func BenchmarkSendThroughServer(b *testing.B) {
 }
 
 func benchSendThroughServer(b *testing.B, intercept tasks.Interceptor) {
+	server, raw := serverAndSend(b, intercept)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		resp := server.Respond(ctx, snap.Inbound{Raw: raw, Transport: "bench"})
+		if resp == nil || len(resp.Payload) < 9 || string(resp.Payload[:9]) == `{"error":` {
+			b.Fatalf("answered %s", resp.Payload)
+		}
+	}
+}
+
+// serverAndSend returns the node's snap.Server over a Service with a
+// memory store (intercept, when not nil, looking at each message/send
+// first), and a signed message/send to it, with a text part and a
+// proposal-shaped data part, that it answers again and again: the
+// server has no replay store and its clock stands still.
+func serverAndSend(tb testing.TB, intercept tasks.Interceptor) (*snap.Server, []byte) {
 	node, err := identity.Generate()
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	peer, err := identity.Generate()
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	t0 := time.Date(2026, 2, 4, 10, 0, 0, 0, time.UTC)
 	now := func() time.Time { return t0 }
@@ -51,25 +68,18 @@ func benchSendThroughServer(b *testing.B, intercept tasks.Interceptor) {
 	self := node.Address(identity.Mainnet)
 	server := snap.NewServer(snap.ServerConfig{Key: node, Router: router, Now: now,
 		Logger:    slog.New(slog.DiscardHandler),
-		Validator: snap.NewValidator(snap.Config{Self: self, Now: now})}) // no replay store: one request serves every iteration
+		Validator: snap.NewValidator(snap.Config{Self: self, Now: now})})
 	m := &snap.Message{ID: snap.NewID(), Version: snap.ProtocolVersion, Type: snap.TypeRequest, Method: "message/send",
 		From: peer.Address(identity.Mainnet), To: self, Timestamp: t0.Unix(),
 		Payload: []byte(`{"message":{"messageId":"m1","role":"user","parts":[` +
 			`{"text":"please read the notes and summarize what changed since yesterday"},` +
 			`{"data":{"schema_version":"1.0.0","id":"p1","reasoning":"the notes hold the changes","action":"READ_FILE","args":{"path":"/sandbox/notes.md"}}}]}}`)}
 	if err := m.Sign(peer); err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	raw, err := m.MarshalJSON()
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	ctx := context.Background()
-	b.ReportAllocs()
-	for b.Loop() {
-		resp := server.Respond(ctx, snap.Inbound{Raw: raw, Transport: "bench"})
-		if resp == nil || len(resp.Payload) < 9 || string(resp.Payload[:9]) == `{"error":` {
-			b.Fatalf("answered %s", resp.Payload)
-		}
-	}
+	return server, raw
 }
