@@ -232,3 +232,55 @@ func TestReaderAnswersInPlaceWhenTheWriterIsIdle(t *testing.T) {
 		t.Fatalf("writer did %q, want %q", got, want)
 	}
 }
+
+// hookTransport is a recordTransport that calls onWrite after each write.
+type hookTransport struct {
+	recordTransport
+	onWrite func(it outItem)
+}
+
+func (h *hookTransport) write(it outItem) error {
+	err := h.recordTransport.write(it)
+	h.onWrite(it)
+	return err
+}
+
+// A reader answering in place writes its answer and nothing else: what
+// publishers queue meanwhile is the writer's. Were the reader to drain the
+// queues in its burst, a steady stream of live events (other clients'
+// publications, written to a client that reads them barely fast enough)
+// would keep it writing, reading none of its own client's messages —
+// neither the CLOSE that would end the stream nor the pongs whose absence
+// ends the connection.
+func TestReaderWritesOnlyItsAnswerInPlace(t *testing.T) {
+	r := startRelay(t, Config{})
+	ht := &hookTransport{recordTransport: recordTransport{flushed: make(chan struct{}, 8)}}
+	c := r.newConn(ht, slog.New(slog.DiscardHandler))
+	published := 0
+	ht.onWrite = func(outItem) {
+		if published < 3 { // a publisher's event arrives during each write
+			published++
+			c.sendLive(outItem{msg: message{label: labelNotice, text: fmt.Sprintf("live %d", published)}})
+		}
+	}
+	k := newKey(t)
+	if err := c.process(&clientMessage{typ: msgEvent, event: k.event(t, 1, r.clock.Unix(), "note")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := ht.take(), []string{"begin", "write OK", "flush"}; !slices.Equal(got, want) {
+		t.Fatalf("the reader wrote %q, want %q", got, want)
+	}
+	if n := c.live.len(); n != 1 {
+		t.Fatalf("%d live events queued for the writer, want 1", n)
+	}
+	for len(ht.flushed) > 0 {
+		<-ht.flushed
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); c.writeLoop() }()
+	defer func() { c.kill(1000, ""); <-done }()
+	<-ht.flushed
+	if got, want := ht.take(), []string{"begin", "write live 1", "write live 2", "write live 3", "flush"}; !slices.Equal(got, want) {
+		t.Fatalf("writer did %q, want %q", got, want)
+	}
+}

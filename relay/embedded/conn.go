@@ -337,7 +337,7 @@ func (c *conn) trim() {
 // queue in turn while both hold some: a long stored result on the control
 // queue must not hold back the live events of the client's other
 // subscriptions until their queue fills and the client is cut as too
-// slow. c.wmu is held: the writer, or a reader answering in place.
+// slow. Only the writer calls it, c.wmu held.
 func (c *conn) next() (outItem, bool) {
 	first, second := c.ctrl, c.live
 	if c.liveTurn {
@@ -421,7 +421,7 @@ func (c *conn) writeLoop() {
 			return
 		case <-c.ready:
 			c.wmu.Lock()
-			ok := c.burst(nil)
+			ok := c.burst()
 			c.wmu.Unlock()
 			if !ok {
 				return
@@ -438,33 +438,29 @@ func (c *conn) writeLoop() {
 	}
 }
 
-// burst writes first, then whatever is queued, and flushes once the
-// queues are empty: one system call for messages that were ready
-// together, and none held back waiting for more. It reports false when
-// the connection is dead. c.wmu is held.
-func (c *conn) burst(first []outItem) bool {
-	it, more := outItem{}, false
-	if len(first) == 0 {
-		if it, more = c.next(); !more {
-			return true // what was signalled went out in the last burst
-		}
+// burst writes whatever is queued, and flushes once the queues are
+// empty: one system call for messages that were ready together, and none
+// held back waiting for more. It reports false when the connection is
+// dead. Only the writer calls it, c.wmu held.
+func (c *conn) burst() bool {
+	it, more := c.next()
+	if !more {
+		return true // what was signalled went out in the last burst
 	}
 	c.t.begin()
-	ok := true
-	for _, f := range first {
-		if ok = c.handle(f); !ok {
-			break
-		}
-	}
-	if ok && more {
-		ok = c.handle(it)
-	}
+	ok := c.handle(it)
 	for ok {
 		if it, more = c.next(); !more {
 			break
 		}
 		ok = c.handle(it)
 	}
+	return c.flush(ok)
+}
+
+// flush ends a burst that wrote all it had to if ok; it reports whether
+// the connection is alive. c.wmu is held.
+func (c *conn) flush(ok bool) bool {
 	if err := c.t.flush(); err != nil && ok {
 		c.log.Debug("write failed", "err", err)
 		c.kill(websocket.CloseAbnormalClosure, "")
@@ -517,13 +513,23 @@ func (c *conn) write(it outItem) bool {
 // and queues them as send does otherwise. An answer written in place
 // does not wake the writer goroutine: with one requester at a time, two
 // hand-offs between goroutines less per request (its subscription's
-// EOSE, its event's OK). A write the client does not take in time fails
-// at WriteTimeout, as the writer's would, and ends the connection; the
+// EOSE, its event's OK). The reader writes its answer only: what is
+// queued meanwhile is the writer's, which its signal wakes, so that a
+// stream of live events never keeps the reader from its client's
+// messages. A write the client does not take in time fails at
+// WriteTimeout, as the writer's would, and ends the connection; the
 // reader waits for it as it would for room in the control queue.
 func (c *conn) sendNow(its ...outItem) error {
 	if c.t.inline() && c.wmu.TryLock() {
 		if c.ctrl.idle() && c.live.idle() {
-			ok := c.burst(its)
+			c.t.begin()
+			ok := true
+			for _, it := range its {
+				if ok = c.handle(it); !ok {
+					break
+				}
+			}
+			ok = c.flush(ok)
 			c.wmu.Unlock()
 			if !ok {
 				return errConnClosed
