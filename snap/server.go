@@ -354,7 +354,7 @@ func ResultTask(payload []byte) (id, state, message string) {
 // serve is Respond and Stream: events of a streaming method go to send,
 // or nowhere when send is nil. tm, when set, gets the times.
 func (s *Server) serve(ctx context.Context, in Inbound, send func(*Message) error, tm *timing) *Message {
-	v, env, err := s.cfg.Validator.validate(ctx, in.Raw, in.Signer, in.Via)
+	v, env, err := s.cfg.Validator.validate(ctx, in.Raw, in.Signer, in.Via, true)
 	if tm != nil {
 		tm.verified = time.Now()
 	}
@@ -376,10 +376,18 @@ func (s *Server) serve(ctx context.Context, in Inbound, send func(*Message) erro
 	if tm != nil {
 		tm.handled, tm.id = time.Now(), v.ID
 	}
-	if sh, ok := s.cfg.Router.LookupStream(v.Method); ok {
+	sh, streams := s.cfg.Router.LookupStream(v.Method)
+	h, ok := s.cfg.Router.Lookup(v.Method)
+	if streams || !ok {
+		// Only a plain handler settles a claim: here the record is
+		// written first, as validation writes it.
+		if resp, replaced := s.settleClaim(ctx, in, env, v, lim); replaced {
+			return resp
+		}
+	}
+	if streams {
 		return s.stream(ctx, sh, v, send, lim, tm)
 	}
-	h, ok := s.cfg.Router.Lookup(v.Method)
 	if !ok {
 		return s.reply(v.From, v.Method, nil, &Error{Code: CodeMethodNotFound,
 			Message: "method not found: " + v.Method, Data: map[string]any{"method": v.Method}}, lim)
@@ -389,6 +397,9 @@ func (s *Server) serve(ctx context.Context, in Inbound, send func(*Message) erro
 		ctx = context.WithValue(ctx, keptKey{}, kept)
 	}
 	payload, err := s.call(ctx, h, v)
+	if resp, replaced := s.settleClaim(ctx, in, env, v, lim); replaced {
+		return resp
+	}
 	if err != nil {
 		return s.reply(v.From, v.Method, nil, err, lim)
 	}
@@ -406,6 +417,36 @@ func (s *Server) serve(ctx context.Context, in Inbound, send func(*Message) erro
 		}
 	}
 	return resp
+}
+
+// settleClaim writes the replay record of v's claim (Verified.Claim) if
+// its handler left it pending — a handler that failed, or did nothing
+// durable, before it wrote the record — and reports whether the claim
+// failed, with the answer that then replaces the handler's: a duplicate's
+// exactly as validation answers it (2006, the kept result of a
+// message/send, or none for the same delivery), or the replay store's
+// failure; none for a Late delivery.
+func (s *Server) settleClaim(ctx context.Context, in Inbound, env *envelope, v *Verified, lim limit) (*Message, bool) {
+	c := v.Claim
+	if c == nil {
+		return nil, false
+	}
+	err := c.Remember(ctx)
+	if err == nil {
+		return nil, false
+	}
+	if dup := c.duplicate(); dup != nil {
+		err = dup
+	}
+	switch {
+	case errors.Is(err, ErrRedelivered):
+		s.cfg.Logger.Debug("snap: delivery already taken", "via", in.Via)
+		return nil, true
+	case in.Late:
+		s.cfg.Logger.Debug("snap: a late delivery failed before it was recorded; not answered", "via", in.Via, "err", err)
+		return nil, true
+	}
+	return s.fail(ctx, env, err, lim), true
 }
 
 // call runs h, turning a panic into 5001 so that one bad handler cannot

@@ -47,6 +47,15 @@ type Config struct {
 	// A refusal is 5002 with data {"retryAfter": seconds}, and the limit
 	// and its window when the Limiter states them (see RateLimited).
 	Limiter Limiter
+	// ClaimMethods are the methods whose handlers write a request's
+	// replay record themselves, in their first durable write (a new
+	// task and its record in one transaction): for a request a Server
+	// serves, the Validator does not write the record but hands it to
+	// the handler as Verified.Claim (see ReplayClaim). Name a method only
+	// when its handler settles the claim before any effect, as the tasks
+	// service's message/send does. Validate and ValidateSigned, which
+	// serve no handler, always write the record.
+	ClaimMethods []string
 }
 
 // Limiter is a rate limit keyed by sender: Allow takes one unit of key's
@@ -157,11 +166,14 @@ type Verified struct {
 	Sender identity.Address
 	// Digest is SHA-256 of the signature input.
 	Digest [32]byte
+	// Claim, when not nil, is the request's replay record, not written
+	// yet: its handler writes it (Config.ClaimMethods, ReplayClaim).
+	Claim *ReplayClaim
 }
 
 // Validate validates raw, a serialized SNAP message.
 func (v *Validator) Validate(ctx context.Context, raw []byte) (*Verified, error) {
-	out, _, err := v.validate(ctx, raw, nil, "")
+	out, _, err := v.validate(ctx, raw, nil, "", false)
 	return out, err
 }
 
@@ -170,23 +182,24 @@ func (v *Validator) Validate(ctx context.Context, raw []byte) (*Verified, error)
 // must be the P2TR address of signer on either network, else 2003
 // IdentityMismatch. The check follows the semantics stage.
 func (v *Validator) ValidateSigned(ctx context.Context, raw []byte, signer [32]byte) (*Verified, error) {
-	out, _, err := v.validate(ctx, raw, &signer, "")
+	out, _, err := v.validate(ctx, raw, &signer, "", false)
 	return out, err
 }
 
 // validate is Validate; it also returns the envelope when the syntax stage
 // passed, so that a server can address its error response. via names the
-// delivery that carried raw (see Inbound.Via), or is empty.
-func (v *Validator) validate(ctx context.Context, raw []byte, signer *[32]byte, via string) (*Verified, *envelope, error) {
+// delivery that carried raw (see Inbound.Via), or is empty. claim lets a
+// request of Config.ClaimMethods leave its replay record to its handler.
+func (v *Validator) validate(ctx context.Context, raw []byte, signer *[32]byte, via string, claim bool) (*Verified, *envelope, error) {
 	env, e := readEnvelope(raw)
 	if e != nil {
 		return nil, nil, e
 	}
-	out, err := v.authenticate(ctx, env, signer, via)
+	out, err := v.authenticate(ctx, env, signer, via, claim)
 	return out, env, err
 }
 
-func (v *Validator) authenticate(ctx context.Context, env *envelope, signer *[32]byte, via string) (*Verified, error) {
+func (v *Validator) authenticate(ctx context.Context, env *envelope, signer *[32]byte, via string, claim bool) (*Verified, error) {
 	m, from, err := parseEnvelope(env, StageSemantics, v.keys)
 	if err != nil {
 		return nil, err
@@ -250,23 +263,23 @@ func (v *Validator) authenticate(ctx context.Context, env *envelope, signer *[32
 	// Replay.
 	if v.cfg.Replay != nil {
 		rec := ReplayRecord{FirstSeen: now, Expires: now.Add(v.retention), Fingerprint: fp, Via: via}
-		prior, fresh, err := v.cfg.Replay.Remember(ctx, m.From, m.ID, rec)
-		switch {
-		case errors.Is(err, ErrReplayStoreFull):
-			return nil, &Error{Code: CodeServiceUnavailable, Message: "too many recent messages; try again shortly",
-				Data: map[string]any{"reason": "replay store full", "retryAfter": int64(v.retention / time.Second)}}
-		case err != nil:
-			// An internal fault, not the sender's: its text (a
-			// database's address, say) is for the operator's log, and
-			// a Server answers it with 5001 alone.
-			return nil, fmt.Errorf("snap: replay store: %w", err)
-		case !fresh:
-			if prior.Fingerprint == fp {
-				v.seen.Add(key, v.newSeenRecord(prior), prior.Expires, now)
+		if claim && m.Type == TypeRequest && v.claims(m.Method) {
+			// A request refused here burns its id as any other does:
+			// its record is written first, so that a replay of it is
+			// answered as one. An accepted one leaves its record to its
+			// handler, which writes it with its effect.
+			if err := v.checkRecipient(m); err != nil {
+				if rerr := v.remember(ctx, m, key, rec, via, now); rerr != nil {
+					return nil, rerr
+				}
+				return nil, err
 			}
-			return nil, v.duplicate(m, v.newSeenRecord(prior), via)
+			out.Claim = v.newClaim(m, key, rec, via)
+			return out, nil
 		}
-		v.seen.Add(key, v.newSeenRecord(rec), rec.Expires, now)
+		if err := v.remember(ctx, m, key, rec, via, now); err != nil {
+			return nil, err
+		}
 	}
 
 	// Recipient.
@@ -274,6 +287,42 @@ func (v *Validator) authenticate(ctx context.Context, env *envelope, signer *[32
 		return nil, err
 	}
 	return out, nil
+}
+
+// remember writes m's replay record rec in the replay store, and returns
+// the error that refuses m when it is not fresh or the store failed.
+func (v *Validator) remember(ctx context.Context, m *Message, key uint64, rec ReplayRecord, via string, now time.Time) error {
+	prior, fresh, err := v.cfg.Replay.Remember(ctx, m.From, m.ID, rec)
+	if err != nil {
+		return v.storeError(err)
+	}
+	return v.remembered(m, key, rec, via, prior, fresh, now)
+}
+
+// storeError is the error that refuses a message whose replay record
+// could not be written: 5003 when the store is full, else an internal
+// fault, not the sender's: its text (a database's address, say) is for
+// the operator's log, and a Server answers it with 5001 alone.
+func (v *Validator) storeError(err error) error {
+	if errors.Is(err, ErrReplayStoreFull) {
+		return &Error{Code: CodeServiceUnavailable, Message: "too many recent messages; try again shortly",
+			Data: map[string]any{"reason": "replay store full", "retryAfter": int64(v.retention / time.Second)}}
+	}
+	return fmt.Errorf("snap: replay store: %w", err)
+}
+
+// remembered caches the outcome of writing m's record rec: when fresh,
+// rec, and nil is returned; else prior, the record that stopped it (when
+// it is of the same message), and the duplicate's error is returned.
+func (v *Validator) remembered(m *Message, key uint64, rec ReplayRecord, via string, prior ReplayRecord, fresh bool, now time.Time) error {
+	if !fresh {
+		if prior.Fingerprint == rec.Fingerprint {
+			v.seen.Add(key, v.newSeenRecord(prior), prior.Expires, now)
+		}
+		return v.duplicate(m, v.newSeenRecord(prior), via)
+	}
+	v.seen.Add(key, v.newSeenRecord(rec), rec.Expires, now)
+	return nil
 }
 
 // checkRecipient rejects a message addressed to another agent, and a

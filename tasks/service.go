@@ -315,6 +315,11 @@ func (s *Service) receive(ctx context.Context, owner string, req *SendParams, re
 	if req.TaskID == "" {
 		return s.create(ctx, owner, req, refusal)
 	}
+	// Only a new task writes its request's replay record with itself:
+	// any other change waits until the record is written.
+	if err := rememberClaim(ctx); err != nil {
+		return nil, err
+	}
 	return s.change(ctx, req.TaskID, func(cur *Task) (*Task, error) {
 		if cur.Owner != owner {
 			return nil, notFound(req.TaskID)
@@ -379,11 +384,17 @@ func (s *Service) create(ctx context.Context, owner string, req *SendParams, ref
 // insert stores the new task t. When t comes from a message/send request
 // and results are kept (ServiceOptions.KeepResults), the answer carrying
 // t is kept as the request's result in the same write, and the server
-// told so.
+// told so; so is the request's replay record when the server left it
+// to the handler (snap.ReplayClaim), and the task is stored only if the
+// record is fresh. A store that keeps no results has the record written
+// first.
 func (s *Service) insert(ctx context.Context, t *Task) (*Task, error) {
 	r, ok := ctx.Value(requestKey{}).(*snap.Verified)
 	rk, keeps := s.store.(ResultKeeper)
 	if !ok || !keeps || s.keep <= 0 {
+		if err := rememberClaim(ctx); err != nil {
+			return nil, err
+		}
 		return s.store.Create(ctx, t)
 	}
 	b, err := NewTaskResponse(t).AppendCanonicalJSON(make([]byte, 0, 1024))
@@ -395,7 +406,11 @@ func (s *Service) insert(ctx context.Context, t *Task) (*Task, error) {
 	if err != nil {
 		return nil, fmt.Errorf("task %s: result: %w", t.ID, err)
 	}
-	created, err := rk.CreateKeeping(ctx, t, KeptResult{From: r.From, RequestID: r.ID, Result: b, Expires: s.now().Add(s.keep)})
+	kept := KeptResult{From: r.From, RequestID: r.ID, Result: b, Expires: s.now().Add(s.keep)}
+	if r.Claim.Pending() {
+		kept.Claim = r.Claim
+	}
+	created, err := rk.CreateKeeping(ctx, t, kept)
 	if err == nil {
 		snap.ResultKept(ctx, b)
 	}
@@ -403,8 +418,19 @@ func (s *Service) insert(ctx context.Context, t *Task) (*Task, error) {
 }
 
 // requestKey is the context key of the message/send request a handler
-// serves, for ServiceOptions.KeepResults.
+// serves, for ServiceOptions.KeepResults and its replay claim.
 type requestKey struct{}
+
+// rememberClaim writes the replay record of the request ctx serves if
+// the server left it to the handler and it is still pending; an error
+// (snap.ErrClaimTaken for a duplicate) means that the request must have
+// no effect.
+func rememberClaim(ctx context.Context) error {
+	if r, ok := ctx.Value(requestKey{}).(*snap.Verified); ok {
+		return r.Claim.Remember(ctx)
+	}
+	return nil
+}
 
 // change runs write on the current task under the task's lock, again when
 // it fails with a version conflict (another process wrote first). A task
@@ -663,7 +689,9 @@ type Registrar interface {
 // the Service does, with the params the router decoded: when it reports
 // handled, its answer (resp, or err as a *snap.Error) is the request's
 // and the Service does nothing with it. The node answers an operator's
-// decision on a held action so.
+// decision on a held action so. An Interceptor that acts must first
+// write the request's replay record, req.Claim.Remember, and do nothing
+// when that fails.
 type Interceptor func(ctx context.Context, req *snap.Verified, p *SendParams) (resp any, handled bool, err error)
 
 // Register registers the handlers of message/send, tasks/get,
@@ -677,6 +705,10 @@ type Interceptor func(ctx context.Context, req *snap.Verified, p *SendParams) (r
 // internal failures).
 func (s *Service) Register(r Registrar, intercept Interceptor) {
 	send := func(ctx context.Context, req *snap.Verified, p *SendParams) (any, error) {
+		// A request's replay record may be left to this handler
+		// (snap.ReplayClaim): written with the task it creates, or
+		// before any other effect (see receive, insert, and the
+		// Interceptor's contract).
 		if resp, ok, err := intercepted(ctx, intercept, req, p); ok {
 			return resp, err
 		}
@@ -760,6 +792,9 @@ func (s *Service) checkRequest(method string, req *snap.Verified) *snap.Error {
 // *TaskResponse, a *snap.Error as it is, any other error as 5001 (logged).
 func (s *Service) answer(method string, req *snap.Verified, t *Task, err error) (any, error) {
 	if err != nil {
+		if errors.Is(err, snap.ErrClaimTaken) {
+			return nil, err // a duplicate: the server answers it as one
+		}
 		var se *snap.Error
 		if errors.As(err, &se) {
 			return nil, se

@@ -3,6 +3,8 @@ package tasks
 import (
 	"context"
 	"time"
+
+	"github.com/snapnode/snapnode/snap"
 )
 
 // Store keeps tasks. MemoryStore is the in-process implementation; SQL
@@ -105,6 +107,14 @@ type Store interface {
 // and the result a retry of its request gets are stored together or not
 // at all. A request with no replay record keeps no result; the task is
 // stored all the same.
+//
+// When kept.Claim is set, the request's replay record is not written yet
+// (snap.ReplayClaim): CreateKeeping writes it in the same transaction,
+// and stores the task only if the record is fresh. It settles the claim
+// (Claimed) once the transaction is committed, or once it found the
+// record held by an earlier message, when it stores nothing and returns
+// an error wrapping snap.ErrClaimTaken; a transaction that failed leaves
+// the claim pending.
 type ResultKeeper interface {
 	CreateKeeping(ctx context.Context, t *Task, kept KeptResult) (*Task, error)
 }
@@ -116,6 +126,9 @@ type KeptResult struct {
 	From, RequestID string
 	Result          []byte
 	Expires         time.Time
+	// Claim, when set, is the request's pending replay record, written
+	// with the task (see ResultKeeper).
+	Claim *snap.ReplayClaim
 }
 
 // Filter selects tasks for Store.List. Zero fields match everything.

@@ -178,6 +178,10 @@ func (p decisions) tryDecision(ctx context.Context, req *snap.Verified, params *
 	if d == nil {
 		return nil, false, nil
 	}
+	// The request's replay record is written before the decision acts.
+	if err := req.Claim.Remember(ctx); err != nil {
+		return nil, true, err
+	}
 	t, err := p.decideSigned(ctx, req.From, taskID, d)
 	if err != nil {
 		return nil, true, err

@@ -270,10 +270,18 @@ func (w *wiring) startForgetting(ctx context.Context) error {
 // queue (opened here) as the taker of free text.
 func (w *wiring) startTasks(ctx context.Context) error {
 	n, cfg, logger := w.n, w.n.cfg, w.n.logger
-	w.validator = snap.NewValidator(snap.Config{
+	vcfg := snap.Config{
 		Self: n.Address(), MaxDrift: cfg.MaxDrift.Duration, Replay: w.replay,
 		Limiter: n.identityLimits,
-	})
+	}
+	if n.exec != nil {
+		// The task store is the database's (see KeepResults below): a
+		// message/send creating a task writes its replay record in the
+		// task's transaction, and any other message/send writes it
+		// before it acts.
+		vcfg.ClaimMethods = []string{"message/send"}
+	}
+	w.validator = snap.NewValidator(vcfg)
 	opts := tasks.ServiceOptions{Operators: cfg.Operators, Logger: logger.With("part", "tasks"), Agent: refuse(noAgentReason),
 		MaxStreams: cfg.MaxStreams, MaxStreamsPerRequester: cfg.MaxStreamsPerIdentity, MaxStreamsPerKey: cfg.MaxStreamsPerKey,
 		MaxNewcomerStreams: cfg.MaxNewcomerStreams, StreamWait: cfg.StreamWaitTimeout.Duration, MaxStreamWaiters: cfg.MaxStreamWaiters}

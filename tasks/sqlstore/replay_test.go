@@ -333,3 +333,96 @@ func TestCreateKeeping(t *testing.T) {
 		}
 	})
 }
+
+// CreateKeeping with a claim (a request's replay record left to the
+// task's write) writes the record, the result and the task together, and
+// nothing when an unexpired record holds the pair: the claim is settled
+// as a duplicate and the error wraps snap.ErrClaimTaken. Of many
+// concurrent creates claiming one pair, from two stores on one database,
+// exactly one stores its task, and the others are shown its record. An
+// expired record is claimed afresh.
+func TestCreateKeepingClaim(t *testing.T) {
+	dialects(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		s := open(t, dsn, Options{})
+		rs := s.ReplayStore()
+		const from = "bc1pfrom"
+		kept := func(id string, fp byte, at time.Time) (tasks.KeptResult, *snap.ReplayClaim) {
+			c := &snap.ReplayClaim{From: from, ID: id, Record: record(at, time.Minute, fp)}
+			return tasks.KeptResult{From: from, RequestID: id, Result: []byte(`{"fp":` + fmt.Sprint(fp) + `}`),
+				Expires: at.Add(2 * time.Minute), Claim: c}, c
+		}
+		k, c := kept("m1", 1, t0)
+		if _, err := s.CreateKeeping(ctx, task("t1", from), k); err != nil {
+			t.Fatal(err)
+		}
+		if c.Pending() || c.Remember(ctx) != nil {
+			t.Fatalf("claim after its create: pending %v, outcome %v; want settled, fresh", c.Pending(), c.Remember(ctx))
+		}
+		if got, ok, err := rs.Lookup(ctx, from, "m1", t0.Add(90*time.Second)); err != nil || !ok || got.Fingerprint[0] != 1 {
+			t.Fatalf("Lookup = %+v %v %v; want the claimed record, kept as long as its result", got, ok, err)
+		}
+		if got, ok, err := rs.LoadResult(ctx, from, "m1", t0); err != nil || !ok || string(got) != `{"fp":1}` {
+			t.Fatalf("LoadResult = %s %v %v", got, ok, err)
+		}
+		// The pair is held: no task, the claim a duplicate.
+		k, c = kept("m1", 2, t0.Add(time.Second))
+		if _, err := s.CreateKeeping(ctx, task("t2", from), k); !errors.Is(err, snap.ErrClaimTaken) {
+			t.Fatalf("CreateKeeping of a held pair: %v; want ErrClaimTaken", err)
+		}
+		var se *snap.Error
+		if err := c.Remember(ctx); !errors.As(err, &se) || se.Code != snap.CodeDuplicateMessage {
+			t.Fatalf("claim of a held pair: %v; want a duplicate", err)
+		}
+		if _, err := s.Get(ctx, "t2"); !errors.Is(err, tasks.ErrNotFound) {
+			t.Fatalf("task of a duplicate: %v; want none", err)
+		}
+		if got, _, _ := rs.LoadResult(ctx, from, "m1", t0); string(got) != `{"fp":1}` {
+			t.Fatalf("the first result became %s", got)
+		}
+		// Expired: claimed afresh, with the new result.
+		later := t0.Add(time.Hour)
+		k, _ = kept("m1", 3, later)
+		if _, err := s.CreateKeeping(ctx, task("t3", from), k); err != nil {
+			t.Fatalf("CreateKeeping over an expired record: %v", err)
+		}
+		if got, _, _ := rs.LoadResult(ctx, from, "m1", later); string(got) != `{"fp":3}` {
+			t.Fatalf("result after the record expired: %s", got)
+		}
+
+		// Racing.
+		stores := []*Store{s, open(t, dsn, Options{})}
+		const racers = 16
+		var (
+			created atomic.Int32
+			wg      sync.WaitGroup
+		)
+		for i := range racers {
+			wg.Go(func() {
+				k, c := kept("race", byte(10+i), t0)
+				_, err := stores[i%2].CreateKeeping(ctx, task(fmt.Sprintf("race-%d", i), from), k)
+				switch {
+				case err == nil:
+					created.Add(1)
+				case errors.Is(err, snap.ErrClaimTaken):
+					if c.Pending() {
+						t.Errorf("racer %d: a taken claim left pending", i)
+					}
+				default:
+					t.Errorf("racer %d: %v", i, err)
+				}
+			})
+		}
+		wg.Wait()
+		if n := created.Load(); n != 1 {
+			t.Fatalf("%d tasks created for one claimed pair; want exactly 1", n)
+		}
+		all, err := s.List(ctx, tasks.Filter{Owner: from})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(all); n != 3 {
+			t.Fatalf("%d tasks stored; want 3 (t1, t3, one racer)", n)
+		}
+	})
+}

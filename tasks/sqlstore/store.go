@@ -210,6 +210,10 @@ type statements struct {
 	// SQLite): Remember's, and Create's of a task, its event and the
 	// request's kept result.
 	rememberNoSync, createTask *sql.Stmt
+	// claim: Remember's INSERT of a record that carries its request's
+	// kept result; claimTask (PostgreSQL): that record and the task it
+	// claims in one statement.
+	claim, claimTask *sql.Stmt
 	// Reads.
 	getTask, byIdempotencyKey, lookup, loadResult, events, eventsPage, exists *sql.Stmt
 }
@@ -243,6 +247,13 @@ const rememberConflict = `
 	ON CONFLICT (sender, msg_id) DO UPDATE SET first_seen = excluded.first_seen, expires = excluded.expires,
 	fingerprint = excluded.fingerprint, via = excluded.via, result = NULL WHERE replay.expires <= excluded.first_seen`
 
+// claimConflict ends the INSERT of a claimed record (CreateKeeping with
+// a snap.ReplayClaim): rememberConflict, the record carrying the
+// request's result.
+const claimConflict = `
+	ON CONFLICT (sender, msg_id) DO UPDATE SET first_seen = excluded.first_seen, expires = excluded.expires,
+	fingerprint = excluded.fingerprint, via = excluded.via, result = excluded.result WHERE replay.expires <= excluded.first_seen`
+
 func (s *Store) prepare(ctx context.Context) error {
 	var err error
 	p := func(db *sql.DB, query string) *sql.Stmt {
@@ -275,7 +286,9 @@ func (s *Store) prepare(ctx context.Context) error {
 
 		remember:      p(s.w, `INSERT INTO replay (sender, msg_id, first_seen, expires, fingerprint, via) VALUES (?, ?, ?, ?, ?, ?)`+rememberConflict),
 		rememberPrior: p(s.w, "SELECT first_seen, expires, fingerprint, via FROM replay WHERE sender = ? AND msg_id = ?"),
-		saveResult:    p(s.w, "UPDATE replay SET result = ?, expires = CASE WHEN expires < ? THEN ? ELSE expires END WHERE sender = ? AND msg_id = ?"),
+		claim: p(s.w, `INSERT INTO replay (sender, msg_id, first_seen, expires, fingerprint, via, result) VALUES (?, ?, ?, ?, ?, ?, ?)`+
+			claimConflict),
+		saveResult: p(s.w, "UPDATE replay SET result = ?, expires = CASE WHEN expires < ? THEN ? ELSE expires END WHERE sender = ? AND msg_id = ?"),
 		// Expired MinSweepMargin before now (the index), and half the
 		// record's lifetime: expires + (expires − first_seen)/2 ≤ now,
 		// written so that no product can overflow.
@@ -313,12 +326,33 @@ func (s *Store) prepare(ctx context.Context) error {
 				WHERE sender = ? AND msg_id = ? AND EXISTS (SELECT 1 FROM task)
 			)
 			SELECT count(*) FROM task`)
+		// CreateKeeping's statement for a claimed record: the record
+		// (with the request's result) unless an unexpired one holds the
+		// pair, then, only if it was written, the task (unless its id is
+		// taken) and its creation event. The database makes the record's
+		// INSERT … ON CONFLICT atomic across connections and processes:
+		// of two statements claiming one pair, the second waits for the
+		// first and then finds the row unexpired, and inserts no task. It
+		// answers whether it wrote the record, and how many tasks.
+		s.st.claimTask = p(s.w, `WITH claim AS (
+				INSERT INTO replay (sender, msg_id, first_seen, expires, fingerprint, via, result)
+				VALUES (?::text, ?::text, ?::bigint, ?::bigint, ?::bytea, ?::text, ?::bytea)`+claimConflict+` RETURNING 1
+			), task AS (
+				INSERT INTO tasks (id, owner, context_id, state, status_ts, status_message, version, idempotency_key,
+				created_at, updated_at, history, artifacts, metadata)
+				SELECT ?::text, ?::text, ?::text, ?::text, ?::bigint, ?::text, 1, ?::text, ?::bigint, ?::bigint, ?::text, ?::text, ?::text
+				WHERE EXISTS (SELECT 1 FROM claim)
+				ON CONFLICT (id) DO NOTHING RETURNING id
+			), event AS (
+				INSERT INTO task_events (task_id, version, kind, body) SELECT id, ?::bigint, ?::text, ?::text FROM task
+			)
+			SELECT (SELECT count(*) FROM claim), (SELECT count(*) FROM task)`)
 	}
 	return err
 }
 
 func (st *statements) close() {
-	for _, x := range []*sql.Stmt{st.rememberNoSync, st.createTask, st.insertTask, st.getForWrite, st.updateTask, st.updateHistory, st.updateArtifacts, st.applyTask,
+	for _, x := range []*sql.Stmt{st.claim, st.claimTask, st.rememberNoSync, st.createTask, st.insertTask, st.getForWrite, st.updateTask, st.updateHistory, st.updateArtifacts, st.applyTask,
 		st.continueTask, st.keepKey, st.keptWith, st.remember, st.rememberPrior, st.saveResult, st.sweep, st.getTask, st.byIdempotencyKey, st.lookup, st.loadResult,
 		st.insertEvent, st.prune, st.events, st.eventsPage, st.exists} {
 		if x != nil {
@@ -436,13 +470,42 @@ func (s *Store) create(ctx context.Context, t *tasks.Task, kept *tasks.KeptResul
 			}
 		}()
 	}
+	claim := kept != nil && kept.Claim != nil
 	if s.d == sqldb.Postgres {
-		if err = s.createPostgres(ctx, r, created, kept); err != nil {
+		if claim {
+			err = s.claimPostgres(ctx, r, created, kept)
+		} else {
+			err = s.createPostgres(ctx, r, created, kept)
+		}
+		if err != nil {
 			return nil, err
 		}
 		return created, nil
 	}
+	var (
+		prior snap.ReplayRecord
+		taken bool
+	)
 	err = s.write(ctx, "create", r.id, func(ctx context.Context, tx *sql.Tx) error {
+		if claim {
+			// The request's replay record first, with its result: the
+			// task only if the record was written. SQLite's single
+			// writer holds the database until commit: a record that
+			// stops this one is there to read.
+			c, key := kept.Claim, kept.From+" "+kept.RequestID
+			n, err := sqldb.Affected(tx.StmtContext(ctx, s.st.claim).ExecContext(ctx, kept.From, kept.RequestID,
+				micros(c.Record.FirstSeen), claimExpires(kept), c.Record.Fingerprint[:], c.Record.Via, kept.Result))
+			if err != nil {
+				return dbError("replay claim", key, err)
+			}
+			if n == 0 {
+				if prior, err = scanReplay(tx.StmtContext(ctx, s.st.rememberPrior).QueryRowContext(ctx, kept.From, kept.RequestID)); err != nil {
+					return dbError("replay claim", key, err)
+				}
+				taken = true
+				return snap.ErrClaimTaken // nothing written
+			}
+		}
 		// ON CONFLICT DO NOTHING: no row means the id is taken.
 		if n, err := sqldb.Affected(tx.StmtContext(ctx, s.st.insertTask).ExecContext(ctx, r.id, r.owner, r.contextID, r.state, r.statusTS,
 			r.statusMessage, r.idemKey, r.createdAt, micros(time.Now()), string(r.history), string(r.artifacts), string(r.metadata))); err != nil {
@@ -450,17 +513,81 @@ func (s *Store) create(ctx context.Context, t *tasks.Task, kept *tasks.KeptResul
 		} else if n == 0 {
 			return fmt.Errorf("sqlstore: create %s: task %w", r.id, tasks.ErrExists)
 		}
-		if err := s.recordEvent(ctx, tx, "create", tasks.StatusEvent(created)); err != nil || kept == nil {
+		if err := s.recordEvent(ctx, tx, "create", tasks.StatusEvent(created)); err != nil || kept == nil || claim {
 			return err
 		}
 		exp := ceilMicros(kept.Expires)
 		_, err = tx.StmtContext(ctx, s.st.saveResult).ExecContext(ctx, kept.Result, exp, exp, kept.From, kept.RequestID)
 		return dbError("save result", kept.From+" "+kept.RequestID, err)
 	})
+	if taken {
+		err = fmt.Errorf("sqlstore: create %s: %w", r.id, kept.Claim.Claimed(prior, false))
+		return nil, err
+	}
 	if err != nil {
 		return nil, err
 	}
+	if claim {
+		kept.Claim.Claimed(snap.ReplayRecord{}, true)
+	}
 	return created, nil
+}
+
+// claimExpires is the expiry of a claimed record that carries kept's
+// result: the later of the record's own and the result's, as SaveResult
+// extends a record.
+func claimExpires(kept *tasks.KeptResult) int64 {
+	return max(ceilMicros(kept.Claim.Record.Expires), ceilMicros(kept.Expires))
+}
+
+// claimPostgres is create's write on PostgreSQL for a task whose
+// request's replay record is claimed (kept.Claim): one autocommitted
+// statement (claimTask), one round trip, that writes the record with the
+// request's result and, only if the record was written, the task and its
+// event; it waits for the disk as every task write does. A claim found
+// taken then reads the record that stopped it (a second round trip, for
+// duplicates only); should that record be gone by then (expired and
+// swept), the statement runs again.
+func (s *Store) claimPostgres(ctx context.Context, r *row, created *tasks.Task, kept *tasks.KeptResult) error {
+	ev := tasks.StatusEvent(created)
+	body, err := json.Marshal(ev)
+	if err != nil {
+		return fmt.Errorf("sqlstore: create %s: event: %w", ev.TaskID, err)
+	}
+	c, key, exp := kept.Claim, kept.From+" "+kept.RequestID, claimExpires(kept)
+	for range rememberAttempts {
+		var claimed, inserted int
+		err := s.st.claimTask.QueryRowContext(ctx, kept.From, kept.RequestID, micros(c.Record.FirstSeen), exp,
+			c.Record.Fingerprint[:], c.Record.Via, kept.Result,
+			r.id, r.owner, r.contextID, r.state, r.statusTS, r.statusMessage, r.idemKey,
+			r.createdAt, micros(time.Now()), string(r.history), string(r.artifacts), string(r.metadata),
+			ev.Version, string(ev.Kind), string(body)).Scan(&claimed, &inserted)
+		if err != nil {
+			return dbError("create", r.id, err)
+		}
+		if claimed > 0 {
+			c.Claimed(snap.ReplayRecord{}, true)
+			if inserted == 0 {
+				// The task's id is taken (never, with random ids): the
+				// record stands, as a refused request's does, without
+				// the result of a task that was not stored.
+				if _, err := s.st.saveResult.ExecContext(ctx, nil, exp, exp, kept.From, kept.RequestID); err != nil {
+					return dbError("save result", key, err)
+				}
+				return fmt.Errorf("sqlstore: create %s: task %w", r.id, tasks.ErrExists)
+			}
+			return nil
+		}
+		prior, err := scanReplay(s.st.rememberPrior.QueryRowContext(ctx, kept.From, kept.RequestID))
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return dbError("replay claim", key, err)
+		}
+		return fmt.Errorf("sqlstore: create %s: %w", r.id, c.Claimed(prior, false))
+	}
+	return fmt.Errorf("sqlstore: create %s: replay claim %s: the record that stopped it vanished %d times", r.id, key, rememberAttempts)
 }
 
 // createPostgres is create's write on PostgreSQL: one autocommitted

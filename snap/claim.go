@@ -1,0 +1,143 @@
+package snap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// ErrClaimTaken reports that a request's replay record (its ReplayClaim)
+// was not written because an earlier message with the same (from, id)
+// holds it: the request is a duplicate, and whatever it asked for was not
+// done. The Server answers it as a duplicate, as if validation had caught
+// it.
+var ErrClaimTaken = errors.New("snap: the request's replay record is held by an earlier message")
+
+// ReplayClaim is the replay record of a verified request that the
+// Validator has not written (see Config.ClaimMethods): the handler writes
+// it in its first durable write, in the same transaction as that write's
+// effect and only if the record is fresh (Claimed), or calls Remember
+// before any effect. A Server remembers a claim its handler left
+// pending once the handler returns, so a request refused without effect
+// burns its id as a validated one does; when the claim turns out not to
+// be fresh, the Server answers the request exactly as a duplicate caught
+// by validation (2006, the kept result of a message/send, or silence for
+// the same delivery), whatever the handler returned.
+//
+// A ReplayClaim is used by the goroutine serving its request; its methods
+// are safe for concurrent use all the same. The methods of a nil
+// *ReplayClaim do nothing.
+type ReplayClaim struct {
+	// From and ID are the request's, Record the record to write.
+	From, ID string
+	Record   ReplayRecord
+
+	v   *Validator // nil: a claim made outside a Validator (tests)
+	m   *Message
+	via string
+	key uint64
+
+	mu      sync.Mutex
+	settled bool
+	dup     error // the duplicate's answer when the record was taken
+	err     error // a failure of the replay store
+}
+
+// Pending reports whether the claim's record has been neither written
+// nor found taken yet.
+func (c *ReplayClaim) Pending() bool {
+	if c == nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.settled
+}
+
+// Remember writes the claim's record in the Validator's replay store if
+// it is still pending, and returns nil when this request holds it: the
+// handler may go on. A record held by an earlier message gives an error
+// wrapping ErrClaimTaken, a failure of the store one that the Server
+// answers as validation would (5003 for a full store, else 5001).
+// After the claim was settled it only returns the outcome again.
+func (c *ReplayClaim) Remember(ctx context.Context) error {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.settled {
+		if c.v == nil || c.v.cfg.Replay == nil {
+			return errors.New("snap: replay claim: no replay store")
+		}
+		prior, fresh, err := c.v.cfg.Replay.Remember(ctx, c.From, c.ID, c.Record)
+		if err != nil {
+			// Nothing was decided: a later Remember may try again.
+			return c.v.storeError(err)
+		}
+		c.settle(prior, fresh)
+	}
+	return c.outcome()
+}
+
+// Claimed settles the claim after a write that wrote its record together
+// with its effect: fresh when the record was written (and the effect
+// made), else prior is the record that stopped it and nothing was made.
+// It returns the outcome as Remember does. A claim settled already is
+// left as it is.
+func (c *ReplayClaim) Claimed(prior ReplayRecord, fresh bool) error {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.settled {
+		c.settle(prior, fresh)
+	}
+	return c.outcome()
+}
+
+// settle records the outcome of writing the claim's record; c.mu is held.
+func (c *ReplayClaim) settle(prior ReplayRecord, fresh bool) {
+	c.settled = true
+	if c.v == nil {
+		if !fresh {
+			c.dup = &Error{Code: CodeDuplicateMessage, Message: "message id already seen from this sender",
+				Data: map[string]any{"id": c.ID, "firstSeen": prior.FirstSeen.Unix()}}
+		}
+		return
+	}
+	c.dup = c.v.remembered(c.m, c.key, c.Record, c.via, prior, fresh, c.v.cfg.Now())
+}
+
+// outcome is the error of a settled claim; c.mu is held.
+func (c *ReplayClaim) outcome() error {
+	if c.dup != nil {
+		return fmt.Errorf("%w: %w", ErrClaimTaken, c.dup)
+	}
+	return c.err
+}
+
+// duplicate returns the answer of a claim found taken, or nil.
+func (c *ReplayClaim) duplicate() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dup
+}
+
+// claims reports whether a request of method may have its replay record
+// claimed by its handler.
+func (v *Validator) claims(method string) bool {
+	for _, m := range v.cfg.ClaimMethods {
+		if m == method {
+			return true
+		}
+	}
+	return false
+}
+
+// newClaim is the claim of m's record rec.
+func (v *Validator) newClaim(m *Message, key uint64, rec ReplayRecord, via string) *ReplayClaim {
+	return &ReplayClaim{From: m.From, ID: m.ID, Record: rec, v: v, m: m, via: via, key: key}
+}

@@ -1,0 +1,99 @@
+package snap_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/snap"
+)
+
+// A message/send whose replay record is left to its handler
+// (Config.ClaimMethods) is answered exactly as one whose record the
+// Validator wrote: the first answer, a replay in the same delivery (no
+// answer, from either of two replicas), a retry in a new delivery and
+// the id with another body (the first result, deduplicated), a late
+// delivery of a duplicate (no answer), and a request the handler refused
+// without writing the record (its refusal; a replay 2006, the record
+// written by the Server after the handler). The handler's effect happens
+// once. Only the responses' own ids and signatures differ.
+func TestServerClaimAnswersAsValidation(t *testing.T) {
+	run := func(t *testing.T, claim bool) (payloads []string, effects int) {
+		replay, results := snap.NewMemoryReplayStore(0), snap.NewMemoryResultStore(10)
+		r := snap.NewRouter()
+		r.Handle("message/send", func(ctx context.Context, req *snap.Verified) (any, error) {
+			if strings.Contains(string(req.Payload), "refuse") {
+				return nil, snap.NewError(snap.CodeTaskNotFound, "task not found", map[string]any{"taskId": "x"})
+			}
+			if c := req.Claim; c != nil {
+				// As a store's write: the record, and the effect
+				// only if it is fresh.
+				prior, fresh, err := replay.Remember(ctx, c.From, c.ID, c.Record)
+				if err != nil {
+					return nil, err
+				}
+				if err := c.Claimed(prior, fresh); err != nil {
+					if !errors.Is(err, snap.ErrClaimTaken) {
+						t.Errorf("a taken claim: %v; want ErrClaimTaken", err)
+					}
+					return nil, err
+				}
+			}
+			effects++
+			return map[string]any{"task": map[string]any{"id": "task-" + req.ID}}, nil
+		})
+		var methods []string
+		if claim {
+			methods = []string{"message/send"}
+		}
+		self := keyB.Address(identity.Mainnet)
+		replica := func() *snap.Server {
+			return snap.NewServer(snap.ServerConfig{Key: keyB, Router: r, Now: at(t0), Logger: slog.New(slog.DiscardHandler), Results: results,
+				Validator: snap.NewValidator(snap.Config{Self: self, Now: at(t0), Replay: replay, ClaimMethods: methods})})
+		}
+		a, b := replica(), replica()
+		ctx := context.Background()
+		answer := func(s *snap.Server, in snap.Inbound) {
+			resp := s.Respond(ctx, in)
+			if resp == nil {
+				payloads = append(payloads, "(none)")
+				return
+			}
+			payloads = append(payloads, string(resp.Payload))
+		}
+		raw := request(t, "c-1", "message/send", `{"n":1}`)
+		answer(a, snap.Inbound{Raw: raw, Via: "ev-1"})
+		answer(b, snap.Inbound{Raw: raw, Via: "ev-1"})
+		answer(a, snap.Inbound{Raw: raw, Via: "ev-1"})
+		answer(b, snap.Inbound{Raw: raw, Via: "ev-2"})
+		answer(a, snap.Inbound{Raw: raw})
+		answer(b, snap.Inbound{Raw: request(t, "c-1", "message/send", `{"n":2}`)})
+		answer(b, snap.Inbound{Raw: request(t, "c-1", "message/send", `{"n":3}`), Via: "ev-3", Late: true})
+		refused := request(t, "c-2", "message/send", `{"refuse":true}`)
+		answer(a, snap.Inbound{Raw: refused, Via: "ev-4"})
+		answer(b, snap.Inbound{Raw: refused, Via: "ev-5"})
+		answer(b, snap.Inbound{Raw: request(t, "c-2", "message/send", `{"n":4}`)})
+		// A new request delivered late is answered when recorded here.
+		answer(b, snap.Inbound{Raw: request(t, "c-3", "message/send", `{"n":5}`), Via: "ev-6", Late: true})
+		return payloads, effects
+	}
+	plain, plainEffects := run(t, false)
+	claimed, claimedEffects := run(t, true)
+	if plainEffects != 2 || claimedEffects != 2 {
+		t.Errorf("the handler acted %d times, %d with claims; want 2 (c-1 and c-3)", plainEffects, claimedEffects)
+	}
+	if len(plain) != len(claimed) {
+		t.Fatalf("%d answers, %d with claims", len(plain), len(claimed))
+	}
+	for i := range plain {
+		if plain[i] != claimed[i] {
+			t.Errorf("answer %d: %s with the record written by validation, %s by the handler", i, plain[i], claimed[i])
+		}
+	}
+	if !strings.Contains(plain[3], `"deduplicated":true`) || plain[1] != "(none)" || !strings.Contains(plain[8], "2006") {
+		t.Errorf("the answers are not those of duplicates: %q", plain)
+	}
+}
