@@ -409,6 +409,8 @@ func (s *Service) insert(ctx context.Context, t *Task) (*Task, error) {
 	kept := KeptResult{From: r.From, RequestID: r.ID, Result: b, Expires: s.now().Add(s.keep)}
 	if r.Claim.Pending() {
 		kept.Claim = r.Claim
+	} else if err := r.Claim.Remember(ctx); err != nil {
+		return nil, err // settled already, as a duplicate: nothing is stored
 	}
 	created, err := rk.CreateKeeping(ctx, t, kept)
 	if err == nil {

@@ -437,7 +437,9 @@ func (s *Store) Create(ctx context.Context, t *tasks.Task) (*tasks.Task, error) 
 }
 
 // CreateKeeping implements tasks.ResultKeeper: Create, and in the same
-// transaction SaveResult of kept in the replay record of its request.
+// transaction SaveResult of kept in the replay record of its request; or,
+// with kept.Claim, the replay record itself, carrying the result, and the
+// task only if the record was written (see tasks.ResultKeeper).
 func (s *Store) CreateKeeping(ctx context.Context, t *tasks.Task, kept tasks.KeptResult) (*tasks.Task, error) {
 	return s.create(ctx, t, &kept)
 }
@@ -487,6 +489,7 @@ func (s *Store) create(ctx context.Context, t *tasks.Task, kept *tasks.KeptResul
 		taken bool
 	)
 	err = s.write(ctx, "create", r.id, func(ctx context.Context, tx *sql.Tx) error {
+		taken = false
 		if claim {
 			// The request's replay record first, with its result: the
 			// task only if the record was written. SQLite's single
@@ -502,8 +505,11 @@ func (s *Store) create(ctx context.Context, t *tasks.Task, kept *tasks.KeptResul
 				if prior, err = scanReplay(tx.StmtContext(ctx, s.st.rememberPrior).QueryRowContext(ctx, kept.From, kept.RequestID)); err != nil {
 					return dbError("replay claim", key, err)
 				}
+				// Nothing written, and no error: the transaction's
+				// commit, which makes the record that stopped this one
+				// durable when both are in it, decides the outcome.
 				taken = true
-				return snap.ErrClaimTaken // nothing written
+				return nil
 			}
 		}
 		// ON CONFLICT DO NOTHING: no row means the id is taken.
@@ -520,11 +526,11 @@ func (s *Store) create(ctx context.Context, t *tasks.Task, kept *tasks.KeptResul
 		_, err = tx.StmtContext(ctx, s.st.saveResult).ExecContext(ctx, kept.Result, exp, exp, kept.From, kept.RequestID)
 		return dbError("save result", kept.From+" "+kept.RequestID, err)
 	})
-	if taken {
-		err = fmt.Errorf("sqlstore: create %s: %w", r.id, kept.Claim.Claimed(prior, false))
+	if err != nil {
 		return nil, err
 	}
-	if err != nil {
+	if taken {
+		err = fmt.Errorf("sqlstore: create %s: %w", r.id, kept.Claim.Claimed(prior, false))
 		return nil, err
 	}
 	if claim {

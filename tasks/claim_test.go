@@ -1,0 +1,97 @@
+package tasks_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/snap"
+	"github.com/snapnode/snapnode/tasks"
+)
+
+// With its replay record left to the handler (snap.Config.ClaimMethods),
+// a message/send on a store that keeps no results writes the record
+// before it creates the task, and a message to an existing task writes
+// it before the message is added: a copy reaching a second server (a
+// replica sharing the replay store, whose cache has not seen it) adds
+// nothing and is answered as a duplicate, with the first result.
+func TestSendWritesItsClaimBeforeActing(t *testing.T) {
+	node, err := identity.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer, err := identity.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 2, 4, 10, 0, 0, 0, time.UTC)
+	now := func() time.Time { return t0 }
+	store := tasks.NewMemoryStore(tasks.MemoryStoreOptions{})
+	svc := tasks.NewService(store, tasks.ServiceOptions{Now: now})
+	router := snap.NewRouter()
+	svc.Register(router, nil)
+	self := node.Address(identity.Mainnet)
+	replay, results := snap.NewMemoryReplayStore(0), snap.NewMemoryResultStore(10)
+	replica := func() *snap.Server {
+		return snap.NewServer(snap.ServerConfig{Key: node, Router: router, Now: now, Logger: slog.New(slog.DiscardHandler), Results: results,
+			Validator: snap.NewValidator(snap.Config{Self: self, Now: now, Replay: replay, ClaimMethods: []string{"message/send"}})})
+	}
+	a, b := replica(), replica()
+	ctx := context.Background()
+	send := func(s *snap.Server, raw []byte) map[string]any {
+		t.Helper()
+		resp := s.Respond(ctx, snap.Inbound{Raw: raw})
+		if resp == nil {
+			t.Fatal("no answer")
+		}
+		var p map[string]any
+		if err := json.Unmarshal(resp.Payload, &p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	request := func(payload string) []byte {
+		m := &snap.Message{ID: snap.NewID(), Version: snap.ProtocolVersion, Type: snap.TypeRequest, Method: "message/send",
+			From: peer.Address(identity.Mainnet), To: self, Timestamp: t0.Unix(), Payload: []byte(payload)}
+		if err := m.Sign(peer); err != nil {
+			t.Fatal(err)
+		}
+		raw, err := m.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return raw
+	}
+	taskID := func(p map[string]any) string {
+		t.Helper()
+		task, _ := p["task"].(map[string]any)
+		id, _ := task["id"].(string)
+		if id == "" {
+			t.Fatalf("no task in %v", p)
+		}
+		return id
+	}
+
+	create := request(`{"message":{"messageId":"m1","role":"user","parts":[{"text":"hello"}]}}`)
+	id := taskID(send(a, create))
+	if p := send(b, create); p["deduplicated"] != true || taskID(p) != id {
+		t.Fatalf("the create's copy at the replica: %v; want task %s, deduplicated", p, id)
+	}
+	more := request(`{"taskId":"` + id + `","message":{"messageId":"m2","role":"user","parts":[{"text":"more"}]}}`)
+	if p := send(a, more); p["deduplicated"] != nil || taskID(p) != id {
+		t.Fatalf("a message to the task: %v", p)
+	}
+	if p := send(b, more); p["deduplicated"] != true || taskID(p) != id {
+		t.Fatalf("its copy at the replica: %v; want task %s, deduplicated", p, id)
+	}
+	all, err := store.List(ctx, tasks.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 1 || len(all[0].History) != 2 {
+		t.Fatalf("%d tasks, the first with %d messages; want 1 task of 2 messages", len(all), len(all[0].History))
+	}
+}
