@@ -3,7 +3,6 @@ package tasks
 import (
 	"encoding/json"
 	"errors"
-	"unicode/utf8"
 
 	"github.com/snapnode/snapnode/internal/jsonenc"
 	"github.com/snapnode/snapnode/snap"
@@ -198,39 +197,9 @@ func appendPart(b []byte, p *Part) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
-// appendString appends s as an RFC 8785 string: only '"', '\\' and the
-// control characters escaped (the five with a short form by it, the
-// others as \u00xx), every other character as it is. Each byte of
-// invalid UTF-8 becomes U+FFFD, as encoding/json writes it; ok is false
-// when there was one.
+// appendString appends s as an RFC 8785 string (jsonenc.Canonical); ok
+// is false when s is not valid UTF-8, each bad byte written as U+FFFD, as
+// encoding/json writes it.
 func appendString(b []byte, s string) (_ []byte, ok bool) {
-	ok = true
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			b = jsonenc.AppendASCIIEscape(b, c)
-			i++
-			start = i
-			continue
-		}
-		r, n := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && n == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, "\ufffd"...)
-			ok = false
-			i++
-			start = i
-			continue
-		}
-		i += n
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"'), ok
+	return jsonenc.AppendString(b, s, jsonenc.Canonical)
 }

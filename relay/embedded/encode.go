@@ -2,7 +2,6 @@ package embedded
 
 import (
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/nbd-wtf/go-nostr"
 
@@ -88,37 +87,6 @@ func (m *message) json() ([]byte, error) {
 // escaping: the short escapes, other control characters as \u00XX,
 // invalid UTF-8 as \ufffd, and U+2028 and U+2029 escaped.
 func appendJSONString(b []byte, s string) []byte {
-	const hexDigits = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			b = jsonenc.AppendASCIIEscape(b, c)
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
+	b, _ = jsonenc.AppendString(b, s, jsonenc.GoJSON)
+	return b
 }
