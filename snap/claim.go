@@ -23,7 +23,10 @@ var ErrClaimTaken = errors.New("snap: the request's replay record is held by an 
 // burns its id as a validated one does; when the claim turns out not to
 // be fresh, the Server answers the request exactly as a duplicate caught
 // by validation (2006, the kept result of a message/send, or silence for
-// the same delivery), whatever the handler returned.
+// the same delivery), whatever the handler returned; save a request
+// whose own write carrying the record failed without its outcome being
+// known (Writing) and left the record there, which is answered with its
+// kept result, or 5001.
 //
 // A ReplayClaim is used by the goroutine serving its request; its methods
 // are safe for concurrent use all the same. The methods of a nil
@@ -40,6 +43,8 @@ type ReplayClaim struct {
 
 	mu      sync.Mutex
 	settled bool
+	written bool  // the handler started a write carrying the record (Writing)
+	own     bool  // settled by Remember on the record of this request's own write
 	dup     error // the duplicate's answer when the record was taken
 	err     error // a failure of the replay store
 }
@@ -77,8 +82,25 @@ func (c *ReplayClaim) Remember(ctx context.Context) error {
 			return c.v.storeError(err)
 		}
 		c.settle(prior, fresh)
+		c.own = c.written && !fresh && prior.Fingerprint == c.Record.Fingerprint && prior.Via == c.Record.Via
 	}
 	return c.outcome()
+}
+
+// Writing marks that the handler is starting a write that carries the
+// claim's record with its effect. Should that write fail without its
+// outcome being known (a connection lost after the commit), the Server's
+// Remember may find the request's own record, with its fingerprint and
+// delivery: the request is then answered with the result kept in that
+// record, or 5001, and not as a second delivery of the same event, which
+// gets no answer.
+func (c *ReplayClaim) Writing() {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.written = true
 }
 
 // Claimed settles the claim after a write that wrote its record together
@@ -124,6 +146,14 @@ func (c *ReplayClaim) duplicate() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.dup
+}
+
+// lost reports whether the claim was found taken by the record of its
+// own write, whose outcome the handler did not learn (see Writing).
+func (c *ReplayClaim) lost() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.own
 }
 
 // claims reports whether a request of method may have its replay record

@@ -97,3 +97,65 @@ func TestServerClaimAnswersAsValidation(t *testing.T) {
 		t.Errorf("the answers are not those of duplicates: %q", plain)
 	}
 }
+
+// A handler whose write carrying its claim committed but whose result was
+// lost (PostgreSQL's connection dropped after the statement) returns an
+// error with the claim pending; the Server then finds the request's own
+// record, with its fingerprint and delivery. The requester is answered:
+// with the result kept in that write, or 5001 when none was kept — not
+// silence, which is for a second delivery of the same Nostr event only
+// (here to another replica and to the same one, which did not write).
+func TestClaimOwnWriteLostIsAnswered(t *testing.T) {
+	for _, keep := range []bool{true, false} {
+		replay, results := snap.NewMemoryReplayStore(0), snap.NewMemoryResultStore(10)
+		r := snap.NewRouter()
+		effects := 0
+		r.Handle("message/send", func(ctx context.Context, req *snap.Verified) (any, error) {
+			c := req.Claim
+			if c == nil {
+				t.Fatal("no claim")
+			}
+			c.Writing()
+			prior, fresh, err := replay.Remember(ctx, c.From, c.ID, c.Record)
+			if err != nil {
+				return nil, err
+			}
+			if !fresh {
+				return nil, c.Claimed(prior, fresh)
+			}
+			effects++
+			if keep {
+				if err := results.SaveResult(ctx, c.From, c.ID, []byte(`{"task":{"id":"task-1"}}`), c.Record.Expires); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Committed, but the result did not come back.
+			return nil, errors.New("driver: bad connection")
+		})
+		self := keyB.Address(identity.Mainnet)
+		replica := func() *snap.Server {
+			return snap.NewServer(snap.ServerConfig{Key: keyB, Router: r, Now: at(t0), Logger: slog.New(slog.DiscardHandler), Results: results,
+				Validator: snap.NewValidator(snap.Config{Self: self, Now: at(t0), Replay: replay, ClaimMethods: []string{"message/send"}})})
+		}
+		a, b := replica(), replica()
+		ctx := context.Background()
+		raw := request(t, "c-1", "message/send", `{"n":1}`)
+		resp := a.Respond(ctx, snap.Inbound{Raw: raw, Via: "ev-1"})
+		switch {
+		case resp == nil:
+			t.Errorf("keep %v: the request whose own write lost its result got no answer", keep)
+		case keep && !strings.Contains(string(resp.Payload), `"task-1"`):
+			t.Errorf("keep %v: answered %s; want the kept result", keep, resp.Payload)
+		case !keep && !strings.Contains(string(resp.Payload), "5001"):
+			t.Errorf("keep %v: answered %s; want 5001", keep, resp.Payload)
+		}
+		for i, s := range []*snap.Server{b, a} {
+			if resp := s.Respond(ctx, snap.Inbound{Raw: raw, Via: "ev-1"}); resp != nil {
+				t.Errorf("keep %v: a second delivery of the same event (%d) answered %s; want none", keep, i, resp.Payload)
+			}
+		}
+		if effects != 1 {
+			t.Errorf("keep %v: %d effects; want 1", keep, effects)
+		}
+	}
+}

@@ -425,7 +425,9 @@ func (s *Server) serve(ctx context.Context, in Inbound, send func(*Message) erro
 // failed, with the answer that then replaces the handler's: a duplicate's
 // exactly as validation answers it (2006, the kept result of a
 // message/send, or none for the same delivery), or the replay store's
-// failure; none for a Late delivery.
+// failure; none for a Late delivery. A record the request's own failed
+// write may have committed (ReplayClaim.Writing) is no second delivery:
+// its kept result answers, else 5001.
 func (s *Server) settleClaim(ctx context.Context, in Inbound, env *envelope, v *Verified, lim limit) (*Message, bool) {
 	c := v.Claim
 	if c == nil {
@@ -439,6 +441,15 @@ func (s *Server) settleClaim(ctx context.Context, in Inbound, env *envelope, v *
 		err = dup
 	}
 	switch {
+	case errors.Is(err, ErrRedelivered) && c.lost():
+		// The record is this request's own, written by a write whose
+		// result was lost: the requester is answered, as it would have
+		// been had the write failed.
+		s.cfg.Logger.Warn("snap: request's own write succeeded without its result; answering from the record", "from", v.From, "id", v.ID)
+		if resp, ok := s.kept(ctx, v.From, v.Method, v.ID, lim); ok {
+			return resp, true
+		}
+		return s.reply(v.From, v.Method, nil, &Error{Code: CodeInternal, Message: "internal error"}, lim), true
 	case errors.Is(err, ErrRedelivered):
 		s.cfg.Logger.Debug("snap: delivery already taken", "via", in.Via)
 		return nil, true
@@ -469,17 +480,30 @@ func (s *Server) fail(ctx context.Context, env *envelope, err error, lim limit) 
 		return nil
 	}
 	var se *Error
-	if errors.As(err, &se) && se.Code == CodeDuplicateMessage && method == "message/send" {
+	if errors.As(err, &se) && se.Code == CodeDuplicateMessage {
 		id, _ := se.Data["id"].(string)
-		p, ok, lerr := s.cfg.Results.LoadResult(ctx, from, id, s.cfg.Now())
-		if lerr != nil {
-			s.cfg.Logger.Warn("snap: message/send result not read", "from", from, "id", id, "err", lerr)
-		}
-		if ok {
-			return s.reply(from, method, json.RawMessage(withDeduplicated(p)), nil, lim)
+		if resp, ok := s.kept(ctx, from, method, id, lim); ok {
+			return resp
 		}
 	}
 	return s.reply(from, method, nil, err, lim)
+}
+
+// kept answers a message/send whose result is kept with that result,
+// marked deduplicated; it reports false for another method or when no
+// result is kept.
+func (s *Server) kept(ctx context.Context, from, method, id string, lim limit) (*Message, bool) {
+	if method != "message/send" {
+		return nil, false
+	}
+	p, ok, err := s.cfg.Results.LoadResult(ctx, from, id, s.cfg.Now())
+	if err != nil {
+		s.cfg.Logger.Warn("snap: message/send result not read", "from", from, "id", id, "err", err)
+	}
+	if !ok {
+		return nil, false
+	}
+	return s.reply(from, method, json.RawMessage(withDeduplicated(p)), nil, lim), true
 }
 
 // peek reads what an error response needs from an envelope that failed

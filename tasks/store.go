@@ -109,7 +109,8 @@ type Store interface {
 // stored all the same.
 //
 // When kept.Claim is set, the request's replay record is not written yet
-// (snap.ReplayClaim): CreateKeeping writes it in the same transaction,
+// (snap.ReplayClaim): CreateKeeping marks it (Writing) and writes it in
+// the same transaction,
 // and stores the task only if the record is fresh. It settles the claim
 // (Claimed) once the transaction is committed, or once it found the
 // record held by an earlier message, when it stores nothing and returns

@@ -473,6 +473,11 @@ func (s *Store) create(ctx context.Context, t *tasks.Task, kept *tasks.KeptResul
 		}()
 	}
 	claim := kept != nil && kept.Claim != nil
+	if claim {
+		// A write whose result is lost may have committed the record:
+		// the server then knows it for this request's own.
+		kept.Claim.Writing()
+	}
 	if s.d == sqldb.Postgres {
 		if claim {
 			err = s.claimPostgres(ctx, r, created, kept)
