@@ -32,15 +32,11 @@ var canonicalOpts = []jsontext.Options{
 // Canonicalize returns the JSON Canonicalization Scheme (RFC 8785) form of
 // the single JSON value in raw, after checking that raw is I-JSON.
 func Canonicalize(raw []byte) ([]byte, error) {
-	dec := jsondec.Get(raw)
-	defer jsondec.Put(dec)
-	if _, err := walkValue(&dec.Decoder); err != nil {
-		return nil, fmt.Errorf("%w: %s", ErrNotIJSON, err.reason)
+	out, err := AppendCanonical(make([]byte, 0, len(raw)), raw)
+	if err != nil {
+		return nil, err
 	}
-	if _, err := dec.ReadToken(); err != io.EOF {
-		return nil, fmt.Errorf("%w: data after the JSON value", ErrNotIJSON)
-	}
-	return canonicalize(raw)
+	return out, nil
 }
 
 // AppendCanonical appends the canonical form of raw to b, as Canonicalize

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 )
 
@@ -159,12 +160,7 @@ func (c *ReplayClaim) lost() bool {
 // claims reports whether a request of method may have its replay record
 // claimed by its handler.
 func (v *Validator) claims(method string) bool {
-	for _, m := range v.cfg.ClaimMethods {
-		if m == method {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(v.cfg.ClaimMethods, method)
 }
 
 // newClaim is the claim of m's record rec.
