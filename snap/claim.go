@@ -39,7 +39,6 @@ type ReplayClaim struct {
 
 	v   *Validator // nil: a claim made outside a Validator (tests)
 	m   *Message
-	via string
 	key uint64
 
 	mu      sync.Mutex
@@ -47,7 +46,6 @@ type ReplayClaim struct {
 	written bool  // the handler started a write carrying the record (Writing)
 	own     bool  // settled by Remember on the record of this request's own write
 	dup     error // the duplicate's answer when the record was taken
-	err     error // a failure of the replay store
 }
 
 // Pending reports whether the claim's record has been neither written
@@ -126,12 +124,11 @@ func (c *ReplayClaim) settle(prior ReplayRecord, fresh bool) {
 	c.settled = true
 	if c.v == nil {
 		if !fresh {
-			c.dup = &Error{Code: CodeDuplicateMessage, Message: "message id already seen from this sender",
-				Data: map[string]any{"id": c.ID, "firstSeen": prior.FirstSeen.Unix()}}
+			c.dup = duplicateError(c.ID, prior.FirstSeen.Unix())
 		}
 		return
 	}
-	c.dup = c.v.remembered(c.m, c.key, c.Record, c.via, prior, fresh, c.v.cfg.Now())
+	c.dup = c.v.remembered(c.m, c.key, c.Record, prior, fresh, c.v.cfg.Now())
 }
 
 // outcome is the error of a settled claim; c.mu is held.
@@ -139,7 +136,7 @@ func (c *ReplayClaim) outcome() error {
 	if c.dup != nil {
 		return fmt.Errorf("%w: %w", ErrClaimTaken, c.dup)
 	}
-	return c.err
+	return nil
 }
 
 // duplicate returns the answer of a claim found taken, or nil.
@@ -163,7 +160,7 @@ func (v *Validator) claims(method string) bool {
 	return slices.Contains(v.cfg.ClaimMethods, method)
 }
 
-// newClaim is the claim of m's record rec.
-func (v *Validator) newClaim(m *Message, key uint64, rec ReplayRecord, via string) *ReplayClaim {
-	return &ReplayClaim{From: m.From, ID: m.ID, Record: rec, v: v, m: m, via: via, key: key}
+// newClaim is the claim of m's record rec (its delivery in rec.Via).
+func (v *Validator) newClaim(m *Message, key uint64, rec ReplayRecord) *ReplayClaim {
+	return &ReplayClaim{From: m.From, ID: m.ID, Record: rec, v: v, m: m, key: key}
 }

@@ -269,15 +269,15 @@ func (v *Validator) authenticate(ctx context.Context, env *envelope, signer *[32
 			// answered as one. An accepted one leaves its record to its
 			// handler, which writes it with its effect.
 			if err := v.checkRecipient(m); err != nil {
-				if rerr := v.remember(ctx, m, key, rec, via, now); rerr != nil {
+				if rerr := v.remember(ctx, m, key, rec, now); rerr != nil {
 					return nil, rerr
 				}
 				return nil, err
 			}
-			out.Claim = v.newClaim(m, key, rec, via)
+			out.Claim = v.newClaim(m, key, rec)
 			return out, nil
 		}
-		if err := v.remember(ctx, m, key, rec, via, now); err != nil {
+		if err := v.remember(ctx, m, key, rec, now); err != nil {
 			return nil, err
 		}
 	}
@@ -291,12 +291,12 @@ func (v *Validator) authenticate(ctx context.Context, env *envelope, signer *[32
 
 // remember writes m's replay record rec in the replay store, and returns
 // the error that refuses m when it is not fresh or the store failed.
-func (v *Validator) remember(ctx context.Context, m *Message, key uint64, rec ReplayRecord, via string, now time.Time) error {
+func (v *Validator) remember(ctx context.Context, m *Message, key uint64, rec ReplayRecord, now time.Time) error {
 	prior, fresh, err := v.cfg.Replay.Remember(ctx, m.From, m.ID, rec)
 	if err != nil {
 		return v.storeError(err)
 	}
-	return v.remembered(m, key, rec, via, prior, fresh, now)
+	return v.remembered(m, key, rec, prior, fresh, now)
 }
 
 // storeError is the error that refuses a message whose replay record
@@ -314,12 +314,12 @@ func (v *Validator) storeError(err error) error {
 // remembered caches the outcome of writing m's record rec: when fresh,
 // rec, and nil is returned; else prior, the record that stopped it (when
 // it is of the same message), and the duplicate's error is returned.
-func (v *Validator) remembered(m *Message, key uint64, rec ReplayRecord, via string, prior ReplayRecord, fresh bool, now time.Time) error {
+func (v *Validator) remembered(m *Message, key uint64, rec ReplayRecord, prior ReplayRecord, fresh bool, now time.Time) error {
 	if !fresh {
 		if prior.Fingerprint == rec.Fingerprint {
 			v.seen.Add(key, v.newSeenRecord(prior), prior.Expires, now)
 		}
-		return v.duplicate(m, v.newSeenRecord(prior), via)
+		return v.duplicate(m, v.newSeenRecord(prior), rec.Via)
 	}
 	v.seen.Add(key, v.newSeenRecord(rec), rec.Expires, now)
 	return nil
@@ -384,9 +384,15 @@ func (v *Validator) duplicate(m *Message, prior seenRecord, via string) error {
 	if via != "" && prior.via == v.viaSum(via) {
 		return ErrRedelivered
 	}
+	return duplicateError(m.ID, prior.firstSeen)
+}
+
+// duplicateError is 2006 for the message id, first seen at firstSeen
+// (Unix seconds).
+func duplicateError(id string, firstSeen int64) *Error {
 	return &Error{
 		Code:    CodeDuplicateMessage,
 		Message: "message id already seen from this sender",
-		Data:    map[string]any{"id": m.ID, "firstSeen": prior.firstSeen},
+		Data:    map[string]any{"id": id, "firstSeen": firstSeen},
 	}
 }
