@@ -130,13 +130,9 @@ func (rs *ReplayStore) Remember(ctx context.Context, from, id string, rec snap.R
 // record that stopped it is gone before it could read it.
 const rememberAttempts = 3
 
-// rememberPostgres is Remember on PostgreSQL: one autocommitted statement
-// (rememberNoSync or remember), one round trip to the server, for a fresh
-// record. A call that is not
-// fresh then reads the record that stopped it (a second round trip):
-// a committed record, since the statement waited for the transaction
-// that made it. Should that record be gone by then (expired and swept),
-// the call starts again.
+// rememberPostgres is Remember on PostgreSQL: one autocommitted
+// statement (rememberNoSync or remember), one round trip to the server, for
+// a fresh record (see claimOrPrior for one that is not).
 func (rs *ReplayStore) rememberPostgres(ctx context.Context, from, id string, rec snap.ReplayRecord) (snap.ReplayRecord, bool, error) {
 	s := rs.s
 	key := from + " " + id
@@ -144,24 +140,38 @@ func (rs *ReplayStore) rememberPostgres(ctx context.Context, from, id string, re
 	if rs.noSync {
 		stmt = s.st.rememberNoSync
 	}
-	for range rememberAttempts {
+	return s.claimOrPrior(ctx, "replay remember", from, id, func() (bool, error) {
 		n, err := sqldb.Affected(stmt.ExecContext(ctx, from, id, micros(rec.FirstSeen), ceilMicros(rec.Expires), rec.Fingerprint[:], rec.Via))
 		if err != nil {
-			return snap.ReplayRecord{}, false, dbError("replay remember", key, err)
+			return false, dbError("replay remember", key, err)
 		}
-		if n > 0 {
-			return snap.ReplayRecord{}, true, nil
+		return n > 0, nil
+	})
+}
+
+// claimOrPrior runs write, a PostgreSQL statement that writes the replay
+// record of (from, id) unless an unexpired one holds the pair and
+// reports whether it wrote it, and, when it did not, reads the record
+// that stopped it (a second round trip): a committed record, since the
+// statement waited for the transaction that made it. Should that record
+// be gone by then (expired and swept), write runs again, at most
+// rememberAttempts times. op names the call in errors.
+func (s *Store) claimOrPrior(ctx context.Context, op, from, id string, write func() (bool, error)) (prior snap.ReplayRecord, fresh bool, err error) {
+	key := from + " " + id
+	for range rememberAttempts {
+		if fresh, err := write(); err != nil || fresh {
+			return snap.ReplayRecord{}, fresh, err
 		}
 		prior, err := scanReplay(s.st.rememberPrior.QueryRowContext(ctx, from, id))
 		if errors.Is(err, sql.ErrNoRows) {
 			continue
 		}
 		if err != nil {
-			return snap.ReplayRecord{}, false, dbError("replay remember", key, err)
+			return snap.ReplayRecord{}, false, dbError(op, key, err)
 		}
 		return prior, false, nil
 	}
-	return snap.ReplayRecord{}, false, fmt.Errorf("sqlstore: replay remember %s: the record that stopped it vanished %d times", key, rememberAttempts)
+	return snap.ReplayRecord{}, false, fmt.Errorf("sqlstore: %s %s: the record that stopped it vanished %d times", op, key, rememberAttempts)
 }
 
 // SaveResult implements snap.ResultStore: it keeps result in the replay

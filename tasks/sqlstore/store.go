@@ -566,39 +566,36 @@ func (s *Store) claimPostgres(ctx context.Context, r *row, created *tasks.Task, 
 		return fmt.Errorf("sqlstore: create %s: event: %w", ev.TaskID, err)
 	}
 	c, key, exp := kept.Claim, kept.From+" "+kept.RequestID, claimExpires(kept)
-	for range rememberAttempts {
-		var claimed, inserted int
+	inserted := 0
+	prior, fresh, err := s.claimOrPrior(ctx, "replay claim", kept.From, kept.RequestID, func() (bool, error) {
+		var claimed int
 		err := s.st.claimTask.QueryRowContext(ctx, kept.From, kept.RequestID, micros(c.Record.FirstSeen), exp,
 			c.Record.Fingerprint[:], c.Record.Via, kept.Result,
 			r.id, r.owner, r.contextID, r.state, r.statusTS, r.statusMessage, r.idemKey,
 			r.createdAt, micros(time.Now()), string(r.history), string(r.artifacts), string(r.metadata),
 			ev.Version, string(ev.Kind), string(body)).Scan(&claimed, &inserted)
 		if err != nil {
-			return dbError("create", r.id, err)
+			return false, dbError("create", r.id, err)
 		}
-		if claimed > 0 {
-			c.Claimed(snap.ReplayRecord{}, true)
-			if inserted == 0 {
-				// The task's id is taken (never, with random ids): the
-				// record stands, as a refused request's does, without
-				// the result of a task that was not stored.
-				if _, err := s.st.saveResult.ExecContext(ctx, nil, exp, exp, kept.From, kept.RequestID); err != nil {
-					return dbError("save result", key, err)
-				}
-				return fmt.Errorf("sqlstore: create %s: task %w", r.id, tasks.ErrExists)
-			}
-			return nil
-		}
-		prior, err := scanReplay(s.st.rememberPrior.QueryRowContext(ctx, kept.From, kept.RequestID))
-		if errors.Is(err, sql.ErrNoRows) {
-			continue
-		}
-		if err != nil {
-			return dbError("replay claim", key, err)
-		}
+		return claimed > 0, nil
+	})
+	switch {
+	case err != nil:
+		return err
+	case !fresh:
 		return fmt.Errorf("sqlstore: create %s: %w", r.id, c.Claimed(prior, false))
 	}
-	return fmt.Errorf("sqlstore: create %s: replay claim %s: the record that stopped it vanished %d times", r.id, key, rememberAttempts)
+	c.Claimed(snap.ReplayRecord{}, true)
+	if inserted == 0 {
+		// The task's id is taken (never, with random ids): the record
+		// stands, as a refused request's does, without the result of a
+		// task that was not stored.
+		if _, err := s.st.saveResult.ExecContext(ctx, nil, exp, exp, kept.From, kept.RequestID); err != nil {
+			return dbError("save result", key, err)
+		}
+		return fmt.Errorf("sqlstore: create %s: task %w", r.id, tasks.ErrExists)
+	}
+	return nil
 }
 
 // createPostgres is create's write on PostgreSQL: one autocommitted
