@@ -104,21 +104,10 @@ func (rs *ReplayStore) Remember(ctx context.Context, from, id string, rec snap.R
 	if rs.noSync {
 		write = s.db.WriteNoSync
 	}
-	err := s.commit(ctx, write, "replay remember", key, func(ctx context.Context, tx *sql.Tx) error {
-		n, err := sqldb.Affected(tx.StmtContext(ctx, s.st.remember).ExecContext(ctx, from, id, micros(rec.FirstSeen), ceilMicros(rec.Expires), rec.Fingerprint[:], rec.Via))
-		if err != nil {
-			return dbError("replay remember", key, err)
-		}
-		if fresh = n > 0; fresh {
-			return nil
-		}
-		// The database is held by this transaction until commit (SQLite's
-		// single writer): the conflicting row is still there.
-		prior, err = scanReplay(tx.StmtContext(ctx, s.st.rememberPrior).QueryRowContext(ctx, from, id))
-		if err != nil {
-			return dbError("replay remember", key, err)
-		}
-		return nil
+	err := s.commit(ctx, write, "replay remember", key, func(ctx context.Context, tx *sql.Tx) (err error) {
+		prior, fresh, err = s.claimIn(ctx, tx, "replay remember", s.st.remember, from, id,
+			micros(rec.FirstSeen), ceilMicros(rec.Expires), rec.Fingerprint[:], rec.Via)
+		return err
 	})
 	if err != nil {
 		return snap.ReplayRecord{}, false, err
@@ -147,6 +136,26 @@ func (rs *ReplayStore) rememberPostgres(ctx context.Context, from, id string, re
 		}
 		return n > 0, nil
 	})
+}
+
+// claimIn runs stmt, a SQLite INSERT … ON CONFLICT … WHERE expired of
+// the replay record of (from, id) whose arguments after the pair are
+// args, in tx, and when it wrote nothing reads the record that stopped
+// it: the database is held by tx until commit (SQLite's single writer),
+// so the conflicting row is still there. op names the call in errors.
+func (s *Store) claimIn(ctx context.Context, tx *sql.Tx, op string, stmt *sql.Stmt, from, id string, args ...any) (prior snap.ReplayRecord, fresh bool, err error) {
+	key := from + " " + id
+	n, err := sqldb.Affected(tx.StmtContext(ctx, stmt).ExecContext(ctx, append([]any{from, id}, args...)...))
+	if err != nil {
+		return snap.ReplayRecord{}, false, dbError(op, key, err)
+	}
+	if n > 0 {
+		return snap.ReplayRecord{}, true, nil
+	}
+	if prior, err = scanReplay(tx.StmtContext(ctx, s.st.rememberPrior).QueryRowContext(ctx, from, id)); err != nil {
+		return snap.ReplayRecord{}, false, dbError(op, key, err)
+	}
+	return prior, false, nil
 }
 
 // claimOrPrior runs write, a PostgreSQL statement that writes the replay

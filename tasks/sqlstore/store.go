@@ -500,16 +500,14 @@ func (s *Store) create(ctx context.Context, t *tasks.Task, kept *tasks.KeptResul
 			// task only if the record was written. SQLite's single
 			// writer holds the database until commit: a record that
 			// stops this one is there to read.
-			c, key := kept.Claim, kept.From+" "+kept.RequestID
-			n, err := sqldb.Affected(tx.StmtContext(ctx, s.st.claim).ExecContext(ctx, kept.From, kept.RequestID,
-				micros(c.Record.FirstSeen), claimExpires(kept), c.Record.Fingerprint[:], c.Record.Via, kept.Result))
+			c := kept.Claim
+			p, fresh, err := s.claimIn(ctx, tx, "replay claim", s.st.claim, kept.From, kept.RequestID,
+				micros(c.Record.FirstSeen), claimExpires(kept), c.Record.Fingerprint[:], c.Record.Via, kept.Result)
 			if err != nil {
-				return dbError("replay claim", key, err)
+				return err
 			}
-			if n == 0 {
-				if prior, err = scanReplay(tx.StmtContext(ctx, s.st.rememberPrior).QueryRowContext(ctx, kept.From, kept.RequestID)); err != nil {
-					return dbError("replay claim", key, err)
-				}
+			if !fresh {
+				prior = p
 				// Nothing written, and no error: the transaction's
 				// commit, which makes the record that stopped this one
 				// durable when both are in it, decides the outcome.
