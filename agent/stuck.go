@@ -1,5 +1,7 @@
 package agent
 
+import "github.com/snapnode/snapnode/executor"
+
 // The stuck patterns, as named in a STUCK job's reason.
 const (
 	PatternRepeatedAction = "repeated_action" // the same action with the same observation 4 times
@@ -22,11 +24,13 @@ const (
 // names the pattern they end in, or "" when the job is not stuck. It reads
 // only what is stored, so a replay of the history finds the same verdict.
 func detectStuck(all []Interaction) (pattern, why string) {
-	// A failed model call is not a step of the model's: it neither
-	// breaks nor extends a pattern (its retries have their own limit).
+	// A failed model call is not a step of the model's, nor is an action
+	// the node's crash cut short (undone at the next start): neither
+	// breaks nor extends a pattern (model calls' retries and a job's
+	// steps have their own limits).
 	its := make([]Interaction, 0, len(all))
 	for _, it := range all {
-		if it.Response.Kind != KindAPIError && it.Response.Kind != KindCanceled {
+		if it.Response.Kind != KindAPIError && it.Response.Kind != KindCanceled && !interrupted(it) {
 			its = append(its, it)
 		}
 	}
@@ -116,6 +120,12 @@ func reasoningOf(it Interaction) string {
 		return ""
 	}
 	return a.Reasoning
+}
+
+// interrupted reports whether its action was cut short by the node's
+// stop and undone (executor.ReasonInterrupted).
+func interrupted(it Interaction) bool {
+	return it.Observation != nil && it.Observation.Outcome == ObsFailed && it.Observation.Reason == executor.ReasonInterrupted
 }
 
 // errorOf is the error an interaction ended in, "" when none.

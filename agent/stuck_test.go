@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/snapnode/snapnode/executor"
 )
 
 // The interactions below are built as the loop stores them: a proposal's
@@ -94,6 +96,11 @@ func TestDetectStuck(t *testing.T) {
 	refused := func(n int) Interaction { return stuckInvalid(n, "the answer is not a single JSON object") }
 	api := func(n int) Interaction { return stuckAPIError(n, "model server: HTTP 503: overloaded", false) }
 	apiWithObs := func(n int) Interaction { return stuckAPIError(n, "model server: HTTP 503: overloaded", true) }
+	// interrupted is a WRITE_FILE a crash cut short mid-promotion and the
+	// next start undid: the node's stop, not the model's error.
+	interrupted := func(n int) Interaction {
+		return stuckWriteFailed(n, "/sandbox/out.md", executor.ReasonInterrupted)
+	}
 
 	tests := []struct {
 		name string
@@ -134,6 +141,9 @@ func TestDetectStuck(t *testing.T) {
 		{"api errors", stuckSeq(stuckRepeat(5, api)...), "", 0},
 		{"api errors with an observation", stuckSeq(stuckRepeat(5, apiWithObs)...), "", 0},
 		{"api error does not complete a run", stuckSeq(denied("/sandbox/a.md"), denied("/sandbox/b.md"), apiWithObs), "", 0},
+		{"actions interrupted by crashes", stuckSeq(stuckRepeat(5, interrupted)...), "", 0},
+		{"an interrupted action does not complete a run", stuckSeq(denied("/sandbox/a.md"), denied("/sandbox/b.md"), interrupted), "", 0},
+		{"an interrupted action does not break a run", stuckSeq(denied("/sandbox/a.md"), interrupted, denied("/sandbox/b.md"), denied("/sandbox/c.md")), PatternRepeatedError, 4},
 
 		{"different thoughts", stuckSeq(stuckRepeat(7, otherThought)...), "", 0},
 		{"identical thoughts", stuckSeq(sameThought, sameThought, sameThought), PatternMonologue, 3},

@@ -937,7 +937,7 @@ func (e *Executor) stillHeld(actionID, state, token string) func(context.Context
 // snapshot, for RecoverInterrupted, and the error says both.
 func (e *Executor) undoIncomplete(ctx context.Context, j *journal, rec *record, res *Result, perr error) (*Result, error) {
 	f := sandboxFailure(perr)
-	f.Message = interruptedPromotion
+	f.Message = ReasonInterrupted
 	res.Outcome, res.Output, res.Reason = Failed, mustJSON(f), f.Message
 	if err := e.settleHalfWay(ctx, j.last(res), rec, "promote", "undoing", perr); err != nil {
 		return nil, err

@@ -304,15 +304,15 @@ func (e *Executor) recover(ctx context.Context, r *record) (bool, error) {
 	return true, err
 }
 
-// interruptedPromotion is the reason of an action whose promotion was
+// ReasonInterrupted is the reason of an action whose promotion was
 // cut short and undone.
-const interruptedPromotion = "interrupted during promotion; its effects were undone"
+const ReasonInterrupted = "interrupted during promotion; its effects were undone"
 
 // undo settles r, caught promoting or rolling back half-way (by a crash,
 // or in this process by sandbox.ErrIncomplete), from its stored snapshot:
 // each path back to its pre-image with sandbox.Recover, whether the
 // promotion or rollback reached it or not. A promotion then fails
-// (interruptedPromotion, audited "failed", decision "recovered"), a
+// (ReasonInterrupted, audited "failed", decision "recovered"), a
 // rollback is completed (audited "rolled_back", decision "recovered"):
 // the record and the entries j holds, in one commit. When Recover fails
 // (a path changed since by something else, the disk failing), nothing is
@@ -331,7 +331,7 @@ func (e *Executor) undo(ctx context.Context, j *journal, r *record) error {
 	if from == stateRollingBack {
 		return e.rolledBack(ctx, j, r, snap, "recovered")
 	}
-	r.State, r.Reason, r.Updated = stateFailed, interruptedPromotion, e.now()
+	r.State, r.Reason, r.Updated = stateFailed, ReasonInterrupted, e.now()
 	j.add(audit.Entry{Actor: Host, Step: audit.StepFailed, Decision: "recovered", Reason: r.Reason,
 		Detail: detail(touched(undoDiffs(snap)))})
 	return j.commit(ctx, e.settle(r, from))
