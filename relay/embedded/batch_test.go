@@ -2,15 +2,21 @@ package embedded
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"github.com/nbd-wtf/go-nostr"
 )
 
@@ -282,5 +288,80 @@ func TestReaderWritesOnlyItsAnswerInPlace(t *testing.T) {
 	<-ht.flushed
 	if got, want := ht.take(), []string{"begin", "write live 1", "write live 2", "write live 3", "flush"}; !slices.Equal(got, want) {
 		t.Fatalf("writer did %q, want %q", got, want)
+	}
+}
+
+// pausedTransport is a WebSocket transport whose first flush once armed
+// calls atFlush first: the reader answering in place is stopped there,
+// wmu held and its answer in the socket's burst, not yet on the wire.
+type pausedTransport struct {
+	*wsTransport
+	armed   atomic.Bool
+	atFlush func()
+}
+
+func (p *pausedTransport) flush() error {
+	if p.armed.CompareAndSwap(true, false) {
+		p.atFlush()
+	}
+	return p.wsTransport.flush()
+}
+
+// A connection the relay closes while its reader is writing an answer in
+// place still gets its close frame, after the answer: the client sees
+// the code the relay meant (1001 at shutdown, 1008 for a slow client),
+// not 1006. Here the writer goroutine stops (killed) and returns while
+// the reader holds the burst with its OK in it; were the writer to send
+// the close frame then, it would land in that burst and the socket be
+// closed under it, the burst never written.
+func TestCloseFrameAfterAnAnswerWrittenInPlace(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		kill func(c *conn)
+		code int
+		text string
+	}{
+		{"shutdown", func(c *conn) { c.kill(websocket.CloseGoingAway, "relay shutting down") }, websocket.CloseGoingAway, "relay shutting down"},
+		{"slow client", func(c *conn) { c.slow() }, websocket.ClosePolicyViolation, "too slow: outbound queue full"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := startRelay(t, Config{})
+			conns := make(chan *conn, 1)
+			writerDone := make(chan struct{})
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+				bw := &batchWriter{ResponseWriter: w, pool: &r.bursts}
+				ws, err := r.upgrader.Upgrade(bw, req, nil)
+				if err != nil {
+					return
+				}
+				wt := &wsTransport{ws: ws, batch: bw.conn}
+				pt := &pausedTransport{wsTransport: wt}
+				c := r.newConn(pt, slog.New(slog.DiscardHandler))
+				wt.c = c
+				pt.atFlush = func() {
+					tc.kill(c)
+					<-writerDone // the writer has stopped, and done all it does on stopping
+				}
+				pt.armed.Store(true)
+				go func() { defer close(writerDone); c.writeLoop() }()
+				conns <- c
+			}))
+			defer srv.Close()
+			cl := dial(t, "ws"+strings.TrimPrefix(srv.URL, "http"))
+			c := <-conns
+
+			// This goroutine is the connection's reader.
+			ev := newKey(t).event(t, 1, r.clock.Unix(), "note")
+			_ = c.process(&clientMessage{typ: msgEvent, event: ev}, nil)
+
+			if m := cl.expect(labelOK); m.str(0) != ev.ID {
+				t.Fatalf("OK for %s, want %s", m.str(0), ev.ID)
+			}
+			_, err := cl.readErr(5 * time.Second)
+			var ce *websocket.CloseError
+			if !errors.As(err, &ce) || ce.Code != tc.code || ce.Text != tc.text {
+				t.Fatalf("client got %v, want close %d %q", err, tc.code, tc.text)
+			}
+		})
 	}
 }

@@ -87,7 +87,8 @@ type transport interface {
 	// killed is called once, when the connection is killed, before done
 	// is closed.
 	killed(code int, text string)
-	// finish is called once the writer has stopped for good.
+	// finish is called once, when the writer has stopped for good and
+	// nothing is being written (see conn.stop).
 	finish(code int, text string)
 }
 
@@ -118,6 +119,11 @@ type conn struct {
 	// wmu is held by whoever hands messages to the transport: the writer
 	// goroutine for a burst, or the reader answering in place (sendNow).
 	wmu sync.Mutex
+	// stopped: the writer has stopped for good; whoever holds wmu then,
+	// or takes it next, finishes the transport (see stop).
+	stopped atomic.Bool
+	// finishCalled: the transport has been finished; wmu held.
+	finishCalled bool
 	// patient: a full live queue holds the publisher (for at most
 	// WriteTimeout) instead of cutting the connection. Only the
 	// in-process connection, the node itself, is patient.
@@ -410,7 +416,7 @@ func (c *conn) writeLoop() {
 		trim = t.C
 	}
 	// Always killed by now: the loop ends only on done or after a kill.
-	defer func() { c.t.finish(c.closeCode, c.closeText) }()
+	defer c.stop()
 	for {
 		// Prefer being killed over writing more.
 		if c.killed() {
@@ -507,6 +513,44 @@ func (c *conn) write(it outItem) bool {
 	return true
 }
 
+// stop finishes the transport once the writer has stopped: for a
+// WebSocket, the close frame with the kill's code goes out and the socket
+// closes. The reader may be writing an answer in place then, wmu held and
+// its frames held in a burst not yet on the wire: finishing under it
+// would put the close frame in that burst and close the socket before
+// the burst is written, and the client would get neither, only the end
+// of the stream (1006) where the relay meant 1001 or 1008. So the
+// transport is finished by whoever has wmu: the writer now when it is
+// free, else the reader when it lets it go (unlockAfterInPlace), its
+// answer written or failed by then, within its write's deadline.
+func (c *conn) stop() {
+	c.stopped.Store(true)
+	if c.wmu.TryLock() {
+		c.finishLocked()
+		c.wmu.Unlock()
+	}
+}
+
+// finishLocked finishes the transport, once; wmu is held.
+func (c *conn) finishLocked() {
+	if !c.finishCalled {
+		c.finishCalled = true
+		c.t.finish(c.closeCode, c.closeText)
+	}
+}
+
+// unlockAfterInPlace lets go of wmu, which the reader held to write in
+// place, and finishes the transport if the writer stopped meanwhile (see
+// stop). Were the writer to stop after the check, its own TryLock
+// finds wmu free: stopped is set before it tries.
+func (c *conn) unlockAfterInPlace() {
+	c.wmu.Unlock()
+	if c.stopped.Load() && c.wmu.TryLock() {
+		c.finishLocked()
+		c.wmu.Unlock()
+	}
+}
+
 // sendNow hands its, the reader's answer to one message (an OK; an EOSE
 // and the end of the stored phase), to the transport in the calling
 // goroutine when the writer is idle and nothing is queued before them,
@@ -530,13 +574,13 @@ func (c *conn) sendNow(its ...outItem) error {
 				}
 			}
 			ok = c.flush(ok)
-			c.wmu.Unlock()
+			c.unlockAfterInPlace()
 			if !ok {
 				return errConnClosed
 			}
 			return nil
 		}
-		c.wmu.Unlock()
+		c.unlockAfterInPlace()
 	}
 	for _, it := range its {
 		if err := c.send(it); err != nil {
