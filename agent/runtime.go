@@ -152,7 +152,10 @@ const (
 	DefaultMaxJobs       = 4
 	DefaultMaxSteps      = 30
 	DefaultContextTokens = 16384
-	DefaultMaxRetries    = 3
+	// ContextWait bounds how long Run waits at start for the model's
+	// context length (ContextSizer) before it takes DefaultContextTokens.
+	ContextWait       = 10 * time.Second
+	DefaultMaxRetries = 3
 	// MaxAPIRetries is how often a failed model call is retried: an API
 	// error is retried automatically up to 3 times (docs/agent.md).
 	MaxAPIRetries = 3
@@ -195,6 +198,66 @@ type Runtime struct {
 	endedCursor Job
 	wg          sync.WaitGroup
 	budget      int
+	// contextLen is the context length the runtime works with, settled
+	// once (see ContextLength).
+	contextOnce sync.Once
+	contextLen  ContextLength
+}
+
+// ContextFrom says where the context length a Runtime works with comes
+// from (see Runtime.ContextLength).
+type ContextFrom int
+
+const (
+	// ContextConfigured: Config.ContextTokens.
+	ContextConfigured ContextFrom = iota + 1
+	// ContextModel: the model's, as its server tells it (ContextSizer).
+	ContextModel
+	// ContextDefault: DefaultContextTokens, the model telling none.
+	ContextDefault
+	// ContextNotTold: DefaultContextTokens, the model not telling its
+	// length within ContextWait of the start, or failing to.
+	ContextNotTold
+)
+
+// ContextLength is the context length, in tokens, a Runtime works with,
+// and where it comes from.
+type ContextLength struct {
+	Tokens int
+	From   ContextFrom
+	// Err, for ContextNotTold, is why the model's length was not had.
+	Err error
+}
+
+// ContextLength returns the context length the runtime works with for
+// good: Config.ContextTokens when set, else the model's if it tells it
+// (ContextSizer) within ContextWait, else DefaultContextTokens. It is
+// settled once, by Run first thing or by a caller before it (with that
+// caller's ctx), and a caller meanwhile waits for it, at most
+// ContextWait: a model's answer that comes later does not change it.
+func (r *Runtime) ContextLength(ctx context.Context) ContextLength {
+	r.contextOnce.Do(func() { r.contextLen = r.settleContext(ctx) })
+	return r.contextLen
+}
+
+func (r *Runtime) settleContext(ctx context.Context) ContextLength {
+	if n := r.cfg.ContextTokens; n > 0 {
+		return ContextLength{Tokens: n, From: ContextConfigured}
+	}
+	cs, ok := r.cfg.Model.(ContextSizer)
+	if !ok {
+		return ContextLength{Tokens: DefaultContextTokens, From: ContextDefault}
+	}
+	cctx, cancel := context.WithTimeout(ctx, ContextWait)
+	defer cancel()
+	n, err := cs.ContextTokens(cctx)
+	switch {
+	case err != nil:
+		return ContextLength{Tokens: DefaultContextTokens, From: ContextNotTold, Err: err}
+	case n <= 0:
+		return ContextLength{Tokens: DefaultContextTokens, From: ContextDefault}
+	}
+	return ContextLength{Tokens: n, From: ContextModel}
 }
 
 // The runtime is what proposals reach its jobs through.
@@ -466,15 +529,9 @@ func (r *Runtime) Wake() { r.cfg.Queue.Wake() }
 // progress to stop at their next step boundary (their leases are released,
 // so a restart takes them up at once).
 func (r *Runtime) Run(ctx context.Context) error {
-	if r.budget == 0 {
-		r.budget = DefaultContextTokens
-		if cs, ok := r.cfg.Model.(ContextSizer); ok {
-			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			if n, err := cs.ContextTokens(cctx); err == nil && n > 0 {
-				r.budget = n
-			}
-			cancel()
-		}
+	cl := r.ContextLength(ctx)
+	r.budget = cl.Tokens
+	if cl.From != ContextConfigured {
 		if r.budget < 2*r.cfg.MaxTokens {
 			// A context the server gives (a model loaded with a small
 			// window) that an answer of MaxTokens would mostly fill:

@@ -186,7 +186,7 @@ func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queu
 	done := make(chan struct{})
 	var looks sync.WaitGroup
 	if client != nil {
-		looks.Go(func() { checkModelServer(ctx, client, a.LLMURL, a.ContextTokens, logger) })
+		looks.Go(func() { checkModelServer(ctx, client, a.LLMURL, rt, logger) })
 	}
 	go func() {
 		defer close(done)
@@ -209,10 +209,11 @@ func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queu
 // it; a refusal that asking again does not mend (a bad API key) is an
 // error with what to check, as a job's step that meets it says
 // (agent.ModelError.Advice). A server reached is logged with the
-// context length the agent works with and where it comes from, as
-// agent.Runtime.Run takes it: agent.context_tokens when set (configured),
-// else the server's, else agent.DefaultContextTokens.
-func checkModelServer(ctx context.Context, c *llm.Client, url string, configured int, logger *slog.Logger) {
+// context length the agent's runtime works with and where it comes from
+// (agent.Runtime.ContextLength): agent.context_tokens when set, else the
+// server's if it came within agent.ContextWait, else
+// agent.DefaultContextTokens.
+func checkModelServer(ctx context.Context, c *llm.Client, url string, rt contextUser, logger *slog.Logger) {
 	err := c.Check(ctx)
 	var me *agent.ModelError
 	switch {
@@ -233,16 +234,32 @@ func checkModelServer(ctx context.Context, c *llm.Client, url string, configured
 		logger.Warn("the model server does not answer: free-text tasks will wait for it, and fail if it stays down; check that it runs at --llm-url (with its /v1)",
 			"llm_url", config.ShowURL(url), "err", err)
 	default:
-		n, _ := c.ContextTokens(ctx) // the answer Check had
-		from := "the model server"
-		switch {
-		case configured > 0:
-			n, from = configured, "agent.context_tokens"
-		case n <= 0:
-			n, from = agent.DefaultContextTokens, "the default: the server gives no context length (agent.context_tokens sets one)"
+		// What the runtime settled, not the answer Check had: an answer
+		// after the runtime's wait (agent.ContextWait) came too late
+		// for it.
+		cl := rt.ContextLength(ctx)
+		if ctx.Err() != nil {
+			return
 		}
-		logger.Info("model server reached", "llm_url", config.ShowURL(url), "context_tokens", n, "context_tokens_from", from)
+		var from string
+		switch cl.From {
+		case agent.ContextConfigured:
+			from = "agent.context_tokens"
+		case agent.ContextModel:
+			from = "the model server"
+		case agent.ContextNotTold:
+			from = fmt.Sprintf("the default: the server did not give its context length within %s of the start (agent.context_tokens sets one)", agent.ContextWait)
+		default:
+			from = "the default: the server gives no context length (agent.context_tokens sets one)"
+		}
+		logger.Info("model server reached", "llm_url", config.ShowURL(url), "context_tokens", cl.Tokens, "context_tokens_from", from)
 	}
+}
+
+// contextUser is the agent runtime, as checkModelServer asks it the
+// context length it works with.
+type contextUser interface {
+	ContextLength(ctx context.Context) agent.ContextLength
 }
 
 // holderName names this node in job leases, the same across restarts: a
