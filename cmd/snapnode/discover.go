@@ -19,10 +19,7 @@ func (c *cli) discover(args []string) int {
 	skill := fs.String("skill", "", "agents offering the skill `ID`")
 	httpURL := fs.String("http", "", "fetch the signed card served at the base `URL` (http(s)://host:port)")
 	var relays []string
-	fs.Func("relay", "use the relay at `URL` (repeatable; default "+defaultRelay+")", func(v string) error {
-		relays = append(relays, v)
-		return nil
-	})
+	relayFlag(fs, &relays)
 	timeout := fs.Duration("timeout", 10*time.Second, "give up after `DURATION`")
 	_, code, done := c.parse(fs, args, 0)
 	if done {

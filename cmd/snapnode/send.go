@@ -45,14 +45,20 @@ func (c *cli) unreachableHint(prog string, err error, defaulted bool) {
 	}
 }
 
+// relayFlag defines --relay, the relays of a client command (repeatable;
+// none: defaultRelay), appending each to relays.
+func relayFlag(fs *flag.FlagSet, relays *[]string) {
+	fs.Func("relay", "use the relay at `URL` (repeatable; default "+defaultRelay+")", func(v string) error {
+		*relays = append(*relays, v)
+		return nil
+	})
+}
+
 // define defines the flags; timeout is the default of --timeout.
 func (cf *clientFlags) define(fs *flag.FlagSet, timeout time.Duration) {
 	fs.StringVar(&cf.to, "to", "", "the agent's P2TR `ADDRESS` (required)")
 	fs.StringVar(&cf.http, "http", "", "send over HTTP to the agent's endpoint `URL` instead of Nostr (http(s)://host:port[/snap]; a ws:// or wss:// URL uses WebSocket)")
-	fs.Func("relay", "use the relay at `URL` (repeatable; default "+defaultRelay+")", func(v string) error {
-		cf.relays = append(cf.relays, v)
-		return nil
-	})
+	relayFlag(fs, &cf.relays)
 	fs.StringVar(&cf.keyFile, "key", "", "sign with the key in `FILE` (default: $SNAPNODE_KEY, else a client key kept in the user's config folder)")
 	fs.BoolVar(&cf.persist, "persist", false, "send as a stored event (kind 4339), which reaches an agent that is offline now")
 	fs.BoolVar(&cf.fallback, "fallback", false, "follow the agent's card found on the relays: its HTTP and WebSocket endpoints in the order it declares them, each tried again after 1, 2 and 4 s, then Nostr when the card names relays (the SNAP fallback strategy)")
