@@ -32,21 +32,31 @@ type List struct {
 // https:// origin, written as a browser sends it (a trailing "/" and the
 // scheme's default port are dropped, letters made lower case).
 func Parse(list []string) (List, error) {
-	l := List{set: make(map[string]bool, len(list))}
+	all, set, err := parseEntries(list, Normalize)
+	return List{any: all, set: set}, err
+}
+
+// parseEntries reads list: all when it holds Any, and the set of the
+// other entries as norm writes them ("" with no error: left out), the
+// errors of norm joined.
+func parseEntries(list []string, norm func(string) (string, error)) (all bool, set map[string]bool, _ error) {
+	set = make(map[string]bool, len(list))
 	var errs []error
-	for _, o := range list {
-		if o == Any {
-			l.any = true
+	for _, e := range list {
+		if e == Any {
+			all = true
 			continue
 		}
-		n, err := Normalize(o)
+		n, err := norm(e)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		l.set[n] = true
+		if n != "" {
+			set[n] = true
+		}
 	}
-	return l, errors.Join(errs...)
+	return all, set, errors.Join(errs...)
 }
 
 // Normalize returns origin as a browser writes it in Origin, or an error
@@ -140,24 +150,17 @@ type Hosts struct {
 // port), letters made lower case. An IP address, which Allows lets in
 // anyway, is taken and needs no place in the list.
 func ParseHosts(list []string) (Hosts, error) {
-	h := Hosts{set: make(map[string]bool, len(list))}
-	var errs []error
-	for _, name := range list {
-		if name == Any {
-			h.any = true
-			continue
-		}
+	all, set, err := parseEntries(list, func(name string) (string, error) {
 		n := hostName(name)
 		if _, err := netip.ParseAddr(n); err == nil {
-			continue
+			return "", nil
 		}
 		if n == "" || strings.ContainsAny(n, "/:@?#% ") {
-			errs = append(errs, fmt.Errorf("host %q: want \"*\" or a host name without scheme or port, such as node.example.com", name))
-			continue
+			return "", fmt.Errorf("host %q: want \"*\" or a host name without scheme or port, such as node.example.com", name)
 		}
-		h.set[n] = true
-	}
-	return h, errors.Join(errs...)
+		return n, nil
+	})
+	return Hosts{any: all, set: set}, err
 }
 
 // Allows reports whether a request whose Host is hostport is addressed
