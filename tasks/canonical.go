@@ -40,16 +40,11 @@ func appendTask(b []byte, t *Task) ([]byte, error) {
 	var err error
 	b = append(b, '{')
 	if len(t.Artifacts) > 0 {
-		b = append(b, `"artifacts":[`...)
-		for i := range t.Artifacts {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			if b, err = appendArtifact(b, &t.Artifacts[i]); err != nil {
-				return b, err
-			}
+		b = append(b, `"artifacts":`...)
+		if b, err = appendList(b, t.Artifacts, appendArtifact); err != nil {
+			return b, err
 		}
-		b = append(b, "],"...)
+		b = append(b, ',')
 	}
 	if t.ContextID != "" {
 		b = append(b, `"contextId":`...)
@@ -57,16 +52,11 @@ func appendTask(b []byte, t *Task) ([]byte, error) {
 		b = append(b, ',')
 	}
 	if len(t.History) > 0 {
-		b = append(b, `"history":[`...)
-		for i := range t.History {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			if b, err = appendMessage(b, &t.History[i]); err != nil {
-				return b, err
-			}
+		b = append(b, `"history":`...)
+		if b, err = appendList(b, t.History, appendMessage); err != nil {
+			return b, err
 		}
-		b = append(b, "],"...)
+		b = append(b, ',')
 	}
 	b = append(b, `"id":`...)
 	b, _ = appendString(b, t.ID)
@@ -145,13 +135,18 @@ func appendParts(b []byte, parts []Part) ([]byte, error) {
 	if parts == nil {
 		return append(b, "null"...), nil
 	}
+	return appendList(b, parts, appendPart)
+}
+
+// appendList appends items as a JSON array, each written by appendItem.
+func appendList[T any](b []byte, items []T, appendItem func([]byte, *T) ([]byte, error)) ([]byte, error) {
 	b = append(b, '[')
-	for i := range parts {
+	for i := range items {
 		if i > 0 {
 			b = append(b, ',')
 		}
 		var err error
-		if b, err = appendPart(b, &parts[i]); err != nil {
+		if b, err = appendItem(b, &items[i]); err != nil {
 			return b, err
 		}
 	}
