@@ -88,12 +88,8 @@ func ParseGetParams(payload []byte) (*GetParams, error) {
 		return nil, e
 	}
 	r.TaskID = id
-	if v, ok := top["historyLength"]; ok {
-		n, e := historyLength(v, root+".historyLength")
-		if e != nil {
-			return nil, e
-		}
-		r.HistoryLength = &n
+	if r.HistoryLength, e = optionalInt[int](top, "historyLength", MaxHistoryLength); e != nil {
+		return nil, e
 	}
 	if e := CheckID(root+".taskId", r.TaskID); e != nil {
 		return nil, e
@@ -243,10 +239,19 @@ func decodePart(v jsontext.Value, path string) (Part, *Error) {
 	return p, nil
 }
 
-// historyLength reads an integer in 0…MaxHistoryLength.
-func historyLength(v jsontext.Value, path string) (int, *Error) {
-	n, err := boundedInt(v, path, MaxHistoryLength)
-	return int(n), err
+// optionalInt reads the member name of the params top, when present, as
+// an integer in 0…max; nil when absent.
+func optionalInt[N int | int64](top map[string]jsontext.Value, name string, max int64) (*N, *Error) {
+	v, ok := top[name]
+	if !ok {
+		return nil, nil
+	}
+	n, e := boundedInt(v, root+"."+name, max)
+	if e != nil {
+		return nil, e
+	}
+	i := N(n)
+	return &i, nil
 }
 
 // boundedInt reads an integer in 0…max. A number with a zero fraction
@@ -385,22 +390,13 @@ func ParseResubscribeParams(payload []byte) (*ResubscribeParams, error) {
 		return nil, e
 	}
 	r := &ResubscribeParams{TaskID: id}
-	if v, ok := top["afterVersion"]; ok {
-		n, e := afterVersion(v, root+".afterVersion")
-		if e != nil {
-			return nil, e
-		}
-		r.AfterVersion = &n
+	if r.AfterVersion, e = optionalInt[int64](top, "afterVersion", MaxAfterVersion); e != nil {
+		return nil, e
 	}
 	if e := CheckID(root+".taskId", r.TaskID); e != nil {
 		return nil, e
 	}
 	return r, nil
-}
-
-// afterVersion reads an integer in 0…MaxAfterVersion.
-func afterVersion(v jsontext.Value, path string) (int64, *Error) {
-	return boundedInt(v, path, MaxAfterVersion)
 }
 
 // Params adapts h, which takes the params of its request, to a
