@@ -111,37 +111,35 @@ func (s *store) storedSince(f *filter) bool {
 // deleting the oldest events at once should the database hold more.
 func openStore(ctx context.Context, path string, b storeBound) (*store, error) {
 	const pragmas = "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
-	if path == "" || path == ":memory:" {
-		db := sqldb.OpenSQLite(":memory:?" + pragmas)
-		// One connection, never closed while the store lives: it is
-		// the database.
-		db.SetMaxOpenConns(1)
-		db.SetMaxIdleConns(1)
-		db.SetConnMaxLifetime(0)
-		db.SetConnMaxIdleTime(0)
-		s := newStore(db, db, b)
-		if err := s.init(ctx); err != nil {
-			db.Close()
-			return nil, err
+	memory := path == "" || path == ":memory:"
+	dsn := ":memory:?" + pragmas
+	if !memory {
+		if strings.ContainsAny(path, "?#") {
+			return nil, fmt.Errorf("database path %q: must not contain '?' or '#'", path)
 		}
-		return s, nil
+		dsn = "file:" + path + "?" + pragmas
 	}
-	if strings.ContainsAny(path, "?#") {
-		return nil, fmt.Errorf("database path %q: must not contain '?' or '#'", path)
-	}
-	w := sqldb.OpenSQLite("file:" + path + "?" + pragmas)
+	// One connection, never closed while the store lives: SQLite's one
+	// writer, and in memory the database itself (which also reads).
+	w := sqldb.OpenSQLite(dsn)
 	w.SetMaxOpenConns(1)
 	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
 	s := newStore(w, nil, b)
+	if memory {
+		s.r = w
+	}
 	if err := s.init(ctx); err != nil {
 		w.Close()
 		return nil, err
 	}
-	r := sqldb.OpenSQLite("file:" + path + "?" + pragmas + "&_pragma=query_only(1)")
-	r.SetMaxOpenConns(4)
-	r.SetMaxIdleConns(4)
-	s.r = r
+	if !memory {
+		r := sqldb.OpenSQLite(dsn + "&_pragma=query_only(1)")
+		r.SetMaxOpenConns(4)
+		r.SetMaxIdleConns(4)
+		s.r = r
+	}
 	return s, nil
 }
 
