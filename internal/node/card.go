@@ -66,6 +66,9 @@ func buildCard(cfg config.Config, addr string, relays []string) (*snap.Card, err
 		Identity: addr, NostrRelays: cardRelays(cfg, relays),
 		ProtocolVersion: snap.ProtocolVersion, SupportedVersions: snap.SupportedVersions,
 		DefaultInputModes: cfg.Card.InputModes, DefaultOutputModes: cfg.Card.OutputModes,
+		// The task service serves message/stream and tasks/resubscribe on
+		// every transport; unsaid, streaming reads as false.
+		Capabilities: &snap.Capabilities{Streaming: true},
 	}
 	for _, s := range cfg.Card.Skills {
 		c.Skills = append(c.Skills, snap.Skill{ID: s.ID, Name: s.Name, Description: s.Description, Tags: s.Tags, Examples: s.Examples})

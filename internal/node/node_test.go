@@ -238,6 +238,23 @@ func TestNodePublishesItsCard(t *testing.T) {
 	}
 }
 
+// The card says the node streams: message/stream and tasks/resubscribe
+// are served on every transport, and capabilities.streaming defaults to
+// false, so a peer that reads the card before streaming would not try.
+func TestNodeCardDeclaresStreaming(t *testing.T) {
+	n, _ := startNode(t, nil)
+	r := newRequester(t, n.RelayURLs())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	d, _, err := snapnostr.DiscoverByIdentity(ctx, r.pool, n.Address())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := d.Card.Capabilities; c == nil || !c.Streaming {
+		t.Errorf("card capabilities %+v, want streaming", c)
+	}
+}
+
 // A changed card is republished and discovery returns the new one; an
 // unchanged one is not.
 func TestNodeRepublishesChangedCard(t *testing.T) {
