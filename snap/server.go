@@ -479,6 +479,12 @@ func (s *Server) fail(ctx context.Context, env *envelope, err error, lim limit) 
 	if typ == TypeResponse || typ == TypeEvent {
 		return nil
 	}
+	if !s.sameNetwork(from) {
+		// Named in `to`, a requester on the other network would get an
+		// answer that mixes networks, which its own checks refuse: it
+		// would never learn why it was refused.
+		from = ""
+	}
 	var se *Error
 	if errors.As(err, &se) && se.Code == CodeDuplicateMessage {
 		id, _ := se.Data["id"].(string)
@@ -487,6 +493,17 @@ func (s *Server) fail(ctx context.Context, env *envelope, err error, lim limit) 
 		}
 	}
 	return s.reply(from, method, nil, err, lim)
+}
+
+// sameNetwork reports whether addr, a valid address or "", is on the
+// server's own network ("" is).
+func (s *Server) sameNetwork(addr string) bool {
+	if addr == "" {
+		return true
+	}
+	a, err1 := identity.ParseAddress(addr)
+	self, err2 := identity.ParseAddress(s.addr)
+	return err1 != nil || err2 != nil || a.Network == self.Network
 }
 
 // kept answers a message/send whose result is kept with that result,

@@ -483,3 +483,39 @@ func TestRedeliveryIsDroppedSilently(t *testing.T) {
 		}
 	}
 }
+
+// A requester on the other network (a tb1p address writing to a bc1p node)
+// is refused with 2005, and the refusal is addressed to no one: naming it
+// in `to` would make the answer itself mix networks, which the requester's
+// own validator refuses, so it would never learn why.
+func TestServerRefusalOfOtherNetworkOmitsTo(t *testing.T) {
+	s, _ := newServer(t, 0)
+	m := &snap.Message{ID: "net-1", Version: "0.1", Type: snap.TypeRequest, Method: "message/send",
+		From: keyA.Address(identity.Testnet), To: keyB.Address(identity.Mainnet),
+		Payload: []byte(`{"a":1}`), Timestamp: t0}
+	if err := m.Sign(keyA); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := m.MarshalJSON()
+	resp := s.Respond(context.Background(), snap.Inbound{Raw: raw})
+	if resp == nil {
+		t.Fatal("no response")
+	}
+	if resp.To != "" {
+		t.Errorf("refusal addressed to %s, a network other than the node's %s", resp.To, resp.From)
+	}
+	// The requester, on its network, can read the refusal.
+	client := snap.NewValidator(snap.Config{Self: keyA.Address(identity.Testnet), Now: at(t0)})
+	rraw, _ := resp.MarshalJSON()
+	v, err := client.Validate(context.Background(), rraw)
+	if err != nil {
+		t.Fatalf("the requester cannot read the refusal: %v\n%s", err, rraw)
+	}
+	var p map[string]any
+	if err := json.Unmarshal(v.Payload, &p); err != nil {
+		t.Fatal(err)
+	}
+	if code, data := errorCode(p); code != 2005 || data["field"] != "to" {
+		t.Errorf("refusal %d %v, want 2005 naming to", code, data)
+	}
+}
