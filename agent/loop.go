@@ -243,7 +243,9 @@ func (jr *jobRun) run(ctx context.Context, taskID string) error {
 			}
 			continue
 		}
-		it.Response.Kind, it.Response.Action = ans.Kind, ans.Action
+		// The action is kept beside the answer, whose stored text is
+		// redacted: so is it (a model may write a secret anywhere).
+		it.Response.Kind, it.Response.Action = ans.Kind, r.redact(ans.Action)
 		if jr.lim.maxCost > 0 && jr.j.CostCents > jr.lim.maxCost {
 			// Paid for, recorded, but not acted on.
 			it.Observation = &Observation{Outcome: ObsNone, Reason: "the cost limit was reached; the answer was not acted on"}
@@ -988,9 +990,10 @@ func (jr *jobRun) evidence(ctx context.Context, files []string) (arts []tasks.Ar
 			Result executor.ReadResult `json:"result"`
 		}
 		if !ok || json.Unmarshal(out, &read) != nil {
-			missing = append(missing, f)
+			missing = append(missing, jr.r.redact(f))
 			continue
 		}
+		p = jr.r.redact(p) // the artifact's name, as the task shows it
 		var part tasks.Part
 		if c := read.Result.Content; read.Result.Encoding == "" && len(c) <= jr.r.cfg.MaxObservationBytes {
 			part = tasks.TextPart(jr.r.redact(c))
@@ -1191,7 +1194,7 @@ func stepNote(it *Interaction, outcome string, output json.RawMessage) string {
 	if a.Args.Source != "" {
 		target = a.Args.Source + " → " + a.Args.Destination
 	}
-	note := fmt.Sprintf("step %d: %s", it.Sequence+1, it.Response.Action)
+	note := fmt.Sprintf("step %d: %s", it.Sequence+1, cut(it.Response.Action, 100))
 	if target != "" {
 		note += " " + cut(target, 200)
 	}
