@@ -800,6 +800,15 @@ var builtinRedact = []struct {
 // redact removes the secrets and the configured patterns from s.
 func (r *Runtime) redact(s string) string { return redactText(s, r.cfg.Secrets, r.cfg.Redact) }
 
+// Redact is s without the secrets the runtime removes from everything it
+// stores (bearer tokens, provider and code-host keys, Nostr secret keys,
+// PEM private keys), without each of secrets and without the matches of
+// extra (the operator's agent.redact): for the text a part of the node
+// logs or audits itself, such as an external worker's error output.
+func Redact(s string, secrets []string, extra []*regexp.Regexp) string {
+	return redactText(s, secrets, extra)
+}
+
 // redactText removes the built-in patterns, the secrets and the extra
 // patterns from s.
 func redactText(s string, secrets []string, extra []*regexp.Regexp) string {

@@ -53,7 +53,12 @@ type Config struct {
 	// a job's first step waits for a free one.
 	MaxProcs int
 	// Audit, when set, records every protocol violation.
-	Audit  Auditor
+	Audit Auditor
+	// Redact are the operator's patterns (agent.redact) removed, beside
+	// the runtime's built-in ones (agent.Redact), from a violation's
+	// reason, which carries the worker's error output, before it is
+	// logged, audited or returned.
+	Redact []*regexp.Regexp
 	Logger *slog.Logger
 }
 
@@ -487,18 +492,25 @@ func (p *Pool) broken(w *proc, err error, step int) error {
 		reason += "; a process it started still holds its output open"
 	}
 	if s := w.stderr.String(); s != "" {
-		reason += "; its last error output: " + oneLine(s, 500)
+		// Redacted before it is cut: a key the cut splits would no
+		// longer match its pattern.
+		reason += "; its last error output: " + oneLine(p.redact(s), 500)
 	}
 	return p.violation(w, "crash", reason)
 }
 
 // violation stops w, audits the violation, and returns the error that
-// makes the job wait for a human.
+// makes the job wait for a human. The reason, which may carry what the
+// worker wrote, is redacted first: the log and the audit log keep it.
 func (p *Pool) violation(w *proc, rule, reason string) error {
 	pid := w.cmd.Process.Pid
 	p.stop(w)
-	return Violation(p.log, p.cfg.Audit, w.job, rule, reason, map[string]any{"command": p.cfg.Command[0], "pid": pid})
+	return Violation(p.log, p.cfg.Audit, w.job, rule, p.redact(reason), map[string]any{"command": p.cfg.Command[0], "pid": pid})
 }
+
+// redact removes the secrets of the runtime's patterns and the
+// operator's from s.
+func (p *Pool) redact(s string) string { return agent.Redact(s, nil, p.cfg.Redact) }
 
 // Refused is the error of a step whose answer, of size bytes, was
 // refused with err: an agent.AnsweredError, so that the runtime counts

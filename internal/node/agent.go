@@ -97,6 +97,16 @@ func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queu
 		// limit, with a margin).
 		callTimeout = a.RequestTimeout.Duration
 	)
+	// The operator's patterns, removed from what the runtime stores and
+	// from a worker's reasons (its error output) it logs and audits.
+	redact := make([]*regexp.Regexp, 0, len(a.Redact))
+	for _, p := range a.Redact {
+		re, err := regexp.Compile(p)
+		if err != nil {
+			return nil, nil, fmt.Errorf("node: agent: redact %q: %w", p, err)
+		}
+		redact = append(redact, re)
+	}
 	switch {
 	case a.Delegate != "":
 		if addr, err := identity.ParseAddress(a.Delegate); err == nil && addr.Key == self.OutputKey() {
@@ -122,7 +132,7 @@ func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queu
 			step = a.RequestTimeout.Duration
 		}
 		pool, err = worker.New(worker.Config{Command: a.Command, Dir: a.CommandDir, Sandbox: cfg.SandboxPath(), Env: a.CommandEnv,
-			StepTimeout: step, MaxLineBytes: a.MaxAnswerBytes, MaxProcs: a.MaxJobs, Audit: auditLog, Logger: logger.With("part", "worker")})
+			StepTimeout: step, MaxLineBytes: a.MaxAnswerBytes, MaxProcs: a.MaxJobs, Audit: auditLog, Redact: redact, Logger: logger.With("part", "worker")})
 		model, modelName, callTimeout = pool, "worker:"+filepath.Base(a.Command[0]), step+5*time.Second
 	default:
 		if key, err = cfg.LLMAPIKey(os.Getenv); err != nil {
@@ -145,14 +155,6 @@ func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queu
 			ResponseFormat: a.ResponseFormat, Logger: logger.With("part", "llm", "role", "supervisor")}); err != nil {
 			return nil, nil, fmt.Errorf("node: agent: review model: %w", err)
 		}
-	}
-	redact := make([]*regexp.Regexp, 0, len(a.Redact))
-	for _, p := range a.Redact {
-		re, err := regexp.Compile(p)
-		if err != nil {
-			return nil, nil, fmt.Errorf("node: agent: redact %q: %w", p, err)
-		}
-		redact = append(redact, re)
 	}
 	hkey, err := cfg.HistoryKey()
 	if err != nil {
