@@ -361,10 +361,17 @@ func (jr *jobRun) call(ctx context.Context) (*Interaction, *Completion, error) {
 	it.Response.Status, it.Response.RawResponse = ResponseSuccess, r.redact(comp.Text)
 	it.Response.Redacted = it.Response.RawResponse != comp.Text
 	if comp.Model != "" {
-		it.Request.Metadata.Model = r.redact(comp.Model) // the server's text, like its answer
+		// The server's text, like its answer: redacted, then cut (a
+		// name in every step's history, which the server could make
+		// as long as its response).
+		it.Request.Metadata.Model = cut(r.redact(comp.Model), maxModelName)
 	}
 	return it, comp, nil
 }
+
+// maxModelName bounds the model a server names in its response, as each
+// step's history keeps it, in bytes (less the mark of a cut).
+const maxModelName = 200
 
 // charge counts a model call the server answered in the job and in it,
 // its step: the server's usage (promptTokens, answerTokens) and its cost,

@@ -7,11 +7,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/snapnode/snapnode/agent"
 	"github.com/snapnode/snapnode/agent/llm"
 	"github.com/snapnode/snapnode/internal/llmtest"
 	"github.com/snapnode/snapnode/internal/testdb"
+	"github.com/snapnode/snapnode/schemas"
 	"github.com/snapnode/snapnode/tasks"
 )
 
@@ -150,5 +152,49 @@ func TestModelServerOutageTellsRequester(t *testing.T) {
 	fuSend(t, r, task.ID, "try again")
 	if got := r.runWith(t, fast, m, task.ID, tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired); got.Status.State != tasks.StateCompleted {
 		t.Fatalf("after a message: task %s %q; want completed", got.Status.State, got.Status.Message)
+	}
+}
+
+// The model a server names in its response is stored in each step's
+// history cut to a bound, on a character's boundary, and the history
+// stays valid against its schema and replays; before, it was stored at
+// any length up to the response's cap, in every step.
+func TestServerModelNameIsBounded(t *testing.T) {
+	r := newRig(t, testdb.SQLite(t))
+	srv := llmtest.New(t)
+	long := strings.Repeat("é", 300<<10) // 600 KiB of two-byte characters
+	body := strings.Replace(chatBody(t, map[string]any{"role": "assistant", "content": finishAnswer}, "stop",
+		`{"prompt_tokens":100,"completion_tokens":20}`), `"model":"m"`, `"model":"x`+long+`"`, 1)
+	srv.Push(llmtest.Reply{Body: body})
+	m, err := llm.New(llm.Config{BaseURL: srv.URL(), Model: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := r.send(t, "go")
+	got := r.run(t, m, task.ID, tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired)
+	if got.Status.State != tasks.StateCompleted {
+		t.Fatalf("task %s %q; want completed", got.Status.State, got.Status.Message)
+	}
+	h, err := r.store.History(context.Background(), task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := h.Interactions[0].Request.Metadata.Model
+	if len(name) > 1024 || !strings.HasPrefix(name, "xéé") || !utf8.ValidString(name) {
+		t.Fatalf("the history keeps a model name of %d bytes (%.20q…); want it cut on a character's boundary", len(name), name)
+	}
+	b, err := json.Marshal(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatal(err)
+	}
+	if err := schemas.JobHistory().Validate(v); err != nil {
+		t.Errorf("the history does not validate: %v", err)
+	}
+	if err := agent.Replay(h, 64<<10); err != nil {
+		t.Errorf("replay: %v", err)
 	}
 }
