@@ -932,7 +932,11 @@ func (jr *jobRun) respond(ctx context.Context, it *Interaction, ans *Answer) (bo
 	for i, f := range resp.EvidenceFiles {
 		files[i] = r.redact(f)
 	}
-	it.Response.EvidenceFiles, it.Response.SummaryForSupervisor = files, r.redact(resp.SummaryForSupervisor)
+	// The summary, redacted, is what every path below keeps: the
+	// history, the job's reason, and a RETRY's note queued in the job's
+	// row for the next call.
+	summary := r.redact(resp.SummaryForSupervisor)
+	it.Response.EvidenceFiles, it.Response.SummaryForSupervisor = files, summary
 	switch resp.Action {
 	case ActionCompleted:
 		if r.cfg.Review {
@@ -954,15 +958,15 @@ func (jr *jobRun) respond(ctx context.Context, it *Interaction, ans *Answer) (bo
 		if err := jr.recordWith(ctx, it, rp); err != nil {
 			return true, err
 		}
-		return true, jr.complete(ctx, resp.SummaryForSupervisor, arts)
+		return true, jr.complete(ctx, summary, arts)
 	case ActionStuck:
 		it.Observation = &Observation{Outcome: ObsNone, Text: "waiting for the requester's guidance"}
-		return true, jr.stuckAfter(ctx, it, "the agent is stuck: "+resp.SummaryForSupervisor)
+		return true, jr.stuckAfter(ctx, it, "the agent is stuck: "+summary)
 	default: // RETRY
 		j.Retries++
 		if j.Retries > r.cfg.MaxRetries {
 			it.Observation = &Observation{Outcome: ObsNone, Reason: "retries exhausted"}
-			return true, jr.stuckAfter(ctx, it, fmt.Sprintf("the agent asked to retry its phase more than %d times: %s", r.cfg.MaxRetries, resp.SummaryForSupervisor))
+			return true, jr.stuckAfter(ctx, it, fmt.Sprintf("the agent asked to retry its phase more than %d times: %s", r.cfg.MaxRetries, summary))
 		}
 		it.Observation = &Observation{Outcome: ObsRetried, Text: "the phase restarts from its beginning"}
 		it.Response.NewStatus = j.Status
@@ -970,7 +974,7 @@ func (jr *jobRun) respond(ctx context.Context, it *Interaction, ans *Answer) (bo
 		if err := jr.record(ctx, it); err != nil {
 			return true, err
 		}
-		note := fmt.Sprintf("You asked to start the phase again (retry %d of %d). What you said then: %s", j.Retries, r.cfg.MaxRetries, resp.SummaryForSupervisor)
+		note := fmt.Sprintf("You asked to start the phase again (retry %d of %d). What you said then: %s", j.Retries, r.cfg.MaxRetries, summary)
 		if _, err := r.cfg.Store.AddInput(ctx, j.TaskID, note, false, r.cfg.Now()); err != nil {
 			return true, err
 		}
