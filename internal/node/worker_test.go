@@ -381,3 +381,37 @@ func TestWorkerStepTimeoutOverRequestTimeout(t *testing.T) {
 		t.Fatalf("task %s %q", got.Status.State, got.Status.Message)
 	}
 }
+
+// The secrets a crashed worker's error output names, of the built-in
+// patterns and of agent.redact, are kept out of the audit log and the
+// job's history: the node hands the worker pool the operator's patterns.
+func TestWorkerErrorOutputRedacted(t *testing.T) {
+	py := interpreter(t, "python3")
+	script, err := filepath.Abs(filepath.Join("..", "..", "agent", "worker", "testdata", "crashsecret.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := startWorkerNode(t, []string{py, script}, func(c *config.Config) { c.Agent.Redact = []string{`corp-token-\w+`} })
+	id := w.send(t, "", "write a report into report.md")
+	if got := w.wait(t, id, tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired); got.Status.State != tasks.StateInputRequired {
+		t.Fatalf("task %s %q; want input_required", got.Status.State, got.Status.Message)
+	}
+	h := w.history(t, id)
+	w.checkHistories(t)
+	var stopped []audit.Entry
+	for _, e := range w.auditOf(t, id) {
+		if e.Decision == "worker_stopped" {
+			stopped = append(stopped, e)
+		}
+	}
+	if len(stopped) != 1 || !strings.Contains(stopped[0].Reason, "[REDACTED]") {
+		t.Fatalf("audit: %+v; want the violation, its error output redacted", stopped)
+	}
+	for _, s := range []string{stopped[0].Reason, h.Interactions[len(h.Interactions)-1].Response.Error} {
+		for _, secret := range []string{"live0123456789", "SECRETVALUE42", "cut0123"} {
+			if strings.Contains(s, secret) {
+				t.Errorf("%q holds the secret %q", s, secret)
+			}
+		}
+	}
+}
