@@ -51,6 +51,17 @@ func ParseLine(line []byte, max int) (*agent.Answer, error) {
 	return ans, nil
 }
 
+// lastLine is oneLine keeping the end of s instead of its start: what
+// names a failure is the last line a program wrote (a traceback's
+// exception).
+func lastLine(s string, max int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > max {
+		s = "…" + strings.ToValidUTF8(s[len(s)-max:], "")
+	}
+	return s
+}
+
 // oneLine is s on one line, cut to max bytes.
 func oneLine(s string, max int) string {
 	s = strings.Join(strings.Fields(s), " ")

@@ -494,7 +494,7 @@ func (p *Pool) broken(w *proc, err error, step int) error {
 	if s := w.stderr.String(); s != "" {
 		// Redacted before it is cut: a key the cut splits would no
 		// longer match its pattern.
-		reason += "; its last error output: " + oneLine(p.redact(s), 500)
+		reason += "; its last error output: " + lastLine(p.redact(s), 500)
 	}
 	return p.violation(w, "crash", reason)
 }

@@ -135,6 +135,8 @@ func TestViolations(t *testing.T) {
 		answered           int // the refused answer's bytes; 0: none
 	}{
 		{"crash.py", "crash", "exited (exit status 3) before answering step 0; its last error output: worker: out of ideas", 0, nil, 0},
+		// The end of a long error output is what names the failure.
+		{"crashlong.py", "crash", `, in step File "worker.py", line 39, in step ValueError: the plan has no step`, 0, nil, 0},
 		{"hang.py", "timeout", "did not answer step 0 within its step time-out of 2s", 0,
 			func(c *worker.Config) { c.StepTimeout = 2 * time.Second }, 0}, // time for the worker to start and record its pids
 		{"garbage.py", "object", "the worker wrote garbage: the answer is not a single JSON object", 0, nil, len("Sure! I will write the file now.")},
