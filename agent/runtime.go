@@ -491,10 +491,50 @@ func (r *Runtime) reconcile(ctx context.Context) {
 		case j.Status == Canceled:
 			err2 = r.cfg.Store.Settle(ctx, j.TaskID, j.Status)
 		}
+		if err2 == nil && j.Status == InterventionRequired {
+			err2 = r.decidedMeanwhile(ctx, j, now)
+		}
 		if err2 != nil {
 			r.log.Warn("agent: reconcile", "task", j.TaskID, "err", err2)
 		}
 	}
+}
+
+// decidedMeanwhile hands job j, waiting for an operator's decision on the
+// action it held, the decision the executor carried out but the runtime
+// never heard of (the node stopped between the two, before Decided): left
+// so, the job would wait for ever, with nothing left to decide. A record
+// decided less than a lease ago is left alone: its Decided may be on its
+// way.
+func (r *Runtime) decidedMeanwhile(ctx context.Context, j *Job, now time.Time) error {
+	held, err := r.cfg.Executor.Pending(ctx, j.TaskID)
+	if err != nil || len(held) > 0 {
+		return err
+	}
+	its, err := r.cfg.Store.Interactions(ctx, j.TaskID)
+	if err != nil || len(its) == 0 {
+		return err
+	}
+	o := its[len(its)-1].Observation
+	if o == nil || o.Outcome != ObsNeedsConfirmation || o.ActionID == "" {
+		return nil // waiting for guidance, not for a decision
+	}
+	acts, err := r.cfg.Executor.Actions(ctx, j.TaskID)
+	if err != nil {
+		return err
+	}
+	for _, a := range acts {
+		if a.ActionID != o.ActionID {
+			continue
+		}
+		if a.State == "pending" || a.State == "approving" || a.Updated.After(now.Add(-r.cfg.Lease)) {
+			return nil
+		}
+		r.log.Info("agent: an operator's decision the node's stop kept from the job is handed to it", "task", j.TaskID, "action", a.ActionID, "state", a.State)
+		_, err := r.Decided(ctx, j.TaskID, a.Result(), a.State != "denied")
+		return err
+	}
+	return nil
 }
 
 // ensureWorking moves the task to working unless it is there already

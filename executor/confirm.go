@@ -355,6 +355,9 @@ type Action struct {
 	Diff    string
 	Reason  string
 	Created time.Time
+	// Updated is when the record last changed (its decision, for one
+	// an operator decided).
+	Updated time.Time
 }
 
 // Result is what a caller that lost Run's answer (the node stopped
@@ -441,7 +444,7 @@ func (e *Executor) Actions(ctx context.Context, taskID string) ([]Action, error)
 	out := make([]Action, len(rs))
 	for i, r := range rs {
 		out[i] = Action{ActionID: r.ActionID, TaskID: r.Task, ProposalID: r.ProposalID, Action: r.Action,
-			State: r.State, Data: r.Data, Diff: r.Diff, Reason: r.Reason, Created: r.Created}
+			State: r.State, Data: r.Data, Diff: r.Diff, Reason: r.Reason, Created: r.Created, Updated: r.Updated}
 	}
 	return out, nil
 }
