@@ -19,12 +19,19 @@ import (
 // takes the decision up from the executor's record: the job goes on with
 // its outcome, told to the model, and the task does not wait for ever.
 func TestDecidedBeforeCrash(t *testing.T) {
-	for _, approve := range []bool{true, false} {
-		name := "approved"
-		if !approve {
-			name = "denied"
-		}
-		t.Run(name, func(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		approve bool
+		// stepSettled: the node stopped later, once the held step had
+		// the outcome but before the job was queued again.
+		stepSettled bool
+	}{
+		{name: "approved", approve: true},
+		{name: "denied"},
+		{name: "approved, its step settled", approve: true, stepSettled: true},
+	} {
+		approve := tc.approve
+		t.Run(tc.name, func(t *testing.T) {
 			testdb.Each(t, func(t *testing.T, dsn string) {
 				r := newRig(t, dsn)
 				ctx := context.Background()
@@ -50,6 +57,17 @@ func TestDecidedBeforeCrash(t *testing.T) {
 				}
 				if err != nil {
 					t.Fatal(err)
+				}
+				if tc.stepSettled {
+					its, err := r.store.Interactions(ctx, task.ID)
+					if err != nil {
+						t.Fatal(err)
+					}
+					it := its[len(its)-1]
+					it.Observation.Outcome = agent.ObsApproved
+					if err := r.store.ReplaceInteraction(ctx, task.ID, &it); err != nil {
+						t.Fatal(err)
+					}
 				}
 
 				m = &scripted{answers: []string{proposalJSON("FINISH", map[string]any{"response": "done"})}}

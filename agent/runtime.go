@@ -502,10 +502,10 @@ func (r *Runtime) reconcile(ctx context.Context) {
 
 // decidedMeanwhile hands job j, waiting for an operator's decision on the
 // action it held, the decision the executor carried out but the runtime
-// never heard of (the node stopped between the two, before Decided): left
-// so, the job would wait for ever, with nothing left to decide. A record
-// decided less than a lease ago is left alone: its Decided may be on its
-// way.
+// never heard of (the node stopped between the two, before Decided or
+// half-way through it): left so, the job would wait for ever, with
+// nothing left to decide. A record decided less than a lease ago is left
+// alone: its Decided may be on its way.
 func (r *Runtime) decidedMeanwhile(ctx context.Context, j *Job, now time.Time) error {
 	held, err := r.cfg.Executor.Pending(ctx, j.TaskID)
 	if err != nil || len(held) > 0 {
@@ -515,8 +515,10 @@ func (r *Runtime) decidedMeanwhile(ctx context.Context, j *Job, now time.Time) e
 	if err != nil || len(its) == 0 {
 		return err
 	}
+	// The step that held it: still held as far as the job knows, or given
+	// the outcome before the node stopped (Decided's first write).
 	o := its[len(its)-1].Observation
-	if o == nil || o.Outcome != ObsNeedsConfirmation || o.ActionID == "" {
+	if o == nil || o.ActionID == "" || (o.Outcome != ObsNeedsConfirmation && o.Outcome != ObsApproved && o.Outcome != ObsDenied) {
 		return nil // waiting for guidance, not for a decision
 	}
 	acts, err := r.cfg.Executor.Actions(ctx, j.TaskID)
@@ -527,7 +529,9 @@ func (r *Runtime) decidedMeanwhile(ctx context.Context, j *Job, now time.Time) e
 		if a.ActionID != o.ActionID {
 			continue
 		}
-		if a.State == "pending" || a.State == "approving" || a.Updated.After(now.Add(-r.cfg.Lease)) {
+		// A job changed since the decision went on from it (and may
+		// wait for guidance now).
+		if a.State == "pending" || a.State == "approving" || !a.Updated.After(j.UpdatedAt) || a.Updated.After(now.Add(-r.cfg.Lease)) {
 			return nil
 		}
 		r.log.Info("agent: an operator's decision the node's stop kept from the job is handed to it", "task", j.TaskID, "action", a.ActionID, "state", a.State)
