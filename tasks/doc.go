@@ -17,7 +17,9 @@
 //
 // Each handler takes the requester from the verified request's from and
 // returns a *tasks.TaskResponse ({"task": …}) or a *snap.Error: 1004 naming
-// the payload field ("payload.message.parts[0].text"), 1001 {taskId} for a
+// the payload field ("payload.message.parts[0].text"), 1005 {provided,
+// supported, field} for a part of a media type the node does not read
+// (ServiceOptions.InputModes; nothing is stored), 1001 {taskId} for a
 // task that does not exist or is another requester's, 1002 {taskId, state}
 // for canceling a completed or failed task, 5003 when the store is full,
 // 5001 for anything internal. A response too large for its transport

@@ -8,6 +8,7 @@ import (
 	"hash/maphash"
 	"iter"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -89,6 +90,12 @@ type ServiceOptions struct {
 	// DefaultMaxStreamWaiters); past it a request is refused at once.
 	StreamWait       time.Duration
 	MaxStreamWaiters int
+	// InputModes are the media types of the parts a message/send (or
+	// message/stream) may carry, the card's defaultInputModes: a part of
+	// another type is refused with 1005 before anything is stored (see
+	// snap.CheckReadable). nil means InputModes(); a list should hold
+	// only types of it, which the agent reads.
+	InputModes []string
 }
 
 // Service is the task engine behind message/send, tasks/get and
@@ -107,6 +114,7 @@ type Service struct {
 	now        func() time.Time
 	newID      func() string
 	operators  atomic.Pointer[map[string]struct{}] // see SetOperators
+	inputModes atomic.Pointer[[]string]            // see SetInputModes
 	maxHistory int
 	keys       *keyCache
 	log        *slog.Logger
@@ -146,6 +154,7 @@ func NewService(store Store, opts ServiceOptions) *Service {
 		s.newID = snap.NewID
 	}
 	s.SetOperators(opts.Operators)
+	s.SetInputModes(opts.InputModes)
 	if s.maxHistory <= 0 {
 		s.maxHistory = DefaultMaxHistory
 	}
@@ -179,6 +188,30 @@ func (s *Service) SetOperators(addrs []string) {
 		m[op] = struct{}{}
 	}
 	s.operators.Store(&m)
+}
+
+// SetInputModes replaces the media types the parts of a message may
+// have (ServiceOptions.InputModes; nil means InputModes()).
+func (s *Service) SetInputModes(modes []string) {
+	if modes == nil {
+		modes = InputModes()
+	}
+	modes = slices.Clone(modes)
+	s.inputModes.Store(&modes)
+}
+
+// parseSend is snap.ParseSendParams, then a part of a media type the node
+// does not read is refused with 1005 (snap.CheckReadable): on every
+// transport, before a task is created or an interceptor sees the message.
+func (s *Service) parseSend(payload []byte) (*SendParams, error) {
+	p, err := snap.ParseSendParams(payload)
+	if err != nil {
+		return nil, err
+	}
+	if e := snap.CheckReadable("payload.message.parts", p.Message.Parts, *s.inputModes.Load()); e != nil {
+		return nil, e
+	}
+	return p, nil
 }
 
 func (s *Service) canRead(requester string, t *Task) bool {
@@ -736,10 +769,10 @@ func (s *Service) Register(r Registrar, intercept Interceptor) {
 		t, err := s.StreamResubscribe(ctx, req.From, p, emit)
 		return s.answer(snap.MethodTasksResubscribe, req, t, err)
 	}
-	r.Handle("message/send", s.checked("message/send", snap.Params(snap.ParseSendParams, send)))
+	r.Handle("message/send", s.checked("message/send", snap.Params(s.parseSend, send)))
 	r.Handle("tasks/get", s.checked("tasks/get", snap.Params(snap.ParseGetParams, get)))
 	r.Handle("tasks/cancel", s.checked("tasks/cancel", snap.Params(snap.ParseCancelParams, cancel)))
-	r.HandleStream(snap.MethodMessageStream, s.checkedStream(snap.MethodMessageStream, snap.StreamParams(snap.ParseSendParams, stream)))
+	r.HandleStream(snap.MethodMessageStream, s.checkedStream(snap.MethodMessageStream, snap.StreamParams(s.parseSend, stream)))
 	r.HandleStream(snap.MethodTasksResubscribe, s.checkedStream(snap.MethodTasksResubscribe, snap.StreamParams(snap.ParseResubscribeParams, resubscribe)))
 }
 
