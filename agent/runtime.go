@@ -807,7 +807,9 @@ func (r *Runtime) keep(ctx context.Context, taskID string, cancel context.Cancel
 }
 
 // messageText is the text of a message's parts: text as it is, data as
-// JSON, files by name.
+// JSON, raw content of a type the node reads (tasks.InputModes) decoded,
+// files by name. The task service refused every other raw part; one
+// stored before it did is named by its type.
 func messageText(m tasks.Message) string {
 	var parts []string
 	for _, p := range m.Parts {
@@ -816,6 +818,12 @@ func messageText(m tasks.Message) string {
 			parts = append(parts, *p.Text)
 		case len(p.Data) > 0:
 			parts = append(parts, string(p.Data))
+		case p.Raw != nil:
+			text, ok := p.RawText()
+			if !ok || !slices.Contains(tasks.InputModes(), p.ContentType()) {
+				text = "(an attachment of type " + p.MediaType + " the node cannot read)"
+			}
+			parts = append(parts, text)
 		case p.URL != nil:
 			parts = append(parts, "(a file at "+*p.URL+")")
 		}
