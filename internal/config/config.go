@@ -540,7 +540,6 @@ func Default() Config {
 			Name:        "snapnode",
 			Description: "A SNAP agent run by snapnode: send it a task; file actions are validated, judged by policy and sandboxed.",
 			Version:     "0.1.0",
-			InputModes:  []string{"text/plain", "application/json"},
 			OutputModes: []string{"text/plain", "application/json"},
 			Skills: []Skill{{
 				ID: "tasks", Name: "Tasks",

@@ -18,6 +18,7 @@ import (
 	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/snapnostr"
+	"github.com/snapnode/snapnode/tasks"
 )
 
 // proposalSkill is what every node does: carry out a peer's proposals.
@@ -59,13 +60,33 @@ func publicEndpoints(cfg config.Config) []snap.Endpoint {
 	return out
 }
 
+// inputModes are the media types the node accepts in a message's parts
+// and its card lists: [card] input_modes, else every type the node reads
+// (tasks.InputModes). A configured type the node does not read is an
+// error: the card would promise what the agent drops.
+func inputModes(cfg config.Config) ([]string, error) {
+	if len(cfg.Card.InputModes) == 0 {
+		return tasks.InputModes(), nil
+	}
+	for _, m := range cfg.Card.InputModes {
+		if !slices.ContainsFunc(tasks.InputModes(), func(r string) bool { return strings.EqualFold(r, m) }) {
+			return nil, fmt.Errorf("node: [card] input_modes lists %q, which the node does not read; it reads %s", m, strings.Join(tasks.InputModes(), ", "))
+		}
+	}
+	return cfg.Card.InputModes, nil
+}
+
 // buildCard makes the agent card from the configuration.
 func buildCard(cfg config.Config, addr string, relays []string) (*snap.Card, error) {
+	modes, err := inputModes(cfg)
+	if err != nil {
+		return nil, err
+	}
 	c := &snap.Card{
 		Name: cfg.Card.Name, Description: cfg.Card.Description, Version: cfg.Card.Version,
 		Identity: addr, NostrRelays: cardRelays(cfg, relays),
 		ProtocolVersion: snap.ProtocolVersion, SupportedVersions: snap.SupportedVersions,
-		DefaultInputModes: cfg.Card.InputModes, DefaultOutputModes: cfg.Card.OutputModes,
+		DefaultInputModes: modes, DefaultOutputModes: cfg.Card.OutputModes,
 		// The task service serves message/stream and tasks/resubscribe on
 		// every transport; unsaid, streaming reads as false.
 		Capabilities: &snap.Capabilities{Streaming: true},

@@ -97,6 +97,9 @@ func (n *Node) Reload(ctx context.Context, cfg config.Config) (restart []string,
 	// Checked: from here on, everything is put in force.
 	changed := config.Changed(n.cfg, next)
 	n.Tasks.SetOperators(next.Operators)
+	if modes, err := inputModes(next); err == nil { // buildCard checked them
+		n.Tasks.SetInputModes(modes)
+	}
 	n.identityLimits.SetRate(next.IdentityRate, next.IdentityBurst)
 	n.nostrKeyShare.set(next.NostrKeyRate, next.NostrKeyBurst)
 	if n.http != nil {

@@ -308,6 +308,12 @@ func (w *wiring) startTasks(ctx context.Context) error {
 		}
 		opts.Agent = w.queue
 	}
+	// The parts a message may carry are what the card lists.
+	modes, err := inputModes(cfg)
+	if err != nil {
+		return err
+	}
+	opts.InputModes = modes
 	n.Tasks = tasks.NewService(w.taskStore, opts)
 	if sh, ok := w.taskStore.(tasks.Shared); ok && n.DB != nil && n.DB.Dialect == sqldb.Postgres {
 		// Replicas on one database: the events another one writes
