@@ -54,7 +54,8 @@ func (p *Part) RawText() (string, bool) {
 // CheckParts has accepted:
 //
 //   - one whose ContentType is not in supported (compared without letter
-//     case) is refused with 1005 ContentTypeNotSupported, data
+//     case; a JSON-based type, application/…+json, counts as
+//     application/json) is refused with 1005 ContentTypeNotSupported, data
 //     {"provided": its mediaType, "supported": supported, "field":
 //     path[i].mediaType}; a url part with no mediaType is read as its URL
 //     and passes;
@@ -71,7 +72,8 @@ func CheckReadable(path string, parts []Part, supported []string) *Error {
 		}
 		ok := false
 		for _, s := range supported {
-			ok = ok || strings.EqualFold(s, ct)
+			ok = ok || strings.EqualFold(s, ct) ||
+				strings.EqualFold(s, "application/json") && jsonBased(ct)
 		}
 		if ok && p.MediaType != "" {
 			_, params, _ := mime.ParseMediaType(p.MediaType)
@@ -97,6 +99,13 @@ func CheckReadable(path string, parts []Part, supported []string) *Error {
 		}
 	}
 	return nil
+}
+
+// jsonBased reports whether ct, a lower-case media type, names a format
+// built on JSON by its structured syntax suffix (RFC 6839: application/
+// ld+json, application/vnd.api+json), which a reader of JSON reads.
+func jsonBased(ct string) bool {
+	return strings.HasPrefix(ct, "application/") && strings.HasSuffix(ct, "+json")
 }
 
 // isUTF8 reports whether a charset parameter names UTF-8.
