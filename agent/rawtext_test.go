@@ -30,6 +30,7 @@ func TestRawTextPartReachesTheModel(t *testing.T) {
 	b, err := json.Marshal(map[string]any{"message": map[string]any{"messageId": "m", "role": "user", "parts": []any{
 		map[string]any{"text": "summarize the attached notes"},
 		map[string]any{"raw": base64.StdEncoding.EncodeToString([]byte(notes)), "mediaType": "text/markdown; charset=utf-8"},
+		map[string]any{"raw": base64.StdEncoding.EncodeToString([]byte(`{"owner":"the release team"}`)), "mediaType": "application/ld+json"},
 	}}})
 	if err != nil {
 		t.Fatal(err)
@@ -46,9 +47,11 @@ func TestRawTextPartReachesTheModel(t *testing.T) {
 	if len(reqs) == 0 {
 		t.Fatal("the model was not called")
 	}
-	want, _ := json.Marshal("ship the frobnicator on tuesday") // as the request body encodes it
-	if !bytes.Contains(reqs[0].Body, want[1:len(want)-1]) {
-		msgs := reqs[0].Messages
-		t.Errorf("the model's request does not hold the raw part's text; its last message:\n%s", msgs[len(msgs)-1].Content)
+	for _, text := range []string{"ship the frobnicator on tuesday", `"owner":"the release team"`} {
+		want, _ := json.Marshal(text) // as the request body encodes it
+		if !bytes.Contains(reqs[0].Body, want[1:len(want)-1]) {
+			msgs := reqs[0].Messages
+			t.Errorf("the model's request does not hold the raw part's text %s; its last message:\n%s", text, msgs[len(msgs)-1].Content)
+		}
 	}
 }

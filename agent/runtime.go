@@ -820,7 +820,7 @@ func messageText(m tasks.Message) string {
 			parts = append(parts, string(p.Data))
 		case p.Raw != nil:
 			text, ok := p.RawText()
-			if !ok || !slices.Contains(tasks.InputModes(), p.ContentType()) {
+			if !ok || snap.CheckReadable("", []snap.Part{p}, tasks.InputModes()) != nil {
 				text = "(an attachment of type " + p.MediaType + " the node cannot read)"
 			}
 			parts = append(parts, text)
