@@ -12,7 +12,7 @@ import (
 //	go test ./internal/secp -run '^$' -bench . -benchmem
 //	go test -tags libsecp256k1 ./internal/secp -run '^$' -bench . -benchmem
 
-func benchKeys(b *testing.B) (*secp.SecretKey, *secp.PublicKey, [32]byte, [64]byte) {
+func benchKeys(b testing.TB) (*secp.SecretKey, *secp.PublicKey, [32]byte, [64]byte) {
 	k, err := secp.NewSecretKey(sha256.Sum256([]byte("bench")))
 	if err != nil {
 		b.Fatal(err)
@@ -42,6 +42,26 @@ func BenchmarkVerify(b *testing.B) {
 		if !p.Verify(d, sig) {
 			b.Fatal("does not verify")
 		}
+	}
+}
+
+// BenchmarkVerifyPrecomputed is BenchmarkVerify through the key's
+// table (Precomputed); BenchmarkPrecompute is the table's build.
+func BenchmarkVerifyPrecomputed(b *testing.B) {
+	_, p, d, sig := benchKeys(b)
+	p = p.Precomputed()
+	for b.Loop() {
+		if !p.Verify(d, sig) {
+			b.Fatal("does not verify")
+		}
+	}
+}
+
+func BenchmarkPrecompute(b *testing.B) {
+	_, p, _, _ := benchKeys(b)
+	b.ReportMetric(float64(secp.PrecomputedBytes), "table-bytes")
+	for b.Loop() {
+		p.Precomputed()
 	}
 }
 

@@ -71,8 +71,10 @@ func (k *SecretKey) ECDH(peer *PublicKey) [32]byte {
 // PublicKey is an x-only public key lifted to its point (the one with
 // even y), ready to verify signatures against.
 type PublicKey struct {
-	p *btcec.PublicKey
-	x [32]byte
+	p  *btcec.PublicKey
+	x  [32]byte
+	pt btcec.JacobianPoint // p, Z = 1, for verify
+	t  *table              // p's table, for a key from Precomputed
 }
 
 // ParsePublicKey lifts the x-only key x (BIP-340 lift_x), or fails with
@@ -82,7 +84,9 @@ func ParsePublicKey(x [32]byte) (*PublicKey, error) {
 	if err != nil {
 		return nil, ErrNotOnCurve
 	}
-	return &PublicKey{p: p, x: x}, nil
+	k := &PublicKey{p: p, x: x}
+	p.AsJacobian(&k.pt)
+	return k, nil
 }
 
 // Bytes returns the 32-byte x-only key.
@@ -98,6 +102,18 @@ func (p *PublicKey) TaprootOutputKey() ([32]byte, error) {
 
 // Verify reports whether sig is a valid BIP-340 signature of digest by P.
 func (p *PublicKey) Verify(digest [32]byte, sig [64]byte) bool {
-	s, err := schnorr.ParseSignature(sig[:])
-	return err == nil && s.Verify(digest[:], p.p)
+	return verify(&p.x, &p.pt, p.t, &digest, &sig)
+}
+
+// Precomputed returns P with a table of its multiples (PrecomputedBytes
+// of memory, built in about the time of four verifications) with which
+// Verify gives the same answers about twice as fast. It is for a key
+// that will verify many signatures; the caller decides which keys earn
+// one, and bounds how many it keeps. A key already precomputed is
+// returned as it is.
+func (p *PublicKey) Precomputed() *PublicKey {
+	if p.t != nil {
+		return p
+	}
+	return &PublicKey{p: p.p, x: p.x, pt: p.pt, t: newTable(&p.pt)}
 }

@@ -120,3 +120,11 @@ func (p *PublicKey) TaprootOutputKey() ([32]byte, error) {
 func (p *PublicKey) Verify(digest [32]byte, sig [64]byte) bool {
 	return shared().Verify(p.pk, digest, sig)
 }
+
+// PrecomputedBytes is the memory a key returned by Precomputed holds
+// beyond a plain key's: none in this build.
+const PrecomputedBytes = 0
+
+// Precomputed returns p: libsecp256k1 keeps no table per key (its own
+// verification is already faster than the btcec build's with one).
+func (p *PublicKey) Precomputed() *PublicKey { return p }

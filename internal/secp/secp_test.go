@@ -89,6 +89,9 @@ func TestBIP340Vectors(t *testing.T) {
 			if got := p.Verify(m, sig); got != want {
 				t.Errorf("Verify = %v, want %v", got, want)
 			}
+			if got := p.Precomputed().Verify(m, sig); got != want {
+				t.Errorf("Precomputed().Verify = %v, want %v", got, want)
+			}
 		})
 	}
 }
@@ -306,7 +309,8 @@ func TestConcurrentUse(t *testing.T) {
 }
 
 // FuzzVerify checks that the implementation accepts exactly the keys and
-// signatures btcec accepts.
+// signatures btcec accepts (with BIP-340's s < n, see btcecVerify),
+// through a plain key and through its precomputed one.
 func FuzzVerify(f *testing.F) {
 	k, _ := secp.NewSecretKey(sha256.Sum256([]byte("seed")))
 	d := sha256.Sum256([]byte("digest"))
@@ -327,10 +331,12 @@ func FuzzVerify(f *testing.F) {
 		if err != nil {
 			return
 		}
-		refSig, refErr := schnorr.ParseSignature(sb)
-		want := refErr == nil && refSig.Verify(db, refP)
+		want := btcecVerify(refP, d, s)
 		if got := p.Verify(d, s); got != want {
 			t.Fatalf("Verify = %v, btcec %v", got, want)
+		}
+		if got := p.Precomputed().Verify(d, s); got != want {
+			t.Fatalf("Precomputed().Verify = %v, btcec %v", got, want)
 		}
 	})
 }
