@@ -247,7 +247,7 @@ func (v *Validator) authenticate(ctx context.Context, env *envelope, signer *[32
 		// the pair must verify first, so a forger learns nothing.
 		return nil, v.duplicate(m, prior, via)
 	}
-	if !verifySignature(from.pub, out.Digest, m.Sig) {
+	if !v.keys.verify(from, out.Digest, m.Sig) {
 		return nil, &Error{Code: CodeSignatureInvalid, Message: "signature does not verify against the key of from",
 			Data: map[string]any{"field": "sig", "reason": "BIP-340 verification failed for the output key of " + m.From}}
 	}
