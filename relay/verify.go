@@ -35,11 +35,12 @@ type author struct {
 }
 
 // PrecomputedKeys bounds the authors of a Verifier that hold a table of
-// their key (secp.PrecomputedBytes each: 1.3 MB for the 32 in the pure-Go
+// their key (secp.PrecomputedBytes each: 2.7 MB for the 64 in the pure-Go
 // build). Each table is earned by secp.PromoteAfter events that verified
 // under its key, so a flood of valid events cannot make a Verifier build
-// tables faster than one per eight verifications.
-const PrecomputedKeys = 32
+// tables faster than one per eight verifications, and a busy author's
+// table is not given up to another (secp.Tables).
+const PrecomputedKeys = 64
 
 // VerifiedEvents bounds a Verifier's cache of events verified or signed
 // (96 bytes an event, and the map's slack). An event is remembered only

@@ -29,12 +29,13 @@ type keyCache struct {
 }
 
 // precomputedKeys bounds the senders of a Validator holding a table of
-// their key: secp.PrecomputedBytes each, 1.3 MB for the 32 in the pure-Go
+// their key: secp.PrecomputedBytes each, 2.7 MB for the 64 in the pure-Go
 // build. Each table is earned by secp.PromoteAfter signatures that
 // verified under its key, so a flood of valid messages from fresh keys
 // cannot make a Validator build more than one table per eight
-// verifications.
-const precomputedKeys = 32
+// verifications, and a busy sender's table is not given up to another
+// (secp.Tables).
+const precomputedKeys = 64
 
 func newKeyCache(max int) *keyCache {
 	return &keyCache{c: bounded.NewCache[string, *cachedKey](max), tables: secp.NewTables[[32]byte](precomputedKeys)}

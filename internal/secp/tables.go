@@ -1,9 +1,8 @@
 package secp
 
 import (
+	"sync"
 	"sync/atomic"
-
-	"github.com/snapnode/snapnode/internal/bounded"
 )
 
 // PromoteAfter is how many signatures a key must verify, while it has no
@@ -17,39 +16,114 @@ const PromoteAfter = 8
 type Uses struct{ n atomic.Uint32 }
 
 // Tables holds the keys that earned a table (Precomputed) by verifying
-// PromoteAfter signatures, in a bounded cache: its memory is at most its
-// size times PrecomputedBytes (32 keys: 1.3 MB in the btcec build,
-// nothing in the libsecp256k1 build). A key evicted from it earns its
-// table again with PromoteAfter more signatures, so however many keys
-// pass, each table built is paid for by PromoteAfter signatures that
-// verified, and a flood of valid messages can raise the CPU spent on
-// verification by about half at most. Tables is safe for concurrent use.
+// PromoteAfter signatures, at most size of them: its memory is at most
+// its size times PrecomputedBytes (64 keys: 2.7 MB in the btcec build,
+// nothing in the libsecp256k1 build). When it is full, a key that earns
+// a table takes the place of the key idle longest, and only if that one
+// verified nothing in the last IdleVerifications(size) verifications of
+// this Tables: more busy keys than its size keep the tables they have
+// instead of taking turns rebuilding them. However many keys pass, each
+// table built is paid for by PromoteAfter signatures that verified, so a
+// flood of valid messages can raise the CPU spent on verification by
+// about half at most. Tables is safe for concurrent use.
 type Tables[K comparable] struct {
-	c *bounded.Cache[K, *PublicKey]
+	size int
+	tick atomic.Uint64 // verifications seen, the clock of idleness
+	mu   sync.RWMutex
+	m    map[K]*held
 }
+
+// held is a key with its table and the tick of its last use.
+type held struct {
+	pub  *PublicKey
+	last atomic.Uint64
+}
+
+// IdleVerifications is how many verifications of a Tables of size keys
+// must pass without one by a key for that key to count as idle: sixteen
+// times the size, so that size keys taking turns with as many others
+// stay well inside it.
+func IdleVerifications(size int) uint64 { return 16 * uint64(max(size, 1)) }
 
 // NewTables returns a Tables of at most size keys (at least 1).
 func NewTables[K comparable](size int) *Tables[K] {
-	return &Tables[K]{c: bounded.NewCache[K, *PublicKey](size)}
+	return &Tables[K]{size: max(size, 1), m: make(map[K]*held)}
 }
 
-// Get returns the precomputed key held under k.
-func (t *Tables[K]) Get(k K) (*PublicKey, bool) { return t.c.Get(k) }
+// Get returns the precomputed key held under k, and counts its use.
+func (t *Tables[K]) Get(k K) (*PublicKey, bool) {
+	t.mu.RLock()
+	h, ok := t.m[k]
+	t.mu.RUnlock()
+	if !ok {
+		return nil, false
+	}
+	h.last.Store(t.tick.Add(1))
+	return h.pub, true
+}
 
 // Verified records that p, held by the caller under k with its count u,
 // has verified a signature. At every PromoteAfter-th, unless k holds a
-// table already, it builds p's table and keeps it under k, evicting an
-// arbitrary key when full. Report only signatures that verified, and only
-// through p, not through the key Get returns.
+// table already, it builds p's table and keeps it under k, if there is
+// room or a key idle long enough to give way (see Tables). Report only
+// signatures that verified, and only through p, not through the key Get
+// returns.
 func (t *Tables[K]) Verified(k K, p *PublicKey, u *Uses) {
+	now := t.tick.Add(1)
 	if u.n.Add(1)%PromoteAfter != 0 {
 		return
 	}
-	if _, ok := t.c.Get(k); ok {
+	if !t.room(k, now) {
 		return
 	}
-	t.c.Put(k, p.Precomputed())
+	pre := p.Precomputed() // outside the lock: it takes a few verifications' time
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.m[k]; ok {
+		return
+	}
+	if len(t.m) >= t.size {
+		victim, ok := t.idlest(t.tick.Load())
+		if !ok {
+			return
+		}
+		delete(t.m, victim)
+	}
+	h := &held{pub: pre}
+	h.last.Store(now)
+	t.m[k] = h
+}
+
+// room reports whether k, not held yet, would find a place at tick now.
+func (t *Tables[K]) room(k K, now uint64) bool {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if _, ok := t.m[k]; ok {
+		return false
+	}
+	if len(t.m) < t.size {
+		return true
+	}
+	_, ok := t.idlest(now)
+	return ok
+}
+
+// idlest returns the key used longest ago, if it is idle at tick now; the
+// caller holds mu.
+func (t *Tables[K]) idlest(now uint64) (K, bool) {
+	var victim K
+	oldest, found := uint64(0), false
+	for k, h := range t.m {
+		if last := h.last.Load(); !found || last < oldest {
+			victim, oldest, found = k, last, true
+		}
+	}
+	return victim, found && now-oldest > IdleVerifications(t.size)
 }
 
 // Len returns the number of keys held.
-func (t *Tables[K]) Len() int { return t.c.Len() }
+func (t *Tables[K]) Len() int {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return len(t.m)
+}

@@ -59,3 +59,51 @@ func TestTablesPromoteAfter(t *testing.T) {
 		t.Fatalf("%d keys held after %d earned a table, want %d", n, len(keys), size)
 	}
 }
+
+// A full Tables keeps the tables its keys are using: a key that earns one
+// then evicts only a key idle for longer than Tables' idle span, so that
+// more busy keys than the bound do not take turns rebuilding tables (each
+// build costing about four verifications).
+func TestTablesKeepBusyKeys(t *testing.T) {
+	const size = 3
+	tables := secp.NewTables[int](size)
+	keys := make([]*secp.PublicKey, size+1)
+	uses := make([]secp.Uses, len(keys))
+	for i := range keys {
+		k, err := secp.NewSecretKey(sha256.Sum256([]byte{byte(i)}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if keys[i], err = secp.ParsePublicKey(k.PublicKey()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Keys 0…2 earn tables; then all four take turns, 0…2 through their
+	// tables, key 3 through its plain key.
+	for i := range size {
+		for range secp.PromoteAfter {
+			tables.Verified(i, keys[i], &uses[i])
+		}
+	}
+	for range 4 * secp.PromoteAfter {
+		for i := range size {
+			if _, ok := tables.Get(i); !ok {
+				t.Fatalf("busy key %d lost its table to key %d", i, size)
+			}
+		}
+		tables.Verified(size, keys[size], &uses[size])
+	}
+	if _, ok := tables.Get(size); ok {
+		t.Fatal("a key earned a table by evicting a busy one")
+	}
+	// Keys 0…2 fall idle: key 3 takes the place of one of them.
+	for range 2 * secp.IdleVerifications(size) {
+		tables.Verified(size, keys[size], &uses[size])
+	}
+	if _, ok := tables.Get(size); !ok {
+		t.Fatal("a key did not take the table of an idle one")
+	}
+	if n := tables.Len(); n != size {
+		t.Fatalf("%d keys held, want %d", n, size)
+	}
+}
