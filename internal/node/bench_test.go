@@ -109,17 +109,22 @@ func threadCPU(b *testing.B) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// cryptoFloor is what a node must do at the least for one round trip:
-// verify the request event's signature and the SNAP signature, open and
-// seal NIP-44 with a cached conversation key, sign the SNAP response and
-// the reply event. The signatures are made and checked by the secp256k1
-// implementation the node is built with (the C library's with
-// -tags libsecp256k1), as the node's are.
+// cryptoFloor is what a node must do at the least for one round trip of
+// a known peer: verify the request event's signature and the SNAP
+// signature with the peer's key tables (secp.Tables: a peer's keys earn
+// theirs after 8 signatures), open and seal NIP-44 with a cached
+// conversation key, sign the SNAP response and the reply event. The
+// signatures are made and checked by the secp256k1 implementation the
+// node is built with (the C library's with -tags libsecp256k1), as the
+// node's are. The plain floor is the same with verification through a
+// key without a table, as before tables existed (and as a peer's first
+// 8 messages are verified).
 type cryptoFloor struct {
 	k      *identity.Key
 	d      [32]byte
 	sig    [64]byte
-	pub    *secp.PublicKey
+	pub    *secp.PublicKey // without a table
+	pre    *secp.PublicKey // with its table
 	ck     [32]byte
 	msg    string
 	sealed string
@@ -133,6 +138,7 @@ func cryptoPerRoundTrip(b *testing.B) *cryptoFloor {
 	f := &cryptoFloor{k: k, d: sha256.Sum256([]byte("x")), msg: strings.Repeat("m", 900)}
 	f.sig, _ = k.Sign(f.d)
 	f.pub, _ = secp.ParsePublicKey(k.OutputKey())
+	f.pre = f.pub.Precomputed()
 	f.ck, _ = nip44.GenerateConversationKey(peer.NostrPublicKey(), k.NostrSecretKey())
 	f.sealed, _ = nip44.Encrypt(f.msg, f.ck)
 	return f
@@ -141,7 +147,7 @@ func cryptoPerRoundTrip(b *testing.B) *cryptoFloor {
 // measure times the floor once, in this thread's CPU time, as the node's
 // is read in CPU time, so that other processes on a busy machine do not
 // inflate the baseline (testing.Benchmark cannot run inside a benchmark).
-func (f *cryptoFloor) measure(b *testing.B) time.Duration {
+func (f *cryptoFloor) measure(b *testing.B) (floor, plain time.Duration) {
 	per := func(op func()) time.Duration {
 		const n = 1000
 		runtime.LockOSThread()
@@ -153,11 +159,12 @@ func (f *cryptoFloor) measure(b *testing.B) time.Duration {
 		}
 		return (threadCPU(b) - t0) / n
 	}
-	verify := per(func() { f.pub.Verify(f.d, f.sig) })
+	verify := per(func() { f.pre.Verify(f.d, f.sig) })
+	verifyPlain := per(func() { f.pub.Verify(f.d, f.sig) })
 	sign := per(func() { f.k.Sign(f.d) })
 	open := per(func() { nip44.Decrypt(f.sealed, f.ck) })
 	seal := per(func() { nip44.Encrypt(f.msg, f.ck) })
-	return 2*verify + 2*sign + open + seal
+	return 2*verify + 2*sign + open + seal, 2*verifyPlain + 2*sign + open + seal
 }
 
 // around times the floor just before and just after run and returns their
@@ -168,13 +175,13 @@ func (f *cryptoFloor) measure(b *testing.B) time.Duration {
 // two readings bracket the node's own, and their spread is reported
 // (crypto-drift-%) so that a run whose machine changed speed under it can
 // be told apart.
-func (f *cryptoFloor) around(b *testing.B, run func()) time.Duration {
-	before := f.measure(b)
+func (f *cryptoFloor) around(b *testing.B, run func()) (floor, plain time.Duration) {
+	before, plainBefore := f.measure(b)
 	run()
-	after := f.measure(b)
+	after, plainAfter := f.measure(b)
 	mean := (before + after) / 2
 	b.ReportMetric(100*float64((after-before).Abs())/float64(mean), "crypto-drift-%")
-	return mean
+	return mean, (plainBefore + plainAfter) / 2
 }
 
 // BenchmarkNostrRoundTrip measures message/send round trips through the
@@ -270,9 +277,14 @@ func measure(b *testing.B, n *nodeProcess, clients int, floor *cryptoFloor, newC
 	for i := range calls {
 		calls[i] = newCaller(b)
 	}
-	for _, call := range calls { // warm: connections, conversation keys
-		if err := call(); err != nil {
-			b.Fatal(err)
+	// Warm: connections, conversation keys, and the key tables each
+	// requester's keys earn (secp.PromoteAfter signatures): the figures
+	// are a known peer's.
+	for range secp.PromoteAfter {
+		for _, call := range calls {
+			if err := call(); err != nil {
+				b.Fatal(err)
+			}
 		}
 	}
 	var mu sync.Mutex
@@ -283,7 +295,7 @@ func measure(b *testing.B, n *nodeProcess, clients int, floor *cryptoFloor, newC
 	}
 	close(work)
 	var cpu, elapsed time.Duration
-	minCrypto := floor.around(b, func() {
+	minCrypto, plainCrypto := floor.around(b, func() {
 		b.ResetTimer()
 		cpu0 := n.cpu(b)
 		start := time.Now()
@@ -316,6 +328,8 @@ func measure(b *testing.B, n *nodeProcess, clients int, floor *cryptoFloor, newC
 	b.ReportMetric(float64(perRT.Microseconds()), "node-cpu-µs/rt")
 	b.ReportMetric(float64(minCrypto.Microseconds()), "crypto-µs/rt")
 	b.ReportMetric(float64(perRT)/float64(minCrypto), "cpu/crypto")
+	b.ReportMetric(float64(plainCrypto.Microseconds()), "plain-crypto-µs/rt")
+	b.ReportMetric(float64(perRT)/float64(plainCrypto), "cpu/plain-crypto")
 }
 
 // BenchmarkTransports measures message/send round trips over HTTP (POST
