@@ -7,14 +7,11 @@ import (
 	"github.com/snapnode/snapnode/internal/secp"
 )
 
-// A key earns its table at its PromoteAfter-th verification, not before;
-// the table verifies as the key does; and Tables holds no more keys than
-// its size however many earn one.
-func TestTablesPromoteAfter(t *testing.T) {
-	const size = 3
-	tables := secp.NewTables[int](size)
-	keys := make([]*secp.PublicKey, size+2)
-	uses := make([]secp.Uses, len(keys))
+// tableKeys returns n distinct public keys, the i-th of the secret
+// SHA-256(i).
+func tableKeys(t *testing.T, n int) []*secp.PublicKey {
+	t.Helper()
+	keys := make([]*secp.PublicKey, n)
 	for i := range keys {
 		k, err := secp.NewSecretKey(sha256.Sum256([]byte{byte(i)}))
 		if err != nil {
@@ -24,6 +21,17 @@ func TestTablesPromoteAfter(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	return keys
+}
+
+// A key earns its table at its PromoteAfter-th verification, not before;
+// the table verifies as the key does; and Tables holds no more keys than
+// its size however many earn one.
+func TestTablesPromoteAfter(t *testing.T) {
+	const size = 3
+	tables := secp.NewTables[int](size)
+	keys := tableKeys(t, size+2)
+	uses := make([]secp.Uses, len(keys))
 	for n := 1; n < secp.PromoteAfter; n++ {
 		tables.Verified(0, keys[0], &uses[0])
 		if _, ok := tables.Get(0); ok {
@@ -67,17 +75,8 @@ func TestTablesPromoteAfter(t *testing.T) {
 func TestTablesKeepBusyKeys(t *testing.T) {
 	const size = 3
 	tables := secp.NewTables[int](size)
-	keys := make([]*secp.PublicKey, size+1)
+	keys := tableKeys(t, size+1)
 	uses := make([]secp.Uses, len(keys))
-	for i := range keys {
-		k, err := secp.NewSecretKey(sha256.Sum256([]byte{byte(i)}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if keys[i], err = secp.ParsePublicKey(k.PublicKey()); err != nil {
-			t.Fatal(err)
-		}
-	}
 	// Keys 0…2 earn tables; then all four take turns, 0…2 through their
 	// tables, key 3 through its plain key.
 	for i := range size {
