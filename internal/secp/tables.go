@@ -109,7 +109,8 @@ func (t *Tables[K]) room(k K, now uint64) bool {
 }
 
 // idlest returns the key used longest ago, if it is idle at tick now; the
-// caller holds mu.
+// caller holds mu. A key used at a tick after now (a concurrent Get$
+// through its table) is not idle.
 func (t *Tables[K]) idlest(now uint64) (K, bool) {
 	var victim K
 	oldest, found := uint64(0), false
@@ -118,7 +119,7 @@ func (t *Tables[K]) idlest(now uint64) (K, bool) {
 			victim, oldest, found = k, last, true
 		}
 	}
-	return victim, found && now-oldest > IdleVerifications(t.size)
+	return victim, found && now > oldest && now-oldest > IdleVerifications(t.size)
 }
 
 // Len returns the number of keys held.
