@@ -2,6 +2,7 @@ package relay
 
 import (
 	"encoding/hex"
+	"sync"
 	"testing"
 
 	"github.com/nbd-wtf/go-nostr"
@@ -126,5 +127,120 @@ func TestVerifierPromotesRepeatedAuthors(t *testing.T) {
 	}
 	if n := v.tables.Len(); n != PrecomputedKeys {
 		t.Errorf("%d authors hold a table, want the bound %d", n, PrecomputedKeys)
+	}
+}
+
+// Only signatures that verify move a Verifier's clock of idleness: events
+// with forged signatures under an author holding a table (which cost a
+// forger nothing to make) neither keep that author's table nor make the
+// busy authors' tables look idle, so that a forger cannot have them
+// evicted by its own keys' eight valid events.
+func TestVerifierForgeriesDoNotEvict(t *testing.T) {
+	const size = 2
+	v := NewVerifier()
+	v.tables = secp.NewTables[string](size)
+	keys := make([]*identity.Key, 3) // busy, forger's, forger's next
+	for i := range keys {
+		k, err := identity.Generate()
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys[i] = k
+	}
+	n := 0
+	event := func(k *identity.Key) *nostr.Event {
+		t.Helper()
+		n++
+		ev := &nostr.Event{CreatedAt: nostr.Timestamp(1_770_000_000 + n), Kind: KindEphemeral, Content: "x"}
+		if err := signEvent(k, ev, nil); err != nil {
+			t.Fatal(err)
+		}
+		return ev
+	}
+	for _, k := range keys[:2] {
+		for range secp.PromoteAfter {
+			if err := v.Verify(event(k)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	busy := keys[0].NostrPublicKey()
+	if _, ok := v.tables.Get(busy); !ok || v.tables.Len() != size {
+		t.Fatalf("the busy author has a table: %v, %d held; want true, %d", ok, v.tables.Len(), size)
+	}
+	// The busy author verifies once; then the forger sends more forged
+	// events under its table's key than the idle span, then eight valid
+	// ones under a new key.
+	if err := v.Verify(event(keys[0])); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 * secp.IdleVerifications(size) {
+		ev := event(keys[1])
+		sig, err := hex.DecodeString(ev.Sig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sig[63] ^= 1
+		ev.Sig = hex.EncodeToString(sig)
+		if err := v.Verify(ev); err == nil {
+			t.Fatal("a forged signature verified")
+		}
+	}
+	for range secp.PromoteAfter {
+		if err := v.Verify(event(keys[2])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, ok := v.tables.Get(busy); !ok {
+		t.Fatal("forged events made the busy author's table look idle: evicted")
+	}
+}
+
+// Goroutines verifying the same authors' events, some forged, while their
+// tables are earned and evicted: every answer right (run with -race).
+func TestVerifierConcurrent(t *testing.T) {
+	const goroutines, rounds = 8, 24
+	v := NewVerifier()
+	v.tables = secp.NewTables[string](2)
+	keys := make([]*identity.Key, 4)
+	for i := range keys {
+		k, err := identity.Generate()
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys[i] = k
+	}
+	var events [goroutines][rounds]*nostr.Event
+	for g := range goroutines {
+		for j := range rounds {
+			ev := &nostr.Event{CreatedAt: nostr.Timestamp(1_770_000_000 + g*rounds + j), Kind: KindEphemeral, Content: "x"}
+			if err := signEvent(keys[(g+j/8)%len(keys)], ev, nil); err != nil {
+				t.Fatal(err)
+			}
+			if j%5 == 4 {
+				sig, err := hex.DecodeString(ev.Sig)
+				if err != nil {
+					t.Fatal(err)
+				}
+				sig[0] ^= 1
+				ev.Sig = hex.EncodeToString(sig)
+			}
+			events[g][j] = ev
+		}
+	}
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for j, ev := range events[g] {
+				if err := v.Verify(ev); (err == nil) != (j%5 != 4) {
+					t.Errorf("goroutine %d, event %d (forged: %v): %v", g, j, j%5 == 4, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := v.tables.Len(); n > 2 {
+		t.Errorf("%d tables held, bound 2", n)
 	}
 }

@@ -79,13 +79,6 @@ func (v *Verifier) Verify(ev *nostr.Event) error {
 	if sig, ok := v.seen.Get(id); ok && sig == raw {
 		return nil
 	}
-	if pre, ok := v.tables.Get(ev.PubKey); ok {
-		if !pre.Verify(id, raw) {
-			return fmt.Errorf("%w: %s: bad signature", ErrInvalidEvent, ev.ID)
-		}
-		v.seen.Put(id, raw)
-		return nil
-	}
 	a, ok := v.keys.Get(ev.PubKey)
 	if !ok {
 		var p [32]byte
@@ -99,10 +92,9 @@ func (v *Verifier) Verify(ev *nostr.Event) error {
 		a = &author{pub: pub}
 		v.keys.Put(ev.PubKey, a)
 	}
-	if !a.pub.Verify(id, raw) {
+	if !v.tables.Verify(ev.PubKey, a.pub, &a.uses, id, raw) {
 		return fmt.Errorf("%w: %s: bad signature", ErrInvalidEvent, ev.ID)
 	}
-	v.tables.Verified(ev.PubKey, a.pub, &a.uses)
 	v.seen.Put(id, raw)
 	return nil
 }

@@ -48,14 +48,8 @@ func (c *keyCache) verify(k *cachedKey, d [32]byte, sigHex string) bool {
 	if c == nil {
 		return verifySignature(k.pub, d, sigHex)
 	}
-	if pre, ok := c.tables.Get(k.addr.Key); ok {
-		return verifySignature(pre, d, sigHex)
-	}
-	if !verifySignature(k.pub, d, sigHex) {
-		return false
-	}
-	c.tables.Verified(k.addr.Key, k.pub, &k.uses)
-	return true
+	sig, ok := decodeSignature(sigHex)
+	return ok && c.tables.Verify(k.addr.Key, k.pub, &k.uses, d, sig)
 }
 
 // lookup decodes addr, which names the given envelope field, or fails with

@@ -83,3 +83,59 @@ func TestKeyCachePromotesRepeatedSenders(t *testing.T) {
 		t.Fatal("a nil keyCache answers wrong")
 	}
 }
+
+// Only signatures that verify move the clock of idleness of a Validator's
+// tables: forgeries under a sender holding a table do not make a busy
+// sender's table look idle, to be evicted by the forger's next key.
+func TestKeyCacheForgeriesDoNotEvict(t *testing.T) {
+	const size = 2
+	c := newKeyCache(100)
+	c.tables = secp.NewTables[[32]byte](size)
+	keys := make([]*cachedKey, 3) // busy, forger's, forger's next
+	ids := make([]*identity.Key, len(keys))
+	for i := range keys {
+		k, err := identity.Generate()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ck, e := c.lookup("from", k.Address(identity.Mainnet))
+		if e != nil {
+			t.Fatal(e)
+		}
+		ids[i], keys[i] = k, ck
+	}
+	n := 0
+	sign := func(i int) ([32]byte, string) {
+		t.Helper()
+		n++
+		d := sha256.Sum256([]byte{byte(n), byte(n >> 8)})
+		sig, err := ids[i].Sign(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d, hex.EncodeToString(sig[:])
+	}
+	for i := range 2 {
+		for range secp.PromoteAfter {
+			if d, sig := sign(i); !c.verify(keys[i], d, sig) {
+				t.Fatal("a good signature failed")
+			}
+		}
+	}
+	if d, sig := sign(0); !c.verify(keys[0], d, sig) {
+		t.Fatal("a good signature failed")
+	}
+	for range 2 * secp.IdleVerifications(size) {
+		if d, sig := sign(1); c.verify(keys[1], sha256.Sum256(d[:]), sig) {
+			t.Fatal("a forged signature verified")
+		}
+	}
+	for range secp.PromoteAfter {
+		if d, sig := sign(2); !c.verify(keys[2], d, sig) {
+			t.Fatal("a good signature failed")
+		}
+	}
+	if _, ok := c.tables.Get(ids[0].OutputKey()); !ok {
+		t.Fatal("forgeries made the busy sender's table look idle: evicted")
+	}
+}

@@ -129,12 +129,15 @@ func signDigest(k *identity.Key, d [32]byte, aux *[32]byte) (string, error) {
 // verifySignature checks a 128-hex BIP-340 signature of digest against the
 // output key pub.
 func verifySignature(pub *secp.PublicKey, d [32]byte, sigHex string) bool {
-	var raw [64]byte
+	raw, ok := decodeSignature(sigHex)
+	return ok && pub.Verify(d, raw)
+}
+
+// decodeSignature decodes a 128-hex BIP-340 signature.
+func decodeSignature(sigHex string) (raw [64]byte, ok bool) {
 	if len(sigHex) != 2*len(raw) {
-		return false
+		return raw, false
 	}
-	if _, err := hex.Decode(raw[:], []byte(sigHex)); err != nil {
-		return false
-	}
-	return pub.Verify(d, raw)
+	_, err := hex.Decode(raw[:], []byte(sigHex))
+	return raw, err == nil
 }

@@ -2,6 +2,7 @@ package secp_test
 
 import (
 	"crypto/sha256"
+	"sync"
 	"testing"
 
 	"github.com/snapnode/snapnode/internal/secp"
@@ -68,6 +69,41 @@ func TestTablesPromoteAfter(t *testing.T) {
 	}
 }
 
+// signer is a key that signs distinct digests, for Tables.Verify.
+type signer struct {
+	sk  *secp.SecretKey
+	pub *secp.PublicKey
+	n   int
+}
+
+func newSigners(t *testing.T, n int) []*signer {
+	t.Helper()
+	s := make([]*signer, n)
+	for i := range s {
+		k, err := secp.NewSecretKey(sha256.Sum256([]byte{'t', byte(i)}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := secp.ParsePublicKey(k.PublicKey())
+		if err != nil {
+			t.Fatal(err)
+		}
+		s[i] = &signer{sk: k, pub: p}
+	}
+	return s
+}
+
+func (s *signer) sign(t *testing.T) ([32]byte, [64]byte) {
+	t.Helper()
+	s.n++
+	d := sha256.Sum256([]byte{byte(s.n), byte(s.n >> 8)})
+	sig, err := s.sk.Sign(d, [32]byte{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, sig
+}
+
 // A full Tables keeps the tables its keys are using: a key that earns one
 // then evicts only a key idle for longer than Tables' idle span, so that
 // more busy keys than the bound do not take turns rebuilding tables (each
@@ -75,13 +111,20 @@ func TestTablesPromoteAfter(t *testing.T) {
 func TestTablesKeepBusyKeys(t *testing.T) {
 	const size = 3
 	tables := secp.NewTables[int](size)
-	keys := tableKeys(t, size+1)
+	keys := newSigners(t, size+1)
 	uses := make([]secp.Uses, len(keys))
+	verify := func(i int) {
+		t.Helper()
+		d, sig := keys[i].sign(t)
+		if !tables.Verify(i, keys[i].pub, &uses[i], d, sig) {
+			t.Fatalf("key %d: a good signature failed", i)
+		}
+	}
 	// Keys 0…2 earn tables; then all four take turns, 0…2 through their
 	// tables, key 3 through its plain key.
 	for i := range size {
 		for range secp.PromoteAfter {
-			tables.Verified(i, keys[i], &uses[i])
+			verify(i)
 		}
 	}
 	for range 4 * secp.PromoteAfter {
@@ -89,15 +132,16 @@ func TestTablesKeepBusyKeys(t *testing.T) {
 			if _, ok := tables.Get(i); !ok {
 				t.Fatalf("busy key %d lost its table to key %d", i, size)
 			}
+			verify(i)
 		}
-		tables.Verified(size, keys[size], &uses[size])
+		verify(size)
 	}
 	if _, ok := tables.Get(size); ok {
 		t.Fatal("a key earned a table by evicting a busy one")
 	}
 	// Keys 0…2 fall idle: key 3 takes the place of one of them.
 	for range 2 * secp.IdleVerifications(size) {
-		tables.Verified(size, keys[size], &uses[size])
+		tables.Verified(size, keys[size].pub, &uses[size])
 	}
 	if _, ok := tables.Get(size); !ok {
 		t.Fatal("a key did not take the table of an idle one")
@@ -105,4 +149,109 @@ func TestTablesKeepBusyKeys(t *testing.T) {
 	if n := tables.Len(); n != size {
 		t.Fatalf("%d keys held, want %d", n, size)
 	}
+}
+
+// Verify answers through a key's table as through the key, and counts
+// only signatures that verified: forgeries neither earn a table, nor keep
+// one, nor age the others.
+func TestTablesVerifyCountsOnlyValid(t *testing.T) {
+	const size = 1
+	tables := secp.NewTables[int](size)
+	keys := newSigners(t, 2)
+	uses := make([]secp.Uses, len(keys))
+	forge := func(i int) {
+		t.Helper()
+		d, sig := keys[i].sign(t)
+		sig[63] ^= 1
+		if tables.Verify(i, keys[i].pub, &uses[i], d, sig) {
+			t.Fatalf("key %d: a forged signature verified", i)
+		}
+	}
+	for range 4 * secp.PromoteAfter {
+		forge(0)
+	}
+	if tables.Len() != 0 {
+		t.Fatal("forgeries earned a table")
+	}
+	for range secp.PromoteAfter {
+		d, sig := keys[0].sign(t)
+		if !tables.Verify(0, keys[0].pub, &uses[0], d, sig) {
+			t.Fatal("a good signature failed")
+		}
+	}
+	if _, ok := tables.Get(0); !ok {
+		t.Fatal("no table after PromoteAfter good signatures")
+	}
+	forge(0) // through the table
+	// Forgeries under key 0 do not keep its table once it is idle, and
+	// forgeries under key 1 do not make it idle sooner.
+	for range 4 * secp.IdleVerifications(size) {
+		forge(0)
+		forge(1)
+	}
+	for range secp.PromoteAfter {
+		d, sig := keys[1].sign(t)
+		if !tables.Verify(1, keys[1].pub, &uses[1], d, sig) {
+			t.Fatal("a good signature failed")
+		}
+	}
+	if _, ok := tables.Get(1); ok {
+		t.Fatal("key 1 took the table of key 0, idle for only PromoteAfter good signatures")
+	}
+	for range secp.IdleVerifications(size) {
+		d, sig := keys[1].sign(t)
+		if !tables.Verify(1, keys[1].pub, &uses[1], d, sig) {
+			t.Fatal("a good signature failed")
+		}
+	}
+	if _, ok := tables.Get(1); !ok {
+		t.Fatal("key 1 did not take the table of key 0, idle for longer than IdleVerifications")
+	}
+}
+
+// Many goroutines verifying, forging and earning tables under a few keys,
+// some of them shared, evictions on the way: the answers stay right and
+// the bound holds (run with -race).
+func TestTablesConcurrent(t *testing.T) {
+	const (
+		size       = 2
+		goroutines = 8
+		rounds     = 36
+	)
+	tables := secp.NewTables[int](size)
+	keys := newSigners(t, 4)
+	uses := make([]secp.Uses, len(keys))
+	type signed struct {
+		d   [32]byte
+		sig [64]byte
+	}
+	key := func(g, j int) int { return (g + j/12) % len(keys) } // each goroutine moves on to another key, leaving one idle
+	var sigs [goroutines][rounds]signed
+	for g := range goroutines {
+		for j := range rounds {
+			d, sig := keys[key(g, j)].sign(t)
+			sigs[g][j] = signed{d, sig}
+		}
+	}
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for j := range rounds {
+				i, s := key(g, j), sigs[g][j]
+				forged := j%5 == 4
+				if forged {
+					s.sig[10] ^= 1
+				}
+				if got := tables.Verify(i, keys[i].pub, &uses[i], s.d, s.sig); got == forged {
+					t.Errorf("goroutine %d, key %d: Verify = %v for a forged=%v signature", g, i, got, forged)
+					return
+				}
+				if n := tables.Len(); n > size {
+					t.Errorf("%d keys held, bound %d", n, size)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
