@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"regexp"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -57,7 +58,11 @@ type Config struct {
 	// MaxLineBytes bounds one answer (default worker.DefaultMaxLineBytes).
 	MaxLineBytes int
 	// Audit, when set, records every protocol violation.
-	Audit  worker.Auditor
+	Audit worker.Auditor
+	// Redact are the operator's patterns (agent.redact) removed, beside
+	// the runtime's built-in ones (agent.Redact), from what the delegate
+	// says of its failures before it is logged, audited or returned.
+	Redact []*regexp.Regexp
 	Logger *slog.Logger
 }
 
@@ -138,8 +143,14 @@ func New(cfg Config) (*Delegate, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Delegate{cfg: cfg, log: cfg.Logger, remote: map[string]remoteTask{},
-		client: client.NewNostr(client.NostrConfig{Key: cfg.Key, Relays: cfg.Relays, Logger: cfg.Logger})}, nil
+	d := &Delegate{cfg: cfg, remote: map[string]remoteTask{}}
+	// What the delegate and its endpoints answer (an error response's
+	// message, an HTTP error's body) reaches the log through the
+	// Delegate's lines and its client's: redacted there, as the
+	// violations' reasons are.
+	d.log = slog.New(&redactingHandler{h: cfg.Logger.Handler(), redact: d.redact})
+	d.client = client.NewNostr(client.NostrConfig{Key: cfg.Key, Relays: cfg.Relays, Logger: d.log})
+	return d, nil
 }
 
 // Name is how histories name the model: "delegate:" and the address.
@@ -526,9 +537,11 @@ func (d *Delegate) failed(outer, step context.Context, job string, seq int, err 
 }
 
 // violation audits the delegate's violation and returns the error that
-// makes the job wait for a human.
+// makes the job wait for a human. The reason, which may carry what the
+// delegate answered (an error response's message), is redacted first:
+// the log and the audit log keep it.
 func (d *Delegate) violation(job, rule, reason string) error {
-	return worker.Violation(d.log, d.cfg.Audit, job, rule, reason, map[string]any{"delegate": d.cfg.Address})
+	return worker.Violation(d.log, d.cfg.Audit, job, rule, d.redact(reason), map[string]any{"delegate": d.cfg.Address})
 }
 
 // EndJob implements agent.JobEnder: the job's remote task is forgotten; a

@@ -38,7 +38,8 @@ type call struct {
 }
 
 // reply is how the test's delegate answers one call: the task it returns
-// (nil: a SNAP error).
+// (nil: a SNAP error; a task without an id: a SNAP error whose message is
+// the task's status message).
 type reply func(c call) *tasks.Task
 
 // setup starts an embedded relay, a delegate answering with r behind an
@@ -102,6 +103,9 @@ func setupCard(t *testing.T, r reply, wrap func(http.Handler) http.Handler, edit
 		task := r(call{method: "message/send", taskID: p.TaskID, messageID: p.Message.MessageID, key: p.Key, data: p.Message.Parts[0].Data})
 		if task == nil {
 			return nil, snap.NewError(snap.CodeInvalidPayload, "no jobs today", nil)
+		}
+		if task.ID == "" {
+			return nil, snap.NewError(snap.CodeInvalidPayload, task.Status.Message, nil)
 		}
 		return map[string]any{"task": task}, nil
 	})

@@ -98,7 +98,8 @@ func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queu
 		callTimeout = a.RequestTimeout.Duration
 	)
 	// The operator's patterns, removed from what the runtime stores and
-	// from a worker's reasons (its error output) it logs and audits.
+	// from what a worker (its error output) or a delegate (its error
+	// responses) says of a failure, which the node logs and audits.
 	redact := make([]*regexp.Regexp, 0, len(a.Redact))
 	for _, p := range a.Redact {
 		re, err := regexp.Compile(p)
@@ -120,7 +121,7 @@ func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queu
 		dlog := logger.With("part", "delegate")
 		d, err = delegate.New(delegate.Config{Key: self, Relays: relays, Address: a.Delegate, StepTimeout: step,
 			HTTP:         delegate.NewHTTP(self, a.Delegate, a.DelegatePrivateEndpoints, dlog),
-			MaxLineBytes: a.MaxAnswerBytes, Audit: auditLog, Logger: dlog})
+			MaxLineBytes: a.MaxAnswerBytes, Audit: auditLog, Redact: redact, Logger: dlog})
 		if d != nil {
 			model, modelName, callTimeout = d, d.Name(), step+5*time.Second
 		}

@@ -3,6 +3,7 @@ package node_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net"
 	"net/http"
@@ -52,7 +53,8 @@ func newDelegateKey(t *testing.T) *identity.Key {
 
 // startDelegate serves the delegate of key on urls until the test ends,
 // with its card published there; answer gives the data part of the reply
-// to each request's data part.
+// to each request's data part, or an error, answered as a SNAP error with
+// its text.
 func startDelegate(t *testing.T, key *identity.Key, urls []string, answer func(data map[string]any) any) *delegateAgent {
 	t.Helper()
 	return startDelegateVia(t, key, urls, false, answer)
@@ -85,7 +87,11 @@ func startDelegateVia(t *testing.T, key *identity.Key, urls []string, withHTTP b
 		if id == "" {
 			id = "remote-" + uuid.NewString()
 		}
-		b, _ := json.Marshal(answer(data))
+		ans := answer(data)
+		if err, ok := ans.(error); ok {
+			return nil, snap.NewError(snap.CodeInvalidPayload, err.Error(), nil)
+		}
+		b, _ := json.Marshal(ans)
 		return map[string]any{"task": &tasks.Task{ID: id, Status: tasks.Status{State: tasks.StateInputRequired, Timestamp: time.Now()},
 			History: []tasks.Message{p.Message, {MessageID: uuid.NewString(), Role: snap.RoleAgent, Parts: []snap.Part{snap.DataPart(b)}}}}}, nil
 	})
@@ -234,6 +240,42 @@ func TestDelegateGarbage(t *testing.T) {
 	}
 	if !audited {
 		t.Error("the violation is not in the audit log")
+	}
+}
+
+// A delegate's error response names secrets: the audit entry of the
+// violation (the audit log cannot be edited afterwards), the step's
+// history and the job's reason hold them redacted, by the built-in
+// patterns and the operator's agent.redact.
+func TestDelegateErrorRedacted(t *testing.T) {
+	key := newDelegateKey(t)
+	w := startDelegatingNode(t, key, func(c *config.Config) { c.Agent.Redact = []string{`corp-token-\w+`} })
+	startDelegate(t, key, w.RelayURLs(), func(map[string]any) any {
+		return errors.New("calling the API with sk-live-ABCDEF0123456789abcdef failed; corp-token-SECRETVALUE42 refused")
+	})
+	id := w.send(t, "", "write a report into report.md")
+	if got := w.wait(t, id, tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired); got.Status.State != tasks.StateInputRequired {
+		t.Fatalf("task %s %q; want input_required", got.Status.State, got.Status.Message)
+	}
+	h := w.history(t, id)
+	if len(h.Interactions) != 1 {
+		t.Fatalf("history: %+v; want one failed step", h.Interactions)
+	}
+	j, err := w.Agent().Store().Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var audited string
+	for _, e := range w.auditOf(t, id) {
+		if e.Decision == "worker_stopped" {
+			audited = e.Reason
+		}
+	}
+	for where, s := range map[string]string{"audit": audited, "history": h.Interactions[0].Response.Error, "job's reason": j.Reason} {
+		if !strings.Contains(s, "the delegate answered step 0 with an error") || !strings.Contains(s, "[REDACTED]") ||
+			strings.Contains(s, "ABCDEF0123456789") || strings.Contains(s, "SECRETVALUE42") {
+			t.Errorf("the %s: %q; want the error response, its secrets [REDACTED]", where, s)
+		}
 	}
 }
 
