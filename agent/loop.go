@@ -922,21 +922,28 @@ func (jr *jobRun) remember(it *Interaction) {
 	jr.dirty = &c
 }
 
+// keepResponse records in it the agent response resp redacted (its
+// evidence files and its summary), and returns the summary so redacted.
+func (r *Runtime) keepResponse(it *Interaction, resp *AgentResponse) string {
+	files := make([]string, len(resp.EvidenceFiles))
+	for i, f := range resp.EvidenceFiles {
+		files[i] = r.redact(f)
+	}
+	summary := r.redact(resp.SummaryForSupervisor)
+	it.Response.EvidenceFiles, it.Response.SummaryForSupervisor = files, summary
+	return summary
+}
+
 // respond applies an agent response: COMPLETED ends the job (its evidence
 // files become artifacts), STUCK waits for a human, RETRY restarts the
 // phase from its last recovery point.
 func (jr *jobRun) respond(ctx context.Context, it *Interaction, ans *Answer) (bool, error) {
 	r, j := jr.r, jr.j
 	resp := ans.Response
-	files := make([]string, len(resp.EvidenceFiles))
-	for i, f := range resp.EvidenceFiles {
-		files[i] = r.redact(f)
-	}
 	// The summary, redacted, is what every path below keeps: the
 	// history, the job's reason, and a RETRY's note queued in the job's
 	// row for the next call.
-	summary := r.redact(resp.SummaryForSupervisor)
-	it.Response.EvidenceFiles, it.Response.SummaryForSupervisor = files, summary
+	summary := r.keepResponse(it, resp)
 	switch resp.Action {
 	case ActionCompleted:
 		if r.cfg.Review {

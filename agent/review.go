@@ -199,12 +199,7 @@ func (jr *jobRun) verdict(ctx context.Context, it *Interaction, ans *Answer) (bo
 			Message: "the supervisor answers with COMPLETED, RETRY or STUCK, not a proposal: it does not act on the workspace"})
 	}
 	resp := ans.Response
-	files := make([]string, len(resp.EvidenceFiles))
-	for i, f := range resp.EvidenceFiles {
-		files[i] = r.redact(f)
-	}
-	summary := r.redact(resp.SummaryForSupervisor)
-	it.Response.EvidenceFiles, it.Response.SummaryForSupervisor = files, summary
+	summary := r.keepResponse(it, resp)
 	sub := jr.submission()
 	checkpoint := "the start of the job"
 	if sub != nil {
