@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -245,12 +244,10 @@ func (c *Nostr) check(ctx context.Context, x *exchange, t Target, reqID string, 
 	return &NostrResponse{Verified: got, Event: ev}, nil
 }
 
-// decodeHex32 decodes 64 hex characters, the form of Nostr keys.
+// decodeHex32 decodes 64 lower-case hex characters, the form of Nostr
+// keys (relay.DecodeHex32).
 func decodeHex32(s string) ([32]byte, error) {
 	var out [32]byte
-	if len(s) != 64 {
-		return out, fmt.Errorf("want 64 hex characters, got %d", len(s))
-	}
-	_, err := hex.Decode(out[:], []byte(s))
+	_, err := relay.DecodeHex32(s, &out)
 	return out, err
 }

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"encoding/hex"
+	"strings"
 	"sync"
 	"testing"
 
@@ -242,5 +243,33 @@ func TestVerifierConcurrent(t *testing.T) {
 	wg.Wait()
 	if n := v.tables.Len(); n > 2 {
 		t.Errorf("%d tables held, bound 2", n)
+	}
+}
+
+// NIP-01 spells an event's id, pubkey and sig in lower-case hex: an event
+// that spells them otherwise is refused, though its bytes are those of an
+// event that verifies, as the embedded relay refuses it.
+func TestVerifierRefusesUpperCaseHex(t *testing.T) {
+	k, err := identity.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := nostr.Event{CreatedAt: 1_770_000_000, Kind: KindEphemeral, Content: "x"}
+	if err := signEvent(k, &ev, nil); err != nil {
+		t.Fatal(err)
+	}
+	upper := func(s string) string { return strings.ToUpper(s) }
+	for name, mutate := range map[string]func(*nostr.Event){
+		"id":  func(e *nostr.Event) { e.ID = upper(e.ID) },
+		"sig": func(e *nostr.Event) { e.Sig = upper(e.Sig) },
+	} {
+		bad := ev
+		mutate(&bad)
+		if err := NewVerifier().Verify(&bad); err == nil {
+			t.Errorf("an event with its %s in upper case verified", name)
+		}
+	}
+	if err := NewVerifier().Verify(&ev); err != nil {
+		t.Fatalf("the event itself: %v", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/snapnode/snapnode/internal/bounded"
+	"github.com/snapnode/snapnode/internal/lowerhex"
 	"github.com/snapnode/snapnode/internal/secp"
 )
 
@@ -70,8 +71,8 @@ func (v *Verifier) Verify(ev *nostr.Event) error {
 		return err
 	}
 	var raw [64]byte
-	if len(ev.Sig) != 128 {
-		return fmt.Errorf("%w: %s: signature is not 128 hex characters", ErrInvalidEvent, ev.ID)
+	if !lowerhex.Valid(ev.Sig, 128) {
+		return fmt.Errorf("%w: %s: signature is not 128 lower-case hex characters", ErrInvalidEvent, ev.ID)
 	}
 	if _, err := hex.Decode(raw[:], []byte(ev.Sig)); err != nil {
 		return fmt.Errorf("%w: %s: signature: %w", ErrInvalidEvent, ev.ID, err)
