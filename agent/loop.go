@@ -81,7 +81,7 @@ func (r *Runtime) work(ctx context.Context, cancel context.CancelCauseFunc, task
 	case err != nil:
 		// Not the model's doing (the database, the executor): the job
 		// waits for a human rather than being claimed again and again.
-		r.log.Error("agent: job failed", "task", taskID, "err", err)
+		r.log.Error("agent: job failed", "task", taskID, "err", r.redact(err.Error()))
 		bg := context.WithoutCancel(ctx)
 		// The error (a database's may name its address) is the
 		// operator's, in the job's reason; the requester is told only
