@@ -6,7 +6,7 @@ import (
 )
 
 // PromoteAfter is how many signatures a key must verify, while it has no
-// table, before it earns one (Tables.Verified): a table's build costs
+// table, before it earns one (Tables.Verify): a table's build costs
 // about four verifications, which eight make worth it for a key that
 // keeps signing, and which a key that signs once or twice never pays.
 const PromoteAfter = 8
@@ -71,7 +71,7 @@ func (t *Tables[K]) held(k K) *held {
 // Verify reports whether sig is a valid BIP-340 signature of digest by p,
 // the key the caller holds under k with its count u: through k's table
 // when k holds one, else through p, counting a signature that verified
-// toward k's table (Verified). Only signatures that verify move the clock
+// toward k's table (verified). Only signatures that verify move the clock
 // of idleness or count as a use of a table: forgeries, which cost nothing
 // to make, can neither keep a key's table nor make other keys look idle.
 func (t *Tables[K]) Verify(k K, p *PublicKey, u *Uses, digest [32]byte, sig [64]byte) bool {
@@ -85,17 +85,17 @@ func (t *Tables[K]) Verify(k K, p *PublicKey, u *Uses, digest [32]byte, sig [64]
 	if !p.Verify(digest, sig) {
 		return false
 	}
-	t.Verified(k, p, u)
+	t.verified(k, p, u)
 	return true
 }
 
-// Verified records that p, held by the caller under k with its count u,
+// verified records that p, held by the caller under k with its count u,
 // has verified a signature. At every PromoteAfter-th, unless k holds a
 // table already, it builds p's table and keeps it under k, if there is
-// room or a key idle long enough to give way (see Tables). Report only
-// signatures that verified, and only through p, not through the key Get
-// returns: Verify does so.
-func (t *Tables[K]) Verified(k K, p *PublicKey, u *Uses) {
+// room or a key idle long enough to give way (see Tables). Only
+// signatures that verified through p, not through a table, are reported:
+// Verify does so.
+func (t *Tables[K]) verified(k K, p *PublicKey, u *Uses) {
 	now := t.tick.Add(1)
 	if u.n.Add(1)%PromoteAfter != 0 {
 		return
