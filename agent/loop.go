@@ -81,7 +81,7 @@ func (r *Runtime) work(ctx context.Context, cancel context.CancelCauseFunc, task
 	case err != nil:
 		// Not the model's doing (the database, the executor): the job
 		// waits for a human rather than being claimed again and again.
-		r.log.Error("agent: job failed", "task", taskID, "err", r.redact(err.Error()))
+		r.log.Error("agent: job failed", "task", taskID, "err", err)
 		bg := context.WithoutCancel(ctx)
 		// The error (a database's may name its address) is the
 		// operator's, in the job's reason; the requester is told only
@@ -702,7 +702,7 @@ func (jr *jobRun) apiFailure(ctx context.Context, it *Interaction, callErr error
 		// The operator is told what to check; the requester, as of an
 		// outage, that it is the node's, with the work kept.
 		why := fmt.Sprintf("the model server refused the request (HTTP %d), which asking again does not mend; %s", me.Status, me.Advice())
-		r.log.Error("agent: "+why, "task", jr.j.TaskID, "status", me.Status, "err", r.redact(callErr.Error()))
+		r.log.Error("agent: "+why, "task", jr.j.TaskID, "status", me.Status, "err", callErr)
 		return true, jr.stuckShowing(ctx, why+": "+it.Response.Error,
 			"the model server refused the node's request, on the node's side (its operator has the error and what to check); the work so far is kept: send a message to try again, or cancel the task")
 	}
@@ -715,7 +715,7 @@ func (jr *jobRun) apiFailure(ctx context.Context, it *Interaction, callErr error
 		// asked for input it cannot give.
 		why := fmt.Sprintf("the model server failed %d times in a row", fails)
 		r.log.Error("agent: the model server keeps failing; the job waits for a message from its requester or an operator", "task", jr.j.TaskID,
-			"attempts", fails, "err", r.redact(callErr.Error()))
+			"attempts", fails, "err", callErr)
 		return true, jr.stuckShowing(ctx, why+": "+it.Response.Error, fmt.Sprintf(
 			"%s, on the node's side (its operator has the error); the work so far is kept: send a message to try again, or cancel the task", why))
 	}
@@ -732,7 +732,7 @@ func (jr *jobRun) apiFailure(ctx context.Context, it *Interaction, callErr error
 	if capped {
 		wait = max(0, left)
 	}
-	r.log.Warn("agent: model call failed; retrying", "task", jr.j.TaskID, "attempt", fails, "wait", wait, "err", r.redact(callErr.Error()))
+	r.log.Warn("agent: model call failed; retrying", "task", jr.j.TaskID, "attempt", fails, "wait", wait, "err", callErr)
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {

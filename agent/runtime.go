@@ -313,8 +313,12 @@ func New(cfg Config) (*Runtime, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Runtime{cfg: cfg, log: cfg.Logger, wake: cfg.Queue.wake, slots: make(chan struct{}, cfg.MaxJobs),
-		running: map[string]context.CancelCauseFunc{}, resuming: map[string]bool{}, served: map[string]time.Time{}, busy: map[string]int{}, budget: cfg.ContextTokens}, nil
+	r := &Runtime{cfg: cfg, wake: cfg.Queue.wake, slots: make(chan struct{}, cfg.MaxJobs),
+		running: map[string]context.CancelCauseFunc{}, resuming: map[string]bool{}, served: map[string]time.Time{}, busy: map[string]int{}, budget: cfg.ContextTokens}
+	// Its lines carry errors of the model server and the node, which may
+	// name a secret: redacted as the history is.
+	r.log = RedactingLogger(cfg.Logger, r.redact)
+	return r, nil
 }
 
 // Decided resumes the job of taskID after an operator approved or denied

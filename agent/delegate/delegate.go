@@ -148,7 +148,7 @@ func New(cfg Config) (*Delegate, error) {
 	// message, an HTTP error's body) reaches the log through the
 	// Delegate's lines and its client's: redacted there, as the
 	// violations' reasons are.
-	d.log = slog.New(&redactingHandler{h: cfg.Logger.Handler(), redact: d.redact})
+	d.log = agent.RedactingLogger(cfg.Logger, d.redact)
 	d.client = client.NewNostr(client.NostrConfig{Key: cfg.Key, Relays: cfg.Relays, Logger: d.log})
 	return d, nil
 }
