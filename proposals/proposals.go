@@ -187,7 +187,7 @@ type StateError struct {
 
 func (e *StateError) Error() string {
 	if e.State.Terminal() {
-		return fmt.Sprintf("task %s is %s: %v; its held actions were withdrawn and can no longer be approved or denied", e.TaskID, e.State, ErrTaskEnded)
+		return fmt.Sprintf("task %s is %s: %v; nothing of it can be approved or denied any more (an action still held when it ended was withdrawn, never run)", e.TaskID, e.State, ErrTaskEnded)
 	}
 	return fmt.Sprintf("task %s is %s: %v", e.TaskID, e.State, ErrNotWaiting)
 }

@@ -53,7 +53,16 @@ func (c *cli) adminCommand(op string, args []string) int {
 	if op == "rollback" {
 		req = admin.Request{Op: op, Action: pos[0]}
 	}
-	res, code, ok := c.callAdmin(fs, cfg, req, 2*time.Minute)
+	var refused func()
+	if op != "rollback" {
+		// What the node said names the task's state or the actions it
+		// holds; where to look, with the flags that found the node:
+		refused = func() {
+			fmt.Fprintf(c.stderr, "see snapnode held %s(the actions waiting for a decision) and snapnode task show %s%s (the task)\n",
+				nodeCommand(fs), nodeCommand(fs), shellWord(pos[0]))
+		}
+	}
+	res, code, ok := c.callAdmin(fs, cfg, req, 2*time.Minute, refused)
 	if !ok {
 		return code
 	}
@@ -67,12 +76,13 @@ func (c *cli) adminCommand(op string, args []string) int {
 }
 
 // nodeCommand is the flags of fs given that name the node's data folder
-// (--config, --data-dir), as a command line gives them, each followed by
-// a space.
+// and database (--config, --data-dir, --database), as a command line
+// gives them, each followed by a space: a command that reads the node's
+// database finds it where this one was told it is.
 func nodeCommand(fs *flag.FlagSet) string {
 	var b strings.Builder
 	fs.Visit(func(f *flag.Flag) {
-		if f.Name == "config" || f.Name == "data-dir" {
+		if f.Name == "config" || f.Name == "data-dir" || f.Name == "database" {
 			b.WriteString("--" + f.Name + " " + shellWord(f.Value.String()) + " ")
 		}
 	})
@@ -82,8 +92,9 @@ func nodeCommand(fs *flag.FlagSet) string {
 // callAdmin loads the settings (they name the data folder) and sends req
 // to the running node's admin socket, waiting up to timeout for the
 // answer; when ok is false the error is reported and code is the exit
-// code to return.
-func (c *cli) callAdmin(fs *flag.FlagSet, cfg *config.Config, req admin.Request, timeout time.Duration) (res json.RawMessage, code int, ok bool) {
+// code to return. When the node refused the request, refused, if not nil,
+// is called after the error is reported.
+func (c *cli) callAdmin(fs *flag.FlagSet, cfg *config.Config, req admin.Request, timeout time.Duration, refused func()) (res json.RawMessage, code int, ok bool) {
 	if err := config.Load(cfg, fs, os.Getenv); err != nil {
 		return nil, c.configError(fs, err), false
 	}
@@ -92,6 +103,10 @@ func (c *cli) callAdmin(fs *flag.FlagSet, cfg *config.Config, req admin.Request,
 	res, err := admin.Call(ctx, admin.Path(cfg.DataDir), req)
 	if err != nil {
 		fmt.Fprintf(c.stderr, "%s: %v\n", fs.Name(), err)
+		var r *admin.RefusedError
+		if refused != nil && errors.As(err, &r) {
+			refused()
+		}
 		return nil, exitFail, false
 	}
 	return res, exitOK, true
@@ -122,7 +137,7 @@ func (c *cli) held(args []string) int {
 	if len(pos) == 1 {
 		req.Task = pos[0]
 	}
-	res, code, ok := c.callAdmin(fs, cfg, req, 30*time.Second)
+	res, code, ok := c.callAdmin(fs, cfg, req, 30*time.Second, nil)
 	if !ok {
 		return code
 	}
@@ -226,7 +241,7 @@ func (c *cli) consoleURL(args []string) int {
 	if _, code, done := c.parse(fs, args, 0); done {
 		return code
 	}
-	res, code, ok := c.callAdmin(fs, cfg, admin.Request{Op: "console-url"}, 30*time.Second)
+	res, code, ok := c.callAdmin(fs, cfg, admin.Request{Op: "console-url"}, 30*time.Second, nil)
 	if !ok {
 		return code
 	}

@@ -32,53 +32,12 @@ func TestActionCommands(t *testing.T) {
 	dataDir := filepath.Join(t.TempDir(), "data")
 	cfg := config.Default()
 	cfg.DataDir, cfg.RelayListen, cfg.HTTPListen = dataDir, "127.0.0.1:0", ""
-	ctx, cancel := context.WithCancel(context.Background())
-	n, err := node.Start(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); n.Wait() })
-
-	k, _ := identity.Generate()
-	pctx, pcancel := context.WithCancel(context.Background())
-	pool := relay.NewPool(relay.PoolConfig{URLs: n.RelayURLs(), Logger: slog.New(slog.DiscardHandler)})
-	pool.Start(pctx)
-	t.Cleanup(func() { pcancel(); pool.Close() })
-	cl := client.NewNostr(client.NostrConfig{Key: k, Relays: pool})
-	type task struct {
-		ID     string `json:"id"`
-		Status struct {
-			State   string `json:"state"`
-			Message string `json:"message"`
-		} `json:"status"`
-		Artifacts []struct {
-			ArtifactID string `json:"artifactId"`
-		} `json:"artifacts"`
-	}
-	propose := func(action string, args map[string]any) task {
-		t.Helper()
-		body, _ := json.Marshal(map[string]any{"message": map[string]any{"messageId": uuid.NewString(), "role": "user",
-			"parts": []any{map[string]any{"data": map[string]any{"schema_version": "1.0.0", "id": uuid.NewString(),
-				"reasoning": "test", "action": action, "args": args}}}}})
-		rctx, rcancel := context.WithTimeout(context.Background(), 15*time.Second)
-		defer rcancel()
-		resp, err := cl.Request(rctx, client.Target{Address: n.Address(), PubKey: n.NostrPublicKey()},
-			client.NostrRequest{Method: "message/send", Payload: body})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var p struct{ Task task }
-		if err := json.Unmarshal(resp.Payload, &p); err != nil || p.Task.ID == "" {
-			t.Fatalf("%s: %s", action, resp.Payload)
-		}
-		return p.Task
-	}
+	_, propose := proposalNode(t, cfg)
 	sandbox := filepath.Join(dataDir, "sandbox")
 	dd := []string{"--data-dir", dataDir}
-	decode := func(r result) task {
+	decode := func(r result) proposedTask {
 		t.Helper()
-		var v task
+		var v proposedTask
 		if r.code != exitOK || json.Unmarshal([]byte(r.stdout), &v) != nil {
 			t.Fatalf("no task printed: %s", r)
 		}
@@ -214,6 +173,57 @@ func TestActionCommands(t *testing.T) {
 	}
 	if r := runCLI(t, "", "audit", "frobnicate"); r.code != exitUsage {
 		t.Errorf("audit frobnicate: %s", r)
+	}
+}
+
+// proposedTask is what the tests read of a task a proposal made.
+type proposedTask struct {
+	ID     string `json:"id"`
+	Status struct {
+		State   string `json:"state"`
+		Message string `json:"message"`
+	} `json:"status"`
+	Artifacts []struct {
+		ArtifactID string `json:"artifactId"`
+	} `json:"artifacts"`
+}
+
+// proposalNode starts a node of cfg and returns it with propose, which
+// sends it, over its embedded relay from a peer of its own, a proposal of
+// action with args and returns the task it made.
+func proposalNode(t *testing.T, cfg config.Config) (n *node.Node, propose func(action string, args map[string]any) proposedTask) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	n, err := node.Start(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); n.Wait() })
+
+	k, _ := identity.Generate()
+	pctx, pcancel := context.WithCancel(context.Background())
+	pool := relay.NewPool(relay.PoolConfig{URLs: n.RelayURLs(), Logger: slog.New(slog.DiscardHandler)})
+	pool.Start(pctx)
+	t.Cleanup(func() { pcancel(); pool.Close() })
+	cl := client.NewNostr(client.NostrConfig{Key: k, Relays: pool})
+	return n, func(action string, args map[string]any) proposedTask {
+		t.Helper()
+		body, _ := json.Marshal(map[string]any{"message": map[string]any{"messageId": uuid.NewString(), "role": "user",
+			"parts": []any{map[string]any{"data": map[string]any{"schema_version": "1.0.0", "id": uuid.NewString(),
+				"reasoning": "test", "action": action, "args": args}}}}})
+		rctx, rcancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer rcancel()
+		resp, err := cl.Request(rctx, client.Target{Address: n.Address(), PubKey: n.NostrPublicKey()},
+			client.NostrRequest{Method: "message/send", Payload: body})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p struct{ Task proposedTask }
+		if err := json.Unmarshal(resp.Payload, &p); err != nil || p.Task.ID == "" {
+			t.Fatalf("%s: %s", action, resp.Payload)
+		}
+		return p.Task
 	}
 }
 
@@ -632,4 +642,47 @@ func auditNode(t *testing.T) (config.Config, *identity.Key, *sqldb.DB, *audit.Lo
 		t.Fatal(err)
 	}
 	return cfg, key, db, l
+}
+
+// A node on a database outside its data folder: approve's "read it
+// again" names --database as it was given, and the command works; the
+// refusals of a task that does not exist or has ended say what to do,
+// and an approved task is not said to have its action withdrawn.
+func TestApproveOnAnotherDatabase(t *testing.T) {
+	dir := t.TempDir()
+	dataDir, db := filepath.Join(dir, "data"), filepath.Join(dir, "tasks-elsewhere.db")
+	cfg := config.Default()
+	cfg.DataDir, cfg.Database, cfg.RelayListen, cfg.HTTPListen = dataDir, db, "127.0.0.1:0", ""
+	_, propose := proposalNode(t, cfg)
+	propose("WRITE_FILE", map[string]any{"path": "/sandbox/a.txt", "content": "one\n"})
+	del := propose("DELETE_FILE", map[string]any{"path": "/sandbox/a.txt"})
+	if del.Status.State != "input_required" {
+		t.Fatalf("delete: %+v", del)
+	}
+	node := []string{"--data-dir", dataDir, "--database", db}
+
+	r := runTerminal(t, "", append(append([]string{"approve"}, node...), del.ID)...)
+	_, again, _ := strings.Cut(r.stderr, "read it again: snapnode ")
+	if want := "task show --data-dir " + dataDir + " --database " + db + " " + del.ID + "\n"; r.code != exitOK || again != want {
+		t.Fatalf("approve on a terminal: %s\nwant it to end: read it again: snapnode %s", r, want)
+	}
+	if r := runCLI(t, "", strings.Fields(again)...); r.code != exitOK || !strings.Contains(r.stdout, `"state":"completed"`) {
+		t.Fatalf("the command approve gave: %s", r)
+	}
+
+	for _, op := range []string{"approve", "deny"} {
+		r := runCLI(t, "", append(append([]string{op}, node...), del.ID)...)
+		if r.code != exitFail || !strings.Contains(r.stderr, "is completed") || strings.Contains(r.stderr, "were withdrawn") ||
+			!strings.Contains(r.stderr, "snapnode task show") {
+			t.Errorf("%s of an approved task: %s\nwant it to say the task is completed, that nothing of it can be decided, and how to read it, not that its actions were withdrawn", op, r)
+		}
+	}
+	if r := runCLI(t, "", append(append([]string{"approve"}, node...), "no-such-task")...); r.code != exitFail ||
+		!strings.Contains(r.stderr, "no-such-task") || !strings.Contains(r.stderr, "snapnode held") {
+		t.Errorf("approve of an unknown task: %s\nwant it to name the task and snapnode held", r)
+	}
+	if r := runCLI(t, "", append(append([]string{"task", "show"}, node...), "no-such-task")...); r.code != exitFail ||
+		!strings.Contains(r.stderr, "no-such-task") || !strings.Contains(r.stderr, "snapnode task list") {
+		t.Errorf("task show of an unknown task: %s\nwant it to name the task and snapnode task list", r)
+	}
 }

@@ -373,7 +373,7 @@ func (c *cli) jobResume(args []string) int {
 	if *from == "" {
 		return c.usageError(fs, "--from: give the checkpoint to resume from")
 	}
-	res, code, ok := c.callAdmin(fs, cfg, admin.Request{Op: "job-resume", Task: pos[0], Checkpoint: *from}, 2*time.Minute)
+	res, code, ok := c.callAdmin(fs, cfg, admin.Request{Op: "job-resume", Task: pos[0], Checkpoint: *from}, 2*time.Minute, nil)
 	if !ok {
 		return code
 	}

@@ -159,6 +159,11 @@ func (c *cli) taskShow(args []string) int {
 	}
 	defer closeStore()
 	t, err := st.Get(context.Background(), pos[0])
+	if errors.Is(err, tasks.ErrNotFound) {
+		fmt.Fprintf(c.stderr, "snapnode task show: task %s is not in this database (snapnode task list %slists them; a task is deleted task_retention after it ends)\n",
+			pos[0], nodeCommand(fs))
+		return exitFail
+	}
 	if err != nil {
 		fmt.Fprintf(c.stderr, "snapnode task show: %v\n", err)
 		return exitFail

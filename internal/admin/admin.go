@@ -262,8 +262,14 @@ func (s *Server) serve(ctx context.Context, c *net.UnixConn) {
 	reply(Response{Result: b})
 }
 
+// RefusedError is the node's answer to a request it did not carry out,
+// in its words: a refusal, as opposed to a node that could not be asked.
+type RefusedError struct{ Message string }
+
+func (e *RefusedError) Error() string { return e.Message }
+
 // Call sends one request to the socket at path and returns the response.
-// A response with Error set is returned as an error.
+// A response with Error set is returned as a *RefusedError.
 func Call(ctx context.Context, path string, req Request) (json.RawMessage, error) {
 	if err := checkPath(path); err != nil {
 		return nil, err
@@ -301,7 +307,7 @@ func Call(ctx context.Context, path string, req Request) (json.RawMessage, error
 		return nil, fmt.Errorf("admin: bad response: %w", err)
 	}
 	if resp.Error != "" {
-		return nil, errors.New(resp.Error)
+		return nil, &RefusedError{Message: resp.Error}
 	}
 	return resp.Result, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/snapnode/snapnode/executor"
 	"github.com/snapnode/snapnode/internal/admin"
 	"github.com/snapnode/snapnode/proposals"
+	"github.com/snapnode/snapnode/snap"
 )
 
 // reconcileInterval is how often the node looks again for tasks a stop
@@ -98,7 +99,15 @@ func (h adminHandler) Held(ctx context.Context, taskID, after string, limit int,
 
 // Decide implements admin.Handler: the host decides.
 func (h adminHandler) Decide(ctx context.Context, taskID, actionID string, approve bool, reason, diff string) (any, error) {
-	return h.props.Decide(ctx, proposals.Decision{TaskID: taskID, ActionID: actionID, Approver: executor.Host, Approve: approve, Reason: reason, Diff: diff})
+	t, err := h.props.Decide(ctx, proposals.Decision{TaskID: taskID, ActionID: actionID, Approver: executor.Host, Approve: approve, Reason: reason, Diff: diff})
+	switch {
+	case snap.CodeOf(err) == snap.CodeTaskNotFound:
+		// The SNAP error a requester gets says less than an operator needs.
+		return nil, fmt.Errorf("no task %s on this node (a task is deleted task_retention after it ends)", taskID)
+	case err != nil:
+		return nil, err
+	}
+	return t, nil
 }
 
 // Rollback implements admin.Handler.
