@@ -8,9 +8,12 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/snapnode/snapnode/internal/origins"
+	"github.com/snapnode/snapnode/internal/readfile"
 	"github.com/snapnode/snapnode/relay/embedded"
 )
 
@@ -29,6 +32,7 @@ func (c *cli) relay(args []string) int {
 		allowed = append(allowed, v)
 		return nil
 	})
+	file := fs.String("allowed-origins-file", "", "take the origins of `FILE` too, one a line (blank lines and # comments left out); SIGHUP reads it again and puts its list in force without a restart")
 	if _, code, done := c.parse(fs, args, 0); done {
 		return code
 	}
@@ -50,16 +54,64 @@ func (c *cli) relay(args []string) int {
 	if _, err := origins.Parse(allowed); err != nil {
 		return c.usageError(fs, fmt.Sprintf("--allowed-origin: %v", err))
 	}
+	// The list in force: the flags' origins and the file's.
+	list := allowed
+	var load func() ([]string, error)
+	if *file != "" {
+		load = func() ([]string, error) {
+			more, err := readOrigins(*file)
+			if err != nil {
+				return nil, err
+			}
+			return append(slices.Clip(allowed), more...), nil
+		}
+		var err error
+		if list, err = load(); err != nil {
+			return c.ioError(prog, err)
+		}
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// SIGHUP reads the file again; caught from here on, so that it never
+	// ends the relay, as its default would.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	return c.runRelay(ctx, prog, *listen, embedded.Config{DBPath: *db, StoreMaxEvents: *maxEvents, StoreMaxBytes: *maxBytes,
-		StorePeerShare: *share, EventsPerSecond: *rate, EventBurst: *burst, AllowedOrigins: allowed})
+		StorePeerShare: *share, EventsPerSecond: *rate, EventBurst: *burst, AllowedOrigins: list}, hup, load)
 }
 
-// runRelay serves the relay of cfg on listen until ctx is cancelled.
-func (c *cli) runRelay(ctx context.Context, prog, listen string, cfg embedded.Config) int {
-	cfg.Logger = slog.New(slog.NewTextHandler(c.stderr, nil))
+// maxOriginsFile bounds the file of --allowed-origins-file.
+const maxOriginsFile = 1 << 20
+
+// readOrigins reads the origins of a file of --allowed-origins-file: one a
+// line, blank lines and lines starting with # left out. They are checked
+// where they are put in force.
+func readOrigins(path string) ([]string, error) {
+	b, err := readfile.Regular(path, maxOriginsFile)
+	if err != nil {
+		return nil, fmt.Errorf("--allowed-origins-file: %w", err)
+	}
+	var list []string
+	for line := range strings.Lines(string(b)) {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+			list = append(list, line)
+		}
+	}
+	if _, err := origins.Parse(list); err != nil {
+		return nil, fmt.Errorf("--allowed-origins-file %s: %w", path, err)
+	}
+	return list, nil
+}
+
+// runRelay serves the relay of cfg on listen until ctx is cancelled. At
+// each signal on hup it puts in force the origins load returns (a list
+// that does not load leaves the one in force); with no load, it says
+// that nothing is read again.
+func (c *cli) runRelay(ctx context.Context, prog, listen string, cfg embedded.Config, hup <-chan os.Signal, load func() ([]string, error)) int {
+	logger := slog.New(slog.NewTextHandler(c.stderr, nil))
+	cfg.Logger = logger
 	r, err := embedded.New(cfg)
 	if err != nil {
 		return c.ioError(prog, err)
@@ -70,7 +122,39 @@ func (c *cli) runRelay(ctx context.Context, prog, listen string, cfg embedded.Co
 		return c.ioError(prog, err)
 	}
 	fmt.Fprintf(c.stdout, "snapnode relay listening url=%s\n", embedded.WebSocketURL(ln.Addr()))
-	if err := r.Serve(ctx, ln); err != nil {
+	rctx, stopReload := context.WithCancel(ctx)
+	reloaded := make(chan struct{})
+	go func() {
+		defer close(reloaded)
+		for {
+			select {
+			case <-rctx.Done():
+				return
+			case <-hup:
+			}
+			if load == nil {
+				logger.Info("SIGHUP: nothing to read again: the relay's settings are its flags (restart it to change them; the origins of --allowed-origins-file are read again)")
+				continue
+			}
+			list, err := load()
+			if err == nil {
+				var added, removed []string
+				if added, removed, err = r.SetAllowedOrigins(list); err == nil {
+					if len(added) > 0 || len(removed) > 0 {
+						logger.Info("allowed origins changed", "added", added, "removed", removed)
+					} else {
+						logger.Info("allowed origins read again: no change")
+					}
+					continue
+				}
+			}
+			logger.Error("SIGHUP: allowed origins not changed; the list in force stays", "err", err)
+		}
+	}()
+	err = r.Serve(ctx, ln)
+	stopReload()
+	<-reloaded
+	if err != nil {
 		return c.fail(prog, err)
 	}
 	if err := r.Close(); err != nil {

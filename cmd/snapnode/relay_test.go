@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -82,4 +83,69 @@ func TestRelayCommand(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("relay did not stop after SIGTERM")
 	}
+}
+
+// `snapnode relay --allowed-origins-file` takes the origins of its file
+// with those of --allowed-origin, and reads the file again on SIGHUP,
+// which does not end the relay: a changed list is in force from the next
+// upgrade on, a list that does not parse leaves the one in force.
+func TestRelayReloadsOrigins(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	dir := t.TempDir()
+	file := writeFile(t, dir, "origins", "# pages that may use the relay\nhttps://one.example\n\n", 0o600)
+	cmd := exec.Command(testutil.Binary(t), "relay", "--listen", "127.0.0.1:0", "--db", ":memory:",
+		"--allowed-origin", "https://flag.example", "--allowed-origins-file", file)
+	stdout, _ := cmd.StdoutPipe()
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`^snapnode relay listening url=(ws://127\.0\.0\.1:\d+)\n$`).FindStringSubmatch(line)
+	if m == nil {
+		t.Fatalf("first line %q", line)
+	}
+	logs := bufio.NewScanner(stderr)
+	// waitLog reads the relay's log up to a line holding want.
+	waitLog := func(want string) {
+		t.Helper()
+		for logs.Scan() {
+			if strings.Contains(logs.Text(), want) {
+				return
+			}
+		}
+		t.Fatalf("the relay's log ended before a line with %q: %v", want, logs.Err())
+	}
+	origins := func(want map[string]int) {
+		t.Helper()
+		for origin, code := range want {
+			ws, resp, err := websocket.DefaultDialer.Dial(m[1], http.Header{"Origin": {origin}})
+			if ws != nil {
+				ws.Close()
+			}
+			if resp == nil {
+				t.Fatalf("WebSocket from %s: %v", origin, err)
+			}
+			if resp.StatusCode != code {
+				t.Errorf("WebSocket from %s: %d, want %d", origin, resp.StatusCode, code)
+			}
+		}
+	}
+	origins(map[string]int{"https://flag.example": 101, "https://one.example": 101, "https://two.example": 403})
+
+	writeFile(t, dir, "origins", "https://two.example\n", 0o600)
+	cmd.Process.Signal(syscall.SIGHUP)
+	waitLog("allowed origins changed")
+	origins(map[string]int{"https://flag.example": 101, "https://one.example": 403, "https://two.example": 101})
+
+	writeFile(t, dir, "origins", "two.example\n", 0o600)
+	cmd.Process.Signal(syscall.SIGHUP)
+	waitLog("the list in force stays")
+	origins(map[string]int{"https://flag.example": 101, "https://two.example": 101})
 }
