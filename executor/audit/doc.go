@@ -94,7 +94,8 @@
 // (CheckSealRecord, KindRecord; ErrOtherKey when the chain holds that
 // seal signed by another key than Options.Signer; with or without a
 // record, CheckSealRecord checks the chain's last seal too, which no
-// seal can follow unless it holds), and
+// seal can follow unless it holds, and that the chain ends where the head
+// record says, so that no entry is appended after a cut tail), and
 // VerifyOptions.SealRecord makes Verify check it (Log.VerifyWithRecord
 // reads the record's file, the check of `snapnode audit verify` and the
 // console). A record older than the chain (a replica's, or one

@@ -182,6 +182,13 @@ func (l *Log) loadSealRecord() (SealRecord, error) {
 // edited) is a *VerifyError of KindSeal (KindEdited), for the log cannot
 // be sealed over it.
 //
+// The chain must end where the head record says it does (see
+// checkHeadEntry): a chain that ends before it is a *VerifyError of
+// KindTruncated (the entries after the last seal deleted, the head left
+// as it was), one that goes on after it KindExtra, a last entry edited
+// KindEdited, and one whose hash is not the head's KindHead. The node
+// checks this at start so that it does not append after a gap.
+//
 // A record that cannot be read is a *RecordError (errors.Is
 // ErrSealRecord, not ErrTampered unless the last seal does not hold):
 // the chain's last seal checked as without a record, its error the
@@ -216,7 +223,56 @@ func (l *Log) checkRecordAndLastSeal(ctx context.Context, r SealRecord) error {
 	if err := l.checkSealRecord(ctx, tx, h, r); err != nil {
 		return err
 	}
-	return l.checkLastSeal(ctx, tx, h, r)
+	if err := l.checkLastSeal(ctx, tx, h, r); err != nil {
+		return err
+	}
+	return l.checkHeadEntry(ctx, tx, h)
+}
+
+// checkHeadEntry: the chain ends where the head record says it does, at
+// an entry whose fields give its hash and whose hash is the head's, with
+// nothing after it. Two reads of the primary key, not a walk: enough for
+// a start to find the entries after the last seal deleted with the head
+// record left as it was, before the node appends after a gap it could
+// never close (its next entry would chain to the head's hash across the
+// missing ones). A tail cut with the head moved back with it is beyond
+// this check, as beyond any without a seal or an anchor after it.
+func (l *Log) checkHeadEntry(ctx context.Context, tx *sql.Tx, h head) error {
+	var end sql.NullInt64
+	if err := tx.QueryRowContext(ctx, "SELECT MAX(seq) FROM audit_log").Scan(&end); err != nil {
+		return fmt.Errorf("audit: check the head: %w", err)
+	}
+	last := max(end.Int64, h.first-1)
+	switch {
+	case last > h.last:
+		return &VerifyError{Seq: h.last + 1, Kind: KindExtra, Detail: fmt.Sprintf("entry after the end of the chain (seq %d) in the head record: the chain goes on to entry %d", h.last, last)}
+	case last < h.last:
+		return &VerifyError{Seq: last + 1, Kind: KindTruncated, Detail: fmt.Sprintf("the head record says the chain ends at entry %d; its last entry is %d: the entries after it were deleted", h.last, last)}
+	case h.last < h.first:
+		return nil // empty
+	}
+	rows, err := tx.QueryContext(ctx, l.d.Rebind("SELECT "+entryColumns+" FROM audit_log WHERE seq = ?"), h.last)
+	if err != nil {
+		return fmt.Errorf("audit: check the head: %w", err)
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("audit: check the head: %w", err)
+		}
+		return &VerifyError{Seq: h.last, Kind: KindTruncated, Detail: "the head record's last entry is missing"}
+	}
+	x, err := scanEntry(rows)
+	if err != nil {
+		return &VerifyError{Seq: h.last, Kind: KindEdited, Detail: fmt.Sprintf("the last entry is unreadable: %v", err)}
+	}
+	if computed := Hash(x); computed != x.Hash {
+		return &VerifyError{Seq: h.last, Kind: KindEdited, Detail: fmt.Sprintf("the last entry's fields give hash %s, not its own %s: the entry was edited", computed, x.Hash)}
+	}
+	if x.Hash != h.lastHash {
+		return &VerifyError{Seq: h.last, Kind: KindHead, Detail: fmt.Sprintf("the head record gives hash %s for the last entry, the chain %s", h.lastHash, x.Hash)}
+	}
+	return rows.Err()
 }
 
 // checkLastSeal: the chain's last seal, if any, after the seal the

@@ -14,6 +14,7 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 
+	"github.com/snapnode/snapnode/internal/sqldb"
 	"github.com/snapnode/snapnode/internal/testdb"
 )
 
@@ -336,6 +337,57 @@ func TestCheckSealRecordWithoutRecordOtherKey(t *testing.T) {
 		}
 		if _, err := os.Stat(record); !errors.Is(err, fs.ErrNotExist) {
 			t.Fatalf("CheckSealRecord wrote a record: %v", err)
+		}
+	})
+}
+
+// Entries after the last seal deleted while the node is stopped, the head
+// record left as it was: the chain now ends before its head says it does.
+// CheckSealRecord (the node's check at start) reports it, as Verify does,
+// so that the node does not append after a gap it could never close: its
+// next entry would chain to the head's hash across the missing ones. The
+// head's last entry edited (its hash no longer the head's) is reported
+// too. Before, CheckSealRecord looked at the record's seal and the last
+// seal only, and passed both.
+func TestCheckSealRecordTailCut(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		for _, c := range []struct {
+			name string
+			sql  string
+			kind Kind
+			seq  int64
+		}{
+			{"tail cut", "DELETE FROM audit_log WHERE seq >= 6", KindTruncated, 6},
+			{"last entry replaced", "UPDATE audit_log SET hash = '" + strings.Repeat("ab", 32) + "' WHERE seq = 7", KindEdited, 7},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				record := filepath.Join(t.TempDir(), "audit-seal.json")
+				var db *sqldb.DB // a fresh database per case
+				if strings.HasPrefix(dsn, "sqlite:") {
+					db = openDB(t, testdb.SQLite(t))
+				} else {
+					db = openDB(t, testdb.Postgres(t))
+				}
+				opts := Options{Signer: testSigner(t, "11"), SealRecord: record}
+				l := openLog(t, db, opts)
+				fill(t, l, 3)
+				if _, err := l.Seal(ctx); err != nil {
+					t.Fatal(err)
+				}
+				fill(t, l, 3) // 1-3, seal 4, 5-7
+				_ = l.Close()
+				if _, err := openLog(t, db, opts).Verify(ctx); err != nil {
+					t.Fatalf("before: %v", err)
+				}
+				execSQL(t, db, c.sql)
+				if _, err := openLog(t, db, opts).Verify(ctx); !isKind(err, c.kind, c.seq) {
+					t.Fatalf("Verify: %v", err)
+				}
+				if err := openLog(t, db, opts).CheckSealRecord(ctx); !isKind(err, c.kind, c.seq) || !errors.Is(err, ErrTampered) {
+					t.Fatalf("CheckSealRecord: %v; want entry %d %s, as Verify", err, c.seq, c.kind)
+				}
+			})
 		}
 	})
 }

@@ -185,8 +185,9 @@ func AuditOptions(cfg config.Config, key *identity.Key, network identity.Network
 // node's record of its last seal (record) and of the chain's last seal
 // (audit.Log.CheckSealRecord): a chain that does not hold the recorded
 // seal (cut after the seal before it, or rewritten, while the node was
-// stopped), or whose last seal does not hold (the chain rewritten below
-// it), with or without a record, stops the start: the node does not
+// stopped), whose last seal does not hold (the chain rewritten below
+// it), or that does not end where its head record says (the entries after
+// the last seal deleted), with or without a record, stops the start: the node does not
 // append to, seal or prune a log it has evidence was tampered with, and
 // none can seal after a seal that does not hold. A record that cannot be
 // read stops it too (the node cannot check the log against it), told
@@ -232,6 +233,12 @@ func checkSealRecord(ctx context.Context, log *audit.Log, record string, logger 
 	case errors.As(err, &ve) && ve.Kind == audit.KindRecord:
 		return fmt.Errorf("node: audit log: %w; the node does not start on it. Run `snapnode audit verify` and find out why; "+
 			"if the database was restored from a copy older than %s (pg_restore of an older dump), or you started a new database in this data folder on purpose, move that file aside, keeping it, and start again: the node then takes the chain as it is and records its next seal", err, record)
+	case errors.As(err, &ve) && (ve.Kind == audit.KindTruncated || ve.Kind == audit.KindExtra || ve.Kind == audit.KindHead):
+		// The chain does not end where its head record says: entries
+		// after the last seal were deleted (or added) behind the node's
+		// back; appending would chain across the gap for good.
+		return fmt.Errorf("node: audit log: %w; the node does not start on it: the chain does not end where its head record says, so entries were deleted or added after its last seal while the node was stopped, and an entry appended now would leave a gap no seal could cover. "+
+			"Run `snapnode audit verify` to see the first entry that does not hold; keep this database as evidence, and restore it from a backup you trust (see `snapnode backup`) or start the node on a new database (another data folder, or another PostgreSQL database)", err)
 	case errors.Is(err, audit.ErrTampered):
 		// The chain's last seal does not hold: no record moved aside
 		// changes that, and no seal can follow it.

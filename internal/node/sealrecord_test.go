@@ -597,3 +597,51 @@ func TestNoSealRecordAtFirstStart(t *testing.T) {
 		t.Errorf("a log with entries: %s; want the info line", l)
 	}
 }
+
+// Entries after the last seal deleted while the node was stopped, the
+// head record left as it was: the start refuses, naming the cut, where
+// it started and appended after the gap (every later verification then
+// failed at the first missing entry, and no seal could follow).
+func TestAuditTailCutAtStart(t *testing.T) {
+	ctx := context.Background()
+	dataDir := filepath.Join(t.TempDir(), "data")
+	mutate := func(cf *config.Config) { cf.DataDir = dataDir }
+	appendEntries(t, dataDir, 2)
+	_, stop := startNode(t, mutate)
+	stop() // seals the two entries
+	// Three unsealed entries, the last two deleted, the head left.
+	db, err := sqldb.Open(ctx, filepath.Join(dataDir, "tasks.db"), sqldb.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := audit.New(ctx, db, audit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept audit.Entry
+	for i := range 3 {
+		e, err := l.Append(ctx, audit.Entry{Actor: "host", Step: audit.StepCompleted, Decision: "done"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			kept = e
+		}
+	}
+	if _, err := db.W.ExecContext(ctx, "DELETE FROM audit_log WHERE seq > ?", kept.Seq); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	db.Close()
+	first := kept.Seq + 1
+
+	err = startError(t, mutate)
+	if !errors.Is(err, audit.ErrTampered) {
+		t.Fatalf("Start on a log whose tail was cut: %v; want audit.ErrTampered", err)
+	}
+	for _, want := range []string{fmt.Sprintf("entry %d truncated", first), "does not end where its head record says", "snapnode audit verify"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Start on a log whose tail was cut: %v; want it to say %q", err, want)
+		}
+	}
+}
