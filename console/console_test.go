@@ -449,7 +449,8 @@ func TestCSRF(t *testing.T) {
 	r := newRig(t, nil)
 	ck := r.login(t)
 	tok := r.csrf(t, ck)
-	form := url.Values{"action": {"act-1"}, "decision": {"approve"}}
+	sum := proposals.DiffSum("d")
+	form := url.Values{"action": {"act-1"}, "decision": {"approve"}, "diff": {sum}}
 	for name, v := range map[string][]string{"no token": nil, "wrong token": {"x" + tok}, "empty": {""}} {
 		f := url.Values{}
 		for k, vs := range form {
@@ -479,7 +480,7 @@ func TestCSRF(t *testing.T) {
 	if w.Code != http.StatusSeeOther || w.Header().Get("Location") != at(ck, "tasks/t1?done=approved&action=act-1") {
 		t.Fatalf("approve: %d to %q", w.Code, w.Header().Get("Location"))
 	}
-	if want := (decision{"t1", "act-1", executor.Host, true, "", ""}); len(r.dec.calls) != 1 || r.dec.calls[0] != want {
+	if want := (decision{"t1", "act-1", executor.Host, true, "", sum}); len(r.dec.calls) != 1 || r.dec.calls[0] != want {
 		t.Fatalf("decider got %v, want %v", r.dec.calls, want)
 	}
 }
@@ -516,7 +517,7 @@ func TestDecide(t *testing.T) {
 	}
 	// The decider's refusal is shown on the task page.
 	r.dec.err = errors.New("task t1 is completed: the action it held can no longer be approved")
-	if w := post(url.Values{"action": {"act-1"}, "decision": {"approve"}}); w.Code != http.StatusConflict || !strings.Contains(w.Body.String(), "can no longer be approved") {
+	if w := post(url.Values{"action": {"act-1"}, "decision": {"approve"}, "diff": {proposals.DiffSum("d")}}); w.Code != http.StatusConflict || !strings.Contains(w.Body.String(), "can no longer be approved") {
 		t.Fatalf("refused decision: %d", w.Code)
 	}
 	if w := r.do("GET", at(ck, "tasks/nope"), nil, ck, nil); w.Code != http.StatusNotFound {
@@ -545,6 +546,32 @@ func TestApprovalNamesItsDiff(t *testing.T) {
 	}
 	if b := r.do("GET", at(ck, "tasks/t1?done=held-again"), nil, ck, nil).Body.String(); !strings.Contains(b, "nothing ran, and the action waits again with the new diff") {
 		t.Fatal("the page does not say the action waits again")
+	}
+}
+
+// An approval names the diff its page showed, or it is refused and
+// nothing is decided: the console's approve form always carries the sum,
+// so a form without one (or with something else) is not the page's, and
+// an approval of "whatever the action holds now" is not the console's to
+// take. A denial needs none (it changes nothing).
+func TestApprovalWithoutItsDiffRefused(t *testing.T) {
+	r := newRig(t, nil)
+	ck := r.login(t)
+	tok := r.csrf(t, ck)
+	for name, diff := range map[string][]string{"no diff": nil, "empty": {""}, "not a sum": {"abc"}, "upper case": {strings.Repeat("AB", 32)}} {
+		f := url.Values{"csrf": {tok}, "action": {"act-1"}, "decision": {"approve"}}
+		if diff != nil {
+			f["diff"] = diff
+		}
+		if w := r.do("POST", at(ck, "tasks/t1/decide"), f, ck, nil); w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "reload the page") {
+			t.Errorf("%s: %d, want 400 saying to reload the page", name, w.Code)
+		}
+	}
+	if len(r.dec.calls) != 0 {
+		t.Fatalf("an approval naming no diff reached the decider: %v", r.dec.calls)
+	}
+	if w := r.do("POST", at(ck, "tasks/t1/decide"), url.Values{"csrf": {tok}, "action": {"act-1"}, "decision": {"deny"}}, ck, nil); w.Code != http.StatusSeeOther {
+		t.Fatalf("a denial without a diff: %d, want 303", w.Code)
 	}
 }
 

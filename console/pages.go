@@ -284,11 +284,20 @@ func (c *Console) decide(w http.ResponseWriter, r *http.Request, s *session) {
 		c.renderTask(w, r, s, http.StatusBadRequest, "", "action: name the held action to decide on")
 		return
 	}
+	// An approval is bound to the diff its page showed: the approve form
+	// names it, and without it the Decider would approve whatever the
+	// action holds now. A form that names none is not this console's
+	// page's: refused, nothing decided.
+	diff := r.PostFormValue("diff")
+	if approve && !proposals.ValidDiffSum(diff) {
+		c.renderTask(w, r, s, http.StatusBadRequest, "", "diff: the approval does not name the diff it was shown (a SHA-256 in hex): reload the page, review the diff and approve again")
+		return
+	}
 	word := map[bool]string{true: "approved", false: "denied"}[approve]
 	// The decision is carried out whatever becomes of the browser's
 	// connection: one cut half-way must not fail the approved action.
 	ctx := context.WithoutCancel(r.Context())
-	d := proposals.Decision{TaskID: id, ActionID: action, Approver: s.operator, Approve: approve, Reason: reason, Diff: r.PostFormValue("diff")}
+	d := proposals.Decision{TaskID: id, ActionID: action, Approver: s.operator, Approve: approve, Reason: reason, Diff: diff}
 	if _, err := c.cfg.Decider.Decide(ctx, d); err != nil {
 		c.cfg.Logger.Warn("console: decision refused", "task", id, "action", action, "decision", word, "operator", s.operator, "err", err)
 		c.renderTask(w, r, s, http.StatusConflict, "", err.Error())
