@@ -116,7 +116,7 @@ func (fakeSource) Job(context.Context, string) (*agent.Job, []agent.Interaction,
 	j := &agent.Job{TaskID: "t1", Status: "held", Phase: "implement", Steps: 2, CostCents: 1.5, PromptTokens: 900, CompletionTokens: 80}
 	its := []agent.Interaction{
 		{Sequence: 0, Timestamp: t0, Request: agent.Request{Metadata: agent.RequestMetadata{Phase: "plan"}},
-			Response:    agent.Response{Status: agent.ResponseSuccess, Kind: agent.KindProposal, Action: "READ_FILE", SummaryForSupervisor: "read the notes " + hostile},
+			Response:    agent.Response{Status: agent.ResponseSuccess, Kind: agent.KindProposal, Action: "READ_FILE\u202E", SummaryForSupervisor: "read the notes " + hostile},
 			Observation: &agent.Observation{Outcome: agent.ObsCompleted, ActionID: "act-0"}},
 		{Sequence: 1, Timestamp: t0.Add(time.Second), Guidance: "the requester said: " + hostile, Request: agent.Request{Metadata: agent.RequestMetadata{Phase: "implement"}},
 			Response:    agent.Response{Status: agent.ResponseSuccess, Kind: agent.KindProposal, Action: "WRITE_FILE"},
@@ -600,6 +600,11 @@ func TestHostileText(t *testing.T) {
 	// applied, under a label that says whose words they are.
 	if b := w.Body.String(); strings.ContainsAny(b, "\u202E\u202C\u200B") || !strings.Contains(b, "tidy ⟨U&#43;202E⟩txt.exe⟨U&#43;202C⟩ notes⟨U&#43;200B⟩") || !strings.Contains(b, "unverified") {
 		t.Errorf("the requester's descriptor is not shown as it is, labelled:\n%s", b)
+	}
+	// So is the action a model's answer named, kept as the model spelled
+	// it (the executor judges it later).
+	if b := w.Body.String(); !strings.Contains(b, "proposal · READ_FILE⟨U&#43;202E⟩</div>") {
+		t.Errorf("the model's action is not shown as it is:\n%s", b)
 	}
 	// So are the held diff's: a CR cannot fake a line, nor an override
 	// turn the text the file will hold around.
