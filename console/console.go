@@ -131,6 +131,10 @@ type Console struct {
 	auth  *auth
 	pages map[string]*template.Template
 	mux   *http.ServeMux
+	// cop refuses a POST a browser sent from another origin (its
+	// Sec-Fetch-Site, else its Origin against the Host), before the CSRF
+	// token is looked at: a second lock that does not rest on the token.
+	cop *http.CrossOriginProtection
 }
 
 //go:embed templates/*.html
@@ -157,7 +161,7 @@ func New(cfg Config) (*Console, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	c := &Console{cfg: cfg, auth: newAuth(cfg), pages: map[string]*template.Template{}, mux: http.NewServeMux()}
+	c := &Console{cfg: cfg, auth: newAuth(cfg), pages: map[string]*template.Template{}, mux: http.NewServeMux(), cop: http.NewCrossOriginProtection()}
 	for _, name := range []string{"tasks", "task", "audit", "metrics", "message"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html")
 		if err != nil {

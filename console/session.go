@@ -222,7 +222,8 @@ func (c *Console) loginNeeded(w http.ResponseWriter, r *http.Request) {
 
 // session wraps h, for the pages under a session's prefix: a request
 // without the cookie of the live session that prefix names gets 401; a
-// POST without the session's CSRF token (form field "csrf") gets 403.
+// POST a browser sent from another origin (http.CrossOriginProtection),
+// or without the session's CSRF token (form field "csrf"), gets 403.
 func (c *Console) session(h func(http.ResponseWriter, *http.Request, *session)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var s *session
@@ -239,6 +240,12 @@ func (c *Console) session(h func(http.ResponseWriter, *http.Request, *session)) 
 			return
 		}
 		if r.Method == http.MethodPost {
+			if err := c.cop.Check(r); err != nil {
+				c.cfg.Logger.Warn("console: POST refused: sent from another origin", "page", strings.TrimPrefix(r.URL.Path, s.home()), "remote", r.RemoteAddr, "origin", r.Header.Get("Origin"))
+				c.message(w, r, http.StatusForbidden, "Refused",
+					"Your browser says this form was sent from another site: the console takes decisions only from its own pages. Open the console's page and use its buttons.")
+				return
+			}
 			r.Body = http.MaxBytesReader(w, r.Body, maxForm)
 			got := r.PostFormValue("csrf")
 			if subtle.ConstantTimeCompare([]byte(got), []byte(s.csrf)) != 1 {
