@@ -125,8 +125,9 @@ func (jr *jobRun) start(ctx context.Context, taskID string) (bool, error) {
 	if j.Status == Pending && len(jr.its) > 0 {
 		jr.fresh = len(jr.its) // resumed by the requester or an operator
 	}
-	// The queue stored the description with the built-in redaction; the
-	// operator's patterns and the API key are the runtime's.
+	// The queue stored the description through the runtime's redaction;
+	// a job queued before a runtime was made on the queue (or by an
+	// older version, with the built-in patterns only) is redacted now.
 	j.Description = r.redact(j.Description)
 	j.Status = jr.phaseStatus()
 	if err := jr.save(ctx, nil); err != nil {

@@ -29,6 +29,12 @@ type Queue struct {
 	// from the store once (Recount).
 	count   *tasks.LiveCount
 	counted atomic.Bool
+
+	// redact is the runtime's redaction (Runtime.redact), set by New:
+	// what the queue stores of a requester's text goes through the same
+	// function as everything else the runtime stores. Until a runtime
+	// is made on the queue, only the built-in patterns are removed.
+	redact atomic.Pointer[func(string) string]
 }
 
 var (
@@ -181,7 +187,7 @@ func (q *Queue) Wake() {
 func (q *Queue) Take(ctx context.Context, t *tasks.Task) error {
 	// Secrets the requester's text may hold stay out of the store (the
 	// model sees the text through the same redaction).
-	text := redactText(messageText(t.History[len(t.History)-1]), nil, nil)
+	text := q.redactText(messageText(t.History[len(t.History)-1]))
 	phase := "work"
 	if len(t.History) == 1 {
 		// A peer's job request sets the job's description and phase
@@ -200,7 +206,7 @@ func (q *Queue) Take(ctx context.Context, t *tasks.Task) error {
 				Rule: `"review" is the node's review phase, which a job enters only when its worker's work is reviewed`}).Error()}
 		}
 		if req != nil {
-			text, phase = redactText(req.TaskDescription, nil, nil), req.Phase
+			text, phase = q.redactText(req.TaskDescription), req.Phase
 		}
 	}
 	now := q.now()
@@ -217,6 +223,15 @@ func (q *Queue) Take(ctx context.Context, t *tasks.Task) error {
 	}
 	q.Wake()
 	return nil
+}
+
+// redactText removes from s what the runtime removes from everything it
+// stores (see Queue.redact).
+func (q *Queue) redactText(s string) string {
+	if f := q.redact.Load(); f != nil {
+		return (*f)(s)
+	}
+	return redactText(s, nil, nil)
 }
 
 // followUp adds text to what the job's next model call is told, and puts a

@@ -98,8 +98,9 @@ type Config struct {
 	MaxAnswerBytes      int           // default 64 KiB
 	MaxHistoryBytes     int64         // live history per job before it is archived (default 100 MiB)
 	MaxRetries          int           // RETRY answers per phase (default 3)
-	// Redact are removed from everything stored; Secrets too (the API
-	// key), as plain strings.
+	// Redact are removed from everything stored or logged; Secrets too
+	// (the API key), as plain strings. New hands this redaction to Queue,
+	// which stores a requester's texts through it.
 	Redact  []*regexp.Regexp
 	Secrets []string
 	// SystemPrompt is appended to the built-in one (the worker's and the
@@ -318,6 +319,10 @@ func New(cfg Config) (*Runtime, error) {
 	// Its lines carry errors of the model server and the node, which may
 	// name a secret: redacted as the history is.
 	r.log = RedactingLogger(cfg.Logger, r.redact)
+	// The queue stores the requester's texts (a new task's, a
+	// follow-up) through the same redaction.
+	redact := r.redact
+	cfg.Queue.redact.Store(&redact)
 	return r, nil
 }
 
