@@ -202,6 +202,9 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 	if e.newID == nil {
 		e.newID = uuid.NewString
 	}
+	// An action held longer than the audit log's retention keeps its
+	// story there until it is decided.
+	cfg.Audit.KeepOpen(e.store.firstOpenEntry)
 	return e, nil
 }
 

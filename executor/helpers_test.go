@@ -55,6 +55,8 @@ type env struct {
 	levels executor.AuditLevels
 	// quotas is Config.Quotas (zero: the defaults).
 	quotas executor.Quotas
+	// retain is the audit log's Options.Retain (0 keeps every entry).
+	retain time.Duration
 
 	db  *sqldb.DB
 	sb  *sandbox.Sandbox
@@ -83,7 +85,7 @@ func (v *env) open() {
 	if err != nil {
 		v.t.Fatal(err)
 	}
-	log, err := audit.New(ctx, db, audit.Options{Now: v.clock.Now})
+	log, err := audit.New(ctx, db, audit.Options{Now: v.clock.Now, Retain: v.retain})
 	if err != nil {
 		v.t.Fatal(err)
 	}

@@ -114,6 +114,26 @@ const recordColumns = `action_id, task, requester, proposal_id, action, state, d
 	snapshot_at, snapshot_bytes, snapshot_pruned_at, grow_bytes, grow_files, grow_dirs, claim_token`
 
 // insertTx adds r as a new record, in tx.
+// firstOpenEntry is the audit log's audit.OpenFunc: the first entry among
+// from…to of an action whose record is in a state an operator's decision
+// or a call still has to end (held, being approved, promoted or rolled
+// back). It reads those entries in order, each with its action's record
+// (the primary key), and stops at the first such; an action that has no
+// record ran at once and is not open.
+func (s *store) firstOpenEntry(ctx context.Context, tx *sql.Tx, from, to int64) (int64, error) {
+	var seq int64
+	err := tx.QueryRowContext(ctx, s.d.Rebind(`SELECT l.seq FROM audit_log l JOIN executor_actions a ON a.action_id = l.action
+		WHERE l.seq >= ? AND l.seq <= ? AND l.action <> '' AND a.state IN (?, ?, ?, ?) ORDER BY l.seq LIMIT 1`),
+		from, to, statePending, stateApproving, statePromoting, stateRollingBack).Scan(&seq)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("executor: actions still open: %w", err)
+	}
+	return seq, nil
+}
+
 func (s *store) insertTx(ctx context.Context, tx *sql.Tx, r *record) error {
 	pre, err := json.Marshal(nonNil(r.PreImages))
 	if err != nil {

@@ -113,7 +113,10 @@
 // kept and the hash it chains to) and records that in a StepPruned entry,
 // after verifying what it drops, so that the retained chain still verifies
 // and pruning cannot launder tampering. Anchors older than the checkpoint
-// can no longer be checked (Report.AnchorsPruned).
+// can no longer be checked (Report.AnchorsPruned). With KeepOpen (the
+// executor sets it), Retain stops before the first entry of an action
+// still open, so that an action held longer than the retention keeps its
+// story until it is decided.
 //
 // The checkpoint is what vouches for everything pruned, so with
 // Options.Signer (the node's identity key) each pruning record carries a

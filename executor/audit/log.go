@@ -84,9 +84,29 @@ type Log struct {
 	sealMu  sync.Mutex
 	ownSeal Anchor
 
+	// open, when set, finds the first entry of an action still open
+	// (KeepOpen), where Retain stops.
+	open atomic.Pointer[OpenFunc]
+
 	closed    atomic.Bool
 	closeOnce sync.Once
 }
+
+// OpenFunc returns the seq of the first entry among from…to (both
+// included) of an action that is still open, waiting for a decision or
+// in the middle of one; 0 when none is. It reads in tx, the pruning
+// transaction, and must read no more than those entries (at most 10,000)
+// and what it looks up for each.
+type OpenFunc func(ctx context.Context, tx *sql.Tx, from, to int64) (int64, error)
+
+// KeepOpen makes Prune stop, for Retain, before the first entry of an
+// action open tells is still open: an action held for an operator longer
+// than the retention keeps its story from its first entry until it is
+// decided, when its entries age as any others. Only a prefix of the chain
+// is ever pruned, so the entries after that one stay too. MaxEntries is
+// a bound on the whole log and does not wait. The executor on the log
+// sets it (with its records of the actions).
+func (l *Log) KeepOpen(open OpenFunc) { l.open.Store(&open) }
 
 // New returns the log kept in db, after bringing its tables (audit_log,
 // audit_head) up to date. Closing the Log leaves db open.

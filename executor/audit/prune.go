@@ -19,7 +19,8 @@ import (
 // time of that seal, which the key signed, not from the entries' own:
 // entries after the last seal are kept whatever their age, and a chain
 // rewritten with its entries backdated is kept as long as the retention
-// from the seal over it (today's, if the node sealed it). It only ever cuts
+// from the seal over it (today's, if the node sealed it). With KeepOpen,
+// Retain stops before the first entry of an action still open. It only ever cuts
 // a prefix of the chain: an old entry that follows a newer one (a clock
 // set back) stays until those before it go. Each transaction (at most
 // 10,000 entries) then
@@ -78,9 +79,11 @@ func (l *Log) pruneOnce(ctx context.Context, rec SealRecord) (removed int64, mor
 		}
 		now := l.opts.Now()
 		cut := h.first - 1 // the last seq to drop
+		bound := cut       // the last seq MaxEntries drops
 		if m := l.opts.MaxEntries; m > 0 && h.last-(h.first-1) > m {
 			// Over the limit: keep m-1, and the pruning record makes m.
-			cut = max(cut, h.last-(m-1))
+			bound = h.last - (m - 1)
+			cut = bound
 		}
 		sealed := l.opts.Signer != nil
 		if l.opts.Retain > 0 && sealed {
@@ -118,6 +121,17 @@ func (l *Log) pruneOnce(ctx context.Context, rec SealRecord) (removed int64, mor
 		}
 		if cut > h.first-1+l.pruneChunk {
 			cut, more = h.first-1+l.pruneChunk, true
+		}
+		if open := l.open.Load(); open != nil && cut > h.first-1 && cut > bound {
+			// Not past the first entry of an action still open, unless
+			// MaxEntries must.
+			s, err := (*open)(ctx, tx, h.first, cut)
+			if err != nil {
+				return fmt.Errorf("find the actions still open: %w", err)
+			}
+			if s > 0 && s-1 < cut {
+				cut, more = max(s-1, min(bound, cut)), more && bound > s-1
+			}
 		}
 		if cut <= h.first-1 {
 			return nil

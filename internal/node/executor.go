@@ -107,7 +107,6 @@ func startExecutor(ctx context.Context, cfg config.Config, db *sqldb.DB, key *id
 	if err := checkSealRecord(ctx, log, cfg.SealRecordPath(), logger); err != nil {
 		return nil, nil, err
 	}
-	startAuditPruner(ctx, log, logger, &closers)
 	startAuditSealer(ctx, log, logger, &closers)
 	holder := policy.NewHolder(engine)
 	exec, err := executor.New(ctx, executor.Config{
@@ -127,6 +126,9 @@ func startExecutor(ctx context.Context, cfg config.Config, db *sqldb.DB, key *id
 	if err != nil {
 		return nil, nil, fmt.Errorf("node: %w", err)
 	}
+	// Once the executor is on the log: its pruning stops before the
+	// first entry of an action still open (audit.Log.KeepOpen).
+	startAuditPruner(ctx, log, logger, &closers)
 	// Before anything may run an action: a promotion a crash interrupted
 	// is undone. On a shared database only the old ones: a younger one
 	// may be a replica's, in progress (the reconcile passes take it up
