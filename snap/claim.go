@@ -21,7 +21,9 @@ var ErrClaimTaken = errors.New("snap: the request's replay record is held by an 
 // effect and only if the record is fresh (Claimed), or calls Remember
 // before any effect. A Server remembers a claim its handler left
 // pending once the handler returns, so a request refused without effect
-// burns its id as a validated one does; when the claim turns out not to
+// burns its id as a validated one does (save one that failed with 5001,
+// 5002 or 5003, which SNAP tells the requester to retry: its id stays
+// unspent, so that the retry is processed); when the claim turns out not to
 // be fresh, the Server answers the request exactly as a duplicate caught
 // by validation (2006, the kept result of a message/send, or silence for
 // the same delivery), whatever the handler returned; save a request
@@ -82,6 +84,37 @@ func (c *ReplayClaim) Remember(ctx context.Context) error {
 		}
 		c.settle(prior, fresh)
 		c.own = c.written && !fresh && prior.Fingerprint == c.Record.Fingerprint && prior.Via == c.Record.Via
+	}
+	return c.outcome()
+}
+
+// look settles a claim its handler left pending when it failed in a way
+// the requester is told to retry (see Server.settleClaim): the record is
+// looked up, not written, so that a request that had no effect leaves
+// its id unspent and a retry of it is processed. It returns nil, the
+// claim still pending, when no unexpired record holds (from, id): the
+// handler's write carrying the record, if it made one, did not commit
+// (one still in flight would meet a retry's at the record's key, and one
+// of the two is a duplicate). A record found settles the claim as
+// Remember does, as this request's own when it has its fingerprint and
+// delivery and the handler was writing it (Writing). A store that fails
+// gives its error, the claim still pending.
+func (c *ReplayClaim) look(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.settled {
+		if c.v == nil || c.v.cfg.Replay == nil {
+			return errors.New("snap: replay claim: no replay store")
+		}
+		prior, ok, err := c.v.cfg.Replay.Lookup(ctx, c.From, c.ID, c.v.cfg.Now())
+		if err != nil {
+			return c.v.storeError(err)
+		}
+		if !ok {
+			return nil
+		}
+		c.settle(prior, false)
+		c.own = c.written && prior.Fingerprint == c.Record.Fingerprint && prior.Via == c.Record.Via
 	}
 	return c.outcome()
 }

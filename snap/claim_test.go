@@ -159,3 +159,64 @@ func TestClaimOwnWriteLostIsAnswered(t *testing.T) {
 		}
 	}
 }
+
+// A handler whose write carrying its claim failed without effect (the
+// database busy: the transaction rolled back) returns 5001 with the
+// claim pending; the Server looks the record up rather than writing it,
+// and the id stays unspent: a late delivery failing so is not answered,
+// the requester's retry of the same message is processed, once, and a
+// retry after that is answered as a duplicate with its result. A
+// refusal (1001) still burns its id.
+func TestClaimFailedWriteLeavesIDUnspent(t *testing.T) {
+	replay, results := snap.NewMemoryReplayStore(0), snap.NewMemoryResultStore(10)
+	r := snap.NewRouter()
+	busy, effects := true, 0
+	r.Handle("message/send", func(ctx context.Context, req *snap.Verified) (any, error) {
+		c := req.Claim
+		if c == nil {
+			t.Fatal("no claim")
+		}
+		c.Writing()
+		if busy {
+			return nil, errors.New("database is locked")
+		}
+		prior, fresh, err := replay.Remember(ctx, c.From, c.ID, c.Record)
+		if err != nil {
+			return nil, err
+		}
+		if err := c.Claimed(prior, fresh); err != nil {
+			return nil, err
+		}
+		effects++
+		return map[string]any{"task": map[string]any{"id": "task-" + req.ID}}, nil
+	})
+	s := snap.NewServer(snap.ServerConfig{Key: keyB, Router: r, Now: at(t0), Logger: slog.New(slog.DiscardHandler), Results: results,
+		Validator: snap.NewValidator(snap.Config{Self: keyB.Address(identity.Mainnet), Now: at(t0), Replay: replay, ClaimMethods: []string{"message/send"}})})
+	ctx := context.Background()
+	raw := request(t, "c-1", "message/send", `{"n":1}`)
+	if resp := s.Respond(ctx, snap.Inbound{Raw: raw, Via: "ev-1"}); resp == nil || !strings.Contains(string(resp.Payload), "5001") {
+		t.Fatalf("the failed write answered %s; want 5001", shown(resp))
+	}
+	if resp := s.Respond(ctx, snap.Inbound{Raw: raw, Via: "ev-1", Late: true}); resp != nil {
+		t.Fatalf("a late delivery that failed so answered %s; want none", resp.Payload)
+	}
+	busy = false
+	if resp := s.Respond(ctx, snap.Inbound{Raw: raw, Via: "ev-2"}); resp == nil || !strings.Contains(string(resp.Payload), `"task-c-1"`) ||
+		strings.Contains(string(resp.Payload), "deduplicated") {
+		t.Fatalf("the retry answered %s; want the task, processed now", shown(resp))
+	}
+	if resp := s.Respond(ctx, snap.Inbound{Raw: raw, Via: "ev-3"}); resp == nil || !strings.Contains(string(resp.Payload), `"deduplicated":true`) {
+		t.Fatalf("a second retry answered %s; want the result, deduplicated", shown(resp))
+	}
+	if effects != 1 {
+		t.Fatalf("%d effects; want 1", effects)
+	}
+}
+
+// shown is a response's payload, for a test's message.
+func shown(m *snap.Message) string {
+	if m == nil {
+		return "(none)"
+	}
+	return string(m.Payload)
+}

@@ -381,7 +381,7 @@ func (s *Server) serve(ctx context.Context, in Inbound, send func(*Message) erro
 	if streams || !ok {
 		// Only a plain handler settles a claim: here the record is
 		// written first, as validation writes it.
-		if resp, replaced := s.settleClaim(ctx, in, env, v, lim); replaced {
+		if resp, replaced := s.settleClaim(ctx, in, env, v, nil, lim); replaced {
 			return resp
 		}
 	}
@@ -397,7 +397,7 @@ func (s *Server) serve(ctx context.Context, in Inbound, send func(*Message) erro
 		ctx = context.WithValue(ctx, keptKey{}, kept)
 	}
 	payload, err := s.call(ctx, h, v)
-	if resp, replaced := s.settleClaim(ctx, in, env, v, lim); replaced {
+	if resp, replaced := s.settleClaim(ctx, in, env, v, err, lim); replaced {
 		return resp
 	}
 	if err != nil {
@@ -428,12 +428,35 @@ func (s *Server) serve(ctx context.Context, in Inbound, send func(*Message) erro
 // failure; none for a Late delivery. A record the request's own failed
 // write may have committed (ReplayClaim.Writing) is no second delivery:
 // its kept result answers, else 5001.
-func (s *Server) settleClaim(ctx context.Context, in Inbound, env *envelope, v *Verified, lim limit) (*Message, bool) {
+//
+// A handler that failed (failed) with 5001, 5002 or 5003 — the answers
+// SNAP tells a requester to retry, the message not processed — and left
+// its claim pending had no effect: its write carrying the record, if
+// any, failed (the database busy, a connection lost). Its record is then
+// looked up, not written: none found, the id stays unspent, and the
+// handler's error answers (a Late delivery, none), so that the
+// requester's retry of the same message is processed. No id is
+// processed twice: every effect of a claiming handler is written with
+// the record or after it, and the record's key admits one.
+func (s *Server) settleClaim(ctx context.Context, in Inbound, env *envelope, v *Verified, failed error, lim limit) (*Message, bool) {
 	c := v.Claim
 	if c == nil {
 		return nil, false
 	}
-	err := c.Remember(ctx)
+	var err error
+	if retryable(failed) && c.Pending() {
+		if err = c.look(ctx); err != nil && !errors.Is(err, ErrClaimTaken) {
+			// The store fails still: the handler's error answers.
+			s.cfg.Logger.Debug("snap: replay record of a failed request not read", "from", v.From, "id", v.ID, "err", err)
+			err = nil
+		}
+		if err == nil && in.Late {
+			s.cfg.Logger.Debug("snap: a late delivery failed before it was recorded; not answered", "via", in.Via, "err", failed)
+			return nil, true
+		}
+	} else {
+		err = c.Remember(ctx)
+	}
 	if err == nil {
 		return nil, false
 	}
@@ -458,6 +481,20 @@ func (s *Server) settleClaim(ctx context.Context, in Inbound, env *envelope, v *
 		return nil, true
 	}
 	return s.fail(ctx, env, err, lim), true
+}
+
+// retryable reports whether a handler's error is one SNAP tells the
+// requester to retry, the message not processed: 5001 (any error that
+// is not a SNAP error is answered so), 5002 or 5003.
+func retryable(err error) bool {
+	if err == nil {
+		return false
+	}
+	switch CodeOf(err) {
+	case 0, CodeInternal, CodeRateLimitExceeded, CodeServiceUnavailable:
+		return true
+	}
+	return false
 }
 
 // call runs h, turning a panic into 5001 so that one bad handler cannot
