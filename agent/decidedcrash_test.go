@@ -2,8 +2,12 @@ package agent_test
 
 import (
 	"context"
+	"database/sql"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/snapnode/snapnode/agent"
@@ -94,5 +98,101 @@ func TestDecidedBeforeCrash(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// The operator approved the action a job held, and the node stopped in
+// the middle of its promotion: the executor's recovery undid it (failed,
+// executor.ReasonInterrupted) and the runtime hands the job that outcome
+// (the node stopped before Decided). The step is recorded failed, as the
+// executor left it, not approved: an approved step counts as a change the
+// job made, which would list on the completed task the diff of a delete
+// that never happened, and which a resume from a checkpoint would try to
+// roll back. The model is told the approval did not go through.
+func TestApprovalInterruptedBeforeCrash(t *testing.T) {
+	// stepSettled: the node stopped later, once the held step had the
+	// outcome but before the job was queued again.
+	for _, stepSettled := range []bool{false, true} {
+		t.Run(fmt.Sprintf("step settled %v", stepSettled), func(t *testing.T) {
+			testdb.Each(t, func(t *testing.T, dsn string) {
+				approvalInterrupted(t, dsn, stepSettled)
+			})
+		})
+	}
+}
+
+func approvalInterrupted(t *testing.T, dsn string, stepSettled bool) {
+	r := newRig(t, dsn)
+	ctx := context.Background()
+	gone := filepath.Join(r.dir, "gone.md")
+	if err := os.WriteFile(gone, []byte("bye\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	task := r.send(t, "delete gone.md")
+	m := &scripted{answers: []string{proposalJSON("DELETE_FILE", map[string]any{"path": "/sandbox/gone.md"})}}
+	if got := r.run(t, m, task.ID, tasks.StateInputRequired, tasks.StateCompleted, tasks.StateFailed); got.Status.State != tasks.StateInputRequired {
+		t.Fatalf("task %s %q; want the delete held", got.Status.State, got.Status.Message)
+	}
+	held, err := r.exec.Pending(ctx, task.ID)
+	if err != nil || len(held) != 1 {
+		t.Fatalf("held: %+v %v", held, err)
+	}
+	// The approval promotes the delete; the node stops before its
+	// last commit, and the next start's recovery undoes it.
+	lost := errors.New("the node stopped")
+	if _, err := r.exec.ApproveThen(ctx, held[0].ActionID, executor.Host, nil,
+		func(context.Context, *sql.Tx, *executor.Result) error { return lost }); !errors.Is(err, lost) {
+		t.Fatalf("approve: %v", err)
+	}
+	if n, err := r.exec.RecoverInterrupted(ctx); n != 1 || err != nil {
+		t.Fatalf("recovered %d: %v", n, err)
+	}
+	acts, err := r.exec.Actions(ctx, task.ID)
+	if err != nil || len(acts) != 1 || acts[0].State != "failed" || acts[0].Reason != executor.ReasonInterrupted {
+		t.Fatalf("records: %+v %v", acts, err)
+	}
+	if stepSettled {
+		its, err := r.store.Interactions(ctx, task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		it := its[len(its)-1]
+		it.Observation.Outcome, it.Observation.Reason = agent.ObsFailed, executor.ReasonInterrupted
+		if err := r.store.ReplaceInteraction(ctx, task.ID, &it); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	m = &scripted{answers: []string{proposalJSON("FINISH", map[string]any{"response": "done"})}}
+	got := r.run(t, m, task.ID, tasks.StateCompleted, tasks.StateFailed, tasks.StateCanceled)
+	if got.Status.State != tasks.StateCompleted {
+		t.Fatalf("task %s %q; want the job gone on and completed", got.Status.State, got.Status.Message)
+	}
+	if b, err := os.ReadFile(gone); err != nil || string(b) != "bye\n" {
+		t.Fatalf("gone.md: %q %v; the recovery put it back", b, err)
+	}
+	h, err := r.store.History(ctx, task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := h.Interactions[0].Observation; o == nil || o.ActionID != held[0].ActionID || o.Outcome != agent.ObsFailed || o.Reason != executor.ReasonInterrupted {
+		t.Fatalf("the held step's observation: %+v; want failed, %q", o, executor.ReasonInterrupted)
+	}
+	if err := agent.Replay(h, 64<<10); err != nil {
+		t.Fatalf("replay: %v", err)
+	}
+	var told strings.Builder
+	for _, p := range m.prompts {
+		for _, msg := range p {
+			told.WriteString(msg.Content)
+		}
+	}
+	if len(m.prompts) != 1 || !strings.Contains(told.String(), executor.ReasonInterrupted) {
+		t.Fatalf("the model was not told the approval was undone: %s", told.String())
+	}
+	for _, a := range got.Artifacts {
+		if a.ArtifactID == "changes" {
+			t.Fatalf("the task lists changes the job made: %+v; the delete was undone", a.Parts)
+		}
 	}
 }

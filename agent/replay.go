@@ -149,6 +149,9 @@ func replayTransition(it *Interaction, last bool) error {
 		case obs == ObsNeedsConfirmation, obs == ObsApproved, obs == ObsDenied:
 			// Held; the outcome an operator gave later is written over.
 			allowed = []Status{InterventionRequired}
+		case obs == ObsFailed && r.NewStatus == InterventionRequired && it.Observation.ActionID != "":
+			// Held, approved, and not carried out (Runtime.Decided).
+			allowed = []Status{InterventionRequired}
 		case obs == ObsCompleted && (r.Action == "FINISH" || r.Action == "finish"):
 			allowed = []Status{Success, Reviewing} // Reviewing: submitted for review
 		case obs == ObsCompleted, obs == ObsFailed, obs == ObsNone:

@@ -357,8 +357,15 @@ func (r *Runtime) Decided(ctx context.Context, taskID string, res *executor.Resu
 		return r.cfg.Tasks.Task(ctx, taskID)
 	}
 	outcome := ObsApproved
-	if !approved {
+	switch {
+	case !approved:
 		outcome = ObsDenied
+	case res.Outcome == executor.Failed:
+		// Approved but not carried out: its promotion failed, or a stop
+		// cut it and the executor undid it (executor.ReasonInterrupted).
+		// The step failed, as the executor recorded it: it changed
+		// nothing (an approved step counts among the job's changes).
+		outcome = ObsFailed
 	}
 	// The decision's outcome goes on the step that proposed the action
 	// (the model sees it there); the guidance only says what happened.
@@ -366,7 +373,10 @@ func (r *Runtime) Decided(ctx context.Context, taskID string, res *executor.Resu
 		return nil, err
 	}
 	text := fmt.Sprintf("The operator %s action %s (its outcome is on the step that proposed it).", word, res.ActionID)
-	if !approved && res.Reason != "" {
+	switch {
+	case outcome == ObsFailed:
+		text = fmt.Sprintf("The operator approved action %s, but it was not carried out: %s", res.ActionID, cut(r.redact(res.Reason), 1000))
+	case !approved && res.Reason != "":
 		text = fmt.Sprintf("The operator denied action %s: %s", res.ActionID, cut(r.redact(res.Reason), 1000))
 	}
 	// The job is queued again first: should the node stop before the
@@ -525,9 +535,10 @@ func (r *Runtime) decidedMeanwhile(ctx context.Context, j *Job, now time.Time) e
 		return err
 	}
 	// The step that held it: still held as far as the job knows, or given
-	// the outcome before the node stopped (Decided's first write).
+	// the outcome before the node stopped (Decided's first write: failed
+	// for an approval that was not carried out).
 	o := its[len(its)-1].Observation
-	if o == nil || o.ActionID == "" || (o.Outcome != ObsNeedsConfirmation && o.Outcome != ObsApproved && o.Outcome != ObsDenied) {
+	if o == nil || o.ActionID == "" || (o.Outcome != ObsNeedsConfirmation && o.Outcome != ObsApproved && o.Outcome != ObsDenied && o.Outcome != ObsFailed) {
 		return nil // waiting for guidance, not for a decision
 	}
 	acts, err := r.cfg.Executor.Actions(ctx, j.TaskID)
