@@ -160,7 +160,9 @@ type Config struct {
 	// a client that lets it fill up is disconnected. Default 256.
 	SendQueue int
 	// WriteTimeout bounds one write to a client, and how long the relay
-	// waits for room to queue an answer; default 10 s.
+	// waits for room to queue an answer; default 10 s. It also bounds a
+	// plain HTTP request's exchange (its body and its answer: the NIP-11
+	// document, a refused upgrade).
 	WriteTimeout time.Duration
 	// PingInterval is how often clients are pinged; a client silent for
 	// twice as long is disconnected. Default 30 s.
@@ -713,7 +715,21 @@ func (r *Relay) Info() Info {
 // ServeHTTP serves a WebSocket upgrade as a Nostr connection, a request
 // accepting application/nostr+json as the NIP-11 document, and anything
 // else with a short plain-text page.
+//
+// A request must send its body and take its answer within WriteTimeout,
+// the upgrade's refusals included (an upgrade that succeeds has its
+// deadlines cleared by the WebSocket library, and sets its own): net/http
+// reads what a handler leaves unread of a small body before it writes
+// the answer, and writes the answer to a peer that may never read it;
+// with no deadline either held the connection and its goroutine for as
+// long as the peer liked.
 func (r *Relay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	rc := http.NewResponseController(w)
+	deadline := time.Now().Add(r.cfg.WriteTimeout)
+	_ = rc.SetWriteDeadline(deadline)
+	if req.ContentLength != 0 {
+		_ = rc.SetReadDeadline(deadline)
+	}
 	if websocket.IsWebSocketUpgrade(req) {
 		r.serveWebSocket(w, req)
 		return
