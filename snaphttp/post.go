@@ -39,6 +39,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 		s.refuseOrigin(w, r)
 		return
 	}
+	s.allowPage(w, r)
 	if ct := r.Header.Get("Content-Type"); !jsonContentType(ct) {
 		writeError(w, http.StatusUnsupportedMediaType, snap.CodeContentTypeNotSupported,
 			"a SNAP message is posted as Content-Type: application/json",

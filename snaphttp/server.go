@@ -323,6 +323,7 @@ func New(cfg Config) (*Server, error) {
 		},
 	}
 	s.mux.HandleFunc("POST /snap", s.post)
+	s.mux.HandleFunc("OPTIONS /snap", s.preflight)
 	s.mux.HandleFunc("GET /snap", s.websocket)
 	s.mux.HandleFunc("GET "+WellKnownPath, s.wellKnown)
 	s.mux.HandleFunc("OPTIONS "+WellKnownPath, s.wellKnownOptions)
@@ -332,7 +333,7 @@ func New(cfg Config) (*Server, error) {
 		s.mux.Handle("/console", cfg.Console)
 		s.mux.Handle("/console/", cfg.Console)
 	}
-	for path, allow := range map[string]string{"/snap": "GET, POST", WellKnownPath: "GET, OPTIONS", "/healthz": "GET"} {
+	for path, allow := range map[string]string{"/snap": "GET, POST, OPTIONS", WellKnownPath: "GET, OPTIONS", "/healthz": "GET"} {
 		s.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Allow", allow)
 			writeError(w, http.StatusMethodNotAllowed, snap.CodeInvalidMessage, r.Method+" is not allowed on "+path, nil)
@@ -416,6 +417,41 @@ func (s *Server) webSocketOrigin(r *http.Request) bool {
 func (s *Server) pageAllowed(r *http.Request) bool {
 	p := s.pages.Load()
 	return p.list.Any() || p.crossOrigin.Check(r) == nil
+}
+
+// allowPage lets a browser page of an origin in AllowedOrigins read the
+// answer to its request (CORS): a page of another origin than the
+// endpoint's may read nothing else.
+func (s *Server) allowPage(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Add("Vary", "Origin")
+	if o := r.Header.Get("Origin"); o != "" && s.pages.Load().list.Has(o) {
+		h.Set("Access-Control-Allow-Origin", o)
+		h.Set("Access-Control-Expose-Headers", "SNAP-Version, Retry-After")
+	}
+}
+
+// preflight answers OPTIONS /snap, the CORS preflight a browser sends
+// before a page's POST of Content-Type application/json (as a browser
+// SDK posts): a page of an origin in AllowedOrigins may POST with
+// Content-Type and Accept (SSE), and need not ask again for 10 minutes;
+// a page of another origin gets 403, as its POST would. A request
+// without Origin is told what /snap allows.
+func (s *Server) preflight(w http.ResponseWriter, r *http.Request) {
+	o := r.Header.Get("Origin")
+	if o != "" && !s.pages.Load().list.Has(o) && !origins.SameHost(o, r.Host) {
+		s.refuseOrigin(w, r)
+		return
+	}
+	s.allowPage(w, r)
+	h := w.Header()
+	h.Set("Allow", "GET, POST, OPTIONS")
+	if h.Get("Access-Control-Allow-Origin") != "" {
+		h.Set("Access-Control-Allow-Methods", "POST")
+		h.Set("Access-Control-Allow-Headers", "Content-Type, Accept")
+		h.Set("Access-Control-Max-Age", "600")
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
 
 // refuseOrigin answers a request of a browser page whose origin may not
