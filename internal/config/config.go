@@ -447,6 +447,10 @@ type Skill struct {
 // Duration is a time.Duration written as "60s" in TOML.
 type Duration struct{ time.Duration }
 
+// MarshalText implements encoding.TextMarshaler: d as UnmarshalText
+// reads it ("1m30s"), so that settings written out read back the same.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
 // UnmarshalText implements encoding.TextUnmarshaler.
 func (d *Duration) UnmarshalText(b []byte) error {
 	v, err := time.ParseDuration(string(b))
