@@ -63,7 +63,7 @@ func parseEntries(list []string, norm func(string) (string, error)) (all bool, s
 // when it is no http:// or https:// origin.
 func Normalize(origin string) (string, error) {
 	u, err := url.Parse(origin)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || u.User != nil ||
 		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
 		return "", fmt.Errorf("origin %q: want \"*\" or scheme://host[:port], such as https://app.example.com or http://localhost:5173", origin)
 	}
