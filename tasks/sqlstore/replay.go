@@ -30,6 +30,8 @@ type ReplayStore struct {
 	s *Store
 	// noSync: Remember's commit does not wait for the disk.
 	noSync bool
+	// batch is sweepBatch, or a test's.
+	batch int
 }
 
 var (
@@ -260,8 +262,9 @@ func (rs *ReplayStore) recorded(ctx context.Context, out map[string]bool, query 
 	return nil
 }
 
-// sweepBatch is how many records one transaction of Sweep deletes at most.
-var sweepBatch = 5000
+// sweepBatch is how many records one transaction of Sweep deletes at most
+// (a test sets a ReplayStore's batch lower).
+const sweepBatch = 5000
 
 // MinSweepMargin is the least time a record is kept after its expiry
 // (Sweep): the SNAP timestamp window of a node that keeps the default.
@@ -283,7 +286,7 @@ const MinSweepMargin = snap.DefaultMaxDrift
 // a clock further off than the window misjudges the messages' timestamps
 // anyway.
 func (rs *ReplayStore) Sweep(ctx context.Context, now time.Time) (int64, error) {
-	batch := int64(sweepBatch)
+	batch := int64(rs.batch)
 	s := rs.s
 	var total int64
 	for {

@@ -87,8 +87,7 @@ func TestReplaySweepBatches(t *testing.T) {
 	dialects(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
 		s := open(t, dsn, Options{})
-		defer func(n int) { sweepBatch = n }(sweepBatch)
-		sweepBatch = 100
+		s.replay.batch = 100
 		const expired, live = 345, 10
 		err := s.write(ctx, "fill", "", func(ctx context.Context, tx *sql.Tx) error {
 			for i := range expired + live {

@@ -123,7 +123,7 @@ func NewLimited(ctx context.Context, db *sqldb.DB, lim tasks.LiveLimits) (*Store
 		s.st.close()
 		return nil, err
 	}
-	s.replay, s.replayNoSync = &ReplayStore{s: s}, &ReplayStore{s: s, noSync: true}
+	s.replay, s.replayNoSync = &ReplayStore{s: s, batch: sweepBatch}, &ReplayStore{s: s, noSync: true, batch: sweepBatch}
 	if err := s.RecountLive(ctx); err != nil {
 		s.st.close()
 		return nil, err
