@@ -85,6 +85,9 @@ func startExecutor(ctx context.Context, cfg config.Config, db *sqldb.DB, key *id
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, nil, fmt.Errorf("node: sandbox: %w", err)
 	}
+	if err := sandboxApart(cfg, dir); err != nil {
+		return nil, nil, err
+	}
 	sb, err := sandbox.Open(dir, sandbox.Limits{})
 	if err != nil {
 		return nil, nil, fmt.Errorf("node: sandbox: %w", err)

@@ -162,3 +162,60 @@ func fileExists(path string) bool {
 
 // processUID is the user the node runs as (a variable for the tests).
 var processUID = os.Geteuid
+
+// sandboxApart refuses a workspace (dir, the sandbox folder, which
+// exists) that holds one of the node's own files: the data folder (the
+// identity, the databases, the admin socket), the key file, the SQLite
+// database, the settings file, the agent's secret files. Any peer may
+// READ_FILE the workspace under the default policy, so such a file would
+// be handed to whoever asks (/sandbox/identity.key, the node's secret
+// key). Each path, as written and with its symbolic links resolved, is
+// compared folder by folder, up to the root, with the workspace itself
+// (device and inode: another spelling, a link or a bind mount of it is
+// the same folder). A path that does not exist yet is judged by the
+// folders above it.
+func sandboxApart(cfg config.Config, dir string) error {
+	ws, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("node: sandbox: %w", err)
+	}
+	type named struct{ what, path string }
+	own := []named{{"data folder (data_dir)", cfg.DataDir}, {"key file (key_file)", cfg.KeyPath()}}
+	if path, ok := sqldb.SQLitePath(cfg.DatabaseDSN()); ok && cfg.DatabaseDSN() != config.MemoryDatabase {
+		own = append(own, named{"database (database)", path})
+	}
+	for _, f := range []named{
+		{"settings file (--config)", cfg.ConfigFile},
+		{"API key file (agent.llm_api_key_file)", cfg.Agent.LLMAPIKeyFile},
+		{"history key file (agent.history_key_file)", cfg.Agent.HistoryKeyFile},
+	} {
+		if f.path != "" {
+			own = append(own, f)
+		}
+	}
+	within := func(p string) bool {
+		for {
+			if fi, err := os.Stat(p); err == nil && os.SameFile(fi, ws) {
+				return true
+			}
+			if filepath.Dir(p) == p {
+				return false
+			}
+			p = filepath.Dir(p)
+		}
+	}
+	for _, f := range own {
+		abs, err := filepath.Abs(f.path)
+		if err != nil {
+			return fmt.Errorf("node: sandbox: %s %s: %w", f.what, f.path, err)
+		}
+		in := within(abs)
+		if real, err := filepath.EvalSymlinks(abs); !in && err == nil {
+			in = within(real)
+		}
+		if in {
+			return fmt.Errorf("node: the sandbox folder (sandbox_dir) %s holds the node's %s %s: any peer may read the workspace, so it would read that too; give sandbox_dir a folder of its own, apart from the data folder and the node's files", dir, f.what, f.path)
+		}
+	}
+	return nil
+}
