@@ -107,9 +107,12 @@
 // unknown entity type, action or role (in a literal or after `is`), a
 // context attribute other than those above, and any attribute of
 // principal, action or resource, which have none (`resource has owner`
-// is always false), and a Path without its trailing slash after `in`
+// is always false), a Path without its trailing slash after `in`
 // (`resource in Path::"/sandbox/secrets"` holds for that path alone, not
-// for what lies below it).
+// for what lies below it), and a Path no request can carry: one not in
+// Unicode NFC (a name copied in decomposed form, "cafe" and U+0301, would
+// never match the NFC "café" the sandbox acts on), or one under /sandbox/
+// with an empty, "." or ".." segment.
 //
 // # The default policy
 //

@@ -7,11 +7,12 @@ import (
 	"strings"
 
 	cedar "github.com/cedar-policy/cedar-go"
+	"golang.org/x/text/unicode/norm"
 )
 
 // checkRefs finds the entities policy p names that no request can ever
 // have: an unknown entity type, action or role, or a path that is not
-// absolute. Cedar itself accepts them, and the policy then silently never
+// absolute, not in NFC, or not clean under /sandbox/. Cedar itself accepts them, and the policy then silently never
 // matches: a typo in `Action::"WRTE_FILE"` would turn a permit into deny
 // by default without a word. The policy's JSON form (cedar-go's) lists
 // every entity literal, in the scope and in the conditions alike.
@@ -141,8 +142,15 @@ func checkRef(typ, id string) error {
 			return fmt.Errorf("unknown role Role::%q (the one role is %q)", id, string(roleOperator.ID))
 		}
 	case typePath:
-		if !strings.HasPrefix(id, "/") {
+		switch {
+		case !strings.HasPrefix(id, "/"):
 			return fmt.Errorf("path Path::%q is not absolute: paths are written /sandbox/…", id)
+		case !norm.NFC.IsNormalString(id):
+			// The sandbox takes NFC paths only: another form of the same
+			// name is never a request's, and a forbid on it guards nothing.
+			return fmt.Errorf("path Path::%+q is not in Unicode Normalization Form C, as every path a request carries is: write it as %+q", id, norm.NFC.String(id))
+		case strings.HasPrefix(id, SandboxRoot) && !inSandbox(id):
+			return fmt.Errorf("path Path::%+q never names a path of the workspace (an empty, \".\" or \"..\" segment, or a control character): requests carry clean paths only", id)
 		}
 	case typeAgent:
 	default:
