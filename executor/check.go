@@ -22,7 +22,8 @@ type Verdict struct {
 	// derived descriptor's risk level.
 	ProposalID, Action, Risk string
 	// Requests are what the policy was asked: one per step, plus one for
-	// the whole of a composite.
+	// the whole of a composite, and a LIST_FILES of the folder each path
+	// of a peer's paths_exist is looked for in.
 	Requests []policy.Request
 	// Decision combines the answers as Run would: the strictest wins,
 	// and a descriptor asking for confirmation turns a Permit into a

@@ -252,7 +252,7 @@ func (e *Executor) approve(ctx context.Context, r *record, actor string, first f
 		return e.failRecord(ctx, j, r, res, actor, policyFailure(dec))
 	}
 	// The workspace may have changed while the action waited.
-	if f, err := e.checkPreconditions(ctx, it); err != nil {
+	if f, err := e.checkPreconditions(ctx, it, r.Requester); err != nil {
 		return nil, err
 	} else if f != nil {
 		return e.failRecord(ctx, j, r, res, actor, f)

@@ -88,8 +88,13 @@
 //   - Preconditions: what a peer's descriptor declares (paths_exist, with
 //     wildcards; user_idle and network_available, answered from
 //     Config.Facts) is checked before the sandbox runs anything, and again
-//     at approval. A composite's step may rely on what an earlier step
-//     creates. The first that does not hold fails the action
+//     at approval. Whether a path exists is what a listing of its folder
+//     tells, so each path of paths_exist is judged by the policy as a
+//     LIST_FILES of the folder it is looked for in (above its first
+//     wildcard), beside the action's own requests; a folder below it that
+//     a wildcard reaches is looked into only if the policy plainly permits
+//     listing it, and is otherwise taken to hold no match. A composite's
+//     step may rely on what an earlier step creates. The first that does not hold fails the action
 //     (PRECONDITION_FAILED, with precondition and field); the action is
 //     recorded as failed and nothing runs it again: only a new proposal,
 //     a new decision, can. The host's own descriptor of a proposal lists

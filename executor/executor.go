@@ -444,7 +444,7 @@ func (e *Executor) Run(ctx context.Context, req Request) (*Result, error) {
 		ActionID: actionID, Task: req.TaskID, Requester: req.Requester, ProposalID: it.proposalID,
 		Action: it.action, Data: req.Data, Created: now, Updated: now,
 	}
-	f, err := e.checkPreconditions(ctx, it)
+	f, err := e.checkPreconditions(ctx, it, req.Requester)
 	if err != nil {
 		return nil, err
 	}

@@ -552,7 +552,39 @@ func (it *item) requests(requester string, operator, recentlyRolledBack bool) []
 		}
 		rs = append(rs, r)
 	}
+	// What a peer's paths_exist looks at: the folder it lists or looks
+	// into, judged as a listing of it (its answer, the action run or
+	// PRECONDITION_FAILED, tells what a listing would). One an earlier
+	// step of a composite settles is not looked at.
+	for _, pc := range it.pre {
+		if pc.name != precondPathsExist {
+			continue
+		}
+		if settled, _ := earlierStep(it, pc); settled {
+			continue
+		}
+		r := base
+		r.Action, r.Paths, r.Risk, r.RollbackSupported = policy.ActionListFiles, []string{lookedInto(pc.path)}, policy.RiskLow, true
+		rs = append(rs, r)
+	}
 	return rs
+}
+
+// lookedInto is the folder a paths_exist pattern (a /sandbox/ path whose
+// names may hold wildcards) is checked in, as a virtual path: the
+// directory above its first name with a wildcard (which is listed), or
+// above the path itself when it has none (where its name is looked up).
+// A pattern's wildcards may reach folders below it too: those are judged
+// as the check reaches them (checkPreconditions).
+func lookedInto(pattern string) string {
+	rel := strings.TrimPrefix(pattern, sandbox.Prefix)
+	if i := strings.IndexAny(rel, globChars); i >= 0 {
+		rel = rel[:i]
+	}
+	if i := strings.LastIndexByte(rel, '/'); i >= 0 {
+		return sandbox.Virtual(rel[:i])
+	}
+	return sandbox.Prefix
 }
 
 // changesFiles reports whether an action of kind k changes the workspace.

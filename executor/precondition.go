@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/snapnode/snapnode/executor/policy"
 	"github.com/snapnode/snapnode/executor/proposal"
 	"github.com/snapnode/snapnode/executor/sandbox"
 )
@@ -82,9 +83,19 @@ const maxPatternLists = 256
 // needs; those are the sandbox's to check as it runs (a missing file is
 // EXECUTION_FAILED, not_found), so only what a peer declared is checked
 // here.
-func (e *Executor) checkPreconditions(parent context.Context, it *item) (*Failure, error) {
+func (e *Executor) checkPreconditions(parent context.Context, it *item, requester string) (*Failure, error) {
 	if len(it.pre) == 0 {
 		return nil, nil
+	}
+	pol, operator := e.policy.Engine(), e.isOperator(requester)
+	// may reports whether the requester may list the folder rel, below
+	// the one a pattern is judged in (lookedInto): a folder it may not is
+	// one its wildcards do not see into. Only a plain permit will do: no
+	// operator is asked about what a precondition looks at.
+	may := func(ctx context.Context, rel string) bool {
+		d := pol.Decide(ctx, policy.Request{Principal: requester, Operator: operator, Action: policy.ActionListFiles,
+			Paths: []string{sandbox.Virtual(rel)}, Risk: policy.RiskLow, RollbackSupported: true})
+		return d.Effect == policy.Permit
 	}
 	sb := e.narrow(it)
 	lim := sb.Limits().MaxDuration
@@ -126,7 +137,7 @@ func (e *Executor) checkPreconditions(parent context.Context, it *item) (*Failur
 				}
 				continue
 			}
-			ok, err := exists(ctx, sb, pc.path, &budget)
+			ok, err := exists(ctx, sb, pc.path, &budget, may)
 			if ctx.Err() != nil {
 				return stopped()
 			}
@@ -184,8 +195,11 @@ var errPatternBudget = fmt.Errorf("the wildcards of paths_exist reach more than 
 // pattern (a /sandbox/ path whose names may hold shell wildcards). A
 // wildcard name is matched against the listing of its directory, each
 // listing charged to budget; the search stops at the first match. Names
-// no proposal can use (sandbox.Entry.Invalid) are passed over.
-func exists(ctx context.Context, sb *sandbox.Sandbox, pattern string, budget *int) (bool, error) {
+// no proposal can use (sandbox.Entry.Invalid) are passed over. The folder
+// the policy judged the pattern in (lookedInto) is looked into freely;
+// one its wildcards reach below it only when may says so: one it may not
+// holds nothing for the pattern.
+func exists(ctx context.Context, sb *sandbox.Sandbox, pattern string, budget *int, may func(context.Context, string) bool) (bool, error) {
 	if pattern == sandbox.Prefix {
 		return true, nil
 	}
@@ -193,20 +207,36 @@ func exists(ctx context.Context, sb *sandbox.Sandbox, pattern string, budget *in
 		k, err := sb.Stat(ctx, pattern)
 		return k == sandbox.KindFile || k == sandbox.KindDir, err
 	}
-	return match(ctx, sb, "", strings.Split(strings.TrimPrefix(pattern, sandbox.Prefix), "/"), budget)
+	m := matcher{sb: sb, budget: budget, may: may}
+	return m.match(ctx, "", strings.Split(strings.TrimPrefix(pattern, sandbox.Prefix), "/"), false)
+}
+
+// matcher is the search of one wildcard pattern.
+type matcher struct {
+	sb     *sandbox.Sandbox
+	budget *int
+	may    func(ctx context.Context, rel string) bool
 }
 
 // match looks for the names segs below the directory rel ("" is the
-// root).
-func match(ctx context.Context, sb *sandbox.Sandbox, rel string, segs []string, budget *int) (bool, error) {
+// root). deep is set once a wildcard led there: rel is below the folder
+// the policy judged, and is looked into only if m.may says so.
+func (m matcher) match(ctx context.Context, rel string, segs []string, deep bool) (bool, error) {
+	sb, budget := m.sb, m.budget
 	seg, rest := segs[0], segs[1:]
 	if !strings.ContainsAny(seg, "*?[") {
 		next := joinRel(rel, seg)
 		if len(rest) == 0 {
+			if deep && !m.may(ctx, rel) {
+				return false, nil
+			}
 			k, err := sb.Stat(ctx, sandbox.Virtual(next))
 			return k == sandbox.KindFile || k == sandbox.KindDir, err
 		}
-		return match(ctx, sb, next, rest, budget)
+		return m.match(ctx, next, rest, deep)
+	}
+	if deep && !m.may(ctx, rel) {
+		return false, nil
 	}
 	if *budget--; *budget < 0 {
 		return false, errPatternBudget
@@ -234,7 +264,7 @@ func match(ctx context.Context, sb *sandbox.Sandbox, rel string, segs []string, 
 		case len(rest) == 0 && (en.Kind == "file" || en.Kind == "dir"):
 			return true, nil
 		case len(rest) > 0 && en.Kind == "dir":
-			if ok, err := match(ctx, sb, joinRel(rel, en.Name), rest, budget); ok || err != nil {
+			if ok, err := m.match(ctx, joinRel(rel, en.Name), rest, true); ok || err != nil {
 				return ok, err
 			}
 		}
