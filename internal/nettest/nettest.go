@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"sync"
 	"time"
 )
 
@@ -11,18 +12,30 @@ import (
 // side, for up to 5 seconds (a server accepts connections in the
 // background, in no order the dialer can know), and returns how many are.
 // A connection the server closed reads EOF (or a reset) at once; one it
-// holds reads nothing until a short deadline.
+// holds reads nothing until a short deadline. The connections are read
+// at once, each in a goroutine: read one after another, those after the
+// first held one found the deadline passed before they were read, and
+// counted as held whatever the server had done.
 func HeldOpen(conns []net.Conn, max int) int {
 	open := conns
 	for end := time.Now().Add(5 * time.Second); ; {
 		deadline := time.Now().Add(100 * time.Millisecond)
-		var still []net.Conn
+		var (
+			mu    sync.Mutex
+			still []net.Conn
+			wg    sync.WaitGroup
+		)
 		for _, c := range open {
-			c.SetReadDeadline(deadline)
-			if _, err := c.Read(make([]byte, 1)); errors.Is(err, os.ErrDeadlineExceeded) {
-				still = append(still, c)
-			}
+			wg.Go(func() {
+				c.SetReadDeadline(deadline)
+				if _, err := c.Read(make([]byte, 1)); errors.Is(err, os.ErrDeadlineExceeded) {
+					mu.Lock()
+					still = append(still, c)
+					mu.Unlock()
+				}
+			})
 		}
+		wg.Wait()
 		open = still
 		if len(open) <= max || time.Now().After(end) {
 			return len(open)
