@@ -251,7 +251,7 @@ type Server struct {
 	monitor  *ratelimit.Limiter // /healthz and /metrics, per peer
 	conns    *peercap.Counter
 	bodies   *bodyBudget // BodyMemory
-	tcp      atomic.Pointer[connLimiter]
+	tcp      atomic.Pointer[peercap.Listener]
 	card     *cardSigner
 	upgrader websocket.Upgrader
 	started  time.Time
@@ -481,14 +481,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		ln.Close()
 		return ErrServing
 	}
-	limited := newConnLimiter(ln, s.cfg.MaxTCPConns, s.cfg.MaxTCPConnsPerPeer)
+	limited := peercap.NewListener(ln, peercap.ListenerConfig{Total: s.cfg.MaxTCPConns, PerPeer: s.cfg.MaxTCPConnsPerPeer, Refuse: refuseConn})
 	s.tcp.Store(limited)
 	srv := &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: s.cfg.HeaderTimeout,
 		MaxHeaderBytes:    MaxHeaderBytes,
 		IdleTimeout:       s.cfg.IdleTimeout,
-		ConnState:         limited.connState,
+		ConnState:         limited.ConnState,
 		BaseContext:       func(net.Listener) context.Context { return s.base },
 		ErrorLog:          slog.NewLogLogger(s.cfg.Logger.Handler(), slog.LevelDebug),
 	}
@@ -723,8 +723,8 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 		WebSockets:    s.conns.Count(), InFlight: s.active.Load(),
 	}
 	if l := s.tcp.Load(); l != nil {
-		h.Connections = l.count()
-		h.ConnectionsEvicted, h.ConnectionsRefused = l.evicted.Load(), l.refused.Load()
+		h.Connections = l.Count()
+		h.ConnectionsEvicted, h.ConnectionsRefused = l.Evicted(), l.Refused()
 	}
 	select {
 	case <-s.draining:

@@ -16,4 +16,13 @@
 //		return
 //	}
 //	defer conns.Release(key)
+//
+// A Listener counts the connections a listener accepts in the same way,
+// from their accept to their close, whatever is done with them; an
+// http.Server serving it reports through its ConnState hook which are
+// idle, to be closed to make room:
+//
+//	capped := peercap.NewListener(ln, peercap.ListenerConfig{Total: 4096, PerPeer: 64})
+//	srv := &http.Server{Handler: h, ConnState: capped.ConnState}
+//	err := srv.Serve(capped)
 package peercap
