@@ -49,10 +49,12 @@ type Config struct {
 	// RelayListen is the embedded relay's address; empty disables it.
 	RelayListen string `toml:"relay_listen"`
 	// RelayMaxConns and RelayMaxConnsPerPeer cap the embedded relay's
-	// WebSocket clients, in all and per peer (an IPv4 address, an IPv6
-	// /64; loopback addresses count in the total only); 0 takes the
-	// relay's defaults, 4096 and 64. Over a cap a client gets 503 or 429
-	// before the upgrade.
+	// connections, WebSocket clients or not, in all and per peer (an
+	// IPv4 address, an IPv6 /64; loopback addresses count in the total
+	// only); 0 takes the relay's defaults, 4096 and 64. Over a cap the
+	// longest-idle connection in its scope is closed to make room, else
+	// the new one gets 503 or 429 before its request (the upgrade) is
+	// read.
 	RelayMaxConns        int `toml:"relay_max_conns"`
 	RelayMaxConnsPerPeer int `toml:"relay_max_conns_per_peer"`
 	// RelayStoreMaxEvents and RelayStoreMaxBytes bound the embedded
@@ -703,7 +705,7 @@ var settings = []setting{
 	intSetting("monitor-burst", "SNAPNODE_MONITOR_BURST", "let each peer burst to `N` /healthz and /metrics requests above its rate", func(c *Config) *int { return &c.MonitorBurst }),
 	stringSetting("metrics-listen", "SNAPNODE_METRICS_LISTEN", "serve /metrics on `ADDR` instead of the HTTP transport's address (empty: on --http-listen)", func(c *Config) *string { return &c.MetricsListen }),
 	intSetting("http-max-conns", "SNAPNODE_HTTP_MAX_CONNS", "hold at most `N` HTTP and WebSocket connections (0: half the open-file limit)", func(c *Config) *int { return &c.HTTPMaxConns }),
-	intSetting("relay-max-conns", "SNAPNODE_RELAY_MAX_CONNS", "hold at most `N` WebSocket clients on the embedded relay (0: 4096)", func(c *Config) *int { return &c.RelayMaxConns }),
+	intSetting("relay-max-conns", "SNAPNODE_RELAY_MAX_CONNS", "hold at most `N` connections (WebSocket clients or not) on the embedded relay (0: 4096)", func(c *Config) *int { return &c.RelayMaxConns }),
 	intSetting("relay-store-max-events", "SNAPNODE_RELAY_STORE_MAX_EVENTS", "keep at most `N` stored events in the embedded relay's database, deleting the oldest past it (0: 1,000,000)", func(c *Config) *int { return &c.RelayStoreMaxEvents }),
 	int64Setting("relay-store-max-bytes", "SNAPNODE_RELAY_STORE_MAX_BYTES", "keep at most `BYTES` of stored events in the embedded relay's database, deleting the oldest past it (0: 1 GiB)", func(c *Config) *int64 { return &c.RelayStoreMaxBytes }),
 	floatSetting("relay-store-peer-share", "SNAPNODE_RELAY_STORE_PEER_SHARE", "let the stored events of each client address of the embedded relay take at most the part `P` (0 to 1) of its store bounds, deleting its own oldest past it (0: no share; loopback has none)", func(c *Config) *float64 { return &c.RelayStorePeerShare }),

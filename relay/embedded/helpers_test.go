@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -43,11 +44,19 @@ type testRelay struct {
 
 func startRelay(t testing.TB, cfg Config) *testRelay {
 	t.Helper()
+	return startRelayExempt(t, cfg, netip.Addr.IsLoopback)
+}
+
+// startRelayExempt is startRelay with the peers exempt from
+// MaxConnectionsPerIP given (nil: none, so that clients on loopback
+// addresses are capped as peers elsewhere are).
+func startRelayExempt(t testing.TB, cfg Config, exempt func(netip.Addr) bool) *testRelay {
+	t.Helper()
 	clock := newClock()
 	if cfg.Now == nil {
 		cfg.Now = clock.Now
 	}
-	r, err := New(cfg)
+	r, err := newRelay(cfg, exempt)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

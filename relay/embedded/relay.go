@@ -144,14 +144,22 @@ type Config struct {
 	// this; default 15 minutes, negative: no limit.
 	CreatedAtUpperLimit time.Duration
 
-	// MaxConnections bounds the WebSocket clients connected at once;
+	// MaxConnections bounds the clients' connections held at once;
 	// MaxConnectionsPerIP those of one peer: an IPv4 address, or an IPv6
 	// /64 (loopback addresses aside: a process on the machine is trusted
-	// as much as its user). A client over either is refused with 503 or
-	// 429 before the upgrade. Defaults 4096 and 64; the node's own
-	// in-process connection counts in neither. Behind a proxy that
-	// connects from one address for every client (Docker's userland
-	// proxy), set MaxConnectionsPerIP to MaxConnections.
+	// as much as its user). Serve counts every TCP connection it accepts,
+	// WebSocket or not (a NIP-11 request, a refused upgrade, headers that
+	// have not all come), from its accept to its close: a connection over
+	// either bound closes the longest-idle connection (no request in
+	// progress: a WebSocket client never is) in that bound's scope to
+	// make room, and when none is idle it is answered 429 or 503, with
+	// Retry-After, before its request is read, and closed: a WebSocket
+	// client is refused before the upgrade. Served by another server (as
+	// an http.Handler), the relay counts its WebSocket clients alone, and
+	// refuses an upgrade over a bound with 503 or 429. Defaults 4096 and
+	// 64; the node's own in-process connection counts in neither. Behind
+	// a proxy that connects from one address for every client (Docker's
+	// userland proxy), set MaxConnectionsPerIP to MaxConnections.
 	MaxConnections      int
 	MaxConnectionsPerIP int
 
@@ -403,6 +411,8 @@ type Relay struct {
 	conns  map[*conn]struct{}
 	closed bool
 	addr   net.Addr
+	// exempt says which peers count in MaxConnections only (see newRelay).
+	exempt func(netip.Addr) bool
 	// sockets counts the WebSocket clients admitted, in all and by
 	// peer (see admit).
 	sockets *peercap.Counter
@@ -426,6 +436,14 @@ type Relay struct {
 // New opens the database and returns a relay ready to serve. Call Close
 // when done with it.
 func New(cfg Config) (*Relay, error) {
+	// A process on the machine is trusted as much as its user.
+	return newRelay(cfg, netip.Addr.IsLoopback)
+}
+
+// newRelay is New, with the peers exempt from MaxConnectionsPerIP (counted
+// in MaxConnections only): loopback addresses, or none for a test whose
+// clients are all on the machine.
+func newRelay(cfg Config, exempt func(netip.Addr) bool) (*Relay, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
@@ -450,8 +468,8 @@ func New(cfg Config) (*Relay, error) {
 		unsent: newPeerBytes(cfg.MaxUnsentBytesPerIP, cfg.MaxUnsentBytes),
 		// How long a REQ waits for its peer's unsent bytes to make room.
 		unsentWait: cfg.WriteTimeout,
-		// A process on the machine is trusted as much as its user.
-		sockets: peercap.New(cfg.MaxConnectionsPerIP, cfg.MaxConnections, netip.Addr.IsLoopback),
+		exempt:     exempt,
+		sockets:    peercap.New(cfg.MaxConnectionsPerIP, cfg.MaxConnections, exempt),
 		events: ratelimit.New(ratelimit.Config{Rate: cfg.EventsPerSecond, Burst: cfg.EventBurst,
 			MaxKeys: 4 * cfg.MaxConnections, Now: cfg.Now}),
 		upgrader: websocket.Upgrader{
@@ -799,8 +817,18 @@ func (r *Relay) Serve(ctx context.Context, ln net.Listener) error {
 	r.mu.Unlock()
 	r.log.Info("relay listening", "url", WebSocketURL(ln.Addr()))
 
+	// Every connection counts against the caps, from its accept: one
+	// that never upgrades holds a socket and a goroutine as a WebSocket
+	// client does.
+	counted := peercap.NewListener(ln, peercap.ListenerConfig{Total: r.cfg.MaxConnections, PerPeer: r.cfg.MaxConnectionsPerIP,
+		Exempt: r.exempt, Refuse: r.refuseConn})
 	srv := &http.Server{
-		Handler:           r,
+		Handler:   r,
+		ConnState: counted.ConnState,
+		// Its upgrade is not counted again (see serveWebSocket).
+		ConnContext: func(ctx context.Context, _ net.Conn) context.Context {
+			return context.WithValue(ctx, placeHeld{}, true)
+		},
 		ReadHeaderTimeout: 10 * time.Second,
 		// A kept-alive connection that asks nothing more (after a
 		// NIP-11 document) is closed; WebSocket clients are pinged.
@@ -814,7 +842,7 @@ func (r *Relay) Serve(ctx context.Context, ln net.Listener) error {
 		r.sweepLoop(ctx)
 	}()
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	go func() { serveErr <- srv.Serve(counted) }()
 
 	var err error
 	select {

@@ -31,11 +31,14 @@ func (r *Relay) serveWebSocket(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	key := peercap.Key(req.RemoteAddr)
-	if code, why := r.admit(key); code != 0 {
+	held := req.Context().Value(placeHeld{}) != nil
+	if code, why := r.admit(key, held); code != 0 {
 		http.Error(w, why, code)
 		return
 	}
-	defer r.release(key)
+	if !held {
+		defer r.release(key)
+	}
 	bw := &batchWriter{ResponseWriter: w, pool: &r.bursts}
 	ws, err := r.upgrader.Upgrade(bw, req, nil)
 	if err != nil {
@@ -87,23 +90,48 @@ func (r *Relay) onLoopback(req *http.Request) bool {
 	return ok && t.IP.IsLoopback()
 }
 
+// placeHeld is the key of a request context's value on the connections
+// Serve accepted, which hold their place under the caps from their
+// accept to their close.
+type placeHeld struct{}
+
 // admit takes a place for a WebSocket client of peer key, or says with
 // which HTTP status and text it is refused; release gives the place back.
-func (r *Relay) admit(key netip.Addr) (int, string) {
+// A client whose connection has held its place since its accept (held)
+// takes none.
+func (r *Relay) admit(key netip.Addr, held bool) (int, string) {
 	r.mu.Lock()
 	closed := r.closed
 	r.mu.Unlock()
 	if closed {
 		return http.StatusServiceUnavailable, "relay closed"
 	}
-	switch code := r.sockets.Acquire(key); code {
-	case 0:
+	if held {
 		return 0, ""
-	case http.StatusTooManyRequests:
-		return code, fmt.Sprintf("too many connections from %s (max %d)", key, r.cfg.MaxConnectionsPerIP)
-	default:
-		return code, fmt.Sprintf("too many connections (max %d)", r.cfg.MaxConnections)
 	}
+	if code := r.sockets.Acquire(key); code != 0 {
+		return code, r.tooMany(key, code)
+	}
+	return 0, ""
+}
+
+// tooMany is the text of a refusal over a cap with status code: 429, the
+// peer key's; 503, the total.
+func (r *Relay) tooMany(key netip.Addr, code int) string {
+	if code == http.StatusTooManyRequests {
+		return fmt.Sprintf("too many connections from %s (max %d)", key, r.cfg.MaxConnectionsPerIP)
+	}
+	return fmt.Sprintf("too many connections (max %d)", r.cfg.MaxConnections)
+}
+
+// refuseConn answers a connection Serve accepted over a cap, as http.Error
+// answers an upgrade over one, with Retry-After.
+func (r *Relay) refuseConn(c net.Conn, key netip.Addr, code int) {
+	h := make(http.Header, 3)
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Retry-After", "1")
+	peercap.WriteRefusal(c, code, h, []byte(r.tooMany(key, code)+"\n"))
 }
 
 func (r *Relay) release(key netip.Addr) { r.sockets.Release(key) }
