@@ -898,12 +898,7 @@ func (jr *jobRun) observed(ctx context.Context, it *Interaction, res *executor.R
 			it.Response.SummaryForSupervisor = r.redact(res.Response)
 			return jr.submitForReview(ctx, it)
 		}
-		j.Status = Success
-		it.Response.NewStatus = j.Status
-		if err := jr.record(ctx, it); err != nil {
-			return true, err
-		}
-		return true, jr.complete(ctx, res.Response, nil)
+		return true, jr.complete(ctx, it, nil, res.Response, nil)
 	}
 	jr.remember(it)
 	if !noted {
@@ -957,16 +952,11 @@ func (jr *jobRun) respond(ctx context.Context, it *Interaction, ans *Answer) (bo
 			r.log.Warn("agent: evidence files missing; answer accepted", "task", j.TaskID, "files", missing)
 		}
 		it.Observation = obs
-		j.Status = Success
-		it.Response.NewStatus = j.Status
 		rp, err := jr.recoveryPoint(ctx, it, j.Phase)
 		if err != nil {
 			return true, err
 		}
-		if err := jr.recordWith(ctx, it, rp); err != nil {
-			return true, err
-		}
-		return true, jr.complete(ctx, summary, arts)
+		return true, jr.complete(ctx, it, rp, summary, arts)
 	case ActionStuck:
 		it.Observation = &Observation{Outcome: ObsNone, Text: "waiting for the requester's guidance"}
 		return true, jr.stuckAfter(ctx, it, "the agent is stuck: "+summary)
@@ -1025,24 +1015,41 @@ func (jr *jobRun) evidence(ctx context.Context, files []string) (arts []tasks.Ar
 	return arts, missing
 }
 
-// complete ends the task completed with the agent's message.
-func (jr *jobRun) complete(ctx context.Context, message string, arts []tasks.Artifact) error {
+// complete ends the job in success with the agent's message: it (the
+// step that ended the job, with rp, its recovery point, or nil), the
+// job's status and the message as its reason go in one write, so that a
+// node stopping after it leaves the answer for the restart's reconcile to
+// show, never the reason the job had before (a held action's note). The
+// task is then completed with the message and arts, the answer's artifact
+// and the changes' (see finalArtifacts).
+func (jr *jobRun) complete(ctx context.Context, it *Interaction, rp *RecoveryPoint, message string, arts []tasks.Artifact) error {
 	r, j := jr.r, jr.j
 	message = r.redact(message)
-	j.Reason = cut(message, 2000) // the answer, should the task's write have to be made again
-	if err := jr.save(ctx, nil); err != nil {
+	// The answer, should the task's write have to be made again.
+	j.Status, j.Reason = Success, cut(message, 2000)
+	it.Response.NewStatus = j.Status
+	if err := jr.recordWith(ctx, it, rp); err != nil {
 		return err
 	}
-	arts = append([]tasks.Artifact{answerArtifact(message)}, arts...)
-	if d := jr.changes(); d != "" {
-		p := tasks.TextPart(d)
-		p.MediaType = "text/x-diff"
-		arts = append(arts, tasks.Artifact{ArtifactID: "changes", Name: "the changes the agent made", Parts: []tasks.Part{p}})
-	}
 	jr.flushNotes()
-	err := jr.r.show(ctx, j.TaskID, Success, message, arts)
+	err := jr.r.show(ctx, j.TaskID, Success, message, finalArtifacts(message, arts, jr.its))
 	r.log.Info("agent: job completed", "task", j.TaskID, "steps", j.Steps, "cost_cents", j.CostCents)
 	return jr.release(ctx, err)
+}
+
+// finalArtifacts are the artifacts of a task its job completed with
+// message: the answer's, then arts, then the diff of the changes the
+// job's interactions its made, if any. The restart's reconcile, which
+// completes the task of a job that ended while its node stopped, gives
+// the same, less arts.
+func finalArtifacts(message string, arts []tasks.Artifact, its []Interaction) []tasks.Artifact {
+	out := append([]tasks.Artifact{answerArtifact(message)}, arts...)
+	if d := changes(its); d != "" {
+		p := tasks.TextPart(d)
+		p.MediaType = "text/x-diff"
+		out = append(out, tasks.Artifact{ArtifactID: "changes", Name: "the changes the agent made", Parts: []tasks.Part{p}})
+	}
+	return out
 }
 
 // answerArtifact is the task's artifact with the agent's answer.
@@ -1054,11 +1061,11 @@ func answerArtifact(message string) tasks.Artifact {
 // history keeps every diff.
 const maxChanges = 64 << 10
 
-// changes is the diff of every change the job made, in order, cut to
-// maxChanges.
-func (jr *jobRun) changes() string {
+// changes is the diff of every change a job of interactions its made, in
+// order, cut to maxChanges.
+func changes(its []Interaction) string {
 	var b strings.Builder
-	for _, it := range jr.its {
+	for _, it := range its {
 		if o := it.Observation; o != nil && o.Diff != "" && (o.Outcome == ObsCompleted || o.Outcome == ObsApproved) {
 			if b.Len()+len(o.Diff) > maxChanges {
 				fmt.Fprintf(&b, "… (more changes: the job history has every diff)\n")

@@ -208,11 +208,6 @@ func (jr *jobRun) verdict(ctx context.Context, it *Interaction, ans *Answer) (bo
 	switch resp.Action {
 	case ActionCompleted:
 		it.Observation = &Observation{Outcome: ObsCompleted, Text: "accepted"}
-		j.Status = Success
-		it.Response.NewStatus = Success
-		if err := jr.record(ctx, it); err != nil {
-			return true, err
-		}
 		message, evidence := summary, []string(nil)
 		if sub != nil {
 			message, evidence = sub.Response.SummaryForSupervisor, sub.Response.EvidenceFiles
@@ -220,7 +215,7 @@ func (jr *jobRun) verdict(ctx context.Context, it *Interaction, ans *Answer) (bo
 		arts, _ := jr.evidence(ctx, evidence)
 		review := tasks.TextPart(summary)
 		arts = append(arts, tasks.Artifact{ArtifactID: "review", Name: "the supervisor's review", Parts: []tasks.Part{review}})
-		return true, jr.complete(ctx, message, arts)
+		return true, jr.complete(ctx, it, nil, message, arts)
 	case ActionStuck:
 		it.Observation = &Observation{Outcome: ObsNone, Text: "waiting for the requester's guidance"}
 		return true, jr.stuckAfter(ctx, it, "the supervisor needs a human: "+summary)

@@ -1,0 +1,126 @@
+package agent_test
+
+import (
+	"context"
+	"database/sql"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/snapnode/snapnode/agent"
+	"github.com/snapnode/snapnode/executor"
+	"github.com/snapnode/snapnode/internal/testdb"
+	"github.com/snapnode/snapnode/tasks"
+)
+
+// approvedDelete leaves, on a new rig over SQLite, a job whose model
+// proposed to delete gone.md, held for the operator, then approved and
+// handed back to the job (Runtime.Decided, the runtime made with set):
+// the job is queued again, its held step approved, its reason still the
+// hold's note. It returns the rig, the task and the action.
+func approvedDelete(t *testing.T, set func(*agent.Config)) (*rig, *tasks.Task, string) {
+	t.Helper()
+	r := newRig(t, testdb.SQLite(t))
+	ctx := context.Background()
+	if err := os.WriteFile(filepath.Join(r.dir, "gone.md"), []byte("bye\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	task := r.send(t, "delete gone.md")
+	m := &scripted{answers: []string{proposalJSON("DELETE_FILE", map[string]any{"path": "/sandbox/gone.md"})}}
+	if got := r.run(t, m, task.ID, tasks.StateInputRequired, tasks.StateCompleted, tasks.StateFailed); got.Status.State != tasks.StateInputRequired {
+		t.Fatalf("task %s %q; want the delete held", got.Status.State, got.Status.Message)
+	}
+	held, err := r.exec.Pending(ctx, task.ID)
+	if err != nil || len(held) != 1 {
+		t.Fatalf("held: %+v %v", held, err)
+	}
+	res, err := r.exec.Approve(ctx, held[0].ActionID, executor.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := decider(t, r, set).Decided(ctx, task.ID, res, true); err != nil {
+		t.Fatalf("Decided: %v", err)
+	}
+	return r, task, held[0].ActionID
+}
+
+// decider is a runtime on r, not run, to hand decisions to jobs.
+func decider(t *testing.T, r *rig, set func(*agent.Config)) *agent.Runtime {
+	t.Helper()
+	cfg := agent.Config{Queue: r.queue, Store: r.store, Tasks: r.svc, Executor: r.exec, Model: &scripted{},
+		ContextTokens: 8000, Lease: time.Second, Poll: 10 * time.Millisecond}
+	if set != nil {
+		set(&cfg)
+	}
+	rt, err := agent.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rt
+}
+
+// sqlExec runs q on r's database.
+func (r *rig) sqlExec(t *testing.T, q string) {
+	t.Helper()
+	if err := r.db.Write(context.Background(), func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, q)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func artifactText(task *tasks.Task, id string) (string, int) {
+	var text string
+	n := 0
+	for _, a := range task.Artifacts {
+		if a.ArtifactID != id {
+			continue
+		}
+		n++
+		for _, p := range a.Parts {
+			if p.Text != nil {
+				text += *p.Text
+			}
+		}
+	}
+	return text, n
+}
+
+// The model finishes a job whose action was held and approved: the job's
+// success and its answer are one write. A node that stopped right after
+// the job's first write of its success (a SQLite trigger refuses every
+// later change of the job's status or reason, as a dead process makes
+// none) left the task to the restart's reconcile with the hold's note
+// ("confirmation needed for action …") as its message and its answer,
+// where the model's answer is due.
+func TestFinishAnswerWrittenWithSuccess(t *testing.T) {
+	r, task, _ := approvedDelete(t, nil)
+	ctx := context.Background()
+	if j, err := r.store.Get(ctx, task.ID); err != nil || !strings.HasPrefix(j.Reason, "confirmation needed") {
+		t.Fatalf("the job before its finish: %+v %v; want the hold's note as its reason", j, err)
+	}
+	r.sqlExec(t, `CREATE TRIGGER stopped BEFORE UPDATE ON agent_jobs
+		WHEN OLD.status = 'SUCCESS' AND (NEW.status IS NOT OLD.status OR NEW.reason IS NOT OLD.reason)
+		BEGIN SELECT RAISE(ABORT, 'the node stopped'); END`)
+	const answer = "deleted gone.md"
+	m := &scripted{answers: []string{proposalJSON("FINISH", map[string]any{"response": answer})}}
+	// The restart's reconcile completes the task, if the job's run did not.
+	got := r.run(t, m, task.ID, tasks.StateCompleted, tasks.StateFailed, tasks.StateCanceled)
+	if got.Status.State != tasks.StateCompleted || got.Status.Message != answer {
+		t.Fatalf("task %s %q; want completed with the model's answer %q", got.Status.State, got.Status.Message, answer)
+	}
+	// The state the run waited for, with the artifacts the task has now.
+	got, err := r.svc.Task(ctx, task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text, n := artifactText(got, "agent-response"); n != 1 || text != answer {
+		t.Fatalf("the task's answer artifacts: %d, %q; want one, %q", n, text, answer)
+	}
+	if j, err := r.store.Get(ctx, task.ID); err != nil || j.Status != agent.Success || j.Reason != answer {
+		t.Fatalf("the job: %+v %v; want %s with the answer as its reason", j, err, agent.Success)
+	}
+}
