@@ -3,9 +3,11 @@ package agent_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -122,5 +124,78 @@ func TestFinishAnswerWrittenWithSuccess(t *testing.T) {
 	}
 	if j, err := r.store.Get(ctx, task.ID); err != nil || j.Status != agent.Success || j.Reason != answer {
 		t.Fatalf("the job: %+v %v; want %s with the answer as its reason", j, err, agent.Success)
+	}
+}
+
+// stopAtCompletion is the task service of a node that stops as the task
+// is first written completed (its answer's artifact, then its state):
+// the runtime's context is canceled and nothing is written from then on.
+type stopAtCompletion struct {
+	agent.Tasks
+	stop    func()
+	stopped *atomic.Bool
+}
+
+func (s stopAtCompletion) AddArtifact(ctx context.Context, taskID string, a tasks.Artifact) (*tasks.Task, error) {
+	if a.ArtifactID == "agent-response" || s.stopped.Load() {
+		return nil, s.stopNow()
+	}
+	return s.Tasks.AddArtifact(ctx, taskID, a)
+}
+
+func (s stopAtCompletion) Transition(ctx context.Context, taskID string, to tasks.State, note string) (*tasks.Task, error) {
+	if to == tasks.StateCompleted || s.stopped.Load() {
+		return nil, s.stopNow()
+	}
+	return s.Tasks.Transition(ctx, taskID, to, note)
+}
+
+func (s stopAtCompletion) stopNow() error {
+	s.stopped.Store(true)
+	s.stop()
+	return errors.New("the node stopped")
+}
+
+// A node stopped after the job's success was written and before its task
+// was: the restart's reconcile completes the task with the model's answer
+// and, as the job's own completion would have, the changes the job made
+// (the approved delete), where it left only the answer.
+func TestReconciledSuccessListsChanges(t *testing.T) {
+	r, task, _ := approvedDelete(t, nil)
+	ctx := context.Background()
+	const answer = "deleted gone.md"
+	m := &scripted{answers: []string{proposalJSON("FINISH", map[string]any{"response": answer})}}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	rt, err := agent.New(agent.Config{Queue: r.queue, Store: r.store, Tasks: stopAtCompletion{Tasks: r.svc, stop: cancel, stopped: new(atomic.Bool)},
+		Executor: r.exec, Model: m, ContextTokens: 8000, Lease: time.Second, Poll: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Run(rctx); err != nil {
+		t.Fatal(err)
+	}
+	// As the crash left it: the job ended in success, its task not.
+	j, err := r.store.Get(ctx, task.ID)
+	if err != nil || j.Status != agent.Success || j.Reason != answer {
+		t.Fatalf("the job after the stop: %+v %v; want %s with the answer", j, err, agent.Success)
+	}
+	if cur, err := r.svc.Task(ctx, task.ID); err != nil || cur.Status.State != tasks.StateWorking {
+		t.Fatalf("the task after the stop: %+v %v; want it still working", cur, err)
+	}
+
+	got := r.run(t, &scripted{}, task.ID, tasks.StateCompleted, tasks.StateFailed, tasks.StateCanceled)
+	if got.Status.State != tasks.StateCompleted || got.Status.Message != answer {
+		t.Fatalf("task %s %q; want completed with %q", got.Status.State, got.Status.Message, answer)
+	}
+	// The state the run waited for, with the artifacts the task has now.
+	if got, err = r.svc.Task(ctx, task.ID); err != nil {
+		t.Fatal(err)
+	}
+	if text, n := artifactText(got, "agent-response"); n != 1 || text != answer {
+		t.Fatalf("the task's answer artifacts: %d, %q; want one, %q", n, text, answer)
+	}
+	if text, n := artifactText(got, "changes"); n != 1 || strings.Count(text, "-bye") != 1 {
+		t.Fatalf("the task's changes artifacts: %d, %q; want one listing the delete once", n, text)
 	}
 }

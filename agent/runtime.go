@@ -502,7 +502,14 @@ func (r *Runtime) reconcile(ctx context.Context) {
 		case j.settled:
 			// Waiting, its task showed it: only a cancel mattered.
 		case j.Status == Success:
-			err2 = r.show(ctx, j.TaskID, j.Status, j.Reason, []tasks.Artifact{answerArtifact(j.Reason)})
+			// The job's answer and the changes it made, as its own
+			// completion gives them; a history that cannot be read
+			// does not keep the task from completing.
+			its, err := r.cfg.Store.Interactions(ctx, j.TaskID)
+			if err != nil {
+				r.log.Warn("agent: reconcile: the job's history, for the changes it made", "task", j.TaskID, "err", err)
+			}
+			err2 = r.show(ctx, j.TaskID, j.Status, j.Reason, finalArtifacts(j.Reason, nil, its))
 		case j.Status == HaltedCost, j.Status == HaltedTime:
 			err2 = r.show(ctx, j.TaskID, j.Status, j.Reason, nil)
 		case j.Status == InterventionRequired:
