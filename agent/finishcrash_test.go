@@ -1,9 +1,11 @@
 package agent_test
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -197,5 +199,57 @@ func TestReconciledSuccessListsChanges(t *testing.T) {
 	}
 	if text, n := artifactText(got, "changes"); n != 1 || strings.Count(text, "-bye") != 1 {
 		t.Fatalf("the task's changes artifacts: %d, %q; want one listing the delete once", n, text)
+	}
+}
+
+// A decision handed to its job twice (the first hand-over cut after it
+// put the decision's artifacts on the task, by a stop or a failed write;
+// the restart's reconcile hands it again) puts them there once and logs
+// no warning for the second: the artifacts are the same decision's.
+func TestDecisionHandedTwiceQuiet(t *testing.T) {
+	r := newRig(t, testdb.SQLite(t))
+	ctx := context.Background()
+	if err := os.WriteFile(filepath.Join(r.dir, "gone.md"), []byte("bye\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	task := r.send(t, "delete gone.md")
+	m := &scripted{answers: []string{proposalJSON("DELETE_FILE", map[string]any{"path": "/sandbox/gone.md"})}}
+	if got := r.run(t, m, task.ID, tasks.StateInputRequired, tasks.StateCompleted, tasks.StateFailed); got.Status.State != tasks.StateInputRequired {
+		t.Fatalf("task %s %q; want the delete held", got.Status.State, got.Status.Message)
+	}
+	held, err := r.exec.Pending(ctx, task.ID)
+	if err != nil || len(held) != 1 {
+		t.Fatalf("held: %+v %v", held, err)
+	}
+	res, err := r.exec.Approve(ctx, held[0].ActionID, executor.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logged bytes.Buffer
+	rt := decider(t, r, func(c *agent.Config) {
+		c.Logger = slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	})
+	// The first hand-over stops once the artifacts are on the task.
+	r.sqlExec(t, `CREATE TRIGGER stopped BEFORE UPDATE ON agent_interactions BEGIN SELECT RAISE(ABORT, 'the node stopped'); END`)
+	if _, err := rt.Decided(ctx, task.ID, res, true); err == nil || !strings.Contains(err.Error(), "the node stopped") {
+		t.Fatalf("the first hand-over: %v; want it stopped", err)
+	}
+	r.sqlExec(t, `DROP TRIGGER stopped`)
+	if _, err := rt.Decided(ctx, task.ID, res, true); err != nil {
+		t.Fatalf("the second hand-over: %v", err)
+	}
+	if logged.Len() > 0 {
+		t.Fatalf("the second hand-over logged:\n%s", logged.String())
+	}
+	cur, err := r.svc.Task(ctx, task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, n := artifactText(cur, "diff-"+res.ActionID); n != 1 {
+		t.Fatalf("the decision's diff is on the task %d times; want once: %+v", n, cur.Artifacts)
+	}
+	in, err := r.store.PendingInput(ctx, task.ID)
+	if err != nil || strings.Count(in, "The operator approved action "+res.ActionID) != 1 {
+		t.Fatalf("what the model is told next: %q %v; want the approval once", in, err)
 	}
 }

@@ -336,7 +336,11 @@ func (r *Runtime) Decided(ctx context.Context, taskID string, res *executor.Resu
 		word = "denied"
 	}
 	for _, a := range r.redactArtifacts(proposals.Artifacts(res)) {
-		if _, err := r.cfg.Tasks.AddArtifact(ctx, taskID, a); err != nil {
+		// An artifact of the action's id on the task already is this
+		// decision's, put there by an earlier hand-over that a stop cut
+		// (the restart's reconcile hands the decision again): once is
+		// enough.
+		if _, err := r.cfg.Tasks.AddArtifact(ctx, taskID, a); err != nil && !errors.Is(err, tasks.ErrExists) {
 			r.log.Warn("agent: artifact of a decision", "task", taskID, "err", err)
 		}
 	}
