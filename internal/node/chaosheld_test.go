@@ -62,8 +62,9 @@ func (h *chaosHeld) file() string { return fmt.Sprintf("held-%d.md", h.n) }
 // once it was answered but before the job went on. The node restarts on
 // the same folder each time; requests without an answer are retried and
 // held actions decided again. After the last restart every task must
-// complete: an approved delete ran exactly once (its file gone, one
-// promotion recorded and audited, the model never told of a failed
+// complete with the model's answer as its message: an approved delete
+// ran exactly once (its file gone, one promotion recorded and audited,
+// listed once in the task's changes, the model never told of a failed
 // delete other than one a crash cut and undid), a denied one never ran
 // (the file as it was seeded), no task holds two actions at once, no
 // action or job is left half-way, and `snapnode audit verify` passes.
@@ -442,12 +443,27 @@ func TestChaosHeldSIGKILL(t *testing.T) {
 				t.Errorf("%s: the job records action %s %s, the executor %s", what, o.ActionID, o.Outcome, state)
 			}
 		}
-		// A task completed by the restart's reconcile (the node killed
-		// between the job's success and its task's write) has no changes
-		// artifact: at most one, then.
+		// The task's message and answer are the model's, never the note
+		// of the action it held, and its changes list the delete once
+		// when it was carried out, none when not: a task the restart's
+		// reconcile completed (the node killed between the job's success
+		// and its task's write) as well.
+		answer := "deleted " + h.file()
+		if !h.approve {
+			answer = "kept " + h.file()
+		}
+		if got, _, _ := v.artifact("agent-response"); v.Status.Message != answer || got != answer {
+			t.Errorf("%s: the task's message %q and answer %q; want %q", what, v.Status.Message, got, answer)
+		}
+		listings := 0
+		for _, a := range v.Artifacts {
+			if a.ArtifactID == "changes" {
+				listings++
+			}
+		}
 		changes, _, _ := v.artifact("changes")
-		if n := strings.Count(changes, "-"+h.token); (h.approve && n > 1) || (!h.approve && n != 0) {
-			t.Errorf("%s: the task's changes list the delete %d times: %q", what, n, changes)
+		if n := strings.Count(changes, "-"+h.token); (promoted > 0 && (listings != 1 || n != 1)) || (promoted == 0 && listings != 0) {
+			t.Errorf("%s: %d promoted, %d changes listings, listing the delete %d times: %q", what, promoted, listings, n, changes)
 		}
 		if audited[h.id] != promoted {
 			t.Errorf("%s: %d promotions audited for the task, %d actions promoted", what, audited[h.id], promoted)
