@@ -1,12 +1,19 @@
 package identity
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/btcsuite/btcd/btcutil/hdkeychain"
 	"github.com/btcsuite/btcd/chaincfg"
 	"github.com/tyler-smith/go-bip39"
+	"golang.org/x/text/unicode/norm"
 )
+
+// ErrInvalidMnemonic is returned by FromMnemonic for a mnemonic BIP-39
+// does not take, or an index that is not one of a BIP-86 path.
+var ErrInvalidMnemonic = errors.New("invalid mnemonic")
 
 // NewMnemonic returns a new 24-word BIP-39 mnemonic (256 bits of entropy).
 func NewMnemonic() (string, error) {
@@ -35,11 +42,26 @@ func coinType(n Network) uint32 {
 }
 
 // FromMnemonic derives the key at DerivationPath(n, index) from a BIP-39
-// mnemonic and optional passphrase. The mnemonic's checksum is verified.
+// mnemonic and optional passphrase, index below 2³¹ (the path's last
+// level is not hardened). The mnemonic, in its NFKD form as BIP-39 says,
+// is taken in BIP-39's one form, English words parted by single spaces,
+// its checksum verified; the seed is made of the NFKD forms of the
+// mnemonic and the passphrase, so that a passphrase typed composed or decomposed ("é" or
+// "e\u0301") derives the same key. Errors are ErrInvalidMnemonic.
 func FromMnemonic(mnemonic, passphrase string, n Network, index uint32) (*Key, error) {
-	seed, err := bip39.NewSeedWithErrorChecking(mnemonic, passphrase)
+	// go-bip39 checks the words parted by any white space but makes the
+	// seed of the string as given: a mnemonic parted by new lines would
+	// derive another key than the same words parted by spaces.
+	mnemonic = norm.NFKD.String(mnemonic)
+	if strings.Join(strings.Fields(mnemonic), " ") != mnemonic {
+		return nil, fmt.Errorf("identity: %w: want its words parted by single spaces", ErrInvalidMnemonic)
+	}
+	if index >= hdkeychain.HardenedKeyStart {
+		return nil, fmt.Errorf("identity: %w: index %d is over 2³¹−1, the last of %s", ErrInvalidMnemonic, index, DerivationPath(n, 0))
+	}
+	seed, err := bip39.NewSeedWithErrorChecking(mnemonic, norm.NFKD.String(passphrase))
 	if err != nil {
-		return nil, fmt.Errorf("identity: mnemonic: %w", err)
+		return nil, fmt.Errorf("identity: %w: %w", ErrInvalidMnemonic, err)
 	}
 	params := &chaincfg.MainNetParams
 	if n == Testnet {
