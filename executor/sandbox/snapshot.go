@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+
+	"github.com/snapnode/snapnode/internal/lowerhex"
 )
 
 // SnapshotVersion is the version of the Snapshot format.
@@ -84,8 +86,11 @@ func checkImage(img Image, withContent bool) error {
 	default:
 		return fmt.Errorf("unknown kind %q", img.Kind)
 	}
-	if b, err := hex.DecodeString(img.SHA256); err != nil || len(b) != sha256.Size {
-		return fmt.Errorf("sha256 %q is not 64 hex digits", img.SHA256)
+	// Lowercase, as Image.same compares it with a file's own: a post-image
+	// in capitals would never match what is there, and no rollback could
+	// run.
+	if !lowerhex.Valid(img.SHA256, 2*sha256.Size) {
+		return fmt.Errorf("sha256 %q is not 64 lowercase hex digits", img.SHA256)
 	}
 	if img.Size < 0 {
 		return fmt.Errorf("negative size")
