@@ -194,21 +194,12 @@ func (s *Server) serve(ctx context.Context, c *net.UnixConn) {
 		reply(Response{Error: err.Error()})
 		return
 	}
-	// One byte past the bound for the newline: a longer line is refused
-	// as such, not read in part and answered as JSON cut short.
-	line, err := bufio.NewReader(io.LimitReader(c, MaxMessage+1)).ReadBytes('\n')
-	if err != nil && !errors.Is(err, io.EOF) {
-		reply(Response{Error: "reading the request: " + err.Error()})
-		return
-	}
-	if len(bytes.TrimSuffix(line, []byte("\n"))) > MaxMessage {
-		s.log.Warn("admin: request refused: over the bound", "max", MaxMessage)
-		reply(Response{Error: errTooLarge(-1).Error()})
-		return
-	}
-	var req Request
-	if err := json.Unmarshal(line, &req); err != nil {
-		reply(Response{Error: "the request is not JSON: " + err.Error()})
+	req, err := readRequest(c)
+	if err != nil {
+		if errors.Is(err, errRequestTooLarge) {
+			s.log.Warn("admin: request refused: over the bound", "max", MaxMessage)
+		}
+		reply(Response{Error: err.Error()})
 		return
 	}
 	var result any
@@ -260,6 +251,29 @@ func (s *Server) serve(ctx context.Context, c *net.UnixConn) {
 		return
 	}
 	reply(Response{Result: b})
+}
+
+// errRequestTooLarge is readRequest's error for a line over MaxMessage.
+var errRequestTooLarge = errTooLarge(-1)
+
+// readRequest reads the one request of a connection: a line of JSON of
+// at most MaxMessage bytes, its newline aside (the last line may go
+// without). Its errors are the words the client is answered with.
+func readRequest(r io.Reader) (Request, error) {
+	// One byte past the bound for the newline: a longer line is refused
+	// as such, not read in part and answered as JSON cut short.
+	line, err := bufio.NewReader(io.LimitReader(r, MaxMessage+1)).ReadBytes('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return Request{}, fmt.Errorf("reading the request: %w", err)
+	}
+	if len(bytes.TrimSuffix(line, []byte("\n"))) > MaxMessage {
+		return Request{}, errRequestTooLarge
+	}
+	var req Request
+	if err := json.Unmarshal(line, &req); err != nil {
+		return Request{}, fmt.Errorf("the request is not JSON: %w", err)
+	}
+	return req, nil
 }
 
 // RefusedError is the node's answer to a request it did not carry out,
