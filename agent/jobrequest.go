@@ -36,9 +36,12 @@ type JobRequestMetadata struct {
 	AcceptedFormats      []string `json:"accepted_formats"`
 }
 
-// AcceptedFormats are the answers the node accepts at each step: a
-// proposal, or one of the agent responses.
-var AcceptedFormats = []string{"PROPOSAL", ActionCompleted, ActionStuck, ActionRetry}
+// AcceptedFormats returns the answers the node accepts at each step: a
+// proposal, or one of the agent responses. The slice is new at each call:
+// the caller may keep and change it.
+func AcceptedFormats() []string {
+	return []string{"PROPOSAL", ActionCompleted, ActionStuck, ActionRetry}
+}
 
 // ErrNotJobRequest: the data is not meant as a job request (it has no
 // task_description member).
@@ -158,5 +161,5 @@ func (jr *jobRun) request(system string) *JobRequest {
 	}
 	return &JobRequest{JobID: jr.j.TaskID, Phase: jr.j.Phase, ContextFiles: files, SystemPrompt: cut(system, maxRequestText),
 		TaskDescription: cut(desc, maxRequestText), Metadata: JobRequestMetadata{CostThreshold: jr.lim.maxCost,
-			TimeThresholdMinutes: jr.lim.maxTime.Minutes(), MaxSteps: jr.lim.maxSteps, AcceptedFormats: AcceptedFormats}}
+			TimeThresholdMinutes: jr.lim.maxTime.Minutes(), MaxSteps: jr.lim.maxSteps, AcceptedFormats: AcceptedFormats()}}
 }

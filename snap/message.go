@@ -35,9 +35,10 @@ const MethodServiceCall = "service/call"
 // ProtocolVersion is the version snapnode speaks and writes.
 const ProtocolVersion = "0.1"
 
-// SupportedVersions lists the versions snapnode accepts: any 0.x, since
-// minor versions only add.
-var SupportedVersions = []string{ProtocolVersion}
+// SupportedVersions returns the versions snapnode names as accepted (it
+// accepts any 0.x, since minor versions only add): a new slice at each
+// call, which the caller may keep and change.
+func SupportedVersions() []string { return []string{ProtocolVersion} }
 
 // Message is a SNAP envelope. Payload holds the JSON object as bytes so that
 // it can be canonicalized exactly; after Parse or Sign it is the canonical

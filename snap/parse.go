@@ -288,7 +288,7 @@ func parseEnvelope(env *envelope, last Stage, keys *keyCache) (*Message, *cached
 		return nil, nil, &Error{
 			Code:    CodeVersionNotSupported,
 			Message: fmt.Sprintf("version %s is not supported", clip(m.Version)),
-			Data:    map[string]any{"requested": clip(m.Version), "supported": SupportedVersions},
+			Data:    map[string]any{"requested": clip(m.Version), "supported": SupportedVersions()},
 		}
 	}
 	from, e := keys.lookup("from", m.From)

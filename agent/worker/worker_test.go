@@ -61,7 +61,7 @@ func pool(t *testing.T, script string, mutate func(*worker.Config)) (*worker.Poo
 
 func request(job string) *agent.JobRequest {
 	return &agent.JobRequest{JobID: job, Phase: "work", ContextFiles: []string{}, SystemPrompt: "the node's rules",
-		TaskDescription: "write a.md", Metadata: agent.JobRequestMetadata{MaxSteps: 5, AcceptedFormats: agent.AcceptedFormats}}
+		TaskDescription: "write a.md", Metadata: agent.JobRequestMetadata{MaxSteps: 5, AcceptedFormats: agent.AcceptedFormats()}}
 }
 
 func prompt(job string, step int, obs string) agent.Prompt {

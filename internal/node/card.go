@@ -85,7 +85,7 @@ func buildCard(cfg config.Config, addr string, relays []string) (*snap.Card, err
 	c := &snap.Card{
 		Name: cfg.Card.Name, Description: cfg.Card.Description, Version: cfg.Card.Version,
 		Identity: addr, NostrRelays: cardRelays(cfg, relays),
-		ProtocolVersion: snap.ProtocolVersion, SupportedVersions: snap.SupportedVersions,
+		ProtocolVersion: snap.ProtocolVersion, SupportedVersions: snap.SupportedVersions(),
 		DefaultInputModes: modes, DefaultOutputModes: cfg.Card.OutputModes,
 		// The task service serves message/stream and tasks/resubscribe on
 		// every transport; unsaid, streaming reads as false.
