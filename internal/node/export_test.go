@@ -22,12 +22,10 @@ func WithCardWait(d time.Duration) Option {
 	return func(o *options) { o.cardWait = d }
 }
 
-// SetProcessUID makes the node take uid for the user it runs as, in the
-// check of its data folder's owner, until the returned function is called.
-func SetProcessUID(uid int) (restore func()) {
-	old := processUID
-	processUID = func() int { return uid }
-	return func() { processUID = old }
+// WithProcessUID makes the node take uid for the user it runs as, in the
+// checks of its data folder's owner.
+func WithProcessUID(uid int) Option {
+	return func(o *options) { o.uid = &uid }
 }
 
 // SealAudit seals the node's audit log now, as its hourly sealer does.

@@ -16,13 +16,14 @@ import (
 // socket) 0700, creating it, after ownDataDir found it this user's. A
 // folder found with permissions for group or others (made by hand, copied,
 // restored from a backup) is narrowed, with a warning naming it. Call it
-// first, then lock the folder, then privateFiles.
-func privateDataDir(cfg config.Config, logger *slog.Logger) error {
+// first, then lock the folder, then privateFiles. uid is the user the node
+// runs as (os.Geteuid, or a test's).
+func privateDataDir(cfg config.Config, uid int, logger *slog.Logger) error {
 	if err := cfg.EnsureDataDir(); err != nil {
 		return err
 	}
 	if runtime.GOOS != "windows" {
-		if err := ownDataDir(cfg.DataDir); err != nil {
+		if err := ownDataDir(cfg.DataDir, uid); err != nil {
 			return err
 		}
 		fi, err := os.Stat(cfg.DataDir)
@@ -35,7 +36,7 @@ func privateDataDir(cfg config.Config, logger *slog.Logger) error {
 			}
 			logger.Warn("the data folder was open to other users: set to 0700", "dir", cfg.DataDir, "was", fmt.Sprintf("%04o", perm))
 		}
-		warnOpenParents(cfg.DataDir, logger)
+		warnOpenParents(cfg.DataDir, uid, logger)
 	}
 	return nil
 }
@@ -50,7 +51,7 @@ func privateDataDir(cfg config.Config, logger *slog.Logger) error {
 // warns instead, because a volume's root is often group-writable
 // (Kubernetes' fsGroup) and the data folder itself is checked and
 // narrowed above. A folder it cannot stat is passed over.
-func warnOpenParents(dir string, logger *slog.Logger) {
+func warnOpenParents(dir string, uid int, logger *slog.Logger) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return
@@ -60,15 +61,15 @@ func warnOpenParents(dir string, logger *slog.Logger) {
 	// folder can put another link in its place.
 	seen := map[string]bool{}
 	if real, err := filepath.EvalSymlinks(abs); err == nil && real != abs {
-		warnOpenAbove(real, dir, seen, logger)
+		warnOpenAbove(real, dir, uid, seen, logger)
 	}
-	warnOpenAbove(abs, dir, seen, logger)
+	warnOpenAbove(abs, dir, uid, seen, logger)
 }
 
 // warnOpenAbove warns, as warnOpenParents says, about each folder above
-// path not in seen, and adds it to seen.
-func warnOpenAbove(path, dir string, seen map[string]bool, logger *slog.Logger) {
-	uid, gid := processUID(), os.Getegid()
+// path not in seen, and adds it to seen; uid is the node's user.
+func warnOpenAbove(path, dir string, uid int, seen map[string]bool, logger *slog.Logger) {
+	gid := os.Getegid()
 	for p := filepath.Dir(path); ; p = filepath.Dir(p) {
 		if seen[p] {
 			if filepath.Dir(p) == p {
@@ -133,8 +134,8 @@ func privateFiles(cfg config.Config, logger *slog.Logger) error {
 // open it again at any time, whatever mode the node sets, and reach the
 // admin socket or put a key or databases of its own there; a link could
 // make the node narrow and fill a folder of the link maker's choosing.
-func ownDataDir(dir string) error {
-	uid := processUID()
+// uid is the user the node runs as.
+func ownDataDir(dir string, uid int) error {
 	li, err := os.Lstat(dir)
 	if err != nil {
 		return fmt.Errorf("node: data folder: %w", err)
@@ -160,8 +161,6 @@ func fileExists(path string) bool {
 	return err == nil
 }
 
-// processUID is the user the node runs as (a variable for the tests).
-var processUID = os.Geteuid
 
 // sandboxApart refuses a workspace (dir, the sandbox folder, which
 // exists) that holds one of the node's own files: the data folder (the

@@ -126,10 +126,9 @@ func TestDataFolderOfAnotherUserRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Chmod(dir, 0o777)
-	defer node.SetProcessUID(os.Geteuid() + 4242)()
 	cfg := config.Default()
 	cfg.DataDir, cfg.RelayListen, cfg.HTTPListen = dir, "127.0.0.1:0", ""
-	startRefused(t, cfg, "in a data folder of another user", dir, "data_dir", "another user", "chown")
+	startRefusedWith(t, cfg, []node.Option{node.WithProcessUID(os.Geteuid() + 4242)}, "in a data folder of another user", dir, "data_dir", "another user", "chown")
 	entries, _ := os.ReadDir(dir)
 	if len(entries) > 0 {
 		t.Errorf("the node wrote %s in a folder of another user", entries[0].Name())

@@ -76,9 +76,15 @@ func startConfigured(t testing.TB, cfg config.Config, logger *slog.Logger, opts 
 // have refused, for the failure.
 func startRefused(t *testing.T, cfg config.Config, what string, names ...string) {
 	t.Helper()
+	startRefusedWith(t, cfg, nil, what, names...)
+}
+
+// startRefusedWith is startRefused with the node's options.
+func startRefusedWith(t *testing.T, cfg config.Config, opts []node.Option, what string, names ...string) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	n, err := node.Start(ctx, cfg, slog.New(slog.DiscardHandler))
+	n, err := node.Start(ctx, cfg, slog.New(slog.DiscardHandler), opts...)
 	if err == nil {
 		cancel()
 		n.Wait()

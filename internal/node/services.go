@@ -23,6 +23,9 @@ type options struct {
 	pause func(point string)
 	// cardWait, when set (tests), replaces cardStartWait.
 	cardWait time.Duration
+	// uid, when set (tests), is taken for the user the node runs as, in
+	// place of os.Geteuid, in the checks of the data folder's owner.
+	uid *int
 }
 
 type namedService struct {

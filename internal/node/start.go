@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -37,7 +38,11 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger, with ...
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if err := privateDataDir(cfg, logger); err != nil {
+	uid := os.Geteuid()
+	if o.uid != nil {
+		uid = *o.uid
+	}
+	if err := privateDataDir(cfg, uid, logger); err != nil {
 		return nil, err
 	}
 	n := &Node{cfg: cfg, logger: logger, level: o.level,
