@@ -47,7 +47,7 @@ func (c *cli) bench(args []string) int {
 	fs.DurationVar(&duration, "duration", 30*time.Second, "start requests for `DURATION`")
 	fs.DurationVar(&warmup, "warmup", 0, "run the load for `DURATION` before --duration without counting it (connections opened, caches warm)")
 	fs.Float64Var(&rate, "rate", 0, "offer `N` requests a second between the peers, each on a fixed schedule, latencies counted from when each was due (0: each peer sends when answered)")
-	fs.StringVar(&mixFlag, "mix", loadgen.DefaultMix.String(), "the requests' weights, `NAME=WEIGHT,…` of send, get, stream")
+	fs.StringVar(&mixFlag, "mix", loadgen.DefaultMix().String(), "the requests' weights, `NAME=WEIGHT,…` of send, get, stream")
 	fs.DurationVar(&timeout, "timeout", 10*time.Second, "count a request without an answer after `DURATION` as a time-out")
 	fs.Func("pid", "read the node's CPU and memory from /proc of `PID` (repeatable: one per replica, reported each and summed)", func(v string) error {
 		pid, err := strconv.Atoi(v)

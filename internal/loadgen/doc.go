@@ -13,7 +13,7 @@
 //	peers, closePeers, err := loadgen.Dial(ctx, loadgen.Target{To: addr, Relays: relays, HTTP: endpoint,
 //		Via: []string{loadgen.ViaNostr, loadgen.ViaHTTP}}, keys, logger)
 //	defer closePeers()
-//	report, err := loadgen.Run(ctx, loadgen.Config{Peers: peers, Mix: loadgen.DefaultMix, Duration: 30 * time.Second})
+//	report, err := loadgen.Run(ctx, loadgen.Config{Peers: peers, Mix: loadgen.DefaultMix(), Duration: 30 * time.Second})
 //
 // For a store seeded in bulk (SeedTask, as internal/cmd/seedtasks does),
 // Keys derives the peers' identities from a seed so that they own the

@@ -101,7 +101,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, fmt.Errorf("loadgen: rate %g: want 0 (a closed loop) or a finite number of requests a second", cfg.Rate)
 	}
 	if cfg.Mix.total() == 0 {
-		cfg.Mix = DefaultMix
+		cfg.Mix = DefaultMix()
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 10 * time.Second

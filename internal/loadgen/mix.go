@@ -31,8 +31,9 @@ func (o Op) String() string { return opNames[o] }
 // Mix is how often each Op is drawn: its weight over the sum of weights.
 type Mix [numOps]int
 
-// DefaultMix is 70 % message/send, 25 % tasks/get and 5 % message/stream.
-var DefaultMix = Mix{OpSend: 70, OpGet: 25, OpStream: 5}
+// DefaultMix returns 70 % message/send, 25 % tasks/get and 5 %
+// message/stream.
+func DefaultMix() Mix { return Mix{OpSend: 70, OpGet: 25, OpStream: 5} }
 
 // maxWeight bounds one weight, so that the sum cannot overflow.
 const maxWeight = 1_000_000
