@@ -161,7 +161,6 @@ func fileExists(path string) bool {
 	return err == nil
 }
 
-
 // sandboxApart refuses a workspace (dir, the sandbox folder, which
 // exists) that holds one of the node's own files: the data folder (the
 // identity, the databases, the admin socket), the key file, the SQLite
