@@ -1,0 +1,124 @@
+package llm_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/snapnode/snapnode/agent"
+	"github.com/snapnode/snapnode/agent/llm"
+)
+
+// A server that sends its headers and then drips its body a byte at a
+// time never holds the client past Config.Timeout.
+func TestSlowDripBodyTimesOut(t *testing.T) {
+	stop := make(chan struct{})
+	defer close(stop)
+	_, err := completeFrom(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		io.WriteString(w, `{"choices":[{"message":{"content":"`)
+		w.(http.Flusher).Flush()
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-r.Context().Done():
+				return
+			case <-tick.C:
+				io.WriteString(w, "x")
+				w.(http.Flusher).Flush()
+			}
+		}
+	}, llm.Config{Timeout: 200 * time.Millisecond})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want DeadlineExceeded", err)
+	}
+}
+
+// A gzip body that expands past the cap is refused when the cap is
+// reached, counting the bytes after decompression (Go's transport
+// decompresses a gzip answer to a request it asked gzip for).
+func TestGzipBombRefused(t *testing.T) {
+	var z bytes.Buffer
+	zw := gzip.NewWriter(&z)
+	io.WriteString(zw, `{"choices":[{"message":{"content":"`)
+	zw.Write(make([]byte, 64<<20))
+	zw.Close()
+	if z.Len() > 1<<20 {
+		t.Fatalf("the bomb is %d bytes compressed", z.Len())
+	}
+	_, err := completeFrom(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Encoding", "gzip")
+		w.Write(z.Bytes())
+	}, llm.Config{MaxResponseBytes: 64 << 10})
+	var ae *agent.AnsweredError
+	if !errors.Is(err, llm.ErrResponseTooLarge) || !errors.As(err, &ae) || ae.AnswerBytes != 64<<10 {
+		t.Fatalf("err = %#v, want ErrResponseTooLarge counted at the cap", err)
+	}
+
+	// A small gzip answer is read.
+	var small bytes.Buffer
+	zw = gzip.NewWriter(&small)
+	io.WriteString(zw, okBody)
+	zw.Close()
+	text, err := completeFrom(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Encoding", "gzip")
+		w.Write(small.Bytes())
+	}, llm.Config{})
+	if err != nil || text != "A" {
+		t.Fatalf("small gzip answer: %q, %v", text, err)
+	}
+}
+
+// An endless event stream (no [DONE]) is refused at the size cap or the
+// time-out, whichever comes first: the client never asked for a stream.
+func TestEndlessStreamRefused(t *testing.T) {
+	stop := make(chan struct{})
+	defer close(stop)
+	_, err := completeFrom(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for {
+			select {
+			case <-stop:
+				return
+			case <-r.Context().Done():
+				return
+			default:
+			}
+			io.WriteString(w, "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n")
+		}
+	}, llm.Config{MaxResponseBytes: 4096, Timeout: 10 * time.Second})
+	if !errors.Is(err, llm.ErrResponseTooLarge) {
+		t.Fatalf("err = %v, want ErrResponseTooLarge", err)
+	}
+}
+
+// A TLS server whose certificate the client does not trust is a transport
+// error, and the prompt is not sent.
+func TestUntrustedCertificate(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t.Error("the request reached the handler")
+	}))
+	defer srv.Close()
+	c, err := llm.New(llm.Config{BaseURL: srv.URL + "/v1", Model: "m1", APIKey: "sk-tls-secret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Complete(t.Context(), prompt("x"))
+	var me *agent.ModelError
+	if err == nil || errors.As(err, &me) || !strings.Contains(err.Error(), "certificate") || strings.Contains(err.Error(), "sk-tls-secret") {
+		t.Fatalf("err = %v, want a certificate error", err)
+	}
+}
