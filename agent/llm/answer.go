@@ -17,7 +17,10 @@ import (
 type chatAnswer struct {
 	Model   json.RawMessage `json:"model"`
 	Choices []chatChoice    `json:"choices"`
-	Usage   *struct {
+	// Error is the error object a proxy or server may send with a
+	// success status in place of the choices.
+	Error json.RawMessage `json:"error"`
+	Usage *struct {
 		PromptTokens     json.RawMessage `json:"prompt_tokens"`
 		CompletionTokens json.RawMessage `json:"completion_tokens"`
 	} `json:"usage"`
@@ -52,6 +55,9 @@ type answer struct {
 	promptTokens        int
 	completionTokens    int
 	choices             int // how many the server sent
+	// serverError is the message of the error object an answer without
+	// choices held, cut to maxMessage; the client redacts it.
+	serverError string
 }
 
 // readAnswer reads a chat.completion body (one JSON value, checked by
@@ -74,6 +80,11 @@ func readAnswer(body []byte) (*answer, error) {
 	var ch *chatChoice
 	switch len(b.Choices) {
 	case 0:
+		if len(b.Error) > 0 && string(b.Error) != "null" {
+			// {"error":{"message":…}}, {"error":"…"}: the server's
+			// reason, for the operator, in place of its absent answer.
+			a.serverError = cut(strings.ToValidUTF8(strings.TrimSpace(bodyMessage(body)), "\uFFFD"), maxMessage)
+		}
 		return a, fmt.Errorf("%w: the server's answer has no choices", ErrMalformedResponse)
 	case 1:
 		ch = &b.Choices[0]

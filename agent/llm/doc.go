@@ -33,7 +33,8 @@
 // success status that is refused (no choice to take, a content that is
 // not a string, a body that is not one JSON value or is too large) is an
 // *agent.AnsweredError, with the usage the server reported, for the
-// runtime to count; other errors are transport failures. The client does
+// runtime to count (an error object sent with a success status in place
+// of the choices has its message in the error); other errors are transport failures. The client does
 // not retry: the runtime does.
 //
 // The API key goes only into the Authorization header: it is in no log

@@ -105,6 +105,26 @@ func TestEndlessStreamRefused(t *testing.T) {
 	}
 }
 
+// A 200 whose body is an error object in place of the choices (as some
+// proxies answer) is refused, and the error says what the server said,
+// without the API key it may echo.
+func TestErrorObjectInSuccess(t *testing.T) {
+	for _, body := range []string{
+		`{"error":{"message":"upstream model overloaded (key sk-echo-secret)","code":502}}`,
+		`{"error":"upstream model overloaded (key sk-echo-secret)"}`,
+	} {
+		_, err := completeFrom(t, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, body)
+		}, llm.Config{APIKey: "sk-echo-secret"})
+		var ae *agent.AnsweredError
+		if !errors.As(err, &ae) || !errors.Is(err, llm.ErrMalformedResponse) ||
+			!strings.Contains(err.Error(), "upstream model overloaded") || strings.Contains(err.Error(), "sk-echo-secret") {
+			t.Errorf("%s: err = %v, want an AnsweredError with the server's message, the key redacted", body, err)
+		}
+	}
+}
+
 // A TLS server whose certificate the client does not trust is a transport
 // error, and the prompt is not sent.
 func TestUntrustedCertificate(t *testing.T) {

@@ -270,6 +270,9 @@ func (c *Client) send(ctx context.Context, req openai.ChatCompletionRequest, zer
 		if a, err = readAnswer(cl.body); err == nil {
 			return a, nil
 		}
+		if a != nil && a.serverError != "" {
+			err = fmt.Errorf("%w: the server's answer has no choices but an error: %s", ErrMalformedResponse, c.redactKey(a.serverError))
+		}
 	}
 	if cl.status < http.StatusOK || cl.status >= http.StatusMultipleChoices || ctx.Err() != nil {
 		return nil, err
@@ -324,9 +327,7 @@ func (c *Client) failure(ctx context.Context, cl *call, err error) error {
 // an empty body (llama-server's HTTP library, before its limit was
 // raised); condensing the prompt is what may pass it.
 func (c *Client) modelError(status int, h http.Header, msg, details string) *agent.ModelError {
-	if c.cfg.APIKey != "" {
-		msg = strings.ReplaceAll(msg, c.cfg.APIKey, "[api key]")
-	}
+	msg = c.redactKey(msg)
 	return &agent.ModelError{
 		Status:        status,
 		RetryAfter:    retryAfter(h.Get("Retry-After"), time.Now()),
@@ -335,9 +336,20 @@ func (c *Client) modelError(status int, h http.Header, msg, details string) *age
 	}
 }
 
+// redactKey is s with the API key replaced: a server may echo the
+// request's header in its error.
+func (c *Client) redactKey(s string) string {
+	if c.cfg.APIKey == "" {
+		return s
+	}
+	return strings.ReplaceAll(s, c.cfg.APIKey, "[api key]")
+}
+
 // bodyMessage is the message of an error body go-openai could not read as
-// {"error":{"message":…}}: vLLM's {"message":…}, {"error":"…"},
-// {"detail":…}, or else the body itself (e.g. a proxy's "502 Bad Gateway").
+// {"error":{"message":…}} (or that of a success status, which go-openai
+// does not read as an error): vLLM's {"message":…}, {"error":"…"},
+// {"detail":…}, {"error":{"message":…}}, or else the body itself (e.g. a
+// proxy's "502 Bad Gateway").
 func bodyMessage(body []byte) string {
 	var b struct {
 		Message string          `json:"message"`
@@ -353,6 +365,12 @@ func bodyMessage(body []byte) string {
 			if json.Unmarshal(raw, &s) == nil && s != "" {
 				return s
 			}
+		}
+		var e struct {
+			Message string `json:"message"`
+		}
+		if json.Unmarshal(b.Error, &e) == nil && e.Message != "" {
+			return e.Message
 		}
 	}
 	return string(body)
