@@ -25,7 +25,9 @@
 // client keeps to json_object from then on.
 //
 // Complete honours its ctx, bounds every request by Config.Timeout and
-// refuses a response body over Config.MaxResponseBytes. An error answer
+// refuses a response body over Config.MaxResponseBytes (counted after a
+// gzip encoding is undone) and, unless Config.HTTPClient is given,
+// response headers over 64 KiB. An error answer
 // of the server is an *agent.ModelError, with the status, Retry-After and
 // whether the prompt was over the model's context (its Transient says
 // whether asking again may help, its Advice what the operator should

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -140,5 +141,20 @@ func TestUntrustedCertificate(t *testing.T) {
 	var me *agent.ModelError
 	if err == nil || errors.As(err, &me) || !strings.Contains(err.Error(), "certificate") || strings.Contains(err.Error(), "sk-tls-secret") {
 		t.Fatalf("err = %v, want a certificate error", err)
+	}
+}
+
+// A server's response headers are bounded as its body is: a success
+// answer behind megabytes of headers is refused, not read into memory.
+func TestHugeHeadersRefused(t *testing.T) {
+	_, err := completeFrom(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		for i := range 64 {
+			w.Header().Set(fmt.Sprintf("X-Pad-%d", i), strings.Repeat("x", 16<<10))
+		}
+		io.WriteString(w, okBody)
+	}, llm.Config{})
+	if err == nil || !strings.Contains(err.Error(), "header") {
+		t.Fatalf("err = %v, want the headers refused", err)
 	}
 }

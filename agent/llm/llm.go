@@ -44,6 +44,11 @@ const (
 // maxMessage is the longest ModelError message, in bytes.
 const maxMessage = 300
 
+// maxHeaderBytes bounds a response's headers (Go's default is 10 MiB,
+// ten times the default cap of a body): a model server's are a few
+// kilobytes.
+const maxHeaderBytes = 64 << 10
+
 // Config configures a Client.
 type Config struct {
 	// BaseURL is the API's base URL, ending with /v1
@@ -63,7 +68,7 @@ type Config struct {
 	// FormatJSONObject and FormatNone.
 	ResponseFormat string
 	// HTTPClient sends the requests (when nil, a new http.Client that
-	// follows no redirect).
+	// follows no redirect and reads at most 64 KiB of response headers).
 	HTTPClient *http.Client
 	// Logger logs fallbacks and, at debug level, completions (nothing when
 	// nil).
@@ -144,7 +149,9 @@ func New(cfg Config) (*Client, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	var hc openai.HTTPDoer = &http.Client{CheckRedirect: noRedirect}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxResponseHeaderBytes = maxHeaderBytes
+	var hc openai.HTTPDoer = &http.Client{Transport: tr, CheckRedirect: noRedirect}
 	if cfg.HTTPClient != nil {
 		hc = cfg.HTTPClient
 	}
