@@ -251,28 +251,42 @@ func (l *Log) checkHeadEntry(ctx context.Context, tx *sql.Tx, h head) error {
 	case h.last < h.first:
 		return nil // empty
 	}
-	rows, err := tx.QueryContext(ctx, l.d.Rebind("SELECT "+entryColumns+" FROM audit_log WHERE seq = ?"), h.last)
-	if err != nil {
+	x, missing, problem, err := l.entryAt(ctx, tx, h.last)
+	switch {
+	case err != nil:
 		return fmt.Errorf("audit: check the head: %w", err)
+	case missing:
+		return &VerifyError{Seq: h.last, Kind: KindTruncated, Detail: "the head record's last entry is missing"}
+	case problem != "":
+		return &VerifyError{Seq: h.last, Kind: KindEdited, Detail: "the last entry " + problem}
+	case x.Hash != h.lastHash:
+		return &VerifyError{Seq: h.last, Kind: KindHead, Detail: fmt.Sprintf("the head record gives hash %s for the last entry, the chain %s", h.lastHash, x.Hash)}
+	}
+	return nil
+}
+
+// entryAt reads entry seq in tx and checks that its fields give its hash.
+// A read that fails is an error; otherwise missing tells that the chain
+// has no such entry, and problem, when not empty, what is wrong with the
+// one it has ("is unreadable: …" or "was edited: …", to follow the
+// caller's name for it).
+func (l *Log) entryAt(ctx context.Context, tx *sql.Tx, seq int64) (x Entry, missing bool, problem string, err error) {
+	rows, err := tx.QueryContext(ctx, l.d.Rebind("SELECT "+entryColumns+" FROM audit_log WHERE seq = ?"), seq)
+	if err != nil {
+		return x, false, "", err
 	}
 	defer rows.Close()
 	if !rows.Next() {
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("audit: check the head: %w", err)
-		}
-		return &VerifyError{Seq: h.last, Kind: KindTruncated, Detail: "the head record's last entry is missing"}
+		return x, rows.Err() == nil, "", rows.Err()
 	}
-	x, err := scanEntry(rows)
-	if err != nil {
-		return &VerifyError{Seq: h.last, Kind: KindEdited, Detail: fmt.Sprintf("the last entry is unreadable: %v", err)}
+	x, err = scanEntry(rows)
+	switch {
+	case err != nil:
+		return x, false, fmt.Sprintf("is unreadable: %v", err), nil
+	case Hash(x) != x.Hash:
+		return x, false, fmt.Sprintf("was edited: its fields give hash %s, not its own %s", Hash(x), x.Hash), nil
 	}
-	if computed := Hash(x); computed != x.Hash {
-		return &VerifyError{Seq: h.last, Kind: KindEdited, Detail: fmt.Sprintf("the last entry's fields give hash %s, not its own %s: the entry was edited", computed, x.Hash)}
-	}
-	if x.Hash != h.lastHash {
-		return &VerifyError{Seq: h.last, Kind: KindHead, Detail: fmt.Sprintf("the head record gives hash %s for the last entry, the chain %s", h.lastHash, x.Hash)}
-	}
-	return rows.Err()
+	return x, false, "", rows.Err()
 }
 
 // checkLastSeal: the chain's last seal, if any, after the seal the
@@ -348,23 +362,14 @@ func (l *Log) checkSealRecord(ctx context.Context, tx *sql.Tx, h head, r SealRec
 	case r.Seq < h.first:
 		return l.checkPrunedPast(ctx, tx, h, r)
 	}
-	rows, err := tx.QueryContext(ctx, l.d.Rebind("SELECT "+entryColumns+" FROM audit_log WHERE seq = ?"), r.Seq)
-	if err != nil {
+	x, missing, problem, err := l.entryAt(ctx, tx, r.Seq)
+	switch {
+	case err != nil:
 		return fmt.Errorf("read the recorded seal: %w", err)
-	}
-	defer rows.Close()
-	if !rows.Next() {
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("read the recorded seal: %w", err)
-		}
+	case missing:
 		return bad("the chain has no entry %d", r.Seq)
-	}
-	x, err := scanEntry(rows)
-	if err != nil {
-		return bad("its entry %d is unreadable: %v", r.Seq, err)
-	}
-	if computed := Hash(x); computed != x.Hash {
-		return bad("its fields give hash %s, not its own %s: the entry was edited", computed, x.Hash)
+	case problem != "":
+		return bad("its entry %d %s", r.Seq, problem)
 	}
 	if verr := r.observe(x); verr != nil {
 		return verr
@@ -379,7 +384,7 @@ func (l *Log) checkSealRecord(ctx context.Context, tx *sql.Tx, h head, r SealRec
 	} else if why != "" {
 		return bad("%s", why)
 	}
-	return rows.Err()
+	return nil
 }
 
 // checkPrunedPast: the chain starts after the recorded seal, which only a
