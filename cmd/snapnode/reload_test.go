@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -99,6 +101,25 @@ func (d *daemon) hup(t *testing.T, want string) string {
 			}
 		case <-timeout:
 			t.Fatalf("no reload logged after SIGHUP:\n%s", d.log())
+		}
+	}
+}
+
+// await waits for a log line containing want, after those hup read.
+func (d *daemon) await(t *testing.T, want string) {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case l, ok := <-d.logs:
+			if !ok {
+				t.Fatalf("the node exited before it logged %q:\n%s", want, d.log())
+			}
+			if strings.Contains(l, want) {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("no %q logged:\n%s", want, d.log())
 		}
 	}
 }
@@ -338,5 +359,70 @@ http_listen = "127.0.0.1:0"
 	case <-done:
 	case <-time.After(30 * time.Second):
 		t.Fatalf("the node did not stop on SIGTERM:\n%s", d.log())
+	}
+}
+
+// SIGHUP puts in force, in the real binary, the live settings the other
+// tests do not reach through it: http_rate and http_burst (the next POST
+// /snap past the new burst is refused 429) and [card] (the card served
+// over HTTP is the new one). A setting the file changes but a flag also
+// gives (here log_level, which --log-level sets) is not used, at start as
+// on reload, and the node says so, naming it, rather than leaving the
+// edit without effect and without a word.
+func TestSIGHUPAppliesLiveSettings(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs a node")
+	}
+	noEnvKey(t)
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "snapnode.toml")
+	head := `data_dir = "` + filepath.Join(dir, "data") + `"
+relay_listen = "127.0.0.1:0"
+http_listen = "127.0.0.1:0"
+`
+	setConf := func(body string) {
+		t.Helper()
+		if err := os.WriteFile(conf, []byte(head+body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setConf("http_rate = 1000\nhttp_burst = 1000\n[card]\ndescription = \"the first card\"\n")
+	d := startDaemon(t, dir, "--config", conf) // with --log-level info
+	if strings.Contains(d.log(), "overridden") {
+		t.Fatalf("a warning of overridden settings where the file sets none a flag sets:\n%s", d.log())
+	}
+	post := func() int {
+		t.Helper()
+		resp, err := http.Post(d.http+"/snap", "application/json", strings.NewReader("{}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for i := range 3 {
+		if code := post(); code == http.StatusTooManyRequests {
+			t.Fatalf("POST %d within a burst of 1000: 429", i+1)
+		}
+	}
+
+	setConf("log_level = \"debug\"\nhttp_rate = 0.001\nhttp_burst = 2\n[card]\ndescription = \"the second card\"\n")
+	d.hup(t, "settings reloaded")
+	d.await(t, "card republished") // logged once the card is served too
+	// The card spends the first of the two tokens, a POST the second.
+	resp, err := http.Get(d.http + "/.well-known/snap-agent.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	card, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(card), "the second card") {
+		t.Errorf("the card served after [card] was reloaded: %s", card)
+	}
+	if codes := []int{post(), post()}; codes[0] == http.StatusTooManyRequests || codes[1] != http.StatusTooManyRequests {
+		t.Errorf("a GET of the card and two POSTs after http_burst = 2 was reloaded: POSTs %v; want the second refused 429", codes)
+	}
+	if !regexp.MustCompile(`overridden.*settings=\[log_level\]`).MatchString(d.log()) {
+		t.Errorf("log_level, changed in the file but set by --log-level, is not named as overridden:\n%s", d.log())
 	}
 }

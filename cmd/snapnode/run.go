@@ -29,13 +29,14 @@ func (c *cli) runNode(args []string) int {
 	}
 	// SIGHUP reads the same sources again.
 	sources := config.NewSources(flagged, fs, os.Getenv)
-	cfg, err := sources.Load()
+	cfg, overridden, err := sources.LoadOverridden()
 	if err != nil {
 		return c.configError(fs, err)
 	}
 	var level slog.LevelVar // SIGHUP may change it
 	level.Set(cfg.Level())
 	logger := cfg.Logger(c.stderr, &level)
+	warnOverridden(logger, cfg.ConfigFile, overridden)
 
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -77,10 +78,13 @@ func (c *cli) runNode(args []string) int {
 		case <-ctx.Done():
 			running = false
 		case <-hup:
-			fresh, err := sources.Load()
+			fresh, overridden, err := sources.LoadOverridden()
 			if err != nil {
 				logger.Error("SIGHUP: settings not reloaded; those in force stay", "err", err)
-			} else if _, err := n.Reload(ctx, fresh); errors.Is(err, node.ErrNotReloaded) {
+				break
+			}
+			warnOverridden(logger, fresh.ConfigFile, overridden)
+			if _, err := n.Reload(ctx, fresh); errors.Is(err, node.ErrNotReloaded) {
 				logger.Error("SIGHUP: settings not reloaded; those in force stay", "err", err)
 			} else if err != nil {
 				logger.Error("SIGHUP", "err", err) // Reload logged what it applied
@@ -99,6 +103,16 @@ func (c *cli) runNode(args []string) int {
 	}
 	logger.Info("stopped")
 	return exitOK
+}
+
+// warnOverridden says which settings of the file a flag or a SNAPNODE_*
+// variable overrides (config.Sources.LoadOverridden), whose values in the
+// file are not used: an edit of them, and the SIGHUP after it, would
+// otherwise change nothing without a word.
+func warnOverridden(logger *slog.Logger, file string, overridden []string) {
+	if len(overridden) > 0 {
+		logger.Warn("settings of the file overridden by a flag or a SNAPNODE_* variable: the file's values are not used", "file", file, "settings", overridden)
+	}
 }
 
 // selfCommand is how the user can run this program again: the binary as

@@ -822,7 +822,7 @@ func Flags(fs *flag.FlagSet, c *Config) {
 // os.Getenv in production. A daemon that reloads its settings uses
 // [NewSources] instead.
 func Load(c *Config, fs *flag.FlagSet, getenv func(string) string) error {
-	base, err := NewSources(c, fs, getenv).read()
+	base, _, err := NewSources(c, fs, getenv).read()
 	if err != nil {
 		return err
 	}
@@ -866,42 +866,58 @@ func NewSources(c *Config, fs *flag.FlagSet, getenv func(string) string) *Source
 // Load reads the settings from the sources, as at start: the file, then
 // the environment, then the flags; the result is validated.
 func (s *Sources) Load() (Config, error) {
-	c, err := s.read()
-	if err != nil {
-		return Config{}, err
-	}
-	if err := c.Validate(); err != nil {
-		return Config{}, err
-	}
-	return c, nil
+	c, _, err := s.LoadOverridden()
+	return c, err
 }
 
-// read is Load without validation.
-func (s *Sources) read() (Config, error) {
+// LoadOverridden is Load, and names the settings the file gives a value
+// that a flag or a SNAPNODE_* variable replaces with another (by their
+// TOML names, as Changed names them): the file's values of those are not
+// used, at start as on a reload, and editing them changes nothing.
+func (s *Sources) LoadOverridden() (Config, []string, error) {
+	c, overridden, err := s.read()
+	if err != nil {
+		return Config{}, nil, err
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, nil, err
+	}
+	return c, overridden, nil
+}
+
+// read is LoadOverridden without validation.
+func (s *Sources) read() (Config, []string, error) {
 	file := s.file
 	if !s.set["config"] {
 		file = s.getenv("SNAPNODE_CONFIG")
 	}
 	base := Default()
+	inFile := map[string]bool{} // the keys the file gives, and their tables
 	if file != "" {
 		b, err := readfile.Regular(file, MaxFileBytes)
 		if err != nil {
-			return Config{}, fmt.Errorf("config: %w", err)
+			return Config{}, nil, fmt.Errorf("config: %w", err)
 		}
 		md, err := toml.Decode(string(b), &base)
 		if err != nil {
-			return Config{}, fmt.Errorf("config: %s: %w", file, err)
+			return Config{}, nil, fmt.Errorf("config: %s: %w", file, err)
 		}
 		if un := md.Undecoded(); len(un) > 0 {
 			key := un[0].String()
-			return Config{}, fmt.Errorf("config: %s: unknown setting %q%s", file, key, suggest.DidYouMean(key, fileKeys(reflect.TypeFor[Config](), ""), ""))
+			return Config{}, nil, fmt.Errorf("config: %s: unknown setting %q%s", file, key, suggest.DidYouMean(key, fileKeys(reflect.TypeFor[Config](), ""), ""))
+		}
+		for _, k := range md.Keys() {
+			for i := 1; i <= len(k); i++ {
+				inFile[strings.Join(k[:i], ".")] = true
+			}
 		}
 	}
 	base.ConfigFile = file
+	fromFile := base // the environment and the flags assign, never change a list in place
 	for _, st := range settings {
 		if v := s.getenv(st.env); v != "" {
 			if err := st.fromEnv(&base, v); err != nil {
-				return Config{}, fmt.Errorf("config: %s=%q: %w", st.env, v, err)
+				return Config{}, nil, fmt.Errorf("config: %s=%q: %w", st.env, v, err)
 			}
 		}
 	}
@@ -916,11 +932,17 @@ func (s *Sources) read() (Config, error) {
 			*st.list(&base) = slices.Clone(*st.list(&s.lists))
 		default:
 			if err := st.fromEnv(&base, s.texts[name]); err != nil {
-				return Config{}, fmt.Errorf("config: --%s: %w", name, err)
+				return Config{}, nil, fmt.Errorf("config: --%s: %w", name, err)
 			}
 		}
 	}
-	return base, nil
+	var overridden []string
+	for _, name := range Changed(fromFile, base) {
+		if inFile[name] {
+			overridden = append(overridden, name)
+		}
+	}
+	return base, overridden, nil
 }
 
 // Changed returns the settings that differ between a and b, by their TOML

@@ -1131,3 +1131,32 @@ func TestEnvParseErrorsSayTheRule(t *testing.T) {
 		})
 	}
 }
+
+// LoadOverridden names the settings the file gives a value that a flag
+// or a variable replaces with another: not those the file leaves out, nor
+// those given the same value; a table's setting by TABLE.KEY, [card] as a
+// whole.
+func TestLoadOverridden(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "snapnode.toml")
+	content := "workers = 3\nlog_level = \"debug\"\nmax_drift = \"90s\"\n[agent]\nmax_steps = 7\n[card]\nname = \"from the file\"\n"
+	if err := os.WriteFile(file, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	bound := config.Default()
+	config.Flags(fs, &bound)
+	if err := fs.Parse([]string{"--config", file, "--workers", "2", "--max-drift", "90s"}); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"SNAPNODE_LOG_LEVEL": "warn", "SNAPNODE_HTTP_RATE": "3", "SNAPNODE_AGENT_MAX_STEPS": "9"}
+	c, overridden, err := config.NewSources(&bound, fs, func(k string) string { return env[k] }).LoadOverridden()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Workers != 2 || c.LogLevel != "warn" || c.HTTPRate != 3 || c.Agent.MaxSteps != 9 || c.Card.Name != "from the file" {
+		t.Fatalf("settings: workers %d, log_level %q, http_rate %v, agent.max_steps %d, card %q", c.Workers, c.LogLevel, c.HTTPRate, c.Agent.MaxSteps, c.Card.Name)
+	}
+	if want := []string{"log_level", "workers", "agent.max_steps"}; !slices.Equal(overridden, want) {
+		t.Errorf("overridden: %q, want %q", overridden, want)
+	}
+}
