@@ -18,11 +18,21 @@
 //	snapnode_relay_connections{url, state}        1 for each relay's current state
 //	snapnode_tasks{state}                         tasks in the store by state
 //	snapnode_replay_records                       records in the replay store
+//	snapnode_database_checkpoints_total{result}   SQLite WAL checkpoints, done or failed
+//	snapnode_replicas_alive                       PostgreSQL replicas sharing the requests
+//	snapnode_inbox_shared_total{outcome}          other replicas' requests: kept, taken_up, left
+//	snapnode_agent_jobs{status}                   the agent's jobs by manifest status
+//	snapnode_agent_model_calls_total{status}      model calls: SUCCESS, ERROR, TIMEOUT
+//	snapnode_agent_model_call_seconds             model call time, a histogram
+//	snapnode_agent_cost_cents_total               what the model calls cost
 //	go_*, process_*                               the runtime and the process
 //
 // Label values are bounded: a method not given in Options.Methods is
 // counted as "other", a code outside 1000–5999 as "other", so a peer
-// cannot grow the series without end by inventing method names.
+// cannot grow the series without end by inventing method names; the
+// other labels take values the node defines (states, statuses, the
+// configured relays). The operator guide lists the series for users
+// (TestMetricsDocumented in internal/node checks it against a node).
 //
 // The gauges read from the node (tasks, replay records, relays) are
 // computed at scrape time, with a time limit, rather than kept up to date
