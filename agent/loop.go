@@ -78,6 +78,10 @@ func (r *Runtime) work(ctx context.Context, cancel context.CancelCauseFunc, task
 			_ = jr.save(context.WithoutCancel(ctx), nil)
 		}
 		_ = r.cfg.Store.Release(context.WithoutCancel(ctx), taskID, r.cfg.Holder)
+	case errors.Is(err, errUnshown):
+		// The job's end is saved, and stands: the reconcile pass shows
+		// it on the task (see end).
+		r.log.Warn("agent: the job ended, its task's write failed; the reconcile pass makes it", "task", taskID, "err", err)
 	case err != nil:
 		// Not the model's doing (the database, the executor): the job
 		// waits for a human rather than being claimed again and again.
@@ -1021,7 +1025,7 @@ func (jr *jobRun) evidence(ctx context.Context, files []string) (arts []tasks.Ar
 // node stopping after it leaves the answer for the restart's reconcile to
 // show, never the reason the job had before (a held action's note). The
 // task is then completed with the message and arts, the answer's artifact
-// and the changes' (see finalArtifacts).
+// and the changes' (see finalArtifacts); see end.
 func (jr *jobRun) complete(ctx context.Context, it *Interaction, rp *RecoveryPoint, message string, arts []tasks.Artifact) error {
 	r, j := jr.r, jr.j
 	message = r.redact(message)
@@ -1031,10 +1035,8 @@ func (jr *jobRun) complete(ctx context.Context, it *Interaction, rp *RecoveryPoi
 	if err := jr.recordWith(ctx, it, rp); err != nil {
 		return err
 	}
-	jr.flushNotes()
-	err := jr.r.show(ctx, j.TaskID, Success, message, finalArtifacts(message, arts, jr.its))
 	r.log.Info("agent: job completed", "task", j.TaskID, "steps", j.Steps, "cost_cents", j.CostCents)
-	return jr.release(ctx, err)
+	return jr.end(ctx, Success, message, finalArtifacts(message, arts, jr.its))
 }
 
 // finalArtifacts are the artifacts of a task its job completed with
@@ -1050,6 +1052,46 @@ func finalArtifacts(message string, arts []tasks.Artifact, its []Interaction) []
 		out = append(out, tasks.Artifact{ArtifactID: "changes", Name: "the changes the agent made", Parts: []tasks.Part{p}})
 	}
 	return out
+}
+
+// The tries of the task's write that shows a job's end, and the wait
+// before the second, doubling after.
+const (
+	endTries = 4
+	endWait  = time.Second
+)
+
+// errUnshown: the job's end is saved, its task's write failed.
+var errUnshown = errors.New("agent: the task's write of the job's end failed")
+
+// end shows the job's end, saved in st, on its task with note and arts
+// (Runtime.show), and gives the job's lease up. A task's write that
+// fails (the database busy, or gone for a moment) is made again after a
+// wait, doubling, endTries in all while the job has the time and is not
+// stopped; failing still, the job stays as it was saved, its task not
+// showing it (unsettled): the reconcile pass shows it once the lease is
+// given up or lapses, and the error is errUnshown.
+func (jr *jobRun) end(ctx context.Context, st Status, note string, arts []tasks.Artifact) error {
+	r, j := jr.r, jr.j
+	jr.flushNotes()
+	err := r.show(ctx, j.TaskID, st, note, arts)
+	wait := endWait
+	for try := 1; err != nil && try < endTries && wait < jr.timeLeft(); try++ {
+		r.log.Warn("agent: the task's write failed; trying again", "task", j.TaskID, "attempt", try, "wait", wait, "err", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return jr.release(ctx, fmt.Errorf("%w: %w", errUnshown, err))
+		case <-t.C:
+		}
+		wait *= 2
+		err = r.show(ctx, j.TaskID, st, note, arts)
+	}
+	if err != nil {
+		err = fmt.Errorf("%w: %w", errUnshown, err)
+	}
+	return jr.release(ctx, err)
 }
 
 // answerArtifact is the task's artifact with the agent's answer.
