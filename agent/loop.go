@@ -898,11 +898,13 @@ func (jr *jobRun) observed(ctx context.Context, it *Interaction, res *executor.R
 		r.log.Debug("agent: action held for an operator", "task", j.TaskID, "action", res.ActionID)
 		return true, jr.release(ctx, err)
 	case res.Outcome == executor.Completed && strings.EqualFold(res.Action, "FINISH"):
+		// FINISH's response is the job's answer, as an agent
+		// response's summary is.
+		it.Response.SummaryForSupervisor = r.redact(res.Response)
 		if r.cfg.Review {
-			it.Response.SummaryForSupervisor = r.redact(res.Response)
 			return jr.submitForReview(ctx, it)
 		}
-		return true, jr.complete(ctx, it, nil, res.Response, nil)
+		return true, jr.complete(ctx, it, nil, nil)
 	}
 	jr.remember(it)
 	if !noted {
@@ -960,7 +962,7 @@ func (jr *jobRun) respond(ctx context.Context, it *Interaction, ans *Answer) (bo
 		if err != nil {
 			return true, err
 		}
-		return true, jr.complete(ctx, it, rp, summary, arts)
+		return true, jr.complete(ctx, it, rp, arts)
 	case ActionStuck:
 		it.Observation = &Observation{Outcome: ObsNone, Text: "waiting for the requester's guidance"}
 		return true, jr.stuckAfter(ctx, it, "the agent is stuck: "+summary)
@@ -1019,39 +1021,103 @@ func (jr *jobRun) evidence(ctx context.Context, files []string) (arts []tasks.Ar
 	return arts, missing
 }
 
-// complete ends the job in success with the agent's message: it (the
-// step that ended the job, with rp, its recovery point, or nil), the
-// job's status and the message as its reason go in one write, so that a
-// node stopping after it leaves the answer for the restart's reconcile to
-// show, never the reason the job had before (a held action's note). The
-// task is then completed with the message and arts, the answer's artifact
-// and the changes' (see finalArtifacts); see end.
-func (jr *jobRun) complete(ctx context.Context, it *Interaction, rp *RecoveryPoint, message string, arts []tasks.Artifact) error {
+// complete ends the job in success: it, the step that ended the job
+// (with rp, its recovery point, or nil), recording the answer and, in its
+// observation's output, evidence (the evidence files' artifacts as the
+// step read them), goes in one write with the job's status and the answer
+// as its reason, so that a node stopping after it leaves the restart's
+// reconcile the task's completion to make, from the history, as the job
+// makes it here (see completion), never the reason the job had before (a
+// held action's note). The task is then completed (see end).
+func (jr *jobRun) complete(ctx context.Context, it *Interaction, rp *RecoveryPoint, evidence []tasks.Artifact) error {
 	r, j := jr.r, jr.j
-	message = r.redact(message)
-	// The answer, should the task's write have to be made again.
-	j.Status, j.Reason = Success, cut(message, 2000)
+	if len(evidence) > 0 {
+		out, err := json.Marshal(completedOutput{Evidence: evidence})
+		if err != nil {
+			return err
+		}
+		it.Observation.Output = out
+	}
+	j.Status = Success
 	it.Response.NewStatus = j.Status
+	message, arts := completion(j, withStep(jr.its, it))
+	j.Reason = cut(message, 2000) // the answer, should the history not have it
 	if err := jr.recordWith(ctx, it, rp); err != nil {
 		return err
 	}
 	r.log.Info("agent: job completed", "task", j.TaskID, "steps", j.Steps, "cost_cents", j.CostCents)
-	return jr.end(ctx, Success, message, finalArtifacts(message, arts, jr.its))
+	return jr.end(ctx, Success, message, arts)
 }
 
-// finalArtifacts are the artifacts of a task its job completed with
-// message: the answer's, then arts, then the diff of the changes the
-// job's interactions its made, if any. The restart's reconcile, which
-// completes the task of a job that ended while its node stopped, gives
-// the same, less arts.
-func finalArtifacts(message string, arts []tasks.Artifact, its []Interaction) []tasks.Artifact {
-	out := append([]tasks.Artifact{answerArtifact(message)}, arts...)
+// withStep is its with it in the place of the step of its sequence, or
+// after them; its is left as it is.
+func withStep(its []Interaction, it *Interaction) []Interaction {
+	out := slices.Clone(its)
+	for i := range out {
+		if out[i].Sequence == it.Sequence {
+			out[i] = *it
+			return out
+		}
+	}
+	return append(out, *it)
+}
+
+// completedOutput is the observation's output of the answer that
+// completed a job (COMPLETED, or a supervisor's COMPLETED): the evidence
+// files' artifacts as the host read them for the task, kept in the
+// history for completion.
+type completedOutput struct {
+	Evidence []tasks.Artifact `json:"evidence"`
+}
+
+// completion is the note and artifacts the task of job j, which ended in
+// success, is completed with, made from its history its: the answer (the
+// summary of the step that ended the job or, when a supervisor's review
+// did, of the work it accepted; j's reason when the history has none),
+// then the artifacts: the answer's, the evidence files' as that step read
+// them, the supervisor's review, and the diff of the changes the job's
+// steps made, if any. The job's own completion and the reconcile of a
+// task whose write did not happen both complete the task so.
+func completion(j *Job, its []Interaction) (string, []tasks.Artifact) {
+	var end *Interaction
+	for i := len(its) - 1; i >= 0 && end == nil; i-- {
+		if its[i].Response.NewStatus == Success {
+			end = &its[i]
+		}
+	}
+	var (
+		message string
+		arts    []tasks.Artifact
+	)
+	if end != nil {
+		message = end.Response.SummaryForSupervisor
+		if o := end.Observation; o != nil && end.Response.Kind == KindAgentResponse && len(o.Output) > 0 {
+			var out completedOutput
+			if json.Unmarshal(o.Output, &out) == nil {
+				arts = append(arts, out.Evidence...)
+			}
+		}
+		if end.Request.Metadata.Phase == PhaseReview {
+			// The supervisor accepted the work its submission
+			// describes; its own summary is the review.
+			arts = append(arts, tasks.Artifact{ArtifactID: "review", Name: "the supervisor's review", Parts: []tasks.Part{tasks.TextPart(message)}})
+			for _, sub := range its {
+				if sub.Sequence == j.ReviewSeq {
+					message = sub.Response.SummaryForSupervisor
+				}
+			}
+		}
+	}
+	if message == "" {
+		message = j.Reason // a history an older version wrote
+	}
+	arts = append([]tasks.Artifact{answerArtifact(message)}, arts...)
 	if d := changes(its); d != "" {
 		p := tasks.TextPart(d)
 		p.MediaType = "text/x-diff"
-		out = append(out, tasks.Artifact{ArtifactID: "changes", Name: "the changes the agent made", Parts: []tasks.Part{p}})
+		arts = append(arts, tasks.Artifact{ArtifactID: "changes", Name: "the changes the agent made", Parts: []tasks.Part{p}})
 	}
-	return out
+	return message, arts
 }
 
 // The tries of the task's write that shows a job's end, and the wait

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-
-	"github.com/snapnode/snapnode/tasks"
 )
 
 // The phases of a job and the roles that answer in them. A job starts in
@@ -208,14 +206,15 @@ func (jr *jobRun) verdict(ctx context.Context, it *Interaction, ans *Answer) (bo
 	switch resp.Action {
 	case ActionCompleted:
 		it.Observation = &Observation{Outcome: ObsCompleted, Text: "accepted"}
-		message, evidence := summary, []string(nil)
+		// The task is completed with the work accepted (the
+		// submission's summary and evidence) and the review (see
+		// completion).
+		var evidence []string
 		if sub != nil {
-			message, evidence = sub.Response.SummaryForSupervisor, sub.Response.EvidenceFiles
+			evidence = sub.Response.EvidenceFiles
 		}
 		arts, _ := jr.evidence(ctx, evidence)
-		review := tasks.TextPart(summary)
-		arts = append(arts, tasks.Artifact{ArtifactID: "review", Name: "the supervisor's review", Parts: []tasks.Part{review}})
-		return true, jr.complete(ctx, it, nil, message, arts)
+		return true, jr.complete(ctx, it, nil, arts)
 	case ActionStuck:
 		it.Observation = &Observation{Outcome: ObsNone, Text: "waiting for the requester's guidance"}
 		return true, jr.stuckAfter(ctx, it, "the supervisor needs a human: "+summary)

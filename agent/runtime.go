@@ -506,14 +506,16 @@ func (r *Runtime) reconcile(ctx context.Context) {
 		case j.settled:
 			// Waiting, its task showed it: only a cancel mattered.
 		case j.Status == Success:
-			// The job's answer and the changes it made, as its own
-			// completion gives them; a history that cannot be read
-			// does not keep the task from completing.
+			// The job's answer and artifacts, made from its history as
+			// its own completion makes them; a history that cannot be
+			// read does not keep the task from completing (with the
+			// answer its reason keeps).
 			its, err := r.cfg.Store.Interactions(ctx, j.TaskID)
 			if err != nil {
-				r.log.Warn("agent: reconcile: the job's history, for the changes it made", "task", j.TaskID, "err", err)
+				r.log.Warn("agent: reconcile: the job's history, for its artifacts", "task", j.TaskID, "err", err)
 			}
-			err2 = r.show(ctx, j.TaskID, j.Status, j.Reason, finalArtifacts(j.Reason, nil, its))
+			message, arts := completion(j, its)
+			err2 = r.show(ctx, j.TaskID, j.Status, message, arts)
 		case j.Status == HaltedCost, j.Status == HaltedTime:
 			err2 = r.show(ctx, j.TaskID, j.Status, j.Reason, nil)
 		case j.Status == InterventionRequired:
