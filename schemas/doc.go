@@ -13,23 +13,36 @@
 //     ID --format json` prints it;
 //   - job-history.v1.json: a job's full record, every interaction
 //     with its exact request, answer and observation, as `snapnode job
-//     history ID --format json` prints it.
+//     history ID --format json` prints it;
+//   - log-line.v1.json: one line of the node's log with log_format =
+//     "json";
+//   - job-request.v1.json: the request that starts an agent's work on a
+//     job, the first line the node writes to an external worker and the
+//     data part with which a peer starts a job;
+//   - worker-observation.v1.json: the lines the node writes to an
+//     external worker after the job request;
+//   - worker-answer.v1.json: a line an external worker writes, a
+//     proposal envelope or an agent response.
 //
 // The files are the contract; the Go code that applies the proposal and
 // descriptor schemas (executor/proposal) is tested against them, so they
 // cannot drift apart.
 //
 // Validating a decoded JSON value (maps, slices, strings, float64 or
-// json.Number, bool, nil) with the compiled schema:
+// json.Number, bool, nil) with the compiled schema (the package's Example
+// does so with a worker's report):
 //
 //	var v any
 //	if err := json.Unmarshal(data, &v); err != nil { … }
-//	if err := schemas.Proposal().Validate(v); err != nil {
-//		var ve *jsonschema.ValidationError // errors.As: InstanceLocation, ErrorKind
+//	if err := schemas.AgentResponse().Validate(v); err != nil {
+//		var ve *jsonschema.ValidationError // errors.As; its innermost Causes
+//		                                   // name the member (InstanceLocation)
+//		                                   // and the rule (ErrorKind)
 //	}
 //
 // Each file has its accessor (Proposal, ActionDescriptor, AgentResponse,
-// AgentAnswer, JobManifest, JobHistory). The compiled schemas are built
+// AgentAnswer, JobManifest, JobHistory, LogLine, JobRequest,
+// WorkerObservation, WorkerAnswer). The compiled schemas are built
 // once, on first use. Formats (uuid, date-time) are annotations only, as
 // 2020-12 defaults to; every format the files rely on is also written as a
 // pattern, so any conforming validator reaches the same verdict. The files
