@@ -14,6 +14,10 @@
 //	ln, err := net.Listen("tcp", "127.0.0.1:7448")
 //	err = srv.Serve(ctx, ln) // returns after a graceful stop once ctx ends
 //
+// The Server is an http.Handler too, which the package's examples serve on
+// an httptest server: a peer posts a signed message to /snap and reads the
+// signed response, and reads the signed card at WellKnownPath.
+//
 // On the wire:
 //   - POST /snap: the signed response with HTTP 200, SNAP errors included
 //     (payload.error); a response over MaxResponse (4 MiB by default)
