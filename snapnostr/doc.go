@@ -27,6 +27,9 @@
 //	go in.Run(ctx) // answers until ctx ends, then finishes what it accepted
 //	<-in.Ready()   // subscribed: requests published from now on are not missed
 //
+// The package's Example runs an inbox so on the embedded relay
+// (relay/embedded) and asks it a message/send with package client.
+//
 // # Replicas
 //
 // Processes sharing one identity and one database share the requests
