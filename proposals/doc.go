@@ -25,4 +25,8 @@
 //	…
 //	t, err := props.Decide(ctx, proposals.Decision{TaskID: id, ActionID: action, Approver: executor.Host, Approve: true})
 //	if errors.Is(err, proposals.ErrTaskEnded) { … } // nothing ran
+//
+// The package's Example builds these parts on one SQLite database and a
+// sandbox folder, holds a task's delete for the operator, lists it with
+// Held and approves it by its id.
 package proposals
