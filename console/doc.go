@@ -30,4 +30,8 @@
 //	…
 //	mux.Handle("/console/", c)
 //	link, expires, err := c.LoginURL("http://127.0.0.1:7448", executor.Host) // what console-url prints
+//
+// The package's Example does so with a Source over a task service alone:
+// the link opens the session's task list, and is refused (401) when used
+// again.
 package console
