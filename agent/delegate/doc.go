@@ -48,4 +48,8 @@
 // error response, or late (past the step time-out or the caller's
 // deadline) is a protocol violation, audited as a worker's, and the error
 // wraps agent.ErrWorkerFailed: the job waits for a human with the reason.
+//
+// The package's Example runs both sides on the embedded relay: a worker
+// behind SNAP that publishes its card and answers on its task, and a
+// Delegate asked two steps of one job.
 package delegate
