@@ -408,7 +408,7 @@ http_listen = "127.0.0.1:0"
 
 	setConf("log_level = \"debug\"\nhttp_rate = 0.001\nhttp_burst = 2\n[card]\ndescription = \"the second card\"\n")
 	d.hup(t, "settings reloaded")
-	d.await(t, "card republished") // logged once the card is served too
+	d.await(t, "card changed: served over HTTP now, publishing it to the relays")
 	// The card spends the first of the two tokens, a POST the second.
 	resp, err := http.Get(d.http + "/.well-known/snap-agent.json")
 	if err != nil {

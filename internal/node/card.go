@@ -128,13 +128,19 @@ func cardRelays(cfg config.Config, used []string) []string {
 	return used
 }
 
-// cardStartWait is how long publishing the card retries while no relay
-// takes it: at the start (then the background goes on, see publishLate)
-// and for each change of the card (UpdateCard, Reload).
+// cardStartWait is how long the start tries to publish the card before
+// it leaves that to the background (see publishCards).
 const cardStartWait = 15 * time.Second
 
-// cardLateWait is how long each of publishLate's tries lasts.
-const cardLateWait = 3 * time.Second
+// cardTryWait is how long each of publishCards's tries lasts.
+const cardTryWait = 3 * time.Second
+
+// cardRetry and cardRetryMax space publishCards's tries after a failed
+// one: from cardRetry, doubling to cardRetryMax.
+const (
+	cardRetry    = 2 * time.Second
+	cardRetryMax = time.Minute
+)
 
 // publish publishes card to the node's relays, retrying while no relay
 // is connected yet, for up to wait. The event is dated after the newest
@@ -171,70 +177,124 @@ func (n *Node) publish(ctx context.Context, card *snap.Card, wait time.Duration)
 }
 
 // UpdateCard rebuilds the card from c and, when it differs from the one
-// published, publishes it (the relays keep the newest per identity). It
-// reports whether it published.
+// in force, puts it in force (see setCard) and waits until a relay took
+// it or ctx ends. It reports whether the card changed; the error says
+// that ctx ended first (the card stays in force, and publishCards goes on
+// publishing it).
 func (n *Node) UpdateCard(ctx context.Context, c config.Card) (bool, error) {
 	n.cardMu.Lock()
-	defer n.cardMu.Unlock()
 	cfg := n.cfg
 	cfg.Card = c
 	card, err := buildCard(cfg, n.Address(), n.urls)
 	if err != nil {
+		n.cardMu.Unlock()
 		return false, err
 	}
-	return n.setCard(ctx, card)
+	changed := n.setCard(card)
+	out := n.cardDone
+	n.cardMu.Unlock()
+	if !changed {
+		return false, nil
+	}
+	select {
+	case <-out:
+		return true, nil
+	case <-ctx.Done():
+		return true, fmt.Errorf("node: card not published yet: %w", ctx.Err())
+	}
 }
 
-// setCard publishes card when it differs from the one published and
-// reports whether it did. The caller holds cardMu.
-func (n *Node) setCard(ctx context.Context, card *snap.Card) (bool, error) {
+// setCard puts card in force when it differs from the one in force, and
+// reports whether it did: the HTTP transport serves it from now on, and
+// publishCards publishes it to the relays, the try of an older card (if
+// one is running) given up. The caller holds cardMu.
+func (n *Node) setCard(card *snap.Card) bool {
 	old, _ := json.Marshal(n.card.Load())
 	neu, _ := json.Marshal(card)
 	if bytes.Equal(old, neu) {
-		return false, nil
-	}
-	if err := n.publish(ctx, card, cardStartWait); err != nil {
-		return false, err
-	}
-	n.card.Store(card)
-	n.cardOut = true
-	return true, nil
-}
-
-// publishLate publishes the card of a node that started while no relay
-// took it (see wiring.publishCard), until one does or ctx ends: the
-// relays come up later, or the network does. Tries are spaced from 2 s,
-// doubling to a minute, each as long as cardLateWait; a change of the
-// card published meanwhile (Reload) ends it. The first failure was
-// warned of at the start; later ones are logged at debug level.
-func (n *Node) publishLate(ctx context.Context) error {
-	for delay := 2 * time.Second; ; delay = min(2*delay, time.Minute) {
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil
-		case <-t.C:
-		}
-		if n.publishPending(ctx) {
-			return nil
-		}
-	}
-}
-
-// publishPending publishes the card unless a relay took it already, and
-// reports whether one has now.
-func (n *Node) publishPending(ctx context.Context) bool {
-	n.cardMu.Lock()
-	defer n.cardMu.Unlock()
-	if n.cardOut {
-		return true
-	}
-	// A try is short: a reload waits for cardMu meanwhile.
-	if err := n.publish(ctx, n.card.Load(), cardLateWait); err != nil {
-		n.logger.Debug("card still not published; trying again", "err", err)
 		return false
 	}
-	n.cardOut = true
+	n.card.Store(card)
+	n.cardGen++
+	if n.cardOut {
+		n.cardOut, n.cardDone = false, make(chan struct{})
+	}
+	if n.cardTry != nil {
+		n.cardTry()
+	}
+	select {
+	case n.cardNew <- struct{}{}:
+	default: // publishCards is told already
+	}
 	return true
+}
+
+// publishCards keeps the relays' card the one in force until ctx ends:
+// whenever the card in force is not out yet (the start's publication
+// failed, or setCard changed it), it publishes it, each try as long as
+// cardTryWait, tries after a failed one spaced from cardRetry doubling to
+// cardRetryMax, a new card tried at once. The first failure of a card is
+// warned of (the start's failure was, by publishCard), later ones are
+// logged at debug level; the success is logged by publish. delay is the
+// wait before the first try.
+func (n *Node) publishCards(ctx context.Context, delay time.Duration) error {
+	for {
+		n.cardMu.Lock()
+		pending := !n.cardOut
+		n.cardMu.Unlock()
+		var next <-chan time.Time // nil: no try due
+		t := time.NewTimer(delay)
+		if pending {
+			next = t.C
+		}
+		woken := false
+		select {
+		case <-ctx.Done():
+		case <-n.cardNew:
+			woken = true
+		case <-next:
+		}
+		t.Stop()
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case woken:
+			delay = 0
+			continue
+		}
+		if n.tryCard(ctx, delay == 0) {
+			delay = 0 // superseded, or out: the next card at once
+		} else {
+			delay = min(max(2*delay, cardRetry), cardRetryMax)
+		}
+	}
+}
+
+// tryCard makes one try at publishing the card in force, and reports
+// whether the try is over: the card is out, or a newer one replaced it.
+// first says to warn of a failure.
+func (n *Node) tryCard(ctx context.Context, first bool) bool {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	n.cardMu.Lock()
+	card, gen := n.card.Load(), n.cardGen
+	n.cardTry = cancel
+	n.cardMu.Unlock()
+	err := n.publish(ctx, card, cardTryWait)
+	n.cardMu.Lock()
+	defer n.cardMu.Unlock()
+	n.cardTry = nil
+	switch {
+	case gen != n.cardGen:
+		return true
+	case err == nil:
+		n.cardOut = true
+		close(n.cardDone)
+		return true
+	case first:
+		n.logger.Warn("card not published; trying again in the background", "relays", n.urls, "err", err)
+	default:
+		n.logger.Debug("card still not published; trying again", "err", err)
+	}
+	return false
 }

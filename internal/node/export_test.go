@@ -32,3 +32,11 @@ func WithProcessUID(uid int) Option {
 func (n *Node) SealAudit(ctx context.Context) (audit.Seal, error) {
 	return n.exec.audit.Seal(ctx)
 }
+
+// CardOut returns a channel closed once a relay took the card in force
+// (the reloads' cards are published in the background).
+func (n *Node) CardOut() <-chan struct{} {
+	n.cardMu.Lock()
+	defer n.cardMu.Unlock()
+	return n.cardDone
+}

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -46,16 +47,24 @@ type Node struct {
 	console atomic.Pointer[consoleLogin]
 	// agent works on free-text tasks; nil when none is configured.
 	agent *agent.Runtime
-	// cardMu guards cfg's settings that change live; it serializes
-	// UpdateCard and Reload, which may hold it while the card is
-	// published (seconds, when the relays are slow).
+	// cardMu guards cfg's settings that change live and the card's state
+	// below; it serializes UpdateCard and Reload. It is never held while
+	// the card is published.
 	cardMu sync.Mutex
-	// card is the published card, read without cardMu (Card): a reader
+	// card is the card in force, read without cardMu (Card): a reader
 	// (the HTTP well-known card) never waits for a publication.
 	card atomic.Pointer[snap.Card]
-	// cardOut: a relay took the card (or one of its later versions);
-	// until then publishLate keeps trying. Guarded by cardMu.
-	cardOut bool
+	// cardGen counts the cards put in force (setCard), so that a
+	// publication of one replaced meanwhile is not taken for the new one's.
+	cardGen uint64
+	// cardOut: a relay took the card in force; until then publishCards
+	// keeps trying. cardDone is closed when it becomes true.
+	cardOut  bool
+	cardDone chan struct{}
+	// cardNew tells publishCards of a new card (setCard); cardTry, while
+	// a try runs, gives it up.
+	cardNew chan struct{}
+	cardTry context.CancelFunc
 	// The settings that change live (see Reload) are applied to these.
 	services       *servicecall.Registry
 	identityLimits *ratelimit.Limiter
@@ -150,5 +159,6 @@ func (n *Node) NostrPublicKey() string { return n.key.NostrPublicKey() }
 // RelayURLs returns the relays the node uses.
 func (n *Node) RelayURLs() []string { return n.urls }
 
-// Card returns the published card.
+// Card returns the card in force: the one served over HTTP, published
+// to the relays (or being published, see publishCards).
 func (n *Node) Card() *snap.Card { return n.card.Load() }

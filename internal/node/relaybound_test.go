@@ -165,6 +165,11 @@ func TestEmbeddedRelayEventRate(t *testing.T) {
 		if _, err := n.Reload(context.Background(), cfg); err != nil {
 			t.Fatal(err)
 		}
+		select { // published in the background
+		case <-n.CardOut():
+		case <-time.After(15 * time.Second):
+			t.Fatalf("card %d not published in 15 s", i)
+		}
 		sub := fmt.Sprint("card", i)
 		if err := ws.WriteJSON([]any{"REQ", sub, nostr.Filter{Kinds: []int{31337}, Authors: []string{n.NostrPublicKey()}}}); err != nil {
 			t.Fatal(err)

@@ -42,8 +42,11 @@ var ErrNotReloaded = errors.New("settings not reloaded; those in force stay")
 // first — cfg validates, the policy loads, the card is valid — and on an
 // error changes nothing: the settings in force stay. It returns the
 // settings of cfg that differ from those in force but need a restart,
-// which it leaves as they are; an error publishing a changed card is
-// returned after the other settings were applied.
+// which it leaves as they are. A changed card is put in force with the
+// rest — the HTTP transport serves it at once — and published to the
+// relays in the background, with retries until a relay takes it, a newer
+// card replaces it or the node stops (see publishCards): Reload does not
+// wait for the relays.
 func (n *Node) Reload(ctx context.Context, cfg config.Config) (restart []string, err error) {
 	refused := func(err error) ([]string, error) {
 		return nil, fmt.Errorf("node: %w: %w", ErrNotReloaded, err)
@@ -125,15 +128,16 @@ func (n *Node) Reload(ctx context.Context, cfg config.Config) (restart []string,
 		old := n.exec.policy.Swap(engine)
 		n.logger.Info("policy in force", "policy", engine.Name(), "policy_version", engine.Version(), "previous_version", old.Version())
 	}
+	// The card with them: served over HTTP from now on, and published
+	// to the relays in the background (publishCards logs how that goes).
+	newCard := n.setCard(card)
 	n.cfg = next
 	if len(restart) > 0 {
 		n.logger.Warn("settings changed that need a restart: the node keeps running with the old values", "settings", restart)
 	}
 	n.logger.Info("settings reloaded", "changed", changed)
-	if published, err := n.setCard(ctx, card); err != nil {
-		return restart, fmt.Errorf("node: settings reloaded, but the card was not published: %w", err)
-	} else if published {
-		n.logger.Info("card republished")
+	if newCard {
+		n.logger.Info("card changed: served over HTTP now, publishing it to the relays", "relays", n.urls)
 	}
 	return restart, nil
 }

@@ -45,7 +45,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger, with ...
 	if err := privateDataDir(cfg, uid, logger); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, logger: logger, level: o.level,
+	n := &Node{cfg: cfg, logger: logger, level: o.level, cardNew: make(chan struct{}, 1),
 		identityLimits: limiter(cfg.IdentityRate, cfg.IdentityBurst),
 		nostrKeyLimits: limiter(cfg.NostrKeyRate, cfg.NostrKeyBurst)}
 	n.nostrKeyShare = newKeyLimitShare(n.nostrKeyLimits, cfg.NostrKeyRate, cfg.NostrKeyBurst)
@@ -508,12 +508,13 @@ func (w *wiring) startInbox(ctx context.Context) error {
 	}
 }
 
-// publishCard publishes the agent card built from the settings. When no
-// relay takes it within cardStartWait (all of them down, or the network),
-// the node starts all the same: it serves HTTP, answers on whichever relay
-// connects, and goes on publishing the card in the background
-// (publishLate). Before, it gave up and exited, and a relay's outage at
-// boot kept the node down.
+// publishCard publishes the agent card built from the settings, then
+// leaves the card to publishCards, which publishes each later one
+// (Reload). When no relay takes it within cardStartWait (all of them
+// down, or the network), the node starts all the same: it serves HTTP,
+// answers on whichever relay connects, and publishCards goes on
+// publishing the card in the background. Before, it gave up and exited,
+// and a relay's outage at boot kept the node down.
 func (w *wiring) publishCard(ctx context.Context) error {
 	n := w.n
 	card, err := buildCard(n.cfg, n.Address(), n.urls)
@@ -522,16 +523,23 @@ func (w *wiring) publishCard(ctx context.Context) error {
 	}
 	n.card.Store(card)
 	wait := cmp.Or(w.o.cardWait, cardStartWait)
-	n.cardMu.Lock()
 	err = n.publish(ctx, card, wait)
-	n.cardOut = err == nil
-	n.cardMu.Unlock()
-	if err == nil || ctx.Err() != nil {
+	if err != nil && ctx.Err() != nil {
 		return err
 	}
-	n.logger.Warn("card not published: no relay took it; starting anyway and trying again in the background",
-		"relays", n.urls, "err", err)
-	n.parts.push("card", background(ctx, n.publishLate))
+	n.cardMu.Lock()
+	n.cardOut, n.cardDone = err == nil, make(chan struct{})
+	if n.cardOut {
+		close(n.cardDone)
+	}
+	n.cardMu.Unlock()
+	delay := time.Duration(0)
+	if err != nil {
+		n.logger.Warn("card not published: no relay took it; starting anyway and trying again in the background",
+			"relays", n.urls, "err", err)
+		delay = cardRetry
+	}
+	n.parts.push("card", background(ctx, func(ctx context.Context) error { return n.publishCards(ctx, delay) }))
 	return nil
 }
 
