@@ -94,8 +94,8 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 // RFC 6839); none at all, which RFC 9110 lets the server read as it
 // finds (a peer that sends none was served before this check); and
 // text/plain, which a browser page's fetch sends without a CORS
-// preflight, as the pages of Config.AllowedOrigins do (/snap answers
-// no preflight). A charset, when given, is UTF-8, JSON's (RFC 8259).
+// preflight (a page of Config.AllowedOrigins may also send
+// application/json after the preflight /snap answers for it). A charset, when given, is UTF-8, JSON's (RFC 8259).
 // The body must still be JSON (400 if not).
 func jsonContentType(ct string) bool {
 	if ct == "" {
