@@ -130,7 +130,8 @@ func TestFinishAnswerWrittenWithSuccess(t *testing.T) {
 }
 
 // stopAtCompletion is the task service of a node that stops as the task
-// is first written completed (its answer's artifact, then its state):
+// is first written completed (its state and answer's artifact in one
+// write; or, as older versions wrote it, the artifact, then the state):
 // the runtime's context is canceled and nothing is written from then on.
 type stopAtCompletion struct {
 	agent.Tasks
@@ -150,6 +151,13 @@ func (s stopAtCompletion) Transition(ctx context.Context, taskID string, to task
 		return nil, s.stopNow()
 	}
 	return s.Tasks.Transition(ctx, taskID, to, note)
+}
+
+func (s stopAtCompletion) Resolve(ctx context.Context, taskID string, out tasks.Outcome) (*tasks.Task, error) {
+	if out.State == tasks.StateCompleted || s.stopped.Load() {
+		return nil, s.stopNow()
+	}
+	return s.Tasks.Resolve(ctx, taskID, out)
 }
 
 func (s stopAtCompletion) stopNow() error {

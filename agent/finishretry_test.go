@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -19,21 +18,6 @@ import (
 	"github.com/snapnode/snapnode/internal/testdb"
 	"github.com/snapnode/snapnode/tasks"
 )
-
-// failCompletion is the task service of a node whose database refuses
-// the task's write to completed (busy, or briefly gone) the first left
-// times, then takes it; the node keeps running.
-type failCompletion struct {
-	agent.Tasks
-	left *atomic.Int32
-}
-
-func (f failCompletion) Transition(ctx context.Context, taskID string, to tasks.State, note string) (*tasks.Task, error) {
-	if to == tasks.StateCompleted && f.left.Add(-1) >= 0 {
-		return nil, errors.New("database is locked (SQLITE_BUSY)")
-	}
-	return f.Tasks.Transition(ctx, taskID, to, note)
-}
 
 // The database refuses the task's write after the job's success was
 // saved (busy, or briefly gone), and the lease's release after it while
@@ -60,7 +44,7 @@ func TestCompletionWriteFails(t *testing.T) {
 				left.Store(fails)
 				var logged bytes.Buffer
 				got := r.runWith(t, func(c *agent.Config) {
-					c.Tasks = failCompletion{Tasks: r.svc, left: left}
+					c.Tasks = failEnding{Tasks: r.svc, to: tasks.StateCompleted, left: left}
 					c.Poll = 50 * time.Millisecond
 					c.Logger = slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelWarn}))
 				}, m, task.ID, tasks.StateCompleted, tasks.StateInputRequired, tasks.StateFailed, tasks.StateCanceled)

@@ -87,6 +87,9 @@ type Job struct {
 	// Reason is why the job stopped (STUCK, halted, held), or its answer
 	// when it completed.
 	Reason string
+	// Shown is what the task of a job waiting for a human shows its
+	// requester, when it is not Reason (the operator's): "" is Reason.
+	Shown string
 	// settled is false while the job's task has yet to show its status.
 	settled   bool
 	CreatedAt time.Time

@@ -133,7 +133,7 @@ func (jr *jobRun) start(ctx context.Context, taskID string) (bool, error) {
 	// a job queued before a runtime was made on the queue (or by an
 	// older version, with the built-in patterns only) is redacted now.
 	j.Description = r.redact(j.Description)
-	j.Status = jr.phaseStatus()
+	j.Status, j.Shown = jr.phaseStatus(), ""
 	if err := jr.save(ctx, nil); err != nil {
 		return false, err
 	}
@@ -885,18 +885,12 @@ func (jr *jobRun) observed(ctx context.Context, it *Interaction, res *executor.R
 	it.Observation = obs
 	switch {
 	case res.Outcome == executor.NeedsConfirmation:
-		j.Status, j.Reason = InterventionRequired, proposals.ConfirmationNote(res)
-		it.Response.NewStatus = j.Status
-		if err := jr.record(ctx, it); err != nil {
-			return true, err
-		}
-		// The operator sees what to confirm on the task.
-		jr.flushNotes()
-		err := r.show(ctx, j.TaskID, InterventionRequired, proposals.ConfirmationNote(res), r.redactArtifacts(proposals.Artifacts(res)))
 		// The executor's line tells the operator (with the command that
 		// decides); this one is for following the job.
 		r.log.Debug("agent: action held for an operator", "task", j.TaskID, "action", res.ActionID)
-		return true, jr.release(ctx, err)
+		// The operator sees what to confirm on the task.
+		note := r.redact(proposals.ConfirmationNote(res))
+		return true, jr.stopWith(ctx, it, InterventionRequired, note, note, r.redactArtifacts(proposals.Artifacts(res)))
 	case res.Outcome == executor.Completed && strings.EqualFold(res.Action, "FINISH"):
 		// FINISH's response is the job's answer, as an agent
 		// response's summary is.
@@ -1197,34 +1191,52 @@ func (jr *jobRun) stuck(ctx context.Context, reason string) error {
 // stuckShowing is stuck with shown, not reason, as what the task's
 // requester is told.
 func (jr *jobRun) stuckShowing(ctx context.Context, reason, shown string) error {
-	r, j := jr.r, jr.j
-	reason = r.redact(reason)
-	j.Status, j.Reason = InterventionRequired, cut(reason, 2000)
-	if err := jr.save(ctx, nil); err != nil {
-		return err
-	}
-	jr.flushNotes()
-	err := r.show(ctx, j.TaskID, InterventionRequired, r.redact(shown), nil)
-	r.log.Info("agent: job waits for guidance", "task", j.TaskID, "reason", reason)
-	return jr.release(ctx, err)
+	return jr.stuckWith(ctx, nil, reason, shown)
 }
 
 // stuckAfter records it, the step that found the job stuck, as the one
-// that asks for a human (InterventionRequired), then leaves the job
-// waiting for guidance with reason (see stuck).
+// that asks for a human (InterventionRequired), with the job waiting for
+// guidance with reason (see stuck).
 func (jr *jobRun) stuckAfter(ctx context.Context, it *Interaction, reason string) error {
-	it.Response.NewStatus = InterventionRequired
+	return jr.stuckWith(ctx, it, reason, reason)
+}
+
+func (jr *jobRun) stuckWith(ctx context.Context, it *Interaction, reason, shown string) error {
+	err := jr.stopWith(ctx, it, InterventionRequired, jr.r.redact(reason), jr.r.redact(shown), nil)
+	jr.r.log.Info("agent: job waits for guidance", "task", jr.j.TaskID, "reason", jr.j.Reason)
+	return err
+}
+
+// stopWith halts the job (st HALTED_COST or HALTED_TIME) or makes it
+// wait for a human (INTERVENTION_REQUIRED): it, the step that did (nil:
+// none), st, reason (the job's, the operator's) and shown (what the
+// task's requester is told of a wait, when it is not reason) go in one
+// write, so that a node stopping after it leaves the reconcile the task's
+// write to make as the job makes it here (see ending), never one a later
+// write put over it. The task then shows it, with arts after ending's
+// (see end). reason and shown are redacted already.
+func (jr *jobRun) stopWith(ctx context.Context, it *Interaction, st Status, reason, shown string, arts []tasks.Artifact) error {
+	j := jr.j
+	reason, shown = cut(reason, 2000), cut(shown, 2000)
+	j.Status, j.Reason, j.Shown = st, reason, ""
+	if shown != reason {
+		j.Shown = shown
+	}
+	if it != nil {
+		it.Response.NewStatus = st
+	}
 	if err := jr.record(ctx, it); err != nil {
 		return err
 	}
-	return jr.stuck(ctx, reason)
+	note, own := ending(j, jr.its)
+	return jr.end(ctx, st, note, append(own, arts...))
 }
 
 // checkLimits halts the job at its step, time or cost limit: HALTED_TIME
 // (steps count as time) or HALTED_COST, the task failed with the halt in a
-// data artifact.
+// data artifact (see halt).
 func (jr *jobRun) checkLimits(ctx context.Context) (bool, error) {
-	r, j := jr.r, jr.j
+	j := jr.j
 	var (
 		status   Status
 		limit    string
@@ -1240,16 +1252,52 @@ func (jr *jobRun) checkLimits(ctx context.Context) (bool, error) {
 	default:
 		return false, nil
 	}
-	j.Status, j.Reason = status, fmt.Sprintf("halted (%s): %s reached: %g of at most %g", status, limit, got, max)
-	if err := jr.save(ctx, nil); err != nil {
-		return true, err
+	reason := fmt.Sprintf("halted (%s): %s reached: %g of at most %g", status, limit, got, max)
+	err := jr.stopWith(ctx, nil, status, reason, reason, nil)
+	jr.r.log.Info("agent: job halted", "task", j.TaskID, "status", status, "reason", j.Reason)
+	return true, err
+}
+
+// haltReason reads a halt's reason (checkLimits): the limit, its bound
+// and what the job reached.
+var haltReason = regexp.MustCompile(`^halted \([A-Z_]+\): ([a-z_]+) reached: (\S+) of at most (\S+)$`)
+
+// halt is the note and artifacts the task of job j, halted at a limit,
+// fails with, made from the job as its halt saved it (one write): the
+// reason, then the artifact "halt" with the limit, its bound and what the
+// job reached (read from the reason), and the job's steps and cost. The
+// job's own halt and the reconcile of a task whose write did not happen
+// both fail the task so.
+func halt(j *Job) (string, []tasks.Artifact) {
+	data := fmt.Appendf(nil, `{"halt":%q`, j.Status)
+	if m := haltReason.FindStringSubmatch(j.Reason); m != nil {
+		max, err1 := strconv.ParseFloat(m[3], 64)
+		got, err2 := strconv.ParseFloat(m[2], 64)
+		if err1 == nil && err2 == nil {
+			data = fmt.Appendf(data, `,"limit":%q,"max":%g,"got":%g`, m[1], max, got)
+		}
 	}
-	data := fmt.Appendf(nil, `{"halt":%q,"limit":%q,"max":%g,"got":%g,"steps":%d,"cost_cents":%g}`, status, limit, max, got, j.Steps, j.CostCents)
-	jr.flushNotes()
-	err := r.show(ctx, j.TaskID, status, j.Reason, []tasks.Artifact{{ArtifactID: "halt", Name: "why the agent stopped",
-		Parts: []tasks.Part{tasks.DataPart(data)}}})
-	r.log.Info("agent: job halted", "task", j.TaskID, "status", status, "reason", j.Reason)
-	return true, jr.release(ctx, err)
+	data = fmt.Appendf(data, `,"steps":%d,"cost_cents":%g}`, j.Steps, j.CostCents)
+	return j.Reason, []tasks.Artifact{{ArtifactID: "halt", Name: "why the agent stopped", Parts: []tasks.Part{tasks.DataPart(data)}}}
+}
+
+// ending is the note and artifacts the task of job j, which ended or
+// waits for a human, shows, made from the job and its history its as the
+// write of its status saved them: a success's answer and artifacts (see
+// completion), a halt's reason and artifact (see halt), a wait's text for
+// the requester (Shown, else the reason). The job and the reconcile of a
+// task whose write did not happen both show the task so.
+func ending(j *Job, its []Interaction) (string, []tasks.Artifact) {
+	switch j.Status {
+	case Success:
+		return completion(j, its)
+	case HaltedCost, HaltedTime:
+		return halt(j)
+	}
+	if j.Shown != "" {
+		return j.Shown, nil
+	}
+	return j.Reason, nil
 }
 
 // progress tells the requester about a step, as a status note.

@@ -177,7 +177,7 @@ func (r *Runtime) ResumeFrom(ctx context.Context, taskID, checkpoint string) (*R
 // not stay DRAFT), and returns cause.
 func (r *Runtime) backToWaiting(ctx context.Context, j *Job, cause error, note string) error {
 	ctx = context.WithoutCancel(ctx)
-	j.Status, j.Reason, j.UpdatedAt = InterventionRequired, cut(r.redact(cause.Error()), 2000), r.cfg.Now()
+	j.Status, j.Reason, j.Shown, j.UpdatedAt = InterventionRequired, cut(r.redact(cause.Error()), 2000), "", r.cfg.Now()
 	err := r.cfg.Store.Write(ctx, Save{Job: j, Expect: Draft, Holder: ResumeHolder(r.cfg.Holder), Release: true, Input: note})
 	if err != nil && note != "" {
 		err = r.cfg.Store.Write(ctx, Save{Job: j, Expect: Draft, Holder: ResumeHolder(r.cfg.Holder), Release: true})

@@ -33,6 +33,9 @@ type Tasks interface {
 	// commit of a step's action (see tasks.Settlement).
 	Settle(taskID string) *tasks.Settlement
 	AddArtifact(ctx context.Context, taskID string, a tasks.Artifact) (*tasks.Task, error)
+	// Resolve records an outcome, its state and artifacts, in one write
+	// (tasks.Store.Apply).
+	Resolve(ctx context.Context, taskID string, out tasks.Outcome) (*tasks.Task, error)
 	Events() *tasks.Broker
 }
 
@@ -420,9 +423,12 @@ func (r *Runtime) settleHeld(ctx context.Context, taskID string, res *executor.R
 
 // show brings the task of a job that now waits for a human or ended to
 // the state its status st maps to (input_required, completed or failed)
-// with the note and artifacts, then records the job as settled in st. It goes on
-// when ctx ends (a stopping node finishes what it began); a node that died
-// in between finishes it at its next start (reconcile).
+// with the note and artifacts, in one write of the task (Tasks.Resolve):
+// a write that fails leaves the task as it was, to be made again as a
+// whole, never the state without the artifacts. It then records the job
+// as settled in st. It goes on when ctx ends (a stopping node finishes
+// what it began); a node that died in between finishes it at its next
+// start (reconcile).
 func (r *Runtime) show(ctx context.Context, taskID string, st Status, note string, arts []tasks.Artifact) error {
 	to := st.TaskState()
 	ctx = context.WithoutCancel(ctx)
@@ -437,28 +443,38 @@ func (r *Runtime) show(ctx context.Context, taskID string, st Status, note strin
 		// word stands.
 		return r.cfg.Store.Settle(ctx, taskID, st)
 	default:
-		have := map[string]bool{}
-		for _, a := range t.Artifacts {
-			have[a.ArtifactID] = true
-		}
-		for _, a := range arts {
-			if have[a.ArtifactID] {
-				continue // written before a crash: once is enough
-			}
-			if _, err := r.cfg.Tasks.AddArtifact(ctx, taskID, a); err != nil {
-				r.log.Warn("agent: artifact", "task", taskID, "err", err)
-			}
-		}
-		if to == tasks.StateInputRequired && t.Status.State != tasks.StateWorking {
-			if err := ensureWorking(ctx, r.cfg.Tasks, taskID, "the agent is working on the task"); err != nil {
-				return err
-			}
-		}
-		if _, err := r.cfg.Tasks.Transition(ctx, taskID, to, cut(note, tasks.MaxStatusMessage-4)); err != nil {
+		out := tasks.Outcome{State: to, Note: cut(note, tasks.MaxStatusMessage-4), Artifacts: r.fit(t, arts)}
+		if _, err := r.cfg.Tasks.Resolve(ctx, taskID, out); err != nil {
 			return err
 		}
 	}
 	return r.cfg.Store.Settle(ctx, taskID, st)
+}
+
+// fit is arts less what task t can never take, which would fail every
+// write of the task's state with them: those it has already (written
+// before a crash: once is enough), an invalid one, and those past the
+// task's bound on its artifacts (tasks.MaxArtifacts), each logged.
+func (r *Runtime) fit(t *tasks.Task, arts []tasks.Artifact) []tasks.Artifact {
+	have := make(map[string]bool, len(t.Artifacts)+len(arts))
+	for _, a := range t.Artifacts {
+		have[a.ArtifactID] = true
+	}
+	room := tasks.MaxArtifacts - len(t.Artifacts)
+	var out []tasks.Artifact
+	for _, a := range arts {
+		switch err := a.Validate(); {
+		case have[a.ArtifactID]:
+		case err != nil:
+			r.log.Warn("agent: artifact left out: invalid", "task", t.ID, "artifact", a.ArtifactID, "err", err)
+		case len(out) >= room:
+			r.log.Warn("agent: artifact left out: the task has as many as it may", "task", t.ID, "artifact", a.ArtifactID, "max", tasks.MaxArtifacts)
+		default:
+			have[a.ArtifactID] = true
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // reconcile brings the tasks of jobs that wait for a human or ended to the
@@ -505,21 +521,19 @@ func (r *Runtime) reconcile(ctx context.Context) {
 		switch {
 		case j.settled:
 			// Waiting, its task showed it: only a cancel mattered.
-		case j.Status == Success:
-			// The job's answer and artifacts, made from its history as
-			// its own completion makes them; a history that cannot be
-			// read does not keep the task from completing (with the
-			// answer its reason keeps).
-			its, err := r.cfg.Store.Interactions(ctx, j.TaskID)
-			if err != nil {
-				r.log.Warn("agent: reconcile: the job's history, for its artifacts", "task", j.TaskID, "err", err)
+		case j.Status == Success, j.Status == HaltedCost, j.Status == HaltedTime, j.Status == InterventionRequired:
+			// What the job's own write shows, made from the job and its
+			// history as the job makes it (ending); a history that cannot
+			// be read does not keep the task from showing it (a success
+			// with the answer its reason keeps).
+			var its []Interaction
+			if j.Status == Success {
+				if its, err = r.cfg.Store.Interactions(ctx, j.TaskID); err != nil {
+					r.log.Warn("agent: reconcile: the job's history, for its artifacts", "task", j.TaskID, "err", err)
+				}
 			}
-			message, arts := completion(j, its)
-			err2 = r.show(ctx, j.TaskID, j.Status, message, arts)
-		case j.Status == HaltedCost, j.Status == HaltedTime:
-			err2 = r.show(ctx, j.TaskID, j.Status, j.Reason, nil)
-		case j.Status == InterventionRequired:
-			err2 = r.show(ctx, j.TaskID, j.Status, j.Reason, nil)
+			note, arts := ending(j, its)
+			err2 = r.show(ctx, j.TaskID, j.Status, note, arts)
 		case j.Status == Canceled:
 			err2 = r.cfg.Store.Settle(ctx, j.TaskID, j.Status)
 		}

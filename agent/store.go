@@ -61,16 +61,16 @@ func OpenStore(ctx context.Context, db *sqldb.DB) (*Store, error) {
 
 const jobColumns = `task_id, requester, description, status, phase, lease_holder, lease_until, steps,
 	cost_cents, seconds, prompt_tokens, completion_tokens, retries, history_bytes, next_seq,
-	pending_input, recovery_seq, reason, created_at, updated_at, settled, review_seq`
+	pending_input, recovery_seq, reason, created_at, updated_at, settled, review_seq, shown`
 
 // Create stores a new job and reports whether it did: a job of the same
 // task is left as it is.
 func (s *Store) Create(ctx context.Context, j *Job) (bool, error) {
 	created, err := s.exec(ctx, "create", j.TaskID, `INSERT INTO agent_jobs (`+jobColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?) ON CONFLICT (task_id) DO NOTHING`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?) ON CONFLICT (task_id) DO NOTHING`,
 		j.TaskID, dbtext.Clean(j.Requester), dbtext.Clean(j.Description), string(j.Status), j.Phase, j.LeaseHolder, sqldb.Micros(j.LeaseUntil),
 		j.Steps, j.CostCents, j.Seconds, j.PromptTokens, j.CompletionTokens, j.Retries, j.HistoryBytes,
-		j.NextSeq, dbtext.Clean(j.PendingInput), j.RecoverySeq, dbtext.Clean(j.Reason), sqldb.Micros(j.CreatedAt), sqldb.Micros(j.UpdatedAt), j.ReviewSeq)
+		j.NextSeq, dbtext.Clean(j.PendingInput), j.RecoverySeq, dbtext.Clean(j.Reason), sqldb.Micros(j.CreatedAt), sqldb.Micros(j.UpdatedAt), j.ReviewSeq, dbtext.Clean(j.Shown))
 	if err != nil {
 		return false, err
 	}
@@ -126,7 +126,7 @@ func scanJob(sc scanner) (*Job, error) {
 	)
 	err := sc.Scan(&j.TaskID, &j.Requester, &j.Description, &status, &j.Phase, &j.LeaseHolder, &lease, &j.Steps,
 		&j.CostCents, &j.Seconds, &j.PromptTokens, &j.CompletionTokens, &j.Retries, &j.HistoryBytes, &j.NextSeq,
-		&j.PendingInput, &j.RecoverySeq, &j.Reason, &created, &updated, &settled, &j.ReviewSeq)
+		&j.PendingInput, &j.RecoverySeq, &j.Reason, &created, &updated, &settled, &j.ReviewSeq, &j.Shown)
 	if err != nil {
 		return nil, err
 	}
@@ -573,7 +573,7 @@ func (s *Store) writeJob(ctx context.Context, tx *sql.Tx, w Save) error {
 	// front of the pending input; what was added since stays.
 	q := `UPDATE agent_jobs SET description = ?, status = ?, phase = ?, steps = ?,
 		cost_cents = ?, seconds = ?, prompt_tokens = ?, completion_tokens = ?, retries = ?, history_bytes = ?,
-		next_seq = ?, recovery_seq = ?, reason = ?, updated_at = ?, review_seq = ?,
+		next_seq = ?, recovery_seq = ?, reason = ?, updated_at = ?, review_seq = ?, shown = ?,
 		settled = CASE WHEN ? THEN 0 ELSE settled END,
 		model_sent = CASE WHEN ? THEN '' ELSE model_sent END,
 		pending_input = CASE WHEN ? = '' THEN pending_input
@@ -585,7 +585,7 @@ func (s *Store) writeJob(ctx context.Context, tx *sql.Tx, w Save) error {
 	n := utf8.RuneCountInString(prefix)
 	args := []any{dbtext.Clean(j.Description), string(j.Status), j.Phase, j.Steps,
 		j.CostCents, j.Seconds, j.PromptTokens, j.CompletionTokens, j.Retries, j.HistoryBytes,
-		j.NextSeq, j.RecoverySeq, dbtext.Clean(j.Reason), sqldb.Micros(j.UpdatedAt), j.ReviewSeq, w.Unsettled, w.answered(),
+		j.NextSeq, j.RecoverySeq, dbtext.Clean(j.Reason), sqldb.Micros(j.UpdatedAt), j.ReviewSeq, dbtext.Clean(j.Shown), w.Unsettled, w.answered(),
 		consumed, consumed, n, prefix, n + 1}
 	switch {
 	case !w.LeaseUntil.IsZero():

@@ -1,0 +1,205 @@
+package agent_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/snapnode/snapnode/agent"
+	"github.com/snapnode/snapnode/internal/testdb"
+	"github.com/snapnode/snapnode/tasks"
+)
+
+// failEnding is the task service of a node whose database refuses the
+// task's write to state to the first left times (busy, or briefly gone),
+// then takes it; the node keeps running.
+type failEnding struct {
+	agent.Tasks
+	to   tasks.State
+	left *atomic.Int32
+}
+
+func (f failEnding) fail(to tasks.State) bool { return to == f.to && f.left.Add(-1) >= 0 }
+
+func (f failEnding) Transition(ctx context.Context, taskID string, to tasks.State, note string) (*tasks.Task, error) {
+	if f.fail(to) {
+		return nil, errors.New("database is locked (SQLITE_BUSY)")
+	}
+	return f.Tasks.Transition(ctx, taskID, to, note)
+}
+
+func (f failEnding) Resolve(ctx context.Context, taskID string, out tasks.Outcome) (*tasks.Task, error) {
+	if f.fail(out.State) {
+		return nil, errors.New("database is locked (SQLITE_BUSY)")
+	}
+	return f.Tasks.Resolve(ctx, taskID, out)
+}
+
+// endingRun runs, on r, the job of taskID with model m, the task's
+// write to the state the job ends or waits in (to) refused fails times,
+// and the lease's release refused while the job is in status and its task
+// not in to (the node's database gone for a moment). It returns the task
+// once it is in one of the states, with its artifacts, and the log's
+// warnings.
+func endingRun(t *testing.T, r *rig, set func(*agent.Config), m agent.Model, taskID string, status agent.Status, to tasks.State, fails int32) (*tasks.Task, string) {
+	t.Helper()
+	r.sqlExec(t, `CREATE TRIGGER busy BEFORE UPDATE ON agent_jobs
+		WHEN OLD.status = '`+string(status)+`' AND OLD.lease_holder <> '' AND NEW.lease_holder = ''
+			AND (SELECT state FROM tasks WHERE id = OLD.task_id) <> '`+string(to)+`'
+		BEGIN SELECT RAISE(ABORT, 'database is locked'); END`)
+	left := new(atomic.Int32)
+	left.Store(fails)
+	var logged bytes.Buffer
+	cur := r.runWith(t, func(c *agent.Config) {
+		c.Tasks = failEnding{Tasks: r.svc, to: to, left: left}
+		c.Poll = 50 * time.Millisecond
+		c.Logger = slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		if set != nil {
+			set(c)
+		}
+	}, m, taskID, tasks.StateCompleted, tasks.StateInputRequired, tasks.StateFailed, tasks.StateCanceled)
+	if n := left.Load(); n >= 0 && cur.Status.State == to {
+		t.Fatalf("%d of the %d failures left: the task's write was not refused as the test meant", n+1, fails)
+	}
+	got, err := r.svc.Task(context.Background(), taskID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got, logged.String()
+}
+
+// checkTries fails unless the log shows the job trying the task's write
+// again as often as fails asks (at most 3 times), and leaving it to the
+// reconcile pass past its tries.
+func checkTries(t *testing.T, logged string, fails int32) {
+	t.Helper()
+	if tried, left := strings.Count(logged, "trying again"), strings.Contains(logged, "the reconcile pass makes it"); tried != min(int(fails), 3) || left != (fails > 4) {
+		t.Fatalf("the job tried the task's write again %d times, left it to the reconcile: %v; want %d, %v; logged:\n%s", tried, left, min(fails, 3), fails > 4, logged)
+	}
+}
+
+var endingFails = map[int32]string{1: "once", 6: "past the job's tries"}
+
+// A job that halts at its step limit while the database refuses the
+// task's write (and the lease's release) stays halted: its task fails
+// with the halt's reason and its halt artifact, written by the job trying
+// again (fails 1) or by the reconcile pass of the running node (fails 6).
+// Before, the failed write sent the job to work's error path, which saved
+// it waiting for a human over its halt, its task input_required; and the
+// reconcile failed the task of a halted job without its halt artifact.
+func TestHaltWriteFails(t *testing.T) {
+	for _, fails := range []int32{1, 6} {
+		t.Run(endingFails[fails], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newRig(t, testdb.SQLite(t))
+				ctx := context.Background()
+				task := r.send(t, "write a.md")
+				m := &scripted{answers: []string{proposalJSON("WRITE_FILE", map[string]any{"path": "/sandbox/a.md", "content": "a\n"})}}
+				got, logged := endingRun(t, r, func(c *agent.Config) { c.MaxSteps = 1 }, m, task.ID, agent.HaltedTime, tasks.StateFailed, fails)
+				const reason = "halted (HALTED_TIME): max_steps reached: 1 of at most 1"
+				if got.Status.State != tasks.StateFailed || got.Status.Message != reason {
+					t.Fatalf("task %s %q; want failed %q", got.Status.State, got.Status.Message, reason)
+				}
+				checkTries(t, logged, fails)
+				var halt string
+				for _, a := range got.Artifacts {
+					if a.ArtifactID == "halt" && len(a.Parts) == 1 {
+						halt = string(a.Parts[0].Data)
+					}
+				}
+				const want = `{"halt":"HALTED_TIME","limit":"max_steps","max":1,"got":1,"steps":1,"cost_cents":0}`
+				if halt != want {
+					t.Fatalf("the halt artifact %q; want %q (artifacts %+v)", halt, want, got.Artifacts)
+				}
+				j, err := r.store.Get(ctx, task.ID)
+				if err != nil || j.Status != agent.HaltedTime || j.Reason != reason {
+					t.Fatalf("the job: %+v %v; want %s, %q", j, err, agent.HaltedTime, reason)
+				}
+			})
+		})
+	}
+}
+
+// refusing is a model server that refuses the node's request for good
+// (a revoked API key), its error naming the server's address.
+type refusing struct{}
+
+func (refusing) Complete(context.Context, agent.Prompt) (*agent.Completion, error) {
+	return nil, &agent.ModelError{Status: 401, Message: "invalid API key for http://10.1.2.3:8000"}
+}
+
+// A job that waits for a human while the database refuses the task's
+// write (and the lease's release) keeps waiting for the reason it had,
+// its task input_required with what the requester is told (not the
+// operator's reason, which names the model server), written by the job
+// trying again (fails 1) or by the reconcile pass (fails 6). Before, the
+// failed write sent the job to work's error path, which replaced its
+// reason with the node's failure; and the reconcile showed the task the
+// operator's reason.
+func TestWaitWriteFails(t *testing.T) {
+	for _, fails := range []int32{1, 6} {
+		t.Run(endingFails[fails], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newRig(t, testdb.SQLite(t))
+				ctx := context.Background()
+				task := r.send(t, "write a.md")
+				got, logged := endingRun(t, r, nil, refusing{}, task.ID, agent.InterventionRequired, tasks.StateInputRequired, fails)
+				if got.Status.State != tasks.StateInputRequired || !strings.HasPrefix(got.Status.Message, "the model server refused the node's request, on the node's side") {
+					t.Fatalf("task %s %q; want input_required with what the requester is told", got.Status.State, got.Status.Message)
+				}
+				if strings.Contains(got.Status.Message, "10.1.2.3") {
+					t.Fatalf("the task shows the operator's reason: %q", got.Status.Message)
+				}
+				checkTries(t, logged, fails)
+				j, err := r.store.Get(ctx, task.ID)
+				if err != nil || j.Status != agent.InterventionRequired || !strings.HasPrefix(j.Reason, "the model server refused the request (HTTP 401)") {
+					t.Fatalf("the job: %+v %v; want %s with the model server's refusal as its reason", j, err, agent.InterventionRequired)
+				}
+			})
+		})
+	}
+}
+
+// The database refuses the write of the task's answer artifact while the
+// job holds its lease (a SQLite trigger): the task is not completed
+// without it. The job tries the whole write again, then leaves it to the
+// reconcile pass, which completes the task with its answer and changes.
+// Before, the artifact's failure was logged and the task completed
+// without it.
+func TestCompletionArtifactWriteFails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, task, _ := approvedDelete(t, nil)
+		ctx := context.Background()
+		r.sqlExec(t, `CREATE TRIGGER busy BEFORE UPDATE ON tasks
+			WHEN NEW.artifacts LIKE '%"agent-response"%' AND OLD.artifacts NOT LIKE '%"agent-response"%'
+				AND (SELECT lease_holder FROM agent_jobs WHERE task_id = NEW.id) <> ''
+			BEGIN SELECT RAISE(ABORT, 'database is locked'); END`)
+		const answer = "deleted gone.md"
+		m := &scripted{answers: []string{proposalJSON("FINISH", map[string]any{"response": answer})}}
+		var logged bytes.Buffer
+		got := r.runWith(t, func(c *agent.Config) {
+			c.Poll = 50 * time.Millisecond
+			c.Logger = slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		}, m, task.ID, tasks.StateCompleted, tasks.StateInputRequired, tasks.StateFailed, tasks.StateCanceled)
+		if got.Status.State != tasks.StateCompleted || got.Status.Message != answer {
+			t.Fatalf("task %s %q; want completed with %q", got.Status.State, got.Status.Message, answer)
+		}
+		got, err := r.svc.Task(ctx, task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if text, n := artifactText(got, "agent-response"); n != 1 || text != answer {
+			t.Fatalf("the task's answer artifacts: %d, %q; want one, %q", n, text, answer)
+		}
+		if text, n := artifactText(got, "changes"); n != 1 || strings.Count(text, "-bye") != 1 {
+			t.Fatalf("the task's changes artifacts: %d, %q; want one listing the delete once", n, text)
+		}
+		checkTries(t, logged.String(), 6)
+	})
+}
