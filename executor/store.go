@@ -113,7 +113,6 @@ const recordColumns = `action_id, task, requester, proposal_id, action, state, d
 	pre_images, reason, snapshot, created_at, updated_at, rolled_back_at,
 	snapshot_at, snapshot_bytes, snapshot_pruned_at, grow_bytes, grow_files, grow_dirs, claim_token`
 
-// insertTx adds r as a new record, in tx.
 // firstOpenEntry is the audit log's audit.OpenFunc: the first entry among
 // from…to of an action whose record is in a state an operator's decision
 // or a call still has to end (held, being approved, promoted or rolled
@@ -134,6 +133,7 @@ func (s *store) firstOpenEntry(ctx context.Context, tx *sql.Tx, from, to int64) 
 	return seq, nil
 }
 
+// insertTx adds r as a new record, in tx.
 func (s *store) insertTx(ctx context.Context, tx *sql.Tx, r *record) error {
 	pre, err := json.Marshal(nonNil(r.PreImages))
 	if err != nil {
