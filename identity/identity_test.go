@@ -249,3 +249,30 @@ func TestInvalidSecrets(t *testing.T) {
 		}
 	}
 }
+
+// TestKeygenMnemonicDerivesAsBefore pins what a 24-word mnemonic of
+// `snapnode keygen --mnemonic` (BIP-86 index 0, no passphrase) derives,
+// on both networks, to the keys the version before the mnemonic's NFKD
+// form and its single-space rule derived: a phrase written down then
+// restores the same identity.
+func TestKeygenMnemonicDerivesAsBefore(t *testing.T) {
+	mnemonic := strings.Repeat("abandon ", 23) + "art" // BIP-39's all-zero 256-bit entropy
+	for _, tc := range []struct {
+		net          identity.Network
+		address, key string
+	}{
+		{identity.Mainnet, "bc1p68a8a3vuv2cxzs7e2gjc5v3qy3zdnfaxwftyqe9k9nquvm6r4w2ssldtzp", "001291984ed14a7efb6a84ce236f654e8d4c4b8794162d6ec9de44f8e4119dd5"},
+		{identity.Testnet, "tb1p2m33dxud5nlqlhdq6wx2lu52hl6cd09puc6fdt9q4nnrt4l3rjkq8mcv0l", "662c6fbb7110e0d78e0513ca2127b5c8bd77923b13edc2371c71112929606486"},
+	} {
+		k, err := identity.FromMnemonic(mnemonic, "", tc.net, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := k.Address(tc.net); got != tc.address {
+			t.Errorf("%v address = %s, want %s", tc.net, got, tc.address)
+		}
+		if got := k.NostrPublicKey(); got != tc.key {
+			t.Errorf("%v key = %s, want %s", tc.net, got, tc.key)
+		}
+	}
+}
