@@ -64,3 +64,39 @@ func TestAllowedOriginPreflight(t *testing.T) {
 		}
 	}
 }
+
+// The refusals a listed page's POST can meet before its message is read
+// (a body over MaxBody, 413; its address over the rate, 429) name the
+// origin too, so that the page can read why and when to try again
+// (Retry-After is exposed) rather than see an opaque network error.
+func TestAllowedOriginReadsRefusals(t *testing.T) {
+	e := start(t, nil, func(c *snaphttp.Config) {
+		c.AllowedOrigins = []string{"https://app.example"}
+		c.MaxBody = 1024
+		c.Rate, c.Burst = 0.001, 1
+	})
+	post := func(body []byte) *http.Response {
+		req, _ := http.NewRequest(http.MethodPost, e.base+"/snap", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Origin", "https://app.example")
+		req.Header.Set("Sec-Fetch-Site", "cross-site")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	if resp := post(bytes.Repeat([]byte(" "), 4096)); resp.StatusCode != http.StatusRequestEntityTooLarge || resp.Header.Get("Access-Control-Allow-Origin") != "https://app.example" {
+		t.Errorf("a body over MaxBody: %d, Access-Control-Allow-Origin %q; want 413 naming the origin", resp.StatusCode, resp.Header.Get("Access-Control-Allow-Origin"))
+	}
+	var resp *http.Response
+	for range 3 {
+		if resp = post([]byte("{}")); resp.StatusCode == http.StatusTooManyRequests {
+			break
+		}
+	}
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Access-Control-Allow-Origin") != "https://app.example" {
+		t.Errorf("over the rate: %d, Access-Control-Allow-Origin %q; want 429 naming the origin", resp.StatusCode, resp.Header.Get("Access-Control-Allow-Origin"))
+	}
+}
