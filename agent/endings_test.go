@@ -203,3 +203,104 @@ func TestCompletionArtifactWriteFails(t *testing.T) {
 		checkTries(t, logged.String(), 6)
 	})
 }
+
+// releaseFailsRun runs, on r, the job of taskID with model m until its
+// task is in to, the lease's release refused (a trigger) while the job
+// is in status and its task in to: the job's ending saved and shown. It
+// then lets the lease lapse and the reconcile pass run, and returns the
+// task and the log's warnings.
+func releaseFailsRun(t *testing.T, r *rig, set func(*agent.Config), m agent.Model, taskID string, status agent.Status, to tasks.State) (*tasks.Task, string) {
+	t.Helper()
+	r.sqlExec(t, `CREATE TRIGGER busy BEFORE UPDATE ON agent_jobs
+		WHEN OLD.status = '`+string(status)+`' AND OLD.lease_holder <> '' AND NEW.lease_holder = ''
+			AND (SELECT state FROM tasks WHERE id = OLD.task_id) = '`+string(to)+`'
+		BEGIN SELECT RAISE(ABORT, 'database is locked'); END`)
+	var logged bytes.Buffer
+	cfg := agent.Config{Queue: r.queue, Store: r.store, Tasks: r.svc, Executor: r.exec, Model: m,
+		ContextTokens: 8000, Lease: time.Second, Poll: 50 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	if set != nil {
+		set(&cfg)
+	}
+	rt, err := agent.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { rt.Run(ctx); close(done) }()
+	for start := time.Now(); ; {
+		// Every goroutine of the bubble idle: the job's step is over.
+		synctest.Wait()
+		got, err := r.svc.Task(ctx, taskID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status.State == to {
+			break
+		}
+		if time.Since(start) > time.Minute {
+			t.Fatalf("task %s %q; want %s", got.Status.State, got.Status.Message, to)
+		}
+		time.Sleep(cfg.Poll)
+	}
+	// The lease lapses; reconcile passes run.
+	time.Sleep(3 * cfg.Lease)
+	synctest.Wait()
+	cancel()
+	<-done
+	got, err := r.svc.Task(context.Background(), taskID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got, logged.String()
+}
+
+// The database refuses the release of the job's lease once its ending
+// (a success, a halt, a wait for a human) is saved and its task shows it
+// (a trigger): the job stays as it ended, and so does its task; the
+// failure is logged and the lease left to lapse, after which the
+// reconcile pass has nothing to do. Before, end returned the release's
+// error, and work's error path saved the job waiting for a human over
+// its success or halt, or with the node's failure over its wait's reason.
+func TestReleaseFailsAfterEnding(t *testing.T) {
+	const answer = "done, nothing to change"
+	cases := []struct {
+		name   string
+		set    func(*agent.Config)
+		model  func() agent.Model
+		status agent.Status
+		to     tasks.State
+		reason string // the job's reason, its prefix for a wait
+		shown  string // the task's status message, its prefix for a wait
+	}{
+		{"success", nil, func() agent.Model {
+			return &scripted{answers: []string{proposalJSON("FINISH", map[string]any{"response": answer})}}
+		}, agent.Success, tasks.StateCompleted, answer, answer},
+		{"halt", func(c *agent.Config) { c.MaxSteps = 1 }, func() agent.Model {
+			return &scripted{answers: []string{proposalJSON("WRITE_FILE", map[string]any{"path": "/sandbox/a.md", "content": "a\n"})}}
+		}, agent.HaltedTime, tasks.StateFailed, "halted (HALTED_TIME): max_steps reached: 1 of at most 1", "halted (HALTED_TIME): max_steps reached: 1 of at most 1"},
+		{"wait", nil, func() agent.Model { return refusing{} }, agent.InterventionRequired, tasks.StateInputRequired,
+			"the model server refused the request (HTTP 401)", "the model server refused the node's request, on the node's side"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newRig(t, testdb.SQLite(t))
+				ctx := context.Background()
+				task := r.send(t, "write a.md")
+				got, logged := releaseFailsRun(t, r, c.set, c.model(), task.ID, c.status, c.to)
+				if got.Status.State != c.to || !strings.HasPrefix(got.Status.Message, c.shown) {
+					t.Fatalf("task %s %q; want %s %q", got.Status.State, got.Status.Message, c.to, c.shown)
+				}
+				j, err := r.store.Get(ctx, task.ID)
+				if err != nil || j.Status != c.status || !strings.HasPrefix(j.Reason, c.reason) {
+					t.Fatalf("the job: %+v %v; want %s %q", j, err, c.status, c.reason)
+				}
+				if n := strings.Count(logged, "lease could not be given up"); n != 1 || strings.Contains(logged, "job failed") {
+					t.Fatalf("the release's failure logged %d times (want once), the job failed: %v; logged:\n%s", n, strings.Contains(logged, "job failed"), logged)
+				}
+			})
+		})
+	}
+}

@@ -1125,7 +1125,8 @@ const (
 var errUnshown = errors.New("agent: the task's write of the job's end failed")
 
 // end shows the job's end, saved in st, on its task with note and arts
-// (Runtime.show), and gives the job's lease up. A task's write that
+// (Runtime.show), and gives the job's lease up (a release that fails is
+// logged, the lease left to lapse: see release). A task's write that
 // fails (the database busy, or gone for a moment) is made again after a
 // wait, doubling, endTries in all while the job has the time and is not
 // stopped; failing still, the job stays as it was saved, its task not
@@ -1467,10 +1468,14 @@ func (jr *jobRun) prepare(it *Interaction, rp *RecoveryPoint) (Save, func(error)
 }
 
 // release gives the job's lease up once it waits or ended, and returns
-// err (the task's last write's).
+// err (the task's last write's). The job's ending is saved (and shown,
+// unless err): a release that fails is logged and the lease left to
+// lapse, never the job's error, which would make a new status over the
+// ending (work's error path); once the lease lapses, the reconcile pass
+// finds nothing to do (or shows what err left unshown).
 func (jr *jobRun) release(ctx context.Context, err error) error {
-	if rerr := jr.r.cfg.Store.Release(ctx, jr.j.TaskID, jr.r.cfg.Holder); err == nil {
-		err = rerr
+	if rerr := jr.r.cfg.Store.Release(context.WithoutCancel(ctx), jr.j.TaskID, jr.r.cfg.Holder); rerr != nil {
+		jr.r.log.Warn("agent: the job's lease could not be given up; it lapses", "task", jr.j.TaskID, "lease", jr.r.cfg.Lease, "err", rerr)
 	}
 	return err
 }
