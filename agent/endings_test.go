@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -299,6 +301,48 @@ func TestReleaseFailsAfterEnding(t *testing.T) {
 				}
 				if n := strings.Count(logged, "lease could not be given up"); n != 1 || strings.Contains(logged, "job failed") {
 					t.Fatalf("the release's failure logged %d times (want once), the job failed: %v; logged:\n%s", n, strings.Contains(logged, "job failed"), logged)
+				}
+			})
+		})
+	}
+}
+
+// A job whose model proposes to delete a file, held for the operator,
+// while the database refuses the task's write: the task waits
+// (input_required) with the hold's note and the diff of the held delete
+// for the operator and the requester to read, written by the job trying
+// again (fails 1) or by the reconcile pass, which makes the diff from the
+// executor's record of the held action (fails 6). Before, the reconcile
+// showed the note without the diff.
+func TestHeldWaitWriteFails(t *testing.T) {
+	for _, fails := range []int32{1, 6} {
+		t.Run(endingFails[fails], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newRig(t, testdb.SQLite(t))
+				ctx := context.Background()
+				if err := os.WriteFile(filepath.Join(r.dir, "gone.md"), []byte("bye\n"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				task := r.send(t, "delete gone.md")
+				m := &scripted{answers: []string{proposalJSON("DELETE_FILE", map[string]any{"path": "/sandbox/gone.md"})}}
+				got, logged := endingRun(t, r, nil, m, task.ID, agent.InterventionRequired, tasks.StateInputRequired, fails)
+				held, err := r.exec.Pending(ctx, task.ID)
+				if err != nil || len(held) != 1 {
+					t.Fatalf("held: %+v %v", held, err)
+				}
+				if note := "confirmation needed for action " + held[0].ActionID; got.Status.State != tasks.StateInputRequired || !strings.HasPrefix(got.Status.Message, note) {
+					t.Fatalf("task %s %q; want input_required %q…", got.Status.State, got.Status.Message, note)
+				}
+				checkTries(t, logged, fails)
+				var diffs []string
+				for _, a := range got.Artifacts {
+					if strings.HasPrefix(a.ArtifactID, "pending-") && a.Name == "changes awaiting confirmation of action "+held[0].ActionID &&
+						len(a.Parts) == 1 && a.Parts[0].Text != nil && a.Parts[0].MediaType == "text/x-diff" {
+						diffs = append(diffs, *a.Parts[0].Text)
+					}
+				}
+				if len(diffs) != 1 || diffs[0] != held[0].Diff || !strings.Contains(diffs[0], "-bye") {
+					t.Fatalf("the held delete's diffs on the task: %q; want one, %q (artifacts %+v)", diffs, held[0].Diff, got.Artifacts)
 				}
 			})
 		})

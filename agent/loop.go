@@ -890,7 +890,7 @@ func (jr *jobRun) observed(ctx context.Context, it *Interaction, res *executor.R
 		r.log.Debug("agent: action held for an operator", "task", j.TaskID, "action", res.ActionID)
 		// The operator sees what to confirm on the task.
 		note := r.redact(proposals.ConfirmationNote(res))
-		return true, jr.stopWith(ctx, it, InterventionRequired, note, note, r.redactArtifacts(proposals.Artifacts(res)))
+		return true, jr.stopWith(ctx, it, InterventionRequired, note, note, r.actionArtifacts(res))
 	case res.Outcome == executor.Completed && strings.EqualFold(res.Action, "FINISH"):
 		// FINISH's response is the job's answer, as an agent
 		// response's summary is.

@@ -338,7 +338,7 @@ func (r *Runtime) Decided(ctx context.Context, taskID string, res *executor.Resu
 	if !approved {
 		word = "denied"
 	}
-	for _, a := range r.redactArtifacts(proposals.Artifacts(res)) {
+	for _, a := range r.actionArtifacts(res) {
 		// An artifact of the action's id on the task already is this
 		// decision's, put there by an earlier hand-over that a stop cut
 		// (the restart's reconcile hands the decision again): once is
@@ -526,13 +526,18 @@ func (r *Runtime) reconcile(ctx context.Context) {
 			// history as the job makes it (ending); a history that cannot
 			// be read does not keep the task from showing it (a success
 			// with the answer its reason keeps).
+			// A wait on a held action shows its diff, made from the
+			// executor's record of it as the job's own wait makes it.
 			var its []Interaction
-			if j.Status == Success {
+			if j.Status == Success || j.Status == InterventionRequired {
 				if its, err = r.cfg.Store.Interactions(ctx, j.TaskID); err != nil {
 					r.log.Warn("agent: reconcile: the job's history, for its artifacts", "task", j.TaskID, "err", err)
 				}
 			}
 			note, arts := ending(j, its)
+			if j.Status == InterventionRequired {
+				arts = append(arts, r.heldOf(ctx, j.TaskID, its)...)
+			}
 			err2 = r.show(ctx, j.TaskID, j.Status, note, arts)
 		case j.Status == Canceled:
 			err2 = r.cfg.Store.Settle(ctx, j.TaskID, j.Status)
@@ -544,6 +549,41 @@ func (r *Runtime) reconcile(ctx context.Context) {
 			r.log.Warn("agent: reconcile", "task", j.TaskID, "err", err2)
 		}
 	}
+}
+
+// actionArtifacts is what the task of a job shows of the executor's
+// result res of its action (proposals.Artifacts), redacted: for an action
+// held, the diff the operator and the requester read while the job waits
+// on it.
+func (r *Runtime) actionArtifacts(res *executor.Result) []tasks.Artifact {
+	return r.redactArtifacts(proposals.Artifacts(res))
+}
+
+// heldOf is the artifacts of the action the job of taskID, with history
+// its, waits on, made from the executor's record of it as the job's own
+// wait makes them from the executor's result (actionArtifacts): none when
+// its last step held nothing, or the action is decided already
+// (decidedMeanwhile hands the decision to the job). A record that cannot
+// be read is logged and leaves them out.
+func (r *Runtime) heldOf(ctx context.Context, taskID string, its []Interaction) []tasks.Artifact {
+	if len(its) == 0 {
+		return nil
+	}
+	o := its[len(its)-1].Observation
+	if o == nil || o.ActionID == "" || o.Outcome != ObsNeedsConfirmation {
+		return nil
+	}
+	acts, err := r.cfg.Executor.Actions(ctx, taskID)
+	if err != nil {
+		r.log.Warn("agent: reconcile: the held action's record, for its artifacts", "task", taskID, "action", o.ActionID, "err", err)
+		return nil
+	}
+	for _, a := range acts {
+		if res := a.Result(); a.ActionID == o.ActionID && res.Outcome == executor.NeedsConfirmation {
+			return r.actionArtifacts(res)
+		}
+	}
+	return nil
 }
 
 // decidedMeanwhile hands job j, waiting for an operator's decision on the
