@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"crypto/tls"
 	"database/sql"
 	"encoding/json"
 	"errors"
@@ -642,6 +643,23 @@ func (jr *jobRun) readText(ctx context.Context, path string, max int) (text stri
 	return text, len(read.Result.Content), true
 }
 
+// refusedForGood says why a failed model call cannot succeed if asked
+// again, and what the operator should check, or "" when it may: the
+// server's refusal that is not transient (me, ModelError.Transient), or
+// a TLS certificate this machine does not verify (another authority,
+// another name than agent.llm_url's host, expired), which every
+// handshake meets alike.
+func refusedForGood(me *ModelError, err error) string {
+	if me != nil && !me.Transient() {
+		return fmt.Sprintf("the model server refused the request (HTTP %d), which asking again does not mend; %s", me.Status, me.Advice())
+	}
+	var cert *tls.CertificateVerificationError
+	if errors.As(err, &cert) {
+		return fmt.Sprintf("the model server's TLS certificate does not verify (%v), which asking again does not mend; check that agent.llm_url names the host the certificate is for, and that this machine trusts its authority (the system's certificates, or SSL_CERT_FILE in the node's environment)", cert.Err)
+	}
+	return ""
+}
+
 // contextLengthMark starts the recorded error of a model call refused
 // because the prompt was longer than the model's context.
 const contextLengthMark = "the prompt is over the model's context: "
@@ -701,13 +719,13 @@ func (jr *jobRun) apiFailure(ctx context.Context, it *Interaction, callErr error
 		jr.shrink /= 2
 		return false, nil
 	}
-	if me != nil && !me.Transient() {
+	if why := refusedForGood(me, callErr); why != "" {
 		// A refused API key, a model or path the server does not have,
-		// an invalid request: asked again, the server answers the same.
-		// The operator is told what to check; the requester, as of an
-		// outage, that it is the node's, with the work kept.
-		why := fmt.Sprintf("the model server refused the request (HTTP %d), which asking again does not mend; %s", me.Status, me.Advice())
-		r.log.Error("agent: "+why, "task", jr.j.TaskID, "status", me.Status, "err", callErr)
+		// an invalid request, a certificate this machine does not
+		// trust: asked again, the server (or the handshake) answers the
+		// same. The operator is told what to check; the requester, as
+		// of an outage, that it is the node's, with the work kept.
+		r.log.Error("agent: "+why, "task", jr.j.TaskID, "err", callErr)
 		return true, jr.stuckShowing(ctx, why+": "+it.Response.Error,
 			"the model server refused the node's request, on the node's side (its operator has the error and what to check); the work so far is kept: send a message to try again, or cancel the task")
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -174,6 +175,44 @@ func TestRequestTooLargeCondensed(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"HTTP 413", "agent.context_tokens"} {
+		if !strings.Contains(j.Reason, want) {
+			t.Errorf("job reason %q; want %q", j.Reason, want)
+		}
+	}
+}
+
+// A model server whose TLS certificate this machine does not trust (its
+// own authority, or another name than the URL's) fails the step at its
+// first call, as a refused API key does: asked again, the handshake
+// fails the same way. The operator is told it is the certificate and
+// what to check; before, it was retried as an outage, with backoff.
+func TestModelServerUntrustedCertificateFailsAtOnce(t *testing.T) {
+	tls := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t.Errorf("a request reached the server through an untrusted handshake: %s", r.URL)
+	}))
+	t.Cleanup(tls.Close)
+	r := newRig(t, testdb.SQLite(t))
+	m, err := llm.New(llm.Config{BaseURL: tls.URL + "/v1", Model: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	task := r.send(t, "go")
+	slow := func(cfg *agent.Config) {
+		cfg.Backoff, cfg.Logger = time.Hour, slog.New(slog.NewTextHandler(&logs, nil))
+	}
+	got := r.runWith(t, slow, m, task.ID, tasks.StateInputRequired, tasks.StateFailed, tasks.StateCompleted)
+	if got.Status.State != tasks.StateInputRequired || !strings.Contains(got.Status.Message, "on the node's side") {
+		t.Fatalf("task %s %q; want input_required, on the node's side", got.Status.State, got.Status.Message)
+	}
+	if strings.Contains(logs.String(), "model call failed; retrying") {
+		t.Errorf("the call was retried:\n%s", logs.String())
+	}
+	j, err := r.store.Get(context.Background(), task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"certificate", "agent.llm_url"} {
 		if !strings.Contains(j.Reason, want) {
 			t.Errorf("job reason %q; want %q", j.Reason, want)
 		}
