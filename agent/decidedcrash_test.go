@@ -39,25 +39,15 @@ func TestDecidedBeforeCrash(t *testing.T) {
 			testdb.Each(t, func(t *testing.T, dsn string) {
 				r := newRig(t, dsn)
 				ctx := context.Background()
+				task, action := heldDelete(t, r)
 				gone := filepath.Join(r.dir, "gone.md")
-				if err := os.WriteFile(gone, []byte("bye\n"), 0o600); err != nil {
-					t.Fatal(err)
-				}
-				task := r.send(t, "delete gone.md")
-				m := &scripted{answers: []string{proposalJSON("DELETE_FILE", map[string]any{"path": "/sandbox/gone.md"})}}
-				if got := r.run(t, m, task.ID, tasks.StateInputRequired, tasks.StateCompleted, tasks.StateFailed); got.Status.State != tasks.StateInputRequired {
-					t.Fatalf("task %s %q; want the delete held", got.Status.State, got.Status.Message)
-				}
-				held, err := r.exec.Pending(ctx, task.ID)
-				if err != nil || len(held) != 1 {
-					t.Fatalf("held: %+v %v", held, err)
-				}
 				// The decision, carried out; the node stops before
 				// Runtime.Decided.
+				var err error
 				if approve {
-					_, err = r.exec.Approve(ctx, held[0].ActionID, executor.Host)
+					_, err = r.exec.Approve(ctx, action, executor.Host)
 				} else {
-					_, err = r.exec.Deny(ctx, held[0].ActionID, executor.Host, "not this one")
+					_, err = r.exec.Deny(ctx, action, executor.Host, "not this one")
 				}
 				if err != nil {
 					t.Fatal(err)
@@ -74,7 +64,7 @@ func TestDecidedBeforeCrash(t *testing.T) {
 					}
 				}
 
-				m = &scripted{answers: []string{proposalJSON("FINISH", map[string]any{"response": "done"})}}
+				m := &scripted{answers: []string{proposalJSON("FINISH", map[string]any{"response": "done"})}}
 				got := r.run(t, m, task.ID, tasks.StateCompleted, tasks.StateFailed, tasks.StateCanceled)
 				if got.Status.State != tasks.StateCompleted {
 					t.Fatalf("task %s %q; want the job gone on and completed", got.Status.State, got.Status.Message)
@@ -90,7 +80,7 @@ func TestDecidedBeforeCrash(t *testing.T) {
 				if !approve {
 					want = agent.ObsDenied
 				}
-				if o := h.Interactions[0].Observation; o == nil || o.ActionID != held[0].ActionID || o.Outcome != want {
+				if o := h.Interactions[0].Observation; o == nil || o.ActionID != action || o.Outcome != want {
 					t.Fatalf("the held step's observation: %+v; want %s", o, want)
 				}
 				if len(m.prompts) != 1 {
@@ -124,23 +114,12 @@ func TestApprovalInterruptedBeforeCrash(t *testing.T) {
 func approvalInterrupted(t *testing.T, dsn string, stepSettled bool) {
 	r := newRig(t, dsn)
 	ctx := context.Background()
+	task, action := heldDelete(t, r)
 	gone := filepath.Join(r.dir, "gone.md")
-	if err := os.WriteFile(gone, []byte("bye\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	task := r.send(t, "delete gone.md")
-	m := &scripted{answers: []string{proposalJSON("DELETE_FILE", map[string]any{"path": "/sandbox/gone.md"})}}
-	if got := r.run(t, m, task.ID, tasks.StateInputRequired, tasks.StateCompleted, tasks.StateFailed); got.Status.State != tasks.StateInputRequired {
-		t.Fatalf("task %s %q; want the delete held", got.Status.State, got.Status.Message)
-	}
-	held, err := r.exec.Pending(ctx, task.ID)
-	if err != nil || len(held) != 1 {
-		t.Fatalf("held: %+v %v", held, err)
-	}
 	// The approval promotes the delete; the node stops before its
 	// last commit, and the next start's recovery undoes it.
 	lost := errors.New("the node stopped")
-	if _, err := r.exec.ApproveThen(ctx, held[0].ActionID, executor.Host, nil,
+	if _, err := r.exec.ApproveThen(ctx, action, executor.Host, nil,
 		func(context.Context, *sql.Tx, *executor.Result) error { return lost }); !errors.Is(err, lost) {
 		t.Fatalf("approve: %v", err)
 	}
@@ -163,7 +142,7 @@ func approvalInterrupted(t *testing.T, dsn string, stepSettled bool) {
 		}
 	}
 
-	m = &scripted{answers: []string{proposalJSON("FINISH", map[string]any{"response": "done"})}}
+	m := &scripted{answers: []string{proposalJSON("FINISH", map[string]any{"response": "done"})}}
 	got := r.run(t, m, task.ID, tasks.StateCompleted, tasks.StateFailed, tasks.StateCanceled)
 	if got.Status.State != tasks.StateCompleted {
 		t.Fatalf("task %s %q; want the job gone on and completed", got.Status.State, got.Status.Message)
@@ -175,7 +154,7 @@ func approvalInterrupted(t *testing.T, dsn string, stepSettled bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o := h.Interactions[0].Observation; o == nil || o.ActionID != held[0].ActionID || o.Outcome != agent.ObsFailed || o.Reason != executor.ReasonInterrupted {
+	if o := h.Interactions[0].Observation; o == nil || o.ActionID != action || o.Outcome != agent.ObsFailed || o.Reason != executor.ReasonInterrupted {
 		t.Fatalf("the held step's observation: %+v; want failed, %q", o, executor.ReasonInterrupted)
 	}
 	if err := agent.Replay(h, 64<<10); err != nil {

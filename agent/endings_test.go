@@ -86,6 +86,19 @@ func checkTries(t *testing.T, logged string, fails int32) {
 	}
 }
 
+// checkDeleteAnswered fails unless the task carries one answer artifact,
+// answer, and one changes artifact listing the approved delete of gone.md
+// (approvedDelete) once.
+func checkDeleteAnswered(t *testing.T, task *tasks.Task, answer string) {
+	t.Helper()
+	if text, n := artifactText(task, "agent-response"); n != 1 || text != answer {
+		t.Fatalf("the task's answer artifacts: %d, %q; want one, %q", n, text, answer)
+	}
+	if text, n := artifactText(task, "changes"); n != 1 || strings.Count(text, "-bye") != 1 {
+		t.Fatalf("the task's changes artifacts: %d, %q; want one listing the delete once", n, text)
+	}
+}
+
 var endingFails = map[int32]string{1: "once", 6: "past the job's tries"}
 
 // A job that halts at its step limit while the database refuses the
@@ -196,12 +209,7 @@ func TestCompletionArtifactWriteFails(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if text, n := artifactText(got, "agent-response"); n != 1 || text != answer {
-			t.Fatalf("the task's answer artifacts: %d, %q; want one, %q", n, text, answer)
-		}
-		if text, n := artifactText(got, "changes"); n != 1 || strings.Count(text, "-bye") != 1 {
-			t.Fatalf("the task's changes artifacts: %d, %q; want one listing the delete once", n, text)
-		}
+		checkDeleteAnswered(t, got, answer)
 		checkTries(t, logged.String(), 6)
 	})
 }

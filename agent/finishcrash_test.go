@@ -28,6 +28,22 @@ func approvedDelete(t *testing.T, set func(*agent.Config)) (*rig, *tasks.Task, s
 	t.Helper()
 	r := newRig(t, testdb.SQLite(t))
 	ctx := context.Background()
+	task, action := heldDelete(t, r)
+	res, err := r.exec.Approve(ctx, action, executor.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := decider(t, r, set).Decided(ctx, task.ID, res, true); err != nil {
+		t.Fatalf("Decided: %v", err)
+	}
+	return r, task, action
+}
+
+// heldDelete writes gone.md ("bye\n") in r's sandbox and runs a new task
+// whose model proposes to delete it, until the policy holds the delete
+// for the operator. It returns the task and the held action's id.
+func heldDelete(t *testing.T, r *rig) (*tasks.Task, string) {
+	t.Helper()
 	if err := os.WriteFile(filepath.Join(r.dir, "gone.md"), []byte("bye\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -36,18 +52,11 @@ func approvedDelete(t *testing.T, set func(*agent.Config)) (*rig, *tasks.Task, s
 	if got := r.run(t, m, task.ID, tasks.StateInputRequired, tasks.StateCompleted, tasks.StateFailed); got.Status.State != tasks.StateInputRequired {
 		t.Fatalf("task %s %q; want the delete held", got.Status.State, got.Status.Message)
 	}
-	held, err := r.exec.Pending(ctx, task.ID)
+	held, err := r.exec.Pending(context.Background(), task.ID)
 	if err != nil || len(held) != 1 {
 		t.Fatalf("held: %+v %v", held, err)
 	}
-	res, err := r.exec.Approve(ctx, held[0].ActionID, executor.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := decider(t, r, set).Decided(ctx, task.ID, res, true); err != nil {
-		t.Fatalf("Decided: %v", err)
-	}
-	return r, task, held[0].ActionID
+	return task, held[0].ActionID
 }
 
 // decider is a runtime on r, not run, to hand decisions to jobs.
@@ -202,12 +211,7 @@ func TestReconciledSuccessListsChanges(t *testing.T) {
 	if got, err = r.svc.Task(ctx, task.ID); err != nil {
 		t.Fatal(err)
 	}
-	if text, n := artifactText(got, "agent-response"); n != 1 || text != answer {
-		t.Fatalf("the task's answer artifacts: %d, %q; want one, %q", n, text, answer)
-	}
-	if text, n := artifactText(got, "changes"); n != 1 || strings.Count(text, "-bye") != 1 {
-		t.Fatalf("the task's changes artifacts: %d, %q; want one listing the delete once", n, text)
-	}
+	checkDeleteAnswered(t, got, answer)
 }
 
 // A decision handed to its job twice (the first hand-over cut after it
@@ -217,19 +221,8 @@ func TestReconciledSuccessListsChanges(t *testing.T) {
 func TestDecisionHandedTwiceQuiet(t *testing.T) {
 	r := newRig(t, testdb.SQLite(t))
 	ctx := context.Background()
-	if err := os.WriteFile(filepath.Join(r.dir, "gone.md"), []byte("bye\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	task := r.send(t, "delete gone.md")
-	m := &scripted{answers: []string{proposalJSON("DELETE_FILE", map[string]any{"path": "/sandbox/gone.md"})}}
-	if got := r.run(t, m, task.ID, tasks.StateInputRequired, tasks.StateCompleted, tasks.StateFailed); got.Status.State != tasks.StateInputRequired {
-		t.Fatalf("task %s %q; want the delete held", got.Status.State, got.Status.Message)
-	}
-	held, err := r.exec.Pending(ctx, task.ID)
-	if err != nil || len(held) != 1 {
-		t.Fatalf("held: %+v %v", held, err)
-	}
-	res, err := r.exec.Approve(ctx, held[0].ActionID, executor.Host)
+	task, action := heldDelete(t, r)
+	res, err := r.exec.Approve(ctx, action, executor.Host)
 	if err != nil {
 		t.Fatal(err)
 	}

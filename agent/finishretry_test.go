@@ -1,14 +1,11 @@
 package agent_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -30,44 +27,19 @@ import (
 // lost, its task input_required with nothing to decide.
 func TestCompletionWriteFails(t *testing.T) {
 	for _, fails := range []int32{1, 6} {
-		t.Run(map[int32]string{1: "once", 6: "past the job's tries"}[fails], func(t *testing.T) {
+		t.Run(endingFails[fails], func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				r, task, _ := approvedDelete(t, nil)
 				ctx := context.Background()
 				const answer = "deleted gone.md"
 				m := &scripted{answers: []string{proposalJSON("FINISH", map[string]any{"response": answer})}}
-				r.sqlExec(t, `CREATE TRIGGER busy BEFORE UPDATE ON agent_jobs
-					WHEN OLD.status = 'SUCCESS' AND OLD.lease_holder <> '' AND NEW.lease_holder = ''
-						AND (SELECT state FROM tasks WHERE id = OLD.task_id) <> 'completed'
-					BEGIN SELECT RAISE(ABORT, 'database is locked'); END`)
-				left := new(atomic.Int32)
-				left.Store(fails)
-				var logged bytes.Buffer
-				got := r.runWith(t, func(c *agent.Config) {
-					c.Tasks = failEnding{Tasks: r.svc, to: tasks.StateCompleted, left: left}
-					c.Poll = 50 * time.Millisecond
-					c.Logger = slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelWarn}))
-				}, m, task.ID, tasks.StateCompleted, tasks.StateInputRequired, tasks.StateFailed, tasks.StateCanceled)
+				got, logged := endingRun(t, r, nil, m, task.ID, agent.Success, tasks.StateCompleted, fails)
 				if got.Status.State != tasks.StateCompleted || got.Status.Message != answer {
 					t.Fatalf("task %s %q; want completed with the model's answer %q", got.Status.State, got.Status.Message, answer)
 				}
-				if n := left.Load(); n >= 0 {
-					t.Fatalf("%d of the %d failures left: the task's write was not refused as the test meant", n+1, fails)
-				}
 				// The job's tries, then the reconcile's.
-				if tried, left := strings.Count(logged.String(), "trying again"), strings.Contains(logged.String(), "the reconcile pass makes it"); tried != min(int(fails), 3) || left != (fails > 4) {
-					t.Fatalf("the job tried the task's write again %d times, left it to the reconcile: %v; want %d, %v; logged:\n%s", tried, left, min(fails, 3), fails > 4, logged.String())
-				}
-				if got, err := r.svc.Task(ctx, task.ID); err != nil {
-					t.Fatal(err)
-				} else {
-					if text, n := artifactText(got, "agent-response"); n != 1 || text != answer {
-						t.Fatalf("the task's answer artifacts: %d, %q; want one, %q", n, text, answer)
-					}
-					if text, n := artifactText(got, "changes"); n != 1 || strings.Count(text, "-bye") != 1 {
-						t.Fatalf("the task's changes artifacts: %d, %q; want one listing the delete once", n, text)
-					}
-				}
+				checkTries(t, logged, fails)
+				checkDeleteAnswered(t, got, answer)
 				j, err := r.store.Get(ctx, task.ID)
 				if err != nil || j.Status != agent.Success || j.Reason != answer {
 					t.Fatalf("the job: %+v %v; want %s with the answer as its reason", j, err, agent.Success)
