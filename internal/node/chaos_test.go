@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -20,7 +19,6 @@ import (
 
 	"github.com/snapnode/snapnode/client"
 	"github.com/snapnode/snapnode/executor/sandbox"
-	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/admin"
 	"github.com/snapnode/snapnode/internal/llmtest"
 	"github.com/snapnode/snapnode/internal/sqldb"
@@ -88,10 +86,7 @@ func TestChaosSIGKILL(t *testing.T) {
 		t.Skip("runs node processes")
 	}
 	total, kills := *chaosTasks, *chaosKills
-	seed := *chaosSeed
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano())
-	}
+	seed := chaosRunSeed(*chaosSeed)
 	t.Logf("chaos: %d tasks, %d kills, seed %d (-chaos.seed=%d repeats it)", total, kills, seed, seed)
 	rng := rand.New(rand.NewPCG(seed, 0))
 
@@ -103,14 +98,7 @@ func TestChaosSIGKILL(t *testing.T) {
 	}
 
 	// The tasks, their requesters and the files they find in the sandbox.
-	var clients []*client.HTTP
-	for range 4 {
-		k, err := identity.Generate()
-		if err != nil {
-			t.Fatal(err)
-		}
-		clients = append(clients, newHTTPClientWith(t, k))
-	}
+	clients := chaosClients(t, 4)
 	kinds := []chaosKind{chaosWrite, chaosWrite, chaosWrite, chaosRead, chaosRename, chaosDelete, chaosAgent, chaosAgent}
 	all := make([]*chaosTask, total)
 	byFile := map[string]*chaosTask{}
@@ -127,14 +115,8 @@ func TestChaosSIGKILL(t *testing.T) {
 
 	// The model writes the file its task names, then finishes once it is
 	// told the write was done.
-	srv := llmtest.New(t)
 	jobFile := regexp.MustCompile(`chaos job: write (agent-\d+\.md) with (\S+)`)
-	srv.SetHandler(func(r llmtest.Request) llmtest.Reply {
-		all := requestText(r)
-		m := jobFile.FindStringSubmatch(all)
-		if m == nil {
-			return llmtest.Error(400, "chaos model: no job in the request")
-		}
+	d := startChaosNode(t, dir, dataDir, "1m", jobFile, func(all string, m []string) llmtest.Reply {
 		var reply llmtest.Reply
 		if strings.Contains(all, `"action":"WRITE_FILE"`) && strings.Contains(all, `"outcome":"completed"`) {
 			reply = finish("wrote " + m[1])
@@ -144,14 +126,6 @@ func TestChaosSIGKILL(t *testing.T) {
 		reply.Delay = 20 * time.Millisecond // so that kills land during model calls too
 		return reply
 	})
-	conf := filepath.Join(dir, "snapnode.toml")
-	if err := os.WriteFile(conf, []byte("[agent]\nlease = \"1m\"\nretry_backoff = \"10ms\"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	d := testutil.StartDaemon(t, testutil.DaemonOptions{DataDir: dataDir, Args: []string{
-		"--config", conf, "--http-listen", "127.0.0.1:0", "--llm-url", srv.URL(), "--llm-model", llmtest.DefaultModel,
-		"--http-rate", "0", "--identity-rate", "0", "--agent-max-jobs", "8",
-	}})
 
 	// send sends (or sends again) a task's request, notes the answer and
 	// tells answers.
@@ -176,25 +150,15 @@ func TestChaosSIGKILL(t *testing.T) {
 			body, _ := json.Marshal(payload)
 			c.msg = &snap.Message{To: d.Address, Method: "message/send", Payload: body}
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		resp, err := c.client.Send(ctx, d.HTTPURL, c.msg)
+		v, dup, err := chaosSend(t, d, c.client, c.msg)
+		if dup {
+			mu.Lock()
+			c.duplicate = true
+			mu.Unlock()
+		}
 		if err != nil {
 			return err
 		}
-		var p map[string]any
-		if err := json.Unmarshal(resp.Payload, &p); err != nil {
-			return err
-		}
-		if p["error"] != nil {
-			if code, _ := p["error"].(map[string]any)["code"].(float64); int(code) == int(snap.CodeDuplicateMessage) {
-				mu.Lock()
-				c.duplicate = true
-				mu.Unlock()
-			}
-			return fmt.Errorf("answered %v", p["error"])
-		}
-		v := taskOf(t, p)
 		select {
 		case answers <- struct{}{}:
 		default:
@@ -372,9 +336,7 @@ func TestChaosSIGKILL(t *testing.T) {
 	}
 
 	d.Kill(t)
-	if out, err := exec.Command(testutil.Binary(t), "audit", "verify", "--data-dir", dataDir).CombinedOutput(); err != nil {
-		t.Errorf("snapnode audit verify: %v\n%s", err, out)
-	}
+	chaosAuditVerify(t, "--data-dir", dataDir)
 }
 
 // chaosGet is tasks/get of the task, by its requester.

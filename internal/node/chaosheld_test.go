@@ -20,7 +20,6 @@ import (
 	"github.com/snapnode/snapnode/agent"
 	"github.com/snapnode/snapnode/client"
 	"github.com/snapnode/snapnode/executor"
-	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/admin"
 	"github.com/snapnode/snapnode/internal/llmtest"
 	"github.com/snapnode/snapnode/internal/sqldb"
@@ -76,10 +75,7 @@ func TestChaosHeldSIGKILL(t *testing.T) {
 		t.Skip("runs node processes")
 	}
 	total, kills := *chaosHeldTasks, *chaosHeldKills
-	seed := *chaosSeed
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano())
-	}
+	seed := chaosRunSeed(*chaosSeed)
 	t.Logf("chaos held: %d tasks, %d kills, seed %d (-run TestChaosHeldSIGKILL -chaos.seed=%d repeats it)", total, kills, seed, seed)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	var rngMu sync.Mutex
@@ -91,14 +87,7 @@ func TestChaosHeldSIGKILL(t *testing.T) {
 	if err := os.MkdirAll(sandboxDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	var clients []*client.HTTP
-	for range 2 {
-		k, err := identity.Generate()
-		if err != nil {
-			t.Fatal(err)
-		}
-		clients = append(clients, newHTTPClientWith(t, k))
-	}
+	clients := chaosClients(t, 2)
 	all := make([]*chaosHeld, total)
 	byFile := map[string]*chaosHeld{}
 	for i := range all {
@@ -124,14 +113,8 @@ func TestChaosHeldSIGKILL(t *testing.T) {
 	// a crash cut and undid the delete, and finishes once the delete was
 	// carried out or denied. Any other failure it is told of is a
 	// problem: an approved delete that failed (run twice, say).
-	srv := llmtest.New(t)
 	jobFile := regexp.MustCompile(`chaos held job: delete (held-\d+\.md)`)
-	srv.SetHandler(func(r llmtest.Request) llmtest.Reply {
-		all := requestText(r)
-		m := jobFile.FindStringSubmatch(all)
-		if m == nil {
-			return llmtest.Error(400, "chaos model: no job in the request")
-		}
+	d := startChaosNode(t, dir, dataDir, "2s", jobFile, func(all string, m []string) llmtest.Reply {
 		var reply llmtest.Reply
 		failed := strings.Count(all, `"outcome":"failed"`)
 		switch {
@@ -148,14 +131,6 @@ func TestChaosHeldSIGKILL(t *testing.T) {
 		reply.Delay = time.Duration(intN(30)) * time.Millisecond // kills land during model calls too
 		return reply
 	})
-	conf := filepath.Join(dir, "snapnode.toml")
-	if err := os.WriteFile(conf, []byte("[agent]\nlease = \"2s\"\nretry_backoff = \"10ms\"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	d := testutil.StartDaemon(t, testutil.DaemonOptions{DataDir: dataDir, Args: []string{
-		"--config", conf, "--http-listen", "127.0.0.1:0", "--llm-url", srv.URL(), "--llm-model", llmtest.DefaultModel,
-		"--http-rate", "0", "--identity-rate", "0", "--agent-max-jobs", "8",
-	}})
 
 	// events tells the kill what happens: a task's answer, a decision
 	// sent, a decision answered.
@@ -173,25 +148,15 @@ func TestChaosHeldSIGKILL(t *testing.T) {
 			body, _ := json.Marshal(payload)
 			h.msg = &snap.Message{To: d.Address, Method: "message/send", Payload: body}
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		resp, err := h.client.Send(ctx, d.HTTPURL, h.msg)
+		v, dup, err := chaosSend(t, d, h.client, h.msg)
+		if dup {
+			mu.Lock()
+			h.duplicate = true
+			mu.Unlock()
+		}
 		if err != nil {
 			return
 		}
-		var p map[string]any
-		if err := json.Unmarshal(resp.Payload, &p); err != nil {
-			return
-		}
-		if p["error"] != nil {
-			if code, _ := p["error"].(map[string]any)["code"].(float64); int(code) == int(snap.CodeDuplicateMessage) {
-				mu.Lock()
-				h.duplicate = true
-				mu.Unlock()
-			}
-			return
-		}
-		v := taskOf(t, p)
 		event()
 		mu.Lock()
 		defer mu.Unlock()
@@ -502,9 +467,7 @@ func TestChaosHeldSIGKILL(t *testing.T) {
 	}
 
 	d.Kill(t)
-	if out, err := exec.Command(testutil.Binary(t), "audit", "verify", "--data-dir", dataDir).CombinedOutput(); err != nil {
-		t.Errorf("snapnode audit verify: %v\n%s", err, out)
-	}
+	chaosAuditVerify(t, "--data-dir", dataDir)
 	if t.Failed() {
 		t.Logf("seed %d: -run TestChaosHeldSIGKILL -chaos.seed=%d repeats the run's choices", seed, seed)
 	}

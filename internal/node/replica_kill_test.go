@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -60,10 +59,7 @@ func TestReplicasSIGKILL(t *testing.T) {
 	}
 	dsn := testdb.Postgres(t) // skips, saying how to run it, without SNAPNODE_TEST_POSTGRES
 	total, rounds := *replicasTasks, *replicasRounds
-	seed := *replicasSeed
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano())
-	}
+	seed := chaosRunSeed(*replicasSeed)
 	t.Logf("replicas: %d tasks, %d rounds, seed %d (-replicas.seed=%d repeats it)", total, rounds, seed, seed)
 	rng := rand.New(rand.NewPCG(seed, 0))
 
@@ -333,7 +329,5 @@ func TestReplicasSIGKILL(t *testing.T) {
 	for _, d := range replicas {
 		d.Kill(t)
 	}
-	if out, err := exec.Command(testutil.Binary(t), "audit", "verify", "--data-dir", replicas[0].DataDir, "--key", keyFile, "--database", dsn).CombinedOutput(); err != nil {
-		t.Errorf("snapnode audit verify: %v\n%s", err, out)
-	}
+	chaosAuditVerify(t, "--data-dir", replicas[0].DataDir, "--key", keyFile, "--database", dsn)
 }
