@@ -484,17 +484,15 @@ func (s *Server) settleClaim(ctx context.Context, in Inbound, env *envelope, v *
 }
 
 // retryable reports whether a handler's error is one SNAP tells the
-// requester to retry, the message not processed: 5001 (any error that
-// is not a SNAP error is answered so), 5002 or 5003.
+// requester to retry, the message not processed: a 5xxx code of
+// Code.Retryable's table (5001, 5002, 5003), or an error that is not a
+// SNAP error, which is answered 5001.
 func retryable(err error) bool {
 	if err == nil {
 		return false
 	}
-	switch CodeOf(err) {
-	case 0, CodeInternal, CodeRateLimitExceeded, CodeServiceUnavailable:
-		return true
-	}
-	return false
+	c := CodeOf(err)
+	return c == 0 || c >= 5000 && c.Retryable()
 }
 
 // call runs h, turning a panic into 5001 so that one bad handler cannot
