@@ -353,6 +353,12 @@ func (s *Service) receive(ctx context.Context, owner string, req *SendParams, re
 	if err := rememberClaim(ctx); err != nil {
 		return nil, err
 	}
+	// The request's id is spent now: a requester who stops waiting (its
+	// context canceled) must not leave its message unapplied, as a retry
+	// of the same id is a duplicate. The write goes on without the
+	// request's cancellation, bounded by claimedWrite.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimedWrite)
+	defer cancel()
 	return s.change(ctx, req.TaskID, func(cur *Task) (*Task, error) {
 		if cur.Owner != owner {
 			return nil, notFound(req.TaskID)
@@ -387,6 +393,10 @@ func (s *Service) receive(ctx context.Context, owner string, req *SendParams, re
 		return s.setStatus(ctx, cur, StateWorking, "", "send message")
 	})
 }
+
+// claimedWrite bounds the write of a message whose request's replay
+// record is written already (see receive).
+const claimedWrite = 30 * time.Second
 
 // create stores a new task with the message of req, failed already with
 // refusal's reason when the agent refused it before it was stored (see
