@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/snapnode/snapnode/executor"
+	"github.com/snapnode/snapnode/snap"
 )
 
 func TestArtifacts(t *testing.T) {
@@ -49,5 +50,34 @@ func TestArtifacts(t *testing.T) {
 				t.Errorf("the diff's media type is %q", arts[len(arts)-1].Parts[0].MediaType)
 			}
 		})
+	}
+}
+
+// The artifact of a diff waiting for confirmation is named by the action
+// and the diff: writing the same wait again (a retried write, the
+// reconcile after a write whose outcome was not learnt) adds nothing, as
+// the task keeps one artifact per id, while an action held again with a
+// new diff (its files changed before an approval) adds the new diff.
+func TestPendingArtifactID(t *testing.T) {
+	held := func(id, diff string) string {
+		arts := Artifacts(&executor.Result{Outcome: executor.NeedsConfirmation, ActionID: id, Action: "WRITE_FILE", Diff: diff})
+		if len(arts) != 1 {
+			t.Fatalf("%d artifacts; want 1", len(arts))
+		}
+		if e := snap.CheckID("artifactId", arts[0].ArtifactID); e != nil {
+			t.Fatalf("artifact id %q: %v", arts[0].ArtifactID, e)
+		}
+		return arts[0].ArtifactID
+	}
+	const action = "0b5a2c1e-7f3d-4c3a-9d5e-2f1a6b7c8d9e"
+	first := held(action, "+x\n")
+	if again := held(action, "+x\n"); again != first {
+		t.Errorf("the same wait written twice: artifacts %s and %s; want one id", first, again)
+	}
+	if changed := held(action, "+y\n"); changed == first {
+		t.Errorf("a new diff for the action has the old artifact's id %s", first)
+	}
+	if other := held("1c6b3d2f-8e4a-4d4b-8e6f-3a2b7c8d9e0f", "+x\n"); other == first {
+		t.Errorf("another action's diff has the artifact id %s", first)
 	}
 }
