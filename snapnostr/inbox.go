@@ -1,7 +1,9 @@
 package snapnostr
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"hash/maphash"
@@ -88,7 +90,24 @@ type InboxConfig struct {
 	// alive but never took it (it lost the relay that brought it, say).
 	// Nil: forgotten when its grace passes.
 	Recorded Recorded
+	// Answers, with Shares, is the replay store shared by the replicas
+	// (the one Recorded reads), where the inbox claims the deliveries it
+	// answers that may have no replay record of their own: a refusal, an
+	// error (validation that failed before the record, a handler that
+	// left the request's id unspent) and the answer to a late delivery.
+	// Before it sends such an answer it records the pair ("nostr", event
+	// id) with the event as its delivery; when another process recorded
+	// it first, that process answers and this one sends nothing. The
+	// record also tells the others' Recorded that the delivery was taken,
+	// so that none takes it up late and answers it a second time. Nil:
+	// such answers are sent unclaimed.
+	Answers snap.ReplayStore
 }
+
+// AnswerFrom is the sender under which an Inbox's Answers records the
+// deliveries it answers (InboxConfig.Answers): no SNAP address, so that
+// it never meets a request's own record.
+const AnswerFrom = "nostr"
 
 // Recorded tells which Nostr deliveries some process sharing the
 // database took: those with a replay record naming the event as their
@@ -538,7 +557,7 @@ func (in *Inbox) survive(ctx context.Context, ev *nostr.Event, late bool) {
 		}
 	}()
 	if !late {
-		in.reply(ctx, ev, in.cfg.Handler.Refuse(&snap.Error{Code: snap.CodeInternal, Message: "internal error"}))
+		in.reply(ctx, ev, in.cfg.Handler.Refuse(&snap.Error{Code: snap.CodeInternal, Message: "internal error"}), false)
 	}
 	in.done(ctx, ev)
 }
@@ -554,7 +573,7 @@ func (in *Inbox) handle(run *running, ev *nostr.Event) {
 			in.cfg.Logger.Debug("inbox: a late request cannot be opened; not answered", "event", ev.ID)
 		} else {
 			in.reply(ctx, ev, in.cfg.Handler.Refuse(&snap.Error{Code: snap.CodeInvalidMessage,
-				Message: "cannot open the NIP-44 payload", Data: map[string]any{"field": "content", "reason": err.Error()}}))
+				Message: "cannot open the NIP-44 payload", Data: map[string]any{"field": "content", "reason": err.Error()}}), false)
 		}
 		in.done(ctx, ev)
 		return
@@ -573,7 +592,7 @@ func (in *Inbox) handle(run *running, ev *nostr.Event) {
 		default:
 			if !late {
 				in.reply(ctx, ev, in.cfg.Handler.Refuse(&snap.Error{Code: snap.CodeServiceUnavailable,
-					Message: "too many streams; try again shortly", Data: map[string]any{"retryAfter": 5}}))
+					Message: "too many streams; try again shortly", Data: map[string]any{"retryAfter": 5}}), false)
 			}
 			in.done(ctx, ev)
 			return
@@ -586,7 +605,7 @@ func (in *Inbox) handle(run *running, ev *nostr.Event) {
 		})
 		return
 	}
-	in.answer(ctx, ev, in.cfg.Handler.Serve(ctx, inbound, nil))
+	in.answer(ctx, ev, in.cfg.Handler.Serve(ctx, inbound, nil), late)
 	in.done(ctx, ev)
 }
 
@@ -597,16 +616,16 @@ func (in *Inbox) stream(run *running, req *nostr.Event, inbound snap.Inbound) {
 	resp := in.cfg.Handler.Serve(run.stop, inbound, func(ev *snap.Message) error {
 		return in.publish(run.work, req, ev)
 	})
-	in.answer(run.work, req, resp)
+	in.answer(run.work, req, resp, inbound.Late)
 }
 
-// answer publishes resp, when there is one.
-func (in *Inbox) answer(ctx context.Context, req *nostr.Event, resp *snap.Message) {
+// answer publishes resp, when there is one, to req, late or not.
+func (in *Inbox) answer(ctx context.Context, req *nostr.Event, resp *snap.Message, late bool) {
 	if resp == nil {
 		in.cfg.Logger.Debug("inbox: not a request, or a delivery already taken; no answer", "event", req.ID)
 		return
 	}
-	in.reply(ctx, req, resp)
+	in.reply(ctx, req, resp, late)
 }
 
 // done records a stored request as processed. A created_at in the future
@@ -635,14 +654,46 @@ func (in *Inbox) done(ctx context.Context, ev *nostr.Event) {
 	}
 }
 
-// reply seals resp for the requester and publishes it; a failure is
-// logged.
-func (in *Inbox) reply(ctx context.Context, req *nostr.Event, resp *snap.Message) {
+// reply seals resp for the requester of req (a late delivery when late)
+// and publishes it, unless another process answers req (claim); a
+// failure is logged.
+func (in *Inbox) reply(ctx context.Context, req *nostr.Event, resp *snap.Message, late bool) {
+	if !in.claim(ctx, req, resp, late) {
+		return
+	}
 	if err := in.publish(ctx, req, resp); err != nil {
 		in.cfg.Logger.Error("inbox: reply not published", "request", req.ID, "method", resp.Method, "type", resp.Type, "err", err)
 		return
 	}
 	in.logAnswered(ctx, req, resp)
+}
+
+// claim reports whether this process sends resp, its answer to req (a
+// late delivery when late). An answer that may have no replay record
+// naming its delivery — an error, or any answer to a late delivery — is
+// sent only if this process records the delivery first (see
+// InboxConfig.Answers): another replica receiving the same event may
+// answer it too (it took it up late, finding no record of it, or both
+// counted it their share for a moment), and the requester gets one
+// answer. A store that fails lets the answer go: better two answers than
+// none.
+func (in *Inbox) claim(ctx context.Context, req *nostr.Event, resp *snap.Message, late bool) bool {
+	if in.cfg.Answers == nil || in.cfg.Shares == nil || !late && !bytes.HasPrefix(resp.Payload, []byte(`{"error":`)) {
+		return true
+	}
+	now := in.cfg.Now()
+	rec := snap.ReplayRecord{FirstSeen: now, Expires: now.Add(max(snap.MinReplayRetention, 2*in.cfg.Shares.Grace())),
+		Fingerprint: sha256.Sum256([]byte(req.ID)), Via: req.ID}
+	_, first, err := in.cfg.Answers.Remember(ctx, AnswerFrom, req.ID, rec)
+	switch {
+	case err != nil:
+		in.cfg.Logger.Warn("inbox: answer not recorded; sent all the same", "request", req.ID, "err", err)
+		return true
+	case !first:
+		in.cfg.Logger.Debug("inbox: another replica answered the request; not answered", "request", req.ID, "late", late)
+		return false
+	}
+	return true
 }
 
 // logAnswered logs an answer at debug level. The level is asked first:

@@ -47,7 +47,7 @@ func (in *Inbox) startRefuser(ctx context.Context) *refuser {
 	for range refusalSenders {
 		r.wg.Go(func() {
 			for x := range r.q {
-				in.reply(ctx, x.ev, in.cfg.Handler.Refuse(x.err))
+				in.reply(ctx, x.ev, in.cfg.Handler.Refuse(x.err), false)
 			}
 		})
 	}

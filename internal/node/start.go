@@ -479,7 +479,7 @@ func (w *wiring) startInbox(ctx context.Context) error {
 			// forgotten: the processes would not share the requests out.
 			return fmt.Errorf("node: the replay store %T cannot tell which requests another process took", w.replay)
 		}
-		icfg.Shares, icfg.Recorded = shares, rec
+		icfg.Shares, icfg.Recorded, icfg.Answers = shares, rec, w.replay
 	}
 	in = snapnostr.NewInbox(icfg)
 	ictx, stop := context.WithCancel(ctx)
