@@ -1,7 +1,6 @@
 package snapnostr
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -678,7 +677,7 @@ func (in *Inbox) reply(ctx context.Context, req *nostr.Event, resp *snap.Message
 // answer. A store that fails lets the answer go: better two answers than
 // none.
 func (in *Inbox) claim(ctx context.Context, req *nostr.Event, resp *snap.Message, late bool) bool {
-	if in.cfg.Answers == nil || in.cfg.Shares == nil || !late && !bytes.HasPrefix(resp.Payload, []byte(`{"error":`)) {
+	if in.cfg.Answers == nil || in.cfg.Shares == nil || !late && resp.ErrorCode() == 0 {
 		return true
 	}
 	now := in.cfg.Now()
