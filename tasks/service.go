@@ -348,17 +348,11 @@ func (s *Service) receive(ctx context.Context, owner string, req *SendParams, re
 	if req.TaskID == "" {
 		return s.create(ctx, owner, req, refusal)
 	}
-	// Only a new task writes its request's replay record with itself:
-	// any other change waits until the record is written.
-	if err := rememberClaim(ctx); err != nil {
+	ctx, done, err := s.claimAppend(ctx)
+	if err != nil {
 		return nil, err
 	}
-	// The request's id is spent now: a requester who stops waiting (its
-	// context canceled) must not leave its message unapplied, as a retry
-	// of the same id is a duplicate. The write goes on without the
-	// request's cancellation, bounded by claimedWrite.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimedWrite)
-	defer cancel()
+	defer done()
 	return s.change(ctx, req.TaskID, func(cur *Task) (*Task, error) {
 		if cur.Owner != owner {
 			return nil, notFound(req.TaskID)
@@ -394,8 +388,32 @@ func (s *Service) receive(ctx context.Context, owner string, req *SendParams, re
 	})
 }
 
+// claimAppend readies ctx for the write of a message to an existing
+// task. When the server left the request's replay record to the handler
+// (snap.ReplayClaim) and the store writes it with a change (ClaimWriter),
+// the record goes in the append's own transaction, as a new task's does
+// with the task: an append that fails (the database busy, a connection
+// lost) leaves the request's id unspent, so that the requester's retry
+// is processed, and one that commits spends it. Otherwise the record is
+// written now, before the append, and the request's id is spent: a
+// requester who stops waiting (its context canceled) must not leave its
+// message unapplied, as a retry of the same id is a duplicate, so the
+// append goes on without the request's cancellation, bounded by
+// claimedWrite. done releases the context.
+func (s *Service) claimAppend(ctx context.Context) (_ context.Context, done func(), _ error) {
+	r, ok := ctx.Value(requestKey{}).(*snap.Verified)
+	if cw, writes := s.store.(ClaimWriter); ok && writes && r.Claim.Pending() {
+		return cw.WithClaim(ctx, r.Claim), func() {}, nil
+	}
+	if err := rememberClaim(ctx); err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimedWrite)
+	return ctx, cancel, nil
+}
+
 // claimedWrite bounds the write of a message whose request's replay
-// record is written already (see receive).
+// record is written already (see claimAppend).
 const claimedWrite = 30 * time.Second
 
 // create stores a new task with the message of req, failed already with
@@ -751,9 +769,9 @@ type Interceptor func(ctx context.Context, req *snap.Verified, p *SendParams) (r
 func (s *Service) Register(r Registrar, intercept Interceptor) {
 	send := func(ctx context.Context, req *snap.Verified, p *SendParams) (any, error) {
 		// A request's replay record may be left to this handler
-		// (snap.ReplayClaim): written with the task it creates, or
-		// before any other effect (see receive, insert, and the
-		// Interceptor's contract).
+		// (snap.ReplayClaim): written with the task it creates or the
+		// message it appends, or before any other effect (see insert,
+		// claimAppend, and the Interceptor's contract).
 		if resp, ok, err := intercepted(ctx, intercept, req, p); ok {
 			return resp, err
 		}

@@ -120,6 +120,22 @@ type ResultKeeper interface {
 	CreateKeeping(ctx context.Context, t *Task, kept KeptResult) (*Task, error)
 }
 
+// ClaimWriter is implemented by stores that write a request's pending
+// replay record (a snap.ReplayClaim) in the transaction of a change to an
+// existing task, as ResultKeeper writes it with a new one. WithClaim
+// returns ctx carrying c: the first write of a task made with it
+// (Update, AppendHistory, AppendKeyed, AppendArtifact, Apply) marks c
+// (Writing), writes c's record in its own transaction and makes its
+// change only if the record is fresh. It settles c (Claimed) once the
+// transaction is committed, or once it found the record held by an
+// earlier message, when it changes nothing and returns an error wrapping
+// snap.ErrClaimTaken; a transaction that failed leaves c pending, and
+// the next write tries again. Writes made once c is settled write no
+// record.
+type ClaimWriter interface {
+	WithClaim(ctx context.Context, c *snap.ReplayClaim) context.Context
+}
+
 // KeptResult is a request's result for ResultKeeper.CreateKeeping: the
 // response payload to answer a retry of the request (From, RequestID)
 // with, until Expires.

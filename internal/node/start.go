@@ -281,9 +281,10 @@ func (w *wiring) startTasks(ctx context.Context) error {
 	}
 	if n.exec != nil {
 		// The task store is the database's (see KeepResults below): a
-		// message/send creating a task writes its replay record in the
-		// task's transaction, and any other message/send writes it
-		// before it acts.
+		// message/send creating a task, or appending a message to one,
+		// writes its replay record in the task's transaction, and any
+		// other message/send (an operator's decision) writes it before
+		// it acts.
 		vcfg.ClaimMethods = []string{"message/send"}
 	}
 	w.validator = snap.NewValidator(vcfg)

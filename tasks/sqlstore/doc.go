@@ -96,7 +96,11 @@
 // carries the record there with it. A killed process loses no record; a
 // power cut may lose the record of a request that left nothing durable,
 // and a replay of that request gets the same answer, without effect (see
-// ReplayStore.Remember).
+// ReplayStore.Remember). A request whose record its handler writes (a
+// snap.ReplayClaim) has it written in the transaction of its task's
+// creation (CreateKeeping) or of the message it appends (WithClaim), and
+// the change is made only if the record is: an append that fails leaves
+// the request's id unspent.
 //
 // On PostgreSQL the replay record and a task's creation (with its event
 // and the request's kept result) are one autocommitted statement each:

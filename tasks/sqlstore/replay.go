@@ -140,11 +140,14 @@ func (rs *ReplayStore) rememberPostgres(ctx context.Context, from, id string, re
 	})
 }
 
-// claimIn runs stmt, a SQLite INSERT … ON CONFLICT … WHERE expired of
-// the replay record of (from, id) whose arguments after the pair are
-// args, in tx, and when it wrote nothing reads the record that stopped
-// it: the database is held by tx until commit (SQLite's single writer),
-// so the conflicting row is still there. op names the call in errors.
+// claimIn runs stmt, an INSERT … ON CONFLICT … WHERE expired of the
+// replay record of (from, id) whose arguments after the pair are args,
+// in tx, and when it wrote nothing reads the record that stopped it. On
+// SQLite the database is held by tx until commit (its single writer), so
+// the conflicting row is still there; on PostgreSQL the INSERT waited for
+// the transaction that wrote the row, and the read (READ COMMITTED) sees
+// it committed, or fails, tx with it, should it be swept meanwhile. op
+// names the call in errors.
 func (s *Store) claimIn(ctx context.Context, tx *sql.Tx, op string, stmt *sql.Stmt, from, id string, args ...any) (prior snap.ReplayRecord, fresh bool, err error) {
 	key := from + " " + id
 	n, err := sqldb.Affected(tx.StmtContext(ctx, stmt).ExecContext(ctx, append([]any{from, id}, args...)...))

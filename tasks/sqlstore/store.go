@@ -69,6 +69,7 @@ type Store struct {
 var (
 	_ tasks.Store        = (*Store)(nil)
 	_ tasks.ResultKeeper = (*Store)(nil)
+	_ tasks.ClaimWriter  = (*Store)(nil)
 )
 
 // Open opens the database named by dsn (see sqldb.Open), with default
@@ -365,9 +366,70 @@ func (st *statements) close() {
 // PostgreSQL in a transaction of its own. It returns once op's changes are
 // committed, or with an error and nothing changed: op's own, or one of the
 // transaction (begin, commit, a done context, a closed store) wrapped with
-// the call's name and task id.
+// the call's name and task id. When ctx carries a pending replay claim
+// (WithClaim), the transaction writes the claim's record first and runs
+// op only if it was written (see claiming).
 func (s *Store) write(ctx context.Context, call, id string, op func(context.Context, *sql.Tx) error) error {
+	if c, _ := ctx.Value(claimKey{}).(*snap.ReplayClaim); c.Pending() {
+		rec := c.Record
+		return s.claiming(ctx, call, id, c, s.st.remember,
+			[]any{micros(rec.FirstSeen), ceilMicros(rec.Expires), rec.Fingerprint[:], rec.Via}, op)
+	}
 	return s.commit(ctx, s.db.Write, call, id, op)
+}
+
+// claimKey is the context key of the replay claim WithClaim hands to a
+// store's writes.
+type claimKey struct{}
+
+// WithClaim implements tasks.ClaimWriter: the first write of a task made
+// with the context it returns (Update, AppendHistory, AppendKeyed,
+// AppendArtifact, Apply) writes c's record in its own transaction, as
+// CreateKeeping does with a new task.
+func (s *Store) WithClaim(ctx context.Context, c *snap.ReplayClaim) context.Context {
+	return context.WithValue(ctx, claimKey{}, c)
+}
+
+// claiming is write for a change that carries c, a request's pending
+// replay record: in one transaction, stmt (an INSERT … ON CONFLICT …
+// WHERE expired of the record; args its values after the pair, see
+// claimIn) writes the record, and op runs only if it did. It marks c
+// (Writing) first and settles it (Claimed) once the transaction is
+// committed: fresh, or held by an earlier message, when op did not run
+// and the error wraps snap.ErrClaimTaken. A transaction that failed
+// leaves c pending: the server then finds no record, and the request's
+// id stays unspent for its retry.
+func (s *Store) claiming(ctx context.Context, call, id string, c *snap.ReplayClaim, stmt *sql.Stmt, args []any,
+	op func(context.Context, *sql.Tx) error) error {
+	// A write whose result is lost may have committed the record: the
+	// server then knows it for this request's own.
+	c.Writing()
+	var (
+		prior snap.ReplayRecord
+		taken bool
+	)
+	err := s.commit(ctx, s.db.Write, call, id, func(ctx context.Context, tx *sql.Tx) error {
+		p, fresh, err := s.claimIn(ctx, tx, "replay claim", stmt, c.From, c.ID, args...)
+		if err != nil {
+			return err
+		}
+		if taken = !fresh; taken {
+			// Nothing written, and no error: the transaction's commit,
+			// which makes the record that stopped this one durable when
+			// both are in it (SQLite's group commit), decides the outcome.
+			prior = p
+			return nil
+		}
+		return op(ctx, tx)
+	})
+	if err != nil {
+		return err
+	}
+	if taken {
+		return fmt.Errorf("sqlstore: %s %s: %w", call, id, c.Claimed(prior, false))
+	}
+	c.Claimed(snap.ReplayRecord{}, true)
+	return nil
 }
 
 // commit is write with the database's write function of the caller's
@@ -395,7 +457,8 @@ func (s *Store) exec1(ctx context.Context, call, id string, stmt *sql.Stmt, args
 		return res, dbError(call, id, err)
 	}
 	var res sql.Result
-	err := s.write(ctx, call, id, func(ctx context.Context, tx *sql.Tx) error {
+	// Not write: a replay claim is written with a change of a task only.
+	err := s.commit(ctx, s.db.Write, call, id, func(ctx context.Context, tx *sql.Tx) error {
 		var err error
 		res, err = tx.StmtContext(ctx, stmt).ExecContext(ctx, args...)
 		return dbError(call, id, err)
@@ -473,13 +536,11 @@ func (s *Store) create(ctx context.Context, t *tasks.Task, kept *tasks.KeptResul
 		}()
 	}
 	claim := kept != nil && kept.Claim != nil
-	if claim {
-		// A write whose result is lost may have committed the record:
-		// the server then knows it for this request's own.
-		kept.Claim.Writing()
-	}
 	if s.d == sqldb.Postgres {
 		if claim {
+			// A write whose result is lost may have committed the
+			// record: the server then knows it for this request's own.
+			kept.Claim.Writing()
 			err = s.claimPostgres(ctx, r, created, kept)
 		} else {
 			err = s.createPostgres(ctx, r, created, kept)
@@ -489,32 +550,7 @@ func (s *Store) create(ctx context.Context, t *tasks.Task, kept *tasks.KeptResul
 		}
 		return created, nil
 	}
-	var (
-		prior snap.ReplayRecord
-		taken bool
-	)
-	err = s.write(ctx, "create", r.id, func(ctx context.Context, tx *sql.Tx) error {
-		taken = false
-		if claim {
-			// The request's replay record first, with its result: the
-			// task only if the record was written. SQLite's single
-			// writer holds the database until commit: a record that
-			// stops this one is there to read.
-			c := kept.Claim
-			p, fresh, err := s.claimIn(ctx, tx, "replay claim", s.st.claim, kept.From, kept.RequestID,
-				micros(c.Record.FirstSeen), claimExpires(kept), c.Record.Fingerprint[:], c.Record.Via, kept.Result)
-			if err != nil {
-				return err
-			}
-			if !fresh {
-				prior = p
-				// Nothing written, and no error: the transaction's
-				// commit, which makes the record that stopped this one
-				// durable when both are in it, decides the outcome.
-				taken = true
-				return nil
-			}
-		}
+	insert := func(ctx context.Context, tx *sql.Tx) error {
 		// ON CONFLICT DO NOTHING: no row means the id is taken.
 		if n, err := sqldb.Affected(tx.StmtContext(ctx, s.st.insertTask).ExecContext(ctx, r.id, r.owner, r.contextID, r.state, r.statusTS,
 			r.statusMessage, r.idemKey, r.createdAt, micros(time.Now()), string(r.history), string(r.artifacts), string(r.metadata))); err != nil {
@@ -526,18 +562,22 @@ func (s *Store) create(ctx context.Context, t *tasks.Task, kept *tasks.KeptResul
 			return err
 		}
 		exp := ceilMicros(kept.Expires)
-		_, err = tx.StmtContext(ctx, s.st.saveResult).ExecContext(ctx, kept.Result, exp, exp, kept.From, kept.RequestID)
+		_, err := tx.StmtContext(ctx, s.st.saveResult).ExecContext(ctx, kept.Result, exp, exp, kept.From, kept.RequestID)
 		return dbError("save result", kept.From+" "+kept.RequestID, err)
-	})
-	if err != nil {
-		return nil, err
-	}
-	if taken {
-		err = fmt.Errorf("sqlstore: create %s: %w", r.id, kept.Claim.Claimed(prior, false))
-		return nil, err
 	}
 	if claim {
-		kept.Claim.Claimed(snap.ReplayRecord{}, true)
+		// The request's replay record first, with its result: the task
+		// only if the record was written. SQLite's single writer holds
+		// the database until commit: a record that stops this one is
+		// there to read.
+		c := kept.Claim
+		err = s.claiming(ctx, "create", r.id, c, s.st.claim,
+			[]any{micros(c.Record.FirstSeen), claimExpires(kept), c.Record.Fingerprint[:], c.Record.Via, kept.Result}, insert)
+	} else {
+		err = s.write(ctx, "create", r.id, insert)
+	}
+	if err != nil {
+		return nil, err
 	}
 	return created, nil
 }
