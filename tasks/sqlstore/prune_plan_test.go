@@ -33,3 +33,17 @@ func TestCountLivePlan(t *testing.T) {
 		t.Fatalf("the count's plan:\n%s\nwant a search of tasks_state", all)
 	}
 }
+
+// TestFindByKeyPlan checks that SQLite finds the task an idempotency key
+// created through the partial index of keyed tasks: without the query
+// saying the key is not empty (the index's condition), the planner could
+// not use it and read every task of the owner through tasks_owner, at
+// each message/send whose key the service had not seen.
+func TestFindByKeyPlan(t *testing.T) {
+	s := open(t, sqliteDSN(t), Options{})
+	all := strings.Join(testdb.QueryPlan(t, s.r, byKeyQuery, "o", "k", "o", "k"), "\n")
+	if !strings.Contains(all, "SEARCH tasks USING INDEX tasks_idempotency (owner=? AND idempotency_key=?)") ||
+		!strings.Contains(all, "SEARCH task_keys USING PRIMARY KEY (owner=? AND idem_key=?)") {
+		t.Fatalf("the key's plan:\n%s\nwant searches of tasks_idempotency and task_keys' key", all)
+	}
+}

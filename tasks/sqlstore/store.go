@@ -233,11 +233,23 @@ func pruneQuery(dialect string) string {
 			WHERE state IN ('completed', 'failed', 'canceled') AND status_ts < ? ORDER BY status_ts, id LIMIT ?)`
 }
 
+// sweepQuery is Sweep's statement: records expired MinSweepMargin before
+// now (read from replay_expires), and half their lifetime: expires +
+// (expires − first_seen)/2 ≤ now, written so that no product can overflow.
+const sweepQuery = `DELETE FROM replay WHERE (sender, msg_id) IN
+	(SELECT sender, msg_id FROM replay WHERE expires <= ? AND expires - first_seen <= 2 * (? - expires) LIMIT ?)`
+
 // byKeyQuery is FindByIdempotencyKey's: the newest of the task the key
 // created (tasks.idempotency_key) and the task it was sent to
-// (task_keys), in one query.
-const byKeyQuery = "SELECT " + taskColumns + " FROM tasks WHERE owner = ? AND idempotency_key = ? UNION ALL " +
-	"SELECT " + taskColumns + " FROM tasks WHERE id = (SELECT task_id FROM task_keys WHERE owner = ? AND idem_key = ?) " +
+// (task_keys), in one query. The key is never empty; saying so lets the
+// planner read the partial index of keyed tasks (tasks_idempotency), and
+// the ids found (two at most) are sorted after: asking each arm for the
+// order made SQLite read every task of the owner through tasks_owner, the
+// index that has it, at each message/send with a key the service had not
+// seen.
+const byKeyQuery = "SELECT " + taskColumns + " FROM tasks WHERE id IN (" +
+	"SELECT id FROM tasks WHERE owner = ? AND idempotency_key = ? AND idempotency_key <> '' UNION ALL " +
+	"SELECT task_id FROM task_keys WHERE owner = ? AND idem_key = ?) " +
 	"ORDER BY created_at DESC, id DESC LIMIT 1"
 
 // rememberConflict ends Remember's INSERT: an unexpired record stays; an
@@ -293,8 +305,7 @@ func (s *Store) prepare(ctx context.Context) error {
 		// Expired MinSweepMargin before now (the index), and half the
 		// record's lifetime: expires + (expires − first_seen)/2 ≤ now,
 		// written so that no product can overflow.
-		sweep: p(s.w, `DELETE FROM replay WHERE (sender, msg_id) IN
-			(SELECT sender, msg_id FROM replay WHERE expires <= ? AND expires - first_seen <= 2 * (? - expires) LIMIT ?)`),
+		sweep: p(s.w, sweepQuery),
 
 		getTask:          p(s.r, "SELECT "+taskColumns+" FROM tasks WHERE id = ?"),
 		byIdempotencyKey: p(s.r, byKeyQuery),
@@ -1003,6 +1014,36 @@ func (s *Store) List(ctx context.Context, f tasks.Filter) ([]*tasks.Task, error)
 	if err := s.start(ctx, "list"); err != nil {
 		return nil, err
 	}
+	query, args := listQuery(f)
+	rows, err := s.r.QueryContext(ctx, s.d.Rebind(query), args...)
+	if err != nil {
+		return nil, dbError("list", "", err)
+	}
+	defer rows.Close()
+	var out []*tasks.Task
+	for rows.Next() {
+		var r row
+		if err := rows.Scan(r.dest()...); err != nil {
+			return nil, dbError("list", "", err)
+		}
+		t, err := r.task()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, dbError("list", "", err)
+	}
+	if f.Limit > 0 && f.Newest {
+		slices.Reverse(out) // oldest first, as always
+	}
+	return out, nil
+}
+
+// listQuery returns List's query for f (with ? placeholders) and its
+// arguments.
+func listQuery(f tasks.Filter) (string, []any) {
 	var (
 		b    strings.Builder
 		args []any
@@ -1036,30 +1077,7 @@ func (s *Store) List(ctx context.Context, f tasks.Filter) ([]*tasks.Task, error)
 		b.WriteString(" LIMIT ?")
 		args = append(args, f.Limit)
 	}
-	rows, err := s.r.QueryContext(ctx, s.d.Rebind(b.String()), args...)
-	if err != nil {
-		return nil, dbError("list", "", err)
-	}
-	defer rows.Close()
-	var out []*tasks.Task
-	for rows.Next() {
-		var r row
-		if err := rows.Scan(r.dest()...); err != nil {
-			return nil, dbError("list", "", err)
-		}
-		t, err := r.task()
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, t)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, dbError("list", "", err)
-	}
-	if f.Limit > 0 && f.Newest {
-		slices.Reverse(out) // oldest first, as always
-	}
-	return out, nil
+	return b.String(), args
 }
 
 // CountByState implements tasks.Store; the index on state serves it.
