@@ -150,7 +150,9 @@ type KeptResult struct {
 
 // Filter selects tasks for Store.List. Zero fields match everything.
 type Filter struct {
-	Owner     string
+	Owner string
+	// ContextID matches one context. The SQL store has no index for it:
+	// set Owner too on a large store.
 	ContextID string
 	// States matches tasks in any of these states.
 	States []State

@@ -33,13 +33,14 @@
 //
 //	tasks(id PK, owner, context_id, state, status_ts, status_message, version,
 //	      idempotency_key, created_at, updated_at, history, artifacts, metadata)
-//	      indexes: (owner, created_at, id), (context_id, …), (state, …),
-//	      (created_at, id), (owner, idempotency_key) where a key is set
+//	      indexes: (owner, created_at, id), (state, …), (created_at, id),
+//	      (owner, idempotency_key) where a key is set, (status_ts) of ended tasks
 //	task_keys(owner, idem_key) PK, task_id → tasks ON DELETE CASCADE (indexed):
 //	      the idempotency keys sent with messages to existing tasks
 //	replay(sender, msg_id) PK, first_seen, expires (indexed), fingerprint
 //
-// What List filters on and orders by are columns with an index each;
+// What List filters on and orders by are columns with an index each (but
+// the context, which no caller of the node filters on alone);
 // history, artifacts and metadata are JSON text, read and written whole with
 // the task (every Store call returns the whole task), so a task is one row:
 // Create is one INSERT and Get one indexed SELECT. Appends add to the JSON

@@ -1008,8 +1008,10 @@ func appendJSONArray(arr, add []byte) ([]byte, error) {
 	return append(out, add[1:]...), nil
 }
 
-// List implements tasks.Store. Each filter has its index (owner, context
-// and state, each followed by created_at and id, List's order).
+// List implements tasks.Store. The filters the node's callers set have
+// their index (owner, state, or none, each followed by created_at and id,
+// List's order); a context filter reads the owner's index if an owner is
+// set too, else the whole table (migration 0007 dropped its index).
 func (s *Store) List(ctx context.Context, f tasks.Filter) ([]*tasks.Task, error) {
 	if err := s.start(ctx, "list"); err != nil {
 		return nil, err
