@@ -100,6 +100,12 @@ type Decision struct {
 	// and it was held again with the new one) is refused with
 	// ErrDiffChanged, and nothing runs.
 	Diff string
+	// Claim, when not nil, is the replay record of the signed message
+	// carrying the decision, left to it (see tasks.TxClaim): written in
+	// the decision's first commit (the approval's first, the denial's
+	// one), so that a decision whose commit fails leaves the message's id
+	// unspent for its retry.
+	Claim *tasks.TxClaim
 }
 
 // MaxReason bounds a Decision's Reason, in bytes: a longer one is
@@ -243,6 +249,30 @@ func (e *HeldError) Unwrap() error { return e.Err }
 // is refused with ErrTakenUp (a *TakenUpError): nothing of it was
 // recorded, and the action is held again.
 func (p *Proposals) Decide(ctx context.Context, d Decision) (*tasks.Task, error) {
+	t, err := p.decide(ctx, d)
+	if err != nil && d.Claim.Pending() && !errors.Is(err, executor.ErrBusy) && p.approving(ctx, d.TaskID) {
+		// Refused while an approval of the task's action was under way,
+		// its commit not made yet: that approval may be another copy of
+		// this very message, whose record this refusal, written now, would
+		// take from it (and it would then do nothing). Told to retry, the
+		// requester learns the approval's outcome, its own id unspent.
+		return nil, fmt.Errorf("task %s: %w: %w", d.TaskID, ErrUnderWay, err)
+	}
+	return t, err
+}
+
+// ErrUnderWay refuses a decision, for now, that came while an approval
+// of the task's action was under way: the decision may be tried again
+// once that one is over.
+var ErrUnderWay = errors.New("an approval of the task's action is under way")
+
+// approving reports whether an action of taskID is being approved.
+func (p *Proposals) approving(ctx context.Context, taskID string) bool {
+	acts, err := p.exec.Actions(ctx, taskID)
+	return err == nil && slices.ContainsFunc(acts, func(a executor.Action) bool { return a.State == "approving" })
+}
+
+func (p *Proposals) decide(ctx context.Context, d Decision) (*tasks.Task, error) {
 	if len(d.Reason) > MaxReason {
 		return nil, fmt.Errorf("task %s: %w (it has %d): nothing was decided", d.TaskID, ErrReasonTooLong, len(d.Reason))
 	}
@@ -282,6 +312,9 @@ func (p *Proposals) Decide(ctx context.Context, d Decision) (*tasks.Task, error)
 	if err != nil {
 		return nil, err
 	}
+	if err := d.Claim.Ready(ctx); err != nil {
+		return nil, err
+	}
 	if p.pause != nil {
 		p.pause(PointApproving)
 	}
@@ -292,6 +325,9 @@ func (p *Proposals) Decide(ctx context.Context, d Decision) (*tasks.Task, error)
 		// once the action is under way.
 		unended := p.tasks.Settle(d.TaskID).Unended
 		before := func(ctx context.Context, tx *sql.Tx) error {
+			if err := d.Claim.In(ctx, tx); err != nil {
+				return err
+			}
 			if err := unended(ctx, tx); err != nil {
 				return err
 			}
@@ -307,8 +343,24 @@ func (p *Proposals) Decide(ctx context.Context, d Decision) (*tasks.Task, error)
 			return d.shown(pa.ActionID, diff)
 		}
 		res, err = p.exec.ApproveThen(ctx, pa.ActionID, d.Approver, before, then)
-	} else if res, err = p.exec.DenyThen(ctx, pa.ActionID, d.Approver, reason, then); err == nil {
-		res = denied(res)
+		err = d.Claim.Done(err)
+	} else {
+		if d.Claim != nil {
+			settle := then
+			then = func(ctx context.Context, tx *sql.Tx, res *executor.Result) error {
+				if err := d.Claim.In(ctx, tx); err != nil {
+					return err
+				}
+				if settle == nil {
+					return nil
+				}
+				return settle(ctx, tx, res)
+			}
+		}
+		if res, err = p.exec.DenyThen(ctx, pa.ActionID, d.Approver, reason, then); err == nil {
+			res = denied(res)
+		}
+		err = d.Claim.Done(err)
 	}
 	if err != nil {
 		if d.Approve && errors.Is(err, executor.ErrTakenUp) {

@@ -752,9 +752,10 @@ type Registrar interface {
 // the Service does, with the params the router decoded: when it reports
 // handled, its answer (resp, or err as a *snap.Error) is the request's
 // and the Service does nothing with it. The node answers an operator's
-// decision on a held action so. An Interceptor that acts must first
-// write the request's replay record, req.Claim.Remember, and do nothing
-// when that fails.
+// decision on a held action so. An Interceptor that acts must write the
+// request's replay record with its first effect (Service.TxClaim, in
+// that effect's commit) or before it (req.Claim.Remember), and do
+// nothing when that fails.
 type Interceptor func(ctx context.Context, req *snap.Verified, p *SendParams) (resp any, handled bool, err error)
 
 // Register registers the handlers of message/send, tasks/get,

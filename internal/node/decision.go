@@ -178,11 +178,11 @@ func (p decisions) tryDecision(ctx context.Context, req *snap.Verified, params *
 	if d == nil {
 		return nil, false, nil
 	}
-	// The request's replay record is written before the decision acts.
-	if err := req.Claim.Remember(ctx); err != nil {
-		return nil, true, err
-	}
-	t, err := p.decideSigned(ctx, req.From, taskID, d)
+	// The request's replay record, when the server left it to the
+	// handler, is written in the decision's first commit (see
+	// proposals.Decision.Claim); one refused before is written by the
+	// server.
+	t, err := p.decideSigned(ctx, req.From, taskID, d, p.tasks.TxClaim(req.Claim))
 	if err != nil {
 		return nil, true, err
 	}
@@ -191,7 +191,7 @@ func (p decisions) tryDecision(ctx context.Context, req *snap.Verified, params *
 
 // decideSigned carries out d for approver, an authenticated address, and
 // answers the proposals' refusals as SNAP errors naming the field.
-func (p decisions) decideSigned(ctx context.Context, approver, taskID string, d *decision) (*tasks.Task, error) {
+func (p decisions) decideSigned(ctx context.Context, approver, taskID string, d *decision, claim *tasks.TxClaim) (*tasks.Task, error) {
 	// The task as approver may see it: 1001 for a stranger to it.
 	none := 0
 	if _, err := p.tasks.GetTask(ctx, approver, &tasks.GetParams{TaskID: taskID, HistoryLength: &none}); err != nil {
@@ -205,7 +205,7 @@ func (p decisions) decideSigned(ctx context.Context, approver, taskID string, d 
 	if !d.approve && reason == "" {
 		reason = "denied by operator " + approver
 	}
-	t, err := p.props.Decide(ctx, proposals.Decision{TaskID: taskID, ActionID: d.actionID, Approver: approver, Approve: d.approve, Reason: reason, Diff: d.diff})
+	t, err := p.props.Decide(ctx, proposals.Decision{TaskID: taskID, ActionID: d.actionID, Approver: approver, Approve: d.approve, Reason: reason, Diff: d.diff, Claim: claim})
 	if err != nil {
 		return nil, decisionRefusal(err, taskID, d)
 	}
@@ -223,6 +223,12 @@ func decisionRefusal(err error, taskID string, d *decision) error {
 		te *proposals.TakenUpError
 	)
 	switch {
+	case errors.Is(err, snap.ErrClaimTaken):
+		return err // a duplicate: the server answers it as one
+	case errors.Is(err, proposals.ErrUnderWay):
+		// Retryable: the requester's id stays unspent (see Decide).
+		return snap.NewError(snap.CodeServiceUnavailable, "an approval of the task's action is under way; retry",
+			map[string]any{"taskId": taskID, "retryAfter": 1})
 	case errors.As(err, &te):
 		received := "taken up as interrupted"
 		if te.HeldAgain {

@@ -282,9 +282,8 @@ func (w *wiring) startTasks(ctx context.Context) error {
 	if n.exec != nil {
 		// The task store is the database's (see KeepResults below): a
 		// message/send creating a task, or appending a message to one,
-		// writes its replay record in the task's transaction, and any
-		// other message/send (an operator's decision) writes it before
-		// it acts.
+		// writes its replay record in the task's transaction, and an
+		// operator's decision in the executor's commit of it.
 		vcfg.ClaimMethods = []string{"message/send"}
 	}
 	w.validator = snap.NewValidator(vcfg)

@@ -107,8 +107,7 @@ func (rs *ReplayStore) Remember(ctx context.Context, from, id string, rec snap.R
 		write = s.db.WriteNoSync
 	}
 	err := s.commit(ctx, write, "replay remember", key, func(ctx context.Context, tx *sql.Tx) (err error) {
-		prior, fresh, err = s.claimIn(ctx, tx, "replay remember", s.st.remember, from, id,
-			micros(rec.FirstSeen), ceilMicros(rec.Expires), rec.Fingerprint[:], rec.Via)
+		prior, fresh, err = s.claimIn(ctx, tx, "replay remember", s.st.remember, from, id, recordArgs(rec)...)
 		return err
 	})
 	if err != nil {
@@ -132,7 +131,7 @@ func (rs *ReplayStore) rememberPostgres(ctx context.Context, from, id string, re
 		stmt = s.st.rememberNoSync
 	}
 	return s.claimOrPrior(ctx, "replay remember", from, id, func() (bool, error) {
-		n, err := sqldb.Affected(stmt.ExecContext(ctx, from, id, micros(rec.FirstSeen), ceilMicros(rec.Expires), rec.Fingerprint[:], rec.Via))
+		n, err := sqldb.Affected(stmt.ExecContext(ctx, append([]any{from, id}, recordArgs(rec)...)...))
 		if err != nil {
 			return false, dbError("replay remember", key, err)
 		}

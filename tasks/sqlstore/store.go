@@ -70,6 +70,7 @@ var (
 	_ tasks.Store        = (*Store)(nil)
 	_ tasks.ResultKeeper = (*Store)(nil)
 	_ tasks.ClaimWriter  = (*Store)(nil)
+	_ tasks.TxClaimer    = (*Store)(nil)
 )
 
 // Open opens the database named by dsn (see sqldb.Open), with default
@@ -382,9 +383,7 @@ func (st *statements) close() {
 // op only if it was written (see claiming).
 func (s *Store) write(ctx context.Context, call, id string, op func(context.Context, *sql.Tx) error) error {
 	if c, _ := ctx.Value(claimKey{}).(*snap.ReplayClaim); c.Pending() {
-		rec := c.Record
-		return s.claiming(ctx, call, id, c, s.st.remember,
-			[]any{micros(rec.FirstSeen), ceilMicros(rec.Expires), rec.Fingerprint[:], rec.Via}, op)
+		return s.claiming(ctx, call, id, c, s.st.remember, recordArgs(c.Record), op)
 	}
 	return s.commit(ctx, s.db.Write, call, id, op)
 }
@@ -399,6 +398,22 @@ type claimKey struct{}
 // CreateKeeping does with a new task.
 func (s *Store) WithClaim(ctx context.Context, c *snap.ReplayClaim) context.Context {
 	return context.WithValue(ctx, claimKey{}, c)
+}
+
+// ClaimTx implements tasks.TxClaimer: it writes c's record in tx, a
+// transaction on the store's database that another component (the
+// executor) commits, with the INSERT … ON CONFLICT … WHERE expired every
+// claim of this store uses (see claimIn), and reports whether it wrote
+// it, or the record that stopped it. It neither marks nor settles c: its
+// caller does, once it knows whether tx committed.
+func (s *Store) ClaimTx(ctx context.Context, tx *sql.Tx, c *snap.ReplayClaim) (prior snap.ReplayRecord, fresh bool, err error) {
+	return s.claimIn(ctx, tx, "replay claim", s.st.remember, c.From, c.ID, recordArgs(c.Record)...)
+}
+
+// recordArgs are the arguments of the remember statement after the pair:
+// rec's times, fingerprint and delivery.
+func recordArgs(rec snap.ReplayRecord) []any {
+	return []any{micros(rec.FirstSeen), ceilMicros(rec.Expires), rec.Fingerprint[:], rec.Via}
 }
 
 // claiming is write for a change that carries c, a request's pending
