@@ -45,6 +45,9 @@ func isTerminal(w io.Writer) bool {
 // every invisible character (see package invisible) as a \u escape: the
 // commands print peers', models' and files' text, in JSON lines and in
 // logs, and none of it may reorder or hide what an operator reads.
+// stderr, read by a person, escapes the ASCII controls besides (but the
+// line feed and the tab): a peer's text in an error (an HTTP body, a
+// WebSocket close reason) must not drive the terminal.
 type cli struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
@@ -111,7 +114,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // runOn is run, told whether stdout is a terminal: the commands print for
 // a reader there, and stable machine-readable output elsewhere.
 func runOn(args []string, stdin io.Reader, stdout, stderr io.Writer, terminal bool) int {
-	c := &cli{stdin: stdin, stdout: invisible.NewWriter(stdout), stderr: invisible.NewWriter(stderr), terminal: terminal}
+	c := &cli{stdin: stdin, stdout: invisible.NewWriter(stdout), stderr: invisible.NewTextWriter(stderr), terminal: terminal}
 	if len(args) == 0 {
 		c.printCommands(stderr)
 		return exitUsage

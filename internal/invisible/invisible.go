@@ -78,12 +78,24 @@ func escape(b []byte, text bool) []byte {
 // gets the same escapes, which spell out what they stand for. Each Write
 // is escaped by itself: a character split between two writes passes as it
 // is (fmt and the JSON encoders write a line at once).
-func NewWriter(w io.Writer) io.Writer { return writer{w} }
+func NewWriter(w io.Writer) io.Writer { return writer{w: w} }
 
-type writer struct{ w io.Writer }
+// NewTextWriter returns a writer that writes to w what it is given through
+// EscapeText, for a command's messages to a person (its standard error):
+// an escape sequence, a carriage return or a bell in a peer's text
+// reaches the terminal as its \u escape, where it would retitle the
+// window, clear the screen, set the clipboard or hide what was written
+// before it. Lines and tabs are kept. Each Write is escaped by itself, as
+// NewWriter's.
+func NewTextWriter(w io.Writer) io.Writer { return writer{w: w, text: true} }
+
+type writer struct {
+	w    io.Writer
+	text bool // EscapeText, else EscapeJSON
+}
 
 func (x writer) Write(p []byte) (int, error) {
-	q := EscapeJSON(p)
+	q := escape(p, x.text)
 	if _, err := x.w.Write(q); err != nil {
 		// Which of p's bytes went out is not known once they were
 		// rewritten: none is claimed.

@@ -137,6 +137,24 @@ func TestWriter(t *testing.T) {
 	}
 }
 
+// A text writer escapes the controls a terminal acts on, keeping lines
+// and tabs; a failed write reports none.
+func TestTextWriter(t *testing.T) {
+	var buf bytes.Buffer
+	w := NewTextWriter(&buf)
+	in := "err: HTTP 502: \x1b]0;title\a\x1b[2J\rok\tx \u202e\n"
+	if n, err := w.Write([]byte(in)); n != len(in) || err != nil {
+		t.Fatalf("Write = %d, %v; want %d, nil", n, err, len(in))
+	}
+	if got, want := buf.String(), `err: HTTP 502: \u001b]0;title\u0007\u001b[2J\u000dok`+"\tx "+`\u202e`+"\n"; got != want {
+		t.Errorf("wrote %+q; want %+q", got, want)
+	}
+	fail := NewTextWriter(failing{})
+	if n, err := fail.Write([]byte(in)); n != 0 || err == nil {
+		t.Errorf("failed Write = %d, %v; want 0 and the error", n, err)
+	}
+}
+
 type failing struct{}
 
 func (failing) Write([]byte) (int, error) { return 0, errors.New("disk full") }

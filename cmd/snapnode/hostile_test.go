@@ -1,0 +1,91 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/snap"
+)
+
+// terminalControls returns the ASCII controls of s a terminal acts on:
+// every one but the line feed and the tab.
+func terminalControls(s string) string {
+	var found []string
+	for _, r := range s {
+		if (r < 0x20 && r != '\n' && r != '\t') || r == 0x7f {
+			found = append(found, fmt.Sprintf("%q", r))
+		}
+	}
+	return strings.Join(found, " ")
+}
+
+// TestPeerTextCannotDriveTerminal: a hostile agent's text that the
+// client commands report on stderr (an HTTP error's body, a WebSocket
+// close reason, the message of a SNAP error in a refused response) is
+// shown with its control characters escaped: an escape sequence would
+// retitle the window, clear the screen or write to the clipboard, and a
+// carriage return would hide what was printed before it.
+func TestPeerTextCannotDriveTerminal(t *testing.T) {
+	noEnvKey(t)
+	dir := t.TempDir()
+	key := keyFile(t, dir, otherSecret)
+	agentKey, err := identity.FromHex(testSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const evil = "\x1b]0;pwned\a\x1b[2J\x1b]52;c;ZXZpbA==\a\rall good"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case websocket.IsWebSocketUpgrade(r):
+			c, err := (&websocket.Upgrader{}).Upgrade(w, r, nil)
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			c.ReadMessage()
+			c.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(4000, evil))
+		case r.URL.Path == "/status":
+			w.WriteHeader(http.StatusBadGateway)
+			fmt.Fprint(w, evil)
+		default:
+			// A response signed by the agent but addressed to no one (over HTTP, where nothing else binds it to the requester),
+			// carrying a SNAP error whose message is the escape.
+			m := &snap.Message{ID: snap.NewID(), Version: snap.ProtocolVersion, Type: snap.TypeResponse, Method: "message/send",
+				From: testAddress, Timestamp: time.Now().Unix(),
+				Payload: []byte(`{"error":{"code":2001,"message":"\u001b]0;pwned\u0007\u001b[2J\rall good"}}`)}
+			if err := m.Sign(agentKey); err != nil {
+				t.Error(err)
+				return
+			}
+			b, _ := m.MarshalJSON()
+			w.Header().Set("Content-Type", "application/json")
+			w.Write(b)
+		}
+	}))
+	defer srv.Close()
+	for name, endpoint := range map[string]string{
+		"http-status": srv.URL + "/status",
+		"websocket":   "ws" + strings.TrimPrefix(srv.URL, "http"),
+		"unaddressed": srv.URL,
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := runTerminal(t, "", "send", "--key", key, "--to", testAddress, "--http", endpoint, "--timeout", "10s", "hi")
+			if r.code == exitOK {
+				t.Fatalf("the hostile answer was taken:\n%s", r)
+			}
+			if !strings.Contains(r.stderr, "pwned") {
+				t.Fatalf("the peer's text is not reported:\n%s", r)
+			}
+			if c := terminalControls(r.stderr + r.stdout); c != "" {
+				t.Errorf("the peer's controls %s reach the terminal:\n%q", c, r.stderr)
+			}
+		})
+	}
+}
