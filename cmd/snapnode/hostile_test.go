@@ -1,9 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +15,10 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/relay"
+	"github.com/snapnode/snapnode/relay/embedded"
 	"github.com/snapnode/snapnode/snap"
+	"github.com/snapnode/snapnode/snapnostr"
 )
 
 // terminalControls returns the ASCII controls of s a terminal acts on:
@@ -85,6 +92,86 @@ func TestPeerTextCannotDriveTerminal(t *testing.T) {
 			}
 			if c := terminalControls(r.stderr + r.stdout); c != "" {
 				t.Errorf("the peer's controls %s reach the terminal:\n%q", c, r.stderr)
+			}
+		})
+	}
+}
+
+// TestSilentAgentSaysWhatToDo: an agent that takes the connection, or the
+// request, and never answers is given up after --timeout, over HTTP,
+// WebSocket and Nostr alike (exit 3), and the error says what happened
+// and what to do: it did not answer within the time-out, it may be offline
+// or busy, and a longer --timeout is the way to wait longer.
+func TestSilentAgentSaysWhatToDo(t *testing.T) {
+	noEnvKey(t)
+	dir := t.TempDir()
+	key := keyFile(t, dir, otherSecret)
+	agentKey, err := identity.FromHex(testSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if websocket.IsWebSocketUpgrade(r) {
+			c, err := (&websocket.Upgrader{}).Upgrade(w, r, nil)
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			c.ReadMessage() // the request, never answered
+			c.ReadMessage() // until the client leaves
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done() // headers, and no body
+	}))
+	defer srv.Close()
+
+	// A relay holding the agent's card, and no agent behind it.
+	rel, err := embedded.New(embedded.Config{DBPath: filepath.Join(dir, "relay.db"), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, rcancel := context.WithCancel(context.Background())
+	go rel.Serve(rctx, ln)
+	t.Cleanup(func() { rcancel(); rel.Close() })
+	relayURL := embedded.WebSocketURL(ln.Addr())
+	card := &snap.Card{Name: "silent", Description: "never answers", Version: "1.0.0", Identity: testAddress,
+		Skills:            []snap.Skill{{ID: "echo", Name: "Echo", Description: "echoes", Tags: []string{"test"}}},
+		DefaultInputModes: []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"}}
+	ev, err := snapnostr.CardEvent(card, agentKey, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := relay.NewPool(relay.PoolConfig{URLs: []string{relayURL}, Logger: slog.New(slog.DiscardHandler)})
+	pool.Start(rctx)
+	defer pool.Close()
+	pctx, pcancel := context.WithTimeout(rctx, 20*time.Second)
+	defer pcancel()
+	if _, err := pool.Publish(pctx, ev); err != nil {
+		t.Fatal(err)
+	}
+
+	for name, via := range map[string][]string{
+		"http":      {"--http", srv.URL},
+		"websocket": {"--http", "ws" + strings.TrimPrefix(srv.URL, "http")},
+		"nostr":     {"--relay", relayURL},
+	} {
+		t.Run(name, func(t *testing.T) {
+			args := append([]string{"send", "--key", key, "--to", testAddress, "--timeout", "1s"}, via...)
+			r := runCLI(t, "", append(args, "hi")...)
+			if r.code != exitTimeout {
+				t.Fatalf("exit %d, want %d:\n%s", r.code, exitTimeout, r)
+			}
+			for _, want := range []string{"did not answer within --timeout 1s", "give a longer --timeout"} {
+				if !strings.Contains(r.stderr, want) {
+					t.Errorf("stderr does not say %q:\n%s", want, r.stderr)
+				}
 			}
 		})
 	}

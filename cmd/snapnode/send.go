@@ -230,7 +230,13 @@ func (c *cli) exchange(fs *flag.FlagSet, cf clientFlags, method string, payload 
 		events.done()
 	}
 	if err != nil {
-		return c.exchangeError(prog, c.noAnswer(prog, cf, where, body, err))
+		code := c.exchangeError(prog, c.noAnswer(prog, cf, where, body, err))
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) && !errors.Is(err, errEventOutput) {
+			// Whatever the wait ended in (a read, a dial, the
+			// subscription), the time-out ended it.
+			fmt.Fprintf(c.stderr, "%s: the agent did not answer within --timeout %v: it may be offline, busy or slow; try again later, or give a longer --timeout\n", prog, cf.timeout)
+		}
+		return code
 	}
 	code := c.printResponse(prog, resp)
 	if c.terminal {
