@@ -378,15 +378,17 @@ func (s *Server) serve(ctx context.Context, in Inbound, send func(*Message) erro
 	}
 	sh, streams := s.cfg.Router.LookupStream(v.Method)
 	h, ok := s.cfg.Router.Lookup(v.Method)
-	if streams || !ok {
-		// Only a plain handler settles a claim: here the record is
-		// written first, as validation writes it.
+	if !streams && !ok {
+		// No handler settles the claim: the record is written first,
+		// as validation writes it.
 		if resp, replaced := s.settleClaim(ctx, in, env, v, nil, lim); replaced {
 			return resp
 		}
 	}
 	if streams {
-		return s.stream(ctx, sh, v, send, lim, tm)
+		return s.stream(ctx, sh, v, send, lim, tm, func(err error) (*Message, bool) {
+			return s.settleClaim(ctx, in, env, v, err, lim)
+		})
 	}
 	if !ok {
 		return s.reply(v.From, v.Method, nil, &Error{Code: CodeMethodNotFound,

@@ -78,13 +78,20 @@ func (s *Server) Serve(ctx context.Context, in Inbound, send func(*Message) erro
 }
 
 // stream runs a stream handler; events go to send, or nowhere when send
-// is nil.
-func (s *Server) stream(ctx context.Context, h StreamHandlerFunc, v *Verified, send func(*Message) error, lim limit, tm *timing) *Message {
-	ctx, cancel := context.WithCancel(ctx)
+// is nil. settle settles the request's claim once the handler returned
+// with err (see Server.settleClaim), and may replace its answer: a
+// handler whose request's record is left to it (Config.ClaimMethods)
+// writes it with its first effect, before its first event.
+func (s *Server) stream(ctx context.Context, h StreamHandlerFunc, v *Verified, send func(*Message) error, lim limit, tm *timing,
+	settle func(err error) (*Message, bool)) *Message {
+	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	e := &emitter{s: s, v: v, send: send, cancel: cancel, limit: lim.size}
-	payload, err := s.callStream(ctx, h, v, e.emit)
+	payload, err := s.callStream(sctx, h, v, e.emit)
 	e.close()
+	if resp, replaced := settle(err); replaced {
+		return resp
+	}
 	if err != nil {
 		return s.reply(v.From, v.Method, nil, err, lim)
 	}

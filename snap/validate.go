@@ -53,8 +53,11 @@ type Config struct {
 	// serves, the Validator does not write the record but hands it to
 	// the handler as Verified.Claim (see ReplayClaim). Name a method only
 	// when its handler settles the claim before any effect, as the tasks
-	// service's message/send does. Validate and ValidateSigned, which
-	// serve no handler, always write the record.
+	// service's message/send does, or has none (the Server then writes
+	// the record once the handler returned, see ReplayClaim); a stream
+	// handler settles it before its first event, as the record is
+	// otherwise written only when the stream ends. Validate and
+	// ValidateSigned, which serve no handler, always write the record.
 	ClaimMethods []string
 }
 

@@ -560,7 +560,17 @@ func (s *Service) GetTask(ctx context.Context, requester string, req *GetParams)
 // owner or an operator (else 1001). A task already canceled is returned as
 // it is (cancel is idempotent); a completed or failed one is 1002 with data
 // {taskId, state}; any other moves to canceled.
+//
+// When the request's replay record is left to its handler
+// (snap.ReplayClaim, through the context Register's handler passes), the
+// cancel's write carries it, as a message's append does (see
+// claimAppend); a cancel that writes nothing leaves it to the server.
 func (s *Service) CancelTask(ctx context.Context, requester string, req *CancelParams) (*Task, error) {
+	ctx, done, err := s.claimAppend(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	return s.change(ctx, req.TaskID, func(cur *Task) (*Task, error) {
 		if !s.canRead(requester, cur) {
 			return nil, notFound(req.TaskID)
@@ -772,7 +782,11 @@ func (s *Service) Register(r Registrar, intercept Interceptor) {
 		// A request's replay record may be left to this handler
 		// (snap.ReplayClaim): written with the task it creates or the
 		// message it appends, or before any other effect (see insert,
-		// claimAppend, and the Interceptor's contract).
+		// claimAppend, and the Interceptor's contract). So it may be
+		// for message/stream (written as here, and before the first
+		// event), tasks/cancel (with the cancel's write) and
+		// tasks/resubscribe (before the first event); tasks/get, which
+		// changes nothing, leaves it to the server.
 		if resp, ok, err := intercepted(ctx, intercept, req, p); ok {
 			return resp, err
 		}
@@ -784,18 +798,18 @@ func (s *Service) Register(r Registrar, intercept Interceptor) {
 		return s.answer("tasks/get", req, t, err)
 	}
 	cancel := func(ctx context.Context, req *snap.Verified, p *CancelParams) (any, error) {
-		t, err := s.CancelTask(ctx, req.From, p)
+		t, err := s.CancelTask(context.WithValue(ctx, requestKey{}, req), req.From, p)
 		return s.answer("tasks/cancel", req, t, err)
 	}
 	stream := func(ctx context.Context, req *snap.Verified, p *SendParams, emit func(any) error) (any, error) {
 		if resp, ok, err := intercepted(ctx, intercept, req, p); ok {
 			return resp, err // a decision is answered at once, with no events
 		}
-		t, err := s.StreamMessage(ctx, req.From, p, emit)
+		t, err := s.StreamMessage(context.WithValue(ctx, requestKey{}, req), req.From, p, emit)
 		return s.answer(snap.MethodMessageStream, req, t, err)
 	}
 	resubscribe := func(ctx context.Context, req *snap.Verified, p *ResubscribeParams, emit func(any) error) (any, error) {
-		t, err := s.StreamResubscribe(ctx, req.From, p, emit)
+		t, err := s.StreamResubscribe(context.WithValue(ctx, requestKey{}, req), req.From, p, emit)
 		return s.answer(snap.MethodTasksResubscribe, req, t, err)
 	}
 	r.Handle("message/send", s.checked("message/send", snap.Params(s.parseSend, send)))

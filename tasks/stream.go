@@ -297,6 +297,14 @@ func (s *Service) StreamMessage(ctx context.Context, owner string, req *SendPara
 	if err != nil {
 		return nil, err
 	}
+	// The request's replay record, when left to the handler, was
+	// written with the task or the message (see SendMessage); one that
+	// wrote nothing (an idempotency key found) writes it now, before the
+	// first event: a copy of the request is then a duplicate at once,
+	// not a second stream.
+	if err := rememberClaim(ctx); err != nil {
+		return nil, err
+	}
 	return s.follow(ctx, snapshot, backlog, live, emit, false)
 }
 
@@ -322,6 +330,13 @@ func (s *Service) StreamResubscribe(ctx context.Context, requester string, req *
 	}
 	snapshot, backlog, live, err := s.Resubscribe(ctx, requester, req.TaskID, after)
 	if err != nil {
+		return nil, err
+	}
+	// The request's replay record, when left to the handler, is written
+	// before the first event: a stream refused for the limits (5002)
+	// leaves the request's id unspent, and a copy of one under way is a
+	// duplicate at once.
+	if err := rememberClaim(ctx); err != nil {
 		return nil, err
 	}
 	return s.follow(ctx, snapshot, backlog, live, emit, true)

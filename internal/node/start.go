@@ -279,13 +279,19 @@ func (w *wiring) startTasks(ctx context.Context) error {
 		Self: n.Address(), MaxDrift: cfg.MaxDrift.Duration, Replay: w.replay,
 		Limiter: n.identityLimits,
 	}
-	if n.exec != nil {
-		// The task store is the database's (see KeepResults below): a
-		// message/send creating a task, or appending a message to one,
-		// writes its replay record in the task's transaction, and an
-		// operator's decision in the executor's commit of it.
-		vcfg.ClaimMethods = []string{"message/send"}
-	}
+	// The task service's requests write their replay records with their
+	// first effect, so that one that fails for a passing cause (5001,
+	// 5002, 5003) leaves its id unspent for the requester's retry: on
+	// the database a message/send or message/stream creating a task, or
+	// appending a message to one, writes it in the task's transaction, a
+	// tasks/cancel in the cancel's, an operator's decision in the
+	// executor's commit of it; a tasks/resubscribe before its first
+	// event; a tasks/get, which changes nothing, once answered (the
+	// server, as validation would have written it). In memory each is
+	// written just before the task's write, after the agent's admission
+	// and the stream limits (not the live-task limit, which that write
+	// checks).
+	vcfg.ClaimMethods = []string{"message/send", snap.MethodMessageStream, "tasks/get", "tasks/cancel", snap.MethodTasksResubscribe}
 	w.validator = snap.NewValidator(vcfg)
 	opts := tasks.ServiceOptions{Operators: cfg.Operators, Logger: logger.With("part", "tasks"), Agent: refuse(noAgentReason),
 		MaxStreams: cfg.MaxStreams, MaxStreamsPerRequester: cfg.MaxStreamsPerIdentity, MaxStreamsPerKey: cfg.MaxStreamsPerKey,
