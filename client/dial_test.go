@@ -129,13 +129,22 @@ func TestRefusePrivateNeverConnects(t *testing.T) {
 }
 
 // A refused endpoint is not tried again: the card's next transport is
-// tried at once, Nostr in the end.
+// tried at once, Nostr in the end; FallbackConfig.OnRefused is told which
+// endpoint, and why.
 func TestFallbackSkipsRefusedEndpoint(t *testing.T) {
 	log := &attempts{}
 	var got refusals
 	card := fallbackCard([]snap.Endpoint{{Protocol: "http", URL: "http://127.0.0.1:1/snap"}}, "wss://relay.example")
 	h := client.NewHTTP(client.HTTPConfig{Key: clientKey, Net: client.NetConfig{RefusePrivate: true, OnRefused: got.add}})
-	agent, err := client.ToCard(card, h, nostrStub{log: log}, quickFallback)
+	var told []string
+	cfg := quickFallback
+	cfg.OnRefused = func(endpoint string, err error) {
+		if !errors.Is(err, client.ErrPrivateAddress) {
+			t.Errorf("OnRefused(%s, %v): not ErrPrivateAddress", endpoint, err)
+		}
+		told = append(told, endpoint)
+	}
+	agent, err := client.ToCard(card, h, nostrStub{log: log}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,6 +154,9 @@ func TestFallbackSkipsRefusedEndpoint(t *testing.T) {
 	}
 	if r := got.get(); len(r) != 1 {
 		t.Errorf("refused %v; want one attempt, no retry", r)
+	}
+	if len(told) != 1 || told[0] != "http://127.0.0.1:1/snap" {
+		t.Errorf("OnRefused told %q; want the endpoint once", told)
 	}
 }
 

@@ -68,6 +68,12 @@ type FallbackConfig struct {
 	// Logger is told, at info, when an endpoint is set aside and when it
 	// answers again; nil: nothing is logged.
 	Logger *slog.Logger
+	// OnRefused, when set, is called, before the card's next transport
+	// is tried, with each endpoint the HTTP client refused to connect to
+	// (every address its name resolved to is one it refuses:
+	// NetConfig.RefusePrivate) and that failure, which wraps
+	// ErrPrivateAddress.
+	OnRefused func(endpoint string, err error)
 }
 
 // ToCard returns the Transport to the agent of card that follows the SNAP
@@ -227,6 +233,9 @@ func (a *cardAgent) exchange(ctx context.Context, try func(Transport) (*snap.Mes
 			}
 			if st != nil && st.delivered {
 				return nil, fmt.Errorf("client: the stream from %s failed after its first events: %w", tg.name, err)
+			}
+			if a.cfg.OnRefused != nil && errors.Is(err, ErrPrivateAddress) {
+				a.cfg.OnRefused(tg.name, err)
 			}
 			err = fmt.Errorf("%s: %w", tg.name, err)
 			retry, after := retryable(err)
