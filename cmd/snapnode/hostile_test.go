@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -106,10 +107,6 @@ func TestSilentAgentSaysWhatToDo(t *testing.T) {
 	noEnvKey(t)
 	dir := t.TempDir()
 	key := keyFile(t, dir, otherSecret)
-	agentKey, err := identity.FromHex(testSecret)
-	if err != nil {
-		t.Fatal(err)
-	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if websocket.IsWebSocketUpgrade(r) {
 			c, err := (&websocket.Upgrader{}).Upgrade(w, r, nil)
@@ -129,33 +126,9 @@ func TestSilentAgentSaysWhatToDo(t *testing.T) {
 	defer srv.Close()
 
 	// A relay holding the agent's card, and no agent behind it.
-	rel, err := embedded.New(embedded.Config{DBPath: filepath.Join(dir, "relay.db"), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rctx, rcancel := context.WithCancel(context.Background())
-	go rel.Serve(rctx, ln)
-	t.Cleanup(func() { rcancel(); rel.Close() })
-	relayURL := embedded.WebSocketURL(ln.Addr())
-	card := &snap.Card{Name: "silent", Description: "never answers", Version: "1.0.0", Identity: testAddress,
+	relayURL := relayWithCard(t, dir, &snap.Card{Name: "silent", Description: "never answers", Version: "1.0.0", Identity: testAddress,
 		Skills:            []snap.Skill{{ID: "echo", Name: "Echo", Description: "echoes", Tags: []string{"test"}}},
-		DefaultInputModes: []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"}}
-	ev, err := snapnostr.CardEvent(card, agentKey, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := relay.NewPool(relay.PoolConfig{URLs: []string{relayURL}, Logger: slog.New(slog.DiscardHandler)})
-	pool.Start(rctx)
-	defer pool.Close()
-	pctx, pcancel := context.WithTimeout(rctx, 20*time.Second)
-	defer pcancel()
-	if _, err := pool.Publish(pctx, ev); err != nil {
-		t.Fatal(err)
-	}
+		DefaultInputModes: []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"}})
 
 	for name, via := range map[string][]string{
 		"http":      {"--http", srv.URL},
@@ -175,4 +148,101 @@ func TestSilentAgentSaysWhatToDo(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFallbackRefusesPrivateEndpoints: with --fallback, a card found on the
+// relays, which anyone can publish, does not make the command post into
+// the user's machine or network: an endpoint on a loopback address, or
+// whose name resolves to one (localhost), over HTTP or WebSocket, is not
+// connected to, and stderr names the endpoint, why, and the flag that
+// allows it; --private-endpoints does.
+func TestFallbackRefusesPrivateEndpoints(t *testing.T) {
+	noEnvKey(t)
+	dir := t.TempDir()
+	key := keyFile(t, dir, otherSecret)
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		http.Error(w, "an internal service", http.StatusForbidden)
+	}))
+	defer srv.Close()
+	_, port, err := net.SplitHostPort(srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoints := []snap.Endpoint{
+		{Protocol: "http", URL: srv.URL + "/admin"},
+		{Protocol: "http", URL: "http://localhost:" + port + "/snap"},
+		{Protocol: "wss", URL: "ws://127.0.0.1:" + port + "/ws"},
+	}
+	relayURL := relayWithCard(t, dir, &snap.Card{Name: "hostile", Description: "points inward", Version: "1.0.0", Identity: testAddress,
+		Skills:            []snap.Skill{{ID: "echo", Name: "Echo", Description: "echoes", Tags: []string{"test"}}},
+		DefaultInputModes: []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"},
+		Endpoints: endpoints})
+
+	r := runCLI(t, "", "send", "--fallback", "--key", key, "--to", testAddress, "--relay", relayURL, "--timeout", "10s", "hi")
+	if r.code == exitOK {
+		t.Fatalf("exit %d:\n%s", r.code, r)
+	}
+	if n := hits.Load(); n != 0 {
+		t.Fatalf("the card's loopback endpoints got %d requests, want none:\n%s", n, r)
+	}
+	for _, ep := range endpoints {
+		if !strings.Contains(r.stderr, "not connecting to "+ep.URL) {
+			t.Errorf("stderr does not name the refused endpoint %s:\n%s", ep.URL, r.stderr)
+		}
+	}
+	for _, want := range []string{"is loopback", "--private-endpoints"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr does not say %q:\n%s", want, r.stderr)
+		}
+	}
+
+	r = runCLI(t, "", "send", "--fallback", "--private-endpoints", "--key", key, "--to", testAddress, "--relay", relayURL, "--timeout", "10s", "hi")
+	if hits.Load() == 0 {
+		t.Fatalf("--private-endpoints: the card's endpoints got no request:\n%s", r)
+	}
+	if strings.Contains(r.stderr, "not connecting to") {
+		t.Errorf("--private-endpoints: an endpoint refused:\n%s", r.stderr)
+	}
+
+	r = runCLI(t, "", "send", "--private-endpoints", "--key", key, "--to", testAddress, "--relay", relayURL, "hi")
+	if r.code != exitUsage || !strings.Contains(r.stderr, "--private-endpoints is for --fallback") {
+		t.Errorf("--private-endpoints without --fallback: %s", r)
+	}
+}
+
+// relayWithCard starts an embedded relay holding card, signed by the key
+// of testSecret, and returns its URL.
+func relayWithCard(t *testing.T, dir string, card *snap.Card) string {
+	t.Helper()
+	agentKey, err := identity.FromHex(testSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := embedded.New(embedded.Config{DBPath: filepath.Join(dir, "relay.db"), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, rcancel := context.WithCancel(context.Background())
+	go rel.Serve(rctx, ln)
+	t.Cleanup(func() { rcancel(); rel.Close() })
+	relayURL := embedded.WebSocketURL(ln.Addr())
+	ev, err := snapnostr.CardEvent(card, agentKey, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := relay.NewPool(relay.PoolConfig{URLs: []string{relayURL}, Logger: slog.New(slog.DiscardHandler)})
+	pool.Start(rctx)
+	defer pool.Close()
+	pctx, pcancel := context.WithTimeout(rctx, 20*time.Second)
+	defer pcancel()
+	if _, err := pool.Publish(pctx, ev); err != nil {
+		t.Fatal(err)
+	}
+	return relayURL
 }

@@ -29,6 +29,7 @@ type clientFlags struct {
 	keyFile   string
 	persist   bool
 	fallback  bool
+	private   bool // --private-endpoints
 	timeout   time.Duration
 	defaulted bool // no --relay or --http: the default relay
 }
@@ -62,6 +63,7 @@ func (cf *clientFlags) define(fs *flag.FlagSet, timeout time.Duration) {
 	fs.StringVar(&cf.keyFile, "key", "", "sign with the key in `FILE` (default: $SNAPNODE_KEY, else a client key kept in the user's config folder)")
 	fs.BoolVar(&cf.persist, "persist", false, "send as a stored event (kind 4339), which reaches an agent that is offline now")
 	fs.BoolVar(&cf.fallback, "fallback", false, "follow the agent's card found on the relays: its HTTP and WebSocket endpoints in the order it declares them, each tried again after 1, 2 and 4 s, then Nostr when the card names relays (the SNAP fallback strategy)")
+	fs.BoolVar(&cf.private, "private-endpoints", false, "with --fallback, connect to the card's endpoints on loopback, link-local, private and other non-public addresses too (off: such an endpoint is skipped for the card's next, as anyone can publish a card); for an agent on this machine or network")
 	fs.DurationVar(&cf.timeout, "timeout", timeout, "give up after `DURATION`")
 }
 
@@ -131,7 +133,7 @@ func (c *cli) task(args []string) int {
 		{"list", (*cli).taskList},
 		{"show", (*cli).taskShow},
 	},
-		"usage: snapnode task get|cancel --to ADDRESS [--relay URL [--fallback] | --http URL] [--key FILE] ID",
+		"usage: snapnode task get|cancel --to ADDRESS [--relay URL [--fallback [--private-endpoints]] | --http URL] [--key FILE] ID",
 		"       snapnode task list [--state STATE] [--from ADDRESS] [--data-dir DIR]",
 		"       snapnode task show [--data-dir DIR] ID")
 }
@@ -214,7 +216,8 @@ func (c *cli) exchange(fs *flag.FlagSet, cf clientFlags, method string, payload 
 		}
 		agent = relays.Nostr(key, quietLogger(c)).To(target, cf.persist)
 		if cf.fallback {
-			agent, err = client.ToCard(target.Card, client.NewHTTP(client.HTTPConfig{Key: key}), agent, client.FallbackConfig{})
+			agent, err = client.ToCard(target.Card, client.NewHTTP(client.HTTPConfig{Key: key, Net: client.NetConfig{RefusePrivate: !cf.private}}), agent,
+				client.FallbackConfig{OnRefused: func(endpoint string, err error) { c.refusedEndpoint(prog, endpoint, err) }})
 			if err != nil {
 				return c.fail(prog, err)
 			}
@@ -292,6 +295,9 @@ func (cf clientFlags) command() string {
 	if cf.fallback {
 		words = append(words, "--fallback")
 	}
+	if cf.private {
+		words = append(words, "--private-endpoints")
+	}
 	return strings.Join(words, " ")
 }
 
@@ -352,6 +358,9 @@ func (c *cli) checkTarget(fs *flag.FlagSet, cf *clientFlags) (int, bool) {
 	} else if len(cf.relays) == 0 {
 		cf.relays, cf.defaulted = []string{defaultRelay}, true
 	}
+	if cf.private && !cf.fallback {
+		return c.usageError(fs, "--private-endpoints is for --fallback: it lets the card's endpoints be on non-public addresses"), false
+	}
 	return 0, true
 }
 
@@ -374,6 +383,17 @@ func endpointURL(raw string) (string, error) {
 		u.Path = "/snap"
 	}
 	return u.String(), nil
+}
+
+// refusedEndpoint tells, on stderr, that the command did not connect to
+// endpoint, one of the agent's card, as err (client.ErrPrivateAddress)
+// says: its name resolved to non-public addresses only.
+func (c *cli) refusedEndpoint(prog, endpoint string, err error) {
+	why := err.Error()
+	if _, addrs, ok := strings.Cut(why, client.ErrPrivateAddress.Error()+": "); ok {
+		why = addrs // what each address is: "127.0.0.1:7448 is loopback"
+	}
+	fmt.Fprintf(c.stderr, "%s: not connecting to %s, an endpoint of the agent's card (%s): anyone can publish a card, so --fallback connects to no loopback, link-local, private or other non-public address unless --private-endpoints is given (for an agent on this machine or its network)\n", prog, endpoint, why)
 }
 
 // errNoValidAnswer marks the failures that end in exit status 3: no valid

@@ -338,8 +338,11 @@ func TestDiscoverHTTP(t *testing.T) {
 
 // send, task get and stream with --fallback find the agent's card on the
 // relays and reach it at the HTTP endpoint the card declares first (a
-// proxy here, which counts what it forwards), not over Nostr; --fallback
-// with --http is a usage error.
+// proxy here, which counts what it forwards), not over Nostr, once
+// --private-endpoints lets them post to its loopback address; without it,
+// the local node is asked over Nostr, the next transport of its card, and
+// stderr says why the endpoint was skipped. --fallback with --http is a
+// usage error.
 func TestFallbackFollowsTheCard(t *testing.T) {
 	noEnvKey(t)
 	var (
@@ -379,9 +382,18 @@ func TestFallbackFollowsTheCard(t *testing.T) {
 	key := keyFile(t, t.TempDir(), testSecret)
 	relay := n.RelayURLs()[0]
 
-	r := runCLI(t, "", "send", "--fallback", "--to", n.Address(), "--relay", relay, "--key", key, "hello", "by", "the", "card")
+	r := runCLI(t, "", "send", "--fallback", "--to", n.Address(), "--relay", relay, "--key", key, "hello", "over", "nostr")
 	if r.code != 0 {
 		t.Fatalf("send --fallback: %s", r)
+	}
+	received(t, n, strings.TrimSpace(r.stdout), snap.TypeResponse)
+	if posts.Load() != 0 || !strings.Contains(r.stderr, "not connecting to "+proxy.URL) || !strings.Contains(r.stderr, "--private-endpoints") {
+		t.Fatalf("send --fallback: the card's loopback endpoint got %d requests, want none, and stderr to name it and --private-endpoints: %s", posts.Load(), r)
+	}
+
+	r = runCLI(t, "", "send", "--fallback", "--private-endpoints", "--to", n.Address(), "--relay", relay, "--key", key, "hello", "by", "the", "card")
+	if r.code != 0 {
+		t.Fatalf("send --fallback --private-endpoints: %s", r)
 	}
 	v := received(t, n, strings.TrimSpace(r.stdout), snap.TypeResponse)
 	if posts.Load() != 1 {
@@ -403,7 +415,7 @@ func TestFallbackFollowsTheCard(t *testing.T) {
 	if err := json.Unmarshal(*first.Load(), &sent); err != nil || sent.Payload.Key == "" {
 		t.Errorf("send --fallback sent no idempotency key: %s", *first.Load())
 	}
-	r = runCLI(t, "", "task", "get", "--fallback", "--to", n.Address(), "--relay", relay, "--key", key, p.Task.ID)
+	r = runCLI(t, "", "task", "get", "--fallback", "--private-endpoints", "--to", n.Address(), "--relay", relay, "--key", key, p.Task.ID)
 	if r.code != 0 || !strings.Contains(r.stdout, p.Task.ID) || posts.Load() != 2 {
 		t.Fatalf("task get --fallback (%d requests through the card's endpoint): %s", posts.Load(), r)
 	}
@@ -583,7 +595,7 @@ func TestStreamFallbackRetryMakesNoSecondTask(t *testing.T) {
 	target.Store(u)
 	key := keyFile(t, t.TempDir(), testSecret)
 
-	r := runCLI(t, "", "stream", "--fallback", "--to", n.Address(), "--relay", n.RelayURLs()[0], "--key", key, "hello", "by", "the", "card")
+	r := runCLI(t, "", "stream", "--fallback", "--private-endpoints", "--to", n.Address(), "--relay", n.RelayURLs()[0], "--key", key, "hello", "by", "the", "card")
 	if r.code != 0 && r.code != 1 {
 		t.Fatalf("stream --fallback: %s", r)
 	}
