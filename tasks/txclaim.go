@@ -34,6 +34,14 @@ type TxClaim struct {
 	taken *snap.ReplayRecord
 }
 
+// own reports whether prior, the record that stopped a claim, is the
+// one c's own earlier commit wrote: its fingerprint, its delivery and
+// its first sight, which the store keeps to the microsecond.
+func own(c *snap.ReplayClaim, prior snap.ReplayRecord) bool {
+	return prior.Fingerprint == c.Record.Fingerprint && prior.Via == c.Record.Via &&
+		prior.FirstSeen.UnixMicro() == c.Record.FirstSeen.UnixMicro()
+}
+
 // TxClaim returns the claim of c, nil when c is nil or settled already
 // (whose methods do nothing).
 func (s *Service) TxClaim(c *snap.ReplayClaim) *TxClaim {
@@ -59,12 +67,22 @@ func (tc *TxClaim) Ready(ctx context.Context) error {
 	return tc.c.Remember(ctx)
 }
 
-// In writes the record in tx, the commit of the work's first effect,
-// once: later calls (a commit the work makes again) write nothing. A
-// record held by an earlier message fails tx with an error wrapping
+// In writes the record in tx, the commit of the work's first effect. The
+// work may call it again in a later commit (the executor runs an
+// approval's first statement in each attempt's first commit, and again
+// in the commit of a refusal after the commit that carried it rolled
+// back): In then writes the record if that earlier commit did not keep
+// it, and finds it there, written by this claim, if it did. A record
+// held by an earlier message fails tx with an error wrapping
 // snap.ErrClaimTaken, and the work must do nothing.
 func (tc *TxClaim) In(ctx context.Context, tx *sql.Tx) error {
-	if tc == nil || tc.cl == nil || tc.wrote || !tc.c.Pending() {
+	if tc == nil || tc.cl == nil {
+		return nil
+	}
+	if tc.taken != nil {
+		return fmt.Errorf("tasks: replay claim %s: %w", tc.c.ID, snap.ErrClaimTaken)
+	}
+	if !tc.c.Pending() {
 		return nil
 	}
 	// A commit whose result is lost may have written the record: the
@@ -74,7 +92,7 @@ func (tc *TxClaim) In(ctx context.Context, tx *sql.Tx) error {
 	if err != nil {
 		return fmt.Errorf("tasks: replay claim: %w", err)
 	}
-	if !fresh {
+	if !fresh && !(tc.wrote && own(tc.c, prior)) {
 		tc.taken = &prior
 		return fmt.Errorf("tasks: replay claim %s: %w", tc.c.ID, snap.ErrClaimTaken)
 	}
