@@ -42,13 +42,22 @@ func own(c *snap.ReplayClaim, prior snap.ReplayRecord) bool {
 		prior.FirstSeen.UnixMicro() == c.Record.FirstSeen.UnixMicro()
 }
 
-// TxClaim returns the claim of c, nil when c is nil or settled already
-// (whose methods do nothing).
+// TxClaim returns the claim of c on the Service's store, nil when c is
+// nil or settled already (whose methods do nothing).
 func (s *Service) TxClaim(c *snap.ReplayClaim) *TxClaim {
+	cl, _ := s.store.(TxClaimer)
+	return NewTxClaim(c, cl)
+}
+
+// NewTxClaim returns the claim of c written by cl (nil: a store that
+// writes no record in a transaction, which Ready writes before the
+// work), nil when c is nil or settled already. A store writing a claim
+// in its own transaction uses it too, with the statement of its
+// choosing.
+func NewTxClaim(c *snap.ReplayClaim, cl TxClaimer) *TxClaim {
 	if !c.Pending() {
 		return nil
 	}
-	cl, _ := s.store.(TxClaimer)
 	return &TxClaim{c: c, cl: cl}
 }
 

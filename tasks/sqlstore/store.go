@@ -383,7 +383,7 @@ func (st *statements) close() {
 // op only if it was written (see claiming).
 func (s *Store) write(ctx context.Context, call, id string, op func(context.Context, *sql.Tx) error) error {
 	if c, _ := ctx.Value(claimKey{}).(*snap.ReplayClaim); c.Pending() {
-		return s.claiming(ctx, call, id, c, s.st.remember, recordArgs(c.Record), op)
+		return s.claiming(ctx, call, id, tasks.NewTxClaim(c, s), op)
 	}
 	return s.commit(ctx, s.db.Write, call, id, op)
 }
@@ -401,11 +401,12 @@ func (s *Store) WithClaim(ctx context.Context, c *snap.ReplayClaim) context.Cont
 }
 
 // ClaimTx implements tasks.TxClaimer: it writes c's record in tx, a
-// transaction on the store's database that another component (the
-// executor) commits, with the INSERT … ON CONFLICT … WHERE expired every
-// claim of this store uses (see claimIn), and reports whether it wrote
-// it, or the record that stopped it. It neither marks nor settles c: its
-// caller does, once it knows whether tx committed.
+// transaction on the store's database, with the INSERT … ON CONFLICT …
+// WHERE expired every claim of this store uses (see claimIn), and
+// reports whether it wrote it, or the record that stopped it. It
+// neither marks nor settles c: its tasks.TxClaim does, once it knows
+// whether tx committed (the executor's commit of an operator's
+// decision, or the store's own, see claiming).
 func (s *Store) ClaimTx(ctx context.Context, tx *sql.Tx, c *snap.ReplayClaim) (prior snap.ReplayRecord, fresh bool, err error) {
 	return s.claimIn(ctx, tx, "replay claim", s.st.remember, c.From, c.ID, recordArgs(c.Record)...)
 }
@@ -416,46 +417,46 @@ func recordArgs(rec snap.ReplayRecord) []any {
 	return []any{micros(rec.FirstSeen), ceilMicros(rec.Expires), rec.Fingerprint[:], rec.Via}
 }
 
-// claiming is write for a change that carries c, a request's pending
-// replay record: in one transaction, stmt (an INSERT … ON CONFLICT …
-// WHERE expired of the record; args its values after the pair, see
-// claimIn) writes the record, and op runs only if it did. It marks c
-// (Writing) first and settles it (Claimed) once the transaction is
-// committed: fresh, or held by an earlier message, when op did not run
-// and the error wraps snap.ErrClaimTaken. A transaction that failed
-// leaves c pending: the server then finds no record, and the request's
-// id stays unspent for its retry.
-func (s *Store) claiming(ctx context.Context, call, id string, c *snap.ReplayClaim, stmt *sql.Stmt, args []any,
-	op func(context.Context, *sql.Tx) error) error {
-	// A write whose result is lost may have committed the record: the
-	// server then knows it for this request's own.
-	c.Writing()
-	var (
-		prior snap.ReplayRecord
-		taken bool
-	)
+// claiming is write for a change that carries a request's pending
+// replay record (tc): in one transaction, tc.In writes the record, and
+// op runs only if it did. The claim is settled (tc.Done) once the
+// transaction is committed: fresh, or held by an earlier message, when
+// op did not run and the error wraps snap.ErrClaimTaken. A transaction
+// that failed leaves it pending: the server then finds no record, and
+// the request's id stays unspent for its retry.
+func (s *Store) claiming(ctx context.Context, call, id string, tc *tasks.TxClaim, op func(context.Context, *sql.Tx) error) error {
 	err := s.commit(ctx, s.db.Write, call, id, func(ctx context.Context, tx *sql.Tx) error {
-		p, fresh, err := s.claimIn(ctx, tx, "replay claim", stmt, c.From, c.ID, args...)
-		if err != nil {
+		if err := tc.In(ctx, tx); err != nil {
+			if errors.Is(err, snap.ErrClaimTaken) {
+				// Nothing written, and no error: the transaction's
+				// commit, which makes the record that stopped this one
+				// durable when both are in it (SQLite's group commit),
+				// decides the outcome.
+				return nil
+			}
 			return err
-		}
-		if taken = !fresh; taken {
-			// Nothing written, and no error: the transaction's commit,
-			// which makes the record that stopped this one durable when
-			// both are in it (SQLite's group commit), decides the outcome.
-			prior = p
-			return nil
 		}
 		return op(ctx, tx)
 	})
 	if err != nil {
 		return err
 	}
-	if taken {
-		return fmt.Errorf("sqlstore: %s %s: %w", call, id, c.Claimed(prior, false))
+	if err := tc.Done(nil); err != nil {
+		return fmt.Errorf("sqlstore: %s %s: %w", call, id, err)
 	}
-	c.Claimed(snap.ReplayRecord{}, true)
 	return nil
+}
+
+// claimStmt writes a claim's record with a statement other than
+// ClaimTx's: stmt, with args after the pair (see claimIn).
+type claimStmt struct {
+	s    *Store
+	stmt *sql.Stmt
+	args []any
+}
+
+func (w claimStmt) ClaimTx(ctx context.Context, tx *sql.Tx, c *snap.ReplayClaim) (snap.ReplayRecord, bool, error) {
+	return w.s.claimIn(ctx, tx, "replay claim", w.stmt, c.From, c.ID, w.args...)
 }
 
 // commit is write with the database's write function of the caller's
@@ -597,8 +598,8 @@ func (s *Store) create(ctx context.Context, t *tasks.Task, kept *tasks.KeptResul
 		// the database until commit: a record that stops this one is
 		// there to read.
 		c := kept.Claim
-		err = s.claiming(ctx, "create", r.id, c, s.st.claim,
-			[]any{micros(c.Record.FirstSeen), claimExpires(kept), c.Record.Fingerprint[:], c.Record.Via, kept.Result}, insert)
+		err = s.claiming(ctx, "create", r.id, tasks.NewTxClaim(c, claimStmt{s, s.st.claim,
+			[]any{micros(c.Record.FirstSeen), claimExpires(kept), c.Record.Fingerprint[:], c.Record.Via, kept.Result}}), insert)
 	} else {
 		err = s.write(ctx, "create", r.id, insert)
 	}
