@@ -250,7 +250,7 @@ func (e *HeldError) Unwrap() error { return e.Err }
 // recorded, and the action is held again.
 func (p *Proposals) Decide(ctx context.Context, d Decision) (*tasks.Task, error) {
 	t, err := p.decide(ctx, d)
-	if err != nil && d.Claim.Pending() && !errors.Is(err, executor.ErrBusy) && p.approving(ctx, d.TaskID) {
+	if err != nil && d.Claim.Pending() && !errors.Is(err, executor.ErrBusy) && p.underWay(ctx, d, err) {
 		// Refused while an approval of the task's action was under way,
 		// its commit not made yet: that approval may be another copy of
 		// this very message, whose record this refusal, written now, would
@@ -266,10 +266,24 @@ func (p *Proposals) Decide(ctx context.Context, d Decision) (*tasks.Task, error)
 // once that one is over.
 var ErrUnderWay = errors.New("an approval of the task's action is under way")
 
-// approving reports whether an action of taskID is being approved.
-func (p *Proposals) approving(ctx context.Context, taskID string) bool {
-	acts, err := p.exec.Actions(ctx, taskID)
-	return err == nil && slices.ContainsFunc(acts, func(a executor.Action) bool { return a.State == "approving" })
+// underWay reports whether d, refused with err, may have met an approval
+// of its task's action under way: one is now, or err found no held
+// action (an approval had it then) and the action is held again (that
+// approval failed and gave it back since).
+func (p *Proposals) underWay(ctx context.Context, d Decision, err error) bool {
+	acts, aerr := p.exec.Actions(ctx, d.TaskID)
+	if aerr != nil {
+		return false
+	}
+	if slices.ContainsFunc(acts, func(a executor.Action) bool { return a.State == "approving" }) {
+		return true
+	}
+	if !errors.Is(err, ErrNoHeld) && !errors.Is(err, ErrNotHeld) && !errors.Is(err, executor.ErrNoPending) {
+		return false
+	}
+	return slices.ContainsFunc(acts, func(a executor.Action) bool {
+		return a.State == "pending" && (d.ActionID == "" || a.ActionID == d.ActionID)
+	})
 }
 
 func (p *Proposals) decide(ctx context.Context, d Decision) (*tasks.Task, error) {

@@ -22,6 +22,7 @@ import (
 	"github.com/snapnode/snapnode/internal/sqldb"
 	"github.com/snapnode/snapnode/internal/testdb"
 	"github.com/snapnode/snapnode/proposals"
+	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/tasks"
 	"github.com/snapnode/snapnode/tasks/sqlstore"
 	"github.com/snapnode/snapnode/tasks/taskstest"
@@ -38,6 +39,16 @@ type countingExec struct {
 	*executor.Executor
 	mu   sync.Mutex
 	runs map[string]int
+	// actions, when set, runs once at the next Actions call, before it
+	// reads.
+	actions atomic.Pointer[func()]
+}
+
+func (c *countingExec) Actions(ctx context.Context, taskID string) ([]executor.Action, error) {
+	if f := c.actions.Swap(nil); f != nil {
+		(*f)()
+	}
+	return c.Executor.Actions(ctx, taskID)
 }
 
 func (c *countingExec) Run(ctx context.Context, req executor.Request) (*executor.Result, error) {
@@ -811,4 +822,48 @@ func TestSlowApprovalReclaimedElsewhereRecordsNothing(t *testing.T) {
 	if s := row(); !strings.HasPrefix(s, "promoted ") {
 		t.Errorf("record after B's approval: %s", s)
 	}
+}
+
+// A copy of an approval refused because the task held no action while
+// another copy approved it, that copy then failing and giving the action
+// back before the refusal looked for an approval under way, is answered
+// ErrUnderWay too, its claim left pending: answered as the refusal, its
+// record would spend the message's id, and nothing would be decided.
+func TestDecisionRefusedWhileActionGivenBack(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		r := newReplica(t, dsn, false)
+		ctx := context.Background()
+		task, pa := r.oneHeld(t)
+		claim := r.svc.TxClaim(&snap.ReplayClaim{From: operator, ID: "copy-b"})
+		actx, failA := context.WithCancel(ctx)
+		defer failA()
+		bAtCheck, aDone, bErr := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+		during := func() {
+			// A holds the action approving: B is refused for it, and
+			// stops before it looks for an approval under way.
+			atCheck := func() { close(bAtCheck); <-aDone }
+			r.exec.actions.Store(&atCheck)
+			go func() {
+				_, err := r.props.Decide(ctx, proposals.Decision{TaskID: task.ID, Approver: executor.Host, Approve: true, Claim: claim})
+				bErr <- err
+			}()
+			<-bAtCheck
+			failA() // A fails, and gives the action back
+		}
+		r.during.Store(&during)
+		if _, err := r.props.Decide(actx, proposals.Decision{TaskID: task.ID, Approver: executor.Host, Approve: true}); err == nil {
+			t.Fatal("copy A: carried out; want it failed by its context")
+		}
+		close(aDone)
+		if err := <-bErr; !errors.Is(err, proposals.ErrUnderWay) {
+			t.Fatalf("copy B: %v; want ErrUnderWay", err)
+		}
+		if !claim.Pending() {
+			t.Fatal("copy B's claim settled: its id spent")
+		}
+		got, err := r.props.Decide(ctx, proposals.Decision{TaskID: task.ID, ActionID: pa.ActionID, Approver: executor.Host, Approve: true, Claim: claim})
+		if err != nil || got.Status.State != tasks.StateCompleted {
+			t.Fatalf("copy B's retry: %v %v", got, err)
+		}
+	})
 }
