@@ -83,28 +83,34 @@ type InboxConfig struct {
 	// a request is taken here whatever its share.
 	Shares                  Shares
 	Deferred, DeferredBytes int
-	// Recorded, with Shares, tells which of the requests kept for another
-	// replica some process took. When a request's grace passes it is
-	// forgotten if it was taken, and taken up here if not: its owner is
-	// alive but never took it (it lost the relay that brought it, say).
-	// Nil: forgotten when its grace passes.
-	Recorded Recorded
-	// Answers, with Shares, is the replay store shared by the replicas
-	// (the one Recorded reads), where the inbox claims the deliveries it
-	// answers that may have no replay record of their own: a refusal, an
-	// error (validation that failed before the record, a handler that
-	// left the request's id unspent) and the answer to a late delivery.
-	// Before it sends such an answer it records the pair ("nostr", event
-	// id) with the event as its delivery; when another process recorded
-	// it first, that process answers and this one sends nothing. The
-	// record also tells the others' Recorded that the delivery was taken,
-	// so that none takes it up late and answers it a second time. Nil:
-	// such answers are sent unclaimed.
-	Answers snap.ReplayStore
+	// Replay, with Shares, is the replay store shared by the replicas.
+	// It tells which of the requests kept for another replica some
+	// process took (Recorded): when a request's grace passes it is
+	// forgotten if it was taken, and taken up here if not (its owner is
+	// alive but never took it: it lost the relay that brought it, say).
+	// The inbox claims in it the deliveries it answers that may have no
+	// replay record of their own: a refusal, an error (validation that
+	// failed before the record, a handler that left the request's id
+	// unspent) and the answer to a late delivery. Before it sends such an
+	// answer it records the pair ("nostr", event id) with the event as its
+	// delivery; when another process recorded it first, that process
+	// answers and this one sends nothing. The record also tells the
+	// others that the delivery was taken, so that none takes it up late
+	// and answers it a second time. Nil: a request kept aside is
+	// forgotten when its grace passes, and such answers are sent
+	// unclaimed.
+	Replay SharedReplay
 }
 
-// AnswerFrom is the sender under which an Inbox's Answers records the
-// deliveries it answers (InboxConfig.Answers): no SNAP address, so that
+// SharedReplay is the replay store the replicas of an identity share,
+// which also tells which Nostr deliveries some process took.
+type SharedReplay interface {
+	snap.ReplayStore
+	Recorded
+}
+
+// AnswerFrom is the sender under which an Inbox records the deliveries
+// it answers (InboxConfig.Replay): no SNAP address, so that
 // it never meets a request's own record.
 const AnswerFrom = "nostr"
 
@@ -466,14 +472,14 @@ func (in *Inbox) reviewPass(ctx context.Context, jobs *fairqueue.Queue[string, *
 // Recorded, all when the database cannot tell (it failed, or did not
 // answer in time).
 func (in *Inbox) notTaken(ctx context.Context, due []*deferral) []*deferral {
-	if len(due) == 0 || in.cfg.Recorded == nil {
+	if len(due) == 0 || in.cfg.Replay == nil {
 		return nil
 	}
 	ids := make([]string, len(due))
 	for i, d := range due {
 		ids[i] = hex.EncodeToString(d.id[:])
 	}
-	taken, err := in.cfg.Recorded.Recorded(ctx, ids)
+	taken, err := in.cfg.Replay.Recorded(ctx, ids)
 	if err != nil && ctx.Err() == nil {
 		in.cfg.Logger.Warn("inbox: cannot tell which requests another replica took", "count", len(ids), "err", err)
 	}
@@ -671,19 +677,19 @@ func (in *Inbox) reply(ctx context.Context, req *nostr.Event, resp *snap.Message
 // late delivery when late). An answer that may have no replay record
 // naming its delivery — an error, or any answer to a late delivery — is
 // sent only if this process records the delivery first (see
-// InboxConfig.Answers): another replica receiving the same event may
+// InboxConfig.Replay): another replica receiving the same event may
 // answer it too (it took it up late, finding no record of it, or both
 // counted it their share for a moment), and the requester gets one
 // answer. A store that fails lets the answer go: better two answers than
 // none.
 func (in *Inbox) claim(ctx context.Context, req *nostr.Event, resp *snap.Message, late bool) bool {
-	if in.cfg.Answers == nil || in.cfg.Shares == nil || !late && resp.ErrorCode() == 0 {
+	if in.cfg.Replay == nil || in.cfg.Shares == nil || !late && resp.ErrorCode() == 0 {
 		return true
 	}
 	now := in.cfg.Now()
 	rec := snap.ReplayRecord{FirstSeen: now, Expires: now.Add(max(snap.MinReplayRetention, 2*in.cfg.Shares.Grace())),
 		Fingerprint: sha256.Sum256([]byte(req.ID)), Via: req.ID}
-	_, first, err := in.cfg.Answers.Remember(ctx, AnswerFrom, req.ID, rec)
+	_, first, err := in.cfg.Replay.Remember(ctx, AnswerFrom, req.ID, rec)
 	switch {
 	case err != nil:
 		in.cfg.Logger.Warn("inbox: answer not recorded; sent all the same", "request", req.ID, "err", err)

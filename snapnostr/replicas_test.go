@@ -292,13 +292,17 @@ func (s *switchShares) Grace() time.Duration {
 	return s.grace
 }
 
-// recordedSet is a Recorded that knows the deliveries in it.
-type recordedSet map[string]bool
+// recordedSet is a SharedReplay whose Recorded knows the deliveries in
+// ids.
+type recordedSet struct {
+	*snap.MemoryReplayStore
+	ids map[string]bool
+}
 
 func (r recordedSet) Recorded(_ context.Context, ids []string) (map[string]bool, error) {
 	out := map[string]bool{}
 	for _, id := range ids {
-		if r[id] {
+		if r.ids[id] {
 			out[id] = true
 		}
 	}
@@ -367,10 +371,10 @@ func TestInboxTakesUpWhatNobodyTook(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	clock := &testClock{}
 	clock.set(now)
-	var recorded recordedSet = map[string]bool{}
-	r := newShareRig(t, InboxConfig{Shares: &switchShares{grace: time.Second}, Recorded: recorded, Now: clock.now})
+	recorded := recordedSet{snap.NewMemoryReplayStore(0), map[string]bool{}}
+	r := newShareRig(t, InboxConfig{Shares: &switchShares{grace: time.Second}, Replay: recorded, Now: clock.now})
 	taken, missed := r.request("taken"), r.request("missed")
-	recorded[taken.ID] = true
+	recorded.ids[taken.ID] = true
 	r.in.setAside(r.ctx, taken, r.jobs, r.refusals)
 	r.in.setAside(r.ctx, missed, r.jobs, r.refusals)
 	clock.set(now.Add(time.Second)) // the grace has passed

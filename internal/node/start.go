@@ -479,13 +479,13 @@ func (w *wiring) startInbox(ctx context.Context) error {
 		Streams: n.cfg.MaxStreams + n.cfg.MaxStreamWaiters,
 	}
 	if shares != nil { // not a nil *Replicas in the interface
-		rec, ok := w.replay.(snapnostr.Recorded)
+		rec, ok := w.replay.(snapnostr.SharedReplay)
 		if !ok {
 			// Without it a request whose owner never took it would be
 			// forgotten: the processes would not share the requests out.
 			return fmt.Errorf("node: the replay store %T cannot tell which requests another process took", w.replay)
 		}
-		icfg.Shares, icfg.Recorded, icfg.Answers = shares, rec, w.replay
+		icfg.Shares, icfg.Replay = shares, rec
 	}
 	in = snapnostr.NewInbox(icfg)
 	ictx, stop := context.WithCancel(ctx)
