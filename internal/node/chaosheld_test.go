@@ -43,9 +43,8 @@ type chaosHeld struct {
 	msg     *snap.Message // signed at the first send; every later send is a retry
 
 	// Guarded by the test's mutex.
-	id        string
-	duplicate bool // a retry was answered 2006: never stored
-	decided   int  // decisions of its actions the node answered
+	id      string
+	decided int // decisions of its actions the node answered
 }
 
 func (h *chaosHeld) file() string { return fmt.Sprintf("held-%d.md", h.n) }
@@ -148,12 +147,7 @@ func TestChaosHeldSIGKILL(t *testing.T) {
 			body, _ := json.Marshal(payload)
 			h.msg = &snap.Message{To: d.Address, Method: "message/send", Payload: body}
 		}
-		v, dup, err := chaosSend(t, d, h.client, h.msg)
-		if dup {
-			mu.Lock()
-			h.duplicate = true
-			mu.Unlock()
-		}
+		v, err := chaosSend(t, d, h.client, h.msg)
 		if err != nil {
 			return
 		}
@@ -263,7 +257,7 @@ func TestChaosHeldSIGKILL(t *testing.T) {
 		defer mu.Unlock()
 		var out []*chaosHeld
 		for _, h := range batch {
-			if h.id == "" && !h.duplicate {
+			if h.id == "" {
 				out = append(out, h)
 			}
 		}
@@ -320,11 +314,8 @@ func TestChaosHeldSIGKILL(t *testing.T) {
 	for _, h := range all {
 		for {
 			mu.Lock()
-			id, dup := h.id, h.duplicate
+			id := h.id
 			mu.Unlock()
-			if dup && id == "" {
-				break
-			}
 			if id != "" {
 				v := chaosGet(t, d, &chaosTask{n: h.n, kind: "held", client: h.client, id: id})
 				views[id] = v

@@ -69,26 +69,30 @@ func startChaosNode(t *testing.T, dir, dataDir, lease string, job *regexp.Regexp
 	}})
 }
 
-// chaosSend sends (or sends again) msg to d by cl and returns the task
-// answered. An answer with an error is an error, and dup tells whether it
-// was 2006: the node holds the message already (its answer lost, or
-// never stored as a task: the node was killed first).
-func chaosSend(t *testing.T, d *testutil.Daemon, cl *client.HTTP, msg *snap.Message) (v taskView, dup bool, err error) {
+// chaosSend sends (or sends again) msg, a message/send creating a task, to
+// d by cl and returns the task answered. An answer with an error is an
+// error; 2006 fails the test besides: the request's replay record is
+// written in the task's own commit, with its answer, so a retry after a
+// kill finds either nothing (and is processed) or the task (and is
+// answered with it, deduplicated), never a record without its task.
+func chaosSend(t *testing.T, d *testutil.Daemon, cl *client.HTTP, msg *snap.Message) (taskView, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	resp, err := cl.Send(ctx, d.HTTPURL, msg)
 	if err != nil {
-		return taskView{}, false, err
+		return taskView{}, err
 	}
 	var p map[string]any
 	if err := json.Unmarshal(resp.Payload, &p); err != nil {
-		return taskView{}, false, err
+		return taskView{}, err
 	}
 	if p["error"] != nil {
-		code, _ := p["error"].(map[string]any)["code"].(float64)
-		return taskView{}, int(code) == int(snap.CodeDuplicateMessage), fmt.Errorf("answered %v", p["error"])
+		if code, _ := p["error"].(map[string]any)["code"].(float64); int(code) == int(snap.CodeDuplicateMessage) {
+			t.Errorf("message %s: a retry refused as a duplicate (%v): the node holds its record without its task", msg.ID, p["error"])
+		}
+		return taskView{}, fmt.Errorf("answered %v", p["error"])
 	}
-	return taskOf(t, p), false, nil
+	return taskOf(t, p), nil
 }
 
 // chaosAuditVerify fails the test unless `snapnode audit verify`, with

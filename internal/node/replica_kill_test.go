@@ -114,7 +114,11 @@ func TestReplicasSIGKILL(t *testing.T) {
 	}
 
 	// send sends a task's message to one replica and notes the answer.
-	var mu sync.Mutex // guards the answers noted in the tasks
+	var mu sync.Mutex // guards the answers noted in the tasks, and refused
+	// refused holds the tasks a copy of whose message was answered 2006: the
+	// other replica held the message (its answer not kept yet, or never: it
+	// was killed before storing it).
+	refused := map[*chaosTask]bool{}
 	answers := make(chan struct{}, 2*total)
 	send := func(d *testutil.Daemon, c *chaosTask) {
 		m := *c.msg // the same signed message, sent again
@@ -130,11 +134,9 @@ func TestReplicasSIGKILL(t *testing.T) {
 			return
 		}
 		if p["error"] != nil {
-			// 2006: the other replica holds the message (its answer
-			// not kept yet, or never: it was killed before storing it).
 			if code, _ := p["error"].(map[string]any)["code"].(float64); int(code) == int(snap.CodeDuplicateMessage) {
 				mu.Lock()
-				c.duplicate = true
+				refused[c] = true
 				mu.Unlock()
 			}
 			return
@@ -241,7 +243,7 @@ func TestReplicasSIGKILL(t *testing.T) {
 		switch {
 		case c.id != "":
 			stored++
-		case !c.duplicate:
+		case !refused[c]:
 			t.Errorf("task %d: no answer after the last restart", c.n)
 		}
 	}
