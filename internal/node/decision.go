@@ -229,6 +229,11 @@ func decisionRefusal(err error, taskID string, d *decision) error {
 		// Retryable: the requester's id stays unspent (see Decide).
 		return snap.NewError(snap.CodeServiceUnavailable, "an approval of the task's action is under way; retry",
 			map[string]any{"taskId": taskID, "retryAfter": 1})
+	case errors.Is(err, executor.ErrBusy):
+		// The approval's first commit found another action of the task
+		// being promoted and decided nothing: retryable, its id unspent.
+		return snap.NewError(snap.CodeServiceUnavailable, "another action of the task is being carried out; retry once it is done",
+			map[string]any{"taskId": taskID, "retryAfter": 1})
 	case errors.As(err, &te):
 		received := "taken up as interrupted"
 		if te.HeldAgain {

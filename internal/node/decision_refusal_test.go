@@ -48,3 +48,34 @@ func TestDecisionRefusal(t *testing.T) {
 		})
 	}
 }
+
+// TestDecisionRefusalRetryable: a signed decision refused because
+// another action of its task is being carried out (executor.ErrBusy), or
+// because an approval of its action is under way (proposals.ErrUnderWay),
+// decided nothing and leaves its id unspent: it is answered 5003 with a
+// retryAfter and a message saying why, as SNAP asks a requester to retry
+// the same message then, not 5001 "internal error".
+func TestDecisionRefusalRetryable(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		err  error
+		says string
+	}{
+		{"another action being carried out", fmt.Errorf("approve a2: %w", executor.ErrBusy), "another action of the task is being carried out"},
+		{"an approval under way", fmt.Errorf("task t1: %w: %w", proposals.ErrUnderWay, executor.ErrNoPending), "under way"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := decisionRefusal(c.err, "t1", &decision{approve: true, actionID: "a1"})
+			var se *snap.Error
+			if !errors.As(err, &se) || se.Code != snap.CodeServiceUnavailable {
+				t.Fatalf("refusal %v (%T), want a 5003 *snap.Error", err, err)
+			}
+			if se.Data["taskId"] != "t1" || se.Data["retryAfter"] == nil {
+				t.Errorf("data %v, want the task id and a retryAfter", se.Data)
+			}
+			if !strings.Contains(se.Message, c.says) {
+				t.Errorf("message %q does not say %q", se.Message, c.says)
+			}
+		})
+	}
+}
