@@ -25,6 +25,7 @@ type Tasks interface {
 	Settle(taskID string) *tasks.Settlement
 	Resume(ctx context.Context, taskID string) (*tasks.Task, error)
 	List(ctx context.Context, f tasks.Filter) ([]*tasks.Task, error)
+	CommittedID(ctx context.Context, taskID, step string, err error) (*tasks.Task, error)
 }
 
 var _ Tasks = (*tasks.Service)(nil)
@@ -394,7 +395,14 @@ func (p *Proposals) decide(ctx context.Context, d Decision) (*tasks.Task, error)
 	if p.pause != nil {
 		p.pause(PointDecided)
 	}
-	return p.settle(ctx, d.TaskID, res, d.Approve, st)
+	t, err = p.settle(ctx, d.TaskID, res, d.Approve, st)
+	if err != nil {
+		// The decision is recorded, the request's replay record with it:
+		// the task as it stands is the answer, and reconcile (or the
+		// agent's, for its job) gives the task the decision's outcome.
+		return p.tasks.CommittedID(ctx, d.TaskID, "the decision's outcome", err)
+	}
+	return t, nil
 }
 
 // takenUp is the refusal of the approval of actionID that another

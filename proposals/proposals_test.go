@@ -867,3 +867,34 @@ func TestDecisionRefusedWhileActionGivenBack(t *testing.T) {
 		}
 	})
 }
+
+// failingJobs owns every task and fails to hand it a decision's outcome:
+// the agent runtime's store busy after the executor's commit.
+type failingJobs struct{}
+
+func (failingJobs) Owns(context.Context, string) (bool, error) { return true, nil }
+
+func (failingJobs) Decided(context.Context, string, *executor.Result, bool) (*tasks.Task, error) {
+	return nil, errors.New("agent: database is locked")
+}
+
+// A decision carried out, whose outcome then fails to reach the task
+// (the agent's job), answers with the task as it stands rather than an
+// error: the decision is recorded, a signed decision's replay record
+// with it, and the agent's reconcile gives its job the outcome.
+func TestDecisionAnsweredWithTheTaskAfterItsCommit(t *testing.T) {
+	r := newReplica(t, testdb.SQLite(t), false)
+	ctx := context.Background()
+	task, held := r.oneHeld(t)
+	props, err := proposals.New(proposals.Config{Executor: r.exec, Tasks: r.svc, Jobs: failingJobs{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := props.Decide(ctx, proposals.Decision{TaskID: task.ID, ActionID: held.ActionID, Approver: executor.Host, Approve: true})
+	if err != nil || got == nil || got.ID != task.ID || got.Status.State != tasks.StateInputRequired {
+		t.Fatalf("decision: %v %v; want the task as it stands", got, err)
+	}
+	if exists(t, r.file("one.txt")) {
+		t.Fatal("the approved delete did not run")
+	}
+}

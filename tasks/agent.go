@@ -72,8 +72,8 @@ func (s *Service) screen() *Refusal {
 // continued, to the agent. A refusal fails the task at once with its reason
 // when nothing would ever work on it: a new task, or a continued one left
 // working. The agent's own failure fails a new task (no job was recorded
-// for it); on a continued task it is the request's error and the task
-// stays as it is, the message in its history.
+// for it); on a continued task it is returned, and the task stays as it
+// is, the message in its history (a request answers with it: Committed).
 func (s *Service) delegate(ctx context.Context, t *Task, created bool) (*Task, error) {
 	if s.agent == nil || t.Status.State.Terminal() {
 		return t, nil

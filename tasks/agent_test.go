@@ -14,8 +14,8 @@ func (a *stubAgent) Take(context.Context, *Task) error { return a.err }
 
 // What the Service makes of an agent's answer to a message without
 // proposals: a refusal fails a task nothing would work on; the agent's
-// own failure fails a new task but is the request's error on a continued
-// one, which stays as it was.
+// own failure fails a new task, and leaves a continued one as it is, the
+// message in its history, which answers the request (see Committed).
 func TestDelegate(t *testing.T) {
 	ctx := context.Background()
 	text := func(id, taskID string) []byte {
@@ -30,12 +30,12 @@ func TestDelegate(t *testing.T) {
 		err       error
 		newState  State  // a new task
 		nextState State  // a continued task that was working
-		nextErr   bool   // the continued message's request fails
+		nextErr   bool   // the continued message's request fails (none does)
 		note      string // in the failed task's status
 	}{
 		{"taken", nil, StateSubmitted, StateWorking, false, ""},
 		{"refused", &Refusal{Reason: "no agent here"}, StateFailed, StateFailed, false, "no agent here"},
-		{"agent failure", errors.New("database down"), StateFailed, StateWorking, true, "internal error"},
+		{"agent failure", errors.New("database down"), StateFailed, StateWorking, false, "internal error"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ag := &stubAgent{}

@@ -335,10 +335,70 @@ func (s *Service) send(ctx context.Context, owner string, req *SendParams, keyed
 	if err != nil {
 		return nil, err
 	}
+	// The message is stored, with the request's replay record: what
+	// follows cannot take it back (see Committed).
+	next, step := t, "the agent's take"
 	if len(proposals) == 0 {
-		return s.delegate(ctx, t, req.TaskID == "")
+		next, err = s.delegate(ctx, t, req.TaskID == "")
+	} else {
+		step = "the run of its proposals"
+		next, err = s.run(ctx, t, Job{TaskID: t.ID, Requester: owner, Proposals: proposals})
 	}
-	return s.run(ctx, t, Job{TaskID: t.ID, Requester: owner, Proposals: proposals})
+	if err != nil {
+		return s.Committed(ctx, t, step, err)
+	}
+	return next, nil
+}
+
+// committedRead bounds the read of a task for Committed, made even when
+// the request's context has ended.
+const committedRead = 10 * time.Second
+
+// Committed is the answer to a request whose effect is durable (its task
+// created, its message added, its decision recorded, with the request's
+// replay record) when a step after that commit failed with err: the
+// agent's Take, the move to working, the outcome of a run. SNAP's
+// retryable errors (5001, 5002, 5003) tell the requester that the request
+// left no effect and that the same message may be sent again; its id is
+// spent here, and the retry would be refused as a duplicate (2006), the
+// requester never learning of its task. So the failure is logged and the
+// task is returned as it now stands (last when it cannot be read, nil and
+// err when there is no last either), for the requester to follow with
+// tasks/get. What failed is taken up by the node's reconcile passes: a
+// task left submitted or working is resumed (Service.Resume), one waiting
+// for input whose held action was decided takes the decision's outcome,
+// and the agent reconciles its jobs.
+func (s *Service) Committed(ctx context.Context, last *Task, step string, err error) (*Task, error) {
+	id := ""
+	if last != nil {
+		id = last.ID
+	}
+	return s.committed(ctx, id, last, step, err)
+}
+
+// CommittedID is Committed for a request that knows its task by id only.
+func (s *Service) CommittedID(ctx context.Context, taskID, step string, err error) (*Task, error) {
+	return s.committed(ctx, taskID, nil, step, err)
+}
+
+func (s *Service) committed(ctx context.Context, taskID string, last *Task, step string, err error) (*Task, error) {
+	if errors.Is(err, snap.ErrClaimTaken) {
+		return nil, err // a duplicate: the effect is another request's
+	}
+	s.log.Error("tasks: a step after the request's commit failed; it is answered with the task as it stands",
+		"task", taskID, "step", step, "err", err)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), committedRead)
+	defer cancel()
+	cur, gerr := s.store.Get(rctx, taskID)
+	switch {
+	case gerr == nil:
+		return cur, nil
+	case last != nil:
+		return last, nil
+	case errors.Is(gerr, ErrNotFound):
+		return nil, notFound(taskID)
+	}
+	return nil, err
 }
 
 // receive records the message: a new task (failed at once when refusal

@@ -295,7 +295,11 @@ func (s *Service) StreamMessage(ctx context.Context, owner string, req *SendPara
 	}
 	snapshot, backlog, live, err := s.Resubscribe(ctx, owner, t.ID, after)
 	if err != nil {
-		return nil, err
+		if r, ok := ctx.Value(requestKey{}).(*snap.Verified); ok && r.Claim.Pending() {
+			return nil, err // nothing written (a key found): the retry is processed
+		}
+		// The message is stored: the task is the answer, with no events.
+		return s.Committed(ctx, t, "the stream's subscription", err)
 	}
 	// The request's replay record, when left to the handler, was
 	// written with the task or the message (see SendMessage); one that
