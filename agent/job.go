@@ -87,6 +87,10 @@ type Job struct {
 	// Reason is why the job stopped (STUCK, halted, held), or its answer
 	// when it completed.
 	Reason string
+	// Told is how many of its task's messages the job was given (the
+	// first as its description, the others as follow-ups); -1 for a job
+	// stored before it was counted, whose messages are taken as given.
+	Told int
 	// Shown is what the task of a job waiting for a human shows its
 	// requester, when it is not Reason (the operator's): "" is Reason.
 	Shown string

@@ -304,7 +304,11 @@ func (jr *jobRun) window() []Interaction {
 // response's raw text, cost and timing already counted in the job.
 func (jr *jobRun) call(ctx context.Context) (*Interaction, *Completion, error) {
 	r, j := jr.r, jr.j
-	// What the requester or an operator said since the last step.
+	// What the requester or an operator said since the last step: a
+	// message of the requester's whose hand-over failed too.
+	if t, err := r.cfg.Tasks.Task(ctx, j.TaskID); err == nil {
+		r.catchUp(ctx, j, t)
+	}
 	pending, sent, err := r.cfg.Store.StepInput(ctx, j.TaskID)
 	if err != nil {
 		return nil, nil, err

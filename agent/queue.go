@@ -2,7 +2,9 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -183,7 +185,8 @@ func (q *Queue) Wake() {
 // Take implements tasks.Agent: a new task becomes a PENDING job; a
 // follow-up message on a job that waits for a human (STUCK) resumes it
 // with the message as guidance, and one on a job at work is told to the
-// model at its next step.
+// model at its next step; so is any earlier message whose hand-over
+// failed (see tell).
 func (q *Queue) Take(ctx context.Context, t *tasks.Task) error {
 	// Secrets the requester's text may hold stay out of the store (the
 	// model sees the text through the same redaction).
@@ -211,19 +214,71 @@ func (q *Queue) Take(ctx context.Context, t *tasks.Task) error {
 	}
 	now := q.now()
 	j := &Job{TaskID: t.ID, Requester: t.Owner, Description: cut(text, 2000), Status: Pending, Phase: phase,
-		RecoverySeq: -1, ReviewSeq: -1, CreatedAt: now, UpdatedAt: now}
+		RecoverySeq: -1, ReviewSeq: -1, Told: len(t.History), CreatedAt: now, UpdatedAt: now}
 	created, err := q.store.Create(ctx, j)
 	if err != nil {
 		return err
 	}
 	if !created {
-		if err := q.followUp(ctx, t.ID, text); err != nil {
+		if _, err := q.tell(ctx, t, true); err != nil {
 			return err
 		}
 	}
 	q.Wake()
 	return nil
 }
+
+// tellTries bounds how often tell reads the job again when another
+// writer told it messages meanwhile.
+const tellTries = 4
+
+// tell gives the job of task t the messages of t's history it was not
+// given (from Job.Told on), added to what its next model call is told,
+// in one write that counts them given: a follow-up message, and any
+// earlier one whose hand-over failed after the message was stored (its
+// request was answered with the task, see tasks.Service.Committed). A job
+// waiting for a human goes back in the queue. A job stored before its
+// messages were counted is given t's last one when taking (a follow-up
+// handed over), none otherwise. It reports whether the job took some
+// (an ended job takes none).
+func (q *Queue) tell(ctx context.Context, t *tasks.Task, taking bool) (bool, error) {
+	for range tellTries {
+		j, err := q.store.Get(ctx, t.ID)
+		if err != nil {
+			return false, err
+		}
+		from := j.Told
+		if from < 0 {
+			if !taking {
+				return false, nil
+			}
+			from = len(t.History) - 1
+		}
+		if from >= len(t.History) || j.Status.Terminal() {
+			return false, nil
+		}
+		texts := make([]string, 0, len(t.History)-from)
+		for _, m := range t.History[from:] {
+			if len(tasks.Proposals(m)) > 0 {
+				continue // the executor's, not the agent's: counted only
+			}
+			// Secrets the requester's text may hold stay out of the
+			// store (the model sees the text through the same
+			// redaction).
+			texts = append(texts, "Message from the requester: "+q.redactText(messageText(m)))
+		}
+		ok, err := q.store.AddMessages(ctx, t.ID, j.Told, len(t.History), strings.Join(texts, separator), q.now())
+		if err != nil || ok {
+			return ok && len(texts) > 0, err
+		}
+		// Ended, or told by another writer meanwhile: read it again.
+	}
+	return false, fmt.Errorf("agent: telling job %s its messages: %w", t.ID, errTellRace)
+}
+
+// errTellRace: the job's count of messages changed under every try of
+// tell.
+var errTellRace = errors.New("told other messages by other writers under every try")
 
 // redactText removes from s what the runtime removes from everything it
 // stores (see Queue.redact).
@@ -232,13 +287,6 @@ func (q *Queue) redactText(s string) string {
 		return (*f)(s)
 	}
 	return redactText(s, nil, nil)
-}
-
-// followUp adds text to what the job's next model call is told, and puts a
-// job that waits for a human back in the queue.
-func (q *Queue) followUp(ctx context.Context, taskID, text string) error {
-	_, err := q.store.AddInput(ctx, taskID, "Message from the requester: "+text, false, q.now())
-	return err
 }
 
 // separator joins inputs told to the model in one turn.

@@ -55,6 +55,8 @@ type rig struct {
 	queue *agent.Queue
 	sb    *sandbox.Sandbox
 	dir   string
+	// ts is the task store svc keeps its tasks in.
+	ts *sqlstore.Store
 	// runExec, when set, is the executor run gives the runtime instead
 	// of exec.
 	runExec agent.Executor
@@ -94,7 +96,7 @@ func newRig(t testing.TB, dsn string) *rig {
 	}
 	q := agent.NewQueue(store, nil)
 	svc := tasks.NewService(ts, tasks.ServiceOptions{Agent: q})
-	return &rig{db: db, svc: svc, exec: ex, store: store, queue: q, sb: sb, dir: dir}
+	return &rig{db: db, svc: svc, exec: ex, store: store, queue: q, sb: sb, dir: dir, ts: ts}
 }
 
 // run works on jobs until the task is in one of the states.

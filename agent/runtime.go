@@ -517,6 +517,10 @@ func (r *Runtime) reconcile(ctx context.Context) {
 				continue // it moved on: a later pass sees it
 			}
 		}
+		if j.settled && !t.Status.State.Terminal() && r.catchUp(ctx, j, t) {
+			r.Wake() // a reply it was not given: it works again
+			continue
+		}
 		var err2 error
 		switch {
 		case j.settled:
@@ -549,6 +553,29 @@ func (r *Runtime) reconcile(ctx context.Context) {
 			r.log.Warn("agent: reconcile", "task", j.TaskID, "err", err2)
 		}
 	}
+}
+
+// catchUp gives job j the messages of its task t (as read now) it was
+// not given (Queue.tell): a follow-up whose hand-over to the agent failed
+// after the message was stored, its request answered with the task
+// (tasks.Service.Committed). It reports whether the job took some; a
+// failure is logged, and the job's next step or the next reconcile pass
+// tries again.
+func (r *Runtime) catchUp(ctx context.Context, j *Job, t *tasks.Task) bool {
+	if j.Told < 0 || len(t.History) <= j.Told {
+		return false // j.Told only grows: nothing is missing
+	}
+	told, err := r.cfg.Queue.tell(ctx, t, false)
+	if err != nil {
+		r.log.Warn("agent: giving the job its task's messages", "task", j.TaskID, "err", err)
+		return false
+	}
+	if told {
+		r.log.Info("agent: the job is given its task's messages whose hand-over failed", "task", j.TaskID,
+			"from", j.Told, "to", len(t.History))
+		j.Told = len(t.History)
+	}
+	return told
 }
 
 // actionArtifacts is what the task of a job shows of the executor's

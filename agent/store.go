@@ -61,16 +61,16 @@ func OpenStore(ctx context.Context, db *sqldb.DB) (*Store, error) {
 
 const jobColumns = `task_id, requester, description, status, phase, lease_holder, lease_until, steps,
 	cost_cents, seconds, prompt_tokens, completion_tokens, retries, history_bytes, next_seq,
-	pending_input, recovery_seq, reason, created_at, updated_at, settled, review_seq, shown`
+	pending_input, recovery_seq, reason, created_at, updated_at, settled, review_seq, shown, told`
 
 // Create stores a new job and reports whether it did: a job of the same
 // task is left as it is.
 func (s *Store) Create(ctx context.Context, j *Job) (bool, error) {
 	created, err := s.exec(ctx, "create", j.TaskID, `INSERT INTO agent_jobs (`+jobColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?) ON CONFLICT (task_id) DO NOTHING`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?) ON CONFLICT (task_id) DO NOTHING`,
 		j.TaskID, dbtext.Clean(j.Requester), dbtext.Clean(j.Description), string(j.Status), j.Phase, j.LeaseHolder, sqldb.Micros(j.LeaseUntil),
 		j.Steps, j.CostCents, j.Seconds, j.PromptTokens, j.CompletionTokens, j.Retries, j.HistoryBytes,
-		j.NextSeq, dbtext.Clean(j.PendingInput), j.RecoverySeq, dbtext.Clean(j.Reason), sqldb.Micros(j.CreatedAt), sqldb.Micros(j.UpdatedAt), j.ReviewSeq, dbtext.Clean(j.Shown))
+		j.NextSeq, dbtext.Clean(j.PendingInput), j.RecoverySeq, dbtext.Clean(j.Reason), sqldb.Micros(j.CreatedAt), sqldb.Micros(j.UpdatedAt), j.ReviewSeq, dbtext.Clean(j.Shown), j.Told)
 	if err != nil {
 		return false, err
 	}
@@ -126,7 +126,7 @@ func scanJob(sc scanner) (*Job, error) {
 	)
 	err := sc.Scan(&j.TaskID, &j.Requester, &j.Description, &status, &j.Phase, &j.LeaseHolder, &lease, &j.Steps,
 		&j.CostCents, &j.Seconds, &j.PromptTokens, &j.CompletionTokens, &j.Retries, &j.HistoryBytes, &j.NextSeq,
-		&j.PendingInput, &j.RecoverySeq, &j.Reason, &created, &updated, &settled, &j.ReviewSeq, &j.Shown)
+		&j.PendingInput, &j.RecoverySeq, &j.Reason, &created, &updated, &settled, &j.ReviewSeq, &j.Shown, &j.Told)
 	if err != nil {
 		return nil, err
 	}
@@ -660,19 +660,46 @@ func (s *Store) ReplaceInteraction(ctx context.Context, taskID string, it *Inter
 // only such a job takes the input. It reports whether the job took it
 // (false for an ended job, and with onlyWaiting for one not waiting).
 func (s *Store) AddInput(ctx context.Context, taskID, text string, onlyWaiting bool, now time.Time) (bool, error) {
+	return s.addInput(ctx, taskID, text, onlyWaiting, now, nil)
+}
+
+// AddMessages is AddInput of text, the messages of the job's task from
+// its message from on (Job.Told) up to upTo: it counts them given
+// (told = upTo) in the same write, and only if the job was told from
+// messages still. It reports whether the job took them (false for an
+// ended job, or one told others meanwhile). An empty text (messages
+// that are not the agent's) only counts them.
+func (s *Store) AddMessages(ctx context.Context, taskID string, from, upTo int, text string, now time.Time) (bool, error) {
+	if text == "" {
+		return s.exec(ctx, "count the messages of", taskID, `UPDATE agent_jobs SET told = ?
+			WHERE task_id = ? AND told = ? AND status NOT IN (?, ?, ?, ?)`,
+			upTo, taskID, from, string(Success), string(Canceled), string(HaltedCost), string(HaltedTime))
+	}
+	return s.addInput(ctx, taskID, text, false, now, &[2]int{from, upTo})
+}
+
+func (s *Store) addInput(ctx context.Context, taskID, text string, onlyWaiting bool, now time.Time, told *[2]int) (bool, error) {
 	q := `UPDATE agent_jobs SET ` + appendInput + `,
 			lease_holder = CASE WHEN status = ? THEN '' ELSE lease_holder END,
 			lease_until = CASE WHEN status = ? THEN 0 ELSE lease_until END,
 			status = CASE WHEN status = ? THEN ? ELSE status END,
-			updated_at = ?
-		WHERE task_id = ? AND status NOT IN (?, ?, ?, ?)`
+			updated_at = ?`
 	wait := string(InterventionRequired)
 	text = dbtext.Clean(text)
-	args := []any{text, separator, text, wait, wait, wait, string(Pending), sqldb.Micros(now), taskID,
-		string(Success), string(Canceled), string(HaltedCost), string(HaltedTime)}
+	args := []any{text, separator, text, wait, wait, wait, string(Pending), sqldb.Micros(now)}
+	if told != nil {
+		q += `, told = ?`
+		args = append(args, told[1])
+	}
+	q += ` WHERE task_id = ? AND status NOT IN (?, ?, ?, ?)`
+	args = append(args, taskID, string(Success), string(Canceled), string(HaltedCost), string(HaltedTime))
 	if onlyWaiting {
 		q += ` AND status = ?`
 		args = append(args, wait)
+	}
+	if told != nil {
+		q += ` AND told = ?`
+		args = append(args, told[0])
 	}
 	var (
 		ok        bool

@@ -610,10 +610,13 @@ func containsStatus(ss []Status, s Status) bool {
 	return false
 }
 
-// queueTask is a task whose last message says text.
-func queueTask(id, text string) *tasks.Task {
-	return &tasks.Task{ID: id, Owner: "bc1p-" + id, Status: tasks.Status{State: tasks.StateSubmitted},
-		History: []tasks.Message{{MessageID: "m-" + text, Role: tasks.RoleUser, Parts: []tasks.Part{tasks.TextPart(text)}}}}
+// queueTask is a task whose messages say texts.
+func queueTask(id string, texts ...string) *tasks.Task {
+	t := &tasks.Task{ID: id, Owner: "bc1p-" + id, Status: tasks.Status{State: tasks.StateSubmitted}}
+	for _, text := range texts {
+		t.History = append(t.History, tasks.Message{MessageID: "m-" + text, Role: tasks.RoleUser, Parts: []tasks.Part{tasks.TextPart(text)}})
+	}
+	return t
 }
 
 func TestQueueTake(t *testing.T) {
@@ -633,7 +636,7 @@ func TestQueueTake(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := &Job{TaskID: "t1", Requester: "bc1p-t1", Description: "summarise notes.md", Status: Pending, Phase: "work",
-				RecoverySeq: -1, ReviewSeq: -1, CreatedAt: storeT0, UpdatedAt: storeT0, settled: true}
+				RecoverySeq: -1, ReviewSeq: -1, Told: 1, CreatedAt: storeT0, UpdatedAt: storeT0, settled: true}
 			if got := mustGet(t, ctx, s, "t1"); !reflect.DeepEqual(got, want) {
 				t.Errorf("job:\n got  %+v\n want %+v", got, want)
 			}
@@ -641,6 +644,7 @@ func TestQueueTake(t *testing.T) {
 				t.Error("Take did not wake the runtime")
 			}
 		})
+		said := []string{"summarise notes.md"} // t1's messages
 		followUp := func(t *testing.T, id string, st Status, text string) *Job {
 			t.Helper()
 			j := mustGet(t, ctx, s, id)
@@ -654,7 +658,8 @@ func TestQueueTake(t *testing.T) {
 				t.Fatal(err)
 			}
 			clock = clock.Add(time.Second)
-			if err := q.Take(ctx, queueTask(id, text)); err != nil {
+			said = append(said, text)
+			if err := q.Take(ctx, queueTask(id, said...)); err != nil {
 				t.Fatal(err)
 			}
 			return mustGet(t, ctx, s, id)
@@ -724,7 +729,7 @@ func TestQueueFollowUpWhileRunning(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The requester writes while the model thinks.
-		if err := q.Take(ctx, queueTask("t1", "and be brief")); err != nil {
+		if err := q.Take(ctx, queueTask("t1", "summarise notes.md", "and be brief")); err != nil {
 			t.Fatal(err)
 		}
 		if got := mustGet(t, ctx, s, "t1").PendingInput; got != "Message from the requester: and be brief" {
