@@ -96,6 +96,10 @@ type ServiceOptions struct {
 	// snap.CheckReadable). nil means InputModes(); a list should hold
 	// only types of it, which the agent reads.
 	InputModes []string
+	// Lifetime is the node's: when it ends, the steps a request's commit
+	// left running stop (see afterCommit), which no longer end with the
+	// request's context. nil means they stop only at their own bounds.
+	Lifetime context.Context
 }
 
 // Service is the task engine behind message/send, tasks/get and
@@ -122,6 +126,7 @@ type Service struct {
 	agent      Agent
 	keep       time.Duration
 	streams    *streamLimits
+	life       context.Context
 
 	seed      maphash.Seed
 	taskLocks [256]sync.Mutex
@@ -145,7 +150,11 @@ func NewService(store Store, opts ServiceOptions) *Service {
 		agent:      opts.Agent,
 		keep:       opts.KeepResults,
 		streams:    newStreamLimits(opts),
+		life:       opts.Lifetime,
 		seed:       maphash.MakeSeed(),
+	}
+	if s.life == nil {
+		s.life = context.Background()
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -336,18 +345,52 @@ func (s *Service) send(ctx context.Context, owner string, req *SendParams, keyed
 		return nil, err
 	}
 	// The message is stored, with the request's replay record: what
-	// follows cannot take it back (see Committed).
+	// follows cannot take it back (see Committed), and is the node's
+	// work, which a requester that goes away does not stop.
 	next, step := t, "the agent's take"
 	if len(proposals) == 0 {
-		next, err = s.delegate(ctx, t, req.TaskID == "")
+		actx, done := s.afterCommit(ctx, claimedWrite)
+		next, err = s.delegate(actx, t, req.TaskID == "")
+		done()
 	} else {
 		step = "the run of its proposals"
-		next, err = s.run(ctx, t, Job{TaskID: t.ID, Requester: owner, Proposals: proposals})
+		actx, done := s.afterCommit(ctx, 0)
+		next, err = s.run(actx, t, Job{TaskID: t.ID, Requester: owner, Proposals: proposals})
+		done()
 	}
 	if err != nil {
 		return s.Committed(ctx, t, step, err)
 	}
 	return next, nil
+}
+
+// afterCommit is the context of the steps after a request's commit (the
+// agent's Take, the run of its proposals): ctx's values without its
+// cancellation, since a requester that goes away (its HTTP connection
+// dropped) must not leave its task for the reconcile pass minutes later,
+// ended by the node's lifetime (ServiceOptions.Lifetime) instead, and
+// by bound when above 0 (a run is bounded by the executor's own limits).
+// done releases it.
+func (s *Service) afterCommit(ctx context.Context, bound time.Duration) (_ context.Context, done func()) {
+	if s.agent == nil && s.runner == nil {
+		return ctx, func() {} // no step to run
+	}
+	ctx = context.WithoutCancel(ctx)
+	release := func() {}
+	if s.life.Done() != nil {
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		if s.life.Err() != nil { // AfterFunc would cancel it later, on a goroutine
+			cancel(context.Cause(s.life))
+		}
+		stop := context.AfterFunc(s.life, func() { cancel(context.Cause(s.life)) })
+		release = func() { stop(); cancel(nil) }
+	}
+	if bound <= 0 {
+		return ctx, release
+	}
+	ctx, cancelBound := context.WithTimeout(ctx, bound)
+	return ctx, func() { cancelBound(); release() }
 }
 
 // committedRead bounds the read of a task for Committed, made even when

@@ -325,6 +325,13 @@ func (w *wiring) startTasks(ctx context.Context) error {
 		return err
 	}
 	opts.InputModes = modes
+	// The steps after a request's commit (the agent's take, a run of
+	// proposals) outlive the request and stop with the node: after the
+	// transports, before the executor and the agent (parts stop in
+	// reverse order).
+	life, stopSteps := context.WithCancel(context.WithoutCancel(ctx))
+	opts.Lifetime = life
+	n.parts.push("requests' steps after their commit", func() error { stopSteps(); return nil })
 	n.Tasks = tasks.NewService(w.taskStore, opts)
 	if sh, ok := w.taskStore.(tasks.Shared); ok && n.DB != nil && n.DB.Dialect == sqldb.Postgres {
 		// Replicas on one database: the events another one writes
