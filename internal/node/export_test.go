@@ -40,3 +40,13 @@ func (n *Node) CardOut() <-chan struct{} {
 	defer n.cardMu.Unlock()
 	return n.cardDone
 }
+
+// WithStepsGrace sets the time the steps after requests' commits have,
+// once the node's context ended, before they are stopped.
+func WithStepsGrace(d time.Duration) Option {
+	return func(o *options) { o.stepsGrace = d }
+}
+
+// StepsLifetime is the context the steps after requests' commits run on
+// (tasks.ServiceOptions.Lifetime).
+func (n *Node) StepsLifetime() context.Context { return n.stepsLife }

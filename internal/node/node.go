@@ -32,12 +32,15 @@ type Node struct {
 	network identity.Network
 	logger  *slog.Logger
 	// parts are the started parts, which Wait stops in reverse order.
-	parts   lifecycle
-	relay   *embedded.Relay // nil when relays are configured
-	urls    []string
-	pool    *relay.Pool
-	http    *httpPart    // nil when HTTP is off
-	metrics *metricsPart // nil unless metrics_listen is set
+	parts lifecycle
+	// stepsLife is the lifetime of the steps after requests' commits
+	// (tasks.ServiceOptions.Lifetime).
+	stepsLife context.Context
+	relay     *embedded.Relay // nil when relays are configured
+	urls      []string
+	pool      *relay.Pool
+	http      *httpPart    // nil when HTTP is off
+	metrics   *metricsPart // nil unless metrics_listen is set
 	// exec carries proposals out, props owns their lifecycle (decisions,
 	// reconcile); both nil on the memory database.
 	exec  *executorPart

@@ -26,6 +26,10 @@ type options struct {
 	// uid, when set (tests), is taken for the user the node runs as, in
 	// place of os.Geteuid, in the checks of the data folder's owner.
 	uid *int
+	// stepsGrace, when set (tests), replaces snaphttp.DefaultShutdownTimeout
+	// as the time the steps after requests' commits have, once the node's
+	// context ended, before they are stopped.
+	stepsGrace time.Duration
 }
 
 type namedService struct {

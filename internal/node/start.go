@@ -21,6 +21,7 @@ import (
 	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/relay/embedded"
 	"github.com/snapnode/snapnode/snap"
+	"github.com/snapnode/snapnode/snaphttp"
 	"github.com/snapnode/snapnode/snapnostr"
 	"github.com/snapnode/snapnode/tasks"
 	"github.com/snapnode/snapnode/tasks/sqlstore"
@@ -326,12 +327,17 @@ func (w *wiring) startTasks(ctx context.Context) error {
 	}
 	opts.InputModes = modes
 	// The steps after a request's commit (the agent's take, a run of
-	// proposals) outlive the request and stop with the node: after the
-	// transports, before the executor and the agent (parts stop in
+	// proposals) outlive the request and stop with the node: once the
+	// node's context ended, they have the HTTP transport's grace to end,
+	// as the requests in flight do (a WebSocket connection's requests are
+	// waited for, and would wait for them), and they are stopped at the
+	// latest after the transports, before the executor (parts stop in
 	// reverse order).
 	life, stopSteps := context.WithCancel(context.WithoutCancel(ctx))
-	opts.Lifetime = life
-	n.parts.push("requests' steps after their commit", func() error { stopSteps(); return nil })
+	grace := cmp.Or(w.o.stepsGrace, snaphttp.DefaultShutdownTimeout)
+	graceOver := context.AfterFunc(ctx, func() { time.AfterFunc(grace, stopSteps) })
+	n.stepsLife, opts.Lifetime = life, life
+	n.parts.push("requests' steps after their commit", func() error { graceOver(); stopSteps(); return nil })
 	n.Tasks = tasks.NewService(w.taskStore, opts)
 	if sh, ok := w.taskStore.(tasks.Shared); ok && n.DB != nil && n.DB.Dialect == sqldb.Postgres {
 		// Replicas on one database: the events another one writes
