@@ -48,6 +48,24 @@ type Store struct {
 	// requester, which the store follows as it creates jobs and moves
 	// them in and out of the queue.
 	queued atomic.Pointer[tasks.LiveCount]
+	// maxInput bounds a job's pending input, in bytes (see
+	// SetMaxPendingInput).
+	maxInput atomic.Int64
+}
+
+// DefaultMaxPendingInput is the default bound of a job's pending input
+// (see Store.SetMaxPendingInput).
+const DefaultMaxPendingInput = 1 << 20
+
+// SetMaxPendingInput bounds the pending input of each job (what its next
+// model call is told first: the requester's messages and operators'
+// decisions since its last step) to n bytes; n < 1 means
+// DefaultMaxPendingInput.
+func (s *Store) SetMaxPendingInput(n int) {
+	if n < 1 {
+		n = DefaultMaxPendingInput
+	}
+	s.maxInput.Store(int64(n))
 }
 
 // OpenStore returns the job store on db, after bringing its tables up to
@@ -615,11 +633,57 @@ func (s *Store) writeJob(ctx context.Context, tx *sql.Tx, w Save) error {
 		return fmt.Errorf("agent: save job %s: %w", j.TaskID, ErrLeaseLost)
 	}
 	if w.Input != "" {
-		_, err := tx.ExecContext(ctx, s.d.Rebind(`UPDATE agent_jobs SET `+appendInput+` WHERE task_id = ?`),
-			dbtext.Clean(w.Input), separator, dbtext.Clean(w.Input), j.TaskID)
+		in, err := s.boundInput(ctx, tx, j.TaskID, dbtext.Clean(w.Input))
+		if err != nil || in == "" {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, s.d.Rebind(`UPDATE agent_jobs SET `+appendInput+` WHERE task_id = ?`),
+			in, separator, in, j.TaskID)
 		return err
 	}
 	return nil
+}
+
+// inputNote ends a job's pending input that reached its bound (see
+// boundInput).
+const inputNote = "[Later messages were left out here: the input told at one step is at most agent.max_pending_input_bytes. They are in the task's history.]"
+
+// boundInput returns what of text (clean already) the pending input of
+// job taskID, read in tx after the job's row was locked, takes within
+// the store's bound (SetMaxPendingInput): the whole text if it fits with
+// room left for inputNote; else as much of its front as fits, followed
+// by inputNote; nothing once the note is there. The oldest input is kept
+// whole at the front: the runtime takes what it was told off the front
+// (Save.Consumed), and the prompt shows the front when it cannot show
+// the whole.
+func (s *Store) boundInput(ctx context.Context, tx *sql.Tx, taskID, text string) (string, error) {
+	limit := s.maxInput.Load()
+	if limit <= 0 {
+		limit = DefaultMaxPendingInput
+	}
+	var cur int64
+	if err := tx.QueryRowContext(ctx, s.d.Rebind(`SELECT `+s.byteLength("pending_input")+` FROM agent_jobs WHERE task_id = ?`),
+		taskID).Scan(&cur); err != nil {
+		return "", err
+	}
+	sep := int64(0)
+	if cur > 0 {
+		sep = int64(len(separator))
+	}
+	// Whole texts stay within room, which leaves the note its place: a
+	// pending input past room holds the note.
+	room := limit - int64(len(separator)+len(inputNote))
+	switch {
+	case cur+sep+int64(len(text)) <= room:
+		return text, nil
+	case cur > room:
+		return "", nil
+	}
+	// The front of text, cut (its mark is three bytes) to what is left.
+	if left := room - cur - sep - 3; left > 0 {
+		return cut(text, int(left)) + separator + inputNote, nil
+	}
+	return inputNote, nil
 }
 
 // appendInput is the SQL that adds a text (its three parameters: the
@@ -679,27 +743,44 @@ func (s *Store) AddMessages(ctx context.Context, taskID string, from, upTo int, 
 }
 
 func (s *Store) addInput(ctx context.Context, taskID, text string, onlyWaiting bool, now time.Time, told *[2]int) (bool, error) {
-	q := `UPDATE agent_jobs SET ` + appendInput + `,
+	q := `
 			lease_holder = CASE WHEN status = ? THEN '' ELSE lease_holder END,
 			lease_until = CASE WHEN status = ? THEN 0 ELSE lease_until END,
 			status = CASE WHEN status = ? THEN ? ELSE status END,
 			updated_at = ?`
 	wait := string(InterventionRequired)
 	text = dbtext.Clean(text)
-	args := []any{text, separator, text, wait, wait, wait, string(Pending), sqldb.Micros(now)}
 	if told != nil {
 		q += `, told = ?`
-		args = append(args, told[1])
 	}
 	q += ` WHERE task_id = ? AND status NOT IN (?, ?, ?, ?)`
-	args = append(args, taskID, string(Success), string(Canceled), string(HaltedCost), string(HaltedTime))
 	if onlyWaiting {
 		q += ` AND status = ?`
-		args = append(args, wait)
 	}
 	if told != nil {
 		q += ` AND told = ?`
-		args = append(args, told[0])
+	}
+	// The statement and its arguments, with text as the job's bound takes
+	// it (boundInput): nothing added once the bound is reached.
+	statement := func(text string) (string, []any) {
+		var args []any
+		set := `UPDATE agent_jobs SET `
+		if text != "" {
+			set += appendInput + `,`
+			args = append(args, text, separator, text)
+		}
+		args = append(args, wait, wait, wait, string(Pending), sqldb.Micros(now))
+		if told != nil {
+			args = append(args, told[1])
+		}
+		args = append(args, taskID, string(Success), string(Canceled), string(HaltedCost), string(HaltedTime))
+		if onlyWaiting {
+			args = append(args, wait)
+		}
+		if told != nil {
+			args = append(args, told[0])
+		}
+		return set + q, args
 	}
 	var (
 		ok        bool
@@ -716,6 +797,11 @@ func (s *Store) addInput(ctx context.Context, taskID, text string, onlyWaiting b
 		} else if err != nil {
 			return err
 		}
+		in, err := s.boundInput(ctx, tx, taskID, text)
+		if err != nil {
+			return err
+		}
+		q, args := statement(in)
 		n, err := sqldb.Affected(tx.ExecContext(ctx, s.d.Rebind(q), args...))
 		ok = n == 1
 		return err
