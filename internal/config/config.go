@@ -368,6 +368,11 @@ type Agent struct {
 	MaxObservationBytes int `toml:"max_observation_bytes"`
 	// MaxAnswerBytes bounds one model answer; a longer one is refused.
 	MaxAnswerBytes int `toml:"max_answer_bytes"`
+	// MaxPendingInputBytes bounds a job's pending input: the requester's
+	// messages and operators' decisions since its last step, which its
+	// next step is told. Past it, later messages are left out with a
+	// note (they stay in the task's history).
+	MaxPendingInputBytes int `toml:"max_pending_input_bytes"`
 	// MaxHistoryBytes bounds the live history of one job: past it, the
 	// oldest interactions move into compressed archive segments.
 	MaxHistoryBytes int64 `toml:"max_history_bytes"`
@@ -554,21 +559,22 @@ func Default() Config {
 			}},
 		},
 		Agent: Agent{
-			ResponseFormat:      "auto",
-			MaxSteps:            30,
-			MaxCostCents:        100,
-			MaxTimeMinutes:      60,
-			Temperature:         0.2,
-			MaxTokens:           2048,
-			RequestTimeout:      Duration{120 * time.Second},
-			MaxJobs:             4,
-			MaxQueuedJobs:       1024,
-			Lease:               Duration{30 * time.Second},
-			RetryBackoff:        Duration{10 * time.Second},
-			MaxObservationBytes: 16 << 10,
-			MaxAnswerBytes:      64 << 10,
-			MaxHistoryBytes:     100 << 20,
-			MaxRetries:          3,
+			ResponseFormat:       "auto",
+			MaxSteps:             30,
+			MaxCostCents:         100,
+			MaxTimeMinutes:       60,
+			Temperature:          0.2,
+			MaxTokens:            2048,
+			RequestTimeout:       Duration{120 * time.Second},
+			MaxJobs:              4,
+			MaxQueuedJobs:        1024,
+			Lease:                Duration{30 * time.Second},
+			RetryBackoff:         Duration{10 * time.Second},
+			MaxObservationBytes:  16 << 10,
+			MaxAnswerBytes:       64 << 10,
+			MaxPendingInputBytes: 1 << 20,
+			MaxHistoryBytes:      100 << 20,
+			MaxRetries:           3,
 		},
 		Executor: Executor{
 			QuotaBytes: 32 << 20, QuotaFiles: 10_000, QuotaDirs: 1_000,
@@ -764,6 +770,7 @@ var settings = []setting{
 	durationSetting("", "SNAPNODE_AGENT_RETRY_BACKOFF", "wait DURATION before trying a failed model call again (doubling each time, each wait at most 1m)", func(c *Config) *Duration { return &c.Agent.RetryBackoff }),
 	intSetting("", "SNAPNODE_AGENT_MAX_OBSERVATION_BYTES", "feed the model at most BYTES of file content a step", func(c *Config) *int { return &c.Agent.MaxObservationBytes }),
 	intSetting("", "SNAPNODE_AGENT_MAX_ANSWER_BYTES", "refuse a model answer over BYTES", func(c *Config) *int { return &c.Agent.MaxAnswerBytes }),
+	intSetting("", "SNAPNODE_AGENT_MAX_PENDING_INPUT_BYTES", "tell a job's next step at most BYTES of the messages since its last one (the rest is left out with a note)", func(c *Config) *int { return &c.Agent.MaxPendingInputBytes }),
 	int64Setting("", "SNAPNODE_AGENT_MAX_HISTORY_BYTES", "archive a job's oldest history, compressed, once its live history passes BYTES", func(c *Config) *int64 { return &c.Agent.MaxHistoryBytes }),
 	intSetting("", "SNAPNODE_AGENT_MAX_RETRIES", "honour N RETRY answers a phase", func(c *Config) *int { return &c.Agent.MaxRetries }),
 	linesSetting("SNAPNODE_AGENT_REDACT", "remove matches of these regular expressions, one a line, from stored history", func(c *Config) *[]string { return &c.Agent.Redact }),
@@ -1309,6 +1316,9 @@ func (a *Agent) validate() []error {
 	}
 	if a.MaxAnswerBytes < 1 {
 		bad("max_answer_bytes", "SNAPNODE_AGENT_MAX_ANSWER_BYTES", "at least 1 byte", a.MaxAnswerBytes)
+	}
+	if a.MaxPendingInputBytes < 4096 {
+		bad("max_pending_input_bytes", "SNAPNODE_AGENT_MAX_PENDING_INPUT_BYTES", "at least 4096 bytes", a.MaxPendingInputBytes)
 	}
 	if a.MaxHistoryBytes < 1 {
 		bad("max_history_bytes", "SNAPNODE_AGENT_MAX_HISTORY_BYTES", "at least 1 byte", a.MaxHistoryBytes)

@@ -440,21 +440,22 @@ func TestAgentDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := config.Agent{
-		ResponseFormat:      "auto",
-		MaxSteps:            30,
-		MaxCostCents:        100,
-		MaxTimeMinutes:      60,
-		Temperature:         0.2,
-		MaxTokens:           2048,
-		RequestTimeout:      config.Duration{Duration: 120 * time.Second},
-		MaxJobs:             4,
-		MaxQueuedJobs:       1024,
-		Lease:               config.Duration{Duration: 30 * time.Second},
-		RetryBackoff:        config.Duration{Duration: 10 * time.Second},
-		MaxObservationBytes: 16384,
-		MaxAnswerBytes:      65536,
-		MaxHistoryBytes:     104857600,
-		MaxRetries:          3,
+		ResponseFormat:       "auto",
+		MaxSteps:             30,
+		MaxCostCents:         100,
+		MaxTimeMinutes:       60,
+		Temperature:          0.2,
+		MaxTokens:            2048,
+		RequestTimeout:       config.Duration{Duration: 120 * time.Second},
+		MaxJobs:              4,
+		MaxQueuedJobs:        1024,
+		Lease:                config.Duration{Duration: 30 * time.Second},
+		RetryBackoff:         config.Duration{Duration: 10 * time.Second},
+		MaxObservationBytes:  16384,
+		MaxAnswerBytes:       65536,
+		MaxPendingInputBytes: 1048576,
+		MaxHistoryBytes:      104857600,
+		MaxRetries:           3,
 	}
 	if !reflect.DeepEqual(c.Agent, want) {
 		t.Errorf("agent defaults:\n%+v\nwant\n%+v", c.Agent, want)
@@ -538,6 +539,7 @@ func TestAgentTable(t *testing.T) {
 		RetryBackoff:              config.Duration{Duration: 250 * time.Millisecond},
 		MaxObservationBytes:       8192,
 		MaxAnswerBytes:            32768,
+		MaxPendingInputBytes:      65536,
 		MaxHistoryBytes:           1 << 30,
 		MaxRetries:                0,
 		Redact:                    []string{`sk-[A-Za-z0-9]{20,}`, `ghp_\w+`},
@@ -567,6 +569,7 @@ lease = "1m"
 retry_backoff = "250ms"
 max_observation_bytes = 8192
 max_answer_bytes = 32768
+max_pending_input_bytes = 65536
 max_history_bytes = 1073741824
 max_retries = 0
 redact = ['sk-[A-Za-z0-9]{20,}', 'ghp_\w+']
@@ -595,6 +598,7 @@ system_prompt = "Answer in English."
 		"SNAPNODE_AGENT_RETRY_BACKOFF":                 "250ms",
 		"SNAPNODE_AGENT_MAX_OBSERVATION_BYTES":         "8192",
 		"SNAPNODE_AGENT_MAX_ANSWER_BYTES":              "32768",
+		"SNAPNODE_AGENT_MAX_PENDING_INPUT_BYTES":       "65536",
 		"SNAPNODE_AGENT_MAX_HISTORY_BYTES":             "1073741824",
 		"SNAPNODE_AGENT_MAX_RETRIES":                   "0",
 		// One regular expression a line: they may hold commas.
@@ -729,6 +733,8 @@ func TestAgentRejectsBadSettings(t *testing.T) {
 			`config: agent.max_observation_bytes (SNAPNODE_AGENT_MAX_OBSERVATION_BYTES): want at least 1 byte; got 0`},
 		{"no answer", nil, map[string]string{"SNAPNODE_AGENT_MAX_ANSWER_BYTES": "0"},
 			`config: agent.max_answer_bytes (SNAPNODE_AGENT_MAX_ANSWER_BYTES): want at least 1 byte; got 0`},
+		{"tiny pending input", nil, map[string]string{"SNAPNODE_AGENT_MAX_PENDING_INPUT_BYTES": "100"},
+			`config: agent.max_pending_input_bytes (SNAPNODE_AGENT_MAX_PENDING_INPUT_BYTES): want at least 4096 bytes; got 100`},
 		{"no history", nil, map[string]string{"SNAPNODE_AGENT_MAX_HISTORY_BYTES": "-5"},
 			`config: agent.max_history_bytes (SNAPNODE_AGENT_MAX_HISTORY_BYTES): want at least 1 byte; got -5`},
 		{"negative retries", nil, map[string]string{"SNAPNODE_AGENT_MAX_RETRIES": "-1"},

@@ -71,6 +71,7 @@ func openAgentQueue(ctx context.Context, db *sqldb.DB, a config.Agent, isOperato
 	if err != nil {
 		return nil, nil, fmt.Errorf("node: agent: %w", err)
 	}
+	store.SetMaxPendingInput(a.MaxPendingInputBytes)
 	queue := agent.NewLimitedQueue(store, nil, agent.QueueLimits{MaxQueued: a.MaxQueuedJobs,
 		MaxQueuedPerRequester: a.MaxQueuedJobsPerRequester, MaxNewcomers: a.MaxNewcomerQueuedJobs, Exempt: isOperator})
 	if err := queue.Recount(ctx); err != nil {

@@ -72,6 +72,7 @@ func (s *Stores) Jobs(ctx context.Context) (*agent.Store, error) {
 		if err != nil {
 			return nil, err
 		}
+		st.SetMaxPendingInput(s.cfg.Agent.MaxPendingInputBytes)
 		s.jobs = st
 	}
 	return s.jobs, nil
