@@ -41,22 +41,11 @@ func TestTransientFailureLeavesIDUnspent(t *testing.T) {
 
 		// Every insert of a task fails, and its transaction with it.
 		ctx := context.Background()
-		fail, heal := `CREATE TRIGGER fail_tasks BEFORE INSERT ON tasks BEGIN SELECT RAISE(ABORT, 'database is locked'); END`, `DROP TRIGGER fail_tasks`
-		if n.DB.Dialect == sqldb.Postgres {
-			if _, err := n.DB.W.ExecContext(ctx, `CREATE FUNCTION fail_tasks() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'connection lost'; END $$`); err != nil {
-				t.Fatal(err)
-			}
-			fail, heal = `CREATE TRIGGER fail_tasks BEFORE INSERT ON tasks FOR EACH ROW EXECUTE FUNCTION fail_tasks()`, `DROP TRIGGER fail_tasks ON tasks`
-		}
-		if _, err := n.DB.W.ExecContext(ctx, fail); err != nil {
-			t.Fatal(err)
-		}
+		failing(t, n, "tasks", "INSERT", false)
 		if p := postSNAP(t, n, raw); errorCode(p) != snap.CodeInternal {
 			t.Fatalf("the failed write answered %v; want %d", p, snap.CodeInternal)
 		}
-		if _, err := n.DB.W.ExecContext(ctx, heal); err != nil {
-			t.Fatal(err)
-		}
+		healed(t, n, "tasks", false)
 		first := postSNAP(t, n, raw)
 		if code := errorCode(first); code != 0 || first["deduplicated"] != nil {
 			t.Fatalf("the retry after 5001: %v; want the task, processed now", first)
@@ -196,7 +185,7 @@ func failing(t *testing.T, n *node.Node, table, event string, reads bool) {
 	case n.DB.Dialect != sqldb.Postgres:
 		stmts = []string{`CREATE TRIGGER fail_` + table + ` BEFORE ` + event + ` ON ` + table + ` BEGIN SELECT RAISE(ABORT, 'database is locked'); END`}
 	default:
-		stmts = []string{`CREATE FUNCTION fail_` + table + `() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'connection lost'; END $$`,
+		stmts = []string{`CREATE OR REPLACE FUNCTION fail_` + table + `() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'connection lost'; END $$`,
 			`CREATE TRIGGER fail_` + table + ` BEFORE ` + event + ` ON ` + table + ` FOR EACH ROW EXECUTE FUNCTION fail_` + table + `()`}
 	}
 	for _, s := range stmts {

@@ -2,15 +2,11 @@ package node_test
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
-	"time"
 
-	"github.com/snapnode/snapnode/identity"
-	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/node"
 	"github.com/snapnode/snapnode/internal/testdb"
 	"github.com/snapnode/snapnode/proposals"
@@ -27,14 +23,6 @@ import (
 // decided at all.
 func TestDecisionCopiesRace(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
-		proposer, err := identity.Generate()
-		if err != nil {
-			t.Fatal(err)
-		}
-		op, err := identity.Generate()
-		if err != nil {
-			t.Fatal(err)
-		}
 		var (
 			mu      sync.Mutex
 			arrived int
@@ -55,27 +43,9 @@ func TestDecisionCopiesRace(t *testing.T) {
 				<-both
 			}
 		})
-		dataDir := filepath.Join(t.TempDir(), "data")
-		n := startNodeWith(t, func(c *config.Config) {
-			c.HTTPListen, c.Database, c.DataDir = "127.0.0.1:0", dsn, dataDir
-			c.Operators = []string{op.Address(identity.Mainnet)}
-		}, pause)
-		send := func(k *identity.Key, payload any) []byte {
-			b, err := json.Marshal(payload)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return signed(t, &snap.Message{ID: snap.NewID(), Version: snap.ProtocolVersion, From: k.Address(identity.Mainnet), To: n.Address(),
-				Type: snap.TypeRequest, Method: "message/send", Payload: b, Timestamp: time.Now().Unix()}, k)
-		}
-		if w := taskOf(t, postSNAP(t, n, send(proposer, proposal("WRITE_FILE", map[string]any{"path": "/sandbox/a.txt", "content": "x\n"})))); w.Status.State != "completed" {
-			t.Fatalf("write: %s %q", w.Status.State, w.Status.Message)
-		}
-		held := taskOf(t, postSNAP(t, n, send(proposer, proposal("DELETE_FILE", map[string]any{"path": "/sandbox/a.txt"}))))
-		if held.Status.State != "input_required" {
-			t.Fatalf("delete: %s %q", held.Status.State, held.Status.Message)
-		}
-		raw := send(op, decisionMsg(held.ID, map[string]any{"decision": "approve"}))
+		r := newHeldRig(t, dsn, pause)
+		n := r.n
+		raw := r.send(t, r.op, decisionMsg(r.held.ID, map[string]any{"decision": "approve"}))
 
 		answers := make([]map[string]any, 2)
 		retried := make([]int, 2)
@@ -107,7 +77,7 @@ func TestDecisionCopiesRace(t *testing.T) {
 		if carried != 1 || dups != 1 {
 			t.Fatalf("%d copies carried out, %d duplicates (retries on 5003: %v); want 1 and 1", carried, dups, retried)
 		}
-		if _, err := os.Stat(filepath.Join(dataDir, "sandbox", "a.txt")); !os.IsNotExist(err) {
+		if _, err := os.Stat(filepath.Join(r.dataDir, "sandbox", "a.txt")); !os.IsNotExist(err) {
 			t.Fatalf("the file is still there: %v", err)
 		}
 		var decided int
