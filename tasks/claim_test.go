@@ -95,3 +95,93 @@ func TestSendWritesItsClaimBeforeActing(t *testing.T) {
 		t.Fatalf("%d tasks, the first with %d messages; want 1 task of 2 messages", len(all), len(all[0].History))
 	}
 }
+
+// On a MemoryStore, a message/send refused for the live-task limits
+// (5002 past the owner's share, 5003 past the node's) leaves its id
+// unspent, as SNAP tells the requester to retry: the record is written
+// in the store's Create once the limits let the task in, so that the
+// same signed message, sent again once a task has ended, is processed
+// and not refused as a duplicate (2006).
+func TestLiveLimitRefusalLeavesTheIDUnspent(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts tasks.MemoryStoreOptions
+		code snap.Code
+	}{
+		{"requester", tasks.MemoryStoreOptions{MaxLivePerOwner: 1}, snap.CodeRateLimitExceeded},
+		{"node", tasks.MemoryStoreOptions{MaxLive: 1}, snap.CodeServiceUnavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			node, err := identity.Generate()
+			if err != nil {
+				t.Fatal(err)
+			}
+			peer, err := identity.Generate()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t0 := time.Date(2026, 2, 4, 10, 0, 0, 0, time.UTC)
+			now := func() time.Time { return t0 }
+			svc := tasks.NewService(tasks.NewMemoryStore(tc.opts), tasks.ServiceOptions{Now: now})
+			router := snap.NewRouter()
+			svc.Register(router, nil)
+			self := node.Address(identity.Mainnet)
+			srv := snap.NewServer(snap.ServerConfig{Key: node, Router: router, Now: now, Logger: slog.New(slog.DiscardHandler),
+				Results: snap.NewMemoryResultStore(10),
+				Validator: snap.NewValidator(snap.Config{Self: self, Now: now, Replay: snap.NewMemoryReplayStore(0),
+					ClaimMethods: []string{"message/send"}})})
+			ctx := context.Background()
+			send := func(raw []byte) *snap.Message {
+				t.Helper()
+				resp := srv.Respond(ctx, snap.Inbound{Raw: raw})
+				if resp == nil {
+					t.Fatal("no answer")
+				}
+				return resp
+			}
+			request := func(text string) []byte {
+				m := &snap.Message{ID: snap.NewID(), Version: snap.ProtocolVersion, Type: snap.TypeRequest, Method: "message/send",
+					From: peer.Address(identity.Mainnet), To: self, Timestamp: t0.Unix(),
+					Payload: []byte(`{"message":{"messageId":"` + snap.NewID() + `","role":"user","parts":[{"text":"` + text + `"}]}}`)}
+				if err := m.Sign(peer); err != nil {
+					t.Fatal(err)
+				}
+				raw, err := m.MarshalJSON()
+				if err != nil {
+					t.Fatal(err)
+				}
+				return raw
+			}
+			taskID := func(resp *snap.Message) string {
+				t.Helper()
+				var p struct {
+					Task struct {
+						ID string `json:"id"`
+					} `json:"task"`
+				}
+				if err := json.Unmarshal(resp.Payload, &p); err != nil || p.Task.ID == "" {
+					t.Fatalf("no task in %s (%v)", resp.Payload, err)
+				}
+				return p.Task.ID
+			}
+
+			first := taskID(send(request("first")))
+			second := request("second")
+			if resp := send(second); resp.ErrorCode() != tc.code {
+				t.Fatalf("past the limit: %s; want %d", resp.Payload, tc.code)
+			}
+			for _, to := range []tasks.State{tasks.StateWorking, tasks.StateCompleted} {
+				if _, err := svc.Transition(ctx, first, to, ""); err != nil {
+					t.Fatal(err)
+				}
+			}
+			resp := send(second)
+			if resp.ErrorCode() != 0 {
+				t.Fatalf("the refused message sent again once a task ended: %s; want it processed", resp.Payload)
+			}
+			if id := taskID(resp); id == first {
+				t.Fatalf("the retry got the first task %s", id)
+			}
+		})
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/snapnode/snapnode/snap"
 )
 
 // DefaultMaxTasks bounds a MemoryStore whose options set no MaxTasks.
@@ -82,6 +84,21 @@ func (s *MemoryStore) Len() int {
 
 // Create implements Store.
 func (s *MemoryStore) Create(ctx context.Context, t *Task) (*Task, error) {
+	return s.create(ctx, t, nil)
+}
+
+// createClaiming is Create that writes claim's record (Remember) once the
+// store has room for t, under the store's lock, and stores t only if
+// this request holds the record: a refusal for the live-task limits or a
+// full store (5002, 5003) leaves the request's id unspent, so that its
+// retry is processed, as the SQL stores' CreateKeeping does. A record
+// held by an earlier message gives an error wrapping snap.ErrClaimTaken,
+// and nothing is stored.
+func (s *MemoryStore) createClaiming(ctx context.Context, t *Task, claim *snap.ReplayClaim) (*Task, error) {
+	return s.create(ctx, t, claim)
+}
+
+func (s *MemoryStore) create(ctx context.Context, t *Task, claim *snap.ReplayClaim) (*Task, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("tasks: create: %w", err)
 	}
@@ -104,6 +121,15 @@ func (s *MemoryStore) Create(ctx context.Context, t *Task) (*Task, error) {
 			s.live.Drop(t.Owner)
 		}
 		return nil, storeFull(t.ID, len(s.tasks))
+	}
+	// The record last, once nothing can refuse the task. A terminal
+	// task evicted for it stays evicted if the record is refused: it
+	// was the next to go.
+	if err := claim.Remember(ctx); err != nil {
+		if live {
+			s.live.Drop(t.Owner)
+		}
+		return nil, err
 	}
 	c := t.Clone()
 	c.Version = 1

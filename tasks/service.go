@@ -550,12 +550,16 @@ func (s *Service) create(ctx context.Context, owner string, req *SendParams, ref
 // t is kept as the request's result in the same write, and the server
 // told so; so is the request's replay record when the server left it
 // to the handler (snap.ReplayClaim), and the task is stored only if the
-// record is fresh. A store that keeps no results has the record written
-// first.
+// record is fresh. A MemoryStore writes the record in its Create, once
+// the live-task limits and its bound let the task in (claimCreator);
+// another store that keeps no results has the record written first.
 func (s *Service) insert(ctx context.Context, t *Task) (*Task, error) {
 	r, ok := ctx.Value(requestKey{}).(*snap.Verified)
 	rk, keeps := s.store.(ResultKeeper)
 	if !ok || !keeps || s.keep <= 0 {
+		if cc, claims := s.store.(claimCreator); ok && claims && r.Claim.Pending() {
+			return cc.createClaiming(ctx, t, r.Claim)
+		}
 		if err := rememberClaim(ctx); err != nil {
 			return nil, err
 		}
@@ -581,6 +585,13 @@ func (s *Service) insert(ctx context.Context, t *Task) (*Task, error) {
 		snap.ResultKept(ctx, b)
 	}
 	return created, err
+}
+
+// claimCreator is a store that writes a request's pending replay record
+// in its Create, after the checks that may refuse the task (see
+// MemoryStore.createClaiming).
+type claimCreator interface {
+	createClaiming(ctx context.Context, t *Task, claim *snap.ReplayClaim) (*Task, error)
 }
 
 // requestKey is the context key of the message/send request a handler
