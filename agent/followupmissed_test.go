@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/snapnode/snapnode/agent"
 	"github.com/snapnode/snapnode/internal/testdb"
@@ -89,6 +90,45 @@ func TestFollowUpWhoseTakeFailedReachesTheJob(t *testing.T) {
 		}
 		if !told {
 			t.Error("the second call was not told the follow-up message")
+		}
+	})
+}
+
+// readCounter is the task service counting the whole reads of a task
+// (Task), each decoding its history, artifacts and metadata.
+type readCounter struct {
+	*tasks.Service
+	reads atomic.Int64
+}
+
+func (c *readCounter) Task(ctx context.Context, taskID string) (*tasks.Task, error) {
+	c.reads.Add(1)
+	return c.Service.Task(ctx, taskID)
+}
+
+// A step reads its task once: the read that checks, before its action
+// runs, that the task was not canceled also gives the job the task's
+// messages it missed, for the next call. Before, each call read and
+// decoded the whole task a second time for them.
+func TestStepReadsTheTaskOnlyForAMessageMissed(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		r := newRig(t, dsn)
+		const steps = 8
+		m := &writer{steps: steps}
+		task := r.send(t, "write some files")
+		c := &readCounter{Service: r.svc}
+		// A lease of a minute: its keeper's reads stay out of the count.
+		got := r.runWith(t, func(cfg *agent.Config) { cfg.Tasks, cfg.Lease = c, time.Minute }, m, task.ID, tasks.StateCompleted, tasks.StateFailed)
+		if got.Status.State != tasks.StateCompleted {
+			t.Fatalf("task %s %q; want completed", got.Status.State, got.Status.Message)
+		}
+		if calls := m.calls.Load(); calls != steps {
+			t.Fatalf("%d model calls; want %d", calls, steps)
+		}
+		// steps-1 actions, each read once, and a few reads at the job's
+		// start and end.
+		if n := c.reads.Load(); n >= 2*(steps-1) {
+			t.Errorf("%d whole reads of the task in a job of %d steps (%d actions); want one an action", n, steps, steps-1)
 		}
 	})
 }

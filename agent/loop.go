@@ -47,6 +47,10 @@ type jobRun struct {
 	// text); lim the job's limits, the operator's lowered by req.
 	req *JobRequest
 	lim limits
+	// caught is the job given its task's messages it was missing by the
+	// last step's read of the task (propose): the next call need not read
+	// the task again.
+	caught bool
 }
 
 // work drives the job of taskID from its claim until it ends, waits for a
@@ -305,10 +309,15 @@ func (jr *jobRun) window() []Interaction {
 func (jr *jobRun) call(ctx context.Context) (*Interaction, *Completion, error) {
 	r, j := jr.r, jr.j
 	// What the requester or an operator said since the last step: a
-	// message of the requester's whose hand-over failed too.
-	if t, err := r.cfg.Tasks.Task(ctx, j.TaskID); err == nil {
-		r.catchUp(ctx, j, t)
+	// message of the requester's whose hand-over failed too, which the
+	// last step's read of the task (propose) gave the job, or, for a
+	// claim's first call and after a step that ran nothing, this read.
+	if !jr.caught {
+		if t, err := r.cfg.Tasks.Task(ctx, j.TaskID); err == nil {
+			r.catchUp(ctx, j, t)
+		}
 	}
+	jr.caught = false
 	pending, sent, err := r.cfg.Store.StepInput(ctx, j.TaskID)
 	if err != nil {
 		return nil, nil, err
@@ -838,9 +847,14 @@ func (jr *jobRun) invalid(ctx context.Context, it *Interaction, aerr *AnswerErro
 func (jr *jobRun) propose(ctx context.Context, it *Interaction, ans *Answer) (bool, error) {
 	r, j := jr.r, jr.j
 	it.Response.NewStatus = j.Status
-	if t, err := r.cfg.Tasks.Task(ctx, j.TaskID); err != nil || t.Status.State.Terminal() || ctx.Err() != nil {
+	t, err := r.cfg.Tasks.Task(ctx, j.TaskID)
+	if err != nil || t.Status.State.Terminal() || ctx.Err() != nil {
 		return true, err // canceled: no action of a canceled job runs
 	}
+	// The same read gives the job its task's messages it was missing, for
+	// the next call (see call).
+	r.catchUp(ctx, j, t)
+	jr.caught = true
 	// The answer is stored in the executor's first commit of the
 	// proposal: it is durable exactly when the proposal's reception is,
 	// before anything has an effect, and only while this process holds
