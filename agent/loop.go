@@ -318,10 +318,13 @@ func (jr *jobRun) call(ctx context.Context) (*Interaction, *Completion, error) {
 		}
 	}
 	jr.caught = false
-	pending, sent, err := r.cfg.Store.StepInput(ctx, j.TaskID)
+	pending, sent, told, err := r.cfg.Store.StepInput(ctx, j.TaskID)
 	if err != nil {
 		return nil, nil, err
 	}
+	// Messages a follow-up's Take told the job count as given: catchUp
+	// compares the task's messages with this count.
+	j.Told = max(j.Told, told)
 	j.PendingInput = pending
 	msgs := jr.prompt(ctx)
 	role, model, modelName := jr.turn()

@@ -17,7 +17,7 @@ func TestStoreKeepsSentStep(t *testing.T) {
 	eachStore(t, func(t *testing.T, ctx context.Context, s *Store) {
 		sent := func(t *testing.T) string {
 			t.Helper()
-			_, b, err := s.StepInput(ctx, "j")
+			_, b, _, err := s.StepInput(ctx, "j")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -74,6 +74,28 @@ func TestStoreKeepsSentStep(t *testing.T) {
 		}
 		if got := sent(t); got != "" {
 			t.Fatalf("once the job waits for a human, the sent step = %q; want none: a resumed job starts the step afresh", got)
+		}
+	})
+}
+
+// StepInput, the read each step makes of its job, reports how many of the
+// task's messages the job was given (Job.Told), so that a running job
+// learns of those told by a follow-up's Take without reading its whole
+// row again at each step.
+func TestStepInputReportsTold(t *testing.T) {
+	eachStore(t, func(t *testing.T, ctx context.Context, s *Store) {
+		j := storeJob("j", Running, storeT0)
+		j.Told = 1
+		mustCreate(t, ctx, s, j)
+		if ok, err := s.AddMessages(ctx, "j", 1, 3, "Message from the requester: and be brief", storeT0); err != nil || !ok {
+			t.Fatalf("AddMessages = %v, %v", ok, err)
+		}
+		pending, _, told, err := s.StepInput(ctx, "j")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if told != 3 || pending == "" {
+			t.Fatalf("StepInput = %q, told %d; want the message, told 3", pending, told)
 		}
 	})
 }

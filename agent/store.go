@@ -179,22 +179,23 @@ func (s *Store) PendingInput(ctx context.Context, taskID string) (string, error)
 }
 
 // StepInput returns what the job's next model call is told first (see
-// PendingInput) and what its model recorded of a step it sent and whose
-// answer the job has not recorded yet (see KeepSent; nil for none), in
-// one read.
-func (s *Store) StepInput(ctx context.Context, taskID string) (pending string, sent []byte, err error) {
+// PendingInput), what its model recorded of a step it sent and whose
+// answer the job has not recorded yet (see KeepSent; nil for none), and
+// how many of its task's messages it was given (Job.Told), in one read.
+func (s *Store) StepInput(ctx context.Context, taskID string) (pending string, sent []byte, told int, err error) {
 	var kept string
-	err = s.db.R.QueryRowContext(ctx, s.d.Rebind(`SELECT pending_input, model_sent FROM agent_jobs WHERE task_id = ?`), taskID).Scan(&pending, &kept)
+	err = s.db.R.QueryRowContext(ctx, s.d.Rebind(`SELECT pending_input, model_sent, told FROM agent_jobs WHERE task_id = ?`), taskID).
+		Scan(&pending, &kept, &told)
 	if errors.Is(err, sql.ErrNoRows) {
-		return "", nil, ErrNoJob
+		return "", nil, 0, ErrNoJob
 	}
 	if err != nil {
-		return "", nil, fmt.Errorf("agent: read job %s: %w", taskID, err)
+		return "", nil, 0, fmt.Errorf("agent: read job %s: %w", taskID, err)
 	}
 	if kept != "" {
 		sent = []byte(kept)
 	}
-	return pending, sent, nil
+	return pending, sent, told, nil
 }
 
 // KeepSent records sent, what the job's model must know again of a step
