@@ -201,7 +201,9 @@ func BenchmarkAgentConcurrentJobs(b *testing.B) {
 	for _, at := range []int{4, jobs} {
 		b.Run(fmt.Sprintf("jobs-at-once=%d", at), func(b *testing.B) {
 			for range b.N {
-				r := newRig(b, testdb.SQLite(b))
+				// The queue holds all the jobs at once: the default
+				// limits would refuse the newcomers past 512 of them.
+				r := newRig(b, testdb.SQLite(b), agent.QueueLimits{MaxQueued: 2 * jobs, MaxQueuedPerRequester: jobs, MaxNewcomers: 2 * jobs})
 				m := &writer{steps: 3}
 				runtime.GC()
 				var before runtime.MemStats

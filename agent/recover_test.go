@@ -62,7 +62,9 @@ type rig struct {
 	runExec agent.Executor
 }
 
-func newRig(t testing.TB, dsn string) *rig {
+// newRig makes a rig on the database dsn whose queue has the default
+// limits, or limits when given.
+func newRig(t testing.TB, dsn string, limits ...agent.QueueLimits) *rig {
 	t.Helper()
 	ctx := context.Background()
 	db, err := sqldb.Open(ctx, dsn, sqldb.Options{})
@@ -95,6 +97,9 @@ func newRig(t testing.TB, dsn string) *rig {
 		t.Fatal(err)
 	}
 	q := agent.NewQueue(store, nil)
+	if len(limits) > 0 {
+		q = agent.NewLimitedQueue(store, nil, limits[0])
+	}
 	svc := tasks.NewService(ts, tasks.ServiceOptions{Agent: q})
 	return &rig{db: db, svc: svc, exec: ex, store: store, queue: q, sb: sb, dir: dir, ts: ts}
 }
