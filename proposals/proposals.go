@@ -25,7 +25,7 @@ type Tasks interface {
 	Settle(taskID string) *tasks.Settlement
 	Resume(ctx context.Context, taskID string) (*tasks.Task, error)
 	List(ctx context.Context, f tasks.Filter) ([]*tasks.Task, error)
-	CommittedID(ctx context.Context, taskID, step string, err error) (*tasks.Task, error)
+	Committed(ctx context.Context, taskID string, last *tasks.Task, step string, err error) (*tasks.Task, error)
 }
 
 var _ Tasks = (*tasks.Service)(nil)
@@ -400,7 +400,7 @@ func (p *Proposals) decide(ctx context.Context, d Decision) (*tasks.Task, error)
 		// The decision is recorded, the request's replay record with it:
 		// the task as it stands is the answer, and reconcile (or the
 		// agent's, for its job) gives the task the decision's outcome.
-		return p.tasks.CommittedID(ctx, d.TaskID, "the decision's outcome", err)
+		return p.tasks.Committed(ctx, d.TaskID, nil, "the decision's outcome", err)
 	}
 	return t, nil
 }

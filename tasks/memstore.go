@@ -84,7 +84,7 @@ func (s *MemoryStore) Len() int {
 
 // Create implements Store.
 func (s *MemoryStore) Create(ctx context.Context, t *Task) (*Task, error) {
-	return s.create(ctx, t, nil)
+	return s.createClaiming(ctx, t, nil)
 }
 
 // createClaiming is Create that writes claim's record (Remember) once the
@@ -93,12 +93,8 @@ func (s *MemoryStore) Create(ctx context.Context, t *Task) (*Task, error) {
 // full store (5002, 5003) leaves the request's id unspent, so that its
 // retry is processed, as the SQL stores' CreateKeeping does. A record
 // held by an earlier message gives an error wrapping snap.ErrClaimTaken,
-// and nothing is stored.
+// and nothing is stored. A nil claim writes no record (Create).
 func (s *MemoryStore) createClaiming(ctx context.Context, t *Task, claim *snap.ReplayClaim) (*Task, error) {
-	return s.create(ctx, t, claim)
-}
-
-func (s *MemoryStore) create(ctx context.Context, t *Task, claim *snap.ReplayClaim) (*Task, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("tasks: create: %w", err)
 	}

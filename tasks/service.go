@@ -359,7 +359,7 @@ func (s *Service) send(ctx context.Context, owner string, req *SendParams, keyed
 		done()
 	}
 	if err != nil {
-		return s.Committed(ctx, t, step, err)
+		return s.Committed(ctx, t.ID, t, step, err)
 	}
 	return next, nil
 }
@@ -405,26 +405,13 @@ const committedRead = 10 * time.Second
 // left no effect and that the same message may be sent again; its id is
 // spent here, and the retry would be refused as a duplicate (2006), the
 // requester never learning of its task. So the failure is logged and the
-// task is returned as it now stands (last when it cannot be read, nil and
-// err when there is no last either), for the requester to follow with
+// task taskID is returned as it now stands (last, when not nil, if it
+// cannot be read; else nil and err), for the requester to follow with
 // tasks/get. What failed is taken up by the node's reconcile passes: a
 // task left submitted or working is resumed (Service.Resume), one waiting
 // for input whose held action was decided takes the decision's outcome,
 // and the agent reconciles its jobs.
-func (s *Service) Committed(ctx context.Context, last *Task, step string, err error) (*Task, error) {
-	id := ""
-	if last != nil {
-		id = last.ID
-	}
-	return s.committed(ctx, id, last, step, err)
-}
-
-// CommittedID is Committed for a request that knows its task by id only.
-func (s *Service) CommittedID(ctx context.Context, taskID, step string, err error) (*Task, error) {
-	return s.committed(ctx, taskID, nil, step, err)
-}
-
-func (s *Service) committed(ctx context.Context, taskID string, last *Task, step string, err error) (*Task, error) {
+func (s *Service) Committed(ctx context.Context, taskID string, last *Task, step string, err error) (*Task, error) {
 	if errors.Is(err, snap.ErrClaimTaken) {
 		return nil, err // a duplicate: the effect is another request's
 	}

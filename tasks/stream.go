@@ -299,7 +299,7 @@ func (s *Service) StreamMessage(ctx context.Context, owner string, req *SendPara
 			return nil, err // nothing written (a key found): the retry is processed
 		}
 		// The message is stored: the task is the answer, with no events.
-		return s.Committed(ctx, t, "the stream's subscription", err)
+		return s.Committed(ctx, t.ID, t, "the stream's subscription", err)
 	}
 	// The request's replay record, when left to the handler, was
 	// written with the task or the message (see SendMessage); one that
