@@ -4,12 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"sync/atomic"
 	"testing"
-	"time"
 
-	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/tasks"
 )
@@ -69,17 +66,7 @@ func (s *updateFailing) Apply(ctx context.Context, id string, out tasks.Outcome)
 // marked deduplicated; the task is left for the pass that takes up what
 // a failure left behind (Service.Resume).
 func TestAnsweredWithTheTaskAfterItsCommit(t *testing.T) {
-	node, err := identity.Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	peer, err := identity.Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t0 := time.Date(2026, 2, 4, 10, 0, 0, 0, time.UTC)
-	now := func() time.Time { return t0 }
-	self := node.Address(identity.Mainnet)
+	r := newClaimRig(t)
 	ctx := context.Background()
 	const free = `{"messageId":"m1","role":"user","parts":[{"text":"hello"}]}`
 	const proposal = `{"messageId":"m1","role":"user","parts":[{"data":{"schema_version":"1.0.0","id":"7f1c7c3e-2b4a-4f7e-9c1d-1a2b3c4d5e6f","reasoning":"save","action":"WRITE_FILE","args":{"path":"/sandbox/a.txt","content":"hi"}}}]}`
@@ -101,25 +88,11 @@ func TestAnsweredWithTheTaskAfterItsCommit(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ag := &failingAgent{}
 			store := &updateFailing{Store: tasks.NewMemoryStore(tasks.MemoryStoreOptions{})}
-			svc := tasks.NewService(store, tasks.ServiceOptions{Now: now, Agent: ag, Runner: tc.runner})
+			svc := tasks.NewService(store, tasks.ServiceOptions{Now: r.now, Agent: ag, Runner: tc.runner})
 			router := snap.NewRouter()
 			svc.Register(router, nil)
-			server := snap.NewServer(snap.ServerConfig{Key: node, Router: router, Now: now, Logger: slog.New(slog.DiscardHandler),
-				Results: snap.NewMemoryResultStore(10),
-				Validator: snap.NewValidator(snap.Config{Self: self, Now: now, Replay: snap.NewMemoryReplayStore(0),
-					ClaimMethods: []string{"message/send"}})})
-			request := func(payload string) []byte {
-				m := &snap.Message{ID: snap.NewID(), Version: snap.ProtocolVersion, Type: snap.TypeRequest, Method: "message/send",
-					From: peer.Address(identity.Mainnet), To: self, Timestamp: t0.Unix(), Payload: []byte(payload)}
-				if err := m.Sign(peer); err != nil {
-					t.Fatal(err)
-				}
-				raw, err := m.MarshalJSON()
-				if err != nil {
-					t.Fatal(err)
-				}
-				return raw
-			}
+			server := r.server(router, snap.NewMemoryReplayStore(0), snap.NewMemoryResultStore(10))
+			request := func(payload string) []byte { return r.request(t, payload) }
 			answer := func(raw []byte) (task map[string]any, p map[string]any) {
 				t.Helper()
 				resp := server.Respond(ctx, snap.Inbound{Raw: raw})

@@ -3,11 +3,8 @@ package tasks_test
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
 	"testing"
-	"time"
 
-	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/tasks"
 )
@@ -19,27 +16,13 @@ import (
 // replica sharing the replay store, whose cache has not seen it) adds
 // nothing and is answered as a duplicate, with the first result.
 func TestSendWritesItsClaimBeforeActing(t *testing.T) {
-	node, err := identity.Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	peer, err := identity.Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t0 := time.Date(2026, 2, 4, 10, 0, 0, 0, time.UTC)
-	now := func() time.Time { return t0 }
+	r := newClaimRig(t)
 	store := tasks.NewMemoryStore(tasks.MemoryStoreOptions{})
-	svc := tasks.NewService(store, tasks.ServiceOptions{Now: now})
+	svc := tasks.NewService(store, tasks.ServiceOptions{Now: r.now})
 	router := snap.NewRouter()
 	svc.Register(router, nil)
-	self := node.Address(identity.Mainnet)
 	replay, results := snap.NewMemoryReplayStore(0), snap.NewMemoryResultStore(10)
-	replica := func() *snap.Server {
-		return snap.NewServer(snap.ServerConfig{Key: node, Router: router, Now: now, Logger: slog.New(slog.DiscardHandler), Results: results,
-			Validator: snap.NewValidator(snap.Config{Self: self, Now: now, Replay: replay, ClaimMethods: []string{"message/send"}})})
-	}
-	a, b := replica(), replica()
+	a, b := r.server(router, replay, results), r.server(router, replay, results)
 	ctx := context.Background()
 	send := func(s *snap.Server, raw []byte) map[string]any {
 		t.Helper()
@@ -53,18 +36,7 @@ func TestSendWritesItsClaimBeforeActing(t *testing.T) {
 		}
 		return p
 	}
-	request := func(payload string) []byte {
-		m := &snap.Message{ID: snap.NewID(), Version: snap.ProtocolVersion, Type: snap.TypeRequest, Method: "message/send",
-			From: peer.Address(identity.Mainnet), To: self, Timestamp: t0.Unix(), Payload: []byte(payload)}
-		if err := m.Sign(peer); err != nil {
-			t.Fatal(err)
-		}
-		raw, err := m.MarshalJSON()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return raw
-	}
+	request := func(payload string) []byte { return r.request(t, payload) }
 	taskID := func(p map[string]any) string {
 		t.Helper()
 		task, _ := p["task"].(map[string]any)
@@ -112,24 +84,11 @@ func TestLiveLimitRefusalLeavesTheIDUnspent(t *testing.T) {
 		{"node", tasks.MemoryStoreOptions{MaxLive: 1}, snap.CodeServiceUnavailable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			node, err := identity.Generate()
-			if err != nil {
-				t.Fatal(err)
-			}
-			peer, err := identity.Generate()
-			if err != nil {
-				t.Fatal(err)
-			}
-			t0 := time.Date(2026, 2, 4, 10, 0, 0, 0, time.UTC)
-			now := func() time.Time { return t0 }
-			svc := tasks.NewService(tasks.NewMemoryStore(tc.opts), tasks.ServiceOptions{Now: now})
+			r := newClaimRig(t)
+			svc := tasks.NewService(tasks.NewMemoryStore(tc.opts), tasks.ServiceOptions{Now: r.now})
 			router := snap.NewRouter()
 			svc.Register(router, nil)
-			self := node.Address(identity.Mainnet)
-			srv := snap.NewServer(snap.ServerConfig{Key: node, Router: router, Now: now, Logger: slog.New(slog.DiscardHandler),
-				Results: snap.NewMemoryResultStore(10),
-				Validator: snap.NewValidator(snap.Config{Self: self, Now: now, Replay: snap.NewMemoryReplayStore(0),
-					ClaimMethods: []string{"message/send"}})})
+			srv := r.server(router, snap.NewMemoryReplayStore(0), snap.NewMemoryResultStore(10))
 			ctx := context.Background()
 			send := func(raw []byte) *snap.Message {
 				t.Helper()
@@ -140,17 +99,7 @@ func TestLiveLimitRefusalLeavesTheIDUnspent(t *testing.T) {
 				return resp
 			}
 			request := func(text string) []byte {
-				m := &snap.Message{ID: snap.NewID(), Version: snap.ProtocolVersion, Type: snap.TypeRequest, Method: "message/send",
-					From: peer.Address(identity.Mainnet), To: self, Timestamp: t0.Unix(),
-					Payload: []byte(`{"message":{"messageId":"` + snap.NewID() + `","role":"user","parts":[{"text":"` + text + `"}]}}`)}
-				if err := m.Sign(peer); err != nil {
-					t.Fatal(err)
-				}
-				raw, err := m.MarshalJSON()
-				if err != nil {
-					t.Fatal(err)
-				}
-				return raw
+				return r.request(t, `{"message":{"messageId":"`+snap.NewID()+`","role":"user","parts":[{"text":"`+text+`"}]}}`)
 			}
 			taskID := func(resp *snap.Message) string {
 				t.Helper()
