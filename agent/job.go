@@ -149,6 +149,10 @@ type Interaction struct {
 	// keeps only what Request.Messages add to them (see encodeInteraction).
 	base    []ChatMessage
 	baseSeq int
+	// guidanceEnd is where Guidance ended among the input the job was
+	// ever given (StepInput), for the write that takes it off
+	// (Save.ConsumedEnd).
+	guidanceEnd int64
 }
 
 // Request is what one model call sent.

@@ -318,7 +318,7 @@ func (jr *jobRun) call(ctx context.Context) (*Interaction, *Completion, error) {
 		}
 	}
 	jr.caught = false
-	pending, sent, told, err := r.cfg.Store.StepInput(ctx, j.TaskID)
+	pending, end, sent, told, err := r.cfg.Store.StepInput(ctx, j.TaskID)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -329,7 +329,7 @@ func (jr *jobRun) call(ctx context.Context) (*Interaction, *Completion, error) {
 	msgs := jr.prompt(ctx)
 	role, model, modelName := jr.turn()
 	it := &Interaction{Sequence: j.NextSeq, Timestamp: r.cfg.Now().UTC(), StateBefore: j.Status,
-		WorkspacePath: "/sandbox/", Guidance: j.PendingInput,
+		WorkspacePath: "/sandbox/", Guidance: j.PendingInput, guidanceEnd: end,
 		Request: Request{Messages: msgs, FilesContext: jr.files, Metadata: RequestMetadata{Role: role, Phase: j.Phase,
 			Model: modelName, Temperature: r.cfg.Temperature, MaxTokens: r.cfg.MaxTokens}}}
 	// The store keeps what these messages add to the last call's.
@@ -485,9 +485,34 @@ func (jr *jobRun) prompt(ctx context.Context) []ChatMessage {
 	}
 	jr.files = files
 	// What the requester or an operator said since the last call takes
-	// at most a quarter of the budget (four bytes a token); the whole is
-	// in the task's history.
-	return buildMessages(system, task, steps, fitText(r.redact(j.PendingInput), budget), budget)
+	// at most a quarter of the budget (four bytes a token), its newest
+	// kept; the whole is in the task's history.
+	return buildMessages(system, task, steps, fitNewest(r.redact(j.PendingInput), budget), budget)
+}
+
+// fitNewest is s, texts joined by separator, cut to at most about max
+// bytes keeping the newest, as the pending input's bound and the prompt's
+// cut of earlier guidance do: the oldest texts are left out with a note;
+// when the newest alone is too long, its front is kept (fitText).
+func fitNewest(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	note := func(n int) string {
+		return fmt.Sprintf("[%d earlier bytes left out to fit the model's context; the newest follow]", n)
+	}
+	room := max(0, n-len(note(len(s)))-len(separator))
+	for from := 0; ; {
+		i := strings.Index(s[from:], separator)
+		if i < 0 {
+			// The newest text alone is past room.
+			return note(from) + separator + fitText(s[from:], room)
+		}
+		from += i + len(separator)
+		if len(s)-from <= room {
+			return note(from) + separator + s[from:]
+		}
+	}
 }
 
 // fitText is s cut to at most max bytes, the cut said in the text.
@@ -1466,7 +1491,8 @@ func (jr *jobRun) prepare(it *Interaction, rp *RecoveryPoint) (Save, func(error)
 	fresh := false
 	if it != nil {
 		if it.Response.Status == ResponseSuccess && it.Guidance != "" && it.Sequence == j.NextSeq {
-			w.Consumed = it.Guidance // told to the model, answered: no longer pending
+			// Told to the model, answered: no longer pending.
+			w.Consumed, w.ConsumedEnd = it.Guidance, it.guidanceEnd
 		}
 		// The messages are made of redacted parts (see prompt): only
 		// the guidance is redacted here.

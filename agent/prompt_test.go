@@ -341,3 +341,28 @@ func TestBuildMessagesBoundsGuidance(t *testing.T) {
 		t.Errorf("the oldest message is still in a prompt that could not hold them all")
 	}
 }
+
+// TestPromptKeepsTheNewestInput: what was said since the last call,
+// past its share of the prompt, is shown from its newest texts, as the
+// pending input's bound keeps them: the oldest are left out with a note.
+// A newest text too long alone shows its front. Before, the front of the
+// whole was shown, and the latest instruction left out.
+func TestPromptKeepsTheNewestInput(t *testing.T) {
+	old := "Message from the requester: " + strings.Repeat("old ", 500)
+	s := old + separator + old + separator + "Message from the requester: delete nothing"
+	got := fitNewest(s, 1000)
+	if !strings.HasSuffix(got, "Message from the requester: delete nothing") || strings.Contains(got, "old old") {
+		t.Errorf("fitNewest = %q, want the newest message alone", got)
+	}
+	if !strings.HasPrefix(got, fmt.Sprintf("[%d earlier bytes left out", len(s)-len("Message from the requester: delete nothing"))) {
+		t.Errorf("fitNewest = %q, want the note of what was left out first", got)
+	}
+	long := "Message from the requester: NEWEST " + strings.Repeat("x", 5000)
+	got = fitNewest(old+separator+long, 1000)
+	if !strings.Contains(got, "NEWEST") || strings.Contains(got, "old old") || len(got) > 1100 {
+		t.Errorf("fitNewest of a long newest text = %.200q (%d bytes), want its front", got, len(got))
+	}
+	if got := fitNewest("short", 1000); got != "short" {
+		t.Errorf("fitNewest(short) = %q", got)
+	}
+}

@@ -17,7 +17,7 @@ func TestStoreKeepsSentStep(t *testing.T) {
 	eachStore(t, func(t *testing.T, ctx context.Context, s *Store) {
 		sent := func(t *testing.T) string {
 			t.Helper()
-			_, b, _, err := s.StepInput(ctx, "j")
+			_, _, b, _, err := s.StepInput(ctx, "j")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -90,7 +90,7 @@ func TestStepInputReportsTold(t *testing.T) {
 		if ok, err := s.AddMessages(ctx, "j", 1, 3, "Message from the requester: and be brief", storeT0); err != nil || !ok {
 			t.Fatalf("AddMessages = %v, %v", ok, err)
 		}
-		pending, _, told, err := s.StepInput(ctx, "j")
+		pending, _, _, told, err := s.StepInput(ctx, "j")
 		if err != nil {
 			t.Fatal(err)
 		}

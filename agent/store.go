@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -179,23 +180,25 @@ func (s *Store) PendingInput(ctx context.Context, taskID string) (string, error)
 }
 
 // StepInput returns what the job's next model call is told first (see
-// PendingInput), what its model recorded of a step it sent and whose
-// answer the job has not recorded yet (see KeepSent; nil for none), and
-// how many of its task's messages it was given (Job.Told), in one read.
-func (s *Store) StepInput(ctx context.Context, taskID string) (pending string, sent []byte, told int, err error) {
+// PendingInput) and where that text ends among all the input the job was
+// ever given (to pass back as Save.ConsumedEnd), what its model recorded
+// of a step it sent and whose answer the job has not recorded yet (see
+// KeepSent; nil for none), and how many of its task's messages it was
+// given (Job.Told), in one read.
+func (s *Store) StepInput(ctx context.Context, taskID string) (pending string, end int64, sent []byte, told int, err error) {
 	var kept string
-	err = s.db.R.QueryRowContext(ctx, s.d.Rebind(`SELECT pending_input, model_sent, told FROM agent_jobs WHERE task_id = ?`), taskID).
-		Scan(&pending, &kept, &told)
+	err = s.db.R.QueryRowContext(ctx, s.d.Rebind(`SELECT pending_input, input_end, model_sent, told FROM agent_jobs WHERE task_id = ?`), taskID).
+		Scan(&pending, &end, &kept, &told)
 	if errors.Is(err, sql.ErrNoRows) {
-		return "", nil, 0, ErrNoJob
+		return "", 0, nil, 0, ErrNoJob
 	}
 	if err != nil {
-		return "", nil, 0, fmt.Errorf("agent: read job %s: %w", taskID, err)
+		return "", 0, nil, 0, fmt.Errorf("agent: read job %s: %w", taskID, err)
 	}
 	if kept != "" {
 		sent = []byte(kept)
 	}
-	return pending, sent, told, nil
+	return pending, end, sent, told, nil
 }
 
 // KeepSent records sent, what the job's model must know again of a step
@@ -440,9 +443,12 @@ type Save struct {
 	Recovery    *RecoveryPoint
 	Holder      string
 	Expect      Status
-	// Consumed is the pending input the stored answer was given: it is
-	// taken off the job's pending input, and input added since stays.
-	Consumed string
+	// Consumed is the pending input the stored answer was given, and
+	// ConsumedEnd where it ended (both as StepInput read them): it is
+	// taken off the job's pending input, and input added since stays,
+	// even when the bound dropped the oldest of it meanwhile.
+	Consumed    string
+	ConsumedEnd int64
 	// Unsettled marks the job's task as not yet showing the job's status
 	// (see Settle, Unsettled).
 	Unsettled bool
@@ -589,23 +595,15 @@ func (s *Store) writeJob(ctx context.Context, tx *sql.Tx, w Save) error {
 	// The runtime's columns. The lease is the dispatcher's (Claim, Renew,
 	// Release) and the pending input the queue's (AddInput): a write here
 	// never undoes either. The input the answer was given is taken off the
-	// front of the pending input; what was added since stays.
+	// pending input (consume, below); what was added since stays.
 	q := `UPDATE agent_jobs SET description = ?, status = ?, phase = ?, steps = ?,
 		cost_cents = ?, seconds = ?, prompt_tokens = ?, completion_tokens = ?, retries = ?, history_bytes = ?,
 		next_seq = ?, recovery_seq = ?, reason = ?, updated_at = ?, review_seq = ?, shown = ?,
 		settled = CASE WHEN ? THEN 0 ELSE settled END,
-		model_sent = CASE WHEN ? THEN '' ELSE model_sent END,
-		pending_input = CASE WHEN ? = '' THEN pending_input
-			WHEN pending_input = ? THEN ''
-			WHEN SUBSTR(pending_input, 1, ?) = ? THEN SUBSTR(pending_input, ?)
-			ELSE pending_input END`
-	consumed := dbtext.Clean(w.Consumed)
-	prefix := consumed + separator
-	n := utf8.RuneCountInString(prefix)
+		model_sent = CASE WHEN ? THEN '' ELSE model_sent END`
 	args := []any{dbtext.Clean(j.Description), string(j.Status), j.Phase, j.Steps,
 		j.CostCents, j.Seconds, j.PromptTokens, j.CompletionTokens, j.Retries, j.HistoryBytes,
-		j.NextSeq, j.RecoverySeq, dbtext.Clean(j.Reason), sqldb.Micros(j.UpdatedAt), j.ReviewSeq, dbtext.Clean(j.Shown), w.Unsettled, w.answered(),
-		consumed, consumed, n, prefix, n + 1}
+		j.NextSeq, j.RecoverySeq, dbtext.Clean(j.Reason), sqldb.Micros(j.UpdatedAt), j.ReviewSeq, dbtext.Clean(j.Shown), w.Unsettled, w.answered()}
 	switch {
 	case !w.LeaseUntil.IsZero():
 		q += `, lease_holder = ?, lease_until = ?`
@@ -633,63 +631,98 @@ func (s *Store) writeJob(ctx context.Context, tx *sql.Tx, w Save) error {
 		// Rolls the interactions back too.
 		return fmt.Errorf("agent: save job %s: %w", j.TaskID, ErrLeaseLost)
 	}
-	if w.Input != "" {
-		in, err := s.boundInput(ctx, tx, j.TaskID, dbtext.Clean(w.Input))
-		if err != nil || in == "" {
-			return err
-		}
-		_, err = tx.ExecContext(ctx, s.d.Rebind(`UPDATE agent_jobs SET `+appendInput+` WHERE task_id = ?`),
-			in, separator, in, j.TaskID)
+	if w.Consumed == "" && w.Input == "" {
+		return nil
+	}
+	// The row is locked by the update above.
+	cur, end, err := s.pendingForWrite(ctx, tx, j.TaskID)
+	if err != nil {
 		return err
 	}
-	return nil
+	in := cur
+	if w.Consumed != "" {
+		in = consume(in, end, w.ConsumedEnd)
+	}
+	added := int64(0)
+	if w.Input != "" {
+		in, added = s.appendBounded(in, dbtext.Clean(w.Input))
+	}
+	if in == cur && added == 0 {
+		return nil
+	}
+	_, err = tx.ExecContext(ctx, s.d.Rebind(`UPDATE agent_jobs SET pending_input = ?, input_end = input_end + ? WHERE task_id = ?`),
+		in, added, j.TaskID)
+	return err
 }
 
-// inputNote ends a job's pending input that reached its bound (see
-// boundInput).
-const inputNote = "[Later messages were left out here: the input told at one step is at most agent.max_pending_input_bytes. They are in the task's history.]"
+// pendingForWrite reads job taskID's pending input and its input_end in
+// tx, once the job's row is locked.
+func (s *Store) pendingForWrite(ctx context.Context, tx *sql.Tx, taskID string) (string, int64, error) {
+	var (
+		in  string
+		end int64
+	)
+	err := tx.QueryRowContext(ctx, s.d.Rebind(`SELECT pending_input, input_end FROM agent_jobs WHERE task_id = ?`), taskID).Scan(&in, &end)
+	return in, end, err
+}
 
-// boundInput returns what of text (clean already) the pending input of
-// job taskID, read in tx after the job's row was locked, takes within
-// the store's bound (SetMaxPendingInput): the whole text if it fits with
-// room left for inputNote; else as much of its front as fits, followed
-// by inputNote; nothing once the note is there. The oldest input is kept
-// whole at the front: the runtime takes what it was told off the front
-// (Save.Consumed), and the prompt shows the front when it cannot show
-// the whole.
-func (s *Store) boundInput(ctx context.Context, tx *sql.Tx, taskID, text string) (string, error) {
-	limit := s.maxInput.Load()
+// inputNote begins a job's pending input whose oldest part the bound
+// dropped (see appendBounded), followed by separator and inputCut.
+const inputNote = "[Earlier messages were left out here: the input told at one step is at most agent.max_pending_input_bytes, and the newest is kept. They are in the task's history.]"
+
+// inputCut marks where the text kept after inputNote was cut.
+const inputCut = "…"
+
+// appendBounded returns cur (a job's pending input) with text (clean
+// already) added after separator, and the bytes that adds to the input
+// the job was ever given (its input_end, which counts separator before
+// every text). Past the store's bound (SetMaxPendingInput) the oldest is
+// dropped: what is kept is inputNote, separator, inputCut and the newest
+// bytes, so the latest instruction wins, as the prompt's own cut keeps
+// the newest messages.
+func (s *Store) appendBounded(cur, text string) (string, int64) {
+	limit := int(s.maxInput.Load())
 	if limit <= 0 {
 		limit = DefaultMaxPendingInput
 	}
-	var cur int64
-	if err := tx.QueryRowContext(ctx, s.d.Rebind(`SELECT `+s.byteLength("pending_input")+` FROM agent_jobs WHERE task_id = ?`),
-		taskID).Scan(&cur); err != nil {
-		return "", err
+	added := int64(len(separator) + len(text))
+	in := text
+	if cur != "" {
+		in = cur + separator + text
 	}
-	sep := int64(0)
-	if cur > 0 {
-		sep = int64(len(separator))
+	if len(in) <= limit {
+		return in, added
 	}
-	// Whole texts stay within room, which leaves the note its place: a
-	// pending input past room holds the note.
-	room := limit - int64(len(separator)+len(inputNote))
-	switch {
-	case cur+sep+int64(len(text)) <= room:
-		return text, nil
-	case cur > room:
-		return "", nil
+	head := inputNote + separator + inputCut
+	keep := max(0, limit-len(head))
+	from := len(in) - keep
+	for from < len(in) && !utf8.RuneStart(in[from]) {
+		from++
 	}
-	// The front of text, cut (its mark is three bytes) to what is left.
-	if left := room - cur - sep - 3; left > 0 {
-		return cut(text, int(left)) + separator + inputNote, nil
-	}
-	return inputNote, nil
+	return head + in[from:], added
 }
 
-// appendInput is the SQL that adds a text (its three parameters: the
-// text, separator, the text) to a job's pending input.
-const appendInput = `pending_input = CASE WHEN pending_input = '' THEN ? ELSE pending_input || ? || ? END`
+// consume returns in, a job's pending input whose input ends at end,
+// without what a step was told of it, which ended at told (StepInput):
+// only the input added since stays. When the bound dropped input added
+// after told and not yet told (in begins with inputNote and its text
+// starts after told), in stays whole, note and all.
+func consume(in string, end, told int64) string {
+	text := strings.TrimPrefix(in, inputNote+separator+inputCut)
+	// text is the input's bytes from end-len(text) to end, each text
+	// after its separator.
+	start := end - int64(len(text))
+	from := told + int64(len(separator)) - start
+	switch {
+	case from >= int64(len(text)):
+		return ""
+	case from > 0:
+		return text[from:]
+	case from < 0:
+		return in // nothing of it told; with a note, input was dropped since
+	}
+	return text
+}
 
 // ReplaceInteraction writes it over the stored interaction of its
 // sequence (an outcome learned later: an operator's decision), and counts
@@ -761,14 +794,14 @@ func (s *Store) addInput(ctx context.Context, taskID, text string, onlyWaiting b
 	if told != nil {
 		q += ` AND told = ?`
 	}
-	// The statement and its arguments, with text as the job's bound takes
-	// it (boundInput): nothing added once the bound is reached.
-	statement := func(text string) (string, []any) {
+	// The statement and its arguments, with the job's pending input as
+	// it is with text added (appendBounded).
+	statement := func(in string, added int64) (string, []any) {
 		var args []any
 		set := `UPDATE agent_jobs SET `
-		if text != "" {
-			set += appendInput + `,`
-			args = append(args, text, separator, text)
+		if added > 0 {
+			set += `pending_input = ?, input_end = input_end + ?,`
+			args = append(args, in, added)
 		}
 		args = append(args, wait, wait, wait, string(Pending), sqldb.Micros(now))
 		if told != nil {
@@ -798,11 +831,18 @@ func (s *Store) addInput(ctx context.Context, taskID, text string, onlyWaiting b
 		} else if err != nil {
 			return err
 		}
-		in, err := s.boundInput(ctx, tx, taskID, text)
-		if err != nil {
-			return err
+		var (
+			in    string
+			added int64
+		)
+		if text != "" {
+			cur, _, err := s.pendingForWrite(ctx, tx, taskID)
+			if err != nil {
+				return err
+			}
+			in, added = s.appendBounded(cur, text)
 		}
-		q, args := statement(in)
+		q, args := statement(in, added)
 		n, err := sqldb.Affected(tx.ExecContext(ctx, s.d.Rebind(q), args...))
 		ok = n == 1
 		return err

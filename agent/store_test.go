@@ -777,13 +777,17 @@ func TestAddInputKeepsProgress(t *testing.T) {
 		if !got.LeaseUntil.Equal(at(2 * time.Minute)) {
 			t.Errorf("lease until %v after the runtime's write, want the renewed %v", got.LeaseUntil, at(2*time.Minute))
 		}
-		// The runtime answers the input: it is taken off, what came
-		// after stays.
+		// The runtime answers the input it read: it is taken off, what
+		// came after stays.
+		read, end, _, _, err := s.StepInput(ctx, "t1")
+		if err != nil || read != "Message from the requester: hi" {
+			t.Fatalf("StepInput = %q, %v", read, err)
+		}
 		if ok, err := s.AddInput(ctx, "t1", "Message from the requester: and be brief", false, storeT0); err != nil || !ok {
 			t.Fatalf("AddInput = %v, %v", ok, err)
 		}
 		rt.NextSeq = 2
-		if err := s.Write(ctx, Save{Job: rt, Interaction: storeInteraction(1, "answered"), Holder: "rt", Consumed: "Message from the requester: hi"}); err != nil {
+		if err := s.Write(ctx, Save{Job: rt, Interaction: storeInteraction(1, "answered"), Holder: "rt", Consumed: read, ConsumedEnd: end}); err != nil {
 			t.Fatal(err)
 		}
 		if got := mustGet(t, ctx, s, "t1").PendingInput; got != "Message from the requester: and be brief" {

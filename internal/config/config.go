@@ -370,8 +370,8 @@ type Agent struct {
 	MaxAnswerBytes int `toml:"max_answer_bytes"`
 	// MaxPendingInputBytes bounds a job's pending input: the requester's
 	// messages and operators' decisions since its last step, which its
-	// next step is told. Past it, later messages are left out with a
-	// note (they stay in the task's history).
+	// next step is told. Past it, the oldest are left out with a note
+	// and the newest kept (they stay in the task's history).
 	MaxPendingInputBytes int `toml:"max_pending_input_bytes"`
 	// MaxHistoryBytes bounds the live history of one job: past it, the
 	// oldest interactions move into compressed archive segments.
