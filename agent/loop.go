@@ -1022,27 +1022,56 @@ func (jr *jobRun) respond(ctx context.Context, it *Interaction, ans *Answer) (bo
 		}
 		return true, jr.complete(ctx, it, rp, arts)
 	case ActionStuck:
-		it.Observation = &Observation{Outcome: ObsNone, Text: "waiting for the requester's guidance"}
-		return true, jr.stuckAfter(ctx, it, "the agent is stuck: "+summary)
+		return true, jr.stuckAnswered(ctx, it, "the agent is stuck: "+summary)
 	default: // RETRY
-		j.Retries++
-		if j.Retries > r.cfg.MaxRetries {
-			it.Observation = &Observation{Outcome: ObsNone, Reason: "retries exhausted"}
-			return true, jr.stuckAfter(ctx, it, fmt.Sprintf("the agent asked to retry its phase more than %d times: %s", r.cfg.MaxRetries, summary))
+		if jr.retriesExhausted() {
+			return true, jr.stuckRetries(ctx, it, "the agent asked to retry its phase", summary)
 		}
 		it.Observation = &Observation{Outcome: ObsRetried, Text: "the phase restarts from its beginning"}
 		it.Response.NewStatus = j.Status
 		j.RecoverySeq = it.Sequence + 1
-		if err := jr.record(ctx, it); err != nil {
-			return true, err
-		}
 		note := fmt.Sprintf("You asked to start the phase again (retry %d of %d). What you said then: %s", j.Retries, r.cfg.MaxRetries, summary)
-		if _, err := r.cfg.Store.AddInput(ctx, j.TaskID, note, false, r.cfg.Now()); err != nil {
-			return true, err
-		}
-		jr.progress(ctx, it, ObsRetried)
-		return false, nil
+		return jr.restart(ctx, it, note, ObsRetried)
 	}
+}
+
+// stuckAnswered makes the job wait for the requester's guidance after a
+// STUCK answer (the agent's, or the supervisor's), it the step, with
+// reason.
+func (jr *jobRun) stuckAnswered(ctx context.Context, it *Interaction, reason string) error {
+	it.Observation = &Observation{Outcome: ObsNone, Text: "waiting for the requester's guidance"}
+	return jr.stuckAfter(ctx, it, reason)
+}
+
+// retriesExhausted counts a RETRY of the job's phase (the agent's own, or
+// the supervisor's sending the work back) and reports whether it is one
+// more than MaxRetries allows.
+func (jr *jobRun) retriesExhausted() bool {
+	jr.j.Retries++
+	return jr.j.Retries > jr.r.cfg.MaxRetries
+}
+
+// stuckRetries makes the job wait for a human after a RETRY past
+// MaxRetries: it, the step, says so, and the job's reason is what (who
+// asked for the retries) with the step's summary.
+func (jr *jobRun) stuckRetries(ctx context.Context, it *Interaction, what, summary string) error {
+	it.Observation = &Observation{Outcome: ObsNone, Reason: "retries exhausted"}
+	return jr.stuckAfter(ctx, it, fmt.Sprintf("%s more than %d times: %s", what, jr.r.cfg.MaxRetries, summary))
+}
+
+// restart ends a RETRY that starts a phase again: it records it (its
+// observation and the job as the caller set them), queues note for the
+// job's next model call and tells the requester the step's outcome. Its
+// results are respond's: the run goes on unless it fails.
+func (jr *jobRun) restart(ctx context.Context, it *Interaction, note, outcome string) (bool, error) {
+	if err := jr.record(ctx, it); err != nil {
+		return true, err
+	}
+	if _, err := jr.r.cfg.Store.AddInput(ctx, jr.j.TaskID, note, false, jr.r.cfg.Now()); err != nil {
+		return true, err
+	}
+	jr.progress(ctx, it, outcome)
+	return false, nil
 }
 
 // evidence reads the evidence files for artifacts, through the executor as

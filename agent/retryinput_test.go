@@ -58,3 +58,46 @@ func TestRetrySummaryRedactedWhenQueued(t *testing.T) {
 		t.Fatalf("the job's row keeps the secret in its pending input: %q", pending[0])
 	}
 }
+
+// Past MaxRetries RETRY answers in one phase the job waits for a human:
+// the task is input_required saying how many retries were asked for and
+// the last summary, and the step that passed the cap is recorded with
+// "retries exhausted"; the RETRY before it restarted the phase.
+func TestRetriesExhaustedWaitsForGuidance(t *testing.T) {
+	r := newRig(t, testdb.SQLite(t))
+	srv := llmtest.New(t)
+	srv.SetHandler(func(llmtest.Request) llmtest.Reply {
+		return llmtest.Text(`{"action":"RETRY","evidence_files":[],"summary_for_supervisor":"once more"}`)
+	})
+	task := r.send(t, "go")
+	m, err := llm.New(llm.Config{BaseURL: srv.URL(), Model: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := r.runWith(t, func(c *agent.Config) { c.MaxRetries = 1 },
+		m, task.ID, tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired)
+	const want = "the agent asked to retry its phase more than 1 times: once more"
+	if got.Status.State != tasks.StateInputRequired || !strings.Contains(got.Status.Message, want) {
+		t.Fatalf("task %s %q; want input_required with %q", got.Status.State, got.Status.Message, want)
+	}
+	h, err := r.store.History(context.Background(), task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var obs []string
+	for _, it := range h.Interactions {
+		if it.Observation != nil {
+			obs = append(obs, it.Observation.Outcome+"/"+it.Observation.Reason)
+		}
+	}
+	if w := []string{agent.ObsRetried + "/", agent.ObsNone + "/retries exhausted"}; strings.Join(obs, ",") != strings.Join(w, ",") {
+		t.Fatalf("observations %q; want %q", obs, w)
+	}
+	j, err := r.store.Get(context.Background(), task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Status != agent.InterventionRequired || j.Retries != 2 {
+		t.Fatalf("job %s with %d retries; want %s with 2", j.Status, j.Retries, agent.InterventionRequired)
+	}
+}

@@ -216,27 +216,17 @@ func (jr *jobRun) verdict(ctx context.Context, it *Interaction, ans *Answer) (bo
 		arts, _ := jr.evidence(ctx, evidence)
 		return true, jr.complete(ctx, it, nil, arts)
 	case ActionStuck:
-		it.Observation = &Observation{Outcome: ObsNone, Text: "waiting for the requester's guidance"}
-		return true, jr.stuckAfter(ctx, it, "the supervisor needs a human: "+summary)
+		return true, jr.stuckAnswered(ctx, it, "the supervisor needs a human: "+summary)
 	default: // RETRY
-		j.Retries++
-		if j.Retries > r.cfg.MaxRetries {
-			it.Observation = &Observation{Outcome: ObsNone, Reason: "retries exhausted"}
-			return true, jr.stuckAfter(ctx, it, fmt.Sprintf("the supervisor sent the work back more than %d times: %s", r.cfg.MaxRetries, summary))
+		if jr.retriesExhausted() {
+			return true, jr.stuckRetries(ctx, it, "the supervisor sent the work back", summary)
 		}
 		it.Observation = &Observation{Outcome: ObsRetried, Reason: "the work phase restarts from checkpoint " + checkpoint,
 			Text: "the work goes back to the worker"}
 		j.Status, j.Phase, j.ReviewSeq, j.RecoverySeq = Running, PhaseWork, -1, it.Sequence+1
 		it.Response.NewStatus = Running
-		if err := jr.record(ctx, it); err != nil {
-			return true, err
-		}
 		note := fmt.Sprintf("The supervisor reviewed your work and sent it back (retry %d of %d); the work phase starts again from checkpoint %s, with the workspace as you left it. The supervisor's reasons: %s",
 			j.Retries, r.cfg.MaxRetries, checkpoint, summary)
-		if _, err := r.cfg.Store.AddInput(ctx, j.TaskID, note, false, r.cfg.Now()); err != nil {
-			return true, err
-		}
-		jr.progress(ctx, it, "sent back by the supervisor")
-		return false, nil
+		return jr.restart(ctx, it, note, "sent back by the supervisor")
 	}
 }

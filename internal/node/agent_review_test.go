@@ -104,6 +104,39 @@ func TestAgentReviewRetryThenAccept(t *testing.T) {
 	}
 }
 
+// A supervisor that sends the work back more than max_retries times
+// makes the job wait for a human: the task is input_required with the
+// count and the supervisor's last reasons, and the step that passed the
+// cap is recorded with "retries exhausted".
+func TestAgentReviewRetriesExhausted(t *testing.T) {
+	a := startAgentNode(t, testdb.SQLite(t), func(c *config.Config) {
+		c.Agent.Review = true
+		c.Agent.MaxRetries = 1
+	})
+	a.llm.Push(
+		agentResponse("COMPLETED", "done"),
+		agentResponse("RETRY", "not done"),
+		agentResponse("COMPLETED", "done now"),
+		agentResponse("RETRY", "still not done"),
+	)
+	id := a.send(t, "", "do it")
+	got := a.wait(t, id, tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired)
+	const want = "the supervisor sent the work back more than 1 times: still not done"
+	if got.Status.State != tasks.StateInputRequired || !strings.Contains(got.Status.Message, want) {
+		t.Fatalf("task %s %q; want input_required with %q", got.Status.State, got.Status.Message, want)
+	}
+	h := a.history(t, id)
+	if want := []string{"Worker/work", "Supervisor/review", "Worker/work", "Supervisor/review"}; !slices.Equal(roles(h), want) {
+		t.Fatalf("roles %v, want %v", roles(h), want)
+	}
+	if o := h.Interactions[1].Observation; o == nil || o.Outcome != agent.ObsRetried || o.Text != "the work goes back to the worker" {
+		t.Fatalf("the first RETRY's observation: %+v", o)
+	}
+	if o := h.Interactions[3].Observation; o == nil || o.Outcome != agent.ObsNone || o.Reason != "retries exhausted" {
+		t.Fatalf("the second RETRY's observation: %+v", o)
+	}
+}
+
 // `snapnode job resume ID --from CHECKPOINT` (the admin socket's
 // job-resume): the changes made after the checkpoint are undone through
 // the executor, and the job goes on in the checkpoint's phase.
