@@ -38,17 +38,37 @@ func (n Network) String() string {
 // prefix and separator, 1 witness version, 52 data and 6 checksum characters.
 const AddressLength = 62
 
-// Sentinel errors of ParseAddress, one per rule, in the order they are
-// checked. Test them with errors.Is; the error text adds detail.
+// Sentinel errors of ParseAddress, one per rule, in the order it checks
+// them (CheckAddressSyntax checks the first five), then
+// Address.PublicKey's. Each is the Rule of an *AddressError: test them
+// with errors.Is; the error text adds detail.
 var (
-	ErrCase           = errors.New("address must be lowercase")
-	ErrPrefix         = errors.New("address must start with bc1 or tb1")
-	ErrLength         = errors.New("address must be 62 characters")
-	ErrCharacter      = errors.New("address has a character outside the bech32 alphabet")
-	ErrChecksum       = errors.New("address fails its bech32m checksum")
+	// ErrCase is returned for an address with an uppercase letter, all
+	// uppercase or mixed: SNAP takes lowercase addresses only.
+	ErrCase = errors.New("address must be lowercase")
+	// ErrPrefix is returned for an address that starts with neither bc1
+	// (mainnet) nor tb1 (testnet).
+	ErrPrefix = errors.New("address must start with bc1 or tb1")
+	// ErrLength is returned for an address that is not AddressLength
+	// characters long.
+	ErrLength = errors.New("address must be 62 characters")
+	// ErrCharacter is returned for a character after the prefix that is
+	// not in the bech32 alphabet (which leaves out 1, b, i and o).
+	ErrCharacter = errors.New("address has a character outside the bech32 alphabet")
+	// ErrWitnessVersion is returned when the first character after the
+	// prefix is not p: the address is not of witness version 1 (P2TR).
 	ErrWitnessVersion = errors.New("address is not witness version 1 (P2TR)")
-	ErrPadding        = errors.New("address has non-zero padding bits")
-	ErrNotOnCurve     = errors.New("address program is not an x coordinate on secp256k1")
+	// ErrChecksum is returned by ParseAddress for an address whose
+	// bech32m checksum fails, or that carries a bech32 checksum where
+	// witness version 1 requires bech32m.
+	ErrChecksum = errors.New("address fails its bech32m checksum")
+	// ErrPadding is returned by ParseAddress when the bits that pad the
+	// 32-byte program are not zero.
+	ErrPadding = errors.New("address has non-zero padding bits")
+	// ErrNotOnCurve is returned by Address.PublicKey when the program is
+	// not the x coordinate of a point on secp256k1, which no key could
+	// have produced; ParseAddress does not check it.
+	ErrNotOnCurve = errors.New("address program is not an x coordinate on secp256k1")
 )
 
 // AddressError reports why a string is not a P2TR address. Rule is one of the
