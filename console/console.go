@@ -111,6 +111,12 @@ type Config struct {
 	// unused ones (issuing beyond it voids the oldest).
 	TokenTTL  time.Duration
 	MaxTokens int
+	// PeerUser, when set, returns the local user (uid) whose program
+	// opened r's connection, or an error when it cannot tell (a client on
+	// another machine): a login link issued for a user (LoginURL) is then
+	// spent only by a connection of that user. Nil: any connection that
+	// brings a link spends it.
+	PeerUser func(r *http.Request) (uid int, err error)
 	// LoginCommand is the command that prints a login link to this
 	// console, as its pages tell it (with the node's --data-dir when the
 	// bare command would not find the node); "": DefaultLoginCommand.
@@ -252,12 +258,18 @@ func sameHost(r *http.Request) bool {
 // LoginURL issues a one-time login token for operator and returns the URL
 // that spends it: base (the node's HTTP URL, such as
 // http://127.0.0.1:7448) + Prefix + "/login?token=…". The token is valid
-// for TokenTTL and for one login.
-func (c *Console) LoginURL(base, operator string) (string, time.Time, error) {
+// for TokenTTL and for one login, by a connection of the local user user
+// (a uid) where Config.PeerUser tells the user of a connection, by any
+// with AnyUser. A second use is refused and ends the session of the
+// first.
+func (c *Console) LoginURL(base, operator string, user int) (string, time.Time, error) {
 	if operator == "" {
 		return "", time.Time{}, errors.New("console: a login needs an operator identity")
 	}
-	tok, exp, err := c.auth.issue(operator)
+	if user < AnyUser {
+		return "", time.Time{}, fmt.Errorf("console: a login's user is a uid or AnyUser, not %d", user)
+	}
+	tok, exp, err := c.auth.issue(operator, user)
 	if err != nil {
 		return "", time.Time{}, err
 	}

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -209,7 +210,7 @@ func (r *rig) do(method, target string, form url.Values, ck *http.Cookie, h map[
 // loginURL issues a login URL for the host and returns its path and query.
 func (r *rig) loginURL(t *testing.T) string {
 	t.Helper()
-	u, _, err := r.c.LoginURL("http://127.0.0.1:7448/", executor.Host)
+	u, _, err := r.c.LoginURL("http://127.0.0.1:7448/", executor.Host, console.AnyUser)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,10 +276,12 @@ func TestLogin(t *testing.T) {
 	if strings.Contains(w.Header().Get("Location"), "token") {
 		t.Fatal("the redirect carries the token")
 	}
-	// The token is spent.
+	// The token is spent (and its second use ends the session of the
+	// first, TestLinkUsedTwiceEndsItsSession: another login goes on).
 	if w := r.do("GET", target, nil, nil, nil); w.Code != http.StatusUnauthorized || len(w.Result().Cookies()) != 0 {
 		t.Fatalf("second use of the token: %d %v", w.Code, w.Result().Cookies())
 	}
+	ck = r.login(t)
 	// A made-up token and no token are refused.
 	for _, q := range []string{"/console/login?token=forged", "/console/login"} {
 		if w := r.do("GET", q, nil, nil, nil); w.Code != http.StatusUnauthorized {
@@ -754,5 +757,85 @@ func TestLoginCommandShown(t *testing.T) {
 	}
 	if w := newRig(t, nil).do("GET", "/console/", nil, nil, nil); !strings.Contains(w.Body.String(), "run: "+console.DefaultLoginCommand+" — ") {
 		t.Errorf("default: %s", w.Body)
+	}
+}
+
+// A login link used a second time has leaked (it is used once, and the
+// operator got it alone): the second use is refused and logged, and the
+// session the first use started is ended, as which of the two was the
+// operator's is not known. Before, the second use met the page of an
+// unknown link, and the first's session went on.
+func TestLinkUsedTwiceEndsItsSession(t *testing.T) {
+	var logged strings.Builder
+	r := newRig(t, func(c *console.Config) { c.Logger = slog.New(slog.NewTextHandler(&logged, nil)) })
+	u := r.loginURL(t)
+	w := r.do("GET", u, nil, nil, nil)
+	cks := w.Result().Cookies()
+	if w.Code != http.StatusSeeOther || len(cks) != 1 {
+		t.Fatalf("first use: %d %v", w.Code, cks)
+	}
+	other := r.login(t) // another session, of another link
+	r.clock.Advance(30 * time.Second)
+	if w := r.do("GET", u, nil, nil, nil); w.Code != http.StatusUnauthorized || len(w.Result().Cookies()) != 0 || !strings.Contains(w.Body.String(), "already used") {
+		t.Fatalf("second use: %d %v\n%s", w.Code, w.Result().Cookies(), w.Body)
+	}
+	if w := r.do("GET", at(cks[0], ""), nil, cks[0], nil); w.Code != http.StatusUnauthorized {
+		t.Errorf("the first use's session after the second use: %d, want 401", w.Code)
+	}
+	if w := r.do("GET", at(other, ""), nil, other, nil); w.Code != http.StatusOK {
+		t.Errorf("another link's session after the second use: %d, want 200", w.Code)
+	}
+	if !strings.Contains(logged.String(), "level=WARN msg=\"console: login refused: the link was used before") {
+		t.Errorf("the second use is not logged as such:\n%s", logged.String())
+	}
+	// Once the link would have expired, it is just unknown.
+	r.clock.Advance(time.Minute)
+	if w := r.do("GET", u, nil, nil, nil); w.Code != http.StatusUnauthorized || strings.Contains(w.Body.String(), "has been ended") {
+		t.Errorf("use after the link's expiry: %d\n%s", w.Code, w.Body)
+	}
+}
+
+// A link issued for a local user is spent only by a connection
+// Config.PeerUser says is that user's: another user's, or one whose user
+// is not known (a client on another machine), is refused with 403 and
+// leaves the link to its user. A link for any user (AnyUser) is spent by
+// any connection.
+func TestLoginLinkForItsUser(t *testing.T) {
+	var peer struct {
+		uid int
+		err error
+	}
+	var logged strings.Builder
+	r := newRig(t, func(c *console.Config) {
+		c.Logger = slog.New(slog.NewTextHandler(&logged, nil))
+		c.PeerUser = func(*http.Request) (int, error) { return peer.uid, peer.err }
+	})
+	link, _, err := r.c.LoginURL("http://127.0.0.1:7448", executor.Host, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := strings.TrimPrefix(link, "http://127.0.0.1:7448")
+	for _, p := range []struct {
+		uid int
+		err error
+	}{{1001, nil}, {0, nil}, {1000, errors.New("no socket of this machine")}} {
+		peer.uid, peer.err = p.uid, p.err
+		if w := r.do("GET", u, nil, nil, nil); w.Code != http.StatusForbidden || len(w.Result().Cookies()) != 0 {
+			t.Errorf("the link of uid 1000 brought by uid %d (%v): %d %v", p.uid, p.err, w.Code, w.Result().Cookies())
+		}
+	}
+	if !strings.Contains(logged.String(), "level=WARN msg=\"console: login refused: the link was brought by another user") || !strings.Contains(logged.String(), "uid=1001") {
+		t.Errorf("the refusals are not logged as such:\n%s", logged.String())
+	}
+	peer.uid, peer.err = 1000, nil
+	if w := r.do("GET", u, nil, nil, nil); w.Code != http.StatusSeeOther || len(w.Result().Cookies()) != 1 {
+		t.Fatalf("the link of uid 1000 brought by uid 1000, after the refusals: %d %v", w.Code, w.Result().Cookies())
+	}
+	peer.uid, peer.err = 0, errors.New("no socket of this machine")
+	if w := r.do("GET", r.loginURL(t), nil, nil, nil); w.Code != http.StatusSeeOther {
+		t.Errorf("a link for any user, brought by a connection of no known user: %d", w.Code)
+	}
+	if _, _, err := r.c.LoginURL("http://127.0.0.1:7448", executor.Host, -2); err == nil {
+		t.Error("a link for uid -2 was issued")
 	}
 }

@@ -11,7 +11,11 @@
 // Nobody reaches a page without a session. A session starts from a
 // one-time login URL that the host asks the running node for through its
 // admin socket (`snapnode console-url`): the token in it is consumed at
-// the first use, the browser gets a session cookie (HttpOnly,
+// the first use — by a connection of the local user the link was issued
+// for, where Config.PeerUser tells a connection's user (the node does on
+// Linux), so that a link leaked to another user of the machine logs
+// nobody in; a second use is refused and ends the session of the first —
+// the browser gets a session cookie (HttpOnly,
 // SameSite=Strict, Secure when served over TLS, bounded lifetime) and is
 // redirected to a URL without the token: the session's task list, at
 // /console/s/<segment>/. Each session's pages are under such a prefix of
@@ -29,7 +33,7 @@
 //	c, err := console.New(console.Config{Source: src, Decider: dec})
 //	…
 //	mux.Handle("/console/", c)
-//	link, expires, err := c.LoginURL("http://127.0.0.1:7448", executor.Host) // what console-url prints
+//	link, expires, err := c.LoginURL("http://127.0.0.1:7448", executor.Host, uid) // what console-url prints
 //
 // The package's Example does so with a Source over a task service alone:
 // the link opens the session's task list, and is refused (401) when used

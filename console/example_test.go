@@ -71,7 +71,7 @@ func Example() {
 	ts := httptest.NewServer(mux) // on loopback, as the console asks by default
 	defer ts.Close()
 
-	link, _, err := c.LoginURL(ts.URL, executor.Host)
+	link, _, err := c.LoginURL(ts.URL, executor.Host, console.AnyUser)
 	if err != nil {
 		panic(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -16,9 +17,21 @@ const CookieName = "snapnode_console"
 
 // Errors of a login.
 var (
-	// ErrBadToken: the login token is unknown, spent or expired.
+	// ErrBadToken: the login token is unknown or expired.
 	ErrBadToken = errors.New("console: the login link is unknown, used or expired")
+	// ErrReused: the login token was spent already. The session its
+	// first use started is ended: a link used twice has leaked, and which
+	// of the two uses was the operator's is not known.
+	ErrReused = errors.New("console: the login link was already used")
+	// ErrOtherUser: the connection that brought the login token belongs
+	// to another local user than the one the link was issued for, or its
+	// user could not be told (Config.PeerUser). The link stays valid.
+	ErrOtherUser = errors.New("console: the login link is not for this user")
 )
+
+// AnyUser, as LoginURL's user, issues a link any connection may spend:
+// one through a reverse proxy, or from a client on another machine.
+const AnyUser = -1
 
 // session is one operator's login.
 type session struct {
@@ -43,8 +56,20 @@ func (s *session) home() string { return Prefix + "/s/" + s.seg + "/" }
 // grant is an unused login token.
 type grant struct {
 	operator string
-	issued   time.Time
-	expires  time.Time
+	// user is the uid of the local user whose connection may spend the
+	// token, or AnyUser.
+	user    int
+	issued  time.Time
+	expires time.Time
+}
+
+// spent is a login token used once, kept until it would have expired,
+// so that a second use is told from a mistyped link and ends the
+// session of the first.
+type spent struct {
+	session string // the id of the session it started
+	used    time.Time
+	expires time.Time
 }
 
 // auth holds the login tokens and the sessions, both bounded in number and
@@ -53,11 +78,12 @@ type auth struct {
 	cfg      Config
 	mu       sync.Mutex
 	tokens   map[string]grant
+	spent    map[string]spent
 	sessions map[string]*session
 }
 
 func newAuth(cfg Config) *auth {
-	return &auth{cfg: cfg, tokens: map[string]grant{}, sessions: map[string]*session{}}
+	return &auth{cfg: cfg, tokens: map[string]grant{}, spent: map[string]spent{}, sessions: map[string]*session{}}
 }
 
 // secret returns 32 random bytes, base64url.
@@ -69,9 +95,10 @@ func secret() (string, error) {
 	return base64.RawURLEncoding.EncodeToString(b), nil
 }
 
-// issue makes a login token for operator, voiding the oldest unused one
+// issue makes a login token for operator, to be spent by a connection of
+// the local user user (a uid, or AnyUser), voiding the oldest unused one
 // when MaxTokens are out.
-func (a *auth) issue(operator string) (string, time.Time, error) {
+func (a *auth) issue(operator string, user int) (string, time.Time, error) {
 	tok, err := secret()
 	if err != nil {
 		return "", time.Time{}, err
@@ -93,37 +120,66 @@ func (a *auth) issue(operator string) (string, time.Time, error) {
 		}
 		delete(a.tokens, oldest)
 	}
-	g := grant{operator: operator, issued: now, expires: now.Add(a.cfg.TokenTTL)}
+	g := grant{operator: operator, user: user, issued: now, expires: now.Add(a.cfg.TokenTTL)}
 	a.tokens[tok] = g
 	return tok, g.expires, nil
 }
 
-// redeem spends tok and starts a session, ending the oldest when
-// MaxSessions are open.
-func (a *auth) redeem(tok string) (*session, error) {
+// peer is the local user of a login's connection, as Config.PeerUser
+// told it: err when it could not.
+type peer struct {
+	uid int
+	err error
+}
+
+// redeem spends tok, brought by a connection of the local user p, and
+// starts a session, ending the oldest when MaxSessions are open. A token
+// bound to a user is spent only by a connection of that user
+// (ErrOtherUser, the token kept) when the console can tell (p not nil);
+// a token used before is refused (ErrReused) and the session its first
+// use started is ended, returned as ended.
+func (a *auth) redeem(tok string, p *peer) (s *session, ended *spent, err error) {
 	id, err := secret()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	csrf, err := secret()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	seg, err := secret()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	now := a.cfg.Now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	for k, sp := range a.spent {
+		if !now.Before(sp.expires) {
+			delete(a.spent, k)
+		}
+	}
 	g, ok := a.tokens[tok]
 	if tok == "" || !ok {
-		return nil, ErrBadToken
+		if sp, used := a.spent[tok]; tok != "" && used {
+			delete(a.sessions, sp.session)
+			return nil, &sp, ErrReused
+		}
+		return nil, nil, ErrBadToken
 	}
-	delete(a.tokens, tok) // one use, even an expired one
 	if !now.Before(g.expires) {
-		return nil, ErrBadToken
+		delete(a.tokens, tok)
+		return nil, nil, ErrBadToken
 	}
+	if g.user != AnyUser && p != nil {
+		if p.err != nil {
+			return nil, nil, fmt.Errorf("%w: the connection's user is not known: %w", ErrOtherUser, p.err)
+		}
+		if p.uid != g.user {
+			return nil, nil, fmt.Errorf("%w: it is for uid %d, the connection is uid %d's", ErrOtherUser, g.user, p.uid)
+		}
+	}
+	delete(a.tokens, tok) // one use
 	a.prune(now)
 	for len(a.sessions) >= a.cfg.MaxSessions {
 		var oldest *session
@@ -134,9 +190,19 @@ func (a *auth) redeem(tok string) (*session, error) {
 		}
 		delete(a.sessions, oldest.id)
 	}
-	s := &session{id: id, seg: seg, operator: g.operator, csrf: csrf, created: now, expires: now.Add(a.cfg.SessionTTL)}
+	s = &session{id: id, seg: seg, operator: g.operator, csrf: csrf, created: now, expires: now.Add(a.cfg.SessionTTL)}
 	a.sessions[id] = s
-	return s, nil
+	for len(a.spent) >= a.cfg.MaxTokens {
+		oldest := ""
+		for k, sp := range a.spent {
+			if oldest == "" || sp.used.Before(a.spent[oldest].used) {
+				oldest = k
+			}
+		}
+		delete(a.spent, oldest)
+	}
+	a.spent[tok] = spent{session: id, used: now, expires: g.expires}
+	return s, nil, nil
 }
 
 // prune drops the expired sessions. a.mu is held.
@@ -191,9 +257,29 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		return
 	}
-	s, err := c.auth.redeem(r.URL.Query().Get("token"))
-	if err != nil {
-		c.cfg.Logger.Warn("console: login refused", "remote", r.RemoteAddr, "err", err)
+	var p *peer
+	log := c.cfg.Logger.With("remote", r.RemoteAddr)
+	if c.cfg.PeerUser != nil {
+		uid, err := c.cfg.PeerUser(r)
+		p = &peer{uid: uid, err: err}
+		if err == nil {
+			log = log.With("uid", uid)
+		}
+	}
+	s, ended, err := c.auth.redeem(r.URL.Query().Get("token"), p)
+	switch {
+	case errors.Is(err, ErrOtherUser):
+		log.Warn("console: login refused: the link was brought by another user than the one it was issued for; it may have leaked to them", "err", err)
+		c.message(w, r, http.StatusForbidden, "Login refused",
+			"This login link was issued for another user of this machine: open it in a browser of the user who asked for it (snapnode console-url --user names another).")
+		return
+	case errors.Is(err, ErrReused):
+		log.Warn("console: login refused: the link was used before, so it has leaked; the session its first use started is ended", "first_use", ended.used)
+		c.message(w, r, http.StatusUnauthorized, "Login refused",
+			"This login link was already used. A link is used once: the session its first use started has been ended, in case that was not you. Ask the node for a new one: "+c.cfg.LoginCommand)
+		return
+	case err != nil:
+		log.Warn("console: login refused", "err", err)
 		c.message(w, r, http.StatusUnauthorized, "Login refused",
 			"This login link is unknown, was already used, or has expired. Ask the node for a new one: "+c.cfg.LoginCommand)
 		return
@@ -202,7 +288,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		Name: CookieName, Value: s.id, Path: s.home(), HttpOnly: true, Secure: secure(r),
 		SameSite: http.SameSiteStrictMode, Expires: s.expires, MaxAge: int(c.cfg.SessionTTL / time.Second),
 	})
-	c.cfg.Logger.Info("console: operator logged in", "operator", s.operator, "remote", r.RemoteAddr, "expires", s.expires)
+	log.Info("console: operator logged in", "operator", s.operator, "expires", s.expires)
 	http.Redirect(w, r, s.home(), http.StatusSeeOther)
 }
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/user"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -235,27 +236,71 @@ func (c *cli) deny(args []string) int     { return c.adminCommand("deny", args) 
 func (c *cli) rollback(args []string) int { return c.adminCommand("rollback", args) }
 
 // consoleURL is `snapnode console-url`: the running node, asked through
-// its admin socket, issues a one-time login link to its web console.
+// its admin socket, issues a one-time login link to its web console, for
+// a browser of the user who runs the command (under sudo, of the user
+// who ran sudo), of the one --user names, or of any client (--user any).
 func (c *cli) consoleURL(args []string) int {
 	fs, cfg := c.nodeFlagSet("console-url")
+	name := fs.String("user", "", "the local `USER` (a name or a uid) whose browser opens the link, or \"any\" for any client (a reverse proxy); default: who runs the command, under sudo who ran sudo")
 	if _, code, done := c.parse(fs, args, 0); done {
 		return code
 	}
-	res, code, ok := c.callAdmin(fs, cfg, admin.Request{Op: "console-url"}, 30*time.Second, nil)
+	user, err := linkUser(*name, os.Getenv("SUDO_UID"))
+	if err != nil {
+		fmt.Fprintf(c.stderr, "snapnode console-url: %v\n", err)
+		return exitUsage
+	}
+	res, code, ok := c.callAdmin(fs, cfg, admin.Request{Op: "console-url", User: user}, 30*time.Second, nil)
 	if !ok {
 		return code
 	}
 	var login struct {
 		URL     string    `json:"url"`
 		Expires time.Time `json:"expires"`
+		UID     *int      `json:"uid"`
 	}
 	if err := json.Unmarshal(res, &login); err != nil || login.URL == "" {
 		fmt.Fprintf(c.stderr, "snapnode console-url: the node answered %s\n", res)
 		return exitFail
 	}
 	fmt.Fprintln(c.stdout, login.URL)
-	fmt.Fprintf(c.stderr, "open it in a browser on this machine before %s; it works once\n", login.Expires.Local().Format("15:04:05"))
+	who := ""
+	if login.UID != nil {
+		who = " as " + userName(*login.UID)
+	}
+	fmt.Fprintf(c.stderr, "open it in a browser on this machine%s before %s; it works once\n", who, login.Expires.Local().Format("15:04:05"))
 	return exitOK
+}
+
+// linkUser is the user console-url asks a link for (admin.Request.User):
+// the one name names (a user name, a uid, or "any"), else sudoUID (the
+// user who ran sudo, when it did), else "", the command's own.
+func linkUser(name, sudoUID string) (string, error) {
+	switch {
+	case name == "any":
+		return name, nil
+	case name == "":
+		if _, err := strconv.ParseUint(sudoUID, 10, 31); err == nil {
+			return sudoUID, nil
+		}
+		return "", nil
+	}
+	if _, err := strconv.ParseUint(name, 10, 31); err == nil {
+		return name, nil
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		return "", fmt.Errorf("--user %s: %w", name, err)
+	}
+	return u.Uid, nil
+}
+
+// userName names the local user uid: its name and uid, or its uid alone.
+func userName(uid int) string {
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+		return fmt.Sprintf("user %s (uid %d)", u.Username, uid)
+	}
+	return fmt.Sprintf("uid %d", uid)
 }
 
 // audit is `snapnode audit verify|export`.

@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -78,6 +81,65 @@ func TestAdminCommandsConfigError(t *testing.T) {
 		want := "snapnode " + args[0] + ": config: log_level \"loud\": want debug, info, warn or error\n"
 		if r.code != exitUsage || r.stderr != want {
 			t.Errorf("%s with a bad setting: want exit 2 and stderr %q, got %s", args[0], want, r)
+		}
+	}
+}
+
+// TestConsoleURLUser: console-url asks for a link for the user who runs
+// it, under sudo for the user who ran sudo (SUDO_UID), for the one
+// --user names, or for any client (--user any); on Linux the node spends
+// a link only on a connection of its user, and the command says whose.
+func TestConsoleURLUser(t *testing.T) {
+	for _, c := range []struct{ name, sudo, want string }{
+		{"", "", ""}, {"", "1000", "1000"}, {"", "x", ""}, {"any", "1000", "any"},
+		{"0", "1000", "0"}, {"root", "", "0"},
+	} {
+		if got, err := linkUser(c.name, c.sudo); err != nil || got != c.want {
+			t.Errorf("linkUser(%q, %q) = %q, %v; want %q", c.name, c.sudo, got, err, c.want)
+		}
+	}
+	if _, err := linkUser("no-such-user-here", ""); err == nil {
+		t.Error("linkUser of an unknown user: no error")
+	}
+	if runtime.GOOS != "linux" {
+		t.Skip("the node tells a connection's user on Linux only")
+	}
+	dataDir := filepath.Join(t.TempDir(), "data")
+	cfg := config.Default()
+	cfg.DataDir, cfg.RelayListen, cfg.HTTPListen = dataDir, "127.0.0.1:0", "127.0.0.1:0"
+	ctx, cancel := context.WithCancel(context.Background())
+	n, err := node.Start(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); n.Wait() })
+	t.Setenv("SUDO_UID", "")
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, c := range []struct {
+		args   []string
+		sudo   string
+		note   string
+		status int // of this process's GET
+	}{
+		{nil, "", fmt.Sprintf("uid %d)", os.Getuid()), http.StatusSeeOther},
+		{nil, "65534", "uid 65534)", http.StatusForbidden},
+		{[]string{"--user", "65534"}, "", "uid 65534)", http.StatusForbidden},
+		{[]string{"--user", "any"}, "65534", "on this machine before", http.StatusSeeOther},
+	} {
+		t.Setenv("SUDO_UID", c.sudo)
+		r := runCLI(t, "", append([]string{"console-url", "--data-dir", dataDir}, c.args...)...)
+		if r.code != exitOK || !strings.Contains(r.stderr, c.note) {
+			t.Errorf("console-url %v, SUDO_UID=%q: %s; want a note saying %q", c.args, c.sudo, r, c.note)
+			continue
+		}
+		resp, err := client.Get(strings.TrimSpace(r.stdout))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.status {
+			t.Errorf("console-url %v, SUDO_UID=%q: this process's login %d, want %d", c.args, c.sudo, resp.StatusCode, c.status)
 		}
 	}
 }

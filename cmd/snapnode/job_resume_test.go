@@ -30,7 +30,7 @@ func (resumeHandler) Decide(context.Context, string, string, bool, string, strin
 	return nil, errOnlyResume
 }
 func (resumeHandler) Rollback(context.Context, string) (any, error) { return nil, errOnlyResume }
-func (resumeHandler) ConsoleURL(context.Context) (any, error)       { return nil, errOnlyResume }
+func (resumeHandler) ConsoleURL(context.Context, int) (any, error)  { return nil, errOnlyResume }
 
 // `snapnode job resume` asks for the checkpoint, and names the missing
 // node when none runs on the data folder.

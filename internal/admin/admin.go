@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -56,7 +57,16 @@ type Request struct {
 	// Checkpoint names the recovery point of Task's agent job that
 	// job-resume restarts it from.
 	Checkpoint string `json:"checkpoint,omitempty"`
+	// User, for console-url, is the local user whose browser the link is
+	// for: a uid in decimal, or "any" for a link any connection spends
+	// (through a reverse proxy, or from another machine); "": the user
+	// of the socket's client, where the node can tell it.
+	User string `json:"user,omitempty"`
 }
+
+// AnyUser is ConsoleURL's user of a link any connection may spend, and
+// the user of a socket's client the node cannot tell.
+const AnyUser = -1
 
 // Response is the answer: Result on success, else Error.
 type Response struct {
@@ -86,8 +96,9 @@ type Handler interface {
 	// since.
 	ResumeJob(ctx context.Context, taskID, checkpoint string) (any, error)
 	// ConsoleURL issues a one-time login URL to the operator web console
-	// for the host.
-	ConsoleURL(ctx context.Context) (any, error)
+	// for the host, to be spent by a connection of the local user user
+	// (a uid), or by any with AnyUser.
+	ConsoleURL(ctx context.Context, user int) (any, error)
 }
 
 // Server serves the socket.
@@ -189,7 +200,8 @@ func (s *Server) serve(ctx context.Context, c *net.UnixConn) {
 		b, _ := json.Marshal(r)
 		c.Write(append(b, '\n'))
 	}
-	if err := samePeer(c); err != nil {
+	peer, err := samePeer(c)
+	if err != nil {
 		s.log.Warn("admin: connection refused", "err", err)
 		reply(Response{Error: err.Error()})
 		return
@@ -221,7 +233,10 @@ func (s *Server) serve(ctx context.Context, c *net.UnixConn) {
 		}
 		result, err = s.handler.ResumeJob(ctx, req.Task, req.Checkpoint)
 	case "console-url":
-		result, err = s.handler.ConsoleURL(ctx)
+		var user int
+		if user, err = linkUser(req.User, peer); err == nil {
+			result, err = s.handler.ConsoleURL(ctx, user)
+		}
 	default:
 		err = fmt.Errorf("unknown op %q: want held, approve, deny, rollback, job-resume or console-url", req.Op)
 	}
@@ -351,3 +366,19 @@ func errTooLarge(n int) error {
 
 // Path returns the socket's path in dataDir.
 func Path(dataDir string) string { return filepath.Join(dataDir, SocketName) }
+
+// linkUser is the user a console-url request's link is for: the one it
+// names, else peer, the socket's client (AnyUser where it is not known).
+func linkUser(name string, peer int) (int, error) {
+	switch name {
+	case "":
+		return peer, nil
+	case "any":
+		return AnyUser, nil
+	}
+	uid, err := strconv.Atoi(name)
+	if err != nil || uid < 0 {
+		return 0, fmt.Errorf("console-url: the user %q is neither a uid nor \"any\"", name)
+	}
+	return uid, nil
+}

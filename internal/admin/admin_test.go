@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -49,8 +51,8 @@ func (h *handler) ResumeJob(_ context.Context, task, checkpoint string) (any, er
 	return map[string]string{"task": task}, nil
 }
 
-func (h *handler) ConsoleURL(context.Context) (any, error) {
-	h.calls = append(h.calls, "console-url")
+func (h *handler) ConsoleURL(_ context.Context, user int) (any, error) {
+	h.calls = append(h.calls, fmt.Sprintf("console-url %d", user))
 	return map[string]string{"url": "http://127.0.0.1:7448/console/login?token=t"}, nil
 }
 
@@ -111,10 +113,26 @@ func TestAdminSocket(t *testing.T) {
 	if res, err := admin.Call(ctx, path, admin.Request{Op: "console-url"}); err != nil || !strings.Contains(string(res), "/console/login?token=") {
 		t.Fatalf("console-url: %s %v", res, err)
 	}
+	// The link is for the user it names, or any; by default for the
+	// socket's client, as the node can tell it.
+	for _, user := range []string{"any", "1000"} {
+		if _, err := admin.Call(ctx, path, admin.Request{Op: "console-url", User: user}); err != nil {
+			t.Fatalf("console-url for %s: %v", user, err)
+		}
+	}
+	for _, user := range []string{"nobody", "-1", "1.5"} {
+		if _, err := admin.Call(ctx, path, admin.Request{Op: "console-url", User: user}); err == nil || !strings.Contains(err.Error(), "neither a uid") {
+			t.Fatalf("console-url for %s: %v, want it refused", user, err)
+		}
+	}
 	if _, err := admin.Call(ctx, path, admin.Request{Op: "format-disk"}); err == nil || !strings.Contains(err.Error(), "unknown op") {
 		t.Fatalf("unknown op: %v", err)
 	}
-	want := "held t1|approve t1 a2|approve missing |deny t2 not now|rollback a1|console-url"
+	self := os.Getuid()
+	if runtime.GOOS != "linux" {
+		self = admin.AnyUser
+	}
+	want := fmt.Sprintf("held t1|approve t1 a2|approve missing |deny t2 not now|rollback a1|console-url %d|console-url -1|console-url 1000", self)
 	if strings.Join(h.calls, "|") != want {
 		t.Fatalf("calls %q, want %q", h.calls, want)
 	}

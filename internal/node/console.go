@@ -40,6 +40,7 @@ func (n *Node) newConsole(mx *metrics.Metrics) (*console.Console, error) {
 		Decider:      n.props,
 		Metrics:      mx.Registry(),
 		AllowRemote:  n.cfg.ConsoleRemote,
+		PeerUser:     consolePeerUser(),
 		LoginCommand: loginCommand(n.cfg),
 		Logger:       n.logger.With("part", "console"),
 	})

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/snapnode/snapnode/agent"
+	"github.com/snapnode/snapnode/console"
 	"github.com/snapnode/snapnode/executor"
 	"github.com/snapnode/snapnode/internal/admin"
 	"github.com/snapnode/snapnode/proposals"
@@ -119,18 +120,26 @@ func (h adminHandler) Rollback(ctx context.Context, actionID string) (any, error
 }
 
 // ConsoleURL implements admin.Handler: a one-time login URL to the
-// console for the host, who reached the admin socket.
-func (h adminHandler) ConsoleURL(ctx context.Context) (any, error) {
+// console for the host, who reached the admin socket, to be opened by a
+// browser of the local user user (admin.AnyUser: by any client).
+func (h adminHandler) ConsoleURL(ctx context.Context, user int) (any, error) {
 	cl := h.console.Load()
 	if cl == nil {
 		return nil, errNoConsole
 	}
-	url, exp, err := cl.c.LoginURL(cl.base, executor.Host)
+	if user == admin.AnyUser {
+		user = console.AnyUser
+	}
+	url, exp, err := cl.c.LoginURL(cl.base, executor.Host, user)
 	if err != nil {
 		return nil, err
 	}
-	h.logger.Info("console: issued a one-time login URL", "expires", exp)
-	return map[string]any{"url": url, "expires": exp.UTC()}, nil
+	h.logger.Info("console: issued a one-time login URL", "expires", exp, "uid", user)
+	res := map[string]any{"url": url, "expires": exp.UTC()}
+	if user != console.AnyUser && consolePeerUser() != nil {
+		res["uid"] = user // the only user whose connection spends it
+	}
+	return res, nil
 }
 
 // startAdmin opens the admin socket in the data folder on h and serves
