@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -187,5 +188,120 @@ func TestStreamAnsweredWithTheTaskAfterItsCommit(t *testing.T) {
 	}
 	if events != 0 {
 		t.Fatalf("%d events emitted; want none", events)
+	}
+}
+
+// outcomeRunner ends every run with its outcome.
+type outcomeRunner struct{ out tasks.Outcome }
+
+func (r outcomeRunner) Run(context.Context, tasks.Job) (tasks.Outcome, error) { return r.out, nil }
+
+// getFailing fails the store's reads of a task (Get) while fail is set:
+// the final read of a stream's task.
+type getFailing struct {
+	tasks.Store
+	fail atomic.Bool
+}
+
+func (s *getFailing) Get(ctx context.Context, id string) (*tasks.Task, error) {
+	if s.fail.Load() {
+		return nil, errors.New("store: database is locked")
+	}
+	return s.Store.Get(ctx, id)
+}
+
+// A message/stream or tasks/resubscribe whose events were sent, and
+// whose final read of its task fails, is answered with the task as last
+// known, its events applied (state, artifacts), not 5001: its replay
+// record is written (with its task, or before its first event), so a
+// retry, as 5001 asks, would be refused as a duplicate (2006) and the
+// requester told to retry what cannot be retried.
+func TestStreamFinalReadFailing(t *testing.T) {
+	ctx := context.Background()
+	r := newClaimRig(t)
+	const proposal = `{"message":{"messageId":"m1","role":"user","parts":[{"data":{"schema_version":"1.0.0","id":"7f1c7c3e-2b4a-4f7e-9c1d-1a2b3c4d5e6f","reasoning":"save","action":"WRITE_FILE","args":{"path":"/sandbox/a.txt","content":"hi"}}}]}}`
+	result := tasks.Artifact{ArtifactID: "result", Parts: []tasks.Part{tasks.TextPart("ok")}}
+
+	for _, tc := range []struct {
+		name string
+		held bool // the run holds the task input_required; the test completes it live
+		call func(taskID string) (method, payload string)
+	}{
+		{name: "message/stream", call: func(string) (string, string) { return "message/stream", proposal }},
+		{name: "tasks/resubscribe", call: func(id string) (string, string) { return "tasks/resubscribe", `{"taskId":"` + id + `"}` }},
+		{name: "tasks/resubscribe, the end live", held: true, call: func(id string) (string, string) {
+			return "tasks/resubscribe", `{"taskId":"` + id + `"}`
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := tasks.Outcome{State: tasks.StateCompleted, Artifacts: []tasks.Artifact{result}}
+			if tc.held {
+				out = tasks.Outcome{State: tasks.StateInputRequired, Note: "held"}
+			}
+			store := &getFailing{Store: tasks.NewMemoryStore(tasks.MemoryStoreOptions{})}
+			svc := tasks.NewService(store, tasks.ServiceOptions{Now: r.now, Runner: outcomeRunner{out}})
+			router := snap.NewRouter()
+			svc.Register(router, nil)
+			server := r.serverClaiming(router, snap.NewMemoryReplayStore(0), snap.NewMemoryResultStore(10),
+				"message/send", "message/stream", "tasks/resubscribe")
+			taskID := ""
+			if tc.name != "message/stream" {
+				resp := server.Respond(ctx, snap.Inbound{Raw: r.request(t, proposal)})
+				var p tasks.TaskResponse
+				if err := json.Unmarshal(resp.Payload, &p); err != nil || p.Task == nil || p.Task.Status.State != out.State {
+					t.Fatalf("the task: %s (%v)", resp.Payload, err)
+				}
+				taskID = p.Task.ID
+			}
+			method, payload := tc.call(taskID)
+			raw := r.call(t, method, payload)
+
+			// Each event the stream sends; the last one's (the task ended)
+			// leaves the store failing its reads.
+			events := make(chan tasks.State, 16)
+			serve := func() *snap.Message {
+				return server.Serve(ctx, snap.Inbound{Raw: raw}, func(m *snap.Message) error {
+					var e struct {
+						State     tasks.State `json:"state"`
+						Heartbeat bool        `json:"heartbeat"`
+					}
+					if err := json.Unmarshal(m.Payload, &e); err == nil && !e.Heartbeat {
+						if e.State == tasks.StateCompleted {
+							store.fail.Store(true)
+						}
+						events <- e.State
+					}
+					return nil
+				})
+			}
+			answered := make(chan *snap.Message, 1)
+			go func() { answered <- serve() }()
+			if tc.held {
+				// Once the stream has said the task waits, it ends live.
+				if st := <-events; st != tasks.StateInputRequired {
+					t.Fatalf("first event %s; want input_required", st)
+				}
+				if _, err := svc.Resolve(ctx, taskID, tasks.Outcome{State: tasks.StateCompleted, Artifacts: []tasks.Artifact{result}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			final := <-answered
+			store.fail.Store(false)
+			var p struct {
+				Task  *tasks.Task `json:"task"`
+				Error *snap.Error `json:"error"`
+			}
+			if err := json.Unmarshal(final.Payload, &p); err != nil {
+				t.Fatal(err)
+			}
+			if p.Task == nil || p.Task.Status.State != tasks.StateCompleted || len(p.Task.Artifacts) != 1 || p.Task.Artifacts[0].ArtifactID != "result" {
+				t.Fatalf("final answer after the events, its read failing: %s; want the completed task with its artifact", final.Payload)
+			}
+			// Its id is spent: a copy is the duplicate.
+			again := server.Serve(ctx, snap.Inbound{Raw: raw}, func(*snap.Message) error { return nil })
+			if !strings.Contains(string(again.Payload), `"code":2006`) {
+				t.Fatalf("a copy: %s; want 2006", again.Payload)
+			}
+		})
 	}
 }

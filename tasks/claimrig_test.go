@@ -37,15 +37,28 @@ func (r *claimRig) now() time.Time { return r.t0 }
 // server is a snap.Server of the node serving router, with replay and
 // results, that leaves message/send's replay record to its handler.
 func (r *claimRig) server(router *snap.Router, replay snap.ReplayStore, results snap.ResultStore) *snap.Server {
+	return r.serverClaiming(router, replay, results, "message/send")
+}
+
+// serverClaiming is server leaving the replay records of methods to
+// their handlers.
+func (r *claimRig) serverClaiming(router *snap.Router, replay snap.ReplayStore, results snap.ResultStore, methods ...string) *snap.Server {
 	return snap.NewServer(snap.ServerConfig{Key: r.node, Router: router, Now: r.now, Logger: slog.New(slog.DiscardHandler), Results: results,
-		Validator: snap.NewValidator(snap.Config{Self: r.self, Now: r.now, Replay: replay, ClaimMethods: []string{"message/send"}})})
+		Validator: snap.NewValidator(snap.Config{Self: r.self, Now: r.now, Replay: replay, ClaimMethods: methods})})
 }
 
 // request is a message/send of the peer's to the node carrying payload,
 // signed and serialized.
 func (r *claimRig) request(t *testing.T, payload string) []byte {
 	t.Helper()
-	m := &snap.Message{ID: snap.NewID(), Version: snap.ProtocolVersion, Type: snap.TypeRequest, Method: "message/send",
+	return r.call(t, "message/send", payload)
+}
+
+// call is a request of the peer's to the node of method carrying
+// payload, signed and serialized.
+func (r *claimRig) call(t *testing.T, method, payload string) []byte {
+	t.Helper()
+	m := &snap.Message{ID: snap.NewID(), Version: snap.ProtocolVersion, Type: snap.TypeRequest, Method: method,
 		From: r.peer.Address(identity.Mainnet), To: r.self, Timestamp: r.t0.Unix(), Payload: []byte(payload)}
 	if err := m.Sign(r.peer); err != nil {
 		t.Fatal(err)

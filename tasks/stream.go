@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 	"strings"
 	"time"
 
@@ -353,7 +354,7 @@ func (s *Service) StreamResubscribe(ctx context.Context, requester string, req *
 // a terminal task (one in input_required waits for what the operator or
 // requester does next).
 func (s *Service) follow(ctx context.Context, t *Task, backlog iter.Seq2[Event, error], live <-chan Event, emit func(any) error, resubscribe bool) (*Task, error) {
-	f := &follower{emit: emit, id: t.ID, state: t.Status.State}
+	f := &follower{emit: emit, id: t.ID, state: t.Status.State, last: t}
 	if resubscribe {
 		cur := statusUpdate(t.ID, t.Status, 0)
 		if t.Status.Message == "" {
@@ -361,7 +362,7 @@ func (s *Service) follow(ctx context.Context, t *Task, backlog iter.Seq2[Event, 
 		}
 		cur.Current = true
 		if f.emit(cur) != nil {
-			return s.finalTask(ctx, t)
+			return s.finalTask(ctx, f.last)
 		}
 	}
 	for ev, err := range backlog {
@@ -374,15 +375,15 @@ func (s *Service) follow(ctx context.Context, t *Task, backlog iter.Seq2[Event, 
 			if ctx.Err() == nil {
 				s.log.Warn("reading a task's events for its stream", "task", t.ID, "err", err)
 			}
-			return s.finalTask(ctx, t)
+			return s.finalTask(ctx, f.last)
 		}
 		if f.event(ev) != nil {
-			return s.finalTask(ctx, t)
+			return s.finalTask(ctx, f.last)
 		}
 	}
 	f.state = t.Status.State
 	if st := t.Status.State; st.Terminal() || (!resubscribe && st == StateInputRequired) {
-		return s.finalTask(ctx, t)
+		return s.finalTask(ctx, f.last)
 	}
 	f.version = max(f.version, t.Version)
 	heartbeat := time.NewTimer(s.streams.heartbeat)
@@ -394,38 +395,44 @@ func (s *Service) follow(ctx context.Context, t *Task, backlog iter.Seq2[Event, 
 				// The final event passed, ctx ended, or the broker
 				// dropped a subscriber that fell behind: the final
 				// response carries the whole task.
-				return s.finalTask(ctx, t)
+				return s.finalTask(ctx, f.last)
 			}
 			if ev.Version <= f.version {
 				continue
 			}
 			if f.event(ev) != nil {
-				return s.finalTask(ctx, t)
+				return s.finalTask(ctx, f.last)
 			}
 			if ev.Kind == EventStatus && ev.Status != nil &&
 				(ev.Status.State.Terminal() || ev.Status.State == StateInputRequired) {
-				return s.finalTask(ctx, t)
+				return s.finalTask(ctx, f.last)
 			}
 			heartbeat.Reset(s.streams.heartbeat)
 		case <-heartbeat.C:
 			if f.emit(&ProgressUpdate{TaskID: f.id, Progress: Progress(f.state), State: f.state,
 				Message: "task still " + string(f.state), Heartbeat: true}) != nil {
-				return s.finalTask(ctx, t)
+				return s.finalTask(ctx, f.last)
 			}
 			heartbeat.Reset(s.streams.heartbeat)
 		case <-ctx.Done():
-			return s.finalTask(ctx, t)
+			return s.finalTask(ctx, f.last)
 		}
 	}
 }
 
-// follower emits the events of one stream and tracks the task's state and
-// the last version emitted.
+// follower emits the events of one stream and tracks the task's state,
+// the last version emitted, and the task as the events told it.
 type follower struct {
 	emit    func(any) error
 	id      string
 	state   State
 	version int64
+	// last is the stream's snapshot of the task with the later events
+	// emitted applied (status, artifacts): the final answer when the
+	// task cannot be read then. copied is set once last is the
+	// follower's own copy.
+	last   *Task
+	copied bool
 }
 
 func (f *follower) event(ev Event) error {
@@ -437,24 +444,51 @@ func (f *follower) event(ev Event) error {
 		f.state = ev.Status.State
 	}
 	f.version = ev.Version
+	f.apply(ev)
 	return f.emit(p)
+}
+
+// apply brings f.last to ev, an event after it (one at or before its
+// version is in it already). The snapshot is copied before its first
+// change: the caller may share it.
+func (f *follower) apply(ev Event) {
+	if ev.Version <= f.last.Version {
+		return
+	}
+	if !f.copied {
+		f.last, f.copied = f.last.Clone(), true
+	}
+	f.last.Version = ev.Version
+	switch {
+	case ev.Kind == EventStatus && ev.Status != nil:
+		f.last.Status = *ev.Status
+	case ev.Kind == EventArtifact && ev.Artifact != nil:
+		if !slices.ContainsFunc(f.last.Artifacts, func(a Artifact) bool { return a.ArtifactID == ev.Artifact.ArtifactID }) {
+			f.last.Artifacts = append(f.last.Artifacts, ev.Artifact.Clone())
+		}
+	}
 }
 
 // finalTaskTimeout bounds the read of the task for a final response, which
 // is made even after the stream's context ended.
 const finalTaskTimeout = 10 * time.Second
 
-// finalTask reads the task as it is for the final response; t is the
-// snapshot the stream began with, for its id.
-func (s *Service) finalTask(ctx context.Context, t *Task) (*Task, error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalTaskTimeout)
+// finalTask reads the task as it is for the final response; last is the
+// task as the stream last knew it (its snapshot, the events it emitted
+// applied). The stream's replay record is written by then (with its task
+// or message, or before its first event), so a read that fails is not
+// answered 5001, whose retry would be refused as a duplicate: the task
+// is the answer, as it now stands or else as last known
+// (Service.Committed).
+func (s *Service) finalTask(ctx context.Context, last *Task) (*Task, error) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalTaskTimeout)
 	defer cancel()
-	cur, err := s.store.Get(ctx, t.ID)
-	if errors.Is(err, ErrNotFound) {
-		return nil, notFound(t.ID) // pruned meanwhile
+	cur, err := s.store.Get(rctx, last.ID)
+	switch {
+	case err == nil:
+		return cur, nil
+	case errors.Is(err, ErrNotFound):
+		return nil, notFound(last.ID) // pruned meanwhile
 	}
-	if err != nil {
-		return nil, fmt.Errorf("tasks: stream: %w", err)
-	}
-	return cur, nil
+	return s.Committed(ctx, last.ID, last, "the final read of its stream", fmt.Errorf("tasks: stream: %w", err))
 }
