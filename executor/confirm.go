@@ -162,7 +162,8 @@ func (e *Executor) Approve(ctx context.Context, actionID, approver string) (*Res
 // nothing runs, the action waits for a decision again, and the approval
 // returns the error. then (nil: none) runs in the approval's last commit
 // (see Then); an approval that holds the action again (its files
-// changed) is such an outcome too.
+// changed) is such an outcome too. An approval that fails after its
+// first commit stood (before's write with it) returns a *DecidedError.
 //
 // The approvals of one task's actions promote one at a time: an approval
 // whose first commit finds another action of the same task being
@@ -186,19 +187,52 @@ func (e *Executor) ApproveThen(ctx context.Context, actionID, approver string, b
 	// another approval, maybe, claimed it again), they fail with
 	// ErrTakenUp, and nothing of this one is recorded.
 	r.State, r.Claim = stateApproving, token
-	res, err := e.approve(ctx, r, actor, e.alone(r, before), then)
-	if err != nil && !errors.Is(err, ErrTakenUp) {
+	j := e.journal(r.Task, r.ActionID)
+	res, err := e.approve(ctx, j, r, actor, e.alone(r, before), then)
+	if err == nil {
+		return res, nil
+	}
+	given := false
+	if !errors.Is(err, ErrTakenUp) {
 		// Give the action back to the operators, unless it moved on or
 		// is no longer this approval's (the token): one another process
 		// took up as interrupted was handed back by it already, and may
 		// since be under a new approval.
 		r.State, r.Updated = statePending, e.now()
-		if _, uerr := e.store.update(context.WithoutCancel(ctx), r, stateApproving); uerr != nil {
+		ok, uerr := e.store.update(context.WithoutCancel(ctx), r, stateApproving)
+		if uerr != nil {
 			e.logger.Error("executor: release action", "action", actionID, "err", uerr)
 		}
+		given = ok && uerr == nil
+	}
+	if j.firstDone {
+		return nil, &DecidedError{ActionID: actionID, HeldAgain: given, Err: err}
 	}
 	return res, err
 }
+
+// DecidedError is the failure of an approval after its first commit,
+// which recorded the decision with the caller's before (see
+// ApproveThen): a later step failed with Err (a staging again after the
+// files changed, the promotion, the record of its outcome, or a
+// recovery that took the action up). HeldAgain reports whether the
+// action was given back to the operators, nothing of it applied, to be
+// decided again; if not, the action is the recovery's to settle
+// (RecoverInterrupted) unless Err says it was settled already.
+type DecidedError struct {
+	ActionID  string
+	HeldAgain bool
+	Err       error
+}
+
+func (e *DecidedError) Error() string {
+	if e.HeldAgain {
+		return fmt.Sprintf("executor: approval of %s recorded, then failed; the action is held again: %v", e.ActionID, e.Err)
+	}
+	return fmt.Sprintf("executor: approval of %s recorded, then failed: %v", e.ActionID, e.Err)
+}
+
+func (e *DecidedError) Unwrap() error { return e.Err }
 
 // DiffTx returns the diff of the action actionID as tx sees it: inside an
 // approval's before (see ApproveThen), the diff the approval is carrying
@@ -231,8 +265,7 @@ func (e *Executor) alone(r *record, before func(context.Context, *sql.Tx) error)
 	}
 }
 
-func (e *Executor) approve(ctx context.Context, r *record, actor string, first func(context.Context, *sql.Tx) error, then Then) (*Result, error) {
-	j := e.journal(r.Task, r.ActionID)
+func (e *Executor) approve(ctx context.Context, j *journal, r *record, actor string, first func(context.Context, *sql.Tx) error, then Then) (*Result, error) {
 	j.first, j.then = first, then
 	it, err := e.parse(r.Data, r.ActionID)
 	if err != nil {

@@ -41,6 +41,8 @@ type journal struct {
 	first txOp
 	// refused is first's error when it failed its commit.
 	refused error
+	// firstDone is set once a commit carrying first stood.
+	firstDone bool
 	// then, when set, joins the transaction of the journal's last
 	// commit (Request.Then), which last marks, with final, the Result
 	// of the call.
@@ -219,6 +221,9 @@ func (j *journal) write(ctx context.Context, op txOp) (opFailed bool, _ error) {
 		return false, fmt.Errorf("executor: action %s: %w", j.action, err)
 	}
 	j.entries = j.entries[:0]
+	if firstWas != nil {
+		j.firstDone = true
+	}
 	return false, nil
 }
 
