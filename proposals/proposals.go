@@ -185,6 +185,27 @@ func (e *TakenUpError) Error() string {
 
 func (e *TakenUpError) Unwrap() []error { return []error{ErrTakenUp, e.Err} }
 
+// HeldAgainError is the failure of an approval after its first commit
+// recorded it (an executor.DecidedError): a later step failed before
+// the action changed anything, and the action was given back to the
+// operators (ErrHeldAgain). The approval may be made again, by a new
+// decision; a signed one with a new message id, the first one's being
+// spent.
+type HeldAgainError struct {
+	TaskID, ActionID string
+	Err              error // the executor's error
+}
+
+// ErrHeldAgain: an approval was recorded, then failed before the action
+// changed anything, and the action is held again (a *HeldAgainError).
+var ErrHeldAgain = errors.New("the approval was recorded, then failed before the action ran")
+
+func (e *HeldAgainError) Error() string {
+	return fmt.Sprintf("task %s, action %s: %v (%v); it is held again: approve it again", e.TaskID, e.ActionID, ErrHeldAgain, e.Err)
+}
+
+func (e *HeldAgainError) Unwrap() []error { return []error{ErrHeldAgain, e.Err} }
+
 // StateError is the refusal of a decision on a task that does not wait
 // for one (ErrTaskEnded, ErrNotWaiting).
 type StateError struct {
@@ -358,6 +379,11 @@ func (p *Proposals) decide(ctx context.Context, d Decision) (*tasks.Task, error)
 			return d.shown(pa.ActionID, diff)
 		}
 		res, err = p.exec.ApproveThen(ctx, pa.ActionID, d.Approver, before, then)
+		if _, ok := errors.AsType[*executor.DecidedError](err); ok {
+			// The approval's first commit stood, the request's replay
+			// record with it: the request is answered for what it did.
+			d.Claim.Kept()
+		}
 		err = d.Claim.Done(err)
 	} else {
 		if d.Claim != nil {
@@ -389,6 +415,17 @@ func (p *Proposals) decide(ctx context.Context, d Decision) (*tasks.Task, error)
 				p.withdraw(ctx, d.TaskID, ended(t.Status.State))
 				return nil, &StateError{TaskID: d.TaskID, State: t.Status.State}
 			}
+		}
+		if de, ok := errors.AsType[*executor.DecidedError](err); ok {
+			// The decision was recorded, then the approval failed: the
+			// action held again waits for another decision; one left
+			// under way is settled by the recovery, whose outcome
+			// reaches the task, and the task as it stands answers.
+			if de.HeldAgain {
+				p.logger.Warn("an approval failed after it was recorded; the action is held again", "task", d.TaskID, "action", pa.ActionID, "err", err)
+				return nil, &HeldAgainError{TaskID: d.TaskID, ActionID: pa.ActionID, Err: err}
+			}
+			return p.tasks.Committed(ctx, d.TaskID, nil, "the approval after its first commit", err)
 		}
 		return nil, err
 	}

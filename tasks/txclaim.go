@@ -109,6 +109,18 @@ func (tc *TxClaim) In(ctx context.Context, tx *sql.Tx) error {
 	return nil
 }
 
+// Kept settles the claim as the request's own when the commit that
+// carried In's record stood but the work failed later (an approval whose
+// first commit recorded the decision): the id is spent, and the request
+// is answered for what its work did, not told to retry the same message,
+// which would be refused as a duplicate. Call it before Done.
+func (tc *TxClaim) Kept() {
+	if tc == nil || !tc.wrote || tc.taken != nil {
+		return
+	}
+	tc.c.Claimed(snap.ReplayRecord{}, true)
+}
+
 // Done settles the claim once the work returned err: found taken by In,
 // as a duplicate (its error, wrapping snap.ErrClaimTaken, replaces err);
 // written by a work that succeeded, as the request's own. A work that

@@ -178,15 +178,32 @@ func callOnce(t *testing.T, n *node.Node, k *identity.Key, m *snap.Message) map[
 // (the database busy, a connection lost), until healed.
 func failing(t *testing.T, n *node.Node, table, event string, reads bool) {
 	t.Helper()
+	if reads {
+		if _, err := n.DB.W.ExecContext(context.Background(), `ALTER TABLE `+table+` RENAME TO `+table+`_away`); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	failingWhen(t, n, table, event, "")
+}
+
+// failingWhen is failing for the rows (NEW) that meet when ("": every
+// row), an SQL condition, until healed.
+func failingWhen(t *testing.T, n *node.Node, table, event, when string) {
+	t.Helper()
 	var stmts []string
 	switch {
-	case reads:
-		stmts = []string{`ALTER TABLE ` + table + ` RENAME TO ` + table + `_away`}
 	case n.DB.Dialect != sqldb.Postgres:
-		stmts = []string{`CREATE TRIGGER fail_` + table + ` BEFORE ` + event + ` ON ` + table + ` BEGIN SELECT RAISE(ABORT, 'database is locked'); END`}
+		if when != "" {
+			when = ` WHEN ` + when
+		}
+		stmts = []string{`CREATE TRIGGER fail_` + table + ` BEFORE ` + event + ` ON ` + table + when + ` BEGIN SELECT RAISE(ABORT, 'database is locked'); END`}
 	default:
+		if when != "" {
+			when = ` WHEN (` + when + `)`
+		}
 		stmts = []string{`CREATE OR REPLACE FUNCTION fail_` + table + `() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'connection lost'; END $$`,
-			`CREATE TRIGGER fail_` + table + ` BEFORE ` + event + ` ON ` + table + ` FOR EACH ROW EXECUTE FUNCTION fail_` + table + `()`}
+			`CREATE TRIGGER fail_` + table + ` BEFORE ` + event + ` ON ` + table + ` FOR EACH ROW` + when + ` EXECUTE FUNCTION fail_` + table + `()`}
 	}
 	for _, s := range stmts {
 		if _, err := n.DB.W.ExecContext(context.Background(), s); err != nil {

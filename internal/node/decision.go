@@ -221,10 +221,18 @@ func decisionRefusal(err error, taskID string, d *decision) error {
 		se *proposals.StateError
 		he *proposals.HeldError
 		te *proposals.TakenUpError
+		ha *proposals.HeldAgainError
 	)
 	switch {
 	case errors.Is(err, snap.ErrClaimTaken):
 		return err // a duplicate: the server answers it as one
+	case errors.As(err, &ha):
+		// Its id is spent (see proposals.Decide): not retryable,
+		// whatever failed.
+		e := snap.FieldError("payload.taskId", "approval failed", "an approval carried out", "held again")
+		e.Message = ha.Error()
+		e.Data["taskId"], e.Data["actionId"] = ha.TaskID, ha.ActionID
+		return e
 	case errors.Is(err, proposals.ErrUnderWay):
 		// Retryable: the requester's id stays unspent (see Decide).
 		return snap.NewError(snap.CodeServiceUnavailable, "an approval of the task's action is under way; retry",

@@ -30,6 +30,11 @@ func TestDecisionRefusal(t *testing.T) {
 		{"an approval another process took up and settled", takenUp(false), "payload.taskId", "interrupted",
 			[]string{"reconcile_after", "no longer held"}},
 		{"decided already", fmt.Errorf("%w: %q", executor.ErrNoPending, "a1"), "payload.taskId", "pending action", nil},
+		// Its id spent by its first commit: never 5003, whatever failed
+		// after it (here another action being carried out).
+		{"an approval recorded, then failed, held again", fmt.Errorf("decide: %w", &proposals.HeldAgainError{TaskID: "t1", ActionID: "a1",
+			Err: &executor.DecidedError{ActionID: "a1", HeldAgain: true, Err: fmt.Errorf("approve a1: %w", executor.ErrBusy)}}),
+			"payload.taskId", "approval failed", []string{"recorded, then failed", "held again", "approve it again"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			err := decisionRefusal(c.err, "t1", &decision{approve: true, actionID: "a1"})

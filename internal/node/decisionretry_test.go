@@ -61,3 +61,32 @@ func TestDecisionRetryAfterTransientFailure(t *testing.T) {
 		})
 	}
 }
+
+// An operator's signed approval whose first commit stood (the decision
+// recorded, its replay record with it, the file deleted) and whose last
+// commit then fails for a passing cause (here the audit entry of the
+// promotion) is not answered 5001: its id is spent, and the retry SNAP
+// asks for would be refused as a duplicate while the operator was told
+// nothing was done. It is answered with the task as it stands, and the
+// node's recovery settles the action it left promoting (its promotion
+// undone, the action failed), as after a stop.
+func TestApprovalFailingAfterItsFirstCommit(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		r := newHeldRig(t, dsn)
+		n, held := r.n, r.held
+		raw := r.send(t, r.op, decisionMsg(held.ID, map[string]any{"decision": "approve"}))
+
+		failingWhen(t, n, "audit_log", "INSERT", "NEW.step = 'promoted'")
+		p := postSNAP(t, n, raw)
+		healed(t, n, "audit_log", false)
+		if code := errorCode(p); code != 0 {
+			t.Fatalf("the approval failing after its first commit answered %v; want the task", p)
+		}
+		if got := taskOf(t, p); got.ID != held.ID || got.Status.State != "input_required" {
+			t.Fatalf("answered task %s %s; want %s as it stands, input_required", got.ID, got.Status.State, held.ID)
+		}
+		if again := postSNAP(t, n, raw); again["deduplicated"] != true && errorCode(again) != snap.CodeDuplicateMessage {
+			t.Fatalf("a copy: %v; want the duplicate", again)
+		}
+	})
+}
