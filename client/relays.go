@@ -18,10 +18,12 @@ import (
 var ErrUnreachable = errors.New("could not reach any relay")
 
 // Discovered is an agent's card found on the relays with the Nostr key
-// that publishes it; Rejected is a card event dropped, and why.
+// that publishes it; Rejected is a card event dropped, and why;
+// Rejections counts those of one discovery and keeps the first few.
 type (
 	Discovered = snapnostr.Discovered
 	Rejected   = snapnostr.Rejected
+	Rejections = snapnostr.Rejections
 )
 
 // Relays is a requester's connection to Nostr relays: it finds agents by
@@ -50,13 +52,17 @@ func (r *Relays) Nostr(key *identity.Key, logger *slog.Logger) *Nostr {
 
 // Discover returns the newest valid card of the agent address, or of every
 // agent that offers skill (give one of them), and the card events dropped
-// (impostors, invalid cards). When nothing is found the error says why:
+// (impostors, invalid cards): counted, the first few kept. The relays'
+// cards are read a page at a time, newest first, so that however many
+// card events an address or a skill has on them (a flood of impostors),
+// the agent's newest valid card is found within bounded memory; see
+// snapnostr.DiscoverByIdentity for the bounds. When nothing is found the error says why:
 // ErrUnreachable when no relay could be reached, else snapnostr.ErrNotFound
 // or the relays' error.
-func (r *Relays) Discover(ctx context.Context, address, skill string) ([]Discovered, []Rejected, error) {
+func (r *Relays) Discover(ctx context.Context, address, skill string) ([]Discovered, Rejections, error) {
 	var (
 		found    []Discovered
-		rejected []Rejected
+		rejected Rejections
 		err      error
 	)
 	if address != "" {
@@ -82,7 +88,7 @@ func (r *Relays) Discover(ctx context.Context, address, skill string) ([]Discove
 
 // FindAgent returns the Target of the agent address: its newest valid card
 // on the relays, with the dropped card events, as Discover.
-func (r *Relays) FindAgent(ctx context.Context, address string) (Target, []Rejected, error) {
+func (r *Relays) FindAgent(ctx context.Context, address string) (Target, Rejections, error) {
 	found, rejected, err := r.Discover(ctx, address, "")
 	switch {
 	case errors.Is(err, ErrUnreachable):

@@ -105,15 +105,59 @@ type Rejected struct {
 	Err     error
 }
 
+// MaxRejectedKept bounds the rejected card events a discovery keeps with
+// their reasons; the others are only counted.
+const MaxRejectedKept = 20
+
+// Rejections are the card events a discovery dropped: how many, and the
+// first MaxRejectedKept of them, newest first, with why. Cut says why
+// the discovery stopped before reading every card event the relays hold
+// ("" when it read them all, or when the card found was newer than what
+// it left).
+type Rejections struct {
+	Count int
+	First []Rejected
+	Cut   string
+}
+
+func (r *Rejections) add(x Rejected) {
+	r.Count++
+	if len(r.First) < MaxRejectedKept {
+		r.First = append(r.First, x)
+	}
+}
+
+// Bounds of one discovery, whatever the relays hold: a flood of card
+// events (impostors tagged with an agent's address, cards naming a
+// skill) costs it time, never its answer's correctness within them.
+const (
+	// DiscoverPage is the limit of one query: the card events asked of
+	// each relay at once. A query past the pool's bound of events
+	// (relay.ErrQueryTruncated) is asked again with half the limit.
+	DiscoverPage = 500
+	// DiscoverMaxEvents bounds the card events one discovery reads,
+	// over all its pages.
+	DiscoverMaxEvents = 100_000
+	// DiscoverMaxAgents bounds the agents one discovery by skill
+	// returns: the DiscoverMaxAgents whose cards are newest.
+	DiscoverMaxAgents = 1000
+)
+
 // Querier fetches stored events; *relay.Pool implements it.
 type Querier interface {
 	Query(ctx context.Context, f nostr.Filter) ([]*nostr.Event, error)
 }
 
 // DiscoverByIdentity returns the newest valid card of the agent addr.
-// Impostor and invalid cards are dropped and returned as rejected.
-func DiscoverByIdentity(ctx context.Context, q Querier, addr string) (*Discovered, []Rejected, error) {
-	found, rejected, err := Discover(ctx, q, nostr.Filter{Kinds: []int{relay.KindCard}, Tags: nostr.TagMap{"d": {addr}}})
+// Impostor and invalid cards are dropped and counted in the Rejections.
+// The relays' cards tagged with addr are read a page at a time
+// (DiscoverPage), newest first, until the pages are older than the card
+// found, so that a flood of impostors tagged with addr costs time (at
+// most DiscoverMaxEvents card events are read, within ctx) but hides no
+// card; the author cannot be asked of the relays instead, as the address
+// is the tweaked key, not the untweaked one that signs the card event.
+func DiscoverByIdentity(ctx context.Context, q Querier, addr string) (*Discovered, Rejections, error) {
+	found, rejected, err := discover(ctx, q, nostr.Filter{Kinds: []int{relay.KindCard}, Tags: nostr.TagMap{"d": {addr}}}, addr)
 	if err != nil {
 		return nil, rejected, err
 	}
@@ -129,38 +173,107 @@ func DiscoverByIdentity(ctx context.Context, q Querier, addr string) (*Discovere
 var ErrNotFound = errors.New("not found")
 
 // DiscoverBySkill returns the newest valid card of every agent that offers
-// skill.
-func DiscoverBySkill(ctx context.Context, q Querier, skill string) ([]Discovered, []Rejected, error) {
-	found, rejected, err := Discover(ctx, q, nostr.Filter{Kinds: []int{relay.KindCard}, Tags: nostr.TagMap{"skill": {skill}}})
-	if err != nil {
-		return nil, rejected, err
-	}
-	// Relays may ignore multi-letter tag filters: keep only real matches.
-	found = slices.DeleteFunc(found, func(d Discovered) bool {
-		return !slices.ContainsFunc(d.Card.Skills, func(s snap.Skill) bool { return s.ID == skill })
-	})
-	return found, rejected, nil
+// skill, at most DiscoverMaxAgents of them (Rejections.Cut says when
+// there were more).
+func DiscoverBySkill(ctx context.Context, q Querier, skill string) ([]Discovered, Rejections, error) {
+	return discover(ctx, q, nostr.Filter{Kinds: []int{relay.KindCard}, Tags: nostr.TagMap{"skill": {skill}}}, "")
 }
 
-// Discover runs f (kind 31337) and returns, per identity, the newest card
-// that passes ParseCardEvent, newest first; everything else is rejected.
-func Discover(ctx context.Context, q Querier, f nostr.Filter) ([]Discovered, []Rejected, error) {
-	evs, err := q.Query(ctx, f)
-	if err != nil {
-		return nil, nil, err
+// discover runs f (kind 31337, a tag condition) a page at a time, newest
+// first, and returns, per identity, the newest card that passes
+// ParseCardEvent and, for a skill's filter, offers it, newest first;
+// everything else is rejected. A page asks each relay for the events of f
+// dated until the oldest of the page before (the same second included:
+// the ids seen then are skipped), so that however many card events match,
+// each page is bounded and every one is read. Looking for addr's card, it
+// stops once the pages are older than the newest valid card found.
+//
+// A relay that holds more events of f at one second than it gives at once
+// gives only some of them (NIP-01 pages by time alone); Cut says so.
+func discover(ctx context.Context, q Querier, f nostr.Filter, addr string) ([]Discovered, Rejections, error) {
+	var skill string
+	if s := f.Tags["skill"]; len(s) == 1 {
+		skill = s[0]
 	}
-	newest := map[string]Discovered{}
-	var rejected []Rejected
-	for _, ev := range evs {
-		card, err := ParseCardEvent(ev)
-		if err != nil {
-			rejected = append(rejected, Rejected{EventID: ev.ID, PubKey: ev.PubKey, Err: err})
+	var (
+		rejected Rejections
+		newest   = map[string]Discovered{}
+		seen     = map[string]struct{}{} // the ids of the page before
+		read     int
+		limit    = DiscoverPage
+		until    *nostr.Timestamp
+		stepped  bool // the page before brought nothing new: until went one second back
+		full     bool // DiscoverMaxAgents agents found
+	)
+	for {
+		page := f
+		page.Until, page.Limit = until, limit
+		evs, err := q.Query(ctx, page)
+		if errors.Is(err, relay.ErrQueryTruncated) && limit > 1 {
+			limit /= 2 // many relays: ask each for fewer
 			continue
 		}
-		d := Discovered{Card: card, PubKey: ev.PubKey, CreatedAt: ev.CreatedAt.Time(), EventID: ev.ID}
-		if old, ok := newest[card.Identity]; !ok || d.CreatedAt.After(old.CreatedAt) ||
-			d.CreatedAt.Equal(old.CreatedAt) && d.EventID < old.EventID {
-			newest[card.Identity] = d
+		if err != nil {
+			if read == 0 {
+				return nil, rejected, err
+			}
+			rejected.Cut = fmt.Sprintf("stopped after %d card events: %v", read, err)
+			break
+		}
+		if len(evs) == 0 {
+			break
+		}
+		if stepped {
+			rejected.Cut = fmt.Sprintf("the relays hold more card events dated %s than they give at once: some were not read",
+				(*until + 1).Time().UTC().Format(time.RFC3339))
+		}
+		oldest := evs[0].CreatedAt
+		fresh := 0
+		next := make(map[string]struct{}, len(evs))
+		for _, ev := range evs {
+			next[ev.ID] = struct{}{}
+			oldest = min(oldest, ev.CreatedAt)
+			if _, ok := seen[ev.ID]; ok {
+				continue
+			}
+			fresh++
+			read++
+			card, err := ParseCardEvent(ev)
+			if err == nil && skill != "" && !slices.ContainsFunc(card.Skills, func(s snap.Skill) bool { return s.ID == skill }) {
+				// Relays may ignore multi-letter tag filters: keep only real matches.
+				err = fmt.Errorf("snapnostr: card event %s does not offer the skill %q", ev.ID, skill)
+			}
+			if err != nil {
+				rejected.add(Rejected{EventID: ev.ID, PubKey: ev.PubKey, Err: err})
+				continue
+			}
+			d := Discovered{Card: card, PubKey: ev.PubKey, CreatedAt: ev.CreatedAt.Time(), EventID: ev.ID}
+			old, ok := newest[card.Identity]
+			if !ok && len(newest) >= DiscoverMaxAgents {
+				full = true
+				rejected.Cut = fmt.Sprintf("more than %d agents found: the %d of the newest cards kept", DiscoverMaxAgents, DiscoverMaxAgents)
+				continue
+			}
+			if !ok || d.CreatedAt.After(old.CreatedAt) ||
+				d.CreatedAt.Equal(old.CreatedAt) && d.EventID < old.EventID {
+				newest[card.Identity] = d
+			}
+		}
+		seen = next
+		stepped = fresh == 0
+		if stepped {
+			oldest-- // every event at this second that the relays give was read
+		}
+		until = &oldest
+		if d, ok := newest[addr]; addr != "" && ok && nostr.Timestamp(d.CreatedAt.Unix()) > oldest {
+			break // the pages left are older than the card found
+		}
+		if full {
+			break // the pages left are older than the agents kept
+		}
+		if read >= DiscoverMaxEvents {
+			rejected.Cut = fmt.Sprintf("stopped after %d card events, the bound of one discovery: older ones were not read", read)
+			break
 		}
 	}
 	out := make([]Discovered, 0, len(newest))

@@ -49,8 +49,9 @@
 //
 // CardEvent signs an Agent Card as a kind-31337 event; DiscoverByIdentity
 // and DiscoverBySkill query relays for cards and keep only those whose
-// identity is the P2TR address of the event's author, returning impostors
-// as rejected:
+// identity is the P2TR address of the event's author, counting impostors
+// as rejected (the first few kept, with why); they read the relays a page
+// at a time, newest first, so that a flood of impostors hides no card:
 //
 //	ev, err := snapnostr.CardEvent(card, key, time.Now())
 //	…

@@ -46,9 +46,7 @@ func (c *cli) discover(args []string) int {
 	pool := client.DialRelays(ctx, relays, quietLogger(c))
 	defer pool.Close()
 	found, rejected, err := pool.Discover(ctx, *id, *skill)
-	for _, r := range rejected {
-		fmt.Fprintf(c.stderr, "snapnode discover: REJECTED card event %s from %s: %v\n", r.EventID, r.PubKey, r.Err)
-	}
+	c.rejectedCards("snapnode discover", rejected)
 	if err != nil {
 		fmt.Fprintf(c.stderr, "snapnode discover: %v\n", err)
 		c.unreachableHint("snapnode discover", err, defaulted)
@@ -59,6 +57,21 @@ func (c *cli) discover(args []string) int {
 		fmt.Fprintf(c.stdout, "%s\n", line)
 	}
 	return exitOK
+}
+
+// rejectedCards prints on stderr the card events a discovery dropped:
+// the first few (client.Rejections keeps them) with why, then how many
+// more, and why the discovery stopped before the oldest card, if it did.
+func (c *cli) rejectedCards(prog string, r client.Rejections) {
+	for _, x := range r.First {
+		fmt.Fprintf(c.stderr, "%s: REJECTED card event %s from %s: %v\n", prog, x.EventID, x.PubKey, x.Err)
+	}
+	if more := r.Count - len(r.First); more > 0 {
+		fmt.Fprintf(c.stderr, "%s: REJECTED %d more card events (%d in all)\n", prog, more, r.Count)
+	}
+	if r.Cut != "" {
+		fmt.Fprintf(c.stderr, "%s: discovery %s\n", prog, r.Cut)
+	}
 }
 
 // quietLogger logs warnings and errors of client commands to stderr.

@@ -206,9 +206,7 @@ func (c *cli) exchange(fs *flag.FlagSet, cf clientFlags, method string, payload 
 		relays := client.DialRelays(ctx, cf.relays, quietLogger(c))
 		defer relays.Close()
 		target, rejected, err := relays.FindAgent(ctx, cf.to)
-		for _, r := range rejected {
-			fmt.Fprintf(c.stderr, "%s: REJECTED card event %s from %s: %v\n", prog, r.EventID, r.PubKey, r.Err)
-		}
+		c.rejectedCards(prog, rejected)
 		if err != nil {
 			code := c.exchangeError(prog, fmt.Errorf("%w: %w", errNoValidAnswer, err))
 			c.unreachableHint(prog, err, cf.defaulted)

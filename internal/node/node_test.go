@@ -232,7 +232,7 @@ func TestNodePublishesItsCard(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	d, rejected, err := snapnostr.DiscoverByIdentity(ctx, r.pool, n.Address())
-	if err != nil || len(rejected) != 0 {
+	if err != nil || rejected.Count != 0 {
 		t.Fatalf("discover: %v, rejected %v", err, rejected)
 	}
 	if d.PubKey != n.NostrPublicKey() || d.Card.Name != "snapnode" || d.Card.NostrRelays[0] != n.RelayURLs()[0] {
