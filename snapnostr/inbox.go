@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"log/slog"
@@ -617,12 +618,37 @@ func (in *Inbox) handle(run *running, ev *nostr.Event) {
 // stream answers a streaming request: each event is published as it comes,
 // the final response last. The handler's context ends with Run's; the
 // answers are published on the work context.
+//
+// A late delivery is claimed (see claim) before its first event, not at
+// its final answer: its owner may have answered it meanwhile (a refusal,
+// recorded as it was sent), and the requester would get that answer and
+// this stream's events. When the claim is lost the stream ends there and
+// nothing of it is published; when it is won the final answer goes out
+// without a second claim.
 func (in *Inbox) stream(run *running, req *nostr.Event, inbound snap.Inbound) {
+	claimed, lost := !inbound.Late, false // send runs in one goroutine at a time, before Serve returns
 	resp := in.cfg.Handler.Serve(run.stop, inbound, func(ev *snap.Message) error {
+		if !claimed {
+			if !in.claim(run.work, req, ev, true) {
+				lost = true
+				return errAnswered
+			}
+			claimed = true
+		}
 		return in.publish(run.work, req, ev)
 	})
-	in.answer(run.work, req, resp, inbound.Late)
+	switch {
+	case lost:
+		in.cfg.Logger.Debug("inbox: a late stream's request was answered by another replica; stream not sent", "event", req.ID)
+	case inbound.Late && claimed && resp != nil:
+		in.publishAnswer(run.work, req, resp)
+	default:
+		in.answer(run.work, req, resp, inbound.Late)
+	}
 }
+
+// errAnswered ends a late stream whose request another replica answered.
+var errAnswered = errors.New("snapnostr: the request was answered by another replica")
 
 // answer publishes resp, when there is one, to req, late or not.
 func (in *Inbox) answer(ctx context.Context, req *nostr.Event, resp *snap.Message, late bool) {
@@ -663,9 +689,14 @@ func (in *Inbox) done(ctx context.Context, ev *nostr.Event) {
 // and publishes it, unless another process answers req (claim); a
 // failure is logged.
 func (in *Inbox) reply(ctx context.Context, req *nostr.Event, resp *snap.Message, late bool) {
-	if !in.claim(ctx, req, resp, late) {
-		return
+	if in.claim(ctx, req, resp, late) {
+		in.publishAnswer(ctx, req, resp)
 	}
+}
+
+// publishAnswer publishes resp, the answer to req that this process
+// sends; a failure is logged.
+func (in *Inbox) publishAnswer(ctx context.Context, req *nostr.Event, resp *snap.Message) {
 	if err := in.publish(ctx, req, resp); err != nil {
 		in.cfg.Logger.Error("inbox: reply not published", "request", req.ID, "method", resp.Method, "type", resp.Type, "err", err)
 		return

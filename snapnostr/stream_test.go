@@ -37,7 +37,9 @@ type streamNet struct {
 
 func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
-func newStreamNet(t *testing.T, router *snap.Router, streams int, opts ...func(*snapnostr.InboxConfig)) *streamNet {
+// startRelay serves an embedded relay, in memory, until the test ends,
+// and returns its URL.
+func startRelay(t *testing.T) string {
 	t.Helper()
 	rel, err := embedded.New(embedded.Config{DBPath: ":memory:", Logger: quiet()})
 	if err != nil {
@@ -51,15 +53,23 @@ func newStreamNet(t *testing.T, router *snap.Router, streams int, opts ...func(*
 	served := make(chan error, 1)
 	go func() { served <- rel.Serve(rctx, ln) }()
 	t.Cleanup(func() { stopRelay(); <-served; rel.Close() })
-	url := embedded.WebSocketURL(ln.Addr())
+	return embedded.WebSocketURL(ln.Addr())
+}
 
-	pool := func() *relay.Pool {
-		ctx, cancel := context.WithCancel(context.Background())
-		p := relay.NewPool(relay.PoolConfig{URLs: []string{url}, Logger: quiet()})
-		p.Start(ctx)
-		t.Cleanup(func() { cancel(); p.Close() })
-		return p
-	}
+// newPool returns a pool on the relay at url, closed when the test ends.
+func newPool(t *testing.T, url string) *relay.Pool {
+	ctx, cancel := context.WithCancel(context.Background())
+	p := relay.NewPool(relay.PoolConfig{URLs: []string{url}, Logger: quiet()})
+	p.Start(ctx)
+	t.Cleanup(func() { cancel(); p.Close() })
+	return p
+}
+
+func newStreamNet(t *testing.T, router *snap.Router, streams int, opts ...func(*snapnostr.InboxConfig)) *streamNet {
+	t.Helper()
+	url := startRelay(t)
+	pool := func() *relay.Pool { return newPool(t, url) }
+	var err error
 	n := &streamNet{inboxDone: make(chan error, 1)}
 	if n.agent, err = identity.Generate(); err != nil {
 		t.Fatal(err)
