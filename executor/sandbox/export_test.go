@@ -1,6 +1,12 @@
 package sandbox
 
-import "time"
+import (
+	"os"
+	"strings"
+	"time"
+
+	"golang.org/x/text/unicode/norm"
+)
 
 // SetTestHooks installs failure points for the tests of package
 // sandbox_test: beforeOp runs before each step of a promotion or rollback
@@ -39,3 +45,27 @@ func SetLockHook(s *Sandbox, busy func()) { s.core.hooks.lockBusy = busy }
 
 // FolderLocks reports whether the folder lock is taken on this platform.
 func FolderLocks() bool { return folderLocks }
+
+// SetCaseInsensitive makes s act as on a file system that ignores letter
+// case and Unicode normal form (macOS's and Windows' defaults, a Linux
+// folder made with chattr +F): a name finds the entry whose name folds to
+// the same, and a new entry keeps the spelling it was made with.
+func SetCaseInsensitive(s *Sandbox) {
+	s.core.hooks.lookup = func(d *os.Root, name string) string {
+		if _, err := d.Lstat(name); err == nil {
+			return name
+		}
+		f, err := d.Open(".")
+		if err != nil {
+			return name
+		}
+		defer f.Close()
+		names, _ := f.Readdirnames(-1)
+		for _, n := range names {
+			if strings.EqualFold(norm.NFD.String(n), norm.NFD.String(name)) {
+				return n
+			}
+		}
+		return name
+	}
+}

@@ -268,12 +268,11 @@ func (s *Sandbox) transition(ctx context.Context, opName string, steps []entry, 
 // applied reports whether the step's effect happened (it may have, and
 // the error be the directory sync that follows).
 func (s *Sandbox) do(ctx context.Context, o op) (applied bool, err error) {
-	d, err := s.openDir(ctx, parentOf(o.rel))
+	d, name, err := s.openParent(ctx, o.rel)
 	if err != nil {
 		return false, err
 	}
 	defer d.close()
-	name := base(o.rel)
 	switch o.kind {
 	case opWrite:
 		err = s.writeIn(ctx, d.r, name, o)

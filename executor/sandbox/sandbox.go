@@ -75,6 +75,10 @@ type hooks struct {
 	beforeOp     func(o op) error       // before each step of a promotion or rollback
 	syncDir      func() error           // before each directory sync
 	lockBusy     func()                 // the folder lock is held elsewhere: waiting
+	// lookup stands for the file system's own look-up of name in d: the
+	// name of the entry it finds. The tests set it to act as a file
+	// system that ignores case would; nil: name itself.
+	lookup func(d *os.Root, name string) string
 }
 
 // Open opens the workspace folder dir (which must exist) as a sandbox with
@@ -259,7 +263,7 @@ func (s *Sandbox) Stat(ctx context.Context, p string) (Kind, error) {
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	d, err := s.openDir(ctx, parentOf(rel))
+	d, name, err := s.openParent(ctx, rel)
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, ErrNotDir) {
 		return KindAbsent, nil
 	}
@@ -267,7 +271,7 @@ func (s *Sandbox) Stat(ctx context.Context, p string) (Kind, error) {
 		return "", opErr("stat", rel, err)
 	}
 	defer d.close()
-	fi, err := d.r.Lstat(base(rel))
+	fi, err := d.r.Lstat(name)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return KindAbsent, nil
@@ -561,7 +565,7 @@ func (s *Sandbox) openDir(ctx context.Context, rel string) (dir, error) {
 			cur.close()
 			return dir{}, err
 		}
-		next, err := openChild(cur.r, name)
+		next, err := openChild(cur.r, s.sysName(cur.r, name))
 		cur.close()
 		if err != nil {
 			return dir{}, err
@@ -569,6 +573,25 @@ func (s *Sandbox) openDir(ctx context.Context, rel string) (dir, error) {
 		cur = dir{r: next, owned: true}
 	}
 	return cur, nil
+}
+
+// openParent opens the directory above rel, as openDir, and gives the
+// name rel has in it.
+func (s *Sandbox) openParent(ctx context.Context, rel string) (dir, string, error) {
+	d, err := s.openDir(ctx, parentOf(rel))
+	if err != nil {
+		return dir{}, "", err
+	}
+	return d, s.sysName(d.r, base(rel)), nil
+}
+
+// sysName is the name the file system finds for name in d: name itself,
+// unless a test stands in for the file system (hooks.lookup).
+func (s *Sandbox) sysName(d *os.Root, name string) string {
+	if s.core.hooks.lookup == nil {
+		return name
+	}
+	return s.core.hooks.lookup(d, name)
 }
 
 // openChild opens the directory name inside parent. os.Root would follow a
@@ -609,7 +632,7 @@ func (s *Sandbox) load(ctx context.Context, rel string) (Image, error) {
 	if rel == "" {
 		return Image{Kind: KindDir}, nil
 	}
-	d, err := s.openDir(ctx, parentOf(rel))
+	d, name, err := s.openParent(ctx, rel)
 	if errors.Is(err, fs.ErrNotExist) {
 		return Image{Kind: KindAbsent}, nil
 	}
@@ -617,7 +640,7 @@ func (s *Sandbox) load(ctx context.Context, rel string) (Image, error) {
 		return Image{}, err
 	}
 	defer d.close()
-	return s.loadIn(ctx, d.r, base(rel))
+	return s.loadIn(ctx, d.r, name)
 }
 
 // loadIn is load for the name inside the open directory d.
