@@ -46,7 +46,16 @@
 // symbolic link at all (every directory is looked at with Lstat, opened,
 // and checked to be that same directory), opens no file with more than
 // one hard link (it may be an alias of an outside file), and never
-// replaces, deletes or renames a link. Files are written to a new
+// replaces, deletes or renames a link. Nor does it act on a name stored
+// under another spelling than the path's (ErrSpelling): on a file system
+// that ignores letter case or Unicode form, "/sandbox/SECRETS/key.txt"
+// would find secrets/key.txt, which a rule on the path's text does not
+// cover. Open finds whether the folder's file system does (a probe file
+// looked up in capitals and decomposed); where it does, and below any
+// file system mounted inside the folder, each name that is there must be
+// in its directory's listing as spelled (or, stored decomposed, as its
+// NFC form). A folder inside the workspace made to fold names on its own
+// (chattr +F) is not seen. Files are written to a new
 // temporary file in their own directory (O_EXCL), synced, renamed over
 // their target, and the directory synced; Prepare writes and syncs the
 // temporary files ahead, while the caller makes its own record durable,

@@ -22,6 +22,12 @@ var (
 	// ErrNotRegular: a regular file was needed (directories, FIFOs,
 	// devices and sockets are refused).
 	ErrNotRegular = errors.New("sandbox: not a regular file")
+	// ErrSpelling: a name of the path finds, on a file system that
+	// ignores letter case or Unicode normal form, an entry stored under
+	// another spelling ("/sandbox/SECRETS/key.txt" finding
+	// secrets/key.txt). The policy judged the path as spelled, so the
+	// sandbox does not act on it; name the entry as a listing shows it.
+	ErrSpelling = errors.New("sandbox: a name of the path is stored under another spelling (letter case or Unicode form)")
 	// ErrNotDir: a directory was needed.
 	ErrNotDir = errors.New("sandbox: not a directory")
 	// ErrExists: the target of a create, mkdir or rename already exists.

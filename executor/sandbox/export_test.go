@@ -49,8 +49,17 @@ func FolderLocks() bool { return folderLocks }
 // SetCaseInsensitive makes s act as on a file system that ignores letter
 // case and Unicode normal form (macOS's and Windows' defaults, a Linux
 // folder made with chattr +F): a name finds the entry whose name folds to
-// the same, and a new entry keeps the spelling it was made with.
+// the same, and a new entry keeps the spelling it was made with. The
+// folder is probed again, as Open would.
 func SetCaseInsensitive(s *Sandbox) {
+	SetFoldingLookup(s)
+	s.core.spelling.Store(s.probeFolds(s.core.ws.root))
+}
+
+// SetFoldingLookup is SetCaseInsensitive without the probe: the sandbox
+// keeps what Open found of its folder, as if only a folder inside it (a
+// file system mounted there) folded names.
+func SetFoldingLookup(s *Sandbox) {
 	s.core.hooks.lookup = func(d *os.Root, name string) string {
 		if _, err := d.Lstat(name); err == nil {
 			return name
@@ -69,3 +78,7 @@ func SetCaseInsensitive(s *Sandbox) {
 		return name
 	}
 }
+
+// Folds reports whether s found that its folder's file system finds names
+// under other spellings.
+func Folds(s *Sandbox) bool { return s.core.spelling.Load().folds }

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -66,6 +67,9 @@ type core struct {
 	mu    sync.Mutex // held by Promote, Rollback and Recover
 	tally tally
 	hooks hooks
+	// spelling is what probeFolds found of the workspace folder, at Open
+	// and each time the folder is opened again.
+	spelling atomic.Pointer[spelling]
 }
 
 // hooks let the package's tests inject failures at the points where a
@@ -96,8 +100,12 @@ func Open(dir string, lim Limits) (*Sandbox, error) {
 		return nil, fmt.Errorf("sandbox: open workspace: %w", err)
 	}
 	c := &core{ws: ws, tally: tally{now: time.Now}}
-	ws.reopened = c.tally.forget
 	s := &Sandbox{core: c, lim: lim}
+	c.spelling.Store(s.probeFolds(ws.root))
+	ws.reopened = func(root *os.Root) {
+		c.tally.forget()
+		c.spelling.Store(s.probeFolds(root))
+	}
 	// The folder lock's file is made now, when it can be, rather than
 	// at the first promotion (which makes it otherwise).
 	if folderLocks {
@@ -541,6 +549,9 @@ func (s *Sandbox) walk(ctx context.Context, fn func(rel string, fi fs.FileInfo) 
 type dir struct {
 	r     *os.Root
 	owned bool // false for the sandbox root itself, which stays open
+	// folds: its file system may find a name under another spelling
+	// (see spelled).
+	folds bool
 }
 
 func (d dir) close() {
@@ -556,7 +567,8 @@ func (s *Sandbox) openDir(ctx context.Context, rel string) (dir, error) {
 	if err != nil {
 		return dir{}, err
 	}
-	cur := dir{r: root}
+	sp := s.core.spelling.Load()
+	cur := dir{r: root, folds: sp.folds}
 	if rel == "" {
 		return cur, nil
 	}
@@ -565,24 +577,37 @@ func (s *Sandbox) openDir(ctx context.Context, rel string) (dir, error) {
 			cur.close()
 			return dir{}, err
 		}
-		next, err := openChild(cur.r, s.sysName(cur.r, name))
+		if err := s.spelled(ctx, cur, name); err != nil {
+			cur.close()
+			return dir{}, err
+		}
+		next, fi, err := openChild(cur.r, s.sysName(cur.r, name))
 		cur.close()
 		if err != nil {
 			return dir{}, err
 		}
-		cur = dir{r: next, owned: true}
+		// A directory on another file system than the folder (one
+		// mounted inside it) may fold names where the folder does not.
+		cur = dir{r: next, owned: true, folds: cur.folds || !sp.onDevice(fi)}
 	}
 	return cur, nil
 }
 
 // openParent opens the directory above rel, as openDir, and gives the
-// name rel has in it.
+// name rel has in it. Each name of rel that is there must be spelled as
+// it is stored (spelled): this and openDir are where every path a
+// proposal names is looked up.
 func (s *Sandbox) openParent(ctx context.Context, rel string) (dir, string, error) {
 	d, err := s.openDir(ctx, parentOf(rel))
 	if err != nil {
 		return dir{}, "", err
 	}
-	return d, s.sysName(d.r, base(rel)), nil
+	name := base(rel)
+	if err := s.spelled(ctx, d, name); err != nil {
+		d.close()
+		return dir{}, "", err
+	}
+	return d, s.sysName(d.r, name), nil
 }
 
 // sysName is the name the file system finds for name in d: name itself,
@@ -598,31 +623,32 @@ func (s *Sandbox) sysName(d *os.Root, name string) string {
 // symbolic link that stays inside the root; the sandbox follows none: it
 // looks at the name without following it, opens it, and checks that what
 // it opened is the very directory it looked at. A link swapped in between
-// fails that check (and os.Root still stops one that leads outside).
-func openChild(parent *os.Root, name string) (*os.Root, error) {
+// fails that check (and os.Root still stops one that leads outside). It
+// gives the directory opened and its description.
+func openChild(parent *os.Root, name string) (*os.Root, fs.FileInfo, error) {
 	fi, err := parent.Lstat(name)
 	if err != nil {
-		return nil, bare(err)
+		return nil, nil, bare(err)
 	}
 	switch {
 	case fi.Mode()&fs.ModeSymlink != 0:
-		return nil, ErrSymlink
+		return nil, nil, ErrSymlink
 	case !fi.IsDir():
-		return nil, ErrNotDir
+		return nil, nil, ErrNotDir
 	}
 	child, err := parent.OpenRoot(name)
 	if err != nil {
 		if again, lerr := parent.Lstat(name); lerr == nil && again.Mode()&fs.ModeSymlink != 0 {
-			return nil, ErrSymlink
+			return nil, nil, ErrSymlink
 		}
-		return nil, bare(err)
+		return nil, nil, bare(err)
 	}
 	got, err := child.Stat(".")
 	if err != nil || !os.SameFile(fi, got) {
 		child.Close()
-		return nil, ErrSymlink
+		return nil, nil, ErrSymlink
 	}
-	return child, nil
+	return child, got, nil
 }
 
 // load returns the image of rel, with the content of a file. A missing

@@ -19,3 +19,12 @@ func linkCount(fi fs.FileInfo) (uint64, bool) {
 	}
 	return uint64(st.Nlink), true
 }
+
+// deviceOf returns the device of the file system holding a file.
+func deviceOf(fi fs.FileInfo) (uint64, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, false
+	}
+	return uint64(st.Dev), true
+}

@@ -43,8 +43,9 @@ type workspace struct {
 	root   *os.Root
 	fi     fs.FileInfo // the folder root holds
 	closed bool
-	// reopened is called, with mu held, when the root was replaced.
-	reopened func()
+	// reopened is called, with mu held, when the root was replaced by
+	// root.
+	reopened func(root *os.Root)
 }
 
 // openWorkspace opens the folder dir; a folder missing then is the host's
@@ -128,7 +129,7 @@ func (w *workspace) current() (*os.Root, error) {
 	w.root.Close()
 	w.root, w.fi = root, got
 	if w.reopened != nil {
-		w.reopened()
+		w.reopened(root)
 	}
 	return root, nil
 }
