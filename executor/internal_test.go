@@ -189,3 +189,13 @@ func TestHostDescriptorStatesItsAuditLevel(t *testing.T) {
 		}
 	}
 }
+
+// A path spelled otherwise than its name on disk (a file system that
+// ignores case) fails with its own cause, naming the path.
+func TestSpellingFailure(t *testing.T) {
+	const p = "/sandbox/SECRETS/key.txt"
+	f := sandboxFailure(&sandbox.OpError{Op: "read", Path: p, Err: sandbox.ErrSpelling})
+	if f.Code != CodeExecutionFailed || f.Cause != "spelling" || !slices.Equal(f.Paths, []string{p}) {
+		t.Errorf("failure: %+v, want %s, cause spelling, the path", f, CodeExecutionFailed)
+	}
+}

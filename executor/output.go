@@ -207,6 +207,7 @@ func sandboxFailure(err error) *Failure {
 		{sandbox.ErrSymlink, "symlink", "The path goes through a symbolic link."},
 		{sandbox.ErrHardLink, "hard_link", "The file has more than one hard link."},
 		{sandbox.ErrInvalidPath, "invalid_path", "The path is not allowed."},
+		{sandbox.ErrSpelling, "spelling", "The path names a file or folder stored under another spelling (letter case or Unicode form); name it as a listing shows it."},
 		{sandbox.ErrChanged, "changed", "The files changed while the action was staged; propose it again."},
 		{sandbox.ErrDiverged, "changed", "The files changed since the action was promoted."},
 		{sandbox.ErrNoWorkspace, "no_workspace", "The workspace folder is missing on the host; the operator must restore it."},
