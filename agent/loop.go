@@ -47,6 +47,9 @@ type jobRun struct {
 	// text); lim the job's limits, the operator's lowered by req.
 	req *JobRequest
 	lim limits
+	// seen is where the input this claim's last model call was told
+	// ended (StepInput); nil before its first call.
+	seen *int64
 	// caught is the job given its task's messages it was missing by the
 	// last step's read of the task (propose): the next call need not read
 	// the task again.
@@ -322,6 +325,7 @@ func (jr *jobRun) call(ctx context.Context) (*Interaction, *Completion, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	jr.seen = &end
 	// Messages a follow-up's Take told the job count as given: catchUp
 	// compares the task's messages with this count.
 	j.Told = max(j.Told, told)
@@ -1297,7 +1301,9 @@ func (jr *jobRun) stuckAfter(ctx context.Context, it *Interaction, reason string
 
 func (jr *jobRun) stuckWith(ctx context.Context, it *Interaction, reason, shown string) error {
 	err := jr.stopWith(ctx, it, InterventionRequired, jr.r.redact(reason), jr.r.redact(shown), nil)
-	jr.r.log.Info("agent: job waits for guidance", "task", jr.j.TaskID, "reason", jr.j.Reason)
+	if jr.j.Status == InterventionRequired {
+		jr.r.log.Info("agent: job waits for guidance", "task", jr.j.TaskID, "reason", jr.j.Reason)
+	}
 	return err
 }
 
@@ -1309,6 +1315,12 @@ func (jr *jobRun) stuckWith(ctx context.Context, it *Interaction, reason, shown 
 // write to make as the job makes it here (see ending), never one a later
 // write put over it. The task then shows it, with arts after ending's
 // (see end). reason and shown are redacted already.
+//
+// A step that asks for a human (it, with st INTERVENTION_REQUIRED)
+// does not wait when input came while the model was being called (a
+// requester's message): as for a message on a job that waits, the job
+// is queued again, PENDING (Save.Seen), and goes on with the message
+// once claimed; an action the step held is withdrawn then (start).
 func (jr *jobRun) stopWith(ctx context.Context, it *Interaction, st Status, reason, shown string, arts []tasks.Artifact) error {
 	j := jr.j
 	reason, shown = cut(reason, 2000), cut(shown, 2000)
@@ -1319,8 +1331,19 @@ func (jr *jobRun) stopWith(ctx context.Context, it *Interaction, st Status, reas
 	if it != nil {
 		it.Response.NewStatus = st
 	}
-	if err := jr.record(ctx, it); err != nil {
+	w, done := jr.prepare(it, nil)
+	if st == InterventionRequired && it != nil {
+		w.Seen = jr.seen
+	}
+	err := jr.r.cfg.Store.Write(ctx, w)
+	done(err)
+	if err != nil {
 		return err
+	}
+	if j.Status == Pending {
+		jr.r.log.Info("agent: the requester wrote during the step; the job goes on with the message rather than waiting",
+			"task", j.TaskID, "reason", reason)
+		return nil
 	}
 	note, own := ending(j, jr.its)
 	return jr.end(ctx, st, note, append(own, arts...))

@@ -467,6 +467,14 @@ type Save struct {
 	LeaseUntil, Now time.Time
 	// Release gives the job's lease up in the same write.
 	Release bool
+	// Seen, when not nil, is where the input the job's last model call
+	// was told ended (StepInput's end). A write that makes the job wait
+	// for a human (INTERVENTION_REQUIRED) finds then whether input was
+	// added since, during the step (a requester's message): if so, it
+	// is a message on a waiting job, which goes back in the queue (see
+	// AddInput): the job is written PENDING, its lease given up, and
+	// Job.Status says so once the write is done.
+	Seen *int64
 }
 
 // answered reports whether w ends the step the job's model recorded as
@@ -482,10 +490,11 @@ func (w *Save) answered() bool {
 
 // Write applies w.
 func (s *Store) Write(ctx context.Context, w Save) error {
-	historyBytes := w.Job.HistoryBytes
+	historyBytes, status := w.Job.HistoryBytes, w.Job.Status
 	var moved func()
 	err := s.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		w.Job.HistoryBytes = historyBytes // the transaction may run again
+		// The transaction may run again.
+		w.Job.HistoryBytes, w.Job.Status = historyBytes, status
 		var err error
 		moved, err = s.writeTx(ctx, tx, w)
 		return err
@@ -494,7 +503,7 @@ func (s *Store) Write(ctx context.Context, w Save) error {
 		moved() // committed: the queue's count follows
 	}
 	if err != nil {
-		w.Job.HistoryBytes = historyBytes // nothing was written
+		w.Job.HistoryBytes, w.Job.Status = historyBytes, status // nothing was written
 		if errors.Is(err, ErrLeaseLost) {
 			return err
 		}
@@ -544,6 +553,24 @@ func (s *Store) writeTx(ctx context.Context, tx *sql.Tx, w Save) (moved func(), 
 // writeJob is WriteTx's writing.
 func (s *Store) writeJob(ctx context.Context, tx *sql.Tx, w Save) error {
 	j := w.Job
+	if w.Seen != nil && j.Status == InterventionRequired {
+		// The row stays locked until tx ends (on PostgreSQL; SQLite's
+		// write transaction is the only writer): input added after
+		// this read finds the job waiting, and resumes it (AddInput).
+		var end int64
+		err := tx.QueryRowContext(ctx, s.d.Rebind(`SELECT input_end FROM agent_jobs WHERE task_id = ?`+s.d.ForUpdate()), j.TaskID).Scan(&end)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("agent: save job %s: %w", j.TaskID, ErrLeaseLost)
+		}
+		if err != nil {
+			return err
+		}
+		if end > *w.Seen {
+			// Told nothing of the wait, the task shows the job at
+			// work: settled as PENDING.
+			j.Status, w.Release, w.Unsettled = Pending, true, false
+		}
+	}
 	for _, it := range []*Interaction{w.Earlier, w.Interaction} {
 		if it == nil {
 			continue

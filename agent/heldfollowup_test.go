@@ -1,0 +1,134 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/snapnode/snapnode/agent"
+	"github.com/snapnode/snapnode/internal/testdb"
+	"github.com/snapnode/snapnode/tasks"
+	"github.com/snapnode/snapnode/tasks/taskstest"
+)
+
+// duringCall is a scripted model that runs during before its first call
+// answers: what happens while the model is being called.
+type duringCall struct {
+	scripted
+	once   sync.Once
+	during func()
+}
+
+func (m *duringCall) Complete(ctx context.Context, p agent.Prompt) (*agent.Completion, error) {
+	m.once.Do(m.during)
+	return m.scripted.Complete(ctx, p)
+}
+
+// The requester writes while the model is being called, and the step
+// ends with an action held for an operator: as for a message that comes
+// once the action waits, the job goes on with the message and the held
+// action is withdrawn (denied, never run), rather than waiting for an
+// operator who may approve what the requester no longer wants.
+func TestMessageDuringTheStepWithdrawsTheHeldAction(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		r := newRig(t, dsn)
+		ctx := context.Background()
+		gone := filepath.Join(r.dir, "gone.md")
+		if err := os.WriteFile(gone, []byte("bye\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		task := r.send(t, "delete gone.md")
+		sendErr := make(chan error, 1)
+		m := &duringCall{scripted: scripted{answers: []string{
+			proposalJSON("DELETE_FILE", map[string]any{"path": "/sandbox/gone.md"}),
+			proposalJSON("FINISH", map[string]any{"response": "kept it"}),
+		}}, during: func() {
+			payload, _ := json.Marshal(map[string]any{"taskId": task.ID, "message": map[string]any{"messageId": uuid.NewString(),
+				"role": "user", "parts": []any{map[string]any{"text": "never mind, keep it"}}}})
+			_, err := taskstest.Send(ctx, r.svc, "alice", payload)
+			sendErr <- err
+		}}
+		got := r.run(t, m, task.ID, tasks.StateInputRequired, tasks.StateCompleted, tasks.StateFailed)
+		if err := <-sendErr; err != nil {
+			t.Fatalf("the follow-up: %v", err)
+		}
+		if got.Status.State != tasks.StateCompleted {
+			t.Fatalf("task %s %q; want the job gone on with the message and completed", got.Status.State, got.Status.Message)
+		}
+		if _, err := os.Stat(gone); err != nil {
+			t.Fatalf("the withdrawn delete ran: %v", err)
+		}
+		if held, err := r.exec.Pending(ctx, task.ID); err != nil || len(held) != 0 {
+			t.Fatalf("still held: %+v %v", held, err)
+		}
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if len(m.prompts) != 2 {
+			t.Fatalf("%d model calls; want 2", len(m.prompts))
+		}
+		var second strings.Builder
+		for _, msg := range m.prompts[1] {
+			second.WriteString(msg.Content)
+		}
+		if !strings.Contains(second.String(), "never mind, keep it") || !strings.Contains(second.String(), "was withdrawn when the requester wrote again") {
+			t.Fatalf("the second call was not told the message and the withdrawal: %s", second.String())
+		}
+		h, err := r.store.History(ctx, task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o := h.Interactions[0].Observation; o == nil || o.Outcome != agent.ObsDenied {
+			t.Fatalf("the held step's outcome: %+v; want denied", o)
+		}
+	})
+}
+
+// The same for a step that answers STUCK while the requester writes: the
+// job goes on with the message, rather than waiting for guidance it was
+// given already.
+func TestMessageDuringAStuckStepIsTold(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		r := newRig(t, dsn)
+		ctx := context.Background()
+		task := r.send(t, "write a report")
+		sendErr := make(chan error, 1)
+		m := &duringCall{scripted: scripted{answers: []string{
+			`{"action":"STUCK","evidence_files":[],"summary_for_supervisor":"On which file?"}`,
+			proposalJSON("FINISH", map[string]any{"response": "done"}),
+		}}, during: func() {
+			payload, _ := json.Marshal(map[string]any{"taskId": task.ID, "message": map[string]any{"messageId": uuid.NewString(),
+				"role": "user", "parts": []any{map[string]any{"text": "use notes.md"}}}})
+			_, err := taskstest.Send(ctx, r.svc, "alice", payload)
+			sendErr <- err
+		}}
+		got := r.run(t, m, task.ID, tasks.StateInputRequired, tasks.StateCompleted, tasks.StateFailed)
+		if err := <-sendErr; err != nil {
+			t.Fatalf("the follow-up: %v", err)
+		}
+		if got.Status.State != tasks.StateCompleted {
+			t.Fatalf("task %s %q; want the job gone on with the message and completed", got.Status.State, got.Status.Message)
+		}
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		var second strings.Builder
+		for _, msg := range m.prompts[len(m.prompts)-1] {
+			second.WriteString(msg.Content)
+		}
+		if len(m.prompts) != 2 || !strings.Contains(second.String(), "use notes.md") {
+			t.Fatalf("%d calls; the last was not told the message: %s", len(m.prompts), second.String())
+		}
+		h, err := r.store.History(ctx, task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := agent.Replay(h, 64<<10); err != nil {
+			t.Fatalf("replay: %v", err)
+		}
+	})
+}
