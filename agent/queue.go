@@ -228,6 +228,46 @@ func (q *Queue) Take(ctx context.Context, t *tasks.Task) error {
 	return nil
 }
 
+// CountTold counts the messages of the task of each job stored before
+// they were counted (Job.Told < 0, by a version before the count) as
+// given, its task as task reads it (nil and tasks.ErrNotFound for none:
+// the job is left as it is), and returns how many jobs it counted. Run
+// it when the node starts, before it takes requests: such a job's
+// follow-ups are each told by their Take as the task's last message, and
+// of two whose Takes raced, the one read with the other's message could
+// count both told and give the job only its own. Once counted, a Take
+// gives the job every message from its count on.
+func (q *Queue) CountTold(ctx context.Context, task func(context.Context, string) (*tasks.Task, error)) (int, error) {
+	const page = 100
+	counted := 0
+	for after := ""; ; {
+		ids, err := q.store.Uncounted(ctx, after, page)
+		if err != nil {
+			return counted, err
+		}
+		for _, id := range ids {
+			t, err := task(ctx, id)
+			if errors.Is(err, tasks.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return counted, fmt.Errorf("agent: count the messages of job %s: %w", id, err)
+			}
+			ok, err := q.store.CountTold(ctx, id, len(t.History))
+			if err != nil {
+				return counted, err
+			}
+			if ok {
+				counted++
+			}
+		}
+		if len(ids) < page {
+			return counted, nil
+		}
+		after = ids[len(ids)-1]
+	}
+}
+
 // tellTries bounds how often tell reads the job again when another
 // writer told it messages meanwhile.
 const tellTries = 4
@@ -238,8 +278,8 @@ const tellTries = 4
 // earlier one whose hand-over failed after the message was stored (its
 // request was answered with the task, see tasks.Service.Committed). A job
 // waiting for a human goes back in the queue. A job stored before its
-// messages were counted is given t's last one when taking (a follow-up
-// handed over), none otherwise. It reports whether the job took some
+// messages were counted (and not counted since, see CountTold) is given
+// t's last one when taking (a follow-up handed over), none otherwise. It reports whether the job took some
 // (an ended job takes none).
 func (q *Queue) tell(ctx context.Context, t *tasks.Task, taking bool) (bool, error) {
 	for range tellTries {

@@ -883,6 +883,34 @@ func (s *Store) addInput(ctx context.Context, taskID, text string, onlyWaiting b
 	return ok, nil
 }
 
+// Uncounted returns up to limit jobs that have not ended and whose count
+// of their task's messages given is unknown (Job.Told < 0: stored
+// before it was counted), whose task id comes after after, in task id
+// order: a caller pages through them, limit at a time.
+func (s *Store) Uncounted(ctx context.Context, after string, limit int) ([]string, error) {
+	var out []string
+	for rows, err := range sqldb.Rows(s.db.R.QueryContext(ctx, s.d.Rebind(`SELECT task_id FROM agent_jobs
+		WHERE told < 0 AND status NOT IN (?, ?, ?, ?) AND task_id > ? ORDER BY task_id LIMIT ?`),
+		string(Success), string(Canceled), string(HaltedCost), string(HaltedTime), after, limit)) {
+		var id string
+		if err == nil {
+			err = rows.Scan(&id)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("agent: jobs of uncounted messages: %w", err)
+		}
+		out = append(out, id)
+	}
+	return out, nil
+}
+
+// CountTold sets the count of its task's messages the job of taskID was
+// given (Job.Told) to n, if it was unknown (Told < 0), and reports
+// whether it did.
+func (s *Store) CountTold(ctx context.Context, taskID string, n int) (bool, error) {
+	return s.exec(ctx, "count the messages of", taskID, `UPDATE agent_jobs SET told = ? WHERE task_id = ? AND told < 0`, n, taskID)
+}
+
 // Interactions returns a job's history, in order: the archived
 // interactions (verified, see Archive) and the stored ones, each with the
 // exact messages its model call sent, rebuilt and checked against their

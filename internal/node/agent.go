@@ -63,10 +63,13 @@ func agentSkill(cfg config.Config) snap.Skill {
 }
 
 // openAgentQueue opens the agent's job store on the node's database and
-// the queue the task service hands jobs to, its jobs counted.
-// Its bounds (agent.max_queued_jobs, its share per requester and its
-// newcomers' share) do not hold the requesters isOperator reports.
-func openAgentQueue(ctx context.Context, db *sqldb.DB, a config.Agent, isOperator func(string) bool) (*agent.Store, *agent.Queue, error) {
+// the queue the task service hands jobs to, its jobs counted, and counts
+// the messages, in taskStore, of the jobs an older version stored
+// without that count (agent.Queue.CountTold), before the node takes
+// requests. Its bounds (agent.max_queued_jobs, its share per requester
+// and its newcomers' share) do not hold the requesters isOperator
+// reports.
+func openAgentQueue(ctx context.Context, db *sqldb.DB, taskStore tasks.Store, a config.Agent, isOperator func(string) bool, logger *slog.Logger) (*agent.Store, *agent.Queue, error) {
 	store, err := agent.OpenStore(ctx, db)
 	if err != nil {
 		return nil, nil, fmt.Errorf("node: agent: %w", err)
@@ -76,6 +79,13 @@ func openAgentQueue(ctx context.Context, db *sqldb.DB, a config.Agent, isOperato
 		MaxQueuedPerRequester: a.MaxQueuedJobsPerRequester, MaxNewcomers: a.MaxNewcomerQueuedJobs, Exempt: isOperator})
 	if err := queue.Recount(ctx); err != nil {
 		return nil, nil, fmt.Errorf("node: %w", err)
+	}
+	n, err := queue.CountTold(ctx, taskStore.Get)
+	if err != nil {
+		return nil, nil, fmt.Errorf("node: %w", err)
+	}
+	if n > 0 {
+		logger.Info("agent: counted the messages of the jobs an older version stored", "jobs", n)
 	}
 	return store, queue, nil
 }

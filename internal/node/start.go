@@ -315,7 +315,7 @@ func (w *wiring) startTasks(ctx context.Context) error {
 		// The queue asks the task service's operators, as the
 		// executor does (the service is built on the queue).
 		isOperator := func(addr string) bool { return n.Tasks != nil && n.Tasks.IsOperator(addr) }
-		if w.jobs, w.queue, err = openAgentQueue(ctx, n.DB, cfg.Agent, isOperator); err != nil {
+		if w.jobs, w.queue, err = openAgentQueue(ctx, n.DB, w.taskStore, cfg.Agent, isOperator, logger); err != nil {
 			return err
 		}
 		opts.Agent = w.queue
