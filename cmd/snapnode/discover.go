@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"strings"
 	"time"
 
 	"github.com/snapnode/snapnode/client"
@@ -91,6 +94,9 @@ func (c *cli) discoverHTTP(base, id string, timeout time.Duration) int {
 	defer cancel()
 	card, signed, err := client.NewHTTP(client.HTTPConfig{}).Discover(ctx, base)
 	if err != nil {
+		if root, ok := endpointBase(base, err); ok {
+			fmt.Fprintf(c.stderr, "%s: %s is a SNAP endpoint, not the agent's base URL: try --http %s (the card is at its /.well-known/snap-agent.json)\n", prog, base, root)
+		}
 		return c.fail(prog, err)
 	}
 	if id != "" && card.Identity != id {
@@ -101,4 +107,17 @@ func (c *cli) discoverHTTP(base, id string, timeout time.Duration) int {
 		"timestamp": signed.Timestamp, "sig": signed.Sig, "card": json.RawMessage(signed.Card)})
 	fmt.Fprintf(c.stdout, "%s\n", line)
 	return exitOK
+}
+
+// endpointBase says whether err, base's card not found, comes of base
+// being the SNAP endpoint a node prints and cards declare (…/snap) where
+// discover wants the base URL the well-known path is appended to, and
+// returns that base URL.
+func endpointBase(base string, err error) (string, bool) {
+	var se *client.StatusError
+	if !errors.As(err, &se) || se.StatusCode != http.StatusNotFound {
+		return "", false
+	}
+	root, ok := strings.CutSuffix(strings.TrimSuffix(base, "/"), "/snap")
+	return root, ok && root != ""
 }

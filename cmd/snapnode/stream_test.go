@@ -326,6 +326,12 @@ func TestDiscoverHTTP(t *testing.T) {
 	if r := runCLI(t, "", "discover", "--http", n.HTTPURL(), "--skill", "x"); r.code != exitUsage {
 		t.Errorf("--http with --skill: %s", r)
 	}
+	// The endpoint the node prints (http=…/snap) is not the base URL: the
+	// 404 says which URL to give.
+	if r := runCLI(t, "", "discover", "--http", n.HTTPURL()+"/snap"); r.code != 1 ||
+		!strings.Contains(r.stderr, "--http "+n.HTTPURL()+" ") {
+		t.Errorf("--http at the /snap endpoint: %s", r)
+	}
 
 	forged := strings.Replace(string(doc), `"description":"`, `"description":"forged `, 1)
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(forged)) }))
