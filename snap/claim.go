@@ -27,9 +27,11 @@ var ErrClaimTaken = errors.New("snap: the request's replay record is held by an 
 // be fresh, the Server answers the request exactly as a duplicate caught
 // by validation (2006, the kept result of a message/send, or silence for
 // the same delivery), whatever the handler returned; save a request
-// whose own write carrying the record failed without its outcome being
-// known (Writing) and left the record there, which is answered with its
-// kept result, or 5001.
+// whose id its own record spent and that failed all the same — its
+// write carrying the record failed without its outcome being known
+// (Writing) and left the record there, or its handler failed after that
+// write — which is answered with its kept result, or 2006 saying that
+// the id is spent, never with an error telling it to retry.
 //
 // A ReplayClaim is used by the goroutine serving its request; its methods
 // are safe for concurrent use all the same. The methods of a nil
@@ -124,8 +126,8 @@ func (c *ReplayClaim) look(ctx context.Context) error {
 // outcome being known (a connection lost after the commit), the Server's
 // Remember may find the request's own record, with its fingerprint and
 // delivery: the request is then answered with the result kept in that
-// record, or 5001, and not as a second delivery of the same event, which
-// gets no answer.
+// record, or 2006 saying that its id is spent, and not as a second
+// delivery of the same event, which gets no answer.
 func (c *ReplayClaim) Writing() {
 	if c == nil {
 		return
@@ -177,6 +179,15 @@ func (c *ReplayClaim) duplicate() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.dup
+}
+
+// mine reports whether the claim's record holds its id for this
+// request: written by it (Remember, Claimed fresh), or found written by
+// its own write whose outcome the handler did not learn (see Writing).
+func (c *ReplayClaim) mine() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.settled && (c.dup == nil || c.own)
 }
 
 // lost reports whether the claim was found taken by the record of its

@@ -102,9 +102,11 @@ func TestServerClaimAnswersAsValidation(t *testing.T) {
 // lost (PostgreSQL's connection dropped after the statement) returns an
 // error with the claim pending; the Server then finds the request's own
 // record, with its fingerprint and delivery. The requester is answered:
-// with the result kept in that write, or 5001 when none was kept — not
-// silence, which is for a second delivery of the same Nostr event only
-// (here to another replica and to the same one, which did not write).
+// with the result kept in that write, or 2006 saying that its id is
+// spent when none was kept (not 5001, whose retry would be refused 2006)
+// — not silence, which is for a second delivery of the same Nostr event
+// only (here to another replica and to the same one, which did not
+// write).
 func TestClaimOwnWriteLostIsAnswered(t *testing.T) {
 	for _, keep := range []bool{true, false} {
 		replay, results := snap.NewMemoryReplayStore(0), snap.NewMemoryResultStore(10)
@@ -146,8 +148,8 @@ func TestClaimOwnWriteLostIsAnswered(t *testing.T) {
 			t.Errorf("keep %v: the request whose own write lost its result got no answer", keep)
 		case keep && !strings.Contains(string(resp.Payload), `"task-1"`):
 			t.Errorf("keep %v: answered %s; want the kept result", keep, resp.Payload)
-		case !keep && !strings.Contains(string(resp.Payload), "5001"):
-			t.Errorf("keep %v: answered %s; want 5001", keep, resp.Payload)
+		case !keep && !strings.Contains(string(resp.Payload), `"code":2006`):
+			t.Errorf("keep %v: answered %s; want 2006", keep, resp.Payload)
 		}
 		for i, s := range []*snap.Server{b, a} {
 			if resp := s.Respond(ctx, snap.Inbound{Raw: raw, Via: "ev-1"}); resp != nil {
@@ -219,4 +221,95 @@ func shown(m *snap.Message) string {
 		return "(none)"
 	}
 	return string(m.Payload)
+}
+
+// A request whose own write spent its id — its record written with its
+// effect (Claimed), or found after that write's result was lost
+// (Writing) — and whose handler then failed with an error SNAP tells a
+// requester to retry (5001, 5002, 5003) is never answered so: its retry
+// would be refused as a duplicate. On every transport (HTTP and
+// WebSocket carry no delivery name, Nostr its event's id, a late Nostr
+// delivery too) it gets the result its write kept, or a 2006 saying
+// that its id is spent and what it did stands; a retry gets the same,
+// and the effect is made once. A handler that failed before any write
+// (the database busy) still answers 5001, its id unspent.
+func TestClaimSpentThenFailedIsNotToldToRetry(t *testing.T) {
+	type delivery struct {
+		name        string
+		first, next snap.Inbound
+	}
+	deliveries := []delivery{
+		{"http", snap.Inbound{Transport: "http"}, snap.Inbound{Transport: "http"}},
+		{"ws", snap.Inbound{Transport: "ws"}, snap.Inbound{Transport: "ws"}},
+		{"nostr", snap.Inbound{Transport: "nostr", Via: "ev-1"}, snap.Inbound{Transport: "nostr", Via: "ev-2"}},
+		{"nostr late", snap.Inbound{Transport: "nostr", Via: "ev-1", Late: true}, snap.Inbound{Transport: "nostr", Via: "ev-2"}},
+	}
+	for _, how := range []string{"committed", "lost"} {
+		for _, method := range []string{"message/send", "tasks/cancel"} {
+			for _, keep := range []bool{true, false} {
+				if keep && method != "message/send" {
+					continue
+				}
+				for _, d := range deliveries {
+					name := how + "/" + method + "/" + map[bool]string{true: "kept", false: "none kept"}[keep] + "/" + d.name
+					t.Run(strings.ReplaceAll(name, "/", "_"), func(t *testing.T) {
+						replay, results := snap.NewMemoryReplayStore(0), snap.NewMemoryResultStore(10)
+						r := snap.NewRouter()
+						effects := 0
+						r.Handle(method, func(ctx context.Context, req *snap.Verified) (any, error) {
+							c := req.Claim
+							if c == nil {
+								t.Fatal("no claim")
+							}
+							c.Writing()
+							prior, fresh, err := replay.Remember(ctx, c.From, c.ID, c.Record)
+							if err != nil {
+								return nil, err
+							}
+							if !fresh {
+								return nil, c.Claimed(prior, fresh)
+							}
+							effects++
+							if keep {
+								if err := results.SaveResult(ctx, c.From, c.ID, []byte(`{"task":{"id":"task-1"}}`), c.Record.Expires); err != nil {
+									t.Fatal(err)
+								}
+							}
+							if how == "committed" {
+								c.Claimed(snap.ReplayRecord{}, true)
+								// A step after the commit failed.
+								return nil, snap.NewError(snap.CodeServiceUnavailable, "busy", nil)
+							}
+							// Committed, but the result did not come back.
+							return nil, errors.New("driver: bad connection")
+						})
+						s := snap.NewServer(snap.ServerConfig{Key: keyB, Router: r, Now: at(t0), Logger: slog.New(slog.DiscardHandler), Results: results,
+							Validator: snap.NewValidator(snap.Config{Self: keyB.Address(identity.Mainnet), Now: at(t0), Replay: replay,
+								ClaimMethods: []string{"message/send", "tasks/cancel"}})})
+						ctx := context.Background()
+						raw := request(t, "c-1", method, `{"n":1}`)
+						check := func(what string, resp *snap.Message) {
+							t.Helper()
+							p := shown(resp)
+							switch {
+							case resp == nil:
+								t.Fatalf("%s: no answer", what)
+							case keep && !strings.Contains(p, `"task-1"`):
+								t.Fatalf("%s: answered %s; want the kept result", what, p)
+							case !keep && !strings.Contains(p, `"code":2006`):
+								t.Fatalf("%s: answered %s; want 2006, the id spent", what, p)
+							}
+						}
+						first, next := d.first, d.next
+						first.Raw, next.Raw = raw, raw
+						check("the request", s.Respond(ctx, first))
+						check("its retry", s.Respond(ctx, next))
+						if effects != 1 {
+							t.Fatalf("%d effects; want 1", effects)
+						}
+					})
+				}
+			}
+		}
+	}
 }

@@ -427,9 +427,7 @@ func (s *Server) serve(ctx context.Context, in Inbound, send func(*Message) erro
 // failed, with the answer that then replaces the handler's: a duplicate's
 // exactly as validation answers it (2006, the kept result of a
 // message/send, or none for the same delivery), or the replay store's
-// failure; none for a Late delivery. A record the request's own failed
-// write may have committed (ReplayClaim.Writing) is no second delivery:
-// its kept result answers, else 5001.
+// failure; none for a Late delivery.
 //
 // A handler that failed (failed) with 5001, 5002 or 5003 — the answers
 // SNAP tells a requester to retry, the message not processed — and left
@@ -440,6 +438,13 @@ func (s *Server) serve(ctx context.Context, in Inbound, send func(*Message) erro
 // requester's retry of the same message is processed. No id is
 // processed twice: every effect of a claiming handler is written with
 // the record or after it, and the record's key admits one.
+//
+// A request whose id its own record spent is never told to retry, on
+// any transport: the retry would be refused as a duplicate. Such is a
+// handler that failed so once its record was written (with its effect,
+// or before it), and one whose write carrying the record committed
+// though its result was lost (ReplayClaim.Writing), whatever it then
+// returned. It is answered by spent.
 func (s *Server) settleClaim(ctx context.Context, in Inbound, env *envelope, v *Verified, failed error, lim limit) (*Message, bool) {
 	c := v.Claim
 	if c == nil {
@@ -452,12 +457,15 @@ func (s *Server) settleClaim(ctx context.Context, in Inbound, env *envelope, v *
 			s.cfg.Logger.Debug("snap: replay record of a failed request not read", "from", v.From, "id", v.ID, "err", err)
 			err = nil
 		}
-		if err == nil && in.Late {
+		if err == nil && c.Pending() && in.Late {
 			s.cfg.Logger.Debug("snap: a late delivery failed before it was recorded; not answered", "via", in.Via, "err", failed)
 			return nil, true
 		}
 	} else {
 		err = c.Remember(ctx)
+	}
+	if failed != nil && (c.lost() || retryable(failed) && c.mine()) {
+		return s.spent(ctx, v, failed, lim), true
 	}
 	if err == nil {
 		return nil, false
@@ -466,15 +474,6 @@ func (s *Server) settleClaim(ctx context.Context, in Inbound, env *envelope, v *
 		err = dup
 	}
 	switch {
-	case errors.Is(err, ErrRedelivered) && c.lost():
-		// The record is this request's own, written by a write whose
-		// result was lost: the requester is answered, as it would have
-		// been had the write failed.
-		s.cfg.Logger.Warn("snap: request's own write succeeded without its result; answering from the record", "from", v.From, "id", v.ID)
-		if resp, ok := s.kept(ctx, v.From, v.Method, v.ID, lim); ok {
-			return resp, true
-		}
-		return s.reply(v.From, v.Method, nil, &Error{Code: CodeInternal, Message: "internal error"}, lim), true
 	case errors.Is(err, ErrRedelivered):
 		s.cfg.Logger.Debug("snap: delivery already taken", "via", in.Via)
 		return nil, true
@@ -483,6 +482,27 @@ func (s *Server) settleClaim(ctx context.Context, in Inbound, env *envelope, v *
 		return nil, true
 	}
 	return s.fail(ctx, env, err, lim), true
+}
+
+// spent answers a request whose own replay record holds its id but whose
+// handler failed (failed): with the result kept for it (a message/send's,
+// marked deduplicated, as its retry would get), else with 2006 saying
+// that the id is spent and what the request did stands — never with
+// failed, which SNAP's retryable codes would have the requester send
+// again, only to be refused as a duplicate. A Late delivery is answered
+// too: the record is its own.
+func (s *Server) spent(ctx context.Context, v *Verified, failed error, lim limit) *Message {
+	s.cfg.Logger.Warn("snap: a request failed once its replay record was written; answered as done, not to be retried",
+		"method", v.Method, "from", v.From, "id", v.ID, "err", failed)
+	if resp, ok := s.kept(ctx, v.From, v.Method, v.ID, lim); ok {
+		return resp
+	}
+	return s.reply(v.From, v.Method, nil, &Error{
+		Code: CodeDuplicateMessage,
+		Message: "message id spent: the request was recorded, then failed, and what it did stands; " +
+			"do not send it again: read its task (tasks/get), or send a new message with a new id",
+		Data: map[string]any{"id": v.ID, "firstSeen": v.Claim.Record.FirstSeen.Unix()},
+	}, lim)
 }
 
 // retryable reports whether a handler's error is one SNAP tells the
