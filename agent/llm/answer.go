@@ -1,11 +1,14 @@
 package llm
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // The client reads a chat.completion itself, not through go-openai: its
@@ -16,7 +19,7 @@ import (
 // chatAnswer is the part of a chat.completion object the client reads.
 type chatAnswer struct {
 	Model   json.RawMessage `json:"model"`
-	Choices []chatChoice    `json:"choices"`
+	Choices few[chatChoice] `json:"choices"`
 	// Error is the error object a proxy or server may send with a
 	// success status in place of the choices.
 	Error json.RawMessage `json:"error"`
@@ -30,11 +33,11 @@ type chatChoice struct {
 	Index   json.RawMessage `json:"index"`
 	Message struct {
 		Content   json.RawMessage `json:"content"`
-		ToolCalls []struct {
+		ToolCalls few[struct {
 			Function struct {
 				Name string `json:"name"`
 			} `json:"function"`
-		} `json:"tool_calls"`
+		}] `json:"tool_calls"`
 		FunctionCall *struct {
 			Name string `json:"name"`
 		} `json:"function_call"`
@@ -47,6 +50,53 @@ const (
 	maxToolCalls    = 8
 	maxToolNameSize = 100
 )
+
+// maxDecoded is how many elements of an answer's array (choices, tool
+// calls) the client decodes; the rest are counted.
+const maxDecoded = 8
+
+// few is a JSON array of which only the first maxDecoded elements are
+// decoded, the others counted: a server's array of many small elements
+// ("[{},{},…]") would otherwise take a hundred times its bytes in
+// memory, where the client asks for one choice and names 8 tool calls.
+// An element that does not decode is kept as err, the array's others
+// and the answer's usage read all the same.
+type few[T any] struct {
+	items []T
+	n     int // how many the array held
+	err   error
+}
+
+func (f *few[T]) UnmarshalJSON(b []byte) error {
+	*f = few[T]{}
+	d := jsontext.NewDecoder(bytes.NewReader(b))
+	tok, err := d.ReadToken()
+	switch {
+	case err != nil:
+		f.err = err
+		return nil
+	case tok.Kind() == 'n':
+		return nil
+	case tok.Kind() != '[':
+		f.err = fmt.Errorf("want an array, got %s", tok.Kind())
+		return nil
+	}
+	for d.PeekKind() != ']' {
+		v, err := d.ReadValue()
+		if err != nil {
+			f.err = err
+			return nil
+		}
+		if f.n++; len(f.items) < maxDecoded {
+			var x T
+			if err := json.Unmarshal(v, &x); err != nil && f.err == nil {
+				f.err = err
+			}
+			f.items = append(f.items, x)
+		}
+	}
+	return nil
+}
 
 // answer is what the client takes of a chat.completion.
 type answer struct {
@@ -64,7 +114,8 @@ type answer struct {
 // checkBody). Its choice is the one of index 0: the request asks for one
 // (n=1), and a server that sends several anyway has the one of index 0
 // taken, by its index rather than its place in the array; none or several
-// of index 0 among several is no answer. One choice is the answer
+// of index 0 among several, or more than maxDecoded choices, is no
+// answer. One choice is the answer
 // whatever its index. An answer refused once its usage was read is
 // returned with the error, holding that usage.
 func readAnswer(body []byte) (*answer, error) {
@@ -72,13 +123,16 @@ func readAnswer(body []byte) (*answer, error) {
 	if err := json.Unmarshal(body, &b); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrMalformedResponse, err)
 	}
-	a := &answer{choices: len(b.Choices)}
+	a := &answer{choices: b.Choices.n}
 	if b.Usage != nil {
 		a.promptTokens, a.completionTokens = tokenCount(b.Usage.PromptTokens), tokenCount(b.Usage.CompletionTokens)
 	}
 	_ = json.Unmarshal(b.Model, &a.model) // a model that is not a string is left unnamed
+	if b.Choices.err != nil {
+		return a, fmt.Errorf("%w: the choices: %w", ErrMalformedResponse, b.Choices.err)
+	}
 	var ch *chatChoice
-	switch len(b.Choices) {
+	switch b.Choices.n {
 	case 0:
 		if len(b.Error) > 0 && string(b.Error) != "null" {
 			// {"error":{"message":…}}, {"error":"…"}: the server's
@@ -87,12 +141,15 @@ func readAnswer(body []byte) (*answer, error) {
 		}
 		return a, fmt.Errorf("%w: the server's answer has no choices", ErrMalformedResponse)
 	case 1:
-		ch = &b.Choices[0]
+		ch = &b.Choices.items[0]
 	default:
+		if b.Choices.n > maxDecoded {
+			return a, fmt.Errorf("%w: the server sent %d choices though one was asked for (n=1)", ErrMalformedResponse, b.Choices.n)
+		}
 		n := 0
-		for i := range b.Choices {
-			if indexZero(b.Choices[i].Index) {
-				ch, n = &b.Choices[i], n+1
+		for i := range b.Choices.items {
+			if indexZero(b.Choices.items[i].Index) {
+				ch, n = &b.Choices.items[i], n+1
 			}
 		}
 		if n != 1 {
@@ -100,7 +157,7 @@ func readAnswer(body []byte) (*answer, error) {
 			if n > 1 {
 				which = strconv.Itoa(n)
 			}
-			return a, fmt.Errorf("%w: the server sent %d choices though one was asked for (n=1), %s of index 0", ErrMalformedResponse, len(b.Choices), which)
+			return a, fmt.Errorf("%w: the server sent %d choices though one was asked for (n=1), %s of index 0", ErrMalformedResponse, b.Choices.n, which)
 		}
 	}
 	switch c := strings.TrimSpace(string(ch.Message.Content)); {
@@ -112,7 +169,10 @@ func readAnswer(body []byte) (*answer, error) {
 	default:
 		return a, fmt.Errorf("%w: the message's content is not a string", ErrMalformedResponse)
 	}
-	for _, tc := range ch.Message.ToolCalls {
+	if err := ch.Message.ToolCalls.err; err != nil {
+		return a, fmt.Errorf("%w: the message's tool calls: %w", ErrMalformedResponse, err)
+	}
+	for _, tc := range ch.Message.ToolCalls.items {
 		a.toolCalls = append(a.toolCalls, tc.Function.Name)
 	}
 	if fc := ch.Message.FunctionCall; fc != nil {

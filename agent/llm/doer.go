@@ -120,7 +120,8 @@ func checkBody(contentType string, body []byte) error {
 	d := jsontext.NewDecoder(bytes.NewReader(body))
 	// The names of each open object, folded: encoding/json, under
 	// go-openai, matches names without regard to case and takes the last
-	// of "content" and "Content".
+	// of "content" and "Content". An object's map is made at its first
+	// name, so that "[{},{},…]" makes none.
 	var names []map[string]struct{}
 	for {
 		tok, err := d.ReadToken()
@@ -129,16 +130,19 @@ func checkBody(contentType string, body []byte) error {
 		}
 		switch tok.Kind() {
 		case '{':
-			names = append(names, map[string]struct{}{})
+			names = append(names, nil)
 		case '}':
 			names = names[:len(names)-1]
 		case '"':
 			if k, n := d.StackIndex(d.StackDepth()); k == '{' && n%2 == 1 {
-				name := foldName(tok.String())
-				if _, dup := names[len(names)-1][name]; dup {
+				name, open := foldName(tok.String()), &names[len(names)-1]
+				if _, dup := (*open)[name]; dup {
 					return fmt.Errorf("%w: duplicate object member name %q (names differ only in case)", ErrMalformedResponse, tok.String())
 				}
-				names[len(names)-1][name] = struct{}{}
+				if *open == nil {
+					*open = map[string]struct{}{}
+				}
+				(*open)[name] = struct{}{}
 			}
 		}
 		if d.StackDepth() == 0 {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -156,5 +157,49 @@ func TestHugeHeadersRefused(t *testing.T) {
 	}, llm.Config{})
 	if err == nil || !strings.Contains(err.Error(), "header") {
 		t.Fatalf("err = %v, want the headers refused", err)
+	}
+}
+
+// An answer of many small elements (choices, tool calls) is read in
+// memory of the order of its size, not a hundred times it: the client
+// decodes the first few and counts the rest. Before, 300,000 empty
+// choices (900 KB) took 150 MB to read.
+func TestManyChoicesReadInBoundedMemory(t *testing.T) {
+	const n = 300_000
+	for _, c := range []struct{ name, body, why string }{
+		{"choices", `{"choices":[` + strings.Repeat(`{},`, n) + `{}],"usage":{"prompt_tokens":10,"completion_tokens":5}}`,
+			"300001 choices"},
+		{"tool calls", `{"choices":[{"message":{"content":null,"tool_calls":[` + strings.Repeat(`{},`, n) + `{}]}}],"usage":{"prompt_tokens":10,"completion_tokens":5}}`,
+			""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				io.WriteString(w, c.body)
+			}))
+			defer srv.Close()
+			m, err := llm.New(llm.Config{BaseURL: srv.URL + "/v1", Model: "m1", MaxResponseBytes: 1 << 20})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			got, err := m.Complete(t.Context(), prompt("x"))
+			runtime.ReadMemStats(&after)
+			if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 16*uint64(len(c.body)) {
+				t.Errorf("reading a body of %d bytes allocated %d MB", len(c.body), alloc>>20)
+			}
+			if c.why == "" {
+				if err != nil || len(got.ToolCalls) != 8 {
+					t.Fatalf("Complete = %+v, %v; want 8 tool calls named", got, err)
+				}
+				return
+			}
+			var ae *agent.AnsweredError
+			if !errors.Is(err, llm.ErrMalformedResponse) || !strings.Contains(err.Error(), c.why) ||
+				!errors.As(err, &ae) || ae.PromptTokens != 10 || ae.CompletionTokens != 5 {
+				t.Fatalf("err = %v; want ErrMalformedResponse saying %q, with the usage", err, c.why)
+			}
+		})
 	}
 }
