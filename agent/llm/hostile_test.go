@@ -203,3 +203,51 @@ func TestManyChoicesReadInBoundedMemory(t *testing.T) {
 		})
 	}
 }
+
+// A model list of many entries is read in memory of the order of its
+// size and kept as what the client needs of it (Config.Model's entry,
+// the first names, how many): before, 300,000 empty entries (900 KB)
+// allocated 107 MB and the client kept 21 MB of them for as long as it
+// lived. The names Check's error gives are cut.
+func TestLongModelListKeptSmall(t *testing.T) {
+	const n = 300_000
+	for _, c := range []struct{ name, body string }{
+		{"many entries", `{"data":[` + strings.Repeat(`{},`, n) + `{"id":"m1","max_model_len":4096}]}`},
+		{"long names", `{"data":[{"id":"a` + strings.Repeat("x", 400<<10) + `"},{"id":"b` + strings.Repeat("y", 400<<10) + `"}]}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				io.WriteString(w, c.body)
+			}))
+			defer srv.Close()
+			m, err := llm.New(llm.Config{BaseURL: srv.URL + "/v1", Model: "m1", MaxResponseBytes: 1 << 20})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			tokens, err := m.ContextTokens(t.Context())
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 16*uint64(len(c.body)) {
+				t.Errorf("reading a list of %d bytes allocated %d MB", len(c.body), alloc>>20)
+			}
+			if kept := int64(after.HeapAlloc) - int64(before.HeapAlloc); kept > 1<<20 {
+				t.Errorf("the client keeps %d KB of a list of %d bytes", kept>>10, len(c.body))
+			}
+			checked := m.Check(t.Context())
+			runtime.KeepAlive(m)
+			if c.name == "many entries" {
+				if err != nil || tokens != 4096 || checked != nil {
+					t.Fatalf("ContextTokens = %d, %v, Check = %v; want 4096 and the model listed", tokens, err, checked)
+				}
+				return
+			}
+			if !errors.Is(checked, llm.ErrModelNotListed) || len(checked.Error()) > 1000 {
+				t.Fatalf("Check = %.300v… (%d bytes); want ErrModelNotListed, its names cut", checked, len(checked.Error()))
+			}
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,8 +19,9 @@ import (
 // context_window. The entry is the one whose id is Config.Model, or the
 // only entry of a one-model server such as llama-server, whose id is a
 // file name or an alias. It returns 0 and no error when the server does
-// not say (or has no /models). The server's answer is kept, and shared
-// with Check (see modelList); a failure is not.
+// not say (or has no /models). What the client needs of the server's
+// answer is kept (a modelList), and shared with Check (see
+// Client.modelList); a failure is not.
 func (c *Client) ContextTokens(ctx context.Context) (int, error) {
 	list, err := c.modelList(ctx)
 	if errors.Is(err, ErrNoModelList) {
@@ -28,7 +30,7 @@ func (c *Client) ContextTokens(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if e := c.entry(list); e != nil {
+	if e := list.entry(); e != nil {
 		return e.contextTokens(), nil
 	}
 	return 0, nil
@@ -37,7 +39,7 @@ func (c *Client) ContextTokens(ctx context.Context) (int, error) {
 // modelsLook is one GET /models: its answer, once done is closed.
 type modelsLook struct {
 	done chan struct{}
-	list []modelEntry
+	list *modelList
 	err  error
 	// canceled reports that the caller who asked gave up (its context
 	// ended) before the answer: another caller asks again.
@@ -49,7 +51,7 @@ type modelsLook struct {
 // start) waits for its answer, and an answer (a list, or ErrNoModelList)
 // is kept for later callers. A failure is not kept: the next caller asks
 // again.
-func (c *Client) modelList(ctx context.Context) ([]modelEntry, error) {
+func (c *Client) modelList(ctx context.Context) (*modelList, error) {
 	for {
 		c.lookMu.Lock()
 		l := c.look
@@ -103,24 +105,72 @@ func (e *modelEntry) contextTokens() int {
 	return 0
 }
 
-// entry is the entry of list that serves Config.Model: the one of that
-// id, else the only one (a one-model server's, whose id is a file name or
-// an alias); nil when there is none.
-func (c *Client) entry(list []modelEntry) *modelEntry {
-	for i := range list {
-		if list[i].ID == c.cfg.Model {
-			return &list[i]
-		}
+// modelList is what the client keeps of a /models list: not its
+// entries, which a server can make as many as its answer's cap holds.
+type modelList struct {
+	n     int      // how many entries it has
+	names []string // the ids of the first maxNamesShown, cut
+	// first is the first entry, and named the one of Config.Model's id
+	// (nil when none has it).
+	first, named *modelEntry
+}
+
+// entry is the entry of the list that serves Config.Model: the one of
+// that id, else the only one (a one-model server's, whose id is a file
+// name or an alias); nil when there is none.
+func (l *modelList) entry() *modelEntry {
+	if l.named != nil {
+		return l.named
 	}
-	if len(list) == 1 {
-		return &list[0]
+	if l.n == 1 {
+		return l.first
 	}
 	return nil
 }
 
+// readModels reads a /models answer ({"data":[…]}): its entries one at a
+// time, keeping what a modelList holds of them.
+func readModels(body []byte, model string) (*modelList, error) {
+	var b struct {
+		Data json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal(body, &b); err != nil {
+		return nil, err
+	}
+	l := &modelList{}
+	if len(b.Data) == 0 || string(b.Data) == "null" {
+		return l, nil
+	}
+	// One decoder for all the entries: json.Unmarshal of each would
+	// make a decoder's state per entry.
+	d := json.NewDecoder(bytes.NewReader(b.Data))
+	if tok, err := d.Token(); err != nil || tok != json.Delim('[') {
+		return nil, errors.New("its data is not an array")
+	}
+	var e modelEntry
+	for d.More() {
+		e = modelEntry{}
+		if err := d.Decode(&e); err != nil {
+			return nil, err
+		}
+		if l.n++; l.n == 1 {
+			first := e
+			l.first = &first
+		}
+		if l.named == nil && e.ID == model {
+			named := e
+			l.named = &named
+		}
+		if len(l.names) < maxNamesShown {
+			l.names = append(l.names, cut(strings.ToValidUTF8(e.ID, "\uFFFD"), maxNameShown))
+		}
+	}
+	return l, nil
+}
+
 // models returns the server's GET /models list, or ErrNoModelList when
 // the server has none (404).
-func (c *Client) models(ctx context.Context) ([]modelEntry, error) {
+func (c *Client) models(ctx context.Context) (*modelList, error) {
 	cl := &call{}
 	rctx, cancel := context.WithTimeout(withCall(ctx, cl), c.cfg.Timeout)
 	defer cancel()
@@ -147,13 +197,11 @@ func (c *Client) models(ctx context.Context) ([]modelEntry, error) {
 	case resp.StatusCode != http.StatusOK:
 		return nil, c.modelError(resp.StatusCode, resp.Header, bodyMessage(body), "")
 	}
-	var list struct {
-		Data []modelEntry `json:"data"`
-	}
-	if err := json.Unmarshal(body, &list); err != nil {
+	list, err := readModels(body, c.cfg.Model)
+	if err != nil {
 		return nil, fmt.Errorf("llm: reading the model list: %w", err)
 	}
-	return list.Data, nil
+	return list, nil
 }
 
 // ErrNoModelList is Check's error when the server has no GET /models
@@ -166,8 +214,12 @@ var ErrNoModelList = errors.New("the server has no model list (HTTP 404 for GET 
 // not pulled).
 var ErrModelNotListed = errors.New("the server lists no model of that name")
 
-// maxNamesShown bounds the model names ErrModelNotListed's error gives.
-const maxNamesShown = 10
+// maxNamesShown bounds the model names ErrModelNotListed's error gives,
+// and maxNameShown each name, in bytes.
+const (
+	maxNamesShown = 10
+	maxNameShown  = 100
+)
 
 // Check is a look at the server before any job needs it: GET /models
 // answers, and lists Config.Model (or only one model, or none). It returns
@@ -186,15 +238,14 @@ func (c *Client) Check(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	e := c.entry(list)
-	if e == nil && len(list) > 0 {
-		names := make([]string, 0, min(len(list), maxNamesShown))
-		for _, m := range list[:min(len(list), maxNamesShown)] {
-			names = append(names, strconv.Quote(m.ID))
+	if list.entry() == nil && list.n > 0 {
+		names := make([]string, 0, len(list.names))
+		for _, id := range list.names {
+			names = append(names, strconv.Quote(id))
 		}
 		more := ""
-		if len(list) > maxNamesShown {
-			more = fmt.Sprintf(" and %d more", len(list)-maxNamesShown)
+		if list.n > len(list.names) {
+			more = fmt.Sprintf(" and %d more", list.n-len(list.names))
 		}
 		return fmt.Errorf("llm: %w %q: it lists %s%s", ErrModelNotListed, c.cfg.Model, strings.Join(names, ", "), more)
 	}
