@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -249,5 +250,37 @@ func TestLongModelListKeptSmall(t *testing.T) {
 				t.Fatalf("Check = %.300v… (%d bytes); want ErrModelNotListed, its names cut", checked, len(checked.Error()))
 			}
 		})
+	}
+}
+
+// An API key bound for plain http on another machine crosses the network
+// in the clear, for anyone on the path to read: the client says so when
+// it is made. Loopback, https and no key are not warned of.
+func TestPlainHTTPKeyWarned(t *testing.T) {
+	for _, c := range []struct {
+		url, key string
+		warn     bool
+	}{
+		{"http://192.0.2.7:8000/v1", "sk-plain", true},
+		{"http://models.example:8000/v1", "sk-plain", true},
+		{"http://[2001:db8::7]:8000/v1", "sk-plain", true},
+		{"http://127.0.0.1:11434/v1", "sk-plain", false},
+		{"http://[::1]:11434/v1", "sk-plain", false},
+		{"http://localhost:11434/v1", "sk-plain", false},
+		{"https://models.example/v1", "sk-plain", false},
+		{"http://192.0.2.7:8000/v1", "", false},
+	} {
+		var logs bytes.Buffer
+		if _, err := llm.New(llm.Config{BaseURL: c.url, Model: "m1", APIKey: c.key,
+			Logger: slog.New(slog.NewTextHandler(&logs, nil))}); err != nil {
+			t.Fatal(err)
+		}
+		out := logs.String()
+		if got := strings.Contains(out, "in the clear"); got != c.warn {
+			t.Errorf("%s, key %q: warned %t, want %t:\n%s", c.url, c.key, got, c.warn, out)
+		}
+		if strings.Contains(out, "sk-plain") {
+			t.Errorf("the key is in the log: %s", out)
+		}
 	}
 }

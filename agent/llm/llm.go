@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"sync"
@@ -149,6 +150,10 @@ func New(cfg Config) (*Client, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.APIKey != "" && u.Scheme == "http" && !loopback(u.Hostname()) {
+		log.Warn("llm: the API key goes to the model server over plain http, in the clear for anyone on the network path to read; use an https base URL, or reach the server over loopback (an SSH or TLS tunnel)",
+			"base_url", u.Redacted())
+	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxResponseHeaderBytes = maxHeaderBytes
 	var hc openai.HTTPDoer = &http.Client{Transport: tr, CheckRedirect: noRedirect}
@@ -224,6 +229,16 @@ func (c *Client) Complete(ctx context.Context, p agent.Prompt) (*agent.Completio
 	c.log.Debug("llm: completion", "model", out.Model, "prompt_tokens", out.PromptTokens,
 		"completion_tokens", out.CompletionTokens, "truncated", out.Truncated, "tool_calls", len(out.ToolCalls), "elapsed", time.Since(start))
 	return out, nil
+}
+
+// loopback reports whether host (a URL's, without brackets) names this
+// machine: localhost, or a loopback address.
+func loopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
 }
 
 // responseFormat is the response_format to send with p, nil for none.
