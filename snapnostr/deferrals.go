@@ -33,6 +33,10 @@ type deferral struct {
 	id       [32]byte
 	evs      []*nostr.Event
 	verified bool // evs[0] checked (and seen by take)
+	// lateOnly: kept while the other replicas did not count this one
+	// (Shares.Counted), so they took it between them; taken up only once
+	// its time has passed, if no process took it, never as Mine.
+	lateOnly bool
 	until    time.Time
 	size     int
 }
@@ -68,14 +72,16 @@ const (
 )
 
 // add keeps ev, whose id is id, until until (see addResult). verified says
-// whether ev's id and signature were checked. A copy of a request kept
-// already joins it (a verified copy replaces the unverified ones); a copy
-// alike to one kept is dropped.
-func (d *deferrals) add(id [32]byte, ev *nostr.Event, until time.Time, verified bool) addResult {
+// whether ev's id and signature were checked, lateOnly whether it is kept
+// while the others did not count this replica (see deferral). A copy of a
+// request kept already joins it (a verified copy replaces the unverified
+// ones); a copy alike to one kept is dropped.
+func (d *deferrals) add(id [32]byte, ev *nostr.Event, until time.Time, verified, lateOnly bool) addResult {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	size := eventSize(ev)
 	if e, ok := d.byID[id]; ok {
+		e.lateOnly = e.lateOnly || lateOnly
 		switch {
 		case e.verified:
 		case verified: // a checked copy replaces the unchecked ones, even one alike
@@ -96,7 +102,7 @@ func (d *deferrals) add(id [32]byte, ev *nostr.Event, until time.Time, verified 
 	if len(d.list) >= d.maxLen || d.bytes+size > d.maxSize {
 		return noRoom
 	}
-	e := &deferral{id: id, evs: []*nostr.Event{ev}, verified: verified, until: until, size: size}
+	e := &deferral{id: id, evs: []*nostr.Event{ev}, verified: verified, lateOnly: lateOnly, until: until, size: size}
 	d.list = append(d.list, e)
 	d.byID[id] = e
 	d.bytes += size
@@ -104,15 +110,16 @@ func (d *deferrals) add(id [32]byte, ev *nostr.Event, until time.Time, verified 
 	return kept
 }
 
-// review removes and returns the requests that are now mine, and those
-// whose time passed before now; it keeps the rest.
+// review removes and returns the requests that are now mine (but those
+// kept lateOnly), and those whose time passed before now; it keeps the
+// rest.
 func (d *deferrals) review(now time.Time, mine func([32]byte) bool) (take, due []*deferral) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	kept := d.list[:0]
 	for _, e := range d.list {
 		switch {
-		case mine(e.id):
+		case !e.lateOnly && mine(e.id):
 			take = append(take, e)
 		case !now.Before(e.until):
 			due = append(due, e)

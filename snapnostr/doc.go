@@ -36,7 +36,10 @@
 // out. Replicas keeps this process's beat in the database and its view of
 // the others alive; as the inbox's Shares it has the inbox verify, open
 // and answer only this process's share, pass over the others' before
-// verifying them (relay.Gate), and take up a share whose owner stopped:
+// verifying them (relay.Gate), and take up a share whose owner stopped. A
+// process takes no share of its own until every other one reports in its
+// row that it counts it (the others take every request until then), so
+// that no request is taken on time by two processes as one starts:
 //
 //	reps, err := snapnostr.OpenReplicas(ctx, db, snapnostr.ReplicasConfig{Receiving: connected})
 //	…

@@ -342,7 +342,7 @@ func (in *Inbox) take(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Queu
 	if !ok || !in.firstSight(id) {
 		return
 	}
-	if sh := in.cfg.Shares; sh != nil && !sh.Mine(id) && in.deferred.add(id, ev, in.cfg.Now().Add(sh.Grace()), true) == kept {
+	if sh := in.cfg.Shares; sh != nil && !sh.Mine(id) && in.deferred.add(id, ev, in.cfg.Now().Add(sh.Grace()), true, !sh.Counted()) == kept {
 		return
 	}
 	in.admit(ctx, ev, jobs, refusals, false)
@@ -376,7 +376,8 @@ func (in *Inbox) setAside(ctx context.Context, ev *nostr.Event, jobs *fairqueue.
 	// may be) fill its entry, this copy is checked now and taken as a
 	// verified one: kept aside as the request (no number of forgeries
 	// shuts the genuine out), or queued when there is no room.
-	if in.deferred.add(id, ev, in.cfg.Now().Add(in.cfg.Shares.Grace()), false) != kept && in.verify(ev) {
+	sh := in.cfg.Shares
+	if in.deferred.add(id, ev, in.cfg.Now().Add(sh.Grace()), false, !sh.Counted()) != kept && in.verify(ev) {
 		in.take(ctx, ev, jobs, refusals)
 	}
 }

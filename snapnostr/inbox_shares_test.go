@@ -18,6 +18,7 @@ type switchShares struct {
 }
 
 func (s *switchShares) Mine([32]byte) bool   { return s.mine.Load() }
+func (s *switchShares) Counted() bool        { return true }
 func (s *switchShares) Grace() time.Duration { return s.grace }
 
 // countingRouter answers tasks/get and counts the calls.

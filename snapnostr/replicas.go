@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -35,6 +37,12 @@ type Shares interface {
 	// Mine reports whether this process takes the request whose Nostr
 	// event has this id.
 	Mine(id [32]byte) bool
+	// Counted reports whether the other replicas count this process
+	// among those sharing the requests. While they do not, they take
+	// every request between them and Mine is false for all: a request
+	// kept aside then is taken up only once its grace has passed, and
+	// only if no process took it, even when it is Mine by then.
+	Counted() bool
 	// Grace is how long a request that is not Mine is kept in case its
 	// owner turns out gone.
 	Grace() time.Duration
@@ -67,8 +75,28 @@ type ReplicasConfig struct {
 // hands). The view is this process's own: it needs no clock shared with
 // the others, since a replica counts as alive while its beat keeps moving
 // as seen here. A replica seen for the first time counts once its beat
-// has moved: until then its share is taken here too (work done twice,
-// answered once), never left waiting.
+// has moved: until then its share is taken here, never left waiting.
+//
+// Each row also says whom its replica counts (column counts: the id of
+// each, with the run read in its row: a number a replica changes each
+// time it begins to receive, or again after its view expired). A replica
+// takes no share of its own, and sets every request aside, until every
+// other row beating and receiving names it with its present run, and it
+// counts each of those rows' replicas in turn (Counted):
+// the others, not counting it, take every request between them until
+// then, and no request is taken on time by two replicas whose views
+// differ, as when a replica starts, or receives again after a pause. A
+// row is rewritten as soon as whom it counts changes. What a replica set
+// aside before it was counted is taken up only once its grace has passed,
+// if no process took it.
+//
+// A replica that cannot read the rows for Expire no longer knows whom the
+// others count or whether their owners are alive: it takes every request
+// that reaches it (availability first), and is counted afresh once it
+// reads them again. Meanwhile another replica may take the same requests;
+// the replay record decides, or, for answers without one, the record of
+// the delivery (InboxConfig.Replay), which such a replica may fail to
+// write, and then answers all the same.
 //
 // A peer that chooses its events' ids can steer its own requests to one
 // replica (the score is public); it cannot make a request be skipped.
@@ -79,23 +107,31 @@ type Replicas struct {
 	seed uint64
 	view atomic.Pointer[replicaView]
 	// seen is the last beat read of each other replica and when, by this
-	// process's clock, it last moved; only Run's goroutine touches it.
-	seen map[string]beatSeen
+	// process's clock, it last moved; run is this process's present run
+	// (see Replicas; 0 while it does not receive), runs the last one
+	// begun, counts the column as written last. Only Run's goroutine
+	// touches them.
+	seen      map[string]beatSeen
+	run, runs int64
+	counts    string
 }
 
 // replicaView is what Mine reads: the seeds of the other replicas alive
-// and receiving, whether this one receives, and until when the view holds
-// (Expire after the read it comes from: a process that cannot read the
-// others' beats for that long takes every request, since it can no longer
-// tell that their owners are alive).
+// and receiving, whether this one receives, whether the others count it
+// (see Replicas), and until when the view holds (Expire after the read it
+// comes from: a process that cannot read the others' beats for that long
+// takes every request, since it can no longer tell that their owners are
+// alive).
 type replicaView struct {
 	others    []uint64
 	receiving bool
+	counted   bool
 	until     time.Time
 }
 
 type beatSeen struct {
 	beat  int64
+	run   int64  // as its row says
 	seed  uint64 // replicaSeed of its id
 	moved time.Time
 	alive bool // moved at least once since first seen
@@ -106,8 +142,9 @@ type beatSeen struct {
 func (v *replicaView) alive() int { return len(v.others) + b2i(v.receiving) }
 
 // OpenReplicas returns this process's Replicas on db, after bringing the
-// table up to date; it beats only once Run runs. Until the first beat
-// is read, every request is Mine.
+// table up to date; it beats only once Run runs. Until the others count
+// it, no request is Mine; when it cannot read their beats for Expire, every
+// request is.
 func OpenReplicas(ctx context.Context, db *sqldb.DB, cfg ReplicasConfig) (*Replicas, error) {
 	if err := db.Migrate(ctx, migrations()); err != nil {
 		return nil, fmt.Errorf("snapnostr: replicas: %w", err)
@@ -150,9 +187,12 @@ func (r *Replicas) Grace() time.Duration { return r.cfg.Expire + 2*r.cfg.Beat + 
 // Mine implements Shares.
 func (r *Replicas) Mine(id [32]byte) bool {
 	v := r.view.Load()
-	if !v.receiving || len(v.others) == 0 || r.cfg.Now().After(v.until) {
-		// Not receiving: nothing comes here but what a relay still
-		// brings, which this process may as well answer.
+	switch {
+	case r.cfg.Now().After(v.until):
+		return true // the others' beats cannot be read: take what comes
+	case !v.counted:
+		return false // the others take every request (not receiving: a relay still brings a few)
+	case len(v.others) == 0:
 		return true
 	}
 	key := binary.LittleEndian.Uint64(id[:8])
@@ -164,6 +204,9 @@ func (r *Replicas) Mine(id [32]byte) bool {
 	}
 	return true
 }
+
+// Counted implements Shares.
+func (r *Replicas) Counted() bool { return r.view.Load().counted }
 
 // Alive returns how many replicas this process counts as alive and
 // receiving, itself included when it receives.
@@ -197,16 +240,22 @@ func (r *Replicas) Run(ctx context.Context) error {
 }
 
 // expire drops the others from a view that has not been renewed for
-// Expire (Mine takes every request from then on anyway), and says so.
+// Expire (Mine takes every request from then on anyway), and says so; the
+// others, seeing this process's beat stop, stopped counting it, which
+// begins a new run at its next beat.
 func (r *Replicas) expire(now time.Time) {
 	v := r.view.Load()
-	if len(v.others) == 0 || !now.After(v.until) {
+	if !now.After(v.until) {
+		return
+	}
+	r.run = 0
+	if len(v.others) == 0 && !v.counted {
 		return
 	}
 	nv := &replicaView{receiving: v.receiving, until: v.until}
 	r.view.Store(nv)
 	r.cfg.Logger.Warn("replicas: the others' beats could not be read for a while; taking every request", "for", now.Sub(v.until)+r.cfg.Expire)
-	if r.cfg.OnChange != nil {
+	if r.cfg.OnChange != nil && nv.alive() != v.alive() {
 		r.cfg.OnChange(nv.alive())
 	}
 }
@@ -223,30 +272,56 @@ func (r *Replicas) remove(ctx context.Context, write func(context.Context, func(
 // step writes this process's beat, reads every row and updates the view.
 func (r *Replicas) step(ctx context.Context, now time.Time) error {
 	receiving := r.cfg.Receiving()
+	if old := r.view.Load(); old.counted && (!receiving || r.run == 0) {
+		// Not counted from before the beat says so: the others, reading
+		// it, take this process's share at once.
+		nv := *old
+		nv.counted = false
+		r.view.Store(&nv)
+	}
+	switch {
+	case !receiving:
+		r.run = 0
+	case r.run == 0:
+		r.runs++
+		r.run = r.runs
+	}
 	// A beat lost to a power cut is of no concern: the next one counts.
 	err := r.db.WriteNoSync(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, r.db.Dialect.Rebind(`INSERT INTO inbox_replicas (replica, beat, receiving) VALUES (?, 1, ?)
-			ON CONFLICT (replica) DO UPDATE SET beat = inbox_replicas.beat + 1, receiving = excluded.receiving`), r.id, b2i(receiving))
+		_, err := tx.ExecContext(ctx, r.db.Dialect.Rebind(`INSERT INTO inbox_replicas (replica, beat, receiving, run, counts) VALUES (?, 1, ?, ?, ?)
+			ON CONFLICT (replica) DO UPDATE SET beat = inbox_replicas.beat + 1, receiving = excluded.receiving, run = excluded.run, counts = excluded.counts`),
+			r.id, b2i(receiving), r.run, r.counts)
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	rows, err := r.db.R.QueryContext(ctx, `SELECT replica, beat, receiving FROM inbox_replicas`)
+	rows, err := r.db.R.QueryContext(ctx, `SELECT replica, beat, receiving, run, counts FROM inbox_replicas`)
 	if err != nil {
 		return err
 	}
 	defer rows.Close()
-	var others []uint64
-	var gone []string
-	present := make(map[string]bool, len(r.seen))
+	var (
+		others  []uint64
+		counts  []string // id:run of each replica counted
+		gone    []string
+		present = make(map[string]bool, len(r.seen))
+		found   = false // this process's row is there
+		// countedBy is false once a row beating and receiving does not
+		// name this process with its run, or its replica is not counted
+		// here.
+		countedBy = r.run > 0
+	)
 	for rows.Next() {
 		var id string
 		var beat, recv int64
-		if err := rows.Scan(&id, &beat, &recv); err != nil {
+		var run sql.NullInt64
+		var cs sql.NullString // NULL: written by an older build, which says nothing of whom it counts
+		if err := rows.Scan(&id, &beat, &recv, &run, &cs); err != nil {
 			return err
 		}
 		if id == r.id {
+			found = true
 			continue
 		}
 		present[id] = true
@@ -257,10 +332,15 @@ func (r *Replicas) step(ctx context.Context, now time.Time) error {
 		case beat != s.beat:
 			s.beat, s.moved, s.alive = beat, now, true
 		}
+		s.run = run.Int64
 		r.seen[id] = s
 		fresh := now.Sub(s.moved) < r.cfg.Expire
-		if s.alive && fresh && recv == 1 {
-			others = append(others, s.seed)
+		if fresh && recv == 1 {
+			if s.alive {
+				others = append(others, s.seed)
+				counts = append(counts, id+":"+strconv.FormatInt(s.run, 10))
+			}
+			countedBy = countedBy && s.alive && (!cs.Valid || countsFrom(cs.String, r.id) == r.run)
 		}
 		if !fresh && now.Sub(s.moved) > 10*r.cfg.Expire {
 			gone = append(gone, id) // killed long ago: its row goes
@@ -274,13 +354,34 @@ func (r *Replicas) step(ctx context.Context, now time.Time) error {
 			delete(r.seen, id)
 		}
 	}
+	if !found {
+		// Deleted meanwhile (this process stopped beating for long, as
+		// the others saw it): a new run from the next beat.
+		r.run, countedBy = 0, false
+	}
+	old := r.view.Load()
+	counted := r.run > 0 && (old.counted || countedBy)
 	slices.Sort(others)
-	old, v := r.view.Load(), &replicaView{others: others, receiving: receiving, until: now.Add(r.cfg.Expire)}
+	slices.Sort(counts)
+	v := &replicaView{others: others, receiving: receiving, counted: counted, until: now.Add(r.cfg.Expire)}
 	r.view.Store(v)
-	if old.receiving != receiving || !slices.Equal(old.others, others) {
-		r.cfg.Logger.Info("replicas: sharing the requests", "alive", v.alive(), "receiving", receiving)
+	if old.receiving != receiving || old.counted != counted || !slices.Equal(old.others, others) {
+		r.cfg.Logger.Info("replicas: sharing the requests", "alive", v.alive(), "receiving", receiving, "counted", counted)
 		if r.cfg.OnChange != nil && old.alive() != v.alive() {
 			r.cfg.OnChange(v.alive())
+		}
+	}
+	if cs := strings.Join(counts, " "); cs != r.counts {
+		// Whom this process counts changed: a replica waiting to be
+		// counted learns it now, not a beat later. Written once the view
+		// it reports is Mine's.
+		r.counts = cs
+		err := r.db.WriteNoSync(ctx, func(ctx context.Context, tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, r.db.Dialect.Rebind(`UPDATE inbox_replicas SET counts = ? WHERE replica = ?`), cs, r.id)
+			return err
+		})
+		if err != nil {
+			return err
 		}
 	}
 	for _, id := range gone {
@@ -290,6 +391,22 @@ func (r *Replicas) step(ctx context.Context, now time.Time) error {
 		delete(r.seen, id)
 	}
 	return nil
+}
+
+// countsFrom returns the run of replica id that counts (a row's column:
+// id:run of each replica its own counts, space separated) names, 0 if it
+// names none.
+func countsFrom(counts, id string) int64 {
+	for f := range strings.FieldsSeq(counts) {
+		if name, beat, ok := strings.Cut(f, ":"); ok && name == id {
+			n, err := strconv.ParseInt(beat, 10, 64)
+			if err != nil {
+				return 0
+			}
+			return n
+		}
+	}
+	return 0
 }
 
 func b2i(b bool) int {

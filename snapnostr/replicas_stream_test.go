@@ -23,6 +23,7 @@ import (
 type fixedShares bool
 
 func (s fixedShares) Mine([32]byte) bool { return bool(s) }
+func (fixedShares) Counted() bool        { return true }
 func (fixedShares) Grace() time.Duration { return time.Second }
 
 // refuseAll is a key limiter that refuses every key.

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -71,9 +72,11 @@ func openReplicas(t *testing.T, db *sqldb.DB, clock *testClock, receiving *atomi
 }
 
 // Replicas on one database share the requests out once each has seen the
-// others' beats move: each id is exactly one replica's, about evenly;
-// a replica that stops receiving, or stops beating for Expire, leaves
-// its share to the others; one that leaves moves only its own share
+// others' beats move and is counted by them: each id is exactly one
+// replica's, about evenly, and at no beat is an id two replicas' (a
+// replica the others do not count yet, or no longer, takes none); a
+// replica that stops receiving, or stops beating for Expire, leaves its
+// share to the others; one that leaves moves only its own share
 // (rendezvous hashing); and Run deletes its row when it stops.
 func TestReplicasShareRequests(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
@@ -82,18 +85,11 @@ func TestReplicasShareRequests(t *testing.T) {
 		var recvB atomic.Bool
 		recvB.Store(true)
 		clock := &testClock{}
+		t0 := time.Unix(1_800_000_000, 0)
+		clock.set(t0)
 		var changes []int
 		a, b, c := openReplicas(t, db, clock, nil, &changes), openReplicas(t, db, clock, &recvB, nil), openReplicas(t, db, clock, nil, nil)
 		all := ids(3000)
-		step := func(at time.Time, rs ...*Replicas) {
-			t.Helper()
-			clock.set(at)
-			for _, r := range rs {
-				if err := r.step(ctx, at); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
 		count := func(own []int, want int) (exact int) {
 			for _, o := range own {
 				if o == want {
@@ -102,24 +98,51 @@ func TestReplicasShareRequests(t *testing.T) {
 			}
 			return exact
 		}
-
-		// Before any beat is read, and while the others' beats have not
-		// moved yet, everything is each replica's own.
-		t0 := time.Unix(1_800_000_000, 0)
-		step(t0, a, b, c)
-		if n := count(owners([]*Replicas{a, b, c}, all), 0b111); n != len(all) {
-			t.Fatalf("first beats: %d of %d ids taken by all three, want all", n, len(all))
-		}
-		// Each counts another alive once it has seen its beat move: two
-		// more rounds for the last to beat first to see the others move.
-		step(t0.Add(time.Second), a, b, c)
-		step(t0.Add(2*time.Second), a, b, c)
-		own := owners([]*Replicas{a, b, c}, all)
-		for i, o := range own {
-			if o != 0b001 && o != 0b010 && o != 0b100 {
-				t.Fatalf("id %d: taken by replicas %03b, want exactly one", i, o)
+		// step runs each replica's beat at at, and checks after each that
+		// no id is two of theirs (a replica left out beats no more: dead,
+		// it takes nothing).
+		step := func(at time.Time, rs ...*Replicas) {
+			t.Helper()
+			clock.set(at)
+			for _, r := range rs {
+				if err := r.step(ctx, at); err != nil {
+					t.Fatal(err)
+				}
+				for i, o := range owners(rs, all) {
+					if o&(o-1) != 0 {
+						t.Fatalf("%v: id %d taken by replicas %03b, want one at most", at, i, o)
+					}
+				}
 			}
 		}
+		// each checks that every id is exactly one of rs's, and returns
+		// whose.
+		each := func(rs ...*Replicas) []int {
+			t.Helper()
+			own := owners(rs, all)
+			for i, o := range own {
+				if o == 0 || o&(o-1) != 0 {
+					t.Fatalf("id %d: taken by replicas %b, want exactly one", i, o)
+				}
+			}
+			return own
+		}
+
+		// Before any beat is read, no request is a replica's. The first to
+		// beat is alone and takes everything; the others, not counted by
+		// it, nothing.
+		if n := count(owners([]*Replicas{a, b, c}, all), 0); n != len(all) {
+			t.Fatalf("before the first beats: %d of %d ids taken by none, want all", n, len(all))
+		}
+		step(t0, a, b, c)
+		if n := count(owners([]*Replicas{a, b, c}, all), 0b001); n != len(all) || !a.Counted() || b.Counted() || c.Counted() {
+			t.Fatalf("first beats: %d of %d ids a's alone, want all", n, len(all))
+		}
+		// Each counts another alive once it has seen its beat move, and
+		// takes its share once the others count it: two more rounds.
+		step(t0.Add(time.Second), a, b, c)
+		step(t0.Add(2*time.Second), a, b, c)
+		own := each(a, b, c)
 		for j, want := range []int{0b001, 0b010, 0b100} {
 			if n := count(own, want); n < len(all)/4 || n > len(all)/2 {
 				t.Errorf("replica %d takes %d of %d ids, want about a third", j, n, len(all))
@@ -131,7 +154,8 @@ func TestReplicasShareRequests(t *testing.T) {
 
 		// A replica that cannot read the others' beats for Expire can no
 		// longer tell that their owners are alive: it takes everything,
-		// and once a beat fails it says so.
+		// and once a beat fails it says so. Once it reads them again it
+		// takes its share when the others count it again.
 		stale := t0.Add(2*time.Second + 4*time.Second + time.Millisecond)
 		clock.set(stale)
 		for i, id := range all {
@@ -140,41 +164,47 @@ func TestReplicasShareRequests(t *testing.T) {
 			}
 		}
 		a.expire(stale)
-		if a.Alive() != 1 || changes[len(changes)-1] != 1 {
-			t.Errorf("a's view expired: counts %d alive, was told of %v; want 1, the last told", a.Alive(), changes)
+		if a.Alive() != 1 || changes[len(changes)-1] != 1 || a.Counted() {
+			t.Errorf("a's view expired: counts %d alive, was told of %v, counted %v; want 1, the last told, not counted", a.Alive(), changes, a.Counted())
+		}
+		step(t0.Add(3*time.Second), a, b, c)
+		if a.Counted() {
+			t.Fatal("a counted again before the others read its new run")
+		}
+		step(t0.Add(4*time.Second), a, b, c)
+		if own2 := each(a, b, c); !slices.Equal(own, own2) {
+			t.Fatal("a counted again: the shares differ from before")
 		}
 
-		// b stops receiving: a and c share its part; b takes what comes.
+		// b stops receiving: at once it takes nothing, and a and c share
+		// its part once they read its beat.
 		recvB.Store(false)
-		step(t0.Add(3*time.Second), b, a, c) // b first: the others read its new flag
-		own2 := owners([]*Replicas{a, c}, all)
+		step(t0.Add(5*time.Second), b, a, c)
+		own2 := each(a, c)
 		for i := range all {
 			was, now := own[i], own2[i]
-			switch {
-			case now != 0b01 && now != 0b10:
-				t.Fatalf("id %d: taken by a|c = %02b once b stopped receiving, want exactly one", i, now)
-			case was == 0b001 && now != 0b01, was == 0b100 && now != 0b10:
+			if was == 0b001 && now != 0b01 || was == 0b100 && now != 0b10 {
 				t.Fatalf("id %d moved from a or c to the other when b stopped receiving", i)
 			}
-			if !b.Mine(all[i]) {
-				t.Fatalf("b, not receiving, refuses id %d", i)
+			if b.Mine(all[i]) {
+				t.Fatalf("b, not receiving, takes id %d", i)
 			}
 		}
 
-		// b receives again, then stops beating: after Expire it is gone.
+		// b receives again: it takes its share once the others count it
+		// again, then stops beating: after Expire it is gone.
 		recvB.Store(true)
-		step(t0.Add(4*time.Second), b, a, c)
-		if got := owners([]*Replicas{a, b, c}, all); count(got, 0b010) == 0 {
+		step(t0.Add(6*time.Second), b, a, c)
+		step(t0.Add(7*time.Second), b, a, c)
+		if got := each(a, b, c); count(got, 0b010) == 0 {
 			t.Fatalf("b receiving again takes nothing")
 		}
-		step(t0.Add(5*time.Second), a, c)
+		step(t0.Add(8*time.Second), a, c)
 		if got := owners([]*Replicas{a, b, c}, all); count(got, 0b010) == 0 {
 			t.Fatalf("b's share gone within Expire of its last beat")
 		}
-		step(t0.Add(8*time.Second), a, c)
-		if got := owners([]*Replicas{a, c}, all); count(got, 0b01)+count(got, 0b10) != len(all) {
-			t.Fatalf("b silent for Expire: a and c do not share everything between them")
-		}
+		step(t0.Add(11*time.Second), a, c)
+		each(a, c)
 
 		// c stops cleanly: its row goes, and a, reading the rows, takes
 		// everything.
@@ -187,7 +217,7 @@ func TestReplicasShareRequests(t *testing.T) {
 		if err := db.R.QueryRowContext(ctx, db.Dialect.Rebind(`SELECT count(*) FROM inbox_replicas WHERE replica = ?`), c.ID()).Scan(&rows); err != nil || rows != 0 {
 			t.Fatalf("c's rows after Run: %d, %v; want 0", rows, err)
 		}
-		step(t0.Add(9*time.Second), a)
+		step(t0.Add(12*time.Second), a)
 		for i, id := range all {
 			if !a.Mine(id) {
 				t.Fatalf("a alone refuses id %d", i)
@@ -219,19 +249,19 @@ func TestDeferralsBoundedAndReviewed(t *testing.T) {
 	d := newDeferrals(3, 2*big+small)
 	now := time.Unix(1_800_000_000, 0)
 	all := ids(5)
-	if d.add(all[0], ev(400), now.Add(time.Second), true) != kept || d.add(all[1], ev(400), now.Add(2*time.Second), false) != kept {
+	if d.add(all[0], ev(400), now.Add(time.Second), true, false) != kept || d.add(all[1], ev(400), now.Add(2*time.Second), false, false) != kept {
 		t.Fatal("add refused within the bounds")
 	}
-	if d.add(all[2], ev(401), now.Add(2*time.Second), true) == kept {
+	if d.add(all[2], ev(401), now.Add(2*time.Second), true, false) == kept {
 		t.Fatal("add kept an event past the bound of bytes")
 	}
-	if d.add(all[2], ev(200), now.Add(3*time.Second), false) != kept {
+	if d.add(all[2], ev(200), now.Add(3*time.Second), false, false) != kept {
 		t.Fatal("add refused an event that fits the bound of bytes exactly")
 	}
-	if d.add(all[2], ev(200), now.Add(3*time.Second), false) != kept || d.len() != 3 || d.bytes != 2*big+small {
+	if d.add(all[2], ev(200), now.Add(3*time.Second), false, false) != kept || d.len() != 3 || d.bytes != 2*big+small {
 		t.Fatalf("a copy alike to one kept: %d kept holding %d bytes, want it dropped", d.len(), d.bytes)
 	}
-	if d.add(all[3], ev(0), now.Add(3*time.Second), true) == kept {
+	if d.add(all[3], ev(0), now.Add(3*time.Second), true, false) == kept {
 		t.Fatal("add kept a fourth request past a bound of 3")
 	}
 	take, due := d.review(now.Add(time.Second), func(id [32]byte) bool { return id == all[2] })
@@ -242,18 +272,18 @@ func TestDeferralsBoundedAndReviewed(t *testing.T) {
 	// replaces both.
 	other := ev(10)
 	other.Sig = "another"
-	if d.add(all[1], other, now, false) != kept || len(d.byID[all[1]].evs) != 2 {
+	if d.add(all[1], other, now, false, false) != kept || len(d.byID[all[1]].evs) != 2 {
 		t.Fatal("a different copy was not kept beside the first")
 	}
 	for i, sig := range []string{"third", "fourth"} {
 		c := ev(10)
 		c.Sig = sig
-		if got, want := d.add(all[1], c, now, false), []addResult{kept, tooMany}[i]; got != want {
+		if got, want := d.add(all[1], c, now, false, false), []addResult{kept, tooMany}[i]; got != want {
 			t.Fatalf("copy %d of one request: %v, want %v (at most %d copies)", i+3, got, want, maxCopies)
 		}
 	}
 	verified := ev(20)
-	if d.add(all[1], verified, now, true) != kept {
+	if d.add(all[1], verified, now, true, false) != kept {
 		t.Fatal("a verified copy refused")
 	}
 	if e := d.byID[all[1]]; !e.verified || len(e.evs) != 1 || e.evs[0] != verified || d.bytes != e.size {
@@ -263,10 +293,10 @@ func TestDeferralsBoundedAndReviewed(t *testing.T) {
 	// inbox's take saw it, so the entry must say it was checked).
 	d2 := newDeferrals(3, 1<<20)
 	same := ev(30)
-	if d2.add(all[4], same, now, false) != kept || d2.add(all[4], same, now, true) != kept || !d2.byID[all[4]].verified {
+	if d2.add(all[4], same, now, false, false) != kept || d2.add(all[4], same, now, true, false) != kept || !d2.byID[all[4]].verified {
 		t.Fatal("a checked copy alike to the unchecked one kept did not mark the entry checked")
 	}
-	if d.add(all[3], ev(400), now.Add(3*time.Second), true) != kept {
+	if d.add(all[3], ev(400), now.Add(3*time.Second), true, false) != kept {
 		t.Fatal("add refused once review made room")
 	}
 	if _, due := d.review(now.Add(time.Hour), func([32]byte) bool { return false }); len(due) != 2 || d.len() != 0 || d.bytes != 0 || len(d.byID) != 0 {
@@ -277,14 +307,15 @@ func TestDeferralsBoundedAndReviewed(t *testing.T) {
 	}
 }
 
-// switchShares is a Shares whose answer the test sets; its grace is an
-// hour unless set.
+// switchShares is a Shares whose answers the test sets (counted unless
+// uncounted); its grace is an hour unless set.
 type switchShares struct {
-	mine  atomic.Bool
-	grace time.Duration
+	mine, uncounted atomic.Bool
+	grace           time.Duration
 }
 
 func (s *switchShares) Mine([32]byte) bool { return s.mine.Load() }
+func (s *switchShares) Counted() bool      { return !s.uncounted.Load() }
 func (s *switchShares) Grace() time.Duration {
 	if s.grace == 0 {
 		return time.Hour
@@ -381,6 +412,39 @@ func TestInboxTakesUpWhatNobodyTook(t *testing.T) {
 	r.reviewUntil(func(st ShareStats) bool { return st.Taken+st.Left == 2 })
 	if st := r.in.Shared(); st.Taken != 1 || st.Left != 1 || r.jobs.Len() != 1 {
 		t.Fatalf("after the grace: %+v, %d queued; want the taken one left, the missed one taken up and queued", st, r.jobs.Len())
+	}
+	if ev, _ := r.jobs.Pop(); ev.Content != "missed" {
+		t.Fatalf("queued %q, want the request nobody took", ev.Content)
+	}
+}
+
+// A request set aside while the other replicas did not count this one
+// was taken by them: when this replica is counted and the request is its
+// share, it is not taken up at once (its owner then may have refused it,
+// leaving no record of the message), only once its grace has passed, and
+// only if no process took it.
+func TestInboxTakesUpLateWhatCameBeforeItWasCounted(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	clock := &testClock{}
+	clock.set(now)
+	sh := &switchShares{grace: time.Second}
+	sh.uncounted.Store(true)
+	recorded := recordedSet{snap.NewMemoryReplayStore(0), map[string]bool{}}
+	r := newShareRig(t, InboxConfig{Shares: sh, Replay: recorded, Now: clock.now})
+	taken, missed := r.request("taken"), r.request("missed")
+	recorded.ids[taken.ID] = true
+	r.in.setAside(r.ctx, taken, r.jobs, r.refusals)
+	r.in.setAside(r.ctx, missed, r.jobs, r.refusals)
+	sh.uncounted.Store(false)
+	sh.mine.Store(true)
+	r.in.reviewPass(r.ctx, r.jobs, r.refusals)
+	if st := r.in.Shared(); st.Taken != 0 || st.Now != 2 || r.jobs.Len() != 0 {
+		t.Fatalf("counted, both requests mine, within their grace: %+v, %d queued; want both kept", st, r.jobs.Len())
+	}
+	clock.set(now.Add(time.Second))
+	r.in.reviewPass(r.ctx, r.jobs, r.refusals)
+	if st := r.in.Shared(); st.Taken != 1 || st.Left != 1 || r.jobs.Len() != 1 {
+		t.Fatalf("after the grace: %+v, %d queued; want the taken one left, the missed one taken up", st, r.jobs.Len())
 	}
 	if ev, _ := r.jobs.Pop(); ev.Content != "missed" {
 		t.Fatalf("queued %q, want the request nobody took", ev.Content)

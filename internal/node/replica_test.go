@@ -30,7 +30,9 @@ import (
 // whose share they were ("inbox: requests left to other replicas"
 // count=N), and taken up from a replica gone ("inbox: took up another
 // replica's request"); it notes how many replicas the process last saw
-// alive, and passes warnings and errors on to the test's stderr.
+// alive while the others counted it (0 while they do not: it takes no
+// share of its own), and passes warnings and errors on to the test's
+// stderr.
 type takenLog struct {
 	mu                  sync.Mutex
 	buf                 []byte
@@ -59,7 +61,10 @@ func (l *takenLog) Write(p []byte) (int, error) {
 		case bytes.Contains(line, []byte("inbox: a late request cannot be opened; not answered")):
 			l.late++
 		case bytes.Contains(line, []byte("replicas: sharing the requests")):
-			l.alive = logInt(line, "alive")
+			l.alive = 0
+			if bytes.Contains(line, []byte(" counted=true")) {
+				l.alive = logInt(line, "alive")
+			}
 		case bytes.Contains(line, []byte("level=WARN")), bytes.Contains(line, []byte("level=ERROR")):
 			os.Stderr.Write(line)
 		}
@@ -99,7 +104,7 @@ func logInt(line []byte, key string) int {
 }
 
 // counts returns the deliveries found taken, those left unopened, those
-// taken up, and the replicas last seen alive.
+// taken up, and the replicas last seen alive (0 while not counted).
 func (l *takenLog) counts() (taken, left, tookUp, alive int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
