@@ -38,7 +38,11 @@
 // ErrSlowConsumer; the others are held up at most that long.
 //
 // Publish sends an event to every connected relay and succeeds when one
-// answers OK true, returning each relay's outcome. Query collects stored
+// answers OK true, returning each relay's outcome. It returns as soon as
+// one relay accepted and no other has answered yet: a relay slow to
+// answer, or silent, holds up no publication another took; its answer is
+// still awaited in the background (a bounded number per relay) and
+// logged. Query collects stored
 // events until every relay has sent EOSE. Health reports each relay's
 // state, last error, reconnections and event counts.
 //

@@ -161,6 +161,12 @@ type Pool struct {
 	cancel  context.CancelFunc
 	wake    chan struct{} // closed and replaced when a relay connects
 	wg      sync.WaitGroup
+	// life ends with Close (end), which cancels the publications still
+	// awaiting a relay's answer after their Publish returned and waits
+	// for them (detached).
+	life     context.Context
+	end      context.CancelFunc
+	detached sync.WaitGroup
 }
 
 // NewPool returns a pool for cfg.URLs. Nothing connects before Start.
@@ -173,6 +179,7 @@ func NewPool(cfg PoolConfig) *Pool {
 		subs:   map[string]*Subscription{},
 		wake:   make(chan struct{}),
 	}
+	p.life, p.end = context.WithCancel(context.Background())
 	seen := map[string]bool{}
 	for _, u := range cfg.URLs {
 		if seen[u] {
@@ -220,6 +227,8 @@ func (p *Pool) Close() error {
 	for _, s := range subs { // first: releases a delivery waiting on a full buffer
 		s.end(ErrPoolClosed)
 	}
+	p.end()
+	p.detached.Wait()
 	p.wg.Wait()
 	return nil
 }

@@ -91,6 +91,9 @@ type poolRelay struct {
 	connects    int
 
 	received, invalid, mismatch atomic.Uint64
+	// pendingAnswers counts the publications still awaiting this relay's
+	// OK after Publish returned (at most MaxPendingAnswers).
+	pendingAnswers atomic.Int32
 }
 
 type atomicState struct{ v atomic.Value }

@@ -40,7 +40,13 @@ func (r PublishResult) Accepted() int {
 // for their OKs (bounded by ctx, or PublishTimeout when ctx has no
 // deadline). When no relay is connected yet it waits, within the same
 // bound, for one to connect. It succeeds when at least one relay answers
-// OK true; the outcome of each relay is returned and logged either way.
+// OK true, and returns as soon as one has and no other has answered yet:
+// a relay that is slow to answer, or never does, holds up no publication
+// another relay took (the event was sent to it all the same). Such a
+// relay's outcome is ErrAnswerPending; it is still awaited, within the
+// same bound, and logged when it comes (at most MaxPendingAnswers awaited
+// so per relay; past that it is no longer awaited). The outcome of each
+// relay is returned and logged either way.
 func (p *Pool) Publish(ctx context.Context, ev nostr.Event) (PublishResult, error) {
 	res := PublishResult{EventID: ev.ID}
 	if err := p.cfg.Verifier.Verify(&ev); err != nil {
@@ -59,16 +65,6 @@ func (p *Pool) Publish(ctx context.Context, ev nostr.Event) (PublishResult, erro
 		}
 		return res, fmt.Errorf("relay: publish %s: %w", ev.ID, err)
 	}
-	publish := func(c Conn, o *RelayOutcome) {
-		ok, msg, err := c.Publish(ctx, ev)
-		o.OK, o.Message = ok && err == nil, msg
-		switch {
-		case err != nil:
-			o.Err = err
-		case !ok:
-			o.Err = fmt.Errorf("%w: %s", ErrRejected, msg)
-		}
-	}
 	// With one relay connected (the node's own, most often) the event is
 	// published from this goroutine: a goroutine started and waited for
 	// would cost two wake-ups per event and gain nothing.
@@ -78,39 +74,187 @@ func (p *Pool) Publish(ctx context.Context, ev nostr.Event) (PublishResult, erro
 			connected++
 		}
 	}
-	var wg sync.WaitGroup
 	for i, r := range p.relays {
 		res.Relays[i].URL = r.url
-		c := conns[i]
-		switch {
+		switch c := conns[i]; {
 		case c == nil:
 			res.Relays[i].Err = ErrNotConnected
 		case connected == 1:
-			publish(c, &res.Relays[i])
-		default:
-			wg.Go(func() { publish(c, &res.Relays[i]) })
+			publishTo(ctx, c, &ev, &res.Relays[i])
 		}
 	}
-	wg.Wait()
+	if connected > 1 {
+		p.publishAll(ctx, &ev, conns, res.Relays)
+	}
 	var errs []error
 	for _, o := range res.Relays {
-		switch {
-		case o.OK:
-			if p.log.Enabled(ctx, slog.LevelDebug) { // else its arguments are still boxed, on every publish
-				p.log.DebugContext(ctx, "relay pool: published", "relay", o.URL, "event", ev.ID, "kind", ev.Kind)
-			}
-			continue
-		case errors.Is(o.Err, ErrNotConnected): // its connection loop already logs why
-			p.log.Debug("relay pool: not published", "relay", o.URL, "event", ev.ID, "kind", ev.Kind, "err", o.Err)
-		default:
-			p.log.Warn("relay pool: publish failed", "relay", o.URL, "event", ev.ID, "kind", ev.Kind, "err", o.Err)
+		p.logOutcome(ctx, &ev, o)
+		if !o.OK {
+			errs = append(errs, fmt.Errorf("%s: %w", o.URL, o.Err))
 		}
-		errs = append(errs, fmt.Errorf("%s: %w", o.URL, o.Err))
 	}
 	if res.Accepted() == 0 {
 		return res, fmt.Errorf("relay: publish %s: %w: %w", ev.ID, ErrNotAccepted, errors.Join(errs...))
 	}
 	return res, nil
+}
+
+// MaxPendingAnswers bounds the publications whose OK a relay is still
+// awaited for after Publish returned (see Publish): each holds its event
+// and a goroutine until the relay answers or the publication's bound
+// passes.
+const MaxPendingAnswers = 64
+
+// ErrAnswerPending is the outcome of a relay that had not answered a
+// publication when another relay accepted it and Publish returned.
+var ErrAnswerPending = errors.New("relay had not answered when another accepted the event")
+
+// publishTo publishes ev on c and records the relay's answer in o.
+func publishTo(ctx context.Context, c Conn, ev *nostr.Event, o *RelayOutcome) {
+	ok, msg, err := c.Publish(ctx, *ev)
+	o.OK, o.Message = ok && err == nil, msg
+	switch {
+	case err != nil:
+		o.Err = err
+	case !ok:
+		o.Err = fmt.Errorf("%w: %s", ErrRejected, msg)
+	}
+}
+
+// pendingPublish is one relay's publication in publishAll.
+type pendingPublish struct {
+	cancel context.CancelFunc
+	out    RelayOutcome
+
+	mu       sync.Mutex
+	answered bool // out is final
+	detached bool // Publish returned: the goroutine logs out itself
+	dropped  bool // another relay accepted, and this one is not awaited
+	stop     func() bool
+}
+
+// publishAll publishes ev on every relay of conns at once and fills
+// outs with their outcomes. It returns once every relay has answered, ctx
+// has ended, or one relay accepted ev: those still waiting for their
+// answer then go on (at most MaxPendingAnswers a relay) and log it when
+// it comes.
+func (p *Pool) publishAll(ctx context.Context, ev *nostr.Event, conns []Conn, outs []RelayOutcome) {
+	deadline, _ := ctx.Deadline()
+	answered := make(chan int, len(conns)) // never blocks a sender
+	pending := make([]*pendingPublish, len(conns))
+	var wg sync.WaitGroup // the publications not detached
+	for i, c := range conns {
+		if c == nil {
+			continue
+		}
+		// Not ctx's child: a detached publication outlives ctx's
+		// cancellation, never its deadline.
+		pctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+		w := &pendingPublish{cancel: cancel, out: outs[i]}
+		pending[i] = w
+		r := p.relays[i]
+		wg.Add(1)
+		go func() {
+			publishTo(pctx, c, ev, &w.out)
+			cancel()
+			w.mu.Lock()
+			w.answered = true
+			detached, stop := w.detached, w.stop
+			w.mu.Unlock()
+			if !detached {
+				answered <- i
+				wg.Done()
+				return
+			}
+			stop()
+			p.logOutcome(context.Background(), ev, w.out)
+			r.pendingAnswers.Add(-1)
+			p.detached.Done()
+		}()
+	}
+	waiting := 0
+	for _, w := range pending {
+		if w != nil {
+			waiting++
+		}
+	}
+	accepted := false
+	for waiting > 0 && !accepted {
+		select {
+		case i := <-answered:
+			waiting--
+			outs[i] = pending[i].out
+			accepted = pending[i].out.OK
+		case <-ctx.Done():
+			for _, w := range pending {
+				if w != nil {
+					w.cancel() // ctx's cause is read by each below
+				}
+			}
+			waiting = 0
+		}
+	}
+	for i, w := range pending {
+		if w == nil {
+			continue
+		}
+		w.mu.Lock()
+		if !w.answered && accepted {
+			w.stop, w.detached = p.detach(p.relays[i], w.cancel)
+		}
+		switch {
+		case w.detached:
+			outs[i] = RelayOutcome{URL: outs[i].URL, Err: ErrAnswerPending}
+			wg.Done()
+		case !w.answered:
+			w.dropped = accepted
+			w.cancel()
+		}
+		w.mu.Unlock()
+	}
+	wg.Wait()
+	for i, w := range pending {
+		if w == nil || w.detached {
+			continue
+		}
+		outs[i] = w.out
+		switch {
+		case w.out.OK, w.out.Err == nil, !errors.Is(w.out.Err, context.Canceled):
+		case w.dropped:
+			outs[i].Err = fmt.Errorf("%w; not awaited: %d publications await it already", ErrAnswerPending, MaxPendingAnswers)
+		case ctx.Err() != nil:
+			outs[i].Err = fmt.Errorf("relay: %s: no OK for %s: %w", outs[i].URL, ev.ID, context.Cause(ctx))
+		}
+	}
+}
+
+// detach reports whether a publication still awaiting r's answer may go
+// on after Publish returns: fewer than MaxPendingAnswers of r's are, and
+// the pool is open. Close then cancels it (cancel) and waits for it;
+// stop, called when it ends, forgets cancel.
+func (p *Pool) detach(r *poolRelay, cancel context.CancelFunc) (stop func() bool, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || r.pendingAnswers.Load() >= MaxPendingAnswers {
+		return nil, false
+	}
+	r.pendingAnswers.Add(1)
+	p.detached.Add(1) // under p.mu, before Close waits
+	return context.AfterFunc(p.life, cancel), true
+}
+
+// logOutcome logs one relay's outcome of publishing ev.
+func (p *Pool) logOutcome(ctx context.Context, ev *nostr.Event, o RelayOutcome) {
+	switch {
+	case o.OK:
+		if p.log.Enabled(ctx, slog.LevelDebug) { // else its arguments are still boxed, on every publish
+			p.log.DebugContext(ctx, "relay pool: published", "relay", o.URL, "event", ev.ID, "kind", ev.Kind)
+		}
+	case errors.Is(o.Err, ErrNotConnected), errors.Is(o.Err, ErrAnswerPending): // its connection loop already logs why; logged when it comes
+		p.log.Debug("relay pool: not published", "relay", o.URL, "event", ev.ID, "kind", ev.Kind, "err", o.Err)
+	default:
+		p.log.Warn("relay pool: publish failed", "relay", o.URL, "event", ev.ID, "kind", ev.Kind, "err", o.Err)
+	}
 }
 
 // awaitConnected returns the current connection of each relay (nil when
