@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -194,4 +195,111 @@ func (a *logAttrs) Handle(ctx context.Context, r slog.Record) error {
 	return a.l.handle(ctx, a.h, r)
 }
 
-var _ = nostr.Timestamp(0)
+// floodAfterREQ answers the first REQ with what flood writes, then a
+// valid event for the subscription: once it is delivered, the pool has
+// read the whole flood.
+func floodAfterREQ(t *testing.T, sentinel *nostr.Event, flood func(sub string, write func([]byte) error) error) *hostileRelay {
+	var once sync.Once
+	return newHostileRelay(t, func(frame []byte, write func([]byte) error) {
+		req, ok := nostr.ParseMessage(frame).(*nostr.ReqEnvelope)
+		if !ok {
+			return
+		}
+		once.Do(func() {
+			if err := flood(req.SubscriptionID, write); err != nil {
+				return
+			}
+			b, _ := nostr.EventEnvelope{SubscriptionID: &req.SubscriptionID, Event: *sentinel}.MarshalJSON()
+			_ = write(b)
+		})
+	})
+}
+
+func awaitEvent(t *testing.T, sub *Subscription, want *nostr.Event) {
+	t.Helper()
+	select {
+	case ev, ok := <-sub.Events():
+		if !ok || ev.ID != want.ID {
+			t.Fatalf("got %v (%v), want the sentinel", ev, sub.Err())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the sentinel event was not delivered")
+	}
+}
+
+// A relay's NOTICE and CLOSED messages are logged cut short and at a
+// bounded rate: a relay that sent thousands of them, each as long as its
+// frame may be, had each logged whole, at info or warn, an operator's log
+// filling at the speed of the relay's connection.
+func TestRelayTalkLoggedBounded(t *testing.T) {
+	const n, size = 300, 60 << 10
+	text := "\x1b[2J\x1b]0;owned\x07" + strings.Repeat("A", size)
+	sentinel := ptEvent(t, ptNow(), "sentinel")
+	bad := floodAfterREQ(t, sentinel, func(sub string, write func([]byte) error) error {
+		for i := range n {
+			frames := []interface{ MarshalJSON() ([]byte, error) }{
+				nostr.NoticeEnvelope(text),
+				nostr.ClosedEnvelope{SubscriptionID: "never-opened", Reason: text},
+				nostr.ClosedEnvelope{SubscriptionID: sub, Reason: "blocked: " + text}, // for good: not asked again
+			}
+			for _, f := range frames[i%3 : i%3+1] {
+				b, _ := f.MarshalJSON()
+				if err := write(b); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	logs := newLogBytes()
+	p := NewPool(PoolConfig{URLs: []string{bad.url}, Logger: slog.New(logs)})
+	p.Start(t.Context())
+	defer p.Close()
+	sub, err := p.Subscribe(t.Context(), ptFilter())
+	if err != nil {
+		t.Fatal(err)
+	}
+	awaitEvent(t, sub, sentinel)
+	written, lines := logs.written()
+	if written > 64<<10 || lines > 100 {
+		t.Fatalf("%d lines, %d bytes logged for %d messages of %d bytes", lines, written, n, len(text))
+	}
+	logs.mu.Lock()
+	defer logs.mu.Unlock()
+	if bytes.ContainsAny(logs.buf.Bytes(), "\x1b\x07") {
+		t.Fatal("a terminal escape was logged raw")
+	}
+}
+
+// A relay that answers CLOSED again and again for an open subscription
+// has it asked again once, not once per CLOSED: each CLOSED started a
+// timer of its own, held until the backoff passed (up to BackoffMax).
+func TestClosedFloodHoldsOneRetry(t *testing.T) {
+	const n = 50_000
+	sentinel := ptEvent(t, ptNow(), "sentinel")
+	bad := floodAfterREQ(t, sentinel, func(sub string, write func([]byte) error) error {
+		b, _ := nostr.ClosedEnvelope{SubscriptionID: sub, Reason: "rate-limited: slow down"}.MarshalJSON()
+		for range n {
+			if err := write(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	p := NewPool(PoolConfig{URLs: []string{bad.url}, Logger: ptLogger(), BackoffMax: time.Hour})
+	p.Start(t.Context())
+	defer p.Close()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	sub, err := p.Subscribe(t.Context(), ptFilter())
+	if err != nil {
+		t.Fatal(err)
+	}
+	awaitEvent(t, sub, sentinel)
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > 2<<20 {
+		t.Fatalf("the heap grew by %d bytes after %d CLOSED for one subscription", grew, n)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gorilla/websocket"
 	"github.com/nbd-wtf/go-nostr"
@@ -189,11 +190,11 @@ func (c *wsConn) readLoop() {
 		case *nostr.EOSEEnvelope:
 			m = ConnMessage{Label: "EOSE", SubID: string(*env)}
 		case *nostr.ClosedEnvelope:
-			m = ConnMessage{Label: "CLOSED", SubID: env.SubscriptionID, Reason: env.Reason}
+			m = ConnMessage{Label: "CLOSED", SubID: cut(env.SubscriptionID), Reason: cut(env.Reason)}
 		case *nostr.NoticeEnvelope:
-			m = ConnMessage{Label: "NOTICE", Reason: string(*env)}
+			m = ConnMessage{Label: "NOTICE", Reason: cut(string(*env))}
 		case *nostr.OKEnvelope:
-			c.oks.Resolve(env.EventID, OK{Accepted: env.OK, Reason: env.Reason})
+			c.oks.Resolve(env.EventID, OK{Accepted: env.OK, Reason: cut(env.Reason)})
 			continue
 		default: // AUTH, COUNT, unknown or malformed: not used by the pool
 			continue
@@ -204,6 +205,24 @@ func (c *wsConn) readLoop() {
 			return
 		}
 	}
+}
+
+// MaxRelayText bounds what the pool keeps, and logs, of a relay's own
+// words: a NOTICE, a CLOSED reason (and subscription id), an OK message.
+// A relay's frame may be a megabyte of them.
+const MaxRelayText = 256
+
+// cut returns s cut to MaxRelayText bytes, at a character's start, marked
+// with "…" when cut.
+func cut(s string) string {
+	if len(s) <= MaxRelayText {
+		return s
+	}
+	n := MaxRelayText
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 func (c *wsConn) writeLoop() {

@@ -79,6 +79,9 @@ type poolRelay struct {
 	// asked again ever more slowly, up to BackoffMax. An entry lasts no
 	// longer than conn or its subscription.
 	refused map[uint64]int
+	// retrying holds the subscriptions whose REQ is to be sent again on
+	// conn after a CLOSED: one timer each, however many CLOSEDs come.
+	retrying map[uint64]bool
 	// publishing: conn takes publications. Set once the REQs of the
 	// subscriptions open when it connected are sent, so that a request
 	// published right after its reply's subscription is never on the
@@ -91,6 +94,7 @@ type poolRelay struct {
 	connects    int
 
 	received, invalid, mismatch atomic.Uint64
+	talk                        talkLimiter // the relay's NOTICEs and CLOSEDs logged
 	// pendingAnswers counts the publications still awaiting this relay's
 	// OK after Publish returned (at most MaxPendingAnswers).
 	pendingAnswers atomic.Int32
@@ -163,7 +167,7 @@ func (r *poolRelay) wait(ctx context.Context, d time.Duration, err error) bool {
 // returns why the connection ended.
 func (r *poolRelay) serve(ctx context.Context, conn Conn) error {
 	r.mu.Lock()
-	r.conn, r.active, r.refused = conn, map[uint64]bool{}, map[uint64]int{}
+	r.conn, r.active, r.refused, r.retrying = conn, map[uint64]bool{}, map[uint64]int{}, map[uint64]bool{}
 	r.connects++
 	r.connectedAt, r.retryAt = r.p.cfg.Now(), time.Time{}
 	reconnect := r.connects > 1
@@ -198,7 +202,7 @@ loop:
 		}
 	}
 	r.mu.Lock()
-	r.conn, r.active, r.refused, r.publishing = nil, nil, nil, false
+	r.conn, r.active, r.refused, r.retrying, r.publishing = nil, nil, nil, nil, false
 	r.mu.Unlock()
 	conn.Close()
 	if err == nil {
@@ -263,7 +267,7 @@ func (r *poolRelay) handle(m ConnMessage, inProcess bool) {
 	case "CLOSED":
 		s := r.p.lookup(m.SubID)
 		if s == nil {
-			r.log.Warn("relay pool: relay closed a subscription", "sub", m.SubID, "reason", m.Reason)
+			r.say(slog.LevelWarn, "relay pool: relay closed a subscription", "sub", m.SubID, "reason", m.Reason)
 			return
 		}
 		// A relay that refuses or ends a subscription for a while (its
@@ -282,24 +286,32 @@ func (r *poolRelay) handle(m ConnMessage, inProcess bool) {
 			// again.
 			r.mu.Unlock()
 			s.relayDone(r.idx, false)
-			r.log.Warn("relay pool: relay closed a subscription", "sub", m.SubID, "reason", m.Reason)
+			r.say(slog.LevelWarn, "relay pool: relay closed a subscription", "sub", m.SubID, "reason", m.Reason)
 			return
 		}
 		r.refused[s.serial]++
 		wait := min(r.p.cfg.BackoffBase<<min(r.refused[s.serial]-1, 16), r.p.cfg.BackoffMax)
+		scheduled := r.retrying[s.serial]
+		r.retrying[s.serial] = true
 		r.mu.Unlock()
 		s.relayDone(r.idx, false)
-		r.log.Warn("relay pool: relay closed a subscription; asking again", "sub", m.SubID, "reason", m.Reason, "in", wait)
+		if scheduled {
+			return // asked again when the first CLOSED's backoff ends
+		}
+		r.say(slog.LevelWarn, "relay pool: relay closed a subscription; asking again", "sub", m.SubID, "reason", m.Reason, "in", wait)
 		time.AfterFunc(wait, func() {
 			r.mu.Lock()
 			same := r.conn == conn
+			if same {
+				delete(r.retrying, s.serial)
+			}
 			r.mu.Unlock()
 			if same {
 				r.ensureSub(s)
 			}
 		})
 	case "NOTICE":
-		r.log.Info("relay pool: notice", "notice", m.Reason)
+		r.say(slog.LevelInfo, "relay pool: notice", "notice", m.Reason)
 	}
 }
 
@@ -345,6 +357,44 @@ func (r *poolRelay) accept(s *Subscription, ev *nostr.Event, verified bool) {
 		return
 	}
 	s.deliver(ev)
+}
+
+// talkLimiter bounds the lines a relay's own messages (NOTICE, CLOSED)
+// have logged: talkPerMinute a minute, the rest counted and told with the
+// next line logged.
+type talkLimiter struct {
+	mu         sync.Mutex
+	since      time.Time // start of the current minute
+	lines      int       // logged since
+	suppressed int       // not logged since the last line
+}
+
+// talkPerMinute is how many of a relay's NOTICEs and CLOSEDs are logged a
+// minute.
+const talkPerMinute = 10
+
+// say logs a line about what the relay said, unless the relay said too
+// much this minute.
+func (r *poolRelay) say(level slog.Level, msg string, args ...any) {
+	now := r.p.cfg.Now()
+	l := &r.talk
+	l.mu.Lock()
+	if now.Sub(l.since) >= time.Minute || now.Before(l.since) {
+		l.since, l.lines = now, 0
+	}
+	if l.lines >= talkPerMinute {
+		l.suppressed++
+		l.mu.Unlock()
+		return
+	}
+	l.lines++
+	suppressed := l.suppressed
+	l.suppressed = 0
+	l.mu.Unlock()
+	if suppressed > 0 {
+		args = append(args, "not_logged_before", suppressed)
+	}
+	r.log.Log(context.Background(), level, msg, args...)
 }
 
 // permanent reports whether a relay's CLOSED reason is one that asking
