@@ -303,3 +303,56 @@ func TestClosedFloodHoldsOneRetry(t *testing.T) {
 		t.Fatalf("the heap grew by %d bytes after %d CLOSED for one subscription", grew, n)
 	}
 }
+
+// What a hostile relay sends for a subscription reaches it only if it is
+// an event the subscription asked for, with a valid id and signature,
+// and once: events for subscriptions never opened, outside the filter
+// (another kind, another p tag), forged, or sent thousands of times.
+func TestHostileRelayEventsFiltered(t *testing.T) {
+	sentinel := ptEvent(t, ptNow(), "sentinel")
+	good := ptEvent(t, ptNow(), "good")
+	wrongKind := &nostr.Event{CreatedAt: ptNow(), Kind: 1, Tags: nostr.Tags{{"p", ptPub}}, Content: "kind 1"}
+	wrongP := &nostr.Event{CreatedAt: ptNow(), Kind: KindMessage, Tags: nostr.Tags{{"p", strings.Repeat("ab", 32)}}, Content: "not for us"}
+	for _, ev := range []*nostr.Event{wrongKind, wrongP} {
+		if err := ev.Sign(ptSecret); err != nil {
+			t.Fatal(err)
+		}
+	}
+	forged := *ptEvent(t, ptNow(), "forged")
+	forged.Sig = flipHex(forged.Sig)
+	badID := *ptEvent(t, ptNow(), "bad id")
+	badID.Content = "changed"
+	bad := floodAfterREQ(t, sentinel, func(sub string, write func([]byte) error) error {
+		other := "never-opened"
+		send := func(id *string, ev nostr.Event) error {
+			b, _ := nostr.EventEnvelope{SubscriptionID: id, Event: ev}.MarshalJSON()
+			return write(b)
+		}
+		for _, ev := range []nostr.Event{*wrongKind, *wrongP, forged, badID} {
+			if err := send(&sub, ev); err != nil {
+				return err
+			}
+		}
+		for range 5000 {
+			if err := send(&sub, *good); err != nil {
+				return err
+			}
+			if err := send(&other, *good); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	p := NewPool(PoolConfig{URLs: []string{bad.url}, Logger: ptLogger()})
+	p.Start(t.Context())
+	defer p.Close()
+	sub, err := p.Subscribe(t.Context(), ptFilter())
+	if err != nil {
+		t.Fatal(err)
+	}
+	awaitEvent(t, sub, good)
+	awaitEvent(t, sub, sentinel)
+	if st := p.Health()[0]; st.EventsInvalid != 2 || st.EventsMismatch != 2 || st.EventsReceived != 10005 {
+		t.Fatalf("health %+v", st)
+	}
+}
