@@ -22,7 +22,9 @@
 //   - POST /snap: the signed response with HTTP 200, SNAP errors included
 //     (payload.error); a response over MaxResponse (4 MiB by default)
 //     is 5001 naming the limit; 413 for a body that is too large (MaxBody,
-//     256 KiB by default), 400 for one that is not JSON, 415 (1005) for
+//     256 KiB by default), 400 for one that is not JSON (1003, data
+//     naming the field and reason, as the validator's syntax stage
+//     does), 415 (1005) for
 //     a Content-Type of another format than JSON, text/plain or none;
 //     429 with Retry-After when the peer
 //     is over its rate or the messages held at once would exceed

@@ -169,7 +169,8 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (body []byte, 
 	case err != nil:
 		writeError(w, http.StatusBadRequest, snap.CodeInvalidMessage, "the body could not be read: "+err.Error(), nil)
 	case !json.Valid(body):
-		writeError(w, http.StatusBadRequest, snap.CodeInvalidMessage, "the body is not JSON", nil)
+		msg, data := notJSON(body)
+		writeError(w, http.StatusBadRequest, snap.CodeInvalidMessage, msg, data)
 	default:
 		if n := int64(len(body)); n < size {
 			// A body of unknown length held MaxBody while it was read;
@@ -181,6 +182,23 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (body []byte, 
 	}
 	release()
 	return nil, nil, false
+}
+
+// notJSON is the message and data of the 400 answering a body that is
+// not JSON: the validator's syntax refusal, naming the field where the
+// body goes wrong ("message" for the whole) and the reason, as a
+// WebSocket peer's signed answer to the same bytes says.
+func notJSON(body []byte) (msg string, data map[string]any) {
+	reason := "not JSON"
+	data = map[string]any{"field": "message", "reason": reason}
+	var e *snap.Error
+	if _, err := snap.ParseThrough(body, snap.StageSyntax); errors.As(err, &e) && e.Data != nil {
+		if r, ok := e.Data["reason"].(string); ok {
+			reason = strings.TrimPrefix(r, "not JSON: ")
+		}
+		data = e.Data
+	}
+	return "the body is not JSON: " + reason, data
 }
 
 // refuseTooLarge answers a body over MaxBody: 413, as the SNAP

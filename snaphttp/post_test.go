@@ -195,6 +195,80 @@ func TestPostMalformedIs400(t *testing.T) {
 	}
 }
 
+// A body that is not JSON is 400 with the validator's syntax refusal:
+// code 1003 and data naming the field and the rule broken (reason), as a
+// WebSocket peer's signed answer says, where the body said only "not
+// JSON". Among them what a hostile peer sends to confuse a parser: a
+// byte order mark, invalid UTF-8, a NUL, data after the object, nesting
+// deeper than any JSON decoder takes.
+func TestPostNotJSONNamesFieldAndReason(t *testing.T) {
+	e := start(t, nil, nil)
+	body := raw(t, request(t, "message/send", sendPayload))
+	deep := `{"payload":` + strings.Repeat(`{"a":`, 10001) + "1" + strings.Repeat("}", 10002)
+	cases := []struct {
+		name        string
+		body        []byte
+		field, rule string
+	}{
+		{"byte order mark", append([]byte("\xef\xbb\xbf"), body...), "message", "invalid character"},
+		{"NUL", []byte("{\x00}"), "message", "invalid character"},
+		{"data after the object", append(append([]byte{}, body...), " {}"...), "message", "data after the JSON object"},
+		{"depth bomb", []byte(deep), "payload.a.a", "exceeded max depth"},
+		{"truncated", body[:len(body)/2], "message", "unexpected end of JSON input"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, b := post(t, e, tc.body, nil)
+			var got struct {
+				Error struct {
+					Code    int
+					Message string
+					Data    struct {
+						Status        int
+						Field, Reason string
+					}
+				}
+			}
+			if err := json.Unmarshal(b, &got); err != nil {
+				t.Fatalf("body %.300s: %v", b, err)
+			}
+			g, d := got.Error, got.Error.Data
+			if resp.StatusCode != 400 || g.Code != int(snap.CodeInvalidMessage) || d.Status != 400 {
+				t.Errorf("status %d, body %.300s; want 400 and code 1003", resp.StatusCode, b)
+			}
+			if !strings.HasPrefix(d.Field, tc.field) || !strings.Contains(d.Reason, tc.rule) || !strings.Contains(g.Message, tc.rule) {
+				t.Errorf("body %.300s; want data.field %q… and a reason and message saying %q", b, tc.field, tc.rule)
+			}
+		})
+	}
+}
+
+// What is JSON to the transport but not I-JSON — invalid UTF-8, a
+// duplicate name, a number beyond a double — reaches the validator and
+// gets its signed 1003 naming the field and the reason.
+func TestPostNotIJSONNamesFieldAndReason(t *testing.T) {
+	e := start(t, nil, nil)
+	body := string(raw(t, request(t, "message/send", sendPayload)))
+	for _, tc := range []struct {
+		name, body, field, reason string
+	}{
+		{"invalid UTF-8", "{\"x\":\"\xff\xfe\"," + body[1:], "x", "invalid UTF-8"},
+		{"duplicate name", `{"id":"x",` + body[1:], "id", "duplicate object member name"},
+		{"huge number", `{"x":1e999999,` + body[1:], "x", "outside the range"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, b := post(t, e, []byte(tc.body), nil)
+			if resp.StatusCode != 200 {
+				t.Fatalf("status %d: %.300s", resp.StatusCode, b)
+			}
+			se := snap.ResponseError(verifyLoose(t, b))
+			if se == nil || se.Code != snap.CodeInvalidMessage || se.Data["field"] != tc.field || !strings.Contains(fmt.Sprint(se.Data["reason"]), tc.reason) {
+				t.Errorf("answer %.400s; want 1003 naming field %q and reason %q", b, tc.field, tc.reason)
+			}
+		})
+	}
+}
+
 // A body over MaxBody is 413 Content Too Large, as the SNAP
 // specification's security practices say, whether its length was
 // declared or found while reading (chunked); the JSON body names the
