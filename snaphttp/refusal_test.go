@@ -62,7 +62,8 @@ func do(t *testing.T, name string, hc *http.Client, req *http.Request) refusal {
 // 400, 415, 429 of body memory), the routes (404, 405, 426), the WebSocket
 // refusals (400 and 403 of the upgrade, 429 and 503 of the connection
 // caps), a browser page's POST from another origin (403), a request to
-// another host name (421) and the TCP connection cap (429) — and holds each body to the
+// another host name (421), HTTP/2 prior knowledge and another request
+// target "*" than OPTIONS' (400), and the TCP connection cap (429) — and holds each body to the
 // SNAP specification's error schema: {"error":{code, message, data?}},
 // no other member, whatever else the refusal says (the HTTP status,
 // retryAfter, limit, scope) under data, data.retryAfter equal to the
@@ -118,6 +119,10 @@ func TestRefusalBodiesMatchErrorSchema(t *testing.T) {
 	// A browser page of another origin, and DNS rebinding.
 	get("POST from a page of another origin", "POST", e.base+"/snap", map[string]string{"Origin": "https://elsewhere.example", "Sec-Fetch-Site": "cross-site", "Content-Type": "text/plain"})
 	raw("request to another host name", next(), "GET /healthz HTTP/1.1\r\nHost: elsewhere.example\r\n\r\n")
+	// HTTP/2 in cleartext (prior knowledge), which is not served, and
+	// the request target "*" of another method than OPTIONS.
+	raw("HTTP/2 prior knowledge", next(), "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+	raw("request target *", next(), "GET * HTTP/1.1\r\nHost: localhost\r\n\r\n")
 	// Bodies.
 	raw("body over MaxBody", next(), "POST /snap HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 1048576\r\n\r\n")
 	big := bytes.Repeat([]byte("a"), 70<<10)
@@ -188,8 +193,8 @@ func TestRefusalBodiesMatchErrorSchema(t *testing.T) {
 	io.WriteString(c2, "GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
 	got = append(got, readRefusal(t, "over the peer's connections", c2))
 
-	if len(got) != 21 {
-		t.Fatalf("%d refusals, want 21", len(got))
+	if len(got) != 23 {
+		t.Fatalf("%d refusals, want 23", len(got))
 	}
 	for _, r := range got {
 		if r.status < 400 {

@@ -366,6 +366,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.refuseHost(w, r)
 		return
 	}
+	if r.RequestURI == "*" {
+		// net/http answers OPTIONS * itself; the mux would answer any
+		// other "*" (HTTP/2's cleartext preface among them) 400 with no
+		// body.
+		w.Header().Set("Connection", "close")
+		writeError(w, http.StatusBadRequest, snap.CodeInvalidMessage,
+			fmt.Sprintf("%s %s: the request target * names no resource; HTTP/2 is not served in cleartext: send HTTP/1.1 requests to /snap", r.Method, r.Proto),
+			map[string]any{"field": "target", "reason": "request target *"})
+		return
+	}
 	s.mux.ServeHTTP(w, r)
 }
 
