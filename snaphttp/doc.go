@@ -52,7 +52,8 @@
 //   - GET /healthz, and /metrics when Config.Metrics is set, each peer
 //     limited to Config.MonitorRate apart from its SNAP allowance (429
 //     with Retry-After past it); Monitor limits a /metrics served on a
-//     listener of its own the same way.
+//     listener of its own the same way, and a MonitorServer serves it
+//     there with the host names and connection caps of this list.
 //   - The operator console under /console when Config.Console is set.
 //   - Connections are capped in all and per peer (MaxTCPConns,
 //     MaxTCPConnsPerPeer): over a cap the longest-idle connection is

@@ -363,7 +363,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = rc.SetReadDeadline(time.Now().Add(s.cfg.ReadTimeout))
 	}
 	if !s.hosts.Load().Allows(r.Host) {
-		s.refuseHost(w, r)
+		refuseHost(w, r, s.cfg.Logger, &s.refusedHost)
 		return
 	}
 	if r.RequestURI == "*" {
@@ -380,10 +380,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // refuseHost answers a request addressed to a host name that is not
-// this server's (see Config.AllowedHosts): 421 Misdirected Request.
-func (s *Server) refuseHost(w http.ResponseWriter, r *http.Request) {
-	if s.refusedHost.CompareAndSwap(false, true) {
-		s.cfg.Logger.Warn("snaphttp: a request to another host name refused (a web page's DNS rebinding, or a name of this node's that http_allowed_hosts does not list); logged once",
+// this server's (see Config.AllowedHosts): 421 Misdirected Request. The
+// first refusal (logged set) is logged at warn.
+func refuseHost(w http.ResponseWriter, r *http.Request, log *slog.Logger, logged *atomic.Bool) {
+	if logged.CompareAndSwap(false, true) {
+		log.Warn("snaphttp: a request to another host name refused (a web page's DNS rebinding, or a name of this node's that http_allowed_hosts does not list); logged once",
 			"host", r.Host, "remote", r.RemoteAddr)
 	}
 	writeError(w, http.StatusMisdirectedRequest, snap.CodeInvalidMessage,

@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"slices"
 	"syscall"
-	"time"
 
 	"golang.org/x/time/rate"
 
@@ -140,49 +138,48 @@ func (n *Node) HTTPURL() string {
 // metricsPart serves /metrics on an address of its own.
 type metricsPart struct {
 	url  string // http://host:port
+	srv  *snaphttp.MonitorServer
 	done chan error
 }
 
-// startMetrics serves metrics at /metrics on cfg.MetricsListen, limited
-// per peer like the HTTP transport's monitoring (monitor_rate), until ctx
-// ends or stop is called (stop waits for it and returns why it stopped);
-// with no address it does nothing.
+// startMetrics serves metrics at /metrics on cfg.MetricsListen with the
+// HTTP transport's guards (snaphttp.MonitorServer): limited per peer
+// like its monitoring (monitor_rate), to the host names it answers to
+// (metricsHosts), with capped connections; until ctx ends or stop is
+// called (stop waits for it and returns why it stopped). With no address
+// it does nothing.
 func (n *Node) startMetrics(ctx context.Context, metrics http.Handler) (stop func() error, err error) {
 	if n.cfg.MetricsListen == "" {
 		return func() error { return nil }, nil
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", metrics)
+	srv, err := snaphttp.NewMonitor(mux, snaphttp.MonitorConfig{
+		Rate: perSecond(n.cfg.MonitorRate), Burst: n.cfg.MonitorBurst,
+		AllowedHosts: metricsHosts(n.cfg), Logger: n.logger.With("part", "metrics"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("node: metrics: %w", err)
 	}
 	ln, err := net.Listen("tcp", n.cfg.MetricsListen)
 	if err != nil {
 		return nil, fmt.Errorf("node: metrics: metrics_listen (--metrics-listen): %w: give a free address", err)
 	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", snaphttp.Monitor(metrics, perSecond(n.cfg.MonitorRate), n.cfg.MonitorBurst))
-	srv := &http.Server{
-		Handler:           mux,
-		ReadHeaderTimeout: 10 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       60 * time.Second,
-		ErrorLog:          slog.NewLogLogger(n.logger.Handler(), slog.LevelWarn),
-	}
 	ctx, cancel := context.WithCancel(ctx)
-	n.metrics = &metricsPart{url: "http://" + ln.Addr().String(), done: make(chan error, 1)}
-	go func() {
-		served := make(chan error, 1)
-		go func() { served <- srv.Serve(ln) }()
-		select {
-		case err := <-served:
-			n.metrics.done <- err
-			return
-		case <-ctx.Done():
-		}
-		sctx, stop := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer stop()
-		err := srv.Shutdown(sctx)
-		<-served // http.ErrServerClosed
-		n.metrics.done <- err
-	}()
+	n.metrics = &metricsPart{url: "http://" + ln.Addr().String(), srv: srv, done: make(chan error, 1)}
+	go func() { n.metrics.done <- srv.Serve(ctx, ln) }()
 	n.logger.Info("serving metrics", "url", n.metrics.url+"/metrics")
 	return func() error { cancel(); return <-n.metrics.done }, nil
+}
+
+// metricsHosts are the host names metrics_listen answers to: those of
+// the HTTP transport (httpHosts) and the host of metrics_listen.
+func metricsHosts(cfg config.Config) []string {
+	hosts := httpHosts(cfg)
+	if h, _, err := net.SplitHostPort(cfg.MetricsListen); err == nil && h != "" {
+		hosts = append(hosts, h)
+	}
+	return hosts
 }
 
 // MetricsURL returns the base URL /metrics is served at on an address of

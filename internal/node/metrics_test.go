@@ -1,12 +1,17 @@
 package node_test
 
 import (
+	"errors"
 	"io"
+	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/snapnode/snapnode/internal/config"
+	"github.com/snapnode/snapnode/snaphttp"
 )
 
 // GET /metrics on the node's HTTP transport: the Prometheus series count
@@ -90,5 +95,67 @@ func TestMetricsListen(t *testing.T) {
 	}
 	if code, after, _ := get(n.HTTPURL() + "/healthz"); code != http.StatusTooManyRequests || after == "" {
 		t.Errorf("health check past the burst: %d, Retry-After %q; want 429 with a delay", code, after)
+	}
+}
+
+// /metrics on metrics_listen answers only the host names the HTTP
+// transport answers to: a request addressed to another name (a page whose
+// own name its DNS made resolve to the node's address, DNS rebinding)
+// gets 421 with an error body, and the page reads nothing; by address and
+// by localhost it is served.
+func TestMetricsListenRefusesOtherHosts(t *testing.T) {
+	n, _ := startNode(t, func(c *config.Config) {
+		c.HTTPListen, c.MetricsListen = "127.0.0.1:0", "127.0.0.1:0"
+	})
+	get := func(host string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", n.MetricsURL()+"/metrics", nil)
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("rebound.example:80"); code != http.StatusMisdirectedRequest || strings.Contains(body, "snapnode_") || !strings.Contains(body, `"code":1003`) {
+		t.Errorf("/metrics to another host name: %d %.300s; want 421 with an error body", code, body)
+	}
+	for _, host := range []string{"", "localhost"} {
+		if code, body := get(host); code != 200 || !strings.Contains(body, "snapnode_tasks") {
+			t.Errorf("/metrics to %q: %d %.200s", host, code, body)
+		}
+	}
+}
+
+// metrics_listen caps the connections of one address
+// (8): a client that opens more and
+// trickles their headers has its longest-idle one closed at once, where
+// each was held until the header time-out (10 s) and an address could
+// hold any number of the node's file descriptors.
+func TestMetricsListenCapsConnections(t *testing.T) {
+	n, _ := startNode(t, func(c *config.Config) {
+		c.HTTPListen, c.MetricsListen = "127.0.0.1:0", "127.0.0.1:0"
+	})
+	hostport := strings.TrimPrefix(n.MetricsURL(), "http://")
+	open := func() net.Conn {
+		c, err := net.Dial("tcp", hostport)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		io.WriteString(c, "GET /metrics HTTP/1.1\r\n") // headers never finished
+		return c
+	}
+	first := open()
+	for range snaphttp.DefaultMonitorConnsPerPeer {
+		open()
+	}
+	// Well within the header time-out: the server, not the time-out,
+	// closes it.
+	first.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := first.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("the longest-idle connection over the cap: read %v, want it closed", err)
 	}
 }

@@ -114,6 +114,12 @@ func (n *Node) Reload(ctx context.Context, cfg config.Config) (restart []string,
 		// Validated (cfg.Validate): this does not fail.
 		n.setOrigins("http_allowed_origins", n.http.srv.SetAllowedOrigins, next.HTTPAllowedOrigins)
 	}
+	if n.metrics != nil {
+		// Validated: this does not fail.
+		if err := n.metrics.srv.SetAllowedHosts(metricsHosts(next)); err != nil {
+			n.logger.Error("metrics: the host names answered to not changed", "err", err)
+		}
+	}
 	if n.relay != nil {
 		// Validated: this does not fail.
 		if err := n.relay.SetEventRate(next.RelayEventRate, next.RelayEventBurst); err != nil {
