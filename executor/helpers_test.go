@@ -57,6 +57,8 @@ type env struct {
 	quotas executor.Quotas
 	// retain is the audit log's Options.Retain (0 keeps every entry).
 	retain time.Duration
+	// signer is the audit log's Options.Signer (nil: none, no seals).
+	signer audit.Signer
 
 	db  *sqldb.DB
 	sb  *sandbox.Sandbox
@@ -85,7 +87,7 @@ func (v *env) open() {
 	if err != nil {
 		v.t.Fatal(err)
 	}
-	log, err := audit.New(ctx, db, audit.Options{Now: v.clock.Now, Retain: v.retain})
+	log, err := audit.New(ctx, db, audit.Options{Now: v.clock.Now, Retain: v.retain, Signer: v.signer})
 	if err != nil {
 		v.t.Fatal(err)
 	}

@@ -192,7 +192,10 @@ func (j *journal) write(ctx context.Context, op txOp) (opFailed bool, _ error) {
 			return then(ctx, tx, res)
 		}
 	}
-	var opErr, logErr error
+	var (
+		opErr, logErr error
+		written       []audit.Entry
+	)
 	write := j.db.Write
 	if w, ok := any(j.db).(noWaitWriter); ok && j.noWait {
 		write = w.WriteNoSync
@@ -203,7 +206,7 @@ func (j *journal) write(ctx context.Context, op txOp) (opFailed bool, _ error) {
 			return opErr
 		}
 		if len(j.entries) > 0 {
-			if _, logErr = j.log.AppendTx(ctx, tx, j.leveled()); logErr != nil {
+			if written, logErr = j.log.AppendTx(ctx, tx, j.leveled()); logErr != nil {
 				logErr = fmt.Errorf("executor: audit action %s: %w", j.action, logErr)
 			}
 		}
@@ -220,6 +223,9 @@ func (j *journal) write(ctx context.Context, op txOp) (opFailed bool, _ error) {
 	case err != nil: // the transaction itself: begin, commit, ctx
 		return false, fmt.Errorf("executor: action %s: %w", j.action, err)
 	}
+	// Committed: the log knows them as its own, and seals over no chain
+	// that lost them.
+	j.log.Committed(written)
 	j.entries = j.entries[:0]
 	if firstWas != nil {
 		j.firstDone = true

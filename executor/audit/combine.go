@@ -142,6 +142,9 @@ func (l *Log) writeBatch(batch []*appendReq) {
 				r.out, r.err = nil, err
 			}
 		}
+		if err == nil {
+			l.Committed(live[len(live)-1].out)
+		}
 	}
 	for i, r := range batch {
 		r.done = true

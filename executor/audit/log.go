@@ -83,6 +83,10 @@ type Log struct {
 	// Seal must find in the chain.
 	sealMu  sync.Mutex
 	ownSeal Anchor
+	// ownHead is the last entry this Log committed (see Committed),
+	// which Seal and Prune must find in the chain: the head does not go
+	// back while the Log runs.
+	ownHead Anchor
 
 	// open, when set, finds the first entry of an action still open
 	// (KeepOpen), where Retain stops.
@@ -240,7 +244,9 @@ func (l *Log) AppendBatch(ctx context.Context, es []Entry) ([]Entry, error) {
 // AppendBatch's are, and share tx's fate. They are committed with the
 // caller's own writes, in one commit, or vanish with its rollback and
 // leave the chain as it was. It returns them as they will be stored; they
-// are appended only once tx commits.
+// are appended only once tx commits. Give them to Committed once it has,
+// so that the Log knows them as its own (Seal refuses a chain that lost
+// them).
 //
 // An error leaves tx unusable for the log (on SQLite some entries may be
 // written in it without the head record): the caller must roll tx back,
@@ -534,4 +540,25 @@ func readHead(ctx context.Context, tx *sql.Tx) (head, error) {
 		return h, fmt.Errorf("read head: %w", err)
 	}
 	return h, nil
+}
+
+// Committed tells the Log that es, as AppendTx returned them, committed
+// with the caller's transaction, so that the Log knows them as its own
+// (see Seal): until then, or without it, a Seal does not notice them cut.
+// Entries the Log writes itself (Append, AppendBatch, Seal, Prune) it
+// knows at once.
+func (l *Log) Committed(es []Entry) {
+	if len(es) > 0 {
+		l.noteOwn(es[len(es)-1])
+	}
+}
+
+// noteOwn records e, an entry this Log committed, as the last it wrote
+// if it is later than the one known.
+func (l *Log) noteOwn(e Entry) {
+	l.sealMu.Lock()
+	defer l.sealMu.Unlock()
+	if e.Seq > l.ownHead.Seq {
+		l.ownHead = Anchor{e.Seq, e.Hash}
+	}
 }

@@ -67,14 +67,15 @@ func (l *Log) Prune(ctx context.Context) (int64, error) {
 
 // pruneOnce drops at most l.pruneChunk entries in one transaction; more
 // says whether others are due.
-func (l *Log) pruneOnce(ctx context.Context, rec SealRecord) (removed int64, more bool, err error) {
+func (l *Log) pruneOnce(ctx context.Context, sealRec SealRecord) (removed int64, more bool, err error) {
+	var rec []Entry // the pruning record written
 	err = l.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		removed, more = 0, false
+		removed, more, rec = 0, false, nil
 		h, err := l.readHeadForUpdate(ctx, tx)
 		if err != nil {
 			return err
 		}
-		if err := l.checkSealRecord(ctx, tx, h, rec); err != nil {
+		if err := l.checkSealRecord(ctx, tx, h, sealRec); err != nil {
 			return err
 		}
 		now := l.opts.Now()
@@ -147,6 +148,9 @@ func (l *Log) pruneOnce(ctx context.Context, rec SealRecord) (removed int64, mor
 		if err != nil {
 			return err
 		}
+		if err := l.checkOwnHead(ctx, tx, h); err != nil {
+			return err
+		}
 		if removed, err = sqldb.Affected(tx.ExecContext(ctx, l.d.Rebind("DELETE FROM audit_log WHERE seq <= ?"), cut)); err != nil {
 			return fmt.Errorf("delete: %w", err)
 		}
@@ -164,7 +168,7 @@ func (l *Log) pruneOnce(ctx context.Context, rec SealRecord) (removed int64, mor
 			return err
 		}
 		h.first, h.firstPrev = cut+1, cutHash
-		_, err = l.appendTx(ctx, tx, &h, []Entry{{
+		rec, err = l.appendTx(ctx, tx, &h, []Entry{{
 			Actor: "host", Step: StepPruned, Decision: "retain", Reason: l.retention(), Detail: detail,
 		}})
 		return err
@@ -172,6 +176,7 @@ func (l *Log) pruneOnce(ctx context.Context, rec SealRecord) (removed int64, mor
 	if err != nil {
 		return 0, false, err
 	}
+	l.Committed(rec)
 	return removed, more, nil
 }
 

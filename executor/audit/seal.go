@@ -106,8 +106,11 @@ const lastSealQuery = "SELECT seq FROM audit_log WHERE step = 'sealed' AND seq >
 //
 // Seal vouches only for a chain that holds: it first verifies the entries
 // from the last seal on (that seal's signature included) and, when this
-// Log wrote a seal before, that it is still there, and that the chain
-// holds the seal Options.SealRecord records (see CheckSealRecord); else
+// Log wrote a seal before, that it is still there, that the last entry
+// this Log committed (see Committed) is still there with its hash (a
+// head moved back, the entries after the last seal cut: KindTruncated;
+// rewritten: KindAnchor), and that the chain holds the seal
+// Options.SealRecord records (see CheckSealRecord); else
 // it seals nothing and returns the *VerifyError. With a SealRecord, the
 // seal written is recorded there; a record that cannot be written is an
 // error (ErrSealRecord) returned with the Seal. The entries since the last seal are read
@@ -138,6 +141,14 @@ func (l *Log) Seal(ctx context.Context) (Seal, error) {
 		if err != nil {
 			return err
 		}
+		// Before anything else: a head that went back is no reason to
+		// seal nothing, as a head already sealed would be.
+		if err := l.checkOwnSeal(ctx, tx, h); err != nil {
+			return err
+		}
+		if err := l.checkOwnHead(ctx, tx, h); err != nil {
+			return err
+		}
 		if h.last < h.first {
 			return nil // empty
 		}
@@ -150,9 +161,6 @@ func (l *Log) Seal(ctx context.Context) (Seal, error) {
 		}
 		if Step(step) == StepSealed {
 			return nil // the head did not move
-		}
-		if err := l.checkOwnSeal(ctx, tx, h); err != nil {
-			return err
 		}
 		if err := l.checkSealRecord(ctx, tx, h, rec); err != nil {
 			return err
@@ -186,6 +194,9 @@ func (l *Log) Seal(ctx context.Context) (Seal, error) {
 		// What a later Seal must find.
 		l.sealMu.Lock()
 		l.ownSeal = own
+		if own.Seq > l.ownHead.Seq {
+			l.ownHead = own
+		}
 		l.sealMu.Unlock()
 		if p := l.opts.SealRecord; p != "" {
 			if err := WriteSealRecord(p, SealRecord{Seq: own.Seq, Hash: own.Hash, Time: s.Time}); err != nil {
@@ -281,6 +292,38 @@ func (l *Log) checkOwnSeal(ctx context.Context, tx *sql.Tx, h head) error {
 		return fmt.Errorf("read the last seal written: %w", err)
 	case hash != own.Hash:
 		return &VerifyError{Seq: own.Seq, Kind: KindSeal, Detail: fmt.Sprintf("the seal this node wrote here had hash %s; the entry has %s", own.Hash, hash)}
+	}
+	return nil
+}
+
+// checkOwnHead: the last entry this Log committed (see Committed), unless
+// pruned since, is still in the chain as it wrote it. The entries after
+// the last seal cut with the head record moved back, or rewritten with
+// every hash after them, leave a chain that verifies; the Log that wrote
+// them does not seal or prune it. What it knows goes with it: a Log
+// opened afterwards (the node restarted) knows only the record of the
+// last seal (Options.SealRecord).
+func (l *Log) checkOwnHead(ctx context.Context, tx *sql.Tx, h head) error {
+	l.sealMu.Lock()
+	own := l.ownHead
+	l.sealMu.Unlock()
+	if own.Seq == 0 || own.Seq < h.first {
+		return nil
+	}
+	wrote := fmt.Sprintf("this node appended entry %d (hash %s) since it started", own.Seq, own.Hash)
+	if h.last < own.Seq {
+		return &VerifyError{Seq: h.last + 1, Kind: KindTruncated, Detail: fmt.Sprintf("%s; the chain ends at entry %d: the entries after it were deleted, the head record moved back", wrote, h.last)}
+	}
+	x, missing, problem, err := l.entryAt(ctx, tx, own.Seq)
+	switch {
+	case err != nil:
+		return fmt.Errorf("read the last entry written: %w", err)
+	case missing:
+		return &VerifyError{Seq: own.Seq, Kind: KindMissing, Detail: wrote + "; the chain has no entry there"}
+	case problem != "":
+		return &VerifyError{Seq: own.Seq, Kind: KindEdited, Detail: wrote + "; the entry " + problem}
+	case x.Hash != own.Hash:
+		return &VerifyError{Seq: own.Seq, Kind: KindAnchor, Detail: fmt.Sprintf("%s; the chain has hash %s there: it was rewritten", wrote, x.Hash)}
 	}
 	return nil
 }
