@@ -72,8 +72,9 @@
 //
 // # Seals
 //
-// With Options.Signer, Seal (every hour, RunSealer, and at a clean stop,
-// in a node) appends a StepSealed entry that signs the head before it,
+// With Options.Signer, Seal (every hour, RunSealer, also once
+// Options.SealEvery entries were appended since the last seal, and at a
+// clean stop, in a node) appends a StepSealed entry that signs the head before it,
 // with the seal's time (SealDigest), after verifying the entries since
 // the last seal. Verify checks every seal against the chain and the
 // signer (KindSeal): a chain rewritten below a seal fails there unless
@@ -83,7 +84,9 @@
 // changed: the VerifyError names both addresses). What no seal covers is
 // reported (Report.Unsealed): the entries after the last seal, which can
 // still be cut or rewritten unseen, as can everything by whoever holds
-// the key. SealStatusOf summarises a verification's seals (the last, valid
+// the key; the Log that appended them refuses to seal or prune a chain
+// that lost the last of them (see Committed), but that knowledge goes
+// with it. SealStatusOf summarises a verification's seals (the last, valid
 // or not, and the entries after it), as `snapnode audit verify` and the
 // console show them. Seals removed with the chain after them leave such entries
 // only; the Log that wrote the last of them refuses to seal over it.

@@ -57,6 +57,11 @@ type Options struct {
 	// with the seals after the rewrite deleted, is not sealed or pruned.
 	// One file per Log: processes sharing a database each keep their own.
 	SealRecord string
+	// SealEvery, when positive, makes RunSealer seal as soon as this Log
+	// has committed that many entries since its last seal (or since it
+	// opened), besides at its ticks: the entries no seal covers are then
+	// at most that many, or the ticks' interval's. 0: at the ticks only.
+	SealEvery int64
 }
 
 // pruneChunk is how many entries one pruning transaction drops at most.
@@ -87,6 +92,10 @@ type Log struct {
 	// which Seal and Prune must find in the chain: the head does not go
 	// back while the Log runs.
 	ownHead Anchor
+	// sinceSeal counts the entries this Log committed since its last
+	// seal; due holds a request to seal (SealEvery).
+	sinceSeal int64
+	due       chan struct{}
 
 	// open, when set, finds the first entry of an action still open
 	// (KeepOpen), where Retain stops.
@@ -130,10 +139,13 @@ func New(ctx context.Context, db *sqldb.DB, opts Options) (*Log, error) {
 	if opts.MaxEntries < 0 {
 		return nil, fmt.Errorf("audit: MaxEntries %d is negative", opts.MaxEntries)
 	}
+	if opts.SealEvery < 0 {
+		return nil, fmt.Errorf("audit: SealEvery %d is negative", opts.SealEvery)
+	}
 	if err := db.Migrate(ctx, migrations()); err != nil {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
-	l := &Log{db: db, d: db.Dialect, opts: opts, pruneChunk: pruneChunk}
+	l := &Log{db: db, d: db.Dialect, opts: opts, pruneChunk: pruneChunk, due: make(chan struct{}, 1)}
 	var err error
 	prep := func(q string) *sql.Stmt {
 		if err != nil {
@@ -548,17 +560,20 @@ func readHead(ctx context.Context, tx *sql.Tx) (head, error) {
 // Entries the Log writes itself (Append, AppendBatch, Seal, Prune) it
 // knows at once.
 func (l *Log) Committed(es []Entry) {
-	if len(es) > 0 {
-		l.noteOwn(es[len(es)-1])
+	if len(es) == 0 {
+		return
 	}
-}
-
-// noteOwn records e, an entry this Log committed, as the last it wrote
-// if it is later than the one known.
-func (l *Log) noteOwn(e Entry) {
+	e := es[len(es)-1]
 	l.sealMu.Lock()
 	defer l.sealMu.Unlock()
 	if e.Seq > l.ownHead.Seq {
 		l.ownHead = Anchor{e.Seq, e.Hash}
+	}
+	l.sinceSeal += int64(len(es))
+	if n := l.opts.SealEvery; n > 0 && l.sinceSeal >= n && l.opts.Signer != nil {
+		select {
+		case l.due <- struct{}{}:
+		default: // asked already
+		}
 	}
 }

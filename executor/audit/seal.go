@@ -11,8 +11,6 @@ import (
 	"time"
 
 	jsonv2 "github.com/go-json-experiment/json"
-
-	"github.com/snapnode/snapnode/internal/periodic"
 )
 
 // ErrNoSigner: the log has no Options.Signer, and cannot seal.
@@ -197,6 +195,7 @@ func (l *Log) Seal(ctx context.Context) (Seal, error) {
 		if own.Seq > l.ownHead.Seq {
 			l.ownHead = own
 		}
+		l.sinceSeal = 0
 		l.sealMu.Unlock()
 		if p := l.opts.SealRecord; p != "" {
 			if err := WriteSealRecord(p, SealRecord{Seq: own.Seq, Hash: own.Hash, Time: s.Time}); err != nil {
@@ -330,9 +329,26 @@ func (l *Log) checkOwnHead(ctx context.Context, tx *sql.Tx, h head) error {
 
 // RunSealer seals the head (Seal) at every tick until ctx is done, and
 // returns ctx's error; report, if not nil, is told of each round. The
-// caller owns ticks, as RunPruner's.
+// caller owns ticks, as RunPruner's. With Options.SealEvery, it seals
+// too as soon as that many entries were committed since the last seal.
 func (l *Log) RunSealer(ctx context.Context, ticks <-chan time.Time, report func(Seal, error)) error {
-	return periodic.Run(ctx, ticks, func(ctx context.Context, _ time.Time) (Seal, error) { return l.Seal(ctx) }, report)
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ticks:
+		case <-l.due:
+			// Asked again only after as many more: a seal refused (the
+			// chain does not hold) is not tried at every append.
+			l.sealMu.Lock()
+			l.sinceSeal = 0
+			l.sealMu.Unlock()
+		}
+		s, err := l.Seal(ctx)
+		if report != nil && ctx.Err() == nil {
+			report(s, err)
+		}
+	}
 }
 
 // SealStatus is what a verification says of the seals, the summary that

@@ -175,14 +175,15 @@ func startForgetting(ctx context.Context, exec *executor.Executor, svc *tasks.Se
 
 // AuditOptions are the audit log's options of a node with settings cfg
 // and identity key: retention of audit.retain_days, checkpoints and seals
-// signed by key, the last seal recorded in the data folder
-// (cfg.SealRecordPath). `snapnode audit verify` opens the log with them
+// signed by key, a seal every auditSealEvery entries, the last seal
+// recorded in the data folder (cfg.SealRecordPath). `snapnode audit verify` opens the log with them
 // too, so that it accepts only checkpoints the node signed.
 func AuditOptions(cfg config.Config, key *identity.Key, network identity.Network) audit.Options {
 	return audit.Options{
 		Retain:     time.Duration(cfg.Audit.RetainDays) * 24 * time.Hour,
 		Signer:     audit.IdentitySigner(key, network),
 		SealRecord: cfg.SealRecordPath(),
+		SealEvery:  auditSealEvery,
 	}
 }
 
@@ -286,8 +287,14 @@ func startAuditPruner(ctx context.Context, log *audit.Log, logger *slog.Logger, 
 }
 
 // auditSealInterval is how often the audit log's head is sealed (when it
-// moved): the entries of at most that long are unsealed.
-const auditSealInterval = time.Hour
+// moved), and auditSealEvery after how many entries the node appended it
+// is sealed without waiting: the entries of at most that long, and at
+// most about that many, are unsealed (a cut of them, made while the node
+// is stopped, goes unseen).
+const (
+	auditSealInterval = time.Hour
+	auditSealEvery    = 256
+)
 
 // startAuditSealer seals log's head every auditSealInterval from now, and
 // once more when the closer it appends runs (a clean stop); a head
