@@ -22,7 +22,8 @@ import (
 // from the seal over it (today's, if the node sealed it). With KeepOpen,
 // Retain stops before the first entry of an action still open. It only ever cuts
 // a prefix of the chain: an old entry that follows a newer one (a clock
-// set back) stays until those before it go. Each transaction (at most
+// set back) stays until those before it go, and so does a seal dated
+// past the retention that follows one within it. Each transaction (at most
 // 10,000 entries) then
 //
 //   - verifies the entries it drops, and that the first kept one chains to
@@ -89,8 +90,18 @@ func (l *Log) pruneOnce(ctx context.Context, sealRec SealRecord) (removed int64,
 		sealed := l.opts.Signer != nil
 		if l.opts.Retain > 0 && sealed {
 			// By the time of the seals, which the key signed; the
-			// entries' own could be anyone's.
-			s, err := l.sealAt(ctx, tx, "seq >= ? AND ts < ?", "DESC", h.first, now.Add(-l.opts.Retain).UnixMicro())
+			// entries' own could be anyone's. Not past a seal still
+			// within the retention: a later one dated further back (the
+			// clock moved back) does not make the entries before it old.
+			old := now.Add(-l.opts.Retain).UnixMicro()
+			young, err := l.sealAt(ctx, tx, "seq >= ? AND ts >= ?", "", h.first, old)
+			if err != nil {
+				return err
+			}
+			if young == 0 {
+				young = h.last + 1
+			}
+			s, err := l.sealAt(ctx, tx, "seq >= ? AND seq < ? AND ts < ?", "DESC", h.first, young, old)
 			if err != nil {
 				return err
 			}
