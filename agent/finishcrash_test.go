@@ -33,7 +33,7 @@ func approvedDelete(t *testing.T, set func(*agent.Config)) (*rig, *tasks.Task, s
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := decider(t, r, set).Decided(ctx, task.ID, res, true); err != nil {
+	if _, err := decider(t, r, set).Decided(ctx, task.ID, res, true, res.Diff); err != nil {
 		t.Fatalf("Decided: %v", err)
 	}
 	return r, task, action
@@ -232,11 +232,11 @@ func TestDecisionHandedTwiceQuiet(t *testing.T) {
 	})
 	// The first hand-over stops once the artifacts are on the task.
 	r.sqlExec(t, `CREATE TRIGGER stopped BEFORE UPDATE ON agent_interactions BEGIN SELECT RAISE(ABORT, 'the node stopped'); END`)
-	if _, err := rt.Decided(ctx, task.ID, res, true); err == nil || !strings.Contains(err.Error(), "the node stopped") {
+	if _, err := rt.Decided(ctx, task.ID, res, true, res.Diff); err == nil || !strings.Contains(err.Error(), "the node stopped") {
 		t.Fatalf("the first hand-over: %v; want it stopped", err)
 	}
 	r.sqlExec(t, `DROP TRIGGER stopped`)
-	if _, err := rt.Decided(ctx, task.ID, res, true); err != nil {
+	if _, err := rt.Decided(ctx, task.ID, res, true, res.Diff); err != nil {
 		t.Fatalf("the second hand-over: %v", err)
 	}
 	if logged.Len() > 0 {

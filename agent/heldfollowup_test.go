@@ -67,6 +67,11 @@ func TestMessageDuringTheStepWithdrawsTheHeldAction(t *testing.T) {
 		if held, err := r.exec.Pending(ctx, task.ID); err != nil || len(held) != 0 {
 			t.Fatalf("still held: %+v %v", held, err)
 		}
+		for _, a := range got.Artifacts {
+			if strings.HasPrefix(a.ArtifactID, "pending-") && !strings.HasSuffix(a.Name, ", withdrawn") {
+				t.Errorf("the withdrawn delete's changes are shown as %q", a.Name)
+			}
+		}
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		if len(m.prompts) != 2 {

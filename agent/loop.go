@@ -180,6 +180,7 @@ func (jr *jobRun) start(ctx context.Context, taskID string) (bool, error) {
 		if err := r.settleHeld(ctx, taskID, res, ObsDenied); err != nil {
 			return false, err
 		}
+		r.settleChanges(ctx, taskID, proposals.Settled(pa.ActionID, pa.Diff, res, proposals.SettledWithdrawn))
 		note := fmt.Sprintf("Your action %s (%s) waited for an operator and was withdrawn when the requester wrote again; propose it again if it is still needed.", pa.ActionID, pa.Action)
 		if _, err := r.cfg.Store.AddInput(ctx, taskID, note, false, r.cfg.Now()); err != nil {
 			return false, err

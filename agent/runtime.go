@@ -330,14 +330,17 @@ func New(cfg Config) (*Runtime, error) {
 }
 
 // Decided resumes the job of taskID after an operator approved or denied
-// the action it waits on: res is the executor's result of the decision,
-// told to the model at the next step. The task goes back to working. It
-// returns the task; ErrNoJob when the task is not the agent's.
-func (r *Runtime) Decided(ctx context.Context, taskID string, res *executor.Result, approved bool) (*tasks.Task, error) {
-	word := "approved"
+// the action it waits on, held with the diff held: res is the executor's
+// result of the decision, told to the model at the next step. The task's
+// artifact of the changes held says what became of them
+// (proposals.Settled), and the task goes back to working. It returns the
+// task; ErrNoJob when the task is not the agent's.
+func (r *Runtime) Decided(ctx context.Context, taskID string, res *executor.Result, approved bool, held string) (*tasks.Task, error) {
+	word, how := "approved", proposals.SettledApproved
 	if !approved {
-		word = "denied"
+		word, how = "denied", proposals.SettledDenied
 	}
+	r.settleChanges(ctx, taskID, proposals.Settled(res.ActionID, held, res, how))
 	for _, a := range r.actionArtifacts(res) {
 		// An artifact of the action's id on the task already is this
 		// decision's, put there by an earlier hand-over that a stop cut
@@ -578,6 +581,17 @@ func (r *Runtime) catchUp(ctx context.Context, j *Job, t *tasks.Task) bool {
 	return told
 }
 
+// settleChanges puts a, the artifact saying what became of the changes
+// an action of the job of taskID held (proposals.Settled), redacted, in
+// the place of the one that showed them waiting. A write that fails is
+// logged: the job goes on.
+func (r *Runtime) settleChanges(ctx context.Context, taskID string, a tasks.Artifact) {
+	out := tasks.Outcome{State: tasks.StateKept, Replace: r.redactArtifacts([]tasks.Artifact{a})}
+	if _, err := r.cfg.Tasks.Resolve(ctx, taskID, out); err != nil && !errors.Is(err, tasks.ErrTerminal) {
+		r.log.Warn("agent: the artifact of the changes an action held", "task", taskID, "action", a.ArtifactID, "err", err)
+	}
+}
+
 // actionArtifacts is what the task of a job shows of the executor's
 // result res of its action (proposals.Artifacts), redacted: for an action
 // held, the diff the operator and the requester read while the job waits
@@ -649,7 +663,7 @@ func (r *Runtime) decidedMeanwhile(ctx context.Context, j *Job, now time.Time) e
 			return nil
 		}
 		r.log.Info("agent: an operator's decision the node's stop kept from the job is handed to it", "task", j.TaskID, "action", a.ActionID, "state", a.State)
-		_, err := r.Decided(ctx, j.TaskID, a.Result(), a.State != "denied")
+		_, err := r.Decided(ctx, j.TaskID, a.Result(), a.State != "denied", a.Diff)
 		return err
 	}
 	return nil

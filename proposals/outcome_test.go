@@ -26,6 +26,9 @@ func TestArtifacts(t *testing.T) {
 			[]string{"pending-"}, "text/x-diff", nil},
 		{"named", &executor.Result{Outcome: executor.Completed, ActionID: "a", Action: "WRITE_FILE",
 			Output: json.RawMessage(`{"status":"success"}`), Diff: "+x\n"}, []string{"result-a", "diff-a"}, "", []string{"result of WRITE_FILE", "changes made by WRITE_FILE"}},
+		// A denied action's diff was never made: no "changes made by".
+		{"denied", &executor.Result{Outcome: executor.Failed, ActionID: "a", Action: "WRITE_FILE",
+			Output: json.RawMessage(`{"status":"error"}`), Diff: "+x\n"}, []string{"result-a"}, "", []string{"result of WRITE_FILE"}},
 		// Data refused before its action was known: the id names it.
 		{"refused data", &executor.Result{Outcome: executor.Failed, ActionID: "a",
 			Output: json.RawMessage(`{"status":"error"}`)}, []string{"result-a"}, "", []string{"result of action a"}},

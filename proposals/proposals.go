@@ -32,12 +32,12 @@ var _ Tasks = (*tasks.Service)(nil)
 
 // Jobs is the agent runtime (*agent.Runtime) as decisions reach it: Owns
 // reports whether a task is one of its jobs; Decided hands it the outcome
-// of a decision on an action its job held, and returns the task as the
-// job's resumption left it. The agent's tasks are reconciled by the
-// runtime itself.
+// of a decision on an action its job held with the diff held, and
+// returns the task as the job's resumption left it. The agent's tasks
+// are reconciled by the runtime itself.
 type Jobs interface {
 	Owns(ctx context.Context, taskID string) (bool, error)
-	Decided(ctx context.Context, taskID string, res *executor.Result, approved bool) (*tasks.Task, error)
+	Decided(ctx context.Context, taskID string, res *executor.Result, approved bool, held string) (*tasks.Task, error)
 }
 
 // Config is what Proposals is made of. Executor and Tasks are required.
@@ -344,7 +344,7 @@ func (p *Proposals) decide(ctx context.Context, d Decision) (*tasks.Task, error)
 	if !d.Approve {
 		deny = denied
 	}
-	st, then, err := p.settlement(ctx, d.TaskID, deny)
+	st, then, err := p.settlement(ctx, d.TaskID, deny, d.Approve, pa.Diff)
 	if err != nil {
 		return nil, err
 	}
@@ -432,7 +432,7 @@ func (p *Proposals) decide(ctx context.Context, d Decision) (*tasks.Task, error)
 	if p.pause != nil {
 		p.pause(PointDecided)
 	}
-	t, err = p.settle(ctx, d.TaskID, res, d.Approve, st)
+	t, err = p.settle(ctx, d.TaskID, res, d.Approve, pa.Diff, st)
 	if err != nil {
 		// The decision is recorded, the request's replay record with it:
 		// the task as it stands is the answer, and reconcile (or the
@@ -562,30 +562,31 @@ func (p *Proposals) Rollback(ctx context.Context, actionID string) error {
 }
 
 // settle applies a decision's result to its task: an agent's job resumes
-// with it, a peer's proposal ends the task. When that ends the task, the
-// actions it still holds are withdrawn. st, when the decision's commit
-// carried the task's outcome (see settlement), publishes it; nil applies
-// it now.
-func (p *Proposals) settle(ctx context.Context, taskID string, res *executor.Result, approved bool, st *tasks.Settlement) (*tasks.Task, error) {
-	t, err := p.settleTask(ctx, taskID, res, approved, st)
+// with it, a peer's proposal ends the task, and the artifact of the
+// changes held (diff) says what became of them (Settled). When that ends
+// the task, the actions it still holds are withdrawn. st, when the
+// decision's commit carried the task's outcome (see settlement),
+// publishes it; nil applies it now.
+func (p *Proposals) settle(ctx context.Context, taskID string, res *executor.Result, approved bool, diff string, st *tasks.Settlement) (*tasks.Task, error) {
+	t, err := p.settleTask(ctx, taskID, res, approved, diff, st)
 	if err == nil && t.Status.State.Terminal() {
 		p.withdraw(ctx, taskID, ended(t.Status.State))
 	}
 	return t, err
 }
 
-func (p *Proposals) settleTask(ctx context.Context, taskID string, res *executor.Result, approved bool, st *tasks.Settlement) (*tasks.Task, error) {
+func (p *Proposals) settleTask(ctx context.Context, taskID string, res *executor.Result, approved bool, diff string, st *tasks.Settlement) (*tasks.Task, error) {
 	if p.jobs != nil {
 		if mine, err := p.jobs.Owns(ctx, taskID); err != nil {
 			return nil, err
 		} else if mine {
-			return p.jobs.Decided(ctx, taskID, res, approved)
+			return p.jobs.Decided(ctx, taskID, res, approved, diff)
 		}
 	}
 	if st == nil {
 		st = p.tasks.Settle(taskID)
 	}
-	t, err := st.Done(ctx, Outcome(res))
+	t, err := st.Done(ctx, decided(res, approved, diff))
 	if errors.Is(err, tasks.ErrTerminal) {
 		// The task ended (a cancel) once the action was under way: the
 		// action ran, the task keeps the state it ended in.
@@ -595,12 +596,12 @@ func (p *Proposals) settleTask(ctx context.Context, taskID string, res *executor
 }
 
 // settlement returns the write that records taskID's outcome in the
-// executor's commit of a decision on the action it holds, so that the
-// action's record and the task's state are durable together, and the
-// Settlement that publishes it. An agent's job gets neither (nil): the
-// agent resumes it with the outcome afterwards. deny, for a denial, gives
-// the result the task fails with.
-func (p *Proposals) settlement(ctx context.Context, taskID string, deny func(*executor.Result) *executor.Result) (*tasks.Settlement, executor.Then, error) {
+// executor's commit of a decision on the action it holds (held with
+// diff), so that the action's record and the task's state are durable
+// together, and the Settlement that publishes it. An agent's job gets
+// neither (nil): the agent resumes it with the outcome afterwards. deny,
+// for a denial, gives the result the task fails with.
+func (p *Proposals) settlement(ctx context.Context, taskID string, deny func(*executor.Result) *executor.Result, approved bool, diff string) (*tasks.Settlement, executor.Then, error) {
 	if p.jobs != nil {
 		if mine, err := p.jobs.Owns(ctx, taskID); err != nil || mine {
 			return nil, nil, err
@@ -611,8 +612,21 @@ func (p *Proposals) settlement(ctx context.Context, taskID string, deny func(*ex
 		if deny != nil {
 			res = deny(res)
 		}
-		return st.In(ctx, tx, Outcome(res))
+		return st.In(ctx, tx, decided(res, approved, diff))
 	}, nil
+}
+
+// decided is the task outcome of a decision on an action held with diff:
+// Outcome, and the artifact of the changes held saying what became of
+// them (Settled) in the place of the one that showed them waiting.
+func decided(res *executor.Result, approved bool, diff string) tasks.Outcome {
+	how := SettledDenied
+	if approved {
+		how = SettledApproved
+	}
+	out := Outcome(res)
+	out.Replace = []tasks.Artifact{Settled(res.ActionID, diff, res, how)}
+	return out
 }
 
 // Outcome is the task outcome of an executor result: completed with its

@@ -96,6 +96,14 @@ func newReplica(t *testing.T, dsn string, claims bool) *replica {
 // may share.
 func newReplicaOn(t *testing.T, dsn string, claims bool, dir string) *replica {
 	t.Helper()
+	return newReplicaWith(t, dsn, claims, dir, false)
+}
+
+// newReplicaWith is newReplicaOn whose tasks are kept in a
+// tasks.MemoryStore when memory is set (the executor's records stay on
+// dsn), as a node with database = "memory" keeps them.
+func newReplicaWith(t *testing.T, dsn string, claims bool, dir string, memory bool) *replica {
+	t.Helper()
 	ctx := context.Background()
 	db, err := sqldb.Open(ctx, dsn, sqldb.Options{})
 	if err != nil {
@@ -123,9 +131,9 @@ func newReplicaOn(t *testing.T, dsn string, claims bool, dir string) *replica {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := sqlstore.New(ctx, db)
-	if err != nil {
-		t.Fatal(err)
+	var store tasks.Store = tasks.NewMemoryStore(tasks.MemoryStoreOptions{MaxTasks: 100})
+	if !memory {
+		store = mustStore(t, db)
 	}
 	exec := &countingExec{Executor: ex, runs: map[string]int{}}
 	svc := tasks.NewService(store, tasks.ServiceOptions{Runner: proposals.NewRunner(exec, nil, nil), Operators: []string{operator}})
@@ -874,7 +882,7 @@ type failingJobs struct{}
 
 func (failingJobs) Owns(context.Context, string) (bool, error) { return true, nil }
 
-func (failingJobs) Decided(context.Context, string, *executor.Result, bool) (*tasks.Task, error) {
+func (failingJobs) Decided(context.Context, string, *executor.Result, bool, string) (*tasks.Task, error) {
 	return nil, errors.New("agent: database is locked")
 }
 

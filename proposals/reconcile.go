@@ -230,7 +230,10 @@ func (p *Proposals) settleDecided(ctx context.Context, t *tasks.Task) (*tasks.Ta
 	if res.Outcome == executor.NeedsConfirmation {
 		return nil, nil
 	}
-	return p.settle(ctx, t.ID, res, res.Outcome == executor.Completed, nil)
+	// The record keeps the diff the action was held with, unless it was
+	// staged again as it was approved (promoted with that staging's, the
+	// same changes).
+	return p.settle(ctx, t.ID, res, last.State != "denied", last.Diff, nil)
 }
 
 // ReconcileEvery runs a Reconcile pass at each tick until ctx ends, for

@@ -1,8 +1,10 @@
 package tasks
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -17,76 +19,121 @@ import (
 // record of what was done are durable together.
 
 // PlanApply returns what recording out on cur makes, for a Store's Apply:
-// the artifacts to append and the events to record, at versions
-// cur.Version+1 onward. The last event is the outcome's status; the task's
-// new version is that of the last event.
+// the artifacts to append, those that take the place of artifacts the
+// task has (put, each with the index of the one it replaces in
+// cur.Artifacts), and the events to record, at versions cur.Version+1
+// onward. The last event is the outcome's status, unless out.State is
+// StateKept; the task's new version is that of the last event (no event:
+// nothing to write).
 //
 // A task that waits (submitted, input_required) passes through working
 // first, as a status event of its own. An outcome in state working is a
 // step's progress: the task is, or becomes, working with the note, one
-// status event. An artifact the task already has
-// (by artifactId: a resumed run's, recorded before the node stopped), or
-// that comes twice in out, is left out. cur needs its ID, Status, Version
-// and its artifacts' ids only.
+// status event. An outcome in StateKept changes artifacts only: the task
+// keeps its status. An artifact of out.Replace the task has (by
+// artifactId) replaces it, with an artifact event, unless equal to it;
+// one it has not is added. An artifact of out.Artifacts the task already
+// has (by artifactId: a resumed run's, recorded before the node stopped),
+// or that comes twice in out, is left out. cur needs its ID, Status,
+// Version and its artifacts' ids only, and the whole of those
+// out.Replace names.
 //
-// Errors: out.State other than working, completed, failed or
-// input_required, or a
+// Errors: out.State other than working, completed, failed,
+// input_required or StateKept, or a
 // transition the state machine forbids, is ErrIllegalTransition; a
 // terminal task ErrTerminal (and ErrIllegalTransition when out would
 // change its state); more than MaxArtifacts artifacts ErrLimit; a
 // note over MaxStatusMessage characters ErrLimit; a zero out.At
 // ErrInvalidTask.
-func PlanApply(cur *Task, out Outcome) (add []Artifact, evs []Event, err error) {
+func PlanApply(cur *Task, out Outcome) (add []Artifact, put []Replaced, evs []Event, err error) {
 	switch out.State {
-	case StateWorking, StateCompleted, StateFailed, StateInputRequired:
+	case StateWorking, StateCompleted, StateFailed, StateInputRequired, StateKept:
 	default:
-		return nil, nil, fmt.Errorf("tasks: apply to %s: outcome state %q: %w", cur.ID, out.State, ErrIllegalTransition)
+		return nil, nil, nil, fmt.Errorf("tasks: apply to %s: outcome state %q: %w", cur.ID, out.State, ErrIllegalTransition)
 	}
 	if out.At.IsZero() {
-		return nil, nil, fmt.Errorf("tasks: apply to %s: outcome without a time: %w", cur.ID, ErrInvalidTask)
+		return nil, nil, nil, fmt.Errorf("tasks: apply to %s: outcome without a time: %w", cur.ID, ErrInvalidTask)
 	}
 	from := cur.Status.State
 	if from.Terminal() {
 		// As CheckUpdate: also an illegal transition when the state would
 		// change.
-		if from != out.State {
-			return nil, nil, fmt.Errorf("tasks: apply to %s: task is %s: %w: %w", cur.ID, from, ErrTerminal, ErrIllegalTransition)
+		if from != out.State && out.State != StateKept {
+			return nil, nil, nil, fmt.Errorf("tasks: apply to %s: task is %s: %w: %w", cur.ID, from, ErrTerminal, ErrIllegalTransition)
 		}
-		return nil, nil, fmt.Errorf("tasks: apply to %s: task is %s: %w", cur.ID, from, ErrTerminal)
+		return nil, nil, nil, fmt.Errorf("tasks: apply to %s: task is %s: %w", cur.ID, from, ErrTerminal)
 	}
 	v := cur.Version
-	if (from == StateSubmitted || from == StateInputRequired) && out.State != StateWorking {
+	if (from == StateSubmitted || from == StateInputRequired) && out.State != StateWorking && out.State != StateKept {
 		v++
 		working := &Task{ID: cur.ID, Version: v, Status: Status{State: StateWorking, Timestamp: out.At}}
 		evs = append(evs, StatusEvent(working))
 		from = StateWorking
 	}
-	if from != out.State {
+	if from != out.State && out.State != StateKept {
 		if err := CheckTransition(from, out.State); err != nil {
-			return nil, nil, fmt.Errorf("tasks: apply to %s: %w", cur.ID, err)
+			return nil, nil, nil, fmt.Errorf("tasks: apply to %s: %w", cur.ID, err)
 		}
 	}
-	have := make(map[string]struct{}, len(cur.Artifacts)+len(out.Artifacts))
-	for _, a := range cur.Artifacts {
-		have[a.ArtifactID] = struct{}{}
+	have := make(map[string]int, len(cur.Artifacts)+len(out.Artifacts)+len(out.Replace))
+	for i, a := range cur.Artifacts {
+		have[a.ArtifactID] = i
+	}
+	replaced := make(map[string]struct{}, len(out.Replace))
+	for _, a := range out.Replace {
+		if _, twice := replaced[a.ArtifactID]; twice {
+			continue
+		}
+		replaced[a.ArtifactID] = struct{}{}
+		if i, ok := have[a.ArtifactID]; ok {
+			if sameArtifact(cur.Artifacts[i], a) {
+				continue
+			}
+			put = append(put, Replaced{Index: i, Artifact: a})
+		} else {
+			have[a.ArtifactID] = -1
+			add = append(add, a)
+		}
+		v++
+		evs = append(evs, ArtifactEvent(cur.ID, v, a))
 	}
 	for _, a := range out.Artifacts {
 		if _, dup := have[a.ArtifactID]; dup {
 			continue
 		}
-		have[a.ArtifactID] = struct{}{}
+		have[a.ArtifactID] = -1
 		v++
 		add = append(add, a)
 		evs = append(evs, ArtifactEvent(cur.ID, v, a))
 	}
 	if n := len(cur.Artifacts) + len(add); n > MaxArtifacts {
-		return nil, nil, fmt.Errorf("tasks: apply to %s: %d artifacts, at most %d: %w", cur.ID, n, MaxArtifacts, ErrLimit)
+		return nil, nil, nil, fmt.Errorf("tasks: apply to %s: %d artifacts, at most %d: %w", cur.ID, n, MaxArtifacts, ErrLimit)
+	}
+	if out.State == StateKept {
+		return add, put, evs, nil
 	}
 	final := &Task{ID: cur.ID, Version: v + 1, Status: Status{State: out.State, Timestamp: out.At, Message: out.Note}}
 	if err := checkContents(final); err != nil {
-		return nil, nil, fmt.Errorf("tasks: apply: %w", err)
+		return nil, nil, nil, fmt.Errorf("tasks: apply: %w", err)
 	}
-	return add, append(evs, StatusEvent(final)), nil
+	return add, put, append(evs, StatusEvent(final)), nil
+}
+
+// Replaced is an artifact of Outcome.Replace that takes the place of the
+// task's artifact at Index (PlanApply).
+type Replaced struct {
+	Index    int
+	Artifact Artifact
+}
+
+// sameArtifact reports whether a and b are the same artifact, as JSON.
+func sameArtifact(a, b Artifact) bool {
+	ja, err := json.Marshal(a)
+	if err != nil {
+		return false
+	}
+	jb, err := json.Marshal(b)
+	return err == nil && bytes.Equal(ja, jb)
 }
 
 // TxApplier is a Store whose Apply can run inside a transaction that
@@ -243,9 +290,11 @@ func (s *Service) Resolve(ctx context.Context, taskID string, out Outcome) (*Tas
 // valid, its note made dbtext.Clean and cut to MaxStatusMessage bytes, its
 // time the Service's clock's when unset.
 func (s *Service) outcome(taskID string, out Outcome) (Outcome, error) {
-	for i := range out.Artifacts {
-		if err := out.Artifacts[i].Validate(); err != nil {
-			return Outcome{}, err
+	for _, arts := range [][]Artifact{out.Artifacts, out.Replace} {
+		for i := range arts {
+			if err := arts[i].Validate(); err != nil {
+				return Outcome{}, err
+			}
 		}
 	}
 	out.Note = truncate(dbtext.Clean(out.Note), MaxStatusMessage)

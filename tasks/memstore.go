@@ -331,16 +331,25 @@ func (s *MemoryStore) Apply(ctx context.Context, taskID string, out Outcome) (*T
 		return nil, nil, fmt.Errorf("tasks: apply %s: %w", taskID, ErrNotFound)
 	}
 	wasLive := !cur.Status.State.Terminal()
-	add, evs, err := PlanApply(cur, out)
+	add, put, evs, err := PlanApply(cur, out)
 	if err != nil {
 		return nil, nil, err
 	}
+	if len(evs) == 0 {
+		return cur.Clone(), nil, nil // StateKept, nothing to change
+	}
 	// Stored tasks are never handed out, so they may change in place.
+	for _, r := range put {
+		cur.Artifacts[r.Index] = r.Artifact.Clone()
+	}
 	for _, a := range add {
 		cur.Artifacts = append(cur.Artifacts, a.Clone())
 	}
 	last := evs[len(evs)-1]
-	cur.Status, cur.Version = *last.Status, last.Version
+	if last.Status != nil {
+		cur.Status = *last.Status
+	}
+	cur.Version = last.Version
 	pub := make([]Event, len(evs))
 	for i, ev := range evs {
 		s.events[taskID] = append(s.events[taskID], ev.clone())

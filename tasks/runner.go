@@ -53,15 +53,28 @@ type Job struct {
 
 // Outcome is what a Runner made of a Job.
 type Outcome struct {
-	// State is StateCompleted, StateFailed or StateInputRequired.
+	// State is StateCompleted, StateFailed or StateInputRequired (a
+	// Store's Apply also takes StateWorking, a step's progress, and "",
+	// StateKept).
 	State State
 	// Note is the status message (at most MaxStatusMessage bytes).
 	Note      string
 	Artifacts []Artifact
+	// Replace holds artifacts that take the place of the task's
+	// artifacts of the same ids, where they stand: what became of
+	// something an earlier outcome showed (a held action's changes,
+	// once decided). One the task does not have is added, as Artifacts
+	// are; one equal to the task's changes nothing.
+	Replace []Artifact
 	// At is when the outcome was reached, the time of its status; zero
 	// means now by the Service's clock.
 	At time.Time
 }
+
+// StateKept is the State of an Outcome that changes the task's artifacts
+// only (Outcome.Artifacts, Outcome.Replace): the task keeps its status,
+// and no status event is recorded.
+const StateKept State = ""
 
 // Proposals returns the data parts of m that the executor judges:
 // proposals and action descriptors, as proposal.Classify tells them from

@@ -60,9 +60,10 @@ type Store interface {
 	// Apply records an outcome on the task in one write: the state it
 	// ends in (through working, as a status event of its own, when the
 	// task is submitted or input_required; an outcome in state working is
-	// a progress note), the artifacts it adds (those
-	// the task already has, by artifactId, left out) and the event of
-	// each change, at versions one after another from the current one. It
+	// a progress note; in StateKept it keeps its status), the artifacts
+	// it adds (those the task already has, by artifactId, left out), those
+	// that replace the task's (Outcome.Replace) and the event of each
+	// change, at versions one after another from the current one. It
 	// returns the stored task, whose version is that of the last event,
 	// and the events recorded, for the caller to publish. It reads the
 	// task's current version itself, inside the write. PlanApply gives

@@ -463,7 +463,11 @@ func (f *follower) apply(ev Event) {
 	case ev.Kind == EventStatus && ev.Status != nil:
 		f.last.Status = *ev.Status
 	case ev.Kind == EventArtifact && ev.Artifact != nil:
-		if !slices.ContainsFunc(f.last.Artifacts, func(a Artifact) bool { return a.ArtifactID == ev.Artifact.ArtifactID }) {
+		// An artifact of an id the task has takes its place
+		// (Outcome.Replace).
+		if i := slices.IndexFunc(f.last.Artifacts, func(a Artifact) bool { return a.ArtifactID == ev.Artifact.ArtifactID }); i >= 0 {
+			f.last.Artifacts[i] = ev.Artifact.Clone()
+		} else {
 			f.last.Artifacts = append(f.last.Artifacts, ev.Artifact.Clone())
 		}
 	}

@@ -91,16 +91,46 @@ func (s *Store) applyTx(ctx context.Context, tx *sql.Tx, taskID string, out task
 	if err != nil {
 		return nil, nil, false, err
 	}
-	// Only the artifacts' ids are decoded, for PlanApply's checks.
+	// Only the artifacts' ids are decoded, for PlanApply's checks; all
+	// of them when the outcome replaces some, to compare.
 	var have []tasks.Artifact
-	if err := json.Unmarshal(cur.artifacts, &have); err != nil {
+	if len(out.Replace) > 0 {
+		err = json.Unmarshal(cur.artifacts, &have)
+	} else {
+		var ids []struct {
+			ArtifactID string `json:"artifactId"`
+		}
+		err = json.Unmarshal(cur.artifacts, &ids)
+		have = make([]tasks.Artifact, len(ids))
+		for i, a := range ids {
+			have[i].ArtifactID = a.ArtifactID
+		}
+	}
+	if err != nil {
 		return nil, nil, false, fmt.Errorf("sqlstore: %s %s: stored artifacts: %w", op, taskID, err)
 	}
 	t := cur.columns()
 	t.Artifacts = have
-	add, evs, err := tasks.PlanApply(t, out)
+	add, put, evs, err := tasks.PlanApply(t, out)
 	if err != nil {
 		return nil, nil, false, err
+	}
+	if len(evs) == 0 {
+		return cur, nil, false, nil // tasks.StateKept, nothing to change
+	}
+	if len(put) > 0 {
+		var arr []json.RawMessage
+		if err := json.Unmarshal(cur.artifacts, &arr); err != nil {
+			return nil, nil, false, fmt.Errorf("sqlstore: %s %s: stored artifacts: %w", op, taskID, err)
+		}
+		for _, r := range put {
+			if arr[r.Index], err = marshal(r.Artifact); err != nil {
+				return nil, nil, false, fmt.Errorf("sqlstore: %s %s: %w: %w", op, taskID, tasks.ErrInvalidTask, err)
+			}
+		}
+		if cur.artifacts, err = marshal(arr); err != nil {
+			return nil, nil, false, fmt.Errorf("sqlstore: %s %s: artifacts: %w", op, taskID, err)
+		}
 	}
 	if len(add) > 0 {
 		more, err := marshal(add)
@@ -112,7 +142,10 @@ func (s *Store) applyTx(ctx context.Context, tx *sql.Tx, taskID string, out task
 		}
 	}
 	last := evs[len(evs)-1]
-	st := last.Status
+	st := tasks.Status{State: tasks.State(cur.state), Timestamp: fromMicros(cur.statusTS), Message: cur.statusMessage}
+	if last.Status != nil {
+		st = *last.Status
+	}
 	res, err := tx.StmtContext(ctx, s.st.applyTask).ExecContext(ctx, string(st.State), micros(st.Timestamp), st.Message,
 		string(cur.artifacts), last.Version, micros(time.Now()), taskID, cur.version)
 	if err := exactlyOne(op, taskID, res, err); err != nil {

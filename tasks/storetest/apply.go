@@ -169,3 +169,70 @@ func testApplyAtomic(t *testing.T, s tasks.Store) {
 		t.Fatalf("failed task changed: %s v%d", got.Status.State, got.Version)
 	}
 }
+
+// An outcome's Replace puts an artifact in the place of the task's
+// artifact of the same id, with an artifact event, and adds one the task
+// has not; one equal to the task's changes nothing. An outcome in
+// StateKept changes artifacts only: no status event, the status kept.
+func testApplyReplace(t *testing.T, s tasks.Store) {
+	ctx := context.Background()
+	mustCreate(t, s, sample("ar1", "owner-a"))
+	at := base().Add(time.Minute)
+	held, _, err := s.Apply(ctx, "ar1", tasks.Outcome{State: tasks.StateInputRequired, Note: "needs an operator",
+		Artifacts: []tasks.Artifact{artifact("pending", "--- a"), artifact("other", "x")}, At: at})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Artifacts only: the task keeps its status.
+	same, evs, err := s.Apply(ctx, "ar1", tasks.Outcome{Replace: []tasks.Artifact{artifact("pending", "--- a")}, At: at.Add(time.Second)})
+	if err != nil || len(evs) != 0 || same.Version != held.Version {
+		t.Fatalf("replacing an artifact by its equal: %v, events %s, v%d; want none, v%d", err, eventSummary(evs), same.Version, held.Version)
+	}
+	kept, evs, err := s.Apply(ctx, "ar1", tasks.Outcome{Replace: []tasks.Artifact{artifact("other", "y")}, At: at.Add(time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := eventSummary(evs), "v6:artifact:other"; got != want {
+		t.Fatalf("events of an artifact replaced = %s\nwant                          %s", got, want)
+	}
+	if kept.Version != 6 || kept.Status != held.Status || len(kept.Artifacts) != 2 || *kept.Artifacts[1].Parts[0].Text != "y" {
+		t.Fatalf("task after an artifact replaced: v%d %+v %+v", kept.Version, kept.Status, kept.Artifacts)
+	}
+	equal(t, "stored task", mustGet(t, s, "ar1"), kept)
+
+	// The decision: the pending artifact says what became of it, in its
+	// place; a new one comes after.
+	decided := tasks.Artifact{ArtifactID: "pending", Name: "applied", Parts: []tasks.Part{text("applied"), text("--- a")}}
+	done, evs, err := s.Apply(ctx, "ar1", tasks.Outcome{State: tasks.StateCompleted, Note: "done",
+		Artifacts: []tasks.Artifact{artifact("result", "ok")}, Replace: []tasks.Artifact{decided, artifact("fresh", "f")}, At: at.Add(2 * time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := eventSummary(evs), "v7:status:working v8:artifact:pending v9:artifact:fresh v10:artifact:result v11:status:completed(done)"; got != want {
+		t.Fatalf("events of the decision = %s\nwant                   %s", got, want)
+	}
+	if evs[1].Artifact.Name != "applied" {
+		t.Fatalf("the replacing event carries %+v", evs[1].Artifact)
+	}
+	var ids []string
+	for _, a := range done.Artifacts {
+		ids = append(ids, a.ArtifactID)
+	}
+	if got := fmt.Sprint(ids); got != "[pending other fresh result]" || done.Artifacts[0].Name != "applied" || len(done.Artifacts[0].Parts) != 2 {
+		t.Fatalf("artifacts after the decision: %s %+v", got, done.Artifacts[0])
+	}
+	equal(t, "stored task", mustGet(t, s, "ar1"), done)
+	stored, err := s.Events(ctx, "ar1", 6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if eventSummary(stored) != eventSummary(evs) {
+		t.Fatalf("stored events = %s\nwant            %s", eventSummary(stored), eventSummary(evs))
+	}
+
+	// An ended task takes no replacement.
+	if _, _, err := s.Apply(ctx, "ar1", tasks.Outcome{Replace: []tasks.Artifact{artifact("other", "z")}, At: at}); !errors.Is(err, tasks.ErrTerminal) {
+		t.Fatalf("replacing an artifact of a completed task: %v, want ErrTerminal", err)
+	}
+}

@@ -47,6 +47,7 @@ func Run(t *testing.T, newStore func(t *testing.T) tasks.Store) {
 		{"CountByState", testCountByState},
 		{"Apply", testApply},
 		{"ApplyAtomic", testApplyAtomic},
+		{"ApplyReplace", testApplyReplace},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.fn(t, newStore(t))
