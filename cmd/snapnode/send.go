@@ -232,7 +232,9 @@ func (c *cli) exchange(fs *flag.FlagSet, cf clientFlags, method string, payload 
 	}
 	if err != nil {
 		code := c.exchangeError(prog, c.noAnswer(prog, cf, where, body, err))
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) && !errors.Is(err, errEventOutput) {
+		if w, ok := events.(interface{ waiting() bool }); ok && w.waiting() && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			fmt.Fprintf(c.stderr, "%s: --timeout %v ended the wait; the task still waits for input: resubscribe to follow it again\n", prog, cf.timeout)
+		} else if errors.Is(ctx.Err(), context.DeadlineExceeded) && !errors.Is(err, errEventOutput) {
 			// Whatever the wait ended in (a read, a dial, the
 			// subscription), the time-out ended it.
 			fmt.Fprintf(c.stderr, "%s: the agent did not answer within --timeout %v: it may be offline, busy or slow; try again later, or give a longer --timeout\n", prog, cf.timeout)

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/snapnode/snapnode/snap"
+	"github.com/snapnode/snapnode/tasks"
 )
 
 // stream is `snapnode stream`: message/stream (or tasks/resubscribe) with
@@ -58,8 +59,68 @@ func (c *cli) stream(args []string) int {
 			payload["idempotencyKey"] = snap.NewID()
 		}
 	}
-	return c.exchange(fs, cf, method, payload, c.eventPrinter())
+	events := c.eventPrinter()
+	if *resub {
+		events = &waitNotice{eventPrinter: events, c: c, cf: cf}
+	}
+	return c.exchange(fs, cf, method, payload, events)
 }
+
+// waitNotice is the events of a resubscription, which says on stderr when
+// its task waits for input (input_required): the stream then waits, with
+// nothing to show, until the task moves on or --timeout ends it.
+type waitNotice struct {
+	eventPrinter
+	c    *cli
+	cf   clientFlags
+	wait bool   // the task waits for input, as the last event said
+	said string // the status note of the wait said last
+}
+
+// confirmationNote begins the status note of a task whose action waits
+// for an operator (proposals.ConfirmationNote).
+const confirmationNote = "confirmation needed for action "
+
+func (w *waitNotice) event(m *snap.Message) error {
+	var e struct {
+		TaskID  string `json:"taskId"`
+		State   string `json:"state"`
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(m.Payload, &e) == nil && e.State != "" {
+		// The first event is the task's current state, and the stored
+		// events replayed after it end in the same wait: one wait is
+		// said once.
+		w.wait = e.State == string(tasks.StateInputRequired)
+		if w.wait && e.Message != w.said {
+			w.say(e.TaskID, e.Message)
+			w.said = e.Message
+		}
+	}
+	return w.eventPrinter.event(m)
+}
+
+// say tells, on stderr, that task id waits for input, note its status
+// note, and what moves it on.
+func (w *waitNotice) say(id, note string) {
+	id = printable(id)
+	action, _, held := strings.Cut(strings.TrimPrefix(note, confirmationNote), ":")
+	held = held && strings.HasPrefix(note, confirmationNote)
+	until := fmt.Sprintf("this stream waits until the task moves on, or until --timeout %v ends it", w.cf.timeout)
+	if !held {
+		fmt.Fprintf(w.c.stderr, "snapnode stream: task %s waits for input (input_required): %s; answer it with: snapnode send %s --task %s TEXT\n",
+			id, until, w.cf.command(), shellWord(id))
+		return
+	}
+	action = printable(action)
+	fmt.Fprintf(w.c.stderr, "snapnode stream: task %s waits for an operator's decision on action %s (input_required): %s; "+
+		"on the node's machine an operator sees it with: snapnode held %s, and decides with: snapnode approve --action %s %s, or: snapnode deny --action %s %s (or in the web console, or by a signed decision)\n",
+		id, action, until, shellWord(id), shellWord(action), shellWord(id), shellWord(action), shellWord(id))
+}
+
+// waiting reports whether the task waited for input when the stream
+// ended.
+func (w *waitNotice) waiting() bool { return w.wait }
 
 // eventPrinter shows stream events as they arrive.
 type eventPrinter interface {

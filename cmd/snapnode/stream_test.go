@@ -624,3 +624,48 @@ func TestStreamFallbackRetryMakesNoSecondTask(t *testing.T) {
 		t.Errorf("the retry made task %s; the first attempt's was %s: one message, two tasks", p.Task.ID, *first)
 	}
 }
+
+// stream --resubscribe on a task that waits for an operator's decision
+// says so on stderr at once (piped or not): the stream waits until the
+// decision or --timeout, and where an operator sees and decides it.
+// Before, it sat silent until the decision or its 10 minutes.
+func TestResubscribeSaysItWaitsForADecision(t *testing.T) {
+	noEnvKey(t)
+	data := filepath.Join(t.TempDir(), "data")
+	os.MkdirAll(filepath.Join(data, "sandbox"), 0o700)
+	writeFile(t, filepath.Join(data, "sandbox"), "old.txt", "old\n", 0o600)
+	n := startHTTPNodeIn(t, data)
+	dir := t.TempDir()
+	key := keyFile(t, dir, testSecret)
+	base := n.HTTPURL()
+	r := runCLI(t, "", "send", "--to", n.Address(), "--http", base, "--key", key, "--data", deleteProposal(t, dir))
+	var p struct {
+		Task struct {
+			ID     string
+			Status struct{ State, Message string }
+		}
+	}
+	json.Unmarshal(received(t, n, strings.TrimSpace(r.stdout), snap.TypeResponse).Payload, &p)
+	action, _, ok := strings.Cut(strings.TrimPrefix(p.Task.Status.Message, "confirmation needed for action "), ":")
+	if r.code != 0 || p.Task.Status.State != "input_required" || !ok {
+		t.Fatalf("the held delete: %s", r)
+	}
+	// The time-out ends the wait: the test needs only the line said
+	// before it.
+	r = runCLI(t, "", "stream", "--to", n.Address(), "--http", base, "--key", key, "--task", p.Task.ID, "--resubscribe", "--timeout", "1s")
+	id := p.Task.ID
+	for _, want := range []string{
+		"task " + id + " waits for an operator's decision on action " + action,
+		"until --timeout 1s",
+		"snapnode held " + id,
+		"snapnode approve --action " + action + " " + id,
+		"snapnode deny --action " + action + " " + id,
+	} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr %q lacks %q", r.stderr, want)
+		}
+	}
+	if strings.Count(r.stderr, "waits for an operator's decision") != 1 {
+		t.Errorf("the wait said %d times: %q", strings.Count(r.stderr, "waits for an operator's decision"), r.stderr)
+	}
+}
