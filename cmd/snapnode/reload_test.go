@@ -426,3 +426,30 @@ http_listen = "127.0.0.1:0"
 		t.Errorf("log_level, changed in the file but set by --log-level, is not named as overridden:\n%s", d.log())
 	}
 }
+
+// A SIGHUP after only the policy file changed (the settings name the same
+// file) reloads the policy and names it among the settings changed.
+// Before, the line after "policy in force" said changed=[].
+func TestSIGHUPNamesAChangedPolicyFile(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs a node")
+	}
+	noEnvKey(t)
+	dir := t.TempDir()
+	policyFile := writeFile(t, dir, "policy.cedar", readOnlyPolicy, 0o600)
+	conf := writeFile(t, dir, "snapnode.toml", `data_dir = "`+filepath.Join(dir, "data")+`"
+relay_listen = "127.0.0.1:0"
+http_listen = "127.0.0.1:0"
+policy = "`+policyFile+`"
+`, 0o600)
+	d := startDaemon(t, dir, "--config", conf)
+	if l := d.hup(t, "settings reloaded"); !strings.Contains(l, "changed=[]") {
+		t.Fatalf("a SIGHUP that changed nothing: %s", l)
+	}
+	if err := os.WriteFile(policyFile, []byte(readOnlyPolicy+"\n// a comment: another text, another version\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if l := d.hup(t, "settings reloaded"); !strings.Contains(l, "changed=[policy]") {
+		t.Errorf("a SIGHUP after the policy file changed: %s; want changed=[policy]", l)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 
 	"github.com/snapnode/snapnode/executor/policy"
 	"github.com/snapnode/snapnode/internal/config"
@@ -133,6 +134,11 @@ func (n *Node) Reload(ctx context.Context, cfg config.Config) (restart []string,
 	if engine != nil {
 		old := n.exec.policy.Swap(engine)
 		n.logger.Info("policy in force", "policy", engine.Name(), "policy_version", engine.Version(), "previous_version", old.Version())
+		if engine.Version() != old.Version() && !slices.Contains(changed, "policy") {
+			// The same file, another text: the setting is the file's
+			// name, and what it names changed.
+			changed = append(changed, "policy")
+		}
 	}
 	// The card with them: served over HTTP from now on, and published
 	// to the relays in the background (publishCards logs how that goes).
