@@ -145,6 +145,10 @@ func (c *PoolConfig) setDefaults() {
 // is closed after the events already buffered) and delivery to the others
 // goes on. The wait holds up the relay connection that brought the event,
 // so one slow reader delays others by at most SlowConsumerTimeout, once.
+// Meanwhile that connection reads on from its relay only up to
+// MaxConnBacklog bytes of messages, then leaves the rest to TCP's flow
+// control: nothing is dropped, and a relay flooding the pool while it waits
+// costs the node at most that much memory (and one message).
 // A consumer that sees Err() == ErrSlowConsumer may subscribe again with
 // Since set to the last created_at it processed.
 type Pool struct {

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -53,6 +55,11 @@ type ConnMessage struct {
 	// messages an InProcessConn hands to its deliver function, never of
 	// those read from Messages.
 	Verified bool
+
+	// backlog, when set, counted size bytes for this message (see
+	// connBacklog): the pool gives them back once it has handled it.
+	backlog *connBacklog
+	size    int64
 }
 
 // InProcessConn is a Conn to a relay running in this process (the
@@ -89,12 +96,79 @@ const (
 	wsInbox            = 256              // messages waiting for the pool's reader
 )
 
+// MaxConnBacklog bounds the bytes (as held in memory: an event's text and
+// its tags) of the messages a relay connection read that the pool has not
+// yet handled, the one in the pool's hands included. Past it the
+// connection reads nothing more from its socket until the pool catches
+// up: the relay meets TCP's flow control, nothing read is dropped. The
+// pool's reader of a relay handles its messages in order, so a message
+// waiting in this backlog holds up every later one of that relay anyway;
+// reading on would only move them from the relay into the node's memory.
+// One message may take the backlog past the bound: a frame is at most 1
+// MiB, which as an event of many one-letter tags holds about 18 MiB. The
+// bound is each connection's: a budget shared by the pool's relays would
+// let one hostile relay hold up the others' readers.
+const MaxConnBacklog = 4 << 20
+
+// connBacklog counts the bytes of the messages a connection queued and
+// its reader has not given back. Its one writer (the connection's read
+// loop) waits for room; readers give back with release.
+type connBacklog struct {
+	held atomic.Int64
+	room chan struct{} // a token once bytes were given back
+}
+
+// release gives back n bytes of a message handled.
+func (b *connBacklog) release(n int64) {
+	b.held.Add(-n)
+	select {
+	case b.room <- struct{}{}:
+	default: // a token is waiting already
+	}
+}
+
+// full reports whether the backlog holds max bytes or more.
+func (b *connBacklog) full(max int64) bool { return b.held.Load() >= max }
+
+// wait returns once the backlog is under max bytes, or false when done
+// closes first.
+func (b *connBacklog) wait(max int64, done <-chan struct{}) bool {
+	for b.full(max) {
+		select {
+		case <-b.room:
+		case <-done:
+			return false
+		}
+	}
+	return true
+}
+
+// messageSize is about what m holds in memory: its strings and, for an
+// event, its tags (a slice and string headers for each, besides their
+// text: a frame of many short tags takes many times its bytes).
+func messageSize(m *ConnMessage) int64 {
+	n := 128 + len(m.SubID) + len(m.Reason)
+	if ev := m.Event; ev != nil {
+		n += 128 + len(ev.ID) + len(ev.PubKey) + len(ev.Sig) + len(ev.Content) + 24*cap(ev.Tags)
+		for _, tag := range ev.Tags {
+			n += 16 * cap(tag)
+			for _, v := range tag {
+				n += len(v)
+			}
+		}
+	}
+	return int64(n)
+}
+
 // DialWebsocket connects to the relay at url (ws:// or wss://) and
 // returns a Conn that speaks NIP-01 over gorilla/websocket, with go-nostr
 // encoding the envelopes. It is the Pool's default Dial. One goroutine
 // reads and one writes (with a keep-alive ping); both end with the
 // connection. Frames are written from a bounded queue, so Req and CloseReq
 // never wait on the network; a relay that does not drain it is dropped.
+// Messages holds at most 256 messages; read by a Pool, they and the one
+// the pool is handling hold at most MaxConnBacklog bytes, the connection
+// reading nothing more from the relay meanwhile.
 //
 // go-nostr's own Relay is not used: in v0.38.2 it races on its connection
 // field whenever a connection closes (go test -race reports it) and starts
@@ -111,11 +185,12 @@ func DialWebsocket(ctx context.Context, url string) (Conn, error) {
 		return nil, fmt.Errorf("relay: dial %s: %w", url, err)
 	}
 	c := &wsConn{
-		url:  url,
-		ws:   ws,
-		out:  make(chan []byte, wsWriteQueue),
-		in:   make(chan ConnMessage, wsInbox),
-		done: make(chan struct{}),
+		url:     url,
+		ws:      ws,
+		out:     make(chan []byte, wsWriteQueue),
+		in:      make(chan ConnMessage, wsInbox),
+		done:    make(chan struct{}),
+		backlog: connBacklog{room: make(chan struct{}, 1)},
 	}
 	ws.SetReadLimit(wsReadLimit)
 	_ = ws.SetReadDeadline(time.Now().Add(wsPongWait))
@@ -139,7 +214,19 @@ type wsConn struct {
 	err      error
 
 	oks OKWaiters // publishers waiting for their OK
+
+	// counted: the reader of Messages gives each message's bytes back to
+	// backlog (the pool does; see countBacklog). Until then the queue is
+	// bounded by its count alone.
+	counted atomic.Bool
+	backlog connBacklog
+	stalls  atomic.Uint64 // times the read loop waited for the backlog
 }
+
+// countBacklog bounds the messages read and not yet handled by
+// MaxConnBacklog bytes: whoever reads Messages from now on calls
+// m.backlog.release(m.size) for each message once done with it.
+func (c *wsConn) countBacklog() { c.counted.Store(true) }
 
 // fail ends the connection with err (the first error wins).
 func (c *wsConn) fail(err error) {
@@ -173,6 +260,14 @@ func (c *wsConn) readLoop() {
 	defer c.wg.Done()
 	defer close(c.in)
 	for {
+		if c.counted.Load() && c.backlog.full(MaxConnBacklog) {
+			c.stalls.Add(1)
+			if !c.backlog.wait(MaxConnBacklog, c.done) {
+				return
+			}
+			// The relay is not to blame for the pool's wait.
+			_ = c.ws.SetReadDeadline(time.Now().Add(wsPongWait))
+		}
 		_, data, err := c.ws.ReadMessage()
 		if err != nil {
 			c.fail(fmt.Errorf("relay: read %s: %w", c.url, err))
@@ -186,9 +281,9 @@ func (c *wsConn) readLoop() {
 				continue
 			}
 			ev := env.Event
-			m = ConnMessage{Label: "EVENT", SubID: *env.SubscriptionID, Event: &ev}
+			m = ConnMessage{Label: "EVENT", SubID: cut(*env.SubscriptionID), Event: &ev}
 		case *nostr.EOSEEnvelope:
-			m = ConnMessage{Label: "EOSE", SubID: string(*env)}
+			m = ConnMessage{Label: "EOSE", SubID: cut(string(*env))}
 		case *nostr.ClosedEnvelope:
 			m = ConnMessage{Label: "CLOSED", SubID: cut(env.SubscriptionID), Reason: cut(env.Reason)}
 		case *nostr.NoticeEnvelope:
@@ -198,6 +293,10 @@ func (c *wsConn) readLoop() {
 			continue
 		default: // AUTH, COUNT, unknown or malformed: not used by the pool
 			continue
+		}
+		if c.counted.Load() {
+			m.backlog, m.size = &c.backlog, messageSize(&m)
+			c.backlog.held.Add(m.size)
 		}
 		select {
 		case c.in <- m:
@@ -212,17 +311,18 @@ func (c *wsConn) readLoop() {
 // A relay's frame may be a megabyte of them.
 const MaxRelayText = 256
 
-// cut returns s cut to MaxRelayText bytes, at a character's start, marked
-// with "…" when cut.
+// cut returns a copy of s cut to MaxRelayText bytes, at a character's
+// start, marked with "…" when cut. A copy: s, as go-nostr parses it, is a
+// piece of the whole frame, which it would keep.
 func cut(s string) string {
 	if len(s) <= MaxRelayText {
-		return s
+		return strings.Clone(s)
 	}
 	n := MaxRelayText
 	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--
 	}
-	return s[:n] + "…"
+	return s[:n] + "…" // a new string
 }
 
 func (c *wsConn) writeLoop() {

@@ -175,6 +175,9 @@ func (r *poolRelay) serve(ctx context.Context, conn Conn) error {
 	if ic, ok := conn.(InProcessConn); ok {
 		ic.Deliver(func(m ConnMessage) { r.handle(m, true) })
 	}
+	if wc, ok := conn.(*wsConn); ok {
+		wc.countBacklog() // given back below, once handled
+	}
 	// Subscriptions first, then publications: see publishing.
 	for _, s := range r.p.snapshotSubs() {
 		r.ensureSub(s)
@@ -199,6 +202,9 @@ loop:
 				break loop
 			}
 			r.handle(m, false)
+			if m.backlog != nil {
+				m.backlog.release(m.size)
+			}
 		}
 	}
 	r.mu.Lock()
