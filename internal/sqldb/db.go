@@ -101,6 +101,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*DB, error) {
 		if err != nil {
 			return nil, fmt.Errorf("sqldb: %w", err)
 		}
+		guardConnections(cfg)
 		if cfg.Tracer == nil {
 			cfg.Tracer = (*sentCounter)(&db.sent)
 		}
