@@ -58,7 +58,7 @@ func (fakeSource) task() *tasks.Task {
 			{Text: text("please " + hostile)},
 			{Data: []byte(`{"schema_version":"1.0.0","action":"WRITE_FILE","args":{"path":"/sandbox/reports/a.txt","content":"` + strings.ReplaceAll(hostile, `"`, `\"`) + `"}}`)},
 		}}},
-		Artifacts: []tasks.Artifact{{ArtifactID: "note-1", Parts: []tasks.Part{{Text: text("artifact " + hostile)}}}},
+		Artifacts: []tasks.Artifact{{ArtifactID: "note-1", Name: "notes\u202Etxt.exe", Parts: []tasks.Part{{Text: text("artifact " + hostile)}}}},
 	}
 }
 
@@ -644,6 +644,10 @@ func TestHostileText(t *testing.T) {
 	// applied, under a label that says whose words they are.
 	if b := w.Body.String(); strings.ContainsAny(b, "\u202E\u202C\u200B") || !strings.Contains(b, "tidy ⟨U&#43;202E⟩txt.exe⟨U&#43;202C⟩ notes⟨U&#43;200B⟩") || !strings.Contains(b, "unverified") {
 		t.Errorf("the requester's descriptor is not shown as it is, labelled:\n%s", b)
+	}
+	// So is an artifact's name.
+	if b := w.Body.String(); !strings.Contains(b, "notes⟨U&#43;202E⟩txt.exe") {
+		t.Errorf("the artifact's name is not shown as it is:\n%s", b)
 	}
 	// So is the action a model's answer named, kept as the model spelled
 	// it (the executor judges it later).
