@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/snapnode/snapnode/agent"
+	"github.com/snapnode/snapnode/executor"
 	"github.com/snapnode/snapnode/executor/audit"
 	"github.com/snapnode/snapnode/internal/defaults"
 	"github.com/snapnode/snapnode/proposals"
@@ -62,8 +63,9 @@ type Source interface {
 	// HeldPage returns the page of held actions q selects, oldest first,
 	// with how many the task holds in all (proposals.Proposals.HeldPage).
 	HeldPage(ctx context.Context, q proposals.HeldQuery) (*proposals.HeldPage, error)
-	// Holds reports whether taskID still holds the action actionID.
-	Holds(ctx context.Context, taskID, actionID string) (bool, error)
+	// HeldAction returns the action actionID that taskID holds, as it
+	// is now; nil when taskID holds no such action.
+	HeldAction(ctx context.Context, taskID, actionID string) (*executor.Pending, error)
 	// Job returns the agent's job on taskID and its interactions, step by
 	// step; a nil job when the agent has none (or the node runs no agent).
 	Job(ctx context.Context, taskID string) (*agent.Job, []agent.Interaction, error)
@@ -188,6 +190,7 @@ func New(cfg Config) (*Console, error) {
 	c.mux.HandleFunc("GET "+sp+"{$}", c.session(c.taskList))
 	c.mux.HandleFunc("GET "+sp+"tasks/{id}", c.session(c.task))
 	c.mux.HandleFunc("POST "+sp+"tasks/{id}/decide", c.session(c.decide))
+	c.mux.HandleFunc("GET "+sp+"tasks/{id}/held/{action}/diff", c.session(c.diffFile))
 	c.mux.HandleFunc("GET "+sp+"audit", c.session(c.auditPage))
 	c.mux.HandleFunc("GET "+sp+"metrics", c.session(c.metricsPage))
 	c.mux.HandleFunc(sp, c.session(func(w http.ResponseWriter, r *http.Request, s *session) {

@@ -99,9 +99,19 @@ func (s fakeSource) HeldPage(ctx context.Context, q proposals.HeldQuery) (*propo
 	return heldPage(list, q), err
 }
 
-func (s fakeSource) Holds(ctx context.Context, taskID, actionID string) (bool, error) {
+func (s fakeSource) HeldAction(ctx context.Context, taskID, actionID string) (*executor.Pending, error) {
 	list, err := s.Held(ctx, taskID)
-	return slices.ContainsFunc(list, func(p executor.Pending) bool { return p.ActionID == actionID }), err
+	return heldAction(list, taskID, actionID), err
+}
+
+// heldAction returns the action of list named actionID, held by taskID,
+// or nil.
+func heldAction(list []executor.Pending, taskID, actionID string) *executor.Pending {
+	i := slices.IndexFunc(list, func(p executor.Pending) bool { return p.TaskID == taskID && p.ActionID == actionID })
+	if i < 0 {
+		return nil
+	}
+	return &list[i]
 }
 
 // heldPage is the page of list q selects, as proposals.HeldPage makes it.

@@ -1,7 +1,9 @@
 // Package console is the operator's web console: server-rendered pages,
 // served by the node on its HTTP listener under /console, that show the
 // tasks (a live list with filters, each task's messages, artifacts, held
-// actions with their descriptor, diff and risk, the agent's job step by
+// actions with their descriptor, diff and risk — a diff longer than the
+// page shows is said to be cut next to Approve, and downloads whole as a
+// plain-text attachment of the bytes Approve names —, the agent's job step by
 // step, the task's audit trail), the audit log with its verification
 // status, checked against the node's record of its last seal, and its
 // last seal (audit.Log.VerifyWithRecord and audit.SealStatusOf, as

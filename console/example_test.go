@@ -39,7 +39,9 @@ func (s source) Task(ctx context.Context, id string) (*tasks.Task, error) {
 func (source) HeldPage(context.Context, proposals.HeldQuery) (*proposals.HeldPage, error) {
 	return &proposals.HeldPage{}, nil
 }
-func (source) Holds(context.Context, string, string) (bool, error) { return false, nil }
+func (source) HeldAction(context.Context, string, string) (*executor.Pending, error) {
+	return nil, nil
+}
 func (source) Job(context.Context, string) (*agent.Job, []agent.Interaction, error) {
 	return nil, nil, nil
 }

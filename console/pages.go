@@ -7,10 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
+	"io"
 	"math"
+	"mime"
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -42,6 +45,7 @@ var funcs = template.FuncMap{
 	// a model or a file (executor.Visible): what an operator reads is
 	// what is there, a diff's CR or bidi override included.
 	"visible": executor.Visible,
+	"maxDiff": func() int { return MaxDiffText },
 }
 
 // page is what every page's layout needs.
@@ -133,8 +137,17 @@ type heldView struct {
 	executor.Pending
 	Risk       string
 	Descriptor string
-	// DiffSum names the diff shown, for the approval (Decision.Diff).
-	DiffSum string
+	// DiffSum names the diff shown, for the approval (Decision.Diff),
+	// DiffSize its length in bytes and DiffURL the link that downloads
+	// it whole (diffFile). Cut is set when the page shows only its
+	// first MaxDiffText bytes.
+	DiffSum  string
+	DiffSize int
+	DiffURL  string
+	Cut      bool
+	// Files are the paths the action changes (its pre-images), every
+	// invisible character shown: the ones past a cut diff too.
+	Files []string
 }
 
 type taskData struct {
@@ -210,9 +223,14 @@ func (c *Console) renderTask(w http.ResponseWriter, r *http.Request, s *session,
 			return
 		}
 		v := heldView{Pending: p, Risk: riskOf(entries, p.ActionID), Descriptor: cut(prettyJSON(p.Data), MaxPartText, "more bytes not shown"),
-			DiffSum: proposals.DiffSum(p.Diff)}
-		// The sum is the whole diff's: the page shows its start.
-		v.Diff = cut(p.Diff, MaxDiffText, "more bytes of the diff not shown: snapnode held --diff "+id+" prints it whole")
+			DiffSum: proposals.DiffSum(p.Diff), DiffSize: len(p.Diff), Cut: len(p.Diff) > MaxDiffText}
+		v.DiffURL = s.home() + "tasks/" + url.PathEscape(id) + "/held/" + url.PathEscape(p.ActionID) + "/diff?sum=" + v.DiffSum
+		// The sum is the whole diff's: the page shows its start, and
+		// says so next to Approve, with the link to the rest.
+		v.Diff = cut(p.Diff, MaxDiffText, "more bytes of the diff not shown: download it whole, or snapnode held --diff "+id+" prints it")
+		for _, pre := range p.PreImages {
+			v.Files = append(v.Files, executor.Visible(pre.Path))
+		}
 		d.Held = append(d.Held, v)
 	}
 	if d.Job, d.Steps, err = c.cfg.Source.Job(ctx, id); err != nil {
@@ -306,7 +324,7 @@ func (c *Console) decide(w http.ResponseWriter, r *http.Request, s *session) {
 	if approve {
 		// An approval that found the files changed holds the action
 		// again, with the new diff: say so, not "approved".
-		if held, err := c.cfg.Source.Holds(ctx, id, action); err == nil && held {
+		if held, err := c.cfg.Source.HeldAction(ctx, id, action); err == nil && held != nil {
 			word = "held-again"
 		} else if _, failed := c.failure(ctx, id, action); failed {
 			// Carried out, but it failed (the policy in force refused
@@ -316,6 +334,39 @@ func (c *Console) decide(w http.ResponseWriter, r *http.Request, s *session) {
 	}
 	c.cfg.Logger.Info("console: operator decided", "task", id, "action", action, "decision", word, "operator", s.operator)
 	http.Redirect(w, r, s.home()+"tasks/"+url.PathEscape(id)+"?done="+word+"&action="+url.QueryEscape(action), http.StatusSeeOther)
+}
+
+// diffFile is GET <home>tasks/{id}/held/{action}/diff?sum=…: the whole
+// diff of a held action, the bytes whose SHA-256 the page's Approve
+// names, as a plain-text attachment: the page shows at most its first
+// MaxDiffText bytes. A sum that is not the diff's (it changed since the
+// page showed it) is refused: what is downloaded is what Approve names.
+func (c *Console) diffFile(w http.ResponseWriter, r *http.Request, s *session) {
+	id, action, sum := r.PathValue("id"), r.PathValue("action"), r.URL.Query().Get("sum")
+	if !proposals.ValidDiffSum(sum) {
+		c.message(w, r, http.StatusBadRequest, "Bad link", "The link does not name the diff's SHA-256 (sum): download it from the task page.")
+		return
+	}
+	p, err := c.cfg.Source.HeldAction(r.Context(), id, action)
+	if err != nil {
+		c.failed(w, r, "action "+action+" of task "+id, err)
+		return
+	}
+	if p == nil {
+		c.message(w, r, http.StatusNotFound, "Not held", "Task "+id+" holds no action "+action+": decided or withdrawn since, or another task's.")
+		return
+	}
+	if proposals.DiffSum(p.Diff) != sum {
+		c.message(w, r, http.StatusConflict, "Diff changed", "The diff of action "+action+" changed since the page showed it: reload the task page and review the new diff.")
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": id + "-" + action + ".diff"}))
+	// Never a page, were a browser to show it: no script, no origin.
+	h.Set("Content-Security-Policy", "default-src 'none'; sandbox; frame-ancestors 'none'")
+	h.Set("Content-Length", strconv.Itoa(len(p.Diff)))
+	io.WriteString(w, p.Diff)
 }
 
 // failure reports whether actionID of taskID ended failed, by its newest

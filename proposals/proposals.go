@@ -543,14 +543,25 @@ func (p *Proposals) HeldPage(ctx context.Context, q HeldQuery) (*HeldPage, error
 // Holds reports whether taskID still holds the action actionID for a
 // decision.
 func (p *Proposals) Holds(ctx context.Context, taskID, actionID string) (bool, error) {
+	a, err := p.HeldAction(ctx, taskID, actionID)
+	return a != nil, err
+}
+
+// HeldAction returns the action actionID that taskID holds for a
+// decision, as it is now (its diff among the rest); nil when taskID holds
+// no such action.
+func (p *Proposals) HeldAction(ctx context.Context, taskID, actionID string) (*executor.Pending, error) {
 	a, err := p.exec.PendingAction(ctx, actionID)
 	if errors.Is(err, executor.ErrNoPending) {
-		return false, nil
+		return nil, nil
 	}
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	return a.TaskID == taskID, nil
+	if a.TaskID != taskID {
+		return nil, nil
+	}
+	return a, nil
 }
 
 // Rollback rolls the promoted action actionID back (executor.Rollback).

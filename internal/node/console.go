@@ -10,6 +10,7 @@ import (
 
 	"github.com/snapnode/snapnode/agent"
 	"github.com/snapnode/snapnode/console"
+	"github.com/snapnode/snapnode/executor"
 	"github.com/snapnode/snapnode/executor/audit"
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/metrics"
@@ -75,8 +76,8 @@ func (s consoleSource) HeldPage(ctx context.Context, q proposals.HeldQuery) (*pr
 	return s.n.props.HeldPage(ctx, q)
 }
 
-func (s consoleSource) Holds(ctx context.Context, taskID, actionID string) (bool, error) {
-	return s.n.props.Holds(ctx, taskID, actionID)
+func (s consoleSource) HeldAction(ctx context.Context, taskID, actionID string) (*executor.Pending, error) {
+	return s.n.props.HeldAction(ctx, taskID, actionID)
 }
 
 func (s consoleSource) Job(ctx context.Context, taskID string) (*agent.Job, []agent.Interaction, error) {

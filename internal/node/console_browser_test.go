@@ -2,9 +2,12 @@ package node_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
 	"github.com/snapnode/snapnode/console"
@@ -251,5 +255,159 @@ func TestConsoleURLOnTheMachinesAddress(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusSeeOther || len(resp.Cookies()) == 0 {
 		t.Fatalf("the login link from this machine: %s, cookies %v; want 303 and a session", resp.Status, resp.Cookies())
+	}
+}
+
+// TestConsoleHostileDiffInBrowser drives Chromium through the approval of
+// a peer's WRITE_FILE whose content is markup (an image whose onerror
+// would retitle the page, a script), a bidi override and more than the
+// 64 KiB of diff the page shows (a rewrite of a file of 40 KB): nothing of it runs or turns the text
+// around, the page is not to be framed, and the cut is told in the
+// approval's box, before Approve, with a link to the whole diff: a
+// plain-text attachment, the very bytes whose SHA-256 Approve names.
+// Before, the cut was told only at the end of the shown diff, and the
+// console had no way to read the rest.
+func TestConsoleHostileDiffInBrowser(t *testing.T) {
+	bin := chromium()
+	if bin == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("CI must provide Chromium: none on PATH and SNAPNODE_TEST_CHROMIUM is not set")
+		}
+		t.Skip("no Chromium found (on Debian: apt-get install chromium; or set SNAPNODE_TEST_CHROMIUM)")
+	}
+	dataDir := filepath.Join(t.TempDir(), "data")
+	n, stop := startNode(t, func(c *config.Config) {
+		c.DataDir = dataDir
+		c.HTTPListen = "127.0.0.1:0"
+		c.Policy = "../../executor/policy/testdata/policies/confirm.cedar"
+	})
+	defer stop()
+	if err := os.MkdirAll(filepath.Join(dataDir, "sandbox", "reports"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	const tail = `<img src=x onerror="document.title='owned'"><script>document.title='owned'</script> run ` + "\u202E" + `hs.txt`
+	// A peer's message is at most 64 KiB: a rewrite of a file of 40 KB
+	// makes a diff of 80 KB.
+	if err := os.WriteFile(filepath.Join(dataDir, "sandbox", "reports", "notes.txt"), []byte(strings.Repeat("a line of last quarter's notes\n", 1300)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	content := tail + "\n" + strings.Repeat("a harmless line of the quarterly notes\n", 1000) + tail + "\n"
+	alice := newRequester(t, n.RelayURLs())
+	// The task, with its diff, is too large for the answer: its id is in
+	// the error.
+	sent := alice.call(t, n, "message/send", proposal("WRITE_FILE", map[string]any{"path": "/sandbox/reports/notes.txt", "content": content}), false)
+	taskID, _ := sent["error"].(map[string]any)["data"].(map[string]any)["taskId"].(string)
+	if taskID == "" {
+		t.Fatalf("message/send: %v", sent)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := admin.Call(ctx, admin.Path(dataDir), admin.Request{Op: "console-url"})
+	var login struct{ URL string }
+	if err != nil || json.Unmarshal(res, &login) != nil {
+		t.Fatalf("console-url: %s %v", res, err)
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox, chromedp.DisableGPU)
+	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	defer cancelBrowser()
+	do := func(steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(bctx, steps...); err != nil {
+			t.Fatalf("browser: %v", err)
+		}
+	}
+	text := func(sel string) string {
+		t.Helper()
+		s, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(sel)))
+		if err != nil {
+			t.Fatalf("browser: the text of %s: %v", sel, err)
+		}
+		return strings.TrimSpace(s)
+	}
+	do(chromedp.Navigate(login.URL), chromedp.WaitVisible(chromedp.CSS("#tasks")))
+	home, err := chromedp.Run(bctx, chromedp.Location())
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := home + "tasks/" + taskID
+	do(chromedp.Navigate(page), chromedp.WaitVisible(chromedp.CSS(".held button.approve")))
+	action, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.querySelector('.held input[name=action]').value`))
+	if err != nil || action == "" {
+		t.Fatalf("the held action's id: %q %v", action, err)
+	}
+
+	title, err := chromedp.Run(bctx, chromedp.Title())
+	if err != nil || title == "owned" {
+		t.Errorf("the page's title %q (%v): the peer's markup ran", title, err)
+	}
+	live, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.images.length + document.scripts.length`))
+	if err != nil || live != 0 {
+		t.Errorf("%d images and scripts on the page (%v): the peer's markup is live", live, err)
+	}
+	if diff := text(".held .diff"); strings.Contains(diff, "\u202E") || !strings.Contains(diff, "⟨U+202E⟩") {
+		t.Errorf("the diff's bidi override is not shown as such")
+	}
+	// The cut is told in the approval's box, before Approve.
+	cut := "#cut-" + action
+	where, err := chromedp.Run(bctx, chromedp.Evaluate[bool](`(() => {
+		const box = document.querySelector('#approve-`+action+`').closest('.decide'), cut = document.querySelector('`+cut+`');
+		return !!cut && box.contains(cut) && !!(cut.compareDocumentPosition(document.querySelector('#approve-`+action+`')) & Node.DOCUMENT_POSITION_FOLLOWING);
+	})()`))
+	if err != nil || !where {
+		t.Fatalf("the cut is not told in the approval's box, before Approve (%v)", err)
+	}
+	if s := text(cut); !strings.Contains(s, "The diff above is cut") {
+		t.Errorf("the cut's warning: %q", s)
+	}
+	href, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.querySelector('`+cut+` a').href`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.querySelector('#held-`+action+` input[name=diff]').value`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	jar, err := chromedp.Call(bctx, network.GetCookies, network.GetCookiesParams{URLs: []string{page}})
+	cookies := jar.Cookies
+	if err != nil || len(cookies) != 1 {
+		t.Fatalf("the session's cookie: %v %v", cookies, err)
+	}
+
+	// The link downloads the whole diff, as the browser would fetch it.
+	get := func(u string) *http.Response {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, "GET", u, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.AddCookie(&http.Cookie{Name: cookies[0].Name, Value: cookies[0].Value})
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	resp := get(href)
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("the download: %s %v", resp.Status, err)
+	}
+	if got := sha256.Sum256(body); hex.EncodeToString(got[:]) != sum || !strings.Contains(string(body), "+"+tail+"\n") {
+		t.Errorf("the download is not the diff Approve names (%d bytes)", len(body))
+	}
+	if h := resp.Header; h.Get("Content-Type") != "text/plain; charset=utf-8" || !strings.HasPrefix(h.Get("Content-Disposition"), "attachment") || h.Get("X-Content-Type-Options") != "nosniff" {
+		t.Errorf("the download's headers: %v", h)
+	}
+	// Neither page nor download is to be framed (the Approve button under
+	// another site's page), nor to name itself to other sites.
+	resp = get(page)
+	resp.Body.Close()
+	if h := resp.Header; !strings.Contains(h.Get("Content-Security-Policy"), "frame-ancestors 'none'") || h.Get("X-Frame-Options") != "DENY" ||
+		h.Get("Referrer-Policy") != "no-referrer" || h.Get("X-Content-Type-Options") != "nosniff" {
+		t.Errorf("the task page's headers: %v", h)
 	}
 }
