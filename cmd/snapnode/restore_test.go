@@ -1,0 +1,334 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/snapnode/snapnode/executor/audit"
+	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/backup"
+	"github.com/snapnode/snapnode/internal/config"
+	"github.com/snapnode/snapnode/internal/llmtest"
+	"github.com/snapnode/snapnode/internal/node"
+	"github.com/snapnode/snapnode/snap"
+)
+
+// httpPeer posts signed SNAP messages to a node's HTTP endpoint.
+type httpPeer struct {
+	k    *identity.Key
+	from string
+}
+
+// message signs a request of method with payload to the node at to.
+func (p *httpPeer) message(t testing.TB, to, method string, payload any) []byte {
+	t.Helper()
+	body, err := json.Marshal(payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &snap.Message{ID: snap.NewID(), Version: snap.ProtocolVersion, From: p.from, To: to,
+		Type: snap.TypeRequest, Method: method, Payload: body, Timestamp: time.Now().Unix()}
+	if err := m.Sign(p.k); err != nil {
+		t.Fatal(err)
+	}
+	b, err := m.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// post sends raw to n and returns the response's payload.
+func (p *httpPeer) post(ctx context.Context, n *node.Node, raw []byte) (map[string]any, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.HTTPURL()+"/snap", bytes.NewReader(raw))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	var m struct{ Payload map[string]any }
+	if err := json.Unmarshal(body, &m); err != nil || m.Payload == nil {
+		return nil, fmt.Errorf("HTTP %d: %.300s: %v", resp.StatusCode, body, err)
+	}
+	return m.Payload, nil
+}
+
+// code is the SNAP error code of a payload, 0 for a result.
+func code(p map[string]any) int {
+	e, ok := p["error"].(map[string]any)
+	if !ok {
+		return 0
+	}
+	c, _ := e["code"].(float64)
+	return int(c)
+}
+
+// taskID is the id of the task a payload carries ("" for none).
+func taskID(p map[string]any) string {
+	if t, ok := p["task"].(map[string]any); ok {
+		p = t
+	}
+	id, _ := p["id"].(string)
+	return id
+}
+
+// TestRestoreAsTheGuideSays follows operator.md's "Backup and restore"
+// step by step on a node that is busy while it is backed up: requests
+// over HTTP (tasks, promoted writes, agent jobs) go on during `snapnode
+// backup`; then the node is stopped, its data folder moved aside, each
+// file of the backup installed where the manifest's source says, `audit
+// verify` run and the node started again. The restored node has the same
+// address, the tasks of the backup, an audit log that verifies to the
+// manifest's head, and the replay records of the requests it had
+// handled: the same signed message/send again creates no task (the kept
+// answer, deduplicated) and a tasks/get again is refused 2006. Every
+// file of the backup is 0600 in a 0700 folder (it holds the key). The
+// backup's tasks.db put alone in the data folder, under the record of a
+// later seal, is refused at start, naming the record.
+func TestRestoreAsTheGuideSays(t *testing.T) {
+	noEnvKey(t)
+	t.Setenv("SNAPNODE_DATA_DIR", "")
+	t.Setenv("SNAPNODE_CONFIG", "")
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	llm := llmtest.New(t)
+	var jobs sync.Map
+	llm.SetHandler(func(r llmtest.Request) llmtest.Reply {
+		// A job writes one file, then finishes.
+		for _, m := range r.Messages {
+			if m.Role == "assistant" {
+				return llmtest.Text(agentProp("FINISH", map[string]any{"response": "done"}))
+			}
+		}
+		n := uuid.NewString()
+		jobs.Store(n, true)
+		return llmtest.Text(agentProp("WRITE_FILE", map[string]any{"path": "/sandbox/job-" + n + ".txt", "content": "job\n"}))
+	})
+	dataDir := filepath.Join(t.TempDir(), "data")
+	cfg := config.Default()
+	cfg.DataDir, cfg.RelayListen, cfg.HTTPListen = dataDir, "127.0.0.1:0", "127.0.0.1:0"
+	cfg.Agent.LLMURL, cfg.Agent.LLMModel = llm.URL(), llmtest.DefaultModel
+	ctx, stopA := context.WithCancel(context.Background())
+	a, err := node.Start(ctx, cfg, logger)
+	if err != nil {
+		stopA()
+		t.Fatal(err)
+	}
+	stoppedA := false
+	t.Cleanup(func() {
+		if !stoppedA {
+			stopA()
+			a.Wait()
+		}
+	})
+	k, err := identity.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer := &httpPeer{k: k, from: k.Address(identity.Mainnet)}
+
+	// Before the backup: a promoted write, whose request and a tasks/get
+	// of its task are kept to be sent again to the restored node.
+	send := peer.message(t, a.Address(), "message/send",
+		proposalMessage("WRITE_FILE", map[string]any{"path": "/sandbox/kept.txt", "content": "kept\n"}))
+	p, err := peer.post(ctx, a, send)
+	if err != nil || code(p) != 0 || taskID(p) == "" {
+		t.Fatalf("message/send: %v %v", p, err)
+	}
+	kept := taskID(p)
+	get := peer.message(t, a.Address(), "tasks/get", map[string]any{"taskId": kept})
+	if p, err := peer.post(ctx, a, get); err != nil || taskID(p) != kept {
+		t.Fatalf("tasks/get: %v %v", p, err)
+	}
+
+	// Writers during the backup: promoted writes, reads, agent jobs.
+	wctx, stopWriters := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	writes := 0
+	tick := make(chan struct{}, 1) // every 10th write answered
+	for w := range 3 {
+		wg.Go(func() {
+			for i := 0; wctx.Err() == nil; i++ {
+				var m map[string]any
+				// Each write to a file of its own: a write the copy
+				// caught promoting is undone at the restored node's
+				// start only if its file is still as it left it (see
+				// operator.md, "What the restored node knows").
+				switch (w + i) % 2 {
+				case 0:
+					m = proposalMessage("WRITE_FILE", map[string]any{"path": fmt.Sprintf("/sandbox/busy-%d-%d.txt", w, i), "content": "x\n"})
+				default:
+					m = textMessage(fmt.Sprint("job ", w, i))
+				}
+				if p, err := peer.post(wctx, a, peer.message(t, a.Address(), "message/send", m)); err == nil && code(p) == 0 {
+					mu.Lock()
+					writes++
+					if writes%10 == 0 {
+						select {
+						case tick <- struct{}{}:
+						default:
+						}
+					}
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	backups := filepath.Join(t.TempDir(), "backups")
+	if err := os.Mkdir(backups, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(backups, "2026-11-25")
+	<-tick // the writers are busy
+	r := runCLI(t, "", "backup", "--data-dir", dataDir, "--out", out)
+	<-tick
+	stopWriters()
+	wg.Wait()
+	if r.code != exitOK {
+		t.Fatalf("backup: %s", r)
+	}
+	t.Logf("requests answered while the test ran: %d; model calls: %d", writes, llm.Calls())
+	var m backup.Manifest
+	if err := json.Unmarshal([]byte(r.stdout), &m); err != nil {
+		t.Fatalf("backup printed no manifest: %v\n%s", err, r)
+	}
+	if fi, err := os.Stat(out); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("the backup folder: %v %v; want 0700", fi.Mode(), err)
+	}
+	sawKey := false
+	for _, f := range append(m.Files, backup.File{Name: backup.ManifestName}) {
+		fi, err := os.Stat(filepath.Join(out, f.Name))
+		if err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s in the backup: %v %v; want 0600", f.Name, fi.Mode(), err)
+		}
+		sawKey = sawKey || f.Kind == backup.KindKey
+	}
+	if !sawKey {
+		t.Errorf("no key in the backup: %+v", m.Files)
+	}
+	stopA()
+	stoppedA = true
+	if err := a.Wait(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The wrong way first: the backup's tasks.db alone over the data
+	// folder, whose record of the last seal names the seal of the stop,
+	// newer than the copy. The node refuses, naming the record.
+	tasksDB := filepath.Join(dataDir, "tasks.db")
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		if err := os.Rename(tasksDB+suffix, tasksDB+suffix+".newer"); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			t.Fatal(err)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(out, "tasks.db")); err != nil {
+		t.Fatal(err)
+	} else if err := os.WriteFile(tasksDB, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	record := filepath.Join(dataDir, "audit-seal.json")
+	if n, err := node.Start(context.Background(), cfg, logger); err == nil {
+		n.Wait()
+		t.Fatal("the node started on the backup's tasks.db under a newer record of its last seal")
+	} else if !errors.Is(err, audit.ErrTampered) || !strings.Contains(err.Error(), record) {
+		t.Fatalf("Start on the backup's tasks.db alone: %v; want audit.ErrTampered naming %s", err, record)
+	}
+
+	// The guide: stop (done), move the data folder aside and make it
+	// again 0700, put the workspace back, check the sums, install each
+	// file at its source, audit verify, start.
+	aside := dataDir + ".before-restore"
+	if err := os.Rename(dataDir, aside); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(dataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(aside, "sandbox"), filepath.Join(dataDir, "sandbox")); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range m.Files {
+		b, err := os.ReadFile(filepath.Join(out, f.Name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.SHA256 != sha256Hex(b) {
+			t.Fatalf("%s: the sum differs from the manifest's", f.Name)
+		}
+		if err := os.MkdirAll(filepath.Dir(f.Source), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f.Source, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dd := []string{"--data-dir", dataDir}
+	want := fmt.Sprintf("head seq %d hash %s", m.Audit.Seq, m.Audit.Hash)
+	if r := runCLI(t, "", append([]string{"audit", "verify"}, dd...)...); r.code != exitOK || !strings.Contains(r.stdout, want) {
+		t.Fatalf("audit verify of the restored folder, want %q: %s", want, r)
+	}
+	bctx, stopB := context.WithCancel(context.Background())
+	b, err := node.Start(bctx, cfg, logger)
+	if err != nil {
+		stopB()
+		t.Fatalf("the restored node does not start: %v", err)
+	}
+	t.Cleanup(func() { stopB(); b.Wait() })
+	if b.Address() != a.Address() {
+		t.Errorf("restored node's address %s, was %s", b.Address(), a.Address())
+	}
+	if r := runCLI(t, "", append([]string{"task", "list"}, dd...)...); !strings.Contains(r.stdout, `"id":"`+kept+`"`) {
+		t.Errorf("task %s is not in the restored node: %s", kept, r)
+	}
+	// The replays of requests the node handled before the backup.
+	if p, err := peer.post(bctx, b, send); err != nil || p["deduplicated"] != true || taskID(p) != kept {
+		t.Errorf("the message/send again to the restored node: %v %v; want task %s, deduplicated", p, err, kept)
+	}
+	if p, err := peer.post(bctx, b, get); err != nil || code(p) != int(snap.CodeDuplicateMessage) {
+		t.Errorf("the tasks/get again to the restored node: %v %v; want %d", p, err, snap.CodeDuplicateMessage)
+	}
+	if r := runCLI(t, "", append([]string{"audit", "verify"}, dd...)...); r.code != exitOK {
+		t.Errorf("audit verify with the restored node running: %s", r)
+	}
+	if b, err := os.ReadFile(filepath.Join(dataDir, "sandbox", "kept.txt")); err != nil || string(b) != "kept\n" {
+		t.Errorf("the workspace put back: kept.txt %q, %v", b, err)
+	}
+}
+
+func agentProp(action string, args map[string]any) string {
+	b, _ := json.Marshal(map[string]any{"schema_version": "1.0.0", "id": uuid.NewString(),
+		"reasoning": "to do " + action, "action": action, "args": args})
+	return string(b)
+}
+
+func sha256Hex(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
