@@ -34,6 +34,12 @@ type JobRequestMetadata struct {
 	TimeThresholdMinutes float64  `json:"time_threshold_minutes,omitzero"`
 	MaxSteps             int      `json:"max_steps,omitzero"`
 	AcceptedFormats      []string `json:"accepted_formats"`
+	// Hops counts the agents' jobs the request came through before the
+	// job it starts: 0 when a requester's own task started the job; a
+	// job started by a peer's job request of n hops sends its own with
+	// n+1, so that agents delegating to each other in a loop stop
+	// (delegate.MaxHops).
+	Hops int `json:"hops,omitzero"`
 }
 
 // AcceptedFormats returns the answers the node accepts at each step: a
@@ -148,8 +154,9 @@ func requesterContext(prompt string) string {
 const maxRequestText = 256<<10 - 16 // room for the mark of a cut
 
 // request is the job request an external worker is sent: the job, its
-// phase, context files and description, the node's system prompt and the
-// job's limits.
+// phase, context files and description, the node's system prompt, the
+// job's limits and, for a job a peer's job request started, its hops
+// and one more.
 func (jr *jobRun) request(system string) *JobRequest {
 	desc := jr.j.Description
 	if jr.req != nil && jr.req.SystemPrompt != "" {
@@ -159,7 +166,11 @@ func (jr *jobRun) request(system string) *JobRequest {
 	if files == nil {
 		files = []string{}
 	}
+	hops := 0
+	if jr.req != nil {
+		hops = jr.req.Metadata.Hops + 1
+	}
 	return &JobRequest{JobID: jr.j.TaskID, Phase: jr.j.Phase, ContextFiles: files, SystemPrompt: cut(system, maxRequestText),
 		TaskDescription: cut(desc, maxRequestText), Metadata: JobRequestMetadata{CostThreshold: jr.lim.maxCost,
-			TimeThresholdMinutes: jr.lim.maxTime.Minutes(), MaxSteps: jr.lim.maxSteps, AcceptedFormats: AcceptedFormats()}}
+			TimeThresholdMinutes: jr.lim.maxTime.Minutes(), MaxSteps: jr.lim.maxSteps, AcceptedFormats: AcceptedFormats(), Hops: hops}}
 }

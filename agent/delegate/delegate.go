@@ -163,6 +163,15 @@ func (d *Delegate) Complete(ctx context.Context, pr agent.Prompt) (*agent.Comple
 		return nil, errors.New("delegate: the prompt carries no job request")
 	}
 	job := pr.Job.JobID
+	if h := pr.Job.Metadata.Hops; h >= MaxHops {
+		// The job came through MaxHops agents' jobs already: agents
+		// delegating to each other in a loop would hand it on for as
+		// long as they run, a new job on each at every hop.
+		d.log.Warn("delegate: a job that came through as many agents' jobs as allowed is not handed on; it waits for a human",
+			"job", job, "hops", h, "max", MaxHops)
+		return nil, fmt.Errorf("%w: the job came through %d agents' jobs (hops in its job request), which is as many as a delegate hands on (%d): agents delegating to each other in a loop? It is not sent to %s",
+			agent.ErrWorkerFailed, h, MaxHops, d.cfg.Address)
+	}
 	d.mu.Lock()
 	remote, known := d.remote[job]
 	d.mu.Unlock()
@@ -284,6 +293,11 @@ func (d *Delegate) Complete(ctx context.Context, pr agent.Prompt) (*agent.Comple
 	d.mu.Unlock()
 	return &agent.Completion{Text: string(a.line), Model: d.Name()}, nil
 }
+
+// MaxHops is how many agents' jobs a job may have come through (its job
+// request's hops, agent.JobRequestMetadata) and still be handed on to
+// the delegate: agents delegating to each other in a loop stop there.
+const MaxHops = 4
 
 // How often a delegate still at work is asked again: first after
 // firstPoll, then twice as long each time, up to maxPoll.

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -403,5 +404,27 @@ func TestDelegateAtWorkPastTheStepTimeOut(t *testing.T) {
 	if !errors.Is(err, agent.ErrWorkerFailed) || !strings.Contains(err.Error(), "the delegate did not answer step 0 within its step time-out of 300ms") ||
 		len(a.Entries()) != 1 {
 		t.Fatalf("error %v, audit %+v; want a time-out", err, a.Entries())
+	}
+}
+
+// A job whose request came through MaxHops agents' jobs is not handed on:
+// the step fails at once, the job waits for a human, and the delegate is
+// sent nothing; one hop fewer is sent.
+func TestDelegateStopsAtMaxHops(t *testing.T) {
+	var asked atomic.Int64
+	d, _, _ := setup(t, func(call) *tasks.Task { asked.Add(1); return answerTask("t", completed) })
+	pr := prompt("job-1", 0)
+	pr.Job.Metadata.Hops = delegate.MaxHops
+	_, err := d.Complete(context.Background(), pr)
+	if !errors.Is(err, agent.ErrWorkerFailed) || !strings.Contains(err.Error(), "hops") {
+		t.Fatalf("error %v; want agent.ErrWorkerFailed naming the hops", err)
+	}
+	if n := asked.Load(); n != 0 {
+		t.Fatalf("the delegate was asked %d times; want none", n)
+	}
+	pr = prompt("job-2", 0)
+	pr.Job.Metadata.Hops = delegate.MaxHops - 1
+	if _, err := d.Complete(context.Background(), pr); err != nil || asked.Load() != 1 {
+		t.Fatalf("%d hops: %v, asked %d times; want the step sent", delegate.MaxHops-1, err, asked.Load())
 	}
 }
