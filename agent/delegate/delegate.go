@@ -12,9 +12,11 @@ import (
 	"net/netip"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -352,7 +354,10 @@ func (q *question) answerOf(payload []byte) answer {
 // read is answerOf without the payload's size.
 func (q *question) read(payload []byte) answer {
 	if e := snap.ResponseError(payload); e != nil {
-		return answer{rule: ruleError, reason: fmt.Sprintf("the delegate answered step %d with an error: %s", q.step, e.Error())}
+		// The delegate chooses its message and data, up to the
+		// transport's message size (megabytes over HTTP): cut before
+		// they reach the log, the audit log and the job.
+		return answer{rule: ruleError, reason: fmt.Sprintf("the delegate answered step %d with an error: %s", q.step, cutText(e.Error(), maxErrorText))}
 	}
 	var out struct {
 		Task *tasks.Task `json:"task"`
@@ -397,6 +402,22 @@ func (q *question) read(payload []byte) answer {
 		}
 	}
 	return answer{taskID: task.ID, line: data, source: source, seen: seen}
+}
+
+// maxErrorText bounds what a delegate's error response says (its code,
+// message and data) in the reason of the step's failure.
+const maxErrorText = 500
+
+// cutText is s, as valid UTF-8, cut to at most n bytes and marked so.
+func cutText(s string, n int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // answerPart is the data of the task's answer and where it is (see

@@ -428,3 +428,27 @@ func TestDelegateStopsAtMaxHops(t *testing.T) {
 		t.Fatalf("%d hops: %v, asked %d times; want the step sent", delegate.MaxHops-1, err, asked.Load())
 	}
 }
+
+// A delegate's error response whose message is tens of kilobytes is cut
+// before it is logged and returned (the job's history, reason and audit
+// entry come from that error): the delegate chooses its message, not the
+// size of the node's log lines.
+func TestDelegateLongErrorCut(t *testing.T) {
+	long := strings.Repeat("\x1b[31mno jobs today ", 1500) // 30 kB
+	var logged strings.Builder
+	d, a, _ := setup(t, func(call) *tasks.Task { return &tasks.Task{Status: tasks.Status{Message: long}} },
+		func(c *delegate.Config) { c.Logger = slog.New(slog.NewTextHandler(&logged, nil)) })
+	_, err := d.Complete(context.Background(), prompt("job-1", 0))
+	if !errors.Is(err, agent.ErrWorkerFailed) || !strings.Contains(err.Error(), "no jobs today") {
+		t.Fatalf("error %v; want agent.ErrWorkerFailed with the delegate's message", err)
+	}
+	if n := len(err.Error()); n > 2000 {
+		t.Errorf("the error is %d bytes; want the delegate's message cut", n)
+	}
+	if n := logged.Len(); n > 4000 {
+		t.Errorf("the log is %d bytes; want the delegate's message cut", n)
+	}
+	if len(a.Entries()) != 1 {
+		t.Errorf("audit: %+v", a.Entries())
+	}
+}
