@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -170,5 +171,48 @@ func TestInterruptedRedactedUnparseable(t *testing.T) {
 				t.Fatal("the secret is in the history")
 			}
 		})
+	}
+}
+
+// The same step, but the file its promotion wrote was edited by hand
+// before the recovery: the recovery leaves the file as edited and fails
+// the action naming it (executor.ReasonDiverged), and the job's step
+// tells the model that reason, not a write carried out; the job goes on
+// and ends as the model decides.
+func TestInterruptedStepOverChangedFile(t *testing.T) {
+	r := newRig(t, testdb.SQLite(t))
+	ctx := context.Background()
+	write := proposalJSON("WRITE_FILE", map[string]any{"path": "/sandbox/a.md", "content": "once\n"})
+	task := r.interrupted(t, write, false)
+	lost := errors.New("the node stopped")
+	if _, err := r.exec.Run(ctx, executor.Request{TaskID: task.ID, Requester: "alice", Data: []byte(write),
+		Then: func(context.Context, *sql.Tx, *executor.Result) error { return lost }}); !errors.Is(err, lost) {
+		t.Fatalf("run: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(r.dir, "a.md"), []byte("edited by hand\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := r.exec.RecoverInterrupted(ctx); n != 1 || err != nil {
+		t.Fatalf("RecoverInterrupted = %d, %v", n, err)
+	}
+	m := &scripted{answers: []string{proposalJSON("FINISH", map[string]any{"response": "done"})}}
+	got := r.run(t, m, task.ID, tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired)
+	if got.Status.State != tasks.StateCompleted {
+		t.Fatalf("task %s %q", got.Status.State, got.Status.Message)
+	}
+	if b, err := os.ReadFile(filepath.Join(r.dir, "a.md")); err != nil || string(b) != "edited by hand\n" {
+		t.Fatalf("a.md = %q, %v; want it as edited", b, err)
+	}
+	h, err := r.store.History(ctx, task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := h.Interactions[0].Observation; o == nil || o.Outcome != agent.ObsFailed || !strings.HasPrefix(o.Reason, executor.ReasonDiverged) || !strings.Contains(o.Reason, "/sandbox/a.md") {
+		t.Fatalf("interaction 0's observation: %+v; want failed, naming a.md", o)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if b, _ := json.Marshal(m.prompts); len(m.prompts) == 0 || !strings.Contains(string(b), "left as found") {
+		t.Errorf("the model was not told of the file left as found: %s", b)
 	}
 }

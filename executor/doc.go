@@ -66,6 +66,15 @@
 // left half-way is completed the same way (audited "rolled_back",
 // decision "recovered").
 //
+// RecoverInterrupted never writes over a path that something else changed
+// since the promotion (it holds neither image): it puts the others back
+// (sandbox.RecoverAround), leaves that one as found and settles the
+// action all the same, where it refused, and the node did not start. The
+// promotion fails with a reason naming each path left, the hash the
+// promotion left there and the one found (ReasonDiverged), its entry
+// ("failed", decision "recovered") listing them under "diverged", and the
+// log says so at warn level.
+//
 // # Decisions where the design documents are silent
 //
 //   - What proposal.Classify calls a descriptor (a top-level

@@ -603,12 +603,12 @@ func TestRollbackTakenUpBeforeItsWrite(t *testing.T) {
 // TestPromotionTakenUpOverChangedFile: a promotion stands still past
 // reconcile_after before it writes anything, and meanwhile something else
 // changes the file it writes. Another process's recovery takes the action
-// over, cannot put the file back (it is neither the pre- nor the
-// post-image: ErrDiverged) and leaves it; the promotion then goes on and
-// is refused (ErrTakenUp), having written nothing. Before the take-over,
-// the promotion found the file changed and failed the action; now the
-// record must not be left promoting, which no later pass can settle (the
-// file stays as it is), holding the task busy and the requester's quota.
+// over, leaves the file as found (it is neither the pre- nor the
+// post-image) and fails the action, naming it; the promotion then goes on
+// and is refused (ErrTakenUp), having written nothing, as after any
+// take-over. The record must not be left promoting, which no later pass
+// could settle (the file stays as it is), holding the task busy and the
+// requester's quota.
 func TestPromotionTakenUpOverChangedFile(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		v := newEnv(t, dsn)
@@ -631,11 +631,11 @@ func TestPromotionTakenUpOverChangedFile(t *testing.T) {
 			t.Logf("later pass: %d, %v", n, rerr)
 		}
 		acts := v.actions()
-		if a := acts[len(acts)-1]; a.State != "failed" {
-			t.Errorf("record %s (reason %q); want failed by the promotion, which found the file changed", a.State, a.Reason)
+		if a := acts[len(acts)-1]; a.State != "failed" || !strings.Contains(a.Reason, "/sandbox/a.txt") {
+			t.Errorf("record %s (reason %q); want failed by the recovery, naming the file it left", a.State, a.Reason)
 		}
-		if err != nil || res.Outcome != executor.Failed {
-			t.Errorf("Run = %+v, %v; want the action failed, the file changed", res, err)
+		if !errors.Is(err, executor.ErrTakenUp) {
+			t.Errorf("Run = %+v, %v; want ErrTakenUp: the recovery settled the action", res, err)
 		}
 		if c, _ := v.content("a.txt"); c != "edited by someone else\n" {
 			t.Errorf("a.txt = %q", c)

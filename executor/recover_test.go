@@ -3,7 +3,9 @@ package executor_test
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/snapnode/snapnode/executor"
@@ -96,5 +98,72 @@ func TestRecoverApprovalMovedOn(t *testing.T) {
 		if err != nil || len(acts) != 1 || acts[0].State != "failed" {
 			t.Errorf("records %+v, %v; want the one failed (the approver's)", acts, err)
 		}
+	})
+}
+
+// TestRecoverOverChangedFile: a promotion of two files stops before its
+// record moves on (its last commit lost, as a crash or a backup copy
+// between the renames and the commit leaves it), and one of its files is
+// then changed by someone else. The start's recovery must not refuse
+// (the node would not start) nor write over that file: it puts the other
+// file back, as for any interrupted promotion, leaves the changed one as
+// found, and fails the action with a reason naming the path, the hash the
+// promotion left and the one found, audited with them. Before, it
+// returned "changed since promotion" and settled nothing.
+func TestRecoverOverChangedFile(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		v := newEnv(t, dsn)
+		ctx := context.Background()
+		lost := errors.New("the node stopped")
+		res, err := v.ex.Run(ctx, executor.Request{TaskID: "task-1", Requester: agent, Data: v.twoWrites(),
+			Then: func(context.Context, *sql.Tx, *executor.Result) error { return lost }})
+		if !errors.Is(err, lost) {
+			t.Fatalf("Run = %+v, %v; want its last commit lost", res, err)
+		}
+		acts := v.actions()
+		if len(acts) != 1 || acts[0].State != "promoting" {
+			t.Fatalf("records %+v; want one promoting", acts)
+		}
+		id := acts[0].ActionID
+		v.file("a.txt", "edited by hand\n")
+		v.reopen()
+
+		n, err := v.ex.RecoverInterrupted(ctx)
+		if n != 1 || err != nil {
+			t.Fatalf("RecoverInterrupted = %d, %v; want the action settled", n, err)
+		}
+		if c, _ := v.content("a.txt"); c != "edited by hand\n" {
+			t.Errorf("a.txt = %q; want it left as found", c)
+		}
+		if c, _ := v.content("b.txt"); c != "b before\n" {
+			t.Errorf("b.txt = %q; want its pre-image, as for any interrupted promotion", c)
+		}
+		a := v.action(id)
+		for _, want := range []string{"/sandbox/a.txt", sha("edited by hand\n"), sha("a after\n"), "left as found"} {
+			if a.State != "failed" || !strings.Contains(a.Reason, want) {
+				t.Errorf("record %s, reason %q; want failed, naming %q", a.State, a.Reason, want)
+			}
+		}
+		es := v.entries(id)
+		last := es[len(es)-1]
+		if last.Step != audit.StepFailed || last.Actor != executor.Host || last.Reason != a.Reason {
+			t.Errorf("last audit entry: %s %s by %s (%q); want the host's failed, with the record's reason", last.Step, last.Decision, last.Actor, last.Reason)
+		}
+		var d struct {
+			Diverged []struct {
+				Path, Expected, Found string
+			} `json:"diverged"`
+		}
+		if err := json.Unmarshal(last.Detail, &d); err != nil || len(d.Diverged) != 1 ||
+			d.Diverged[0].Path != "/sandbox/a.txt" || d.Diverged[0].Expected != sha("a after\n") || d.Diverged[0].Found != sha("edited by hand\n") {
+			t.Errorf("audit detail %s (%v); want a.txt diverged, with both hashes", last.Detail, err)
+		}
+		if n, err := v.ex.RecoverInterrupted(ctx); n != 0 || err != nil {
+			t.Errorf("second RecoverInterrupted = %d, %v", n, err)
+		}
+		if err := v.ex.Rollback(ctx, id); !errors.Is(err, executor.ErrNotPromoted) {
+			t.Errorf("Rollback of the settled action: %v", err)
+		}
+		v.verify()
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/snapnode/snapnode/executor/audit"
@@ -96,7 +97,7 @@ func (e *Executor) Rollback(ctx context.Context, actionID string) error {
 		}
 		return fmt.Errorf("executor: rollback %s: %w", actionID, rerr)
 	}
-	return e.rolledBack(bg, j, r, snap, "restored")
+	return e.rolledBack(bg, j, r, snap, "restored", nil, "", recoveredDetail{})
 }
 
 // snapshotKept returns ErrSnapshotPruned, saying when and why, if the
@@ -135,13 +136,26 @@ func (e *Executor) keptBytes() string {
 // rolledBack records a completed rollback: the record, its audit entry,
 // the paths it restored (for the cooldown) and the requester's usage less
 // what the promotion added, in one commit.
-func (e *Executor) rolledBack(ctx context.Context, j *journal, r *record, snap *sandbox.Snapshot, how string) error {
+//
+// A recovery's completion (how "recovered") may have left paths as found
+// (left, see undoAround): its entry gives reason and d, and those paths
+// are not counted as restored.
+func (e *Executor) rolledBack(ctx context.Context, j *journal, r *record, snap *sandbox.Snapshot, how string,
+	left []sandbox.Divergence, reason string, d recoveredDetail) error {
 	now := e.now()
 	r.State, r.Updated, r.RolledBack = stateRolledBack, now, now
 	undo := undoDiffs(snap)
 	pre, post := fileHashes(undo)
-	j.add(audit.Entry{Actor: Host, Step: audit.StepRolledBack, Decision: how, PreHash: pre, PostHash: post,
-		Detail: detail(touched(undo))})
+	entry := audit.Entry{Actor: Host, Step: audit.StepRolledBack, Decision: how, PreHash: pre, PostHash: post,
+		Detail: detail(touched(undo))}
+	if len(left) > 0 {
+		entry.PreHash, entry.PostHash, entry.Reason, entry.Detail = "", "", reason, d.fitted()
+	}
+	j.add(entry)
+	kept := make(map[string]bool, len(left))
+	for _, l := range left {
+		kept[l.Path] = true
+	}
 	settle := e.settle(r, stateRollingBack)
 	return j.commit(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if err := settle(ctx, tx); err != nil {
@@ -153,9 +167,11 @@ func (e *Executor) rolledBack(ctx context.Context, j *journal, r *record, snap *
 		if e.cooldown < 0 {
 			return nil
 		}
-		paths := make([]string, len(snap.Entries))
-		for i, en := range snap.Entries {
-			paths[i] = en.Path
+		paths := make([]string, 0, len(snap.Entries))
+		for _, en := range snap.Entries {
+			if !kept[en.Path] {
+				paths = append(paths, en.Path)
+			}
 		}
 		// In one order, so that two rollbacks sharing paths lock their rows
 		// in the same order (PostgreSQL).
@@ -285,23 +301,14 @@ func (e *Executor) recover(ctx context.Context, r *record) (bool, error) {
 	if err != nil || !ok {
 		return false, err
 	}
-	prev, state := r.Claim, r.State
 	r.Claim = token
-	err = e.undo(ctx, e.recordJournal(r), r)
-	if errors.Is(err, sandbox.ErrDiverged) {
-		// Recover refused before it changed anything (a path is neither
-		// image: something else changed it). The record goes back to the
-		// call that held it: alive, that call finds the path changed
-		// too and settles the record itself (a promotion fails, a
-		// rollback is refused, back to promoted), as it did before the
-		// take-over; taken over, it would stay held for good, since no
-		// later pass can put such a path back. A call that is gone
-		// leaves it to the next pass, as a crash does.
-		if _, herr := e.store.moveClaim(ctx, "hand back", r.ActionID, state, token, prev, e.now()); herr != nil {
-			err = errors.Join(err, herr)
-		}
-	}
-	return true, err
+	// A path something else changed since the promotion is left as
+	// found, not refused (see undoAround): the action is settled all the
+	// same, for no later pass could put such a path back, and a record
+	// left held would stop every start. A call that only stood still
+	// past the cutoff, and finds the action taken over, then fails
+	// (ErrTakenUp), as after any take-over.
+	return true, e.undoAround(ctx, e.recordJournal(r), r, true)
 }
 
 // ReasonInterrupted is the reason of an action whose promotion was
@@ -320,19 +327,148 @@ const ReasonInterrupted = "interrupted during promotion; its effects were undone
 // its claim token as Recover starts (ErrTakenUp, see stillHeld: another
 // recovery took it up, and settles it).
 func (e *Executor) undo(ctx context.Context, j *journal, r *record) error {
+	return e.undoAround(ctx, j, r, false)
+}
+
+// undoAround is undo; when around, with sandbox.RecoverAround: a path
+// something else changed since the promotion (neither image) is left as
+// found, every other path is put back, and r is settled all the same. A
+// promotion then fails with a reason naming each path left, the hash the
+// promotion left there and the one found, and what to check
+// (divergedReason); a rollback is completed, its audit entry saying the
+// same. The entry's detail lists them ("diverged"), and the log says so
+// at warn level.
+func (e *Executor) undoAround(ctx context.Context, j *journal, r *record, around bool) error {
 	from := r.State
 	snap, err := sandbox.ParseSnapshot(r.Snapshot)
 	if err != nil {
 		return fmt.Errorf("executor: recover %s: %w", r.ActionID, err)
 	}
-	if err := e.sb.Checked(e.stillHeld(r.ActionID, from, r.Claim)).Recover(ctx, snap); err != nil {
+	sb := e.sb.Checked(e.stillHeld(r.ActionID, from, r.Claim))
+	var left []sandbox.Divergence
+	if around {
+		left, err = sb.RecoverAround(ctx, snap)
+	} else {
+		err = sb.Recover(ctx, snap)
+	}
+	if err != nil {
 		return fmt.Errorf("executor: recover %s: %w", r.ActionID, err)
 	}
-	if from == stateRollingBack {
-		return e.rolledBack(ctx, j, r, snap, "recovered")
+	reason := ReasonInterrupted
+	if len(left) > 0 {
+		reason = divergedReason(from, left)
+		e.logger.Warn("executor: an interrupted action's files changed since; left as found, the action settled without them",
+			"action", r.ActionID, "task", r.Task, "state", from, "paths", divergedPaths(left), "reason", reason)
 	}
-	r.State, r.Reason, r.Updated = stateFailed, ReasonInterrupted, e.now()
-	j.add(audit.Entry{Actor: Host, Step: audit.StepFailed, Decision: "recovered", Reason: r.Reason,
-		Detail: detail(touched(undoDiffs(snap)))})
+	d := recoveredDetail{touchedDetail: touched(undoDiffs(snap)), Diverged: diverged(left)}
+	if from == stateRollingBack {
+		return e.rolledBack(ctx, j, r, snap, "recovered", left, reason, d)
+	}
+	r.State, r.Reason, r.Updated = stateFailed, reason, e.now()
+	j.add(audit.Entry{Actor: Host, Step: audit.StepFailed, Decision: "recovered", Reason: r.Reason, Detail: d.fitted()})
 	return j.commit(ctx, e.settle(r, from))
+}
+
+// ReasonDiverged begins the reason of an action whose promotion was cut
+// short and undone but for paths something else changed since.
+const ReasonDiverged = "interrupted during promotion; its effects were undone but for "
+
+// maxDivergedNamed bounds the paths a reason names (the audit entry's
+// detail lists them all, as they fit).
+const maxDivergedNamed = 8
+
+// divergedReason says what an interrupted promotion (or rollback, from)
+// left as found: each path (up to maxDivergedNamed), what the promotion
+// left there and what was found, and what to check.
+func divergedReason(from string, left []sandbox.Divergence) string {
+	var b strings.Builder
+	if from == stateRollingBack {
+		b.WriteString("interrupted during rollback; completed but for ")
+	} else {
+		b.WriteString(ReasonDiverged)
+	}
+	fmt.Fprintf(&b, "%d path(s) changed since, left as found: ", len(left))
+	for i, l := range left {
+		if i == maxDivergedNamed {
+			fmt.Fprintf(&b, "; and %d more (see the audit log)", len(left)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "%s (the promotion left %s, found %s)", l.Path, imageWords(l.Post, ""), imageWords(l.Found, l.Note))
+	}
+	b.WriteString(". Check these files: each holds neither what the action wrote nor what was there before it (another action, or someone, changed it); the node changed none of them")
+	return clean(b.String(), audit.MaxReasonLength, false)
+}
+
+// imageWords names an image in a reason: a file's hash, "no file", "a
+// directory", or note for what the sandbox does not read.
+func imageWords(img sandbox.Image, note string) string {
+	switch {
+	case note != "" && img.Kind != sandbox.KindDir:
+		return note
+	case img.Kind == sandbox.KindFile:
+		return "sha256 " + img.SHA256
+	case img.Kind == sandbox.KindDir && note != "":
+		return "a directory that " + note
+	case img.Kind == sandbox.KindDir:
+		return "a directory"
+	}
+	return "no file"
+}
+
+func divergedPaths(left []sandbox.Divergence) []string {
+	out := make([]string, len(left))
+	for i, l := range left {
+		out[i] = l.Path
+	}
+	return out
+}
+
+// recoveredDetail is the detail of a recovery's entry: the paths it
+// restored (see touched) and those it left as found.
+type recoveredDetail struct {
+	touchedDetail
+	Diverged []divergedPath `json:"diverged,omitempty"`
+}
+
+// divergedPath is a path a recovery left as found: Expected the hash of
+// what the promotion left there, Found the hash of what was found ("" for
+// no file), the kinds when they are not files, Note what the sandbox
+// does not read.
+type divergedPath struct {
+	Path         string       `json:"path"`
+	Expected     string       `json:"expected"`
+	ExpectedKind sandbox.Kind `json:"expected_kind"`
+	Found        string       `json:"found"`
+	FoundKind    sandbox.Kind `json:"found_kind,omitempty"`
+	Before       string       `json:"before,omitempty"`
+	Note         string       `json:"note,omitempty"`
+}
+
+func diverged(left []sandbox.Divergence) []divergedPath {
+	if len(left) == 0 {
+		return nil
+	}
+	out := make([]divergedPath, len(left))
+	for i, l := range left {
+		out[i] = divergedPath{Path: l.Path, Expected: l.Post.SHA256, ExpectedKind: l.Post.Kind,
+			Found: l.Found.SHA256, FoundKind: l.Found.Kind, Before: l.Pre.SHA256, Note: clean(l.Note, 256, false)}
+	}
+	return out
+}
+
+// fitted returns d within an entry's detail: the restored paths' images
+// and diff go first, then as many diverged paths as fit, the first
+// first (the reason names them too).
+func (d recoveredDetail) fitted() []byte {
+	if b := mustJSON(d); len(b) <= maxDetail {
+		return b
+	}
+	d.touchedDetail = touchedDetail{Paths: []touchedPath{}, PathsCut: len(d.Paths) + d.PathsCut}
+	for len(d.Diverged) > 0 && len(mustJSON(d)) > maxDetail {
+		d.Diverged = d.Diverged[:len(d.Diverged)-1]
+	}
+	return detail(d)
 }

@@ -95,7 +95,9 @@
 // promotion is all or nothing by undo, not
 // by one atomic step: a crash half-way leaves some paths promoted;
 // Recover with the snapshot (stored before Promote, from st.Snapshot())
-// restores them, and Sweep removes the temporary files left behind. Each
+// restores them, and Sweep removes the temporary files left behind; a
+// path that holds neither image refuses Recover, and RecoverAround leaves
+// it as found and restores the others. Each
 // temporary file is locked (flock) by its writer until it is renamed or
 // removed, and Sweep removes only those no process holds: several
 // processes may open the same folder (replicas of a node sharing their

@@ -77,17 +77,55 @@ func (s *Sandbox) promote(ctx context.Context, st *Staged, temps map[string]*tem
 // differs, and nothing is restored). A directory the promotion created is
 // removed only if it holds nothing else.
 func (s *Sandbox) Rollback(ctx context.Context, snap *Snapshot) error {
-	return s.restore(ctx, snap, false)
+	return s.restore(ctx, snap, false, nil)
 }
 
 // Recover is Rollback for a promotion that may have stopped half-way (a
 // crash, or ErrIncomplete): each path may be in its post-image or already
 // in its pre-image; any other state is ErrDiverged.
 func (s *Sandbox) Recover(ctx context.Context, snap *Snapshot) error {
-	return s.restore(ctx, snap, true)
+	return s.restore(ctx, snap, true, nil)
 }
 
-func (s *Sandbox) restore(ctx context.Context, snap *Snapshot, partial bool) error {
+// Divergence is a path RecoverAround left as it found it, something
+// else having changed it since the promotion.
+type Divergence struct {
+	Path string // virtual
+	// Pre and Post are the path's images in the snapshot, Found what it
+	// holds now (contents left out). Found is zero when the path cannot be
+	// read as the sandbox reads (a symbolic link, a FIFO, a file with
+	// another link or past MaxFileSize); Note then says what it is. For a
+	// directory the promotion created that holds something else now,
+	// Found is that directory and Note names the entry.
+	Pre, Post, Found Image
+	Note             string
+}
+
+// RecoverAround is Recover that never changes a path something else
+// changed since the promotion: a path that holds neither image (or
+// cannot be read as the sandbox reads, or is a directory the promotion
+// created that holds something else now) is left as found and returned,
+// in the snapshot's order, with the directories that hold it; every
+// other path is put back to its pre-image, as Recover would, all of them
+// or none (an error, and nothing changed).
+func (s *Sandbox) RecoverAround(ctx context.Context, snap *Snapshot) ([]Divergence, error) {
+	left := []Divergence{}
+	if err := s.restore(ctx, snap, true, &left); err != nil {
+		return nil, err
+	}
+	return left, nil
+}
+
+// unreadable reports whether err is load's for a path that holds what
+// the sandbox never reads or writes over: something else put it there.
+func unreadable(err error) bool {
+	return errors.Is(err, ErrSymlink) || errors.Is(err, ErrNotRegular) || errors.Is(err, ErrHardLink) || errors.Is(err, ErrLimit)
+}
+
+// restore is Rollback, or Recover when partial. With left (only with
+// partial), a path that diverged is appended to it and left as found,
+// rather than refused.
+func (s *Sandbox) restore(ctx context.Context, snap *Snapshot, partial bool, left *[]Divergence) error {
 	op := "rollback"
 	if partial {
 		op = "recover"
@@ -101,16 +139,26 @@ func (s *Sandbox) restore(ctx context.Context, snap *Snapshot, partial bool) err
 		return err
 	}
 	defer done()
+	leave := func(e entry, found Image, note string) {
+		*left = append(*left, Divergence{Path: Virtual(e.rel), Pre: e.pre.summary(), Post: e.post.summary(), Found: found.summary(), Note: note})
+	}
 	going := make(map[string]bool)
 	var steps []entry
 	for _, e := range entries {
 		cur, err := s.load(ctx, e.rel)
+		if left != nil && unreadable(err) {
+			leave(e, Image{}, strings.TrimPrefix(err.Error(), "sandbox: "))
+			continue
+		}
 		if err != nil {
 			return opErr(op, e.rel, err)
 		}
 		switch {
 		case cur.same(e.post):
 		case partial && cur.same(e.pre):
+			continue
+		case left != nil:
+			leave(e, cur, "")
 			continue
 		default:
 			return opErr(op, e.rel, ErrDiverged)
@@ -121,6 +169,12 @@ func (s *Sandbox) restore(ctx context.Context, snap *Snapshot, partial bool) err
 		steps = append(steps, entry{rel: e.rel, pre: cur, post: e.pre})
 		if (cur.Kind == KindFile && e.pre.Kind != KindFile) || (cur.Kind == KindDir && e.pre.Kind != KindDir) {
 			going[e.rel] = true
+		}
+	}
+	if left != nil {
+		var err error
+		if steps, err = s.keepHolding(ctx, op, steps, going, entries, leave); err != nil {
+			return err
 		}
 	}
 	// A directory to remove must hold nothing but what goes with it.
@@ -139,6 +193,37 @@ func (s *Sandbox) restore(ctx context.Context, snap *Snapshot, partial bool) err
 		}
 	}
 	return s.transition(ctx, op, steps, nil)
+}
+
+// keepHolding takes out of steps, the deepest first, the removals of
+// directories that hold something that stays (a path left as found,
+// something else put there), reporting each to leave; going is updated.
+func (s *Sandbox) keepHolding(ctx context.Context, op string, steps []entry, going map[string]bool, entries []entry,
+	leave func(e entry, found Image, note string)) ([]entry, error) {
+	depth := func(rel string) int { return strings.Count(rel, "/") }
+	var dirs []entry
+	for _, e := range steps {
+		if e.pre.Kind == KindDir && e.post.Kind != KindDir {
+			dirs = append(dirs, e)
+		}
+	}
+	slices.SortStableFunc(dirs, func(a, b entry) int { return depth(b.rel) - depth(a.rel) })
+	kept := make(map[string]bool)
+	for _, d := range dirs {
+		names, err := s.names(ctx, d.rel)
+		if err != nil {
+			return nil, opErr(op, d.rel, err)
+		}
+		for _, n := range names {
+			if !going[join(d.rel, n)] {
+				kept[d.rel], going[d.rel] = true, false
+				i := slices.IndexFunc(entries, func(e entry) bool { return e.rel == d.rel })
+				leave(entries[i], d.pre, fmt.Sprintf("holds %q", n))
+				break
+			}
+		}
+	}
+	return slices.DeleteFunc(steps, func(e entry) bool { return kept[e.rel] }), nil
 }
 
 // names lists the directory rel, temporary files included.

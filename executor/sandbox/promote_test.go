@@ -2,6 +2,8 @@ package sandbox_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"os"
@@ -402,4 +404,70 @@ func TestPromoteTotalBytesOfConcurrentStagings(t *testing.T) {
 			t.Fatalf("prepared %v: Counts = %+v, %v", prepared, c, err)
 		}
 	}
+}
+
+// TestRecoverAround: after a promotion, one file changed by someone else
+// (new/x.txt, in a directory the promotion created) and one made a
+// symbolic link (b.txt). RecoverAround puts back the paths still as the
+// promotion left them (a.txt), leaves the others as found, the
+// directory holding one of them too, and names each; Recover refuses the
+// same state and changes nothing.
+func TestRecoverAround(t *testing.T) {
+	ctx := context.Background()
+	dir, sb := newSandbox(t, sandbox.Limits{}, map[string]string{"a.txt": "a\n", "b.txt": "b\n"})
+	st, err := sb.Stage(ctx, []sandbox.Change{
+		sandbox.Write{Path: "/sandbox/a.txt", Content: []byte("a after\n")},
+		sandbox.Write{Path: "/sandbox/b.txt", Content: []byte("b after\n")},
+		sandbox.Mkdir{Path: "/sandbox/new"},
+		sandbox.Write{Path: "/sandbox/new/x.txt", Content: []byte("x\n")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := st.Snapshot()
+	if _, err := sb.Promote(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	populate(t, dir, map[string]string{"new/x.txt": "edited\n", "elsewhere.txt": "e\n"})
+	if err := os.Remove(filepath.Join(dir, "b.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("elsewhere.txt", filepath.Join(dir, "b.txt")); err != nil {
+		t.Fatal(err)
+	}
+	before := treeHash(t, dir)
+	if err := sb.Recover(ctx, snap); !errors.Is(err, sandbox.ErrDiverged) && !errors.Is(err, sandbox.ErrSymlink) {
+		t.Fatalf("Recover = %v; want it refused", err)
+	}
+	if treeHash(t, dir) != before {
+		t.Fatal("the refused Recover changed the tree")
+	}
+	left, err := sb.RecoverAround(ctx, snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]sandbox.Divergence{}
+	for _, l := range left {
+		got[l.Path] = l
+	}
+	if len(left) != 3 || got["/sandbox/b.txt"].Note == "" || got["/sandbox/new/x.txt"].Found.SHA256 != hashOf("edited\n") ||
+		got["/sandbox/new/x.txt"].Post.SHA256 != hashOf("x\n") || got["/sandbox/new"].Note != `holds "x.txt"` {
+		t.Fatalf("left %+v; want b.txt, new/x.txt and new", left)
+	}
+	for p, want := range map[string]string{"a.txt": "a\n", "new/x.txt": "edited\n"} {
+		if b, err := os.ReadFile(filepath.Join(dir, p)); err != nil || string(b) != want {
+			t.Errorf("%s = %q, %v; want %q", p, b, err, want)
+		}
+	}
+	if l, err := os.Readlink(filepath.Join(dir, "b.txt")); err != nil || l != "elsewhere.txt" {
+		t.Errorf("b.txt: %q, %v; want the link left", l, err)
+	}
+	if again, err := sb.RecoverAround(ctx, snap); err != nil || len(again) != 3 {
+		t.Errorf("second RecoverAround = %+v, %v; want the same three left, nothing else", again, err)
+	}
+}
+
+func hashOf(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
 }
