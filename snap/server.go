@@ -131,6 +131,13 @@ type ServerConfig struct {
 	Results ResultStore
 	// Observer, when set, is told of every message answered (metrics).
 	Observer Observer
+	// RequestTimeout, when above 0, bounds the handling of a request that
+	// does not stream, its validation included, up to its answer: past
+	// it the handler's context ends (the database calls waiting are
+	// abandoned) and a handler that fails for it is answered 5003 with
+	// retryAfter (ErrTimedOut's answer), its claim settled as any 5003's.
+	// A streaming method has bounds of its own.
+	RequestTimeout time.Duration
 }
 
 // Observer is told of each answered message: the method answered (as the
@@ -354,6 +361,12 @@ func ResultTask(payload []byte) (id, state, message string) {
 // serve is Respond and Stream: events of a streaming method go to send,
 // or nowhere when send is nil. tm, when set, gets the times.
 func (s *Server) serve(ctx context.Context, in Inbound, send func(*Message) error, tm *timing) *Message {
+	whole := ctx
+	if s.cfg.RequestTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, s.cfg.RequestTimeout, errRequestTimedOut)
+		defer cancel()
+	}
 	v, env, err := s.cfg.Validator.validate(ctx, in.Raw, in.Signer, in.Via, true)
 	if tm != nil {
 		tm.verified = time.Now()
@@ -368,7 +381,7 @@ func (s *Server) serve(ctx context.Context, in Inbound, send func(*Message) erro
 			s.cfg.Logger.Debug("snap: a late delivery failed before it was recorded; not answered", "via", in.Via, "err", err)
 			return nil
 		}
-		return s.fail(ctx, env, err, lim)
+		return s.fail(ctx, env, s.timedOut(ctx, err), lim)
 	}
 	if v.Type != TypeRequest {
 		return nil
@@ -386,8 +399,10 @@ func (s *Server) serve(ctx context.Context, in Inbound, send func(*Message) erro
 		}
 	}
 	if streams {
-		return s.stream(ctx, sh, v, send, lim, tm, func(err error) (*Message, bool) {
-			return s.settleClaim(ctx, in, env, v, err, lim)
+		// A stream is bounded by its handler (its longest duration), not
+		// by the request time-out.
+		return s.stream(whole, sh, v, send, lim, tm, func(err error) (*Message, bool) {
+			return s.settleClaim(whole, in, env, v, err, lim)
 		})
 	}
 	if !ok {
@@ -399,6 +414,7 @@ func (s *Server) serve(ctx context.Context, in Inbound, send func(*Message) erro
 		ctx = context.WithValue(ctx, keptKey{}, kept)
 	}
 	payload, err := s.call(ctx, h, v)
+	err = s.timedOut(ctx, err)
 	if resp, replaced := s.settleClaim(ctx, in, env, v, err, lim); replaced {
 		return resp
 	}
@@ -481,7 +497,7 @@ func (s *Server) settleClaim(ctx context.Context, in Inbound, env *envelope, v *
 		s.cfg.Logger.Debug("snap: a late delivery failed before it was recorded; not answered", "via", in.Via, "err", err)
 		return nil, true
 	}
-	return s.fail(ctx, env, err, lim), true
+	return s.fail(ctx, env, s.timedOut(ctx, err), lim), true
 }
 
 // spent answers a request whose own replay record holds its id but whose
@@ -504,6 +520,30 @@ func (s *Server) spent(ctx context.Context, v *Verified, failed error, lim limit
 		Data: map[string]any{"id": v.ID, "firstSeen": v.Claim.Record.FirstSeen.Unix()},
 	}, lim)
 }
+
+// errRequestTimedOut is the cause of a request's context ended by
+// ServerConfig.RequestTimeout.
+var errRequestTimedOut = errors.New("snap: the request time-out passed")
+
+// timedOut returns err, or, when err is one SNAP tells the requester to
+// retry (or no SNAP error) and ctx ended for the request time-out, the
+// 5003 that says so: the node did not finish in time (its database slow
+// or not answering), and the request may be sent again a little later.
+func (s *Server) timedOut(ctx context.Context, err error) error {
+	if err == nil || !retryable(err) || !errors.Is(context.Cause(ctx), errRequestTimedOut) ||
+		errors.Is(err, ErrRedelivered) || errors.Is(err, ErrClaimTaken) {
+		return err
+	}
+	s.cfg.Logger.Warn("snap: a request did not finish within the request time-out; answered 5003",
+		"timeout", s.cfg.RequestTimeout, "err", err)
+	return &Error{Code: CodeServiceUnavailable,
+		Message: fmt.Sprintf("the request did not finish within the node's request time-out (%v); send it again shortly", s.cfg.RequestTimeout),
+		Data:    map[string]any{"retryAfter": timedOutRetryAfter, "timeout": s.cfg.RequestTimeout.Seconds()}}
+}
+
+// timedOutRetryAfter is the retryAfter, in seconds, of a request that
+// did not finish within the request time-out.
+const timedOutRetryAfter = 5
 
 // retryable reports whether a handler's error is one SNAP tells the
 // requester to retry, the message not processed: a 5xxx code of

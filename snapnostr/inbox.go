@@ -84,6 +84,14 @@ type InboxConfig struct {
 	// a request is taken here whatever its share.
 	Shares                  Shares
 	Deferred, DeferredBytes int
+	// StepTimeout bounds each of the inbox's own database steps around a
+	// request (default 10 s): the checkpoint's Seen, before the request
+	// is queued, and Done, after its answer; the claim of its answer
+	// (Replay). A step that takes longer is abandoned as one that failed,
+	// so that a database that does not answer holds neither the
+	// subscription's reader nor a worker. The handling itself is the
+	// Handler's to bound (snap.ServerConfig.RequestTimeout).
+	StepTimeout time.Duration
 	// Replay, with Shares, is the replay store shared by the replicas.
 	// It tells which of the requests kept for another replica some
 	// process took (Recorded): when a request's grace passes it is
@@ -155,6 +163,9 @@ type Inbox struct {
 	late      sync.Map // *nostr.Event → struct{}
 	ready     chan struct{}
 	readyOnce sync.Once
+	// seenAfter is when (Unix nanoseconds) the checkpoint's Seen is
+	// asked again once it timed out (see admit).
+	seenAfter atomic.Int64
 }
 
 // NewInbox returns an Inbox for cfg.
@@ -174,6 +185,7 @@ func NewInbox(cfg InboxConfig) *Inbox {
 	defaults.Positive(&cfg.Refusals, 256)
 	defaults.Positive(&cfg.Deferred, 8192)
 	defaults.Positive(&cfg.DeferredBytes, 16<<20)
+	defaults.Positive(&cfg.StepTimeout, 10*time.Second)
 	if cfg.Verifier == nil {
 		cfg.Verifier = relay.NewVerifier()
 	}
@@ -396,10 +408,20 @@ func (in *Inbox) verify(ev *nostr.Event) bool {
 // before or its key is over its rate. A late one (see snap.Inbound.Late)
 // is dropped where another would be refused: its owner answered it.
 func (in *Inbox) admit(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Queue[string, *nostr.Event], refusals *refuser, late bool) {
-	if ev.Kind == relay.KindMessage && in.cfg.Checkpoint != nil {
-		if seen, err := in.cfg.Checkpoint.Seen(ctx, ev.ID); err != nil {
+	if ev.Kind == relay.KindMessage && in.cfg.Checkpoint != nil && in.cfg.Now().UnixNano() >= in.seenAfter.Load() {
+		// On the subscription's reader: bounded more tightly, and, once
+		// it timed out, not asked for a while, so that a database that
+		// does not answer holds the reader seenTimeout once, not once a
+		// request.
+		sctx, cancel := context.WithTimeout(ctx, min(in.cfg.StepTimeout, seenTimeout))
+		seen, err := in.cfg.Checkpoint.Seen(sctx, ev.ID)
+		cancel()
+		if err != nil {
 			if ctx.Err() != nil {
 				return // stopping
+			}
+			if sctx.Err() != nil {
+				in.seenAfter.Store(in.cfg.Now().Add(seenPause).UnixNano())
 			}
 			in.cfg.Logger.Error("inbox checkpoint", "err", err)
 		} else if seen {
@@ -433,6 +455,15 @@ func (in *Inbox) admit(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Que
 		}
 	}
 }
+
+// seenTimeout bounds the checkpoint's Seen, which the subscription's
+// reader waits for: past it the request is queued as one not seen (the
+// replay store still stops a second processing).
+const seenTimeout = 2 * time.Second
+
+// seenPause is how long the checkpoint's Seen is not asked once it
+// timed out: the requests meanwhile are queued unchecked.
+const seenPause = 10 * time.Second
 
 // reviewDeferred takes up, every tick until ctx ends, the requests kept
 // aside that have become this process's (their owner stopped receiving);
@@ -681,6 +712,8 @@ func (in *Inbox) done(ctx context.Context, ev *nostr.Event) {
 		}
 	}()
 	at := min(ev.CreatedAt, nostr.Timestamp(in.cfg.Now().Unix()))
+	ctx, cancel := context.WithTimeout(ctx, in.cfg.StepTimeout)
+	defer cancel()
 	if err := in.cfg.Checkpoint.Done(ctx, ev.ID, at); err != nil {
 		in.cfg.Logger.Error("inbox checkpoint", "event", ev.ID, "err", err)
 	}
@@ -721,6 +754,8 @@ func (in *Inbox) claim(ctx context.Context, req *nostr.Event, resp *snap.Message
 	now := in.cfg.Now()
 	rec := snap.ReplayRecord{FirstSeen: now, Expires: now.Add(max(snap.MinReplayRetention, 2*in.cfg.Shares.Grace())),
 		Fingerprint: sha256.Sum256([]byte(req.ID)), Via: req.ID}
+	ctx, cancel := context.WithTimeout(ctx, in.cfg.StepTimeout)
+	defer cancel()
 	_, first, err := in.cfg.Replay.Remember(ctx, AnswerFrom, req.ID, rec)
 	switch {
 	case err != nil:

@@ -189,6 +189,17 @@ type Config struct {
 	// known identities and newcomers each; past it the 5002 comes at once.
 	StreamWaitTimeout Duration `toml:"stream_wait_timeout"`
 	MaxStreamWaiters  int      `toml:"max_stream_waiters"`
+	// RequestTimeout bounds the handling of one request, on every
+	// transport, up to its answer: past it the database calls still
+	// waiting are abandoned and the requester is answered 5003 with
+	// retryAfter, the request's id unspent. Streams and the steps after a
+	// request's commit (a run of proposals) have bounds of their own.
+	RequestTimeout Duration `toml:"request_timeout"`
+	// BackgroundTimeout bounds one pass of each background loop on the
+	// database (the audit sealer and pruner, the recounts, the replay
+	// and retention sweeps, the agent queue's): a pass that takes longer
+	// is abandoned and the next tick tries again.
+	BackgroundTimeout Duration `toml:"background_timeout"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `toml:"log_level"`
 	// LogFormat is text (key=value lines) or json (one object a line).
@@ -547,6 +558,8 @@ func Default() Config {
 		MaxStreamsPerKey:      16,
 		StreamWaitTimeout:     Duration{10 * time.Second},
 		MaxStreamWaiters:      256,
+		RequestTimeout:        Duration{DefaultRequestTimeout},
+		BackgroundTimeout:     Duration{DefaultBackgroundTimeout},
 		Card: Card{
 			Name:        "snapnode",
 			Description: "A SNAP agent run by snapnode: send it a task; file actions are validated, judged by policy and sandboxed.",
@@ -729,6 +742,8 @@ var settings = []setting{
 	intSetting("max-streams-per-key", "SNAPNODE_MAX_STREAMS_PER_KEY", "hold at most `N` streams of one key's addresses (mainnet and testnet) together", func(c *Config) *int { return &c.MaxStreamsPerKey }),
 	intSetting("max-newcomer-streams", "SNAPNODE_MAX_NEWCOMER_STREAMS", "hold at most `N` streams of identities with no task history together (0: half of --max-streams)", func(c *Config) *int { return &c.MaxNewcomerStreams }),
 	durationSetting("stream-wait-timeout", "SNAPNODE_STREAM_WAIT_TIMEOUT", "let a stream request wait `DURATION` for a slot, known identities first, before refusing it (0: refuse at once)", func(c *Config) *Duration { return &c.StreamWaitTimeout }),
+	durationSetting("request-timeout", "SNAPNODE_REQUEST_TIMEOUT", "answer a request that is not done within `DURATION` 5003, abandoning its database calls (streams and runs of proposals excepted)", func(c *Config) *Duration { return &c.RequestTimeout }),
+	durationSetting("background-timeout", "SNAPNODE_BACKGROUND_TIMEOUT", "abandon one pass of a background loop on the database (sealer, recounts, sweeps, retention) after `DURATION`, to try again at its next tick", func(c *Config) *Duration { return &c.BackgroundTimeout }),
 	intSetting("max-stream-waiters", "SNAPNODE_MAX_STREAM_WAITERS", "let at most `N` stream requests wait for a slot, known identities and newcomers each", func(c *Config) *int { return &c.MaxStreamWaiters }),
 	intSetting("max-live-tasks-per-requester", "SNAPNODE_MAX_LIVE_TASKS_PER_REQUESTER", "hold at most `N` live (not ended) tasks of one requester (over: 5002; 0: no bound)", func(c *Config) *int { return &c.MaxLiveTasksPerRequester }),
 	intSetting("max-live-tasks", "SNAPNODE_MAX_LIVE_TASKS", "hold at most `N` live (not ended) tasks of all requesters together (over: 5003; 0: no bound)", func(c *Config) *int { return &c.MaxLiveTasks }),
@@ -1083,6 +1098,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxLiveTasksPerRequester < 0 || c.MaxLiveTasks < 0 {
 		errs = append(errs, fmt.Errorf("config: max_live_tasks_per_requester %d, max_live_tasks %d: want 0 (no bound) or more", c.MaxLiveTasksPerRequester, c.MaxLiveTasks))
+	}
+	if c.RequestTimeout.Duration <= 0 || c.BackgroundTimeout.Duration <= 0 {
+		errs = append(errs, fmt.Errorf("config: request_timeout %v, background_timeout %v: want more than 0", c.RequestTimeout.Duration, c.BackgroundTimeout.Duration))
 	}
 	if c.StreamWaitTimeout.Duration < 0 {
 		errs = append(errs, fmt.Errorf("config: stream_wait_timeout %v: want 0 (refuse at once) or more", c.StreamWaitTimeout.Duration))
@@ -1450,6 +1468,13 @@ func (c *Config) KeyPath() string {
 	}
 	return filepath.Join(c.DataDir, "identity.key")
 }
+
+// DefaultRequestTimeout is the default RequestTimeout: under the 30 s
+// the SNAP SDK's requester waits, so that its answer reaches it.
+const DefaultRequestTimeout = 20 * time.Second
+
+// DefaultBackgroundTimeout is the default BackgroundTimeout.
+const DefaultBackgroundTimeout = 5 * time.Minute
 
 // MemoryDatabase as the database keeps tasks and replay records in memory:
 // nothing survives a restart. For throwaway nodes and measurements.

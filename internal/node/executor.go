@@ -131,7 +131,7 @@ func startExecutor(ctx context.Context, cfg config.Config, db *sqldb.DB, key *id
 	}
 	// Once the executor is on the log: its pruning stops before the
 	// first entry of an action still open (audit.Log.KeepOpen).
-	startAuditPruner(ctx, log, logger, &closers)
+	startAuditPruner(ctx, log, cfg.BackgroundTimeout.Duration, logger, &closers)
 	// Before anything may run an action: a promotion a crash interrupted
 	// is undone. On a shared database only the old ones: a younger one
 	// may be a replica's, in progress (the reconcile passes take it up
@@ -150,7 +150,7 @@ func startExecutor(ctx context.Context, cfg config.Config, db *sqldb.DB, key *id
 // them) whose task is gone (see Executor.Forget), now and every
 // auditPruneInterval (see every): a task's file contents and diffs go with
 // the task.
-func startForgetting(ctx context.Context, exec *executor.Executor, svc *tasks.Service, retention time.Duration, logger *slog.Logger, closers *[]func() error) {
+func startForgetting(ctx context.Context, exec *executor.Executor, svc *tasks.Service, retention, bound time.Duration, logger *slog.Logger, closers *[]func() error) {
 	if retention <= 0 {
 		return
 	}
@@ -161,7 +161,7 @@ func startForgetting(ctx context.Context, exec *executor.Executor, svc *tasks.Se
 		}
 		return false, err
 	}
-	every(ctx, auditPruneInterval, false, func(ctx context.Context, now time.Time) (int, error) {
+	every(ctx, auditPruneInterval, bound, false, func(ctx context.Context, now time.Time) (int, error) {
 		return exec.Forget(ctx, now.Add(-retention), gone)
 	},
 		func(n int, err error) {
@@ -275,8 +275,8 @@ func auditLevels(a config.Audit) executor.AuditLevels {
 // (the entries due do not verify: the log was tampered with, and pruning
 // never erases that) is logged and the node runs on, its log untouched,
 // for `snapnode audit verify` to name.
-func startAuditPruner(ctx context.Context, log *audit.Log, logger *slog.Logger, closers *[]func() error) {
-	every(ctx, auditPruneInterval, true, func(ctx context.Context, _ time.Time) (int64, error) { return log.Prune(ctx) },
+func startAuditPruner(ctx context.Context, log *audit.Log, bound time.Duration, logger *slog.Logger, closers *[]func() error) {
+	every(ctx, auditPruneInterval, bound, true, func(ctx context.Context, _ time.Time) (int64, error) { return log.Prune(ctx) },
 		func(removed int64, err error) {
 			if err != nil {
 				logger.Error("audit log: prune", "err", err)
@@ -295,6 +295,9 @@ const (
 	auditSealInterval = time.Hour
 	auditSealEvery    = 256
 )
+
+// finalSealTimeout bounds the seal made at a clean stop.
+const finalSealTimeout = 5 * time.Second
 
 // startAuditSealer seals log's head every auditSealInterval from now, and
 // once more when the closer it appends runs (a clean stop); a head
@@ -320,7 +323,11 @@ func startAuditSealer(ctx context.Context, log *audit.Log, logger *slog.Logger, 
 		cancel()
 		<-done
 		tick.Stop()
-		report(log.Seal(context.WithoutCancel(ctx)))
+		// The last seal, bounded: a database that does not answer
+		// must not hold the stop.
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalSealTimeout)
+		defer cancel()
+		report(log.Seal(fctx))
 		return nil
 	})
 }
@@ -329,7 +336,17 @@ func startAuditSealer(ctx context.Context, log *audit.Log, logger *slog.Logger, 
 // goroutine, so that a backlog does not hold the node's start), then
 // every interval in a goroutine that the closer it appends stops, telling
 // report of each round.
-func every[N any](ctx context.Context, interval time.Duration, first bool, job func(context.Context, time.Time) (N, error), report func(N, error), closers *[]func() error) {
+//
+// Each round is bounded by bound: one whose database calls do not
+// return (a server that hung) is abandoned, and the next tick runs it
+// again.
+func every[N any](ctx context.Context, interval, bound time.Duration, first bool, job func(context.Context, time.Time) (N, error), report func(N, error), closers *[]func() error) {
+	unbounded := job
+	job = func(ctx context.Context, now time.Time) (N, error) {
+		ctx, cancel := context.WithTimeout(ctx, bound)
+		defer cancel()
+		return unbounded(ctx, now)
+	}
 	if first {
 		report(job(ctx, time.Now()))
 	}

@@ -264,7 +264,7 @@ func (w *wiring) startForgetting(ctx context.Context) error {
 		return nil
 	}
 	var closers []func() error
-	startForgetting(ctx, n.exec.exec, n.Tasks, n.cfg.TaskRetention.Duration, n.logger, &closers)
+	startForgetting(ctx, n.exec.exec, n.Tasks, n.cfg.TaskRetention.Duration, n.cfg.BackgroundTimeout.Duration, n.logger, &closers)
 	for _, c := range closers {
 		n.parts.push("executor's forgetting", c)
 	}
@@ -460,7 +460,7 @@ func (w *wiring) startServer(context.Context) error {
 	n := w.n
 	w.server = snap.NewServer(snap.ServerConfig{
 		Key: n.key, Network: n.network, Router: w.router, Logger: n.logger.With("part", "snap"),
-		Results: w.results, Observer: w.mx,
+		Results: w.results, Observer: w.mx, RequestTimeout: n.cfg.RequestTimeout.Duration,
 		Validator: w.validator,
 	})
 	return nil
@@ -485,6 +485,9 @@ func (w *wiring) startInbox(ctx context.Context) error {
 		Key: n.key, Transport: n.pool, Handler: w.server, Checkpoint: cp, Verifier: w.verifier,
 		Logger: n.logger.With("part", "inbox"), Workers: n.cfg.Workers, ReplyTTL: n.cfg.ReplyTTL.Duration, MaxDrift: n.cfg.MaxDrift.Duration,
 		KeyLimiter: n.nostrKeyLimits,
+		// The inbox's own steps on the database around a request (its
+		// checkpoint, the claim of its answer) within the request's bound.
+		StepTimeout: min(n.cfg.RequestTimeout.Duration, 10*time.Second),
 		// The task service's stream slots decide who streams (per
 		// identity and key, known peers before newcomers, a bounded
 		// wait): the inbox only bounds its goroutines, past those slots
