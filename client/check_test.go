@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nbd-wtf/go-nostr"
 
@@ -220,5 +221,26 @@ func TestReplyFromAnAgentWhoseClockIsBehind(t *testing.T) {
 	}
 	if string(resp.Payload) != good {
 		t.Errorf("payload %s", resp.Payload)
+	}
+}
+
+// A refusal addressed to no one over HTTP (where refusals are HTTP
+// statuses) is refused, and the error names the SNAP error it carried,
+// cut to 500 bytes: the agent chooses its message (up to the transport's
+// message size, megabytes over HTTP), not the size of the requester's
+// errors and the log lines that carry them.
+func TestRefusedErrorHintCut(t *testing.T) {
+	long := strings.Repeat("busy \u00e9t\u00e9 ", 3000) // 36 kB, two-byte runes
+	refusal := answer{to: "-", payload: `{"error":{"code":5003,"message":"` + long + `"}}`}
+	url := fake(t, func(w http.ResponseWriter, req *snap.Message) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(refusal.build(t, serverKey, req))
+	})
+	_, err := client.NewHTTP(client.HTTPConfig{Key: clientKey}).To(url, addr(serverKey)).Send(context.Background(), "tasks/get", []byte(`{"taskId":"t"}`))
+	if !errors.Is(err, client.ErrInvalidResponse) || !strings.Contains(err.Error(), "it carried error 5003: busy") {
+		t.Fatalf("error %.300v; want ErrInvalidResponse naming the error carried", err)
+	}
+	if n := len(err.Error()); n > 1000 || !utf8.ValidString(err.Error()) {
+		t.Errorf("the error is %d bytes (valid UTF-8: %v); want the agent's message cut", n, utf8.ValidString(err.Error()))
 	}
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/snap"
@@ -198,10 +200,29 @@ func (x *exchange) check(ctx context.Context, raw []byte, signer *[32]byte, even
 	return got, nil
 }
 
-// errorHint names the SNAP error a refused response carried, if any.
+// errorHint names the SNAP error a refused response carried, if any, its
+// message cut to maxHintText bytes: the agent chooses it, up to the
+// transport's message size (megabytes over HTTP), and the error goes into
+// its caller's log lines and errors.
 func errorHint(payload []byte) string {
 	if e := snap.ResponseError(payload); e != nil {
-		return fmt.Sprintf("; it carried error %d: %s", int(e.Code), e.Message)
+		return fmt.Sprintf("; it carried error %d: %s", int(e.Code), cutText(e.Message, maxHintText))
 	}
 	return ""
+}
+
+// maxHintText bounds the message of the SNAP error a refused response
+// carried, as errorHint names it.
+const maxHintText = 500
+
+// cutText is s, as valid UTF-8, cut to at most n bytes and marked so.
+func cutText(s string, n int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
