@@ -69,7 +69,7 @@ func (r *Runtime) work(ctx context.Context, cancel context.CancelCauseFunc, task
 	}
 	cause := context.Cause(ctx)
 	switch {
-	case errors.Is(cause, errCanceled):
+	case errors.Is(cause, ErrCanceled):
 		if jr.j != nil {
 			bg := context.WithoutCancel(ctx)
 			jr.j.Status, jr.j.Reason = Canceled, "the task was canceled"

@@ -86,6 +86,14 @@ var ErrWorkerFailed = errors.New("the worker failed")
 // or a delegate stopped there did not break its protocol.
 var ErrTimeLimit = errors.New("the job reached its time limit")
 
+// ErrCanceled is the cause (context.Cause) of a job's context, and of
+// its model call's, when its task was canceled (by its requester or an
+// operator): a model that started work elsewhere for the job (a
+// delegate's task on another agent) stops it, where a job stopped because
+// the node stops (or its lease was lost) is taken up again and goes on
+// with that work.
+var ErrCanceled = errors.New("agent: the task was canceled")
+
 // The roles of chat messages.
 const (
 	RoleSystem    = "system"

@@ -882,11 +882,8 @@ func (r *Runtime) serve(requester string, now time.Time) {
 // Running returns how many jobs this process works on now.
 func (r *Runtime) Running() int { return len(r.slots) }
 
-// errCanceled and errShutdown are the causes a job's context ends with.
-var (
-	errCanceled = errors.New("agent: the task was canceled")
-	errShutdown = errors.New("agent: the node is stopping")
-)
+// errShutdown is a cause a job's context ends with (see ErrCanceled).
+var errShutdown = errors.New("agent: the node is stopping")
 
 // keep renews the job's lease while it runs and cancels the job when the
 // lease is lost or the task canceled (seen in its events, or at a renewal
@@ -907,7 +904,7 @@ func (r *Runtime) keep(ctx context.Context, taskID string, cancel context.Cancel
 				continue
 			}
 			if ev.Status != nil && ev.Status.State == tasks.StateCanceled {
-				cancel(errCanceled)
+				cancel(ErrCanceled)
 				return
 			}
 		case <-tick.C:
@@ -927,7 +924,7 @@ func (r *Runtime) keep(ctx context.Context, taskID string, cancel context.Cancel
 				return
 			}
 			if t, err := r.cfg.Tasks.Task(ctx, taskID); err == nil && t.Status.State == tasks.StateCanceled {
-				cancel(errCanceled)
+				cancel(ErrCanceled)
 				return
 			}
 		}

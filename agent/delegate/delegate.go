@@ -57,6 +57,10 @@ type Config struct {
 	// StepTimeout bounds the wait for one answer (0: only the caller's
 	// context bounds it).
 	StepTimeout time.Duration
+	// CancelTimeout bounds the tasks/cancel sent for the job's task on
+	// the delegate when the node gives up on a step (default
+	// DefaultCancelTimeout).
+	CancelTimeout time.Duration
 	// MaxLineBytes bounds one answer (default worker.DefaultMaxLineBytes).
 	MaxLineBytes int
 	// Audit, when set, records every protocol violation.
@@ -141,6 +145,9 @@ func New(cfg Config) (*Delegate, error) {
 	}
 	if cfg.MaxLineBytes <= 0 {
 		cfg.MaxLineBytes = worker.DefaultMaxLineBytes
+	}
+	if cfg.CancelTimeout <= 0 {
+		cfg.CancelTimeout = DefaultCancelTimeout
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -239,7 +246,7 @@ func (d *Delegate) Complete(ctx context.Context, pr agent.Prompt) (*agent.Comple
 	sent := st.messageID
 	to, err := d.find(ctx)
 	if err != nil {
-		return nil, d.failed(outer, ctx, job, pr.Step, err)
+		return nil, d.failed(outer, ctx, nil, job, "", pr.Step, err)
 	}
 	req := map[string]any{"message": snap.InnerMessage{MessageID: sent, Role: snap.RoleUser,
 		Parts: []snap.Part{snap.DataPart(line)}}, "idempotencyKey": st.key}
@@ -276,7 +283,13 @@ func (d *Delegate) Complete(ctx context.Context, pr agent.Prompt) (*agent.Comple
 		}
 	}
 	if err != nil {
-		return nil, d.failed(outer, ctx, job, pr.Step, err)
+		// The job's task on the delegate, if known: the one the step
+		// continues, or the one its answer named while at work.
+		task := remote.id
+		if a.taskID != "" {
+			task = a.taskID
+		}
+		return nil, d.failed(outer, ctx, to, job, task, pr.Step, err)
 	}
 	if a.rule != "" {
 		d.EndJob(job)
@@ -549,26 +562,101 @@ func NewHTTP(key *identity.Key, address string, private bool, logger *slog.Logge
 // step time-out (step's deadline) or the caller's deadline (outer's) it is
 // a violation, and the job waits for a human; a canceled step (the node
 // stops) or a failed exchange is returned as it is, and the runtime
-// retries the step.
-func (d *Delegate) failed(outer, step context.Context, job string, seq int, err error) error {
+// retries the step. When the node gives up on the step (a time-out, the
+// job's time limit, the job canceled: agent.ErrCanceled), the job's task
+// on the delegate, task ("": not known), sent on to, is canceled
+// (cancelTask), and the error says so; a step stopped because the node
+// stops, or the job went to another process, leaves it at work, for the
+// step sent again when the job is taken up.
+func (d *Delegate) failed(outer, step context.Context, to client.Transport, job, task string, seq int, err error) error {
 	var limit string
-	switch {
-	case errors.Is(context.Cause(outer), agent.ErrTimeLimit):
+	switch cause := context.Cause(outer); {
+	case errors.Is(cause, agent.ErrTimeLimit):
 		// The job's time ran out, not the delegate's.
 		d.EndJob(job)
-		return worker.TimeLimit(d.log, d.cfg.Audit, job, seq, map[string]any{"delegate": d.cfg.Address})
+		stopped := worker.TimeLimit(d.log, d.cfg.Audit, job, seq, map[string]any{"delegate": d.cfg.Address})
+		if note := d.cancelTask(outer, to, job, task, seq, "the job reached its time limit"); note != "" {
+			return fmt.Errorf("%w; %s", stopped, note)
+		}
+		return stopped
 	case errors.Is(outer.Err(), context.DeadlineExceeded):
 		limit = "the request time-out"
 	case outer.Err() == nil && errors.Is(step.Err(), context.DeadlineExceeded):
 		limit = "its step time-out of " + d.cfg.StepTimeout.String()
 	default:
+		switch {
+		case errors.Is(cause, agent.ErrCanceled):
+			d.EndJob(job)
+			d.cancelTask(outer, to, job, task, seq, "the job was canceled")
+		case outer.Err() != nil && to != nil:
+			d.log.Info("delegate: the step was stopped (the node stops, or the job went to another process); the job's task on the delegate is left at work, for the step sent again when the job is taken up",
+				"job", job, "step", seq, "task", task)
+		}
 		if ctxErr := outer.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
 			err = fmt.Errorf("%w (%w)", err, ctxErr)
 		}
 		return fmt.Errorf("delegate: %w", err)
 	}
 	d.EndJob(job)
-	return d.violation(job, "timeout", fmt.Sprintf("the delegate did not answer step %d within %s: %v", seq, limit, err))
+	reason := fmt.Sprintf("the delegate did not answer step %d within %s: %v", seq, limit, err)
+	if note := d.cancelTask(outer, to, job, task, seq, "the step timed out"); note != "" {
+		reason += "; " + note
+	}
+	return d.violation(job, "timeout", reason)
+}
+
+// DefaultCancelTimeout is Config.CancelTimeout's default.
+const DefaultCancelTimeout = 5 * time.Second
+
+// cancelTask sends the delegate, on to, tasks/cancel for task, the job's
+// task there, once the node gave up on step seq of the job (why): the
+// delegate would go on working on it, and spending, for nothing. It is
+// sent once, within Config.CancelTimeout, on a context of its own (ctx,
+// the step's caller's, is done); a refusal or no answer is logged, and
+// not tried again. It returns what the step's error says of it: "" when
+// nothing was sent to the delegate (to is nil).
+func (d *Delegate) cancelTask(ctx context.Context, to client.Transport, job, task string, seq int, why string) string {
+	if to == nil {
+		return ""
+	}
+	if task == "" {
+		d.log.Warn("delegate: the job's task on the delegate is not known (the step's message/send was not answered); it is not canceled",
+			"job", job, "step", seq, "why", why)
+		return "the task the step may have made on the delegate is not known (its message/send was not answered) and was not canceled"
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.CancelTimeout)
+	defer cancel()
+	body, err := json.Marshal(snap.CancelParams{TaskID: task})
+	if err != nil {
+		return ""
+	}
+	resp, err := to.Send(cctx, "tasks/cancel", body)
+	if err != nil {
+		msg := cutText(err.Error(), maxErrorText)
+		d.log.Warn("delegate: the delegate did not answer the cancel of the job's task on it; it is not asked again",
+			"job", job, "step", seq, "task", task, "why", why, "err", msg)
+		return fmt.Sprintf("its task %s on the delegate was sent tasks/cancel, which was not answered: %s", task, msg)
+	}
+	if e := snap.ResponseError(resp.Payload); e != nil {
+		msg := cutText(e.Error(), maxErrorText)
+		d.log.Warn("delegate: the delegate refused the cancel of the job's task on it; it is not asked again",
+			"job", job, "step", seq, "task", task, "why", why, "err", msg)
+		return fmt.Sprintf("its task %s on the delegate was sent tasks/cancel, which it refused: %s", task, msg)
+	}
+	var out struct {
+		Task struct {
+			Status struct {
+				State tasks.State `json:"state"`
+			} `json:"status"`
+		} `json:"task"`
+	}
+	_ = json.Unmarshal(resp.Payload, &out)
+	state := cutText(string(out.Task.Status.State), 40)
+	d.log.Info("delegate: the job's task on the delegate was canceled", "job", job, "step", seq, "task", task, "why", why, "state", state)
+	if out.Task.Status.State != tasks.StateCanceled {
+		return fmt.Sprintf("its task %s on the delegate was sent tasks/cancel, and says it is %q", task, state)
+	}
+	return fmt.Sprintf("its task %s on the delegate was canceled (tasks/cancel)", task)
 }
 
 // violation audits the delegate's violation and returns the error that

@@ -121,6 +121,20 @@ func setupCard(t *testing.T, r reply, wrap func(http.Handler) http.Handler, edit
 		}
 		return map[string]any{"task": task}, nil
 	})
+	router.Handle("tasks/cancel", func(ctx context.Context, req *snap.Verified) (any, error) {
+		var p snap.CancelParams
+		if err := json.Unmarshal(req.Payload, &p); err != nil {
+			return nil, snap.NewError(snap.CodeInvalidPayload, "bad params", nil)
+		}
+		task := r(call{method: "tasks/cancel", taskID: p.TaskID})
+		if task == nil {
+			return nil, snap.NewError(snap.CodeTaskNotFound, "no such task", nil)
+		}
+		if task.ID == "" {
+			return nil, snap.NewError(snap.CodeInvalidPayload, task.Status.Message, nil)
+		}
+		return map[string]any{"task": task}, nil
+	})
 	server := snap.NewServer(snap.ServerConfig{Key: dkey, Router: router, Logger: quiet(), MaxResponseSize: relay.MaxNIP44Plain,
 		Validator: snap.NewValidator(snap.Config{Self: self, Replay: snap.NewMemoryReplayStore(0)})})
 	inbox := snapnostr.NewInbox(snapnostr.InboxConfig{Key: dkey, Transport: pool(), Handler: server, Logger: quiet(), Workers: 2})

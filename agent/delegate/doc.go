@@ -48,6 +48,11 @@
 // error response, or late (past the step time-out or the caller's
 // deadline) is a protocol violation, audited as a worker's, and the error
 // wraps agent.ErrWorkerFailed: the job waits for a human with the reason.
+// When the node gives up on a step the delegate is at work on (a time-out,
+// the job's time limit, the job canceled: agent.ErrCanceled), it sends
+// the delegate tasks/cancel for the job's task there, once, within
+// Config.CancelTimeout; a step stopped because the node stops leaves the
+// task at work, for the step sent again when the job is taken up.
 //
 // The package's Example runs both sides on the embedded relay: a worker
 // behind SNAP that publishes its card and answers on its task, and a
