@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/snapnode/snapnode/executor/policy"
 	"github.com/snapnode/snapnode/executor/proposal"
 	"github.com/snapnode/snapnode/executor/sandbox"
+	"github.com/snapnode/snapnode/internal/scripts"
 )
 
 // The result members of the success output ({"status":"success",
@@ -249,6 +251,65 @@ func formatDiff(diffs []sandbox.Diff) string {
 		fmt.Fprintf(&b, "%s %s: %s -> %s\n", what, d.Path, imageText(d.Before), imageText(d.After))
 	}
 	return b.String()
+}
+
+// MarkDiffPaths returns diff, the diff of an action (as a held action
+// carries it), with every word of its paths that mixes scripts marked
+// for an operator's eyes (scripts.Spelled: "p⟨U+0430 Cyrillic⟩ssword.txt"):
+// the file headers of each unified diff ("--- ", "+++ ") and the lines of
+// the other changes ("changed …", "binary …"). The lines of a file's text
+// are left as they are, a removed line that reads like a header among
+// them: a hunk's lines are counted from its "@@" line. It is for showing
+// only: the approval names the diff as it is (proposals.DiffSum).
+func MarkDiffPaths(diff string) string {
+	if !scripts.Has(diff) {
+		return diff
+	}
+	var b strings.Builder
+	old, new := 0, 0 // the lines of the current hunk left to come
+	for line := range strings.SplitAfterSeq(diff, "\n") {
+		switch {
+		case line == "":
+		case old > 0 || new > 0:
+			switch line[0] {
+			case ' ':
+				old, new = old-1, new-1
+			case '-':
+				old--
+			case '+':
+				new--
+			}
+		case strings.HasPrefix(line, "@@ "):
+			old, new = hunkLines(line)
+		case strings.HasPrefix(line, "--- "), strings.HasPrefix(line, "+++ "),
+			strings.HasPrefix(line, "changed "), strings.HasPrefix(line, "binary "):
+			line = scripts.Mark(line, scripts.Spelled)
+		}
+		b.WriteString(line)
+	}
+	return b.String()
+}
+
+// hunkLines reads the counts of old and new lines of a unified diff's
+// hunk line, "@@ -1,3 +1,4 @@" (a count left out is 1); 0, 0 when it is
+// not one.
+func hunkLines(line string) (old, new int) {
+	f := strings.Fields(line)
+	if len(f) < 4 || f[0] != "@@" || f[3] != "@@" || !strings.HasPrefix(f[1], "-") || !strings.HasPrefix(f[2], "+") {
+		return 0, 0
+	}
+	count := func(r string) int {
+		_, n, found := strings.Cut(r[1:], ",")
+		if !found {
+			return 1
+		}
+		v, err := strconv.Atoi(n)
+		if err != nil || v < 0 {
+			return 0
+		}
+		return v
+	}
+	return count(f[1]), count(f[2])
 }
 
 func imageText(im sandbox.Image) string {

@@ -5,11 +5,11 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
-	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
 
 	"github.com/snapnode/snapnode/internal/invisible"
+	"github.com/snapnode/snapnode/internal/scripts"
 )
 
 // MaxRequesterWords is how many characters (runes) of a requester's own
@@ -44,7 +44,8 @@ const RequesterLabel = "requester says (unverified): "
 //
 // The module has golang.org/x/text for NFKC; it carries no table of
 // Unicode confusables (UTS #39), so whole-script look-alikes are caught by
-// the mixed-script rule above, built on the standard library's script
+// the mixed-script rule above (package internal/scripts, which marks the
+// paths an operator is shown too), built on the standard library's script
 // tables. Every text of a requester that reaches an operator goes through
 // this one function.
 func RequesterWords(s string) string {
@@ -84,80 +85,9 @@ func RequesterWords(s string) string {
 }
 
 // flagMixedScripts writes the non-ASCII letters of every word of s that
-// mixes scripts as <U+XXXX>.
+// mixes scripts as <U+XXXX> (scripts.Mark).
 func flagMixedScripts(s string) string {
-	var b strings.Builder
-	for len(s) > 0 {
-		i := strings.IndexFunc(s, isWordRune)
-		if i < 0 {
-			b.WriteString(s)
-			break
-		}
-		b.WriteString(s[:i])
-		s = s[i:]
-		j := strings.IndexFunc(s, func(r rune) bool { return !isWordRune(r) })
-		if j < 0 {
-			j = len(s)
-		}
-		word := s[:j]
-		s = s[j:]
-		if !mixesScripts(word) {
-			b.WriteString(word)
-			continue
-		}
-		for _, r := range word {
-			if r >= utf8.RuneSelf && unicode.IsLetter(r) {
-				fmt.Fprintf(&b, "<U+%04X>", r)
-			} else {
-				b.WriteRune(r)
-			}
-		}
-	}
-	return b.String()
-}
-
-func isWordRune(r rune) bool {
-	return unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.In(r, unicode.Mn, unicode.Me)
-}
-
-// mixesScripts reports whether the letters of word come from more than
-// one script.
-func mixesScripts(word string) bool {
-	first := ""
-	for _, r := range word {
-		if !unicode.IsLetter(r) {
-			continue
-		}
-		sc := script(r)
-		if first == "" {
-			first = sc
-		} else if sc != first {
-			return true
-		}
-	}
-	return false
-}
-
-// script names the script of the letter r, the scripts of East Asian
-// writing as one.
-func script(r rune) string {
-	if r < utf8.RuneSelf {
-		return "Latin"
-	}
-	for _, name := range [...]string{"Latin", "Cyrillic", "Greek"} {
-		if unicode.Is(unicode.Scripts[name], r) {
-			return name
-		}
-	}
-	if unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul, unicode.Bopomofo) {
-		return "CJK"
-	}
-	for name, t := range unicode.Scripts {
-		if unicode.Is(t, r) {
-			return name
-		}
-	}
-	return "U+" + strconv.FormatInt(int64(r), 16)
+	return scripts.Mark(s, func(r rune) string { return fmt.Sprintf("<U+%04X>", r) })
 }
 
 // quoteWords shows requester text under RequesterLabel, quoted so that

@@ -9,6 +9,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	udiff "github.com/aymanbagabas/go-udiff"
+
 	"github.com/snapnode/snapnode/executor"
 	"github.com/snapnode/snapnode/executor/proposal"
 	"github.com/snapnode/snapnode/internal/testdb"
@@ -162,5 +164,31 @@ func TestVisible(t *testing.T) {
 		if got := executor.Visible(in); got != want {
 			t.Errorf("Visible(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestMarkDiffPaths: the paths of a diff that mix scripts are marked in
+// its file headers and its lines of other changes; the lines of the
+// files' text are left as they are, a removed line that reads like a
+// header among them.
+func TestMarkDiffPaths(t *testing.T) {
+	const mixed, spelled = "/sandbox/p\u0430ssword.txt", "/sandbox/p⟨U+0430 Cyrillic⟩ssword.txt"
+	before := "one\n-- p\u0430ss\nthree\n"
+	after := "one\n++ p\u0430ss\nthree\n"
+	diff := udiff.Unified(mixed, mixed, before, after) +
+		udiff.Unified("/dev/null", "/sandbox/итоги.txt", "", "--- c\u03BFnfig\n") +
+		udiff.Unified(mixed+"2", "/dev/null", "x\ny", "") +
+		"binary " + mixed + ".bin: absent -> file (3 bytes, sha256 00)\n" +
+		"changed /sandbox/c\u03BFnfig: absent -> directory\n"
+	want := udiff.Unified(spelled, spelled, before, after) +
+		udiff.Unified("/dev/null", "/sandbox/итоги.txt", "", "--- c\u03BFnfig\n") +
+		strings.ReplaceAll(udiff.Unified(mixed+"2", "/dev/null", "x\ny", ""), mixed, spelled) +
+		"binary " + spelled + ".bin: absent -> file (3 bytes, sha256 00)\n" +
+		"changed /sandbox/c⟨U+03BF Greek⟩nfig: absent -> directory\n"
+	if got := executor.MarkDiffPaths(diff); got != want {
+		t.Errorf("MarkDiffPaths\n%s\ngot\n%s\nwant\n%s", diff, got, want)
+	}
+	if d := udiff.Unified("/sandbox/итоги.txt", "/sandbox/итоги.txt", "a\n", "b\n"); executor.MarkDiffPaths(d) != d {
+		t.Errorf("MarkDiffPaths marked a path in one script:\n%s", executor.MarkDiffPaths(d))
 	}
 }
