@@ -21,6 +21,7 @@ import (
 	"github.com/snapnode/snapnode/agent"
 	"github.com/snapnode/snapnode/executor"
 	"github.com/snapnode/snapnode/executor/audit"
+	"github.com/snapnode/snapnode/internal/scripts"
 	"github.com/snapnode/snapnode/proposals"
 	"github.com/snapnode/snapnode/tasks"
 )
@@ -45,7 +46,14 @@ var funcs = template.FuncMap{
 	// a model or a file (executor.Visible): what an operator reads is
 	// what is there, a diff's CR or bidi override included.
 	"visible": executor.Visible,
-	"maxDiff": func() int { return MaxDiffText },
+	// diffPaths and mixed mark the words that mix scripts
+	// (internal/scripts): a look-alike letter in a path ("pаssword.txt",
+	// its а Cyrillic) is spelled out, ⟨U+0430 Cyrillic⟩. diffPaths marks
+	// a diff's file headers alone (executor.MarkDiffPaths), mixed every
+	// word of a text of the host's naming paths (a held action's reason).
+	"diffPaths": executor.MarkDiffPaths,
+	"mixed":     func(s string) string { return scripts.Mark(s, scripts.Spelled) },
+	"maxDiff":   func() int { return MaxDiffText },
 }
 
 // page is what every page's layout needs.
@@ -145,9 +153,17 @@ type heldView struct {
 	DiffSize int
 	DiffURL  string
 	Cut      bool
-	// Files are the paths the action changes (its pre-images), every
-	// invisible character shown: the ones past a cut diff too.
-	Files []string
+	// Files are the paths the action changes (its pre-images): the ones
+	// past a cut diff too.
+	Files []fileView
+}
+
+// fileView is a path a held action changes, as the task page shows it:
+// every invisible character shown, the letters beyond ASCII of a word
+// that mixes scripts spelled out, Mixed set then (a badge says so).
+type fileView struct {
+	Path  string
+	Mixed bool
 }
 
 type taskData struct {
@@ -229,7 +245,7 @@ func (c *Console) renderTask(w http.ResponseWriter, r *http.Request, s *session,
 		// says so next to Approve, with the link to the rest.
 		v.Diff = cut(p.Diff, MaxDiffText, "more bytes of the diff not shown: download it whole, or snapnode held --diff "+id+" prints it")
 		for _, pre := range p.PreImages {
-			v.Files = append(v.Files, executor.Visible(pre.Path))
+			v.Files = append(v.Files, fileView{Path: scripts.Mark(executor.Visible(pre.Path), scripts.Spelled), Mixed: scripts.Has(pre.Path)})
 		}
 		d.Held = append(d.Held, v)
 	}

@@ -14,11 +14,13 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/snapnode/snapnode/executor"
 	"github.com/snapnode/snapnode/executor/audit"
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/admin"
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/node"
+	"github.com/snapnode/snapnode/internal/scripts"
 	"github.com/snapnode/snapnode/proposals"
 )
 
@@ -170,7 +172,7 @@ func (c *cli) held(args []string) int {
 		return exitOK
 	}
 	for _, h := range list {
-		fmt.Fprintf(c.stdout, "%s\t%s\t%s\t%s\t%s\t%s\n", h.Task, h.Action, h.Kind, h.Requester, h.Reason, h.DiffSum)
+		fmt.Fprintf(c.stdout, "%s\t%s\t%s\t%s\t%s\t%s\n", h.Task, h.Action, h.Kind, h.Requester, mixed(h.Reason), h.DiffSum)
 		if *showDiff {
 			printDiff(c.stdout, h.Diff)
 		}
@@ -202,7 +204,7 @@ func printHeldTable(w io.Writer, list []heldAction, showDiff bool) {
 		if i == 0 || showDiff {
 			fmt.Fprintln(tw, "TASK\tACTION\tKIND\tREQUESTER\tDIFF SHA-256\tREASON")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", cell(h.Task), cell(h.Action), cell(h.Kind), cell(h.Requester), cell(h.DiffSum), cell(h.Reason))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", cell(h.Task), cell(h.Action), cell(h.Kind), cell(h.Requester), cell(h.DiffSum), cell(mixed(h.Reason)))
 		if showDiff {
 			tw.Flush()
 			printDiff(w, h.Diff)
@@ -223,8 +225,15 @@ func cell(s string) string {
 	return strings.ReplaceAll(shown(s), "\t", " ")
 }
 
-// printDiff prints a held action's diff, ending its last line.
+// mixed marks, in a held action's reason, the words that mix scripts
+// (internal/scripts): the paths it names, a look-alike letter of one
+// ("pаssword.txt", its а Cyrillic) spelled out, ⟨U+0430 Cyrillic⟩.
+func mixed(reason string) string { return scripts.Mark(reason, scripts.Spelled) }
+
+// printDiff prints a held action's diff, ending its last line, the words
+// of its paths that mix scripts marked (executor.MarkDiffPaths).
 func printDiff(w io.Writer, diff string) {
+	diff = executor.MarkDiffPaths(diff)
 	fmt.Fprint(w, diff)
 	if !strings.HasSuffix(diff, "\n") {
 		fmt.Fprintln(w)
