@@ -466,6 +466,16 @@ func (s *Server) settleClaim(ctx context.Context, in Inbound, env *envelope, v *
 	if c == nil {
 		return nil, false
 	}
+	// The request time-out ended ctx: the store's answers (was the
+	// record written? what result was kept?) are asked for all the same,
+	// briefly, or a write that committed as the time-out passed would be
+	// told to retry what its retry finds spent.
+	timed := ctx
+	if errors.Is(context.Cause(ctx), errRequestTimedOut) {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+		defer cancel()
+	}
 	var err error
 	if retryable(failed) && c.Pending() {
 		if err = c.look(ctx); err != nil && !errors.Is(err, ErrClaimTaken) {
@@ -497,8 +507,12 @@ func (s *Server) settleClaim(ctx context.Context, in Inbound, env *envelope, v *
 		s.cfg.Logger.Debug("snap: a late delivery failed before it was recorded; not answered", "via", in.Via, "err", err)
 		return nil, true
 	}
-	return s.fail(ctx, env, s.timedOut(ctx, err), lim), true
+	return s.fail(ctx, env, s.timedOut(timed, err), lim), true
 }
+
+// settleTimeout bounds settleClaim's calls to the replay and result
+// stores once the request time-out passed.
+const settleTimeout = 2 * time.Second
 
 // spent answers a request whose own replay record holds its id but whose
 // handler failed (failed): with the result kept for it (a message/send's,
