@@ -78,7 +78,7 @@ func TestAdminCommandsConfigError(t *testing.T) {
 	wrongValue := writeFile(t, t.TempDir(), "value.toml", "log_level = \"loud\"\n", 0o600)
 	for _, args := range [][]string{{"console-url"}, {"held"}, {"approve", "t1"}, {"deny", "t1"}, {"rollback", "a1"}} {
 		r := runCLI(t, "", append(args, "--config", wrongValue)...)
-		want := "snapnode " + args[0] + ": config: log_level \"loud\": want debug, info, warn or error\n"
+		want := "snapnode " + args[0] + ": config: " + wrongValue + ":1:1: log_level \"loud\": want debug, info, warn or error\n"
 		if r.code != exitUsage || r.stderr != want {
 			t.Errorf("%s with a bad setting: want exit 2 and stderr %q, got %s", args[0], want, r)
 		}

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -451,5 +452,60 @@ policy = "`+policyFile+`"
 	}
 	if l := d.hup(t, "settings reloaded"); !strings.Contains(l, "changed=[policy]") {
 		t.Errorf("a SIGHUP after the policy file changed: %s; want changed=[policy]", l)
+	}
+}
+
+// A settings file that does not load is refused on SIGHUP with the
+// message that refuses it at start (the file, line and column, the
+// setting, the rule), logged at error level, and the node runs on with
+// the settings it had: whether the key is unknown, the value of another
+// type or out of range, the key given twice, or the text not TOML.
+func TestSIGHUPRefusesABadFileAsTheStartDoes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs a node")
+	}
+	noEnvKey(t)
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "snapnode.toml")
+	head := `data_dir = "` + filepath.Join(dir, "data") + `"
+relay_listen = "127.0.0.1:0"
+http_listen = "127.0.0.1:0"
+`
+	setConf := func(body string) {
+		t.Helper()
+		if err := os.WriteFile(conf, []byte(head+body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setConf("workers = 2\n")
+	d := startDaemon(t, dir, "--config", conf)
+	for _, tc := range []struct{ name, body, want string }{
+		{"unknown key", "workerz = 2\n", conf + `:4:1: unknown setting "workerz" (did you mean workers?)`},
+		{"wrong type", "workers = \"2\"\n", conf + `:4:1: workers: incompatible types`},
+		{"out of range", "workers = 0\n", conf + `:4:1: workers 0: want at least 1`},
+		{"out of range in a table", "[agent]\nmax_steps = 0\n", conf + `:5:1: agent.max_steps: want 1…10000 model calls; got 0`},
+		{"duplicate key", "workers = 2\nworkers = 3\n", conf + `:5:`},
+		{"syntax", "workers = [\n", conf + `:4:12: workers: unexpected EOF`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			setConf(tc.body)
+			start := runCLI(t, "", "run", "--config", conf)
+			if start.code != exitUsage || !strings.Contains(start.stderr, tc.want) {
+				t.Fatalf("start: %s\nwant exit %d and %q", start, exitUsage, tc.want)
+			}
+			msg := strings.TrimSpace(strings.TrimPrefix(start.stderr, "snapnode run: "))
+			l := d.hup(t, "settings not reloaded")
+			if !strings.Contains(l, "level=ERROR") || !strings.Contains(l, "err="+strconv.Quote(msg)) {
+				t.Errorf("after SIGHUP: %s\nwant level=ERROR and err=%q, as the start said", l, msg)
+			}
+			resp, err := http.Get(d.http + "/healthz")
+			if err != nil {
+				t.Fatalf("the node stopped answering: %v\n%s", err, d.log())
+			}
+			resp.Body.Close()
+		})
+	}
+	if strings.Contains(d.log(), "settings reloaded") {
+		t.Errorf("a bad file was reloaded:\n%s", d.log())
 	}
 }

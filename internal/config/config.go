@@ -844,12 +844,12 @@ func Flags(fs *flag.FlagSet, c *Config) {
 // os.Getenv in production. A daemon that reloads its settings uses
 // [NewSources] instead.
 func Load(c *Config, fs *flag.FlagSet, getenv func(string) string) error {
-	base, _, err := NewSources(c, fs, getenv).read()
+	base, _, err := NewSources(c, fs, getenv).LoadOverridden()
 	if err != nil {
 		return err
 	}
 	*c = base
-	return c.Validate()
+	return nil
 }
 
 // Sources are where a command's settings come from: its command line as
@@ -897,36 +897,41 @@ func (s *Sources) Load() (Config, error) {
 // TOML names, as Changed names them): the file's values of those are not
 // used, at start as on a reload, and editing them changes nothing.
 func (s *Sources) LoadOverridden() (Config, []string, error) {
-	c, overridden, err := s.read()
+	c, overridden, locate, err := s.read()
 	if err != nil {
 		return Config{}, nil, err
 	}
 	if err := c.Validate(); err != nil {
-		return Config{}, nil, err
+		return Config{}, nil, locate(err)
 	}
 	return c, overridden, nil
 }
 
-// read is LoadOverridden without validation.
-func (s *Sources) read() (Config, []string, error) {
+// read is LoadOverridden without validation. locate says an error of
+// Validate on the settings read with the place in the file of each
+// setting the file gave.
+func (s *Sources) read() (_ Config, overridden []string, locate func(error) error, _ error) {
 	file := s.file
 	if !s.set["config"] {
 		file = s.getenv("SNAPNODE_CONFIG")
 	}
 	base := Default()
 	inFile := map[string]bool{} // the keys the file gives, and their tables
+	var text string
 	if file != "" {
 		b, err := readfile.Regular(file, MaxFileBytes)
 		if err != nil {
-			return Config{}, nil, fmt.Errorf("config: %w", err)
+			return Config{}, nil, nil, fmt.Errorf("config: %w", err)
 		}
-		md, err := toml.Decode(string(b), &base)
+		text = string(b)
+		md, err := toml.Decode(text, &base)
 		if err != nil {
-			return Config{}, nil, fmt.Errorf("config: %s: %w", file, err)
+			return Config{}, nil, nil, decodeError(file, text, err)
 		}
 		if un := md.Undecoded(); len(un) > 0 {
 			key := un[0].String()
-			return Config{}, nil, fmt.Errorf("config: %s: unknown setting %q%s", file, key, suggest.DidYouMean(key, fileKeys(reflect.TypeFor[Config](), ""), ""))
+			known := append(fileKeys(reflect.TypeFor[Config](), ""), "agent", "card", "executor", "audit")
+			return Config{}, nil, nil, fmt.Errorf("config: %s: unknown setting %q%s", at(file, text, un[0]), key, suggest.DidYouMean(key, known, ""))
 		}
 		for _, k := range md.Keys() {
 			for i := 1; i <= len(k); i++ {
@@ -939,7 +944,7 @@ func (s *Sources) read() (Config, []string, error) {
 	for _, st := range settings {
 		if v := s.getenv(st.env); v != "" {
 			if err := st.fromEnv(&base, v); err != nil {
-				return Config{}, nil, fmt.Errorf("config: %s=%q: %w", st.env, v, err)
+				return Config{}, nil, nil, fmt.Errorf("config: %s=%q: %w", st.env, v, err)
 			}
 		}
 	}
@@ -954,17 +959,24 @@ func (s *Sources) read() (Config, []string, error) {
 			*st.list(&base) = slices.Clone(*st.list(&s.lists))
 		default:
 			if err := st.fromEnv(&base, s.texts[name]); err != nil {
-				return Config{}, nil, fmt.Errorf("config: --%s: %w", name, err)
+				return Config{}, nil, nil, fmt.Errorf("config: --%s: %w", name, err)
 			}
 		}
 	}
-	var overridden []string
+	changed := map[string]bool{}
 	for _, name := range Changed(fromFile, base) {
+		changed[name] = true
 		if inFile[name] {
 			overridden = append(overridden, name)
 		}
 	}
-	return base, overridden, nil
+	locate = func(err error) error {
+		if file == "" {
+			return err
+		}
+		return locateErrors(err, file, text, func(key string) bool { return inFile[key] && !changed[key] })
+	}
+	return base, overridden, locate, nil
 }
 
 // Changed returns the settings that differ between a and b, by their TOML

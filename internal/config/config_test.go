@@ -740,7 +740,7 @@ func TestAgentRejectsBadSettings(t *testing.T) {
 		{"negative retries", nil, map[string]string{"SNAPNODE_AGENT_MAX_RETRIES": "-1"},
 			`config: agent.max_retries (SNAPNODE_AGENT_MAX_RETRIES): want 0 or more; got -1`},
 		{"redact in the file", []string{"--config", redact}, nil,
-			`config: agent.redact[1] (SNAPNODE_AGENT_REDACT): want a regular expression (RE2 syntax); got "(": error parsing regexp: missing closing ): ` + "`(`"},
+			`redact.toml:2:1: agent.redact[1]: want a regular expression (RE2 syntax); got "(": error parsing regexp: missing closing ): ` + "`(`"},
 		{"redact in the environment", nil, map[string]string{"SNAPNODE_AGENT_REDACT": "a\n[z-a]"},
 			`config: agent.redact[1] (SNAPNODE_AGENT_REDACT): want a regular expression (RE2 syntax); got "[z-a]": error parsing regexp: invalid character class range: ` + "`z-a`"},
 	}
@@ -999,7 +999,7 @@ func TestAuditSettings(t *testing.T) {
 		{"unknown level", nil, map[string]string{"SNAPNODE_AUDIT_LEVEL_LOW": "VERBOSE"},
 			`config: audit.level_low (SNAPNODE_AUDIT_LEVEL_LOW): want SUMMARY, DETAILED or FORENSIC; got "VERBOSE"`},
 		{"level in lower case", []string{"--config", writeFile(t, "lower.toml", "[audit]\nlevel_critical = \"forensic\"\n", 0o600)}, nil,
-			`config: audit.level_critical (SNAPNODE_AUDIT_LEVEL_CRITICAL): want SUMMARY, DETAILED or FORENSIC; got "forensic"`},
+			`lower.toml:2:1: audit.level_critical: want SUMMARY, DETAILED or FORENSIC; got "forensic"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := load(t, tc.args, tc.env)

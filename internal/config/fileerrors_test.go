@@ -1,0 +1,67 @@
+package config_test
+
+import (
+	"strings"
+	"testing"
+)
+
+// A settings file that does not load is refused with the file, the line
+// and column of the setting, the setting and the rule: whether the key is
+// unknown or misspelt, the value of another type, outside the setting's
+// range, given twice, or the text not TOML. A value the file gives that a
+// variable replaces is the variable's, and the file is not named.
+func TestFileErrorsNameFileLineKeyRule(t *testing.T) {
+	cases := []struct {
+		name, text string
+		env        map[string]string
+		want       []string
+		not        []string
+	}{
+		{"unknown key", "workers = 4\n  foo = 1\n", nil,
+			[]string{`FILE:2:3: unknown setting "foo"`}, nil},
+		{"misspelt key in a table", "workers = 4\n\n[agent]\nmax_step = 3\n", nil,
+			[]string{`FILE:4:1: unknown setting "agent.max_step" (did you mean agent.max_steps?)`}, nil},
+		{"misspelt table", "[agnet]\nmax_steps = 3\n", nil,
+			[]string{`FILE:1:1: unknown setting "agnet" (did you mean agent?)`}, nil},
+		{"wrong type", "log_level = \"info\"\nworkers = \"8\"\n", nil,
+			[]string{`FILE:2:1: workers: `, "integer"}, nil},
+		{"wrong type of a duration", "# the clock\nmax_drift = \"60\"\n", nil,
+			[]string{`FILE:2:`, "max_drift: want a duration with its unit"}, nil},
+		{"duplicate key", "workers = 4\nworkers = 5\n", nil,
+			[]string{`FILE:2:`, "workers: ", "already been defined"}, nil},
+		{"syntax", "workers = 4\nlog_level = \n", nil,
+			[]string{`FILE:2:`, "expected value"}, nil},
+		{"out of range", "# c\nworkers = 0\n", nil,
+			[]string{`FILE:2:1: workers 0: want at least 1`}, nil},
+		{"out of range in a table", "[agent]\n max_steps = 0\n", nil,
+			[]string{`FILE:2:2: agent.max_steps: want 1…10000 model calls; got 0`}, []string{"--agent-max-steps"}},
+		{"out of range in a dotted key", "agent.max_steps = 0\n", nil,
+			[]string{`FILE:1:1: agent.max_steps: want 1…10000 model calls; got 0`}, nil},
+		{"list entry", "[agent]\nredact = ['ok', '(']\n", nil,
+			[]string{`FILE:2:1: agent.redact[1]: want a regular expression`}, []string{"SNAPNODE_AGENT_REDACT"}},
+		{"two at once", "workers = 0\n\n[executor]\nquota_files = 0\n", nil,
+			[]string{`FILE:1:1: workers 0`, `FILE:4:1: executor.quota_files: want at least 1; got 0`}, nil},
+		{"given by a variable", "workers = 3\n", map[string]string{"SNAPNODE_WORKERS": "0"},
+			[]string{`config: workers 0: want at least 1`}, []string{"FILE"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			file := writeFile(t, "snapnode.toml", tc.text, 0o600)
+			_, err := load(t, []string{"--config", file}, tc.env)
+			if err == nil {
+				t.Fatal("loaded")
+			}
+			msg := strings.ReplaceAll(err.Error(), file, "FILE")
+			for _, w := range tc.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error %q\nwant it to contain %q", msg, w)
+				}
+			}
+			for _, n := range tc.not {
+				if strings.Contains(msg, n) {
+					t.Errorf("error %q\nnames %q", msg, n)
+				}
+			}
+		})
+	}
+}
