@@ -3,6 +3,8 @@ package node_test
 import (
 	"context"
 	"log/slog"
+	"net/http"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -10,6 +12,7 @@ import (
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/node"
+	"github.com/snapnode/snapnode/internal/testutil"
 	"github.com/snapnode/snapnode/snap"
 )
 
@@ -84,4 +87,56 @@ func TestReload(t *testing.T) {
 	if _, err := n.Reload(context.Background(), bad); err == nil || !strings.Contains(err.Error(), "workers") {
 		t.Errorf("settings that do not validate: %v", err)
 	}
+}
+
+// The settings a running node cannot change — its listen addresses, data
+// folder, database, key, workspace — are named by Reload and in its
+// warning, never applied and never said silently; the warning names a
+// DSN by its setting, never showing its password.
+func TestReloadNamesSettingsThatNeedARestart(t *testing.T) {
+	var log testutil.LockedBuffer
+	cfg := config.Default()
+	cfg.DataDir = filepath.Join(t.TempDir(), "data")
+	cfg.RelayListen, cfg.HTTPListen = "127.0.0.1:0", "127.0.0.1:0"
+	n, _ := startConfigured(t, cfg, slog.New(slog.NewTextHandler(&log, nil)))
+	httpURL := n.HTTPURL()
+
+	next := cfg
+	next.HTTPListen = "127.0.0.1:1"
+	next.RelayListen = "127.0.0.1:2"
+	next.MetricsListen = "127.0.0.1:3"
+	next.DataDir = filepath.Join(t.TempDir(), "other")
+	next.Database = "postgres://snap:hunter2@db.example/snap"
+	next.KeyFile = "/elsewhere/identity.key"
+	next.SandboxDir = "/elsewhere/sandbox"
+	restart, err := n.Reload(context.Background(), next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"data_dir", "key_file", "database", "relay_listen", "http_listen", "metrics_listen", "sandbox_dir"}
+	for _, name := range want {
+		if !slices.Contains(restart, name) {
+			t.Errorf("Reload's settings needing a restart %q lack %s", restart, name)
+		}
+	}
+	line := ""
+	for _, l := range strings.Split(log.String(), "\n") {
+		if strings.Contains(l, "need a restart") {
+			line = l
+		}
+	}
+	if !strings.Contains(line, "level=WARN") || !strings.Contains(line, "database") || !strings.Contains(line, "http_listen") {
+		t.Errorf("the warning: %q", line)
+	}
+	if strings.Contains(log.String(), "hunter2") {
+		t.Errorf("the log shows the DSN's password:\n%s", log.String())
+	}
+	if n.HTTPURL() != httpURL {
+		t.Errorf("the HTTP transport moved to %s", n.HTTPURL())
+	}
+	resp, err := http.Get(httpURL + "/healthz")
+	if err != nil {
+		t.Fatalf("the node stopped answering at its address: %v", err)
+	}
+	resp.Body.Close()
 }
