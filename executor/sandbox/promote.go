@@ -94,7 +94,9 @@ type Divergence struct {
 	// Pre and Post are the path's images in the snapshot, Found what it
 	// holds now (contents left out). Found is zero when the path cannot be
 	// read as the sandbox reads (a symbolic link, a FIFO, a file with
-	// another link or past MaxFileSize); Note then says what it is. For a
+	// another link or past MaxFileSize, a name stored under another
+	// spelling, a folder above it that is no longer one); Note then says
+	// what it is. For a
 	// directory the promotion created that holds something else now,
 	// Found is that directory and Note names the entry.
 	Pre, Post, Found Image
@@ -105,7 +107,8 @@ type Divergence struct {
 // changed since the promotion: a path that holds neither image (or
 // cannot be read as the sandbox reads, or is a directory the promotion
 // created that holds something else now) is left as found and returned,
-// in the snapshot's order, with the directories that hold it; every
+// in the snapshot's order, with the directories that hold it (a path
+// absent before whose folder is no longer one is taken as put back); every
 // other path is put back to its pre-image, as Recover would, all of them
 // or none (an error, and nothing changed).
 func (s *Sandbox) RecoverAround(ctx context.Context, snap *Snapshot) ([]Divergence, error) {
@@ -146,7 +149,10 @@ func (s *Sandbox) restore(ctx context.Context, snap *Snapshot, partial bool, lef
 	var steps []entry
 	for _, e := range entries {
 		cur, err := s.load(ctx, e.rel)
-		if left != nil && unreadable(err) {
+		if left != nil && errors.Is(err, ErrNotDir) && e.pre.Kind == KindAbsent {
+			continue // a folder it was in is something else now: gone with it
+		}
+		if left != nil && (unreadable(err) || errors.Is(err, ErrNotDir) || errors.Is(err, ErrSpelling)) {
 			leave(e, Image{}, strings.TrimPrefix(err.Error(), "sandbox: "))
 			continue
 		}
