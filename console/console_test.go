@@ -891,3 +891,47 @@ func TestLoginLinkForItsUser(t *testing.T) {
 		t.Error("a link for uid -2 was issued")
 	}
 }
+
+// A link issued for a user and spent by that user's connection is the
+// operator's: another user's connection bringing it again (the threat
+// the binding is for: a link read from a browser's command line) is
+// refused with 403 as before its use, and does not end the operator's
+// session. The same user's second use still ends it.
+func TestSpentLinkOfAnotherUserKeepsTheSession(t *testing.T) {
+	peer := struct {
+		uid int
+		err error
+	}{uid: 1000}
+	r := newRig(t, func(c *console.Config) {
+		c.PeerUser = func(*http.Request) (int, error) { return peer.uid, peer.err }
+	})
+	link, _, err := r.c.LoginURL("http://127.0.0.1:7448", executor.Host, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := strings.TrimPrefix(link, "http://127.0.0.1:7448")
+	w := r.do("GET", u, nil, nil, nil)
+	cks := w.Result().Cookies()
+	if w.Code != http.StatusSeeOther || len(cks) != 1 {
+		t.Fatalf("first use by uid 1000: %d %v", w.Code, cks)
+	}
+	for _, p := range []struct {
+		uid int
+		err error
+	}{{1001, nil}, {0, errors.New("no socket of this machine")}} {
+		peer.uid, peer.err = p.uid, p.err
+		if w := r.do("GET", u, nil, nil, nil); w.Code != http.StatusForbidden {
+			t.Errorf("the spent link of uid 1000 brought by uid %d (%v): %d, want 403", p.uid, p.err, w.Code)
+		}
+		if w := r.do("GET", at(cks[0], ""), nil, cks[0], nil); w.Code != http.StatusOK {
+			t.Fatalf("the operator's session after uid %d (%v) brought the spent link: %d, want 200", p.uid, p.err, w.Code)
+		}
+	}
+	peer.uid, peer.err = 1000, nil
+	if w := r.do("GET", u, nil, nil, nil); w.Code != http.StatusUnauthorized {
+		t.Errorf("second use by uid 1000: %d, want 401", w.Code)
+	}
+	if w := r.do("GET", at(cks[0], ""), nil, cks[0], nil); w.Code != http.StatusUnauthorized {
+		t.Errorf("the session after uid 1000's second use: %d, want 401", w.Code)
+	}
+}

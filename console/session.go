@@ -21,7 +21,9 @@ var (
 	ErrBadToken = errors.New("console: the login link is unknown, used or expired")
 	// ErrReused: the login token was spent already. The session its
 	// first use started is ended: a link used twice has leaked, and which
-	// of the two uses was the operator's is not known.
+	// of the two uses was the operator's is not known (a link bound to a
+	// user and brought again by another user's connection is
+	// ErrOtherUser instead, and ends nothing).
 	ErrReused = errors.New("console: the login link was already used")
 	// ErrOtherUser: the connection that brought the login token belongs
 	// to another local user than the one the link was issued for, or its
@@ -68,6 +70,7 @@ type grant struct {
 // session of the first.
 type spent struct {
 	session string // the id of the session it started
+	user    int    // the grant's
 	used    time.Time
 	expires time.Time
 }
@@ -132,12 +135,28 @@ type peer struct {
 	err error
 }
 
+// refuses returns ErrOtherUser, saying why, when a token for user (a
+// uid, or AnyUser) may not be spent by a connection of p: p is known (not
+// nil) and is not user's.
+func (p *peer) refuses(user int) error {
+	switch {
+	case user == AnyUser || p == nil:
+		return nil
+	case p.err != nil:
+		return fmt.Errorf("%w: the connection's user is not known: %w", ErrOtherUser, p.err)
+	case p.uid != user:
+		return fmt.Errorf("%w: it is for uid %d, the connection is uid %d's", ErrOtherUser, user, p.uid)
+	}
+	return nil
+}
+
 // redeem spends tok, brought by a connection of the local user p, and
 // starts a session, ending the oldest when MaxSessions are open. A token
 // bound to a user is spent only by a connection of that user
 // (ErrOtherUser, the token kept) when the console can tell (p not nil);
 // a token used before is refused (ErrReused) and the session its first
-// use started is ended, returned as ended.
+// use started is ended, returned as ended, unless the token is bound to
+// a user and p is another's (ErrOtherUser: the first use was the user's).
 func (a *auth) redeem(tok string, p *peer) (s *session, ended *spent, err error) {
 	id, err := secret()
 	if err != nil {
@@ -162,6 +181,12 @@ func (a *auth) redeem(tok string, p *peer) (s *session, ended *spent, err error)
 	g, ok := a.tokens[tok]
 	if tok == "" || !ok {
 		if sp, used := a.spent[tok]; tok != "" && used {
+			// Its first use was its user's: another user's connection
+			// bringing it again is the leak the binding is for, and
+			// ends nothing.
+			if err := p.refuses(sp.user); err != nil {
+				return nil, nil, err
+			}
 			delete(a.sessions, sp.session)
 			return nil, &sp, ErrReused
 		}
@@ -171,13 +196,8 @@ func (a *auth) redeem(tok string, p *peer) (s *session, ended *spent, err error)
 		delete(a.tokens, tok)
 		return nil, nil, ErrBadToken
 	}
-	if g.user != AnyUser && p != nil {
-		if p.err != nil {
-			return nil, nil, fmt.Errorf("%w: the connection's user is not known: %w", ErrOtherUser, p.err)
-		}
-		if p.uid != g.user {
-			return nil, nil, fmt.Errorf("%w: it is for uid %d, the connection is uid %d's", ErrOtherUser, g.user, p.uid)
-		}
+	if err := p.refuses(g.user); err != nil {
+		return nil, nil, err
 	}
 	delete(a.tokens, tok) // one use
 	a.prune(now)
@@ -201,7 +221,7 @@ func (a *auth) redeem(tok string, p *peer) (s *session, ended *spent, err error)
 		}
 		delete(a.spent, oldest)
 	}
-	a.spent[tok] = spent{session: id, used: now, expires: g.expires}
+	a.spent[tok] = spent{session: id, user: g.user, used: now, expires: g.expires}
 	return s, nil, nil
 }
 
