@@ -221,14 +221,6 @@ func TestSettingsDocDefaults(t *testing.T) {
 	}
 }
 
-func fieldByTag(v reflect.Value, tag string) reflect.Value {
-	for i := range v.NumField() {
-		if name, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("toml"), ","); name == tag {
-			return v.Field(i)
-		}
-	}
-	return reflect.Value{}
-}
 
 func thousands(n int64) string {
 	s := strconv.FormatInt(n, 10)
