@@ -69,6 +69,9 @@ var bounds = []bound{
 	{key: "request_timeout", above: true},
 	{key: "background_timeout", above: true},
 	{key: "max_drift", min: float64(time.Second)},
+	// The inbox would take a reply_ttl of 0 or less for its default, 7
+	// days, and a reply expiring within a second is gone before it is
+	// read.
 	{key: "reply_ttl", min: float64(time.Second)},
 	{key: "task_retention", zero: "keep"},
 	{key: "max_live_tasks_per_requester", zero: "no bound"},
@@ -201,6 +204,11 @@ func (b bound) rule(c *Config) string {
 	case b.maxKey != "":
 		hi := ref(b.maxKey)
 		if mayBeZero(b.maxKey) {
+			if c != nil {
+				if x, _ := number(settingValue(c, b.maxKey)); x > 0 {
+					return lo + " or more, at most " + hi
+				}
+			}
 			return lo + " or more, at most " + hi + " when that is not 0"
 		}
 		return lo + sep + hi

@@ -1079,62 +1079,7 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("config: metrics_listen %q: want an address other than http_listen's, or empty to serve /metrics there", c.MetricsListen))
 		}
 	}
-	if c.HTTPMaxBody < 1024 || c.HTTPMaxBody > MaxHTTPBody {
-		errs = append(errs, fmt.Errorf("config: http_max_body %d: want 1024…%d bytes", c.HTTPMaxBody, MaxHTTPBody))
-	}
-	if c.HTTPMaxResponse < MinHTTPResponse || c.HTTPMaxResponse > MaxHTTPResponse {
-		errs = append(errs, fmt.Errorf("config: http_max_response %d: want %d…%d bytes", c.HTTPMaxResponse, MinHTTPResponse, MaxHTTPResponse))
-	}
-	if c.RelayMaxConns < 0 || c.RelayMaxConnsPerPeer < 0 {
-		errs = append(errs, fmt.Errorf("config: relay_max_conns %d, relay_max_conns_per_peer %d: want 0 (the relay's default) or more", c.RelayMaxConns, c.RelayMaxConnsPerPeer))
-	} else if c.RelayMaxConns > 0 && c.RelayMaxConnsPerPeer > c.RelayMaxConns {
-		errs = append(errs, fmt.Errorf("config: relay_max_conns_per_peer %d: want at most relay_max_conns (%d)", c.RelayMaxConnsPerPeer, c.RelayMaxConns))
-	}
-	if c.RelayStoreMaxEvents < 0 || c.RelayStoreMaxBytes < 0 {
-		errs = append(errs, fmt.Errorf("config: relay_store_max_events %d, relay_store_max_bytes %d: want 0 (the relay's default) or more", c.RelayStoreMaxEvents, c.RelayStoreMaxBytes))
-	}
-	if !(c.RelayStorePeerShare >= 0 && c.RelayStorePeerShare <= 1) { // NaN too
-		errs = append(errs, fmt.Errorf("config: relay_store_peer_share %g: want a part between 0 (no share) and 1", c.RelayStorePeerShare))
-	}
-	if c.HTTPMaxConns < 0 || c.HTTPMaxConnsPerPeer < 0 {
-		errs = append(errs, fmt.Errorf("config: http_max_conns %d, http_max_conns_per_peer %d: want 0 (from the open-file limit) or more", c.HTTPMaxConns, c.HTTPMaxConnsPerPeer))
-	} else if c.HTTPMaxConns > 0 && c.HTTPMaxConnsPerPeer > c.HTTPMaxConns {
-		errs = append(errs, fmt.Errorf("config: http_max_conns_per_peer %d: want at most http_max_conns (%d)", c.HTTPMaxConnsPerPeer, c.HTTPMaxConns))
-	}
-	if c.MaxStreams < 1 || c.MaxStreamsPerIdentity < 1 || c.MaxStreamsPerKey < 1 || c.MaxStreamWaiters < 1 {
-		errs = append(errs, fmt.Errorf("config: max_streams %d, max_streams_per_identity %d, max_streams_per_key %d, max_stream_waiters %d: want at least 1 each",
-			c.MaxStreams, c.MaxStreamsPerIdentity, c.MaxStreamsPerKey, c.MaxStreamWaiters))
-	}
-	if c.MaxNewcomerStreams < 0 || c.MaxNewcomerStreams > c.MaxStreams {
-		errs = append(errs, fmt.Errorf("config: max_newcomer_streams %d: want 0 (half of max_streams) up to max_streams (%d)", c.MaxNewcomerStreams, c.MaxStreams))
-	}
-	if c.MaxLiveTasksPerRequester < 0 || c.MaxLiveTasks < 0 {
-		errs = append(errs, fmt.Errorf("config: max_live_tasks_per_requester %d, max_live_tasks %d: want 0 (no bound) or more", c.MaxLiveTasksPerRequester, c.MaxLiveTasks))
-	}
-	if c.RequestTimeout.Duration <= 0 || c.BackgroundTimeout.Duration <= 0 {
-		errs = append(errs, fmt.Errorf("config: request_timeout %v, background_timeout %v: want more than 0", c.RequestTimeout.Duration, c.BackgroundTimeout.Duration))
-	}
-	if c.StreamWaitTimeout.Duration < 0 {
-		errs = append(errs, fmt.Errorf("config: stream_wait_timeout %v: want 0 (refuse at once) or more", c.StreamWaitTimeout.Duration))
-	}
-	if c.MemoryLimit != 0 && c.MemoryLimit < MinMemoryLimit {
-		errs = append(errs, fmt.Errorf("config: memory_limit %d: want 0 (GOMEMLIMIT, else none) or at least %d bytes, what the runtime holds at rest", c.MemoryLimit, MinMemoryLimit))
-	}
-	if c.HTTPBodyMemory < c.HTTPMaxBody {
-		errs = append(errs, fmt.Errorf("config: http_body_memory %d: want at least http_max_body (%d bytes), or no body that large could be read", c.HTTPBodyMemory, c.HTTPMaxBody))
-	}
-	for _, l := range []struct {
-		name  string
-		rate  float64
-		burst int
-	}{{"http", c.HTTPRate, c.HTTPBurst}, {"monitor", c.MonitorRate, c.MonitorBurst}, {"identity", c.IdentityRate, c.IdentityBurst}, {"nostr_key", c.NostrKeyRate, c.NostrKeyBurst}, {"relay_event", c.RelayEventRate, c.RelayEventBurst}} {
-		if l.rate < 0 || math.IsNaN(l.rate) || math.IsInf(l.rate, 0) {
-			errs = append(errs, fmt.Errorf("config: %s_rate %v: want 0 (no limit) or more requests a second", l.name, l.rate))
-		}
-		if l.burst < 1 {
-			errs = append(errs, fmt.Errorf("config: %s_burst %d: want at least 1", l.name, l.burst))
-		}
-	}
+	errs = append(errs, checkBounds(c)...)
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
@@ -1144,23 +1089,6 @@ func (c *Config) Validate() error {
 	case "text", "json":
 	default:
 		errs = append(errs, fmt.Errorf("config: log_format %q: want text or json", c.LogFormat))
-	}
-	if c.MaxDrift.Duration < time.Second {
-		errs = append(errs, fmt.Errorf("config: max_drift %v: want at least 1s", c.MaxDrift.Duration))
-	}
-	if c.ReplyTTL.Duration < time.Second {
-		// The inbox would take 0 or less for its default, 7 days, and a
-		// reply expiring within a second is gone before it is read.
-		errs = append(errs, fmt.Errorf("config: reply_ttl %v: want at least 1s", c.ReplyTTL.Duration))
-	}
-	if c.ReconcileAfter.Duration < time.Second {
-		errs = append(errs, fmt.Errorf("config: reconcile_after %v: want 1s or more", c.ReconcileAfter.Duration))
-	}
-	if c.TaskRetention.Duration < 0 {
-		errs = append(errs, fmt.Errorf("config: task_retention %v: want 0 (keep) or more", c.TaskRetention.Duration))
-	}
-	if c.Workers < 1 {
-		errs = append(errs, fmt.Errorf("config: workers %d: want at least 1", c.Workers))
 	}
 	for _, list := range []struct {
 		name  string
@@ -1173,46 +1101,14 @@ func (c *Config) Validate() error {
 		}
 	}
 	errs = append(errs, c.Agent.validate()...)
-	errs = append(errs, c.Executor.validate()...)
 	errs = append(errs, c.Audit.validate()...)
 	return errors.Join(errs...)
-}
-
-// validate checks the [executor] table; each error names the TOML key and
-// its flag (or variable), the rule and the value received.
-func (x *Executor) validate() []error {
-	var errs []error
-	for _, q := range []struct {
-		key, env string
-		v        int64
-	}{
-		{"quota_bytes", "SNAPNODE_EXECUTOR_QUOTA_BYTES", x.QuotaBytes},
-		{"quota_files", "SNAPNODE_EXECUTOR_QUOTA_FILES", x.QuotaFiles},
-		{"quota_dirs", "SNAPNODE_EXECUTOR_QUOTA_DIRS", x.QuotaDirs},
-	} {
-		if q.v < 1 {
-			errs = append(errs, fmt.Errorf("config: executor.%s (%s): want at least 1; got %d", q.key, source(q.env), q.v))
-		}
-	}
-	if x.SnapshotMaxAge.Duration < 0 {
-		errs = append(errs, fmt.Errorf("config: executor.snapshot_max_age (%s): want 0 (whatever their age) or more; got %v",
-			source("SNAPNODE_EXECUTOR_SNAPSHOT_MAX_AGE"), x.SnapshotMaxAge.Duration))
-	}
-	if x.SnapshotMaxBytes < 0 {
-		errs = append(errs, fmt.Errorf("config: executor.snapshot_max_bytes (%s): want 0 (no bound) or more bytes; got %d",
-			source("SNAPNODE_EXECUTOR_SNAPSHOT_MAX_BYTES"), x.SnapshotMaxBytes))
-	}
-	return errs
 }
 
 // validate checks the [audit] table; each error names the TOML key and
 // its flag (or variable), the rule and the value received.
 func (a *Audit) validate() []error {
 	var errs []error
-	if a.RetainDays < 0 || a.RetainDays > MaxAuditRetainDays {
-		errs = append(errs, fmt.Errorf("config: audit.retain_days (%s): want 0 (keep every entry) to %d days; got %d",
-			source("SNAPNODE_AUDIT_RETAIN_DAYS"), MaxAuditRetainDays, a.RetainDays))
-	}
 	for _, l := range []struct{ key, env, v string }{
 		{"level_low", "SNAPNODE_AUDIT_LEVEL_LOW", a.LevelLow},
 		{"level_medium", "SNAPNODE_AUDIT_LEVEL_MEDIUM", a.LevelMedium},
@@ -1276,9 +1172,6 @@ func (a *Agent) validate() []error {
 			errs = append(errs, fmt.Errorf("config: agent.command_env[%d] (%s): want a variable that is not the node's own (SNAPNODE_…: keys, the API key); got %q", i, source("SNAPNODE_AGENT_COMMAND_ENV"), name))
 		}
 	}
-	if a.StepTimeout.Duration < 0 {
-		bad("step_timeout", "SNAPNODE_AGENT_STEP_TIMEOUT", "0 (the request time-out) or more", a.StepTimeout.Duration)
-	}
 	if (a.LLMURL == "") != (a.LLMModel == "") {
 		errs = append(errs, fmt.Errorf("config: agent.llm_url (%s) and agent.llm_model (%s): want both set (the agent runs) or neither (it does not); got llm_url %q and llm_model %q",
 			source("SNAPNODE_LLM_URL"), source("SNAPNODE_LLM_MODEL"), ShowURL(a.LLMURL), a.LLMModel))
@@ -1287,74 +1180,6 @@ func (a *Agent) validate() []error {
 	case "auto", "json_schema", "json_object", "none":
 	default:
 		bad("response_format", "SNAPNODE_LLM_RESPONSE_FORMAT", "auto, json_schema, json_object or none", strconv.Quote(a.ResponseFormat))
-	}
-	if a.MaxSteps < 1 || a.MaxSteps > MaxAgentSteps {
-		bad("max_steps", "SNAPNODE_AGENT_MAX_STEPS", fmt.Sprintf("1…%d model calls", MaxAgentSteps), a.MaxSteps)
-	}
-	if !(a.MaxCostCents >= 0) || math.IsInf(a.MaxCostCents, 0) {
-		bad("max_cost_cents", "SNAPNODE_AGENT_MAX_COST_CENTS", "0 (no limit) or more US cents", a.MaxCostCents)
-	}
-	if !(a.MaxTimeMinutes > 0 && a.MaxTimeMinutes <= maxTimeMinutes) {
-		bad("max_time_minutes", "SNAPNODE_AGENT_MAX_TIME_MINUTES", fmt.Sprintf("more than 0 minutes, at most %.0f", maxTimeMinutes), a.MaxTimeMinutes)
-	}
-	for _, p := range []struct {
-		key, env string
-		price    float64
-	}{
-		{"price_per_mtok_prompt", "SNAPNODE_AGENT_PRICE_PER_MTOK_PROMPT", a.PricePerMTokPrompt},
-		{"price_per_mtok_completion", "SNAPNODE_AGENT_PRICE_PER_MTOK_COMPLETION", a.PricePerMTokCompletion},
-	} {
-		if !(p.price >= 0) || math.IsInf(p.price, 0) {
-			bad(p.key, p.env, "0 or more US dollars a million tokens", p.price)
-		}
-	}
-	if !(a.Temperature >= 0 && a.Temperature <= 2) {
-		bad("temperature", "SNAPNODE_AGENT_TEMPERATURE", "0…2", a.Temperature)
-	}
-	if a.MaxTokens < 1 {
-		bad("max_tokens", "SNAPNODE_AGENT_MAX_TOKENS", "at least 1 token", a.MaxTokens)
-	}
-	if a.RequestTimeout.Duration <= 0 {
-		bad("request_timeout", "SNAPNODE_AGENT_REQUEST_TIMEOUT", "more than 0", a.RequestTimeout.Duration)
-	}
-	switch {
-	case a.ContextTokens < 0:
-		bad("context_tokens", "SNAPNODE_AGENT_CONTEXT_TOKENS", "0 (ask the model server) or more tokens", a.ContextTokens)
-	case a.ContextTokens > 0 && a.MaxTokens >= 1 && a.ContextTokens <= a.MaxTokens:
-		bad("context_tokens", "SNAPNODE_AGENT_CONTEXT_TOKENS", fmt.Sprintf("more than agent.max_tokens (%d), to leave room for the prompt", a.MaxTokens), a.ContextTokens)
-	}
-	if a.MaxJobs < 1 {
-		bad("max_jobs", "SNAPNODE_AGENT_MAX_JOBS", "at least 1 job", a.MaxJobs)
-	} else if a.MaxJobsPerRequester < 0 || a.MaxJobsPerRequester > a.MaxJobs {
-		bad("max_jobs_per_requester", "SNAPNODE_AGENT_MAX_JOBS_PER_REQUESTER", fmt.Sprintf("0 (half of agent.max_jobs) to agent.max_jobs (%d)", a.MaxJobs), a.MaxJobsPerRequester)
-	}
-	if a.MaxQueuedJobs < 1 {
-		bad("max_queued_jobs", "SNAPNODE_AGENT_MAX_QUEUED_JOBS", "at least 1 job", a.MaxQueuedJobs)
-	} else if a.MaxQueuedJobsPerRequester < 0 || a.MaxQueuedJobsPerRequester > a.MaxQueuedJobs {
-		bad("max_queued_jobs_per_requester", "SNAPNODE_AGENT_MAX_QUEUED_JOBS_PER_REQUESTER", fmt.Sprintf("0 (a sixteenth of agent.max_queued_jobs) to agent.max_queued_jobs (%d)", a.MaxQueuedJobs), a.MaxQueuedJobsPerRequester)
-	} else if a.MaxNewcomerQueuedJobs < 0 || a.MaxNewcomerQueuedJobs > a.MaxQueuedJobs {
-		bad("max_newcomer_queued_jobs", "SNAPNODE_AGENT_MAX_NEWCOMER_QUEUED_JOBS", fmt.Sprintf("0 (half of agent.max_queued_jobs) to agent.max_queued_jobs (%d)", a.MaxQueuedJobs), a.MaxNewcomerQueuedJobs)
-	}
-	if a.RetryBackoff.Duration < 0 || a.RetryBackoff.Duration > time.Minute {
-		bad("retry_backoff", "SNAPNODE_AGENT_RETRY_BACKOFF", "0s to 1m", a.RetryBackoff.Duration)
-	}
-	if a.Lease.Duration < time.Second {
-		bad("lease", "SNAPNODE_AGENT_LEASE", "at least 1s", a.Lease.Duration)
-	}
-	if a.MaxObservationBytes < 1 {
-		bad("max_observation_bytes", "SNAPNODE_AGENT_MAX_OBSERVATION_BYTES", "at least 1 byte", a.MaxObservationBytes)
-	}
-	if a.MaxAnswerBytes < 1 {
-		bad("max_answer_bytes", "SNAPNODE_AGENT_MAX_ANSWER_BYTES", "at least 1 byte", a.MaxAnswerBytes)
-	}
-	if a.MaxPendingInputBytes < 4096 {
-		bad("max_pending_input_bytes", "SNAPNODE_AGENT_MAX_PENDING_INPUT_BYTES", "at least 4096 bytes", a.MaxPendingInputBytes)
-	}
-	if a.MaxHistoryBytes < 1 {
-		bad("max_history_bytes", "SNAPNODE_AGENT_MAX_HISTORY_BYTES", "at least 1 byte", a.MaxHistoryBytes)
-	}
-	if a.MaxRetries < 0 {
-		bad("max_retries", "SNAPNODE_AGENT_MAX_RETRIES", "0 or more", a.MaxRetries)
 	}
 	if a.Sensitive && a.HistoryKeyFile == "" {
 		bad("sensitive", "SNAPNODE_AGENT_SENSITIVE", "agent.history_key_file set (the key that seals the archives)", a.Sensitive)

@@ -221,7 +221,6 @@ func TestSettingsDocDefaults(t *testing.T) {
 	}
 }
 
-
 func thousands(n int64) string {
 	s := strconv.FormatInt(n, 10)
 	for i := len(s) - 3; i > 0; i -= 3 {
