@@ -15,10 +15,12 @@ import (
 
 // docRow is one row of a settings table of the docs: its TOML keys (as
 // fileKeys names them, "agent.max_steps"), the flags and variables it
-// names anywhere, and its default cell.
+// names anywhere, its default cell and its range cell.
 type docRow struct {
 	keys, flags, vars []string
-	deflt, line       string
+	deflt, rng, line  string
+	// doc is the document: "operator.md", "agent.md".
+	doc string
 }
 
 var (
@@ -29,31 +31,33 @@ var (
 )
 
 // settingsTable returns the rows of the first Markdown table after the
-// heading of doc: keyCol is the column of the TOML keys, defaultCol that
-// of the default; table is the keys' TOML table ("agent.") when the
-// column names none.
-func settingsTable(t *testing.T, doc, heading string, keyCol, defaultCol int, table string) []docRow {
+// heading of the document name: keyCol is the column of the TOML keys,
+// defaultCol that of the default, rangeCol that of the range; table is
+// the keys' TOML table ("agent.") when the column names none.
+func settingsTable(t *testing.T, name, heading string, keyCol, defaultCol, rangeCol int, table string) []docRow {
 	t.Helper()
-	_, after, ok := strings.Cut(doc, "\n"+heading+"\n")
+	_, after, ok := strings.Cut(readDoc(t, name), "\n"+heading+"\n")
 	if !ok {
 		t.Fatalf("no heading %q", heading)
 	}
 	var rows []docRow
-	for i, line := range strings.Split(after, "\n") {
+	header := true
+	for _, line := range strings.Split(after, "\n") {
 		if !strings.HasPrefix(line, "|") {
-			if len(rows) > 0 {
+			if !header {
 				break
 			}
 			continue
 		}
-		if i < 3 || strings.HasPrefix(line, "|---") { // the header
+		if header || strings.HasPrefix(line, "|---") { // the header
+			header = false
 			continue
 		}
 		cells := strings.Split(strings.Trim(line, "|"), " | ")
-		if len(cells) <= max(keyCol, defaultCol) {
+		if len(cells) <= max(keyCol, defaultCol, rangeCol) {
 			t.Fatalf("row with %d cells: %s", len(cells), line)
 		}
-		r := docRow{deflt: strings.TrimSpace(cells[defaultCol]), line: line}
+		r := docRow{deflt: strings.TrimSpace(cells[defaultCol]), rng: strings.TrimSpace(cells[rangeCol]), line: line, doc: name}
 		prefix := table
 		for _, m := range backticked.FindAllStringSubmatch(cells[keyCol], -1) {
 			k := docKey.FindStringSubmatch(m[1])
@@ -102,8 +106,8 @@ func readDoc(t *testing.T, name string) string {
 // docRows returns the rows of operator.md's settings reference and of
 // agent.md's [agent] table.
 func docRows(t *testing.T) []docRow {
-	rows := settingsTable(t, readDoc(t, "operator.md"), "## Settings", 2, 3, "")
-	return append(rows, settingsTable(t, readDoc(t, "agent.md"), "## Settings", 0, 2, "agent.")...)
+	rows := settingsTable(t, "operator.md", "## Settings", 2, 4, 3, "")
+	return append(rows, settingsTable(t, "agent.md", "## Settings", 0, 2, 3, "agent.")...)
 }
 
 // Every setting of the file, every flag of `snapnode run` and every
@@ -217,6 +221,61 @@ func TestSettingsDocDefaults(t *testing.T) {
 			if !found {
 				t.Errorf("%s: default %v, the docs say %q", k, forms, r.deflt)
 			}
+		}
+	}
+}
+
+// Each row's range cell states the range the node holds each of its
+// settings to, as the bounds table words it (bound.rule): "1024…10485760
+// bytes", "at least 1", "0…`max_streams`" (a setting named in it written
+// `name`, in agent.md without "agent."). A row of several settings says
+// "at least 1 each" when their ranges are the same, else each range after
+// its setting's name: "`http_rate` 0 or more, `http_burst` at least 1".
+// An [agent] setting's range is in agent.md's row (operator.md's rows of
+// [agent] settings send the reader there); a row none of whose settings
+// is bounded says "—".
+func TestSettingsDocRanges(t *testing.T) {
+	rule := map[string]string{}
+	for _, b := range bounds {
+		rule[b.key] = b.rule(nil)
+	}
+	home := func(key string) string {
+		if strings.HasPrefix(key, "agent.") {
+			return "agent.md"
+		}
+		return "operator.md"
+	}
+	rows := docRows(t)
+	for _, r := range rows {
+		bounded := slices.ContainsFunc(r.keys, func(k string) bool { _, ok := rule[k]; return ok })
+		if !bounded && r.rng != "—" {
+			t.Errorf("%s: a row of no bounded setting says the range %q: %s", r.doc, r.rng, r.line)
+		}
+	}
+	for _, b := range bounds {
+		found := false
+		for _, r := range rows {
+			if r.doc != home(b.key) || !slices.Contains(r.keys, b.key) {
+				continue
+			}
+			found = true
+			phrase := rule[b.key]
+			if r.doc == "agent.md" {
+				phrase = strings.ReplaceAll(phrase, "agent.", "")
+			}
+			for _, k := range r.keys {
+				if _, ok := rule[k]; ok && rule[k] != rule[b.key] {
+					phrase = b.key[strings.LastIndex(b.key, ".")+1:] + " " + phrase
+					break
+				}
+			}
+			cell := strings.ReplaceAll(r.rng, "`", "")
+			if !regexp.MustCompile(`(^|, )` + regexp.QuoteMeta(phrase) + `($|,| each$)`).MatchString(cell) {
+				t.Errorf("%s: %s's row says the range %q, want %q in it", b.key, r.doc, r.rng, phrase)
+			}
+		}
+		if !found {
+			t.Errorf("%s: no row of %s", b.key, home(b.key))
 		}
 	}
 }
