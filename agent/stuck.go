@@ -1,6 +1,9 @@
 package agent
 
-import "github.com/snapnode/snapnode/executor"
+import (
+	"github.com/snapnode/snapnode/executor"
+	"github.com/snapnode/snapnode/internal/textcut"
+)
 
 // The stuck patterns, as named in a STUCK job's reason.
 const (
@@ -142,11 +145,5 @@ func errorOf(it Interaction) string {
 }
 
 func cut(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n] + "…"
+	return textcut.Shorten(s, n, "…")
 }

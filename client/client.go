@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/snapnode/snapnode/internal/textcut"
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/snap"
@@ -217,12 +217,5 @@ const maxHintText = 500
 
 // cutText is s, as valid UTF-8, cut to at most n bytes and marked so.
 func cutText(s string, n int) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
+	return textcut.Shorten(strings.ToValidUTF8(s, "\uFFFD"), n, "…")
 }

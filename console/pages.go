@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/snapnode/snapnode/internal/textcut"
 	"html/template"
 	"io"
 	"math"
@@ -16,7 +17,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/snapnode/snapnode/agent"
 	"github.com/snapnode/snapnode/executor"
@@ -525,11 +525,8 @@ func cut(s string, max int, note string) string {
 	if len(s) <= max {
 		return s
 	}
-	n := max
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return fmt.Sprintf("%s\n… (%d %s)", s[:n], len(s)-n, note)
+	kept := textcut.Prefix(s, max)
+	return fmt.Sprintf("%s\n… (%d %s)", kept, len(s)-len(kept), note)
 }
 
 // prettyJSON indents b (or keeps it as is when it is not JSON), with

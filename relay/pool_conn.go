@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/snapnode/snapnode/internal/textcut"
 	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/gorilla/websocket"
 	"github.com/nbd-wtf/go-nostr"
@@ -318,11 +318,7 @@ func cut(s string) string {
 	if len(s) <= MaxRelayText {
 		return strings.Clone(s)
 	}
-	n := MaxRelayText
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…" // a new string
+	return textcut.Prefix(s, MaxRelayText) + "…" // a new string
 }
 
 func (c *wsConn) writeLoop() {

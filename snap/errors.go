@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/snapnode/snapnode/internal/textcut"
 	"strconv"
 	"time"
 
@@ -173,14 +174,7 @@ const maxReceived = 256
 // clip shortens s to at most maxReceived bytes on a rune boundary, marking
 // the cut with "…".
 func clip(s string) string {
-	if len(s) <= maxReceived {
-		return s
-	}
-	cut := maxReceived
-	for cut > 0 && s[cut]&0xC0 == 0x80 {
-		cut--
-	}
-	return s[:cut] + "…"
+	return textcut.Shorten(s, maxReceived, "…")
 }
 
 // FieldError returns the 1004 InvalidPayload error for a field that breaks a

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/snapnode/snapnode/internal/textcut"
 	"io"
 	"mime"
 	"net/http"
@@ -43,7 +44,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 	if ct := r.Header.Get("Content-Type"); !jsonContentType(ct) {
 		writeError(w, http.StatusUnsupportedMediaType, snap.CodeContentTypeNotSupported,
 			"a SNAP message is posted as Content-Type: application/json",
-			map[string]any{"provided": clip(ct, 256), "supported": []string{"application/json"}})
+			map[string]any{"provided": textcut.Prefix(ct, 256), "supported": []string{"application/json"}})
 		return
 	}
 	if !s.admit(w, r) {
@@ -110,14 +111,6 @@ func jsonContentType(ct string) bool {
 	}
 	return mt == "application/json" || mt == "text/plain" ||
 		strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")
-}
-
-// clip cuts s to at most n bytes, for echoing a peer's header back.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
 }
 
 // forged reports whether resp answers a request whose signature did not

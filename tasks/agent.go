@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/snapnode/snapnode/internal/textcut"
 )
 
 // Agent works on the tasks whose messages carry no proposal: free text (and
@@ -93,7 +94,7 @@ func (s *Service) delegate(ctx context.Context, t *Task, created bool) (*Task, e
 		s.log.Error("tasks: agent failed to take a task", "task", t.ID, "err", err)
 	}
 	if created || t.Status.State == StateWorking {
-		return s.Transition(ctx, t.ID, StateFailed, truncate(note, MaxStatusMessage))
+		return s.Transition(ctx, t.ID, StateFailed, textcut.Prefix(note, MaxStatusMessage))
 	}
 	return t, nil
 }
@@ -106,7 +107,7 @@ func (s *Service) Progress(ctx context.Context, taskID, note string) (*Task, err
 		if cur.Status.State.Terminal() {
 			return nil, fmt.Errorf("tasks: progress of %s: %w", taskID, ErrTerminal)
 		}
-		return s.setStatus(ctx, cur, cur.Status.State, truncate(note, MaxStatusMessage), "progress")
+		return s.setStatus(ctx, cur, cur.Status.State, textcut.Prefix(note, MaxStatusMessage), "progress")
 	})
 }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/snapnode/snapnode/internal/textcut"
 	"time"
 
 	"github.com/snapnode/snapnode/internal/dbtext"
@@ -297,7 +298,7 @@ func (s *Service) outcome(taskID string, out Outcome) (Outcome, error) {
 			}
 		}
 	}
-	out.Note = truncate(dbtext.Clean(out.Note), MaxStatusMessage)
+	out.Note = textcut.Prefix(dbtext.Clean(out.Note), MaxStatusMessage)
 	if out.At.IsZero() {
 		out.At = s.timestamp()
 	}

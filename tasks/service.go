@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/snapnode/snapnode/internal/textcut"
 	"hash/maphash"
 	"iter"
 	"log/slog"
@@ -522,7 +523,7 @@ func (s *Service) create(ctx context.Context, owner string, req *SendParams, ref
 	}
 	if refusal != nil {
 		// Refused before it was stored: created failed, in one write.
-		t.Status = Status{State: StateFailed, Timestamp: now, Message: truncate(dbtext.Clean(refusal.Reason), MaxStatusMessage)}
+		t.Status = Status{State: StateFailed, Timestamp: now, Message: textcut.Prefix(dbtext.Clean(refusal.Reason), MaxStatusMessage)}
 	}
 	created, err := s.insert(ctx, t)
 	if err != nil {

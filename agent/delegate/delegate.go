@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/snapnode/snapnode/internal/textcut"
 	"log/slog"
 	"net/netip"
 	"regexp"
@@ -16,7 +17,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -423,14 +423,7 @@ const maxErrorText = 500
 
 // cutText is s, as valid UTF-8, cut to at most n bytes and marked so.
 func cutText(s string, n int) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
+	return textcut.Shorten(strings.ToValidUTF8(s, "\uFFFD"), n, "…")
 }
 
 // answerPart is the data of the task's answer and where it is (see

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/snapnode/snapnode/internal/textcut"
 	"log/slog"
 	"net/http"
 	"net/netip"
@@ -13,7 +14,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	openai "github.com/sashabaranov/go-openai"
 
@@ -430,9 +430,5 @@ func cut(s string, n int) string {
 		return s
 	}
 	const ellipsis = "…"
-	n -= len(ellipsis)
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + ellipsis
+	return textcut.Prefix(s, n-len(ellipsis)) + ellipsis
 }

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"github.com/snapnode/snapnode/internal/textcut"
 	"strconv"
 	"strings"
 	"unicode"
@@ -58,7 +59,7 @@ type PathError struct {
 }
 
 func (e *PathError) Error() string {
-	msg := "sandbox: path " + strconv.QuoteToASCII(truncate(e.Path, 120)) + " rejected (" + string(e.Rule) + ")"
+	msg := "sandbox: path " + strconv.QuoteToASCII(textcut.Shorten(e.Path, 120, "…")) + " rejected (" + string(e.Rule) + ")"
 	if e.Detail != "" {
 		msg += ": " + e.Detail
 	}
@@ -67,13 +68,6 @@ func (e *PathError) Error() string {
 
 // Unwrap gives ErrInvalidPath and the Rule.
 func (e *PathError) Unwrap() []error { return []error{ErrInvalidPath, e.Rule} }
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}
 
 // Normalize turns a proposal path into the clean relative slash path it
 // names inside the sandbox: "/sandbox/notes/a.txt" gives "notes/a.txt",

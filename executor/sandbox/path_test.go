@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/snapnode/snapnode/executor/sandbox"
@@ -96,5 +97,21 @@ func TestHasTextExt(t *testing.T) {
 		if got := sandbox.HasTextExt(p); got != want {
 			t.Errorf("HasTextExt(%q) = %v, want %v", p, got, want)
 		}
+	}
+}
+
+// A long path is cut in its error between two characters: the message
+// quotes what it kept as characters (\u00e9, then \u2026 for the cut), never a lone byte of one
+// cut in two (\xc3), which the old byte cut at 120 left.
+func TestPathErrorCutsBetweenCharacters(t *testing.T) {
+	p := "/outside/" + strings.Repeat("é", 100) // a é is two bytes; byte 120 is inside one
+	_, err := sandbox.Normalize(p)
+	var pe *sandbox.PathError
+	if !errors.As(err, &pe) {
+		t.Fatalf("Normalize(%q): %v, want a *PathError", p, err)
+	}
+	msg := pe.Error()
+	if strings.Contains(msg, `\x`) || !strings.Contains(msg, `\u00e9\u2026"`) {
+		t.Errorf("the message does not cut between characters: %s", msg)
 	}
 }

@@ -3,6 +3,7 @@ package embedded
 import (
 	"errors"
 	"fmt"
+	"github.com/snapnode/snapnode/internal/textcut"
 	"io"
 	"math"
 	"slices"
@@ -207,7 +208,7 @@ func readClientMessage(dec *jsontext.Decoder, lim *limits) (*clientMessage, *ref
 		}
 		return nil, closed(subID, "unsupported: COUNT (NIP-45) is not supported")
 	default:
-		return nil, notice("unsupported: unknown message type %q", clip(label, 32))
+		return nil, notice("unsupported: unknown message type %q", textcut.Prefix(label, 32))
 	}
 }
 
@@ -458,7 +459,7 @@ func readFilter(dec *jsontext.Decoder, lim *limits, checkNames bool) (*filter, e
 		}
 		k := name.String()
 		if checkNames && !seen.add(k) {
-			return nil, fmt.Errorf("a filter must not repeat %q", clip(k, 32))
+			return nil, fmt.Errorf("a filter must not repeat %q", textcut.Prefix(k, 32))
 		}
 		if dec.PeekKind() == 'n' {
 			if err := dec.SkipValue(); err != nil {
@@ -495,7 +496,7 @@ func readFilter(dec *jsontext.Decoder, lim *limits, checkNames bool) (*filter, e
 			values, err = readList(dec, k, "strings", tokenString)
 			f.tags = append(f.tags, tagFilter{name: k[1:], values: values})
 		default:
-			return nil, closed("", "unsupported: filter contains unknown element %q", clip(k, 32))
+			return nil, closed("", "unsupported: filter contains unknown element %q", textcut.Prefix(k, 32))
 		}
 		if err != nil {
 			return nil, err
@@ -543,7 +544,7 @@ func (n *names) add(k string) bool {
 // readList reads a JSON array whose elements conv accepts (never nil
 // afterwards); anything else, null elements included, is refused.
 func readList[T any](dec *jsontext.Decoder, key, what string, conv func(jsontext.Token) (T, bool)) ([]T, error) {
-	bad := func() error { return fmt.Errorf("%q must be an array of %s", clip(key, 32), what) }
+	bad := func() error { return fmt.Errorf("%q must be an array of %s", textcut.Prefix(key, 32), what) }
 	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '[' {
 		return nil, bad()
 	}
@@ -596,9 +597,9 @@ func readInt(dec *jsontext.Decoder, key string) (int64, error) {
 	// short and plain, then takes no allocation.
 	switch {
 	case !whole:
-		return 0, fmt.Errorf("%q must be an integer, not %s", key, strings.Clone(clip(s, 32)))
+		return 0, fmt.Errorf("%q must be an integer, not %s", key, strings.Clone(textcut.Prefix(s, 32)))
 	case !inRange:
-		return 0, fmt.Errorf("%q is out of range (%s)", key, strings.Clone(clip(s, 32)))
+		return 0, fmt.Errorf("%q is out of range (%s)", key, strings.Clone(textcut.Prefix(s, 32)))
 	}
 	return n, nil
 }
@@ -694,16 +695,4 @@ func exponent(s string) int64 {
 		return -n
 	}
 	return n
-}
-
-// clip shortens s to at most n bytes, on a rune boundary, for echoing back
-// client input in messages.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }

@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"fmt"
+	"github.com/snapnode/snapnode/internal/textcut"
 	"io"
 	"math"
 	"slices"
@@ -105,7 +106,7 @@ func twoPassParseClientMessage(b []byte, lim *limits) (*clientMessage, error) {
 		}
 		return nil, closed(subID, "unsupported: COUNT (NIP-45) is not supported")
 	default:
-		return nil, notice("unsupported: unknown message type %q", clip(label, 32))
+		return nil, notice("unsupported: unknown message type %q", textcut.Prefix(label, 32))
 	}
 }
 
@@ -214,7 +215,7 @@ func twoPassParseFilter(raw []byte, lim *limits) (*filter, error) {
 		}
 		k := name.String()
 		if !seen.add(k) {
-			return nil, fmt.Errorf("a filter must not repeat %q", clip(k, 32))
+			return nil, fmt.Errorf("a filter must not repeat %q", textcut.Prefix(k, 32))
 		}
 		if dec.PeekKind() == 'n' {
 			if err := dec.SkipValue(); err != nil {
@@ -251,7 +252,7 @@ func twoPassParseFilter(raw []byte, lim *limits) (*filter, error) {
 			values, err = readList(dec, k, "strings", tokenString)
 			f.tags = append(f.tags, tagFilter{name: k[1:], values: values})
 		default:
-			return nil, closed("", "unsupported: filter contains unknown element %q", clip(k, 32))
+			return nil, closed("", "unsupported: filter contains unknown element %q", textcut.Prefix(k, 32))
 		}
 		if err != nil {
 			return nil, err
