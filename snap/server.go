@@ -138,6 +138,10 @@ type ServerConfig struct {
 	// retryAfter (ErrTimedOut's answer), its claim settled as any 5003's.
 	// A streaming method has bounds of its own.
 	RequestTimeout time.Duration
+	// SelfBounded lists the methods whose handlers bound their own time,
+	// as service/call's services do, each by its own bound: RequestTimeout
+	// bounds their validation, not their handler.
+	SelfBounded []string
 }
 
 // Observer is told of each answered message: the method answered (as the
@@ -409,6 +413,11 @@ func (s *Server) serve(ctx context.Context, in Inbound, send func(*Message) erro
 		return s.reply(v.From, v.Method, nil, &Error{Code: CodeMethodNotFound,
 			Message: "method not found: " + v.Method, Data: map[string]any{"method": v.Method}}, lim)
 	}
+	if slices.Contains(s.cfg.SelfBounded, v.Method) {
+		// Its handler bounds its own time; the request time-out bounded
+		// its validation.
+		ctx = whole
+	}
 	kept := &keptResult{}
 	if v.Method == "message/send" {
 		ctx = context.WithValue(ctx, keptKey{}, kept)
@@ -419,6 +428,18 @@ func (s *Server) serve(ctx context.Context, in Inbound, send func(*Message) erro
 		return resp
 	}
 	if err != nil {
+		if retryable(err) && !v.recorded.IsZero() {
+			// Validation spent the id (service/call): the retry SNAP
+			// would have the requester send is refused as a duplicate.
+			if errors.Is(context.Cause(ctx), errRequestTimedOut) {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+				defer cancel()
+				err = &Error{Code: CodeServiceUnavailable,
+					Message: fmt.Sprintf("not finished within the node's request time-out (%v)", s.cfg.RequestTimeout)}
+			}
+			return s.spent(ctx, v, err, lim)
+		}
 		return s.reply(v.From, v.Method, nil, err, lim)
 	}
 	tm.result(payload)
@@ -515,23 +536,50 @@ func (s *Server) settleClaim(ctx context.Context, in Inbound, env *envelope, v *
 const settleTimeout = 2 * time.Second
 
 // spent answers a request whose own replay record holds its id but whose
-// handler failed (failed): with the result kept for it (a message/send's,
-// marked deduplicated, as its retry would get), else with 2006 saying
-// that the id is spent and what the request did stands — never with
-// failed, which SNAP's retryable codes would have the requester send
-// again, only to be refused as a duplicate. A Late delivery is answered
-// too: the record is its own.
+// handler failed (failed) with an error SNAP tells a requester to retry:
+// with the result kept for it (a message/send's, marked deduplicated, as
+// its retry would get), else with 2006 saying that the id is spent —
+// never with failed, which SNAP's retryable codes would have the
+// requester send again, only to be refused as a duplicate. The record is
+// the handler's (Verified.Claim: what the request did stands, to be read
+// with tasks/get) or validation's (a service/call, recorded before its
+// service ran: the call may have acted, and is sent again only as a new
+// request with a new id; data.cause is failed as an error object, less
+// its retryAfter, which would read as an invitation to send it again).
+// A Late delivery is answered too: the record is its own.
 func (s *Server) spent(ctx context.Context, v *Verified, failed error, lim limit) *Message {
 	s.cfg.Logger.Warn("snap: a request failed once its replay record was written; answered as done, not to be retried",
 		"method", v.Method, "from", v.From, "id", v.ID, "err", failed)
 	if resp, ok := s.kept(ctx, v.From, v.Method, v.ID, lim); ok {
 		return resp
 	}
+	if v.Claim != nil {
+		return s.reply(v.From, v.Method, nil, &Error{
+			Code: CodeDuplicateMessage,
+			Message: "message id spent: the request was recorded, then failed, and what it did stands; " +
+				"do not send it again: read its task (tasks/get), or send a new message with a new id",
+			Data: map[string]any{"id": v.ID, "firstSeen": v.Claim.Record.FirstSeen.Unix()},
+		}, lim)
+	}
+	cause := &Error{Code: CodeInternal, Message: "internal error"}
+	var se *Error
+	if errors.As(failed, &se) {
+		cause = &Error{Code: se.Code, Message: se.Message}
+		for k, x := range se.Data {
+			if k != "retryAfter" {
+				if cause.Data == nil {
+					cause.Data = make(map[string]any, len(se.Data))
+				}
+				cause.Data[k] = x
+			}
+		}
+	}
+	why, data := cause.Message, map[string]any{"id": v.ID, "firstSeen": v.recorded.Unix(), "cause": cause}
 	return s.reply(v.From, v.Method, nil, &Error{
 		Code: CodeDuplicateMessage,
-		Message: "message id spent: the request was recorded, then failed, and what it did stands; " +
-			"do not send it again: read its task (tasks/get), or send a new message with a new id",
-		Data: map[string]any{"id": v.ID, "firstSeen": v.Claim.Record.FirstSeen.Unix()},
+		Message: "message id spent: the request was recorded before it was handled, then failed (" + why +
+			"), and may have acted; do not send it again: send a new request with a new id",
+		Data: data,
 	}, lim)
 }
 

@@ -172,6 +172,10 @@ type Verified struct {
 	// Claim, when not nil, is the request's replay record, not written
 	// yet: its handler writes it (Config.ClaimMethods, ReplayClaim).
 	Claim *ReplayClaim
+	// recorded is when validation wrote the replay record of a request
+	// (Config.Replay), spending its id before any handler ran; zero
+	// when it wrote none (no replay store, or Claim).
+	recorded time.Time
 }
 
 // Validate validates raw, a serialized SNAP message.
@@ -282,6 +286,9 @@ func (v *Validator) authenticate(ctx context.Context, env *envelope, signer *[32
 		}
 		if err := v.remember(ctx, m, key, rec, now); err != nil {
 			return nil, err
+		}
+		if m.Type == TypeRequest {
+			out.recorded = now
 		}
 	}
 

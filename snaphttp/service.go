@@ -49,6 +49,11 @@ func writeServiceReply(w http.ResponseWriter, resp *snap.Message) {
 	status, h := http.StatusOK, w.Header()
 	if e := snap.ResponseError(resp.Payload); e != nil {
 		status = serviceStatus(int(e.Code))
+		if _, failed := e.Data["cause"]; failed && e.Code == snap.CodeDuplicateMessage {
+			// The id spent, then the service failed (snap.Server.spent):
+			// the node's failure, not the caller's authentication.
+			status = http.StatusInternalServerError
+		}
 		if after, ok := e.Data["retryAfter"].(float64); ok && after > 0 {
 			h.Set("Retry-After", strconv.Itoa(int(after)))
 		}

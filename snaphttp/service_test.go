@@ -48,7 +48,8 @@ func startService(t *testing.T, burst int) *env {
 
 // Over HTTP a service/call is answered as a service answers: the reply
 // object as the body, refusals as {"error": …} with 401, 403, 404, 400,
-// 429 or 500, each carrying its SNAP code.
+// 429 or 500, each carrying its SNAP code; a service that failed, its
+// id spent, is 500 with 2006 (not 401, a 2xxx's status).
 func TestServiceCallOverHTTP(t *testing.T) {
 	e := startService(t, 0)
 	ctx := context.Background()
@@ -80,7 +81,7 @@ func TestServiceCallOverHTTP(t *testing.T) {
 		{"caller off the allowlist", stranger, "echo", nil, http.StatusForbidden, snap.CodeIdentityMismatch},
 		{"unknown service", e.client, "nope", nil, http.StatusNotFound, snap.CodeSkillNotFound},
 		{"arguments not an object", e.client, "echo", []int{1}, http.StatusBadRequest, snap.CodeInvalidPayload},
-		{"the service fails", e.client, "boom", nil, http.StatusInternalServerError, snap.CodeInternal},
+		{"the service fails", e.client, "boom", nil, http.StatusInternalServerError, snap.CodeDuplicateMessage},
 	}
 	for _, tc := range refusals {
 		_, err := tc.client.Call(ctx, endpoint, "", tc.svc, tc.args)
