@@ -29,5 +29,17 @@
 //   - a malformed payload: 1004 naming the field and the rule;
 //   - an unknown name: 3005 with data {"skill", "available"};
 //   - otherwise the handler's reply. A handler's *snap.Error reaches the
-//     caller as it is; any other error is 5001 and is logged, not shown.
+//     caller as it is; any other error is 5001 and is logged, not shown;
+//   - a call still running when its service's time-out passes (the one
+//     given to HandleTimeout, else Config.Timeout) has its context ended
+//     and, unless the handler returns a *snap.Error, is 5003 with data
+//     {"service", "timeout"} (seconds).
+//
+// A call's id is spent before its handler runs (the snap.Validator
+// records it: a service may act outside any database a later write
+// could join), so a snap.Server answers a call that failed with 5001,
+// 5002 or 5003 with 2006, its data.cause the failure: the call may have
+// acted, and is sent again only as a new request with a new id. The
+// server's request time-out is no bound of a call's
+// (snap.ServerConfig.SelfBounded): its service's own is.
 package servicecall

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/snap"
@@ -89,22 +90,39 @@ type Config struct {
 	Allow []string
 	// Logger receives handler failures (default slog.Default()).
 	Logger *slog.Logger
+	// Timeout bounds each call of a service registered with Handle
+	// (HandleTimeout gives a service its own); 0: none. A call still
+	// running when it passes has its context ended and is answered 5003
+	// naming the service and the time-out, unless the handler returns a
+	// *snap.Error of its own.
+	Timeout time.Duration
 }
 
 // Registry routes service calls by name. Handlers may be added while it
 // serves; it is safe for concurrent use.
 type Registry struct {
-	logger *slog.Logger
-	allow  atomic.Pointer[map[[32]byte]bool] // by the caller's key: an address on either network
+	logger  *slog.Logger
+	timeout time.Duration
+	allow   atomic.Pointer[map[[32]byte]bool] // by the caller's key: an address on either network
 
 	mu       sync.RWMutex
-	handlers map[string]Handler
+	handlers map[string]service
 }
+
+// service is a registered handler and the bound of its calls (0: none).
+type service struct {
+	h       Handler
+	timeout time.Duration
+}
+
+// errTimedOut is the cause of a call's context ended by its service's
+// time-out.
+var errTimedOut = errors.New("service: the service's time-out passed")
 
 // New returns a Registry with no services for cfg. It fails when an
 // allowed identity is not a valid P2TR address, naming it.
 func New(cfg Config) (*Registry, error) {
-	r := &Registry{logger: cfg.Logger, handlers: map[string]Handler{}}
+	r := &Registry{logger: cfg.Logger, timeout: cfg.Timeout, handlers: map[string]service{}}
 	if r.logger == nil {
 		r.logger = slog.Default()
 	}
@@ -114,10 +132,18 @@ func New(cfg Config) (*Registry, error) {
 	return r, nil
 }
 
-// Handle registers h as the service name. It panics when name is not a
-// valid name (CheckName) or is taken, as registering a method twice does:
-// both are mistakes in the program.
+// Handle registers h as the service name, its calls bounded by
+// Config.Timeout. It panics when name is not a valid name (CheckName) or
+// is taken, as registering a method twice does: both are mistakes in the
+// program.
 func (r *Registry) Handle(name string, h Handler) {
+	r.HandleTimeout(name, r.timeout, h)
+}
+
+// HandleTimeout registers h as the service name, as Handle does, each
+// call bounded by timeout (0: none) in place of Config.Timeout: a
+// service that may take long declares so.
+func (r *Registry) HandleTimeout(name string, timeout time.Duration, h Handler) {
 	if err := CheckName(name); err != nil {
 		panic(err)
 	}
@@ -126,7 +152,7 @@ func (r *Registry) Handle(name string, h Handler) {
 	if _, dup := r.handlers[name]; dup {
 		panic("service: second handler for " + name)
 	}
-	r.handlers[name] = h
+	r.handlers[name] = service{h, timeout}
 }
 
 // Names returns the registered services, sorted.
@@ -173,17 +199,28 @@ func (r *Registry) Serve(ctx context.Context, req *snap.Verified) (any, error) {
 	}
 	call.From = req.From
 	r.mu.RLock()
-	h, ok := r.handlers[call.Name]
+	svc, ok := r.handlers[call.Name]
 	r.mu.RUnlock()
 	if !ok {
 		return nil, &snap.Error{Code: snap.CodeSkillNotFound, Message: "no such service: " + call.Name,
 			Data: map[string]any{"skill": call.Name, "available": r.Names()}}
 	}
-	reply, err := h(ctx, call)
+	if svc.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, svc.timeout, errTimedOut)
+		defer cancel()
+	}
+	reply, err := svc.h(ctx, call)
 	if err != nil {
 		var se *snap.Error
 		if errors.As(err, &se) {
 			return nil, se
+		}
+		if errors.Is(context.Cause(ctx), errTimedOut) {
+			r.logger.Warn("service did not finish within its time-out", "service", call.Name, "from", call.From, "timeout", svc.timeout, "err", err)
+			return nil, &snap.Error{Code: snap.CodeServiceUnavailable,
+				Message: fmt.Sprintf("the service did not finish within its time-out (%v)", svc.timeout),
+				Data:    map[string]any{"service": call.Name, "timeout": svc.timeout.Seconds()}}
 		}
 		r.logger.Error("service failed", "service", call.Name, "from", call.From, "err", err)
 		return nil, &snap.Error{Code: snap.CodeInternal, Message: "the service failed", Data: map[string]any{"service": call.Name}}
