@@ -68,6 +68,7 @@ var bounds = []bound{
 	{key: "max_stream_waiters", min: 1},
 	{key: "request_timeout", above: true},
 	{key: "background_timeout", above: true},
+	{key: "service_timeout", above: true},
 	{key: "max_drift", min: float64(time.Second)},
 	// The inbox would take a reply_ttl of 0 or less for its default, 7
 	// days, and a reply expiring within a second is gone before it is

@@ -195,6 +195,11 @@ type Config struct {
 	// retryAfter, the request's id unspent. Streams and the steps after a
 	// request's commit (a run of proposals) have bounds of their own.
 	RequestTimeout Duration `toml:"request_timeout"`
+	// ServiceTimeout bounds one call of a node's service (service/call)
+	// that declares no bound of its own, in place of RequestTimeout: a
+	// service may take long, and the call's id is spent before it runs,
+	// so that a call cut short is answered 2006, never told to retry.
+	ServiceTimeout Duration `toml:"service_timeout"`
 	// BackgroundTimeout bounds one pass of each background loop on the
 	// database (the audit sealer and pruner, the recounts, the replay
 	// and retention sweeps, the agent queue's): a pass that takes longer
@@ -559,6 +564,7 @@ func Default() Config {
 		StreamWaitTimeout:     Duration{10 * time.Second},
 		MaxStreamWaiters:      256,
 		RequestTimeout:        Duration{DefaultRequestTimeout},
+		ServiceTimeout:        Duration{DefaultServiceTimeout},
 		BackgroundTimeout:     Duration{DefaultBackgroundTimeout},
 		Card: Card{
 			Name:        "snapnode",
@@ -743,6 +749,7 @@ var settings = []setting{
 	intSetting("max-newcomer-streams", "SNAPNODE_MAX_NEWCOMER_STREAMS", "hold at most `N` streams of identities with no task history together (0: half of --max-streams)", func(c *Config) *int { return &c.MaxNewcomerStreams }),
 	durationSetting("stream-wait-timeout", "SNAPNODE_STREAM_WAIT_TIMEOUT", "let a stream request wait `DURATION` for a slot, known identities first, before refusing it (0: refuse at once)", func(c *Config) *Duration { return &c.StreamWaitTimeout }),
 	durationSetting("request-timeout", "SNAPNODE_REQUEST_TIMEOUT", "answer a request that is not done within `DURATION` 5003, abandoning its database calls (streams and runs of proposals excepted)", func(c *Config) *Duration { return &c.RequestTimeout }),
+	durationSetting("service-timeout", "SNAPNODE_SERVICE_TIMEOUT", "end a service/call whose service declares no bound of its own after `DURATION` (answered 2006: its id is spent)", func(c *Config) *Duration { return &c.ServiceTimeout }),
 	durationSetting("background-timeout", "SNAPNODE_BACKGROUND_TIMEOUT", "abandon one pass of a background loop on the database (sealer, recounts, sweeps, retention) after `DURATION`, to try again at its next tick", func(c *Config) *Duration { return &c.BackgroundTimeout }),
 	intSetting("max-stream-waiters", "SNAPNODE_MAX_STREAM_WAITERS", "let at most `N` stream requests wait for a slot, known identities and newcomers each", func(c *Config) *int { return &c.MaxStreamWaiters }),
 	intSetting("max-live-tasks-per-requester", "SNAPNODE_MAX_LIVE_TASKS_PER_REQUESTER", "hold at most `N` live (not ended) tasks of one requester (over: 5002; 0: no bound)", func(c *Config) *int { return &c.MaxLiveTasksPerRequester }),
@@ -1309,6 +1316,9 @@ func (c *Config) KeyPath() string {
 // DefaultRequestTimeout is the default RequestTimeout: under the 30 s
 // the SNAP SDK's requester waits, so that its answer reaches it.
 const DefaultRequestTimeout = 20 * time.Second
+
+// DefaultServiceTimeout is the default ServiceTimeout.
+const DefaultServiceTimeout = time.Minute
 
 // DefaultBackgroundTimeout is the default BackgroundTimeout.
 const DefaultBackgroundTimeout = 5 * time.Minute

@@ -33,8 +33,9 @@ type options struct {
 }
 
 type namedService struct {
-	name string
-	h    servicecall.Handler
+	name    string
+	h       servicecall.Handler
+	timeout time.Duration // 0: service_timeout
 }
 
 // WithService offers h as the service name over service/call. Only the
@@ -45,8 +46,21 @@ type namedService struct {
 // request is handled (h may act outside the node's database, where no
 // later write would carry the record there); without one, only the writes
 // a request makes wait for the disk.
+//
+// Each call of h is bounded by service_timeout, not request_timeout: its
+// context ends when it passes, and a call that has not answered then is
+// answered 2006 (the id was spent before h ran: a new call needs a new
+// id), as is one that fails with 5001, 5002 or 5003 or a plain error. A
+// service that may take longer declares its own bound with
+// WithServiceTimeout.
 func WithService(name string, h servicecall.Handler) Option {
-	return func(o *options) { o.services = append(o.services, namedService{name, h}) }
+	return WithServiceTimeout(name, 0, h)
+}
+
+// WithServiceTimeout is WithService for a service whose calls are bounded
+// by timeout in place of service_timeout (0: service_timeout).
+func WithServiceTimeout(name string, timeout time.Duration, h servicecall.Handler) Option {
+	return func(o *options) { o.services = append(o.services, namedService{name, h, timeout}) }
 }
 
 // WithLogLevel gives the node the level of its logger, so that Reload
@@ -58,11 +72,14 @@ func WithLogLevel(v *slog.LevelVar) Option {
 // startServices makes the registry of the node's services, the built-in
 // status and those of opts, and registers it on router.
 func (n *Node) startServices(router *snap.Router, store tasks.Store, opts options) error {
-	reg, err := servicecall.New(servicecall.Config{Allow: n.cfg.ServiceCallers, Logger: n.logger.With("part", "service")})
+	reg, err := servicecall.New(servicecall.Config{Allow: n.cfg.ServiceCallers, Logger: n.logger.With("part", "service"),
+		Timeout: n.cfg.ServiceTimeout.Duration})
 	if err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
-	all := append([]namedService{{"status", n.statusService(store)}}, opts.services...)
+	// status reads the database, as any request does: request_timeout
+	// bounds it.
+	all := append([]namedService{{"status", n.statusService(store), n.cfg.RequestTimeout.Duration}}, opts.services...)
 	seen := map[string]bool{}
 	for _, s := range all {
 		if err := servicecall.CheckName(s.name); err != nil {
@@ -72,7 +89,11 @@ func (n *Node) startServices(router *snap.Router, store tasks.Store, opts option
 			return fmt.Errorf("node: service %q offered twice", s.name)
 		}
 		seen[s.name] = true
-		reg.Handle(s.name, s.h)
+		timeout := s.timeout
+		if timeout <= 0 {
+			timeout = n.cfg.ServiceTimeout.Duration
+		}
+		reg.HandleTimeout(s.name, timeout, s.h)
 	}
 	router.Handle(servicecall.Method, reg.Serve)
 	n.services = reg

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -119,4 +120,86 @@ func mustJSON(t *testing.T, v any) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// A service/call's id is spent before its service runs (the service may
+// act outside the node's database), so a service that fails is answered
+// 2006 — the id spent, the call may have acted, a new request needs a
+// new id — never 5001 or 5003 asking for the same message again, which
+// would be refused 2006: over Nostr, HTTP (500, the node's failure) and
+// WebSocket alike, the same message sent again gets 2006, and the
+// service ran once. A service is bounded by service_timeout, or the
+// bound it declares (WithServiceTimeout), not by request_timeout: it may
+// take long; one still running when its bound passes is answered 2006
+// naming it.
+func TestNodeServiceFailureSpendsItsID(t *testing.T) {
+	kinds := []struct {
+		name  string
+		dial  func(*testing.T, *node.Node, *identity.Key) transport
+		alice *identity.Key
+	}{{"nostr", dialNostr, newKey(t)}, {"http", dialHTTP, newKey(t)}, {"ws", dialWS, newKey(t)}}
+	var calls atomic.Int64
+	n := startNodeWith(t, func(c *config.Config) {
+		c.HTTPListen = "127.0.0.1:0"
+		c.HTTPRate = 0
+		for _, k := range kinds {
+			c.ServiceCallers = append(c.ServiceCallers, k.alice.Address(identity.Mainnet))
+		}
+	}, node.WithService("flaky", func(ctx context.Context, c *servicecall.Call) (any, error) {
+		calls.Add(1)
+		return nil, errors.New("the upstream is down")
+	}), node.WithServiceTimeout("stuck", 50*time.Millisecond, func(ctx context.Context, c *servicecall.Call) (any, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}), node.WithService("deadline", func(ctx context.Context, c *servicecall.Call) (any, error) {
+		d, ok := ctx.Deadline()
+		return map[string]any{"bounded": ok, "left": time.Until(d).Seconds()}, nil
+	}))
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			e := &transportEnv{kind: k.name, n: n, alice: k.alice, tr: k.dial(t, n, k.alice)}
+			before := calls.Load()
+			raw := signed(t, e.request(t, k.alice, servicecall.Method, map[string]any{"name": "flaky"}), k.alice)
+			for i, what := range []string{"the call", "the same message again"} {
+				x := e.exchange(t, raw, rawOptions{})
+				var p map[string]any
+				if k.name == "http" {
+					if want := []int{http.StatusInternalServerError, http.StatusUnauthorized}[i]; x.status != want {
+						t.Fatalf("%s: HTTP %d %s; want %d", what, x.status, x.body, want)
+					}
+					if err := json.Unmarshal(x.body, &p); err != nil {
+						t.Fatal(err)
+					}
+				} else {
+					_, p = only(t, x)
+				}
+				if errCode(p) != int(snap.CodeDuplicateMessage) {
+					t.Fatalf("%s answered %v; want 2006, the id spent", what, p)
+				}
+				if msg, _ := p["error"].(map[string]any)["message"].(string); i == 0 && (!strings.Contains(msg, "may have acted") || !strings.Contains(msg, "new id")) {
+					t.Fatalf("%s answered %q; want the call may have acted, a new id", what, msg)
+				}
+			}
+			if got := calls.Load() - before; got != 1 {
+				t.Fatalf("the service ran %d times; want 1", got)
+			}
+			x := e.exchange(t, signed(t, e.request(t, k.alice, servicecall.Method, map[string]any{"name": "stuck"}), k.alice), rawOptions{})
+			var p map[string]any
+			if k.name == "http" {
+				if x.status != http.StatusInternalServerError || json.Unmarshal(x.body, &p) != nil {
+					t.Fatalf("a call past its service's time-out: HTTP %d %s; want 500", x.status, x.body)
+				}
+			} else {
+				_, p = only(t, x)
+			}
+			if msg, _ := p["error"].(map[string]any)["message"].(string); errCode(p) != int(snap.CodeDuplicateMessage) || !strings.Contains(msg, "time-out (50ms)") {
+				t.Fatalf("a call past its service's time-out answered %v; want 2006 naming the time-out", p)
+			}
+			reply, code := e.serviceCall(t, e.tr, "deadline", nil)
+			if left, _ := reply["left"].(float64); code != 0 || reply["bounded"] != true ||
+				left <= config.DefaultRequestTimeout.Seconds() || left > config.DefaultServiceTimeout.Seconds() {
+				t.Fatalf("a service's deadline: %v (error %d); want service_timeout's, past request_timeout's", reply, code)
+			}
+		})
+	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/snapnode/snapnode/proposals"
 	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/relay/embedded"
+	"github.com/snapnode/snapnode/servicecall"
 	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/snaphttp"
 	"github.com/snapnode/snapnode/snapnostr"
@@ -461,7 +462,9 @@ func (w *wiring) startServer(context.Context) error {
 	w.server = snap.NewServer(snap.ServerConfig{
 		Key: n.key, Network: n.network, Router: w.router, Logger: n.logger.With("part", "snap"),
 		Results: w.results, Observer: w.mx, RequestTimeout: n.cfg.RequestTimeout.Duration,
-		Validator: w.validator,
+		// Each service bounds its calls (service_timeout, or its own).
+		SelfBounded: []string{servicecall.Method},
+		Validator:   w.validator,
 	})
 	return nil
 }
