@@ -127,5 +127,5 @@
 //	}
 //	go rt.Run(ctx) // until ctx ends
 //	// On PostgreSQL shared with other processes (replicas):
-//	go queue.RunRecount(ctx, time.Minute, nil)
+//	go queue.RunRecount(ctx, time.Minute, 5*time.Minute, nil)
 package agent

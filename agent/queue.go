@@ -159,9 +159,10 @@ func (q *Queue) Recount(ctx context.Context) error {
 }
 
 // RunRecount runs Recount every interval until ctx is done, and returns
-// ctx's error; report, if not nil, is told of each failed round.
-func (q *Queue) RunRecount(ctx context.Context, interval time.Duration, report func(error)) error {
-	if err := periodic.Every(ctx, interval, q.Recount, report); err != nil && ctx.Err() == nil {
+// ctx's error, each round given up after bound (see periodic.Pass);
+// report, if not nil, is told of each failed round.
+func (q *Queue) RunRecount(ctx context.Context, interval, bound time.Duration, report func(error)) error {
+	if err := periodic.Every(ctx, "agent queue recount", interval, bound, q.Recount, report); err != nil && ctx.Err() == nil {
 		return fmt.Errorf("agent: queue: recount: %w", err)
 	}
 	return ctx.Err()

@@ -131,6 +131,13 @@ type Config struct {
 	// Poll is how often the runtime looks for jobs other processes left
 	// (default 1 s); jobs taken here wake it at once.
 	Poll time.Duration
+	// PassTimeout bounds each pass of the runtime's loops on the
+	// database (its look for jobs and each claim, its reconcile, its
+	// forgetting of ended jobs; default 5 min; see periodic.Pass): a
+	// pass a database that does not answer holds is given up, warned
+	// of, and the loop goes on at its next tick. A lease's renewal is
+	// bounded by a third of the lease.
+	PassTimeout time.Duration
 	// ForgetAfter, when positive, forgets an ended job (its history,
 	// recovery points and archive) once it ended that long ago and its
 	// task is gone: the node sets it to its task retention, so that what
@@ -305,6 +312,7 @@ func New(cfg Config) (*Runtime, error) {
 	defDur(&cfg.Lease, 30*time.Second)
 	defDur(&cfg.Backoff, DefaultBackoff)
 	defDur(&cfg.Poll, time.Second)
+	defDur(&cfg.PassTimeout, 5*time.Minute)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -720,15 +728,16 @@ func (r *Runtime) Run(ctx context.Context) error {
 	} else if n > 0 {
 		r.log.Info("agent: taking up the jobs the previous run left", "count", n)
 	}
-	r.reconcile(ctx)
+	r.pass(ctx, "agent reconcile", r.reconcile)
 	if r.cfg.ForgetAfter > 0 {
 		// On a goroutine of its own: a pass reads and deletes up to a
 		// page of jobs, which must not hold up the dispatch of new ones.
 		r.wg.Go(func() {
-			_ = periodic.Every(ctx, 30*r.cfg.Poll, func(ctx context.Context) error {
+			r.pass(ctx, "agent forget", r.forget) // at once, as before
+			_ = periodic.Every(ctx, "agent forget", 30*r.cfg.Poll, r.cfg.PassTimeout, func(ctx context.Context) error {
 				r.forget(ctx)
-				return nil
-			}, nil)
+				return ctx.Err()
+			}, func(err error) { r.log.Warn("agent: forgetting ended jobs", "err", err) })
 		})
 	}
 	tick := time.NewTicker(r.cfg.Poll)
@@ -741,9 +750,22 @@ func (r *Runtime) Run(ctx context.Context) error {
 		case <-r.wake:
 		case <-tick.C:
 			if polls%30 == 0 {
-				r.reconcile(ctx)
+				r.pass(ctx, "agent reconcile", r.reconcile)
 			}
 		}
+	}
+}
+
+// pass runs f as one pass of the loop named loop, given up after
+// PassTimeout (periodic.Pass), which is warned of; f warns of its own
+// failures.
+func (r *Runtime) pass(ctx context.Context, loop string, f func(context.Context)) {
+	_, err := periodic.Pass(ctx, loop, r.cfg.PassTimeout, func(ctx context.Context) (struct{}, error) {
+		f(ctx)
+		return struct{}{}, ctx.Err()
+	})
+	if errors.Is(err, periodic.ErrAbandoned) {
+		r.log.Warn("agent: "+loop, "err", err)
 	}
 }
 
@@ -798,7 +820,12 @@ func (r *Runtime) dispatch(ctx context.Context) {
 	if r.cfg.Uncapped != nil {
 		perRequester = cap(r.slots)
 	}
-	cands, err := r.cfg.Store.Runnable(ctx, r.cfg.Now(), perRequester, 4*cap(r.slots)+16)
+	// Each database call bounded (periodic.Pass), not the whole pass:
+	// the jobs claimed run on ctx, and a goroutine started within a
+	// pass would carry its labels.
+	cands, err := periodic.Pass(ctx, "agent dispatch", r.cfg.PassTimeout, func(pctx context.Context) ([]Candidate, error) {
+		return r.cfg.Store.Runnable(pctx, r.cfg.Now(), perRequester, 4*cap(r.slots)+16)
+	})
 	if err != nil {
 		r.log.Warn("agent: looking for jobs", "err", err)
 		return
@@ -835,7 +862,9 @@ func (r *Runtime) dispatch(ctx context.Context) {
 			continue
 		}
 		now := r.cfg.Now()
-		won, err := r.cfg.Store.Claim(ctx, c.TaskID, r.cfg.Holder, now, now.Add(r.cfg.Lease))
+		won, err := periodic.Pass(ctx, "agent dispatch", r.cfg.PassTimeout, func(pctx context.Context) (bool, error) {
+			return r.cfg.Store.Claim(pctx, c.TaskID, r.cfg.Holder, now, now.Add(r.cfg.Lease))
+		})
 		if err != nil {
 			r.log.Warn("agent: claim", "task", c.TaskID, "err", err)
 			return
@@ -909,7 +938,12 @@ func (r *Runtime) keep(ctx context.Context, taskID string, cancel context.Cancel
 			}
 		case <-tick.C:
 			now := r.cfg.Now()
-			ok, err := r.cfg.Store.Renew(ctx, taskID, r.cfg.Holder, now.Add(r.cfg.Lease))
+			// Bounded by the time to the next renewal: one that does not
+			// come back (a database that hung) is a renewal failed, and
+			// the job stops before its lease could lapse.
+			ok, err := periodic.Pass(ctx, "agent lease renewal", every, func(ctx context.Context) (bool, error) {
+				return r.cfg.Store.Renew(ctx, taskID, r.cfg.Holder, now.Add(r.cfg.Lease))
+			})
 			switch {
 			case err == nil && !ok:
 				cancel(ErrLeaseLost)
@@ -923,7 +957,10 @@ func (r *Runtime) keep(ctx context.Context, taskID string, cancel context.Cancel
 				cancel(ErrLeaseLost)
 				return
 			}
-			if t, err := r.cfg.Tasks.Task(ctx, taskID); err == nil && t.Status.State == tasks.StateCanceled {
+			t, err := periodic.Pass(ctx, "agent lease renewal", every, func(ctx context.Context) (*tasks.Task, error) {
+				return r.cfg.Tasks.Task(ctx, taskID)
+			})
+			if err == nil && t.Status.State == tasks.StateCanceled {
 				cancel(ErrCanceled)
 				return
 			}

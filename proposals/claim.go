@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"fmt"
+	"time"
 
 	"github.com/snapnode/snapnode/internal/sqldb"
 )
@@ -31,6 +32,9 @@ func DBClaims(db *sqldb.DB) Claimer {
 
 type pgClaims struct{ db *sql.DB }
 
+// releaseTimeout bounds the unlock of a claim.
+const releaseTimeout = 5 * time.Second
+
 func (c pgClaims) Claim(ctx context.Context, name string) (func(), bool, error) {
 	conn, err := c.db.Conn(ctx)
 	if err != nil {
@@ -50,7 +54,11 @@ func (c pgClaims) Claim(ctx context.Context, name string) (func(), bool, error) 
 		// Unlocked explicitly: the pool keeps the connection, and the
 		// lock with it, otherwise. Should the unlock fail, the
 		// connection is dropped, which releases the lock too.
-		if _, err := conn.ExecContext(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", key); err != nil {
+		// Bounded: a database that does not answer must not hold the
+		// caller (the connection dropped then releases the lock).
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		defer cancel()
+		if _, err := conn.ExecContext(uctx, "SELECT pg_advisory_unlock($1)", key); err != nil {
 			_ = conn.Raw(func(any) error { return driver.ErrBadConn }) // discards the connection
 		}
 		conn.Close()

@@ -21,7 +21,7 @@
 //	props, err := proposals.New(proposals.Config{Executor: exec, Tasks: svc, Claims: proposals.DBClaims(db)})
 //	…
 //	if _, err := props.Reconcile(ctx, time.Now()); err != nil { … } // at start
-//	go props.ReconcileEvery(ctx, ticker.C, proposals.InterruptedAfter, nil)
+//	go props.ReconcileEvery(ctx, ticker.C, proposals.InterruptedAfter, 5*time.Minute, nil)
 //	…
 //	t, err := props.Decide(ctx, proposals.Decision{TaskID: id, ActionID: action, Approver: executor.Host, Approve: true})
 //	if errors.Is(err, proposals.ErrTaskEnded) { … } // nothing ran

@@ -476,7 +476,7 @@ func TestReconcileEveryTakesUpOldTasks(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		r.props.ReconcileEvery(pctx, ticks, proposals.InterruptedAfter, func(rec proposals.Reconciled, err error) {
+		r.props.ReconcileEvery(pctx, ticks, proposals.InterruptedAfter, 0, func(rec proposals.Reconciled, err error) {
 			if err != nil {
 				t.Error(err)
 			}

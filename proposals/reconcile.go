@@ -3,9 +3,11 @@ package proposals
 import (
 	"context"
 	"errors"
+	"runtime/pprof"
 	"time"
 
 	"github.com/snapnode/snapnode/executor"
+	"github.com/snapnode/snapnode/internal/periodic"
 	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/tasks"
 )
@@ -64,6 +66,13 @@ type Reconciled struct {
 // cutoff for the second. A task that fails to reconcile is logged and
 // left as it is, for the next pass.
 func (p *Proposals) Reconcile(ctx context.Context, cutoff time.Time) (Reconciled, error) {
+	return p.reconcile(ctx, ctx, cutoff)
+}
+
+// reconcile is Reconcile with its lookups and writes on ctx and the runs
+// of the tasks it resumes on life, which a pass's bound does not cut
+// (ReconcileEvery).
+func (p *Proposals) reconcile(ctx, life context.Context, cutoff time.Time) (Reconciled, error) {
 	var r Reconciled
 	n, err := RecoverInterrupted(ctx, p.exec, p.claims, cutoff)
 	r.Recovered = n
@@ -96,7 +105,7 @@ func (p *Proposals) Reconcile(ctx context.Context, cutoff time.Time) (Reconciled
 			r.Skipped++
 			continue
 		}
-		p.reconcileTask(ctx, t.ID, cutoff, &r)
+		p.reconcileTask(ctx, life, t.ID, cutoff, &r)
 		release()
 	}
 	n, err = p.withdrawOrphans(ctx)
@@ -131,7 +140,7 @@ func RecoverInterrupted(ctx context.Context, exec Recoverer, claims Claimer, cut
 
 // reconcileTask reconciles taskID, claimed, if it is still as the list
 // found it: not ended, and unchanged since cutoff.
-func (p *Proposals) reconcileTask(ctx context.Context, taskID string, cutoff time.Time, r *Reconciled) {
+func (p *Proposals) reconcileTask(ctx, life context.Context, taskID string, cutoff time.Time, r *Reconciled) {
 	t, err := p.tasks.Task(ctx, taskID)
 	if err != nil {
 		p.logger.Error("reconcile: task left as it was", "task", taskID, "err", err)
@@ -147,7 +156,11 @@ func (p *Proposals) reconcileTask(ctx context.Context, taskID string, cutoff tim
 			r.Settled++
 		}
 	} else {
-		now, err = p.tasks.Resume(ctx, t.ID)
+		// Its run as a request's: not cut by the pass's bound, and,
+		// labelled apart, not taken for a pass stuck past it.
+		pprof.Do(life, pprof.Labels("loop", "reconcile: resumed run"), func(life context.Context) {
+			now, err = p.tasks.Resume(life, t.ID)
+		})
 		if errors.Is(err, tasks.ErrNotYet) {
 			// The pass that recovers the action takes the task up.
 			p.logger.Info("reconcile: task left waiting for the executor to settle an action it ran", "task", t.ID, "err", err)
@@ -240,14 +253,18 @@ func (p *Proposals) settleDecided(ctx context.Context, t *tasks.Task) (*tasks.Ta
 // the tasks that stood still for at least age at the tick's time: the
 // tasks a replica was running when this node started, and left
 // interrupted, are taken up once they are older than age. report, when
-// set, is told of each pass.
-func (p *Proposals) ReconcileEvery(ctx context.Context, ticks <-chan time.Time, age time.Duration, report func(Reconciled, error)) {
+// set, is told of each pass. A pass is given up after bound (see
+// periodic.Pass), the runs of the tasks it resumed excepted: they end
+// with ctx.
+func (p *Proposals) ReconcileEvery(ctx context.Context, ticks <-chan time.Time, age, bound time.Duration, report func(Reconciled, error)) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case now := <-ticks:
-			r, err := p.Reconcile(ctx, now.Add(-age))
+			r, err := periodic.Pass(ctx, "reconcile", bound, func(pass context.Context) (Reconciled, error) {
+				return p.reconcile(pass, ctx, now.Add(-age))
+			})
 			if report != nil {
 				report(r, err)
 			}

@@ -471,7 +471,9 @@ const seenPause = 10 * time.Second
 // (Recorded) and takes up the others, late (see snap.Inbound.Late). Each
 // pass has half the grace for its reads of the database.
 func (in *Inbox) reviewDeferred(ctx context.Context, tick time.Duration, jobs *fairqueue.Queue[string, *nostr.Event], refusals *refuser) {
-	_ = periodic.Every(ctx, tick, func(ctx context.Context) error {
+	// No bound of periodic.Pass: a pass bounds its reads itself, by
+	// half the grace, and then takes up what it could not tell of.
+	_ = periodic.Every(ctx, "inbox review", tick, 0, func(ctx context.Context) error {
 		in.reviewPass(ctx, jobs, refusals)
 		return nil
 	}, nil)

@@ -46,18 +46,22 @@ func (r Retention) PruneOnce(ctx context.Context) (int, error) {
 	}
 }
 
+// retentionLoop names Run's passes (periodic.Pass).
+const retentionLoop = "task retention"
+
 // Run prunes at once and then every interval until ctx is done, and
-// returns ctx's error. report, if not nil, is told of each round.
-func (r Retention) Run(ctx context.Context, interval time.Duration, report func(deleted int, err error)) error {
+// returns ctx's error, each round given up after bound (see
+// periodic.Pass). report, if not nil, is told of each round.
+func (r Retention) Run(ctx context.Context, interval, bound time.Duration, report func(deleted int, err error)) error {
 	if interval <= 0 {
 		return fmt.Errorf("tasks: retention: interval %v", interval)
 	}
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	prune := func(ctx context.Context, _ time.Time) (int, error) { return r.PruneOnce(ctx) }
-	n, err := prune(ctx, time.Time{})
+	n, err := periodic.Pass(ctx, retentionLoop, bound, func(ctx context.Context) (int, error) { return prune(ctx, time.Time{}) })
 	if report != nil && ctx.Err() == nil {
 		report(n, err)
 	}
-	return periodic.Run(ctx, tick.C, prune, report)
+	return periodic.Run(ctx, retentionLoop, tick.C, bound, prune, report)
 }

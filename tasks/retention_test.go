@@ -44,7 +44,7 @@ func TestRetention(t *testing.T) {
 			t.Fatalf("TTL 0 pruned %d, %v", n, err)
 		}
 		rounds := make(chan int, 10)
-		go (tasks.Retention{Store: store, TTL: time.Hour}).Run(ctx, 30*time.Minute, func(n int, err error) {
+		go (tasks.Retention{Store: store, TTL: time.Hour}).Run(ctx, 30*time.Minute, 0, func(n int, err error) {
 			if err != nil {
 				t.Error(err)
 			}

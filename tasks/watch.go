@@ -2,7 +2,10 @@ package tasks
 
 import (
 	"context"
+	"errors"
 	"time"
+
+	"github.com/snapnode/snapnode/internal/periodic"
 )
 
 // Shared is implemented by a Store that other processes write as well
@@ -30,8 +33,9 @@ const DefaultWatchEvery = 500 * time.Millisecond
 // longer there (deleted by the retention before a look read its final
 // event) ends its streams at that look, with 1001 (task not found) for
 // their final response. With no stream, it reads
-// nothing. It runs until ctx ends, and returns nil then.
-func (s *Service) WatchOthers(ctx context.Context, store Shared, every time.Duration) error {
+// nothing. Each look is given up after bound (see periodic.Pass), and
+// the next one tries again. It runs until ctx ends, and returns nil then.
+func (s *Service) WatchOthers(ctx context.Context, store Shared, every, bound time.Duration) error {
 	if every <= 0 {
 		every = DefaultWatchEvery
 	}
@@ -53,10 +57,16 @@ func (s *Service) WatchOthers(ctx context.Context, store Shared, every time.Dura
 				delete(seen, id) // followed no more: seen stays bounded by the streams
 			}
 		}
-		for len(ids) > 0 && ctx.Err() == nil {
-			n := min(len(ids), MaxVersionsBatch)
-			s.catchUp(ctx, store, ids[:n], seen)
-			ids = ids[n:]
+		_, err := periodic.Pass(ctx, "task events watch", bound, func(ctx context.Context) (struct{}, error) {
+			for len(ids) > 0 && ctx.Err() == nil {
+				n := min(len(ids), MaxVersionsBatch)
+				s.catchUp(ctx, store, ids[:n], seen)
+				ids = ids[n:]
+			}
+			return struct{}{}, ctx.Err()
+		})
+		if errors.Is(err, periodic.ErrAbandoned) {
+			s.log.Warn("reading the events other processes wrote; the streams get them at the next try", "err", err)
 		}
 	}
 }

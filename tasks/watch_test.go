@@ -44,7 +44,7 @@ func TestWatchOthersPublishesOthersEvents(t *testing.T) {
 		shared := &versionsOf{store: store}
 		ctx, stop := context.WithCancel(t.Context())
 		done := make(chan error, 1)
-		go func() { done <- svc.WatchOthers(ctx, shared, time.Second) }()
+		go func() { done <- svc.WatchOthers(ctx, shared, time.Second, 0) }()
 
 		task := mustSend(t, svc, alice, `{"message":{"messageId":"m1","role":"user","parts":[{"text":"hi"}]}}`)
 		time.Sleep(3 * time.Second) // bubble time: three looks
@@ -121,7 +121,7 @@ func TestWatchOthersReadsAMovedTaskOnce(t *testing.T) {
 		}
 		ctx, stop := context.WithCancel(t.Context())
 		defer stop()
-		go svc.WatchOthers(ctx, &versionsOf{store: store}, time.Second)
+		go svc.WatchOthers(ctx, &versionsOf{store: store}, time.Second, 0)
 		time.Sleep(5 * time.Second)
 		synctest.Wait()
 		if n := counting.events.Load(); n != 1 {
@@ -154,7 +154,7 @@ func TestWatchOthersKeepsOthersEventBeforeALocalWrite(t *testing.T) {
 		}
 		ctx, stop := context.WithCancel(t.Context())
 		defer stop()
-		go svc.WatchOthers(ctx, &versionsOf{store: store}, time.Second)
+		go svc.WatchOthers(ctx, &versionsOf{store: store}, time.Second, 0)
 		synctest.Wait() // the watch runs
 		// Another process's artifact, then a local one, within one interval.
 		if _, err := store.AppendArtifact(t.Context(), task.ID, task.Version, Artifact{ArtifactID: "other", Parts: []Part{TextPart("o")}}); err != nil {
@@ -282,7 +282,7 @@ func TestWatchOthersEndsStreamOfDeletedTask(t *testing.T) {
 		}
 		ctx, stop := context.WithCancel(t.Context())
 		defer stop()
-		go svc.WatchOthers(ctx, &versionsOf{store: store}, time.Second)
+		go svc.WatchOthers(ctx, &versionsOf{store: store}, time.Second, 0)
 		time.Sleep(2 * time.Second) // two looks
 		synctest.Wait()
 		select {

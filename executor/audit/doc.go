@@ -18,7 +18,7 @@
 //	err = log.Export(ctx, os.Stdout, 0)     // JSON Lines
 //	report, err = audit.VerifyJSONL(file)   // the same checks, offline
 //	tick := time.NewTicker(time.Hour)
-//	go log.RunPruner(ctx, tick.C, nil)      // prunes every hour; ends with ctx
+//	go log.RunPruner(ctx, tick.C, 5*time.Minute, nil)      // prunes every hour; ends with ctx
 //
 // # The chain
 //

@@ -255,6 +255,8 @@ func (l *Log) retention() string {
 // once RunPruner returns), a channel of its own in tests, which then move
 // the log's clock (Options.Now) and tick. A failed prune is retried at the
 // next tick; report, if not nil, is told of each round, after it.
-func (l *Log) RunPruner(ctx context.Context, ticks <-chan time.Time, report func(removed int64, err error)) error {
-	return periodic.Run(ctx, ticks, func(ctx context.Context, _ time.Time) (int64, error) { return l.Prune(ctx) }, report)
+//
+// Each prune is given up after bound (see periodic.Pass).
+func (l *Log) RunPruner(ctx context.Context, ticks <-chan time.Time, bound time.Duration, report func(removed int64, err error)) error {
+	return periodic.Run(ctx, "audit prune", ticks, bound, func(ctx context.Context, _ time.Time) (int64, error) { return l.Prune(ctx) }, report)
 }

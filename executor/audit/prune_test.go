@@ -200,7 +200,7 @@ func TestRunPruner(t *testing.T) {
 	pruned := make(chan int64)
 	done := make(chan error, 1)
 	go func() {
-		done <- l.RunPruner(ctx, ticks, func(n int64, err error) {
+		done <- l.RunPruner(ctx, ticks, 0, func(n int64, err error) {
 			if err != nil {
 				t.Errorf("prune: %v", err)
 			}

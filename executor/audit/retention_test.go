@@ -43,7 +43,7 @@ func runDays(t *testing.T, l *Log, clk *clock, days int) []Entry {
 	rounds := make(chan round)
 	done := make(chan error, 1)
 	go func() {
-		done <- l.RunPruner(ctx, ticks, func(n int64, err error) { rounds <- round{n, err} })
+		done <- l.RunPruner(ctx, ticks, 0, func(n int64, err error) { rounds <- round{n, err} })
 	}()
 	defer func() {
 		cancel()

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	jsonv2 "github.com/go-json-experiment/json"
+
+	"github.com/snapnode/snapnode/internal/periodic"
 )
 
 // ErrNoSigner: the log has no Options.Signer, and cannot seal.
@@ -331,7 +333,9 @@ func (l *Log) checkOwnHead(ctx context.Context, tx *sql.Tx, h head) error {
 // returns ctx's error; report, if not nil, is told of each round. The
 // caller owns ticks, as RunPruner's. With Options.SealEvery, it seals
 // too as soon as that many entries were committed since the last seal.
-func (l *Log) RunSealer(ctx context.Context, ticks <-chan time.Time, report func(Seal, error)) error {
+// Each seal is given up after bound (see periodic.Pass): the next tick,
+// or the next SealEvery entries, try again.
+func (l *Log) RunSealer(ctx context.Context, ticks <-chan time.Time, bound time.Duration, report func(Seal, error)) error {
 	for {
 		select {
 		case <-ctx.Done():
@@ -344,7 +348,7 @@ func (l *Log) RunSealer(ctx context.Context, ticks <-chan time.Time, report func
 			l.sinceSeal = 0
 			l.sealMu.Unlock()
 		}
-		s, err := l.Seal(ctx)
+		s, err := periodic.Pass(ctx, "audit seal", bound, l.Seal)
 		if report != nil && ctx.Err() == nil {
 			report(s, err)
 		}

@@ -19,7 +19,7 @@ func TestRunSealerSealsEveryN(t *testing.T) {
 	sealed := make(chan Seal, 4)
 	done := make(chan error, 1)
 	go func() {
-		done <- l.RunSealer(ctx, make(chan time.Time), func(s Seal, err error) {
+		done <- l.RunSealer(ctx, make(chan time.Time), 0, func(s Seal, err error) {
 			if err != nil {
 				t.Errorf("seal: %v", err)
 			}

@@ -94,7 +94,7 @@ func openAgentQueue(ctx context.Context, db *sqldb.DB, taskStore tasks.Store, a 
 // and sandbox, and the model client (or the external worker pool, whose
 // protocol violations go to the audit log) from the settings. The runtime
 // runs until ctx ends; done is closed when it has stopped.
-func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queue *agent.Queue, exec agent.Executor, svc *tasks.Service, obs agent.Observer, auditLog worker.Auditor, self *identity.Key, relays delegate.Relays, logger *slog.Logger) (*agent.Runtime, <-chan struct{}, error) {
+func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queue *agent.Queue, exec agent.Executor, svc *tasks.Service, obs agent.Observer, auditLog worker.Auditor, self *identity.Key, relays delegate.Relays, poll time.Duration, logger *slog.Logger) (*agent.Runtime, <-chan struct{}, error) {
 	a := cfg.Agent
 	var (
 		key       string
@@ -192,7 +192,7 @@ func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queu
 		MaxObservationBytes: a.MaxObservationBytes, MaxAnswerBytes: a.MaxAnswerBytes,
 		MaxHistoryBytes: a.MaxHistoryBytes, MaxRetries: a.MaxRetries, Redact: redact, Secrets: []string{key},
 		SystemPrompt: a.SystemPrompt, Review: a.Review, ReviewModel: review, ReviewModelName: reviewName, Sensitive: a.Sensitive, Backoff: a.RetryBackoff.Duration, Observer: obs, Logger: logger.With("part", "agent"),
-		ForgetAfter: cfg.TaskRetention.Duration,
+		ForgetAfter: cfg.TaskRetention.Duration, PassTimeout: cfg.BackgroundTimeout.Duration, Poll: poll,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("node: agent: %w", err)

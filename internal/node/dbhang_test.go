@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"runtime/pprof"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +13,8 @@ import (
 
 	"github.com/snapnode/snapnode/client"
 	"github.com/snapnode/snapnode/internal/config"
+	"github.com/snapnode/snapnode/internal/llmtest"
+	"github.com/snapnode/snapnode/internal/node"
 	"github.com/snapnode/snapnode/internal/testdb"
 	"github.com/snapnode/snapnode/snap"
 )
@@ -115,4 +119,89 @@ func answered503(what string, payload []byte, err error) error {
 		return fmt.Errorf("%s: answered %d %q %v, want 5003 with retryAfter, naming the time-out", what, p.Error.Code, p.Error.Message, p.Error.Data)
 	}
 	return nil
+}
+
+// With PostgreSQL hung behind the proxy, no periodic loop of the node
+// waits on it past background_timeout: each pass is abandoned at its
+// bound (a goroutine profile taken while hung shows no pass past its
+// deadline, and no loop's pass without one), and once the database is
+// back every loop makes progress again.
+func TestHungPostgresLoopsBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out background time-outs")
+	}
+	dsn, proxy := testdb.ProxiedDSN(t, testdb.Postgres(t))
+	const bound = time.Second
+	srv := llmtest.New(t)
+	n, stop := startNodeOpts(t, func(c *config.Config) {
+		c.Database = dsn
+		c.RequestTimeout = config.Duration{Duration: bound}
+		c.BackgroundTimeout = config.Duration{Duration: bound}
+		c.Agent.LLMURL = srv.URL()
+		c.Agent.LLMModel = llmtest.DefaultModel
+	}, node.WithLoopInterval(100*time.Millisecond))
+	// The loops that read or write the database at every pass.
+	loops := []string{"live tasks recount", "replay sweep", "task retention", "audit seal",
+		"forgetting of ended actions", "reconcile", "agent queue recount", "agent dispatch", "agent reconcile", "agent forget"}
+	waitLoops := func(what string, loops []string, ok func(was, now node.LoopCount) bool) map[string]node.LoopCount {
+		t.Helper()
+		was := n.LoopPasses()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			now := n.LoopPasses()
+			var late []string
+			for _, l := range loops {
+				if !ok(was[l], now[l]) {
+					late = append(late, fmt.Sprintf("%s %+v", l, now[l]))
+				}
+			}
+			if len(late) == 0 {
+				return now
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: after 20 s, not yet: %s", what, strings.Join(late, "; "))
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	waitLoops("before the hang, a pass of each loop", loops, func(_, now node.LoopCount) bool { return now.OK > 0 })
+
+	proxy.SetMode(testdb.Hang)
+	// The agent's reconcile comes every 30 of its looks for jobs,
+	// which the hang slows to one a bound: not awaited here.
+	waitLoops("with the database hung, a pass of each loop abandoned", slices.DeleteFunc(slices.Clone(loops), func(l string) bool { return l == "agent reconcile" }), func(was, now node.LoopCount) bool { return now.Abandoned > was.Abandoned })
+	// Every loop went at least once through a pass the hang held: no
+	// goroutine is in a pass past its deadline (with a margin for the
+	// connection's close), nor in a pass without one.
+	var prof strings.Builder
+	if err := pprof.Lookup("goroutine").WriteTo(&prof, 1); err != nil {
+		t.Fatal(err)
+	}
+	taken := time.Now()
+	inPass := 0
+	for rec := range strings.SplitSeq(prof.String(), "\n\n") {
+		_, labels, ok := strings.Cut(rec, "# labels: ")
+		if !ok {
+			continue
+		}
+		labels, _, _ = strings.Cut(labels, "\n")
+		var l map[string]string
+		// The goroutines running a pass: those it started (pgx's close
+		// of the connection it abandoned) carry its labels too.
+		if err := json.Unmarshal([]byte(labels), &l); err != nil || l["loop"] == "" || !strings.Contains(rec, "internal/periodic.Pass") {
+			continue
+		}
+		inPass++
+		d, err := time.Parse(time.RFC3339Nano, l["pass_deadline"])
+		if err != nil {
+			t.Errorf("a pass of %q without a deadline:\n%s", l["loop"], rec)
+		} else if taken.After(d.Add(time.Second)) {
+			t.Errorf("a pass of %q still running %v past its deadline:\n%s", l["loop"], taken.Sub(d).Round(time.Millisecond), rec)
+		}
+	}
+	t.Logf("with the database hung: %d goroutine groups in a pass, none past its deadline", inPass)
+
+	proxy.SetMode(testdb.Forward)
+	waitLoops("the database back, a pass of each loop that succeeded", loops, func(was, now node.LoopCount) bool { return now.OK > was.OK })
+	stop()
 }

@@ -66,7 +66,7 @@ type executorPart struct {
 // executor who may decide on held actions (the task service's operators,
 // which Reload changes). stop stops the pruning and closes what was
 // opened.
-func startExecutor(ctx context.Context, cfg config.Config, db *sqldb.DB, key *identity.Key, network identity.Network, isOperator func(string) bool, logger *slog.Logger) (_ *executorPart, stop func() error, err error) {
+func startExecutor(ctx context.Context, cfg config.Config, db *sqldb.DB, key *identity.Key, network identity.Network, isOperator func(string) bool, o options, logger *slog.Logger) (_ *executorPart, stop func() error, err error) {
 	var closers []func() error
 	// closeAll, not the result stop, which an error's return sets to nil.
 	closeAll := func() error {
@@ -110,7 +110,7 @@ func startExecutor(ctx context.Context, cfg config.Config, db *sqldb.DB, key *id
 	if err := checkSealRecord(ctx, log, cfg.SealRecordPath(), logger); err != nil {
 		return nil, nil, err
 	}
-	startAuditSealer(ctx, log, logger, &closers)
+	startAuditSealer(ctx, log, loopTiming{o.loopInterval(auditSealInterval), cfg.BackgroundTimeout.Duration}, logger, &closers)
 	holder := policy.NewHolder(engine)
 	exec, err := executor.New(ctx, executor.Config{
 		DB: db, Sandbox: sb, Policy: holder, Audit: log,
@@ -131,7 +131,7 @@ func startExecutor(ctx context.Context, cfg config.Config, db *sqldb.DB, key *id
 	}
 	// Once the executor is on the log: its pruning stops before the
 	// first entry of an action still open (audit.Log.KeepOpen).
-	startAuditPruner(ctx, log, cfg.BackgroundTimeout.Duration, logger, &closers)
+	startAuditPruner(ctx, log, loopTiming{o.loopInterval(auditPruneInterval), cfg.BackgroundTimeout.Duration}, logger, &closers)
 	// Before anything may run an action: a promotion a crash interrupted
 	// is undone. On a shared database only the old ones: a younger one
 	// may be a replica's, in progress (the reconcile passes take it up
@@ -150,7 +150,7 @@ func startExecutor(ctx context.Context, cfg config.Config, db *sqldb.DB, key *id
 // them) whose task is gone (see Executor.Forget), now and every
 // auditPruneInterval (see every): a task's file contents and diffs go with
 // the task.
-func startForgetting(ctx context.Context, exec *executor.Executor, svc *tasks.Service, retention, bound time.Duration, logger *slog.Logger, closers *[]func() error) {
+func startForgetting(ctx context.Context, exec *executor.Executor, svc *tasks.Service, retention time.Duration, at loopTiming, logger *slog.Logger, closers *[]func() error) {
 	if retention <= 0 {
 		return
 	}
@@ -161,7 +161,7 @@ func startForgetting(ctx context.Context, exec *executor.Executor, svc *tasks.Se
 		}
 		return false, err
 	}
-	every(ctx, auditPruneInterval, bound, false, func(ctx context.Context, now time.Time) (int, error) {
+	every(ctx, "forgetting of ended actions", at, false, func(ctx context.Context, now time.Time) (int, error) {
 		return exec.Forget(ctx, now.Add(-retention), gone)
 	},
 		func(n int, err error) {
@@ -275,8 +275,8 @@ func auditLevels(a config.Audit) executor.AuditLevels {
 // (the entries due do not verify: the log was tampered with, and pruning
 // never erases that) is logged and the node runs on, its log untouched,
 // for `snapnode audit verify` to name.
-func startAuditPruner(ctx context.Context, log *audit.Log, bound time.Duration, logger *slog.Logger, closers *[]func() error) {
-	every(ctx, auditPruneInterval, bound, true, func(ctx context.Context, _ time.Time) (int64, error) { return log.Prune(ctx) },
+func startAuditPruner(ctx context.Context, log *audit.Log, at loopTiming, logger *slog.Logger, closers *[]func() error) {
+	every(ctx, "audit prune", at, true, func(ctx context.Context, _ time.Time) (int64, error) { return log.Prune(ctx) },
 		func(removed int64, err error) {
 			if err != nil {
 				logger.Error("audit log: prune", "err", err)
@@ -304,7 +304,7 @@ const finalSealTimeout = 5 * time.Second
 // already sealed is left alone. A seal refused (the chain since the last seal
 // does not verify) is logged and the node runs on, for `snapnode audit
 // verify` to name the entry.
-func startAuditSealer(ctx context.Context, log *audit.Log, logger *slog.Logger, closers *[]func() error) {
+func startAuditSealer(ctx context.Context, log *audit.Log, at loopTiming, logger *slog.Logger, closers *[]func() error) {
 	report := func(s audit.Seal, err error) {
 		if err != nil {
 			logger.Error("audit log: seal", "err", err)
@@ -313,11 +313,11 @@ func startAuditSealer(ctx context.Context, log *audit.Log, logger *slog.Logger, 
 		}
 	}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	tick := time.NewTicker(auditSealInterval)
+	tick := time.NewTicker(at.interval)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = log.RunSealer(sctx, tick.C, report)
+		_ = log.RunSealer(sctx, tick.C, at.bound, report)
 	}()
 	*closers = append(*closers, func() error {
 		cancel()
@@ -337,28 +337,25 @@ func startAuditSealer(ctx context.Context, log *audit.Log, logger *slog.Logger, 
 // every interval in a goroutine that the closer it appends stops, telling
 // report of each round.
 //
-// Each round is bounded by bound: one whose database calls do not
-// return (a server that hung) is abandoned, and the next tick runs it
-// again.
-func every[N any](ctx context.Context, interval, bound time.Duration, first bool, job func(context.Context, time.Time) (N, error), report func(N, error), closers *[]func() error) {
-	unbounded := job
-	job = func(ctx context.Context, now time.Time) (N, error) {
-		ctx, cancel := context.WithTimeout(ctx, bound)
-		defer cancel()
-		return unbounded(ctx, now)
+// Each round is a periodic.Pass of loop bounded by at.bound: one whose
+// database calls do not return (a server that hung) is abandoned, and
+// the next tick runs it again.
+func every[N any](ctx context.Context, loop string, at loopTiming, first bool, job func(context.Context, time.Time) (N, error), report func(N, error), closers *[]func() error) {
+	once := func(ctx context.Context) (N, error) {
+		return periodic.Pass(ctx, loop, at.bound, func(ctx context.Context) (N, error) { return job(ctx, time.Now()) })
 	}
 	if first {
-		report(job(ctx, time.Now()))
+		report(once(ctx))
 	}
 	jctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	tick := time.NewTicker(interval)
+	tick := time.NewTicker(at.interval)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		if !first {
-			report(job(jctx, time.Now()))
+			report(once(jctx))
 		}
-		_ = periodic.Run(jctx, tick.C, job, report)
+		_ = periodic.Run(jctx, loop, tick.C, at.bound, job, report)
 	}()
 	*closers = append(*closers, func() error { cancel(); <-done; tick.Stop(); return nil })
 }

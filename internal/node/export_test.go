@@ -50,3 +50,13 @@ func WithStepsGrace(d time.Duration) Option {
 // StepsLifetime is the context the steps after requests' commits run on
 // (tasks.ServiceOptions.Lifetime).
 func (n *Node) StepsLifetime() context.Context { return n.stepsLife }
+
+// WithLoopInterval sets the interval of each of the node's periodic
+// loops on the database (recounts, sweeps, retention, audit prune and
+// seal, forgetting, reconcile, the watch of other replicas' events).
+func WithLoopInterval(d time.Duration) Option {
+	return func(o *options) { o.loopEvery = d }
+}
+
+// LoopPasses returns how the passes of each periodic loop ended so far.
+func (n *Node) LoopPasses() map[string]LoopCount { return n.loops.snapshot() }

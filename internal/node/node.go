@@ -33,6 +33,8 @@ type Node struct {
 	logger  *slog.Logger
 	// parts are the started parts, which Wait stops in reverse order.
 	parts lifecycle
+	// loops counts the passes of the periodic loops on the database.
+	loops loopPasses
 	// stepsLife is the lifetime of the steps after requests' commits
 	// (tasks.ServiceOptions.Lifetime).
 	stepsLife context.Context

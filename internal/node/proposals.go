@@ -24,13 +24,13 @@ const reconcileInterval = time.Minute
 // startReconciler runs a reconcile pass of props every reconcileInterval,
 // for the tasks that stood still for after (reconcile_after), until the
 // returned stop is called (it waits for the pass in progress).
-func startReconciler(ctx context.Context, props *proposals.Proposals, after time.Duration, logger *slog.Logger) (stop func()) {
+func startReconciler(ctx context.Context, props *proposals.Proposals, after time.Duration, at loopTiming, logger *slog.Logger) (stop func()) {
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	tick := time.NewTicker(reconcileInterval)
+	tick := time.NewTicker(at.interval)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		props.ReconcileEvery(rctx, tick.C, after, func(r proposals.Reconciled, err error) {
+		props.ReconcileEvery(rctx, tick.C, after, at.bound, func(r proposals.Reconciled, err error) {
 			if err != nil && rctx.Err() == nil {
 				logger.Warn("reconcile pass", "err", err)
 			}

@@ -30,6 +30,9 @@ type options struct {
 	// as the time the steps after requests' commits have, once the node's
 	// context ended, before they are stopped.
 	stepsGrace time.Duration
+	// loopEvery, when set (tests), replaces the interval of each of the
+	// node's periodic loops on the database (options.loopInterval).
+	loopEvery time.Duration
 }
 
 type namedService struct {

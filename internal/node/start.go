@@ -69,6 +69,9 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger, with ...
 	// One verifier for the embedded relay, the pool and the inbox: each
 	// event's signature is checked once in the process.
 	w := &wiring{n: n, o: o, verifier: relay.NewVerifier()}
+	// Every periodic loop's passes, bounded by background_timeout
+	// (periodic.Pass), are counted on the way.
+	ctx = n.withLoops(ctx)
 	err = n.parts.start(ctx,
 		w.startRelay,      // the embedded relay, unless relays are configured
 		w.startPool,       // one connection to each relay
@@ -204,6 +207,9 @@ func (w *wiring) openDatabase(ctx context.Context) error {
 		w.replay = store.ReplayStore()
 	}
 
+	// Each pass of these loops is given up after background_timeout
+	// (periodic.Pass), and the loop goes on at its next tick.
+	bound := cfg.BackgroundTimeout.Duration
 	sweepCtx, stopSweep := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
 	retention := tasks.Retention{Store: store, TTL: cfg.TaskRetention.Duration}
@@ -212,7 +218,7 @@ func (w *wiring) openDatabase(ctx context.Context) error {
 		var wg sync.WaitGroup
 		defer wg.Wait()
 		wg.Go(func() {
-			retention.Run(sweepCtx, 10*time.Minute, func(deleted int, err error) {
+			retention.Run(sweepCtx, w.o.loopInterval(10*time.Minute), bound, func(deleted int, err error) {
 				if err != nil {
 					logger.Warn("task retention", "err", err)
 				} else if deleted > 0 {
@@ -224,10 +230,10 @@ func (w *wiring) openDatabase(ctx context.Context) error {
 			// Replicas share the database: each counts the live tasks
 			// it created and ended, and every minute the tasks of all.
 			wg.Go(func() {
-				store.RunRecount(sweepCtx, time.Minute, func(err error) { logger.Warn("live tasks recount", "err", err) })
+				store.RunRecount(sweepCtx, w.o.loopInterval(time.Minute), bound, func(err error) { logger.Warn("live tasks recount", "err", err) })
 			})
 		}
-		store.ReplayStore().RunSweeper(sweepCtx, time.Minute, func(deleted int64, err error) {
+		store.ReplayStore().RunSweeper(sweepCtx, w.o.loopInterval(time.Minute), bound, func(deleted int64, err error) {
 			if err != nil {
 				logger.Warn("replay sweep", "err", err)
 			}
@@ -248,7 +254,7 @@ func (w *wiring) startExecutor(ctx context.Context) error {
 	// The executor asks the task service's operators (set before the
 	// first request; Reload changes them for both).
 	isOperator := func(addr string) bool { return n.Tasks != nil && n.Tasks.IsOperator(addr) }
-	ex, stop, err := startExecutor(ctx, n.cfg, n.DB, n.key, n.network, isOperator, n.logger)
+	ex, stop, err := startExecutor(ctx, n.cfg, n.DB, n.key, n.network, isOperator, w.o, n.logger)
 	if err != nil {
 		return err
 	}
@@ -265,7 +271,7 @@ func (w *wiring) startForgetting(ctx context.Context) error {
 		return nil
 	}
 	var closers []func() error
-	startForgetting(ctx, n.exec.exec, n.Tasks, n.cfg.TaskRetention.Duration, n.cfg.BackgroundTimeout.Duration, n.logger, &closers)
+	startForgetting(ctx, n.exec.exec, n.Tasks, n.cfg.TaskRetention.Duration, loopTiming{w.o.loopInterval(auditPruneInterval), n.cfg.BackgroundTimeout.Duration}, n.logger, &closers)
 	for _, c := range closers {
 		n.parts.push("executor's forgetting", c)
 	}
@@ -347,7 +353,7 @@ func (w *wiring) startTasks(ctx context.Context) error {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			_ = n.Tasks.WatchOthers(wctx, sh, 0)
+			_ = n.Tasks.WatchOthers(wctx, sh, w.o.loopInterval(0), n.cfg.BackgroundTimeout.Duration)
 		}()
 		n.parts.push("the other replicas' task events", func() error {
 			cancel()
@@ -380,7 +386,7 @@ func (w *wiring) startAgent(ctx context.Context) error {
 		return nil
 	}
 	actx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	rt, done, err := startAgent(actx, n.cfg, w.jobs, w.queue, n.exec.exec, n.Tasks, w.mx, n.exec.audit, n.key, n.pool, n.logger)
+	rt, done, err := startAgent(actx, n.cfg, w.jobs, w.queue, n.exec.exec, n.Tasks, w.mx, n.exec.audit, n.key, n.pool, w.o.loopInterval(0), n.logger)
 	if err != nil {
 		stop()
 		return err
@@ -394,7 +400,7 @@ func (w *wiring) startAgent(ctx context.Context) error {
 		recounted := make(chan struct{})
 		go func() {
 			defer close(recounted)
-			_ = w.queue.RunRecount(rctx, time.Minute, func(err error) { n.logger.Warn("agent queue recount", "err", err) })
+			_ = w.queue.RunRecount(rctx, w.o.loopInterval(time.Minute), n.cfg.BackgroundTimeout.Duration, func(err error) { n.logger.Warn("agent queue recount", "err", err) })
 		}()
 		n.parts.push("agent queue recount", func() error { cancel(); <-recounted; return nil })
 	}
@@ -437,7 +443,7 @@ func (w *wiring) startProposals(ctx context.Context) error {
 	if r.Resumed+r.Settled+r.Withdrawn > 0 {
 		logger.Warn("took up the tasks a stop interrupted", "resumed", r.Resumed, "settled", r.Settled, "ended", r.Ended, "withdrawn", r.Withdrawn)
 	}
-	stopReconciler := startReconciler(ctx, n.props, n.cfg.ReconcileAfter.Duration, logger)
+	stopReconciler := startReconciler(ctx, n.props, n.cfg.ReconcileAfter.Duration, loopTiming{w.o.loopInterval(reconcileInterval), n.cfg.BackgroundTimeout.Duration}, logger)
 	n.parts.push("reconcile passes", func() error { stopReconciler(); return nil })
 	stopAdmin, err := startAdmin(ctx, n.cfg.DataDir, adminHandler{props: n.props, agent: n.agent, console: &n.console, logger: logger}, logger.With("part", "admin"))
 	if err != nil {

@@ -2,11 +2,14 @@
 // the sweeps and prunes of the node's stores (expired replay records,
 // tasks past retention, audit entries past retention, expired relay
 // events), the agent's forgetting of ended jobs, the inbox's review of
-// the requests it kept aside.
+// the requests it kept aside. Each round is a Pass: bounded, so that a
+// database call that never returns (a server that hung) is given up and
+// the loop goes on at its next tick, and labelled for goroutine
+// profiles.
 //
 //	tick := time.NewTicker(time.Minute)
 //	defer tick.Stop()
-//	err := periodic.Run(ctx, tick.C, store.Sweep, func(n int64, err error) { … })
+//	err := periodic.Run(ctx, "replay sweep", tick.C, 5*time.Minute, store.Sweep, func(n int64, err error) { … })
 //
 // Sleep is the wait between two tries of a retry loop:
 //

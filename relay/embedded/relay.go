@@ -875,7 +875,9 @@ func (r *Relay) sweepLoop(ctx context.Context) {
 	defer context.AfterFunc(r.ctx, stop)()
 	t := time.NewTicker(r.cfg.SweepInterval)
 	defer t.Stop()
-	_ = periodic.Run(ctx, t.C, func(ctx context.Context, _ time.Time) (int64, error) { return r.Sweep(ctx) }, func(_ int64, err error) {
+	// No bound: the relay's own SQLite file, whose sweep of a large
+	// store may rightly take long.
+	_ = periodic.Run(ctx, "embedded relay sweep", t.C, 0, func(ctx context.Context, _ time.Time) (int64, error) { return r.Sweep(ctx) }, func(_ int64, err error) {
 		if err != nil {
 			r.log.Error("sweep expired events", "err", err)
 		}

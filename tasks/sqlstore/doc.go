@@ -13,7 +13,7 @@
 //
 //	svc := tasks.NewService(store, tasks.ServiceOptions{})       // tasks.Store
 //	val := snap.NewValidator(snap.Config{Replay: store.ReplayStore(), …}) // snap.ReplayStore
-//	go store.ReplayStore().RunSweeper(ctx, time.Minute, nil)     // ends with ctx
+//	go store.ReplayStore().RunSweeper(ctx, time.Minute, 5*time.Minute, nil)     // ends with ctx
 //
 // Open chooses the dialect from the DSN: postgres:// or postgresql:// is
 // PostgreSQL (any pgx connection URL); sqlite:PATH or a bare file path is

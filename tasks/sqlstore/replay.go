@@ -312,14 +312,15 @@ func (rs *ReplayStore) Sweep(ctx context.Context, now time.Time) (int64, error) 
 
 // RunSweeper sweeps expired records every interval until ctx is done, and
 // then returns ctx's error. A failed sweep is retried at the next tick;
-// report, if not nil, is told of each sweep.
-func (rs *ReplayStore) RunSweeper(ctx context.Context, interval time.Duration, report func(deleted int64, err error)) error {
+// report, if not nil, is told of each sweep. A sweep is given up after
+// bound (see periodic.Pass).
+func (rs *ReplayStore) RunSweeper(ctx context.Context, interval, bound time.Duration, report func(deleted int64, err error)) error {
 	if interval <= 0 {
 		return fmt.Errorf("sqlstore: replay sweeper: interval %v", interval)
 	}
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
-	return periodic.Run(ctx, tick.C, rs.Sweep, report)
+	return periodic.Run(ctx, "replay sweep", tick.C, bound, rs.Sweep, report)
 }
 
 // Len returns the number of records held, expired ones not yet swept

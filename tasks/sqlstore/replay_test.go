@@ -126,7 +126,7 @@ func TestRunSweeper(t *testing.T) {
 	swept := make(chan int64, 16)
 	done := make(chan error, 1)
 	go func() {
-		done <- rs.RunSweeper(ctx, 5*time.Millisecond, func(n int64, err error) {
+		done <- rs.RunSweeper(ctx, 5*time.Millisecond, 0, func(n int64, err error) {
 			if err != nil {
 				t.Errorf("sweep: %v", err)
 			}

@@ -31,7 +31,7 @@ func TestWatchOthersAcrossStores(t *testing.T) {
 	watched := open(t, dsn, Options{})
 	wctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- a.WatchOthers(wctx, watched, 10*time.Millisecond) }()
+	go func() { done <- a.WatchOthers(wctx, watched, 10*time.Millisecond, 0) }()
 	defer func() {
 		stop()
 		if err := <-done; err != nil {
@@ -144,7 +144,7 @@ func TestWatchOthersEndsStreamOfDeletedTask(t *testing.T) {
 	// event.
 	wctx, stop := context.WithCancel(ctx)
 	watched := make(chan error, 1)
-	go func() { watched <- a.WatchOthers(wctx, open(t, dsn, Options{}), 10*time.Millisecond) }()
+	go func() { watched <- a.WatchOthers(wctx, open(t, dsn, Options{}), 10*time.Millisecond, 0) }()
 	defer func() {
 		stop()
 		if err := <-watched; err != nil {

@@ -167,9 +167,10 @@ func (s *Store) RecountLive(ctx context.Context) error {
 }
 
 // RunRecount runs RecountLive every interval until ctx is done, and
-// returns ctx's error; report, if not nil, is told of each failed round.
-func (s *Store) RunRecount(ctx context.Context, interval time.Duration, report func(error)) error {
-	if err := periodic.Every(ctx, interval, s.RecountLive, report); err != nil && ctx.Err() == nil {
+// returns ctx's error, each round given up after bound (see
+// periodic.Pass); report, if not nil, is told of each failed round.
+func (s *Store) RunRecount(ctx context.Context, interval, bound time.Duration, report func(error)) error {
+	if err := periodic.Every(ctx, "live tasks recount", interval, bound, s.RecountLive, report); err != nil && ctx.Err() == nil {
 		return fmt.Errorf("sqlstore: recount: %w", err)
 	}
 	return ctx.Err()
