@@ -114,15 +114,7 @@ func (a *auth) issue(operator string, user int) (string, time.Time, error) {
 			delete(a.tokens, k)
 		}
 	}
-	for len(a.tokens) >= a.cfg.MaxTokens {
-		oldest := ""
-		for k, g := range a.tokens {
-			if oldest == "" || g.issued.Before(a.tokens[oldest].issued) {
-				oldest = k
-			}
-		}
-		delete(a.tokens, oldest)
-	}
+	makeRoom(a.tokens, a.cfg.MaxTokens, func(g grant) time.Time { return g.issued })
 	g := grant{operator: operator, user: user, issued: now, expires: now.Add(a.cfg.TokenTTL)}
 	a.tokens[tok] = g
 	return tok, g.expires, nil
@@ -201,28 +193,29 @@ func (a *auth) redeem(tok string, p *peer) (s *session, ended *spent, err error)
 	}
 	delete(a.tokens, tok) // one use
 	a.prune(now)
-	for len(a.sessions) >= a.cfg.MaxSessions {
-		var oldest *session
-		for _, s := range a.sessions {
-			if oldest == nil || s.created.Before(oldest.created) {
-				oldest = s
-			}
-		}
-		delete(a.sessions, oldest.id)
-	}
+	makeRoom(a.sessions, a.cfg.MaxSessions, func(s *session) time.Time { return s.created })
 	s = &session{id: id, seg: seg, operator: g.operator, csrf: csrf, created: now, expires: now.Add(a.cfg.SessionTTL)}
 	a.sessions[id] = s
-	for len(a.spent) >= a.cfg.MaxTokens {
-		oldest := ""
-		for k, sp := range a.spent {
-			if oldest == "" || sp.used.Before(a.spent[oldest].used) {
-				oldest = k
-			}
-		}
-		delete(a.spent, oldest)
-	}
+	makeRoom(a.spent, a.cfg.MaxTokens, func(sp spent) time.Time { return sp.used })
 	a.spent[tok] = spent{session: id, user: g.user, used: now, expires: g.expires}
 	return s, nil, nil
+}
+
+// makeRoom deletes from m its oldest entries, by the time at gives each,
+// until it holds fewer than max: room for one more. The maps it serves
+// hold a few dozen entries at most (Config.MaxTokens, MaxSessions), so a
+// scan for each is cheaper than keeping them ordered.
+func makeRoom[K comparable, V any](m map[K]V, max int, at func(V) time.Time) {
+	for len(m) >= max && len(m) > 0 {
+		var oldest K
+		first := true
+		for k, v := range m {
+			if first || at(v).Before(at(m[oldest])) {
+				oldest, first = k, false
+			}
+		}
+		delete(m, oldest)
+	}
 }
 
 // prune drops the expired sessions. a.mu is held.
