@@ -14,17 +14,21 @@ import (
 
 // Pool defaults.
 const (
-	DefaultBackoffBase         = 500 * time.Millisecond
-	DefaultBackoffMax          = 30 * time.Second
-	DefaultResubscribeSkew     = 10 * time.Second
-	DefaultDedupeSize          = 100_000
-	DefaultDedupeTTL           = 10 * time.Minute
-	DefaultDialTimeout         = 10 * time.Second
-	DefaultPublishTimeout      = 10 * time.Second
-	DefaultEOSETimeout         = 10 * time.Second
-	DefaultSubscriptionBuffer  = 1024
-	DefaultSlowConsumerTimeout = time.Second
-	DefaultQueryMaxEvents      = 10_000
+	DefaultBackoffBase        = 500 * time.Millisecond
+	DefaultBackoffMax         = 30 * time.Second
+	DefaultResubscribeSkew    = 10 * time.Second
+	DefaultDedupeSize         = 100_000
+	DefaultDedupeTTL          = 10 * time.Minute
+	DefaultDialTimeout        = 10 * time.Second
+	DefaultPublishTimeout     = 10 * time.Second
+	DefaultEOSETimeout        = 10 * time.Second
+	DefaultSubscriptionBuffer = 1024
+	// DefaultSubscriptionBufferBytes: see PoolConfig.SubscriptionBufferBytes.
+	DefaultSubscriptionBufferBytes = 4 << 20
+	DefaultSlowConsumerTimeout     = time.Second
+	DefaultQueryMaxEvents          = 10_000
+	// DefaultQueryMaxBytes: see PoolConfig.QueryMaxBytes.
+	DefaultQueryMaxBytes = 64 << 20
 )
 
 // Errors of the pool.
@@ -50,7 +54,8 @@ var (
 	ErrNotAccepted = errors.New("no relay accepted the event")
 	// ErrInvalidEvent: an event's id or signature does not verify.
 	ErrInvalidEvent = errors.New("invalid event")
-	// ErrQueryTruncated: a query matched more than QueryMaxEvents events.
+	// ErrQueryTruncated: a query matched more than QueryMaxEvents events,
+	// or events of more than QueryMaxBytes.
 	ErrQueryTruncated = errors.New("query result truncated")
 )
 
@@ -94,12 +99,21 @@ type PoolConfig struct {
 	// SubscriptionBuffer is the capacity of each Subscription's event
 	// channel (default 1024).
 	SubscriptionBuffer int
+	// SubscriptionBufferBytes bounds the bytes of the events waiting in a
+	// Subscription's channel, counted as held in memory (EventSize;
+	// default 4 MiB). An event is always let into an empty channel, so
+	// one may take it past the bound. A full buffer, by count or by bytes,
+	// is a slow consumer's (see Pool).
+	SubscriptionBufferBytes int64
 	// SlowConsumerTimeout is how long delivery waits for room in a full
 	// Subscription buffer before dropping that subscription with
 	// ErrSlowConsumer (default 1 s).
 	SlowConsumerTimeout time.Duration
-	// QueryMaxEvents caps the events one Query returns (default 10,000).
+	// QueryMaxEvents caps the events one Query returns (default 10,000),
+	// QueryMaxBytes their bytes as held in memory (EventSize; default 64
+	// MiB, the event that passes it not returned).
 	QueryMaxEvents int
+	QueryMaxBytes  int64
 }
 
 func (c *PoolConfig) setDefaults() {
@@ -127,6 +141,8 @@ func (c *PoolConfig) setDefaults() {
 	defaults.Positive(&c.SubscriptionBuffer, DefaultSubscriptionBuffer)
 	defaults.Positive(&c.SlowConsumerTimeout, DefaultSlowConsumerTimeout)
 	defaults.Positive(&c.QueryMaxEvents, DefaultQueryMaxEvents)
+	defaults.Positive(&c.QueryMaxBytes, DefaultQueryMaxBytes)
+	defaults.Positive(&c.SubscriptionBufferBytes, DefaultSubscriptionBufferBytes)
 }
 
 // Pool keeps one connection to each of a fixed set of relays and offers
@@ -139,7 +155,10 @@ func (c *PoolConfig) setDefaults() {
 // filter) before delivery, and delivered to a subscription once however
 // many relays, or reconnections, bring it.
 //
-// Slow consumers: each Subscription has a bounded buffer. When it is full,
+// Slow consumers: each Subscription has a bounded buffer (SubscriptionBuffer
+// events, SubscriptionBufferBytes of them as held in memory: a relay
+// flooding events of a megabyte to a reader that lags holds 4 MiB, not a
+// gigabyte, of them). When it is full,
 // delivery waits at most SlowConsumerTimeout for room; if there is still
 // none, that subscription alone is ended with ErrSlowConsumer (its channel
 // is closed after the events already buffered) and delivery to the others

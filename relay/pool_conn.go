@@ -144,17 +144,27 @@ func (b *connBacklog) wait(max int64, done <-chan struct{}) bool {
 }
 
 // messageSize is about what m holds in memory: its strings and, for an
-// event, its tags (a slice and string headers for each, besides their
-// text: a frame of many short tags takes many times its bytes).
+// event, EventSize.
 func messageSize(m *ConnMessage) int64 {
-	n := 128 + len(m.SubID) + len(m.Reason)
-	if ev := m.Event; ev != nil {
-		n += 128 + len(ev.ID) + len(ev.PubKey) + len(ev.Sig) + len(ev.Content) + 24*cap(ev.Tags)
-		for _, tag := range ev.Tags {
-			n += 16 * cap(tag)
-			for _, v := range tag {
-				n += len(v)
-			}
+	n := int64(128 + len(m.SubID) + len(m.Reason))
+	if m.Event != nil {
+		n += EventSize(m.Event)
+	}
+	return n
+}
+
+// EventSize is about what ev holds in memory: its text and its tags (a
+// slice and string headers for each, besides their text: a frame of many
+// short tags takes many times its bytes, a 1 MiB one of one-letter tags
+// about 18 MiB). Every bound in bytes on events the node holds counts
+// them with it: the relay connections' backlog, a subscription's buffer,
+// a query's result, the inbox's requests.
+func EventSize(ev *nostr.Event) int64 {
+	n := 128 + len(ev.ID) + len(ev.PubKey) + len(ev.Sig) + len(ev.Content) + 24*cap(ev.Tags)
+	for _, tag := range ev.Tags {
+		n += 16 * cap(tag)
+		for _, v := range tag {
+			n += len(v)
 		}
 	}
 	return int64(n)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
@@ -19,10 +20,17 @@ type Subscription struct {
 	filter nostr.Filter          // as given: every event is checked against it
 	local  map[[32]byte]struct{} // a Query's own dedupe set (guarded by mu)
 
-	events   chan *nostr.Event
-	take     func(*nostr.Event) // SubscribeFunc's: takes the events instead of events
-	gate     Gate               // SubscribeGated's
-	sendMu   sync.Mutex         // held while sending on events (or calling take); events is closed under it
+	events chan *nostr.Event
+	take   func(*nostr.Event) // SubscribeFunc's: takes the events instead of events
+	gate   Gate               // SubscribeGated's
+	sendMu sync.Mutex         // held while sending on events (or calling take); events is closed under it
+	// sizes holds the sizes (EventSize) of the events sent on events
+	// that the reader may not have taken yet, oldest first, and held
+	// their sum: the reader takes the oldest, so those it took are the
+	// first len(sizes) - len(events) (see buffered). Guarded by sendMu.
+	sizes    []int64
+	held     int64
+	waits    atomic.Uint64 // times delivery waited for room
 	eose     chan struct{}
 	eoseOnce sync.Once
 	done     chan struct{}
@@ -219,27 +227,92 @@ func (s *Subscription) deliver(ev *nostr.Event) {
 		s.sendMu.Unlock()
 		return
 	}
-	select {
-	case s.events <- ev:
-		s.sendMu.Unlock()
-		return
-	default:
+	size := EventSize(ev)
+	if s.fits(size) {
+		select {
+		case s.events <- ev:
+			s.sent(size)
+			s.sendMu.Unlock()
+			return
+		default:
+		}
 	}
-	t := time.NewTimer(s.p.cfg.SlowConsumerTimeout)
-	delivered := false
-	select {
-	case s.events <- ev:
-		delivered = true
-	case <-t.C:
-	case <-s.done:
-		delivered = true // ended meanwhile: nothing to do
-	}
-	t.Stop()
+	s.waits.Add(1)
+	delivered := s.await(ev, size)
 	s.sendMu.Unlock()
 	if !delivered {
-		s.end(fmt.Errorf("relay: subscription %s: buffer of %d full for %s: %w",
-			s.wireID, cap(s.events), s.p.cfg.SlowConsumerTimeout, ErrSlowConsumer))
+		s.end(fmt.Errorf("relay: subscription %s: buffer of %d events or %d bytes full for %s: %w",
+			s.wireID, cap(s.events), s.p.cfg.SubscriptionBufferBytes, s.p.cfg.SlowConsumerTimeout, ErrSlowConsumer))
 	}
+}
+
+// bufferPoll is how often a delivery waiting for the reader to take
+// bytes out of its buffer looks again: a channel tells its sender when
+// it has room for one more event, not when the events in it got fewer
+// bytes.
+const bufferPoll = 5 * time.Millisecond
+
+// await waits at most SlowConsumerTimeout for room for ev, of size
+// bytes, and sends it; it reports false if there was none (true if the
+// subscription ended meanwhile: nothing to do). s.sendMu is held.
+func (s *Subscription) await(ev *nostr.Event, size int64) bool {
+	t := time.NewTimer(s.p.cfg.SlowConsumerTimeout)
+	defer t.Stop()
+	var poll *time.Ticker
+	for {
+		if s.fits(size) {
+			// Only the count can be short now: the reader's taking
+			// leaves fewer bytes, never more.
+			select {
+			case s.events <- ev:
+				s.sent(size)
+				return true
+			case <-t.C:
+				return false
+			case <-s.done:
+				return true
+			}
+		}
+		if poll == nil {
+			poll = time.NewTicker(bufferPoll)
+			defer poll.Stop()
+		}
+		select {
+		case <-poll.C:
+		case <-t.C:
+			return false
+		case <-s.done:
+			return true
+		}
+	}
+}
+
+// fits reports whether an event of size bytes may join the buffer's: it
+// is empty, or they stay within SubscriptionBufferBytes. s.sendMu is
+// held.
+func (s *Subscription) fits(size int64) bool {
+	return s.buffered() == 0 || s.held+size <= s.p.cfg.SubscriptionBufferBytes
+}
+
+// buffered returns the bytes of the events sent and not yet taken by the
+// reader, forgetting those it took. s.sendMu is held.
+func (s *Subscription) buffered() int64 {
+	taken := len(s.sizes) - len(s.events)
+	if taken <= 0 {
+		return s.held
+	}
+	for _, n := range s.sizes[:taken] {
+		s.held -= n
+	}
+	s.sizes = s.sizes[:copy(s.sizes, s.sizes[taken:])]
+	return s.held
+}
+
+// sent records an event of size bytes sent on the channel. s.sendMu is
+// held.
+func (s *Subscription) sent(size int64) {
+	s.sizes = append(s.sizes, size)
+	s.held += size
 }
 
 // setAside hands ev to the gate's Aside, unless the subscription ended.
@@ -377,8 +450,10 @@ func (p *Pool) subscribe(ctx context.Context, f nostr.Filter, query bool, take f
 // verified and checked against f, once every relay not in backoff has sent
 // EOSE (or EOSETimeout passed). If ctx ends first, it returns what it has
 // with ctx's error. It fails with ErrNoRelays when every relay is backing
-// off, and returns QueryMaxEvents events with ErrQueryTruncated when more
-// match.
+// off, and returns what it has with ErrQueryTruncated when more than
+// QueryMaxEvents events match, or events of more than QueryMaxBytes (as
+// held in memory, EventSize): a relay answering with a flood of large
+// events costs the query that much, not QueryMaxEvents megabytes.
 func (p *Pool) Query(ctx context.Context, f nostr.Filter) ([]*nostr.Event, error) {
 	s, err := p.subscribe(ctx, f, true, nil, Gate{})
 	if err != nil {
@@ -392,9 +467,14 @@ func (p *Pool) Query(ctx context.Context, f nostr.Filter) ([]*nostr.Event, error
 		return nil, fmt.Errorf("relay: query: %w", ErrNoRelays)
 	}
 	var out []*nostr.Event
+	var bytes int64
 	add := func(ev *nostr.Event) error {
 		if len(out) >= p.cfg.QueryMaxEvents {
 			return fmt.Errorf("relay: query: more than %d events: %w", p.cfg.QueryMaxEvents, ErrQueryTruncated)
+		}
+		bytes += EventSize(ev)
+		if bytes > p.cfg.QueryMaxBytes {
+			return fmt.Errorf("relay: query: events of more than %d bytes: %w", p.cfg.QueryMaxBytes, ErrQueryTruncated)
 		}
 		out = append(out, ev)
 		return nil
