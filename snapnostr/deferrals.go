@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/snapnode/snapnode/relay"
 )
 
 // maxCopies bounds the copies of one unverified request kept aside: the
@@ -41,17 +43,6 @@ type deferral struct {
 	size     int
 }
 
-// eventSize is about what ev holds in memory.
-func eventSize(ev *nostr.Event) int {
-	n := 256 + len(ev.ID) + len(ev.PubKey) + len(ev.Sig) + len(ev.Content)
-	for _, tag := range ev.Tags {
-		for _, v := range tag {
-			n += 16 + len(v)
-		}
-	}
-	return n
-}
-
 // sameEvent reports whether a and b are the same event to the byte.
 func sameEvent(a, b *nostr.Event) bool {
 	return a.ID == b.ID && a.Sig == b.Sig && a.PubKey == b.PubKey && a.CreatedAt == b.CreatedAt && a.Kind == b.Kind &&
@@ -79,7 +70,7 @@ const (
 func (d *deferrals) add(id [32]byte, ev *nostr.Event, until time.Time, verified, lateOnly bool) addResult {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	size := eventSize(ev)
+	size := int(relay.EventSize(ev))
 	if e, ok := d.byID[id]; ok {
 		e.lateOnly = e.lateOnly || lateOnly
 		switch {

@@ -80,8 +80,9 @@ type InboxConfig struct {
 	// identity (see Shares): a request that is not this process's is not
 	// opened, only kept for the Shares' grace in case its owner turns out
 	// gone. At most Deferred requests (default 8,192) holding at most
-	// DeferredBytes of content (default 16 MiB) are kept so; past either,
-	// a request is taken here whatever its share.
+	// DeferredBytes (default 16 MiB, as held in memory: relay.EventSize)
+	// are kept so; past either, a request is taken here whatever its
+	// share.
 	Shares                  Shares
 	Deferred, DeferredBytes int
 	// StepTimeout bounds each of the inbox's own database steps around a
@@ -344,14 +345,32 @@ func (in *Inbox) listen(ctx context.Context, since nostr.Timestamp, jobs *fairqu
 	}
 }
 
+// MaxRequestEventSize bounds a request event the inbox takes, as held in
+// memory (relay.EventSize): NIP-44's largest payload (87,472 bytes of
+// base64) and room to spare for its tags. No SNAP request over Nostr is
+// larger; a relay's frame may be 1 MiB, which as an event of many tags
+// holds about 18 MiB. So the requests queued, handled and kept aside
+// hold at most this much each.
+const MaxRequestEventSize = 128 << 10
+
 // take queues one request received, unless it is not for this node, was
 // seen before, is another replica's (kept aside, see Shares) or its key is
 // over its rate (refused at once); a full queue refuses a request at once
-// too (see InboxConfig.Workers).
+// too (see InboxConfig.Workers), and so does a request event larger than
+// MaxRequestEventSize, unopened. Refused, not made to wait (the pool's
+// backpressure): take runs on the reader of a relay connection, which
+// would then hold up every other peer's requests and answers on that
+// relay behind one peer's flood, where the queue serves keys in turn; and
+// a refusal is an answer: the peer is not left to time out.
 func (in *Inbox) take(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Queue[string, *nostr.Event], refusals *refuser) {
 	// Each event once, across resubscriptions too.
 	id, ok := in.requestID(ev)
 	if !ok || !in.firstSight(id) {
+		return
+	}
+	if size := relay.EventSize(ev); size > MaxRequestEventSize {
+		refusals.refuse(ev, &snap.Error{Code: snap.CodeInvalidMessage, Message: "request event too large",
+			Data: map[string]any{"field": "event", "size": size, "limit": MaxRequestEventSize}})
 		return
 	}
 	if sh := in.cfg.Shares; sh != nil && !sh.Mine(id) && in.deferred.add(id, ev, in.cfg.Now().Add(sh.Grace()), true, !sh.Counted()) == kept {
@@ -389,6 +408,13 @@ func (in *Inbox) setAside(ctx context.Context, ev *nostr.Event, jobs *fairqueue.
 	// verified one: kept aside as the request (no number of forgeries
 	// shuts the genuine out), or queued when there is no room.
 	sh := in.cfg.Shares
+	if relay.EventSize(ev) > MaxRequestEventSize {
+		// Refused at once (see take), never kept.
+		if in.verify(ev) {
+			in.take(ctx, ev, jobs, refusals)
+		}
+		return
+	}
 	if in.deferred.add(id, ev, in.cfg.Now().Add(sh.Grace()), false, !sh.Counted()) != kept && in.verify(ev) {
 		in.take(ctx, ev, jobs, refusals)
 	}

@@ -242,9 +242,9 @@ func TestDeferralsBoundedAndReviewed(t *testing.T) {
 	ev := func(n int) *nostr.Event {
 		return &nostr.Event{Content: string(make([]byte, n)), Tags: nostr.Tags{{"p", "x"}}}
 	}
-	big, small := eventSize(ev(400)), eventSize(ev(200))
+	big, small := int(relay.EventSize(ev(400))), int(relay.EventSize(ev(200)))
 	if big-small != 200 {
-		t.Fatalf("eventSize: %d and %d, want 200 apart", big, small)
+		t.Fatalf("relay.EventSize: %d and %d, want 200 apart", big, small)
 	}
 	d := newDeferrals(3, 2*big+small)
 	now := time.Unix(1_800_000_000, 0)
