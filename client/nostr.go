@@ -124,7 +124,11 @@ func (c *Nostr) Request(ctx context.Context, t Target, req NostrRequest) (*Nostr
 // "event", signed by t, to us, the request's method) as it arrives, then
 // the final response is returned. Over several relays events may arrive
 // out of order: the task version in their payloads orders them. An error
-// from onEvent stops the wait and is returned.
+// from onEvent stops the wait and is returned. The events onEvent has not
+// yet taken wait in the relay pool's subscription buffer (1,024 events and
+// 4 MiB, relay.PoolConfig): an onEvent slower than the relays past it for
+// a second ends the wait with an error rather than skip an event, since a
+// stream missing one would mislead.
 func (c *Nostr) RequestStream(ctx context.Context, t Target, req NostrRequest, onEvent func(*NostrResponse) error) (*NostrResponse, error) {
 	if onEvent == nil {
 		onEvent = func(*NostrResponse) error { return nil }
