@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/uuid"
@@ -134,6 +135,66 @@ func TestMessageDuringAStuckStepIsTold(t *testing.T) {
 		}
 		if err := agent.Replay(h, 64<<10); err != nil {
 			t.Fatalf("replay: %v", err)
+		}
+	})
+}
+
+// duringNth is a scripted model that runs during before its nth call
+// (from 1) answers.
+type duringNth struct {
+	scripted
+	n      int32
+	calls  atomic.Int32
+	during func()
+}
+
+func (m *duringNth) Complete(ctx context.Context, p agent.Prompt) (*agent.Completion, error) {
+	if m.calls.Add(1) == m.n {
+		m.during()
+	}
+	return m.scripted.Complete(ctx, p)
+}
+
+// The requester writes during the step after which the job's stuck check
+// finds it stuck (THINK after identical THINK): the model is told the
+// message before the job waits for a human, and once told, the check that
+// fires again makes the job wait, with no further call: a job that stays
+// stuck does not spin on the message.
+func TestMessageBeforeTheStuckCheckIsTold(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		r := newRig(t, dsn)
+		ctx := context.Background()
+		task := r.send(t, "write a report")
+		sendErr := make(chan error, 1)
+		think := proposalJSON("THINK", map[string]any{})
+		m := &duringNth{n: 3, scripted: scripted{answers: []string{think, think, think, think}}, during: func() {
+			payload, _ := json.Marshal(map[string]any{"taskId": task.ID, "message": map[string]any{"messageId": uuid.NewString(),
+				"role": "user", "parts": []any{map[string]any{"text": "use notes.md"}}}})
+			_, err := taskstest.Send(ctx, r.svc, "alice", payload)
+			sendErr <- err
+		}}
+		got := r.run(t, m, task.ID, tasks.StateInputRequired, tasks.StateCompleted, tasks.StateFailed)
+		if err := <-sendErr; err != nil {
+			t.Fatalf("the follow-up: %v", err)
+		}
+		if got.Status.State != tasks.StateInputRequired || !strings.HasPrefix(got.Status.Message, "stuck (") {
+			t.Fatalf("task %s %q; want it waiting, stuck", got.Status.State, got.Status.Message)
+		}
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		var last strings.Builder
+		for _, msg := range m.prompts[len(m.prompts)-1] {
+			last.WriteString(msg.Content)
+		}
+		if len(m.prompts) != 4 || !strings.Contains(last.String(), "use notes.md") {
+			t.Fatalf("%d calls; want 4, the last told the message: %s", len(m.prompts), last.String())
+		}
+		j, err := r.store.Get(ctx, task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.Status != agent.InterventionRequired || j.PendingInput != "" {
+			t.Fatalf("job %s, pending %q; want it waiting, told everything", j.Status, j.PendingInput)
 		}
 	})
 }

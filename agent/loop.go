@@ -220,7 +220,22 @@ func (jr *jobRun) run(ctx context.Context, taskID string) error {
 			return err
 		}
 		if pattern, why := detectStuck(jr.window()); pattern != "" {
-			return jr.stuck(ctx, fmt.Sprintf("stuck (%s): %s", pattern, why))
+			// Input no model call was told yet (a requester's message
+			// since the last answer, here or before this claim) is told
+			// first: the job waits only once its model saw everything,
+			// and a message that comes after this read finds it
+			// waiting, or resumes it (Save.Seen). Told, the message is
+			// consumed, so a job the check finds stuck again waits.
+			pending, end, _, _, err := r.cfg.Store.StepInput(ctx, taskID)
+			if err != nil {
+				return err
+			}
+			if pending == "" {
+				jr.seen = &end
+				return jr.stuck(ctx, fmt.Sprintf("stuck (%s): %s", pattern, why))
+			}
+			r.log.Info("agent: the job looks stuck, but its model is told the input it was not told yet first",
+				"task", taskID, "pattern", pattern)
 		}
 		if err := jr.rotate(ctx); err != nil {
 			return err
@@ -959,7 +974,7 @@ func (jr *jobRun) observed(ctx context.Context, it *Interaction, res *executor.R
 		r.log.Debug("agent: action held for an operator", "task", j.TaskID, "action", res.ActionID)
 		// The operator sees what to confirm on the task.
 		note := r.redact(proposals.ConfirmationNote(res))
-		return true, jr.stopWith(ctx, it, InterventionRequired, note, note, r.actionArtifacts(res))
+		return true, jr.stopWith(ctx, it, InterventionRequired, true, note, note, r.actionArtifacts(res))
 	case res.Outcome == executor.Completed && strings.EqualFold(res.Action, "FINISH"):
 		// FINISH's response is the job's answer, as an agent
 		// response's summary is.
@@ -1282,13 +1297,15 @@ func changes(its []Interaction) string {
 }
 
 // stuck makes the job wait for a human: INTERVENTION_REQUIRED, the task
-// input_required with the reason.
+// input_required with the reason. It is the stop of the stuck check, which
+// no step of the model's makes: input added since jr.seen, where the input
+// its model was told ended, resumes the job (Save.Seen) as after a step.
 func (jr *jobRun) stuck(ctx context.Context, reason string) error {
-	return jr.stuckShowing(ctx, reason, reason)
+	return jr.stuckFrom(ctx, nil, true, reason, reason)
 }
 
-// stuckShowing is stuck with shown, not reason, as what the task's
-// requester is told.
+// stuckShowing makes the job wait for a human, with shown, not reason,
+// as what the task's requester is told.
 func (jr *jobRun) stuckShowing(ctx context.Context, reason, shown string) error {
 	return jr.stuckWith(ctx, nil, reason, shown)
 }
@@ -1301,7 +1318,11 @@ func (jr *jobRun) stuckAfter(ctx context.Context, it *Interaction, reason string
 }
 
 func (jr *jobRun) stuckWith(ctx context.Context, it *Interaction, reason, shown string) error {
-	err := jr.stopWith(ctx, it, InterventionRequired, jr.r.redact(reason), jr.r.redact(shown), nil)
+	return jr.stuckFrom(ctx, it, it != nil, reason, shown)
+}
+
+func (jr *jobRun) stuckFrom(ctx context.Context, it *Interaction, seen bool, reason, shown string) error {
+	err := jr.stopWith(ctx, it, InterventionRequired, seen, jr.r.redact(reason), jr.r.redact(shown), nil)
 	if jr.j.Status == InterventionRequired {
 		jr.r.log.Info("agent: job waits for guidance", "task", jr.j.TaskID, "reason", jr.j.Reason)
 	}
@@ -1317,12 +1338,13 @@ func (jr *jobRun) stuckWith(ctx context.Context, it *Interaction, reason, shown 
 // write put over it. The task then shows it, with arts after ending's
 // (see end). reason and shown are redacted already.
 //
-// A step that asks for a human (it, with st INTERVENTION_REQUIRED)
-// does not wait when input came while the model was being called (a
-// requester's message): as for a message on a job that waits, the job
+// A step that asks for a human (it, with st INTERVENTION_REQUIRED), or
+// the stuck check (seen), does not wait when input came since its model
+// was last told what it was given (jr.seen; a requester's message while
+// the model was being called): as for a message on a job that waits, the job
 // is queued again, PENDING (Save.Seen), and goes on with the message
 // once claimed; an action the step held is withdrawn then (start).
-func (jr *jobRun) stopWith(ctx context.Context, it *Interaction, st Status, reason, shown string, arts []tasks.Artifact) error {
+func (jr *jobRun) stopWith(ctx context.Context, it *Interaction, st Status, seen bool, reason, shown string, arts []tasks.Artifact) error {
 	j := jr.j
 	reason, shown = cut(reason, 2000), cut(shown, 2000)
 	j.Status, j.Reason, j.Shown = st, reason, ""
@@ -1333,7 +1355,7 @@ func (jr *jobRun) stopWith(ctx context.Context, it *Interaction, st Status, reas
 		it.Response.NewStatus = st
 	}
 	w, done := jr.prepare(it, nil)
-	if st == InterventionRequired && it != nil {
+	if st == InterventionRequired && seen {
 		w.Seen = jr.seen
 	}
 	err := jr.r.cfg.Store.Write(ctx, w)
@@ -1371,7 +1393,7 @@ func (jr *jobRun) checkLimits(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	reason := fmt.Sprintf("halted (%s): %s reached: %g of at most %g", status, limit, got, max)
-	err := jr.stopWith(ctx, nil, status, reason, reason, nil)
+	err := jr.stopWith(ctx, nil, status, false, reason, reason, nil)
 	jr.r.log.Info("agent: job halted", "task", j.TaskID, "status", status, "reason", j.Reason)
 	return true, err
 }
