@@ -52,28 +52,8 @@ func TestSlowReaderBoundsRelayBacklog(t *testing.T) {
 			_ = send(sentinel)
 		})
 	})
-	conns := make(chan *wsConn, 1)
-	p := NewPool(PoolConfig{URLs: []string{bad.url}, Logger: ptLogger(), SubscriptionBuffer: 1, SlowConsumerTimeout: time.Hour,
-		Dial: func(ctx context.Context, url string) (Conn, error) {
-			c, err := DialWebsocket(ctx, url)
-			if err == nil {
-				select {
-				case conns <- c.(*wsConn):
-				default:
-				}
-			}
-			return c, err
-		}})
 	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	p.Start(t.Context())
-	defer p.Close()
-	sub, err := p.Subscribe(t.Context(), ptFilter())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := <-conns
+	p, sub, c := startCapturing(t, PoolConfig{URLs: []string{bad.url}, Logger: ptLogger(), SubscriptionBuffer: 1, SlowConsumerTimeout: time.Hour}, &before)
 	itWaitFor(t, "the flood sent or the connection holding back", func() bool {
 		select {
 		case <-flooded:
@@ -100,4 +80,34 @@ func TestSlowReaderBoundsRelayBacklog(t *testing.T) {
 	if st := p.Health()[0]; st.EventsInvalid != frames {
 		t.Fatalf("%d flood events checked, want %d", st.EventsInvalid, frames)
 	}
+}
+
+// startCapturing starts a pool of cfg (its Dial replaced) on t's context,
+// closed when t ends, subscribed to ptFilter, and returns it with the
+// subscription and the first relay connection it dialed; the heap is
+// read into before just ahead of the start, after a collection, for the
+// flood tests' measure of what the pool holds.
+func startCapturing(t *testing.T, cfg PoolConfig, before *runtime.MemStats) (*Pool, *Subscription, *wsConn) {
+	t.Helper()
+	conns := make(chan *wsConn, 1)
+	cfg.Dial = func(ctx context.Context, url string) (Conn, error) {
+		c, err := DialWebsocket(ctx, url)
+		if err == nil {
+			select {
+			case conns <- c.(*wsConn):
+			default:
+			}
+		}
+		return c, err
+	}
+	p := NewPool(cfg)
+	runtime.GC()
+	runtime.ReadMemStats(before)
+	p.Start(t.Context())
+	t.Cleanup(func() { p.Close() })
+	sub, err := p.Subscribe(t.Context(), ptFilter())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, sub, <-conns
 }

@@ -1,7 +1,6 @@
 package relay
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"runtime"
@@ -48,28 +47,8 @@ func TestSlowSubscriberBoundsBufferedBytes(t *testing.T) {
 			_ = send(sentinel)
 		})
 	})
-	conns := make(chan *wsConn, 1)
-	p := NewPool(PoolConfig{URLs: []string{bad.url}, Logger: ptLogger(), SlowConsumerTimeout: time.Hour,
-		Dial: func(ctx context.Context, url string) (Conn, error) {
-			c, err := DialWebsocket(ctx, url)
-			if err == nil {
-				select {
-				case conns <- c.(*wsConn):
-				default:
-				}
-			}
-			return c, err
-		}})
 	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	p.Start(t.Context())
-	defer p.Close()
-	sub, err := p.Subscribe(t.Context(), ptFilter())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := <-conns
+	_, sub, c := startCapturing(t, PoolConfig{URLs: []string{bad.url}, Logger: ptLogger(), SlowConsumerTimeout: time.Hour}, &before)
 	itWaitFor(t, "the flood buffered, or the subscription and the connection holding back", func() bool {
 		select {
 		case <-flooded:
