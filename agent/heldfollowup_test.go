@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -17,19 +16,6 @@ import (
 	"github.com/snapnode/snapnode/tasks"
 	"github.com/snapnode/snapnode/tasks/taskstest"
 )
-
-// duringCall is a scripted model that runs during before its first call
-// answers: what happens while the model is being called.
-type duringCall struct {
-	scripted
-	once   sync.Once
-	during func()
-}
-
-func (m *duringCall) Complete(ctx context.Context, p agent.Prompt) (*agent.Completion, error) {
-	m.once.Do(m.during)
-	return m.scripted.Complete(ctx, p)
-}
 
 // The requester writes while the model is being called, and the step
 // ends with an action held for an operator: as for a message that comes
@@ -46,15 +32,10 @@ func TestMessageDuringTheStepWithdrawsTheHeldAction(t *testing.T) {
 		}
 		task := r.send(t, "delete gone.md")
 		sendErr := make(chan error, 1)
-		m := &duringCall{scripted: scripted{answers: []string{
+		m := &duringNth{n: 1, scripted: scripted{answers: []string{
 			proposalJSON("DELETE_FILE", map[string]any{"path": "/sandbox/gone.md"}),
 			proposalJSON("FINISH", map[string]any{"response": "kept it"}),
-		}}, during: func() {
-			payload, _ := json.Marshal(map[string]any{"taskId": task.ID, "message": map[string]any{"messageId": uuid.NewString(),
-				"role": "user", "parts": []any{map[string]any{"text": "never mind, keep it"}}}})
-			_, err := taskstest.Send(ctx, r.svc, "alice", payload)
-			sendErr <- err
-		}}
+		}}, during: func() { sendErr <- r.followUp(ctx, task.ID, "never mind, keep it") }}
 		got := r.run(t, m, task.ID, tasks.StateInputRequired, tasks.StateCompleted, tasks.StateFailed)
 		if err := <-sendErr; err != nil {
 			t.Fatalf("the follow-up: %v", err)
@@ -78,12 +59,9 @@ func TestMessageDuringTheStepWithdrawsTheHeldAction(t *testing.T) {
 		if len(m.prompts) != 2 {
 			t.Fatalf("%d model calls; want 2", len(m.prompts))
 		}
-		var second strings.Builder
-		for _, msg := range m.prompts[1] {
-			second.WriteString(msg.Content)
-		}
-		if !strings.Contains(second.String(), "never mind, keep it") || !strings.Contains(second.String(), "was withdrawn when the requester wrote again") {
-			t.Fatalf("the second call was not told the message and the withdrawal: %s", second.String())
+		second := m.promptText(1)
+		if !strings.Contains(second, "never mind, keep it") || !strings.Contains(second, "was withdrawn when the requester wrote again") {
+			t.Fatalf("the second call was not told the message and the withdrawal: %s", second)
 		}
 		h, err := r.store.History(ctx, task.ID)
 		if err != nil {
@@ -104,15 +82,10 @@ func TestMessageDuringAStuckStepIsTold(t *testing.T) {
 		ctx := context.Background()
 		task := r.send(t, "write a report")
 		sendErr := make(chan error, 1)
-		m := &duringCall{scripted: scripted{answers: []string{
+		m := &duringNth{n: 1, scripted: scripted{answers: []string{
 			`{"action":"STUCK","evidence_files":[],"summary_for_supervisor":"On which file?"}`,
 			proposalJSON("FINISH", map[string]any{"response": "done"}),
-		}}, during: func() {
-			payload, _ := json.Marshal(map[string]any{"taskId": task.ID, "message": map[string]any{"messageId": uuid.NewString(),
-				"role": "user", "parts": []any{map[string]any{"text": "use notes.md"}}}})
-			_, err := taskstest.Send(ctx, r.svc, "alice", payload)
-			sendErr <- err
-		}}
+		}}, during: func() { sendErr <- r.followUp(ctx, task.ID, "use notes.md") }}
 		got := r.run(t, m, task.ID, tasks.StateInputRequired, tasks.StateCompleted, tasks.StateFailed)
 		if err := <-sendErr; err != nil {
 			t.Fatalf("the follow-up: %v", err)
@@ -122,12 +95,9 @@ func TestMessageDuringAStuckStepIsTold(t *testing.T) {
 		}
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		var second strings.Builder
-		for _, msg := range m.prompts[len(m.prompts)-1] {
-			second.WriteString(msg.Content)
-		}
-		if len(m.prompts) != 2 || !strings.Contains(second.String(), "use notes.md") {
-			t.Fatalf("%d calls; the last was not told the message: %s", len(m.prompts), second.String())
+		second := m.promptText(len(m.prompts) - 1)
+		if len(m.prompts) != 2 || !strings.Contains(second, "use notes.md") {
+			t.Fatalf("%d calls; the last was not told the message: %s", len(m.prompts), second)
 		}
 		h, err := r.store.History(ctx, task.ID)
 		if err != nil {
@@ -140,7 +110,7 @@ func TestMessageDuringAStuckStepIsTold(t *testing.T) {
 }
 
 // duringNth is a scripted model that runs during before its nth call
-// (from 1) answers.
+// (from 1) answers: the requester writing while the model is called.
 type duringNth struct {
 	scripted
 	n      int32
@@ -167,12 +137,7 @@ func TestMessageBeforeTheStuckCheckIsTold(t *testing.T) {
 		task := r.send(t, "write a report")
 		sendErr := make(chan error, 1)
 		think := proposalJSON("THINK", map[string]any{})
-		m := &duringNth{n: 3, scripted: scripted{answers: []string{think, think, think, think}}, during: func() {
-			payload, _ := json.Marshal(map[string]any{"taskId": task.ID, "message": map[string]any{"messageId": uuid.NewString(),
-				"role": "user", "parts": []any{map[string]any{"text": "use notes.md"}}}})
-			_, err := taskstest.Send(ctx, r.svc, "alice", payload)
-			sendErr <- err
-		}}
+		m := &duringNth{n: 3, scripted: scripted{answers: []string{think, think, think, think}}, during: func() { sendErr <- r.followUp(ctx, task.ID, "use notes.md") }}
 		got := r.run(t, m, task.ID, tasks.StateInputRequired, tasks.StateCompleted, tasks.StateFailed)
 		if err := <-sendErr; err != nil {
 			t.Fatalf("the follow-up: %v", err)
@@ -182,12 +147,9 @@ func TestMessageBeforeTheStuckCheckIsTold(t *testing.T) {
 		}
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		var last strings.Builder
-		for _, msg := range m.prompts[len(m.prompts)-1] {
-			last.WriteString(msg.Content)
-		}
-		if len(m.prompts) != 4 || !strings.Contains(last.String(), "use notes.md") {
-			t.Fatalf("%d calls; want 4, the last told the message: %s", len(m.prompts), last.String())
+		last := m.promptText(len(m.prompts) - 1)
+		if len(m.prompts) != 4 || !strings.Contains(last, "use notes.md") {
+			t.Fatalf("%d calls; want 4, the last told the message: %s", len(m.prompts), last)
 		}
 		j, err := r.store.Get(ctx, task.ID)
 		if err != nil {
@@ -197,4 +159,25 @@ func TestMessageBeforeTheStuckCheckIsTold(t *testing.T) {
 			t.Fatalf("job %s, pending %q; want it waiting, told everything", j.Status, j.PendingInput)
 		}
 	})
+}
+
+// followUp sends text as alice's next message on task taskID.
+func (r *rig) followUp(ctx context.Context, taskID, text string) error {
+	payload, err := json.Marshal(map[string]any{"taskId": taskID, "message": map[string]any{"messageId": uuid.NewString(),
+		"role": "user", "parts": []any{map[string]any{"text": text}}}})
+	if err != nil {
+		return err
+	}
+	_, err = taskstest.Send(ctx, r.svc, "alice", payload)
+	return err
+}
+
+// promptText is the text of the messages of m's call i (from 0); m.mu
+// is held.
+func (m *scripted) promptText(i int) string {
+	var b strings.Builder
+	for _, msg := range m.prompts[i] {
+		b.WriteString(msg.Content)
+	}
+	return b.String()
 }
