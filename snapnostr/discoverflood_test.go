@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -17,30 +16,6 @@ import (
 	"github.com/snapnode/snapnode/relay/embedded"
 	"github.com/snapnode/snapnode/snapnostr"
 )
-
-// floodRelay serves an embedded relay (cfg, with an in-memory database
-// and a quiet logger) on a loopback socket and returns its URL.
-func floodRelay(t *testing.T, cfg embedded.Config) string {
-	t.Helper()
-	cfg.DBPath, cfg.Logger = ":memory:", slog.New(slog.DiscardHandler)
-	rel, err := embedded.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- rel.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		<-served
-		rel.Close()
-	})
-	return embedded.WebSocketURL(ln.Addr())
-}
 
 // publishAll publishes evs to the relay at url over a few connections
 // at once, each event's OK awaited.
@@ -126,7 +101,7 @@ func TestDiscoverUnderAFloodOfImpostorCards(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			url := floodRelay(t, tc.cfg)
+			url := startRelayWith(t, tc.cfg)
 			publishAll(t, url, append([]nostr.Event{own}, impostors(t, own, tc.flood, at.Add(time.Second))...))
 
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

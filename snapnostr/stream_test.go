@@ -41,7 +41,15 @@ func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
 // and returns its URL.
 func startRelay(t *testing.T) string {
 	t.Helper()
-	rel, err := embedded.New(embedded.Config{DBPath: ":memory:", Logger: quiet()})
+	return startRelayWith(t, embedded.Config{})
+}
+
+// startRelayWith is startRelay with the relay's other settings from cfg
+// (its database and logger are set here).
+func startRelayWith(t *testing.T, cfg embedded.Config) string {
+	t.Helper()
+	cfg.DBPath, cfg.Logger = ":memory:", quiet()
+	rel, err := embedded.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
