@@ -114,23 +114,10 @@ func TestClaimOwnWriteLostIsAnswered(t *testing.T) {
 		effects := 0
 		r.Handle("message/send", func(ctx context.Context, req *snap.Verified) (any, error) {
 			c := req.Claim
-			if c == nil {
-				t.Fatal("no claim")
-			}
-			c.Writing()
-			prior, fresh, err := replay.Remember(ctx, c.From, c.ID, c.Record)
-			if err != nil {
+			if done, err := writeWithClaim(ctx, t, c, replay, results, keep); !done {
 				return nil, err
 			}
-			if !fresh {
-				return nil, c.Claimed(prior, fresh)
-			}
 			effects++
-			if keep {
-				if err := results.SaveResult(ctx, c.From, c.ID, []byte(`{"task":{"id":"task-1"}}`), c.Record.Expires); err != nil {
-					t.Fatal(err)
-				}
-			}
 			// Committed, but the result did not come back.
 			return nil, errors.New("driver: bad connection")
 		})
@@ -258,23 +245,10 @@ func TestClaimSpentThenFailedIsNotToldToRetry(t *testing.T) {
 						effects := 0
 						r.Handle(method, func(ctx context.Context, req *snap.Verified) (any, error) {
 							c := req.Claim
-							if c == nil {
-								t.Fatal("no claim")
-							}
-							c.Writing()
-							prior, fresh, err := replay.Remember(ctx, c.From, c.ID, c.Record)
-							if err != nil {
+							if done, err := writeWithClaim(ctx, t, c, replay, results, keep); !done {
 								return nil, err
 							}
-							if !fresh {
-								return nil, c.Claimed(prior, fresh)
-							}
 							effects++
-							if keep {
-								if err := results.SaveResult(ctx, c.From, c.ID, []byte(`{"task":{"id":"task-1"}}`), c.Record.Expires); err != nil {
-									t.Fatal(err)
-								}
-							}
 							if how == "committed" {
 								c.Claimed(snap.ReplayRecord{}, true)
 								// A step after the commit failed.
@@ -312,4 +286,30 @@ func TestClaimSpentThenFailedIsNotToldToRetry(t *testing.T) {
 			}
 		}
 	}
+}
+
+// writeWithClaim is a handler's write carrying its replay record as the
+// stores do: c.Writing, the record remembered in replay (a record found
+// settles c as a duplicate, whose error is returned), and, with keep,
+// the request's result kept in results. done reports a fresh write: the
+// request's effect is the caller's to count.
+func writeWithClaim(ctx context.Context, t *testing.T, c *snap.ReplayClaim, replay snap.ReplayStore, results snap.ResultStore, keep bool) (done bool, err error) {
+	t.Helper()
+	if c == nil {
+		t.Fatal("no claim")
+	}
+	c.Writing()
+	prior, fresh, err := replay.Remember(ctx, c.From, c.ID, c.Record)
+	if err != nil {
+		return false, err
+	}
+	if !fresh {
+		return false, c.Claimed(prior, fresh)
+	}
+	if keep {
+		if err := results.SaveResult(ctx, c.From, c.ID, []byte(`{"task":{"id":"task-1"}}`), c.Record.Expires); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return true, nil
 }

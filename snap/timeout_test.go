@@ -56,20 +56,10 @@ func TestRequestTimeoutAfterItsCommitNotToldToRetry(t *testing.T) {
 			effects := 0
 			r.Handle("message/send", func(ctx context.Context, req *snap.Verified) (any, error) {
 				c := req.Claim
-				c.Writing()
-				prior, fresh, err := replay.Remember(ctx, c.From, c.ID, c.Record)
-				if err != nil {
+				if done, err := writeWithClaim(ctx, t, c, replay, results, keep); !done {
 					return nil, err
 				}
-				if !fresh {
-					return nil, c.Claimed(prior, fresh)
-				}
 				effects++
-				if keep {
-					if err := results.SaveResult(ctx, c.From, c.ID, []byte(`{"task":{"id":"task-1"}}`), c.Record.Expires); err != nil {
-						t.Fatal(err)
-					}
-				}
 				// The commit stood; its result comes back after the
 				// time-out, which the driver reports.
 				<-ctx.Done()
