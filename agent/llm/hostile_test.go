@@ -174,15 +174,7 @@ func TestManyChoicesReadInBoundedMemory(t *testing.T) {
 			""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				w.Header().Set("Content-Type", "application/json")
-				io.WriteString(w, c.body)
-			}))
-			defer srv.Close()
-			m, err := llm.New(llm.Config{BaseURL: srv.URL + "/v1", Model: "m1", MaxResponseBytes: 1 << 20})
-			if err != nil {
-				t.Fatal(err)
-			}
+			m := bodyClient(t, c.body)
 			var before, after runtime.MemStats
 			runtime.ReadMemStats(&before)
 			got, err := m.Complete(t.Context(), prompt("x"))
@@ -217,15 +209,7 @@ func TestLongModelListKeptSmall(t *testing.T) {
 		{"long names", `{"data":[{"id":"a` + strings.Repeat("x", 400<<10) + `"},{"id":"b` + strings.Repeat("y", 400<<10) + `"}]}`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				w.Header().Set("Content-Type", "application/json")
-				io.WriteString(w, c.body)
-			}))
-			defer srv.Close()
-			m, err := llm.New(llm.Config{BaseURL: srv.URL + "/v1", Model: "m1", MaxResponseBytes: 1 << 20})
-			if err != nil {
-				t.Fatal(err)
-			}
+			m := bodyClient(t, c.body)
 			var before, after runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&before)
@@ -283,4 +267,20 @@ func TestPlainHTTPKeyWarned(t *testing.T) {
 			t.Errorf("the key is in the log: %s", out)
 		}
 	}
+}
+
+// bodyClient is a client (answers of up to 1 MiB) of a server that
+// answers every request with body, as JSON.
+func bodyClient(t *testing.T, body string) *llm.Client {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, body)
+	}))
+	t.Cleanup(srv.Close)
+	m, err := llm.New(llm.Config{BaseURL: srv.URL + "/v1", Model: "m1", MaxResponseBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
