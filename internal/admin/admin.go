@@ -25,6 +25,10 @@ const SocketName = "admin.sock"
 // MaxMessage bounds a request.
 const MaxMessage = 1 << 20
 
+// MaxConns bounds the connections served at once; one past it is told
+// the socket is busy.
+const MaxConns = 32
+
 // MaxResponse bounds a response: a task with its held and final diffs
 // can be far larger than a request.
 const MaxResponse = 64 << 20
@@ -157,11 +161,17 @@ func Listen(path string, h Handler, log *slog.Logger) (*Server, error) {
 }
 
 // Serve answers connections until ctx is done, then closes the socket,
-// waits for the connections in progress and returns nil.
+// waits for the connections in progress and returns nil. It serves at
+// most MaxConns connections at once. Once ctx is done, a connection still
+// waiting for its request is told the node is stopping, and a response
+// is given stopGrace to be taken.
 func (s *Server) Serve(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() { s.ln.Close() })
 	defer stop()
 	var delay time.Duration
+	// slots bounds the connections served at once (each may hold a
+	// request of MaxMessage), refusing the busy answers at once.
+	slots, refusing := make(chan struct{}, MaxConns), make(chan struct{}, MaxConns)
 	for {
 		c, err := s.ln.AcceptUnix()
 		if err != nil {
@@ -186,17 +196,69 @@ func (s *Server) Serve(ctx context.Context) error {
 			return fmt.Errorf("admin: %w", err)
 		}
 		delay = 0
-		s.wg.Go(func() { s.serve(ctx, c) })
+		select {
+		case slots <- struct{}{}:
+			s.wg.Go(func() {
+				defer func() { <-slots }()
+				s.serve(ctx, c)
+			})
+		default:
+			// Past the bound a connection is told so, briefly; past
+			// as many such answers at once, it is closed unanswered.
+			select {
+			case refusing <- struct{}{}:
+				if len(refusing) == 1 {
+					s.log.Warn("admin: connections refused: the socket is busy", "max", MaxConns)
+				}
+				s.wg.Go(func() {
+					defer func() { <-refusing }()
+					s.busy(c)
+				})
+			default:
+				c.Close()
+			}
+		}
 	}
+}
+
+// stopGrace is how long a response is still given to be taken once the
+// node stops, and how long a connection past MaxConns is given to send
+// its request before it is told the socket is busy.
+const stopGrace = time.Second
+
+// busy answers a connection past MaxConns that the socket is busy. Its
+// request is read and dropped, not kept: closed with the request unread,
+// the socket could fail the client's write before it reads the answer.
+func (s *Server) busy(c *net.UnixConn) {
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(stopGrace))
+	b, _ := json.Marshal(Response{Error: fmt.Sprintf("the admin socket is busy: it serves %d connections at once; nothing was carried out, try again", MaxConns)})
+	if _, err := c.Write(append(b, '\n')); err != nil {
+		return
+	}
+	c.CloseWrite()
+	io.CopyN(io.Discard, c, MaxMessage+1)
 }
 
 func (s *Server) serve(ctx context.Context, c *net.UnixConn) {
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(s.ioTimeout))
+	// The node's stop ends the wait for a request (a client that sends
+	// nothing must not hold the stop for the I/O time-out) and shortens
+	// the wait for the response to be taken to stopGrace.
+	stop := context.AfterFunc(ctx, func() {
+		c.SetReadDeadline(time.Now())
+		c.SetWriteDeadline(time.Now().Add(stopGrace))
+	})
+	defer stop()
 	reply := func(r Response) {
 		// The deadline set above may have passed while the command ran:
-		// the response gets a time of its own.
+		// the response gets a time of its own, short once the node
+		// stops (checked after it is set: the stop may set it between).
 		c.SetWriteDeadline(time.Now().Add(s.ioTimeout))
+		if ctx.Err() != nil {
+			c.SetWriteDeadline(time.Now().Add(stopGrace))
+		}
 		b, _ := json.Marshal(r)
 		c.Write(append(b, '\n'))
 	}
@@ -207,6 +269,10 @@ func (s *Server) serve(ctx context.Context, c *net.UnixConn) {
 		return
 	}
 	req, err := readRequest(c)
+	if ctx.Err() != nil {
+		reply(Response{Error: "the node is stopping: nothing was carried out"})
+		return
+	}
 	if err != nil {
 		if errors.Is(err, errRequestTooLarge) {
 			s.log.Warn("admin: request refused: over the bound", "max", MaxMessage)

@@ -13,5 +13,7 @@
 //	resp, err := admin.Call(ctx, filepath.Join(dataDir, admin.SocketName), admin.Request{Op: "approve", Task: id})
 //
 // The protocol is one JSON request per connection, answered by one JSON
-// response, each at most MaxMessage bytes.
+// response, each at most MaxMessage bytes; at most MaxConns connections
+// are served at once, and one past them is answered that the socket is
+// busy, with nothing carried out.
 package admin
