@@ -350,9 +350,17 @@ func readRequest(r io.Reader) (Request, error) {
 	if len(bytes.TrimSuffix(line, []byte("\n"))) > MaxMessage {
 		return Request{}, errRequestTooLarge
 	}
-	var req Request
-	if err := json.Unmarshal(line, &req); err != nil {
+	// A member the node does not know is refused, not ignored: a
+	// client's misnamed member (an approval's diff) would otherwise be
+	// carried out without what it asked for.
+	if err := json.Unmarshal(line, new(any)); err != nil {
 		return Request{}, fmt.Errorf("the request is not JSON: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	var req Request
+	if err := dec.Decode(&req); err != nil {
+		return Request{}, fmt.Errorf("the request is not one of this node's (nothing was carried out): %w", err)
 	}
 	return req, nil
 }

@@ -115,3 +115,31 @@ func TestAdminConnectionsBounded(t *testing.T) {
 		t.Fatalf("a command once a connection ended: %v", err)
 	}
 }
+
+// A request with a member the socket does not know is refused naming it,
+// and nothing is carried out: a hand-written client's approval with its
+// diff's sum under another name ("diff_sha256") was carried out without
+// the check of the diff it asked for.
+func TestAdminUnknownMemberRefused(t *testing.T) {
+	path := admin.Path(private(t))
+	h := &handler{}
+	srv, err := admin.Listen(path, h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve(t, srv)
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte(`{"op":"approve","task":"t1","diff_sha256":"` + strings.Repeat("a", 64) + `"}` + "\n")); err != nil {
+		t.Fatal(err)
+	}
+	if resp := response(t, c); !strings.Contains(resp.Error, `"diff_sha256"`) {
+		t.Errorf("a request with an unknown member was answered %+v; want it refused naming the member", resp)
+	}
+	if len(h.calls) != 0 {
+		t.Errorf("carried out: %q", h.calls)
+	}
+}
