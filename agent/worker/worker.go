@@ -232,7 +232,7 @@ func (p *Pool) Complete(ctx context.Context, pr agent.Prompt) (*agent.Completion
 		select {
 		case err := <-sent:
 			if err != nil {
-				return nil, p.broken(w, err, pr.Step)
+				return nil, p.broken(w, fmt.Errorf("%w: %w", errInputClosed, err), pr.Step)
 			}
 			sent = nil // written
 		case l := <-lines:
@@ -273,6 +273,10 @@ func (p *Pool) Complete(ctx context.Context, pr agent.Prompt) (*agent.Completion
 // exitGrace is how long the output of a worker that exited is still read
 // when a process it started outside its group holds the output open.
 const exitGrace = time.Second
+
+// errInputClosed wraps the error of a write to a worker: it closed its
+// input (or exited).
+var errInputClosed = errors.New("the worker's input is closed")
 
 // errHeldOpen is why a step ended when the worker exited and its output
 // stayed open past exitGrace.
@@ -467,7 +471,8 @@ func (p *Pool) read(w *proc, rd *os.File) {
 }
 
 // broken stops a worker whose stream ended or failed: it exited (or closed
-// its output) before answering step, or its line was over the bound.
+// its output, or its input) before answering step, or its line was over
+// the bound.
 func (p *Pool) broken(w *proc, err error, step int) error {
 	var le *LineError
 	if errors.As(err, &le) {
@@ -479,6 +484,9 @@ func (p *Pool) broken(w *proc, err error, step int) error {
 	case <-time.After(time.Second):
 	}
 	how := "closed its output"
+	if errors.Is(err, errInputClosed) {
+		how = "closed its input"
+	}
 	select {
 	case <-w.exited:
 		how = "exited"
