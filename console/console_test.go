@@ -92,15 +92,17 @@ func (s fakeSource) Held(_ context.Context, taskID string) ([]executor.Pending, 
 	}
 	return []executor.Pending{{ActionID: "act-1", TaskID: taskID, Requester: "bc1palice", Action: "WRITE_FILE",
 		Data: []byte("{\"action_type\":\"WRITE_FILE\",\"intent_summary\":\"tidy \u202Etxt.exe\u202C notes\u200B\"}"), Diff: heldDiff,
-		PreImages: []executor.PreImage{{Path: "/sandbox/reports/p\u0430ssword.txt", Kind: sandbox.KindFile}, {Path: "/sandbox/отчёты/итоги.txt", Kind: sandbox.KindAbsent}},
-		Reason:    "WRITE_FILE on /sandbox/reports/p\u0430ssword.txt, /sandbox/отчёты/итоги.txt; reports/ is read by people: confirm changes", Created: t0}}, nil
+		PreImages: []executor.PreImage{{Path: "/sandbox/reports/p\u0430ssword.txt", Kind: sandbox.KindFile}, {Path: "/sandbox/отчёты/итоги.txt", Kind: sandbox.KindAbsent}, {Path: "/sandbox/\u0455\u0441\u043e\u0440\u0435/run.sh", Kind: sandbox.KindAbsent}},
+		Reason:    "WRITE_FILE on /sandbox/reports/p\u0430ssword.txt, /sandbox/отчёты/итоги.txt, /sandbox/\u0455\u0441\u043e\u0440\u0435/run.sh; reports/ is read by people: confirm changes", Created: t0}}, nil
 }
 
 // heldDiff is the diff of the action fakeSource holds: a path whose
 // "а" is Cyrillic (U+0430), in a file's headers, a line of its text
-// that reads like one (left as it is), and hostile text.
+// that reads like one (left as it is), hostile text, a path in Cyrillic
+// and one of its words wholly of Cyrillic look-alikes ("ѕсоре").
 const heldDiff = "--- /sandbox/reports/p\u0430ssword.txt\n+++ /sandbox/reports/p\u0430ssword.txt\n@@ -1 +1,2 @@\n--- p\u0430ss\n+" + hostile + "\n+fake line\r+ok \u202Etxt.exe\n" +
-	"--- /dev/null\n+++ /sandbox/отчёты/итоги.txt\n@@ -0,0 +1 @@\n+итоги\n"
+	"--- /dev/null\n+++ /sandbox/отчёты/итоги.txt\n@@ -0,0 +1 @@\n+итоги\n" +
+	"--- /dev/null\n+++ /sandbox/\u0455\u0441\u043e\u0440\u0435/run.sh\n@@ -0,0 +1 @@\n+\u0455\u0441\u043e\u0440\u0435\n"
 
 func (s fakeSource) HeldPage(ctx context.Context, q proposals.HeldQuery) (*proposals.HeldPage, error) {
 	list, err := s.Held(ctx, q.Task)
@@ -695,33 +697,44 @@ func TestHostileText(t *testing.T) {
 	}
 }
 
-// TestMixedScriptPaths: a path whose word mixes scripts ("pаssword" with
-// a Cyrillic а, a look-alike of password) is marked wherever the task
-// page names it for an operator deciding: its letters beyond ASCII
-// spelled out, in the list of the paths the action changes (with a
-// badge), the diff's file headers and the reason it waits. A line of
-// the file's text is shown as it is, and a path in one script
+// TestMixedScriptPaths: a path one of whose words can pass for a Latin
+// word it is not is marked wherever the task page names it for an
+// operator deciding: a word that mixes scripts ("pаssword" with a
+// Cyrillic а, a look-alike of password) or one wholly of look-alikes of
+// Latin letters ("ѕсоре", all Cyrillic, reads as scope), its letters
+// beyond ASCII spelled out, in the list of the paths the action changes
+// (with a badge), the diff's file headers and the reason it waits. A line
+// of the file's text is shown as it is, and a path in one script
 // (Cyrillic, its extension apart) is not marked.
 func TestMixedScriptPaths(t *testing.T) {
 	r := newRig(t, nil)
 	ck := r.login(t)
 	w := r.do("GET", at(ck, "tasks/t1"), nil, ck, nil)
 	b := w.Body.String()
-	const spelled = "p⟨U&#43;0430 Cyrillic⟩ssword.txt"
+	const (
+		spelled = "p⟨U&#43;0430 Cyrillic⟩ssword.txt"
+		scope   = "/sandbox/⟨U&#43;0455 Cyrillic⟩⟨U&#43;0441 Cyrillic⟩⟨U&#43;043E Cyrillic⟩⟨U&#43;0440 Cyrillic⟩⟨U&#43;0435 Cyrillic⟩/run.sh"
+		badge   = ` <span class="mixed" title="a word of this path can pass for a Latin word it is not (it mixes letters of several scripts, or all its letters imitate Latin ones): its letters beyond ASCII are spelled out">look-alike letters</span>`
+	)
 	for _, want := range []string{
-		`<li class="mono">/sandbox/reports/` + spelled + ` <span class="mixed" title="a word of this path mixes letters of several scripts, one may imitate another: the letters beyond ASCII are spelled out">mixed scripts</span></li>`,
+		`<li class="mono">/sandbox/reports/` + spelled + badge + `</li>`,
 		`<li class="mono">/sandbox/отчёты/итоги.txt</li>`,
+		`<li class="mono">` + scope + badge + `</li>`,
 		"--- /sandbox/reports/" + spelled + "\n&#43;&#43;&#43; /sandbox/reports/" + spelled + "\n",
 		"\n--- p\u0430ss\n",
 		"&#43;&#43;&#43; /sandbox/отчёты/итоги.txt\n",
-		"WRITE_FILE on /sandbox/reports/" + spelled + ", /sandbox/отчёты/итоги.txt;",
+		"&#43;&#43;&#43; " + scope + "\n",
+		"\n&#43;\u0455\u0441\u043e\u0440\u0435\n",
+		"WRITE_FILE on /sandbox/reports/" + spelled + ", /sandbox/отчёты/итоги.txt, " + scope + ";",
 	} {
 		if !strings.Contains(b, want) {
 			t.Errorf("the task page does not show %q:\n%s", want, b)
 		}
 	}
-	if strings.Contains(b, "/sandbox/reports/p\u0430ssword") {
-		t.Errorf("the task page shows the mixed-script path as it reads:\n%s", b)
+	for _, as := range []string{"/sandbox/reports/p\u0430ssword", "/sandbox/\u0455\u0441\u043e\u0440\u0435/"} {
+		if strings.Contains(b, as) {
+			t.Errorf("the task page shows the look-alike path %s as it reads:\n%s", as, b)
+		}
 	}
 }
 

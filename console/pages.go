@@ -46,9 +46,10 @@ var funcs = template.FuncMap{
 	// a model or a file (executor.Visible): what an operator reads is
 	// what is there, a diff's CR or bidi override included.
 	"visible": executor.Visible,
-	// diffPaths and mixed mark the words that mix scripts
-	// (internal/scripts): a look-alike letter in a path ("pаssword.txt",
-	// its а Cyrillic) is spelled out, ⟨U+0430 Cyrillic⟩. diffPaths marks
+	// diffPaths and mixed mark the words that mix scripts or are wholly
+	// of look-alikes of Latin letters (internal/scripts): a look-alike
+	// letter in a path ("pаssword.txt", its а Cyrillic; "ѕсоре", all
+	// Cyrillic) is spelled out, ⟨U+0430 Cyrillic⟩. diffPaths marks
 	// a diff's file headers alone (executor.MarkDiffPaths), mixed every
 	// word of a text of the host's naming paths (a held action's reason).
 	"diffPaths": executor.MarkDiffPaths,
@@ -160,10 +161,12 @@ type heldView struct {
 
 // fileView is a path a held action changes, as the task page shows it:
 // every invisible character shown, the letters beyond ASCII of a word
-// that mixes scripts spelled out, Mixed set then (a badge says so).
+// that can pass for a Latin word it is not (internal/scripts: it mixes
+// scripts, or is wholly of look-alikes of Latin letters) spelled out,
+// LookAlike set then (a badge says so).
 type fileView struct {
-	Path  string
-	Mixed bool
+	Path      string
+	LookAlike bool
 }
 
 type taskData struct {
@@ -245,7 +248,7 @@ func (c *Console) renderTask(w http.ResponseWriter, r *http.Request, s *session,
 		// says so next to Approve, with the link to the rest.
 		v.Diff = cut(p.Diff, MaxDiffText, "more bytes of the diff not shown: download it whole, or snapnode held --diff "+id+" prints it")
 		for _, pre := range p.PreImages {
-			v.Files = append(v.Files, fileView{Path: scripts.Mark(executor.Visible(pre.Path), scripts.Spelled), Mixed: scripts.Has(pre.Path)})
+			v.Files = append(v.Files, fileView{Path: scripts.Mark(executor.Visible(pre.Path), scripts.Spelled), LookAlike: scripts.Has(pre.Path)})
 		}
 		d.Held = append(d.Held, v)
 	}

@@ -254,8 +254,9 @@ func formatDiff(diffs []sandbox.Diff) string {
 }
 
 // MarkDiffPaths returns diff, the diff of an action (as a held action
-// carries it), with every word of its paths that mixes scripts marked
-// for an operator's eyes (scripts.Spelled: "p⟨U+0430 Cyrillic⟩ssword.txt"):
+// carries it), with every word of its paths that mixes scripts, or is
+// wholly of look-alikes of Latin letters (scripts.Has), marked for an
+// operator's eyes (scripts.Spelled: "p⟨U+0430 Cyrillic⟩ssword.txt"):
 // the file headers of each unified diff ("--- ", "+++ ") and the lines of
 // the other changes ("changed …", "binary …"). The lines of a file's text
 // are left as they are, a removed line that reads like a header among

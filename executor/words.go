@@ -36,18 +36,18 @@ const RequesterLabel = "requester says (unverified): "
 //     private-use and unassigned code points, variation selectors, and
 //     combining marks beyond two on one character;
 //   - a word that mixes letters of several scripts (Latin "pаypal" with a
-//     Cyrillic а) shows its non-ASCII letters as <U+0430>, so a look-alike
-//     cannot pass for the letter it imitates; Han, Hiragana, Katakana,
-//     Hangul and Bopomofo count as one script, as Japanese and Korean mix
-//     them;
+//     Cyrillic а), or a word in one other script wholly of look-alikes of
+//     Latin letters ("раураӏ", all Cyrillic), shows its non-ASCII letters
+//     as <U+0430>, so a look-alike cannot pass for the letter it imitates;
+//     Han, Hiragana, Katakana, Hangul and Bopomofo count as one script, as
+//     Japanese and Korean mix them;
 //   - at most MaxRequesterWords characters are kept, "…" marking a cut.
 //
-// The module has golang.org/x/text for NFKC; it carries no table of
-// Unicode confusables (UTS #39), so whole-script look-alikes are caught by
-// the mixed-script rule above (package internal/scripts, which marks the
-// paths an operator is shown too), built on the standard library's script
-// tables. Every text of a requester that reaches an operator goes through
-// this one function.
+// NFKC is golang.org/x/text's; the look-alike rule above is package
+// internal/scripts (the standard library's script tables and the skeletons
+// of Unicode's confusables, UTS #39), which marks the paths an operator is
+// shown too. Every text of a requester that reaches an operator goes
+// through this one function.
 func RequesterWords(s string) string {
 	s = norm.NFKC.String(strings.ToValidUTF8(s, "\uFFFD"))
 	var b strings.Builder
@@ -85,7 +85,8 @@ func RequesterWords(s string) string {
 }
 
 // flagMixedScripts writes the non-ASCII letters of every word of s that
-// mixes scripts as <U+XXXX> (scripts.Mark).
+// mixes scripts, or is wholly of look-alikes of Latin letters, as
+// <U+XXXX> (scripts.Mark).
 func flagMixedScripts(s string) string {
 	return scripts.Mark(s, func(r rune) string { return fmt.Sprintf("<U+%04X>", r) })
 }

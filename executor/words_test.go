@@ -167,10 +167,11 @@ func TestVisible(t *testing.T) {
 	}
 }
 
-// TestMarkDiffPaths: the paths of a diff that mix scripts are marked in
-// its file headers and its lines of other changes; the lines of the
-// files' text are left as they are, a removed line that reads like a
-// header among them.
+// TestMarkDiffPaths: the paths of a diff that mix scripts, or have a
+// word wholly of look-alikes of Latin letters, are marked in its file
+// headers and its lines of other changes; the lines of the files' text
+// are left as they are, a removed line that reads like a header among
+// them.
 func TestMarkDiffPaths(t *testing.T) {
 	const mixed, spelled = "/sandbox/p\u0430ssword.txt", "/sandbox/p⟨U+0430 Cyrillic⟩ssword.txt"
 	before := "one\n-- p\u0430ss\nthree\n"
@@ -187,6 +188,11 @@ func TestMarkDiffPaths(t *testing.T) {
 		"changed /sandbox/c⟨U+03BF Greek⟩nfig: absent -> directory\n"
 	if got := executor.MarkDiffPaths(diff); got != want {
 		t.Errorf("MarkDiffPaths\n%s\ngot\n%s\nwant\n%s", diff, got, want)
+	}
+	// A word wholly of Cyrillic look-alikes: "ѕсоре" reads as scope.
+	scope := udiff.Unified("/dev/null", "/sandbox/\u0455\u0441\u043e\u0440\u0435/run.sh", "", "\u0455\u0441\u043e\u0440\u0435\n")
+	if got, want := executor.MarkDiffPaths(scope), strings.Replace(scope, "\u0455\u0441\u043e\u0440\u0435/", "⟨U+0455 Cyrillic⟩⟨U+0441 Cyrillic⟩⟨U+043E Cyrillic⟩⟨U+0440 Cyrillic⟩⟨U+0435 Cyrillic⟩/", 1); got != want {
+		t.Errorf("MarkDiffPaths\n%s\ngot\n%s\nwant\n%s", scope, got, want)
 	}
 	if d := udiff.Unified("/sandbox/итоги.txt", "/sandbox/итоги.txt", "a\n", "b\n"); executor.MarkDiffPaths(d) != d {
 		t.Errorf("MarkDiffPaths marked a path in one script:\n%s", executor.MarkDiffPaths(d))

@@ -225,13 +225,14 @@ func cell(s string) string {
 	return strings.ReplaceAll(shown(s), "\t", " ")
 }
 
-// mixed marks, in a held action's reason, the words that mix scripts
-// (internal/scripts): the paths it names, a look-alike letter of one
-// ("pаssword.txt", its а Cyrillic) spelled out, ⟨U+0430 Cyrillic⟩.
+// mixed marks, in a held action's reason, the words that mix scripts or
+// are wholly of look-alikes of Latin letters (internal/scripts): the
+// paths it names, a look-alike letter of one ("pаssword.txt", its а
+// Cyrillic; "ѕсоре.txt", all Cyrillic) spelled out, ⟨U+0430 Cyrillic⟩.
 func mixed(reason string) string { return scripts.Mark(reason, scripts.Spelled) }
 
 // printDiff prints a held action's diff, ending its last line, the words
-// of its paths that mix scripts marked (executor.MarkDiffPaths).
+// of its paths that can pass for Latin ones marked (executor.MarkDiffPaths).
 func printDiff(w io.Writer, diff string) {
 	diff = executor.MarkDiffPaths(diff)
 	fmt.Fprint(w, diff)

@@ -178,17 +178,18 @@ func TestActionCommands(t *testing.T) {
 
 // TestHeldMarksMixedScriptPaths: held names a path whose word mixes
 // scripts ("pаssword.txt", its а Cyrillic U+0430, a look-alike of
-// password.txt) with that letter spelled out, in the reason and the
-// diff's file headers, piped and on a terminal; a path in one script
-// (Cyrillic, its extension apart) is shown as it is.
+// password.txt), or is wholly of look-alikes of Latin letters ("ѕсоре.txt",
+// all Cyrillic, reads as scope.txt), with those letters spelled out, in
+// the reason and the diff's file headers, piped and on a terminal; a path
+// in one script (Cyrillic, its extension apart) is shown as it is.
 func TestHeldMarksMixedScriptPaths(t *testing.T) {
 	dataDir := filepath.Join(t.TempDir(), "data")
 	cfg := config.Default()
 	cfg.DataDir, cfg.RelayListen, cfg.HTTPListen = dataDir, "127.0.0.1:0", ""
 	_, propose := proposalNode(t, cfg)
 	dd := []string{"--data-dir", dataDir}
-	const mixed, cyrillic = "/sandbox/p\u0430ssword.txt", "/sandbox/итоги.txt"
-	for _, p := range []string{mixed, cyrillic} {
+	const mixed, cyrillic, scope = "/sandbox/p\u0430ssword.txt", "/sandbox/итоги.txt", "/sandbox/\u0455\u0441\u043e\u0440\u0435.txt"
+	for _, p := range []string{mixed, cyrillic, scope} {
 		if w := propose("WRITE_FILE", map[string]any{"path": p, "content": "one\n"}); w.Status.State != "completed" {
 			t.Fatalf("write %s: %+v", p, w)
 		}
@@ -196,20 +197,26 @@ func TestHeldMarksMixedScriptPaths(t *testing.T) {
 			t.Fatalf("delete %s: %+v", p, d)
 		}
 	}
-	const spelled = "/sandbox/p⟨U+0430 Cyrillic⟩ssword.txt"
+	const (
+		spelled      = "/sandbox/p⟨U+0430 Cyrillic⟩ssword.txt"
+		scopeSpelled = "/sandbox/⟨U+0455 Cyrillic⟩⟨U+0441 Cyrillic⟩⟨U+043E Cyrillic⟩⟨U+0440 Cyrillic⟩⟨U+0435 Cyrillic⟩.txt"
+	)
 	for _, run := range []func(*testing.T, string, ...string) result{runCLI, runTerminal} {
 		r := run(t, "", append([]string{"held", "--diff"}, dd...)...)
 		if r.code != exitOK {
 			t.Fatalf("held --diff: %s", r)
 		}
 		for _, want := range []string{"DELETE_FILE on " + spelled + ";", "\n--- " + spelled + "\n",
-			"DELETE_FILE on " + cyrillic + ";", "\n--- " + cyrillic + "\n", "\n-one\n"} {
+			"DELETE_FILE on " + cyrillic + ";", "\n--- " + cyrillic + "\n", "\n-one\n",
+			"DELETE_FILE on " + scopeSpelled + ";", "\n--- " + scopeSpelled + "\n"} {
 			if !strings.Contains(r.stdout, want) {
 				t.Errorf("held --diff does not show %q:\n%s", want, r.stdout)
 			}
 		}
-		if strings.Contains(r.stdout, mixed) {
-			t.Errorf("held --diff shows %s as it reads:\n%s", mixed, r.stdout)
+		for _, p := range []string{mixed, scope} {
+			if strings.Contains(r.stdout, p) {
+				t.Errorf("held --diff shows %s as it reads:\n%s", p, r.stdout)
+			}
 		}
 	}
 }

@@ -3,6 +3,7 @@ package scripts_test
 import (
 	"fmt"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/snapnode/snapnode/internal/scripts"
 )
@@ -23,10 +24,12 @@ func TestMark(t *testing.T) {
 		{"итоги_2026-05.txt", "итоги_2026-05.txt"},
 		// Each word alone: the Latin é of a mixed word is spelled too.
 		{"résum\u0435 ok", "r⟨U+00E9 Latin⟩sum⟨U+0435 Cyrillic⟩ ok"},
-		{"Greek \u03B1 and Cyrillic \u0430 apart", "Greek \u03B1 and Cyrillic \u0430 apart"},
+		{"Greek \u03BB and Cyrillic \u0436 apart", "Greek \u03BB and Cyrillic \u0436 apart"},
 		{"\u03B1\u0430", "⟨U+03B1 Greek⟩⟨U+0430 Cyrillic⟩"},
 		// A mathematical letter (script Common) among Latin ones.
 		{"\U0001D429assword", "⟨U+1D429 Common⟩assword"},
+		// The letters of a word in one script, r g and t Latin: mixed.
+		{"/sandbox/ѕесrеts/", "/sandbox/⟨U+0455 Cyrillic⟩⟨U+0435 Cyrillic⟩⟨U+0441 Cyrillic⟩r⟨U+0435 Cyrillic⟩ts/"},
 		{"", ""},
 	} {
 		if got := scripts.Mark(c.in, scripts.Spelled); got != c.want {
@@ -38,7 +41,86 @@ func TestMark(t *testing.T) {
 	}
 }
 
+// TestMarkWholeScript: a word wholly in one script other than Latin
+// whose letters all imitate Latin ones (its UTS #39 skeleton is ASCII,
+// accents aside) reads as a Latin word it is not, and is marked as a
+// mixed one is; a word with one letter of its own that looks like no
+// Latin letter (п, и, т, λ, Θ) is read as it is.
+func TestMarkWholeScript(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		// Cyrillic "paypal", its l a palochka (U+04CF).
+		{"раураӏ", "⟨U+0440 Cyrillic⟩⟨U+0430 Cyrillic⟩⟨U+0443 Cyrillic⟩⟨U+0440 Cyrillic⟩⟨U+0430 Cyrillic⟩⟨U+04CF Cyrillic⟩"},
+		// A whole component of a path: Cyrillic "scope", "exec".
+		{"/sandbox/ѕсоре/run.sh", "/sandbox/⟨U+0455 Cyrillic⟩⟨U+0441 Cyrillic⟩⟨U+043E Cyrillic⟩⟨U+0440 Cyrillic⟩⟨U+0435 Cyrillic⟩/run.sh"},
+		{"/sandbox/ехес.sh", "/sandbox/⟨U+0435 Cyrillic⟩⟨U+0445 Cyrillic⟩⟨U+0435 Cyrillic⟩⟨U+0441 Cyrillic⟩.sh"},
+		// Greek capitals "API", "TOP"; one Greek α, one Cyrillic а.
+		{"ΑΡΙ.md", "⟨U+0391 Greek⟩⟨U+03A1 Greek⟩⟨U+0399 Greek⟩.md"},
+		{"ΤΟΡ", "⟨U+03A4 Greek⟩⟨U+039F Greek⟩⟨U+03A1 Greek⟩"},
+		{"/sandbox/\u0430/config", "/sandbox/⟨U+0430 Cyrillic⟩/config"},
+		{"Greek \u03B1", "Greek ⟨U+03B1 Greek⟩"},
+		// Mathematical letters (script Common) reading "paypal".
+		{"\U0001D429\U0001D41A\U0001D432\U0001D429\U0001D41A\U0001D425", "⟨U+1D429 Common⟩⟨U+1D41A Common⟩⟨U+1D432 Common⟩⟨U+1D429 Common⟩⟨U+1D41A Common⟩⟨U+1D425 Common⟩"},
+		// An accent on a look-alike: ё reads as the Latin ë.
+		{"сё", "⟨U+0441 Cyrillic⟩⟨U+0451 Cyrillic⟩"},
+		// A digit of the word stays as it is; б reads as 6.
+		{"б2", "⟨U+0431 Cyrillic⟩2"},
+		// A Russian word can be wholly of look-alikes: сахар reads caxap.
+		{"сахар", "⟨U+0441 Cyrillic⟩⟨U+0430 Cyrillic⟩⟨U+0445 Cyrillic⟩⟨U+0430 Cyrillic⟩⟨U+0440 Cyrillic⟩"},
+
+		// Words of their own script: one letter that imitates no Latin
+		// one is enough (п and и of привет, т of работе, к of Москва).
+		{"привет", "привет"},
+		{"/sandbox/работе/итоги.txt", "/sandbox/работе/итоги.txt"},
+		{"Москва", "Москва"},
+		{"Отчёт за май", "Отчёт за май"},
+		{"λόγος", "λόγος"},
+		// Θ is an O with a bar, no Latin letter.
+		{"ΑΘΗΝΑ", "ΑΘΗΝΑ"},
+		{"日本語のファイル.txt", "日本語のファイル.txt"},
+		{"ハングル 한국어 ㅣ", "ハングル 한국어 ㅣ"},
+		{"שלום", "שלום"},
+		{"مرحبا", "مرحبا"},
+		// Latin words, however accented, are not look-alikes of themselves.
+		{"café résumé naïve Straße", "café résumé naïve Straße"},
+		{"paypal 1l0O", "paypal 1l0O"},
+		{"2026-05", "2026-05"},
+	} {
+		if got := scripts.Mark(c.in, scripts.Spelled); got != c.want {
+			t.Errorf("Mark(%+q)\n got %+q\nwant %+q", c.in, got, c.want)
+		}
+		if got, want := scripts.Has(c.in), c.in != c.want; got != want {
+			t.Errorf("Has(%+q) = %v, want %v", c.in, got, want)
+		}
+	}
+}
+
+// FuzzMark: a text Mark leaves alone is one Has finds nothing in, and
+// what Mark returns has nothing left to mark.
+func FuzzMark(f *testing.F) {
+	for _, s := range []string{
+		"/sandbox/p\u0430ssword.txt", "раураӏ", "/sandbox/ѕсоре/", "привет",
+		"ΑΘΗΝΑ ΤΟΡ", "сё б2", "\U0001D429assword", "日本語", "café", "",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if !utf8.ValidString(s) {
+			return // the callers show a text's invalid bytes first
+		}
+		m := scripts.Mark(s, scripts.Spelled)
+		if (m == s) == scripts.Has(s) {
+			t.Fatalf("Mark(%+q) = %+q, Has = %v", s, m, scripts.Has(s))
+		}
+		if scripts.Has(m) {
+			t.Fatalf("Mark(%+q) = %+q, which has a word to mark still", s, m)
+		}
+	})
+}
+
 func ExampleMark() {
 	fmt.Println(scripts.Mark("/sandbox/p\u0430ssword.txt", scripts.Spelled))
-	// Output: /sandbox/p⟨U+0430 Cyrillic⟩ssword.txt
+	fmt.Println(scripts.Mark("/sandbox/\u0455\u0441\u043E\u0440\u0435/run.sh", scripts.Spelled))
+	// Output:
+	// /sandbox/p⟨U+0430 Cyrillic⟩ssword.txt
+	// /sandbox/⟨U+0455 Cyrillic⟩⟨U+0441 Cyrillic⟩⟨U+043E Cyrillic⟩⟨U+0440 Cyrillic⟩⟨U+0435 Cyrillic⟩/run.sh
 }
