@@ -46,7 +46,8 @@
 // symbolic link at all (every directory is looked at with Lstat, opened,
 // and checked to be that same directory), opens no file with more than
 // one hard link (it may be an alias of an outside file), and never
-// replaces, deletes or renames a link. Nor does it act on a name stored
+// replaces, deletes or renames a link (one swapped in at the instant a
+// file is replaced is moved to a private name and back, see below). Nor does it act on a name stored
 // under another spelling than the path's (ErrSpelling): on a file system
 // that ignores letter case or Unicode form, "/sandbox/SECRETS/key.txt"
 // would find secrets/key.txt, which a rule on the path's text does not
@@ -56,8 +57,9 @@
 // in its directory's listing as spelled (or, stored decomposed, as its
 // NFC form). A folder inside the workspace made to fold names on its own
 // (chattr +F) is not seen. Files are written to a new
-// temporary file in their own directory (O_EXCL), synced, renamed over
-// their target, and the directory synced; Prepare writes and syncs the
+// temporary file in their own directory (O_EXCL), synced, put in place of
+// their target (see Edits from outside), and the directory synced;
+// Prepare writes and syncs the
 // temporary files ahead, while the caller makes its own record durable,
 // and PromotePrepared then only renames them. Deletes and renames take
 // regular .txt and .md files only (a rename removes its source, so its
@@ -85,13 +87,52 @@
 // changed with nothing of another process's in between, so long as that
 // other process changes the record before it takes the lock.
 //
-// What it does not guarantee. The check of pre-images at promotion and
-// the rename that follows are two steps: a process writing the same file
-// in between, other than through a sandbox on the folder (an editor, a
-// copy), loses its write. Off Linux, macOS and the BSDs, and on a file
+// Edits from outside. A file that another process edits, not through a
+// sandbox on the folder (an editor, a copy, a shell of the same user),
+// after Promote checked it against its pre-image and before the sandbox
+// replaces or removes it, is not written over. The sandbox never writes
+// over a file where it lies: on Linux the new image is exchanged with it
+// in one step (renameat2 RENAME_EXCHANGE), so the path always holds a
+// file; elsewhere, and on a file system that cannot exchange, the file is
+// first renamed to a private name in its directory, then the new image
+// renamed in. A file to remove is renamed to that private name too. Each
+// rename is atomic: the file checked is whatever the path held at that
+// instant (one an editor renamed over it included). It is checked, through
+// a descriptor, against the image it must hold once more (a regular file,
+// one link, the same SHA-256); if it differs, it is put back and the whole
+// promotion undone, and the error matches ErrChanged and names the path.
+// A new file goes in only if its name is still free (RENAME_NOREPLACE;
+// off Linux link(2), which never replaces): a file made there since the
+// check is kept, ErrChanged too. Rollback, Recover and RecoverAround do
+// the same with ErrDiverged, and so does the undo of a failed promotion
+// (ErrIncomplete with it: the file edited stays as it is). Where a file
+// cannot be put back because the path was made again meanwhile, it stays
+// under its private name, which the error gives. A crash while a file is
+// under its private name leaves it there: Sweep leaves it, and Recover
+// puts it back on its empty path, or removes it when the path holds a
+// file again and it holds one of the snapshot's images; holding anything
+// else, it is kept and Recover fails with ErrDiverged naming it
+// (RecoverAround leaves the path and reports it).
+//
+// What it does not guarantee. The sandbox checks; it cannot exclude a
+// writer (POSIX has no mandatory lock). A process that holds the file
+// open across the replacement and writes through its descriptor after the
+// last check (the instant between that hash and the removal of the
+// private name) loses that write, as with any replacement by rename: its
+// descriptor names a file that is no longer in the workspace. A write
+// through such a descriptor before the last check is caught: the file is
+// put back. Where the file system cannot exchange two names (off Linux,
+// and some Linux file systems), a replaced path is empty between the two
+// renames (a reader finds no file there for that instant); where it
+// cannot rename without replacing either, a new image goes in by link and
+// unlink, so for an instant the file has two names (a Read of it then
+// fails with ErrHardLink); and where it has no hard links either, the
+// name is looked at before the rename, and a file made in between is
+// written over. Off Linux, macOS and the BSDs, and on a file
 // system that keeps no locks, the folder is not locked: promotions and
 // rollbacks then run one at a time within a process only, and two
-// processes promoting the same path can lose a write the same way. A
+// processes promoting the same path meet as an editor and a sandbox do
+// (see Edits from outside). A
 // promotion is all or nothing by undo, not
 // by one atomic step: a crash half-way leaves some paths promoted;
 // Recover with the snapshot (stored before Promote, from st.Snapshot())

@@ -37,11 +37,14 @@ var (
 	// ErrLimit: a cap of Limits was reached (see LimitError).
 	ErrLimit = errors.New("sandbox: limit exceeded")
 	// ErrChanged: at promotion, a touched path no longer matches the
-	// pre-image it was staged against. Nothing was promoted; stage again
-	// and ask again.
+	// pre-image it was staged against: when every path is checked, before
+	// anything is applied, or as its file is replaced or removed (an edit
+	// made in between, see the package doc). Nothing was promoted; stage
+	// again and ask again.
 	ErrChanged = errors.New("sandbox: changed since staging")
 	// ErrDiverged: at rollback, a path no longer matches the post-image of
-	// the promotion. Nothing was restored.
+	// the promotion (when every path is checked, or as its file is
+	// replaced or removed). Nothing was restored.
 	ErrDiverged = errors.New("sandbox: changed since promotion")
 	// ErrUndeclared: the staged effects are wider than the declared ones
 	// (see ScopeError). This is a permanent block.

@@ -82,3 +82,23 @@ func SetFoldingLookup(s *Sandbox) {
 // Folds reports whether s found that its folder's file system finds names
 // under other spellings.
 func Folds(s *Sandbox) bool { return s.core.spelling.Load().folds }
+
+// SetSwapHook installs a hook at the two points of replacing or removing
+// a file that a hand edit could race: step "aside" once the file at path
+// is renamed to its private name and before its content is checked, step
+// "in" once the new image is renamed in (or, for a removal, the file
+// checked) and before the file set aside is hashed again. A hook that
+// panics stands for a crash there: nothing is undone.
+func SetSwapHook(s *Sandbox, swap func(step, path string) error) {
+	s.core.hooks.swap = func(step, rel string) error { return swap(step, Virtual(rel)) }
+}
+
+// AsideName is the private name a file named name is renamed to while it
+// is replaced or removed.
+func AsideName(name string) string { return asideName(name) }
+
+// SetPortable has s replace and remove files as it does off Linux, with
+// no renameat2: a rename that must not replace is a link and a removal,
+// and a file is set aside before the new image goes in (the name is empty
+// between the two) rather than exchanged with it.
+func SetPortable(s *Sandbox) { s.core.hooks.portable = true }

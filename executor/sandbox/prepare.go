@@ -96,9 +96,11 @@ func (p *Prepared) Discard() {
 	ctx, cancel := p.s.bound(context.Background())
 	defer cancel()
 	for rel, tmp := range p.temps {
-		if d, err := p.s.openDir(ctx, parentOf(rel)); err == nil {
-			d.r.Remove(tmp.name) // gone already once renamed
-			d.close()
+		if tmp.name != "" { // "": renamed, or removed by a promotion that failed
+			if d, err := p.s.openDir(ctx, parentOf(rel)); err == nil {
+				d.r.Remove(tmp.name)
+				d.close()
+			}
 		}
 		tmp.close()
 		delete(p.temps, rel)

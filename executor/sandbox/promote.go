@@ -3,9 +3,11 @@ package sandbox
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"slices"
@@ -148,6 +150,15 @@ func (s *Sandbox) restore(ctx context.Context, snap *Snapshot, partial bool, lef
 	going := make(map[string]bool)
 	var steps []entry
 	for _, e := range entries {
+		if partial && (e.pre.Kind == KindFile || e.post.Kind == KindFile) {
+			if err := s.unstash(ctx, e); err != nil {
+				if left == nil || !errors.Is(err, ErrDiverged) {
+					return opErr(op, e.rel, err)
+				}
+				leave(e, Image{}, strings.TrimPrefix(err.Error(), "sandbox: "))
+				continue
+			}
+		}
 		cur, err := s.load(ctx, e.rel)
 		if left != nil && errors.Is(err, ErrNotDir) && e.pre.Kind == KindAbsent {
 			continue // a folder it was in is something else now: gone with it
@@ -199,6 +210,39 @@ func (s *Sandbox) restore(ctx context.Context, snap *Snapshot, partial bool, lef
 		}
 	}
 	return s.transition(ctx, op, steps, nil)
+}
+
+// unstash settles the file a crash left set aside (asideName) while the
+// path of e was replaced or removed. Where the path is empty, the file
+// goes back to it. Where the path holds a file again (the crash came
+// after the new image went in), the file set aside goes if it holds one
+// of e's images, which the snapshot keeps; otherwise it stays and the
+// error matches ErrDiverged and names it.
+func (s *Sandbox) unstash(ctx context.Context, e entry) error {
+	d, name, err := s.openParent(ctx, e.rel)
+	if err != nil {
+		return nil // no folder to hold it: load says what the path is
+	}
+	defer d.close()
+	a := asideName(name)
+	if _, err := d.r.Lstat(a); err != nil {
+		return nil
+	}
+	if _, err := d.r.Lstat(name); errors.Is(err, fs.ErrNotExist) {
+		if err := s.renameNoReplace(d.r, a, name); err != nil {
+			return err
+		}
+		s.core.tally.forget() // a file counted in again
+		return s.syncDir(d.r)
+	}
+	img, err := s.loadIn(ctx, d.r, a)
+	if err != nil || (!img.same(e.pre) && !img.same(e.post)) {
+		return fmt.Errorf("%w: a file set aside by an interrupted change holds something else; kept as %s", ErrDiverged, a)
+	}
+	if err := d.r.Remove(a); err != nil {
+		return bare(err)
+	}
+	return s.syncDir(d.r)
 }
 
 // keepHolding takes out of steps, the deepest first, the removals of
@@ -263,13 +307,19 @@ func (k opKind) String() string {
 }
 
 // op is one step on one path; img is what the path becomes (content for a
-// write, mode for a mkdir). tmp, for a write, is the temporary file that
-// Prepare wrote ahead with img's content (nil: write it now).
+// write, mode for a mkdir), was what it must hold just before (for a write
+// or an unlink: a file whose content is checked once more as it is
+// replaced or removed, or absent). changed is the error of a path that
+// does not: ErrChanged for a promotion, ErrDiverged for a rollback and
+// for an undo. tmp, for a write, is the temporary file that Prepare wrote
+// ahead with img's content (nil: write it now).
 type op struct {
-	kind opKind
-	rel  string
-	img  Image
-	tmp  *tempFile
+	kind    opKind
+	rel     string
+	img     Image
+	was     Image
+	changed error
+	tmp     *tempFile
 }
 
 // plan orders the steps that take every path of steps from pre to post:
@@ -277,9 +327,10 @@ type op struct {
 // shallowest first, files written. undo[i] reverses ops[i].
 func plan(steps []entry) (ops, undo []op) {
 	add := func(o, u op) { ops, undo = append(ops, o), append(undo, u) }
+	absent := Image{Kind: KindAbsent}
 	for _, e := range steps {
 		if e.pre.Kind == KindFile && e.post.Kind != KindFile {
-			add(op{kind: opUnlink, rel: e.rel, img: Image{Kind: KindAbsent}}, op{kind: opWrite, rel: e.rel, img: e.pre})
+			add(op{kind: opUnlink, rel: e.rel, img: absent, was: e.pre}, op{kind: opWrite, rel: e.rel, img: e.pre, was: absent})
 		}
 	}
 	depth := func(rel string) int { return strings.Count(rel, "/") }
@@ -298,11 +349,13 @@ func plan(steps []entry) (ops, undo []op) {
 	}
 	for _, e := range steps {
 		if e.post.Kind == KindFile && !e.pre.same(e.post) {
-			u := op{kind: opUnlink, rel: e.rel, img: Image{Kind: KindAbsent}}
+			was := absent
+			u := op{kind: opUnlink, rel: e.rel, img: absent, was: e.post}
 			if e.pre.Kind == KindFile {
-				u = op{kind: opWrite, rel: e.rel, img: e.pre}
+				was = e.pre
+				u = op{kind: opWrite, rel: e.rel, img: e.pre, was: e.post}
 			}
-			add(op{kind: opWrite, rel: e.rel, img: e.post}, u)
+			add(op{kind: opWrite, rel: e.rel, img: e.post, was: was}, u)
 		}
 	}
 	return ops, undo
@@ -315,7 +368,12 @@ func (s *Sandbox) transition(ctx context.Context, opName string, steps []entry, 
 	s.changing()
 	defer func() { s.applied(steps, err == nil) }()
 	ops, undo := plan(steps)
+	changed := ErrDiverged
+	if opName == "promote" {
+		changed = ErrChanged
+	}
 	for i := range ops {
+		ops[i].changed, undo[i].changed = changed, ErrDiverged
 		if ops[i].kind == opWrite {
 			ops[i].tmp = temps[ops[i].rel]
 		}
@@ -369,7 +427,7 @@ func (s *Sandbox) do(ctx context.Context, o op) (applied bool, err error) {
 		err = s.writeIn(ctx, d.r, name, o)
 	case opUnlink:
 		if err = checkFile(d.r, name); err == nil {
-			err = bare(d.r.Remove(name))
+			err = s.removeIn(ctx, d.r, name, o)
 		}
 	case opMkdir:
 		err = bare(d.r.Mkdir(name, fs.FileMode(o.img.Mode)))
@@ -444,18 +502,32 @@ func checkFile(d *os.Root, name string) error {
 }
 
 // writeIn writes o.img as name in d: a new temporary file (written now
-// by writeTemp, or ahead by Prepare), then a rename over the name. The
+// by writeTemp, or ahead by Prepare), then a rename to the name. The
 // temporary file is removed if anything fails; once renamed or removed,
 // its writer's lock is released.
+//
+// The name must still hold o.was. Where it held no file, the temporary
+// file is renamed only if the name is still free: a file made there
+// since the check is not written over (o.changed). Where it held a file,
+// exchangeIn replaces it, or, where the file system cannot exchange two
+// names, the file is set aside first (setAside), the temporary file
+// renamed in (again only if the name is free), and the file set aside
+// hashed once more before it is removed: a write to it through a
+// descriptor opened earlier puts it back in place of the new image
+// (o.changed).
 func (s *Sandbox) writeIn(ctx context.Context, d *os.Root, name string, o op) (err error) {
 	tmp := o.tmp
 	defer func() {
 		if tmp == nil {
 			return
 		}
-		if err != nil {
+		if err != nil && tmp.name != "" {
 			d.Remove(tmp.name)
 		}
+		// Renamed or removed: nothing of its own is left for Discard to
+		// remove (its last name may be a private one, asideName, that a
+		// later change uses again).
+		tmp.name = ""
 		tmp.close()
 	}()
 	if err := checkFile(d, name); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -474,10 +546,314 @@ func (s *Sandbox) writeIn(ctx context.Context, d *os.Root, name string, o op) (e
 			return err
 		}
 	}
-	if err := d.Rename(tmp.name, name); err != nil {
+	if o.was.Kind != KindFile {
+		return s.renameIn(d, tmp.name, name, o)
+	}
+	if done, err := s.exchangeIn(ctx, d, name, tmp, o); done {
+		return err
+	}
+	a, err := s.setAside(ctx, d, name, o)
+	if err != nil {
+		return err
+	}
+	if err := s.renameIn(d, tmp.name, name, o); err != nil {
+		if errors.Is(err, o.changed) {
+			// Made again since it was set aside: what is there now stays,
+			// and the file set aside goes, as the maker's rename would
+			// have taken it.
+			return s.drop(ctx, d, a, o, err)
+		}
+		return s.putBack(d, name, a, err)
+	}
+	tmp.name = ""
+	if err := s.swapHook("in", o.rel); err != nil {
+		return s.takeBack(d, name, a, tmp, err)
+	}
+	if err := s.holds(ctx, a, o); err != nil {
+		return s.takeBack(d, name, a, tmp, err)
+	}
+	a.close()
+	return bare(d.Remove(a.name))
+}
+
+// exchangeIn replaces name, which must hold o.was, by the temporary file
+// tmp in one step, so that the name is never empty: tmp is renamed to
+// name's private name (asideName), the two names are exchanged, and the
+// file that came out is checked (checkAside). If it is not o.was, the
+// names are exchanged back (takeBack) and the error matches o.changed.
+// done false: the file system cannot exchange two names, and nothing was
+// done.
+func (s *Sandbox) exchangeIn(ctx context.Context, d *os.Root, name string, tmp *tempFile, o op) (done bool, err error) {
+	a := &aside{name: asideName(name)}
+	if err := s.renameNoReplace(d, tmp.name, a.name); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return true, fmt.Errorf("%w: %s", o.changed, errLeftAside)
+		}
+		return true, bare(err)
+	}
+	from := tmp.name
+	tmp.name = a.name // the new image, until exchanged: removed on an error
+	if err := s.exchange(d, a.name, name); err != nil {
+		switch {
+		case errors.Is(err, errors.ErrUnsupported):
+			if err := d.Rename(a.name, from); err != nil {
+				return true, bare(err)
+			}
+			tmp.name = from
+			return false, nil
+		case errors.Is(err, fs.ErrNotExist):
+			return true, fmt.Errorf("%w: removed", o.changed)
+		}
+		return true, bare(err)
+	}
+	tmp.name = "" // a.name is the file that was there: never removed on an error
+	err = s.swapHook("aside", o.rel)
+	if err == nil {
+		err = s.swapHook("in", o.rel)
+	}
+	if err == nil {
+		err = s.checkAside(ctx, d, a, o)
+	}
+	if err != nil {
+		return true, s.takeBack(d, name, a, tmp, err)
+	}
+	a.close()
+	return true, bare(d.Remove(a.name))
+}
+
+// errLeftAside: the private name of a file is taken, by a file set aside
+// by a change that a crash interrupted.
+var errLeftAside = errors.New("a file an interrupted change set aside is still there (recover first)")
+
+// removeIn removes the file name of d, which must hold o.was: set aside
+// (setAside), checked, hashed once more, removed. A write to it through
+// a descriptor opened earlier puts it back (o.changed).
+func (s *Sandbox) removeIn(ctx context.Context, d *os.Root, name string, o op) error {
+	a, err := s.setAside(ctx, d, name, o)
+	if err != nil {
+		return err
+	}
+	if err := s.swapHook("in", o.rel); err != nil {
+		return s.putBack(d, name, a, err)
+	}
+	if err := s.holds(ctx, a, o); err != nil {
+		return s.putBack(d, name, a, err)
+	}
+	a.close()
+	return bare(d.Remove(a.name))
+}
+
+// renameIn renames the temporary file tmp to name, unless name exists:
+// o.changed.
+func (s *Sandbox) renameIn(d *os.Root, tmp, name string, o op) error {
+	err := s.renameNoReplace(d, tmp, name)
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("%w: made while it was written", o.changed)
+	}
+	return bare(err)
+}
+
+func (s *Sandbox) swapHook(step, rel string) error {
+	if s.core.hooks.swap == nil {
+		return nil
+	}
+	return s.core.hooks.swap(step, rel)
+}
+
+// asidePrefix starts the private names of files set aside (asideName).
+// Sweep leaves them; Recover puts them back.
+const asidePrefix = ReservedPrefix + "aside-"
+
+// asideName is the private name, in its own directory, of the file name
+// while it is replaced or removed: one per name, so that Recover finds
+// it after a crash.
+func asideName(name string) string {
+	h := sha256.Sum256([]byte(name))
+	return asidePrefix + hex.EncodeToString(h[:16])
+}
+
+// aside is a file of the workspace under its private name, open.
+type aside struct {
+	name string
+	f    *os.File
+}
+
+func (a *aside) close() {
+	if a.f != nil {
+		a.f.Close()
+		a.f = nil
+	}
+}
+
+// setAside renames name in d to its private name and checks it
+// (checkAside). The rename is one atomic step: whatever the name held at
+// that instant (a file an editor renamed over it included) is what is
+// checked, and nothing written to the name afterwards is touched. If the
+// check fails, the file is put back and the error matches o.changed; a
+// name that is gone is o.changed too.
+func (s *Sandbox) setAside(ctx context.Context, d *os.Root, name string, o op) (*aside, error) {
+	a := &aside{name: asideName(name)}
+	if err := s.renameNoReplace(d, name, a.name); err != nil {
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return nil, fmt.Errorf("%w: removed", o.changed)
+		case errors.Is(err, fs.ErrExist):
+			return nil, fmt.Errorf("%w: %s", o.changed, errLeftAside)
+		}
+		return nil, bare(err)
+	}
+	err := s.swapHook("aside", o.rel)
+	if err == nil {
+		err = s.checkAside(ctx, d, a, o)
+	}
+	if err != nil {
+		return nil, s.putBack(d, name, a, err)
+	}
+	return a, nil
+}
+
+// checkAside opens the file set aside as a and checks that it is a
+// regular file with one link holding o.was's content: o.changed if not.
+func (s *Sandbox) checkAside(ctx context.Context, d *os.Root, a *aside, o op) error {
+	fi, err := d.Lstat(a.name)
+	if err != nil {
 		return bare(err)
 	}
+	if err := plainFile(fi); err != nil {
+		return fmt.Errorf("%w: %w", o.changed, err)
+	}
+	if err := singleLink(fi); err != nil {
+		return fmt.Errorf("%w: %w", o.changed, err)
+	}
+	if a.f, err = d.OpenFile(a.name, os.O_RDONLY|openNonblock, 0); err != nil {
+		return bare(err)
+	}
+	if got, err := a.f.Stat(); err != nil || !os.SameFile(fi, got) {
+		return fmt.Errorf("%w: replaced while it was set aside", o.changed)
+	}
+	return s.holds(ctx, a, o)
+}
+
+// holds checks that the file set aside holds o.was's content, reading it
+// from its start through its descriptor: o.changed if not.
+func (s *Sandbox) holds(ctx context.Context, a *aside, o op) error {
+	h := sha256.New()
+	r := io.NewSectionReader(a.f, 0, s.lim.MaxFileSize+1)
+	buf := make([]byte, readChunk)
+	var n int64
+	for {
+		if err := alive(ctx); err != nil {
+			return err
+		}
+		k, err := r.Read(buf)
+		h.Write(buf[:k])
+		n += int64(k)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return bare(err)
+		}
+	}
+	if n != o.was.Size || hex.EncodeToString(h.Sum(nil)) != o.was.SHA256 {
+		return fmt.Errorf("%w: edited while it was replaced", o.changed)
+	}
 	return nil
+}
+
+// putBack renames the file set aside back to name, unless name was made
+// again meanwhile: then it stays under its private name, which the error
+// gives. It returns cause.
+func (s *Sandbox) putBack(d *os.Root, name string, a *aside, cause error) error {
+	a.close()
+	if err := s.renameNoReplace(d, a.name, name); err != nil {
+		return fmt.Errorf("%w (the file it held is kept as %s: %v)", cause, a.name, bare(err))
+	}
+	return cause
+}
+
+// drop removes the file set aside, once hashed again: a write through a
+// descriptor since it was checked keeps it, under its private name, which
+// the error gives. It returns cause.
+func (s *Sandbox) drop(ctx context.Context, d *os.Root, a *aside, o op, cause error) error {
+	defer a.close()
+	if err := s.holds(ctx, a, o); err != nil {
+		return fmt.Errorf("%w (the file it held, written to meanwhile, is kept as %s)", cause, a.name)
+	}
+	if err := d.Remove(a.name); err != nil {
+		return fmt.Errorf("%w (the file it held is kept as %s: %v)", cause, a.name, bare(err))
+	}
+	return cause
+}
+
+// takeBack puts the file set aside back in place of the new image just
+// renamed in (tmp's file), and returns cause: in one step where the file
+// system can exchange two names, then removing the new image only if it
+// is what came out. Elsewhere, only if the name still holds the new
+// image, by a rename over it.
+func (s *Sandbox) takeBack(d *os.Root, name string, a *aside, tmp *tempFile, cause error) error {
+	a.close()
+	ours := func(n string) bool {
+		fi, lerr := d.Lstat(n)
+		mine, serr := tmp.f.Stat()
+		return lerr == nil && serr == nil && os.SameFile(fi, mine)
+	}
+	err := s.exchange(d, a.name, name)
+	if errors.Is(err, errors.ErrUnsupported) {
+		if !ours(name) {
+			return fmt.Errorf("%w (the file it held is kept as %s)", cause, a.name)
+		}
+		err = d.Rename(a.name, name)
+		if err == nil {
+			return cause
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("%w (the file it held is kept as %s: %v)", cause, a.name, bare(err))
+	}
+	if !ours(a.name) {
+		return fmt.Errorf("%w (what replaced the new image meanwhile is kept as %s)", cause, a.name)
+	}
+	if err := d.Remove(a.name); err != nil {
+		return fmt.Errorf("%w (the new image is left as %s: %v)", cause, a.name, bare(err))
+	}
+	return cause
+}
+
+// renameNoReplace is the package's renameNoReplace, or linkRename where a
+// test has the sandbox act as off Linux (hooks.portable).
+func (s *Sandbox) renameNoReplace(d *os.Root, from, to string) error {
+	if s.core.hooks.portable {
+		return linkRename(d, from, to)
+	}
+	return renameNoReplace(d, from, to)
+}
+
+// exchange is the package's exchange, or errors.ErrUnsupported where a
+// test has the sandbox act as off Linux (hooks.portable).
+func (s *Sandbox) exchange(d *os.Root, a, b string) error {
+	if s.core.hooks.portable {
+		return errors.ErrUnsupported
+	}
+	return exchange(d, a, b)
+}
+
+// linkRename is renameNoReplace by link(2), which fails if to exists,
+// then the removal of from; for a moment the file has two names. Where
+// the file system has no hard links either, the name is looked at first
+// and the rename replaces what came in between.
+func linkRename(d *os.Root, from, to string) error {
+	err := d.Link(from, to)
+	switch {
+	case err == nil:
+		return bare(d.Remove(from))
+	case errors.Is(err, fs.ErrExist) || errors.Is(err, fs.ErrNotExist):
+		return bare(err)
+	}
+	if _, lerr := d.Lstat(to); lerr == nil {
+		return fs.ErrExist
+	}
+	return bare(d.Rename(from, to))
 }
 
 // tempFile is a temporary file of the sandbox, open and locked by its
@@ -485,7 +861,7 @@ func (s *Sandbox) writeIn(ctx context.Context, d *os.Root, name string, o op) (e
 // same folder, removes only the temporary files no writer holds, those a
 // crash left.
 type tempFile struct {
-	name string
+	name string // "" once renamed or removed
 	f    *os.File
 }
 

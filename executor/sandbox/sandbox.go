@@ -79,6 +79,15 @@ type hooks struct {
 	beforeOp     func(o op) error       // before each step of a promotion or rollback
 	syncDir      func() error           // before each directory sync
 	lockBusy     func()                 // the folder lock is held elsewhere: waiting
+	// swap runs inside a replacement or removal of a file (see swapIn):
+	// step "aside", the file is renamed to its private name, not yet
+	// checked; "in", the new image is in, the file set aside not yet
+	// hashed again.
+	swap func(step, rel string) error
+	// portable has the sandbox replace files as it does where the system
+	// cannot exchange two names or rename without replacing (off Linux):
+	// link and remove, files set aside before the new image goes in.
+	portable bool
 	// lookup stands for the file system's own look-up of name in d: the
 	// name of the entry it finds. The tests set it to act as a file
 	// system that ignores case would; nil: name itself.
@@ -435,7 +444,9 @@ func (s *Sandbox) Sweep(ctx context.Context) (int, error) {
 	defer cancel()
 	var stale []string
 	err := s.walk(ctx, func(rel string, fi fs.FileInfo) error {
-		if fi.Mode().IsRegular() && strings.HasPrefix(base(rel), ReservedPrefix) && rel != LockFile {
+		// A file set aside (asideName) is the workspace's, not the
+		// sandbox's: Recover puts it back.
+		if fi.Mode().IsRegular() && strings.HasPrefix(base(rel), ReservedPrefix) && rel != LockFile && !strings.HasPrefix(base(rel), asidePrefix) {
 			stale = append(stale, rel)
 		}
 		return nil

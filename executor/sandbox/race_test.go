@@ -1,0 +1,373 @@
+package sandbox_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/snapnode/snapnode/executor/sandbox"
+)
+
+// eachWay runs f as a subtest name/way for each way the sandbox replaces
+// files: in one step (renameat2, on Linux) and as off Linux
+// (SetPortable). set makes a sandbox replace files that way.
+func eachWay(t *testing.T, name string, f func(t *testing.T, set func(*sandbox.Sandbox))) {
+	t.Helper()
+	for _, w := range []struct {
+		name string
+		set  func(*sandbox.Sandbox)
+	}{{"exchange", func(*sandbox.Sandbox) {}}, {"portable", sandbox.SetPortable}} {
+		t.Run(strings.TrimPrefix(name+"/"+w.name, "/"), func(t *testing.T) { f(t, w.set) })
+	}
+}
+
+// inPlace writes the file through a new descriptor, as echo >> does.
+func inPlace(content string) func(t *testing.T, p string) {
+	return func(t *testing.T, p string) {
+		t.Helper()
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// byRename writes a new file and renames it over the path, as most
+// editors save.
+func byRename(content string) func(t *testing.T, p string) {
+	return func(t *testing.T, p string) {
+		t.Helper()
+		tmp := filepath.Join(filepath.Dir(p), ".edit.swp")
+		if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestPromoteKeepsHandEdit edits a touched file by hand after Promote
+// checked it against its pre-image and before the sandbox writes over it,
+// removes it or creates it: the promotion fails with ErrChanged naming
+// the path, nothing of it stays, and the hand edit is there.
+func TestPromoteKeepsHandEdit(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		path string // virtual path edited
+		kind string // the step of path that the edit comes just before
+		edit func(t *testing.T, p string)
+	}{
+		{"overwrite, in place", "/sandbox/notes.md", "write", inPlace("hand edit\n")},
+		{"overwrite, by rename", "/sandbox/notes.md", "write", byRename("hand edit\n")},
+		{"delete, in place", "/sandbox/sub/a.txt", "unlink", inPlace("hand edit\n")},
+		{"delete, by rename", "/sandbox/sub/a.txt", "unlink", byRename("hand edit\n")},
+		{"create, in place", "/sandbox/sub/tool.txt", "write", inPlace("hand edit\n")},
+		{"create, by rename", "/sandbox/sub/tool.txt", "write", byRename("hand edit\n")},
+	} {
+		for _, at := range []string{"step", "rename"} {
+			if at == "rename" && tc.kind != "write" {
+				continue
+			}
+			eachWay(t, tc.name+" before "+at, func(t *testing.T, set func(*sandbox.Sandbox)) {
+				dir, sb := newSandbox(t, sandbox.Limits{}, stageFixture)
+				set(sb)
+				host := hostPath(dir, tc.path)
+				want := t.TempDir() // the fixture with the hand edit alone
+				populate(t, want, stageFixture)
+				tc.edit(t, hostPath(want, tc.path))
+				openFolder(t, want) // its lock file, as dir has
+				st, err := sb.Stage(ctx, composite)
+				if err != nil {
+					t.Fatal(err)
+				}
+				edited := false
+				meddle := func(path string) {
+					if path == tc.path && !edited {
+						edited = true
+						tc.edit(t, host)
+					}
+				}
+				// Before the step: the window spans the writes of the paths
+				// before it. Before the rename: the temporary file is written.
+				sandbox.SetTestHooks(sb, func(kind, path string) error {
+					if at == "step" && kind == tc.kind {
+						meddle(path)
+					}
+					return nil
+				}, func(path string) error {
+					if at == "rename" {
+						meddle(path)
+					}
+					return nil
+				})
+				_, err = sb.Promote(ctx, st)
+				if !edited {
+					t.Fatal("the hook never ran")
+				}
+				var oe *sandbox.OpError
+				if !errors.Is(err, sandbox.ErrChanged) || errors.Is(err, sandbox.ErrIncomplete) || !errors.As(err, &oe) || oe.Path != tc.path {
+					t.Fatalf("Promote = %v; want ErrChanged at %s", err, tc.path)
+				}
+				if b, err := os.ReadFile(host); err != nil || string(b) != "hand edit\n" {
+					t.Fatalf("%s = %q, %v: the hand edit is lost", tc.path, b, err)
+				}
+				sandbox.SetTestHooks(sb, nil, nil)
+				if treeHash(t, dir) != treeHash(t, want) {
+					t.Fatal("the tree is not the fixture with the hand edit")
+				}
+				if left := reservedFiles(t, dir); left != nil {
+					t.Fatalf("private files left: %v", left)
+				}
+			})
+		}
+	}
+}
+
+// hostPath is the file of dir that the virtual path p names.
+func hostPath(dir, p string) string {
+	return filepath.Join(dir, filepath.FromSlash(p[len("/sandbox/"):]))
+}
+
+// openFolder opens dir as a sandbox and closes it: the folder then holds
+// the lock file a sandbox makes.
+func openFolder(t *testing.T, dir string) {
+	t.Helper()
+	sb, err := sandbox.Open(dir, sandbox.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb.Close()
+}
+
+// TestRestoreKeepsHandEdit edits a promoted file by hand after Rollback,
+// Recover or RecoverAround checked it against its post-image and before
+// the pre-image is written back: ErrDiverged naming the path, nothing
+// restored, the hand edit kept.
+func TestRestoreKeepsHandEdit(t *testing.T) {
+	ctx := context.Background()
+	for _, how := range []string{"rollback", "recover", "recover around"} {
+		for _, edit := range []struct {
+			name string
+			fn   func(t *testing.T, p string)
+		}{{"in place", inPlace("hand edit\n")}, {"by rename", byRename("hand edit\n")}} {
+			eachWay(t, how+", "+edit.name, func(t *testing.T, set func(*sandbox.Sandbox)) {
+				dir, sb := newSandbox(t, sandbox.Limits{}, stageFixture)
+				set(sb)
+				st, err := sb.Stage(ctx, composite)
+				if err != nil {
+					t.Fatal(err)
+				}
+				snap, err := sb.Promote(ctx, st)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := t.TempDir() // the promoted tree with the hand edit
+				if err := os.CopyFS(want, os.DirFS(dir)); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Chmod(filepath.Join(want, sandbox.LockFile), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				edit.fn(t, hostPath(want, "/sandbox/notes.md"))
+				if err := os.Chmod(hostPath(want, "/sandbox/notes.md"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				edited := false
+				sandbox.SetTestHooks(sb, nil, func(path string) error {
+					if path == "/sandbox/notes.md" && !edited {
+						edited = true
+						edit.fn(t, hostPath(dir, path))
+					}
+					return nil
+				})
+				switch how {
+				case "rollback":
+					err = sb.Rollback(ctx, snap)
+				case "recover":
+					err = sb.Recover(ctx, snap)
+				default:
+					_, err = sb.RecoverAround(ctx, snap)
+				}
+				if !edited {
+					t.Fatal("the hook never ran")
+				}
+				var oe *sandbox.OpError
+				if !errors.Is(err, sandbox.ErrDiverged) || errors.Is(err, sandbox.ErrIncomplete) || !errors.As(err, &oe) || oe.Path != "/sandbox/notes.md" {
+					t.Fatalf("%s = %v; want ErrDiverged at /sandbox/notes.md", how, err)
+				}
+				if treeHash(t, dir) != treeHash(t, want) {
+					b, _ := os.ReadFile(hostPath(dir, "/sandbox/notes.md"))
+					t.Fatalf("the tree is not the promoted one with the hand edit (notes.md = %q)", b)
+				}
+			})
+		}
+	}
+}
+
+// TestPromoteKeepsWriteThroughOpenFile: an editor that opened the file
+// before the sandbox set it aside writes through its descriptor after
+// the new image is in. Its write lands in the file set aside, which the
+// sandbox hashes again: it puts that file back, undoes the promotion and
+// reports ErrChanged.
+func TestPromoteKeepsWriteThroughOpenFile(t *testing.T) {
+	eachWay(t, "", testWriteThroughOpenFile)
+}
+
+func testWriteThroughOpenFile(t *testing.T, set func(*sandbox.Sandbox)) {
+	ctx := context.Background()
+	dir, sb := newSandbox(t, sandbox.Limits{}, stageFixture)
+	set(sb)
+	host := hostPath(dir, "/sandbox/notes.md")
+	st, err := sb.Stage(ctx, composite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(host, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	wrote := false
+	sandbox.SetSwapHook(sb, func(step, path string) error {
+		if step == "in" && path == "/sandbox/notes.md" && !wrote {
+			wrote = true
+			if _, err := f.WriteAt([]byte("HAND"), 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return nil
+	})
+	_, err = sb.Promote(ctx, st)
+	var oe *sandbox.OpError
+	if !wrote || !errors.Is(err, sandbox.ErrChanged) || errors.Is(err, sandbox.ErrIncomplete) || !errors.As(err, &oe) || oe.Path != "/sandbox/notes.md" {
+		t.Fatalf("Promote = %v (wrote %v); want ErrChanged at /sandbox/notes.md", err, wrote)
+	}
+	if b, err := os.ReadFile(host); err != nil || string(b) != "HAND one\nline two\nline three\n" {
+		t.Fatalf("notes.md = %q, %v: the write through the open file is lost", b, err)
+	}
+	// The editor's descriptor is the file at the path again.
+	fi, err := os.Stat(host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.Stat()
+	if err != nil || !os.SameFile(fi, got) {
+		t.Fatal("the editor's file is not back at its path")
+	}
+	if left := reservedFiles(t, dir); left != nil {
+		t.Fatalf("private files left: %v", left)
+	}
+}
+
+// TestCrashWhileSetAside stops a promotion (a panic stands for the crash)
+// while a file is set aside under its private name, before or after the
+// new image is in: Sweep leaves the file set aside, and Recover settles it
+// and restores the tree.
+func TestCrashWhileSetAside(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct{ step, path string }{
+		{"aside", "/sandbox/notes.md"}, {"in", "/sandbox/notes.md"},
+		{"aside", "/sandbox/sub/a.txt"}, {"in", "/sandbox/sub/a.txt"},
+	} {
+		step, path := c.step, c.path
+		eachWay(t, step+" "+path, func(t *testing.T, set func(*sandbox.Sandbox)) {
+			dir, sb := newSandbox(t, sandbox.Limits{}, stageFixture)
+			set(sb)
+			before := treeHash(t, dir)
+			st, err := sb.Stage(ctx, composite)
+			if err != nil {
+				t.Fatal(err)
+			}
+			snap := st.Snapshot()
+			sandbox.SetSwapHook(sb, func(s, p string) error {
+				if s == step && p == path {
+					panic("crash")
+				}
+				return nil
+			})
+			func() {
+				defer func() {
+					if recover() == nil {
+						t.Fatal("no crash")
+					}
+				}()
+				sb.Promote(ctx, st)
+			}()
+			sb.Close()
+			sb, err = sandbox.Open(dir, sandbox.Limits{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			set(sb)
+			defer sb.Close()
+			if _, err := sb.Sweep(ctx); err != nil {
+				t.Fatal(err)
+			}
+			aside := filepath.Join(filepath.Dir(hostPath(dir, path)), sandbox.AsideName(filepath.Base(path)))
+			if _, err := os.Lstat(aside); err != nil {
+				t.Fatalf("Sweep removed the file set aside: %v", err)
+			}
+			if err := sb.Recover(ctx, snap); err != nil {
+				t.Fatal(err)
+			}
+			if treeHash(t, dir) != before {
+				t.Fatal("Recover did not restore the tree")
+			}
+			if left := reservedFiles(t, dir); left != nil {
+				t.Fatalf("private files left: %v", left)
+			}
+		})
+	}
+}
+
+// TestCrashAsideEdited: a crash leaves a file set aside after the new
+// image went in, and that file is written to afterwards (an editor held
+// it open): Recover refuses, naming the path, and keeps it; RecoverAround
+// leaves the path, reports it, and restores the others.
+func TestCrashAsideEdited(t *testing.T) {
+	ctx := context.Background()
+	eachWay(t, "", func(t *testing.T, set func(*sandbox.Sandbox)) {
+		dir, sb := newSandbox(t, sandbox.Limits{}, stageFixture)
+		set(sb)
+		st, err := sb.Stage(ctx, composite)
+		if err != nil {
+			t.Fatal(err)
+		}
+		snap := st.Snapshot()
+		sandbox.SetSwapHook(sb, func(step, p string) error {
+			if step == "in" && p == "/sandbox/notes.md" {
+				panic("crash")
+			}
+			return nil
+		})
+		func() {
+			defer func() { recover() }()
+			sb.Promote(ctx, st)
+		}()
+		sandbox.SetSwapHook(sb, func(string, string) error { return nil })
+		aside := filepath.Join(dir, sandbox.AsideName("notes.md"))
+		if err := os.WriteFile(aside, []byte("written through an open file\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var oe *sandbox.OpError
+		if err := sb.Recover(ctx, snap); !errors.Is(err, sandbox.ErrDiverged) || !errors.As(err, &oe) || oe.Path != "/sandbox/notes.md" {
+			t.Fatalf("Recover = %v; want ErrDiverged at /sandbox/notes.md", err)
+		}
+		left, err := sb.RecoverAround(ctx, snap)
+		if err != nil || len(left) != 1 || left[0].Path != "/sandbox/notes.md" {
+			t.Fatalf("RecoverAround = %+v, %v", left, err)
+		}
+		if b, err := os.ReadFile(aside); err != nil || string(b) != "written through an open file\n" {
+			t.Fatalf("the file set aside = %q, %v", b, err)
+		}
+		for name, want := range map[string]string{"sub/a.txt": "a\n", "tool.md": "#!/bin/sh\n"} {
+			if b, err := os.ReadFile(filepath.Join(dir, name)); err != nil || string(b) != want {
+				t.Errorf("%s = %q, %v: not restored", name, b, err)
+			}
+		}
+	})
+}

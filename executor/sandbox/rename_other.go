@@ -1,0 +1,15 @@
+//go:build !linux
+
+package sandbox
+
+import (
+	"errors"
+	"os"
+)
+
+// renameNoReplace renames from to to, two names in the directory d,
+// unless to exists (fs.ErrExist): linkRename.
+func renameNoReplace(d *os.Root, from, to string) error { return linkRename(d, from, to) }
+
+// exchange cannot swap two files in one step here.
+func exchange(*os.Root, string, string) error { return errors.ErrUnsupported }
