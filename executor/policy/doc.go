@@ -59,7 +59,10 @@
 //     when a plain permit also matches: confirmation beats a plain permit.
 //   - A forbid whose evaluation fails (say it reads a context attribute
 //     that is not there) denies, where Cedar would skip it: a broken forbid
-//     must not open a hole. A failing permit grants nothing, as in Cedar.
+//     must not open a hole. A failing permit grants nothing, as in Cedar;
+//     a failing permit annotated @confirm also keeps its confirmation:
+//     what other permits grant on that path is Confirm, not Permit (the
+//     proposer chooses the size that might make its condition fail).
 //
 // Decision.Reasons name what decided: a host rule ("host:sandbox-only:
 // outside /sandbox/: …"), a policy by its @id (or "policy<N>", N counting

@@ -196,6 +196,9 @@ type evalError struct {
 	msg  string
 }
 
+// failedConfirm reports whether x is the failure of a @confirm permit.
+func failedConfirm(x evalError) bool { return !x.meta.forbid && x.meta.confirm }
+
 // judge evaluates r. With full, the Cedar policy is evaluated even when a
 // host rule other than RuleWellFormed denies, for Explain.
 func (e *Engine) judge(r Request, full bool) trace {
@@ -256,7 +259,10 @@ func (e *Engine) evaluate(r Request) []pathResult {
 		switch {
 		case len(res.forbids) > 0 || slices.ContainsFunc(res.errs, func(x evalError) bool { return x.meta.forbid }):
 			res.effect = Deny
-		case slices.ContainsFunc(res.permits, func(m *policyMeta) bool { return m.confirm }):
+		case slices.ContainsFunc(res.permits, func(m *policyMeta) bool { return m.confirm }),
+			len(res.permits) > 0 && slices.ContainsFunc(res.errs, failedConfirm):
+			// A failing @confirm permit grants nothing, but what other
+			// permits grant still needs the confirmation it asks for.
 			res.effect = Confirm
 		case len(res.permits) > 0:
 			res.effect = Permit
@@ -327,6 +333,12 @@ func (e *Engine) decide(t *trace) Decision {
 			for _, m := range p.permits {
 				if m.confirm {
 					add(m.id, m.describe("requires confirmation for "+on(p)))
+				}
+			}
+			for _, x := range p.errs {
+				if failedConfirm(x) {
+					add(x.meta.id, fmt.Sprintf("policy %q at %s failed on %s, and a @confirm permit that fails still requires confirmation: %s",
+						x.meta.id, x.meta.at, p.resource, x.msg))
 				}
 			}
 		case d.Effect == Confirm && p.effect == Permit, d.Effect == Permit:

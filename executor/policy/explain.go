@@ -64,8 +64,11 @@ func (e *Engine) Explain(r Request) string {
 		}
 		for _, x := range p.errs {
 			what := "ignored: a failing permit grants nothing"
-			if x.meta.forbid {
+			switch {
+			case x.meta.forbid:
 				what = "denies: a failing forbid denies"
+			case x.meta.confirm:
+				what = "grants nothing, but what other permits grant needs confirmation"
 			}
 			fmt.Fprintf(&b, "    error    %s at %s: %s (%s)\n", x.meta.id, x.meta.at, x.msg, what)
 		}
