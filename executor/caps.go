@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/snapnode/snapnode/executor/proposal"
@@ -107,7 +109,46 @@ func (e *Executor) limitFailure(it *item, err error) *Failure {
 		m.Paths = f.Paths
 		return m
 	}
+	if f.Code == CodeExecutionFailed && f.Field == "" && len(f.Paths) == 1 {
+		f.Field = it.argField(f.Paths[0], f.Cause)
+	}
 	return f
+}
+
+// argField is the JSON pointer of the argument that the sandbox's refusal
+// of path (with cause) concerns: the argument naming path, or a path
+// below it (a folder above a file refused). A rename's target is what
+// exists, its source what is missing or not a file. "" when no argument,
+// or more than one, fits.
+func (it *item) argField(path, cause string) string {
+	var found []string
+	for i, s := range it.steps {
+		at := ""
+		switch {
+		case it.composite:
+			at = "/children/" + strconv.Itoa(i) + "/operation"
+		case it.format == formatDescriptor:
+			at = "/operation"
+		}
+		a := s.p.Args
+		for _, arg := range []struct{ name, value string }{
+			{"path", a.Path}, {"source", a.Source}, {"destination", a.Destination},
+		} {
+			below := strings.HasSuffix(path, "/") && strings.HasPrefix(arg.value, path) ||
+				strings.HasPrefix(arg.value, path+"/")
+			if arg.value == "" || (arg.value != path && !below) {
+				continue
+			}
+			if a.Source != "" && (cause == "exists") == (arg.name == "source") {
+				continue
+			}
+			found = append(found, at+"/args/"+arg.name)
+		}
+	}
+	if len(found) != 1 {
+		return ""
+	}
+	return found[0]
 }
 
 // onThread runs f pinned to one OS thread and returns the CPU time that

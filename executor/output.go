@@ -138,7 +138,10 @@ type Failure struct {
 	Precondition string `json:"precondition,omitempty"`
 	// Field is the JSON pointer, in the descriptor, of the precondition
 	// that does not hold, or of the declared cap that was reached
-	// (/resources/max_memory_mb, /resources/max_cpu_ms).
+	// (/resources/max_memory_mb, /resources/max_cpu_ms); for
+	// EXECUTION_FAILED, of the argument the sandbox refused (/args/source,
+	// /operation/args/path, /children/1/operation/args/destination), when
+	// one argument alone names the path.
 	Field string `json:"field,omitempty"`
 }
 

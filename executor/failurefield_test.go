@@ -1,0 +1,59 @@
+package executor_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/snapnode/snapnode/executor"
+	"github.com/snapnode/snapnode/internal/testdb"
+)
+
+// TestExecutionFailedNamesField: an action the sandbox refuses names, in
+// its structured error, the argument that failed as a JSON pointer (field)
+// beside the cause, as a validation error does, so that a proposer knows
+// which of a rename's two paths to change. Before, EXECUTION_FAILED had
+// paths and cause but no field.
+func TestExecutionFailedNamesField(t *testing.T) {
+	v := newEnv(t, testdb.SQLite(t))
+	v.file("a.txt", "A\n")
+	v.file("d.md/inner.txt", "I\n")
+	for _, tc := range []struct {
+		name, action string
+		args         map[string]string
+		cause, field string
+	}{
+		{"rename onto itself", "RENAME_FILE", map[string]string{"source": "/sandbox/a.txt", "destination": "/sandbox/a.txt"}, "exists", "/args/destination"},
+		{"rename onto its parent", "RENAME_FILE", map[string]string{"source": "/sandbox/d.md/inner.txt", "destination": "/sandbox/d.md"}, "exists", "/args/destination"},
+		{"rename a folder into its child", "RENAME_FILE", map[string]string{"source": "/sandbox/d.md", "destination": "/sandbox/d.md/x.md"}, "not_regular", "/args/source"},
+		{"rename a missing file", "RENAME_FILE", map[string]string{"source": "/sandbox/no.txt", "destination": "/sandbox/b.txt"}, "not_found", "/args/source"},
+		{"delete a non-empty folder", "DELETE_FILE", map[string]string{"path": "/sandbox/d.md"}, "not_regular", "/args/path"},
+		{"write under a file", "WRITE_FILE", map[string]string{"path": "/sandbox/a.txt/b.txt", "content": "x"}, "not_dir", "/args/path"},
+		{"read a folder", "READ_FILE", map[string]string{"path": "/sandbox/d.md"}, "not_regular", "/args/path"},
+		{"read the workspace itself", "READ_FILE", map[string]string{"path": "/sandbox/"}, "not_regular", "/args/path"},
+		{"create the workspace itself", "CREATE_DIRECTORY", map[string]string{"path": "/sandbox/"}, "exists", "/args/path"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := v.run(agent, prop(tc.action, tc.args))
+			if res.Outcome == executor.NeedsConfirmation {
+				var err error
+				if res, err = v.ex.Approve(t.Context(), res.ActionID, operator); err != nil {
+					t.Fatal(err)
+				}
+			}
+			wantOutcome(t, res, executor.Failed)
+			var f executor.Failure
+			if err := json.Unmarshal(res.Output, &f); err != nil {
+				t.Fatal(err)
+			}
+			if f.Code != executor.CodeExecutionFailed || f.Cause != tc.cause || f.Field != tc.field {
+				t.Errorf("output %s; want cause %s, field %s", res.Output, tc.cause, tc.field)
+			}
+		})
+	}
+	if a, _ := v.content("a.txt"); a != "A\n" {
+		t.Errorf("a.txt = %q", a)
+	}
+	if in, _ := v.content("d.md/inner.txt"); in != "I\n" {
+		t.Errorf("d.md/inner.txt = %q", in)
+	}
+}
