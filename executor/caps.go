@@ -109,10 +109,43 @@ func (e *Executor) limitFailure(it *item, err error) *Failure {
 		m.Paths = f.Paths
 		return m
 	}
-	if f.Code == CodeExecutionFailed && f.Field == "" && len(f.Paths) == 1 {
-		f.Field = it.argField(f.Paths[0], f.Cause)
+	if f.Field == "" && len(f.Paths) == 1 {
+		switch {
+		case f.Code == CodeExecutionFailed:
+			f.Field = it.argField(f.Paths[0], f.Cause)
+		case f.Limit == string(sandbox.LimitFileSize):
+			f.Field = it.contentField(f.Paths[0])
+		}
 	}
 	return f
+}
+
+// contentField is the JSON pointer of the content of the write to path,
+// for a file over the size bound; "" unless exactly one step writes it.
+func (it *item) contentField(path string) string {
+	var found []string
+	for i, s := range it.steps {
+		if s.p.Action.Kind == proposal.KindWriteFile && s.p.Args.Path == path {
+			found = append(found, it.argsAt(i)+"/args/content")
+		}
+	}
+	if len(found) != 1 {
+		return ""
+	}
+	return found[0]
+}
+
+// argsAt is the JSON pointer of the parent of step i's args: "" for a
+// proposal, /operation for a descriptor, /children/i/operation for a
+// composite's step.
+func (it *item) argsAt(i int) string {
+	switch {
+	case it.composite:
+		return "/children/" + strconv.Itoa(i) + "/operation"
+	case it.format == formatDescriptor:
+		return "/operation"
+	}
+	return ""
 }
 
 // argField is the JSON pointer of the argument that the sandbox's refusal
@@ -123,13 +156,7 @@ func (e *Executor) limitFailure(it *item, err error) *Failure {
 func (it *item) argField(path, cause string) string {
 	var found []string
 	for i, s := range it.steps {
-		at := ""
-		switch {
-		case it.composite:
-			at = "/children/" + strconv.Itoa(i) + "/operation"
-		case it.format == formatDescriptor:
-			at = "/operation"
-		}
+		at := it.argsAt(i)
 		a := s.p.Args
 		for _, arg := range []struct{ name, value string }{
 			{"path", a.Path}, {"source", a.Source}, {"destination", a.Destination},

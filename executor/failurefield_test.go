@@ -2,6 +2,7 @@ package executor_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/snapnode/snapnode/executor"
@@ -11,8 +12,9 @@ import (
 // TestExecutionFailedNamesField: an action the sandbox refuses names, in
 // its structured error, the argument that failed as a JSON pointer (field)
 // beside the cause, as a validation error does, so that a proposer knows
-// which of a rename's two paths to change. Before, EXECUTION_FAILED had
-// paths and cause but no field.
+// which of a rename's two paths to change; so does a write whose content
+// is over the file size bound (LIMIT_EXCEEDED). Before, both had paths and
+// cause (or limit) but no field.
 func TestExecutionFailedNamesField(t *testing.T) {
 	v := newEnv(t, testdb.SQLite(t))
 	v.file("a.txt", "A\n")
@@ -49,6 +51,35 @@ func TestExecutionFailedNamesField(t *testing.T) {
 				t.Errorf("output %s; want cause %s, field %s", res.Output, tc.cause, tc.field)
 			}
 		})
+	}
+	// A composite's step is named by its index.
+	res := v.run(agent, composite(t,
+		leaf(t, "WRITE_FILE", map[string]string{"path": "/sandbox/new.txt", "content": "n\n"}),
+		leaf(t, "CREATE_DIRECTORY", map[string]string{"path": "/sandbox/a.txt"})))
+	if res.Outcome == executor.NeedsConfirmation {
+		var err error
+		if res, err = v.ex.Approve(t.Context(), res.ActionID, operator); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantOutcome(t, res, executor.Failed)
+	var cf executor.Failure
+	if err := json.Unmarshal(res.Output, &cf); err != nil {
+		t.Fatal(err)
+	}
+	if cf.Cause != "exists" || cf.Field != "/children/1/operation/args/path" {
+		t.Errorf("composite: output %s; want field /children/1/operation/args/path", res.Output)
+	}
+
+	// A write over the size bound: the content is what is too large.
+	res = v.run(agent, prop("WRITE_FILE", map[string]string{"path": "/sandbox/big.txt", "content": strings.Repeat("x", 2<<20)}))
+	wantOutcome(t, res, executor.Failed)
+	var f executor.Failure
+	if err := json.Unmarshal(res.Output, &f); err != nil {
+		t.Fatal(err)
+	}
+	if f.Code != executor.CodeLimitExceeded || f.Limit != "file_size" || f.Field != "/args/content" {
+		t.Errorf("write over the size bound: output %s; want limit file_size, field /args/content", res.Output)
 	}
 	if a, _ := v.content("a.txt"); a != "A\n" {
 		t.Errorf("a.txt = %q", a)

@@ -141,7 +141,8 @@ type Failure struct {
 	// (/resources/max_memory_mb, /resources/max_cpu_ms); for
 	// EXECUTION_FAILED, of the argument the sandbox refused (/args/source,
 	// /operation/args/path, /children/1/operation/args/destination), when
-	// one argument alone names the path.
+	// one argument alone names the path; for LIMIT_EXCEEDED file_size, of
+	// the content of the write that is too large.
 	Field string `json:"field,omitempty"`
 }
 
