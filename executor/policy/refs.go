@@ -2,12 +2,15 @@ package policy
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
 	cedar "github.com/cedar-policy/cedar-go"
 	"golang.org/x/text/unicode/norm"
+
+	"github.com/snapnode/snapnode/executor/sandbox"
 )
 
 // checkRefs finds the entities policy p names that no request can ever
@@ -151,6 +154,21 @@ func checkRef(typ, id string) error {
 			return fmt.Errorf("path Path::%+q is not in Unicode Normalization Form C, as every path a request carries is: write it as %+q", id, norm.NFC.String(id))
 		case strings.HasPrefix(id, SandboxRoot) && !inSandbox(id):
 			return fmt.Errorf("path Path::%+q never names a path of the workspace (an empty, \".\" or \"..\" segment, or a control character): requests carry clean paths only", id)
+		case strings.HasPrefix(id, SandboxRoot) && strings.ContainsAny(id, "*?[]"):
+			return fmt.Errorf("path Path::%+q never names a path of the workspace: a path is literal, * ? [ ] are not a wildcard in a policy, and no request carries them", id)
+		case strings.HasPrefix(id, SandboxRoot):
+			// What the sandbox refuses (an invisible or bidi character, a
+			// look-alike of '.' or '/', a reserved name…) no request
+			// carries: a forbid on it, its odd character unseen in an
+			// editor, would guard nothing.
+			var pe *sandbox.PathError
+			if _, err := sandbox.Normalize(strings.TrimSuffix(id, "/") + "/x"); errors.As(err, &pe) && pe.Rule != sandbox.RuleTooLong && pe.Rule != sandbox.RuleTooDeep {
+				msg := fmt.Sprintf("path Path::%+q never names a path of the workspace: the sandbox refuses it (%s", id, pe.Rule)
+				if pe.Detail != "" {
+					msg += ": " + pe.Detail
+				}
+				return errors.New(msg + ")")
+			}
 		}
 	case typeAgent:
 	default:
