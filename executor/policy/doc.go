@@ -115,12 +115,13 @@
 // for what lies below it), and a Path no request can carry: one not in
 // Unicode NFC (a name copied in decomposed form, "cafe" and U+0301, would
 // never match the NFC "café" the sandbox acts on), one under /sandbox/
-// with an empty, "." or ".." segment, one with * ? [ or ] (a path is
-// literal: they are no wildcard), and one the sandbox refuses (an
+// with an empty, "." or ".." segment, and one the sandbox refuses (an
 // invisible or bidi character such as a zero-width space or a soft
 // hyphen, a look-alike of '.' or '/', a name starting with the sandbox's
 // reserved prefix): a forbid on it, its odd character unseen in an editor,
-// would guard nothing.
+// would guard nothing. A path is literal: * ? [ and ] are characters a
+// file name may hold, never a wildcard (Path::"/sandbox/*.key" names the
+// file called "*.key" alone).
 //
 // # The default policy
 //

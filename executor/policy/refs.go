@@ -154,8 +154,6 @@ func checkRef(typ, id string) error {
 			return fmt.Errorf("path Path::%+q is not in Unicode Normalization Form C, as every path a request carries is: write it as %+q", id, norm.NFC.String(id))
 		case strings.HasPrefix(id, SandboxRoot) && !inSandbox(id):
 			return fmt.Errorf("path Path::%+q never names a path of the workspace (an empty, \".\" or \"..\" segment, or a control character): requests carry clean paths only", id)
-		case strings.HasPrefix(id, SandboxRoot) && strings.ContainsAny(id, "*?[]"):
-			return fmt.Errorf("path Path::%+q never names a path of the workspace: a path is literal, * ? [ ] are not a wildcard in a policy, and no request carries them", id)
 		case strings.HasPrefix(id, SandboxRoot):
 			// What the sandbox refuses (an invisible or bidi character, a
 			// look-alike of '.' or '/', a reserved name…) no request
