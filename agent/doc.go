@@ -68,7 +68,10 @@
 // chat-completions API that Ollama, llama.cpp, vLLM and others serve;
 // package agent/worker runs external workers (programs in any language,
 // over JSON lines) behind the same interface. A model may implement
-// [JobEnder] to learn when the runtime stops working on a job, and wraps
+// [JobEnder] to learn when the runtime stops working on a job, and
+// [JobCanceler] to stop the work it started elsewhere for a job (a
+// delegate's task on another agent) once the job is canceled, by any path,
+// with what it recorded of the job ([Prompt.KeepSent]); it wraps
 // [ErrWorkerFailed] when the job must wait for a human at once. Errors the model server
 // reports are a [*ModelError], and an answer it sent that cannot be taken
 // an [*AnsweredError], whose usage the job is charged; a model that knows

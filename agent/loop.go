@@ -75,6 +75,7 @@ func (r *Runtime) work(ctx context.Context, cancel context.CancelCauseFunc, task
 			jr.j.Status, jr.j.Reason = Canceled, "the task was canceled"
 			if jr.save(bg, nil) == nil {
 				_ = r.cfg.Store.Settle(bg, taskID, Canceled) // the task says canceled already
+				r.cancelElsewhere(bg, taskID)
 			}
 		}
 		r.log.Info("agent: job canceled", "task", taskID)
@@ -128,6 +129,9 @@ func (jr *jobRun) start(ctx context.Context, taskID string) (bool, error) {
 		j.Status, j.Reason = statusOfTask(st), "the task is "+string(st)
 		if err := jr.save(ctx, nil); err != nil {
 			return false, err
+		}
+		if j.Status == Canceled {
+			r.cancelElsewhere(ctx, taskID)
 		}
 		return false, r.cfg.Store.Settle(ctx, taskID, j.Status)
 	}
@@ -370,7 +374,7 @@ func (jr *jobRun) call(ctx context.Context) (*Interaction, *Completion, error) {
 	began := time.Now()
 	comp, err := model.Complete(cctx, Prompt{Messages: msgs, Schema: answerSchema(), SchemaName: "snapnode_answer",
 		Temperature: r.cfg.Temperature, MaxTokens: r.cfg.MaxTokens, Job: jr.request(msgs[0].Content), Step: it.Sequence,
-		Sent: sent, KeepSent: func(ctx context.Context, b []byte) error { return r.cfg.Store.KeepSent(ctx, j.TaskID, r.cfg.Holder, b) }})
+		Sent: sent.Record, SentAnswered: sent.Answered, KeepSent: func(ctx context.Context, b []byte) error { return r.cfg.Store.KeepSent(ctx, j.TaskID, r.cfg.Holder, b) }})
 	elapsed := time.Since(began)
 	took := elapsed.Seconds()
 	it.Response.ExecutionTimeSeconds = took

@@ -51,18 +51,26 @@ type Prompt struct {
 	// Messages).
 	Job  *JobRequest `json:"-"`
 	Step int         `json:"-"`
-	// Sent is what the model recorded with KeepSent of a step it sent
-	// and whose answer the job has not recorded yet (nil: none): the
-	// step is being tried again, after a failed call or by a node that
-	// stopped (or crashed) and claimed the job again, and the model sends
-	// it as the same step.
+	// Sent is what the model last recorded of the job with KeepSent (nil:
+	// nothing): the step it sent, and what it started elsewhere for the
+	// job (a delegate's task on another agent), which the job's next
+	// step continues, also after the node stopped (or crashed) or the
+	// job waited for a human.
 	Sent []byte `json:"-"`
+	// SentAnswered reports that the step Sent names was answered since,
+	// or the job left it (it waited for a human, or was queued again):
+	// it is not sent again as the same step. When false, the step is
+	// being tried again, after a failed call or by a node that stopped
+	// and claimed the job again, and the model sends it as the same step.
+	SentAnswered bool `json:"-"`
 	// KeepSent, when not nil, records sent in the job's row before the
 	// model sends a step that must not be done twice (a delegate's
-	// idempotency key and message id); it fails, and nothing must be
-	// sent, when the job is no longer this process's. What it recorded
-	// comes back as Sent until the job records an answer, waits for a
-	// human or ends.
+	// idempotency key and message id), and after its answer (what the
+	// job's next step continues); it fails, and nothing must be sent or
+	// answered, when the job is no longer this process's. What it
+	// recorded comes back as Sent until it records another, or the job
+	// ends other than canceled; a canceled job's goes to CancelJob
+	// (JobCanceler).
 	KeepSent func(ctx context.Context, sent []byte) error `json:"-"`
 }
 
@@ -72,6 +80,18 @@ type Prompt struct {
 // a later step of the job starts afresh.
 type JobEnder interface {
 	EndJob(jobID string)
+}
+
+// JobCanceler is implemented by models that start work elsewhere for a
+// job (a delegate's task on another agent): once the job ended canceled,
+// by any path (its task canceled while the job ran, waited for a human
+// or was queued, or while the node was down), the runtime calls
+// CancelJob, once, on a goroutine of its own, with what the model last
+// recorded of the job (Prompt.KeepSent), and the model stops that work,
+// within a bound of its own. The record is forgotten first: a node that
+// stops meanwhile does not call it again.
+type JobCanceler interface {
+	CancelJob(ctx context.Context, jobID string, sent []byte)
 }
 
 // ErrWorkerFailed is wrapped by a Model's error when the worker behind it

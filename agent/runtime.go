@@ -491,8 +491,9 @@ func (r *Runtime) fit(t *tasks.Task, arts []tasks.Artifact) []tasks.Artifact {
 // reconcile brings the tasks of jobs that wait for a human or ended to the
 // state their jobs show, where a node stopped before it wrote it, and ends
 // the jobs whose tasks were canceled while they waited (a page of them a
-// pass). Jobs this process works on, or that a live lease holds, are left
-// to their node.
+// pass), and cancels the work their model started elsewhere (JobCanceler)
+// for canceled jobs that kept its record (a page a pass). Jobs this
+// process works on, or that a live lease holds, are left to their node.
 func (r *Runtime) reconcile(ctx context.Context) {
 	now := r.cfg.Now()
 	unsettled, err := r.cfg.Store.Unsettled(ctx, now, 200)
@@ -527,6 +528,7 @@ func (r *Runtime) reconcile(ctx context.Context) {
 			if err := r.cfg.Store.Write(ctx, Save{Job: j, Expect: was}); err != nil {
 				continue // it moved on: a later pass sees it
 			}
+			r.cancelElsewhere(ctx, j.TaskID)
 		}
 		if j.settled && !t.Status.State.Terminal() && r.catchUp(ctx, j, t) {
 			r.Wake() // a reply it was not given: it works again
@@ -564,6 +566,58 @@ func (r *Runtime) reconcile(ctx context.Context) {
 			r.log.Warn("agent: reconcile", "task", j.TaskID, "err", err2)
 		}
 	}
+	r.cancelLeft(ctx)
+}
+
+// cancelElsewhere cancels the work the model of the canceled job of
+// taskID started elsewhere (JobCanceler), if its record is kept.
+func (r *Runtime) cancelElsewhere(ctx context.Context, taskID string) {
+	if _, ok := r.cfg.Model.(JobCanceler); !ok {
+		return
+	}
+	_, _, sent, _, err := r.cfg.Store.StepInput(context.WithoutCancel(ctx), taskID)
+	if err != nil {
+		r.log.Warn("agent: the canceled job's record, to cancel its model's work elsewhere; the next reconcile pass does", "task", taskID, "err", err)
+		return
+	}
+	if sent.Record != nil {
+		r.cancelSent(ctx, CanceledRecord{TaskID: taskID, Sent: sent.Record})
+	}
+}
+
+// cancelLeft cancels the work elsewhere of canceled jobs whose model's
+// record is kept (a page a pass): canceled while the node was down, or
+// by a node that stopped before it canceled it.
+func (r *Runtime) cancelLeft(ctx context.Context) {
+	if _, ok := r.cfg.Model.(JobCanceler); !ok {
+		return
+	}
+	left, err := r.cfg.Store.CanceledSent(ctx, 100)
+	if err != nil {
+		r.log.Warn("agent: reconcile: canceled jobs' work elsewhere", "err", err)
+		return
+	}
+	for _, c := range left {
+		r.cancelSent(ctx, c)
+	}
+}
+
+// cancelSent takes c's record (Store.TakeCanceledSent: once, whichever
+// process or pass comes first) and gives it to the model's CancelJob on
+// a goroutine of its own: the model's bound, not the caller, waits.
+func (r *Runtime) cancelSent(ctx context.Context, c CanceledRecord) {
+	jc, ok := r.cfg.Model.(JobCanceler)
+	if !ok {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	if ok, err := r.cfg.Store.TakeCanceledSent(ctx, c.TaskID, c.Sent); err != nil || !ok {
+		if err != nil {
+			r.log.Warn("agent: the canceled job's record, to cancel its model's work elsewhere; the next reconcile pass does", "task", c.TaskID, "err", err)
+		}
+		return
+	}
+	r.wg.Go(func() { jc.CancelJob(ctx, c.TaskID, c.Sent) })
 }
 
 // catchUp gives job j the messages of its task t (as read now) it was

@@ -7,21 +7,31 @@ import (
 	"time"
 )
 
-// What a model keeps of a step it sent (a delegate's idempotency key)
-// stays in the job's row while the step is tried again: across a failed
-// call recorded and the lease given up (the node stopped), so the node
-// that claims the job next gets it back. The holder alone writes it. The
-// write that records the model's answer clears it, and so does one that
-// makes the job wait for a human.
+// What a model keeps of a step it sent (a delegate's idempotency key and
+// its task on another agent) stays in the job's row while the step is
+// tried again: across a failed call recorded and the lease given up (the
+// node stopped), so the node that claims the job next gets it back, not
+// answered. The holder alone writes it. The write that records the
+// model's answer, and one that makes the job wait for a human, keep it,
+// marked answered: the job's next step continues the task it names, and
+// does not send the step again. A job that ends forgets it, unless it
+// was canceled: then it is listed (CanceledSent) until one process takes
+// it (TakeCanceledSent) to cancel the model's work elsewhere.
 func TestStoreKeepsSentStep(t *testing.T) {
 	eachStore(t, func(t *testing.T, ctx context.Context, s *Store) {
-		sent := func(t *testing.T) string {
+		sent := func(t *testing.T, id string) SentStep {
 			t.Helper()
-			_, _, b, _, err := s.StepInput(ctx, "j")
+			_, _, k, _, err := s.StepInput(ctx, id)
 			if err != nil {
 				t.Fatal(err)
 			}
-			return string(b)
+			return k
+		}
+		want := func(t *testing.T, id, when, record string, answered bool) {
+			t.Helper()
+			if got := sent(t, id); string(got.Record) != record || got.Answered != answered || (record == "") != (got.Record == nil) {
+				t.Fatalf("%s, the sent step = %q, answered %v; want %q, answered %v", when, got.Record, got.Answered, record, answered)
+			}
 		}
 		j := storeJob("j", Pending, storeT0)
 		mustCreate(t, ctx, s, j)
@@ -32,9 +42,7 @@ func TestStoreKeepsSentStep(t *testing.T) {
 		if err := s.Write(ctx, Save{Job: j, Holder: "h1"}); err != nil {
 			t.Fatal(err)
 		}
-		if got := sent(t); got != "" {
-			t.Fatalf("a new job's sent step = %q; want none", got)
-		}
+		want(t, "j", "a new job's", "", false)
 		if err := s.KeepSent(ctx, "j", "h2", []byte(`{"key":"other"}`)); !errors.Is(err, ErrLeaseLost) {
 			t.Fatalf("KeepSent by another holder = %v; want ErrLeaseLost", err)
 		}
@@ -52,9 +60,7 @@ func TestStoreKeepsSentStep(t *testing.T) {
 		if err := s.Release(ctx, "j", "h1"); err != nil {
 			t.Fatal(err)
 		}
-		if got := sent(t); got != step {
-			t.Fatalf("after a failed call and a stop, the sent step = %q; want %q", got, step)
-		}
+		want(t, "j", "after a failed call and a stop", step, false)
 		if ok, err := s.Claim(ctx, "j", "h2", at(time.Second), at(time.Minute)); err != nil || !ok {
 			t.Fatalf("Claim = %v, %v", ok, err)
 		}
@@ -62,19 +68,54 @@ func TestStoreKeepsSentStep(t *testing.T) {
 		if err := s.Write(ctx, Save{Job: j, Interaction: storeInteraction(1, "read"), Holder: "h2"}); err != nil {
 			t.Fatal(err)
 		}
-		if got := sent(t); got != "" {
-			t.Fatalf("after the answer was recorded, the sent step = %q; want none", got)
-		}
-		if err := s.KeepSent(ctx, "j", "h2", []byte(step)); err != nil {
+		want(t, "j", "after the answer was recorded", step, true)
+		const next = `{"task":"t1","key":"k2","message_id":"m2"}`
+		if err := s.KeepSent(ctx, "j", "h2", []byte(next)); err != nil {
 			t.Fatal(err)
 		}
+		want(t, "j", "once the next step is recorded", next, false)
 		j.Status, j.Reason = InterventionRequired, "the delegate did not answer"
 		if err := s.Write(ctx, Save{Job: j, Holder: "h2", Unsettled: true}); err != nil {
 			t.Fatal(err)
 		}
-		if got := sent(t); got != "" {
-			t.Fatalf("once the job waits for a human, the sent step = %q; want none: a resumed job starts the step afresh", got)
+		want(t, "j", "once the job waits for a human", next, true)
+
+		// Canceled: kept, and listed until taken, once.
+		j.Status, j.Reason = Canceled, "the task was canceled"
+		if err := s.Write(ctx, Save{Job: j}); err != nil {
+			t.Fatal(err)
 		}
+		want(t, "j", "once the job is canceled", next, true)
+		ended := storeJob("done", Running, storeT0)
+		mustCreate(t, ctx, s, ended)
+		if ok, err := s.Claim(ctx, "done", "h1", at(0), at(time.Minute)); err != nil || !ok {
+			t.Fatalf("Claim = %v, %v", ok, err)
+		}
+		if err := s.KeepSent(ctx, "done", "h1", []byte(step)); err != nil {
+			t.Fatal(err)
+		}
+		ended.Status = Success
+		if err := s.Write(ctx, Save{Job: ended, Holder: "h1"}); err != nil {
+			t.Fatal(err)
+		}
+		want(t, "done", "once the job succeeded", "", false)
+		list, err := s.CanceledSent(ctx, 10)
+		if err != nil || len(list) != 1 || list[0].TaskID != "j" || string(list[0].Sent) != next {
+			t.Fatalf("CanceledSent = %+v, %v; want j's record", list, err)
+		}
+		if ok, err := s.TakeCanceledSent(ctx, "j", []byte(step)); err != nil || ok {
+			t.Fatalf("TakeCanceledSent of another record = %v, %v; want false", ok, err)
+		}
+		if ok, err := s.TakeCanceledSent(ctx, "j", list[0].Sent); err != nil || !ok {
+			t.Fatalf("TakeCanceledSent = %v, %v; want true", ok, err)
+		}
+		if ok, err := s.TakeCanceledSent(ctx, "j", list[0].Sent); err != nil || ok {
+			t.Fatalf("TakeCanceledSent again = %v, %v; want false: taken once", ok, err)
+		}
+		if list, err := s.CanceledSent(ctx, 10); err != nil || len(list) != 0 {
+			t.Fatalf("CanceledSent = %+v, %v; want none once taken", list, err)
+		}
+		want(t, "j", "once taken", "", false)
 	})
 }
 

@@ -181,36 +181,54 @@ func (s *Store) PendingInput(ctx context.Context, taskID string) (string, error)
 
 // StepInput returns what the job's next model call is told first (see
 // PendingInput) and where that text ends among all the input the job was
-// ever given (to pass back as Save.ConsumedEnd), what its model recorded
-// of a step it sent and whose answer the job has not recorded yet (see
-// KeepSent; nil for none), and how many of its task's messages it was
-// given (Job.Told), in one read.
-func (s *Store) StepInput(ctx context.Context, taskID string) (pending string, end int64, sent []byte, told int, err error) {
-	var kept string
-	err = s.db.R.QueryRowContext(ctx, s.d.Rebind(`SELECT pending_input, input_end, model_sent, told FROM agent_jobs WHERE task_id = ?`), taskID).
-		Scan(&pending, &end, &kept, &told)
+// ever given (to pass back as Save.ConsumedEnd), what its model last
+// recorded of the job (see KeepSent; a nil Record for none), and how many
+// of its task's messages it was given (Job.Told), in one read.
+func (s *Store) StepInput(ctx context.Context, taskID string) (pending string, end int64, sent SentStep, told int, err error) {
+	var (
+		kept     string
+		answered int
+	)
+	err = s.db.R.QueryRowContext(ctx, s.d.Rebind(`SELECT pending_input, input_end, model_sent, model_sent_answered, told FROM agent_jobs WHERE task_id = ?`), taskID).
+		Scan(&pending, &end, &kept, &answered, &told)
 	if errors.Is(err, sql.ErrNoRows) {
-		return "", 0, nil, 0, ErrNoJob
+		return "", 0, SentStep{}, 0, ErrNoJob
 	}
 	if err != nil {
-		return "", 0, nil, 0, fmt.Errorf("agent: read job %s: %w", taskID, err)
+		return "", 0, SentStep{}, 0, fmt.Errorf("agent: read job %s: %w", taskID, err)
 	}
 	if kept != "" {
-		sent = []byte(kept)
+		sent = SentStep{Record: []byte(kept), Answered: answered != 0}
 	}
 	return pending, end, sent, told, nil
 }
 
-// KeepSent records sent, what the job's model must know again of a step
-// it is about to send should the node stop before the answer is recorded
-// (a delegate's idempotency key and message id), while holder holds the
-// job (else ErrLeaseLost). It stays until the write that records the
-// job's next answer, or moves the job out of RUNNING and REVIEWING (it
-// waits for a human, or ended): a step tried again after a failed call,
-// or by the node that claims the job after a stop, is given it back
-// (StepInput, Prompt.Sent).
+// SentStep is what a job's model last recorded of the job with KeepSent
+// (Prompt.Sent), and whether the step it recorded was answered since
+// (Prompt.SentAnswered).
+type SentStep struct {
+	// Record is what the model recorded; nil: nothing.
+	Record []byte
+	// Answered reports that a write recorded the model's answer since
+	// the record, or moved the job out of RUNNING and REVIEWING (it
+	// waited for a human, was queued again, or ended).
+	Answered bool
+}
+
+// KeepSent records sent, what the job's model must know again of the job
+// should the node stop (a delegate's task on another agent, and the
+// idempotency key and message id of the step it is about to send), while
+// holder holds the job (else ErrLeaseLost). The record stays, given back
+// to each later step of the job (StepInput, Prompt.Sent), until the model
+// records another; it is marked answered (Prompt.SentAnswered) by the
+// write that records the job's next answer, or moves the job out of
+// RUNNING and REVIEWING (it waits for a human, or ended): only a step
+// tried again after a failed call, or by the node that claims the job
+// after a stop, is sent again as the same step. A job that ends other
+// than canceled forgets it; a canceled one keeps it until its model's
+// work elsewhere is canceled (CanceledSent, TakeCanceledSent).
 func (s *Store) KeepSent(ctx context.Context, taskID, holder string, sent []byte) error {
-	ok, err := s.exec(ctx, "keep the sent step of", taskID, `UPDATE agent_jobs SET model_sent = ? WHERE task_id = ? AND lease_holder = ?`,
+	ok, err := s.exec(ctx, "keep the sent step of", taskID, `UPDATE agent_jobs SET model_sent = ?, model_sent_answered = 0 WHERE task_id = ? AND lease_holder = ?`,
 		dbtext.Clean(string(sent)), taskID, holder)
 	if err != nil {
 		return err
@@ -219,6 +237,46 @@ func (s *Store) KeepSent(ctx context.Context, taskID, holder string, sent []byte
 		return fmt.Errorf("agent: keep the sent step of job %s: %w", taskID, ErrLeaseLost)
 	}
 	return nil
+}
+
+// CanceledRecord is a canceled job and what its model last recorded of
+// it (KeepSent), its work elsewhere not canceled yet.
+type CanceledRecord struct {
+	TaskID string
+	Sent   []byte
+}
+
+// CanceledSent returns up to limit canceled jobs whose model's record
+// (KeepSent) is still kept: their model's work elsewhere (a delegate's
+// task) was not canceled yet, as when the job was canceled while the node
+// was down, or the node stopped before it canceled it.
+func (s *Store) CanceledSent(ctx context.Context, limit int) ([]CanceledRecord, error) {
+	var out []CanceledRecord
+	for rows, err := range sqldb.Rows(s.db.R.QueryContext(ctx, s.d.Rebind(`SELECT task_id, model_sent FROM agent_jobs
+			WHERE status = ? AND model_sent <> '' ORDER BY task_id LIMIT ?`), string(Canceled), limit)) {
+		var (
+			c    CanceledRecord
+			sent string
+		)
+		if err == nil {
+			err = rows.Scan(&c.TaskID, &sent)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("agent: canceled jobs' records: %w", err)
+		}
+		c.Sent = []byte(sent)
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// TakeCanceledSent forgets sent, the model's record of the canceled job
+// of taskID, before its work elsewhere is canceled: it reports false
+// when the job is not canceled or its record is another (one process
+// took it already), and that work is not canceled twice.
+func (s *Store) TakeCanceledSent(ctx context.Context, taskID string, sent []byte) (bool, error) {
+	return s.exec(ctx, "take the sent step of", taskID, `UPDATE agent_jobs SET model_sent = '' WHERE task_id = ? AND status = ? AND model_sent = ?`,
+		taskID, string(Canceled), string(sent))
 }
 
 // Candidate is a job that waits for a claim.
@@ -478,9 +536,9 @@ type Save struct {
 }
 
 // answered reports whether w ends the step the job's model recorded as
-// sent (KeepSent): it records an answer of the model, or the job is no
-// longer worked on (it waits for a human, ended, or is queued again
-// afresh).
+// sent (KeepSent), which is then not sent again as the same step: it
+// records an answer of the model, or the job is no longer worked on (it
+// waits for a human, ended, or is queued again afresh).
 func (w *Save) answered() bool {
 	if w.Interaction != nil && w.Interaction.Response.Status == ResponseSuccess {
 		return true
@@ -627,10 +685,12 @@ func (s *Store) writeJob(ctx context.Context, tx *sql.Tx, w Save) error {
 		cost_cents = ?, seconds = ?, prompt_tokens = ?, completion_tokens = ?, retries = ?, history_bytes = ?,
 		next_seq = ?, recovery_seq = ?, reason = ?, updated_at = ?, review_seq = ?, shown = ?,
 		settled = CASE WHEN ? THEN 0 ELSE settled END,
-		model_sent = CASE WHEN ? THEN '' ELSE model_sent END`
+		model_sent = CASE WHEN ? THEN '' ELSE model_sent END,
+		model_sent_answered = CASE WHEN ? THEN 1 ELSE model_sent_answered END`
 	args := []any{dbtext.Clean(j.Description), string(j.Status), j.Phase, j.Steps,
 		j.CostCents, j.Seconds, j.PromptTokens, j.CompletionTokens, j.Retries, j.HistoryBytes,
-		j.NextSeq, j.RecoverySeq, dbtext.Clean(j.Reason), sqldb.Micros(j.UpdatedAt), j.ReviewSeq, dbtext.Clean(j.Shown), w.Unsettled, w.answered()}
+		j.NextSeq, j.RecoverySeq, dbtext.Clean(j.Reason), sqldb.Micros(j.UpdatedAt), j.ReviewSeq, dbtext.Clean(j.Shown), w.Unsettled,
+		j.Status.Terminal() && j.Status != Canceled, w.answered()}
 	switch {
 	case !w.LeaseUntil.IsZero():
 		q += `, lease_holder = ?, lease_until = ?`

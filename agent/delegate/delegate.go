@@ -106,33 +106,60 @@ type sentStep struct {
 	key, messageID string
 }
 
-// keptStep is what the job's row keeps of a step sent and not answered
-// (agent.Prompt.KeepSent): the delegate asked, the job's task on it ("":
-// the step opens one) and the answers the task held when the step before
-// was answered, and the step's idempotency key and message id.
+// keptStep is what the job's row keeps of the job's task on the delegate
+// (agent.Prompt.KeepSent), written before each step is sent and once it
+// is answered: the delegate asked, the job's task on it ("": the step
+// opens one) and the answers the task held when the step before was
+// answered, the step's sequence, idempotency key and message id, and,
+// once answered, the task and its answers then.
 type keptStep struct {
-	Delegate  string   `json:"delegate"`
-	Task      string   `json:"task,omitempty"`
-	Seen      []string `json:"seen,omitempty"`
-	Key       string   `json:"key"`
-	MessageID string   `json:"message_id"`
+	Delegate  string    `json:"delegate"`
+	Task      string    `json:"task,omitempty"`
+	Seen      []string  `json:"seen,omitempty"`
+	Step      int       `json:"step"`
+	Key       string    `json:"key"`
+	MessageID string    `json:"message_id"`
+	Answered  *keptTask `json:"answered,omitempty"`
+	// Canceled: the node sent the task tasks/cancel when it gave up on
+	// the step; the job's next step opens a new one, and the job's
+	// cancel sends none.
+	Canceled bool `json:"canceled,omitempty"`
 }
 
-// kept reads the step the job's row kept (agent.Prompt.Sent) as the
-// job's remote task with that step unanswered; false when it is not one
-// this Delegate sent (another delegate's, the node's settings changed
-// meanwhile), and the step starts afresh.
-func (d *Delegate) kept(b []byte) (remoteTask, bool) {
+// keptTask is the job's task on the delegate and the answers it held
+// when the job's last step was answered (see answer.seen).
+type keptTask struct {
+	Task string   `json:"task"`
+	Seen []string `json:"seen,omitempty"`
+}
+
+// kept reads what the job's row kept (agent.Prompt.Sent) as the job's
+// remote task: with the step unanswered, to send again as the same step,
+// unless answered (agent.Prompt.SentAnswered: the job recorded its answer,
+// or left it to wait for a human); else the task the job's next step
+// continues. It reports false when there is none, the task was canceled,
+// or the record is not one this Delegate made (another delegate's, the
+// node's settings changed meanwhile): the step starts afresh.
+func (d *Delegate) kept(b []byte, answered bool) (remoteTask, bool) {
 	var k keptStep
-	if err := json.Unmarshal(b, &k); err != nil || k.Delegate != d.cfg.Address || k.Key == "" || k.MessageID == "" {
+	if err := json.Unmarshal(b, &k); err != nil || k.Delegate != d.cfg.Address || k.Canceled {
 		return remoteTask{}, false
 	}
-	return remoteTask{id: k.Task, seen: k.Seen, unanswered: &sentStep{key: k.Key, messageID: k.MessageID}}, true
+	switch {
+	case !answered && k.Key != "" && k.MessageID != "":
+		return remoteTask{id: k.Task, seen: k.Seen, unanswered: &sentStep{key: k.Key, messageID: k.MessageID}}, true
+	case k.Answered != nil && k.Answered.Task != "":
+		return remoteTask{id: k.Answered.Task, seen: k.Answered.Seen}, true
+	case k.Task != "":
+		return remoteTask{id: k.Task, seen: k.Seen}, true
+	}
+	return remoteTask{}, false
 }
 
 var (
-	_ agent.Model    = (*Delegate)(nil)
-	_ agent.JobEnder = (*Delegate)(nil)
+	_ agent.Model       = (*Delegate)(nil)
+	_ agent.JobEnder    = (*Delegate)(nil)
+	_ agent.JobCanceler = (*Delegate)(nil)
 )
 
 // New returns the Delegate of cfg; it sends nothing until a job asks.
@@ -185,13 +212,18 @@ func (d *Delegate) Complete(ctx context.Context, pr agent.Prompt) (*agent.Comple
 	remote, known := d.remote[job]
 	d.mu.Unlock()
 	if !known && pr.Sent != nil {
-		// A step sent before the node stopped (or before this claim of
-		// the job), whose answer the job did not record: sent again as
-		// the same step, on the task it was sent on.
-		if k, ok := d.kept(pr.Sent); ok {
+		// The job's task, kept with the job before the node stopped (or
+		// before this claim of the job): a step sent whose answer the job
+		// did not record is sent again as the same step, on the task it
+		// was sent on; else the step continues the task.
+		if k, ok := d.kept(pr.Sent, pr.SentAnswered); ok {
 			remote = k
-			d.log.Info("delegate: a step sent before the job was taken up again is sent again with its idempotency key",
-				"job", job, "step", pr.Step, "task", k.id)
+			if k.unanswered != nil {
+				d.log.Info("delegate: a step sent before the job was taken up again is sent again with its idempotency key",
+					"job", job, "step", pr.Step, "task", k.id)
+			} else {
+				d.log.Info("delegate: the job taken up again continues its task on the delegate", "job", job, "step", pr.Step, "task", k.id)
+			}
 		}
 	}
 	var (
@@ -225,18 +257,15 @@ func (d *Delegate) Complete(ctx context.Context, pr agent.Prompt) (*agent.Comple
 	// key and id are recorded in the job's row before the first send
 	// (Prompt.KeepSent), so that a node that stops, or crashes, before
 	// the answer is recorded sends the step again alike once it takes
-	// the job up (Prompt.Sent).
+	// the job up (Prompt.Sent). Once the step is answered, the record
+	// says so, with the task the job's next step continues (KeepSent
+	// again): a node that stops between steps, or a job that waits for a
+	// human, continues it alike.
 	st := remote.unanswered
 	if st == nil {
 		st = &sentStep{key: snap.NewID(), messageID: uuid.NewString()}
-		if pr.KeepSent != nil {
-			b, err := json.Marshal(keptStep{Delegate: d.cfg.Address, Task: remote.id, Seen: remote.seen, Key: st.key, MessageID: st.messageID})
-			if err == nil {
-				err = pr.KeepSent(ctx, b)
-			}
-			if err != nil {
-				return nil, fmt.Errorf("delegate: recording step %d before sending it: %w", pr.Step, err)
-			}
+		if err := d.keep(ctx, pr, keptStep{Task: remote.id, Seen: remote.seen, Key: st.key, MessageID: st.messageID}); err != nil {
+			return nil, fmt.Errorf("delegate: recording step %d before sending it: %w", pr.Step, err)
 		}
 		remote.unanswered = st
 	}
@@ -246,7 +275,7 @@ func (d *Delegate) Complete(ctx context.Context, pr agent.Prompt) (*agent.Comple
 	sent := st.messageID
 	to, err := d.find(ctx)
 	if err != nil {
-		return nil, d.failed(outer, ctx, nil, job, "", pr.Step, err)
+		return nil, d.failed(outer, ctx, nil, job, "", pr.Step, err, nil)
 	}
 	req := map[string]any{"message": snap.InnerMessage{MessageID: sent, Role: snap.RoleUser,
 		Parts: []snap.Part{snap.DataPart(line)}}, "idempotencyKey": st.key}
@@ -289,7 +318,12 @@ func (d *Delegate) Complete(ctx context.Context, pr agent.Prompt) (*agent.Comple
 		if a.taskID != "" {
 			task = a.taskID
 		}
-		return nil, d.failed(outer, ctx, to, job, task, pr.Step, err)
+		return nil, d.failed(outer, ctx, to, job, task, pr.Step, err, func() {
+			// Canceled: the job's next step opens a new task, and
+			// its cancel sends nothing. A record that fails (the job is
+			// another process's) leaves the task to be canceled again.
+			_ = d.keep(context.WithoutCancel(outer), pr, keptStep{Task: task, Canceled: true})
+		})
 	}
 	if a.rule != "" {
 		d.EndJob(job)
@@ -303,10 +337,29 @@ func (d *Delegate) Complete(ctx context.Context, pr agent.Prompt) (*agent.Comple
 		}
 		return nil, err
 	}
+	answered := &keptTask{Task: a.taskID, Seen: a.seen}
+	if err := d.keep(ctx, pr, keptStep{Task: remote.id, Seen: remote.seen, Key: st.key, MessageID: st.messageID, Answered: answered}); err != nil {
+		// The step is sent again, as the same step.
+		return nil, fmt.Errorf("delegate: recording the answer to step %d: %w", pr.Step, err)
+	}
 	d.mu.Lock()
 	d.remote[job] = remoteTask{id: a.taskID, seen: a.seen}
 	d.mu.Unlock()
 	return &agent.Completion{Text: string(a.line), Model: d.Name()}, nil
+}
+
+// keep records k, of step pr, in the job's row (pr.KeepSent), if the
+// runtime keeps one.
+func (d *Delegate) keep(ctx context.Context, pr agent.Prompt, k keptStep) error {
+	if pr.KeepSent == nil {
+		return nil
+	}
+	k.Delegate, k.Step = d.cfg.Address, pr.Step
+	b, err := json.Marshal(k)
+	if err != nil {
+		return err
+	}
+	return pr.KeepSent(ctx, b)
 }
 
 // MaxHops is how many agents' jobs a job may have come through (its job
@@ -558,17 +611,28 @@ func NewHTTP(key *identity.Key, address string, private bool, logger *slog.Logge
 // retries the step. When the node gives up on the step (a time-out, the
 // job's time limit, the job canceled: agent.ErrCanceled), the job's task
 // on the delegate, task ("": not known), sent on to, is canceled
-// (cancelTask), and the error says so; a step stopped because the node
+// (cancelTask), canceled (when not nil) is called once it was sent
+// tasks/cancel, and the error says so; a step stopped because the node
 // stops, or the job went to another process, leaves it at work, for the
 // step sent again when the job is taken up.
-func (d *Delegate) failed(outer, step context.Context, to client.Transport, job, task string, seq int, err error) error {
+func (d *Delegate) failed(outer, step context.Context, to client.Transport, job, task string, seq int, err error, canceled func()) error {
+	cancelTask := func(why string) string {
+		// On a context of its own: outer, the step's caller's, is done.
+		ctx, cancel := d.cancelContext(outer)
+		defer cancel()
+		note := d.cancelTask(ctx, to, job, task, seq, why)
+		if to != nil && task != "" && canceled != nil {
+			canceled()
+		}
+		return note
+	}
 	var limit string
 	switch cause := context.Cause(outer); {
 	case errors.Is(cause, agent.ErrTimeLimit):
 		// The job's time ran out, not the delegate's.
 		d.EndJob(job)
 		stopped := worker.TimeLimit(d.log, d.cfg.Audit, job, seq, map[string]any{"delegate": d.cfg.Address})
-		if note := d.cancelTask(outer, to, job, task, seq, "the job reached its time limit"); note != "" {
+		if note := cancelTask("the job reached its time limit"); note != "" {
 			return fmt.Errorf("%w; %s", stopped, note)
 		}
 		return stopped
@@ -580,7 +644,7 @@ func (d *Delegate) failed(outer, step context.Context, to client.Transport, job,
 		switch {
 		case errors.Is(cause, agent.ErrCanceled):
 			d.EndJob(job)
-			d.cancelTask(outer, to, job, task, seq, "the job was canceled")
+			cancelTask("the job was canceled")
 		case outer.Err() != nil && to != nil:
 			d.log.Info("delegate: the step was stopped (the node stops, or the job went to another process); the job's task on the delegate is left at work, for the step sent again when the job is taken up",
 				"job", job, "step", seq, "task", task)
@@ -592,7 +656,7 @@ func (d *Delegate) failed(outer, step context.Context, to client.Transport, job,
 	}
 	d.EndJob(job)
 	reason := fmt.Sprintf("the delegate did not answer step %d within %s: %v", seq, limit, err)
-	if note := d.cancelTask(outer, to, job, task, seq, "the step timed out"); note != "" {
+	if note := cancelTask("the step timed out"); note != "" {
 		reason += "; " + note
 	}
 	return d.violation(job, "timeout", reason)
@@ -601,13 +665,53 @@ func (d *Delegate) failed(outer, step context.Context, to client.Transport, job,
 // DefaultCancelTimeout is Config.CancelTimeout's default.
 const DefaultCancelTimeout = 5 * time.Second
 
+// cancelContext is the context a tasks/cancel is sent on: ctx's values,
+// not its end (the caller's may be done), and Config.CancelTimeout.
+func (d *Delegate) cancelContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), d.cfg.CancelTimeout)
+}
+
+// CancelJob implements agent.JobCanceler: the job ended canceled while
+// it was not in a step (it waited for a human, was queued, or the node
+// was down), and its task on the delegate, named by sent (what the job's
+// row kept, agent.Prompt.KeepSent), is sent tasks/cancel, once, within
+// Config.CancelTimeout (finding the delegate's card included), as when
+// the node gives up on a step (cancelTask). A task the node canceled
+// already, giving up on a step, is not canceled again; nor is one of
+// another delegate's.
+func (d *Delegate) CancelJob(ctx context.Context, job string, sent []byte) {
+	d.EndJob(job)
+	var k keptStep
+	if err := json.Unmarshal(sent, &k); err != nil || k.Delegate != d.cfg.Address || k.Canceled {
+		return
+	}
+	task := k.Task
+	if k.Answered != nil {
+		task = k.Answered.Task
+	}
+	if task == "" {
+		d.log.Warn("delegate: the job was canceled; its task on the delegate is not known (its first step's message/send was not answered), and is not canceled",
+			"job", job, "step", k.Step)
+		return
+	}
+	ctx, cancel := d.cancelContext(ctx)
+	defer cancel()
+	to, err := d.find(ctx)
+	if err != nil {
+		d.log.Warn("delegate: the job was canceled; its task on the delegate could not be canceled: the delegate was not found",
+			"job", job, "task", task, "err", err)
+		return
+	}
+	d.cancelTask(ctx, to, job, task, k.Step, "the job was canceled")
+}
+
 // cancelTask sends the delegate, on to, tasks/cancel for task, the job's
-// task there, once the node gave up on step seq of the job (why): the
-// delegate would go on working on it, and spending, for nothing. It is
-// sent once, within Config.CancelTimeout, on a context of its own (ctx,
-// the step's caller's, is done); a refusal or no answer is logged, and
-// not tried again. It returns what the step's error says of it: "" when
-// nothing was sent to the delegate (to is nil).
+// task there, once the node gave up on step seq of the job, or the job
+// (why): the delegate would go on working on it, and spending, for
+// nothing. It is sent once, on ctx (bounded by its caller: see
+// cancelContext); a refusal or no answer is logged, and not tried again.
+// It returns what the step's error says of it: "" when nothing was sent
+// to the delegate (to is nil).
 func (d *Delegate) cancelTask(ctx context.Context, to client.Transport, job, task string, seq int, why string) string {
 	if to == nil {
 		return ""
@@ -617,13 +721,11 @@ func (d *Delegate) cancelTask(ctx context.Context, to client.Transport, job, tas
 			"job", job, "step", seq, "why", why)
 		return "the task the step may have made on the delegate is not known (its message/send was not answered) and was not canceled"
 	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.CancelTimeout)
-	defer cancel()
 	body, err := json.Marshal(snap.CancelParams{TaskID: task})
 	if err != nil {
 		return ""
 	}
-	resp, err := to.Send(cctx, "tasks/cancel", body)
+	resp, err := to.Send(ctx, "tasks/cancel", body)
 	if err != nil {
 		msg := cutText(err.Error(), maxErrorText)
 		d.log.Warn("delegate: the delegate did not answer the cancel of the job's task on it; it is not asked again",
@@ -660,10 +762,10 @@ func (d *Delegate) violation(job, rule, reason string) error {
 	return worker.Violation(d.log, d.cfg.Audit, job, rule, d.redact(reason), map[string]any{"delegate": d.cfg.Address})
 }
 
-// EndJob implements agent.JobEnder: the job's remote task is forgotten; a
-// later step of the job starts a new one with the job request, unless the
-// job's row kept a step sent and not answered (agent.Prompt.Sent), which
-// is sent again on the task it was sent on.
+// EndJob implements agent.JobEnder: the job's remote task is forgotten
+// here; a later step of the job continues the task the job's row kept
+// (agent.Prompt.Sent), sending again a step not answered, or, without
+// one, starts a new task with the job request.
 func (d *Delegate) EndJob(job string) {
 	d.mu.Lock()
 	delete(d.remote, job)

@@ -16,11 +16,15 @@
 // carries an idempotencyKey and a message id of its own, so that an
 // attempt sent again after an answer was lost does not make a second
 // task; a step whose exchange failed on every transport keeps them when
-// the runtime tries it again, until it is answered or the job ends. They
-// are recorded in the job's row before the step is first sent
-// (agent.Prompt.KeepSent), with the remote task it continues, so that a
-// node that stopped or crashed before the answer was recorded sends the
-// step again alike once it takes the job up (agent.Prompt.Sent). The node's HTTP
+// the runtime tries it again, until it is answered or the job leaves it.
+// They are recorded in the job's row before the step is first sent
+// (agent.Prompt.KeepSent), with the remote task it continues, and the
+// record is written again once the step is answered, with the task the
+// answer came on: a node that stopped or crashed before the answer was
+// recorded sends the step again alike once it takes the job up
+// (agent.Prompt.Sent), and the job's next step continues the job's remote
+// task, whether the node stopped between steps or the job waited for a
+// human and a message resumed it. The node's HTTP
 // client does not follow redirects and, unless allowed, does not connect
 // to loopback, link-local, private, shared, unspecified, multicast or
 // reserved addresses (client.NetConfig.RefusePrivate): a
@@ -51,8 +55,13 @@
 // When the node gives up on a step the delegate is at work on (a time-out,
 // the job's time limit, the job canceled: agent.ErrCanceled), it sends
 // the delegate tasks/cancel for the job's task there, once, within
-// Config.CancelTimeout; a step stopped because the node stops leaves the
-// task at work, for the step sent again when the job is taken up.
+// Config.CancelTimeout, and the job's next step, if any, opens a new
+// task; a step stopped because the node stops leaves the task at work,
+// for the step sent again when the job is taken up. A job canceled while
+// it is not in a step (it waits for a human, is queued, or was canceled
+// while the node was down, found so when it starts) cancels its task on
+// the delegate alike (agent.JobCanceler), once, on a goroutine of the
+// runtime's own.
 //
 // The package's Example runs both sides on the embedded relay: a worker
 // behind SNAP that publishes its card and answers on its task, and a

@@ -1,0 +1,137 @@
+package agent_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/snapnode/snapnode/agent"
+	"github.com/snapnode/snapnode/internal/testdb"
+	"github.com/snapnode/snapnode/tasks"
+	"github.com/snapnode/snapnode/tasks/taskstest"
+)
+
+// elsewhere is a Model that starts work elsewhere for each job, as a
+// delegate does: its step records that work in the job's row
+// (Prompt.KeepSent), then fails as a broken worker (the job waits for a
+// human) or, with block set, waits until its call ends. It reports each
+// step begun on stepped and each CancelJob on canceled.
+type elsewhere struct {
+	block    bool
+	stepped  chan string
+	canceled chan string
+}
+
+func newElsewhere(block bool) *elsewhere {
+	return &elsewhere{block: block, stepped: make(chan string, 10), canceled: make(chan string, 10)}
+}
+
+func (m *elsewhere) Complete(ctx context.Context, p agent.Prompt) (*agent.Completion, error) {
+	job := p.Job.JobID
+	if err := p.KeepSent(ctx, []byte("work of "+job)); err != nil {
+		return nil, err
+	}
+	m.stepped <- job
+	if m.block {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return nil, fmt.Errorf("%w: it broke", agent.ErrWorkerFailed)
+}
+
+func (m *elsewhere) CancelJob(_ context.Context, job string, sent []byte) {
+	m.canceled <- job + ": " + string(sent)
+}
+
+// next is what the next CancelJob was called with; none within 20 s
+// fails the test.
+func (m *elsewhere) next(t *testing.T) string {
+	t.Helper()
+	select {
+	case c := <-m.canceled:
+		return c
+	case <-time.After(20 * time.Second):
+		t.Fatal("the job's work elsewhere was not canceled")
+		return ""
+	}
+}
+
+// A job canceled ends the work its model started elsewhere for it (a
+// delegate's task on another agent), whichever way it was canceled: in a
+// step, while it waited for a human (the node up or down), or by a node
+// that stopped before it canceled that work. It is canceled once: a
+// later start does not cancel it again. Before, only a step the delegate
+// gave up on canceled it.
+func TestCanceledJobCancelsItsWorkElsewhere(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		r := newRig(t, dsn)
+		ctx := context.Background()
+		cancelTask := func(t *testing.T, id string) {
+			t.Helper()
+			if _, err := taskstest.Cancel(ctx, r.svc, "alice", []byte(`{"taskId":"`+id+`"}`)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want := func(t *testing.T, m *elsewhere, id string) {
+			t.Helper()
+			if got := m.next(t); got != id+": work of "+id {
+				t.Errorf("CancelJob(%s); want %s with its record", got, id)
+			}
+		}
+
+		// In a step.
+		m := newElsewhere(true)
+		inStep := r.send(t, "in a step").ID
+		stop := r.startRuntime(t, m, 1, 0)
+		<-m.stepped
+		cancelTask(t, inStep)
+		want(t, m, inStep)
+		stop()
+
+		// While it waits for a human, the node up; the node down.
+		m = newElsewhere(false)
+		up, down := r.send(t, "waits, node up").ID, r.send(t, "waits, node down").ID
+		r.run(t, m, up, tasks.StateInputRequired)
+		r.run(t, m, down, tasks.StateInputRequired)
+		cancelTask(t, down)
+		stop = r.startRuntime(t, m, 1, 0)
+		want(t, m, down)
+		cancelTask(t, up)
+		want(t, m, up)
+		stop()
+
+		// Canceled by a node that stopped before it canceled the work.
+		left := r.send(t, "left").ID
+		if ok, err := r.store.Claim(ctx, left, "node-0", time.Now(), time.Now().Add(time.Minute)); err != nil || !ok {
+			t.Fatalf("Claim = %v, %v", ok, err)
+		}
+		if err := r.store.KeepSent(ctx, left, "node-0", []byte("work of "+left)); err != nil {
+			t.Fatal(err)
+		}
+		j, err := r.store.Get(ctx, left)
+		if err != nil {
+			t.Fatal(err)
+		}
+		j.Status, j.Reason = agent.Canceled, "the task was canceled"
+		if err := r.store.Write(ctx, agent.Save{Job: j, Holder: "node-0"}); err != nil {
+			t.Fatal(err)
+		}
+		cancelTask(t, left)
+		stop = r.startRuntime(t, m, 1, 0)
+		want(t, m, left)
+		stop()
+
+		// Once: nothing is left to cancel at the next start.
+		if list, err := r.store.CanceledSent(ctx, 10); err != nil || len(list) != 0 {
+			t.Fatalf("CanceledSent = %+v, %v; want none", list, err)
+		}
+		stop = r.startRuntime(t, m, 1, 0)
+		stop()
+		select {
+		case c := <-m.canceled:
+			t.Errorf("CancelJob(%s) again", c)
+		default:
+		}
+	})
+}

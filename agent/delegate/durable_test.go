@@ -1,0 +1,207 @@
+package delegate_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/snapnode/snapnode/agent"
+	"github.com/snapnode/snapnode/agent/delegate"
+	"github.com/snapnode/snapnode/internal/testdb"
+)
+
+// row is a job's row in the node's store, held by the node, as the agent
+// runtime keeps it around each step: what a step is given of what the
+// model recorded (Prompt.Sent), its records (Prompt.KeepSent), and the
+// writes that follow.
+type row struct {
+	t *testing.T
+	s *agent.Store
+	j *agent.Job
+}
+
+const holder = "node-1"
+
+func newRow(t *testing.T, job string) *row {
+	t.Helper()
+	ctx := t.Context()
+	s, err := agent.OpenStore(ctx, testdb.Open(t, testdb.SQLite(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	j := &agent.Job{TaskID: job, Requester: "bc1p-requester", Description: "do it", Status: agent.Pending, Phase: "work",
+		RecoverySeq: -1, CreatedAt: now, UpdatedAt: now}
+	if ok, err := s.Create(ctx, j); err != nil || !ok {
+		t.Fatalf("Create = %v, %v", ok, err)
+	}
+	r := &row{t: t, s: s, j: j}
+	r.claim()
+	return r
+}
+
+// claim takes the job up, as a node (re)started does.
+func (r *row) claim() {
+	r.t.Helper()
+	now := time.Now()
+	if ok, err := r.s.Claim(r.t.Context(), r.j.TaskID, holder, now, now.Add(time.Hour)); err != nil || !ok {
+		r.t.Fatalf("Claim = %v, %v", ok, err)
+	}
+	r.j.Status = agent.Running
+	r.write(nil)
+}
+
+// prompt is the job's next step as the runtime asks it.
+func (r *row) prompt() agent.Prompt {
+	r.t.Helper()
+	_, _, sent, _, err := r.s.StepInput(r.t.Context(), r.j.TaskID)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	p := prompt(r.j.TaskID, r.j.NextSeq)
+	p.Sent, p.SentAnswered = sent.Record, sent.Answered
+	p.KeepSent = func(ctx context.Context, b []byte) error { return r.s.KeepSent(ctx, r.j.TaskID, holder, b) }
+	return p
+}
+
+// answered records the step's answer.
+func (r *row) answered() {
+	r.t.Helper()
+	it := &agent.Interaction{Sequence: r.j.NextSeq, Timestamp: time.Now().UTC(), StateBefore: agent.Running, WorkspacePath: "/sandbox/",
+		Request:  agent.Request{Messages: []agent.ChatMessage{{Role: agent.RoleUser, Content: "do it"}}, Metadata: agent.RequestMetadata{Role: "Worker", Phase: "work"}},
+		Response: agent.Response{Status: agent.ResponseSuccess, Kind: agent.KindAgentResponse, Action: agent.ActionCompleted, RawResponse: completed, NewStatus: agent.Running}}
+	r.j.NextSeq++
+	r.write(it)
+}
+
+// waits makes the job wait for a human, and the node let it go.
+func (r *row) waits() {
+	r.t.Helper()
+	r.j.Status, r.j.Reason = agent.InterventionRequired, "which file?"
+	r.write(nil)
+	r.stop()
+}
+
+// stop lets the job go, as a node that stops does.
+func (r *row) stop() {
+	r.t.Helper()
+	if err := r.s.Release(r.t.Context(), r.j.TaskID, holder); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// resume queues the job again with a human's message.
+func (r *row) resume() {
+	r.t.Helper()
+	if ok, err := r.s.AddInput(r.t.Context(), r.j.TaskID, "the file is a.md", true, time.Now()); err != nil || !ok {
+		r.t.Fatalf("AddInput = %v, %v", ok, err)
+	}
+}
+
+func (r *row) write(it *agent.Interaction) {
+	r.t.Helper()
+	r.j.UpdatedAt = time.Now().UTC()
+	if err := r.s.Write(r.t.Context(), agent.Save{Job: r.j, Interaction: it, Holder: holder}); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// The job's task on the delegate is kept with the job: a node restarted
+// after a step was answered (its Delegate new, its store the same), and
+// the node that takes up a job a human's message resumed, continue the
+// job's task with the next step, as the node that ran on does. Before,
+// both opened a new task with the job request, the old one left open.
+func TestDelegateTaskKeptAcrossRestartAndWait(t *testing.T) {
+	var (
+		peer idempotent
+		cfg  delegate.Config
+	)
+	d, _, ids := setup(t, peer.reply, func(c *delegate.Config) { cfg = *c })
+	step := func(d *delegate.Delegate, r *row) {
+		t.Helper()
+		if c, err := d.Complete(t.Context(), r.prompt()); err != nil || c.Text != completed {
+			t.Fatalf("step %d: %+v, %v", r.j.NextSeq, c, err)
+		}
+		r.answered()
+	}
+	restart := func() *delegate.Delegate {
+		t.Helper()
+		d, err := delegate.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	r := newRow(t, "job-1")
+	step(d, r)
+	r.stop()
+	d = restart()
+	r.claim()
+	step(d, r)
+	r.waits()
+	d.EndJob("job-1") // as the runtime does when the job waits
+	r.resume()
+	r.claim()
+	step(d, r)
+	r.waits()
+	d = restart()
+	r.resume()
+	r.claim()
+	step(d, r)
+	if len(*ids) != 4 || (*ids)[0] != "" || !strings.HasPrefix((*ids)[1], "remote-") || (*ids)[1] != (*ids)[2] || (*ids)[1] != (*ids)[3] {
+		t.Errorf("taskIds %q; want none, then the job's task at every later step", *ids)
+	}
+	if len(peer.tasks) != 1 {
+		t.Errorf("%d tasks on the delegate; want 1", len(peer.tasks))
+	}
+}
+
+// A job canceled while it is not in a step (it waits for a human, is
+// queued, or the node was down) cancels its task on the delegate: the
+// runtime gives the Delegate the job's record (agent.JobCanceler), here
+// after a restart, and the Delegate sends tasks/cancel for the task, once.
+// A task the node canceled already, giving up on a step, is not canceled
+// again, and a job that never made one sends nothing.
+func TestDelegateCanceledJobCancelsItsTask(t *testing.T) {
+	p := newPeer()
+	p.first = true
+	var cfg delegate.Config
+	d, _, _ := setup(t, p.reply, func(c *delegate.Config) {
+		c.StepTimeout = 300 * time.Millisecond
+		cfg = *c
+	})
+	r := newRow(t, "job-1")
+	if _, err := d.Complete(t.Context(), r.prompt()); err != nil {
+		t.Fatal(err)
+	}
+	r.answered()
+	r.waits()
+	d, err := delegate.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := r.prompt().Sent
+	d.CancelJob(t.Context(), "job-1", sent)
+	if got := p.cancels(); len(got) != 1 || got[0] != "remote-1" {
+		t.Fatalf("the delegate got tasks/cancel for %q; want remote-1, once", got)
+	}
+
+	// The step given up on (its time-out) canceled the task already.
+	r2 := newRow(t, "job-2")
+	if _, err := d.Complete(t.Context(), r2.prompt()); err != nil {
+		t.Fatal(err)
+	}
+	r2.answered()
+	if _, err := d.Complete(t.Context(), r2.prompt()); err == nil {
+		t.Fatal("the step was answered; want its time-out")
+	}
+	if got := p.cancels(); len(got) != 2 {
+		t.Fatalf("the delegate got tasks/cancel for %q; want the step's", got)
+	}
+	d.CancelJob(t.Context(), "job-2", r2.prompt().Sent)
+	d.CancelJob(t.Context(), "job-3", nil)
+	if got := p.cancels(); len(got) != 2 {
+		t.Errorf("the delegate got tasks/cancel for %q; want none more", got)
+	}
+}
