@@ -131,6 +131,11 @@ type ChatMessage struct {
 type Completion struct {
 	// Text is the answer's content, as the server sent it.
 	Text string
+	// Reasoning is a thinking model's trace that the server sent beside
+	// the content (Ollama's "reasoning", llama-server's and vLLM's
+	// "reasoning_content"), at most MaxReasoningBytes bytes: an
+	// implementation cuts a longer one. It is never the answer.
+	Reasoning string
 	// Model is the model that answered, as the server named it.
 	Model string
 	// PromptTokens and CompletionTokens are the server's usage figures (0
@@ -145,6 +150,10 @@ type Completion struct {
 	// of writing its JSON object in Text is refused, saying so.
 	ToolCalls []string
 }
+
+// MaxReasoningBytes bounds a step's reasoning (Completion.Reasoning, a
+// history's response.reasoning), in bytes, the mark of a cut included.
+const MaxReasoningBytes = 8 << 10
 
 // ModelError is an error answer of the model server.
 type ModelError struct {

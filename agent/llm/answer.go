@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/snapnode/snapnode/agent"
 )
 
 // The client reads a chat.completion itself, not through go-openai: its
@@ -32,8 +34,13 @@ type chatAnswer struct {
 type chatChoice struct {
 	Index   json.RawMessage `json:"index"`
 	Message struct {
-		Content   json.RawMessage `json:"content"`
-		ToolCalls few[struct {
+		Content json.RawMessage `json:"content"`
+		// A thinking model's trace, which the server sent apart from
+		// the content: llama-server's and vLLM's reasoning_content,
+		// Ollama's (and newer vLLM's) reasoning.
+		ReasoningContent json.RawMessage `json:"reasoning_content"`
+		Reasoning        json.RawMessage `json:"reasoning"`
+		ToolCalls        few[struct {
 			Function struct {
 				Name string `json:"name"`
 			} `json:"function"`
@@ -101,10 +108,13 @@ func (f *few[T]) UnmarshalJSON(b []byte) error {
 // answer is what the client takes of a chat.completion.
 type answer struct {
 	text, model, finish string
-	toolCalls           []string
-	promptTokens        int
-	completionTokens    int
-	choices             int // how many the server sent
+	// reasoning is the message's reasoning, cut to
+	// agent.MaxReasoningBytes.
+	reasoning        string
+	toolCalls        []string
+	promptTokens     int
+	completionTokens int
+	choices          int // how many the server sent
 	// serverError is the message of the error object an answer without
 	// choices held, cut to maxMessage; the client redacts it.
 	serverError string
@@ -169,6 +179,7 @@ func readAnswer(body []byte) (*answer, error) {
 	default:
 		return a, fmt.Errorf("%w: the message's content is not a string", ErrMalformedResponse)
 	}
+	a.reasoning = reasoning(ch.Message.ReasoningContent, ch.Message.Reasoning)
 	if err := ch.Message.ToolCalls.err; err != nil {
 		return a, fmt.Errorf("%w: the message's tool calls: %w", ErrMalformedResponse, err)
 	}
@@ -186,6 +197,20 @@ func readAnswer(body []byte) (*answer, error) {
 	}
 	a.finish = ch.FinishReason
 	return a, nil
+}
+
+// reasoning is the first of raws that is a non-empty string, cut to
+// agent.MaxReasoningBytes: a thinking model's trace, which explains the
+// answer and is never taken as it. What is not a string (null, an
+// object) is no trace, and does not refuse the answer.
+func reasoning(raws ...json.RawMessage) string {
+	for _, raw := range raws {
+		var s string
+		if len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, &s) == nil && strings.TrimSpace(s) != "" {
+			return cut(strings.ToValidUTF8(s, "\uFFFD"), agent.MaxReasoningBytes)
+		}
+	}
+	return ""
 }
 
 // indexZero reports whether a choice's index is 0 (or absent, as some

@@ -166,3 +166,66 @@ func TestRefusedAnswerUsage(t *testing.T) {
 		t.Errorf("HTTP 500: %v is an AnsweredError", err)
 	}
 }
+
+// A thinking model's trace comes beside the content: Ollama's
+// "reasoning", llama-server's and vLLM's "reasoning_content". The
+// completion carries it, cut to agent.MaxReasoningBytes on a character's
+// boundary, apart from the content; one that is not a string is left
+// out, the answer taken all the same; a content that opens with a
+// <think> block is the content, as sent (the runtime reads the block).
+// Before, the trace was dropped.
+func TestReasoningAnswer(t *testing.T) {
+	const usage = `{"prompt_tokens":10,"completion_tokens":5}`
+	long := strings.Repeat("é", agent.MaxReasoningBytes)
+	for _, c := range []struct {
+		name, message   string
+		text, reasoning string
+	}{
+		{"ollama", `{"role":"assistant","content":"{}","reasoning":"because"}`, "{}", "because"},
+		{"ollama out of tokens", `{"role":"assistant","content":"","reasoning":"hmm, then"}`, "", "hmm, then"},
+		{"llama-server", `{"role":"assistant","content":"{}","reasoning_content":"because"}`, "{}", "because"},
+		{"vllm both", `{"role":"assistant","content":"{}","reasoning_content":"first","reasoning":"second"}`, "{}", "first"},
+		{"null", `{"role":"assistant","content":"{}","reasoning_content":null}`, "{}", ""},
+		{"not a string", `{"role":"assistant","content":"{}","reasoning":{"effort":"high"}}`, "{}", ""},
+		{"think block", `{"role":"assistant","content":"<think>x</think>{}"}`, "<think>x</think>{}", ""},
+		{"long", `{"role":"assistant","content":"{}","reasoning":"` + long + `"}`, "{}", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := llmtest.New(t)
+			srv.Push(llmtest.Reply{Body: chatBody(`{"index":0,"message":`+c.message+`,"finish_reason":"stop"}`, usage)})
+			got, err := newClient(t, srv, llm.Config{}).Complete(t.Context(), prompt("x"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Text != c.text || got.PromptTokens != 10 || got.CompletionTokens != 5 {
+				t.Fatalf("Complete = %+v; want text %q, 10+5 tokens", *got, c.text)
+			}
+			if c.name == "long" {
+				if n := len(got.Reasoning); n > agent.MaxReasoningBytes || n < agent.MaxReasoningBytes-8 ||
+					!strings.HasPrefix(got.Reasoning, "éé") || !utf8Valid(got.Reasoning) {
+					t.Fatalf("reasoning of %d bytes (%.20q…); want it cut to %d on a character's boundary", n, got.Reasoning, agent.MaxReasoningBytes)
+				}
+				return
+			}
+			if got.Reasoning != c.reasoning {
+				t.Fatalf("reasoning %q; want %q", got.Reasoning, c.reasoning)
+			}
+		})
+	}
+}
+
+// The scripted server's reasoning fields, over a real socket.
+func TestReasoningLLMTest(t *testing.T) {
+	srv := llmtest.New(t)
+	srv.Push(llmtest.Reply{Content: "", Reasoning: "out of tokens", FinishReason: "length"},
+		llmtest.Reply{Content: "{}", ReasoningContent: "so"})
+	c := newClient(t, srv, llm.Config{})
+	got, err := c.Complete(t.Context(), prompt("x"))
+	if err != nil || got.Text != "" || got.Reasoning != "out of tokens" || !got.Truncated {
+		t.Fatalf("Complete = %+v, %v; want no text, the reasoning, truncated", got, err)
+	}
+	got, err = c.Complete(t.Context(), prompt("x"))
+	if err != nil || got.Text != "{}" || got.Reasoning != "so" || got.Truncated {
+		t.Fatalf("Complete = %+v, %v; want the text and the reasoning", got, err)
+	}
+}

@@ -39,6 +39,13 @@
 // of the choices has its message in the error); other errors are transport failures. The client does
 // not retry: the runtime does.
 //
+// A thinking model's reasoning, which the server sends apart from the
+// content (llama-server's and vLLM's reasoning_content, Ollama's and
+// newer vLLM's reasoning), is the Completion's Reasoning, cut to
+// agent.MaxReasoningBytes; one that is not a string is left out. A
+// <think> block at the start of the content stays in the content, for
+// the runtime to set apart.
+//
 // The API key goes only into the Authorization header: it is in no log
 // and no error.
 package llm

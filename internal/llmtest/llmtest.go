@@ -41,6 +41,11 @@ type Reply struct {
 	PromptTokens, CompletionTokens int
 	// FinishReason is the choice's finish_reason ("stop" when empty).
 	FinishReason string
+	// Reasoning and ReasoningContent, when not empty, are sent as the
+	// message's "reasoning" (Ollama's) and "reasoning_content"
+	// (llama-server's, vLLM's): a thinking model's trace beside its
+	// content.
+	Reasoning, ReasoningContent string
 }
 
 // Text returns a Reply whose content is content.
@@ -357,11 +362,18 @@ func completion(req Request, reply Reply, model string, promptBytes int) map[str
 		pt = promptBytes/4 + 1
 	}
 	if ct == 0 {
-		ct = len(reply.Content)/4 + 1
+		ct = (len(reply.Content)+len(reply.Reasoning)+len(reply.ReasoningContent))/4 + 1
 	}
 	finish := reply.FinishReason
 	if finish == "" {
 		finish = "stop"
+	}
+	msg := map[string]any{"role": "assistant", "content": reply.Content}
+	if reply.Reasoning != "" {
+		msg["reasoning"] = reply.Reasoning
+	}
+	if reply.ReasoningContent != "" {
+		msg["reasoning_content"] = reply.ReasoningContent
 	}
 	return map[string]any{
 		"id":      "chatcmpl-llmtest-" + strconv.FormatInt(time.Now().UnixNano(), 36),
@@ -370,7 +382,7 @@ func completion(req Request, reply Reply, model string, promptBytes int) map[str
 		"model":   model,
 		"choices": []any{map[string]any{
 			"index":         0,
-			"message":       map[string]any{"role": "assistant", "content": reply.Content},
+			"message":       msg,
 			"finish_reason": finish,
 		}},
 		"usage": map[string]any{"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct},

@@ -340,3 +340,36 @@ func TestWaitCallsConcurrent(t *testing.T) {
 		t.Error("WaitCalls with a canceled ctx returned nil")
 	}
 }
+
+// A reply's reasoning goes in the message's "reasoning" (Ollama) or
+// "reasoning_content" (llama-server, vLLM), beside its content, and
+// neither is sent when empty.
+func TestReasoningFields(t *testing.T) {
+	srv := llmtest.New(t)
+	srv.Push(
+		llmtest.Reply{Content: "", Reasoning: "hmm", FinishReason: "length"},
+		llmtest.Reply{Content: "{}", ReasoningContent: "so"},
+		llmtest.Text("{}"),
+	)
+	for _, want := range []string{
+		`{"content":"","reasoning":"hmm","role":"assistant"}`,
+		`{"content":"{}","reasoning_content":"so","role":"assistant"}`,
+		`{"content":"{}","role":"assistant"}`,
+	} {
+		a, err := post(t, t.Context(), srv.URL(), chatBody("q"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b struct {
+			Choices []struct {
+				Message json.RawMessage `json:"message"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal(a.body, &b); err != nil || len(b.Choices) != 1 {
+			t.Fatalf("%s: %v", a.body, err)
+		}
+		if got := string(b.Choices[0].Message); got != want {
+			t.Errorf("message %s, want %s", got, want)
+		}
+	}
+}
