@@ -22,7 +22,9 @@ type Answer struct {
 	// Raw is the answer exactly as received.
 	Raw string
 	// Object is the answer's JSON object alone: Raw without the white
-	// space around it (trimAnswer), what the executor is given.
+	// space around it (trimAnswer), and without the <think> block a
+	// model's content may open with (parseModelAnswer), what the
+	// executor is given.
 	Object string
 	// Action is the proposal's action as spelled (READ_FILE), or the agent
 	// response's (COMPLETED, STUCK, RETRY).
@@ -54,8 +56,9 @@ const (
 // AnswerError is why an answer was refused: fed back to the model so that
 // it can answer again.
 type AnswerError struct {
-	// Rule is the broken rule: size, json, object, kind, schema, or
-	// tool_call (the answer called a tool instead).
+	// Rule is the broken rule: size, json, object, kind, schema,
+	// tool_call (the answer called a tool instead), or reasoning (a
+	// thinking model sent its reasoning and no answer).
 	Rule    string
 	Message string
 }
@@ -129,6 +132,77 @@ func ParseAnswer(text string, max int) (*Answer, *AnswerError) {
 	}
 	a.Kind, a.Action, a.Response, a.Key = KindAgentResponse, r.Action, &r, r.Action
 	return a, nil
+}
+
+// The tags of the block in which a thinking model's content may give its
+// reasoning before its answer, as DeepSeek-R1, Qwen3 and QwQ write it
+// when the server does not separate it (llama-server with
+// --reasoning-format none, vLLM without a reasoning parser, older
+// servers and chat templates).
+const (
+	thinkOpen  = "<think>"
+	thinkClose = "</think>"
+)
+
+// parseModelAnswer is ParseAnswer for a model's content: one <think>
+// block at its very start (JSON's white space around it aside) is the
+// model's reasoning, set apart as the answer's Thought; what follows it
+// is judged by ParseAnswer, as strictly as an answer without one. The
+// size bound is the whole content's. A <think> block that never closes
+// is refused (rule reasoning). An external worker's line is not a
+// model's content: it goes through ParseAnswer alone.
+func parseModelAnswer(text string, max int) (*Answer, *AnswerError) {
+	if len(text) > max {
+		return ParseAnswer(text, max)
+	}
+	_, rest, ok, closed := splitThought(text)
+	if !ok {
+		a, aerr := ParseAnswer(text, max)
+		if aerr != nil && aerr.Rule == "object" && strings.Contains(text, thinkClose) {
+			// A chat template that opens the block in the prompt
+			// leaves the model's text with its end alone.
+			aerr.Message = "the answer is not a single JSON object: it has a " + thinkClose + " without the " + thinkOpen +
+				" that opens it; the reasoning, if any, must be one " + thinkOpen + "…" + thinkClose + " block at the very start"
+		}
+		return a, aerr
+	}
+	if !closed {
+		return nil, &AnswerError{Rule: "reasoning", Message: "the answer opens a " + thinkOpen + " block it never closes; end the reasoning with " + thinkClose + " and send the JSON object after it"}
+	}
+	a, aerr := ParseAnswer(rest, max)
+	if aerr != nil {
+		return nil, aerr
+	}
+	a.Raw = text
+	return a, nil
+}
+
+// splitThought separates the <think> block text opens with (after JSON's
+// white space) from the rest: ok reports a block, closed that it ends;
+// thought is its text, trimmed, rest what follows its end. A block that
+// does not close has all the text after its opening tag as thought.
+func splitThought(text string) (thought, rest string, ok, closed bool) {
+	after, ok := strings.CutPrefix(strings.TrimLeft(text, jsonSpace), thinkOpen)
+	if !ok {
+		return "", text, false, false
+	}
+	thought, rest, closed = strings.Cut(after, thinkClose)
+	return strings.TrimSpace(thought), rest, true, closed
+}
+
+// answerText is a model's stored answer without the <think> block it may
+// open with (all of it when the block never closes) and the white space
+// after the block: what the model is
+// shown of its earlier answers, and what stands for the executor's data
+// of an answer redacted past parsing. The reasoning is never sent back.
+func answerText(raw string) string {
+	if _, rest, ok, closed := splitThought(raw); ok {
+		if !closed {
+			return ""
+		}
+		return trimAnswer(rest)
+	}
+	return raw
 }
 
 // trimAnswer is text without the white space an answer may have around

@@ -460,3 +460,50 @@ func TestParseAnswerSchemaMessage(t *testing.T) {
 		})
 	}
 }
+
+// A model's content may open with one <think> block, JSON's white space
+// around it: the answer is what follows, judged as strictly as ever, and
+// the prompt shows the model that alone; anything else around the object
+// is refused, and a block that never closes is refused as such.
+func TestParseModelAnswerThinkBlock(t *testing.T) {
+	const obj = `{"action":"STUCK","evidence_files":[],"summary_for_supervisor":"no"}`
+	for _, c := range []struct {
+		text, rule, shown string
+	}{
+		{obj, "", obj},
+		{"<think>a</think>" + obj, "", obj},
+		{" \n<think>\na\n</think>\r\n\t" + obj + "\n", "", obj},
+		{"<think></think>" + obj, "", obj},
+		{"<think>a</think>", "json", ""},
+		{"<think>a", "reasoning", ""},
+		{"<think>a{" + obj, "reasoning", ""},
+		{"x<think>a</think>" + obj, "object", "x<think>a</think>" + obj},
+		{"<think>a</think>x" + obj, "object", "x" + obj},
+		{"<think>a</think><think>b</think>" + obj, "object", "<think>b</think>" + obj},
+		{"<think>a</think>" + obj + "<think>b</think>", "json", obj + "<think>b</think>"},
+		{"<think>a</think>\u00a0" + obj, "object", "\u00a0" + obj},
+		{"\u00a0<think>a</think>" + obj, "object", "\u00a0<think>a</think>" + obj},
+		{"<Think>a</Think>" + obj, "object", "<Think>a</Think>" + obj},
+		{"a</think>" + obj, "object", "a</think>" + obj},
+	} {
+		a, aerr := parseModelAnswer(c.text, 1<<10)
+		switch {
+		case c.rule == "" && aerr != nil:
+			t.Errorf("%q: refused (%v)", c.text, aerr)
+		case c.rule == "" && (a.Object != obj || a.Raw != c.text || a.Kind != KindAgentResponse):
+			t.Errorf("%q: object %q, raw %q, kind %s", c.text, a.Object, a.Raw, a.Kind)
+		case c.rule != "" && (aerr == nil || aerr.Rule != c.rule):
+			t.Errorf("%q: %v; want refused, rule %s", c.text, aerr, c.rule)
+		}
+		if got := answerText(c.text); got != c.shown {
+			t.Errorf("answerText(%q) = %q; want %q", c.text, got, c.shown)
+		}
+	}
+	if _, aerr := parseModelAnswer("a</think>"+obj, 1<<10); aerr == nil || !strings.Contains(aerr.Message, "without the <think>") {
+		t.Errorf("a </think> without its <think>: %v; want the refusal to say so", aerr)
+	}
+	// The size bound is the whole content's.
+	if _, aerr := parseModelAnswer("<think>"+strings.Repeat("a", 100)+"</think>"+obj, 100); aerr == nil || aerr.Rule != "size" {
+		t.Errorf("a content over the bound with its reasoning: %v; want refused for its size", aerr)
+	}
+}

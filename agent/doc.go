@@ -9,7 +9,12 @@
 // the model the conversation so far (the system prompt, the task, and for
 // every earlier step the model's answer and what came of it) and reads
 // its answer with [ParseAnswer], strictly: exactly one JSON object, no
-// prose and no markdown fences. The answer is either
+// prose and no markdown fences. A thinking model's reasoning, which the
+// server sends beside the answer ([Completion].Reasoning) or as one
+// <think>…</think> block before it, is set apart and kept in the step's
+// history ([Response].Reasoning), never sent back to the model; an answer
+// that is all reasoning is refused naming why (the token budget spent
+// thinking, or no answer after it). The answer is either
 //
 //   - a proposal (it has a schema_version): one action, such as
 //     READ_FILE or WRITE_FILE. The executor validates it against the

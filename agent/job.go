@@ -180,6 +180,11 @@ type Response struct {
 	EvidenceFiles        []string `json:"evidence_files,omitempty"`
 	SummaryForSupervisor string   `json:"summary_for_supervisor,omitempty"`
 	RawResponse          string   `json:"raw_response,omitempty"`
+	// Reasoning is the model's reasoning for this step, as the server
+	// sent it beside the answer or as a <think> block before it,
+	// redacted and cut to MaxReasoningBytes; it is never sent back to
+	// the model.
+	Reasoning string `json:"reasoning,omitempty"`
 	// Redacted reports that secrets were taken out of the raw response:
 	// what is stored is not what the model sent.
 	Redacted             bool    `json:"redacted,omitempty"`

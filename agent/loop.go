@@ -254,14 +254,23 @@ func (jr *jobRun) run(ctx context.Context, taskID string) error {
 			}
 			continue
 		}
-		ans, aerr := ParseAnswer(comp.Text, r.cfg.MaxAnswerBytes)
+		ans, aerr := parseModelAnswer(comp.Text, r.cfg.MaxAnswerBytes)
 		if aerr != nil && len(comp.ToolCalls) > 0 {
 			// The model chose a tool (OpenAI, vLLM and Ollama answer so,
 			// with a null or empty content): told that its answer was
 			// empty, it calls the tool again.
 			aerr = toolCallError(r.redact, comp.ToolCalls)
+		} else if aerr != nil {
+			if terr := thinkingError(comp, r.cfg.MaxTokens); terr != nil {
+				// A thinking model that sent its reasoning and no
+				// answer: told only that its answer was empty (or not
+				// JSON), neither it nor the operator learns why.
+				r.log.Warn("agent: the model sent its reasoning and no answer", "task", jr.j.TaskID, "step", it.Sequence,
+					"truncated", comp.Truncated, "reason", terr.Message)
+				aerr = terr
+			}
 		}
-		if aerr != nil && comp.Truncated {
+		if aerr != nil && comp.Truncated && aerr.Rule != "reasoning" {
 			// The server stopped the answer at its cap (finish_reason
 			// "length"): told only that its JSON ends early, the model
 			// sends it again as long, and the operator learns nothing
@@ -406,6 +415,9 @@ func (jr *jobRun) call(ctx context.Context) (*Interaction, *Completion, error) {
 	}
 	it.Response.Status, it.Response.RawResponse = ResponseSuccess, r.redact(comp.Text)
 	it.Response.Redacted = it.Response.RawResponse != comp.Text
+	// The model's reasoning for the step, for the history alone (the
+	// prompt never shows it): redacted, then cut.
+	it.Response.Reasoning = cut(r.redact(completionReasoning(comp)), MaxReasoningBytes-len("…"))
 	if comp.Model != "" {
 		// The server's text, like its answer: redacted, then cut (a
 		// name in every step's history, which the server could make
@@ -413,6 +425,39 @@ func (jr *jobRun) call(ctx context.Context) (*Interaction, *Completion, error) {
 		it.Request.Metadata.Model = cut(r.redact(comp.Model), maxModelName)
 	}
 	return it, comp, nil
+}
+
+// completionReasoning is the reasoning a completion carries: what the server
+// sent beside the content, or else the <think> block the content opens
+// with (closed or not).
+func completionReasoning(comp *Completion) string {
+	if strings.TrimSpace(comp.Reasoning) != "" {
+		return strings.TrimSpace(comp.Reasoning)
+	}
+	thought, _, _, _ := splitThought(comp.Text)
+	return thought
+}
+
+// thinkingError is the refusal of a thinking model's completion that
+// holds its reasoning and no answer (nil for any other): the server
+// stopped it at maxTokens before it wrote one, or it wrote none after its
+// reasoning (a chat template or reasoning parser that took the answer
+// into the reasoning, as happens with some models on Ollama). A <think>
+// block that never closes but was not cut is parseModelAnswer's refusal.
+func thinkingError(comp *Completion, maxTokens int) *AnswerError {
+	_, _, block, closed := splitThought(comp.Text)
+	if strings.TrimSpace(comp.Reasoning) == "" && !block || strings.Trim(answerText(comp.Text), jsonSpace) != "" {
+		return nil
+	}
+	switch {
+	case comp.Truncated:
+		return &AnswerError{Rule: "reasoning", Message: fmt.Sprintf(
+			"the model spent its whole token budget thinking: the server stopped it at the answer's token cap (agent.max_tokens, %d tokens) before it wrote any answer after its reasoning; raise agent.max_tokens or turn the model's thinking off (think briefly, then send the JSON object)",
+			maxTokens)}
+	case block && !closed:
+		return nil
+	}
+	return &AnswerError{Rule: "reasoning", Message: "the model sent only its reasoning and an empty answer: the JSON object must come after its reasoning, in the message's content; if this goes on, turn the model's thinking off or check the server's reasoning parser and chat template"}
 }
 
 // maxModelName bounds the model a server names in its response, as each
@@ -475,7 +520,9 @@ func (jr *jobRun) prompt(ctx context.Context) []ChatMessage {
 		if it.Response.Kind == KindAPIError || it.Response.Kind == KindCanceled {
 			continue
 		}
-		answer := it.Response.RawResponse
+		// The model's earlier answers are shown without their
+		// reasoning, as a thinking model's chat template does.
+		answer := answerText(it.Response.RawResponse)
 		if it.Response.Kind == KindInvalid {
 			// A refused answer is shown only so far as the model needs
 			// to see what it sent: one over max_answer_bytes (up to the
@@ -1515,7 +1562,7 @@ func stepNote(it *Interaction, outcome string, output json.RawMessage) string {
 	var a struct {
 		Args struct{ Path, Source, Destination string } `json:"args"`
 	}
-	_ = json.Unmarshal([]byte(it.Response.RawResponse), &a)
+	_ = json.Unmarshal([]byte(answerText(it.Response.RawResponse)), &a)
 	target := a.Args.Path
 	if a.Args.Source != "" {
 		target = a.Args.Source + " → " + a.Args.Destination
@@ -1635,14 +1682,14 @@ func (jr *jobRun) release(ctx context.Context, err error) error {
 // (held, finished, waiting for the executor).
 func (jr *jobRun) finishInterrupted(ctx context.Context, it *Interaction) (bool, error) {
 	r := jr.r
-	ans, aerr := ParseAnswer(it.Response.RawResponse, r.cfg.MaxAnswerBytes)
+	ans, aerr := parseModelAnswer(it.Response.RawResponse, r.cfg.MaxAnswerBytes)
 	if aerr != nil && !it.Response.Redacted {
 		return true, fmt.Errorf("agent: stored answer of %s #%d: %w", jr.j.TaskID, it.Sequence, aerr)
 	}
 	// A redacted answer may no longer parse (a pattern that ran past a
 	// JSON string): its action is the one whose data, redacted the same
 	// way, is what was stored.
-	stored := trimAnswer(it.Response.RawResponse)
+	stored := trimAnswer(answerText(it.Response.RawResponse))
 	mine := func(a executor.Action) bool {
 		if ans != nil {
 			return a.ProposalID == ans.ID

@@ -103,7 +103,7 @@ func replayResponse(it *Interaction, maxAnswer int) error {
 	// secrets out may have made it shorter or longer, under or over
 	// maxAnswer or a member's maximum, so only what it still shows is
 	// checked.
-	a, aerr := ParseAnswer(r.RawResponse, maxAnswer)
+	a, aerr := parseModelAnswer(r.RawResponse, maxAnswer)
 	switch r.Kind {
 	case KindInvalid:
 		if aerr == nil && !r.Redacted && !(a.Kind == KindProposal && it.Request.Metadata.Role == RoleSupervisor) {

@@ -107,7 +107,7 @@ func actionKey(it Interaction) string {
 	if it.Response.Kind != KindProposal {
 		return ""
 	}
-	a, _ := ParseAnswer(it.Response.RawResponse, 1<<30)
+	a, _ := parseModelAnswer(it.Response.RawResponse, 1<<30)
 	if a == nil {
 		return ""
 	}
@@ -118,7 +118,7 @@ func actionKey(it Interaction) string {
 }
 
 func reasoningOf(it Interaction) string {
-	a, _ := ParseAnswer(it.Response.RawResponse, 1<<30)
+	a, _ := parseModelAnswer(it.Response.RawResponse, 1<<30)
 	if a == nil {
 		return ""
 	}

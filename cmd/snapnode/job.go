@@ -15,6 +15,7 @@ import (
 	"github.com/snapnode/snapnode/internal/admin"
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/node"
+	"github.com/snapnode/snapnode/internal/textcut"
 	"github.com/snapnode/snapnode/tasks"
 )
 
@@ -228,6 +229,10 @@ func (c *cli) printHistory(stores jobStores, format, id string) int {
 		if it.Guidance != "" {
 			fmt.Fprintf(c.stdout, "    told first: %s\n", shown(it.Guidance))
 		}
+		if it.Response.Reasoning != "" {
+			// Its start: the JSON format has the whole of it.
+			fmt.Fprintf(c.stdout, "    reasoning: %s\n", shown(textcut.Shorten(it.Response.Reasoning, maxReasoningShown, "…")))
+		}
 		if it.Response.Error != "" {
 			fmt.Fprintf(c.stdout, "    error: %s\n", shown(it.Response.Error))
 		}
@@ -349,6 +354,10 @@ func (c *cli) jobError(prog, id string, err error) int {
 // character spelled out (⟨U+001B⟩), newlines too, as the console and
 // `held --diff` show them, so that it can neither drive the operator's
 // terminal nor forge a line of the listing.
+// maxReasoningShown bounds the start of a step's reasoning that the text
+// format of a job's history shows, in bytes.
+const maxReasoningShown = 300
+
 func shown(s string) string {
 	return strings.ReplaceAll(executor.Visible(s), "\n", "⟨U+000A⟩")
 }

@@ -192,7 +192,8 @@ func TestJobTextSpellsControls(t *testing.T) {
 // The text formats tell the job's waits for a human, read from its task's
 // status events: the call after which the job stopped shows where it went
 // (INTERVENTION_REQUIRED, not the RUNNING it recorded), how long it waited
-// and for whom, and the guidance the next call was told first; job show
+// and for whom, the guidance the next call was told first and the start
+// of the model's reasoning for a step; job show
 // says its seconds are work, and the time waited apart.
 func TestJobTextShowsWaits(t *testing.T) {
 	dir := t.TempDir()
@@ -242,7 +243,7 @@ func TestJobTextShowsWaits(t *testing.T) {
 	call(0, 0, "", agent.Response{Status: agent.ResponseError, Kind: agent.KindAPIError, Error: "connection refused", NewStatus: agent.Running, ExecutionTimeSeconds: 0.01}, nil)
 	status(tasks.StateInputRequired, 100*time.Millisecond, "the model server failed 4 times in a row: connection refused")
 	status(tasks.StateWorking, 16*time.Second, "the agent is working on the task")
-	call(1, 16*time.Second, "use notes.md", agent.Response{Status: agent.ResponseSuccess, Kind: agent.KindProposal, Action: "DELETE_FILE", RawResponse: "{}", NewStatus: agent.InterventionRequired, ExecutionTimeSeconds: 0.02},
+	call(1, 16*time.Second, "use notes.md", agent.Response{Status: agent.ResponseSuccess, Kind: agent.KindProposal, Action: "DELETE_FILE", RawResponse: "{}", Reasoning: "notes.md is\nstale" + strings.Repeat(" and old", 100), NewStatus: agent.InterventionRequired, ExecutionTimeSeconds: 0.02},
 		&agent.Observation{Outcome: agent.ObsNeedsConfirmation, Reason: "held"})
 	status(tasks.StateInputRequired, 16100*time.Millisecond, "confirmation needed for action a1: deletes a file")
 	status(tasks.StateWorking, 21100*time.Millisecond, "approved")
@@ -255,7 +256,8 @@ func TestJobTextShowsWaits(t *testing.T) {
 	for _, want := range []string{
 		"#0 10:00:00 RUNNING → INTERVENTION_REQUIRED: api_error",
 		"    waited 15.9 s for the requester: the model server failed 4 times in a row: connection refused\n#1 ",
-		"#1 10:00:16 RUNNING → INTERVENTION_REQUIRED: proposal DELETE_FILE (0.02s)\n    told first: use notes.md\n",
+		"#1 10:00:16 RUNNING → INTERVENTION_REQUIRED: proposal DELETE_FILE (0.02s)\n    told first: use notes.md\n    reasoning: notes.md is⟨U+000A⟩stale and old",
+		"…\n    needs_confirmation held\n",
 		"    waited 5.0 s for an operator: confirmation needed for action a1: deletes a file\n#2 ",
 		"#2 10:00:21 RUNNING → SUCCESS",
 	} {
