@@ -11,9 +11,10 @@ import (
 // SetTestHooks installs failure points for the tests of package
 // sandbox_test: beforeOp runs before each step of a promotion or rollback
 // (with the step's kind and virtual path), beforeRename once a temporary
-// file is written and synced, before it is renamed over its target.
+// file is written and synced, before it is renamed over its target. It
+// clears the other hooks, but not SetPortable.
 func SetTestHooks(s *Sandbox, beforeOp func(kind, path string) error, beforeRename func(path string) error) {
-	s.core.hooks = hooks{}
+	s.core.hooks = hooks{portable: s.core.hooks.portable}
 	if beforeOp != nil {
 		s.core.hooks.beforeOp = func(o op) error { return beforeOp(o.kind.String(), Virtual(o.rel)) }
 	}
