@@ -109,8 +109,10 @@
 // cannot be put back because the path was made again meanwhile, it stays
 // under its private name, which the error gives. A crash while a file is
 // under its private name leaves it there: Sweep leaves it, and Recover
-// puts it back on its empty path, or removes it when the path holds a
-// file again and it holds one of the snapshot's images; holding anything
+// puts it back on its empty path, removes the private name when it is a
+// second link to the path's file (a crash between the link(2) and the
+// removal off Linux), or removes it when the path holds a file again and
+// it holds one of the snapshot's images; holding anything
 // else, it is kept and Recover fails with ErrDiverged naming it
 // (RecoverAround leaves the path and reports it).
 //

@@ -103,3 +103,8 @@ func AsideName(name string) string { return asideName(name) }
 // and a file is set aside before the new image goes in (the name is empty
 // between the two) rather than exchanged with it.
 func SetPortable(s *Sandbox) { s.core.hooks.portable = true }
+
+// SetLinkHook installs a hook between the two steps of a rename that must
+// not replace where the sandbox acts as off Linux (SetPortable): the
+// link(2) to the new name is made, the old name not yet removed.
+func SetLinkHook(s *Sandbox, linked func()) { s.core.hooks.linked = linked }

@@ -214,7 +214,8 @@ func (s *Sandbox) restore(ctx context.Context, snap *Snapshot, partial bool, lef
 
 // unstash settles the file a crash left set aside (asideName) while the
 // path of e was replaced or removed. Where the path is empty, the file
-// goes back to it. Where the path holds a file again (the crash came
+// goes back to it; where the path is the same file (a second link), the
+// private name goes. Where the path holds a file again (the crash came
 // after the new image went in), the file set aside goes if it holds one
 // of e's images, which the snapshot keeps; otherwise it stays and the
 // error matches ErrDiverged and names it.
@@ -225,14 +226,25 @@ func (s *Sandbox) unstash(ctx context.Context, e entry) error {
 	}
 	defer d.close()
 	a := asideName(name)
-	if _, err := d.r.Lstat(a); err != nil {
+	fa, err := d.r.Lstat(a)
+	if err != nil {
 		return nil
 	}
-	if _, err := d.r.Lstat(name); errors.Is(err, fs.ErrNotExist) {
+	fn, err := d.r.Lstat(name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		if err := s.renameNoReplace(d.r, a, name); err != nil {
 			return err
 		}
 		s.core.tally.forget() // a file counted in again
+		return s.syncDir(d.r)
+	case err == nil && os.SameFile(fa, fn):
+		// A rename done as a link and a removal (linkRename, off Linux),
+		// to the private name or back, stopped between the two: one file
+		// under both names. The path keeps it.
+		if err := d.r.Remove(a); err != nil {
+			return bare(err)
+		}
 		return s.syncDir(d.r)
 	}
 	img, err := s.loadIn(ctx, d.r, a)
@@ -824,7 +836,7 @@ func (s *Sandbox) takeBack(d *os.Root, name string, a *aside, tmp *tempFile, cau
 // test has the sandbox act as off Linux (hooks.portable).
 func (s *Sandbox) renameNoReplace(d *os.Root, from, to string) error {
 	if s.core.hooks.portable {
-		return linkRename(d, from, to)
+		return linkRename(d, from, to, s.core.hooks.linked)
 	}
 	return renameNoReplace(d, from, to)
 }
@@ -841,11 +853,15 @@ func (s *Sandbox) exchange(d *os.Root, a, b string) error {
 // linkRename is renameNoReplace by link(2), which fails if to exists,
 // then the removal of from; for a moment the file has two names. Where
 // the file system has no hard links either, the name is looked at first
-// and the rename replaces what came in between.
-func linkRename(d *os.Root, from, to string) error {
+// and the rename replaces what came in between. linked, if not nil, runs
+// between the link and the removal (a test's failure point).
+func linkRename(d *os.Root, from, to string, linked func()) error {
 	err := d.Link(from, to)
 	switch {
 	case err == nil:
+		if linked != nil {
+			linked()
+		}
 		return bare(d.Remove(from))
 	case errors.Is(err, fs.ErrExist) || errors.Is(err, fs.ErrNotExist):
 		return bare(err)

@@ -15,7 +15,7 @@ import (
 func renameNoReplace(d *os.Root, from, to string) error {
 	err := renameat2(d, from, to, unix.RENAME_NOREPLACE)
 	if errors.Is(err, errors.ErrUnsupported) {
-		return linkRename(d, from, to)
+		return linkRename(d, from, to, nil)
 	}
 	return err
 }

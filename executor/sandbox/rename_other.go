@@ -9,7 +9,7 @@ import (
 
 // renameNoReplace renames from to to, two names in the directory d,
 // unless to exists (fs.ErrExist): linkRename.
-func renameNoReplace(d *os.Root, from, to string) error { return linkRename(d, from, to) }
+func renameNoReplace(d *os.Root, from, to string) error { return linkRename(d, from, to, nil) }
 
 // exchange cannot swap two files in one step here.
 func exchange(*os.Root, string, string) error { return errors.ErrUnsupported }

@@ -88,6 +88,10 @@ type hooks struct {
 	// cannot exchange two names or rename without replacing (off Linux):
 	// link and remove, files set aside before the new image goes in.
 	portable bool
+	// linked runs inside a rename that must not replace, done as a link
+	// and a removal (portable): the link is made, the old name not yet
+	// removed.
+	linked func()
 	// lookup stands for the file system's own look-up of name in d: the
 	// name of the entry it finds. The tests set it to act as a file
 	// system that ignores case would; nil: name itself.
