@@ -454,6 +454,13 @@ func (s *Sandbox) do(ctx context.Context, o op) (applied bool, err error) {
 		}
 	}
 	if err != nil {
+		if o.kind == opWrite || o.kind == opUnlink {
+			// A file set aside may have been put back (putBack, takeBack)
+			// or removed (drop): made durable too, lest a power cut leave
+			// it under its private name for a change that failed and that
+			// no Recover will see again.
+			s.syncDir(d.r)
+		}
 		return false, err
 	}
 	if err := s.syncDir(d.r); err != nil {

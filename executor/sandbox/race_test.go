@@ -406,3 +406,54 @@ func TestCrashAsideEdited(t *testing.T) {
 		}
 	})
 }
+
+// TestPutBackSynced: a file found edited once set aside is put back, and
+// its directory synced before Promote returns, so that a power cut then
+// cannot leave the path empty (or holding the new image) with the edited
+// file under its private name, for an action recorded as failed that no
+// Recover will see again.
+func TestPutBackSynced(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		path   string
+		change sandbox.Change
+	}{
+		{"/sandbox/notes.md", sandbox.Write{Path: "/sandbox/notes.md", Content: []byte("new\n")}},
+		{"/sandbox/sub/a.txt", sandbox.Delete{Path: "/sandbox/sub/a.txt"}},
+	} {
+		eachWay(t, c.path, func(t *testing.T, set func(*sandbox.Sandbox)) {
+			dir, sb := newSandbox(t, sandbox.Limits{}, stageFixture)
+			set(sb)
+			st, err := sb.Stage(ctx, []sandbox.Change{c.change})
+			if err != nil {
+				t.Fatal(err)
+			}
+			edited, synced := false, 0
+			sandbox.SetSwapHook(sb, func(step, path string) error {
+				if step == "aside" && !edited {
+					edited = true
+					aside := filepath.Join(filepath.Dir(hostPath(dir, path)), sandbox.AsideName(filepath.Base(path)))
+					if err := os.WriteFile(aside, []byte("hand edit\n"), 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+				return nil
+			})
+			sandbox.SetSyncHook(sb, func() error {
+				if edited {
+					synced++
+				}
+				return nil
+			})
+			if _, err := sb.Promote(ctx, st); !edited || !errors.Is(err, sandbox.ErrChanged) {
+				t.Fatalf("Promote = %v (edited %v); want ErrChanged", err, edited)
+			}
+			if b, err := os.ReadFile(hostPath(dir, c.path)); err != nil || string(b) != "hand edit\n" {
+				t.Fatalf("%s = %q, %v; want the hand edit back", c.path, b, err)
+			}
+			if synced == 0 {
+				t.Fatal("the directory was not synced once the file was put back")
+			}
+		})
+	}
+}
