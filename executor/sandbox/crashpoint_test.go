@@ -28,7 +28,7 @@ func crashHooks(sb *sandbox.Sandbox, set func(*sandbox.Sandbox), point func(what
 		point("sync")
 		return nil
 	})
-	sandbox.SetLinkHook(sb, func() { point("linked") })
+	sandbox.SetLinkHook(sb, func(from, to string) { point("linked " + from + " " + to) })
 }
 
 // TestCrashAtEveryPoint stops a promotion, and a rollback, at each of its

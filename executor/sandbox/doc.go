@@ -128,7 +128,9 @@
 // renames (a reader finds no file there for that instant); where it
 // cannot rename without replacing either, a new image goes in by link and
 // unlink, so for an instant the file has two names (a Read of it then
-// fails with ErrHardLink); and where it has no hard links either, the
+// fails with ErrHardLink), while a file is set aside by a plain rename
+// once its private name is found free (never by link and unlink, which
+// would remove a file renamed over its name in between); and where it has no hard links either, the
 // name is looked at before the rename, and a file made in between is
 // written over. Off Linux, macOS and the BSDs, and on a file
 // system that keeps no locks, the folder is not locked: promotions and

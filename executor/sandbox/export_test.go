@@ -106,5 +106,6 @@ func SetPortable(s *Sandbox) { s.core.hooks.portable = true }
 
 // SetLinkHook installs a hook between the two steps of a rename that must
 // not replace where the sandbox acts as off Linux (SetPortable): the
-// link(2) to the new name is made, the old name not yet removed.
-func SetLinkHook(s *Sandbox, linked func()) { s.core.hooks.linked = linked }
+// link(2) from the name from to the name to, in one directory, is made,
+// from is not yet removed.
+func SetLinkHook(s *Sandbox, linked func(from, to string)) { s.core.hooks.linked = linked }

@@ -712,7 +712,7 @@ func (a *aside) close() {
 // name that is gone is o.changed too.
 func (s *Sandbox) setAside(ctx context.Context, d *os.Root, name string, o op) (*aside, error) {
 	a := &aside{name: asideName(name)}
-	if err := s.renameNoReplace(d, name, a.name); err != nil {
+	if err := s.renameAside(d, name, a.name); err != nil {
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			return nil, fmt.Errorf("%w: removed", o.changed)
@@ -848,6 +848,30 @@ func (s *Sandbox) renameNoReplace(d *os.Root, from, to string) error {
 	return renameNoReplace(d, from, to)
 }
 
+// renameAside renames the workspace file from to its private name to,
+// unless to exists (fs.ErrExist), in one atomic step. Where the system
+// cannot rename without replacing (renameExcl), to is looked at first and
+// a plain rename follows: only the sandbox makes private names, under its
+// locks (where the folder is not locked, two processes promoting one path
+// meet as an editor and a sandbox do). Never a link and the removal of
+// from (linkRename): that would remove whatever an editor renamed over
+// from between the two.
+func (s *Sandbox) renameAside(d *os.Root, from, to string) error {
+	err := errors.ErrUnsupported
+	if !s.core.hooks.portable {
+		err = renameExcl(d, from, to)
+	}
+	if !errors.Is(err, errors.ErrUnsupported) {
+		return err
+	}
+	if _, err := d.Lstat(to); err == nil {
+		return fs.ErrExist
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return bare(err)
+	}
+	return bare(d.Rename(from, to))
+}
+
 // exchange is the package's exchange, or errors.ErrUnsupported where a
 // test has the sandbox act as off Linux (hooks.portable).
 func (s *Sandbox) exchange(d *os.Root, a, b string) error {
@@ -862,12 +886,12 @@ func (s *Sandbox) exchange(d *os.Root, a, b string) error {
 // the file system has no hard links either, the name is looked at first
 // and the rename replaces what came in between. linked, if not nil, runs
 // between the link and the removal (a test's failure point).
-func linkRename(d *os.Root, from, to string, linked func()) error {
+func linkRename(d *os.Root, from, to string, linked func(from, to string)) error {
 	err := d.Link(from, to)
 	switch {
 	case err == nil:
 		if linked != nil {
-			linked()
+			linked(from, to)
 		}
 		return bare(d.Remove(from))
 	case errors.Is(err, fs.ErrExist) || errors.Is(err, fs.ErrNotExist):

@@ -457,3 +457,47 @@ func TestPutBackSynced(t *testing.T) {
 		})
 	}
 }
+
+// TestSetAsideKeepsEditDuringLink: off Linux, a rename that must not
+// replace is a link(2) and a removal. Setting a workspace file aside so
+// would remove, with the old name, whatever an editor renamed over it
+// between the two: the hand edit lost, and the promotion reported done.
+// Any link made from a workspace name is raced so here; the edit must
+// stay and the promotion fail with ErrChanged.
+func TestSetAsideKeepsEditDuringLink(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		path   string
+		change sandbox.Change
+	}{
+		{"/sandbox/notes.md", sandbox.Write{Path: "/sandbox/notes.md", Content: []byte("new\n")}},
+		{"/sandbox/sub/a.txt", sandbox.Delete{Path: "/sandbox/sub/a.txt"}},
+	} {
+		t.Run(c.path, func(t *testing.T) {
+			dir, sb := newSandbox(t, sandbox.Limits{}, stageFixture)
+			sandbox.SetPortable(sb)
+			host := hostPath(dir, c.path)
+			st, err := sb.Stage(ctx, []sandbox.Change{c.change})
+			if err != nil {
+				t.Fatal(err)
+			}
+			edited := false
+			sandbox.SetLinkHook(sb, func(from, to string) {
+				if from == filepath.Base(host) && !edited {
+					edited = true
+					byRename("hand edit\n")(t, host)
+				}
+			})
+			_, err = sb.Promote(ctx, st)
+			if !edited {
+				return // no link from the workspace name: nothing to race
+			}
+			if !errors.Is(err, sandbox.ErrChanged) {
+				t.Errorf("Promote = %v; want ErrChanged", err)
+			}
+			if b, err := os.ReadFile(host); err != nil || string(b) != "hand edit\n" {
+				t.Errorf("%s = %q, %v: the hand edit is lost", c.path, b, err)
+			}
+		})
+	}
+}

@@ -13,11 +13,18 @@ import (
 // unless to exists (fs.ErrExist): renameat2 with RENAME_NOREPLACE, one
 // atomic step, or linkRename where the file system cannot.
 func renameNoReplace(d *os.Root, from, to string) error {
-	err := renameat2(d, from, to, unix.RENAME_NOREPLACE)
+	err := renameExcl(d, from, to)
 	if errors.Is(err, errors.ErrUnsupported) {
 		return linkRename(d, from, to, nil)
 	}
 	return err
+}
+
+// renameExcl renames from to to, two names in the directory d, unless to
+// exists (fs.ErrExist), in one atomic step (RENAME_NOREPLACE);
+// errors.ErrUnsupported where the file system cannot.
+func renameExcl(d *os.Root, from, to string) error {
+	return renameat2(d, from, to, unix.RENAME_NOREPLACE)
 }
 
 // exchange swaps the files named a and b in d in one atomic step

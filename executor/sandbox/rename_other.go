@@ -13,3 +13,6 @@ func renameNoReplace(d *os.Root, from, to string) error { return linkRename(d, f
 
 // exchange cannot swap two files in one step here.
 func exchange(*os.Root, string, string) error { return errors.ErrUnsupported }
+
+// renameExcl cannot rename without replacing in one step here.
+func renameExcl(*os.Root, string, string) error { return errors.ErrUnsupported }

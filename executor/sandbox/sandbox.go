@@ -89,9 +89,9 @@ type hooks struct {
 	// link and remove, files set aside before the new image goes in.
 	portable bool
 	// linked runs inside a rename that must not replace, done as a link
-	// and a removal (portable): the link is made, the old name not yet
-	// removed.
-	linked func()
+	// and a removal (portable): the link from from to to is made, from
+	// not yet removed.
+	linked func(from, to string)
 	// lookup stands for the file system's own look-up of name in d: the
 	// name of the entry it finds. The tests set it to act as a file
 	// system that ignores case would; nil: name itself.
