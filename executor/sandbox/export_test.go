@@ -84,12 +84,14 @@ func SetFoldingLookup(s *Sandbox) {
 // under other spellings.
 func Folds(s *Sandbox) bool { return s.core.spelling.Load().folds }
 
-// SetSwapHook installs a hook at the two points of replacing or removing
-// a file that a hand edit could race: step "aside" once the file at path
+// SetSwapHook installs a hook at the points of replacing or removing a
+// file that a hand edit could race: step "aside" once the file at path
 // is renamed to its private name and before its content is checked, step
 // "in" once the new image is renamed in (or, for a removal, the file
-// checked) and before the file set aside is hashed again. A hook that
-// panics stands for a crash there: nothing is undone.
+// checked) and before the file set aside is hashed again, and step
+// "remove" before the file set aside is removed (an error there stands
+// for the removal failing). A hook that panics stands for a crash there:
+// nothing is undone.
 func SetSwapHook(s *Sandbox, swap func(step, path string) error) {
 	s.core.hooks.swap = func(step, rel string) error { return swap(step, Virtual(rel)) }
 }

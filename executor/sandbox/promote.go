@@ -591,7 +591,20 @@ func (s *Sandbox) writeIn(ctx context.Context, d *os.Root, name string, o op) (e
 	if err := s.holds(ctx, a, o); err != nil {
 		return s.takeBack(d, name, a, tmp, err)
 	}
+	if err := s.removeAside(d, a, o); err != nil {
+		return s.takeBack(d, name, a, tmp, err)
+	}
+	return nil
+}
+
+// removeAside removes the file set aside once the step is done. If it
+// cannot, the caller puts it back (takeBack, putBack): the step is
+// undone, and a failed step leaves nothing under a private name.
+func (s *Sandbox) removeAside(d *os.Root, a *aside, o op) error {
 	a.close()
+	if err := s.swapHook("remove", o.rel); err != nil {
+		return err
+	}
 	return bare(d.Remove(a.name))
 }
 
@@ -636,8 +649,10 @@ func (s *Sandbox) exchangeIn(ctx context.Context, d *os.Root, name string, tmp *
 	if err != nil {
 		return true, s.takeBack(d, name, a, tmp, err)
 	}
-	a.close()
-	return true, bare(d.Remove(a.name))
+	if err := s.removeAside(d, a, o); err != nil {
+		return true, s.takeBack(d, name, a, tmp, err)
+	}
+	return true, nil
 }
 
 // errLeftAside: the private name of a file is taken, by a file set aside
@@ -658,8 +673,10 @@ func (s *Sandbox) removeIn(ctx context.Context, d *os.Root, name string, o op) e
 	if err := s.holds(ctx, a, o); err != nil {
 		return s.putBack(d, name, a, err)
 	}
-	a.close()
-	return bare(d.Remove(a.name))
+	if err := s.removeAside(d, a, o); err != nil {
+		return s.putBack(d, name, a, err)
+	}
+	return nil
 }
 
 // renameIn renames the temporary file tmp to name, unless name exists:

@@ -501,3 +501,43 @@ func TestSetAsideKeepsEditDuringLink(t *testing.T) {
 		})
 	}
 }
+
+// TestRemoveAsideFails: the file replaced or removed, set aside, cannot
+// be removed once the step is done (the disk failing). The step is then
+// undone with the others: Promote fails with that error, not
+// ErrIncomplete, the tree is as before and no private file is left (it
+// was a failure reported as such while the path kept the new image, and
+// the file set aside stayed under its private name, barring every later
+// change of the name).
+func TestRemoveAsideFails(t *testing.T) {
+	ctx := context.Background()
+	for _, path := range []string{"/sandbox/notes.md", "/sandbox/sub/a.txt"} {
+		eachWay(t, path, func(t *testing.T, set func(*sandbox.Sandbox)) {
+			dir, sb := newSandbox(t, sandbox.Limits{}, stageFixture)
+			set(sb)
+			before := treeHash(t, dir)
+			st, err := sb.Stage(ctx, composite)
+			if err != nil {
+				t.Fatal(err)
+			}
+			failed := false
+			sandbox.SetSwapHook(sb, func(step, p string) error {
+				if step == "remove" && p == path && !failed {
+					failed = true
+					return errInjected
+				}
+				return nil
+			})
+			var oe *sandbox.OpError
+			if _, err := sb.Promote(ctx, st); !failed || !errors.Is(err, errInjected) || errors.Is(err, sandbox.ErrIncomplete) || !errors.As(err, &oe) || oe.Path != path {
+				t.Fatalf("Promote = %v (failed %v); want the injected failure at %s", err, failed, path)
+			}
+			if treeHash(t, dir) != before {
+				t.Fatal("a failed promotion left changes")
+			}
+			if left := reservedFiles(t, dir); left != nil {
+				t.Fatalf("private files left: %v", left)
+			}
+		})
+	}
+}

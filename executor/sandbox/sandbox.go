@@ -79,10 +79,11 @@ type hooks struct {
 	beforeOp     func(o op) error       // before each step of a promotion or rollback
 	syncDir      func() error           // before each directory sync
 	lockBusy     func()                 // the folder lock is held elsewhere: waiting
-	// swap runs inside a replacement or removal of a file (see swapIn):
-	// step "aside", the file is renamed to its private name, not yet
-	// checked; "in", the new image is in, the file set aside not yet
-	// hashed again.
+	// swap runs inside a replacement or removal of a file (see writeIn,
+	// removeIn): step "aside", the file is renamed to its private name,
+	// not yet checked; "in", the new image is in, the file set aside not
+	// yet hashed again; "remove", the file set aside is about to be
+	// removed.
 	swap func(step, rel string) error
 	// portable has the sandbox replace files as it does where the system
 	// cannot exchange two names or rename without replacing (off Linux):
