@@ -15,10 +15,12 @@ import (
 // elsewhere is a Model that starts work elsewhere for each job, as a
 // delegate does: its step records that work in the job's row
 // (Prompt.KeepSent), then fails as a broken worker (the job waits for a
-// human) or, with block set, waits until its call ends. It reports each
-// step begun on stepped and each CancelJob on canceled.
+// human), with answer set answers it, or, with block set, waits until its
+// call ends. It reports each step begun on stepped and each CancelJob on
+// canceled.
 type elsewhere struct {
 	block    bool
+	answer   string
 	stepped  chan string
 	canceled chan string
 }
@@ -33,6 +35,9 @@ func (m *elsewhere) Complete(ctx context.Context, p agent.Prompt) (*agent.Comple
 		return nil, err
 	}
 	m.stepped <- job
+	if m.answer != "" {
+		return &agent.Completion{Text: m.answer}, nil
+	}
 	if m.block {
 		<-ctx.Done()
 		return nil, ctx.Err()
@@ -126,6 +131,56 @@ func TestCanceledJobCancelsItsWorkElsewhere(t *testing.T) {
 		if list, err := r.store.CanceledSent(ctx, 10); err != nil || len(list) != 0 {
 			t.Fatalf("CanceledSent = %+v, %v; want none", list, err)
 		}
+		stop = r.startRuntime(t, m, 1, 0)
+		stop()
+		select {
+		case c := <-m.canceled:
+			t.Errorf("CancelJob(%s) again", c)
+		default:
+		}
+	})
+}
+
+// A job that ends other than in success ends the work its model started
+// elsewhere for it, as a canceled one does: here a job halted at its step
+// limit between steps, and a job whose task failed elsewhere while it was
+// queued. Each is canceled once. Before, their records were dropped and
+// the work left open (a delegate's task at work, or waiting for a step
+// that never comes).
+func TestEndedJobCancelsItsWorkElsewhere(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		r := newRig(t, dsn)
+		m := newElsewhere(false)
+		m.answer = fuThink
+		halted := r.send(t, "halted").ID
+		r.runWith(t, func(c *agent.Config) { c.MaxSteps = 1 }, m, halted, tasks.StateFailed)
+		if got := m.next(t); got != halted+": work of "+halted {
+			t.Errorf("CancelJob(%s); want %s with its record", got, halted)
+		}
+		if j, err := r.store.Get(t.Context(), halted); err != nil || j.Status != agent.HaltedTime {
+			t.Fatalf("job %+v, %v; want it %s", j, err, agent.HaltedTime)
+		}
+
+		// Failed elsewhere while queued, by a node that had worked on it.
+		ctx := t.Context()
+		failed := r.send(t, "failed").ID
+		if ok, err := r.store.Claim(ctx, failed, "node-0", time.Now(), time.Now().Add(time.Minute)); err != nil || !ok {
+			t.Fatalf("Claim = %v, %v", ok, err)
+		}
+		if err := r.store.KeepSent(ctx, failed, "node-0", []byte("work of "+failed)); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.store.Release(ctx, failed, "node-0"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.svc.Transition(ctx, failed, tasks.StateFailed, "failed elsewhere"); err != nil {
+			t.Fatal(err)
+		}
+		stop := r.startRuntime(t, m, 1, 0)
+		if got := m.next(t); got != failed+": work of "+failed {
+			t.Errorf("CancelJob(%s); want %s with its record", got, failed)
+		}
+		stop()
 		stop = r.startRuntime(t, m, 1, 0)
 		stop()
 		select {

@@ -75,8 +75,9 @@
 // over JSON lines) behind the same interface. A model may implement
 // [JobEnder] to learn when the runtime stops working on a job, and
 // [JobCanceler] to stop the work it started elsewhere for a job (a
-// delegate's task on another agent) once the job is canceled, by any path,
-// with what it recorded of the job ([Prompt.KeepSent]); it wraps
+// delegate's task on another agent) once the job ends other than in
+// success (canceled by any path, halted, its task failed) or is rewound to
+// a checkpoint, with what it recorded of the job ([Prompt.KeepSent]); it wraps
 // [ErrWorkerFailed] when the job must wait for a human at once. Errors the model server
 // reports are a [*ModelError], and an answer it sent that cannot be taken
 // an [*AnsweredError], whose usage the job is charged; a model that knows

@@ -75,7 +75,6 @@ func (r *Runtime) work(ctx context.Context, cancel context.CancelCauseFunc, task
 			jr.j.Status, jr.j.Reason = Canceled, "the task was canceled"
 			if jr.save(bg, nil) == nil {
 				_ = r.cfg.Store.Settle(bg, taskID, Canceled) // the task says canceled already
-				r.cancelElsewhere(bg, taskID)
 			}
 		}
 		r.log.Info("agent: job canceled", "task", taskID)
@@ -103,6 +102,12 @@ func (r *Runtime) work(ctx context.Context, cancel context.CancelCauseFunc, task
 			_ = r.cfg.Store.Release(bg, taskID, r.cfg.Holder)
 		}
 	}
+	if jr.j != nil && jr.j.Status.Terminal() {
+		// Ended other than in success (canceled, halted, its task
+		// failed): the work its model started elsewhere is canceled, if
+		// the write of the end gave its record up (Store.KeepSent).
+		r.cancelElsewhere(context.WithoutCancel(ctx), taskID)
+	}
 }
 
 // start loads the job and its task, finishes a step a crash interrupted,
@@ -129,9 +134,6 @@ func (jr *jobRun) start(ctx context.Context, taskID string) (bool, error) {
 		j.Status, j.Reason = statusOfTask(st), "the task is "+string(st)
 		if err := jr.save(ctx, nil); err != nil {
 			return false, err
-		}
-		if j.Status == Canceled {
-			r.cancelElsewhere(ctx, taskID)
 		}
 		return false, r.cfg.Store.Settle(ctx, taskID, j.Status)
 	}

@@ -68,9 +68,10 @@ type Prompt struct {
 	// idempotency key and message id), and after its answer (what the
 	// job's next step continues); it fails, and nothing must be sent or
 	// answered, when the job is no longer this process's. What it
-	// recorded comes back as Sent until it records another, or the job
-	// ends other than canceled; a canceled job's goes to CancelJob
-	// (JobCanceler).
+	// recorded comes back as Sent until it records another, the job
+	// ends, or it is rewound to a checkpoint (Runtime.ResumeFrom, after
+	// which its next step starts afresh); unless the job succeeded, the
+	// last record then goes to CancelJob (JobCanceler).
 	KeepSent func(ctx context.Context, sent []byte) error `json:"-"`
 }
 
@@ -83,13 +84,17 @@ type JobEnder interface {
 }
 
 // JobCanceler is implemented by models that start work elsewhere for a
-// job (a delegate's task on another agent): once the job ended canceled,
-// by any path (its task canceled while the job ran, waited for a human
-// or was queued, or while the node was down), the runtime calls
-// CancelJob, once, on a goroutine of its own, with what the model last
-// recorded of the job (Prompt.KeepSent), and the model stops that work,
-// within a bound of its own. The record is forgotten first: a node that
-// stops meanwhile does not call it again.
+// job (a delegate's task on another agent): once the job no longer goes
+// on with that work other than by succeeding (it ended canceled, by any
+// path: its task canceled while the job ran, waited for a human or was
+// queued, or while the node was down; it halted at a limit, or its task
+// failed; or it was rewound to a checkpoint, the work holding the steps
+// undone), the runtime calls CancelJob, once, on a goroutine of its own,
+// with what the model last recorded of the job (Prompt.KeepSent), and the
+// model stops that work, within a bound of its own. The record is
+// forgotten first: a node that stops meanwhile does not call it again. A
+// rewound job may be at work on its next step meanwhile, which starts
+// new work: CancelJob stops only the work its record names.
 type JobCanceler interface {
 	CancelJob(ctx context.Context, jobID string, sent []byte)
 }

@@ -159,7 +159,10 @@ func (r *Runtime) ResumeFrom(ctx context.Context, taskID, checkpoint string) (*R
 	j.UpdatedAt = r.cfg.Now()
 	// The note and the queueing in one write: the claim that follows
 	// always finds the note, and a failure leaves neither.
-	if err := st.Write(ctx, Save{Job: j, Expect: Draft, Holder: holder, Release: true, Input: note}); err != nil {
+	// The write gives up the model's record of the job (Save.Rewound):
+	// the work it started elsewhere (a delegate's task) holds the steps
+	// undone, and is canceled; the job's next step starts afresh.
+	if err := st.Write(ctx, Save{Job: j, Expect: Draft, Holder: holder, Release: true, Input: note, Rewound: true}); err != nil {
 		// Waiting in the checkpoint's phase, the note pending if it can
 		// be: an operator's next word (or another resume, which adds a
 		// note of its own) takes it on, and the model is told what the
@@ -167,6 +170,7 @@ func (r *Runtime) ResumeFrom(ctx context.Context, taskID, checkpoint string) (*R
 		return nil, r.backToWaiting(ctx, j, fmt.Errorf("agent: resume %s from %s (%s): queue the job with the note to the model: %w", taskID, checkpoint, undone, err), note)
 	}
 	r.log.Info("agent: job resumed from a checkpoint", "task", taskID, "checkpoint", checkpoint, "rolled_back", len(res.RolledBack))
+	r.cancelElsewhere(ctx, taskID)
 	r.Wake()
 	return res, nil
 }

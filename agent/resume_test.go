@@ -201,3 +201,52 @@ func TestResumeFinishFailsBackToWaiting(t *testing.T) {
 		})
 	}
 }
+
+// cancelRecorder is a Model that only records the jobs CancelJob is
+// called for, with their records.
+type cancelRecorder struct {
+	mu       sync.Mutex
+	canceled []string
+}
+
+func (m *cancelRecorder) Complete(context.Context, Prompt) (*Completion, error) {
+	return nil, errors.New("cancelRecorder: no Complete")
+}
+
+func (m *cancelRecorder) CancelJob(_ context.Context, job string, sent []byte) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.canceled = append(m.canceled, job+": "+string(sent))
+}
+
+// A job rewound to a checkpoint ends the work its model started elsewhere
+// (a delegate's task, whose history holds the steps undone), once, and its
+// next step is given no record of it: it opens new work, told what the
+// job's model is told after the rewind. Before, the rewound job's next
+// step continued the old work, whose context disagreed with the node's.
+func TestResumeCancelsTheWorkElsewhere(t *testing.T) {
+	eachStore(t, func(t *testing.T, ctx context.Context, s *Store) {
+		resumable(t, ctx, s)
+		if err := s.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, `UPDATE agent_jobs SET model_sent = 'the task of the undone steps', model_sent_answered = 1`)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		m := &cancelRecorder{}
+		r := resumeRuntime(s, &undoer{})
+		r.cfg.Model = m
+		if _, err := r.ResumeFrom(ctx, "job", "work-complete-1"); err != nil {
+			t.Fatalf("ResumeFrom: %v", err)
+		}
+		r.wg.Wait()
+		r.cancelLeft(ctx)
+		r.wg.Wait()
+		if want := []string{"job: the task of the undone steps"}; !slices.Equal(m.canceled, want) {
+			t.Fatalf("CancelJob calls %q; want %q", m.canceled, want)
+		}
+		if _, _, sent, _, err := s.StepInput(ctx, "job"); err != nil || sent.Record != nil {
+			t.Fatalf("the next step is given the record %q (%v); want none", sent.Record, err)
+		}
+	})
+}

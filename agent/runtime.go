@@ -492,7 +492,8 @@ func (r *Runtime) fit(t *tasks.Task, arts []tasks.Artifact) []tasks.Artifact {
 // state their jobs show, where a node stopped before it wrote it, and ends
 // the jobs whose tasks were canceled while they waited (a page of them a
 // pass), and cancels the work their model started elsewhere (JobCanceler)
-// for canceled jobs that kept its record (a page a pass). Jobs this
+// for jobs that ended other than in success, or were rewound, whose
+// record no one took yet (a page a pass). Jobs this
 // process works on, or that a live lease holds, are left to their node.
 func (r *Runtime) reconcile(ctx context.Context) {
 	now := r.cfg.Now()
@@ -569,32 +570,35 @@ func (r *Runtime) reconcile(ctx context.Context) {
 	r.cancelLeft(ctx)
 }
 
-// cancelElsewhere cancels the work the model of the canceled job of
-// taskID started elsewhere (JobCanceler), if its record is kept.
+// cancelElsewhere cancels the work the model of the job of taskID started
+// elsewhere (JobCanceler), if the job's last write gave its record up to
+// be canceled (it ended other than in success, or was rewound: see
+// Store.KeepSent) and no one took it yet.
 func (r *Runtime) cancelElsewhere(ctx context.Context, taskID string) {
 	if _, ok := r.cfg.Model.(JobCanceler); !ok {
 		return
 	}
-	_, _, sent, _, err := r.cfg.Store.StepInput(context.WithoutCancel(ctx), taskID)
+	sent, err := r.cfg.Store.SentToCancel(context.WithoutCancel(ctx), taskID)
 	if err != nil {
-		r.log.Warn("agent: the canceled job's record, to cancel its model's work elsewhere; the next reconcile pass does", "task", taskID, "err", err)
+		r.log.Warn("agent: the job's record, to cancel its model's work elsewhere; the next reconcile pass does", "task", taskID, "err", err)
 		return
 	}
-	if sent.Record != nil {
-		r.cancelSent(ctx, CanceledRecord{TaskID: taskID, Sent: sent.Record})
+	if sent != nil {
+		r.cancelSent(ctx, CanceledRecord{TaskID: taskID, Sent: sent})
 	}
 }
 
-// cancelLeft cancels the work elsewhere of canceled jobs whose model's
-// record is kept (a page a pass): canceled while the node was down, or
-// by a node that stopped before it canceled it.
+// cancelLeft cancels the work elsewhere of jobs whose model's record was
+// given up to be canceled and not taken (a page a pass): ended or
+// canceled while the node was down, or by a node that stopped before it
+// canceled that work.
 func (r *Runtime) cancelLeft(ctx context.Context) {
 	if _, ok := r.cfg.Model.(JobCanceler); !ok {
 		return
 	}
 	left, err := r.cfg.Store.CanceledSent(ctx, 100)
 	if err != nil {
-		r.log.Warn("agent: reconcile: canceled jobs' work elsewhere", "err", err)
+		r.log.Warn("agent: reconcile: the work elsewhere of jobs ended or rewound", "err", err)
 		return
 	}
 	for _, c := range left {
@@ -613,7 +617,7 @@ func (r *Runtime) cancelSent(ctx context.Context, c CanceledRecord) {
 	ctx = context.WithoutCancel(ctx)
 	if ok, err := r.cfg.Store.TakeCanceledSent(ctx, c.TaskID, c.Sent); err != nil || !ok {
 		if err != nil {
-			r.log.Warn("agent: the canceled job's record, to cancel its model's work elsewhere; the next reconcile pass does", "task", c.TaskID, "err", err)
+			r.log.Warn("agent: the job's record, to cancel its model's work elsewhere; the next reconcile pass does", "task", c.TaskID, "err", err)
 		}
 		return
 	}

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 )
@@ -14,9 +15,9 @@ import (
 // answered. The holder alone writes it. The write that records the
 // model's answer, and one that makes the job wait for a human, keep it,
 // marked answered: the job's next step continues the task it names, and
-// does not send the step again. A job that ends forgets it, unless it
-// was canceled: then it is listed (CanceledSent) until one process takes
-// it (TakeCanceledSent) to cancel the model's work elsewhere.
+// does not send the step again. A job that succeeds forgets it; one
+// canceled gives it up to be listed (CanceledSent) until one process
+// takes it (TakeCanceledSent) to cancel the model's work elsewhere.
 func TestStoreKeepsSentStep(t *testing.T) {
 	eachStore(t, func(t *testing.T, ctx context.Context, s *Store) {
 		sent := func(t *testing.T, id string) SentStep {
@@ -85,7 +86,7 @@ func TestStoreKeepsSentStep(t *testing.T) {
 		if err := s.Write(ctx, Save{Job: j}); err != nil {
 			t.Fatal(err)
 		}
-		want(t, "j", "once the job is canceled", next, true)
+		want(t, "j", "once the job is canceled (its record is to cancel, no step's)", "", false)
 		ended := storeJob("done", Running, storeT0)
 		mustCreate(t, ctx, s, ended)
 		if ok, err := s.Claim(ctx, "done", "h1", at(0), at(time.Minute)); err != nil || !ok {
@@ -137,6 +138,109 @@ func TestStepInputReportsTold(t *testing.T) {
 		}
 		if told != 3 || pending == "" {
 			t.Fatalf("StepInput = %q, told %d; want the message, told 3", pending, told)
+		}
+	})
+}
+
+// Every end of a job but its success, and a rewind to a checkpoint, give
+// the model's record up to be canceled: a job halted at its cost, step or
+// time limit (or whose task failed elsewhere) and a canceled one are
+// listed (CanceledSent) until one process takes the record, once; a job
+// rewound (Save.Rewound) is too, and its next step is given no record,
+// so that it opens new work elsewhere. A success drops the record (the
+// model's work ended with its answer), and a wait for a human keeps it
+// for the step that resumes the job. Before, only a canceled job's record
+// was listed: a halted job's was dropped, its work elsewhere left open,
+// and a rewound job's next step continued the work of the steps undone.
+func TestStoreSentToCancelWhenTheJobEndsOrRewinds(t *testing.T) {
+	eachStore(t, func(t *testing.T, ctx context.Context, s *Store) {
+		withRecord := func(t *testing.T, id string) *Job {
+			t.Helper()
+			j := storeJob(id, Pending, storeT0)
+			mustCreate(t, ctx, s, j)
+			if ok, err := s.Claim(ctx, id, "h1", at(0), at(time.Minute)); err != nil || !ok {
+				t.Fatalf("Claim = %v, %v", ok, err)
+			}
+			j.Status = Running
+			if err := s.Write(ctx, Save{Job: j, Holder: "h1"}); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.KeepSent(ctx, id, "h1", []byte("work of "+id)); err != nil {
+				t.Fatal(err)
+			}
+			return j
+		}
+		record := func(t *testing.T, id string) SentStep {
+			t.Helper()
+			_, _, k, _, err := s.StepInput(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return k
+		}
+		for _, st := range []Status{HaltedCost, HaltedTime, Canceled, Success, InterventionRequired} {
+			j := withRecord(t, string(st))
+			j.Status, j.Reason = st, "it ended"
+			if err := s.Write(ctx, Save{Job: j, Holder: "h1", Release: true}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Rewound: the job waited, and a resume from a checkpoint queues it.
+		j := withRecord(t, "rewound")
+		j.Status = InterventionRequired
+		if err := s.Write(ctx, Save{Job: j, Holder: "h1", Release: true}); err != nil {
+			t.Fatal(err)
+		}
+		j.Status = Pending
+		if err := s.Write(ctx, Save{Job: j, Expect: InterventionRequired, Rewound: true, Input: "restarted from a checkpoint"}); err != nil {
+			t.Fatal(err)
+		}
+		list, err := s.CanceledSent(ctx, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, c := range list {
+			if string(c.Sent) != "work of "+c.TaskID {
+				t.Errorf("CanceledSent: %s with %q", c.TaskID, c.Sent)
+			}
+			got = append(got, c.TaskID)
+		}
+		if want := []string{"CANCELED", "HALTED_COST", "HALTED_TIME", "rewound"}; !slices.Equal(got, want) {
+			t.Fatalf("CanceledSent lists %q; want %q", got, want)
+		}
+		for _, id := range got {
+			if k := record(t, id); k.Record != nil {
+				t.Errorf("%s: a step is given the record %q; want none: it is to be canceled", id, k.Record)
+			}
+		}
+		if k := record(t, "INTERVENTION_REQUIRED"); string(k.Record) != "work of INTERVENTION_REQUIRED" || !k.Answered {
+			t.Errorf("a job waiting for a human: record %q, answered %v; want it kept, answered", k.Record, k.Answered)
+		}
+		if k := record(t, "SUCCESS"); k.Record != nil {
+			t.Errorf("a job that succeeded: record %q; want none", k.Record)
+		}
+		for _, c := range list {
+			if ok, err := s.TakeCanceledSent(ctx, c.TaskID, c.Sent); err != nil || !ok {
+				t.Fatalf("TakeCanceledSent(%s) = %v, %v; want true", c.TaskID, ok, err)
+			}
+			if ok, err := s.TakeCanceledSent(ctx, c.TaskID, c.Sent); err != nil || ok {
+				t.Fatalf("TakeCanceledSent(%s) again = %v, %v; want false: taken once", c.TaskID, ok, err)
+			}
+		}
+		if list, err := s.CanceledSent(ctx, 10); err != nil || len(list) != 0 {
+			t.Fatalf("CanceledSent = %+v, %v; want none once taken", list, err)
+		}
+
+		// The rewound job's next step records new work, kept as any.
+		if ok, err := s.Claim(ctx, "rewound", "h2", at(time.Second), at(time.Minute)); err != nil || !ok {
+			t.Fatalf("Claim = %v, %v", ok, err)
+		}
+		if err := s.KeepSent(ctx, "rewound", "h2", []byte("new work")); err != nil {
+			t.Fatal(err)
+		}
+		if k := record(t, "rewound"); string(k.Record) != "new work" || k.Answered {
+			t.Errorf("the rewound job's next step: record %q, answered %v; want its own, not answered", k.Record, k.Answered)
 		}
 	})
 }

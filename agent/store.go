@@ -224,9 +224,13 @@ type SentStep struct {
 // write that records the job's next answer, or moves the job out of
 // RUNNING and REVIEWING (it waits for a human, or ended): only a step
 // tried again after a failed call, or by the node that claims the job
-// after a stop, is sent again as the same step. A job that ends other
-// than canceled forgets it; a canceled one keeps it until its model's
-// work elsewhere is canceled (CanceledSent, TakeCanceledSent).
+// after a stop, is sent again as the same step. A job that succeeds
+// forgets it (its model's work ended with its answer); the write that
+// ends a job otherwise (canceled, halted, its task failed) or rewinds it
+// to a checkpoint (Save.Rewound) gives it up to be canceled instead: no
+// later step is given it, and it is listed (CanceledSent) until one
+// process takes it (TakeCanceledSent) to cancel its model's work
+// elsewhere.
 func (s *Store) KeepSent(ctx context.Context, taskID, holder string, sent []byte) error {
 	ok, err := s.exec(ctx, "keep the sent step of", taskID, `UPDATE agent_jobs SET model_sent = ?, model_sent_answered = 0 WHERE task_id = ? AND lease_holder = ?`,
 		dbtext.Clean(string(sent)), taskID, holder)
@@ -239,21 +243,22 @@ func (s *Store) KeepSent(ctx context.Context, taskID, holder string, sent []byte
 	return nil
 }
 
-// CanceledRecord is a canceled job and what its model last recorded of
-// it (KeepSent), its work elsewhere not canceled yet.
+// CanceledRecord is a job and what its model last recorded of it
+// (KeepSent), given up to be canceled when the job ended other than in
+// success or was rewound: its model's work elsewhere is not canceled yet.
 type CanceledRecord struct {
 	TaskID string
 	Sent   []byte
 }
 
-// CanceledSent returns up to limit canceled jobs whose model's record
-// (KeepSent) is still kept: their model's work elsewhere (a delegate's
-// task) was not canceled yet, as when the job was canceled while the node
-// was down, or the node stopped before it canceled it.
+// CanceledSent returns up to limit jobs whose model's record was given up
+// to be canceled (see KeepSent) and not taken yet: their model's work
+// elsewhere (a delegate's task) was not canceled, as when the job ended
+// while the node was down, or the node stopped before it canceled it.
 func (s *Store) CanceledSent(ctx context.Context, limit int) ([]CanceledRecord, error) {
 	var out []CanceledRecord
-	for rows, err := range sqldb.Rows(s.db.R.QueryContext(ctx, s.d.Rebind(`SELECT task_id, model_sent FROM agent_jobs
-			WHERE status = ? AND model_sent <> '' ORDER BY task_id LIMIT ?`), string(Canceled), limit)) {
+	for rows, err := range sqldb.Rows(s.db.R.QueryContext(ctx, s.d.Rebind(`SELECT task_id, model_sent_cancel FROM agent_jobs
+			WHERE model_sent_cancel <> '' ORDER BY task_id LIMIT ?`), limit)) {
 		var (
 			c    CanceledRecord
 			sent string
@@ -262,7 +267,7 @@ func (s *Store) CanceledSent(ctx context.Context, limit int) ([]CanceledRecord, 
 			err = rows.Scan(&c.TaskID, &sent)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("agent: canceled jobs' records: %w", err)
+			return nil, fmt.Errorf("agent: records of work to cancel: %w", err)
 		}
 		c.Sent = []byte(sent)
 		out = append(out, c)
@@ -270,13 +275,30 @@ func (s *Store) CanceledSent(ctx context.Context, limit int) ([]CanceledRecord, 
 	return out, nil
 }
 
-// TakeCanceledSent forgets sent, the model's record of the canceled job
-// of taskID, before its work elsewhere is canceled: it reports false
-// when the job is not canceled or its record is another (one process
-// took it already), and that work is not canceled twice.
+// SentToCancel is the record of the job of taskID given up to be canceled
+// and not taken yet (see CanceledSent); nil: none.
+func (s *Store) SentToCancel(ctx context.Context, taskID string) ([]byte, error) {
+	var sent string
+	err := s.db.R.QueryRowContext(ctx, s.d.Rebind(`SELECT model_sent_cancel FROM agent_jobs WHERE task_id = ?`), taskID).Scan(&sent)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNoJob
+	}
+	if err != nil {
+		return nil, fmt.Errorf("agent: read job %s: %w", taskID, err)
+	}
+	if sent == "" {
+		return nil, nil
+	}
+	return []byte(sent), nil
+}
+
+// TakeCanceledSent forgets sent, the model's record of the job of taskID
+// given up to be canceled, before its work elsewhere is canceled: it
+// reports false when the job's record to cancel is another, or none (one
+// process took it already), and that work is not canceled twice.
 func (s *Store) TakeCanceledSent(ctx context.Context, taskID string, sent []byte) (bool, error) {
-	return s.exec(ctx, "take the sent step of", taskID, `UPDATE agent_jobs SET model_sent = '' WHERE task_id = ? AND status = ? AND model_sent = ?`,
-		taskID, string(Canceled), string(sent))
+	return s.exec(ctx, "take the record to cancel of", taskID, `UPDATE agent_jobs SET model_sent_cancel = '' WHERE task_id = ? AND model_sent_cancel = ?`,
+		taskID, string(sent))
 }
 
 // Candidate is a job that waits for a claim.
@@ -533,6 +555,10 @@ type Save struct {
 	// AddInput): the job is written PENDING, its lease given up, and
 	// Job.Status says so once the write is done.
 	Seen *int64
+	// Rewound marks the write that queues a job rewound to a checkpoint
+	// (Runtime.ResumeFrom): the model's record of the job is given up to
+	// be canceled, and its next step starts afresh (see KeepSent).
+	Rewound bool
 }
 
 // answered reports whether w ends the step the job's model recorded as
@@ -544,6 +570,13 @@ func (w *Save) answered() bool {
 		return true
 	}
 	return w.Job.Status != Running && w.Job.Status != Reviewing
+}
+
+// leavesSent reports whether w leaves the work the model's record
+// (KeepSent) names, which no later step continues: the job ended, or was
+// rewound. Unless it succeeded, the record is given up to be canceled.
+func (w *Save) leavesSent() bool {
+	return w.Job.Status.Terminal() || w.Rewound
 }
 
 // Write applies w.
@@ -686,11 +719,12 @@ func (s *Store) writeJob(ctx context.Context, tx *sql.Tx, w Save) error {
 		next_seq = ?, recovery_seq = ?, reason = ?, updated_at = ?, review_seq = ?, shown = ?,
 		settled = CASE WHEN ? THEN 0 ELSE settled END,
 		model_sent = CASE WHEN ? THEN '' ELSE model_sent END,
+		model_sent_cancel = CASE WHEN ? AND model_sent <> '' THEN model_sent ELSE model_sent_cancel END,
 		model_sent_answered = CASE WHEN ? THEN 1 ELSE model_sent_answered END`
 	args := []any{dbtext.Clean(j.Description), string(j.Status), j.Phase, j.Steps,
 		j.CostCents, j.Seconds, j.PromptTokens, j.CompletionTokens, j.Retries, j.HistoryBytes,
 		j.NextSeq, j.RecoverySeq, dbtext.Clean(j.Reason), sqldb.Micros(j.UpdatedAt), j.ReviewSeq, dbtext.Clean(j.Shown), w.Unsettled,
-		j.Status.Terminal() && j.Status != Canceled, w.answered()}
+		w.leavesSent(), w.leavesSent() && j.Status != Success, w.answered()}
 	switch {
 	case !w.LeaseUntil.IsZero():
 		q += `, lease_holder = ?, lease_until = ?`

@@ -671,16 +671,17 @@ func (d *Delegate) cancelContext(ctx context.Context) (context.Context, context.
 	return context.WithTimeout(context.WithoutCancel(ctx), d.cfg.CancelTimeout)
 }
 
-// CancelJob implements agent.JobCanceler: the job ended canceled while
-// it was not in a step (it waited for a human, was queued, or the node
-// was down), and its task on the delegate, named by sent (what the job's
-// row kept, agent.Prompt.KeepSent), is sent tasks/cancel, once, within
-// Config.CancelTimeout (finding the delegate's card included), as when
-// the node gives up on a step (cancelTask). A task the node canceled
-// already, giving up on a step, is not canceled again; nor is one of
-// another delegate's.
+// CancelJob implements agent.JobCanceler: the job no longer continues its
+// task on the delegate, named by sent (what the job's row kept,
+// agent.Prompt.KeepSent): it ended other than in success (canceled while
+// it was not in a step, halted at a limit, its task failed), or was
+// rewound to a checkpoint, the task's history holding the steps undone.
+// The task is sent tasks/cancel, once, within Config.CancelTimeout
+// (finding the delegate's card included), as when the node gives up on a
+// step (cancelTask). A task the node canceled already, giving up on a
+// step, is not canceled again; nor is one of another delegate's. The
+// job's next step, if any (a rewound job's), opens a new task.
 func (d *Delegate) CancelJob(ctx context.Context, job string, sent []byte) {
-	d.EndJob(job)
 	var k keptStep
 	if err := json.Unmarshal(sent, &k); err != nil || k.Delegate != d.cfg.Address || k.Canceled {
 		return
@@ -689,8 +690,15 @@ func (d *Delegate) CancelJob(ctx context.Context, job string, sent []byte) {
 	if k.Answered != nil {
 		task = k.Answered.Task
 	}
+	// A rewound job may be at work on its new task already: only what
+	// is known here of the old one is forgotten.
+	d.mu.Lock()
+	if r, ok := d.remote[job]; ok && r.id == task {
+		delete(d.remote, job)
+	}
+	d.mu.Unlock()
 	if task == "" {
-		d.log.Warn("delegate: the job was canceled; its task on the delegate is not known (its first step's message/send was not answered), and is not canceled",
+		d.log.Warn("delegate: the job ended or was rewound; its task on the delegate is not known (its first step's message/send was not answered), and is not canceled",
 			"job", job, "step", k.Step)
 		return
 	}
@@ -698,11 +706,11 @@ func (d *Delegate) CancelJob(ctx context.Context, job string, sent []byte) {
 	defer cancel()
 	to, err := d.find(ctx)
 	if err != nil {
-		d.log.Warn("delegate: the job was canceled; its task on the delegate could not be canceled: the delegate was not found",
+		d.log.Warn("delegate: the job ended or was rewound; its task on the delegate could not be canceled: the delegate was not found",
 			"job", job, "task", task, "err", err)
 		return
 	}
-	d.cancelTask(ctx, to, job, task, k.Step, "the job was canceled")
+	d.cancelTask(ctx, to, job, task, k.Step, "the job ended other than in success, or was rewound to a checkpoint")
 }
 
 // cancelTask sends the delegate, on to, tasks/cancel for task, the job's

@@ -57,11 +57,19 @@
 // the delegate tasks/cancel for the job's task there, once, within
 // Config.CancelTimeout, and the job's next step, if any, opens a new
 // task; a step stopped because the node stops leaves the task at work,
-// for the step sent again when the job is taken up. A job canceled while
-// it is not in a step (it waits for a human, is queued, or was canceled
-// while the node was down, found so when it starts) cancels its task on
+// for the step sent again when the job is taken up. Any other end of the
+// job but its success (the delegate's final answer) cancels its task on
 // the delegate alike (agent.JobCanceler), once, on a goroutine of the
-// runtime's own.
+// runtime's own: canceled while it is not in a step (it waits for a human,
+// is queued, or was canceled while the node was down, found so when it
+// starts), halted at its cost, step or time limit between steps, or its
+// task failed. So does a rewind to a checkpoint (agent.Runtime.ResumeFrom),
+// the task's history holding the steps undone: the job's next step opens
+// a new task with the job request, whose task description tells what the
+// job's model is told after the rewind (worker.RequestLine: the earlier
+// phases' messages and the operator's note of the checkpoint and of what
+// was undone). A job that waits for a human keeps its task, which the step
+// that resumes it continues.
 //
 // The package's Example runs both sides on the embedded relay: a worker
 // behind SNAP that publishes its card and answers on its task, and a

@@ -2,13 +2,16 @@ package delegate_test
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/snapnode/snapnode/agent"
 	"github.com/snapnode/snapnode/agent/delegate"
 	"github.com/snapnode/snapnode/internal/testdb"
+	"github.com/snapnode/snapnode/tasks"
 )
 
 // row is a job's row in the node's store, held by the node, as the agent
@@ -203,5 +206,131 @@ func TestDelegateCanceledJobCancelsItsTask(t *testing.T) {
 	d.CancelJob(t.Context(), "job-3", nil)
 	if got := p.cancels(); len(got) != 2 {
 		t.Errorf("the delegate got tasks/cancel for %q; want none more", got)
+	}
+}
+
+// ends ends the job in st, as the runtime's write of its end does, and
+// returns the record it gives up to be canceled (agent.Store.CanceledSent;
+// nil: none), taken as the runtime takes it before it calls CancelJob.
+func (r *row) ends(st agent.Status, w agent.Save) []byte {
+	r.t.Helper()
+	r.j.Status, r.j.Reason, r.j.UpdatedAt = st, "it ended", time.Now().UTC()
+	w.Job = r.j
+	if err := r.s.Write(r.t.Context(), w); err != nil {
+		r.t.Fatal(err)
+	}
+	list, err := r.s.CanceledSent(r.t.Context(), 10)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	for _, c := range list {
+		if c.TaskID == r.j.TaskID {
+			if ok, err := r.s.TakeCanceledSent(r.t.Context(), c.TaskID, c.Sent); err != nil || !ok {
+				r.t.Fatalf("TakeCanceledSent = %v, %v", ok, err)
+			}
+			return c.Sent
+		}
+	}
+	return nil
+}
+
+// recording is idempotent that also records the tasks/cancel it gets and
+// the data of each message/send.
+type recording struct {
+	idempotent
+	mu       sync.Mutex
+	canceled []string
+	data     []string
+}
+
+func (p *recording) reply(c call) *tasks.Task {
+	p.mu.Lock()
+	switch c.method {
+	case "tasks/cancel":
+		p.canceled = append(p.canceled, c.taskID)
+		p.mu.Unlock()
+		return &tasks.Task{ID: c.taskID, Status: tasks.Status{State: tasks.StateCanceled, Timestamp: time.Now()}}
+	case "message/send":
+		p.data = append(p.data, string(c.data))
+	}
+	p.mu.Unlock()
+	return p.idempotent.reply(c)
+}
+
+// A job that ends other than in success (halted at its cost, step or time
+// limit between steps, its task failed) cancels its task on the delegate,
+// once, as a canceled one does; one that succeeds, on the delegate's
+// final answer, sends nothing. Before, the halted job's record was
+// dropped and its task on the delegate left open.
+func TestDelegateEndedJobCancelsItsTask(t *testing.T) {
+	var p recording
+	d, _, ids := setup(t, p.reply)
+	for _, st := range []agent.Status{agent.HaltedCost, agent.HaltedTime, agent.Success} {
+		r := newRow(t, "job-"+string(st))
+		if _, err := d.Complete(t.Context(), r.prompt()); err != nil {
+			t.Fatal(err)
+		}
+		r.answered()
+		d.EndJob(r.j.TaskID) // as the runtime does when the job's run ends
+		sent := r.ends(st, agent.Save{Holder: holder, Release: true})
+		if (sent == nil) != (st == agent.Success) {
+			t.Fatalf("%s: the record to cancel is %q", st, sent)
+		}
+		if sent != nil {
+			d.CancelJob(t.Context(), r.j.TaskID, sent)
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(*ids) != 3 || len(p.canceled) != 2 || p.canceled[0] == p.canceled[1] || !strings.HasPrefix(p.canceled[0], "remote-") {
+		t.Errorf("tasks/cancel for %q (tasks %q); want the halted jobs' two tasks, once each", p.canceled, *ids)
+	}
+}
+
+// A job rewound to a checkpoint (agent.Runtime.ResumeFrom) cancels its
+// task on the delegate, whose history holds the steps undone, once, and
+// its next step opens a new task with the job request, which tells the
+// delegate what the job's model is told after the rewind (the operator's
+// note of the checkpoint and of what the host undid) as the latest
+// observation. Before, the next step continued the old task.
+func TestDelegateRewoundJobOpensANewTask(t *testing.T) {
+	var p recording
+	d, _, ids := setup(t, p.reply)
+	r := newRow(t, "job-1")
+	for range 2 {
+		if _, err := d.Complete(t.Context(), r.prompt()); err != nil {
+			t.Fatal(err)
+		}
+		r.answered()
+	}
+	r.waits()
+	d.EndJob("job-1")
+	sent := r.ends(agent.Pending, agent.Save{Expect: agent.InterventionRequired, Rewound: true,
+		Input: "An operator restarted the job from checkpoint work-complete-1"})
+	if sent == nil {
+		t.Fatal("the rewind gave no record up to cancel")
+	}
+	d.CancelJob(t.Context(), "job-1", sent)
+	r.claim()
+	pr := r.prompt()
+	pr.Messages = append(pr.Messages[:2:2], agent.ChatMessage{Role: agent.RoleUser, Content: "An operator restarted the job from checkpoint work-complete-1"})
+	if pr.Sent != nil {
+		t.Fatalf("the rewound job's step is given the record %q; want none", pr.Sent)
+	}
+	if _, err := d.Complete(t.Context(), pr); err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(*ids) != 3 || (*ids)[0] != "" || (*ids)[1] == "" || (*ids)[2] != "" {
+		t.Fatalf("taskIds %q; want a new task at the first step and after the rewind", *ids)
+	}
+	if len(p.canceled) != 1 || p.canceled[0] != (*ids)[1] {
+		t.Errorf("tasks/cancel for %q; want the old task %s, once", p.canceled, (*ids)[1])
+	}
+	var req agent.JobRequest
+	if err := json.Unmarshal([]byte(p.data[2]), &req); err != nil || req.JobID != "job-1" ||
+		!strings.Contains(req.TaskDescription, "restarted the job from checkpoint work-complete-1") {
+		t.Errorf("the rewound step sent %s (%v); want the job request telling the rewind", p.data[2], err)
 	}
 }
