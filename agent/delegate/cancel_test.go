@@ -103,43 +103,50 @@ func logTo(l *lockedLog) func(*delegate.Config) {
 // and reason keep) and in the log. Before, the delegate's task was left
 // working, for nothing.
 func TestDelegateCancelsItsTaskWhenGivingUp(t *testing.T) {
+	// The node gives up once the delegate has taken the step and is at
+	// work on it (its first tasks/get): the step's time-out fires then
+	// (delegate.TimeOutStepsOn), and the job's time limit or cancel is
+	// the caller's context canceled with that cause, so that no real
+	// time-out races the delegate's first answer.
+	giveUp := func(cause error) func(p *peer) (context.Context, func()) {
+		return func(p *peer) (context.Context, func()) {
+			ctx, cancel := context.WithCancelCause(context.Background())
+			go func() { <-p.looked; cancel(cause) }()
+			return ctx, func() { cancel(nil) }
+		}
+	}
 	for _, c := range []struct {
 		name string
 		// step is the step that is given up (1: the step after one
 		// answered, on the task it made).
 		step int
+		// timeOut: the step times out once the delegate is at work.
+		timeOut bool
 		// stop ends the step; the delegate has taken it and is at work.
 		stop func(p *peer) (context.Context, func())
-		opts []func(*delegate.Config)
 		// check checks the step's error.
 		check func(t *testing.T, err error)
 	}{
-		{"step time-out", 0, nil, []func(*delegate.Config){func(c *delegate.Config) { c.StepTimeout = 300 * time.Millisecond }},
+		{"step time-out", 0, true, nil,
 			func(t *testing.T, err error) {
 				if !errors.Is(err, agent.ErrWorkerFailed) || !strings.Contains(err.Error(), "within its step time-out") ||
 					!strings.Contains(err.Error(), "its task remote-1 on the delegate was canceled (tasks/cancel)") {
 					t.Errorf("error %v; want the time-out, saying the task was canceled", err)
 				}
 			}},
-		{"step time-out of a later step", 1, nil, []func(*delegate.Config){func(c *delegate.Config) { c.StepTimeout = 300 * time.Millisecond }},
+		{"step time-out of a later step", 1, true, nil,
 			func(t *testing.T, err error) {
 				if !errors.Is(err, agent.ErrWorkerFailed) || !strings.Contains(err.Error(), "its task remote-1 on the delegate was canceled (tasks/cancel)") {
 					t.Errorf("error %v; want the time-out, saying the task was canceled", err)
 				}
 			}},
-		{"time limit", 0, func(p *peer) (context.Context, func()) {
-			return context.WithTimeoutCause(context.Background(), 300*time.Millisecond, agent.ErrTimeLimit)
-		}, nil, func(t *testing.T, err error) {
+		{"time limit", 0, false, giveUp(agent.ErrTimeLimit), func(t *testing.T, err error) {
 			if errors.Is(err, agent.ErrWorkerFailed) || !errors.Is(err, agent.ErrTimeLimit) ||
 				!strings.Contains(err.Error(), "its task remote-1 on the delegate was canceled (tasks/cancel)") {
 				t.Errorf("error %v; want the job's time limit, saying the task was canceled", err)
 			}
 		}},
-		{"job canceled", 0, func(p *peer) (context.Context, func()) {
-			ctx, cancel := context.WithCancelCause(context.Background())
-			go func() { <-p.looked; cancel(agent.ErrCanceled) }()
-			return ctx, func() { cancel(nil) }
-		}, nil, func(t *testing.T, err error) {
+		{"job canceled", 0, false, giveUp(agent.ErrCanceled), func(t *testing.T, err error) {
 			if errors.Is(err, agent.ErrWorkerFailed) || !errors.Is(err, context.Canceled) {
 				t.Errorf("error %v; want context.Canceled, no violation", err)
 			}
@@ -149,7 +156,15 @@ func TestDelegateCancelsItsTaskWhenGivingUp(t *testing.T) {
 			p := newPeer()
 			p.first = c.step > 0
 			var logged lockedLog
-			d, _, _ := setup(t, p.reply, append(c.opts, logTo(&logged))...)
+			d, _, _ := setup(t, p.reply, logTo(&logged))
+			if c.timeOut {
+				delegate.TimeOutStepsOn(d, func(step int) <-chan struct{} {
+					if step == c.step {
+						return p.looked
+					}
+					return nil
+				})
+			}
 			ctx := context.Background()
 			if c.step > 0 {
 				if _, err := d.Complete(ctx, prompt("job-1", 0)); err != nil {
@@ -206,9 +221,12 @@ func TestDelegateCancelRefusedOrUnanswered(t *testing.T) {
 		name  string
 		reply func(block chan struct{}) *tasks.Task
 		want  string
+		// bound is Config.CancelTimeout: the cancel unanswered runs it
+		// out; the refusal comes within it, however slow the test runs.
+		bound time.Duration
 	}{
-		{"refused", func(chan struct{}) *tasks.Task { return &tasks.Task{Status: tasks.Status{Message: long}} }, "refused"},
-		{"unanswered", func(block chan struct{}) *tasks.Task { <-block; return nil }, "not answered"},
+		{"refused", func(chan struct{}) *tasks.Task { return &tasks.Task{Status: tasks.Status{Message: long}} }, "refused", time.Minute},
+		{"unanswered", func(block chan struct{}) *tasks.Task { <-block; return nil }, "not answered", 500 * time.Millisecond},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			block := make(chan struct{})
@@ -216,12 +234,14 @@ func TestDelegateCancelRefusedOrUnanswered(t *testing.T) {
 			p.cancelReply = func() *tasks.Task { return c.reply(block) }
 			var logged lockedLog
 			d, _, _ := setup(t, p.reply, logTo(&logged), once, func(cfg *delegate.Config) {
-				cfg.StepTimeout, cfg.CancelTimeout = time.Second, 500*time.Millisecond
+				cfg.StepTimeout, cfg.CancelTimeout = time.Second, c.bound
 			})
+			// The step times out once the delegate is at work on it.
+			delegate.TimeOutStepsOn(d, func(int) <-chan struct{} { return p.looked })
 			t.Cleanup(func() { close(block) })
 			began := time.Now()
 			_, err := d.Complete(context.Background(), prompt("job-1", 0))
-			if took := time.Since(began); took > 10*time.Second {
+			if took := time.Since(began); c.bound < time.Minute && took > 10*time.Second {
 				t.Errorf("the step took %v; want the cancel bounded", took)
 			}
 			if !errors.Is(err, agent.ErrWorkerFailed) || !strings.Contains(err.Error(), "tasks/cancel") || !strings.Contains(err.Error(), c.want) {

@@ -87,6 +87,10 @@ type Delegate struct {
 	// last step saw and the step sent that is not answered yet; EndJob
 	// forgets it, so it holds at most the jobs running at once.
 	remote map[string]remoteTask
+	// stepContext bounds step step on ctx by Config.StepTimeout; a step
+	// past it is canceled with the cause context.DeadlineExceeded. Tests
+	// replace it (TimeOutStepsOn).
+	stepContext func(ctx context.Context, step int) (context.Context, context.CancelFunc)
 }
 
 // remoteTask is a job's task on the delegate.
@@ -180,6 +184,9 @@ func New(cfg Config) (*Delegate, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	d := &Delegate{cfg: cfg, remote: map[string]remoteTask{}}
+	d.stepContext = func(ctx context.Context, _ int) (context.Context, context.CancelFunc) {
+		return context.WithTimeout(ctx, cfg.StepTimeout)
+	}
 	// What the delegate and its endpoints answer (an error response's
 	// message, an HTTP error's body) reaches the log through the
 	// Delegate's lines and its client's: redacted there, as the
@@ -244,7 +251,7 @@ func (d *Delegate) Complete(ctx context.Context, pr agent.Prompt) (*agent.Comple
 	outer := ctx
 	if d.cfg.StepTimeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, d.cfg.StepTimeout)
+		ctx, cancel = d.stepContext(ctx, pr.Step)
 		defer cancel()
 	}
 	// The step's key and message id: an attempt that reaches the
@@ -638,7 +645,7 @@ func (d *Delegate) failed(outer, step context.Context, to client.Transport, job,
 		return stopped
 	case errors.Is(outer.Err(), context.DeadlineExceeded):
 		limit = "the request time-out"
-	case outer.Err() == nil && errors.Is(step.Err(), context.DeadlineExceeded):
+	case outer.Err() == nil && errors.Is(context.Cause(step), context.DeadlineExceeded):
 		limit = "its step time-out of " + d.cfg.StepTimeout.String()
 	default:
 		switch {

@@ -170,10 +170,7 @@ func TestDelegateCanceledJobCancelsItsTask(t *testing.T) {
 	p := newPeer()
 	p.first = true
 	var cfg delegate.Config
-	d, _, _ := setup(t, p.reply, func(c *delegate.Config) {
-		c.StepTimeout = 300 * time.Millisecond
-		cfg = *c
-	})
+	d, _, _ := setup(t, p.reply, func(c *delegate.Config) { cfg = *c })
 	r := newRow(t, "job-1")
 	if _, err := d.Complete(t.Context(), r.prompt()); err != nil {
 		t.Fatal(err)
@@ -184,6 +181,9 @@ func TestDelegateCanceledJobCancelsItsTask(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A step times out once the delegate is at work on it (its first
+	// tasks/get): job-2's second step.
+	delegate.TimeOutStepsOn(d, func(int) <-chan struct{} { return p.looked })
 	sent := r.prompt().Sent
 	d.CancelJob(t.Context(), "job-1", sent)
 	if got := p.cancels(); len(got) != 1 || got[0] != "remote-1" {
