@@ -411,7 +411,10 @@ func (jr *jobRun) call(ctx context.Context) (*Interaction, *Completion, error) {
 		}
 		return it, nil, err
 	}
-	usd := jr.charge(it, msgs, comp.PromptTokens, comp.CompletionTokens, len(comp.Text))
+	// The reasoning the server sent beside the content is answer
+	// tokens too (a <think> block is in the text): all of it, not the
+	// part kept.
+	usd := jr.charge(it, msgs, comp.PromptTokens, comp.CompletionTokens, len(comp.Text)+max(comp.ReasoningBytes, len(comp.Reasoning)))
 	if r.cfg.Observer != nil {
 		r.cfg.Observer.ObserveModelCall(ResponseSuccess, elapsed, usd*100)
 	}
@@ -469,8 +472,9 @@ const maxModelName = 200
 // charge counts a model call the server answered in the job and in it,
 // its step: the server's usage (promptTokens, answerTokens) and its cost,
 // priced at no less than the least the prompt (msgs) and the answer of
-// answerBytes can be, or at their estimate when the server reported no
-// usage (pricedTokens). It returns the cost in US dollars.
+// answerBytes (its reasoning included) can be, or at their estimate when
+// the server reported no usage (pricedTokens). It returns the cost in US
+// dollars.
 func (jr *jobRun) charge(it *Interaction, msgs []ChatMessage, promptTokens, answerTokens, answerBytes int) float64 {
 	r, j := jr.r, jr.j
 	if promptTokens < 0 || answerTokens < 0 {

@@ -141,6 +141,13 @@ type Completion struct {
 	// "reasoning_content"), at most MaxReasoningBytes bytes: an
 	// implementation cuts a longer one. It is never the answer.
 	Reasoning string
+	// ReasoningBytes is the length in bytes of the reasoning as the
+	// server sent it, before the cut (0 when there was none): a
+	// thinking model's tokens, which the job pays for, so a call whose
+	// server reports no usage is priced at their estimate with the
+	// answer's. An implementation that leaves it 0 has the length of
+	// Reasoning counted.
+	ReasoningBytes int
 	// Model is the model that answered, as the server named it.
 	Model string
 	// PromptTokens and CompletionTokens are the server's usage figures (0

@@ -237,3 +237,62 @@ func TestThinkingWithoutAnswer(t *testing.T) {
 		})
 	}
 }
+
+// A thinking model's reasoning is paid for as its answer is: when the
+// server reports no usage, the call is priced at the estimate of the
+// reasoning's bytes with the answer's (all of them, not the 8 KiB the
+// history keeps), whether the server sent it beside the content
+// (Ollama's reasoning, llama-server's and vLLM's reasoning_content,
+// counted once when vLLM sends both) or as a <think> block in it; and
+// when it reports less than the text can hold, at no less than the least
+// the reasoning and the answer can be. Before, a reasoning sent beside
+// the content counted nothing, and a thinking model's steps ran far
+// under the job's cost limit.
+func TestThinkingCost(t *testing.T) {
+	// 40,000 bytes: more than MaxReasoningBytes, and a <think> block
+	// of it within max_answer_bytes.
+	long := strings.Repeat("Let me weigh that once more. ", 40_000/29+1)[:40_000]
+	// Priced at 1 USD a million answer tokens (the prompt is free): the
+	// estimate of 40,000 bytes, four bytes a token, is 10,000 tokens,
+	// 1 cent; the least they can be, eight bytes a token, 0.5 cents.
+	const (
+		noUsage = "null"
+		tooLow  = `{"prompt_tokens":1,"completion_tokens":1}`
+	)
+	for _, tc := range []struct {
+		name     string
+		msg      map[string]any
+		usage    string
+		min, max float64 // the step's cost, in cents
+	}{
+		{"ollama reasoning", map[string]any{"role": "assistant", "content": finishAnswer, "reasoning": long}, noUsage, 1, 1.05},
+		{"reasoning_content", map[string]any{"role": "assistant", "content": finishAnswer, "reasoning_content": long}, noUsage, 1, 1.05},
+		{"vllm both", map[string]any{"role": "assistant", "content": finishAnswer, "reasoning_content": long, "reasoning": long}, noUsage, 1, 1.05},
+		{"think block", map[string]any{"role": "assistant", "content": "<think>" + long + "</think>" + finishAnswer}, noUsage, 1, 1.05},
+		{"under-reported", map[string]any{"role": "assistant", "content": finishAnswer, "reasoning": long}, tooLow, 0.5, 0.52},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, testdb.SQLite(t))
+			srv := llmtest.New(t)
+			srv.Push(llmtest.Reply{Body: chatBody(t, tc.msg, "stop", tc.usage)})
+			m, err := llm.New(llm.Config{BaseURL: srv.URL(), Model: "m"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			task := r.send(t, "go")
+			got := r.runWith(t, func(c *agent.Config) {
+				c.PricePerMTokPrompt, c.PricePerMTokAnswer, c.MaxCostCents = 0, 1, 1000
+			}, m, task.ID, tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired)
+			if got.Status.State != tasks.StateCompleted {
+				t.Fatalf("task %s %q; want completed", got.Status.State, got.Status.Message)
+			}
+			j, err := r.store.Get(context.Background(), task.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if j.CostCents < tc.min || j.CostCents > tc.max {
+				t.Fatalf("the step cost %.4f cents; want %.2f…%.2f, the reasoning's 40,000 bytes counted once", j.CostCents, tc.min, tc.max)
+			}
+		})
+	}
+}

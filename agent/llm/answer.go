@@ -109,8 +109,9 @@ func (f *few[T]) UnmarshalJSON(b []byte) error {
 type answer struct {
 	text, model, finish string
 	// reasoning is the message's reasoning, cut to
-	// agent.MaxReasoningBytes.
+	// agent.MaxReasoningBytes; reasoningBytes its length before the cut.
 	reasoning        string
+	reasoningBytes   int
 	toolCalls        []string
 	promptTokens     int
 	completionTokens int
@@ -179,7 +180,7 @@ func readAnswer(body []byte) (*answer, error) {
 	default:
 		return a, fmt.Errorf("%w: the message's content is not a string", ErrMalformedResponse)
 	}
-	a.reasoning = reasoning(ch.Message.ReasoningContent, ch.Message.Reasoning)
+	a.reasoning, a.reasoningBytes = reasoning(ch.Message.ReasoningContent, ch.Message.Reasoning)
 	if err := ch.Message.ToolCalls.err; err != nil {
 		return a, fmt.Errorf("%w: the message's tool calls: %w", ErrMalformedResponse, err)
 	}
@@ -200,17 +201,19 @@ func readAnswer(body []byte) (*answer, error) {
 }
 
 // reasoning is the first of raws that is a non-empty string, cut to
-// agent.MaxReasoningBytes: a thinking model's trace, which explains the
-// answer and is never taken as it. What is not a string (null, an
-// object) is no trace, and does not refuse the answer.
-func reasoning(raws ...json.RawMessage) string {
+// agent.MaxReasoningBytes, and its length in bytes before the cut: a
+// thinking model's trace, which explains the answer and is never taken
+// as it. What is not a string (null, an object) is no trace, and does
+// not refuse the answer. Only the string taken is measured: vLLM may
+// send the same trace in both fields.
+func reasoning(raws ...json.RawMessage) (text string, n int) {
 	for _, raw := range raws {
 		var s string
 		if len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, &s) == nil && strings.TrimSpace(s) != "" {
-			return cut(strings.ToValidUTF8(s, "\uFFFD"), agent.MaxReasoningBytes)
+			return cut(strings.ToValidUTF8(s, "\uFFFD"), agent.MaxReasoningBytes), len(s)
 		}
 	}
-	return ""
+	return "", 0
 }
 
 // indexZero reports whether a choice's index is 0 (or absent, as some

@@ -229,3 +229,35 @@ func TestReasoningLLMTest(t *testing.T) {
 		t.Fatalf("Complete = %+v, %v; want the text and the reasoning", got, err)
 	}
 }
+
+// The completion tells the reasoning's whole length, before the cut to
+// agent.MaxReasoningBytes, for the runtime to price a call whose server
+// reported no usage: the length of the field it took (the first that is
+// a string, vLLM's two counted once), 0 without one. Before, only the 8
+// KiB kept were known.
+func TestReasoningBytes(t *testing.T) {
+	long := strings.Repeat("é", agent.MaxReasoningBytes) // twice the bound, in bytes
+	for _, c := range []struct {
+		name, message string
+		want          int
+	}{
+		{"long", `{"role":"assistant","content":"{}","reasoning":"` + long + `"}`, 2 * agent.MaxReasoningBytes},
+		{"short", `{"role":"assistant","content":"{}","reasoning_content":"because"}`, len("because")},
+		{"vllm both", `{"role":"assistant","content":"{}","reasoning_content":"` + long + `","reasoning":"` + long + `"}`, 2 * agent.MaxReasoningBytes},
+		{"none", `{"role":"assistant","content":"{}"}`, 0},
+		{"not a string", `{"role":"assistant","content":"{}","reasoning":{"effort":"high"}}`, 0},
+		{"think block", `{"role":"assistant","content":"<think>x</think>{}"}`, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := llmtest.New(t)
+			srv.Push(llmtest.Reply{Body: chatBody(`{"index":0,"message":`+c.message+`,"finish_reason":"stop"}`, "null")})
+			got, err := newClient(t, srv, llm.Config{}).Complete(t.Context(), prompt("x"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.ReasoningBytes != c.want || len(got.Reasoning) > agent.MaxReasoningBytes {
+				t.Fatalf("ReasoningBytes %d, Reasoning of %d bytes; want %d, at most %d kept", got.ReasoningBytes, len(got.Reasoning), c.want, agent.MaxReasoningBytes)
+			}
+		})
+	}
+}

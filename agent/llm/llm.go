@@ -218,6 +218,7 @@ func (c *Client) Complete(ctx context.Context, p agent.Prompt) (*agent.Completio
 	out := &agent.Completion{
 		Text:             resp.text,
 		Reasoning:        resp.reasoning,
+		ReasoningBytes:   resp.reasoningBytes,
 		Model:            resp.model,
 		PromptTokens:     resp.promptTokens,
 		CompletionTokens: resp.completionTokens,
@@ -228,7 +229,7 @@ func (c *Client) Complete(ctx context.Context, p agent.Prompt) (*agent.Completio
 		out.Model = c.cfg.Model
 	}
 	c.log.Debug("llm: completion", "model", out.Model, "prompt_tokens", out.PromptTokens,
-		"completion_tokens", out.CompletionTokens, "truncated", out.Truncated, "reasoning_bytes", len(out.Reasoning), "tool_calls", len(out.ToolCalls), "elapsed", time.Since(start))
+		"completion_tokens", out.CompletionTokens, "truncated", out.Truncated, "reasoning_bytes", out.ReasoningBytes, "tool_calls", len(out.ToolCalls), "elapsed", time.Since(start))
 	return out, nil
 }
 
