@@ -213,7 +213,7 @@ func (e *ModelError) Advice() string {
 	case http.StatusNotFound:
 		return "no such model or path: check the model name (agent.llm_model) and the base URL (agent.llm_url, ending in /v1)"
 	}
-	return "the request was refused as invalid: check the model name (agent.llm_model) and the settings sent with it (agent.response_format, agent.max_tokens, agent.temperature)"
+	return "the request was refused as invalid: check the model name (agent.llm_model) and the settings sent with it (agent.response_format, agent.max_tokens, agent.temperature, agent.reasoning_effort)"
 }
 
 // AnsweredError is the error of a model call the server answered, with a

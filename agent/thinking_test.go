@@ -296,3 +296,14 @@ func TestThinkingCost(t *testing.T) {
 		})
 	}
 }
+
+// A model server's refusal of a request as invalid names
+// agent.reasoning_effort among the settings sent with it: Ollama refuses a
+// value it does not take, and the field for a model that cannot think.
+func TestInvalidRequestAdviceNamesReasoningEffort(t *testing.T) {
+	for _, status := range []int{400, 422} {
+		if a := (&agent.ModelError{Status: status}).Advice(); !strings.Contains(a, "agent.reasoning_effort") {
+			t.Errorf("HTTP %d: advice %q; want it to name agent.reasoning_effort", status, a)
+		}
+	}
+}

@@ -68,6 +68,13 @@ type Config struct {
 	// ResponseFormat is one of FormatAuto (when empty), FormatJSONSchema,
 	// FormatJSONObject and FormatNone.
 	ResponseFormat string
+	// ReasoningEffort, when not empty, is sent as the request's
+	// reasoning_effort, to turn a thinking model's thinking down or off:
+	// one of the values of OpenAI's chat-completions API (minimal, low,
+	// medium, high, xhigh, and none, which Ollama's /v1 also takes to
+	// turn thinking off). Which a server takes depends on the server
+	// and the model.
+	ReasoningEffort string
 	// HTTPClient sends the requests (when nil, a new http.Client that
 	// follows no redirect and reads at most 64 KiB of response headers).
 	HTTPClient *http.Client
@@ -89,6 +96,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Bool("api_key_set", c.APIKey != ""),
 		slog.Duration("timeout", c.Timeout),
 		slog.String("response_format", c.ResponseFormat),
+		slog.String("reasoning_effort", c.ReasoningEffort),
 	)
 }
 
@@ -133,6 +141,11 @@ func New(cfg Config) (*Client, error) {
 	case FormatAuto, FormatJSONSchema, FormatJSONObject, FormatNone:
 	default:
 		return nil, fmt.Errorf("llm: ResponseFormat %q is not one of auto, json_schema, json_object, none", cfg.ResponseFormat)
+	}
+	switch cfg.ReasoningEffort {
+	case "", "none", "minimal", "low", "medium", "high", "xhigh":
+	default:
+		return nil, fmt.Errorf("llm: ReasoningEffort %q is not one of none, minimal, low, medium, high, xhigh", cfg.ReasoningEffort)
 	}
 	switch {
 	case cfg.Timeout < 0:
@@ -186,6 +199,8 @@ func (c *Client) Complete(ctx context.Context, p agent.Prompt) (*agent.Completio
 		Model:    c.cfg.Model,
 		Messages: make([]openai.ChatCompletionMessage, len(p.Messages)),
 		N:        1, // one answer; see readAnswer for a server that sends more
+		// Left out when empty (omitempty): the server's default.
+		ReasoningEffort: c.cfg.ReasoningEffort,
 	}
 	for i, m := range p.Messages {
 		req.Messages[i] = openai.ChatCompletionMessage{Role: m.Role, Content: m.Content}
@@ -272,6 +287,13 @@ func (c *Client) schemaRefused(sent *openai.ChatCompletionResponseFormat, err er
 		return false
 	}
 	m := strings.ToLower(me.Message)
+	if c.cfg.ReasoningEffort != "" && !strings.Contains(m, "json") && !strings.Contains(m, "response") &&
+		(strings.Contains(m, "reasoning") || strings.Contains(m, "think")) {
+		// The refusal of the reasoning effort (Ollama: think value
+		// "medium" is not supported for this model), which json_object
+		// would meet alike.
+		return false
+	}
 	return strings.Contains(m, "response_format") || strings.Contains(m, "response format") ||
 		strings.Contains(m, "json_schema") || strings.Contains(m, "not supported")
 }

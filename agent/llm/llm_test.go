@@ -2,6 +2,7 @@ package llm_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -732,5 +733,72 @@ func TestCheck(t *testing.T) {
 	}
 	if err := c.Check(t.Context()); err == nil {
 		t.Error("Check of a server that is not there passed")
+	}
+}
+
+// The request carries reasoning_effort only when the client is given
+// one, as given, on every request (the json_object one after a refused
+// json_schema too); a value no API documents is refused at New. Before,
+// the client had no way to turn a thinking model's thinking down or off.
+func TestReasoningEffort(t *testing.T) {
+	for _, effort := range []string{"", "none", "minimal", "low", "medium", "high", "xhigh"} {
+		t.Run("effort="+effort, func(t *testing.T) {
+			srv := llmtest.New(t)
+			srv.Push(llmtest.Error(400, "response_format json_schema is not supported"), llmtest.Text("{}"))
+			c := newClient(t, srv, llm.Config{ReasoningEffort: effort})
+			p := prompt("x")
+			p.Schema = json.RawMessage(schema)
+			if _, err := c.Complete(t.Context(), p); err != nil {
+				t.Fatal(err)
+			}
+			reqs := srv.Requests()
+			if len(reqs) != 2 {
+				t.Fatalf("%d requests; want 2 (json_schema refused, then json_object)", len(reqs))
+			}
+			for i, r := range reqs {
+				want := ""
+				if effort != "" {
+					want = `"` + effort + `"`
+				}
+				if got := string(r.ReasoningEffort); got != want {
+					t.Errorf("request %d: reasoning_effort %s; want %s (body %s)", i, got, cmp.Or(want, "none sent"), r.Body)
+				}
+				if effort == "" && bytes.Contains(r.Body, []byte("reasoning_effort")) {
+					t.Errorf("request %d sent reasoning_effort: %s", i, r.Body)
+				}
+			}
+		})
+	}
+	for _, bad := range []string{"off", "High", "max", " low"} {
+		if _, err := llm.New(llm.Config{BaseURL: "http://127.0.0.1:1/v1", Model: "m", ReasoningEffort: bad}); err == nil ||
+			!strings.Contains(err.Error(), "ReasoningEffort") {
+			t.Errorf("New with ReasoningEffort %q: %v; want it refused", bad, err)
+		}
+	}
+}
+
+// A server's refusal of the reasoning effort is not taken for a refusal
+// of json_schema, though it may say "not supported" (Ollama: think value
+// "medium" is not supported for this model): the error is returned after
+// one request, and json_schema is still sent afterwards.
+func TestReasoningEffortRefusalIsNotSchemaRefusal(t *testing.T) {
+	srv := llmtest.New(t)
+	srv.Push(llmtest.Error(400, `think value "medium" is not supported for this model`), llmtest.Text("{}"))
+	c := newClient(t, srv, llm.Config{ReasoningEffort: "medium"})
+	p := prompt("x")
+	p.Schema = json.RawMessage(schema)
+	var me *agent.ModelError
+	if _, err := c.Complete(t.Context(), p); !errors.As(err, &me) || me.Status != 400 {
+		t.Fatalf("Complete: %v; want the server's HTTP 400", err)
+	}
+	if _, err := c.Complete(t.Context(), p); err != nil {
+		t.Fatal(err)
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d requests; want 2 (the refusal not asked again as json_object)", len(reqs))
+	}
+	if !bytes.Contains(reqs[1].ResponseFormat, []byte("json_schema")) {
+		t.Errorf("after the refusal, response_format %s; want json_schema still", reqs[1].ResponseFormat)
 	}
 }

@@ -34,6 +34,7 @@ func TestErrorMessages(t *testing.T) {
 		{"flag-value", []string{"task", "list", "--limit", "many"}, 2},
 		{"config-unknown-key", []string{"run", "--config", badConfig}, 2},
 		{"config-bad-value", []string{"run", "--config", wrongValue}, 2},
+		{"agent-reasoning-effort", []string{"run", "--agent-reasoning-effort", "off"}, 2},
 		{"missing-key", []string{"run", "--data-dir", filepath.Join(dir, "node"), "--key", filepath.Join(dir, "nope.key"), "--relay", "ws://127.0.0.1:1", "--http-listen", "off"}, 1},
 		{"wrong-folder-task-list", []string{"task", "list", "--data-dir", filepath.Join(dir, "elsewhere")}, 1},
 		{"wrong-folder-audit", []string{"audit", "verify", "--data-dir", filepath.Join(dir, "elsewhere")}, 1},

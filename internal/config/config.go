@@ -333,6 +333,11 @@ type Agent struct {
 	// ResponseFormat is how answers are constrained to JSON: auto (probe
 	// the server), json_schema, json_object or none.
 	ResponseFormat string `toml:"response_format"`
+	// ReasoningEffort, when set, is sent with every model call as its
+	// reasoning_effort, to turn a thinking model's thinking down or off:
+	// none, minimal, low, medium, high or xhigh. Empty sends nothing:
+	// the server's and the model's default.
+	ReasoningEffort string `toml:"reasoning_effort"`
 	// MaxSteps bounds the model calls of one job (1…MaxAgentSteps).
 	MaxSteps int `toml:"max_steps"`
 	// MaxCostCents bounds one job's cost in US cents, priced by
@@ -774,6 +779,7 @@ var settings = []setting{
 	stringSetting("llm-model", "SNAPNODE_LLM_MODEL", "ask the model server for the model `NAME` (needs --llm-url)", func(c *Config) *string { return &c.Agent.LLMModel }),
 	stringSetting("", "SNAPNODE_LLM_API_KEY_FILE", "read the model server's API key from FILE, readable by its owner only, when SNAPNODE_LLM_API_KEY is unset", func(c *Config) *string { return &c.Agent.LLMAPIKeyFile }),
 	stringSetting("", "SNAPNODE_LLM_RESPONSE_FORMAT", "constrain answers to JSON by auto, json_schema, json_object or none", func(c *Config) *string { return &c.Agent.ResponseFormat }),
+	stringSetting("agent-reasoning-effort", "SNAPNODE_AGENT_REASONING_EFFORT", "ask a thinking model to think with `EFFORT`: none (off), minimal, low, medium, high or xhigh, sent as reasoning_effort (empty: nothing sent)", func(c *Config) *string { return &c.Agent.ReasoningEffort }),
 	intSetting("agent-max-steps", "SNAPNODE_AGENT_MAX_STEPS", "end an agent job after `N` model calls (1…10000)", func(c *Config) *int { return &c.Agent.MaxSteps }),
 	floatSetting("", "SNAPNODE_AGENT_MAX_COST_CENTS", "end an agent job once it has cost CENTS US cents (0: no limit)", func(c *Config) *float64 { return &c.Agent.MaxCostCents }),
 	floatSetting("", "SNAPNODE_AGENT_MAX_TIME_MINUTES", "end an agent job after MINUTES minutes", func(c *Config) *float64 { return &c.Agent.MaxTimeMinutes }),
@@ -1187,6 +1193,11 @@ func (a *Agent) validate() []error {
 	case "auto", "json_schema", "json_object", "none":
 	default:
 		bad("response_format", "SNAPNODE_LLM_RESPONSE_FORMAT", "auto, json_schema, json_object or none", strconv.Quote(a.ResponseFormat))
+	}
+	switch a.ReasoningEffort {
+	case "", "none", "minimal", "low", "medium", "high", "xhigh":
+	default:
+		bad("reasoning_effort", "SNAPNODE_AGENT_REASONING_EFFORT", "none, minimal, low, medium, high or xhigh (empty: none sent)", strconv.Quote(a.ReasoningEffort))
 	}
 	if a.Sensitive && a.HistoryKeyFile == "" {
 		bad("sensitive", "SNAPNODE_AGENT_SENSITIVE", "agent.history_key_file set (the key that seals the archives)", a.Sensitive)

@@ -521,6 +521,7 @@ func TestAgentTable(t *testing.T) {
 		LLMModel:                  "qwen2.5-coder:7b",
 		LLMAPIKeyFile:             "/run/secrets/llm",
 		ResponseFormat:            "json_object",
+		ReasoningEffort:           "low",
 		MaxSteps:                  50,
 		MaxCostCents:              250.5,
 		MaxTimeMinutes:            12.5,
@@ -551,6 +552,7 @@ llm_url = "http://127.0.0.1:11434/v1"
 llm_model = "qwen2.5-coder:7b"
 llm_api_key_file = "/run/secrets/llm"
 response_format = "json_object"
+reasoning_effort = "low"
 max_steps = 50
 max_cost_cents = 250.5
 max_time_minutes = 12.5
@@ -580,6 +582,7 @@ system_prompt = "Answer in English."
 		"SNAPNODE_LLM_MODEL":                           "qwen2.5-coder:7b",
 		"SNAPNODE_LLM_API_KEY_FILE":                    "/run/secrets/llm",
 		"SNAPNODE_LLM_RESPONSE_FORMAT":                 "json_object",
+		"SNAPNODE_AGENT_REASONING_EFFORT":              "low",
 		"SNAPNODE_AGENT_MAX_STEPS":                     "50",
 		"SNAPNODE_AGENT_MAX_COST_CENTS":                "250.5",
 		"SNAPNODE_AGENT_MAX_TIME_MINUTES":              "12.5",
@@ -639,14 +642,14 @@ system_prompt = "Answer in English."
 	}
 }
 
-// Only --llm-url, --llm-model, --agent-max-steps, --agent-temperature and
-// --agent-max-jobs are flags; in particular, no flag carries the API key
-// or its file.
+// --llm-url, --llm-model, --agent-max-steps, --agent-temperature,
+// --agent-max-jobs and --agent-reasoning-effort are flags; no flag
+// carries the API key or its file.
 func TestAgentFlags(t *testing.T) {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	c := config.Default()
 	config.Flags(fs, &c)
-	for _, name := range []string{"llm-url", "llm-model", "agent-max-steps", "agent-temperature", "agent-max-jobs"} {
+	for _, name := range []string{"llm-url", "llm-model", "agent-max-steps", "agent-temperature", "agent-max-jobs", "agent-reasoning-effort"} {
 		if fs.Lookup(name) == nil {
 			t.Errorf("no flag --%s", name)
 		}
@@ -687,6 +690,10 @@ func TestAgentRejectsBadSettings(t *testing.T) {
 			`config: agent.llm_url (--llm-url) and agent.llm_model (--llm-model): want both set (the agent runs) or neither (it does not); got llm_url "" and llm_model "m"`},
 		{"response format", nil, map[string]string{"SNAPNODE_LLM_RESPONSE_FORMAT": "xml"},
 			`config: agent.response_format (SNAPNODE_LLM_RESPONSE_FORMAT): want auto, json_schema, json_object or none; got "xml"`},
+		{"reasoning effort", []string{"--agent-reasoning-effort", "off"}, nil,
+			`config: agent.reasoning_effort (--agent-reasoning-effort): want none, minimal, low, medium, high or xhigh (empty: none sent); got "off"`},
+		{"reasoning effort's case", nil, map[string]string{"SNAPNODE_AGENT_REASONING_EFFORT": "High"},
+			`config: agent.reasoning_effort (--agent-reasoning-effort): want none, minimal, low, medium, high or xhigh (empty: none sent); got "High"`},
 		{"no steps", []string{"--agent-max-steps", "0"}, nil,
 			`config: agent.max_steps (--agent-max-steps): want 1…10000 model calls; got 0`},
 		{"too many steps", nil, map[string]string{"SNAPNODE_AGENT_MAX_STEPS": "10001"},
@@ -780,6 +787,11 @@ func TestAgentAcceptsEdges(t *testing.T) {
 	for _, f := range []string{"auto", "json_schema", "json_object", "none"} {
 		if _, err := load(t, nil, map[string]string{"SNAPNODE_LLM_RESPONSE_FORMAT": f}); err != nil {
 			t.Errorf("response_format %s: %v", f, err)
+		}
+	}
+	for _, e := range []string{"", "none", "minimal", "low", "medium", "high", "xhigh"} {
+		if c, err := load(t, []string{"--agent-reasoning-effort", e}, nil); err != nil || c.Agent.ReasoningEffort != e {
+			t.Errorf("reasoning_effort %q: %v", e, err)
 		}
 	}
 }

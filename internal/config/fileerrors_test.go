@@ -37,6 +37,8 @@ func TestFileErrorsNameFileLineKeyRule(t *testing.T) {
 			[]string{`FILE:2:2: agent.max_steps: want 1…10000 model calls; got 0`}, []string{"--agent-max-steps"}},
 		{"out of range in a dotted key", "agent.max_steps = 0\n", nil,
 			[]string{`FILE:1:1: agent.max_steps: want 1…10000 model calls; got 0`}, nil},
+		{"enumerated value in a table", "[agent]\nmax_jobs = 2\n  reasoning_effort = \"off\"\n", nil,
+			[]string{`FILE:3:3: agent.reasoning_effort: want none, minimal, low, medium, high or xhigh (empty: none sent); got "off"`}, []string{"--agent-reasoning-effort"}},
 		{"list entry", "[agent]\nredact = ['ok', '(']\n", nil,
 			[]string{`FILE:2:1: agent.redact[1]: want a regular expression`}, []string{"SNAPNODE_AGENT_REDACT"}},
 		{"two at once", "workers = 0\n\n[executor]\nquota_files = 0\n", nil,

@@ -86,6 +86,9 @@ type Request struct {
 	Temperature *float64
 	// MaxTokens is max_tokens, or else max_completion_tokens.
 	MaxTokens int
+	// ReasoningEffort is the raw reasoning_effort value, nil when
+	// absent.
+	ReasoningEffort json.RawMessage
 }
 
 // An Option configures a Server.
@@ -245,12 +248,13 @@ func decodeChat(req *Request) {
 		Temperature         *float64        `json:"temperature"`
 		MaxTokens           int             `json:"max_tokens"`
 		MaxCompletionTokens int             `json:"max_completion_tokens"`
+		ReasoningEffort     json.RawMessage `json:"reasoning_effort"`
 	}
 	if json.Unmarshal(req.Body, &b) != nil {
 		return
 	}
 	req.Model, req.ResponseFormat, req.Temperature = b.Model, b.ResponseFormat, b.Temperature
-	req.MaxTokens = b.MaxTokens
+	req.MaxTokens, req.ReasoningEffort = b.MaxTokens, b.ReasoningEffort
 	if req.MaxTokens == 0 {
 		req.MaxTokens = b.MaxCompletionTokens
 	}

@@ -152,7 +152,7 @@ func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queu
 		}
 		client, err = llm.New(llm.Config{BaseURL: a.LLMURL, Model: a.LLMModel, APIKey: key,
 			Timeout: a.RequestTimeout.Duration, MaxResponseBytes: responseCap(a.MaxAnswerBytes),
-			ResponseFormat: a.ResponseFormat, Logger: logger.With("part", "llm")})
+			ResponseFormat: a.ResponseFormat, ReasoningEffort: a.ReasoningEffort, Logger: logger.With("part", "llm")})
 		model = client
 	}
 	if err != nil {
@@ -164,7 +164,7 @@ func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queu
 		reviewName = a.ReviewModel
 		if review, err = llm.New(llm.Config{BaseURL: a.LLMURL, Model: a.ReviewModel, APIKey: key,
 			Timeout: a.RequestTimeout.Duration, MaxResponseBytes: responseCap(a.MaxAnswerBytes),
-			ResponseFormat: a.ResponseFormat, Logger: logger.With("part", "llm", "role", "supervisor")}); err != nil {
+			ResponseFormat: a.ResponseFormat, ReasoningEffort: a.ReasoningEffort, Logger: logger.With("part", "llm", "role", "supervisor")}); err != nil {
 			return nil, nil, fmt.Errorf("node: agent: review model: %w", err)
 		}
 	}

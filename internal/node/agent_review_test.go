@@ -218,3 +218,43 @@ func TestAgentReviewOfFinish(t *testing.T) {
 		t.Fatalf("prompts: worker %q, supervisor %q", reqs[0].Messages[0].Content, reqs[1].Messages[1].Content)
 	}
 }
+
+// agent.reasoning_effort reaches the model server: sent with the worker's
+// calls and the supervisor's (a model of its own on the same server), and
+// with none when it is empty. Before, the node had no such setting.
+func TestAgentReasoningEffortSent(t *testing.T) {
+	for _, effort := range []string{"", "none"} {
+		t.Run("effort="+effort, func(t *testing.T) {
+			a := startAgentNode(t, testdb.SQLite(t), func(c *config.Config) {
+				c.Agent.Review = true
+				c.Agent.ReviewModel = "judge"
+				c.Agent.ReasoningEffort = effort
+			})
+			a.llm.Push(
+				agentResponse("COMPLETED", "nothing to do"),
+				agentResponse("COMPLETED", "nothing was to be done"),
+			)
+			id := a.send(t, "", "do nothing")
+			if got := a.wait(t, id, tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired); got.Status.State != tasks.StateCompleted {
+				t.Fatalf("task %s %q", got.Status.State, got.Status.Message)
+			}
+			want := ""
+			if effort != "" {
+				want = `"` + effort + `"`
+			}
+			models := map[string]bool{}
+			for _, r := range a.llm.Requests() {
+				if r.Path != "/v1/chat/completions" {
+					continue
+				}
+				models[r.Model] = true
+				if string(r.ReasoningEffort) != want {
+					t.Errorf("a request to %s sent reasoning_effort %q; want %q", r.Model, r.ReasoningEffort, want)
+				}
+			}
+			if !models["judge"] || len(models) != 2 {
+				t.Errorf("requests to %v; want the worker's model and the supervisor's", models)
+			}
+		})
+	}
+}
