@@ -457,7 +457,7 @@ func thinkingError(comp *Completion, maxTokens int) *AnswerError {
 	switch {
 	case comp.Truncated:
 		return &AnswerError{Rule: "reasoning", Message: fmt.Sprintf(
-			"the model spent its whole token budget thinking: the server stopped it at the answer's token cap (agent.max_tokens, %d tokens) before it wrote any answer after its reasoning; raise agent.max_tokens or turn the model's thinking off (think briefly, then send the JSON object)",
+			"the model spent its whole token budget thinking: the server stopped it at the answer's token cap (agent.max_tokens, %d tokens) before it wrote any answer after its reasoning; raise agent.max_tokens or turn the model's thinking off or down (agent.reasoning_effort) (think briefly, then send the JSON object)",
 			maxTokens)}
 	case block && !closed:
 		return nil

@@ -171,7 +171,7 @@ func TestThinkingWithoutAnswer(t *testing.T) {
 		why   []string
 	}{
 		{"ollama out of tokens", llmtest.Reply{Content: "", Reasoning: long, FinishReason: "length", CompletionTokens: 300},
-			[]string{"spent its whole token budget thinking", "agent.max_tokens", "300", "thinking off"}},
+			[]string{"spent its whole token budget thinking", "agent.max_tokens", "300", "thinking off", "agent.reasoning_effort"}},
 		{"reasoning_content out of tokens", llmtest.Reply{Content: "", ReasoningContent: long, FinishReason: "length", CompletionTokens: 300},
 			[]string{"spent its whole token budget thinking", "agent.max_tokens", "thinking off"}},
 		{"unclosed think block out of tokens", llmtest.Reply{Content: "<think>\n" + long, FinishReason: "length", CompletionTokens: 300},
