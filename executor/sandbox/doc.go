@@ -105,16 +105,31 @@
 // off Linux link(2), which never replaces): a file made there since the
 // check is kept, ErrChanged too. Rollback, Recover and RecoverAround do
 // the same with ErrDiverged, and so does the undo of a failed promotion
-// (ErrIncomplete with it: the file edited stays as it is). Where a file
-// cannot be put back because the path was made again meanwhile, it stays
-// under its private name, which the error gives. A crash while a file is
-// under its private name leaves it there: Sweep leaves it, and Recover
-// puts it back on its empty path, removes the private name when it is a
-// second link to the path's file (a crash between the link(2) and the
-// removal off Linux), or removes it when the path holds a file again and
-// it holds one of the snapshot's images; holding anything
-// else, it is kept and Recover fails with ErrDiverged naming it
-// (RecoverAround leaves the path and reports it).
+// (ErrIncomplete with it: the file edited stays as it is). A file set
+// aside that cannot go back (the path was made, or replaced, again
+// meanwhile), or that is not what was checked once its path was made
+// again, is never left under its private name, hidden from listings and
+// barring every later change of the path: it is moved to a visible name
+// beside it, the name with ".kept-", the UTC time and, where that name
+// is taken, "-" and a number put before its .txt or .md extension
+// (notes.md gives notes.kept-20261127T184413Z.md), which the error gives.
+// That name passes the path rules, a text file's keeps its extension, and
+// no rename replaces a file there: it is a workspace file like any other,
+// listed, and a proposal (or a person) may read, compare and delete it. A
+// crash while a file is under its private name leaves it there: Sweep
+// leaves it, and Recover puts it back on its empty path, removes the
+// private name when it is a second link to the path's file (a crash
+// between the link(2) and the removal off Linux), or removes it when the
+// path holds a file again and it holds one of the snapshot's images.
+// Holding anything else (an edit written through a descriptor while it
+// was set aside), it is left, and Recover fails with ErrDiverged naming
+// that hidden file; RecoverAround moves it to a visible name as above,
+// leaves the path as found (the promotion's own image, where the crash
+// came once it was in) and reports it, Divergence.Kept naming the new
+// name and Note both. Until one of them has run, a change of that path
+// fails (ErrChanged, ErrDiverged) naming the hidden file: recover the
+// interrupted change first, or, with none left to recover, rename the
+// file by hand to a visible name, or remove it.
 //
 // What it does not guarantee. The sandbox checks; it cannot exclude a
 // writer (POSIX has no mandatory lock). A process that holds the file
@@ -130,9 +145,10 @@
 // unlink, so for an instant the file has two names (a Read of it then
 // fails with ErrHardLink), while a file is set aside by a plain rename
 // once its private name is found free (never by link and unlink, which
-// would remove a file renamed over its name in between); and where it has no hard links either, the
-// name is looked at before the rename, and a file made in between is
-// written over. Off Linux, macOS and the BSDs, and on a file
+// would remove a file renamed over its name in between), and so is a file
+// moved to a visible name to be kept; and where it has no hard links
+// either, the name is looked at before the rename, and a file made in
+// between is written over. Off Linux, macOS and the BSDs, and on a file
 // system that keeps no locks, the folder is not locked: promotions and
 // rollbacks then run one at a time within a process only, and two
 // processes promoting the same path meet as an editor and a sandbox do

@@ -36,8 +36,9 @@ func RunningCounts(s *Sandbox) (Counts, bool) {
 	return t.c, t.known
 }
 
-// SetClock makes the sandbox's count age by now instead of the wall clock.
-func SetClock(s *Sandbox, now func() time.Time) { s.core.tally.now = now }
+// SetClock makes the sandbox read the time from now instead of the wall
+// clock: its count ages by it, and kept files are named with it.
+func SetClock(s *Sandbox, now func() time.Time) { s.core.tally.now, s.core.now = now, now }
 
 // SetLockHook installs a hook called each time a promotion or rollback
 // finds the folder lock held by another process (or another Sandbox on
@@ -111,3 +112,14 @@ func SetPortable(s *Sandbox) { s.core.hooks.portable = true }
 // link(2) from the name from to the name to, in one directory, is made,
 // from is not yet removed.
 func SetLinkHook(s *Sandbox, linked func(from, to string)) { s.core.hooks.linked = linked }
+
+// KeptName is the visible name, beside rel, that a file set aside and
+// kept is moved to at t; n > 0 for the nth taken.
+func KeptName(rel string, t time.Time, n int) string { return keptName(rel, t, n) }
+
+// SetRemoveHook installs a hook run before the sandbox removes a file of
+// its own (set aside, or temporary), with its name and whether the
+// sandbox still holds it open.
+func SetRemoveHook(s *Sandbox, removing func(name string, open bool)) {
+	s.core.hooks.removing = removing
+}

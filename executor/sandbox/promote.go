@@ -11,7 +11,12 @@ import (
 	"io/fs"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
+	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 // ErrIncomplete: a promotion or rollback failed half-way and undoing its
@@ -103,6 +108,13 @@ type Divergence struct {
 	// Found is that directory and Note names the entry.
 	Pre, Post, Found Image
 	Note             string
+	// Kept, when set, is the visible name (virtual) beside Path that a
+	// file the interrupted change had set aside under a private name was
+	// moved to: it held neither image (an edit made while it was set
+	// aside, through a descriptor opened before). Found is then what the
+	// path holds, left as found (the promotion's own image, where the
+	// crash came once it was in), and Note names both names.
+	Kept string
 }
 
 // RecoverAround is Recover that never changes a path something else
@@ -112,7 +124,11 @@ type Divergence struct {
 // in the snapshot's order, with the directories that hold it (a path
 // absent before whose folder is no longer one is taken as put back); every
 // other path is put back to its pre-image, as Recover would, all of them
-// or none (an error, and nothing changed).
+// or none (an error, and nothing changed). A file the interrupted change
+// set aside under its private name that holds neither image (where
+// Recover fails) is moved to a visible name beside its path (see
+// keptName), and the path left as found and returned with Kept set:
+// nothing hidden is left to bar a later change of the path.
 func (s *Sandbox) RecoverAround(ctx context.Context, snap *Snapshot) ([]Divergence, error) {
 	left := []Divergence{}
 	if err := s.restore(ctx, snap, true, &left); err != nil {
@@ -151,11 +167,23 @@ func (s *Sandbox) restore(ctx context.Context, snap *Snapshot, partial bool, lef
 	var steps []entry
 	for _, e := range entries {
 		if partial && (e.pre.Kind == KindFile || e.post.Kind == KindFile) {
-			if err := s.unstash(ctx, e); err != nil {
-				if left == nil || !errors.Is(err, ErrDiverged) {
+			moved, err := s.unstash(ctx, e, left != nil)
+			if err != nil {
+				return opErr(op, e.rel, err)
+			}
+			if moved != nil {
+				// The edit kept, the path is left as it is: the
+				// promotion's own image, where the crash came once it
+				// was in.
+				cur, err := s.load(ctx, e.rel)
+				note := moved.String()
+				if unreadable(err) || errors.Is(err, ErrSpelling) || errors.Is(err, ErrNotDir) {
+					cur, note = Image{}, strings.TrimPrefix(err.Error(), "sandbox: ")+"; "+note
+				} else if err != nil {
 					return opErr(op, e.rel, err)
 				}
-				leave(e, Image{}, strings.TrimPrefix(err.Error(), "sandbox: "))
+				*left = append(*left, Divergence{Path: Virtual(e.rel), Pre: e.pre.summary(), Post: e.post.summary(),
+					Found: cur.summary(), Note: note, Kept: Virtual(moved.kept)})
 				continue
 			}
 		}
@@ -217,44 +245,146 @@ func (s *Sandbox) restore(ctx context.Context, snap *Snapshot, partial bool, lef
 // goes back to it; where the path is the same file (a second link), the
 // private name goes. Where the path holds a file again (the crash came
 // after the new image went in), the file set aside goes if it holds one
-// of e's images, which the snapshot keeps; otherwise it stays and the
-// error matches ErrDiverged and names it.
-func (s *Sandbox) unstash(ctx context.Context, e entry) error {
+// of e's images, which the snapshot keeps. Holding anything else (an
+// edit made meanwhile), it is moved to a visible name beside the path
+// when move is set (moved says where); otherwise it stays, and the error
+// matches ErrDiverged and names it.
+func (s *Sandbox) unstash(ctx context.Context, e entry, move bool) (moved *keptFile, err error) {
 	d, name, err := s.openParent(ctx, e.rel)
 	if err != nil {
-		return nil // no folder to hold it: load says what the path is
+		return nil, nil // no folder to hold it: load says what the path is
 	}
 	defer d.close()
 	a := asideName(name)
 	fa, err := d.r.Lstat(a)
 	if err != nil {
-		return nil
+		return nil, nil
 	}
 	fn, err := d.r.Lstat(name)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		if err := s.renameNoReplace(d.r, a, name); err != nil {
-			return err
+			return nil, err
 		}
 		s.core.tally.forget() // a file counted in again
-		return s.syncDir(d.r)
+		return nil, s.syncDir(d.r)
 	case err == nil && os.SameFile(fa, fn):
 		// A rename done as a link and a removal (linkRename, off Linux),
 		// to the private name or back, stopped between the two: one file
 		// under both names. The path keeps it.
-		if err := d.r.Remove(a); err != nil {
-			return bare(err)
+		if err := s.remove(d.r, a, false); err != nil {
+			return nil, bare(err)
 		}
-		return s.syncDir(d.r)
+		return nil, s.syncDir(d.r)
 	}
 	img, err := s.loadIn(ctx, d.r, a)
-	if err != nil || (!img.same(e.pre) && !img.same(e.post)) {
-		return fmt.Errorf("%w: a file set aside by an interrupted change holds something else; kept as %s", ErrDiverged, a)
+	if err != nil && !unreadable(err) {
+		return nil, err
 	}
-	if err := d.r.Remove(a); err != nil {
-		return bare(err)
+	if err == nil && (img.same(e.pre) || img.same(e.post)) {
+		if err := s.remove(d.r, a, false); err != nil {
+			return nil, bare(err)
+		}
+		return nil, s.syncDir(d.r)
 	}
-	return s.syncDir(d.r)
+	hidden := join(parentOf(e.rel), a)
+	if !move {
+		return nil, fmt.Errorf("%w: %s in the workspace folder, the file the interrupted change set aside under its private name for this path, holds neither image (an edit made meanwhile); Recover leaves it there, RecoverAround moves it to a visible name beside the path", ErrDiverged, hidden)
+	}
+	kept, err := s.keepVisible(d.r, e.rel, a)
+	if err != nil {
+		return nil, fmt.Errorf("%s in the workspace folder, the file the interrupted change set aside under its private name for this path, holds neither image and could not be moved to a visible name: %w", hidden, err)
+	}
+	return &keptFile{hidden: hidden, kept: kept}, s.syncDir(d.r)
+}
+
+// keptFile is a file set aside under the private name hidden and moved
+// to the visible name kept (both relative).
+type keptFile struct{ hidden, kept string }
+
+func (k *keptFile) String() string {
+	return fmt.Sprintf("the file the interrupted change set aside as %s was edited meanwhile (it holds neither image): moved to %s", k.hidden, Virtual(k.kept))
+}
+
+// keptStamp is the layout of the time in a kept file's name (keptName):
+// UTC, with no character a file system refuses.
+const keptStamp = "20060102T150405Z"
+
+// keptName is the visible name beside rel, a relative path, of a file
+// set aside for rel that is kept (it holds what no image of the change
+// does, or it could not go back): rel's name with ".kept-" and the UTC
+// time t put before its .txt or .md extension, or after the name where
+// it has none, and "-n" after the time when n > 0 (the names before were
+// taken): "notes.md" gives "notes.kept-20261127T184413Z.md". The name
+// passes Normalize, so that a proposal can name it (a text file's can be
+// read, replaced and deleted as any other): its stem is cut, at a
+// boundary of Unicode normal form C, as needed to keep the name and the
+// path within MaxNameBytes and MaxPathBytes.
+func keptName(rel string, t time.Time, n int) string {
+	dir, name := parentOf(rel), base(rel)
+	stem, ext := name, ""
+	if HasTextExt(name) {
+		i := strings.LastIndexByte(name, '.')
+		stem, ext = name[:i], name[i:]
+	}
+	tag := ".kept-" + t.UTC().Format(keptStamp)
+	if n > 0 {
+		tag += "-" + strconv.Itoa(n)
+	}
+	room := MaxPathBytes - len(Prefix)
+	if dir != "" {
+		room -= len(dir) + 1
+	}
+	room = min(room, MaxNameBytes) - len(tag) - len(ext)
+	if len(stem) > room {
+		cut := max(room, 0)
+		for cut > 0 && (!utf8.RuneStart(stem[cut]) || norm.NFC.FirstBoundaryInString(stem[cut:]) != 0) {
+			cut--
+		}
+		stem = stem[:cut]
+	}
+	if stem == "" {
+		stem = "file"
+	}
+	return join(dir, stem+tag+ext)
+}
+
+// maxKeptTries bounds the names keepVisible tries for one file.
+const maxKeptTries = 100
+
+// keepVisible moves the file hidden, a private name in d set aside for
+// rel, to the first free name of keptName (the time now, then numbered),
+// and returns that name, relative. The rename never replaces a file (see
+// renameAside). The file is then a workspace file like any other: listed,
+// counted, and free for proposals to read, replace or delete.
+func (s *Sandbox) keepVisible(d *os.Root, rel, hidden string) (string, error) {
+	now := s.core.now()
+	for n := range maxKeptTries {
+		kept := keptName(rel, now, n)
+		err := s.renameAside(d, hidden, base(kept))
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		s.core.tally.forget() // a file counted in
+		return kept, nil
+	}
+	return "", fmt.Errorf("%s and the %d names numbered after it are taken", Virtual(keptName(rel, now, 0)), maxKeptTries-1)
+}
+
+// keepOut moves the file set aside as a for rel to a visible name beside
+// it (keepVisible), a closed first, and says, for an error, where it
+// went; or, if it cannot, where it stays and what to do.
+func (s *Sandbox) keepOut(d *os.Root, rel string, a *aside) string {
+	a.close()
+	kept, err := s.keepVisible(d, rel, a.name)
+	if err != nil {
+		return fmt.Sprintf("is left under its private name, as %s in the workspace folder, for it could not be moved to a visible name (%v): it bars every change of %s until it is moved; rename it by hand to a visible name, or remove it",
+			join(parentOf(rel), a.name), err, Virtual(rel))
+	}
+	return fmt.Sprintf("is kept as %s (moved from its private name %s)", Virtual(kept), a.name)
 }
 
 // keepHolding takes out of steps, the deepest first, the removals of
@@ -540,14 +670,16 @@ func (s *Sandbox) writeIn(ctx context.Context, d *os.Root, name string, o op) (e
 		if tmp == nil {
 			return
 		}
+		// Closed before it is removed: Windows may not remove an open
+		// file.
+		tmp.close()
 		if err != nil && tmp.name != "" {
-			d.Remove(tmp.name)
+			s.remove(d, tmp.name, tmp.f != nil)
 		}
 		// Renamed or removed: nothing of its own is left for Discard to
 		// remove (its last name may be a private one, asideName, that a
 		// later change uses again).
 		tmp.name = ""
-		tmp.close()
 	}()
 	if err := checkFile(d, name); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
@@ -582,17 +714,17 @@ func (s *Sandbox) writeIn(ctx context.Context, d *os.Root, name string, o op) (e
 			// have taken it.
 			return s.drop(ctx, d, a, o, err)
 		}
-		return s.putBack(d, name, a, err)
+		return s.putBack(d, o.rel, name, a, err)
 	}
 	tmp.name = ""
 	if err := s.swapHook("in", o.rel); err != nil {
-		return s.takeBack(d, name, a, tmp, err)
+		return s.takeBack(d, o.rel, name, a, tmp, err)
 	}
 	if err := s.holds(ctx, a, o); err != nil {
-		return s.takeBack(d, name, a, tmp, err)
+		return s.takeBack(d, o.rel, name, a, tmp, err)
 	}
 	if err := s.removeAside(d, a, o); err != nil {
-		return s.takeBack(d, name, a, tmp, err)
+		return s.takeBack(d, o.rel, name, a, tmp, err)
 	}
 	return nil
 }
@@ -605,7 +737,7 @@ func (s *Sandbox) removeAside(d *os.Root, a *aside, o op) error {
 	if err := s.swapHook("remove", o.rel); err != nil {
 		return err
 	}
-	return bare(d.Remove(a.name))
+	return bare(s.remove(d, a.name, a.f != nil))
 }
 
 // exchangeIn replaces name, which must hold o.was, by the temporary file
@@ -619,7 +751,7 @@ func (s *Sandbox) exchangeIn(ctx context.Context, d *os.Root, name string, tmp *
 	a := &aside{name: asideName(name)}
 	if err := s.renameNoReplace(d, tmp.name, a.name); err != nil {
 		if errors.Is(err, fs.ErrExist) {
-			return true, fmt.Errorf("%w: %s", o.changed, errLeftAside)
+			return true, leftAside(o, name)
 		}
 		return true, bare(err)
 	}
@@ -647,17 +779,23 @@ func (s *Sandbox) exchangeIn(ctx context.Context, d *os.Root, name string, tmp *
 		err = s.checkAside(ctx, d, a, o)
 	}
 	if err != nil {
-		return true, s.takeBack(d, name, a, tmp, err)
+		return true, s.takeBack(d, o.rel, name, a, tmp, err)
 	}
 	if err := s.removeAside(d, a, o); err != nil {
-		return true, s.takeBack(d, name, a, tmp, err)
+		return true, s.takeBack(d, o.rel, name, a, tmp, err)
 	}
 	return true, nil
 }
 
-// errLeftAside: the private name of a file is taken, by a file set aside
-// by a change that a crash interrupted.
-var errLeftAside = errors.New("a file an interrupted change set aside is still there (recover first)")
+// leftAside is the error (o.changed) of a change of name, the file of
+// o.rel, whose private name is taken: by a file set aside by a change a
+// crash interrupted, whose recovery has not run yet (it settles the file:
+// puts it back, removes it, or, RecoverAround, moves it to a visible
+// name). It says which file, and what to do.
+func leftAside(o op, name string) error {
+	return fmt.Errorf("%w: %s in the workspace folder, a file a change interrupted by a crash set aside under its private name for this path, is still there: recover that change first; if none is left to recover, rename the file by hand to a visible name, or remove it",
+		o.changed, join(parentOf(o.rel), asideName(name)))
+}
 
 // removeIn removes the file name of d, which must hold o.was: set aside
 // (setAside), checked, hashed once more, removed. A write to it through
@@ -668,13 +806,13 @@ func (s *Sandbox) removeIn(ctx context.Context, d *os.Root, name string, o op) e
 		return err
 	}
 	if err := s.swapHook("in", o.rel); err != nil {
-		return s.putBack(d, name, a, err)
+		return s.putBack(d, o.rel, name, a, err)
 	}
 	if err := s.holds(ctx, a, o); err != nil {
-		return s.putBack(d, name, a, err)
+		return s.putBack(d, o.rel, name, a, err)
 	}
 	if err := s.removeAside(d, a, o); err != nil {
-		return s.putBack(d, name, a, err)
+		return s.putBack(d, o.rel, name, a, err)
 	}
 	return nil
 }
@@ -734,7 +872,7 @@ func (s *Sandbox) setAside(ctx context.Context, d *os.Root, name string, o op) (
 		case errors.Is(err, fs.ErrNotExist):
 			return nil, fmt.Errorf("%w: removed", o.changed)
 		case errors.Is(err, fs.ErrExist):
-			return nil, fmt.Errorf("%w: %s", o.changed, errLeftAside)
+			return nil, leftAside(o, name)
 		}
 		return nil, bare(err)
 	}
@@ -743,7 +881,7 @@ func (s *Sandbox) setAside(ctx context.Context, d *os.Root, name string, o op) (
 		err = s.checkAside(ctx, d, a, o)
 	}
 	if err != nil {
-		return nil, s.putBack(d, name, a, err)
+		return nil, s.putBack(d, o.rel, name, a, err)
 	}
 	return a, nil
 }
@@ -797,37 +935,41 @@ func (s *Sandbox) holds(ctx context.Context, a *aside, o op) error {
 	return nil
 }
 
-// putBack renames the file set aside back to name, unless name was made
-// again meanwhile: then it stays under its private name, which the error
-// gives. It returns cause.
-func (s *Sandbox) putBack(d *os.Root, name string, a *aside, cause error) error {
+// putBack renames the file set aside back to name, the file of rel,
+// unless name was made again meanwhile: then it is moved to a visible
+// name beside it (keepOut), which the error gives. It returns cause.
+func (s *Sandbox) putBack(d *os.Root, rel, name string, a *aside, cause error) error {
 	a.close()
 	if err := s.renameNoReplace(d, a.name, name); err != nil {
-		return fmt.Errorf("%w (the file it held is kept as %s: %v)", cause, a.name, bare(err))
+		return fmt.Errorf("%w (the file it held could not go back: %v; it %s)", cause, bare(err), s.keepOut(d, rel, a))
 	}
 	return cause
 }
 
-// drop removes the file set aside, once hashed again: a write through a
-// descriptor since it was checked keeps it, under its private name, which
-// the error gives. It returns cause.
+// drop removes the file set aside, once hashed again and closed: a write
+// through a descriptor since it was checked keeps it, moved to a visible
+// name (keepOut), which the error gives. It returns cause.
 func (s *Sandbox) drop(ctx context.Context, d *os.Root, a *aside, o op, cause error) error {
-	defer a.close()
-	if err := s.holds(ctx, a, o); err != nil {
-		return fmt.Errorf("%w (the file it held, written to meanwhile, is kept as %s)", cause, a.name)
+	err := s.holds(ctx, a, o)
+	a.close() // before the removal: Windows may not remove an open file
+	if err != nil {
+		return fmt.Errorf("%w (the file it held is not the one checked: %v; it %s)", cause, strings.TrimPrefix(err.Error(), "sandbox: "), s.keepOut(d, o.rel, a))
 	}
-	if err := d.Remove(a.name); err != nil {
-		return fmt.Errorf("%w (the file it held is kept as %s: %v)", cause, a.name, bare(err))
+	if err := s.remove(d, a.name, a.f != nil); err != nil {
+		return fmt.Errorf("%w (the file it held could not be removed: %v; it %s)", cause, bare(err), s.keepOut(d, o.rel, a))
 	}
 	return cause
 }
 
 // takeBack puts the file set aside back in place of the new image just
-// renamed in (tmp's file), and returns cause: in one step where the file
-// system can exchange two names, then removing the new image only if it
-// is what came out. Elsewhere, only if the name still holds the new
-// image, by a rename over it.
-func (s *Sandbox) takeBack(d *os.Root, name string, a *aside, tmp *tempFile, cause error) error {
+// renamed in (tmp's file) at name, the file of rel, and returns cause: in
+// one step where the file system can exchange two names, then removing
+// the new image only if it is what came out. Elsewhere, only if the name
+// still holds the new image, by a rename over it. A file that cannot go
+// back, or that came out and is not the new image, is moved to a visible
+// name (keepOut), which the error gives. Both files are closed before
+// either is renamed over or removed.
+func (s *Sandbox) takeBack(d *os.Root, rel, name string, a *aside, tmp *tempFile, cause error) error {
 	a.close()
 	ours := func(n string) bool {
 		fi, lerr := d.Lstat(n)
@@ -836,8 +978,10 @@ func (s *Sandbox) takeBack(d *os.Root, name string, a *aside, tmp *tempFile, cau
 	}
 	err := s.exchange(d, a.name, name)
 	if errors.Is(err, errors.ErrUnsupported) {
-		if !ours(name) {
-			return fmt.Errorf("%w (the file it held is kept as %s)", cause, a.name)
+		in := ours(name)
+		tmp.close()
+		if !in {
+			return fmt.Errorf("%w (the path was replaced meanwhile, so the file it held cannot go back; it %s)", cause, s.keepOut(d, rel, a))
 		}
 		err = d.Rename(a.name, name)
 		if err == nil {
@@ -845,13 +989,16 @@ func (s *Sandbox) takeBack(d *os.Root, name string, a *aside, tmp *tempFile, cau
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("%w (the file it held is kept as %s: %v)", cause, a.name, bare(err))
+		tmp.close()
+		return fmt.Errorf("%w (the file it held could not go back: %v; it %s)", cause, bare(err), s.keepOut(d, rel, a))
 	}
-	if !ours(a.name) {
-		return fmt.Errorf("%w (what replaced the new image meanwhile is kept as %s)", cause, a.name)
+	out := ours(a.name)
+	tmp.close() // before the removal: Windows may not remove an open file
+	if !out {
+		return fmt.Errorf("%w (what replaced the new image meanwhile %s)", cause, s.keepOut(d, rel, a))
 	}
-	if err := d.Remove(a.name); err != nil {
-		return fmt.Errorf("%w (the new image is left as %s: %v)", cause, a.name, bare(err))
+	if err := s.remove(d, a.name, tmp.f != nil); err != nil {
+		return fmt.Errorf("%w (the new image, out again, could not be removed: %v; it %s)", cause, bare(err), s.keepOut(d, rel, a))
 	}
 	return cause
 }
@@ -961,8 +1108,8 @@ func writeTemp(d *os.Root, img Image) (*tempFile, error) {
 			err = t.f.Sync()
 		}
 		if err != nil {
+			t.close() // before the removal: Windows may not remove an open file
 			d.Remove(t.name)
-			t.close()
 			return nil, bare(err)
 		}
 		return t, nil
@@ -1003,6 +1150,15 @@ func tempName() (string, error) {
 		return "", err
 	}
 	return ReservedPrefix + "tmp-" + hex.EncodeToString(b[:]), nil
+}
+
+// remove removes name from d; open says whether the sandbox still holds
+// the file open (a test's hook checks it never does).
+func (s *Sandbox) remove(d *os.Root, name string, open bool) error {
+	if s.core.hooks.removing != nil {
+		s.core.hooks.removing(name, open)
+	}
+	return d.Remove(name)
 }
 
 // syncDir makes a directory's new entries durable.

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/snapnode/snapnode/executor/sandbox"
 )
@@ -361,13 +363,18 @@ func TestCrashWhileSetAside(t *testing.T) {
 
 // TestCrashAsideEdited: a crash leaves a file set aside after the new
 // image went in, and that file is written to afterwards (an editor held
-// it open): Recover refuses, naming the path, and keeps it; RecoverAround
-// leaves the path, reports it, and restores the others.
+// it open). Recover refuses, naming the path and the hidden file, and
+// changes nothing. RecoverAround moves that file to a visible name
+// beside the path (a later change of the path is not barred by it, and
+// the file can be read, listed and removed through the sandbox), leaves
+// the path as found (the action's own image), reports both, and
+// restores the others.
 func TestCrashAsideEdited(t *testing.T) {
 	ctx := context.Background()
 	eachWay(t, "", func(t *testing.T, set func(*sandbox.Sandbox)) {
 		dir, sb := newSandbox(t, sandbox.Limits{}, stageFixture)
 		set(sb)
+		sandbox.SetClock(sb, func() time.Time { return keptAt })
 		st, err := sb.Stage(ctx, composite)
 		if err != nil {
 			t.Fatal(err)
@@ -389,20 +396,59 @@ func TestCrashAsideEdited(t *testing.T) {
 			t.Fatal(err)
 		}
 		var oe *sandbox.OpError
-		if err := sb.Recover(ctx, snap); !errors.Is(err, sandbox.ErrDiverged) || !errors.As(err, &oe) || oe.Path != "/sandbox/notes.md" {
+		err = sb.Recover(ctx, snap)
+		if !errors.Is(err, sandbox.ErrDiverged) || !errors.As(err, &oe) || oe.Path != "/sandbox/notes.md" {
 			t.Fatalf("Recover = %v; want ErrDiverged at /sandbox/notes.md", err)
+		}
+		if !strings.Contains(err.Error(), sandbox.AsideName("notes.md")) || !strings.Contains(err.Error(), "RecoverAround") {
+			t.Errorf("Recover = %v; want the hidden file named, and what to do", err)
+		}
+		if _, err := os.Lstat(aside); err != nil {
+			t.Fatalf("Recover, refusing, moved the file set aside: %v", err)
 		}
 		left, err := sb.RecoverAround(ctx, snap)
 		if err != nil || len(left) != 1 || left[0].Path != "/sandbox/notes.md" {
 			t.Fatalf("RecoverAround = %+v, %v", left, err)
 		}
-		if b, err := os.ReadFile(aside); err != nil || string(b) != "written through an open file\n" {
-			t.Fatalf("the file set aside = %q, %v", b, err)
+		const kept = "/sandbox/notes.kept-20261127T184413Z.md"
+		l := left[0]
+		if l.Kept != kept {
+			t.Errorf("Kept = %q; want %q", l.Kept, kept)
+		}
+		if l.Found.Kind != sandbox.KindFile || l.Found.SHA256 != l.Post.SHA256 {
+			t.Errorf("Found = %+v; want the action's image %+v, which the path holds", l.Found, l.Post)
+		}
+		if !strings.Contains(l.Note, sandbox.AsideName("notes.md")) || !strings.Contains(l.Note, kept) {
+			t.Errorf("Note = %q; want both names", l.Note)
+		}
+		if left := reservedFiles(t, dir); left != nil {
+			t.Fatalf("private files left: %v", left)
+		}
+		if b, err := sb.Read(ctx, kept); err != nil || string(b) != "written through an open file\n" {
+			t.Fatalf("%s = %q, %v", kept, b, err)
+		}
+		if b, err := sb.Read(ctx, "/sandbox/notes.md"); err != nil || string(b) != "line one\nchanged\n" {
+			t.Errorf("notes.md = %q, %v; want as found, the action's image", b, err)
 		}
 		for name, want := range map[string]string{"sub/a.txt": "a\n", "tool.md": "#!/bin/sh\n"} {
 			if b, err := os.ReadFile(filepath.Join(dir, name)); err != nil || string(b) != want {
 				t.Errorf("%s = %q, %v: not restored", name, b, err)
 			}
+		}
+		listed, err := sb.List(ctx, "/sandbox/")
+		if err != nil || !slices.ContainsFunc(listed, func(e sandbox.Entry) bool { return e.Path == kept && e.Invalid == "" }) {
+			t.Errorf("List = %+v, %v; want %s in it", listed, err, kept)
+		}
+		// Nothing bars the path now, and the kept file goes as any text file.
+		st, err = sb.Stage(ctx, []sandbox.Change{
+			sandbox.Write{Path: "/sandbox/notes.md", Content: []byte("after\n")},
+			sandbox.Delete{Path: kept},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sb.Promote(ctx, st); err != nil {
+			t.Fatalf("Promote after recovery = %v", err)
 		}
 	})
 }

@@ -67,6 +67,7 @@ type core struct {
 	mu    sync.Mutex // held by Promote, Rollback and Recover
 	tally tally
 	hooks hooks
+	now   func() time.Time // the time kept files are named with (keptName)
 	// spelling is what probeFolds found of the workspace folder, at Open
 	// and each time the folder is opened again.
 	spelling atomic.Pointer[spelling]
@@ -97,6 +98,9 @@ type hooks struct {
 	// name of the entry it finds. The tests set it to act as a file
 	// system that ignores case would; nil: name itself.
 	lookup func(d *os.Root, name string) string
+	// removing runs before the sandbox removes a file of its own (set
+	// aside, temporary): open, whether it still holds it open.
+	removing func(name string, open bool)
 }
 
 // Open opens the workspace folder dir (which must exist) as a sandbox with
@@ -113,7 +117,7 @@ func Open(dir string, lim Limits) (*Sandbox, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: open workspace: %w", err)
 	}
-	c := &core{ws: ws, tally: tally{now: time.Now}}
+	c := &core{ws: ws, tally: tally{now: time.Now}, now: time.Now}
 	s := &Sandbox{core: c, lim: lim}
 	c.spelling.Store(s.probeFolds(ws.root))
 	ws.reopened = func(root *os.Root) {
