@@ -73,7 +73,12 @@
 // promotion fails with a reason naming each path left, the hash the
 // promotion left there and the one found (ReasonDiverged), its entry
 // ("failed", decision "recovered") listing them under "diverged", and the
-// log says so at warn level.
+// log says so at warn level. A file the crash left set aside under its
+// hidden name, edited meanwhile, is moved to a visible name beside its
+// path (sandbox.Divergence.Kept) and its path left as found: the reason
+// says what the path holds (what the action wrote, where the crash came
+// once it was in) and the name the edit was kept as, and the entry lists
+// it under "diverged" with "kept".
 //
 // # Decisions where the design documents are silent
 //

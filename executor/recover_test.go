@@ -2,14 +2,18 @@ package executor_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/snapnode/snapnode/executor"
 	"github.com/snapnode/snapnode/executor/audit"
+	"github.com/snapnode/snapnode/executor/sandbox"
 	"github.com/snapnode/snapnode/internal/testdb"
 )
 
@@ -163,6 +167,83 @@ func TestRecoverOverChangedFile(t *testing.T) {
 		}
 		if err := v.ex.Rollback(ctx, id); !errors.Is(err, executor.ErrNotPromoted) {
 			t.Errorf("Rollback of the settled action: %v", err)
+		}
+		v.verify()
+	})
+}
+
+// asideName is the private name the sandbox sets a file named name aside
+// under while it replaces or removes it (sandbox's asideName).
+func asideName(name string) string {
+	h := sha256.Sum256([]byte(name))
+	return sandbox.ReservedPrefix + "aside-" + hex.EncodeToString(h[:16])
+}
+
+// TestRecoverKeepsEditSetAside: a promotion of two files stops before its
+// record moves on, and a crash had come while a.txt was being replaced:
+// its new image in, the file it replaced still under its private name,
+// written to meanwhile through a descriptor an editor held. The start's
+// recovery moves that file to a visible name beside a.txt, leaves a.txt
+// holding the action's own image, puts b.txt back, and fails the action
+// with a reason that says so: a.txt holds what the action wrote, the edit
+// is kept as the new name. Before, the reason said a.txt held neither
+// image and that the node changed none of the files, and the edit stayed
+// under its hidden name, barring every later change of a.txt.
+func TestRecoverKeepsEditSetAside(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		v := newEnv(t, dsn)
+		ctx := context.Background()
+		lost := errors.New("the node stopped")
+		res, err := v.ex.Run(ctx, executor.Request{TaskID: "task-1", Requester: agent, Data: v.twoWrites(),
+			Then: func(context.Context, *sql.Tx, *executor.Result) error { return lost }})
+		if !errors.Is(err, lost) {
+			t.Fatalf("Run = %+v, %v; want its last commit lost", res, err)
+		}
+		id := v.actions()[0].ActionID
+		v.file(asideName("a.txt"), "edited while it was replaced\n")
+		v.reopen()
+
+		n, err := v.ex.RecoverInterrupted(ctx)
+		if n != 1 || err != nil {
+			t.Fatalf("RecoverInterrupted = %d, %v; want the action settled", n, err)
+		}
+		if c, _ := v.content("a.txt"); c != "a after\n" {
+			t.Errorf("a.txt = %q; want it left as found, the action's image", c)
+		}
+		if c, _ := v.content("b.txt"); c != "b before\n" {
+			t.Errorf("b.txt = %q; want its pre-image", c)
+		}
+		if _, ok := v.content(asideName("a.txt")); ok {
+			t.Error("the edit is still under its private name")
+		}
+		kept, err := filepath.Glob(filepath.Join(v.dir, "a.kept-*.txt"))
+		if err != nil || len(kept) != 1 {
+			t.Fatalf("kept files %v, %v; want one beside a.txt", kept, err)
+		}
+		keptPath := "/sandbox/" + filepath.Base(kept[0])
+		if c, _ := v.content(filepath.Base(kept[0])); c != "edited while it was replaced\n" {
+			t.Errorf("%s = %q; want the edit", keptPath, c)
+		}
+		a := v.action(id)
+		for _, want := range []string{"/sandbox/a.txt", "holds what the action wrote", sha("a after\n"), keptPath, asideName("a.txt")} {
+			if a.State != "failed" || !strings.Contains(a.Reason, want) {
+				t.Errorf("record %s, reason %q; want failed, naming %q", a.State, a.Reason, want)
+			}
+		}
+		for _, wrong := range []string{"each holds neither", "changed none"} {
+			if strings.Contains(a.Reason, wrong) {
+				t.Errorf("reason %q says %q", a.Reason, wrong)
+			}
+		}
+		es := v.entries(id)
+		var d struct {
+			Diverged []struct {
+				Path, Found, Kept string
+			} `json:"diverged"`
+		}
+		if err := json.Unmarshal(es[len(es)-1].Detail, &d); err != nil || len(d.Diverged) != 1 ||
+			d.Diverged[0].Path != "/sandbox/a.txt" || d.Diverged[0].Found != sha("a after\n") || d.Diverged[0].Kept != keptPath {
+			t.Errorf("audit detail %s (%v); want a.txt, found the action's image, the edit kept", es[len(es)-1].Detail, err)
 		}
 		v.verify()
 	})

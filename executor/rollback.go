@@ -388,6 +388,14 @@ func divergedReason(from string, left []sandbox.Divergence) string {
 		b.WriteString(ReasonDiverged)
 	}
 	fmt.Fprintf(&b, "%d path(s) changed since, left as found: ", len(left))
+	kept, neither := 0, 0
+	for _, l := range left {
+		if l.Kept != "" {
+			kept++
+		} else {
+			neither++
+		}
+	}
 	for i, l := range left {
 		if i == maxDivergedNamed {
 			fmt.Fprintf(&b, "; and %d more (see the audit log)", len(left)-i)
@@ -396,10 +404,38 @@ func divergedReason(from string, left []sandbox.Divergence) string {
 		if i > 0 {
 			b.WriteString("; ")
 		}
+		if l.Kept != "" {
+			fmt.Fprintf(&b, "%s (%s; %s)", l.Path, holdsWords(l), l.Note)
+			continue
+		}
 		fmt.Fprintf(&b, "%s (the promotion left %s, found %s)", l.Path, imageWords(l.Post, ""), imageWords(l.Found, l.Note))
 	}
-	b.WriteString(". Check these files: each holds neither what the action wrote nor what was there before it (another action, or someone, changed it); the node changed none of them")
+	switch {
+	case kept == 0:
+		b.WriteString(". Check these files: each holds neither what the action wrote nor what was there before it (another action, or someone, changed it); the node changed none of them")
+	case neither == 0:
+		b.WriteString(". Check these files: the node left each path as found and moved the edited file out of its hidden name to the visible one given; compare the two and keep what you want")
+	default:
+		b.WriteString(". Check these files: those with no edit kept hold neither what the action wrote nor what was there before it (another action, or someone, changed it), and the node changed none of them; for the others the node left the path as found and moved the edited file out of its hidden name to the visible one given; compare the two and keep what you want")
+	}
 	return clean(b.String(), audit.MaxReasonLength, false)
+}
+
+// holdsWords says what a path whose edit was kept under another name
+// (l.Kept) holds: the action's image, the one before it, or another.
+func holdsWords(l sandbox.Divergence) string {
+	holds := func(img sandbox.Image) bool {
+		return img.Kind == sandbox.KindFile && l.Found.Kind == sandbox.KindFile && l.Found.SHA256 == img.SHA256
+	}
+	switch {
+	case holds(l.Post):
+		return "holds what the action wrote, sha256 " + l.Post.SHA256
+	case holds(l.Pre):
+		return "holds what was there before the action, sha256 " + l.Pre.SHA256
+	case l.Found.Kind == "":
+		return "the promotion left " + imageWords(l.Post, "") + ", found what the node does not read"
+	}
+	return "the promotion left " + imageWords(l.Post, "") + ", found " + imageWords(l.Found, "")
 }
 
 // imageWords names an image in a reason: a file's hash, "no file", "a
@@ -445,6 +481,10 @@ type divergedPath struct {
 	FoundKind    sandbox.Kind `json:"found_kind,omitempty"`
 	Before       string       `json:"before,omitempty"`
 	Note         string       `json:"note,omitempty"`
+	// Kept is the visible name the sandbox moved an edit of the path to,
+	// found under its hidden name after the crash (see
+	// sandbox.Divergence).
+	Kept string `json:"kept,omitempty"`
 }
 
 func diverged(left []sandbox.Divergence) []divergedPath {
@@ -454,7 +494,7 @@ func diverged(left []sandbox.Divergence) []divergedPath {
 	out := make([]divergedPath, len(left))
 	for i, l := range left {
 		out[i] = divergedPath{Path: l.Path, Expected: l.Post.SHA256, ExpectedKind: l.Post.Kind,
-			Found: l.Found.SHA256, FoundKind: l.Found.Kind, Before: l.Pre.SHA256, Note: clean(l.Note, 256, false)}
+			Found: l.Found.SHA256, FoundKind: l.Found.Kind, Before: l.Pre.SHA256, Note: clean(l.Note, 256, false), Kept: l.Kept}
 	}
 	return out
 }
