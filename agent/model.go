@@ -138,8 +138,9 @@ type Completion struct {
 	Text string
 	// Reasoning is a thinking model's trace that the server sent beside
 	// the content (Ollama's "reasoning", llama-server's and vLLM's
-	// "reasoning_content"), at most MaxReasoningBytes bytes: an
-	// implementation cuts a longer one. It is never the answer.
+	// "reasoning_content"), whole: the runtime redacts it, then cuts it
+	// to MaxReasoningBytes for the history (cut first, a secret the cut
+	// split would no longer be found). It is never the answer.
 	Reasoning string
 	// ReasoningBytes is the length in bytes of the reasoning as the
 	// server sent it, before the cut (0 when there was none): a

@@ -9,8 +9,6 @@ import (
 	"strings"
 
 	"github.com/go-json-experiment/json/jsontext"
-
-	"github.com/snapnode/snapnode/agent"
 )
 
 // The client reads a chat.completion itself, not through go-openai: its
@@ -108,8 +106,8 @@ func (f *few[T]) UnmarshalJSON(b []byte) error {
 // answer is what the client takes of a chat.completion.
 type answer struct {
 	text, model, finish string
-	// reasoning is the message's reasoning, cut to
-	// agent.MaxReasoningBytes; reasoningBytes its length before the cut.
+	// reasoning is the message's reasoning, whole; reasoningBytes its
+	// length (see reasoning).
 	reasoning        string
 	reasoningBytes   int
 	toolCalls        []string
@@ -200,20 +198,28 @@ func readAnswer(body []byte) (*answer, error) {
 	return a, nil
 }
 
-// reasoning is the first of raws that is a non-empty string, cut to
-// agent.MaxReasoningBytes, and its length in bytes before the cut: a
-// thinking model's trace, which explains the answer and is never taken
-// as it. What is not a string (null, an object) is no trace, and does
-// not refuse the answer. Only the string taken is measured: vLLM may
-// send the same trace in both fields.
+// reasoning is the first of raws that is a non-empty string, whole (the
+// body's cap bounds it), and the length in bytes of the longest of raws
+// that is a string: a thinking model's trace, which explains the answer
+// and is never taken as it. The runtime redacts the trace before it cuts
+// it to agent.MaxReasoningBytes: cut here first, a secret the cut split
+// (a private key's END line past it) would no longer match and be kept.
+// What is not a string (null, an object) is no trace, and does not
+// refuse the answer. Two strings are measured once, the longer: vLLM may
+// send the same trace in both fields, and a server that sends two that
+// differ has its model's longer one priced.
 func reasoning(raws ...json.RawMessage) (text string, n int) {
 	for _, raw := range raws {
 		var s string
-		if len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, &s) == nil && strings.TrimSpace(s) != "" {
-			return cut(strings.ToValidUTF8(s, "\uFFFD"), agent.MaxReasoningBytes), len(s)
+		if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
+			continue
+		}
+		n = max(n, len(s))
+		if text == "" && strings.TrimSpace(s) != "" {
+			text = strings.ToValidUTF8(s, "\uFFFD")
 		}
 	}
-	return "", 0
+	return text, n
 }
 
 // indexZero reports whether a choice's index is 0 (or absent, as some

@@ -169,8 +169,8 @@ func TestRefusedAnswerUsage(t *testing.T) {
 
 // A thinking model's trace comes beside the content: Ollama's
 // "reasoning", llama-server's and vLLM's "reasoning_content". The
-// completion carries it, cut to agent.MaxReasoningBytes on a character's
-// boundary, apart from the content; one that is not a string is left
+// completion carries it whole (the runtime redacts it, then cuts it),
+// apart from the content; one that is not a string is left
 // out, the answer taken all the same; a content that opens with a
 // <think> block is the content, as sent (the runtime reads the block).
 // Before, the trace was dropped.
@@ -201,9 +201,9 @@ func TestReasoningAnswer(t *testing.T) {
 				t.Fatalf("Complete = %+v; want text %q, 10+5 tokens", *got, c.text)
 			}
 			if c.name == "long" {
-				if n := len(got.Reasoning); n > agent.MaxReasoningBytes || n < agent.MaxReasoningBytes-8 ||
-					!strings.HasPrefix(got.Reasoning, "éé") || !utf8Valid(got.Reasoning) {
-					t.Fatalf("reasoning of %d bytes (%.20q…); want it cut to %d on a character's boundary", n, got.Reasoning, agent.MaxReasoningBytes)
+				// Whole: the runtime redacts it before it cuts it.
+				if got.Reasoning != long {
+					t.Fatalf("reasoning of %d bytes (%.20q…); want the %d sent, whole", len(got.Reasoning), got.Reasoning, len(long))
 				}
 				return
 			}
@@ -230,11 +230,11 @@ func TestReasoningLLMTest(t *testing.T) {
 	}
 }
 
-// The completion tells the reasoning's whole length, before the cut to
-// agent.MaxReasoningBytes, for the runtime to price a call whose server
-// reported no usage: the length of the field it took (the first that is
-// a string, vLLM's two counted once), 0 without one. Before, only the 8
-// KiB kept were known.
+// The completion tells the reasoning's whole length, for the runtime to
+// price a call whose server reported no usage: the length of the longer
+// of the fields that are strings (vLLM's two counted once), 0 without
+// one. Before, a second field that differed from the one taken, however
+// long, was not counted.
 func TestReasoningBytes(t *testing.T) {
 	long := strings.Repeat("é", agent.MaxReasoningBytes) // twice the bound, in bytes
 	for _, c := range []struct {
@@ -244,6 +244,9 @@ func TestReasoningBytes(t *testing.T) {
 		{"long", `{"role":"assistant","content":"{}","reasoning":"` + long + `"}`, 2 * agent.MaxReasoningBytes},
 		{"short", `{"role":"assistant","content":"{}","reasoning_content":"because"}`, len("because")},
 		{"vllm both", `{"role":"assistant","content":"{}","reasoning_content":"` + long + `","reasoning":"` + long + `"}`, 2 * agent.MaxReasoningBytes},
+		// Two that differ: the longer is counted, whichever is kept.
+		{"both, the other longer", `{"role":"assistant","content":"{}","reasoning_content":"short","reasoning":"` + long + `"}`, 2 * agent.MaxReasoningBytes},
+		{"both, the other blank", `{"role":"assistant","content":"{}","reasoning_content":"short","reasoning":"  "}`, len("short")},
 		{"none", `{"role":"assistant","content":"{}"}`, 0},
 		{"not a string", `{"role":"assistant","content":"{}","reasoning":{"effort":"high"}}`, 0},
 		{"think block", `{"role":"assistant","content":"<think>x</think>{}"}`, 0},
@@ -255,8 +258,8 @@ func TestReasoningBytes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got.ReasoningBytes != c.want || len(got.Reasoning) > agent.MaxReasoningBytes {
-				t.Fatalf("ReasoningBytes %d, Reasoning of %d bytes; want %d, at most %d kept", got.ReasoningBytes, len(got.Reasoning), c.want, agent.MaxReasoningBytes)
+			if got.ReasoningBytes != c.want {
+				t.Fatalf("ReasoningBytes %d, Reasoning of %d bytes; want %d", got.ReasoningBytes, len(got.Reasoning), c.want)
 			}
 		})
 	}

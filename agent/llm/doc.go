@@ -41,9 +41,9 @@
 //
 // A thinking model's reasoning, which the server sends apart from the
 // content (llama-server's and vLLM's reasoning_content, Ollama's and
-// newer vLLM's reasoning), is the Completion's Reasoning, cut to
-// agent.MaxReasoningBytes, and its ReasoningBytes the length sent, for
-// the pricing of a call without usage; one that is not a string is left
+// newer vLLM's reasoning), is the Completion's Reasoning, whole (the
+// runtime redacts it, then cuts it), and its ReasoningBytes the length
+// sent (the longer of two), for the pricing of a call without usage; one that is not a string is left
 // out. A <think> block at the start of the content stays in the content,
 // for the runtime to set apart.
 //
