@@ -243,7 +243,7 @@ func TestJobTextShowsWaits(t *testing.T) {
 	call(0, 0, "", agent.Response{Status: agent.ResponseError, Kind: agent.KindAPIError, Error: "connection refused", NewStatus: agent.Running, ExecutionTimeSeconds: 0.01}, nil)
 	status(tasks.StateInputRequired, 100*time.Millisecond, "the model server failed 4 times in a row: connection refused")
 	status(tasks.StateWorking, 16*time.Second, "the agent is working on the task")
-	call(1, 16*time.Second, "use notes.md", agent.Response{Status: agent.ResponseSuccess, Kind: agent.KindProposal, Action: "DELETE_FILE", RawResponse: "{}", Reasoning: "notes.md is\nstale" + strings.Repeat(" and old", 100), NewStatus: agent.InterventionRequired, ExecutionTimeSeconds: 0.02},
+	call(1, 16*time.Second, "use notes.md", agent.Response{Status: agent.ResponseSuccess, Kind: agent.KindProposal, Action: "DELETE_FILE", RawResponse: "{}", Reasoning: "notes.md is\nstale\x1b]52;c;QUJD\x07\x1b[2J\u202e" + strings.Repeat(" and old", 100), NewStatus: agent.InterventionRequired, ExecutionTimeSeconds: 0.02},
 		&agent.Observation{Outcome: agent.ObsNeedsConfirmation, Reason: "held"})
 	status(tasks.StateInputRequired, 16100*time.Millisecond, "confirmation needed for action a1: deletes a file")
 	status(tasks.StateWorking, 21100*time.Millisecond, "approved")
@@ -256,7 +256,7 @@ func TestJobTextShowsWaits(t *testing.T) {
 	for _, want := range []string{
 		"#0 10:00:00 RUNNING → INTERVENTION_REQUIRED: api_error",
 		"    waited 15.9 s for the requester: the model server failed 4 times in a row: connection refused\n#1 ",
-		"#1 10:00:16 RUNNING → INTERVENTION_REQUIRED: proposal DELETE_FILE (0.02s)\n    told first: use notes.md\n    reasoning: notes.md is⟨U+000A⟩stale and old",
+		"#1 10:00:16 RUNNING → INTERVENTION_REQUIRED: proposal DELETE_FILE (0.02s)\n    told first: use notes.md\n    reasoning: notes.md is⟨U+000A⟩stale⟨U+001B⟩]52;c;QUJD⟨U+0007⟩⟨U+001B⟩[2J⟨U+202E⟩ and old",
 		"…\n    needs_confirmation held\n",
 		"    waited 5.0 s for an operator: confirmation needed for action a1: deletes a file\n#2 ",
 		"#2 10:00:21 RUNNING → SUCCESS",
@@ -264,6 +264,12 @@ func TestJobTextShowsWaits(t *testing.T) {
 		if r.code != exitOK || !strings.Contains(r.stdout, want) {
 			t.Errorf("job history --format text: want %q in %s", want, r)
 		}
+	}
+	// The reasoning is the model's text: a terminal's escapes (a
+	// clipboard write, a screen clear) and a bidi override in it are
+	// spelled out, never sent to the operator's terminal.
+	if strings.ContainsAny(r.stdout, "\x1b\x07\u202e") {
+		t.Errorf("job history --format text wrote the reasoning's control characters: %q", r.stdout)
 	}
 	r = runCLI(t, "", "job", "show", "--format", "text", "--data-dir", dir, id)
 	for _, want := range []string{
