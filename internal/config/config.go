@@ -434,6 +434,11 @@ type Agent struct {
 	// ReviewModel is the model the supervisor asks (on the same server);
 	// empty: LLMModel.
 	ReviewModel string `toml:"review_model"`
+	// ReviewReasoningEffort is the supervisor's ReasoningEffort: empty
+	// takes ReasoningEffort; "default" sends none (a review model that
+	// does not think, which some servers refuse when asked to); any other
+	// is one of ReasoningEffort's values.
+	ReviewReasoningEffort string `toml:"review_reasoning_effort"`
 	// Sensitive seals the jobs' archived history with the key in
 	// HistoryKeyFile (AES-256-GCM).
 	Sensitive bool `toml:"sensitive"`
@@ -813,6 +818,7 @@ var settings = []setting{
 	boolSetting("", "SNAPNODE_AGENT_SENSITIVE", "seal the jobs' archived history (their prompts) with the key in agent.history_key_file", func(c *Config) *bool { return &c.Agent.Sensitive }),
 	stringSetting("", "SNAPNODE_AGENT_HISTORY_KEY_FILE", "read the key that seals archived job history from FILE (64 hex digits, readable by its owner only)", func(c *Config) *string { return &c.Agent.HistoryKeyFile }),
 	stringSetting("", "SNAPNODE_AGENT_REVIEW_MODEL", "ask the model NAME as the supervisor (default: --llm-model)", func(c *Config) *string { return &c.Agent.ReviewModel }),
+	stringSetting("", "SNAPNODE_AGENT_REVIEW_REASONING_EFFORT", "ask the supervisor's model to think with EFFORT: default (nothing sent), none, minimal, low, medium, high or xhigh (empty: agent.reasoning_effort's)", func(c *Config) *string { return &c.Agent.ReviewReasoningEffort }),
 
 	// What the host states for actions' preconditions, [executor].
 	boolSetting("executor-user-idle", "SNAPNODE_EXECUTOR_USER_IDLE", "state that nobody uses this machine interactively: actions whose descriptor asks for an idle user may run", func(c *Config) *bool { return &c.Executor.UserIdle }),
@@ -1198,6 +1204,11 @@ func (a *Agent) validate() []error {
 	case "", "none", "minimal", "low", "medium", "high", "xhigh":
 	default:
 		bad("reasoning_effort", "SNAPNODE_AGENT_REASONING_EFFORT", "none, minimal, low, medium, high or xhigh (empty: none sent)", strconv.Quote(a.ReasoningEffort))
+	}
+	switch a.ReviewReasoningEffort {
+	case "", "default", "none", "minimal", "low", "medium", "high", "xhigh":
+	default:
+		bad("review_reasoning_effort", "SNAPNODE_AGENT_REVIEW_REASONING_EFFORT", "default (none sent), none, minimal, low, medium, high or xhigh (empty: agent.reasoning_effort's)", strconv.Quote(a.ReviewReasoningEffort))
 	}
 	if a.Sensitive && a.HistoryKeyFile == "" {
 		bad("sensitive", "SNAPNODE_AGENT_SENSITIVE", "agent.history_key_file set (the key that seals the archives)", a.Sensitive)

@@ -692,6 +692,8 @@ func TestAgentRejectsBadSettings(t *testing.T) {
 			`config: agent.response_format (SNAPNODE_LLM_RESPONSE_FORMAT): want auto, json_schema, json_object or none; got "xml"`},
 		{"reasoning effort", []string{"--agent-reasoning-effort", "off"}, nil,
 			`config: agent.reasoning_effort (--agent-reasoning-effort): want none, minimal, low, medium, high or xhigh (empty: none sent); got "off"`},
+		{"review reasoning effort", nil, map[string]string{"SNAPNODE_AGENT_REVIEW_REASONING_EFFORT": "off"},
+			`config: agent.review_reasoning_effort (SNAPNODE_AGENT_REVIEW_REASONING_EFFORT): want default (none sent), none, minimal, low, medium, high or xhigh (empty: agent.reasoning_effort's); got "off"`},
 		{"reasoning effort's case", nil, map[string]string{"SNAPNODE_AGENT_REASONING_EFFORT": "High"},
 			`config: agent.reasoning_effort (--agent-reasoning-effort): want none, minimal, low, medium, high or xhigh (empty: none sent); got "High"`},
 		{"no steps", []string{"--agent-max-steps", "0"}, nil,
@@ -792,6 +794,11 @@ func TestAgentAcceptsEdges(t *testing.T) {
 	for _, e := range []string{"", "none", "minimal", "low", "medium", "high", "xhigh"} {
 		if c, err := load(t, []string{"--agent-reasoning-effort", e}, nil); err != nil || c.Agent.ReasoningEffort != e {
 			t.Errorf("reasoning_effort %q: %v", e, err)
+		}
+	}
+	for _, e := range []string{"", "default", "none", "minimal", "low", "medium", "high", "xhigh"} {
+		if c, err := load(t, nil, map[string]string{"SNAPNODE_AGENT_REVIEW_REASONING_EFFORT": e}); err != nil || c.Agent.ReviewReasoningEffort != e {
+			t.Errorf("review_reasoning_effort %q: %v", e, err)
 		}
 	}
 }

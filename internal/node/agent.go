@@ -160,11 +160,22 @@ func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queu
 	}
 	var review agent.Model
 	reviewName := a.LLMModel
-	if a.Review && a.ReviewModel != "" && a.ReviewModel != a.LLMModel {
+	if a.ReviewModel != "" {
 		reviewName = a.ReviewModel
-		if review, err = llm.New(llm.Config{BaseURL: a.LLMURL, Model: a.ReviewModel, APIKey: key,
+	}
+	reviewEffort := a.ReviewReasoningEffort
+	switch reviewEffort {
+	case "":
+		reviewEffort = a.ReasoningEffort
+	case "default":
+		reviewEffort = "" // none sent: the server's and the model's default
+	}
+	// The supervisor has a client of its own when it asks another model,
+	// or the same with another reasoning effort.
+	if a.Review && (reviewName != a.LLMModel || reviewEffort != a.ReasoningEffort) {
+		if review, err = llm.New(llm.Config{BaseURL: a.LLMURL, Model: reviewName, APIKey: key,
 			Timeout: a.RequestTimeout.Duration, MaxResponseBytes: responseCap(a.MaxAnswerBytes),
-			ResponseFormat: a.ResponseFormat, ReasoningEffort: a.ReasoningEffort, Logger: logger.With("part", "llm", "role", "supervisor")}); err != nil {
+			ResponseFormat: a.ResponseFormat, ReasoningEffort: reviewEffort, Logger: logger.With("part", "llm", "role", "supervisor")}); err != nil {
 			return nil, nil, fmt.Errorf("node: agent: review model: %w", err)
 		}
 	}
