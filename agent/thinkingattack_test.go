@@ -19,7 +19,7 @@ import (
 // is redacted before it is cut. Before, the client cut the server's
 // reasoning field to 8 KiB and the runtime redacted what was left: the
 // key's BEGIN line and body, and the secret's start, no longer matched
-// and were stored.
+// and were stored. A cut inside a character leaves valid UTF-8.
 func TestReasoningRedactedBeforeItsCut(t *testing.T) {
 	const secret = "hunter2-operator-secret-0123456789"
 	pem := "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA" + strings.Repeat("Qk9EWQ", 100) + "\n-----END RSA PRIVATE KEY-----"
@@ -29,6 +29,9 @@ func TestReasoningRedactedBeforeItsCut(t *testing.T) {
 	}{
 		{"pem", pem, 100},
 		{"secret", secret, 10},
+		// Not a secret: the cut falls inside a character, and leaves
+		// valid UTF-8.
+		{"multi-byte", "€€€€", 1},
 	} {
 		thought := strings.Repeat("x", agent.MaxReasoningBytes-len("…")-straddle.before) + straddle.text + " so: read in-1.md"
 		for _, shape := range []struct {
