@@ -2,6 +2,7 @@ package delegate
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -334,6 +335,21 @@ func (d *Delegate) Complete(ctx context.Context, pr agent.Prompt) (*agent.Comple
 	}
 	if a.rule != "" {
 		d.EndJob(job)
+		// The job's task on the delegate, as far as the step learned it
+		// (the one it continued, or the one it opened, named by an
+		// answer at work or by the one refused), is kept with the job,
+		// as an answered step's is: the job waits for a human, and goes
+		// on with that task, or, ending other than in success, cancels
+		// it (CancelJob). Kept only if the step opened one; a record
+		// that fails (the job is another process's) leaves it as it was.
+		if task := cmp.Or(a.taskID, q.task); task != remote.id {
+			seen := a.seen
+			if a.taskID == "" {
+				seen = nil
+			}
+			_ = d.keep(context.WithoutCancel(outer), pr, keptStep{Task: remote.id, Seen: remote.seen, Key: st.key, MessageID: st.messageID,
+				Answered: &keptTask{Task: task, Seen: seen}})
+		}
 		err := d.violation(job, a.rule, a.reason)
 		if a.rule != ruleError {
 			// The delegate answered, and was refused: what it sent
@@ -439,6 +455,13 @@ func (q *question) read(payload []byte) answer {
 		return answer{rule: "object", reason: fmt.Sprintf("the delegate answered step %d without a task", q.step)}
 	}
 	task := out.Task
+	if e := snap.CheckID("task.id", task.ID); e != nil {
+		// The node keeps the delegate's task id with the job, names it
+		// in its log and sends it back (the next step, tasks/cancel):
+		// an id of SNAP's shape alone, not whatever the delegate chose.
+		return answer{rule: "object", reason: fmt.Sprintf("the delegate answered step %d on a task whose id is not a SNAP id (1–%d characters of A–Z, a–z, 0–9, _ and -): %s",
+			q.step, snap.MaxIDLength, cutText(task.ID, 64))}
+	}
 	if q.task != "" && task.ID != q.task {
 		return answer{rule: "object", reason: fmt.Sprintf("the delegate answered step %d on task %s, not the job's task %s", q.step, task.ID, q.task)}
 	}
@@ -452,10 +475,10 @@ func (q *question) read(payload []byte) answer {
 	case (data == nil || stale) && atWork:
 		return answer{taskID: task.ID, pending: true}
 	case data == nil:
-		return answer{rule: "object", reason: fmt.Sprintf("the delegate's task %s (%s) holds no answer to step %d: no data part in an agent message or artifact",
+		return answer{taskID: task.ID, seen: seenOf(task, ""), rule: "object", reason: fmt.Sprintf("the delegate's task %s (%s) holds no answer to step %d: no data part in an agent message or artifact",
 			task.ID, state, q.step)}
 	case stale:
-		return answer{rule: "object", reason: fmt.Sprintf("the delegate's task %s (%s) holds no new answer to step %d: its latest was there when the step before was answered",
+		return answer{taskID: task.ID, seen: seenOf(task, ""), rule: "object", reason: fmt.Sprintf("the delegate's task %s (%s) holds no new answer to step %d: its latest was there when the step before was answered",
 			task.ID, state, q.step)}
 	}
 	// One line, as a worker writes it: the data part may come indented.
@@ -466,15 +489,24 @@ func (q *question) read(payload []byte) answer {
 	if _, err := worker.ParseLine(data, q.max); err != nil {
 		le := &worker.LineError{Rule: "json", Message: err.Error()}
 		errors.As(err, &le)
-		return answer{rule: le.Rule, reason: "the delegate answered garbage: " + le.Message}
+		return answer{taskID: task.ID, seen: seenOf(task, source), rule: le.Rule, reason: "the delegate answered garbage: " + le.Message}
 	}
-	seen := []string{source}
+	return answer{taskID: task.ID, line: data, source: source, seen: seenOf(task, source)}
+}
+
+// seenOf is answer.seen of task answered from source ("": none): the
+// answers a later step must not take as its own.
+func seenOf(task *tasks.Task, source string) []string {
+	var seen []string
+	if source != "" {
+		seen = append(seen, source)
+	}
 	for _, s := range latest(task) {
 		if s != "" && !slices.Contains(seen, s) {
 			seen = append(seen, s)
 		}
 	}
-	return answer{taskID: task.ID, line: data, source: source, seen: seen}
+	return seen
 }
 
 // maxErrorText bounds what a delegate's error response says (its code,

@@ -48,8 +48,9 @@
 //
 // A [Delegate] is an agent.Model: the node still validates, judges and
 // carries out every proposal itself, on its own sandbox; the delegate
-// never touches it. An answer that is missing, not a worker answer, an
-// error response, or late (past the step time-out or the caller's
+// never touches it. An answer that is missing, not a worker answer, on a
+// task whose id is not a SNAP id (snap.CheckID: the node keeps it with
+// the job and sends it back), an error response, or late (past the step time-out or the caller's
 // deadline) is a protocol violation, audited as a worker's, and the error
 // wraps agent.ErrWorkerFailed: the job waits for a human with the reason.
 // When the node gives up on a step the delegate is at work on (a time-out,
@@ -69,7 +70,10 @@
 // job's model is told after the rewind (worker.RequestLine: the earlier
 // phases' messages and the operator's note of the checkpoint and of what
 // was undone). A job that waits for a human keeps its task, which the step
-// that resumes it continues.
+// that resumes it continues, also one that a step whose answer was
+// refused opened. The cancel is sent by the process that takes the job's
+// record (agent.Store.TakeCanceledSent): one that stops before it sends
+// it leaves the task to the delegate.
 //
 // The package's Example runs both sides on the embedded relay: a worker
 // behind SNAP that publishes its card and answers on its task, and a
