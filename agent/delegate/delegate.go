@@ -269,14 +269,18 @@ func (d *Delegate) Complete(ctx context.Context, pr agent.Prompt) (*agent.Comple
 	// says so, with the task the job's next step continues (KeepSent
 	// again): a node that stops between steps, or a job that waits for a
 	// human, continues it alike.
+	// A step sent again is recorded again too, alike: the record is
+	// written only while this process holds the job, so a process whose
+	// lease lapsed (another took the job, and sends the step itself)
+	// sends nothing.
 	st := remote.unanswered
 	if st == nil {
 		st = &sentStep{key: snap.NewID(), messageID: uuid.NewString()}
-		if err := d.keep(ctx, pr, keptStep{Task: remote.id, Seen: remote.seen, Key: st.key, MessageID: st.messageID}); err != nil {
-			return nil, fmt.Errorf("delegate: recording step %d before sending it: %w", pr.Step, err)
-		}
-		remote.unanswered = st
 	}
+	if err := d.keep(ctx, pr, keptStep{Task: remote.id, Seen: remote.seen, Key: st.key, MessageID: st.messageID}); err != nil {
+		return nil, fmt.Errorf("delegate: recording step %d before sending it: %w", pr.Step, err)
+	}
+	remote.unanswered = st
 	d.mu.Lock()
 	d.remote[job] = remote
 	d.mu.Unlock()

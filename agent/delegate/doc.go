@@ -17,8 +17,11 @@
 // attempt sent again after an answer was lost does not make a second
 // task; a step whose exchange failed on every transport keeps them when
 // the runtime tries it again, until it is answered or the job leaves it.
-// They are recorded in the job's row before the step is first sent
-// (agent.Prompt.KeepSent), with the remote task it continues, and the
+// They are recorded in the job's row before the step is sent, and again
+// before each time it is sent again (agent.Prompt.KeepSent, which fails
+// once the process no longer holds the job: another node of a shared
+// database that took it up sends the step alone), with the remote task it
+// continues, and the
 // record is written again once the step is answered, with the task the
 // answer came on: a node that stopped or crashed before the answer was
 // recorded sends the step again alike once it takes the job up

@@ -176,19 +176,25 @@ func TestDelegateKeptStepSentAgainAfterRestart(t *testing.T) {
 
 	again := prompt("job-1", 0)
 	again.Sent = kept
+	var answered bool
 	again.KeepSent = func(_ context.Context, b []byte) error {
-		// Its answer alone is recorded, with the step's key.
+		// Recorded with the step's key alone: again before it is sent
+		// (the node still holds the job), then with its answer.
 		var k struct {
 			Key      string          `json:"key"`
 			Answered json.RawMessage `json:"answered"`
 		}
-		if err := json.Unmarshal(b, &k); err != nil || k.Answered == nil || !bytes.Contains(kept, []byte(k.Key)) {
+		if err := json.Unmarshal(b, &k); err != nil || !bytes.Contains(kept, []byte(k.Key)) {
 			t.Errorf("the step sent again was recorded anew: %s", b)
 		}
+		answered = k.Answered != nil
 		return nil
 	}
 	if c, err := restarted.Complete(ctx, again); err != nil || c.Text != completed {
 		t.Fatalf("the step sent again after the restart: %+v, %v", c, err)
+	}
+	if !answered {
+		t.Error("the answer to the step sent again was not recorded")
 	}
 	peer.mu.Lock()
 	defer peer.mu.Unlock()
