@@ -137,6 +137,12 @@ func (jr *jobRun) start(ctx context.Context, taskID string) (bool, error) {
 		}
 		return false, r.cfg.Store.Settle(ctx, taskID, j.Status)
 	}
+	// Work elsewhere a rewind gave up to be canceled, and which the
+	// process that rewound the job did not cancel (it stopped, or its
+	// read failed), is canceled before this claim's first step starts
+	// new work: the write of the job's end would put the new record over
+	// it, and a reconcile pass may not come round before.
+	r.cancelElsewhere(ctx, taskID)
 	if jr.its, err = r.cfg.Store.Interactions(ctx, taskID); err != nil {
 		return false, err
 	}

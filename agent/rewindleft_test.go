@@ -1,0 +1,91 @@
+package agent_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/snapnode/snapnode/agent"
+	"github.com/snapnode/snapnode/internal/testdb"
+	"github.com/snapnode/snapnode/tasks/taskstest"
+)
+
+// A job rewound by a process that stopped (or failed to read its record)
+// before it canceled the old work elsewhere, then claimed by a node whose
+// reconcile pass has not come round yet, cancels that work when it takes
+// the job up, before its first step starts new work: the job's end then
+// cancels the new work, and each is canceled once. Before, the end's
+// write put the new record over the old one, never canceled.
+func TestRewoundWorkLeftIsCanceledAtTheClaim(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		r := newRig(t, dsn)
+		ctx := context.Background()
+		id := r.send(t, "rewound elsewhere").ID
+		// Worked on by node-0, which left it waiting for a human.
+		if ok, err := r.store.Claim(ctx, id, "node-0", time.Now(), time.Now().Add(time.Minute)); err != nil || !ok {
+			t.Fatalf("Claim = %v, %v", ok, err)
+		}
+		if err := r.store.KeepSent(ctx, id, "node-0", []byte("undone work")); err != nil {
+			t.Fatal(err)
+		}
+		j, err := r.store.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		j.Status, j.Reason = agent.InterventionRequired, "which file?"
+		if err := r.store.Write(ctx, agent.Save{Job: j, Holder: "node-0", Release: true}); err != nil {
+			t.Fatal(err)
+		}
+
+		// A job canceled while no node ran, whose cancel of its work
+		// elsewhere tells that node-1's first reconcile pass is done.
+		first := r.send(t, "canceled before the start").ID
+		if ok, err := r.store.Claim(ctx, first, "node-0", time.Now(), time.Now().Add(time.Minute)); err != nil || !ok {
+			t.Fatalf("Claim = %v, %v", ok, err)
+		}
+		if err := r.store.KeepSent(ctx, first, "node-0", []byte("first's work")); err != nil {
+			t.Fatal(err)
+		}
+		fj, err := r.store.Get(ctx, first)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fj.Status, fj.Reason = agent.Canceled, "the task was canceled"
+		if err := r.store.Write(ctx, agent.Save{Job: fj, Holder: "node-0", Release: true}); err != nil {
+			t.Fatal(err)
+		}
+
+		// node-1 runs, its next reconcile pass long off (Poll an hour).
+		m := newElsewhere(true)
+		rt, err := agent.New(agent.Config{Queue: r.queue, Store: r.store, Tasks: r.svc, Executor: r.exec, Model: m,
+			ContextTokens: 8000, MaxJobs: 1, Holder: "node-1", Poll: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { rt.Run(rctx); close(done) }()
+		defer func() { cancel(); <-done }()
+		if got := m.next(t); got != first+": first's work" {
+			t.Fatalf("CancelJob(%s); want %s's", got, first)
+		}
+
+		// Another process rewinds the job and stops before it cancels
+		// the undone work.
+		j.Status, j.Reason = agent.Pending, ""
+		if err := r.store.Write(ctx, agent.Save{Job: j, Expect: agent.InterventionRequired, Rewound: true, Input: "restarted from a checkpoint"}); err != nil {
+			t.Fatal(err)
+		}
+		rt.Wake()
+		<-m.stepped
+		if _, err := taskstest.Cancel(ctx, r.svc, "alice", []byte(`{"taskId":"`+id+`"}`)); err != nil {
+			t.Fatal(err)
+		}
+		got := []string{m.next(t), m.next(t)}
+		slices.Sort(got)
+		if want := []string{id + ": undone work", id + ": work of " + id}; !slices.Equal(got, want) {
+			t.Errorf("CancelJob %q; want %q", got, want)
+		}
+	})
+}
