@@ -140,11 +140,16 @@ func (fakeSource) Job(context.Context, string) (*agent.Job, []agent.Interaction,
 			Response:    agent.Response{Status: agent.ResponseSuccess, Kind: agent.KindProposal, Action: "READ_FILE\u202E", SummaryForSupervisor: "read the notes " + hostile},
 			Observation: &agent.Observation{Outcome: agent.ObsCompleted, ActionID: "act-0"}},
 		{Sequence: 1, Timestamp: t0.Add(time.Second), Guidance: "the requester said: " + hostile, Request: agent.Request{Metadata: agent.RequestMetadata{Phase: "implement"}},
-			Response:    agent.Response{Status: agent.ResponseSuccess, Kind: agent.KindProposal, Action: "WRITE_FILE"},
+			Response:    agent.Response{Status: agent.ResponseSuccess, Kind: agent.KindProposal, Action: "WRITE_FILE", Reasoning: hostileReasoning},
 			Observation: &agent.Observation{Outcome: agent.ObsNeedsConfirmation, ActionID: "act-1", Reason: "reports/ is read by people", Diff: "+" + hostile}},
 	}
 	return j, its, nil
 }
+
+// hostileReasoning is a model's reasoning for the step that proposed
+// act-1: markup that would close the <details> it is shown in, a bidi
+// override, an ANSI escape and a word of Cyrillic look-alikes.
+const hostileReasoning = "The notes go in p\u0430ssword.txt.</details><script>alert(2)</script>\n\u202Eexe.txt \x1b[31mred\x1b[0m"
 
 func (fakeSource) Audit(_ context.Context, f audit.Filter) ([]audit.Entry, error) {
 	return []audit.Entry{
@@ -735,6 +740,38 @@ func TestMixedScriptPaths(t *testing.T) {
 		if strings.Contains(b, as) {
 			t.Errorf("the task page shows the look-alike path %s as it reads:\n%s", as, b)
 		}
+	}
+}
+
+// TestStepReasoning: the model's reasoning for a step is shown, folded
+// (a <details> that is not open), beside the step and beside the held
+// action that step proposed, as the console shows other model-supplied
+// text: escaped, its invisible characters (a bidi override, an ANSI
+// escape) spelled out as ⟨U+…⟩ and its look-alike words marked. Before,
+// the console did not show it at all.
+func TestStepReasoning(t *testing.T) {
+	r := newRig(t, nil)
+	ck := r.login(t)
+	w := r.do("GET", at(ck, "tasks/t1"), nil, ck, nil)
+	b := w.Body.String()
+	const shown = "The notes go in p⟨U&#43;0430 Cyrillic⟩ssword.txt.&lt;/details&gt;&lt;script&gt;alert(2)&lt;/script&gt;\n⟨U&#43;202E⟩exe.txt ⟨U&#43;001B⟩[31mred⟨U&#43;001B⟩[0m"
+	if n := strings.Count(b, shown); n != 2 {
+		t.Errorf("the reasoning is shown %d times; want 2 (the step's and the held action's), as %q:\n%s", n, shown, b)
+	}
+	if strings.ContainsAny(b, "\u202E\x1b") || strings.Contains(b, "<script") || strings.Contains(b, "</details><script") {
+		t.Errorf("the reasoning's markup or invisible characters are live:\n%s", b)
+	}
+	held := b[strings.Index(b, `<section class="held" id="held-act-1">`):]
+	held = held[:strings.Index(held, "</section>")]
+	if !strings.Contains(held, `<details class="reasoning">`) || !strings.Contains(held, shown) || !strings.Contains(held, "step #1") {
+		t.Errorf("the held action does not show the reasoning of step #1, which proposed it:\n%s", held)
+	}
+	steps := b[strings.Index(b, `<ol class="steps">`):]
+	if !strings.Contains(steps, `<details class="reasoning">`) || !strings.Contains(steps, shown) {
+		t.Errorf("the steps do not show the reasoning:\n%s", steps)
+	}
+	if strings.Contains(b, "<details open") || strings.Contains(b, `class="reasoning" open`) {
+		t.Errorf("the reasoning is not folded:\n%s", b)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/snapnode/snapnode/agent"
 	"github.com/snapnode/snapnode/console"
 	"github.com/snapnode/snapnode/executor"
 	"github.com/snapnode/snapnode/executor/audit"
@@ -121,6 +122,35 @@ func TestTaskPageLongHistory(t *testing.T) {
 	}
 	if n := len(body); n > 4<<20 {
 		t.Errorf("the page is %d bytes", n)
+	}
+}
+
+// longJob is fakeSource with an agent job whose step proposing the held
+// act-1 is followed by 300 steps: older than the newest MaxSteps the
+// page lists.
+type longJob struct{ fakeSource }
+
+func (s longJob) Job(ctx context.Context, taskID string) (*agent.Job, []agent.Interaction, error) {
+	j, its, err := s.fakeSource.Job(ctx, taskID)
+	for i := range 300 {
+		its = append(its, agent.Interaction{Sequence: 2 + i, Timestamp: t0, Response: agent.Response{Status: agent.ResponseSuccess, Kind: agent.KindProposal, Action: "THINK", Reasoning: "later thought"},
+			Observation: &agent.Observation{Outcome: agent.ObsCompleted}})
+	}
+	return j, its, err
+}
+
+// A held action shows the reasoning of the step that proposed it however
+// many steps came after, when the step list leaves that step out.
+func TestHeldReasoningOfAnOlderStep(t *testing.T) {
+	body := taskPage(t, longJob{fakeSource{dec: nil}})
+	held := body[strings.Index(body, `<section class="held" id="held-act-1">`):]
+	held = held[:strings.Index(held, "</section>")]
+	if !strings.Contains(held, "reasoning for step #1 ") || !strings.Contains(held, "The notes go in p⟨U&#43;0430 Cyrillic⟩ssword.txt.") {
+		t.Errorf("the held action does not show the reasoning of step #1, which proposed it:\n%s", held)
+	}
+	steps := body[strings.Index(body, `<ol class="steps">`):]
+	if strings.Contains(steps, "The notes go in") || !strings.Contains(steps, "later thought") {
+		t.Errorf("want the newest %d steps listed, with their reasoning, not step #1", console.MaxSteps)
 	}
 }
 

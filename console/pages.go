@@ -157,6 +157,11 @@ type heldView struct {
 	// Files are the paths the action changes (its pre-images): the ones
 	// past a cut diff too.
 	Files []fileView
+	// Step is the agent's step that proposed the action (the one whose
+	// observation names it, as the runtime settles a decision on it),
+	// nil for an action a peer proposed: the page shows that step's
+	// reasoning beside the action.
+	Step *agent.Interaction
 }
 
 // fileView is a path a held action changes, as the task page shows it:
@@ -256,10 +261,26 @@ func (c *Console) renderTask(w http.ResponseWriter, r *http.Request, s *session,
 		c.failed(w, r, "the agent's job on task "+id, err)
 		return
 	}
+	for i := range d.Held {
+		d.Held[i].Step = proposer(d.Steps, d.Held[i].ActionID)
+	}
 	if n := len(d.Steps); n > MaxSteps {
 		d.Steps, d.EarlierSteps = d.Steps[n-MaxSteps:], n-MaxSteps
 	}
 	c.render(w, status, "task", page{Title: "Task " + id, Nav: "tasks", Home: s.home(), CSRF: s.csrf, Data: d})
+}
+
+// proposer returns the step of steps that proposed actionID, the last
+// whose observation names it (as the runtime finds it to settle a
+// decision), among them all: the page shows only the newest MaxSteps,
+// and the proposer may be older. Nil when none does (a peer's action).
+func proposer(steps []agent.Interaction, actionID string) *agent.Interaction {
+	for i := len(steps) - 1; i >= 0; i-- {
+		if o := steps[i].Observation; o != nil && o.ActionID == actionID {
+			return &steps[i]
+		}
+	}
+	return nil
 }
 
 // newestAudit returns the newest MaxAuditEntries audit entries of
