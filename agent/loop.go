@@ -767,15 +767,16 @@ func (jr *jobRun) readText(ctx context.Context, path string, max int) (text stri
 	return text, len(read.Result.Content), true
 }
 
-// refusedForGood says why a failed model call cannot succeed if asked
-// again, and what the operator should check, or "" when it may: the
-// server's refusal that is not transient (me, ModelError.Transient), or
+// refusedForGood says why a failed model call of role (RoleWorker,
+// RoleSupervisor) cannot succeed if asked again, and what the operator
+// should check (of role's settings), or "" when it may: the server's
+// refusal that is not transient (me, ModelError.Transient), or
 // a TLS certificate this machine does not verify (another authority,
 // another name than agent.llm_url's host, expired), which every
 // handshake meets alike.
-func refusedForGood(me *ModelError, err error) string {
+func refusedForGood(me *ModelError, err error, role string) string {
 	if me != nil && !me.Transient() {
-		return fmt.Sprintf("the model server refused the request (HTTP %d), which asking again does not mend; %s", me.Status, me.Advice())
+		return fmt.Sprintf("the model server refused the request (HTTP %d), which asking again does not mend; %s", me.Status, me.advice(role))
 	}
 	var cert *tls.CertificateVerificationError
 	if errors.As(err, &cert) {
@@ -843,7 +844,7 @@ func (jr *jobRun) apiFailure(ctx context.Context, it *Interaction, callErr error
 		jr.shrink /= 2
 		return false, nil
 	}
-	if why := refusedForGood(me, callErr); why != "" {
+	if why := refusedForGood(me, callErr, it.Request.Metadata.Role); why != "" {
 		// A refused API key, a model or path the server does not have,
 		// an invalid request, a certificate this machine does not
 		// trust: asked again, the server (or the handshake) answers the

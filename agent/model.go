@@ -204,17 +204,28 @@ func (e *ModelError) Transient() bool {
 }
 
 // Advice says, for the node's operator, what a refusal that is not
-// Transient means and what to check, by its status.
-func (e *ModelError) Advice() string {
+// Transient means and what to check, by its status, of a worker's call.
+func (e *ModelError) Advice() string { return e.advice(RoleWorker) }
+
+// advice is Advice of a refusal of role's call: the supervisor's names
+// the supervisor's model and reasoning effort (agent.review_model,
+// agent.review_reasoning_effort), which are what its calls send (the
+// worker's when they are empty).
+func (e *ModelError) advice(role string) string {
+	model, effort := "agent.llm_model", "agent.reasoning_effort"
+	if role == RoleSupervisor {
+		model = "the supervisor's model, agent.review_model (empty: agent.llm_model)"
+		effort = "agent.review_reasoning_effort (empty: agent.reasoning_effort's)"
+	}
 	switch e.Status {
 	case http.StatusUnauthorized:
 		return "the API key was refused: check it (SNAPNODE_LLM_API_KEY, or the file agent.llm_api_key_file names)"
 	case http.StatusForbidden:
-		return "the API key may not do this: check the key (SNAPNODE_LLM_API_KEY, or the file agent.llm_api_key_file names) and that it may use the model (agent.llm_model)"
+		return "the API key may not do this: check the key (SNAPNODE_LLM_API_KEY, or the file agent.llm_api_key_file names) and that it may use the model (" + model + ")"
 	case http.StatusNotFound:
-		return "no such model or path: check the model name (agent.llm_model) and the base URL (agent.llm_url, ending in /v1)"
+		return "no such model or path: check the model name (" + model + ") and the base URL (agent.llm_url, ending in /v1)"
 	}
-	return "the request was refused as invalid: check the model name (agent.llm_model) and the settings sent with it (agent.response_format, agent.max_tokens, agent.temperature, agent.reasoning_effort)"
+	return "the request was refused as invalid: check the model name (" + model + ") and the settings sent with it (agent.response_format, agent.max_tokens, agent.temperature, " + effort + ")"
 }
 
 // AnsweredError is the error of a model call the server answered, with a

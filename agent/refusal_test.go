@@ -115,6 +115,39 @@ func TestModelServerRefusalFailsAtOnce(t *testing.T) {
 	}
 }
 
+// A model server that refuses the supervisor's call as invalid (HTTP 400)
+// names the supervisor's settings in the advice: its model
+// (agent.review_model) and its reasoning effort
+// (agent.review_reasoning_effort), which are what is sent with its calls.
+// Before, the advice named the worker's, agent.reasoning_effort, which an
+// operator who had set the supervisor's apart would change in vain.
+func TestSupervisorRefusalNamesReviewSettings(t *testing.T) {
+	r := newRig(t, testdb.SQLite(t))
+	srv := llmtest.New(t)
+	srv.Push(llmtest.Error(400, `invalid reasoning_effort "xhigh" for this model`))
+	review, err := llm.New(llm.Config{BaseURL: srv.URL(), Model: "judge", ReasoningEffort: "xhigh"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := r.send(t, "go")
+	set := func(cfg *agent.Config) {
+		cfg.Review, cfg.ReviewModel, cfg.ReviewModelName, cfg.Backoff = true, review, "judge", time.Hour
+	}
+	got := r.runWith(t, set, &scripted{answers: []string{finishAnswer}}, task.ID, tasks.StateInputRequired, tasks.StateFailed, tasks.StateCompleted)
+	if got.Status.State != tasks.StateInputRequired || srv.Calls() != 1 {
+		t.Fatalf("task %s %q after %d supervisor calls; want input_required after 1", got.Status.State, got.Status.Message, srv.Calls())
+	}
+	j, err := r.store.Get(context.Background(), task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"HTTP 400", "agent.review_reasoning_effort", "agent.review_model"} {
+		if !strings.Contains(j.Reason, want) {
+			t.Errorf("job reason %q; want %q", j.Reason, want)
+		}
+	}
+}
+
 // Of the model server's error statuses, a time-out, a conflict, too early,
 // a rate limit and its own failures are retried; another 4xx is not.
 func TestModelErrorTransient(t *testing.T) {
