@@ -269,7 +269,7 @@ func (jr *jobRun) run(ctx context.Context, taskID string) error {
 			// empty, it calls the tool again.
 			aerr = toolCallError(r.redact, comp.ToolCalls)
 		} else if aerr != nil {
-			if terr := thinkingError(comp, r.cfg.MaxTokens); terr != nil {
+			if terr := thinkingError(comp, r.cfg.MaxTokens, jr.reviewing()); terr != nil {
 				// A thinking model that sent its reasoning and no
 				// answer: told only that its answer was empty (or not
 				// JSON), neither it nor the operator learns why.
@@ -455,16 +455,22 @@ func completionReasoning(comp *Completion) string {
 // reasoning (a chat template or reasoning parser that took the answer
 // into the reasoning, as happens with some models on Ollama). A <think>
 // block that never closes but was not cut is parseModelAnswer's refusal.
-func thinkingError(comp *Completion, maxTokens int) *AnswerError {
+// supervisor: the job is in review, so the setting named is the
+// supervisor's (agent.review_reasoning_effort).
+func thinkingError(comp *Completion, maxTokens int, supervisor bool) *AnswerError {
 	_, _, block, closed := splitThought(comp.Text)
 	if strings.TrimSpace(comp.Reasoning) == "" && !block || strings.Trim(answerText(comp.Text), jsonSpace) != "" {
 		return nil
 	}
+	effort := "agent.reasoning_effort"
+	if supervisor {
+		effort = "agent.review_reasoning_effort"
+	}
 	switch {
 	case comp.Truncated:
 		return &AnswerError{Rule: "reasoning", Message: fmt.Sprintf(
-			"the model spent its whole token budget thinking: the server stopped it at the answer's token cap (agent.max_tokens, %d tokens) before it wrote any answer after its reasoning; raise agent.max_tokens or turn the model's thinking off or down (agent.reasoning_effort) (think briefly, then send the JSON object)",
-			maxTokens)}
+			"the model spent its whole token budget thinking: the server stopped it at the answer's token cap (agent.max_tokens, %d tokens) before it wrote any answer after its reasoning; raise agent.max_tokens or turn the model's thinking off or down (%s) (think briefly, then send the JSON object)",
+			maxTokens, effort)}
 	case block && !closed:
 		return nil
 	}

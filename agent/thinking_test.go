@@ -307,3 +307,38 @@ func TestInvalidRequestAdviceNamesReasoningEffort(t *testing.T) {
 		}
 	}
 }
+
+// The supervisor's thinking model that spends its token budget thinking
+// is told, and the operator reads, the supervisor's own setting
+// (agent.review_reasoning_effort), not the worker's: the worker's may be
+// what the operator wants to keep.
+func TestSupervisorThinkingNamesItsSetting(t *testing.T) {
+	r := newRig(t, testdb.SQLite(t))
+	srv := llmtest.New(t)
+	srv.SetHandler(func(llmtest.Request) llmtest.Reply {
+		return llmtest.Reply{Content: "", Reasoning: "Let me weigh the submission.", FinishReason: "length", CompletionTokens: 300}
+	})
+	review, err := llm.New(llm.Config{BaseURL: srv.URL(), Model: "judge"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := r.send(t, "go")
+	set := func(cfg *agent.Config) {
+		cfg.Review, cfg.ReviewModel, cfg.ReviewModelName, cfg.MaxTokens = true, review, "judge", 300
+	}
+	got := r.runWith(t, set, &scripted{answers: []string{finishAnswer}}, task.ID, tasks.StateInputRequired, tasks.StateFailed, tasks.StateCompleted)
+	if got.Status.State != tasks.StateInputRequired {
+		t.Fatalf("task %s %q; want input_required", got.Status.State, got.Status.Message)
+	}
+	j, err := r.store.Get(context.Background(), task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs := srv.Requests()
+	told := reqs[len(reqs)-1].Messages[len(reqs[len(reqs)-1].Messages)-1].Content
+	for _, s := range []struct{ what, text string }{{"job reason", j.Reason}, {"the supervisor was told", told}} {
+		if !strings.Contains(s.text, "agent.review_reasoning_effort") || strings.Contains(s.text, "(agent.reasoning_effort)") {
+			t.Errorf("%s %q; want agent.review_reasoning_effort named, not agent.reasoning_effort alone", s.what, s.text)
+		}
+	}
+}
