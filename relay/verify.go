@@ -38,9 +38,11 @@ type author struct {
 // PrecomputedKeys bounds the authors of a Verifier that hold a table of
 // their key (secp.PrecomputedBytes each: 2.7 MB for the 64 in the pure-Go
 // build). Each table is earned by secp.PromoteAfter events that verified
-// under its key, so a flood of valid events cannot make a Verifier build
-// tables faster than one per eight verifications, and a busy author's
-// table is not given up to another (secp.Tables).
+// under its key, and once all are held a Verifier replaces one at most
+// once per secp.ReplaceEvery verifications, so a flood of valid events
+// from fresh keys raises its verification CPU by at most about 10 %; a
+// busy author's table is not given up to another, and an author with
+// steady traffic still earns one under such a flood (secp.Tables).
 const PrecomputedKeys = 64
 
 // VerifiedEvents bounds a Verifier's cache of events verified or signed

@@ -15,31 +15,67 @@ const PromoteAfter = 8
 // one with each known key; the zero value is ready.
 type Uses struct{ n atomic.Uint32 }
 
+// ReplaceEvery is the budget of a full Tables: once it has no free place,
+// it builds a table to replace a key at most once per ReplaceEvery
+// verifications (after a first replacement at once). A build costs about
+// 4.7 verifications, so a flood of valid signatures from fresh keys can
+// raise the CPU spent on verification by at most 4.7/48, about 10 %.
+const ReplaceEvery = 48
+
 // Tables holds the keys that earned a table (Precomputed) by verifying
 // PromoteAfter signatures, at most size of them: its memory is at most
 // its size times PrecomputedBytes (64 keys: 2.7 MB in the btcec build,
-// nothing in the libsecp256k1 build). When it is full, a key that earns
+// nothing in the libsecp256k1 build). While it has a free place, a key
+// that earns a table gets one at once. When it is full, a key that earns
 // a table takes the place of the key idle longest, and only if that one
 // verified nothing in the last IdleVerifications(size) verifications of
 // this Tables: more busy keys than its size keep the tables they have
 // instead of taking turns rebuilding them. The clock of idleness counts
 // only signatures that verified (Verify): forged ones move nothing.
-// However many keys pass, each table built is paid for by PromoteAfter
-// signatures that verified without a table, so a flood of valid messages
-// can raise the CPU spent on verification by at most a build (about
-// 4.7 verifications) per eight, about 60 %. Tables is safe for concurrent
-// use.
+//
+// A full Tables also replaces keys at most once per ReplaceEvery
+// verifications, so that a flood of valid messages from fresh keys,
+// however many, raises the CPU spent on verification by at most a build
+// (about 4.7 verifications) per ReplaceEvery, about 10 %, instead of one
+// per PromoteAfter. A key that earns a table while the budget is spent
+// waits in line if it has verified more signatures than the key already
+// waiting, and the next replacement builds the table of whichever of the
+// two verified more. A key with steady traffic is thus first in line
+// once it has verified more signatures than any key of the flood (at its
+// 2·PromoteAfter-th against keys signing PromoteAfter messages each),
+// and gets its table at the first request for one, by any key, once
+// ReplaceEvery verifications have passed since the last replacement:
+// under such a flood, within ReplaceEvery+PromoteAfter verifications if
+// the flood's keys sign one after another, and at the latest at its own
+// first PromoteAfter-th signature ReplaceEvery verifications after.
+// Tables is safe for concurrent use.
 type Tables[K comparable] struct {
-	size int
-	tick atomic.Uint64 // verifications seen, the clock of idleness
-	mu   sync.RWMutex
-	m    map[K]*held
+	size   int
+	every  uint64        // ReplaceEvery
+	builds atomic.Uint64 // tables built, for the tests
+	tick   atomic.Uint64 // verifications seen, the clock of idleness
+	mu     sync.RWMutex
+	m      map[K]*held
+	// Guarded by mu: the keys whose table is being built outside it,
+	// how many of those will take a free place, the tick before which
+	// no other key may be replaced, and the key waiting for that tick.
+	building map[K]struct{}
+	filling  int
+	next     uint64
+	waiting  *candidate[K]
 }
 
 // held is a key with its table and the tick of its last use.
 type held struct {
 	pub  *PublicKey
 	last atomic.Uint64
+}
+
+// candidate is a key that earned a table, with its count.
+type candidate[K comparable] struct {
+	k K
+	p *PublicKey
+	u *Uses
 }
 
 // IdleVerifications is how many verifications of a Tables of size keys
@@ -50,7 +86,12 @@ func IdleVerifications(size int) uint64 { return 16 * uint64(max(size, 1)) }
 
 // NewTables returns a Tables of at most size keys (at least 1).
 func NewTables[K comparable](size int) *Tables[K] {
-	return &Tables[K]{size: max(size, 1), m: make(map[K]*held)}
+	return &Tables[K]{
+		size:     max(size, 1),
+		every:    ReplaceEvery,
+		m:        make(map[K]*held),
+		building: make(map[K]struct{}),
+	}
 }
 
 // Get returns the precomputed key held under k. It counts no use of it:
@@ -91,25 +132,27 @@ func (t *Tables[K]) Verify(k K, p *PublicKey, u *Uses, digest [32]byte, sig [64]
 
 // verified records that p, held by the caller under k with its count u,
 // has verified a signature. At every PromoteAfter-th, unless k holds a
-// table already, it builds p's table and keeps it under k, if there is
-// room or a key idle long enough to give way (see Tables). Only
-// signatures that verified through p, not through a table, are reported:
-// Verify does so.
+// table already, it builds p's table (or the waiting key's) and keeps it,
+// if there is room, or a key idle long enough to give way and budget to
+// replace it (see Tables). Only signatures that verified through p, not
+// through a table, are reported: Verify does so.
 func (t *Tables[K]) verified(k K, p *PublicKey, u *Uses) {
 	now := t.tick.Add(1)
 	if u.n.Add(1)%PromoteAfter != 0 {
 		return
 	}
-	if !t.room(k, now) {
+	c, fill, ok := t.reserve(candidate[K]{k, p, u}, now)
+	if !ok {
 		return
 	}
-	pre := p.Precomputed() // outside the lock: it takes a few verifications' time
+	t.builds.Add(1)
+	pre := c.p.Precomputed() // outside the lock: it takes a few verifications' time
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if _, ok := t.m[k]; ok {
-		return
-	}
-	if len(t.m) >= t.size {
+	delete(t.building, c.k)
+	if fill {
+		t.filling--
+	} else if len(t.m)+t.filling >= t.size {
 		victim, ok := t.idlest(t.tick.Load())
 		if !ok {
 			return
@@ -118,21 +161,49 @@ func (t *Tables[K]) verified(k K, p *PublicKey, u *Uses) {
 	}
 	h := &held{pub: pre}
 	h.last.Store(now)
-	t.m[k] = h
+	t.m[c.k] = h
 }
 
-// room reports whether k, not held yet, would find a place at tick now.
-func (t *Tables[K]) room(k K, now uint64) bool {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	if _, ok := t.m[k]; ok {
-		return false
+// reserve decides, at tick now, whether c, which has just earned a table,
+// or the waiting key gets one built, and returns the key to build and
+// whether its table takes a free place (else it replaces a key). It
+// reserves that place, or spends the budget of replacements; when the
+// budget is spent, c waits in line if it outranks the waiting key.
+func (t *Tables[K]) reserve(c candidate[K], now uint64) (candidate[K], bool, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.wants(c.k) {
+		return c, false, false
 	}
-	if len(t.m) < t.size {
-		return true
+	if len(t.m)+t.filling < t.size {
+		t.filling++
+		t.building[c.k] = struct{}{}
+		return c, true, true
 	}
-	_, ok := t.idlest(now)
-	return ok
+	w := t.waiting
+	if w != nil && !t.wants(w.k) {
+		t.waiting, w = nil, nil
+	}
+	if _, idle := t.idlest(now); !idle || now < t.next {
+		if w == nil || c.u.n.Load() > w.u.n.Load() {
+			t.waiting = &c
+		}
+		return c, false, false
+	}
+	t.next = now + t.every
+	if w != nil && w.u.n.Load() > c.u.n.Load() {
+		t.waiting, c = &c, *w
+	}
+	t.building[c.k] = struct{}{}
+	return c, false, true
+}
+
+// wants reports whether k holds no table and none is being built for it;
+// the caller holds mu.
+func (t *Tables[K]) wants(k K) bool {
+	_, held := t.m[k]
+	_, building := t.building[k]
+	return !held && !building
 }
 
 // idlest returns the key used longest ago, if it is idle at tick now; the

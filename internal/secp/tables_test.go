@@ -2,6 +2,7 @@ package secp_test
 
 import (
 	"crypto/sha256"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -254,4 +255,117 @@ func TestTablesConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// A flood of valid signatures from fresh keys, each signing PromoteAfter
+// messages (the cheapest way to earn a table), once the old keys' tables
+// are idle: Tables builds one table per free place, then one at once to
+// replace a key, then at most one per ReplaceEvery verifications, not one
+// per PromoteAfter (or per IdleVerifications(size)/size, the pace at which
+// its tables fall idle). A busy peer signing among the flood keeps its
+// table, and a new peer signing about one in ten of the verifications
+// earns one by its 3·PromoteAfter-th signature: at its 2·PromoteAfter-th
+// it outranks every flood key, which has PromoteAfter.
+//
+// The flood keys sign one after another, or in waves of 16 signing
+// round-robin, so that in each wave's last round every verification is
+// some key's PromoteAfter-th, the one that asks for a table. They are
+// distinct keys to Tables (distinct k and Uses) sharing a few signers'
+// public keys.
+func TestTablesBuildBudgetUnderFlood(t *testing.T) {
+	for _, wave := range []int{1, 16} {
+		t.Run(fmt.Sprintf("wave=%d", wave), func(t *testing.T) { testBuildBudget(t, wave) })
+	}
+}
+
+func testBuildBudget(t *testing.T, wave int) {
+	const (
+		size     = 8
+		busy     = 0
+		newcomer = 1_000_000
+	)
+	flood := 1024 // flood keys' signatures
+	if secp.RaceEnabled {
+		flood = 384
+	}
+	tables := secp.NewTables[int](size)
+	s := newSigners(t, 2+4)
+	peer, next, pool := s[0], s[1], s[2:]
+	type signed struct {
+		d   [32]byte
+		sig [64]byte
+	}
+	poolSigs := make([]signed, len(pool))
+	for i, p := range pool {
+		d, sig := p.sign(t)
+		poolSigs[i] = signed{d, sig}
+	}
+	var ticks uint64 // signatures verified
+	uses := map[int]*secp.Uses{}
+	verify := func(k int, s *signer, d [32]byte, sig [64]byte) {
+		t.Helper()
+		u := uses[k]
+		if u == nil {
+			u = new(secp.Uses)
+			uses[k] = u
+		}
+		if !tables.Verify(k, s.pub, u, d, sig) {
+			t.Fatalf("key %d: a good signature failed", k)
+		}
+		ticks++
+		if b, bound := tables.Builds(), size+1+ticks/secp.ReplaceEvery; b > bound {
+			t.Fatalf("%d tables built in %d verifications, bound %d places + 1 + %d/%d = %d",
+				b, ticks, size, ticks, secp.ReplaceEvery, bound)
+		}
+	}
+	fresh := func(k int) { // a flood key's signature
+		t.Helper()
+		s := poolSigs[k%len(pool)]
+		verify(k, pool[k%len(pool)], s.d, s.sig)
+	}
+	// The busy peer and size-1 old keys fill the places.
+	for range secp.PromoteAfter {
+		d, sig := peer.sign(t)
+		verify(busy, peer, d, sig)
+		for k := 1; k < size; k++ {
+			fresh(k)
+		}
+	}
+	if n, b := tables.Len(), tables.Builds(); n != size || b != size {
+		t.Fatalf("%d keys hold a table, %d built; want %d", n, b, size)
+	}
+	// The flood: after every eight of its signatures the busy peer signs
+	// one, and after the first wave the newcomer signs one.
+	flooded, signedNew, earnedAt := 0, 0, 0
+	for key := size; flooded < flood; key += wave {
+		for range secp.PromoteAfter {
+			for i := range wave {
+				fresh(key + i)
+				if flooded++; flooded%8 != 0 {
+					continue
+				}
+				if _, ok := tables.Get(busy); !ok {
+					t.Fatalf("the busy peer lost its table after %d flood signatures", flooded)
+				}
+				d, sig := peer.sign(t)
+				verify(busy, peer, d, sig)
+				if flooded <= wave*secp.PromoteAfter || earnedAt != 0 {
+					continue
+				}
+				d, sig = next.sign(t)
+				verify(newcomer, next, d, sig)
+				signedNew++
+				if _, ok := tables.Get(newcomer); ok {
+					earnedAt = signedNew
+				}
+			}
+		}
+	}
+	if earnedAt == 0 {
+		t.Fatalf("the newcomer earned no table in %d signatures", signedNew)
+	}
+	if earnedAt > 3*secp.PromoteAfter {
+		t.Errorf("the newcomer earned its table at its signature %d, want by %d", earnedAt, 3*secp.PromoteAfter)
+	}
+	t.Logf("%d verifications, %d tables built; the newcomer's at its signature %d", ticks, tables.Builds(), earnedAt)
 }
