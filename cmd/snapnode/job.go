@@ -349,15 +349,15 @@ func (c *cli) jobError(prog, id string, err error) int {
 	return c.ioError(prog, err)
 }
 
+// maxReasoningShown bounds the start of a step's reasoning that the text
+// format of a job's history shows, in bytes.
+const maxReasoningShown = 300
+
 // shown is text a model or a peer wrote (an action's name, an error, a
 // reason) as one line of the text formats: every control and invisible
 // character spelled out (⟨U+001B⟩), newlines too, as the console and
 // `held --diff` show them, so that it can neither drive the operator's
 // terminal nor forge a line of the listing.
-// maxReasoningShown bounds the start of a step's reasoning that the text
-// format of a job's history shows, in bytes.
-const maxReasoningShown = 300
-
 func shown(s string) string {
 	return strings.ReplaceAll(executor.Visible(s), "\n", "⟨U+000A⟩")
 }
