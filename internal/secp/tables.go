@@ -192,7 +192,9 @@ func (t *Tables[K]) reserve(c candidate[K], now uint64) (candidate[K], bool, boo
 	}
 	t.next = now + t.every
 	if w != nil && w.u.n.Load() > c.u.n.Load() {
-		t.waiting, c = &c, *w
+		// w is built; c takes its place in line (a copy: c is reused).
+		asked := c
+		t.waiting, c = &asked, *w
 	}
 	t.building[c.k] = struct{}{}
 	return c, false, true

@@ -369,3 +369,41 @@ func testBuildBudget(t *testing.T, wave int) {
 	}
 	t.Logf("%d verifications, %d tables built; the newcomer's at its signature %d", ticks, tables.Builds(), earnedAt)
 }
+
+// TestTablesWaitingKeyKeepsItsPlace: when a replacement builds the table
+// of the key waiting in line, because it verified more than the key that
+// asked, the key that asked takes its place in line and gets the next
+// replacement ahead of a key that verified less. Before, the swap left
+// the line holding the key just built, so the asking key was dropped.
+func TestTablesWaitingKeyKeepsItsPlace(t *testing.T) {
+	tables := secp.NewTables[int](1)
+	keys := tableKeys(t, 6)
+	uses := make([]secp.Uses, len(keys))
+	verify := func(k, n int) {
+		for range n {
+			tables.Verified(k, keys[k], &uses[k])
+		}
+	}
+	idle := secp.IdleVerifications(1) + 1
+	verify(0, secp.PromoteAfter) // the free place
+	tables.Advance(idle)
+	verify(1, secp.PromoteAfter) // replaces the idle 0: the budget is spent
+	tables.Advance(idle)
+	verify(2, 2*secp.PromoteAfter) // 1 is idle, but no budget: 2 waits
+	if _, ok := tables.Get(2); ok {
+		t.Fatal("key 2 got a table with the budget spent")
+	}
+	tables.Advance(secp.ReplaceEvery)
+	// Key 4 asks with 8 verifications (9 in all), key 2 waits with 16:
+	// 2 is built, 4 waits.
+	verify(4, secp.PromoteAfter+1)
+	if _, ok := tables.Get(2); !ok {
+		t.Fatal("key 2, first in line, got no table at the next replacement")
+	}
+	tables.Advance(secp.ReplaceEvery + idle)
+	verify(5, secp.PromoteAfter) // key 5 asks with 8; key 4 waits with 9
+	if _, ok := tables.Get(4); !ok {
+		_, five := tables.Get(5)
+		t.Fatalf("key 4, in line with 9 verifications, got no table at the next replacement (key 5, with 8, got one: %v)", five)
+	}
+}
