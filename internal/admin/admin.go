@@ -222,8 +222,9 @@ func (s *Server) Serve(ctx context.Context) error {
 }
 
 // stopGrace is how long a response is still given to be taken once the
-// node stops, and how long a connection past MaxConns is given to send
-// its request before it is told the socket is busy.
+// node stops, and how long a connection past MaxConns is kept: it is told
+// at once that the socket is busy, then its request is read and dropped
+// until it closes or stopGrace has passed.
 const stopGrace = time.Second
 
 // busy answers a connection past MaxConns that the socket is busy. Its

@@ -12,8 +12,10 @@
 //	…
 //	resp, err := admin.Call(ctx, filepath.Join(dataDir, admin.SocketName), admin.Request{Op: "approve", Task: id})
 //
-// The protocol is one JSON request per connection, answered by one JSON
-// response, each at most MaxMessage bytes; at most MaxConns connections
-// are served at once, and one past them is answered that the socket is
-// busy, with nothing carried out.
+// The protocol is one JSON request per connection, at most MaxMessage
+// bytes, answered by one JSON response, at most MaxResponse bytes. A
+// request with a member the node does not know is refused, naming it, and
+// nothing is carried out. At most MaxConns connections are served at
+// once; one past them is answered that the socket is busy, with nothing
+// carried out.
 package admin
