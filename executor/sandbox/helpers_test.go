@@ -1,6 +1,7 @@
 package sandbox_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"flag"
@@ -28,6 +29,16 @@ func newSandbox(t testing.TB, lim sandbox.Limits, files map[string]string) (stri
 	}
 	t.Cleanup(func() { sb.Close() })
 	return dir, sb
+}
+
+// stage stages changes in sb, failing the test on error.
+func stage(t testing.TB, sb *sandbox.Sandbox, changes []sandbox.Change) *sandbox.Staged {
+	t.Helper()
+	st, err := sb.Stage(context.Background(), changes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
 
 // populate writes files into dir with fixed modes (0644 files, 0755

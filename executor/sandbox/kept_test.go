@@ -63,10 +63,7 @@ func TestFailedPutBackKept(t *testing.T) {
 			sandbox.SetPortable(sb)
 			sandbox.SetClock(sb, func() time.Time { return keptAt })
 			host := hostPath(dir, c.path)
-			st, err := sb.Stage(ctx, []sandbox.Change{c.change})
-			if err != nil {
-				t.Fatal(err)
-			}
+			st := stage(t, sb, []sandbox.Change{c.change})
 			edited := false
 			sandbox.SetSwapHook(sb, func(step, path string) error {
 				if step == "aside" && !edited {
@@ -81,7 +78,7 @@ func TestFailedPutBackKept(t *testing.T) {
 				}
 				return nil
 			})
-			_, err = sb.Promote(ctx, st)
+			_, err := sb.Promote(ctx, st)
 			if !edited || !errors.Is(err, sandbox.ErrChanged) {
 				t.Fatalf("Promote = %v (edited %v); want ErrChanged", err, edited)
 			}
@@ -98,10 +95,7 @@ func TestFailedPutBackKept(t *testing.T) {
 				t.Errorf("%s = %q, %v; want the hand edit", c.kept, b, err)
 			}
 			sandbox.SetSwapHook(sb, func(string, string) error { return nil })
-			st, err = sb.Stage(ctx, []sandbox.Change{sandbox.Write{Path: c.path, Content: []byte("after\n")}})
-			if err != nil {
-				t.Fatal(err)
-			}
+			st = stage(t, sb, []sandbox.Change{sandbox.Write{Path: c.path, Content: []byte("after\n")}})
 			if _, err := sb.Promote(ctx, st); err != nil {
 				t.Fatalf("a later change of the path = %v", err)
 			}
@@ -120,10 +114,7 @@ func TestTakeBackKept(t *testing.T) {
 		set(sb)
 		sandbox.SetClock(sb, func() time.Time { return keptAt })
 		host := hostPath(dir, "/sandbox/notes.md")
-		st, err := sb.Stage(ctx, []sandbox.Change{sandbox.Write{Path: "/sandbox/notes.md", Content: []byte("new\n")}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		st := stage(t, sb, []sandbox.Change{sandbox.Write{Path: "/sandbox/notes.md", Content: []byte("new\n")}})
 		failed := false
 		sandbox.SetSwapHook(sb, func(step, path string) error {
 			if step == "in" && !failed {
@@ -133,7 +124,7 @@ func TestTakeBackKept(t *testing.T) {
 			}
 			return nil
 		})
-		_, err = sb.Promote(ctx, st)
+		_, err := sb.Promote(ctx, st)
 		if !failed || !errors.Is(err, errInjected) {
 			t.Fatalf("Promote = %v; want the injected failure", err)
 		}
@@ -240,10 +231,7 @@ func TestClosedBeforeRemoved(t *testing.T) {
 			if c.portable {
 				sandbox.SetPortable(sb)
 			}
-			st, err := sb.Stage(ctx, []sandbox.Change{sandbox.Write{Path: "/sandbox/notes.md", Content: []byte("new\n")}})
-			if err != nil {
-				t.Fatal(err)
-			}
+			st := stage(t, sb, []sandbox.Change{sandbox.Write{Path: "/sandbox/notes.md", Content: []byte("new\n")}})
 			swap, beforeRename := c.hook(dir)
 			sandbox.SetTestHooks(sb, nil, beforeRename)
 			if swap != nil {
@@ -273,10 +261,7 @@ func TestLeftAsideNamed(t *testing.T) {
 	eachWay(t, "", func(t *testing.T, set func(*sandbox.Sandbox)) {
 		dir, sb := newSandbox(t, sandbox.Limits{}, stageFixture)
 		set(sb)
-		st, err := sb.Stage(ctx, []sandbox.Change{sandbox.Write{Path: "/sandbox/sub/a.txt", Content: []byte("new\n")}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		st := stage(t, sb, []sandbox.Change{sandbox.Write{Path: "/sandbox/sub/a.txt", Content: []byte("new\n")}})
 		sandbox.SetSwapHook(sb, func(step, p string) error {
 			if step == "in" {
 				panic("crash")
@@ -292,11 +277,8 @@ func TestLeftAsideNamed(t *testing.T) {
 		if _, err := os.Lstat(filepath.Join(dir, filepath.FromSlash(hidden))); err != nil {
 			t.Fatalf("no file left set aside: %v", err)
 		}
-		st, err = sb.Stage(ctx, []sandbox.Change{sandbox.Write{Path: "/sandbox/sub/a.txt", Content: []byte("again\n")}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = sb.Promote(ctx, st)
+		st = stage(t, sb, []sandbox.Change{sandbox.Write{Path: "/sandbox/sub/a.txt", Content: []byte("again\n")}})
+		_, err := sb.Promote(ctx, st)
 		if !errors.Is(err, sandbox.ErrChanged) {
 			t.Fatalf("Promote = %v; want ErrChanged", err)
 		}

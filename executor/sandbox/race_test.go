@@ -116,10 +116,7 @@ func TestPromoteKeepsHandEdit(t *testing.T) {
 				populate(t, want, stageFixture)
 				tc.edit(t, hostPath(want, tc.path))
 				openFolder(t, want) // its lock file, as dir has
-				st, err := sb.Stage(ctx, composite)
-				if err != nil {
-					t.Fatal(err)
-				}
+				st := stage(t, sb, composite)
 				edited := false
 				meddle := func(path string) {
 					if path == tc.path && !edited {
@@ -140,7 +137,7 @@ func TestPromoteKeepsHandEdit(t *testing.T) {
 					}
 					return nil
 				})
-				_, err = sb.Promote(ctx, st)
+				_, err := sb.Promote(ctx, st)
 				if !edited {
 					t.Fatal("the hook never ran")
 				}
@@ -194,10 +191,7 @@ func TestRestoreKeepsHandEdit(t *testing.T) {
 			eachWay(t, how+", "+edit.name, func(t *testing.T, set func(*sandbox.Sandbox)) {
 				dir, sb := newSandbox(t, sandbox.Limits{}, stageFixture)
 				set(sb)
-				st, err := sb.Stage(ctx, composite)
-				if err != nil {
-					t.Fatal(err)
-				}
+				st := stage(t, sb, composite)
 				snap, err := sb.Promote(ctx, st)
 				if err != nil {
 					t.Fatal(err)
@@ -259,10 +253,7 @@ func testWriteThroughOpenFile(t *testing.T, set func(*sandbox.Sandbox)) {
 	dir, sb := newSandbox(t, sandbox.Limits{}, stageFixture)
 	set(sb)
 	host := hostPath(dir, "/sandbox/notes.md")
-	st, err := sb.Stage(ctx, composite)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := stage(t, sb, composite)
 	f, err := os.OpenFile(host, os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -315,10 +306,7 @@ func TestCrashWhileSetAside(t *testing.T) {
 			dir, sb := newSandbox(t, sandbox.Limits{}, stageFixture)
 			set(sb)
 			before := treeHash(t, dir)
-			st, err := sb.Stage(ctx, composite)
-			if err != nil {
-				t.Fatal(err)
-			}
+			st := stage(t, sb, composite)
 			snap := st.Snapshot()
 			sandbox.SetSwapHook(sb, func(s, p string) error {
 				if s == step && p == path {
@@ -335,7 +323,7 @@ func TestCrashWhileSetAside(t *testing.T) {
 				sb.Promote(ctx, st)
 			}()
 			sb.Close()
-			sb, err = sandbox.Open(dir, sandbox.Limits{})
+			sb, err := sandbox.Open(dir, sandbox.Limits{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -375,10 +363,7 @@ func TestCrashAsideEdited(t *testing.T) {
 		dir, sb := newSandbox(t, sandbox.Limits{}, stageFixture)
 		set(sb)
 		sandbox.SetClock(sb, func() time.Time { return keptAt })
-		st, err := sb.Stage(ctx, composite)
-		if err != nil {
-			t.Fatal(err)
-		}
+		st := stage(t, sb, composite)
 		snap := st.Snapshot()
 		sandbox.SetSwapHook(sb, func(step, p string) error {
 			if step == "in" && p == "/sandbox/notes.md" {
@@ -396,7 +381,7 @@ func TestCrashAsideEdited(t *testing.T) {
 			t.Fatal(err)
 		}
 		var oe *sandbox.OpError
-		err = sb.Recover(ctx, snap)
+		err := sb.Recover(ctx, snap)
 		if !errors.Is(err, sandbox.ErrDiverged) || !errors.As(err, &oe) || oe.Path != "/sandbox/notes.md" {
 			t.Fatalf("Recover = %v; want ErrDiverged at /sandbox/notes.md", err)
 		}
@@ -440,17 +425,24 @@ func TestCrashAsideEdited(t *testing.T) {
 			t.Errorf("List = %+v, %v; want %s in it", listed, err, kept)
 		}
 		// Nothing bars the path now, and the kept file goes as any text file.
-		st, err = sb.Stage(ctx, []sandbox.Change{
+		st = stage(t, sb, []sandbox.Change{
 			sandbox.Write{Path: "/sandbox/notes.md", Content: []byte("after\n")},
 			sandbox.Delete{Path: kept},
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
 		if _, err := sb.Promote(ctx, st); err != nil {
 			t.Fatalf("Promote after recovery = %v", err)
 		}
 	})
+}
+
+// replaceOrRemove is a replacement of a file and a removal of one, each
+// with its path: the two steps that set a file aside.
+var replaceOrRemove = []struct {
+	path   string
+	change sandbox.Change
+}{
+	{"/sandbox/notes.md", sandbox.Write{Path: "/sandbox/notes.md", Content: []byte("new\n")}},
+	{"/sandbox/sub/a.txt", sandbox.Delete{Path: "/sandbox/sub/a.txt"}},
 }
 
 // TestPutBackSynced: a file found edited once set aside is put back, and
@@ -460,20 +452,11 @@ func TestCrashAsideEdited(t *testing.T) {
 // Recover will see again.
 func TestPutBackSynced(t *testing.T) {
 	ctx := context.Background()
-	for _, c := range []struct {
-		path   string
-		change sandbox.Change
-	}{
-		{"/sandbox/notes.md", sandbox.Write{Path: "/sandbox/notes.md", Content: []byte("new\n")}},
-		{"/sandbox/sub/a.txt", sandbox.Delete{Path: "/sandbox/sub/a.txt"}},
-	} {
+	for _, c := range replaceOrRemove {
 		eachWay(t, c.path, func(t *testing.T, set func(*sandbox.Sandbox)) {
 			dir, sb := newSandbox(t, sandbox.Limits{}, stageFixture)
 			set(sb)
-			st, err := sb.Stage(ctx, []sandbox.Change{c.change})
-			if err != nil {
-				t.Fatal(err)
-			}
+			st := stage(t, sb, []sandbox.Change{c.change})
 			edited, synced := false, 0
 			sandbox.SetSwapHook(sb, func(step, path string) error {
 				if step == "aside" && !edited {
@@ -512,21 +495,12 @@ func TestPutBackSynced(t *testing.T) {
 // stay and the promotion fail with ErrChanged.
 func TestSetAsideKeepsEditDuringLink(t *testing.T) {
 	ctx := context.Background()
-	for _, c := range []struct {
-		path   string
-		change sandbox.Change
-	}{
-		{"/sandbox/notes.md", sandbox.Write{Path: "/sandbox/notes.md", Content: []byte("new\n")}},
-		{"/sandbox/sub/a.txt", sandbox.Delete{Path: "/sandbox/sub/a.txt"}},
-	} {
+	for _, c := range replaceOrRemove {
 		t.Run(c.path, func(t *testing.T) {
 			dir, sb := newSandbox(t, sandbox.Limits{}, stageFixture)
 			sandbox.SetPortable(sb)
 			host := hostPath(dir, c.path)
-			st, err := sb.Stage(ctx, []sandbox.Change{c.change})
-			if err != nil {
-				t.Fatal(err)
-			}
+			st := stage(t, sb, []sandbox.Change{c.change})
 			edited := false
 			sandbox.SetLinkHook(sb, func(from, to string) {
 				if from == filepath.Base(host) && !edited {
@@ -534,7 +508,7 @@ func TestSetAsideKeepsEditDuringLink(t *testing.T) {
 					byRename("hand edit\n")(t, host)
 				}
 			})
-			_, err = sb.Promote(ctx, st)
+			_, err := sb.Promote(ctx, st)
 			if !edited {
 				return // no link from the workspace name: nothing to race
 			}
@@ -562,10 +536,7 @@ func TestRemoveAsideFails(t *testing.T) {
 			dir, sb := newSandbox(t, sandbox.Limits{}, stageFixture)
 			set(sb)
 			before := treeHash(t, dir)
-			st, err := sb.Stage(ctx, composite)
-			if err != nil {
-				t.Fatal(err)
-			}
+			st := stage(t, sb, composite)
 			failed := false
 			sandbox.SetSwapHook(sb, func(step, p string) error {
 				if step == "remove" && p == path && !failed {
