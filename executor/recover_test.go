@@ -105,6 +105,24 @@ func TestRecoverApprovalMovedOn(t *testing.T) {
 	})
 }
 
+// runLosingCommit runs v.twoWrites with its last commit lost (as a crash,
+// or a backup copy, between the renames and the commit leaves it) and
+// returns the id of the one action, left promoting.
+func (v *env) runLosingCommit(t *testing.T) string {
+	t.Helper()
+	lost := errors.New("the node stopped")
+	res, err := v.ex.Run(context.Background(), executor.Request{TaskID: "task-1", Requester: agent, Data: v.twoWrites(),
+		Then: func(context.Context, *sql.Tx, *executor.Result) error { return lost }})
+	if !errors.Is(err, lost) {
+		t.Fatalf("Run = %+v, %v; want its last commit lost", res, err)
+	}
+	acts := v.actions()
+	if len(acts) != 1 || acts[0].State != "promoting" {
+		t.Fatalf("records %+v; want one promoting", acts)
+	}
+	return acts[0].ActionID
+}
+
 // TestRecoverOverChangedFile: a promotion of two files stops before its
 // record moves on (its last commit lost, as a crash or a backup copy
 // between the renames and the commit leaves it), and one of its files is
@@ -118,17 +136,7 @@ func TestRecoverOverChangedFile(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		v := newEnv(t, dsn)
 		ctx := context.Background()
-		lost := errors.New("the node stopped")
-		res, err := v.ex.Run(ctx, executor.Request{TaskID: "task-1", Requester: agent, Data: v.twoWrites(),
-			Then: func(context.Context, *sql.Tx, *executor.Result) error { return lost }})
-		if !errors.Is(err, lost) {
-			t.Fatalf("Run = %+v, %v; want its last commit lost", res, err)
-		}
-		acts := v.actions()
-		if len(acts) != 1 || acts[0].State != "promoting" {
-			t.Fatalf("records %+v; want one promoting", acts)
-		}
-		id := acts[0].ActionID
+		id := v.runLosingCommit(t)
 		v.file("a.txt", "edited by hand\n")
 		v.reopen()
 
@@ -193,13 +201,7 @@ func TestRecoverKeepsEditSetAside(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		v := newEnv(t, dsn)
 		ctx := context.Background()
-		lost := errors.New("the node stopped")
-		res, err := v.ex.Run(ctx, executor.Request{TaskID: "task-1", Requester: agent, Data: v.twoWrites(),
-			Then: func(context.Context, *sql.Tx, *executor.Result) error { return lost }})
-		if !errors.Is(err, lost) {
-			t.Fatalf("Run = %+v, %v; want its last commit lost", res, err)
-		}
-		id := v.actions()[0].ActionID
+		id := v.runLosingCommit(t)
 		v.file(asideName("a.txt"), "edited while it was replaced\n")
 		v.reopen()
 
