@@ -14,13 +14,15 @@ import (
 // bytes on) still has the write held for an operator, where a plain
 // permit also matches; and a failing forbid blocks. Before, the plain
 // permit alone decided and the write was promoted without confirmation.
+// The forbid's condition cannot hold without failing (its product is
+// positive or overflows a Long), so only its failure can block.
 func TestFailingConfirmPermitHolds(t *testing.T) {
 	v := newEnv(t, testdb.SQLite(t))
 	e, err := policy.Parse("overflow.cedar", []byte(`
 @id("writes") permit (principal, action, resource);
 @id("big-writes") @confirm("a large write")
 permit (principal, action == Action::"WRITE_FILE", resource) when { context.size * 10000000000000000 > 1000000000000000000 };
-@id("no-big-dirs") forbid (principal, action == Action::"CREATE_DIRECTORY", resource in Path::"/sandbox/big/") when { context.riskLevel * 9000000000000000000 > 0 };
+@id("no-big-dirs") forbid (principal, action == Action::"CREATE_DIRECTORY", resource in Path::"/sandbox/big/") when { context.riskLevel * 9000000000000000000 < 0 };
 `))
 	if err != nil {
 		t.Fatal(err)
