@@ -35,49 +35,22 @@ func TestExecutionFailedNamesField(t *testing.T) {
 		{"create the workspace itself", "CREATE_DIRECTORY", map[string]string{"path": "/sandbox/"}, "exists", "/args/path"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res := v.run(agent, prop(tc.action, tc.args))
-			if res.Outcome == executor.NeedsConfirmation {
-				var err error
-				if res, err = v.ex.Approve(t.Context(), res.ActionID, operator); err != nil {
-					t.Fatal(err)
-				}
-			}
-			wantOutcome(t, res, executor.Failed)
-			var f executor.Failure
-			if err := json.Unmarshal(res.Output, &f); err != nil {
-				t.Fatal(err)
-			}
+			res, f := v.failureOf(t, v.run(agent, prop(tc.action, tc.args)))
 			if f.Code != executor.CodeExecutionFailed || f.Cause != tc.cause || f.Field != tc.field {
 				t.Errorf("output %s; want cause %s, field %s", res.Output, tc.cause, tc.field)
 			}
 		})
 	}
 	// A composite's step is named by its index.
-	res := v.run(agent, composite(t,
+	res, cf := v.failureOf(t, v.run(agent, composite(t,
 		leaf(t, "WRITE_FILE", map[string]string{"path": "/sandbox/new.txt", "content": "n\n"}),
-		leaf(t, "CREATE_DIRECTORY", map[string]string{"path": "/sandbox/a.txt"})))
-	if res.Outcome == executor.NeedsConfirmation {
-		var err error
-		if res, err = v.ex.Approve(t.Context(), res.ActionID, operator); err != nil {
-			t.Fatal(err)
-		}
-	}
-	wantOutcome(t, res, executor.Failed)
-	var cf executor.Failure
-	if err := json.Unmarshal(res.Output, &cf); err != nil {
-		t.Fatal(err)
-	}
+		leaf(t, "CREATE_DIRECTORY", map[string]string{"path": "/sandbox/a.txt"}))))
 	if cf.Cause != "exists" || cf.Field != "/children/1/operation/args/path" {
 		t.Errorf("composite: output %s; want field /children/1/operation/args/path", res.Output)
 	}
 
 	// A write over the size bound: the content is what is too large.
-	res = v.run(agent, prop("WRITE_FILE", map[string]string{"path": "/sandbox/big.txt", "content": strings.Repeat("x", 2<<20)}))
-	wantOutcome(t, res, executor.Failed)
-	var f executor.Failure
-	if err := json.Unmarshal(res.Output, &f); err != nil {
-		t.Fatal(err)
-	}
+	res, f := v.failureOf(t, v.run(agent, prop("WRITE_FILE", map[string]string{"path": "/sandbox/big.txt", "content": strings.Repeat("x", 2<<20)})))
 	if f.Code != executor.CodeLimitExceeded || f.Limit != "file_size" || f.Field != "/args/content" {
 		t.Errorf("write over the size bound: output %s; want limit file_size, field /args/content", res.Output)
 	}
@@ -87,4 +60,22 @@ func TestExecutionFailedNamesField(t *testing.T) {
 	if in, _ := v.content("d.md/inner.txt"); in != "I\n" {
 		t.Errorf("d.md/inner.txt = %q", in)
 	}
+}
+
+// failureOf approves res if it is held, and returns it with the Failure
+// it ended in.
+func (v *env) failureOf(t *testing.T, res *executor.Result) (*executor.Result, executor.Failure) {
+	t.Helper()
+	if res.Outcome == executor.NeedsConfirmation {
+		var err error
+		if res, err = v.ex.Approve(t.Context(), res.ActionID, operator); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantOutcome(t, res, executor.Failed)
+	var f executor.Failure
+	if err := json.Unmarshal(res.Output, &f); err != nil {
+		t.Fatal(err)
+	}
+	return res, f
 }
