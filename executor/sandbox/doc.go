@@ -40,37 +40,35 @@
 //	snap, err := sandbox.ParseSnapshot(record)
 //	err = sb.Rollback(ctx, snap) // errors.Is(err, sandbox.ErrDiverged) names the path
 //
-// What the sandbox guarantees. Nothing outside the folder is opened,
-// read, listed or written: os.Root stops every path, symbolic link and
-// race that leads outside, and on top of it the sandbox follows no
-// symbolic link at all (every directory is looked at with Lstat, opened,
-// and checked to be that same directory), opens no file with more than
-// one hard link (it may be an alias of an outside file), and never
-// replaces, deletes or renames a link (one swapped in at the instant a
-// file is replaced is moved to a private name and back, see below). Nor does it act on a name stored
+// What the sandbox guarantees. Nothing outside the folder is opened, read,
+// listed or written: os.Root stops every path, symbolic link and race that
+// leads outside, and on top of it the sandbox follows no symbolic link at
+// all (every directory is looked at with Lstat, opened, and checked to be
+// that same directory), opens no file with more than one hard link (it may
+// be an alias of an outside file), and never replaces, deletes or renames
+// a link (one swapped in at the instant a file is replaced is moved to a
+// private name and back, see below). Nor does it act on a name stored
 // under another spelling than the path's (ErrSpelling): on a file system
 // that ignores letter case or Unicode form, "/sandbox/SECRETS/key.txt"
 // would find secrets/key.txt, which a rule on the path's text does not
 // cover. Open finds whether the folder's file system does (a probe file
-// looked up in capitals and decomposed); where it does, and below any
-// file system mounted inside the folder, each name that is there must be
-// in its directory's listing as spelled (or, stored decomposed, as its
-// NFC form). A folder inside the workspace made to fold names on its own
-// (chattr +F) is not seen. Files are written to a new
-// temporary file in their own directory (O_EXCL), synced, put in place of
-// their target (see Edits from outside), and the directory synced;
-// Prepare writes and syncs the
+// looked up in capitals and decomposed); where it does, and below any file
+// system mounted inside the folder, each name that is there must be in its
+// directory's listing as spelled (or, stored decomposed, as its NFC form).
+// A folder inside the workspace made to fold names on its own (chattr +F)
+// is not seen. Files are written to a new temporary file in their own
+// directory (O_EXCL), synced, put in place of their target (see Edits from
+// outside), and the directory synced; Prepare writes and syncs the
 // temporary files ahead, while the caller makes its own record durable,
-// and PromotePrepared then only renames them. Deletes and renames take
-// regular .txt and .md files only (a rename removes its source, so its
-// source follows the delete rule, and its target must be text too);
-// directories are created, never deleted (except by a
-// rollback of their creation); a rename never overwrites. Caps (Limits)
-// on file size, total bytes, entries listed, changes per stage and
-// duration are enforced: the operation fails with a *LimitError and
-// changes nothing. Total bytes are checked by Stage and again by Promote,
-// under the folder lock: stagings that each fit, but not together, are
-// not all promoted.
+// and PromotePrepared then only puts them in place. Deletes and renames
+// take regular .txt and .md files only (a rename removes its source, so
+// its source follows the delete rule, and its target must be text too);
+// directories are created, never deleted (except by a rollback of their
+// creation); a rename never overwrites. Caps (Limits) on file size, total
+// bytes, entries listed, changes per stage and duration are enforced: the
+// operation fails with a *LimitError and changes nothing. Total bytes are
+// checked by Stage and again by Promote, under the folder lock: stagings
+// that each fit, but not together, are not all promoted.
 //
 // Several processes may open the same folder (replicas of a node sharing
 // their workspace). Promote, Rollback and Recover hold a lock of the
@@ -152,8 +150,7 @@
 // system that keeps no locks, the folder is not locked: promotions and
 // rollbacks then run one at a time within a process only, and two
 // processes promoting the same path meet as an editor and a sandbox do
-// (see Edits from outside). A
-// promotion is all or nothing by undo, not
+// (see Edits from outside). A promotion is all or nothing by undo, not
 // by one atomic step: a crash half-way leaves some paths promoted;
 // Recover with the snapshot (stored before Promote, from st.Snapshot())
 // restores them, and Sweep removes the temporary files left behind; a
