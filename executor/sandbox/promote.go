@@ -894,10 +894,10 @@ func (s *Sandbox) checkAside(ctx context.Context, d *os.Root, a *aside, o op) er
 		return bare(err)
 	}
 	if err := plainFile(fi); err != nil {
-		return fmt.Errorf("%w: %w", o.changed, err)
+		return changedBy(o.changed, err)
 	}
 	if err := singleLink(fi); err != nil {
-		return fmt.Errorf("%w: %w", o.changed, err)
+		return changedBy(o.changed, err)
 	}
 	if a.f, err = d.OpenFile(a.name, os.O_RDONLY|openNonblock, 0); err != nil {
 		return bare(err)
@@ -907,6 +907,22 @@ func (s *Sandbox) checkAside(ctx context.Context, d *os.Root, a *aside, o op) er
 	}
 	return s.holds(ctx, a, o)
 }
+
+// changedBy is changed (ErrChanged, ErrDiverged) for the reason why, an
+// error of the package (ErrSymlink, ErrHardLink…): both match errors.Is,
+// and the message names the package once ("sandbox: changed since
+// staging: file has more than one hard link").
+func changedBy(changed, why error) error {
+	return &changedError{changed, why}
+}
+
+type changedError struct{ changed, why error }
+
+func (e *changedError) Error() string {
+	return e.changed.Error() + ": " + strings.TrimPrefix(e.why.Error(), "sandbox: ")
+}
+
+func (e *changedError) Unwrap() []error { return []error{e.changed, e.why} }
 
 // holds checks that the file set aside holds o.was's content, reading it
 // from its start through its descriptor: o.changed if not.

@@ -149,6 +149,9 @@ func TestPromoteKeepsHandEdit(t *testing.T) {
 				if !refused || errors.Is(err, sandbox.ErrIncomplete) || !errors.As(err, &oe) || oe.Path != tc.path {
 					t.Fatalf("Promote = %v; want ErrChanged at %s", err, tc.path)
 				}
+				if n := strings.Count(err.Error(), "sandbox: "); n != 1 {
+					t.Errorf("Promote = %v; want the package named once, not %d times", err, n)
+				}
 				sandbox.SetTestHooks(sb, nil, nil)
 				if treeHash(t, dir) != treeHash(t, want) {
 					t.Fatal("the tree is not the fixture with the hand edit")
