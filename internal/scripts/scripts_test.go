@@ -28,7 +28,7 @@ func TestMark(t *testing.T) {
 		{"\u03B1\u0430", "⟨U+03B1 Greek⟩⟨U+0430 Cyrillic⟩"},
 		// A mathematical letter (script Common) among Latin ones.
 		{"\U0001D429assword", "⟨U+1D429 Common⟩assword"},
-		// The letters of a word in one script, r g and t Latin: mixed.
+		// Secrets with ѕ, е and с Cyrillic, r, t and the last s Latin: mixed.
 		{"/sandbox/ѕесrеts/", "/sandbox/⟨U+0455 Cyrillic⟩⟨U+0435 Cyrillic⟩⟨U+0441 Cyrillic⟩r⟨U+0435 Cyrillic⟩ts/"},
 		{"", ""},
 	} {
