@@ -257,8 +257,13 @@ func (s *Sandbox) unstash(ctx context.Context, e entry, move bool) (moved *keptF
 	defer d.close()
 	a := asideName(name)
 	fa, err := d.r.Lstat(a)
-	if err != nil {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return nil, nil
+	case err != nil:
+		// Unreadable (EIO, EACCES): a file may be set aside there, which
+		// a recovery that went on would leave hidden.
+		return nil, bare(err)
 	}
 	fn, err := d.r.Lstat(name)
 	switch {
