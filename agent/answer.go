@@ -146,8 +146,9 @@ const (
 
 // parseModelAnswer is ParseAnswer for a model's content: one <think>
 // block at its very start (JSON's white space around it aside) is the
-// model's reasoning, set apart as the answer's Thought; what follows it
-// is judged by ParseAnswer, as strictly as an answer without one. The
+// model's reasoning, set apart (the Answer's Raw alone keeps it; the
+// step's history has it as Response.Reasoning); what follows it is
+// judged by ParseAnswer, as strictly as an answer without one. The
 // size bound is the whole content's. A <think> block that never closes
 // is refused (rule reasoning). An external worker's line is not a
 // model's content: it goes through ParseAnswer alone.
@@ -192,9 +193,9 @@ func splitThought(text string) (thought, rest string, ok, closed bool) {
 
 // answerText is a model's stored answer without the <think> block it may
 // open with (all of it when the block never closes) and the white space
-// after the block: what the model is
-// shown of its earlier answers, and what stands for the executor's data
-// of an answer redacted past parsing. The reasoning is never sent back.
+// after the block: what the model is shown of its earlier answers, and
+// what stands for the executor's data of an answer redacted past parsing.
+// The reasoning is never sent back.
 func answerText(raw string) string {
 	if _, rest, ok, closed := splitThought(raw); ok {
 		if !closed {

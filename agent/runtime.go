@@ -493,8 +493,8 @@ func (r *Runtime) fit(t *tasks.Task, arts []tasks.Artifact) []tasks.Artifact {
 // the jobs whose tasks were canceled while they waited (a page of them a
 // pass), and cancels the work their model started elsewhere (JobCanceler)
 // for jobs that ended other than in success, or were rewound, whose
-// record no one took yet (a page a pass). Jobs this
-// process works on, or that a live lease holds, are left to their node.
+// record no one took yet (a page a pass). Jobs this process works on, or
+// that a live lease holds, are left to their node.
 func (r *Runtime) reconcile(ctx context.Context) {
 	now := r.cfg.Now()
 	unsettled, err := r.cfg.Store.Unsettled(ctx, now, 200)

@@ -21,18 +21,16 @@
 // before each time it is sent again (agent.Prompt.KeepSent, which fails
 // once the process no longer holds the job: another node of a shared
 // database that took it up sends the step alone), with the remote task it
-// continues, and the
-// record is written again once the step is answered, with the task the
-// answer came on: a node that stopped or crashed before the answer was
-// recorded sends the step again alike once it takes the job up
-// (agent.Prompt.Sent), and the job's next step continues the job's remote
-// task, whether the node stopped between steps or the job waited for a
-// human and a message resumed it. The node's HTTP
-// client does not follow redirects and, unless allowed, does not connect
-// to loopback, link-local, private, shared, unspecified, multicast or
-// reserved addresses (client.NetConfig.RefusePrivate): a
-// card anyone can publish must not make the node post into its own
-// network.
+// continues, and the record is written again once the step is answered,
+// with the task the answer came on: a node that stopped or crashed before
+// the answer was recorded sends the step again alike once it takes the
+// job up (agent.Prompt.Sent), and the job's next step continues the job's
+// remote task, whether the node stopped between steps or the job waited
+// for a human and a message resumed it. The node's HTTP client does not
+// follow redirects and, unless allowed, does not connect to loopback,
+// link-local, private, shared, unspecified, multicast or reserved
+// addresses (client.NetConfig.RefusePrivate): a card anyone can publish
+// must not make the node post into its own network.
 //
 // The first step of a job sends the delegate a message/send whose one data
 // part is the job request (schemas/job-request.v1.json); every later step
@@ -53,8 +51,8 @@
 // carries out every proposal itself, on its own sandbox; the delegate
 // never touches it. An answer that is missing, not a worker answer, on a
 // task whose id is not a SNAP id (snap.CheckID: the node keeps it with
-// the job and sends it back), an error response, or late (past the step time-out or the caller's
-// deadline) is a protocol violation, audited as a worker's, and the error
+// the job and sends it back), an error response, or late (past the step
+// time-out or the caller's deadline) is a protocol violation, audited as a worker's, and the error
 // wraps agent.ErrWorkerFailed: the job waits for a human with the reason.
 // When the node gives up on a step the delegate is at work on (a time-out,
 // the job's time limit, the job canceled: agent.ErrCanceled), it sends
