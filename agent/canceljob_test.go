@@ -62,6 +62,58 @@ func (m *elsewhere) next(t *testing.T) string {
 	}
 }
 
+// workedBy has holder claim the job of id and record work elsewhere for
+// it (Store.KeepSent), as its model's step does.
+func (r *rig) workedBy(t *testing.T, id, holder, work string) {
+	t.Helper()
+	ctx := t.Context()
+	if ok, err := r.store.Claim(ctx, id, holder, time.Now(), time.Now().Add(time.Minute)); err != nil || !ok {
+		t.Fatalf("Claim = %v, %v", ok, err)
+	}
+	if err := r.store.KeepSent(ctx, id, holder, []byte(work)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// leftBy has holder, which holds the job of id, write it st with reason
+// and give it up, and returns the job as written.
+func (r *rig) leftBy(t *testing.T, id, holder string, st agent.Status, reason string) *agent.Job {
+	t.Helper()
+	j, err := r.store.Get(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.Status, j.Reason = st, reason
+	if err := r.store.Write(t.Context(), agent.Save{Job: j, Holder: holder, Release: true}); err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+// noCancelAgain checks that the work elsewhere already canceled is not
+// canceled again: no record is left to take, and a node started anew
+// cancels, in its first reconcile pass, only a job canceled meanwhile,
+// which tells that the pass is done.
+func (m *elsewhere) noCancelAgain(t *testing.T, r *rig) {
+	t.Helper()
+	if list, err := r.store.CanceledSent(t.Context(), 10); err != nil || len(list) != 0 {
+		t.Fatalf("CanceledSent = %+v, %v; want none", list, err)
+	}
+	marker := r.send(t, "canceled meanwhile").ID
+	r.workedBy(t, marker, "node-0", "work of "+marker)
+	r.leftBy(t, marker, "node-0", agent.Canceled, "the task was canceled")
+	stop := r.startRuntime(t, m, 1, 0)
+	if got := m.next(t); got != marker+": work of "+marker {
+		t.Errorf("CancelJob(%s); want %s's alone", got, marker)
+	}
+	stop() // its CancelJob calls are done
+	select {
+	case c := <-m.canceled:
+		t.Errorf("CancelJob(%s) again", c)
+	default:
+	}
+}
+
 // A job canceled ends the work its model started elsewhere for it (a
 // delegate's task on another agent), whichever way it was canceled: in a
 // step, while it waited for a human (the node up or down), or by a node
@@ -108,36 +160,15 @@ func TestCanceledJobCancelsItsWorkElsewhere(t *testing.T) {
 
 		// Canceled by a node that stopped before it canceled the work.
 		left := r.send(t, "left").ID
-		if ok, err := r.store.Claim(ctx, left, "node-0", time.Now(), time.Now().Add(time.Minute)); err != nil || !ok {
-			t.Fatalf("Claim = %v, %v", ok, err)
-		}
-		if err := r.store.KeepSent(ctx, left, "node-0", []byte("work of "+left)); err != nil {
-			t.Fatal(err)
-		}
-		j, err := r.store.Get(ctx, left)
-		if err != nil {
-			t.Fatal(err)
-		}
-		j.Status, j.Reason = agent.Canceled, "the task was canceled"
-		if err := r.store.Write(ctx, agent.Save{Job: j, Holder: "node-0"}); err != nil {
-			t.Fatal(err)
-		}
+		r.workedBy(t, left, "node-0", "work of "+left)
+		r.leftBy(t, left, "node-0", agent.Canceled, "the task was canceled")
 		cancelTask(t, left)
 		stop = r.startRuntime(t, m, 1, 0)
 		want(t, m, left)
 		stop()
 
 		// Once: nothing is left to cancel at the next start.
-		if list, err := r.store.CanceledSent(ctx, 10); err != nil || len(list) != 0 {
-			t.Fatalf("CanceledSent = %+v, %v; want none", list, err)
-		}
-		stop = r.startRuntime(t, m, 1, 0)
-		stop()
-		select {
-		case c := <-m.canceled:
-			t.Errorf("CancelJob(%s) again", c)
-		default:
-		}
+		m.noCancelAgain(t, r)
 	})
 }
 
@@ -164,12 +195,7 @@ func TestEndedJobCancelsItsWorkElsewhere(t *testing.T) {
 		// Failed elsewhere while queued, by a node that had worked on it.
 		ctx := t.Context()
 		failed := r.send(t, "failed").ID
-		if ok, err := r.store.Claim(ctx, failed, "node-0", time.Now(), time.Now().Add(time.Minute)); err != nil || !ok {
-			t.Fatalf("Claim = %v, %v", ok, err)
-		}
-		if err := r.store.KeepSent(ctx, failed, "node-0", []byte("work of "+failed)); err != nil {
-			t.Fatal(err)
-		}
+		r.workedBy(t, failed, "node-0", "work of "+failed)
 		if err := r.store.Release(ctx, failed, "node-0"); err != nil {
 			t.Fatal(err)
 		}
@@ -181,12 +207,6 @@ func TestEndedJobCancelsItsWorkElsewhere(t *testing.T) {
 			t.Errorf("CancelJob(%s); want %s with its record", got, failed)
 		}
 		stop()
-		stop = r.startRuntime(t, m, 1, 0)
-		stop()
-		select {
-		case c := <-m.canceled:
-			t.Errorf("CancelJob(%s) again", c)
-		default:
-		}
+		m.noCancelAgain(t, r)
 	})
 }

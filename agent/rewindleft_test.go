@@ -23,38 +23,14 @@ func TestRewoundWorkLeftIsCanceledAtTheClaim(t *testing.T) {
 		ctx := context.Background()
 		id := r.send(t, "rewound elsewhere").ID
 		// Worked on by node-0, which left it waiting for a human.
-		if ok, err := r.store.Claim(ctx, id, "node-0", time.Now(), time.Now().Add(time.Minute)); err != nil || !ok {
-			t.Fatalf("Claim = %v, %v", ok, err)
-		}
-		if err := r.store.KeepSent(ctx, id, "node-0", []byte("undone work")); err != nil {
-			t.Fatal(err)
-		}
-		j, err := r.store.Get(ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		j.Status, j.Reason = agent.InterventionRequired, "which file?"
-		if err := r.store.Write(ctx, agent.Save{Job: j, Holder: "node-0", Release: true}); err != nil {
-			t.Fatal(err)
-		}
+		r.workedBy(t, id, "node-0", "undone work")
+		j := r.leftBy(t, id, "node-0", agent.InterventionRequired, "which file?")
 
 		// A job canceled while no node ran, whose cancel of its work
 		// elsewhere tells that node-1's first reconcile pass is done.
 		first := r.send(t, "canceled before the start").ID
-		if ok, err := r.store.Claim(ctx, first, "node-0", time.Now(), time.Now().Add(time.Minute)); err != nil || !ok {
-			t.Fatalf("Claim = %v, %v", ok, err)
-		}
-		if err := r.store.KeepSent(ctx, first, "node-0", []byte("first's work")); err != nil {
-			t.Fatal(err)
-		}
-		fj, err := r.store.Get(ctx, first)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fj.Status, fj.Reason = agent.Canceled, "the task was canceled"
-		if err := r.store.Write(ctx, agent.Save{Job: fj, Holder: "node-0", Release: true}); err != nil {
-			t.Fatal(err)
-		}
+		r.workedBy(t, first, "node-0", "first's work")
+		r.leftBy(t, first, "node-0", agent.Canceled, "the task was canceled")
 
 		// node-1 runs, its next reconcile pass long off (Poll an hour).
 		m := newElsewhere(true)
