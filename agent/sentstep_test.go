@@ -8,6 +8,17 @@ import (
 	"time"
 )
 
+// sentStep is what the job of id gives its next step of its model's
+// record (Store.StepInput).
+func sentStep(t *testing.T, s *Store, id string) SentStep {
+	t.Helper()
+	_, _, k, _, err := s.StepInput(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
 // What a model keeps of a step it sent (a delegate's idempotency key and
 // its task on another agent) stays in the job's row while the step is
 // tried again: across a failed call recorded and the lease given up (the
@@ -20,17 +31,9 @@ import (
 // takes it (TakeCanceledSent) to cancel the model's work elsewhere.
 func TestStoreKeepsSentStep(t *testing.T) {
 	eachStore(t, func(t *testing.T, ctx context.Context, s *Store) {
-		sent := func(t *testing.T, id string) SentStep {
-			t.Helper()
-			_, _, k, _, err := s.StepInput(ctx, id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return k
-		}
 		want := func(t *testing.T, id, when, record string, answered bool) {
 			t.Helper()
-			if got := sent(t, id); string(got.Record) != record || got.Answered != answered || (record == "") != (got.Record == nil) {
+			if got := sentStep(t, s, id); string(got.Record) != record || got.Answered != answered || (record == "") != (got.Record == nil) {
 				t.Fatalf("%s, the sent step = %q, answered %v; want %q, answered %v", when, got.Record, got.Answered, record, answered)
 			}
 		}
@@ -170,14 +173,6 @@ func TestStoreSentToCancelWhenTheJobEndsOrRewinds(t *testing.T) {
 			}
 			return j
 		}
-		record := func(t *testing.T, id string) SentStep {
-			t.Helper()
-			_, _, k, _, err := s.StepInput(ctx, id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return k
-		}
 		for _, st := range []Status{HaltedCost, HaltedTime, Canceled, Success, InterventionRequired} {
 			j := withRecord(t, string(st))
 			j.Status, j.Reason = st, "it ended"
@@ -210,14 +205,14 @@ func TestStoreSentToCancelWhenTheJobEndsOrRewinds(t *testing.T) {
 			t.Fatalf("CanceledSent lists %q; want %q", got, want)
 		}
 		for _, id := range got {
-			if k := record(t, id); k.Record != nil {
+			if k := sentStep(t, s, id); k.Record != nil {
 				t.Errorf("%s: a step is given the record %q; want none: it is to be canceled", id, k.Record)
 			}
 		}
-		if k := record(t, "INTERVENTION_REQUIRED"); string(k.Record) != "work of INTERVENTION_REQUIRED" || !k.Answered {
+		if k := sentStep(t, s, "INTERVENTION_REQUIRED"); string(k.Record) != "work of INTERVENTION_REQUIRED" || !k.Answered {
 			t.Errorf("a job waiting for a human: record %q, answered %v; want it kept, answered", k.Record, k.Answered)
 		}
-		if k := record(t, "SUCCESS"); k.Record != nil {
+		if k := sentStep(t, s, "SUCCESS"); k.Record != nil {
 			t.Errorf("a job that succeeded: record %q; want none", k.Record)
 		}
 		for _, c := range list {
@@ -239,7 +234,7 @@ func TestStoreSentToCancelWhenTheJobEndsOrRewinds(t *testing.T) {
 		if err := s.KeepSent(ctx, "rewound", "h2", []byte("new work")); err != nil {
 			t.Fatal(err)
 		}
-		if k := record(t, "rewound"); string(k.Record) != "new work" || k.Answered {
+		if k := sentStep(t, s, "rewound"); string(k.Record) != "new work" || k.Answered {
 			t.Errorf("the rewound job's next step: record %q, answered %v; want its own, not answered", k.Record, k.Answered)
 		}
 	})

@@ -13,7 +13,6 @@ import (
 	"github.com/snapnode/snapnode/agent/llm"
 	"github.com/snapnode/snapnode/internal/llmtest"
 	"github.com/snapnode/snapnode/internal/testdb"
-	"github.com/snapnode/snapnode/schemas"
 	"github.com/snapnode/snapnode/tasks"
 )
 
@@ -175,26 +174,9 @@ func TestServerModelNameIsBounded(t *testing.T) {
 	if got.Status.State != tasks.StateCompleted {
 		t.Fatalf("task %s %q; want completed", got.Status.State, got.Status.Message)
 	}
-	h, err := r.store.History(context.Background(), task.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := validHistory(t, r, task.ID)
 	name := h.Interactions[0].Request.Metadata.Model
 	if len(name) > 1024 || !strings.HasPrefix(name, "xéé") || !utf8.ValidString(name) {
 		t.Fatalf("the history keeps a model name of %d bytes (%.20q…); want it cut on a character's boundary", len(name), name)
-	}
-	b, err := json.Marshal(h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var v any
-	if err := json.Unmarshal(b, &v); err != nil {
-		t.Fatal(err)
-	}
-	if err := schemas.JobHistory().Validate(v); err != nil {
-		t.Errorf("the history does not validate: %v", err)
-	}
-	if err := agent.Replay(h, 64<<10); err != nil {
-		t.Errorf("replay: %v", err)
 	}
 }
