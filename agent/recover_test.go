@@ -124,6 +124,16 @@ func (r *rig) run(t *testing.T, m agent.Model, taskID string, states ...tasks.St
 	return r.runWith(t, nil, m, taskID, states...)
 }
 
+// completes runs the job of taskID (runWith, set nil: unchanged) until
+// its task ends or waits for a human, and fails the test unless it
+// completed.
+func (r *rig) completes(t *testing.T, set func(*agent.Config), m agent.Model, taskID string) {
+	t.Helper()
+	if got := r.runWith(t, set, m, taskID, tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired); got.Status.State != tasks.StateCompleted {
+		t.Fatalf("task %s %q; want completed", got.Status.State, got.Status.Message)
+	}
+}
+
 // runWith is run with the runtime's configuration changed by set (nil:
 // unchanged).
 func (r *rig) runWith(t *testing.T, set func(*agent.Config), m agent.Model, taskID string, states ...tasks.State) *tasks.Task {

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/snapnode/snapnode/internal/sqldb"
 	"github.com/snapnode/snapnode/internal/testdb"
 )
 
@@ -18,11 +17,7 @@ import (
 func TestMigrationMovesCanceledJobsRecords(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		ctx := t.Context()
-		db, err := sqldb.Open(ctx, dsn, sqldb.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = db.Close() })
+		db := openTestDB(t, dsn)
 		testdb.MigrateLikeOlderBuilds(t, db, migrations().FS, "agent_migrations", 10)
 		old := &Store{db: db, d: db.Dialect} // the 0010 schema: no model_sent_cancel
 		rows := []struct {

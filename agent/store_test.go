@@ -25,18 +25,30 @@ func at(d time.Duration) time.Time { return storeT0.Add(d) }
 // SNAPNODE_TEST_POSTGRES is set).
 func eachStore(t *testing.T, fn func(t *testing.T, ctx context.Context, s *Store)) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
-		ctx := t.Context()
-		db, err := sqldb.Open(ctx, dsn, sqldb.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = db.Close() })
-		s, err := OpenStore(ctx, db)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fn(t, ctx, s)
+		fn(t, t.Context(), openTestStore(t, dsn))
 	})
+}
+
+// openTestDB opens the database of dsn, closed when the test ends.
+func openTestDB(t *testing.T, dsn string) *sqldb.DB {
+	t.Helper()
+	db, err := sqldb.Open(t.Context(), dsn, sqldb.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+// openTestStore opens the Store of the database of dsn (openTestDB), its
+// migrations applied.
+func openTestStore(t *testing.T, dsn string) *Store {
+	t.Helper()
+	s, err := OpenStore(t.Context(), openTestDB(t, dsn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // storeJob is a new job as Queue.Take makes it, created at created.

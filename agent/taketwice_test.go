@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/snapnode/snapnode/internal/sqldb"
 	"github.com/snapnode/snapnode/internal/testdb"
 )
 
@@ -17,17 +16,8 @@ import (
 func TestCanceledSentTakenOnceByTwoProcesses(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		ctx := t.Context()
-		var stores [2]*Store
-		for i := range stores {
-			db, err := sqldb.Open(ctx, dsn, sqldb.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = db.Close() })
-			if stores[i], err = OpenStore(ctx, db); err != nil {
-				t.Fatal(err)
-			}
-		}
+		// Each process has its own connections.
+		stores := [2]*Store{openTestStore(t, dsn), openTestStore(t, dsn)}
 		s := stores[0]
 		for round := range 20 {
 			j := storeJob(fmt.Sprintf("job-%d", round), Pending, storeT0)
