@@ -170,7 +170,10 @@ func (r *Runtime) ResumeFrom(ctx context.Context, taskID, checkpoint string) (*R
 		return nil, r.backToWaiting(ctx, j, fmt.Errorf("agent: resume %s from %s (%s): queue the job with the note to the model: %w", taskID, checkpoint, undone, err), note)
 	}
 	r.log.Info("agent: job resumed from a checkpoint", "task", taskID, "checkpoint", checkpoint, "rolled_back", len(res.RolledBack))
-	r.cancelElsewhere(ctx, taskID)
+	// The work elsewhere the rewind gave up is canceled by the claim
+	// that takes the job up, before its first step (or by a reconcile
+	// pass), on the runtime's own goroutines: this call comes from an
+	// operator's request, which may come as Run returns.
 	r.Wake()
 	return res, nil
 }
