@@ -86,6 +86,13 @@ func (r *Runtime) work(ctx context.Context, cancel context.CancelCauseFunc, task
 			_ = jr.save(context.WithoutCancel(ctx), nil)
 		}
 		_ = r.cfg.Store.Release(context.WithoutCancel(ctx), taskID, r.cfg.Holder)
+	case errors.Is(err, errLeftUncanceled):
+		// Nothing of the job was written. Its lease is kept, not released:
+		// the slot freed wakes the dispatch at once, which would claim the
+		// job again and again while the read fails. The claim that takes
+		// it up once the lease lapses (here or on another node) takes the
+		// record first.
+		r.log.Warn("agent: the job is left to its lease, claimed again once it lapses", "task", taskID, "err", err)
 	case errors.Is(err, errUnshown):
 		// The job's end is saved, and stands: the reconcile pass shows
 		// it on the task (see end).
@@ -141,8 +148,13 @@ func (jr *jobRun) start(ctx context.Context, taskID string) (bool, error) {
 	// process that rewound the job did not cancel (it stopped, or its
 	// read failed), is canceled before this claim's first step starts
 	// new work: the write of the job's end would put the new record over
-	// it, and a reconcile pass may not come round before.
-	r.cancelElsewhere(ctx, taskID)
+	// it, and a reconcile pass may not come round before. A claim that
+	// cannot read or take that record does not start the job (work leaves
+	// it to its lease, claimed again once that lapses): the record stays
+	// to be canceled.
+	if err := r.cancelLeftOf(ctx, taskID); err != nil {
+		return false, fmt.Errorf("%w: %w", errLeftUncanceled, err)
+	}
 	if jr.its, err = r.cfg.Store.Interactions(ctx, taskID); err != nil {
 		return false, err
 	}
@@ -1306,6 +1318,11 @@ const (
 
 // errUnshown: the job's end is saved, its task's write failed.
 var errUnshown = errors.New("agent: the task's write of the job's end failed")
+
+// errLeftUncanceled: the claim could not read or take the job's record
+// left to cancel (the work elsewhere a rewind gave up); the job's steps
+// do not start.
+var errLeftUncanceled = errors.New("agent: the job's work elsewhere left to cancel")
 
 // end shows the job's end, saved in st, on its task with note and arts
 // (Runtime.show), and gives the job's lease up (a release that fails is

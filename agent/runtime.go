@@ -573,19 +573,25 @@ func (r *Runtime) reconcile(ctx context.Context) {
 // cancelElsewhere cancels the work the model of the job of taskID started
 // elsewhere (JobCanceler), if the job's last write gave its record up to
 // be canceled (it ended other than in success, or was rewound: see
-// Store.KeepSent) and no one took it yet.
+// Store.KeepSent) and no one took it yet. A failure is logged: the record
+// stays, for the next reconcile pass.
 func (r *Runtime) cancelElsewhere(ctx context.Context, taskID string) {
+	if err := r.cancelLeftOf(ctx, taskID); err != nil {
+		r.log.Warn("agent: the job's record, to cancel its model's work elsewhere; the next reconcile pass does", "task", taskID, "err", err)
+	}
+}
+
+// cancelLeftOf is cancelElsewhere returning its failure to read or take
+// the record, which then stays to be canceled.
+func (r *Runtime) cancelLeftOf(ctx context.Context, taskID string) error {
 	if _, ok := r.cfg.Model.(JobCanceler); !ok {
-		return
+		return nil
 	}
 	sent, err := r.cfg.Store.SentToCancel(context.WithoutCancel(ctx), taskID)
-	if err != nil {
-		r.log.Warn("agent: the job's record, to cancel its model's work elsewhere; the next reconcile pass does", "task", taskID, "err", err)
-		return
+	if err != nil || sent == nil {
+		return err
 	}
-	if sent != nil {
-		r.cancelSent(ctx, CanceledRecord{TaskID: taskID, Sent: sent})
-	}
+	return r.cancelSent(ctx, CanceledRecord{TaskID: taskID, Sent: sent})
 }
 
 // cancelLeft cancels the work elsewhere of jobs whose model's record was
@@ -602,26 +608,27 @@ func (r *Runtime) cancelLeft(ctx context.Context) {
 		return
 	}
 	for _, c := range left {
-		r.cancelSent(ctx, c)
+		if err := r.cancelSent(ctx, c); err != nil {
+			r.log.Warn("agent: the job's record, to cancel its model's work elsewhere; the next reconcile pass does", "task", c.TaskID, "err", err)
+		}
 	}
 }
 
 // cancelSent takes c's record (Store.TakeCanceledSent: once, whichever
 // process or pass comes first) and gives it to the model's CancelJob on
-// a goroutine of its own: the model's bound, not the caller, waits.
-func (r *Runtime) cancelSent(ctx context.Context, c CanceledRecord) {
+// a goroutine of its own: the model's bound, not the caller, waits. A
+// record another took already is no error; a failed take leaves it.
+func (r *Runtime) cancelSent(ctx context.Context, c CanceledRecord) error {
 	jc, ok := r.cfg.Model.(JobCanceler)
 	if !ok {
-		return
+		return nil
 	}
 	ctx = context.WithoutCancel(ctx)
 	if ok, err := r.cfg.Store.TakeCanceledSent(ctx, c.TaskID, c.Sent); err != nil || !ok {
-		if err != nil {
-			r.log.Warn("agent: the job's record, to cancel its model's work elsewhere; the next reconcile pass does", "task", c.TaskID, "err", err)
-		}
-		return
+		return err
 	}
 	r.wg.Go(func() { jc.CancelJob(ctx, c.TaskID, c.Sent) })
+	return nil
 }
 
 // catchUp gives job j the messages of its task t (as read now) it was
