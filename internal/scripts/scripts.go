@@ -95,12 +95,25 @@ func LooksLatin(word string) bool {
 }
 
 // suspect reports whether word is to be marked: it mixes scripts, or is
-// wholly made of look-alikes of Latin letters.
-func suspect(word string) bool { return Mixed(word) || LooksLatin(word) }
+// wholly made of look-alikes of Latin letters. A word all of ASCII is
+// neither: its letters are all Latin.
+func suspect(word string) bool { return !isASCII(word) && (Mixed(word) || LooksLatin(word)) }
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
 
 // Has reports whether a word of s mixes scripts or looks Latin in letters
 // of another script.
 func Has(s string) bool {
+	if isASCII(s) {
+		return false
+	}
 	found := false
 	words(s, func(part string, word bool) bool {
 		found = word && suspect(part)
