@@ -111,17 +111,11 @@ func TestClaimWhoseReadOfWorkLeftFailsStartsNoStep(t *testing.T) {
 		m := newElsewhere(true)
 		released := &said{what: "claimed again once it lapses", on: make(chan struct{})}
 		var later atomic.Int64 // the runtime's clock, ahead of the real one
-		rt, err := agent.New(agent.Config{Queue: r.queue, Store: r.store, Tasks: r.svc, Executor: r.exec, Model: m,
-			ContextTokens: 8000, MaxJobs: 1, Holder: "node-1", Poll: time.Hour,
-			Now:    func() time.Time { return time.Now().Add(time.Duration(later.Load())) },
-			Logger: slog.New(slog.NewTextHandler(released, &slog.HandlerOptions{Level: slog.LevelWarn}))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		rctx, cancel := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() { rt.Run(rctx); close(done) }()
-		defer func() { cancel(); <-done }()
+		rt, _ := r.runtimeOn(t, m, func(c *agent.Config) {
+			c.Poll = time.Hour
+			c.Now = func() time.Time { return time.Now().Add(time.Duration(later.Load())) }
+			c.Logger = slog.New(slog.NewTextHandler(released, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		})
 		if got := m.next(t); got != first+": first's work" {
 			t.Fatalf("CancelJob(%s); want %s's", got, first)
 		}

@@ -81,10 +81,24 @@ func (r *rig) sendAs(t *testing.T, who, text string) {
 // ends or the returned stop is called.
 func (r *rig) startRuntime(t *testing.T, m agent.Model, maxJobs, perRequester int, uncapped ...string) (stop func()) {
 	t.Helper()
+	_, stop = r.runtimeOn(t, m, func(cfg *agent.Config) {
+		cfg.MaxJobs, cfg.MaxJobsPerRequester = maxJobs, perRequester
+		if uncapped != nil {
+			cfg.Uncapped = func(requester string) bool { return slices.Contains(uncapped, requester) }
+		}
+	})
+	return stop
+}
+
+// runtimeOn runs a runtime as node-1 on r with m (one slot, polling every
+// 5 ms, as set changes it) until the test ends or the returned stop is
+// called.
+func (r *rig) runtimeOn(t *testing.T, m agent.Model, set func(*agent.Config)) (rt *agent.Runtime, stop func()) {
+	t.Helper()
 	cfg := agent.Config{Queue: r.queue, Store: r.store, Tasks: r.svc, Executor: r.exec, Model: m,
-		ContextTokens: 8000, MaxJobs: maxJobs, MaxJobsPerRequester: perRequester, Holder: "node-1", Poll: 5 * time.Millisecond}
-	if uncapped != nil {
-		cfg.Uncapped = func(requester string) bool { return slices.Contains(uncapped, requester) }
+		ContextTokens: 8000, MaxJobs: 1, Holder: "node-1", Poll: 5 * time.Millisecond}
+	if set != nil {
+		set(&cfg)
 	}
 	rt, err := agent.New(cfg)
 	if err != nil {
@@ -96,7 +110,7 @@ func (r *rig) startRuntime(t *testing.T, m agent.Model, maxJobs, perRequester in
 	var once sync.Once
 	stop = func() { once.Do(func() { cancel(); <-done }) }
 	t.Cleanup(stop)
-	return stop
+	return rt, stop
 }
 
 // One requester's many jobs do not take every slot: with four slots,

@@ -34,15 +34,7 @@ func TestRewoundWorkLeftIsCanceledAtTheClaim(t *testing.T) {
 
 		// node-1 runs, its next reconcile pass long off (Poll an hour).
 		m := newElsewhere(true)
-		rt, err := agent.New(agent.Config{Queue: r.queue, Store: r.store, Tasks: r.svc, Executor: r.exec, Model: m,
-			ContextTokens: 8000, MaxJobs: 1, Holder: "node-1", Poll: time.Hour})
-		if err != nil {
-			t.Fatal(err)
-		}
-		rctx, cancel := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() { rt.Run(rctx); close(done) }()
-		defer func() { cancel(); <-done }()
+		rt, _ := r.runtimeOn(t, m, func(c *agent.Config) { c.Poll = time.Hour })
 		if got := m.next(t); got != first+": first's work" {
 			t.Fatalf("CancelJob(%s); want %s's", got, first)
 		}
