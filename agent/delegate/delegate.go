@@ -146,19 +146,35 @@ type keptTask struct {
 // or the record is not one this Delegate made (another delegate's, the
 // node's settings changed meanwhile): the step starts afresh.
 func (d *Delegate) kept(b []byte, answered bool) (remoteTask, bool) {
-	var k keptStep
-	if err := json.Unmarshal(b, &k); err != nil || k.Delegate != d.cfg.Address || k.Canceled {
-		return remoteTask{}, false
-	}
+	k, ok := d.record(b)
 	switch {
+	case !ok:
+		return remoteTask{}, false
 	case !answered && k.Key != "" && k.MessageID != "":
 		return remoteTask{id: k.Task, seen: k.Seen, unanswered: &sentStep{key: k.Key, messageID: k.MessageID}}, true
-	case k.Answered != nil && k.Answered.Task != "":
-		return remoteTask{id: k.Answered.Task, seen: k.Answered.Seen}, true
-	case k.Task != "":
-		return remoteTask{id: k.Task, seen: k.Seen}, true
 	}
-	return remoteTask{}, false
+	id, seen := k.task()
+	return remoteTask{id: id, seen: seen}, id != ""
+}
+
+// record decodes b, a job's record (Prompt.Sent), if it is one of this
+// delegate's, not already canceled.
+func (d *Delegate) record(b []byte) (keptStep, bool) {
+	var k keptStep
+	if err := json.Unmarshal(b, &k); err != nil || k.Delegate != d.cfg.Address || k.Canceled {
+		return keptStep{}, false
+	}
+	return k, true
+}
+
+// task is the task on the delegate k names, and the answers seen on it:
+// the one its step was answered on, else the one the step continued ("":
+// none known).
+func (k keptStep) task() (string, []string) {
+	if k.Answered != nil && k.Answered.Task != "" {
+		return k.Answered.Task, k.Answered.Seen
+	}
+	return k.Task, k.Seen
 }
 
 var (
@@ -725,14 +741,11 @@ func (d *Delegate) cancelContext(ctx context.Context) (context.Context, context.
 // step, is not canceled again; nor is one of another delegate's. The
 // job's next step, if any (a rewound job's), opens a new task.
 func (d *Delegate) CancelJob(ctx context.Context, job string, sent []byte) {
-	var k keptStep
-	if err := json.Unmarshal(sent, &k); err != nil || k.Delegate != d.cfg.Address || k.Canceled {
+	k, ok := d.record(sent)
+	if !ok {
 		return
 	}
-	task := k.Task
-	if k.Answered != nil {
-		task = k.Answered.Task
-	}
+	task, _ := k.task()
 	// A rewound job may be at work on its new task already: only what
 	// is known here of the old one is forgotten.
 	d.mu.Lock()
