@@ -31,61 +31,94 @@ import (
 // private name goes. Where the path holds a file again (the crash came
 // after the new image went in), the file set aside goes if it holds one
 // of e's images, which the snapshot keeps. Holding anything else (an
-// edit made meanwhile), it is moved to a visible name beside the path
-// when move is set (moved says where); otherwise it stays, and the error
-// matches ErrDiverged and names it.
-func (s *Sandbox) unstash(ctx context.Context, e entry, move bool) (moved *keptFile, err error) {
+// edit made meanwhile), it stays: with keep set, hidden names it
+// (relative), for the caller to move it to a visible name (keepAside)
+// once nothing else can fail; otherwise the error matches ErrDiverged
+// and names it.
+func (s *Sandbox) unstash(ctx context.Context, e entry, keep bool) (hidden string, err error) {
 	d, name, err := s.openParent(ctx, e.rel)
 	if err != nil {
-		return nil, nil // no folder to hold it: load says what the path is
+		return "", nil // no folder to hold it: load says what the path is
 	}
 	defer d.close()
 	a := asideName(name)
 	fa, err := d.r.Lstat(a)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return nil, nil
+		return "", nil
 	case err != nil:
 		// Unreadable (EIO, EACCES): a file may be set aside there, which
 		// a recovery that went on would leave hidden.
-		return nil, bare(err)
+		return "", bare(err)
 	}
 	fn, err := d.r.Lstat(name)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		if err := s.renameNoReplace(d.r, a, name); err != nil {
-			return nil, err
+			return "", err
 		}
 		s.core.tally.forget() // a file counted in again
-		return nil, s.syncDir(d.r)
+		return "", s.syncDir(d.r)
 	case err == nil && os.SameFile(fa, fn):
 		// A rename done as a link and a removal (linkRename, off Linux),
 		// to the private name or back, stopped between the two: one file
 		// under both names. The path keeps it.
 		if err := s.remove(d.r, a, false); err != nil {
-			return nil, bare(err)
+			return "", bare(err)
 		}
-		return nil, s.syncDir(d.r)
+		return "", s.syncDir(d.r)
 	}
 	img, err := s.loadIn(ctx, d.r, a)
 	if err != nil && !unreadable(err) {
-		return nil, err
+		return "", err
 	}
 	if err == nil && (img.same(e.pre) || img.same(e.post)) {
 		if err := s.remove(d.r, a, false); err != nil {
-			return nil, bare(err)
+			return "", bare(err)
 		}
-		return nil, s.syncDir(d.r)
+		return "", s.syncDir(d.r)
 	}
-	hidden := join(parentOf(e.rel), a)
-	if !move {
-		return nil, fmt.Errorf("%w: %s in the workspace folder, the file the interrupted change set aside under its private name for this path, holds neither image (an edit made meanwhile); Recover leaves it there, RecoverAround moves it to a visible name beside the path", ErrDiverged, hidden)
+	hidden = join(parentOf(e.rel), a)
+	if !keep {
+		return "", fmt.Errorf("%w: %s in the workspace folder, the file the interrupted change set aside under its private name for this path, holds neither image (an edit made meanwhile); Recover leaves it there, RecoverAround moves it to a visible name beside the path", ErrDiverged, hidden)
 	}
-	kept, err := s.keepVisible(d.r, e.rel, a)
+	return hidden, nil
+}
+
+// keepAside moves the file set aside for rel that unstash found edited
+// to a visible name beside rel (keepVisible), durably. A move done whose
+// directory sync failed is returned with the error, for unkeep to undo.
+func (s *Sandbox) keepAside(ctx context.Context, rel string) (*keptFile, error) {
+	d, name, err := s.openParent(ctx, rel)
+	if err != nil {
+		return nil, err
+	}
+	defer d.close()
+	hidden := join(parentOf(rel), asideName(name))
+	kept, err := s.keepVisible(d.r, rel, asideName(name))
 	if err != nil {
 		return nil, fmt.Errorf("%s in the workspace folder, the file the interrupted change set aside under its private name for this path, holds neither image and could not be moved to a visible name: %w", hidden, err)
 	}
 	return &keptFile{hidden: hidden, kept: kept}, s.syncDir(d.r)
+}
+
+// unkeep moves the file keepAside moved back to its private name, when
+// the recovery that moved it fails later, and returns cause: the next
+// recovery finds it there again and names it. If it cannot, the error
+// says where it is.
+func (s *Sandbox) unkeep(ctx context.Context, k *keptFile, cause error) error {
+	d, _, err := s.openParent(ctx, k.kept)
+	if err == nil {
+		defer d.close()
+		if err = s.renameAside(d.r, base(k.kept), base(k.hidden)); err == nil {
+			s.core.tally.forget() // a file counted out
+			err = s.syncDir(d.r)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("%w (%s, and could not be moved back to its private name, %v: a later recovery will not name it)", cause, k, strings.TrimPrefix(err.Error(), "sandbox: "))
+	}
+	return cause
 }
 
 // keptFile is a file set aside under the private name hidden and moved

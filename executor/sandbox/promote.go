@@ -139,7 +139,7 @@ func unreadable(err error) bool {
 // restore is Rollback, or Recover when partial. With left (only with
 // partial), a path that diverged is appended to it and left as found,
 // rather than refused.
-func (s *Sandbox) restore(ctx context.Context, snap *Snapshot, partial bool, left *[]Divergence) error {
+func (s *Sandbox) restore(ctx context.Context, snap *Snapshot, partial bool, left *[]Divergence) (err error) {
 	op := "rollback"
 	if partial {
 		op = "recover"
@@ -158,25 +158,27 @@ func (s *Sandbox) restore(ctx context.Context, snap *Snapshot, partial bool, lef
 	}
 	going := make(map[string]bool)
 	var steps []entry
+	var keeps []int // the divergences in *left whose file set aside is kept
 	for _, e := range entries {
 		if partial && (e.pre.Kind == KindFile || e.post.Kind == KindFile) {
-			moved, err := s.unstash(ctx, e, left != nil)
+			hidden, err := s.unstash(ctx, e, left != nil)
 			if err != nil {
 				return opErr(op, e.rel, err)
 			}
-			if moved != nil {
-				// The edit kept, the path is left as it is: the
-				// promotion's own image, where the crash came once it
-				// was in.
+			if hidden != "" {
+				// The edit is kept (moved below, once nothing else can
+				// fail), the path left as it is: the promotion's own
+				// image, where the crash came once it was in.
 				cur, err := s.load(ctx, e.rel)
-				note := moved.String()
+				note := ""
 				if unreadable(err) || errors.Is(err, ErrSpelling) || errors.Is(err, ErrNotDir) {
-					cur, note = Image{}, strings.TrimPrefix(err.Error(), "sandbox: ")+"; "+note
+					cur, note = Image{}, strings.TrimPrefix(err.Error(), "sandbox: ")
 				} else if err != nil {
 					return opErr(op, e.rel, err)
 				}
 				*left = append(*left, Divergence{Path: Virtual(e.rel), Pre: e.pre.summary(), Post: e.post.summary(),
-					Found: cur.summary(), Note: note, Kept: Virtual(moved.kept)})
+					Found: cur.summary(), Note: note})
+				keeps = append(keeps, len(*left)-1)
 				continue
 			}
 		}
@@ -209,6 +211,21 @@ func (s *Sandbox) restore(ctx context.Context, snap *Snapshot, partial bool, lef
 			going[e.rel] = true
 		}
 	}
+	// Every path checked: the files set aside that are kept move to their
+	// visible names now, and back if what follows fails, so that a
+	// recovery that fails changes nothing and the next one names them.
+	var moved []*keptFile
+	if len(keeps) > 0 {
+		if moved, err = s.keepAll(ctx, op, keeps, *left); err != nil {
+			return err
+		}
+	}
+	defer func() {
+		bg := context.WithoutCancel(ctx)
+		for i := len(moved) - 1; err != nil && i >= 0; i-- {
+			err = s.unkeep(bg, moved[i], err)
+		}
+	}()
 	if left != nil {
 		var err error
 		if steps, err = s.keepHolding(ctx, op, steps, going, entries, leave); err != nil {
@@ -231,6 +248,32 @@ func (s *Sandbox) restore(ctx context.Context, snap *Snapshot, partial bool, lef
 		}
 	}
 	return s.transition(ctx, op, steps, nil)
+}
+
+// keepAll moves the files set aside of the divergences left[i], i in
+// keeps, to visible names (keepAside), and sets their Kept and Note. If
+// one cannot be moved, those moved go back (unkeep) and the error says
+// why.
+func (s *Sandbox) keepAll(ctx context.Context, op string, keeps []int, left []Divergence) (moved []*keptFile, err error) {
+	for _, i := range keeps {
+		l := &left[i]
+		rel := strings.TrimPrefix(l.Path, Prefix)
+		k, err := s.keepAside(ctx, rel)
+		if k != nil {
+			moved = append(moved, k)
+			l.Kept = Virtual(k.kept)
+			l.Note = strings.TrimPrefix(l.Note+"; "+k.String(), "; ")
+		}
+		if err != nil {
+			err = opErr(op, rel, err)
+			bg := context.WithoutCancel(ctx)
+			for j := len(moved) - 1; j >= 0; j-- {
+				err = s.unkeep(bg, moved[j], err)
+			}
+			return nil, err
+		}
+	}
+	return moved, nil
 }
 
 // keepHolding takes out of steps, the deepest first, the removals of

@@ -1,0 +1,86 @@
+package sandbox_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/snapnode/snapnode/executor/sandbox"
+)
+
+// crashAsideEdited promotes composite in sb and crashes once notes.md's
+// new image is in, its old file still under its private name; that file
+// is then written through a descriptor opened before (a hand edit).
+func crashAsideEdited(t *testing.T, dir string, sb *sandbox.Sandbox) *sandbox.Snapshot {
+	t.Helper()
+	st := stage(t, sb, composite)
+	sandbox.SetSwapHook(sb, func(step, p string) error {
+		if step == "in" && p == "/sandbox/notes.md" {
+			panic("crash")
+		}
+		return nil
+	})
+	func() {
+		defer func() { recover() }()
+		sb.Promote(context.Background(), st)
+	}()
+	sandbox.SetSwapHook(sb, func(string, string) error { return nil })
+	if err := os.WriteFile(filepath.Join(dir, sandbox.AsideName("notes.md")), []byte("hand edit\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return st.Snapshot()
+}
+
+// TestRecoverAroundRetryNamesKept: RecoverAround fails once after it
+// found the edited file set aside (here a step of putting the other paths
+// back fails), then is run again. The failed attempt changes nothing (the
+// file stays under its private name), and the retry still moves it and
+// names it. Before, the file was moved to its visible name before the
+// steps that failed, and left there: the retry found nothing set aside
+// and never said where the hand edit went.
+func TestRecoverAroundRetryNamesKept(t *testing.T) {
+	ctx := context.Background()
+	eachWay(t, "", func(t *testing.T, set func(*sandbox.Sandbox)) {
+		dir, sb := newSandbox(t, sandbox.Limits{}, stageFixture)
+		set(sb)
+		sandbox.SetClock(sb, func() time.Time { return keptAt })
+		snap := crashAsideEdited(t, dir, sb)
+		before := treeHash(t, dir)
+		failed := false
+		sandbox.SetTestHooks(sb, func(kind, path string) error {
+			if !failed {
+				failed = true
+				return errInjected
+			}
+			return nil
+		}, nil)
+		if left, err := sb.RecoverAround(ctx, snap); !failed || !errors.Is(err, errInjected) {
+			t.Fatalf("RecoverAround = %+v, %v; want the injected failure", left, err)
+		}
+		if treeHash(t, dir) != before {
+			t.Errorf("the failed RecoverAround changed the tree (kept files: %v)", keptFiles(t, dir))
+		}
+		left, err := sb.RecoverAround(ctx, snap)
+		const kept = "/sandbox/notes.kept-20261127T184413Z.md"
+		if err != nil || len(left) != 1 || left[0].Path != "/sandbox/notes.md" || left[0].Kept != kept {
+			t.Fatalf("retried RecoverAround = %+v, %v; want notes.md left, kept as %s", left, err, kept)
+		}
+		if b, err := sb.Read(ctx, kept); err != nil || string(b) != "hand edit\n" {
+			t.Errorf("%s = %q, %v; want the hand edit", kept, b, err)
+		}
+		if got := keptFiles(t, dir); len(got) != 1 {
+			t.Errorf("kept files = %v; want one", got)
+		}
+		if left := reservedFiles(t, dir); left != nil {
+			t.Errorf("private files left: %v", left)
+		}
+		for name, want := range map[string]string{"sub/a.txt": "a\n", "tool.md": "#!/bin/sh\n"} {
+			if b, err := os.ReadFile(filepath.Join(dir, name)); err != nil || string(b) != want {
+				t.Errorf("%s = %q, %v: not restored", name, b, err)
+			}
+		}
+	})
+}
