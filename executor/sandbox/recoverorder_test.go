@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,6 +82,44 @@ func TestRecoverAroundRetryNamesKept(t *testing.T) {
 			if b, err := os.ReadFile(filepath.Join(dir, name)); err != nil || string(b) != want {
 				t.Errorf("%s = %q, %v: not restored", name, b, err)
 			}
+		}
+	})
+}
+
+// TestRecoverAroundKeepsAllOrNone: two files set aside are found edited
+// (notes.md's, from the crash, and docs/new.md's); the second cannot be
+// moved to a visible name, every name it could take being taken.
+// RecoverAround fails, names it, and changes nothing: the first is moved
+// back to its private name, where the next recovery finds it. Before,
+// the first was left at its visible name, which no retry named.
+func TestRecoverAroundKeepsAllOrNone(t *testing.T) {
+	ctx := context.Background()
+	eachWay(t, "", func(t *testing.T, set func(*sandbox.Sandbox)) {
+		dir, sb := newSandbox(t, sandbox.Limits{}, stageFixture)
+		set(sb)
+		sandbox.SetClock(sb, func() time.Time { return keptAt })
+		snap := crashAsideEdited(t, dir, sb)
+		if err := os.WriteFile(filepath.Join(dir, "docs", sandbox.AsideName("new.md")), []byte("other edit\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for n := range 100 {
+			if err := os.WriteFile(filepath.Join(dir, sandbox.KeptName("notes.md", keptAt, n)), []byte("taken\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before := treeHash(t, dir)
+		left, err := sb.RecoverAround(ctx, snap)
+		if err == nil || !strings.Contains(err.Error(), sandbox.AsideName("notes.md")) || !strings.Contains(err.Error(), "taken") {
+			t.Fatalf("RecoverAround = %+v, %v; want an error naming notes.md's hidden file and why", left, err)
+		}
+		if treeHash(t, dir) != before {
+			t.Errorf("the failed RecoverAround changed the tree (%d kept files)", len(keptFiles(t, dir)))
+		}
+		os.Remove(filepath.Join(dir, sandbox.KeptName("notes.md", keptAt, 0)))
+		left, err = sb.RecoverAround(ctx, snap)
+		if err != nil || len(left) < 2 || left[0].Kept != "/sandbox/docs/new.kept-20261127T184413Z.md" ||
+			left[1].Kept != "/sandbox/notes.kept-20261127T184413Z.md" {
+			t.Fatalf("retried RecoverAround = %+v, %v; want both kept and named", left, err)
 		}
 	})
 }
