@@ -142,7 +142,9 @@ const keptStamp = "20060102T150405Z"
 // passes Normalize, so that a proposal can name it (a text file's can be
 // read, replaced and deleted as any other): its stem is cut, at a
 // boundary of Unicode normal form C, as needed to keep the name and the
-// path within MaxNameBytes and MaxPathBytes.
+// path within MaxNameBytes and MaxPathBytes, down to nothing ("file"
+// where there is room for it). Where the path's folders leave no room
+// for the time and the extension, there is no such name: "".
 func keptName(rel string, t time.Time, n int) string {
 	dir, name := parentOf(rel), base(rel)
 	stem, ext := name, ""
@@ -159,14 +161,17 @@ func keptName(rel string, t time.Time, n int) string {
 		room -= len(dir) + 1
 	}
 	room = min(room, MaxNameBytes) - len(tag) - len(ext)
+	if room < 0 {
+		return ""
+	}
 	if len(stem) > room {
-		cut := max(room, 0)
+		cut := room
 		for cut > 0 && (!utf8.RuneStart(stem[cut]) || norm.NFC.FirstBoundaryInString(stem[cut:]) != 0) {
 			cut--
 		}
 		stem = stem[:cut]
 	}
-	if stem == "" {
+	if stem == "" && room >= len("file") {
 		stem = "file"
 	}
 	return join(dir, stem+tag+ext)
@@ -184,6 +189,12 @@ func (s *Sandbox) keepVisible(d *os.Root, rel, hidden string) (string, error) {
 	now := s.core.now()
 	for n := range maxKeptTries {
 		kept := keptName(rel, now, n)
+		if kept == "" && n > 0 {
+			return "", fmt.Errorf("%s and the %d names numbered after it that are short enough are taken", Virtual(keptName(rel, now, 0)), n-1)
+		}
+		if kept == "" {
+			return "", fmt.Errorf("no visible name beside %s is short enough: its folders' names leave no room in the %d bytes of a path for %q and the time", Virtual(rel), MaxPathBytes, ".kept-")
+		}
 		err := s.renameAside(d, hidden, base(kept))
 		if errors.Is(err, fs.ErrExist) {
 			continue

@@ -123,3 +123,106 @@ func TestRecoverAroundKeepsAllOrNone(t *testing.T) {
 		}
 	})
 }
+
+// TestKeptNameNoRoom: a path within a few bytes of MaxPathBytes leaves no
+// room beside it for a kept name's stamp. KeptName then gives "" (no
+// name), where it gave "file.kept-….md", a path over MaxPathBytes that
+// no proposal could name; with room for the stamp and little else, the
+// name passes.
+func TestKeptNameNoRoom(t *testing.T) {
+	room := sandbox.MaxPathBytes - len(sandbox.Prefix)
+	dir := strings.Repeat(strings.Repeat("d", 200)+"/", 20) // 4020 bytes
+	tag := len(".kept-20261127T184413Z")
+	for _, c := range []struct {
+		name   string
+		stem   int // the room left for the stem, the folders' names filling the rest
+		wantOK bool
+	}{
+		{"x.md", -1, false},
+		{"x.md", 0, true},
+		{"x.md", 2, true},
+		{"a-long-name.md", 5, true},
+		{"tool.sh", -3, false},
+	} {
+		ext := len(c.name) - strings.LastIndexByte(c.name, '.')
+		if !sandbox.HasTextExt(c.name) {
+			ext = 0
+		}
+		pad := room - len(dir) - 1 - tag - ext - c.stem
+		rel := dir + strings.Repeat("e", pad) + "/" + c.name
+		if len(rel) > room {
+			rel = dir + strings.Repeat("e", pad-(len(rel)-room)) + "/" + c.name
+		}
+		if r, err := sandbox.Normalize(sandbox.Prefix + rel); err != nil || r != rel {
+			t.Fatalf("the test's path %q…: %v", rel[len(dir):], err)
+		}
+		got := sandbox.KeptName(rel, keptAt, 0)
+		if !c.wantOK {
+			if got != "" {
+				t.Errorf("KeptName(…%s, room %d) = …%q; want none", c.name, c.stem, got[len(dir):])
+			}
+			continue
+		}
+		if r, err := sandbox.Normalize(sandbox.Prefix + got); err != nil || r != got || !strings.Contains(got, ".kept-20261127T184413Z") {
+			t.Errorf("KeptName(…%s, room %d) = …%q: %v", c.name, c.stem, got[min(len(dir), len(got)):], err)
+		}
+	}
+}
+
+// TestRecoverAroundNoRoomForKept: the edited file set aside is for a
+// path whose folders leave no room for a kept name. RecoverAround fails,
+// saying so and naming the hidden file, and changes nothing; before, it
+// moved the file to a name past MaxPathBytes, which no proposal could
+// read or remove.
+func TestRecoverAroundNoRoomForKept(t *testing.T) {
+	ctx := context.Background()
+	dir := strings.Repeat(strings.Repeat("d", 200)+"/", 20)
+	rel := dir + strings.Repeat("e", sandbox.MaxPathBytes-len(sandbox.Prefix)-len(dir)-len("/x.md")) + "/x.md"
+	// Paths from the test's folder would pass PATH_MAX: the test works in it.
+	t.Chdir(t.TempDir())
+	if err := os.MkdirAll(filepath.Dir(rel), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(rel, []byte("old\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const host = "."
+	sb, err := sandbox.Open(host, sandbox.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	p := sandbox.Prefix + rel
+	st := stage(t, sb, []sandbox.Change{sandbox.Write{Path: p, Content: []byte("new\n")}})
+	sandbox.SetSwapHook(sb, func(step, path string) error {
+		if step == "in" {
+			panic("crash")
+		}
+		return nil
+	})
+	func() {
+		defer func() { recover() }()
+		sb.Promote(ctx, st)
+	}()
+	sandbox.SetSwapHook(sb, func(string, string) error { return nil })
+	// The private name, with its folder, passes PATH_MAX too: reached from
+	// its folder.
+	folder, err := os.OpenRoot(filepath.Dir(rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer folder.Close()
+	if err := folder.WriteFile(sandbox.AsideName("x.md"), []byte("hand edit\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	left, err := sb.RecoverAround(ctx, st.Snapshot())
+	if err == nil || !strings.Contains(err.Error(), "short enough") || !strings.Contains(err.Error(), sandbox.AsideName("x.md")) {
+		t.Fatalf("RecoverAround = %+v, %v; want an error naming the hidden file, no name being short enough", left, err)
+	}
+	if b, err := folder.ReadFile(sandbox.AsideName("x.md")); err != nil || string(b) != "hand edit\n" {
+		t.Errorf("the file set aside = %q, %v; want it left as it was", b, err)
+	}
+	if got := keptFiles(t, host); got != nil {
+		t.Errorf("kept files = %v; want none", got)
+	}
+}
