@@ -124,7 +124,12 @@
 // that hidden file; RecoverAround moves it to a visible name as above,
 // leaves the path as found (the promotion's own image, where the crash
 // came once it was in) and reports it, Divergence.Kept naming the new
-// name and Note both. Until one of them has run, a change of that path
+// name and Note both. It moves it only once every path is checked, and
+// moves it back if a later step fails: a RecoverAround that fails leaves
+// it hidden, where the next one finds it and names it again. Where the
+// path's folders leave no room for a kept name (MaxPathBytes), nothing
+// is moved, and the error names the hidden file, for a person to rename
+// by hand. Until one of them has run, a change of that path
 // fails (ErrChanged, ErrDiverged) naming the hidden file: recover the
 // interrupted change first, or, with none left to recover, rename the
 // file by hand to a visible name, or remove it.

@@ -121,7 +121,10 @@ type Divergence struct {
 // set aside under its private name that holds neither image (where
 // Recover fails) is moved to a visible name beside its path (see
 // keptName), and the path left as found and returned with Kept set:
-// nothing hidden is left to bar a later change of the path.
+// nothing hidden is left to bar a later change of the path. That move is
+// part of the all or none: made once every path is checked, undone if a
+// step after it fails, so that the next RecoverAround finds the file
+// again and names it.
 func (s *Sandbox) RecoverAround(ctx context.Context, snap *Snapshot) ([]Divergence, error) {
 	left := []Divergence{}
 	if err := s.restore(ctx, snap, true, &left); err != nil {

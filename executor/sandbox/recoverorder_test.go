@@ -226,3 +226,56 @@ func TestRecoverAroundNoRoomForKept(t *testing.T) {
 		t.Errorf("kept files = %v; want none", got)
 	}
 }
+
+// TestRecoverAroundKeptNameTaken: the visible names a kept file would
+// take are taken by a link to a file outside, a folder, a dangling link
+// and a file: none is written over or through, and the file goes to the
+// next free name.
+func TestRecoverAroundKeptNameTaken(t *testing.T) {
+	ctx := context.Background()
+	eachWay(t, "", func(t *testing.T, set func(*sandbox.Sandbox)) {
+		dir, sb := newSandbox(t, sandbox.Limits{}, stageFixture)
+		set(sb)
+		sandbox.SetClock(sb, func() time.Time { return keptAt })
+		snap := crashAsideEdited(t, dir, sb)
+		outside := filepath.Join(t.TempDir(), "outside.md")
+		if err := os.WriteFile(outside, []byte("outside\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		name := func(n int) string { return filepath.Join(dir, sandbox.KeptName("notes.md", keptAt, n)) }
+		if err := os.Symlink(outside, name(0)); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Mkdir(name(1), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(filepath.Join(dir, "nowhere.md"), name(2)); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(name(3), []byte("taken\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		left, err := sb.RecoverAround(ctx, snap)
+		const kept = "/sandbox/notes.kept-20261127T184413Z-4.md"
+		if err != nil || len(left) != 1 || left[0].Kept != kept {
+			t.Fatalf("RecoverAround = %+v, %v; want notes.md left, kept as %s", left, err, kept)
+		}
+		if b, err := sb.Read(ctx, kept); err != nil || string(b) != "hand edit\n" {
+			t.Errorf("%s = %q, %v; want the hand edit", kept, b, err)
+		}
+		if b, err := os.ReadFile(outside); err != nil || string(b) != "outside\n" {
+			t.Errorf("the file outside = %q, %v; want it untouched", b, err)
+		}
+		for n, want := range map[int]os.FileMode{0: os.ModeSymlink, 1: os.ModeDir, 2: os.ModeSymlink} {
+			if fi, err := os.Lstat(name(n)); err != nil || fi.Mode().Type() != want {
+				t.Errorf("%s: %v, %v; want it left as it was", name(n), fi, err)
+			}
+		}
+		if _, err := os.Lstat(filepath.Join(dir, "nowhere.md")); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the dangling link's target was made: %v", err)
+		}
+		if b, err := os.ReadFile(name(3)); err != nil || string(b) != "taken\n" {
+			t.Errorf("%s = %q, %v; want it untouched", name(3), b, err)
+		}
+	})
+}
