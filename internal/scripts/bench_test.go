@@ -9,10 +9,13 @@ import (
 )
 
 // benchTexts are what Has and Mark are given: a diff's file headers and
-// a requester's words, in ASCII, in Russian prose, and with look-alikes.
+// a requester's words, in ASCII, in Russian prose, in accented Latin
+// prose (French, German, Polish, Turkish, Vietnamese), and with
+// look-alikes.
 var benchTexts = []struct{ name, text string }{
 	{"ascii", strings.Repeat("--- /sandbox/notes/2026-11-27 meeting.md\n+++ /sandbox/notes/2026-11-27 meeting.md\n", 8)},
 	{"russian", strings.Repeat("Итоги встречи: перенести отчёт в папку архива и обновить список задач. ", 8)},
+	{"latin", strings.Repeat("Le café est fermé; die Straße ist naß. Łódź, İstanbul, kapı açık: tiếng Việt được. ", 8)},
 	{"lookalike", strings.Repeat("--- /sandbox/p\u0430ssword.txt\n+++ /sandbox/\u0455\u0441\u043e\u0440\u0435/run.md\n", 8)},
 }
 

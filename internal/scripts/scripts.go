@@ -8,21 +8,27 @@
 //	// "/sandbox/p⟨U+0430 Cyrillic⟩ssword.txt"
 //
 // A word is a run of letters, digits and combining marks; only its letters
-// count (digits, punctuation and marks belong to no one script). Two kinds
-// of word are marked:
+// count (digits, punctuation and marks belong to no one script). Three
+// kinds of word are marked:
 //
 //   - a word that mixes the letters of several scripts (Mixed);
 //   - a word in one script other than Latin whose every letter imitates a
-//     Latin one (LooksLatin): "ѕсоре", all Cyrillic, reads as scope.
+//     Latin one (LooksLatin): "ѕсоре", all Cyrillic, reads as scope;
+//   - a word of Latin letters with a letter or mark no living orthography
+//     writes, or a mark that hides (Restricted): "pɑypɑl" with the Latin
+//     alpha U+0251, fullwidth "ｐａｙｐａｌ", "ʀoot" with a small capital,
+//     "i\u0307mportant" whose dot above vanishes on the i's own.
 //
 // Any other word in one script is left as it is, whichever script:
 // "итоги" in Cyrillic (и and т imitate no Latin letter), or "отчёт.txt",
-// where the dot parts two words. Han, Hiragana, Katakana, Hangul and
-// Bopomofo count as one script, as Japanese and Korean mix them. The
-// confusables are Unicode 13's (github.com/mtibben/confusables). A word of
-// the Latin script is not compared with ASCII: "café" is left as it is,
-// and so is a word whose only look-alikes are Latin letters themselves
-// (fullwidth "ｐａｙｐａｌ", or "pɑypɑl" with the Latin alpha U+0251).
+// where the dot parts two words; "café", "Straße", "İstanbul", "Łódź",
+// "tiếng Việt" in Latin. Han, Hiragana, Katakana, Hangul and Bopomofo
+// count as one script, as Japanese and Korean mix them. The confusables
+// are Unicode 13's (github.com/mtibben/confusables); the letters and marks
+// an orthography writes, UTS #39's Identifier_Status Allowed (Unicode 17).
+// The Turkish dotless ı is such a letter: "ımportant" is left as it is,
+// as "kapı" and "ılık" are.
+
 package scripts
 
 import (
@@ -39,19 +45,25 @@ import (
 // Mixed reports whether the letters of word come from more than one
 // script.
 func Mixed(word string) bool {
-	first := ""
+	_, mixed := scriptOf(word)
+	return mixed
+}
+
+// scriptOf returns the script of the letters of word ("" for none), or
+// mixed true when they come from more than one.
+func scriptOf(word string) (script string, mixed bool) {
 	for _, r := range word {
 		if !unicode.IsLetter(r) {
 			continue
 		}
 		sc := Of(r)
-		if first == "" {
-			first = sc
-		} else if sc != first {
-			return true
+		if script == "" {
+			script = sc
+		} else if sc != script {
+			return "", true
 		}
 	}
-	return false
+	return script, false
 }
 
 // LooksLatin reports whether word, its letters all of one script other
@@ -63,20 +75,15 @@ func Mixed(word string) bool {
 // word wholly of look-alikes is one whatever it means in its own script:
 // the Russian "сахар" reads as caxap, and a single а as a.
 func LooksLatin(word string) bool {
-	script := ""
-	for _, r := range word {
-		if !unicode.IsLetter(r) {
-			continue
-		}
-		if sc := Of(r); script == "" {
-			script = sc
-		} else if sc != script {
-			return false // Mixed's
-		}
+	script, mixed := scriptOf(word)
+	if mixed || script == "" || script == "Latin" {
+		return false // Mixed's, no letter, or Restricted's
 	}
-	if script == "" || script == "Latin" {
-		return false
-	}
+	return looksLatin(word)
+}
+
+// looksLatin is LooksLatin for a word of one script other than Latin.
+func looksLatin(word string) bool {
 	skeleton := confusables.Skeleton(word)
 	for _, r := range skeleton {
 		if r >= utf8.RuneSelf && !unicode.Is(unicode.Mn, r) {
@@ -94,10 +101,124 @@ func LooksLatin(word string) bool {
 	return skeleton != word
 }
 
-// suspect reports whether word is to be marked: it mixes scripts, or is
-// wholly made of look-alikes of Latin letters. A word all of ASCII is
-// neither: its letters are all Latin.
-func suspect(word string) bool { return !isASCII(word) && (Mixed(word) || LooksLatin(word)) }
+// Restricted reports whether word, its letters all Latin, holds a letter
+// or combining mark that no living orthography writes, or a mark that
+// hides. Its precomposed letters are taken apart (NFD): ţ is a t and a
+// cedilla. A letter or mark is one an orthography writes when UTS #39
+// allows it in identifiers (Identifier_Status Allowed): é, ß, œ, ł, ı, ə,
+// ɛ, ơ and the accents of the world's Latin orthographies are; the Latin
+// alpha ɑ, fullwidth ｐ, small capitals ʀ and ɪ, the ligature ﬁ, the long
+// ſ, the click ǀ, superscripts ˢ and overlays such as the stroke U+0335
+// are not. A mark hides (UTS #39, section 5.4) when it repeats the mark
+// before it, or is a dot above (U+0307) on an i, j or dotless ı: the word
+// reads as the one without it. A word of another script, or of several,
+// is not Restricted.
+func Restricted(word string) bool {
+	if isASCII(word) {
+		return false
+	}
+	if script, mixed := scriptOf(word); mixed || script != "Latin" {
+		return false
+	}
+	return restricted(word)
+}
+
+// restricted is Restricted for a word whose letters are all Latin.
+func restricted(word string) bool {
+	var prev rune
+	for i, r := range word {
+		if r < utf8.RuneSelf {
+			prev = r
+			continue
+		}
+		d := norm.NFD.PropertiesString(word[i:]).Decomposition()
+		if d == nil {
+			if restrictedAfter(prev, r) {
+				return true
+			}
+			prev = r
+			continue
+		}
+		for _, c := range string(d) {
+			if restrictedAfter(prev, c) {
+				return true
+			}
+			prev = c
+		}
+	}
+	return false
+}
+
+// restrictedAfter reports whether r, a letter, digit or mark of a Latin
+// word in NFD and prev the one before it, is restricted or hides.
+func restrictedAfter(prev, r rune) bool {
+	if r < utf8.RuneSelf {
+		return false
+	}
+	mark := unicode.In(r, unicode.Mn, unicode.Me)
+	if !mark && !unicode.IsLetter(r) {
+		return false // a digit: no script's
+	}
+	if !unicode.Is(latinAllowed, r) {
+		return true
+	}
+	if !mark {
+		return false
+	}
+	return r == prev || r == '\u0307' && (prev == 'i' || prev == 'j' || prev == '\u0131')
+}
+
+// latinAllowed holds the letters and combining marks beyond ASCII of the
+// Latin script that UTS #39 allows in identifiers (IdentifierStatus.txt,
+// Unicode 17, Identifier_Status Allowed): those of the modern
+// orthographies written in Latin letters.
+var latinAllowed = &unicode.RangeTable{
+	R16: []unicode.Range16{
+		{0x00C0, 0x00D6, 1}, {0x00D8, 0x00F6, 1}, {0x00F8, 0x0113, 1},
+		{0x0116, 0x012B, 1}, {0x012E, 0x0131, 1}, {0x0134, 0x0137, 1},
+		{0x0139, 0x013E, 1}, {0x0141, 0x0148, 1}, {0x014A, 0x014D, 1},
+		{0x0150, 0x0155, 1}, {0x0158, 0x0161, 1}, {0x0164, 0x017E, 1},
+		{0x0181, 0x0181, 1}, {0x0186, 0x0186, 1}, {0x0189, 0x018A, 1},
+		{0x018E, 0x0192, 1}, {0x0194, 0x0194, 1}, {0x0196, 0x0199, 1},
+		{0x019D, 0x019D, 1}, {0x01A0, 0x01A1, 1}, {0x01AF, 0x01B0, 1},
+		{0x01B2, 0x01B4, 1}, {0x01B7, 0x01B7, 1}, {0x01CD, 0x01D4, 1},
+		{0x01DD, 0x01DD, 1}, {0x01E6, 0x01E9, 1}, {0x01EE, 0x01EF, 1},
+		{0x01F8, 0x01F9, 1}, {0x0218, 0x021B, 1}, {0x0244, 0x0244, 1},
+		{0x024C, 0x024D, 1}, {0x0253, 0x0254, 1}, {0x0256, 0x0257, 1},
+		{0x0259, 0x0259, 1}, {0x025B, 0x025B, 1}, {0x0263, 0x0263, 1},
+		{0x0268, 0x0269, 1}, {0x0272, 0x0272, 1}, {0x0289, 0x0289, 1},
+		{0x028B, 0x028B, 1}, {0x0292, 0x0292, 1}, {0x02BB, 0x02BC, 1},
+		// Combining marks.
+		{0x0300, 0x0304, 1}, {0x0306, 0x030C, 1}, {0x031B, 0x031B, 1},
+		{0x0323, 0x0323, 1}, {0x0326, 0x0328, 1}, {0x0331, 0x0331, 1},
+		// Latin Extended Additional.
+		{0x1E0C, 0x1E0D, 1}, {0x1E12, 0x1E13, 1}, {0x1E20, 0x1E21, 1},
+		{0x1E24, 0x1E25, 1}, {0x1E36, 0x1E37, 1}, {0x1E3C, 0x1E3F, 1},
+		{0x1E42, 0x1E4B, 1}, {0x1E5A, 0x1E5B, 1}, {0x1E62, 0x1E63, 1},
+		{0x1E6C, 0x1E6D, 1}, {0x1E70, 0x1E71, 1}, {0x1E8C, 0x1E8D, 1},
+		{0x1E92, 0x1E93, 1}, {0x1E9E, 0x1E9E, 1}, {0x1EA0, 0x1EF9, 1},
+		{0xA78D, 0xA78D, 1}, {0xA7AA, 0xA7AA, 1},
+	},
+}
+
+// suspect reports whether word is to be marked: it mixes scripts, is
+// wholly made of look-alikes of Latin letters, or is Restricted. A word
+// all of ASCII is none of them: its letters are all Latin and allowed.
+func suspect(word string) bool {
+	if isASCII(word) {
+		return false
+	}
+	switch script, mixed := scriptOf(word); {
+	case mixed:
+		return true
+	case script == "Latin":
+		return restricted(word)
+	case script == "":
+		return false
+	default:
+		return looksLatin(word)
+	}
+}
 
 func isASCII(s string) bool {
 	for i := 0; i < len(s); i++ {
@@ -108,8 +229,8 @@ func isASCII(s string) bool {
 	return true
 }
 
-// Has reports whether a word of s mixes scripts or looks Latin in letters
-// of another script.
+// Has reports whether a word of s mixes scripts, looks Latin in letters
+// of another script, or is Restricted.
 func Has(s string) bool {
 	if isASCII(s) {
 		return false
@@ -122,9 +243,10 @@ func Has(s string) bool {
 	return found
 }
 
-// Mark returns s with every letter beyond ASCII of each of its words that
-// mixes scripts or looks Latin in letters of another script (Has) written
-// as mark(r); s itself when no word does.
+// Mark returns s with every letter and combining mark beyond ASCII of
+// each of its words that mixes scripts, looks Latin in letters of another
+// script, or is Restricted (Has) written as mark(r); s itself when no word
+// is.
 func Mark(s string, mark func(r rune) string) string {
 	if !Has(s) {
 		return s
@@ -136,7 +258,7 @@ func Mark(s string, mark func(r rune) string) string {
 			return true
 		}
 		for _, r := range part {
-			if r >= utf8.RuneSelf && unicode.IsLetter(r) {
+			if r >= utf8.RuneSelf && (unicode.IsLetter(r) || unicode.In(r, unicode.Mn, unicode.Me)) {
 				b.WriteString(mark(r))
 			} else {
 				b.WriteRune(r)

@@ -94,12 +94,99 @@ func TestMarkWholeScript(t *testing.T) {
 	}
 }
 
+// TestMarkLatin: a word of Latin letters is marked when a letter or
+// mark of it (in its canonical decomposition) is one no living
+// orthography uses, so that UTS #39 restricts it in identifiers: the
+// Latin alpha, fullwidth forms, small capitals, ligatures, a stroke laid
+// over a letter. So is a mark that hides on its letter (a dot above an i
+// or a dotless ı, which then reads as i) or repeats the mark before it.
+// Accented letters of the world's orthographies are left as they are,
+// precomposed or not; so is the Turkish dotless ı, a letter of Turkish
+// prose (kapı, ılık) however much it resembles an i.
+func TestMarkLatin(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		// The Latin alpha U+0251 (IPA), fullwidth letters, small capitals.
+		{"p\u0251yp\u0251l", "p⟨U+0251 Latin⟩yp⟨U+0251 Latin⟩l"},
+		{"/sandbox/\uff50\uff41\uff59\uff50\uff41\uff4c.txt", "/sandbox/⟨U+FF50 Latin⟩⟨U+FF41 Latin⟩⟨U+FF59 Latin⟩⟨U+FF50 Latin⟩⟨U+FF41 Latin⟩⟨U+FF4C Latin⟩.txt"},
+		{"/sandbox/\u0280oot/key", "/sandbox/⟨U+0280 Latin⟩oot/key"},
+		{"\u1d00\u1d05\u1d0d\u026a\u0274", "⟨U+1D00 Latin⟩⟨U+1D05 Latin⟩⟨U+1D0D Latin⟩⟨U+026A Latin⟩⟨U+0274 Latin⟩"},
+		// A ligature, the long s, a click letter reading as l, a
+		// superscript letter.
+		{"\ufb01le.txt", "⟨U+FB01 Latin⟩le.txt"},
+		{"\u017fecret", "⟨U+017F Latin⟩ecret"},
+		{"\u01c0ogin", "⟨U+01C0 Latin⟩ogin"},
+		{"key\u02e2", "key⟨U+02E2 Latin⟩"},
+		// The other letters beyond ASCII of a marked word are spelled too.
+		{"r\u00e9sum\u0251", "r⟨U+00E9 Latin⟩sum⟨U+0251 Latin⟩"},
+		// A mark no orthography uses: a short stroke over the a.
+		{"pa\u0335ypal", "pa⟨U+0335 Inherited⟩ypal"},
+		// A mark that hides: the dot above merges with the i's own, and
+		// makes a dotless ı an i again.
+		{"i\u0307mportant", "i⟨U+0307 Inherited⟩mportant"},
+		{"\u0131\u0307mportant", "⟨U+0131 Latin⟩⟨U+0307 Inherited⟩mportant"},
+		// A mark repeated: the second acute lies on the first.
+		{"caf\u00e9\u0301", "caf⟨U+00E9 Latin⟩⟨U+0301 Inherited⟩"},
+		{"cafe\u0301\u0301", "cafe⟨U+0301 Inherited⟩⟨U+0301 Inherited⟩"},
+
+		// Prose of the world's Latin orthographies, precomposed (NFC) or
+		// decomposed (NFD), is left as it is.
+		{"café naïve Straße STRAẞE cœur Ærø", "café naïve Straße STRAẞE cœur Ærø"},
+		{"cafe\u0301 nai\u0308ve", "cafe\u0301 nai\u0308ve"},
+		{"İstanbul I\u0307stanbul kapı ılık sığ açık ışık", "İstanbul I\u0307stanbul kapı ılık sığ açık ışık"},
+		// The dotless ı is a Turkish letter: a word with it is not marked
+		// though it may read as important.
+		{"\u0131mportant", "\u0131mportant"},
+		{"Łódź zażółć gęślą jaźń", "Łódź zażółć gęślą jaźń"},
+		{"tiếng Việt, người, được", "tiếng Việt, người, được"},
+		{"tie\u0302\u0301ng Vie\u0323\u0302t", "tie\u0302\u0301ng Vie\u0323\u0302t"},
+		{"příliš žluťoučký kůň őrült Þórður", "příliš žluťoučký kůň őrült Þórður"},
+		// Romanian with the comma below and the older cedilla, pinyin
+		// tones, Azerbaijani, Ewe, Hausa, Yoruba, Sanskrit transliterated.
+		{"țară ţară şi și", "țară ţară şi și"},
+		{"lǜ nǚ", "lǜ nǚ"},
+		{"Azərbaycan Eʋegbe ɗan ƙasa Ẹ̀kọ́ saṃskṛtam", "Azərbaycan Eʋegbe ɗan ƙasa Ẹ̀kọ́ saṃskṛtam"},
+		// An accent an orthography uses is seen: páypal is not paypal.
+		{"pa\u0301ypal", "pa\u0301ypal"},
+	} {
+		if got := scripts.Mark(c.in, scripts.Spelled); got != c.want {
+			t.Errorf("Mark(%+q)\n got %+q\nwant %+q", c.in, got, c.want)
+		}
+		if got, want := scripts.Has(c.in), c.in != c.want; got != want {
+			t.Errorf("Has(%+q) = %v, want %v", c.in, got, want)
+		}
+	}
+}
+
+// TestRestricted: Restricted judges words of Latin letters only; a word
+// of another script, or of several, is LooksLatin's or Mixed's.
+func TestRestricted(t *testing.T) {
+	for _, c := range []struct {
+		word string
+		want bool
+	}{
+		{"p\u0251yp\u0251l", true},
+		{"\uff50\uff41\uff59", true},
+		{"i\u0307", true},
+		{"caf\u00e9", false},
+		{"kap\u0131", false},
+		{"paypal", false},
+		{"\u0440\u0430\u0443\u0440\u0430\u04cf", false}, // Cyrillic
+		{"p\u0430yp\u0251l", false},                     // mixed
+		{"2026", false},
+	} {
+		if got := scripts.Restricted(c.word); got != c.want {
+			t.Errorf("Restricted(%+q) = %v, want %v", c.word, got, c.want)
+		}
+	}
+}
+
 // FuzzMark: a text Mark leaves alone is one Has finds nothing in, and
 // what Mark returns has nothing left to mark.
 func FuzzMark(f *testing.F) {
 	for _, s := range []string{
 		"/sandbox/p\u0430ssword.txt", "раураӏ", "/sandbox/ѕсоре/", "привет",
 		"ΑΘΗΝΑ ΤΟΡ", "сё б2", "\U0001D429assword", "日本語", "café", "",
+		"p\u0251yp\u0251l", "\uff50\uff41\uff59", "\u0131\u0307", "cafe\u0301\u0301", "tie\u0302\u0301ng",
 	} {
 		f.Add(s)
 	}
