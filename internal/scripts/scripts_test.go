@@ -169,6 +169,7 @@ func TestRestricted(t *testing.T) {
 		{"i\u0307", true},
 		{"caf\u00e9", false},
 		{"kap\u0131", false},
+		{"\u1e13ivha\u1e71", false}, // Venda ḓivhaṱ: d and t with a circumflex below
 		{"paypal", false},
 		{"\u0440\u0430\u0443\u0440\u0430\u04cf", false}, // Cyrillic
 		{"p\u0430yp\u0251l", false},                     // mixed
