@@ -171,7 +171,11 @@ func restrictedAfter(prev, r rune) bool {
 // latinAllowed holds the letters and combining marks beyond ASCII of the
 // Latin script that UTS #39 allows in identifiers (IdentifierStatus.txt,
 // Unicode 17, Identifier_Status Allowed): those of the modern
-// orthographies written in Latin letters.
+// orthographies written in Latin letters. Written here by hand: neither
+// golang.org/x/text nor the confusables module carries UTS #39's
+// identifier status, and only its Latin letters beyond ASCII are needed;
+// TestLatinAllowedDecomposes keeps the letters and the marks they come
+// apart into in step.
 var latinAllowed = &unicode.RangeTable{
 	R16: []unicode.Range16{
 		{0x00C0, 0x00D6, 1}, {0x00D8, 0x00F6, 1}, {0x00F8, 0x0113, 1},
