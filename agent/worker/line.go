@@ -3,10 +3,13 @@ package worker
 import (
 	"bytes"
 	"fmt"
+	"io"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/snapnode/snapnode/agent"
 	"github.com/snapnode/snapnode/schemas"
@@ -15,7 +18,7 @@ import (
 // LineError is why a worker's line was refused: the rule it breaks and
 // how. A refused line is a protocol violation: the worker is stopped.
 type LineError struct {
-	// Rule is the broken rule: size, utf8, json, object, schema.
+	// Rule is the broken rule: size, utf8, json, object, schema, step.
 	Rule    string
 	Message string
 }
@@ -49,6 +52,57 @@ func ParseLine(line []byte, max int) (*agent.Answer, error) {
 		return nil, &LineError{Rule: "schema", Message: "at /action: a proposal's action is a non-empty string"}
 	}
 	return ans, nil
+}
+
+// AnswerStep takes the step member off a line a worker wrote: the line
+// without it (what the node judges and records as the answer), the step
+// it names, and whether it names one. The step of an answer is the step
+// of the line it answers (the job request's or the observation's step).
+// A line that is not one well-formed JSON object, or that names no step,
+// is returned as it is, for ParseLine to judge. A step that is not an
+// integer from 0 is a LineError of rule step.
+func AnswerStep(line []byte) (rest []byte, step int, named bool, err error) {
+	dec := jsontext.NewDecoder(bytes.NewReader(line))
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
+		return line, 0, false, nil
+	}
+	var out bytes.Buffer
+	enc := jsontext.NewEncoder(&out)
+	_ = enc.WriteToken(jsontext.BeginObject)
+	var stepValue jsontext.Value
+	for dec.PeekKind() != '}' {
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return line, 0, false, nil
+		}
+		name := tok.String() // the token is void after the next read
+		v, err := dec.ReadValue()
+		if err != nil {
+			return line, 0, false, nil
+		}
+		if name == "step" {
+			stepValue = v.Clone()
+			continue
+		}
+		if enc.WriteToken(jsontext.String(name)) != nil || enc.WriteValue(v) != nil {
+			return line, 0, false, nil
+		}
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return line, 0, false, nil
+	}
+	if _, err := dec.ReadToken(); err != io.EOF {
+		return line, 0, false, nil // text after the object: ParseLine names it
+	}
+	if stepValue == nil {
+		return line, 0, false, nil
+	}
+	n, perr := strconv.Atoi(string(stepValue))
+	if stepValue.Kind() != '0' || perr != nil || n < 0 {
+		return nil, 0, false, &LineError{Rule: "step", Message: "at /step: want the step of the line it answers, an integer from 0; got " + oneLine(string(stepValue), 40)}
+	}
+	_ = enc.WriteToken(jsontext.EndObject)
+	return bytes.TrimSuffix(out.Bytes(), []byte("\n")), n, true, nil
 }
 
 // lastLine is oneLine keeping the end of s instead of its start: what

@@ -75,3 +75,38 @@ func FuzzParseLine(f *testing.F) {
 		}
 	})
 }
+
+// AnswerStep takes an answer's step member off, names a malformed one,
+// and leaves a line without one (or not one object) as it is.
+func TestAnswerStep(t *testing.T) {
+	for _, c := range []struct {
+		line, rest string
+		step       int
+		named      bool
+		rule       string
+	}{
+		{`{"action":"THINK","step":3,"args":{"step":1}}`, `{"action":"THINK","args":{"step":1}}`, 3, true, ""},
+		{`{"st\u0065p":0, "action":"COMPLETED"}`, `{"action":"COMPLETED"}`, 0, true, ""},
+		{`{"action":"THINK","args":{"step":1}}`, `{"action":"THINK","args":{"step":1}}`, 0, false, ""},
+		{`{"step":1,"step":2}`, `{"step":1,"step":2}`, 0, false, ""}, // ParseLine refuses it (json)
+		{`{"step":1} {}`, `{"step":1} {}`, 0, false, ""},             // ParseLine refuses it (json)
+		{`prose`, `prose`, 0, false, ""},
+		{`{"step":"1"}`, "", 0, false, "step"},
+		{`{"step":-1}`, "", 0, false, "step"},
+		{`{"step":1.0}`, "", 0, false, "step"},
+		{`{"step":1e2}`, "", 0, false, "step"},
+		{`{"step":null}`, "", 0, false, "step"},
+	} {
+		rest, step, named, err := worker.AnswerStep([]byte(c.line))
+		if c.rule != "" {
+			le, ok := err.(*worker.LineError)
+			if !ok || le.Rule != c.rule || !strings.Contains(le.Message, "at /step") {
+				t.Errorf("%s: %v; want rule %s at /step", c.line, err, c.rule)
+			}
+			continue
+		}
+		if err != nil || string(rest) != c.rest || step != c.step || named != c.named {
+			t.Errorf("%s: %s, %d, %v, %v; want %s, %d, %v", c.line, rest, step, named, err, c.rest, c.step, c.named)
+		}
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -65,6 +66,10 @@ type Config struct {
 // DefaultMaxLineBytes is the default bound of a worker's line.
 const DefaultMaxLineBytes = 1 << 20
 
+// MaxStaleLines bounds the lines for past steps a worker's process may
+// write: each is skipped; one more is a protocol violation (rule stale).
+const MaxStaleLines = 8
+
 // maxStderr is how much of a worker's error output is kept (its end).
 const maxStderr = 2048
 
@@ -77,6 +82,7 @@ type Pool struct {
 	mu    sync.Mutex
 	procs map[string]*proc
 	env   []string
+	stale atomic.Int64 // the lines for past steps skipped
 }
 
 var (
@@ -132,6 +138,10 @@ func New(cfg Config) (*Pool, error) {
 // Running returns how many worker processes run now.
 func (p *Pool) Running() int { return len(p.slots) }
 
+// StaleLines returns how many lines for past steps the pool's workers
+// wrote, each skipped and never run, since the pool was made.
+func (p *Pool) StaleLines() int64 { return p.stale.Load() }
+
 // proc is one job's worker process.
 type proc struct {
 	job     string
@@ -144,6 +154,11 @@ type proc struct {
 	read    chan struct{} // closed once the reader ended
 	waitErr error
 	stderr  *tail
+	// stepped is set once a line of the worker named its step: every
+	// line after must name one. stale counts its lines for past steps.
+	// Only the job's step (one at a time) reads and sets them.
+	stepped bool
+	stale   int
 }
 
 // line is a line read from the worker, or why reading stopped.
@@ -173,15 +188,28 @@ func (p *Pool) Complete(ctx context.Context, pr agent.Prompt) (*agent.Completion
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, req)
+		// The worker's first answer names the request's step.
+		out = append(out, fmt.Appendf(req[:len(req)-1], `,"step":%d}`, pr.Step))
 	} else {
-		select {
-		case l := <-w.lines:
-			if l.err == nil {
+		// A line written before the step's is a late one: skipped when
+		// it names a past step, a violation otherwise.
+	pending:
+		for {
+			select {
+			case l := <-w.lines:
+				if l.err != nil {
+					return nil, p.broken(w, l.err, pr.Step)
+				}
+				if _, n, named, _ := AnswerStep(l.b); named && n < pr.Step {
+					if err := p.skip(w, n, pr.Step); err != nil {
+						return nil, err
+					}
+					continue
+				}
 				return nil, p.violation(w, "flood", "the worker wrote a line it was not asked for (one line a step)")
+			default:
+				break pending
 			}
-			return nil, p.broken(w, l.err, pr.Step)
-		default:
 		}
 		out = append(out, ObservationLine(pr))
 	}
@@ -236,6 +264,16 @@ func (p *Pool) Complete(ctx context.Context, pr agent.Prompt) (*agent.Completion
 			}
 			sent = nil // written
 		case l := <-lines:
+			if l.err == nil {
+				b, err := p.judge(w, l.b, pr.Step)
+				if err != nil {
+					return nil, err
+				}
+				if b == nil {
+					continue // a line for a past step: the answer is still to come
+				}
+				l.b = b
+			}
 			answer, lines = &l, nil
 		case <-exited:
 			// The worker is gone; what it wrote is in the pipe. A
@@ -268,6 +306,56 @@ func (p *Pool) Complete(ctx context.Context, pr agent.Prompt) (*agent.Completion
 			return nil, fmt.Errorf("worker: %w", ctx.Err())
 		}
 	}
+}
+
+// judge judges by its step a line the worker wrote during step: it
+// returns the line to take as the step's answer (its step member off),
+// nil for a line of a past step, which is skipped, or the violation of a
+// line that names a step not asked yet, a malformed step, or no step when
+// the worker's earlier lines named theirs (unless it is garbage, refused
+// as such by the caller). A line that names no step from
+// a worker that never named one is taken as it is: such a worker's late
+// line cannot be told from its answer.
+func (p *Pool) judge(w *proc, b []byte, step int) ([]byte, error) {
+	rest, n, named, err := AnswerStep(b)
+	if err != nil {
+		var le *LineError
+		errors.As(err, &le)
+		return nil, Refused(len(b), p.violation(w, le.Rule, "the worker wrote garbage: "+le.Message))
+	}
+	switch {
+	case !named && w.stepped:
+		if _, err := ParseLine(b, p.cfg.MaxLineBytes); err != nil {
+			return b, nil // garbage: refused as such, its rule named
+		}
+		return nil, Refused(len(b), p.violation(w, "step",
+			fmt.Sprintf("the worker's answer names no step at /step after its earlier answers named theirs (want %d, the step of the line it answers)", step)))
+	case !named:
+		return b, nil
+	}
+	w.stepped = true
+	switch {
+	case n < step:
+		return nil, p.skip(w, n, step)
+	case n > step:
+		return nil, Refused(len(b), p.violation(w, "step",
+			fmt.Sprintf("the worker's answer names step %d at /step; want the step of the line it answers, %d", n, step)))
+	}
+	return rest, nil
+}
+
+// skip skips a line of w that names the past step n during step: logged
+// and counted, never taken as an answer; past MaxStaleLines of the
+// process, the worker is stopped (rule stale).
+func (p *Pool) skip(w *proc, n, step int) error {
+	w.stepped = true
+	w.stale++
+	if w.stale > MaxStaleLines {
+		return p.violation(w, "stale", fmt.Sprintf("the worker wrote more than %d lines for past steps (the last names step %d at /step, during step %d)", MaxStaleLines, n, step))
+	}
+	p.stale.Add(1)
+	p.log.Warn("worker: a line for a past step is skipped, not run", "job", w.job, "step", step, "line_step", n, "skipped", w.stale)
+	return nil
 }
 
 // exitGrace is how long the output of a worker that exited is still read

@@ -2,7 +2,9 @@
 // A snapnode external worker: it writes the task into a report, then reports COMPLETED.
 //
 // The node writes JSON lines to standard input (the job request, then one observation
-// after each answer) and reads one JSON line a step from standard output. Node.js
+// after each answer) and reads one JSON line a step from standard output. Each line
+// the node writes names its step; each answer names the step it answers, so that the
+// node never takes a late line for the answer to another step. Node.js
 // standard library only. Configure it with
 // agent.command = ["node", "/path/to/write_then_finish.js"].
 'use strict';
@@ -10,14 +12,15 @@ const readline = require('node:readline');
 const { randomUUID } = require('node:crypto');
 
 const REPORT = '/sandbox/report.md';
-const answer = (obj) => process.stdout.write(JSON.stringify(obj) + '\n');
+// Each answer names the step of the line it answers.
+const answer = (step, obj) => process.stdout.write(JSON.stringify({ ...obj, step }) + '\n');
 
 let request = null;
 readline.createInterface({ input: process.stdin }).on('line', (line) => {
   const msg = JSON.parse(line);
   if (request === null) { // the job request
     request = msg;
-    answer({
+    answer(msg.step, {
       schema_version: '1.0.0',
       id: randomUUID(),
       reasoning: 'write the task into the report',
@@ -27,8 +30,8 @@ readline.createInterface({ input: process.stdin }).on('line', (line) => {
     return;
   }
   if (msg.observation.includes('"outcome":"completed"')) { // one observation a step
-    answer({ action: 'COMPLETED', evidence_files: [REPORT], summary_for_supervisor: 'The report is written.' });
+    answer(msg.step, { action: 'COMPLETED', evidence_files: [REPORT], summary_for_supervisor: 'The report is written.' });
   } else {
-    answer({ action: 'STUCK', evidence_files: [], summary_for_supervisor: 'The write was refused: ' + msg.observation.slice(0, 400) });
+    answer(msg.step, { action: 'STUCK', evidence_files: [], summary_for_supervisor: 'The write was refused: ' + msg.observation.slice(0, 400) });
   }
 });
