@@ -188,8 +188,9 @@ func (p *Pool) Complete(ctx context.Context, pr agent.Prompt) (*agent.Completion
 		if err != nil {
 			return nil, err
 		}
-		// The worker's first answer names the request's step.
-		out = append(out, fmt.Appendf(req[:len(req)-1], `,"step":%d}`, pr.Step))
+		// The worker's first answer names the request's step, which the
+		// request a delegate gets (RequestLine's) does not carry.
+		out = append(out, withStep(req, pr.Step))
 	} else {
 		// A line written before the step's is a late one: skipped when
 		// it names a past step, a violation otherwise.
@@ -412,6 +413,16 @@ func RequestLine(pr agent.Prompt) ([]byte, error) {
 			latest(pr.Messages), maxRequestText)
 	}
 	return json.Marshal(&first)
+}
+
+// withStep returns req, the JSON object RequestLine made, with a step
+// member added after its others (in a new array: req is left as it is).
+func withStep(req []byte, step int) []byte {
+	sep := ","
+	if string(req) == "{}" {
+		sep = ""
+	}
+	return fmt.Appendf(req[:len(req)-1:len(req)-1], `%s"step":%d}`, sep, step)
 }
 
 // ObservationLine is the line that tells a worker the latest observation
