@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"time"
 
 	_ "modernc.org/sqlite" // the pure-Go "sqlite" driver
@@ -207,13 +208,21 @@ func Run(ctx context.Context, cfg config.Config, out string, opts Options) (_ *M
 			}
 		}
 		dst := filepath.Join(out, s.name)
-		if err = os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
-			return nil, fmt.Errorf("backup: %w", err)
+		// The folders a name in a folder of the data folder needs, and
+		// any file SQLite keeps beside a database while it writes or
+		// opens it (the copy is opened to be verified): on an error,
+		// they go too (removed in the reverse order, files first).
+		for _, d := range missingDirs(out, filepath.Dir(dst)) {
+			if err = os.Mkdir(d, 0o700); err != nil {
+				return nil, fmt.Errorf("backup: %w", err)
+			}
+			written = append(written, d)
 		}
-		written = append(written, dst)
 		if s.kind == KindDatabase {
+			written = append(written, dst, dst+"-journal", dst+"-wal", dst+"-shm")
 			err = copyDatabase(ctx, abs, dst)
 		} else {
+			written = append(written, dst)
 			err = copyFile(abs, dst)
 		}
 		if err != nil {
@@ -238,7 +247,7 @@ func Run(ctx context.Context, cfg config.Config, out string, opts Options) (_ *M
 		}
 	}
 	m.CreatedAt = opts.Now().UTC()
-	written = append(written, filepath.Join(out, ManifestName))
+	written = append(written, filepath.Join(out, manifestTemp), filepath.Join(out, ManifestName))
 	if err = writeManifest(out, m); err != nil {
 		return nil, err
 	}
@@ -455,6 +464,24 @@ func sum(path string) (int64, string, error) {
 	return n, hex.EncodeToString(h.Sum(nil)), nil
 }
 
+// manifestTemp is the name the manifest is written under before it is
+// renamed to ManifestName.
+const manifestTemp = "." + ManifestName + ".tmp"
+
+// missingDirs returns the folders from out (excluded) down to dir that do
+// not exist yet, outermost first.
+func missingDirs(out, dir string) []string {
+	var dirs []string
+	for d := dir; d != out && len(d) > len(out); d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); err == nil {
+			break
+		}
+		dirs = append(dirs, d)
+	}
+	slices.Reverse(dirs)
+	return dirs
+}
+
 // writeManifest writes m as out/manifest.json, last and atomically: a
 // folder with a manifest holds every file it lists, synced.
 func writeManifest(out string, m *Manifest) error {
@@ -462,8 +489,9 @@ func writeManifest(out string, m *Manifest) error {
 	if err != nil {
 		return fmt.Errorf("backup: manifest: %w", err)
 	}
-	tmp := filepath.Join(out, "."+ManifestName+".tmp")
+	tmp := filepath.Join(out, manifestTemp)
 	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+		os.Remove(tmp) // a disk that filled up leaves it half written
 		return fmt.Errorf("backup: manifest: %w", err)
 	}
 	if err := syncFile(tmp); err != nil {

@@ -203,6 +203,29 @@ func TestRunCleansUpAfterAFailure(t *testing.T) {
 	}
 }
 
+// A database in a folder of the data folder keeps its path in the
+// backup, in a folder made for it; a failure after it was copied removes
+// that folder too, and the output folder Run made.
+func TestRunCleansUpItsFolders(t *testing.T) {
+	cfg := dataDir(t, 1)
+	nested := filepath.Join(cfg.DataDir, "db", "tasks.db")
+	if err := os.Mkdir(filepath.Dir(nested), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(cfg.DatabaseDSN(), nested); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Database = nested
+	cfg.Policy = filepath.Join(t.TempDir(), "gone.cedar")
+	out := filepath.Join(t.TempDir(), "backup")
+	if _, err := backup.Run(context.Background(), cfg, out, opts()); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("err %v, want the missing policy file", err)
+	}
+	if entries, err := os.ReadDir(out); !os.IsNotExist(err) {
+		t.Errorf("the output folder is left after the failure: %v %v", entries, err)
+	}
+}
+
 // With the key in SNAPNODE_KEY there is no key file to copy; the manifest
 // says so and still names the address.
 func TestRunKeyInEnvironment(t *testing.T) {
