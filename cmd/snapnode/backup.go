@@ -17,10 +17,14 @@ import (
 func (c *cli) backupCommand(args []string) int {
 	fs, cfg := c.nodeFlagSet("backup")
 	out := fs.String("out", "", "write the backup into the empty or missing folder `DIR`")
+	check := fs.String("check", "", "check that the backup folder `DIR` can be restored for this node's settings, before restoring it; write nothing")
 	if _, code, done := c.parse(fs, args, 0); done {
 		return code
 	}
-	if *out == "" {
+	switch {
+	case *out != "" && *check != "":
+		return c.usageError(fs, "give --out DIR to make a backup or --check DIR to check one, not both")
+	case *out == "" && *check == "":
 		return c.usageError(fs, "give the folder to write the backup into: --out DIR")
 	}
 	if err := config.Load(cfg, fs, os.Getenv); err != nil {
@@ -28,6 +32,9 @@ func (c *cli) backupCommand(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	if *check != "" {
+		return c.backupCheck(ctx, fs.Name(), *cfg, *check)
+	}
 	m, err := backup.Run(ctx, *cfg, *out, backup.Options{})
 	var msg string // the error without the package's prefix: the command names itself
 	if err != nil {
@@ -50,4 +57,27 @@ func (c *cli) backupCommand(args []string) int {
 		return exitFail
 	}
 	return c.printJSON(fs.Name(), m)
+}
+
+// backupCheck is `snapnode backup --check DIR`: backup.Check, the
+// manifest printed when the folder can be restored, the first problem
+// named (exit 1) when it cannot.
+func (c *cli) backupCheck(ctx context.Context, name string, cfg config.Config, dir string) int {
+	m, err := backup.Check(ctx, cfg, dir)
+	var msg string
+	if err != nil {
+		msg = strings.TrimPrefix(err.Error(), "backup: ")
+	}
+	switch {
+	case errors.Is(err, backup.ErrPostgres), errors.Is(err, backup.ErrMemory):
+		fmt.Fprintf(c.stderr, "%s: %s\n", name, msg)
+		return exitUsage
+	case errors.Is(err, backup.ErrBad):
+		fmt.Fprintf(c.stderr, "%s: %s: %s; restore nothing from it\n", name, dir, strings.TrimPrefix(msg, "not a sound backup: "))
+		return exitFail
+	case err != nil:
+		fmt.Fprintf(c.stderr, "%s: %s\n", name, msg)
+		return exitFail
+	}
+	return c.printJSON(name, m)
 }

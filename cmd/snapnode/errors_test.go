@@ -43,6 +43,8 @@ func TestErrorMessages(t *testing.T) {
 		{"backup-wrong-folder", []string{"backup", "--data-dir", filepath.Join(dir, "elsewhere"), "--out", filepath.Join(dir, "b1")}, 1},
 		{"backup-postgres", []string{"backup", "--database", "postgres://snapnode@127.0.0.1:1/snapnode", "--out", filepath.Join(dir, "b2")}, 2},
 		{"backup-not-empty", []string{"backup", "--data-dir", filepath.Join(dir, "elsewhere"), "--out", dir}, 2},
+		{"backup-out-and-check", []string{"backup", "--data-dir", filepath.Join(dir, "elsewhere"), "--out", filepath.Join(dir, "b3"), "--check", dir}, 2},
+		{"backup-check-no-manifest", []string{"backup", "--data-dir", filepath.Join(dir, "elsewhere"), "--check", dir}, 1},
 		{"unreachable-relay", []string{"send", "--key", key, "--to", peer, "--relay", "ws://127.0.0.1:1", "--timeout", "5s", "hello"}, 3},
 		{"unreachable-relay-discover", []string{"discover", "--identity", peer, "--relay", "ws://127.0.0.1:1", "--timeout", "3s"}, 1},
 		{"missing-key-sign", []string{"sign", "--key", filepath.Join(dir, "nope.key")}, 2},

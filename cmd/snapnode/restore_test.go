@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -208,6 +209,7 @@ func TestRestoreAsTheGuideSays(t *testing.T) {
 	out := filepath.Join(backups, "2026-11-25")
 	<-tick // the writers are busy
 	r := runCLI(t, "", "backup", "--data-dir", dataDir, "--out", out)
+	backupOut := r.stdout
 	<-tick
 	stopWriters()
 	wg.Wait()
@@ -232,6 +234,35 @@ func TestRestoreAsTheGuideSays(t *testing.T) {
 	}
 	if !sawKey {
 		t.Errorf("no key in the backup: %+v", m.Files)
+	}
+	// The guide checks the backup before it stops the node: the check
+	// prints the same manifest. A copy of the backup whose manifest was
+	// edited to restore tasks.db elsewhere (its sums made again) fails
+	// the check, naming the file and where it would have gone.
+	if r := runCLI(t, "", "backup", "--check", out, "--data-dir", dataDir); r.code != exitOK {
+		t.Fatalf("backup --check of the backup: %s", r)
+	} else if strings.TrimSpace(r.stdout) != strings.TrimSpace(backupOut) {
+		t.Errorf("backup --check printed\n%s\nthe backup printed\n%s", r.stdout, backupOut)
+	}
+	edited := filepath.Join(backups, "edited")
+	if err := os.CopyFS(edited, os.DirFS(out)); err != nil {
+		t.Fatal(err)
+	}
+	elsewhere := filepath.Join(t.TempDir(), "elsewhere.db")
+	em := m
+	em.Files = slices.Clone(m.Files)
+	for i := range em.Files {
+		if em.Files[i].Name == "tasks.db" {
+			em.Files[i].Source = elsewhere
+		}
+	}
+	if b, err := json.Marshal(em); err != nil {
+		t.Fatal(err)
+	} else if err := os.WriteFile(filepath.Join(edited, backup.ManifestName), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := runCLI(t, "", "backup", "--check", edited, "--data-dir", dataDir); r.code != exitFail || !strings.Contains(r.stderr, "tasks.db (database) would be restored to "+elsewhere) {
+		t.Errorf("backup --check of a backup restoring tasks.db to %s: %s", elsewhere, r)
 	}
 	stopA()
 	stoppedA = true

@@ -236,7 +236,7 @@ func Run(ctx context.Context, cfg config.Config, out string, opts Options) (_ *M
 			record = filepath.Join(out, recordName)
 		}
 	}
-	if m.Audit, m.AuditEntries, err = verifyTasks(ctx, filepath.Join(out, tasksName), record); err != nil {
+	if m.Audit, m.AuditEntries, err = verifyTasks(ctx, filepath.Join(out, tasksName), record, ""); err != nil {
 		return nil, err
 	}
 	// Sums last: opening the copy to verify it may have rewritten it.
@@ -390,9 +390,10 @@ func checkDatabase(ctx context.Context, path string) error {
 
 // verifyTasks opens the copied task database and verifies its audit
 // chain, against the copied record of the last seal when there is one
-// (record, "" when none); it returns the chain's head and length.
-func verifyTasks(ctx context.Context, path, record string) (audit.Anchor, int64, error) {
-	var o audit.VerifyOptions
+// (record, "" when none), its seals and checkpoints signed by signer
+// (any one signer when ""); it returns the chain's head and length.
+func verifyTasks(ctx context.Context, path, record, signer string) (audit.Anchor, int64, error) {
+	o := audit.VerifyOptions{Signer: signer}
 	if record != "" {
 		rec, err := audit.ReadSealRecord(record)
 		if err != nil {

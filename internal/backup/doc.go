@@ -27,6 +27,14 @@
 // folder's files back into an empty data folder; each entry of the
 // manifest also names the path the file was copied from.
 //
+// Check reads a backup folder before it is restored, writing nothing in
+// it, and refuses (ErrBad, naming the first problem) one that is cut
+// short, damaged or edited, holds links or files the manifest does not
+// list, names a file outside itself, or would restore a file anywhere
+// but where the node's settings have it read that kind of file; it
+// verifies the audit chain of a copy of its tasks.db to the manifest's
+// head, its seals signed by the manifest's address.
+//
 // A PostgreSQL database is not copied (ErrPostgres): pg_dump makes a
 // consistent copy of it while the nodes run.
 package backup

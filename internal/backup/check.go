@@ -1,0 +1,373 @@
+package backup
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/config"
+	"github.com/snapnode/snapnode/internal/sqldb"
+)
+
+// ErrBad: the folder given to Check is not a backup that can be restored
+// as it is for the node cfg describes; the error names the first problem.
+var ErrBad = errors.New("backup: not a sound backup")
+
+// maxManifest bounds the manifest Check reads.
+const maxManifest = 1 << 20
+
+// Check checks that the backup folder dir can be restored for the node
+// that cfg describes, before anything is copied back, and returns its
+// manifest; errors.Is(err, ErrBad) when it cannot, the error naming the
+// first problem:
+//
+//   - manifest.json is a regular file, holding one manifest of this
+//     format and nothing else;
+//   - every file it lists is a regular file (no symbolic link) in dir,
+//     named by a local path (no "..", not absolute), listed once, of the
+//     size and SHA-256 the manifest says; dir holds no other file;
+//   - every file's source is where cfg has the node read that kind of
+//     file (its database, key, record of the last seal, policy and
+//     configuration files, its relay.db and agent.id in the data folder):
+//     a restore that copies each file to its source writes nowhere else;
+//   - the key file is the identity of the manifest's address (or, when
+//     the manifest says the key was SNAPNODE_KEY, that SNAPNODE_KEY is);
+//   - a copy of tasks.db, made in a temporary folder (os.TempDir) and
+//     opened there, passes SQLite's integrity check, and its audit chain
+//     verifies, against the backup's record of the last seal when it has
+//     one, to the manifest's head and number of entries.
+//
+// Check writes nothing in dir.
+func Check(ctx context.Context, cfg config.Config, dir string) (*Manifest, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("backup: %w", err)
+	}
+	defer root.Close()
+	m, err := readManifest(root)
+	if err != nil {
+		return nil, err
+	}
+	want, err := sourcesOf(cfg)
+	if err != nil {
+		return nil, err
+	}
+	listed := map[string]bool{ManifestName: true}
+	var tasks, record string // names in dir
+	seenSource := map[string]string{}
+	for _, f := range m.Files {
+		name := filepath.FromSlash(f.Name)
+		if f.Name == "" || !filepath.IsLocal(name) || filepath.ToSlash(filepath.Clean(name)) != f.Name {
+			return nil, fmt.Errorf("%w: the manifest lists a file named %q: not a plain path inside the backup folder", ErrBad, f.Name)
+		}
+		if listed[f.Name] {
+			return nil, fmt.Errorf("%w: the manifest lists %s twice (or names the manifest)", ErrBad, f.Name)
+		}
+		listed[f.Name] = true
+		if err := checkSource(f, want); err != nil {
+			return nil, err
+		}
+		if prev, dup := seenSource[f.Source]; dup {
+			return nil, fmt.Errorf("%w: %s and %s would both be restored to %s", ErrBad, prev, f.Name, f.Source)
+		}
+		seenSource[f.Source] = f.Name
+		if err := checkFile(root, f); err != nil {
+			return nil, err
+		}
+		switch {
+		case f.Kind == KindDatabase && f.Source == want.tasks:
+			tasks = f.Name
+		case f.Kind == KindSealRecord:
+			record = f.Name
+		case f.Kind == KindKey:
+			if err := checkKey(root, name, m.Address, cfg); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if tasks == "" {
+		return nil, fmt.Errorf("%w: the manifest lists no task database restored to %s", ErrBad, want.tasks)
+	}
+	if m.KeyInEnvironment {
+		if err := checkEnvKey(m.Address, cfg); err != nil {
+			return nil, err
+		}
+	} else if _, ok := seenSource[want.key]; !ok {
+		return nil, fmt.Errorf("%w: the manifest lists no key file restored to %s (nor says the key was SNAPNODE_KEY)", ErrBad, want.key)
+	}
+	if err := fs.WalkDir(root.FS(), ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && !listed[path] {
+			return fmt.Errorf("%w: %s is not in the manifest", ErrBad, filepath.Join(dir, filepath.FromSlash(path)))
+		}
+		return nil
+	}); err != nil {
+		if errors.Is(err, ErrBad) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("backup: %w", err)
+	}
+	if err := checkChain(ctx, root, m, tasks, record); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// readManifest reads and decodes dir's manifest strictly.
+func readManifest(root *os.Root) (*Manifest, error) {
+	fi, err := root.Lstat(ManifestName)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("%w: no %s: a folder without one is not a backup (or not a finished one)", ErrBad, ManifestName)
+	case err != nil:
+		return nil, fmt.Errorf("backup: %w", err)
+	case !fi.Mode().IsRegular():
+		return nil, fmt.Errorf("%w: %s is %s, not a regular file", ErrBad, ManifestName, what(fi.Mode()))
+	}
+	f, err := root.Open(ManifestName)
+	if err != nil {
+		return nil, fmt.Errorf("backup: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxManifest+1))
+	if err != nil {
+		return nil, fmt.Errorf("backup: %s: %w", ManifestName, err)
+	}
+	if len(b) > maxManifest {
+		return nil, fmt.Errorf("%w: %s is over %d bytes", ErrBad, ManifestName, maxManifest)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var m Manifest
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("%w: %s cannot be read (cut short or edited?): %v", ErrBad, ManifestName, err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%w: %s holds more than one manifest", ErrBad, ManifestName)
+	}
+	if m.Format != Format {
+		return nil, fmt.Errorf("%w: %s is of format %d; this version reads format %d", ErrBad, ManifestName, m.Format, Format)
+	}
+	return &m, nil
+}
+
+// wantSources are the absolute paths cfg has the node read each kind of
+// file from.
+type wantSources struct {
+	tasks, relay, key, record, agentID, policy, config string
+}
+
+func sourcesOf(cfg config.Config) (wantSources, error) {
+	var w wantSources
+	dsn := cfg.DatabaseDSN()
+	if dsn == config.MemoryDatabase {
+		return w, ErrMemory
+	}
+	dialect, dbPath, err := sqldb.Target(dsn)
+	if err != nil {
+		return w, fmt.Errorf("backup: %w", err)
+	}
+	if dialect == sqldb.Postgres {
+		return w, ErrPostgres
+	}
+	for _, p := range []struct {
+		dst  *string
+		path string
+	}{
+		{&w.tasks, dbPath},
+		{&w.relay, filepath.Join(cfg.DataDir, "relay.db")},
+		{&w.key, cfg.KeyPath()},
+		{&w.record, cfg.SealRecordPath()},
+		{&w.agentID, filepath.Join(cfg.DataDir, "agent.id")},
+		{&w.policy, cfg.Policy},
+		{&w.config, cfg.ConfigFile},
+	} {
+		if p.path == "" {
+			continue
+		}
+		if *p.dst, err = filepath.Abs(p.path); err != nil {
+			return w, fmt.Errorf("backup: %w", err)
+		}
+	}
+	return w, nil
+}
+
+// checkSource refuses a file whose source is not where the node reads
+// that kind of file.
+func checkSource(f File, w wantSources) error {
+	var ok []string
+	switch f.Kind {
+	case KindDatabase:
+		ok = []string{w.tasks, w.relay}
+	case KindKey:
+		ok = []string{w.key}
+	case KindSealRecord:
+		ok = []string{w.record}
+	case KindAgentID:
+		ok = []string{w.agentID}
+	case KindPolicy:
+		ok = []string{w.policy}
+	case KindConfig:
+		ok = []string{w.config}
+	default:
+		return fmt.Errorf("%w: %s is of an unknown kind %q", ErrBad, f.Name, f.Kind)
+	}
+	for _, p := range ok {
+		if p != "" && f.Source == p {
+			return nil
+		}
+	}
+	if len(ok) == 1 && ok[0] == "" {
+		return fmt.Errorf("%w: %s (%s) would be restored to %s, but the node's settings name no %s file: give them (--policy, --config) as the node has them", ErrBad, f.Name, f.Kind, f.Source, f.Kind)
+	}
+	return fmt.Errorf("%w: %s (%s) would be restored to %s, which is not where the node's settings have it read that file (%s): give the node's settings, or check the manifest was not edited", ErrBad, f.Name, f.Kind, f.Source, firstNonEmpty(ok))
+}
+
+func firstNonEmpty(ps []string) string {
+	for _, p := range ps {
+		if p != "" {
+			return p
+		}
+	}
+	return ""
+}
+
+// checkFile checks that f is a regular file in root of its size and sum.
+func checkFile(root *os.Root, f File) error {
+	name := filepath.FromSlash(f.Name)
+	fi, err := root.Lstat(name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%w: %s is missing", ErrBad, f.Name)
+	case err != nil:
+		return fmt.Errorf("%w: %s: %v", ErrBad, f.Name, err)
+	case !fi.Mode().IsRegular():
+		return fmt.Errorf("%w: %s is %s, not a regular file: a backup holds none", ErrBad, f.Name, what(fi.Mode()))
+	case fi.Size() != f.Size:
+		return fmt.Errorf("%w: %s is %d bytes, the manifest says %d (cut short, or changed since the backup)", ErrBad, f.Name, fi.Size(), f.Size)
+	}
+	in, err := root.Open(name)
+	if err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	defer in.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, in); err != nil {
+		return fmt.Errorf("backup: %s: %w", f.Name, err)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != f.SHA256 {
+		return fmt.Errorf("%w: %s has SHA-256 %s, the manifest says %s (damaged, or changed since the backup)", ErrBad, f.Name, got, f.SHA256)
+	}
+	return nil
+}
+
+// what names the type of a file that is not a regular one.
+func what(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeSymlink != 0:
+		return "a symbolic link"
+	case m.IsDir():
+		return "a folder"
+	default:
+		return "a special file (" + m.Type().String() + ")"
+	}
+}
+
+// checkKey checks that the key file name in root is the identity of the
+// manifest's address.
+func checkKey(root *os.Root, name, address string, cfg config.Config) error {
+	tmp, err := os.MkdirTemp("", "snapnode-check-")
+	if err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	path := filepath.Join(tmp, "identity.key")
+	if err := copyOut(root, name, path); err != nil {
+		return err
+	}
+	k, err := identity.LoadKeyFile(path)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrBad, name, err)
+	}
+	if got := k.Address(network(cfg)); got != address {
+		return fmt.Errorf("%w: %s is the key of %s, the manifest says the node was %s", ErrBad, name, got, address)
+	}
+	return nil
+}
+
+// checkEnvKey checks that SNAPNODE_KEY is the manifest's address, for a
+// backup of a node whose key it was.
+func checkEnvKey(address string, cfg config.Config) error {
+	k, err := identity.FromEnv()
+	switch {
+	case err != nil:
+		return fmt.Errorf("backup: %w", err)
+	case k == nil:
+		return fmt.Errorf("%w: the node's key was %s, not in the backup, and %s is not set: set it to the key of %s", ErrBad, identity.EnvKey, identity.EnvKey, address)
+	case k.Address(network(cfg)) != address:
+		return fmt.Errorf("%w: %s is the key of %s, the backup is of %s", ErrBad, identity.EnvKey, k.Address(network(cfg)), address)
+	}
+	return nil
+}
+
+// checkChain verifies a copy of the backup's tasks.db, made outside the
+// backup, against its record of the last seal and the manifest's head.
+func checkChain(ctx context.Context, root *os.Root, m *Manifest, tasks, record string) error {
+	tmp, err := os.MkdirTemp("", "snapnode-check-")
+	if err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	db := filepath.Join(tmp, "tasks.db")
+	if err := copyOut(root, filepath.FromSlash(tasks), db); err != nil {
+		return err
+	}
+	if err := checkDatabase(ctx, db); err != nil {
+		return fmt.Errorf("%w: %s: %s", ErrBad, tasks, strings.TrimPrefix(err.Error(), "backup: "))
+	}
+	rec := ""
+	if record != "" {
+		rec = filepath.Join(tmp, "audit-seal.json")
+		if err := copyOut(root, filepath.FromSlash(record), rec); err != nil {
+			return err
+		}
+	}
+	head, n, err := verifyTasks(ctx, db, rec, m.Address)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %s", ErrBad, tasks, strings.TrimPrefix(err.Error(), "backup: "))
+	}
+	if head != m.Audit || n != m.AuditEntries {
+		return fmt.Errorf("%w: the audit log of %s ends at entry %d (%s) with %d entries; the manifest says %d (%s) with %d", ErrBad, tasks, head.Seq, head.Hash, n, m.Audit.Seq, m.Audit.Hash, m.AuditEntries)
+	}
+	return nil
+}
+
+// copyOut copies the file name of root to the new file dst (0600).
+func copyOut(root *os.Root, name, dst string) error {
+	in, err := root.Open(name)
+	if err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return fmt.Errorf("backup: copy %s: %w", name, err)
+	}
+	return out.Close()
+}

@@ -1,0 +1,288 @@
+package backup_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/snapnode/snapnode/executor/audit"
+	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/backup"
+	"github.com/snapnode/snapnode/internal/config"
+	"github.com/snapnode/snapnode/internal/sqldb"
+)
+
+// sealedBackup makes a node's data folder whose audit log its key sealed,
+// with a policy file, backs it up and returns the settings and the
+// backup folder.
+func sealedBackup(t *testing.T) (config.Config, string) {
+	t.Helper()
+	cfg := dataDir(t, 4)
+	cfg.Policy = filepath.Join(t.TempDir(), "mine.cedar")
+	if err := os.WriteFile(cfg.Policy, []byte("permit(principal, action, resource);\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	k, err := identity.FromHex(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sqldb.Open(ctx, cfg.DatabaseDSN(), sqldb.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, err := audit.New(ctx, db, audit.Options{Signer: audit.IdentitySigner(k, identity.Mainnet), SealRecord: cfg.SealRecordPath()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := log.Seal(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := log.Append(ctx, audit.Entry{Actor: address, Task: "t", Action: "a", Step: audit.StepReceived}); err != nil {
+		t.Fatal(err)
+	}
+	log.Close()
+	db.Close()
+	out := filepath.Join(t.TempDir(), "backup")
+	if _, err := backup.Run(ctx, cfg, out, opts()); err != nil {
+		t.Fatal(err)
+	}
+	return cfg, out
+}
+
+// editManifest changes the manifest of the backup out with edit, and
+// gives every file the size and sum it now has, as someone who edits a
+// backup by hand would.
+func editManifest(t *testing.T, out string, edit func(*backup.Manifest)) {
+	t.Helper()
+	path := filepath.Join(out, backup.ManifestName)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m backup.Manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	if edit != nil {
+		edit(&m)
+	}
+	for i := range m.Files {
+		f := &m.Files[i]
+		if b, err := os.ReadFile(filepath.Join(out, filepath.FromSlash(f.Name))); err == nil {
+			sum := sha256.Sum256(b)
+			f.Size, f.SHA256 = int64(len(b)), hex.EncodeToString(sum[:])
+		}
+	}
+	if b, err = json.Marshal(m); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// listing is every path below dir with its mode and size.
+func listing(t *testing.T, dir string) []string {
+	t.Helper()
+	var l []string
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		l = append(l, fmt.Sprint(path, fi.Mode(), fi.Size(), fi.ModTime()))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func TestCheckSound(t *testing.T) {
+	cfg, out := sealedBackup(t)
+	before := listing(t, out)
+	m, err := backup.Check(context.Background(), cfg, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Address != address || m.AuditEntries != 6 {
+		t.Errorf("manifest %+v", m)
+	}
+	if after := listing(t, out); !slices.Equal(before, after) {
+		t.Errorf("Check changed the backup folder:\n%v\n%v", before, after)
+	}
+}
+
+// A backup cut short, damaged, or edited by hand, holding links or files
+// of its own, or naming places to restore to that are not the node's, is
+// refused before anything is copied back, the error naming what is
+// wrong; and Check changes nothing in it.
+func TestCheckRefuses(t *testing.T) {
+	other, err := identity.FromHex(strings.Repeat("0b", 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name   string
+		spoil  func(t *testing.T, cfg *config.Config, out, outside string)
+		reason string
+	}{
+		{"no manifest", func(t *testing.T, _ *config.Config, out, outside string) {
+			rm(t, filepath.Join(out, backup.ManifestName))
+		}, "no manifest.json"},
+		{"manifest cut short", func(t *testing.T, _ *config.Config, out, outside string) {
+			truncate(t, filepath.Join(out, backup.ManifestName), 100)
+		}, "manifest.json cannot be read"},
+		{"manifest of a later format", func(t *testing.T, _ *config.Config, out, outside string) {
+			editManifest(t, out, func(m *backup.Manifest) { m.Format = 2 })
+		}, "format 2"},
+		{"tasks.db cut short", func(t *testing.T, _ *config.Config, out, outside string) {
+			truncate(t, filepath.Join(out, "tasks.db"), 4096)
+		}, "tasks.db is 4096 bytes"},
+		{"tasks.db damaged", func(t *testing.T, _ *config.Config, out, outside string) {
+			flip(t, filepath.Join(out, "tasks.db"), 5000)
+		}, "tasks.db has SHA-256"},
+		{"a name outside", func(t *testing.T, _ *config.Config, out, outside string) {
+			editManifest(t, out, func(m *backup.Manifest) { m.Files[0].Name = "../" + filepath.Base(out) + "/" + m.Files[0].Name })
+		}, "not a plain path"},
+		{"an absolute name", func(t *testing.T, _ *config.Config, out, outside string) {
+			editManifest(t, out, func(m *backup.Manifest) { m.Files[0].Name = filepath.ToSlash(filepath.Join(out, m.Files[0].Name)) })
+		}, "not a plain path"},
+		{"a source outside", func(t *testing.T, _ *config.Config, out, outside string) {
+			editManifest(t, out, func(m *backup.Manifest) { m.Files[0].Source = outside })
+		}, "which is not where the node's settings have it read"},
+		{"a policy the settings do not name", func(t *testing.T, cfg *config.Config, _, _ string) {
+			cfg.Policy = ""
+		}, "the node's settings name no policy file"},
+		{"a link in place of a file", func(t *testing.T, _ *config.Config, out, outside string) {
+			p := filepath.Join(out, "policy.cedar")
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(outside, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			rm(t, p)
+			if err := os.Symlink(outside, p); err != nil {
+				t.Fatal(err)
+			}
+		}, "policy.cedar is a symbolic link, not a regular file"},
+		{"a file not in the manifest", func(t *testing.T, _ *config.Config, out, outside string) {
+			if err := os.WriteFile(filepath.Join(out, "extra.sh"), []byte("#!/bin/sh\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, "extra.sh is not in the manifest"},
+		{"a link not in the manifest", func(t *testing.T, _ *config.Config, out, outside string) {
+			if err := os.Symlink("/etc", filepath.Join(out, "etc")); err != nil {
+				t.Fatal(err)
+			}
+		}, "etc is not in the manifest"},
+		{"a file listed twice", func(t *testing.T, _ *config.Config, out, outside string) {
+			editManifest(t, out, func(m *backup.Manifest) { m.Files = append(m.Files, m.Files[0]) })
+		}, "twice"},
+		{"an audit entry edited, sums made again", func(t *testing.T, _ *config.Config, out, outside string) {
+			execOn(t, filepath.Join(out, "tasks.db"), "UPDATE audit_log SET reason = 'nothing happened' WHERE seq = 2")
+			editManifest(t, out, nil)
+		}, "entry 2"},
+		{"the last audit entries removed, sums made again", func(t *testing.T, _ *config.Config, out, outside string) {
+			execOn(t, filepath.Join(out, "tasks.db"), "DELETE FROM audit_log WHERE seq = 6")
+			editManifest(t, out, nil)
+		}, "tasks.db"},
+		{"the audit head edited in the manifest", func(t *testing.T, _ *config.Config, out, outside string) {
+			editManifest(t, out, func(m *backup.Manifest) { m.Audit.Seq--; m.AuditEntries-- })
+		}, "the manifest says 5"},
+		{"another key", func(t *testing.T, _ *config.Config, out, outside string) {
+			p := filepath.Join(out, "identity.key")
+			rm(t, p)
+			if err := identity.SaveKeyFile(p, other); err != nil {
+				t.Fatal(err)
+			}
+			editManifest(t, out, nil)
+		}, "identity.key is the key of " + other.Address(identity.Mainnet)},
+		{"another key and address", func(t *testing.T, _ *config.Config, out, outside string) {
+			p := filepath.Join(out, "identity.key")
+			rm(t, p)
+			if err := identity.SaveKeyFile(p, other); err != nil {
+				t.Fatal(err)
+			}
+			editManifest(t, out, func(m *backup.Manifest) { m.Address = other.Address(identity.Mainnet) })
+		}, "signed by " + address},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, out := sealedBackup(t)
+			outside := filepath.Join(t.TempDir(), "outside")
+			c.spoil(t, &cfg, out, outside)
+			before := listing(t, out)
+			m, err := backup.Check(context.Background(), cfg, out)
+			if !errors.Is(err, backup.ErrBad) || !strings.Contains(err.Error(), c.reason) {
+				t.Fatalf("Check: %+v, %v; want backup.ErrBad naming %q", m, err, c.reason)
+			}
+			t.Log(err)
+			if after := listing(t, out); !slices.Equal(before, after) {
+				t.Errorf("Check changed the backup folder:\n%v\n%v", before, after)
+			}
+			if _, err := os.Stat(outside); err == nil && c.name != "a link in place of a file" {
+				t.Errorf("Check wrote %s", outside)
+			}
+		})
+	}
+}
+
+func rm(t *testing.T, path string) {
+	t.Helper()
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func truncate(t *testing.T, path string, n int64) {
+	t.Helper()
+	if err := os.Truncate(path, n); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func flip(t *testing.T, path string, at int) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[at] ^= 0xff
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// execOn runs query on the SQLite database at path, as someone with the
+// file would.
+func execOn(t *testing.T, path, query string) {
+	t.Helper()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(query); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
