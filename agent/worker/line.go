@@ -2,6 +2,7 @@ package worker
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -60,7 +61,8 @@ func ParseLine(line []byte, max int) (*agent.Answer, error) {
 // of the line it answers (the job request's or the observation's step).
 // A line that is not one well-formed JSON object, or that names no step,
 // is returned as it is, for ParseLine to judge. A step that is not an
-// integer from 0 is a LineError of rule step.
+// integer from 0 (written as one: 1.0 and 1e0 are refused), or a step
+// named twice, is a LineError of rule step.
 func AnswerStep(line []byte) (rest []byte, step int, named bool, err error) {
 	dec := jsontext.NewDecoder(bytes.NewReader(line))
 	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
@@ -73,6 +75,12 @@ func AnswerStep(line []byte) (rest []byte, step int, named bool, err error) {
 	for dec.PeekKind() != '}' {
 		tok, err := dec.ReadToken()
 		if err != nil {
+			// A step named twice is refused here, naming it; another
+			// name twice is ParseLine's to refuse (json).
+			var se *jsontext.SyntacticError
+			if errors.Is(err, jsontext.ErrDuplicateName) && errors.As(err, &se) && se.JSONPointer == "/step" {
+				return nil, 0, false, &LineError{Rule: "step", Message: "at /step: the step is named twice; name it once, the step of the line it answers"}
+			}
 			return line, 0, false, nil
 		}
 		name := tok.String() // the token is void after the next read

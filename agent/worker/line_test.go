@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/snapnode/snapnode/agent/worker"
 )
 
@@ -88,8 +91,17 @@ func TestAnswerStep(t *testing.T) {
 		{`{"action":"THINK","step":3,"args":{"step":1}}`, `{"action":"THINK","args":{"step":1}}`, 3, true, ""},
 		{`{"st\u0065p":0, "action":"COMPLETED"}`, `{"action":"COMPLETED"}`, 0, true, ""},
 		{`{"action":"THINK","args":{"step":1}}`, `{"action":"THINK","args":{"step":1}}`, 0, false, ""},
-		{`{"step":1,"step":2}`, `{"step":1,"step":2}`, 0, false, ""}, // ParseLine refuses it (json)
-		{`{"step":1} {}`, `{"step":1} {}`, 0, false, ""},             // ParseLine refuses it (json)
+		{`{"step":1,"step":2}`, "", 0, false, "step"},
+		{`{"step":1,"st\u0065p":1}`, "", 0, false, "step"},
+		{`{"action":"THINK","step":0,"args":{},"step":0}`, "", 0, false, "step"},
+		{`{"a":1,"a":2,"step":1}`, `{"a":1,"a":2,"step":1}`, 0, false, ""},             // ParseLine refuses it (json)
+		{`{"args":{"step":1,"step":2}}`, `{"args":{"step":1,"step":2}}`, 0, false, ""}, // ParseLine refuses it (json)
+		{`{"step":01}`, `{"step":01}`, 0, false, ""},                                   // ParseLine refuses it (json)
+		{"{\"st\xffep\":1,\"step\":1}", "{\"st\xffep\":1,\"step\":1}", 0, false, ""},   // ParseLine refuses it (utf8)
+		{`{"step":-0,"action":"THINK"}`, `{"action":"THINK"}`, 0, true, ""},            // -0 is the integer 0
+		{`{"step":9223372036854775808}`, "", 0, false, "step"},
+		{`{"step":1E0}`, "", 0, false, "step"},
+		{`{"step":1} {}`, `{"step":1} {}`, 0, false, ""}, // ParseLine refuses it (json)
 		{`prose`, `prose`, 0, false, ""},
 		{`{"step":"1"}`, "", 0, false, "step"},
 		{`{"step":-1}`, "", 0, false, "step"},
@@ -109,4 +121,35 @@ func TestAnswerStep(t *testing.T) {
 			t.Errorf("%s: %s, %d, %v, %v; want %s, %d, %v", c.line, rest, step, named, err, c.rest, c.step, c.named)
 		}
 	}
+}
+
+// Whatever a worker writes, AnswerStep's rest of a line that names its
+// step is one JSON object without a step member at its top, never longer
+// than the line: the line's bound holds for what is judged and recorded.
+func FuzzAnswerStep(f *testing.F) {
+	for _, s := range []string{
+		`{"step":0,"schema_version":"1.0.0","action":"THINK","args":{"step":1}}`,
+		`{"st\u0065p":2, "a" : [1, {"step":3}] }`,
+		`{"step":1,"step":2}`,
+		`{"step":-0}`,
+		"{\"step\":1}\r",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		rest, step, named, err := worker.AnswerStep(line)
+		if err != nil || !named {
+			return
+		}
+		if step < 0 || len(rest) > len(line) {
+			t.Fatalf("%q: step %d, rest %q", line, step, rest)
+		}
+		var m map[string]jsontext.Value
+		if err := json.Unmarshal(rest, &m); err != nil {
+			t.Fatalf("%q: rest %q: %v", line, rest, err)
+		}
+		if _, ok := m["step"]; ok {
+			t.Fatalf("%q: rest %q keeps a step", line, rest)
+		}
+	})
 }

@@ -99,6 +99,8 @@ func TestStepViolations(t *testing.T) {
 			"the worker's answer names step 1 at /step; want the step of the line it answers, 0"},
 		{"dropped", []string{"STEPPED=1", "DROP_STEP=1"}, 1, "step",
 			"the worker's answer names no step at /step after its earlier answers named theirs"},
+		{"named twice", []string{"STEPPED=1", "STEP_TWICE=1"}, 1, "step",
+			"the worker wrote garbage: at /step: the step is named twice"},
 		// Garbage is refused as such, not for its missing step.
 		{"garbage", []string{"STEPPED=1", "GARBAGE_AT=1"}, 1, "object",
 			"the worker wrote garbage: the answer is not a single JSON object"},

@@ -4,7 +4,8 @@
 # STEPPED=1 it names the step of the line each answer answers; with
 # STALE=n it writes n copies of its first answer at once; with
 # STEP_SHIFT=n it names the step plus n; with DROP_STEP=k its k-th answer
-# (from 0) names no step; with GARBAGE_AT=k its k-th answer is prose.
+# (from 0) names no step; with GARBAGE_AT=k its k-th answer is prose; with
+# STEP_TWICE=k its k-th answer names its step twice.
 import json
 import os
 import sys
@@ -17,6 +18,7 @@ stale = int(os.environ.get("STALE", "0"))
 shift = int(os.environ.get("STEP_SHIFT", "0"))
 drop = int(os.environ.get("DROP_STEP", "-1"))
 garbage = int(os.environ.get("GARBAGE_AT", "-1"))
+twice = int(os.environ.get("STEP_TWICE", "-1"))
 
 
 def answer(step, what, n, named=True):
@@ -26,6 +28,8 @@ def answer(step, what, n, named=True):
          "action": "THINK", "args": {}}
     if stepped and named:
         a["step"] = step
+    if n == twice:
+        return json.dumps(a)[:-1] + ', "step": %d}\n' % step
     return json.dumps(a) + "\n"
 
 
