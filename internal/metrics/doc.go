@@ -25,6 +25,7 @@
 //	snapnode_agent_model_calls_total{status}      model calls: SUCCESS, ERROR, TIMEOUT
 //	snapnode_agent_model_call_seconds             model call time, a histogram
 //	snapnode_agent_cost_cents_total               what the model calls cost
+//	snapnode_agent_worker_stale_lines_total       external workers' lines for past steps, skipped
 //	go_*, process_*                               the runtime and the process
 //
 // Label values are bounded: a method not given in Options.Methods is

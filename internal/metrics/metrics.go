@@ -51,7 +51,9 @@ type Metrics struct {
 	// checkpoints counts the database's WAL checkpoints.
 	checkpoints func() (done, failed int64)
 	shares      func() Shares
-	timeout     time.Duration
+	// staleLines counts the external workers' lines for past steps.
+	staleLines func() int64
+	timeout    time.Duration
 }
 
 // New returns Metrics with every series registered.
@@ -206,6 +208,15 @@ func (m *Metrics) SetShares(f func() Shares) {
 	m.shares = f
 }
 
+// SetWorkerStaleLines sets where the count of the lines for past steps
+// the agent's external workers wrote (each skipped, never run) is read at
+// each scrape.
+func (m *Metrics) SetWorkerStaleLines(f func() int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.staleLines = f
+}
+
 // gauges is the collector of the values read at scrape time.
 type gauges Metrics
 
@@ -217,6 +228,7 @@ var (
 	cpDesc     = prometheus.NewDesc("snapnode_database_checkpoints_total", "WAL checkpoints of the SQLite database run beside its writer, by result (done, failed).", []string{"result"}, nil)
 	aliveDesc  = prometheus.NewDesc("snapnode_replicas_alive", "Processes of this identity sharing the Nostr requests, as this one counts them (itself included while it receives).", nil, nil)
 	sharedDesc = prometheus.NewDesc("snapnode_inbox_shared_total", "Nostr requests that were another replica's share, by outcome: kept (passed over unopened), taken_up (their owner stopped, this process answered them), left (their owner had them).", []string{"outcome"}, nil)
+	staleDesc  = prometheus.NewDesc("snapnode_agent_worker_stale_lines_total", "Lines the agent's external workers wrote for a past step: each skipped, never run.", nil, nil)
 )
 
 // Describe implements prometheus.Collector.
@@ -228,13 +240,14 @@ func (g *gauges) Describe(ch chan<- *prometheus.Desc) {
 	ch <- cpDesc
 	ch <- aliveDesc
 	ch <- sharedDesc
+	ch <- staleDesc
 }
 
 // Collect implements prometheus.Collector. A source that fails is
 // reported to the scraper as an invalid metric; the others still are.
 func (g *gauges) Collect(ch chan<- prometheus.Metric) {
 	g.mu.Lock()
-	relays, tasks, replay, jobs, checkpoints, shares, timeout := g.relays, g.tasks, g.replay, g.jobs, g.checkpoints, g.shares, g.timeout
+	relays, tasks, replay, jobs, checkpoints, shares, stale, timeout := g.relays, g.tasks, g.replay, g.jobs, g.checkpoints, g.shares, g.staleLines, g.timeout
 	g.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -264,6 +277,9 @@ func (g *gauges) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(sharedDesc, prometheus.CounterValue, float64(sh.Kept), "kept")
 		ch <- prometheus.MustNewConstMetric(sharedDesc, prometheus.CounterValue, float64(sh.Taken), "taken_up")
 		ch <- prometheus.MustNewConstMetric(sharedDesc, prometheus.CounterValue, float64(sh.Left), "left")
+	}
+	if stale != nil {
+		ch <- prometheus.MustNewConstMetric(staleDesc, prometheus.CounterValue, float64(stale()))
 	}
 }
 

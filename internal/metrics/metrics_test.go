@@ -80,7 +80,11 @@ func TestGaugesAtScrape(t *testing.T) {
 	m.SetReplaySize(func(context.Context) (int64, error) { return 42, nil })
 	m.SetCheckpoints(func() (int64, int64) { return 7, 1 })
 	m.SetShares(func() metrics.Shares { return metrics.Shares{Alive: 2, Kept: 10, Taken: 3, Left: 6} })
+	m.SetWorkerStaleLines(func() int64 { return 4 })
 	want := `
+# HELP snapnode_agent_worker_stale_lines_total Lines the agent's external workers wrote for a past step: each skipped, never run.
+# TYPE snapnode_agent_worker_stale_lines_total counter
+snapnode_agent_worker_stale_lines_total 4
 # HELP snapnode_database_checkpoints_total WAL checkpoints of the SQLite database run beside its writer, by result (done, failed).
 # TYPE snapnode_database_checkpoints_total counter
 snapnode_database_checkpoints_total{result="done"} 7
@@ -106,7 +110,7 @@ snapnode_tasks{state="completed"} 1
 snapnode_tasks{state="submitted"} 3
 `
 	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want),
-		"snapnode_database_checkpoints_total", "snapnode_inbox_shared_total", "snapnode_relay_connections", "snapnode_replay_records", "snapnode_replicas_alive", "snapnode_tasks"); err != nil {
+		"snapnode_agent_worker_stale_lines_total", "snapnode_database_checkpoints_total", "snapnode_inbox_shared_total", "snapnode_relay_connections", "snapnode_replay_records", "snapnode_replicas_alive", "snapnode_tasks"); err != nil {
 		t.Error(err)
 	}
 	// Read again at the next scrape, not cached.

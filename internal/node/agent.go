@@ -92,9 +92,10 @@ func openAgentQueue(ctx context.Context, db *sqldb.DB, taskStore tasks.Store, a 
 
 // startAgent builds the agent runtime on the node's job store, executor
 // and sandbox, and the model client (or the external worker pool, whose
-// protocol violations go to the audit log) from the settings. The runtime
-// runs until ctx ends; done is closed when it has stopped.
-func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queue *agent.Queue, exec agent.Executor, svc *tasks.Service, obs agent.Observer, auditLog worker.Auditor, self *identity.Key, relays delegate.Relays, poll time.Duration, logger *slog.Logger) (*agent.Runtime, <-chan struct{}, error) {
+// protocol violations go to the audit log) from the settings; mx gets its
+// model calls and the worker's skipped lines. The runtime runs until ctx
+// ends; done is closed when it has stopped.
+func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queue *agent.Queue, exec agent.Executor, svc *tasks.Service, mx *metrics.Metrics, auditLog worker.Auditor, self *identity.Key, relays delegate.Relays, poll time.Duration, logger *slog.Logger) (*agent.Runtime, <-chan struct{}, error) {
 	a := cfg.Agent
 	var (
 		key       string
@@ -202,12 +203,19 @@ func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queu
 		RequestTimeout: callTimeout, ContextTokens: a.ContextTokens, Lease: a.Lease.Duration,
 		MaxObservationBytes: a.MaxObservationBytes, MaxAnswerBytes: a.MaxAnswerBytes,
 		MaxHistoryBytes: a.MaxHistoryBytes, MaxRetries: a.MaxRetries, Redact: redact, Secrets: []string{key},
-		SystemPrompt: a.SystemPrompt, Review: a.Review, ReviewModel: review, ReviewModelName: reviewName, Sensitive: a.Sensitive, Backoff: a.RetryBackoff.Duration, Observer: obs, Logger: logger.With("part", "agent"),
+		SystemPrompt: a.SystemPrompt, Review: a.Review, ReviewModel: review, ReviewModelName: reviewName, Sensitive: a.Sensitive, Backoff: a.RetryBackoff.Duration, Observer: mx, Logger: logger.With("part", "agent"),
 		ForgetAfter: cfg.TaskRetention.Duration, PassTimeout: cfg.BackgroundTimeout.Duration, Poll: poll,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("node: agent: %w", err)
 	}
+	// Served whenever the agent runs, 0 without a worker, as the other
+	// agent series are.
+	stale := func() int64 { return 0 }
+	if pool != nil {
+		stale = pool.StaleLines
+	}
+	mx.SetWorkerStaleLines(stale)
 	done := make(chan struct{})
 	var looks sync.WaitGroup
 	if client != nil {

@@ -2,6 +2,8 @@ package node_test
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -413,5 +415,35 @@ func TestWorkerErrorOutputRedacted(t *testing.T) {
 				t.Errorf("%q holds the secret %q", s, secret)
 			}
 		}
+	}
+}
+
+// A worker's lines for past steps, each skipped, are counted in
+// /metrics: twice.py writes each answer again after the next
+// observation, naming the step it answered, so every step after the
+// first skips one such line before its answer.
+func TestWorkerStaleLinesMetric(t *testing.T) {
+	py := interpreter(t, "python3")
+	script, err := filepath.Abs(filepath.Join("..", "..", "agent", "worker", "testdata", "twice.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := startWorkerNode(t, []string{py, script}, func(c *config.Config) {
+		c.HTTPListen = "127.0.0.1:0"
+		c.Agent.CommandEnv = append(c.Agent.CommandEnv, "STEPPED=1")
+		c.Agent.MaxSteps = 3 // twice.py thinks forever: the job halts after its third step
+	})
+	id := w.send(t, "", "think")
+	if got := w.wait(t, id, tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired); got.Status.State != tasks.StateFailed {
+		t.Fatalf("task %s %q; want failed at the step limit", got.Status.State, got.Status.Message)
+	}
+	resp, err := http.Get(w.HTTPURL() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if want := "snapnode_agent_worker_stale_lines_total 2\n"; !strings.Contains(string(body), want) {
+		t.Errorf("/metrics has no %q (one skipped line in each of steps 1 and 2)", want)
 	}
 }
