@@ -13,8 +13,9 @@
 // names a past step (a late or duplicated line) is skipped, logged and
 // counted ([Pool.StaleLines]), never run: past [MaxStaleLines] of one
 // process, the worker is stopped (rule stale). An answer that names a step
-// not asked yet, or no step once the worker's earlier lines named theirs,
-// is a violation (rule step). An answer that names no step from a worker
+// not asked yet, a step that is not a JSON integer from 0 or is named
+// twice, or no step once the worker's earlier lines named theirs, is a
+// violation (rule step). An answer that names no step from a worker
 // that never named one is taken as the answer to the step the node waits
 // for, as before steps were named: such a worker's late line cannot be
 // told from its answer.
