@@ -78,7 +78,9 @@
 // path (sandbox.Divergence.Kept) and its path left as found: the reason
 // says what the path holds (what the action wrote, where the crash came
 // once it was in) and the name the edit was kept as, and the entry lists
-// it under "diverged" with "kept".
+// it under "diverged" with "kept". Should the commit that records this
+// fail, or the node stop before it, the next recovery of the action says
+// the same: the path still left as found, the edit named where it went.
 //
 // # Decisions where the design documents are silent
 //

@@ -362,11 +362,24 @@ func (e *Executor) undoAround(ctx context.Context, j *journal, r *record, around
 	}
 	d := recoveredDetail{touchedDetail: touched(undoDiffs(snap)), Diverged: diverged(left)}
 	if from == stateRollingBack {
-		return e.rolledBack(ctx, j, r, snap, "recovered", left, reason, d)
+		err = e.rolledBack(ctx, j, r, snap, "recovered", left, reason, d)
+	} else {
+		r.State, r.Reason, r.Updated = stateFailed, reason, e.now()
+		j.add(audit.Entry{Actor: Host, Step: audit.StepFailed, Decision: "recovered", Reason: r.Reason, Detail: d.fitted()})
+		err = j.commit(ctx, e.settle(r, from))
 	}
-	r.State, r.Reason, r.Updated = stateFailed, reason, e.now()
-	j.add(audit.Entry{Actor: Host, Step: audit.StepFailed, Decision: "recovered", Reason: r.Reason, Detail: d.fitted()})
-	return j.commit(ctx, e.settle(r, from))
+	if err != nil || !around {
+		return err
+	}
+	// The names of the edits kept are recorded now: the sandbox's own
+	// record of them, which named them again to a recovery that came
+	// after this commit failed (or the process stopped before it), can
+	// go. Through e.sb, not sb: r is no longer held. Should it stay, it
+	// is the record of a snapshot no recovery reads again.
+	if ferr := e.sb.ForgetKept(context.WithoutCancel(ctx), snap); ferr != nil {
+		e.logger.Warn("executor: could not remove the sandbox's record of the edits a recovery kept; it is not read again", "action", r.ActionID, "err", ferr)
+	}
+	return nil
 }
 
 // ReasonDiverged begins the reason of an action whose promotion was cut

@@ -32,7 +32,7 @@ import (
 // after the new image went in), the file set aside goes if it holds one
 // of e's images, which the snapshot keeps. Holding anything else (an
 // edit made meanwhile), it stays: with keep set, hidden names it
-// (relative), for the caller to move it to a visible name (keepAside)
+// (relative), for the caller to move it to a visible name (moveKept)
 // once nothing else can fail; otherwise the error matches ErrDiverged
 // and names it.
 func (s *Sandbox) unstash(ctx context.Context, e entry, keep bool) (hidden string, err error) {
@@ -85,28 +85,11 @@ func (s *Sandbox) unstash(ctx context.Context, e entry, keep bool) (hidden strin
 	return hidden, nil
 }
 
-// keepAside moves the file set aside for rel that unstash found edited
-// to a visible name beside rel (keepVisible), durably. A move done whose
-// directory sync failed is returned with the error, for unkeep to undo.
-func (s *Sandbox) keepAside(ctx context.Context, rel string) (*keptFile, error) {
-	d, name, err := s.openParent(ctx, rel)
-	if err != nil {
-		return nil, err
-	}
-	defer d.close()
-	hidden := join(parentOf(rel), asideName(name))
-	kept, err := s.keepVisible(d.r, rel, asideName(name))
-	if err != nil {
-		return nil, fmt.Errorf("%s in the workspace folder, the file the interrupted change set aside under its private name for this path, holds neither image and could not be moved to a visible name: %w", hidden, err)
-	}
-	return &keptFile{hidden: hidden, kept: kept}, s.syncDir(d.r)
-}
-
-// unkeep moves the file keepAside moved back to its private name, when
+// unkeep moves the file moveKept moved back to its private name, when
 // the recovery that moved it fails later, and returns cause: the next
 // recovery finds it there again and names it. If it cannot, the error
-// says where it is.
-func (s *Sandbox) unkeep(ctx context.Context, k *keptFile, cause error) error {
+// says where it is, and back is false.
+func (s *Sandbox) unkeep(ctx context.Context, k *keptFile, cause error) (_ error, back bool) {
 	d, _, err := s.openParent(ctx, k.kept)
 	if err == nil {
 		defer d.close()
@@ -116,9 +99,9 @@ func (s *Sandbox) unkeep(ctx context.Context, k *keptFile, cause error) error {
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("%w (%s, and could not be moved back to its private name, %v: a later recovery will not name it)", cause, k, strings.TrimPrefix(err.Error(), "sandbox: "))
+		return fmt.Errorf("%w (%s, and could not be moved back to its private name, %v)", cause, k, strings.TrimPrefix(err.Error(), "sandbox: ")), false
 	}
-	return cause
+	return cause, true
 }
 
 // keptFile is a file set aside under the private name hidden and moved
@@ -189,11 +172,8 @@ func (s *Sandbox) keepVisible(d *os.Root, rel, hidden string) (string, error) {
 	now := s.core.now()
 	for n := range maxKeptTries {
 		kept := keptName(rel, now, n)
-		if kept == "" && n > 0 {
-			return "", fmt.Errorf("%s and the %d names numbered after it that are short enough are taken", Virtual(keptName(rel, now, 0)), n-1)
-		}
 		if kept == "" {
-			return "", fmt.Errorf("no visible name beside %s is short enough: its folders' names leave no room in the %d bytes of a path for %q and the time", Virtual(rel), MaxPathBytes, ".kept-")
+			return "", noKeptName(rel, now, n)
 		}
 		err := s.renameAside(d, hidden, base(kept))
 		if errors.Is(err, fs.ErrExist) {

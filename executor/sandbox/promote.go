@@ -124,7 +124,13 @@ type Divergence struct {
 // nothing hidden is left to bar a later change of the path. That move is
 // part of the all or none: made once every path is checked, undone if a
 // step after it fails, so that the next RecoverAround finds the file
-// again and names it.
+// again and names it. It is also recorded in the workspace folder,
+// durably, before the file moves: should the caller fail to record what
+// RecoverAround returned (its commit failed, the process stopped), the
+// next RecoverAround of snap returns the same, the path left as found
+// and the file named where it was moved, rather than taking the path
+// for one the crash never reached. Call ForgetKept once the result is
+// recorded.
 func (s *Sandbox) RecoverAround(ctx context.Context, snap *Snapshot) ([]Divergence, error) {
 	left := []Divergence{}
 	if err := s.restore(ctx, snap, true, &left); err != nil {
@@ -159,28 +165,67 @@ func (s *Sandbox) restore(ctx context.Context, snap *Snapshot, partial bool, lef
 	leave := func(e entry, found Image, note string) {
 		*left = append(*left, Divergence{Path: Virtual(e.rel), Pre: e.pre.summary(), Post: e.post.summary(), Found: found.summary(), Note: note})
 	}
+	// The files an earlier RecoverAround of snap moved to visible names
+	// (see keptRecordName): its result may never have been recorded.
+	var record string
+	var prior map[string]keptEntry
+	if left != nil {
+		if record, err = keptRecordName(snap); err != nil {
+			return err
+		}
+		if prior, err = s.readKept(ctx, record, len(entries)); err != nil {
+			return opErr(op, "", err)
+		}
+	}
+	// found is what a path whose edit is kept holds, left as it is: the
+	// promotion's own image, where the crash came once it was in.
+	found := func(e entry, k string) error {
+		cur, err := s.load(ctx, e.rel)
+		note := ""
+		if unreadable(err) || errors.Is(err, ErrSpelling) || errors.Is(err, ErrNotDir) {
+			cur, note = Image{}, strings.TrimPrefix(err.Error(), "sandbox: ")
+		} else if err != nil {
+			return opErr(op, e.rel, err)
+		}
+		if k != "" {
+			note = strings.TrimPrefix(note+"; "+k, "; ")
+		}
+		*left = append(*left, Divergence{Path: Virtual(e.rel), Pre: e.pre.summary(), Post: e.post.summary(),
+			Found: cur.summary(), Note: note})
+		return nil
+	}
 	going := make(map[string]bool)
 	var steps []entry
-	var keeps []int // the divergences in *left whose file set aside is kept
+	var keeps []int       // the divergences in *left whose file set aside is kept
+	var again []keptEntry // those an earlier recovery moved, named again
 	for _, e := range entries {
 		if partial && (e.pre.Kind == KindFile || e.post.Kind == KindFile) {
+			if k, ok := prior[e.rel]; ok {
+				there, err := s.asideThere(ctx, e.rel)
+				if err != nil {
+					return opErr(op, e.rel, err)
+				}
+				if !there {
+					// Moved by an earlier recovery whose result was
+					// never recorded: left as found, as it left it.
+					if err := found(e, k.String()); err != nil {
+						return err
+					}
+					(*left)[len(*left)-1].Kept = Virtual(k.Kept)
+					again = append(again, k)
+					continue
+				}
+			}
 			hidden, err := s.unstash(ctx, e, left != nil)
 			if err != nil {
 				return opErr(op, e.rel, err)
 			}
 			if hidden != "" {
 				// The edit is kept (moved below, once nothing else can
-				// fail), the path left as it is: the promotion's own
-				// image, where the crash came once it was in.
-				cur, err := s.load(ctx, e.rel)
-				note := ""
-				if unreadable(err) || errors.Is(err, ErrSpelling) || errors.Is(err, ErrNotDir) {
-					cur, note = Image{}, strings.TrimPrefix(err.Error(), "sandbox: ")
-				} else if err != nil {
-					return opErr(op, e.rel, err)
+				// fail), the path left as it is.
+				if err := found(e, ""); err != nil {
+					return err
 				}
-				*left = append(*left, Divergence{Path: Virtual(e.rel), Pre: e.pre.summary(), Post: e.post.summary(),
-					Found: cur.summary(), Note: note})
 				keeps = append(keeps, len(*left)-1)
 				continue
 			}
@@ -219,14 +264,13 @@ func (s *Sandbox) restore(ctx context.Context, snap *Snapshot, partial bool, lef
 	// recovery that fails changes nothing and the next one names them.
 	var moved []*keptFile
 	if len(keeps) > 0 {
-		if moved, err = s.keepAll(ctx, op, keeps, *left); err != nil {
+		if moved, err = s.keepAll(ctx, op, keeps, *left, record, prior); err != nil {
 			return err
 		}
 	}
 	defer func() {
-		bg := context.WithoutCancel(ctx)
-		for i := len(moved) - 1; err != nil && i >= 0; i-- {
-			err = s.unkeep(bg, moved[i], err)
+		if err != nil && moved != nil {
+			err = s.unkeepAll(context.WithoutCancel(ctx), moved, record, prior, err)
 		}
 	}()
 	if left != nil {
@@ -254,26 +298,44 @@ func (s *Sandbox) restore(ctx context.Context, snap *Snapshot, partial bool, lef
 }
 
 // keepAll moves the files set aside of the divergences left[i], i in
-// keeps, to visible names (keepAside), and sets their Kept and Note. If
-// one cannot be moved, those moved go back (unkeep) and the error says
-// why.
-func (s *Sandbox) keepAll(ctx context.Context, op string, keeps []int, left []Divergence) (moved []*keptFile, err error) {
+// keeps, to visible names, and sets their Kept and Note: it picks the
+// names (pickKept), writes them in the record (with prior, what it
+// held), then moves the files (moveKept). If one cannot
+// be moved, those moved go back (unkeepAll) and the error says why.
+func (s *Sandbox) keepAll(ctx context.Context, op string, keeps []int, left []Divergence, record string, prior map[string]keptEntry) (moved []*keptFile, err error) {
+	taken := make(map[string]bool)
+	picks := make([]keptEntry, 0, len(keeps))
 	for _, i := range keeps {
+		rel := strings.TrimPrefix(left[i].Path, Prefix)
+		k, err := s.pickKept(ctx, rel, taken)
+		if err != nil {
+			return nil, opErr(op, rel, fmt.Errorf("%s in the workspace folder, the file the interrupted change set aside under its private name for this path, holds neither image and could not be moved to a visible name: %w",
+				join(parentOf(rel), asideName(base(rel))), err))
+		}
+		taken[k.Kept] = true
+		picks = append(picks, k)
+	}
+	// The record keeps what it held (a file it lists that is set aside
+	// again is settled afresh, and its entry goes with the new one).
+	list := slices.Clone(picks)
+	for rel, k := range prior {
+		if !slices.ContainsFunc(picks, func(p keptEntry) bool { return p.Path == rel }) {
+			list = append(list, k)
+		}
+	}
+	if err := s.writeKept(ctx, record, list); err != nil {
+		return nil, opErr(op, "", err)
+	}
+	for n, i := range keeps {
 		l := &left[i]
-		rel := strings.TrimPrefix(l.Path, Prefix)
-		k, err := s.keepAside(ctx, rel)
+		k, err := s.moveKept(ctx, picks[n])
 		if k != nil {
 			moved = append(moved, k)
 			l.Kept = Virtual(k.kept)
 			l.Note = strings.TrimPrefix(l.Note+"; "+k.String(), "; ")
 		}
 		if err != nil {
-			err = opErr(op, rel, err)
-			bg := context.WithoutCancel(ctx)
-			for j := len(moved) - 1; j >= 0; j-- {
-				err = s.unkeep(bg, moved[j], err)
-			}
-			return nil, err
+			return nil, s.unkeepAll(context.WithoutCancel(ctx), moved, record, prior, opErr(op, picks[n].Path, err))
 		}
 	}
 	return moved, nil

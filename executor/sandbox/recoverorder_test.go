@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -74,6 +75,9 @@ func TestRecoverAroundRetryNamesKept(t *testing.T) {
 		}
 		if got := keptFiles(t, dir); len(got) != 1 {
 			t.Errorf("kept files = %v; want one", got)
+		}
+		if err := sb.ForgetKept(ctx, snap); err != nil { // the result recorded
+			t.Fatal(err)
 		}
 		if left := reservedFiles(t, dir); left != nil {
 			t.Errorf("private files left: %v", left)
@@ -276,6 +280,54 @@ func TestRecoverAroundKeptNameTaken(t *testing.T) {
 		}
 		if b, err := os.ReadFile(name(3)); err != nil || string(b) != "taken\n" {
 			t.Errorf("%s = %q, %v; want it untouched", name(3), b, err)
+		}
+	})
+}
+
+// TestRecoverAroundResultLost: RecoverAround moves the edited file set
+// aside to a visible name and succeeds, but its caller never records
+// what it returned (its database commit failed, or the process stopped).
+// The next RecoverAround of the snapshot, after a start's Sweep and at a
+// later time, must return what the first did: notes.md left as found,
+// the edit named where it was moved, and nothing else changed. Before,
+// it found nothing set aside, put notes.md back to its pre-image, where
+// the first left it as found, and named no kept file. Once the result is
+// recorded (ForgetKept), nothing private is left.
+func TestRecoverAroundResultLost(t *testing.T) {
+	ctx := context.Background()
+	eachWay(t, "", func(t *testing.T, set func(*sandbox.Sandbox)) {
+		dir, sb := newSandbox(t, sandbox.Limits{}, stageFixture)
+		set(sb)
+		sandbox.SetClock(sb, func() time.Time { return keptAt })
+		snap := crashAsideEdited(t, dir, sb)
+		first, err := sb.RecoverAround(ctx, snap)
+		const kept = "/sandbox/notes.kept-20261127T184413Z.md"
+		if err != nil || len(first) != 1 || first[0].Kept != kept {
+			t.Fatalf("RecoverAround = %+v, %v; want notes.md left, kept as %s", first, err, kept)
+		}
+		after := treeHash(t, dir)
+		if _, err := sb.Sweep(ctx); err != nil {
+			t.Fatal(err)
+		}
+		sandbox.SetClock(sb, func() time.Time { return keptAt.Add(time.Hour) })
+		again, err := sb.RecoverAround(ctx, snap)
+		if err != nil || len(again) != 1 || !reflect.DeepEqual(again, first) {
+			t.Fatalf("RecoverAround again = %+v, %v; want what the first returned, %+v", again, err, first)
+		}
+		if treeHash(t, dir) != after {
+			t.Errorf("the second RecoverAround changed the tree (kept files: %v)", keptFiles(t, dir))
+		}
+		if b, err := sb.Read(ctx, "/sandbox/notes.md"); err != nil || first[0].Found.SHA256 != first[0].Post.SHA256 {
+			t.Errorf("notes.md = %q, %v; want as found, the action's image", b, err)
+		}
+		if err := sb.ForgetKept(ctx, snap); err != nil {
+			t.Fatal(err)
+		}
+		if left := reservedFiles(t, dir); left != nil {
+			t.Errorf("private files left: %v", left)
+		}
+		if err := sb.ForgetKept(ctx, snap); err != nil {
+			t.Errorf("ForgetKept with nothing to forget: %v", err)
 		}
 	})
 }

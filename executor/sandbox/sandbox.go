@@ -454,8 +454,10 @@ func (s *Sandbox) Sweep(ctx context.Context) (int, error) {
 	var stale []string
 	err := s.walk(ctx, func(rel string, fi fs.FileInfo) error {
 		// A file set aside (asideName) is the workspace's, not the
-		// sandbox's: Recover puts it back.
-		if fi.Mode().IsRegular() && strings.HasPrefix(base(rel), ReservedPrefix) && rel != LockFile && !strings.HasPrefix(base(rel), asidePrefix) {
+		// sandbox's: Recover puts it back. A record of the files kept
+		// (keptRecordName) is what a recovery reads.
+		if fi.Mode().IsRegular() && strings.HasPrefix(base(rel), ReservedPrefix) && rel != LockFile && !strings.HasPrefix(base(rel), asidePrefix) &&
+			!strings.HasPrefix(rel, keptRecordPrefix) {
 			stale = append(stale, rel)
 		}
 		return nil
