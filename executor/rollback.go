@@ -347,7 +347,7 @@ func (e *Executor) undoAround(ctx context.Context, j *journal, r *record, around
 	sb := e.sb.Checked(e.stillHeld(r.ActionID, from, r.Claim))
 	var left []sandbox.Divergence
 	if around {
-		left, err = sb.RecoverAround(ctx, snap)
+		left, err = sb.RecoverAroundFor(ctx, snap, r.ActionID)
 	} else {
 		err = sb.Recover(ctx, snap)
 	}
@@ -375,8 +375,8 @@ func (e *Executor) undoAround(ctx context.Context, j *journal, r *record, around
 	// record of them, which named them again to a recovery that came
 	// after this commit failed (or the process stopped before it), can
 	// go. Through e.sb, not sb: r is no longer held. Should it stay, it
-	// is the record of a snapshot no recovery reads again.
-	if ferr := e.sb.ForgetKept(context.WithoutCancel(ctx), snap); ferr != nil {
+	// is r's, which no recovery reads again.
+	if ferr := e.sb.ForgetKept(context.WithoutCancel(ctx), snap, r.ActionID); ferr != nil {
 		e.logger.Warn("executor: could not remove the sandbox's record of the edits a recovery kept; it is not read again", "action", r.ActionID, "err", ferr)
 	}
 	return nil

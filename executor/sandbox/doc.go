@@ -126,7 +126,13 @@
 // came once it was in) and reports it, Divergence.Kept naming the new
 // name and Note both. It moves it only once every path is checked, and
 // moves it back if a later step fails: a RecoverAround that fails leaves
-// it hidden, where the next one finds it and names it again. Where the
+// it hidden, where the next one finds it and names it again. Before it
+// moves any, it writes down, durably, the names they will take, in a
+// private record of the change (RecoverAroundFor) at the folder's root:
+// should its caller fail to record what it returned, the next
+// RecoverAround of the change returns the same, the path still left as
+// found and the file named where it went. ForgetKept removes the record
+// once the caller has recorded the result; Sweep leaves it. Where the
 // path's folders leave no room for a kept name (MaxPathBytes), nothing
 // is moved, and the error names the hidden file, for a person to rename
 // by hand. Until one of them has run, a change of that path

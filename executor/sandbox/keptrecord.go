@@ -30,19 +30,23 @@ import (
 // its private name (a move undone, or never made) is settled afresh.
 //
 // A record on disk cannot join the caller's commit, so it goes
-// (ForgetKept) only once the caller has recorded the recovery: a crash
-// between the two leaves the record of a recovery done, which is never
-// read again (the caller recovers a snapshot once it is recorded no
-// more) and only Sweep's caller could be misled by; Sweep leaves it.
+// (ForgetKept) only once the caller has recorded the recovery. A crash
+// between the two (or a commit that stood, its answer lost) leaves the
+// record of a recovery done, which is never read again: it is the
+// change's own (RecoverAroundFor), and a change once recorded recovered
+// is not recovered again. Sweep leaves records.
 
 // keptRecordPrefix starts the private name, at the workspace's root, of
 // a record of the files kept (keptRecordName).
 const keptRecordPrefix = ReservedPrefix + "kept-"
 
 // keptRecordName is the private name of the record of the files a
-// RecoverAround of snap moves to visible names: one per snapshot.
-func keptRecordName(snap *Snapshot) (string, error) {
-	b, err := json.Marshal(snap)
+// RecoverAroundFor of snap and id moves to visible names: one per change.
+func keptRecordName(snap *Snapshot, id string) (string, error) {
+	b, err := json.Marshal(struct {
+		ID   string    `json:"id"`
+		Snap *Snapshot `json:"snapshot"`
+	}{id, snap})
 	if err != nil {
 		return "", err
 	}
@@ -135,13 +139,15 @@ func (s *Sandbox) writeKept(ctx context.Context, name string, list []keptEntry) 
 	return s.syncDir(root.r)
 }
 
-// ForgetKept removes what RecoverAround of snap keeps, once it has moved
-// a file set aside to a visible name, so that a later RecoverAround of
-// snap names it again (see Divergence.Kept) should the caller fail to
-// record the first one's result: call it once that result is recorded.
-// With nothing to remove it does nothing.
-func (s *Sandbox) ForgetKept(ctx context.Context, snap *Snapshot) error {
-	name, err := keptRecordName(snap)
+// ForgetKept removes what RecoverAroundFor of snap and id (RecoverAround:
+// id "") keeps, once it has moved a file set aside to a visible name, so
+// that a later one names it again (see Divergence.Kept) should the
+// caller fail to record the first one's result: call it once that result
+// is recorded. With nothing to remove it does nothing. A record left (the
+// caller stopped, or this failed) is never read again but by a recovery
+// of the same change.
+func (s *Sandbox) ForgetKept(ctx context.Context, snap *Snapshot, id string) error {
+	name, err := keptRecordName(snap, id)
 	if err != nil {
 		return err
 	}

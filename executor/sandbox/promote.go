@@ -77,14 +77,14 @@ func (s *Sandbox) promote(ctx context.Context, st *Staged, temps map[string]*tem
 // differs, and nothing is restored). A directory the promotion created is
 // removed only if it holds nothing else.
 func (s *Sandbox) Rollback(ctx context.Context, snap *Snapshot) error {
-	return s.restore(ctx, snap, false, nil)
+	return s.restore(ctx, snap, false, nil, "")
 }
 
 // Recover is Rollback for a promotion that may have stopped half-way (a
 // crash, or ErrIncomplete): each path may be in its post-image or already
 // in its pre-image; any other state is ErrDiverged.
 func (s *Sandbox) Recover(ctx context.Context, snap *Snapshot) error {
-	return s.restore(ctx, snap, true, nil)
+	return s.restore(ctx, snap, true, nil, "")
 }
 
 // Divergence is a path RecoverAround left as it found it, something
@@ -132,8 +132,17 @@ type Divergence struct {
 // for one the crash never reached. Call ForgetKept once the result is
 // recorded.
 func (s *Sandbox) RecoverAround(ctx context.Context, snap *Snapshot) ([]Divergence, error) {
+	return s.RecoverAroundFor(ctx, snap, "")
+}
+
+// RecoverAroundFor is RecoverAround for the change the caller knows as
+// id (its own name for it, an action's id): the record of the files it
+// moves is id's, so that a later change with the very same snapshot,
+// should the record of this one outlive it (see ForgetKept), is not
+// taken for this one.
+func (s *Sandbox) RecoverAroundFor(ctx context.Context, snap *Snapshot, id string) ([]Divergence, error) {
 	left := []Divergence{}
-	if err := s.restore(ctx, snap, true, &left); err != nil {
+	if err := s.restore(ctx, snap, true, &left, id); err != nil {
 		return nil, err
 	}
 	return left, nil
@@ -147,8 +156,8 @@ func unreadable(err error) bool {
 
 // restore is Rollback, or Recover when partial. With left (only with
 // partial), a path that diverged is appended to it and left as found,
-// rather than refused.
-func (s *Sandbox) restore(ctx context.Context, snap *Snapshot, partial bool, left *[]Divergence) (err error) {
+// rather than refused; the record of the files kept is id's.
+func (s *Sandbox) restore(ctx context.Context, snap *Snapshot, partial bool, left *[]Divergence, id string) (err error) {
 	op := "rollback"
 	if partial {
 		op = "recover"
@@ -170,7 +179,7 @@ func (s *Sandbox) restore(ctx context.Context, snap *Snapshot, partial bool, lef
 	var record string
 	var prior map[string]keptEntry
 	if left != nil {
-		if record, err = keptRecordName(snap); err != nil {
+		if record, err = keptRecordName(snap, id); err != nil {
 			return err
 		}
 		if prior, err = s.readKept(ctx, record, len(entries)); err != nil {

@@ -409,7 +409,7 @@ func TestCrashAsideEdited(t *testing.T) {
 		if !strings.Contains(l.Note, sandbox.AsideName("notes.md")) || !strings.Contains(l.Note, kept) {
 			t.Errorf("Note = %q; want both names", l.Note)
 		}
-		if err := sb.ForgetKept(ctx, snap); err != nil { // the result recorded
+		if err := sb.ForgetKept(ctx, snap, ""); err != nil { // the result recorded
 			t.Fatal(err)
 		}
 		if left := reservedFiles(t, dir); left != nil {

@@ -76,7 +76,7 @@ func TestRecoverAroundRetryNamesKept(t *testing.T) {
 		if got := keptFiles(t, dir); len(got) != 1 {
 			t.Errorf("kept files = %v; want one", got)
 		}
-		if err := sb.ForgetKept(ctx, snap); err != nil { // the result recorded
+		if err := sb.ForgetKept(ctx, snap, ""); err != nil { // the result recorded
 			t.Fatal(err)
 		}
 		if left := reservedFiles(t, dir); left != nil {
@@ -320,13 +320,13 @@ func TestRecoverAroundResultLost(t *testing.T) {
 		if b, err := sb.Read(ctx, "/sandbox/notes.md"); err != nil || first[0].Found.SHA256 != first[0].Post.SHA256 {
 			t.Errorf("notes.md = %q, %v; want as found, the action's image", b, err)
 		}
-		if err := sb.ForgetKept(ctx, snap); err != nil {
+		if err := sb.ForgetKept(ctx, snap, ""); err != nil {
 			t.Fatal(err)
 		}
 		if left := reservedFiles(t, dir); left != nil {
 			t.Errorf("private files left: %v", left)
 		}
-		if err := sb.ForgetKept(ctx, snap); err != nil {
+		if err := sb.ForgetKept(ctx, snap, ""); err != nil {
 			t.Errorf("ForgetKept with nothing to forget: %v", err)
 		}
 	})
