@@ -59,8 +59,9 @@ type Config struct {
 	// context bounds it).
 	StepTimeout time.Duration
 	// CancelTimeout bounds the tasks/cancel sent for the job's task on
-	// the delegate when the node gives up on a step (default
-	// DefaultCancelTimeout).
+	// the delegate when the node gives up on a step, and, before it, the
+	// wait for the answer to a message/send in flight then that opens
+	// the job's task, to learn the task (default DefaultCancelTimeout).
 	CancelTimeout time.Duration
 	// MaxLineBytes bounds one answer (default worker.DefaultMaxLineBytes).
 	MaxLineBytes int
@@ -303,7 +304,7 @@ func (d *Delegate) Complete(ctx context.Context, pr agent.Prompt) (*agent.Comple
 	sent := st.messageID
 	to, err := d.find(ctx)
 	if err != nil {
-		return nil, d.failed(outer, ctx, nil, job, "", pr.Step, err, nil)
+		return nil, d.failed(outer, ctx, nil, job, "", pr.Step, err, nil, nil)
 	}
 	req := map[string]any{"message": snap.InnerMessage{MessageID: sent, Role: snap.RoleUser,
 		Parts: []snap.Part{snap.DataPart(line)}}, "idempotencyKey": st.key}
@@ -315,7 +316,22 @@ func (d *Delegate) Complete(ctx context.Context, pr agent.Prompt) (*agent.Comple
 		return nil, fmt.Errorf("delegate: %w", err)
 	}
 	q := question{step: pr.Step, task: remote.id, sent: sent, seen: remote.seen, max: d.cfg.MaxLineBytes}
-	resp, err := to.Send(ctx, "message/send", body)
+	var (
+		resp *snap.Message
+		// learn, when the step opens the job's task, is the task its
+		// message/send opened, read on ctx after the step gave up.
+		learn func(ctx context.Context) string
+	)
+	if remote.id == "" {
+		// The step opens the job's task: a step given up while its
+		// message/send is in flight still reads the answer, to learn
+		// the task to cancel (see failed).
+		o := d.open(ctx, to, body)
+		resp, err = o.wait(ctx)
+		learn = func(ctx context.Context) string { return o.task(ctx, q) }
+	} else {
+		resp, err = to.Send(ctx, "message/send", body)
+	}
 	a := answer{}
 	if err == nil {
 		a = q.answerOf(resp.Payload)
@@ -346,7 +362,10 @@ func (d *Delegate) Complete(ctx context.Context, pr agent.Prompt) (*agent.Comple
 		if a.taskID != "" {
 			task = a.taskID
 		}
-		return nil, d.failed(outer, ctx, to, job, task, pr.Step, err, func() {
+		if task != "" {
+			learn = nil
+		}
+		return nil, d.failed(outer, ctx, to, job, task, pr.Step, err, learn, func(task string) {
 			// Canceled: the job's next step opens a new task, and
 			// its cancel sends nothing. A record that fails (the job is
 			// another process's) leaves the task to be canceled again.
@@ -389,6 +408,69 @@ func (d *Delegate) Complete(ctx context.Context, pr agent.Prompt) (*agent.Comple
 	d.remote[job] = remoteTask{id: a.taskID, seen: a.seen}
 	d.mu.Unlock()
 	return &agent.Completion{Text: string(a.line), Model: d.Name()}, nil
+}
+
+// opening is a step's message/send that opens the job's task on the
+// delegate, sent on a context of its own: the step's end (given up: the
+// job canceled, its time limit, a time-out) does not drop its answer,
+// which names the task the send opened, to cancel. The send has
+// Config.CancelTimeout more once the step is over.
+type opening struct {
+	done chan struct{}
+	resp *snap.Message
+	err  error
+}
+
+// open sends body, a message/send that opens the job's task, to the
+// delegate on to, bounded by ctx, the step's, and Config.CancelTimeout
+// past its end.
+func (d *Delegate) open(ctx context.Context, to client.Transport, body []byte) *opening {
+	o := &opening{done: make(chan struct{})}
+	sendCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	go func() {
+		defer close(o.done)
+		defer cancel()
+		o.resp, o.err = to.Send(sendCtx, "message/send", body)
+	}()
+	go func() {
+		select {
+		case <-o.done:
+		case <-ctx.Done():
+			t := time.NewTimer(d.cfg.CancelTimeout)
+			defer t.Stop()
+			select {
+			case <-o.done:
+			case <-t.C:
+				cancel()
+			}
+		}
+	}()
+	return o
+}
+
+// wait returns the send's answer, or ctx's error once ctx is done first:
+// the step's.
+func (o *opening) wait(ctx context.Context) (*snap.Message, error) {
+	select {
+	case <-o.done:
+		return o.resp, o.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// task is the task the send opened, as its answer to q names it, waited
+// for on ctx; "": none known (no answer within ctx, or one naming none).
+func (o *opening) task(ctx context.Context, q question) string {
+	select {
+	case <-o.done:
+	case <-ctx.Done():
+		return ""
+	}
+	if o.err != nil {
+		return ""
+	}
+	return q.answerOf(o.resp.Payload).taskID
 }
 
 // keep records k, of step pr, in the job's row (pr.KeepSent), if the
@@ -673,15 +755,24 @@ func NewHTTP(key *identity.Key, address string, private bool, logger *slog.Logge
 // (cancelTask), canceled (when not nil) is called once it was sent
 // tasks/cancel, and the error says so; a step stopped because the node
 // stops, or the job went to another process, leaves it at work, for the
-// step sent again when the job is taken up.
-func (d *Delegate) failed(outer, step context.Context, to client.Transport, job, task string, seq int, err error, canceled func()) error {
+// step sent again when the job is taken up. When the task is not known
+// and learn is not nil (the step's message/send, which opens the task, is
+// in flight), the task is the one learn reads of its answer, within
+// Config.CancelTimeout; canceled is given the task canceled.
+func (d *Delegate) failed(outer, step context.Context, to client.Transport, job, task string, seq int, err error, learn func(context.Context) string, canceled func(task string)) error {
 	cancelTask := func(why string) string {
 		// On a context of its own: outer, the step's caller's, is done.
 		ctx, cancel := d.cancelContext(outer)
 		defer cancel()
+		if task == "" && learn != nil && to != nil {
+			if task = learn(ctx); task != "" {
+				d.log.Info("delegate: the step's message/send, in flight when the node gave up on it, opened a task on the delegate; it is canceled",
+					"job", job, "step", seq, "task", task, "why", why)
+			}
+		}
 		note := d.cancelTask(ctx, to, job, task, seq, why)
 		if to != nil && task != "" && canceled != nil {
-			canceled()
+			canceled(task)
 		}
 		return note
 	}

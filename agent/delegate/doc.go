@@ -58,7 +58,11 @@
 // the job's time limit, the job canceled: agent.ErrCanceled), it sends
 // the delegate tasks/cancel for the job's task there, once, within
 // Config.CancelTimeout, and the job's next step, if any, opens a new
-// task; a step stopped because the node stops leaves the task at work,
+// task. A step that opens the job's task (its first) sends its
+// message/send on a context of its own: given up while that send is in
+// flight, the step still reads its answer, within Config.CancelTimeout,
+// and cancels the task it names alike, the job's record saying so, so
+// that the job's end sends no second cancel. A step stopped because the node stops leaves the task at work,
 // for the step sent again when the job is taken up. Any other end of the
 // job but its success (the delegate's final answer) cancels its task on
 // the delegate alike (agent.JobCanceler), once, on a goroutine of the

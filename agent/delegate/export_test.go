@@ -8,6 +8,12 @@ import "context"
 // choosing (the delegate at work on it), with no real time-out racing the
 // delegate's answers.
 func TimeOutStepsOn(d *Delegate, fire func(step int) <-chan struct{}) {
+	TimeOutStepsThen(d, fire, nil)
+}
+
+// TimeOutStepsThen is TimeOutStepsOn calling then (when not nil) once a
+// step has timed out: its context is done.
+func TimeOutStepsThen(d *Delegate, fire func(step int) <-chan struct{}, then func()) {
 	d.stepContext = func(ctx context.Context, step int) (context.Context, context.CancelFunc) {
 		ctx, cancel := context.WithCancelCause(ctx)
 		c := fire(step)
@@ -15,6 +21,9 @@ func TimeOutStepsOn(d *Delegate, fire func(step int) <-chan struct{}) {
 			select {
 			case <-c:
 				cancel(context.DeadlineExceeded)
+				if then != nil {
+					then()
+				}
 			case <-ctx.Done():
 			}
 		}()
