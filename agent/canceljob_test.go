@@ -45,9 +45,12 @@ func (m *elsewhere) Complete(ctx context.Context, p agent.Prompt) (*agent.Comple
 	return nil, fmt.Errorf("%w: it broke", agent.ErrWorkerFailed)
 }
 
-func (m *elsewhere) CancelJob(_ context.Context, job string, sent []byte) {
+func (m *elsewhere) CancelJob(_ context.Context, job string, sent []byte) error {
 	m.canceled <- job + ": " + string(sent)
+	return nil
 }
+
+var _ agent.JobCanceler = (*elsewhere)(nil)
 
 // next is what the next CancelJob was called with; none within 20 s
 // fails the test.

@@ -77,7 +77,9 @@
 // [JobCanceler] to stop the work it started elsewhere for a job (a
 // delegate's task on another agent) once the job ends other than in
 // success (canceled by any path, halted, its task failed) or is rewound to
-// a checkpoint, with what it recorded of the job ([Prompt.KeepSent]); it wraps
+// a checkpoint, with what it recorded of the job ([Prompt.KeepSent]), at
+// least once: until its CancelJob succeeds, the record stays, and is given
+// to it again after a failure or a crash ([MaxCancelTries]); it wraps
 // [ErrWorkerFailed] when the job must wait for a human at once. Errors the model server
 // reports are a [*ModelError], and an answer it sent that cannot be taken
 // an [*AnsweredError], whose usage the job is charged; a model that knows

@@ -89,15 +89,27 @@ type JobEnder interface {
 // path: its task canceled while the job ran, waited for a human or was
 // queued, or while the node was down; it halted at a limit, or its task
 // failed; or it was rewound to a checkpoint, the work holding the steps
-// undone), the runtime calls CancelJob, once, on a goroutine of its own,
+// undone), the runtime calls CancelJob on a goroutine of its own,
 // with what the model last recorded of the job (Prompt.KeepSent), and the
-// model stops that work, within a bound of its own. The record is
-// forgotten first: a node that stops meanwhile does not call it again. A
-// rewound job may be at work on its next step meanwhile, which starts
-// new work: CancelJob stops only the work its record names.
+// model stops that work, within a bound of its own (well under
+// Config.Lease). The record is forgotten only once CancelJob returns nil:
+// the work was stopped, or its peer answered that it would not (a
+// refusal, a task already ended or not found), or the record names no
+// work. An error (no answer) leaves it, and so does a node that stops or
+// crashes during the call: the record is taken again, by whichever
+// process comes first once Config.Lease passed, and CancelJob called
+// again with it, up to MaxCancelTries times; no two processes take it at
+// once. A rewound job may be at work on its next step meanwhile, which
+// starts new work: CancelJob stops only the work its record names.
 type JobCanceler interface {
-	CancelJob(ctx context.Context, jobID string, sent []byte)
+	CancelJob(ctx context.Context, jobID string, sent []byte) error
 }
+
+// MaxCancelTries is how many times a job's record of its model's work
+// elsewhere is taken to cancel that work (JobCanceler) before it is
+// given up, logged at warn: a peer that never answers is not asked
+// forever.
+const MaxCancelTries = 5
 
 // ErrWorkerFailed is wrapped by a Model's error when the worker behind it
 // broke its protocol (it crashed, hung past its step time-out, wrote

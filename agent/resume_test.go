@@ -213,11 +213,14 @@ func (m *cancelRecorder) Complete(context.Context, Prompt) (*Completion, error) 
 	return nil, errors.New("cancelRecorder: no Complete")
 }
 
-func (m *cancelRecorder) CancelJob(_ context.Context, job string, sent []byte) {
+func (m *cancelRecorder) CancelJob(_ context.Context, job string, sent []byte) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.canceled = append(m.canceled, job+": "+string(sent))
+	return nil
 }
+
+var _ JobCanceler = (*cancelRecorder)(nil)
 
 // A job rewound to a checkpoint ends the work its model started elsewhere
 // (a delegate's task, whose history holds the steps undone), once, and its

@@ -614,20 +614,39 @@ func (r *Runtime) cancelLeft(ctx context.Context) {
 	}
 }
 
-// cancelSent takes c's record (Store.TakeCanceledSent: once, whichever
-// process or pass comes first) and gives it to the model's CancelJob on
-// a goroutine of its own: the model's bound, not the caller, waits. A
-// record another took already is no error; a failed take leaves it.
+// cancelSent takes c's record (Store.TakeCanceledSent: one process at a
+// time, whichever process or pass comes first) and gives it to the
+// model's CancelJob on a goroutine of its own: the model's bound, not the
+// caller, waits. The record is forgotten once CancelJob succeeded, or
+// after its MaxCancelTries-th take failed; else it stays, taken again once
+// its take (Config.Lease) lapses. A record another holds already is no
+// error; a failed take leaves it.
 func (r *Runtime) cancelSent(ctx context.Context, c CanceledRecord) error {
 	jc, ok := r.cfg.Model.(JobCanceler)
 	if !ok {
 		return nil
 	}
 	ctx = context.WithoutCancel(ctx)
-	if ok, err := r.cfg.Store.TakeCanceledSent(ctx, c.TaskID, c.Sent); err != nil || !ok {
+	now := r.cfg.Now()
+	tries, err := r.cfg.Store.TakeCanceledSent(ctx, c.TaskID, c.Sent, now, now.Add(r.cfg.Lease))
+	if err != nil || tries == 0 {
 		return err
 	}
-	r.wg.Go(func() { jc.CancelJob(ctx, c.TaskID, c.Sent) })
+	r.wg.Go(func() {
+		if err := jc.CancelJob(ctx, c.TaskID, c.Sent); err != nil {
+			if tries < MaxCancelTries {
+				r.log.Warn("agent: the model's work elsewhere for the job was not canceled; it is tried again once its take lapses",
+					"task", c.TaskID, "try", tries, "err", err)
+				return
+			}
+			r.log.Warn("agent: the model's work elsewhere for the job was not canceled, and is given up",
+				"task", c.TaskID, "tries", tries, "err", err)
+		}
+		if _, err := r.cfg.Store.ForgetCanceledSent(ctx, c.TaskID, c.Sent); err != nil {
+			r.log.Warn("agent: forgetting the job's record of its work elsewhere, canceled; it is canceled again once its take lapses",
+				"task", c.TaskID, "err", err)
+		}
+	})
 	return nil
 }
 

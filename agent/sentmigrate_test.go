@@ -79,8 +79,11 @@ func TestMigrationMovesCanceledJobsRecords(t *testing.T) {
 		}
 		// The moved records are taken once, as any.
 		for _, c := range list {
-			if ok, err := s.TakeCanceledSent(ctx, c.TaskID, c.Sent); err != nil || !ok {
-				t.Fatalf("TakeCanceledSent(%s) = %v, %v", c.TaskID, ok, err)
+			if n, err := s.TakeCanceledSent(ctx, c.TaskID, c.Sent, at(0), at(time.Minute)); err != nil || n != 1 {
+				t.Fatalf("TakeCanceledSent(%s) = %v, %v", c.TaskID, n, err)
+			}
+			if ok, err := s.ForgetCanceledSent(ctx, c.TaskID, c.Sent); err != nil || !ok {
+				t.Fatalf("ForgetCanceledSent(%s) = %v, %v", c.TaskID, ok, err)
 			}
 		}
 		// A job at work when the node was upgraded ends canceled: its

@@ -107,19 +107,31 @@ func TestStoreKeepsSentStep(t *testing.T) {
 		if err != nil || len(list) != 1 || list[0].TaskID != "j" || string(list[0].Sent) != next {
 			t.Fatalf("CanceledSent = %+v, %v; want j's record", list, err)
 		}
-		if ok, err := s.TakeCanceledSent(ctx, "j", []byte(step)); err != nil || ok {
-			t.Fatalf("TakeCanceledSent of another record = %v, %v; want false", ok, err)
+		if n, err := s.TakeCanceledSent(ctx, "j", []byte(step), at(0), at(time.Minute)); err != nil || n != 0 {
+			t.Fatalf("TakeCanceledSent of another record = %v, %v; want 0", n, err)
 		}
-		if ok, err := s.TakeCanceledSent(ctx, "j", list[0].Sent); err != nil || !ok {
-			t.Fatalf("TakeCanceledSent = %v, %v; want true", ok, err)
+		if n, err := s.TakeCanceledSent(ctx, "j", list[0].Sent, at(0), at(time.Minute)); err != nil || n != 1 {
+			t.Fatalf("TakeCanceledSent = %v, %v; want 1", n, err)
 		}
-		if ok, err := s.TakeCanceledSent(ctx, "j", list[0].Sent); err != nil || ok {
-			t.Fatalf("TakeCanceledSent again = %v, %v; want false: taken once", ok, err)
+		if n, err := s.TakeCanceledSent(ctx, "j", list[0].Sent, at(time.Second), at(2*time.Minute)); err != nil || n != 0 {
+			t.Fatalf("TakeCanceledSent again = %v, %v; want 0: taken, until a minute", n, err)
+		}
+		// Taken, it stays listed until forgotten: a take that lapsed
+		// (its process crashed before the cancel was answered) is taken
+		// again.
+		if list, err := s.CanceledSent(ctx, 10); err != nil || len(list) != 1 {
+			t.Fatalf("CanceledSent = %+v, %v; want j's record, taken", list, err)
+		}
+		if n, err := s.TakeCanceledSent(ctx, "j", list[0].Sent, at(2*time.Minute), at(3*time.Minute)); err != nil || n != 2 {
+			t.Fatalf("TakeCanceledSent once the take lapsed = %v, %v; want 2", n, err)
+		}
+		if ok, err := s.ForgetCanceledSent(ctx, "j", list[0].Sent); err != nil || !ok {
+			t.Fatalf("ForgetCanceledSent = %v, %v; want true", ok, err)
 		}
 		if list, err := s.CanceledSent(ctx, 10); err != nil || len(list) != 0 {
-			t.Fatalf("CanceledSent = %+v, %v; want none once taken", list, err)
+			t.Fatalf("CanceledSent = %+v, %v; want none once forgotten", list, err)
 		}
-		want(t, "j", "once taken", "", false)
+		want(t, "j", "once forgotten", "", false)
 	})
 }
 
@@ -216,15 +228,18 @@ func TestStoreSentToCancelWhenTheJobEndsOrRewinds(t *testing.T) {
 			t.Errorf("a job that succeeded: record %q; want none", k.Record)
 		}
 		for _, c := range list {
-			if ok, err := s.TakeCanceledSent(ctx, c.TaskID, c.Sent); err != nil || !ok {
-				t.Fatalf("TakeCanceledSent(%s) = %v, %v; want true", c.TaskID, ok, err)
+			if n, err := s.TakeCanceledSent(ctx, c.TaskID, c.Sent, at(0), at(time.Minute)); err != nil || n != 1 {
+				t.Fatalf("TakeCanceledSent(%s) = %v, %v; want 1", c.TaskID, n, err)
 			}
-			if ok, err := s.TakeCanceledSent(ctx, c.TaskID, c.Sent); err != nil || ok {
-				t.Fatalf("TakeCanceledSent(%s) again = %v, %v; want false: taken once", c.TaskID, ok, err)
+			if n, err := s.TakeCanceledSent(ctx, c.TaskID, c.Sent, at(0), at(time.Minute)); err != nil || n != 0 {
+				t.Fatalf("TakeCanceledSent(%s) again = %v, %v; want 0: taken once", c.TaskID, n, err)
+			}
+			if ok, err := s.ForgetCanceledSent(ctx, c.TaskID, c.Sent); err != nil || !ok {
+				t.Fatalf("ForgetCanceledSent(%s) = %v, %v; want true", c.TaskID, ok, err)
 			}
 		}
 		if list, err := s.CanceledSent(ctx, 10); err != nil || len(list) != 0 {
-			t.Fatalf("CanceledSent = %+v, %v; want none once taken", list, err)
+			t.Fatalf("CanceledSent = %+v, %v; want none once forgotten", list, err)
 		}
 
 		// The rewound job's next step records new work, kept as any.

@@ -228,9 +228,10 @@ type SentStep struct {
 // forgets it (its model's work ended with its answer); the write that
 // ends a job otherwise (canceled, halted, its task failed) or rewinds it
 // to a checkpoint (Save.Rewound) gives it up to be canceled instead: no
-// later step is given it, and it is listed (CanceledSent) until one
-// process takes it (TakeCanceledSent) to cancel its model's work
-// elsewhere.
+// later step is given it, and it is listed (CanceledSent) until its
+// model's work elsewhere is canceled: a process takes it
+// (TakeCanceledSent), sends the cancel, and forgets it once answered
+// (ForgetCanceledSent).
 func (s *Store) KeepSent(ctx context.Context, taskID, holder string, sent []byte) error {
 	ok, err := s.exec(ctx, "keep the sent step of", taskID, `UPDATE agent_jobs SET model_sent = ?, model_sent_answered = 0 WHERE task_id = ? AND lease_holder = ?`,
 		dbtext.Clean(string(sent)), taskID, holder)
@@ -252,9 +253,10 @@ type CanceledRecord struct {
 }
 
 // CanceledSent returns up to limit jobs whose model's record was given up
-// to be canceled (see KeepSent) and not taken yet: their model's work
+// to be canceled (see KeepSent) and not forgotten yet: their model's work
 // elsewhere (a delegate's task) was not canceled, as when the job ended
-// while the node was down, or the node stopped before it canceled it.
+// while the node was down, or the node stopped before it canceled it; or
+// a process took it and is canceling it now (TakeCanceledSent).
 func (s *Store) CanceledSent(ctx context.Context, limit int) ([]CanceledRecord, error) {
 	var out []CanceledRecord
 	for rows, err := range sqldb.Rows(s.db.R.QueryContext(ctx, s.d.Rebind(`SELECT task_id, model_sent_cancel FROM agent_jobs
@@ -276,7 +278,7 @@ func (s *Store) CanceledSent(ctx context.Context, limit int) ([]CanceledRecord, 
 }
 
 // SentToCancel is the record of the job of taskID given up to be canceled
-// and not taken yet (see CanceledSent); nil: none.
+// and not forgotten yet (see CanceledSent); nil: none.
 func (s *Store) SentToCancel(ctx context.Context, taskID string) ([]byte, error) {
 	var sent string
 	err := s.db.R.QueryRowContext(ctx, s.d.Rebind(`SELECT model_sent_cancel FROM agent_jobs WHERE task_id = ?`), taskID).Scan(&sent)
@@ -292,13 +294,41 @@ func (s *Store) SentToCancel(ctx context.Context, taskID string) ([]byte, error)
 	return []byte(sent), nil
 }
 
-// TakeCanceledSent forgets sent, the model's record of the job of taskID
-// given up to be canceled, before its work elsewhere is canceled: it
-// reports false when the job's record to cancel is another, or none (one
-// process took it already), and that work is not canceled twice.
-func (s *Store) TakeCanceledSent(ctx context.Context, taskID string, sent []byte) (bool, error) {
-	return s.exec(ctx, "take the record to cancel of", taskID, `UPDATE agent_jobs SET model_sent_cancel = '' WHERE task_id = ? AND model_sent_cancel = ?`,
-		taskID, string(sent))
+// TakeCanceledSent marks sent, the model's record of the job of taskID
+// given up to be canceled, taken until until: the caller is sending the
+// cancel of its work elsewhere, and no other process takes it meanwhile.
+// It returns how many times the record was taken, this take included (0:
+// not taken: the job's record to cancel is another, or none, or another
+// process's take of it holds at now). The record stays until the cancel
+// is answered (ForgetCanceledSent): a process that stops or crashes
+// before leaves it to be taken again, by any process, once until passed.
+func (s *Store) TakeCanceledSent(ctx context.Context, taskID string, sent []byte, now, until time.Time) (int, error) {
+	var tries int
+	err := s.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		tries = 0
+		n, err := sqldb.Affected(tx.ExecContext(ctx, s.d.Rebind(`UPDATE agent_jobs
+			SET model_sent_cancel_until = ?, model_sent_cancel_tries = model_sent_cancel_tries + 1
+			WHERE task_id = ? AND model_sent_cancel = ? AND model_sent_cancel_until < ?`),
+			sqldb.Micros(until), taskID, string(sent), sqldb.Micros(now)))
+		if err != nil || n != 1 {
+			return err
+		}
+		return tx.QueryRowContext(ctx, s.d.Rebind(`SELECT model_sent_cancel_tries FROM agent_jobs WHERE task_id = ?`), taskID).Scan(&tries)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("agent: take the record to cancel of job %s: %w", taskID, err)
+	}
+	return tries, nil
+}
+
+// ForgetCanceledSent forgets sent, the model's record of the job of
+// taskID given up to be canceled, once its work elsewhere was canceled
+// (the peer answered the cancel) or given up. It reports false when the
+// job's record to cancel is another, or none.
+func (s *Store) ForgetCanceledSent(ctx context.Context, taskID string, sent []byte) (bool, error) {
+	return s.exec(ctx, "forget the record to cancel of", taskID, `UPDATE agent_jobs
+		SET model_sent_cancel = '', model_sent_cancel_until = 0, model_sent_cancel_tries = 0
+		WHERE task_id = ? AND model_sent_cancel = ?`, taskID, string(sent))
 }
 
 // Candidate is a job that waits for a claim.
@@ -720,11 +750,13 @@ func (s *Store) writeJob(ctx context.Context, tx *sql.Tx, w Save) error {
 		settled = CASE WHEN ? THEN 0 ELSE settled END,
 		model_sent = CASE WHEN ? THEN '' ELSE model_sent END,
 		model_sent_cancel = CASE WHEN ? AND model_sent <> '' THEN model_sent ELSE model_sent_cancel END,
+		model_sent_cancel_until = CASE WHEN ? AND model_sent <> '' THEN 0 ELSE model_sent_cancel_until END,
+		model_sent_cancel_tries = CASE WHEN ? AND model_sent <> '' THEN 0 ELSE model_sent_cancel_tries END,
 		model_sent_answered = CASE WHEN ? THEN 1 ELSE model_sent_answered END`
 	args := []any{dbtext.Clean(j.Description), string(j.Status), j.Phase, j.Steps,
 		j.CostCents, j.Seconds, j.PromptTokens, j.CompletionTokens, j.Retries, j.HistoryBytes,
 		j.NextSeq, j.RecoverySeq, dbtext.Clean(j.Reason), sqldb.Micros(j.UpdatedAt), j.ReviewSeq, dbtext.Clean(j.Shown), w.Unsettled,
-		w.leavesSent(), w.leavesSent() && j.Status != Success, w.answered()}
+		w.leavesSent(), w.leavesSent() && j.Status != Success, w.leavesSent() && j.Status != Success, w.leavesSent() && j.Status != Success, w.answered()}
 	switch {
 	case !w.LeaseUntil.IsZero():
 		q += `, lease_holder = ?, lease_until = ?`

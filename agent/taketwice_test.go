@@ -38,11 +38,11 @@ func TestCanceledSentTakenOnceByTwoProcesses(t *testing.T) {
 			)
 			for i, st := range stores {
 				wg.Go(func() {
-					ok, err := st.TakeCanceledSent(ctx, j.TaskID, []byte("work of "+j.TaskID))
+					n, err := st.TakeCanceledSent(ctx, j.TaskID, []byte("work of "+j.TaskID), at(0), at(time.Minute))
 					if err != nil {
 						t.Error(err)
 					}
-					taken[i] = ok
+					taken[i] = n == 1
 				})
 			}
 			wg.Wait()

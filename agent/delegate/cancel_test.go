@@ -259,3 +259,42 @@ func TestDelegateCancelRefusedOrUnanswered(t *testing.T) {
 		})
 	}
 }
+
+// CancelJob returns nil once the delegate answered the cancel, a refusal
+// included (a task it does not know: not found), and the error when it
+// did not answer: the runtime then keeps the job's record and sends the
+// cancel again later (agent.JobCanceler).
+func TestDelegateCancelJobSaysWhetherAnswered(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		reply   func(block chan struct{}) *tasks.Task // nil: the task, canceled
+		wantErr bool
+	}{
+		{"canceled", nil, false},
+		{"not found", func(chan struct{}) *tasks.Task { return nil }, false},
+		{"unanswered", func(block chan struct{}) *tasks.Task { <-block; return nil }, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			block := make(chan struct{})
+			p := newPeer()
+			p.first = true
+			if c.reply != nil {
+				p.cancelReply = func() *tasks.Task { return c.reply(block) }
+			}
+			d, _, _ := setup(t, p.reply, once, func(cfg *delegate.Config) { cfg.CancelTimeout = 500 * time.Millisecond })
+			r := newRow(t, "job-1")
+			if _, err := d.Complete(t.Context(), r.prompt()); err != nil {
+				t.Fatal(err)
+			}
+			r.answered()
+			err := d.CancelJob(t.Context(), "job-1", r.prompt().Sent)
+			close(block) // the delegate's answer, too late
+			if (err != nil) != c.wantErr {
+				t.Errorf("CancelJob = %v; want an error: %v", err, c.wantErr)
+			}
+			if got := p.cancels(); len(got) != 1 || got[0] != "remote-1" {
+				t.Errorf("the delegate got tasks/cancel for %q; want remote-1, once", got)
+			}
+		})
+	}
+}

@@ -770,7 +770,7 @@ func (d *Delegate) failed(outer, step context.Context, to client.Transport, job,
 					"job", job, "step", seq, "task", task, "why", why)
 			}
 		}
-		note := d.cancelTask(ctx, to, job, task, seq, why)
+		note, _ := d.cancelTask(ctx, to, job, task, seq, why)
 		if to != nil && task != "" && canceled != nil {
 			canceled(task)
 		}
@@ -826,15 +826,20 @@ func (d *Delegate) cancelContext(ctx context.Context) (context.Context, context.
 // agent.Prompt.KeepSent): it ended other than in success (canceled while
 // it was not in a step, halted at a limit, its task failed), or was
 // rewound to a checkpoint, the task's history holding the steps undone.
-// The task is sent tasks/cancel, once, within Config.CancelTimeout
-// (finding the delegate's card included), as when the node gives up on a
-// step (cancelTask). A task the node canceled already, giving up on a
-// step, is not canceled again; nor is one of another delegate's. The
-// job's next step, if any (a rewound job's), opens a new task.
-func (d *Delegate) CancelJob(ctx context.Context, job string, sent []byte) {
+// The task is sent tasks/cancel within Config.CancelTimeout (finding the
+// delegate's card included), as when the node gives up on a step
+// (cancelTask). It returns nil once the delegate answered, a refusal
+// included (a task it ended already, or does not know), or when there is
+// nothing to cancel: a task the node canceled already, giving up on a
+// step, one of another delegate's, or none known. Else (the delegate not
+// found, or no answer) it returns the error, and the runtime calls it
+// again later (at least once: a node that crashed before the answer
+// leaves the record to the next). The job's next step, if any (a rewound
+// job's), opens a new task.
+func (d *Delegate) CancelJob(ctx context.Context, job string, sent []byte) error {
 	k, ok := d.record(sent)
 	if !ok {
-		return
+		return nil
 	}
 	task, _ := k.task()
 	// A rewound job may be at work on its new task already: only what
@@ -847,7 +852,7 @@ func (d *Delegate) CancelJob(ctx context.Context, job string, sent []byte) {
 	if task == "" {
 		d.log.Warn("delegate: the job ended or was rewound; its task on the delegate is not known (its first step's message/send was not answered), and is not canceled",
 			"job", job, "step", k.Step)
-		return
+		return nil
 	}
 	ctx, cancel := d.cancelContext(ctx)
 	defer cancel()
@@ -855,43 +860,45 @@ func (d *Delegate) CancelJob(ctx context.Context, job string, sent []byte) {
 	if err != nil {
 		d.log.Warn("delegate: the job ended or was rewound; its task on the delegate could not be canceled: the delegate was not found",
 			"job", job, "task", task, "err", err)
-		return
+		return fmt.Errorf("delegate: canceling task %s of job %s: %w", task, job, err)
 	}
-	d.cancelTask(ctx, to, job, task, k.Step, "the job ended other than in success, or was rewound to a checkpoint")
+	_, err = d.cancelTask(ctx, to, job, task, k.Step, "the job ended other than in success, or was rewound to a checkpoint")
+	return err
 }
 
 // cancelTask sends the delegate, on to, tasks/cancel for task, the job's
 // task there, once the node gave up on step seq of the job, or the job
 // (why): the delegate would go on working on it, and spending, for
 // nothing. It is sent once, on ctx (bounded by its caller: see
-// cancelContext); a refusal or no answer is logged, and not tried again.
-// It returns what the step's error says of it: "" when nothing was sent
-// to the delegate (to is nil).
-func (d *Delegate) cancelTask(ctx context.Context, to client.Transport, job, task string, seq int, why string) string {
+// cancelContext); a refusal or no answer is logged. It returns what the
+// step's error says of it ("" when nothing was sent to the delegate: to
+// is nil), and, when the delegate did not answer, the error.
+func (d *Delegate) cancelTask(ctx context.Context, to client.Transport, job, task string, seq int, why string) (string, error) {
 	if to == nil {
-		return ""
+		return "", nil
 	}
 	if task == "" {
 		d.log.Warn("delegate: the job's task on the delegate is not known (the step's message/send was not answered); it is not canceled",
 			"job", job, "step", seq, "why", why)
-		return "the task the step may have made on the delegate is not known (its message/send was not answered) and was not canceled"
+		return "the task the step may have made on the delegate is not known (its message/send was not answered) and was not canceled", nil
 	}
 	body, err := json.Marshal(snap.CancelParams{TaskID: task})
 	if err != nil {
-		return ""
+		return "", nil
 	}
 	resp, err := to.Send(ctx, "tasks/cancel", body)
 	if err != nil {
 		msg := cutText(err.Error(), maxErrorText)
-		d.log.Warn("delegate: the delegate did not answer the cancel of the job's task on it; it is not asked again",
+		d.log.Warn("delegate: the delegate did not answer the cancel of the job's task on it",
 			"job", job, "step", seq, "task", task, "why", why, "err", msg)
-		return fmt.Sprintf("its task %s on the delegate was sent tasks/cancel, which was not answered: %s", task, msg)
+		return fmt.Sprintf("its task %s on the delegate was sent tasks/cancel, which was not answered: %s", task, msg),
+			fmt.Errorf("delegate: tasks/cancel of task %s of job %s not answered: %w", task, job, err)
 	}
 	if e := snap.ResponseError(resp.Payload); e != nil {
 		msg := cutText(e.Error(), maxErrorText)
 		d.log.Warn("delegate: the delegate refused the cancel of the job's task on it; it is not asked again",
 			"job", job, "step", seq, "task", task, "why", why, "err", msg)
-		return fmt.Sprintf("its task %s on the delegate was sent tasks/cancel, which it refused: %s", task, msg)
+		return fmt.Sprintf("its task %s on the delegate was sent tasks/cancel, which it refused: %s", task, msg), nil
 	}
 	var out struct {
 		Task struct {
@@ -904,9 +911,9 @@ func (d *Delegate) cancelTask(ctx context.Context, to client.Transport, job, tas
 	state := cutText(string(out.Task.Status.State), 40)
 	d.log.Info("delegate: the job's task on the delegate was canceled", "job", job, "step", seq, "task", task, "why", why, "state", state)
 	if out.Task.Status.State != tasks.StateCanceled {
-		return fmt.Sprintf("its task %s on the delegate was sent tasks/cancel, and says it is %q", task, state)
+		return fmt.Sprintf("its task %s on the delegate was sent tasks/cancel, and says it is %q", task, state), nil
 	}
-	return fmt.Sprintf("its task %s on the delegate was canceled (tasks/cancel)", task)
+	return fmt.Sprintf("its task %s on the delegate was canceled (tasks/cancel)", task), nil
 }
 
 // violation audits the delegate's violation and returns the error that

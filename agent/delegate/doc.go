@@ -77,8 +77,12 @@
 // was undone). A job that waits for a human keeps its task, which the step
 // that resumes it continues, also one that a step whose answer was
 // refused opened. The cancel is sent by the process that takes the job's
-// record (agent.Store.TakeCanceledSent): one that stops before it sends
-// it leaves the task to the delegate.
+// record (agent.Store.TakeCanceledSent), one process at a time; the record
+// is forgotten once the delegate answered it (a refusal, such as a task it
+// ended already or does not know, included). A process that stops or
+// crashes before that answer, or a delegate that did not answer, leaves
+// it: once the take lapses (agent.Config.Lease), whichever process takes
+// it next sends the cancel again, up to agent.MaxCancelTries times.
 //
 // The package's Example runs both sides on the embedded relay: a worker
 // behind SNAP that publishes its card and answers on its task, and a

@@ -225,8 +225,9 @@ func (r *row) ends(st agent.Status, w agent.Save) []byte {
 	}
 	for _, c := range list {
 		if c.TaskID == r.j.TaskID {
-			if ok, err := r.s.TakeCanceledSent(r.t.Context(), c.TaskID, c.Sent); err != nil || !ok {
-				r.t.Fatalf("TakeCanceledSent = %v, %v", ok, err)
+			now := time.Now()
+			if n, err := r.s.TakeCanceledSent(r.t.Context(), c.TaskID, c.Sent, now, now.Add(time.Minute)); err != nil || n != 1 {
+				r.t.Fatalf("TakeCanceledSent = %v, %v", n, err)
 			}
 			return c.Sent
 		}
