@@ -1,12 +1,16 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/snapnode/snapnode/internal/sqldb"
+	"github.com/snapnode/snapnode/tasks/sqlstore"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -24,6 +28,7 @@ func TestErrorMessages(t *testing.T) {
 	badConfig := writeFile(t, dir, "bad.toml", "data_dir = \"x\"\nlog_levle = \"debug\"\n", 0o600)
 	wrongValue := writeFile(t, dir, "value.toml", "log_level = \"loud\"\n", 0o600)
 	const peer = "bc1pnl7eeyeujrj5dj3sylpkx4jnq5rgtunu66la2kyjg2anarn2sn9skwqymj"
+	otherNode := otherNodesFolder(t, filepath.Join(dir, "other-node"), peer)
 	tests := []struct {
 		name string
 		args []string
@@ -36,6 +41,7 @@ func TestErrorMessages(t *testing.T) {
 		{"config-bad-value", []string{"run", "--config", wrongValue}, 2},
 		{"agent-reasoning-effort", []string{"run", "--agent-reasoning-effort", "off"}, 2},
 		{"missing-key", []string{"run", "--data-dir", filepath.Join(dir, "node"), "--key", filepath.Join(dir, "nope.key"), "--relay", "ws://127.0.0.1:1", "--http-listen", "off"}, 1},
+		{"other-nodes-database", []string{"run", "--data-dir", otherNode, "--key", key, "--relay-listen", "127.0.0.1:0", "--http-listen", "off", "--log-level", "warn"}, 1},
 		{"wrong-folder-task-list", []string{"task", "list", "--data-dir", filepath.Join(dir, "elsewhere")}, 1},
 		{"wrong-folder-audit", []string{"audit", "verify", "--data-dir", filepath.Join(dir, "elsewhere")}, 1},
 		{"wrong-folder-job", []string{"job", "list", "--data-dir", filepath.Join(dir, "elsewhere")}, 1},
@@ -90,4 +96,28 @@ func TestErrorMessages(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "elsewhere")); !os.IsNotExist(err) {
 		t.Errorf("an operator command created the folder it did not find: %v", err)
 	}
+}
+
+// otherNodesFolder makes the data folder dir with a task database that
+// records owner as the node it belongs to, and returns dir.
+func otherNodesFolder(t *testing.T, dir, owner string) string {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	db, err := sqldb.Open(ctx, filepath.Join(dir, "tasks.db"), sqldb.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	st, err := sqlstore.New(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if got, err := st.RecordIdentity(ctx, owner); err != nil || got != owner {
+		t.Fatalf("RecordIdentity = %q, %v", got, err)
+	}
+	return dir
 }

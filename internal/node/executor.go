@@ -62,11 +62,13 @@ type executorPart struct {
 // retention now and every hour behind checkpoints signed by key, its head
 // sealed by key every hour and at a clean stop — and
 // finishes the promotions a crash interrupted (on PostgreSQL, those
-// older than reconcile_after). isOperator tells the
+// older than reconcile_after). bind is called once the audit log passed
+// its check at start, before anything is written to it (the record of
+// the node's address, see recordIdentity). isOperator tells the
 // executor who may decide on held actions (the task service's operators,
 // which Reload changes). stop stops the pruning and closes what was
 // opened.
-func startExecutor(ctx context.Context, cfg config.Config, db *sqldb.DB, key *identity.Key, network identity.Network, isOperator func(string) bool, o options, logger *slog.Logger) (_ *executorPart, stop func() error, err error) {
+func startExecutor(ctx context.Context, cfg config.Config, db *sqldb.DB, key *identity.Key, network identity.Network, isOperator func(string) bool, bind func(context.Context) error, o options, logger *slog.Logger) (_ *executorPart, stop func() error, err error) {
 	var closers []func() error
 	// closeAll, not the result stop, which an error's return sets to nil.
 	closeAll := func() error {
@@ -108,6 +110,9 @@ func startExecutor(ctx context.Context, cfg config.Config, db *sqldb.DB, key *id
 	}
 	closers = append(closers, log.Close)
 	if err := checkSealRecord(ctx, log, cfg.SealRecordPath(), logger); err != nil {
+		return nil, nil, err
+	}
+	if err := bind(ctx); err != nil {
 		return nil, nil, err
 	}
 	startAuditSealer(ctx, log, loopTiming{o.loopInterval(auditSealInterval), cfg.BackgroundTimeout.Duration}, logger, &closers)

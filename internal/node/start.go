@@ -75,8 +75,9 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger, with ...
 	err = n.parts.start(ctx,
 		w.startRelay,      // the embedded relay, unless relays are configured
 		w.startPool,       // one connection to each relay
-		w.openDatabase,    // tasks and replay records, and their sweeper
-		w.startExecutor,   // sandbox, policy and audit log
+		w.openDatabase,    // tasks and replay records; another node's database refused
+		w.startExecutor,   // sandbox, policy and audit log; the node's address recorded
+		w.startSweeper,    // the tasks' retention and the replay records' sweeper
 		w.startTasks,      // the task service
 		w.startForgetting, // the executor's records of tasks the retention deleted
 		w.startServices,   // the router with service/call, and the metrics
@@ -111,6 +112,8 @@ type wiring struct {
 	verifier *relay.Verifier
 
 	taskStore tasks.Store
+	sqlStore  *sqlstore.Store // the task store on the database, nil in memory
+	recorded  bool            // the database records the node's address
 	replay    snap.ReplayStore
 	results   snap.ResultStore // nil: in memory
 	validator *snap.Validator
@@ -176,8 +179,8 @@ func (w *wiring) startPool(ctx context.Context) error {
 // openDatabase opens the task and replay stores. They are durable (an
 // accepted task survives a crash or restart, a replayed message is caught
 // after one), unless the database is "memory", for throwaway nodes and
-// measurements. On a database, a sweeper deletes ended tasks past their
-// retention and expired replay records.
+// measurements. A database that records another node's address is
+// refused here, before the node writes to it (see checkIdentity).
 func (w *wiring) openDatabase(ctx context.Context) error {
 	n, cfg, logger := w.n, w.n.cfg, w.n.logger
 	live := tasks.LiveLimits{PerOwner: cfg.MaxLiveTasksPerRequester, Total: cfg.MaxLiveTasks}
@@ -195,6 +198,14 @@ func (w *wiring) openDatabase(ctx context.Context) error {
 		return fmt.Errorf("node: task database: %w", err)
 	}
 	n.parts.push("task store", store.Close)
+	recorded, err := store.Identity(ctx)
+	if err != nil {
+		return fmt.Errorf("node: task database: %w", err)
+	}
+	if err := checkIdentity(cfg, recorded, n.key, n.network); err != nil {
+		return err
+	}
+	w.sqlStore, w.recorded = store, recorded != ""
 	n.DB = db
 	// A request's replay record need not wait for the disk when everything
 	// the request can do that must not happen twice is a write to this
@@ -206,7 +217,18 @@ func (w *wiring) openDatabase(ctx context.Context) error {
 	if len(w.o.services) > 0 {
 		w.replay = store.ReplayStore()
 	}
+	return nil
+}
 
+// startSweeper starts, on a database, the sweeper that deletes ended
+// tasks past their retention and expired replay records (and, on
+// PostgreSQL, recounts the live tasks of every replica). It starts once
+// the database is known to be the node's (startExecutor).
+func (w *wiring) startSweeper(ctx context.Context) error {
+	n, cfg, logger, store := w.n, w.n.cfg, w.n.logger, w.sqlStore
+	if store == nil {
+		return nil
+	}
 	// Each pass of these loops is given up after background_timeout
 	// (periodic.Pass), and the loop goes on at its next tick.
 	bound := cfg.BackgroundTimeout.Duration
@@ -254,7 +276,15 @@ func (w *wiring) startExecutor(ctx context.Context) error {
 	// The executor asks the task service's operators (set before the
 	// first request; Reload changes them for both).
 	isOperator := func(addr string) bool { return n.Tasks != nil && n.Tasks.IsOperator(addr) }
-	ex, stop, err := startExecutor(ctx, n.cfg, n.DB, n.key, n.network, isOperator, w.o, n.logger)
+	// A database without the record gets the node's address once the
+	// audit log's check passed, before the executor writes.
+	bind := func(ctx context.Context) error {
+		if w.recorded {
+			return nil
+		}
+		return recordIdentity(ctx, n.cfg, w.sqlStore, n.key, n.network, n.logger)
+	}
+	ex, stop, err := startExecutor(ctx, n.cfg, n.DB, n.key, n.network, isOperator, bind, w.o, n.logger)
 	if err != nil {
 		return err
 	}

@@ -268,3 +268,14 @@ func appliedVersions(ctx context.Context, q interface {
 	}
 	return out, nil
 }
+
+// TableExists reports whether the database has the table name (in the
+// schema of its search path, on PostgreSQL), for a reader that must not
+// migrate the database (a backup's copy).
+func (db *DB) TableExists(ctx context.Context, name string) (bool, error) {
+	var ok bool
+	if err := db.R.QueryRowContext(ctx, db.Dialect.Rebind(db.Dialect.tableExists), name).Scan(&ok); err != nil {
+		return false, fmt.Errorf("sqldb: look for %s: %w", name, err)
+	}
+	return ok, nil
+}

@@ -38,6 +38,8 @@
 //	task_keys(owner, idem_key) PK, task_id → tasks ON DELETE CASCADE (indexed):
 //	      the idempotency keys sent with messages to existing tasks
 //	replay(sender, msg_id) PK, first_seen, expires (indexed), fingerprint
+//	node_identity(id = 1 PK, address, recorded_at): the address of the node
+//	      whose database this is (Identity, RecordIdentity), one row at most
 //
 // What List filters on and orders by are columns with an index each (but
 // the context, which no caller of the node filters on alone);
