@@ -24,6 +24,7 @@ import (
 	"github.com/snapnode/snapnode/internal/readfile"
 	"github.com/snapnode/snapnode/internal/sqldb"
 	"github.com/snapnode/snapnode/internal/syncdir"
+	"github.com/snapnode/snapnode/tasks/sqlstore"
 )
 
 // ManifestName is the manifest's file name in a backup folder.
@@ -406,6 +407,14 @@ func verifyTasks(ctx context.Context, path, record, signer string) (audit.Anchor
 		return audit.Anchor{}, 0, fmt.Errorf("backup: open the copy: %w", err)
 	}
 	defer db.Close()
+	// The node's address, recorded in the database at its first start
+	// on it (a database made before the record has none): a node with
+	// another key refuses to start on it.
+	if owner, err := sqlstore.ReadIdentity(ctx, db); err != nil {
+		return audit.Anchor{}, 0, fmt.Errorf("backup: the copy's record of its node: %w", err)
+	} else if owner != "" && signer != "" && owner != signer {
+		return audit.Anchor{}, 0, fmt.Errorf("backup: the database belongs to %s (recorded at that node's first start on it), not to %s, the address of the key: a node with that key does not start on it", owner, signer)
+	}
 	log, err := audit.New(ctx, db, audit.Options{})
 	if err != nil {
 		return audit.Anchor{}, 0, fmt.Errorf("backup: the copy's audit log: %w", err)

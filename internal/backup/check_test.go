@@ -223,6 +223,12 @@ func TestCheckRefuses(t *testing.T) {
 			}
 			editManifest(t, out, func(m *backup.Manifest) { m.Address = other.Address(identity.Mainnet) })
 		}, "signed by " + address},
+		{"a database another node's", func(t *testing.T, _ *config.Config, out, outside string) {
+			// What the node records at its first start on a database.
+			execOn(t, filepath.Join(out, "tasks.db"), "CREATE TABLE node_identity (id INTEGER PRIMARY KEY CHECK (id = 1), address TEXT NOT NULL, recorded_at INTEGER NOT NULL); "+
+				"INSERT INTO node_identity VALUES (1, '"+other.Address(identity.Mainnet)+"', 0)")
+			editManifest(t, out, nil)
+		}, "tasks.db: the database belongs to " + other.Address(identity.Mainnet) + " (recorded at that node's first start on it), not to " + address},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg, out := sealedBackup(t)
