@@ -39,9 +39,11 @@ const (
 	// MaxTasks bounds the task list, MaxAuditEntries the audit page,
 	// MaxSteps the agent's steps and MaxMessages the messages a task page
 	// shows (the newest), MaxHeld its held actions (the oldest, which are
-	// decided first), MaxPartText the text of one part and the
-	// descriptor of a held action, MaxDiffText the diff of a held
-	// action (the rest is counted; `snapnode held --diff` prints it
+	// decided first), MaxPartText the text of one message's or
+	// artifact's parts together and the descriptor of a held action,
+	// MaxDiffText the diff of a held action (the rest is counted;
+	// `snapnode held --diff` prints it whole) and MaxStepDiff the diff
+	// of each of the agent's steps (`snapnode job history` prints it
 	// whole).
 	MaxTasks        = 500
 	MaxAuditEntries = 200
@@ -50,6 +52,7 @@ const (
 	MaxHeld         = 20
 	MaxPartText     = 16 << 10
 	MaxDiffText     = 64 << 10
+	MaxStepDiff     = 16 << 10
 )
 
 // Source is what the console shows: each method reads the node's state as

@@ -55,6 +55,11 @@ var funcs = template.FuncMap{
 	"diffPaths": executor.MarkDiffPaths,
 	"mixed":     func(s string) string { return scripts.Mark(s, scripts.Spelled) },
 	"maxDiff":   func() int { return MaxDiffText },
+	// stepDiff is the diff of an agent's step, cut to MaxStepDiff: the
+	// page shows up to MaxSteps of them, each a file of up to a MiB.
+	"stepDiff": func(d string) string {
+		return cut(d, MaxStepDiff, "more bytes of the diff not shown: snapnode job history prints it whole")
+	},
 }
 
 // page is what every page's layout needs.
@@ -520,28 +525,46 @@ func number(v float64) string {
 }
 
 // partsText renders message or artifact parts as text: text as is, data
-// as indented JSON, the others named.
+// as indented JSON, the others named; MaxPartText bytes of them in all,
+// the rest counted: a message's parts together, not each part alone (a
+// peer's message of a hundred parts of 2.5 KiB each, a hundred such
+// messages, made a page of 25 MiB, and a data part, indented, a line to
+// each element of an array, was shown whole).
 func partsText(ps []tasks.Part) string {
 	var out []string
-	for _, p := range ps {
+	left := MaxPartText
+	for i, p := range ps {
+		if left <= 0 {
+			out = append(out, fmt.Sprintf("… (%d more parts not shown)", len(ps)-i))
+			break
+		}
+		var s string
 		switch {
 		case p.Text != nil:
-			out = append(out, executor.Visible(cutText(*p.Text)))
+			s = *p.Text
 		case p.Data != nil:
-			out = append(out, prettyJSON(p.Data))
+			s = indented(p.Data)
 		case p.URL != nil:
-			out = append(out, "[link] "+*p.URL)
+			s = "[link] " + *p.URL
 		case p.Raw != nil:
-			out = append(out, fmt.Sprintf("[%s, %d bytes of base64]", p.MediaType, len(*p.Raw)))
+			s = fmt.Sprintf("[%s, %d bytes of base64]", p.MediaType, len(*p.Raw))
+		default:
+			continue
 		}
+		kept := textcut.Prefix(s, left)
+		left -= len(kept) + 1 // and the line between parts
+		if len(kept) < len(s) {
+			note := fmt.Sprintf("\n… (%d more bytes not shown", len(s)-len(kept))
+			if rest := len(ps) - i - 1; rest > 0 {
+				note += fmt.Sprintf(", and %d more parts", rest)
+			}
+			out = append(out, executor.Visible(kept)+note+")")
+			break
+		}
+		out = append(out, executor.Visible(s))
 	}
 	return strings.Join(out, "\n")
 }
-
-// cutText cuts s, a part's text, to MaxPartText bytes (on a character's
-// boundary), saying how much was left out: a peer's 256 KiB messages,
-// a hundred to a page, would make a page of megabytes.
-func cutText(s string) string { return cut(s, MaxPartText, "more bytes not shown") }
 
 // cut cuts s to max bytes (on a character's boundary), ending with a
 // line that counts the bytes left out, followed by note.
@@ -557,10 +580,13 @@ func cut(s string, max int, note string) string {
 // every invisible character shown (executor.Visible): what a requester
 // sent is shown as it is, bidi overrides and zero-width characters
 // included, never as what they make it look like.
-func prettyJSON(b []byte) string {
+func prettyJSON(b []byte) string { return executor.Visible(indented(b)) }
+
+// indented is b indented, or as it is when it is not JSON.
+func indented(b []byte) string {
 	var out bytes.Buffer
 	if json.Indent(&out, b, "", "  ") != nil {
-		return executor.Visible(string(b))
+		return string(b)
 	}
-	return executor.Visible(out.String())
+	return out.String()
 }
