@@ -49,16 +49,23 @@ func (s floodSource) Task(ctx context.Context, id string) (*tasks.Task, error) {
 func (s floodSource) Job(ctx context.Context, taskID string) (*agent.Job, []agent.Interaction, error) {
 	j, _, err := s.fakeSource.Job(ctx, taskID)
 	diff := "--- /dev/null\n+++ /sandbox/big.txt\n@@ -0,0 +1 @@\n+" + strings.Repeat("y", s.diffSize) + "\n"
+	// A requester's follow-up messages, told to the model at the next
+	// step (up to a MiB of them, agent.DefaultMaxPendingInput), and a
+	// model's or a worker's words.
+	big := strings.Repeat("z", s.diffSize)
 	var its []agent.Interaction
 	for i := range s.steps {
-		its = append(its, agent.Interaction{Sequence: i, Timestamp: t0,
-			Response:    agent.Response{Status: agent.ResponseSuccess, Kind: agent.KindProposal, Action: "WRITE_FILE"},
-			Observation: &agent.Observation{Outcome: agent.ObsCompleted, ActionID: fmt.Sprintf("act-%d", i+10), Diff: diff}})
+		its = append(its, agent.Interaction{Sequence: i, Timestamp: t0, Guidance: big,
+			Response:    agent.Response{Status: agent.ResponseSuccess, Kind: agent.KindProposal, Action: "WRITE_FILE", SummaryForSupervisor: big, Error: big},
+			Observation: &agent.Observation{Outcome: agent.ObsCompleted, ActionID: fmt.Sprintf("act-%d", i+10), Diff: diff, Reason: big}})
 	}
 	return j, its, err
 }
 
-var preRE = regexp.MustCompile(`(?s)<pre[^>]*>(.*?)</pre>`)
+var (
+	preRE = regexp.MustCompile(`(?s)<pre[^>]*>(.*?)</pre>`)
+	pRE   = regexp.MustCompile(`(?s)<p[ >].*?</p>`)
+)
 
 // TestTaskPageBounded: whatever a peer and a model put in a task, each
 // block of text its page shows is bounded: a message's parts together
@@ -68,7 +75,9 @@ var preRE = regexp.MustCompile(`(?s)<pre[^>]*>(.*?)</pre>`)
 // agent's step carried out (shown whole, where the held action's is cut
 // at MaxDiffText: a file of 1 MiB written at each of 200 steps made a
 // page of hundreds of MiB, the held diff shown whole again under its
-// step). What is cut says so.
+// step), and a step's texts (what the model was told, a requester's
+// follow-ups of up to a MiB among it, the words of its answer and its
+// outcome). What is cut says so.
 func TestTaskPageBounded(t *testing.T) {
 	src := floodSource{messages: 20, parts: 100, partSize: 2500, steps: 10, diffSize: 256 << 10}
 	r := newRig(t, func(c *console.Config) { c.Source = src })
@@ -94,6 +103,20 @@ func TestTaskPageBounded(t *testing.T) {
 				t.Errorf("a message is shown in %d bytes (at most %d), cut %v", len(shown), console.MaxPartText, strings.Contains(shown, "not shown"))
 			}
 		}
+	}
+	var texts int
+	for _, m := range pRE.FindAllString(body, -1) {
+		shown := html.UnescapeString(m)
+		if !strings.Contains(shown, "zzzz") {
+			continue
+		}
+		texts++
+		if len(shown) > console.MaxPartText+slack || !strings.Contains(shown, "more bytes not shown") {
+			t.Errorf("a step's text is shown in %d bytes (at most %d), cut %v: %.80s", len(shown), console.MaxPartText, strings.Contains(shown, "not shown"), shown)
+		}
+	}
+	if texts != 4*src.steps { // what the model was told, its summary, its error, the outcome's reason
+		t.Errorf("the page shows %d texts of the steps, want %d", texts, 4*src.steps)
 	}
 	if messages != src.messages || diffs != src.steps {
 		t.Errorf("the page shows %d messages and %d step diffs, want %d and %d", messages, diffs, src.messages, src.steps)
