@@ -7,19 +7,24 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"html"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/network"
+	cdppage "github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"github.com/snapnode/snapnode/console"
@@ -409,5 +414,125 @@ func TestConsoleHostileDiffInBrowser(t *testing.T) {
 	if h := resp.Header; !strings.Contains(h.Get("Content-Security-Policy"), "frame-ancestors 'none'") || h.Get("X-Frame-Options") != "DENY" ||
 		h.Get("Referrer-Policy") != "no-referrer" || h.Get("X-Content-Type-Options") != "nosniff" {
 		t.Errorf("the task page's headers: %v", h)
+	}
+}
+
+// TestConsoleCrossSiteInBrowser drives a real Chromium logged in to the
+// console to a page of another origin on the same host (another port of
+// 127.0.0.1: the same site, so the session's SameSite=Strict cookie goes
+// with its requests) whose author knows everything but the CSRF token:
+// the session's address, the task, the action and its diff's sum. The
+// page frames the task page (to lure a click on Approve), posts an
+// approval with fetch as text/plain (no preflight), and submits a form
+// that approves. None of it approves anything: the frame is refused,
+// and so are both posts (403), and the action waits as it did.
+func TestConsoleCrossSiteInBrowser(t *testing.T) {
+	bin := chromium()
+	if bin == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("CI must provide Chromium: none on PATH and SNAPNODE_TEST_CHROMIUM is not set")
+		}
+		t.Skip("no Chromium found (on Debian: apt-get install chromium; or set SNAPNODE_TEST_CHROMIUM)")
+	}
+	dataDir := filepath.Join(t.TempDir(), "data")
+	n, stop := startNode(t, func(c *config.Config) {
+		c.DataDir = dataDir
+		c.HTTPListen = "127.0.0.1:0"
+		c.Policy = "../../executor/policy/testdata/policies/confirm.cedar"
+	})
+	defer stop()
+	if err := os.MkdirAll(filepath.Join(dataDir, "sandbox", "reports"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	alice := newRequester(t, n.RelayURLs())
+	held := taskOf(t, alice.call(t, n, "message/send", proposal("WRITE_FILE", map[string]any{"path": "/sandbox/reports/x.txt", "content": "planted\n"}), false))
+	if held.Status.State != "input_required" {
+		t.Fatalf("the write was not held: %s %q", held.Status.State, held.Status.Message)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := admin.Call(ctx, admin.Path(dataDir), admin.Request{Op: "console-url"})
+	var login struct{ URL string }
+	if err != nil || json.Unmarshal(res, &login) != nil {
+		t.Fatalf("console-url: %s %v", res, err)
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox, chromedp.DisableGPU)
+	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	defer cancelBrowser()
+	do := func(steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(bctx, steps...); err != nil {
+			t.Fatalf("browser: %v", err)
+		}
+	}
+	eval := func(js string) string {
+		t.Helper()
+		s, err := chromedp.Run(bctx, chromedp.Evaluate[string](js))
+		if err != nil {
+			t.Fatalf("browser: %s: %v", js, err)
+		}
+		return s
+	}
+	do(chromedp.Navigate(login.URL), chromedp.WaitVisible(chromedp.CSS("#tasks")))
+	home, err := chromedp.Run(bctx, chromedp.Location())
+	if err != nil {
+		t.Fatal(err)
+	}
+	taskPage := home + "tasks/" + held.ID
+	do(chromedp.Navigate(taskPage), chromedp.WaitVisible(chromedp.CSS(".held button.approve")))
+	action := eval(`document.querySelector('.held input[name=action]').value`)
+	sum := eval(`document.querySelector('.held input[name=diff]').value`)
+	decide := taskPage + "/decide"
+	fields := url.Values{"csrf": {"guessed"}, "action": {action}, "diff": {sum}, "decision": {"approve"}}
+
+	var posts atomic.Int32
+	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		var inputs strings.Builder
+		for k, v := range fields {
+			fmt.Fprintf(&inputs, `<input type="hidden" name="%s" value="%s">`, html.EscapeString(k), html.EscapeString(v[0]))
+		}
+		fmt.Fprintf(w, `<!doctype html><title>evil</title>
+<iframe id="lure" src="%[1]s" width="800" height="600"></iframe>
+<form id="approve" method="post" action="%[2]s">%[3]s</form>
+<script>
+fetch(%[4]q, {method: "POST", mode: "no-cors", credentials: "include", headers: {"Content-Type": "text/plain"}, body: %[5]q})
+  .then(() => { document.title = "sent" }, () => { document.title = "sent" });
+</script>`, html.EscapeString(taskPage), html.EscapeString(decide), inputs.String(), decide, fields.Encode())
+		posts.Add(1)
+	}))
+	defer evil.Close()
+	if strings.HasPrefix(evil.URL, n.HTTPURL()) || !strings.HasPrefix(evil.URL, "http://127.0.0.1:") {
+		t.Fatalf("the other page %s is not on another port of the node's host (%s)", evil.URL, n.HTTPURL())
+	}
+	do(chromedp.Navigate(evil.URL), chromedp.WaitVisible(chromedp.CSS("#lure")))
+	if _, err := chromedp.Run(bctx, chromedp.Poll[bool](`document.title === "sent"`)); err != nil {
+		t.Fatalf("the other page's fetch: %v", err)
+	}
+	tree, err := chromedp.Call(bctx, cdppage.GetFrameTree, cdp.Empty{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range tree.FrameTree.ChildFrames {
+		if u := f.Frame.URL; strings.HasPrefix(u, n.HTTPURL()) {
+			t.Errorf("the console's task page is framed by another site's page: %s", u)
+		}
+	}
+	// The form, as a click on the other page would send it.
+	do(chromedp.Evaluate[chromedp.Void](`document.getElementById("approve").submit()`), chromedp.WaitVisible(chromedp.CSS("main")))
+	if got := eval(`document.querySelector("main").innerText.replace("\n\n", ": ")`); !strings.HasPrefix(got, "Refused: Your browser says this form was sent from another site") {
+		t.Errorf("the other site's form: %q", got)
+	}
+	do(chromedp.Navigate(taskPage))
+	if still := eval(`String(!!document.getElementById("approve-` + action + `"))`); still != "true" {
+		t.Error("the action no longer waits for a decision")
+	}
+	if _, err := os.Stat(filepath.Join(dataDir, "sandbox", "reports", "x.txt")); err == nil {
+		t.Error("the file was written: another site's page approved the action")
+	}
+	if posts.Load() == 0 {
+		t.Fatal("the other page was never served")
 	}
 }
