@@ -77,7 +77,8 @@ var (
 // page of hundreds of MiB, the held diff shown whole again under its
 // step), and a step's texts (what the model was told, a requester's
 // follow-ups of up to a MiB among it, the words of its answer and its
-// outcome). What is cut says so.
+// outcome), the step's diff with them cut at MaxStepText. What is cut
+// says so.
 func TestTaskPageBounded(t *testing.T) {
 	src := floodSource{messages: 20, parts: 100, partSize: 2500, steps: 10, diffSize: 256 << 10}
 	r := newRig(t, func(c *console.Config) { c.Source = src })
@@ -94,8 +95,8 @@ func TestTaskPageBounded(t *testing.T) {
 		switch {
 		case strings.HasPrefix(shown, "--- /dev/null\n+++ /sandbox/big.txt"):
 			diffs++
-			if len(shown) > console.MaxStepDiff+slack || !strings.Contains(shown, "more bytes of the diff not shown") {
-				t.Errorf("a step's diff is shown in %d bytes (at most %d), cut %v", len(shown), console.MaxStepDiff, strings.Contains(shown, "not shown"))
+			if len(shown) > console.MaxStepText+slack || !strings.Contains(shown, "more bytes of the diff not shown") {
+				t.Errorf("a step's diff is shown in %d bytes (at most %d), cut %v", len(shown), console.MaxStepText, strings.Contains(shown, "not shown"))
 			}
 		case strings.Contains(shown, "xxxx") || strings.Contains(shown, `"a": [`):
 			messages++
@@ -111,8 +112,8 @@ func TestTaskPageBounded(t *testing.T) {
 			continue
 		}
 		texts++
-		if len(shown) > console.MaxPartText+slack || !strings.Contains(shown, "more bytes not shown") {
-			t.Errorf("a step's text is shown in %d bytes (at most %d), cut %v: %.80s", len(shown), console.MaxPartText, strings.Contains(shown, "not shown"), shown)
+		if len(shown) > console.MaxStepText+slack || !strings.Contains(shown, "more bytes not shown") {
+			t.Errorf("a step's text is shown in %d bytes (at most %d), cut %v: %.80s", len(shown), console.MaxStepText, strings.Contains(shown, "not shown"), shown)
 		}
 	}
 	if texts != 4*src.steps { // what the model was told, its summary, its error, the outcome's reason

@@ -42,9 +42,9 @@ const (
 	// decided first), MaxPartText the text of one message's or
 	// artifact's parts together and the descriptor of a held action,
 	// MaxDiffText the diff of a held action (the rest is counted;
-	// `snapnode held --diff` prints it whole) and MaxStepDiff the diff
-	// of each of the agent's steps (`snapnode job history` prints it
-	// whole).
+	// `snapnode held --diff` prints it whole) and MaxStepText each text
+	// of the agent's steps, its diff included (`snapnode job history`
+	// prints them whole): up to MaxSteps steps of five texts each.
 	MaxTasks        = 500
 	MaxAuditEntries = 200
 	MaxSteps        = 200
@@ -52,7 +52,7 @@ const (
 	MaxHeld         = 20
 	MaxPartText     = 16 << 10
 	MaxDiffText     = 64 << 10
-	MaxStepDiff     = 16 << 10
+	MaxStepText     = 4 << 10
 )
 
 // Source is what the console shows: each method reads the node's state as

@@ -57,15 +57,14 @@ var funcs = template.FuncMap{
 	"maxDiff":   func() int { return MaxDiffText },
 	// clip cuts a text of the agent's job (what the model was told, a
 	// requester's follow-ups among it: up to a MiB; its answer's words, a
-	// worker's) to MaxPartText, as a message's parts: the page shows up
-	// to MaxSteps steps.
+	// worker's) to MaxStepText: the page shows up to MaxSteps steps.
 	"clip": func(s string) string {
-		return cut(s, MaxPartText, "more bytes not shown: snapnode job history prints it whole")
+		return cut(s, MaxStepText, "more bytes not shown: snapnode job history prints it whole")
 	},
-	// stepDiff is the diff of an agent's step, cut to MaxStepDiff: the
-	// page shows up to MaxSteps of them, each a file of up to a MiB.
+	// stepDiff is the diff of an agent's step, cut to MaxStepText: the
+	// page shows up to MaxSteps of them, each of files of up to a MiB.
 	"stepDiff": func(d string) string {
-		return cut(d, MaxStepDiff, "more bytes of the diff not shown: snapnode job history prints it whole")
+		return cut(d, MaxStepText, "more bytes of the diff not shown: snapnode job history prints it whole")
 	},
 }
 
