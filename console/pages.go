@@ -233,7 +233,7 @@ func (c *Console) renderTask(w http.ResponseWriter, r *http.Request, s *session,
 	case "failed":
 		d.Notice = "The action was approved, but it failed: see the audit trail below."
 		if why, ok := c.failure(ctx, id, r.URL.Query().Get("action")); ok {
-			d.Notice = "The action was approved, but it failed: " + executor.Visible(why)
+			d.Notice = "The action was approved, but it failed: " + executor.Visible(scripts.Mark(why, scripts.Spelled))
 		}
 	}
 	// Each shown action costs a read of its audit entries and a diff on
