@@ -12,10 +12,13 @@ import (
 // how the text around it reads: format characters (category Cf: bidi
 // overrides and isolates, zero-width characters, soft hyphen, BOM, tags),
 // private-use and surrogate code points, variation selectors, line and
-// paragraph separators, and anything else that is not graphic (controls
-// among them). The ASCII space is graphic.
+// paragraph separators, the other characters Unicode says are shown as
+// nothing (Other_Default_Ignorable_Code_Point: the combining grapheme
+// joiner U+034F, the Hangul fillers U+115F, U+1160, U+3164 and U+FFA0,
+// the Khmer inherent vowels U+17B4 and U+17B5…), and anything else that
+// is not graphic (controls among them). The ASCII space is graphic.
 func Is(r rune) bool {
-	return unicode.In(r, unicode.Cf, unicode.Co, unicode.Cs, unicode.Variation_Selector, unicode.Zl, unicode.Zp) ||
+	return unicode.In(r, unicode.Cf, unicode.Co, unicode.Cs, unicode.Variation_Selector, unicode.Zl, unicode.Zp, unicode.Other_Default_Ignorable_Code_Point) ||
 		!unicode.IsGraphic(r)
 }
 

@@ -158,3 +158,23 @@ func TestTextWriter(t *testing.T) {
 type failing struct{}
 
 func (failing) Write([]byte) (int, error) { return 0, errors.New("disk full") }
+
+// TestIsDefaultIgnorable: the characters Unicode says a renderer shows
+// as nothing (Default_Ignorable_Code_Point) are invisible, those that are
+// not format characters among them: the combining grapheme joiner, the
+// Hangul fillers and the Khmer inherent vowels, by which "pass͏word.txt"
+// (a U+034F inside) read as "password.txt" wherever its text was shown
+// with its invisible characters spelled out (the console, held diffs).
+// Letters, marks and symbols that are seen are not.
+func TestIsDefaultIgnorable(t *testing.T) {
+	for _, r := range []rune{0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x3164, 0xFFA0, 0x180B, 0x180E, 0xE0001, 0xE0100} {
+		if !Is(r) {
+			t.Errorf("Is(%U) = false: a default-ignorable character, shown as nothing", r)
+		}
+	}
+	for _, r := range []rune{'a', 'é', 0x0301, 0x3131, 0xAC00, 0x1100, 0x17B6, 0x2800} {
+		if Is(r) {
+			t.Errorf("Is(%U) = true: a character that is seen", r)
+		}
+	}
+}
