@@ -595,14 +595,15 @@ func (r *Runtime) cancelLeftOf(ctx context.Context, taskID string) error {
 }
 
 // cancelLeft cancels the work elsewhere of jobs whose model's record was
-// given up to be canceled and not taken (a page a pass): ended or
+// given up to be canceled and not taken, or whose take lapsed (a page a
+// pass; those another process holds are not in it): ended or
 // canceled while the node was down, or by a node that stopped before it
 // canceled that work.
 func (r *Runtime) cancelLeft(ctx context.Context) {
 	if _, ok := r.cfg.Model.(JobCanceler); !ok {
 		return
 	}
-	left, err := r.cfg.Store.CanceledSent(ctx, 100)
+	left, err := r.cfg.Store.CanceledSentUntaken(ctx, r.cfg.Now(), 100)
 	if err != nil {
 		r.log.Warn("agent: reconcile: the work elsewhere of jobs ended or rewound", "err", err)
 		return

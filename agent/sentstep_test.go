@@ -254,3 +254,40 @@ func TestStoreSentToCancelWhenTheJobEndsOrRewinds(t *testing.T) {
 		}
 	})
 }
+
+// A record another process holds (its take live) is not listed: a page of
+// records (CanceledSent's limit) whose cancel is in flight, or whose
+// peer does not answer, does not hold up the records after it, nor keep
+// a second replica from taking them.
+func TestCanceledSentSkipsLiveTakes(t *testing.T) {
+	eachStore(t, func(t *testing.T, ctx context.Context, s *Store) {
+		for _, id := range []string{"a", "b"} {
+			j := storeJob(id, Pending, storeT0)
+			mustCreate(t, ctx, s, j)
+			if ok, err := s.Claim(ctx, id, "h1", at(0), at(time.Minute)); err != nil || !ok {
+				t.Fatalf("Claim(%s) = %v, %v", id, ok, err)
+			}
+			if err := s.KeepSent(ctx, id, "h1", []byte(`{"task":"t-`+id+`"}`)); err != nil {
+				t.Fatal(err)
+			}
+			j.Status, j.Reason = Canceled, "the task was canceled"
+			if err := s.Write(ctx, Save{Job: j}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n, err := s.TakeCanceledSent(ctx, "a", []byte(`{"task":"t-a"}`), at(0), at(time.Minute)); err != nil || n != 1 {
+			t.Fatalf("TakeCanceledSent(a) = %v, %v; want 1", n, err)
+		}
+		list, err := s.CanceledSentUntaken(ctx, at(time.Second), 1)
+		if err != nil || len(list) != 1 || list[0].TaskID != "b" {
+			t.Fatalf("CanceledSentUntaken, a's take live, a page of 1 = %+v, %v; want b's record", list, err)
+		}
+		if list, err := s.CanceledSent(ctx, 10); err != nil || len(list) != 2 {
+			t.Fatalf("CanceledSent, a's take live = %+v, %v; want a's and b's", list, err)
+		}
+		list, err = s.CanceledSentUntaken(ctx, at(time.Minute+time.Second), 10)
+		if err != nil || len(list) != 2 {
+			t.Fatalf("CanceledSentUntaken once a's take lapsed = %+v, %v; want a's and b's", list, err)
+		}
+	})
+}

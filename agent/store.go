@@ -258,9 +258,26 @@ type CanceledRecord struct {
 // while the node was down, or the node stopped before it canceled it; or
 // a process took it and is canceling it now (TakeCanceledSent).
 func (s *Store) CanceledSent(ctx context.Context, limit int) ([]CanceledRecord, error) {
+	return s.canceledSent(ctx, time.Time{}, limit)
+}
+
+// CanceledSentUntaken is CanceledSent without the records another
+// process's take holds at now (TakeCanceledSent): those a reconcile pass
+// can take. A page full of records whose cancel is in flight, or whose
+// peer does not answer, so holds up none after it.
+func (s *Store) CanceledSentUntaken(ctx context.Context, now time.Time, limit int) ([]CanceledRecord, error) {
+	return s.canceledSent(ctx, now, limit)
+}
+
+// canceledSent is CanceledSent, without the records taken at now unless
+// now is zero.
+func (s *Store) canceledSent(ctx context.Context, now time.Time, limit int) ([]CanceledRecord, error) {
 	var out []CanceledRecord
-	for rows, err := range sqldb.Rows(s.db.R.QueryContext(ctx, s.d.Rebind(`SELECT task_id, model_sent_cancel FROM agent_jobs
-			WHERE model_sent_cancel <> '' ORDER BY task_id LIMIT ?`), limit)) {
+	q, args := `SELECT task_id, model_sent_cancel FROM agent_jobs WHERE model_sent_cancel <> ''`, []any{}
+	if !now.IsZero() {
+		q, args = q+` AND model_sent_cancel_until < ?`, append(args, sqldb.Micros(now))
+	}
+	for rows, err := range sqldb.Rows(s.db.R.QueryContext(ctx, s.d.Rebind(q+` ORDER BY task_id LIMIT ?`), append(args, limit)...)) {
 		var (
 			c    CanceledRecord
 			sent string
