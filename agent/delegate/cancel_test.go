@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -294,6 +295,60 @@ func TestDelegateCancelJobSaysWhetherAnswered(t *testing.T) {
 			}
 			if got := p.cancels(); len(got) != 1 || got[0] != "remote-1" {
 				t.Errorf("the delegate got tasks/cancel for %q; want remote-1, once", got)
+			}
+		})
+	}
+}
+
+// A step given up whose tasks/cancel the delegate does not answer leaves
+// the task to be canceled again: the job's record does not say canceled,
+// and the job's end (agent.JobCanceler) sends tasks/cancel again, until
+// answered. Before, the record said canceled whatever the answer, and the
+// job's CancelJob sent nothing: the task kept running on the delegate.
+func TestDelegateStepCancelUnansweredIsSentAgain(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		cause error // nil: the step's time-out
+		end   agent.Status
+	}{
+		{"time-out", nil, agent.Canceled},
+		{"job canceled", agent.ErrCanceled, agent.Canceled},
+		{"time limit", agent.ErrTimeLimit, agent.HaltedTime},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			block := make(chan struct{})
+			defer close(block)
+			p := newPeer()
+			var calls atomic.Int32
+			p.cancelReply = func() *tasks.Task {
+				if calls.Add(1) == 1 {
+					<-block // the step's tasks/cancel: never answered
+					return nil
+				}
+				return &tasks.Task{ID: "remote-1", Status: tasks.Status{State: tasks.StateCanceled, Timestamp: time.Now()}}
+			}
+			d, _, _ := setup(t, p.reply, once, func(cfg *delegate.Config) { cfg.CancelTimeout = 300 * time.Millisecond })
+			ctx, cancel := context.WithCancelCause(t.Context())
+			defer cancel(nil)
+			if c.cause == nil {
+				delegate.TimeOutStepsOn(d, func(int) <-chan struct{} { return p.looked })
+			} else {
+				go func() { <-p.looked; cancel(c.cause) }()
+			}
+			r := newRow(t, "job-1")
+			if _, err := d.Complete(ctx, r.prompt()); err == nil {
+				t.Fatal("the step ended without an error")
+			}
+			d.EndJob("job-1")
+			sent := r.ends(c.end, agent.Save{Holder: holder, Release: true})
+			if sent == nil {
+				t.Fatal("the job's end left no record to cancel; want the task the unanswered cancel named")
+			}
+			if err := d.CancelJob(t.Context(), "job-1", sent); err != nil {
+				t.Errorf("CancelJob = %v; want the delegate's answer", err)
+			}
+			if got := p.cancels(); len(got) != 2 || got[0] != "remote-1" || got[1] != "remote-1" {
+				t.Errorf("the delegate got tasks/cancel for %q; want remote-1 twice: the step's, unanswered, and the job's", got)
 			}
 		})
 	}

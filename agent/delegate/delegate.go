@@ -127,9 +127,13 @@ type keptStep struct {
 	MessageID string    `json:"message_id"`
 	Answered  *keptTask `json:"answered,omitempty"`
 	// Canceled: the node sent the task tasks/cancel when it gave up on
-	// the step; the job's next step opens a new one, and the job's
-	// cancel sends none.
+	// the step, and the delegate answered; the job's next step opens a
+	// new one, and the job's cancel sends none.
 	Canceled bool `json:"canceled,omitempty"`
+	// CancelUnanswered: the node sent the task tasks/cancel when it gave
+	// up on the step, and the delegate did not answer; the job's next
+	// step opens a new one, and the job's cancel sends it again.
+	CancelUnanswered bool `json:"cancel_unanswered,omitempty"`
 }
 
 // keptTask is the job's task on the delegate and the answers it held
@@ -149,7 +153,7 @@ type keptTask struct {
 func (d *Delegate) kept(b []byte, answered bool) (remoteTask, bool) {
 	k, ok := d.record(b)
 	switch {
-	case !ok:
+	case !ok, k.CancelUnanswered:
 		return remoteTask{}, false
 	case !answered && k.Key != "" && k.MessageID != "":
 		return remoteTask{id: k.Task, seen: k.Seen, unanswered: &sentStep{key: k.Key, messageID: k.MessageID}}, true
@@ -365,11 +369,12 @@ func (d *Delegate) Complete(ctx context.Context, pr agent.Prompt) (*agent.Comple
 		if task != "" {
 			learn = nil
 		}
-		return nil, d.failed(outer, ctx, to, job, task, pr.Step, err, learn, func(task string) {
+		return nil, d.failed(outer, ctx, to, job, task, pr.Step, err, learn, func(task string, answered bool) {
 			// Canceled: the job's next step opens a new task, and
-			// its cancel sends nothing. A record that fails (the job is
-			// another process's) leaves the task to be canceled again.
-			_ = d.keep(context.WithoutCancel(outer), pr, keptStep{Task: task, Canceled: true})
+			// its cancel sends nothing, or, unanswered, sends it
+			// again. A record that fails (the job is another
+			// process's) leaves the task to be canceled again.
+			_ = d.keep(context.WithoutCancel(outer), pr, keptStep{Task: task, Canceled: answered, CancelUnanswered: !answered})
 		})
 	}
 	if a.rule != "" {
@@ -753,13 +758,14 @@ func NewHTTP(key *identity.Key, address string, private bool, logger *slog.Logge
 // job's time limit, the job canceled: agent.ErrCanceled), the job's task
 // on the delegate, task ("": not known), sent on to, is canceled
 // (cancelTask), canceled (when not nil) is called once it was sent
-// tasks/cancel, and the error says so; a step stopped because the node
+// tasks/cancel, saying whether the delegate answered, and the error says
+// so; a step stopped because the node
 // stops, or the job went to another process, leaves it at work, for the
 // step sent again when the job is taken up. When the task is not known
 // and learn is not nil (the step's message/send, which opens the task, is
 // in flight), the task is the one learn reads of its answer, within
 // Config.CancelTimeout; canceled is given the task canceled.
-func (d *Delegate) failed(outer, step context.Context, to client.Transport, job, task string, seq int, err error, learn func(context.Context) string, canceled func(task string)) error {
+func (d *Delegate) failed(outer, step context.Context, to client.Transport, job, task string, seq int, err error, learn func(context.Context) string, canceled func(task string, answered bool)) error {
 	cancelTask := func(why string) string {
 		// On a context of its own: outer, the step's caller's, is done.
 		ctx, cancel := d.cancelContext(outer)
@@ -770,9 +776,9 @@ func (d *Delegate) failed(outer, step context.Context, to client.Transport, job,
 					"job", job, "step", seq, "task", task, "why", why)
 			}
 		}
-		note, _ := d.cancelTask(ctx, to, job, task, seq, why)
+		note, cerr := d.cancelTask(ctx, to, job, task, seq, why)
 		if to != nil && task != "" && canceled != nil {
-			canceled(task)
+			canceled(task, cerr == nil)
 		}
 		return note
 	}

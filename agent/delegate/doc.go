@@ -56,9 +56,11 @@
 // wraps agent.ErrWorkerFailed: the job waits for a human with the reason.
 // When the node gives up on a step the delegate is at work on (a time-out,
 // the job's time limit, the job canceled: agent.ErrCanceled), it sends
-// the delegate tasks/cancel for the job's task there, once, within
+// the delegate tasks/cancel for the job's task there, within
 // Config.CancelTimeout, and the job's next step, if any, opens a new
-// task. A step that opens the job's task (its first) sends its
+// task; a cancel the delegate did not answer is sent again at the job's
+// end (agent.JobCanceler, below), the job's record saying so, unless a
+// next step came first (its record is the new task's). A step that opens the job's task (its first) sends its
 // message/send on a context of its own: given up while that send is in
 // flight, the step still reads its answer, within Config.CancelTimeout,
 // and cancels the task it names alike, the job's record saying so, so
