@@ -169,21 +169,32 @@ const maxKeptTries = 100
 // renameAside). The file is then a workspace file like any other: listed,
 // counted, and free for proposals to read, replace or delete.
 func (s *Sandbox) keepVisible(d *os.Root, rel, hidden string) (string, error) {
-	now := s.core.now()
+	kept, err := firstKeptName(rel, s.core.now(), func(kept string) (bool, error) {
+		err := s.renameAside(d, hidden, base(kept))
+		if errors.Is(err, fs.ErrExist) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+	if err != nil {
+		return "", err
+	}
+	s.core.tally.forget() // a file counted in
+	return kept, nil
+}
+
+// firstKeptName returns the first of keptName's names for rel at now (the
+// time, then numbered) that take takes, and take's error, if any; or an
+// error saying why none is left.
+func firstKeptName(rel string, now time.Time, take func(kept string) (bool, error)) (string, error) {
 	for n := range maxKeptTries {
 		kept := keptName(rel, now, n)
 		if kept == "" {
 			return "", noKeptName(rel, now, n)
 		}
-		err := s.renameAside(d, hidden, base(kept))
-		if errors.Is(err, fs.ErrExist) {
-			continue
+		if ok, err := take(kept); ok || err != nil {
+			return kept, err
 		}
-		if err != nil {
-			return "", err
-		}
-		s.core.tally.forget() // a file counted in
-		return kept, nil
 	}
 	return "", fmt.Errorf("%s and the %d names numbered after it are taken", Virtual(keptName(rel, now, 0)), maxKeptTries-1)
 }

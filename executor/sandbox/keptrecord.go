@@ -189,26 +189,20 @@ func (s *Sandbox) pickKept(ctx context.Context, rel string, taken map[string]boo
 		return keptEntry{}, err
 	}
 	defer d.close()
-	k := keptEntry{Path: rel, Hidden: join(parentOf(rel), asideName(name))}
-	now := s.core.now()
-	for n := range maxKeptTries {
-		kept := keptName(rel, now, n)
-		if kept == "" {
-			return keptEntry{}, noKeptName(rel, now, n)
-		}
+	kept, err := firstKeptName(rel, s.core.now(), func(kept string) (bool, error) {
 		if taken[kept] {
-			continue
+			return false, nil
 		}
 		_, err := d.r.Lstat(base(kept))
 		if errors.Is(err, fs.ErrNotExist) {
-			k.Kept = kept
-			return k, nil
+			return true, nil
 		}
-		if err != nil {
-			return keptEntry{}, bare(err)
-		}
+		return false, bare(err)
+	})
+	if err != nil {
+		return keptEntry{}, err
 	}
-	return keptEntry{}, fmt.Errorf("%s and the %d names numbered after it are taken", Virtual(keptName(rel, now, 0)), maxKeptTries-1)
+	return keptEntry{Path: rel, Hidden: join(parentOf(rel), asideName(name)), Kept: kept}, nil
 }
 
 // noKeptName is keepVisible's error where keptName gives no name for

@@ -205,8 +205,7 @@ func (s *Sandbox) restore(ctx context.Context, snap *Snapshot, partial bool, lef
 	}
 	going := make(map[string]bool)
 	var steps []entry
-	var keeps []int       // the divergences in *left whose file set aside is kept
-	var again []keptEntry // those an earlier recovery moved, named again
+	var keeps []int // the divergences in *left whose file set aside is kept
 	for _, e := range entries {
 		if partial && (e.pre.Kind == KindFile || e.post.Kind == KindFile) {
 			if k, ok := prior[e.rel]; ok {
@@ -221,7 +220,6 @@ func (s *Sandbox) restore(ctx context.Context, snap *Snapshot, partial bool, lef
 						return err
 					}
 					(*left)[len(*left)-1].Kept = Virtual(k.Kept)
-					again = append(again, k)
 					continue
 				}
 			}
