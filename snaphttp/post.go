@@ -9,6 +9,7 @@ import (
 	"github.com/snapnode/snapnode/internal/textcut"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -150,21 +151,32 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (body []byte, 
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Now().Add(s.cfg.ReadTimeout))
 	body, err := readAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody), size)
-	// Streams outlast any read deadline; the server's background read
-	// must not time out while one runs. A refusal of the body is written
-	// within WriteTimeout of now, however long the body took.
-	_ = rc.SetReadDeadline(time.Time{})
+	// A refusal of the body is written within WriteTimeout of now,
+	// however long the body took.
 	_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
 		s.refuseTooLarge(w)
 	case err != nil:
-		writeError(w, http.StatusBadRequest, snap.CodeInvalidMessage, "the body could not be read: "+err.Error(), nil)
+		// The body ended early, never came in ReadTimeout, or was
+		// malformed (chunked): what is left of it cannot be told from a
+		// next request. The connection closes once the 400 is written;
+		// kept, net/http would first read the rest of the body to
+		// discard it, and wait for ever for bytes that never come.
+		w.Header().Set("Connection", "close")
+		data := map[string]any{"field": "message", "reason": "incomplete"}
+		if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+			data["reason"], data["readTimeout"] = "timeout", s.cfg.ReadTimeout.Seconds()
+		}
+		writeError(w, http.StatusBadRequest, snap.CodeInvalidMessage, "the body could not be read: "+err.Error(), data)
 	case !json.Valid(body):
 		msg, data := notJSON(body)
 		writeError(w, http.StatusBadRequest, snap.CodeInvalidMessage, msg, data)
 	default:
+		// Streams outlast any read deadline; the server's background
+		// read must not time out while one runs.
+		_ = rc.SetReadDeadline(time.Time{})
 		if n := int64(len(body)); n < size {
 			// A body of unknown length held MaxBody while it was read;
 			// it keeps its own length only.
