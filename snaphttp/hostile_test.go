@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"fmt"
 
 	"io"
 	"net"
@@ -59,5 +60,72 @@ func TestUnfinishedBodyIsAnswered(t *testing.T) {
 				t.Errorf("connection not closed after the answer: %v", err)
 			}
 		})
+	}
+}
+
+// TestRefusalOfUnsentBodyIsAnswered: a request refused before its body
+// is read, whose body never comes, still gets its answer once
+// ReadTimeout passes (net/http reads a body its handler left unread
+// before it answers), then its connection is closed; the answer is not
+// lost to a write deadline that passed while net/http waited.
+func TestRefusalOfUnsentBodyIsAnswered(t *testing.T) {
+	e := start(t, nil, func(c *snaphttp.Config) {
+		c.ReadTimeout = 300 * time.Millisecond
+		c.WriteTimeout = 100 * time.Millisecond
+		c.Burst, c.Rate = 1, 0.001
+	})
+	host := strings.TrimPrefix(e.base, "http://")
+	// The rate-limit token of 127.0.0.2 is spent, so its next POST /snap
+	// is refused before its body is read.
+	if st, _ := postBody(t, e, "127.0.0.2", strings.NewReader("{}")); st != http.StatusOK {
+		t.Fatalf("first POST: %d, want 200 (a SNAP error)", st)
+	}
+	for _, req := range []struct {
+		src, head string
+		status    int
+	}{
+		{"127.0.0.3", "GET /healthz HTTP/1.1\r\nHost: localhost", http.StatusOK},
+		{"127.0.0.3", "GET /nowhere HTTP/1.1\r\nHost: localhost", http.StatusNotFound},
+		{"127.0.0.4", "DELETE /snap HTTP/1.1\r\nHost: localhost", http.StatusMethodNotAllowed},
+		{"127.0.0.4", "POST /snap HTTP/1.1\r\nHost: elsewhere.example", http.StatusMisdirectedRequest},
+		{"127.0.0.5", "POST /snap HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/x-www-form-urlencoded", http.StatusUnsupportedMediaType},
+		{"127.0.0.2", "POST /snap HTTP/1.1\r\nHost: localhost", http.StatusTooManyRequests},
+	} {
+		c := dialFrom(t, req.src, host)
+		defer c.Close()
+		fmt.Fprintf(c, "%s\r\nContent-Length: 100\r\n\r\n{", req.head)
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Errorf("%s with a body that never comes: no answer: %v", strings.SplitN(req.head, "\r\n", 2)[0], err)
+			continue
+		}
+		resp.Body.Close()
+		if resp.StatusCode != req.status || !resp.Close {
+			t.Errorf("%s with a body that never comes: %d (close %v), want %d and the connection closed", strings.SplitN(req.head, "\r\n", 2)[0], resp.StatusCode, resp.Close, req.status)
+		}
+	}
+}
+
+// TestRefusalDoesNotAskForTheBody: a request that waits to be asked for
+// its body (Expect: 100-continue) and is refused before the body is
+// read gets its refusal at once, not a 100 Continue.
+func TestRefusalDoesNotAskForTheBody(t *testing.T) {
+	e := start(t, nil, func(c *snaphttp.Config) { c.Burst, c.Rate = 1, 0.001 })
+	host := strings.TrimPrefix(e.base, "http://")
+	if st, _ := postBody(t, e, "127.0.0.2", strings.NewReader("{}")); st != http.StatusOK {
+		t.Fatalf("first POST: %d, want 200 (a SNAP error)", st)
+	}
+	c := dialFrom(t, "127.0.0.2", host)
+	defer c.Close()
+	io.WriteString(c, "POST /snap HTTP/1.1\r\nHost: localhost\r\nExpect: 100-continue\r\nContent-Length: 100\r\n\r\n")
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("got %d, want 429 at once", resp.StatusCode)
 	}
 }

@@ -211,6 +211,8 @@ func notJSON(body []byte) (msg string, data map[string]any) {
 // validator's refusal of a message over its size (1004, field "message",
 // constraint "maxSize"), and the limit.
 func (s *Server) refuseTooLarge(w http.ResponseWriter) {
+	// The rest of the body is not read: the connection closes.
+	w.Header().Set("Connection", "close")
 	writeError(w, http.StatusRequestEntityTooLarge, snap.CodeInvalidPayload, fmt.Sprintf("the body exceeds the limit of %d bytes", s.cfg.MaxBody),
 		map[string]any{"field": "message", "constraint": "maxSize", "limit": s.cfg.MaxBody})
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -351,16 +352,22 @@ func New(cfg Config) (*Server, error) {
 // holds its connection for ever once the sockets' buffers are full. An
 // exchange on /snap sets the deadline again before it writes (post, per
 // frame of a stream, per WebSocket message). A request with a body must
-// send it within ReadTimeout, on every route: net/http reads what a
-// handler leaves unread of a small body before it answers, and would
-// wait for ever for a body that never comes (POST /snap sets its own
-// deadlines as it reads).
+// send it within ReadTimeout, on every route: what a handler leaves
+// unread of it is read and dropped (discardBody) before the answer is
+// written, within WriteTimeout of then; a body that never comes gets
+// the answer once ReadTimeout passes, and its connection closed (POST
+// /snap sets its own deadlines as it reads).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("SNAP-Version", snap.ProtocolVersion)
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
 	if r.ContentLength != 0 {
 		_ = rc.SetReadDeadline(time.Now().Add(s.cfg.ReadTimeout))
+		defer func() {
+			if w.Header().Get("Connection") != "close" {
+				s.discardBody(w, rc, r)
+			}
+		}()
 	}
 	if !s.hosts.Load().Allows(r.Host) {
 		refuseHost(w, r, s.cfg.Logger, &s.refusedHost)
@@ -377,6 +384,31 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mux.ServeHTTP(w, r)
+}
+
+// discardBody reads and drops what the handler left unread of the
+// request's body, at most MaxBody, before the answer is written: net/http
+// would read it then itself, to keep the connection, but under the write
+// deadline set as the request came, which a body that never comes
+// outlasts: the answer would be lost, and the peer told nothing. A body
+// that is larger, or does not come within ReadTimeout, closes the
+// connection once the answer is written. The answer is then written
+// within WriteTimeout. A body declared larger than MaxBody is not read
+// (the connection closes), nor one the peer waits to be asked for
+// (Expect: 100-continue; net/http closes the connection when it was not
+// read whole).
+func (s *Server) discardBody(w http.ResponseWriter, rc *http.ResponseController, r *http.Request) {
+	switch {
+	case r.Header.Get("Expect") != "":
+		return
+	case r.ContentLength > s.cfg.MaxBody:
+		w.Header().Set("Connection", "close")
+		return
+	}
+	if _, err := io.CopyN(io.Discard, r.Body, s.cfg.MaxBody+1); !errors.Is(err, io.EOF) {
+		w.Header().Set("Connection", "close")
+	}
+	_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
 }
 
 // refuseHost answers a request addressed to a host name that is not
