@@ -129,3 +129,50 @@ func TestRefusalDoesNotAskForTheBody(t *testing.T) {
 		t.Errorf("got %d, want 429 at once", resp.StatusCode)
 	}
 }
+
+// TestPostRefusesContentEncoding: a body in a content coding (gzip,
+// deflate, …) is refused 415 before it is read, naming the header and
+// the coding taken (none: identity), rather than read as it comes and
+// answered as not JSON; a compressed bomb is never inflated.
+func TestPostRefusesContentEncoding(t *testing.T) {
+	e := start(t, nil, nil)
+	for _, coding := range []string{"gzip", "deflate", "br", "gzip, identity"} {
+		req, err := http.NewRequest(http.MethodPost, e.base+"/snap", strings.NewReader("\x1f\x8b\x08\x00"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Encoding", coding)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body struct {
+			Error struct {
+				Code int            `json:"code"`
+				Data map[string]any `json:"data"`
+			} `json:"error"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := body.Error.Data
+		if resp.StatusCode != http.StatusUnsupportedMediaType || body.Error.Code != 1005 || d["field"] != "Content-Encoding" || d["provided"] != coding ||
+			fmt.Sprint(d["supported"]) != "[identity]" || resp.Header.Get("Accept-Encoding") != "identity" {
+			t.Errorf("Content-Encoding %s: %d %+v Accept-Encoding %q, want 415, 1005 naming the field, the coding and identity", coding, resp.StatusCode, body.Error, resp.Header.Get("Accept-Encoding"))
+		}
+	}
+	// identity is no coding at all.
+	req, _ := http.NewRequest(http.MethodPost, e.base+"/snap", strings.NewReader("{}"))
+	req.Header.Set("Content-Encoding", "identity")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("Content-Encoding identity: %d, want 200 (a SNAP error)", resp.StatusCode)
+	}
+}

@@ -48,6 +48,15 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 			map[string]any{"provided": textcut.Prefix(ct, 256), "supported": []string{"application/json"}})
 		return
 	}
+	if ce := r.Header.Values("Content-Encoding"); !identityCoding(ce) {
+		// RFC 9110 §15.5.16: a content coding the server does not take
+		// is 415, naming those it takes in Accept-Encoding.
+		w.Header().Set("Accept-Encoding", "identity")
+		writeError(w, http.StatusUnsupportedMediaType, snap.CodeContentTypeNotSupported,
+			"a SNAP message is posted as it is, in no content coding (gzip, deflate, …)",
+			map[string]any{"field": "Content-Encoding", "provided": textcut.Prefix(strings.Join(ce, ", "), 256), "supported": []string{"identity"}})
+		return
+	}
 	if !s.admit(w, r) {
 		return
 	}
@@ -112,6 +121,19 @@ func jsonContentType(ct string) bool {
 	}
 	return mt == "application/json" || mt == "text/plain" ||
 		strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")
+}
+
+// identityCoding reports whether the Content-Encoding values name no
+// coding but identity: the body is read as it comes, never inflated.
+func identityCoding(values []string) bool {
+	for _, v := range values {
+		for c := range strings.SplitSeq(v, ",") {
+			if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "identity") {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // forged reports whether resp answers a request whose signature did not

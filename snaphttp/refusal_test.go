@@ -129,6 +129,7 @@ func TestRefusalBodiesMatchErrorSchema(t *testing.T) {
 	raw("chunked body over MaxBody", next(), fmt.Sprintf("POST /snap HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", len(big), big))
 	raw("body not JSON", next(), "POST /snap HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 5\r\n\r\nhello")
 	raw("body of another Content-Type", next(), "POST /snap HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 2\r\n\r\n{}")
+	raw("body in a content coding", next(), "POST /snap HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Encoding: gzip\r\nContent-Length: 2\r\n\r\n{}")
 	raw("body unreadable", next(), "POST /snap HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\nzz\r\n{}\r\n0\r\n\r\n")
 	// The address's rate limit (a burst of 3).
 	limited := next()
@@ -193,8 +194,8 @@ func TestRefusalBodiesMatchErrorSchema(t *testing.T) {
 	io.WriteString(c2, "GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
 	got = append(got, readRefusal(t, "over the peer's connections", c2))
 
-	if len(got) != 23 {
-		t.Fatalf("%d refusals, want 23", len(got))
+	if len(got) != 24 {
+		t.Fatalf("%d refusals, want 24", len(got))
 	}
 	for _, r := range got {
 		if r.status < 400 {
