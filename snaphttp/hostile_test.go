@@ -176,3 +176,38 @@ func TestPostRefusesContentEncoding(t *testing.T) {
 		t.Errorf("Content-Encoding identity: %d, want 200 (a SNAP error)", resp.StatusCode)
 	}
 }
+
+// TestChunkedRequestClosesItsConnection: a request with both
+// Content-Length and Transfer-Encoding (a request smuggling shape: a
+// proxy in front that framed it by its Content-Length would take the
+// chunks as a next request) is framed by its chunks, as net/http does,
+// and its connection closed after the answer, as RFC 9112 §6.1 requires
+// (golang/go#80942: net/http keeps it). net/http drops the
+// Content-Length before the handler sees the request, so every chunked
+// request closes its connection.
+func TestChunkedRequestClosesItsConnection(t *testing.T) {
+	e := start(t, nil, nil)
+	c, err := net.Dial("tcp", strings.TrimPrefix(e.base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "POST /snap HTTP/1.1\r\nHost: localhost\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n"+
+		"2\r\n{}\r\n0\r\n\r\n"+
+		"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !resp.Close {
+		t.Errorf("the request of Content-Length and Transfer-Encoding: %d (close %v), want 200 (a SNAP error) and the connection closed", resp.StatusCode, resp.Close)
+	}
+	if next, err := http.ReadResponse(br, nil); err == nil {
+		next.Body.Close()
+		t.Errorf("the request after it on the connection was answered %d: the connection was kept", next.StatusCode)
+	}
+}

@@ -359,6 +359,15 @@ func New(cfg Config) (*Server, error) {
 // /snap sets its own deadlines as it reads).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("SNAP-Version", snap.ProtocolVersion)
+	if len(r.TransferEncoding) > 0 {
+		// A request with both Content-Length and Transfer-Encoding, a
+		// request smuggling shape, must have its connection closed once
+		// answered (RFC 9112 §6.1); net/http keeps it, and drops the
+		// Content-Length before the request gets here, so that every
+		// chunked request closes its connection. SDK peers send a
+		// Content-Length alone.
+		w.Header().Set("Connection", "close")
+	}
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
 	if r.ContentLength != 0 {
