@@ -70,6 +70,10 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	defer s.wsGroup.Done()
 
+	// From here the connection is the WebSocket's (hijacked), or closed
+	// once the upgrader's refusal is written: ServeHTTP must not read what
+	// is left of the request's body (discardBody) after a hijack.
+	w.Header().Set("Connection", "close")
 	c, err := s.upgrader.Upgrade(w, r, http.Header{"SNAP-Version": {snap.ProtocolVersion}})
 	if err != nil {
 		return // the upgrader answered with an HTTP error
