@@ -28,8 +28,14 @@ const holder = "node-1"
 
 func newRow(t *testing.T, job string) *row {
 	t.Helper()
+	return newRowOn(t, testdb.SQLite(t), job)
+}
+
+// newRowOn is newRow on the database of dsn.
+func newRowOn(t *testing.T, dsn, job string) *row {
+	t.Helper()
 	ctx := t.Context()
-	s, err := agent.OpenStore(ctx, testdb.Open(t, testdb.SQLite(t)))
+	s, err := agent.OpenStore(ctx, testdb.Open(t, dsn))
 	if err != nil {
 		t.Fatal(err)
 	}
