@@ -79,7 +79,10 @@
 // success (canceled by any path, halted, its task failed) or is rewound to
 // a checkpoint, with what it recorded of the job ([Prompt.KeepSent]), at
 // least once: until its CancelJob succeeds, the record stays, and is given
-// to it again after a failure or a crash ([MaxCancelTries]); it wraps
+// to it again after a failure or a crash ([MaxCancelTries]). Each record
+// given up to be canceled is kept apart ([Store.CanceledSent]; a model
+// gives one up itself with [Prompt.KeepSentCanceling]), so that none
+// takes another's place, up to [MaxCancelsPerJob] a job. A model wraps
 // [ErrWorkerFailed] when the job must wait for a human at once. Errors the model server
 // reports are a [*ModelError], and an answer it sent that cannot be taken
 // an [*AnsweredError], whose usage the job is charged; a model that knows

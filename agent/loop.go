@@ -86,13 +86,6 @@ func (r *Runtime) work(ctx context.Context, cancel context.CancelCauseFunc, task
 			_ = jr.save(context.WithoutCancel(ctx), nil)
 		}
 		_ = r.cfg.Store.Release(context.WithoutCancel(ctx), taskID, r.cfg.Holder)
-	case errors.Is(err, errLeftUncanceled):
-		// Nothing of the job was written. Its lease is kept, not released:
-		// the slot freed wakes the dispatch at once, which would claim the
-		// job again and again while the read fails. The claim that takes
-		// it up once the lease lapses (here or on another node) takes the
-		// record first.
-		r.log.Warn("agent: the job is left to its lease, claimed again once it lapses", "task", taskID, "err", err)
 	case errors.Is(err, errUnshown):
 		// The job's end is saved, and stands: the reconcile pass shows
 		// it on the task (see end).
@@ -143,17 +136,6 @@ func (jr *jobRun) start(ctx context.Context, taskID string) (bool, error) {
 			return false, err
 		}
 		return false, r.cfg.Store.Settle(ctx, taskID, j.Status)
-	}
-	// Work elsewhere a rewind gave up to be canceled, and which the
-	// process that rewound the job did not cancel (it stopped, or its
-	// read failed), is canceled before this claim's first step starts
-	// new work: the write of the job's end would put the new record over
-	// it, and a reconcile pass may not come round before. A claim that
-	// cannot read or take that record does not start the job (work leaves
-	// it to its lease, claimed again once that lapses): the record stays
-	// to be canceled.
-	if err := r.cancelLeftOf(ctx, taskID); err != nil {
-		return false, fmt.Errorf("%w: %w", errLeftUncanceled, err)
 	}
 	if jr.its, err = r.cfg.Store.Interactions(ctx, taskID); err != nil {
 		return false, err
@@ -403,7 +385,10 @@ func (jr *jobRun) call(ctx context.Context) (*Interaction, *Completion, error) {
 	began := time.Now()
 	comp, err := model.Complete(cctx, Prompt{Messages: msgs, Schema: answerSchema(), SchemaName: "snapnode_answer",
 		Temperature: r.cfg.Temperature, MaxTokens: r.cfg.MaxTokens, Job: jr.request(msgs[0].Content), Step: it.Sequence,
-		Sent: sent.Record, SentAnswered: sent.Answered, KeepSent: func(ctx context.Context, b []byte) error { return r.cfg.Store.KeepSent(ctx, j.TaskID, r.cfg.Holder, b) }})
+		Sent: sent.Record, SentAnswered: sent.Answered, KeepSent: func(ctx context.Context, b []byte) error { return r.cfg.Store.KeepSent(ctx, j.TaskID, r.cfg.Holder, b) },
+		KeepSentCanceling: func(ctx context.Context, b, cancel []byte) error {
+			return r.cfg.Store.KeepSentCanceling(ctx, j.TaskID, r.cfg.Holder, b, cancel)
+		}})
 	elapsed := time.Since(began)
 	took := elapsed.Seconds()
 	it.Response.ExecutionTimeSeconds = took
@@ -1318,11 +1303,6 @@ const (
 
 // errUnshown: the job's end is saved, its task's write failed.
 var errUnshown = errors.New("agent: the task's write of the job's end failed")
-
-// errLeftUncanceled: the claim could not read or take the job's record
-// left to cancel (the work elsewhere a rewind gave up); the job's steps
-// do not start.
-var errLeftUncanceled = errors.New("agent: the job's work elsewhere left to cancel")
 
 // end shows the job's end, saved in st, on its task with note and arts
 // (Runtime.show), and gives the job's lease up (a release that fails is

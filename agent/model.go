@@ -73,6 +73,14 @@ type Prompt struct {
 	// which its next step starts afresh); unless the job succeeded, the
 	// last record then goes to CancelJob (JobCanceler).
 	KeepSent func(ctx context.Context, sent []byte) error `json:"-"`
+	// KeepSentCanceling, when not nil, is KeepSent giving cancel, an
+	// earlier record of the model's whose work elsewhere the job no
+	// longer goes on with, up to CancelJob (JobCanceler) in the same
+	// write: a step given up whose cancel the peer did not answer. That
+	// record is kept apart from the job's others, canceled by whichever
+	// process takes it first, while the job goes on, and the job's next
+	// records, its end and rewinds never take its place.
+	KeepSentCanceling func(ctx context.Context, sent, cancel []byte) error `json:"-"`
 }
 
 // JobEnder is implemented by models that keep something for each job (an

@@ -11,13 +11,14 @@ import (
 	"github.com/snapnode/snapnode/tasks/taskstest"
 )
 
-// A job rewound by a process that stopped (or failed to read its record)
-// before it canceled the old work elsewhere, then claimed by a node whose
-// reconcile pass has not come round yet, cancels that work when it takes
-// the job up, before its first step starts new work: the job's end then
-// cancels the new work, and each is canceled once. Before, the end's
-// write put the new record over the old one, never canceled.
-func TestRewoundWorkLeftIsCanceledAtTheClaim(t *testing.T) {
+// A job rewound by a process that stopped before it canceled the old
+// work elsewhere, then claimed by a node whose reconcile pass has not come
+// round yet, has that work canceled beside its new work when it ends:
+// each record to cancel is kept apart, and the end's gives up the new
+// one alone. Before, the end's write put the new record over the old one,
+// never canceled (a claim canceled it first, a stopgap the records' rows
+// replace).
+func TestRewoundWorkLeftIsCanceledBesideTheNew(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		r := newRig(t, dsn)
 		ctx := context.Background()

@@ -571,10 +571,10 @@ func (r *Runtime) reconcile(ctx context.Context) {
 }
 
 // cancelElsewhere cancels the work the model of the job of taskID started
-// elsewhere (JobCanceler), if the job's last write gave its record up to
-// be canceled (it ended other than in success, or was rewound: see
-// Store.KeepSent) and no one took it yet. A failure is logged: the record
-// stays, for the next reconcile pass.
+// elsewhere (JobCanceler) and no longer goes on with: each record the job
+// gave up to be canceled (it ended other than in success, or was rewound:
+// see Store.KeepSent) that no one took yet. A failure is logged: the
+// record stays, for the next reconcile pass.
 func (r *Runtime) cancelElsewhere(ctx context.Context, taskID string) {
 	if err := r.cancelLeftOf(ctx, taskID); err != nil {
 		r.log.Warn("agent: the job's record, to cancel its model's work elsewhere; the next reconcile pass does", "task", taskID, "err", err)
@@ -582,20 +582,24 @@ func (r *Runtime) cancelElsewhere(ctx context.Context, taskID string) {
 }
 
 // cancelLeftOf is cancelElsewhere returning its failure to read or take
-// the record, which then stays to be canceled.
+// the records, which then stay to be canceled.
 func (r *Runtime) cancelLeftOf(ctx context.Context, taskID string) error {
 	if _, ok := r.cfg.Model.(JobCanceler); !ok {
 		return nil
 	}
-	sent, err := r.cfg.Store.SentToCancel(context.WithoutCancel(ctx), taskID)
-	if err != nil || sent == nil {
+	left, err := r.cfg.Store.SentToCancel(context.WithoutCancel(ctx), taskID)
+	if err != nil {
 		return err
 	}
-	return r.cancelSent(ctx, CanceledRecord{TaskID: taskID, Sent: sent})
+	var errs []error
+	for _, c := range left {
+		errs = append(errs, r.cancelSent(ctx, c))
+	}
+	return errors.Join(errs...)
 }
 
-// cancelLeft cancels the work elsewhere of jobs whose model's record was
-// given up to be canceled and not taken, or whose take lapsed (a page a
+// cancelLeft cancels the work elsewhere of the records jobs gave up to be
+// canceled, not taken, or whose take lapsed (a page a
 // pass; those another process holds are not in it): ended or
 // canceled while the node was down, or by a node that stopped before it
 // canceled that work.

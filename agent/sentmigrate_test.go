@@ -97,8 +97,8 @@ func TestMigrationMovesCanceledJobsRecords(t *testing.T) {
 		if err := s.Write(ctx, Save{Job: j, Holder: "h1", Release: true}); err != nil {
 			t.Fatal(err)
 		}
-		if sent, err := s.SentToCancel(ctx, j.TaskID); err != nil || string(sent) != "running's step" {
-			t.Fatalf("SentToCancel(%s) = %q, %v; want its record", j.TaskID, sent, err)
+		if left, err := s.SentToCancel(ctx, j.TaskID); err != nil || len(left) != 1 || string(left[0].Sent) != "running's step" {
+			t.Fatalf("SentToCancel(%s) = %+v, %v; want its record", j.TaskID, left, err)
 		}
 	})
 }

@@ -213,6 +213,7 @@ func TestStoreSentToCancelWhenTheJobEndsOrRewinds(t *testing.T) {
 			}
 			got = append(got, c.TaskID)
 		}
+		slices.Sort(got) // listed in the order given up
 		if want := []string{"CANCELED", "HALTED_COST", "HALTED_TIME", "rewound"}; !slices.Equal(got, want) {
 			t.Fatalf("CanceledSent lists %q; want %q", got, want)
 		}

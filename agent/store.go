@@ -228,37 +228,80 @@ type SentStep struct {
 // forgets it (its model's work ended with its answer); the write that
 // ends a job otherwise (canceled, halted, its task failed) or rewinds it
 // to a checkpoint (Save.Rewound) gives it up to be canceled instead: no
-// later step is given it, and it is listed (CanceledSent) until its
-// model's work elsewhere is canceled: a process takes it
-// (TakeCanceledSent), sends the cancel, and forgets it once answered
-// (ForgetCanceledSent).
+// later step is given it, and it joins the job's records to cancel
+// (CanceledSent), each kept apart until its model's work elsewhere is
+// canceled: a process takes it (TakeCanceledSent), sends the cancel, and
+// forgets it once answered (ForgetCanceledSent). A job's records to
+// cancel never take each other's place: a job rewound while the cancel
+// of its earlier work is pending, which then ends, has both.
 func (s *Store) KeepSent(ctx context.Context, taskID, holder string, sent []byte) error {
-	ok, err := s.exec(ctx, "keep the sent step of", taskID, `UPDATE agent_jobs SET model_sent = ?, model_sent_answered = 0 WHERE task_id = ? AND lease_holder = ?`,
-		dbtext.Clean(string(sent)), taskID, holder)
+	return s.KeepSentCanceling(ctx, taskID, holder, sent, nil)
+}
+
+// KeepSentCanceling is KeepSent giving cancel (when not empty), an
+// earlier record of the job's model whose work elsewhere the job no
+// longer goes on with, up to be canceled in the same write (see
+// CanceledSent): a step given up whose cancel its peer did not answer.
+func (s *Store) KeepSentCanceling(ctx context.Context, taskID, holder string, sent, cancel []byte) error {
+	err := s.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		n, err := sqldb.Affected(tx.ExecContext(ctx, s.d.Rebind(`UPDATE agent_jobs SET model_sent = ?, model_sent_answered = 0 WHERE task_id = ? AND lease_holder = ?`),
+			dbtext.Clean(string(sent)), taskID, holder))
+		if err != nil {
+			return err
+		}
+		if n != 1 {
+			return ErrLeaseLost
+		}
+		return s.giveUpSent(ctx, tx, taskID, dbtext.Clean(string(cancel)))
+	})
 	if err != nil {
-		return err
-	}
-	if !ok {
-		return fmt.Errorf("agent: keep the sent step of job %s: %w", taskID, ErrLeaseLost)
+		return fmt.Errorf("agent: keep the sent step of job %s: %w", taskID, err)
 	}
 	return nil
 }
 
-// CanceledRecord is a job and what its model last recorded of it
-// (KeepSent), given up to be canceled when the job ended other than in
-// success or was rewound: its model's work elsewhere is not canceled yet.
+// MaxCancelsPerJob bounds the records of one job given up to be canceled
+// and not forgotten yet (CanceledSent). A job that gives up another past
+// it (rewound again and again while its peer does not answer the
+// cancels) drops its oldest, whose work elsewhere is then not canceled
+// by the node; each record is itself tried at most MaxCancelTries times.
+const MaxCancelsPerJob = 16
+
+// giveUpSent adds sent (clean; "": nothing), a record of the job of
+// taskID, to its records to cancel in tx, unless it is there already;
+// past MaxCancelsPerJob the job's oldest go. The caller holds the job's
+// row (its update, or a read for update, came first in tx): two writes
+// of one job give up their records one after the other.
+func (s *Store) giveUpSent(ctx context.Context, tx *sql.Tx, taskID, sent string) error {
+	if sent == "" {
+		return nil
+	}
+	n, err := sqldb.Affected(tx.ExecContext(ctx, s.d.Rebind(`INSERT INTO agent_sent_cancels (task_id, sent)
+		SELECT ?, ? WHERE NOT EXISTS (SELECT 1 FROM agent_sent_cancels WHERE task_id = ? AND sent = ?)`),
+		taskID, sent, taskID, sent))
+	if err != nil || n == 0 {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, s.d.Rebind(`DELETE FROM agent_sent_cancels WHERE task_id = ? AND id NOT IN (
+		SELECT id FROM agent_sent_cancels WHERE task_id = ? ORDER BY id DESC LIMIT ?)`), taskID, taskID, MaxCancelsPerJob)
+	return err
+}
+
+// CanceledRecord is a job and a record of its model (KeepSent), given up
+// to be canceled when the job ended other than in success or was rewound,
+// or by the model: its model's work elsewhere is not canceled yet.
 type CanceledRecord struct {
 	TaskID string
 	Sent   []byte
 }
 
-// CanceledSent returns up to limit jobs whose model's record was given up
-// to be canceled (see KeepSent) and not forgotten yet: their model's work
+// CanceledSent returns up to limit records given up to be canceled (see
+// KeepSent) and not forgotten yet, oldest first: their model's work
 // elsewhere (a delegate's task) was not canceled, as when the job ended
 // while the node was down, or the node stopped before it canceled it; or
-// a process took it and is canceling it now (TakeCanceledSent).
+// a process took one and is canceling it now (TakeCanceledSent).
 func (s *Store) CanceledSent(ctx context.Context, limit int) ([]CanceledRecord, error) {
-	return s.canceledSent(ctx, time.Time{}, limit)
+	return s.canceledSent(ctx, `ORDER BY id LIMIT ?`, limit)
 }
 
 // CanceledSentUntaken is CanceledSent without the records another
@@ -266,18 +309,21 @@ func (s *Store) CanceledSent(ctx context.Context, limit int) ([]CanceledRecord, 
 // can take. A page full of records whose cancel is in flight, or whose
 // peer does not answer, so holds up none after it.
 func (s *Store) CanceledSentUntaken(ctx context.Context, now time.Time, limit int) ([]CanceledRecord, error) {
-	return s.canceledSent(ctx, now, limit)
+	return s.canceledSent(ctx, `WHERE taken_until < ? ORDER BY id LIMIT ?`, sqldb.Micros(now), limit)
 }
 
-// canceledSent is CanceledSent, without the records taken at now unless
-// now is zero.
-func (s *Store) canceledSent(ctx context.Context, now time.Time, limit int) ([]CanceledRecord, error) {
+// SentToCancel returns the records of the job of taskID given up to be
+// canceled and not forgotten yet (see CanceledSent), oldest first; none
+// when there are none, or no such job.
+func (s *Store) SentToCancel(ctx context.Context, taskID string) ([]CanceledRecord, error) {
+	return s.canceledSent(ctx, `WHERE task_id = ? ORDER BY id LIMIT ?`, taskID, MaxCancelsPerJob)
+}
+
+// canceledSent lists the records to cancel of where (the condition,
+// order and limit, of args).
+func (s *Store) canceledSent(ctx context.Context, where string, args ...any) ([]CanceledRecord, error) {
 	var out []CanceledRecord
-	q, args := `SELECT task_id, model_sent_cancel FROM agent_jobs WHERE model_sent_cancel <> ''`, []any{}
-	if !now.IsZero() {
-		q, args = q+` AND model_sent_cancel_until < ?`, append(args, sqldb.Micros(now))
-	}
-	for rows, err := range sqldb.Rows(s.db.R.QueryContext(ctx, s.d.Rebind(q+` ORDER BY task_id LIMIT ?`), append(args, limit)...)) {
+	for rows, err := range sqldb.Rows(s.db.R.QueryContext(ctx, s.d.Rebind(`SELECT task_id, sent FROM agent_sent_cancels `+where), args...)) {
 		var (
 			c    CanceledRecord
 			sent string
@@ -294,43 +340,25 @@ func (s *Store) canceledSent(ctx context.Context, now time.Time, limit int) ([]C
 	return out, nil
 }
 
-// SentToCancel is the record of the job of taskID given up to be canceled
-// and not forgotten yet (see CanceledSent); nil: none.
-func (s *Store) SentToCancel(ctx context.Context, taskID string) ([]byte, error) {
-	var sent string
-	err := s.db.R.QueryRowContext(ctx, s.d.Rebind(`SELECT model_sent_cancel FROM agent_jobs WHERE task_id = ?`), taskID).Scan(&sent)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, ErrNoJob
-	}
-	if err != nil {
-		return nil, fmt.Errorf("agent: read job %s: %w", taskID, err)
-	}
-	if sent == "" {
-		return nil, nil
-	}
-	return []byte(sent), nil
-}
-
-// TakeCanceledSent marks sent, the model's record of the job of taskID
-// given up to be canceled, taken until until: the caller is sending the
-// cancel of its work elsewhere, and no other process takes it meanwhile.
-// It returns how many times the record was taken, this take included (0:
-// not taken: the job's record to cancel is another, or none, or another
-// process's take of it holds at now). The record stays until the cancel
-// is answered (ForgetCanceledSent): a process that stops or crashes
-// before leaves it to be taken again, by any process, once until passed.
+// TakeCanceledSent marks sent, a record of the job of taskID given up to
+// be canceled, taken until until: the caller is sending the cancel of its
+// work elsewhere, and no other process takes it meanwhile. It returns how
+// many times the record was taken, this take included (0: not taken: the
+// job has no such record to cancel, or another process's take of it
+// holds at now). The record stays until the cancel is answered
+// (ForgetCanceledSent): a process that stops or crashes before leaves it
+// to be taken again, by any process, once until passed.
 func (s *Store) TakeCanceledSent(ctx context.Context, taskID string, sent []byte, now, until time.Time) (int, error) {
 	var tries int
 	err := s.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		tries = 0
-		n, err := sqldb.Affected(tx.ExecContext(ctx, s.d.Rebind(`UPDATE agent_jobs
-			SET model_sent_cancel_until = ?, model_sent_cancel_tries = model_sent_cancel_tries + 1
-			WHERE task_id = ? AND model_sent_cancel = ? AND model_sent_cancel_until < ?`),
+		n, err := sqldb.Affected(tx.ExecContext(ctx, s.d.Rebind(`UPDATE agent_sent_cancels SET taken_until = ?, tries = tries + 1
+			WHERE task_id = ? AND sent = ? AND taken_until < ?`),
 			sqldb.Micros(until), taskID, string(sent), sqldb.Micros(now)))
 		if err != nil || n != 1 {
 			return err
 		}
-		return tx.QueryRowContext(ctx, s.d.Rebind(`SELECT model_sent_cancel_tries FROM agent_jobs WHERE task_id = ?`), taskID).Scan(&tries)
+		return tx.QueryRowContext(ctx, s.d.Rebind(`SELECT tries FROM agent_sent_cancels WHERE task_id = ? AND sent = ?`), taskID, string(sent)).Scan(&tries)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("agent: take the record to cancel of job %s: %w", taskID, err)
@@ -338,14 +366,12 @@ func (s *Store) TakeCanceledSent(ctx context.Context, taskID string, sent []byte
 	return tries, nil
 }
 
-// ForgetCanceledSent forgets sent, the model's record of the job of
-// taskID given up to be canceled, once its work elsewhere was canceled
-// (the peer answered the cancel) or given up. It reports false when the
-// job's record to cancel is another, or none.
+// ForgetCanceledSent forgets sent, a record of the job of taskID given up
+// to be canceled, once its work elsewhere was canceled (the peer answered
+// the cancel) or given up. It reports false when the job has no such
+// record to cancel.
 func (s *Store) ForgetCanceledSent(ctx context.Context, taskID string, sent []byte) (bool, error) {
-	return s.exec(ctx, "forget the record to cancel of", taskID, `UPDATE agent_jobs
-		SET model_sent_cancel = '', model_sent_cancel_until = 0, model_sent_cancel_tries = 0
-		WHERE task_id = ? AND model_sent_cancel = ?`, taskID, string(sent))
+	return s.exec(ctx, "forget the record to cancel of", taskID, `DELETE FROM agent_sent_cancels WHERE task_id = ? AND sent = ?`, taskID, string(sent))
 }
 
 // Candidate is a job that waits for a claim.
@@ -448,7 +474,8 @@ func (s *Store) endedWhere() string {
 }
 
 // Forget deletes the job of taskID and everything stored of it: its
-// interactions, recovery points and history archive. It reports whether
+// interactions, recovery points, history archive and records to cancel
+// (CanceledSent). It reports whether
 // there was a job; one that has not ended is kept (false). A long history
 // goes a hundred rows a transaction, the job's own row last, so that no
 // one transaction holds the database's writer for long and a Forget cut
@@ -461,7 +488,7 @@ func (s *Store) Forget(ctx context.Context, taskID string) (bool, error) {
 		}
 		return false, nil
 	}
-	for _, t := range []struct{ table, key string }{{"agent_interactions", "seq"}, {"agent_history_segments", "idx"}, {"agent_recovery_points", "seq"}} {
+	for _, t := range []struct{ table, key string }{{"agent_interactions", "seq"}, {"agent_history_segments", "idx"}, {"agent_recovery_points", "seq"}, {"agent_sent_cancels", "id"}} {
 		q := s.d.Rebind(`DELETE FROM ` + t.table + ` WHERE task_id = ? AND ` + t.key + ` IN (SELECT ` + t.key + ` FROM ` + t.table + ` WHERE task_id = ? ORDER BY ` + t.key + ` LIMIT 100)`)
 		for more := true; more; {
 			err := s.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
@@ -757,6 +784,20 @@ func (s *Store) writeJob(ctx context.Context, tx *sql.Tx, w Save) error {
 			return err
 		}
 	}
+	// The model's record, which a write that ends the job other than in
+	// success or rewinds it gives up to be canceled (KeepSent): read
+	// with the row locked, so that the update below clears the record
+	// given up.
+	giveUp, sent := w.leavesSent() && j.Status != Success, ""
+	if giveUp {
+		err := tx.QueryRowContext(ctx, s.d.Rebind(`SELECT model_sent FROM agent_jobs WHERE task_id = ?`+s.d.ForUpdate()), j.TaskID).Scan(&sent)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("agent: save job %s: %w", j.TaskID, ErrLeaseLost)
+		}
+		if err != nil {
+			return err
+		}
+	}
 	// The runtime's columns. The lease is the dispatcher's (Claim, Renew,
 	// Release) and the pending input the queue's (AddInput): a write here
 	// never undoes either. The input the answer was given is taken off the
@@ -766,14 +807,11 @@ func (s *Store) writeJob(ctx context.Context, tx *sql.Tx, w Save) error {
 		next_seq = ?, recovery_seq = ?, reason = ?, updated_at = ?, review_seq = ?, shown = ?,
 		settled = CASE WHEN ? THEN 0 ELSE settled END,
 		model_sent = CASE WHEN ? THEN '' ELSE model_sent END,
-		model_sent_cancel = CASE WHEN ? AND model_sent <> '' THEN model_sent ELSE model_sent_cancel END,
-		model_sent_cancel_until = CASE WHEN ? AND model_sent <> '' THEN 0 ELSE model_sent_cancel_until END,
-		model_sent_cancel_tries = CASE WHEN ? AND model_sent <> '' THEN 0 ELSE model_sent_cancel_tries END,
 		model_sent_answered = CASE WHEN ? THEN 1 ELSE model_sent_answered END`
 	args := []any{dbtext.Clean(j.Description), string(j.Status), j.Phase, j.Steps,
 		j.CostCents, j.Seconds, j.PromptTokens, j.CompletionTokens, j.Retries, j.HistoryBytes,
 		j.NextSeq, j.RecoverySeq, dbtext.Clean(j.Reason), sqldb.Micros(j.UpdatedAt), j.ReviewSeq, dbtext.Clean(j.Shown), w.Unsettled,
-		w.leavesSent(), w.leavesSent() && j.Status != Success, w.leavesSent() && j.Status != Success, w.leavesSent() && j.Status != Success, w.answered()}
+		w.leavesSent(), w.answered()}
 	switch {
 	case !w.LeaseUntil.IsZero():
 		q += `, lease_holder = ?, lease_until = ?`
@@ -800,6 +838,11 @@ func (s *Store) writeJob(ctx context.Context, tx *sql.Tx, w Save) error {
 	} else if n != 1 {
 		// Rolls the interactions back too.
 		return fmt.Errorf("agent: save job %s: %w", j.TaskID, ErrLeaseLost)
+	}
+	if giveUp {
+		if err := s.giveUpSent(ctx, tx, j.TaskID, sent); err != nil {
+			return err
+		}
 	}
 	if w.Consumed == "" && w.Input == "" {
 		return nil

@@ -132,7 +132,9 @@ type keptStep struct {
 	Canceled bool `json:"canceled,omitempty"`
 	// CancelUnanswered: the node sent the task tasks/cancel when it gave
 	// up on the step, and the delegate did not answer; the job's next
-	// step opens a new one, and the job's cancel sends it again.
+	// step opens a new one, and the job's cancel sends it again. Only
+	// read: older builds wrote it, where this build gives such a task up
+	// to be canceled in a record of its own (keepCanceling).
 	CancelUnanswered bool `json:"cancel_unanswered,omitempty"`
 }
 
@@ -371,10 +373,18 @@ func (d *Delegate) Complete(ctx context.Context, pr agent.Prompt) (*agent.Comple
 		}
 		return nil, d.failed(outer, ctx, to, job, task, pr.Step, err, learn, func(task string, answered bool) {
 			// Canceled: the job's next step opens a new task, and
-			// its cancel sends nothing, or, unanswered, sends it
-			// again. A record that fails (the job is another
-			// process's) leaves the task to be canceled again.
-			_ = d.keep(context.WithoutCancel(outer), pr, keptStep{Task: task, Canceled: answered, CancelUnanswered: !answered})
+			// the job's cancel sends nothing for this one. A cancel
+			// unanswered is given up to be canceled again in the
+			// same write, a record of its own that the job's next
+			// records do not take the place of. A record that fails
+			// (the job is another process's) leaves the task to be
+			// canceled again.
+			bg := context.WithoutCancel(outer)
+			if answered {
+				_ = d.keep(bg, pr, keptStep{Task: task, Canceled: true})
+				return
+			}
+			_ = d.keepCanceling(bg, pr, keptStep{Task: task, Canceled: true}, keptStep{Task: task})
 		})
 	}
 	if a.rule != "" {
@@ -490,6 +500,28 @@ func (d *Delegate) keep(ctx context.Context, pr agent.Prompt, k keptStep) error 
 		return err
 	}
 	return pr.KeepSent(ctx, b)
+}
+
+// keepCanceling is keep giving cancel, a record of the job's task the
+// job no longer goes on with, up to be canceled in the same write
+// (agent.Prompt.KeepSentCanceling). A caller that offers no such write
+// (the runtime does) has k kept alone: cancel's task is not canceled
+// again.
+func (d *Delegate) keepCanceling(ctx context.Context, pr agent.Prompt, k, cancel keptStep) error {
+	if pr.KeepSentCanceling == nil {
+		return d.keep(ctx, pr, k)
+	}
+	k.Delegate, k.Step = d.cfg.Address, pr.Step
+	cancel.Delegate, cancel.Step = d.cfg.Address, pr.Step
+	b, err := json.Marshal(k)
+	if err != nil {
+		return err
+	}
+	c, err := json.Marshal(cancel)
+	if err != nil {
+		return err
+	}
+	return pr.KeepSentCanceling(ctx, b, c)
 }
 
 // MaxHops is how many agents' jobs a job may have come through (its job

@@ -58,9 +58,11 @@
 // the job's time limit, the job canceled: agent.ErrCanceled), it sends
 // the delegate tasks/cancel for the job's task there, within
 // Config.CancelTimeout, and the job's next step, if any, opens a new
-// task; a cancel the delegate did not answer is sent again at the job's
-// end (agent.JobCanceler, below), the job's record saying so, unless a
-// next step came first (its record is the new task's). A step that opens the job's task (its first) sends its
+// task; a cancel the delegate did not answer is given up to be sent again
+// (agent.Prompt.KeepSentCanceling, in the write that records the job's
+// step canceled), a record of its own that the job's next steps do not
+// take the place of: the runtime's next reconcile pass, or the job's end,
+// sends it (agent.JobCanceler, below). A step that opens the job's task (its first) sends its
 // message/send on a context of its own: given up while that send is in
 // flight, the step still reads its answer, within Config.CancelTimeout,
 // and cancels the task it names alike, the job's record saying so, so
@@ -78,8 +80,10 @@
 // phases' messages and the operator's note of the checkpoint and of what
 // was undone). A job that waits for a human keeps its task, which the step
 // that resumes it continues, also one that a step whose answer was
-// refused opened. The cancel is sent by the process that takes the job's
-// record (agent.Store.TakeCanceledSent), one process at a time; the record
+// refused opened. The cancel is sent by the process that takes the
+// record (agent.Store.TakeCanceledSent), one process at a time, each
+// record given up apart from the job's others (a job rewound while its
+// old task's cancel is unanswered, which then ends, cancels both); the record
 // is forgotten once the delegate answered it (a refusal, such as a task it
 // ended already or does not know, included). A process that stops or
 // crashes before that answer, or a delegate that did not answer, leaves

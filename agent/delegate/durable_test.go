@@ -71,6 +71,9 @@ func (r *row) prompt() agent.Prompt {
 	p := prompt(r.j.TaskID, r.j.NextSeq)
 	p.Sent, p.SentAnswered = sent.Record, sent.Answered
 	p.KeepSent = func(ctx context.Context, b []byte) error { return r.s.KeepSent(ctx, r.j.TaskID, holder, b) }
+	p.KeepSentCanceling = func(ctx context.Context, b, cancel []byte) error {
+		return r.s.KeepSentCanceling(ctx, r.j.TaskID, holder, b, cancel)
+	}
 	return p
 }
 
