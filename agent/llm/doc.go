@@ -48,5 +48,9 @@
 // for the runtime to set apart.
 //
 // The API key goes only into the Authorization header: it is in no log
-// and no error.
+// and no error (an error quoting the server's words has the key, should
+// the server echo it, redacted, and is cut to 800 bytes). No redirect is
+// followed. Unless Config.HTTPClient is given, the proxy of the
+// environment (HTTPS_PROXY, HTTP_PROXY, NO_PROXY) is used, as Go's
+// http.ProxyFromEnvironment says, never for a loopback host.
 package llm

@@ -320,6 +320,7 @@ func (c *Client) send(ctx context.Context, req openai.ChatCompletionRequest, zer
 			err = fmt.Errorf("%w: the server's answer has no choices but an error: %s", ErrMalformedResponse, c.redactKey(a.serverError))
 		}
 	}
+	err = c.scrub(err)
 	if cl.status < http.StatusOK || cl.status >= http.StatusMultipleChoices || ctx.Err() != nil {
 		return nil, err
 	}
@@ -381,6 +382,37 @@ func (c *Client) modelError(status int, h http.Header, msg, details string) *age
 		Message:       cut(strings.TrimSpace(msg), maxMessage),
 	}
 }
+
+// maxErrorText bounds the text of an error the client returns, in bytes.
+const maxErrorText = 800
+
+// scrub returns err, or, when its text holds the API key or is longer
+// than maxErrorText, an error that unwraps to it whose text is err's with
+// the key redacted, cut. Errors quote what the server sent (a member
+// name refused as a duplicate, the JSON path of a syntax error, a
+// status line that is no HTTP, in Go's transport), which a server may
+// make as long as its answer's cap and fill with the key it was sent;
+// the runtime logs the error of each failed call, and the node Check's.
+func (c *Client) scrub(err error) error {
+	if err == nil {
+		return nil
+	}
+	s := err.Error()
+	r := c.redactKey(s)
+	if r == s && len(s) <= maxErrorText {
+		return err
+	}
+	return &scrubbedError{msg: cut(strings.ToValidUTF8(r, "\uFFFD"), maxErrorText), err: err}
+}
+
+// scrubbedError is an error with its text redacted and cut (see scrub).
+type scrubbedError struct {
+	msg string
+	err error
+}
+
+func (e *scrubbedError) Error() string { return e.msg }
+func (e *scrubbedError) Unwrap() error { return e.err }
 
 // redactKey is s with the API key replaced: a server may echo the
 // request's header in its error.

@@ -60,6 +60,7 @@ func (c *Client) modelList(ctx context.Context) (*modelList, error) {
 			c.look = l
 			c.lookMu.Unlock()
 			list, err := c.models(ctx)
+			err = c.scrub(err)
 			c.lookMu.Lock()
 			l.list, l.err, l.canceled = list, err, err != nil && ctx.Err() != nil
 			if err != nil && !errors.Is(err, ErrNoModelList) {
