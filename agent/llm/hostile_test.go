@@ -284,3 +284,27 @@ func bodyClient(t *testing.T, body string) *llm.Client {
 	}
 	return m
 }
+
+// A base URL may carry a credential of its own, a password (a proxy's
+// basic authentication in front of the server) or a query: the Config's
+// String and LogValue, and the warning of a key sent over plain http,
+// show neither. Before, both showed the base URL whole.
+func TestConfigShowsNoURLCredential(t *testing.T) {
+	const url = "http://user:url-password@models.example:8000/v1?token=url-query-token"
+	var logs bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&logs, nil))
+	cfg := llm.Config{BaseURL: url, Model: "m1", APIKey: "sk-plain", Logger: log}
+	if _, err := llm.New(cfg); err != nil {
+		t.Fatal(err)
+	}
+	log.Info("config", "cfg", cfg)
+	s := fmt.Sprint(cfg) + fmt.Sprintf("%+v", cfg) + logs.String()
+	for _, secret := range []string{"url-password", "url-query-token", "sk-plain"} {
+		if strings.Contains(s, secret) {
+			t.Errorf("%s shows in %s", secret, s)
+		}
+	}
+	if !strings.Contains(s, "models.example:8000/v1") {
+		t.Errorf("the base URL's host and path are not shown: %s", s)
+	}
+}
