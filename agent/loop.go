@@ -281,6 +281,13 @@ func (jr *jobRun) run(ctx context.Context, taskID string) error {
 				"it was cut at the answer's token cap (agent.max_tokens, %d tokens) before it ended; send a shorter one: %s",
 				r.cfg.MaxTokens, aerr.Message)}
 		}
+		if aerr != nil && comp.Filtered {
+			// The provider's filter withheld or cut the answer: told
+			// only that it was empty or ended early, neither the model
+			// nor the operator learns why.
+			r.log.Warn("agent: the model server's content filter withheld or cut the answer", "task", jr.j.TaskID, "step", it.Sequence)
+			aerr = &AnswerError{Rule: aerr.Rule, Message: `the model server's content filter withheld or cut it (finish_reason "content_filter"): ` + aerr.Message}
+		}
 		if aerr != nil {
 			if stop, err := jr.invalid(ctx, it, aerr); stop || err != nil {
 				return err

@@ -177,6 +177,9 @@ type Completion struct {
 	// Truncated reports that the answer stopped at MaxTokens
 	// (finish_reason "length").
 	Truncated bool
+	// Filtered reports that the server's content filter withheld or cut
+	// the answer (finish_reason "content_filter").
+	Filtered bool
 	// ToolCalls names the tools the answer called (a chat message's
 	// tool_calls, or an older server's function_call), as the server
 	// named them. No tool is offered: an answer that calls one instead

@@ -264,3 +264,19 @@ func TestReasoningBytes(t *testing.T) {
 		})
 	}
 }
+
+// finish_reason "content_filter" is the completion's Filtered, for the
+// runtime to say that the provider's filter, not the model, left the
+// answer empty or cut.
+func TestContentFilterAnswer(t *testing.T) {
+	srv := llmtest.New(t)
+	srv.Push(llmtest.Reply{Content: "", FinishReason: "content_filter"}, llmtest.Reply{Content: "{}", FinishReason: "stop"})
+	c := newClient(t, srv, llm.Config{})
+	got, err := c.Complete(t.Context(), prompt("x"))
+	if err != nil || !got.Filtered || got.Truncated || got.Text != "" {
+		t.Fatalf("Complete = %+v, %v; want Filtered, no text", got, err)
+	}
+	if got, err = c.Complete(t.Context(), prompt("x")); err != nil || got.Filtered {
+		t.Fatalf("Complete = %+v, %v; want an answer not Filtered", got, err)
+	}
+}

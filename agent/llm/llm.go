@@ -240,13 +240,14 @@ func (c *Client) Complete(ctx context.Context, p agent.Prompt) (*agent.Completio
 		PromptTokens:     resp.promptTokens,
 		CompletionTokens: resp.completionTokens,
 		Truncated:        resp.finish == string(openai.FinishReasonLength),
+		Filtered:         resp.finish == string(openai.FinishReasonContentFilter),
 		ToolCalls:        resp.toolCalls,
 	}
 	if out.Model == "" {
 		out.Model = c.cfg.Model
 	}
 	c.log.Debug("llm: completion", "model", out.Model, "prompt_tokens", out.PromptTokens,
-		"completion_tokens", out.CompletionTokens, "truncated", out.Truncated, "reasoning_bytes", out.ReasoningBytes, "tool_calls", len(out.ToolCalls), "elapsed", time.Since(start))
+		"completion_tokens", out.CompletionTokens, "truncated", out.Truncated, "filtered", out.Filtered, "reasoning_bytes", out.ReasoningBytes, "tool_calls", len(out.ToolCalls), "elapsed", time.Since(start))
 	return out, nil
 }
 
