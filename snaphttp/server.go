@@ -51,9 +51,9 @@ const (
 // MaxHeaderBytes bounds the header block of a request (its request line
 // and headers; net/http allows 4 KiB of slack past it): a larger one is
 // answered 431 and its connection closed. A request's headers are held
-// while it is answered, a WebSocket upgrade's as long as the connection
-// is open; net/http's own default, 1 MiB, would let each connection hold
-// that much.
+// while it is answered, a WebSocket upgrade's until the upgrade is
+// answered; net/http's own default, 1 MiB, would let each connection
+// hold that much.
 const MaxHeaderBytes = 32 << 10
 
 // Config configures a Server. Only Handler is required; every zero limit
@@ -312,7 +312,12 @@ func New(cfg Config) (*Server, error) {
 	s.upgrader = websocket.Upgrader{
 		// A message is framed in a buffer borrowed for its write: an
 		// idle WebSocket holds no write buffer.
-		WriteBufferPool:  new(sync.Pool),
+		WriteBufferPool: new(sync.Pool),
+		// Its own small read buffer, in place of the HTTP server's
+		// 4 KiB one: it holds frame headers and control frames, and a
+		// message's payload larger than it is read into the message
+		// directly (see readAll).
+		ReadBufferSize:   wsReadBuffer,
 		HandshakeTimeout: cfg.WriteTimeout,
 		CheckOrigin:      s.webSocketOrigin,
 		Error: func(w http.ResponseWriter, r *http.Request, status int, reason error) {

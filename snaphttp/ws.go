@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"runtime/debug"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -54,7 +55,6 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 			map[string]any{"retryAfter": 1, "limit": s.cfg.MaxConns, "scope": "node"})
 		return
 	}
-	defer s.conns.Release(key)
 	// Counted before the upgrade, while net/http still tracks the
 	// request, so that Serve, which waits for the group after
 	// http.Server.Shutdown returns, cannot miss it.
@@ -62,13 +62,17 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 	select {
 	case <-s.draining:
 		s.mu.Unlock()
+		s.conns.Release(key)
 		writeError(w, http.StatusServiceUnavailable, snap.CodeServiceUnavailable, "shutting down", nil)
 		return
 	default:
 	}
 	s.wsGroup.Add(1)
 	s.mu.Unlock()
-	defer s.wsGroup.Done()
+	release := func() {
+		s.wsGroup.Done()
+		s.conns.Release(key)
+	}
 
 	// From here the connection is the WebSocket's (hijacked), or closed
 	// once the upgrader's refusal is written: ServeHTTP must not read what
@@ -76,20 +80,39 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Connection", "close")
 	c, err := s.upgrader.Upgrade(w, r, http.Header{"SNAP-Version": {snap.ProtocolVersion}})
 	if err != nil {
+		release()
 		return // the upgrader answered with an HTTP error
 	}
 	wc := &wsConn{s: s, c: c, key: key, remote: r.RemoteAddr}
 	wc.ctx, wc.cancel = context.WithCancel(s.base)
-	defer wc.cancel()
 	s.mu.Lock()
 	s.ws[wc] = struct{}{}
 	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.ws, wc)
-		s.mu.Unlock()
+	// Served from a goroutine of its own, so that this one returns and
+	// net/http lets go of what it keeps for a request until its handler
+	// returns (a 4 KiB write buffer, the request, the handler's grown
+	// stack): an idle WebSocket holds none of it.
+	go func() {
+		defer release()
+		defer func() {
+			s.mu.Lock()
+			delete(s.ws, wc)
+			s.mu.Unlock()
+		}()
+		defer wc.cancel()
+		defer recoverConn(s.cfg.Logger, c.NetConn(), wc.remote)
+		wc.serve()
 	}()
-	wc.serve()
+}
+
+// recoverConn, deferred by a WebSocket's goroutine, logs a panic and
+// closes the connection, as net/http does for a panic in a handler's
+// goroutine, where the connection was served before.
+func recoverConn(log *slog.Logger, c net.Conn, remote string) {
+	if v := recover(); v != nil {
+		log.Error("snaphttp: panic serving a WebSocket", "remote", remote, "panic", v, "stack", string(debug.Stack()))
+		c.Close()
+	}
 }
 
 // closeAllWS cuts every WebSocket connection (forced shutdown).
@@ -318,3 +341,8 @@ func (wc *wsConn) handle(o *outbox, raw []byte) {
 	send := func(m *snap.Message) error { return o.send(ctx, m) }
 	o.final(wc.ctx, s.cfg.Handler.Serve(ctx, snap.Inbound{Raw: raw, Transport: "ws", MaxSize: s.cfg.MaxResponse}, send))
 }
+
+// wsReadBuffer is the size of a WebSocket's read buffer, which it holds
+// while idle: room for a frame's header and a control frame (at most 125
+// bytes), and a small message whole.
+const wsReadBuffer = 512

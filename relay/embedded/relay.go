@@ -473,10 +473,11 @@ func newRelay(cfg Config, exempt func(netip.Addr) bool) (*Relay, error) {
 		events: ratelimit.New(ratelimit.Config{Rate: cfg.EventsPerSecond, Burst: cfg.EventBurst,
 			MaxKeys: 4 * cfg.MaxConnections, Now: cfg.Now}),
 		upgrader: websocket.Upgrader{
-			// Reads go through the HTTP server's 4 KiB buffer, taken
-			// over with the connection; a frame is built in a
-			// buffer borrowed for its write: an idle client holds no
-			// write buffer.
+			// A small read buffer of its own (wsReadBuffer), not the
+			// HTTP server's 4 KiB one; a frame is built in a buffer
+			// borrowed for its write: an idle client holds no write
+			// buffer.
+			ReadBufferSize:  wsReadBuffer,
 			WriteBufferPool: new(sync.Pool),
 			// The origin was checked before (checkOrigin).
 			CheckOrigin: func(*http.Request) bool { return true },

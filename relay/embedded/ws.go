@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"runtime/debug"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -36,12 +37,15 @@ func (r *Relay) serveWebSocket(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, why, code)
 		return
 	}
-	if !held {
-		defer r.release(key)
+	release := func() {
+		if !held {
+			r.release(key)
+		}
 	}
 	bw := &batchWriter{ResponseWriter: w, pool: &r.bursts}
 	ws, err := r.upgrader.Upgrade(bw, req, nil)
 	if err != nil {
+		release()
 		return // the upgrader answered with an HTTP error
 	}
 	t := &wsTransport{ws: ws, batch: bw.conn}
@@ -49,16 +53,42 @@ func (r *Relay) serveWebSocket(w http.ResponseWriter, req *http.Request) {
 	c.peer = peerName(key)
 	t.c = c
 	if !r.register(c) {
+		defer release()
 		c.cancel()
 		_ = ws.WriteControl(websocket.CloseMessage,
 			websocket.FormatCloseMessage(websocket.CloseGoingAway, "relay shutting down"), time.Now().Add(time.Second))
 		_ = ws.Close()
 		return
 	}
-	c.log.Debug("client connected")
-	c.serve(t.readLoop)
-	c.log.Debug("client disconnected", "code", c.closeCode, "reason", c.closeText)
+	// Served from a goroutine of its own, so that this one returns and
+	// net/http lets go of what it keeps for a request until its handler
+	// returns (a 4 KiB write buffer, the request, the handler's grown
+	// stack): an idle client holds none of it.
+	go func() {
+		defer release()
+		defer c.recoverPanic(ws.NetConn())
+		c.log.Debug("client connected")
+		c.serve(t.readLoop)
+		c.log.Debug("client disconnected", "code", c.closeCode, "reason", c.closeText)
+	}()
 }
+
+// recoverPanic, deferred by a WebSocket's goroutine, logs a panic and
+// closes the socket, as net/http does for a panic in a handler's
+// goroutine, where the connection was served before.
+func (c *conn) recoverPanic(nc net.Conn) {
+	if v := recover(); v != nil {
+		c.log.Error("panic serving a client", "panic", v, "stack", string(debug.Stack()))
+		c.kill(websocket.CloseInternalServerErr, "")
+		_ = nc.Close()
+	}
+}
+
+// wsReadBuffer is the size of a client's read buffer, which it holds
+// while idle: room for a frame's header and a control frame (at most 125
+// bytes), and a small message whole; a larger message is read into its
+// own buffer directly (see readLimited).
+const wsReadBuffer = 512
 
 // checkOrigin says why a WebSocket upgrade from a web page's origin is
 // refused (see Config.AllowedOrigins), or "" when it is not.
