@@ -732,7 +732,7 @@ var settings = []setting{
 	listSetting("http-allowed-host", "SNAPNODE_HTTP_ALLOWED_HOSTS", "answer HTTP requests addressed to the host name `NAME` too (or * for any; repeatable; the variable is comma-separated)", func(c *Config) *[]string { return &c.HTTPAllowedHosts }),
 	listSetting("relay-allowed-origin", "SNAPNODE_RELAY_ALLOWED_ORIGINS", "let web pages of `ORIGIN` (scheme://host[:port], or * for every one) use the embedded relay (repeatable; the variable is comma-separated)", func(c *Config) *[]string { return &c.RelayAllowedOrigins }),
 	boolSetting("console-remote", "SNAPNODE_CONSOLE_REMOTE", "serve the operator console (/console) to clients off loopback too (only behind a TLS reverse proxy)", func(c *Config) *bool { return &c.ConsoleRemote }),
-	int64Setting("http-max-body", "SNAPNODE_HTTP_MAX_BODY", "refuse HTTP and WebSocket messages over `BYTES` (400, or close 1009)", func(c *Config) *int64 { return &c.HTTPMaxBody }),
+	int64Setting("http-max-body", "SNAPNODE_HTTP_MAX_BODY", "refuse HTTP and WebSocket messages over `BYTES` (413 with SNAP code 1004, or close 1009)", func(c *Config) *int64 { return &c.HTTPMaxBody }),
 	int64Setting("http-max-response", "SNAPNODE_HTTP_MAX_RESPONSE", "answer over HTTP and WebSocket with at most `BYTES` a message (larger: 5001 naming the limit)", func(c *Config) *int64 { return &c.HTTPMaxResponse }),
 	floatSetting("http-rate", "SNAPNODE_HTTP_RATE", "allow each peer `N` HTTP requests or WebSocket messages a second (0: no limit)", func(c *Config) *float64 { return &c.HTTPRate }),
 	intSetting("http-burst", "SNAPNODE_HTTP_BURST", "let each peer burst to `N` HTTP requests above its rate", func(c *Config) *int { return &c.HTTPBurst }),

@@ -20,7 +20,8 @@ var ErrOtherIdentity = errors.New("the database is another node's")
 // address, its jobs run and its audit log written under it. The node
 // records its address in the database (sqlstore.Store.RecordIdentity) at
 // its first start, and refuses to start on a database that records
-// another (checkIdentity), before it writes anything there. A database
+// another (checkIdentity), before it takes a task, a job or an audit
+// entry from it (its schema alone may be brought up to date first). A database
 // made by a build before the record gets the node's address at its first
 // start after the upgrade, once the audit log's check at start has
 // passed (checkSealRecord: a log whose seals another key signed is
