@@ -115,7 +115,8 @@ type answer struct {
 	completionTokens int
 	choices          int // how many the server sent
 	// serverError is the message of the error object an answer without
-	// choices held, cut to maxMessage; the client redacts it.
+	// choices held, whole: the client redacts the key in it, then cuts
+	// it to maxMessage (a key across the cut would leave its first part).
 	serverError string
 }
 
@@ -146,7 +147,7 @@ func readAnswer(body []byte) (*answer, error) {
 		if len(b.Error) > 0 && string(b.Error) != "null" {
 			// {"error":{"message":…}}, {"error":"…"}: the server's
 			// reason, for the operator, in place of its absent answer.
-			a.serverError = cut(strings.ToValidUTF8(strings.TrimSpace(bodyMessage(body)), "\uFFFD"), maxMessage)
+			a.serverError = strings.TrimSpace(bodyMessage(body))
 		}
 		return a, fmt.Errorf("%w: the server's answer has no choices", ErrMalformedResponse)
 	case 1:

@@ -335,7 +335,7 @@ func (c *Client) send(ctx context.Context, req openai.ChatCompletionRequest, zer
 			return a, nil
 		}
 		if a != nil && a.serverError != "" {
-			err = fmt.Errorf("%w: the server's answer has no choices but an error: %s", ErrMalformedResponse, c.redactKey(a.serverError))
+			err = fmt.Errorf("%w: the server's answer has no choices but an error: %s", ErrMalformedResponse, cut(strings.ToValidUTF8(c.redactKey(a.serverError), "\uFFFD"), maxMessage))
 		}
 	}
 	err = c.scrub(err)

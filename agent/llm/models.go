@@ -110,7 +110,7 @@ func (e *modelEntry) contextTokens() int {
 // entries, which a server can make as many as its answer's cap holds.
 type modelList struct {
 	n     int      // how many entries it has
-	names []string // the ids of the first maxNamesShown, cut
+	names []string // the ids of the first maxNamesShown, the key redacted, cut
 	// first is the first entry, and named the one of Config.Model's id
 	// (nil when none has it).
 	first, named *modelEntry
@@ -130,8 +130,10 @@ func (l *modelList) entry() *modelEntry {
 }
 
 // readModels reads a /models answer ({"data":[…]}): its entries one at a
-// time, keeping what a modelList holds of them.
-func readModels(body []byte, model string) (*modelList, error) {
+// time, keeping what a modelList holds of them; redact is applied to
+// each name kept before it is cut (a server may list the key it was
+// sent, and a key across the cut would leave its first part).
+func readModels(body []byte, model string, redact func(string) string) (*modelList, error) {
 	var b struct {
 		Data json.RawMessage `json:"data"`
 	}
@@ -163,7 +165,7 @@ func readModels(body []byte, model string) (*modelList, error) {
 			l.named = &named
 		}
 		if len(l.names) < maxNamesShown {
-			l.names = append(l.names, cut(strings.ToValidUTF8(e.ID, "\uFFFD"), maxNameShown))
+			l.names = append(l.names, cut(strings.ToValidUTF8(redact(e.ID), "\uFFFD"), maxNameShown))
 		}
 	}
 	return l, nil
@@ -198,7 +200,7 @@ func (c *Client) models(ctx context.Context) (*modelList, error) {
 	case resp.StatusCode != http.StatusOK:
 		return nil, c.modelError(resp.StatusCode, resp.Header, bodyMessage(body), "")
 	}
-	list, err := readModels(body, c.cfg.Model)
+	list, err := readModels(body, c.cfg.Model, c.redactKey)
 	if err != nil {
 		return nil, fmt.Errorf("llm: reading the model list: %w", err)
 	}
