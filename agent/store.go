@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -52,6 +53,14 @@ type Store struct {
 	// maxInput bounds a job's pending input, in bytes (see
 	// SetMaxPendingInput).
 	maxInput atomic.Int64
+	// log warns of what the store drops (SetLogger); nil: nothing.
+	log atomic.Pointer[slog.Logger]
+}
+
+// SetLogger has the store warn on l of the records to cancel it drops (see
+// MaxCancelsPerJob and Forget): work elsewhere the node will not cancel.
+func (s *Store) SetLogger(l *slog.Logger) {
+	s.log.Store(l)
 }
 
 // DefaultMaxPendingInput is the default bound of a job's pending input
@@ -243,7 +252,9 @@ func (s *Store) KeepSent(ctx context.Context, taskID, holder string, sent []byte
 // longer goes on with, up to be canceled in the same write (see
 // CanceledSent): a step given up whose cancel its peer did not answer.
 func (s *Store) KeepSentCanceling(ctx context.Context, taskID, holder string, sent, cancel []byte) error {
+	var dropped int64
 	err := s.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		dropped = 0 // the transaction may run again
 		n, err := sqldb.Affected(tx.ExecContext(ctx, s.d.Rebind(`UPDATE agent_jobs SET model_sent = ?, model_sent_answered = 0 WHERE task_id = ? AND lease_holder = ?`),
 			dbtext.Clean(string(sent)), taskID, holder))
 		if err != nil {
@@ -252,11 +263,13 @@ func (s *Store) KeepSentCanceling(ctx context.Context, taskID, holder string, se
 		if n != 1 {
 			return ErrLeaseLost
 		}
-		return s.giveUpSent(ctx, tx, taskID, dbtext.Clean(string(cancel)))
+		dropped, err = s.giveUpSent(ctx, tx, taskID, dbtext.Clean(string(cancel)))
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("agent: keep the sent step of job %s: %w", taskID, err)
 	}
+	s.warnDropped(taskID, dropped, "past its bound")
 	return nil
 }
 
@@ -264,27 +277,39 @@ func (s *Store) KeepSentCanceling(ctx context.Context, taskID, holder string, se
 // and not forgotten yet (CanceledSent). A job that gives up another past
 // it (rewound again and again while its peer does not answer the
 // cancels) drops its oldest, whose work elsewhere is then not canceled
-// by the node; each record is itself tried at most MaxCancelTries times.
+// by the node, and the store warns of it (SetLogger); each record is
+// itself tried at most MaxCancelTries times.
 const MaxCancelsPerJob = 16
 
 // giveUpSent adds sent (clean; "": nothing), a record of the job of
 // taskID, to its records to cancel in tx, unless it is there already;
 // past MaxCancelsPerJob the job's oldest go. The caller holds the job's
 // row (its update, or a read for update, came first in tx): two writes
-// of one job give up their records one after the other.
-func (s *Store) giveUpSent(ctx context.Context, tx *sql.Tx, taskID, sent string) error {
+// of one job give up their records one after the other. It returns how
+// many of the job's records the bound dropped, to be warned of once tx
+// commits (warnDropped).
+func (s *Store) giveUpSent(ctx context.Context, tx *sql.Tx, taskID, sent string) (int64, error) {
 	if sent == "" {
-		return nil
+		return 0, nil
 	}
 	n, err := sqldb.Affected(tx.ExecContext(ctx, s.d.Rebind(`INSERT INTO agent_sent_cancels (task_id, sent)
 		SELECT ?, ? WHERE NOT EXISTS (SELECT 1 FROM agent_sent_cancels WHERE task_id = ? AND sent = ?)`),
 		taskID, sent, taskID, sent))
 	if err != nil || n == 0 {
-		return err
+		return 0, err
 	}
-	_, err = tx.ExecContext(ctx, s.d.Rebind(`DELETE FROM agent_sent_cancels WHERE task_id = ? AND id NOT IN (
-		SELECT id FROM agent_sent_cancels WHERE task_id = ? ORDER BY id DESC LIMIT ?)`), taskID, taskID, MaxCancelsPerJob)
-	return err
+	return sqldb.Affected(tx.ExecContext(ctx, s.d.Rebind(`DELETE FROM agent_sent_cancels WHERE task_id = ? AND id NOT IN (
+		SELECT id FROM agent_sent_cancels WHERE task_id = ? ORDER BY id DESC LIMIT ?)`), taskID, taskID, MaxCancelsPerJob))
+}
+
+// warnDropped warns (SetLogger) that n records to cancel of the job of
+// taskID were dropped, why: the work elsewhere they name is not canceled
+// by the node.
+func (s *Store) warnDropped(taskID string, n int64, why string) {
+	if l := s.log.Load(); l != nil && n > 0 {
+		l.Warn("agent: dropped records of work elsewhere to cancel ("+why+"): that work is not canceled by the node; cancel it on the peer if it matters",
+			"task", taskID, "dropped", n)
+	}
 }
 
 // CanceledRecord is a job and a record of its model (KeepSent), given up
@@ -490,15 +515,20 @@ func (s *Store) Forget(ctx context.Context, taskID string) (bool, error) {
 	}
 	for _, t := range []struct{ table, key string }{{"agent_interactions", "seq"}, {"agent_history_segments", "idx"}, {"agent_recovery_points", "seq"}, {"agent_sent_cancels", "id"}} {
 		q := s.d.Rebind(`DELETE FROM ` + t.table + ` WHERE task_id = ? AND ` + t.key + ` IN (SELECT ` + t.key + ` FROM ` + t.table + ` WHERE task_id = ? ORDER BY ` + t.key + ` LIMIT 100)`)
+		var gone, deleted int64
 		for more := true; more; {
 			err := s.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 				n, err := sqldb.Affected(tx.ExecContext(ctx, q, taskID, taskID))
-				more = n > 0
+				more, deleted = n > 0, n
 				return err
 			})
 			if err != nil {
 				return false, fmt.Errorf("agent: forget job %s: %s: %w", taskID, t.table, err)
 			}
+			gone += deleted
+		}
+		if t.table == "agent_sent_cancels" {
+			s.warnDropped(taskID, gone, "the job was forgotten")
 		}
 	}
 	return s.exec(ctx, "forget", taskID, `DELETE FROM agent_jobs WHERE task_id = ? AND `+endedJobs, taskID)
@@ -709,14 +739,19 @@ func (s *Store) writeTx(ctx context.Context, tx *sql.Tx, w Save) (moved func(), 
 			return nil, err
 		}
 	}
-	if err := s.writeJob(ctx, tx, w); err != nil {
+	var dropped int64
+	if err := s.writeJob(ctx, tx, w, &dropped); err != nil {
 		return nil, err
 	}
-	return func() { s.moved(requester, was, j.Status) }, nil
+	return func() {
+		s.moved(requester, was, j.Status)
+		s.warnDropped(j.TaskID, dropped, "past its bound")
+	}, nil
 }
 
-// writeJob is WriteTx's writing.
-func (s *Store) writeJob(ctx context.Context, tx *sql.Tx, w Save) error {
+// writeJob is WriteTx's writing; *dropped is set to how many records to
+// cancel the bound dropped (see giveUpSent).
+func (s *Store) writeJob(ctx context.Context, tx *sql.Tx, w Save, dropped *int64) error {
 	j := w.Job
 	if w.Seen != nil && j.Status == InterventionRequired {
 		// The row stays locked until tx ends (on PostgreSQL; SQLite's
@@ -840,7 +875,8 @@ func (s *Store) writeJob(ctx context.Context, tx *sql.Tx, w Save) error {
 		return fmt.Errorf("agent: save job %s: %w", j.TaskID, ErrLeaseLost)
 	}
 	if giveUp {
-		if err := s.giveUpSent(ctx, tx, j.TaskID, sent); err != nil {
+		var err error
+		if *dropped, err = s.giveUpSent(ctx, tx, j.TaskID, sent); err != nil {
 			return err
 		}
 	}

@@ -75,6 +75,7 @@ func openAgentQueue(ctx context.Context, db *sqldb.DB, taskStore tasks.Store, a 
 		return nil, nil, fmt.Errorf("node: agent: %w", err)
 	}
 	store.SetMaxPendingInput(a.MaxPendingInputBytes)
+	store.SetLogger(logger)
 	queue := agent.NewLimitedQueue(store, nil, agent.QueueLimits{MaxQueued: a.MaxQueuedJobs,
 		MaxQueuedPerRequester: a.MaxQueuedJobsPerRequester, MaxNewcomers: a.MaxNewcomerQueuedJobs, Exempt: isOperator})
 	if err := queue.Recount(ctx); err != nil {
