@@ -257,7 +257,7 @@ func (c *Console) renderTask(w http.ResponseWriter, r *http.Request, s *session,
 			c.failed(w, r, "the audit entries of action "+p.ActionID, err)
 			return
 		}
-		v := heldView{Pending: p, Risk: riskOf(entries, p.ActionID), Descriptor: cut(prettyJSON(p.Data), MaxPartText, "more bytes not shown"),
+		v := heldView{Pending: p, Risk: riskOf(entries, p.ActionID), Descriptor: executor.Visible(cut(indented(p.Data), MaxPartText, "more bytes not shown")),
 			DiffSum: proposals.DiffSum(p.Diff), DiffSize: len(p.Diff), Cut: len(p.Diff) > MaxDiffText}
 		v.DiffURL = s.home() + "tasks/" + url.PathEscape(id) + "/held/" + url.PathEscape(p.ActionID) + "/diff?sum=" + v.DiffSum
 		// The sum is the whole diff's: the page shows its start, and
