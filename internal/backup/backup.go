@@ -237,7 +237,7 @@ func Run(ctx context.Context, cfg config.Config, out string, opts Options) (_ *M
 			record = filepath.Join(out, recordName)
 		}
 	}
-	if m.Audit, m.AuditEntries, err = verifyTasks(ctx, filepath.Join(out, tasksName), record, ""); err != nil {
+	if m.Audit, m.AuditEntries, err = verifyTasks(ctx, filepath.Join(out, tasksName), record, "", m.Address); err != nil {
 		return nil, err
 	}
 	// Sums last: opening the copy to verify it may have rewritten it.
@@ -392,8 +392,9 @@ func checkDatabase(ctx context.Context, path string) error {
 // verifyTasks opens the copied task database and verifies its audit
 // chain, against the copied record of the last seal when there is one
 // (record, "" when none), its seals and checkpoints signed by signer
-// (any one signer when ""); it returns the chain's head and length.
-func verifyTasks(ctx context.Context, path, record, signer string) (audit.Anchor, int64, error) {
+// (any one signer when ""), and that the address it records as its node's
+// (if any) is owner, the key's; it returns the chain's head and length.
+func verifyTasks(ctx context.Context, path, record, signer, owner string) (audit.Anchor, int64, error) {
 	o := audit.VerifyOptions{Signer: signer}
 	if record != "" {
 		rec, err := audit.ReadSealRecord(record)
@@ -410,10 +411,10 @@ func verifyTasks(ctx context.Context, path, record, signer string) (audit.Anchor
 	// The node's address, recorded in the database at its first start
 	// on it (a database made before the record has none): a node with
 	// another key refuses to start on it.
-	if owner, err := sqlstore.ReadIdentity(ctx, db); err != nil {
+	if recorded, err := sqlstore.ReadIdentity(ctx, db); err != nil {
 		return audit.Anchor{}, 0, fmt.Errorf("backup: the copy's record of its node: %w", err)
-	} else if owner != "" && signer != "" && owner != signer {
-		return audit.Anchor{}, 0, fmt.Errorf("backup: the database belongs to %s (recorded at that node's first start on it), not to %s, the address of the key: a node with that key does not start on it", owner, signer)
+	} else if recorded != "" && recorded != owner {
+		return audit.Anchor{}, 0, fmt.Errorf("backup: the database belongs to %s (recorded at that node's first start on it), not to %s, the address of the key: a node with that key does not start on it", recorded, owner)
 	}
 	log, err := audit.New(ctx, db, audit.Options{})
 	if err != nil {
@@ -444,17 +445,25 @@ func copyFile(src, dst string) error {
 		return fmt.Errorf("backup: %w", err)
 	}
 	defer in.Close()
+	return writeNew(dst, in, src, true)
+}
+
+// writeNew copies in, the file named name, to dst, a new file (0600),
+// synced to disk when sync is set.
+func writeNew(dst string, in io.Reader, name string, sync bool) error {
 	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return fmt.Errorf("backup: %w", err)
 	}
 	if _, err := io.Copy(out, in); err != nil {
 		out.Close()
-		return fmt.Errorf("backup: copy %s: %w", src, err)
+		return fmt.Errorf("backup: copy %s: %w", name, err)
 	}
-	if err := out.Sync(); err != nil {
-		out.Close()
-		return fmt.Errorf("backup: %w", err)
+	if sync {
+		if err := out.Sync(); err != nil {
+			out.Close()
+			return fmt.Errorf("backup: %w", err)
+		}
 	}
 	return out.Close()
 }

@@ -363,3 +363,27 @@ func TestRunCarriesTheSealRecord(t *testing.T) {
 		t.Fatalf("backup of a log that does not hold the recorded seal: %v; want audit.ErrTampered", err)
 	}
 }
+
+// A task database that records another node's address than the key's
+// is refused by the backup, not only by --check: a node with that key
+// does not start on it, so the backup could never be restored, and its
+// operator would learn so only when restoring.
+func TestRunRefusesAnotherNodesDatabase(t *testing.T) {
+	cfg := dataDir(t, 1)
+	other, err := identity.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := other.Address(identity.Mainnet)
+	// What the node records at its first start on a database.
+	execOn(t, cfg.DatabaseDSN(), "CREATE TABLE node_identity (id INTEGER PRIMARY KEY CHECK (id = 1), address TEXT NOT NULL, recorded_at INTEGER NOT NULL); "+
+		"INSERT INTO node_identity VALUES (1, '"+owner+"', 0)")
+	out := filepath.Join(t.TempDir(), "backup")
+	_, err = backup.Run(context.Background(), cfg, out, opts())
+	if err == nil || !strings.Contains(err.Error(), "the database belongs to "+owner) {
+		t.Fatalf("Run = %v; want the refusal of a database of %s", err, owner)
+	}
+	if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the output folder exists after the refusal: %v", err)
+	}
+}

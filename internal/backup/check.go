@@ -344,7 +344,7 @@ func checkChain(ctx context.Context, root *os.Root, m *Manifest, tasks, record s
 			return err
 		}
 	}
-	head, n, err := verifyTasks(ctx, db, rec, m.Address)
+	head, n, err := verifyTasks(ctx, db, rec, m.Address, m.Address)
 	if err != nil {
 		return fmt.Errorf("%w: %s: %s", ErrBad, tasks, strings.TrimPrefix(err.Error(), "backup: "))
 	}
@@ -354,20 +354,13 @@ func checkChain(ctx context.Context, root *os.Root, m *Manifest, tasks, record s
 	return nil
 }
 
-// copyOut copies the file name of root to the new file dst (0600).
+// copyOut copies the file name of root to the new file dst (0600), a
+// temporary copy: not synced.
 func copyOut(root *os.Root, name, dst string) error {
 	in, err := root.Open(name)
 	if err != nil {
 		return fmt.Errorf("backup: %w", err)
 	}
 	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return fmt.Errorf("backup: %w", err)
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return fmt.Errorf("backup: copy %s: %w", name, err)
-	}
-	return out.Close()
+	return writeNew(dst, in, name, false)
 }
