@@ -18,6 +18,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/snapnode/snapnode/agent"
+	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/retryafter"
 )
 
@@ -86,14 +87,14 @@ type Config struct {
 // String describes c without its API key, nor its base URL's password
 // and query.
 func (c Config) String() string {
-	return fmt.Sprintf("llm.Config{BaseURL: %s, Model: %s}", showURL(c.BaseURL), c.Model)
+	return fmt.Sprintf("llm.Config{BaseURL: %s, Model: %s}", config.ShowURL(c.BaseURL), c.Model)
 }
 
 // LogValue logs c without its API key, nor its base URL's password and
 // query.
 func (c Config) LogValue() slog.Value {
 	return slog.GroupValue(
-		slog.String("base_url", showURL(c.BaseURL)),
+		slog.String("base_url", config.ShowURL(c.BaseURL)),
 		slog.String("model", c.Model),
 		slog.Bool("api_key_set", c.APIKey != ""),
 		slog.Duration("timeout", c.Timeout),
@@ -167,7 +168,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	if cfg.APIKey != "" && u.Scheme == "http" && !loopback(u.Hostname()) {
 		log.Warn("llm: the API key goes to the model server over plain http, in the clear for anyone on the network path to read; use an https base URL, or reach the server over loopback (an SSH or TLS tunnel)",
-			"base_url", showURL(cfg.BaseURL))
+			"base_url", config.ShowURL(cfg.BaseURL))
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxResponseHeaderBytes = maxHeaderBytes
@@ -249,21 +250,6 @@ func (c *Client) Complete(ctx context.Context, p agent.Prompt) (*agent.Completio
 	c.log.Debug("llm: completion", "model", out.Model, "prompt_tokens", out.PromptTokens,
 		"completion_tokens", out.CompletionTokens, "truncated", out.Truncated, "filtered", out.Filtered, "reasoning_bytes", out.ReasoningBytes, "tool_calls", len(out.ToolCalls), "elapsed", time.Since(start))
 	return out, nil
-}
-
-// showURL is s for a log or an error: a URL's password and query are
-// masked, since either may hold a credential (a proxy's basic
-// authentication in front of the server, a token). What does not parse
-// is not shown.
-func showURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		return "(a URL that does not parse)"
-	}
-	if u.RawQuery != "" || u.ForceQuery {
-		u.RawQuery, u.ForceQuery = "xxxxx", false
-	}
-	return u.Redacted()
 }
 
 // loopback reports whether host (a URL's, without brackets) names this

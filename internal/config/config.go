@@ -1241,11 +1241,13 @@ func checkLLMURL(s string) (got string, ok bool) {
 }
 
 // ShowURL returns s for an error message or the log: a URL's password and
-// query are masked, since either may hold a credential.
+// query are masked, since either may hold a credential (a proxy's basic
+// authentication in front of a server, a token). What does not parse is
+// not shown: its password could not be told apart.
 func ShowURL(s string) string {
 	u, err := url.Parse(s)
 	if err != nil {
-		return s
+		return "(a URL that does not parse)"
 	}
 	if u.RawQuery != "" || u.ForceQuery {
 		u.RawQuery, u.ForceQuery = "xxxxx", false
