@@ -102,6 +102,23 @@ type source struct {
 	optional         bool // skipped when it does not exist
 }
 
+// databasePath is the path of the SQLite task database of the node that
+// cfg describes: ErrMemory or ErrPostgres where there is none to copy.
+func databasePath(cfg config.Config) (string, error) {
+	dsn := cfg.DatabaseDSN()
+	if dsn == config.MemoryDatabase {
+		return "", ErrMemory
+	}
+	dialect, dbPath, err := sqldb.Target(dsn)
+	if err != nil {
+		return "", fmt.Errorf("backup: %w", err)
+	}
+	if dialect == sqldb.Postgres {
+		return "", ErrPostgres
+	}
+	return dbPath, nil
+}
+
 // Run copies the state of the node that cfg describes into the folder
 // out, creating it (0700) if needed, and returns the manifest it wrote
 // there. out must be empty or missing: ErrNotEmpty otherwise. The node
@@ -111,16 +128,9 @@ func Run(ctx context.Context, cfg config.Config, out string, opts Options) (_ *M
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	dsn := cfg.DatabaseDSN()
-	if dsn == config.MemoryDatabase {
-		return nil, ErrMemory
-	}
-	dialect, dbPath, err := sqldb.Target(dsn)
+	dbPath, err := databasePath(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("backup: %w", err)
-	}
-	if dialect == sqldb.Postgres {
-		return nil, ErrPostgres
+		return nil, err
 	}
 	if err := checkOut(out); err != nil {
 		return nil, err

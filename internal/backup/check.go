@@ -16,7 +16,6 @@ import (
 
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/config"
-	"github.com/snapnode/snapnode/internal/sqldb"
 )
 
 // ErrBad: the folder given to Check is not a backup that can be restored
@@ -171,16 +170,9 @@ type wantSources struct {
 
 func sourcesOf(cfg config.Config) (wantSources, error) {
 	var w wantSources
-	dsn := cfg.DatabaseDSN()
-	if dsn == config.MemoryDatabase {
-		return w, ErrMemory
-	}
-	dialect, dbPath, err := sqldb.Target(dsn)
+	dbPath, err := databasePath(cfg)
 	if err != nil {
-		return w, fmt.Errorf("backup: %w", err)
-	}
-	if dialect == sqldb.Postgres {
-		return w, ErrPostgres
+		return w, err
 	}
 	for _, p := range []struct {
 		dst  *string
