@@ -30,6 +30,7 @@ import (
 	"github.com/snapnode/snapnode/console"
 	"github.com/snapnode/snapnode/internal/admin"
 	"github.com/snapnode/snapnode/internal/config"
+	"github.com/snapnode/snapnode/internal/node"
 )
 
 var update = flag.Bool("update", false, "rewrite the console screenshots in docs/img")
@@ -45,6 +46,81 @@ func chromium() string {
 		}
 	}
 	return ""
+}
+
+// startConsoleNode starts, for a browser test, a node that serves the
+// console on loopback under the confirm policy, with a sandbox/reports
+// folder, and returns the Chromium binary to drive it with. Without
+// Chromium it skips (it fails under CI, which must have one).
+func startConsoleNode(t *testing.T) (bin string, n *node.Node, dataDir string, stop context.CancelFunc) {
+	t.Helper()
+	bin = chromium()
+	if bin == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("CI must provide Chromium: none on PATH and SNAPNODE_TEST_CHROMIUM is not set")
+		}
+		t.Skip("no Chromium found (on Debian: apt-get install chromium; or set SNAPNODE_TEST_CHROMIUM)")
+	}
+	dataDir = filepath.Join(t.TempDir(), "data")
+	n, stop = startNode(t, func(c *config.Config) {
+		c.DataDir = dataDir
+		c.HTTPListen = "127.0.0.1:0"
+		c.Policy = "../../executor/policy/testdata/policies/confirm.cedar"
+	})
+	if err := os.MkdirAll(filepath.Join(dataDir, "sandbox", "reports"), 0o700); err != nil {
+		stop()
+		t.Fatal(err)
+	}
+	return bin, n, dataDir, stop
+}
+
+// consoleBrowser is a Chromium logged in to a node's console.
+type consoleBrowser struct {
+	ctx   context.Context // the test's: two minutes
+	bctx  context.Context // the browser's
+	home  string          // the session's task list, where the login link led
+	do    func(steps ...chromedp.Action[chromedp.Void])
+	close func() // closes the browser and cancels ctx
+}
+
+// loginConsole starts the Chromium bin and logs it in to the console of
+// the node in dataDir with the link `snapnode console-url` asks the admin
+// socket for. The caller closes it.
+func loginConsole(t *testing.T, bin, dataDir string) *consoleBrowser {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	res, err := admin.Call(ctx, admin.Path(dataDir), admin.Request{Op: "console-url"})
+	var login struct{ URL string }
+	if err != nil || json.Unmarshal(res, &login) != nil {
+		cancel()
+		t.Fatalf("console-url: %s %v", res, err)
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox, chromedp.DisableGPU)
+	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	b := &consoleBrowser{ctx: ctx, bctx: bctx, close: func() {
+		cancelBrowser()
+		cancelAlloc()
+		cancel()
+	}}
+	b.do = func(steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(bctx, steps...); err != nil {
+			t.Fatalf("browser: %v", err)
+		}
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			b.close()
+		}
+	}()
+	b.do(chromedp.Navigate(login.URL), chromedp.WaitVisible(chromedp.CSS("#tasks")))
+	if b.home, err = chromedp.Run(bctx, chromedp.Location()); err != nil {
+		t.Fatal(err)
+	}
+	ok = true
+	return b
 }
 
 // TestConsoleInBrowser drives a real Chromium through the operator
@@ -273,23 +349,8 @@ func TestConsoleURLOnTheMachinesAddress(t *testing.T) {
 // Before, the cut was told only at the end of the shown diff, and the
 // console had no way to read the rest.
 func TestConsoleHostileDiffInBrowser(t *testing.T) {
-	bin := chromium()
-	if bin == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("CI must provide Chromium: none on PATH and SNAPNODE_TEST_CHROMIUM is not set")
-		}
-		t.Skip("no Chromium found (on Debian: apt-get install chromium; or set SNAPNODE_TEST_CHROMIUM)")
-	}
-	dataDir := filepath.Join(t.TempDir(), "data")
-	n, stop := startNode(t, func(c *config.Config) {
-		c.DataDir = dataDir
-		c.HTTPListen = "127.0.0.1:0"
-		c.Policy = "../../executor/policy/testdata/policies/confirm.cedar"
-	})
+	bin, n, dataDir, stop := startConsoleNode(t)
 	defer stop()
-	if err := os.MkdirAll(filepath.Join(dataDir, "sandbox", "reports"), 0o700); err != nil {
-		t.Fatal(err)
-	}
 	const tail = `<img src=x onerror="document.title='owned'"><script>document.title='owned'</script> run ` + "\u202E" + `hs.txt`
 	// A peer's message is at most 64 KiB: a rewrite of a file of 40 KB
 	// makes a diff of 80 KB.
@@ -306,24 +367,9 @@ func TestConsoleHostileDiffInBrowser(t *testing.T) {
 		t.Fatalf("message/send: %v", sent)
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	res, err := admin.Call(ctx, admin.Path(dataDir), admin.Request{Op: "console-url"})
-	var login struct{ URL string }
-	if err != nil || json.Unmarshal(res, &login) != nil {
-		t.Fatalf("console-url: %s %v", res, err)
-	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox, chromedp.DisableGPU)
-	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	defer cancelBrowser()
-	do := func(steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(bctx, steps...); err != nil {
-			t.Fatalf("browser: %v", err)
-		}
-	}
+	b := loginConsole(t, bin, dataDir)
+	defer b.close()
+	ctx, bctx, do, home := b.ctx, b.bctx, b.do, b.home
 	text := func(sel string) string {
 		t.Helper()
 		s, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(sel)))
@@ -331,11 +377,6 @@ func TestConsoleHostileDiffInBrowser(t *testing.T) {
 			t.Fatalf("browser: the text of %s: %v", sel, err)
 		}
 		return strings.TrimSpace(s)
-	}
-	do(chromedp.Navigate(login.URL), chromedp.WaitVisible(chromedp.CSS("#tasks")))
-	home, err := chromedp.Run(bctx, chromedp.Location())
-	if err != nil {
-		t.Fatal(err)
 	}
 	page := home + "tasks/" + taskID
 	do(chromedp.Navigate(page), chromedp.WaitVisible(chromedp.CSS(".held button.approve")))
@@ -427,46 +468,16 @@ func TestConsoleHostileDiffInBrowser(t *testing.T) {
 // that approves. None of it approves anything: the frame is refused,
 // and so are both posts (403), and the action waits as it did.
 func TestConsoleCrossSiteInBrowser(t *testing.T) {
-	bin := chromium()
-	if bin == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("CI must provide Chromium: none on PATH and SNAPNODE_TEST_CHROMIUM is not set")
-		}
-		t.Skip("no Chromium found (on Debian: apt-get install chromium; or set SNAPNODE_TEST_CHROMIUM)")
-	}
-	dataDir := filepath.Join(t.TempDir(), "data")
-	n, stop := startNode(t, func(c *config.Config) {
-		c.DataDir = dataDir
-		c.HTTPListen = "127.0.0.1:0"
-		c.Policy = "../../executor/policy/testdata/policies/confirm.cedar"
-	})
+	bin, n, dataDir, stop := startConsoleNode(t)
 	defer stop()
-	if err := os.MkdirAll(filepath.Join(dataDir, "sandbox", "reports"), 0o700); err != nil {
-		t.Fatal(err)
-	}
 	alice := newRequester(t, n.RelayURLs())
 	held := taskOf(t, alice.call(t, n, "message/send", proposal("WRITE_FILE", map[string]any{"path": "/sandbox/reports/x.txt", "content": "planted\n"}), false))
 	if held.Status.State != "input_required" {
 		t.Fatalf("the write was not held: %s %q", held.Status.State, held.Status.Message)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	res, err := admin.Call(ctx, admin.Path(dataDir), admin.Request{Op: "console-url"})
-	var login struct{ URL string }
-	if err != nil || json.Unmarshal(res, &login) != nil {
-		t.Fatalf("console-url: %s %v", res, err)
-	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox, chromedp.DisableGPU)
-	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	defer cancelBrowser()
-	do := func(steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(bctx, steps...); err != nil {
-			t.Fatalf("browser: %v", err)
-		}
-	}
+	b := loginConsole(t, bin, dataDir)
+	defer b.close()
+	bctx, do, home := b.bctx, b.do, b.home
 	eval := func(js string) string {
 		t.Helper()
 		s, err := chromedp.Run(bctx, chromedp.Evaluate[string](js))
@@ -474,11 +485,6 @@ func TestConsoleCrossSiteInBrowser(t *testing.T) {
 			t.Fatalf("browser: %s: %v", js, err)
 		}
 		return s
-	}
-	do(chromedp.Navigate(login.URL), chromedp.WaitVisible(chromedp.CSS("#tasks")))
-	home, err := chromedp.Run(bctx, chromedp.Location())
-	if err != nil {
-		t.Fatal(err)
 	}
 	taskPage := home + "tasks/" + held.ID
 	do(chromedp.Navigate(taskPage), chromedp.WaitVisible(chromedp.CSS(".held button.approve")))
