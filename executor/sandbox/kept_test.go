@@ -109,10 +109,7 @@ func TestFailedPutBackKept(t *testing.T) {
 // a visible name the error gives, not kept under the private name.
 func TestTakeBackKept(t *testing.T) {
 	ctx := context.Background()
-	eachWay(t, "", func(t *testing.T, set func(*sandbox.Sandbox)) {
-		dir, sb := newSandbox(t, sandbox.Limits{}, stageFixture)
-		set(sb)
-		sandbox.SetClock(sb, func() time.Time { return keptAt })
+	eachWayKept(t, func(t *testing.T, dir string, sb *sandbox.Sandbox) {
 		host := hostPath(dir, "/sandbox/notes.md")
 		st := stage(t, sb, []sandbox.Change{sandbox.Write{Path: "/sandbox/notes.md", Content: []byte("new\n")}})
 		failed := false

@@ -26,6 +26,18 @@ func eachWay(t *testing.T, name string, f func(t *testing.T, set func(*sandbox.S
 	}
 }
 
+// eachWayKept runs f each way on a sandbox over stageFixture whose
+// clock stands at keptAt, the time kept names are stamped with.
+func eachWayKept(t *testing.T, f func(t *testing.T, dir string, sb *sandbox.Sandbox)) {
+	t.Helper()
+	eachWay(t, "", func(t *testing.T, set func(*sandbox.Sandbox)) {
+		dir, sb := newSandbox(t, sandbox.Limits{}, stageFixture)
+		set(sb)
+		sandbox.SetClock(sb, func() time.Time { return keptAt })
+		f(t, dir, sb)
+	})
+}
+
 // inPlace writes the file through a new descriptor, as echo >> does.
 func inPlace(content string) func(t *testing.T, p string) {
 	return func(t *testing.T, p string) {
@@ -362,10 +374,7 @@ func TestCrashWhileSetAside(t *testing.T) {
 // restores the others.
 func TestCrashAsideEdited(t *testing.T) {
 	ctx := context.Background()
-	eachWay(t, "", func(t *testing.T, set func(*sandbox.Sandbox)) {
-		dir, sb := newSandbox(t, sandbox.Limits{}, stageFixture)
-		set(sb)
-		sandbox.SetClock(sb, func() time.Time { return keptAt })
+	eachWayKept(t, func(t *testing.T, dir string, sb *sandbox.Sandbox) {
 		st := stage(t, sb, composite)
 		snap := st.Snapshot()
 		sandbox.SetSwapHook(sb, func(step, p string) error {

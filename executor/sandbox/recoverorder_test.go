@@ -45,10 +45,7 @@ func crashAsideEdited(t *testing.T, dir string, sb *sandbox.Sandbox) *sandbox.Sn
 // and never said where the hand edit went.
 func TestRecoverAroundRetryNamesKept(t *testing.T) {
 	ctx := context.Background()
-	eachWay(t, "", func(t *testing.T, set func(*sandbox.Sandbox)) {
-		dir, sb := newSandbox(t, sandbox.Limits{}, stageFixture)
-		set(sb)
-		sandbox.SetClock(sb, func() time.Time { return keptAt })
+	eachWayKept(t, func(t *testing.T, dir string, sb *sandbox.Sandbox) {
 		snap := crashAsideEdited(t, dir, sb)
 		before := treeHash(t, dir)
 		failed := false
@@ -98,10 +95,7 @@ func TestRecoverAroundRetryNamesKept(t *testing.T) {
 // the first was left at its visible name, which no retry named.
 func TestRecoverAroundKeepsAllOrNone(t *testing.T) {
 	ctx := context.Background()
-	eachWay(t, "", func(t *testing.T, set func(*sandbox.Sandbox)) {
-		dir, sb := newSandbox(t, sandbox.Limits{}, stageFixture)
-		set(sb)
-		sandbox.SetClock(sb, func() time.Time { return keptAt })
+	eachWayKept(t, func(t *testing.T, dir string, sb *sandbox.Sandbox) {
 		snap := crashAsideEdited(t, dir, sb)
 		if err := os.WriteFile(filepath.Join(dir, "docs", sandbox.AsideName("new.md")), []byte("other edit\n"), 0o644); err != nil {
 			t.Fatal(err)
@@ -237,10 +231,7 @@ func TestRecoverAroundNoRoomForKept(t *testing.T) {
 // next free name.
 func TestRecoverAroundKeptNameTaken(t *testing.T) {
 	ctx := context.Background()
-	eachWay(t, "", func(t *testing.T, set func(*sandbox.Sandbox)) {
-		dir, sb := newSandbox(t, sandbox.Limits{}, stageFixture)
-		set(sb)
-		sandbox.SetClock(sb, func() time.Time { return keptAt })
+	eachWayKept(t, func(t *testing.T, dir string, sb *sandbox.Sandbox) {
 		snap := crashAsideEdited(t, dir, sb)
 		outside := filepath.Join(t.TempDir(), "outside.md")
 		if err := os.WriteFile(outside, []byte("outside\n"), 0o644); err != nil {
@@ -295,10 +286,7 @@ func TestRecoverAroundKeptNameTaken(t *testing.T) {
 // recorded (ForgetKept), nothing private is left.
 func TestRecoverAroundResultLost(t *testing.T) {
 	ctx := context.Background()
-	eachWay(t, "", func(t *testing.T, set func(*sandbox.Sandbox)) {
-		dir, sb := newSandbox(t, sandbox.Limits{}, stageFixture)
-		set(sb)
-		sandbox.SetClock(sb, func() time.Time { return keptAt })
+	eachWayKept(t, func(t *testing.T, dir string, sb *sandbox.Sandbox) {
 		snap := crashAsideEdited(t, dir, sb)
 		first, err := sb.RecoverAround(ctx, snap)
 		const kept = "/sandbox/notes.kept-20261127T184413Z.md"
