@@ -375,23 +375,8 @@ func TestCrashWhileSetAside(t *testing.T) {
 func TestCrashAsideEdited(t *testing.T) {
 	ctx := context.Background()
 	eachWayKept(t, func(t *testing.T, dir string, sb *sandbox.Sandbox) {
-		st := stage(t, sb, composite)
-		snap := st.Snapshot()
-		sandbox.SetSwapHook(sb, func(step, p string) error {
-			if step == "in" && p == "/sandbox/notes.md" {
-				panic("crash")
-			}
-			return nil
-		})
-		func() {
-			defer func() { recover() }()
-			sb.Promote(ctx, st)
-		}()
-		sandbox.SetSwapHook(sb, func(string, string) error { return nil })
+		snap := crashAsideEdited(t, dir, sb, "written through an open file\n")
 		aside := filepath.Join(dir, sandbox.AsideName("notes.md"))
-		if err := os.WriteFile(aside, []byte("written through an open file\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
 		var oe *sandbox.OpError
 		err := sb.Recover(ctx, snap)
 		if !errors.Is(err, sandbox.ErrDiverged) || !errors.As(err, &oe) || oe.Path != "/sandbox/notes.md" {
@@ -440,7 +425,7 @@ func TestCrashAsideEdited(t *testing.T) {
 			t.Errorf("List = %+v, %v; want %s in it", listed, err, kept)
 		}
 		// Nothing bars the path now, and the kept file goes as any text file.
-		st = stage(t, sb, []sandbox.Change{
+		st := stage(t, sb, []sandbox.Change{
 			sandbox.Write{Path: "/sandbox/notes.md", Content: []byte("after\n")},
 			sandbox.Delete{Path: kept},
 		})

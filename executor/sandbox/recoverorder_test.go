@@ -14,9 +14,10 @@ import (
 )
 
 // crashAsideEdited promotes composite in sb and crashes once notes.md's
-// new image is in, its old file still under its private name; that file
-// is then written through a descriptor opened before (a hand edit).
-func crashAsideEdited(t *testing.T, dir string, sb *sandbox.Sandbox) *sandbox.Snapshot {
+// new image is in, its old file still under its private name; edit is
+// then written to that file through a descriptor opened before (a hand
+// edit).
+func crashAsideEdited(t *testing.T, dir string, sb *sandbox.Sandbox, edit string) *sandbox.Snapshot {
 	t.Helper()
 	st := stage(t, sb, composite)
 	sandbox.SetSwapHook(sb, func(step, p string) error {
@@ -30,7 +31,7 @@ func crashAsideEdited(t *testing.T, dir string, sb *sandbox.Sandbox) *sandbox.Sn
 		sb.Promote(context.Background(), st)
 	}()
 	sandbox.SetSwapHook(sb, func(string, string) error { return nil })
-	if err := os.WriteFile(filepath.Join(dir, sandbox.AsideName("notes.md")), []byte("hand edit\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, sandbox.AsideName("notes.md")), []byte(edit), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return st.Snapshot()
@@ -46,7 +47,7 @@ func crashAsideEdited(t *testing.T, dir string, sb *sandbox.Sandbox) *sandbox.Sn
 func TestRecoverAroundRetryNamesKept(t *testing.T) {
 	ctx := context.Background()
 	eachWayKept(t, func(t *testing.T, dir string, sb *sandbox.Sandbox) {
-		snap := crashAsideEdited(t, dir, sb)
+		snap := crashAsideEdited(t, dir, sb, "hand edit\n")
 		before := treeHash(t, dir)
 		failed := false
 		sandbox.SetTestHooks(sb, func(kind, path string) error {
@@ -96,7 +97,7 @@ func TestRecoverAroundRetryNamesKept(t *testing.T) {
 func TestRecoverAroundKeepsAllOrNone(t *testing.T) {
 	ctx := context.Background()
 	eachWayKept(t, func(t *testing.T, dir string, sb *sandbox.Sandbox) {
-		snap := crashAsideEdited(t, dir, sb)
+		snap := crashAsideEdited(t, dir, sb, "hand edit\n")
 		if err := os.WriteFile(filepath.Join(dir, "docs", sandbox.AsideName("new.md")), []byte("other edit\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -232,7 +233,7 @@ func TestRecoverAroundNoRoomForKept(t *testing.T) {
 func TestRecoverAroundKeptNameTaken(t *testing.T) {
 	ctx := context.Background()
 	eachWayKept(t, func(t *testing.T, dir string, sb *sandbox.Sandbox) {
-		snap := crashAsideEdited(t, dir, sb)
+		snap := crashAsideEdited(t, dir, sb, "hand edit\n")
 		outside := filepath.Join(t.TempDir(), "outside.md")
 		if err := os.WriteFile(outside, []byte("outside\n"), 0o644); err != nil {
 			t.Fatal(err)
@@ -287,7 +288,7 @@ func TestRecoverAroundKeptNameTaken(t *testing.T) {
 func TestRecoverAroundResultLost(t *testing.T) {
 	ctx := context.Background()
 	eachWayKept(t, func(t *testing.T, dir string, sb *sandbox.Sandbox) {
-		snap := crashAsideEdited(t, dir, sb)
+		snap := crashAsideEdited(t, dir, sb, "hand edit\n")
 		first, err := sb.RecoverAround(ctx, snap)
 		const kept = "/sandbox/notes.kept-20261127T184413Z.md"
 		if err != nil || len(first) != 1 || first[0].Kept != kept {
