@@ -259,17 +259,7 @@ func TestLeftAsideNamed(t *testing.T) {
 		dir, sb := newSandbox(t, sandbox.Limits{}, stageFixture)
 		set(sb)
 		st := stage(t, sb, []sandbox.Change{sandbox.Write{Path: "/sandbox/sub/a.txt", Content: []byte("new\n")}})
-		sandbox.SetSwapHook(sb, func(step, p string) error {
-			if step == "in" {
-				panic("crash")
-			}
-			return nil
-		})
-		func() {
-			defer func() { recover() }()
-			sb.Promote(ctx, st)
-		}()
-		sandbox.SetSwapHook(sb, func(string, string) error { return nil })
+		crashIn(sb, st, "")
 		hidden := "sub/" + sandbox.AsideName("a.txt")
 		if _, err := os.Lstat(filepath.Join(dir, filepath.FromSlash(hidden))); err != nil {
 			t.Fatalf("no file left set aside: %v", err)

@@ -13,15 +13,12 @@ import (
 	"github.com/snapnode/snapnode/executor/sandbox"
 )
 
-// crashAsideEdited promotes composite in sb and crashes once notes.md's
-// new image is in, its old file still under its private name; edit is
-// then written to that file through a descriptor opened before (a hand
-// edit).
-func crashAsideEdited(t *testing.T, dir string, sb *sandbox.Sandbox, edit string) *sandbox.Snapshot {
-	t.Helper()
-	st := stage(t, sb, composite)
+// crashIn promotes st in sb and crashes (a panic, recovered) once the
+// new image of path is in, or of any path where path is "". What was set
+// aside stays under its private name.
+func crashIn(sb *sandbox.Sandbox, st *sandbox.Staged, path string) {
 	sandbox.SetSwapHook(sb, func(step, p string) error {
-		if step == "in" && p == "/sandbox/notes.md" {
+		if step == "in" && (path == "" || p == path) {
 			panic("crash")
 		}
 		return nil
@@ -31,6 +28,16 @@ func crashAsideEdited(t *testing.T, dir string, sb *sandbox.Sandbox, edit string
 		sb.Promote(context.Background(), st)
 	}()
 	sandbox.SetSwapHook(sb, func(string, string) error { return nil })
+}
+
+// crashAsideEdited promotes composite in sb and crashes once notes.md's
+// new image is in, its old file still under its private name; edit is
+// then written to that file through a descriptor opened before (a hand
+// edit).
+func crashAsideEdited(t *testing.T, dir string, sb *sandbox.Sandbox, edit string) *sandbox.Snapshot {
+	t.Helper()
+	st := stage(t, sb, composite)
+	crashIn(sb, st, "/sandbox/notes.md")
 	if err := os.WriteFile(filepath.Join(dir, sandbox.AsideName("notes.md")), []byte(edit), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -193,17 +200,7 @@ func TestRecoverAroundNoRoomForKept(t *testing.T) {
 	defer sb.Close()
 	p := sandbox.Prefix + rel
 	st := stage(t, sb, []sandbox.Change{sandbox.Write{Path: p, Content: []byte("new\n")}})
-	sandbox.SetSwapHook(sb, func(step, path string) error {
-		if step == "in" {
-			panic("crash")
-		}
-		return nil
-	})
-	func() {
-		defer func() { recover() }()
-		sb.Promote(ctx, st)
-	}()
-	sandbox.SetSwapHook(sb, func(string, string) error { return nil })
+	crashIn(sb, st, "")
 	// The private name, with its folder, passes PATH_MAX too: reached from
 	// its folder.
 	folder, err := os.OpenRoot(filepath.Dir(rel))
