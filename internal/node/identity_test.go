@@ -3,6 +3,7 @@ package node_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -43,10 +44,7 @@ func newKeyFile(t *testing.T) (string, *identity.Key) {
 func auditHead(t *testing.T, dsn string) audit.Anchor {
 	t.Helper()
 	ctx := context.Background()
-	db, err := sqldb.Open(ctx, dsn, sqldb.Options{Existing: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := openDB(t, dsn, sqldb.Options{Existing: true})
 	defer db.Close()
 	l, err := audit.New(ctx, db, audit.Options{})
 	if err != nil {
@@ -65,10 +63,7 @@ func auditHead(t *testing.T, dsn string) audit.Anchor {
 func recordedIdentity(t *testing.T, dsn string) string {
 	t.Helper()
 	ctx := context.Background()
-	db, err := sqldb.Open(ctx, dsn, sqldb.Options{Existing: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := openDB(t, dsn, sqldb.Options{Existing: true})
 	defer db.Close()
 	st, err := sqlstore.New(ctx, db)
 	if err != nil {
@@ -87,14 +82,29 @@ func recordedIdentity(t *testing.T, dsn string) string {
 // addresses and what to do.
 func refusedAsOther(t *testing.T, cfg config.Config, recorded, mine string) {
 	t.Helper()
+	err := startFails(t, cfg, fmt.Sprintf("a node with the key of %s started on the database of %s", mine, recorded))
+	namesOtherIdentity(t, err, recorded, mine)
+}
+
+// startFails starts a node on cfg, which must fail (failure says what
+// started otherwise), and returns the error.
+func startFails(t *testing.T, cfg config.Config, failure string) error {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	n, err := node.Start(ctx, cfg, slog.New(slog.DiscardHandler))
 	if err == nil {
 		cancel()
 		_ = n.Wait()
-		t.Fatalf("a node with the key of %s started on the database of %s", mine, recorded)
+		t.Fatal(failure)
 	}
+	return err
+}
+
+// namesOtherIdentity checks that err, a refused start, is
+// node.ErrOtherIdentity naming both addresses and what to do.
+func namesOtherIdentity(t *testing.T, err error, recorded, mine string) {
+	t.Helper()
 	msg := err.Error()
 	for _, want := range []string{recorded, mine, "key file", "new data folder"} {
 		if !strings.Contains(msg, want) {
@@ -163,28 +173,12 @@ func TestStartRefusesAnotherNodesDatabase(t *testing.T) {
 // its start, in its data folder: its address is read back from there.
 func refusedAsOtherAnyKey(t *testing.T, cfg config.Config, recorded string) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	n, err := node.Start(ctx, cfg, slog.New(slog.DiscardHandler))
-	if err == nil {
-		cancel()
-		_ = n.Wait()
-		t.Fatalf("a node with a new key started on the database of %s", recorded)
-	}
+	err := startFails(t, cfg, fmt.Sprintf("a node with a new key started on the database of %s", recorded))
 	k, kerr := identity.LoadKeyFile(cfg.KeyPath())
 	if kerr != nil {
 		t.Fatalf("the new folder's key: %v (start: %v)", kerr, err)
 	}
-	mine := k.Address(identity.Mainnet)
-	msg := err.Error()
-	for _, want := range []string{recorded, mine, "key file", "new data folder"} {
-		if !strings.Contains(msg, want) {
-			t.Errorf("Start: %v; want it to name %q", err, want)
-		}
-	}
-	if !errors.Is(err, node.ErrOtherIdentity) {
-		t.Errorf("Start: %v; want node.ErrOtherIdentity", err)
-	}
+	namesOtherIdentity(t, err, recorded, k.Address(identity.Mainnet))
 }
 
 // previousSchema migrates the database dsn as the build before the
@@ -194,10 +188,7 @@ func refusedAsOtherAnyKey(t *testing.T, cfg config.Config, recorded string) {
 func previousSchema(t *testing.T, dsn string) {
 	t.Helper()
 	ctx := context.Background()
-	db, err := sqldb.Open(ctx, dsn, sqldb.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := openDB(t, dsn, sqldb.Options{})
 	defer db.Close()
 	src := os.DirFS("../../tasks/sqlstore/migrations")
 	older := fstest.MapFS{}
@@ -270,15 +261,7 @@ func TestIdentityRecordedAtTheFirstStartAfterTheUpgrade(t *testing.T) {
 			_ = db.Close()
 
 			keyFile, k := newKeyFile(t)
-			cfg := identityConfig(t, dsn, keyFile)
-			ctx2, cancel := context.WithCancel(ctx)
-			defer cancel()
-			n, err := node.Start(ctx2, cfg, slog.New(slog.DiscardHandler))
-			if err == nil {
-				cancel()
-				_ = n.Wait()
-				t.Fatal("a node started on a database whose log another key sealed")
-			}
+			err = startFails(t, identityConfig(t, dsn, keyFile), "a node started on a database whose log another key sealed")
 			if !errors.Is(err, audit.ErrOtherKey) || !strings.Contains(err.Error(), k.Address(identity.Mainnet)) {
 				t.Errorf("Start: %v; want audit.ErrOtherKey naming %s", err, k.Address(identity.Mainnet))
 			}
@@ -304,14 +287,21 @@ func TestIdentityRecordedAtTheFirstStartAfterTheUpgrade(t *testing.T) {
 func forgetIdentity(t *testing.T, dsn string) {
 	t.Helper()
 	ctx := context.Background()
-	db, err := sqldb.Open(ctx, dsn, sqldb.Options{Existing: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := openDB(t, dsn, sqldb.Options{Existing: true})
 	defer db.Close()
 	if _, err := db.W.ExecContext(ctx, "DELETE FROM node_identity"); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// openDB opens the database dsn with opts, apart from any node.
+func openDB(t *testing.T, dsn string, opts sqldb.Options) *sqldb.DB {
+	t.Helper()
+	db, err := sqldb.Open(context.Background(), dsn, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
 }
 
 // another is a new database of the dialect of dsn.
@@ -328,10 +318,7 @@ func another(t *testing.T, dsn string) string {
 func recordedIdentityRaw(t *testing.T, dsn string) string {
 	t.Helper()
 	ctx := context.Background()
-	db, err := sqldb.Open(ctx, dsn, sqldb.Options{Existing: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := openDB(t, dsn, sqldb.Options{Existing: true})
 	defer db.Close()
 	var addr string
 	if err := db.R.QueryRowContext(ctx, "SELECT address FROM node_identity").Scan(&addr); err != nil {
