@@ -241,27 +241,11 @@ func TestIdentityRecordedAtTheFirstStartAfterTheUpgrade(t *testing.T) {
 		t.Run("sealed by another key", func(t *testing.T) {
 			dsn := another(t, dsn)
 			previousSchema(t, dsn)
-			ctx := context.Background()
 			_, sealer := newKeyFile(t)
-			db, err := sqldb.Open(ctx, dsn, sqldb.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			l, err := audit.New(ctx, db, audit.Options{Signer: audit.IdentitySigner(sealer, identity.Mainnet)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := l.Append(ctx, audit.Entry{Actor: "host", Step: audit.StepCompleted, Decision: "done"}); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := l.Seal(ctx); err != nil {
-				t.Fatal(err)
-			}
-			_ = l.Close()
-			_ = db.Close()
+			signedEntry(t, dsn, sealer, true)
 
 			keyFile, k := newKeyFile(t)
-			err = startFails(t, identityConfig(t, dsn, keyFile), "a node started on a database whose log another key sealed")
+			err := startFails(t, identityConfig(t, dsn, keyFile), "a node started on a database whose log another key sealed")
 			if !errors.Is(err, audit.ErrOtherKey) || !strings.Contains(err.Error(), k.Address(identity.Mainnet)) {
 				t.Errorf("Start: %v; want audit.ErrOtherKey naming %s", err, k.Address(identity.Mainnet))
 			}
@@ -302,6 +286,28 @@ func openDB(t *testing.T, dsn string, opts sqldb.Options) *sqldb.DB {
 		t.Fatal(err)
 	}
 	return db
+}
+
+// signedEntry appends an entry to the audit log of the database dsn,
+// signed by key, and seals the log if seal is set, apart from any node.
+func signedEntry(t *testing.T, dsn string, key *identity.Key, seal bool) {
+	t.Helper()
+	ctx := context.Background()
+	db := openDB(t, dsn, sqldb.Options{})
+	defer db.Close()
+	l, err := audit.New(ctx, db, audit.Options{Signer: audit.IdentitySigner(key, identity.Mainnet)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if _, err := l.Append(ctx, audit.Entry{Actor: "host", Step: audit.StepCompleted, Decision: "done"}); err != nil {
+		t.Fatal(err)
+	}
+	if seal {
+		if _, err := l.Seal(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // another is a new database of the dialect of dsn.

@@ -162,19 +162,7 @@ func TestAuditSealRecordOtherKeyAtStart(t *testing.T) {
 	if err := identity.SaveKeyFile(filepath.Join(dataDir, "identity.key"), old); err != nil {
 		t.Fatal(err)
 	}
-	db, err := sqldb.Open(ctx, filepath.Join(dataDir, "tasks.db"), sqldb.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := audit.New(ctx, db, audit.Options{Signer: audit.IdentitySigner(old, identity.Mainnet)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := l.Append(ctx, audit.Entry{Actor: "host", Step: audit.StepCompleted, Decision: "done"}); err != nil {
-		t.Fatal(err)
-	}
-	_ = l.Close()
-	_ = db.Close()
+	signedEntry(t, filepath.Join(dataDir, "tasks.db"), old, false)
 	_, stop := startNode(t, func(cf *config.Config) { cf.DataDir = dataDir })
 	stop() // seals, and records the seal
 	record := filepath.Join(dataDir, "audit-seal.json")
@@ -240,19 +228,7 @@ func TestAuditOtherKeyWithoutRecordAtStart(t *testing.T) {
 	if err := identity.SaveKeyFile(filepath.Join(dataDir, "identity.key"), old); err != nil {
 		t.Fatal(err)
 	}
-	db, err := sqldb.Open(ctx, filepath.Join(dataDir, "tasks.db"), sqldb.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := audit.New(ctx, db, audit.Options{Signer: audit.IdentitySigner(old, identity.Mainnet)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := l.Append(ctx, audit.Entry{Actor: "host", Step: audit.StepCompleted, Decision: "done"}); err != nil {
-		t.Fatal(err)
-	}
-	_ = l.Close()
-	_ = db.Close()
+	signedEntry(t, filepath.Join(dataDir, "tasks.db"), old, false)
 	_, stop := startNode(t, func(cf *config.Config) { cf.DataDir = dataDir })
 	stop() // seals with the old key
 	record := filepath.Join(dataDir, "audit-seal.json")
