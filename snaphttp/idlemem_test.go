@@ -1,7 +1,6 @@
 package snaphttp_test
 
 import (
-	"net"
 	"strings"
 	"testing"
 
@@ -29,19 +28,7 @@ func TestIdleWebSocketMemory(t *testing.T) {
 	})
 	addr := strings.TrimPrefix(e.base, "http://")
 	before := nettest.Measure()
-	conns := make([]net.Conn, 0, idleConns)
-	t.Cleanup(func() {
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	for range idleConns {
-		c, err := nettest.DialWebSocket(addr, "/snap")
-		if err != nil {
-			t.Fatal(err)
-		}
-		conns = append(conns, c)
-	}
+	conns := nettest.DialIdle(t, addr, "/snap", idleConns)
 	fresh := nettest.Per(before, nettest.Measure(), idleConns)
 	t.Logf("idle, fresh: %v", fresh)
 	// About 18.5 KiB while the connection was served from net/http's

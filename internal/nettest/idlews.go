@@ -10,6 +10,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"testing"
 	"time"
 )
 
@@ -112,6 +113,26 @@ func DialWebSocket(addr, path string) (net.Conn, error) {
 	}
 	_ = c.SetDeadline(time.Time{})
 	return c, nil
+}
+
+// DialIdle opens n WebSockets to addr at path with DialWebSocket, failing
+// t if one cannot be opened, and closes them when t ends.
+func DialIdle(t testing.TB, addr, path string, n int) []net.Conn {
+	t.Helper()
+	conns := make([]net.Conn, 0, n)
+	t.Cleanup(func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	for range n {
+		c, err := DialWebSocket(addr, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	return conns
 }
 
 // WriteFrame writes one final client frame (masked, with a zero mask) of

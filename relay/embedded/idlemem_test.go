@@ -1,7 +1,6 @@
 package embedded
 
 import (
-	"net"
 	"strings"
 	"testing"
 
@@ -23,19 +22,7 @@ func TestIdleWebSocketMemory(t *testing.T) {
 	r := startRelay(t, Config{MaxConnections: 2 * idleConns})
 	addr := strings.TrimPrefix(r.url, "ws://")
 	before := nettest.Measure()
-	conns := make([]net.Conn, 0, idleConns)
-	t.Cleanup(func() {
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	for range idleConns {
-		c, err := nettest.DialWebSocket(addr, "/")
-		if err != nil {
-			t.Fatal(err)
-		}
-		conns = append(conns, c)
-	}
+	conns := nettest.DialIdle(t, addr, "/", idleConns)
 	fresh := nettest.Per(before, nettest.Measure(), idleConns)
 	t.Logf("idle, fresh: %v", fresh)
 	// About 15 KiB while the connection was served from net/http's
