@@ -28,10 +28,7 @@ func TestAnswerStoppedByContentFilter(t *testing.T) {
 		}
 		srv.Push(llmtest.Reply{Content: content, FinishReason: "content_filter"})
 	}
-	m, err := llm.New(llm.Config{BaseURL: srv.URL(), Model: "m"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := serverModel(t, srv)
 	task := r.send(t, "write a.md")
 	got := r.run(t, m, task.ID, tasks.StateInputRequired, tasks.StateFailed, tasks.StateCompleted)
 	const why = `the model server's content filter withheld or cut it (finish_reason "content_filter")`
@@ -45,7 +42,23 @@ func TestAnswerStoppedByContentFilter(t *testing.T) {
 	if len(its) < 2 || !strings.Contains(its[0].Response.Error, why) || !strings.Contains(its[1].Response.Error, why) {
 		t.Fatalf("history: %+v; want each answer's error to say %q", its, why)
 	}
-	job, err := r.store.Get(context.Background(), task.ID)
+	r.wantJobReason(t, task.ID, why)
+}
+
+// serverModel is the model "m" of the model server srv.
+func serverModel(t *testing.T, srv *llmtest.Server) *llm.Client {
+	t.Helper()
+	m, err := llm.New(llm.Config{BaseURL: srv.URL(), Model: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// wantJobReason checks that the reason of the job of taskID says why.
+func (r *rig) wantJobReason(t *testing.T, taskID, why string) {
+	t.Helper()
+	job, err := r.store.Get(context.Background(), taskID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/snapnode/snapnode/agent"
-	"github.com/snapnode/snapnode/agent/llm"
 	"github.com/snapnode/snapnode/internal/llmtest"
 	"github.com/snapnode/snapnode/internal/testdb"
 	"github.com/snapnode/snapnode/tasks"
@@ -24,10 +23,7 @@ func TestAnswerCutAtTheTokenCap(t *testing.T) {
 	for range agent.MaxInvalidAnswers + 1 {
 		srv.Push(llmtest.Reply{Content: cut, FinishReason: "length"})
 	}
-	m, err := llm.New(llm.Config{BaseURL: srv.URL(), Model: "m"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := serverModel(t, srv)
 	task := r.send(t, "write a long a.md")
 	got := r.runWith(t, func(c *agent.Config) { c.MaxTokens = 300 }, m, task.ID,
 		tasks.StateInputRequired, tasks.StateFailed, tasks.StateCompleted)
@@ -50,11 +46,5 @@ func TestAnswerCutAtTheTokenCap(t *testing.T) {
 	if len(its) == 0 || !strings.Contains(its[0].Response.Error, why) {
 		t.Fatalf("history: %+v; want the first answer's error to say %q", its, why)
 	}
-	job, err := r.store.Get(context.Background(), task.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(job.Reason, why) {
-		t.Errorf("job reason %q; want %q", job.Reason, why)
-	}
+	r.wantJobReason(t, task.ID, why)
 }
