@@ -70,8 +70,9 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 	s.wsGroup.Add(1)
 	s.mu.Unlock()
 	release := func() {
-		s.wsGroup.Done()
+		// The slot first: once Serve returns, every slot is free.
 		s.conns.Release(key)
+		s.wsGroup.Done()
 	}
 
 	// From here the connection is the WebSocket's (hijacked), or closed
@@ -177,6 +178,30 @@ func (wc *wsConn) serve() {
 	}()
 
 	code, text := websocket.CloseNormalClosure, ""
+	returned := false // false in the deferred function: a panic
+	// Deferred, so that a panic answering a request (recovered by the
+	// connection's goroutine) still ends the writer and gives back the
+	// messages read ahead: kept, they would hold their share of
+	// BodyMemory for ever.
+	defer func() {
+		if !returned {
+			code, text = websocket.CloseInternalServerErr, "internal error"
+		}
+		o.close()
+		<-writerDone
+		if o.failed() == nil {
+			_ = c.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, text), time.Now().Add(time.Second))
+		}
+		wc.cancel()
+		c.Close()
+		<-readerDone
+		for raw := range reqs { // read, never answered
+			s.bodies.release(wc.key, int64(len(raw)))
+		}
+		if err := o.failed(); err != nil && !errors.Is(err, context.Canceled) {
+			log.Debug("snaphttp: WebSocket closed", "err", err)
+		}
+	}()
 	idle := time.NewTimer(s.cfg.IdleTimeout)
 	defer idle.Stop()
 loop:
@@ -193,7 +218,6 @@ loop:
 				break loop
 			}
 			wc.handle(o, raw)
-			s.bodies.release(wc.key, int64(len(raw)))
 			if o.failed() != nil {
 				break loop
 			}
@@ -208,20 +232,7 @@ loop:
 			break loop
 		}
 	}
-	o.close()
-	<-writerDone
-	if o.failed() == nil {
-		_ = c.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, text), time.Now().Add(time.Second))
-	}
-	wc.cancel()
-	c.Close()
-	<-readerDone
-	for raw := range reqs { // read, never answered
-		s.bodies.release(wc.key, int64(len(raw)))
-	}
-	if err := o.failed(); err != nil && !errors.Is(err, context.Canceled) {
-		log.Debug("snaphttp: WebSocket closed", "err", err)
-	}
+	returned = true
 }
 
 // read passes the peer's messages to reqs until the connection fails or
@@ -317,9 +328,11 @@ func (wc *wsConn) write(o *outbox) {
 }
 
 // handle answers one request: it waits for the peer's rate-limit token,
-// then runs the Handler, whose events and response are queued on o.
+// then runs the Handler, whose events and response are queued on o. It
+// gives back raw's share of BodyMemory, even when the Handler panics.
 func (wc *wsConn) handle(o *outbox, raw []byte) {
 	s := wc.s
+	defer s.bodies.release(wc.key, int64(len(raw)))
 	for {
 		ok, wait := s.limits.Allow(wc.key.String())
 		if ok {
