@@ -185,8 +185,10 @@ func (r *Relay) register(c *conn) bool {
 
 // serve runs a registered connection: read (which returns when the
 // connection ends) in this goroutine and the writer in another, then
-// removes its subscriptions and unregisters it.
-func (c *conn) serve(read func()) {
+// removes its subscriptions and unregisters it; gone, when not nil, runs
+// last, before the connection counts as finished (closeConns waits for
+// it).
+func (c *conn) serve(read func(), gone func()) {
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
@@ -203,6 +205,9 @@ func (c *conn) serve(read func()) {
 	c.r.mu.Lock()
 	delete(c.r.conns, c)
 	c.r.mu.Unlock()
+	if gone != nil {
+		gone()
+	}
 	close(c.finished)
 }
 

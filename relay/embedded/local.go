@@ -57,7 +57,7 @@ func (r *Relay) LocalConn() (relay.Conn, error) {
 		c.cancel()
 		return nil, errors.New("embedded relay: closed")
 	}
-	go c.serve(l.readLoop)
+	go c.serve(l.readLoop, nil)
 	return l, nil
 }
 

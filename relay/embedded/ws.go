@@ -63,24 +63,33 @@ func (r *Relay) serveWebSocket(w http.ResponseWriter, req *http.Request) {
 	// Served from a goroutine of its own, so that this one returns and
 	// net/http lets go of what it keeps for a request until its handler
 	// returns (a 4 KiB write buffer, the request, the handler's grown
-	// stack): an idle client holds none of it.
-	go func() {
-		defer release()
-		defer c.recoverPanic(ws.NetConn())
+	// stack): an idle client holds none of it. What the goroutine does
+	// after it is counted finished is return: closeConns, which shutdown
+	// and Close wait on, sees it all done.
+	go c.serve(func() {
+		defer c.recoverPanic()
 		c.log.Debug("client connected")
-		c.serve(t.readLoop)
+		t.readLoop()
+	}, func() {
+		// The close frame was sent by the writer as it stopped, and the
+		// socket closed, unless a panic left the writer unable to: the
+		// socket is closed here in any case.
+		_ = ws.NetConn().Close()
+		release()
 		c.log.Debug("client disconnected", "code", c.closeCode, "reason", c.closeText)
-	}()
+	})
 }
 
-// recoverPanic, deferred by a WebSocket's goroutine, logs a panic and
-// closes the socket, as net/http does for a panic in a handler's
-// goroutine, where the connection was served before.
-func (c *conn) recoverPanic(nc net.Conn) {
+// recoverPanic, deferred by a WebSocket's reader, logs a panic and ends
+// the connection with 1011, as any other end of it: serve then stops
+// the writer and unregisters the client. net/http, which recovered a
+// panic in the handler's goroutine where the reader ran before, closed
+// nothing of a hijacked connection, so that one panic made shutdown
+// wait for ever for the client.
+func (c *conn) recoverPanic() {
 	if v := recover(); v != nil {
 		c.log.Error("panic serving a client", "panic", v, "stack", string(debug.Stack()))
-		c.kill(websocket.CloseInternalServerErr, "")
-		_ = nc.Close()
+		c.kill(websocket.CloseInternalServerErr, "internal error")
 	}
 }
 
