@@ -17,6 +17,11 @@ import (
 // Footprint is what the process holds, as the Go runtime and the kernel
 // count it.
 type Footprint struct {
+	// Live is the heap's live objects (runtime.MemStats.HeapAlloc after
+	// the collections), what a connection keeps whatever the number of
+	// Ps; Heap counts the spans holding them, whose free slots grow with
+	// GOMAXPROCS (each P fills spans of its own), with the machine.
+	Live       uint64
 	Heap       uint64 // runtime.MemStats.HeapInuse
 	Stack      uint64 // runtime.MemStats.StackInuse
 	Sys        uint64 // runtime.MemStats.Sys: all the runtime took from the OS
@@ -34,28 +39,28 @@ func Measure() Footprint {
 	debug.FreeOSMemory()
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
-	return Footprint{Heap: m.HeapInuse, Stack: m.StackInuse, Sys: m.Sys,
+	return Footprint{Live: m.HeapAlloc, Heap: m.HeapInuse, Stack: m.StackInuse, Sys: m.Sys,
 		Goroutines: runtime.NumGoroutine(), RSS: rss()}
 }
 
 // PerConn is the footprint grown from before to after, divided among n
 // connections.
 type PerConn struct {
-	Heap, Stack, Sys, RSS float64 // bytes
-	Goroutines            float64
+	Live, Heap, Stack, Sys, RSS float64 // bytes
+	Goroutines                  float64
 }
 
 // Per returns (after - before) / n.
 func Per(before, after Footprint, n int) PerConn {
 	d := func(a, b uint64) float64 { return (float64(a) - float64(b)) / float64(n) }
-	return PerConn{Heap: d(after.Heap, before.Heap), Stack: d(after.Stack, before.Stack),
+	return PerConn{Live: d(after.Live, before.Live), Heap: d(after.Heap, before.Heap), Stack: d(after.Stack, before.Stack),
 		Sys: d(after.Sys, before.Sys), RSS: d(after.RSS, before.RSS),
 		Goroutines: float64(after.Goroutines-before.Goroutines) / float64(n)}
 }
 
 func (p PerConn) String() string {
-	return fmt.Sprintf("heap %.0f B, stacks %.0f B (heap+stacks %.1f KiB), goroutines %.2f, runtime Sys %.1f KiB, RSS %.1f KiB per connection",
-		p.Heap, p.Stack, (p.Heap+p.Stack)/1024, p.Goroutines, p.Sys/1024, p.RSS/1024)
+	return fmt.Sprintf("live heap %.0f B, heap %.0f B, stacks %.0f B (heap+stacks %.1f KiB), goroutines %.2f, runtime Sys %.1f KiB, RSS %.1f KiB per connection",
+		p.Live, p.Heap, p.Stack, (p.Heap+p.Stack)/1024, p.Goroutines, p.Sys/1024, p.RSS/1024)
 }
 
 // rss reads the resident set size from /proc/self/statm.
