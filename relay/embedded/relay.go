@@ -479,6 +479,10 @@ func newRelay(cfg Config, exempt func(netip.Addr) bool) (*Relay, error) {
 			// buffer.
 			ReadBufferSize:  wsReadBuffer,
 			WriteBufferPool: new(sync.Pool),
+			// The library clears the deadlines ServeHTTP set before it
+			// writes the 101: without this, a peer that reads nothing
+			// held the connection and its goroutine for ever.
+			HandshakeTimeout: cfg.WriteTimeout,
 			// The origin was checked before (checkOrigin).
 			CheckOrigin: func(*http.Request) bool { return true },
 		},
