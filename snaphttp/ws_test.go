@@ -204,9 +204,14 @@ func TestWebSocketPingPong(t *testing.T) {
 
 // A connection with no request for IdleTimeout is closed normally.
 func TestWebSocketIdleTimeout(t *testing.T) {
-	e := start(t, nil, func(c *snaphttp.Config) { c.IdleTimeout = 50 * time.Millisecond })
+	// The time-out runs from the upgrade until the request comes: 50 ms
+	// was too short under -race on 2 loaded cores (closed idle before
+	// the request was read); the request is signed before the upgrade
+	// for the same reason.
+	e := start(t, nil, func(c *snaphttp.Config) { c.IdleTimeout = 300 * time.Millisecond })
+	req := raw(t, request(t, "message/send", sendPayload))
 	c := dial(t, e)
-	c.WriteMessage(websocket.TextMessage, raw(t, request(t, "message/send", sendPayload)))
+	c.WriteMessage(websocket.TextMessage, req)
 	verify(t, readFrame(t, c))
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	_, _, err := c.ReadMessage()
