@@ -570,22 +570,9 @@ func (c *conn) unlockAfterInPlace() {
 // reader waits for it as it would for room in the control queue.
 func (c *conn) sendNow(its ...outItem) error {
 	if c.t.inline() && c.wmu.TryLock() {
-		if c.ctrl.idle() && c.live.idle() {
-			c.t.begin()
-			ok := true
-			for _, it := range its {
-				if ok = c.handle(it); !ok {
-					break
-				}
-			}
-			ok = c.flush(ok)
-			c.unlockAfterInPlace()
-			if !ok {
-				return errConnClosed
-			}
-			return nil
+		if done, err := c.writeInPlace(its); done {
+			return err
 		}
-		c.unlockAfterInPlace()
 	}
 	for _, it := range its {
 		if err := c.send(it); err != nil {
@@ -593,6 +580,29 @@ func (c *conn) sendNow(its ...outItem) error {
 		}
 	}
 	return nil
+}
+
+// writeInPlace is sendNow's write in the calling goroutine, wmu held:
+// done reports whether its went to the transport (err: the connection
+// closed meanwhile), not when something is queued before them. wmu is
+// let go however it ends, a panic in a write included, so that the
+// writer and the connection's end are never left waiting for it.
+func (c *conn) writeInPlace(its []outItem) (done bool, err error) {
+	defer c.unlockAfterInPlace()
+	if !c.ctrl.idle() || !c.live.idle() {
+		return false, nil
+	}
+	c.t.begin()
+	ok := true
+	for _, it := range its {
+		if ok = c.handle(it); !ok {
+			break
+		}
+	}
+	if !c.flush(ok) {
+		return true, errConnClosed
+	}
+	return true, nil
 }
 
 // process acts on one client message, or answers err, the refusal the
