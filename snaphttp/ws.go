@@ -223,6 +223,12 @@ loop:
 			}
 			idle.Reset(s.cfg.IdleTimeout)
 		case <-idle.C:
+			if len(reqs) > 0 {
+				// A message came as the time ran out: it is answered,
+				// not dropped with the connection.
+				idle.Reset(s.cfg.IdleTimeout)
+				continue
+			}
 			text = "idle"
 			break loop
 		case <-s.draining:
