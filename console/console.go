@@ -44,7 +44,11 @@ const (
 	// MaxDiffText the diff of a held action (the rest is counted;
 	// `snapnode held --diff` prints it whole) and MaxStepText each text
 	// of the agent's steps, its diff included (`snapnode job history`
-	// prints them whole): up to MaxSteps steps of five texts each.
+	// prints them whole): up to MaxSteps steps of five texts each. A
+	// text whose look-alike letters are spelled out (⟨U+0430 Cyrillic⟩)
+	// is bounded as shown, the marks counted; the node's words (a task's
+	// status message, an audit entry's reason) are shown up to
+	// MaxStepText bytes so marked.
 	MaxTasks        = 500
 	MaxAuditEntries = 200
 	MaxSteps        = 200

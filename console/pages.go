@@ -52,9 +52,22 @@ var funcs = template.FuncMap{
 	// Cyrillic) is spelled out, ⟨U+0430 Cyrillic⟩. diffPaths marks
 	// a diff's file headers alone (executor.MarkDiffPaths), mixed every
 	// word of a text of the host's naming paths (a held action's reason).
+	// Marking a letter can take ten times its bytes (⟨U+0430 Cyrillic⟩
+	// for а), so a text is marked within its bound (markCut), not cut
+	// and then marked: mixed bounds a text of the node's words to
+	// MaxStepText, clipMixed a text of the agent's job (as clip), and
+	// reasoning a step's reasoning to agent.MaxReasoningBytes.
 	"diffPaths": executor.MarkDiffPaths,
-	"mixed":     func(s string) string { return scripts.Mark(s, scripts.Spelled) },
-	"maxDiff":   func() int { return MaxDiffText },
+	"mixed": func(s string) string {
+		return markCut(s, MaxStepText, "more bytes not shown")
+	},
+	"clipMixed": func(s string) string {
+		return markCut(s, MaxStepText, "more bytes not shown: snapnode job history prints it whole")
+	},
+	"reasoning": func(s string) string {
+		return markCut(s, agent.MaxReasoningBytes, "more bytes not shown: snapnode job history prints it whole")
+	},
+	"maxDiff": func() int { return MaxDiffText },
 	// clip cuts a text of the agent's job (what the model was told, a
 	// requester's follow-ups among it: up to a MiB; its answer's words, a
 	// worker's) to MaxStepText: the page shows up to MaxSteps steps.
@@ -233,7 +246,7 @@ func (c *Console) renderTask(w http.ResponseWriter, r *http.Request, s *session,
 	case "failed":
 		d.Notice = "The action was approved, but it failed: see the audit trail below."
 		if why, ok := c.failure(ctx, id, r.URL.Query().Get("action")); ok {
-			d.Notice = "The action was approved, but it failed: " + executor.Visible(scripts.Mark(why, scripts.Spelled))
+			d.Notice = "The action was approved, but it failed: " + executor.Visible(markCut(why, MaxStepText, "more bytes not shown"))
 		}
 	}
 	// Each shown action costs a read of its audit entries and a diff on
@@ -580,6 +593,18 @@ func cut(s string, max int, note string) string {
 	}
 	kept := textcut.Prefix(s, max)
 	return fmt.Sprintf("%s\n… (%d %s)", kept, len(s)-len(kept), note)
+}
+
+// markCut is s with its look-alike letters marked (scripts.Mark), cut to
+// max bytes as marked (scripts.MarkPrefix: never inside a character or
+// a marker), ending with a line that counts the bytes of s left out,
+// followed by note, as cut's.
+func markCut(s string, max int, note string) string {
+	kept, used := scripts.MarkPrefix(s, max, scripts.Spelled)
+	if used == len(s) {
+		return kept
+	}
+	return fmt.Sprintf("%s\n… (%d %s)", kept, len(s)-used, note)
 }
 
 // prettyJSON indents b (or keeps it as is when it is not JSON), with

@@ -40,6 +40,8 @@ import (
 
 	"github.com/mtibben/confusables"
 	"golang.org/x/text/unicode/norm"
+
+	"github.com/snapnode/snapnode/internal/textcut"
 )
 
 // Mixed reports whether the letters of word come from more than one
@@ -272,6 +274,48 @@ func Mark(s string, mark func(r rune) string) string {
 		return true
 	})
 	return b.String()
+}
+
+// MarkPrefix is Mark cut to at most n bytes, for a text shown within a
+// bound: a marked letter can take ten times its bytes (⟨U+0430
+// Cyrillic⟩ for а), so a text cut at n and then marked could take ten
+// times n. It returns the marked form of the longest prefix of s that
+// fits in n bytes, never cut inside a character or a mark, and used, the
+// bytes of s that prefix holds (len(s) when all of s fits). A word that
+// the cut splits is marked as its part shown reads: "сахарпривет" is
+// left as it is, but its "сахар", alone, reads as caxap.
+func MarkPrefix(s string, n int, mark func(r rune) string) (marked string, used int) {
+	if len(s) <= n && !Has(s) {
+		return s, len(s)
+	}
+	var b strings.Builder
+	words(s, func(part string, word bool) bool {
+		left := n - b.Len()
+		cut := len(part) > left
+		if cut {
+			part = textcut.Prefix(part, left)
+		}
+		if !word || !suspect(part) {
+			b.WriteString(part)
+			used += len(part)
+			return !cut
+		}
+		for len(part) > 0 {
+			r, size := utf8.DecodeRuneInString(part)
+			m := part[:size]
+			if r >= utf8.RuneSelf && (unicode.IsLetter(r) || unicode.In(r, unicode.Mn, unicode.Me)) {
+				m = mark(r)
+			}
+			if b.Len()+len(m) > n {
+				return false
+			}
+			b.WriteString(m)
+			used += size
+			part = part[size:]
+		}
+		return !cut
+	})
+	return b.String(), used
 }
 
 // Spelled is a mark for an operator's eyes: ⟨U+0430 Cyrillic⟩, the code

@@ -212,3 +212,45 @@ func ExampleMark() {
 	// /sandbox/p⟨U+0430 Cyrillic⟩ssword.txt
 	// /sandbox/⟨U+0455 Cyrillic⟩⟨U+0441 Cyrillic⟩⟨U+043E Cyrillic⟩⟨U+0440 Cyrillic⟩⟨U+0435 Cyrillic⟩/run.sh
 }
+
+// TestMarkPrefix: Mark cut to a number of bytes, never inside a
+// character or a mark, saying how much of the text it shows; a word the
+// cut splits is marked as what is shown of it reads.
+func TestMarkPrefix(t *testing.T) {
+	const a = "⟨U+0430 Cyrillic⟩" // 21 bytes for the 2 of а
+	for _, c := range []struct {
+		in   string
+		n    int
+		want string
+		used int
+	}{
+		{"plain text", 100, "plain text", 10},
+		{"plain text", 5, "plain", 5},
+		{"café", 4, "caf", 3}, // é's two bytes stay together
+		{"p\u0430ss", 100, "p" + a + "ss", 5},
+		{"p\u0430ss", 22, "p" + a, 3},
+		{"p\u0430ss", 21, "p", 1}, // the marker does not fit: no part of it
+		{"\u0430\u0430\u0430", 45, a + a, 4},
+		{"ok \u0430\u0430", 3, "ok ", 3},
+		{"сахарпривет", 100, "сахарпривет", 22},
+		{"сахарпривет", 20, "сахарприве", 20},
+		{"", 10, "", 0},
+		{"abc", 0, "", 0},
+	} {
+		got, used := scripts.MarkPrefix(c.in, c.n, scripts.Spelled)
+		if got != c.want || used != c.used {
+			t.Errorf("MarkPrefix(%+q, %d) = %+q, %d; want %+q, %d", c.in, c.n, got, used, c.want, c.used)
+		}
+		if len(got) > c.n {
+			t.Errorf("MarkPrefix(%+q, %d) takes %d bytes", c.in, c.n, len(got))
+		}
+		if whole := scripts.Mark(c.in, scripts.Spelled); used == len(c.in) && got != whole {
+			t.Errorf("MarkPrefix(%+q, %d) = %+q, all of it, but Mark gives %+q", c.in, c.n, got, whole)
+		}
+	}
+	// "сахарпривет" reads as itself; its first five letters alone, as caxap.
+	star := func(rune) string { return "*" }
+	if got, used := scripts.MarkPrefix("сахарпривет", 10, star); got != "*****" || used != 10 {
+		t.Errorf("MarkPrefix(сахарпривет, 10) = %q, %d; want *****, 10", got, used)
+	}
+}
