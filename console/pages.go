@@ -46,18 +46,18 @@ var funcs = template.FuncMap{
 	// a model or a file (executor.Visible): what an operator reads is
 	// what is there, a diff's CR or bidi override included.
 	"visible": executor.Visible,
-	// diffPaths and mixed mark the words that mix scripts or are wholly
-	// of look-alikes of Latin letters (internal/scripts): a look-alike
-	// letter in a path ("pаssword.txt", its а Cyrillic; "ѕсоре", all
-	// Cyrillic) is spelled out, ⟨U+0430 Cyrillic⟩. diffPaths marks
-	// a diff's file headers alone (executor.MarkDiffPaths), mixed every
-	// word of a text of the host's naming paths (a held action's reason).
-	// Marking a letter can take ten times its bytes (⟨U+0430 Cyrillic⟩
-	// for а), so a text is marked within its bound (markCut), not cut
-	// and then marked: mixed bounds a text of the node's words to
+	// mixed, clipMixed, reasoning and stepDiff mark the words that mix
+	// scripts or are wholly of look-alikes of Latin letters
+	// (internal/scripts): a look-alike letter in a path ("pаssword.txt",
+	// its а Cyrillic; "ѕсоре", all Cyrillic) is spelled out, ⟨U+0430
+	// Cyrillic⟩. stepDiff marks a diff's file headers alone
+	// (executor.MarkDiffPaths, as the held action's diff is), the others
+	// every word of a text (the host's, naming paths, as a held action's
+	// reason, or a model's). Marking a letter can take ten times its
+	// bytes, so a text is marked within its bound (markCut, markDiffCut),
+	// not cut and then marked: mixed bounds a text of the node's words to
 	// MaxStepText, clipMixed a text of the agent's job (as clip), and
 	// reasoning a step's reasoning to agent.MaxReasoningBytes.
-	"diffPaths": executor.MarkDiffPaths,
 	"mixed": func(s string) string {
 		return markCut(s, MaxStepText, "more bytes not shown")
 	},
@@ -67,17 +67,17 @@ var funcs = template.FuncMap{
 	"reasoning": func(s string) string {
 		return markCut(s, agent.MaxReasoningBytes, "more bytes not shown: snapnode job history prints it whole")
 	},
-	"maxDiff": func() int { return MaxDiffText },
 	// clip cuts a text of the agent's job (what the model was told, a
 	// requester's follow-ups among it: up to a MiB; its answer's words, a
 	// worker's) to MaxStepText: the page shows up to MaxSteps steps.
 	"clip": func(s string) string {
 		return cut(s, MaxStepText, "more bytes not shown: snapnode job history prints it whole")
 	},
-	// stepDiff is the diff of an agent's step, cut to MaxStepText: the
-	// page shows up to MaxSteps of them, each of files of up to a MiB.
+	// stepDiff is the diff of an agent's step, its paths marked, cut to MaxStepText as marked: the page shows up to
+	// MaxSteps of them, each of files of up to a MiB.
 	"stepDiff": func(d string) string {
-		return cut(d, MaxStepText, "more bytes of the diff not shown: snapnode job history prints it whole")
+		shown, _ := markDiffCut(d, MaxStepText, "more bytes of the diff not shown: snapnode job history prints it whole")
+		return shown
 	},
 }
 
@@ -172,12 +172,14 @@ type heldView struct {
 	Descriptor string
 	// DiffSum names the diff shown, for the approval (Decision.Diff),
 	// DiffSize its length in bytes and DiffURL the link that downloads
-	// it whole (diffFile). Cut is set when the page shows only its
-	// first MaxDiffText bytes.
+	// it whole (diffFile). Diff is as shown: its paths marked
+	// (executor.MarkDiffPaths), cut to MaxDiffText bytes so marked. Cut is set when
+	// the page shows only the first Shown bytes of the diff.
 	DiffSum  string
 	DiffSize int
 	DiffURL  string
 	Cut      bool
+	Shown    int
 	// Files are the paths the action changes (its pre-images): the ones
 	// past a cut diff too.
 	Files []fileView
@@ -271,11 +273,12 @@ func (c *Console) renderTask(w http.ResponseWriter, r *http.Request, s *session,
 			return
 		}
 		v := heldView{Pending: p, Risk: riskOf(entries, p.ActionID), Descriptor: executor.Visible(cut(indented(p.Data), MaxPartText, "more bytes not shown")),
-			DiffSum: proposals.DiffSum(p.Diff), DiffSize: len(p.Diff), Cut: len(p.Diff) > MaxDiffText}
+			DiffSum: proposals.DiffSum(p.Diff), DiffSize: len(p.Diff)}
 		v.DiffURL = s.home() + "tasks/" + url.PathEscape(id) + "/held/" + url.PathEscape(p.ActionID) + "/diff?sum=" + v.DiffSum
 		// The sum is the whole diff's: the page shows its start, and
 		// says so next to Approve, with the link to the rest.
-		v.Diff = cut(p.Diff, MaxDiffText, "more bytes of the diff not shown: download it whole, or snapnode held --diff "+id+" prints it")
+		v.Diff, v.Shown = markDiffCut(p.Diff, MaxDiffText, "more bytes of the diff not shown: download it whole, or snapnode held --diff "+id+" prints it")
+		v.Cut = v.Shown < len(p.Diff)
 		for _, pre := range p.PreImages {
 			v.Files = append(v.Files, fileView{Path: scripts.Mark(executor.Visible(pre.Path), scripts.Spelled), LookAlike: scripts.Has(pre.Path)})
 		}
@@ -605,6 +608,18 @@ func markCut(s string, max int, note string) string {
 		return kept
 	}
 	return fmt.Sprintf("%s\n… (%d %s)", kept, len(s)-used, note)
+}
+
+// markDiffCut is diff with its paths marked (executor.MarkDiffPaths),
+// cut to max bytes as marked, ending with a line that counts the bytes of
+// diff left out, followed by note; shown is how many bytes of diff it
+// shows.
+func markDiffCut(diff string, max int, note string) (marked string, shown int) {
+	kept, used := executor.MarkDiffPathsPrefix(diff, max)
+	if used == len(diff) {
+		return kept, used
+	}
+	return fmt.Sprintf("%s\n… (%d %s)", kept, len(diff)-used, note), used
 }
 
 // prettyJSON indents b (or keeps it as is when it is not JSON), with

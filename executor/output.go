@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -15,6 +16,7 @@ import (
 	"github.com/snapnode/snapnode/executor/proposal"
 	"github.com/snapnode/snapnode/executor/sandbox"
 	"github.com/snapnode/snapnode/internal/scripts"
+	"github.com/snapnode/snapnode/internal/textcut"
 )
 
 // The result members of the success output ({"status":"success",
@@ -267,12 +269,23 @@ func formatDiff(diffs []sandbox.Diff) string {
 // them: a hunk's lines are counted from its "@@" line. It is for showing
 // only: the approval names the diff as it is (proposals.DiffSum).
 func MarkDiffPaths(diff string) string {
+	marked, _ := MarkDiffPathsPrefix(diff, math.MaxInt)
+	return marked
+}
+
+// MarkDiffPathsPrefix is MarkDiffPaths cut to at most n bytes, as marked
+// (a marked letter can take ten times its bytes): never inside a
+// character or a mark (scripts.MarkPrefix). used is how many bytes of
+// diff it shows, len(diff) when all of it fits.
+func MarkDiffPathsPrefix(diff string, n int) (marked string, used int) {
 	if !scripts.Has(diff) {
-		return diff
+		kept := textcut.Prefix(diff, n)
+		return kept, len(kept)
 	}
 	var b strings.Builder
 	old, new := 0, 0 // the lines of the current hunk left to come
 	for line := range strings.SplitAfterSeq(diff, "\n") {
+		header := false
 		switch {
 		case line == "":
 		case old > 0 || new > 0:
@@ -288,11 +301,22 @@ func MarkDiffPaths(diff string) string {
 			old, new = hunkLines(line)
 		case strings.HasPrefix(line, "--- "), strings.HasPrefix(line, "+++ "),
 			strings.HasPrefix(line, "changed "), strings.HasPrefix(line, "binary "):
-			line = scripts.Mark(line, scripts.Spelled)
+			header = true
 		}
-		b.WriteString(line)
+		shown, u := line, len(line)
+		if header {
+			shown, u = scripts.MarkPrefix(line, n-b.Len(), scripts.Spelled)
+		} else if len(line) > n-b.Len() {
+			shown = textcut.Prefix(line, n-b.Len())
+			u = len(shown)
+		}
+		b.WriteString(shown)
+		used += u
+		if u < len(line) {
+			break
+		}
 	}
-	return b.String()
+	return b.String(), used
 }
 
 // hunkLines reads the counts of old and new lines of a unified diff's

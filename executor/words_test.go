@@ -198,3 +198,25 @@ func TestMarkDiffPaths(t *testing.T) {
 		t.Errorf("MarkDiffPaths marked a path in one script:\n%s", executor.MarkDiffPaths(d))
 	}
 }
+
+// TestMarkDiffPathsPrefix: a diff marked within n bytes is cut before
+// a marker that does not fit, not inside it, and says how much of the
+// diff it shows.
+func TestMarkDiffPathsPrefix(t *testing.T) {
+	const mixed, spelled = "/sandbox/p\u0430ssword.txt", "/sandbox/p⟨U+0430 Cyrillic⟩ssword.txt"
+	diff := udiff.Unified(mixed, mixed, "a\n", "b\n")
+	whole := executor.MarkDiffPaths(diff)
+	if got, used := executor.MarkDiffPathsPrefix(diff, len(whole)); got != whole || used != len(diff) {
+		t.Errorf("MarkDiffPathsPrefix(diff, %d) = %q, %d; want all of it, %d", len(whole), got, used, len(diff))
+	}
+	// Room for the first header's marker, not the second's.
+	n := len("--- "+spelled+"\n+++ ") + 12
+	got, used := executor.MarkDiffPathsPrefix(diff, n)
+	if want := "--- " + spelled + "\n+++ /sandbox/p"; got != want || used != len("--- "+mixed+"\n+++ /sandbox/p") {
+		t.Errorf("MarkDiffPathsPrefix(diff, %d) = %q, %d; want %q, %d", n, got, used, want, len("--- "+mixed+"\n+++ /sandbox/p"))
+	}
+	plain := udiff.Unified("/sandbox/a.txt", "/sandbox/a.txt", "é\n", "b\n")
+	if got, used := executor.MarkDiffPathsPrefix(plain, 5); got != "--- /" || used != 5 {
+		t.Errorf("MarkDiffPathsPrefix(plain, 5) = %q, %d", got, used)
+	}
+}
