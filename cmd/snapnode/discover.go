@@ -77,7 +77,8 @@ func (c *cli) rejectedCards(prog string, r client.Rejections) {
 	}
 }
 
-// quietLogger logs warnings and errors of client commands to stderr.
+// quietLogger logs warnings and errors of client commands, and of the
+// stores an operator command opens (openStores), to stderr.
 func quietLogger(c *cli) *slog.Logger {
 	return slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }

@@ -18,12 +18,13 @@ import (
 // (--data-dir, --database, --config, SNAPNODE_*) through node.OpenStores,
 // for an operator command that reads them; what is what the command reads
 // there. A SQLite file that does not exist is an error naming it: a
-// command run in the wrong folder never creates an empty node.
+// command run in the wrong folder never creates an empty node. The stores
+// warn on the command's stderr (quietLogger) of what they drop.
 func (c *cli) openStores(fs *flag.FlagSet, cfg *config.Config, what string) (*node.Stores, int, bool) {
 	if err := config.Load(cfg, fs, os.Getenv); err != nil {
 		return nil, c.configError(fs, err), false
 	}
-	st, err := node.OpenStores(context.Background(), *cfg)
+	st, err := node.OpenStores(context.Background(), *cfg, quietLogger(c))
 	switch {
 	case errors.Is(err, node.ErrMemoryDatabase):
 		return nil, c.usageError(fs, "the database is memory: the node keeps its "+what+" nowhere else"), false

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"log/slog"
 
 	"github.com/snapnode/snapnode/agent"
 	"github.com/snapnode/snapnode/executor/audit"
@@ -30,6 +31,7 @@ var (
 // Close closes them and the database. A Stores is for one goroutine.
 type Stores struct {
 	cfg     config.Config
+	logger  *slog.Logger
 	db      *sqldb.DB
 	tasks   *sqlstore.Store
 	jobs    *agent.Store
@@ -42,7 +44,10 @@ type Stores struct {
 // the node's stores. It never creates a database: a SQLite file that does
 // not exist is ErrNoDatabase, so that a command run in the wrong folder
 // never makes an empty node; a memory database is ErrMemoryDatabase.
-func OpenStores(ctx context.Context, cfg config.Config) (*Stores, error) {
+// The stores warn on logger (nil: nowhere) of what they drop, as the
+// node's do on its own: the records of work elsewhere to cancel that a
+// write of the job store drops (agent.Store.SetLogger).
+func OpenStores(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Stores, error) {
 	if cfg.DatabaseDSN() == config.MemoryDatabase {
 		return nil, ErrMemoryDatabase
 	}
@@ -50,7 +55,7 @@ func OpenStores(ctx context.Context, cfg config.Config) (*Stores, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Stores{cfg: cfg, db: db}, nil
+	return &Stores{cfg: cfg, logger: logger, db: db}, nil
 }
 
 // Tasks returns the task store.
@@ -73,6 +78,7 @@ func (s *Stores) Jobs(ctx context.Context) (*agent.Store, error) {
 			return nil, err
 		}
 		st.SetMaxPendingInput(s.cfg.Agent.MaxPendingInputBytes)
+		st.SetLogger(s.logger)
 		s.jobs = st
 	}
 	return s.jobs, nil

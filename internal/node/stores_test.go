@@ -21,7 +21,7 @@ func TestOpenStores(t *testing.T) {
 	cfg := config.Default()
 	cfg.DataDir = t.TempDir()
 
-	_, err := node.OpenStores(ctx, cfg)
+	_, err := node.OpenStores(ctx, cfg, nil)
 	if !errors.Is(err, node.ErrNoDatabase) {
 		t.Fatalf("no database: %v, want ErrNoDatabase", err)
 	}
@@ -30,7 +30,7 @@ func TestOpenStores(t *testing.T) {
 	}
 	mem := cfg
 	mem.Database = config.MemoryDatabase
-	if _, err := node.OpenStores(ctx, mem); !errors.Is(err, node.ErrMemoryDatabase) {
+	if _, err := node.OpenStores(ctx, mem, nil); !errors.Is(err, node.ErrMemoryDatabase) {
 		t.Fatalf("memory: %v, want ErrMemoryDatabase", err)
 	}
 
@@ -39,7 +39,7 @@ func TestOpenStores(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.Close()
-	st, err := node.OpenStores(ctx, cfg)
+	st, err := node.OpenStores(ctx, cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
