@@ -23,9 +23,11 @@
 // Subscriptions are the pool's own, built on single-relay connections
 // (go-nostr's pool would restart them at "now" after a reconnect and lose
 // what was published during the gap). Every event is checked before it is
-// delivered: its id must be the hash of its content, its signature the
-// author's, and it must match the subscription's filter (some relays
-// ignore multi-letter tag filters). Events are deduplicated per
+// delivered: it must match the subscription's filter (some relays
+// ignore multi-letter tag filters; checked first, before any hashing),
+// its id must be the hash of its content and its signature the author's.
+// A copy that fails is not marked seen, so the genuine event from another
+// relay is still taken. Events are deduplicated per
 // subscription across relays and reconnects, in a set bounded in size and
 // age. When a connection comes back, each subscription that relay had
 // already served (EOSE) is sent again with since = max(original since,

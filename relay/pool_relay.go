@@ -321,9 +321,9 @@ func (r *poolRelay) handle(m ConnMessage, inProcess bool) {
 	}
 }
 
-// accept checks ev (its id and signature unless verified says the
-// relay in this process checked them) and delivers it to s if it is new
-// there.
+// accept checks ev (against s's filter, then its id and signature unless
+// verified says the relay in this process checked them) and delivers it
+// to s if it is new there.
 func (r *poolRelay) accept(s *Subscription, ev *nostr.Event, verified bool) {
 	var id [32]byte
 	if len(ev.ID) != 64 {
@@ -337,11 +337,17 @@ func (r *poolRelay) accept(s *Subscription, ev *nostr.Event, verified bool) {
 	if s.seenBefore(id) { // cheap: skip verifying what another relay brought
 		return
 	}
+	// The filter before the id's hash and the signature: a relay that
+	// ignores the filter, or floods the node with other kinds and other
+	// p tags, costs a comparison an event, not a signature check.
+	if !s.filter.Matches(ev) {
+		r.mismatch.Add(1)
+		r.log.Debug("relay pool: dropped an event outside the filter", "sub", s.wireID, "event", ev.ID)
+		return
+	}
 	if s.gate.Pass != nil && !s.gate.Pass(id) {
 		// Another process's share: neither verified nor marked seen here.
-		if s.filter.Matches(ev) {
-			s.setAside(ev)
-		}
+		s.setAside(ev)
 		return
 	}
 	// A verified event was checked by the relay in this process: hashing
@@ -352,11 +358,6 @@ func (r *poolRelay) accept(s *Subscription, ev *nostr.Event, verified bool) {
 			r.log.Debug("relay pool: dropped an invalid event", "sub", s.wireID, "err", err)
 			return
 		}
-	}
-	if !s.filter.Matches(ev) {
-		r.mismatch.Add(1)
-		r.log.Debug("relay pool: dropped an event outside the filter", "sub", s.wireID, "event", ev.ID)
-		return
 	}
 	s.noteSeen(ev.CreatedAt)
 	if !s.firstSight(id, ev.CreatedAt) {

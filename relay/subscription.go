@@ -358,9 +358,9 @@ func (p *Pool) SubscribeFunc(ctx context.Context, f nostr.Filter, take func(*nos
 // subscription out among themselves each check only their own share.
 type Gate struct {
 	// Pass reports whether the event with this id is checked and taken
-	// now. It runs for every event not delivered before, before its
-	// signature is checked, in the goroutine that brought it; it must be
-	// cheap and must not block.
+	// now. It runs for every event matching the filter not delivered
+	// before, before its signature is checked, in the goroutine that
+	// brought it; it must be cheap and must not block.
 	Pass func(id [32]byte) bool
 	// Aside gets each event matching the filter that Pass turned away,
 	// with neither its id nor its signature checked: the subscriber must
