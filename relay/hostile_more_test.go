@@ -2,6 +2,8 @@ package relay
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -82,4 +84,39 @@ func TestForgedCopyDoesNotShadowTheGenuine(t *testing.T) {
 		t.Fatal(err)
 	}
 	awaitEvent(t, sub, genuine)
+}
+
+// A relay that refuses every publication (OK false) costs the node none:
+// each is taken by the other relay; the refusals are counted in the
+// relay's health and logged at a bounded rate, not a warning an event.
+func TestRefusingRelayLoggedBounded(t *testing.T) {
+	const n = 200
+	good := newITRelay(t)
+	bad := newHostileRelay(t, func(frame []byte, write func([]byte) error) {
+		if env, ok := nostr.ParseMessage(frame).(*nostr.EventEnvelope); ok {
+			b, _ := nostr.OKEnvelope{EventID: env.Event.ID, OK: false, Reason: "blocked: pay first"}.MarshalJSON()
+			_ = write(b)
+		}
+	})
+	logs := newLogBytes()
+	p := NewPool(PoolConfig{URLs: []string{bad.url, good.url}, Logger: slog.New(logs)})
+	p.Start(t.Context())
+	defer p.Close()
+	itWaitFor(t, "both relays connected", func() bool {
+		return itState(p, good.url) == StateConnected && itState(p, bad.url) == StateConnected
+	})
+	_, before := logs.written()
+	for i := range n {
+		res, err := p.Publish(context.Background(), *ptEvent(t, ptNow(), fmt.Sprint("reply ", i)))
+		if err != nil || !res.Relays[1].OK {
+			t.Fatalf("publication %d: %v, %+v", i, err, res.Relays)
+		}
+	}
+	itWaitFor(t, "every refusal counted", func() bool { return ptStatus(p, bad.url).PublishFailed == n })
+	if st := ptStatus(p, good.url); st.PublishFailed != 0 {
+		t.Fatalf("the good relay: %d failed", st.PublishFailed)
+	}
+	if _, after := logs.written(); after-before > talkPerMinute {
+		t.Fatalf("%d lines logged for %d refusals", after-before, n)
+	}
 }

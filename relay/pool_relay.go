@@ -35,6 +35,9 @@ type RelayStatus struct {
 	EventsReceived uint64    // EVENT messages received, before any check
 	EventsInvalid  uint64    // dropped: bad id or signature
 	EventsMismatch uint64    // dropped: not matching the subscription's filter
+	// PublishFailed counts the publications the relay refused (OK
+	// false) or did not answer within their bound.
+	PublishFailed uint64
 }
 
 // Health returns the status of every relay, in the order of
@@ -53,6 +56,7 @@ func (p *Pool) Health() []RelayStatus {
 			EventsReceived: r.received.Load(),
 			EventsInvalid:  r.invalid.Load(),
 			EventsMismatch: r.mismatch.Load(),
+			PublishFailed:  r.publishFailed.Load(),
 		}
 		if r.conn != nil {
 			out[i].ConnectedSince = r.connectedAt
@@ -94,7 +98,11 @@ type poolRelay struct {
 	connects    int
 
 	received, invalid, mismatch atomic.Uint64
+	publishFailed               atomic.Uint64
 	talk                        talkLimiter // the relay's NOTICEs and CLOSEDs logged
+	// failures: the publications it refused or did not answer, logged
+	// (a relay may refuse every one: a paid relay, a blocked kind).
+	failures talkLimiter
 	// pendingAnswers counts the publications still awaiting this relay's
 	// OK after Publish returned (at most MaxPendingAnswers).
 	pendingAnswers atomic.Int32
@@ -366,9 +374,9 @@ func (r *poolRelay) accept(s *Subscription, ev *nostr.Event, verified bool) {
 	s.deliver(ev)
 }
 
-// talkLimiter bounds the lines a relay's own messages (NOTICE, CLOSED)
-// have logged: talkPerMinute a minute, the rest counted and told with the
-// next line logged.
+// talkLimiter bounds the lines a relay's own messages (NOTICE, CLOSED),
+// or its failed publications, have logged: talkPerMinute a minute, the
+// rest counted and told with the next line logged.
 type talkLimiter struct {
 	mu         sync.Mutex
 	since      time.Time // start of the current minute
@@ -383,8 +391,13 @@ const talkPerMinute = 10
 // say logs a line about what the relay said, unless the relay said too
 // much this minute.
 func (r *poolRelay) say(level slog.Level, msg string, args ...any) {
+	r.logLimited(&r.talk, level, msg, args...)
+}
+
+// logLimited logs a line unless l let talkPerMinute through this minute;
+// the next line logged tells how many were not.
+func (r *poolRelay) logLimited(l *talkLimiter, level slog.Level, msg string, args ...any) {
 	now := r.p.cfg.Now()
-	l := &r.talk
 	l.mu.Lock()
 	if now.Sub(l.since) >= time.Minute || now.Before(l.since) {
 		l.since, l.lines = now, 0

@@ -87,8 +87,8 @@ func (p *Pool) Publish(ctx context.Context, ev nostr.Event) (PublishResult, erro
 		p.publishAll(ctx, &ev, conns, res.Relays)
 	}
 	var errs []error
-	for _, o := range res.Relays {
-		p.logOutcome(ctx, &ev, o)
+	for i, o := range res.Relays {
+		p.logOutcome(ctx, p.relays[i], &ev, o)
 		if !o.OK {
 			errs = append(errs, fmt.Errorf("%s: %w", o.URL, o.Err))
 		}
@@ -167,7 +167,7 @@ func (p *Pool) publishAll(ctx context.Context, ev *nostr.Event, conns []Conn, ou
 				return
 			}
 			stop()
-			p.logOutcome(context.Background(), ev, w.out)
+			p.logOutcome(context.Background(), r, ev, w.out)
 			r.pendingAnswers.Add(-1)
 			p.detached.Done()
 		}()
@@ -243,8 +243,8 @@ func (p *Pool) detach(r *poolRelay, cancel context.CancelFunc) (stop func() bool
 	return context.AfterFunc(p.life, cancel), true
 }
 
-// logOutcome logs one relay's outcome of publishing ev.
-func (p *Pool) logOutcome(ctx context.Context, ev *nostr.Event, o RelayOutcome) {
+// logOutcome logs relay r's outcome of publishing ev.
+func (p *Pool) logOutcome(ctx context.Context, r *poolRelay, ev *nostr.Event, o RelayOutcome) {
 	switch {
 	case o.OK:
 		if p.log.Enabled(ctx, slog.LevelDebug) { // else its arguments are still boxed, on every publish
@@ -253,7 +253,10 @@ func (p *Pool) logOutcome(ctx context.Context, ev *nostr.Event, o RelayOutcome) 
 	case errors.Is(o.Err, ErrNotConnected), errors.Is(o.Err, ErrAnswerPending): // its connection loop already logs why; logged when it comes
 		p.log.Debug("relay pool: not published", "relay", o.URL, "event", ev.ID, "kind", ev.Kind, "err", o.Err)
 	default:
-		p.log.Warn("relay pool: publish failed", "relay", o.URL, "event", ev.ID, "kind", ev.Kind, "err", o.Err)
+		// Counted each, logged at most talkPerMinute a minute a relay: a
+		// relay may refuse every publication.
+		r.publishFailed.Add(1)
+		r.logLimited(&r.failures, slog.LevelWarn, "relay pool: publish failed", "event", ev.ID, "kind", ev.Kind, "err", o.Err)
 	}
 }
 
