@@ -2,12 +2,18 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/gorilla/websocket"
 	"github.com/nbd-wtf/go-nostr"
 )
 
@@ -118,5 +124,175 @@ func TestRefusingRelayLoggedBounded(t *testing.T) {
 	}
 	if _, after := logs.written(); after-before > talkPerMinute {
 		t.Fatalf("%d lines logged for %d refusals", after-before, n)
+	}
+}
+
+// muteRelay accepts WebSocket connections and never reads from them: the
+// node's writes fill the socket's buffers, then block.
+func muteRelay(t *testing.T) (url string, conns func() int) {
+	t.Helper()
+	var (
+		mu   sync.Mutex
+		n    int
+		held []*websocket.Conn
+		wg   sync.WaitGroup
+		done = make(chan struct{})
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := (&websocket.Upgrader{}).Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		mu.Lock()
+		n++
+		held = append(held, ws)
+		wg.Add(1)
+		mu.Unlock()
+		defer wg.Done()
+		<-done
+	}))
+	t.Cleanup(func() {
+		close(done)
+		mu.Lock()
+		for _, ws := range held {
+			ws.Close()
+		}
+		mu.Unlock()
+		srv.Close()
+		wg.Wait()
+	})
+	return "ws" + strings.TrimPrefix(srv.URL, "http"), func() int { mu.Lock(); defer mu.Unlock(); return n }
+}
+
+// A relay that accepts the connection and never reads holds up none of
+// the node's publications (the other relay takes each), and its
+// connection is dropped once its write queue is full rather than grow:
+// the node dials it again with its back-off.
+func TestRelayThatNeverReads(t *testing.T) {
+	good := newITRelay(t)
+	mute, dials := muteRelay(t)
+	p := NewPool(PoolConfig{URLs: []string{mute, good.url}, Logger: ptLogger(), BackoffBase: time.Hour})
+	p.Start(t.Context())
+	defer p.Close()
+	itWaitFor(t, "both relays connected", func() bool {
+		return itState(p, good.url) == StateConnected && itState(p, mute) == StateConnected
+	})
+	big := strings.Repeat("x", 64<<10)
+	for i := 0; itState(p, mute) == StateConnected; i++ {
+		if i > 2*wsWriteQueue+1000 {
+			t.Fatalf("%d publications and the relay that reads none is still connected", i)
+		}
+		start := time.Now()
+		res, err := p.Publish(context.Background(), *ptEvent(t, ptNow(), fmt.Sprint(i, big)))
+		if err != nil || !res.Relays[1].OK {
+			t.Fatalf("publication %d: %v, %+v", i, err, res.Relays)
+		}
+		if d := time.Since(start); d > DefaultPublishTimeout/2 {
+			t.Fatalf("publication %d took %s", i, d)
+		}
+	}
+	st := ptStatus(p, mute)
+	if st.State != StateBackoff || st.LastError == nil || dials() != 1 {
+		t.Fatalf("the relay that never reads: %+v, %d dials", st, dials())
+	}
+	t.Logf("dropped: %v", st.LastError)
+	if itState(p, good.url) != StateConnected {
+		t.Fatal("the good relay was held up")
+	}
+}
+
+// A relay's chatter that the pool has no use for costs nothing held: AUTH
+// challenges (NIP-42, which the pool does not do) by the thousand, EOSE
+// twice, EOSE, CLOSED and OK for what was never asked. The pool answers
+// none of it, its subscription carries on, and its EOSE is closed once.
+func TestRelayChatterIgnored(t *testing.T) {
+	const n = 20_000
+	sentinel := ptEvent(t, ptNow(), "sentinel")
+	var (
+		mu     sync.Mutex
+		frames []string
+	)
+	var once sync.Once
+	bad := newHostileRelay(t, func(frame []byte, write func([]byte) error) {
+		mu.Lock()
+		frames = append(frames, string(frame))
+		mu.Unlock()
+		req, ok := nostr.ParseMessage(frame).(*nostr.ReqEnvelope)
+		if !ok {
+			return
+		}
+		once.Do(func() {
+			sub := req.SubscriptionID
+			eose, _ := nostr.EOSEEnvelope(sub).MarshalJSON()
+			for _, b := range [][]byte{eose, eose, []byte(`["EOSE","never-opened"]`), []byte(`["CLOSED","never-opened",""]`)} {
+				if write(b) != nil {
+					return
+				}
+			}
+			for i := range n {
+				challenge := fmt.Sprint(`["AUTH","challenge-`, i, `"]`)
+				ok := fmt.Sprintf(`["OK","%064x",true,""]`, i)
+				if write([]byte(challenge)) != nil || write([]byte(ok)) != nil {
+					return
+				}
+			}
+			b, _ := nostr.EventEnvelope{SubscriptionID: &sub, Event: *sentinel}.MarshalJSON()
+			_ = write(b)
+		})
+	})
+	p := NewPool(PoolConfig{URLs: []string{bad.url}, Logger: ptLogger(), EOSETimeout: time.Hour})
+	p.Start(t.Context())
+	defer p.Close()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	sub, err := p.Subscribe(t.Context(), ptFilter())
+	if err != nil {
+		t.Fatal(err)
+	}
+	awaitEvent(t, sub, sentinel)
+	select {
+	case <-sub.EOSE():
+	default:
+		t.Fatal("EOSE not closed")
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > 2<<20 {
+		t.Fatalf("the heap grew by %d bytes after %d AUTH and OK messages", grew, n)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(frames) != 1 || sub.Err() != nil || ptStatus(p, bad.url).Reconnects != 0 {
+		t.Fatalf("the pool sent %q, sub %v, health %+v", frames, sub.Err(), ptStatus(p, bad.url))
+	}
+}
+
+// A relay's frame over 1 MiB (here 16 MiB) closes the connection when its
+// header is read, before its payload is: the node holds none of it.
+func TestRelayHugeFrameRefused(t *testing.T) {
+	huge := []byte(`["NOTICE","` + strings.Repeat("A", 16<<20) + `"]`) // before the count below
+	var once sync.Once
+	bad := newHostileRelay(t, func(frame []byte, write func([]byte) error) {
+		if _, ok := nostr.ParseMessage(frame).(*nostr.ReqEnvelope); ok {
+			once.Do(func() { _ = write(huge) })
+		}
+	})
+	p := NewPool(PoolConfig{URLs: []string{bad.url}, Logger: ptLogger(), BackoffBase: time.Hour})
+	p.Start(t.Context())
+	defer p.Close()
+	var before, peak runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	if _, err := p.Subscribe(t.Context(), ptFilter()); err != nil {
+		t.Fatal(err)
+	}
+	itWaitFor(t, "the connection dropped", func() bool { return itState(p, bad.url) == StateBackoff })
+	runtime.ReadMemStats(&peak) // no GC: what was allocated is still counted
+	if st := ptStatus(p, bad.url); !errors.Is(st.LastError, websocket.ErrReadLimit) {
+		t.Fatalf("dropped for %v", st.LastError)
+	}
+	if grew := peak.TotalAlloc - before.TotalAlloc; grew > 4<<20 {
+		t.Fatalf("%d bytes allocated for a 16 MiB frame refused", grew)
 	}
 }
