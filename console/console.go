@@ -45,10 +45,12 @@ const (
 	// `snapnode held --diff` prints it whole) and MaxStepText each text
 	// of the agent's steps, its diff included (`snapnode job history`
 	// prints them whole): up to MaxSteps steps of five texts each. A
-	// text whose look-alike letters are spelled out (⟨U+0430 Cyrillic⟩)
-	// is bounded as shown, the marks counted; the node's words (a task's
-	// status message, an audit entry's reason) are shown up to
-	// MaxStepText bytes so marked.
+	// text whose invisible characters (⟨U+0001⟩) or look-alike letters
+	// (⟨U+0430 Cyrillic⟩) are spelled out is bounded as shown, the
+	// markers counted; the node's words (a task's status message, an
+	// audit entry's reason) are shown up to MaxStepText bytes so spelled
+	// out, and the paths a held action changes up to MaxPartText bytes
+	// in all.
 	MaxTasks        = 500
 	MaxAuditEntries = 200
 	MaxSteps        = 200

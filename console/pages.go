@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/snapnode/snapnode/internal/textcut"
 	"html/template"
 	"io"
 	"math"
@@ -44,39 +43,41 @@ var funcs = template.FuncMap{
 	"json":  prettyJSON,
 	// visible shows every invisible character of a text from a peer,
 	// a model or a file (executor.Visible): what an operator reads is
-	// what is there, a diff's CR or bidi override included.
+	// what is there, a diff's CR or bidi override included. It is for
+	// short texts (an action's name); a longer one is shown by one of
+	// the funcs below, which bound it as shown.
 	"visible": executor.Visible,
-	// mixed, clipMixed, reasoning and stepDiff mark the words that mix
-	// scripts or are wholly of look-alikes of Latin letters
-	// (internal/scripts): a look-alike letter in a path ("pаssword.txt",
-	// its а Cyrillic; "ѕсоре", all Cyrillic) is spelled out, ⟨U+0430
-	// Cyrillic⟩. stepDiff marks a diff's file headers alone
-	// (executor.MarkDiffPaths, as the held action's diff is), the others
-	// every word of a text (the host's, naming paths, as a held action's
-	// reason, or a model's). Marking a letter can take ten times its
-	// bytes, so a text is marked within its bound (markCut, markDiffCut),
-	// not cut and then marked: mixed bounds a text of the node's words to
-	// MaxStepText, clipMixed a text of the agent's job (as clip), and
-	// reasoning a step's reasoning to agent.MaxReasoningBytes.
+	// mixed, clipMixed, reasoning, clip and stepDiff show a text as
+	// visible does, cut to a bound: a character spelled out takes up to
+	// twelve times its bytes (⟨U+0001⟩ for one), so a text is spelled out
+	// within its bound (showCut, showDiffCut), not cut and then spelled
+	// out. All but clip also mark the words that mix scripts or are
+	// wholly of look-alikes of Latin letters (internal/scripts): a
+	// look-alike letter in a path ("pаssword.txt", its а Cyrillic;
+	// "ѕсоре", all Cyrillic) is spelled out, ⟨U+0430 Cyrillic⟩; stepDiff
+	// those of a diff's file headers alone (executor.MarkDiffPaths, as
+	// the held action's diff is), the others every word of a text (the
+	// host's, naming paths, as a held action's reason, or a model's).
+	// mixed bounds a text of the node's words to MaxStepText, clipMixed
+	// and clip a text of the agent's job (what the model was told, a
+	// requester's follow-ups among it: up to a MiB; its answer's words, a
+	// worker's), and stepDiff the diff of one of its steps (of files of
+	// up to a MiB), to MaxStepText: the page shows up to MaxSteps steps;
+	// reasoning bounds a step's reasoning to agent.MaxReasoningBytes.
 	"mixed": func(s string) string {
-		return markCut(s, MaxStepText, "more bytes not shown")
+		return showCut(s, MaxStepText, true, "more bytes not shown")
 	},
 	"clipMixed": func(s string) string {
-		return markCut(s, MaxStepText, "more bytes not shown: snapnode job history prints it whole")
+		return showCut(s, MaxStepText, true, "more bytes not shown: snapnode job history prints it whole")
 	},
 	"reasoning": func(s string) string {
-		return markCut(s, agent.MaxReasoningBytes, "more bytes not shown: snapnode job history prints it whole")
+		return showCut(s, agent.MaxReasoningBytes, true, "more bytes not shown: snapnode job history prints it whole")
 	},
-	// clip cuts a text of the agent's job (what the model was told, a
-	// requester's follow-ups among it: up to a MiB; its answer's words, a
-	// worker's) to MaxStepText: the page shows up to MaxSteps steps.
 	"clip": func(s string) string {
-		return cut(s, MaxStepText, "more bytes not shown: snapnode job history prints it whole")
+		return showCut(s, MaxStepText, false, "more bytes not shown: snapnode job history prints it whole")
 	},
-	// stepDiff is the diff of an agent's step, its paths marked, cut to MaxStepText as marked: the page shows up to
-	// MaxSteps of them, each of files of up to a MiB.
 	"stepDiff": func(d string) string {
-		shown, _ := markDiffCut(d, MaxStepText, "more bytes of the diff not shown: snapnode job history prints it whole")
+		shown, _ := showDiffCut(d, MaxStepText, "more bytes of the diff not shown: snapnode job history prints it whole")
 		return shown
 	},
 }
@@ -181,8 +182,10 @@ type heldView struct {
 	Cut      bool
 	Shown    int
 	// Files are the paths the action changes (its pre-images): the ones
-	// past a cut diff too.
-	Files []fileView
+	// past a cut diff too, up to MaxPartText bytes of them as shown
+	// (showPaths); LaterFiles counts those left out, after them.
+	Files      []fileView
+	LaterFiles int
 	// Step is the agent's step that proposed the action (the one whose
 	// observation names it, as the runtime settles a decision on it),
 	// nil for an action a peer proposed: the page shows that step's
@@ -248,7 +251,7 @@ func (c *Console) renderTask(w http.ResponseWriter, r *http.Request, s *session,
 	case "failed":
 		d.Notice = "The action was approved, but it failed: see the audit trail below."
 		if why, ok := c.failure(ctx, id, r.URL.Query().Get("action")); ok {
-			d.Notice = "The action was approved, but it failed: " + executor.Visible(markCut(why, MaxStepText, "more bytes not shown"))
+			d.Notice = "The action was approved, but it failed: " + showCut(why, MaxStepText, true, "more bytes not shown")
 		}
 	}
 	// Each shown action costs a read of its audit entries and a diff on
@@ -272,16 +275,14 @@ func (c *Console) renderTask(w http.ResponseWriter, r *http.Request, s *session,
 			c.failed(w, r, "the audit entries of action "+p.ActionID, err)
 			return
 		}
-		v := heldView{Pending: p, Risk: riskOf(entries, p.ActionID), Descriptor: executor.Visible(cut(indented(p.Data), MaxPartText, "more bytes not shown")),
+		v := heldView{Pending: p, Risk: riskOf(entries, p.ActionID), Descriptor: showCut(indented(p.Data), MaxPartText, false, "more bytes not shown"),
 			DiffSum: proposals.DiffSum(p.Diff), DiffSize: len(p.Diff)}
 		v.DiffURL = s.home() + "tasks/" + url.PathEscape(id) + "/held/" + url.PathEscape(p.ActionID) + "/diff?sum=" + v.DiffSum
 		// The sum is the whole diff's: the page shows its start, and
 		// says so next to Approve, with the link to the rest.
-		v.Diff, v.Shown = markDiffCut(p.Diff, MaxDiffText, "more bytes of the diff not shown: download it whole, or snapnode held --diff "+id+" prints it")
+		v.Diff, v.Shown = showDiffCut(p.Diff, MaxDiffText, "more bytes of the diff not shown: download it whole, or snapnode held --diff "+id+" prints it")
 		v.Cut = v.Shown < len(p.Diff)
-		for _, pre := range p.PreImages {
-			v.Files = append(v.Files, fileView{Path: scripts.Mark(executor.Visible(pre.Path), scripts.Spelled), LookAlike: scripts.Has(pre.Path)})
-		}
+		v.Files, v.LaterFiles = showPaths(p.PreImages)
 		d.Held = append(d.Held, v)
 	}
 	if d.Job, d.Steps, err = c.cfg.Source.Job(ctx, id); err != nil {
@@ -573,53 +574,68 @@ func partsText(ps []tasks.Part) string {
 		default:
 			continue
 		}
-		kept := textcut.Prefix(s, left)
+		// Bounded as shown (executor.VisiblePrefix): a character
+		// spelled out takes up to twelve times its bytes.
+		kept, used := executor.VisiblePrefix(s, left, false)
 		left -= len(kept) + 1 // and the line between parts
-		if len(kept) < len(s) {
-			note := fmt.Sprintf("\n… (%d more bytes not shown", len(s)-len(kept))
+		if used < len(s) {
+			note := fmt.Sprintf("\n… (%d more bytes not shown", len(s)-used)
 			if rest := len(ps) - i - 1; rest > 0 {
 				note += fmt.Sprintf(", and %d more parts", rest)
 			}
-			out = append(out, executor.Visible(kept)+note+")")
+			out = append(out, kept+note+")")
 			break
 		}
-		out = append(out, executor.Visible(s))
+		out = append(out, kept)
 	}
 	return strings.Join(out, "\n")
 }
 
-// cut cuts s to max bytes (on a character's boundary), ending with a
-// line that counts the bytes left out, followed by note.
-func cut(s string, max int, note string) string {
-	if len(s) <= max {
-		return s
-	}
-	kept := textcut.Prefix(s, max)
-	return fmt.Sprintf("%s\n… (%d %s)", kept, len(s)-len(kept), note)
-}
-
-// markCut is s with its look-alike letters marked (scripts.Mark), cut to
-// max bytes as marked (scripts.MarkPrefix: never inside a character or
-// a marker), ending with a line that counts the bytes of s left out,
-// followed by note, as cut's.
-func markCut(s string, max int, note string) string {
-	kept, used := scripts.MarkPrefix(s, max, scripts.Spelled)
+// showCut is s as the page shows it, cut to max bytes as shown
+// (executor.VisiblePrefix: its invisible characters spelled out, with
+// marked its look-alike letters too; never cut inside a character or a
+// marker), ending with a line that counts the bytes of s left out,
+// followed by note.
+func showCut(s string, max int, marked bool, note string) string {
+	kept, used := executor.VisiblePrefix(s, max, marked)
 	if used == len(s) {
 		return kept
 	}
 	return fmt.Sprintf("%s\n… (%d %s)", kept, len(s)-used, note)
 }
 
-// markDiffCut is diff with its paths marked (executor.MarkDiffPaths),
-// cut to max bytes as marked, ending with a line that counts the bytes of
-// diff left out, followed by note; shown is how many bytes of diff it
-// shows.
-func markDiffCut(diff string, max int, note string) (marked string, shown int) {
-	kept, used := executor.MarkDiffPathsPrefix(diff, max)
+// showDiffCut is diff as the page shows it, its invisible characters and
+// the look-alike letters of its paths spelled out
+// (executor.VisibleDiffPrefix), cut to max bytes as shown, ending with a
+// line that counts the bytes of diff left out, followed by note; shown
+// is how many bytes of diff it shows.
+func showDiffCut(diff string, max int, note string) (marked string, shown int) {
+	kept, used := executor.VisibleDiffPrefix(diff, max)
 	if used == len(diff) {
 		return kept, used
 	}
 	return fmt.Sprintf("%s\n… (%d %s)", kept, len(diff)-used, note), used
+}
+
+// showPaths is the paths of pres as the page shows them (fileView), up
+// to MaxPartText bytes of them in all as shown (each path is bounded,
+// not their number): a path cut ends with the bytes of it left out, and
+// later counts the paths left out after the ones shown.
+func showPaths(pres []executor.PreImage) (files []fileView, later int) {
+	left := MaxPartText
+	for i, pre := range pres {
+		shown, used := executor.VisiblePrefix(pre.Path, left, true)
+		if used < len(pre.Path) {
+			if used == 0 {
+				return files, len(pres) - i
+			}
+			shown = fmt.Sprintf("%s … (%d more bytes not shown)", shown, len(pre.Path)-used)
+			return append(files, fileView{Path: shown, LookAlike: scripts.Has(pre.Path)}), len(pres) - i - 1
+		}
+		left -= len(shown)
+		files = append(files, fileView{Path: shown, LookAlike: scripts.Has(pre.Path)})
+	}
+	return files, 0
 }
 
 // prettyJSON indents b (or keeps it as is when it is not JSON), with

@@ -16,7 +16,6 @@ import (
 	"github.com/snapnode/snapnode/executor/proposal"
 	"github.com/snapnode/snapnode/executor/sandbox"
 	"github.com/snapnode/snapnode/internal/scripts"
-	"github.com/snapnode/snapnode/internal/textcut"
 )
 
 // The result members of the success output ({"status":"success",
@@ -278,9 +277,22 @@ func MarkDiffPaths(diff string) string {
 // character or a mark (scripts.MarkPrefix). used is how many bytes of
 // diff it shows, len(diff) when all of it fits.
 func MarkDiffPathsPrefix(diff string, n int) (marked string, used int) {
+	return showDiffPrefix(diff, n, nil)
+}
+
+// VisibleDiffPrefix is MarkDiffPathsPrefix with every invisible character
+// of diff shown too, as Visible shows it (⟨U+000D⟩ for a carriage
+// return), within the same n bytes: the diff as an operator reads it,
+// never cut inside a character or a marker.
+func VisibleDiffPrefix(diff string, n int) (shown string, used int) {
+	return showDiffPrefix(diff, n, visibleRune)
+}
+
+// showDiffPrefix is MarkDiffPathsPrefix with each character r of diff
+// that show spells out (show(r) not "", scripts.ShowPrefix) so written.
+func showDiffPrefix(diff string, n int, show func(r rune) string) (marked string, used int) {
 	if !scripts.Has(diff) {
-		kept := textcut.Prefix(diff, n)
-		return kept, len(kept)
+		return scripts.ShowPrefix(diff, n, nil, show)
 	}
 	var b strings.Builder
 	old, new := 0, 0 // the lines of the current hunk left to come
@@ -303,13 +315,11 @@ func MarkDiffPathsPrefix(diff string, n int) (marked string, used int) {
 			strings.HasPrefix(line, "changed "), strings.HasPrefix(line, "binary "):
 			header = true
 		}
-		shown, u := line, len(line)
+		var mark func(rune) string
 		if header {
-			shown, u = scripts.MarkPrefix(line, n-b.Len(), scripts.Spelled)
-		} else if len(line) > n-b.Len() {
-			shown = textcut.Prefix(line, n-b.Len())
-			u = len(shown)
+			mark = scripts.Spelled
 		}
+		shown, u := scripts.ShowPrefix(line, n-b.Len(), mark, show)
 		b.WriteString(shown)
 		used += u
 		if u < len(line) {

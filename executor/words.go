@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
 
@@ -106,14 +107,42 @@ func Visible(s string) string {
 	s = strings.ToValidUTF8(s, "\uFFFD")
 	var b strings.Builder
 	for _, r := range s {
-		switch {
-		case r == '\n' || r == '\t' || r == ' ':
-			b.WriteRune(r)
-		case invisible.Is(r) || (unicode.IsSpace(r) && r != ' '):
-			fmt.Fprintf(&b, "⟨U+%04X⟩", r)
-		default:
+		if v := visibleRune(r); v != "" {
+			b.WriteString(v)
+		} else {
 			b.WriteRune(r)
 		}
 	}
 	return b.String()
+}
+
+// spelled out can take twelve bytes for one, ⟨U+0001⟩): the
+// spelled out takes twelve bytes for one, ⟨U+0001⟩): the
+// longest prefix of s that fits, never cut inside a character or a
+// marker, and used, the bytes of s it shows (len(s) when all of it
+// fits). With marked, the letters of its look-alike words are spelled
+// out too, as scripts.Mark(s, scripts.Spelled) writes them, within the
+// same n bytes. A byte that is not UTF-8 is shown as U+FFFD, each one
+// (Visible writes one for a run of them).
+func VisiblePrefix(s string, n int, marked bool) (shown string, used int) {
+	var mark func(rune) string
+	if marked {
+		mark = scripts.Spelled
+	}
+	return scripts.ShowPrefix(s, n, mark, visibleRune)
+}
+
+// visibleRune is how Visible shows r: "" for r as it is, else its
+// marker, ⟨U+XXXX⟩ (U+FFFD for utf8.RuneError, a byte that is not
+// UTF-8).
+func visibleRune(r rune) string {
+	switch {
+	case r == utf8.RuneError:
+		return "\uFFFD"
+	case r == '\n' || r == '\t' || r == ' ':
+		return ""
+	case invisible.Is(r) || (unicode.IsSpace(r) && r != ' '):
+		return fmt.Sprintf("⟨U+%04X⟩", r)
+	}
+	return ""
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/snapnode/snapnode/executor"
 	"github.com/snapnode/snapnode/executor/proposal"
+	"github.com/snapnode/snapnode/internal/scripts"
 	"github.com/snapnode/snapnode/internal/testdb"
 )
 
@@ -218,5 +219,58 @@ func TestMarkDiffPathsPrefix(t *testing.T) {
 	plain := udiff.Unified("/sandbox/a.txt", "/sandbox/a.txt", "é\n", "b\n")
 	if got, used := executor.MarkDiffPathsPrefix(plain, 5); got != "--- /" || used != 5 {
 		t.Errorf("MarkDiffPathsPrefix(plain, 5) = %q, %d", got, used)
+	}
+}
+
+// TestVisiblePrefix: a text shown within n bytes is cut before a marker
+// that does not fit, not inside it, counts the bytes of the text it
+// shows, and is Visible (and, marked, Mark too) when all of it fits.
+func TestVisiblePrefix(t *testing.T) {
+	for _, c := range []struct {
+		in     string
+		n      int
+		marked bool
+		want   string
+		used   int
+	}{
+		{"ab\x01cd", 100, false, "ab⟨U+0001⟩cd", 5},
+		{"ab\x01cd", 15, false, "ab⟨U+0001⟩c", 4},
+		{"ab\x01cd", 13, false, "ab", 2}, // ⟨U+0001⟩ is 12 bytes
+		{"ab\x01cd", 14, false, "ab⟨U+0001⟩", 3},
+		{"é\u200Bx", 2, false, "é", 2},
+		{"bad \xff", 7, false, "bad \uFFFD", 5},
+		{"bad \xff", 6, false, "bad ", 4},
+		{"p\u0430ss\x01", 100, false, "p\u0430ss⟨U+0001⟩", 6},
+		{"p\u0430ss\x01", 100, true, "p⟨U+0430 Cyrillic⟩ss⟨U+0001⟩", 6},
+		{"p\u0430ss\x01", 20, true, "p", 1},
+		{"\x01\x01\x01", 25, false, "⟨U+0001⟩⟨U+0001⟩", 2},
+	} {
+		got, used := executor.VisiblePrefix(c.in, c.n, c.marked)
+		if got != c.want || used != c.used {
+			t.Errorf("VisiblePrefix(%+q, %d, %v) = %+q, %d; want %+q, %d", c.in, c.n, c.marked, got, used, c.want, c.used)
+		}
+		if len(got) > c.n {
+			t.Errorf("VisiblePrefix(%+q, %d, %v) takes %d bytes", c.in, c.n, c.marked, len(got))
+		}
+	}
+	s := "evil \u202Efdp.exe\u202C p\u0430ss\tok\n"
+	if got, _ := executor.VisiblePrefix(s, len(s)*30, true); got != executor.Visible(scripts.Mark(s, scripts.Spelled)) {
+		t.Errorf("VisiblePrefix(%+q) = %+q, want Visible(Mark(s))", s, got)
+	}
+}
+
+// TestVisibleDiffPrefix: a diff shown within n bytes spells out its
+// invisible characters, in its lines of text too, and the look-alike
+// letters of its paths, never cut inside a marker.
+func TestVisibleDiffPrefix(t *testing.T) {
+	const mixed = "/sandbox/p\u0430ssword.txt"
+	diff := udiff.Unified(mixed, mixed, "a\x01\n", "b\r\n")
+	want := executor.Visible(executor.MarkDiffPaths(diff))
+	if got, used := executor.VisibleDiffPrefix(diff, len(want)); got != want || used != len(diff) {
+		t.Errorf("VisibleDiffPrefix(diff, %d) = %q, %d; want %q, %d", len(want), got, used, want, len(diff))
+	}
+	i := strings.Index(want, "⟨U+0001⟩")
+	if got, used := executor.VisibleDiffPrefix(diff, i+5); got != want[:i] || used != strings.Index(diff, "\x01") {
+		t.Errorf("VisibleDiffPrefix(diff, %d) = %q, %d; want %q, %d", i+5, got, used, want[:i], strings.Index(diff, "\x01"))
 	}
 }

@@ -285,8 +285,19 @@ func Mark(s string, mark func(r rune) string) string {
 // the cut splits is marked as its part shown reads: "сахарпривет" is
 // left as it is, but its "сахар", alone, reads as caxap.
 func MarkPrefix(s string, n int, mark func(r rune) string) (marked string, used int) {
-	if len(s) <= n && !Has(s) {
-		return s, len(s)
+	return ShowPrefix(s, n, mark, nil)
+}
+
+// ShowPrefix is MarkPrefix with every other character of s also written
+// as show(r) when that is not "" (show nil: none is), for a text whose
+// characters are spelled out besides its look-alike letters (an invisible
+// character as ⟨U+200B⟩): the bound holds as shown, and neither a mark
+// nor what show writes is cut. show is called with utf8.RuneError for
+// each byte of s that is not UTF-8. mark nil marks no letter.
+func ShowPrefix(s string, n int, mark, show func(r rune) string) (shown string, used int) {
+	if show == nil && (mark == nil || len(s) <= n && !Has(s)) {
+		kept := textcut.Prefix(s, n)
+		return kept, len(kept)
 	}
 	var b strings.Builder
 	words(s, func(part string, word bool) bool {
@@ -295,7 +306,8 @@ func MarkPrefix(s string, n int, mark func(r rune) string) (marked string, used 
 		if cut {
 			part = textcut.Prefix(part, left)
 		}
-		if !word || !suspect(part) {
+		marked := mark != nil && word && suspect(part)
+		if !marked && show == nil {
 			b.WriteString(part)
 			used += len(part)
 			return !cut
@@ -303,8 +315,13 @@ func MarkPrefix(s string, n int, mark func(r rune) string) (marked string, used 
 		for len(part) > 0 {
 			r, size := utf8.DecodeRuneInString(part)
 			m := part[:size]
-			if r >= utf8.RuneSelf && (unicode.IsLetter(r) || unicode.In(r, unicode.Mn, unicode.Me)) {
+			switch {
+			case marked && r >= utf8.RuneSelf && (unicode.IsLetter(r) || unicode.In(r, unicode.Mn, unicode.Me)):
 				m = mark(r)
+			case show != nil:
+				if v := show(r); v != "" {
+					m = v
+				}
 			}
 			if b.Len()+len(m) > n {
 				return false

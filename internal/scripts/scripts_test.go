@@ -254,3 +254,42 @@ func TestMarkPrefix(t *testing.T) {
 		t.Errorf("MarkPrefix(сахарпривет, 10) = %q, %d; want *****, 10", got, used)
 	}
 }
+
+// TestShowPrefix: the characters show spells out are spelled out within
+// the bound, a word's look-alike letters marked as MarkPrefix marks
+// them, neither cut short; a byte that is not UTF-8 is shown as show
+// says of utf8.RuneError.
+func TestShowPrefix(t *testing.T) {
+	show := func(r rune) string {
+		switch r {
+		case '\x01':
+			return "<1>"
+		case utf8.RuneError:
+			return "?"
+		}
+		return ""
+	}
+	for _, c := range []struct {
+		in   string
+		n    int
+		mark bool
+		want string
+		used int
+	}{
+		{"a\x01b", 100, false, "a<1>b", 3},
+		{"a\x01b", 3, false, "a", 1},
+		{"a\x01b", 4, false, "a<1>", 2},
+		{"p\u0430ss\x01", 100, true, "p*ss<1>", 6},
+		{"p\u0430ss\x01", 100, false, "p\u0430ss<1>", 6},
+		{"x\xffy", 100, false, "x?y", 3},
+	} {
+		var mark func(rune) string
+		if c.mark {
+			mark = func(rune) string { return "*" }
+		}
+		got, used := scripts.ShowPrefix(c.in, c.n, mark, show)
+		if got != c.want || used != c.used {
+			t.Errorf("ShowPrefix(%+q, %d, %v) = %+q, %d; want %+q, %d", c.in, c.n, c.mark, got, used, c.want, c.used)
+		}
+	}
+}
