@@ -194,7 +194,15 @@ type Response struct {
 	CostUSD              float64 `json:"cost_usd"`
 	PromptTokens         int     `json:"prompt_tokens,omitempty"`
 	CompletionTokens     int     `json:"completion_tokens,omitempty"`
+	// LateLines are the past steps named by the lines a worker wrote
+	// late that were skipped during this call, never run
+	// (Completion.LateLines), at most MaxLateLines.
+	LateLines []int `json:"late_lines,omitempty"`
 }
+
+// MaxLateLines bounds Response.LateLines: a worker pool stops a worker
+// that writes more lines for past steps (worker.MaxStaleLines).
+const MaxLateLines = 8
 
 // Observation is what the host made of an answer, and what it fed back.
 type Observation struct {

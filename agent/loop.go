@@ -429,6 +429,10 @@ func (jr *jobRun) call(ctx context.Context) (*Interaction, *Completion, error) {
 		r.cfg.Observer.ObserveModelCall(ResponseSuccess, elapsed, usd*100)
 	}
 	it.Response.Status, it.Response.RawResponse = ResponseSuccess, r.redact(comp.Text)
+	// The lines a worker wrote for past steps, skipped during this one:
+	// the steps they named, not the lines (bounded as the pool bounds
+	// them).
+	it.Response.LateLines = slices.Clone(comp.LateLines[:min(len(comp.LateLines), MaxLateLines)])
 	it.Response.Redacted = it.Response.RawResponse != comp.Text
 	// The model's reasoning for the step, for the history alone (the
 	// prompt never shows it): redacted, then cut.

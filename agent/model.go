@@ -180,6 +180,11 @@ type Completion struct {
 	// Filtered reports that the server's content filter withheld or cut
 	// the answer (finish_reason "content_filter").
 	Filtered bool
+	// LateLines are the past steps named by the lines a worker wrote
+	// late (a duplicated or late answer) that were skipped during this
+	// call, never run, in the order they came; the step's history keeps
+	// them (Response.LateLines).
+	LateLines []int
 	// ToolCalls names the tools the answer called (a chat message's
 	// tool_calls, or an older server's function_call), as the server
 	// named them. No tool is offered: an answer that calls one instead

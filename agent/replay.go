@@ -27,6 +27,8 @@ func (e *ReplayError) Error() string {
 // ended, every stored answer parses again (with maxAnswer, the runtime's
 // cap) to the recorded kind and action (and an invalid one still fails;
 // a redacted one only so far as it still parses),
+// a late line a worker wrote, skipped during a call, names a step before
+// the call's and at most MaxLateLines are told,
 // every state transition is one the runtime makes for that answer and
 // observation, and the job's status agrees with the last transition. It
 // returns the first inconsistency as a *ReplayError, nil when there is
@@ -57,6 +59,14 @@ func Replay(h *History, maxAnswer int) error {
 		}
 		if (it.StateBefore == Reviewing) != (it.Request.Metadata.Role == RoleSupervisor) {
 			return fail(i, "request.metadata.role", "%s while the job is %s: the supervisor answers exactly in the review", it.Request.Metadata.Role, it.StateBefore)
+		}
+		if n := len(it.Response.LateLines); n > MaxLateLines {
+			return fail(i, "response.late_lines", "%d late lines; a worker that writes more than %d is stopped", n, MaxLateLines)
+		}
+		for _, s := range it.Response.LateLines {
+			if s < 0 || s >= it.Sequence {
+				return fail(i, "response.late_lines", "a late line for step %d skipped during step %d: only a line for a past step is skipped", s, it.Sequence)
+			}
 		}
 		if err := replayResponse(it, maxAnswer); err != nil {
 			return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -50,6 +51,14 @@ func TestStaleAnswerSkipped(t *testing.T) {
 		}
 		if has {
 			t.Errorf("step %d: the completion keeps the worker's step member: %s", step, c.Text)
+		}
+		// The step's history tells the line skipped during it.
+		var want []int
+		if step > 0 {
+			want = []int{step - 1}
+		}
+		if !slices.Equal(c.LateLines, want) {
+			t.Errorf("step %d: LateLines = %v; want %v (the late copy of the last answer)", step, c.LateLines, want)
 		}
 	}
 	if got := p.StaleLines(); got != 3 {

@@ -68,7 +68,9 @@ const DefaultMaxLineBytes = 1 << 20
 
 // MaxStaleLines bounds the lines for past steps a worker's process may
 // write: each is skipped; one more is a protocol violation (rule stale).
-const MaxStaleLines = 8
+// The steps the skipped lines named are told in the step's history
+// (agent.Completion.LateLines), which keeps as many.
+const MaxStaleLines = agent.MaxLateLines
 
 // maxStderr is how much of a worker's error output is kept (its end).
 const maxStderr = 2048
@@ -178,7 +180,10 @@ func (p *Pool) Complete(ctx context.Context, pr agent.Prompt) (*agent.Completion
 	p.mu.Lock()
 	w := p.procs[job]
 	p.mu.Unlock()
-	var out [][]byte
+	var (
+		out  [][]byte
+		late []int // the past steps of the lines skipped
+	)
 	if w == nil {
 		var err error
 		if w, err = p.start(ctx, job); err != nil {
@@ -202,7 +207,7 @@ func (p *Pool) Complete(ctx context.Context, pr agent.Prompt) (*agent.Completion
 					return nil, p.broken(w, l.err, pr.Step)
 				}
 				if _, n, named, _ := AnswerStep(l.b); named && n < pr.Step {
-					if err := p.skip(w, n, pr.Step); err != nil {
+					if err := p.skip(w, n, pr.Step, &late); err != nil {
 						return nil, err
 					}
 					continue
@@ -256,7 +261,7 @@ func (p *Pool) Complete(ctx context.Context, pr agent.Prompt) (*agent.Completion
 				errors.As(err, &le)
 				return nil, Refused(len(answer.b), p.violation(w, le.Rule, "the worker wrote garbage: "+le.Message))
 			}
-			return &agent.Completion{Text: string(answer.b), Model: "worker:" + filepath.Base(p.cfg.Command[0])}, nil
+			return &agent.Completion{Text: string(answer.b), Model: "worker:" + filepath.Base(p.cfg.Command[0]), LateLines: late}, nil
 		}
 		select {
 		case err := <-sent:
@@ -266,7 +271,7 @@ func (p *Pool) Complete(ctx context.Context, pr agent.Prompt) (*agent.Completion
 			sent = nil // written
 		case l := <-lines:
 			if l.err == nil {
-				b, err := p.judge(w, l.b, pr.Step)
+				b, err := p.judge(w, l.b, pr.Step, &late)
 				if err != nil {
 					return nil, err
 				}
@@ -311,13 +316,14 @@ func (p *Pool) Complete(ctx context.Context, pr agent.Prompt) (*agent.Completion
 
 // judge judges by its step a line the worker wrote during step: it
 // returns the line to take as the step's answer (its step member off),
-// nil for a line of a past step, which is skipped, or the violation of a
+// nil for a line of a past step, which is skipped (its step added to
+// late), or the violation of a
 // line that names a step not asked yet, a malformed step, or no step when
 // the worker's earlier lines named theirs (unless it is garbage, refused
 // as such by the caller). A line that names no step from
 // a worker that never named one is taken as it is: such a worker's late
 // line cannot be told from its answer.
-func (p *Pool) judge(w *proc, b []byte, step int) ([]byte, error) {
+func (p *Pool) judge(w *proc, b []byte, step int, late *[]int) ([]byte, error) {
 	rest, n, named, err := AnswerStep(b)
 	if err != nil {
 		var le *LineError
@@ -337,7 +343,7 @@ func (p *Pool) judge(w *proc, b []byte, step int) ([]byte, error) {
 	w.stepped = true
 	switch {
 	case n < step:
-		return nil, p.skip(w, n, step)
+		return nil, p.skip(w, n, step, late)
 	case n > step:
 		return nil, Refused(len(b), p.violation(w, "step",
 			fmt.Sprintf("the worker's answer names step %d at /step; want the step of the line it answers, %d", n, step)))
@@ -345,16 +351,18 @@ func (p *Pool) judge(w *proc, b []byte, step int) ([]byte, error) {
 	return rest, nil
 }
 
-// skip skips a line of w that names the past step n during step: logged
-// and counted, never taken as an answer; past MaxStaleLines of the
-// process, the worker is stopped (rule stale).
-func (p *Pool) skip(w *proc, n, step int) error {
+// skip skips a line of w that names the past step n during step: logged,
+// counted and added to late (the step's history tells it), never taken as
+// an answer; past MaxStaleLines of the process, the worker is stopped
+// (rule stale).
+func (p *Pool) skip(w *proc, n, step int, late *[]int) error {
 	w.stepped = true
 	w.stale++
 	if w.stale > MaxStaleLines {
 		return p.violation(w, "stale", fmt.Sprintf("the worker wrote more than %d lines for past steps (the last names step %d at /step, during step %d)", MaxStaleLines, n, step))
 	}
 	p.stale.Add(1)
+	*late = append(*late, n)
 	p.log.Warn("worker: a line for a past step is skipped, not run", "job", w.job, "step", step, "line_step", n, "skipped", w.stale)
 	return nil
 }

@@ -236,6 +236,9 @@ func (c *cli) printHistory(stores jobStores, format, id string) int {
 		if it.Response.Error != "" {
 			fmt.Fprintf(c.stdout, "    error: %s\n", shown(it.Response.Error))
 		}
+		for _, s := range it.Response.LateLines {
+			fmt.Fprintf(c.stdout, "    a late line for step %d was skipped, not run\n", s)
+		}
 		if o := it.Observation; o != nil {
 			fmt.Fprintf(c.stdout, "    %s %s\n", o.Outcome, shown(firstLine(o.Reason)))
 		}

@@ -286,3 +286,57 @@ func TestJobTextShowsWaits(t *testing.T) {
 		t.Errorf("job history --format json: %s", r)
 	}
 }
+
+// The text history tells the late lines a worker wrote for past steps,
+// skipped during a step, under that step; replay takes them.
+func TestJobHistoryTellsLateLines(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	db, err := sqldb.Open(ctx, "sqlite:"+filepath.Join(dir, "tasks.db"), sqldb.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := agent.OpenStore(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
+	j := &agent.Job{TaskID: "job-late", Requester: "bc1p-requester", Description: "x", Status: agent.Pending, Phase: "work",
+		RecoverySeq: -1, CreatedAt: t0, UpdatedAt: t0}
+	if _, err := st.Create(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	const think = `{"schema_version":"1.0.0","id":"00000000-0000-4000-8000-000000000001","reasoning":"r","action":"THINK","args":{}}`
+	for i, late := range [][]int{nil, {0}, {0, 1}} {
+		it := &agent.Interaction{Sequence: i, Timestamp: t0.Add(time.Duration(i) * time.Second), StateBefore: agent.Running,
+			Request:     agent.Request{Messages: []agent.ChatMessage{{Role: "system", Content: "s"}}, Metadata: agent.RequestMetadata{Role: "Worker", Phase: "work", Model: "worker:w"}},
+			Response:    agent.Response{Status: agent.ResponseSuccess, Kind: agent.KindProposal, Action: "THINK", RawResponse: think, LateLines: late, NewStatus: agent.Running},
+			Observation: &agent.Observation{Outcome: agent.ObsCompleted, Text: "{}"}}
+		j.Status, j.NextSeq, j.Steps = agent.Running, i+1, i+1
+		if err := st.Write(ctx, agent.Save{Job: j, Interaction: it}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+
+	var out, errOut bytes.Buffer
+	if code := run([]string{"job", "history", "--format", "text", "--data-dir", dir, "job-late"}, strings.NewReader(""), &out, &errOut); code != exitOK {
+		t.Fatalf("job history: exit %d: %s", code, errOut.String())
+	}
+	s := out.String()
+	for _, want := range []string{
+		"#1 10:00:01 RUNNING → RUNNING: proposal THINK (0.00s)\n    a late line for step 0 was skipped, not run\n",
+		"#2 10:00:02 RUNNING → RUNNING: proposal THINK (0.00s)\n    a late line for step 0 was skipped, not run\n    a late line for step 1 was skipped, not run\n",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("job history --format text:\n%s\nwant %q", s, want)
+		}
+	}
+	if strings.Count(s, "late line") != 3 {
+		t.Errorf("job history --format text tells %d late lines; want 3:\n%s", strings.Count(s, "late line"), s)
+	}
+	out.Reset()
+	if code := run([]string{"job", "replay", "--data-dir", dir, "job-late"}, strings.NewReader(""), &out, &errOut); code != exitOK {
+		t.Fatalf("job replay: exit %d: %s", code, errOut.String())
+	}
+}
