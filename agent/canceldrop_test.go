@@ -81,3 +81,47 @@ func TestDroppedCancelsAreLogged(t *testing.T) {
 		}
 	})
 }
+
+// The records to cancel the store drops past MaxCancelsPerJob are counted
+// in the job's history (cancels_dropped), which explains the job without
+// its node's log: work elsewhere (a delegate's task) that the node will
+// not cancel. Before, only the log said so.
+func TestDroppedCancelsInHistory(t *testing.T) {
+	eachStore(t, func(t *testing.T, ctx context.Context, s *Store) {
+		mustCreate(t, ctx, s, storeJob("j", Pending, storeT0))
+		if ok, err := s.Claim(ctx, "j", "h1", at(0), at(time.Hour)); err != nil || !ok {
+			t.Fatalf("Claim = %v, %v", ok, err)
+		}
+		dropped := func() int64 {
+			t.Helper()
+			h, err := s.History(ctx, "j")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return h.CancelsDropped
+		}
+		for i := range MaxCancelsPerJob {
+			if err := s.KeepSentCanceling(ctx, "j", "h1", []byte(fmt.Sprint("next ", i)), []byte(fmt.Sprint("work ", i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := dropped(); n != 0 {
+			t.Fatalf("within the bound, cancels_dropped = %d; want 0", n)
+		}
+		_ = s.KeepSentCanceling(ctx, "j", "h2", []byte("not h2's"), []byte("h2's work"))
+		if err := s.KeepSentCanceling(ctx, "j", "h1", []byte("next"), []byte("work past the bound")); err != nil {
+			t.Fatal(err)
+		}
+		if n := dropped(); n != 1 {
+			t.Errorf("past the bound, cancels_dropped = %d; want 1", n)
+		}
+		j := mustGet(t, ctx, s, "j")
+		j.Status = Canceled
+		if err := s.Write(ctx, Save{Job: j, Holder: "h1", Release: true}); err != nil {
+			t.Fatal(err)
+		}
+		if n := dropped(); n != 2 {
+			t.Errorf("after the end's write past the bound, cancels_dropped = %d; want 2", n)
+		}
+	})
+}

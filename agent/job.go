@@ -235,6 +235,10 @@ type History struct {
 	Status         Status          `json:"status,omitempty"`
 	Interactions   []Interaction   `json:"interactions"`
 	RecoveryPoints []RecoveryPoint `json:"recovery_points"`
+	// CancelsDropped counts the job's records of work elsewhere to cancel
+	// (a delegate's task it no longer goes on with) that were dropped
+	// past MaxCancelsPerJob: work the node does not cancel.
+	CancelsDropped int64 `json:"cancels_dropped,omitempty"`
 }
 
 // Manifest is a job's manifest in the shape of

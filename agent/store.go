@@ -287,7 +287,8 @@ const MaxCancelsPerJob = 16
 // row (its update, or a read for update, came first in tx): two writes
 // of one job give up their records one after the other. It returns how
 // many of the job's records the bound dropped, to be warned of once tx
-// commits (warnDropped).
+// commits (warnDropped); the job's row counts them (its history's
+// cancels_dropped).
 func (s *Store) giveUpSent(ctx context.Context, tx *sql.Tx, taskID, sent string) (int64, error) {
 	if sent == "" {
 		return 0, nil
@@ -298,8 +299,15 @@ func (s *Store) giveUpSent(ctx context.Context, tx *sql.Tx, taskID, sent string)
 	if err != nil || n == 0 {
 		return 0, err
 	}
-	return sqldb.Affected(tx.ExecContext(ctx, s.d.Rebind(`DELETE FROM agent_sent_cancels WHERE task_id = ? AND id NOT IN (
+	dropped, err := sqldb.Affected(tx.ExecContext(ctx, s.d.Rebind(`DELETE FROM agent_sent_cancels WHERE task_id = ? AND id NOT IN (
 		SELECT id FROM agent_sent_cancels WHERE task_id = ? ORDER BY id DESC LIMIT ?)`), taskID, taskID, MaxCancelsPerJob))
+	if err != nil || dropped == 0 {
+		return 0, err
+	}
+	if _, err := tx.ExecContext(ctx, s.d.Rebind(`UPDATE agent_jobs SET cancels_dropped = cancels_dropped + ? WHERE task_id = ?`), dropped, taskID); err != nil {
+		return 0, err
+	}
+	return dropped, nil
 }
 
 // warnDropped warns (SetLogger) that n records to cancel of the job of
@@ -1253,8 +1261,12 @@ func (s *Store) History(ctx context.Context, taskID string) (*History, error) {
 	if its == nil {
 		its = []Interaction{}
 	}
+	var dropped int64
+	if err := s.db.R.QueryRowContext(ctx, s.d.Rebind(`SELECT cancels_dropped FROM agent_jobs WHERE task_id = ?`), taskID).Scan(&dropped); err != nil {
+		return nil, fmt.Errorf("agent: history of job %s: %w", taskID, err)
+	}
 	return &History{JobID: j.TaskID, CreatedAt: j.CreatedAt, Description: j.Description, Status: j.Status,
-		Interactions: its, RecoveryPoints: rps}, nil
+		Interactions: its, RecoveryPoints: rps, CancelsDropped: dropped}, nil
 }
 
 // List returns the jobs in any of the statuses (all when none), oldest

@@ -211,6 +211,14 @@ func (c *cli) printHistory(stores jobStores, format, id string) int {
 		return exitOK
 	}
 	fmt.Fprintf(c.stdout, "job %s (%s), created %s\n", h.JobID, h.Status, h.CreatedAt.Format("2006-01-02 15:04:05"))
+	if n := h.CancelsDropped; n > 0 {
+		records := "records"
+		if n == 1 {
+			records = "record"
+		}
+		fmt.Fprintf(c.stdout, "  %d %s to cancel work elsewhere (a delegate's task) dropped past the job's bound of %d: that work is not canceled by the node\n",
+			n, records, agent.MaxCancelsPerJob)
+	}
 	// The waits of the job's task (input_required) go below the call
 	// after which they began: the call's new status is the job's when the
 	// call ended, and the job stopped for a human after it.

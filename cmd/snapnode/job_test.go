@@ -340,3 +340,56 @@ func TestJobHistoryTellsLateLines(t *testing.T) {
 		t.Fatalf("job replay: exit %d: %s", code, errOut.String())
 	}
 }
+
+// The text history tells how many records to cancel work elsewhere (a
+// delegate's task) the job's bound dropped: work the node does not
+// cancel.
+func TestJobHistoryTellsDroppedCancels(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	db, err := sqldb.Open(ctx, "sqlite:"+filepath.Join(dir, "tasks.db"), sqldb.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := agent.OpenStore(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
+	j := &agent.Job{TaskID: "job-drop", Requester: "bc1p-requester", Description: "x", Status: agent.Pending, Phase: "work",
+		RecoverySeq: -1, CreatedAt: t0, UpdatedAt: t0}
+	if _, err := st.Create(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := st.Claim(ctx, "job-drop", "h1", t0, t0.Add(time.Hour)); err != nil || !ok {
+		t.Fatalf("Claim = %v, %v", ok, err)
+	}
+	for i := range agent.MaxCancelsPerJob + 2 {
+		if err := st.KeepSentCanceling(ctx, "job-drop", "h1", []byte(fmt.Sprint("next ", i)), []byte(fmt.Sprint("work ", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+
+	var out, errOut bytes.Buffer
+	if code := run([]string{"job", "history", "--format", "text", "--data-dir", dir, "job-drop"}, strings.NewReader(""), &out, &errOut); code != exitOK {
+		t.Fatalf("job history: exit %d: %s", code, errOut.String())
+	}
+	if want := "  2 records to cancel work elsewhere (a delegate's task) dropped past the job's bound of 16: that work is not canceled by the node\n"; !strings.Contains(out.String(), want) {
+		t.Errorf("job history --format text:\n%s\nwant %q", out.String(), want)
+	}
+	out.Reset()
+	if code := run([]string{"job", "history", "--format", "json", "--data-dir", dir, "job-drop"}, strings.NewReader(""), &out, &errOut); code != exitOK {
+		t.Fatalf("job history --format json: exit %d: %s", code, errOut.String())
+	}
+	var v any
+	if err := json.Unmarshal(out.Bytes(), &v); err != nil {
+		t.Fatal(err)
+	}
+	if err := schemas.JobHistory().Validate(v); err != nil {
+		t.Errorf("the history does not validate: %v", err)
+	}
+	if m, _ := v.(map[string]any); m["cancels_dropped"] != float64(2) {
+		t.Errorf("cancels_dropped = %v; want 2", m["cancels_dropped"])
+	}
+}
