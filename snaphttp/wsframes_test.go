@@ -1,7 +1,6 @@
 package snaphttp_test
 
 import (
-	"encoding/binary"
 	"strings"
 	"testing"
 	"time"
@@ -12,27 +11,7 @@ import (
 // clientFrame is one client frame of opcode op (0 continues a message),
 // final or not, masked with a mask that changes every byte.
 func clientFrame(fin bool, op byte, p []byte) []byte {
-	b0 := op
-	if fin {
-		b0 |= 0x80
-	}
-	h := []byte{b0}
-	switch n := len(p); {
-	case n < 126:
-		h = append(h, 0x80|byte(n))
-	case n < 1<<16:
-		h = append(h, 0x80|126)
-		h = binary.BigEndian.AppendUint16(h, uint16(n))
-	default:
-		h = append(h, 0x80|127)
-		h = binary.BigEndian.AppendUint64(h, uint64(n))
-	}
-	mask := [4]byte{0x5a, 0xa5, 0x3c, 0xc3}
-	h = append(h, mask[:]...)
-	for i, c := range p {
-		h = append(h, c^mask[i%4])
-	}
-	return h
+	return nettest.ClientFrame(fin, op, [4]byte{0x5a, 0xa5, 0x3c, 0xc3}, p)
 }
 
 // A message larger than the WebSocket's 512-byte read buffer, in

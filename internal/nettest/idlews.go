@@ -143,7 +143,18 @@ func DialIdle(t testing.TB, addr, path string, n int) []net.Conn {
 // WriteFrame writes one final client frame (masked, with a zero mask) of
 // opcode op.
 func WriteFrame(c net.Conn, op byte, p []byte) error {
-	h := []byte{0x80 | op}
+	_, err := c.Write(ClientFrame(true, op, [4]byte{}, p))
+	return err
+}
+
+// ClientFrame is one client frame of opcode op (0 continues a message),
+// final or not, its payload p masked with mask.
+func ClientFrame(fin bool, op byte, mask [4]byte, p []byte) []byte {
+	b0 := op
+	if fin {
+		b0 |= 0x80
+	}
+	h := []byte{b0}
 	switch n := len(p); {
 	case n < 126:
 		h = append(h, 0x80|byte(n))
@@ -154,9 +165,11 @@ func WriteFrame(c net.Conn, op byte, p []byte) error {
 		h = append(h, 0x80|127)
 		h = binary.BigEndian.AppendUint64(h, uint64(n))
 	}
-	h = append(h, 0, 0, 0, 0) // the mask: XOR with zeros leaves p as is
-	_, err := c.Write(append(h, p...))
-	return err
+	h = append(h, mask[:]...)
+	for i, c := range p {
+		h = append(h, c^mask[i%4])
+	}
+	return h
 }
 
 // ReadFrame reads one unmasked server frame: its opcode and payload.
