@@ -292,20 +292,7 @@ func TestJobTextShowsWaits(t *testing.T) {
 func TestJobHistoryTellsLateLines(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
-	db, err := sqldb.Open(ctx, "sqlite:"+filepath.Join(dir, "tasks.db"), sqldb.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := agent.OpenStore(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t0 := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
-	j := &agent.Job{TaskID: "job-late", Requester: "bc1p-requester", Description: "x", Status: agent.Pending, Phase: "work",
-		RecoverySeq: -1, CreatedAt: t0, UpdatedAt: t0}
-	if _, err := st.Create(ctx, j); err != nil {
-		t.Fatal(err)
-	}
+	db, st, j, t0 := newJob(t, dir, "job-late")
 	const think = `{"schema_version":"1.0.0","id":"00000000-0000-4000-8000-000000000001","reasoning":"r","action":"THINK","args":{}}`
 	for i, late := range [][]int{nil, {0}, {0, 1}} {
 		it := &agent.Interaction{Sequence: i, Timestamp: t0.Add(time.Duration(i) * time.Second), StateBefore: agent.Running,
@@ -347,20 +334,7 @@ func TestJobHistoryTellsLateLines(t *testing.T) {
 func TestJobHistoryTellsDroppedCancels(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
-	db, err := sqldb.Open(ctx, "sqlite:"+filepath.Join(dir, "tasks.db"), sqldb.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := agent.OpenStore(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t0 := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
-	j := &agent.Job{TaskID: "job-drop", Requester: "bc1p-requester", Description: "x", Status: agent.Pending, Phase: "work",
-		RecoverySeq: -1, CreatedAt: t0, UpdatedAt: t0}
-	if _, err := st.Create(ctx, j); err != nil {
-		t.Fatal(err)
-	}
+	db, st, _, t0 := newJob(t, dir, "job-drop")
 	if ok, err := st.Claim(ctx, "job-drop", "h1", t0, t0.Add(time.Hour)); err != nil || !ok {
 		t.Fatalf("Claim = %v, %v", ok, err)
 	}
@@ -392,4 +366,27 @@ func TestJobHistoryTellsDroppedCancels(t *testing.T) {
 	if m, _ := v.(map[string]any); m["cancels_dropped"] != float64(2) {
 		t.Errorf("cancels_dropped = %v; want 2", m["cancels_dropped"])
 	}
+}
+
+// newJob opens the node database of dir and its job store, and makes in
+// it a pending job id, created at t0: the database is the caller's to
+// close.
+func newJob(t *testing.T, dir, id string) (*sqldb.DB, *agent.Store, *agent.Job, time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	db, err := sqldb.Open(ctx, "sqlite:"+filepath.Join(dir, "tasks.db"), sqldb.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := agent.OpenStore(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
+	j := &agent.Job{TaskID: id, Requester: "bc1p-requester", Description: "x", Status: agent.Pending, Phase: "work",
+		RecoverySeq: -1, CreatedAt: t0, UpdatedAt: t0}
+	if _, err := st.Create(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	return db, st, j, t0
 }
