@@ -10,6 +10,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/bounded"
 	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/snapnostr"
@@ -26,8 +27,14 @@ var ErrTimeout = errors.New("no valid response before the time-out")
 // transport shares (see Transport). It is safe for concurrent use.
 type Nostr struct {
 	requester
-	relays snapnostr.Transport
-	sealer *snapnostr.Sealer
+	relays   snapnostr.Transport
+	sealer   *snapnostr.Sealer
+	verifier *relay.Verifier
+	// owners remembers, for each agent's Nostr key checked, the P2TR
+	// output key it owns: the tweak is a point multiplication, about a
+	// tenth of a request's CPU, and the same for every request to an
+	// agent. A target's address is compared with it on every request.
+	owners *bounded.Cache[[32]byte, [32]byte]
 	logger *slog.Logger
 }
 
@@ -36,7 +43,12 @@ type NostrConfig struct {
 	// Key signs the requests and their Nostr events.
 	Key *identity.Key
 	// Relays carries the events: a *relay.Pool.
-	Relays   snapnostr.Transport
+	Relays snapnostr.Transport
+	// Verifier is the one Relays checks events with
+	// (relay.PoolConfig.Verifier): the requests' events are signed through
+	// it, so that publishing them costs no second check of a signature
+	// just made. Nil: they are signed alone, and checked when published.
+	Verifier *relay.Verifier
 	Logger   *slog.Logger
 	Now      func() time.Time
 	MaxDrift time.Duration // timestamp window for responses; 0: 60 s
@@ -49,8 +61,26 @@ func NewNostr(cfg NostrConfig) *Nostr {
 	}
 	return &Nostr{
 		requester: newRequester(cfg.Key, cfg.Now, cfg.MaxDrift),
-		relays:    cfg.Relays, sealer: snapnostr.NewSealer(cfg.Key, 256), logger: cfg.Logger,
+		relays:    cfg.Relays, sealer: snapnostr.NewSealer(cfg.Key, maxAgents), verifier: cfg.Verifier,
+		owners: bounded.NewCache[[32]byte, [32]byte](maxAgents), logger: cfg.Logger,
 	}
+}
+
+// maxAgents bounds the agents whose NIP-44 keys and P2TR output keys a
+// Nostr client remembers; one past it costs those computations again.
+const maxAgents = 256
+
+// owns reports whether the Nostr key pub owns the P2TR output key addr.
+func (c *Nostr) owns(pub, addr [32]byte) bool {
+	q, ok := c.owners.Get(pub)
+	if !ok {
+		var err error
+		if q, err = identity.OutputKeyOf(pub); err != nil {
+			return false
+		}
+		c.owners.Put(pub, q)
+	}
+	return q == addr
 }
 
 // Target is an agent to message: its address and the Nostr key that
@@ -147,7 +177,7 @@ func (c *Nostr) exchange(ctx context.Context, t Target, req NostrRequest, onEven
 	if err != nil {
 		return nil, fmt.Errorf("client: target pubkey: %w", err)
 	}
-	if q, err := identity.OutputKeyOf(tp); err != nil || q != to.Key {
+	if !c.owns(tp, to.Key) {
 		return nil, fmt.Errorf("client: pubkey %s does not own %s", t.PubKey, t.Address)
 	}
 	now := c.now()
@@ -164,7 +194,7 @@ func (c *Nostr) exchange(ctx context.Context, t Target, req NostrRequest, onEven
 		return nil, err
 	}
 	ev := nostr.Event{CreatedAt: nostr.Timestamp(now.Unix()), Kind: kind, Tags: nostr.Tags{{"p", t.PubKey}}, Content: content}
-	if err := relay.SignEvent(c.key, &ev); err != nil {
+	if err := c.verifier.Sign(c.key, &ev); err != nil {
 		return nil, err
 	}
 

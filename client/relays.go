@@ -30,16 +30,18 @@ type (
 // their cards and carries requests to them (see Nostr). Its connections
 // are kept in the background until Close.
 type Relays struct {
-	pool *relay.Pool
-	urls []string
+	pool     *relay.Pool
+	verifier *relay.Verifier // the pool's
+	urls     []string
 }
 
 // DialRelays starts connecting to the relays at urls; ctx bounds the
 // connections' life, as Close does.
 func DialRelays(ctx context.Context, urls []string, logger *slog.Logger) *Relays {
-	p := relay.NewPool(relay.PoolConfig{URLs: urls, Logger: logger})
+	v := relay.NewVerifier()
+	p := relay.NewPool(relay.PoolConfig{URLs: urls, Logger: logger, Verifier: v})
 	p.Start(ctx)
-	return &Relays{pool: p, urls: urls}
+	return &Relays{pool: p, verifier: v, urls: urls}
 }
 
 // Close ends the connections and waits for them.
@@ -47,7 +49,7 @@ func (r *Relays) Close() { r.pool.Close() }
 
 // Nostr returns a client that sends with key over these relays.
 func (r *Relays) Nostr(key *identity.Key, logger *slog.Logger) *Nostr {
-	return NewNostr(NostrConfig{Key: key, Relays: r.pool, Logger: logger})
+	return NewNostr(NostrConfig{Key: key, Relays: r.pool, Verifier: r.verifier, Logger: logger})
 }
 
 // Discover returns the newest valid card of the agent address, or of every
