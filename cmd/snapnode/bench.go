@@ -18,6 +18,7 @@ import (
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/admin"
 	"github.com/snapnode/snapnode/internal/loadgen"
+	"github.com/snapnode/snapnode/internal/memlimit"
 )
 
 // bench is `snapnode bench`: a load of simulated peers on a node.
@@ -107,6 +108,7 @@ func (c *cli) bench(args []string) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	defer memlimit.Hold(context.Background(), loadgen.Memory)()
 	cfg := loadgen.Config{Mix: mix, Duration: duration, Timeout: timeout, Warmup: warmup, Rate: rate}
 	if dataDir != "" {
 		pid, err := loadgen.SocketPID(ctx, admin.Path(dataDir))

@@ -243,7 +243,9 @@ type Config struct {
 	// package memlimit). Under a burst the collector runs more often
 	// instead of letting the heap grow to twice what is live; a node
 	// whose live heap outgrows it keeps the limit above what is live, so
-	// the collector never runs all the time. It counts neither the
+	// the collector never runs all the time. While it is held, GOGC is
+	// off unless set in the environment: the collector runs when the
+	// memory reaches the limit, not each time the heap doubles. It counts neither the
 	// program's code nor SQLite's page caches. 0 leaves the runtime's own
 	// limit (GOMEMLIMIT, else none), as does GOMEMLIMIT set in the
 	// environment.
@@ -773,7 +775,7 @@ var settings = []setting{
 	durationSetting("task-retention", "SNAPNODE_TASK_RETENTION", "delete tasks `DURATION` after they end (completed, failed, canceled); 0 keeps them", func(c *Config) *Duration { return &c.TaskRetention }),
 	durationSetting("reconcile-after", "SNAPNODE_RECONCILE_AFTER", "on PostgreSQL, take up a task as interrupted once it stood still for `DURATION` (longer than a replica ever works on one step)", func(c *Config) *Duration { return &c.ReconcileAfter }),
 	intSetting("workers", "SNAPNODE_WORKERS", "handle `N` requests at once", func(c *Config) *int { return &c.Workers }),
-	int64Setting("memory-limit", "SNAPNODE_MEMORY_LIMIT", "hold the Go runtime's memory near `BYTES` by collecting more often, while 1.5 times its live heap fits (past that the soft limit follows the live heap); 0: GOMEMLIMIT, else none", func(c *Config) *int64 { return &c.MemoryLimit }),
+	int64Setting("memory-limit", "SNAPNODE_MEMORY_LIMIT", "hold the Go runtime's memory near `BYTES`, collecting when it is reached, while 1.5 times its live heap fits (past that the soft limit follows the live heap); 0: GOMEMLIMIT, else none", func(c *Config) *int64 { return &c.MemoryLimit }),
 	listSetting("card-relay", "SNAPNODE_CARD_RELAYS", "advertise the relay at `URL` in the card instead of the relays the node uses (repeatable; the variable is comma-separated)", func(c *Config) *[]string { return &c.Card.NostrRelays }),
 	listSetting("operator", "SNAPNODE_OPERATORS", "give `ADDR` the operator role (repeatable; the variable is comma-separated)", func(c *Config) *[]string { return &c.Operators }),
 	listSetting("service-caller", "SNAPNODE_SERVICE_CALLERS", "let `ADDR` call the node's services (service/call; repeatable; the variable is comma-separated)", func(c *Config) *[]string { return &c.ServiceCallers }),

@@ -26,6 +26,13 @@ type Peer struct {
 	Agent client.Transport
 }
 
+// Memory is the memory a load tool's Go runtime is held near
+// (memlimit.Hold): its collector runs when the tool holds this much, not
+// each time its heap doubles, so that its own collections (a few
+// milliseconds of a core each, every 200 ms at the default percentage
+// with one peer) seldom fall inside the latencies it measures.
+const Memory = 64 << 20
+
 // Config is one load run.
 type Config struct {
 	// Peers make the requests, each one at a time, all at once.

@@ -128,10 +128,38 @@ func TestHold(t *testing.T) {
 	if got := debug.SetMemoryLimit(-1); got < 32<<20 || got >= prior {
 		t.Errorf("target 32 MiB: limit %d", got)
 	}
+	// The percentage is turned off just after the limit is set.
+	for end := time.Now().Add(5 * time.Second); gcPercent() != -1 && time.Now().Before(end); {
+		runtime.Gosched()
+	}
+	if got := gcPercent(); got != -1 {
+		t.Errorf("target 32 MiB: GOGC %d, want off (the limit decides when to collect)", got)
+	}
 	stop()
 	if got := debug.SetMemoryLimit(-1); got != prior {
 		t.Errorf("after stop: limit %d, want %d restored", got, prior)
 	}
+	if got := gcPercent(); got != 100 {
+		t.Errorf("after stop: GOGC %d, want 100 restored", got)
+	}
+
+	// GOGC set in the environment is the operator's: left as it is.
+	t.Setenv("GOGC", "100")
+	stop = Hold(ctx, 32<<20)
+	for debug.SetMemoryLimit(-1) == prior {
+		runtime.Gosched()
+	}
+	if got := gcPercent(); got != 100 {
+		t.Errorf("with GOGC set: GOGC %d, want 100 unchanged", got)
+	}
+	stop()
+}
+
+// gcPercent reads the collector's percentage (GOGC; -1 when off).
+func gcPercent() int {
+	p := debug.SetGCPercent(100)
+	debug.SetGCPercent(p)
+	return p
 }
 
 // On a fragmented heap (every other small object freed, so that half of
