@@ -1,0 +1,209 @@
+// Command tailprobe measures the latency spread this machine gives a
+// request whose shape is a Nostr round trip's, without any of the node's
+// code: a peer process does its signatures and verifications, sends 1 KiB
+// over loopback TCP, a server process hands it from its reader goroutine
+// to a worker goroutine that verifies and signs, then to a writer
+// goroutine that answers; the peer verifies the answer. The work is real
+// BIP-340 signing and verification (btcec), sized in microseconds of CPU.
+//
+// It is a measuring tool for docs/benchmarks.md, not part of the node:
+//
+//	go run ./internal/cmd/tailprobe -serve -server-us 1100 &   # prints its address
+//	go run ./internal/cmd/tailprobe -to ADDR -before-us 250 -after-us 250 -duration 10s
+package main
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/binary"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/btcsuite/btcd/btcec/v2"
+	"github.com/btcsuite/btcd/btcec/v2/schnorr"
+)
+
+const msgSize = 1024
+
+var (
+	allocKB    int
+	split      bool
+	peerReader bool
+	sink       [][]byte
+)
+
+// garbage allocates allocKB KiB in 512-byte objects, kept until the next
+// request's, as a request's decoding and encoding leave garbage behind.
+func garbage() {
+	sink = sink[:0]
+	for range allocKB * 2 {
+		sink = append(sink, make([]byte, 512))
+	}
+}
+
+func main() {
+	serve := flag.Bool("serve", false, "run the server side")
+	addr := flag.String("listen", "127.0.0.1:0", "server: address to listen on")
+	serverUS := flag.Int("server-us", 1100, "server: CPU per request, in µs of signing and verifying")
+	to := flag.String("to", "", "peer: the server's address")
+	beforeUS := flag.Int("before-us", 250, "peer: CPU before each request, µs")
+	afterUS := flag.Int("after-us", 250, "peer: CPU after each answer, µs")
+	duration := flag.Duration("duration", 10*time.Second, "peer: how long to run")
+	flag.IntVar(&allocKB, "alloc-kb", 0, "both: garbage to allocate a request, in KiB of 512-byte objects")
+	flag.BoolVar(&split, "split", false, "server: the reader does the first unit itself, as the relay verifies an event before handing it on")
+	flag.BoolVar(&peerReader, "peer-reader", false, "peer: read answers in a goroutine of their own and hand them over, as a relay pool does")
+	flag.Parse()
+	w := newWork()
+	if *serve {
+		runServer(*addr, w, w.units(*serverUS))
+		return
+	}
+	runPeer(*to, w, w.units(*beforeUS), w.units(*afterUS), *duration)
+}
+
+// work is one unit of real cryptography: a BIP-340 verification.
+type work struct {
+	pub  *btcec.PublicKey
+	sig  *schnorr.Signature
+	hash [32]byte
+	per  time.Duration
+}
+
+func newWork() *work {
+	k, err := btcec.NewPrivateKey()
+	if err != nil {
+		log.Fatal(err)
+	}
+	w := &work{pub: k.PubKey(), hash: sha256.Sum256([]byte("tailprobe"))}
+	if w.sig, err = schnorr.Sign(k, w.hash[:]); err != nil {
+		log.Fatal(err)
+	}
+	w.do(100)
+	const n = 2000
+	start := time.Now()
+	for range n {
+		w.do(1)
+	}
+	w.per = time.Since(start) / n
+	return w
+}
+
+func (w *work) units(us int) int {
+	return int((time.Duration(us)*time.Microsecond + w.per/2) / w.per)
+}
+
+func (w *work) do(n int) {
+	for range n {
+		if !w.sig.Verify(w.hash[:], w.pub) {
+			log.Fatal("verify failed")
+		}
+	}
+}
+
+func runServer(addr string, w *work, n int) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("listening %s (%d units of %v a request)\n", ln.Addr(), n, w.per)
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			log.Fatal(err)
+		}
+		go serveConn(c, w, n)
+	}
+}
+
+// serveConn hands each request across two goroutines, as the node's relay
+// reader hands an event to an inbox worker and the worker the answer to the
+// connection's writer.
+func serveConn(c net.Conn, w *work, n int) {
+	defer c.Close()
+	toWorker := make(chan []byte, 16)
+	toWriter := make(chan []byte, 16)
+	go func() {
+		for m := range toWorker {
+			if split {
+				w.do(n - 1)
+			} else {
+				w.do(n)
+			}
+			garbage()
+			toWriter <- m
+		}
+		close(toWriter)
+	}()
+	go func() {
+		for m := range toWriter {
+			if _, err := c.Write(m); err != nil {
+				return
+			}
+		}
+	}()
+	r := bufio.NewReader(c)
+	for {
+		m := make([]byte, msgSize)
+		if _, err := io.ReadFull(r, m); err != nil {
+			close(toWorker)
+			return
+		}
+		if split {
+			w.do(1)
+		}
+		toWorker <- m
+	}
+}
+
+func runPeer(to string, w *work, before, after int, d time.Duration) {
+	c, err := net.Dial("tcp", to)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	m := make([]byte, msgSize)
+	answers := make(chan []byte, 16)
+	if peerReader {
+		go func() {
+			for {
+				a := make([]byte, msgSize)
+				if _, err := io.ReadFull(c, a); err != nil {
+					close(answers)
+					return
+				}
+				answers <- a
+			}
+		}()
+	}
+	var lat []time.Duration
+	end := time.Now().Add(d)
+	for i := 0; time.Now().Before(end); i++ {
+		start := time.Now()
+		w.do(before)
+		binary.BigEndian.PutUint64(m, uint64(i))
+		if _, err := c.Write(m); err != nil {
+			log.Fatal(err)
+		}
+		if peerReader {
+			if _, ok := <-answers; !ok {
+				log.Fatal("connection closed")
+			}
+		} else if _, err := io.ReadFull(c, m); err != nil {
+			log.Fatal(err)
+		}
+		garbage()
+		w.do(after)
+		lat = append(lat, time.Since(start))
+	}
+	slices.Sort(lat)
+	q := func(p float64) time.Duration { return lat[int(p*float64(len(lat)-1))] }
+	fmt.Fprintf(os.Stdout, "%d requests (%d+%d units of %v): p50 %v p99 %v p999 %v max %v; p99/p50 %.2f\n",
+		len(lat), before, after, w.per, q(0.5).Round(time.Microsecond), q(0.99).Round(time.Microsecond),
+		q(0.999).Round(time.Microsecond), lat[len(lat)-1].Round(time.Microsecond), float64(q(0.99))/float64(q(0.5)))
+}
