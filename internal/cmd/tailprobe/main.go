@@ -1,15 +1,3 @@
-// Command tailprobe measures the latency spread this machine gives a
-// request whose shape is a Nostr round trip's, without any of the node's
-// code: a peer process does its signatures and verifications, sends 1 KiB
-// over loopback TCP, a server process hands it from its reader goroutine
-// to a worker goroutine that verifies and signs, then to a writer
-// goroutine that answers; the peer verifies the answer. The work is real
-// BIP-340 signing and verification (btcec), sized in microseconds of CPU.
-//
-// It is a measuring tool for docs/benchmarks.md, not part of the node:
-//
-//	go run ./internal/cmd/tailprobe -serve -server-us 1100 &   # prints its address
-//	go run ./internal/cmd/tailprobe -to ADDR -before-us 250 -after-us 250 -duration 10s
 package main
 
 import (
@@ -31,19 +19,19 @@ import (
 
 const msgSize = 1024
 
-var (
+// options are the variants of a run.
+type options struct {
 	allocKB    int
 	split      bool
 	peerReader bool
-	sink       [][]byte
-)
+}
 
-// garbage allocates allocKB KiB in 512-byte objects, kept until the next
-// request's, as a request's decoding and encoding leave garbage behind.
-func garbage() {
-	sink = sink[:0]
-	for range allocKB * 2 {
-		sink = append(sink, make([]byte, 512))
+// garbage allocates kb KiB in 512-byte objects, kept in *keep until the
+// next call, as a request's decoding and encoding leave garbage behind.
+func garbage(keep *[][]byte, kb int) {
+	*keep = (*keep)[:0]
+	for range kb * 2 {
+		*keep = append(*keep, make([]byte, 512))
 	}
 }
 
@@ -55,16 +43,17 @@ func main() {
 	beforeUS := flag.Int("before-us", 250, "peer: CPU before each request, µs")
 	afterUS := flag.Int("after-us", 250, "peer: CPU after each answer, µs")
 	duration := flag.Duration("duration", 10*time.Second, "peer: how long to run")
-	flag.IntVar(&allocKB, "alloc-kb", 0, "both: garbage to allocate a request, in KiB of 512-byte objects")
-	flag.BoolVar(&split, "split", false, "server: the reader does the first unit itself, as the relay verifies an event before handing it on")
-	flag.BoolVar(&peerReader, "peer-reader", false, "peer: read answers in a goroutine of their own and hand them over, as a relay pool does")
+	var o options
+	flag.IntVar(&o.allocKB, "alloc-kb", 0, "both: garbage to allocate a request, in KiB of 512-byte objects")
+	flag.BoolVar(&o.split, "split", false, "server: the reader does the first unit itself, as the relay verifies an event before handing it on")
+	flag.BoolVar(&o.peerReader, "peer-reader", false, "peer: read answers in a goroutine of their own and hand them over, as a relay pool does")
 	flag.Parse()
 	w := newWork()
 	if *serve {
-		runServer(*addr, w, w.units(*serverUS))
+		runServer(*addr, w, w.units(*serverUS), o)
 		return
 	}
-	runPeer(*to, w, w.units(*beforeUS), w.units(*afterUS), *duration)
+	runPeer(*to, w, w.units(*beforeUS), w.units(*afterUS), *duration, o)
 }
 
 // work is one unit of real cryptography: a BIP-340 verification.
@@ -106,7 +95,7 @@ func (w *work) do(n int) {
 	}
 }
 
-func runServer(addr string, w *work, n int) {
+func runServer(addr string, w *work, n int, o options) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		log.Fatal(err)
@@ -117,25 +106,26 @@ func runServer(addr string, w *work, n int) {
 		if err != nil {
 			log.Fatal(err)
 		}
-		go serveConn(c, w, n)
+		go serveConn(c, w, n, o)
 	}
 }
 
 // serveConn hands each request across two goroutines, as the node's relay
 // reader hands an event to an inbox worker and the worker the answer to the
 // connection's writer.
-func serveConn(c net.Conn, w *work, n int) {
+func serveConn(c net.Conn, w *work, n int, o options) {
 	defer c.Close()
 	toWorker := make(chan []byte, 16)
 	toWriter := make(chan []byte, 16)
 	go func() {
+		var keep [][]byte
 		for m := range toWorker {
-			if split {
+			if o.split {
 				w.do(n - 1)
 			} else {
 				w.do(n)
 			}
-			garbage()
+			garbage(&keep, o.allocKB)
 			toWriter <- m
 		}
 		close(toWriter)
@@ -154,14 +144,14 @@ func serveConn(c net.Conn, w *work, n int) {
 			close(toWorker)
 			return
 		}
-		if split {
+		if o.split {
 			w.do(1)
 		}
 		toWorker <- m
 	}
 }
 
-func runPeer(to string, w *work, before, after int, d time.Duration) {
+func runPeer(to string, w *work, before, after int, d time.Duration, o options) {
 	c, err := net.Dial("tcp", to)
 	if err != nil {
 		log.Fatal(err)
@@ -169,7 +159,7 @@ func runPeer(to string, w *work, before, after int, d time.Duration) {
 	defer c.Close()
 	m := make([]byte, msgSize)
 	answers := make(chan []byte, 16)
-	if peerReader {
+	if o.peerReader {
 		go func() {
 			for {
 				a := make([]byte, msgSize)
@@ -182,6 +172,7 @@ func runPeer(to string, w *work, before, after int, d time.Duration) {
 		}()
 	}
 	var lat []time.Duration
+	var keep [][]byte
 	end := time.Now().Add(d)
 	for i := 0; time.Now().Before(end); i++ {
 		start := time.Now()
@@ -190,14 +181,14 @@ func runPeer(to string, w *work, before, after int, d time.Duration) {
 		if _, err := c.Write(m); err != nil {
 			log.Fatal(err)
 		}
-		if peerReader {
+		if o.peerReader {
 			if _, ok := <-answers; !ok {
 				log.Fatal("connection closed")
 			}
 		} else if _, err := io.ReadFull(c, m); err != nil {
 			log.Fatal(err)
 		}
-		garbage()
+		garbage(&keep, o.allocKB)
 		w.do(after)
 		lat = append(lat, time.Since(start))
 	}
