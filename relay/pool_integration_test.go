@@ -298,6 +298,9 @@ func TestPoolIntegrationRelayRestart(t *testing.T) {
 	itWaitFor(t, "e1 from both relays", func() bool {
 		return ptStatus(sp, a.url).EventsReceived == 1 && ptStatus(sp, b.url).EventsReceived == 1
 	})
+	itWaitFor(t, "e1's second copy counted a duplicate", func() bool { // by whichever relay brought it
+		return ptStatus(sp, a.url).EventsDuplicate+ptStatus(sp, b.url).EventsDuplicate == 1
+	})
 
 	// Kill A; keep the subscriber away from it even once it is back.
 	cut.Store(true)

@@ -35,6 +35,9 @@ type RelayStatus struct {
 	EventsReceived uint64    // EVENT messages received, before any check
 	EventsInvalid  uint64    // dropped: bad id or signature
 	EventsMismatch uint64    // dropped: not matching the subscription's filter
+	// EventsDuplicate counts the events dropped as already delivered to
+	// their subscription (by this relay or another).
+	EventsDuplicate uint64
 	// PublishFailed counts the publications the relay refused (OK
 	// false) or did not answer within their bound.
 	PublishFailed uint64
@@ -47,16 +50,17 @@ func (p *Pool) Health() []RelayStatus {
 	for i, r := range p.relays {
 		r.mu.Lock()
 		out[i] = RelayStatus{
-			URL:            r.url,
-			State:          r.state.Load(),
-			LastError:      r.lastErr,
-			LastErrorAt:    r.lastErrAt,
-			RetryAt:        r.retryAt,
-			Reconnects:     max(r.connects-1, 0),
-			EventsReceived: r.received.Load(),
-			EventsInvalid:  r.invalid.Load(),
-			EventsMismatch: r.mismatch.Load(),
-			PublishFailed:  r.publishFailed.Load(),
+			URL:             r.url,
+			State:           r.state.Load(),
+			LastError:       r.lastErr,
+			LastErrorAt:     r.lastErrAt,
+			RetryAt:         r.retryAt,
+			Reconnects:      max(r.connects-1, 0),
+			EventsReceived:  r.received.Load(),
+			EventsInvalid:   r.invalid.Load(),
+			EventsMismatch:  r.mismatch.Load(),
+			EventsDuplicate: r.duplicate.Load(),
+			PublishFailed:   r.publishFailed.Load(),
 		}
 		if r.conn != nil {
 			out[i].ConnectedSince = r.connectedAt
@@ -97,9 +101,9 @@ type poolRelay struct {
 	retryAt     time.Time
 	connects    int
 
-	received, invalid, mismatch atomic.Uint64
-	publishFailed               atomic.Uint64
-	talk                        talkLimiter // the relay's NOTICEs and CLOSEDs logged
+	received, invalid, mismatch, duplicate atomic.Uint64
+	publishFailed                          atomic.Uint64
+	talk                                   talkLimiter // the relay's NOTICEs and CLOSEDs logged
 	// failures: the publications it refused or did not answer, logged
 	// (a relay may refuse every one: a paid relay, a blocked kind).
 	failures talkLimiter
@@ -343,6 +347,7 @@ func (r *poolRelay) accept(s *Subscription, ev *nostr.Event, verified bool) {
 		return
 	}
 	if s.seenBefore(id) { // cheap: skip verifying what another relay brought
+		r.duplicate.Add(1)
 		return
 	}
 	// The filter before the id's hash and the signature: a relay that
@@ -368,7 +373,8 @@ func (r *poolRelay) accept(s *Subscription, ev *nostr.Event, verified bool) {
 		}
 	}
 	s.noteSeen(ev.CreatedAt)
-	if !s.firstSight(id, ev.CreatedAt) {
+	if !s.firstSight(id, ev.CreatedAt) { // another relay's copy came meanwhile
+		r.duplicate.Add(1)
 		return
 	}
 	s.deliver(ev)

@@ -16,6 +16,9 @@
 //	snapnode_verify_seconds                       validation and signature time, a histogram
 //	snapnode_handle_seconds{method}               handler time, a histogram
 //	snapnode_relay_connections{url, state}        1 for each relay's current state
+//	snapnode_relay_events_received_total{url}     events each relay sent, before any check
+//	snapnode_relay_events_dropped_total{url, reason}  of them, not delivered: filter, invalid, duplicate
+//	snapnode_relay_publish_failed_total{url}      publications each relay refused or left unanswered
 //	snapnode_tasks{state}                         tasks in the store by state
 //	snapnode_replay_records                       records in the replay store
 //	snapnode_database_checkpoints_total{result}   SQLite WAL checkpoints, done or failed
@@ -37,5 +40,6 @@
 //
 // The gauges read from the node (tasks, replay records, relays) are
 // computed at scrape time, with a time limit, rather than kept up to date
-// on every change.
+// on every change; the relays' counters are the relay pool's own atomic
+// counters, read then too (nothing is locked per event to count it).
 package metrics

@@ -23,10 +23,19 @@ type Options struct {
 	ScrapeTimeout time.Duration
 }
 
-// Relay is one relay's connection state for snapnode_relay_connections.
+// Relay is one configured relay: its connection state for
+// snapnode_relay_connections and what the pool counted of it since the
+// node started, each read at scrape time.
 type Relay struct {
 	URL   string
 	State string // e.g. "connected", "connecting", "backoff"
+	// EventsReceived counts the events it sent, before any check; of
+	// them, EventsFiltered were outside their subscription's filter,
+	// EventsInvalid had a bad id or signature, EventsDuplicate were
+	// delivered already (by it or another relay).
+	EventsReceived, EventsFiltered, EventsInvalid, EventsDuplicate uint64
+	// PublishFailed counts the publications it refused or did not answer.
+	PublishFailed uint64
 }
 
 // Metrics holds the node's collectors and their registry. It is safe for
@@ -221,19 +230,25 @@ func (m *Metrics) SetWorkerStaleLines(f func() int64) {
 type gauges Metrics
 
 var (
-	relayDesc  = prometheus.NewDesc("snapnode_relay_connections", "1 for the current connection state of each relay.", []string{"url", "state"}, nil)
-	tasksDesc  = prometheus.NewDesc("snapnode_tasks", "Tasks in the store, by state.", []string{"state"}, nil)
-	replayDesc = prometheus.NewDesc("snapnode_replay_records", "Records in the replay store.", nil, nil)
-	jobsDesc   = prometheus.NewDesc("snapnode_agent_jobs", "The agent's jobs in the store, by manifest status.", []string{"status"}, nil)
-	cpDesc     = prometheus.NewDesc("snapnode_database_checkpoints_total", "WAL checkpoints of the SQLite database run beside its writer, by result (done, failed).", []string{"result"}, nil)
-	aliveDesc  = prometheus.NewDesc("snapnode_replicas_alive", "Processes of this identity sharing the Nostr requests, as this one counts them (itself included while it receives).", nil, nil)
-	sharedDesc = prometheus.NewDesc("snapnode_inbox_shared_total", "Nostr requests that were another replica's share, by outcome: kept (passed over unopened), taken_up (their owner stopped, this process answered them), left (their owner had them).", []string{"outcome"}, nil)
-	staleDesc  = prometheus.NewDesc("snapnode_agent_worker_stale_lines_total", "Lines the agent's external workers wrote for a past step: each skipped, never run.", nil, nil)
+	relayDesc    = prometheus.NewDesc("snapnode_relay_connections", "1 for the current connection state of each relay.", []string{"url", "state"}, nil)
+	receivedDesc = prometheus.NewDesc("snapnode_relay_events_received_total", "Events each relay sent the node, before any check.", []string{"url"}, nil)
+	droppedDesc  = prometheus.NewDesc("snapnode_relay_events_dropped_total", "Events each relay sent that were not delivered, by reason: filter (outside the subscription's filter), invalid (bad id or signature), duplicate (delivered already).", []string{"url", "reason"}, nil)
+	pubFailDesc  = prometheus.NewDesc("snapnode_relay_publish_failed_total", "Publications each relay refused (OK false) or did not answer in time.", []string{"url"}, nil)
+	tasksDesc    = prometheus.NewDesc("snapnode_tasks", "Tasks in the store, by state.", []string{"state"}, nil)
+	replayDesc   = prometheus.NewDesc("snapnode_replay_records", "Records in the replay store.", nil, nil)
+	jobsDesc     = prometheus.NewDesc("snapnode_agent_jobs", "The agent's jobs in the store, by manifest status.", []string{"status"}, nil)
+	cpDesc       = prometheus.NewDesc("snapnode_database_checkpoints_total", "WAL checkpoints of the SQLite database run beside its writer, by result (done, failed).", []string{"result"}, nil)
+	aliveDesc    = prometheus.NewDesc("snapnode_replicas_alive", "Processes of this identity sharing the Nostr requests, as this one counts them (itself included while it receives).", nil, nil)
+	sharedDesc   = prometheus.NewDesc("snapnode_inbox_shared_total", "Nostr requests that were another replica's share, by outcome: kept (passed over unopened), taken_up (their owner stopped, this process answered them), left (their owner had them).", []string{"outcome"}, nil)
+	staleDesc    = prometheus.NewDesc("snapnode_agent_worker_stale_lines_total", "Lines the agent's external workers wrote for a past step: each skipped, never run.", nil, nil)
 )
 
 // Describe implements prometheus.Collector.
 func (g *gauges) Describe(ch chan<- *prometheus.Desc) {
 	ch <- relayDesc
+	ch <- receivedDesc
+	ch <- droppedDesc
+	ch <- pubFailDesc
 	ch <- tasksDesc
 	ch <- replayDesc
 	ch <- jobsDesc
@@ -254,6 +269,11 @@ func (g *gauges) Collect(ch chan<- prometheus.Metric) {
 	if relays != nil {
 		for _, r := range relays() {
 			ch <- prometheus.MustNewConstMetric(relayDesc, prometheus.GaugeValue, 1, r.URL, r.State)
+			ch <- prometheus.MustNewConstMetric(receivedDesc, prometheus.CounterValue, float64(r.EventsReceived), r.URL)
+			ch <- prometheus.MustNewConstMetric(droppedDesc, prometheus.CounterValue, float64(r.EventsFiltered), r.URL, "filter")
+			ch <- prometheus.MustNewConstMetric(droppedDesc, prometheus.CounterValue, float64(r.EventsInvalid), r.URL, "invalid")
+			ch <- prometheus.MustNewConstMetric(droppedDesc, prometheus.CounterValue, float64(r.EventsDuplicate), r.URL, "duplicate")
+			ch <- prometheus.MustNewConstMetric(pubFailDesc, prometheus.CounterValue, float64(r.PublishFailed), r.URL)
 		}
 	}
 	collectCounts(ctx, ch, tasksDesc, tasks)

@@ -71,7 +71,10 @@ func TestGaugesAtScrape(t *testing.T) {
 	m := metrics.New(metrics.Options{})
 	calls := 0
 	m.SetRelays(func() []metrics.Relay {
-		return []metrics.Relay{{URL: "wss://a.example", State: "connected"}, {URL: "wss://b.example", State: "backoff"}}
+		return []metrics.Relay{
+			{URL: "wss://a.example", State: "connected", EventsReceived: 9, EventsFiltered: 1, EventsInvalid: 2, EventsDuplicate: 3},
+			{URL: "wss://b.example", State: "backoff", PublishFailed: 5},
+		}
 	})
 	m.SetTaskStates(func(context.Context) (map[string]int64, error) {
 		calls++
@@ -98,6 +101,22 @@ snapnode_inbox_shared_total{outcome="taken_up"} 3
 # TYPE snapnode_relay_connections gauge
 snapnode_relay_connections{state="backoff",url="wss://b.example"} 1
 snapnode_relay_connections{state="connected",url="wss://a.example"} 1
+# HELP snapnode_relay_events_dropped_total Events each relay sent that were not delivered, by reason: filter (outside the subscription's filter), invalid (bad id or signature), duplicate (delivered already).
+# TYPE snapnode_relay_events_dropped_total counter
+snapnode_relay_events_dropped_total{reason="duplicate",url="wss://a.example"} 3
+snapnode_relay_events_dropped_total{reason="duplicate",url="wss://b.example"} 0
+snapnode_relay_events_dropped_total{reason="filter",url="wss://a.example"} 1
+snapnode_relay_events_dropped_total{reason="filter",url="wss://b.example"} 0
+snapnode_relay_events_dropped_total{reason="invalid",url="wss://a.example"} 2
+snapnode_relay_events_dropped_total{reason="invalid",url="wss://b.example"} 0
+# HELP snapnode_relay_events_received_total Events each relay sent the node, before any check.
+# TYPE snapnode_relay_events_received_total counter
+snapnode_relay_events_received_total{url="wss://a.example"} 9
+snapnode_relay_events_received_total{url="wss://b.example"} 0
+# HELP snapnode_relay_publish_failed_total Publications each relay refused (OK false) or did not answer in time.
+# TYPE snapnode_relay_publish_failed_total counter
+snapnode_relay_publish_failed_total{url="wss://a.example"} 0
+snapnode_relay_publish_failed_total{url="wss://b.example"} 5
 # HELP snapnode_replay_records Records in the replay store.
 # TYPE snapnode_replay_records gauge
 snapnode_replay_records 42
@@ -110,7 +129,8 @@ snapnode_tasks{state="completed"} 1
 snapnode_tasks{state="submitted"} 3
 `
 	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want),
-		"snapnode_agent_worker_stale_lines_total", "snapnode_database_checkpoints_total", "snapnode_inbox_shared_total", "snapnode_relay_connections", "snapnode_replay_records", "snapnode_replicas_alive", "snapnode_tasks"); err != nil {
+		"snapnode_agent_worker_stale_lines_total", "snapnode_database_checkpoints_total", "snapnode_inbox_shared_total", "snapnode_relay_connections",
+		"snapnode_relay_events_dropped_total", "snapnode_relay_events_received_total", "snapnode_relay_publish_failed_total", "snapnode_replay_records", "snapnode_replicas_alive", "snapnode_tasks"); err != nil {
 		t.Error(err)
 	}
 	// Read again at the next scrape, not cached.

@@ -21,9 +21,10 @@ type memoryReplaySize struct{ s *snap.MemoryReplayStore }
 func (m memoryReplaySize) Len(context.Context) (int64, error) { return int64(m.s.Len()), nil }
 
 // newMetrics makes the node's metrics: the snap server reports each answer
-// to it (snap.ServerConfig.Observer); relays' states, tasks by state and
-// the replay store's size and the database's checkpoints are read at each scrape. /metrics on the HTTP transport
-// serves them.
+// to it (snap.ServerConfig.Observer); relays' states and counters (the
+// pool's, labelled by the configured relay's URL), tasks by state, the
+// replay store's size and the database's checkpoints are read at each
+// scrape. /metrics on the HTTP transport serves them.
 func (n *Node) newMetrics(methods []string, replay snap.ReplayStore, store tasks.Store) *metrics.Metrics {
 	m := metrics.New(metrics.Options{Methods: methods})
 	m.SetTaskStates(func(ctx context.Context) (map[string]int64, error) {
@@ -37,7 +38,12 @@ func (n *Node) newMetrics(methods []string, replay snap.ReplayStore, store tasks
 	m.SetRelays(func() []metrics.Relay {
 		var out []metrics.Relay
 		for _, h := range n.pool.Health() {
-			out = append(out, metrics.Relay{URL: h.URL, State: string(h.State)})
+			out = append(out, metrics.Relay{
+				URL: h.URL, State: string(h.State),
+				EventsReceived: h.EventsReceived, EventsFiltered: h.EventsMismatch,
+				EventsInvalid: h.EventsInvalid, EventsDuplicate: h.EventsDuplicate,
+				PublishFailed: h.PublishFailed,
+			})
 		}
 		return out
 	})
