@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -134,6 +135,11 @@ type Executor struct {
 	// sandbox can cause.
 	promoteFault  func(ctx context.Context, sb *sandbox.Sandbox, st *sandbox.Staged) error
 	rollbackFault func(ctx context.Context, sb *sandbox.Sandbox, snap *sandbox.Snapshot) error
+	// keptLeft says that the sandbox may hold a record of the edits a
+	// recovery kept that no recovery reads again (see forgetKeptLeft):
+	// set at the start, and where a recovery's commit or the removal of
+	// its record failed.
+	keptLeft atomic.Bool
 	// recovering, set by tests only, runs in RecoverInterruptedWith once
 	// an action's record is read (again, under o.Claim) and before
 	// anything is done with it: the recovery stands still there.
@@ -205,6 +211,7 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 	// An action held longer than the audit log's retention keeps its
 	// story there until it is decided.
 	cfg.Audit.KeepOpen(e.store.firstOpenEntry)
+	e.keptLeft.Store(true) // a crash may have left one
 	return e, nil
 }
 

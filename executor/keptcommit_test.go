@@ -7,8 +7,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/snapnode/snapnode/executor"
 	"github.com/snapnode/snapnode/executor/audit"
@@ -240,6 +242,115 @@ func TestRecoverKeptRecordOfAnother(t *testing.T) {
 		v.wantUndone(id)
 		if a := v.action(id); strings.Contains(a.Reason, "kept") {
 			t.Errorf("reason %q names a kept file", a.Reason)
+		}
+	})
+}
+
+// TestRecoverKeptRecordLeftOver: the sandbox's record of the edits a
+// recovery kept is removed once the recovery's commit stands; a crash
+// between the two (or a commit that stood, its answer lost) left it at
+// the root of the workspace for ever, never read again: a node that
+// crashed so now and then gathered them. The next start (its first
+// recovery pass) must remove it, and must leave the record of an action
+// still to be recovered, even one the pass leaves to another replica (too
+// young for its cutoff): that record is what names its kept file again.
+func TestRecoverKeptRecordLeftOver(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		v := newEnv(t, dsn)
+		ctx := context.Background()
+		var seen []string
+		records := func() []string {
+			t.Helper()
+			recs, err := filepath.Glob(filepath.Join(v.dir, sandbox.ReservedPrefix+"kept-*"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return recs
+		}
+		// keepOne recovers the interrupted action id with its edit of
+		// a.txt set aside, its settling refused: its record stays, as
+		// it must. It returns the record's path and content.
+		keepOne := func(id string) (string, []byte) {
+			t.Helper()
+			v.file(asideName("a.txt"), "edited while it was replaced ("+id+")\n")
+			v.reopen()
+			lift, _ := v.failSettling("refused")
+			if _, err := v.ex.RecoverInterrupted(ctx); err == nil {
+				t.Fatal("RecoverInterrupted stood; want the injected failure")
+			}
+			if a := v.action(id); a.State != "promoting" {
+				t.Fatalf("action %s; want it promoting still", a.State)
+			}
+			lift()
+			var rec string
+			for _, r := range records() {
+				if b, _ := os.ReadFile(r); strings.Contains(string(b), "a.kept-") && !slices.Contains(seen, r) {
+					rec = r
+				}
+			}
+			if rec == "" {
+				t.Fatalf("records of the files kept %v; want one of %s", records(), id)
+			}
+			seen = append(seen, rec)
+			b, err := os.ReadFile(rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return rec, b
+		}
+
+		first := v.runLosingCommit(t)
+		leftover, stale := keepOne(first)
+		if n, err := v.ex.RecoverInterrupted(ctx); n != 1 || err != nil {
+			t.Fatalf("RecoverInterrupted = %d, %v", n, err)
+		}
+		if a := v.action(first); a.State != "failed" {
+			t.Fatalf("first action %s; want failed", a.State)
+		}
+		// The process stopped right after that commit, before the record
+		// went.
+		if err := os.WriteFile(leftover, stale, 0o600); err != nil {
+			t.Fatal(err)
+		}
+
+		// A second action, interrupted, its recovery not yet recorded.
+		lost := errors.New("the node stopped")
+		if _, err := v.ex.Run(ctx, executor.Request{TaskID: "task-1", Requester: agent, Data: v.twoWrites(),
+			Then: func(context.Context, *sql.Tx, *executor.Result) error { return lost }}); !errors.Is(err, lost) {
+			t.Fatalf("Run = %v; want its last commit lost", err)
+		}
+		var second string
+		for _, a := range v.actions() {
+			if a.State == "promoting" {
+				second = a.ActionID
+			}
+		}
+		pending, _ := keepOne(second)
+
+		// The next start, on a shared database: the second action is
+		// too young for this process's cutoff, another replica's to
+		// recover.
+		v.reopen()
+		if n, err := v.ex.RecoverInterruptedWith(ctx, executor.RecoverOptions{Before: time.Unix(1, 0)}); n != 0 || err != nil {
+			t.Fatalf("RecoverInterruptedWith = %d, %v; want nothing recovered", n, err)
+		}
+		if _, err := os.Stat(leftover); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the record of the settled action is still there after a start (%v); records %v", err, records())
+		}
+		if _, err := os.Stat(pending); err != nil {
+			t.Fatalf("the record of the action still to recover was removed: %v", err)
+		}
+
+		// Its recovery still names its kept file, and then no record is
+		// left.
+		if n, err := v.ex.RecoverInterrupted(ctx); n != 1 || err != nil {
+			t.Fatalf("RecoverInterrupted of the second = %d, %v", n, err)
+		}
+		if a := v.action(second); a.State != "failed" || !strings.Contains(a.Reason, "/sandbox/a.kept-") {
+			t.Errorf("second action %s, %q; want failed, naming its kept file", a.State, a.Reason)
+		}
+		if left := records(); len(left) != 0 {
+			t.Errorf("records left: %v", left)
 		}
 	})
 }

@@ -205,6 +205,11 @@ func undoDiffs(snap *sandbox.Snapshot) []sandbox.Diff {
 //   - A rollback caught half-way is completed the same way.
 //   - An approval caught before promotion goes back to pending.
 //
+// The first pass of a process (and one after a recovery's commit failed)
+// also removes the sandbox's records of the edits a recovery kept (see
+// sandbox.ForgetKeptExcept) whose action is settled: a stop between a
+// recovery's commit and the removal of its record leaves one.
+//
 // An action whose paths have since been changed by something else is left
 // in its state (taken over, see recover) and logged; the others are still settled. A promotion or
 // rollback that the sandbox leaves half-way in a running process
@@ -251,7 +256,53 @@ func (e *Executor) RecoverInterruptedWith(ctx context.Context, o RecoverOptions)
 			}
 		}
 	}
+	e.forgetKeptLeft(ctx)
 	return n, errors.Join(errs...)
+}
+
+// forgetKeptLeft removes, when one may be left (keptLeft), the sandbox's
+// records of the edits a recovery kept whose action is settled: the
+// process stopped between a recovery's commit and the removal of its
+// record (ForgetKept), that removal failed, or the commit stood, its
+// answer lost. No recovery reads such a record again, and each one left
+// would stay for ever. The record of an action still promoting or rolling
+// back stays, whatever process is to recover it: it names the action's
+// kept files again should that recovery's result not have been recorded.
+// The actions are read under the sandbox's folder lock, which a recovery
+// holds while it writes its record (sandbox.ForgetKeptExcept). A failure
+// is logged, and tried again at the next pass.
+func (e *Executor) forgetKeptLeft(ctx context.Context) {
+	if !e.keptLeft.Swap(false) {
+		return
+	}
+	n, err := e.sb.ForgetKeptExcept(ctx, e.unsettled)
+	if err != nil {
+		e.keptLeft.Store(true)
+		e.logger.Warn("executor: could not remove the sandbox's records of the edits recoveries kept of settled actions; tried again at the next pass", "err", err)
+		return
+	}
+	if n > 0 {
+		e.logger.Info("executor: removed the sandbox's records of the edits recoveries kept of settled actions, left by a stop after their commit", "count", n)
+	}
+}
+
+// unsettled lists the actions a recovery may yet settle: those promoting
+// or rolling back (one whose snapshot cannot be read is never recovered
+// around, and has no record).
+func (e *Executor) unsettled(ctx context.Context) ([]sandbox.KeptOwner, error) {
+	var out []sandbox.KeptOwner
+	for _, state := range []string{statePromoting, stateRollingBack} {
+		rs, err := e.store.list(ctx, state, "")
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rs {
+			if snap, err := sandbox.ParseSnapshot(r.Snapshot); err == nil {
+				out = append(out, sandbox.KeptOwner{Snapshot: snap, ID: r.ActionID})
+			}
+		}
+	}
+	return out, nil
 }
 
 // recoverClaimed recovers r, claimed through o.Claim when it is set, and
@@ -368,16 +419,24 @@ func (e *Executor) undoAround(ctx context.Context, j *journal, r *record, around
 		j.add(audit.Entry{Actor: Host, Step: audit.StepFailed, Decision: "recovered", Reason: r.Reason, Detail: d.fitted()})
 		err = j.commit(ctx, e.settle(r, from))
 	}
-	if err != nil || !around {
+	if !around {
+		return err
+	}
+	if err != nil {
+		// It may have stood all the same, its answer lost: its record
+		// would then be left (forgetKeptLeft).
+		e.keptLeft.Store(true)
 		return err
 	}
 	// The names of the edits kept are recorded now: the sandbox's own
 	// record of them, which named them again to a recovery that came
 	// after this commit failed (or the process stopped before it), can
 	// go. Through e.sb, not sb: r is no longer held. Should it stay, it
-	// is r's, which no recovery reads again.
+	// is r's, which no recovery reads again, and the next pass removes
+	// it (forgetKeptLeft), as the next start does one a stop left.
 	if ferr := e.sb.ForgetKept(context.WithoutCancel(ctx), snap, r.ActionID); ferr != nil {
-		e.logger.Warn("executor: could not remove the sandbox's record of the edits a recovery kept; it is not read again", "action", r.ActionID, "err", ferr)
+		e.keptLeft.Store(true)
+		e.logger.Warn("executor: could not remove the sandbox's record of the edits a recovery kept; it is not read again, and the next recovery pass removes it", "action", r.ActionID, "err", ferr)
 	}
 	return nil
 }

@@ -132,7 +132,11 @@
 // should its caller fail to record what it returned, the next
 // RecoverAround of the change returns the same, the path still left as
 // found and the file named where it went. ForgetKept removes the record
-// once the caller has recorded the result; Sweep leaves it. Where the
+// once the caller has recorded the result; Sweep leaves it, and
+// ForgetKeptExcept removes those a caller that stopped before ForgetKept
+// left, keeping the records of the changes it has yet to record
+// recovered. Like the other private files, a record is never listed,
+// read or counted as a workspace file. Where the
 // path's folders leave no room for a kept name (MaxPathBytes), nothing
 // is moved, and the error names the hidden file, for a person to rename
 // by hand. Until one of them has run, a change of that path

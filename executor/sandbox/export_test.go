@@ -123,3 +123,13 @@ func KeptName(rel string, t time.Time, n int) string { return keptName(rel, t, n
 func SetRemoveHook(s *Sandbox, removing func(name string, open bool)) {
 	s.core.hooks.removing = removing
 }
+
+// KeptRecordName is the private name, at the folder's root, of the record
+// of the files a RecoverAroundFor of snap and id moves to visible names.
+func KeptRecordName(snap *Snapshot, id string) string {
+	name, err := keptRecordName(snap, id)
+	if err != nil {
+		panic(err)
+	}
+	return name
+}

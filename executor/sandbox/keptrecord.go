@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -34,7 +35,11 @@ import (
 // between the two (or a commit that stood, its answer lost) leaves the
 // record of a recovery done, which is never read again: it is the
 // change's own (RecoverAroundFor), and a change once recorded recovered
-// is not recovered again. Sweep leaves records.
+// is not recovered again. Sweep leaves records, for it cannot tell such
+// a one from the record of a change still to be recovered; the caller
+// can, and ForgetKeptExcept removes the others. A record is never shown:
+// its name starts with ReservedPrefix, which no path may name and List
+// and the counts leave out.
 
 // keptRecordPrefix starts the private name, at the workspace's root, of
 // a record of the files kept (keptRecordName).
@@ -145,7 +150,7 @@ func (s *Sandbox) writeKept(ctx context.Context, name string, list []keptEntry) 
 // caller fail to record the first one's result: call it once that result
 // is recorded. With nothing to remove it does nothing. A record left (the
 // caller stopped, or this failed) is never read again but by a recovery
-// of the same change.
+// of the same change: ForgetKeptExcept removes it.
 func (s *Sandbox) ForgetKept(ctx context.Context, snap *Snapshot, id string) error {
 	name, err := keptRecordName(snap, id)
 	if err != nil {
@@ -160,6 +165,93 @@ func (s *Sandbox) ForgetKept(ctx context.Context, snap *Snapshot, id string) err
 		return opErr("recover", "", err)
 	}
 	return nil
+}
+
+// KeptOwner names a change whose record of the files kept must stay (see
+// ForgetKeptExcept): the snapshot and id a RecoverAroundFor of it is
+// given.
+type KeptOwner struct {
+	Snapshot *Snapshot
+	ID       string
+}
+
+// ForgetKeptExcept removes the records of the files kept (see ForgetKept)
+// of every change but those live returns, and returns how many it removed:
+// those a caller that stopped, or whose ForgetKept failed, left behind.
+// live must return every change the caller has yet to record recovered
+// (an action still promoting or rolling back, whatever process will
+// recover it). It is called holding the folder's lock, which every
+// RecoverAroundFor holds while it writes a record: a record made before
+// live reads the caller's state is judged on it, and none is made until
+// the removal is done. Should live fail, nothing is removed. Call it at
+// start-up, and after a ForgetKept failed or a caller's record of a
+// recovery may have stood unseen.
+func (s *Sandbox) ForgetKeptExcept(ctx context.Context, live func(context.Context) ([]KeptOwner, error)) (int, error) {
+	ctx, done, err := s.exclusive(ctx, "recover")
+	if err != nil {
+		return 0, err
+	}
+	defer done()
+	owners, err := live(ctx)
+	if err != nil {
+		return 0, err
+	}
+	keep := make(map[string]bool, len(owners))
+	for _, o := range owners {
+		name, err := keptRecordName(o.Snapshot, o.ID)
+		if err != nil {
+			return 0, err
+		}
+		keep[name] = true
+	}
+	names, err := s.names(ctx, "")
+	if err != nil {
+		return 0, opErr("recover", "", err)
+	}
+	root, err := s.openDir(ctx, "")
+	if err != nil {
+		return 0, opErr("recover", "", err)
+	}
+	defer root.close()
+	n := 0
+	for _, name := range names {
+		if !isKeptRecord(name) || keep[name] {
+			continue
+		}
+		if err := alive(ctx); err != nil {
+			return n, err
+		}
+		fi, err := root.r.Lstat(name)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return n, opErr("recover", "", fmt.Errorf("%s: %w", name, bare(err)))
+		}
+		if !fi.Mode().IsRegular() {
+			continue // not one the sandbox wrote
+		}
+		if err := s.remove(root.r, name, false); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return n, opErr("recover", "", fmt.Errorf("%s: %w", name, bare(err)))
+		}
+		n++
+	}
+	if n > 0 {
+		if err := s.syncDir(root.r); err != nil {
+			return n, opErr("recover", "", err)
+		}
+	}
+	return n, nil
+}
+
+// isKeptRecord reports whether name is one keptRecordName gives.
+func isKeptRecord(name string) bool {
+	h, ok := strings.CutPrefix(name, keptRecordPrefix)
+	if !ok || len(h) != 32 {
+		return false
+	}
+	_, err := hex.DecodeString(h)
+	return err == nil && strings.ToLower(h) == h
 }
 
 // asideThere reports whether a file is set aside for rel (asideName).

@@ -130,7 +130,8 @@ type Divergence struct {
 // next RecoverAround of snap returns the same, the path left as found
 // and the file named where it was moved, rather than taking the path
 // for one the crash never reached. Call ForgetKept once the result is
-// recorded.
+// recorded (and ForgetKeptExcept at start-up, for a record a stop in
+// between left).
 func (s *Sandbox) RecoverAround(ctx context.Context, snap *Snapshot) ([]Divergence, error) {
 	return s.RecoverAroundFor(ctx, snap, "")
 }
