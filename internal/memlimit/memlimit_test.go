@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -120,6 +121,10 @@ func TestHold(t *testing.T) {
 	}
 	stop()
 
+	// The percentage in force is the runtime's (GOGC when the test
+	// started), and GOGC is cleared so that Hold turns it off.
+	gogc := gcPercent()
+	t.Setenv("GOGC", "")
 	t.Setenv("GOMEMLIMIT", "")
 	stop = Hold(ctx, 32<<20)
 	for debug.SetMemoryLimit(-1) == prior {
@@ -139,27 +144,29 @@ func TestHold(t *testing.T) {
 	if got := debug.SetMemoryLimit(-1); got != prior {
 		t.Errorf("after stop: limit %d, want %d restored", got, prior)
 	}
-	if got := gcPercent(); got != 100 {
-		t.Errorf("after stop: GOGC %d, want 100 restored", got)
+	if got := gcPercent(); got != gogc {
+		t.Errorf("after stop: GOGC %d, want %d restored", got, gogc)
 	}
 
 	// GOGC set in the environment is the operator's: left as it is.
-	t.Setenv("GOGC", "100")
+	t.Setenv("GOGC", strconv.Itoa(gogc))
 	stop = Hold(ctx, 32<<20)
 	for debug.SetMemoryLimit(-1) == prior {
 		runtime.Gosched()
 	}
-	if got := gcPercent(); got != 100 {
-		t.Errorf("with GOGC set: GOGC %d, want 100 unchanged", got)
+	if got := gcPercent(); got != gogc {
+		t.Errorf("with GOGC set: GOGC %d, want %d unchanged", got, gogc)
 	}
 	stop()
 }
 
-// gcPercent reads the collector's percentage (GOGC; -1 when off).
+// gcPercent reads the collector's percentage (GOGC; -1 when off) without
+// setting it: reading it with debug.SetGCPercent would set it for a
+// moment, and undo a change Run makes in that moment.
 func gcPercent() int {
-	p := debug.SetGCPercent(100)
-	debug.SetGCPercent(p)
-	return p
+	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	metrics.Read(s)
+	return int(int64(s[0].Value.Uint64()))
 }
 
 // On a fragmented heap (every other small object freed, so that half of
