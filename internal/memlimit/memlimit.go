@@ -80,7 +80,10 @@ func Hold(ctx context.Context, target int64) (stop func()) {
 // Run holds the runtime's soft memory limit at Limit(target, Read()),
 // set again after every collection, until ctx ends; then it restores the
 // limit in force before and returns. Only one Run should be active at a
-// time: the limit is the process's.
+// time: the limit and the percentage are the process's, and each Run
+// restores what it found, so two overlapping Runs ended out of order can
+// leave the percentage off under a limit nobody follows any more (or, for
+// a moment as one ends while the other starts, off with no limit at all).
 //
 // While it runs, the collector's percentage (GOGC) is off unless GOGC is
 // set in the environment: the collector runs when the runtime's memory
