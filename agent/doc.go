@@ -79,7 +79,9 @@
 // success (canceled by any path, halted, its task failed) or is rewound to
 // a checkpoint, with what it recorded of the job ([Prompt.KeepSent]), at
 // least once: until its CancelJob succeeds, the record stays, and is given
-// to it again after a failure or a crash ([MaxCancelTries]). Each record
+// to it again after a failure or a crash, up to [MaxCancelTries] times,
+// after which it is given up and counted in the job's history
+// ([History.CancelsGivenUp]). Each record
 // given up to be canceled is kept apart ([Store.CanceledSent]; a model
 // gives one up itself with [Prompt.KeepSentCanceling]), so that none
 // takes another's place, up to [MaxCancelsPerJob] a job. A model wraps

@@ -239,6 +239,10 @@ type History struct {
 	// (a delegate's task it no longer goes on with) that were dropped
 	// past MaxCancelsPerJob: work the node does not cancel.
 	CancelsDropped int64 `json:"cancels_dropped,omitempty"`
+	// CancelsGivenUp counts the job's records of work elsewhere to
+	// cancel given up after MaxCancelTries tries its peer did not
+	// answer: work the node did not cancel, which may still run.
+	CancelsGivenUp int64 `json:"cancels_given_up,omitempty"`
 }
 
 // Manifest is a job's manifest in the shape of

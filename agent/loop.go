@@ -54,7 +54,15 @@ type jobRun struct {
 	// last step's read of the task (propose): the next call need not read
 	// the task again.
 	caught bool
+	// givenUp is the step the job's cancel gave up (its call stopped, or
+	// its answer left unacted on or unwritten), to be written with the
+	// job's end, CANCELED (see work); nil: none.
+	givenUp *Interaction
 }
+
+// endWriteTimeout bounds the write of a canceled job's end (its status and
+// the step it gave up), made once the job's own context is done.
+const endWriteTimeout = 30 * time.Second
 
 // work drives the job of taskID from its claim until it ends, waits for a
 // human, is canceled, or the node stops.
@@ -71,11 +79,21 @@ func (r *Runtime) work(ctx context.Context, cancel context.CancelCauseFunc, task
 	switch {
 	case errors.Is(cause, ErrCanceled):
 		if jr.j != nil {
-			bg := context.WithoutCancel(ctx)
+			// The job's context is done: the end is written on one of
+			// its own, bounded. The step given up goes with it, under
+			// its sequence: a write made again (a crash before the
+			// answer) replaces it, never adds a second.
+			bg, cancelWrite := context.WithTimeout(context.WithoutCancel(ctx), endWriteTimeout)
 			jr.j.Status, jr.j.Reason = Canceled, "the task was canceled"
-			if jr.save(bg, nil) == nil {
-				_ = r.cfg.Store.Settle(bg, taskID, Canceled) // the task says canceled already
+			if it := jr.givenUp; it != nil {
+				it.Response.NewStatus = Canceled
 			}
+			if err := jr.save(bg, jr.givenUp); err == nil {
+				_ = r.cfg.Store.Settle(bg, taskID, Canceled) // the task says canceled already
+			} else {
+				r.log.Warn("agent: the canceled job's end could not be written", "task", taskID, "err", err)
+			}
+			cancelWrite()
 		}
 		r.log.Info("agent: job canceled", "task", taskID)
 	case errors.Is(cause, ErrLeaseLost):
@@ -249,7 +267,17 @@ func (jr *jobRun) run(ctx context.Context, taskID string) error {
 		it, comp, err := jr.call(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil // canceled or stopping: the call is not recorded as the model's failure
+				// Canceled or stopping: the call is not recorded as the
+				// model's failure. Canceled, it is the step the job gave
+				// up, written with the job's end (see work); the node
+				// stopping, the step is made again when the job is taken
+				// up.
+				if it != nil && errors.Is(context.Cause(ctx), ErrCanceled) {
+					it.Response.Kind, it.Response.Status = KindCanceled, ResponseError
+					it.Response.Error = cut(r.redact("the task was canceled during the call: "+err.Error()), 1000)
+					jr.givenUp = it
+				}
+				return nil
 			}
 			if stop, err := jr.apiFailure(ctx, it, err); stop || err != nil {
 				return err
@@ -975,6 +1003,13 @@ func (jr *jobRun) propose(ctx context.Context, it *Interaction, ans *Answer) (bo
 	it.Response.NewStatus = j.Status
 	t, err := r.cfg.Tasks.Task(ctx, j.TaskID)
 	if err != nil || t.Status.State.Terminal() || ctx.Err() != nil {
+		if errors.Is(context.Cause(ctx), ErrCanceled) {
+			// Answered, paid for, not acted on: written with the job's
+			// end (see work).
+			it.Observation = &Observation{Outcome: ObsNone, Reason: "the task was canceled; the answer was not acted on"}
+			jr.givenUp = it
+			return true, nil
+		}
 		return true, err // canceled: no action of a canceled job runs
 	}
 	// The same read gives the job its task's messages it was missing, for
@@ -1620,6 +1655,11 @@ func (jr *jobRun) recordWith(ctx context.Context, it *Interaction, rp *RecoveryP
 	w, done := jr.prepare(it, rp)
 	err := jr.r.cfg.Store.Write(ctx, w)
 	done(err)
+	if err != nil && it != nil && errors.Is(context.Cause(ctx), ErrCanceled) {
+		// The job's cancel stopped the write: the step goes with the
+		// job's end (see work).
+		jr.givenUp = it
+	}
 	return err
 }
 

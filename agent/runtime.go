@@ -623,7 +623,8 @@ func (r *Runtime) cancelLeft(ctx context.Context) {
 // time, whichever process or pass comes first) and gives it to the
 // model's CancelJob on a goroutine of its own: the model's bound, not the
 // caller, waits. The record is forgotten once CancelJob succeeded, or
-// after its MaxCancelTries-th take failed; else it stays, taken again once
+// given up after its MaxCancelTries-th take failed (counted in the job's
+// history, Store.GiveUpCanceledSent); else it stays, taken again once
 // its take (Config.Lease) lapses. A record another holds already is no
 // error; a failed take leaves it.
 func (r *Runtime) cancelSent(ctx context.Context, c CanceledRecord) error {
@@ -646,6 +647,12 @@ func (r *Runtime) cancelSent(ctx context.Context, c CanceledRecord) error {
 			}
 			r.log.Warn("agent: the model's work elsewhere for the job was not canceled, and is given up",
 				"task", c.TaskID, "tries", tries, "err", err)
+			// The job's history counts it (cancels_given_up).
+			if _, err := r.cfg.Store.GiveUpCanceledSent(ctx, c.TaskID, c.Sent); err != nil {
+				r.log.Warn("agent: giving up the job's record of its work elsewhere; it is tried again once its take lapses",
+					"task", c.TaskID, "err", err)
+			}
+			return
 		}
 		if _, err := r.cfg.Store.ForgetCanceledSent(ctx, c.TaskID, c.Sent); err != nil {
 			r.log.Warn("agent: forgetting the job's record of its work elsewhere, canceled; it is canceled again once its take lapses",

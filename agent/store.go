@@ -407,6 +407,28 @@ func (s *Store) ForgetCanceledSent(ctx context.Context, taskID string, sent []by
 	return s.exec(ctx, "forget the record to cancel of", taskID, `DELETE FROM agent_sent_cancels WHERE task_id = ? AND sent = ?`, taskID, string(sent))
 }
 
+// GiveUpCanceledSent forgets sent, a record of the job of taskID given up
+// to be canceled, after its last try (MaxCancelTries) its peer did not
+// answer, and counts it in the job's history (cancels_given_up) in the
+// same write: work elsewhere the node did not cancel. It reports false,
+// counting nothing, when the job has no such record (another process
+// gave it up or forgot it first).
+func (s *Store) GiveUpCanceledSent(ctx context.Context, taskID string, sent []byte) (bool, error) {
+	var gone bool
+	err := s.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		n, err := sqldb.Affected(tx.ExecContext(ctx, s.d.Rebind(`DELETE FROM agent_sent_cancels WHERE task_id = ? AND sent = ?`), taskID, string(sent)))
+		if gone = n > 0; err != nil || !gone {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, s.d.Rebind(`UPDATE agent_jobs SET cancels_given_up = cancels_given_up + ? WHERE task_id = ?`), n, taskID)
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("agent: give up the record to cancel of job %s: %w", taskID, err)
+	}
+	return gone, nil
+}
+
 // Candidate is a job that waits for a claim.
 type Candidate struct{ TaskID, Requester string }
 
@@ -1261,12 +1283,12 @@ func (s *Store) History(ctx context.Context, taskID string) (*History, error) {
 	if its == nil {
 		its = []Interaction{}
 	}
-	var dropped int64
-	if err := s.db.R.QueryRowContext(ctx, s.d.Rebind(`SELECT cancels_dropped FROM agent_jobs WHERE task_id = ?`), taskID).Scan(&dropped); err != nil {
+	var dropped, givenUp int64
+	if err := s.db.R.QueryRowContext(ctx, s.d.Rebind(`SELECT cancels_dropped, cancels_given_up FROM agent_jobs WHERE task_id = ?`), taskID).Scan(&dropped, &givenUp); err != nil {
 		return nil, fmt.Errorf("agent: history of job %s: %w", taskID, err)
 	}
 	return &History{JobID: j.TaskID, CreatedAt: j.CreatedAt, Description: j.Description, Status: j.Status,
-		Interactions: its, RecoveryPoints: rps, CancelsDropped: dropped}, nil
+		Interactions: its, RecoveryPoints: rps, CancelsDropped: dropped, CancelsGivenUp: givenUp}, nil
 }
 
 // List returns the jobs in any of the statuses (all when none), oldest

@@ -791,7 +791,7 @@ func NewHTTP(key *identity.Key, address string, private bool, logger *slog.Logge
 // on the delegate, task ("": not known), sent on to, is canceled
 // (cancelTask), canceled (when not nil) is called once it was sent
 // tasks/cancel, saying whether the delegate answered, and the error says
-// so; a step stopped because the node
+// so (the job canceled: the canceled step's, in the job's history); a step stopped because the node
 // stops, or the job went to another process, leaves it at work, for the
 // step sent again when the job is taken up. When the task is not known
 // and learn is not nil (the step's message/send, which opens the task, is
@@ -831,8 +831,12 @@ func (d *Delegate) failed(outer, step context.Context, to client.Transport, job,
 	default:
 		switch {
 		case errors.Is(cause, agent.ErrCanceled):
+			// What became of the task is said in the error too: the
+			// job's history keeps it with the step given up.
 			d.EndJob(job)
-			cancelTask("the job was canceled")
+			if note := cancelTask("the job was canceled"); note != "" {
+				err = fmt.Errorf("%w; %s", err, note)
+			}
 		case outer.Err() != nil && to != nil:
 			d.log.Info("delegate: the step was stopped (the node stops, or the job went to another process); the job's task on the delegate is left at work, for the step sent again when the job is taken up",
 				"job", job, "step", seq, "task", task)

@@ -219,6 +219,14 @@ func (c *cli) printHistory(stores jobStores, format, id string) int {
 		fmt.Fprintf(c.stdout, "  %d %s to cancel work elsewhere (a delegate's task) dropped past the job's bound of %d: that work is not canceled by the node\n",
 			n, records, agent.MaxCancelsPerJob)
 	}
+	if n := h.CancelsGivenUp; n > 0 {
+		records := "records"
+		if n == 1 {
+			records = "record"
+		}
+		fmt.Fprintf(c.stdout, "  %d %s to cancel work elsewhere (a delegate's task) given up after %d tries the peer did not answer: that work was not canceled by the node, and may still run\n",
+			n, records, agent.MaxCancelTries)
+	}
 	// The waits of the job's task (input_required) go below the call
 	// after which they began: the call's new status is the job's when the
 	// call ended, and the job stopped for a human after it.

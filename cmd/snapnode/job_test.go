@@ -390,3 +390,62 @@ func newJob(t *testing.T, dir, id string) (*sqldb.DB, *agent.Store, *agent.Job, 
 	}
 	return db, st, j, t0
 }
+
+// The text history tells a step the job's cancel gave up (its kind,
+// canceled, and what became of the delegate's task, in its error) and how
+// many records to cancel work elsewhere were given up after their last
+// try: work the node did not cancel. The JSON history validates, and
+// replays.
+func TestJobHistoryTellsGivenUpCancels(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	db, st, j, t0 := newJob(t, dir, "job-gu")
+	if ok, err := st.Claim(ctx, "job-gu", "h1", t0, t0.Add(time.Hour)); err != nil || !ok {
+		t.Fatalf("Claim = %v, %v", ok, err)
+	}
+	if err := st.KeepSentCanceling(ctx, "job-gu", "h1", []byte("next"), []byte("work")); err != nil {
+		t.Fatal(err)
+	}
+	it := &agent.Interaction{Sequence: 0, Timestamp: t0.Add(time.Second), StateBefore: agent.Running,
+		Request:  agent.Request{Messages: []agent.ChatMessage{{Role: "system", Content: "s"}}, Metadata: agent.RequestMetadata{Role: "Worker", Phase: "work", Model: "delegate:d"}},
+		Response: agent.Response{Status: agent.ResponseError, Kind: agent.KindCanceled, NewStatus: agent.Canceled, Error: "the task was canceled during the call: delegate: context canceled; its task remote-1 on the delegate was canceled (tasks/cancel)"}}
+	j.Status, j.Reason = agent.Canceled, "the task was canceled"
+	if err := st.Write(ctx, agent.Save{Job: j, Interaction: it, Holder: "h1", Release: true}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := st.GiveUpCanceledSent(ctx, "job-gu", []byte("work")); err != nil || !ok {
+		t.Fatalf("GiveUpCanceledSent = %v, %v", ok, err)
+	}
+	db.Close()
+
+	var out, errOut bytes.Buffer
+	if code := run([]string{"job", "history", "--format", "text", "--data-dir", dir, "job-gu"}, strings.NewReader(""), &out, &errOut); code != exitOK {
+		t.Fatalf("job history: exit %d: %s", code, errOut.String())
+	}
+	for _, want := range []string{
+		"  1 record to cancel work elsewhere (a delegate's task) given up after 5 tries the peer did not answer: that work was not canceled by the node, and may still run\n",
+		"#0 10:00:01 RUNNING → CANCELED: canceled  (0.00s)\n    error: the task was canceled during the call: delegate: context canceled; its task remote-1 on the delegate was canceled (tasks/cancel)\n",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("job history --format text:\n%s\nwant %q", out.String(), want)
+		}
+	}
+	out.Reset()
+	if code := run([]string{"job", "history", "--format", "json", "--data-dir", dir, "job-gu"}, strings.NewReader(""), &out, &errOut); code != exitOK {
+		t.Fatalf("job history --format json: exit %d: %s", code, errOut.String())
+	}
+	var v any
+	if err := json.Unmarshal(out.Bytes(), &v); err != nil {
+		t.Fatal(err)
+	}
+	if err := schemas.JobHistory().Validate(v); err != nil {
+		t.Errorf("the history does not validate: %v", err)
+	}
+	if m, _ := v.(map[string]any); m["cancels_given_up"] != float64(1) {
+		t.Errorf("cancels_given_up = %v; want 1", m["cancels_given_up"])
+	}
+	out.Reset()
+	if code := run([]string{"job", "replay", "--data-dir", dir, "job-gu"}, strings.NewReader(""), &out, &errOut); code != exitOK {
+		t.Fatalf("job replay: exit %d: %s", code, errOut.String())
+	}
+}
