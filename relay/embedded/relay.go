@@ -395,9 +395,10 @@ type Relay struct {
 	store    *store
 	hub      *hub
 	upgrader websocket.Upgrader
-	bursts   sync.Pool // *[]byte: the WebSocket writers' burst buffers
-	frames   sync.Pool // *[]byte: the WebSocket writers' EVENT frames
-	info     []byte    // the NIP-11 document
+	bursts   sync.Pool   // *[]byte: the WebSocket writers' burst buffers
+	frames   sync.Pool   // *[]byte: the WebSocket writers' EVENT frames
+	reads    readBuffers // the WebSocket readers' message buffers
+	info     []byte      // the NIP-11 document
 	// pages is AllowedOrigins (SetAllowedOrigins changes it): an
 	// upgrade loads it once, and sees the old list or the new one whole.
 	pages atomic.Pointer[pagePolicy]

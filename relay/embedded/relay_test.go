@@ -1577,15 +1577,23 @@ func TestReadKeepsAtMostTheLimit(t *testing.T) {
 			for i := range in {
 				in[i] = byte('a' + i%26)
 			}
-			b, size, err := readLimited(bytes.NewReader(in), limit)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if size != int64(n) || !bytes.Equal(b, in[:min(n, limit+1)]) {
-				t.Fatalf("read %d bytes, kept %d, want %d read, the first %d kept", size, len(b), n, min(n, limit+1))
-			}
-			if cap(b) > limit+1 {
-				t.Fatalf("a message of %d bytes held a buffer of %d, past the limit %d", n, cap(b), limit+1)
+			// Without a buffer, and into one lent (see readBuffers).
+			for _, buf := range [][]byte{nil, make([]byte, readBufferSize)} {
+				b, size, err := readLimited(bytes.NewReader(in), limit, buf)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if size != int64(n) || !bytes.Equal(b, in[:min(n, limit+1)]) {
+					t.Fatalf("read %d bytes, kept %d, want %d read, the first %d kept", size, len(b), n, min(n, limit+1))
+				}
+				if cap(b) > limit+1 {
+					t.Fatalf("a message of %d bytes held a buffer of %d, past the limit %d", n, cap(b), limit+1)
+				}
+				// A message that fills the buffer moves before its end
+				// is seen.
+				if lent := buf != nil && len(b) > 0 && &b[0] == &buf[0]; lent != (buf != nil && n > 0 && n < len(buf)) {
+					t.Fatalf("a message of %d bytes read into the lent buffer of %d: %v", n, len(buf), lent)
+				}
 			}
 		})
 	}

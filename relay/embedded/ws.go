@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/netip"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -95,8 +96,8 @@ func (c *conn) recoverPanic() {
 
 // wsReadBuffer is the size of a client's read buffer, which it holds
 // while idle: room for a frame's header and a control frame (at most 125
-// bytes), and a small message whole; a larger message is read into its
-// own buffer directly (see readLimited).
+// bytes), and a small message whole; a larger message is read directly
+// into a buffer lent for it (see readLimited and readBuffers).
 const wsReadBuffer = 512
 
 // checkOrigin says why a WebSocket upgrade from a web page's origin is
@@ -200,12 +201,18 @@ func (t *wsTransport) readLoop() {
 	})
 	for {
 		typ, r, err := t.ws.NextReader()
+		// The buffer is borrowed once a message has come, and given back
+		// once it is handled: an idle reader, waiting in NextReader,
+		// holds none.
+		var buf *[]byte
 		var b []byte
 		var size int64
 		if err == nil {
-			b, size, err = readLimited(r, cfg.MaxMessageLength)
+			buf = c.r.reads.get()
+			b, size, err = readLimited(r, cfg.MaxMessageLength, *buf)
 		}
 		if err != nil {
+			c.r.reads.put(buf)
 			var ne net.Error
 			switch {
 			case errors.As(err, &ne) && ne.Timeout():
@@ -221,12 +228,15 @@ func (t *wsTransport) readLoop() {
 		}
 		_ = t.ws.SetReadDeadline(time.Now().Add(pongWait))
 		if typ != websocket.TextMessage {
+			c.r.reads.put(buf)
 			if c.notice("invalid: only text messages are supported") != nil {
 				return
 			}
 			continue
 		}
-		if err := t.handle(b, size); err != nil {
+		err = t.handle(b, size)
+		c.r.reads.put(buf) // nothing handle made keeps b: see parseMessage
+		if err != nil {
 			return
 		}
 	}
@@ -239,9 +249,16 @@ func (t *wsTransport) readLoop() {
 // Reading a message whole before refusing it held up to twice the limit
 // (more, in the slack of a growing buffer) for each connection sending
 // one.
-func readLimited(r io.Reader, limit int) ([]byte, int64, error) {
+//
+// What it keeps is read into buf (from its start) as far as buf's
+// capacity goes; a longer message moves to a buffer of its own, which
+// grows, so that buf is never more than written into.
+func readLimited(r io.Reader, limit int, buf []byte) ([]byte, int64, error) {
 	keep := limit + 1
-	b := make([]byte, 0, min(keep, 4096))
+	b := buf[:0:min(keep, cap(buf))]
+	if cap(b) == 0 {
+		b = make([]byte, 0, min(keep, readBufferSize))
+	}
 	for len(b) < keep {
 		if len(b) == cap(b) {
 			b = append(make([]byte, 0, min(2*cap(b), keep)), b...)
@@ -262,11 +279,47 @@ func readLimited(r io.Reader, limit int) ([]byte, int64, error) {
 	return b, int64(len(b)) + rest, nil
 }
 
+// readBufferSize is the size of the buffers readBuffers lends: a small
+// message's whole, most of what a node's peer sends.
+const readBufferSize = 4096
+
+// readBuffers lends the WebSocket readers a buffer to read a message
+// into, for as long as it is handled. Before, each message took a new
+// buffer of up to 4 KiB: a quarter of all the bytes a node allocated for
+// a peer's request. Pooled buffers are let go by the collector as any
+// pool's (two collections unused), so idle connections do not keep them.
+type readBuffers struct{ pool sync.Pool }
+
+// get lends a buffer of readBufferSize bytes.
+func (p *readBuffers) get() *[]byte {
+	if bp, _ := p.pool.Get().(*[]byte); bp != nil {
+		return bp
+	}
+	b := make([]byte, readBufferSize)
+	return &b
+}
+
+// put takes back a buffer get lent (nil is ignored). Whoever read into
+// it must keep nothing of its bytes.
+func (p *readBuffers) put(bp *[]byte) {
+	if bp != nil {
+		p.pool.Put(bp)
+	}
+}
+
 // handle parses and acts on one message, b, of size bytes (of which b
 // keeps at most the limit and one: see readLimited); an error means the
 // connection is closed.
 func (t *wsTransport) handle(b []byte, size int64) error {
-	lim := &t.c.r.lim
+	return t.c.process(parseMessage(b, size, &t.c.r.lim))
+}
+
+// parseMessage parses one message, b, of size bytes (see handle). What
+// it returns keeps none of b's bytes (every string in it is a copy,
+// every refusal's text formatted anew), so that the reader lends b again
+// once the message is handled (see readBuffers; TestParseKeepsNothing
+// holds it to that).
+func parseMessage(b []byte, size int64, lim *limits) (*clientMessage, error) {
 	var m *clientMessage
 	var err error
 	if size > int64(lim.maxMessageLength) {
@@ -282,7 +335,7 @@ func (t *wsTransport) handle(b []byte, size int64) error {
 			err = okFalse(id, "%s", r.msg)
 		}
 	}
-	return t.c.process(m, err)
+	return m, err
 }
 
 func (t *wsTransport) sendsJSON() bool { return true }
