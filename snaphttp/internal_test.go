@@ -44,3 +44,31 @@ func TestReadAllKeepsItsLength(t *testing.T) {
 		}
 	}
 }
+
+// A WebSocket message is read into a buffer lent for the read, and the
+// request keeps a copy of its own: a message read after it, into the
+// same lent buffer, changes nothing of it, and what it keeps holds about
+// its own length of memory, as readAll's (BodyMemory counts only that
+// once it is read).
+func TestReadWebSocketKeepsACopy(t *testing.T) {
+	s := &Server{cfg: Config{MaxBody: 256 << 10}}
+	for _, n := range []int{0, 1, 100, wsMessageBuffer - 1, wsMessageBuffer, wsMessageBuffer + 1, 100 << 10, 256 << 10} {
+		first := strings.Repeat("a", n)
+		b, err := s.readWebSocket(strings.NewReader(first))
+		if err != nil || string(b) != first {
+			t.Fatalf("%d bytes: read %d, %v", n, len(b), err)
+		}
+		// As little as readAll's, within the allocator's size classes.
+		if all, _ := readAll(strings.NewReader(first), 256<<10); cap(b) > cap(all) {
+			t.Errorf("%d bytes held in a buffer of %d, readAll's %d", n, cap(b), cap(all))
+		}
+		for range 3 { // the pool may drop a buffer (it does, at random, under -race)
+			if _, err := s.readWebSocket(strings.NewReader(strings.Repeat("z", n))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if string(b) != first {
+			t.Fatalf("%d bytes: the message changed once the next was read: %.40q…", n, b)
+		}
+	}
+}

@@ -247,15 +247,26 @@ func (s *Server) refuseTooLarge(w http.ResponseWriter) {
 // read with room for the largest (size is MaxBody), keeps only its own
 // length of BodyMemory once read, and so must hold no more memory.
 func readAll(r io.Reader, size int64) ([]byte, error) {
-	b, err := readInto(r, size)
+	return fit(readInto(r, size, nil))
+}
+
+// fit is b, or a copy of it when its buffer holds much more than its
+// length (see readAll).
+func fit(b []byte, err error) ([]byte, error) {
 	if err == nil && cap(b)-len(b) > len(b)/8+64 {
 		b = bytes.Clone(b)
 	}
 	return b, err
 }
 
-func readInto(r io.Reader, size int64) ([]byte, error) {
-	b := make([]byte, 0, min(size, 512<<10)+1)
+// readInto reads r to its end into b, from its start, and past its
+// capacity into a buffer that grows as readAll's; a nil b is first a
+// buffer with room for size bytes (up to 512 KiB).
+func readInto(r io.Reader, size int64, b []byte) ([]byte, error) {
+	if b == nil {
+		b = make([]byte, 0, min(size, 512<<10)+1)
+	}
+	b = b[:0]
 	for {
 		if len(b) == cap(b) {
 			grown := make([]byte, len(b), min(2*int64(cap(b)), size+1))

@@ -255,6 +255,7 @@ type Server struct {
 	tcp      atomic.Pointer[peercap.Listener]
 	card     *cardSigner
 	upgrader websocket.Upgrader
+	wsReads  sync.Pool // *[]byte: the WebSocket readers' message buffers
 	started  time.Time
 	// pages is AllowedOrigins (SetAllowedOrigins changes it), hosts
 	// AllowedHosts (SetAllowedHosts): a request loads each once, and
@@ -315,8 +316,8 @@ func New(cfg Config) (*Server, error) {
 		WriteBufferPool: new(sync.Pool),
 		// Its own small read buffer, in place of the HTTP server's
 		// 4 KiB one: it holds frame headers and control frames, and a
-		// message's payload larger than it is read into the message
-		// directly (see readAll).
+		// message's payload larger than it is read directly into a
+		// buffer lent for the read (see readWebSocket).
 		ReadBufferSize:   wsReadBuffer,
 		HandshakeTimeout: cfg.WriteTimeout,
 		CheckOrigin:      s.webSocketOrigin,

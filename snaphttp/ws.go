@@ -1,8 +1,10 @@
 package snaphttp
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -294,7 +296,7 @@ func (wc *wsConn) readMessage() (data []byte, binary bool, err error) {
 	if err := s.bodies.acquire(wc.ctx, wc.key, s.cfg.MaxBody); err != nil {
 		return nil, false, err
 	}
-	data, err = readAll(r, s.cfg.MaxBody)
+	data, err = s.readWebSocket(r)
 	if err != nil {
 		s.bodies.release(wc.key, s.cfg.MaxBody)
 		return nil, false, err
@@ -302,6 +304,36 @@ func (wc *wsConn) readMessage() (data []byte, binary bool, err error) {
 	s.bodies.shrink(wc.key, s.cfg.MaxBody-int64(len(data)))
 	return data, false, nil
 }
+
+// readWebSocket reads a WebSocket message of at most MaxBody bytes into
+// a buffer of wsMessageBuffer bytes borrowed for the read, and returns a
+// copy of its own length, which the request keeps (queued, then given to
+// the Handler); a longer message is read on into a buffer of its own, as
+// readAll reads. Before, each message was read into a buffer with room
+// for MaxBody (256 KiB by default), then copied: a quarter of a MiB
+// allocated for every request, however small. An idle WebSocket holds no
+// buffer: it is borrowed once a message has come.
+func (s *Server) readWebSocket(r io.Reader) ([]byte, error) {
+	bp, _ := s.wsReads.Get().(*[]byte)
+	if bp == nil {
+		b := make([]byte, wsMessageBuffer)
+		bp = &b
+	}
+	defer s.wsReads.Put(bp)
+	lent := (*bp)[:0:min(int64(len(*bp)), s.cfg.MaxBody+1)]
+	b, err := readInto(r, s.cfg.MaxBody, lent)
+	if err != nil {
+		return nil, err
+	}
+	if cap(b) <= cap(lent) { // still the lent buffer: it grows only larger
+		return bytes.Clone(b), nil
+	}
+	return fit(b, nil)
+}
+
+// wsMessageBuffer is the size of the buffers the WebSocket readers borrow
+// to read a message (see readWebSocket): a small request's whole.
+const wsMessageBuffer = 4096
 
 // write writes the queued frames and the pings until the queue closes.
 // After a failure it only drains the queue.
