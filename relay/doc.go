@@ -31,11 +31,17 @@
 // subscription across relays and reconnects, in a set bounded in size and
 // age. When a connection comes back, each subscription that relay had
 // already served (EOSE) is sent again with since = max(original since,
-// last seen created_at − ResubscribeSkew), so events published during the
-// gap arrive, once.
+// the last created_at that relay brought − ResubscribeSkew), so events
+// published during the gap arrive, once. Each relay resumes from its own
+// last event, not from the newest any relay brought: a relay that was
+// away may hold events, published to it alone, older than those the
+// others delivered meanwhile. A relay that brought no event yet is asked
+// with the original filter.
 //
-// Everything is bounded: the dedupe set, each connection's queues, and
-// each subscription's buffer. A subscription whose reader lets its buffer
+// Everything is bounded: the dedupe set, each connection's queues, each
+// subscription's buffer, its resume points (one a relay) and the ids it
+// keeps past the dedupe set's age for relays that may resend them
+// (DedupeSize at most). A subscription whose reader lets its buffer
 // fill is given SlowConsumerTimeout to make room, then ended alone with
 // ErrSlowConsumer; the others are held up at most that long.
 //

@@ -73,17 +73,17 @@ type PoolConfig struct {
 	// once a connection has stayed up for BackoffMax, so a relay that
 	// accepts and at once drops connections keeps backing off.
 	BackoffBase, BackoffMax time.Duration
-	// ResubscribeSkew: after a reconnect, subscriptions resume from the
-	// last seen created_at minus this (default 10 s), so nothing published
-	// during the gap is lost.
+	// ResubscribeSkew: after a reconnect, subscriptions resume on that
+	// relay from the last created_at it brought minus this (default
+	// 10 s), so nothing published during the gap is lost.
 	ResubscribeSkew time.Duration
 	// DedupeSize and DedupeTTL bound the cross-relay event-id dedupe set
 	// of live subscriptions (defaults 100,000 ids, 10 minutes — at least
 	// the SNAP replay window).
 	DedupeSize int
 	DedupeTTL  time.Duration
-	// Now is the clock (default time.Now): dedupe expiry, the resume point
-	// of subscriptions, health times.
+	// Now is the clock (default time.Now): dedupe expiry, the resume
+	// points of subscriptions, health times.
 	Now func() time.Time
 	// Dial opens one relay connection; default DialWebsocket.
 	Dial func(ctx context.Context, url string) (Conn, error)

@@ -327,12 +327,13 @@ func TestPoolIntegrationRelayRestart(t *testing.T) {
 	default:
 	}
 
-	// The subscriber reconnects and resumes from the last created_at it
-	// saw (e2's) minus the skew: A sends e1 again and e3; only e3 is new.
+	// The subscriber reconnects and resumes A from the last created_at A
+	// brought (e1's; e2 came from B) minus the skew: A sends e1 again
+	// and e3; only e3 is new.
 	cut.Store(false)
 	expect(e3)
-	if got := a.lastReq(); got.Since == nil || *got.Since != e2.CreatedAt-10 {
-		t.Fatalf("resubscribed to A with since %v, want %d", got.Since, e2.CreatedAt-10)
+	if got := a.lastReq(); got.Since == nil || *got.Since != e1.CreatedAt-10 {
+		t.Fatalf("resubscribed to A with since %v, want %d", got.Since, e1.CreatedAt-10)
 	}
 	// A's copy of e1 came back too (and was dropped as a duplicate).
 	itWaitFor(t, "A to resend e1", func() bool { return ptStatus(sp, a.url).EventsReceived == 3 })

@@ -348,6 +348,11 @@ func (r *poolRelay) accept(s *Subscription, ev *nostr.Event, verified bool) {
 	}
 	if s.seenBefore(id) { // cheap: skip verifying what another relay brought
 		r.duplicate.Add(1)
+		// This relay has it too: its own resume point moves on. Its
+		// created_at is not checked here, but a forged one moves only
+		// this relay's own point, and a relay may withhold events
+		// anyway.
+		s.noteSeen(r.idx, ev.CreatedAt)
 		return
 	}
 	// The filter before the id's hash and the signature: a relay that
@@ -372,7 +377,7 @@ func (r *poolRelay) accept(s *Subscription, ev *nostr.Event, verified bool) {
 			return
 		}
 	}
-	s.noteSeen(ev.CreatedAt)
+	s.noteSeen(r.idx, ev.CreatedAt)
 	if !s.firstSight(id, ev.CreatedAt) { // another relay's copy came meanwhile
 		r.duplicate.Add(1)
 		return

@@ -925,3 +925,66 @@ func TestPoolNoRedeliveryAfterOutageLongerThanTTL(t *testing.T) {
 		}
 	})
 }
+
+// Each relay resumes from the newest event it brought itself, duplicates
+// of what another relay delivered first included; one that brought
+// nothing is asked with the subscription's own filter. What the others
+// delivered during a relay's outage, longer than the dedupe TTL, and that
+// relay sends again on its return is not delivered twice.
+func TestPoolResumesEachRelayFromItsOwnPoint(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newPTNet()
+		p := newPTPool(t, n, PoolConfig{URLs: []string{"ws://a", "ws://b", "ws://c"}, DedupeTTL: time.Minute})
+		since := ptNow() - 3600
+		f := ptFilter()
+		f.Since, f.Limit = &since, 50
+		sub, _ := p.Subscribe(t.Context(), f)
+		synctest.Wait()
+		a, b, c := n.last(t, "ws://a"), n.last(t, "ws://b"), n.last(t, "ws://c")
+		for _, conn := range []*ptConn{a, b, c} {
+			conn.eose(sub.wireID)
+		}
+		e1 := ptEvent(t, ptNow()-100, "e1")
+		a.event(sub.wireID, e1)
+		ptRecv(t, sub)
+		b.event(sub.wireID, e1) // a duplicate, and B's own point
+		synctest.Wait()
+
+		// B goes away for five minutes; A delivers newer events.
+		n.setFail("ws://b", errors.New("down"))
+		b.drop(errors.New("reset"))
+		var during []*nostr.Event
+		for i := range 3 {
+			ev := ptEvent(t, ptNow()-50+nostr.Timestamp(i), fmt.Sprintf("during %d", i))
+			a.event(sub.wireID, ev)
+			ptRecv(t, sub)
+			during = append(during, ev)
+		}
+		time.Sleep(5 * time.Minute)
+		n.setFail("ws://b", nil)
+		time.Sleep(8 * time.Second)
+		synctest.Wait()
+		b2 := n.last(t, "ws://b")
+		if got := b2.lastReq(t, sub.wireID); got.Since == nil || *got.Since != e1.CreatedAt-10 || got.Limit != 0 {
+			t.Fatalf("B resubscribed with %v, want since its own last event %d − 10 s", got, e1.CreatedAt)
+		}
+		// B sends what A delivered meanwhile, and what only it holds.
+		mine := ptEvent(t, e1.CreatedAt+5, "on B alone")
+		for _, ev := range during {
+			b2.event(sub.wireID, ev)
+		}
+		b2.event(sub.wireID, mine)
+		if ev := ptRecv(t, sub); ev.ID != mine.ID {
+			t.Fatalf("got %q, want B's own", ev.Content)
+		}
+		ptNone(t, sub)
+
+		// C brought nothing: asked with the filter as given.
+		c.drop(errors.New("reset"))
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if got := n.last(t, "ws://c").lastReq(t, sub.wireID); !nostr.FilterEqual(got, f) || got.Limit != 50 {
+			t.Fatalf("C resubscribed with %v, want the filter as given %v", got, f)
+		}
+	})
+}

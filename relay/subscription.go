@@ -37,15 +37,24 @@ type Subscription struct {
 	doneOnce sync.Once
 	err      error // set before done is closed
 
-	mu       sync.Mutex
-	stopCtx  func() bool  // stops the context.AfterFunc that ends s
-	pending  map[int]bool // relays whose EOSE is awaited
-	awaited  int          // relays awaited at first
-	served   map[int]bool // relays that sent EOSE: later REQs resume from lastSeen
-	lastSeen nostr.Timestamp
-	// tail holds the ids delivered with created_at ≥ lastSeen − skew,
-	// which a relay resends after a reconnect. It outlives DedupeTTL, so
-	// an outage longer than the TTL does not redeliver them.
+	mu      sync.Mutex
+	stopCtx func() bool  // stops the context.AfterFunc that ends s
+	pending map[int]bool // relays whose EOSE is awaited
+	awaited int          // relays awaited at first
+	served  map[int]bool // relays that sent EOSE: later REQs resume from their lastSeen
+	// lastSeen holds, by relay index, the newest created_at (at most
+	// now) of the events that relay brought, 0 if none yet: each relay
+	// resumes from its own, since a relay that was away may hold events
+	// older than what the others delivered meanwhile. One entry a relay.
+	lastSeen []nostr.Timestamp
+	// floor is the oldest resume point: the least lastSeen set, minus
+	// the skew (0 while none is set).
+	floor nostr.Timestamp
+	// tail holds the ids delivered with created_at ≥ floor, which a
+	// relay resends after a reconnect. It outlives DedupeTTL, so an
+	// outage longer than the TTL does not redeliver them; it holds at
+	// most DedupeSize ids (past them, only the dedupe set, bounded in
+	// age, keeps a relay's resent events from being delivered again).
 	tail      map[[32]byte]nostr.Timestamp
 	eoseTimer *time.Timer
 }
@@ -138,11 +147,12 @@ func (s *Subscription) relayDone(idx int, eose bool) {
 
 // reqFilter is the filter to send to relay idx: the original one the
 // first time, and after a reconnect the original with since moved to the
-// last created_at seen minus the skew (and no limit: the whole gap is
-// wanted).
+// last created_at that relay brought minus the skew (and no limit: the
+// whole gap is wanted). A relay that brought nothing yet is sent the
+// original filter again.
 func (s *Subscription) reqFilter(idx int) nostr.Filter {
 	s.mu.Lock()
-	served, last := s.served[idx], s.lastSeen
+	served, last := s.served[idx], s.lastSeen[idx]
 	s.mu.Unlock()
 	f := s.filter.Clone()
 	if !served || last == 0 {
@@ -156,18 +166,31 @@ func (s *Subscription) reqFilter(idx int) nostr.Filter {
 	return f
 }
 
-// noteSeen moves the resume point. A created_at in the future counts as
-// now, so a forged far-future event cannot make resubscriptions skip what
-// comes before it.
-func (s *Subscription) noteSeen(at nostr.Timestamp) {
+// noteSeen moves the resume point of relay idx, which brought an event
+// created at at. A created_at in the future counts as now, so a forged
+// far-future event cannot make resubscriptions skip what comes before it.
+func (s *Subscription) noteSeen(idx int, at nostr.Timestamp) {
 	at = min(at, nostr.Timestamp(s.p.cfg.Now().Unix()))
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if at <= s.lastSeen {
+	if at <= s.lastSeen[idx] {
 		return
 	}
-	s.lastSeen = at
-	floor := at - s.p.skew()
+	s.lastSeen[idx] = at
+	var least nostr.Timestamp
+	for _, t := range s.lastSeen {
+		if t > 0 && (least == 0 || t < least) {
+			least = t
+		}
+	}
+	// A relay's first event may lower the floor: from then on the tail
+	// keeps what that relay may resend.
+	floor := max(least-s.p.skew(), 0)
+	raised := floor > s.floor
+	s.floor = floor
+	if !raised {
+		return
+	}
 	for id, t := range s.tail {
 		if t < floor {
 			delete(s.tail, id)
@@ -193,7 +216,7 @@ func (s *Subscription) firstSight(id [32]byte, at nostr.Timestamp) bool {
 	if _, ok := s.tail[id]; ok {
 		return false
 	}
-	if at >= s.lastSeen-s.p.skew() && len(s.tail) < s.p.cfg.DedupeSize {
+	if at >= s.floor && len(s.tail) < s.p.cfg.DedupeSize {
 		s.tail[id] = at
 	}
 	return true
@@ -331,9 +354,12 @@ func (s *Subscription) setAside(ev *nostr.Event) {
 // verified (unverifiable events are dropped and counted in Health), and
 // each re-checked against f, since some relays ignore multi-letter tag
 // filters on live subscriptions. After a reconnect, a relay that had sent
-// EOSE is asked again with since = max(f.Since, last seen created_at −
-// ResubscribeSkew). The subscription ends when ctx ends, on Close, when
-// the pool closes, or under the slow-consumer policy (see Pool).
+// EOSE is asked again with since = max(f.Since, the last created_at that
+// relay brought − ResubscribeSkew), or with f if it brought none: each
+// relay from its own point, so that events published to it alone while it
+// was away are not skipped for newer ones the others delivered. The
+// subscription ends when ctx ends, on Close, when the pool closes, or
+// under the slow-consumer policy (see Pool).
 func (p *Pool) Subscribe(ctx context.Context, f nostr.Filter) (*Subscription, error) {
 	return p.subscribe(ctx, f, false, nil, Gate{})
 }
@@ -366,9 +392,9 @@ type Gate struct {
 	// with neither its id nor its signature checked: the subscriber must
 	// verify it (Verifier.Verify) before acting on it. Such an event is
 	// not marked delivered (a copy from another relay is offered again)
-	// and does not move the resume point. Aside is called as take is: one
-	// event at a time, never after the subscription has ended, and it
-	// must not block.
+	// and does not move its relay's resume point. Aside is called as take
+	// is: one event at a time, never after the subscription has ended,
+	// and it must not block.
 	Aside func(*nostr.Event)
 }
 
@@ -396,18 +422,19 @@ func (p *Pool) subscribe(ctx context.Context, f nostr.Filter, query bool, take f
 		buffer = 0 // take gets the events; the channel is only closed
 	}
 	s := &Subscription{
-		p:       p,
-		serial:  p.serial,
-		wireID:  "snap-" + strconv.FormatUint(p.serial, 36),
-		filter:  f.Clone(),
-		events:  make(chan *nostr.Event, buffer),
-		take:    take,
-		gate:    gate,
-		eose:    make(chan struct{}),
-		done:    make(chan struct{}),
-		pending: map[int]bool{},
-		served:  map[int]bool{},
-		tail:    map[[32]byte]nostr.Timestamp{},
+		p:        p,
+		serial:   p.serial,
+		wireID:   "snap-" + strconv.FormatUint(p.serial, 36),
+		filter:   f.Clone(),
+		events:   make(chan *nostr.Event, buffer),
+		take:     take,
+		gate:     gate,
+		eose:     make(chan struct{}),
+		done:     make(chan struct{}),
+		pending:  map[int]bool{},
+		served:   map[int]bool{},
+		lastSeen: make([]nostr.Timestamp, len(p.relays)),
+		tail:     map[[32]byte]nostr.Timestamp{},
 	}
 	if query {
 		s.local = map[[32]byte]struct{}{}

@@ -720,7 +720,7 @@ func (in *Inbox) answer(ctx context.Context, req *nostr.Event, resp *snap.Messag
 }
 
 // done records a stored request as processed. A created_at in the future
-// counts as now, as the subscription's resume point does: the checkpoint's
+// counts as now, as the pool's resume points do: the checkpoint's
 // newest is where the next start subscribes from, so a forged far-future
 // event would otherwise have it miss every request dated before.
 //

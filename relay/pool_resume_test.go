@@ -1,0 +1,174 @@
+package relay_test
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/relay"
+	"github.com/snapnode/snapnode/relay/embedded"
+)
+
+// serveEmbedded serves an embedded relay, in memory, on a loopback socket
+// until the test ends, and returns its URL.
+func serveEmbedded(t *testing.T) string {
+	t.Helper()
+	rel, err := embedded.New(embedded.Config{DBPath: ":memory:", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- rel.Serve(ctx, ln) }()
+	t.Cleanup(func() { stop(); <-served; rel.Close() })
+	return embedded.WebSocketURL(ln.Addr())
+}
+
+// resumePool is a started pool on urls, closed when the test ends.
+func resumePool(t *testing.T, urls []string, dial func(context.Context, string) (relay.Conn, error)) *relay.Pool {
+	p := relay.NewPool(relay.PoolConfig{URLs: urls, Dial: dial, Logger: slog.New(slog.DiscardHandler),
+		BackoffBase: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond})
+	p.Start(t.Context())
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+func resumeStatus(p *relay.Pool, url string) relay.RelayStatus {
+	for _, s := range p.Health() {
+		if s.URL == url {
+			return s
+		}
+	}
+	return relay.RelayStatus{}
+}
+
+// waitUntil polls cond: over real sockets there is no fake clock to drive.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Each relay resumes from the last event it brought itself. Relay B's
+// connection drops (as a half-open connection is found dead, a minute
+// late); a stored request was published on B alone just before, and
+// never reached the subscriber; relay A meanwhile delivers newer events.
+// When B is back, it must be asked for what it holds since its own last
+// event, not since A's: before, the resume point was the newest event
+// from any relay, and the request was never delivered.
+func TestPoolResumesEachRelayFromItsOwnLastEvent(t *testing.T) {
+	aURL, bURL := serveEmbedded(t), serveEmbedded(t)
+	var cut atomic.Bool // the subscriber cannot reach B
+	var mu sync.Mutex
+	var toB relay.Conn // the subscriber's connection to B
+	sp := resumePool(t, []string{aURL, bURL}, func(ctx context.Context, url string) (relay.Conn, error) {
+		if url == bURL && cut.Load() {
+			return nil, net.ErrClosed
+		}
+		c, err := relay.DialWebsocket(ctx, url)
+		if err == nil && url == bURL {
+			mu.Lock()
+			toB = c
+			mu.Unlock()
+		}
+		return c, err
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+
+	agent, err := identity.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	requester, err := identity.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := nostr.Timestamp(time.Now().Unix())
+	since := now - 600
+	sub, err := sp.Subscribe(ctx, nostr.Filter{Kinds: []int{relay.KindMessage},
+		Tags: nostr.TagMap{"p": {agent.NostrPublicKey()}}, Since: &since})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-sub.EOSE():
+	case <-ctx.Done():
+		t.Fatal("no EOSE")
+	}
+
+	onA, onB := resumePool(t, []string{aURL}, nil), resumePool(t, []string{bURL}, nil)
+	waitUntil(t, "publishers connected", func() bool {
+		return resumeStatus(onA, aURL).State == relay.StateConnected && resumeStatus(onB, bURL).State == relay.StateConnected
+	})
+	request := func(at nostr.Timestamp, content string) *nostr.Event {
+		ev := &nostr.Event{Kind: relay.KindMessage, CreatedAt: at, Content: content,
+			Tags: nostr.Tags{{"p", agent.NostrPublicKey()}}}
+		if err := relay.SignEvent(requester, ev); err != nil {
+			t.Fatal(err)
+		}
+		return ev
+	}
+	publish := func(p *relay.Pool, ev *nostr.Event) {
+		t.Helper()
+		if _, err := p.Publish(ctx, *ev); err != nil {
+			t.Fatalf("publish %q: %v", ev.Content, err)
+		}
+	}
+	expect := func(want *nostr.Event) {
+		t.Helper()
+		select {
+		case ev, ok := <-sub.Events():
+			if !ok {
+				t.Fatalf("subscription ended: %v", sub.Err())
+			}
+			if ev.ID != want.ID {
+				t.Fatalf("got %q, want %q", ev.Content, want.Content)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%q not delivered", want.Content)
+		}
+	}
+
+	// e1 reaches the subscriber from both relays.
+	e1 := request(now-120, "e1: on both relays")
+	publish(onA, e1)
+	publish(onB, e1)
+	expect(e1)
+	waitUntil(t, "e1 from B", func() bool { return resumeStatus(sp, bURL).EventsReceived == 1 })
+
+	// B's connection drops, and stays away.
+	cut.Store(true)
+	mu.Lock()
+	toB.Close()
+	mu.Unlock()
+	waitUntil(t, "B seen down", func() bool { return resumeStatus(sp, bURL).State != relay.StateConnected })
+
+	// A request stored on B alone, from just before the drop; A goes on
+	// delivering newer events.
+	lost := request(now-30, "published on B alone")
+	publish(onB, lost)
+	e2 := request(now, "e2: on A, newer")
+	publish(onA, e2)
+	expect(e2)
+
+	// B comes back: the request is delivered.
+	cut.Store(false)
+	expect(lost)
+}
