@@ -212,20 +212,12 @@ func (c *cli) printHistory(stores jobStores, format, id string) int {
 	}
 	fmt.Fprintf(c.stdout, "job %s (%s), created %s\n", h.JobID, h.Status, h.CreatedAt.Format("2006-01-02 15:04:05"))
 	if n := h.CancelsDropped; n > 0 {
-		records := "records"
-		if n == 1 {
-			records = "record"
-		}
-		fmt.Fprintf(c.stdout, "  %d %s to cancel work elsewhere (a delegate's task) dropped past the job's bound of %d: that work is not canceled by the node\n",
-			n, records, agent.MaxCancelsPerJob)
+		fmt.Fprintf(c.stdout, "  %s to cancel work elsewhere (a delegate's task) dropped past the job's bound of %d: that work is not canceled by the node\n",
+			cancelRecords(n), agent.MaxCancelsPerJob)
 	}
 	if n := h.CancelsGivenUp; n > 0 {
-		records := "records"
-		if n == 1 {
-			records = "record"
-		}
-		fmt.Fprintf(c.stdout, "  %d %s to cancel work elsewhere (a delegate's task) given up after %d tries the peer did not answer: that work was not canceled by the node, and may still run\n",
-			n, records, agent.MaxCancelTries)
+		fmt.Fprintf(c.stdout, "  %s to cancel work elsewhere (a delegate's task) given up after %d tries the peer did not answer: that work was not canceled by the node, and may still run\n",
+			cancelRecords(n), agent.MaxCancelTries)
 	}
 	// The waits of the job's task (input_required) go below the call
 	// after which they began: the call's new status is the job's when the
@@ -267,6 +259,14 @@ func (c *cli) printHistory(stores jobStores, format, id string) int {
 		}
 	}
 	return exitOK
+}
+
+// cancelRecords is n followed by "record", or "records" unless n is 1.
+func cancelRecords(n int64) string {
+	if n == 1 {
+		return "1 record"
+	}
+	return fmt.Sprintf("%d records", n)
 }
 
 // wait is a time a job's task spent in input_required, waiting for a
