@@ -352,8 +352,18 @@ func TestJobHistoryTellsDroppedCancels(t *testing.T) {
 	if want := "  2 records to cancel work elsewhere (a delegate's task) dropped past the job's bound of 16: that work is not canceled by the node\n"; !strings.Contains(out.String(), want) {
 		t.Errorf("job history --format text:\n%s\nwant %q", out.String(), want)
 	}
-	out.Reset()
-	if code := run([]string{"job", "history", "--format", "json", "--data-dir", dir, "job-drop"}, strings.NewReader(""), &out, &errOut); code != exitOK {
+	if m := historyJSON(t, dir, "job-drop"); m["cancels_dropped"] != float64(2) {
+		t.Errorf("cancels_dropped = %v; want 2", m["cancels_dropped"])
+	}
+}
+
+// historyJSON runs job history --format json on the job id in dir and
+// returns the history: it fails the test unless the command succeeds
+// with JSON, and reports an error unless the history validates.
+func historyJSON(t *testing.T, dir, id string) map[string]any {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	if code := run([]string{"job", "history", "--format", "json", "--data-dir", dir, id}, strings.NewReader(""), &out, &errOut); code != exitOK {
 		t.Fatalf("job history --format json: exit %d: %s", code, errOut.String())
 	}
 	var v any
@@ -363,9 +373,8 @@ func TestJobHistoryTellsDroppedCancels(t *testing.T) {
 	if err := schemas.JobHistory().Validate(v); err != nil {
 		t.Errorf("the history does not validate: %v", err)
 	}
-	if m, _ := v.(map[string]any); m["cancels_dropped"] != float64(2) {
-		t.Errorf("cancels_dropped = %v; want 2", m["cancels_dropped"])
-	}
+	m, _ := v.(map[string]any)
+	return m
 }
 
 // newJob opens the node database of dir and its job store, and makes in
@@ -430,18 +439,7 @@ func TestJobHistoryTellsGivenUpCancels(t *testing.T) {
 			t.Errorf("job history --format text:\n%s\nwant %q", out.String(), want)
 		}
 	}
-	out.Reset()
-	if code := run([]string{"job", "history", "--format", "json", "--data-dir", dir, "job-gu"}, strings.NewReader(""), &out, &errOut); code != exitOK {
-		t.Fatalf("job history --format json: exit %d: %s", code, errOut.String())
-	}
-	var v any
-	if err := json.Unmarshal(out.Bytes(), &v); err != nil {
-		t.Fatal(err)
-	}
-	if err := schemas.JobHistory().Validate(v); err != nil {
-		t.Errorf("the history does not validate: %v", err)
-	}
-	if m, _ := v.(map[string]any); m["cancels_given_up"] != float64(1) {
+	if m := historyJSON(t, dir, "job-gu"); m["cancels_given_up"] != float64(1) {
 		t.Errorf("cancels_given_up = %v; want 1", m["cancels_given_up"])
 	}
 	out.Reset()
