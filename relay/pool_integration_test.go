@@ -219,6 +219,13 @@ func itPool(t *testing.T, urls []string, dial func(context.Context, string) (Con
 	return p
 }
 
+// StartedPool and WaitFor are itPool and itWaitFor for the tests of
+// package relay_test (over relay/embedded, which imports this package).
+var (
+	StartedPool = itPool
+	WaitFor     = itWaitFor
+)
+
 // TestPoolIntegrationRelayRestart runs the pool over real websockets
 // against two relays, kills one mid-run and restarts it, and checks that
 // every event, those published during the gap included, is delivered

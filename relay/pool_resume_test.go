@@ -35,15 +35,6 @@ func serveEmbedded(t *testing.T) string {
 	return embedded.WebSocketURL(ln.Addr())
 }
 
-// resumePool is a started pool on urls, closed when the test ends.
-func resumePool(t *testing.T, urls []string, dial func(context.Context, string) (relay.Conn, error)) *relay.Pool {
-	p := relay.NewPool(relay.PoolConfig{URLs: urls, Dial: dial, Logger: slog.New(slog.DiscardHandler),
-		BackoffBase: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond})
-	p.Start(t.Context())
-	t.Cleanup(func() { p.Close() })
-	return p
-}
-
 func resumeStatus(p *relay.Pool, url string) relay.RelayStatus {
 	for _, s := range p.Health() {
 		if s.URL == url {
@@ -51,18 +42,6 @@ func resumeStatus(p *relay.Pool, url string) relay.RelayStatus {
 		}
 	}
 	return relay.RelayStatus{}
-}
-
-// waitUntil polls cond: over real sockets there is no fake clock to drive.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // Each relay resumes from the last event it brought itself. Relay B's
@@ -77,7 +56,7 @@ func TestPoolResumesEachRelayFromItsOwnLastEvent(t *testing.T) {
 	var cut atomic.Bool // the subscriber cannot reach B
 	var mu sync.Mutex
 	var toB relay.Conn // the subscriber's connection to B
-	sp := resumePool(t, []string{aURL, bURL}, func(ctx context.Context, url string) (relay.Conn, error) {
+	sp := relay.StartedPool(t, []string{aURL, bURL}, func(ctx context.Context, url string) (relay.Conn, error) {
 		if url == bURL && cut.Load() {
 			return nil, net.ErrClosed
 		}
@@ -113,8 +92,8 @@ func TestPoolResumesEachRelayFromItsOwnLastEvent(t *testing.T) {
 		t.Fatal("no EOSE")
 	}
 
-	onA, onB := resumePool(t, []string{aURL}, nil), resumePool(t, []string{bURL}, nil)
-	waitUntil(t, "publishers connected", func() bool {
+	onA, onB := relay.StartedPool(t, []string{aURL}, nil), relay.StartedPool(t, []string{bURL}, nil)
+	relay.WaitFor(t, "publishers connected", func() bool {
 		return resumeStatus(onA, aURL).State == relay.StateConnected && resumeStatus(onB, bURL).State == relay.StateConnected
 	})
 	request := func(at nostr.Timestamp, content string) *nostr.Event {
@@ -151,14 +130,14 @@ func TestPoolResumesEachRelayFromItsOwnLastEvent(t *testing.T) {
 	publish(onA, e1)
 	publish(onB, e1)
 	expect(e1)
-	waitUntil(t, "e1 from B", func() bool { return resumeStatus(sp, bURL).EventsReceived == 1 })
+	relay.WaitFor(t, "e1 from B", func() bool { return resumeStatus(sp, bURL).EventsReceived == 1 })
 
 	// B's connection drops, and stays away.
 	cut.Store(true)
 	mu.Lock()
 	toB.Close()
 	mu.Unlock()
-	waitUntil(t, "B seen down", func() bool { return resumeStatus(sp, bURL).State != relay.StateConnected })
+	relay.WaitFor(t, "B seen down", func() bool { return resumeStatus(sp, bURL).State != relay.StateConnected })
 
 	// A request stored on B alone, from just before the drop; A goes on
 	// delivering newer events.
