@@ -186,6 +186,24 @@ func recoverKeptCommitFailing(t *testing.T, dsn, from, how string) {
 	v.verify()
 }
 
+// runAnotherLosingCommit is runLosingCommit after other actions: it
+// returns the one left promoting.
+func (v *env) runAnotherLosingCommit(t *testing.T) string {
+	t.Helper()
+	lost := errors.New("the node stopped")
+	if _, err := v.ex.Run(context.Background(), executor.Request{TaskID: "task-1", Requester: agent, Data: v.twoWrites(),
+		Then: func(context.Context, *sql.Tx, *executor.Result) error { return lost }}); !errors.Is(err, lost) {
+		t.Fatalf("Run = %v; want its last commit lost", err)
+	}
+	var id string
+	for _, a := range v.actions() {
+		if a.State == "promoting" {
+			id = a.ActionID
+		}
+	}
+	return id
+}
+
 // TestRecoverKeptRecordOfAnother: the sandbox's record of the edits a
 // recovery kept outlives the recovery when the commit that settled it
 // stood but its answer was lost (or the node stopped right after it).
@@ -224,17 +242,7 @@ func TestRecoverKeptRecordOfAnother(t *testing.T) {
 		}
 
 		// The same snapshot, nothing set aside.
-		lost := errors.New("the node stopped")
-		if _, err := v.ex.Run(ctx, executor.Request{TaskID: "task-1", Requester: agent, Data: v.twoWrites(),
-			Then: func(context.Context, *sql.Tx, *executor.Result) error { return lost }}); !errors.Is(err, lost) {
-			t.Fatalf("Run = %v; want its last commit lost", err)
-		}
-		var id string
-		for _, a := range v.actions() {
-			if a.State == "promoting" {
-				id = a.ActionID
-			}
-		}
+		id := v.runAnotherLosingCommit(t)
 		v.reopen()
 		if n, err := v.ex.RecoverInterrupted(ctx); n != 1 || err != nil {
 			t.Fatalf("RecoverInterrupted of the second = %d, %v", n, err)
@@ -314,17 +322,7 @@ func TestRecoverKeptRecordLeftOver(t *testing.T) {
 		}
 
 		// A second action, interrupted, its recovery not yet recorded.
-		lost := errors.New("the node stopped")
-		if _, err := v.ex.Run(ctx, executor.Request{TaskID: "task-1", Requester: agent, Data: v.twoWrites(),
-			Then: func(context.Context, *sql.Tx, *executor.Result) error { return lost }}); !errors.Is(err, lost) {
-			t.Fatalf("Run = %v; want its last commit lost", err)
-		}
-		var second string
-		for _, a := range v.actions() {
-			if a.State == "promoting" {
-				second = a.ActionID
-			}
-		}
+		second := v.runAnotherLosingCommit(t)
 		pending, _ := keepOne(second)
 
 		// The next start, on a shared database: the second action is
