@@ -35,8 +35,11 @@
 // published during the gap arrive, once. Each relay resumes from its own
 // last event, not from the newest any relay brought: a relay that was
 // away may hold events, published to it alone, older than those the
-// others delivered meanwhile. A relay that brought no event yet is asked
-// with the original filter.
+// others delivered meanwhile. Its point moves only with the events it
+// brought before its EOSE once that EOSE comes (stored events come newest
+// first: a connection that drops part way through them is asked for the
+// older ones again). A relay that brought no event yet is asked with the
+// original filter.
 //
 // Everything is bounded: the dedupe set, each connection's queues, each
 // subscription's buffer, its resume points (one a relay) and the ids it

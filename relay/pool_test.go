@@ -911,10 +911,13 @@ func TestPoolNoRedeliveryAfterOutageLongerThanTTL(t *testing.T) {
 		a2.event(sub.wireID, e1)
 		ptNone(t, sub)
 
-		// Once newer events move the resume point on, old ids are let go.
+		// Once newer events move the resume point on (at A's EOSE), old
+		// ids are let go.
 		e2 := ptEvent(t, ptNow(), "later")
 		a2.event(sub.wireID, e2)
 		ptRecv(t, sub)
+		a2.eose(sub.wireID)
+		synctest.Wait()
 		var id [32]byte
 		hex.Decode(id[:], []byte(e1.ID))
 		sub.mu.Lock()
@@ -985,6 +988,64 @@ func TestPoolResumesEachRelayFromItsOwnPoint(t *testing.T) {
 		synctest.Wait()
 		if got := n.last(t, "ws://c").lastReq(t, sub.wireID); !nostr.FilterEqual(got, f) || got.Limit != 50 {
 			t.Fatalf("C resubscribed with %v, want the filter as given %v", got, f)
+		}
+	})
+}
+
+// A relay's resume point moves on only once it has sent EOSE for the REQ
+// that brought the events: relays send stored events newest first, so a
+// connection that drops part way through the stored ones after a
+// reconnect (a flapping relay) must not have the next REQ skip the older
+// ones it had not sent yet.
+func TestPoolResumePointWaitsForEOSEAfterReconnect(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newPTNet()
+		p := newPTPool(t, n, PoolConfig{URLs: []string{"ws://a"}})
+		sub, _ := p.Subscribe(t.Context(), ptFilter())
+		synctest.Wait()
+		a := n.last(t, "ws://a")
+		a.eose(sub.wireID)
+		e1 := ptEvent(t, ptNow()-600, "e1")
+		a.event(sub.wireID, e1)
+		ptRecv(t, sub)
+
+		// A drops; while it is away, two events are stored on it.
+		a.drop(errors.New("reset"))
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		older, newer := ptEvent(t, e1.CreatedAt+100, "older"), ptEvent(t, ptNow(), "newer")
+		a2 := n.last(t, "ws://a")
+		if got := a2.lastReq(t, sub.wireID); got.Since == nil || *got.Since != e1.CreatedAt-10 {
+			t.Fatalf("resubscribed with %v, want since %d", got, e1.CreatedAt-10)
+		}
+		// It sends the newest first, then drops before the older one
+		// and before EOSE.
+		a2.event(sub.wireID, newer)
+		ptRecv(t, sub)
+		a2.drop(errors.New("reset"))
+		time.Sleep(4 * time.Second)
+		synctest.Wait()
+		a3 := n.last(t, "ws://a")
+		if a3 == a2 {
+			t.Fatal("no reconnect")
+		}
+		if got := a3.lastReq(t, sub.wireID); got.Since == nil || *got.Since != e1.CreatedAt-10 {
+			t.Fatalf("resubscribed with %v, want since %d again: the older event was not sent yet", got, e1.CreatedAt-10)
+		}
+		a3.event(sub.wireID, newer)
+		a3.event(sub.wireID, older)
+		a3.eose(sub.wireID)
+		if ev := ptRecv(t, sub); ev.ID != older.ID {
+			t.Fatalf("got %q, want the older event", ev.Content)
+		}
+		ptNone(t, sub)
+
+		// Now that A sent EOSE, its point is the newer event.
+		a3.drop(errors.New("reset"))
+		time.Sleep(8 * time.Second)
+		synctest.Wait()
+		if got := n.last(t, "ws://a").lastReq(t, sub.wireID); got.Since == nil || *got.Since != newer.CreatedAt-10 {
+			t.Fatalf("resubscribed with %v, want since %d", got, newer.CreatedAt-10)
 		}
 	})
 }

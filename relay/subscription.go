@@ -47,6 +47,13 @@ type Subscription struct {
 	// resumes from its own, since a relay that was away may hold events
 	// older than what the others delivered meanwhile. One entry a relay.
 	lastSeen []nostr.Timestamp
+	// stored holds, by relay index, the newest created_at (at most now)
+	// that relay brought for its current REQ before that REQ's EOSE, and
+	// live whether that EOSE came. Stored events come newest first, so
+	// lastSeen takes stored in only at EOSE: a connection that drops
+	// part way through them is asked again for the older ones.
+	stored []nostr.Timestamp
+	live   []bool
 	// floor is the oldest resume point: the least lastSeen set, minus
 	// the skew (0 while none is set).
 	floor nostr.Timestamp
@@ -135,6 +142,11 @@ func (s *Subscription) relayDone(idx int, eose bool) {
 	s.mu.Lock()
 	if eose {
 		s.served[idx] = true
+		if !s.live[idx] {
+			s.live[idx] = true
+			s.moveTo(idx, s.stored[idx])
+			s.stored[idx] = 0
+		}
 	}
 	wasPending := s.pending[idx]
 	delete(s.pending, idx)
@@ -150,9 +162,13 @@ func (s *Subscription) relayDone(idx int, eose bool) {
 // last created_at that relay brought minus the skew (and no limit: the
 // whole gap is wanted). A relay that brought nothing yet is sent the
 // original filter again.
+//
+// It is called as the REQ is sent: what the relay brings from then until
+// its EOSE moves its point only at that EOSE.
 func (s *Subscription) reqFilter(idx int) nostr.Filter {
 	s.mu.Lock()
 	served, last := s.served[idx], s.lastSeen[idx]
+	s.live[idx], s.stored[idx] = false, 0
 	s.mu.Unlock()
 	f := s.filter.Clone()
 	if !served || last == 0 {
@@ -167,12 +183,24 @@ func (s *Subscription) reqFilter(idx int) nostr.Filter {
 }
 
 // noteSeen moves the resume point of relay idx, which brought an event
-// created at at. A created_at in the future counts as now, so a forged
-// far-future event cannot make resubscriptions skip what comes before it.
+// created at at, or, before the EOSE of its current REQ, the point it
+// moves to at that EOSE. A created_at in the future counts as now, so a
+// forged far-future event cannot make resubscriptions skip what comes
+// before it.
 func (s *Subscription) noteSeen(idx int, at nostr.Timestamp) {
 	at = min(at, nostr.Timestamp(s.p.cfg.Now().Unix()))
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !s.live[idx] {
+		s.stored[idx] = max(s.stored[idx], at)
+		return
+	}
+	s.moveTo(idx, at)
+}
+
+// moveTo moves relay idx's resume point to at, if later, and the floor of
+// the tail with it. s.mu is held.
+func (s *Subscription) moveTo(idx int, at nostr.Timestamp) {
 	if at <= s.lastSeen[idx] {
 		return
 	}
@@ -355,7 +383,8 @@ func (s *Subscription) setAside(ev *nostr.Event) {
 // each re-checked against f, since some relays ignore multi-letter tag
 // filters on live subscriptions. After a reconnect, a relay that had sent
 // EOSE is asked again with since = max(f.Since, the last created_at that
-// relay brought − ResubscribeSkew), or with f if it brought none: each
+// relay brought − ResubscribeSkew; what it brought before an EOSE counts
+// once that EOSE came), or with f if it brought none: each
 // relay from its own point, so that events published to it alone while it
 // was away are not skipped for newer ones the others delivered. The
 // subscription ends when ctx ends, on Close, when the pool closes, or
@@ -434,6 +463,8 @@ func (p *Pool) subscribe(ctx context.Context, f nostr.Filter, query bool, take f
 		pending:  map[int]bool{},
 		served:   map[int]bool{},
 		lastSeen: make([]nostr.Timestamp, len(p.relays)),
+		stored:   make([]nostr.Timestamp, len(p.relays)),
+		live:     make([]bool, len(p.relays)),
 		tail:     map[[32]byte]nostr.Timestamp{},
 	}
 	if query {
