@@ -1049,3 +1049,59 @@ func TestPoolResumePointWaitsForEOSEAfterReconnect(t *testing.T) {
 		}
 	})
 }
+
+// The tail reaches back to the oldest relay's point, so a relay gone for
+// good keeps it open; once it holds DedupeSize ids, it keeps the newest,
+// which a relay back from an outage longer than the dedupe TTL resends,
+// not the oldest ones.
+func TestPoolTailKeepsTheNewestWhenFull(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newPTNet()
+		p := newPTPool(t, n, PoolConfig{URLs: []string{"ws://a", "ws://b"}, DedupeTTL: time.Minute, DedupeSize: 10})
+		sub, _ := p.Subscribe(t.Context(), ptFilter())
+		synctest.Wait()
+		a, b := n.last(t, "ws://a"), n.last(t, "ws://b")
+		a.eose(sub.wireID)
+		b.eose(sub.wireID)
+		b.event(sub.wireID, ptEvent(t, ptNow()-200, "B's last"))
+		ptRecv(t, sub)
+		// B is gone for good: its point holds the tail open.
+		n.setFail("ws://b", errors.New("down"))
+		b.drop(errors.New("reset"))
+
+		var evs []*nostr.Event
+		for i := range 12 {
+			ev := ptEvent(t, ptNow()-100+nostr.Timestamp(2*i), fmt.Sprintf("e%d", i))
+			a.event(sub.wireID, ev)
+			ptRecv(t, sub)
+			evs = append(evs, ev)
+		}
+		last := evs[len(evs)-1]
+		sub.mu.Lock()
+		held := len(sub.tail)
+		sub.mu.Unlock()
+		if held > 10 {
+			t.Fatalf("tail holds %d ids, more than DedupeSize", held)
+		}
+
+		// A is away for five minutes, longer than the dedupe TTL.
+		n.setFail("ws://a", errors.New("down"))
+		a.drop(errors.New("reset"))
+		time.Sleep(5 * time.Minute)
+		n.setFail("ws://a", nil)
+		time.Sleep(8 * time.Second)
+		synctest.Wait()
+		a2 := n.last(t, "ws://a")
+		since := a2.lastReq(t, sub.wireID).Since
+		if since == nil || *since != last.CreatedAt-10 {
+			t.Fatalf("A resubscribed with since %v, want %d", since, last.CreatedAt-10)
+		}
+		for _, ev := range evs {
+			if ev.CreatedAt >= *since {
+				a2.event(sub.wireID, ev)
+			}
+		}
+		a2.eose(sub.wireID)
+		ptNone(t, sub)
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -60,8 +61,9 @@ type Subscription struct {
 	// tail holds the ids delivered with created_at ≥ floor, which a
 	// relay resends after a reconnect. It outlives DedupeTTL, so an
 	// outage longer than the TTL does not redeliver them; it holds at
-	// most DedupeSize ids (past them, only the dedupe set, bounded in
-	// age, keeps a relay's resent events from being delivered again).
+	// most DedupeSize ids, the newest (when full, the oldest quarter is
+	// let go: past them, only the dedupe set, bounded in age, keeps a
+	// relay's resent events from being delivered again).
 	tail      map[[32]byte]nostr.Timestamp
 	eoseTimer *time.Timer
 }
@@ -244,10 +246,34 @@ func (s *Subscription) firstSight(id [32]byte, at nostr.Timestamp) bool {
 	if _, ok := s.tail[id]; ok {
 		return false
 	}
-	if at >= s.floor && len(s.tail) < s.p.cfg.DedupeSize {
+	if at >= s.floor && (len(s.tail) < s.p.cfg.DedupeSize || at >= s.trimTail()) {
 		s.tail[id] = at
 	}
 	return true
+}
+
+// trimTail lets the oldest quarter of the full tail go (at least one id)
+// and returns the oldest created_at it keeps: a relay gone for good holds
+// the floor back, and the ids a relay back from an outage resends are the
+// newest. s.mu is held.
+func (s *Subscription) trimTail() nostr.Timestamp {
+	ats := make([]nostr.Timestamp, 0, len(s.tail))
+	for _, t := range s.tail {
+		ats = append(ats, t)
+	}
+	slices.Sort(ats)
+	drop := max(len(ats)/4, 1)
+	cut := ats[drop-1] // the newest let go
+	for id, t := range s.tail {
+		if drop == 0 {
+			break
+		}
+		if t <= cut {
+			delete(s.tail, id)
+			drop--
+		}
+	}
+	return cut
 }
 
 func (s *Subscription) seenBefore(id [32]byte) bool {
