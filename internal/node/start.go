@@ -157,7 +157,7 @@ func (w *wiring) startRelay(ctx context.Context) error {
 // pool outlives ctx, as the relay does.
 func (w *wiring) startPool(ctx context.Context) error {
 	n := w.n
-	poolCfg := relay.PoolConfig{URLs: n.urls, Logger: n.logger.With("part", "pool"), Verifier: w.verifier}
+	poolCfg := w.poolConfig()
 	if n.relay != nil {
 		// The node reaches its own relay in-process: no socket, no JSON.
 		// External clients use the WebSocket.
@@ -174,6 +174,18 @@ func (w *wiring) startPool(ctx context.Context) error {
 	n.pool.Start(pctx)
 	n.parts.push("pool", func() error { stop(); return n.pool.Close() })
 	return nil
+}
+
+// poolConfig is the relay pool's configuration, but for its Dial. After
+// a reconnect each relay is asked again from the last created_at it
+// brought minus ResubscribeSkew: a peer whose clock is behind by up to
+// the timestamp window (max_drift) dates its requests that far back, and
+// they are accepted, so the skew reaches back the window and the pool's
+// default skew on top.
+func (w *wiring) poolConfig() relay.PoolConfig {
+	n := w.n
+	return relay.PoolConfig{URLs: n.urls, Logger: n.logger.With("part", "pool"), Verifier: w.verifier,
+		ResubscribeSkew: cmp.Or(n.cfg.MaxDrift.Duration, snap.DefaultMaxDrift) + relay.DefaultResubscribeSkew}
 }
 
 // openDatabase opens the task and replay stores. They are durable (an
