@@ -58,6 +58,9 @@ type jobRun struct {
 	// its answer left unacted on or unwritten), to be written with the
 	// job's end, CANCELED (see work); nil: none.
 	givenUp *Interaction
+	// cancel ends the job's context (work's): a read of the task that
+	// finds it canceled before its event reached the job cancels it so.
+	cancel context.CancelCauseFunc
 }
 
 // endWriteTimeout bounds the write of a canceled job's end (its status and
@@ -68,7 +71,7 @@ const endWriteTimeout = 30 * time.Second
 // human, is canceled, or the node stops.
 func (r *Runtime) work(ctx context.Context, cancel context.CancelCauseFunc, taskID string) {
 	r.wg.Go(func() { r.keep(ctx, taskID, cancel) })
-	jr := &jobRun{r: r, shrink: 1}
+	jr := &jobRun{r: r, shrink: 1, cancel: cancel}
 	jr.startNotes(ctx)
 	err := jr.run(ctx, taskID)
 	jr.stopNotes()
@@ -1002,6 +1005,13 @@ func (jr *jobRun) propose(ctx context.Context, it *Interaction, ans *Answer) (bo
 	r, j := jr.r, jr.j
 	it.Response.NewStatus = j.Status
 	t, err := r.cfg.Tasks.Task(ctx, j.TaskID)
+	if err == nil && t.Status.State == tasks.StateCanceled && jr.cancel != nil {
+		// Canceled, and the job not told yet (the task's event, or the
+		// lease's renewal, comes later; a cancel another process
+		// made): the job is canceled now, as it would be then, and the
+		// answer goes with its end.
+		jr.cancel(ErrCanceled)
+	}
 	if err != nil || t.Status.State.Terminal() || ctx.Err() != nil {
 		if errors.Is(context.Cause(ctx), ErrCanceled) {
 			// Answered, paid for, not acted on: written with the job's
