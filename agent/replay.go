@@ -147,11 +147,6 @@ func replayTransition(it *Interaction, last bool) error {
 	if it.Observation != nil {
 		obs = it.Observation.Outcome
 	}
-	if last && after == Canceled {
-		// The step the job's cancel gave up (its call stopped, its
-		// answer not acted on), written with the job's end.
-		return nil
-	}
 	var allowed []Status
 	switch r.Kind {
 	case KindAPIError, KindCanceled:
@@ -191,6 +186,12 @@ func replayTransition(it *Interaction, last bool) error {
 		default:
 			allowed = []Status{before, InterventionRequired}
 		}
+	}
+	if last {
+		// The step the job's cancel gave up (its call stopped, its
+		// answer not acted on), written with the job's end: its answer
+		// and observation are checked all the same.
+		allowed = append(allowed, Canceled)
 	}
 	if !slices.Contains(allowed, after) {
 		return &ReplayError{Sequence: it.Sequence, Field: "response.new_status",
