@@ -55,8 +55,7 @@ func TestCanceledAnswerBeforeTheJobHeard(t *testing.T) {
 			cfg.Lease = time.Hour // no renewal reads the task during the test
 		})
 		<-m.done
-		for deadline := time.Now().Add(10 * time.Second); rt.Running() > 0 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		}
+		waitIdle(rt)
 		stop()
 		h, err := r.store.History(t.Context(), id)
 		if err != nil {
@@ -80,4 +79,10 @@ func TestCanceledAnswerBeforeTheJobHeard(t *testing.T) {
 			t.Errorf("the history does not replay: %v", err)
 		}
 	})
+}
+
+// waitIdle waits, a while at most, until rt works on no job.
+func waitIdle(rt *agent.Runtime) {
+	for deadline := time.Now().Add(10 * time.Second); rt.Running() > 0 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	}
 }

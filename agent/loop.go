@@ -321,6 +321,7 @@ func (jr *jobRun) run(ctx context.Context, taskID string) error {
 		}
 		if aerr != nil {
 			if stop, err := jr.invalid(ctx, it, aerr); stop || err != nil {
+				jr.keepUnwritten(ctx, it)
 				return err
 			}
 			continue
@@ -346,9 +347,27 @@ func (jr *jobRun) run(ctx context.Context, taskID string) error {
 			stop, err = jr.respond(ctx, it, ans)
 		}
 		if stop || err != nil {
+			jr.keepUnwritten(ctx, it)
 			return err
 		}
 	}
+}
+
+// keepUnwritten keeps it, the step of this call, as the step the job's
+// cancel gave up (written with the job's end, see work) when the cancel
+// stopped it before it was written: its sequence is still the job's
+// next. What the step's way made of it (an answer COMPLETED, STUCK or
+// held, whose write of the job's new status failed; a proposal the
+// executor did not take) had no effect: an answer is recorded as not
+// acted on.
+func (jr *jobRun) keepUnwritten(ctx context.Context, it *Interaction) {
+	if !errors.Is(context.Cause(ctx), ErrCanceled) || it.Sequence != jr.j.NextSeq || (jr.givenUp != nil && jr.givenUp != it) {
+		return
+	}
+	if it.Response.Status == ResponseSuccess && (it.Response.Kind == KindProposal || it.Response.Kind == KindAgentResponse) {
+		it.Observation = &Observation{Outcome: ObsNone, Reason: "the task was canceled; the answer was not acted on"}
+	}
+	jr.givenUp = it
 }
 
 // phase is the history of the current phase: the interactions since the
