@@ -46,10 +46,7 @@ func TestCanceledAnyAnswerInHistory(t *testing.T) {
 				<-m.done
 				waitIdle(rt)
 				stop()
-				h, err := r.store.History(t.Context(), id)
-				if err != nil {
-					t.Fatal(err)
-				}
+				h := validHistory(t, r, id)
 				if h.Status != agent.Canceled {
 					t.Errorf("job status %s; want %s", h.Status, agent.Canceled)
 				}

@@ -31,10 +31,7 @@ func TestCanceledStepInHistory(t *testing.T) {
 		stop()
 		check := func(t *testing.T) {
 			t.Helper()
-			h, err := r.store.History(t.Context(), id)
-			if err != nil {
-				t.Fatal(err)
-			}
+			h := validHistory(t, r, id)
 			if len(h.Interactions) != 1 {
 				t.Fatalf("history has %d interactions; want the canceled step alone: %+v", len(h.Interactions), h.Interactions)
 			}
@@ -92,10 +89,7 @@ func TestCanceledAnswerInHistory(t *testing.T) {
 		stop := r.startRuntime(t, m, 1, 0)
 		<-m.done
 		stop() // the job's end is written before the runtime stops
-		h, err := r.store.History(t.Context(), id)
-		if err != nil {
-			t.Fatal(err)
-		}
+		h := validHistory(t, r, id)
 		if len(h.Interactions) != 1 {
 			t.Fatalf("history has %d interactions; want the answer not acted on: %+v", len(h.Interactions), h.Interactions)
 		}
