@@ -1007,9 +1007,6 @@ func (r *Runtime) serve(requester string, now time.Time) {
 // Running returns how many jobs this process works on now.
 func (r *Runtime) Running() int { return len(r.slots) }
 
-// errShutdown is a cause a job's context ends with (see ErrCanceled).
-var errShutdown = errors.New("agent: the node is stopping")
-
 // keep renews the job's lease while it runs and cancels the job when the
 // lease is lost or the task canceled (seen in its events, or at a renewal
 // for a cancel made by another process).
