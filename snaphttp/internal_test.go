@@ -2,6 +2,7 @@ package snaphttp
 
 import (
 	"io"
+	"math"
 	"strings"
 	"testing"
 )
@@ -69,6 +70,22 @@ func TestReadWebSocketKeepsACopy(t *testing.T) {
 		}
 		if string(b) != first {
 			t.Fatalf("%d bytes: the message changed once the next was read: %.40q…", n, b)
+		}
+	}
+}
+
+// A MaxBody as large as an int64 goes ("no limit" to a caller) reads a
+// WebSocket message and a body as any other: room for one byte past it
+// does not wrap around to a negative capacity.
+func TestReadLargestMaxBody(t *testing.T) {
+	s := &Server{cfg: Config{MaxBody: math.MaxInt64}}
+	for _, n := range []int{0, 10, wsMessageBuffer, 600 << 10} {
+		msg := strings.Repeat("a", n)
+		if b, err := s.readWebSocket(strings.NewReader(msg)); err != nil || string(b) != msg {
+			t.Fatalf("WebSocket message of %d bytes: read %d, %v", n, len(b), err)
+		}
+		if b, err := readAll(strings.NewReader(msg), s.cfg.MaxBody); err != nil || string(b) != msg {
+			t.Fatalf("body of %d bytes: read %d, %v", n, len(b), err)
 		}
 	}
 }

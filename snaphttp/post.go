@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"github.com/snapnode/snapnode/internal/textcut"
 	"io"
+	"math"
 	"mime"
 	"net"
 	"net/http"
@@ -269,7 +270,7 @@ func readInto(r io.Reader, size int64, b []byte) ([]byte, error) {
 	b = b[:0]
 	for {
 		if len(b) == cap(b) {
-			grown := make([]byte, len(b), min(2*int64(cap(b)), size+1))
+			grown := make([]byte, len(b), min(2*int64(cap(b)), pastLimit(size)))
 			if cap(grown) == cap(b) {
 				grown = make([]byte, len(b), 2*cap(b)) // r went past size
 			}
@@ -285,6 +286,16 @@ func readInto(r io.Reader, size int64, b []byte) ([]byte, error) {
 			return b, err
 		}
 	}
+}
+
+// pastLimit is size+1, the room that tells a body over size, or size
+// when that is as large as an int64 goes (size+1 would wrap around to a
+// negative capacity: a panic on the first read).
+func pastLimit(size int64) int64 {
+	if size == math.MaxInt64 {
+		return size
+	}
+	return size + 1
 }
 
 // acceptsEventStream reports whether the Accept header values name

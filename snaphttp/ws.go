@@ -320,7 +320,7 @@ func (s *Server) readWebSocket(r io.Reader) ([]byte, error) {
 		bp = &b
 	}
 	defer s.wsReads.Put(bp)
-	lent := (*bp)[:0:min(int64(len(*bp)), s.cfg.MaxBody+1)]
+	lent := (*bp)[:0:min(int64(len(*bp)), pastLimit(s.cfg.MaxBody))]
 	b, err := readInto(r, s.cfg.MaxBody, lent)
 	if err != nil {
 		return nil, err
