@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -119,6 +120,57 @@ func frontRelay(t testing.TB, r *Relay) string {
 	}))
 	t.Cleanup(srv.Close)
 	return "ws" + strings.TrimPrefix(srv.URL, "http")
+}
+
+// frontRelaySmallSendBuffer is frontRelay, its connections to clients
+// sending through a 4 KiB buffer: with a client of dialFromSmallBuffer
+// that reads nothing, the sockets between them take a few KiB, and the
+// relay's write of a larger message never ends (until the client goes or
+// the write times out).
+func frontRelaySmallSendBuffer(t testing.TB, r *Relay) string {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if ip := req.Header.Get("X-Test-From"); ip != "" {
+			req.RemoteAddr = net.JoinHostPort(ip, "40000")
+		}
+		r.ServeHTTP(w, req)
+	}))
+	srv.Listener = smallSendListener{srv.Listener}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return "ws" + strings.TrimPrefix(srv.URL, "http")
+}
+
+// smallSendListener gives the TCP connections it accepts a 4 KiB send
+// buffer.
+type smallSendListener struct{ net.Listener }
+
+func (l smallSendListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	if tc, ok := c.(*net.TCPConn); ok {
+		if err := tc.SetWriteBuffer(4096); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("set the send buffer: %w", err)
+		}
+	}
+	return c, nil
+}
+
+// waitUntil polls cond until it holds. Nothing but the test's own
+// deadline (go test -timeout) bounds the wait: a loaded machine may take
+// long, and a wait that never ends fails there with what state says.
+func waitUntil(t *testing.T, cond func() bool, state func() string) {
+	t.Helper()
+	deadline, ok := t.Deadline()
+	for !cond() {
+		if ok && time.Until(deadline) < 5*time.Second {
+			t.Fatalf("still waiting at the test's deadline: %s", state())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // dialFrom connects to a frontRelay's url as a client at address ip

@@ -1394,8 +1394,18 @@ func TestUnparsableEventGetsOK(t *testing.T) {
 // comes before its EOSE. Another peer keeps its own budget, loopback
 // clients have none, and connections that go give their part back. What
 // the relay holds is measured by the budget's own accounting.
+//
+// The silent clients' sockets take a few KiB, less than one event: no
+// event of theirs is ever written, so what their REQs hold depends on no
+// one's pace. Two REQs load every event (the budget is two REQs' worth),
+// and the room they leave is less than one event, whenever the others
+// end their wait: the budget is then full but for that room. (Sockets
+// that take megabytes, as the kernel's defaults do, free room at their
+// own pace, which a REQ whose wait ended before gets no part of.)
 func TestPeerUnsentBudget(t *testing.T) {
-	const events, size = 32, 250_000 // 8 MB stored: what one REQ may load
+	// 8.3 MB stored, what one REQ may load (MaxStoredBytes, 8 MiB) but
+	// for less than a fifth of an event.
+	const events, size = 32, 260_000
 	for _, c := range []struct {
 		name    string
 		from    [2]string // the clients that do not read, the one that does
@@ -1411,7 +1421,11 @@ func TestPeerUnsentBudget(t *testing.T) {
 			tr := startRelay(t, Config{WriteTimeout: time.Minute})
 			tr.unsentWait = 100 * time.Millisecond
 			budget := tr.cfg.MaxUnsentBytesPerIP
+			if budget != 2*int64(tr.cfg.MaxStoredBytes) {
+				t.Fatalf("MaxUnsentBytesPerIP %d, want two REQs' worth, %d", budget, 2*tr.cfg.MaxStoredBytes)
+			}
 			url := frontRelay(t, tr.Relay)
+			silentURL := frontRelaySmallSendBuffer(t, tr.Relay)
 			pub := dial(t, tr.url)
 			k := newKey(t)
 			for i := range events {
@@ -1419,35 +1433,31 @@ func TestPeerUnsentBudget(t *testing.T) {
 			}
 			peer := peerName(peercap.Key(net.JoinHostPort(cmp.Or(c.from[0], "127.0.0.1"), "1")))
 			// Six clients that ask for everything and read nothing:
-			// 48 MB loaded before.
+			// 50 MB loaded before.
 			var silent []*client
 			for range 6 {
-				s := dialFromSmallBuffer(t, url, c.from[0])
+				s := dialFromSmallBuffer(t, silentURL, c.from[0])
 				s.send("REQ", "all", map[string]any{})
 				silent = append(silent, s)
 			}
 			if c.bounded {
-				// Wait (a real socket's pace) until the budget is about
-				// full: no more than one event's room left.
-				deadline := time.Now().Add(10 * time.Second)
-				for {
-					n := tr.unsentBytes(peer)
-					if n > budget {
+				// Wait until the budget is full: less than one event's
+				// room left. It never goes past the budget.
+				var n int64
+				waitUntil(t, func() bool {
+					if n = tr.unsentBytes(peer); n > budget {
 						t.Fatalf("%d bytes loaded and not sent for %s, past the budget of %d", n, peer, budget)
 					}
-					if n > budget-2*size {
-						break
-					}
-					if time.Now().After(deadline) {
-						t.Fatalf("%d bytes loaded and not sent for %s after 10 s, want the budget of %d about full", n, peer, budget)
-					}
-					time.Sleep(10 * time.Millisecond)
-				}
+					return n > budget-size
+				}, func() string {
+					return fmt.Sprintf("%d bytes loaded and not sent for %s, want the budget of %d full but for less than an event", n, peer, budget)
+				})
 			}
 			// A client of the same peer that reads: its REQ gets what is
 			// left of the budget, and a NOTICE saying why before EOSE.
 			reader := mustDialFrom(t, url, c.from[1])
 			got, notice := readStored(t, reader, "r")
+			t.Logf("%d bytes loaded and not sent for %s; a reader of it got %d of %d stored events", tr.unsentBytes(peer), peer, got, events)
 			switch {
 			case c.bounded && (got >= events || !strings.HasPrefix(notice, "rate-limited:") || !strings.Contains(notice, "your address")):
 				t.Fatalf("a reader of the same peer got %d of %d stored events and NOTICE %q, want fewer and a NOTICE rate-limited: … your address …", got, events, notice)
@@ -1470,13 +1480,9 @@ func TestPeerUnsentBudget(t *testing.T) {
 			for _, s := range silent {
 				s.ws.Close()
 			}
-			deadline := time.Now().Add(10 * time.Second)
-			for tr.unsentBytes(peer) != 0 {
-				if time.Now().After(deadline) {
-					t.Fatalf("%d bytes still counted for %s after its silent clients went", tr.unsentBytes(peer), peer)
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+			waitUntil(t, func() bool { return tr.unsentBytes(peer) == 0 }, func() string {
+				return fmt.Sprintf("%d bytes still counted for %s after its silent clients went", tr.unsentBytes(peer), peer)
+			})
 			if got, notice := readStored(t, reader, "again"); got != events || notice != "" {
 				t.Fatalf("once the silent clients went, the reader got %d of %d stored events and NOTICE %q", got, events, notice)
 			}
