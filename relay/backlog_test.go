@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -26,30 +27,30 @@ func TestSlowReaderBoundsRelayBacklog(t *testing.T) {
 		CreatedAt: ptNow(), Kind: KindMessage, Tags: nostr.Tags{{"p", ptPub}}, Content: strings.Repeat("x", wsReadLimit-1024)}
 	flooded := make(chan struct{})
 	var once sync.Once
+	// Made before the heap is first read: the flood is sent allocating
+	// nothing (see eventFrames).
+	fr := newEventFrames(t, one, two, &flood, sentinel)
 	bad := newHostileRelay(t, func(frame []byte, write func([]byte) error) {
 		req, ok := nostr.ParseMessage(frame).(*nostr.ReqEnvelope)
 		if !ok {
 			return
 		}
 		once.Do(func() {
-			send := func(ev *nostr.Event) error {
-				b, _ := nostr.EventEnvelope{SubscriptionID: &req.SubscriptionID, Event: *ev}.MarshalJSON()
-				return write(b)
-			}
+			send := func(i int) error { return write(fr.frame(i, req.SubscriptionID)) }
 			// one fills the subscription's buffer of 1; the pool's
 			// reader waits with two for the subscriber.
-			for _, ev := range []*nostr.Event{one, two} {
-				if send(ev) != nil {
+			for i := range 2 {
+				if send(i) != nil {
 					return
 				}
 			}
 			for range frames {
-				if send(&flood) != nil {
+				if send(2) != nil {
 					return
 				}
 			}
 			close(flooded)
-			_ = send(sentinel)
+			_ = send(3)
 		})
 	})
 	var before, after runtime.MemStats
@@ -110,4 +111,45 @@ func startCapturing(t *testing.T, cfg PoolConfig, before *runtime.MemStats) (*Po
 		t.Fatal(err)
 	}
 	return p, sub, <-conns
+}
+
+// eventFrames holds events' JSON and the room for an EVENT frame of any
+// of them, for a hostile relay sending a flood while the test measures
+// the heap: made before the heap is first read, they let the relay send
+// allocating nothing, so that what the heap grows by is the pool's alone.
+// (Marshalling each frame as it goes, the relay held a frame or two of a
+// megabyte more, or less, depending on how far it had got when the heap
+// was read: on a loaded machine it goes on filling the kernel's buffers
+// for a while after the pool stops reading.)
+type eventFrames struct {
+	events [][]byte // each event's JSON
+	buf    []byte   // one frame: the relay's write copies it before the next
+}
+
+func newEventFrames(t *testing.T, evs ...*nostr.Event) *eventFrames {
+	t.Helper()
+	f := &eventFrames{}
+	longest := 0
+	for _, ev := range evs {
+		b, err := ev.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.events = append(f.events, b)
+		longest = max(longest, len(b))
+	}
+	// The frame's brackets, its label and room for a quoted
+	// subscription id of 64 characters each escaped.
+	f.buf = make([]byte, 0, longest+len(`["EVENT",,]`)+2+6*64)
+	return f
+}
+
+// frame returns the EVENT frame of event i for subscription subID, in
+// f's buffer: it is good until the next call.
+func (f *eventFrames) frame(i int, subID string) []byte {
+	b := append(f.buf[:0], `["EVENT",`...)
+	b = strconv.AppendQuote(b, subID) // the pool's ids: JSON strings as they are
+	b = append(b, ',')
+	b = append(b, f.events[i]...)
+	return append(b, ']')
 }

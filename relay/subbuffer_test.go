@@ -28,23 +28,22 @@ func TestSlowSubscriberBoundsBufferedBytes(t *testing.T) {
 	sentinel := ptEvent(t, ptNow(), "sentinel")
 	flooded := make(chan struct{})
 	var once sync.Once
+	// Made before the heap is first read: the flood is sent allocating
+	// nothing (see eventFrames).
+	fr := newEventFrames(t, append(flood, sentinel)...)
 	bad := newHostileRelay(t, func(frame []byte, write func([]byte) error) {
 		req, ok := nostr.ParseMessage(frame).(*nostr.ReqEnvelope)
 		if !ok {
 			return
 		}
 		once.Do(func() {
-			send := func(ev *nostr.Event) error {
-				b, _ := nostr.EventEnvelope{SubscriptionID: &req.SubscriptionID, Event: *ev}.MarshalJSON()
-				return write(b)
-			}
-			for _, ev := range flood {
-				if send(ev) != nil {
+			for i := range flood {
+				if write(fr.frame(i, req.SubscriptionID)) != nil {
 					return
 				}
 			}
 			close(flooded)
-			_ = send(sentinel)
+			_ = write(fr.frame(frames, req.SubscriptionID))
 		})
 	})
 	var before, after runtime.MemStats
