@@ -1514,22 +1514,16 @@ func TestRelayUnsentBoundCutsREQ(t *testing.T) {
 	}
 	const from = "203.0.113.7"
 	peer := peerName(peercap.Key(net.JoinHostPort(from, "1")))
-	silent := dialFromSmallBuffer(t, url, from)
+	// Its sockets take less than one event: none is written.
+	silent := dialFromSmallBuffer(t, frontRelaySmallSendBuffer(t, tr.Relay), from)
 	silent.send("REQ", "all", map[string]any{})
-	// Wait (a real socket's pace) until the silent peer's REQ has loaded
-	// its events: the relay's room is then too small for the 32 (the
-	// silent peer is the only one counted, the publisher being on
-	// loopback, so its count is the relay's). Its sockets take some of
-	// them (up to the kernel's send buffer, 4 MiB on Linux), and the
-	// count goes down to what they do not, which leaves the room short
-	// of the 8 MB all the same.
-	deadline := time.Now().Add(10 * time.Second)
-	for tr.unsentBytes(peer) <= bound-(events-2)*size {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d bytes loaded and not sent after 10 s, want the silent peer's REQ loaded", tr.unsentBytes(peer))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	// Wait until the silent peer's REQ has loaded its events: the
+	// relay's room is then too small for the 32 (the silent peer is the
+	// only one counted, the publisher being on loopback, so its count is
+	// the relay's).
+	waitUntil(t, func() bool { return tr.unsentBytes(peer) > bound-(events-2)*size }, func() string {
+		return fmt.Sprintf("%d bytes loaded and not sent, want the silent peer's REQ loaded", tr.unsentBytes(peer))
+	})
 	reader := mustDialFrom(t, url, "198.51.100.1")
 	got, notice := readStored(t, reader, "r")
 	want := fmt.Sprintf("rate-limited: stored events loaded and not yet sent on this relay are at their bound (max %d bytes): subscription r got fewer stored events; try again later", bound)
@@ -1537,13 +1531,9 @@ func TestRelayUnsentBoundCutsREQ(t *testing.T) {
 		t.Fatalf("another peer got %d of %d stored events and NOTICE %q; want fewer and %q", got, events, notice, want)
 	}
 	silent.ws.Close()
-	deadline = time.Now().Add(10 * time.Second)
-	for tr.unsentBytes(peer) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d bytes still counted after the silent client went", tr.unsentBytes(peer))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitUntil(t, func() bool { return tr.unsentBytes(peer) == 0 }, func() string {
+		return fmt.Sprintf("%d bytes still counted after the silent client went", tr.unsentBytes(peer))
+	})
 	if got, notice := readStored(t, reader, "again"); got != events || notice != "" {
 		t.Fatalf("once the silent client went, the reader got %d of %d stored events and NOTICE %q", got, events, notice)
 	}
