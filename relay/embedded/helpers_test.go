@@ -276,8 +276,14 @@ func (c *client) read() msg {
 	return m
 }
 
+// readErr reads the next message, waiting at most timeout; 0: with no
+// deadline (the test's own, go test -timeout, bounds the wait).
 func (c *client) readErr(timeout time.Duration) (msg, error) {
-	_ = c.ws.SetReadDeadline(time.Now().Add(timeout))
+	var deadline time.Time
+	if timeout > 0 {
+		deadline = time.Now().Add(timeout)
+	}
+	_ = c.ws.SetReadDeadline(deadline)
 	_, b, err := c.ws.ReadMessage()
 	if err != nil {
 		return msg{}, err
@@ -319,6 +325,31 @@ func (c *client) publish(ev *nostr.Event) (bool, string) {
 	var ok bool
 	_ = json.Unmarshal(m.args[1], &ok)
 	return ok, m.str(2)
+}
+
+// publishErr sends ev and waits for its OK with no deadline (the test's
+// own bounds it); it fails no test, so it may run in any goroutine of the
+// test's: an error, or an event refused, is returned.
+func (c *client) publishErr(ev *nostr.Event) error {
+	b, err := json.Marshal([]any{"EVENT", ev})
+	if err != nil {
+		return err
+	}
+	if err := c.ws.WriteMessage(websocket.TextMessage, b); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	m, err := c.readErr(0)
+	if err != nil {
+		return fmt.Errorf("read: %w", err)
+	}
+	var ok bool
+	if m.typ != "OK" || len(m.args) < 3 || m.str(0) != ev.ID || json.Unmarshal(m.args[1], &ok) != nil {
+		return fmt.Errorf("got %s %s, want OK for %s", m.typ, joinRaw(m.args), ev.ID)
+	}
+	if !ok {
+		return fmt.Errorf("publish refused: %s", m.str(2))
+	}
+	return nil
 }
 
 func (c *client) mustPublish(ev *nostr.Event) {

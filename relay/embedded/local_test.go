@@ -621,35 +621,65 @@ func TestLocalConsumerCatchesUp(t *testing.T) {
 	if err := local.Req("behind", nostr.Filter{Kinds: []int{21339}}); err != nil {
 		t.Fatal(err)
 	}
+	// Req only queues the REQ: an ephemeral event published before the
+	// relay handled it reaches no one. Its EOSE (nothing is stored) says
+	// the subscription is live.
+	if m, open := <-local.Messages(); !open || m.Label != "EOSE" || m.SubID != "behind" {
+		t.Fatalf("got %s %q %s (%v), want EOSE for behind", m.Label, m.SubID, m.Reason, local.Err())
+	}
 	const n = 20
 	k := newKey(t)
 	now := tr.clock.Unix()
+	events := make([]*nostr.Event, n)
 	ids := make([]string, n)
+	for i := range events {
+		events[i] = k.event(t, 21339, now, fmt.Sprint("event ", i))
+		ids[i] = events[i].ID
+	}
+	// The publisher reports its failure here (t.Fatal would end its
+	// goroutine only, and the test would wait for events never sent).
 	published := make(chan int, n)
+	failed := make(chan error, 1)
 	go func() {
-		for i := range n {
-			ev := k.event(t, 21339, now, fmt.Sprint("event ", i))
-			ids[i] = ev.ID
-			pub.mustPublish(ev)
+		for i, ev := range events {
+			if err := pub.publishErr(ev); err != nil {
+				failed <- fmt.Errorf("publish event %d: %w", i, err)
+				return
+			}
 			published <- i
 		}
 	}()
+	waitPublished := func() {
+		t.Helper()
+		select {
+		case <-published:
+		case err := <-failed:
+			t.Fatal(err)
+		}
+	}
 	// Read nothing until the queues are full (4 + 4, one held by the
 	// writer): the publisher is then waiting.
 	for range 8 {
-		<-published
+		waitPublished()
 	}
 	var got []string
-	for m := range local.Messages() {
-		if m.Label == "EVENT" {
-			got = append(got, m.Event.ID)
-			if len(got) == n {
-				break
+	for len(got) < n {
+		select {
+		case m, open := <-local.Messages():
+			if !open {
+				t.Fatalf("the connection ended after %d events: %v", len(got), local.Err())
 			}
+			if m.Label == "EVENT" {
+				got = append(got, m.Event.ID)
+			} else {
+				t.Errorf("got %s %q %s, want only events", m.Label, m.SubID, m.Reason)
+			}
+		case err := <-failed:
+			t.Fatalf("after %d events: %v", len(got), err)
 		}
 	}
-	for range n - 8 { // the publisher is done with ids and its connection
-		<-published
+	for range n - 8 { // the publisher is done with its connection
+		waitPublished()
 	}
 	if !slices.Equal(got, ids) {
 		t.Fatalf("got %d events %v, want all %d in order", len(got), got, n)
