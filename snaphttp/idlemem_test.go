@@ -49,7 +49,7 @@ func TestIdleWebSocketMemory(t *testing.T) {
 		if err := nettest.WriteFrame(c, 0x1, raw(t, request(t, "message/send", sendPayload))); err != nil {
 			t.Fatal(err)
 		}
-		if op, p, err := nettest.ReadFrame(c); err != nil || op != 0x1 {
+		if op, p, err := nettest.ReadAnswer(c); err != nil || op != 0x1 {
 			t.Fatalf("answer: op %#x %v", op, err)
 		} else {
 			verify(t, p)

@@ -111,7 +111,7 @@ func DialWebSocket(addr, path string) (net.Conn, error) {
 		c.Close()
 		return nil, err
 	}
-	op, p, err := ReadFrame(c)
+	op, p, err := ReadAnswer(c)
 	if err != nil || op != 0xA || string(p) != "hi" {
 		c.Close()
 		return nil, fmt.Errorf("no pong: op %#x %q %v", op, p, err)
@@ -170,6 +170,23 @@ func ClientFrame(fin bool, op byte, mask [4]byte, p []byte) []byte {
 		h = append(h, c^mask[i%4])
 	}
 	return h
+}
+
+// ReadAnswer reads the server's next frame that is not a ping, answering
+// each ping it reads first with a pong (as a client must, or be cut off):
+// a server pings its idle clients on its own schedule, so on a loaded
+// machine, or in a test that runs long, a ping may come before the answer
+// a test waits for.
+func ReadAnswer(c net.Conn) (byte, []byte, error) {
+	for {
+		op, p, err := ReadFrame(c)
+		if err != nil || op != 0x9 {
+			return op, p, err
+		}
+		if err := WriteFrame(c, 0xA, p); err != nil {
+			return 0, nil, fmt.Errorf("answer a ping: %w", err)
+		}
+	}
 }
 
 // ReadFrame reads one unmasked server frame: its opcode and payload.

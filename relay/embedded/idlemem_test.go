@@ -43,7 +43,7 @@ func TestIdleWebSocketMemory(t *testing.T) {
 		if err := nettest.WriteFrame(c, 0x1, []byte(`["REQ","s",{"kinds":[1],"limit":1}]`)); err != nil {
 			t.Fatal(err)
 		}
-		if op, p, err := nettest.ReadFrame(c); err != nil || op != 0x1 || !strings.HasPrefix(string(p), `["EOSE"`) {
+		if op, p, err := nettest.ReadAnswer(c); err != nil || op != 0x1 || !strings.HasPrefix(string(p), `["EOSE"`) {
 			t.Fatalf("answer: op %#x %q %v", op, p, err)
 		}
 		if err := nettest.WriteFrame(c, 0x1, []byte(`["CLOSE","s"]`)); err != nil {
@@ -53,7 +53,7 @@ func TestIdleWebSocketMemory(t *testing.T) {
 		if err := nettest.WriteFrame(c, 0x9, nil); err != nil {
 			t.Fatal(err)
 		}
-		if op, _, err := nettest.ReadFrame(c); err != nil || op != 0xA {
+		if op, _, err := nettest.ReadAnswer(c); err != nil || op != 0xA {
 			t.Fatalf("pong: op %#x %v", op, err)
 		}
 	}
