@@ -711,35 +711,57 @@ func TestLocalStoredPhaseWaits(t *testing.T) {
 	if err := local.Req("s", nostr.Filter{Kinds: []int{1, 21339}}); err != nil {
 		t.Fatal(err)
 	}
+	// Req only queues the REQ, and a live (ephemeral) event published
+	// before the relay handled it would reach no one: the live events go
+	// once the stored ones fill Messages.
+	msgs := local.Messages()
+	waitUntil(t, func() bool { return len(msgs) == cap(msgs) }, func() string {
+		return fmt.Sprintf("%d of %d stored events on Messages", len(msgs), cap(msgs))
+	})
+	lives := make([]*nostr.Event, live)
+	for i := range lives {
+		lives[i] = k.event(t, 21339, now, fmt.Sprint("live ", i))
+	}
+	// The publisher reports its end here (t.Fatal would end its goroutine
+	// only).
 	published := make(chan error, 1)
 	go func() {
-		for i := range live {
-			if ok, why := pub.publish(k.event(t, 21339, now, fmt.Sprint("live ", i))); !ok {
-				published <- fmt.Errorf("live %d refused: %s", i, why)
+		for i, ev := range lives {
+			if err := pub.publishErr(ev); err != nil {
+				published <- fmt.Errorf("live %d: %w", i, err)
 				return
 			}
 		}
 		published <- nil
 	}()
 	// Reading starts once a live event found the buffer full.
-	for deadline := time.Now().Add(10 * time.Second); tr.slowCuts.Load() == 0 && tr.phaseWaits.Load() == 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the live events never filled the stored phase's buffer")
-		}
-	}
-	events := 0
-	for m := range local.Messages() {
-		if m.Label == "EVENT" {
-			if events++; events == stored+live {
-				break
+	waitUntil(t, func() bool { return tr.slowCuts.Load() != 0 || tr.phaseWaits.Load() != 0 }, func() string {
+		return "the live events never filled the stored phase's buffer"
+	})
+	events, pubDone := 0, false
+	for events < stored+live {
+		select {
+		case m, open := <-msgs:
+			if !open {
+				t.Fatalf("the node's connection ended after %d of %d events: %v", events, stored+live, local.Err())
 			}
+			if m.Label == "EVENT" {
+				events++
+			}
+		case err := <-published: // a nil channel once received from
+			if err != nil {
+				t.Fatalf("after %d of %d events: %v", events, stored+live, err)
+			}
+			pubDone, published = true, nil
 		}
 	}
-	if events != stored+live || local.Err() != nil {
+	if local.Err() != nil {
 		t.Fatalf("the node's connection got %d of %d events: %v", events, stored+live, local.Err())
 	}
-	if err := <-published; err != nil {
-		t.Fatal(err)
+	if !pubDone {
+		if err := <-published; err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
