@@ -17,6 +17,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/bufpool"
 	"github.com/snapnode/snapnode/internal/defaults"
 	"github.com/snapnode/snapnode/internal/origins"
 	"github.com/snapnode/snapnode/internal/peercap"
@@ -255,7 +256,7 @@ type Server struct {
 	tcp      atomic.Pointer[peercap.Listener]
 	card     *cardSigner
 	upgrader websocket.Upgrader
-	wsReads  sync.Pool // *[]byte: the WebSocket readers' message buffers
+	wsReads  bufpool.Buffers // the WebSocket readers' message buffers (wsMessageBuffer)
 	started  time.Time
 	// pages is AllowedOrigins (SetAllowedOrigins changes it), hosts
 	// AllowedHosts (SetAllowedHosts): a request loads each once, and

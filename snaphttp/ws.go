@@ -314,11 +314,7 @@ func (wc *wsConn) readMessage() (data []byte, binary bool, err error) {
 // allocated for every request, however small. An idle WebSocket holds no
 // buffer: it is borrowed once a message has come.
 func (s *Server) readWebSocket(r io.Reader) ([]byte, error) {
-	bp, _ := s.wsReads.Get().(*[]byte)
-	if bp == nil {
-		b := make([]byte, wsMessageBuffer)
-		bp = &b
-	}
+	bp := s.wsReads.Get(wsMessageBuffer)
 	defer s.wsReads.Put(bp)
 	lent := (*bp)[:0:min(int64(len(*bp)), pastLimit(s.cfg.MaxBody))]
 	b, err := readInto(r, s.cfg.MaxBody, lent)

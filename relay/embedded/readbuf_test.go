@@ -13,7 +13,7 @@ import (
 // TestParseKeepsNothing: what parseMessage returns for a message (the
 // message, or the refusal and its text) stays the same once the buffer
 // the message was read into is written over, as the next message read
-// into the same lent buffer writes it over (see readBuffers). Anything
+// into the same lent buffer writes it over (see Relay.reads). Anything
 // parseMessage kept of the buffer — a string made without a copy, an
 // unquoted value, an echoed label, an id found by eventIDHint — would
 // change with it.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gorilla/websocket"
 	"github.com/nbd-wtf/go-nostr"
+	"github.com/snapnode/snapnode/internal/bufpool"
 	"github.com/snapnode/snapnode/internal/jsonenc"
 	"github.com/snapnode/snapnode/internal/origins"
 	"github.com/snapnode/snapnode/internal/peercap"
@@ -395,10 +396,10 @@ type Relay struct {
 	store    *store
 	hub      *hub
 	upgrader websocket.Upgrader
-	bursts   sync.Pool   // *[]byte: the WebSocket writers' burst buffers
-	frames   sync.Pool   // *[]byte: the WebSocket writers' EVENT frames
-	reads    readBuffers // the WebSocket readers' message buffers
-	info     []byte      // the NIP-11 document
+	bursts   sync.Pool       // *[]byte: the WebSocket writers' burst buffers
+	frames   sync.Pool       // *[]byte: the WebSocket writers' EVENT frames
+	reads    bufpool.Buffers // the WebSocket readers' message buffers (readBufferSize)
+	info     []byte          // the NIP-11 document
 	// pages is AllowedOrigins (SetAllowedOrigins changes it): an
 	// upgrade loads it once, and sees the old list or the new one whole.
 	pages atomic.Pointer[pagePolicy]

@@ -1573,7 +1573,7 @@ func TestReadKeepsAtMostTheLimit(t *testing.T) {
 			for i := range in {
 				in[i] = byte('a' + i%26)
 			}
-			// Without a buffer, and into one lent (see readBuffers).
+			// Without a buffer, and into one lent (see Relay.reads).
 			for _, buf := range [][]byte{nil, make([]byte, readBufferSize)} {
 				b, size, err := readLimited(bytes.NewReader(in), limit, buf)
 				if err != nil {

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/netip"
 	"runtime/debug"
-	"sync"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -97,7 +96,7 @@ func (c *conn) recoverPanic() {
 // wsReadBuffer is the size of a client's read buffer, which it holds
 // while idle: room for a frame's header and a control frame (at most 125
 // bytes), and a small message whole; a larger message is read directly
-// into a buffer lent for it (see readLimited and readBuffers).
+// into a buffer lent for it (see readLimited and Relay.reads).
 const wsReadBuffer = 512
 
 // checkOrigin says why a WebSocket upgrade from a web page's origin is
@@ -208,11 +207,11 @@ func (t *wsTransport) readLoop() {
 		var b []byte
 		var size int64
 		if err == nil {
-			buf = c.r.reads.get()
+			buf = c.r.reads.Get(readBufferSize)
 			b, size, err = readLimited(r, cfg.MaxMessageLength, *buf)
 		}
 		if err != nil {
-			c.r.reads.put(buf)
+			c.r.reads.Put(buf)
 			var ne net.Error
 			switch {
 			case errors.As(err, &ne) && ne.Timeout():
@@ -228,14 +227,14 @@ func (t *wsTransport) readLoop() {
 		}
 		_ = t.ws.SetReadDeadline(time.Now().Add(pongWait))
 		if typ != websocket.TextMessage {
-			c.r.reads.put(buf)
+			c.r.reads.Put(buf)
 			if c.notice("invalid: only text messages are supported") != nil {
 				return
 			}
 			continue
 		}
 		err = t.handle(b, size)
-		c.r.reads.put(buf) // nothing handle made keeps b: see parseMessage
+		c.r.reads.Put(buf) // nothing handle made keeps b: see parseMessage
 		if err != nil {
 			return
 		}
@@ -279,33 +278,11 @@ func readLimited(r io.Reader, limit int, buf []byte) ([]byte, int64, error) {
 	return b, int64(len(b)) + rest, nil
 }
 
-// readBufferSize is the size of the buffers readBuffers lends: a small
-// message's whole, most of what a node's peer sends.
+// readBufferSize is the size of the buffers the readers borrow
+// (Relay.reads): a small message's whole, most of what a node's peer
+// sends. Before, each message took a new buffer of up to 4 KiB: a
+// quarter of all the bytes a node allocated for a peer's request.
 const readBufferSize = 4096
-
-// readBuffers lends the WebSocket readers a buffer to read a message
-// into, for as long as it is handled. Before, each message took a new
-// buffer of up to 4 KiB: a quarter of all the bytes a node allocated for
-// a peer's request. Pooled buffers are let go by the collector as any
-// pool's (two collections unused), so idle connections do not keep them.
-type readBuffers struct{ pool sync.Pool }
-
-// get lends a buffer of readBufferSize bytes.
-func (p *readBuffers) get() *[]byte {
-	if bp, _ := p.pool.Get().(*[]byte); bp != nil {
-		return bp
-	}
-	b := make([]byte, readBufferSize)
-	return &b
-}
-
-// put takes back a buffer get lent (nil is ignored). Whoever read into
-// it must keep nothing of its bytes.
-func (p *readBuffers) put(bp *[]byte) {
-	if bp != nil {
-		p.pool.Put(bp)
-	}
-}
 
 // handle parses and acts on one message, b, of size bytes (of which b
 // keeps at most the limit and one: see readLimited); an error means the
@@ -317,7 +294,7 @@ func (t *wsTransport) handle(b []byte, size int64) error {
 // parseMessage parses one message, b, of size bytes (see handle). What
 // it returns keeps none of b's bytes (every string in it is a copy,
 // every refusal's text formatted anew), so that the reader lends b again
-// once the message is handled (see readBuffers; TestParseKeepsNothing
+// once the message is handled (see Relay.reads; TestParseKeepsNothing
 // holds it to that).
 func parseMessage(b []byte, size int64, lim *limits) (*clientMessage, error) {
 	var m *clientMessage
