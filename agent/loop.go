@@ -365,9 +365,15 @@ func (jr *jobRun) keepUnwritten(ctx context.Context, it *Interaction) {
 		return
 	}
 	if it.Response.Status == ResponseSuccess && (it.Response.Kind == KindProposal || it.Response.Kind == KindAgentResponse) {
-		it.Observation = &Observation{Outcome: ObsNone, Reason: "the task was canceled; the answer was not acted on"}
+		it.Observation = notActedOn()
 	}
 	jr.givenUp = it
+}
+
+// notActedOn is the observation of an answer the job's cancel left
+// unacted on: it had no effect.
+func notActedOn() *Observation {
+	return &Observation{Outcome: ObsNone, Reason: "the task was canceled; the answer was not acted on"}
 }
 
 // phase is the history of the current phase: the interactions since the
@@ -1035,7 +1041,7 @@ func (jr *jobRun) propose(ctx context.Context, it *Interaction, ans *Answer) (bo
 		if errors.Is(context.Cause(ctx), ErrCanceled) {
 			// Answered, paid for, not acted on: written with the job's
 			// end (see work).
-			it.Observation = &Observation{Outcome: ObsNone, Reason: "the task was canceled; the answer was not acted on"}
+			it.Observation = notActedOn()
 			jr.givenUp = it
 			return true, nil
 		}

@@ -404,8 +404,12 @@ func (s *Store) TakeCanceledSent(ctx context.Context, taskID string, sent []byte
 // the cancel) or given up. It reports false when the job has no such
 // record to cancel.
 func (s *Store) ForgetCanceledSent(ctx context.Context, taskID string, sent []byte) (bool, error) {
-	return s.exec(ctx, "forget the record to cancel of", taskID, `DELETE FROM agent_sent_cancels WHERE task_id = ? AND sent = ?`, taskID, string(sent))
+	return s.exec(ctx, "forget the record to cancel of", taskID, deleteSentCancel, taskID, string(sent))
 }
+
+// deleteSentCancel forgets one record to cancel of a job: its task, the
+// record (ForgetCanceledSent, GiveUpCanceledSent).
+const deleteSentCancel = `DELETE FROM agent_sent_cancels WHERE task_id = ? AND sent = ?`
 
 // GiveUpCanceledSent forgets sent, a record of the job of taskID given up
 // to be canceled, after its last try (MaxCancelTries) its peer did not
@@ -416,7 +420,7 @@ func (s *Store) ForgetCanceledSent(ctx context.Context, taskID string, sent []by
 func (s *Store) GiveUpCanceledSent(ctx context.Context, taskID string, sent []byte) (bool, error) {
 	var gone bool
 	err := s.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		n, err := sqldb.Affected(tx.ExecContext(ctx, s.d.Rebind(`DELETE FROM agent_sent_cancels WHERE task_id = ? AND sent = ?`), taskID, string(sent)))
+		n, err := sqldb.Affected(tx.ExecContext(ctx, s.d.Rebind(deleteSentCancel), taskID, string(sent)))
 		if gone = n > 0; err != nil || !gone {
 			return err
 		}
