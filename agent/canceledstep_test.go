@@ -31,11 +31,7 @@ func TestCanceledStepInHistory(t *testing.T) {
 		stop()
 		check := func(t *testing.T) {
 			t.Helper()
-			h := validHistory(t, r, id)
-			if len(h.Interactions) != 1 {
-				t.Fatalf("history has %d interactions; want the canceled step alone: %+v", len(h.Interactions), h.Interactions)
-			}
-			it := h.Interactions[0]
+			h, it := givenUpStep(t, r, id)
 			if it.Response.Kind != agent.KindCanceled || it.Response.Status != agent.ResponseError ||
 				it.Response.NewStatus != agent.Canceled || !strings.Contains(it.Response.Error, "context canceled") || it.Sequence != 0 || it.Timestamp.IsZero() {
 				t.Errorf("step %+v; want kind canceled, ERROR, new status CANCELED, with its error and time", it.Response)
@@ -89,11 +85,7 @@ func TestCanceledAnswerInHistory(t *testing.T) {
 		stop := r.startRuntime(t, m, 1, 0)
 		<-m.done
 		stop() // the job's end is written before the runtime stops
-		h := validHistory(t, r, id)
-		if len(h.Interactions) != 1 {
-			t.Fatalf("history has %d interactions; want the answer not acted on: %+v", len(h.Interactions), h.Interactions)
-		}
-		it := h.Interactions[0]
+		h, it := givenUpStep(t, r, id)
 		if it.Response.Kind != agent.KindProposal || it.Response.Action != "THINK" || it.Response.NewStatus != agent.Canceled ||
 			it.Observation == nil || it.Observation.Outcome != agent.ObsNone || !strings.Contains(it.Observation.Reason, "canceled") {
 			t.Errorf("step %+v, observation %+v; want the THINK proposal, not acted on because canceled, new status CANCELED", it.Response, it.Observation)

@@ -17,6 +17,17 @@ import (
 
 // validHistory checks that the job's history validates against its
 // schema and replays.
+// givenUpStep reads the job history of taskID (validHistory) and returns
+// it with its one step: the step the job's cancel gave up.
+func givenUpStep(t *testing.T, r *rig, taskID string) (*agent.History, agent.Interaction) {
+	t.Helper()
+	h := validHistory(t, r, taskID)
+	if len(h.Interactions) != 1 {
+		t.Fatalf("history has %d interactions; want the step the cancel gave up alone: %+v", len(h.Interactions), h.Interactions)
+	}
+	return h, h.Interactions[0]
+}
+
 func validHistory(t *testing.T, r *rig, taskID string) *agent.History {
 	t.Helper()
 	h, err := r.store.History(context.Background(), taskID)
