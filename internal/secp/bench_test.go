@@ -86,3 +86,22 @@ func BenchmarkTaprootOutputKey(b *testing.B) {
 		p.TaprootOutputKey()
 	}
 }
+
+// BenchmarkVerifyOutputPrecomputed verifies a signature by the output
+// key through the internal key's table (PublicKey.VerifyOutput): the
+// cost of sharing one table between an agent's Nostr key and its SNAP
+// address, against BenchmarkVerifyPrecomputed.
+func BenchmarkVerifyOutputPrecomputed(b *testing.B) {
+	p, o, tweaked, _ := outputKeys(b, sha256.Sum256([]byte("bench")))
+	d := sha256.Sum256([]byte("digest"))
+	sig, err := tweaked.Sign(d, [32]byte{1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	p = p.Precomputed()
+	for b.Loop() {
+		if !p.VerifyOutput(o, d, sig) {
+			b.Fatal("does not verify")
+		}
+	}
+}

@@ -149,10 +149,20 @@ func (t *table) mulAdd(k *secp256k1.ModNScalar, acc *secp256k1.JacobianPoint) {
 	}
 }
 
+// tweak is what verifies the signatures of an output key Q = P + τ·G
+// (BIP-341) through its internal key P: BIP-340 verifies against
+// lift_x(Q.x) = σ·Q, σ = −1 when Q has an odd y (odd), else 1, so
+// R = s·G − e·σ·Q = (s − e·στ)·G − σe·P. st is σ·τ mod n.
+type tweak struct {
+	st  secp256k1.ModNScalar
+	odd bool
+}
+
 // verify reports whether sig is a valid BIP-340 signature of digest by
-// the key x, lifted to the affine point p (even y); t, when not nil, is
-// p's table.
-func verify(x *[32]byte, p *secp256k1.JacobianPoint, t *table, digest *[32]byte, sig *[64]byte) bool {
+// the key x. With tw nil, x is p's (lifted, even y); otherwise x is the
+// output key tw describes, of the internal key p. t, when not nil, is p's
+// table.
+func verify(x *[32]byte, p *secp256k1.JacobianPoint, t *table, tw *tweak, digest *[32]byte, sig *[64]byte) bool {
 	// r = int(sig[0:32]); fail if r ≥ p. s = int(sig[32:64]); fail if
 	// s ≥ n. (btcec's ParseSignature reduces an s ≥ n instead.)
 	var r secp256k1.FieldVal
@@ -163,12 +173,22 @@ func verify(x *[32]byte, p *secp256k1.JacobianPoint, t *table, digest *[32]byte,
 	if s.SetByteSlice(sig[32:]) {
 		return false
 	}
-	// e = int(hash_BIP0340/challenge(r ‖ P.x ‖ m)) mod n.
+	// e = int(hash_BIP0340/challenge(r ‖ x ‖ m)) mod n.
 	h := chainhash.TaggedHash(chainhash.TagBIP0340Challenge, sig[:32], x[:], digest[:])
 	var e secp256k1.ModNScalar
 	e.SetBytes((*[32]byte)(h))
-	e.Negate()
-	// R = s·G − e·P.
+	if tw != nil {
+		// s − e·στ, and −σe as the multiple of P.
+		var est secp256k1.ModNScalar
+		s.Add(est.Mul2(&e, &tw.st).Negate())
+		if !tw.odd {
+			e.Negate()
+		}
+	} else {
+		e.Negate()
+	}
+	// R = s·G + e·P, with s and e as made above: s·G − e·P for a plain
+	// key, (s − e·στ)·G − σe·P for an output key.
 	var R secp256k1.JacobianPoint
 	secp256k1.ScalarBaseMultNonConst(&s, &R)
 	if t != nil {

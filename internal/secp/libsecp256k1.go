@@ -121,6 +121,37 @@ func (p *PublicKey) Verify(digest [32]byte, sig [64]byte) bool {
 	return shared().Verify(p.pk, digest, sig)
 }
 
+// OutputKey is the BIP-341 key-path-only output key Q of an internal key
+// P (no script tree), lifted, for PublicKey.VerifyOutput.
+type OutputKey struct {
+	internal [32]byte // P.x
+	q        *PublicKey
+}
+
+// TaprootOutput returns P's output key Q, as TaprootOutputKey does, in a
+// form P verifies Q's signatures with.
+func (p *PublicKey) TaprootOutput() (*OutputKey, error) {
+	x, err := p.TaprootOutputKey()
+	if err != nil {
+		return nil, err
+	}
+	q, err := ParsePublicKey(x)
+	if err != nil {
+		return nil, ErrTweak
+	}
+	return &OutputKey{internal: p.x, q: q}, nil
+}
+
+// Bytes returns Q, the 32-byte x-only output key.
+func (o *OutputKey) Bytes() [32]byte { return o.q.x }
+
+// VerifyOutput reports whether sig is a valid BIP-340 signature of digest
+// by o, which must be P's output key (TaprootOutput of P; for any other,
+// it reports false): in this build, Q's own verification.
+func (p *PublicKey) VerifyOutput(o *OutputKey, digest [32]byte, sig [64]byte) bool {
+	return o.internal == p.x && o.q.Verify(digest, sig)
+}
+
 // PrecomputedBytes is the memory a key returned by Precomputed holds
 // beyond a plain key's: none in this build.
 const PrecomputedBytes = 0

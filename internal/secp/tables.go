@@ -116,14 +116,28 @@ func (t *Tables[K]) held(k K) *held {
 // of idleness or count as a use of a table: forgeries, which cost nothing
 // to make, can neither keep a key's table nor make other keys look idle.
 func (t *Tables[K]) Verify(k K, p *PublicKey, u *Uses, digest [32]byte, sig [64]byte) bool {
+	return t.check(k, p, u, func(p *PublicKey) bool { return p.Verify(digest, sig) })
+}
+
+// VerifyOutput is Verify for a signature by o, the output key of p
+// (PublicKey.VerifyOutput): it verifies through the table of p held under
+// k and counts toward it, so that an agent's internal key and its output
+// key share one table and one place in t.
+func (t *Tables[K]) VerifyOutput(k K, p *PublicKey, u *Uses, o *OutputKey, digest [32]byte, sig [64]byte) bool {
+	return t.check(k, p, u, func(p *PublicKey) bool { return p.VerifyOutput(o, digest, sig) })
+}
+
+// check is Verify and VerifyOutput: valid tells whether the signature
+// verifies by a key, p or the one held under k.
+func (t *Tables[K]) check(k K, p *PublicKey, u *Uses, valid func(*PublicKey) bool) bool {
 	if h := t.held(k); h != nil {
-		if !h.pub.Verify(digest, sig) {
+		if !valid(h.pub) {
 			return false
 		}
 		h.last.Store(t.tick.Add(1))
 		return true
 	}
-	if !p.Verify(digest, sig) {
+	if !valid(p) {
 		return false
 	}
 	t.verified(k, p, u)
