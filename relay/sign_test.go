@@ -99,13 +99,13 @@ func TestVerifierPromotesRepeatedAuthors(t *testing.T) {
 			t.Fatal("a bad signature verified")
 		}
 	}
-	if _, ok := v.tables.Get(k.NostrPublicKey()); ok {
+	if _, ok := v.tables.Get(k.InternalKey()); ok {
 		t.Fatalf("a table after %d good and as many bad signatures", secp.PromoteAfter-1)
 	}
 	if err := v.Verify(event(k, secp.PromoteAfter)); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := v.tables.Get(k.NostrPublicKey()); !ok {
+	if _, ok := v.tables.Get(k.InternalKey()); !ok {
 		t.Fatalf("no table after %d good signatures", secp.PromoteAfter)
 	}
 	if err := v.Verify(event(k, 2000)); err != nil {
@@ -139,7 +139,7 @@ func TestVerifierPromotesRepeatedAuthors(t *testing.T) {
 func TestVerifierForgeriesDoNotEvict(t *testing.T) {
 	const size = 2
 	v := NewVerifier()
-	v.tables = secp.NewTables[string](size)
+	v.tables = secp.NewTables[[32]byte](size)
 	keys := make([]*identity.Key, 3) // busy, forger's, forger's next
 	for i := range keys {
 		k, err := identity.Generate()
@@ -165,7 +165,7 @@ func TestVerifierForgeriesDoNotEvict(t *testing.T) {
 			}
 		}
 	}
-	busy := keys[0].NostrPublicKey()
+	busy := keys[0].InternalKey()
 	if _, ok := v.tables.Get(busy); !ok || v.tables.Len() != size {
 		t.Fatalf("the busy author has a table: %v, %d held; want true, %d", ok, v.tables.Len(), size)
 	}
@@ -202,7 +202,7 @@ func TestVerifierForgeriesDoNotEvict(t *testing.T) {
 func TestVerifierConcurrent(t *testing.T) {
 	const goroutines, rounds = 8, 24
 	v := NewVerifier()
-	v.tables = secp.NewTables[string](2)
+	v.tables = secp.NewTables[[32]byte](2)
 	keys := make([]*identity.Key, 4)
 	for i := range keys {
 		k, err := identity.Generate()

@@ -24,7 +24,7 @@ import (
 // A Verifier is safe for concurrent use.
 type Verifier struct {
 	keys   *bounded.Cache[string, *author]
-	tables *secp.Tables[string]
+	tables *secp.Tables[[32]byte]             // by x-only key
 	seen   *bounded.Cache[[32]byte, [64]byte] // event id → its verified signature
 }
 
@@ -42,7 +42,10 @@ type author struct {
 // once per secp.ReplaceEvery verifications, so a flood of valid events
 // from fresh keys raises its verification CPU by at most about 10 %; a
 // busy author's table is not given up to another, and an author with
-// steady traffic still earns one under such a flood (secp.Tables).
+// steady traffic still earns one under such a flood (secp.Tables). A
+// node shares these tables with its snap.Validator (Tables), so the bound
+// covers its peers' event keys and the addresses of its HTTP senders
+// together; a Nostr peer's messages verify through its event key's table.
 const PrecomputedKeys = 64
 
 // VerifiedEvents bounds a Verifier's cache of events verified or signed
@@ -60,7 +63,7 @@ const VerifiedEvents = 4096
 func NewVerifier() *Verifier {
 	return &Verifier{
 		keys:   bounded.NewCache[string, *author](4096),
-		tables: secp.NewTables[string](PrecomputedKeys),
+		tables: secp.NewTables[[32]byte](PrecomputedKeys),
 		seen:   bounded.NewCache[[32]byte, [64]byte](VerifiedEvents),
 	}
 }
@@ -95,12 +98,20 @@ func (v *Verifier) Verify(ev *nostr.Event) error {
 		a = &author{pub: pub}
 		v.keys.Put(ev.PubKey, a)
 	}
-	if !v.tables.Verify(ev.PubKey, a.pub, &a.uses, id, raw) {
+	if !v.tables.Verify(a.pub.Bytes(), a.pub, &a.uses, id, raw) {
 		return fmt.Errorf("%w: %s: bad signature", ErrInvalidEvent, ev.ID)
 	}
 	v.seen.Put(id, raw)
 	return nil
 }
+
+// Tables returns the tables of v's authors' keys, keyed by x-only key, to
+// share with the snap.Validator of the messages these authors send
+// (snap.Config.Tables): an agent's messages over Nostr are signed by the
+// output key of the key that signs its events, which verifies them
+// through the same table (secp.Tables.VerifyOutput), so that the agent
+// holds one table and one place in PrecomputedKeys instead of two.
+func (v *Verifier) Tables() *secp.Tables[[32]byte] { return v.tables }
 
 // checkID returns ev's id after checking it is the hash of its content.
 func CheckID(ev *nostr.Event) ([32]byte, error) {

@@ -25,12 +25,12 @@ type cachedKey struct {
 // every time and keeps no table.
 type keyCache struct {
 	c      *bounded.Cache[string, *cachedKey]
-	tables *secp.Tables[[32]byte] // by output key Q
+	tables *secp.Tables[[32]byte] // by x-only key: Q, or P for a signer
 }
 
 // precomputedKeys bounds the senders of a Validator holding a table of
-// their key: secp.PrecomputedBytes each, 2.7 MB for the 64 in the pure-Go
-// build. Each table is earned by secp.PromoteAfter signatures that
+// their key, when it keeps its own tables (Config.Tables nil):
+// secp.PrecomputedBytes each, 2.7 MB for the 64 in the pure-Go build. Each table is earned by secp.PromoteAfter signatures that
 // verified under its key, and once all are held a Validator replaces one
 // at most once per secp.ReplaceEvery verifications, so a flood of valid
 // messages from fresh keys raises its verification CPU by at most about
@@ -38,8 +38,13 @@ type keyCache struct {
 // with steady traffic still earns one under such a flood (secp.Tables).
 const precomputedKeys = 64
 
-func newKeyCache(max int) *keyCache {
-	return &keyCache{c: bounded.NewCache[string, *cachedKey](max), tables: secp.NewTables[[32]byte](precomputedKeys)}
+// newKeyCache returns a keyCache of max addresses keeping its tables in
+// tables, or in its own of precomputedKeys keys when tables is nil.
+func newKeyCache(max int, tables *secp.Tables[[32]byte]) *keyCache {
+	if tables == nil {
+		tables = secp.NewTables[[32]byte](precomputedKeys)
+	}
+	return &keyCache{c: bounded.NewCache[string, *cachedKey](max), tables: tables}
 }
 
 // verify checks the 128-hex BIP-340 signature sigHex of d against k's
@@ -51,6 +56,19 @@ func (c *keyCache) verify(k *cachedKey, d [32]byte, sigHex string) bool {
 	}
 	sig, ok := decodeSignature(sigHex)
 	return ok && c.tables.Verify(k.addr.Key, k.pub, &k.uses, d, sig)
+}
+
+// verifyBy is verify for a message whose transport's signer s, the
+// internal key of k, signed the transport's envelope: the signature by
+// k's output key is checked through s's table, where s's events are
+// checked too when the tables are shared (Config.Tables), and counts
+// toward it.
+func (c *keyCache) verifyBy(s *signerKey, d [32]byte, sigHex string) bool {
+	sig, ok := decodeSignature(sigHex)
+	if c == nil {
+		return ok && s.pub.VerifyOutput(s.out, d, sig)
+	}
+	return ok && c.tables.VerifyOutput(s.pub.Bytes(), s.pub, &s.uses, s.out, d, sig)
 }
 
 // lookup decodes addr, which names the given envelope field, or fails with
@@ -90,24 +108,38 @@ func addressError(field, value string, err error) *Error {
 	return identityInvalid(field, value, reason)
 }
 
-// tweakCache maps internal keys P (Nostr pubkeys) to their BIP-341 output
-// keys Q, which cost a lift and a scalar multiplication to compute.
-type tweakCache struct {
-	c *bounded.Cache[[32]byte, [32]byte]
+// signerKey is an internal key P that signs events (a Nostr pubkey), lifted,
+// with its output key Q, which signs its messages, and the count of
+// Q's signatures verified toward P's table.
+type signerKey struct {
+	pub  *secp.PublicKey
+	out  *secp.OutputKey
+	uses secp.Uses
 }
 
-func newTweakCache(max int) *tweakCache {
-	return &tweakCache{bounded.NewCache[[32]byte, [32]byte](max)}
+// signerCache maps internal keys P to their signerKey: what computing Q
+// costs (a lift and a scalar multiplication) is paid once per key.
+type signerCache struct {
+	c *bounded.Cache[[32]byte, *signerKey]
 }
 
-func (c *tweakCache) of(p [32]byte) ([32]byte, error) {
-	if q, ok := c.c.Get(p); ok {
-		return q, nil
+func newSignerCache(max int) *signerCache {
+	return &signerCache{bounded.NewCache[[32]byte, *signerKey](max)}
+}
+
+func (c *signerCache) of(p [32]byte) (*signerKey, error) {
+	if s, ok := c.c.Get(p); ok {
+		return s, nil
 	}
-	q, err := identity.OutputKeyOf(p)
+	pub, err := secp.ParsePublicKey(p)
 	if err != nil {
-		return q, err
+		return nil, err
 	}
-	c.c.Put(p, q)
-	return q, nil
+	out, err := pub.TaprootOutput()
+	if err != nil {
+		return nil, err
+	}
+	s := &signerKey{pub: pub, out: out}
+	c.c.Put(p, s)
+	return s, nil
 }

@@ -14,7 +14,7 @@ import (
 // signatures are then checked through the table, forgeries still
 // refused; at most precomputedKeys senders hold one.
 func TestKeyCachePromotesRepeatedSenders(t *testing.T) {
-	c := newKeyCache(100)
+	c := newKeyCache(100, nil)
 	sign := func(k *identity.Key, i int) ([32]byte, string) {
 		t.Helper()
 		d := sha256.Sum256([]byte{byte(i), byte(i >> 8)})
@@ -89,7 +89,7 @@ func TestKeyCachePromotesRepeatedSenders(t *testing.T) {
 // sender's table look idle, to be evicted by the forger's next key.
 func TestKeyCacheForgeriesDoNotEvict(t *testing.T) {
 	const size = 2
-	c := newKeyCache(100)
+	c := newKeyCache(100, nil)
 	c.tables = secp.NewTables[[32]byte](size)
 	keys := make([]*cachedKey, 3) // busy, forger's, forger's next
 	ids := make([]*identity.Key, len(keys))

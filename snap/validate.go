@@ -12,6 +12,7 @@ import (
 
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/bounded"
+	"github.com/snapnode/snapnode/internal/secp"
 )
 
 // DefaultMaxDrift is the spec's timestamp window: a message more than 60 s
@@ -36,9 +37,18 @@ type Config struct {
 	// Replay remembers (from, id) pairs. nil disables the replay stage,
 	// which only a stateless tool such as `snapnode verify` should do.
 	Replay ReplayStore
-	// KeyCacheSize bounds the cache of decoded sender addresses; 0 means
-	// 4096.
+	// KeyCacheSize bounds the cache of decoded sender addresses, and
+	// that of transport signers' keys (ValidateSigned); 0 means 4096.
 	KeyCacheSize int
+	// Tables, when set, holds the tables of the senders' keys (each
+	// earned by secp.PromoteAfter verified signatures) instead of a
+	// Validator's own of 64 keys: pass the relay.Verifier's
+	// (Verifier.Tables) that checks the Nostr events carrying these
+	// messages, so that an agent's event key and its address share one
+	// table and one place in its bound. A message of ValidateSigned is
+	// checked through the table of its signer, the internal key whose
+	// output key its from names.
+	Tables *secp.Tables[[32]byte]
 	// Limiter, when set, decides whether an authenticated sender of a
 	// request may be served now: it is asked with the address of from
 	// after the signature verifies (so a forger cannot spend someone
@@ -75,10 +85,10 @@ type Limiter interface {
 // of the replay store itself, an internal fault returned as an error
 // wrapping the store's. A Validator is safe for concurrent use.
 type Validator struct {
-	cfg        Config
-	keys       *keyCache
-	outputKeys *tweakCache
-	retention  time.Duration
+	cfg       Config
+	keys      *keyCache
+	signers   *signerCache
+	retention time.Duration
 	// seen holds the replay records of the messages this process recorded
 	// or found recorded, so that a byte-for-byte replay costs neither a
 	// signature check nor a read of the replay store (on PostgreSQL, a
@@ -130,12 +140,12 @@ func NewValidator(cfg Config) *Validator {
 		cfg.KeyCacheSize = 4096
 	}
 	return &Validator{
-		cfg:        cfg,
-		keys:       newKeyCache(cfg.KeyCacheSize),
-		outputKeys: newTweakCache(cfg.KeyCacheSize),
-		retention:  retention(cfg.MaxDrift),
-		seen:       bounded.NewExpiring[uint64, seenRecord](SeenCacheSize, true),
-		seed:       maphash.MakeSeed(),
+		cfg:       cfg,
+		keys:      newKeyCache(cfg.KeyCacheSize, cfg.Tables),
+		signers:   newSignerCache(cfg.KeyCacheSize),
+		retention: retention(cfg.MaxDrift),
+		seen:      bounded.NewExpiring[uint64, seenRecord](SeenCacheSize, true),
+		seed:      maphash.MakeSeed(),
 	}
 }
 
@@ -211,12 +221,14 @@ func (v *Validator) authenticate(ctx context.Context, env *envelope, signer *[32
 	if err != nil {
 		return nil, err
 	}
+	var by *signerKey
 	if signer != nil {
-		q, err := v.outputKeys.of(*signer)
-		if err != nil || q != from.addr.Key {
+		s, err := v.signers.of(*signer)
+		if err != nil || s.out.Bytes() != from.addr.Key {
 			return nil, &Error{Code: CodeIdentityMismatch, Message: "from is not the address of the transport's signing key",
 				Data: map[string]any{"from": m.From, "signer": hex.EncodeToString(signer[:])}}
 		}
+		by = s
 	}
 	now := v.cfg.Now()
 
@@ -254,7 +266,13 @@ func (v *Validator) authenticate(ctx context.Context, env *envelope, signer *[32
 		// the pair must verify first, so a forger learns nothing.
 		return nil, v.duplicate(m, prior, via)
 	}
-	if !v.keys.verify(from, out.Digest, m.Sig) {
+	verified := false
+	if by != nil {
+		verified = v.keys.verifyBy(by, out.Digest, m.Sig)
+	} else {
+		verified = v.keys.verify(from, out.Digest, m.Sig)
+	}
+	if !verified {
 		return nil, &Error{Code: CodeSignatureInvalid, Message: "signature does not verify against the key of from",
 			Data: map[string]any{"field": "sig", "reason": "BIP-340 verification failed for the output key of " + m.From}}
 	}

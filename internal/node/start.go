@@ -328,6 +328,10 @@ func (w *wiring) startTasks(ctx context.Context) error {
 	vcfg := snap.Config{
 		Self: n.Address(), MaxDrift: cfg.MaxDrift.Duration, Replay: w.replay,
 		Limiter: n.identityLimits,
+		// One bound of key tables for the Nostr events and the SNAP
+		// messages: an agent's messages verify through its event
+		// key's table.
+		Tables: w.verifier.Tables(),
 	}
 	// The task service's requests write their replay records with their
 	// first effect, so that one that fails for a passing cause (5001,
