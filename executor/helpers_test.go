@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -59,6 +60,8 @@ type env struct {
 	retain time.Duration
 	// signer is the audit log's Options.Signer (nil: none, no seals).
 	signer audit.Signer
+	// logger is Config.Logger (nil: discarded); set it, then reopen.
+	logger *slog.Logger
 
 	db  *sqldb.DB
 	sb  *sandbox.Sandbox
@@ -102,6 +105,7 @@ func (v *env) open() {
 		SnapshotMaxAge:   v.snapAge,
 		SnapshotMaxBytes: v.snapBytes,
 		Now:              v.clock.Now,
+		Logger:           v.logger,
 	})
 	if err != nil {
 		v.t.Fatal(err)

@@ -270,7 +270,9 @@ func (e *Executor) RecoverInterruptedWith(ctx context.Context, o RecoverOptions)
 // kept files again should that recovery's result not have been recorded.
 // The actions are read under the sandbox's folder lock, which a recovery
 // holds while it writes its record (sandbox.ForgetKeptExcept). A failure
-// is logged, and tried again at the next pass.
+// is logged, and tried again at the next pass: so is an action still
+// promoting or rolling back whose snapshot cannot be read (see
+// unsettled), which keeps every record.
 func (e *Executor) forgetKeptLeft(ctx context.Context) {
 	if !e.keptLeft.Swap(false) {
 		return
@@ -287,8 +289,11 @@ func (e *Executor) forgetKeptLeft(ctx context.Context) {
 }
 
 // unsettled lists the actions a recovery may yet settle: those promoting
-// or rolling back (one whose snapshot cannot be read is never recovered
-// around, and has no record).
+// or rolling back. One whose snapshot this version cannot read (a newer
+// version's, during a mixed-version rollout) may own a record too, named
+// from that snapshot as the newer version reads it, which this one cannot
+// tell from the others: unsettled then fails, and no record is removed
+// (forgetKeptLeft tries again at its next pass, and logs why).
 func (e *Executor) unsettled(ctx context.Context) ([]sandbox.KeptOwner, error) {
 	var out []sandbox.KeptOwner
 	for _, state := range []string{statePromoting, stateRollingBack} {
@@ -297,9 +302,12 @@ func (e *Executor) unsettled(ctx context.Context) ([]sandbox.KeptOwner, error) {
 			return nil, err
 		}
 		for _, r := range rs {
-			if snap, err := sandbox.ParseSnapshot(r.Snapshot); err == nil {
-				out = append(out, sandbox.KeptOwner{Snapshot: snap, ID: r.ActionID})
+			snap, err := sandbox.ParseSnapshot(r.Snapshot)
+			if err != nil {
+				return nil, fmt.Errorf("executor: action %s, still %s, has a snapshot this version cannot read, so the record of the files a recovery of it kept cannot be told from the others; all are kept until it is settled: %w",
+					r.ActionID, state, err)
 			}
+			out = append(out, sandbox.KeptOwner{Snapshot: snap, ID: r.ActionID})
 		}
 	}
 	return out, nil
