@@ -133,3 +133,6 @@ func KeptRecordName(snap *Snapshot, id string) string {
 	}
 	return name
 }
+
+// ListBatch is how many names a listing reads from a directory at once.
+const ListBatch = listBatch

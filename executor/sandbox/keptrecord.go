@@ -204,20 +204,17 @@ func (s *Sandbox) ForgetKeptExcept(ctx context.Context, live func(context.Contex
 		}
 		keep[name] = true
 	}
-	names, err := s.names(ctx, "")
-	if err != nil {
-		return 0, opErr("recover", "", err)
-	}
 	root, err := s.openDir(ctx, "")
 	if err != nil {
 		return 0, opErr("recover", "", err)
 	}
 	defer root.close()
+	stale, err := staleKept(ctx, root, keep)
+	if err != nil {
+		return 0, err
+	}
 	n := 0
-	for _, name := range names {
-		if !isKeptRecord(name) || keep[name] {
-			continue
-		}
+	for _, name := range stale {
 		if err := alive(ctx); err != nil {
 			return n, err
 		}
@@ -242,6 +239,37 @@ func (s *Sandbox) ForgetKeptExcept(ctx context.Context, live func(context.Contex
 		}
 	}
 	return n, nil
+}
+
+// staleKept returns the names of the records of the files kept at root
+// that keep does not name. The root, which may hold many entries, is read
+// listBatch names at a time: only those records are held. Nothing is
+// removed while it is read (a directory changed as it is read may skip
+// names).
+func staleKept(ctx context.Context, root dir, keep map[string]bool) ([]string, error) {
+	f, err := root.r.Open(".")
+	if err != nil {
+		return nil, opErr("recover", "", bare(err))
+	}
+	defer f.Close()
+	var stale []string
+	for {
+		if err := alive(ctx); err != nil {
+			return nil, err
+		}
+		names, err := f.Readdirnames(listBatch)
+		for _, name := range names {
+			if isKeptRecord(name) && !keep[name] {
+				stale = append(stale, name)
+			}
+		}
+		if err == io.EOF || (err == nil && len(names) == 0) {
+			return stale, nil
+		}
+		if err != nil {
+			return nil, opErr("recover", "", bare(err))
+		}
+	}
 }
 
 // isKeptRecord reports whether name is one keptRecordName gives.

@@ -3,6 +3,7 @@ package sandbox_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -90,4 +91,63 @@ func TestForgetKeptExcept(t *testing.T) {
 			t.Errorf("ForgetKeptExcept with none live = %d, %v; want the pending one's removed", n, err)
 		}
 	})
+}
+
+// TestForgetKeptExceptManyEntries: the workspace's root, which
+// ForgetKeptExcept reads for the records it removes, may hold many more
+// entries than it reads at once (sandbox.ListBatch). Every record left
+// behind among them is removed, whichever batch it is read in, and
+// neither the records of live changes nor the workspace's files are.
+func TestForgetKeptExceptManyEntries(t *testing.T) {
+	ctx := context.Background()
+	dir, sb := newSandbox(t, sandbox.Limits{}, nil)
+	files := 3*sandbox.ListBatch + 7
+	for i := range files {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("file-%04d.txt", i)), []byte("kept\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snap := &sandbox.Snapshot{Version: sandbox.SnapshotVersion}
+	var live []sandbox.KeptOwner
+	var stale, kept []string
+	for i := range 12 {
+		id := fmt.Sprintf("change-%d", i)
+		name := sandbox.KeptRecordName(snap, id)
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("[]"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if i%4 == 0 {
+			live = append(live, sandbox.KeptOwner{Snapshot: snap, ID: id})
+			kept = append(kept, name)
+		} else {
+			stale = append(stale, name)
+		}
+	}
+	n, err := sb.ForgetKeptExcept(ctx, func(context.Context) ([]sandbox.KeptOwner, error) { return live, nil })
+	if n != len(stale) || err != nil {
+		t.Fatalf("ForgetKeptExcept = %d, %v; want the %d records left behind removed", n, err, len(stale))
+	}
+	for _, name := range stale {
+		if _, err := os.Stat(filepath.Join(dir, name)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s, left behind, is still there (%v)", name, err)
+		}
+	}
+	for _, name := range kept {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			t.Errorf("%s, a live change's, was removed: %v", name, err)
+		}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := 0
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "file-") {
+			got++
+		}
+	}
+	if got != files {
+		t.Errorf("%d of the workspace's %d files left", got, files)
+	}
 }
