@@ -36,11 +36,22 @@ func TestSignEvent(t *testing.T) {
 	if err := v.Verify(&ev); err != nil {
 		t.Fatal(err)
 	}
+	if n := v.SignatureChecks(); n != 0 {
+		t.Errorf("the Verifier checked %d signatures of an event signed through it, want 0", n)
+	}
 	// A changed event is checked again, and fails.
 	forged := ev
 	forged.Content = "y"
 	if err := v.Verify(&forged); err == nil {
 		t.Fatal("an edited event passed the Verifier that had seen the original")
+	}
+	// Its id made to match: refused on its signature, which is counted.
+	forged.ID = forged.GetID()
+	if err := v.Verify(&forged); err == nil {
+		t.Fatal("an edited event with its id recomputed passed")
+	}
+	if n := v.SignatureChecks(); n != 1 {
+		t.Errorf("the Verifier counts %d signatures checked, want 1: the re-identified edit's", n)
 	}
 }
 

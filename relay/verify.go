@@ -3,6 +3,7 @@ package relay
 import (
 	"encoding/hex"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/nbd-wtf/go-nostr"
 
@@ -26,6 +27,7 @@ type Verifier struct {
 	keys   *bounded.Cache[string, *author]
 	tables *secp.Tables[[32]byte]             // by x-only key
 	seen   *bounded.Cache[[32]byte, [64]byte] // event id → its verified signature
+	checks atomic.Uint64                      // signatures checked (SignatureChecks)
 }
 
 // author is an event author's lifted key and the count of its events
@@ -98,6 +100,7 @@ func (v *Verifier) Verify(ev *nostr.Event) error {
 		a = &author{pub: pub}
 		v.keys.Put(ev.PubKey, a)
 	}
+	v.checks.Add(1)
 	if !v.tables.Verify(a.pub.Bytes(), a.pub, &a.uses, id, raw) {
 		return fmt.Errorf("%w: %s: bad signature", ErrInvalidEvent, ev.ID)
 	}
@@ -112,6 +115,12 @@ func (v *Verifier) Verify(ev *nostr.Event) error {
 // through the same table (secp.Tables.VerifyOutput), so that the agent
 // holds one table and one place in PrecomputedKeys instead of two.
 func (v *Verifier) Tables() *secp.Tables[[32]byte] { return v.tables }
+
+// SignatureChecks returns how many signatures v has checked: the events
+// it verified, or refused for their signature, without knowing them
+// already (signed through it, or verified before). Tests and benchmarks
+// read it to count the signature checks an exchange costs.
+func (v *Verifier) SignatureChecks() uint64 { return v.checks.Load() }
 
 // checkID returns ev's id after checking it is the hash of its content.
 func CheckID(ev *nostr.Event) ([32]byte, error) {

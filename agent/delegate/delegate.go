@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/snapnode/snapnode/internal/textcut"
 	"log/slog"
 	"net/netip"
 	"regexp"
@@ -26,6 +25,8 @@ import (
 	"github.com/snapnode/snapnode/client"
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/periodic"
+	"github.com/snapnode/snapnode/internal/textcut"
+	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/snapnostr"
 	"github.com/snapnode/snapnode/tasks"
@@ -45,6 +46,11 @@ type Config struct {
 	Key *identity.Key
 	// Relays are the node's relays.
 	Relays Relays
+	// Verifier is the one Relays check events with
+	// (relay.PoolConfig.Verifier): the requests are signed through it, so
+	// that publishing them checks no signature just made. Nil: they are
+	// signed alone, and checked when published.
+	Verifier *relay.Verifier
 	// HTTP, when set, carries the requests to the HTTP and WebSocket
 	// endpoints the delegate's card declares, tried in their declared
 	// order before Nostr (client.ToCard); nil: Nostr only. NewHTTP makes
@@ -216,7 +222,7 @@ func New(cfg Config) (*Delegate, error) {
 	// Delegate's lines and its client's: redacted there, as the
 	// violations' reasons are.
 	d.log = agent.RedactingLogger(cfg.Logger, d.redact)
-	d.client = client.NewNostr(client.NostrConfig{Key: cfg.Key, Relays: cfg.Relays, Logger: d.log})
+	d.client = client.NewNostr(client.NostrConfig{Key: cfg.Key, Relays: cfg.Relays, Verifier: cfg.Verifier, Logger: d.log})
 	return d, nil
 }
 

@@ -45,7 +45,7 @@ type reply func(c call) *tasks.Task
 
 // setup starts an embedded relay, a delegate answering with r behind an
 // inbox, its card, and returns a Delegate of a node key on that relay.
-func setup(t *testing.T, r reply, opts ...func(*delegate.Config)) (*delegate.Delegate, *audittest.Recorder, *[]string) {
+func setup(t testing.TB, r reply, opts ...func(*delegate.Config)) (*delegate.Delegate, *audittest.Recorder, *[]string) {
 	t.Helper()
 	return setupHTTP(t, r, nil, opts...)
 }
@@ -53,14 +53,14 @@ func setup(t *testing.T, r reply, opts ...func(*delegate.Config)) (*delegate.Del
 // setupHTTP is setup with the delegate served over HTTP too, on
 // 127.0.0.1, through wrap, when wrap is not nil: its card then declares
 // that endpoint before its relays.
-func setupHTTP(t *testing.T, r reply, wrap func(http.Handler) http.Handler, opts ...func(*delegate.Config)) (*delegate.Delegate, *audittest.Recorder, *[]string) {
+func setupHTTP(t testing.TB, r reply, wrap func(http.Handler) http.Handler, opts ...func(*delegate.Config)) (*delegate.Delegate, *audittest.Recorder, *[]string) {
 	t.Helper()
 	return setupCard(t, r, wrap, nil, opts...)
 }
 
 // setupCard is setupHTTP with the delegate's card changed by edit, when
 // not nil, before it is published.
-func setupCard(t *testing.T, r reply, wrap func(http.Handler) http.Handler, edit func(*snap.Card), opts ...func(*delegate.Config)) (*delegate.Delegate, *audittest.Recorder, *[]string) {
+func setupCard(t testing.TB, r reply, wrap func(http.Handler) http.Handler, edit func(*snap.Card), opts ...func(*delegate.Config)) (*delegate.Delegate, *audittest.Recorder, *[]string) {
 	t.Helper()
 	rel, err := embedded.New(embedded.Config{DBPath: ":memory:", Logger: quiet()})
 	if err != nil {
@@ -75,8 +75,11 @@ func setupCard(t *testing.T, r reply, wrap func(http.Handler) http.Handler, edit
 	go func() { served <- rel.Serve(ctx, ln) }()
 	t.Cleanup(func() { cancel(); <-served; rel.Close() })
 	urls := []string{embedded.WebSocketURL(ln.Addr())}
+	// One Verifier for the process's pools, the delegate's inbox and the
+	// Delegate, as a node shares its own.
+	v := relay.NewVerifier()
 	pool := func() *relay.Pool {
-		p := relay.NewPool(relay.PoolConfig{URLs: urls, Logger: quiet()})
+		p := relay.NewPool(relay.PoolConfig{URLs: urls, Logger: quiet(), Verifier: v})
 		p.Start(ctx)
 		t.Cleanup(func() { p.Close() })
 		return p
@@ -137,7 +140,7 @@ func setupCard(t *testing.T, r reply, wrap func(http.Handler) http.Handler, edit
 	})
 	server := snap.NewServer(snap.ServerConfig{Key: dkey, Router: router, Logger: quiet(), MaxResponseSize: relay.MaxNIP44Plain,
 		Validator: snap.NewValidator(snap.Config{Self: self, Replay: snap.NewMemoryReplayStore(0)})})
-	inbox := snapnostr.NewInbox(snapnostr.InboxConfig{Key: dkey, Transport: pool(), Handler: server, Logger: quiet(), Workers: 2})
+	inbox := snapnostr.NewInbox(snapnostr.InboxConfig{Key: dkey, Transport: pool(), Handler: server, Logger: quiet(), Workers: 2, Verifier: v})
 	done := make(chan error, 1)
 	go func() { done <- inbox.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
@@ -168,7 +171,7 @@ func setupCard(t *testing.T, r reply, wrap func(http.Handler) http.Handler, edit
 		t.Fatal(err)
 	}
 	a := &audittest.Recorder{}
-	cfg := delegate.Config{Key: nkey, Relays: nodePool, Address: self, StepTimeout: 20 * time.Second, Audit: a, Logger: quiet()}
+	cfg := delegate.Config{Key: nkey, Relays: nodePool, Verifier: v, Address: self, StepTimeout: 20 * time.Second, Audit: a, Logger: quiet()}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -233,6 +236,27 @@ func TestDelegateContinuesItsTask(t *testing.T) {
 	}
 	if got[0]["task_description"] != "do it" || got[1]["observation"] != "observed" || got[1]["step"] != float64(1) || got[1]["job_id"] != "job-1" {
 		t.Errorf("the delegate got %v", got)
+	}
+}
+
+// The Delegate signs its requests through the Verifier its relays check
+// them with (Config.Verifier): in a process whose pools and inbox share
+// that Verifier, a step and its follow-up check no signature at all,
+// where a Delegate signing alone had each request checked again when its
+// relays published it.
+func TestDelegateSignsThroughTheSharedVerifier(t *testing.T) {
+	var v *relay.Verifier
+	d, _, _ := setup(t, func(c call) *tasks.Task { return answerTask("remote-1", completed) },
+		func(c *delegate.Config) { v = c.Verifier })
+	before := v.SignatureChecks()
+	ctx := context.Background()
+	for step := range 2 {
+		if _, err := d.Complete(ctx, prompt("job-1", step)); err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
+	}
+	if n := v.SignatureChecks() - before; n != 0 {
+		t.Errorf("two steps checked %d signatures, want 0: every event was signed in this process through the shared Verifier", n)
 	}
 }
 

@@ -23,7 +23,7 @@ import (
 
 // serveHTTP serves the delegate's SNAP server over HTTP on 127.0.0.1,
 // through wrap, until ctx ends; it returns the base URL.
-func serveHTTP(t *testing.T, ctx context.Context, key *identity.Key, h snap.Handler, wrap func(http.Handler) http.Handler) string {
+func serveHTTP(t testing.TB, ctx context.Context, key *identity.Key, h snap.Handler, wrap func(http.Handler) http.Handler) string {
 	t.Helper()
 	s, err := snaphttp.New(snaphttp.Config{Handler: h, Key: key, Logger: quiet()})
 	if err != nil {

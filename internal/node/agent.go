@@ -23,6 +23,7 @@ import (
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/metrics"
 	"github.com/snapnode/snapnode/internal/sqldb"
+	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/tasks"
 )
@@ -93,10 +94,11 @@ func openAgentQueue(ctx context.Context, db *sqldb.DB, taskStore tasks.Store, a 
 
 // startAgent builds the agent runtime on the node's job store, executor
 // and sandbox, and the model client (or the external worker pool, whose
-// protocol violations go to the audit log) from the settings; mx gets its
-// model calls and the worker's skipped lines. The runtime runs until ctx
+// protocol violations go to the audit log, or the delegate, whose requests
+// go out on relays and are signed through their verifier) from the
+// settings; mx gets its model calls and the worker's skipped lines. The runtime runs until ctx
 // ends; done is closed when it has stopped.
-func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queue *agent.Queue, exec agent.Executor, svc *tasks.Service, mx *metrics.Metrics, auditLog worker.Auditor, self *identity.Key, relays delegate.Relays, poll time.Duration, logger *slog.Logger) (*agent.Runtime, <-chan struct{}, error) {
+func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queue *agent.Queue, exec agent.Executor, svc *tasks.Service, mx *metrics.Metrics, auditLog worker.Auditor, self *identity.Key, relays delegate.Relays, verifier *relay.Verifier, poll time.Duration, logger *slog.Logger) (*agent.Runtime, <-chan struct{}, error) {
 	a := cfg.Agent
 	var (
 		key       string
@@ -132,7 +134,7 @@ func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queu
 		}
 		var d *delegate.Delegate
 		dlog := logger.With("part", "delegate")
-		d, err = delegate.New(delegate.Config{Key: self, Relays: relays, Address: a.Delegate, StepTimeout: step,
+		d, err = delegate.New(delegate.Config{Key: self, Relays: relays, Verifier: verifier, Address: a.Delegate, StepTimeout: step,
 			HTTP:         delegate.NewHTTP(self, a.Delegate, a.DelegatePrivateEndpoints, dlog),
 			MaxLineBytes: a.MaxAnswerBytes, Audit: auditLog, Redact: redact, Logger: dlog})
 		if d != nil {

@@ -432,7 +432,7 @@ func (w *wiring) startAgent(ctx context.Context) error {
 		return nil
 	}
 	actx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	rt, done, err := startAgent(actx, n.cfg, w.jobs, w.queue, n.exec.exec, n.Tasks, w.mx, n.exec.audit, n.key, n.pool, w.o.loopInterval(0), n.logger)
+	rt, done, err := startAgent(actx, n.cfg, w.jobs, w.queue, n.exec.exec, n.Tasks, w.mx, n.exec.audit, n.key, n.pool, w.verifier, w.o.loopInterval(0), n.logger)
 	if err != nil {
 		stop()
 		return err
