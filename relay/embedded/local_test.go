@@ -326,6 +326,13 @@ func TestLocalSlowConsumerCutOff(t *testing.T) {
 	if err := local.Req("slow", f); err != nil {
 		t.Fatal(err)
 	}
+	// Req only queues the REQ: an ephemeral event published before the
+	// relay handled it reaches no one, and a local client that missed
+	// enough of them is never cut off. Its EOSE (nothing is stored) says
+	// the subscription is live.
+	if m, open := <-local.Messages(); !open || m.Label != "EOSE" || m.SubID != "slow" {
+		t.Fatalf("got %s %q %s (%v), want EOSE for slow", m.Label, m.SubID, m.Reason, local.Err())
+	}
 	ws.req("fast", map[string]any{"kinds": []int{21339}})
 
 	// Messages (4) and the live queue (4) fill, with one message held by
