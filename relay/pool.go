@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"errors"
+	"hash/maphash"
 	"log/slog"
 	"sync"
 	"time"
@@ -175,6 +176,10 @@ type Pool struct {
 	log    *slog.Logger
 	relays []*poolRelay
 	dedupe *dedupeSet
+	// tailSeed keys the hashes of the ids in the subscriptions' tails
+	// (tailKey): random, so that no one can choose events whose ids
+	// share one.
+	tailSeed maphash.Seed
 
 	mu      sync.Mutex
 	subs    map[string]*Subscription // by wire id
@@ -196,11 +201,12 @@ type Pool struct {
 func NewPool(cfg PoolConfig) *Pool {
 	cfg.setDefaults()
 	p := &Pool{
-		cfg:    cfg,
-		log:    cfg.Logger,
-		dedupe: newDedupeSet(cfg.DedupeSize, cfg.DedupeTTL, cfg.Now),
-		subs:   map[string]*Subscription{},
-		wake:   make(chan struct{}),
+		cfg:      cfg,
+		log:      cfg.Logger,
+		dedupe:   newDedupeSet(cfg.DedupeSize, cfg.DedupeTTL, cfg.Now),
+		tailSeed: maphash.MakeSeed(),
+		subs:     map[string]*Subscription{},
+		wake:     make(chan struct{}),
 	}
 	p.life, p.end = context.WithCancel(context.Background())
 	seen := map[string]bool{}
@@ -215,6 +221,10 @@ func NewPool(cfg PoolConfig) *Pool {
 	}
 	return p
 }
+
+// tailKey is the key of event id in a subscription's tail: a 64-bit hash
+// of it under the pool's seed.
+func (p *Pool) tailKey(id [32]byte) uint64 { return maphash.Bytes(p.tailSeed, id[:]) }
 
 // Start connects to every relay in the background and reconnects, with
 // backoff, until ctx ends or Close is called. Calls after the first, or

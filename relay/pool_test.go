@@ -921,7 +921,7 @@ func TestPoolNoRedeliveryAfterOutageLongerThanTTL(t *testing.T) {
 		var id [32]byte
 		hex.Decode(id[:], []byte(e1.ID))
 		sub.mu.Lock()
-		_, kept := sub.tail[id]
+		_, kept := sub.tail[sub.p.tailKey(id)]
 		sub.mu.Unlock()
 		if kept {
 			t.Fatal("tail keeps ids older than the resume point")
