@@ -24,7 +24,7 @@ func signEvent(k *identity.Key, ev *nostr.Event, v *Verifier) error {
 	ev.ID = hex.EncodeToString(id[:])
 	ev.Sig = hex.EncodeToString(sig[:])
 	if v != nil {
-		v.seen.Put(id, sig)
+		v.seen.Put(vouched(id, sig), struct{}{})
 	}
 	return nil
 }

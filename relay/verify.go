@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"sync/atomic"
@@ -26,8 +27,21 @@ import (
 type Verifier struct {
 	keys   *bounded.Cache[string, *author]
 	tables *secp.Tables[[32]byte]             // by x-only key
-	seen   *bounded.Cache[[32]byte, [64]byte] // event id → its verified signature
+	seen   *bounded.Cache[[32]byte, struct{}] // vouched(id, signature) of the events verified or signed
 	checks atomic.Uint64                      // signatures checked (SignatureChecks)
+}
+
+// vouched is what a Verifier's cache keeps of an event it verified or
+// signed: the SHA-256 of its id and signature. A cached digest vouches
+// for the event whose id and signature hash to it, and for no other
+// unless SHA-256 has a collision, the assumption event ids already rest
+// on. It is 32 bytes where the id and the signature are 96: 82 bytes an
+// event in the cache at its bound instead of 210.
+func vouched(id [32]byte, sig [64]byte) [32]byte {
+	var b [96]byte
+	copy(b[:32], id[:])
+	copy(b[32:], sig[:])
+	return sha256.Sum256(b[:])
 }
 
 // author is an event author's lifted key and the count of its events
@@ -51,7 +65,7 @@ type author struct {
 const PrecomputedKeys = 64
 
 // VerifiedEvents bounds a Verifier's cache of events verified or signed
-// (96 bytes an event, and the map's slack). An event is remembered only
+// (a 32-byte digest an event, and the map's slack). An event is remembered only
 // for its next check: from the embedded relay, which checks it when it is
 // published, to the pool, which checks it when it is delivered, or from
 // this process's signature to the relay. That is milliseconds, seconds at
@@ -66,7 +80,7 @@ func NewVerifier() *Verifier {
 	return &Verifier{
 		keys:   bounded.NewCache[string, *author](4096),
 		tables: secp.NewTables[[32]byte](PrecomputedKeys),
-		seen:   bounded.NewCache[[32]byte, [64]byte](VerifiedEvents),
+		seen:   bounded.NewCache[[32]byte, struct{}](VerifiedEvents),
 	}
 }
 
@@ -84,7 +98,8 @@ func (v *Verifier) Verify(ev *nostr.Event) error {
 	if _, err := hex.Decode(raw[:], []byte(ev.Sig)); err != nil {
 		return fmt.Errorf("%w: %s: signature: %w", ErrInvalidEvent, ev.ID, err)
 	}
-	if sig, ok := v.seen.Get(id); ok && sig == raw {
+	key := vouched(id, raw)
+	if _, ok := v.seen.Get(key); ok {
 		return nil
 	}
 	a, ok := v.keys.Get(ev.PubKey)
@@ -104,7 +119,7 @@ func (v *Verifier) Verify(ev *nostr.Event) error {
 	if !v.tables.Verify(a.pub.Bytes(), a.pub, &a.uses, id, raw) {
 		return fmt.Errorf("%w: %s: bad signature", ErrInvalidEvent, ev.ID)
 	}
-	v.seen.Put(id, raw)
+	v.seen.Put(key, struct{}{})
 	return nil
 }
 
