@@ -3,6 +3,7 @@ package relay_test
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -150,4 +151,72 @@ func TestPoolResumesEachRelayFromItsOwnLastEvent(t *testing.T) {
 	// B comes back: the request is delivered.
 	cut.Store(false)
 	expect(lost)
+}
+
+// SubscribeWith begins each relay given a point from its own, the others
+// from the filter's Since, and Resume reports the point of each relay
+// that brought an event: what a subscriber keeps across a restart.
+func TestPoolSubscribeWithBeginsEachRelayFromItsOwnSince(t *testing.T) {
+	aURL, bURL := serveEmbedded(t), serveEmbedded(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	agent, err := identity.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	author, err := identity.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := nostr.Timestamp(time.Now().Unix())
+	stored := func(url string, at nostr.Timestamp, content string) *nostr.Event {
+		t.Helper()
+		ev := &nostr.Event{Kind: relay.KindMessage, CreatedAt: at, Content: content,
+			Tags: nostr.Tags{{"p", agent.NostrPublicKey()}}}
+		if err := relay.SignEvent(author, ev); err != nil {
+			t.Fatal(err)
+		}
+		p := relay.StartedPool(t, []string{url}, nil)
+		if _, err := p.Publish(ctx, *ev); err != nil {
+			t.Fatalf("publish %q: %v", content, err)
+		}
+		return ev
+	}
+	oldOnA := stored(aURL, now-300, "on A, before the filter's since")
+	oldOnB := stored(bURL, now-300, "on B, before the filter's since, after B's own")
+	newOnA := stored(aURL, now-10, "on A, after the filter's since")
+	early := stored(bURL, now-900, "on B, before B's own since")
+
+	sp := relay.StartedPool(t, []string{aURL, bURL}, nil)
+	relay.WaitFor(t, "both relays connected", func() bool {
+		return resumeStatus(sp, aURL).State == relay.StateConnected && resumeStatus(sp, bURL).State == relay.StateConnected
+	})
+	since := now - 60
+	sub, err := sp.SubscribeWith(ctx, nostr.Filter{Kinds: []int{relay.KindMessage},
+		Tags: nostr.TagMap{"p": {agent.NostrPublicKey()}}, Since: &since},
+		relay.SubscribeOptions{Since: map[string]nostr.Timestamp{bURL: now - 600}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-sub.EOSE():
+	case <-ctx.Done():
+		t.Fatal("no EOSE")
+	}
+	got := map[string]bool{}
+	for len(sub.Events()) > 0 {
+		got[(<-sub.Events()).ID] = true
+	}
+	for _, c := range []struct {
+		ev   *nostr.Event
+		want bool
+	}{{oldOnA, false}, {oldOnB, true}, {newOnA, true}, {early, false}} {
+		if got[c.ev.ID] != c.want {
+			t.Errorf("%q delivered: %v, want %v", c.ev.Content, got[c.ev.ID], c.want)
+		}
+	}
+	want := map[string]nostr.Timestamp{aURL: newOnA.CreatedAt, bURL: oldOnB.CreatedAt}
+	if points := sub.Resume(); !maps.Equal(points, want) {
+		t.Errorf("Resume = %v, want %v", points, want)
+	}
 }

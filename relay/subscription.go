@@ -55,6 +55,9 @@ type Subscription struct {
 	// part way through them is asked again for the older ones.
 	stored []nostr.Timestamp
 	live   []bool
+	// start holds, by relay index, the Since of that relay's first REQ:
+	// the filter's, or the one SubscribeWith was given for its URL.
+	start []*nostr.Timestamp
 	// floor is the oldest resume point: the least lastSeen set, minus
 	// the skew (0 while none is set).
 	floor nostr.Timestamp
@@ -87,7 +90,8 @@ func (s *Subscription) Events() <-chan *nostr.Event { return s.events }
 // EOSETimeout, or when the subscription ends.
 func (s *Subscription) EOSE() <-chan struct{} { return s.eose }
 
-// Filter returns the filter the subscription was opened with.
+// Filter returns the filter the subscription was opened with (by
+// SubscribeWith: with its Since the earliest of the relays').
 func (s *Subscription) Filter() nostr.Filter { return s.filter.Clone() }
 
 // Err is nil while the subscription is open; afterwards it is
@@ -168,11 +172,32 @@ func (s *Subscription) relayDone(idx int, eose bool) {
 	}
 }
 
-// reqFilter is the filter to send to relay idx: the original one the
-// first time, and after a reconnect the original with since moved to the
-// last created_at that relay brought minus the skew (and no limit: the
-// whole gap is wanted). A relay that brought nothing yet is sent the
-// original filter again.
+// Resume returns, by relay URL, the resume point of each relay that
+// brought an event: the newest created_at (at most now) of the events it
+// brought, every event it holds up to then received, what it brought
+// before an EOSE counting once that EOSE came. It is where the
+// subscription resumes on that relay after a reconnect (less
+// ResubscribeSkew), and what a subscriber keeps to begin a later
+// subscription from (SubscribeOptions.Since). Events a Gate passed over
+// do not move it.
+func (s *Subscription) Resume() map[string]nostr.Timestamp {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]nostr.Timestamp{}
+	for idx, at := range s.lastSeen {
+		if at > 0 {
+			out[s.p.relays[idx].url] = at
+		}
+	}
+	return out
+}
+
+// reqFilter is the filter to send to relay idx: the original one, with
+// that relay's own Since if SubscribeWith gave one, the first time, and
+// after a reconnect that filter with since moved to the last created_at
+// that relay brought minus the skew (and no limit: the whole gap is
+// wanted). A relay that brought nothing yet is sent its first filter
+// again.
 //
 // It is called as the REQ is sent: what the relay brings from then until
 // its EOSE moves its point only at that EOSE.
@@ -182,6 +207,7 @@ func (s *Subscription) reqFilter(idx int) nostr.Filter {
 	s.live[idx], s.stored[idx] = false, 0
 	s.mu.Unlock()
 	f := s.filter.Clone()
+	f.Since = s.start[idx]
 	if !served || last == 0 {
 		return f
 	}
@@ -426,7 +452,7 @@ func (s *Subscription) setAside(ev *nostr.Event) {
 // subscription ends when ctx ends, on Close, when the pool closes, or
 // under the slow-consumer policy (see Pool).
 func (p *Pool) Subscribe(ctx context.Context, f nostr.Filter) (*Subscription, error) {
-	return p.subscribe(ctx, f, false, nil, Gate{})
+	return p.subscribe(ctx, f, false, nil, Gate{}, nil)
 }
 
 // SubscribeFunc is Subscribe with each event handed to take instead of
@@ -441,7 +467,7 @@ func (p *Pool) SubscribeFunc(ctx context.Context, f nostr.Filter, take func(*nos
 	if take == nil {
 		return nil, errors.New("relay: SubscribeFunc: take is nil")
 	}
-	return p.subscribe(ctx, f, false, take, Gate{})
+	return p.subscribe(ctx, f, false, take, Gate{}, nil)
 }
 
 // Gate lets a subscriber pass over events before their signatures are
@@ -469,10 +495,39 @@ func (p *Pool) SubscribeGated(ctx context.Context, f nostr.Filter, take func(*no
 	if take == nil || g.Pass == nil || g.Aside == nil {
 		return nil, errors.New("relay: SubscribeGated: take, Pass and Aside must all be set")
 	}
-	return p.subscribe(ctx, f, false, take, g)
+	return p.subscribe(ctx, f, false, take, g, nil)
 }
 
-func (p *Pool) subscribe(ctx context.Context, f nostr.Filter, query bool, take func(*nostr.Event), gate Gate) (*Subscription, error) {
+// SubscribeOptions are the choices of SubscribeWith.
+type SubscribeOptions struct {
+	// Take, when set, gets the events instead of the Events channel, as
+	// SubscribeFunc's take does.
+	Take func(*nostr.Event)
+	// Gate, when its Pass is set, decides which events Take gets, as
+	// SubscribeGated's does; Take and Aside must be set too.
+	Gate Gate
+	// Since holds, by relay URL, where the subscription begins on that
+	// relay in place of the filter's Since: a subscriber that kept each
+	// relay's point (Subscription.Resume) from an earlier subscription,
+	// before a restart say, begins each relay from its own, so that what
+	// a relay that was away holds is not skipped for the newer events
+	// the others brought. Relays not in it begin from the filter's Since.
+	// Every event is checked against the filter with its Since the
+	// earliest of these.
+	Since map[string]nostr.Timestamp
+}
+
+// SubscribeWith is Subscribe, SubscribeFunc or SubscribeGated (as o's
+// Take and Gate say) with each relay beginning from its own Since
+// (o.Since).
+func (p *Pool) SubscribeWith(ctx context.Context, f nostr.Filter, o SubscribeOptions) (*Subscription, error) {
+	if o.Gate.Pass != nil && (o.Take == nil || o.Gate.Aside == nil) {
+		return nil, errors.New("relay: SubscribeWith: a Gate needs Take and Aside")
+	}
+	return p.subscribe(ctx, f, false, o.Take, o.Gate, o.Since)
+}
+
+func (p *Pool) subscribe(ctx context.Context, f nostr.Filter, query bool, take func(*nostr.Event), gate Gate, since map[string]nostr.Timestamp) (*Subscription, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("relay: subscribe: %w", err)
 	}
@@ -501,7 +556,17 @@ func (p *Pool) subscribe(ctx context.Context, f nostr.Filter, query bool, take f
 		lastSeen: make([]nostr.Timestamp, len(p.relays)),
 		stored:   make([]nostr.Timestamp, len(p.relays)),
 		live:     make([]bool, len(p.relays)),
+		start:    make([]*nostr.Timestamp, len(p.relays)),
 		tail:     map[uint64]nostr.Timestamp{},
+	}
+	for _, r := range p.relays {
+		s.start[r.idx] = f.Since
+		if at, ok := since[r.url]; ok {
+			s.start[r.idx] = &at
+			if s.filter.Since != nil && at < *s.filter.Since {
+				s.filter.Since = &at
+			}
+		}
 	}
 	if query {
 		s.local = map[[32]byte]struct{}{}
@@ -549,7 +614,7 @@ func (p *Pool) subscribe(ctx context.Context, f nostr.Filter, query bool, take f
 // held in memory, EventSize): a relay answering with a flood of large
 // events costs the query that much, not QueryMaxEvents megabytes.
 func (p *Pool) Query(ctx context.Context, f nostr.Filter) ([]*nostr.Event, error) {
-	s, err := p.subscribe(ctx, f, true, nil, Gate{})
+	s, err := p.subscribe(ctx, f, true, nil, Gate{}, nil)
 	if err != nil {
 		return nil, err
 	}
