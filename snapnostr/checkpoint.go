@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"sync"
 
@@ -20,7 +21,8 @@ import (
 // Checkpoint remembers which stored (kind 4339) events the inbox has
 // processed, so that after a restart it catches up from where it stopped
 // and processes each event once. Implementations must be safe for
-// concurrent use.
+// concurrent use. One that is also a RelayCheckpoint lets the inbox
+// resume each relay from its own point.
 type Checkpoint interface {
 	// Since returns the created_at of the newest processed event, 0 when
 	// there is none.
@@ -31,7 +33,27 @@ type Checkpoint interface {
 	Done(ctx context.Context, id string, createdAt nostr.Timestamp) error
 }
 
-var _ Checkpoint = (*SQLCheckpoint)(nil)
+// RelayCheckpoint is a Checkpoint that also keeps where the inbox
+// resumes on each relay: the point up to which it received (and
+// processed) every request that relay holds. After a restart each relay
+// is asked from its own point, less the lookback, so that a relay that was
+// away, or that the node could not reach, is not asked only for what is
+// newer than the newest request another relay brought. A relay with no
+// point resumes from Since.
+type RelayCheckpoint interface {
+	Checkpoint
+	// Relays returns the point kept for each relay URL.
+	Relays(ctx context.Context) (map[string]nostr.Timestamp, error)
+	// Reached records each relay's point (by URL). A point only moves
+	// forward; points keepProcessed older than the newest are forgotten,
+	// as processed ids are.
+	Reached(ctx context.Context, points map[string]nostr.Timestamp) error
+}
+
+var (
+	_ RelayCheckpoint = (*SQLCheckpoint)(nil)
+	_ RelayCheckpoint = (*MemoryCheckpoint)(nil)
+)
 
 // The checkpoint's table, embedded one folder per dialect (see
 // sqldb.Migrations) and recorded in snapnode_migrations as "checkpoint".
@@ -43,8 +65,9 @@ func migrations() sqldb.Migrations {
 	return sqldb.Embedded(migrationFiles, "migrations", "checkpoint")
 }
 
-// SQLCheckpoint is a Checkpoint in the node's database (SQLite or
-// PostgreSQL), beside its tasks: table inbox_processed.
+// SQLCheckpoint is a RelayCheckpoint in the node's database (SQLite or
+// PostgreSQL), beside its tasks: tables inbox_processed (the processed
+// ids) and inbox_relays (each relay's point).
 type SQLCheckpoint struct {
 	db *sqldb.DB
 }
@@ -106,6 +129,50 @@ func (c *SQLCheckpoint) insert(ctx context.Context, tx *sql.Tx, id string, creat
 	}
 	_, err := tx.ExecContext(ctx, d.Rebind(`DELETE FROM inbox_processed WHERE created_at < ?`), createdAt-keepProcessed)
 	return err
+}
+
+// Relays implements RelayCheckpoint.
+func (c *SQLCheckpoint) Relays(ctx context.Context) (map[string]nostr.Timestamp, error) {
+	out := map[string]nostr.Timestamp{}
+	for rows, err := range sqldb.Rows(c.db.R.QueryContext(ctx, `SELECT relay_url, resume_at FROM inbox_relays`)) {
+		var url string
+		var at int64
+		if err == nil {
+			err = rows.Scan(&url, &at)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("snapnostr: checkpoint: %w", err)
+		}
+		out[url] = nostr.Timestamp(at)
+	}
+	return out, nil
+}
+
+// Reached implements RelayCheckpoint.
+func (c *SQLCheckpoint) Reached(ctx context.Context, points map[string]nostr.Timestamp) error {
+	if len(points) == 0 {
+		return nil
+	}
+	var newest nostr.Timestamp
+	for _, at := range points {
+		newest = max(newest, at)
+	}
+	d := c.db.Dialect
+	err := c.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		for url, at := range points {
+			if _, err := tx.ExecContext(ctx, d.Rebind(`INSERT INTO inbox_relays (relay_url, resume_at) VALUES (?, ?)
+				ON CONFLICT (relay_url) DO UPDATE SET resume_at = excluded.resume_at
+				WHERE excluded.resume_at > inbox_relays.resume_at`), url, int64(at)); err != nil {
+				return err
+			}
+		}
+		_, err := tx.ExecContext(ctx, d.Rebind(`DELETE FROM inbox_relays WHERE resume_at < ?`), int64(newest)-keepProcessed)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("snapnostr: checkpoint: %w", err)
+	}
+	return nil
 }
 
 // CarryOver reads the checkpoint that builds before this one kept in a
@@ -170,13 +237,35 @@ type MemoryCheckpoint struct {
 	mu     sync.Mutex
 	newest nostr.Timestamp
 	ids    *bounded.Expiring[string, struct{}]
+	relays map[string]nostr.Timestamp
 }
-
-var _ Checkpoint = (*MemoryCheckpoint)(nil)
 
 // NewMemoryCheckpoint returns an empty MemoryCheckpoint.
 func NewMemoryCheckpoint() *MemoryCheckpoint {
-	return &MemoryCheckpoint{ids: bounded.NewExpiring[string, struct{}](relay.DefaultDedupeSize, true)}
+	return &MemoryCheckpoint{ids: bounded.NewExpiring[string, struct{}](relay.DefaultDedupeSize, true),
+		relays: map[string]nostr.Timestamp{}}
+}
+
+// Relays implements RelayCheckpoint.
+func (c *MemoryCheckpoint) Relays(context.Context) (map[string]nostr.Timestamp, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.relays), nil
+}
+
+// Reached implements RelayCheckpoint.
+func (c *MemoryCheckpoint) Reached(_ context.Context, points map[string]nostr.Timestamp) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var newest nostr.Timestamp
+	for url, at := range points {
+		c.relays[url] = max(c.relays[url], at)
+		newest = max(newest, at)
+	}
+	if len(points) > 0 {
+		maps.DeleteFunc(c.relays, func(_ string, at nostr.Timestamp) bool { return at < newest-keepProcessed })
+	}
+	return nil
 }
 
 // Close does nothing.

@@ -23,7 +23,7 @@ func TestCheckpointIgnoresAFutureCreatedAt(t *testing.T) {
 	r.in.handle(r.run, genuine)
 	r.in.handle(r.run, r.request(relay.KindMessage, now+10*365*24*3600, "not NIP-44 either"))
 
-	since, err := r.in.since(t.Context())
+	since, _, err := r.in.since(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package snapnostr
 import (
 	"context"
 	"database/sql"
+	"maps"
 	"path/filepath"
 	"testing"
 
@@ -142,4 +143,52 @@ func TestCheckpointCarryOver(t *testing.T) {
 			t.Fatalf("CarryOver of no file = %d, %v", n, err)
 		}
 	})
+}
+
+// relayCheckpointContract is what every RelayCheckpoint does with the
+// relays' points: none at first; each moves only forward; a point
+// keepProcessed older than the newest written is forgotten.
+func relayCheckpointContract(t *testing.T, c RelayCheckpoint) {
+	ctx := context.Background()
+	if points, err := c.Relays(ctx); err != nil || len(points) != 0 {
+		t.Fatalf("empty: Relays = %v, %v", points, err)
+	}
+	const t0 = nostr.Timestamp(1_700_000_000)
+	const a, b, gone = "wss://a.example", "wss://b.example", "wss://gone.example"
+	for _, p := range []map[string]nostr.Timestamp{
+		{a: t0, b: t0 - 50, gone: t0 - 100},
+		{a: t0 + 10},
+		{a: t0 + 5, b: t0 - 60}, // back: neither moves
+		nil,
+	} {
+		if err := c.Reached(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := map[string]nostr.Timestamp{a: t0 + 10, b: t0 - 50, gone: t0 - 100}
+	if points, err := c.Relays(ctx); err != nil || !maps.Equal(points, want) {
+		t.Fatalf("Relays = %v, %v; want %v", points, err, want)
+	}
+	// gone falls keepProcessed behind the newest; b stays.
+	if err := c.Reached(ctx, map[string]nostr.Timestamp{a: t0 - 100 + keepProcessed + 1}); err != nil {
+		t.Fatal(err)
+	}
+	want = map[string]nostr.Timestamp{a: t0 - 100 + keepProcessed + 1, b: t0 - 50}
+	if points, err := c.Relays(ctx); err != nil || !maps.Equal(points, want) {
+		t.Fatalf("after the window moved: Relays = %v, %v; want %v", points, err, want)
+	}
+}
+
+func TestSQLRelayCheckpoint(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		c, err := OpenCheckpoint(context.Background(), testdb.Open(t, dsn))
+		if err != nil {
+			t.Fatal(err)
+		}
+		relayCheckpointContract(t, c)
+	})
+}
+
+func TestMemoryRelayCheckpoint(t *testing.T) {
+	relayCheckpointContract(t, NewMemoryCheckpoint())
 }

@@ -60,7 +60,9 @@ type InboxConfig struct {
 	// reply is dated no earlier than the request it answers, within it.
 	MaxDrift time.Duration
 	// Lookback is how far before the checkpoint (or before now, on a first
-	// start) the subscription begins (default 2 minutes).
+	// start) the subscription begins, and, with a RelayCheckpoint, how
+	// far before its own point each relay is asked again (default 2
+	// minutes).
 	Lookback time.Duration
 	// KeyLimiter, when set, limits the requests of each Nostr key before
 	// they are queued (the pool verified the event's signature, so the
@@ -213,11 +215,30 @@ func (in *Inbox) Ready() <-chan struct{} { return in.ready }
 // requests already accepted (their answers are still published) and
 // returns. The transport must stay open until Run returns. A subscription
 // that ends early (a slow consumer dropped by the pool) is reopened from
-// the newest event seen.
+// the newest event seen, each relay from its own point.
+//
+// With a RelayCheckpoint and a transport that begins each relay from its
+// own point (a *relay.Pool), Run records each relay's point (see
+// relay.Subscription.Resume) every minute and once the requests it
+// accepted are finished, and the next Run asks each relay again from its
+// own: a request stored on a relay the node could not reach is not
+// skipped for the newer ones the other relays brought.
 func (in *Inbox) Run(ctx context.Context) error {
-	since, err := in.since(ctx)
+	since, from, err := in.since(ctx)
 	if err != nil {
 		return err
+	}
+	// Each relay's point, written once the requests accepted are
+	// finished: every request a relay brought up to its point was then
+	// processed, and the next start resumes that relay from there.
+	reached := map[string]nostr.Timestamp{}
+	drained := false
+	if rc, ok := in.cfg.Checkpoint.(RelayCheckpoint); ok {
+		defer func() {
+			if drained {
+				in.reach(context.WithoutCancel(ctx), rc, reached)
+			}
+		}()
 	}
 	// Accepted work finishes after ctx ends, within a grace period.
 	work, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -240,6 +261,7 @@ func (in *Inbox) Run(ctx context.Context) error {
 		go func() { refusals.stop(); wg.Wait(); run.streams.Wait(); close(done) }()
 		select {
 		case <-done:
+			drained = true
 		case <-time.After(30 * time.Second):
 			in.cfg.Logger.Warn("inbox: in-flight requests did not finish in 30 s; abandoning them")
 			cancel()
@@ -253,14 +275,19 @@ func (in *Inbox) Run(ctx context.Context) error {
 		review.Go(func() { in.reviewDeferred(ctx, min(in.cfg.Shares.Grace()/8, 250*time.Millisecond), jobs, refusals) })
 		defer review.Wait()
 	}
+	lookback := nostr.Timestamp(in.cfg.Lookback / time.Second)
 	for {
-		newest, err := in.listen(ctx, since, jobs, refusals)
+		newest, points, err := in.listen(ctx, since, from, jobs, refusals)
+		for url, at := range points {
+			reached[url] = max(reached[url], at)
+			from[url] = max(from[url], at-lookback)
+		}
 		if ctx.Err() != nil {
 			return nil
 		}
 		in.cfg.Logger.Warn("inbox subscription ended; resubscribing", "err", err)
 		if newest > since {
-			since = newest - nostr.Timestamp(in.cfg.Lookback/time.Second)
+			since = newest - lookback
 		}
 		select {
 		case <-ctx.Done():
@@ -285,9 +312,24 @@ type gatedSubscriber interface {
 	SubscribeGated(ctx context.Context, f nostr.Filter, take func(*nostr.Event), g relay.Gate) (*relay.Subscription, error)
 }
 
-// listen runs one subscription from since, queueing the requests it
-// receives, until it ends; it returns the newest created_at seen.
-func (in *Inbox) listen(ctx context.Context, since nostr.Timestamp, jobs *fairqueue.Queue[string, *nostr.Event], refusals *refuser) (nostr.Timestamp, error) {
+// resumingSubscriber is a Transport that can begin each relay from its
+// own point (relay.Pool.SubscribeWith).
+type resumingSubscriber interface {
+	SubscribeWith(ctx context.Context, f nostr.Filter, o relay.SubscribeOptions) (*relay.Subscription, error)
+}
+
+// reachEvery is how often a running inbox writes each relay's point
+// (RelayCheckpoint.Reached), so that a node that does not stop cleanly
+// resumes from a recent one; Run writes them again once its requests are
+// finished. A point written so may pass requests still queued: a node
+// that stops uncleanly loses those unless the lookback reaches them, as
+// it would with Since alone.
+const reachEvery = time.Minute
+
+// listen runs one subscription from since (each relay in from, from its
+// own), queueing the requests it receives, until it ends; it returns the
+// newest created_at seen and each relay's point (relay.Subscription.Resume).
+func (in *Inbox) listen(ctx context.Context, since nostr.Timestamp, from map[string]nostr.Timestamp, jobs *fairqueue.Queue[string, *nostr.Event], refusals *refuser) (nostr.Timestamp, map[string]nostr.Timestamp, error) {
 	f := nostr.Filter{
 		Kinds: []int{relay.KindEphemeral, relay.KindMessage},
 		Tags:  nostr.TagMap{"p": {in.cfg.Key.NostrPublicKey()}},
@@ -303,9 +345,17 @@ func (in *Inbox) listen(ctx context.Context, since nostr.Timestamp, jobs *fairqu
 	}
 	var sub *relay.Subscription
 	var err error
+	rs, resuming := in.cfg.Transport.(resumingSubscriber)
 	gs, gated := in.cfg.Transport.(gatedSubscriber)
 	fs, direct := in.cfg.Transport.(funcSubscriber)
 	switch {
+	case resuming:
+		o := relay.SubscribeOptions{Take: take, Since: from}
+		if in.cfg.Shares != nil {
+			o.Gate = relay.Gate{Pass: in.cfg.Shares.Mine,
+				Aside: func(ev *nostr.Event) { in.setAside(ctx, ev, jobs, refusals) }}
+		}
+		sub, err = rs.SubscribeWith(ctx, f, o)
 	case gated && in.cfg.Shares != nil:
 		// Another replica's share is passed over before its signature is
 		// checked: only this process's share costs a verification.
@@ -317,9 +367,25 @@ func (in *Inbox) listen(ctx context.Context, since nostr.Timestamp, jobs *fairqu
 		sub, err = in.cfg.Transport.Subscribe(ctx, f)
 	}
 	if err != nil {
-		return since, fmt.Errorf("snapnostr: inbox subscribe: %w", err)
+		return since, nil, fmt.Errorf("snapnostr: inbox subscribe: %w", err)
 	}
 	defer sub.Close()
+	if rc, ok := in.cfg.Checkpoint.(RelayCheckpoint); ok {
+		tick := time.NewTicker(reachEvery)
+		defer tick.Stop()
+		ended := make(chan struct{})
+		defer close(ended)
+		go func() {
+			for {
+				select {
+				case <-ended:
+					return
+				case <-tick.C:
+					in.reach(ctx, rc, sub.Resume())
+				}
+			}
+		}()
+	}
 	go func() {
 		select {
 		case <-sub.EOSE():
@@ -335,10 +401,10 @@ func (in *Inbox) listen(ctx context.Context, since nostr.Timestamp, jobs *fairqu
 			// Close first: take is not running, nor called again, once it
 			// returns.
 			sub.Close()
-			return nostr.Timestamp(newest.Load()), nil
+			return nostr.Timestamp(newest.Load()), sub.Resume(), nil
 		case ev, ok := <-sub.Events(): // with SubscribeFunc: only closed
 			if !ok {
-				return nostr.Timestamp(newest.Load()), sub.Err()
+				return nostr.Timestamp(newest.Load()), sub.Resume(), sub.Err()
 			}
 			take(ev)
 		}
@@ -576,19 +642,43 @@ func busy() *snap.Error {
 }
 
 // since is where the subscription starts: the checkpoint (or now) minus
-// the lookback.
-func (in *Inbox) since(ctx context.Context) (nostr.Timestamp, error) {
-	from := nostr.Timestamp(in.cfg.Now().Unix())
+// the lookback, and each relay the checkpoint kept a point for
+// (RelayCheckpoint) from that point minus the lookback, but no earlier
+// than keepProcessed before the checkpoint: the ids processed before
+// that are forgotten.
+func (in *Inbox) since(ctx context.Context) (nostr.Timestamp, map[string]nostr.Timestamp, error) {
+	at := nostr.Timestamp(in.cfg.Now().Unix())
+	lookback := nostr.Timestamp(in.cfg.Lookback / time.Second)
+	from := map[string]nostr.Timestamp{}
 	if in.cfg.Checkpoint != nil {
 		ts, err := in.cfg.Checkpoint.Since(ctx)
 		if err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 		if ts > 0 {
-			from = ts
+			at = ts
+		}
+		if rc, ok := in.cfg.Checkpoint.(RelayCheckpoint); ok && ts > 0 {
+			points, err := rc.Relays(ctx)
+			if err != nil {
+				return 0, nil, err
+			}
+			for url, p := range points {
+				from[url] = max(p, ts-keepProcessed) - lookback
+			}
 		}
 	}
-	return from - nostr.Timestamp(in.cfg.Lookback/time.Second), nil
+	return at - lookback, from, nil
+}
+
+// reach writes each relay's point; a failure is logged: the next start
+// then resumes those relays from older points, or from Since.
+func (in *Inbox) reach(ctx context.Context, rc RelayCheckpoint, points map[string]nostr.Timestamp) {
+	ctx, cancel := context.WithTimeout(ctx, in.cfg.StepTimeout)
+	defer cancel()
+	if err := rc.Reached(ctx, points); err != nil {
+		in.cfg.Logger.Error("inbox checkpoint: relay points", "err", err)
+	}
 }
 
 func (in *Inbox) addressedToUs(ev *nostr.Event) bool {

@@ -9,9 +9,10 @@ import (
 	"github.com/snapnode/snapnode/snapnostr"
 )
 
-// checkpoint is the inbox's record of the stored events it processed.
+// checkpoint is the inbox's record of the stored events it processed
+// and of where it resumes on each relay.
 type checkpoint interface {
-	snapnostr.Checkpoint
+	snapnostr.RelayCheckpoint
 	Close() error
 }
 
