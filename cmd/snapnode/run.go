@@ -27,6 +27,12 @@ func (c *cli) runNode(args []string) int {
 	if done {
 		return code
 	}
+	if *memProfile == "" && !strings.Contains(os.Getenv("GODEBUG"), "memprofilerate=") {
+		// No heap profile asked for: the runtime's sampling of one
+		// allocation per 512 KiB would keep, for nothing, a record per
+		// allocating stack for the life of the node.
+		runtime.MemProfileRate = 0
+	}
 	// SIGHUP reads the same sources again.
 	sources := config.NewSources(flagged, fs, os.Getenv)
 	cfg, overridden, err := sources.LoadOverridden()

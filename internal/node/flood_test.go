@@ -341,6 +341,7 @@ func TestFlood(t *testing.T) {
 	rssStart := n.peakRSS(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
+	cpuStart := n.cpu(t)
 	f := startFlood(t, ctx, n)
 	floodStart := time.Now()
 
@@ -357,12 +358,13 @@ func TestFlood(t *testing.T) {
 	f.wait(t)
 	floodDone := time.Since(floodStart)
 	peak := n.peakRSS(t)
+	cpu := n.cpu(t) - cpuStart
 	if got := valid.served.Load(); got != 50 {
 		t.Errorf("%d of 50 valid requests served", got)
 	}
 	t.Logf("%d valid requests served after %d retries, the slowest in %v",
 		valid.served.Load(), valid.retries.Load(), time.Duration(valid.slowest.Load()).Round(time.Millisecond))
-	t.Logf("the flood took %v; the valid requests were done %v after it began", floodDone.Round(time.Millisecond), validDone.Round(time.Millisecond))
+	t.Logf("the flood took %v; the valid requests were done %v after it began; the node used %v of CPU", floodDone.Round(time.Millisecond), validDone.Round(time.Millisecond), cpu)
 	t.Logf("node peak RSS: %d MiB before the flood, %d MiB after", rssStart>>20, peak>>20)
 	// Every buffer, queue and map of the node is bounded; a leak per
 	// request would put 20,000 of them here.
@@ -398,6 +400,7 @@ func TestFloodManyValid(t *testing.T) {
 	rssStart := n.peakRSS(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
+	cpuStart := n.cpu(t)
 	senders := map[string][]func(context.Context, []byte) (*snap.Message, error){}
 	for i := range identities {
 		senders["nostr"] = append(senders["nostr"], validSender(t, n, "nostr", newKey(t), nil))
@@ -418,6 +421,7 @@ func TestFloodManyValid(t *testing.T) {
 	}
 	validDone := time.Since(start)
 	peak := n.peakRSS(t)
+	cpu := n.cpu(t) - cpuStart
 	for k, kind := range []string{"nostr", "http"} {
 		v := &valid[k]
 		if got := v.served.Load(); got != identities*each {
@@ -426,7 +430,7 @@ func TestFloodManyValid(t *testing.T) {
 		t.Logf("%s: %d valid requests answered with their task after %d retries, the slowest in %v",
 			kind, v.served.Load(), v.retries.Load(), time.Duration(v.slowest.Load()).Round(time.Millisecond))
 	}
-	t.Logf("the flood took %v; the valid requests were done %v after it began", floodDone.Round(time.Millisecond), validDone.Round(time.Millisecond))
+	t.Logf("the flood took %v; the valid requests were done %v after it began; the node used %v of CPU", floodDone.Round(time.Millisecond), validDone.Round(time.Millisecond), cpu)
 	t.Logf("node peak RSS: %d MiB before, %d MiB after 20,000 forged and %d valid requests (goal: 64 MiB at most)",
 		rssStart>>20, peak>>20, 2*identities*each)
 	if peak > 256<<20 {
