@@ -7,13 +7,12 @@
 // the time; a node that keeps its tasks in memory ran its round trips
 // with up to five times the CPU at a fixed 40 MiB. After every
 // collection, Run sets the limit to the larger of the target and what
-// lets the heap's goal be 1.5 times the live heap: that, plus what the
+// lets the heap's goal be 1.25 times the live heap: that, plus what the
 // runtime holds besides the heap's objects (stacks, its own structures,
 // the unused space of its spans) and the headroom it keeps below a limit.
-// The heap may always grow by half of what is live before the next
-// collection, so the collector runs about twice as often as Go's default
-// (GOGC=100) would have it at most (2.3 times in a test allocating 4 GiB
-// beside 88 MiB live, fragmented or not), never continuously.
+// The heap may always grow by a quarter of what is live before the next
+// collection, so the collector runs about four times as often as Go's
+// default (GOGC=100) would have it at most, never continuously.
 //
 //	defer memlimit.Hold(context.Background(), 32<<20)() // the limit in force before is restored on return
 package memlimit

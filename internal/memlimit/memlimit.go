@@ -34,13 +34,17 @@ type Usage struct {
 }
 
 // Limit returns the soft memory limit for target given u: target, unless
-// the live heap needs more room. The room is half the live heap to grow
-// into before the next collection, above what is live and Other, plus
-// the headroom the runtime keeps below its limit (3 % of the heap's
+// the live heap needs more room. The room is a quarter of the live heap
+// to grow into before the next collection, above what is live and Other,
+// plus the headroom the runtime keeps below its limit (3 % of the heap's
 // goal, at least 1 MiB), so that the heap's goal under the limit is at
-// least 1.5 times what is live.
+// least 1.25 times what is live. A quarter, not a half: a node under a
+// flood (13 MiB live, 15 MiB of stacks and runtime structures) then
+// stays within its 32 MiB target instead of raising the limit to
+// 38 MiB, for collections twice as frequent while the live heap does
+// not fit, about 6 % more CPU under that flood (docs/benchmarks.md).
 func Limit(target int64, u Usage) int64 {
-	heap := u.Live + u.Live/2
+	heap := u.Live + u.Live/4
 	return max(target, u.Other+max(heap*100/97, heap+1<<20))
 }
 
@@ -92,8 +96,8 @@ func Hold(ctx context.Context, target int64) (stop func()) {
 // 6 MiB live collected every 180 ms at GOGC=100 under a peer's steady
 // reads, each collection taking a core for 2-4 ms beside its requests)
 // and holds its target instead of twice its live heap; one whose live
-// heap outgrows the target collects at 1.5 times what is live, as it
-// would under the limit with the percentage on. The percentage in force
+// heap outgrows the target collects at 1.25 times what is live, as it
+// would at GOGC=25. The percentage in force
 // before is restored, before the limit, when Run returns.
 func Run(ctx context.Context, target int64) {
 	run(ctx, target, nil)
