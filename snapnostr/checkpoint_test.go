@@ -192,3 +192,25 @@ func TestSQLRelayCheckpoint(t *testing.T) {
 func TestMemoryRelayCheckpoint(t *testing.T) {
 	relayCheckpointContract(t, NewMemoryCheckpoint())
 }
+
+// Recording a request as processed does not wait for the disk: the
+// record only spares a restart's catch-up the replay store's check, which
+// stops a request met again whatever the checkpoint lost to a power cut
+// (a request's effects are written, with its replay record, by commits
+// that wait). One commit per request that does not wait.
+func TestSQLCheckpointDoneDoesNotWaitForTheDisk(t *testing.T) {
+	db := testdb.Open(t, testdb.SQLite(t))
+	c, err := OpenCheckpoint(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := db.UnsyncedCommits()
+	for i := range 3 {
+		if err := c.Done(context.Background(), string(rune('a'+i)), nostr.Timestamp(1_700_000_000+i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := db.UnsyncedCommits() - before; got != 3 {
+		t.Fatalf("%d of 3 commits did not wait for the disk, want all", got)
+	}
+}
