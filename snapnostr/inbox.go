@@ -169,6 +169,9 @@ type Inbox struct {
 	// seenAfter is when (Unix nanoseconds) the checkpoint's Seen is
 	// asked again once it timed out (see admit).
 	seenAfter atomic.Int64
+	// begun is when the Inbox was made: the checkpoint is asked about
+	// stored requests dated up to that second only (see admit).
+	begun nostr.Timestamp
 }
 
 // NewInbox returns an Inbox for cfg.
@@ -194,7 +197,8 @@ func NewInbox(cfg InboxConfig) *Inbox {
 	}
 	in := &Inbox{cfg: cfg, sealer: newSealer(cfg.Key, 4096), ready: make(chan struct{}),
 		recent: bounded.NewCache[uint64, struct{}](100_000), recentSeed: maphash.MakeSeed(),
-		slots: make(chan struct{}, cfg.Streams), deferred: newDeferrals(cfg.Deferred, cfg.DeferredBytes)}
+		slots: make(chan struct{}, cfg.Streams), deferred: newDeferrals(cfg.Deferred, cfg.DeferredBytes),
+		begun: nostr.Timestamp(cfg.Now().Unix())}
 	return in
 }
 
@@ -500,7 +504,16 @@ func (in *Inbox) verify(ev *nostr.Event) bool {
 // before or its key is over its rate. A late one (see snap.Inbound.Late)
 // is dropped where another would be refused: its owner answered it.
 func (in *Inbox) admit(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Queue[string, *nostr.Event], refusals *refuser, late bool) {
-	if ev.Kind == relay.KindMessage && in.cfg.Checkpoint != nil && in.cfg.Now().UnixNano() >= in.seenAfter.Load() {
+	// The checkpoint is asked about a stored request dated up to the
+	// second the Inbox began, or taken up late from another replica: what a process
+	// before this one, or that replica, may have processed. A request
+	// dated later is new to the database as far as the checkpoint can
+	// tell, and asking would cost a read on the subscription's reader
+	// (a round trip on PostgreSQL) per request; should it be a replay
+	// all the same (a requester's clock ahead, a replica's answer), the
+	// replay store stops it, as it stops anything the checkpoint missed.
+	if ev.Kind == relay.KindMessage && in.cfg.Checkpoint != nil && (late || ev.CreatedAt <= in.begun) &&
+		in.cfg.Now().UnixNano() >= in.seenAfter.Load() {
 		// On the subscription's reader: bounded more tightly, and, once
 		// it timed out, not asked for a while, so that a database that
 		// does not answer holds the reader seenTimeout once, not once a
