@@ -64,29 +64,36 @@ func (k *SecretKey) Sign(digest, aux [32]byte) ([64]byte, error) {
 // peer's key P, from which NIP-44 derives its conversation key.
 func (k *SecretKey) ECDH(peer *PublicKey) [32]byte {
 	var out [32]byte
-	copy(out[:], btcec.GenerateSharedSecret(k.k, peer.p))
+	copy(out[:], btcec.GenerateSharedSecret(k.k, peer.btcec()))
 	return out
 }
 
 // PublicKey is an x-only public key lifted to its point (the one with
-// even y), ready to verify signatures against.
+// even y), ready to verify signatures against. It holds the point once,
+// affine (128 bytes in all): the caches of senders' and signers' keys
+// keep one per key they know.
 type PublicKey struct {
-	p  *btcec.PublicKey
 	x  [32]byte
-	pt btcec.JacobianPoint // p, Z = 1, for verify
-	t  *table              // p's table, for a key from Precomputed
+	pt affine // lift_x(x)
+	t  *table // pt's table, for a key from Precomputed
 }
 
 // ParsePublicKey lifts the x-only key x (BIP-340 lift_x), or fails with
 // ErrNotOnCurve.
 func ParsePublicKey(x [32]byte) (*PublicKey, error) {
-	p, err := schnorr.ParsePubKey(x[:])
-	if err != nil {
+	k := &PublicKey{x: x}
+	if k.pt.x.SetBytes(&x) != 0 || !btcec.DecompressY(&k.pt.x, false, &k.pt.y) {
 		return nil, ErrNotOnCurve
 	}
-	k := &PublicKey{p: p, x: x}
-	p.AsJacobian(&k.pt)
+	k.pt.y.Normalize()
 	return k, nil
+}
+
+// btcec returns P as btcec's type, for the operations btcec does for
+// this package (ECDH, the output key); it is made at each call so that a
+// PublicKey does not keep a second copy of its point.
+func (p *PublicKey) btcec() *btcec.PublicKey {
+	return btcec.NewPublicKey(&p.pt.x, &p.pt.y)
 }
 
 // Bytes returns the 32-byte x-only key.
@@ -96,7 +103,7 @@ func (p *PublicKey) Bytes() [32]byte { return p.x }
 // script tree): P plus its TapTweak hash times G, x-only.
 func (p *PublicKey) TaprootOutputKey() ([32]byte, error) {
 	var q [32]byte
-	copy(q[:], schnorr.SerializePubKey(txscript.ComputeTaprootKeyNoScript(p.p)))
+	copy(q[:], schnorr.SerializePubKey(txscript.ComputeTaprootKeyNoScript(p.btcec())))
 	return q, nil
 }
 
@@ -106,13 +113,14 @@ func (p *PublicKey) Verify(digest [32]byte, sig [64]byte) bool {
 }
 
 // OutputKey is the BIP-341 key-path-only output key Q = P + τ·G of an
-// internal key P (no script tree), kept with what lets P verify Q's
-// signatures (PublicKey.VerifyOutput): σ·τ and σ, where σ is the sign
+// internal key P (no script tree), kept with P and what lets P verify
+// Q's signatures (PublicKey.VerifyOutput): σ·τ and σ, where σ is the sign
 // that makes σ·Q the point with even y that BIP-340 verifies against.
+// It takes 192 bytes, P's included.
 type OutputKey struct {
-	internal [32]byte // P.x
-	x        [32]byte // Q.x
-	tw       tweak
+	p  PublicKey // P, without a table
+	x  [32]byte  // Q.x
+	tw tweak
 }
 
 // TaprootOutput returns P's output key Q, as TaprootOutputKey does, in a
@@ -125,12 +133,13 @@ func (p *PublicKey) TaprootOutput() (*OutputKey, error) {
 	}
 	var q btcec.JacobianPoint
 	btcec.ScalarBaseMultNonConst(&tau, &q)
-	btcec.AddNonConst(&p.pt, &q, &q)
+	pt := p.pt.jacobian()
+	btcec.AddNonConst(&pt, &q, &q)
 	if (q.X.IsZero() && q.Y.IsZero()) || q.Z.IsZero() {
 		return nil, ErrTweak
 	}
 	q.ToAffine()
-	o := &OutputKey{internal: p.x, tw: tweak{st: tau, odd: q.Y.IsOdd()}}
+	o := &OutputKey{p: PublicKey{x: p.x, pt: p.pt}, tw: tweak{st: tau, odd: q.Y.IsOdd()}}
 	q.X.PutBytes(&o.x)
 	if o.tw.odd {
 		o.tw.st.Negate()
@@ -141,6 +150,11 @@ func (p *PublicKey) TaprootOutput() (*OutputKey, error) {
 // Bytes returns Q, the 32-byte x-only output key.
 func (o *OutputKey) Bytes() [32]byte { return o.x }
 
+// Internal returns P, the internal key o is the output key of, which
+// verifies o's signatures (VerifyOutput). It holds no table: Precomputed
+// makes a copy that does.
+func (o *OutputKey) Internal() *PublicKey { return &o.p }
+
 // VerifyOutput reports whether sig is a valid BIP-340 signature of digest
 // by o, which must be P's output key (TaprootOutput of P or of a copy of
 // P; for any other, it reports false). It gives Verify's answer for the
@@ -148,7 +162,7 @@ func (o *OutputKey) Bytes() [32]byte { return o.x }
 // (Precomputed) verifies its output key's signatures about twice as fast
 // as well, without a table of its own.
 func (p *PublicKey) VerifyOutput(o *OutputKey, digest [32]byte, sig [64]byte) bool {
-	if o.internal != p.x {
+	if o.p.x != p.x {
 		return false
 	}
 	return verify(&o.x, &p.pt, p.t, &o.tw, &digest, &sig)
@@ -164,5 +178,6 @@ func (p *PublicKey) Precomputed() *PublicKey {
 	if p.t != nil {
 		return p
 	}
-	return &PublicKey{p: p.p, x: p.x, pt: p.pt, t: newTable(&p.pt)}
+	pt := p.pt.jacobian()
+	return &PublicKey{x: p.x, pt: p.pt, t: newTable(&pt)}
 }

@@ -40,6 +40,15 @@ const (
 // affine is a point with Z = 1, normalized, as x and y.
 type affine struct{ x, y secp256k1.FieldVal }
 
+// jacobian returns a as a Jacobian point, Z = 1.
+func (a *affine) jacobian() secp256k1.JacobianPoint {
+	var j secp256k1.JacobianPoint
+	j.X.Set(&a.x)
+	j.Y.Set(&a.y)
+	j.Z.SetInt(1)
+	return j
+}
+
 // table holds, for a point P, the multiples d·2^(window·i)·P for every
 // window i and every d in 1…2^(window−1), affine, so that e·P is one
 // addition per nonzero signed digit of e and no doubling, each addition
@@ -162,7 +171,7 @@ type tweak struct {
 // the key x. With tw nil, x is p's (lifted, even y); otherwise x is the
 // output key tw describes, of the internal key p. t, when not nil, is p's
 // table.
-func verify(x *[32]byte, p *secp256k1.JacobianPoint, t *table, tw *tweak, digest *[32]byte, sig *[64]byte) bool {
+func verify(x *[32]byte, p *affine, t *table, tw *tweak, digest *[32]byte, sig *[64]byte) bool {
 	// r = int(sig[0:32]); fail if r ≥ p. s = int(sig[32:64]); fail if
 	// s ≥ n. (btcec's ParseSignature reduces an s ≥ n instead.)
 	var r secp256k1.FieldVal
@@ -195,7 +204,8 @@ func verify(x *[32]byte, p *secp256k1.JacobianPoint, t *table, tw *tweak, digest
 		t.mulAdd(&e, &R)
 	} else {
 		var eP secp256k1.JacobianPoint
-		secp256k1.ScalarMultNonConst(&e, p, &eP)
+		pj := p.jacobian()
+		secp256k1.ScalarMultNonConst(&e, &pj, &eP)
 		secp256k1.AddNonConst(&R, &eP, &R)
 	}
 	// Fail if R is infinite, if R.y is odd, or if R.x ≠ r.

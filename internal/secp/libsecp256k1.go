@@ -122,10 +122,10 @@ func (p *PublicKey) Verify(digest [32]byte, sig [64]byte) bool {
 }
 
 // OutputKey is the BIP-341 key-path-only output key Q of an internal key
-// P (no script tree), lifted, for PublicKey.VerifyOutput.
+// P (no script tree), lifted, kept with P, for PublicKey.VerifyOutput.
 type OutputKey struct {
-	internal [32]byte // P.x
-	q        *PublicKey
+	p PublicKey // P
+	q PublicKey // Q
 }
 
 // TaprootOutput returns P's output key Q, as TaprootOutputKey does, in a
@@ -139,17 +139,21 @@ func (p *PublicKey) TaprootOutput() (*OutputKey, error) {
 	if err != nil {
 		return nil, ErrTweak
 	}
-	return &OutputKey{internal: p.x, q: q}, nil
+	return &OutputKey{p: *p, q: *q}, nil
 }
 
 // Bytes returns Q, the 32-byte x-only output key.
 func (o *OutputKey) Bytes() [32]byte { return o.q.x }
 
+// Internal returns P, the internal key o is the output key of, which
+// verifies o's signatures (VerifyOutput).
+func (o *OutputKey) Internal() *PublicKey { return &o.p }
+
 // VerifyOutput reports whether sig is a valid BIP-340 signature of digest
 // by o, which must be P's output key (TaprootOutput of P; for any other,
 // it reports false): in this build, Q's own verification.
 func (p *PublicKey) VerifyOutput(o *OutputKey, digest [32]byte, sig [64]byte) bool {
-	return o.internal == p.x && o.q.Verify(digest, sig)
+	return o.p.x == p.x && o.q.Verify(digest, sig)
 }
 
 // PrecomputedBytes is the memory a key returned by Precomputed holds

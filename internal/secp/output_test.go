@@ -34,8 +34,9 @@ func outputKeys(t testing.TB, secret [32]byte) (*secp.PublicKey, *secp.OutputKey
 	return p, o, tweaked, true
 }
 
-// checkOutput holds VerifyOutput, through P and through P's table, to
-// Verify's answer by the output key Q parsed on its own.
+// checkOutput holds VerifyOutput, through P, through P's table and
+// through the P the output key keeps (Internal), to Verify's answer by
+// the output key Q parsed on its own.
 func checkOutput(t *testing.T, what string, p, pre *secp.PublicKey, o *secp.OutputKey, digest [32]byte, sig [64]byte) bool {
 	t.Helper()
 	q, err := secp.ParsePublicKey(o.Bytes())
@@ -48,6 +49,10 @@ func checkOutput(t *testing.T, what string, p, pre *secp.PublicKey, o *secp.Outp
 	}
 	if got := pre.VerifyOutput(o, digest, sig); got != want {
 		t.Fatalf("%s: Precomputed().VerifyOutput = %v, Verify by Q %v (P %x, digest %x, sig %x)", what, got, want, p.Bytes(), digest, sig)
+	}
+	in := o.Internal()
+	if got := in.VerifyOutput(o, digest, sig); in.Bytes() != p.Bytes() || got != want {
+		t.Fatalf("%s: Internal() is %x, its VerifyOutput = %v; want P %x and %v", what, in.Bytes(), got, p.Bytes(), want)
 	}
 	return want
 }

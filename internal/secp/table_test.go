@@ -90,7 +90,7 @@ func scalar(v *big.Int) *secp256k1.ModNScalar {
 func checkMulAdd(t *testing.T, p *PublicKey, tab *table, k *secp256k1.ModNScalar, acc *secp256k1.JacobianPoint) {
 	t.Helper()
 	var want, kP secp256k1.JacobianPoint
-	secp256k1.ScalarMultNonConst(k, &p.pt, &kP)
+	secp256k1.ScalarMultNonConst(k, p.jacobian(), &kP)
 	secp256k1.AddNonConst(acc, &kP, &want)
 	var got secp256k1.JacobianPoint
 	got.Set(acc)
@@ -140,7 +140,7 @@ func TestMulAddEdges(t *testing.T) {
 		ks = append(ks, new(big.Int).SetBytes(h[:]))
 	}
 	for _, p := range edgePoints(t) {
-		tab := newTable(&p.pt)
+		tab := newTable(p.jacobian())
 		for _, kv := range ks {
 			k := scalar(kv)
 			var inf secp256k1.JacobianPoint
@@ -152,7 +152,7 @@ func TestMulAddEdges(t *testing.T) {
 			var negK secp256k1.ModNScalar
 			negK.NegateVal(k)
 			var neg secp256k1.JacobianPoint
-			secp256k1.ScalarMultNonConst(&negK, &p.pt, &neg)
+			secp256k1.ScalarMultNonConst(&negK, p.jacobian(), &neg)
 			checkMulAdd(t, p, tab, k, &neg)
 			// acc = ±(the first multiple added): a doubling, or the
 			// point at infinity, at the first addition.
@@ -164,7 +164,7 @@ func TestMulAddEdges(t *testing.T) {
 				first := new(big.Int).Lsh(big.NewInt(int64(d)), uint(window*i))
 				for _, m := range []*big.Int{first, new(big.Int).Neg(first)} {
 					var acc secp256k1.JacobianPoint
-					secp256k1.ScalarMultNonConst(scalar(m), &p.pt, &acc)
+					secp256k1.ScalarMultNonConst(scalar(m), p.jacobian(), &acc)
 					checkMulAdd(t, p, tab, k, &acc)
 				}
 				break
@@ -184,7 +184,7 @@ func FuzzMulAdd(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	tab := newTable(&p.pt)
+	tab := newTable(p.jacobian())
 	f.Add(make([]byte, 32), make([]byte, 32), byte(0))
 	f.Add([]byte{0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFE, 0xBA, 0xAE, 0xDC, 0xE6, 0xAF, 0x48, 0xA0, 0x3B, 0xBF, 0xD2, 0x5E, 0x8C, 0xD0, 0x36, 0x41, 0x40}, []byte{1}, byte(1))
 	f.Fuzz(func(t *testing.T, kb, ab []byte, mode byte) {
@@ -199,9 +199,16 @@ func FuzzMulAdd(f *testing.F) {
 		case 1: // acc = −k·P + a·P: near the point at infinity
 			var m secp256k1.ModNScalar
 			m.NegateVal(k).Add(scalar(new(big.Int).SetBytes(ab)))
-			secp256k1.ScalarMultNonConst(&m, &p.pt, &acc)
+			secp256k1.ScalarMultNonConst(&m, p.jacobian(), &acc)
 		case 2: // acc at infinity
 		}
 		checkMulAdd(t, p, tab, k, &acc)
 	})
+}
+
+// jacobian returns p's point as a Jacobian point, for the tests that
+// multiply it directly.
+func (p *PublicKey) jacobian() *secp256k1.JacobianPoint {
+	j := p.pt.jacobian()
+	return &j
 }
