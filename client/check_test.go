@@ -15,6 +15,7 @@ import (
 
 	"github.com/snapnode/snapnode/client"
 	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/secp"
 	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/relay/embedded"
 	"github.com/snapnode/snapnode/snap"
@@ -108,10 +109,16 @@ type testAgent struct {
 	key       *identity.Key
 	answers   chan func(req *snap.Message) [][]byte
 	transport client.Transport
-	pool      *relay.Pool // the relay's pool the agent and its requesters share
+	pool      *relay.Pool     // the relay's pool the agent and its requesters share
+	verifier  *relay.Verifier // the pool's, when the test gave one
 }
 
-func nostrAgent(t *testing.T) *testAgent {
+func nostrAgent(t *testing.T) *testAgent { return nostrAgentWith(t, nil) }
+
+// nostrAgentWith is nostrAgent with the Verifier v, when not nil, shared
+// by the pool, the agent and its requester: the agent signs its replies
+// through v, so that their events cost v no check.
+func nostrAgentWith(t *testing.T, v *relay.Verifier) *testAgent {
 	t.Helper()
 	quiet := slog.New(slog.DiscardHandler)
 	rel, err := embedded.New(embedded.Config{DBPath: ":memory:", Logger: quiet})
@@ -125,9 +132,9 @@ func nostrAgent(t *testing.T) *testAgent {
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- rel.Serve(ctx, ln) }()
-	pool := relay.NewPool(relay.PoolConfig{URLs: []string{embedded.WebSocketURL(ln.Addr())}, Logger: quiet})
+	pool := relay.NewPool(relay.PoolConfig{URLs: []string{embedded.WebSocketURL(ln.Addr())}, Logger: quiet, Verifier: v})
 	pool.Start(ctx)
-	a := &testAgent{key: serverKey, answers: make(chan func(*snap.Message) [][]byte, 1), pool: pool}
+	a := &testAgent{key: serverKey, answers: make(chan func(*snap.Message) [][]byte, 1), pool: pool, verifier: v}
 	sub, err := pool.Subscribe(ctx, nostr.Filter{Kinds: []int{relay.KindEphemeral}, Tags: nostr.TagMap{"p": {a.key.NostrPublicKey()}}})
 	if err != nil {
 		t.Fatal(err)
@@ -150,7 +157,7 @@ func nostrAgent(t *testing.T) *testAgent {
 		<-served
 		rel.Close()
 	})
-	a.transport = client.NewNostr(client.NostrConfig{Key: clientKey, Relays: pool, Logger: quiet}).
+	a.transport = client.NewNostr(client.NostrConfig{Key: clientKey, Relays: pool, Verifier: v, Logger: quiet}).
 		To(client.Target{Address: addr(a.key), PubKey: a.key.NostrPublicKey()}, false)
 	return a
 }
@@ -190,7 +197,7 @@ func (a *testAgent) serve(ctx context.Context, t *testing.T, pool *relay.Pool, s
 			}
 			reply := nostr.Event{CreatedAt: nostr.Now(), Kind: relay.KindEphemeral, Content: content,
 				Tags: nostr.Tags{{"p", ev.PubKey}, {"e", ev.ID}}}
-			if err := relay.SignEvent(a.key, &reply); err != nil {
+			if err := a.verifier.Sign(a.key, &reply); err != nil {
 				t.Errorf("agent: %v", err)
 				return
 			}
@@ -242,5 +249,41 @@ func TestRefusedErrorHintCut(t *testing.T) {
 	}
 	if n := len(err.Error()); n > 1000 || !utf8.ValidString(err.Error()) {
 		t.Errorf("the error is %d bytes (valid UTF-8: %v); want the agent's message cut", n, utf8.ValidString(err.Error()))
+	}
+}
+
+// A requester over the relays of a Verifier (Relays.Nostr, or a Nostr
+// client given the pool's Verifier) checks the agent's answers through
+// the Verifier's tables, by the agent's Nostr key P: after
+// secp.PromoteAfter answers P holds a table there, and only P, not the
+// address's output key Q, so that the agent's events and its answers earn
+// one table, not one in the Verifier and another in the requester. The
+// agent signs its events through the Verifier, so that no event is
+// checked and only the answers count toward P.
+func TestNostrAnswersShareTheVerifiersTables(t *testing.T) {
+	v := relay.NewVerifier()
+	agent := nostrAgentWith(t, v)
+	const good = `{"task":{"id":"good"}}`
+	for i := range secp.PromoteAfter {
+		agent.answers <- func(req *snap.Message) [][]byte { return [][]byte{answer{payload: good}.build(t, agent.key, req)} }
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		resp, err := agent.transport.Send(ctx, "tasks/get", []byte(`{"taskId":"t"}`))
+		cancel()
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		if string(resp.Payload) != good {
+			t.Fatalf("request %d: payload %s", i, resp.Payload)
+		}
+	}
+	if n := v.SignatureChecks(); n != 0 {
+		t.Fatalf("the Verifier checked %d events' signatures, want none (all signed through it)", n)
+	}
+	tables := v.Tables()
+	if _, ok := tables.Get(agent.key.InternalKey()); !ok {
+		t.Fatalf("the agent's Nostr key holds no table in the Verifier's Tables after %d answers", secp.PromoteAfter)
+	}
+	if _, ok := tables.Get(agent.key.OutputKey()); ok || tables.Len() != 1 {
+		t.Fatalf("the output key holds a table (%v), or %d keys do; want the Nostr key's only", ok, tables.Len())
 	}
 }

@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/snapnode/snapnode/internal/textcut"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/secp"
+	"github.com/snapnode/snapnode/internal/textcut"
 	"github.com/snapnode/snapnode/snap"
 )
 
@@ -46,6 +47,11 @@ type requester struct {
 	maxDrift time.Duration
 	replay   snap.ReplayStore
 	checks   *answerChecks
+	// tables, when not nil, holds the tables of the agents' keys: the
+	// relay pool's (relay.Verifier.Tables), so that an agent's answers
+	// and the events carrying them are checked through one table of its
+	// Nostr key (snap.Config.Tables).
+	tables *secp.Tables[[32]byte]
 }
 
 // answerChecks holds the Validators of the answers addressed to the
@@ -64,7 +70,7 @@ type answerChecks struct {
 // one replayed): about 3 MB; past it the oldest are forgotten.
 const answerReplayCapacity = 10_000
 
-func newRequester(key *identity.Key, now func() time.Time, maxDrift time.Duration) requester {
+func newRequester(key *identity.Key, now func() time.Time, maxDrift time.Duration, tables *secp.Tables[[32]byte]) requester {
 	if now == nil {
 		now = time.Now
 	}
@@ -72,7 +78,7 @@ func newRequester(key *identity.Key, now func() time.Time, maxDrift time.Duratio
 	if key != nil {
 		checks.own = [2]string{key.Address(identity.Mainnet), key.Address(identity.Testnet)}
 	}
-	return requester{key: key, now: now, maxDrift: maxDrift, replay: snap.NewAnswerReplayStore(answerReplayCapacity), checks: checks}
+	return requester{key: key, now: now, maxDrift: maxDrift, replay: snap.NewAnswerReplayStore(answerReplayCapacity), checks: checks, tables: tables}
 }
 
 // window returns the timestamp window of the answers: MaxDrift, or
@@ -87,7 +93,7 @@ func (r *requester) window() time.Duration {
 // validator returns the Validator of the answers addressed to self.
 func (r *requester) validator(self string) *snap.Validator {
 	newValidator := func() *snap.Validator {
-		return snap.NewValidator(snap.Config{Self: self, Now: r.now, MaxDrift: r.maxDrift, Replay: r.replay})
+		return snap.NewValidator(snap.Config{Self: self, Now: r.now, MaxDrift: r.maxDrift, Replay: r.replay, Tables: r.tables})
 	}
 	if self == "" || (self != r.checks.own[0] && self != r.checks.own[1]) {
 		return newValidator()

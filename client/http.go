@@ -129,7 +129,7 @@ func NewHTTP(cfg HTTPConfig) *HTTP {
 	}
 	defaults.Positive(&cfg.IdleTimeout, DefaultIdleTimeout)
 	defaults.Positive(&cfg.MaxMessage, snap.MaxMessageSize)
-	return &HTTP{requester: newRequester(cfg.Key, cfg.Now, cfg.MaxDrift), cfg: cfg}
+	return &HTTP{requester: newRequester(cfg.Key, cfg.Now, cfg.MaxDrift, nil), cfg: cfg}
 }
 
 // To returns the Transport to the agent address served at endpoint, its

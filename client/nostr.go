@@ -11,6 +11,7 @@ import (
 
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/bounded"
+	"github.com/snapnode/snapnode/internal/secp"
 	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/snapnostr"
@@ -47,7 +48,11 @@ type NostrConfig struct {
 	// Verifier is the one Relays checks events with
 	// (relay.PoolConfig.Verifier): the requests' events are signed through
 	// it, so that publishing them costs no second check of a signature
-	// just made. Nil: they are signed alone, and checked when published.
+	// just made, and the answers are checked through its tables of keys,
+	// so that an agent's events and its answers earn one table of its
+	// Nostr key, not one each. Nil: the events are signed alone, and
+	// checked when published, and the answers' checks keep tables of
+	// their own.
 	Verifier *relay.Verifier
 	Logger   *slog.Logger
 	Now      func() time.Time
@@ -59,8 +64,12 @@ func NewNostr(cfg NostrConfig) *Nostr {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	var tables *secp.Tables[[32]byte]
+	if cfg.Verifier != nil {
+		tables = cfg.Verifier.Tables()
+	}
 	return &Nostr{
-		requester: newRequester(cfg.Key, cfg.Now, cfg.MaxDrift),
+		requester: newRequester(cfg.Key, cfg.Now, cfg.MaxDrift, tables),
 		relays:    cfg.Relays, sealer: snapnostr.NewSealer(cfg.Key, maxAgents), verifier: cfg.Verifier,
 		owners: bounded.NewCache[[32]byte, [32]byte](maxAgents), logger: cfg.Logger,
 	}

@@ -18,7 +18,7 @@ func TestRequesterRemembersPastItsCapacity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := newRequester(key, nil, 0)
+	r := newRequester(key, nil, 0, nil)
 	now := time.Now()
 	rec := snap.ReplayRecord{FirstSeen: now, Expires: now.Add(snap.MinReplayRetention)}
 	for i := range answerReplayCapacity + 1 {
@@ -40,7 +40,7 @@ func TestRequesterKeepsItsValidators(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := newRequester(key, nil, 0)
+	r := newRequester(key, nil, 0, nil)
 	for _, n := range []identity.Network{identity.Mainnet, identity.Testnet} {
 		if a, b := r.validator(key.Address(n)), r.validator(key.Address(n)); a != b {
 			t.Errorf("%v: a new Validator for each exchange", n)
