@@ -171,7 +171,11 @@ func (a *testAgent) serve(ctx context.Context, t *testing.T, pool *relay.Pool, s
 		select {
 		case <-ctx.Done():
 			return
-		case ev = <-sub.Events():
+		case e, ok := <-sub.Events():
+			if !ok { // ended with ctx, which the cleanup cancels
+				return
+			}
+			ev = e
 		}
 		plain, err := sealer.Open(ev.PubKey, ev.Content)
 		if err != nil {
