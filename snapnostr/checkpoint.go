@@ -141,6 +141,9 @@ func (c *SQLCheckpoint) insert(ctx context.Context, tx *sql.Tx, id string, creat
 	return err
 }
 
+// relaysLock serializes the writes of inbox_relays (see Reached).
+var relaysLock = sqldb.LockKey("snapnode inbox_relays")
+
 // Relays implements RelayCheckpoint.
 func (c *SQLCheckpoint) Relays(ctx context.Context) (map[string]nostr.Timestamp, error) {
 	out := map[string]nostr.Timestamp{}
@@ -169,6 +172,13 @@ func (c *SQLCheckpoint) Reached(ctx context.Context, points map[string]nostr.Tim
 	}
 	d := c.db.Dialect
 	err := c.db.Write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		// Replicas sharing the database write their points at the same
+		// moments. One write at a time: two updating the same rows in
+		// different orders (a map's) deadlock on PostgreSQL, which then
+		// aborts one of them.
+		if err := d.Lock(ctx, tx, relaysLock); err != nil {
+			return err
+		}
 		for url, at := range points {
 			if _, err := tx.ExecContext(ctx, d.Rebind(`INSERT INTO inbox_relays (relay_url, resume_at) VALUES (?, ?)
 				ON CONFLICT (relay_url) DO UPDATE SET resume_at = excluded.resume_at

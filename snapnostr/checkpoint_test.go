@@ -3,8 +3,10 @@ package snapnostr
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"maps"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/nbd-wtf/go-nostr"
@@ -213,4 +215,41 @@ func TestSQLCheckpointDoneDoesNotWaitForTheDisk(t *testing.T) {
 	if got := db.UnsyncedCommits() - before; got != 3 {
 		t.Fatalf("%d of 3 commits did not wait for the disk, want all", got)
 	}
+}
+
+// Replicas sharing one database write their relays' points at the same
+// moments (each every minute, and all of them as a deployment stops):
+// two such writes of the same relays never fail. Each write updates its
+// rows in one transaction; taken in map order, two of them locked the
+// same rows in opposite orders and PostgreSQL aborted one with a
+// deadlock.
+func TestSQLRelayCheckpointConcurrentReplicas(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		const replicas, writes, relays = 4, 10, 8
+		const t0 = nostr.Timestamp(1_700_000_000)
+		errs := make(chan error, replicas*writes)
+		var wg sync.WaitGroup
+		for r := range replicas {
+			c, err := OpenCheckpoint(context.Background(), testdb.Open(t, dsn))
+			if err != nil {
+				t.Fatal(err)
+			}
+			wg.Go(func() {
+				for w := range writes {
+					points := map[string]nostr.Timestamp{}
+					for i := range relays {
+						points[fmt.Sprintf("wss://r%d.example", i)] = t0 + nostr.Timestamp(w*replicas+r)
+					}
+					if err := c.Reached(context.Background(), points); err != nil {
+						errs <- err
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatalf("a replica's write of its points: %v", err)
+		}
+	})
 }
