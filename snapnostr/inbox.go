@@ -172,6 +172,11 @@ type Inbox struct {
 	// begun is when the Inbox was made: the checkpoint is asked about
 	// stored requests dated up to that second only (see admit).
 	begun nostr.Timestamp
+	// reachEvery is how often Run writes the relays' points while it
+	// runs (reachEvery, the constant, but in tests); marks tells which
+	// points it may write then.
+	reachEvery time.Duration
+	marks      *watermark
 }
 
 // NewInbox returns an Inbox for cfg.
@@ -198,7 +203,7 @@ func NewInbox(cfg InboxConfig) *Inbox {
 	in := &Inbox{cfg: cfg, sealer: newSealer(cfg.Key, 4096), ready: make(chan struct{}),
 		recent: bounded.NewCache[uint64, struct{}](100_000), recentSeed: maphash.MakeSeed(),
 		slots: make(chan struct{}, cfg.Streams), deferred: newDeferrals(cfg.Deferred, cfg.DeferredBytes),
-		begun: nostr.Timestamp(cfg.Now().Unix())}
+		begun: nostr.Timestamp(cfg.Now().Unix()), reachEvery: reachEvery, marks: newWatermark()}
 	return in
 }
 
@@ -325,9 +330,10 @@ type resumingSubscriber interface {
 // reachEvery is how often a running inbox writes each relay's point
 // (RelayCheckpoint.Reached), so that a node that does not stop cleanly
 // resumes from a recent one; Run writes them again once its requests are
-// finished. A point written so may pass requests still queued: a node
-// that stops uncleanly loses those unless the lookback reaches them, as
-// it would with Since alone.
+// finished. It writes only points read before every request it had
+// accepted then was finished (see watermark): one written while a request
+// still waits in the queue, or is being handled, would have a node that
+// stops uncleanly skip that request after its restart.
 const reachEvery = time.Minute
 
 // listen runs one subscription from since (each relay in from, from its
@@ -375,7 +381,7 @@ func (in *Inbox) listen(ctx context.Context, since nostr.Timestamp, from map[str
 	}
 	defer sub.Close()
 	if rc, ok := in.cfg.Checkpoint.(RelayCheckpoint); ok {
-		tick := time.NewTicker(reachEvery)
+		tick := time.NewTicker(in.reachEvery)
 		defer tick.Stop()
 		ended := make(chan struct{})
 		defer close(ended)
@@ -385,7 +391,7 @@ func (in *Inbox) listen(ctx context.Context, since nostr.Timestamp, from map[str
 				case <-ended:
 					return
 				case <-tick.C:
-					in.reach(ctx, rc, sub.Resume())
+					in.reach(ctx, rc, in.marks.next(sub.Resume()))
 				}
 			}
 		}()
@@ -548,13 +554,17 @@ func (in *Inbox) admit(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Que
 		in.late.Store(ev, struct{}{})
 	}
 	// When every worker is busy and the queue is full, the request
-	// refused is answered soon rather than left to time out.
+	// refused is answered soon rather than left to time out. Counted
+	// before it is queued: a worker may finish it at once.
+	in.marks.accepted(ev)
 	switch out, res := jobs.Push(ev.PubKey, ev); res {
 	case fairqueue.Refused:
+		in.marks.finished(ev)
 		if _, wasLate := in.late.LoadAndDelete(ev); !wasLate {
 			refusals.refuse(ev, busy())
 		}
 	case fairqueue.Displaced:
+		in.marks.finished(out)
 		if _, wasLate := in.late.LoadAndDelete(out); !wasLate {
 			refusals.refuse(out, busy())
 		}
@@ -706,8 +716,16 @@ func (in *Inbox) addressedToUs(ev *nostr.Event) bool {
 // net/http's server does not let one request do either.
 func (in *Inbox) serve(run *running, ev *nostr.Event) {
 	_, late := in.late.Load(ev)
+	streaming := false
+	// After survive: the request is finished once its answer is sent
+	// (a stream's, when the stream ends).
+	defer func() {
+		if !streaming {
+			in.marks.finished(ev)
+		}
+	}()
 	defer in.survive(run.work, ev, late)
-	in.handle(run, ev)
+	streaming = in.handle(run, ev)
 }
 
 // survive, deferred, recovers a panic in the handling of ev (see serve). A
@@ -732,8 +750,8 @@ func (in *Inbox) survive(ctx context.Context, ev *nostr.Event, late bool) {
 }
 
 // handle answers one request event; a streaming request is handed to a
-// stream of its own.
-func (in *Inbox) handle(run *running, ev *nostr.Event) {
+// stream of its own, and handle reports true.
+func (in *Inbox) handle(run *running, ev *nostr.Event) (streaming bool) {
 	ctx := run.work
 	_, late := in.late.LoadAndDelete(ev)
 	plain, err := in.sealer.open(ev.PubKey, ev.Content)
@@ -767,15 +785,17 @@ func (in *Inbox) handle(run *running, ev *nostr.Event) {
 			return
 		}
 		run.streams.Go(func() {
+			defer in.marks.finished(ev)
 			defer func() { <-in.slots }()
 			defer in.survive(ctx, ev, late)
 			in.stream(run, ev, inbound)
 			in.done(ctx, ev)
 		})
-		return
+		return true
 	}
 	in.answer(ctx, ev, in.cfg.Handler.Serve(ctx, inbound, nil), late)
 	in.done(ctx, ev)
+	return false
 }
 
 // stream answers a streaming request: each event is published as it comes,

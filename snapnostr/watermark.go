@@ -1,0 +1,105 @@
+package snapnostr
+
+import (
+	"math"
+	"sync"
+
+	"github.com/nbd-wtf/go-nostr"
+)
+
+// watermark tells which of the relays' points (relay.Subscription.Resume)
+// a running inbox may write: those read before every request it had
+// accepted then was finished. A point moves as a request is received,
+// while the request may wait in the queue or be handled for minutes
+// after; written then, a node that stopped uncleanly would not ask the
+// relay for that request again once it is more than the lookback behind.
+//
+// Time is cut into epochs, one a write (reachEvery); each accepted
+// request counts in the epoch it was queued in until it is finished. The
+// points read as an epoch begins are written once that epoch has ended
+// and no request of it or of an earlier one is left: a request whose
+// created_at the points include was received before they were read, and
+// so queued by the end of that epoch (the subscription's reader queues
+// it at once, within seenTimeout). A request that is never finished (a
+// stream that runs for hours) holds the writes back meanwhile: the next
+// start then asks the relays again for more, which the checkpoint's
+// processed ids stop.
+type watermark struct {
+	mu    sync.Mutex
+	epoch uint64
+	open  map[uint64]int          // by epoch, the requests accepted then and not finished
+	of    map[*nostr.Event]uint64 // the epoch of each such request
+	marks []mark                  // points read and not yet writable, oldest first
+}
+
+// mark holds the points read as epoch began.
+type mark struct {
+	epoch  uint64
+	points map[string]nostr.Timestamp
+}
+
+// maxMarks bounds the marks kept while a request holds the writes back:
+// past it the oldest are let go (the newer ones, written once the
+// request is finished, include them).
+const maxMarks = 64
+
+func newWatermark() *watermark {
+	return &watermark{open: map[uint64]int{}, of: map[*nostr.Event]uint64{}}
+}
+
+// accepted counts ev, queued, in the current epoch.
+func (w *watermark) accepted(ev *nostr.Event) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, ok := w.of[ev]; ok {
+		return
+	}
+	w.of[ev] = w.epoch
+	w.open[w.epoch]++
+}
+
+// finished stops counting ev: it was handled, or refused once queued. A
+// request not counted (or counted no longer) is let be.
+func (w *watermark) finished(ev *nostr.Event) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	e, ok := w.of[ev]
+	if !ok {
+		return
+	}
+	delete(w.of, ev)
+	if w.open[e]--; w.open[e] == 0 {
+		delete(w.open, e)
+	}
+}
+
+// next begins a new epoch with the points read now, and returns the
+// points that may be written: of each relay, the newest of the marks
+// now writable (nil when none is).
+func (w *watermark) next(points map[string]nostr.Timestamp) map[string]nostr.Timestamp {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.epoch++
+	w.marks = append(w.marks, mark{epoch: w.epoch, points: points})
+	oldest := uint64(math.MaxUint64) // the oldest epoch with a request left
+	for e := range w.open {
+		oldest = min(oldest, e)
+	}
+	var out map[string]nostr.Timestamp
+	i := 0
+	for ; i < len(w.marks) && w.marks[i].epoch < w.epoch && w.marks[i].epoch < oldest; i++ {
+		// A later subscription (after one that ended) may not have
+		// heard from every relay yet: each relay's newest of them all.
+		for url, at := range w.marks[i].points {
+			if out == nil {
+				out = map[string]nostr.Timestamp{}
+			}
+			out[url] = max(out[url], at)
+		}
+	}
+	w.marks = w.marks[i:]
+	if n := len(w.marks) - maxMarks; n > 0 {
+		w.marks = w.marks[n:]
+	}
+	return out
+}
