@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"maps"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -218,5 +219,49 @@ func TestPoolSubscribeWithBeginsEachRelayFromItsOwnSince(t *testing.T) {
 	want := map[string]nostr.Timestamp{aURL: newOnA.CreatedAt, bURL: oldOnB.CreatedAt}
 	if points := sub.Resume(); !maps.Equal(points, want) {
 		t.Errorf("Resume = %v, want %v", points, want)
+	}
+}
+
+// A point kept under another spelling of the relay's URL (the operator
+// added a trailing slash, or wrote the scheme or host in capitals, or the
+// scheme's default port) is still that relay's: before, it was ignored,
+// and the relay began from the filter's Since, skipping what it held
+// since its own point.
+func TestPoolSubscribeWithMatchesTheRelaysURLSpelledOtherwise(t *testing.T) {
+	url := serveEmbedded(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	agent, err := identity.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := nostr.Timestamp(time.Now().Unix())
+	ev := &nostr.Event{Kind: relay.KindMessage, CreatedAt: now - 300, Content: "before the filter's since, after the relay's own",
+		Tags: nostr.Tags{{"p", agent.NostrPublicKey()}}}
+	if err := relay.SignEvent(agent, ev); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := relay.StartedPool(t, []string{url}, nil).Publish(ctx, *ev); err != nil {
+		t.Fatal(err)
+	}
+	sp := relay.StartedPool(t, []string{url}, nil)
+	relay.WaitFor(t, "connected", func() bool { return resumeStatus(sp, url).State == relay.StateConnected })
+	for _, spelled := range []string{url + "/", strings.ToUpper(url)} {
+		since := now - 60
+		sub, err := sp.SubscribeWith(ctx, nostr.Filter{Kinds: []int{relay.KindMessage},
+			Tags: nostr.TagMap{"p": {agent.NostrPublicKey()}}, Since: &since},
+			relay.SubscribeOptions{Since: map[string]nostr.Timestamp{spelled: now - 600}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-sub.EOSE():
+		case <-ctx.Done():
+			t.Fatal("no EOSE")
+		}
+		if n := len(sub.Events()); n != 1 {
+			t.Errorf("the point given for %s: %d events delivered, want the one after it", spelled, n)
+		}
+		sub.Close()
 	}
 }

@@ -512,8 +512,10 @@ type SubscribeOptions struct {
 	// before a restart say, begins each relay from its own, so that what
 	// a relay that was away holds is not skipped for the newer events
 	// the others brought. Relays not in it begin from the filter's Since.
-	// Every event is checked against the filter with its Since the
-	// earliest of these.
+	// A URL matches a relay's whatever the case of its scheme and host,
+	// a trailing slash or the scheme's default port; of several that
+	// match one relay, the latest point counts. Every event is checked
+	// against the filter with its Since the earliest of these.
 	Since map[string]nostr.Timestamp
 }
 
@@ -559,9 +561,18 @@ func (p *Pool) subscribe(ctx context.Context, f nostr.Filter, query bool, take f
 		start:    make([]*nostr.Timestamp, len(p.relays)),
 		tail:     map[uint64]nostr.Timestamp{},
 	}
+	// Each relay's point under any spelling of its URL; the latest of
+	// those given for one relay.
+	byKey := make(map[string]nostr.Timestamp, len(since))
+	for u, at := range since {
+		k := urlKey(u)
+		if old, ok := byKey[k]; !ok || at > old {
+			byKey[k] = at
+		}
+	}
 	for _, r := range p.relays {
 		s.start[r.idx] = f.Since
-		if at, ok := since[r.url]; ok {
+		if at, ok := byKey[urlKey(r.url)]; ok {
 			s.start[r.idx] = &at
 			if s.filter.Since != nil && at < *s.filter.Since {
 				s.filter.Since = &at
