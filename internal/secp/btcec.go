@@ -63,6 +63,12 @@ func (k *SecretKey) Sign(digest, aux [32]byte) ([64]byte, error) {
 // ECDH returns the x coordinate of d·P: the shared secret of k and the
 // peer's key P, from which NIP-44 derives its conversation key.
 func (k *SecretKey) ECDH(peer *PublicKey) [32]byte {
+	if peer.pt.y.IsZero() {
+		// No point of secp256k1 has y = 0 (its order is odd): peer is
+		// not a key ParsePublicKey made, and its zero point would give
+		// an all-zero secret. The libsecp256k1 build panics too.
+		panic("secp: ecdh of a key ParsePublicKey did not make")
+	}
 	var out [32]byte
 	copy(out[:], btcec.GenerateSharedSecret(k.k, peer.btcec()))
 	return out

@@ -340,3 +340,32 @@ func FuzzVerify(f *testing.F) {
 		}
 	})
 }
+
+// ECDH with a PublicKey that ParsePublicKey did not make (the zero value,
+// or the internal key of a zero OutputKey) panics in both builds instead
+// of returning a secret: the btcec build's zero point would give an
+// all-zero one, from which NIP-44 would derive a conversation key anyone
+// can compute.
+func TestECDHOfAnUnliftedKeyPanics(t *testing.T) {
+	k, err := secp.NewSecretKey([32]byte{31: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		p    *secp.PublicKey
+	}{
+		{"the zero PublicKey", new(secp.PublicKey)},
+		{"a zero OutputKey's Internal", new(secp.OutputKey).Internal()},
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("ECDH with %s returned without a panic", c.name)
+				}
+			}()
+			x := k.ECDH(c.p)
+			t.Logf("ECDH with %s: %x", c.name, x)
+		}()
+	}
+}
