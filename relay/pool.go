@@ -5,6 +5,7 @@ import (
 	"errors"
 	"hash/maphash"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,6 +31,8 @@ const (
 	DefaultQueryMaxEvents          = 10_000
 	// DefaultQueryMaxBytes: see PoolConfig.QueryMaxBytes.
 	DefaultQueryMaxBytes = 64 << 20
+	// DefaultMaxCatchUpPages: see PoolConfig.MaxCatchUpPages.
+	DefaultMaxCatchUpPages = 100
 )
 
 // Errors of the pool.
@@ -115,6 +118,14 @@ type PoolConfig struct {
 	// MiB, the event that passes it not returned).
 	QueryMaxEvents int
 	QueryMaxBytes  int64
+	// MaxCatchUpPages bounds the pages a subscription asks one relay for
+	// after a REQ's stored events (default 100; see Subscribe): relays
+	// cap the stored events a REQ returns (often at 500 or fewer, the
+	// newest), so a gap longer than that is read back a page at a time.
+	// A catch-up that reaches the bound is logged and counted
+	// (RelayStatus.CatchUpsCut), and the relay's resume point does not
+	// move until a later REQ to that relay catches up in full.
+	MaxCatchUpPages int
 }
 
 func (c *PoolConfig) setDefaults() {
@@ -144,6 +155,7 @@ func (c *PoolConfig) setDefaults() {
 	defaults.Positive(&c.QueryMaxEvents, DefaultQueryMaxEvents)
 	defaults.Positive(&c.QueryMaxBytes, DefaultQueryMaxBytes)
 	defaults.Positive(&c.SubscriptionBufferBytes, DefaultSubscriptionBufferBytes)
+	defaults.Positive(&c.MaxCatchUpPages, DefaultMaxCatchUpPages)
 }
 
 // Pool keeps one connection to each of a fixed set of relays and offers
@@ -285,6 +297,19 @@ func (p *Pool) lookup(wireID string) *Subscription {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.subs[wireID]
+}
+
+// lookupWire returns the subscription of a relay's message by its wire
+// id, and page, the id itself if it is one of the subscription's
+// catch-up pages (see pageID), "" if it is the subscription's own.
+func (p *Pool) lookupWire(id string) (s *Subscription, page string) {
+	if s := p.lookup(id); s != nil {
+		return s, ""
+	}
+	if base, _, ok := strings.Cut(id, pageSep); ok {
+		return p.lookup(base), id
+	}
+	return nil, ""
 }
 
 // skew is ResubscribeSkew in whole seconds, rounded up.

@@ -342,8 +342,13 @@ func TestPoolIntegrationRelayRestart(t *testing.T) {
 	if got := a.lastReq(); got.Since == nil || *got.Since != e1.CreatedAt-10 {
 		t.Fatalf("resubscribed to A with since %v, want %d", got.Since, e1.CreatedAt-10)
 	}
-	// A's copy of e1 came back too (and was dropped as a duplicate).
-	itWaitFor(t, "A to resend e1", func() bool { return ptStatus(sp, a.url).EventsReceived == 3 })
+	// A's copy of e1 came back too (and was dropped as a duplicate),
+	// twice: the catch-up's one page (until e1's created_at, inclusive)
+	// brought it again, and nothing older.
+	itWaitFor(t, "A to resend e1", func() bool {
+		st := ptStatus(sp, a.url)
+		return st.EventsReceived == 4 && st.CatchUpPages == 1
+	})
 	if st := ptStatus(sp, a.url); st.Reconnects < 1 || st.LastError == nil {
 		t.Fatalf("health of A: %+v", st)
 	}

@@ -41,6 +41,11 @@ type RelayStatus struct {
 	// PublishFailed counts the publications the relay refused (OK
 	// false) or did not answer within their bound.
 	PublishFailed uint64
+	// CatchUpPages counts the pages of stored events asked for after a
+	// REQ's (see Subscribe); CatchUpsCut the catch-ups that stopped
+	// before a page brought nothing older (at MaxCatchUpPages, or the
+	// relay refused a page): the relay's resume point did not move.
+	CatchUpPages, CatchUpsCut uint64
 }
 
 // Health returns the status of every relay, in the order of
@@ -61,6 +66,8 @@ func (p *Pool) Health() []RelayStatus {
 			EventsMismatch:  r.mismatch.Load(),
 			EventsDuplicate: r.duplicate.Load(),
 			PublishFailed:   r.publishFailed.Load(),
+			CatchUpPages:    r.pages.Load(),
+			CatchUpsCut:     r.cuts.Load(),
 		}
 		if r.conn != nil {
 			out[i].ConnectedSince = r.connectedAt
@@ -103,7 +110,8 @@ type poolRelay struct {
 
 	received, invalid, mismatch, duplicate atomic.Uint64
 	publishFailed                          atomic.Uint64
-	talk                                   talkLimiter // the relay's NOTICEs and CLOSEDs logged
+	pages, cuts                            atomic.Uint64 // see RelayStatus
+	talk                                   talkLimiter   // the relay's NOTICEs and CLOSEDs logged
 	// failures: the publications it refused or did not answer, logged
 	// (a relay may refuse every one: a paid relay, a blocked kind).
 	failures talkLimiter
@@ -161,7 +169,7 @@ func (r *poolRelay) wait(ctx context.Context, d time.Duration, err error) bool {
 	r.mu.Unlock()
 	r.state.Store(StateBackoff)
 	for _, s := range r.p.snapshotSubs() {
-		s.relayDone(r.idx, false)
+		s.relayDone(r.idx)
 	}
 	r.log.Info("relay pool: relay down, backing off", "err", err, "retry_in", d)
 	t := time.NewTimer(d)
@@ -244,7 +252,12 @@ func (r *poolRelay) ensureSub(s *Subscription) {
 	default:
 	}
 	r.active[s.serial] = true
-	f := s.reqFilter(r.idx)
+	f, stale := s.reqFilter(r.idx)
+	if stale != "" {
+		if err := r.conn.CloseReq(stale); err != nil {
+			r.log.Debug("relay pool: CLOSE failed", "sub", stale, "err", err)
+		}
+	}
 	if err := r.conn.Req(s.wireID, f); err != nil {
 		r.log.Warn("relay pool: REQ failed", "sub", s.wireID, "err", err)
 		return
@@ -252,7 +265,8 @@ func (r *poolRelay) ensureSub(s *Subscription) {
 	r.log.Debug("relay pool: REQ", "sub", s.wireID, "filter", f)
 }
 
-// dropSub sends CLOSE for s if it is open on the current connection.
+// dropSub sends CLOSE for s, and for its catch-up page, if open on the
+// current connection.
 func (r *poolRelay) dropSub(s *Subscription) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -261,11 +275,50 @@ func (r *poolRelay) dropSub(s *Subscription) {
 		return
 	}
 	delete(r.active, s.serial)
-	if r.conn != nil {
-		if err := r.conn.CloseReq(s.wireID); err != nil {
-			r.log.Debug("relay pool: CLOSE failed", "sub", s.wireID, "err", err)
+	if r.conn == nil {
+		return
+	}
+	for _, id := range []string{s.openPage(r.idx), s.wireID} {
+		if id == "" {
+			continue
+		}
+		if err := r.conn.CloseReq(id); err != nil {
+			r.log.Debug("relay pool: CLOSE failed", "sub", id, "err", err)
 		}
 	}
+}
+
+// storedEnd acts on the relay's EOSE for s's REQ, or for page of its
+// catch-up (see catchUp): it closes the page and asks for the next one,
+// if any.
+func (r *poolRelay) storedEnd(s *Subscription, page string) {
+	next, cut := s.storedEnd(r.idx, page)
+	if cut {
+		r.cuts.Add(1)
+		r.log.Warn("relay pool: catch-up of stored events stopped at the bound of pages; the relay's resume point stays until a later REQ catches up",
+			"sub", s.wireID, "pages", r.p.cfg.MaxCatchUpPages)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.conn == nil {
+		return
+	}
+	if page != "" { // awaited or not, its stored events are all sent
+		if err := r.conn.CloseReq(page); err != nil {
+			r.log.Debug("relay pool: CLOSE failed", "sub", page, "err", err)
+		}
+	}
+	// s.end marks s ended before its dropSub waits for r.mu: a page asked
+	// for here is closed by it.
+	if next.id == "" || !r.active[s.serial] || s.ended() {
+		return
+	}
+	r.pages.Add(1)
+	if err := r.conn.Req(next.id, next.f); err != nil {
+		r.log.Warn("relay pool: REQ failed", "sub", next.id, "err", err)
+		return
+	}
+	r.log.Debug("relay pool: REQ", "sub", next.id, "filter", next.f)
 }
 
 // handle acts on one message of the relay. inProcess: m was handed over
@@ -275,17 +328,27 @@ func (r *poolRelay) handle(m ConnMessage, inProcess bool) {
 	switch m.Label {
 	case "EVENT":
 		r.received.Add(1)
-		if s := r.p.lookup(m.SubID); s != nil && m.Event != nil {
-			r.accept(s, m.Event, inProcess && m.Verified)
+		if s, page := r.p.lookupWire(m.SubID); s != nil && m.Event != nil {
+			r.accept(s, m.Event, inProcess && m.Verified, page)
 		}
 	case "EOSE":
-		if s := r.p.lookup(m.SubID); s != nil {
-			s.relayDone(r.idx, true)
+		if s, page := r.p.lookupWire(m.SubID); s != nil {
+			r.storedEnd(s, page)
 		}
 	case "CLOSED":
-		s := r.p.lookup(m.SubID)
+		s, page := r.p.lookupWire(m.SubID)
 		if s == nil {
 			r.say(slog.LevelWarn, "relay pool: relay closed a subscription", "sub", m.SubID, "reason", m.Reason)
+			return
+		}
+		if page != "" {
+			// A catch-up page refused: the relay's point stays (see
+			// catchUp); its REQ's own subscription is still open.
+			if s.pageRefused(r.idx, page) {
+				r.cuts.Add(1)
+				r.say(slog.LevelWarn, "relay pool: relay refused a page of stored events; its resume point stays until a later REQ catches up",
+					"sub", m.SubID, "reason", m.Reason)
+			}
 			return
 		}
 		// A relay that refuses or ends a subscription for a while (its
@@ -303,7 +366,7 @@ func (r *poolRelay) handle(m ConnMessage, inProcess bool) {
 			// Ended meanwhile, or for good: the next connection asks
 			// again.
 			r.mu.Unlock()
-			s.relayDone(r.idx, false)
+			s.relayDone(r.idx)
 			r.say(slog.LevelWarn, "relay pool: relay closed a subscription", "sub", m.SubID, "reason", m.Reason)
 			return
 		}
@@ -312,7 +375,7 @@ func (r *poolRelay) handle(m ConnMessage, inProcess bool) {
 		scheduled := r.retrying[s.serial]
 		r.retrying[s.serial] = true
 		r.mu.Unlock()
-		s.relayDone(r.idx, false)
+		s.relayDone(r.idx)
 		if scheduled {
 			return // asked again when the first CLOSED's backoff ends
 		}
@@ -335,8 +398,9 @@ func (r *poolRelay) handle(m ConnMessage, inProcess bool) {
 
 // accept checks ev (against s's filter, then its id and signature unless
 // verified says the relay in this process checked them) and delivers it
-// to s if it is new there.
-func (r *poolRelay) accept(s *Subscription, ev *nostr.Event, verified bool) {
+// to s if it is new there. page is the wire id of the catch-up page that
+// brought it, "" for s's own.
+func (r *poolRelay) accept(s *Subscription, ev *nostr.Event, verified bool, page string) {
 	var id [32]byte
 	if len(ev.ID) != 64 {
 		r.invalid.Add(1)
@@ -352,7 +416,7 @@ func (r *poolRelay) accept(s *Subscription, ev *nostr.Event, verified bool) {
 		// created_at is not checked here, but a forged one moves only
 		// this relay's own point, and a relay may withhold events
 		// anyway.
-		s.noteSeen(r.idx, ev.CreatedAt)
+		s.noteSeen(r.idx, ev.CreatedAt, page)
 		return
 	}
 	// The filter before the id's hash and the signature: a relay that
@@ -364,7 +428,9 @@ func (r *poolRelay) accept(s *Subscription, ev *nostr.Event, verified bool) {
 		return
 	}
 	if s.gate.Pass != nil && !s.gate.Pass(id) {
-		// Another process's share: neither verified nor marked seen here.
+		// Another process's share: neither verified nor marked seen here,
+		// but a catch-up counts it.
+		s.noteAside(r.idx, ev.CreatedAt, page)
 		s.setAside(ev)
 		return
 	}
@@ -377,7 +443,7 @@ func (r *poolRelay) accept(s *Subscription, ev *nostr.Event, verified bool) {
 			return
 		}
 	}
-	s.noteSeen(r.idx, ev.CreatedAt)
+	s.noteSeen(r.idx, ev.CreatedAt, page)
 	if !s.firstSight(id, ev.CreatedAt) { // another relay's copy came meanwhile
 		r.duplicate.Add(1)
 		return

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -60,6 +61,9 @@ type ptNet struct {
 	publish map[string]func(ctx context.Context, ev nostr.Event) (bool, string, error)
 	conns   map[string][]*ptConn
 	dials   map[string][]time.Time
+	// manualPages: the test answers the pool's catch-up pages; else
+	// each is answered with EOSE alone.
+	manualPages bool
 }
 
 func newPTNet() *ptNet {
@@ -144,8 +148,15 @@ type ptConn struct {
 
 func (c *ptConn) Req(id string, f nostr.Filter) error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.frames = append(c.frames, ptFrame{id: id, f: f})
+	c.mu.Unlock()
+	c.net.mu.Lock()
+	manual := c.net.manualPages
+	c.net.mu.Unlock()
+	if strings.Contains(id, pageSep) && !manual {
+		// A catch-up page: this relay holds nothing more.
+		go c.eose(id)
+	}
 	return nil
 }
 

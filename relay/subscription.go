@@ -49,12 +49,17 @@ type Subscription struct {
 	// older than what the others delivered meanwhile. One entry a relay.
 	lastSeen []nostr.Timestamp
 	// stored holds, by relay index, the newest created_at (at most now)
-	// that relay brought for its current REQ before that REQ's EOSE, and
-	// live whether that EOSE came. Stored events come newest first, so
-	// lastSeen takes stored in only at EOSE: a connection that drops
-	// part way through them is asked again for the older ones.
+	// that relay brought since its current REQ, and live whether its
+	// stored events are all read: that REQ's EOSE came, and the catch-up
+	// after it ended (see catchUp). Stored events come newest first, so
+	// lastSeen takes stored in only then: a connection that drops part
+	// way through them is asked again for the older ones.
 	stored []nostr.Timestamp
 	live   []bool
+	// catchUp holds, by relay index, the paging of that relay's stored
+	// events for its current REQ; pageSerial numbers the pages' wire ids.
+	catchUp    []catchUp
+	pageSerial uint64
 	// start holds, by relay index, the Since of that relay's first REQ:
 	// the filter's, or the one SubscribeWith was given for its URL.
 	start []*nostr.Timestamp
@@ -86,8 +91,9 @@ type Subscription struct {
 func (s *Subscription) Events() <-chan *nostr.Event { return s.events }
 
 // EOSE is closed once every relay that was not backing off has sent EOSE
-// (relays that fall into backoff are no longer waited for), or after
-// EOSETimeout, or when the subscription ends.
+// and, when its stored events are paged (see Subscribe), the EOSE of its
+// last page (relays that fall into backoff are no longer waited for), or
+// after EOSETimeout, or when the subscription ends.
 func (s *Subscription) EOSE() <-chan struct{} { return s.eose }
 
 // Filter returns the filter the subscription was opened with (by
@@ -151,18 +157,10 @@ func (s *Subscription) end(err error) {
 
 func (s *Subscription) closeEOSE() { s.eoseOnce.Do(func() { close(s.eose) }) }
 
-// relayDone stops waiting for relay idx's EOSE; eose says whether the
-// relay sent it (and so has served its stored events).
-func (s *Subscription) relayDone(idx int, eose bool) {
+// relayDone stops waiting for relay idx's stored events: it served
+// them (see storedEnd), or is away, or refused the subscription.
+func (s *Subscription) relayDone(idx int) {
 	s.mu.Lock()
-	if eose {
-		s.served[idx] = true
-		if !s.live[idx] {
-			s.live[idx] = true
-			s.moveTo(idx, s.stored[idx])
-			s.stored[idx] = 0
-		}
-	}
 	wasPending := s.pending[idx]
 	delete(s.pending, idx)
 	empty := wasPending && len(s.pending) == 0
@@ -175,7 +173,8 @@ func (s *Subscription) relayDone(idx int, eose bool) {
 // Resume returns, by relay URL, the resume point of each relay that
 // brought an event: the newest created_at (at most now) of the events it
 // brought, every event it holds up to then received, what it brought
-// before an EOSE counting once that EOSE came. It is where the
+// after a REQ counting once all its stored events were read (that REQ's
+// EOSE came, and the catch-up after it: see Subscribe). It is where the
 // subscription resumes on that relay after a reconnect (less
 // ResubscribeSkew), and what a subscriber keeps to begin a later
 // subscription from (SubscribeOptions.Since). Events a Gate passed over
@@ -200,39 +199,54 @@ func (s *Subscription) Resume() map[string]nostr.Timestamp {
 // again.
 //
 // It is called as the REQ is sent: what the relay brings from then until
-// its EOSE moves its point only at that EOSE.
-func (s *Subscription) reqFilter(idx int) nostr.Filter {
+// its stored events are all read (see catchUp) moves its point only
+// then. It also returns the wire id of a catch-up page of an earlier REQ
+// still open, to be closed, "" if none.
+func (s *Subscription) reqFilter(idx int) (nostr.Filter, string) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	served, last := s.served[idx], s.lastSeen[idx]
 	s.live[idx], s.stored[idx] = false, 0
-	s.mu.Unlock()
 	f := s.filter.Clone()
 	f.Since = s.start[idx]
-	if !served || last == 0 {
-		return f
+	if served && last > 0 {
+		since := max(last-s.p.skew(), 0)
+		if f.Since == nil || since > *f.Since {
+			f.Since = &since
+		}
+		f.Limit, f.LimitZero = 0, false
 	}
-	since := max(last-s.p.skew(), 0)
-	if f.Since == nil || since > *f.Since {
-		f.Since = &since
-	}
-	f.Limit, f.LimitZero = 0, false
-	return f
+	return f, s.startCatchUp(idx, f)
 }
 
 // noteSeen moves the resume point of relay idx, which brought an event
-// created at at, or, before the EOSE of its current REQ, the point it
-// moves to at that EOSE. A created_at in the future counts as now, so a
-// forged far-future event cannot make resubscriptions skip what comes
-// before it.
-func (s *Subscription) noteSeen(idx int, at nostr.Timestamp) {
+// created at at on page ("" for the subscription's own REQ; see
+// catchUp), or, before the stored events of its current REQ are all
+// read, the point it moves to then. A created_at in the future counts as
+// now, so a forged far-future event cannot make resubscriptions skip what
+// comes before it.
+func (s *Subscription) noteSeen(idx int, at nostr.Timestamp, page string) {
 	at = min(at, nostr.Timestamp(s.p.cfg.Now().Unix()))
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.live[idx] {
 		s.stored[idx] = max(s.stored[idx], at)
+		s.noteCatchUp(idx, at, page)
 		return
 	}
 	s.moveTo(idx, at)
+}
+
+// noteAside counts an event a Gate passed over, created at at and
+// brought by relay idx on page, toward that relay's catch-up; it does not
+// move the relay's point.
+func (s *Subscription) noteAside(idx int, at nostr.Timestamp, page string) {
+	at = min(at, nostr.Timestamp(s.p.cfg.Now().Unix()))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.live[idx] {
+		s.noteCatchUp(idx, at, page)
+	}
 }
 
 // moveTo moves relay idx's resume point to at, if later, and the floor of
@@ -448,8 +462,24 @@ func (s *Subscription) setAside(ev *nostr.Event) {
 // relay brought − ResubscribeSkew; what it brought before an EOSE counts
 // once that EOSE came), or with f if it brought none: each
 // relay from its own point, so that events published to it alone while it
-// was away are not skipped for newer ones the others delivered. The
-// subscription ends when ctx ends, on Close, when the pool closes, or
+// was away are not skipped for newer ones the others delivered.
+//
+// Relays cap the stored events a REQ returns (the newest first), so when
+// a REQ with a since and no limit (every resumption's) brought stored
+// events, the relay is asked for those before the oldest it brought, page
+// after page (until = that created_at, inclusive, under a subscription id
+// of its own), until a page brings nothing older, at most
+// MaxCatchUpPages: a gap longer than the relay's cap is read in full, and
+// the relay's point moves only then (see Resume). A relay that returns
+// every stored event is asked one page more, which brings again only the
+// events of the oldest second. Live events are delivered as they come
+// meanwhile. A catch-up cut at the bound, or whose page the relay
+// refuses, is logged and counted (RelayStatus.CatchUpsCut), and that
+// relay's point stays where it was until a later REQ catches up. A first
+// REQ with a limit, or without a since, is not paged: the subscriber
+// asked for the newest events.
+//
+// The subscription ends when ctx ends, on Close, when the pool closes, or
 // under the slow-consumer policy (see Pool).
 func (p *Pool) Subscribe(ctx context.Context, f nostr.Filter) (*Subscription, error) {
 	return p.subscribe(ctx, f, false, nil, Gate{}, nil)
@@ -558,6 +588,7 @@ func (p *Pool) subscribe(ctx context.Context, f nostr.Filter, query bool, take f
 		lastSeen: make([]nostr.Timestamp, len(p.relays)),
 		stored:   make([]nostr.Timestamp, len(p.relays)),
 		live:     make([]bool, len(p.relays)),
+		catchUp:  make([]catchUp, len(p.relays)),
 		start:    make([]*nostr.Timestamp, len(p.relays)),
 		tail:     map[uint64]nostr.Timestamp{},
 	}

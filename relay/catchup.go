@@ -1,0 +1,174 @@
+package relay
+
+import (
+	"strconv"
+
+	"github.com/nbd-wtf/go-nostr"
+)
+
+// Catching up on a relay's stored events.
+//
+// NIP-01 lets a relay return fewer stored events than a filter matches:
+// public relays cap a REQ's at a few hundred, the newest (created_at
+// descending), and some cut below the filter's limit without a word. A
+// subscription resuming a relay from its point after an outage longer
+// than that cap's worth of traffic would get only the newest of the gap,
+// then EOSE, and its point would move past the rest. So, for a REQ whose
+// filter has a since and no limit (every resumption's), the stored
+// events are read back a page at a time before EOSE counts: once the
+// REQ's EOSE comes, if it brought an event, the relay is asked again,
+// under another subscription id (the REQ's own stays open for the live
+// events), for the same filter with until = the oldest created_at
+// brought (inclusive, as NIP-01's until is: events sharing that second
+// are not skipped, and those brought before are deduped by id); and so
+// on while a page brings an event older than its until. Only then does
+// the relay's point move to the newest created_at it brought, live
+// events of the meantime included (they are delivered as they come).
+//
+// On a relay that returns every stored event this costs one REQ more,
+// which brings again the events of the oldest second only. A catch-up
+// stops at MaxCatchUpPages, or when the relay refuses a page (CLOSED):
+// it is logged and counted, and the relay's point does not move for the
+// rest of that connection, so that neither a reconnect nor a subscriber
+// keeping the point (Subscription.Resume) skips what was not read.
+
+// pageSep separates a subscription's wire id from the serial of one of
+// its catch-up pages; wire ids are "snap-" and base 36 digits.
+const pageSep = ":"
+
+// catchUp is where the reading of one relay's stored events for the
+// current REQ of a subscription stands.
+type catchUp struct {
+	// base is the filter of the REQ when its stored events are paged
+	// (it has a since and no limit), nil otherwise.
+	base  *nostr.Filter
+	state catchUpState
+	pages int // pages asked for after the REQ
+	// page is the wire id of the page awaited, until its until (while
+	// state is catchUpPaging).
+	page  string
+	until nostr.Timestamp
+	// brought: the REQ, or the page awaited, brought an event matching
+	// the filter (before its EOSE); oldest is the oldest created_at of
+	// those (at most now).
+	brought bool
+	oldest  nostr.Timestamp
+}
+
+type catchUpState uint8
+
+const (
+	catchUpStored catchUpState = iota // the REQ's EOSE is awaited
+	catchUpPaging                     // a page's EOSE is awaited
+	catchUpCut                        // stopped short: the point stays
+	catchUpDone                       // caught up: the relay is live
+)
+
+// pageAsk is a page to ask a relay for: REQ id with f. The zero pageAsk
+// asks nothing.
+type pageAsk struct {
+	id string
+	f  nostr.Filter
+}
+
+// startCatchUp begins the catch-up of relay idx for a REQ with filter f
+// and returns the page still open from an earlier REQ on this
+// connection, "" if none. s.mu is held.
+func (s *Subscription) startCatchUp(idx int, f nostr.Filter) (stale string) {
+	c := &s.catchUp[idx]
+	if c.state == catchUpPaging {
+		stale = c.page
+	}
+	*c = catchUp{}
+	if s.local == nil && f.Since != nil && f.Limit == 0 && !f.LimitZero {
+		c.base = &f
+	}
+	return stale
+}
+
+// noteCatchUp counts an event created at at (at most now) that relay idx
+// brought on page ("" for the REQ itself) toward its catch-up. s.mu is
+// held.
+func (s *Subscription) noteCatchUp(idx int, at nostr.Timestamp, page string) {
+	c := &s.catchUp[idx]
+	switch {
+	case c.state == catchUpStored && page == "":
+	case c.state == catchUpPaging && page == c.page:
+	default:
+		return // a live event, or one of a page no longer awaited
+	}
+	if !c.brought || at < c.oldest {
+		c.oldest = at
+	}
+	c.brought = true
+}
+
+// storedEnd acts on relay idx's EOSE for page ("" for its REQ): it
+// returns the next page to ask for, if any, and whether the catch-up was
+// cut at the bound of pages. Otherwise the relay's stored events are all
+// read: its point moves to the newest created_at it brought.
+func (s *Subscription) storedEnd(idx int, page string) (next pageAsk, cut bool) {
+	s.mu.Lock()
+	c := &s.catchUp[idx]
+	switch {
+	case page == "" && c.state == catchUpStored:
+		s.served[idx] = true
+	case page != "" && c.state == catchUpPaging && page == c.page:
+	default: // a page no longer awaited, or a second EOSE
+		s.mu.Unlock()
+		return pageAsk{}, false
+	}
+	// A page brought something new for this relay if it reached further
+	// back than its until; the REQ, if it brought anything.
+	more := c.base != nil && c.brought && (c.state == catchUpStored || c.oldest < c.until)
+	switch {
+	case more && c.pages < s.p.cfg.MaxCatchUpPages:
+		c.pages++
+		s.pageSerial++
+		c.state, c.page, c.until, c.brought = catchUpPaging, s.wireID+pageSep+strconv.FormatUint(s.pageSerial, 36), c.oldest, false
+		next = pageAsk{id: c.page, f: c.base.Clone()}
+		until := c.until
+		next.f.Until = &until
+		s.mu.Unlock()
+		return next, false
+	case more:
+		c.state, c.page = catchUpCut, ""
+		cut = true
+	default:
+		c.state, c.page = catchUpDone, ""
+		s.live[idx] = true
+		s.moveTo(idx, s.stored[idx])
+		s.stored[idx] = 0
+	}
+	s.mu.Unlock()
+	s.relayDone(idx)
+	return pageAsk{}, cut
+}
+
+// pageRefused stops relay idx's catch-up if page is the one it awaits:
+// the relay refused it (CLOSED). The relay's point stays where it was.
+// It reports whether page was the one awaited.
+func (s *Subscription) pageRefused(idx int, page string) bool {
+	s.mu.Lock()
+	c := &s.catchUp[idx]
+	awaited := c.state == catchUpPaging && c.page == page
+	if awaited {
+		c.state, c.page = catchUpCut, ""
+	}
+	s.mu.Unlock()
+	if awaited {
+		s.relayDone(idx)
+	}
+	return awaited
+}
+
+// openPage returns the wire id of the page relay idx's catch-up awaits,
+// "" if none.
+func (s *Subscription) openPage(idx int) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.catchUp[idx].state != catchUpPaging {
+		return ""
+	}
+	return s.catchUp[idx].page
+}
