@@ -38,7 +38,12 @@
 // others delivered meanwhile. Its point moves only with the events it
 // brought before its EOSE once that EOSE comes (stored events come newest
 // first: a connection that drops part way through them is asked for the
-// older ones again). A relay that brought no event yet is asked with the
+// older ones again). Relays cap the stored events one REQ returns, so a
+// relay whose REQ (one with a since and no limit) brought stored events is
+// asked for those before the oldest it brought, a page at a time (until,
+// inclusive, under a subscription id of its own), until a page brings
+// nothing older, at most MaxCatchUpPages; its point moves only then (see
+// Subscribe). A relay that brought no event yet is asked with the
 // original filter.
 //
 // Everything is bounded: the dedupe set, each connection's queues, each
@@ -54,8 +59,9 @@
 // answer, or silent, holds up no publication another took; its answer is
 // still awaited in the background (a bounded number per relay) and
 // logged. Query collects stored
-// events until every relay has sent EOSE. Health reports each relay's
-// state, last error, reconnections and event counts.
+// events until every relay has sent EOSE (it does not page). Health
+// reports each relay's state, last error, reconnections, event counts and
+// catch-up pages.
 //
 // # Embedded relay
 //

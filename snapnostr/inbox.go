@@ -216,8 +216,9 @@ type running struct {
 }
 
 // Ready is closed once the inbox's subscription is in place on the relays
-// (every connected relay sent EOSE, or 10 s passed): requests published
-// after that are not missed, ephemeral ones included.
+// (every connected relay sent its stored requests and EOSE, or 10 s
+// passed): requests published after that are not missed, ephemeral ones
+// included.
 func (in *Inbox) Ready() <-chan struct{} { return in.ready }
 
 // Run receives and answers messages until ctx ends, then finishes the
@@ -231,7 +232,10 @@ func (in *Inbox) Ready() <-chan struct{} { return in.ready }
 // relay.Subscription.Resume) every minute and once the requests it
 // accepted are finished, and the next Run asks each relay again from its
 // own: a request stored on a relay the node could not reach is not
-// skipped for the newer ones the other relays brought.
+// skipped for the newer ones the other relays brought. A relay's point
+// moves only once all it stored since is read, a page at a time past its
+// cap on the stored events of one REQ (see relay.Pool.Subscribe), so a
+// backlog longer than that cap is not skipped either.
 func (in *Inbox) Run(ctx context.Context) error {
 	since, from, err := in.since(ctx)
 	if err != nil {

@@ -36,6 +36,11 @@ type Relay struct {
 	EventsReceived, EventsFiltered, EventsInvalid, EventsDuplicate uint64
 	// PublishFailed counts the publications it refused or did not answer.
 	PublishFailed uint64
+	// CatchUpPages counts the pages of stored events asked of it after a
+	// subscription's REQ (it caps what a REQ returns); CatchUpsCut the
+	// catch-ups that stopped short (at the bound of pages, or it refused
+	// a page), leaving its resume point where it was.
+	CatchUpPages, CatchUpsCut uint64
 }
 
 // Metrics holds the node's collectors and their registry. It is safe for
@@ -234,6 +239,8 @@ var (
 	receivedDesc = prometheus.NewDesc("snapnode_relay_events_received_total", "Events each relay sent the node, before any check.", []string{"url"}, nil)
 	droppedDesc  = prometheus.NewDesc("snapnode_relay_events_dropped_total", "Events each relay sent that were not delivered, by reason: filter (outside the subscription's filter), invalid (bad id or signature), duplicate (delivered already).", []string{"url", "reason"}, nil)
 	pubFailDesc  = prometheus.NewDesc("snapnode_relay_publish_failed_total", "Publications each relay refused (OK false) or did not answer in time.", []string{"url"}, nil)
+	pagesDesc    = prometheus.NewDesc("snapnode_relay_catchup_pages_total", "Pages of stored events asked of each relay after a subscription's REQ, to read back what its cap on a REQ's stored events left out.", []string{"url"}, nil)
+	cutDesc      = prometheus.NewDesc("snapnode_relay_catchups_cut_total", "Catch-ups of each relay's stored events that stopped short (at the bound of pages, or the relay refused a page): its resume point stayed where it was.", []string{"url"}, nil)
 	tasksDesc    = prometheus.NewDesc("snapnode_tasks", "Tasks in the store, by state.", []string{"state"}, nil)
 	replayDesc   = prometheus.NewDesc("snapnode_replay_records", "Records in the replay store.", nil, nil)
 	jobsDesc     = prometheus.NewDesc("snapnode_agent_jobs", "The agent's jobs in the store, by manifest status.", []string{"status"}, nil)
@@ -249,6 +256,8 @@ func (g *gauges) Describe(ch chan<- *prometheus.Desc) {
 	ch <- receivedDesc
 	ch <- droppedDesc
 	ch <- pubFailDesc
+	ch <- pagesDesc
+	ch <- cutDesc
 	ch <- tasksDesc
 	ch <- replayDesc
 	ch <- jobsDesc
@@ -274,6 +283,8 @@ func (g *gauges) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(droppedDesc, prometheus.CounterValue, float64(r.EventsInvalid), r.URL, "invalid")
 			ch <- prometheus.MustNewConstMetric(droppedDesc, prometheus.CounterValue, float64(r.EventsDuplicate), r.URL, "duplicate")
 			ch <- prometheus.MustNewConstMetric(pubFailDesc, prometheus.CounterValue, float64(r.PublishFailed), r.URL)
+			ch <- prometheus.MustNewConstMetric(pagesDesc, prometheus.CounterValue, float64(r.CatchUpPages), r.URL)
+			ch <- prometheus.MustNewConstMetric(cutDesc, prometheus.CounterValue, float64(r.CatchUpsCut), r.URL)
 		}
 	}
 	collectCounts(ctx, ch, tasksDesc, tasks)

@@ -73,7 +73,7 @@ func TestGaugesAtScrape(t *testing.T) {
 	m.SetRelays(func() []metrics.Relay {
 		return []metrics.Relay{
 			{URL: "wss://a.example", State: "connected", EventsReceived: 9, EventsFiltered: 1, EventsInvalid: 2, EventsDuplicate: 3},
-			{URL: "wss://b.example", State: "backoff", PublishFailed: 5},
+			{URL: "wss://b.example", State: "backoff", PublishFailed: 5, CatchUpPages: 6, CatchUpsCut: 1},
 		}
 	})
 	m.SetTaskStates(func(context.Context) (map[string]int64, error) {
@@ -97,6 +97,14 @@ snapnode_database_checkpoints_total{result="failed"} 1
 snapnode_inbox_shared_total{outcome="kept"} 10
 snapnode_inbox_shared_total{outcome="left"} 6
 snapnode_inbox_shared_total{outcome="taken_up"} 3
+# HELP snapnode_relay_catchup_pages_total Pages of stored events asked of each relay after a subscription's REQ, to read back what its cap on a REQ's stored events left out.
+# TYPE snapnode_relay_catchup_pages_total counter
+snapnode_relay_catchup_pages_total{url="wss://a.example"} 0
+snapnode_relay_catchup_pages_total{url="wss://b.example"} 6
+# HELP snapnode_relay_catchups_cut_total Catch-ups of each relay's stored events that stopped short (at the bound of pages, or the relay refused a page): its resume point stayed where it was.
+# TYPE snapnode_relay_catchups_cut_total counter
+snapnode_relay_catchups_cut_total{url="wss://a.example"} 0
+snapnode_relay_catchups_cut_total{url="wss://b.example"} 1
 # HELP snapnode_relay_connections 1 for the current connection state of each relay.
 # TYPE snapnode_relay_connections gauge
 snapnode_relay_connections{state="backoff",url="wss://b.example"} 1
@@ -129,7 +137,7 @@ snapnode_tasks{state="completed"} 1
 snapnode_tasks{state="submitted"} 3
 `
 	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want),
-		"snapnode_agent_worker_stale_lines_total", "snapnode_database_checkpoints_total", "snapnode_inbox_shared_total", "snapnode_relay_connections",
+		"snapnode_agent_worker_stale_lines_total", "snapnode_database_checkpoints_total", "snapnode_inbox_shared_total", "snapnode_relay_catchup_pages_total", "snapnode_relay_catchups_cut_total", "snapnode_relay_connections",
 		"snapnode_relay_events_dropped_total", "snapnode_relay_events_received_total", "snapnode_relay_publish_failed_total", "snapnode_replay_records", "snapnode_replicas_alive", "snapnode_tasks"); err != nil {
 		t.Error(err)
 	}

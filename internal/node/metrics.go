@@ -43,6 +43,7 @@ func (n *Node) newMetrics(methods []string, replay snap.ReplayStore, store tasks
 				EventsReceived: h.EventsReceived, EventsFiltered: h.EventsMismatch,
 				EventsInvalid: h.EventsInvalid, EventsDuplicate: h.EventsDuplicate,
 				PublishFailed: h.PublishFailed,
+				CatchUpPages:  h.CatchUpPages, CatchUpsCut: h.CatchUpsCut,
 			})
 		}
 		return out
