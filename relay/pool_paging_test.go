@@ -76,10 +76,11 @@ func (x *pagingFixture) filter(since nostr.Timestamp) nostr.Filter {
 	return nostr.Filter{Kinds: []int{relay.KindMessage}, Tags: nostr.TagMap{"p": {x.agent.NostrPublicKey()}}, Since: &since}
 }
 
-// store publishes one event for each of ats (seconds before now) to url.
-func (x *pagingFixture) store(url string, ats ...nostr.Timestamp) map[string]bool {
+// store publishes one event for each of ats (seconds before now) to url,
+// over dial (nil: a WebSocket).
+func (x *pagingFixture) store(url string, dial func(context.Context, string) (relay.Conn, error), ats ...nostr.Timestamp) map[string]bool {
 	x.t.Helper()
-	p := relay.StartedPool(x.t, []string{url}, nil)
+	p := relay.StartedPool(x.t, []string{url}, dial)
 	ids := map[string]bool{}
 	for i, ago := range ats {
 		ev := &nostr.Event{Kind: relay.KindMessage, CreatedAt: x.now - ago, Content: "stored " + string(rune('a'+i)),
@@ -135,7 +136,7 @@ func TestPoolPagesACappedRelaysStoredEvents(t *testing.T) {
 	t.Run("after a restart", func(t *testing.T) {
 		x := newPagingFixture(t)
 		url := serveCapped(t, 3)
-		want := x.store(url, pagingGap...)
+		want := x.store(url, nil, pagingGap...)
 		sp := relay.StartedPool(t, []string{url}, nil)
 		relay.WaitFor(t, "connected", func() bool { return resumeStatus(sp, url).State == relay.StateConnected })
 		// The point kept before the restart, from before the gap.
@@ -170,7 +171,7 @@ func TestPoolPagesACappedRelaysStoredEvents(t *testing.T) {
 			}
 			return c, err
 		})
-		first := x.store(url, 120)
+		first := x.store(url, nil, 120)
 		sub, err := sp.Subscribe(x.ctx, x.filter(x.now-3600))
 		if err != nil {
 			t.Fatal(err)
@@ -183,8 +184,30 @@ func TestPoolPagesACappedRelaysStoredEvents(t *testing.T) {
 		last.Close()
 		mu.Unlock()
 		relay.WaitFor(t, "down", func() bool { return resumeStatus(sp, url).State != relay.StateConnected })
-		want := x.store(url, pagingGap...)
+		want := x.store(url, nil, pagingGap...)
 		cut.Store(false)
+		x.collect(sub, want)
+		relay.WaitFor(t, "the point moved to the newest", func() bool { return sub.Resume()[url] == x.now-45 })
+	})
+	t.Run("in process", func(t *testing.T) {
+		// The node's own relay: its in-process connection is capped by
+		// DefaultLimit as a socket's is.
+		x := newPagingFixture(t)
+		rel, err := embedded.New(embedded.Config{DBPath: ":memory:", Logger: slog.New(slog.DiscardHandler),
+			MaxLimit: 3, DefaultLimit: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { rel.Close() })
+		const url = "ws://127.0.0.1:7447"
+		dial := func(context.Context, string) (relay.Conn, error) { return rel.LocalConn() }
+		want := x.store(url, dial, pagingGap...)
+		sp := relay.StartedPool(t, []string{url}, dial)
+		sub, err := sp.SubscribeWith(x.ctx, x.filter(x.now-3600),
+			relay.SubscribeOptions{Since: map[string]nostr.Timestamp{url: x.now - 600}})
+		if err != nil {
+			t.Fatal(err)
+		}
 		x.collect(sub, want)
 		relay.WaitFor(t, "the point moved to the newest", func() bool { return sub.Resume()[url] == x.now-45 })
 	})
@@ -196,7 +219,7 @@ func TestPoolPagesACappedRelaysStoredEvents(t *testing.T) {
 func TestPoolPagingCostsOneREQOnAnUncappedRelay(t *testing.T) {
 	x := newPagingFixture(t)
 	url := serveEmbedded(t)
-	want := x.store(url, pagingGap...)
+	want := x.store(url, nil, pagingGap...)
 	var reqs atomic.Int64
 	sp := relay.StartedPool(t, []string{url}, func(ctx context.Context, u string) (relay.Conn, error) {
 		c, err := relay.DialWebsocket(ctx, u)
