@@ -27,6 +27,10 @@ type deferrals struct {
 	// kept counts the requests kept aside, taken those taken up here
 	// after all, left those forgotten because another process took them.
 	kept, taken, left atomic.Int64
+	// marks counts each request kept in flight (see watermark) from
+	// the moment it is kept: the relay's point may pass it then. Whoever
+	// removes it (review's caller) finishes or hands it over.
+	marks *watermark
 }
 
 // deferral is one request kept aside: the copies that came, unverified
@@ -49,8 +53,8 @@ func sameEvent(a, b *nostr.Event) bool {
 		a.Content == b.Content && slices.EqualFunc(a.Tags, b.Tags, func(x, y nostr.Tag) bool { return slices.Equal(x, y) })
 }
 
-func newDeferrals(maxLen, maxSize int) *deferrals {
-	return &deferrals{maxLen: maxLen, maxSize: maxSize, byID: make(map[[32]byte]*deferral)}
+func newDeferrals(maxLen, maxSize int, marks *watermark) *deferrals {
+	return &deferrals{maxLen: maxLen, maxSize: maxSize, byID: make(map[[32]byte]*deferral), marks: marks}
 }
 
 // addResult is what add did with a request.
@@ -98,12 +102,14 @@ func (d *deferrals) add(id [32]byte, ev *nostr.Event, until time.Time, verified,
 	d.byID[id] = e
 	d.bytes += size
 	d.kept.Add(1)
+	d.marks.accepted(e)
 	return kept
 }
 
 // review removes and returns the requests that are now mine (but those
 // kept lateOnly), and those whose time passed before now; it keeps the
-// rest.
+// rest. The caller finishes each request returned in d.marks, or hands
+// it over to the event it queues.
 func (d *deferrals) review(now time.Time, mine func([32]byte) bool) (take, due []*deferral) {
 	d.mu.Lock()
 	defer d.mu.Unlock()

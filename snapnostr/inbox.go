@@ -200,10 +200,11 @@ func NewInbox(cfg InboxConfig) *Inbox {
 	if cfg.Verifier == nil {
 		cfg.Verifier = relay.NewVerifier()
 	}
+	marks := newWatermark()
 	in := &Inbox{cfg: cfg, sealer: newSealer(cfg.Key, 4096), ready: make(chan struct{}),
 		recent: bounded.NewCache[uint64, struct{}](100_000), recentSeed: maphash.MakeSeed(),
-		slots: make(chan struct{}, cfg.Streams), deferred: newDeferrals(cfg.Deferred, cfg.DeferredBytes),
-		begun: nostr.Timestamp(cfg.Now().Unix()), reachEvery: reachEvery, marks: newWatermark()}
+		slots: make(chan struct{}, cfg.Streams), deferred: newDeferrals(cfg.Deferred, cfg.DeferredBytes, marks),
+		begun: nostr.Timestamp(cfg.Now().Unix()), reachEvery: reachEvery, marks: marks}
 	return in
 }
 
@@ -235,21 +236,30 @@ func (in *Inbox) Ready() <-chan struct{} { return in.ready }
 // skipped for the newer ones the other relays brought. A relay's point
 // moves only once all it stored since is read, a page at a time past its
 // cap on the stored events of one REQ (see relay.Pool.Subscribe), so a
-// backlog longer than that cap is not skipped either.
+// backlog longer than that cap is not skipped either. A point is written
+// only once every request received before it is finished: a request
+// dropped as Run stops, or kept aside for another replica (Shares) and
+// not known taken, holds it back, and the next Run asks the relay for
+// that request again.
 func (in *Inbox) Run(ctx context.Context) error {
 	since, from, err := in.since(ctx)
 	if err != nil {
 		return err
 	}
-	// Each relay's point, written once the requests accepted are
-	// finished: every request a relay brought up to its point was then
-	// processed, and the next start resumes that relay from there.
+	// Each relay's point as the subscriptions ended, written once the
+	// requests accepted are finished, through the watermark: a request
+	// dropped as Run stopped, or kept aside for another replica, holds
+	// it back (see watermark.last), so that the next start asks the
+	// relay for it again.
 	reached := map[string]nostr.Timestamp{}
 	drained := false
 	if rc, ok := in.cfg.Checkpoint.(RelayCheckpoint); ok {
 		defer func() {
-			if drained {
-				in.reach(context.WithoutCancel(ctx), rc, reached)
+			if !drained {
+				return
+			}
+			if points := in.marks.last(reached); len(points) > 0 {
+				in.reach(context.WithoutCancel(ctx), rc, points)
 			}
 		}()
 	}
@@ -357,6 +367,10 @@ func (in *Inbox) listen(ctx context.Context, since nostr.Timestamp, from map[str
 		}
 		in.take(ctx, ev, jobs, refusals)
 	}
+	// The subscription ends as listen returns, not with ctx: its points
+	// are read while it still delivers (see the end of listen).
+	subCtx, endSub := context.WithCancel(context.WithoutCancel(ctx))
+	defer endSub()
 	var sub *relay.Subscription
 	var err error
 	rs, resuming := in.cfg.Transport.(resumingSubscriber)
@@ -369,16 +383,16 @@ func (in *Inbox) listen(ctx context.Context, since nostr.Timestamp, from map[str
 			o.Gate = relay.Gate{Pass: in.cfg.Shares.Mine,
 				Aside: func(ev *nostr.Event) { in.setAside(ctx, ev, jobs, refusals) }}
 		}
-		sub, err = rs.SubscribeWith(ctx, f, o)
+		sub, err = rs.SubscribeWith(subCtx, f, o)
 	case gated && in.cfg.Shares != nil:
 		// Another replica's share is passed over before its signature is
 		// checked: only this process's share costs a verification.
-		sub, err = gs.SubscribeGated(ctx, f, take, relay.Gate{Pass: in.cfg.Shares.Mine,
+		sub, err = gs.SubscribeGated(subCtx, f, take, relay.Gate{Pass: in.cfg.Shares.Mine,
 			Aside: func(ev *nostr.Event) { in.setAside(ctx, ev, jobs, refusals) }})
 	case direct:
-		sub, err = fs.SubscribeFunc(ctx, f, take)
+		sub, err = fs.SubscribeFunc(subCtx, f, take)
 	default:
-		sub, err = in.cfg.Transport.Subscribe(ctx, f)
+		sub, err = in.cfg.Transport.Subscribe(subCtx, f)
 	}
 	if err != nil {
 		return since, nil, fmt.Errorf("snapnostr: inbox subscribe: %w", err)
@@ -412,10 +426,20 @@ func (in *Inbox) listen(ctx context.Context, since nostr.Timestamp, from map[str
 	for {
 		select {
 		case <-ctx.Done():
-			// Close first: take is not running, nor called again, once it
-			// returns.
+			// The points are read before Close: a request they take in
+			// was handed to take, and counted in the watermark (one whose
+			// Seen fails now is dropped, and holds the points written
+			// back), but for one whose delivery is under way at this
+			// very instant. Read after Close, they would take in every
+			// request whose delivery Close dropped. take is not running,
+			// nor called again, once Close returns; with Subscribe, what
+			// the subscription buffered is taken.
+			points := sub.Resume()
 			sub.Close()
-			return nostr.Timestamp(newest.Load()), sub.Resume(), nil
+			for ev := range sub.Events() {
+				take(ev)
+			}
+			return nostr.Timestamp(newest.Load()), points, nil
 		case ev, ok := <-sub.Events(): // with SubscribeFunc: only closed
 			if !ok {
 				return nostr.Timestamp(newest.Load()), sub.Resume(), sub.Err()
@@ -513,7 +537,13 @@ func (in *Inbox) verify(ev *nostr.Event) bool {
 // admit queues a request this process takes, unless it was processed
 // before or its key is over its rate. A late one (see snap.Inbound.Late)
 // is dropped where another would be refused: its owner answered it.
+//
+// The request is counted in the watermark from here until it is
+// finished; one dropped because ctx ended (its Seen failed) stays
+// counted, so that the relays' points written as Run stops stay behind
+// it and the next start asks for it again.
 func (in *Inbox) admit(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Queue[string, *nostr.Event], refusals *refuser, late bool) {
+	in.marks.accepted(ev)
 	// The checkpoint is asked about a stored request dated up to the
 	// second the Inbox began, or taken up late from another replica: what a process
 	// before this one, or that replica, may have processed. A request
@@ -533,7 +563,7 @@ func (in *Inbox) admit(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Que
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
-				return // stopping
+				return // stopping: dropped, and left counted
 			}
 			if sctx.Err() != nil {
 				in.seenAfter.Store(in.cfg.Now().Add(seenPause).UnixNano())
@@ -543,6 +573,7 @@ func (in *Inbox) admit(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Que
 			// Processed before a restart, or by another process
 			// sharing the database.
 			in.cfg.Logger.Debug("inbox: event already processed", "event", ev.ID)
+			in.marks.finished(ev)
 			return
 		}
 	}
@@ -551,6 +582,7 @@ func (in *Inbox) admit(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Que
 			if !late {
 				refusals.refuse(ev, snap.RateLimited(wait, "key", in.cfg.KeyLimiter))
 			}
+			in.marks.finished(ev)
 			return
 		}
 	}
@@ -558,9 +590,7 @@ func (in *Inbox) admit(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Que
 		in.late.Store(ev, struct{}{})
 	}
 	// When every worker is busy and the queue is full, the request
-	// refused is answered soon rather than left to time out. Counted
-	// before it is queued: a worker may finish it at once.
-	in.marks.accepted(ev)
+	// refused is answered soon rather than left to time out.
 	switch out, res := jobs.Push(ev.PubKey, ev); res {
 	case fairqueue.Refused:
 		in.marks.finished(ev)
@@ -605,7 +635,10 @@ func (in *Inbox) reviewPass(ctx context.Context, jobs *fairqueue.Queue[string, *
 	take, due := in.deferred.review(in.cfg.Now(), in.cfg.Shares.Mine)
 	late := in.notTaken(pass, due)
 	if ctx.Err() != nil {
-		return // stopping: the requests due are this process's no longer
+		// Stopping: the requests are this process's no longer. They
+		// stay counted in the watermark, as those still kept aside do:
+		// the relays' points written at the stop stay behind them.
+		return
 	}
 	if len(due) > 0 {
 		in.deferred.left.Add(int64(len(due) - len(late)))
@@ -624,9 +657,15 @@ func (in *Inbox) reviewPass(ctx context.Context, jobs *fairqueue.Queue[string, *
 
 // notTaken returns the requests due that no process took: none without
 // Recorded, all when the database cannot tell (it failed, or did not
-// answer in time).
+// answer in time). The others, forgotten, are finished in the watermark.
 func (in *Inbox) notTaken(ctx context.Context, due []*deferral) []*deferral {
-	if len(due) == 0 || in.cfg.Replay == nil {
+	if len(due) == 0 {
+		return nil
+	}
+	if in.cfg.Replay == nil {
+		for _, d := range due {
+			in.marks.finished(d)
+		}
 		return nil
 	}
 	ids := make([]string, len(due))
@@ -639,7 +678,9 @@ func (in *Inbox) notTaken(ctx context.Context, due []*deferral) []*deferral {
 	}
 	var out []*deferral
 	for i, d := range due {
-		if !taken[ids[i]] {
+		if taken[ids[i]] {
+			in.marks.finished(d)
+		} else {
 			out = append(out, d)
 		}
 	}
@@ -647,15 +688,20 @@ func (in *Inbox) notTaken(ctx context.Context, due []*deferral) []*deferral {
 }
 
 // takeUp queues a request kept aside: the copy the pool verified, or the
-// first of the unverified copies that verifies.
+// first of the unverified copies that verifies. The copy queued is
+// counted in the watermark in d's place and epoch; when none is, d is
+// finished.
 func (in *Inbox) takeUp(ctx context.Context, d *deferral, jobs *fairqueue.Queue[string, *nostr.Event], refusals *refuser, late bool) {
 	if d.verified {
+		in.marks.handOver(d, d.evs[0])
 		in.admit(ctx, d.evs[0], jobs, refusals, late) // take saw it
 		return
 	}
+	defer in.marks.finished(d) // a no-op once handed over
 	for _, ev := range d.evs {
 		if in.verify(ev) {
 			if in.firstSight(d.id) {
+				in.marks.handOver(d, ev)
 				in.admit(ctx, ev, jobs, refusals, late)
 			}
 			return

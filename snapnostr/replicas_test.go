@@ -246,7 +246,7 @@ func TestDeferralsBoundedAndReviewed(t *testing.T) {
 	if big-small != 200 {
 		t.Fatalf("relay.EventSize: %d and %d, want 200 apart", big, small)
 	}
-	d := newDeferrals(3, 2*big+small)
+	d := newDeferrals(3, 2*big+small, newWatermark())
 	now := time.Unix(1_800_000_000, 0)
 	all := ids(5)
 	if d.add(all[0], ev(400), now.Add(time.Second), true, false) != kept || d.add(all[1], ev(400), now.Add(2*time.Second), false, false) != kept {
@@ -291,7 +291,7 @@ func TestDeferralsBoundedAndReviewed(t *testing.T) {
 	}
 	// A checked copy alike to an unchecked one kept replaces it too (the
 	// inbox's take saw it, so the entry must say it was checked).
-	d2 := newDeferrals(3, 1<<20)
+	d2 := newDeferrals(3, 1<<20, newWatermark())
 	same := ev(30)
 	if d2.add(all[4], same, now, false, false) != kept || d2.add(all[4], same, now, true, false) != kept || !d2.byID[all[4]].verified {
 		t.Fatal("a checked copy alike to the unchecked one kept did not mark the entry checked")

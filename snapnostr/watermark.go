@@ -24,12 +24,20 @@ import (
 // stream that runs for hours) holds the writes back meanwhile: the next
 // start then asks the relays again for more, which the checkpoint's
 // processed ids stop.
+//
+// A request is counted by its *nostr.Event once it is offered to the
+// queue (admit), and by its *deferral while it is kept aside for another
+// replica (Shares): it is in flight until its grace ends, another process
+// is known to have taken it, or it is taken up here (handOver, keeping
+// its epoch). A request dropped as Run stops (its checkpoint Seen failed
+// on the ended context, or it was kept aside) is never finished: the
+// points written at the stop (last) then stay behind it.
 type watermark struct {
 	mu    sync.Mutex
 	epoch uint64
-	open  map[uint64]int          // by epoch, the requests accepted then and not finished
-	of    map[*nostr.Event]uint64 // the epoch of each such request
-	marks []mark                  // points read and not yet writable, oldest first
+	open  map[uint64]int // by epoch, the requests accepted then and not finished
+	of    map[any]uint64 // the epoch of each such request (*nostr.Event or *deferral)
+	marks []mark         // points read and not yet writable, oldest first
 }
 
 // mark holds the points read as epoch began.
@@ -44,30 +52,55 @@ type mark struct {
 const maxMarks = 64
 
 func newWatermark() *watermark {
-	return &watermark{open: map[uint64]int{}, of: map[*nostr.Event]uint64{}}
+	return &watermark{open: map[uint64]int{}, of: map[any]uint64{}}
 }
 
-// accepted counts ev, queued, in the current epoch.
-func (w *watermark) accepted(ev *nostr.Event) {
+// accepted counts req (a *nostr.Event or a *deferral) in the current
+// epoch, unless it is counted already.
+func (w *watermark) accepted(req any) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if _, ok := w.of[ev]; ok {
+	if _, ok := w.of[req]; ok {
 		return
 	}
-	w.of[ev] = w.epoch
+	w.of[req] = w.epoch
 	w.open[w.epoch]++
 }
 
-// finished stops counting ev: it was handled, or refused once queued. A
-// request not counted (or counted no longer) is let be.
-func (w *watermark) finished(ev *nostr.Event) {
+// finished stops counting req: it was handled, refused, or is known
+// processed or taken by another process. A request not counted (or
+// counted no longer) is let be.
+func (w *watermark) finished(req any) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	e, ok := w.of[ev]
+	e, ok := w.of[req]
 	if !ok {
 		return
 	}
-	delete(w.of, ev)
+	delete(w.of, req)
+	w.release(e)
+}
+
+// handOver counts to, in from's place and epoch: a request kept aside
+// (from, its *deferral) is taken up as the event to. A request counted
+// twice so keeps the older epoch.
+func (w *watermark) handOver(from, to any) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	e, ok := w.of[from]
+	if !ok {
+		return
+	}
+	delete(w.of, from)
+	if old, ok := w.of[to]; ok {
+		w.release(max(e, old))
+		e = min(e, old)
+	}
+	w.of[to] = e
+}
+
+// release uncounts one request of epoch e. w.mu is held.
+func (w *watermark) release(e uint64) {
 	if w.open[e]--; w.open[e] == 0 {
 		delete(w.open, e)
 	}
@@ -81,13 +114,33 @@ func (w *watermark) next(points map[string]nostr.Timestamp) map[string]nostr.Tim
 	defer w.mu.Unlock()
 	w.epoch++
 	w.marks = append(w.marks, mark{epoch: w.epoch, points: points})
+	return w.writable(w.epoch)
+}
+
+// last is next once no request is accepted any more (Run's
+// subscriptions are closed, its queue drained): the points read now,
+// which take in every request accepted, are writable with the others
+// once no request of theirs or before is left, the current epoch
+// included. The requests still counted are those dropped as Run
+// stopped, and those kept aside for another replica.
+func (w *watermark) last(points map[string]nostr.Timestamp) map[string]nostr.Timestamp {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.epoch++
+	w.marks = append(w.marks, mark{epoch: w.epoch, points: points})
+	return w.writable(w.epoch + 1)
+}
+
+// writable removes and returns, merged, the marks of epochs before ended
+// that no request left precedes. w.mu is held.
+func (w *watermark) writable(ended uint64) map[string]nostr.Timestamp {
 	oldest := uint64(math.MaxUint64) // the oldest epoch with a request left
 	for e := range w.open {
 		oldest = min(oldest, e)
 	}
 	var out map[string]nostr.Timestamp
 	i := 0
-	for ; i < len(w.marks) && w.marks[i].epoch < w.epoch && w.marks[i].epoch < oldest; i++ {
+	for ; i < len(w.marks) && w.marks[i].epoch < ended && w.marks[i].epoch < oldest; i++ {
 		// A later subscription (after one that ended) may not have
 		// heard from every relay yet: each relay's newest of them all.
 		for url, at := range w.marks[i].points {
