@@ -644,14 +644,17 @@ func (in *Inbox) reviewPass(ctx context.Context, jobs *fairqueue.Queue[string, *
 		in.deferred.left.Add(int64(len(due) - len(late)))
 		in.cfg.Logger.Debug("inbox: requests left to other replicas", "count", len(due)-len(late), "not taken", len(late))
 	}
+	// Taken up on ctx, not on the pass: the pass may have run out on
+	// Recorded, and admit takes a context that ended for the node
+	// stopping (its own steps are bounded).
 	in.deferred.taken.Add(int64(len(take) + len(late)))
 	for _, d := range take {
 		in.cfg.Logger.Debug("inbox: took up another replica's request", "event", d.evs[0].ID)
-		in.takeUp(pass, d, jobs, refusals, false)
+		in.takeUp(ctx, d, jobs, refusals, false)
 	}
 	for _, d := range late {
 		in.cfg.Logger.Debug("inbox: took up a request nobody took", "event", d.evs[0].ID)
-		in.takeUp(pass, d, jobs, refusals, true)
+		in.takeUp(ctx, d, jobs, refusals, true)
 	}
 }
 

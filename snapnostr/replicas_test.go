@@ -395,6 +395,54 @@ func (r *shareRig) reviewUntil(done func(ShareStats) bool) {
 	<-ended
 }
 
+// unknownReplay is a SharedReplay whose Recorded never answers: it
+// fails once its context ends.
+type unknownReplay struct{ *snap.MemoryReplayStore }
+
+func (unknownReplay) Recorded(ctx context.Context, _ []string) (map[string]bool, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// ctxCheckpoint is a MemoryCheckpoint whose Seen fails on a context
+// that ended, as a database's does.
+type ctxCheckpoint struct{ *MemoryCheckpoint }
+
+func (c ctxCheckpoint) Seen(ctx context.Context, id string) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	return c.MemoryCheckpoint.Seen(ctx, id)
+}
+
+// A request nobody is known to have taken, because the database did not
+// answer within the review's pass, is taken up and queued all the same:
+// its checkpoint Seen is not asked on the pass's ended context. Before,
+// Seen failed on it, admit took that for the node stopping, and the
+// request was dropped unanswered (and, counted in the watermark, held
+// the relays' points back for the rest of the run).
+func TestInboxTakesUpWhatTheDatabaseCannotTell(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	clock := &testClock{}
+	clock.set(now)
+	r := newShareRig(t, InboxConfig{Shares: &switchShares{grace: 100 * time.Millisecond},
+		Replay: unknownReplay{snap.NewMemoryReplayStore(0)}, Checkpoint: ctxCheckpoint{NewMemoryCheckpoint()}, Now: clock.now})
+	ev := &nostr.Event{CreatedAt: nostr.Timestamp(now.Unix()), Kind: relay.KindMessage,
+		Tags: nostr.Tags{{"p", r.agent.NostrPublicKey()}}, Content: "stored"}
+	if err := relay.SignEvent(r.peer, ev); err != nil {
+		t.Fatal(err)
+	}
+	r.in.setAside(r.ctx, ev, r.jobs, r.refusals)
+	clock.set(now.Add(time.Second)) // the grace has passed
+	r.in.reviewPass(r.ctx, r.jobs, r.refusals)
+	if st := r.in.Shared(); st.Taken != 1 {
+		t.Fatalf("after the grace: %+v; want the request taken up", st)
+	}
+	if n := r.jobs.Len(); n != 1 {
+		t.Fatalf("%d requests queued, want the one nobody is known to have taken", n)
+	}
+}
+
 // When its grace passes, a request kept for another replica is forgotten
 // if some process took it, and taken up here if nobody did (its owner,
 // alive, never received it).
