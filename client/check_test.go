@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/snapnode/snapnode/client"
 	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/relaytest"
 	"github.com/snapnode/snapnode/internal/secp"
 	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/relay/embedded"
@@ -121,18 +121,9 @@ func nostrAgent(t *testing.T) *testAgent { return nostrAgentWith(t, nil) }
 func nostrAgentWith(t *testing.T, v *relay.Verifier) *testAgent {
 	t.Helper()
 	quiet := slog.New(slog.DiscardHandler)
-	rel, err := embedded.New(embedded.Config{DBPath: ":memory:", Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	url := relaytest.Serve(t, embedded.Config{})
 	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- rel.Serve(ctx, ln) }()
-	pool := relay.NewPool(relay.PoolConfig{URLs: []string{embedded.WebSocketURL(ln.Addr())}, Logger: quiet, Verifier: v})
+	pool := relay.NewPool(relay.PoolConfig{URLs: []string{url}, Logger: quiet, Verifier: v})
 	pool.Start(ctx)
 	a := &testAgent{key: serverKey, answers: make(chan func(*snap.Message) [][]byte, 1), pool: pool, verifier: v}
 	sub, err := pool.Subscribe(ctx, nostr.Filter{Kinds: []int{relay.KindEphemeral}, Tags: nostr.TagMap{"p": {a.key.NostrPublicKey()}}})
@@ -154,8 +145,6 @@ func nostrAgentWith(t *testing.T, v *relay.Verifier) *testAgent {
 		<-replied
 		sub.Close()
 		pool.Close()
-		<-served
-		rel.Close()
 	})
 	a.transport = client.NewNostr(client.NostrConfig{Key: clientKey, Relays: pool, Verifier: v, Logger: quiet}).
 		To(client.Target{Address: addr(a.key), PubKey: a.key.NostrPublicKey()}, false)

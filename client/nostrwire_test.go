@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net"
 	"slices"
 	"sync"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/snapnode/snapnode/client"
+	"github.com/snapnode/snapnode/internal/relaytest"
 	"github.com/snapnode/snapnode/internal/testclock"
 	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/relay/embedded"
@@ -51,20 +51,11 @@ func (w *wireRecorder) Publish(ctx context.Context, ev nostr.Event) (relay.Publi
 // both kinds, #p its own key, #e the request's id, since now − 5 s.
 func TestNostrRequestOnTheWire(t *testing.T) {
 	quiet := slog.New(slog.DiscardHandler)
-	rel, err := embedded.New(embedded.Config{DBPath: ":memory:", Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	url := relaytest.Serve(t, embedded.Config{})
 	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- rel.Serve(ctx, ln) }()
-	pool := relay.NewPool(relay.PoolConfig{URLs: []string{embedded.WebSocketURL(ln.Addr())}, Logger: quiet})
+	pool := relay.NewPool(relay.PoolConfig{URLs: []string{url}, Logger: quiet})
 	pool.Start(ctx)
-	t.Cleanup(func() { cancel(); pool.Close(); <-served; rel.Close() })
+	t.Cleanup(func() { cancel(); pool.Close() })
 
 	clock := testclock.New(time.Now().Truncate(time.Second))
 	rec := &wireRecorder{Pool: pool}

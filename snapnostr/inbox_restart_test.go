@@ -2,7 +2,6 @@ package snapnostr_test
 
 import (
 	"context"
-	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/snapnode/snapnode/client"
 	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/relaytest"
 	"github.com/snapnode/snapnode/internal/testdb"
 	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/snap"
@@ -53,11 +53,10 @@ func TestInboxResumesEachRelayAfterARestart(t *testing.T) {
 		}
 
 		// start runs an inbox on a pool of its own over both relays, B
-		// reachable unless cutB, with the checkpoint kept in the
+		// reachable unless toB is cut, with the checkpoint kept in the
 		// database at dsn; stop ends it and closes the database.
-		var mu sync.Mutex
-		var toB relay.Conn // the running inbox's connection to B
-		start := func(cutB *atomic.Bool) (pool *relay.Pool, stop func()) {
+		toB := &relaytest.Cuttable{URL: bURL} // the running inbox's way to B
+		start := func() (pool *relay.Pool, stop func()) {
 			db := testdb.Open(t, dsn)
 			cp, err := snapnostr.OpenCheckpoint(context.Background(), db)
 			if err != nil {
@@ -65,19 +64,7 @@ func TestInboxResumesEachRelayAfterARestart(t *testing.T) {
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			pool = relay.NewPool(relay.PoolConfig{URLs: []string{aURL, bURL}, Logger: quiet(),
-				BackoffBase: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond,
-				Dial: func(ctx context.Context, url string) (relay.Conn, error) {
-					if url == bURL && cutB.Load() {
-						return nil, net.ErrClosed
-					}
-					c, err := relay.DialWebsocket(ctx, url)
-					if err == nil && url == bURL {
-						mu.Lock()
-						toB = c
-						mu.Unlock()
-					}
-					return c, err
-				}})
+				BackoffBase: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond, Dial: toB.Dial})
 			pool.Start(ctx)
 			inbox := snapnostr.NewInbox(snapnostr.InboxConfig{Key: agent, Transport: pool, Handler: server,
 				Checkpoint: cp, Logger: quiet(), Workers: 2, Lookback: 20 * time.Second})
@@ -110,8 +97,7 @@ func TestInboxResumesEachRelayAfterARestart(t *testing.T) {
 		// than the newest processed minus the lookback but not than B's
 		// own point minus it, is stored on B alone, and one dated now,
 		// through A, is processed.
-		var cutB atomic.Bool
-		pool, stop := start(&cutB)
+		pool, stop := start()
 		waitUntil(t, "the inbox on both relays", func() bool {
 			h := pool.Health()
 			return h[0].State == relay.StateConnected && h[1].State == relay.StateConnected
@@ -121,10 +107,7 @@ func TestInboxResumesEachRelayAfterARestart(t *testing.T) {
 		if _, err := requester([]string{bURL}, 15*time.Second).Request(rctx, target, get); err != nil {
 			t.Fatalf("request through B: %v", err)
 		}
-		cutB.Store(true)
-		mu.Lock()
-		toB.Close()
-		mu.Unlock()
+		toB.Cut()
 		waitUntil(t, "B seen down", func() bool { return pool.Health()[1].State != relay.StateConnected })
 		answered := make(chan error, 1)
 		go func() {
@@ -142,8 +125,8 @@ func TestInboxResumesEachRelayAfterARestart(t *testing.T) {
 
 		// The restart, B reachable again: B's request is processed, and
 		// the two processed before are not processed again.
-		cutB.Store(false)
-		start(&cutB)
+		toB.Restore()
+		start()
 		select {
 		case err := <-answered:
 			if err != nil {

@@ -2,8 +2,6 @@ package snapnostr_test
 
 import (
 	"context"
-	"net"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +10,7 @@ import (
 
 	"github.com/snapnode/snapnode/client"
 	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/relaytest"
 	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/snapnostr"
@@ -24,25 +23,11 @@ import (
 // 10 s, and the request, 30 s older, was never received.
 func TestInboxReceivesARequestFromARelayThatWasDown(t *testing.T) {
 	aURL, bURL := startRelay(t), startRelay(t)
-	var cut atomic.Bool // the inbox cannot reach B
-	var mu sync.Mutex
-	var toB relay.Conn // the inbox's connection to B
+	toB := &relaytest.Cuttable{URL: bURL} // the inbox's way to B
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	inboxPool := relay.NewPool(relay.PoolConfig{URLs: []string{aURL, bURL}, Logger: quiet(),
-		BackoffBase: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond,
-		Dial: func(ctx context.Context, url string) (relay.Conn, error) {
-			if url == bURL && cut.Load() {
-				return nil, net.ErrClosed
-			}
-			c, err := relay.DialWebsocket(ctx, url)
-			if err == nil && url == bURL {
-				mu.Lock()
-				toB = c
-				mu.Unlock()
-			}
-			return c, err
-		}})
+		BackoffBase: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond, Dial: toB.Dial})
 	inboxPool.Start(ctx)
 	t.Cleanup(func() { inboxPool.Close() })
 
@@ -80,10 +65,7 @@ func TestInboxReceivesARequestFromARelayThatWasDown(t *testing.T) {
 	get := client.NostrRequest{Method: "tasks/get", Payload: []byte(`{"taskId":"t"}`), Persist: true}
 
 	// The inbox's connection to B drops, and stays away.
-	cut.Store(true)
-	mu.Lock()
-	toB.Close()
-	mu.Unlock()
+	toB.Cut()
 	waitUntil(t, "B seen down", func() bool { return inboxPool.Health()[1].State != relay.StateConnected })
 
 	// A request stored on B alone, dated 30 s ago (sent just before the
@@ -106,7 +88,7 @@ func TestInboxReceivesARequestFromARelayThatWasDown(t *testing.T) {
 	}
 
 	// B comes back: its request is received and answered.
-	cut.Store(false)
+	toB.Restore()
 	if err := <-answered; err != nil {
 		t.Fatalf("request stored on B while the inbox was away: %v", err)
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/snapnode/snapnode/client"
 	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/relaytest"
 	"github.com/snapnode/snapnode/internal/testclock"
 	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/relay/embedded"
@@ -49,19 +49,7 @@ func startRelay(t *testing.T) string {
 func startRelayWith(t *testing.T, cfg embedded.Config) string {
 	t.Helper()
 	cfg.DBPath, cfg.Logger = ":memory:", quiet()
-	rel, err := embedded.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rctx, stopRelay := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- rel.Serve(rctx, ln) }()
-	t.Cleanup(func() { stopRelay(); <-served; rel.Close() })
-	return embedded.WebSocketURL(ln.Addr())
+	return relaytest.Serve(t, cfg)
 }
 
 // newPool returns a pool on the relay at url, closed when the test ends.

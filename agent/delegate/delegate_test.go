@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -21,6 +20,7 @@ import (
 	"github.com/snapnode/snapnode/executor/audit"
 	"github.com/snapnode/snapnode/executor/audit/audittest"
 	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/relaytest"
 	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/relay/embedded"
 	"github.com/snapnode/snapnode/snap"
@@ -62,19 +62,9 @@ func setupHTTP(t testing.TB, r reply, wrap func(http.Handler) http.Handler, opts
 // not nil, before it is published.
 func setupCard(t testing.TB, r reply, wrap func(http.Handler) http.Handler, edit func(*snap.Card), opts ...func(*delegate.Config)) (*delegate.Delegate, *audittest.Recorder, *[]string) {
 	t.Helper()
-	rel, err := embedded.New(embedded.Config{DBPath: ":memory:", Logger: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	urls := []string{relaytest.Serve(t, embedded.Config{})}
 	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- rel.Serve(ctx, ln) }()
-	t.Cleanup(func() { cancel(); <-served; rel.Close() })
-	urls := []string{embedded.WebSocketURL(ln.Addr())}
+	t.Cleanup(cancel)
 	// One Verifier for the process's pools, the delegate's inbox and the
 	// Delegate, as a node shares its own.
 	v := relay.NewVerifier()

@@ -16,6 +16,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/relaytest"
 	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/relay/embedded"
 	"github.com/snapnode/snapnode/snap"
@@ -220,18 +221,9 @@ func relayWithCard(t *testing.T, dir string, card *snap.Card) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rel, err := embedded.New(embedded.Config{DBPath: filepath.Join(dir, "relay.db"), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	relayURL := relaytest.Serve(t, embedded.Config{DBPath: filepath.Join(dir, "relay.db")})
 	rctx, rcancel := context.WithCancel(context.Background())
-	go rel.Serve(rctx, ln)
-	t.Cleanup(func() { rcancel(); rel.Close() })
-	relayURL := embedded.WebSocketURL(ln.Addr())
+	t.Cleanup(rcancel)
 	ev, err := snapnostr.CardEvent(card, agentKey, time.Now())
 	if err != nil {
 		t.Fatal(err)
