@@ -21,7 +21,13 @@ import (
 // events), for the same filter with until = the oldest created_at
 // brought (inclusive, as NIP-01's until is: events sharing that second
 // are not skipped, and those brought before are deduped by id); and so
-// on while a page brings an event older than its until. Only then does
+// on while a page brings an event older than its until. A page that
+// brings only events of its until's second, as many as the fullest answer
+// of the relay in this catch-up, may have been cut within that second (it
+// holds more events than the relay returns a REQ): the next page is asked
+// until the second before, as the rest of that second cannot be asked
+// for by created_at (logged), and the older events are still read. Only
+// then does
 // the relay's point move to the newest created_at it brought, live
 // events of the meantime included (they are delivered as they come).
 //
@@ -53,6 +59,10 @@ type catchUp struct {
 	// those (at most now).
 	brought bool
 	oldest  nostr.Timestamp
+	// n counts the events the REQ, or the page awaited, brought; most
+	// the most that one of the catch-up's earlier answers brought (the
+	// relay's cap, as far as seen).
+	n, most int
 }
 
 type catchUpState uint8
@@ -69,6 +79,10 @@ const (
 type pageAsk struct {
 	id string
 	f  nostr.Filter
+	// skipped: the page goes on from the second before the previous
+	// page's until, which brought only events of that second, as many
+	// as the relay returns: the rest of that second is not read.
+	skipped bool
 }
 
 // startCatchUp begins the catch-up of relay idx for a REQ with filter f
@@ -101,6 +115,7 @@ func (s *Subscription) noteCatchUp(idx int, at nostr.Timestamp, page string) {
 		c.oldest = at
 	}
 	c.brought = true
+	c.n++
 }
 
 // storedEnd acts on relay idx's EOSE for page ("" for its REQ): it
@@ -121,17 +136,26 @@ func (s *Subscription) storedEnd(idx int, page string) (next pageAsk, cut bool) 
 	// A page brought something new for this relay if it reached further
 	// back than its until; the REQ, if it brought anything.
 	more := c.base != nil && c.brought && (c.state == catchUpStored || c.oldest < c.until)
+	// A page of its until's second only, as full as the relay's fullest
+	// answer: that second may hold more than the relay returns, and the
+	// events before it are still to be read, from the second before.
+	full := c.base != nil && c.brought && c.state == catchUpPaging && c.oldest == c.until && c.n >= c.most &&
+		c.until > 0 && (c.base.Since == nil || c.until-1 >= *c.base.Since)
+	if full {
+		c.oldest--
+	}
 	switch {
-	case more && c.pages < s.p.cfg.MaxCatchUpPages:
+	case (more || full) && c.pages < s.p.cfg.MaxCatchUpPages:
 		c.pages++
 		s.pageSerial++
-		c.state, c.page, c.until, c.brought = catchUpPaging, s.wireID+pageSep+strconv.FormatUint(s.pageSerial, 36), c.oldest, false
-		next = pageAsk{id: c.page, f: c.base.Clone()}
+		c.most = max(c.most, c.n)
+		c.state, c.page, c.until, c.brought, c.n = catchUpPaging, s.wireID+pageSep+strconv.FormatUint(s.pageSerial, 36), c.oldest, false, 0
+		next = pageAsk{id: c.page, f: c.base.Clone(), skipped: full}
 		until := c.until
 		next.f.Until = &until
 		s.mu.Unlock()
 		return next, false
-	case more:
+	case more || full:
 		c.state, c.page = catchUpCut, ""
 		cut = true
 	default:

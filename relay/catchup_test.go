@@ -237,3 +237,38 @@ func TestPoolCatchUpNotForLimitsNorQueries(t *testing.T) {
 		}
 	})
 }
+
+// A relay that answers every page with the REQ's own events, its until
+// ignored, costs at most two pages: the second, from the second before
+// the oldest (the first page was as full as the REQ, all of that
+// second), brings nothing older than its until either. The point then
+// moves: the relay withheld the rest, as a relay may.
+func TestPoolCatchUpRelayRepeatingItselfIsBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, sub, a, evs := catchUpFixture(t, PoolConfig{})
+		for i := 0; i < 4 && !eoseClosed(sub); i++ {
+			pages := a.pages()
+			if len(pages) == 0 {
+				t.Fatal("no page asked")
+			}
+			p := pages[len(pages)-1].id
+			a.event(p, evs[2])
+			a.event(p, evs[1])
+			a.eose(p)
+		}
+		if !eoseClosed(sub) {
+			t.Fatalf("no EOSE after %d pages", len(a.pages()))
+		}
+		if n := len(a.pages()); n != 2 {
+			t.Fatalf("%d pages asked, want 2", n)
+		}
+		if u := a.pages()[1].f.Until; u == nil || *u != evs[1].CreatedAt-1 {
+			t.Fatalf("second page until %v, want %d", u, evs[1].CreatedAt-1)
+		}
+		ptNone(t, sub)
+		want := map[string]nostr.Timestamp{"ws://a": evs[2].CreatedAt}
+		if got := sub.Resume(); !maps.Equal(got, want) {
+			t.Fatalf("Resume = %v, want %v", got, want)
+		}
+	})
+}

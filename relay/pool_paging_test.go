@@ -242,3 +242,37 @@ func TestPoolPagingCostsOneREQOnAnUncappedRelay(t *testing.T) {
 		t.Errorf("%d events brought twice, want at most the 1 of the oldest second", st.EventsDuplicate)
 	}
 }
+
+// A second that holds more events than the relay returns in a REQ (a
+// burst of requests, or a sender filling one second on purpose) stops
+// the pages at that second: a page until it brings only events of that
+// second, none older, which read as the end of the stored events, and the
+// relay's point moved past every older event of the gap, never delivered.
+// Past such a second the pages go on from the second before it.
+func TestPoolPagesPastASecondFullerThanTheCap(t *testing.T) {
+	x := newPagingFixture(t)
+	url := serveCapped(t, 3)
+	// Four events in the newest second, one more than the cap, then three
+	// older ones.
+	older := x.store(url, nil, 50, 49, 48)
+	x.store(url, nil, 45, 45, 45, 45)
+	sp := relay.StartedPool(t, []string{url}, nil)
+	sub, err := sp.SubscribeWith(x.ctx, x.filter(x.now-3600),
+		relay.SubscribeOptions{Since: map[string]nostr.Timestamp{url: x.now - 600}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for len(got) < len(older) {
+		select {
+		case ev := <-sub.Events():
+			if older[ev.ID] {
+				got[ev.ID] = true
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%d of the %d events older than the full second delivered; Resume = %v",
+				len(got), len(older), sub.Resume())
+		}
+	}
+	relay.WaitFor(t, "the point moved to the newest", func() bool { return sub.Resume()[url] == x.now-45 })
+}

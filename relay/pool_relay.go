@@ -314,6 +314,10 @@ func (r *poolRelay) storedEnd(s *Subscription, page string) {
 		return
 	}
 	r.pages.Add(1)
+	if next.skipped {
+		r.say(slog.LevelWarn, "relay pool: the relay holds more events in one second than it returns for a REQ; paging on from the second before, the rest of that second may be missed",
+			"sub", s.wireID, "second", *next.f.Until+1)
+	}
 	if err := r.conn.Req(next.id, next.f); err != nil {
 		r.log.Warn("relay pool: REQ failed", "sub", next.id, "err", err)
 		return

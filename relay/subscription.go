@@ -472,7 +472,10 @@ func (s *Subscription) setAside(ev *nostr.Event) {
 // MaxCatchUpPages: a gap longer than the relay's cap is read in full, and
 // the relay's point moves only then (see Resume). A relay that returns
 // every stored event is asked one page more, which brings again only the
-// events of the oldest second. Live events are delivered as they come
+// events of the oldest second. A second holding more events than the relay
+// returns (a page brings only that second's, as many as its fullest
+// answer) cannot be read past its cap: the pages go on from the second
+// before, so the older events are still read, and a warning is logged. Live events are delivered as they come
 // meanwhile. A catch-up cut at the bound, or whose page the relay
 // refuses, is logged and counted (RelayStatus.CatchUpsCut), and that
 // relay's point stays where it was until a later REQ catches up. A first
