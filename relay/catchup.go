@@ -33,8 +33,9 @@ import (
 //
 // On a relay that returns every stored event this costs one REQ more,
 // which brings again the events of the oldest second only. A catch-up
-// stops at MaxCatchUpPages, or when the relay refuses a page (CLOSED):
-// it is logged and counted, and the relay's point does not move for the
+// stops at MaxCatchUpPages, or when the relay refuses a page (CLOSED)
+// for good (a page refused for a while is asked again after a backoff,
+// each time counting as a page): it is logged and counted, and the relay's point does not move for the
 // rest of that connection, so that neither a reconnect nor a subscriber
 // keeping the point (Subscription.Resume) skips what was not read.
 
@@ -63,6 +64,11 @@ type catchUp struct {
 	// the most that one of the catch-up's earlier answers brought (the
 	// relay's cap, as far as seen).
 	n, most int
+	// refused counts the pages the relay refused for a while (see
+	// pageRefused); held: page is one of them, to be asked again, and
+	// what comes for it no longer counts.
+	refused int
+	held    bool
 }
 
 type catchUpState uint8
@@ -90,7 +96,7 @@ type pageAsk struct {
 // connection, "" if none. s.mu is held.
 func (s *Subscription) startCatchUp(idx int, f nostr.Filter) (stale string) {
 	c := &s.catchUp[idx]
-	if c.state == catchUpPaging {
+	if c.state == catchUpPaging && !c.held {
 		stale = c.page
 	}
 	*c = catchUp{}
@@ -107,7 +113,7 @@ func (s *Subscription) noteCatchUp(idx int, at nostr.Timestamp, page string) {
 	c := &s.catchUp[idx]
 	switch {
 	case c.state == catchUpStored && page == "":
-	case c.state == catchUpPaging && page == c.page:
+	case c.state == catchUpPaging && page == c.page && !c.held:
 	default:
 		return // a live event, or one of a page no longer awaited
 	}
@@ -128,7 +134,7 @@ func (s *Subscription) storedEnd(idx int, page string) (next pageAsk, cut bool) 
 	switch {
 	case page == "" && c.state == catchUpStored:
 		s.served[idx] = true
-	case page != "" && c.state == catchUpPaging && page == c.page:
+	case page != "" && c.state == catchUpPaging && page == c.page && !c.held:
 	default: // a page no longer awaited, or a second EOSE
 		s.mu.Unlock()
 		return pageAsk{}, false
@@ -169,21 +175,49 @@ func (s *Subscription) storedEnd(idx int, page string) (next pageAsk, cut bool) 
 	return pageAsk{}, cut
 }
 
-// pageRefused stops relay idx's catch-up if page is the one it awaits:
-// the relay refused it (CLOSED). The relay's point stays where it was.
-// It reports whether page was the one awaited.
-func (s *Subscription) pageRefused(idx int, page string) bool {
+// pageRefused acts on relay idx's CLOSED for page, if it is the one its
+// catch-up awaits (awaited). A refusal for a while (not permanent: a cap
+// on open subscriptions, a rate limit) has the page asked again, under a
+// new id (see retryPage), while the catch-up has pages left: again is
+// then the refusals of this catch-up so far, for the backoff. Otherwise
+// the catch-up is cut: the relay's point stays where it was.
+func (s *Subscription) pageRefused(idx int, page string, permanent bool) (awaited bool, again int) {
 	s.mu.Lock()
 	c := &s.catchUp[idx]
-	awaited := c.state == catchUpPaging && c.page == page
-	if awaited {
+	awaited = c.state == catchUpPaging && c.page == page && !c.held
+	switch {
+	case !awaited:
+	case !permanent && c.pages < s.p.cfg.MaxCatchUpPages:
+		c.refused++
+		c.held = true
+		again = c.refused
+	default:
 		c.state, c.page = catchUpCut, ""
 	}
 	s.mu.Unlock()
-	if awaited {
+	if awaited && again == 0 {
 		s.relayDone(idx)
 	}
-	return awaited
+	return awaited, again
+}
+
+// retryPage returns the page to ask relay idx for again in place of
+// refused, if its catch-up still awaits that one: the same until, under
+// a new id; it counts as a page.
+func (s *Subscription) retryPage(idx int, refused string) pageAsk {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := &s.catchUp[idx]
+	if c.state != catchUpPaging || c.page != refused || !c.held || c.pages >= s.p.cfg.MaxCatchUpPages {
+		return pageAsk{}
+	}
+	c.pages++
+	s.pageSerial++
+	c.page, c.held, c.brought, c.n = s.wireID+pageSep+strconv.FormatUint(s.pageSerial, 36), false, false, 0
+	next := pageAsk{id: c.page, f: c.base.Clone()}
+	until := c.until
+	next.f.Until = &until
+	return next
 }
 
 // openPage returns the wire id of the page relay idx's catch-up awaits,
@@ -191,7 +225,7 @@ func (s *Subscription) pageRefused(idx int, page string) bool {
 func (s *Subscription) openPage(idx int) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.catchUp[idx].state != catchUpPaging {
+	if s.catchUp[idx].state != catchUpPaging || s.catchUp[idx].held {
 		return ""
 	}
 	return s.catchUp[idx].page

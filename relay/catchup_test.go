@@ -163,12 +163,12 @@ func TestPoolCatchUpCutAtTheBoundKeepsThePoint(t *testing.T) {
 	})
 }
 
-// A relay that refuses a page (CLOSED) ends the catch-up as the bound
-// does; the subscription's own REQ stays open.
+// A relay that refuses a page for good (CLOSED, blocked:) ends the
+// catch-up as the bound does; the subscription's own REQ stays open.
 func TestPoolCatchUpPageRefusedKeepsThePoint(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, sub, a, _ := catchUpFixture(t, PoolConfig{})
-		a.send(ConnMessage{Label: "CLOSED", SubID: a.pages()[0].id, Reason: "rate-limited: too many subscriptions"})
+		a.send(ConnMessage{Label: "CLOSED", SubID: a.pages()[0].id, Reason: "blocked: no paging here"})
 		if !eoseClosed(sub) {
 			t.Fatal("no EOSE after the page was refused")
 		}
@@ -269,6 +269,75 @@ func TestPoolCatchUpRelayRepeatingItselfIsBounded(t *testing.T) {
 		want := map[string]nostr.Timestamp{"ws://a": evs[2].CreatedAt}
 		if got := sub.Resume(); !maps.Equal(got, want) {
 			t.Fatalf("Resume = %v, want %v", got, want)
+		}
+	})
+}
+
+// A relay that refuses a page for a while (its cap on open subscriptions,
+// a rate limit) is asked for it again after a backoff, as for a REQ, and
+// the catch-up ends: before, the refusal cut it, and the relay's point
+// stayed where it was for as long as the connection lasted (days, on a
+// healthy relay), so that every restart read the whole gap again, until
+// it outgrew the bound of pages and the point never moved again.
+func TestPoolCatchUpPageRefusedForAWhileIsAskedAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, sub, a, evs := catchUpFixture(t, PoolConfig{})
+		first := a.pages()[0]
+		a.send(ConnMessage{Label: "CLOSED", SubID: first.id, Reason: "rate-limited: too many open subscriptions"})
+		a.eose(first.id) // a buggy relay's, after its CLOSED: it ends nothing
+		synctest.Wait()
+		if got := sub.Resume(); len(got) != 0 {
+			t.Fatalf("Resume = %v after a page refused, want none", got)
+		}
+		if eoseClosed(sub) {
+			t.Fatal("EOSE after a page refused for a while")
+		}
+		time.Sleep(time.Second) // BackoffBase
+		synctest.Wait()
+		pages := a.pages()
+		if len(pages) != 2 || pages[1].id == first.id || pages[1].f.Until == nil || *pages[1].f.Until != *first.f.Until {
+			t.Fatalf("pages asked: %+v, want the refused one asked again under a new id", pages)
+		}
+		a.event(pages[1].id, evs[0])
+		a.eose(pages[1].id)
+		ptRecv(t, sub)
+		pages = a.pages()
+		if len(pages) != 3 {
+			t.Fatalf("pages asked: %+v, want a third", pages)
+		}
+		a.eose(pages[2].id)
+		if !eoseClosed(sub) {
+			t.Fatal("no EOSE after the catch-up")
+		}
+		want := map[string]nostr.Timestamp{"ws://a": evs[2].CreatedAt}
+		if got := sub.Resume(); !maps.Equal(got, want) {
+			t.Fatalf("Resume = %v, want %v", got, want)
+		}
+		if st := ptStatus(sub.p, "ws://a"); st.CatchUpsCut != 0 {
+			t.Fatalf("%d catch-ups cut, want none", st.CatchUpsCut)
+		}
+	})
+}
+
+// A page refused again and again is asked for at most MaxCatchUpPages
+// times in all, ever more slowly: then the catch-up is cut.
+func TestPoolCatchUpPageRefusedAgainAndAgainIsBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, sub, a, _ := catchUpFixture(t, PoolConfig{MaxCatchUpPages: 4})
+		for i := 0; i < 10; i++ {
+			pages := a.pages()
+			a.send(ConnMessage{Label: "CLOSED", SubID: pages[len(pages)-1].id, Reason: "rate-limited: slow down"})
+			time.Sleep(time.Minute)
+			synctest.Wait()
+		}
+		if n := len(a.pages()); n != 4 {
+			t.Fatalf("%d pages asked, want 4", n)
+		}
+		if !eoseClosed(sub) {
+			t.Fatal("no EOSE after the catch-up was cut")
+		}
+		if st := ptStatus(sub.p, "ws://a"); st.CatchUpsCut != 1 {
+			t.Fatalf("%d catch-ups cut, want 1", st.CatchUpsCut)
 		}
 	})
 }

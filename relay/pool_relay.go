@@ -44,7 +44,8 @@ type RelayStatus struct {
 	// CatchUpPages counts the pages of stored events asked for after a
 	// REQ's (see Subscribe); CatchUpsCut the catch-ups that stopped
 	// before a page brought nothing older (at MaxCatchUpPages, or the
-	// relay refused a page): the relay's resume point did not move.
+	// relay refused a page for good): the relay's resume point did not
+	// move.
 	CatchUpPages, CatchUpsCut uint64
 }
 
@@ -325,6 +326,27 @@ func (r *poolRelay) storedEnd(s *Subscription, page string) {
 	r.log.Debug("relay pool: REQ", "sub", next.id, "filter", next.f)
 }
 
+// repage asks the relay again, on conn, for the page of s's catch-up it
+// refused, unless the connection, the subscription or the catch-up moved
+// on meanwhile.
+func (r *poolRelay) repage(s *Subscription, conn Conn, refused string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if conn == nil || r.conn != conn || !r.active[s.serial] || s.ended() {
+		return
+	}
+	next := s.retryPage(r.idx, refused)
+	if next.id == "" {
+		return
+	}
+	r.pages.Add(1)
+	if err := r.conn.Req(next.id, next.f); err != nil {
+		r.log.Warn("relay pool: REQ failed", "sub", next.id, "err", err)
+		return
+	}
+	r.log.Debug("relay pool: REQ", "sub", next.id, "filter", next.f)
+}
+
 // handle acts on one message of the relay. inProcess: m was handed over
 // by an InProcessConn (see InProcessConn), whose Verified events are not
 // checked again.
@@ -346,9 +368,22 @@ func (r *poolRelay) handle(m ConnMessage, inProcess bool) {
 			return
 		}
 		if page != "" {
-			// A catch-up page refused: the relay's point stays (see
-			// catchUp); its REQ's own subscription is still open.
-			if s.pageRefused(r.idx, page) {
+			// A catch-up page refused: asked again after a backoff, as a
+			// REQ is, unless for good or past the bound of pages; then
+			// the relay's point stays (see catchUp). Its REQ's own
+			// subscription is still open.
+			awaited, again := s.pageRefused(r.idx, page, permanent(m.Reason))
+			switch {
+			case !awaited:
+			case again > 0:
+				wait := min(r.p.cfg.BackoffBase<<min(again-1, 16), r.p.cfg.BackoffMax)
+				r.say(slog.LevelWarn, "relay pool: relay refused a page of stored events; asking again",
+					"sub", m.SubID, "reason", m.Reason, "in", wait)
+				r.mu.Lock()
+				conn := r.conn
+				r.mu.Unlock()
+				time.AfterFunc(wait, func() { r.repage(s, conn, page) })
+			default:
 				r.cuts.Add(1)
 				r.say(slog.LevelWarn, "relay pool: relay refused a page of stored events; its resume point stays until a later REQ catches up",
 					"sub", m.SubID, "reason", m.Reason)

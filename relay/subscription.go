@@ -475,9 +475,12 @@ func (s *Subscription) setAside(ev *nostr.Event) {
 // events of the oldest second. A second holding more events than the relay
 // returns (a page brings only that second's, as many as its fullest
 // answer) cannot be read past its cap: the pages go on from the second
-// before, so the older events are still read, and a warning is logged. Live events are delivered as they come
-// meanwhile. A catch-up cut at the bound, or whose page the relay
-// refuses, is logged and counted (RelayStatus.CatchUpsCut), and that
+// before, so the older events are still read, and a warning is logged.
+// Live events are delivered as they come meanwhile. A page the relay
+// refuses for a while (CLOSED, but not auth-required, blocked, restricted
+// or invalid) is asked again after a backoff, as a REQ is, each time
+// counting as a page. A catch-up cut at the bound, or whose page the
+// relay refuses for good, is logged and counted (RelayStatus.CatchUpsCut), and that
 // relay's point stays where it was until a later REQ catches up. A first
 // REQ with a limit, or without a since, is not paged: the subscriber
 // asked for the newest events.
