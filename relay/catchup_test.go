@@ -341,3 +341,79 @@ func TestPoolCatchUpPageRefusedAgainAndAgainIsBounded(t *testing.T) {
 		}
 	})
 }
+
+// A pool closed while a page is awaited, or while a refused one waits to
+// be asked again, leaves no goroutine behind (the bubble would not end)
+// and asks nothing more.
+func TestPoolClosedMidCatchUp(t *testing.T) {
+	for _, refused := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			_, sub, a, _ := catchUpFixture(t, PoolConfig{})
+			if refused {
+				a.send(ConnMessage{Label: "CLOSED", SubID: a.pages()[0].id, Reason: "rate-limited: later"})
+				synctest.Wait()
+			}
+			sub.p.Close()
+			synctest.Wait()
+			time.Sleep(time.Minute)
+			synctest.Wait()
+			if n := len(a.pages()); n != 1 {
+				t.Fatalf("%d pages asked, want 1", n)
+			}
+			select {
+			case <-sub.EOSE():
+			default:
+				t.Fatal("EOSE not closed with the pool")
+			}
+		})
+	}
+}
+
+// A relay that closes each subscription after its EOSE (its REQ is asked
+// again after a backoff) still answers the pages meanwhile, and the
+// catch-up goes on with them. Before, a page's EOSE after that CLOSED
+// asked for no next page: the catch-up began again from the same point
+// with the REQ asked again, which the relay closed again, and a backlog
+// longer than the relay's cap never let the relay's point move.
+func TestPoolCatchUpGoesOnAfterTheREQIsClosed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, sub, a, evs := catchUpFixture(t, PoolConfig{})
+		a.send(ConnMessage{Label: "CLOSED", SubID: sub.wireID, Reason: "rate-limited: one at a time"})
+		synctest.Wait()
+		p1 := a.pages()[0].id
+		a.event(p1, evs[0])
+		a.eose(p1)
+		ptRecv(t, sub)
+		pages := a.pages()
+		if len(pages) != 2 {
+			t.Fatalf("pages asked: %+v, want a second one", pages)
+		}
+		a.eose(pages[1].id)
+		synctest.Wait()
+		want := map[string]nostr.Timestamp{"ws://a": evs[2].CreatedAt}
+		if got := sub.Resume(); !maps.Equal(got, want) {
+			t.Fatalf("Resume = %v, want %v", got, want)
+		}
+		// The REQ asked again, from the point.
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if f := a.lastReq(t, sub.wireID); f.Since == nil || *f.Since != evs[2].CreatedAt-sub.p.skew() {
+			t.Fatalf("REQ asked again with %v, want a since from the newest event", f)
+		}
+	})
+}
+
+// A subscription closed while its REQ waits to be asked again after a
+// CLOSED closes its open page too.
+func TestPoolCatchUpPageClosedWhileTheREQWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, sub, a, _ := catchUpFixture(t, PoolConfig{})
+		a.send(ConnMessage{Label: "CLOSED", SubID: sub.wireID, Reason: "rate-limited: one at a time"})
+		synctest.Wait()
+		sub.Close()
+		synctest.Wait()
+		if p1 := a.pages()[0].id; !a.closedSub(p1) {
+			t.Fatalf("frames %+v: want the page closed", a.reqs())
+		}
+	})
+}

@@ -267,12 +267,14 @@ func (r *poolRelay) ensureSub(s *Subscription) {
 }
 
 // dropSub sends CLOSE for s, and for its catch-up page, if open on the
-// current connection.
+// current connection (a page may be while s's REQ, closed by the relay,
+// waits to be asked again: see paging).
 func (r *poolRelay) dropSub(s *Subscription) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.refused, s.serial)
-	if !r.active[s.serial] {
+	active := r.active[s.serial]
+	if !r.paging(s) {
 		return
 	}
 	delete(r.active, s.serial)
@@ -280,7 +282,7 @@ func (r *poolRelay) dropSub(s *Subscription) {
 		return
 	}
 	for _, id := range []string{s.openPage(r.idx), s.wireID} {
-		if id == "" {
+		if id == "" || (id == s.wireID && !active) {
 			continue
 		}
 		if err := r.conn.CloseReq(id); err != nil {
@@ -311,7 +313,7 @@ func (r *poolRelay) storedEnd(s *Subscription, page string) {
 	}
 	// s.end marks s ended before its dropSub waits for r.mu: a page asked
 	// for here is closed by it.
-	if next.id == "" || !r.active[s.serial] || s.ended() {
+	if next.id == "" || !r.paging(s) || s.ended() {
 		return
 	}
 	r.pages.Add(1)
@@ -326,13 +328,23 @@ func (r *poolRelay) storedEnd(s *Subscription, page string) {
 	r.log.Debug("relay pool: REQ", "sub", next.id, "filter", next.f)
 }
 
+// paging reports whether s's catch-up pages are asked of the relay on
+// the current connection: while its REQ is open, and while the REQ,
+// closed by the relay (some close each subscription after its EOSE),
+// waits to be asked again. Its catch-up goes on meanwhile: begun again
+// with each new REQ, it would never read past one page on such a relay.
+// r.mu is held.
+func (r *poolRelay) paging(s *Subscription) bool {
+	return r.active[s.serial] || r.retrying[s.serial]
+}
+
 // repage asks the relay again, on conn, for the page of s's catch-up it
 // refused, unless the connection, the subscription or the catch-up moved
 // on meanwhile.
 func (r *poolRelay) repage(s *Subscription, conn Conn, refused string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if conn == nil || r.conn != conn || !r.active[s.serial] || s.ended() {
+	if conn == nil || r.conn != conn || !r.paging(s) || s.ended() {
 		return
 	}
 	next := s.retryPage(r.idx, refused)
