@@ -111,12 +111,23 @@ func TestRelayPoolCountersInMetrics(t *testing.T) {
 		}
 	}
 	// Each answer is refused by the one relay; its refusal may come after
-	// the other relay's OK, and is counted then.
+	// the other relay's OK, and is counted then. Each request's second
+	// copy, by the other relay, may come after its answer: the counters
+	// of events received and duplicates are waited for too.
+	// The assertions below say which count fell short, if one did.
 	var series map[string]float64
-	waitFor(t, 10*time.Second, "the refusals counted", func() bool {
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		series = scrapeSeries(t, n.HTTPURL())
-		return series[failed(refusing)] >= before+requests
-	})
+		if series[failed(refusing)] >= before+requests &&
+			series[received(good.url())] >= requests && series[received(refusing)] >= requests &&
+			series[dropped("duplicate", good.url())]+series[dropped("duplicate", refusing)] >= requests ||
+			time.Now().After(deadline) {
+			break
+		}
+	}
+	if got := series[failed(refusing)]; got < before+requests {
+		t.Errorf("%s: %v, want at least %v", failed(refusing), got, before+requests)
+	}
 	if got, ok := series[failed(good.url())]; !ok || got != 0 {
 		t.Errorf("%s: %v (served: %v), want 0", failed(good.url()), got, ok)
 	}
