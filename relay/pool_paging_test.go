@@ -12,6 +12,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/relaytest"
 	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/relay/embedded"
 )
@@ -21,20 +22,7 @@ import (
 // theirs, and returns its URL.
 func serveCapped(t *testing.T, limit int) string {
 	t.Helper()
-	rel, err := embedded.New(embedded.Config{DBPath: ":memory:", Logger: slog.New(slog.DiscardHandler),
-		MaxLimit: limit, DefaultLimit: limit})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- rel.Serve(ctx, ln) }()
-	t.Cleanup(func() { stop(); <-served; rel.Close() })
-	return embedded.WebSocketURL(ln.Addr())
+	return relaytest.Serve(t, embedded.Config{MaxLimit: limit, DefaultLimit: limit})
 }
 
 // countingConn counts the REQs a pool sends on a connection.

@@ -2,18 +2,15 @@ package relay_test
 
 import (
 	"context"
-	"log/slog"
 	"maps"
-	"net"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/relaytest"
 	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/relay/embedded"
 )
@@ -22,19 +19,7 @@ import (
 // until the test ends, and returns its URL.
 func serveEmbedded(t *testing.T) string {
 	t.Helper()
-	rel, err := embedded.New(embedded.Config{DBPath: ":memory:", Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- rel.Serve(ctx, ln) }()
-	t.Cleanup(func() { stop(); <-served; rel.Close() })
-	return embedded.WebSocketURL(ln.Addr())
+	return relaytest.Serve(t, embedded.Config{})
 }
 
 func resumeStatus(p *relay.Pool, url string) relay.RelayStatus {
@@ -55,21 +40,8 @@ func resumeStatus(p *relay.Pool, url string) relay.RelayStatus {
 // from any relay, and the request was never delivered.
 func TestPoolResumesEachRelayFromItsOwnLastEvent(t *testing.T) {
 	aURL, bURL := serveEmbedded(t), serveEmbedded(t)
-	var cut atomic.Bool // the subscriber cannot reach B
-	var mu sync.Mutex
-	var toB relay.Conn // the subscriber's connection to B
-	sp := relay.StartedPool(t, []string{aURL, bURL}, func(ctx context.Context, url string) (relay.Conn, error) {
-		if url == bURL && cut.Load() {
-			return nil, net.ErrClosed
-		}
-		c, err := relay.DialWebsocket(ctx, url)
-		if err == nil && url == bURL {
-			mu.Lock()
-			toB = c
-			mu.Unlock()
-		}
-		return c, err
-	})
+	toB := &relaytest.Cuttable{URL: bURL} // the subscriber's way to B
+	sp := relay.StartedPool(t, []string{aURL, bURL}, toB.Dial)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 
@@ -135,10 +107,7 @@ func TestPoolResumesEachRelayFromItsOwnLastEvent(t *testing.T) {
 	relay.WaitFor(t, "e1 from B", func() bool { return resumeStatus(sp, bURL).EventsReceived == 1 })
 
 	// B's connection drops, and stays away.
-	cut.Store(true)
-	mu.Lock()
-	toB.Close()
-	mu.Unlock()
+	toB.Cut()
 	relay.WaitFor(t, "B seen down", func() bool { return resumeStatus(sp, bURL).State != relay.StateConnected })
 
 	// A request stored on B alone, from just before the drop; A goes on
@@ -150,7 +119,7 @@ func TestPoolResumesEachRelayFromItsOwnLastEvent(t *testing.T) {
 	expect(e2)
 
 	// B comes back: the request is delivered.
-	cut.Store(false)
+	toB.Restore()
 	expect(lost)
 }
 
