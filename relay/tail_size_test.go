@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/snapnode/snapnode/internal/testutil"
 )
 
 // tailBytes fills a subscription's tail with n event ids and returns the
@@ -32,16 +34,13 @@ func tailBytes(tb testing.TB, n int) float64 {
 	if held != n {
 		tb.Fatalf("tail holds %d ids, want %d", held, n)
 	}
-	var with, without runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&with)
+	with := testutil.LiveHeap()
 	s.mu.Lock()
 	s.tail = nil
 	s.mu.Unlock()
-	runtime.GC()
-	runtime.ReadMemStats(&without)
+	without := testutil.LiveHeap()
 	runtime.KeepAlive(s)
-	return float64(with.HeapAlloc-without.HeapAlloc) / float64(n)
+	return float64(with-without) / float64(n)
 }
 
 // A subscription's tail holds up to DedupeSize (100,000) ids for as long

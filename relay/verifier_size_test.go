@@ -7,6 +7,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/testutil"
 )
 
 // verifierCacheBytes fills a Verifier's cache of events verified or
@@ -27,14 +28,11 @@ func verifierCacheBytes(tb testing.TB) float64 {
 	if n := v.seen.Len(); n != VerifiedEvents {
 		tb.Fatalf("the cache holds %d events, want %d", n, VerifiedEvents)
 	}
-	var with, without runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&with)
+	with := testutil.LiveHeap()
 	v.seen = nil
-	runtime.GC()
-	runtime.ReadMemStats(&without)
+	without := testutil.LiveHeap()
 	runtime.KeepAlive(v)
-	return float64(with.HeapAlloc-without.HeapAlloc) / VerifiedEvents
+	return float64(with-without) / VerifiedEvents
 }
 
 // The Verifier's cache of events verified or signed keeps a 32-byte

@@ -3,10 +3,10 @@ package snap
 import (
 	"crypto/sha256"
 	"encoding/binary"
-	"runtime"
 	"testing"
 
 	"github.com/snapnode/snapnode/internal/secp"
+	"github.com/snapnode/snapnode/internal/testutil"
 )
 
 // signerCacheBytes fills a signer cache of the default bound with fresh
@@ -24,21 +24,18 @@ func signerCacheBytes(tb testing.TB) float64 {
 			keys = append(keys, x)
 		}
 	}
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
+	before := testutil.LiveHeap()
 	c := newSignerCache(n)
 	for _, p := range keys {
 		if _, err := c.of(p); err != nil {
 			tb.Fatal(err)
 		}
 	}
-	runtime.GC()
-	runtime.ReadMemStats(&after)
+	after := testutil.LiveHeap()
 	if l := c.c.Len(); l != n {
 		tb.Fatalf("the cache holds %d keys, want %d", l, n)
 	}
-	return float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / n
+	return float64(after-before) / n
 }
 
 // A signer's entry holds its lifted key P once, affine, in its output
