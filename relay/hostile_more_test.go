@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/snapnode/snapnode/internal/testutil"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -61,7 +62,7 @@ func TestForgedCopyDoesNotShadowTheGenuine(t *testing.T) {
 	otherContent := *genuine
 	otherContent.Content = "forged"
 	otherSig := *genuine
-	otherSig.Sig = flipHex(genuine.Sig)
+	otherSig.Sig = testutil.FlipHex(genuine.Sig)
 	var once sync.Once
 	bad := newHostileRelay(t, func(frame []byte, write func([]byte) error) {
 		req, ok := nostr.ParseMessage(frame).(*nostr.ReqEnvelope)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/snapnode/snapnode/internal/testutil"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -319,7 +320,7 @@ func TestHostileRelayEventsFiltered(t *testing.T) {
 		}
 	}
 	forged := *ptEvent(t, ptNow(), "forged")
-	forged.Sig = flipHex(forged.Sig)
+	forged.Sig = testutil.FlipHex(forged.Sig)
 	badID := *ptEvent(t, ptNow(), "bad id")
 	badID.Content = "changed"
 	bad := floodAfterREQ(t, sentinel, func(sub string, write func([]byte) error) error {

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"github.com/snapnode/snapnode/internal/testutil"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -75,7 +76,7 @@ func TestPoolInProcessDelivery(t *testing.T) {
 		// checked again (a forged signature shows it is not re-checked:
 		// the relay in this process would never have let it through).
 		vouched := ptEvent(t, ptNow(), "vouched")
-		vouched.Sig = flipHex(vouched.Sig)
+		vouched.Sig = testutil.FlipHex(vouched.Sig)
 		local.hand(t, ConnMessage{Label: "EVENT", SubID: sub.wireID, Event: vouched, Verified: true})
 		select {
 		case got := <-sub.Events():
@@ -88,15 +89,15 @@ func TestPoolInProcessDelivery(t *testing.T) {
 
 		// Not marked Verified (a stored event, say): checked, and dropped.
 		unvouched := ptEvent(t, ptNow(), "unvouched")
-		unvouched.Sig = flipHex(unvouched.Sig)
+		unvouched.Sig = testutil.FlipHex(unvouched.Sig)
 		local.hand(t, ConnMessage{Label: "EVENT", SubID: sub.wireID, Event: unvouched})
 
 		// Verified claimed on Messages: from another relay, or from the
 		// in-process connection's own channel, the claim is ignored.
 		forged := ptEvent(t, ptNow(), "forged")
-		forged.Sig = flipHex(forged.Sig)
+		forged.Sig = testutil.FlipHex(forged.Sig)
 		forged2 := ptEvent(t, ptNow(), "forged on the channel")
-		forged2.Sig = flipHex(forged2.Sig)
+		forged2.Sig = testutil.FlipHex(forged2.Sig)
 		other.send(ConnMessage{Label: "EVENT", SubID: sub.wireID, Event: forged, Verified: true})
 		local.send(ConnMessage{Label: "EVENT", SubID: sub.wireID, Event: forged2, Verified: true})
 		other.event(sub.wireID, good)
@@ -175,7 +176,7 @@ func TestPoolPublishToOneRelayInCallersGoroutine(t *testing.T) {
 func TestPoolChecksEventsFromAWebSocketRelay(t *testing.T) {
 	good := ptEvent(t, ptNow(), "good")
 	forged := ptEvent(t, ptNow(), "forged")
-	forged.Sig = flipHex(forged.Sig)
+	forged.Sig = testutil.FlipHex(forged.Sig)
 	upgrader := websocket.Upgrader{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ws, err := upgrader.Upgrade(w, r, nil)

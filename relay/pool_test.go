@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/snapnode/snapnode/internal/testutil"
 	"log/slog"
 	"slices"
 	"strings"
@@ -36,14 +37,6 @@ func ptEvent(t *testing.T, at nostr.Timestamp, content string, tags ...nostr.Tag
 		t.Fatal(err)
 	}
 	return ev
-}
-
-// flipHex changes the first hex digit of s.
-func flipHex(s string) string {
-	if s[0] == '0' {
-		return "1" + s[1:]
-	}
-	return "0" + s[1:]
 }
 
 func ptFilter() nostr.Filter {
@@ -440,7 +433,7 @@ func TestPoolDropsUnverifiableAndUnmatchedEvents(t *testing.T) {
 
 		good := ptEvent(t, ptNow(), "good", nostr.Tag{"skill", "translate"})
 		badSig := *good
-		badSig.Sig = flipHex(good.Sig)
+		badSig.Sig = testutil.FlipHex(good.Sig)
 		badID := *good
 		badID.Content = "tampered" // id no longer matches
 		shortID := *good

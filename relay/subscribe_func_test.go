@@ -2,6 +2,7 @@ package relay
 
 import (
 	"fmt"
+	"github.com/snapnode/snapnode/internal/testutil"
 	"slices"
 	"sync"
 	"testing"
@@ -33,7 +34,7 @@ func TestPoolSubscribeFunc(t *testing.T) {
 		a, b := n.last(t, "ws://a"), n.last(t, "ws://b")
 		good := ptEvent(t, ptNow(), "good")
 		bad := ptEvent(t, ptNow(), "bad")
-		bad.Sig = flipHex(bad.Sig)
+		bad.Sig = testutil.FlipHex(bad.Sig)
 		a.event(sub.wireID, good)
 		b.event(sub.wireID, good) // the same event from another relay
 		a.event(sub.wireID, bad)
@@ -101,7 +102,7 @@ func TestPoolSubscribeGated(t *testing.T) {
 				turned = append(turned, ev)
 			}
 		}
-		passed[1].Sig, turned[1].Sig = flipHex(passed[1].Sig), flipHex(turned[1].Sig)
+		passed[1].Sig, turned[1].Sig = testutil.FlipHex(passed[1].Sig), testutil.FlipHex(turned[1].Sig)
 		for _, ev := range []*nostr.Event{passed[0], passed[1], turned[0], turned[1]} {
 			a.event(sub.wireID, ev)
 		}

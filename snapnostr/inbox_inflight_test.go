@@ -9,6 +9,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/snapnode/snapnode/internal/fairqueue"
+	"github.com/snapnode/snapnode/internal/testutil"
 	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/snap"
 )
@@ -129,9 +130,9 @@ func TestInboxFinishesWhatItCountsBeforeTheWorkers(t *testing.T) {
 		r := newRig(t, InboxConfig{Shares: &switchShares{grace: time.Second}, Replay: recorded})
 		for i := range 50 {
 			ev := signed(t, r, relay.KindEphemeral, "genuine")
-			ev.Sig = ev.Sig[:len(ev.Sig)-2] + "00" // a forgery under a genuine id
+			ev.Sig = testutil.FlipHex(ev.Sig) // a forgery under a genuine id
 			if i%2 == 0 {
-				ev.ID = ev.ID[:len(ev.ID)-2] + "00" // under an id of its own
+				ev.ID = testutil.FlipHex(ev.ID) // under an id of its own
 			}
 			r.in.setAside(r.ctx, ev, r.jobs, r.refusals)
 		}
