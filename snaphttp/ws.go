@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/netip"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -31,7 +32,10 @@ import (
 //
 // The server pings every PingInterval and closes a peer silent (no pong,
 // no message) for two intervals, a connection idle for IdleTimeout, and a
-// frame larger than MaxBody (close 1009). A binary frame is not read: once
+// frame larger than MaxBody (close 1009). A message waiting for its share
+// of BodyMemory, or for room among the requests read ahead, is waiting on
+// the node, not on the peer: that time counts neither as idle nor as
+// silence. A binary frame is not read: once
 // the requests before it are answered, it gets a signed 1005, then the
 // close 1003 (unsupported data).
 func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
@@ -86,7 +90,7 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 		release()
 		return // the upgrader answered with an HTTP error
 	}
-	wc := &wsConn{s: s, c: c, key: key, remote: r.RemoteAddr}
+	wc := &wsConn{s: s, c: c, key: key, remote: r.RemoteAddr, waited: make(chan struct{}, 1)}
 	wc.ctx, wc.cancel = context.WithCancel(s.base)
 	s.mu.Lock()
 	s.ws[wc] = struct{}{}
@@ -141,6 +145,11 @@ type wsConn struct {
 	// binary is set by the reader when it stopped at a binary frame,
 	// before it closes its channel of requests.
 	binary bool
+	// waiting is set while the reader waits for a message's share of
+	// BodyMemory, and waited takes a token when that wait ends: the
+	// peer is not idle then, whatever the time since its last request.
+	waiting atomic.Bool
+	waited  chan struct{}
 }
 
 // binaryRefusal is the error answering a binary frame: SNAP messages are
@@ -224,10 +233,19 @@ loop:
 				break loop
 			}
 			idle.Reset(s.cfg.IdleTimeout)
+		case <-wc.waited:
+			// The reader waited for memory, not for the peer: the peer's
+			// time starts again.
+			idle.Reset(s.cfg.IdleTimeout)
 		case <-idle.C:
-			if len(reqs) > 0 {
-				// A message came as the time ran out: it is answered,
+			if len(reqs) > 0 || wc.waiting.Load() || len(wc.waited) > 0 {
+				// A message came as the time ran out, or waits for its
+				// share of BodyMemory (or just got it): it is answered,
 				// not dropped with the connection.
+				select {
+				case <-wc.waited:
+				default:
+				}
 				idle.Reset(s.cfg.IdleTimeout)
 				continue
 			}
@@ -269,13 +287,15 @@ func (wc *wsConn) read(reqs chan<- []byte, log *slog.Logger) {
 			wc.cancel()
 			return
 		}
-		_ = c.SetReadDeadline(time.Now().Add(wait))
 		select {
 		case reqs <- data:
 		case <-wc.ctx.Done():
 			wc.s.bodies.release(wc.key, int64(len(data)))
 			return
 		}
+		// The peer's time runs from now: while the queue was full
+		// nothing was read, its pongs included.
+		_ = c.SetReadDeadline(time.Now().Add(wait))
 	}
 }
 
@@ -293,8 +313,10 @@ func (wc *wsConn) readMessage() (data []byte, binary bool, err error) {
 	if typ == websocket.BinaryMessage {
 		return nil, true, nil
 	}
-	if err := s.bodies.acquire(wc.ctx, wc.key, s.cfg.MaxBody); err != nil {
-		return nil, false, err
+	if s.bodies.tryAcquire(wc.key, s.cfg.MaxBody) != "" {
+		if err := wc.awaitMemory(); err != nil {
+			return nil, false, err
+		}
 	}
 	data, err = s.readWebSocket(r)
 	if err != nil {
@@ -303,6 +325,28 @@ func (wc *wsConn) readMessage() (data []byte, binary bool, err error) {
 	}
 	s.bodies.shrink(wc.key, s.cfg.MaxBody-int64(len(data)))
 	return data, false, nil
+}
+
+// awaitMemory waits for a message's share of BodyMemory (MaxBody) while
+// the serve loop knows it (waiting, then waited). The wait is the
+// node's, not the peer's: nothing is read meanwhile, the peer's pongs
+// included, so its time to send the rest and the idle time-out start
+// again once the memory is free.
+func (wc *wsConn) awaitMemory() error {
+	s := wc.s
+	wc.waiting.Store(true)
+	// Cleared once waited holds its token, so that the serve loop, when
+	// its idle time-out runs out, sees one or the other.
+	defer wc.waiting.Store(false)
+	if err := s.bodies.acquire(wc.ctx, wc.key, s.cfg.MaxBody); err != nil {
+		return err
+	}
+	_ = wc.c.SetReadDeadline(time.Now().Add(2 * s.cfg.PingInterval))
+	select {
+	case wc.waited <- struct{}{}:
+	default:
+	}
+	return nil
 }
 
 // readWebSocket reads a WebSocket message of at most MaxBody bytes into
