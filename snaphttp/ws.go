@@ -3,6 +3,7 @@ package snaphttp
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"io"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"net/netip"
 	"runtime/debug"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -42,6 +44,14 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 	if !websocket.IsWebSocketUpgrade(r) {
 		w.Header().Set("Upgrade", "websocket")
 		writeError(w, http.StatusUpgradeRequired, snap.CodeInvalidMessage, "GET /snap is the WebSocket endpoint: upgrade to WebSocket, or POST a SNAP message", nil)
+		return
+	}
+	if field, reason := handshakeFault(r); field != "" {
+		if field == "Sec-WebSocket-Version" {
+			w.Header().Set("Sec-WebSocket-Version", "13") // RFC 6455, 4.4
+		}
+		writeError(w, http.StatusBadRequest, snap.CodeInvalidMessage, "the WebSocket upgrade's "+field+" header: "+reason,
+			map[string]any{"field": field, "reason": reason})
 		return
 	}
 	if !s.admit(w, r) {
@@ -110,6 +120,26 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 		defer recoverConn(s.cfg.Logger, c.NetConn(), wc.remote)
 		wc.serve()
 	}()
+}
+
+// handshakeFault names the header of a WebSocket upgrade that the upgrader
+// would refuse and what it must hold ("" when none is at fault), so that
+// the refusal names its field and rule as every other one does: the
+// upgrader's own says so only in its message.
+func handshakeFault(r *http.Request) (field, reason string) {
+	version := false
+	for _, v := range r.Header.Values("Sec-WebSocket-Version") {
+		for t := range strings.SplitSeq(v, ",") {
+			version = version || strings.TrimSpace(t) == "13"
+		}
+	}
+	if !version {
+		return "Sec-WebSocket-Version", "want 13, RFC 6455's version"
+	}
+	if key, err := base64.StdEncoding.DecodeString(r.Header.Get("Sec-WebSocket-Key")); err != nil || len(key) != 16 {
+		return "Sec-WebSocket-Key", "want 16 bytes in base64"
+	}
+	return "", ""
 }
 
 // recoverConn, deferred by a WebSocket's goroutine, logs a panic and
