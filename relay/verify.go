@@ -61,7 +61,9 @@ type author struct {
 // steady traffic still earns one under such a flood (secp.Tables). A
 // node shares these tables with its snap.Validator (Tables), so the bound
 // covers its peers' event keys and the addresses of its HTTP senders
-// together; a Nostr peer's messages verify through its event key's table.
+// together; a Nostr peer's messages verify through its event key's table,
+// and its event and message count as one request toward the idleness that
+// lets a table give way, as an HTTP sender's message does.
 const PrecomputedKeys = 64
 
 // VerifiedEvents bounds a Verifier's cache of events verified or signed

@@ -26,6 +26,9 @@ type cachedKey struct {
 type keyCache struct {
 	c      *bounded.Cache[string, *cachedKey]
 	tables *secp.Tables[[32]byte] // by x-only key: Q, or P for a signer
+	// shared: tables are the relay's (Config.Tables), which verified a
+	// signer's event through P's table before its message is checked.
+	shared bool
 }
 
 // precomputedKeys bounds the senders of a Validator holding a table of
@@ -41,10 +44,11 @@ const precomputedKeys = 64
 // newKeyCache returns a keyCache of max addresses keeping its tables in
 // tables, or in its own of precomputedKeys keys when tables is nil.
 func newKeyCache(max int, tables *secp.Tables[[32]byte]) *keyCache {
-	if tables == nil {
+	shared := tables != nil
+	if !shared {
 		tables = secp.NewTables[[32]byte](precomputedKeys)
 	}
-	return &keyCache{c: bounded.NewCache[string, *cachedKey](max), tables: tables}
+	return &keyCache{c: bounded.NewCache[string, *cachedKey](max), tables: tables, shared: shared}
 }
 
 // verify checks the 128-hex BIP-340 signature sigHex of d against k's
@@ -62,12 +66,17 @@ func (c *keyCache) verify(k *cachedKey, d [32]byte, sigHex string) bool {
 // internal key of k, signed the transport's envelope: the signature by
 // k's output key is checked through s's table, where s's events are
 // checked too when the tables are shared (Config.Tables), and counts
-// toward it.
+// toward it. In shared tables the envelope's check moved the clock of
+// idleness for the request already, and the message's does not
+// (secp.Tables.VerifyOutputAgain).
 func (c *keyCache) verifyBy(s *signerKey, d [32]byte, sigHex string) bool {
 	sig, ok := decodeSignature(sigHex)
 	p := s.out.Internal()
-	if c == nil {
+	switch {
+	case c == nil:
 		return ok && p.VerifyOutput(s.out, d, sig)
+	case c.shared:
+		return ok && c.tables.VerifyOutputAgain(p.Bytes(), p, &s.uses, s.out, d, sig)
 	}
 	return ok && c.tables.VerifyOutput(p.Bytes(), p, &s.uses, s.out, d, sig)
 }

@@ -47,7 +47,9 @@ type Config struct {
 	// messages, so that an agent's event key and its address share one
 	// table and one place in its bound. A message of ValidateSigned is
 	// checked through the table of its signer, the internal key whose
-	// output key its from names.
+	// output key its from names, and counts with the event that carried
+	// it as one request on the clock that decides which tables are idle
+	// (secp.Tables.VerifyOutputAgain), as a message over HTTP does.
 	Tables *secp.Tables[[32]byte]
 	// Limiter, when set, decides whether an authenticated sender of a
 	// request may be served now: it is asked with the address of from

@@ -31,7 +31,10 @@ const ReplaceEvery = 48
 // verified nothing in the last IdleVerifications(size) verifications of
 // this Tables: more busy keys than its size keep the tables they have
 // instead of taking turns rebuilding them. The clock of idleness counts
-// only signatures that verified (Verify): forged ones move nothing.
+// only signatures that verified (Verify): forged ones move nothing. Nor
+// does the second signature of one request checked through the same key
+// (VerifyOutputAgain: a Nostr event's, then its message's), so that the
+// clock counts requests, by whatever path they come.
 //
 // A full Tables also replaces keys at most once per ReplaceEvery
 // verifications, so that a flood of valid messages from fresh keys,
@@ -116,7 +119,7 @@ func (t *Tables[K]) held(k K) *held {
 // of idleness or count as a use of a table: forgeries, which cost nothing
 // to make, can neither keep a key's table nor make other keys look idle.
 func (t *Tables[K]) Verify(k K, p *PublicKey, u *Uses, digest [32]byte, sig [64]byte) bool {
-	return t.check(k, p, u, func(p *PublicKey) bool { return p.Verify(digest, sig) })
+	return t.check(k, p, u, false, func(p *PublicKey) bool { return p.Verify(digest, sig) })
 }
 
 // VerifyOutput is Verify for a signature by o, the output key of p
@@ -124,24 +127,49 @@ func (t *Tables[K]) Verify(k K, p *PublicKey, u *Uses, digest [32]byte, sig [64]
 // k and counts toward it, so that an agent's internal key and its output
 // key share one table and one place in t.
 func (t *Tables[K]) VerifyOutput(k K, p *PublicKey, u *Uses, o *OutputKey, digest [32]byte, sig [64]byte) bool {
-	return t.check(k, p, u, func(p *PublicKey) bool { return p.VerifyOutput(o, digest, sig) })
+	return t.check(k, p, u, false, func(p *PublicKey) bool { return p.VerifyOutput(o, digest, sig) })
 }
 
-// check is Verify and VerifyOutput: valid tells whether the signature
-// verifies by a key, p or the one held under k.
-func (t *Tables[K]) check(k K, p *PublicKey, u *Uses, valid func(*PublicKey) bool) bool {
+// VerifyOutputAgain is VerifyOutput for the second signature of a request
+// whose first, by p, t verified under k already (Verify): a Nostr event's
+// signature by an agent's internal key, then that of the message the
+// event carries, by its output key. It counts as a use of k's table, or
+// toward it, like VerifyOutput, but does not move the clock of idleness:
+// a request counts once, so a key's table falls idle after
+// IdleVerifications(size) requests by other keys whichever way they come,
+// not half as many when each carries two signatures. The budget of
+// replacements runs on the same clock: one per ReplaceEvery requests of
+// two signatures is half the CPU bound of one per ReplaceEvery
+// verifications.
+func (t *Tables[K]) VerifyOutputAgain(k K, p *PublicKey, u *Uses, o *OutputKey, digest [32]byte, sig [64]byte) bool {
+	return t.check(k, p, u, true, func(p *PublicKey) bool { return p.VerifyOutput(o, digest, sig) })
+}
+
+// check is Verify, VerifyOutput and VerifyOutputAgain: valid tells
+// whether the signature verifies by a key, p or the one held under k;
+// again, whether the clock stays (VerifyOutputAgain).
+func (t *Tables[K]) check(k K, p *PublicKey, u *Uses, again bool, valid func(*PublicKey) bool) bool {
 	if h := t.held(k); h != nil {
 		if !valid(h.pub) {
 			return false
 		}
-		h.last.Store(t.tick.Add(1))
+		h.last.Store(t.clock(again))
 		return true
 	}
 	if !valid(p) {
 		return false
 	}
-	t.verified(k, p, u)
+	t.counted(k, p, u, t.clock(again))
 	return true
+}
+
+// clock returns the tick of a signature that verified: the next one, or
+// the current one for a request's second (again).
+func (t *Tables[K]) clock(again bool) uint64 {
+	if again {
+		return t.tick.Load()
+	}
+	return t.tick.Add(1)
 }
 
 // verified records that p, held by the caller under k with its count u,
@@ -150,8 +178,10 @@ func (t *Tables[K]) check(k K, p *PublicKey, u *Uses, valid func(*PublicKey) boo
 // if there is room, or a key idle long enough to give way and budget to
 // replace it (see Tables). Only signatures that verified through p, not
 // through a table, are reported: Verify does so.
-func (t *Tables[K]) verified(k K, p *PublicKey, u *Uses) {
-	now := t.tick.Add(1)
+func (t *Tables[K]) verified(k K, p *PublicKey, u *Uses) { t.counted(k, p, u, t.tick.Add(1)) }
+
+// counted is verified at tick now, which the caller took from the clock.
+func (t *Tables[K]) counted(k K, p *PublicKey, u *Uses, now uint64) {
 	if u.n.Add(1)%PromoteAfter != 0 {
 		return
 	}

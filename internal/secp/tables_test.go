@@ -407,3 +407,79 @@ func TestTablesWaitingKeyKeepsItsPlace(t *testing.T) {
 		t.Fatalf("key 4, in line with 9 verifications, got no table at the next replacement (key 5, with 8, got one: %v)", five)
 	}
 }
+
+// A request that carries two signatures by one key, checked through its
+// table (Verify for a Nostr event's by P, then VerifyOutputAgain for its
+// message's by P's output key), moves the clock of idleness once: a key
+// is idle after IdleVerifications(size) such requests by others, not half
+// as many. VerifyOutputAgain still counts toward a table, and a signature
+// that fails through it is refused.
+func TestTablesVerifyOutputAgainTicksOnce(t *testing.T) {
+	const size = 1
+	idle := int(secp.IdleVerifications(size))
+	tables := secp.NewTables[int](size)
+	type agent struct {
+		d      *secp.SecretKey // signs for p
+		p      *secp.PublicKey
+		o      *secp.OutputKey
+		q      *secp.SecretKey // signs for o
+		events secp.Uses       // the relay's count
+		msgs   secp.Uses       // the Validator's
+		n      int
+	}
+	agents := make([]*agent, 2)
+	for i := range agents {
+		secret := sha256.Sum256([]byte{'a', byte(i)})
+		p, o, q, ok := outputKeys(t, secret)
+		if !ok {
+			t.Fatal("no key")
+		}
+		d, err := secp.NewSecretKey(secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		agents[i] = &agent{d: d, p: p, o: o, q: q}
+	}
+	request := func(i int) {
+		t.Helper()
+		a := agents[i]
+		a.n++
+		d := sha256.Sum256([]byte{'r', byte(i), byte(a.n), byte(a.n >> 8)})
+		sig, err := a.d.Sign(d, [32]byte{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !tables.Verify(i, a.p, &a.events, d, sig) {
+			t.Fatalf("agent %d: an event's good signature failed", i)
+		}
+		if sig, err = a.q.Sign(d, [32]byte{}); err != nil {
+			t.Fatal(err)
+		}
+		if !tables.VerifyOutputAgain(i, a.p, &a.msgs, a.o, d, sig) {
+			t.Fatalf("agent %d: a message's good signature failed", i)
+		}
+		sig[0] ^= 1
+		if tables.VerifyOutputAgain(i, a.p, &a.msgs, a.o, d, sig) {
+			t.Fatalf("agent %d: a forged message's signature verified", i)
+		}
+	}
+	for range secp.PromoteAfter {
+		request(0)
+	}
+	if _, ok := tables.Get(0); !ok {
+		t.Fatalf("agent 0 holds no table after %d requests", secp.PromoteAfter)
+	}
+	request(0)
+	for range idle { // agent 1 asks for a table at each PromoteAfter-th
+		request(1)
+	}
+	if _, ok := tables.Get(0); !ok {
+		t.Fatalf("agent 0 lost its table after %d requests by another, idle after %d", idle, idle)
+	}
+	for range secp.PromoteAfter {
+		request(1)
+	}
+	if _, ok := tables.Get(1); !ok {
+		t.Fatalf("after %d requests by agent 1, agent 0 still holds the table", idle+secp.PromoteAfter)
+	}
+}
