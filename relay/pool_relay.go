@@ -494,12 +494,12 @@ func (r *poolRelay) accept(s *Subscription, ev *nostr.Event, verified bool, page
 			return
 		}
 	}
-	s.noteSeen(r.idx, ev.CreatedAt, page)
+	stored := s.noteSeen(r.idx, ev.CreatedAt, page)
 	if !s.firstSight(id, ev.CreatedAt) { // another relay's copy came meanwhile
 		r.duplicate.Add(1)
 		return
 	}
-	s.deliver(ev)
+	s.deliver(ev, stored)
 }
 
 // talkLimiter bounds the lines a relay's own messages (NOTICE, CLOSED),

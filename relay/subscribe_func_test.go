@@ -132,3 +132,64 @@ func TestPoolSubscribeGated(t *testing.T) {
 		}
 	})
 }
+
+// SubscribeWith's Stored gets the events a relay brings before its stored
+// events are all read, its catch-up pages' included; Take the live ones
+// after.
+func TestPoolSubscribeWithStored(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newPTNet()
+		n.manualPages = true
+		p := newPTPool(t, n, PoolConfig{URLs: []string{"ws://a"}})
+		if _, err := p.SubscribeWith(t.Context(), ptFilter(), SubscribeOptions{Stored: func(*nostr.Event) {}}); err == nil {
+			t.Fatal("SubscribeWith with Stored and no Take: no error")
+		}
+		var mu sync.Mutex
+		var stored, taken []string
+		now := ptNow()
+		since := now - 3600
+		sub, err := p.SubscribeWith(t.Context(), ptFilter(), SubscribeOptions{
+			Since: map[string]nostr.Timestamp{"ws://a": since},
+			Take: func(ev *nostr.Event) {
+				mu.Lock()
+				defer mu.Unlock()
+				taken = append(taken, ev.Content)
+			},
+			Stored: func(ev *nostr.Event) {
+				mu.Lock()
+				defer mu.Unlock()
+				stored = append(stored, ev.Content)
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		a := n.last(t, "ws://a")
+		a.event(sub.wireID, ptEvent(t, now-10, "stored"))
+		a.eose(sub.wireID)
+		synctest.Wait()
+		pages := a.pages()
+		if len(pages) != 1 {
+			t.Fatalf("pages asked: %+v, want one", pages)
+		}
+		a.event(pages[0].id, ptEvent(t, now-20, "paged"))
+		a.eose(pages[0].id)
+		synctest.Wait()
+		if pages = a.pages(); len(pages) != 2 {
+			t.Fatalf("pages asked: %+v, want two", pages)
+		}
+		a.event(sub.wireID, ptEvent(t, now-5, "live during the catch-up"))
+		a.eose(pages[1].id) // nothing older: caught up
+		synctest.Wait()
+		a.event(sub.wireID, ptEvent(t, now, "live"))
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if want := []string{"stored", "paged", "live during the catch-up"}; !slices.Equal(stored, want) {
+			t.Errorf("Stored got %q, want %q", stored, want)
+		}
+		if want := []string{"live"}; !slices.Equal(taken, want) {
+			t.Errorf("Take got %q, want %q", taken, want)
+		}
+	})
+}

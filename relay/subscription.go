@@ -23,8 +23,11 @@ type Subscription struct {
 
 	events chan *nostr.Event
 	take   func(*nostr.Event) // SubscribeFunc's: takes the events instead of events
-	gate   Gate               // SubscribeGated's
-	sendMu sync.Mutex         // held while sending on events (or calling take); events is closed under it
+	// takeStored, SubscribeOptions.Stored, takes in take's place the
+	// events brought before their relay's stored events are all read.
+	takeStored func(*nostr.Event)
+	gate       Gate       // SubscribeGated's
+	sendMu     sync.Mutex // held while sending on events (or calling take); events is closed under it
 	// sizes holds the sizes (EventSize) of the events sent on events
 	// that the reader may not have taken yet, oldest first, and held
 	// their sum: the reader takes the oldest, so those it took are the
@@ -222,19 +225,21 @@ func (s *Subscription) reqFilter(idx int) (nostr.Filter, string) {
 // noteSeen moves the resume point of relay idx, which brought an event
 // created at at on page ("" for the subscription's own REQ; see
 // catchUp), or, before the stored events of its current REQ are all
-// read, the point it moves to then. A created_at in the future counts as
-// now, so a forged far-future event cannot make resubscriptions skip what
-// comes before it.
-func (s *Subscription) noteSeen(idx int, at nostr.Timestamp, page string) {
+// read, the point it moves to then; it reports whether they were not all
+// read yet (stored: the event is one of them, or came meanwhile). A
+// created_at in the future counts as now, so a forged far-future event
+// cannot make resubscriptions skip what comes before it.
+func (s *Subscription) noteSeen(idx int, at nostr.Timestamp, page string) (stored bool) {
 	at = min(at, nostr.Timestamp(s.p.cfg.Now().Unix()))
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.live[idx] {
 		s.stored[idx] = max(s.stored[idx], at)
 		s.noteCatchUp(idx, at, page)
-		return
+		return true
 	}
 	s.moveTo(idx, at)
+	return false
 }
 
 // noteAside counts an event a Gate passed over, created at at and
@@ -340,8 +345,9 @@ func (s *Subscription) seenBefore(id [32]byte) bool {
 }
 
 // deliver hands ev to the reader, applying the slow-consumer policy, or
-// to SubscribeFunc's function.
-func (s *Subscription) deliver(ev *nostr.Event) {
+// to SubscribeFunc's function (SubscribeOptions.Stored's when stored: its
+// relay's stored events are not all read yet).
+func (s *Subscription) deliver(ev *nostr.Event, stored bool) {
 	s.sendMu.Lock()
 	select {
 	case <-s.done:
@@ -350,7 +356,11 @@ func (s *Subscription) deliver(ev *nostr.Event) {
 	default:
 	}
 	if s.take != nil {
-		s.take(ev)
+		if stored && s.takeStored != nil {
+			s.takeStored(ev)
+		} else {
+			s.take(ev)
+		}
 		s.sendMu.Unlock()
 		return
 	}
@@ -488,7 +498,7 @@ func (s *Subscription) setAside(ev *nostr.Event) {
 // The subscription ends when ctx ends, on Close, when the pool closes, or
 // under the slow-consumer policy (see Pool).
 func (p *Pool) Subscribe(ctx context.Context, f nostr.Filter) (*Subscription, error) {
-	return p.subscribe(ctx, f, false, nil, Gate{}, nil)
+	return p.subscribe(ctx, f, false, nil, Gate{}, nil, nil)
 }
 
 // SubscribeFunc is Subscribe with each event handed to take instead of
@@ -503,7 +513,7 @@ func (p *Pool) SubscribeFunc(ctx context.Context, f nostr.Filter, take func(*nos
 	if take == nil {
 		return nil, errors.New("relay: SubscribeFunc: take is nil")
 	}
-	return p.subscribe(ctx, f, false, take, Gate{}, nil)
+	return p.subscribe(ctx, f, false, take, Gate{}, nil, nil)
 }
 
 // Gate lets a subscriber pass over events before their signatures are
@@ -531,7 +541,7 @@ func (p *Pool) SubscribeGated(ctx context.Context, f nostr.Filter, take func(*no
 	if take == nil || g.Pass == nil || g.Aside == nil {
 		return nil, errors.New("relay: SubscribeGated: take, Pass and Aside must all be set")
 	}
-	return p.subscribe(ctx, f, false, take, g, nil)
+	return p.subscribe(ctx, f, false, take, g, nil, nil)
 }
 
 // SubscribeOptions are the choices of SubscribeWith.
@@ -539,6 +549,15 @@ type SubscribeOptions struct {
 	// Take, when set, gets the events instead of the Events channel, as
 	// SubscribeFunc's take does.
 	Take func(*nostr.Event)
+	// Stored, when set with Take, gets in Take's place the events a relay
+	// brings before its stored events are all read: its REQ's EOSE and
+	// the catch-up after it (see Subscribe), live events of the meantime
+	// included. It is called as Take is, and must not block either: a
+	// subscriber that may make stored events wait (they are not live
+	// traffic) holds them itself, bounded. A relay's resume point
+	// (Resume) moves past them once its stored events are all read,
+	// whatever the subscriber did with them.
+	Stored func(*nostr.Event)
 	// Gate, when its Pass is set, decides which events Take gets, as
 	// SubscribeGated's does; Take and Aside must be set too.
 	Gate Gate
@@ -562,10 +581,13 @@ func (p *Pool) SubscribeWith(ctx context.Context, f nostr.Filter, o SubscribeOpt
 	if o.Gate.Pass != nil && (o.Take == nil || o.Gate.Aside == nil) {
 		return nil, errors.New("relay: SubscribeWith: a Gate needs Take and Aside")
 	}
-	return p.subscribe(ctx, f, false, o.Take, o.Gate, o.Since)
+	if o.Stored != nil && o.Take == nil {
+		return nil, errors.New("relay: SubscribeWith: Stored needs Take")
+	}
+	return p.subscribe(ctx, f, false, o.Take, o.Gate, o.Since, o.Stored)
 }
 
-func (p *Pool) subscribe(ctx context.Context, f nostr.Filter, query bool, take func(*nostr.Event), gate Gate, since map[string]nostr.Timestamp) (*Subscription, error) {
+func (p *Pool) subscribe(ctx context.Context, f nostr.Filter, query bool, take func(*nostr.Event), gate Gate, since map[string]nostr.Timestamp, takeStored func(*nostr.Event)) (*Subscription, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("relay: subscribe: %w", err)
 	}
@@ -580,23 +602,24 @@ func (p *Pool) subscribe(ctx context.Context, f nostr.Filter, query bool, take f
 		buffer = 0 // take gets the events; the channel is only closed
 	}
 	s := &Subscription{
-		p:        p,
-		serial:   p.serial,
-		wireID:   "snap-" + strconv.FormatUint(p.serial, 36),
-		filter:   f.Clone(),
-		events:   make(chan *nostr.Event, buffer),
-		take:     take,
-		gate:     gate,
-		eose:     make(chan struct{}),
-		done:     make(chan struct{}),
-		pending:  map[int]bool{},
-		served:   map[int]bool{},
-		lastSeen: make([]nostr.Timestamp, len(p.relays)),
-		stored:   make([]nostr.Timestamp, len(p.relays)),
-		live:     make([]bool, len(p.relays)),
-		catchUp:  make([]catchUp, len(p.relays)),
-		start:    make([]*nostr.Timestamp, len(p.relays)),
-		tail:     map[uint64]nostr.Timestamp{},
+		p:          p,
+		serial:     p.serial,
+		wireID:     "snap-" + strconv.FormatUint(p.serial, 36),
+		filter:     f.Clone(),
+		events:     make(chan *nostr.Event, buffer),
+		take:       take,
+		takeStored: takeStored,
+		gate:       gate,
+		eose:       make(chan struct{}),
+		done:       make(chan struct{}),
+		pending:    map[int]bool{},
+		served:     map[int]bool{},
+		lastSeen:   make([]nostr.Timestamp, len(p.relays)),
+		stored:     make([]nostr.Timestamp, len(p.relays)),
+		live:       make([]bool, len(p.relays)),
+		catchUp:    make([]catchUp, len(p.relays)),
+		start:      make([]*nostr.Timestamp, len(p.relays)),
+		tail:       map[uint64]nostr.Timestamp{},
 	}
 	// Each relay's point under any spelling of its URL; the latest of
 	// those given for one relay.
@@ -662,7 +685,7 @@ func (p *Pool) subscribe(ctx context.Context, f nostr.Filter, query bool, take f
 // held in memory, EventSize): a relay answering with a flood of large
 // events costs the query that much, not QueryMaxEvents megabytes.
 func (p *Pool) Query(ctx context.Context, f nostr.Filter) ([]*nostr.Event, error) {
-	s, err := p.subscribe(ctx, f, true, nil, Gate{}, nil)
+	s, err := p.subscribe(ctx, f, true, nil, Gate{}, nil, nil)
 	if err != nil {
 		return nil, err
 	}

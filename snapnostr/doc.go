@@ -14,7 +14,10 @@
 // the request's kind, tagged p (requester) and e (request), with a NIP-40
 // expiration on stored kinds. Requests wait in a bounded queue served by
 // Nostr key in turn; what does not fit, or exceeds a key's rate limit, is
-// refused at once (5003, 5002) rather than left to time out.
+// refused at once (5003, 5002) rather than left to time out. Stored
+// requests, those a relay sends before its stored events are all read
+// (the catch-up after a start or an outage), wait for room in the queue
+// instead, in a bounded backlog (InboxConfig.Backlog).
 //
 //	pool := relay.NewPool(relay.PoolConfig{URLs: urls, Logger: log})
 //	pool.Start(ctx)

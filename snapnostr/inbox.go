@@ -46,7 +46,19 @@ type InboxConfig struct {
 	// waiting than the busiest pushes out the busiest key's newest; the
 	// request refused either way is answered at once with 5003, never
 	// left to time out.
-	Workers, Queue int
+	//
+	// Stored requests are not refused so: those a relay returns for the
+	// inbox's subscription before its stored events are all read (a
+	// start's or a reconnection's catch-up, page after page on a relay
+	// that caps a REQ's) wait for room in the queue instead, by key in
+	// turn too, in a backlog of at most Backlog requests (default 8,192)
+	// holding at most BacklogBytes (default 16 MiB, as held in memory:
+	// relay.EventSize). Only past either bound is a stored request
+	// refused with 5003 (or pushed out, as in the queue). A request still
+	// waiting when Run stops is not answered, and the relays' points
+	// written then stay behind it: the next start asks for it again.
+	Workers, Queue        int
+	Backlog, BacklogBytes int
 	// Streams bounds the streaming requests answered at once (default
 	// 64), which run beside the workers since they last minutes; past it
 	// a streaming request is refused at once with 5003. A node sets it
@@ -189,6 +201,8 @@ func NewInbox(cfg InboxConfig) *Inbox {
 	}
 	defaults.Positive(&cfg.Workers, 8)
 	defaults.Positive(&cfg.Queue, 256)
+	defaults.Positive(&cfg.Backlog, 8192)
+	defaults.Positive(&cfg.BacklogBytes, 16<<20)
 	defaults.Positive(&cfg.ReplyTTL, relay.DefaultReplyTT*time.Second)
 	defaults.Positive(&cfg.MaxDrift, snap.DefaultMaxDrift)
 	defaults.Positive(&cfg.Lookback, 2*time.Minute)
@@ -291,6 +305,13 @@ func (in *Inbox) Run(ctx context.Context) error {
 			<-done
 		}
 	}()
+	// The stored requests waiting for room in the queue; deferred after
+	// the queue's closing, so run before it: what still waits as ctx
+	// ends is dropped, left counted in the watermark.
+	wait := &backlog{q: fairqueue.New[string, *nostr.Event](in.cfg.Backlog), max: int64(in.cfg.BacklogBytes)}
+	var feeder sync.WaitGroup
+	feeder.Go(func() { in.feed(ctx, wait, jobs) })
+	defer func() { wait.q.Close(); feeder.Wait() }()
 	if in.cfg.Shares != nil {
 		// Deferred after the queue's closing, so run before it: the
 		// review has stopped (ctx ended) when the queue closes.
@@ -300,7 +321,7 @@ func (in *Inbox) Run(ctx context.Context) error {
 	}
 	lookback := nostr.Timestamp(in.cfg.Lookback / time.Second)
 	for {
-		newest, points, err := in.listen(ctx, since, from, jobs, refusals)
+		newest, points, err := in.listen(ctx, since, from, jobs, wait, refusals)
 		for url, at := range points {
 			reached[url] = max(reached[url], at)
 			from[url] = max(from[url], at-lookback)
@@ -353,7 +374,9 @@ const reachEvery = time.Minute
 // listen runs one subscription from since (each relay in from, from its
 // own), queueing the requests it receives, until it ends; it returns the
 // newest created_at seen and each relay's point (relay.Subscription.Resume).
-func (in *Inbox) listen(ctx context.Context, since nostr.Timestamp, from map[string]nostr.Timestamp, jobs *fairqueue.Queue[string, *nostr.Event], refusals *refuser) (nostr.Timestamp, map[string]nostr.Timestamp, error) {
+// With a transport that tells stored events from live ones (a
+// *relay.Pool), the stored requests wait in wait for room in the queue.
+func (in *Inbox) listen(ctx context.Context, since nostr.Timestamp, from map[string]nostr.Timestamp, jobs *fairqueue.Queue[string, *nostr.Event], wait *backlog, refusals *refuser) (nostr.Timestamp, map[string]nostr.Timestamp, error) {
 	f := nostr.Filter{
 		Kinds: []int{relay.KindEphemeral, relay.KindMessage},
 		Tags:  nostr.TagMap{"p": {in.cfg.Key.NostrPublicKey()}},
@@ -361,11 +384,18 @@ func (in *Inbox) listen(ctx context.Context, since nostr.Timestamp, from map[str
 	}
 	var newest atomic.Int64 // the newest created_at seen, not after now
 	newest.Store(int64(since))
-	take := func(ev *nostr.Event) {
+	seen := func(ev *nostr.Event) {
 		at := int64(min(ev.CreatedAt, nostr.Timestamp(in.cfg.Now().Unix())))
 		for old := newest.Load(); at > old && !newest.CompareAndSwap(old, at); old = newest.Load() {
 		}
+	}
+	take := func(ev *nostr.Event) {
+		seen(ev)
 		in.take(ctx, ev, jobs, refusals)
+	}
+	stored := func(ev *nostr.Event) {
+		seen(ev)
+		in.receive(ctx, ev, jobs, wait, refusals)
 	}
 	// The subscription ends as listen returns, not with ctx: its points
 	// are read while it still delivers (see the end of listen).
@@ -378,7 +408,7 @@ func (in *Inbox) listen(ctx context.Context, since nostr.Timestamp, from map[str
 	fs, direct := in.cfg.Transport.(funcSubscriber)
 	switch {
 	case resuming:
-		o := relay.SubscribeOptions{Take: take, Since: from}
+		o := relay.SubscribeOptions{Take: take, Stored: stored, Since: from}
 		if in.cfg.Shares != nil {
 			o.Gate = relay.Gate{Pass: in.cfg.Shares.Mine,
 				Aside: func(ev *nostr.Event) { in.setAside(ctx, ev, jobs, refusals) }}
@@ -465,8 +495,17 @@ const MaxRequestEventSize = 128 << 10
 // backpressure): take runs on the reader of a relay connection, which
 // would then hold up every other peer's requests and answers on that
 // relay behind one peer's flood, where the queue serves keys in turn; and
-// a refusal is an answer: the peer is not left to time out.
+// a refusal is an answer: the peer is not left to time out. Even the
+// answers to the requests queued would wait: the relay's OKs to their
+// publication come on that reader.
 func (in *Inbox) take(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Queue[string, *nostr.Event], refusals *refuser) {
+	in.receive(ctx, ev, jobs, nil, refusals)
+}
+
+// receive is take with a stored request waiting in wait for room in the
+// queue (see InboxConfig.Backlog) rather than refused, when wait is set:
+// the reader still does not wait, the backlog's feeder does.
+func (in *Inbox) receive(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Queue[string, *nostr.Event], wait *backlog, refusals *refuser) {
 	// Each event once, across resubscriptions too.
 	id, ok := in.requestID(ev)
 	if !ok || !in.firstSight(id) {
@@ -480,7 +519,7 @@ func (in *Inbox) take(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Queu
 	if sh := in.cfg.Shares; sh != nil && !sh.Mine(id) && in.deferred.add(id, ev, in.cfg.Now().Add(sh.Grace()), true, !sh.Counted()) == kept {
 		return
 	}
-	in.admit(ctx, ev, jobs, refusals, false)
+	in.admitTo(ctx, ev, jobs, wait, refusals, false)
 }
 
 // requestID returns the id of ev if it is a request for this node (its
@@ -543,6 +582,13 @@ func (in *Inbox) verify(ev *nostr.Event) bool {
 // counted, so that the relays' points written as Run stops stay behind
 // it and the next start asks for it again.
 func (in *Inbox) admit(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Queue[string, *nostr.Event], refusals *refuser, late bool) {
+	in.admitTo(ctx, ev, jobs, nil, refusals, late)
+}
+
+// admitTo is admit with the request put in wait, when set, to wait
+// there for room in the queue (see InboxConfig.Backlog); it is queued at
+// once, or refused, when the backlog has no room either.
+func (in *Inbox) admitTo(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Queue[string, *nostr.Event], wait *backlog, refusals *refuser, late bool) {
 	in.marks.accepted(ev)
 	// The checkpoint is asked about a stored request dated up to the
 	// second the Inbox began, or taken up late from another replica: what a process
@@ -589,6 +635,18 @@ func (in *Inbox) admit(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Que
 	if late {
 		in.late.Store(ev, struct{}{})
 	}
+	if wait != nil && !late {
+		// A stored request waits its turn in the backlog; only one the
+		// backlog has no room for is queued or refused below.
+		switch out, res := wait.add(ev); res {
+		case fairqueue.Queued:
+			return
+		case fairqueue.Displaced:
+			in.marks.finished(out)
+			refusals.refuse(out, busy())
+			return
+		}
+	}
 	// When every worker is busy and the queue is full, the request
 	// refused is answered soon rather than left to time out.
 	switch out, res := jobs.Push(ev.PubKey, ev); res {
@@ -602,6 +660,51 @@ func (in *Inbox) admit(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Que
 		if _, wasLate := in.late.LoadAndDelete(out); !wasLate {
 			refusals.refuse(out, busy())
 		}
+	}
+}
+
+// backlog holds the stored requests waiting for room in the queue (see
+// InboxConfig.Backlog), by key in turn, and the bytes they hold.
+type backlog struct {
+	q     *fairqueue.Queue[string, *nostr.Event]
+	bytes atomic.Int64 // as held in memory (relay.EventSize)
+	max   int64
+}
+
+// add puts ev in the backlog, as fairqueue.Queue.Push does; one that
+// would take the backlog past its bytes is refused, unless the backlog
+// is empty.
+func (b *backlog) add(ev *nostr.Event) (out *nostr.Event, res fairqueue.Result) {
+	size := relay.EventSize(ev)
+	if b.bytes.Add(size) > b.max && b.q.Len() > 0 {
+		b.bytes.Add(-size)
+		return nil, fairqueue.Refused
+	}
+	out, res = b.q.Push(ev.PubKey, ev)
+	switch res {
+	case fairqueue.Refused:
+		b.bytes.Add(-size)
+	case fairqueue.Displaced:
+		b.bytes.Add(-relay.EventSize(out))
+	}
+	return out, res
+}
+
+// feed moves the backlog's requests into the queue as it makes room,
+// until the backlog is closed; once ctx ends, what is left is dropped,
+// still counted in the watermark (see admit), for the next start to ask
+// the relays for again.
+func (in *Inbox) feed(ctx context.Context, wait *backlog, jobs *fairqueue.Queue[string, *nostr.Event]) {
+	dropped := 0
+	for ev, ok := wait.q.Pop(); ok; ev, ok = wait.q.Pop() {
+		wait.bytes.Add(-relay.EventSize(ev))
+		if ctx.Err() != nil || !jobs.Wait(ctx, ev.PubKey, ev) {
+			dropped++
+		}
+	}
+	if dropped > 0 {
+		in.cfg.Logger.Info("inbox: stored requests still waiting for the queue as the inbox stops; the next start asks the relays for them again",
+			"count", dropped)
 	}
 }
 

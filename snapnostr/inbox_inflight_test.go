@@ -105,6 +105,35 @@ func TestInboxFinishesWhatItCountsBeforeTheWorkers(t *testing.T) {
 		}
 		want(t, r, 0, "the queued requests served")
 	})
+	t.Run("full backlog", func(t *testing.T) {
+		// Stored requests wait in the backlog; past it one is queued,
+		// past the queue refused.
+		r := newRig(t, InboxConfig{})
+		r.jobs = fairqueue.New[string, *nostr.Event](1)
+		wait := &backlog{q: fairqueue.New[string, *nostr.Event](2), max: 1 << 20}
+		for i := range 4 {
+			r.in.admitTo(r.ctx, signed(t, r, relay.KindMessage, fmt.Sprint(i)), r.jobs, wait, r.refusals, false)
+		}
+		if wait.q.Len() != 2 || r.jobs.Len() != 1 {
+			t.Fatalf("%d requests in the backlog and %d queued, want 2 and 1", wait.q.Len(), r.jobs.Len())
+		}
+		want(t, r, 3, "two requests in the backlog, one queued, one refused")
+		// Stopping: what waits in the backlog is dropped, still counted,
+		// so that the relays' points written then stay behind it.
+		stopped, cancel := context.WithCancel(r.ctx)
+		cancel()
+		wait.q.Close()
+		r.in.feed(stopped, wait, r.jobs)
+		if n := wait.bytes.Load(); n != 0 {
+			t.Errorf("the backlog counts %d bytes once empty", n)
+		}
+		ev, _ := r.jobs.Pop()
+		r.in.marks.finished(ev) // as serve does
+		want(t, r, 2, "the backlog's requests dropped as the inbox stops")
+		if points := r.in.marks.last(map[string]nostr.Timestamp{"wss://r": nostr.Timestamp(now.Unix())}); points != nil {
+			t.Fatalf("points %v written past the requests dropped from the backlog", points)
+		}
+	})
 	t.Run("kept aside and taken by another", func(t *testing.T) {
 		recorded := recordedSet{snap.NewMemoryReplayStore(0), map[string]bool{}}
 		r := newRig(t, InboxConfig{Shares: &switchShares{grace: time.Second}, Replay: recorded})

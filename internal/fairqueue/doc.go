@@ -18,6 +18,9 @@
 //	}
 //	q.Close() // Pop drains what is queued, then reports false
 //
+// Wait adds an item once there is room instead, pushing nothing out, for
+// work that may wait (a backlog) where Push's would be refused.
+//
 // It is written here because the standard library and the usual
 // packages offer bounded channels and priority queues, not per-sender
 // round robin with longest-queue eviction.

@@ -1,6 +1,9 @@
 package fairqueue
 
-import "sync"
+import (
+	"context"
+	"sync"
+)
 
 // Result is what Push did.
 type Result int
@@ -27,6 +30,9 @@ type Queue[K comparable, V any] struct {
 	byKey    map[K]*fifo[V]
 	ring     []K // keys with items, in turn order; ring[0] is next
 	closed   bool
+	// room, when a Wait waits, is closed as an item leaves (or the
+	// queue closes) and set to nil.
+	room chan struct{}
 }
 
 type fifo[V any] struct{ items []V }
@@ -65,6 +71,41 @@ func (q *Queue[K, V]) Push(key K, v V) (out V, res Result) {
 		}
 		res = Displaced
 	}
+	q.add(key, v)
+	return out, res
+}
+
+// Wait adds v at the end of key's turn once the queue has room for it,
+// pushing nothing out, and reports whether it did: false when ctx ends or
+// the queue is closed first. Push may take the room first: an item Wait
+// adds waits behind those.
+func (q *Queue[K, V]) Wait(ctx context.Context, key K, v V) bool {
+	for {
+		q.mu.Lock()
+		if q.closed {
+			q.mu.Unlock()
+			return false
+		}
+		if q.total < q.max {
+			q.add(key, v)
+			q.mu.Unlock()
+			return true
+		}
+		if q.room == nil {
+			q.room = make(chan struct{})
+		}
+		room := q.room
+		q.mu.Unlock()
+		select {
+		case <-room:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// add adds v at the end of key's turn. q.mu is held, and there is room.
+func (q *Queue[K, V]) add(key K, v V) {
 	f, ok := q.byKey[key]
 	if !ok {
 		f = &fifo[V]{}
@@ -74,7 +115,14 @@ func (q *Queue[K, V]) Push(key K, v V) (out V, res Result) {
 	f.items = append(f.items, v)
 	q.total++
 	q.nonEmpty.Signal()
-	return out, res
+}
+
+// roomMade wakes the Waits, if any. q.mu is held.
+func (q *Queue[K, V]) roomMade() {
+	if q.room != nil {
+		close(q.room)
+		q.room = nil
+	}
 }
 
 // Pop waits for an item and returns the oldest of the key whose turn it
@@ -100,6 +148,7 @@ func (q *Queue[K, V]) Pop() (v V, ok bool) {
 	if len(f.items) == 0 {
 		q.drop(key)
 	}
+	q.roomMade()
 	return v, true
 }
 
@@ -117,6 +166,7 @@ func (q *Queue[K, V]) Close() {
 	defer q.mu.Unlock()
 	q.closed = true
 	q.nonEmpty.Broadcast()
+	q.roomMade()
 }
 
 func (q *Queue[K, V]) len(key K) int {

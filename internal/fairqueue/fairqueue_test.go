@@ -1,6 +1,7 @@
 package fairqueue_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sync"
@@ -201,5 +202,39 @@ func BenchmarkChannelBaseline(b *testing.B) {
 	for i := 0; b.Loop(); i++ {
 		ch <- i
 		<-ch
+	}
+}
+
+// Wait adds an item once a Pop makes room, pushing nothing out, and gives
+// up when its context ends or the queue closes.
+func TestWaitAddsOnceThereIsRoom(t *testing.T) {
+	q := fairqueue.New[string, int](1)
+	q.Push("a", 1)
+	added := make(chan bool, 1)
+	go func() { added <- q.Wait(context.Background(), "b", 2) }()
+	if v, ok := q.Pop(); !ok || v != 1 {
+		t.Fatalf("Pop = %d, %v, want 1", v, ok)
+	}
+	if !<-added {
+		t.Fatal("Wait did not add once there was room")
+	}
+	if v, ok := q.Pop(); !ok || v != 2 {
+		t.Fatalf("Pop = %d, %v, want the waiting 2", v, ok)
+	}
+
+	q.Push("a", 3)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { added <- q.Wait(ctx, "b", 4) }()
+	cancel()
+	if <-added {
+		t.Fatal("Wait added after its context ended, on a full queue")
+	}
+	go func() { added <- q.Wait(context.Background(), "b", 5) }()
+	q.Close()
+	if <-added {
+		t.Fatal("Wait added to a closed queue")
+	}
+	if n := q.Len(); n != 1 {
+		t.Fatalf("Len = %d, want 1: Wait pushed something out", n)
 	}
 }
