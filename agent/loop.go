@@ -1053,8 +1053,9 @@ func (jr *jobRun) propose(ctx context.Context, it *Interaction, ans *Answer) (bo
 	jr.caught = true
 	// The answer is stored in the executor's first commit of the
 	// proposal: it is durable exactly when the proposal's reception is,
-	// before anything has an effect, and only while this process holds
-	// the job (a lost lease fails that commit, and nothing runs).
+	// before anything has an effect, only while this process holds the
+	// job (a lost lease fails that commit, and nothing runs), and only
+	// while the task has not ended (read again in that commit).
 	w, done := jr.prepare(it, nil)
 	// The notes of earlier steps go first: this one may join the commit.
 	jr.flushNotes()
@@ -1062,7 +1063,17 @@ func (jr *jobRun) propose(ctx context.Context, it *Interaction, ans *Answer) (bo
 	var note string
 	began := time.Now()
 	res, err := r.cfg.Executor.Run(ctx, executor.Request{TaskID: j.TaskID, Requester: j.Requester, Data: []byte(ans.Object),
-		Also: func(ctx context.Context, tx *sql.Tx) error { return r.cfg.Store.WriteTx(ctx, tx, w) },
+		Also: func(ctx context.Context, tx *sql.Tx) error {
+			// The task is read again in the commit that lets the action
+			// go on, as an operator's approval reads it: the read above
+			// may be stale (a cancel another process made after it,
+			// whose event never reaches this one), and the action runs
+			// before the task ends or not at all.
+			if err := st.Unended(ctx, tx); err != nil {
+				return err
+			}
+			return r.cfg.Store.WriteTx(ctx, tx, w)
+		},
 		// The promotion's record need not wait for the disk: this job's
 		// next commit (the next answer's, or the job's own as it stops)
 		// waits, and makes it durable, before the job goes anywhere.
@@ -1079,6 +1090,20 @@ func (jr *jobRun) propose(ctx context.Context, it *Interaction, ans *Answer) (bo
 			return st.In(ctx, tx, tasks.Outcome{State: tasks.StateWorking, Note: note})
 		}})
 	j.Seconds += time.Since(began).Seconds()
+	if errors.Is(err, tasks.ErrTerminal) {
+		// The task ended after the read above (Also's check): nothing
+		// of the proposal was stored or ran. Canceled, the answer goes
+		// with the job's end, not acted on, as above.
+		done(err)
+		if t, gerr := r.cfg.Tasks.Task(context.WithoutCancel(ctx), j.TaskID); gerr == nil && t.Status.State == tasks.StateCanceled && jr.cancel != nil {
+			jr.cancel(ErrCanceled)
+		}
+		if errors.Is(context.Cause(ctx), ErrCanceled) {
+			it.Observation = notActedOn()
+			jr.givenUp = it
+		}
+		return true, nil
+	}
 	if err != nil {
 		// Run may fail after its first commit (after a promotion it
 		// could not record, say): the answer is then stored, and the
