@@ -91,7 +91,8 @@ func Folds(s *Sandbox) bool { return s.core.spelling.Load().folds }
 // "in" once the new image is renamed in (or, for a removal, the file
 // checked) and before the file set aside is hashed again, and step
 // "remove" before the file set aside is removed (an error there stands
-// for the removal failing). A hook that panics stands for a crash there:
+// for the removal failing); and step "rmdir" once a directory to remove
+// was looked at (Lstat) and before it is removed. A hook that panics stands for a crash there:
 // nothing is undone.
 func SetSwapHook(s *Sandbox, swap func(step, path string) error) {
 	s.core.hooks.swap = func(step, rel string) error { return swap(step, Virtual(rel)) }

@@ -540,9 +540,13 @@ func (s *Sandbox) do(ctx context.Context, o op) (applied bool, err error) {
 		if fi, err = d.r.Lstat(name); err != nil {
 			err = bare(err)
 		} else if !fi.IsDir() {
-			err = ErrNotDir
-		} else {
-			err = bare(d.r.Remove(name))
+			err = changedBy(o.changed, ErrNotDir)
+		} else if err = s.swapHook("rmdir", o.rel); err == nil {
+			// Only a directory goes: a file or a link put at the name
+			// since the Lstat stays.
+			if err = rmdirIn(d.r, name); errors.Is(err, ErrNotDir) {
+				err = changedBy(o.changed, err)
+			}
 		}
 	}
 	if err != nil {

@@ -84,6 +84,7 @@ type hooks struct {
 	// removeIn): step "aside", the file is renamed to its private name,
 	// not yet checked; "in", the new image is in, the file set aside not
 	// yet hashed again; "remove", the file set aside is about to be
+	// removed; "rmdir", a directory to remove was looked at, not yet
 	// removed.
 	swap func(step, rel string) error
 	// portable has the sandbox replace files as it does where the system
