@@ -92,7 +92,9 @@ func Folds(s *Sandbox) bool { return s.core.spelling.Load().folds }
 // checked) and before the file set aside is hashed again, and step
 // "remove" before the file set aside is removed (an error there stands
 // for the removal failing); and step "rmdir" once a directory to remove
-// was looked at (Lstat) and before it is removed. A hook that panics stands for a crash there:
+// was looked at (Lstat) and before it is removed; and step "record" once
+// the record of the files kept (at path) was looked at and before it is
+// opened. A hook that panics stands for a crash there:
 // nothing is undone.
 func SetSwapHook(s *Sandbox, swap func(step, path string) error) {
 	s.core.hooks.swap = func(step, rel string) error { return swap(step, Virtual(rel)) }

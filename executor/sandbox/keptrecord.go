@@ -10,6 +10,7 @@ import (
 	"io"
 	"io/fs"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -94,11 +95,22 @@ func (s *Sandbox) readKept(ctx context.Context, name string, paths int) (map[str
 	if err := plainFile(fi); err != nil {
 		return nil, bad(err)
 	}
-	f, err := root.r.Open(name)
+	if err := s.swapHook("record", name); err != nil {
+		return nil, err
+	}
+	// O_NONBLOCK: a FIFO put there since the Lstat does not block the
+	// open (under the folder lock); what is opened must be the file
+	// looked at, a regular file still (never a link's target).
+	f, err := root.r.OpenFile(name, os.O_RDONLY|openNonblock, 0)
 	if err != nil {
 		return nil, bad(bare(err))
 	}
 	defer f.Close()
+	if got, err := f.Stat(); err != nil {
+		return nil, bad(bare(err))
+	} else if !os.SameFile(fi, got) || !got.Mode().IsRegular() {
+		return nil, bad(errors.New("replaced while it was opened"))
+	}
 	// Three relative paths an entry, each within MaxPathBytes, escaped.
 	max := int64(paths)*(3*6*MaxPathBytes+64) + 2
 	b, err := io.ReadAll(io.LimitReader(f, max+1))

@@ -85,7 +85,8 @@ type hooks struct {
 	// not yet checked; "in", the new image is in, the file set aside not
 	// yet hashed again; "remove", the file set aside is about to be
 	// removed; "rmdir", a directory to remove was looked at, not yet
-	// removed.
+	// removed; "record", the record of the files kept was looked at, not
+	// yet opened.
 	swap func(step, rel string) error
 	// portable has the sandbox replace files as it does where the system
 	// cannot exchange two names or rename without replacing (off Linux):
