@@ -64,7 +64,8 @@
 // take regular .txt and .md files only (a rename removes its source, so
 // its source follows the delete rule, and its target must be text too);
 // directories are created, never deleted (except by a rollback of their
-// creation); a rename never overwrites. Caps (Limits) on file size, total
+// creation, which removes a directory only as one: a file or a link put
+// at its name meanwhile stays, ErrDiverged); a rename never overwrites. Caps (Limits) on file size, total
 // bytes, entries listed, changes per stage and duration are enforced: the
 // operation fails with a *LimitError and changes nothing. Total bytes are
 // checked by Stage and again by Promote, under the folder lock: stagings
