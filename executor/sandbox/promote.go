@@ -47,7 +47,7 @@ func (s *Sandbox) promote(ctx context.Context, st *Staged, temps map[string]*tem
 	steps := make([]entry, len(st.entries))
 	var grow int64
 	for i, e := range st.entries {
-		cur, err := s.load(ctx, e.rel)
+		cur, err := s.loadWas(ctx, e.rel, e.pre)
 		if err != nil {
 			return nil, opErr("promote", e.rel, err)
 		}
@@ -238,10 +238,8 @@ func (s *Sandbox) restore(ctx context.Context, snap *Snapshot, partial bool, lef
 				continue
 			}
 		}
-		cur, err := s.load(ctx, e.rel)
-		if left != nil && errors.Is(err, ErrNotDir) && e.pre.Kind == KindAbsent {
-			continue // a folder it was in is something else now: gone with it
-		}
+		// A folder it was in is something else now: gone with it.
+		cur, err := s.loadWas(ctx, e.rel, e.pre)
 		if left != nil && (unreadable(err) || errors.Is(err, ErrNotDir) || errors.Is(err, ErrSpelling)) {
 			leave(e, Image{}, strings.TrimPrefix(err.Error(), "sandbox: "))
 			continue
@@ -378,6 +376,18 @@ func (s *Sandbox) keepHolding(ctx context.Context, op string, steps []entry, goi
 		}
 	}
 	return slices.DeleteFunc(steps, func(e entry) bool { return kept[e.rel] }), nil
+}
+
+// loadWas is load for a path whose image was was: a path that was
+// absent is absent still below a folder that is a file now (a change
+// that deletes a file and makes a folder at its name, with files in it,
+// is staged with their paths absent below the file), not ErrNotDir.
+func (s *Sandbox) loadWas(ctx context.Context, rel string, was Image) (Image, error) {
+	img, err := s.load(ctx, rel)
+	if errors.Is(err, ErrNotDir) && was.Kind == KindAbsent {
+		return Image{Kind: KindAbsent}, nil
+	}
+	return img, err
 }
 
 // names lists the directory rel, temporary files included.
