@@ -466,7 +466,8 @@ func (r *poolRelay) accept(s *Subscription, ev *nostr.Event, verified bool, page
 		// This relay has it too: its own resume point moves on. Its
 		// created_at is not checked here, but a forged one moves only
 		// this relay's own point, and a relay may withhold events
-		// anyway.
+		// anyway. The first copy was handed over, or is being (see
+		// Subscription.deliver).
 		s.noteSeen(r.idx, ev.CreatedAt, page)
 		return
 	}
@@ -494,12 +495,9 @@ func (r *poolRelay) accept(s *Subscription, ev *nostr.Event, verified bool, page
 			return
 		}
 	}
-	stored := s.noteSeen(r.idx, ev.CreatedAt, page)
-	if !s.firstSight(id, ev.CreatedAt) { // another relay's copy came meanwhile
+	if s.deliver(r.idx, id, ev, page) { // another relay's copy came meanwhile
 		r.duplicate.Add(1)
-		return
 	}
-	s.deliver(ev, stored)
 }
 
 // talkLimiter bounds the lines a relay's own messages (NOTICE, CLOSED),

@@ -51,6 +51,10 @@ type Subscription struct {
 	// resumes from its own, since a relay that was away may hold events
 	// older than what the others delivered meanwhile. One entry a relay.
 	lastSeen []nostr.Timestamp
+	// droppedAt is the oldest created_at (at most now) of the events
+	// marked delivered and then dropped (see dropped), 0 if none:
+	// Resume keeps every point before it.
+	droppedAt nostr.Timestamp
 	// stored holds, by relay index, the newest created_at (at most now)
 	// that relay brought since its current REQ, and live whether its
 	// stored events are all read: that REQ's EOSE came, and the catch-up
@@ -180,13 +184,19 @@ func (s *Subscription) relayDone(idx int) {
 // EOSE came, and the catch-up after it: see Subscribe). It is where the
 // subscription resumes on that relay after a reconnect (less
 // ResubscribeSkew), and what a subscriber keeps to begin a later
-// subscription from (SubscribeOptions.Since). Events a Gate passed over
-// do not move it.
+// subscription from (SubscribeOptions.Since). Only events handed over
+// move it (taken, or sent on Events): one dropped as the subscription
+// ended, or under the slow-consumer policy, does not, and no point
+// passes an event dropped from Events once it was marked delivered.
+// Events a Gate passed over do not move it either.
 func (s *Subscription) Resume() map[string]nostr.Timestamp {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := map[string]nostr.Timestamp{}
 	for idx, at := range s.lastSeen {
+		if s.droppedAt > 0 {
+			at = min(at, s.droppedAt-1)
+		}
 		if at > 0 {
 			out[s.p.relays[idx].url] = at
 		}
@@ -225,21 +235,28 @@ func (s *Subscription) reqFilter(idx int) (nostr.Filter, string) {
 // noteSeen moves the resume point of relay idx, which brought an event
 // created at at on page ("" for the subscription's own REQ; see
 // catchUp), or, before the stored events of its current REQ are all
-// read, the point it moves to then; it reports whether they were not all
-// read yet (stored: the event is one of them, or came meanwhile). A
-// created_at in the future counts as now, so a forged far-future event
-// cannot make resubscriptions skip what comes before it.
-func (s *Subscription) noteSeen(idx int, at nostr.Timestamp, page string) (stored bool) {
+// read, the point it moves to then. A created_at in the future counts as
+// now, so a forged far-future event cannot make resubscriptions skip what
+// comes before it.
+func (s *Subscription) noteSeen(idx int, at nostr.Timestamp, page string) {
 	at = min(at, nostr.Timestamp(s.p.cfg.Now().Unix()))
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.live[idx] {
 		s.stored[idx] = max(s.stored[idx], at)
 		s.noteCatchUp(idx, at, page)
-		return true
+		return
 	}
 	s.moveTo(idx, at)
-	return false
+}
+
+// storedNow reports whether relay idx's stored events (catch-up pages
+// included) are not all read yet: an event it brings now is one of them,
+// or came meanwhile. Only idx's reader, which calls it, changes that.
+func (s *Subscription) storedNow(idx int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.live[idx]
 }
 
 // noteAside counts an event a Gate passed over, created at at and
@@ -344,42 +361,82 @@ func (s *Subscription) seenBefore(id [32]byte) bool {
 	return s.p.dedupe.contains(dedupeKey{sub: s.serial, id: id})
 }
 
-// deliver hands ev to the reader, applying the slow-consumer policy, or
-// to SubscribeFunc's function (SubscribeOptions.Stored's when stored: its
-// relay's stored events are not all read yet).
-func (s *Subscription) deliver(ev *nostr.Event, stored bool) {
+// deliver hands ev, of id and brought by relay idx on page ("" for s's
+// own REQ), to the reader, applying the slow-consumer policy, or to
+// SubscribeFunc's function (SubscribeOptions.Stored's while idx's stored
+// events are read: see storedNow), unless it was delivered before; it reports
+// whether it was (another relay's copy came meanwhile).
+//
+// The relay's point moves (noteSeen) only once the event is handed over:
+// taken, or sent on the channel. One dropped, because the subscription
+// ended first or under the slow-consumer policy, leaves it where it was:
+// a subscriber that keeps the points (Resume) asks the relay for it
+// again. The event is marked delivered (firstSight) under sendMu, from
+// the check that the subscription is open until the hand-over: another
+// relay's copy that finds it marked finds it handed over, or on its way
+// (its take runs before Close returns), unless it is dropped from the
+// channel then, and Resume keeps every point behind such a drop (see
+// dropped).
+func (s *Subscription) deliver(idx int, id [32]byte, ev *nostr.Event, page string) (duplicate bool) {
 	s.sendMu.Lock()
 	select {
 	case <-s.done:
 		s.sendMu.Unlock()
-		return
+		return false
 	default:
 	}
+	if !s.firstSight(id, ev.CreatedAt) {
+		// This relay has it too: its own point moves on.
+		s.noteSeen(idx, ev.CreatedAt, page)
+		s.sendMu.Unlock()
+		return true
+	}
 	if s.take != nil {
-		if stored && s.takeStored != nil {
+		if s.takeStored != nil && s.storedNow(idx) {
 			s.takeStored(ev)
 		} else {
 			s.take(ev)
 		}
+		s.noteSeen(idx, ev.CreatedAt, page)
 		s.sendMu.Unlock()
-		return
+		return false
 	}
 	size := EventSize(ev)
 	if s.fits(size) {
 		select {
 		case s.events <- ev:
 			s.sent(size)
+			s.noteSeen(idx, ev.CreatedAt, page)
 			s.sendMu.Unlock()
-			return
+			return false
 		default:
 		}
 	}
 	s.waits.Add(1)
-	delivered := s.await(ev, size)
+	res := s.await(ev, size)
+	if res == awaitSent {
+		s.noteSeen(idx, ev.CreatedAt, page)
+	} else {
+		s.dropped(ev.CreatedAt)
+	}
 	s.sendMu.Unlock()
-	if !delivered {
+	if res == awaitTimedOut {
 		s.end(fmt.Errorf("relay: subscription %s: buffer of %d events or %d bytes full for %s: %w",
 			s.wireID, cap(s.events), s.p.cfg.SubscriptionBufferBytes, s.p.cfg.SlowConsumerTimeout, ErrSlowConsumer))
+	}
+	return false
+}
+
+// dropped keeps every relay's point, as Resume returns it, behind an
+// event created at at that was marked delivered and then dropped: another
+// relay's copy of it, a duplicate then, may have moved that relay's point
+// past it meanwhile.
+func (s *Subscription) dropped(at nostr.Timestamp) {
+	at = max(min(at, nostr.Timestamp(s.p.cfg.Now().Unix())), 1) // 0 is none
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.droppedAt == 0 || at < s.droppedAt {
+		s.droppedAt = at
 	}
 }
 
@@ -389,10 +446,18 @@ func (s *Subscription) deliver(ev *nostr.Event, stored bool) {
 // bytes.
 const bufferPoll = 5 * time.Millisecond
 
+// awaitResult is what await did with an event.
+type awaitResult int
+
+const (
+	awaitSent     awaitResult = iota // sent on the channel
+	awaitTimedOut                    // no room within SlowConsumerTimeout
+	awaitEnded                       // the subscription ended meanwhile
+)
+
 // await waits at most SlowConsumerTimeout for room for ev, of size
-// bytes, and sends it; it reports false if there was none (true if the
-// subscription ended meanwhile: nothing to do). s.sendMu is held.
-func (s *Subscription) await(ev *nostr.Event, size int64) bool {
+// bytes, and sends it. s.sendMu is held.
+func (s *Subscription) await(ev *nostr.Event, size int64) awaitResult {
 	t := time.NewTimer(s.p.cfg.SlowConsumerTimeout)
 	defer t.Stop()
 	var poll *time.Ticker
@@ -403,11 +468,11 @@ func (s *Subscription) await(ev *nostr.Event, size int64) bool {
 			select {
 			case s.events <- ev:
 				s.sent(size)
-				return true
+				return awaitSent
 			case <-t.C:
-				return false
+				return awaitTimedOut
 			case <-s.done:
-				return true
+				return awaitEnded
 			}
 		}
 		if poll == nil {
@@ -417,9 +482,9 @@ func (s *Subscription) await(ev *nostr.Event, size int64) bool {
 		select {
 		case <-poll.C:
 		case <-t.C:
-			return false
+			return awaitTimedOut
 		case <-s.done:
-			return true
+			return awaitEnded
 		}
 	}
 }
