@@ -90,3 +90,30 @@ func TestPoolResumeStaysBehindAnEventDroppedForASlowConsumer(t *testing.T) {
 		}
 	})
 }
+
+// Starts tells where each relay began: its own Since (under any spelling
+// of its URL), else the filter's; a relay with neither is left out.
+func TestSubscriptionStarts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newPTNet()
+		p := newPTPool(t, n, PoolConfig{URLs: []string{"ws://a", "ws://b"}})
+		since := ptNow() - 60
+		f := ptFilter()
+		f.Since = &since
+		s, err := p.SubscribeWith(t.Context(), f, SubscribeOptions{Since: map[string]nostr.Timestamp{"WS://A/": since - 600}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.Starts(); len(got) != 2 || got["ws://a"] != since-600 || got["ws://b"] != since {
+			t.Fatalf("Starts %v, want ws://a at %d and ws://b at %d", got, since-600, since)
+		}
+		s.Close()
+		s, err = p.Subscribe(t.Context(), ptFilter())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.Starts(); len(got) != 0 {
+			t.Fatalf("Starts %v with no Since, want none", got)
+		}
+	})
+}

@@ -204,6 +204,23 @@ func (s *Subscription) Resume() map[string]nostr.Timestamp {
 	return out
 }
 
+// Starts returns, by relay URL, the Since each relay was first asked
+// from: the one SubscribeOptions.Since gave for it, else the filter's
+// (relays with neither are left out). A subscriber that keeps the points
+// of Resume keeps these for the relays that brought nothing yet: such a
+// relay resumes from its start.
+func (s *Subscription) Starts() map[string]nostr.Timestamp {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]nostr.Timestamp{}
+	for idx, at := range s.start {
+		if at != nil {
+			out[s.p.relays[idx].url] = *at
+		}
+	}
+	return out
+}
+
 // reqFilter is the filter to send to relay idx: the original one, with
 // that relay's own Since if SubscribeWith gave one, the first time, and
 // after a reconnect that filter with since moved to the last created_at

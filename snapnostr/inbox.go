@@ -254,7 +254,9 @@ func (in *Inbox) Ready() <-chan struct{} { return in.ready }
 // only once every request received before it is finished: a request
 // dropped as Run stops, or kept aside for another replica (Shares) and
 // not known taken, holds it back, and the next Run asks the relay for
-// that request again.
+// that request again. A relay with no point kept (one added to the
+// configuration, or never reached) has one from the moment Run begins:
+// where it begins, until it brings a request.
 func (in *Inbox) Run(ctx context.Context) error {
 	since, from, err := in.since(ctx)
 	if err != nil {
@@ -320,8 +322,32 @@ func (in *Inbox) Run(ctx context.Context) error {
 		defer review.Wait()
 	}
 	lookback := nostr.Timestamp(in.cfg.Lookback / time.Second)
+	// As the first subscription is made, each relay's point is kept
+	// where it begins (RelayCheckpoint), and a later subscription
+	// begins it there again until it brings a request: a relay with no
+	// point kept (one added to the configuration, or never reached)
+	// would otherwise resume, after a restart, from the newest request
+	// processed, not held behind the requests in flight (see watermark)
+	// until a minute-by-minute write kept a point for it. Where a relay
+	// begins (the lookback taken off already) is behind every request
+	// it brings: none is received yet, and each is dated since. A point
+	// only moves forward, so one kept already stays, and the first
+	// request a relay brings moves its own past its start.
+	began := false
+	begin := func(starts map[string]nostr.Timestamp) {
+		if began {
+			return
+		}
+		began = true
+		for url, at := range starts {
+			from[url] = max(from[url], at)
+		}
+		if rc, ok := in.cfg.Checkpoint.(RelayCheckpoint); ok && len(starts) > 0 {
+			in.reach(ctx, rc, starts)
+		}
+	}
 	for {
-		newest, points, err := in.listen(ctx, since, from, jobs, wait, refusals)
+		newest, points, err := in.listen(ctx, since, from, jobs, wait, refusals, begin)
 		for url, at := range points {
 			reached[url] = max(reached[url], at)
 			from[url] = max(from[url], at-lookback)
@@ -376,7 +402,9 @@ const reachEvery = time.Minute
 // newest created_at seen and each relay's point (relay.Subscription.Resume).
 // With a transport that tells stored events from live ones (a
 // *relay.Pool), the stored requests wait in wait for room in the queue.
-func (in *Inbox) listen(ctx context.Context, since nostr.Timestamp, from map[string]nostr.Timestamp, jobs *fairqueue.Queue[string, *nostr.Event], wait *backlog, refusals *refuser) (nostr.Timestamp, map[string]nostr.Timestamp, error) {
+// begin gets, once the subscription is made, where each relay begins
+// (relay.Subscription.Starts).
+func (in *Inbox) listen(ctx context.Context, since nostr.Timestamp, from map[string]nostr.Timestamp, jobs *fairqueue.Queue[string, *nostr.Event], wait *backlog, refusals *refuser, begin func(map[string]nostr.Timestamp)) (nostr.Timestamp, map[string]nostr.Timestamp, error) {
 	f := nostr.Filter{
 		Kinds: []int{relay.KindEphemeral, relay.KindMessage},
 		Tags:  nostr.TagMap{"p": {in.cfg.Key.NostrPublicKey()}},
@@ -428,6 +456,7 @@ func (in *Inbox) listen(ctx context.Context, since nostr.Timestamp, from map[str
 		return since, nil, fmt.Errorf("snapnostr: inbox subscribe: %w", err)
 	}
 	defer sub.Close()
+	begin(sub.Starts())
 	if rc, ok := in.cfg.Checkpoint.(RelayCheckpoint); ok {
 		tick := time.NewTicker(in.reachEvery)
 		defer tick.Stop()

@@ -230,3 +230,65 @@ func TestInboxStopKeepsTheRelayPointBehindARequestDeferred(t *testing.T) {
 		t.Fatalf("%d requests handled, want 2", n)
 	}
 }
+
+// A relay with no point kept (one added to the configuration, or never
+// reached) is held behind the requests in flight as the others are: its
+// point is kept from the moment Run begins, where it begins from. Before,
+// it had none until a minute-by-minute write could keep one, so that a
+// node killed in its first minute, or one that stopped with a request
+// dropped (which holds every write back), restarted that relay from the
+// newest request processed: here one dated now, 30 s past the request
+// dropped, which the restart never asked for.
+func TestInboxStopKeepsARelayWithNoPointBehindARequestDropped(t *testing.T) {
+	r := newStopRig(t)
+	// The relay has no point kept: only the request processed before.
+	r.cp.MemoryCheckpoint = snapnostr.NewMemoryCheckpoint()
+	if err := r.cp.Done(context.Background(), "earlier", nostr.Timestamp(time.Now().Add(-time.Minute).Unix())); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	first := r.start()
+	if err := <-r.request(ctx, 0); err != nil {
+		t.Fatalf("the request dated now: %v", err)
+	}
+	droppedAt := nostr.Timestamp(time.Now().Add(-30 * time.Second).Unix())
+	// As the request is received: a node killed now restarts from the
+	// points kept then.
+	var kept map[string]nostr.Timestamp
+	r.cp.mu.Lock()
+	r.cp.onSeen = func() {
+		var err error
+		if kept, err = r.cp.Relays(context.Background()); err != nil {
+			t.Error(err)
+		}
+		first.stop()
+	}
+	r.cp.mu.Unlock()
+	dropped := r.request(ctx, 30*time.Second)
+	select {
+	case err := <-first.done:
+		if err != nil {
+			t.Fatalf("inbox: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the inbox did not stop")
+	}
+	if p, ok := kept[r.url]; !ok || p-nostr.Timestamp(r.lookback/time.Second) > droppedAt {
+		t.Fatalf("the relay's point kept as the request was received: %v (kept: %v), want one at most the lookback past %v",
+			p.Time().UTC(), ok, droppedAt.Time().UTC())
+	}
+	r.checkPoint(droppedAt, "the request dropped")
+
+	second := r.start()
+	if err := <-dropped; err != nil {
+		t.Fatalf("the request dropped as the node stopped, after the restart: %v", err)
+	}
+	second.stop()
+	if err := <-second.done; err != nil {
+		t.Fatalf("inbox: %v", err)
+	}
+	if n := r.calls.Load(); n != 2 {
+		t.Fatalf("%d requests handled, want 2", n)
+	}
+}
