@@ -485,14 +485,14 @@ func (in *Inbox) listen(ctx context.Context, since nostr.Timestamp, from map[str
 	for {
 		select {
 		case <-ctx.Done():
-			// The points are read before Close: a request they take in
-			// was handed to take, and counted in the watermark (one whose
-			// Seen fails now is dropped, and holds the points written
-			// back), but for one whose delivery is under way at this
-			// very instant. Read after Close, they would take in every
-			// request whose delivery Close dropped. take is not running,
-			// nor called again, once Close returns; with Subscribe, what
-			// the subscription buffered is taken.
+			// A request the points take in was handed to take, and
+			// counted in the watermark (one whose Seen fails now is
+			// dropped, and holds the points written back), or another
+			// relay's copy of it is being handed over: take runs before
+			// Close returns, and counts it then. The pool moves no point
+			// for a delivery Close drops. take is not running, nor called
+			// again, once Close returns; with Subscribe, what the
+			// subscription buffered is taken.
 			points := sub.Resume()
 			sub.Close()
 			for ev := range sub.Events() {
