@@ -28,9 +28,11 @@
 //     a Content-Type of another format than JSON, text/plain or none;
 //     429 with Retry-After when the peer
 //     is over its rate or the messages held at once would exceed
-//     BodyMemory, before the body is read; 202 with no body for a
-//     response or event posted to us, which is never answered. SNAP-Version
-//     is sent on every response and never required.
+//     BodyMemory, before the body is read; 503 with Retry-After (5003,
+//     limit "answer_memory") in place of an answer that finds no room in
+//     AnswerMemory, the answers being written at once; 202 with no body
+//     for a response or event posted to us, which is never answered.
+//     SNAP-Version is sent on every response and never required.
 //   - POST /snap with Accept: text/event-stream: 200, each message a
 //     "data: <one-line JSON>\n\n" frame flushed at once, events then the
 //     one final response, then the body ends. A stream request's headers

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"sync"
 	"time"
@@ -33,13 +34,30 @@ var ErrSlowReader = errors.New("snaphttp: the peer reads too slowly; stream ende
 // exchange with ErrSlowReader. The final response is queued with a wait
 // too, since the writer always drains the queue, discarding once it
 // failed. The writer calls taken for every frame it receives.
+//
+// Each frame also holds its share of the server's AnswerMemory (answers),
+// from when it is made until the writer is done with it. A frame that
+// finds no room in it within answerWait is replaced by the busy refusal
+// (Handler.Refuse of answerBusy), after which the exchange is over: send
+// fails with ErrAnswerMemory, final queues nothing, and busy reports
+// the scope that had no room.
 type outbox struct {
-	ch       chan []byte
+	ch       chan frame
 	frame    func(*snap.Message) ([]byte, error)
 	timeout  time.Duration
 	maxBytes int
 	// abort unblocks a write in progress and stops the exchange.
 	abort func()
+	// answers is the server's AnswerMemory, key the peer's share of it;
+	// refuse is the Handler's Refuse; stop, when set, ends the exchange's
+	// context once it is refused. life is the context of the connection
+	// (the request's, the WebSocket's): the busy refusal is queued until
+	// it ends.
+	life    context.Context
+	answers *answerBudget
+	key     netip.Addr
+	refuse  func(*snap.Error) *snap.Message
+	stop    func()
 	// done is closed when the exchange fails.
 	done chan struct{}
 
@@ -53,11 +71,71 @@ type outbox struct {
 	// room is closed, and replaced, whenever some are taken.
 	queued int
 	room   chan struct{}
+	// refused is the scope of the busy refusal queued in place of a
+	// frame ("" while none is).
+	refused string
 }
 
-func newOutbox(size, maxBytes int, timeout time.Duration, frame func(*snap.Message) ([]byte, error), abort func()) *outbox {
-	return &outbox{ch: make(chan []byte, size), maxBytes: maxBytes, frame: frame, timeout: timeout, abort: abort,
+// frame is one queued message, serialized, and what it holds of
+// AnswerMemory.
+type frame struct {
+	b    []byte
+	held int64
+}
+
+// newOutbox returns the outbox of one SSE exchange or WebSocket
+// connection of s's, with key's share of AnswerMemory.
+func (s *Server) newOutbox(life context.Context, key netip.Addr, encode func(*snap.Message) ([]byte, error), abort, stop func()) *outbox {
+	return &outbox{ch: make(chan frame, s.cfg.StreamBuffer), maxBytes: s.cfg.StreamBufferBytes, frame: encode,
+		timeout: s.cfg.WriteTimeout, abort: abort, life: life, answers: s.answers, key: key, refuse: s.cfg.Handler.Refuse, stop: stop,
 		done: make(chan struct{}), writing: make(chan struct{}, 1), room: make(chan struct{})}
+}
+
+// encode is m serialized (frame), holding its share of AnswerMemory,
+// waiting for it as answerBudget.take does. Without room it reports the
+// scope that had none; when ctx ends first, ctx's error.
+func (o *outbox) encode(ctx context.Context, m *snap.Message) (f frame, scope string, err error) {
+	b, err := o.frame(m)
+	if err != nil {
+		return frame{}, "", err
+	}
+	n := o.answers.size(cap(b))
+	if scope := o.answers.take(ctx, o.key, n); scope != "" {
+		if err := ctx.Err(); err != nil {
+			return frame{}, "", err // the exchange ended, not the room
+		}
+		return frame{}, scope, nil
+	}
+	return frame{b: b, held: n}, "", nil
+}
+
+// busy reports the scope of the busy refusal that ended the exchange,
+// or "" when none did.
+func (o *outbox) busy() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.refused
+}
+
+// refuseBusy queues, in place of a frame without room in AnswerMemory,
+// the busy refusal, which holds none (it is small), and ends the
+// exchange. A Handler that makes no refusal fails the exchange instead.
+func (o *outbox) refuseBusy(scope string) {
+	o.mu.Lock()
+	o.refused = scope
+	o.mu.Unlock()
+	if o.stop != nil {
+		defer o.stop()
+	}
+	var b []byte
+	if m := o.refuse(answerBusy(scope)); m != nil {
+		b, _ = o.frame(m)
+	}
+	if b == nil {
+		o.fail(ErrAnswerMemory)
+		return
+	}
+	o.queue(o.life, frame{b: b})
 }
 
 // reserve counts n bytes more as queued when they fit (or nothing else
@@ -73,12 +151,14 @@ func (o *outbox) reserve(n int) (bool, <-chan struct{}) {
 	return false, o.room
 }
 
-// taken gives back the n bytes of a frame the writer is done with
-// (written or discarded), or that was never queued.
-func (o *outbox) taken(n int) {
+// taken gives back the bytes of a frame the writer is done with
+// (written or discarded), or that was never queued, and its share of
+// AnswerMemory.
+func (o *outbox) taken(f frame) {
+	o.answers.release(o.key, f.held)
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.queued -= n
+	o.queued -= len(f.b)
 	close(o.room)
 	o.room = make(chan struct{})
 }
@@ -88,19 +168,28 @@ func (o *outbox) taken(n int) {
 // fails (the writer's error; a write that timed out is ErrSlowReader),
 // timeout passes with no frame taken (ErrSlowReader, and the exchange
 // fails; each frame taken starts it again), or ctx, the exchange's, ends (ctx's error; the exchange does
-// not fail, so that its final response is still written).
+// not fail, so that its final response is still written). An event
+// without room in AnswerMemory is refused (refuseBusy): ErrAnswerMemory.
 func (o *outbox) send(ctx context.Context, m *snap.Message) error {
 	if err := o.failed(); err != nil {
 		return err
 	}
-	b, err := o.frame(m)
-	if err != nil {
-		return err
+	if o.busy() != "" {
+		return ErrAnswerMemory
 	}
+	f, scope, err := o.encode(ctx, m)
+	switch {
+	case err != nil:
+		return err
+	case scope != "":
+		o.refuseBusy(scope)
+		return ErrAnswerMemory
+	}
+	b := f.b
 	reserved, room := o.reserve(len(b))
 	if reserved {
 		select {
-		case o.ch <- b:
+		case o.ch <- f:
 			return nil
 		default:
 		}
@@ -108,12 +197,12 @@ func (o *outbox) send(ctx context.Context, m *snap.Message) error {
 	t := time.NewTimer(o.timeout)
 	defer t.Stop()
 	for {
-		var ch chan<- []byte
+		var ch chan<- frame
 		if reserved {
 			ch = o.ch
 		}
 		select {
-		case ch <- b:
+		case ch <- f:
 			return nil
 		case <-room:
 			// A frame was taken: the peer reads, and has the timeout
@@ -132,18 +221,23 @@ func (o *outbox) send(ctx context.Context, m *snap.Message) error {
 			if err == nil {
 				err = ctx.Err()
 			}
-			if reserved {
-				o.taken(len(b))
-			}
+			o.untaken(f, reserved)
 			return err // when the exchange failed, the failure cancelled ctx
 		case <-t.C:
 			o.fail(ErrSlowReader)
 		}
-		if reserved {
-			o.taken(len(b))
-		}
+		o.untaken(f, reserved)
 		return o.failed()
 	}
+}
+
+// untaken gives back what f, never queued, holds: its bytes in the
+// queue when reserved, its share of AnswerMemory.
+func (o *outbox) untaken(f frame, reserved bool) {
+	if !reserved {
+		f.b = nil
+	}
+	o.taken(f)
 }
 
 // write runs w, one write of the writer to the peer, and fails the
@@ -170,31 +264,42 @@ func writeFailed(err error) error {
 
 // final queues the last message of an exchange, waiting for room until
 // ctx ends; ctx should end only when the peer is gone or shutdown is
-// forced, not when the stream ends. A nil m queues nothing.
+// forced, not when the stream ends. A nil m queues nothing, nor does an
+// exchange already refused (busy); an m without room in AnswerMemory is
+// refused (refuseBusy).
 func (o *outbox) final(ctx context.Context, m *snap.Message) {
-	if m == nil || o.failed() != nil {
+	if m == nil || o.failed() != nil || o.busy() != "" {
 		return
 	}
-	b, err := o.frame(m)
-	if err != nil {
+	f, scope, err := o.encode(ctx, m)
+	switch {
+	case err != nil:
 		o.fail(err)
 		return
+	case scope != "":
+		o.refuseBusy(scope)
+		return
 	}
-	// The last frame waits for room in frames only: it is one more.
+	o.queue(ctx, f)
+}
+
+// queue queues f, the last frame of an exchange, which waits for room in
+// frames only: it is one more.
+func (o *outbox) queue(ctx context.Context, f frame) {
 	o.mu.Lock()
-	o.queued += len(b)
+	o.queued += len(f.b)
 	o.mu.Unlock()
 	select {
-	case o.ch <- b:
+	case o.ch <- f:
 		return
 	default:
 	}
 	select {
-	case o.ch <- b:
+	case o.ch <- f:
 	case <-ctx.Done():
 		// Only a forced shutdown gets here: the writer is stuck and the
 		// connection is being closed.
-		o.taken(len(b))
+		o.taken(f)
 		o.fail(ctx.Err())
 	}
 }

@@ -3,6 +3,7 @@ package snaphttp
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"os"
 	"testing"
 	"testing/synctest"
@@ -23,13 +24,13 @@ func TestOutboxSendWaits(t *testing.T) {
 		o.send(context.Background(), &snap.Message{ID: "1"})
 		sent := make(chan error, 1)
 		go func() { sent <- o.send(context.Background(), &snap.Message{ID: "2"}) }()
-		if got := string(<-o.ch); got != "1" {
+		if got := string((<-o.ch).b); got != "1" {
 			t.Fatalf("first frame %q", got)
 		}
 		if err := <-sent; err != nil {
 			t.Fatalf("send: %v", err)
 		}
-		if got := string(<-o.ch); got != "2" {
+		if got := string((<-o.ch).b); got != "2" {
 			t.Fatalf("second frame %q", got)
 		}
 	})
@@ -48,7 +49,7 @@ func TestOutboxSendWaits(t *testing.T) {
 		}
 		<-o.ch
 		o.final(context.Background(), &snap.Message{ID: "final"})
-		if got := string(<-o.ch); got != "final" {
+		if got := string((<-o.ch).b); got != "final" {
 			t.Fatalf("frame %q, want the final response", got)
 		}
 	})
@@ -125,12 +126,12 @@ func TestOutboxBoundsBytes(t *testing.T) {
 			t.Fatalf("send returned %v before the writer was done with a frame", err)
 		default:
 		}
-		o.taken(len(f))
+		o.taken(f)
 		if err := <-sent; err != nil {
 			t.Fatalf("send once room was made: %v", err)
 		}
 		for range 2 {
-			o.taken(len(<-o.ch))
+			o.taken(<-o.ch)
 		}
 		big := "0123456789abcdef"
 		if err := o.send(t.Context(), &snap.Message{ID: big}); err != nil {
@@ -160,7 +161,7 @@ func TestOutboxTimeoutRunsFromTheLastFrameTaken(t *testing.T) {
 			defer close(drained)
 			for f := range o.ch {
 				time.Sleep(900 * time.Millisecond) // the peer takes it
-				o.taken(len(f))
+				o.taken(f)
 			}
 		}()
 		start := time.Now()
@@ -176,3 +177,19 @@ func TestOutboxTimeoutRunsFromTheLastFrameTaken(t *testing.T) {
 		}
 	})
 }
+
+// newOutbox is an outbox of size frames and maxBytes, with room in
+// AnswerMemory for every frame.
+func newOutbox(size, maxBytes int, timeout time.Duration, frame func(*snap.Message) ([]byte, error), abort func()) *outbox {
+	s := &Server{cfg: Config{StreamBuffer: size, StreamBufferBytes: maxBytes, WriteTimeout: timeout,
+		Handler: refuseNothing{}}, answers: newAnswerBudget(1<<40, 1<<40)}
+	return s.newOutbox(context.Background(), netip.Addr{}, frame, abort, nil)
+}
+
+// refuseNothing is a Handler that answers nothing.
+type refuseNothing struct{}
+
+func (refuseNothing) Serve(context.Context, snap.Inbound, func(*snap.Message) error) *snap.Message {
+	return nil
+}
+func (refuseNothing) Refuse(*snap.Error) *snap.Message { return nil }

@@ -27,7 +27,11 @@ import (
 // once would exceed BodyMemory (before the body is read), 413 for a body
 // that is too large, 400 for one that is unreadable or not JSON, 403 for
 // one a browser page of another origin sent (Config.AllowedOrigins), 415
-// for one whose Content-Type names another format (see jsonContentType).
+// for one whose Content-Type names another format (see jsonContentType),
+// and 503 with Retry-After in place of an answer that finds no room in
+// AnswerMemory (see refuseAnswer): the answer is serialized, the response
+// let go, and the serialized form holds its share of AnswerMemory until
+// it is written or its write times out.
 //
 // A message that gets no answer — a response or an event posted to us,
 // which SDK peers never do — gets 202 Accepted with an empty body.
@@ -81,20 +85,39 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
+	key := peerKey(r)
 	if resp.Method == snap.MethodServiceCall && resp.Type == snap.TypeResponse {
+		n := s.answers.size(len(resp.Payload))
+		if scope := s.answers.take(r.Context(), key, n); scope != "" {
+			refuseAnswer(w, scope)
+			return
+		}
+		defer s.answers.release(key, n)
 		writeServiceReply(w, resp)
 		return
 	}
-	b, err := resp.MarshalJSON()
+	b, err := messageJSON(resp)
 	if err != nil {
 		s.cfg.Logger.Error("snaphttp: response does not serialize", "err", err)
 		writeError(w, http.StatusInternalServerError, snap.CodeInternal, "the response could not be serialized", nil)
 		return
 	}
+	closing := forged(resp)
+	resp = nil // its serialized form is what is written: the response may go meanwhile
+	n := s.answers.size(cap(b))
+	if scope := s.answers.take(r.Context(), key, n); scope != "" {
+		b = nil
+		refuseAnswer(w, scope)
+		return
+	}
+	defer s.answers.release(key, n)
+	// The peer's time to take it runs from now, not from before it was
+	// serialized or waited for its room.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-store")
-	if forged(resp) {
+	if closing {
 		h.Set("Connection", "close")
 	}
 	w.Write(b)
@@ -318,13 +341,25 @@ func acceptsEventStream(values []string) bool {
 
 // messageJSON is m's one-line JSON form. A serialized message never holds
 // a raw line break (strings escape them, the payload is canonical), which
-// SSE framing relies on; one that did would be a bug, refused here.
+// SSE framing relies on; one that did would be a bug, refused here. Its
+// buffer is sized for m at once (answerCap), so that it holds little more
+// than its length: its capacity is what it holds of AnswerMemory.
 func messageJSON(m *snap.Message) ([]byte, error) {
-	b, err := m.AppendJSON(nil)
+	return appendMessage(make([]byte, 0, answerCap(m)), m)
+}
+
+// answerCap is room for m serialized: its payload and what goes around
+// it (id, addresses, method, timestamp, signature: about 450 bytes).
+func answerCap(m *snap.Message) int { return len(m.Payload) + 1024 }
+
+// appendMessage appends messageJSON(m) to b.
+func appendMessage(b []byte, m *snap.Message) ([]byte, error) {
+	start := len(b)
+	b, err := m.AppendJSON(b)
 	if err != nil {
 		return nil, err
 	}
-	if bytes.ContainsAny(b, "\r\n") {
+	if bytes.ContainsAny(b[start:], "\r\n") {
 		return nil, errors.New("snaphttp: a serialized message holds a line break")
 	}
 	return b, nil
@@ -332,13 +367,12 @@ func messageJSON(m *snap.Message) ([]byte, error) {
 
 // sseFrame is m as one SSE event: "data: <JSON>\n\n", LF only.
 func sseFrame(m *snap.Message) ([]byte, error) {
-	b, err := messageJSON(m)
+	out := make([]byte, 0, answerCap(m)+8)
+	out = append(out, "data: "...)
+	out, err := appendMessage(out, m)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]byte, 0, len(b)+8)
-	out = append(out, "data: "...)
-	out = append(out, b...)
 	return append(out, "\n\n"...), nil
 }
 
@@ -354,10 +388,10 @@ func (s *Server) postSSE(w http.ResponseWriter, r *http.Request, in snap.Inbound
 	stream := snap.IsStreamRequest(in.Raw)
 	ctx, cancel := s.streamContext(r.Context(), stream)
 	defer cancel()
-	o := newOutbox(s.cfg.StreamBuffer, s.cfg.StreamBufferBytes, s.cfg.WriteTimeout, sseFrame, func() {
+	o := s.newOutbox(r.Context(), peerKey(r), sseFrame, func() {
 		cancel()
 		_ = rc.SetWriteDeadline(time.Now()) // unblocks a write in progress
-	})
+	}, cancel)
 	started := false
 	start := func() {
 		started = true
@@ -379,16 +413,16 @@ func (s *Server) postSSE(w http.ResponseWriter, r *http.Request, in snap.Inbound
 		send := func(m *snap.Message) error { return o.send(ctx, m) }
 		o.final(r.Context(), s.cfg.Handler.Serve(ctx, in, send))
 	}()
-	for frame := range o.ch {
+	for f := range o.ch {
 		if o.failed() != nil {
-			o.taken(len(frame))
+			o.taken(f)
 			continue // drain, so that the producer never waits
 		}
 		if !started {
 			start()
 		}
-		o.write(func() error { return s.writeFlush(w, rc, frame) })
-		o.taken(len(frame))
+		o.write(func() error { return s.writeFlush(w, rc, f.b) })
+		o.taken(f)
 	}
 	<-produced
 	if err := o.failed(); err != nil && !errors.Is(err, context.Canceled) {

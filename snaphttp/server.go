@@ -40,6 +40,7 @@ const (
 	DefaultReadTimeout       = 30 * time.Second
 	DefaultHeaderTimeout     = 10 * time.Second
 	DefaultBodyMemory        = 32 << 20
+	DefaultAnswerMemory      = 64 << 20
 	DefaultPingInterval      = 30 * time.Second
 	DefaultIdleTimeout       = 60 * time.Second
 	DefaultMaxConnsPerPeer   = 32
@@ -86,7 +87,8 @@ type Config struct {
 	// MaxResponse bounds one serialized response or stream event sent
 	// over HTTP, SSE or WebSocket, in bytes (default DefaultMaxResponse).
 	// A larger answer is shrunk (a task drops its oldest history), else
-	// the peer gets 5001 {reason, size, limit, transport}.
+	// the peer gets 5001 {reason, size, limit, transport}. The answers
+	// being written at once are bounded by AnswerMemory.
 	MaxResponse int
 	// Rate and Burst are each peer's token bucket (a peer is an IPv4
 	// address or an IPv6 /64): every POST /snap, WebSocket upgrade and
@@ -130,6 +132,33 @@ type Config struct {
 	// DefaultBodyMemory, or MaxBody when that is larger; at least
 	// MaxBody.
 	BodyMemory int64
+	// AnswerMemory bounds the bytes of the answers held at once while
+	// they are written, in all peers' exchanges together: a response to
+	// a POST, and each SSE event and WebSocket message, counts its
+	// serialized size from when it is serialized until it is written, or
+	// its write fails or times out (WriteTimeout). One peer may hold a
+	// sixteenth of it, or MaxResponse when that is larger. An answer
+	// waits a quarter of a second at most for room; without it, the
+	// request is answered, in place of its answer, by a small error
+	// 5003 {retryAfter: 1, limit: "answer_memory", scope: "node" or
+	// "peer"}: HTTP 503 with Retry-After for a POST; a signed SNAP error
+	// response for SSE, which then ends, and WebSocket, which is then
+	// closed with 1013 (try again later). The request was handled: a
+	// retry is answered again, message/send with its first result.
+	// Peers that read their answers slowly, or not at all, so hold at
+	// most this much of the node's memory, however many connections they
+	// open, where each held an answer of up to MaxResponse (twice over:
+	// the response and its serialized form) until its write timed out.
+	// An answer waiting for room holds its serialized form meanwhile
+	// (the response itself let go), a quarter of a second at most. The
+	// answer is bounded once it is made, not before (a smaller MaxSize
+	// for the Handler): a handler's answer is made in milliseconds, but
+	// a message/send or a stream may run for minutes and would hold its
+	// room all that while, and a MaxSize cut to the room left would
+	// answer a task's history short for the load of others. Default
+	// DefaultAnswerMemory, or MaxResponse when that is larger; at least
+	// MaxResponse.
+	AnswerMemory int64
 	// WriteTimeout bounds writing one message or response, and a
 	// stream's wait for room in its queue (StreamBuffer); ReadTimeout
 	// bounds reading a posted body; HeaderTimeout bounds reading a
@@ -209,6 +238,13 @@ func (c *Config) fill() error {
 		c.MaxTCPConnsPerPeer = perPeerConns(c.MaxTCPConns)
 	}
 	c.MaxTCPConnsPerPeer = min(c.MaxTCPConnsPerPeer, c.MaxTCPConns)
+	defaults.Positive(&c.MaxResponse, DefaultMaxResponse)
+	switch {
+	case c.AnswerMemory <= 0:
+		c.AnswerMemory = max(DefaultAnswerMemory, int64(c.MaxResponse))
+	case c.AnswerMemory < int64(c.MaxResponse):
+		return fmt.Errorf("snaphttp: Config.AnswerMemory %d is below MaxResponse %d: an answer of MaxResponse could never be written", c.AnswerMemory, c.MaxResponse)
+	}
 	switch {
 	case c.BodyMemory <= 0:
 		c.BodyMemory = max(DefaultBodyMemory, c.MaxBody)
@@ -222,7 +258,6 @@ func (c *Config) fill() error {
 	defaults.Positive(&c.PingInterval, DefaultPingInterval)
 	defaults.Positive(&c.IdleTimeout, DefaultIdleTimeout)
 	defaults.Positive(&c.ShutdownTimeout, DefaultShutdownTimeout)
-	defaults.Positive(&c.MaxResponse, DefaultMaxResponse)
 	if _, err := origins.Parse(c.AllowedOrigins); err != nil {
 		return fmt.Errorf("snaphttp: Config.AllowedOrigins: %w", err)
 	}
@@ -252,7 +287,8 @@ type Server struct {
 	limits   *ratelimit.Limiter // per peer (peerKey)
 	monitor  *ratelimit.Limiter // /healthz and /metrics, per peer
 	conns    *peercap.Counter
-	bodies   *bodyBudget // BodyMemory
+	bodies   *bodyBudget   // BodyMemory
+	answers  *answerBudget // AnswerMemory
 	tcp      atomic.Pointer[peercap.Listener]
 	card     *cardSigner
 	upgrader websocket.Upgrader
@@ -297,6 +333,7 @@ func New(cfg Config) (*Server, error) {
 		monitor:  newLimits(cfg.MonitorRate, cfg.MonitorBurst, cfg.MaxPeers, cfg.Now),
 		conns:    peercap.New(cfg.MaxConnsPerPeer, cfg.MaxConns, nil),
 		bodies:   newBodyBudget(cfg.BodyMemory, cfg.MaxBody),
+		answers:  newAnswerBudget(cfg.AnswerMemory, int64(cfg.MaxResponse)),
 		card:     &cardSigner{key: cfg.Key, card: cfg.Card, now: cfg.Now, every: cfg.CardResign},
 		started:  cfg.Now(),
 		draining: make(chan struct{}),

@@ -37,7 +37,9 @@ import (
 // frame larger than MaxBody (close 1009). A message waiting for its share
 // of BodyMemory, or for room among the requests read ahead, is waiting on
 // the node, not on the peer: that time counts neither as idle nor as
-// silence. A binary frame is not read: once
+// silence. An answer that finds no room in AnswerMemory is replaced by
+// the signed busy refusal (5003), then the connection is closed with 1013
+// (try again later). A binary frame is not read: once
 // the requests before it are answered, it gets a signed 1005, then the
 // close 1003 (unsupported data).
 func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
@@ -208,10 +210,10 @@ func (wc *wsConn) serve() {
 		wc.read(reqs, log)
 	}()
 
-	o := newOutbox(s.cfg.StreamBuffer, s.cfg.StreamBufferBytes, s.cfg.WriteTimeout, messageJSON, func() {
+	o := s.newOutbox(wc.ctx, wc.key, messageJSON, func() {
 		wc.cancel()
 		c.NetConn().Close() // unblocks a write in progress; the reader stops too
-	})
+	}, nil)
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
@@ -260,6 +262,12 @@ loop:
 			}
 			wc.handle(o, raw)
 			if o.failed() != nil {
+				break loop
+			}
+			if o.busy() != "" {
+				// Its answer was refused for want of AnswerMemory: the
+				// peer is told to come back later.
+				code, text = websocket.CloseTryAgainLater, "busy"
 				break loop
 			}
 			idle.Reset(s.cfg.IdleTimeout)
@@ -413,19 +421,19 @@ func (wc *wsConn) write(o *outbox) {
 	defer ping.Stop()
 	for {
 		select {
-		case frame, ok := <-o.ch:
+		case f, ok := <-o.ch:
 			if !ok {
 				return
 			}
 			if o.failed() != nil {
-				o.taken(len(frame))
+				o.taken(f)
 				continue
 			}
 			o.write(func() error {
 				_ = c.SetWriteDeadline(time.Now().Add(cfg.WriteTimeout))
-				return c.WriteMessage(websocket.TextMessage, frame)
+				return c.WriteMessage(websocket.TextMessage, f.b)
 			})
-			o.taken(len(frame))
+			o.taken(f)
 		case <-ping.C:
 			if o.failed() != nil {
 				continue

@@ -56,6 +56,7 @@ var bounds = []bound{
 	{key: "http_max_conns", zero: "from the open-file limit"},
 	{key: "http_max_conns_per_peer", maxKey: "http_max_conns", zero: "from the open-file limit"},
 	{key: "http_body_memory", minKey: "http_max_body"},
+	{key: "http_answer_memory", minKey: "http_max_response"},
 	{key: "identity_rate", zero: "no limit"},
 	{key: "identity_burst", min: 1},
 	{key: "nostr_key_rate", zero: "no limit"},

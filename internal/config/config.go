@@ -157,6 +157,14 @@ type Config struct {
 	// either a POST gets 429 with Retry-After before its body is read,
 	// and a WebSocket message waits. At least HTTPMaxBody.
 	HTTPBodyMemory int64 `toml:"http_body_memory"`
+	// HTTPAnswerMemory bounds the bytes of the answers being written
+	// over HTTP, SSE and WebSocket at once, all peers together, a peer
+	// holding at most a sixteenth of it (or HTTPMaxResponse): each
+	// response or event counts its size until it is written, or its
+	// write times out. An answer without room within a quarter of a
+	// second is replaced by 5003 {retryAfter, limit: "answer_memory"}
+	// (HTTP 503 with Retry-After for a POST). At least HTTPMaxResponse.
+	HTTPAnswerMemory int64 `toml:"http_answer_memory"`
 	// IdentityRate is each SNAP identity's allowance of requests per
 	// second over every transport, with bursts of IdentityBurst. It is
 	// checked after the signature verifies (a forger cannot spend
@@ -568,7 +576,8 @@ func Default() Config {
 		Workers:                  8,
 		MemoryLimit:              DefaultMemoryLimit,
 
-		HTTPBodyMemory: 32 << 20,
+		HTTPBodyMemory:   32 << 20,
+		HTTPAnswerMemory: 64 << 20,
 
 		MaxStreams:            1000,
 		MaxStreamsPerIdentity: 16,
@@ -751,6 +760,7 @@ var settings = []setting{
 	intSetting("relay-max-conns-per-peer", "SNAPNODE_RELAY_MAX_CONNS_PER_PEER", "hold at most `N` of the embedded relay's clients from one address (0: 64; loopback not counted)", func(c *Config) *int { return &c.RelayMaxConnsPerPeer }),
 	intSetting("http-max-conns-per-peer", "SNAPNODE_HTTP_MAX_CONNS_PER_PEER", "hold at most `N` connections from one client address (0: a sixteenth of --http-max-conns)", func(c *Config) *int { return &c.HTTPMaxConnsPerPeer }),
 	int64Setting("http-body-memory", "SNAPNODE_HTTP_BODY_MEMORY", "hold at most `BYTES` of HTTP and WebSocket messages at once, all peers together (over: HTTP 429)", func(c *Config) *int64 { return &c.HTTPBodyMemory }),
+	int64Setting("http-answer-memory", "SNAPNODE_HTTP_ANSWER_MEMORY", "hold at most `BYTES` of HTTP, SSE and WebSocket answers being written at once, all peers together (over: 5003, HTTP 503)", func(c *Config) *int64 { return &c.HTTPAnswerMemory }),
 	floatSetting("identity-rate", "SNAPNODE_IDENTITY_RATE", "allow each SNAP identity `N` requests a second over every transport (0: no limit)", func(c *Config) *float64 { return &c.IdentityRate }),
 	intSetting("identity-burst", "SNAPNODE_IDENTITY_BURST", "let each identity burst to `N` requests above its rate", func(c *Config) *int { return &c.IdentityBurst }),
 	floatSetting("nostr-key-rate", "SNAPNODE_NOSTR_KEY_RATE", "allow each Nostr key `N` request events a second, checked before decryption (0: no limit)", func(c *Config) *float64 { return &c.NostrKeyRate }),

@@ -216,6 +216,7 @@ func TestRejectsBadSettings(t *testing.T) {
 		{"negative relay store share", nil, map[string]string{"SNAPNODE_RELAY_STORE_PEER_SHARE": "-0.1"}, "relay_store_peer_share"},
 		{"relay per peer over all", []string{"--relay-max-conns", "10", "--relay-max-conns-per-peer", "11"}, nil, "relay_max_conns_per_peer 11: want 0 (the relay's default) or more, at most relay_max_conns (10)"},
 		{"body memory under a body", nil, map[string]string{"SNAPNODE_HTTP_MAX_BODY": "1048576", "SNAPNODE_HTTP_BODY_MEMORY": "65536"}, "http_body_memory"},
+		{"answer memory under a response", []string{"--http-max-response", "8388608", "--http-answer-memory", "4194304"}, nil, "http_answer_memory 4194304: want at least http_max_response (8388608)"},
 		{"origin without scheme", []string{"--http-allowed-origin", "app.example"}, nil, "http_allowed_origins: origin \"app.example\""},
 		{"origin with a path", nil, map[string]string{"SNAPNODE_RELAY_ALLOWED_ORIGINS": "https://client.example/app"}, "relay_allowed_origins"},
 		{"host with a port", []string{"--http-allowed-host", "node.example.com:443"}, nil, "http_allowed_hosts"},

@@ -59,10 +59,11 @@ func (n *Node) startHTTP(ctx context.Context, server *snap.Server, mx *metrics.M
 		return nil, err
 	}
 	cfg := snaphttp.Config{
-		Handler: server, MaxResponse: int(n.cfg.HTTPMaxResponse),
-		Key: n.key, Card: n.Card, Address: n.Address(), Metrics: metricsHandler,
+		Handler: server,
+		Key:     n.key, Card: n.Card, Address: n.Address(), Metrics: metricsHandler,
 		Logger:  n.logger.With("part", "http"),
 		MaxBody: n.cfg.HTTPMaxBody, Rate: perSecond(n.cfg.HTTPRate), Burst: n.cfg.HTTPBurst, BodyMemory: n.cfg.HTTPBodyMemory,
+		MaxResponse: int(n.cfg.HTTPMaxResponse), AnswerMemory: n.cfg.HTTPAnswerMemory,
 		MaxTCPConns: n.cfg.HTTPMaxConns, MaxTCPConnsPerPeer: n.cfg.HTTPMaxConnsPerPeer,
 		MonitorRate: perSecond(n.cfg.MonitorRate), MonitorBurst: n.cfg.MonitorBurst,
 		AllowedOrigins: n.cfg.HTTPAllowedOrigins, AllowedHosts: httpHosts(n.cfg),

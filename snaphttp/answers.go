@@ -1,0 +1,126 @@
+package snaphttp
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/snapnode/snapnode/snap"
+)
+
+// answerWait bounds how long an answer waits for its share of
+// AnswerMemory before its peer is told the node is busy. An answer to a
+// peer that reads at the speed of a network is written in milliseconds:
+// a longer wait would only hold more answers, each for longer, for peers
+// that read slowly or not at all.
+const answerWait = 250 * time.Millisecond
+
+// ErrAnswerMemory ends an exchange whose answer found no room in
+// AnswerMemory: its peer got the busy refusal in its place.
+var ErrAnswerMemory = errors.New("snaphttp: too many answers are being written at once")
+
+// answerBudget bounds the bytes of the answers held at once while they
+// are written: in all, and per peer to a sixteenth of that (at least one
+// answer of MaxResponse). It is not first come, first served, unlike
+// bodyBudget's semaphores: a small answer takes room as soon as there is
+// some, and is not queued behind a large one waiting for more.
+type answerBudget struct {
+	total, perPeer int64
+
+	mu    sync.Mutex
+	used  int64
+	peers map[netip.Addr]int64 // peers holding bytes; removed at 0
+	// freed is closed, and replaced, whenever bytes are given back.
+	freed chan struct{}
+}
+
+// newAnswerBudget bounds the bytes held to total, a peer's to a
+// sixteenth of it or maxAnswer, whichever is larger (never above total).
+func newAnswerBudget(total, maxAnswer int64) *answerBudget {
+	return &answerBudget{total: total, perPeer: min(total, max(total/16, maxAnswer)),
+		peers: make(map[netip.Addr]int64), freed: make(chan struct{})}
+}
+
+// size is what an answer of n bytes holds of the budget: n, or all a
+// peer may hold when n is larger (an answer of MaxResponse plus its
+// framing), so that every answer can be written once the others are.
+func (b *answerBudget) size(n int) int64 {
+	return min(int64(n), b.perPeer)
+}
+
+// tryTake takes n bytes for key, or names the scope without room: "peer"
+// or "node".
+func (b *answerBudget) tryTake(key netip.Addr, n int64) (scope string, freed <-chan struct{}) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case b.peers[key]+n > b.perPeer:
+		return "peer", b.freed
+	case b.used+n > b.total:
+		return "node", b.freed
+	}
+	b.peers[key] += n
+	b.used += n
+	return "", nil
+}
+
+// take takes n bytes for key (see size), waiting until they are free, up
+// to answerWait or until ctx ends; it names the scope that had no room
+// when they are not taken.
+func (b *answerBudget) take(ctx context.Context, key netip.Addr, n int64) (scope string) {
+	scope, freed := b.tryTake(key, n)
+	if scope == "" {
+		return ""
+	}
+	t := time.NewTimer(answerWait)
+	defer t.Stop()
+	for {
+		select {
+		case <-freed:
+		case <-t.C:
+			return scope
+		case <-ctx.Done():
+			return scope
+		}
+		if scope, freed = b.tryTake(key, n); scope == "" {
+			return ""
+		}
+	}
+}
+
+// release gives back n bytes of key's.
+func (b *answerBudget) release(key netip.Addr, n int64) {
+	if n == 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.used -= n
+	if b.peers[key] -= n; b.peers[key] <= 0 {
+		delete(b.peers, key)
+	}
+	close(b.freed)
+	b.freed = make(chan struct{})
+}
+
+// answerBusy is the error answering a request whose answer found no room
+// in AnswerMemory in answerWait: the node was written too many answers
+// at once (scope "node"), or to this peer (scope "peer"). The request
+// was handled; its answer is not sent. A retry is answered again
+// (message/send with its first result, snap.ResultStore).
+func answerBusy(scope string) *snap.Error {
+	return &snap.Error{Code: snap.CodeServiceUnavailable,
+		Message: "too many answers are being written at once; retry later",
+		Data:    map[string]any{"retryAfter": 1, "limit": "answer_memory", "scope": scope}}
+}
+
+// refuseAnswer answers a POST whose answer found no room in AnswerMemory:
+// 503 with Retry-After, as small as any refusal.
+func refuseAnswer(w http.ResponseWriter, scope string) {
+	e := answerBusy(scope)
+	w.Header().Set("Retry-After", "1")
+	writeError(w, http.StatusServiceUnavailable, e.Code, e.Message, e.Data)
+}
