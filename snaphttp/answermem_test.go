@@ -145,8 +145,9 @@ func fromAddr(ip string) func(ctx context.Context, network, address string) (net
 // An answer that finds AnswerMemory full, held by a peer that reads
 // nothing, is replaced by the busy refusal within a fraction of a
 // second, over SSE (a signed 5003 event, then the stream ends) and
-// WebSocket (a signed 5003, then close 1013), and the stream's handler
-// is told by its send.
+// WebSocket (a signed 5003 in the answer's place, the connection going
+// on with the next request), and the stream's handler is told by its
+// send.
 func TestAnswerMemoryFullRefusesAnswers(t *testing.T) {
 	h := bigStreams{Server: newSNAPServer(t, nil), big: bigAnswer(t, snaphttp.DefaultMaxResponse), sent: make(chan error, 1)}
 	e := start(t, nil, func(c *snaphttp.Config) {
@@ -221,8 +222,18 @@ func TestAnswerMemoryFullRefusesAnswers(t *testing.T) {
 			t.Errorf("send: %v, want ErrAnswerMemory", err)
 		}
 		refused(t, b)
-		if _, _, err := c.ReadMessage(); !websocket.IsCloseError(err, websocket.CloseTryAgainLater) {
-			t.Errorf("after the refusal: %v, want close 1013", err)
+		// The connection goes on: the next request is answered (refused
+		// again, the slow peer still holding the memory), not dropped
+		// with a close.
+		if err := c.WriteMessage(websocket.TextMessage, []byte("{}")); err != nil {
+			t.Fatal(err)
 		}
+		if _, b, err = c.ReadMessage(); err != nil {
+			t.Fatalf("the second request: %v, want its answer", err)
+		}
+		if err := <-h.sent; !errors.Is(err, snaphttp.ErrAnswerMemory) {
+			t.Errorf("second send: %v, want ErrAnswerMemory", err)
+		}
+		refused(t, b)
 	})
 }

@@ -117,6 +117,15 @@ func (o *outbox) busy() string {
 	return o.refused
 }
 
+// unbusy ends the refused exchange (see busy) of a WebSocket, whose
+// outbox serves one exchange after another: the next one's frames are
+// sent again.
+func (o *outbox) unbusy() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.refused = ""
+}
+
 // refuseBusy queues, in place of a frame without room in AnswerMemory,
 // the busy refusal, which holds none (it is small), and ends the
 // exchange. A Handler that makes no refusal fails the exchange instead.

@@ -142,8 +142,8 @@ type Config struct {
 	// request is answered, in place of its answer, by a small error
 	// 5003 {retryAfter: 1, limit: "answer_memory", scope: "node" or
 	// "peer"}: HTTP 503 with Retry-After for a POST; a signed SNAP error
-	// response for SSE, which then ends, and WebSocket, which is then
-	// closed with 1013 (try again later). The request was handled: a
+	// response for SSE, which then ends, and WebSocket, whose connection
+	// goes on with its next request. The request was handled: a
 	// retry is answered again, message/send with its first result.
 	// Peers that read their answers slowly, or not at all, so hold at
 	// most this much of the node's memory, however many connections they

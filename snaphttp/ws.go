@@ -38,8 +38,8 @@ import (
 // of BodyMemory, or for room among the requests read ahead, is waiting on
 // the node, not on the peer: that time counts neither as idle nor as
 // silence. An answer that finds no room in AnswerMemory is replaced by
-// the signed busy refusal (5003), then the connection is closed with 1013
-// (try again later). A binary frame is not read: once
+// the signed busy refusal (5003), which ends its exchange (a stream's
+// send fails); the connection goes on with the next request. A binary frame is not read: once
 // the requests before it are answered, it gets a signed 1005, then the
 // close 1003 (unsupported data).
 func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
@@ -264,12 +264,11 @@ loop:
 			if o.failed() != nil {
 				break loop
 			}
-			if o.busy() != "" {
-				// Its answer was refused for want of AnswerMemory: the
-				// peer is told to come back later.
-				code, text = websocket.CloseTryAgainLater, "busy"
-				break loop
-			}
+			// An answer refused for want of AnswerMemory was replaced by
+			// the busy refusal: the exchange is over, and the next
+			// request is answered as any other (the requests read ahead
+			// are not dropped with the connection).
+			o.unbusy()
 			idle.Reset(s.cfg.IdleTimeout)
 		case <-wc.waited:
 			// The reader waited for memory, not for the peer: the peer's
