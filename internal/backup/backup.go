@@ -247,7 +247,11 @@ func Run(ctx context.Context, cfg config.Config, out string, opts Options) (_ *M
 			record = filepath.Join(out, recordName)
 		}
 	}
-	if m.Audit, m.AuditEntries, err = verifyTasks(ctx, filepath.Join(out, tasksName), record, "", m.Address); err != nil {
+	// Its seals and checkpoints signed by the node's key, as the node
+	// and Check require: a log another key sealed, or pruned behind a
+	// checkpoint no key signed, is no backup a node with this key
+	// restores.
+	if m.Audit, m.AuditEntries, err = verifyTasks(ctx, filepath.Join(out, tasksName), record, m.Address); err != nil {
 		return nil, err
 	}
 	// Sums last: opening the copy to verify it may have rewritten it.
@@ -401,11 +405,11 @@ func checkDatabase(ctx context.Context, path string) error {
 
 // verifyTasks opens the copied task database and verifies its audit
 // chain, against the copied record of the last seal when there is one
-// (record, "" when none), its seals and checkpoints signed by signer
-// (any one signer when ""), and that the address it records as its node's
-// (if any) is owner, the key's; it returns the chain's head and length.
-func verifyTasks(ctx context.Context, path, record, signer, owner string) (audit.Anchor, int64, error) {
-	o := audit.VerifyOptions{Signer: signer}
+// (record, "" when none), its seals and checkpoints signed by owner, the
+// address of the node's key, and that the address it records as its
+// node's (if any) is owner; it returns the chain's head and length.
+func verifyTasks(ctx context.Context, path, record, owner string) (audit.Anchor, int64, error) {
+	o := audit.VerifyOptions{Signer: owner}
 	if record != "" {
 		rec, err := audit.ReadSealRecord(record)
 		if err != nil {

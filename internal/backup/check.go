@@ -336,7 +336,7 @@ func checkChain(ctx context.Context, root *os.Root, m *Manifest, tasks, record s
 			return err
 		}
 	}
-	head, n, err := verifyTasks(ctx, db, rec, m.Address, m.Address)
+	head, n, err := verifyTasks(ctx, db, rec, m.Address)
 	if err != nil {
 		return fmt.Errorf("%w: %s: %s", ErrBad, tasks, strings.TrimPrefix(err.Error(), "backup: "))
 	}

@@ -19,8 +19,9 @@
 // when the copy began, and in WAL mode a reader never blocks the node's
 // writer nor waits for it. The copy of the task database (tasks, replay
 // records, the audit log, the agent's jobs) is then opened, its integrity
-// checked and its audit chain verified before the manifest is written; a
-// folder without manifest.json is not a backup.
+// checked and its audit chain verified, its seals and checkpoints signed by
+// the node's key, before the manifest is written; a folder without
+// manifest.json is not a backup.
 //
 // The files keep the names the node gives them in its data folder, so
 // that restoring a node that uses the default layout is copying the
