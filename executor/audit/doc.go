@@ -128,7 +128,11 @@
 // the database but has not the key cannot move the start of the chain to
 // hide entries, even by recomputing every hash after it. An export's
 // verifier checks the signatures against the address they name and
-// reports it (Report.CheckpointSigner), to be compared with the node's.
+// reports it (Report.CheckpointSigner), to be compared with the node's;
+// given no address, it takes the seals' and checkpoints' signer to be one
+// (the node signs both), so that a checkpoint appended after the last
+// seal, unsigned or signed by another key, does not move the start of a
+// sealed log.
 // RunPruner prunes at every tick of a channel the caller owns (a
 // time.Ticker's, or a test's).
 //

@@ -172,8 +172,10 @@ type VerifyOptions struct {
 	Anchors []Anchor
 	// Signer is the address every seal and checkpoint must be signed by:
 	// the node's. Empty: Log.VerifyWith takes the Log's Options.Signer;
-	// without either, any signer is accepted, the same for every seal, and
-	// reported (Report.LastSeal.Signer, Report.CheckpointSigner).
+	// without either, any signer is accepted, the same for every seal and
+	// signed checkpoint, and reported (Report.LastSeal.Signer,
+	// Report.CheckpointSigner); a log with signed seals must have its
+	// start vouched for by a checkpoint that signer signed.
 	Signer string
 	// SealRecord, when set, is the node's record of the last seal it
 	// wrote (ReadSealRecord): the chain must hold that seal (KindRecord),
@@ -206,6 +208,11 @@ type verifier struct {
 	// signer, when set, is the only signer of checkpoints accepted, and
 	// every pruning record must be signed by it.
 	signer string
+	// one, when signer is not set, is the signer of the first seal or
+	// signed checkpoint of the walk: every later one must be its, and
+	// the checkpoint that starts the chain signed by it (as the node's
+	// key signs both).
+	one string
 	// startAnchor is an anchor at the entry just before a partial
 	// export, which its first entry must chain to.
 	startAnchor *Anchor
@@ -326,10 +333,7 @@ func (v *verifier) observe(x Entry) *VerifyError {
 	}
 	if x.Step == StepSealed {
 		var d sealDetail
-		want := v.signer
-		if want == "" {
-			want = v.rep.LastSeal.Signer // one signer for every seal
-		}
+		want := cmp.Or(v.signer, v.one) // one signer for every seal and checkpoint
 		if err := jsonv2.Unmarshal(x.Detail, &d); err != nil {
 			return &VerifyError{Seq: e, Kind: KindSeal, Detail: "unreadable seal: " + err.Error()}
 		}
@@ -338,6 +342,7 @@ func (v *verifier) observe(x Entry) *VerifyError {
 		}
 		v.rep.Seals++
 		v.rep.LastSeal = *d.seal(x)
+		v.one = cmp.Or(v.one, d.Signer)
 		v.rep.Unsealed = -1 // the seal itself is signed
 	}
 	if x.Step == StepPruned {
@@ -346,15 +351,20 @@ func (v *verifier) observe(x Entry) *VerifyError {
 		if err := jsonv2.Unmarshal(x.Detail, &d); err != nil {
 			v.prunedBad = err.Error()
 		} else {
-			if bad, other := d.checkSignature(v.signer); bad != "" {
+			want := cmp.Or(v.signer, v.one)
+			if bad, other := d.checkSignature(want); bad != "" {
+				if v.signer == "" {
+					bad += " (the signer of the log's seals and checkpoints before it)"
+				}
 				ve := &VerifyError{Seq: e, Kind: KindCheckpoint, Detail: bad}
 				if other {
-					ve.Signer, ve.Want = d.Signer, v.signer
+					ve.Signer, ve.Want = d.Signer, want
 				}
 				return ve
 			}
 			v.pruned = &d
 			v.rep.CheckpointSigner = d.Signer
+			v.one = cmp.Or(v.one, d.Signer)
 		}
 	}
 	if v.rep.Entries == 0 {
@@ -420,6 +430,10 @@ func (v *verifier) finish() *VerifyError {
 		case v.pruned.FirstSeq != v.h.first || v.pruned.FirstPrev != v.h.firstPrev:
 			return &VerifyError{Seq: v.h.first, Kind: KindHead, Detail: fmt.Sprintf("the chain starts at entry %d after %s; the last pruning record (entry %d) says %d after %s",
 				v.h.first, v.h.firstPrev, v.prunedSeq, v.pruned.FirstSeq, v.pruned.FirstPrev)}
+		case v.pruned.Signer == "" && v.one != "":
+			// Unsigned, and seals after it signed: the key that sealed
+			// the log signs its checkpoints too.
+			return &VerifyError{Seq: v.prunedSeq, Kind: KindCheckpoint, Detail: "the checkpoint is not signed; the log's seals are signed by " + v.one}
 		}
 	}
 	if a := v.startAnchor; a != nil { // a partial export without entries
