@@ -184,6 +184,9 @@ type lineReader struct {
 	r    *bufio.Reader
 	long []byte // a line longer than the buffer
 	n    int64  // lines read
+	// unterminated: the line read last ended the input without a
+	// newline.
+	unterminated bool
 }
 
 func newLineReader(r io.Reader) *lineReader { return &lineReader{r: bufio.NewReaderSize(r, 64<<10)} }
@@ -209,6 +212,7 @@ func (lr *lineReader) next() ([]byte, error) {
 			return nil, io.EOF
 		}
 		err = nil // a last line without its newline
+		lr.unterminated = true
 	}
 	if err != nil {
 		return nil, err
@@ -281,7 +285,12 @@ func VerifyJSONLWith(r io.Reader, o VerifyOptions) (Report, error) {
 		}
 		x, err := decodeLine(b)
 		if err != nil {
-			return v.report(), &VerifyError{Seq: v.next, Kind: KindMalformed, Line: lr.n, Detail: err.Error()}
+			detail := err.Error()
+			if lr.unterminated && errors.Is(err, io.ErrUnexpectedEOF) {
+				// Export writes whole lines: this one was cut.
+				detail = "the export ends inside this line (cut short: an export interrupted, or a copy cut): " + detail
+			}
+			return v.report(), &VerifyError{Seq: v.next, Kind: KindMalformed, Line: lr.n, Detail: detail}
 		}
 		if verr := v.observe(x); verr != nil {
 			verr.Line = lr.n
