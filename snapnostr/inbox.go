@@ -671,8 +671,10 @@ func (in *Inbox) admitTo(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Q
 		case fairqueue.Queued:
 			return
 		case fairqueue.Displaced:
-			in.marks.finished(out)
-			refusals.refuse(out, busy())
+			for _, out := range out {
+				in.marks.finished(out)
+				refusals.refuse(out, busy())
+			}
 			return
 		}
 	}
@@ -695,26 +697,48 @@ func (in *Inbox) admitTo(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Q
 // backlog holds the stored requests waiting for room in the queue (see
 // InboxConfig.Backlog), by key in turn, and the bytes they hold.
 type backlog struct {
-	q     *fairqueue.Queue[string, *nostr.Event]
+	q *fairqueue.Queue[string, *nostr.Event]
+	// mu is held by add: its check of the bytes and the requests it
+	// pushes out for them are one step among the relays' readers.
+	mu    sync.Mutex
 	bytes atomic.Int64 // as held in memory (relay.EventSize)
 	max   int64
 }
 
-// add puts ev in the backlog, as fairqueue.Queue.Push does; one that
-// would take the backlog past its bytes is refused, unless the backlog
-// is empty.
-func (b *backlog) add(ev *nostr.Event) (out *nostr.Event, res fairqueue.Result) {
+// add puts ev in the backlog, as fairqueue.Queue.Push does, and bounds
+// its bytes as Push bounds its count: past either bound the busiest key
+// loses its newest requests (out) while ev's key holds fewer, else ev is
+// refused. So a key whose requests fill the bytes does not shut the
+// others out. Its bytes go past the bound by less than one request, when
+// the busiest key has no more to lose (or the backlog is empty).
+func (b *backlog) add(ev *nostr.Event) (out []*nostr.Event, res fairqueue.Result) {
 	size := relay.EventSize(ev)
-	if b.bytes.Add(size) > b.max && b.q.Len() > 0 {
-		b.bytes.Add(-size)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for b.bytes.Load()+size > b.max {
+		o, ok := b.q.Evict(ev.PubKey)
+		if !ok {
+			break
+		}
+		b.bytes.Add(-relay.EventSize(o))
+		out = append(out, o)
+	}
+	if len(out) == 0 && b.bytes.Load()+size > b.max && b.q.Len() > 0 {
 		return nil, fairqueue.Refused
 	}
-	out, res = b.q.Push(ev.PubKey, ev)
+	o, res := b.q.Push(ev.PubKey, ev)
 	switch res {
 	case fairqueue.Refused:
-		b.bytes.Add(-size)
+		// Only with a count full and nothing pushed out for bytes: one
+		// pushed out would have left room.
+		return out, res
 	case fairqueue.Displaced:
-		b.bytes.Add(-relay.EventSize(out))
+		b.bytes.Add(-relay.EventSize(o))
+		out = append(out, o)
+	}
+	b.bytes.Add(size)
+	if len(out) > 0 {
+		res = fairqueue.Displaced
 	}
 	return out, res
 }

@@ -53,26 +53,54 @@ func (q *Queue[K, V]) Push(key K, v V) (out V, res Result) {
 		return out, Refused
 	}
 	if q.total >= q.max {
-		// Push out only what makes the queue fairer: after the swap
-		// key must still hold fewer than the busiest held. Among equals
-		// the items already waiting keep their places.
-		busiest, n := q.busiest()
-		if n <= q.len(key)+1 {
+		var ok bool
+		if out, ok = q.evict(key); !ok {
 			return out, Refused
-		}
-		f := q.byKey[busiest]
-		out = f.items[len(f.items)-1]
-		var zero V
-		f.items[len(f.items)-1] = zero
-		f.items = f.items[:len(f.items)-1]
-		q.total--
-		if len(f.items) == 0 {
-			q.drop(busiest)
 		}
 		res = Displaced
 	}
 	q.add(key, v)
 	return out, res
+}
+
+// Evict removes and returns the item Push would push out for an item of
+// key on a full queue, full or not: the busiest key's newest, when key
+// holds fewer than that key would after. It reports false, removing
+// nothing, when that would not make the queue fairer. A caller bounding
+// the queue by more than its count (bytes, say) makes room so, by key in
+// turn as Push does.
+func (q *Queue[K, V]) Evict(key K) (out V, ok bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out, ok = q.evict(key)
+	if ok {
+		q.roomMade()
+	}
+	return out, ok
+}
+
+// evict is Evict with q.mu held.
+func (q *Queue[K, V]) evict(key K) (out V, ok bool) {
+	if q.total == 0 {
+		return out, false
+	}
+	// Push out only what makes the queue fairer: after the swap key
+	// must still hold fewer than the busiest held. Among equals the
+	// items already waiting keep their places.
+	busiest, n := q.busiest()
+	if n <= q.len(key)+1 {
+		return out, false
+	}
+	f := q.byKey[busiest]
+	out = f.items[len(f.items)-1]
+	var zero V
+	f.items[len(f.items)-1] = zero
+	f.items = f.items[:len(f.items)-1]
+	q.total--
+	if len(f.items) == 0 {
+		q.drop(busiest)
+	}
+	return out, true
 }
 
 // Wait adds v at the end of key's turn once the queue has room for it,

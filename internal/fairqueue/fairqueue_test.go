@@ -238,3 +238,24 @@ func TestWaitAddsOnceThereIsRoom(t *testing.T) {
 		t.Fatalf("Len = %d, want 1: Wait pushed something out", n)
 	}
 }
+
+// Evict removes what Push would push out for a key on a full queue, and
+// nothing when that would not make the queue fairer.
+func TestEvictAsPushWould(t *testing.T) {
+	q := fairqueue.New[string, int](10)
+	if _, ok := q.Evict("b"); ok {
+		t.Fatal("Evict removed an item from an empty queue")
+	}
+	q.Push("a", 1)
+	q.Push("a", 2)
+	q.Push("b", 3)
+	if _, ok := q.Evict("b"); ok {
+		t.Fatal("Evict for b removed a's newest, leaving b the busiest")
+	}
+	if v, ok := q.Evict("c"); !ok || v != 2 {
+		t.Fatalf("Evict for c = %d, %v, want a's newest, 2", v, ok)
+	}
+	if n := q.Len(); n != 2 {
+		t.Fatalf("Len = %d, want 2", n)
+	}
+}

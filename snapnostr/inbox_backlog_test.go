@@ -1,0 +1,87 @@
+package snapnostr
+
+import (
+	"testing"
+
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/fairqueue"
+	"github.com/snapnode/snapnode/relay"
+	"github.com/snapnode/snapnode/snap"
+)
+
+// backlogRig is an inbox, its queue and its backlog, and two peers.
+type backlogRig struct {
+	*shareRig
+	other *identity.Key
+	wait  *backlog
+}
+
+func newBacklogRig(t *testing.T, queue, backlogLen int, backlogBytes int64) *backlogRig {
+	t.Helper()
+	r := &backlogRig{shareRig: newShareRig(t, InboxConfig{Transport: &publishCounter{}})}
+	var err error
+	if r.other, err = identity.Generate(); err != nil {
+		t.Fatal(err)
+	}
+	r.in.cfg.Handler = snap.NewServer(snap.ServerConfig{Key: r.agent, Router: snap.NewRouter(), Logger: r.in.cfg.Logger})
+	r.jobs = fairqueue.New[string, *nostr.Event](queue)
+	r.wait = &backlog{q: fairqueue.New[string, *nostr.Event](backlogLen), max: backlogBytes}
+	return r
+}
+
+// signed returns a stored request from key to the agent.
+func (r *backlogRig) signed(key *identity.Key, content string) *nostr.Event {
+	r.t.Helper()
+	ev := &nostr.Event{CreatedAt: nostr.Now(), Kind: relay.KindMessage,
+		Tags: nostr.Tags{{"p", r.agent.NostrPublicKey()}}, Content: content}
+	if err := relay.SignEvent(key, ev); err != nil {
+		r.t.Fatal(err)
+	}
+	return ev
+}
+
+// keys returns the authors of what the backlog holds, in turn, emptying
+// it.
+func (r *backlogRig) drain() (keys []string) {
+	r.wait.q.Close()
+	for ev, ok := r.wait.q.Pop(); ok; ev, ok = r.wait.q.Pop() {
+		keys = append(keys, ev.PubKey)
+	}
+	return keys
+}
+
+// The backlog's bound on bytes is as fair as its bound on requests: a key
+// whose stored requests fill its bytes loses its newest to another key's,
+// rather than shutting every other key out of the backlog.
+func TestBacklogBytesServeKeysInTurn(t *testing.T) {
+	r := newBacklogRig(t, 1, 100, 0)
+	flood := r.signed(r.peer, "a request of the flooding key")
+	size := relay.EventSize(flood)
+	r.wait.max = 3 * size // three requests' worth
+	r.in.admitTo(r.ctx, flood, r.jobs, r.wait, r.refusals, false)
+	for range 2 {
+		r.in.admitTo(r.ctx, r.signed(r.peer, "a request of the flooding key"), r.jobs, r.wait, r.refusals, false)
+	}
+	// The backlog's bytes are full, of one key's requests: a fourth of
+	// them goes to the queue, a fifth is refused.
+	r.in.admitTo(r.ctx, r.signed(r.peer, "a request of the flooding key"), r.jobs, r.wait, r.refusals, false)
+	r.in.admitTo(r.ctx, r.signed(r.peer, "a request of the flooding key"), r.jobs, r.wait, r.refusals, false)
+	// Another key's stored request takes the place of the flood's newest.
+	genuine := r.signed(r.other, "a request of another key!!!!!")
+	if relay.EventSize(genuine) != size {
+		t.Fatalf("the requests' sizes differ: %d and %d", relay.EventSize(genuine), size)
+	}
+	r.in.admitTo(r.ctx, genuine, r.jobs, r.wait, r.refusals, false)
+	if n := r.wait.bytes.Load(); n > r.wait.max {
+		t.Errorf("the backlog holds %d bytes, past its %d", n, r.wait.max)
+	}
+	keys := r.drain()
+	if len(keys) != 3 || keys[0] != r.peer.NostrPublicKey() || keys[1] != r.other.NostrPublicKey() {
+		t.Fatalf("the backlog holds requests of %v, want the flooding key's first, the other's second", keys)
+	}
+	if n := inFlight(t, r.in); n != 4 {
+		t.Fatalf("%d requests counted in flight, want 4: three in the backlog, one queued", n)
+	}
+}
