@@ -174,8 +174,12 @@ type Inbox struct {
 	// deferred holds the requests left to another replica (Shares);
 	// late the queued requests taken up late (see snap.Inbound.Late),
 	// each until a worker takes it or the queue drops it.
-	deferred  *deferrals
-	late      sync.Map // *nostr.Event → struct{}
+	deferred *deferrals
+	late     sync.Map // *nostr.Event → struct{}
+	// fed holds the stored requests the backlog's feeder queued, each
+	// until a worker takes it or the queue pushes it out (it then goes
+	// back to the backlog: see admitTo).
+	fed       sync.Map // *nostr.Event → struct{}
 	ready     chan struct{}
 	readyOnce sync.Once
 	// seenAfter is when (Unix nanoseconds) the checkpoint's Seen is
@@ -419,11 +423,11 @@ func (in *Inbox) listen(ctx context.Context, since nostr.Timestamp, from map[str
 	}
 	take := func(ev *nostr.Event) {
 		seen(ev)
-		in.take(ctx, ev, jobs, refusals)
+		in.receive(ctx, ev, jobs, wait, false, refusals)
 	}
 	stored := func(ev *nostr.Event) {
 		seen(ev)
-		in.receive(ctx, ev, jobs, wait, refusals)
+		in.receive(ctx, ev, jobs, wait, true, refusals)
 	}
 	// The subscription ends as listen returns, not with ctx: its points
 	// are read while it still delivers (see the end of listen).
@@ -528,13 +532,15 @@ const MaxRequestEventSize = 128 << 10
 // answers to the requests queued would wait: the relay's OKs to their
 // publication come on that reader.
 func (in *Inbox) take(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Queue[string, *nostr.Event], refusals *refuser) {
-	in.receive(ctx, ev, jobs, nil, refusals)
+	in.receive(ctx, ev, jobs, nil, false, refusals)
 }
 
-// receive is take with a stored request waiting in wait for room in the
-// queue (see InboxConfig.Backlog) rather than refused, when wait is set:
-// the reader still does not wait, the backlog's feeder does.
-func (in *Inbox) receive(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Queue[string, *nostr.Event], wait *backlog, refusals *refuser) {
+// receive is take with the backlog wait (see InboxConfig.Backlog), when
+// set: a stored request waits there for room in the queue rather than
+// being refused, and one the feeder queued that a request pushes out of
+// the queue goes back there. The reader still does not wait, the
+// backlog's feeder does.
+func (in *Inbox) receive(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Queue[string, *nostr.Event], wait *backlog, stored bool, refusals *refuser) {
 	// Each event once, across resubscriptions too.
 	id, ok := in.requestID(ev)
 	if !ok || !in.firstSight(id) {
@@ -548,7 +554,7 @@ func (in *Inbox) receive(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Q
 	if sh := in.cfg.Shares; sh != nil && !sh.Mine(id) && in.deferred.add(id, ev, in.cfg.Now().Add(sh.Grace()), true, !sh.Counted()) == kept {
 		return
 	}
-	in.admitTo(ctx, ev, jobs, wait, refusals, false)
+	in.admitTo(ctx, ev, jobs, wait, stored, refusals, false)
 }
 
 // requestID returns the id of ev if it is a request for this node (its
@@ -611,13 +617,15 @@ func (in *Inbox) verify(ev *nostr.Event) bool {
 // counted, so that the relays' points written as Run stops stay behind
 // it and the next start asks for it again.
 func (in *Inbox) admit(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Queue[string, *nostr.Event], refusals *refuser, late bool) {
-	in.admitTo(ctx, ev, jobs, nil, refusals, late)
+	in.admitTo(ctx, ev, jobs, nil, false, refusals, late)
 }
 
-// admitTo is admit with the request put in wait, when set, to wait
-// there for room in the queue (see InboxConfig.Backlog); it is queued at
-// once, or refused, when the backlog has no room either.
-func (in *Inbox) admitTo(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Queue[string, *nostr.Event], wait *backlog, refusals *refuser, late bool) {
+// admitTo is admit with the backlog wait, when set (see
+// InboxConfig.Backlog): a stored request waits there for room in the
+// queue, and is queued at once, or refused, when the backlog has no room
+// either; a stored request the feeder queued that ev pushes out of the
+// queue goes back there rather than being refused.
+func (in *Inbox) admitTo(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Queue[string, *nostr.Event], wait *backlog, stored bool, refusals *refuser, late bool) {
 	in.marks.accepted(ev)
 	// The checkpoint is asked about a stored request dated up to the
 	// second the Inbox began, or taken up late from another replica: what a process
@@ -664,17 +672,10 @@ func (in *Inbox) admitTo(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Q
 	if late {
 		in.late.Store(ev, struct{}{})
 	}
-	if wait != nil && !late {
+	if wait != nil && stored && !late {
 		// A stored request waits its turn in the backlog; only one the
 		// backlog has no room for is queued or refused below.
-		switch out, res := wait.add(ev); res {
-		case fairqueue.Queued:
-			return
-		case fairqueue.Displaced:
-			for _, out := range out {
-				in.marks.finished(out)
-				refusals.refuse(out, busy())
-			}
+		if in.wait(ev, wait, refusals) {
 			return
 		}
 	}
@@ -687,11 +688,26 @@ func (in *Inbox) admitTo(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Q
 			refusals.refuse(ev, busy())
 		}
 	case fairqueue.Displaced:
+		if _, fed := in.fed.LoadAndDelete(out); fed && wait != nil && in.wait(out, wait, refusals) {
+			return // a stored request: it waits for room again
+		}
 		in.marks.finished(out)
 		if _, wasLate := in.late.LoadAndDelete(out); !wasLate {
 			refusals.refuse(out, busy())
 		}
 	}
+}
+
+// wait puts the stored request ev in the backlog, refusing those it
+// pushes out, and reports whether it did; when it did not (the backlog
+// has no room for ev), ev is the caller's to queue or refuse.
+func (in *Inbox) wait(ev *nostr.Event, wait *backlog, refusals *refuser) bool {
+	out, res := wait.add(ev)
+	for _, out := range out {
+		in.marks.finished(out)
+		refusals.refuse(out, busy())
+	}
+	return res != fairqueue.Refused
 }
 
 // backlog holds the stored requests waiting for room in the queue (see
@@ -751,7 +767,14 @@ func (in *Inbox) feed(ctx context.Context, wait *backlog, jobs *fairqueue.Queue[
 	dropped := 0
 	for ev, ok := wait.q.Pop(); ok; ev, ok = wait.q.Pop() {
 		wait.bytes.Add(-relay.EventSize(ev))
-		if ctx.Err() != nil || !jobs.Wait(ctx, ev.PubKey, ev) {
+		if ctx.Err() != nil {
+			dropped++
+			continue
+		}
+		// Marked before it is queued: a worker may take it at once.
+		in.fed.Store(ev, struct{}{})
+		if !jobs.Wait(ctx, ev.PubKey, ev) {
+			in.fed.Delete(ev)
 			dropped++
 		}
 	}
@@ -924,6 +947,7 @@ func (in *Inbox) addressedToUs(ev *nostr.Event) bool {
 // Unrecovered, one event from any key took the whole node down, which
 // net/http's server does not let one request do either.
 func (in *Inbox) serve(run *running, ev *nostr.Event) {
+	in.fed.Delete(ev)
 	_, late := in.late.Load(ev)
 	streaming := false
 	// After survive: the request is finished once its answer is sent

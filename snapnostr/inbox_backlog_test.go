@@ -1,7 +1,10 @@
 package snapnostr
 
 import (
+	"context"
+	"fmt"
 	"testing"
+	"testing/synctest"
 
 	"github.com/nbd-wtf/go-nostr"
 
@@ -60,20 +63,20 @@ func TestBacklogBytesServeKeysInTurn(t *testing.T) {
 	flood := r.signed(r.peer, "a request of the flooding key")
 	size := relay.EventSize(flood)
 	r.wait.max = 3 * size // three requests' worth
-	r.in.admitTo(r.ctx, flood, r.jobs, r.wait, r.refusals, false)
+	r.in.admitTo(r.ctx, flood, r.jobs, r.wait, true, r.refusals, false)
 	for range 2 {
-		r.in.admitTo(r.ctx, r.signed(r.peer, "a request of the flooding key"), r.jobs, r.wait, r.refusals, false)
+		r.in.admitTo(r.ctx, r.signed(r.peer, "a request of the flooding key"), r.jobs, r.wait, true, r.refusals, false)
 	}
 	// The backlog's bytes are full, of one key's requests: a fourth of
 	// them goes to the queue, a fifth is refused.
-	r.in.admitTo(r.ctx, r.signed(r.peer, "a request of the flooding key"), r.jobs, r.wait, r.refusals, false)
-	r.in.admitTo(r.ctx, r.signed(r.peer, "a request of the flooding key"), r.jobs, r.wait, r.refusals, false)
+	r.in.admitTo(r.ctx, r.signed(r.peer, "a request of the flooding key"), r.jobs, r.wait, true, r.refusals, false)
+	r.in.admitTo(r.ctx, r.signed(r.peer, "a request of the flooding key"), r.jobs, r.wait, true, r.refusals, false)
 	// Another key's stored request takes the place of the flood's newest.
 	genuine := r.signed(r.other, "a request of another key!!!!!")
 	if relay.EventSize(genuine) != size {
 		t.Fatalf("the requests' sizes differ: %d and %d", relay.EventSize(genuine), size)
 	}
-	r.in.admitTo(r.ctx, genuine, r.jobs, r.wait, r.refusals, false)
+	r.in.admitTo(r.ctx, genuine, r.jobs, r.wait, true, r.refusals, false)
 	if n := r.wait.bytes.Load(); n > r.wait.max {
 		t.Errorf("the backlog holds %d bytes, past its %d", n, r.wait.max)
 	}
@@ -84,4 +87,55 @@ func TestBacklogBytesServeKeysInTurn(t *testing.T) {
 	if n := inFlight(t, r.in); n != 4 {
 		t.Fatalf("%d requests counted in flight, want 4: three in the backlog, one queued", n)
 	}
+}
+
+// A stored request the feeder moved into the queue, and that a live
+// request of another key then pushes out of it, goes back to the backlog
+// to wait for room again: it is not refused 5003, as a stored request is
+// only past the backlog's bounds.
+func TestStoredRequestPushedOutOfTheQueueWaitsAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newBacklogRig(t, 2, 8, 1<<20)
+		ctx, cancel := context.WithCancel(r.ctx)
+		defer cancel()
+		fed := make(chan struct{})
+		go func() { r.in.feed(ctx, r.wait, r.jobs); close(fed) }()
+		defer func() { r.wait.q.Close(); <-fed }()
+		want := map[string]bool{}
+		for i := range 3 {
+			ev := r.signed(r.peer, fmt.Sprint("stored ", i))
+			want[ev.ID] = true
+			r.in.admitTo(r.ctx, ev, r.jobs, r.wait, true, r.refusals, false)
+		}
+		synctest.Wait() // two in the queue, the feeder waiting with the third
+		if n := r.jobs.Len(); n != 2 {
+			t.Fatalf("%d stored requests queued, want 2", n)
+		}
+		live := r.signed(r.other, "live")
+		want[live.ID] = true
+		r.in.receive(r.ctx, live, r.jobs, r.wait, false, r.refusals) // pushes the peer's newest out
+		synctest.Wait()
+		if n := r.in.cfg.Transport.(*publishCounter).published.Load(); n != 0 {
+			t.Errorf("%d refusals sent, want none: the stored request pushed out waits again", n)
+		}
+		// The workers: each request served once, the stored included.
+		for len(want) > 0 {
+			synctest.Wait()
+			ev, ok := r.jobs.Pop()
+			if !ok || !want[ev.ID] {
+				t.Fatalf("popped %v, %v; still waiting for %d requests", ev, ok, len(want))
+			}
+			delete(want, ev.ID)
+			r.in.marks.finished(ev)
+			if len(want) > 0 && r.jobs.Len()+r.wait.q.Len() == 0 {
+				synctest.Wait()
+				if r.jobs.Len() == 0 {
+					t.Fatalf("%d requests never came back to the queue", len(want))
+				}
+			}
+		}
+		if n := inFlight(t, r.in); n != 0 {
+			t.Errorf("%d requests counted in flight once all are served", n)
+		}
+	})
 }

@@ -112,7 +112,7 @@ func TestInboxFinishesWhatItCountsBeforeTheWorkers(t *testing.T) {
 		r.jobs = fairqueue.New[string, *nostr.Event](1)
 		wait := &backlog{q: fairqueue.New[string, *nostr.Event](2), max: 1 << 20}
 		for i := range 4 {
-			r.in.admitTo(r.ctx, signed(t, r, relay.KindMessage, fmt.Sprint(i)), r.jobs, wait, r.refusals, false)
+			r.in.admitTo(r.ctx, signed(t, r, relay.KindMessage, fmt.Sprint(i)), r.jobs, wait, true, r.refusals, false)
 		}
 		if wait.q.Len() != 2 || r.jobs.Len() != 1 {
 			t.Fatalf("%d requests in the backlog and %d queued, want 2 and 1", wait.q.Len(), r.jobs.Len())
