@@ -193,3 +193,57 @@ func TestPoolSubscribeWithStored(t *testing.T) {
 		}
 	})
 }
+
+// Once a relay's catch-up is cut (MaxCatchUpPages, or a page refused for
+// good), its stored events will not all be read on this REQ: what it
+// brings after is live, and goes to Take, not to Stored.
+func TestPoolSubscribeWithStoredAfterACut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newPTNet()
+		n.manualPages = true
+		p := newPTPool(t, n, PoolConfig{URLs: []string{"ws://a"}, MaxCatchUpPages: 1})
+		var mu sync.Mutex
+		var stored, taken []string
+		now := ptNow()
+		sub, err := p.SubscribeWith(t.Context(), ptFilter(), SubscribeOptions{
+			Since: map[string]nostr.Timestamp{"ws://a": now - 3600},
+			Take: func(ev *nostr.Event) {
+				mu.Lock()
+				defer mu.Unlock()
+				taken = append(taken, ev.Content)
+			},
+			Stored: func(ev *nostr.Event) {
+				mu.Lock()
+				defer mu.Unlock()
+				stored = append(stored, ev.Content)
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		a := n.last(t, "ws://a")
+		a.event(sub.wireID, ptEvent(t, now-10, "stored"))
+		a.eose(sub.wireID)
+		synctest.Wait()
+		pages := a.pages()
+		if len(pages) != 1 {
+			t.Fatalf("pages asked: %+v, want one", pages)
+		}
+		a.event(pages[0].id, ptEvent(t, now-20, "paged"))
+		a.eose(pages[0].id) // more to read, but no page left: cut
+		synctest.Wait()
+		if st := ptStatus(p, "ws://a"); st.CatchUpsCut != 1 {
+			t.Fatalf("%d catch-ups cut, want 1", st.CatchUpsCut)
+		}
+		a.event(sub.wireID, ptEvent(t, now, "live"))
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if want := []string{"stored", "paged"}; !slices.Equal(stored, want) {
+			t.Errorf("Stored got %q, want %q", stored, want)
+		}
+		if want := []string{"live"}; !slices.Equal(taken, want) {
+			t.Errorf("Take got %q, want %q", taken, want)
+		}
+	})
+}

@@ -268,12 +268,14 @@ func (s *Subscription) noteSeen(idx int, at nostr.Timestamp, page string) {
 }
 
 // storedNow reports whether relay idx's stored events (catch-up pages
-// included) are not all read yet: an event it brings now is one of them,
-// or came meanwhile. Only idx's reader, which calls it, changes that.
+// included) are still being read: an event it brings now is one of them,
+// or came meanwhile. Once its catch-up is cut they will not all be read
+// on this REQ: what comes after is live, though the point stays. Only
+// idx's reader, which calls it, changes that.
 func (s *Subscription) storedNow(idx int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return !s.live[idx]
+	return !s.live[idx] && s.catchUp[idx].state != catchUpCut
 }
 
 // noteAside counts an event a Gate passed over, created at at and
@@ -634,7 +636,8 @@ type SubscribeOptions struct {
 	// Stored, when set with Take, gets in Take's place the events a relay
 	// brings before its stored events are all read: its REQ's EOSE and
 	// the catch-up after it (see Subscribe), live events of the meantime
-	// included. It is called as Take is, and must not block either: a
+	// included. A catch-up cut short (MaxCatchUpPages, a page refused
+	// for good) ends that: what the relay brings after goes to Take. It is called as Take is, and must not block either: a
 	// subscriber that may make stored events wait (they are not live
 	// traffic) holds them itself, bounded. A relay's resume point
 	// (Resume) moves past them once its stored events are all read,
