@@ -54,9 +54,14 @@ type InboxConfig struct {
 	// turn too, in a backlog of at most Backlog requests (default 8,192)
 	// holding at most BacklogBytes (default 16 MiB, as held in memory:
 	// relay.EventSize). Only past either bound is a stored request
-	// refused with 5003 (or pushed out, as in the queue). A request still
-	// waiting when Run stops is not answered, and the relays' points
-	// written then stay behind it: the next start asks for it again.
+	// refused with 5003 (or pushed out, as in the queue). A stored
+	// request a live one pushes out of the queue goes back to the
+	// backlog. A request kept aside for another replica that nobody took,
+	// taken up late (see Replay), waits there too: being late it is never
+	// refused, so one the queue has no room for is dropped only past the
+	// backlog. A request still waiting when Run stops is not answered,
+	// and the relays' points written then stay behind it: the next start
+	// asks for it again.
 	Workers, Queue        int
 	Backlog, BacklogBytes int
 	// Streams bounds the streaming requests answered at once (default
@@ -322,7 +327,9 @@ func (in *Inbox) Run(ctx context.Context) error {
 		// Deferred after the queue's closing, so run before it: the
 		// review has stopped (ctx ended) when the queue closes.
 		var review sync.WaitGroup
-		review.Go(func() { in.reviewDeferred(ctx, min(in.cfg.Shares.Grace()/8, 250*time.Millisecond), jobs, refusals) })
+		review.Go(func() {
+			in.reviewDeferred(ctx, min(in.cfg.Shares.Grace()/8, 250*time.Millisecond), jobs, wait, refusals)
+		})
 		defer review.Wait()
 	}
 	lookback := nostr.Timestamp(in.cfg.Lookback / time.Second)
@@ -672,9 +679,10 @@ func (in *Inbox) admitTo(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Q
 	if late {
 		in.late.Store(ev, struct{}{})
 	}
-	if wait != nil && stored && !late {
-		// A stored request waits its turn in the backlog; only one the
-		// backlog has no room for is queued or refused below.
+	if wait != nil && stored {
+		// A stored request, or a late one, waits its turn in the
+		// backlog; only one the backlog has no room for is queued or
+		// refused (dropped, when late) below.
 		if in.wait(ev, wait, refusals) {
 			return
 		}
@@ -705,7 +713,9 @@ func (in *Inbox) wait(ev *nostr.Event, wait *backlog, refusals *refuser) bool {
 	out, res := wait.add(ev)
 	for _, out := range out {
 		in.marks.finished(out)
-		refusals.refuse(out, busy())
+		if _, wasLate := in.late.LoadAndDelete(out); !wasLate {
+			refusals.refuse(out, busy())
+		}
 	}
 	return res != fairqueue.Refused
 }
@@ -768,6 +778,7 @@ func (in *Inbox) feed(ctx context.Context, wait *backlog, jobs *fairqueue.Queue[
 	for ev, ok := wait.q.Pop(); ok; ev, ok = wait.q.Pop() {
 		wait.bytes.Add(-relay.EventSize(ev))
 		if ctx.Err() != nil {
+			in.late.Delete(ev)
 			dropped++
 			continue
 		}
@@ -775,6 +786,7 @@ func (in *Inbox) feed(ctx context.Context, wait *backlog, jobs *fairqueue.Queue[
 		in.fed.Store(ev, struct{}{})
 		if !jobs.Wait(ctx, ev.PubKey, ev) {
 			in.fed.Delete(ev)
+			in.late.Delete(ev)
 			dropped++
 		}
 	}
@@ -798,17 +810,19 @@ const seenPause = 10 * time.Second
 // of those whose grace has passed it forgets the ones some process took
 // (Recorded) and takes up the others, late (see snap.Inbound.Late). Each
 // pass has half the grace for its reads of the database.
-func (in *Inbox) reviewDeferred(ctx context.Context, tick time.Duration, jobs *fairqueue.Queue[string, *nostr.Event], refusals *refuser) {
+func (in *Inbox) reviewDeferred(ctx context.Context, tick time.Duration, jobs *fairqueue.Queue[string, *nostr.Event], wait *backlog, refusals *refuser) {
 	// No bound of periodic.Pass: a pass bounds its reads itself, by
 	// half the grace, and then takes up what it could not tell of.
 	_ = periodic.Every(ctx, "inbox review", tick, 0, func(ctx context.Context) error {
-		in.reviewPass(ctx, jobs, refusals)
+		in.reviewPass(ctx, jobs, wait, refusals)
 		return nil
 	}, nil)
 }
 
 // reviewPass is one pass of reviewDeferred, until ctx ends.
-func (in *Inbox) reviewPass(ctx context.Context, jobs *fairqueue.Queue[string, *nostr.Event], refusals *refuser) {
+// A request taken up late waits in the backlog wait, when set, for room
+// in the queue: being late it is never refused, and nobody else took it.
+func (in *Inbox) reviewPass(ctx context.Context, jobs *fairqueue.Queue[string, *nostr.Event], wait *backlog, refusals *refuser) {
 	pass, cancel := context.WithTimeout(ctx, in.cfg.Shares.Grace()/2)
 	defer cancel()
 	take, due := in.deferred.review(in.cfg.Now(), in.cfg.Shares.Mine)
@@ -829,11 +843,11 @@ func (in *Inbox) reviewPass(ctx context.Context, jobs *fairqueue.Queue[string, *
 	in.deferred.taken.Add(int64(len(take) + len(late)))
 	for _, d := range take {
 		in.cfg.Logger.Debug("inbox: took up another replica's request", "event", d.evs[0].ID)
-		in.takeUp(ctx, d, jobs, refusals, false)
+		in.takeUp(ctx, d, jobs, wait, refusals, false)
 	}
 	for _, d := range late {
 		in.cfg.Logger.Debug("inbox: took up a request nobody took", "event", d.evs[0].ID)
-		in.takeUp(ctx, d, jobs, refusals, true)
+		in.takeUp(ctx, d, jobs, wait, refusals, true)
 	}
 }
 
@@ -873,10 +887,10 @@ func (in *Inbox) notTaken(ctx context.Context, due []*deferral) []*deferral {
 // first of the unverified copies that verifies. The copy queued is
 // counted in the watermark in d's place and epoch; when none is, d is
 // finished.
-func (in *Inbox) takeUp(ctx context.Context, d *deferral, jobs *fairqueue.Queue[string, *nostr.Event], refusals *refuser, late bool) {
+func (in *Inbox) takeUp(ctx context.Context, d *deferral, jobs *fairqueue.Queue[string, *nostr.Event], wait *backlog, refusals *refuser, late bool) {
 	if d.verified {
 		in.marks.handOver(d, d.evs[0])
-		in.admit(ctx, d.evs[0], jobs, refusals, late) // take saw it
+		in.admitTo(ctx, d.evs[0], jobs, wait, late, refusals, late) // take saw it
 		return
 	}
 	defer in.marks.finished(d) // a no-op once handed over
@@ -884,7 +898,7 @@ func (in *Inbox) takeUp(ctx context.Context, d *deferral, jobs *fairqueue.Queue[
 		if in.verify(ev) {
 			if in.firstSight(d.id) {
 				in.marks.handOver(d, ev)
-				in.admit(ctx, ev, jobs, refusals, late)
+				in.admitTo(ctx, ev, jobs, wait, late, refusals, late)
 			}
 			return
 		}

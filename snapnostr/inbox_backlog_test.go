@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/nbd-wtf/go-nostr"
 
@@ -21,9 +22,10 @@ type backlogRig struct {
 	wait  *backlog
 }
 
-func newBacklogRig(t *testing.T, queue, backlogLen int, backlogBytes int64) *backlogRig {
+func newBacklogRig(t *testing.T, cfg InboxConfig, queue, backlogLen int, backlogBytes int64) *backlogRig {
 	t.Helper()
-	r := &backlogRig{shareRig: newShareRig(t, InboxConfig{Transport: &publishCounter{}})}
+	cfg.Transport = &publishCounter{}
+	r := &backlogRig{shareRig: newShareRig(t, cfg)}
 	var err error
 	if r.other, err = identity.Generate(); err != nil {
 		t.Fatal(err)
@@ -59,7 +61,7 @@ func (r *backlogRig) drain() (keys []string) {
 // whose stored requests fill its bytes loses its newest to another key's,
 // rather than shutting every other key out of the backlog.
 func TestBacklogBytesServeKeysInTurn(t *testing.T) {
-	r := newBacklogRig(t, 1, 100, 0)
+	r := newBacklogRig(t, InboxConfig{}, 1, 100, 0)
 	flood := r.signed(r.peer, "a request of the flooding key")
 	size := relay.EventSize(flood)
 	r.wait.max = 3 * size // three requests' worth
@@ -95,7 +97,7 @@ func TestBacklogBytesServeKeysInTurn(t *testing.T) {
 // only past the backlog's bounds.
 func TestStoredRequestPushedOutOfTheQueueWaitsAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newBacklogRig(t, 2, 8, 1<<20)
+		r := newBacklogRig(t, InboxConfig{}, 2, 8, 1<<20)
 		ctx, cancel := context.WithCancel(r.ctx)
 		defer cancel()
 		fed := make(chan struct{})
@@ -138,4 +140,37 @@ func TestStoredRequestPushedOutOfTheQueueWaitsAgain(t *testing.T) {
 			t.Errorf("%d requests counted in flight once all are served", n)
 		}
 	})
+}
+
+// A request kept aside for another replica that nobody took, taken up
+// late here as the catch-up fills the queue, waits in the backlog for
+// room: a late request is never refused (its owner might have answered
+// it), so one the full queue refused was dropped unanswered, by every
+// replica.
+func TestLateRequestWaitsInTheBacklogForAFullQueue(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	clock := &testClock{}
+	clock.set(now)
+	recorded := recordedSet{snap.NewMemoryReplayStore(0), map[string]bool{}}
+	shares := &switchShares{grace: time.Second}
+	r := newBacklogRig(t, InboxConfig{Now: clock.now, Shares: shares, Replay: recorded}, 1, 8, 1<<20)
+	shares.mine.Store(true)
+	r.in.take(r.ctx, r.signed(r.other, "the queue's one"), r.jobs, r.refusals)
+	shares.mine.Store(false)
+	aside := r.signed(r.peer, "kept aside")
+	r.in.setAside(r.ctx, aside, r.jobs, r.refusals)
+	clock.set(now.Add(time.Second))
+	r.in.reviewPass(r.ctx, r.jobs, r.wait, r.refusals)
+	if n := inFlight(t, r.in); n != 2 {
+		t.Fatalf("%d requests counted in flight, want 2: the one queued and the one taken up late", n)
+	}
+	if n := r.wait.q.Len(); n != 1 {
+		t.Fatalf("%d requests in the backlog, want the one taken up late", n)
+	}
+	if ev, _ := r.wait.q.Pop(); ev.ID != aside.ID {
+		t.Fatalf("the backlog holds %q, want the request taken up late", ev.Content)
+	}
+	if _, late := r.in.late.Load(aside); !late {
+		t.Fatal("the request in the backlog is not marked late: a worker would answer it as its owner")
+	}
 }

@@ -143,7 +143,7 @@ func TestInboxFinishesWhatItCountsBeforeTheWorkers(t *testing.T) {
 		want(t, r, 1, "a request kept aside")
 		clock.set(now.Add(time.Second))
 		defer clock.set(now)
-		r.in.reviewPass(r.ctx, r.jobs, r.refusals)
+		r.in.reviewPass(r.ctx, r.jobs, nil, r.refusals)
 		want(t, r, 0, "a request another process took")
 	})
 	t.Run("kept aside without a replay store", func(t *testing.T) {
@@ -151,7 +151,7 @@ func TestInboxFinishesWhatItCountsBeforeTheWorkers(t *testing.T) {
 		r.in.setAside(r.ctx, signed(t, r, relay.KindEphemeral, "x"), r.jobs, r.refusals)
 		clock.set(now.Add(time.Second))
 		defer clock.set(now)
-		r.in.reviewPass(r.ctx, r.jobs, r.refusals)
+		r.in.reviewPass(r.ctx, r.jobs, nil, r.refusals)
 		want(t, r, 0, "a request forgotten at its grace")
 	})
 	t.Run("kept aside, forged", func(t *testing.T) {
@@ -170,7 +170,7 @@ func TestInboxFinishesWhatItCountsBeforeTheWorkers(t *testing.T) {
 		}
 		clock.set(now.Add(time.Second))
 		defer clock.set(now)
-		r.in.reviewPass(r.ctx, r.jobs, r.refusals)
+		r.in.reviewPass(r.ctx, r.jobs, nil, r.refusals)
 		want(t, r, 0, "forged requests taken up late")
 		if r.jobs.Len() != 0 {
 			t.Fatalf("%d forged requests queued", r.jobs.Len())
@@ -190,7 +190,7 @@ func TestInboxFinishesWhatItCountsBeforeTheWorkers(t *testing.T) {
 		r.in.firstSight(id) // taken meanwhile
 		want(t, r, 3, "three requests kept aside")
 		shares.mine.Store(true)
-		r.in.reviewPass(r.ctx, r.jobs, r.refusals)
+		r.in.reviewPass(r.ctx, r.jobs, nil, r.refusals)
 		want(t, r, 2, "two requests taken up, one seen before")
 		for r.jobs.Len() > 0 {
 			ev, _ := r.jobs.Pop()

@@ -387,7 +387,7 @@ func (r *shareRig) request(content string) *nostr.Event {
 func (r *shareRig) reviewUntil(done func(ShareStats) bool) {
 	ctx, stop := context.WithCancel(r.ctx)
 	ended := make(chan struct{})
-	go func() { r.in.reviewDeferred(ctx, time.Millisecond, r.jobs, r.refusals); close(ended) }()
+	go func() { r.in.reviewDeferred(ctx, time.Millisecond, r.jobs, nil, r.refusals); close(ended) }()
 	for !done(r.in.Shared()) {
 		time.Sleep(time.Millisecond)
 	}
@@ -434,7 +434,7 @@ func TestInboxTakesUpWhatTheDatabaseCannotTell(t *testing.T) {
 	}
 	r.in.setAside(r.ctx, ev, r.jobs, r.refusals)
 	clock.set(now.Add(time.Second)) // the grace has passed
-	r.in.reviewPass(r.ctx, r.jobs, r.refusals)
+	r.in.reviewPass(r.ctx, r.jobs, nil, r.refusals)
 	if st := r.in.Shared(); st.Taken != 1 {
 		t.Fatalf("after the grace: %+v; want the request taken up", st)
 	}
@@ -485,12 +485,12 @@ func TestInboxTakesUpLateWhatCameBeforeItWasCounted(t *testing.T) {
 	r.in.setAside(r.ctx, missed, r.jobs, r.refusals)
 	sh.uncounted.Store(false)
 	sh.mine.Store(true)
-	r.in.reviewPass(r.ctx, r.jobs, r.refusals)
+	r.in.reviewPass(r.ctx, r.jobs, nil, r.refusals)
 	if st := r.in.Shared(); st.Taken != 0 || st.Now != 2 || r.jobs.Len() != 0 {
 		t.Fatalf("counted, both requests mine, within their grace: %+v, %d queued; want both kept", st, r.jobs.Len())
 	}
 	clock.set(now.Add(time.Second))
-	r.in.reviewPass(r.ctx, r.jobs, r.refusals)
+	r.in.reviewPass(r.ctx, r.jobs, nil, r.refusals)
 	if st := r.in.Shared(); st.Taken != 1 || st.Left != 1 || r.jobs.Len() != 1 {
 		t.Fatalf("after the grace: %+v, %d queued; want the taken one left, the missed one taken up", st, r.jobs.Len())
 	}
