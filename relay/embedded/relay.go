@@ -174,7 +174,9 @@ type Config struct {
 	// document, a refused upgrade).
 	WriteTimeout time.Duration
 	// PingInterval is how often clients are pinged; a client silent for
-	// twice as long is disconnected. Default 30 s.
+	// twice as long is disconnected, and so is one whose message has not
+	// come whole twice as long after its first frame (1008), however
+	// many pongs it sends meanwhile. Default 30 s.
 	PingInterval time.Duration
 	// SweepInterval is how often Serve deletes expired events; default
 	// 1 minute.

@@ -195,10 +195,22 @@ func (t *wsTransport) readLoop() {
 	// readLimited); beyond that the WebSocket library closes with 1009.
 	t.ws.SetReadLimit(int64(2 * cfg.MaxMessageLength))
 	_ = t.ws.SetReadDeadline(time.Now().Add(pongWait))
+	// reading: a message has begun and is not read whole yet. It must be,
+	// within pongWait of its first frame: a pong proves the client alive,
+	// not its message coming, and a client that answered pings (or sent
+	// pongs of its own) between the fragments of a message it never ended
+	// held what it had sent of it, up to MaxMessageLength, for as long as
+	// it liked. The pong handler runs in this goroutine, within
+	// NextReader and the message's reads.
+	reading := false
 	t.ws.SetPongHandler(func(string) error {
+		if reading {
+			return nil
+		}
 		return t.ws.SetReadDeadline(time.Now().Add(pongWait))
 	})
 	for {
+		reading = false
 		typ, r, err := t.ws.NextReader()
 		// The buffer is borrowed once a message has come, and given back
 		// once it is handled: an idle reader, waiting in NextReader,
@@ -207,6 +219,8 @@ func (t *wsTransport) readLoop() {
 		var b []byte
 		var size int64
 		if err == nil {
+			reading = true
+			_ = t.ws.SetReadDeadline(time.Now().Add(pongWait))
 			buf = c.r.reads.Get(readBufferSize)
 			b, size, err = readLimited(r, cfg.MaxMessageLength, *buf)
 		}
@@ -214,6 +228,9 @@ func (t *wsTransport) readLoop() {
 			c.r.reads.Put(buf)
 			var ne net.Error
 			switch {
+			case errors.As(err, &ne) && ne.Timeout() && reading:
+				c.log.Info("disconnecting slow client", "reason", "message not received whole in time", "timeout", pongWait)
+				c.kill(websocket.ClosePolicyViolation, "too slow: message not received whole in time")
 			case errors.As(err, &ne) && ne.Timeout():
 				c.log.Debug("client silent for too long", "timeout", pongWait)
 				c.kill(websocket.CloseGoingAway, "no pong")
