@@ -360,7 +360,7 @@ func eventMessage(ev *nostr.Event, lim *limits) (*clientMessage, error) {
 		cp.Tags = nostr.Tags{} // as parsed: go-nostr writes nil tags as []
 	}
 	if err := checkShape(cp, lim); err != nil {
-		return nil, okFalse(ev.ID, "invalid: %v", err)
+		return nil, okFalse(ev.ID, "invalid: %s", reason(err))
 	}
 	return &clientMessage{typ: msgEvent, event: cp}, nil
 }

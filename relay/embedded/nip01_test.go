@@ -231,3 +231,23 @@ func TestOlderReplaceableIsDuplicate(t *testing.T) {
 		}
 	}
 }
+
+// TestShapeRefusalSaysInvalidOnce: an event refused for its shape (a
+// kind out of range, a negative created_at, an id not in hex) gets OK
+// false with one "invalid:" prefix and the rule it breaks, as one refused
+// for its id or signature does; it read "invalid: invalid event: …".
+func TestShapeRefusalSaysInvalidOnce(t *testing.T) {
+	tr := startRelay(t, Config{})
+	c := dial(t, tr.url)
+	ev := newKey(t).event(t, 1, tr.clock.Unix(), "shape")
+	msg := `["EVENT",{"id":%q,"pubkey":%q,"created_at":%s,"kind":%s,"tags":[],"content":"shape","sig":%q}]`
+	for _, tc := range []struct{ createdAt, kind, want string }{
+		{fmt.Sprint(ev.CreatedAt), "70000", "invalid: kind must be in 0…65535"},
+		{"-1", "1", "invalid: created_at must not be negative"},
+	} {
+		c.sendRaw(fmt.Appendf(nil, msg, ev.ID, ev.PubKey, tc.createdAt, tc.kind, ev.Sig))
+		if m := c.expect("OK"); m.str(0) != ev.ID || string(m.args[1]) != "false" || m.str(2) != tc.want {
+			t.Errorf("created_at %s, kind %s: OK %s, want false %q", tc.createdAt, tc.kind, joinRaw(m.args), tc.want)
+		}
+	}
+}

@@ -145,7 +145,7 @@ func readClientMessage(dec *jsontext.Decoder, lim *limits) (*clientMessage, *ref
 		}
 		ev, id, err := readEvent(dec, lim)
 		if err != nil {
-			return nil, okFalse(id, "invalid: %v", err)
+			return nil, okFalse(id, "invalid: %s", reason(err))
 		}
 		if dec.PeekKind() != ']' {
 			return nil, okFalse(id, "invalid: EVENT has more than one element after its type")
