@@ -111,6 +111,26 @@ type Config struct {
 	// default 256 MiB, at least MaxUnsentBytesPerIP. A REQ past it waits
 	// and then loads what room is left, as one past its peer's bound does.
 	MaxUnsentBytes int64
+	// MaxReadingBytesPerIP bounds what the messages that the connections
+	// of one peer (an address as for MaxConnectionsPerIP) are sending
+	// hold in memory while they are read, beyond a small buffer each
+	// (4 KiB): a message is kept as it comes, up to MaxMessageLength, so
+	// that each connection of a peer could hold that much. A message
+	// that would take its peer past the bound is read to its end and
+	// let go, and refused with "rate-limited:" (OK false when its id can
+	// be read, a NOTICE otherwise). Default four times MaxMessageLength
+	// (2 MiB), at least MaxMessageLength: one message alone is never
+	// refused by it. Clients on loopback addresses and the in-process
+	// connection are not bounded.
+	MaxReadingBytesPerIP int64
+	// MaxReadingBytes bounds what the messages of every peer together
+	// hold while they are read (as MaxReadingBytesPerIP counts it), so
+	// that many addresses (the /64s of one IPv6 network are many) cannot
+	// take MaxMessageLength for each of MaxConnections (2 GiB by
+	// default) between them; default 256 MiB, at least
+	// MaxReadingBytesPerIP. A message past it is refused as one past its
+	// peer's bound is.
+	MaxReadingBytes int64
 
 	// StoreMaxEvents and StoreMaxBytes bound the database: the relay keeps
 	// at most StoreMaxEvents stored events and StoreMaxBytes of their JSON
@@ -234,6 +254,7 @@ const (
 	DefaultMaxConnectionsPerIP  = 64
 	DefaultMaxSubscriptionBytes = 256 << 20
 	DefaultMaxUnsentBytes       = 256 << 20
+	DefaultMaxReadingBytes      = 256 << 20
 	DefaultWriteTimeout         = 10 * time.Second
 	DefaultPingInterval         = 30 * time.Second
 	DefaultSweepInterval        = time.Minute
@@ -327,13 +348,22 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.New("embedded relay config: MaxUnsentBytesPerIP must not be negative")
 	}
 	c.MaxUnsentBytesPerIP = max(c.MaxUnsentBytesPerIP, int64(c.MaxStoredBytes))
+	switch {
+	case c.MaxReadingBytesPerIP == 0:
+		c.MaxReadingBytesPerIP = 4 * int64(c.MaxMessageLength)
+	case c.MaxReadingBytesPerIP < 0:
+		return c, errors.New("embedded relay config: MaxReadingBytesPerIP must not be negative")
+	}
+	// What one message keeps: the limit and a byte (see readLimited).
+	c.MaxReadingBytesPerIP = max(c.MaxReadingBytesPerIP, int64(c.MaxMessageLength)+1)
 	for _, b := range []struct {
 		total *int64
 		peer  int64
 		name  string
 		dflt  int64
 	}{{&c.MaxSubscriptionBytes, c.MaxSubscriptionBytesPerIP, "MaxSubscriptionBytes", DefaultMaxSubscriptionBytes},
-		{&c.MaxUnsentBytes, c.MaxUnsentBytesPerIP, "MaxUnsentBytes", DefaultMaxUnsentBytes}} {
+		{&c.MaxUnsentBytes, c.MaxUnsentBytesPerIP, "MaxUnsentBytes", DefaultMaxUnsentBytes},
+		{&c.MaxReadingBytes, c.MaxReadingBytesPerIP, "MaxReadingBytes", DefaultMaxReadingBytes}} {
 		switch {
 		case *b.total == 0:
 			*b.total = b.dflt
@@ -430,6 +460,9 @@ type Relay struct {
 	// is how long a REQ waits for room (WriteTimeout; tests shorten it).
 	unsent     *peerBytes
 	unsentWait time.Duration
+	// reading is what the messages of each peer being read hold beyond
+	// their lent buffers, by conn.peer (see Config.MaxReadingBytesPerIP).
+	reading *peerBytes
 
 	slowCuts atomic.Int64 // clients disconnected for a full queue
 	// phaseWaits counts the live events that waited for the end of a
@@ -459,17 +492,18 @@ func newRelay(cfg Config, exempt func(netip.Addr) bool) (*Relay, error) {
 		return nil, fmt.Errorf("embedded relay: %w", err)
 	}
 	r := &Relay{
-		cfg:    cfg,
-		lim:    cfg.limits(),
-		log:    cfg.Logger,
-		now:    cfg.Now,
-		store:  st,
-		hub:    newHub(),
-		ctx:    ctx,
-		cancel: cancel,
-		conns:  make(map[*conn]struct{}),
-		held:   newPeerBytes(cfg.MaxSubscriptionBytesPerIP, cfg.MaxSubscriptionBytes),
-		unsent: newPeerBytes(cfg.MaxUnsentBytesPerIP, cfg.MaxUnsentBytes),
+		cfg:     cfg,
+		lim:     cfg.limits(),
+		log:     cfg.Logger,
+		now:     cfg.Now,
+		store:   st,
+		hub:     newHub(),
+		ctx:     ctx,
+		cancel:  cancel,
+		conns:   make(map[*conn]struct{}),
+		held:    newPeerBytes(cfg.MaxSubscriptionBytesPerIP, cfg.MaxSubscriptionBytes),
+		unsent:  newPeerBytes(cfg.MaxUnsentBytesPerIP, cfg.MaxUnsentBytes),
+		reading: newPeerBytes(cfg.MaxReadingBytesPerIP, cfg.MaxReadingBytes),
 		// How long a REQ waits for its peer's unsent bytes to make room.
 		unsentWait: cfg.WriteTimeout,
 		exempt:     exempt,

@@ -209,6 +209,10 @@ func (t *wsTransport) readLoop() {
 		}
 		return t.ws.SetReadDeadline(time.Now().Add(pongWait))
 	})
+	// room counts what the message being read keeps; given back once it
+	// is handled, or here if handling it panicked.
+	var room readRoom
+	defer room.giveBack()
 	for {
 		reading = false
 		typ, r, err := t.ws.NextReader()
@@ -222,9 +226,11 @@ func (t *wsTransport) readLoop() {
 			reading = true
 			_ = t.ws.SetReadDeadline(time.Now().Add(pongWait))
 			buf = c.r.reads.Get(readBufferSize)
-			b, size, err = readLimited(r, cfg.MaxMessageLength, *buf)
+			room = readRoom{c: c}
+			b, size, err = readKept(r, cfg.MaxMessageLength, *buf, room.grow)
 		}
 		if err != nil {
+			room.giveBack()
 			c.r.reads.Put(buf)
 			var ne net.Error
 			switch {
@@ -244,13 +250,22 @@ func (t *wsTransport) readLoop() {
 		}
 		_ = t.ws.SetReadDeadline(time.Now().Add(pongWait))
 		if typ != websocket.TextMessage {
+			room.giveBack()
 			c.r.reads.Put(buf)
 			if c.notice("invalid: only text messages are supported") != nil {
 				return
 			}
 			continue
 		}
-		err = t.handle(b, size)
+		// Refused for want of room only if something was let go (the
+		// message may have ended where the room did) and the message is
+		// not too large anyway, which handle says.
+		if room.refused && size > int64(len(b)) && size <= int64(cfg.MaxMessageLength) {
+			err = c.refuse(room.refusal(b))
+		} else {
+			err = t.handle(b, size)
+		}
+		room.giveBack()
 		c.r.reads.Put(buf) // nothing handle made keeps b: see parseMessage
 		if err != nil {
 			return
@@ -270,6 +285,13 @@ func (t *wsTransport) readLoop() {
 // capacity goes; a longer message moves to a buffer of its own, which
 // grows, so that buf is never more than written into.
 func readLimited(r io.Reader, limit int, buf []byte) ([]byte, int64, error) {
+	return readKept(r, limit, buf, nil)
+}
+
+// readKept is readLimited asking grow, when it is not nil, for room for
+// each n bytes more it would keep past buf: when grow refuses, what it
+// kept so far is all it keeps, and the rest of the message is let go.
+func readKept(r io.Reader, limit int, buf []byte, grow func(n int) bool) ([]byte, int64, error) {
 	keep := limit + 1
 	b := buf[:0:min(keep, cap(buf))]
 	if cap(b) == 0 {
@@ -277,7 +299,11 @@ func readLimited(r io.Reader, limit int, buf []byte) ([]byte, int64, error) {
 	}
 	for len(b) < keep {
 		if len(b) == cap(b) {
-			b = append(make([]byte, 0, min(2*cap(b), keep)), b...)
+			n := min(2*cap(b), keep)
+			if grow != nil && !grow(n-cap(b)) {
+				break
+			}
+			b = append(make([]byte, 0, n), b...)
 		}
 		n, err := r.Read(b[len(b):cap(b)])
 		b = b[:len(b)+n]
@@ -293,6 +319,54 @@ func readLimited(r io.Reader, limit int, buf []byte) ([]byte, int64, error) {
 		return nil, 0, err
 	}
 	return b, int64(len(b)) + rest, nil
+}
+
+// readRoom counts, for one message of c being read, the bytes its
+// reader keeps beyond its lent buffer against c's peer's
+// Config.MaxReadingBytesPerIP and the relay's MaxReadingBytes.
+type readRoom struct {
+	c       *conn
+	counted int64
+	// refused: a bound was in the way, the one of every peer together
+	// if whole; the message was read to its end and not kept whole.
+	refused, whole bool
+}
+
+// grow counts n more bytes, and reports whether they fit.
+func (m *readRoom) grow(n int) bool {
+	if m.c.peer == "" {
+		return true
+	}
+	got, _, whole := m.c.r.reading.take(m.c.peer, int64(n), false)
+	m.counted += got
+	if got < int64(n) {
+		m.refused, m.whole = true, whole
+		return false
+	}
+	return true
+}
+
+// giveBack gives back what grow counted: the message is handled.
+func (m *readRoom) giveBack() {
+	if m.counted > 0 {
+		m.c.r.reading.give(m.c.peer, m.counted)
+		m.counted = 0
+	}
+}
+
+// refusal is the answer to a message refused for want of room, of which
+// b is what was kept: OK false when it is an EVENT whose id comes early
+// enough to be read, a NOTICE otherwise.
+func (m *readRoom) refusal(b []byte) *refusal {
+	cfg := &m.c.r.cfg
+	msg := fmt.Sprintf("rate-limited: the messages your address is sending hold too much memory on this relay while they are read (max %d bytes); try again later", cfg.MaxReadingBytesPerIP)
+	if m.whole {
+		msg = fmt.Sprintf("rate-limited: the messages being sent to this relay hold too much memory while they are read (max %d bytes); try again later", cfg.MaxReadingBytes)
+	}
+	if id := eventIDHint(b); id != "" {
+		return okFalse(id, "%s", msg)
+	}
+	return notice("%s", msg)
 }
 
 // readBufferSize is the size of the buffers the readers borrow
