@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/snapnode/snapnode/internal/textcut"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -184,6 +185,12 @@ func EventSize(ev *nostr.Event) int64 {
 // field whenever a connection closes (go test -race reports it) and starts
 // a goroutine per received event, which nothing bounds.
 func DialWebsocket(ctx context.Context, url string) (Conn, error) {
+	return dialWebsocket(ctx, url, wsPongWait)
+}
+
+// dialWebsocket is DialWebsocket, a connection silent for pongWait (and
+// a message not read whole pongWait after its first frame) being dead.
+func dialWebsocket(ctx context.Context, url string, pongWait time.Duration) (Conn, error) {
 	// The relay's answer to the upgrade is read within wshandshake.Max.
 	d, handshake := wshandshake.Bounded(&websocket.Dialer{Proxy: http.ProxyFromEnvironment, HandshakeTimeout: wsHandshakeTimeout})
 	ws, resp, err := d.DialContext(ctx, url, nil)
@@ -195,16 +202,15 @@ func DialWebsocket(ctx context.Context, url string) (Conn, error) {
 		return nil, fmt.Errorf("relay: dial %s: %w", url, err)
 	}
 	c := &wsConn{
-		url:     url,
-		ws:      ws,
-		out:     make(chan []byte, wsWriteQueue),
-		in:      make(chan ConnMessage, wsInbox),
-		done:    make(chan struct{}),
-		backlog: connBacklog{room: make(chan struct{}, 1)},
+		url:      url,
+		ws:       ws,
+		pongWait: pongWait,
+		out:      make(chan []byte, wsWriteQueue),
+		in:       make(chan ConnMessage, wsInbox),
+		done:     make(chan struct{}),
+		backlog:  connBacklog{room: make(chan struct{}, 1)},
 	}
 	ws.SetReadLimit(wsReadLimit)
-	_ = ws.SetReadDeadline(time.Now().Add(wsPongWait))
-	ws.SetPongHandler(func(string) error { return ws.SetReadDeadline(time.Now().Add(wsPongWait)) })
 	c.wg.Add(2)
 	go c.readLoop()
 	go c.writeLoop()
@@ -212,12 +218,13 @@ func DialWebsocket(ctx context.Context, url string) (Conn, error) {
 }
 
 type wsConn struct {
-	url  string
-	ws   *websocket.Conn
-	out  chan []byte
-	in   chan ConnMessage
-	done chan struct{}
-	wg   sync.WaitGroup
+	url      string
+	ws       *websocket.Conn
+	pongWait time.Duration // see dialWebsocket
+	out      chan []byte
+	in       chan ConnMessage
+	done     chan struct{}
+	wg       sync.WaitGroup
 
 	failOnce sync.Once
 	errMu    sync.Mutex
@@ -269,6 +276,20 @@ func (c *wsConn) Close() error {
 func (c *wsConn) readLoop() {
 	defer c.wg.Done()
 	defer close(c.in)
+	// reading: a message has begun and is not read whole yet. It must be
+	// within pongWait of its first frame: a pong proves the relay alive,
+	// not its message coming, and a relay that sent pongs between the
+	// fragments of a message it never ended held the connection, and
+	// what it had sent of the message (up to wsReadLimit), while it
+	// looked connected. The pong handler runs in this goroutine.
+	reading := false
+	_ = c.ws.SetReadDeadline(time.Now().Add(c.pongWait))
+	c.ws.SetPongHandler(func(string) error {
+		if reading {
+			return nil
+		}
+		return c.ws.SetReadDeadline(time.Now().Add(c.pongWait))
+	})
 	for {
 		if c.counted.Load() && c.backlog.full(MaxConnBacklog) {
 			c.stalls.Add(1)
@@ -276,14 +297,21 @@ func (c *wsConn) readLoop() {
 				return
 			}
 			// The relay is not to blame for the pool's wait.
-			_ = c.ws.SetReadDeadline(time.Now().Add(wsPongWait))
+			_ = c.ws.SetReadDeadline(time.Now().Add(c.pongWait))
 		}
-		_, data, err := c.ws.ReadMessage()
+		reading = false
+		_, r, err := c.ws.NextReader()
+		var data []byte
+		if err == nil {
+			reading = true
+			_ = c.ws.SetReadDeadline(time.Now().Add(c.pongWait))
+			data, err = io.ReadAll(r)
+		}
 		if err != nil {
 			c.fail(fmt.Errorf("relay: read %s: %w", c.url, err))
 			return
 		}
-		_ = c.ws.SetReadDeadline(time.Now().Add(wsPongWait))
+		_ = c.ws.SetReadDeadline(time.Now().Add(c.pongWait))
 		var m ConnMessage
 		switch env := nostr.ParseMessage(data).(type) {
 		case *nostr.EventEnvelope:
