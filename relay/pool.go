@@ -164,7 +164,9 @@ func (c *PoolConfig) setDefaults() {
 //
 // Each relay has one goroutine that dials, reads and, when the connection
 // drops, waits out a backoff and dials again; nothing else runs in the
-// background. Every event is checked (id, signature, the subscription's
+// background but the timers that ask a relay again for a subscription, or
+// a page of its stored events, it refused for a while: each stops with
+// its subscription or its connection, and all with Close. Every event is checked (id, signature, the subscription's
 // filter) before delivery, and delivered to a subscription once however
 // many relays, or reconnections, bring it.
 //

@@ -96,8 +96,11 @@ type poolRelay struct {
 	// longer than conn or its subscription.
 	refused map[uint64]int
 	// retrying holds the subscriptions whose REQ is to be sent again on
-	// conn after a CLOSED: one timer each, however many CLOSEDs come.
-	retrying map[uint64]bool
+	// conn after a CLOSED: one timer each, however many CLOSEDs come;
+	// repaging those whose catch-up page, refused, is to be asked again
+	// (see retryAfter). Each timer is stopped with its subscription
+	// (dropSub) or conn (serve), so none outlives them.
+	retrying, repaging map[uint64]*time.Timer
 	// publishing: conn takes publications. Set once the REQs of the
 	// subscriptions open when it connected are sent, so that a request
 	// published right after its reply's subscription is never on the
@@ -119,6 +122,9 @@ type poolRelay struct {
 	// pendingAnswers counts the publications still awaiting this relay's
 	// OK after Publish returned (at most MaxPendingAnswers).
 	pendingAnswers atomic.Int32
+	// retryTimers counts the timers of retrying and repaging whose
+	// function may still run: set, and neither stopped nor run.
+	retryTimers atomic.Int64
 }
 
 type atomicState struct{ v atomic.Value }
@@ -188,7 +194,8 @@ func (r *poolRelay) wait(ctx context.Context, d time.Duration, err error) bool {
 // returns why the connection ended.
 func (r *poolRelay) serve(ctx context.Context, conn Conn) error {
 	r.mu.Lock()
-	r.conn, r.active, r.refused, r.retrying = conn, map[uint64]bool{}, map[uint64]int{}, map[uint64]bool{}
+	r.conn, r.active, r.refused = conn, map[uint64]bool{}, map[uint64]int{}
+	r.retrying, r.repaging = map[uint64]*time.Timer{}, map[uint64]*time.Timer{}
 	r.connects++
 	r.connectedAt, r.retryAt = r.p.cfg.Now(), time.Time{}
 	reconnect := r.connects > 1
@@ -229,7 +236,9 @@ loop:
 		}
 	}
 	r.mu.Lock()
-	r.conn, r.active, r.refused, r.retrying, r.publishing = nil, nil, nil, nil, false
+	r.stopRetries(r.retrying)
+	r.stopRetries(r.repaging)
+	r.conn, r.active, r.refused, r.retrying, r.repaging, r.publishing = nil, nil, nil, nil, nil, false
 	r.mu.Unlock()
 	conn.Close()
 	if err == nil {
@@ -244,6 +253,11 @@ loop:
 func (r *poolRelay) ensureSub(s *Subscription) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.ensureSubLocked(s)
+}
+
+// ensureSubLocked is ensureSub with r.mu held.
+func (r *poolRelay) ensureSubLocked(s *Subscription) {
 	if r.conn == nil || r.active[s.serial] {
 		return
 	}
@@ -268,13 +282,16 @@ func (r *poolRelay) ensureSub(s *Subscription) {
 
 // dropSub sends CLOSE for s, and for its catch-up page, if open on the
 // current connection (a page may be while s's REQ, closed by the relay,
-// waits to be asked again: see paging).
+// waits to be asked again: see paging), and stops the timers that would
+// ask either again.
 func (r *poolRelay) dropSub(s *Subscription) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.refused, s.serial)
-	active := r.active[s.serial]
-	if !r.paging(s) {
+	active, paging := r.active[s.serial], r.paging(s)
+	r.stopRetry(r.retrying, s.serial)
+	r.stopRetry(r.repaging, s.serial)
+	if !paging {
 		return
 	}
 	delete(r.active, s.serial)
@@ -335,16 +352,58 @@ func (r *poolRelay) storedEnd(s *Subscription, page string) {
 // with each new REQ, it would never read past one page on such a relay.
 // r.mu is held.
 func (r *poolRelay) paging(s *Subscription) bool {
-	return r.active[s.serial] || r.retrying[s.serial]
+	return r.active[s.serial] || r.retrying[s.serial] != nil
 }
 
-// repage asks the relay again, on conn, for the page of s's catch-up it
-// refused, unless the connection, the subscription or the catch-up moved
-// on meanwhile.
-func (r *poolRelay) repage(s *Subscription, conn Conn, refused string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if conn == nil || r.conn != conn || !r.paging(s) || s.ended() {
+// retryAfter calls f, with r.mu held, after d, unless stopRetry or
+// stopRetries stop it first: m (r.retrying or r.repaging) holds its
+// timer under s's serial meanwhile, replacing (and stopping) any other
+// there. f runs only if the timer is still m's when it fires, so once
+// stopped, under r.mu, it does nothing even if it fired already: nothing
+// is asked of a connection, or for a subscription, that ended. r.mu is
+// held.
+func (r *poolRelay) retryAfter(m map[uint64]*time.Timer, serial uint64, d time.Duration, f func()) {
+	r.stopRetry(m, serial)
+	var t *time.Timer
+	r.retryTimers.Add(1)
+	t = time.AfterFunc(d, func() {
+		defer r.retryTimers.Add(-1)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if m[serial] != t { // t is set: it was under r.mu before this ran
+			return
+		}
+		delete(m, serial)
+		f()
+	})
+	m[serial] = t
+}
+
+// stopRetry stops the timer m holds for serial, if any (see retryAfter).
+// r.mu is held.
+func (r *poolRelay) stopRetry(m map[uint64]*time.Timer, serial uint64) {
+	t := m[serial]
+	if t == nil {
+		return
+	}
+	delete(m, serial)
+	if t.Stop() {
+		r.retryTimers.Add(-1) // else it fired, and finds itself gone
+	}
+}
+
+// stopRetries stops every timer of m (see retryAfter). r.mu is held.
+func (r *poolRelay) stopRetries(m map[uint64]*time.Timer) {
+	for serial := range m {
+		r.stopRetry(m, serial)
+	}
+}
+
+// repage asks the relay again for the page of s's catch-up it refused,
+// unless the subscription or the catch-up moved on meanwhile. r.mu is
+// held.
+func (r *poolRelay) repage(s *Subscription, refused string) {
+	if r.conn == nil || !r.paging(s) || s.ended() {
 		return
 	}
 	next := s.retryPage(r.idx, refused)
@@ -391,10 +450,13 @@ func (r *poolRelay) handle(m ConnMessage, inProcess bool) {
 				wait := min(r.p.cfg.BackoffBase<<min(again-1, 16), r.p.cfg.BackoffMax)
 				r.say(slog.LevelWarn, "relay pool: relay refused a page of stored events; asking again",
 					"sub", m.SubID, "reason", m.Reason, "in", wait)
+				// As in storedEnd: s.end marks s ended before its
+				// dropSub, which stops the timer, waits for r.mu.
 				r.mu.Lock()
-				conn := r.conn
+				if r.conn != nil && !s.ended() {
+					r.retryAfter(r.repaging, s.serial, wait, func() { r.repage(s, page) })
+				}
 				r.mu.Unlock()
-				time.AfterFunc(wait, func() { r.repage(s, conn, page) })
 			default:
 				r.cuts.Add(1)
 				r.say(slog.LevelWarn, "relay pool: relay refused a page of stored events; its resume point stays until a later REQ catches up",
@@ -423,25 +485,16 @@ func (r *poolRelay) handle(m ConnMessage, inProcess bool) {
 		}
 		r.refused[s.serial]++
 		wait := min(r.p.cfg.BackoffBase<<min(r.refused[s.serial]-1, 16), r.p.cfg.BackoffMax)
-		scheduled := r.retrying[s.serial]
-		r.retrying[s.serial] = true
+		scheduled := r.retrying[s.serial] != nil
+		if !scheduled {
+			r.retryAfter(r.retrying, s.serial, wait, func() { r.ensureSubLocked(s) })
+		}
 		r.mu.Unlock()
 		s.relayDone(r.idx)
 		if scheduled {
 			return // asked again when the first CLOSED's backoff ends
 		}
 		r.say(slog.LevelWarn, "relay pool: relay closed a subscription; asking again", "sub", m.SubID, "reason", m.Reason, "in", wait)
-		time.AfterFunc(wait, func() {
-			r.mu.Lock()
-			same := r.conn == conn
-			if same {
-				delete(r.retrying, s.serial)
-			}
-			r.mu.Unlock()
-			if same {
-				r.ensureSub(s)
-			}
-		})
 	case "NOTICE":
 		r.say(slog.LevelInfo, "relay pool: notice", "notice", m.Reason)
 	}
