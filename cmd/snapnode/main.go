@@ -81,7 +81,7 @@ func init() {
 		{"rollback", "undo a promoted action of the running node (rollback ACTION)", (*cli).rollback},
 		{"console-url", "print a one-time login link to the running node's web console", (*cli).consoleURL},
 		{"job", "the agent's jobs: list, show the manifest, print the history, replay it (job list|show|history|replay)", (*cli).job},
-		{"backup", "copy the node's databases, key, policy and settings into a folder while it runs (backup --out DIR)", (*cli).backupCommand},
+		{"backup", "copy the node's databases, key, policy and settings into a folder while it runs (backup --out DIR); check or restore one (--check, --restore DIR)", (*cli).backupCommand},
 		{"audit", "verify or export the audit log (audit verify, audit export)", (*cli).audit},
 		{"policy", "judge a proposal offline and explain the decision (policy check --from ADDR FILE)", (*cli).policyCommand},
 		{"bench", "drive a node with simulated peers and print throughput, latency, errors and its CPU and memory", (*cli).bench},

@@ -103,9 +103,9 @@ func taskID(p map[string]any) string {
 // TestRestoreAsTheGuideSays follows operator.md's "Backup and restore"
 // step by step on a node that is busy while it is backed up: requests
 // over HTTP (tasks, promoted writes, agent jobs) go on during `snapnode
-// backup`; then the node is stopped, its data folder moved aside, each
-// file of the backup installed where the manifest's source says, `audit
-// verify` run and the node started again. The restored node has the same
+// backup`; then the node is stopped, `backup --restore` puts each file of
+// the backup where the manifest's source says (the workspace left as it
+// is), `audit verify` is run and the node started again. The restored node has the same
 // address, the tasks of the backup, an audit log that verifies to the
 // manifest's head, and the replay records of the requests it had
 // handled: the same signed message/send again creates no task (the kept
@@ -292,36 +292,23 @@ func TestRestoreAsTheGuideSays(t *testing.T) {
 		t.Fatalf("Start on the backup's tasks.db alone: %v; want audit.ErrTampered naming %s", err, record)
 	}
 
-	// The guide: stop (done), move the data folder aside and make it
-	// again 0700, put the workspace back, check the sums, install each
-	// file at its source, audit verify, start.
-	aside := dataDir + ".before-restore"
-	if err := os.Rename(dataDir, aside); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Mkdir(dataDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(filepath.Join(aside, "sandbox"), filepath.Join(dataDir, "sandbox")); err != nil {
-		t.Fatal(err)
+	// The guide: stop (done), restore, audit verify, start. The restore
+	// replaces the files the failed start left, the newer record among
+	// them, and leaves the workspace alone.
+	r = runCLI(t, "", "backup", "--restore", out, "--data-dir", dataDir)
+	if r.code != exitOK {
+		t.Fatalf("backup --restore: %s", r)
 	}
 	for _, f := range m.Files {
-		b, err := os.ReadFile(filepath.Join(out, f.Name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if f.SHA256 != sha256Hex(b) {
-			t.Fatalf("%s: the sum differs from the manifest's", f.Name)
-		}
-		if err := os.MkdirAll(filepath.Dir(f.Source), 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(f.Source, b, 0o600); err != nil {
-			t.Fatal(err)
+		if b, err := os.ReadFile(f.Source); err != nil || sha256Hex(b) != f.SHA256 {
+			t.Fatalf("%s is not the backup's %s after the restore: %v", f.Source, f.Name, err)
 		}
 	}
 	dd := []string{"--data-dir", dataDir}
 	want := fmt.Sprintf("head seq %d hash %s", m.Audit.Seq, m.Audit.Hash)
+	if !strings.Contains(r.stdout, want) {
+		t.Errorf("backup --restore printed no %q: %s", want, r)
+	}
 	if r := runCLI(t, "", append([]string{"audit", "verify"}, dd...)...); r.code != exitOK || !strings.Contains(r.stdout, want) {
 		t.Fatalf("audit verify of the restored folder, want %q: %s", want, r)
 	}
@@ -349,7 +336,7 @@ func TestRestoreAsTheGuideSays(t *testing.T) {
 		t.Errorf("audit verify with the restored node running: %s", r)
 	}
 	if b, err := os.ReadFile(filepath.Join(dataDir, "sandbox", "kept.txt")); err != nil || string(b) != "kept\n" {
-		t.Errorf("the workspace put back: kept.txt %q, %v", b, err)
+		t.Errorf("the workspace left alone: kept.txt %q, %v", b, err)
 	}
 }
 
@@ -362,4 +349,161 @@ func agentProp(action string, args map[string]any) string {
 func sha256Hex(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
+}
+
+// TestBackupRestoreCommand: `snapnode backup --restore DIR` puts a backup
+// back over a node's changed data folder. While the node runs it is
+// refused; a damaged copy of the backup is refused with nothing changed;
+// then, the node stopped, it replaces the files (the old ones kept
+// aside), leaves the workspace as it is and prints the audit head, which
+// `audit verify` prints too; the node started again has the backup's
+// tasks, not the one made after it. A data folder a restore left half
+// done (its journal there) is refused by the node and by a restore of
+// another backup.
+func TestBackupRestoreCommand(t *testing.T) {
+	noEnvKey(t)
+	t.Setenv("SNAPNODE_DATA_DIR", "")
+	t.Setenv("SNAPNODE_CONFIG", "")
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	dataDir := filepath.Join(t.TempDir(), "data")
+	cfg := config.Default()
+	cfg.DataDir, cfg.RelayListen, cfg.HTTPListen = dataDir, "127.0.0.1:0", "127.0.0.1:0"
+	start := func() (*node.Node, func()) {
+		t.Helper()
+		ctx, stop := context.WithCancel(context.Background())
+		n, err := node.Start(ctx, cfg, logger)
+		if err != nil {
+			stop()
+			t.Fatal(err)
+		}
+		var once sync.Once
+		halt := func() {
+			once.Do(func() {
+				stop()
+				if err := n.Wait(); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		t.Cleanup(halt)
+		return n, halt
+	}
+	a, stopA := start()
+	k, err := identity.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer := &httpPeer{k: k, from: k.Address(identity.Mainnet)}
+	send := func(n *node.Node, path string) string {
+		t.Helper()
+		p, err := peer.post(context.Background(), n, peer.message(t, n.Address(), "message/send",
+			proposalMessage("WRITE_FILE", map[string]any{"path": path, "content": "x\n"})))
+		if err != nil || code(p) != 0 || taskID(p) == "" {
+			t.Fatalf("message/send: %v %v", p, err)
+		}
+		return taskID(p)
+	}
+	kept := send(a, "/sandbox/kept.txt")
+	dd := []string{"--data-dir", dataDir}
+	out := filepath.Join(t.TempDir(), "backup")
+	r := runCLI(t, "", append([]string{"backup", "--out", out}, dd...)...)
+	if r.code != exitOK {
+		t.Fatalf("backup: %s", r)
+	}
+	var m backup.Manifest
+	if err := json.Unmarshal([]byte(r.stdout), &m); err != nil {
+		t.Fatal(err)
+	}
+	later := send(a, "/sandbox/later.txt")
+
+	if r := runCLI(t, "", append([]string{"backup", "--restore", out}, dd...)...); r.code != exitFail || !strings.Contains(r.stderr, "a node runs with this data folder") || !strings.Contains(r.stderr, "nothing was restored") {
+		t.Errorf("restore while the node runs: %s", r)
+	}
+	stopA()
+
+	damaged := filepath.Join(t.TempDir(), "damaged")
+	if err := os.CopyFS(damaged, os.DirFS(out)); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(damaged, "tasks.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2] ^= 0xff
+	if err := os.WriteFile(filepath.Join(damaged, "tasks.db"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before := tree(t, dataDir)
+	if r := runCLI(t, "", append([]string{"backup", "--restore", damaged}, dd...)...); r.code != exitFail || !strings.Contains(r.stderr, "tasks.db has SHA-256") || !strings.Contains(r.stderr, "nothing was restored") {
+		t.Errorf("restore of a damaged backup: %s", r)
+	}
+	if after := tree(t, dataDir); !slices.Equal(before, after) {
+		t.Errorf("a refused restore changed the data folder:\n%v\n%v", before, after)
+	}
+
+	r = runCLI(t, "", append([]string{"backup", "--restore", out}, dd...)...)
+	if r.code != exitOK {
+		t.Fatalf("restore: %s", r)
+	}
+	head := fmt.Sprintf("head seq %d hash %s", m.Audit.Seq, m.Audit.Hash)
+	tasksDB := filepath.Join(dataDir, "tasks.db")
+	for _, want := range []string{head, "replaced  " + tasksDB + " (database); kept the old as " + tasksDB + ".before-restore-",
+		"unchanged " + filepath.Join(dataDir, "identity.key"), "the workspace " + filepath.Join(dataDir, "sandbox") + " is not in the backup: left as it is"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("restore printed no %q: %s", want, r)
+		}
+	}
+	if r := runCLI(t, "", append([]string{"audit", "verify"}, dd...)...); r.code != exitOK || !strings.Contains(r.stdout, head) {
+		t.Errorf("audit verify after the restore, want %q: %s", head, r)
+	}
+	for _, f := range []string{"kept.txt", "later.txt"} {
+		if _, err := os.Stat(filepath.Join(dataDir, "sandbox", f)); err != nil {
+			t.Errorf("the workspace's %s: %v", f, err)
+		}
+	}
+	bn, stopB := start()
+	if bn.Address() != a.Address() {
+		t.Errorf("restored node's address %s, was %s", bn.Address(), a.Address())
+	}
+	list := runCLI(t, "", append([]string{"task", "list"}, dd...)...)
+	if !strings.Contains(list.stdout, `"id":"`+kept+`"`) || strings.Contains(list.stdout, later) {
+		t.Errorf("the restored node's tasks, want %s and not %s: %s", kept, later, list)
+	}
+	stopB()
+
+	// A restore stopped midway leaves its journal.
+	journal := filepath.Join(dataDir, backup.JournalName)
+	if err := os.WriteFile(journal, []byte(`{"backup":"/elsewhere/backup","startedAt":"2026-11-25T10:00:00Z","stamp":"20261125T100000Z"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := node.Start(context.Background(), cfg, logger); err == nil {
+		n.Wait()
+		t.Error("the node started on a data folder a restore left half done")
+	} else if !strings.Contains(err.Error(), journal) {
+		t.Errorf("start with the journal there: %v; want it named", err)
+	}
+	if r := runCLI(t, "", append([]string{"backup", "--restore", out}, dd...)...); r.code != exitFail || !strings.Contains(r.stderr, "/elsewhere/backup") {
+		t.Errorf("restore of another backup than the one interrupted: %s", r)
+	}
+}
+
+// tree lists the files below dir with their sizes and times.
+func tree(t *testing.T, dir string) []string {
+	t.Helper()
+	var l []string
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		l = append(l, fmt.Sprint(path, fi.Mode(), fi.Size(), fi.ModTime().UnixNano()))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }

@@ -36,6 +36,15 @@
 // verifies the audit chain of a copy of its tasks.db to the manifest's
 // head, its seals signed by the manifest's address.
 //
-// A PostgreSQL database is not copied (ErrPostgres): pg_dump makes a
-// consistent copy of it while the nodes run.
+// Restore puts a backup back for a node that is stopped (ErrRunning
+// otherwise): Check first, then every file staged beside its source and
+// renamed into place under a journal in the data folder, the files it
+// replaces (a database with its -wal and -shm) kept aside as
+// NAME.before-restore-TIME; a restore stopped midway is finished by the
+// same restore run again, and a node does not start before. The
+// workspace is not in a backup and is left alone.
+//
+// A PostgreSQL database is not copied nor restored (ErrPostgres): pg_dump
+// makes a consistent copy of it while the nodes run, pg_restore puts it
+// back.
 package backup
