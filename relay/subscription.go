@@ -318,9 +318,14 @@ func (s *Subscription) moveTo(idx int, at nostr.Timestamp) {
 	}
 }
 
-// firstSight records the id of an event created at at for this
-// subscription and reports whether it is new.
-func (s *Subscription) firstSight(id [32]byte, at nostr.Timestamp) bool {
+// firstSight records the id of an event created at at, brought by relay
+// idx, for this subscription and reports whether it is new.
+//
+// The tail keeps it if it is at or past the floor, or if relay idx has no
+// point yet: its point, moved once the event is handed over, may lower the
+// floor to the event's created_at less the skew, and the relay resends
+// the event from there after a reconnect.
+func (s *Subscription) firstSight(idx int, id [32]byte, at nostr.Timestamp) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.local != nil {
@@ -337,7 +342,7 @@ func (s *Subscription) firstSight(id [32]byte, at nostr.Timestamp) bool {
 	if _, ok := s.tail[k]; ok {
 		return false
 	}
-	if at >= s.floor && (len(s.tail) < s.p.cfg.DedupeSize || at >= s.trimTail()) {
+	if (at >= s.floor || s.lastSeen[idx] == 0) && (len(s.tail) < s.p.cfg.DedupeSize || at >= s.trimTail()) {
 		s.tail[k] = at
 	}
 	return true
@@ -404,7 +409,7 @@ func (s *Subscription) deliver(idx int, id [32]byte, ev *nostr.Event, page strin
 		return false
 	default:
 	}
-	if !s.firstSight(id, ev.CreatedAt) {
+	if !s.firstSight(idx, id, ev.CreatedAt) {
 		// This relay has it too: its own point moves on.
 		s.noteSeen(idx, ev.CreatedAt, page)
 		s.sendMu.Unlock()

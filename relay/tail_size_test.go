@@ -25,7 +25,7 @@ func tailBytes(tb testing.TB, n int) float64 {
 		for i := range n {
 			var id [32]byte
 			binary.LittleEndian.PutUint64(id[:], uint64(i))
-			if !s.firstSight(id, at) {
+			if !s.firstSight(0, id, at) {
 				tb.Fatalf("id %d taken as seen", i)
 			}
 		}
