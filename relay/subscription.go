@@ -270,8 +270,12 @@ func (s *Subscription) noteSeen(idx int, at nostr.Timestamp, page string) {
 // storedNow reports whether relay idx's stored events (catch-up pages
 // included) are still being read: an event it brings now is one of them,
 // or came meanwhile. Once its catch-up is cut they will not all be read
-// on this REQ: what comes after is live, though the point stays. Only
-// idx's reader, which calls it, changes that.
+// on this REQ: what comes after is live, though the point stays. It
+// chooses only whom deliver hands the event to (Stored or Take), not
+// where the relay's point moves, which noteSeen reads again: idx's reader
+// ends the stored events (storedEnd), but a REQ asked again after a
+// CLOSED begins them again from a timer (reqFilter), and an in-process
+// relay delivers from its own goroutines.
 func (s *Subscription) storedNow(idx int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
