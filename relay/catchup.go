@@ -127,11 +127,17 @@ func (s *Subscription) noteCatchUp(idx int, at nostr.Timestamp, page string) {
 // storedEnd acts on relay idx's EOSE for page ("" for its REQ): it
 // returns the next page to ask for, if any, and whether the catch-up was
 // cut at the bound of pages. Otherwise the relay's stored events are all
-// read: its point moves to the newest created_at it brought.
+// read: its point moves to the newest created_at it brought. Once the
+// subscription has ended it does nothing: a stored event that came after
+// the end was dropped unhanded (see deliver), and the point, moved, would
+// pass it.
 func (s *Subscription) storedEnd(idx int, page string) (next pageAsk, cut bool) {
 	s.mu.Lock()
 	c := &s.catchUp[idx]
 	switch {
+	case s.ended():
+		s.mu.Unlock()
+		return pageAsk{}, false
 	case page == "" && c.state == catchUpStored:
 		s.served[idx] = true
 	case page != "" && c.state == catchUpPaging && page == c.page && !c.held:

@@ -117,3 +117,32 @@ func TestSubscriptionStarts(t *testing.T) {
 		}
 	})
 }
+
+// A relay's stored events that come after the subscription ended are
+// dropped unhanded, and its EOSE then read does not move its point past
+// them. end marks the subscription ended before it is taken out of the
+// pool's table: the relay's reader may handle both meanwhile (the test
+// stops end there).
+func TestPoolResumeStaysBehindAStoredEventDroppedAsTheSubscriptionEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newPTNet()
+		p := newPTPool(t, n, PoolConfig{URLs: []string{"ws://a"}})
+		s, err := p.Subscribe(t.Context(), ptFilter())
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		a := n.last(t, "ws://a")
+		e3, e2 := ptEvent(t, ptNow()-30, "e3"), ptEvent(t, ptNow()-60, "e2")
+		a.event(s.wireID, e3) // stored events come newest first
+		ptRecv(t, s)
+		// end's first step: the subscription is ended, still in p.subs.
+		s.doneOnce.Do(func() { s.err = ErrSubscriptionClosed; close(s.done) })
+		a.event(s.wireID, e2) // dropped: the subscription ended
+		a.eose(s.wireID)
+		synctest.Wait()
+		if got := s.Resume()["ws://a"]; got >= e2.CreatedAt {
+			t.Fatalf("point %d passes e2 (%d), dropped as the subscription ended", got, e2.CreatedAt)
+		}
+	})
+}
