@@ -48,8 +48,11 @@ type NetConfig struct {
 	NoRedirects bool
 	// RefusePrivate refuses connections to loopback, link-local, private
 	// (RFC 1918, RFC 4193 unique local), shared (RFC 6598, carrier-grade
-	// NAT: 100.64.0.0/10), unspecified, multicast and reserved
-	// (240.0.0.0/4) addresses, and to an IPv4 one of these written in
+	// NAT: 100.64.0.0/10), unspecified, multicast, reserved
+	// (240.0.0.0/4), IETF protocol assignment (192.0.0.0/24, where a
+	// cloud's legacy metadata service answers), benchmarking
+	// (198.18.0.0/15), documentation and IPv6 site-local (fec0::/10)
+	// addresses, and to an IPv4 one of these written in
 	// IPv6 (IPv4-mapped, IPv4-compatible, NAT64's 64:ff9b::/96, 6to4's
 	// 2002::/16), and to NAT64's local-use prefix (64:ff9b:1::/48), whose
 	// mapping the site decides: what an agent's card names
@@ -274,6 +277,21 @@ func nonPublic(a netip.Addr) string {
 	case reserved.Contains(a):
 		// 240.0.0.0/4 and the limited broadcast address.
 		return "reserved"
+	case protocolAssignments.Contains(a):
+		// Not globally reachable (RFC 6890); a cloud's legacy metadata
+		// service answers at 192.0.0.192.
+		return "IETF protocol assignments"
+	case benchmarking.Contains(a):
+		// RFC 2544's, which networks use inside.
+		return "benchmarking"
+	case siteLocal.Contains(a):
+		// Deprecated (RFC 3879), yet a site may still route it inside.
+		return "site-local"
+	}
+	for _, p := range documentation {
+		if p.Contains(a) {
+			return "documentation"
+		}
 	}
 	return ""
 }
@@ -286,4 +304,14 @@ var (
 	nat64Local     = netip.MustParsePrefix("64:ff9b:1::/48")
 	sixToFour      = netip.MustParsePrefix("2002::/16")
 	ipv4Compatible = netip.MustParsePrefix("::/96")
+
+	protocolAssignments = netip.MustParsePrefix("192.0.0.0/24")
+	benchmarking        = netip.MustParsePrefix("198.18.0.0/15")
+	siteLocal           = netip.MustParsePrefix("fec0::/10")
+	documentation       = []netip.Prefix{
+		netip.MustParsePrefix("192.0.2.0/24"),
+		netip.MustParsePrefix("198.51.100.0/24"),
+		netip.MustParsePrefix("203.0.113.0/24"),
+		netip.MustParsePrefix("2001:db8::/32"),
+	}
 )

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/snapnode/snapnode/client"
 	"github.com/snapnode/snapnode/snap"
@@ -84,6 +85,46 @@ func TestRefusePrivateAddresses(t *testing.T) {
 			var got refusals
 			c := client.NewHTTP(client.HTTPConfig{Key: clientKey, Net: client.NetConfig{RefusePrivate: true, OnRefused: got.add}})
 			_, err := c.Send(context.Background(), "http://"+tc.host+":7448/snap", &snap.Message{To: addr(serverKey), Method: "tasks/get", Payload: []byte(`{"taskId":"t"}`)})
+			if !errors.Is(err, client.ErrPrivateAddress) || !strings.Contains(err.Error(), tc.class) {
+				t.Fatalf("error %v; want ErrPrivateAddress naming %s", err, tc.class)
+			}
+			if r := got.get(); len(r) == 0 || r[0].Port() != 7448 {
+				t.Errorf("OnRefused got %v", r)
+			}
+		})
+	}
+}
+
+// The IPv4 special-purpose blocks IANA marks as not globally reachable,
+// besides those above, are refused too: the IETF protocol assignments
+// (192.0.0.0/24, where a cloud's legacy metadata service answers at
+// 192.0.0.192), benchmarking (198.18.0.0/15, which networks use inside)
+// and the documentation ranges; and in IPv6 the deprecated site-local
+// prefix (fec0::/10), which a site may still route inside, and the
+// documentation prefix. Before, each was dialed as a public address.
+func TestRefuseSpecialPurposeAddresses(t *testing.T) {
+	for _, tc := range []struct{ class, host string }{
+		{"IETF protocol assignments", "192.0.0.192"},
+		{"IETF protocol assignments", "192.0.0.1"},
+		{"IETF protocol assignments", "[::ffff:192.0.0.192]"},
+		{"IETF protocol assignments", "[64:ff9b::c000:c0]"},
+		{"benchmarking", "198.18.0.1"},
+		{"benchmarking", "198.19.255.254"},
+		{"documentation", "192.0.2.1"},
+		{"documentation", "198.51.100.7"},
+		{"documentation", "203.0.113.9"},
+		{"documentation", "[2001:db8::1]"},
+		{"site-local", "[fec0::1]"},
+		{"site-local", "[feff::1]"},
+	} {
+		t.Run(tc.class+" "+tc.host, func(t *testing.T) {
+			t.Parallel()
+			// A refusal is at once; a dial of the address would wait.
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			var got refusals
+			c := client.NewHTTP(client.HTTPConfig{Key: clientKey, Net: client.NetConfig{RefusePrivate: true, OnRefused: got.add}})
+			_, err := c.Send(ctx, "http://"+tc.host+":7448/snap", &snap.Message{To: addr(serverKey), Method: "tasks/get", Payload: []byte(`{"taskId":"t"}`)})
 			if !errors.Is(err, client.ErrPrivateAddress) || !strings.Contains(err.Error(), tc.class) {
 				t.Fatalf("error %v; want ErrPrivateAddress naming %s", err, tc.class)
 			}

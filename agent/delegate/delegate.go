@@ -771,7 +771,8 @@ func (d *Delegate) find(ctx context.Context) (client.Transport, error) {
 // NewHTTP returns the HTTP client of a node's Delegate of the agent
 // address, signing with key: it follows no redirect, and, unless private,
 // refuses to connect to loopback, link-local, private, shared, unspecified,
-// multicast and reserved addresses (client.NetConfig.RefusePrivate), what a card found
+// multicast, reserved and the other non-public addresses
+// (client.NetConfig.RefusePrivate), what a card found
 // on the relays must not make the node reach; the first refusal is logged
 // at warn.
 func NewHTTP(key *identity.Key, address string, private bool, logger *slog.Logger) *client.HTTP {

@@ -432,7 +432,8 @@ type Agent struct {
 	Delegate string `toml:"delegate"`
 	// DelegatePrivateEndpoints lets the node post to the delegate's
 	// endpoints on loopback, link-local, private, shared, unspecified,
-	// multicast and reserved addresses (client.NetConfig.RefusePrivate); off, such an endpoint is skipped (its card's
+	// multicast, reserved and the other non-public addresses
+	// (client.NetConfig.RefusePrivate); off, such an endpoint is skipped (its card's
 	// next, then Nostr).
 	DelegatePrivateEndpoints bool `toml:"delegate_private_endpoints"`
 	// StepTimeout bounds the wait for an external worker's (or the
