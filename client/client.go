@@ -18,7 +18,7 @@ import (
 // signs one request of method with payload, delivers it and returns the
 // agent's answer once it has verified it: it validates (syntax, timestamp
 // window, replay), its signature verifies against from, from is the agent
-// asked, to is the requester, and it is a response. Stream does the same
+// asked, to is the requester, and it is a response of method. Stream does the same
 // for a streaming method (message/stream, tasks/resubscribe): each event
 // of that method that verifies likewise goes to onEvent as it arrives
 // (nil: events are dropped), then the final response is returned; an
@@ -35,7 +35,7 @@ type Transport interface {
 // ErrInvalidResponse wraps every reason a received message was refused: it
 // did not validate (the *snap.Error is wrapped too), was unsigned, came
 // from another agent than the one asked, was addressed to someone else, or
-// was of the wrong type.
+// was of the wrong type or method.
 var ErrInvalidResponse = errors.New("invalid response")
 
 // requester is what every transport shares: the key that signs requests
@@ -192,10 +192,18 @@ func (x *exchange) check(ctx context.Context, raw []byte, signer *[32]byte, even
 		return nil, fmt.Errorf("%w: from %s, not the agent addressed, %s", ErrInvalidResponse, got.From, x.req.To)
 	case got.To == "" && signer != nil && got.Type == snap.TypeResponse && snap.ResponseError(got.Payload) != nil:
 		// A refusal of a request the agent could not take (rate limit, a
-		// full queue) is addressed to no one; over Nostr the reply's tags
-		// and author bind it to this request.
+		// full queue) is addressed to no one, of no method (snapnode's
+		// say snap/error); over Nostr the reply's tags and author bind
+		// it to this request.
 	case got.To != x.req.From:
 		return nil, fmt.Errorf("%w: addressed to %q, not to us (%s)%s", ErrInvalidResponse, got.To, x.req.From, errorHint(got.Payload))
+	case got.Type == snap.TypeResponse && got.Method != x.req.Method:
+		// A response echoes its request's method, an error's too. Over
+		// HTTP and WebSocket nothing else binds it to the request: one
+		// the agent signed for another of our requests, held back by a
+		// proxy or gateway on the way, would otherwise pass for this
+		// one's answer.
+		return nil, fmt.Errorf("%w: a response of %s answered %s%s", ErrInvalidResponse, got.Method, x.req.Method, errorHint(got.Payload))
 	case got.Type == snap.TypeResponse:
 	case got.Type == snap.TypeEvent && event && got.Method == x.req.Method:
 	case got.Type == snap.TypeEvent && event:

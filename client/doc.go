@@ -8,9 +8,9 @@
 // build and sign requests, and check what answers them, with the same
 // code: the answer validates (syntax, timestamp window, replay), its
 // signature verifies against its from, from is the agent asked, to is the
-// requester, and it is a response (or, in a stream, an event of the
-// request's method). A SNAP error is a response too; snap.ResponseError
-// finds it in the payload.
+// requester, and it is a response of the request's method (or, in a
+// stream, an event of it). A SNAP error is a response too;
+// snap.ResponseError finds it in the payload.
 //
 // Over Nostr (Nostr, through a relay pool, and Relays to find agents by
 // their cards), the request travels sealed with NIP-44 to the agent's

@@ -28,6 +28,7 @@ type reply struct {
 	age      time.Duration
 	unsigned bool
 	method   string // "" means req.Method
+	payload  string // "" means a task
 }
 
 func (r reply) build(t *testing.T, req *snap.Message) []byte {
@@ -48,8 +49,12 @@ func (r reply) build(t *testing.T, req *snap.Message) []byte {
 	if method == "" {
 		method = req.Method
 	}
+	payload := r.payload
+	if payload == "" {
+		payload = `{"task":{"id":"t"}}`
+	}
 	m := &snap.Message{ID: snap.NewID(), Version: "0.1", From: addr(k), To: to, Type: typ, Method: method,
-		Payload: []byte(`{"task":{"id":"t"}}`), Timestamp: time.Now().Add(-r.age).Unix()}
+		Payload: []byte(payload), Timestamp: time.Now().Add(-r.age).Unix()}
 	if !r.unsigned {
 		if err := m.Sign(k); err != nil {
 			t.Fatal(err)
@@ -89,6 +94,11 @@ func TestClientVerifiesResponses(t *testing.T) {
 		{"an event", reply{typ: snap.TypeEvent}, client.ErrInvalidResponse},
 		{"a request", reply{typ: snap.TypeRequest}, client.ErrInvalidResponse},
 		{"stale", reply{age: time.Hour}, snap.CodeTimestampExpired},
+		// The agent's answer to another of our requests (one an
+		// intermediary held back, served to this one): a response
+		// echoes its request's method.
+		{"of another method", reply{method: "tasks/cancel"}, client.ErrInvalidResponse},
+		{"an error of another method", reply{method: "tasks/cancel", payload: `{"error":{"code":1001,"message":"task not found"}}`}, client.ErrInvalidResponse},
 	}
 	cl := client.NewHTTP(client.HTTPConfig{Key: clientKey})
 	for _, tc := range cases {
