@@ -11,6 +11,7 @@ import (
 
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/jsonenc"
+	"github.com/snapnode/snapnode/internal/textcut"
 	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/snap"
 )
@@ -61,30 +62,35 @@ var ErrImpostorCard = errors.New("card event not authored by the card's identity
 // ParseCardEvent checks a kind-31337 event as discovery must before
 // trusting it: the card is valid, and its d tag, the card's identity and
 // P2TR(tweak(event pubkey)) are one address (on either network). The
-// event's own id and signature are the pool's to check.
+// author is checked against the d tag first, before the content (up to
+// 64 KB of card) is parsed: an impostor, who may flood the relays with
+// cards tagged with an agent's address, costs one key tweak, not a
+// card's parse. The event's own id and signature are the pool's to check.
 func ParseCardEvent(ev *nostr.Event) (*snap.Card, error) {
 	if ev.Kind != relay.KindCard {
 		return nil, fmt.Errorf("snapnostr: kind %d is not a card", ev.Kind)
-	}
-	card, err := snap.ParseCard([]byte(ev.Content))
-	if err != nil {
-		return nil, fmt.Errorf("snapnostr: card event %s: %w", ev.ID, err)
 	}
 	d := ""
 	if t := ev.Tags.GetFirst([]string{"d", ""}); t != nil && len(*t) > 1 {
 		d = (*t)[1]
 	}
-	if d != card.Identity {
-		return nil, fmt.Errorf("snapnostr: card event %s: d tag %q is not the card's identity %s: %w", ev.ID, d, card.Identity, ErrImpostorCard)
+	a, err := identity.ParseAddress(d)
+	if err != nil {
+		return nil, fmt.Errorf("snapnostr: card event %s: d tag %q is not an agent's address: %w", ev.ID, textcut.Shorten(d, 100, "…"), ErrImpostorCard)
 	}
 	var p [32]byte
 	if n, err := relay.DecodeHex32(ev.PubKey, &p); err != nil || n != 32 {
 		return nil, fmt.Errorf("snapnostr: card event %s: bad pubkey: %w", ev.ID, ErrImpostorCard)
 	}
-	q, err := identity.OutputKeyOf(p)
-	a, _ := identity.ParseAddress(card.Identity)
-	if err != nil || q != a.Key {
-		return nil, fmt.Errorf("snapnostr: card event %s: pubkey %s does not own %s: %w", ev.ID, ev.PubKey, card.Identity, ErrImpostorCard)
+	if q, err := identity.OutputKeyOf(p); err != nil || q != a.Key {
+		return nil, fmt.Errorf("snapnostr: card event %s: pubkey %s does not own %s: %w", ev.ID, ev.PubKey, d, ErrImpostorCard)
+	}
+	card, err := snap.ParseCard([]byte(ev.Content))
+	if err != nil {
+		return nil, fmt.Errorf("snapnostr: card event %s: %w", ev.ID, err)
+	}
+	if d != card.Identity {
+		return nil, fmt.Errorf("snapnostr: card event %s: d tag %q is not the card's identity %s: %w", ev.ID, d, card.Identity, ErrImpostorCard)
 	}
 	return card, nil
 }

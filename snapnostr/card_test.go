@@ -3,6 +3,7 @@ package snapnostr_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -112,4 +113,51 @@ func TestCardEventWithinTheSizeBound(t *testing.T) {
 	if len(ev.Content) > snap.MaxCardSize {
 		t.Errorf("content of %d bytes, over the card's %d", len(ev.Content), snap.MaxCardSize)
 	}
+}
+
+// An impostor's card event (tagged with an agent's address, signed by
+// another key) is told as one from its d tag and author alone, before its
+// content is read: the content, up to 64 KB of card to parse and check,
+// cost a millisecond an impostor, twenty times the check of the author,
+// and a flood of them (discovery reads up to DiscoverMaxEvents) spent that
+// before the agent's card was found. Before, an impostor whose content was
+// not a card was refused as an invalid card, after its content was parsed.
+func TestImpostorCardToldBeforeItsContent(t *testing.T) {
+	agent, err := identity.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := identity.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range map[string]string{
+		"the agent's card": mustContent(t, cardOf(t, agent)),
+		"not a card":       `{"name":`,
+	} {
+		ev := nostr.Event{PubKey: other.NostrPublicKey(), CreatedAt: nostr.Now(), Kind: 31337,
+			Tags: nostr.Tags{{"d", agent.Address(identity.Mainnet)}}, Content: content}
+		if _, err := snapnostr.ParseCardEvent(&ev); !errors.Is(err, snapnostr.ErrImpostorCard) {
+			t.Errorf("%s by another key: %v; want ErrImpostorCard", name, err)
+		}
+	}
+	// The author's own event naming another identity in its d tag than
+	// its card's is refused as before.
+	ev, err := snapnostr.CardEvent(cardOf(t, agent), agent, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev.Tags[0] = nostr.Tag{"d", agent.Address(identity.Testnet)}
+	if _, err := snapnostr.ParseCardEvent(&ev); !errors.Is(err, snapnostr.ErrImpostorCard) {
+		t.Errorf("d tag of another network than the card's identity: %v; want ErrImpostorCard", err)
+	}
+}
+
+func mustContent(t *testing.T, c *snap.Card) string {
+	t.Helper()
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
