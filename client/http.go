@@ -104,7 +104,8 @@ type HTTP struct {
 // followRedirect is the redirect rule of the client NewHTTP makes unless
 // NetConfig.NoRedirects: a request is signed for one agent, so it goes only where it
 // was sent. The one redirect followed is the same host's move from http to
-// https; any other (another host or port, or https down to http, which
+// https, on the same port or from the default one to the default one (80
+// to 443); any other (another host or port, or https down to http, which
 // would carry the request in the clear) fails the exchange, naming where
 // it led.
 func followRedirect(req *http.Request, via []*http.Request) error {
@@ -112,10 +113,17 @@ func followRedirect(req *http.Request, via []*http.Request) error {
 	// A 301, 302 or 303 turns the POST into a GET without its body: only
 	// a redirect that keeps the method (307, 308) can carry the request.
 	if len(via) < 3 && req.Method == via[0].Method && prev.Scheme == "http" && req.URL.Scheme == "https" &&
-		strings.EqualFold(prev.Hostname(), req.URL.Hostname()) {
+		strings.EqualFold(prev.Hostname(), req.URL.Hostname()) && samePort(prev.Port(), req.URL.Port()) {
 		return nil
 	}
-	return fmt.Errorf("client: the agent redirected to %s; only a move of the same host from http to https is followed", req.URL.Redacted())
+	return fmt.Errorf("client: the agent redirected to %s; only a move of the same host and port from http to https is followed", req.URL.Redacted())
+}
+
+// samePort reports whether an https URL's port (https, "" for the default)
+// is the one of the http URL it moves to (http): the same, or the default
+// of each scheme.
+func samePort(http, https string) bool {
+	return http == https || (http == "" || http == "80") && (https == "" || https == "443")
 }
 
 // NewHTTP returns an HTTP client.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -353,6 +354,40 @@ func TestClientFollowsNoRedirectElsewhere(t *testing.T) {
 	}
 	if n := reached.Load(); n != 0 {
 		t.Fatalf("the other server got %d requests", n)
+	}
+}
+
+// The move from http to https that is followed stays on the host's port:
+// the default one (80 to 443) or the same; a redirect to another port of
+// the same host, over https, fails the exchange and that port sees no
+// connection. Before, the host's name alone was compared.
+func TestClientFollowsNoRedirectToAnotherPort(t *testing.T) {
+	var conns atomic.Int64
+	other := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "not here", http.StatusNotFound)
+	}))
+	other.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	other.StartTLS()
+	defer other.Close()
+	agent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+"/snap", http.StatusTemporaryRedirect)
+	}))
+	defer agent.Close()
+	if !strings.HasPrefix(other.URL, "https://127.0.0.1:") || !strings.HasPrefix(agent.URL, "http://127.0.0.1:") {
+		t.Fatalf("servers at %s and %s; want one host", agent.URL, other.URL)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := client.NewHTTP(client.HTTPConfig{}).Send(ctx, agent.URL+"/snap", request(t, "tasks/get", `{"taskId":"t-1"}`))
+	if err == nil || !strings.Contains(err.Error(), "redirected") {
+		t.Fatalf("send: %v; want the redirect refused", err)
+	}
+	if n := conns.Load(); n != 0 {
+		t.Fatalf("the other port got %d connections", n)
 	}
 }
 
