@@ -568,7 +568,9 @@ var ErrServing = errors.New("snaphttp: Serve called twice")
 
 // Serve serves on ln until ctx ends, then shuts down gracefully: it stops
 // accepting, ends the streams in flight (each gets its final response),
-// closes idle WebSocket connections, and waits up to ShutdownTimeout for
+// closes each WebSocket connection once its request in flight is
+// answered and those it read ahead are refused (5003, see websocket),
+// and waits up to ShutdownTimeout for
 // the requests in flight to finish; then it cancels them and closes every
 // connection. It returns once every request handler has returned. A
 // Server serves once.
@@ -629,7 +631,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 }
 
 // beginDrain ends streams and tells WebSocket connections to close once
-// their request in flight is answered.
+// their request in flight is answered and those read ahead are refused.
 func (s *Server) beginDrain() {
 	s.drain.Do(func() {
 		close(s.draining)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"net/netip"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -42,6 +44,13 @@ import (
 // send fails); the connection goes on with the next request. A binary frame is not read: once
 // the requests before it are answered, it gets a signed 1005, then the
 // close 1003 (unsupported data).
+//
+// When shutdown begins, the request being handled is answered as usual
+// (within ShutdownTimeout); nothing more is read from the socket, and
+// each request read ahead but not yet handled gets, in order, the signed
+// refusal 5003 {retryAfter, reason: "shutdown"}; then the connection
+// closes with 1001 (going away). An upgrade after that gets 503 with the
+// same refusal.
 func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 	if !websocket.IsWebSocketUpgrade(r) {
 		w.Header().Set("Upgrade", "websocket")
@@ -81,7 +90,9 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 	case <-s.draining:
 		s.mu.Unlock()
 		s.conns.Release(key)
-		writeError(w, http.StatusServiceUnavailable, snap.CodeServiceUnavailable, "shutting down", nil)
+		e := shutdownRefusal()
+		w.Header().Set("Retry-After", fmt.Sprint(shutdownRetryAfter))
+		writeError(w, http.StatusServiceUnavailable, e.Code, e.Message, e.Data)
 		return
 	default:
 	}
@@ -104,6 +115,7 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 	}
 	wc := &wsConn{s: s, c: c, key: key, remote: r.RemoteAddr, waited: make(chan struct{}, 1)}
 	wc.ctx, wc.cancel = context.WithCancel(s.base)
+	wc.readCtx, wc.stopWaiting = context.WithCancel(wc.ctx)
 	s.mu.Lock()
 	s.ws[wc] = struct{}{}
 	s.mu.Unlock()
@@ -182,6 +194,29 @@ type wsConn struct {
 	// peer is not idle then, whatever the time since its last request.
 	waiting atomic.Bool
 	waited  chan struct{}
+	// readCtx ends when the reader is stopped (stopReading), at
+	// shutdown, or with ctx: a wait for BodyMemory ends with it.
+	readCtx     context.Context
+	stopWaiting context.CancelFunc
+	// deadline guards the read deadline: once stopped is set (shutdown
+	// began), the deadline stays in the past and the reader reads
+	// nothing more from the socket.
+	deadline sync.Mutex
+	stopped  bool
+}
+
+// shutdownRetryAfter is the retryAfter, in seconds, of the refusals sent
+// once shutdown began: a node that is restarted is back within seconds.
+const shutdownRetryAfter = 5
+
+// shutdownRefusal is the error answering a request the node will not
+// handle because it is shutting down: over WebSocket, each request read
+// ahead but not yet handled when shutdown begins (signed, before the
+// close 1001); over HTTP, an upgrade that comes after (503).
+func shutdownRefusal() *snap.Error {
+	return &snap.Error{Code: snap.CodeServiceUnavailable,
+		Message: "the node is shutting down: the request was not handled; retry later",
+		Data:    map[string]any{"retryAfter": shutdownRetryAfter, "reason": "shutdown"}}
 }
 
 // binaryRefusal is the error answering a binary frame: SNAP messages are
@@ -250,6 +285,16 @@ func (wc *wsConn) serve() {
 loop:
 	for {
 		select {
+		case <-s.draining:
+			// Before any request read ahead is taken: the request
+			// being handled when shutdown began was answered, the
+			// others are refused.
+			wc.refuseReadAhead(o, reqs)
+			code, text = websocket.CloseGoingAway, "server shutting down"
+			break loop
+		default:
+		}
+		select {
 		case raw, ok := <-reqs:
 			if !ok {
 				// The peer closed, went silent, sent too much, or sent
@@ -289,8 +334,7 @@ loop:
 			text = "idle"
 			break loop
 		case <-s.draining:
-			code, text = websocket.CloseGoingAway, "server shutting down"
-			break loop
+			continue // refused above
 		case <-wc.ctx.Done():
 			break loop
 		}
@@ -304,8 +348,8 @@ loop:
 func (wc *wsConn) read(reqs chan<- []byte, log *slog.Logger) {
 	c := wc.c
 	wait := 2 * wc.s.cfg.PingInterval
-	_ = c.SetReadDeadline(time.Now().Add(wait))
-	c.SetPongHandler(func(string) error { return c.SetReadDeadline(time.Now().Add(wait)) })
+	wc.extendRead(wait)
+	c.SetPongHandler(func(string) error { wc.extendRead(wait); return nil })
 	for {
 		data, binary, err := wc.readMessage()
 		if binary {
@@ -314,6 +358,9 @@ func (wc *wsConn) read(reqs chan<- []byte, log *slog.Logger) {
 			return
 		}
 		if err != nil {
+			if wc.readStopped() {
+				return // shutdown: the serve loop refuses what was read
+			}
 			var ne net.Error
 			switch {
 			case errors.As(err, &ne) && ne.Timeout():
@@ -332,7 +379,57 @@ func (wc *wsConn) read(reqs chan<- []byte, log *slog.Logger) {
 		}
 		// The peer's time runs from now: while the queue was full
 		// nothing was read, its pongs included.
-		_ = c.SetReadDeadline(time.Now().Add(wait))
+		wc.extendRead(wait)
+	}
+}
+
+// extendRead sets the read deadline d from now, unless the reader was
+// stopped.
+func (wc *wsConn) extendRead(d time.Duration) {
+	wc.deadline.Lock()
+	defer wc.deadline.Unlock()
+	if !wc.stopped {
+		_ = wc.c.SetReadDeadline(time.Now().Add(d))
+	}
+}
+
+// stopReading stops the reader at shutdown: it reads no more from the
+// socket (the frames its buffer already holds whole are still read), a
+// wait for BodyMemory ends, and it closes its channel of requests without
+// cancelling the connection, whose requests read ahead are then refused.
+func (wc *wsConn) stopReading() {
+	wc.deadline.Lock()
+	wc.stopped = true
+	_ = wc.c.SetReadDeadline(time.Unix(1, 0))
+	wc.deadline.Unlock()
+	wc.stopWaiting()
+}
+
+func (wc *wsConn) readStopped() bool {
+	wc.deadline.Lock()
+	defer wc.deadline.Unlock()
+	return wc.stopped
+}
+
+// refuseReadAhead answers, once shutdown began, each request read ahead
+// and not yet handled, in order, by the signed shutdown refusal (5003
+// {retryAfter, reason: "shutdown"}), and a binary frame that stopped the
+// reader by its own refusal: every request the node read gets an answer
+// before the close 1001. The refusals are written as any answer is,
+// within the shutdown's time (ShutdownTimeout).
+func (wc *wsConn) refuseReadAhead(o *outbox, reqs <-chan []byte) {
+	s := wc.s
+	wc.stopReading()
+	for raw := range reqs { // closed once the reader stopped
+		s.bodies.release(wc.key, int64(len(raw)))
+		if o.failed() != nil {
+			continue
+		}
+		o.final(wc.ctx, s.cfg.Handler.Refuse(shutdownRefusal()))
+		o.unbusy()
+	}
+	if wc.binary {
+		o.final(wc.ctx, s.cfg.Handler.Refuse(binaryRefusal()))
 	}
 }
 
@@ -375,10 +472,10 @@ func (wc *wsConn) awaitMemory() error {
 	// Cleared once waited holds its token, so that the serve loop, when
 	// its idle time-out runs out, sees one or the other.
 	defer wc.waiting.Store(false)
-	if err := s.bodies.acquire(wc.ctx, wc.key, s.cfg.MaxBody); err != nil {
+	if err := s.bodies.acquire(wc.readCtx, wc.key, s.cfg.MaxBody); err != nil {
 		return err
 	}
-	_ = wc.c.SetReadDeadline(time.Now().Add(2 * s.cfg.PingInterval))
+	wc.extendRead(2 * s.cfg.PingInterval)
 	select {
 	case wc.waited <- struct{}{}:
 	default:
