@@ -1,9 +1,15 @@
 package snaphttp_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -174,6 +180,157 @@ func TestWebSocketShutdownRefusesReadAhead(t *testing.T) {
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if _, b, err := c.ReadMessage(); !websocket.IsCloseError(err, websocket.CloseGoingAway) {
 		t.Fatalf("after the refusals: %q %v, want close 1001", b, err)
+	}
+	if err := <-stopped; err != nil {
+		t.Errorf("Serve: %v", err)
+	}
+}
+
+// shutdownSignal returns hooks whose message/stream waits for shutdown,
+// and starts such a stream over SSE: began is closed once shutdown
+// began (the stream's context ended), and streamed carries the stream's
+// final response.
+func shutdownSignal() (h *hooks, began chan struct{}) {
+	began = make(chan struct{})
+	h = &hooks{stream: func(ctx context.Context, req *snap.Verified, emit func(any) error) (any, error) {
+		if err := emit(map[string]any{"taskId": "t-sd", "progress": 0.5, "message": "half"}); err != nil {
+			return nil, err
+		}
+		<-ctx.Done()
+		close(began)
+		return map[string]any{"task": map[string]any{"id": "t-sd", "status": map[string]any{"state": "working", "timestamp": "2026-01-01T00:00:00Z"}}}, nil
+	}}
+	return h, began
+}
+
+// postCut writes a POST of m's bytes to /snap on c, the body cut after
+// the first cut bytes (all of it when cut is -1), and returns the rest.
+func postCut(t *testing.T, c net.Conn, m []byte, cut int) (rest []byte) {
+	t.Helper()
+	if cut < 0 {
+		cut = len(m)
+	}
+	head := fmt.Sprintf("POST /snap HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(m))
+	if _, err := c.Write(append([]byte(head), m[:cut]...)); err != nil {
+		t.Fatal(err)
+	}
+	return m[cut:]
+}
+
+// SSE streams in progress when shutdown begins end with their signed
+// final response, and a POST whose body is still coming is answered:
+// the connection is active, and http.Server.Shutdown waits for its
+// handler, which handles it (it began before shutdown) or refuses it
+// (503, the shutdown's 5003) when it began after.
+func TestShutdownAnswersPostInFlight(t *testing.T) {
+	h, began := shutdownSignal()
+	counter := &readCounter{}
+	e := start(t, h, nil, func(l net.Listener) net.Listener { counter.Listener = l; return counter })
+	streamed := make(chan error, 1)
+	entered := make(chan struct{})
+	go func() {
+		m, err := e.client.Stream(context.Background(), e.base+"/snap", request(t, "message/stream", `{}`), func(*snap.Message) error {
+			close(entered)
+			return nil
+		})
+		if err == nil && !strings.Contains(string(m.Payload), "t-sd") {
+			err = fmt.Errorf("final response %s", m.Payload)
+		}
+		streamed <- err
+	}()
+	<-entered
+	c, err := net.Dial("tcp", strings.TrimPrefix(e.base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	counter.mu.Lock()
+	base := counter.n
+	counter.mu.Unlock()
+	m := raw(t, request(t, "tasks/get", `{"taskId":"t-1"}`))
+	rest := postCut(t, c, m, len(m)/2)
+	select {
+	case <-counter.reached(base + int64(len(m)/2)):
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server did not read the request's start")
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- e.stop() }()
+	<-began
+	if _, err := c.Write(rest); err != nil {
+		t.Fatal(err)
+	}
+	// Answered: handled, when its handler ran before shutdown began
+	// (the body was being read), else refused as not yet handled.
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("a POST whose body came during shutdown: no answer: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusOK:
+		if v := verify(t, b); errCode(v.Payload) != 0 {
+			t.Errorf("a POST whose body came during shutdown: %s", v.Payload)
+		}
+	case http.StatusServiceUnavailable:
+		if !strings.Contains(string(b), `"reason":"shutdown"`) {
+			t.Errorf("a POST whose body came during shutdown: %s", b)
+		}
+	default:
+		t.Errorf("a POST whose body came during shutdown: %d %s", resp.StatusCode, b)
+	}
+	if err := <-streamed; err != nil {
+		t.Errorf("the SSE stream at shutdown: %v", err)
+	}
+	if err := <-stopped; err != nil {
+		t.Errorf("Serve: %v", err)
+	}
+}
+
+// A request that comes on a connection accepted before shutdown began,
+// once it began, is answered: 503 with Retry-After and the shutdown's
+// 5003, and the connection closed. Before, net/http read the request,
+// found the server shutting down and closed the connection: the peer was
+// told nothing.
+func TestShutdownAnswersRequestOnNewConnection(t *testing.T) {
+	h, began := shutdownSignal()
+	e := start(t, h, nil)
+	entered := make(chan struct{})
+	go e.client.Stream(context.Background(), e.base+"/snap", request(t, "message/stream", `{}`), func(*snap.Message) error {
+		close(entered)
+		return nil
+	})
+	<-entered
+	c, err := net.Dial("tcp", strings.TrimPrefix(e.base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	health(t, e) // c was accepted: the server accepted the later one
+	stopped := make(chan error, 1)
+	go func() { stopped <- e.stop() }()
+	<-began
+	// Accepting stopped: http.Server.Shutdown began.
+	for {
+		d, err := net.Dial("tcp", strings.TrimPrefix(e.base, "http://"))
+		if err != nil {
+			break
+		}
+		d.Close()
+		runtime.Gosched()
+	}
+	postCut(t, c, raw(t, request(t, "tasks/get", `{"taskId":"t-1"}`)), -1)
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("a request on a connection accepted before shutdown: no answer: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(b), `"reason":"shutdown"`) {
+		t.Errorf("a request during shutdown: %d %v %s", resp.StatusCode, resp.Header, b)
 	}
 	if err := <-stopped; err != nil {
 		t.Errorf("Serve: %v", err)

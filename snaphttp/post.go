@@ -28,6 +28,8 @@ import (
 // that is too large, 400 for one that is unreadable or not JSON, 403 for
 // one a browser page of another origin sent (Config.AllowedOrigins), 415
 // for one whose Content-Type names another format (see jsonContentType),
+// 503 with Retry-After once shutdown began (the shutdown's 5003, see
+// refuseShutdown; a request whose handling began before is answered),
 // and 503 with Retry-After in place of an answer that finds no room in
 // AnswerMemory (see refuseAnswer): the answer is serialized, the response
 // let go, and the serialized form holds its share of AnswerMemory until
@@ -47,6 +49,12 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.allowPage(w, r)
+	select {
+	case <-s.draining:
+		refuseShutdown(w)
+		return
+	default:
+	}
 	if ct := r.Header.Get("Content-Type"); !jsonContentType(ct) {
 		writeError(w, http.StatusUnsupportedMediaType, snap.CodeContentTypeNotSupported,
 			"a SNAP message is posted as Content-Type: application/json",

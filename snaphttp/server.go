@@ -581,17 +581,22 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	limited := peercap.NewListener(ln, peercap.ListenerConfig{Total: s.cfg.MaxTCPConns, PerPeer: s.cfg.MaxTCPConnsPerPeer, Refuse: refuseConn})
 	s.tcp.Store(limited)
+	fresh := newFreshConns()
 	srv := &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: s.cfg.HeaderTimeout,
 		MaxHeaderBytes:    MaxHeaderBytes,
 		IdleTimeout:       s.cfg.IdleTimeout,
-		ConnState:         limited.ConnState,
-		BaseContext:       func(net.Listener) context.Context { return s.base },
-		ErrorLog:          slog.NewLogLogger(s.cfg.Logger.Handler(), slog.LevelDebug),
+		ConnState: func(c net.Conn, st http.ConnState) {
+			limited.ConnState(c, st)
+			fresh.state(c, st)
+		},
+		BaseContext: func(net.Listener) context.Context { return s.base },
+		ErrorLog:    slog.NewLogLogger(s.cfg.Logger.Handler(), slog.LevelDebug),
 	}
+	accepting := &onceListener{Listener: limited}
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(limited) }()
+	go func() { served <- srv.Serve(accepting) }()
 	var serveErr error
 	select {
 	case <-ctx.Done():
@@ -601,6 +606,15 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.beginDrain()
 	grace, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()
+	// Shutdown drops, unanswered, a request it reads on a connection
+	// that had sent none before it began. So first: every answer closes
+	// its connection from now (idle ones close now), accepting stops,
+	// and the connections yet to send their first request are waited
+	// for as long as Shutdown would wait for them: their request is
+	// answered, a POST /snap refused (503, the shutdown's 5003).
+	srv.SetKeepAlivesEnabled(false)
+	stopped := accepting.Close() == nil
+	fresh.await(grace, newConnWait)
 	shutErr := srv.Shutdown(grace)
 	wsDone := make(chan struct{})
 	go func() { s.wsGroup.Wait(); close(wsDone) }()
@@ -621,7 +635,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if serveErr == nil {
 		serveErr = <-served
 	}
-	if errors.Is(serveErr, http.ErrServerClosed) {
+	if errors.Is(serveErr, http.ErrServerClosed) || stopped && errors.Is(serveErr, net.ErrClosed) {
 		serveErr = nil
 	}
 	if errors.Is(shutErr, context.DeadlineExceeded) {

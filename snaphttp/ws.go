@@ -90,9 +90,7 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 	case <-s.draining:
 		s.mu.Unlock()
 		s.conns.Release(key)
-		e := shutdownRefusal()
-		w.Header().Set("Retry-After", fmt.Sprint(shutdownRetryAfter))
-		writeError(w, http.StatusServiceUnavailable, e.Code, e.Message, e.Data)
+		refuseShutdown(w)
 		return
 	default:
 	}
@@ -212,11 +210,21 @@ const shutdownRetryAfter = 5
 // shutdownRefusal is the error answering a request the node will not
 // handle because it is shutting down: over WebSocket, each request read
 // ahead but not yet handled when shutdown begins (signed, before the
-// close 1001); over HTTP, an upgrade that comes after (503).
+// close 1001); over HTTP, a POST or an upgrade that comes after (see
+// refuseShutdown).
 func shutdownRefusal() *snap.Error {
 	return &snap.Error{Code: snap.CodeServiceUnavailable,
 		Message: "the node is shutting down: the request was not handled; retry later",
 		Data:    map[string]any{"retryAfter": shutdownRetryAfter, "reason": "shutdown"}}
+}
+
+// refuseShutdown answers an HTTP request that comes once shutdown began:
+// 503 with Retry-After and the shutdown's refusal; its connection then
+// closes (keep-alives are off).
+func refuseShutdown(w http.ResponseWriter) {
+	e := shutdownRefusal()
+	w.Header().Set("Retry-After", fmt.Sprint(shutdownRetryAfter))
+	writeError(w, http.StatusServiceUnavailable, e.Code, e.Message, e.Data)
 }
 
 // binaryRefusal is the error answering a binary frame: SNAP messages are
