@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/snapnode/snapnode/internal/logcap"
 	"github.com/snapnode/snapnode/internal/testutil"
 	"log/slog"
 	"net/http"
@@ -123,7 +124,7 @@ func TestRefusingRelayLoggedBounded(t *testing.T) {
 	if st := ptStatus(p, good.url); st.PublishFailed != 0 {
 		t.Fatalf("the good relay: %d failed", st.PublishFailed)
 	}
-	if _, after := logs.written(); after-before > talkPerMinute {
+	if _, after := logs.written(); after-before > logcap.PerMinute {
 		t.Fatalf("%d lines logged for %d refusals", after-before, n)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/snapnode/snapnode/internal/logcap"
 )
 
 // RelayState is the state of one relay connection.
@@ -114,11 +116,11 @@ type poolRelay struct {
 
 	received, invalid, mismatch, duplicate atomic.Uint64
 	publishFailed                          atomic.Uint64
-	pages, cuts                            atomic.Uint64 // see RelayStatus
-	talk                                   talkLimiter   // the relay's NOTICEs and CLOSEDs logged
+	pages, cuts                            atomic.Uint64  // see RelayStatus
+	talk                                   logcap.Limiter // the relay's NOTICEs and CLOSEDs logged
 	// failures: the publications it refused or did not answer, logged
 	// (a relay may refuse every one: a paid relay, a blocked kind).
-	failures talkLimiter
+	failures logcap.Limiter
 	// pendingAnswers counts the publications still awaiting this relay's
 	// OK after Publish returned (at most MaxPendingAnswers).
 	pendingAnswers atomic.Int32
@@ -553,47 +555,15 @@ func (r *poolRelay) accept(s *Subscription, ev *nostr.Event, verified bool, page
 	}
 }
 
-// talkLimiter bounds the lines a relay's own messages (NOTICE, CLOSED),
-// or its failed publications, have logged: talkPerMinute a minute, the
-// rest counted and told with the next line logged.
-type talkLimiter struct {
-	mu         sync.Mutex
-	since      time.Time // start of the current minute
-	lines      int       // logged since
-	suppressed int       // not logged since the last line
-}
-
-// talkPerMinute is how many of a relay's NOTICEs and CLOSEDs are logged a
-// minute.
-const talkPerMinute = 10
-
-// say logs a line about what the relay said, unless the relay said too
-// much this minute.
+// say logs a line about what the relay said (a NOTICE, a CLOSED), unless
+// the relay said too much this minute (see logcap).
 func (r *poolRelay) say(level slog.Level, msg string, args ...any) {
 	r.logLimited(&r.talk, level, msg, args...)
 }
 
-// logLimited logs a line unless l let talkPerMinute through this minute;
-// the next line logged tells how many were not.
-func (r *poolRelay) logLimited(l *talkLimiter, level slog.Level, msg string, args ...any) {
-	now := r.p.cfg.Now()
-	l.mu.Lock()
-	if now.Sub(l.since) >= time.Minute || now.Before(l.since) {
-		l.since, l.lines = now, 0
-	}
-	if l.lines >= talkPerMinute {
-		l.suppressed++
-		l.mu.Unlock()
-		return
-	}
-	l.lines++
-	suppressed := l.suppressed
-	l.suppressed = 0
-	l.mu.Unlock()
-	if suppressed > 0 {
-		args = append(args, "not_logged_before", suppressed)
-	}
-	r.log.Log(context.Background(), level, msg, args...)
+// logLimited logs a line through l, which bounds the lines a minute.
+func (r *poolRelay) logLimited(l *logcap.Limiter, level slog.Level, msg string, args ...any) {
+	l.Log(context.Background(), r.log, r.p.cfg.Now(), level, msg, args...)
 }
 
 // permanent reports whether a relay's CLOSED reason is one that asking

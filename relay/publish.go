@@ -253,7 +253,7 @@ func (p *Pool) logOutcome(ctx context.Context, r *poolRelay, ev *nostr.Event, o 
 	case errors.Is(o.Err, ErrNotConnected), errors.Is(o.Err, ErrAnswerPending): // its connection loop already logs why; logged when it comes
 		p.log.Debug("relay pool: not published", "relay", o.URL, "event", ev.ID, "kind", ev.Kind, "err", o.Err)
 	default:
-		// Counted each, logged at most talkPerMinute a minute a relay: a
+		// Counted each, logged at most logcap.PerMinute a minute a relay: a
 		// relay may refuse every publication.
 		r.publishFailed.Add(1)
 		r.logLimited(&r.failures, slog.LevelWarn, "relay pool: publish failed", "event", ev.ID, "kind", ev.Kind, "err", o.Err)
