@@ -11,6 +11,7 @@ import (
 
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/bounded"
+	"github.com/snapnode/snapnode/internal/logcap"
 	"github.com/snapnode/snapnode/internal/secp"
 	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/snap"
@@ -37,6 +38,9 @@ type Nostr struct {
 	// agent. A target's address is compared with it on every request.
 	owners *bounded.Cache[[32]byte, [32]byte]
 	logger *slog.Logger
+	// rejected bounds the lines of rejected replies: anyone who sees a
+	// request's event id can publish replies to it, as many as they like.
+	rejected logcap.Limiter
 }
 
 // NostrConfig configures a Nostr client.
@@ -240,7 +244,7 @@ func (c *Nostr) exchange(ctx context.Context, t Target, req NostrRequest, onEven
 			}
 			resp, err := c.check(ctx, x, t, ev.ID, rev)
 			if err != nil {
-				c.logger.Warn("rejected a reply", "event", rev.ID, "from", rev.PubKey, "err", err)
+				c.rejected.Log(ctx, c.logger, c.now(), slog.LevelWarn, "rejected a reply", "event", rev.ID, "from", rev.PubKey, "err", err)
 				if len(rejected) < maxRejected {
 					rejected = append(rejected, err)
 				}
