@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/logcap"
 	"github.com/snapnode/snapnode/snap"
 )
 
@@ -88,7 +89,10 @@ type Config struct {
 	// Allow lists the identities (P2TR addresses) that may call. Nobody
 	// may call when it is empty.
 	Allow []string
-	// Logger receives handler failures (default slog.Default()).
+	// Logger receives handler failures (default slog.Default()): each kind
+	// at most 10 lines a minute, the next line counting those not logged
+	// as not_logged_before, since a caller decides how often a service
+	// fails.
 	Logger *slog.Logger
 	// Timeout bounds each call of a service registered with Handle
 	// (HandleTimeout gives a service its own); 0: none. A call still
@@ -107,6 +111,10 @@ type Registry struct {
 
 	mu       sync.RWMutex
 	handlers map[string]service
+
+	// The lines of failed calls, bounded: a caller decides how often a
+	// service fails, or is called while it is slow.
+	failedLog, timedOutLog, notObjectLog logcap.Limiter
 }
 
 // service is a registered handler and the bound of its calls (0: none).
@@ -217,17 +225,17 @@ func (r *Registry) Serve(ctx context.Context, req *snap.Verified) (any, error) {
 			return nil, se
 		}
 		if errors.Is(context.Cause(ctx), errTimedOut) {
-			r.logger.Warn("service did not finish within its time-out", "service", call.Name, "from", call.From, "timeout", svc.timeout, "err", err)
+			r.timedOutLog.Log(ctx, r.logger, time.Now(), slog.LevelWarn, "service did not finish within its time-out", "service", call.Name, "from", call.From, "timeout", svc.timeout, "err", err)
 			return nil, &snap.Error{Code: snap.CodeServiceUnavailable,
 				Message: fmt.Sprintf("the service did not finish within its time-out (%v)", svc.timeout),
 				Data:    map[string]any{"service": call.Name, "timeout": svc.timeout.Seconds()}}
 		}
-		r.logger.Error("service failed", "service", call.Name, "from", call.From, "err", err)
+		r.failedLog.Log(ctx, r.logger, time.Now(), slog.LevelError, "service failed", "service", call.Name, "from", call.From, "err", err)
 		return nil, &snap.Error{Code: snap.CodeInternal, Message: "the service failed", Data: map[string]any{"service": call.Name}}
 	}
 	b, err := json.Marshal(reply)
 	if err != nil || len(b) == 0 || b[0] != '{' {
-		r.logger.Error("service reply is not a JSON object", "service", call.Name, "err", err)
+		r.notObjectLog.Log(ctx, r.logger, time.Now(), slog.LevelError, "service reply is not a JSON object", "service", call.Name, "err", err)
 		return nil, &snap.Error{Code: snap.CodeInternal, Message: "the service's reply is not a JSON object", Data: map[string]any{"service": call.Name}}
 	}
 	return json.RawMessage(b), nil
