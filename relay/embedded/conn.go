@@ -235,7 +235,7 @@ func (c *conn) killed() bool {
 // slow disconnects a client whose queue is full.
 func (c *conn) slow() {
 	c.r.slowCuts.Add(1)
-	c.log.Info("disconnecting slow client", "reason", "outbound queue full")
+	c.r.slowLog.Log(context.Background(), c.log, c.r.now(), slog.LevelInfo, "disconnecting slow client", "reason", "outbound queue full")
 	c.kill(websocket.ClosePolicyViolation, "too slow: outbound queue full")
 	// The writer is most likely blocked on the client: abort that write
 	// now rather than at its deadline.

@@ -19,6 +19,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/snapnode/snapnode/internal/bufpool"
 	"github.com/snapnode/snapnode/internal/jsonenc"
+	"github.com/snapnode/snapnode/internal/logcap"
 	"github.com/snapnode/snapnode/internal/origins"
 	"github.com/snapnode/snapnode/internal/peercap"
 	"github.com/snapnode/snapnode/internal/periodic"
@@ -465,6 +466,9 @@ type Relay struct {
 	reading *peerBytes
 
 	slowCuts atomic.Int64 // clients disconnected for a full queue
+	// slowLog bounds the lines of clients cut as too slow: anyone may
+	// connect and read slowly, again and again.
+	slowLog logcap.Limiter
 	// phaseWaits counts the live events that waited for the end of a
 	// patient connection's stored phase.
 	phaseWaits atomic.Int64

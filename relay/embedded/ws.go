@@ -2,10 +2,12 @@ package embedded
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -235,7 +237,7 @@ func (t *wsTransport) readLoop() {
 			var ne net.Error
 			switch {
 			case errors.As(err, &ne) && ne.Timeout() && reading:
-				c.log.Info("disconnecting slow client", "reason", "message not received whole in time", "timeout", pongWait)
+				c.r.slowLog.Log(context.Background(), c.log, c.r.now(), slog.LevelInfo, "disconnecting slow client", "reason", "message not received whole in time", "timeout", pongWait)
 				c.kill(websocket.ClosePolicyViolation, "too slow: message not received whole in time")
 			case errors.As(err, &ne) && ne.Timeout():
 				c.log.Debug("client silent for too long", "timeout", pongWait)
