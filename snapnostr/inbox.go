@@ -20,6 +20,7 @@ import (
 	"github.com/snapnode/snapnode/internal/bounded"
 	"github.com/snapnode/snapnode/internal/defaults"
 	"github.com/snapnode/snapnode/internal/fairqueue"
+	"github.com/snapnode/snapnode/internal/logcap"
 	"github.com/snapnode/snapnode/internal/periodic"
 	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/snap"
@@ -198,6 +199,10 @@ type Inbox struct {
 	// points it may write then.
 	reachEvery time.Duration
 	marks      *watermark
+	// panicLog and unpublishedLog bound the lines of requests whose
+	// handling panicked, or whose reply the relays refused: a peer
+	// decides how many requests it sends.
+	panicLog, unpublishedLog logcap.Limiter
 }
 
 // NewInbox returns an Inbox for cfg.
@@ -983,11 +988,11 @@ func (in *Inbox) survive(ctx context.Context, ev *nostr.Event, late bool) {
 	if p == nil {
 		return
 	}
-	in.cfg.Logger.Error("inbox: handling a request panicked; refused with 5001", "event", ev.ID, "peer", ev.PubKey,
+	in.panicLog.Log(ctx, in.cfg.Logger, in.cfg.Now(), slog.LevelError, "inbox: handling a request panicked; refused with 5001", "event", ev.ID, "peer", ev.PubKey,
 		"late", late, "panic", p, "stack", string(debug.Stack()))
 	defer func() {
 		if p := recover(); p != nil {
-			in.cfg.Logger.Error("inbox: refusing a request whose handling panicked panicked too", "event", ev.ID, "panic", p)
+			in.panicLog.Log(ctx, in.cfg.Logger, in.cfg.Now(), slog.LevelError, "inbox: refusing a request whose handling panicked panicked too", "event", ev.ID, "panic", p)
 		}
 	}()
 	if !late {
@@ -1130,7 +1135,7 @@ func (in *Inbox) reply(ctx context.Context, req *nostr.Event, resp *snap.Message
 // sends; a failure is logged.
 func (in *Inbox) publishAnswer(ctx context.Context, req *nostr.Event, resp *snap.Message) {
 	if err := in.publish(ctx, req, resp); err != nil {
-		in.cfg.Logger.Error("inbox: reply not published", "request", req.ID, "method", resp.Method, "type", resp.Type, "err", err)
+		in.unpublishedLog.Log(ctx, in.cfg.Logger, in.cfg.Now(), slog.LevelError, "inbox: reply not published", "request", req.ID, "method", resp.Method, "type", resp.Type, "err", err)
 		return
 	}
 	in.logAnswered(ctx, req, resp)

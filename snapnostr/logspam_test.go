@@ -1,0 +1,98 @@
+package snapnostr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/snapnode/snapnode/internal/logcap"
+	"github.com/snapnode/snapnode/relay"
+)
+
+// records keeps the records logged to it.
+type records struct {
+	mu  sync.Mutex
+	all []slog.Record
+}
+
+func (h *records) Enabled(context.Context, slog.Level) bool { return true }
+func (h *records) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *records) WithGroup(string) slog.Handler            { return h }
+func (h *records) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.all = append(h.all, r.Clone())
+	return nil
+}
+
+// with returns the records of message msg.
+func (h *records) with(msg string) []slog.Record {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []slog.Record
+	for _, r := range h.all {
+		if r.Message == msg {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// refusingRelays is a Transport whose relays refuse every publication: a
+// paid relay, one that blocks the kind.
+type refusingRelays struct{ publishCounter }
+
+func (*refusingRelays) Publish(context.Context, nostr.Event) (relay.PublishResult, error) {
+	return relay.PublishResult{}, errors.New("blocked: pay first")
+}
+
+// A peer decides how many requests the inbox answers: when the handling
+// of each panics (a library's bug some input finds), or the relays refuse
+// every reply, each request was logged at error — the panic with its
+// stack — one line each. Each line is logged logcap.PerMinute a minute,
+// the next counting those that were not.
+func TestInboxFailuresLoggedBounded(t *testing.T) {
+	const n = 50
+	r := newHandleRig(t, InboxConfig{})
+	logs := &records{}
+	r.in.cfg.Logger = slog.New(logs)
+	r.in.cfg.Handler = panicking{r.in.cfg.Handler}
+	r.in.cfg.Transport = &refusingRelays{}
+	ask := func(i int) {
+		sealed, err := newSealer(r.peer, 1).seal(r.agent.NostrPublicKey(), fmt.Appendf(nil, `{"request":%d}`, i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.in.serve(r.run, r.request(relay.KindEphemeral, r.now(), sealed))
+	}
+	for i := range n {
+		ask(i)
+	}
+	lines := []string{"inbox: handling a request panicked; refused with 5001", "inbox: reply not published"}
+	for _, msg := range lines {
+		if got := logs.with(msg); len(got) != logcap.PerMinute {
+			t.Errorf("%q: %d lines for %d requests, want %d", msg, len(got), n, logcap.PerMinute)
+		}
+	}
+	r.clock.Advance(time.Minute)
+	ask(n)
+	for _, msg := range lines {
+		got := logs.with(msg)
+		var notLogged int64
+		got[len(got)-1].Attrs(func(a slog.Attr) bool {
+			if a.Key == logcap.NotLoggedKey {
+				notLogged = a.Value.Int64()
+			}
+			return true
+		})
+		if notLogged != n-logcap.PerMinute {
+			t.Errorf("%q: the next minute's line says %d not logged before it, want %d", msg, notLogged, n-logcap.PerMinute)
+		}
+	}
+}
