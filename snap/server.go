@@ -15,6 +15,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/logcap"
 )
 
 // HandlerFunc handles a verified request. It returns the response payload
@@ -163,6 +164,10 @@ type Server struct {
 	cfg     ServerConfig
 	addr    string
 	refused refusals
+	// The lines of requests whose handler panicked or failed with an
+	// error that is not SNAP's, bounded: a peer decides how many
+	// requests it sends.
+	panicLog, streamPanicLog, failedLog logcap.Limiter
 }
 
 // NewServer returns a Server for cfg.
@@ -624,7 +629,7 @@ func retryable(err error) bool {
 func (s *Server) call(ctx context.Context, h HandlerFunc, v *Verified) (payload any, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			s.cfg.Logger.Error("snap handler panicked", "method", v.Method, "from", v.From, "panic", r)
+			s.panicLog.Log(ctx, s.cfg.Logger, s.cfg.Now(), slog.LevelError, "snap handler panicked", "method", v.Method, "from", v.From, "panic", r)
 			payload, err = nil, &Error{Code: CodeInternal, Message: "internal error"}
 		}
 	}()
@@ -719,7 +724,7 @@ func (s *Server) reply(to, method string, payload any, err error, lim limit) *Me
 	if err != nil {
 		var se *Error
 		if !errors.As(err, &se) {
-			s.cfg.Logger.Error("snap request failed", "method", method, "from", to, "err", err)
+			s.failedLog.Log(context.Background(), s.cfg.Logger, s.cfg.Now(), slog.LevelError, "snap request failed", "method", method, "from", to, "err", err)
 			se = &Error{Code: CodeInternal, Message: "internal error"}
 		}
 		payload = map[string]any{"error": se}

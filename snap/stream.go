@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 )
 
@@ -103,7 +104,7 @@ func (s *Server) stream(ctx context.Context, h StreamHandlerFunc, v *Verified, s
 func (s *Server) callStream(ctx context.Context, h StreamHandlerFunc, v *Verified, emit func(any) error) (payload any, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			s.cfg.Logger.Error("snap stream handler panicked", "method", v.Method, "from", v.From, "panic", r)
+			s.streamPanicLog.Log(ctx, s.cfg.Logger, s.cfg.Now(), slog.LevelError, "snap stream handler panicked", "method", v.Method, "from", v.From, "panic", r)
 			payload, err = nil, &Error{Code: CodeInternal, Message: "internal error"}
 		}
 	}()
