@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/snapnode/snapnode/internal/dbtext"
+	"github.com/snapnode/snapnode/internal/logcap"
 	"github.com/snapnode/snapnode/snap"
 )
 
@@ -132,6 +133,9 @@ type Service struct {
 	seed      maphash.Seed
 	taskLocks [256]sync.Mutex
 	keyLocks  [64]sync.Mutex
+	// failedLog bounds the lines of requests failed inside (a store
+	// down): a peer decides how many requests it sends.
+	failedLog logcap.Limiter
 }
 
 // conflictRetries bounds how often a write re-reads a task that another
@@ -979,7 +983,7 @@ func (s *Service) answer(method string, req *snap.Verified, t *Task, err error) 
 		if errors.As(err, &se) {
 			return nil, se
 		}
-		s.log.Error("tasks: request failed", "method", method, "from", req.From, "id", req.ID, "err", err)
+		s.failedLog.Log(context.Background(), s.log, s.now(), slog.LevelError, "tasks: request failed", "method", method, "from", req.From, "id", req.ID, "err", err)
 		return nil, snap.NewError(snap.CodeInternal, "internal error", nil)
 	}
 	return NewTaskResponse(t), nil
