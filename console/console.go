@@ -21,6 +21,7 @@ import (
 	"github.com/snapnode/snapnode/executor"
 	"github.com/snapnode/snapnode/executor/audit"
 	"github.com/snapnode/snapnode/internal/defaults"
+	"github.com/snapnode/snapnode/internal/logcap"
 	"github.com/snapnode/snapnode/proposals"
 	"github.com/snapnode/snapnode/tasks"
 )
@@ -152,6 +153,10 @@ type Console struct {
 	// Sec-Fetch-Site, else its Origin against the Host), before the CSRF
 	// token is looked at: a second lock that does not rest on the token.
 	cop *http.CrossOriginProtection
+	// remoteLog and badLinkLog bound the lines of clients refused for
+	// being on another machine and of login links unknown: anyone who
+	// reaches the port may send as many as they like.
+	remoteLog, badLinkLog logcap.Limiter
 }
 
 //go:embed templates/*.html
@@ -222,7 +227,7 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("Cache-Control", "no-store")
 	if !c.cfg.AllowRemote && !loopback(r.RemoteAddr) && !sameHost(r) {
-		c.cfg.Logger.Warn("console: refused a client on another machine (console_remote is off)", "remote", r.RemoteAddr)
+		c.remoteLog.Log(r.Context(), c.cfg.Logger, c.cfg.Now(), slog.LevelWarn, "console: refused a client on another machine (console_remote is off)", "remote", r.RemoteAddr)
 		http.Error(w, "the operator console serves clients on the node's machine only (see console_remote)", http.StatusForbidden)
 		return
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -292,7 +293,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 			"This login link was already used. A link is used once: the session its first use started has been ended, in case that was not you. Ask the node for a new one: "+c.cfg.LoginCommand)
 		return
 	case err != nil:
-		log.Warn("console: login refused", "err", err)
+		c.badLinkLog.Log(r.Context(), log, c.cfg.Now(), slog.LevelWarn, "console: login refused", "err", err)
 		c.message(w, r, http.StatusUnauthorized, "Login refused",
 			"This login link is unknown, was already used, or has expired. Ask the node for a new one: "+c.cfg.LoginCommand)
 		return
