@@ -334,6 +334,10 @@ func writeJournal(path string, j *journal) error {
 		return fmt.Errorf("backup: journal: %w", err)
 	}
 	tmp := tempName(path)
+	// A restore killed while it wrote the journal left its temporary file.
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("backup: journal: %w; nothing was changed", err)
+	}
 	if err := writeSynced(tmp, bytes.NewReader(append(b, '\n'))); err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("backup: journal: %w; nothing was changed", err)

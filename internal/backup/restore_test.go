@@ -388,3 +388,23 @@ func withPolicy(t *testing.T, cfg config.Config) config.Config {
 	}
 	return cfg
 }
+
+// A restore killed while it wrote its journal leaves the journal's
+// temporary file: the next restore writes it again rather than stopping
+// on it for ever.
+func TestRestoreAfterKillWhileWritingTheJournal(t *testing.T) {
+	cfg, out := sealedBackup(t)
+	changeAfterBackup(t, cfg)
+	stale := filepath.Join(cfg.DataDir, "."+backup.JournalName+".restoring")
+	if err := os.WriteFile(stale, []byte(`{"backup":`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r, err := backup.Restore(context.Background(), cfg, out, restoreOpts())
+	if err != nil {
+		t.Fatalf("Restore after a kill while the journal was written: %v", err)
+	}
+	checkRestored(t, cfg, r.Manifest)
+	if _, err := os.Stat(stale); err == nil {
+		t.Errorf("the journal's temporary file is left")
+	}
+}
