@@ -48,6 +48,12 @@ const maxManifest = 1 << 20
 //
 // Check writes nothing in dir.
 func Check(ctx context.Context, cfg config.Config, dir string) (*Manifest, error) {
+	return check(ctx, cfg, dir, func(string) {})
+}
+
+// check is Check; step, for tests, is called after each file's sum is
+// checked ("sum NAME") and after the chain is ("chain").
+func check(ctx context.Context, cfg config.Config, dir string, step func(string)) (*Manifest, error) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, fmt.Errorf("backup: %w", err)
@@ -62,9 +68,10 @@ func Check(ctx context.Context, cfg config.Config, dir string) (*Manifest, error
 		return nil, err
 	}
 	listed := map[string]bool{ManifestName: true}
-	var tasks, record string // names in dir
+	var tasks, record *File
 	seenSource := map[string]string{}
-	for _, f := range m.Files {
+	for i := range m.Files {
+		f := &m.Files[i]
 		name := filepath.FromSlash(f.Name)
 		if f.Name == "" || !filepath.IsLocal(name) || filepath.ToSlash(filepath.Clean(name)) != f.Name {
 			return nil, fmt.Errorf("%w: the manifest lists a file named %q: not a plain path inside the backup folder", ErrBad, f.Name)
@@ -73,28 +80,29 @@ func Check(ctx context.Context, cfg config.Config, dir string) (*Manifest, error
 			return nil, fmt.Errorf("%w: the manifest lists %s twice (or names the manifest)", ErrBad, f.Name)
 		}
 		listed[f.Name] = true
-		if err := checkSource(f, want); err != nil {
+		if err := checkSource(*f, want); err != nil {
 			return nil, err
 		}
 		if prev, dup := seenSource[f.Source]; dup {
 			return nil, fmt.Errorf("%w: %s and %s would both be restored to %s", ErrBad, prev, f.Name, f.Source)
 		}
 		seenSource[f.Source] = f.Name
-		if err := checkFile(root, f); err != nil {
+		if err := checkFile(root, *f); err != nil {
 			return nil, err
 		}
+		step("sum " + f.Name)
 		switch {
 		case f.Kind == KindDatabase && f.Source == want.tasks:
-			tasks = f.Name
+			tasks = f
 		case f.Kind == KindSealRecord:
-			record = f.Name
+			record = f
 		case f.Kind == KindKey:
-			if err := checkKey(root, name, m.Address, cfg); err != nil {
+			if err := checkKey(root, *f, m.Address, cfg); err != nil {
 				return nil, err
 			}
 		}
 	}
-	if tasks == "" {
+	if tasks == nil {
 		return nil, fmt.Errorf("%w: the manifest lists no task database restored to %s", ErrBad, want.tasks)
 	}
 	if m.KeyInEnvironment {
@@ -121,6 +129,7 @@ func Check(ctx context.Context, cfg config.Config, dir string) (*Manifest, error
 	if err := checkChain(ctx, root, m, tasks, record); err != nil {
 		return nil, err
 	}
+	step("chain")
 	return m, nil
 }
 
@@ -277,24 +286,24 @@ func what(m fs.FileMode) string {
 	}
 }
 
-// checkKey checks that the key file name in root is the identity of the
+// checkKey checks that the key file f in root is the identity of the
 // manifest's address.
-func checkKey(root *os.Root, name, address string, cfg config.Config) error {
+func checkKey(root *os.Root, f File, address string, cfg config.Config) error {
 	tmp, err := os.MkdirTemp("", "snapnode-check-")
 	if err != nil {
 		return fmt.Errorf("backup: %w", err)
 	}
 	defer os.RemoveAll(tmp)
 	path := filepath.Join(tmp, "identity.key")
-	if err := copyOut(root, name, path); err != nil {
+	if err := copyOut(root, f, path); err != nil {
 		return err
 	}
 	k, err := identity.LoadKeyFile(path)
 	if err != nil {
-		return fmt.Errorf("%w: %s: %v", ErrBad, name, err)
+		return fmt.Errorf("%w: %s: %v", ErrBad, f.Name, err)
 	}
 	if got := k.Address(network(cfg)); got != address {
-		return fmt.Errorf("%w: %s is the key of %s, the manifest says the node was %s", ErrBad, name, got, address)
+		return fmt.Errorf("%w: %s is the key of %s, the manifest says the node was %s", ErrBad, f.Name, got, address)
 	}
 	return nil
 }
@@ -316,43 +325,53 @@ func checkEnvKey(address string, cfg config.Config) error {
 
 // checkChain verifies a copy of the backup's tasks.db, made outside the
 // backup, against its record of the last seal and the manifest's head.
-func checkChain(ctx context.Context, root *os.Root, m *Manifest, tasks, record string) error {
+// The copies are of the manifest's sums, the bytes a restore writes.
+func checkChain(ctx context.Context, root *os.Root, m *Manifest, tasks, record *File) error {
 	tmp, err := os.MkdirTemp("", "snapnode-check-")
 	if err != nil {
 		return fmt.Errorf("backup: %w", err)
 	}
 	defer os.RemoveAll(tmp)
 	db := filepath.Join(tmp, "tasks.db")
-	if err := copyOut(root, filepath.FromSlash(tasks), db); err != nil {
+	if err := copyOut(root, *tasks, db); err != nil {
 		return err
 	}
 	if err := checkDatabase(ctx, db); err != nil {
-		return fmt.Errorf("%w: %s: %s", ErrBad, tasks, strings.TrimPrefix(err.Error(), "backup: "))
+		return fmt.Errorf("%w: %s: %s", ErrBad, tasks.Name, strings.TrimPrefix(err.Error(), "backup: "))
 	}
 	rec := ""
-	if record != "" {
+	if record != nil {
 		rec = filepath.Join(tmp, "audit-seal.json")
-		if err := copyOut(root, filepath.FromSlash(record), rec); err != nil {
+		if err := copyOut(root, *record, rec); err != nil {
 			return err
 		}
 	}
 	head, n, err := verifyTasks(ctx, db, rec, m.Address)
 	if err != nil {
-		return fmt.Errorf("%w: %s: %s", ErrBad, tasks, strings.TrimPrefix(err.Error(), "backup: "))
+		return fmt.Errorf("%w: %s: %s", ErrBad, tasks.Name, strings.TrimPrefix(err.Error(), "backup: "))
 	}
 	if head != m.Audit || n != m.AuditEntries {
-		return fmt.Errorf("%w: the audit log of %s ends at entry %d (%s) with %d entries; the manifest says %d (%s) with %d", ErrBad, tasks, head.Seq, head.Hash, n, m.Audit.Seq, m.Audit.Hash, m.AuditEntries)
+		return fmt.Errorf("%w: the audit log of %s ends at entry %d (%s) with %d entries; the manifest says %d (%s) with %d", ErrBad, tasks.Name, head.Seq, head.Hash, n, m.Audit.Seq, m.Audit.Hash, m.AuditEntries)
 	}
 	return nil
 }
 
-// copyOut copies the file name of root to the new file dst (0600), a
-// temporary copy: not synced.
-func copyOut(root *os.Root, name, dst string) error {
-	in, err := root.Open(name)
+// copyOut copies the file f of root to the new file dst (0600), a
+// temporary copy: not synced. The copy must be of f's size and sum once
+// more, so that what is verified on it is what checkFile summed and a
+// restore writes (ErrBad when the file changed meanwhile).
+func copyOut(root *os.Root, f File, dst string) error {
+	in, err := root.Open(filepath.FromSlash(f.Name))
 	if err != nil {
 		return fmt.Errorf("backup: %w", err)
 	}
 	defer in.Close()
-	return writeNew(dst, in, name, false)
+	h := sha256.New()
+	if err := writeNew(dst, io.TeeReader(io.LimitReader(in, f.Size+1), h), f.Name, false); err != nil {
+		return err
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != f.SHA256 {
+		return fmt.Errorf("%w: %s changed while it was checked (SHA-256 %s, the manifest says %s)", ErrBad, f.Name, got, f.SHA256)
+	}
+	return nil
 }

@@ -54,6 +54,9 @@ type RestoreOptions struct {
 	// replacement; an error stops Restore there, as a kill would,
 	// undoing nothing.
 	afterStep func(step string) error
+	// checkStep, for tests, is called after each step of Check (see
+	// check).
+	checkStep func(step string)
 }
 
 // Restored is what Restore did.
@@ -135,6 +138,9 @@ func Restore(ctx context.Context, cfg config.Config, dir string, opts RestoreOpt
 	if opts.afterStep == nil {
 		opts.afterStep = func(string) error { return nil }
 	}
+	if opts.checkStep == nil {
+		opts.checkStep = func(string) {}
+	}
 	if _, err := databasePath(cfg); err != nil {
 		return nil, err
 	}
@@ -165,7 +171,7 @@ func Restore(ctx context.Context, cfg config.Config, dir string, opts RestoreOpt
 			ErrUnfinished, journalPath, prev.Backup, prev.StartedAt.Format(time.RFC3339), asideSuffix, prev.Stamp, prev.Backup, journalPath)
 	}
 
-	m, err := Check(ctx, cfg, dir)
+	m, err := check(ctx, cfg, dir, opts.checkStep)
 	if err != nil {
 		return nil, err
 	}

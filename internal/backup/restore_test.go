@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -406,5 +407,44 @@ func TestRestoreAfterKillWhileWritingTheJournal(t *testing.T) {
 	checkRestored(t, cfg, r.Manifest)
 	if _, err := os.Stat(stale); err == nil {
 		t.Errorf("the journal's temporary file is left")
+	}
+}
+
+// The bytes a restore writes are the bytes its checks verified: a backup
+// folder whose tasks.db is swapped for a sound one after its sum was
+// checked, and back after the audit chain was, is refused, the node's
+// files left as they are.
+func TestRestoreSwappedWhileChecked(t *testing.T) {
+	cfg, out := sealedBackup(t)
+	path := filepath.Join(out, "tasks.db")
+	good, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flip(t, path, 200)
+	editManifest(t, out, nil) // the manifest gives the damaged file's sum
+	bad, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(b []byte) {
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Error(err)
+		}
+	}
+	before := sums(t, cfg)
+	o := backup.WithCheckStep(restoreOpts(), func(step string) {
+		switch step {
+		case "sum tasks.db":
+			put(good)
+		case "chain":
+			put(bad)
+		}
+	})
+	if _, err := backup.Restore(context.Background(), cfg, out, o); !errors.Is(err, backup.ErrBad) {
+		t.Errorf("Restore of a tasks.db swapped while it was checked: %v; want ErrBad", err)
+	}
+	if after := sums(t, cfg); !maps.Equal(before, after) {
+		t.Errorf("the refused restore changed the node's files")
 	}
 }
