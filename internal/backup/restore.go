@@ -182,9 +182,10 @@ func Restore(ctx context.Context, cfg config.Config, dir string, opts RestoreOpt
 	defer root.Close()
 
 	j := journal{Backup: backupDir, StartedAt: opts.Now().UTC()}
-	j.Stamp = j.StartedAt.Format("20060102T150405Z")
+	j.Stamp = j.StartedAt.Format(stampLayout)
 	if prev != nil {
 		j = *prev
+		j.Files = nil // listed again below
 	}
 	res := &Restored{Manifest: m, Workspace: cfg.SandboxPath(), Finished: prev != nil}
 	if abs, err := filepath.Abs(res.Workspace); err == nil {
@@ -317,18 +318,44 @@ func lockNode(dataDir string) (unlock func() error, err error) {
 	return unlock, nil
 }
 
-// readJournal reads the journal at path; nil when there is none.
+// maxJournal bounds the journal readJournal reads.
+const maxJournal = 1 << 20
+
+// stampLayout formats the time in the names of the files a restore keeps
+// aside.
+const stampLayout = "20060102T150405Z"
+
+// readJournal reads the journal at path; nil when there is none. Its
+// stamp names files, so it must be a time as Restore writes it; a journal
+// that is not a regular file of Restore's is refused (ErrUnfinished).
 func readJournal(path string) (*journal, error) {
-	b, err := os.ReadFile(path)
+	bad := func(why error) error {
+		return fmt.Errorf("%w: %s, the journal of a restore that stopped before it ended, cannot be read (%v): some of the node's files may be a backup's, others not; restore that backup again after deleting it", ErrUnfinished, path, why)
+	}
+	fi, err := os.Lstat(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, nil
 	case err != nil:
 		return nil, fmt.Errorf("backup: %w", err)
+	case !fi.Mode().IsRegular():
+		return nil, bad(fmt.Errorf("it is %s, not a regular file", what(fi.Mode())))
+	case fi.Size() > maxJournal:
+		return nil, bad(fmt.Errorf("it is over %d bytes", maxJournal))
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("backup: %w", err)
 	}
 	var j journal
-	if err := json.Unmarshal(b, &j); err != nil || j.Backup == "" || j.Stamp == "" {
-		return nil, fmt.Errorf("%w: %s, the journal of a restore that stopped before it ended, cannot be read (%v): some of the node's files may be a backup's, others not; restore that backup again after deleting it", ErrUnfinished, path, err)
+	if err := json.Unmarshal(b, &j); err != nil {
+		return nil, bad(err)
+	}
+	if j.Backup == "" || !filepath.IsAbs(j.Backup) || filepath.Clean(j.Backup) != j.Backup {
+		return nil, bad(fmt.Errorf("the backup %q is not an absolute path", j.Backup))
+	}
+	if t, err := time.Parse(stampLayout, j.Stamp); err != nil || t.Format(stampLayout) != j.Stamp {
+		return nil, bad(fmt.Errorf("the time %q is not one", j.Stamp))
 	}
 	return &j, nil
 }

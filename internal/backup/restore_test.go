@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"maps"
 	"os"
@@ -446,5 +447,95 @@ func TestRestoreSwappedWhileChecked(t *testing.T) {
 	}
 	if after := sums(t, cfg); !maps.Equal(before, after) {
 		t.Errorf("the refused restore changed the node's files")
+	}
+}
+
+// writeJournalFile writes a journal of a restore of out into cfg's data
+// folder, as a restore stopped midway (or someone) left it.
+func writeJournalFile(t *testing.T, cfg config.Config, j string) string {
+	t.Helper()
+	path := filepath.Join(cfg.DataDir, backup.JournalName)
+	if err := os.WriteFile(path, []byte(j), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// A journal is the restore's own: one whose time, which names the files
+// kept aside, is not a time (a path that leaves their folder), or that
+// is not a regular file, is refused, nothing changed.
+func TestRestoreRefusesAHostileJournal(t *testing.T) {
+	for name, setup := range map[string]func(t *testing.T, cfg config.Config, out string){
+		"stamp leaves the folder": func(t *testing.T, cfg config.Config, out string) {
+			writeJournalFile(t, cfg, `{"backup":"`+out+`","startedAt":"2026-11-25T10:15:00Z","stamp":"x/../../escaped","files":[]}`)
+			// The folders the names would go through.
+			for _, p := range []string{filepath.Join(cfg.DataDir, "tasks.db"), filepath.Join(cfg.DataDir, "audit-seal.json"), cfg.Policy} {
+				if err := os.Mkdir(p+".before-restore-x", 0o700); err != nil {
+					t.Fatal(err)
+				}
+			}
+		},
+		"relative backup": func(t *testing.T, cfg config.Config, out string) {
+			writeJournalFile(t, cfg, `{"backup":"backup","startedAt":"2026-11-25T10:15:00Z","stamp":"20261125T101500Z","files":[]}`)
+		},
+		"symbolic link": func(t *testing.T, cfg config.Config, out string) {
+			elsewhere := filepath.Join(t.TempDir(), "journal.json")
+			if err := os.WriteFile(elsewhere, []byte(`{"backup":"`+out+`","startedAt":"2026-11-25T10:15:00Z","stamp":"20261125T101500Z","files":[]}`), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(elsewhere, filepath.Join(cfg.DataDir, backup.JournalName)); err != nil {
+				t.Fatal(err)
+			}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg, out := sealedBackup(t)
+			changeAfterBackup(t, cfg)
+			setup(t, cfg, out)
+			before := sums(t, cfg)
+			if _, err := backup.Restore(context.Background(), cfg, out, restoreOpts()); !errors.Is(err, backup.ErrUnfinished) {
+				t.Errorf("Restore with the journal: %v; want ErrUnfinished", err)
+			}
+			if after := sums(t, cfg); !maps.Equal(before, after) {
+				t.Errorf("the refused restore changed the node's files")
+			}
+			if _, err := os.Lstat(filepath.Join(filepath.Dir(cfg.DataDir), "escaped")); err == nil {
+				t.Errorf("a file was kept aside outside its folder")
+			}
+		})
+	}
+}
+
+// A restore that finishes an interrupted one lists each file once in
+// its journal.
+func TestRestoreJournalListsEachFileOnce(t *testing.T) {
+	cfg, out := sealedBackup(t)
+	changeAfterBackup(t, cfg)
+	errKill := errors.New("killed")
+	o := backup.WithAfterStep(restoreOpts(), func(s string) error {
+		if s == "journal" {
+			return errKill
+		}
+		return nil
+	})
+	for range 2 {
+		if _, err := backup.Restore(context.Background(), cfg, out, o); !errors.Is(err, errKill) {
+			t.Fatalf("Restore killed after the journal: %v", err)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(cfg.DataDir, backup.JournalName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var j struct{ Files []string }
+	if err := json.Unmarshal(b, &j); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, f := range j.Files {
+		if seen[f] {
+			t.Errorf("the journal lists %s twice: %v", f, j.Files)
+		}
+		seen[f] = true
 	}
 }
