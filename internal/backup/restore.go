@@ -237,6 +237,23 @@ func Restore(ctx context.Context, cfg config.Config, dir string, opts RestoreOpt
 	for _, f := range extra {
 		res.Files = append(res.Files, RestoredFile{Source: f.Source, Kind: f.Kind, State: StateRemoved})
 	}
+	// The names the files replaced are kept under must be free, lest the
+	// restore stop midway on one (a restore that finishes another finds
+	// its own files there).
+	if prev == nil && !opts.Discard {
+		for i, f := range m.Files {
+			if temps[i] != "" {
+				if err := asideFree(f, j.Stamp); err != nil {
+					return nil, err
+				}
+			}
+		}
+		for _, f := range extra {
+			if err := asideFree(f, j.Stamp); err != nil {
+				return nil, err
+			}
+		}
+	}
 
 	// Replace, under the journal.
 	for _, f := range res.Files {
@@ -509,6 +526,25 @@ func replace(f File, tmp, stamp string, opts RestoreOptions) ([]string, error) {
 		return nil, fmt.Errorf("backup: %w", err)
 	}
 	return kept, nil
+}
+
+// asideFree tells whether the names replace would keep f's source (and
+// a database's -wal, -shm and -journal files) under are free.
+func asideFree(f File, stamp string) error {
+	names := []string{""}
+	if f.Kind == KindDatabase {
+		names = append(names, sidecars...)
+	}
+	for _, s := range names {
+		if _, err := os.Lstat(f.Source + s); err != nil {
+			continue // nothing to keep
+		}
+		aside := f.Source + asideSuffix + stamp + s
+		if _, err := os.Lstat(aside); err == nil {
+			return fmt.Errorf("backup: %s exists: the file %s would be kept under that name: move it away; nothing was changed", aside, f.Source+s)
+		}
+	}
+	return nil
 }
 
 // keep gives the file at path the name aside too, a hard link, so that

@@ -539,3 +539,31 @@ func TestRestoreJournalListsEachFileOnce(t *testing.T) {
 		seen[f] = true
 	}
 }
+
+// A file already under the name a replaced file would be kept under (a
+// restore in the same second) stops the restore before anything
+// changed, not midway.
+func TestRestoreRefusesATakenAsideName(t *testing.T) {
+	for _, suffix := range []string{"", "-wal"} {
+		t.Run("tasks.db"+suffix, func(t *testing.T) {
+			cfg, out := sealedBackup(t)
+			changeAfterBackup(t, cfg)
+			tasksDB, _ := sqldb.SQLitePath(cfg.DatabaseDSN())
+			taken := tasksDB + ".before-restore-" + at.Format("20060102T150405Z") + suffix
+			if err := os.WriteFile(taken, []byte("mine\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			before := sums(t, cfg)
+			_, err := backup.Restore(context.Background(), cfg, out, restoreOpts())
+			if err == nil || !strings.Contains(err.Error(), taken) {
+				t.Errorf("Restore with %s taken: %v; want an error naming it", taken, err)
+			}
+			if _, err := os.Stat(filepath.Join(cfg.DataDir, backup.JournalName)); err == nil {
+				t.Errorf("the refused restore left its journal: the node would not start")
+			}
+			if after := sums(t, cfg); !maps.Equal(before, after) {
+				t.Errorf("the refused restore changed the node's files")
+			}
+		})
+	}
+}
