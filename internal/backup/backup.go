@@ -135,6 +135,11 @@ func Run(ctx context.Context, cfg config.Config, out string, opts Options) (_ *M
 	if err := checkOut(out); err != nil {
 		return nil, err
 	}
+	// A restore stopped midway left some of the node's files the
+	// backup's, others not: a backup of them would pass for sound.
+	if j := filepath.Join(cfg.DataDir, JournalName); exists(j) {
+		return nil, fmt.Errorf("%w: %s: a restore (snapnode backup --restore) stopped before it ended, some of the node's files the backup's, others not: run the same restore again to finish it before making a backup", ErrUnfinished, j)
+	}
 	if _, err := os.Stat(dbPath); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("%w at %s", ErrNoDatabase, dbPath)
@@ -480,6 +485,12 @@ func writeNew(dst string, in io.Reader, name string, sync bool) error {
 		}
 	}
 	return out.Close()
+}
+
+// exists tells whether there is a file (of any kind) at path.
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
 }
 
 // sum returns the size and SHA-256 (hex) of the file at path.

@@ -36,8 +36,9 @@ var (
 	// the data folder's lock, or its admin socket answers); nothing is
 	// changed.
 	ErrRunning = errors.New("backup: a node runs with this data folder")
-	// ErrUnfinished: the data folder holds the journal of a restore of
-	// another backup that was interrupted; nothing is changed.
+	// ErrUnfinished: the data folder holds the journal of a restore that
+	// was interrupted: Restore of another backup, and Run, are refused;
+	// nothing is changed.
 	ErrUnfinished = errors.New("backup: an earlier restore was interrupted")
 )
 

@@ -567,3 +567,27 @@ func TestRestoreRefusesATakenAsideName(t *testing.T) {
 		})
 	}
 }
+
+// A data folder a restore stopped midway in holds some files of the
+// backup and others not: no backup is made of it.
+func TestRunRefusesAHalfRestoredFolder(t *testing.T) {
+	cfg, out := sealedBackup(t)
+	changeAfterBackup(t, cfg)
+	errKill := errors.New("killed")
+	o := backup.WithAfterStep(restoreOpts(), func(s string) error {
+		if s != "journal" && s != cfg.KeyPath() {
+			return errKill
+		}
+		return nil
+	})
+	if _, err := backup.Restore(context.Background(), cfg, out, o); !errors.Is(err, errKill) {
+		t.Fatalf("Restore killed midway: %v", err)
+	}
+	again := filepath.Join(t.TempDir(), "again")
+	if _, err := backup.Run(context.Background(), cfg, again, opts()); !errors.Is(err, backup.ErrUnfinished) {
+		t.Errorf("backup of a half-restored folder: %v; want ErrUnfinished", err)
+	}
+	if _, err := os.Stat(again); err == nil {
+		t.Errorf("the refused backup made its folder")
+	}
+}
