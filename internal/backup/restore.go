@@ -227,6 +227,9 @@ func Restore(ctx context.Context, cfg config.Config, dir string, opts RestoreOpt
 		if err := stage(root, f, temps[i]); err != nil {
 			return nil, err
 		}
+		if err := likeReplaced(f, temps[i]); err != nil {
+			return nil, fmt.Errorf("backup: restore %s to %s: %w; nothing was changed", f.Name, f.Source, err)
+		}
 	}
 
 	// The node's files of the kinds a backup holds when the node has
@@ -464,6 +467,34 @@ func stage(root *os.Root, f File, tmp string) error {
 		return fmt.Errorf("%w: %s changed since it was checked (SHA-256 %s, the manifest says %s)", ErrBad, f.Name, got, f.SHA256)
 	}
 	return nil
+}
+
+// likeReplaced gives the staged tmp the owner of the file at f's source
+// (of its folder when there is none) when the restore runs as root, so
+// that the node's user opens it as before; and a policy or settings
+// file the permissions of the one it replaces, less writes by others
+// (the node's other files stay 0600). Synced.
+func likeReplaced(f File, tmp string) error {
+	ref, err := os.Lstat(f.Source)
+	replaces := err == nil && ref.Mode().IsRegular()
+	if !replaces {
+		if ref, err = os.Stat(filepath.Dir(f.Source)); err != nil {
+			return err
+		}
+	}
+	if err := chownLike(tmp, ref); err != nil {
+		return err
+	}
+	if replaces && (f.Kind == KindPolicy || f.Kind == KindConfig) {
+		if err := os.Chmod(tmp, ref.Mode().Perm()&0o644); err != nil {
+			return err
+		}
+	}
+	t, err := os.Open(tmp)
+	if err != nil {
+		return err
+	}
+	return errors.Join(t.Sync(), t.Close())
 }
 
 // writeSynced writes in to the new file path (0600) and syncs it.
