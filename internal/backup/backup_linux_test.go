@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"testing"
 
@@ -57,4 +58,74 @@ func TestRunDiskFull(t *testing.T) {
 	if failed == 0 {
 		t.Error("the backup never ran out of room")
 	}
+}
+
+// A disk that fills up during a restore stops it before anything
+// changed, its temporary files removed, or lets it end: never midway.
+// The data folder is a small tmpfs, one per size from nothing until the
+// restore fits, holding the node's files as they were.
+func TestRestoreDiskFull(t *testing.T) {
+	cfg, out := sealedBackup(t)
+	changeAfterBackup(t, cfg)
+	old := filepath.Join(t.TempDir(), "old")
+	if err := os.CopyFS(old, os.DirFS(cfg.DataDir)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(cfg.DataDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(cfg.DataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	failed := 0
+	for kb := 4; ; kb += 4 {
+		if kb > 8192 {
+			t.Fatal("no restore fits in 8 MiB")
+		}
+		if err := syscall.Mount("tmpfs", cfg.DataDir, "tmpfs", 0, fmt.Sprintf("size=%dk,mode=0700", kb)); err != nil {
+			t.Skipf("cannot mount a tmpfs: %v", err)
+		}
+		if err := os.CopyFS(cfg.DataDir, os.DirFS(old)); err != nil {
+			// The old files do not fit yet.
+			if uerr := syscall.Unmount(cfg.DataDir, syscall.MNT_DETACH); uerr != nil {
+				t.Fatal(uerr)
+			}
+			continue
+		}
+		before := contents(t, cfg.DataDir)
+		_, err := backup.Restore(context.Background(), cfg, out, backup.RestoreOptions{})
+		after := contents(t, cfg.DataDir)
+		if uerr := syscall.Unmount(cfg.DataDir, syscall.MNT_DETACH); uerr != nil {
+			t.Fatal(uerr)
+		}
+		if err == nil {
+			t.Logf("the restore fits in %d KiB; it failed in %d smaller ones", kb, failed)
+			break
+		}
+		failed++
+		if !slices.Equal(before, after) {
+			t.Errorf("%d KiB: %v; the data folder changed:\n%v\n%v", kb, err, before, after)
+		}
+	}
+	if failed == 0 {
+		t.Error("the restore never ran out of room")
+	}
+}
+
+// contents lists the files in dir, each with its SHA-256.
+func contents(t *testing.T, dir string) []string {
+	t.Helper()
+	var l []string
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		l = append(l, path+" "+hexSum(b))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }
