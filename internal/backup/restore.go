@@ -216,6 +216,12 @@ func Restore(ctx context.Context, cfg config.Config, dir string, opts RestoreOpt
 		default:
 			rf.State = StateNew
 		}
+		if same && prev != nil {
+			// Replaced by the interrupted run, which kept the old file.
+			if rf.Aside = keptBefore(f, j.Stamp); len(rf.Aside) > 0 {
+				rf.State = StateReplaced
+			}
+		}
 		res.Files = append(res.Files, rf)
 		if same {
 			continue
@@ -558,6 +564,22 @@ func replace(f File, tmp, stamp string, opts RestoreOptions) ([]string, error) {
 		return nil, fmt.Errorf("backup: %w", err)
 	}
 	return kept, nil
+}
+
+// keptBefore returns the files kept aside for f's source under stamp
+// that are there.
+func keptBefore(f File, stamp string) []string {
+	names := []string{""}
+	if f.Kind == KindDatabase {
+		names = append(names, sidecars...)
+	}
+	var kept []string
+	for _, s := range names {
+		if aside := f.Source + asideSuffix + stamp + s; exists(aside) {
+			kept = append(kept, aside)
+		}
+	}
+	return kept
 }
 
 // asideFree tells whether the names replace would keep f's source (and

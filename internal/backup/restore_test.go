@@ -591,3 +591,31 @@ func TestRunRefusesAHalfRestoredFolder(t *testing.T) {
 		t.Errorf("the refused backup made its folder")
 	}
 }
+
+// A restore that finishes an interrupted one names the files the first
+// run kept aside, which no one saw it print.
+func TestRestoreFinishedNamesTheFilesKeptBefore(t *testing.T) {
+	cfg, out := sealedBackup(t)
+	changeAfterBackup(t, cfg)
+	tasksDB, _ := sqldb.SQLitePath(cfg.DatabaseDSN())
+	errKill := errors.New("killed")
+	o := backup.WithAfterStep(restoreOpts(), func(s string) error {
+		if s == tasksDB {
+			return errKill
+		}
+		return nil
+	})
+	if _, err := backup.Restore(context.Background(), cfg, out, o); !errors.Is(err, errKill) {
+		t.Fatalf("Restore killed after tasks.db: %v", err)
+	}
+	r, err := backup.Restore(context.Background(), cfg, out, restoreOpts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stamp := ".before-restore-" + at.Format("20060102T150405Z")
+	for _, f := range r.Files {
+		if f.Source == tasksDB && !slices.Equal(f.Aside, []string{tasksDB + stamp, tasksDB + stamp + "-wal"}) {
+			t.Errorf("tasks.db, replaced by the first run: %+v", f)
+		}
+	}
+}
