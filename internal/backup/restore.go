@@ -52,8 +52,9 @@ type RestoreOptions struct {
 	Discard bool
 
 	// afterStep, for tests, is called after each step of the
-	// replacement; an error stops Restore there, as a kill would,
-	// undoing nothing.
+	// replacement ("journal"; "SOURCE kept", "SOURCE-wal aside"… within
+	// a file's; "SOURCE" once it is in place); an error stops Restore
+	// there, as a kill would, undoing nothing.
 	afterStep func(step string) error
 	// checkStep, for tests, is called after each step of Check (see
 	// check).
@@ -529,6 +530,9 @@ func replace(f File, tmp, stamp string, opts RestoreOptions) ([]string, error) {
 			return nil, err
 		}
 		kept = append(kept, aside)
+		if err := opts.afterStep(f.Source + " kept"); err != nil {
+			return nil, err
+		}
 	}
 	if f.Kind == KindDatabase {
 		for _, s := range sidecars {
@@ -547,6 +551,9 @@ func replace(f File, tmp, stamp string, opts RestoreOptions) ([]string, error) {
 			}
 			if err != nil {
 				return nil, fmt.Errorf("backup: put %s aside before restoring %s: %w", old, f.Source, err)
+			}
+			if err := opts.afterStep(old + " aside"); err != nil {
+				return nil, err
 			}
 		}
 	}

@@ -619,3 +619,54 @@ func TestRestoreFinishedNamesTheFilesKeptBefore(t *testing.T) {
 		}
 	}
 }
+
+// A restore stopped within the replacement of tasks.db, after the old
+// file was kept or after its write-ahead log was put aside and before
+// the restored file took its place, leaves the old database whole under
+// its kept name (its log beside it), and the same restore finishes:
+// the old log is never applied to the restored database.
+func TestRestoreKilledWithinADatabase(t *testing.T) {
+	for _, step := range []string{" kept", "-wal aside", "-shm aside"} {
+		t.Run(strings.TrimSpace(step), func(t *testing.T) {
+			cfg, out := sealedBackup(t)
+			changeAfterBackup(t, cfg)
+			tasksDB, _ := sqldb.SQLitePath(cfg.DatabaseDSN())
+			if step == "-shm aside" {
+				if err := os.WriteFile(tasksDB+"-shm", make([]byte, 32768), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The old database's head, read on a copy with its log.
+			old := filepath.Join(t.TempDir(), "old.db")
+			for _, s := range []string{"", "-wal"} {
+				b, err := os.ReadFile(tasksDB + s)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(old+s, b, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want := headOf(t, old)
+			errKill := errors.New("killed")
+			o := backup.WithAfterStep(restoreOpts(), func(s string) error {
+				if s == tasksDB+step {
+					return errKill
+				}
+				return nil
+			})
+			if _, err := backup.Restore(context.Background(), cfg, out, o); !errors.Is(err, errKill) {
+				t.Fatalf("Restore killed at %q: %v", step, err)
+			}
+			r, err := backup.Restore(context.Background(), cfg, out, restoreOpts())
+			if err != nil {
+				t.Fatalf("Restore again: %v", err)
+			}
+			checkRestored(t, cfg, r.Manifest)
+			stamp := ".before-restore-" + at.Format("20060102T150405Z")
+			if h := headOf(t, tasksDB+stamp); h != want || h.Seq <= r.Manifest.Audit.Seq {
+				t.Errorf("the database kept aside ends at %+v, the old one at %+v; the backup's at %d", h, want, r.Manifest.Audit.Seq)
+			}
+		})
+	}
+}
