@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,40 +13,12 @@ import (
 	"github.com/snapnode/snapnode/internal/logcap"
 	"github.com/snapnode/snapnode/internal/relaytest"
 	"github.com/snapnode/snapnode/internal/testclock"
+	"github.com/snapnode/snapnode/internal/testutil"
 	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/relay/embedded"
 	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/snapnostr"
 )
-
-// lines keeps the records logged to it.
-type lines struct {
-	mu  sync.Mutex
-	all []slog.Record
-}
-
-func (h *lines) Enabled(context.Context, slog.Level) bool { return true }
-func (h *lines) WithAttrs([]slog.Attr) slog.Handler       { return h }
-func (h *lines) WithGroup(string) slog.Handler            { return h }
-func (h *lines) Handle(_ context.Context, r slog.Record) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.all = append(h.all, r.Clone())
-	return nil
-}
-
-// with returns the records of message msg.
-func (h *lines) with(msg string) []slog.Record {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var out []slog.Record
-	for _, r := range h.all {
-		if r.Message == msg {
-			out = append(out, r)
-		}
-	}
-	return out
-}
 
 // forger is a relay pool through which, once the request is published,
 // forged replies to it are published — signed by a key other than the
@@ -112,7 +83,7 @@ func TestNostrRejectedRepliesLoggedBounded(t *testing.T) {
 	pool.Start(ctx)
 	t.Cleanup(func() { cancel(); pool.Close() })
 
-	logs := &lines{}
+	logs := &testutil.Records{}
 	clock := testclock.New(time.Now().Truncate(time.Second))
 	f := &forger{Pool: pool, t: t, forged: n, seal: snapnostr.NewSealer(serverKey, 4)}
 	c := client.NewNostr(client.NostrConfig{Key: clientKey, Relays: f, Logger: slog.New(logs), Now: clock.Now})
@@ -126,7 +97,7 @@ func TestNostrRejectedRepliesLoggedBounded(t *testing.T) {
 		}
 	}
 	send()
-	got := logs.with("rejected a reply")
+	got := logs.Logged("rejected a reply")
 	if len(got) == 0 || len(got) > logcap.PerMinute {
 		t.Fatalf("%d lines logged for %d forged replies, want 1 to %d", len(got), n, logcap.PerMinute)
 	}
@@ -134,7 +105,7 @@ func TestNostrRejectedRepliesLoggedBounded(t *testing.T) {
 	clock.Advance(time.Minute)
 	f.forged = 1
 	send()
-	got = logs.with("rejected a reply")
+	got = logs.Logged("rejected a reply")
 	var notLogged int64
 	got[len(got)-1].Attrs(func(a slog.Attr) bool {
 		if a.Key == logcap.NotLoggedKey {

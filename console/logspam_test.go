@@ -1,47 +1,17 @@
 package console_test
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/snapnode/snapnode/console"
 	"github.com/snapnode/snapnode/internal/logcap"
+	"github.com/snapnode/snapnode/internal/testutil"
 )
-
-// records keeps the records logged to it.
-type records struct {
-	mu  sync.Mutex
-	all []slog.Record
-}
-
-func (h *records) Enabled(context.Context, slog.Level) bool { return true }
-func (h *records) WithAttrs([]slog.Attr) slog.Handler       { return h }
-func (h *records) WithGroup(string) slog.Handler            { return h }
-func (h *records) Handle(_ context.Context, r slog.Record) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.all = append(h.all, r.Clone())
-	return nil
-}
-
-// with returns the records of message msg.
-func (h *records) with(msg string) []slog.Record {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var out []slog.Record
-	for _, r := range h.all {
-		if r.Message == msg {
-			out = append(out, r)
-		}
-	}
-	return out
-}
 
 // Anyone who reaches the node's HTTP port may ask for the console's
 // pages from another machine, or bring login links of their own making:
@@ -49,7 +19,7 @@ func (h *records) with(msg string) []slog.Record {
 // logcap.PerMinute a minute, the next counting those that were not.
 func TestStrangersLoggedBounded(t *testing.T) {
 	const n = 50
-	logs := &records{}
+	logs := &testutil.Records{}
 	r := newRig(t, func(c *console.Config) { c.Logger = slog.New(logs) })
 	remote := func() {
 		req := httptest.NewRequest("GET", "/console/", nil)
@@ -71,7 +41,7 @@ func TestStrangersLoggedBounded(t *testing.T) {
 	}
 	lines := []string{"console: refused a client on another machine (console_remote is off)", "console: login refused"}
 	for _, msg := range lines {
-		if got := logs.with(msg); len(got) != logcap.PerMinute {
+		if got := logs.Logged(msg); len(got) != logcap.PerMinute {
 			t.Errorf("%q: %d lines for %d requests, want %d", msg, len(got), n, logcap.PerMinute)
 		}
 	}
@@ -79,7 +49,7 @@ func TestStrangersLoggedBounded(t *testing.T) {
 	remote()
 	guess(n)
 	for _, msg := range lines {
-		got := logs.with(msg)
+		got := logs.Logged(msg)
 		var notLogged int64
 		got[len(got)-1].Attrs(func(a slog.Attr) bool {
 			if a.Key == logcap.NotLoggedKey {

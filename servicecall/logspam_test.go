@@ -11,38 +11,10 @@ import (
 
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/logcap"
+	"github.com/snapnode/snapnode/internal/testutil"
 	"github.com/snapnode/snapnode/servicecall"
 	"github.com/snapnode/snapnode/snap"
 )
-
-// records keeps the records logged to it.
-type records struct {
-	mu  sync.Mutex
-	all []slog.Record
-}
-
-func (h *records) Enabled(context.Context, slog.Level) bool { return true }
-func (h *records) WithAttrs([]slog.Attr) slog.Handler       { return h }
-func (h *records) WithGroup(string) slog.Handler            { return h }
-func (h *records) Handle(_ context.Context, r slog.Record) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.all = append(h.all, r.Clone())
-	return nil
-}
-
-// with returns the records of message msg.
-func (h *records) with(msg string) []slog.Record {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var out []slog.Record
-	for _, r := range h.all {
-		if r.Message == msg {
-			out = append(out, r)
-		}
-	}
-	return out
-}
 
 func notLogged(r slog.Record) (n int64) {
 	r.Attrs(func(a slog.Attr) bool {
@@ -62,7 +34,7 @@ func TestServiceFailuresLoggedBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const n = 100
 		caller := newKey(t)
-		logs := &records{}
+		logs := &testutil.Records{}
 		reg, err := servicecall.New(servicecall.Config{Allow: []string{caller.Address(identity.Mainnet)}, Logger: slog.New(logs)})
 		if err != nil {
 			t.Fatal(err)
@@ -89,13 +61,13 @@ func TestServiceFailuresLoggedBounded(t *testing.T) {
 		}
 		wg.Wait()
 		for _, msg := range []string{"service failed", "service did not finish within its time-out"} {
-			if got := logs.with(msg); len(got) != logcap.PerMinute {
+			if got := logs.Logged(msg); len(got) != logcap.PerMinute {
 				t.Errorf("%q: %d lines for %d calls, want %d", msg, len(got), n, logcap.PerMinute)
 			}
 		}
 		time.Sleep(time.Minute) // the bubble's clock
 		call("fails")
-		got := logs.with("service failed")
+		got := logs.Logged("service failed")
 		if n := notLogged(got[len(got)-1]); n != 100-logcap.PerMinute {
 			t.Errorf("the next minute's line says %d not logged before it, want %d", n, 100-logcap.PerMinute)
 		}

@@ -5,44 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/logcap"
 	"github.com/snapnode/snapnode/internal/testclock"
+	"github.com/snapnode/snapnode/internal/testutil"
 	"github.com/snapnode/snapnode/snap"
 )
-
-// records keeps the records logged to it.
-type records struct {
-	mu  sync.Mutex
-	all []slog.Record
-}
-
-func (h *records) Enabled(context.Context, slog.Level) bool { return true }
-func (h *records) WithAttrs([]slog.Attr) slog.Handler       { return h }
-func (h *records) WithGroup(string) slog.Handler            { return h }
-func (h *records) Handle(_ context.Context, r slog.Record) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.all = append(h.all, r.Clone())
-	return nil
-}
-
-// with returns the records of message msg.
-func (h *records) with(msg string) []slog.Record {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var out []slog.Record
-	for _, r := range h.all {
-		if r.Message == msg {
-			out = append(out, r)
-		}
-	}
-	return out
-}
 
 // A peer decides how many requests the server answers: when the handling
 // of each panics (a library's bug some input finds) or fails with an
@@ -52,7 +23,7 @@ func (h *records) with(msg string) []slog.Record {
 func TestServerFailuresLoggedBounded(t *testing.T) {
 	const n = 50
 	clock := testclock.New(time.Unix(t0, 0))
-	logs := &records{}
+	logs := &testutil.Records{}
 	r := snap.NewRouter()
 	r.Handle("tasks/cancel", func(context.Context, *snap.Verified) (any, error) { panic("boom") })
 	r.Handle("tasks/get", func(context.Context, *snap.Verified) (any, error) { return nil, errors.New("database down") })
@@ -80,7 +51,7 @@ func TestServerFailuresLoggedBounded(t *testing.T) {
 		}
 	}
 	for _, msg := range lines {
-		if got := logs.with(msg); len(got) != logcap.PerMinute {
+		if got := logs.Logged(msg); len(got) != logcap.PerMinute {
 			t.Errorf("%q: %d lines for %d requests, want %d", msg, len(got), n, logcap.PerMinute)
 		}
 	}
@@ -89,7 +60,7 @@ func TestServerFailuresLoggedBounded(t *testing.T) {
 		ask(n, m)
 	}
 	for _, msg := range lines {
-		got := logs.with(msg)
+		got := logs.Logged(msg)
 		var notLogged int64
 		got[len(got)-1].Attrs(func(a slog.Attr) bool {
 			if a.Key == logcap.NotLoggedKey {

@@ -5,44 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/snapnode/snapnode/internal/logcap"
+	"github.com/snapnode/snapnode/internal/testutil"
 	"github.com/snapnode/snapnode/relay"
 )
-
-// records keeps the records logged to it.
-type records struct {
-	mu  sync.Mutex
-	all []slog.Record
-}
-
-func (h *records) Enabled(context.Context, slog.Level) bool { return true }
-func (h *records) WithAttrs([]slog.Attr) slog.Handler       { return h }
-func (h *records) WithGroup(string) slog.Handler            { return h }
-func (h *records) Handle(_ context.Context, r slog.Record) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.all = append(h.all, r.Clone())
-	return nil
-}
-
-// with returns the records of message msg.
-func (h *records) with(msg string) []slog.Record {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var out []slog.Record
-	for _, r := range h.all {
-		if r.Message == msg {
-			out = append(out, r)
-		}
-	}
-	return out
-}
 
 // refusingRelays is a Transport whose relays refuse every publication: a
 // paid relay, one that blocks the kind.
@@ -60,7 +31,7 @@ func (*refusingRelays) Publish(context.Context, nostr.Event) (relay.PublishResul
 func TestInboxFailuresLoggedBounded(t *testing.T) {
 	const n = 50
 	r := newHandleRig(t, InboxConfig{})
-	logs := &records{}
+	logs := &testutil.Records{}
 	r.in.cfg.Logger = slog.New(logs)
 	r.in.cfg.Handler = panicking{r.in.cfg.Handler}
 	r.in.cfg.Transport = &refusingRelays{}
@@ -76,14 +47,14 @@ func TestInboxFailuresLoggedBounded(t *testing.T) {
 	}
 	lines := []string{"inbox: handling a request panicked; refused with 5001", "inbox: reply not published"}
 	for _, msg := range lines {
-		if got := logs.with(msg); len(got) != logcap.PerMinute {
+		if got := logs.Logged(msg); len(got) != logcap.PerMinute {
 			t.Errorf("%q: %d lines for %d requests, want %d", msg, len(got), n, logcap.PerMinute)
 		}
 	}
 	r.clock.Advance(time.Minute)
 	ask(n)
 	for _, msg := range lines {
-		got := logs.with(msg)
+		got := logs.Logged(msg)
 		var notLogged int64
 		got[len(got)-1].Attrs(func(a slog.Attr) bool {
 			if a.Key == logcap.NotLoggedKey {

@@ -1,44 +1,14 @@
 package tasks
 
 import (
-	"context"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/snapnode/snapnode/internal/logcap"
 	"github.com/snapnode/snapnode/internal/testclock"
+	"github.com/snapnode/snapnode/internal/testutil"
 )
-
-// records keeps the records logged to it.
-type records struct {
-	mu  sync.Mutex
-	all []slog.Record
-}
-
-func (h *records) Enabled(context.Context, slog.Level) bool { return true }
-func (h *records) WithAttrs([]slog.Attr) slog.Handler       { return h }
-func (h *records) WithGroup(string) slog.Handler            { return h }
-func (h *records) Handle(_ context.Context, r slog.Record) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.all = append(h.all, r.Clone())
-	return nil
-}
-
-// with returns the records of message msg.
-func (h *records) with(msg string) []slog.Record {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var out []slog.Record
-	for _, r := range h.all {
-		if r.Message == msg {
-			out = append(out, r)
-		}
-	}
-	return out
-}
 
 // A peer decides how many requests the service answers: while its store
 // fails, each request was logged at error, one line each. The line is
@@ -47,7 +17,7 @@ func (h *records) with(msg string) []slog.Record {
 func TestRequestFailuresLoggedBounded(t *testing.T) {
 	const n = 50
 	clock := testclock.New(time.Date(2026, 2, 4, 10, 0, 0, 0, time.UTC))
-	logs := &records{}
+	logs := &testutil.Records{}
 	broken := NewService(brokenStore{NewMemoryStore(MemoryStoreOptions{MaxTasks: 10})}, ServiceOptions{Now: clock.Now, Logger: slog.New(logs)})
 	r := fakeRouter{}
 	broken.Register(r, nil)
@@ -56,12 +26,12 @@ func TestRequestFailuresLoggedBounded(t *testing.T) {
 			t.Fatal("no error from a broken store")
 		}
 	}
-	if got := logs.with("tasks: request failed"); len(got) != logcap.PerMinute {
+	if got := logs.Logged("tasks: request failed"); len(got) != logcap.PerMinute {
 		t.Fatalf("%d lines for %d requests, want %d", len(got), n, logcap.PerMinute)
 	}
 	clock.Advance(time.Minute)
 	_, _ = r["tasks/get"](t.Context(), request(alice, "tasks/get", getPayload("t")))
-	got := logs.with("tasks: request failed")
+	got := logs.Logged("tasks: request failed")
 	var notLogged int64
 	got[len(got)-1].Attrs(func(a slog.Attr) bool {
 		if a.Key == logcap.NotLoggedKey {

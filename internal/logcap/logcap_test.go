@@ -1,31 +1,14 @@
 package logcap_test
 
 import (
-	"context"
 	"io"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/snapnode/snapnode/internal/logcap"
+	"github.com/snapnode/snapnode/internal/testutil"
 )
-
-// records keeps the records logged to it.
-type records struct {
-	mu  sync.Mutex
-	all []slog.Record
-}
-
-func (h *records) Enabled(context.Context, slog.Level) bool { return true }
-func (h *records) WithAttrs([]slog.Attr) slog.Handler       { return h }
-func (h *records) WithGroup(string) slog.Handler            { return h }
-func (h *records) Handle(_ context.Context, r slog.Record) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.all = append(h.all, r)
-	return nil
-}
 
 func notLogged(r slog.Record) (n int64) {
 	r.Attrs(func(a slog.Attr) bool {
@@ -38,36 +21,36 @@ func notLogged(r slog.Record) (n int64) {
 }
 
 func TestLimiterBoundsAMinute(t *testing.T) {
-	h := &records{}
+	h := &testutil.Records{}
 	log := slog.New(h)
 	var l logcap.Limiter
 	start := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	for i := range 1000 {
 		l.Log(t.Context(), log, start.Add(time.Duration(i)*time.Millisecond), slog.LevelWarn, "line", "i", i)
 	}
-	if len(h.all) != logcap.PerMinute {
-		t.Fatalf("%d lines logged for 1000 in a second, want %d", len(h.all), logcap.PerMinute)
+	if len(h.All()) != logcap.PerMinute {
+		t.Fatalf("%d lines logged for 1000 in a second, want %d", len(h.All()), logcap.PerMinute)
 	}
-	for _, r := range h.all {
+	for _, r := range h.All() {
 		if n := notLogged(r); n != 0 {
 			t.Fatalf("a line of the first minute says %d not logged", n)
 		}
 	}
 	l.Log(t.Context(), log, start.Add(time.Minute), slog.LevelWarn, "line")
-	if len(h.all) != logcap.PerMinute+1 {
-		t.Fatalf("%d lines, want the next minute's first logged", len(h.all))
+	if len(h.All()) != logcap.PerMinute+1 {
+		t.Fatalf("%d lines, want the next minute's first logged", len(h.All()))
 	}
-	if n := notLogged(h.all[len(h.all)-1]); n != 1000-logcap.PerMinute {
+	if n := notLogged(h.All()[len(h.All())-1]); n != 1000-logcap.PerMinute {
 		t.Fatalf("the next minute's first line says %d not logged, want %d", n, 1000-logcap.PerMinute)
 	}
 	l.Log(t.Context(), log, start.Add(time.Minute+time.Second), slog.LevelWarn, "line")
-	if n := notLogged(h.all[len(h.all)-1]); n != 0 {
+	if n := notLogged(h.All()[len(h.All())-1]); n != 0 {
 		t.Fatalf("the line after says %d not logged, want none", n)
 	}
 }
 
 func TestLimiterCountsNoLineTheLoggerDrops(t *testing.T) {
-	h := &records{}
+	h := &testutil.Records{}
 	debugOff := slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	var l logcap.Limiter
 	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
@@ -75,7 +58,7 @@ func TestLimiterCountsNoLineTheLoggerDrops(t *testing.T) {
 		l.Log(t.Context(), debugOff, now, slog.LevelDebug, "dropped at its level")
 	}
 	l.Log(t.Context(), slog.New(h), now, slog.LevelWarn, "line")
-	if len(h.all) != 1 || notLogged(h.all[0]) != 0 {
-		t.Fatalf("lines below the logger's level were counted: %d lines, %d not logged", len(h.all), notLogged(h.all[0]))
+	if len(h.All()) != 1 || notLogged(h.All()[0]) != 0 {
+		t.Fatalf("lines below the logger's level were counted: %d lines, %d not logged", len(h.All()), notLogged(h.All()[0]))
 	}
 }
