@@ -9,6 +9,8 @@ import (
 	"io/fs"
 	"maps"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/nbd-wtf/go-nostr"
@@ -50,9 +52,21 @@ type RelayCheckpoint interface {
 	Reached(ctx context.Context, points map[string]nostr.Timestamp) error
 }
 
+// SeenManyCheckpoint is a Checkpoint that also tells of many events in
+// one read. The inbox asks so about the stored requests a catch-up
+// brings, a batch at a time, rather than one read a request.
+type SeenManyCheckpoint interface {
+	Checkpoint
+	// SeenMany returns which of the events (by id) were processed; an
+	// id not processed may be left out.
+	SeenMany(ctx context.Context, ids []string) (map[string]bool, error)
+}
+
 var (
-	_ RelayCheckpoint = (*SQLCheckpoint)(nil)
-	_ RelayCheckpoint = (*MemoryCheckpoint)(nil)
+	_ RelayCheckpoint    = (*SQLCheckpoint)(nil)
+	_ RelayCheckpoint    = (*MemoryCheckpoint)(nil)
+	_ SeenManyCheckpoint = (*SQLCheckpoint)(nil)
+	_ SeenManyCheckpoint = (*MemoryCheckpoint)(nil)
 )
 
 // The checkpoint's table, embedded one folder per dialect (see
@@ -108,6 +122,30 @@ func (c *SQLCheckpoint) Seen(ctx context.Context, id string) (bool, error) {
 		return false, fmt.Errorf("snapnostr: checkpoint: %w", err)
 	}
 	return true, nil
+}
+
+// SeenMany implements SeenManyCheckpoint.
+func (c *SQLCheckpoint) SeenMany(ctx context.Context, ids []string) (map[string]bool, error) {
+	out := make(map[string]bool, len(ids))
+	// SQLite binds at most 32,766 parameters a statement: in slices.
+	for part := range slices.Chunk(ids, 500) {
+		args := make([]any, len(part))
+		for i, id := range part {
+			args[i] = id
+		}
+		q := c.db.Dialect.Rebind(`SELECT event_id FROM inbox_processed WHERE event_id IN (?` + strings.Repeat(`, ?`, len(part)-1) + `)`)
+		for rows, err := range sqldb.Rows(c.db.R.QueryContext(ctx, q, args...)) {
+			var id string
+			if err == nil {
+				err = rows.Scan(&id)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("snapnostr: checkpoint: %w", err)
+			}
+			out[id] = true
+		}
+	}
+	return out, nil
 }
 
 // Done implements Checkpoint. It also forgets ids far older than the
@@ -304,6 +342,19 @@ func (c *MemoryCheckpoint) Seen(_ context.Context, id string) (bool, error) {
 	defer c.mu.Unlock()
 	_, ok := c.ids.Get(id, c.newest.Time())
 	return ok, nil
+}
+
+// SeenMany implements SeenManyCheckpoint.
+func (c *MemoryCheckpoint) SeenMany(_ context.Context, ids []string) (map[string]bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		if _, ok := c.ids.Get(id, c.newest.Time()); ok {
+			out[id] = true
+		}
+	}
+	return out, nil
 }
 
 // Done implements Checkpoint.

@@ -48,6 +48,26 @@ func checkpointContract(t *testing.T, c Checkpoint) {
 			t.Errorf("after the window moved: Seen(%s) = %v, %v; want %v", id, seen, err, want)
 		}
 	}
+	// SeenMany tells as Seen does, of many ids at once (more than one
+	// statement's worth included).
+	if m, ok := c.(SeenManyCheckpoint); ok {
+		ids := []string{"a", "b", "c", "d", "e"}
+		for i := range 1200 {
+			ids = append(ids, fmt.Sprint("x", i))
+		}
+		seen, err := m.SeenMany(ctx, ids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range ids {
+			if want := id == "b" || id == "e"; seen[id] != want {
+				t.Errorf("SeenMany: %s seen %v; want %v", id, seen[id], want)
+			}
+		}
+		if seen, err := m.SeenMany(ctx, nil); err != nil || len(seen) != 0 {
+			t.Errorf("SeenMany of none = %v, %v", seen, err)
+		}
+	}
 }
 
 func TestSQLCheckpoint(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"hash/maphash"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -62,7 +63,12 @@ type InboxConfig struct {
 	// refused, so one the queue has no room for is dropped only past the
 	// backlog. A request still waiting when Run stops is not answered,
 	// and the relays' points written then stay behind it: the next start
-	// asks for it again.
+	// asks for it again. Whether a stored request was processed before
+	// (Checkpoint) is asked as it leaves the backlog, for up to 64 at a
+	// time in one read, not as it arrives: the relay connection that
+	// brought it is not held up by a read a request while a restart
+	// catches up. One processed before is skipped, and not refused even
+	// when pushed out of the backlog.
 	Workers, Queue        int
 	Backlog, BacklogBytes int
 	// Streams bounds the streaming requests answered at once (default
@@ -86,7 +92,10 @@ type InboxConfig struct {
 	// they are queued (the pool verified the event's signature, so the
 	// key is its author's): a key over its allowance is refused with 5002
 	// {"retryAfter", "scope": "key"} and costs no decryption and no
-	// worker.
+	// worker. A request processed before (see Checkpoint) costs its key
+	// nothing: a stored request that waits in the backlog is counted
+	// against its key's allowance only once the checkpoint has told it
+	// was not processed, as it leaves the backlog.
 	KeyLimiter snap.Limiter
 	// Refusals bounds the refusals (queue full, rate limited) waiting to
 	// be sent (default 256). A Nostr key is refused at most once a second:
@@ -185,7 +194,11 @@ type Inbox struct {
 	// fed holds the stored requests the backlog's feeder queued, each
 	// until a worker takes it or the queue pushes it out (it then goes
 	// back to the backlog: see admitTo).
-	fed       sync.Map // *nostr.Event → struct{}
+	fed sync.Map // *nostr.Event → struct{}
+	// unchecked holds the requests waiting in the backlog that the
+	// checkpoint is still to be asked about: the feeder asks, not the
+	// subscription's reader (see admitTo).
+	unchecked sync.Map // *nostr.Event → struct{}
 	ready     chan struct{}
 	readyOnce sync.Once
 	// seenAfter is when (Unix nanoseconds) the checkpoint's Seen is
@@ -326,7 +339,7 @@ func (in *Inbox) Run(ctx context.Context) error {
 	// ends is dropped, left counted in the watermark.
 	wait := &backlog{q: fairqueue.New[string, *nostr.Event](in.cfg.Backlog), max: int64(in.cfg.BacklogBytes)}
 	var feeder sync.WaitGroup
-	feeder.Go(func() { in.feed(ctx, wait, jobs) })
+	feeder.Go(func() { in.feed(ctx, wait, jobs, refusals) })
 	defer func() { wait.q.Close(); feeder.Wait() }()
 	if in.cfg.Shares != nil {
 		// Deferred after the queue's closing, so run before it: the
@@ -637,61 +650,165 @@ func (in *Inbox) admit(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Que
 // queue, and is queued at once, or refused, when the backlog has no room
 // either; a stored request the feeder queued that ev pushes out of the
 // queue goes back there rather than being refused.
+//
+// The checkpoint is asked about a stored request dated up to the second
+// the Inbox began, or taken up late from another replica: what a process
+// before this one, or that replica, may have processed. A request dated
+// later is new to the database as far as the checkpoint can tell, and
+// asking would cost a read (a round trip on PostgreSQL) per request;
+// should it be a replay all the same (a requester's clock ahead, a
+// replica's answer), the replay store stops it, as it stops anything the
+// checkpoint missed. One that waits in the backlog is asked about by the
+// feeder, a batch at a time, and its key's rate is checked then, after
+// the checkpoint: the subscription's reader, which admits it, does not
+// wait for the database behind the thousands of stored requests a
+// restart's catch-up may bring, holding up every other event of that
+// relay connection.
 func (in *Inbox) admitTo(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Queue[string, *nostr.Event], wait *backlog, stored bool, refusals *refuser, late bool) {
 	in.marks.accepted(ev)
-	// The checkpoint is asked about a stored request dated up to the
-	// second the Inbox began, or taken up late from another replica: what a process
-	// before this one, or that replica, may have processed. A request
-	// dated later is new to the database as far as the checkpoint can
-	// tell, and asking would cost a read on the subscription's reader
-	// (a round trip on PostgreSQL) per request; should it be a replay
-	// all the same (a requester's clock ahead, a replica's answer), the
-	// replay store stops it, as it stops anything the checkpoint missed.
-	if ev.Kind == relay.KindMessage && in.cfg.Checkpoint != nil && (late || ev.CreatedAt <= in.begun) &&
-		in.cfg.Now().UnixNano() >= in.seenAfter.Load() {
-		// On the subscription's reader: bounded more tightly, and, once
-		// it timed out, not asked for a while, so that a database that
-		// does not answer holds the reader seenTimeout once, not once a
-		// request.
-		sctx, cancel := context.WithTimeout(ctx, min(in.cfg.StepTimeout, seenTimeout))
-		seen, err := in.cfg.Checkpoint.Seen(sctx, ev.ID)
-		cancel()
-		if err != nil {
-			if ctx.Err() != nil {
-				return // stopping: dropped, and left counted
-			}
-			if sctx.Err() != nil {
-				in.seenAfter.Store(in.cfg.Now().Add(seenPause).UnixNano())
-			}
-			in.cfg.Logger.Error("inbox checkpoint", "err", err)
-		} else if seen {
-			// Processed before a restart, or by another process
-			// sharing the database.
-			in.cfg.Logger.Debug("inbox: event already processed", "event", ev.ID)
-			in.marks.finished(ev)
-			return
+	backlogged := wait != nil && stored
+	if backlogged && in.asksSeen(ev, late) {
+		if late {
+			in.late.Store(ev, struct{}{})
 		}
+		in.unchecked.Store(ev, struct{}{})
+		if in.wait(ctx, ev, wait, refusals) {
+			return // the feeder checks it
+		}
+		// The backlog has no room: checked here, then queued or
+		// refused.
+		in.unchecked.Delete(ev)
+		in.late.Delete(ev)
+		backlogged = false
 	}
-	if in.cfg.KeyLimiter != nil {
-		if ok, wait := in.cfg.KeyLimiter.Allow(ev.PubKey); !ok {
-			if !late {
-				refusals.refuse(ev, snap.RateLimited(wait, "key", in.cfg.KeyLimiter))
-			}
-			in.marks.finished(ev)
-			return
-		}
+	if !in.admissible(ctx, ev, refusals, late) {
+		return
 	}
 	if late {
 		in.late.Store(ev, struct{}{})
 	}
-	if wait != nil && stored {
+	if backlogged && in.wait(ctx, ev, wait, refusals) {
 		// A stored request, or a late one, waits its turn in the
 		// backlog; only one the backlog has no room for is queued or
 		// refused (dropped, when late) below.
-		if in.wait(ev, wait, refusals) {
-			return
+		return
+	}
+	in.push(ctx, ev, jobs, wait, refusals)
+}
+
+// asksSeen reports whether the checkpoint is asked about ev before it is
+// queued (see admitTo).
+func (in *Inbox) asksSeen(ev *nostr.Event, late bool) bool {
+	return ev.Kind == relay.KindMessage && in.cfg.Checkpoint != nil && (late || ev.CreatedAt <= in.begun)
+}
+
+// admissible reports whether ev may be queued: it was not processed
+// before (when the checkpoint is asked about it: see admitTo), and its
+// key is within its rate. A request that may not is finished in the
+// watermark, and refused when over its key's rate (unless late); one
+// whose Seen failed because ctx ended is dropped and left counted.
+func (in *Inbox) admissible(ctx context.Context, ev *nostr.Event, refusals *refuser, late bool) bool {
+	if in.asksSeen(ev, late) {
+		seen, stopping := in.processed(ctx, []*nostr.Event{ev})
+		switch {
+		case stopping:
+			return false // dropped, and left counted
+		case seen[ev.ID]:
+			in.marks.finished(ev)
+			return false
 		}
 	}
+	return in.allowed(ev, refusals, late)
+}
+
+// allowed reports whether ev's key is within its rate (KeyLimiter); one
+// over it is refused (unless late) and finished in the watermark.
+func (in *Inbox) allowed(ev *nostr.Event, refusals *refuser, late bool) bool {
+	if in.cfg.KeyLimiter == nil {
+		return true
+	}
+	ok, wait := in.cfg.KeyLimiter.Allow(ev.PubKey)
+	if !ok {
+		if !late {
+			refusals.refuse(ev, snap.RateLimited(wait, "key", in.cfg.KeyLimiter))
+		}
+		in.marks.finished(ev)
+	}
+	return ok
+}
+
+// processed asks the checkpoint which of evs were processed before a
+// restart, or by another process sharing the database, and logs those:
+// in one read when it can (SeenManyCheckpoint), else one read a request.
+// It reports stopping, and no answer, when ctx ended first: the requests
+// are then dropped, left counted in the watermark. A checkpoint that
+// fails, or does not answer within seenTimeout, answers nothing: the
+// requests are queued as ones not processed (the replay store still
+// stops a second processing), and, once it timed out, it is not asked
+// for seenPause, so that a database that does not answer holds the
+// caller (the feeder, or the subscription's reader when the backlog has
+// no room) seenTimeout once, not once a request.
+func (in *Inbox) processed(ctx context.Context, evs []*nostr.Event) (seen map[string]bool, stopping bool) {
+	ask := func(f func(context.Context) error) bool {
+		if in.cfg.Now().UnixNano() < in.seenAfter.Load() {
+			return false
+		}
+		sctx, cancel := context.WithTimeout(ctx, min(in.cfg.StepTimeout, seenTimeout))
+		defer cancel()
+		err := f(sctx)
+		if err == nil {
+			return true
+		}
+		if ctx.Err() != nil {
+			stopping = true
+			return false
+		}
+		if sctx.Err() != nil {
+			in.seenAfter.Store(in.cfg.Now().Add(seenPause).UnixNano())
+		}
+		in.cfg.Logger.Error("inbox checkpoint", "err", err)
+		return false
+	}
+	if m, ok := in.cfg.Checkpoint.(SeenManyCheckpoint); ok && len(evs) > 1 {
+		ids := make([]string, len(evs))
+		for i, ev := range evs {
+			ids[i] = ev.ID
+		}
+		ask(func(ctx context.Context) (err error) {
+			seen, err = m.SeenMany(ctx, ids)
+			return err
+		})
+	} else {
+		seen = map[string]bool{}
+		for _, ev := range evs {
+			if !ask(func(ctx context.Context) error {
+				ok, err := in.cfg.Checkpoint.Seen(ctx, ev.ID)
+				if ok {
+					seen[ev.ID] = true
+				}
+				return err
+			}) {
+				break
+			}
+		}
+	}
+	if stopping {
+		return nil, true
+	}
+	for _, ev := range evs {
+		if seen[ev.ID] {
+			// Processed before a restart, or by another process
+			// sharing the database.
+			in.cfg.Logger.Debug("inbox: event already processed", "event", ev.ID)
+		}
+	}
+	return seen, false
+}
+
+// push queues ev, refusing it (or the request it pushes out) when the
+// queue is full (see InboxConfig.Workers); a stored request the feeder
+// queued that ev pushes out goes back to the backlog wait, when set.
+func (in *Inbox) push(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Queue[string, *nostr.Event], wait *backlog, refusals *refuser) {
 	// When every worker is busy and the queue is full, the request
 	// refused is answered soon rather than left to time out.
 	switch out, res := jobs.Push(ev.PubKey, ev); res {
@@ -701,7 +818,7 @@ func (in *Inbox) admitTo(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Q
 			refusals.refuse(ev, busy())
 		}
 	case fairqueue.Displaced:
-		if _, fed := in.fed.LoadAndDelete(out); fed && wait != nil && in.wait(out, wait, refusals) {
+		if _, fed := in.fed.LoadAndDelete(out); fed && wait != nil && in.wait(ctx, out, wait, refusals) {
 			return // a stored request: it waits for room again
 		}
 		in.marks.finished(out)
@@ -713,12 +830,26 @@ func (in *Inbox) admitTo(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Q
 
 // wait puts the stored request ev in the backlog, refusing those it
 // pushes out, and reports whether it did; when it did not (the backlog
-// has no room for ev), ev is the caller's to queue or refuse.
-func (in *Inbox) wait(ev *nostr.Event, wait *backlog, refusals *refuser) bool {
+// has no room for ev), ev is the caller's to queue or refuse. A request
+// pushed out that the checkpoint was still to be asked about is asked
+// about first: one processed before is not refused, its requester had
+// its answer.
+func (in *Inbox) wait(ctx context.Context, ev *nostr.Event, wait *backlog, refusals *refuser) bool {
 	out, res := wait.add(ev)
+	var unchecked []*nostr.Event
+	for _, o := range out {
+		if _, ok := in.unchecked.LoadAndDelete(o); ok {
+			unchecked = append(unchecked, o)
+		}
+	}
+	seen, stopping := in.processed(ctx, unchecked)
 	for _, out := range out {
+		_, wasLate := in.late.LoadAndDelete(out)
+		if stopping && slices.Contains(unchecked, out) {
+			continue // dropped, and left counted
+		}
 		in.marks.finished(out)
-		if _, wasLate := in.late.LoadAndDelete(out); !wasLate {
+		if !wasLate && !seen[out.ID] {
 			refusals.refuse(out, busy())
 		}
 	}
@@ -777,23 +908,60 @@ func (b *backlog) add(ev *nostr.Event) (out []*nostr.Event, res fairqueue.Result
 // feed moves the backlog's requests into the queue as it makes room,
 // until the backlog is closed; once ctx ends, what is left is dropped,
 // still counted in the watermark (see admit), for the next start to ask
-// the relays for again.
-func (in *Inbox) feed(ctx context.Context, wait *backlog, jobs *fairqueue.Queue[string, *nostr.Event]) {
+// the relays for again. It takes the requests a batch at a time (at most
+// seenBatch, those waiting), asks the checkpoint about those the reader
+// left unchecked in one read (see admitTo), skips the ones processed
+// before, and checks the others' keys' rates then.
+func (in *Inbox) feed(ctx context.Context, wait *backlog, jobs *fairqueue.Queue[string, *nostr.Event], refusals *refuser) {
 	dropped := 0
+	var batch, unchecked []*nostr.Event
 	for ev, ok := wait.q.Pop(); ok; ev, ok = wait.q.Pop() {
-		wait.bytes.Add(-relay.EventSize(ev))
-		if ctx.Err() != nil {
-			in.late.Delete(ev)
-			dropped++
-			continue
+		batch = append(batch[:0], ev)
+		for len(batch) < seenBatch {
+			ev, ok := wait.q.TryPop()
+			if !ok {
+				break
+			}
+			batch = append(batch, ev)
 		}
-		// Marked before it is queued: a worker may take it at once.
-		in.fed.Store(ev, struct{}{})
-		if !jobs.Wait(ctx, ev.PubKey, ev) {
-			in.fed.Delete(ev)
-			in.late.Delete(ev)
-			dropped++
+		unchecked = unchecked[:0]
+		for _, ev := range batch {
+			if _, ok := in.unchecked.LoadAndDelete(ev); ok {
+				unchecked = append(unchecked, ev)
+			}
 		}
+		var seen map[string]bool
+		if ctx.Err() == nil {
+			seen, _ = in.processed(ctx, unchecked) // stopping: ctx ended, see below
+		}
+		for _, ev := range batch {
+			// The bytes of a batch are the backlog's until each is
+			// queued or let go.
+			wait.bytes.Add(-relay.EventSize(ev))
+			_, late := in.late.Load(ev)
+			switch {
+			case ctx.Err() != nil:
+				in.late.Delete(ev)
+				dropped++
+				continue
+			case seen[ev.ID]:
+				in.late.Delete(ev)
+				in.marks.finished(ev)
+				continue
+			case slices.Contains(unchecked, ev) && !in.allowed(ev, refusals, late):
+				in.late.Delete(ev)
+				continue
+			}
+			// Marked before it is queued: a worker may take it at once.
+			in.fed.Store(ev, struct{}{})
+			if !jobs.Wait(ctx, ev.PubKey, ev) {
+				in.fed.Delete(ev)
+				in.late.Delete(ev)
+				dropped++
+			}
+		}
+		clear(batch)
+		clear(unchecked)
 	}
 	if dropped > 0 {
 		in.cfg.Logger.Info("inbox: stored requests still waiting for the queue as the inbox stops; the next start asks the relays for them again",
@@ -801,9 +969,17 @@ func (in *Inbox) feed(ctx context.Context, wait *backlog, jobs *fairqueue.Queue[
 	}
 }
 
-// seenTimeout bounds the checkpoint's Seen, which the subscription's
-// reader waits for: past it the request is queued as one not seen (the
-// replay store still stops a second processing).
+// seenBatch bounds the requests the backlog's feeder takes at once, and
+// so those it asks the checkpoint about in one read. The batch is out of
+// the backlog's count (InboxConfig.Backlog) but not of its bytes until
+// each of its requests is queued or let go.
+const seenBatch = 64
+
+// seenTimeout bounds the checkpoint's Seen (or SeenMany), which the
+// backlog's feeder waits for, or the subscription's reader (a live
+// request, or a stored one the backlog has no room for): past it the
+// requests are queued as ones not seen (the replay store still stops a
+// second processing).
 const seenTimeout = 2 * time.Second
 
 // seenPause is how long the checkpoint's Seen is not asked once it

@@ -101,7 +101,7 @@ func TestStoredRequestPushedOutOfTheQueueWaitsAgain(t *testing.T) {
 		ctx, cancel := context.WithCancel(r.ctx)
 		defer cancel()
 		fed := make(chan struct{})
-		go func() { r.in.feed(ctx, r.wait, r.jobs); close(fed) }()
+		go func() { r.in.feed(ctx, r.wait, r.jobs, r.refusals); close(fed) }()
 		defer func() { r.wait.q.Close(); <-fed }()
 		want := map[string]bool{}
 		for i := range 3 {

@@ -123,7 +123,7 @@ func TestInboxFinishesWhatItCountsBeforeTheWorkers(t *testing.T) {
 		stopped, cancel := context.WithCancel(r.ctx)
 		cancel()
 		wait.q.Close()
-		r.in.feed(stopped, wait, r.jobs)
+		r.in.feed(stopped, wait, r.jobs, r.refusals)
 		if n := wait.bytes.Load(); n != 0 {
 			t.Errorf("the backlog counts %d bytes once empty", n)
 		}

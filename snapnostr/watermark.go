@@ -19,8 +19,8 @@ import (
 // points read as an epoch begins are written once that epoch has ended
 // and no request of it or of an earlier one is left: a request whose
 // created_at the points include was received before they were read, and
-// so queued by the end of that epoch (the subscription's reader queues
-// it at once, within seenTimeout). A request that is never finished (a
+// so counted by the end of that epoch (the subscription's reader counts
+// it at once, before the checkpoint is asked about it). A request that is never finished (a
 // stream that runs for hours) holds the writes back meanwhile: the next
 // start then asks the relays again for more, which the checkpoint's
 // processed ids stop.

@@ -165,6 +165,22 @@ func (q *Queue[K, V]) Pop() (v V, ok bool) {
 		}
 		q.nonEmpty.Wait()
 	}
+	return q.pop(), true
+}
+
+// TryPop is Pop without the wait: it reports false at once when no item
+// is queued.
+func (q *Queue[K, V]) TryPop() (v V, ok bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.total == 0 {
+		return v, false
+	}
+	return q.pop(), true
+}
+
+// pop removes and returns the next item. q.mu is held and q.total > 0.
+func (q *Queue[K, V]) pop() (v V) {
 	key := q.ring[0]
 	f := q.byKey[key]
 	v = f.items[0]
@@ -177,7 +193,7 @@ func (q *Queue[K, V]) Pop() (v V, ok bool) {
 		q.drop(key)
 	}
 	q.roomMade()
-	return v, true
+	return v
 }
 
 // Len returns the number of items waiting.

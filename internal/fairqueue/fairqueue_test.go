@@ -259,3 +259,22 @@ func TestEvictAsPushWould(t *testing.T) {
 		t.Fatalf("Len = %d, want 2", n)
 	}
 }
+
+// TryPop takes the items in Pop's order, and reports false at once on an
+// empty queue rather than waiting.
+func TestTryPop(t *testing.T) {
+	q := fairqueue.New[string, string](10)
+	if _, ok := q.TryPop(); ok {
+		t.Fatal("TryPop took an item from an empty queue")
+	}
+	for _, it := range []string{"a1", "a2", "b1"} {
+		q.Push(it[:1], it)
+	}
+	var got []string
+	for v, ok := q.TryPop(); ok; v, ok = q.TryPop() {
+		got = append(got, v)
+	}
+	if want := []string{"a1", "b1", "a2"}; !slices.Equal(got, want) {
+		t.Errorf("order %v, want %v", got, want)
+	}
+}
