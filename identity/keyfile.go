@@ -46,14 +46,22 @@ func LoadKeyFile(path string) (*Key, error) {
 	if err != nil {
 		return nil, fmt.Errorf("identity: read %s: %w", path, err)
 	}
-	if len(b) > maxKeyFile {
-		return nil, fmt.Errorf("identity: %s is over %d bytes: a key file holds the secret as 64 hex characters", path, maxKeyFile)
-	}
-	k, err := FromHex(strings.TrimSpace(string(b)))
+	k, err := ParseKeyFile(b)
 	if err != nil {
 		return nil, fmt.Errorf("identity: %s: %w", path, err)
 	}
 	return k, nil
+}
+
+// ParseKeyFile reads the contents b of a key file as LoadKeyFile does:
+// the secret as 64 hex characters, surrounding white space ignored, in no
+// more than 256 bytes. It is for a key file read otherwise (from a
+// backup, say), with no file's permissions to check.
+func ParseKeyFile(b []byte) (*Key, error) {
+	if len(b) > maxKeyFile {
+		return nil, fmt.Errorf("over %d bytes: a key file holds the secret as 64 hex characters", maxKeyFile)
+	}
+	return FromHex(strings.TrimSpace(string(b)))
 }
 
 // SaveKeyFile writes k to a new file created with mode 0600. It never

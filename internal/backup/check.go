@@ -40,7 +40,8 @@ const maxManifest = 1 << 20
 //     configuration files, its relay.db and agent.id in the data folder):
 //     a restore that copies each file to its source writes nowhere else;
 //   - the key file is the identity of the manifest's address (or, when
-//     the manifest says the key was SNAPNODE_KEY, that SNAPNODE_KEY is);
+//     the manifest says the key was SNAPNODE_KEY, that SNAPNODE_KEY is),
+//     the key read into memory and never written anywhere;
 //   - a copy of tasks.db, made in a temporary folder (os.TempDir) and
 //     opened there, passes SQLite's integrity check, and its audit chain
 //     verifies, against the backup's record of the last seal when it has
@@ -52,7 +53,8 @@ func Check(ctx context.Context, cfg config.Config, dir string) (*Manifest, error
 }
 
 // check is Check; step, for tests, is called after each file's sum is
-// checked ("sum NAME") and after the chain is ("chain").
+// checked ("sum NAME"), after the key file's address is ("key NAME") and
+// after the chain is ("chain").
 func check(ctx context.Context, cfg config.Config, dir string, step func(string)) (*Manifest, error) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
@@ -97,7 +99,7 @@ func check(ctx context.Context, cfg config.Config, dir string, step func(string)
 		case f.Kind == KindSealRecord:
 			record = f
 		case f.Kind == KindKey:
-			if err := checkKey(root, *f, m.Address, cfg); err != nil {
+			if err := checkKey(root, *f, m.Address, cfg, step); err != nil {
 				return nil, err
 			}
 		}
@@ -286,25 +288,31 @@ func what(m fs.FileMode) string {
 	}
 }
 
+// maxKeyRead bounds the key file checkKey reads: one holds 64 hex
+// characters and some white space.
+const maxKeyRead = 4 << 10
+
 // checkKey checks that the key file f in root is the identity of the
-// manifest's address.
-func checkKey(root *os.Root, f File, address string, cfg config.Config) error {
-	tmp, err := os.MkdirTemp("", "snapnode-check-")
-	if err != nil {
-		return fmt.Errorf("backup: %w", err)
+// manifest's address. The key is read into memory, summed and parsed
+// there, and never written out: a check killed midway leaves no copy of
+// it behind.
+func checkKey(root *os.Root, f File, address string, cfg config.Config, step func(string)) error {
+	if f.Size > maxKeyRead {
+		return fmt.Errorf("%w: %s is %d bytes: a key file holds the secret as 64 hex characters", ErrBad, f.Name, f.Size)
 	}
-	defer os.RemoveAll(tmp)
-	path := filepath.Join(tmp, "identity.key")
-	if err := copyOut(root, f, path); err != nil {
+	b, err := readOut(root, f)
+	if err != nil {
 		return err
 	}
-	k, err := identity.LoadKeyFile(path)
+	defer clear(b)
+	k, err := identity.ParseKeyFile(b)
 	if err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrBad, f.Name, err)
 	}
 	if got := k.Address(network(cfg)); got != address {
 		return fmt.Errorf("%w: %s is the key of %s, the manifest says the node was %s", ErrBad, f.Name, got, address)
 	}
+	step("key " + f.Name)
 	return nil
 }
 
@@ -354,6 +362,28 @@ func checkChain(ctx context.Context, root *os.Root, m *Manifest, tasks, record *
 		return fmt.Errorf("%w: the audit log of %s ends at entry %d (%s) with %d entries; the manifest says %d (%s) with %d", ErrBad, tasks.Name, head.Seq, head.Hash, n, m.Audit.Seq, m.Audit.Hash, m.AuditEntries)
 	}
 	return nil
+}
+
+// readOut reads the file f of root into memory. What it returns must be
+// of f's size and sum once more, so that what is verified on it is what
+// checkFile summed and a restore writes (ErrBad when the file changed
+// meanwhile).
+func readOut(root *os.Root, f File) ([]byte, error) {
+	in, err := root.Open(filepath.FromSlash(f.Name))
+	if err != nil {
+		return nil, fmt.Errorf("backup: %w", err)
+	}
+	defer in.Close()
+	b, err := io.ReadAll(io.LimitReader(in, f.Size+1))
+	if err != nil {
+		clear(b)
+		return nil, fmt.Errorf("backup: %s: %w", f.Name, err)
+	}
+	if sum := sha256.Sum256(b); hex.EncodeToString(sum[:]) != f.SHA256 {
+		clear(b)
+		return nil, fmt.Errorf("%w: %s changed while it was checked (SHA-256 %x, the manifest says %s)", ErrBad, f.Name, sum, f.SHA256)
+	}
+	return b, nil
 }
 
 // copyOut copies the file f of root to the new file dst (0600), a

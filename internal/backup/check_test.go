@@ -292,3 +292,41 @@ func execOn(t *testing.T, path, query string) {
 		t.Fatal(err)
 	}
 }
+
+// Check reads the key file into memory and never writes it out: the
+// temporary folder it uses (os.TempDir) holds no copy of the key at any
+// of its steps, where a kill would leave it.
+func TestCheckWritesNoKey(t *testing.T) {
+	cfg, out := sealedBackup(t)
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	var steps []string
+	look := func(step string) {
+		err := filepath.WalkDir(tmp, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			if d.Name() == "identity.key" || strings.Contains(string(b), secret) {
+				t.Errorf("at %q, %s holds the node's key", step, path)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Errorf("at %q: %v", step, err)
+		}
+	}
+	if _, err := backup.CheckWithStep(context.Background(), cfg, out, func(step string) {
+		steps = append(steps, step)
+		look(step)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	look("after Check")
+	if !slices.Contains(steps, "key identity.key") {
+		t.Errorf("steps %q: the key was not checked", steps)
+	}
+}
