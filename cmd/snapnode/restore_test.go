@@ -482,6 +482,15 @@ func TestBackupRestoreCommand(t *testing.T) {
 	} else if !strings.Contains(err.Error(), journal) {
 		t.Errorf("start with the journal there: %v; want it named", err)
 	}
+	// Nor is a log some of whose files may be the backup's, others not,
+	// verified (a database and a record of the last seal of two times
+	// would read as tampering); nor read by the other commands.
+	for _, args := range [][]string{{"audit", "verify"}, {"audit", "export"}, {"task", "list"}} {
+		r := runCLI(t, "", append(args, dd...)...)
+		if r.code != exitUsage || !strings.Contains(r.stderr, journal) || !strings.Contains(r.stderr, "Run the same restore again") || r.stdout != "" {
+			t.Errorf("%s with the journal there: %s; want exit %d naming it and saying to run the restore again", strings.Join(args, " "), r, exitUsage)
+		}
+	}
 	if r := runCLI(t, "", append([]string{"backup", "--restore", out}, dd...)...); r.code != exitFail || !strings.Contains(r.stderr, "/elsewhere/backup") {
 		t.Errorf("restore of another backup than the one interrupted: %s", r)
 	}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/snapnode/snapnode/agent"
 	"github.com/snapnode/snapnode/identity"
-	"github.com/snapnode/snapnode/internal/backup"
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/metrics"
 	"github.com/snapnode/snapnode/internal/sqldb"
@@ -63,8 +62,8 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger, with ...
 	n.parts.push("data folder lock", unlock)
 	// A restore stopped midway leaves its journal: some of the files may
 	// be the backup's, others not.
-	if j := filepath.Join(cfg.DataDir, backup.JournalName); fileExists(j) {
-		return nil, errors.Join(fmt.Errorf("node: %s: a restore (snapnode backup --restore) stopped before it ended: some of the node's files may be the backup's, others not; the node does not start on them. Run the same restore again to finish it (it names the backup)", j), n.parts.closeAll())
+	if err := unfinishedRestore(cfg.DataDir, "the node does not start on them"); err != nil {
+		return nil, errors.Join(err, n.parts.closeAll())
 	}
 	if err := privateFiles(cfg, logger); err != nil {
 		return nil, errors.Join(err, n.parts.closeAll())

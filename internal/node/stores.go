@@ -3,11 +3,14 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"path/filepath"
 
 	"github.com/snapnode/snapnode/agent"
 	"github.com/snapnode/snapnode/executor/audit"
 	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/backup"
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/sqldb"
 	"github.com/snapnode/snapnode/tasks/sqlstore"
@@ -21,7 +24,23 @@ var (
 	// ErrNoDatabase: the settings name a SQLite file that does not exist
 	// (the error names it).
 	ErrNoDatabase = sqldb.ErrNoDatabase
+	// ErrUnfinishedRestore: the data folder holds the journal of a
+	// restore that stopped before it ended (the error names it); Start
+	// refuses such a folder too.
+	ErrUnfinishedRestore = errors.New("a restore (snapnode backup --restore) stopped before it ended")
 )
+
+// unfinishedRestore returns ErrUnfinishedRestore, naming the journal and
+// saying what to do, when dataDir holds the journal of a restore stopped
+// midway: some of the node's files may be the backup's, others not;
+// refused says what is not done on them.
+func unfinishedRestore(dataDir, refused string) error {
+	j := filepath.Join(dataDir, backup.JournalName)
+	if !fileExists(j) {
+		return nil
+	}
+	return fmt.Errorf("node: %s: %w: some of the node's files may be the backup's, others not; %s. Run the same restore again to finish it (it names the backup)", j, ErrUnfinishedRestore, refused)
+}
 
 // Stores are the durable stores of a node — its tasks, the agent's jobs,
 // the audit log — opened from the node's settings by a program other than
@@ -43,13 +62,19 @@ type Stores struct {
 // Start does, and is the one way a command other than the node reaches
 // the node's stores. It never creates a database: a SQLite file that does
 // not exist is ErrNoDatabase, so that a command run in the wrong folder
-// never makes an empty node; a memory database is ErrMemoryDatabase.
+// never makes an empty node; a memory database is ErrMemoryDatabase. A
+// data folder a restore stopped midway in is ErrUnfinishedRestore, as it
+// is for Start: its audit log, checked against a record of the last seal
+// of another time, would read as tampered with.
 // The stores warn on logger (nil: nowhere) of what they drop, as the
 // node's do on its own: the records of work elsewhere to cancel that a
 // write of the job store drops (agent.Store.SetLogger).
 func OpenStores(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Stores, error) {
 	if cfg.DatabaseDSN() == config.MemoryDatabase {
 		return nil, ErrMemoryDatabase
+	}
+	if err := unfinishedRestore(cfg.DataDir, "they are not read until it ends"); err != nil {
+		return nil, err
 	}
 	db, err := sqldb.Open(ctx, cfg.DatabaseDSN(), sqldb.Options{Existing: true})
 	if err != nil {

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/snapnode/snapnode/internal/backup"
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/node"
 	"github.com/snapnode/snapnode/internal/sqldb"
@@ -67,5 +69,30 @@ func TestOpenStores(t *testing.T) {
 	}
 	if rep, err := log.Verify(ctx); err != nil || rep.Entries != 0 {
 		t.Errorf("audit log of a new node: %+v, %v", rep, err)
+	}
+}
+
+// A data folder a restore stopped midway in (its journal there) is
+// refused, the error naming the journal and saying to run the restore
+// again, as Start refuses it.
+func TestOpenStoresUnfinishedRestore(t *testing.T) {
+	ctx := context.Background()
+	cfg := config.Default()
+	cfg.DataDir = t.TempDir()
+	db, err := sqldb.Open(ctx, cfg.DatabaseDSN(), sqldb.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	journal := filepath.Join(cfg.DataDir, backup.JournalName)
+	if err := os.WriteFile(journal, []byte(`{"backup":"/elsewhere/backup"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st, err := node.OpenStores(ctx, cfg, nil)
+	if err == nil {
+		st.Close()
+	}
+	if !errors.Is(err, node.ErrUnfinishedRestore) || !strings.Contains(err.Error(), journal) || !strings.Contains(err.Error(), "Run the same restore again") {
+		t.Fatalf("OpenStores with a restore's journal there: %v; want ErrUnfinishedRestore naming it", err)
 	}
 }
