@@ -37,7 +37,9 @@ var ErrSlowReader = errors.New("snaphttp: the peer reads too slowly; stream ende
 //
 // Each frame also holds its share of the server's AnswerMemory (answers),
 // from when it is made until the writer is done with it. A frame that
-// finds no room in it within answerWait is replaced by the busy refusal
+// needs, beside the exchange's own frames not yet written, more than the
+// peer's share waits for them as long as the peer takes them (awaitOwn);
+// one that then finds no room within answerWait is replaced by the busy refusal
 // (Handler.Refuse of answerBusy), after which the exchange is over: send
 // fails with ErrAnswerMemory, final queues nothing, and busy reports
 // the scope that had no room.
@@ -68,8 +70,10 @@ type outbox struct {
 	err    error
 	closed bool
 	// queued counts the bytes of the frames queued or being written;
-	// room is closed, and replaced, whenever some are taken.
+	// room is closed, and replaced, whenever some are taken. held counts
+	// what the frames made and not yet taken hold of AnswerMemory.
 	queued int
+	held   int64
 	room   chan struct{}
 	// refused is the scope of the busy refusal queued in place of a
 	// frame ("" while none is).
@@ -92,21 +96,55 @@ func (s *Server) newOutbox(life context.Context, key netip.Addr, encode func(*sn
 }
 
 // encode is m serialized (frame), holding its share of AnswerMemory,
-// waiting for it as answerBudget.take does. Without room it reports the
-// scope that had none; when ctx ends first, ctx's error.
+// waiting for it as answerBudget.take does, once the exchange's own
+// frames leave it room (awaitOwn). Without room it reports the scope
+// that had none; when ctx ends first, ctx's error; when the exchange
+// fails meanwhile, its error.
 func (o *outbox) encode(ctx context.Context, m *snap.Message) (f frame, scope string, err error) {
 	b, err := o.frame(m)
 	if err != nil {
 		return frame{}, "", err
 	}
 	n := o.answers.size(cap(b))
+	if err := o.awaitOwn(ctx, n); err != nil {
+		return frame{}, "", err
+	}
 	if scope := o.answers.take(ctx, o.key, n); scope != "" {
 		if err := ctx.Err(); err != nil {
 			return frame{}, "", err // the exchange ended, not the room
 		}
 		return frame{}, scope, nil
 	}
+	o.mu.Lock()
+	o.held += n
+	o.mu.Unlock()
 	return frame{b: b, held: n}, "", nil
+}
+
+// awaitOwn waits while the frames this exchange made and its writer has
+// not yet taken hold so much of AnswerMemory that n more would exceed
+// the peer's share: they leave as the peer reads them, so the wait is
+// the peer's, as a wait for room in the queue is, and not answerWait
+// (which would refuse a WebSocket's next answer, or a stream's final
+// response, whenever the peer takes more than a quarter of a second to
+// read the one before). It ends when the exchange fails (a write that
+// times out fails it), with its error, or when ctx ends, with ctx's.
+func (o *outbox) awaitOwn(ctx context.Context, n int64) error {
+	for {
+		o.mu.Lock()
+		held, room := o.held, o.room
+		o.mu.Unlock()
+		if held == 0 || held+n <= o.answers.perPeer {
+			return nil
+		}
+		select {
+		case <-room:
+		case <-o.done:
+			return o.failed()
+		case <-ctx.Done():
+			return o.ended(ctx)
+		}
+	}
 }
 
 // busy reports the scope of the busy refusal that ended the exchange,
@@ -167,6 +205,7 @@ func (o *outbox) taken(f frame) {
 	o.answers.release(o.key, f.held)
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.held -= f.held
 	o.queued -= len(f.b)
 	close(o.room)
 	o.room = make(chan struct{})
@@ -221,23 +260,28 @@ func (o *outbox) send(ctx context.Context, m *snap.Message) error {
 			continue
 		case <-o.done:
 		case <-ctx.Done():
-			// net/http cancels a request's context as soon as a write to
-			// the peer fails, before the writer has recorded why: the
-			// write in progress, if any, decides first.
-			o.writing <- struct{}{}
-			err := o.failed()
-			<-o.writing
-			if err == nil {
-				err = ctx.Err()
-			}
 			o.untaken(f, reserved)
-			return err // when the exchange failed, the failure cancelled ctx
+			return o.ended(ctx) // when the exchange failed, the failure cancelled ctx
 		case <-t.C:
 			o.fail(ErrSlowReader)
 		}
 		o.untaken(f, reserved)
 		return o.failed()
 	}
+}
+
+// ended is the error of a wait that ctx ended: the exchange's failure
+// when it failed, else ctx's error. net/http cancels a request's context
+// as soon as a write to the peer fails, before the writer has recorded
+// why: the write in progress, if any, decides first.
+func (o *outbox) ended(ctx context.Context) error {
+	o.writing <- struct{}{}
+	err := o.failed()
+	<-o.writing
+	if err == nil {
+		err = ctx.Err()
+	}
+	return err
 }
 
 // untaken gives back what f, never queued, holds: its bytes in the

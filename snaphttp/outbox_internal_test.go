@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/netip"
 	"os"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -193,3 +194,45 @@ func (refuseNothing) Serve(context.Context, snap.Inbound, func(*snap.Message) er
 	return nil
 }
 func (refuseNothing) Refuse(*snap.Error) *snap.Message { return nil }
+
+// An answer that needs, beside its exchange's frames being written, more
+// than its peer's share of AnswerMemory waits for them as long as the
+// peer takes them (the writer fails the exchange when a write times
+// out), not answerWait: they are the peer's own, and leave as it reads.
+// Before, a WebSocket's next answer, or a stream's final response after
+// a large event, was refused 5003 whenever its peer took more than a
+// quarter of a second to read the one before, the node idle.
+func TestOutboxWaitsForItsOwnFrames(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &Server{cfg: Config{StreamBuffer: 64, StreamBufferBytes: 1 << 20, WriteTimeout: 10 * time.Second,
+			Handler: refuseNothing{}}, answers: newAnswerBudget(100, 100)}
+		o := s.newOutbox(t.Context(), netip.MustParseAddr("192.0.2.1"), frameID, nil, nil)
+		first, second := strings.Repeat("a", 60), strings.Repeat("b", 60)
+		if err := o.send(t.Context(), &snap.Message{ID: first}); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		written := make(chan struct{})
+		go func() { // the peer takes a second over each
+			defer close(written)
+			for f := range o.ch {
+				time.Sleep(time.Second)
+				got = append(got, string(f.b))
+				o.taken(f)
+			}
+		}()
+		o.final(t.Context(), &snap.Message{ID: second})
+		busy, err := o.busy(), o.failed()
+		o.close()
+		<-written
+		if busy != "" || err != nil {
+			t.Fatalf("the final answer, waiting for the frame before it: busy %q, failed %v", busy, err)
+		}
+		if len(got) != 2 || got[1] != second {
+			t.Fatalf("frames written %q, want both", got)
+		}
+		if used, _ := s.answers.tryTake(netip.MustParseAddr("192.0.2.1"), 100); used != "" {
+			t.Fatalf("AnswerMemory not given back (%s)", used)
+		}
+	})
+}
