@@ -170,11 +170,11 @@ func churnAnswers(t *testing.T, size, maxResponse, streamBytes int, writeTimeout
 		}
 		if writeTimeout > time.Second {
 			for deadline := time.Now().Add(5 * time.Second); ; {
-				if used, _ := snaphttp.AnswerMemoryHeld(srv); used >= 3*int64(size) {
+				if used, _, _, _ := snaphttp.AnswerMemoryHeld(srv); used >= 3*int64(size) {
 					break
 				}
 				if time.Now().After(deadline) {
-					used, peers := snaphttp.AnswerMemoryHeld(srv)
+					used, peers, _, _ := snaphttp.AnswerMemoryHeld(srv)
 					t.Fatalf("the peers that read nothing do not hold AnswerMemory: %d bytes, %d peers", used, peers)
 				}
 				runtime.Gosched()
@@ -208,7 +208,8 @@ func churnAnswers(t *testing.T, size, maxResponse, streamBytes int, writeTimeout
 	if err := <-served; err != nil {
 		t.Errorf("Serve: %v", err)
 	}
-	if used, peers := snaphttp.AnswerMemoryHeld(srv); used != 0 || peers != 0 {
-		t.Errorf("after every exchange ended, AnswerMemory holds %d bytes of %d peers, want none", used, peers)
+	if used, peers, waiting, waitingPeers := snaphttp.AnswerMemoryHeld(srv); used != 0 || peers != 0 || waiting != 0 || waitingPeers != 0 {
+		t.Errorf("after every exchange ended, AnswerMemory holds %d bytes of %d peers, and counts %d bytes of %d peers waiting, want none",
+			used, peers, waiting, waitingPeers)
 	}
 }

@@ -33,6 +33,11 @@ type answerBudget struct {
 	mu    sync.Mutex
 	used  int64
 	peers map[netip.Addr]int64 // peers holding bytes; removed at 0
+	// waiting counts the bytes of the answers waiting for room, which
+	// hold their serialized form meanwhile, bounded as used is (total,
+	// perPeer), so that they hold at most as much again.
+	waiting     int64
+	peerWaiting map[netip.Addr]int64 // removed at 0
 	// freed is closed, and replaced, whenever bytes are given back.
 	freed chan struct{}
 }
@@ -41,7 +46,7 @@ type answerBudget struct {
 // sixteenth of it or maxAnswer, whichever is larger (never above total).
 func newAnswerBudget(total, maxAnswer int64) *answerBudget {
 	return &answerBudget{total: total, perPeer: min(total, max(total/16, maxAnswer)),
-		peers: make(map[netip.Addr]int64), freed: make(chan struct{})}
+		peers: make(map[netip.Addr]int64), peerWaiting: make(map[netip.Addr]int64), freed: make(chan struct{})}
 }
 
 // size is what an answer of n bytes holds of the budget: n, or all a
@@ -69,12 +74,18 @@ func (b *answerBudget) tryTake(key netip.Addr, n int64) (scope string, freed <-c
 
 // take takes n bytes for key (see size), waiting until they are free, up
 // to answerWait or until ctx ends; it names the scope that had no room
-// when they are not taken.
+// when they are not taken. It does not wait when the answers already
+// waiting hold as much as the budget, or key's its share (see
+// startWaiting).
 func (b *answerBudget) take(ctx context.Context, key netip.Addr, n int64) (scope string) {
 	scope, freed := b.tryTake(key, n)
 	if scope == "" {
 		return ""
 	}
+	if s := b.startWaiting(key, n); s != "" {
+		return s
+	}
+	defer b.stopWaiting(key, n)
 	t := time.NewTimer(answerWait)
 	defer t.Stop()
 	for {
@@ -88,6 +99,33 @@ func (b *answerBudget) take(ctx context.Context, key netip.Addr, n int64) (scope
 		if scope, freed = b.tryTake(key, n); scope == "" {
 			return ""
 		}
+	}
+}
+
+// startWaiting counts n bytes of key's as waiting, or names the scope
+// whose waiting answers leave no room for them: "node" when they hold
+// total, "peer" when key's hold perPeer.
+func (b *answerBudget) startWaiting(key netip.Addr, n int64) (scope string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case b.peerWaiting[key]+n > b.perPeer:
+		return "peer"
+	case b.waiting+n > b.total:
+		return "node"
+	}
+	b.peerWaiting[key] += n
+	b.waiting += n
+	return ""
+}
+
+// stopWaiting gives back what startWaiting counted.
+func (b *answerBudget) stopWaiting(key netip.Addr, n int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.waiting -= n
+	if b.peerWaiting[key] -= n; b.peerWaiting[key] <= 0 {
+		delete(b.peerWaiting, key)
 	}
 }
 

@@ -1,9 +1,10 @@
 package snaphttp
 
 // AnswerMemoryHeld reports what s's answers hold of AnswerMemory now: the
-// bytes in all, and the peers holding some.
-func AnswerMemoryHeld(s *Server) (used int64, peers int) {
+// bytes in all, and the peers holding some; and the bytes and peers of
+// the answers waiting for room.
+func AnswerMemoryHeld(s *Server) (used int64, peers int, waiting int64, waitingPeers int) {
 	s.answers.mu.Lock()
 	defer s.answers.mu.Unlock()
-	return s.answers.used, len(s.answers.peers)
+	return s.answers.used, len(s.answers.peers), s.answers.waiting, len(s.answers.peerWaiting)
 }

@@ -106,8 +106,8 @@ func (o *outbox) encode(ctx context.Context, m *snap.Message) (f frame, scope st
 		return frame{}, "", err
 	}
 	n := o.answers.size(cap(b))
-	if err := o.awaitOwn(ctx, n); err != nil {
-		return frame{}, "", err
+	if scope, err := o.awaitOwn(ctx, n); err != nil || scope != "" {
+		return frame{}, scope, err
 	}
 	if scope := o.answers.take(ctx, o.key, n); scope != "" {
 		if err := ctx.Err(); err != nil {
@@ -129,20 +129,35 @@ func (o *outbox) encode(ctx context.Context, m *snap.Message) (f frame, scope st
 // response, whenever the peer takes more than a quarter of a second to
 // read the one before). It ends when the exchange fails (a write that
 // times out fails it), with its error, or when ctx ends, with ctx's.
-func (o *outbox) awaitOwn(ctx context.Context, n int64) error {
+// The frame waiting holds its serialized form meanwhile: it counts
+// among the answers waiting (answerBudget.startWaiting), and without
+// room there it does not wait (the scope that had none).
+func (o *outbox) awaitOwn(ctx context.Context, n int64) (scope string, err error) {
+	waiting := false
+	defer func() {
+		if waiting {
+			o.answers.stopWaiting(o.key, n)
+		}
+	}()
 	for {
 		o.mu.Lock()
 		held, room := o.held, o.room
 		o.mu.Unlock()
 		if held == 0 || held+n <= o.answers.perPeer {
-			return nil
+			return "", nil
+		}
+		if !waiting {
+			if scope := o.answers.startWaiting(o.key, n); scope != "" {
+				return scope, nil
+			}
+			waiting = true
 		}
 		select {
 		case <-room:
 		case <-o.done:
-			return o.failed()
+			return "", o.failed()
 		case <-ctx.Done():
-			return o.ended(ctx)
+			return "", o.ended(ctx)
 		}
 	}
 }

@@ -236,3 +236,48 @@ func TestOutboxWaitsForItsOwnFrames(t *testing.T) {
 		}
 	})
 }
+
+// The answers waiting for room in AnswerMemory hold their serialized
+// form outside it: they may hold at most as much again, a peer's at most
+// its share, and an answer past that is refused at once, not after
+// answerWait. Before, every connection could hold an answer of up to
+// MaxResponse waiting: 512 connections, 2 GiB beside the 64 MiB bound,
+// renewed by the peers as fast as they were refused.
+func TestAnswerWaitersAreBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newAnswerBudget(160, 10) // a peer's share: 10
+		peer := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{192, 0, 2, byte(i)}) }
+		for i := range 16 {
+			if scope := b.take(t.Context(), peer(i), 10); scope != "" {
+				t.Fatalf("take %d: %s", i, scope)
+			}
+		}
+		waited := make(chan string, 16)
+		for i := range 16 { // as much again waits
+			go func() { waited <- b.take(t.Context(), peer(100+i), 10) }()
+		}
+		synctest.Wait()
+		start := time.Now()
+		if scope := b.take(t.Context(), peer(200), 10); scope != "node" || time.Since(start) != 0 {
+			t.Errorf("an answer past the waiting room: scope %q after %v, want node at once", scope, time.Since(start))
+		}
+		b.release(peer(0), 10)
+		synctest.Wait()
+		if got := <-waited; got != "" {
+			t.Errorf("a waiter, once room was made: %q", got)
+		}
+		// The room left by the waiter that got it: one more may wait,
+		// but not two of one peer.
+		go func() { waited <- b.take(t.Context(), peer(201), 10) }()
+		synctest.Wait()
+		start = time.Now()
+		if scope := b.take(t.Context(), peer(201), 10); scope != "peer" || time.Since(start) != 0 {
+			t.Errorf("a peer's second waiter: scope %q after %v, want peer at once", scope, time.Since(start))
+		}
+		for range 16 {
+			if got := <-waited; got != "node" {
+				t.Errorf("a waiter without room: %q, want node", got)
+			}
+		}
+	})
+}

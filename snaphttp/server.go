@@ -150,7 +150,12 @@ type Config struct {
 	// open, where each held an answer of up to MaxResponse (twice over:
 	// the response and its serialized form) until its write timed out.
 	// An answer waiting for room holds its serialized form meanwhile
-	// (the response itself let go), a quarter of a second at most. The
+	// (the response itself let go), a quarter of a second at most, or,
+	// behind the answers of its own exchange still being written
+	// (a WebSocket's previous answer, a stream's events), as long as
+	// its peer takes those; the answers waiting hold at most as much
+	// again as AnswerMemory, a peer's at most its share, and one past
+	// that is refused at once. The
 	// answer is bounded once it is made, not before (a smaller MaxSize
 	// for the Handler): a handler's answer is made in milliseconds, but
 	// a message/send or a stream may run for minutes and would hold its
