@@ -235,6 +235,30 @@ func TestOutboxWaitsForItsOwnFrames(t *testing.T) {
 			t.Fatalf("AnswerMemory not given back (%s)", used)
 		}
 	})
+	// It waits among the answers waiting for room, which hold their
+	// serialized form: without room there, it is refused at once.
+	synctest.Test(t, func(t *testing.T) {
+		s := &Server{cfg: Config{StreamBuffer: 64, StreamBufferBytes: 1 << 20, WriteTimeout: 10 * time.Second,
+			Handler: refuseNothing{}}, answers: newAnswerBudget(100, 100)}
+		key := netip.MustParseAddr("192.0.2.1")
+		o := s.newOutbox(t.Context(), key, frameID, nil, nil)
+		if err := o.send(t.Context(), &snap.Message{ID: strings.Repeat("a", 60)}); err != nil {
+			t.Fatal(err)
+		}
+		if scope := s.answers.startWaiting(netip.MustParseAddr("192.0.2.2"), 100); scope != "" {
+			t.Fatal(scope)
+		}
+		start := time.Now()
+		o.final(t.Context(), &snap.Message{ID: strings.Repeat("b", 60)})
+		if busy := o.busy(); busy != "node" || time.Since(start) != 0 {
+			t.Errorf("with no room among the answers waiting: busy %q after %v, want node at once", busy, time.Since(start))
+		}
+		o.taken(<-o.ch)
+		s.answers.stopWaiting(netip.MustParseAddr("192.0.2.2"), 100)
+		if s.answers.used != 0 || s.answers.waiting != 0 {
+			t.Errorf("AnswerMemory holds %d, %d waiting, want none", s.answers.used, s.answers.waiting)
+		}
+	})
 }
 
 // The answers waiting for room in AnswerMemory hold their serialized
