@@ -35,9 +35,14 @@ import (
 // which brings again the events of the oldest second only. A catch-up
 // stops at MaxCatchUpPages, or when the relay refuses a page (CLOSED)
 // for good (a page refused for a while is asked again after a backoff,
-// each time counting as a page): it is logged and counted, and the relay's point does not move for the
-// rest of that connection, so that neither a reconnect nor a subscriber
-// keeping the point (Subscription.Resume) skips what was not read.
+// each time counting as a page), or when the EOSE of the REQ or of a
+// page does not come within EOSETimeout of asking (a relay that never
+// sends it would keep the catch-up, and every event it brings, "stored"
+// for the whole connection): it is logged and counted, and the relay's
+// point does not move for the rest of that connection, its live events
+// included (stored events older than them may not have come), so that
+// neither a reconnect nor a subscriber keeping the point
+// (Subscription.Resume) skips what was not read.
 
 // pageSep separates a subscription's wire id from the serial of one of
 // its catch-up pages; wire ids are "snap-" and base 36 digits.
@@ -124,26 +129,26 @@ func (s *Subscription) noteCatchUp(idx int, at nostr.Timestamp, page string) {
 	c.n++
 }
 
-// storedEnd acts on relay idx's EOSE for page ("" for its REQ): it
-// returns the next page to ask for, if any, and whether the catch-up was
-// cut at the bound of pages. Otherwise the relay's stored events are all
-// read: its point moves to the newest created_at it brought. Once the
-// subscription has ended it does nothing: a stored event that came after
-// the end was dropped unhanded (see deliver), and the point, moved, would
-// pass it.
-func (s *Subscription) storedEnd(idx int, page string) (next pageAsk, cut bool) {
+// storedEnd acts on relay idx's EOSE for page ("" for its REQ), if its
+// catch-up awaits it (awaited): it returns the next page to ask for, if
+// any, and whether the catch-up was cut at the bound of pages. Otherwise
+// the relay's stored events are all read: its point moves to the newest
+// created_at it brought. Once the subscription has ended it does
+// nothing: a stored event that came after the end was dropped unhanded
+// (see deliver), and the point, moved, would pass it.
+func (s *Subscription) storedEnd(idx int, page string) (next pageAsk, cut, awaited bool) {
 	s.mu.Lock()
 	c := &s.catchUp[idx]
 	switch {
 	case s.ended():
 		s.mu.Unlock()
-		return pageAsk{}, false
+		return pageAsk{}, false, false
 	case page == "" && c.state == catchUpStored:
 		s.served[idx] = true
 	case page != "" && c.state == catchUpPaging && page == c.page && !c.held:
-	default: // a page no longer awaited, or a second EOSE
+	default: // a page no longer awaited, a second EOSE, or a late one
 		s.mu.Unlock()
-		return pageAsk{}, false
+		return pageAsk{}, false, false
 	}
 	// A page brought something new for this relay if it reached further
 	// back than its until; the REQ, if it brought anything.
@@ -166,7 +171,7 @@ func (s *Subscription) storedEnd(idx int, page string) (next pageAsk, cut bool) 
 		until := c.until
 		next.f.Until = &until
 		s.mu.Unlock()
-		return next, false
+		return next, false, true
 	case more || full:
 		c.state, c.page = catchUpCut, ""
 		cut = true
@@ -178,7 +183,41 @@ func (s *Subscription) storedEnd(idx int, page string) (next pageAsk, cut bool) 
 	}
 	s.mu.Unlock()
 	s.relayDone(idx)
-	return pageAsk{}, cut
+	return pageAsk{}, cut, true
+}
+
+// awaits reports whether relay idx's catch-up awaits the EOSE of ask: its
+// REQ's ("") or a page's. s.mu is held.
+func (s *Subscription) awaits(idx int, ask string) bool {
+	c := &s.catchUp[idx]
+	if ask == "" {
+		return c.state == catchUpStored
+	}
+	return c.state == catchUpPaging && c.page == ask && !c.held
+}
+
+// awaitsREQ reports whether relay idx's catch-up awaits its REQ's EOSE.
+func (s *Subscription) awaitsREQ(idx int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.awaits(idx, "")
+}
+
+// eoseLate cuts relay idx's catch-up if it still awaits the EOSE of ask
+// (its REQ's, "", or a page's), which did not come within EOSETimeout,
+// and reports whether it did: the relay's point stays, and what it brings
+// from now on is live (see storedNow).
+func (s *Subscription) eoseLate(idx int, ask string) bool {
+	s.mu.Lock()
+	if s.ended() || !s.awaits(idx, ask) {
+		s.mu.Unlock()
+		return false
+	}
+	c := &s.catchUp[idx]
+	c.state, c.page = catchUpCut, ""
+	s.mu.Unlock()
+	s.relayDone(idx)
+	return true
 }
 
 // pageRefused acts on relay idx's CLOSED for page, if it is the one its

@@ -98,7 +98,9 @@ type PoolConfig struct {
 	// (default 10 s).
 	PublishTimeout time.Duration
 	// EOSETimeout: a Subscription's EOSE channel is closed after this even
-	// if a relay never sent EOSE (default 10 s).
+	// if a relay never sent EOSE (default 10 s). A relay whose EOSE, for
+	// a subscription's REQ or one of its catch-up pages, does not come
+	// within this of asking has its catch-up cut (see Subscribe).
 	EOSETimeout time.Duration
 	// SubscriptionBuffer is the capacity of each Subscription's event
 	// channel (default 1024).
@@ -122,7 +124,8 @@ type PoolConfig struct {
 	// after a REQ's stored events (default 100; see Subscribe): relays
 	// cap the stored events a REQ returns (often at 500 or fewer, the
 	// newest), so a gap longer than that is read back a page at a time.
-	// A catch-up that reaches the bound is logged and counted
+	// A catch-up that reaches the bound (or whose relay sends no EOSE
+	// within EOSETimeout) is logged and counted
 	// (RelayStatus.CatchUpsCut), and the relay's resume point does not
 	// move until a later REQ to that relay catches up in full.
 	MaxCatchUpPages int

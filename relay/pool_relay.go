@@ -45,9 +45,9 @@ type RelayStatus struct {
 	PublishFailed uint64
 	// CatchUpPages counts the pages of stored events asked for after a
 	// REQ's (see Subscribe); CatchUpsCut the catch-ups that stopped
-	// before a page brought nothing older (at MaxCatchUpPages, or the
-	// relay refused a page for good): the relay's resume point did not
-	// move.
+	// before a page brought nothing older (at MaxCatchUpPages, the relay
+	// refused a page for good, or its EOSE for the REQ or a page did not
+	// come within EOSETimeout): the relay's resume point did not move.
 	CatchUpPages, CatchUpsCut uint64
 }
 
@@ -103,6 +103,10 @@ type poolRelay struct {
 	// (see retryAfter). Each timer is stopped with its subscription
 	// (dropSub) or conn (serve), so none outlives them.
 	retrying, repaging map[uint64]*time.Timer
+	// awaiting holds, by serial, the timer of the subscription whose REQ
+	// or catch-up page awaits its EOSE on conn (see awaitEOSE): stopped
+	// with its subscription, its connection, or the EOSE.
+	awaiting map[uint64]*time.Timer
 	// publishing: conn takes publications. Set once the REQs of the
 	// subscriptions open when it connected are sent, so that a request
 	// published right after its reply's subscription is never on the
@@ -127,6 +131,10 @@ type poolRelay struct {
 	// retryTimers counts the timers of retrying and repaging whose
 	// function may still run: set, and neither stopped nor run.
 	retryTimers atomic.Int64
+	// eoseTimers counts those of awaiting alike.
+	eoseTimers atomic.Int64
+	// late: the REQs and pages whose EOSE did not come in time, logged.
+	late logcap.Limiter
 }
 
 type atomicState struct{ v atomic.Value }
@@ -198,6 +206,7 @@ func (r *poolRelay) serve(ctx context.Context, conn Conn) error {
 	r.mu.Lock()
 	r.conn, r.active, r.refused = conn, map[uint64]bool{}, map[uint64]int{}
 	r.retrying, r.repaging = map[uint64]*time.Timer{}, map[uint64]*time.Timer{}
+	r.awaiting = map[uint64]*time.Timer{}
 	r.connects++
 	r.connectedAt, r.retryAt = r.p.cfg.Now(), time.Time{}
 	reconnect := r.connects > 1
@@ -240,7 +249,9 @@ loop:
 	r.mu.Lock()
 	r.stopRetries(r.retrying)
 	r.stopRetries(r.repaging)
+	r.stopTimers(r.awaiting, &r.eoseTimers)
 	r.conn, r.active, r.refused, r.retrying, r.repaging, r.publishing = nil, nil, nil, nil, nil, false
+	r.awaiting = nil
 	r.mu.Unlock()
 	conn.Close()
 	if err == nil {
@@ -280,6 +291,35 @@ func (r *poolRelay) ensureSubLocked(s *Subscription) {
 		return
 	}
 	r.log.Debug("relay pool: REQ", "sub", s.wireID, "filter", f)
+	if s.local == nil { // a Query has no catch-up to cut: it ends anyway
+		r.awaitEOSE(s, "")
+	}
+}
+
+// awaitEOSE has s's catch-up cut on this relay if the EOSE of ask (the
+// REQ's, "", or a catch-up page's id) does not come within EOSETimeout:
+// a relay that never sends it would otherwise keep s's catch-up going
+// for the whole connection, its events taken as stored ones
+// (SubscribeOptions.Stored) and its point never moving, unseen. The
+// timer replaces the one awaiting s's previous REQ or page. r.mu is held.
+func (r *poolRelay) awaitEOSE(s *Subscription, ask string) {
+	r.after(r.awaiting, &r.eoseTimers, s.serial, r.p.cfg.EOSETimeout, func() {
+		if !s.eoseLate(r.idx, ask) {
+			return // it came meanwhile, or the catch-up moved on
+		}
+		r.cuts.Add(1)
+		what := "REQ"
+		if ask != "" {
+			what = "catch-up page"
+			if r.conn != nil {
+				if err := r.conn.CloseReq(ask); err != nil {
+					r.log.Debug("relay pool: CLOSE failed", "sub", ask, "err", err)
+				}
+			}
+		}
+		r.logLimited(&r.late, slog.LevelWarn, "relay pool: no EOSE from the relay in time; its catch-up of stored events is cut, its later events taken as live, and its resume point stays until a later REQ catches up",
+			"sub", s.wireID, "for", what, "timeout", r.p.cfg.EOSETimeout)
+	})
 }
 
 // dropSub sends CLOSE for s, and for its catch-up page, if open on the
@@ -293,6 +333,7 @@ func (r *poolRelay) dropSub(s *Subscription) {
 	active, paging := r.active[s.serial], r.paging(s)
 	r.stopRetry(r.retrying, s.serial)
 	r.stopRetry(r.repaging, s.serial)
+	r.stopTimer(r.awaiting, &r.eoseTimers, s.serial)
 	if !paging {
 		return
 	}
@@ -314,7 +355,7 @@ func (r *poolRelay) dropSub(s *Subscription) {
 // catch-up (see catchUp): it closes the page and asks for the next one,
 // if any.
 func (r *poolRelay) storedEnd(s *Subscription, page string) {
-	next, cut := s.storedEnd(r.idx, page)
+	next, cut, awaited := s.storedEnd(r.idx, page)
 	if cut {
 		r.cuts.Add(1)
 		r.log.Warn("relay pool: catch-up of stored events stopped at the bound of pages; the relay's resume point stays until a later REQ catches up",
@@ -324,6 +365,9 @@ func (r *poolRelay) storedEnd(s *Subscription, page string) {
 	defer r.mu.Unlock()
 	if r.conn == nil {
 		return
+	}
+	if awaited {
+		r.stopTimer(r.awaiting, &r.eoseTimers, s.serial)
 	}
 	if page != "" { // awaited or not, its stored events are all sent
 		if err := r.conn.CloseReq(page); err != nil {
@@ -345,6 +389,7 @@ func (r *poolRelay) storedEnd(s *Subscription, page string) {
 		return
 	}
 	r.log.Debug("relay pool: REQ", "sub", next.id, "filter", next.f)
+	r.awaitEOSE(s, next.id)
 }
 
 // paging reports whether s's catch-up pages are asked of the relay on
@@ -365,11 +410,17 @@ func (r *poolRelay) paging(s *Subscription) bool {
 // is asked of a connection, or for a subscription, that ended. r.mu is
 // held.
 func (r *poolRelay) retryAfter(m map[uint64]*time.Timer, serial uint64, d time.Duration, f func()) {
-	r.stopRetry(m, serial)
+	r.after(m, &r.retryTimers, serial, d, f)
+}
+
+// after is retryAfter with n counting the timers of m whose function may
+// still run. r.mu is held.
+func (r *poolRelay) after(m map[uint64]*time.Timer, n *atomic.Int64, serial uint64, d time.Duration, f func()) {
+	r.stopTimer(m, n, serial)
 	var t *time.Timer
-	r.retryTimers.Add(1)
+	n.Add(1)
 	t = time.AfterFunc(d, func() {
-		defer r.retryTimers.Add(-1)
+		defer n.Add(-1)
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		if m[serial] != t { // t is set: it was under r.mu before this ran
@@ -384,20 +435,32 @@ func (r *poolRelay) retryAfter(m map[uint64]*time.Timer, serial uint64, d time.D
 // stopRetry stops the timer m holds for serial, if any (see retryAfter).
 // r.mu is held.
 func (r *poolRelay) stopRetry(m map[uint64]*time.Timer, serial uint64) {
+	r.stopTimer(m, &r.retryTimers, serial)
+}
+
+// stopRetries stops every timer of m (see retryAfter). r.mu is held.
+func (r *poolRelay) stopRetries(m map[uint64]*time.Timer) {
+	r.stopTimers(m, &r.retryTimers)
+}
+
+// stopTimer is stopRetry for a timer counted in n (see after). r.mu is
+// held.
+func (r *poolRelay) stopTimer(m map[uint64]*time.Timer, n *atomic.Int64, serial uint64) {
 	t := m[serial]
 	if t == nil {
 		return
 	}
 	delete(m, serial)
 	if t.Stop() {
-		r.retryTimers.Add(-1) // else it fired, and finds itself gone
+		n.Add(-1) // else it fired, and finds itself gone
 	}
 }
 
-// stopRetries stops every timer of m (see retryAfter). r.mu is held.
-func (r *poolRelay) stopRetries(m map[uint64]*time.Timer) {
+// stopTimers stops every timer of m, counted in n (see after). r.mu is
+// held.
+func (r *poolRelay) stopTimers(m map[uint64]*time.Timer, n *atomic.Int64) {
 	for serial := range m {
-		r.stopRetry(m, serial)
+		r.stopTimer(m, n, serial)
 	}
 }
 
@@ -418,6 +481,7 @@ func (r *poolRelay) repage(s *Subscription, refused string) {
 		return
 	}
 	r.log.Debug("relay pool: REQ", "sub", next.id, "filter", next.f)
+	r.awaitEOSE(s, next.id)
 }
 
 // handle acts on one message of the relay. inProcess: m was handed over
@@ -455,11 +519,15 @@ func (r *poolRelay) handle(m ConnMessage, inProcess bool) {
 				// As in storedEnd: s.end marks s ended before its
 				// dropSub, which stops the timer, waits for r.mu.
 				r.mu.Lock()
+				r.stopTimer(r.awaiting, &r.eoseTimers, s.serial) // until it is asked again
 				if r.conn != nil && !s.ended() {
 					r.retryAfter(r.repaging, s.serial, wait, func() { r.repage(s, page) })
 				}
 				r.mu.Unlock()
 			default:
+				r.mu.Lock()
+				r.stopTimer(r.awaiting, &r.eoseTimers, s.serial)
+				r.mu.Unlock()
 				r.cuts.Add(1)
 				r.say(slog.LevelWarn, "relay pool: relay refused a page of stored events; its resume point stays until a later REQ catches up",
 					"sub", m.SubID, "reason", m.Reason)
@@ -476,6 +544,11 @@ func (r *poolRelay) handle(m ConnMessage, inProcess bool) {
 		// invalid) gives the subscription up on this connection.
 		r.mu.Lock()
 		delete(r.active, s.serial)
+		if s.awaitsREQ(r.idx) {
+			// Its EOSE will not come: a REQ asked again awaits its own.
+			// (A page's goes on: see paging.)
+			r.stopTimer(r.awaiting, &r.eoseTimers, s.serial)
+		}
 		conn := r.conn
 		if conn == nil || s.ended() || permanent(m.Reason) {
 			// Ended meanwhile, or for good: the next connection asks

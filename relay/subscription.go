@@ -270,7 +270,9 @@ func (s *Subscription) noteSeen(idx int, at nostr.Timestamp, page string) {
 // storedNow reports whether relay idx's stored events (catch-up pages
 // included) are still being read: an event it brings now is one of them,
 // or came meanwhile. Once its catch-up is cut they will not all be read
-// on this REQ: what comes after is live, though the point stays. It
+// on this REQ (MaxCatchUpPages, a page refused for good, an EOSE that
+// did not come within EOSETimeout): what comes after is live, though the
+// point stays. It
 // chooses only whom deliver hands the event to (Stored or Take), not
 // where the relay's point moves, which noteSeen reads again: idx's reader
 // ends the stored events (storedEnd), but a REQ asked again after a
@@ -582,9 +584,14 @@ func (s *Subscription) setAside(ev *nostr.Event) {
 // Live events are delivered as they come meanwhile. A page the relay
 // refuses for a while (CLOSED, but not auth-required, blocked, restricted
 // or invalid) is asked again after a backoff, as a REQ is, each time
-// counting as a page. A catch-up cut at the bound, or whose page the
-// relay refuses for good, is logged and counted (RelayStatus.CatchUpsCut), and that
-// relay's point stays where it was until a later REQ catches up. A first
+// counting as a page. A catch-up cut at the bound, whose page the relay
+// refuses for good, or whose relay does not send the EOSE of its REQ or
+// of a page within EOSETimeout of asking (a relay that never does would
+// otherwise never end its stored events), is logged and counted
+// (RelayStatus.CatchUpsCut), and that relay's point stays where it was
+// until a later REQ catches up: what it brings after the cut is
+// delivered as live, but moves the point no more than its stored events
+// do, since stored events older than it may not have come. A first
 // REQ with a limit, or without a since, is not paged: the subscriber
 // asked for the newest events.
 //
@@ -646,7 +653,9 @@ type SubscribeOptions struct {
 	// brings before its stored events are all read: its REQ's EOSE and
 	// the catch-up after it (see Subscribe), live events of the meantime
 	// included. A catch-up cut short (MaxCatchUpPages, a page refused
-	// for good) ends that: what the relay brings after goes to Take. It is called as Take is, and must not block either: a
+	// for good, no EOSE within EOSETimeout) ends that: what the relay
+	// brings after goes to Take. It is called as Take is, and must not
+	// block either: a
 	// subscriber that may make stored events wait (they are not live
 	// traffic) holds them itself, bounded. A relay's resume point
 	// (Resume) moves past them once its stored events are all read,

@@ -38,8 +38,9 @@ type Relay struct {
 	PublishFailed uint64
 	// CatchUpPages counts the pages of stored events asked of it after a
 	// subscription's REQ (it caps what a REQ returns); CatchUpsCut the
-	// catch-ups that stopped short (at the bound of pages, or it refused
-	// a page), leaving its resume point where it was.
+	// catch-ups that stopped short (at the bound of pages, it refused a
+	// page, or it sent no EOSE in time), leaving its resume point where
+	// it was.
 	CatchUpPages, CatchUpsCut uint64
 }
 
@@ -240,7 +241,7 @@ var (
 	droppedDesc  = prometheus.NewDesc("snapnode_relay_events_dropped_total", "Events each relay sent that were not delivered, by reason: filter (outside the subscription's filter), invalid (bad id or signature), duplicate (delivered already).", []string{"url", "reason"}, nil)
 	pubFailDesc  = prometheus.NewDesc("snapnode_relay_publish_failed_total", "Publications each relay refused (OK false) or did not answer in time.", []string{"url"}, nil)
 	pagesDesc    = prometheus.NewDesc("snapnode_relay_catchup_pages_total", "Pages of stored events asked of each relay after a subscription's REQ, to read back what its cap on a REQ's stored events left out.", []string{"url"}, nil)
-	cutDesc      = prometheus.NewDesc("snapnode_relay_catchups_cut_total", "Catch-ups of each relay's stored events that stopped short (at the bound of pages, or the relay refused a page for good): its resume point stayed where it was.", []string{"url"}, nil)
+	cutDesc      = prometheus.NewDesc("snapnode_relay_catchups_cut_total", "Catch-ups of each relay's stored events that stopped short (at the bound of pages, the relay refused a page for good, or it sent no EOSE in time): its resume point stayed where it was.", []string{"url"}, nil)
 	tasksDesc    = prometheus.NewDesc("snapnode_tasks", "Tasks in the store, by state.", []string{"state"}, nil)
 	replayDesc   = prometheus.NewDesc("snapnode_replay_records", "Records in the replay store.", nil, nil)
 	jobsDesc     = prometheus.NewDesc("snapnode_agent_jobs", "The agent's jobs in the store, by manifest status.", []string{"status"}, nil)

@@ -101,7 +101,7 @@ snapnode_inbox_shared_total{outcome="taken_up"} 3
 # TYPE snapnode_relay_catchup_pages_total counter
 snapnode_relay_catchup_pages_total{url="wss://a.example"} 0
 snapnode_relay_catchup_pages_total{url="wss://b.example"} 6
-# HELP snapnode_relay_catchups_cut_total Catch-ups of each relay's stored events that stopped short (at the bound of pages, or the relay refused a page for good): its resume point stayed where it was.
+# HELP snapnode_relay_catchups_cut_total Catch-ups of each relay's stored events that stopped short (at the bound of pages, the relay refused a page for good, or it sent no EOSE in time): its resume point stayed where it was.
 # TYPE snapnode_relay_catchups_cut_total counter
 snapnode_relay_catchups_cut_total{url="wss://a.example"} 0
 snapnode_relay_catchups_cut_total{url="wss://b.example"} 1
