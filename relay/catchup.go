@@ -2,6 +2,7 @@ package relay
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/nbd-wtf/go-nostr"
 )
@@ -74,6 +75,9 @@ type catchUp struct {
 	// what comes for it no longer counts.
 	refused int
 	held    bool
+	// heard is when the REQ, or the page awaited, last brought an
+	// event: its EOSE is awaited EOSETimeout from then (see eoseLate).
+	heard time.Time
 }
 
 type catchUpState uint8
@@ -126,6 +130,7 @@ func (s *Subscription) noteCatchUp(idx int, at nostr.Timestamp, page string) {
 		c.oldest = at
 	}
 	c.brought = true
+	c.heard = s.p.cfg.Now()
 	c.n++
 }
 
@@ -206,18 +211,26 @@ func (s *Subscription) awaitsREQ(idx int) bool {
 // eoseLate cuts relay idx's catch-up if it still awaits the EOSE of ask
 // (its REQ's, "", or a page's), which did not come within EOSETimeout,
 // and reports whether it did: the relay's point stays, and what it brings
-// from now on is live (see storedNow).
-func (s *Subscription) eoseLate(idx int, ask string) bool {
+// from now on is live (see storedNow). A relay still sending the events
+// of ask is not cut: the EOSE is awaited timeout from the last of them,
+// and again is what is left of that wait.
+func (s *Subscription) eoseLate(idx int, ask string, timeout time.Duration) (cut bool, again time.Duration) {
 	s.mu.Lock()
 	if s.ended() || !s.awaits(idx, ask) {
 		s.mu.Unlock()
-		return false
+		return false, 0
 	}
 	c := &s.catchUp[idx]
+	if c.brought {
+		if left := timeout - s.p.cfg.Now().Sub(c.heard); left > 0 {
+			s.mu.Unlock()
+			return false, left
+		}
+	}
 	c.state, c.page = catchUpCut, ""
 	s.mu.Unlock()
 	s.relayDone(idx)
-	return true
+	return true, 0
 }
 
 // pageRefused acts on relay idx's CLOSED for page, if it is the one its

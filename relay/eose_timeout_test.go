@@ -339,3 +339,51 @@ func TestPoolEOSETimersStopWithTheirOwner(t *testing.T) {
 		})
 	}
 }
+
+// A relay slow to send its stored events, but sending them, is not cut:
+// its EOSE is awaited EOSETimeout from the last event it brought, not
+// from the REQ. With the timeout counted from the REQ, one that streams
+// its stored events for longer than EOSETimeout was cut although it
+// answered in full.
+func TestPoolRelayStillSendingStoredEventsIsNotCut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newPTNet()
+		h := &testutil.Records{}
+		p := newLoggedPTPool(t, n, PoolConfig{URLs: []string{"ws://a"}, EOSETimeout: 10 * time.Second}, h)
+		var x storedAndTaken
+		now := ptNow()
+		sub := x.subscribe(t, p, now-3600)
+		a := n.last(t, "ws://a")
+		var want []string
+		for i := range 6 { // one every 6 s: 36 s in all
+			time.Sleep(6 * time.Second)
+			c := "stored " + string(rune('a'+i))
+			a.event(sub.wireID, ptEvent(t, now-100+nostr.Timestamp(i), c))
+			want = append(want, c)
+		}
+		synctest.Wait()
+		if st := ptStatus(p, "ws://a"); st.CatchUpsCut != 0 {
+			t.Fatalf("%d catch-ups cut while the relay was still sending its stored events, want none", st.CatchUpsCut)
+		}
+		a.eose(sub.wireID)
+		a.event(sub.wireID, ptEvent(t, now, "live"))
+		x.check(t, want, []string{"live"})
+		if st := ptStatus(p, "ws://a"); st.CatchUpsCut != 0 || eoseLateWarnings(h) != 0 {
+			t.Fatalf("%d catch-ups cut, %d warnings, want none", st.CatchUpsCut, eoseLateWarnings(h))
+		}
+
+		// Once it stops sending, the wait runs out from its last event.
+		sub2 := x.subscribe(t, p, now-3600)
+		a.event(sub2.wireID, ptEvent(t, now-50, "stored again"))
+		time.Sleep(9 * time.Second)
+		synctest.Wait()
+		if st := ptStatus(p, "ws://a"); st.CatchUpsCut != 0 {
+			t.Fatalf("%d catch-ups cut before EOSETimeout, want none", st.CatchUpsCut)
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if st := ptStatus(p, "ws://a"); st.CatchUpsCut != 1 {
+			t.Fatalf("%d catch-ups cut EOSETimeout after the last stored event, want 1", st.CatchUpsCut)
+		}
+	})
+}

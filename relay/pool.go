@@ -100,7 +100,8 @@ type PoolConfig struct {
 	// EOSETimeout: a Subscription's EOSE channel is closed after this even
 	// if a relay never sent EOSE (default 10 s). A relay whose EOSE, for
 	// a subscription's REQ or one of its catch-up pages, does not come
-	// within this of asking has its catch-up cut (see Subscribe).
+	// within this of asking, or of the last stored event it sent, has its
+	// catch-up cut (see Subscribe).
 	EOSETimeout time.Duration
 	// SubscriptionBuffer is the capacity of each Subscription's event
 	// channel (default 1024).

@@ -300,11 +300,23 @@ func (r *poolRelay) ensureSubLocked(s *Subscription) {
 // REQ's, "", or a catch-up page's id) does not come within EOSETimeout:
 // a relay that never sends it would otherwise keep s's catch-up going
 // for the whole connection, its events taken as stored ones
-// (SubscribeOptions.Stored) and its point never moving, unseen. The
-// timer replaces the one awaiting s's previous REQ or page. r.mu is held.
+// (SubscribeOptions.Stored) and its point never moving, unseen. A relay
+// still sending the stored events is not cut: the wait runs from the last
+// of them. The timer replaces the one awaiting s's previous REQ or page.
+// r.mu is held.
 func (r *poolRelay) awaitEOSE(s *Subscription, ask string) {
-	r.after(r.awaiting, &r.eoseTimers, s.serial, r.p.cfg.EOSETimeout, func() {
-		if !s.eoseLate(r.idx, ask) {
+	r.awaitEOSEFor(s, ask, r.p.cfg.EOSETimeout)
+}
+
+// awaitEOSEFor is awaitEOSE, its timer set to d. r.mu is held.
+func (r *poolRelay) awaitEOSEFor(s *Subscription, ask string, d time.Duration) {
+	r.after(r.awaiting, &r.eoseTimers, s.serial, d, func() {
+		cut, again := s.eoseLate(r.idx, ask, r.p.cfg.EOSETimeout)
+		if again > 0 {
+			r.awaitEOSEFor(s, ask, again) // still sending: r.mu is held
+			return
+		}
+		if !cut {
 			return // it came meanwhile, or the catch-up moved on
 		}
 		r.cuts.Add(1)
