@@ -37,24 +37,10 @@ func exchange(d *os.Root, a, b string) error {
 // descriptor: single names (no '/'), so nothing is resolved outside d,
 // and the final names are not followed if they are links.
 func renameat2(d *os.Root, from, to string, flags uint) error {
-	f, err := d.Open(".")
-	if err != nil {
-		return bare(err)
-	}
-	defer f.Close()
-	c, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var errno error
-	if err := c.Control(func(fd uintptr) {
-		errno = unix.Renameat2(int(fd), from, int(fd), to, flags)
-	}); err != nil {
-		return err
-	}
-	switch errno {
+	err := atDir(d, func(fd int) error { return unix.Renameat2(fd, from, fd, to, flags) })
+	switch err {
 	case unix.EINVAL, unix.ENOSYS, unix.EOPNOTSUPP:
 		return errors.ErrUnsupported
 	}
-	return errno
+	return err
 }

@@ -14,6 +14,24 @@ import (
 // looked at (it tries unlink first); rmdir never does (ENOTDIR), nor
 // follows a link at the name.
 func rmdirIn(d *os.Root, name string) error {
+	err := atDir(d, func(fd int) error {
+		for {
+			if err := unix.Unlinkat(fd, name, unix.AT_REMOVEDIR); err != unix.EINTR {
+				return err
+			}
+		}
+	})
+	if err == unix.ENOTDIR {
+		return ErrNotDir
+	}
+	return err
+}
+
+// atDir runs call with the descriptor of d's own folder, for the system
+// calls os.Root does not offer (unlinkat with AT_REMOVEDIR, renameat2),
+// made relative to it so that nothing is resolved outside d. An error of
+// opening the folder is returned bare (see bare); call's, as it is.
+func atDir(d *os.Root, call func(fd int) error) error {
 	f, err := d.Open(".")
 	if err != nil {
 		return bare(err)
@@ -24,18 +42,8 @@ func rmdirIn(d *os.Root, name string) error {
 		return err
 	}
 	var errno error
-	if err := c.Control(func(fd uintptr) {
-		for {
-			errno = unix.Unlinkat(int(fd), name, unix.AT_REMOVEDIR)
-			if errno != unix.EINTR {
-				return
-			}
-		}
-	}); err != nil {
+	if err := c.Control(func(fd uintptr) { errno = call(int(fd)) }); err != nil {
 		return err
-	}
-	if errno == unix.ENOTDIR {
-		return ErrNotDir
 	}
 	return errno
 }
