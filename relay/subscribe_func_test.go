@@ -144,26 +144,9 @@ func TestPoolSubscribeWithStored(t *testing.T) {
 		if _, err := p.SubscribeWith(t.Context(), ptFilter(), SubscribeOptions{Stored: func(*nostr.Event) {}}); err == nil {
 			t.Fatal("SubscribeWith with Stored and no Take: no error")
 		}
-		var mu sync.Mutex
-		var stored, taken []string
+		var x storedAndTaken
 		now := ptNow()
-		since := now - 3600
-		sub, err := p.SubscribeWith(t.Context(), ptFilter(), SubscribeOptions{
-			Since: map[string]nostr.Timestamp{"ws://a": since},
-			Take: func(ev *nostr.Event) {
-				mu.Lock()
-				defer mu.Unlock()
-				taken = append(taken, ev.Content)
-			},
-			Stored: func(ev *nostr.Event) {
-				mu.Lock()
-				defer mu.Unlock()
-				stored = append(stored, ev.Content)
-			}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		synctest.Wait()
+		sub := x.subscribe(t, p, now-3600)
 		a := n.last(t, "ws://a")
 		a.event(sub.wireID, ptEvent(t, now-10, "stored"))
 		a.eose(sub.wireID)
@@ -182,15 +165,7 @@ func TestPoolSubscribeWithStored(t *testing.T) {
 		a.eose(pages[1].id) // nothing older: caught up
 		synctest.Wait()
 		a.event(sub.wireID, ptEvent(t, now, "live"))
-		synctest.Wait()
-		mu.Lock()
-		defer mu.Unlock()
-		if want := []string{"stored", "paged", "live during the catch-up"}; !slices.Equal(stored, want) {
-			t.Errorf("Stored got %q, want %q", stored, want)
-		}
-		if want := []string{"live"}; !slices.Equal(taken, want) {
-			t.Errorf("Take got %q, want %q", taken, want)
-		}
+		x.check(t, []string{"stored", "paged", "live during the catch-up"}, []string{"live"})
 	})
 }
 
@@ -202,25 +177,9 @@ func TestPoolSubscribeWithStoredAfterACut(t *testing.T) {
 		n := newPTNet()
 		n.manualPages = true
 		p := newPTPool(t, n, PoolConfig{URLs: []string{"ws://a"}, MaxCatchUpPages: 1})
-		var mu sync.Mutex
-		var stored, taken []string
+		var x storedAndTaken
 		now := ptNow()
-		sub, err := p.SubscribeWith(t.Context(), ptFilter(), SubscribeOptions{
-			Since: map[string]nostr.Timestamp{"ws://a": now - 3600},
-			Take: func(ev *nostr.Event) {
-				mu.Lock()
-				defer mu.Unlock()
-				taken = append(taken, ev.Content)
-			},
-			Stored: func(ev *nostr.Event) {
-				mu.Lock()
-				defer mu.Unlock()
-				stored = append(stored, ev.Content)
-			}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		synctest.Wait()
+		sub := x.subscribe(t, p, now-3600)
 		a := n.last(t, "ws://a")
 		a.event(sub.wireID, ptEvent(t, now-10, "stored"))
 		a.eose(sub.wireID)
@@ -236,14 +195,6 @@ func TestPoolSubscribeWithStoredAfterACut(t *testing.T) {
 			t.Fatalf("%d catch-ups cut, want 1", st.CatchUpsCut)
 		}
 		a.event(sub.wireID, ptEvent(t, now, "live"))
-		synctest.Wait()
-		mu.Lock()
-		defer mu.Unlock()
-		if want := []string{"stored", "paged"}; !slices.Equal(stored, want) {
-			t.Errorf("Stored got %q, want %q", stored, want)
-		}
-		if want := []string{"live"}; !slices.Equal(taken, want) {
-			t.Errorf("Take got %q, want %q", taken, want)
-		}
+		x.check(t, []string{"stored", "paged"}, []string{"live"})
 	})
 }
