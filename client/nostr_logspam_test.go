@@ -106,13 +106,7 @@ func TestNostrRejectedRepliesLoggedBounded(t *testing.T) {
 	f.forged = 1
 	send()
 	got = logs.Logged("rejected a reply")
-	var notLogged int64
-	got[len(got)-1].Attrs(func(a slog.Attr) bool {
-		if a.Key == logcap.NotLoggedKey {
-			notLogged = a.Value.Int64()
-		}
-		return true
-	})
+	notLogged := testutil.AttrInt64(got[len(got)-1], logcap.NotLoggedKey)
 	if notLogged <= 0 {
 		t.Fatalf("the next minute's line says %d not logged before it", notLogged)
 	}

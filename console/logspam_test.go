@@ -50,13 +50,7 @@ func TestStrangersLoggedBounded(t *testing.T) {
 	guess(n)
 	for _, msg := range lines {
 		got := logs.Logged(msg)
-		var notLogged int64
-		got[len(got)-1].Attrs(func(a slog.Attr) bool {
-			if a.Key == logcap.NotLoggedKey {
-				notLogged = a.Value.Int64()
-			}
-			return true
-		})
+		notLogged := testutil.AttrInt64(got[len(got)-1], logcap.NotLoggedKey)
 		if notLogged != n-logcap.PerMinute {
 			t.Errorf("%q: the next minute's line says %d not logged before it, want %d", msg, notLogged, n-logcap.PerMinute)
 		}

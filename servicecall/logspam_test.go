@@ -16,15 +16,8 @@ import (
 	"github.com/snapnode/snapnode/snap"
 )
 
-func notLogged(r slog.Record) (n int64) {
-	r.Attrs(func(a slog.Attr) bool {
-		if a.Key == logcap.NotLoggedKey {
-			n = a.Value.Int64()
-		}
-		return true
-	})
-	return n
-}
+// notLogged is the count of lines r says were not logged before it.
+func notLogged(r slog.Record) int64 { return testutil.AttrInt64(r, logcap.NotLoggedKey) }
 
 // A caller decides how often a service fails or runs out of time: it
 // calls it with the arguments it fails on, or while it is slow. Each such

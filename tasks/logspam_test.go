@@ -32,13 +32,7 @@ func TestRequestFailuresLoggedBounded(t *testing.T) {
 	clock.Advance(time.Minute)
 	_, _ = r["tasks/get"](t.Context(), request(alice, "tasks/get", getPayload("t")))
 	got := logs.Logged("tasks: request failed")
-	var notLogged int64
-	got[len(got)-1].Attrs(func(a slog.Attr) bool {
-		if a.Key == logcap.NotLoggedKey {
-			notLogged = a.Value.Int64()
-		}
-		return true
-	})
+	notLogged := testutil.AttrInt64(got[len(got)-1], logcap.NotLoggedKey)
 	if notLogged != n-logcap.PerMinute {
 		t.Fatalf("the next minute's line says %d not logged before it, want %d", notLogged, n-logcap.PerMinute)
 	}

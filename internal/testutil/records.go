@@ -50,3 +50,17 @@ func (h *Records) Logged(msg string) []slog.Record {
 	}
 	return out
 }
+
+// AttrInt64 returns the int64 attribute key of r, or 0 when r has none
+// (or it is of another kind).
+func AttrInt64(r slog.Record, key string) int64 {
+	var n int64
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == key && a.Value.Kind() == slog.KindInt64 {
+			n = a.Value.Int64()
+			return false
+		}
+		return true
+	})
+	return n
+}

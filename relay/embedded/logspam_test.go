@@ -28,13 +28,7 @@ func TestSlowClientsLoggedBounded(t *testing.T) {
 	r.clock.Advance(60)
 	r.newConn(&recordTransport{flushed: make(chan struct{}, 8)}, slog.New(logs)).slow()
 	got := logs.Logged("disconnecting slow client")
-	var notLogged int64
-	got[len(got)-1].Attrs(func(a slog.Attr) bool {
-		if a.Key == logcap.NotLoggedKey {
-			notLogged = a.Value.Int64()
-		}
-		return true
-	})
+	notLogged := testutil.AttrInt64(got[len(got)-1], logcap.NotLoggedKey)
 	if notLogged != n-logcap.PerMinute {
 		t.Fatalf("the next minute's line says %d not logged before it, want %d", notLogged, n-logcap.PerMinute)
 	}
