@@ -468,14 +468,14 @@ func (in *Inbox) listen(ctx context.Context, since nostr.Timestamp, from map[str
 		o := relay.SubscribeOptions{Take: take, Stored: stored, Since: from}
 		if in.cfg.Shares != nil {
 			o.Gate = relay.Gate{Pass: in.cfg.Shares.Mine,
-				Aside: func(ev *nostr.Event) { in.setAside(ctx, ev, jobs, refusals) }}
+				Aside: func(ev *nostr.Event) { in.setAside(ctx, ev, jobs, wait, refusals) }}
 		}
 		sub, err = rs.SubscribeWith(subCtx, f, o)
 	case gated && in.cfg.Shares != nil:
 		// Another replica's share is passed over before its signature is
 		// checked: only this process's share costs a verification.
 		sub, err = gs.SubscribeGated(subCtx, f, take, relay.Gate{Pass: in.cfg.Shares.Mine,
-			Aside: func(ev *nostr.Event) { in.setAside(ctx, ev, jobs, refusals) }})
+			Aside: func(ev *nostr.Event) { in.setAside(ctx, ev, jobs, wait, refusals) }})
 	case direct:
 		sub, err = fs.SubscribeFunc(subCtx, f, take)
 	default:
@@ -600,8 +600,10 @@ func (in *Inbox) firstSight(id [32]byte) bool {
 
 // setAside keeps a request the pool passed over for another replica
 // (relay.Gate), unverified, for the Shares' grace; when the bounds leave
-// no room it is verified and taken here.
-func (in *Inbox) setAside(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Queue[string, *nostr.Event], refusals *refuser) {
+// no room it is verified and taken here, as a live request (receive): a
+// stored request it pushes out of the queue goes back to the backlog
+// wait.
+func (in *Inbox) setAside(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Queue[string, *nostr.Event], wait *backlog, refusals *refuser) {
 	id, ok := in.requestID(ev)
 	if !ok {
 		return
@@ -614,12 +616,12 @@ func (in *Inbox) setAside(ctx context.Context, ev *nostr.Event, jobs *fairqueue.
 	if relay.EventSize(ev) > MaxRequestEventSize {
 		// Refused at once (see take), never kept.
 		if in.verify(ev) {
-			in.take(ctx, ev, jobs, refusals)
+			in.receive(ctx, ev, jobs, wait, false, refusals)
 		}
 		return
 	}
 	if in.deferred.add(id, ev, in.cfg.Now().Add(sh.Grace()), false, !sh.Counted()) != kept && in.verify(ev) {
-		in.take(ctx, ev, jobs, refusals)
+		in.receive(ctx, ev, jobs, wait, false, refusals)
 	}
 }
 

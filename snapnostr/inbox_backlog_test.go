@@ -158,7 +158,7 @@ func TestLateRequestWaitsInTheBacklogForAFullQueue(t *testing.T) {
 	r.in.take(r.ctx, r.signed(r.other, "the queue's one"), r.jobs, r.refusals)
 	shares.mine.Store(false)
 	aside := r.signed(r.peer, "kept aside")
-	r.in.setAside(r.ctx, aside, r.jobs, r.refusals)
+	r.in.setAside(r.ctx, aside, r.jobs, r.wait, r.refusals)
 	clock.set(now.Add(time.Second))
 	r.in.reviewPass(r.ctx, r.jobs, r.wait, r.refusals)
 	if n := inFlight(t, r.in); n != 2 {
@@ -173,4 +173,44 @@ func TestLateRequestWaitsInTheBacklogForAFullQueue(t *testing.T) {
 	if _, late := r.in.late.Load(aside); !late {
 		t.Fatal("the request in the backlog is not marked late: a worker would answer it as its owner")
 	}
+}
+
+// A stored request the feeder queued, pushed out of the queue by a
+// request of another replica's share taken here because the requests
+// kept aside fill their bound, goes back to the backlog as it does for
+// any live request: it is not refused 5003.
+func TestStoredRequestPushedOutByARequestSetAsideWaitsAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		shares := &switchShares{grace: time.Hour}
+		r := newBacklogRig(t, InboxConfig{Shares: shares, Deferred: 1}, 2, 8, 1<<20)
+		ctx, cancel := context.WithCancel(r.ctx)
+		fed := make(chan struct{})
+		go func() { r.in.feed(ctx, r.wait, r.jobs, r.refusals); close(fed) }()
+		defer func() { cancel(); r.wait.q.Close(); <-fed }()
+		for i := range 3 {
+			r.in.admitTo(r.ctx, r.signed(r.peer, fmt.Sprint("stored ", i)), r.jobs, r.wait, true, r.refusals, false)
+		}
+		synctest.Wait() // two in the queue, the feeder waiting with the third
+		if n := r.jobs.Len(); n != 2 {
+			t.Fatalf("%d stored requests queued, want 2", n)
+		}
+		// The one request kept aside fills the bound; the next is taken
+		// here, and pushes the peer's newest out of the queue.
+		r.in.setAside(r.ctx, r.signed(r.other, "kept aside"), r.jobs, r.wait, r.refusals)
+		r.in.setAside(r.ctx, r.signed(r.other, "taken here"), r.jobs, r.wait, r.refusals)
+		synctest.Wait()
+		if n := r.jobs.Len(); n != 2 {
+			t.Fatalf("%d requests queued, want 2", n)
+		}
+		r.stopRefusals()
+		if n := r.in.cfg.Transport.(*publishCounter).published.Load(); n != 0 {
+			t.Errorf("%d refusals sent, want none: the stored request pushed out waits again", n)
+		}
+		// Queued: one stored, the one taken here; the feeder holds the
+		// third stored; the one pushed out waits in the backlog; one is
+		// kept aside.
+		if n := inFlight(t, r.in); n != 5 {
+			t.Errorf("%d requests counted in flight, want 5", n)
+		}
+	})
 }

@@ -139,7 +139,7 @@ func TestInboxFinishesWhatItCountsBeforeTheWorkers(t *testing.T) {
 		r := newRig(t, InboxConfig{Shares: &switchShares{grace: time.Second}, Replay: recorded})
 		ev := signed(t, r, relay.KindEphemeral, "taken")
 		recorded.ids[ev.ID] = true
-		r.in.setAside(r.ctx, ev, r.jobs, r.refusals)
+		r.in.setAside(r.ctx, ev, r.jobs, nil, r.refusals)
 		want(t, r, 1, "a request kept aside")
 		clock.set(now.Add(time.Second))
 		defer clock.set(now)
@@ -148,7 +148,7 @@ func TestInboxFinishesWhatItCountsBeforeTheWorkers(t *testing.T) {
 	})
 	t.Run("kept aside without a replay store", func(t *testing.T) {
 		r := newRig(t, InboxConfig{Shares: &switchShares{grace: time.Second}})
-		r.in.setAside(r.ctx, signed(t, r, relay.KindEphemeral, "x"), r.jobs, r.refusals)
+		r.in.setAside(r.ctx, signed(t, r, relay.KindEphemeral, "x"), r.jobs, nil, r.refusals)
 		clock.set(now.Add(time.Second))
 		defer clock.set(now)
 		r.in.reviewPass(r.ctx, r.jobs, nil, r.refusals)
@@ -163,7 +163,7 @@ func TestInboxFinishesWhatItCountsBeforeTheWorkers(t *testing.T) {
 			if i%2 == 0 {
 				ev.ID = testutil.FlipHex(ev.ID) // under an id of its own
 			}
-			r.in.setAside(r.ctx, ev, r.jobs, r.refusals)
+			r.in.setAside(r.ctx, ev, r.jobs, nil, r.refusals)
 		}
 		if n := inFlight(t, r.in); n == 0 || n > r.in.deferred.len() {
 			t.Fatalf("%d forged requests counted, %d kept aside", n, r.in.deferred.len())
@@ -180,9 +180,9 @@ func TestInboxFinishesWhatItCountsBeforeTheWorkers(t *testing.T) {
 		shares := &switchShares{grace: time.Hour}
 		r := newRig(t, InboxConfig{Shares: shares})
 		unchecked, checked, twice := signed(t, r, relay.KindEphemeral, "a"), signed(t, r, relay.KindEphemeral, "b"), signed(t, r, relay.KindEphemeral, "c")
-		r.in.setAside(r.ctx, unchecked, r.jobs, r.refusals)
+		r.in.setAside(r.ctx, unchecked, r.jobs, nil, r.refusals)
 		r.in.take(r.ctx, checked, r.jobs, r.refusals)
-		r.in.setAside(r.ctx, twice, r.jobs, r.refusals)
+		r.in.setAside(r.ctx, twice, r.jobs, nil, r.refusals)
 		var id [32]byte
 		if _, err := relay.DecodeHex32(twice.ID, &id); err != nil {
 			t.Fatal(err)

@@ -432,7 +432,7 @@ func TestInboxTakesUpWhatTheDatabaseCannotTell(t *testing.T) {
 	if err := relay.SignEvent(r.peer, ev); err != nil {
 		t.Fatal(err)
 	}
-	r.in.setAside(r.ctx, ev, r.jobs, r.refusals)
+	r.in.setAside(r.ctx, ev, r.jobs, nil, r.refusals)
 	clock.set(now.Add(time.Second)) // the grace has passed
 	r.in.reviewPass(r.ctx, r.jobs, nil, r.refusals)
 	if st := r.in.Shared(); st.Taken != 1 {
@@ -454,8 +454,8 @@ func TestInboxTakesUpWhatNobodyTook(t *testing.T) {
 	r := newShareRig(t, InboxConfig{Shares: &switchShares{grace: time.Second}, Replay: recorded, Now: clock.now})
 	taken, missed := r.request("taken"), r.request("missed")
 	recorded.ids[taken.ID] = true
-	r.in.setAside(r.ctx, taken, r.jobs, r.refusals)
-	r.in.setAside(r.ctx, missed, r.jobs, r.refusals)
+	r.in.setAside(r.ctx, taken, r.jobs, nil, r.refusals)
+	r.in.setAside(r.ctx, missed, r.jobs, nil, r.refusals)
 	clock.set(now.Add(time.Second)) // the grace has passed
 	r.reviewUntil(func(st ShareStats) bool { return st.Taken+st.Left == 2 })
 	if st := r.in.Shared(); st.Taken != 1 || st.Left != 1 || r.jobs.Len() != 1 {
@@ -481,8 +481,8 @@ func TestInboxTakesUpLateWhatCameBeforeItWasCounted(t *testing.T) {
 	r := newShareRig(t, InboxConfig{Shares: sh, Replay: recorded, Now: clock.now})
 	taken, missed := r.request("taken"), r.request("missed")
 	recorded.ids[taken.ID] = true
-	r.in.setAside(r.ctx, taken, r.jobs, r.refusals)
-	r.in.setAside(r.ctx, missed, r.jobs, r.refusals)
+	r.in.setAside(r.ctx, taken, r.jobs, nil, r.refusals)
+	r.in.setAside(r.ctx, missed, r.jobs, nil, r.refusals)
 	sh.uncounted.Store(false)
 	sh.mine.Store(true)
 	r.in.reviewPass(r.ctx, r.jobs, nil, r.refusals)
@@ -517,7 +517,7 @@ func TestInboxVerifiesWhatItTakesUp(t *testing.T) {
 	}
 	copyOf := *genuine
 	for _, ev := range append(sameID, genuine, &copyOf, forged) {
-		r.in.setAside(r.ctx, ev, r.jobs, r.refusals)
+		r.in.setAside(r.ctx, ev, r.jobs, nil, r.refusals)
 	}
 	if st := r.in.Shared(); st.Now != 2 || st.Kept != 2 || r.jobs.Len() != 0 {
 		t.Fatalf("set aside: %+v, %d queued; want 2 requests kept (the copies of one id together), none queued", st, r.jobs.Len())
