@@ -20,8 +20,8 @@ func TestCheckpointIgnoresAFutureCreatedAt(t *testing.T) {
 	r := newHandleRig(t, InboxConfig{Checkpoint: cp})
 	now := r.now()
 	genuine := r.request(relay.KindMessage, now, "not NIP-44")
-	r.in.handle(r.run, genuine)
-	r.in.handle(r.run, r.request(relay.KindMessage, now+10*365*24*3600, "not NIP-44 either"))
+	r.in.handle(r.run, genuine, false)
+	r.in.handle(r.run, r.request(relay.KindMessage, now+10*365*24*3600, "not NIP-44 either"), false)
 
 	since, _, err := r.in.since(t.Context())
 	if err != nil {

@@ -1144,8 +1144,11 @@ func (in *Inbox) addressedToUs(ev *nostr.Event) bool {
 // Unrecovered, one event from any key took the whole node down, which
 // net/http's server does not let one request do either.
 func (in *Inbox) serve(run *running, ev *nostr.Event) {
+	// The marks of a request the queue held end as a worker takes it:
+	// two map operations a request, on maps that are empty but for a
+	// catch-up's backlog or a request taken up late.
 	in.fed.Delete(ev)
-	_, late := in.late.Load(ev)
+	_, late := in.late.LoadAndDelete(ev)
 	streaming := false
 	// After survive: the request is finished once its answer is sent
 	// (a stream's, when the stream ends).
@@ -1155,7 +1158,7 @@ func (in *Inbox) serve(run *running, ev *nostr.Event) {
 		}
 	}()
 	defer in.survive(run.work, ev, late)
-	streaming = in.handle(run, ev)
+	streaming = in.handle(run, ev, late)
 }
 
 // survive, deferred, recovers a panic in the handling of ev (see serve). A
@@ -1179,11 +1182,11 @@ func (in *Inbox) survive(ctx context.Context, ev *nostr.Event, late bool) {
 	in.done(ctx, ev)
 }
 
-// handle answers one request event; a streaming request is handed to a
+// handle answers one request event, taken up late from another replica
+// when late (see snap.Inbound.Late); a streaming request is handed to a
 // stream of its own, and handle reports true.
-func (in *Inbox) handle(run *running, ev *nostr.Event) (streaming bool) {
+func (in *Inbox) handle(run *running, ev *nostr.Event, late bool) (streaming bool) {
 	ctx := run.work
-	_, late := in.late.LoadAndDelete(ev)
 	plain, err := in.sealer.open(ev.PubKey, ev.Content)
 	if err != nil {
 		if late { // its owner refused it so already

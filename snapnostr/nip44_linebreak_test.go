@@ -29,7 +29,7 @@ func TestNIP44LineBreaksRefused(t *testing.T) {
 				t.Fatalf("open: %v, want a refusal naming the line break", err)
 			}
 			before := r.published.published.Load()
-			r.in.handle(r.run, r.request(relay.KindEphemeral, r.now(), content))
+			r.in.handle(r.run, r.request(relay.KindEphemeral, r.now(), content), false)
 			if n := r.published.published.Load() - before; n != 1 {
 				t.Fatalf("%d answers published, want the refusal", n)
 			}
