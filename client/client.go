@@ -167,6 +167,14 @@ func (r *requester) sign(req *snap.Message, network identity.Network) error {
 	return req.Sign(r.key)
 }
 
+// unechoable reports whether got is the error a server answers a request
+// of a malformed method with (see snap.ValidMethod): of method
+// "snap/error", since the request's cannot be echoed, and carrying an
+// error.
+func (x *exchange) unechoable(got *snap.Verified) bool {
+	return got.Method == "snap/error" && !snap.ValidMethod(x.req.Method) && snap.ResponseError(got.Payload) != nil
+}
+
 // check verifies one received message raw. signer is the key the transport
 // authenticated the sender with (a Nostr event's author, whose event also
 // names the request), or nil; event
@@ -197,7 +205,7 @@ func (x *exchange) check(ctx context.Context, raw []byte, signer *[32]byte, even
 		// it to this request.
 	case got.To != x.req.From:
 		return nil, fmt.Errorf("%w: addressed to %q, not to us (%s)%s", ErrInvalidResponse, got.To, x.req.From, errorHint(got.Payload))
-	case got.Type == snap.TypeResponse && got.Method != x.req.Method:
+	case got.Type == snap.TypeResponse && got.Method != x.req.Method && !x.unechoable(got):
 		// A response echoes its request's method, an error's too. Over
 		// HTTP and WebSocket nothing else binds it to the request: one
 		// the agent signed for another of our requests, held back by a

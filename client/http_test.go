@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -64,15 +65,20 @@ func (r reply) build(t *testing.T, req *snap.Message) []byte {
 	return raw(t, m)
 }
 
-// fake serves answers built from the request it receives.
+// fake serves answers built from the request it receives: one that does
+// not parse (a malformed method) is read for its from and method alone.
 func fake(t *testing.T, answer func(w http.ResponseWriter, req *snap.Message)) string {
 	t.Helper()
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		req, err := snap.Parse(b)
 		if err != nil {
-			t.Errorf("fake server: %v", err)
-			return
+			var env struct{ From, Method string }
+			if json.Unmarshal(b, &env) != nil || env.From == "" {
+				t.Errorf("fake server: %v", err)
+				return
+			}
+			req = &snap.Message{From: env.From, Method: env.Method}
 		}
 		answer(w, req)
 	}))
@@ -84,28 +90,38 @@ func fake(t *testing.T, answer func(w http.ResponseWriter, req *snap.Message)) s
 // else.
 func TestClientVerifiesResponses(t *testing.T) {
 	cases := []struct {
-		name string
-		r    reply
-		want error
+		name   string
+		method string // the request's; "" is tasks/get
+		r      reply
+		want   error
 	}{
-		{"valid", reply{}, nil},
-		{"from another agent", reply{key: otherKey}, client.ErrInvalidResponse},
-		{"to someone else", reply{to: addr(otherKey)}, client.ErrInvalidResponse},
-		{"unsigned", reply{unsigned: true}, client.ErrInvalidResponse},
-		{"an event", reply{typ: snap.TypeEvent}, client.ErrInvalidResponse},
-		{"a request", reply{typ: snap.TypeRequest}, client.ErrInvalidResponse},
-		{"stale", reply{age: time.Hour}, snap.CodeTimestampExpired},
+		{"valid", "", reply{}, nil},
+		{"from another agent", "", reply{key: otherKey}, client.ErrInvalidResponse},
+		{"to someone else", "", reply{to: addr(otherKey)}, client.ErrInvalidResponse},
+		{"unsigned", "", reply{unsigned: true}, client.ErrInvalidResponse},
+		{"an event", "", reply{typ: snap.TypeEvent}, client.ErrInvalidResponse},
+		{"a request", "", reply{typ: snap.TypeRequest}, client.ErrInvalidResponse},
+		{"stale", "", reply{age: time.Hour}, snap.CodeTimestampExpired},
 		// The agent's answer to another of our requests (one an
 		// intermediary held back, served to this one): a response
 		// echoes its request's method.
-		{"of another method", reply{method: "tasks/cancel"}, client.ErrInvalidResponse},
-		{"an error of another method", reply{method: "tasks/cancel", payload: `{"error":{"code":1001,"message":"task not found"}}`}, client.ErrInvalidResponse},
+		{"of another method", "", reply{method: "tasks/cancel"}, client.ErrInvalidResponse},
+		{"an error of another method", "", reply{method: "tasks/cancel", payload: `{"error":{"code":1001,"message":"task not found"}}`}, client.ErrInvalidResponse},
+		// A request of a malformed method cannot be echoed: its error
+		// is of method snap/error. Only then, and only an error.
+		{"the error of a malformed method", "no/such-method", reply{method: "snap/error", payload: `{"error":{"code":1004,"message":"invalid method"}}`}, nil},
+		{"snap/error answering a well-formed method", "", reply{method: "snap/error", payload: `{"error":{"code":1004,"message":"invalid method"}}`}, client.ErrInvalidResponse},
+		{"a result of snap/error to a malformed method", "no/such-method", reply{method: "snap/error"}, client.ErrInvalidResponse},
 	}
 	cl := client.NewHTTP(client.HTTPConfig{Key: clientKey})
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			url := fake(t, func(w http.ResponseWriter, req *snap.Message) { w.Write(tc.r.build(t, req)) })
-			got, err := cl.Send(context.Background(), url, &snap.Message{To: addr(serverKey), Method: "tasks/get", Payload: []byte(`{"taskId":"t"}`)})
+			method := tc.method
+			if method == "" {
+				method = "tasks/get"
+			}
+			got, err := cl.Send(context.Background(), url, &snap.Message{To: addr(serverKey), Method: method, Payload: []byte(`{"taskId":"t"}`)})
 			if tc.want == nil {
 				if err != nil || got.From != addr(serverKey) || got.Type != snap.TypeResponse {
 					t.Fatalf("%v %v", got, err)

@@ -365,6 +365,12 @@ func CheckID(field, s string) *Error {
 	return nil
 }
 
+// ValidMethod reports whether s is a well-formed method name:
+// ^[a-z]+/[a-z_]+$, of 1 to MaxMethodLength characters. A server answers
+// a request whose method is not with an error of method "snap/error",
+// since it cannot echo it.
+func ValidMethod(s string) bool { return checkMethod(s) == nil }
+
 // checkMethod applies ^[a-z]+/[a-z_]+$ and 1…64 characters.
 func checkMethod(s string) *Error {
 	switch {
