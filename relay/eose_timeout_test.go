@@ -366,6 +366,7 @@ func TestPoolRelayStillSendingStoredEventsIsNotCut(t *testing.T) {
 			t.Fatalf("%d catch-ups cut while the relay was still sending its stored events, want none", st.CatchUpsCut)
 		}
 		a.eose(sub.wireID)
+		synctest.Wait() // the page asked after it answered: caught up
 		a.event(sub.wireID, ptEvent(t, now, "live"))
 		x.check(t, want, []string{"live"})
 		if st := ptStatus(p, "ws://a"); st.CatchUpsCut != 0 || eoseLateWarnings(h) != 0 {
