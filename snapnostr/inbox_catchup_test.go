@@ -2,7 +2,6 @@ package snapnostr_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -71,24 +70,9 @@ func TestInboxProcessesAStoredBacklogLongerThanTheRelaysCap(t *testing.T) {
 		t.Fatal(err)
 	}
 	self := agent.Address(identity.Mainnet)
-	var mu sync.Mutex
-	handled := map[string]int{}
-	router := snap.NewRouter()
-	router.Handle("tasks/get", func(ctx context.Context, req *snap.Verified) (any, error) {
-		var p struct {
-			TaskID string `json:"taskId"`
-		}
-		if err := json.Unmarshal(req.Payload, &p); err != nil {
-			return nil, err
-		}
-		mu.Lock()
-		handled[p.TaskID]++
-		mu.Unlock()
-		return map[string]any{"task": map[string]any{"id": p.TaskID}}, nil
-	})
-	server := snap.NewServer(snap.ServerConfig{Key: agent, Router: router, Logger: quiet(),
-		MaxResponseSize: relay.MaxNIP44Plain,
-		Validator:       snap.NewValidator(snap.Config{Self: self, Replay: snap.NewMemoryReplayStore(0), MaxDrift: 2 * time.Hour})})
+	var counter taskCounter
+	server := counter.server(agent, snap.Config{Replay: snap.NewMemoryReplayStore(0), MaxDrift: 2 * time.Hour})
+	mu, handled := &counter.mu, counter.handled
 
 	// The node's point on its relay before the outage: an hour ago. The
 	// requests of the outage come a second apart after it.

@@ -2,16 +2,13 @@ package snapnostr_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/snapnode/snapnode/client"
 	"github.com/snapnode/snapnode/identity"
-	"github.com/snapnode/snapnode/relay"
 	"github.com/snapnode/snapnode/snap"
 	"github.com/snapnode/snapnode/snapnostr"
 )
@@ -32,34 +29,25 @@ func TestInboxProcessesMoreStoredRequestsThanItsQueueHolds(t *testing.T) {
 	self := agent.Address(identity.Mainnet)
 	// The handler holds the workers until every stored request has been
 	// delivered (Ready), so that the queue is full meanwhile.
-	var mu sync.Mutex
-	handled := map[string]int{}
 	all := make(chan struct{}) // closed once n distinct requests are handled
-	router := snap.NewRouter()
 	var inbox *snapnostr.Inbox
-	router.Handle("tasks/get", func(ctx context.Context, req *snap.Verified) (any, error) {
-		select {
-		case <-inbox.Ready():
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		var p struct {
-			TaskID string `json:"taskId"`
-		}
-		if err := json.Unmarshal(req.Payload, &p); err != nil {
-			return nil, err
-		}
-		mu.Lock()
-		handled[p.TaskID]++
-		if handled[p.TaskID] == 1 && len(handled) == n {
+	counter := taskCounter{
+		wait: func(ctx context.Context) error {
+			select {
+			case <-inbox.Ready():
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		},
+	}
+	counter.counted = func(id string) {
+		if counter.handled[id] == 1 && len(counter.handled) == n {
 			close(all)
 		}
-		mu.Unlock()
-		return map[string]any{"task": map[string]any{"id": p.TaskID}}, nil
-	})
-	server := snap.NewServer(snap.ServerConfig{Key: agent, Router: router, Logger: quiet(),
-		MaxResponseSize: relay.MaxNIP44Plain,
-		Validator:       snap.NewValidator(snap.Config{Self: self, Replay: snap.NewMemoryReplayStore(0)})})
+	}
+	server := counter.server(agent, snap.Config{Replay: snap.NewMemoryReplayStore(0)})
+	mu, handled := &counter.mu, counter.handled
 
 	// The requests, stored while the node is down, dated now.
 	k, err := identity.Generate()
