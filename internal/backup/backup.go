@@ -43,6 +43,9 @@ var (
 	// ErrNotEmpty: the output folder already holds files; a backup never
 	// mixes with or overwrites other files.
 	ErrNotEmpty = errors.New("backup: the output folder is not empty")
+	// ErrBusy: a backup is being written into the folder (by Run); or,
+	// to Run, a check or restore reads it. Nothing is changed.
+	ErrBusy = errors.New("backup: the backup folder is in use")
 	// ErrNoDatabase: the settings name no existing task database (a wrong
 	// data folder); nothing is created.
 	ErrNoDatabase = sqldb.ErrNoDatabase
@@ -94,6 +97,10 @@ type File struct {
 type Options struct {
 	// Now dates the manifest (default time.Now).
 	Now func() time.Time
+
+	// step, for tests, is called once the output folder is ready
+	// ("out"), before anything is copied into it.
+	step func(string)
 }
 
 // source is a file to copy: from where, under which name, how.
@@ -127,6 +134,9 @@ func databasePath(cfg config.Config) (string, error) {
 func Run(ctx context.Context, cfg config.Config, out string, opts Options) (_ *Manifest, err error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.step == nil {
+		opts.step = func(string) {}
 	}
 	dbPath, err := databasePath(cfg)
 	if err != nil {
@@ -200,18 +210,35 @@ func Run(ctx context.Context, cfg config.Config, out string, opts Options) (_ *M
 	if err != nil {
 		return nil, err
 	}
+	// Only the files this backup made are removed on an error, and the
+	// folder is locked while they are written: another backup into the
+	// same folder (or a check, or a restore, reading it) is refused,
+	// ErrBusy, and takes nothing for its own.
 	var written []string
+	unlock := func() {}
 	defer func() {
-		if err == nil {
-			return
+		if err != nil {
+			for i := len(written) - 1; i >= 0; i-- {
+				os.Remove(written[i])
+			}
+			if created {
+				os.Remove(out)
+			}
 		}
-		for i := len(written) - 1; i >= 0; i-- {
-			os.Remove(written[i])
-		}
-		if created {
-			os.Remove(out)
-		}
+		unlock()
 	}()
+	if unlock, err = lockBackup(out, true); err != nil {
+		created = false // another backup may be writing into it
+		unlock = func() {}
+		return nil, err
+	}
+	// Found empty again under the lock: a backup may have ended there
+	// between the first look and the lock.
+	if err = checkOut(out); err != nil {
+		created = false
+		return nil, err
+	}
+	opts.step("out")
 
 	for _, s := range sources {
 		abs, aerr := filepath.Abs(s.path)
@@ -234,11 +261,16 @@ func Run(ctx context.Context, cfg config.Config, out string, opts Options) (_ *M
 			}
 			written = append(written, d)
 		}
+		// Made here, empty and private, before it is listed for removal:
+		// a file of that name this backup did not make is not removed.
+		if err = createEmpty(dst); err != nil {
+			return nil, err
+		}
+		written = append(written, dst)
 		if s.kind == KindDatabase {
-			written = append(written, dst, dst+"-journal", dst+"-wal", dst+"-shm")
+			written = append(written, dst+"-journal", dst+"-wal", dst+"-shm")
 			err = copyDatabase(ctx, abs, dst)
 		} else {
-			written = append(written, dst)
 			err = copyFile(abs, dst)
 		}
 		if err != nil {
@@ -360,16 +392,20 @@ func prepareOut(out string) (created bool, err error) {
 	return true, nil
 }
 
-// copyDatabase copies the SQLite database src to dst with VACUUM INTO on
-// a connection of its own: one read transaction, so the copy is the
-// database as one commit left it, and the node's writer goes on.
-func copyDatabase(ctx context.Context, src, dst string) error {
-	// VACUUM INTO fills an empty file: made here, it is private (0600).
-	f, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+// createEmpty makes the new, empty file path (0600): it must not exist.
+func createEmpty(path string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return fmt.Errorf("backup: %w", err)
 	}
-	f.Close()
+	return f.Close()
+}
+
+// copyDatabase copies the SQLite database src to dst, an empty file
+// (createEmpty: private, 0600, which VACUUM INTO fills), with VACUUM INTO
+// on a connection of its own: one read transaction, so the copy is the
+// database as one commit left it, and the node's writer goes on.
+func copyDatabase(ctx context.Context, src, dst string) error {
 	// The path as it is, as the node opens it: a "file:" URI would read
 	// a '%' in it as an escape and name another file.
 	db, err := sql.Open("sqlite", src+"?_pragma=busy_timeout(10000)")
@@ -455,8 +491,9 @@ func verifyTasks(ctx context.Context, path, record, owner string) (audit.Anchor,
 	return rep.Head, rep.Entries, syncFile(path)
 }
 
-// copyFile copies the regular file src to dst, created 0600 (a key, a
-// policy, a configuration: none is for others to read), and syncs it.
+// copyFile copies the regular file src to dst, an empty file made by
+// createEmpty (0600: a key, a policy, a configuration; none is for
+// others to read), and syncs it.
 func copyFile(src, dst string) error {
 	// Opened without waiting: a FIFO's plain open waits for a writer.
 	in, _, err := readfile.Open(src)
@@ -464,12 +501,24 @@ func copyFile(src, dst string) error {
 		return fmt.Errorf("backup: %w", err)
 	}
 	defer in.Close()
-	return writeNew(dst, in, src, true)
+	out, err := os.OpenFile(dst, os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return fmt.Errorf("backup: copy %s: %w", src, err)
+	}
+	if err := out.Sync(); err != nil {
+		out.Close()
+		return fmt.Errorf("backup: %w", err)
+	}
+	return out.Close()
 }
 
 // writeNew copies in, the file named name, to dst, a new file (0600),
-// synced to disk when sync is set.
-func writeNew(dst string, in io.Reader, name string, sync bool) error {
+// not synced: a temporary copy.
+func writeNew(dst string, in io.Reader, name string) error {
 	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return fmt.Errorf("backup: %w", err)
@@ -477,12 +526,6 @@ func writeNew(dst string, in io.Reader, name string, sync bool) error {
 	if _, err := io.Copy(out, in); err != nil {
 		out.Close()
 		return fmt.Errorf("backup: copy %s: %w", name, err)
-	}
-	if sync {
-		if err := out.Sync(); err != nil {
-			out.Close()
-			return fmt.Errorf("backup: %w", err)
-		}
 	}
 	return out.Close()
 }

@@ -387,3 +387,49 @@ func TestRunRefusesAnotherNodesDatabase(t *testing.T) {
 		t.Errorf("the output folder exists after the refusal: %v", err)
 	}
 }
+
+// Two backups into one folder at once (a timer's and a hand-run one of
+// the same day): the second starts once the first has made the folder
+// and found it empty, before it copies anything. Each that returns
+// without an error leaves a backup Check passes: the other removes
+// none of its files.
+func TestRunTwiceIntoOneFolder(t *testing.T) {
+	cfg, _ := sealedBackup(t) // with a record of the last seal, copied first
+	ctx := context.Background()
+	out := filepath.Join(t.TempDir(), "backup")
+	second := errors.New("the second backup did not run")
+	_, first := backup.Run(ctx, cfg, out, backup.WithRunStep(opts(), func(step string) {
+		if step == "out" {
+			_, second = backup.Run(ctx, cfg, out, opts())
+		}
+	}))
+	if (first == nil) == (second == nil) {
+		t.Fatalf("the first backup returned %v, the second %v: want one to write the folder, the other refused", first, second)
+	}
+	if !errors.Is(first, backup.ErrBusy) && !errors.Is(second, backup.ErrBusy) {
+		t.Errorf("the one refused returned %v, want ErrBusy", errors.Join(first, second))
+	}
+	if _, err := backup.Check(ctx, cfg, out); err != nil {
+		t.Errorf("the backup that returned without an error: %v", err)
+	}
+}
+
+// A check or a restore of a folder a backup is being written into says
+// so, and the restore changes nothing.
+func TestCheckWhileRunWrites(t *testing.T) {
+	cfg, _ := sealedBackup(t)
+	ctx := context.Background()
+	out := filepath.Join(t.TempDir(), "backup")
+	var checked, restored error
+	if _, err := backup.Run(ctx, cfg, out, backup.WithRunStep(opts(), func(step string) {
+		if step == "out" {
+			_, checked = backup.Check(ctx, cfg, out)
+			_, restored = backup.Restore(ctx, cfg, out, backup.RestoreOptions{})
+		}
+	})); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(checked, backup.ErrBusy) || !errors.Is(restored, backup.ErrBusy) {
+		t.Errorf("during the backup, the check returned %v, the restore %v; want ErrBusy", checked, restored)
+	}
+}

@@ -4,14 +4,19 @@ package backup_test
 
 import (
 	"context"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/snapnode/snapnode/internal/backup"
+	"github.com/snapnode/snapnode/internal/config"
+	"github.com/snapnode/snapnode/internal/testutil"
 )
 
 // An existing, empty output folder that other users may write is made
@@ -66,4 +71,94 @@ func TestRunFIFOSource(t *testing.T) {
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
 		t.Errorf("the output folder exists: %v", err)
 	}
+}
+
+// checkKillEnv gives TestCheckKilledChild the data folder, the policy
+// file and the backup folder to check, separated by newlines.
+const checkKillEnv = "SNAPNODE_TEST_CHECK_KILL"
+
+// TestCheckKilledChild is the child of TestCheckKilledLeavesNoCopy: it
+// checks a backup, says "copied" once the copies of tasks.db and of the
+// record of the last seal are made, and waits to be killed.
+func TestCheckKilledChild(t *testing.T) {
+	spec := os.Getenv(checkKillEnv)
+	if spec == "" {
+		t.Skip("the child of TestCheckKilledLeavesNoCopy")
+	}
+	f := strings.Split(spec, "\n")
+	cfg := config.Default()
+	cfg.DataDir, cfg.Policy = f[0], f[1]
+	_, err := backup.CheckWithStep(context.Background(), cfg, f[2], func(step string) {
+		if step == "copied" {
+			fmt.Println("copied")
+			select {} // until SIGKILL
+		}
+	})
+	t.Fatalf("the check ended (%v) before it made its copies", err)
+}
+
+// A check killed (SIGKILL) while it verifies its copies of tasks.db and
+// of the record of the last seal, which hold the node's whole history,
+// leaves none in the temporary folder; the copies it leaves are in a
+// private folder (0700) of the data folder, and the next check removes
+// them.
+func TestCheckKilledLeavesNoCopy(t *testing.T) {
+	cfg, out := sealedBackup(t)
+	tmp := t.TempDir()
+	before := files(t, cfg.DataDir)
+	child := testutil.StartChild(t, "TestCheckKilledChild",
+		checkKillEnv+"="+cfg.DataDir+"\n"+cfg.Policy+"\n"+out, "TMPDIR="+tmp)
+	line, err := child.Lines.ReadString('\n')
+	if line != "copied\n" {
+		t.Fatalf("the child said %q (%v), not that it made its copies", line, err)
+	}
+	child.Kill(t)
+	child.WaitKilled(t)
+	if left := files(t, tmp); len(left) > 0 {
+		t.Errorf("the killed check left in the temporary folder: %v", left)
+	}
+	for _, e := range entries(t, cfg.DataDir) {
+		if slices.Contains(before, e.Name()) {
+			continue
+		}
+		if fi, err := e.Info(); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+			t.Errorf("the killed check left %s in the data folder, not a private folder (%v, %v)", e.Name(), fi.Mode(), err)
+		}
+	}
+
+	t.Setenv("TMPDIR", tmp)
+	if _, err := backup.Check(context.Background(), cfg, out); err != nil {
+		t.Fatal(err)
+	}
+	if after := files(t, cfg.DataDir); !slices.Equal(before, after) {
+		t.Errorf("after the next check the data folder holds %v, want %v as before the killed check", after, before)
+	}
+	if left := files(t, tmp); len(left) > 0 {
+		t.Errorf("the next check left in the temporary folder: %v", left)
+	}
+}
+
+// files lists the paths below dir, folders included.
+func files(t *testing.T, dir string) []string {
+	t.Helper()
+	var l []string
+	err := filepath.WalkDir(dir, func(path string, _ fs.DirEntry, err error) error {
+		if path != dir {
+			l = append(l, path[len(dir)+1:])
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func entries(t *testing.T, dir string) []fs.DirEntry {
+	t.Helper()
+	es, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return es
 }

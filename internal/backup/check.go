@@ -42,25 +42,34 @@ const maxManifest = 1 << 20
 //   - the key file is the identity of the manifest's address (or, when
 //     the manifest says the key was SNAPNODE_KEY, that SNAPNODE_KEY is),
 //     the key read into memory and never written anywhere;
-//   - a copy of tasks.db, made in a temporary folder (os.TempDir) and
-//     opened there, passes SQLite's integrity check, and its audit chain
-//     verifies, against the backup's record of the last seal when it has
-//     one, to the manifest's head and number of entries.
+//   - a copy of tasks.db, made in a private folder (0700) of the data
+//     folder (made, 0700, if missing) and opened there, passes SQLite's
+//     integrity check, and its audit chain verifies, against the backup's
+//     record of the last seal when it has one, to the manifest's head and
+//     number of entries. The folder is removed when Check returns; one a
+//     killed check left is removed by the next check or restore.
 //
-// Check writes nothing in dir.
+// Check writes nothing in dir. It holds a shared lock on dir while it
+// reads it: ErrBusy while Run writes a backup there.
 func Check(ctx context.Context, cfg config.Config, dir string) (*Manifest, error) {
 	return check(ctx, cfg, dir, func(string) {})
 }
 
 // check is Check; step, for tests, is called after each file's sum is
-// checked ("sum NAME"), after the key file's address is ("key NAME") and
-// after the chain is ("chain").
+// checked ("sum NAME"), after the key file's address is ("key NAME"),
+// once the copies the chain is verified on are made ("copied") and after
+// the chain is ("chain").
 func check(ctx context.Context, cfg config.Config, dir string, step func(string)) (*Manifest, error) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, fmt.Errorf("backup: %w", err)
 	}
 	defer root.Close()
+	unlock, err := lockBackup(dir, false)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	m, err := readManifest(root)
 	if err != nil {
 		return nil, err
@@ -128,7 +137,7 @@ func check(ctx context.Context, cfg config.Config, dir string, step func(string)
 		}
 		return nil, fmt.Errorf("backup: %w", err)
 	}
-	if err := checkChain(ctx, root, m, tasks, record); err != nil {
+	if err := checkChain(ctx, cfg.DataDir, root, m, tasks, record, step); err != nil {
 		return nil, err
 	}
 	step("chain")
@@ -334,12 +343,15 @@ func checkEnvKey(address string, cfg config.Config) error {
 // checkChain verifies a copy of the backup's tasks.db, made outside the
 // backup, against its record of the last seal and the manifest's head.
 // The copies are of the manifest's sums, the bytes a restore writes.
-func checkChain(ctx context.Context, root *os.Root, m *Manifest, tasks, record *File) error {
-	tmp, err := os.MkdirTemp("", "snapnode-check-")
+// They hold the node's whole history: they are made in a private folder
+// of the data folder (see scratchDir), beside the database they copy,
+// not in a temporary folder others share, where a kill would leave them.
+func checkChain(ctx context.Context, dataDir string, root *os.Root, m *Manifest, tasks, record *File, step func(string)) error {
+	tmp, done, err := scratchDir(dataDir)
 	if err != nil {
-		return fmt.Errorf("backup: %w", err)
+		return err
 	}
-	defer os.RemoveAll(tmp)
+	defer done()
 	db := filepath.Join(tmp, "tasks.db")
 	if err := copyOut(root, *tasks, db); err != nil {
 		return err
@@ -354,6 +366,7 @@ func checkChain(ctx context.Context, root *os.Root, m *Manifest, tasks, record *
 			return err
 		}
 	}
+	step("copied")
 	head, n, err := verifyTasks(ctx, db, rec, m.Address)
 	if err != nil {
 		return fmt.Errorf("%w: %s: %s", ErrBad, tasks.Name, strings.TrimPrefix(err.Error(), "backup: "))
@@ -397,7 +410,7 @@ func copyOut(root *os.Root, f File, dst string) error {
 	}
 	defer in.Close()
 	h := sha256.New()
-	if err := writeNew(dst, io.TeeReader(io.LimitReader(in, f.Size+1), h), f.Name, false); err != nil {
+	if err := writeNew(dst, io.TeeReader(io.LimitReader(in, f.Size+1), h), f.Name); err != nil {
 		return err
 	}
 	if got := hex.EncodeToString(h.Sum(nil)); got != f.SHA256 {

@@ -293,16 +293,43 @@ func execOn(t *testing.T, path, query string) {
 	}
 }
 
-// Check reads the key file into memory and never writes it out: the
-// temporary folder it uses (os.TempDir) holds no copy of the key at any
-// of its steps, where a kill would leave it.
+// Check reads the key file into memory and never writes it out: neither
+// the temporary folder (os.TempDir) nor the private folder it copies
+// tasks.db into, in the data folder, holds a copy of the key at any of
+// its steps, where a kill would leave it.
 func TestCheckWritesNoKey(t *testing.T) {
 	cfg, out := sealedBackup(t)
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
 	var steps []string
+	seen := false
 	look := func(step string) {
-		err := filepath.WalkDir(tmp, func(path string, d fs.DirEntry, err error) error {
+		err := filepath.WalkDir(cfg.DataDir, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || path == cfg.DataDir {
+				return err
+			}
+			if filepath.Dir(path) == cfg.DataDir && d.IsDir() && strings.HasPrefix(d.Name(), ".backup-check-") {
+				seen = true
+			}
+			if filepath.Dir(path) == cfg.DataDir && !d.IsDir() {
+				return nil // the node's own files, its key among them
+			}
+			if d.IsDir() {
+				return nil
+			}
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			if d.Name() == "identity.key" || strings.Contains(string(b), secret) {
+				t.Errorf("at %q, %s holds the node's key", step, path)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Errorf("at %q: %v", step, err)
+		}
+		err = filepath.WalkDir(tmp, func(path string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() {
 				return err
 			}
@@ -328,5 +355,8 @@ func TestCheckWritesNoKey(t *testing.T) {
 	look("after Check")
 	if !slices.Contains(steps, "key identity.key") {
 		t.Errorf("steps %q: the key was not checked", steps)
+	}
+	if !seen {
+		t.Error("no step saw the private folder the copy of tasks.db is made in")
 	}
 }

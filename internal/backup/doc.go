@@ -28,13 +28,20 @@
 // folder's files back into an empty data folder; each entry of the
 // manifest also names the path the file was copied from.
 //
+// Run locks the output folder while it writes it, and Check and Restore
+// hold a shared lock on the backup folder while they read it: a second
+// backup into the same folder, or a check or restore of a backup still
+// being written, is refused (ErrBusy).
+//
 // Check reads a backup folder before it is restored, writing nothing in
 // it, and refuses (ErrBad, naming the first problem) one that is cut
 // short, damaged or edited, holds links or files the manifest does not
 // list, names a file outside itself, or would restore a file anywhere
 // but where the node's settings have it read that kind of file; it
 // verifies the audit chain of a copy of its tasks.db to the manifest's
-// head, its seals signed by the manifest's address.
+// head, its seals signed by the manifest's address. The copy is made in
+// a private folder of the data folder, not in a temporary folder others
+// share; one a killed check left there is removed by the next.
 //
 // Restore puts a backup back for a node that is stopped (ErrRunning
 // otherwise): Check first, then every file staged beside its source and

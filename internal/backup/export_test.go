@@ -15,14 +15,22 @@ func WithAfterStep(o RestoreOptions, f func(step string) error) RestoreOptions {
 
 // WithCheckStep sets the hook Restore's checks call after each file's sum
 // ("sum NAME"), the key file's address ("key NAME") and the audit chain
-// ("chain") are checked.
+// ("chain") are checked, and once the copies it is verified on are made
+// ("copied").
 func WithCheckStep(o RestoreOptions, f func(step string)) RestoreOptions {
 	o.checkStep = f
 	return o
 }
 
 // CheckWithStep is Check, calling step after each of its steps ("sum
-// NAME", "key NAME", "chain").
+// NAME", "key NAME", "copied", "chain").
 func CheckWithStep(ctx context.Context, cfg config.Config, dir string, step func(string)) (*Manifest, error) {
 	return check(ctx, cfg, dir, step)
+}
+
+// WithRunStep sets the hook Run calls once the output folder is ready
+// ("out"), before anything is copied into it.
+func WithRunStep(o Options, f func(step string)) Options {
+	o.step = f
+	return o
 }

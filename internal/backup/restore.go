@@ -113,9 +113,11 @@ type journal struct {
 // its admin socket answering). Restore holds that lock until it returns,
 // so that no node starts meanwhile.
 //
-// It first runs Check (ErrBad: nothing is changed) and copies every file
-// of the backup next to its source (a temporary file in the same folder,
-// 0600, its SHA-256 compared with the manifest's again and synced), so
+// It holds a shared lock on dir until it returns (ErrBusy while Run
+// writes a backup there), first runs Check (ErrBad: nothing is changed)
+// and copies every file of the backup next to its source (a temporary
+// file in the same folder, 0600, its SHA-256 compared with the
+// manifest's again and synced), so
 // that a backup that cannot be read, or a full disk, changes nothing.
 // Then, under a journal in the data folder (JournalName), it replaces
 // each source in turn: the file there is kept aside (hard-linked, or
@@ -173,6 +175,13 @@ func Restore(ctx context.Context, cfg config.Config, dir string, opts RestoreOpt
 			ErrUnfinished, journalPath, prev.Backup, prev.StartedAt.Format(time.RFC3339), asideSuffix, prev.Stamp, prev.Backup, journalPath)
 	}
 
+	// The backup folder is read until every file is staged: a backup
+	// being written into it is refused (ErrBusy), and none starts there.
+	unlockBackup, err := lockBackup(dir, false)
+	if err != nil {
+		return nil, err
+	}
+	defer unlockBackup()
 	m, err := check(ctx, cfg, dir, opts.checkStep)
 	if err != nil {
 		return nil, err

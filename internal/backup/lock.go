@@ -1,0 +1,114 @@
+package backup
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/snapnode/snapnode/internal/flock"
+)
+
+// lockBackup takes a lock on the backup folder dir for as long as it is
+// used: exclusive for Run, which writes it, shared for Check and Restore,
+// which read it; ErrBusy when one that excludes it is held. Where the
+// file system keeps no locks, it takes none: Run then still publishes a
+// backup whole (its manifest last) and removes only the files it made.
+func lockBackup(dir string, exclusive bool) (unlock func(), err error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("backup: %w", err)
+	}
+	try, busy := flock.TryShared, "a backup (snapnode backup --out) is being written into it: check or restore it once that ends"
+	if exclusive {
+		try, busy = flock.TryExclusive, "another backup is being written into it, or a check or restore (snapnode backup --check, --restore) reads it"
+	}
+	switch err := try(f); {
+	case err == nil, errors.Is(err, flock.ErrNoLocks):
+		return func() { f.Close() }, nil
+	case errors.Is(err, flock.ErrHeld):
+		f.Close()
+		return nil, fmt.Errorf("%w: %s: %s", ErrBusy, dir, busy)
+	default:
+		f.Close()
+		return nil, fmt.Errorf("backup: lock the backup folder %s: %w", dir, err)
+	}
+}
+
+// scratchPrefix begins the names of the private folders Check makes in
+// the data folder for its copies of tasks.db and of the record of the
+// last seal. A check killed before it removed its folder left it there;
+// the next check (or restore) removes it.
+const scratchPrefix = ".backup-check-"
+
+// scratchDir makes a private folder (0700) in dataDir, made (0700) if
+// missing, for the copies Check verifies, locked until done is called,
+// which removes it. It first removes the folders checks that were killed
+// left there: those no running check holds locked (where the file system
+// keeps no locks, all of them: a check running beside this one then
+// fails, its copies gone; it never passes for that).
+func scratchDir(dataDir string) (string, func(), error) {
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return "", nil, fmt.Errorf("backup: data folder: %w", err)
+	}
+	removeLeftovers(dataDir)
+	// Another check may take the new folder for a leftover between its
+	// making and its lock, and remove it: then make another.
+	for range 3 {
+		dir, err := os.MkdirTemp(dataDir, scratchPrefix)
+		if err != nil {
+			return "", nil, fmt.Errorf("backup: a private folder for the copy of tasks.db: %w", err)
+		}
+		f, err := os.Open(dir)
+		if err != nil {
+			continue // removed already
+		}
+		if err := flock.TryExclusive(f); err != nil && !errors.Is(err, flock.ErrNoLocks) {
+			f.Close()
+			continue
+		}
+		if !sameDir(f, dir) {
+			f.Close()
+			continue
+		}
+		return dir, func() {
+			os.RemoveAll(dir)
+			f.Close()
+		}, nil
+	}
+	return "", nil, fmt.Errorf("backup: a private folder for the copy of tasks.db in %s: removed as soon as made, three times", dataDir)
+}
+
+// sameDir tells whether the open folder f is still at path.
+func sameDir(f *os.File, path string) bool {
+	a, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	b, err := os.Lstat(path)
+	return err == nil && os.SameFile(a, b)
+}
+
+// removeLeftovers removes the folders of checks that were killed from
+// dataDir: see scratchDir. What it cannot remove stays, for the next.
+func removeLeftovers(dataDir string) {
+	entries, err := os.ReadDir(dataDir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), scratchPrefix) {
+			continue
+		}
+		path := filepath.Join(dataDir, e.Name())
+		f, err := os.Open(path)
+		if err != nil {
+			continue
+		}
+		if err := flock.TryExclusive(f); err == nil || errors.Is(err, flock.ErrNoLocks) {
+			os.RemoveAll(path)
+		}
+		f.Close()
+	}
+}
