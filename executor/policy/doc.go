@@ -112,9 +112,13 @@
 // principal, action or resource, which have none (`resource has owner`
 // is always false), a Path without its trailing slash after `in`
 // (`resource in Path::"/sandbox/secrets"` holds for that path alone, not
-// for what lies below it), and a Path no request can carry: one not in
-// Unicode NFC (a name copied in decomposed form, "cafe" and U+0301, would
-// never match the NFC "café" the sandbox acts on), one under /sandbox/
+// for what lies below it), an Agent that is not a P2TR address as
+// requests carry it (an uppercase address, valid bech32 as it is, or a
+// mistyped one is nobody's), and a Path no request can carry: one
+// outside /sandbox/ other than "/" (the host denies those first; paths
+// are case-sensitive, so Path::"/Sandbox/secrets/" holds nothing), one
+// not in Unicode NFC (a name copied in decomposed form, "cafe" and
+// U+0301, would never match the NFC "café" the sandbox acts on), one under /sandbox/
 // with an empty, "." or ".." segment, and one the sandbox refuses (an
 // invisible or bidi character such as a zero-width space or a soft
 // hyphen, a look-alike of '.' or '/', a name starting with the sandbox's

@@ -32,7 +32,7 @@ func TestOperatorGuideExamplePolicy(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the guide's example policy does not load: %v", err)
 	}
-	const reporter, other = "bc1p…", "bc1pother"
+	const reporter, other = "bc1p0unpqnmh5l8ywa2xe502nxmvnx67kpu78myj8pvrx98ve6sqgs9qr99mvr", "bc1pother"
 	for _, c := range []struct {
 		who, action, path string
 		want              policy.Effect

@@ -11,13 +11,16 @@ import (
 	"golang.org/x/text/unicode/norm"
 
 	"github.com/snapnode/snapnode/executor/sandbox"
+	"github.com/snapnode/snapnode/identity"
 )
 
 // checkRefs finds the entities policy p names that no request can ever
-// have: an unknown entity type, action or role, or a path that is not
-// absolute, not in NFC, or not clean under /sandbox/. Cedar itself accepts them, and the policy then silently never
-// matches: a typo in `Action::"WRTE_FILE"` would turn a permit into deny
-// by default without a word. The policy's JSON form (cedar-go's) lists
+// have: an unknown entity type, action or role, an agent that is not an
+// address, or a path that is not absolute, not in NFC, outside /sandbox/
+// (other than "/"), or not clean under it. Cedar itself accepts them, and
+// the policy then silently never matches: a typo in `Action::"WRTE_FILE"`
+// would turn a permit into deny by default without a word, and one in a
+// forbid's agent or path would guard nothing. The policy's JSON form (cedar-go's) lists
 // every entity literal, in the scope and in the conditions alike.
 func checkRefs(p *cedar.Policy) error {
 	b, err := p.MarshalJSON()
@@ -148,6 +151,11 @@ func checkRef(typ, id string) error {
 		switch {
 		case !strings.HasPrefix(id, "/"):
 			return fmt.Errorf("path Path::%q is not absolute: paths are written /sandbox/…", id)
+		case id != "/" && !strings.HasPrefix(id, SandboxRoot):
+			// The host denies every other path before the policy is
+			// asked: a forbid on one, "/Sandbox/secrets/" say (paths
+			// are case-sensitive), would guard nothing.
+			return fmt.Errorf("path Path::%q is outside the workspace: a request's paths all start with %s (in this letter case), and only Path::\"/\" holds them too", id, SandboxRoot)
 		case !norm.NFC.IsNormalString(id):
 			// The sandbox takes NFC paths only: another form of the same
 			// name is never a request's, and a forbid on it guards nothing.
@@ -169,6 +177,20 @@ func checkRef(typ, id string) error {
 			}
 		}
 	case typeAgent:
+		// A request's principal is an address as identity.ParseAddress
+		// takes it: lowercase, its checksum right. Another spelling
+		// (an uppercase address, valid bech32 as it is, or one
+		// mistyped) is nobody's, and a forbid on it guards nothing.
+		if _, err := identity.ParseAddress(id); err != nil {
+			why := err
+			if ae, ok := errors.AsType[*identity.AddressError](err); ok {
+				why = ae.Rule
+				if ae.Detail != "" {
+					why = fmt.Errorf("%w (%s)", ae.Rule, ae.Detail)
+				}
+			}
+			return fmt.Errorf("Agent::%q is not an address a request carries: %v; write the agent's P2TR address in lowercase, bc1p… or tb1p…", id, why)
+		}
 	default:
 		return fmt.Errorf("unknown entity type %s::%q (known: Agent, Role, Action, Path)", typ, id)
 	}
