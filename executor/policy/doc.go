@@ -112,18 +112,20 @@
 // principal, action or resource, which have none (`resource has owner`
 // is always false), a Path without its trailing slash after `in`
 // (`resource in Path::"/sandbox/secrets"` holds for that path alone, not
-// for what lies below it), an Agent that is not a P2TR address as
+// for what lies below it) or with it after `==` (`resource ==
+// Path::"/sandbox/secrets/"` never holds: no request's path ends in a
+// slash, but /sandbox/ itself), an Agent that is not a P2TR address as
 // requests carry it (an uppercase address, valid bech32 as it is, or a
 // mistyped one is nobody's), and a Path no request can carry: one
 // outside /sandbox/ other than "/" (the host denies those first; paths
 // are case-sensitive, so Path::"/Sandbox/secrets/" holds nothing), one
 // not in Unicode NFC (a name copied in decomposed form, "cafe" and
-// U+0301, would never match the NFC "café" the sandbox acts on), one under /sandbox/
-// with an empty, "." or ".." segment, and one the sandbox refuses (an
-// invisible or bidi character such as a zero-width space or a soft
-// hyphen, a look-alike of '.' or '/', a name starting with the sandbox's
-// reserved prefix): a forbid on it, its odd character unseen in an editor,
-// would guard nothing. A path is literal: * ? [ and ] are characters a
+// U+0301, would never match the NFC "café" the sandbox acts on), one
+// under /sandbox/ with an empty, "." or ".." segment, and one the sandbox
+// refuses (an invisible or bidi character such as a zero-width space or a
+// soft hyphen, a look-alike of '.' or '/', a name starting with the
+// sandbox's reserved prefix): a forbid on it, its odd character unseen in
+// an editor, would guard nothing. A path is literal: * ? [ and ] are characters a
 // file name may hold, never a wildcard (Path::"/sandbox/*.key" names the
 // file called "*.key" alone).
 //

@@ -50,9 +50,10 @@ var contextAttrs = []string{"risk", "riskLevel", "size", "rollbackSupported", "r
 // no request can ever have, and which would make a condition silently
 // false: an `is` of an unknown entity type, an attribute of a variable
 // (`context.x`, `context has x`, `resource has x`) that its value never
-// carries (of the variables, only context has attributes), and a Path
+// carries (of the variables, only context has attributes), a Path
 // without its trailing slash after `in`, which is no folder (pathParents)
-// and so holds nothing but itself.
+// and so holds nothing but itself, and a Path with one after `==`, which
+// no request's path equals (but /sandbox/).
 func checkAttrs(v any) error {
 	switch v := v.(type) {
 	case map[string]any:
@@ -78,6 +79,24 @@ func checkAttrs(v any) error {
 		walkEntities(in, func(typ, id string) {
 			if bad == nil && cedar.EntityType(typ) == typePath && !strings.HasSuffix(id, "/") {
 				bad = fmt.Errorf("Path::%q after in matches that path alone, nothing below it: write Path::%q for the folder and everything in it, or resource == Path::%q for the one path", id, id+"/", id)
+			}
+		})
+		if bad != nil {
+			return bad
+		}
+		var eq []any // what an `==` compares: the scope's entity, a condition's sides
+		if v["op"] == "==" {
+			eq = append(eq, v["entity"])
+		}
+		if x, ok := v["=="].(map[string]any); ok {
+			eq = append(eq, x["left"], x["right"])
+		}
+		walkEntities(eq, func(typ, id string) {
+			if bad == nil && cedar.EntityType(typ) == typePath && strings.HasSuffix(id, "/") && id != SandboxRoot {
+				bad = fmt.Errorf("resource == Path::%q never holds: a request's path never ends in a slash (but %s itself); write resource in Path::%q for the folder and everything in it", id, SandboxRoot, id)
+				if id != "/" {
+					bad = fmt.Errorf("%w, or resource == Path::%q for the folder alone", bad, strings.TrimSuffix(id, "/"))
+				}
 			}
 		})
 		if bad != nil {
