@@ -129,3 +129,42 @@ func TestDecideTable(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadedReasonsNameTheFileAlone: a decision's reasons reach the peer
+// whose request it decides, so they name the policy file without the
+// folders it was loaded from (a user's home, say); errors, read by the
+// operator who loads it, keep the path.
+func TestLoadedReasonsNameTheFileAlone(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "home-of-alice")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "rules.cedar")
+	src := "permit (principal, action, resource);\n@id(\"no-secrets\") @reason(\"off limits\")\nforbid (principal, action, resource in Path::\"/sandbox/secrets/\");\n"
+	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e, err := policy.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := e.Decide(context.Background(), testRequest{Action: "READ_FILE", Paths: []string{"/sandbox/secrets/key.txt"}}.request())
+	if d.Effect != policy.Deny || len(d.Reasons) == 0 {
+		t.Fatalf("effect %s, reasons %q: want a denial", d.Effect, d.Reasons)
+	}
+	for _, r := range d.Reasons {
+		if strings.Contains(r, dir) {
+			t.Errorf("reason %q names the policy's folder", r)
+		}
+	}
+	if !slices.ContainsFunc(d.Reasons, func(r string) bool { return strings.Contains(r, `"no-secrets" at rules.cedar:2:1`) }) {
+		t.Errorf("no reason names the policy by its file's name and place: %q", d.Reasons)
+	}
+	if err := os.WriteFile(path, []byte(src+"@id(\"no-secrets\")\nforbid (principal, action, resource);\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = policy.Load(path)
+	if err == nil || !strings.Contains(err.Error(), "(first at "+path+":2:1)") {
+		t.Errorf("duplicate @id error %v: want the first's place with the file's path", err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	_ "embed"
 	"encoding/hex"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -43,7 +44,8 @@ type Engine struct {
 type policyMeta struct {
 	id          string
 	forbid      bool
-	at          string // file:line:column
+	at          string // file:line:column, the file by the name shown to peers (see Load)
+	index       int    // its place in the file's list of policies
 	offset      int
 	reason      string
 	confirm     bool
@@ -55,14 +57,17 @@ type policyMeta struct {
 // writer), is refused.
 const MaxFileBytes = 4 << 20
 
-// Load reads a Cedar policy file and parses it with Parse, naming the file
-// by path in errors and positions.
+// Load reads a Cedar policy file and parses it as Parse does. Its errors
+// name the file by path, for the operator who loads it; the positions in
+// decisions' reasons name it by its base name alone, since those reasons
+// reach the peers whose requests they decide, who have no business
+// learning the node's folders or its user's name.
 func Load(path string) (*Engine, error) {
 	src, err := readfile.Regular(path, MaxFileBytes)
 	if err != nil {
 		return nil, fmt.Errorf("policy: %w", err)
 	}
-	return Parse(path, src)
+	return parse(path, filepath.Base(path), src)
 }
 
 // Default returns an Engine with the built-in policy (default.cedar).
@@ -79,6 +84,11 @@ func Default() *Engine {
 // are *ParseError (errors.Is(err, ErrInvalidPolicy)) naming name, line and
 // column.
 func Parse(name string, src []byte) (*Engine, error) {
+	return parse(name, name, src)
+}
+
+// parse is Parse naming the text name in errors and shown in positions.
+func parse(name, shown string, src []byte) (*Engine, error) {
 	list, err := cedar.NewPolicyListFromBytes(name, src)
 	if err != nil {
 		return nil, syntaxError(name, src, err)
@@ -115,7 +125,8 @@ func Parse(name string, src []byte) (*Engine, error) {
 		case strings.HasPrefix(id, "host:") || id == DenyByDefault:
 			return nil, bad("@id %q is reserved for the host", id)
 		case e.meta[cedar.PolicyID(id)] != nil:
-			return nil, bad("duplicate @id %q (first at %s)", id, e.meta[cedar.PolicyID(id)].at)
+			first := list[e.meta[cedar.PolicyID(id)].index].Position()
+			return nil, bad("duplicate @id %q (first at %s:%d:%d)", id, name, first.Line, first.Column)
 		}
 		if err := checkRefs(p); err != nil {
 			return nil, bad("%v", err)
@@ -127,7 +138,8 @@ func Parse(name string, src []byte) (*Engine, error) {
 		m := &policyMeta{
 			id:          id,
 			forbid:      p.Effect() == cedar.Forbid,
-			at:          fmt.Sprintf("%s:%d:%d", name, pos.Line, pos.Column),
+			at:          fmt.Sprintf("%s:%d:%d", shown, pos.Line, pos.Column),
+			index:       i,
 			offset:      pos.Offset,
 			reason:      string(ann[annotReason]),
 			confirm:     confirm,
