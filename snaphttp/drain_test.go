@@ -3,6 +3,7 @@ package snaphttp_test
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,7 +17,9 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/snapnode/snapnode/internal/nettest"
 	"github.com/snapnode/snapnode/snap"
+	"github.com/snapnode/snapnode/snaphttp"
 )
 
 // readCounter wraps a listener: it counts the bytes the server read from
@@ -332,6 +335,132 @@ func TestShutdownAnswersRequestOnNewConnection(t *testing.T) {
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(b), `"reason":"shutdown"`) {
 		t.Errorf("a request during shutdown: %d %v %s", resp.StatusCode, resp.Header, b)
 	}
+	if err := <-stopped; err != nil {
+		t.Errorf("Serve: %v", err)
+	}
+}
+
+// halfFrameAtShutdown opens a WebSocket by hand and sends on it a
+// message/stream that waits for shutdown, a tasks/get read ahead behind
+// it, and the first half of a third request's frame; once the server read
+// the third frame's header, shutdown begins. It returns the socket and the rest of the
+// third frame, and stopped carries Serve's error. The client reads the
+// stream's response and the refusal of the request read ahead: by then
+// the server stopped reading.
+func halfFrameAtShutdown(t *testing.T, mutate func(*snaphttp.Config)) (c net.Conn, rest []byte, stopped chan error) {
+	t.Helper()
+	h := &hooks{stream: func(ctx context.Context, req *snap.Verified, emit func(any) error) (any, error) {
+		<-ctx.Done() // shutdown began
+		return map[string]any{"task": map[string]any{"id": "t-sd", "status": map[string]any{"state": "working", "timestamp": "2026-01-01T00:00:00Z"}}}, nil
+	}}
+	counter := &readCounter{}
+	e := start(t, h, mutate, func(l net.Listener) net.Listener { counter.Listener = l; return counter })
+	c, err := nettest.DialWebSocket(strings.TrimPrefix(e.base, "http://"), "/snap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	counter.mu.Lock()
+	base := counter.n
+	counter.mu.Unlock()
+
+	m := raw(t, request(t, "tasks/get", `{"taskId":"t-3"}`))
+	third := clientFrame(true, 0x1, m)
+	wire := clientFrame(true, 0x1, raw(t, request(t, "message/stream", `{}`)))
+	wire = append(wire, clientFrame(true, 0x1, raw(t, request(t, "tasks/get", `{"taskId":"t-2"}`)))...)
+	// The third frame's header, at least, is read: the server is in its
+	// message (reading it, or waiting for memory to read it).
+	begun := len(wire) + len(third) - len(m)
+	wire = append(wire, third[:len(third)/2]...)
+	rest = third[len(third)/2:]
+	if _, err := c.Write(wire); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-counter.reached(base + int64(begun)):
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server did not read the requests")
+	}
+	stopped = make(chan error, 1)
+	go func() { stopped <- e.stop() }()
+
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	op, p, err := nettest.ReadAnswer(c)
+	if err != nil || op != 0x1 {
+		t.Fatalf("the stream in flight: op %#x %q %v", op, p, err)
+	}
+	if v := verify(t, p); v.Method != snap.MethodMessageStream || errCode(v.Payload) != 0 {
+		t.Fatalf("the stream in flight: %s %s", v.Method, v.Payload)
+	}
+	op, p, err = nettest.ReadAnswer(c)
+	if err != nil || op != 0x1 {
+		t.Fatalf("the request read ahead: op %#x %q %v", op, p, err)
+	}
+	shutdownRefusal(t, p)
+	return c, rest, stopped
+}
+
+// readGoingAway reads the server's next frame and fails t unless it is
+// the close 1001.
+func readGoingAway(t *testing.T, c net.Conn) {
+	t.Helper()
+	op, p, err := nettest.ReadAnswer(c)
+	if err != nil || op != 0x8 || len(p) < 2 || binary.BigEndian.Uint16(p) != websocket.CloseGoingAway {
+		t.Fatalf("op %#x %q %v, want the close 1001", op, p, err)
+	}
+}
+
+// A request whose frame is half received when shutdown begins is read
+// whole once its rest comes, and answered by the signed shutdown refusal
+// (5003) before the close 1001. Before, the server stopped reading at
+// once: the request got only the close 1001, its peer no answer.
+func TestWebSocketShutdownFinishesFrameBegun(t *testing.T) {
+	c, rest, stopped := halfFrameAtShutdown(t, func(c *snaphttp.Config) { c.ShutdownReadTimeout = time.Minute })
+	if _, err := c.Write(rest); err != nil {
+		t.Fatal(err)
+	}
+	op, p, err := nettest.ReadAnswer(c)
+	if err != nil || op != 0x1 {
+		t.Fatalf("the request half received at shutdown: op %#x %q %v, want its refusal", op, p, err)
+	}
+	shutdownRefusal(t, p)
+	readGoingAway(t, c)
+	if err := <-stopped; err != nil {
+		t.Errorf("Serve: %v", err)
+	}
+}
+
+// The same, the half-received request waiting for its share of
+// BodyMemory (held by the requests before it) when shutdown begins: its
+// rest is read and dropped, and it is refused.
+func TestWebSocketShutdownFinishesFrameWaitingForMemory(t *testing.T) {
+	c, rest, stopped := halfFrameAtShutdown(t, func(c *snaphttp.Config) {
+		c.ShutdownReadTimeout = time.Minute
+		// A peer's share (a sixteenth) holds the stream's request
+		// (about 420 bytes) and room for MaxBody, not the request read
+		// ahead besides.
+		c.MaxBody = 16 << 10
+		c.BodyMemory = 16 * (c.MaxBody + 600)
+	})
+	if _, err := c.Write(rest); err != nil {
+		t.Fatal(err)
+	}
+	op, p, err := nettest.ReadAnswer(c)
+	if err != nil || op != 0x1 {
+		t.Fatalf("the request half received at shutdown: op %#x %q %v, want its refusal", op, p, err)
+	}
+	shutdownRefusal(t, p)
+	readGoingAway(t, c)
+	if err := <-stopped; err != nil {
+		t.Errorf("Serve: %v", err)
+	}
+}
+
+// A request whose frame does not come whole within ShutdownReadTimeout of
+// shutdown gets the close 1001, and shutdown does not wait for it longer.
+func TestWebSocketShutdownFrameNotFinished(t *testing.T) {
+	c, _, stopped := halfFrameAtShutdown(t, func(c *snaphttp.Config) { c.ShutdownReadTimeout = 50 * time.Millisecond })
+	readGoingAway(t, c)
 	if err := <-stopped; err != nil {
 		t.Errorf("Serve: %v", err)
 	}

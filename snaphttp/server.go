@@ -27,27 +27,28 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultMaxBody           = 256 << 10
-	DefaultMaxResponse       = 4 << 20
-	DefaultRate              = rate.Limit(50) // requests per second per peer
-	DefaultBurst             = 100
-	DefaultMonitorRate       = rate.Limit(5) // /healthz and /metrics requests per second per peer
-	DefaultMonitorBurst      = 20
-	DefaultMaxPeers          = 10_000
-	DefaultStreamBuffer      = 64
-	DefaultStreamBufferBytes = 1 << 20
-	DefaultWriteTimeout      = 10 * time.Second
-	DefaultReadTimeout       = 30 * time.Second
-	DefaultHeaderTimeout     = 10 * time.Second
-	DefaultBodyMemory        = 32 << 20
-	DefaultAnswerMemory      = 64 << 20
-	DefaultPingInterval      = 30 * time.Second
-	DefaultIdleTimeout       = 60 * time.Second
-	DefaultMaxConnsPerPeer   = 32
-	DefaultMaxConns          = 1024
-	DefaultMaxPending        = 8
-	DefaultShutdownTimeout   = 10 * time.Second
-	DefaultCardResign        = 5 * time.Minute
+	DefaultMaxBody             = 256 << 10
+	DefaultMaxResponse         = 4 << 20
+	DefaultRate                = rate.Limit(50) // requests per second per peer
+	DefaultBurst               = 100
+	DefaultMonitorRate         = rate.Limit(5) // /healthz and /metrics requests per second per peer
+	DefaultMonitorBurst        = 20
+	DefaultMaxPeers            = 10_000
+	DefaultStreamBuffer        = 64
+	DefaultStreamBufferBytes   = 1 << 20
+	DefaultWriteTimeout        = 10 * time.Second
+	DefaultReadTimeout         = 30 * time.Second
+	DefaultHeaderTimeout       = 10 * time.Second
+	DefaultBodyMemory          = 32 << 20
+	DefaultAnswerMemory        = 64 << 20
+	DefaultPingInterval        = 30 * time.Second
+	DefaultIdleTimeout         = 60 * time.Second
+	DefaultMaxConnsPerPeer     = 32
+	DefaultMaxConns            = 1024
+	DefaultMaxPending          = 8
+	DefaultShutdownTimeout     = 10 * time.Second
+	DefaultShutdownReadTimeout = time.Second
+	DefaultCardResign          = 5 * time.Minute
 )
 
 // MaxHeaderBytes bounds the header block of a request (its request line
@@ -196,6 +197,13 @@ type Config struct {
 	// in-flight requests before it cancels them and closes every
 	// connection.
 	ShutdownTimeout time.Duration
+	// ShutdownReadTimeout bounds, once shutdown began, the wait for the
+	// rest of a WebSocket message the server had begun to read (default
+	// DefaultShutdownReadTimeout): a message that comes whole within it,
+	// and within MaxBody, is refused (5003, the shutdown's) before the
+	// close 1001; one that does not gets the close alone. Shutdown waits
+	// no longer than ShutdownTimeout in any case.
+	ShutdownReadTimeout time.Duration
 	// AllowedOrigins are the origins ("scheme://host[:port]", as
 	// browsers send Origin; "*": every one) of the web pages that may
 	// send messages: POST /snap (SSE too) and the WebSocket upgrade. A
@@ -263,6 +271,7 @@ func (c *Config) fill() error {
 	defaults.Positive(&c.PingInterval, DefaultPingInterval)
 	defaults.Positive(&c.IdleTimeout, DefaultIdleTimeout)
 	defaults.Positive(&c.ShutdownTimeout, DefaultShutdownTimeout)
+	defaults.Positive(&c.ShutdownReadTimeout, DefaultShutdownReadTimeout)
 	if _, err := origins.Parse(c.AllowedOrigins); err != nil {
 		return fmt.Errorf("snaphttp: Config.AllowedOrigins: %w", err)
 	}
@@ -574,8 +583,9 @@ var ErrServing = errors.New("snaphttp: Serve called twice")
 // Serve serves on ln until ctx ends, then shuts down gracefully: it stops
 // accepting, ends the streams in flight (each gets its final response),
 // closes each WebSocket connection once its request in flight is
-// answered and those it read ahead are refused (5003, see websocket),
-// and waits up to ShutdownTimeout for
+// answered and those it read ahead are refused (5003, see websocket;
+// the message it was receiving too, if its rest comes within
+// ShutdownReadTimeout), and waits up to ShutdownTimeout for
 // the requests in flight to finish; then it cancels them and closes every
 // connection. It returns once every request handler has returned. A
 // Server serves once.

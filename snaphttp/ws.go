@@ -46,11 +46,14 @@ import (
 // close 1003 (unsupported data).
 //
 // When shutdown begins, the request being handled is answered as usual
-// (within ShutdownTimeout); nothing more is read from the socket, and
-// each request read ahead but not yet handled gets, in order, the signed
-// refusal 5003 {retryAfter, reason: "shutdown"}; then the connection
-// closes with 1001 (going away). An upgrade after that gets 503 with the
-// same refusal.
+// (within ShutdownTimeout); the message being read, when one has begun
+// (its frame half received), is read to its end if that comes within
+// ShutdownReadTimeout, and nothing more is read from the socket. Each
+// request read ahead but not yet handled, that one included, gets, in
+// order, the signed refusal 5003 {retryAfter, reason: "shutdown"}; then
+// the connection closes with 1001 (going away). A message whose rest does
+// not come in time gets only the close. An upgrade after that gets 503
+// with the same refusal.
 func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 	if !websocket.IsWebSocketUpgrade(r) {
 		w.Header().Set("Upgrade", "websocket")
@@ -197,10 +200,13 @@ type wsConn struct {
 	readCtx     context.Context
 	stopWaiting context.CancelFunc
 	// deadline guards the read deadline: once stopped is set (shutdown
-	// began), the deadline stays in the past and the reader reads
-	// nothing more from the socket.
-	deadline sync.Mutex
-	stopped  bool
+	// began), the deadline is finishBy while the reader is in a message
+	// (inMessage), so that it reads that message to its end, and in the
+	// past otherwise: the reader reads nothing more from the socket.
+	deadline  sync.Mutex
+	stopped   bool
+	inMessage bool
+	finishBy  time.Time
 }
 
 // shutdownRetryAfter is the retryAfter, in seconds, of the refusals sent
@@ -401,16 +407,48 @@ func (wc *wsConn) extendRead(d time.Duration) {
 	}
 }
 
-// stopReading stops the reader at shutdown: it reads no more from the
-// socket (the frames its buffer already holds whole are still read), a
-// wait for BodyMemory ends, and it closes its channel of requests without
-// cancelling the connection, whose requests read ahead are then refused.
+// stopReading stops the reader at shutdown: it reads the message it has
+// begun to its end, within ShutdownReadTimeout (a wait for its share of
+// BodyMemory ends, and it is read and dropped), and no more from the
+// socket after it (the frames its buffer already holds whole are still
+// read); then it closes its channel of requests without cancelling the
+// connection, whose requests read ahead are refused.
 func (wc *wsConn) stopReading() {
 	wc.deadline.Lock()
 	wc.stopped = true
-	_ = wc.c.SetReadDeadline(time.Unix(1, 0))
+	wc.finishBy = time.Now().Add(wc.s.cfg.ShutdownReadTimeout)
+	wc.setStoppedDeadline()
 	wc.deadline.Unlock()
 	wc.stopWaiting()
+}
+
+// setStoppedDeadline sets the read deadline of a stopped reader: finishBy
+// in a message, else in the past. The caller holds wc.deadline.
+func (wc *wsConn) setStoppedDeadline() {
+	if wc.inMessage {
+		_ = wc.c.SetReadDeadline(wc.finishBy)
+	} else {
+		_ = wc.c.SetReadDeadline(time.Unix(1, 0))
+	}
+}
+
+// beginMessage and endMessage tell when the reader is in a message: once
+// its first frame's header is read, until the message is read whole (or
+// its read failed). A stopped reader reads a message it is in to its end,
+// by finishBy, then nothing more from the socket: a message whose header
+// was already received (into the reader's buffer) is finished, whether
+// shutdown began before or after the reader took that header from its
+// buffer. A frame whose header had only partly come is not waited for.
+func (wc *wsConn) beginMessage() { wc.markMessage(true) }
+func (wc *wsConn) endMessage()   { wc.markMessage(false) }
+
+func (wc *wsConn) markMessage(in bool) {
+	wc.deadline.Lock()
+	defer wc.deadline.Unlock()
+	wc.inMessage = in
+	if wc.stopped {
+		wc.setStoppedDeadline()
+	}
 }
 
 func (wc *wsConn) readStopped() bool {
@@ -420,10 +458,11 @@ func (wc *wsConn) readStopped() bool {
 }
 
 // refuseReadAhead answers, once shutdown began, each request read ahead
-// and not yet handled, in order, by the signed shutdown refusal (5003
-// {retryAfter, reason: "shutdown"}), and a binary frame that stopped the
-// reader by its own refusal: every request the node read gets an answer
-// before the close 1001. The refusals are written as any answer is,
+// and not yet handled, and the one the reader finishes (see stopReading),
+// in order, by the signed shutdown refusal (5003 {retryAfter, reason:
+// "shutdown"}), and a binary frame that stopped the reader by its own
+// refusal: every request the node read gets an answer before the close
+// 1001. The refusals are written as any answer is,
 // within the shutdown's time (ShutdownTimeout).
 func (wc *wsConn) refuseReadAhead(o *outbox, reqs <-chan []byte) {
 	s := wc.s
@@ -446,6 +485,11 @@ func (wc *wsConn) refuseReadAhead(o *outbox, reqs <-chan []byte) {
 // the message's length. The caller releases that once the message is
 // answered. Waiting leaves the message in the socket, which slows only
 // this peer. A binary message is reported (binary) and left unread.
+//
+// Once the reader is stopped (shutdown), a message waiting for its share
+// is read and dropped instead: it will be refused, not handled. It is
+// returned empty, holding no bytes (but counted among the peer's
+// messages, as the caller releases it).
 func (wc *wsConn) readMessage() (data []byte, binary bool, err error) {
 	s := wc.s
 	typ, r, err := wc.c.NextReader()
@@ -455,9 +499,19 @@ func (wc *wsConn) readMessage() (data []byte, binary bool, err error) {
 	if typ == websocket.BinaryMessage {
 		return nil, true, nil
 	}
+	wc.beginMessage()
+	defer wc.endMessage()
 	if s.bodies.tryAcquire(wc.key, s.cfg.MaxBody) != "" {
 		if err := wc.awaitMemory(); err != nil {
-			return nil, false, err
+			if !wc.readStopped() {
+				return nil, false, err
+			}
+			// Within MaxBody (the read limit) and finishBy.
+			if _, err := io.Copy(io.Discard, r); err != nil {
+				return nil, false, err
+			}
+			s.bodies.ref(wc.key)
+			return []byte{}, false, nil
 		}
 	}
 	data, err = s.readWebSocket(r)
