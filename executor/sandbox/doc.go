@@ -179,8 +179,10 @@
 // in progress alone. Off Linux, macOS and the BSDs there are no such locks
 // and Sweep removes every temporary file.
 // Total bytes count regular files only (the sandbox's own temporary
-// files left out), from a running count (Counts)
-// that every promotion and rollback keeps exact and that is walked again
-// only when it is older than a minute (to see changes made from outside)
-// or before a refusal.
+// files left out); total entries count regular files and directories.
+// Both are checked against a running count that every promotion and
+// rollback keeps exact: Stage and Promote walk the tree only when there
+// is none (the first check, or after a change that failed half-way).
+// Changes made from outside are counted by Recount, which the caller runs
+// outside the actions, from time to time.
 package sandbox

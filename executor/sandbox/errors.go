@@ -73,11 +73,12 @@ type Limit string
 
 // The caps.
 const (
-	LimitFileSize   Limit = "file_size"   // bytes of one file
-	LimitTotalBytes Limit = "total_bytes" // bytes of all regular files in the sandbox
-	LimitEntries    Limit = "entries"     // entries of one listing
-	LimitChanges    Limit = "changes"     // changes in one Stage
-	LimitDuration   Limit = "duration"    // milliseconds of one operation
+	LimitFileSize     Limit = "file_size"     // bytes of one file
+	LimitTotalBytes   Limit = "total_bytes"   // bytes of all regular files in the sandbox
+	LimitTotalEntries Limit = "total_entries" // regular files and directories in the sandbox
+	LimitEntries      Limit = "entries"       // entries of one listing
+	LimitChanges      Limit = "changes"       // changes in one Stage
+	LimitDuration     Limit = "duration"      // milliseconds of one operation
 )
 
 // LimitError is a cap reached. It matches ErrLimit, and for LimitDuration

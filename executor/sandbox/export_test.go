@@ -37,8 +37,8 @@ func RunningCounts(s *Sandbox) (Counts, bool) {
 }
 
 // SetClock makes the sandbox read the time from now instead of the wall
-// clock: its count ages by it, and kept files are named with it.
-func SetClock(s *Sandbox, now func() time.Time) { s.core.tally.now, s.core.now = now, now }
+// clock: kept files are named with it.
+func SetClock(s *Sandbox, now func() time.Time) { s.core.now = now }
 
 // SetLockHook installs a hook called each time a promotion or rollback
 // finds the folder lock held by another process (or another Sandbox on

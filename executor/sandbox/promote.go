@@ -22,8 +22,8 @@ var ErrIncomplete = errors.New("sandbox: failed half-way and could not undo")
 // since staging, it returns an *OpError matching ErrChanged and applies
 // nothing (stage again, show the new diff, ask again). It checks
 // MaxTotalBytes again too, against the workspace as it is now (other
-// stagings may have been promoted since this one was staged): a
-// *LimitError, and nothing applied. Then files are
+// stagings may have been promoted since this one was staged), and
+// MaxTotalEntries: a *LimitError, and nothing applied. Then files are
 // written to a temporary file in their own directory, synced and renamed
 // over their target, and the directory is synced; files are deleted,
 // directories created. If any step fails, the steps already done are
@@ -45,7 +45,7 @@ func (s *Sandbox) promote(ctx context.Context, st *Staged, temps map[string]*tem
 	}
 	defer done()
 	steps := make([]entry, len(st.entries))
-	var grow int64
+	var delta Counts
 	for i, e := range st.entries {
 		cur, err := s.loadWas(ctx, e.rel, e.pre)
 		if err != nil {
@@ -55,15 +55,13 @@ func (s *Sandbox) promote(ctx context.Context, st *Staged, temps map[string]*tem
 			return nil, opErr("promote", e.rel, ErrChanged)
 		}
 		steps[i] = entry{rel: e.rel, pre: cur, post: e.post}
-		grow += e.post.Size - cur.Size
+		delta = delta.add(cur, e.post)
 	}
 	// Stage judged the room against the workspace as it was then; other
 	// stagings may have been promoted since (other workers, other
 	// replicas). Judged again under the locks, no two fill it past the cap.
-	if grow > 0 {
-		if err := s.room(ctx, grow); err != nil {
-			return nil, err
-		}
+	if err := s.room(ctx, delta); err != nil {
+		return nil, err
 	}
 	if err := s.transition(ctx, "promote", steps, temps); err != nil {
 		return nil, err

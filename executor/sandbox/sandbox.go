@@ -21,11 +21,12 @@ import (
 // would pass one fails with a *LimitError and changes nothing. A zero field
 // takes its value from DefaultLimits; there is no "unlimited".
 type Limits struct {
-	MaxFileSize   int64         // bytes of one file read, written or touched
-	MaxTotalBytes int64         // bytes of all regular files in the sandbox after a promotion
-	MaxEntries    int           // entries one List may return
-	MaxChanges    int           // changes in one Stage
-	MaxDuration   time.Duration // wall time of one Read, List, Stage, Promote or Rollback
+	MaxFileSize     int64         // bytes of one file read, written or touched
+	MaxTotalBytes   int64         // bytes of all regular files in the sandbox after a promotion
+	MaxTotalEntries int64         // regular files and directories in the sandbox after a promotion
+	MaxEntries      int           // entries one List may return
+	MaxChanges      int           // changes in one Stage
+	MaxDuration     time.Duration // wall time of one Read, List, Stage, Promote or Rollback
 }
 
 // DefaultLimits are the caps used for the zero fields of Limits.
@@ -33,19 +34,24 @@ func DefaultLimits() Limits {
 	return Limits{
 		MaxFileSize:   1 << 20,
 		MaxTotalBytes: 100 << 20,
-		MaxEntries:    1000,
-		MaxChanges:    64,
-		MaxDuration:   10 * time.Second,
+		// A walk of the tree, which counts it at Open and at each
+		// Recount, costs about 30 µs a directory and 2.5 µs a file on a
+		// small machine: 100,000 entries are a few seconds at most.
+		MaxTotalEntries: 100_000,
+		MaxEntries:      1000,
+		MaxChanges:      64,
+		MaxDuration:     10 * time.Second,
 	}
 }
 
 func (l Limits) withDefaults() (Limits, error) {
 	d := DefaultLimits()
-	if l.MaxFileSize < 0 || l.MaxTotalBytes < 0 || l.MaxEntries < 0 || l.MaxChanges < 0 || l.MaxDuration < 0 {
+	if l.MaxFileSize < 0 || l.MaxTotalBytes < 0 || l.MaxTotalEntries < 0 || l.MaxEntries < 0 || l.MaxChanges < 0 || l.MaxDuration < 0 {
 		return Limits{}, fmt.Errorf("sandbox: negative limit in %+v", l)
 	}
 	l.MaxFileSize = cmp.Or(l.MaxFileSize, d.MaxFileSize)
 	l.MaxTotalBytes = cmp.Or(l.MaxTotalBytes, d.MaxTotalBytes)
+	l.MaxTotalEntries = cmp.Or(l.MaxTotalEntries, d.MaxTotalEntries)
 	l.MaxEntries = cmp.Or(l.MaxEntries, d.MaxEntries)
 	l.MaxChanges = cmp.Or(l.MaxChanges, d.MaxChanges)
 	l.MaxDuration = cmp.Or(l.MaxDuration, d.MaxDuration)
@@ -119,7 +125,7 @@ func Open(dir string, lim Limits) (*Sandbox, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: open workspace: %w", err)
 	}
-	c := &core{ws: ws, tally: tally{now: time.Now}, now: time.Now}
+	c := &core{ws: ws, now: time.Now}
 	s := &Sandbox{core: c, lim: lim}
 	c.spelling.Store(s.probeFolds(ws.root))
 	ws.reopened = func(root *os.Root) {
@@ -153,6 +159,9 @@ func (s *Sandbox) Narrow(lim Limits) *Sandbox {
 	}
 	if lim.MaxTotalBytes > 0 {
 		n.MaxTotalBytes = min(n.MaxTotalBytes, lim.MaxTotalBytes)
+	}
+	if lim.MaxTotalEntries > 0 {
+		n.MaxTotalEntries = min(n.MaxTotalEntries, lim.MaxTotalEntries)
 	}
 	if lim.MaxEntries > 0 {
 		n.MaxEntries = min(n.MaxEntries, lim.MaxEntries)

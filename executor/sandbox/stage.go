@@ -201,19 +201,15 @@ func (s *Sandbox) Stage(ctx context.Context, changes []Change) (*Staged, error) 
 		}
 	}
 	st := &Staged{core: s.core}
-	var grow int64
 	for _, e := range ov.m {
 		if e.pre.same(e.post) {
 			continue
 		}
 		st.entries = append(st.entries, *e)
-		grow += e.post.Size - e.pre.Size
 	}
 	slices.SortFunc(st.entries, func(a, b entry) int { return strings.Compare(a.rel, b.rel) })
-	if grow > 0 {
-		if err := s.room(ctx, grow); err != nil {
-			return nil, err
-		}
+	if err := s.room(ctx, st.Delta()); err != nil {
+		return nil, err
 	}
 	st.diffs = make([]Diff, len(st.entries))
 	for i, e := range st.entries {
@@ -225,21 +221,25 @@ func (s *Sandbox) Stage(ctx context.Context, changes []Change) (*Staged, error) 
 	return st, nil
 }
 
-// room checks that grow more bytes keep the workspace within
-// MaxTotalBytes. The running count answers; before refusing, the tree is
-// walked afresh, so files removed from outside never cause a refusal.
-func (s *Sandbox) room(ctx context.Context, grow int64) error {
-	for _, fresh := range []bool{false, true} {
-		c, err := s.counts(ctx, fresh)
-		if err != nil {
-			return err
-		}
-		if c.Bytes+grow <= s.lim.MaxTotalBytes {
-			return nil
-		}
-		if fresh {
-			return &LimitError{Limit: LimitTotalBytes, Max: s.lim.MaxTotalBytes, Got: c.Bytes + grow}
-		}
+// room checks that a change of the workspace's counts by delta keeps it
+// within MaxTotalBytes and MaxTotalEntries: each is checked only when
+// delta adds to it (a change that frees room always may). The running
+// count answers, without a walk of the tree unless there is none (see
+// counts): what changed from outside is counted at the next Recount.
+func (s *Sandbox) room(ctx context.Context, delta Counts) error {
+	grow := delta.Files + delta.Dirs
+	if delta.Bytes <= 0 && grow <= 0 {
+		return nil
+	}
+	c, err := s.counts(ctx)
+	if err != nil {
+		return err
+	}
+	if delta.Bytes > 0 && c.Bytes+delta.Bytes > s.lim.MaxTotalBytes {
+		return &LimitError{Limit: LimitTotalBytes, Max: s.lim.MaxTotalBytes, Got: c.Bytes + delta.Bytes}
+	}
+	if n := c.Files + c.Dirs + grow; grow > 0 && n > s.lim.MaxTotalEntries {
+		return &LimitError{Limit: LimitTotalEntries, Max: s.lim.MaxTotalEntries, Got: n}
 	}
 	return nil
 }

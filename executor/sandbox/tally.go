@@ -5,14 +5,7 @@ import (
 	"io/fs"
 	"strings"
 	"sync"
-	"time"
 )
-
-// tallyMaxAge is how long a count of the workspace is trusted before Stage
-// walks the tree again. The sandbox keeps its count exact for every change
-// it makes itself; the age bounds how long a change made from outside (an
-// operator copying files in) goes uncounted.
-const tallyMaxAge = time.Minute
 
 // Counts is what the workspace holds: the bytes of its regular files (the
 // figure MaxTotalBytes caps), its regular files and its directories (the
@@ -41,32 +34,43 @@ func (c Counts) add(pre, post Image) Counts {
 // tally is the workspace's running count, shared by every view of one
 // sandbox. Without it every growing write would walk the whole tree, a
 // cost that grows with the workspace (a tree of 100,000 directories made
-// every write miss its deadline).
+// every write miss its deadline). The sandbox keeps it exact for every
+// change it makes itself; what changes the folder from outside (an
+// operator copying files in or removing them) is counted at the next
+// Recount, which the caller runs outside the actions (the node, every
+// minute). An action walks the tree only when there is no count: before
+// the first one, after a change that failed half-way, or once the folder
+// was made again.
 type tally struct {
-	now func() time.Time
-
 	mu    sync.Mutex
 	known bool
 	c     Counts
-	at    time.Time // when c was last walked
 	// gen is bumped when a transition starts and when it ends (odd while
 	// one runs): a walk is kept only if gen was even and stayed the same.
 	gen uint64
 }
 
 // counts returns the running count, walking the tree first when there is
-// none, it is older than tallyMaxAge, or fresh is set.
-func (s *Sandbox) counts(ctx context.Context, fresh bool) (Counts, error) {
+// none.
+func (s *Sandbox) counts(ctx context.Context) (Counts, error) {
 	t := &s.core.tally
 	t.mu.Lock()
-	if t.known && !fresh && t.now().Sub(t.at) < tallyMaxAge {
+	if t.known {
 		c := t.c
 		t.mu.Unlock()
 		return c, nil
 	}
+	t.mu.Unlock()
+	return s.recount(ctx)
+}
+
+// recount walks the tree and keeps what it found as the running count,
+// unless a change of the sandbox's ran meanwhile.
+func (s *Sandbox) recount(ctx context.Context) (Counts, error) {
+	t := &s.core.tally
+	t.mu.Lock()
 	gen := t.gen
 	t.mu.Unlock()
-	start := t.now()
 	c, err := s.walkCounts(ctx)
 	if err != nil {
 		return Counts{}, err
@@ -74,9 +78,10 @@ func (s *Sandbox) counts(ctx context.Context, fresh bool) (Counts, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	// A change made during the walk may or may not be in what the walk
-	// saw: the count stays unknown and the next call walks again.
+	// saw: the count stays as it was (exact for the sandbox's own
+	// changes, or unknown, and the next check walks again).
 	if t.gen == gen && gen%2 == 0 {
-		t.known, t.c, t.at = true, c, start
+		t.known, t.c = true, c
 	}
 	return c, nil
 }
@@ -128,11 +133,25 @@ func (s *Sandbox) applied(steps []entry, ok bool) {
 }
 
 // Counts returns what the workspace holds, from a walk of the whole tree
-// (which also refreshes the count that Stage checks MaxTotalBytes with).
+// bounded by MaxDuration, which also refreshes the running count the caps
+// are checked with (see Recount).
 func (s *Sandbox) Counts(ctx context.Context) (Counts, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	return s.counts(ctx, true)
+	return s.recount(ctx)
+}
+
+// Recount walks the whole tree, bounded by ctx alone, and makes what it
+// finds the running count that Stage and Promote check MaxTotalBytes and
+// MaxTotalEntries with, picking up what changed from outside the sandbox
+// (files an operator copied in or removed). It is meant to run outside
+// the actions, from time to time (the node runs it every minute): a walk
+// costs time in proportion to the tree, and no Stage or Promote walks
+// while there is a count. A walk during which a promotion or rollback of
+// this sandbox ran leaves the running count as it was (still exact for
+// the sandbox's own changes); the Counts returned are then the walk's.
+func (s *Sandbox) Recount(ctx context.Context) (Counts, error) {
+	return s.recount(ctx)
 }
 
 // Delta is how promoting st changes the workspace's counts: each touched

@@ -82,10 +82,11 @@ func TestRunningCount(t *testing.T) {
 	}
 }
 
-// TestRunningCountOutside: files added from outside are counted once the
-// count is older than a minute; files removed from outside never cause a
-// refusal (the tree is walked before refusing); a promotion that fails
-// half-way makes the next check walk.
+// TestRunningCountOutside: an action never walks the tree while there is
+// a running count, however old: what changed from outside (files added or
+// removed by an operator) is counted at the next Recount, run outside the
+// actions (the node runs it every minute); a promotion that fails
+// half-way leaves no count, and the next check walks.
 func TestRunningCountOutside(t *testing.T) {
 	ctx := context.Background()
 	dir, sb := newSandbox(t, sandbox.Limits{MaxTotalBytes: 100}, map[string]string{"a.txt": string(make([]byte, 50))})
@@ -93,30 +94,44 @@ func TestRunningCountOutside(t *testing.T) {
 	sandbox.SetClock(sb, func() time.Time { return now })
 	promote(t, sb, sandbox.Write{Path: "/sandbox/b.txt", Content: make([]byte, 10)})
 
-	// 30 bytes copied in by the operator: within the minute, uncounted.
+	// 30 bytes copied in by the operator: uncounted until a Recount, an
+	// hour later as a second later.
 	if err := os.WriteFile(filepath.Join(dir, "op.txt"), make([]byte, 30), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sb.Stage(ctx, []sandbox.Change{sandbox.Write{Path: "/sandbox/c.txt", Content: make([]byte, 30)}}); err != nil {
-		t.Fatalf("within the minute the count is the sandbox's own: %v", err)
+	c30 := []sandbox.Change{sandbox.Write{Path: "/sandbox/c.txt", Content: make([]byte, 30)}}
+	if _, err := sb.Stage(ctx, c30); err != nil {
+		t.Fatalf("the count is the sandbox's own: %v", err)
 	}
-	now = now.Add(61 * time.Second)
-	_, err := sb.Stage(ctx, []sandbox.Change{sandbox.Write{Path: "/sandbox/c.txt", Content: make([]byte, 30)}})
+	now = now.Add(time.Hour)
+	if _, err := sb.Stage(ctx, c30); err != nil {
+		t.Fatalf("an hour later, the action walked the tree: %v", err)
+	}
+	if c, err := sb.Recount(ctx); err != nil || c.Bytes != 90 {
+		t.Fatalf("Recount = %+v, %v; want 90 bytes", c, err)
+	}
+	_, err := sb.Stage(ctx, c30)
 	var le *sandbox.LimitError
 	if !errors.As(err, &le) || le.Limit != sandbox.LimitTotalBytes || le.Got != 120 {
-		t.Fatalf("a minute later the operator's file counts: %v", err)
+		t.Fatalf("after the Recount the operator's file counts: %v", err)
 	}
 
-	// The operator removes a.txt: the stale count (90 bytes) would refuse
-	// 30 more, the tree (40 bytes) does not.
+	// The operator removes a.txt: the count frees its 50 bytes at the
+	// next Recount, not before.
 	if err := os.Remove(filepath.Join(dir, "a.txt")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sb.Stage(ctx, []sandbox.Change{sandbox.Write{Path: "/sandbox/c.txt", Content: make([]byte, 30)}}); err != nil {
-		t.Fatalf("a refusal from a stale count: %v", err)
+	if _, err := sb.Stage(ctx, c30); !errors.As(err, &le) {
+		t.Fatalf("before the Recount: %v, want the refusal of the running count", err)
+	}
+	if _, err := sb.Recount(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sb.Stage(ctx, c30); err != nil {
+		t.Fatalf("after the Recount: %v", err)
 	}
 	if c, _ := sandbox.RunningCounts(sb); c.Bytes != 40 {
-		t.Fatalf("after the walk: %+v, want 40 bytes", c)
+		t.Fatalf("after the Recount: %+v, want 40 bytes", c)
 	}
 
 	// A promotion that fails half-way leaves no count to trust.
@@ -136,5 +151,11 @@ func TestRunningCountOutside(t *testing.T) {
 	}
 	if _, known := sandbox.RunningCounts(sb); known {
 		t.Fatal("a count kept after a promotion that failed")
+	}
+	if _, err := sb.Stage(ctx, []sandbox.Change{sandbox.Write{Path: "/sandbox/d.txt", Content: []byte("d")}}); err != nil {
+		t.Fatal(err)
+	}
+	if c, known := sandbox.RunningCounts(sb); !known || c.Bytes != 40 {
+		t.Fatalf("after the next staging: %+v (known %v), want the 40 bytes of a walk", c, known)
 	}
 }
