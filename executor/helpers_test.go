@@ -56,6 +56,9 @@ type env struct {
 	levels executor.AuditLevels
 	// quotas is Config.Quotas (zero: the defaults).
 	quotas executor.Quotas
+	// limits are the sandbox's caps (zero fields: the defaults); set
+	// them, then reopen.
+	limits sandbox.Limits
 	// retain is the audit log's Options.Retain (0 keeps every entry).
 	retain time.Duration
 	// signer is the audit log's Options.Signer (nil: none, no seals).
@@ -86,7 +89,7 @@ func (v *env) open() {
 	if err != nil {
 		v.t.Fatal(err)
 	}
-	sb, err := sandbox.Open(v.dir, sandbox.DefaultLimits())
+	sb, err := sandbox.Open(v.dir, v.limits)
 	if err != nil {
 		v.t.Fatal(err)
 	}

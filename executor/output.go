@@ -186,6 +186,9 @@ func sandboxFailure(err error) *Failure {
 		if what, ok := quotaWords[le.Limit]; ok {
 			f.Message = fmt.Sprintf("The action would take its requester past its quota of %s in the workspace (%d).", what, le.Max)
 		}
+		if what, ok := workspaceWords[le.Limit]; ok {
+			f.Message = fmt.Sprintf("The action would take the workspace past its cap of %d %s, for all requesters together.", le.Max, what)
+		}
 		if le.Path != "" {
 			f.Paths = []string{le.Path}
 		}

@@ -42,6 +42,13 @@ import (
 // in one process or in several sharing the database (PostgreSQL: the
 // check holds a lock of the requester until that commit ends; SQLite:
 // the database's single writer).
+//
+// The quotas bound each requester; the sandbox's caps bound the whole
+// workspace, every requester together and the operator's files included
+// (sandbox.Limits MaxTotalBytes and MaxTotalEntries, checked when an
+// action is staged and again when it is promoted): past one, the action
+// fails with LIMIT_EXCEEDED naming it (limit total_bytes or
+// total_entries).
 type Quotas struct {
 	Bytes int64 // bytes of regular files one requester adds
 	Files int64 // regular files one requester adds
@@ -78,6 +85,13 @@ var quotaWords = map[sandbox.Limit]string{
 	LimitRequesterBytes: "bytes",
 	LimitRequesterFiles: "files",
 	LimitRequesterDirs:  "directories",
+}
+
+// workspaceWords name what each node-wide cap of the workspace (the
+// sandbox's) counts, in LIMIT_EXCEEDED's message.
+var workspaceWords = map[sandbox.Limit]string{
+	sandbox.LimitTotalBytes:   "bytes of files",
+	sandbox.LimitTotalEntries: "files and folders",
 }
 
 // ledgerKey is the ledger's key of a requester: addresses compare
