@@ -108,6 +108,8 @@ var bounds = []bound{
 	{key: "executor.quota_bytes", min: 1, unit: "bytes"},
 	{key: "executor.quota_files", min: 1},
 	{key: "executor.quota_dirs", min: 1},
+	{key: "executor.workspace_max_bytes", min: 1, unit: "bytes"},
+	{key: "executor.workspace_max_entries", min: 1},
 	{key: "executor.snapshot_max_age", zero: "whatever their age"},
 	{key: "executor.snapshot_max_bytes", zero: "no bound", unit: "bytes"},
 

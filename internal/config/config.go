@@ -297,6 +297,15 @@ type Executor struct {
 	QuotaBytes int64 `toml:"quota_bytes"`
 	QuotaFiles int64 `toml:"quota_files"`
 	QuotaDirs  int64 `toml:"quota_dirs"`
+	// WorkspaceMaxBytes and WorkspaceMaxEntries cap the whole
+	// workspace, for every requester together and the operator's files
+	// included: the bytes of its regular files, and its regular files
+	// and folders. Past one, the action fails with LIMIT_EXCEEDED naming
+	// the cap (total_bytes, total_entries). The workspace is counted
+	// once at start and again every minute, outside the actions; each
+	// action's change is counted as it is promoted.
+	WorkspaceMaxBytes   int64 `toml:"workspace_max_bytes"`
+	WorkspaceMaxEntries int64 `toml:"workspace_max_entries"`
 	// SnapshotMaxAge is how long the rollback snapshot of a promoted
 	// action is kept: an action promoted longer ago can no longer be
 	// rolled back. 0 keeps snapshots whatever their age.
@@ -619,6 +628,7 @@ func Default() Config {
 		},
 		Executor: Executor{
 			QuotaBytes: 32 << 20, QuotaFiles: 10_000, QuotaDirs: 1_000,
+			WorkspaceMaxBytes: 100 << 20, WorkspaceMaxEntries: 100_000,
 			SnapshotMaxAge:   Duration{7 * 24 * time.Hour},
 			SnapshotMaxBytes: 128 << 20,
 		},
@@ -839,6 +849,8 @@ var settings = []setting{
 	int64Setting("executor-quota-bytes", "SNAPNODE_EXECUTOR_QUOTA_BYTES", "let one requester's actions add at most `BYTES` of files to the workspace (over: LIMIT_EXCEEDED, limit requester_bytes)", func(c *Config) *int64 { return &c.Executor.QuotaBytes }),
 	int64Setting("executor-quota-files", "SNAPNODE_EXECUTOR_QUOTA_FILES", "let one requester's actions add at most `N` files to the workspace (over: LIMIT_EXCEEDED, limit requester_files)", func(c *Config) *int64 { return &c.Executor.QuotaFiles }),
 	int64Setting("executor-quota-dirs", "SNAPNODE_EXECUTOR_QUOTA_DIRS", "let one requester's actions add at most `N` folders to the workspace (over: LIMIT_EXCEEDED, limit requester_dirs)", func(c *Config) *int64 { return &c.Executor.QuotaDirs }),
+	int64Setting("executor-workspace-max-bytes", "SNAPNODE_EXECUTOR_WORKSPACE_MAX_BYTES", "let the actions of all requesters together fill the workspace with at most `BYTES` of files (over: LIMIT_EXCEEDED, limit total_bytes)", func(c *Config) *int64 { return &c.Executor.WorkspaceMaxBytes }),
+	int64Setting("executor-workspace-max-entries", "SNAPNODE_EXECUTOR_WORKSPACE_MAX_ENTRIES", "let the actions of all requesters together fill the workspace with at most `N` files and folders (over: LIMIT_EXCEEDED, limit total_entries)", func(c *Config) *int64 { return &c.Executor.WorkspaceMaxEntries }),
 	durationSetting("", "SNAPNODE_EXECUTOR_SNAPSHOT_MAX_AGE", "keep the rollback snapshot of a promoted action for DURATION; older actions cannot be rolled back (0: whatever their age)", func(c *Config) *Duration { return &c.Executor.SnapshotMaxAge }),
 	int64Setting("", "SNAPNODE_EXECUTOR_SNAPSHOT_MAX_BYTES", "keep at most BYTES of rollback snapshots per requester, the oldest pruned first (0: no bound)", func(c *Config) *int64 { return &c.Executor.SnapshotMaxBytes }),
 	// The audit log, [audit].

@@ -1104,6 +1104,47 @@ func TestExecutorQuotaSettings(t *testing.T) {
 	}
 }
 
+// The node-wide caps of the workspace in the [executor] table: defaults,
+// precedence (flag over environment over file), and a clear error for
+// each bad value.
+func TestExecutorWorkspaceSettings(t *testing.T) {
+	file := writeFile(t, "workspace.toml", "[executor]\nworkspace_max_bytes = 5000\nworkspace_max_entries = 300\n", 0o600)
+	type caps struct{ bytes, entries int64 }
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want caps
+		err  string
+	}{
+		{"defaults", nil, nil, caps{100 << 20, 100_000}, ""},
+		{"file", []string{"--config", file}, nil, caps{5000, 300}, ""},
+		{"env over file", []string{"--config", file}, map[string]string{"SNAPNODE_EXECUTOR_WORKSPACE_MAX_ENTRIES": "400"}, caps{5000, 400}, ""},
+		{"flag over env", []string{"--config", file, "--executor-workspace-max-bytes", "7000"}, map[string]string{"SNAPNODE_EXECUTOR_WORKSPACE_MAX_BYTES": "6000"},
+			caps{7000, 300}, ""},
+		{"zero", []string{"--executor-workspace-max-entries", "0"}, nil, caps{},
+			"config: executor.workspace_max_entries (--executor-workspace-max-entries): want at least 1; got 0"},
+		{"negative", nil, map[string]string{"SNAPNODE_EXECUTOR_WORKSPACE_MAX_BYTES": "-1"}, caps{},
+			"config: executor.workspace_max_bytes (--executor-workspace-max-bytes): want at least 1 byte; got -1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := load(t, tc.args, tc.env)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v\nwant one containing %s", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := (caps{c.Executor.WorkspaceMaxBytes, c.Executor.WorkspaceMaxEntries}); got != tc.want {
+				t.Errorf("caps %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
 // memory_limit, the Go runtime's soft limit: its default, then file,
 // environment and flag, each over the one before; 0 (the runtime's own)
 // is accepted, a limit under MinMemoryLimit is not.

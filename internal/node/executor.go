@@ -90,7 +90,7 @@ func startExecutor(ctx context.Context, cfg config.Config, db *sqldb.DB, key *id
 	if err := sandboxApart(cfg, dir); err != nil {
 		return nil, nil, err
 	}
-	sb, err := sandbox.Open(dir, sandbox.Limits{})
+	sb, err := sandbox.Open(dir, sandbox.Limits{MaxTotalBytes: cfg.Executor.WorkspaceMaxBytes, MaxTotalEntries: cfg.Executor.WorkspaceMaxEntries})
 	if err != nil {
 		return nil, nil, fmt.Errorf("node: sandbox: %w", err)
 	}
@@ -100,6 +100,7 @@ func startExecutor(ctx context.Context, cfg config.Config, db *sqldb.DB, key *id
 	} else if n > 0 {
 		logger.Info("sandbox: removed temporary files left by an interrupted run", "count", n)
 	}
+	startWorkspaceRecount(ctx, sb, loopTiming{o.loopInterval(workspaceRecountInterval), cfg.BackgroundTimeout.Duration}, logger, &closers)
 	engine, err := PolicyEngine(cfg.Policy)
 	if err != nil {
 		return nil, nil, err
@@ -148,6 +149,29 @@ func startExecutor(ctx context.Context, cfg config.Config, db *sqldb.DB, key *id
 	}
 	logger.Info("proposals: sandbox and policy ready", "sandbox", dir, "policy", engine.Name(), "policy_version", engine.Version())
 	return &executorPart{exec: exec, policy: holder, audit: log}, closeAll, nil
+}
+
+// workspaceRecountInterval is how often the workspace is counted again
+// (sandbox.Recount): how long a file copied into it or removed from
+// outside goes uncounted by its caps.
+const workspaceRecountInterval = time.Minute
+
+// startWorkspaceRecount counts the workspace now, on its own goroutine
+// (a large folder must not hold the node's start), then every interval
+// (see every): the running count the sandbox checks its caps with stays
+// exact for the changes of actions, and the recount picks up what an
+// operator copied in or removed, away from the actions, each of which
+// would otherwise have to walk the folder within its own time limit.
+func startWorkspaceRecount(ctx context.Context, sb *sandbox.Sandbox, at loopTiming, logger *slog.Logger, closers *[]func() error) {
+	every(ctx, "workspace recount", at, false, func(ctx context.Context, _ time.Time) (sandbox.Counts, error) {
+		return sb.Recount(ctx)
+	}, func(c sandbox.Counts, err error) {
+		if err != nil {
+			logger.Warn("sandbox: count the workspace", "err", err)
+			return
+		}
+		logger.Debug("sandbox: workspace counted", "bytes", c.Bytes, "files", c.Files, "dirs", c.Dirs)
+	}, closers)
 }
 
 // startForgetting deletes the executor's records of ended actions last

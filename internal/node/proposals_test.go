@@ -18,6 +18,7 @@ import (
 	execproposal "github.com/snapnode/snapnode/executor/proposal"
 	"github.com/snapnode/snapnode/internal/admin"
 	"github.com/snapnode/snapnode/internal/config"
+	"github.com/snapnode/snapnode/internal/node"
 	"github.com/snapnode/snapnode/internal/sqldb"
 )
 
@@ -330,6 +331,55 @@ func TestExecutorQuotasReachTheExecutor(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(dataDir, "sandbox", "a", "x.txt")); err != nil || string(b) != "x\n" {
 		t.Fatalf("the file in its new folder: %q, %v", b, err)
+	}
+}
+
+// TestWorkspaceCapsReachTheSandbox: [executor] workspace_max_entries and
+// workspace_max_bytes are the sandbox's caps, and the workspace is
+// counted again in the background: a file the operator copies in counts
+// once a pass of the recount has run, with no action walking the folder.
+func TestWorkspaceCapsReachTheSandbox(t *testing.T) {
+	dataDir := filepath.Join(t.TempDir(), "data")
+	n, stop := startNodeOpts(t, func(c *config.Config) {
+		c.DataDir = dataDir
+		c.Executor.WorkspaceMaxEntries = 3
+		c.Executor.WorkspaceMaxBytes = 100
+	}, node.WithLoopInterval(20*time.Millisecond))
+	defer stop()
+	alice := newRequester(t, n.RelayURLs())
+	send := func(path, content string) (taskView, string, int64, int64) {
+		t.Helper()
+		data := map[string]any{"schema_version": "1.0.0", "id": uuid.NewString(), "reasoning": "r",
+			"action": "WRITE_FILE", "args": map[string]any{"path": path, "content": content}}
+		msg := map[string]any{"message": map[string]any{"messageId": uuid.NewString(), "role": "user",
+			"parts": []any{map[string]any{"data": data}}}}
+		v := taskOf(t, alice.call(t, n, "message/send", msg, false))
+		var f struct {
+			Limit    string `json:"limit"`
+			Max, Got int64
+		}
+		if _, out, _ := v.artifact("result-"); v.Status.State == "failed" {
+			if err := json.Unmarshal(out, &f); err != nil {
+				t.Fatalf("%s: %s (%v)", path, out, err)
+			}
+		}
+		return v, f.Limit, f.Max, f.Got
+	}
+	if v, _, _, _ := send("/sandbox/a/x.txt", "x\n"); v.Status.State != "completed" {
+		t.Fatalf("a folder and a file: %s %q", v.Status.State, v.Status.Message)
+	}
+	// The operator's file: the third entry, counted by the next pass.
+	passes := func() int64 { return n.LoopPasses()["workspace recount"].OK }
+	before := passes()
+	if err := os.WriteFile(filepath.Join(dataDir, "sandbox", "op.txt"), []byte("op"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "two passes of the workspace recount", func() bool { return passes() >= before+2 })
+	if v, limit, max, got := send("/sandbox/b.txt", "b\n"); v.Status.State != "failed" || limit != "total_entries" || max != 3 || got != 4 {
+		t.Fatalf("a fourth entry: %s %q, limit %q max %d got %d", v.Status.State, v.Status.Message, limit, max, got)
+	}
+	if v, limit, max, got := send("/sandbox/a/x.txt", strings.Repeat("x", 99)+"\n"); v.Status.State != "failed" || limit != "total_bytes" || max != 100 || got != 102 {
+		t.Fatalf("past the bytes: %s %q, limit %q max %d got %d", v.Status.State, v.Status.Message, limit, max, got)
 	}
 }
 
