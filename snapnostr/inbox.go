@@ -56,7 +56,8 @@ type InboxConfig struct {
 	// turn too, in a backlog of at most Backlog requests (default 8,192)
 	// holding at most BacklogBytes (default 16 MiB, as held in memory:
 	// relay.EventSize). Only past either bound is a stored request
-	// refused with 5003 (or pushed out, as in the queue). A stored
+	// refused with 5003 (or pushed out, as in the queue); one over its
+	// key's rate waits there for its allowance (see KeyLimiter). A stored
 	// request a live one pushes out of the queue goes back to the
 	// backlog. A request kept aside for another replica that nobody took,
 	// taken up late (see Replay), waits there too: being late it is never
@@ -90,12 +91,17 @@ type InboxConfig struct {
 	Lookback time.Duration
 	// KeyLimiter, when set, limits the requests of each Nostr key before
 	// they are queued (the pool verified the event's signature, so the
-	// key is its author's): a key over its allowance is refused with 5002
-	// {"retryAfter", "scope": "key"} and costs no decryption and no
-	// worker. A request processed before (see Checkpoint) costs its key
-	// nothing: a stored request that waits in the backlog is counted
-	// against its key's allowance only once the checkpoint has told it
-	// was not processed, as it leaves the backlog.
+	// key is its author's): a live request over its key's allowance is
+	// refused with 5002 {"retryAfter", "scope": "key"} and costs no
+	// decryption and no worker. A stored request (see Backlog) is counted
+	// against its key's allowance as it leaves the backlog, once the
+	// checkpoint has told it was not processed (one processed before
+	// costs its key nothing), and one over it is not refused: it waits
+	// in the backlog, still counted in the relays' points, for as long
+	// as the limiter says, while the other keys' stored requests go on
+	// being queued. It stays within the backlog's bounds meanwhile, and
+	// is refused 5003 when they push it out, as any request waiting
+	// there; one the backlog had no room for is refused 5002 at once.
 	KeyLimiter snap.Limiter
 	// Refusals bounds the refusals (queue full, rate limited) waiting to
 	// be sent (default 256). A Nostr key is refused at most once a second:
@@ -195,10 +201,11 @@ type Inbox struct {
 	// until a worker takes it or the queue pushes it out (it then goes
 	// back to the backlog: see admitTo).
 	fed sync.Map // *nostr.Event → struct{}
-	// unchecked holds the requests waiting in the backlog that the
-	// checkpoint is still to be asked about: the feeder asks, not the
+	// unchecked holds the requests waiting in the backlog whose key's
+	// rate is still to be taken, true when the checkpoint is also still
+	// to be asked about them: the feeder asks and takes, not the
 	// subscription's reader (see admitTo).
-	unchecked sync.Map // *nostr.Event → struct{}
+	unchecked sync.Map // *nostr.Event → bool
 	ready     chan struct{}
 	readyOnce sync.Once
 	// seenAfter is when (Unix nanoseconds) the checkpoint's Seen is
@@ -665,35 +672,41 @@ func (in *Inbox) admit(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Que
 // the checkpoint: the subscription's reader, which admits it, does not
 // wait for the database behind the thousands of stored requests a
 // restart's catch-up may bring, holding up every other event of that
-// relay connection.
+// relay connection. A stored request over its key's rate then waits in
+// the backlog for its key's allowance (see feed) rather than being
+// refused: only live requests, and stored ones the backlog has no room
+// for, are refused 5002.
 func (in *Inbox) admitTo(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Queue[string, *nostr.Event], wait *backlog, stored bool, refusals *refuser, late bool) {
 	in.marks.accepted(ev)
-	backlogged := wait != nil && stored
-	if backlogged && in.asksSeen(ev, late) {
+	if wait != nil && stored {
+		// A stored request, or a late one, waits its turn in the
+		// backlog; only one the backlog has no room for is queued or
+		// refused (dropped, when late) below.
 		if late {
 			in.late.Store(ev, struct{}{})
 		}
-		in.unchecked.Store(ev, struct{}{})
+		ask := in.asksSeen(ev, late)
+		check := ask || in.cfg.KeyLimiter != nil
+		if check {
+			in.unchecked.Store(ev, ask)
+		}
 		if in.wait(ctx, ev, wait, refusals) {
 			return // the feeder checks it
+		}
+		if !check {
+			in.push(ctx, ev, jobs, wait, refusals)
+			return
 		}
 		// The backlog has no room: checked here, then queued or
 		// refused.
 		in.unchecked.Delete(ev)
 		in.late.Delete(ev)
-		backlogged = false
 	}
 	if !in.admissible(ctx, ev, refusals, late) {
 		return
 	}
 	if late {
 		in.late.Store(ev, struct{}{})
-	}
-	if backlogged && in.wait(ctx, ev, wait, refusals) {
-		// A stored request, or a late one, waits its turn in the
-		// backlog; only one the backlog has no room for is queued or
-		// refused (dropped, when late) below.
-		return
 	}
 	in.push(ctx, ev, jobs, wait, refusals)
 }
@@ -835,12 +848,12 @@ func (in *Inbox) push(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Queu
 // has no room for ev), ev is the caller's to queue or refuse. A request
 // pushed out that the checkpoint was still to be asked about is asked
 // about first: one processed before is not refused, its requester had
-// its answer.
+// its answer. One waiting for its key's allowance is refused so too.
 func (in *Inbox) wait(ctx context.Context, ev *nostr.Event, wait *backlog, refusals *refuser) bool {
 	out, res := wait.add(ev)
 	var unchecked []*nostr.Event
 	for _, o := range out {
-		if _, ok := in.unchecked.LoadAndDelete(o); ok {
+		if ask, ok := in.unchecked.LoadAndDelete(o); ok && ask.(bool) {
 			unchecked = append(unchecked, o)
 		}
 	}
@@ -913,10 +926,25 @@ func (b *backlog) add(ev *nostr.Event) (out []*nostr.Event, res fairqueue.Result
 // the relays for again. It takes the requests a batch at a time (at most
 // seenBatch, those waiting), asks the checkpoint about those the reader
 // left unchecked in one read (see admitTo), skips the ones processed
-// before, and checks the others' keys' rates then.
+// before, and takes the others' keys' rates then.
+//
+// A key over its rate is not refused: its requests go back to the head
+// of its turn in the backlog, held there (fairqueue.Queue.Hold) for as
+// long as the key limiter says, while the other keys' requests go on
+// being fed. They stay counted in the watermark, and in the backlog's
+// bounds: a request the bounds push out is refused 5003 as any other
+// there (see wait).
+//
+// A panic while feeding one request is recovered: that request is
+// refused with 5001 (unless late), finished in the watermark, and the
+// feeder goes on with the others.
 func (in *Inbox) feed(ctx context.Context, wait *backlog, jobs *fairqueue.Queue[string, *nostr.Event], refusals *refuser) {
 	dropped := 0
+	rel := &releases{q: wait.q, timers: map[string]*time.Timer{}}
+	defer rel.stop()
 	var batch, unchecked []*nostr.Event
+	var limit []bool               // whether batch[i]'s key's rate is still to take
+	held := map[string]*heldBack{} // the keys over their rate in this batch
 	for ev, ok := wait.q.Pop(); ok; ev, ok = wait.q.Pop() {
 		batch = append(batch[:0], ev)
 		for len(batch) < seenBatch {
@@ -926,42 +954,27 @@ func (in *Inbox) feed(ctx context.Context, wait *backlog, jobs *fairqueue.Queue[
 			}
 			batch = append(batch, ev)
 		}
-		unchecked = unchecked[:0]
+		unchecked, limit = unchecked[:0], limit[:0]
 		for _, ev := range batch {
-			if _, ok := in.unchecked.LoadAndDelete(ev); ok {
+			ask, ok := in.unchecked.LoadAndDelete(ev)
+			limit = append(limit, ok)
+			if ok && ask.(bool) {
 				unchecked = append(unchecked, ev)
 			}
 		}
 		var seen map[string]bool
 		if ctx.Err() == nil {
-			seen, _ = in.processed(ctx, unchecked) // stopping: ctx ended, see below
+			seen = in.processedOrNot(ctx, unchecked)
 		}
-		for _, ev := range batch {
-			// The bytes of a batch are the backlog's until each is
-			// queued or let go.
-			wait.bytes.Add(-relay.EventSize(ev))
-			_, late := in.late.Load(ev)
-			switch {
-			case ctx.Err() != nil:
-				in.late.Delete(ev)
-				dropped++
-				continue
-			case seen[ev.ID]:
-				in.late.Delete(ev)
-				in.marks.finished(ev)
-				continue
-			case slices.Contains(unchecked, ev) && !in.allowed(ev, refusals, late):
-				in.late.Delete(ev)
-				continue
-			}
-			// Marked before it is queued: a worker may take it at once.
-			in.fed.Store(ev, struct{}{})
-			if !jobs.Wait(ctx, ev.PubKey, ev) {
-				in.fed.Delete(ev)
-				in.late.Delete(ev)
+		for i, ev := range batch {
+			if in.feedOne(ctx, ev, limit[i], seen, held, wait, jobs, refusals) {
 				dropped++
 			}
 		}
+		for key, h := range held {
+			dropped += in.holdBack(key, h, wait, rel)
+		}
+		clear(held)
 		clear(batch)
 		clear(unchecked)
 	}
@@ -969,6 +982,148 @@ func (in *Inbox) feed(ctx context.Context, wait *backlog, jobs *fairqueue.Queue[
 		in.cfg.Logger.Info("inbox: stored requests still waiting for the queue as the inbox stops; the next start asks the relays for them again",
 			"count", dropped)
 	}
+}
+
+// heldBack is what a batch of the feeder gives back to the backlog of a
+// key over its rate: its requests, in order, and how long it waits.
+type heldBack struct {
+	evs   []*nostr.Event
+	after time.Duration
+}
+
+// minHold is the shortest a key over its rate is held: a limiter that
+// says no wait would otherwise have the feeder ask it in a loop.
+const minHold = 10 * time.Millisecond
+
+// feedOne moves ev, of a batch the feeder took, into the queue, unless ctx
+// ended (it is then dropped, left counted, and feedOne reports true), it
+// was processed before (seen), or its key is over its rate (limit: its
+// rate is still to take): it then goes in held, to go back to the
+// backlog, as do those of a key held in this batch already.
+func (in *Inbox) feedOne(ctx context.Context, ev *nostr.Event, limit bool, seen map[string]bool, held map[string]*heldBack,
+	wait *backlog, jobs *fairqueue.Queue[string, *nostr.Event], refusals *refuser) (dropped bool) {
+	back := false
+	// The bytes of a batch are the backlog's until each is queued or
+	// let go.
+	defer func() {
+		if !back {
+			wait.bytes.Add(-relay.EventSize(ev))
+		}
+	}()
+	defer func() {
+		p := recover()
+		if p == nil {
+			return
+		}
+		back, dropped = false, false
+		_, late := in.late.LoadAndDelete(ev)
+		in.fed.Delete(ev)
+		in.panicLog.Log(ctx, in.cfg.Logger, in.cfg.Now(), slog.LevelError, "inbox: feeding a stored request panicked; refused with 5001",
+			"event", ev.ID, "peer", ev.PubKey, "late", late, "panic", p, "stack", string(debug.Stack()))
+		in.marks.finished(ev)
+		if !late {
+			refusals.refuse(ev, &snap.Error{Code: snap.CodeInternal, Message: "internal error"})
+		}
+	}()
+	switch {
+	case ctx.Err() != nil:
+		in.late.Delete(ev)
+		return true
+	case seen[ev.ID]:
+		in.late.Delete(ev)
+		in.marks.finished(ev)
+		return false
+	}
+	if limit && in.cfg.KeyLimiter != nil {
+		if h := held[ev.PubKey]; h != nil {
+			h.evs = append(h.evs, ev)
+			back = true
+			return false
+		}
+		if ok, after := in.cfg.KeyLimiter.Allow(ev.PubKey); !ok {
+			held[ev.PubKey] = &heldBack{evs: []*nostr.Event{ev}, after: max(after, minHold)}
+			back = true
+			return false
+		}
+	}
+	// Marked before it is queued: a worker may take it at once.
+	in.fed.Store(ev, struct{}{})
+	if !jobs.Wait(ctx, ev.PubKey, ev) {
+		in.fed.Delete(ev)
+		in.late.Delete(ev)
+		return true
+	}
+	return false
+}
+
+// holdBack puts the requests of key over its rate back at the head of
+// its turn in the backlog, their rate still to take, and holds key there
+// until its allowance (see feed). It returns how many it dropped instead:
+// all of them once the backlog is closed.
+func (in *Inbox) holdBack(key string, h *heldBack, wait *backlog, rel *releases) (dropped int) {
+	for _, ev := range h.evs {
+		in.unchecked.Store(ev, false)
+	}
+	wait.q.Hold(key)
+	if wait.q.Return(key, h.evs...) {
+		rel.after(key, h.after)
+		return 0
+	}
+	for _, ev := range h.evs {
+		in.unchecked.Delete(ev)
+		in.late.Delete(ev)
+		wait.bytes.Add(-relay.EventSize(ev))
+	}
+	return len(h.evs)
+}
+
+// releases releases the keys of the backlog held for their rate, each
+// once its wait is over.
+type releases struct {
+	q      *fairqueue.Queue[string, *nostr.Event]
+	mu     sync.Mutex
+	timers map[string]*time.Timer
+}
+
+// after releases key in d.
+func (r *releases) after(key string, d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if t := r.timers[key]; t != nil {
+		t.Stop()
+	}
+	r.timers[key] = time.AfterFunc(d, func() {
+		r.mu.Lock()
+		delete(r.timers, key)
+		r.mu.Unlock()
+		r.q.Release(key)
+	})
+}
+
+// stop stops the timers still running.
+func (r *releases) stop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, t := range r.timers {
+		t.Stop()
+	}
+	clear(r.timers)
+}
+
+// processedOrNot is processed for the feeder: a panic of the checkpoint
+// is recovered and logged, and answers nothing, as a checkpoint that
+// fails does (the replay store still stops a second processing). The
+// requests are dropped, left counted, when ctx ended first.
+func (in *Inbox) processedOrNot(ctx context.Context, evs []*nostr.Event) (seen map[string]bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			in.panicLog.Log(ctx, in.cfg.Logger, in.cfg.Now(), slog.LevelError, "inbox: asking the checkpoint about stored requests panicked",
+				"count", len(evs), "panic", p, "stack", string(debug.Stack()))
+			seen = nil
+		}
+	}()
+	seen, _ = in.processed(ctx, evs) // stopping: ctx ended, see feedOne
+	return seen
 }
 
 // seenBatch bounds the requests the backlog's feeder takes at once, and

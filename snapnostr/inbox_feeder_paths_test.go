@@ -50,7 +50,8 @@ func (denyAll) Allow(string) (bool, time.Duration) { return false, time.Second }
 // The paths of the backlog's requests the other tests leave out: a
 // stored request the backlog has no room for (asked about and queued
 // there and then), one it pushes out as the inbox stops (left counted,
-// unrefused), one the key limiter refuses as it leaves the backlog, and
+// unrefused), one over its key's rate as it leaves the backlog (held
+// there, and left counted, unrefused, at the stop), and
 // a checkpoint that does not answer the feeder (queued after
 // seenTimeout, then at once during seenPause). Each request is finished
 // once, or left counted at the stop, and none stays marked fed, late or
@@ -119,11 +120,11 @@ func TestBacklogPathsFinishEachRequestOnce(t *testing.T) {
 			r.wait.q.Close()
 			wg.Wait()
 			r.stopRefusals()
-			if n := r.in.cfg.Transport.(*publishCounter).published.Load(); n != 1 {
-				t.Errorf("%d refusals sent, want 1 (the late one is not refused)", n)
+			if n := r.in.cfg.Transport.(*publishCounter).published.Load(); n != 0 {
+				t.Errorf("%d refusals sent, want none: both waited for their rate", n)
 			}
-			if n := inFlight(t, r.in); n != 0 {
-				t.Errorf("%d in flight", n)
+			if n := inFlight(t, r.in); n != 2 {
+				t.Errorf("%d in flight, want 2: dropped at the stop, left counted", n)
 			}
 			noMarks(t, r.in)
 		})

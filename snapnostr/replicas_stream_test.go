@@ -35,8 +35,9 @@ func (refuseAll) Allow(string) (bool, time.Duration) { return false, time.Second
 // A streaming request is the first replica's share, but it is slow to
 // take it: the second, finding no record of it when its grace passes,
 // takes it up late and starts its stream. Meanwhile the owner refuses the
-// request (its own rate limit, 5002) and records the delivery as it
-// answers. The late stream must then publish nothing: its events went
+// request (its own rate limit, 5002: its transport does not tell stored
+// requests from live ones, since a stored request over its key's rate
+// waits for it instead) and records the delivery as it answers. The late stream must then publish nothing: its events went
 // out before its final answer checked the record, and the requester got
 // the refusal from one replica and a stream's events from the other.
 func TestLateStreamPublishesNothingAfterTheOwnersAnswer(t *testing.T) {
@@ -69,10 +70,10 @@ func TestLateStreamPublishesNothingAfterTheOwnersAnswer(t *testing.T) {
 				}
 				return map[string]any{"done": 3}, nil
 			})
-			replica := func(shares fixedShares, now func() time.Time, lim snap.Limiter) (*snapnostr.Inbox, func()) {
+			replica := func(shares fixedShares, now func() time.Time, lim snap.Limiter, tr snapnostr.Transport) (*snapnostr.Inbox, func()) {
 				server := snap.NewServer(snap.ServerConfig{Key: agent, Router: router, Logger: quiet(), MaxResponseSize: relay.MaxNIP44Plain,
 					Validator: snap.NewValidator(snap.Config{Self: self, Replay: store.ReplayStore()})})
-				in := snapnostr.NewInbox(snapnostr.InboxConfig{Key: agent, Transport: newPool(t, url), Handler: server, Logger: quiet(),
+				in := snapnostr.NewInbox(snapnostr.InboxConfig{Key: agent, Transport: tr, Handler: server, Logger: quiet(),
 					Shares: shares, Replay: store.ReplayStore(), Now: now, KeyLimiter: lim})
 				rctx, cancel := context.WithCancel(context.Background())
 				done := make(chan error, 1)
@@ -90,7 +91,7 @@ func TestLateStreamPublishesNothingAfterTheOwnersAnswer(t *testing.T) {
 			// The late replica sets the request aside, and takes it up once
 			// its grace has passed; its handler waits.
 			clock := testclock.New(time.Now())
-			late, stopLate := replica(false, clock.Now, nil)
+			late, stopLate := replica(false, clock.Now, nil, newPool(t, url))
 			requester, err := identity.Generate()
 			if err != nil {
 				t.Fatal(err)
@@ -120,7 +121,7 @@ func TestLateStreamPublishesNothingAfterTheOwnersAnswer(t *testing.T) {
 			}
 
 			// The owner receives it now and refuses it.
-			replica(true, time.Now, refuseAll{})
+			replica(true, time.Now, refuseAll{}, struct{ snapnostr.Transport }{newPool(t, url)})
 			var a answer
 			select {
 			case a = <-answered:

@@ -19,7 +19,10 @@
 //	q.Close() // Pop drains what is queued, then reports false
 //
 // Wait adds an item once there is room instead, pushing nothing out, for
-// work that may wait (a backlog) where Push's would be refused.
+// work that may wait (a backlog) where Push's would be refused. Hold sets
+// one key's items aside until Release (a key over its rate, say) while
+// the other keys are served, and Return puts items popped back at the
+// head of their key's turn.
 //
 // It is written here because the standard library and the usual
 // packages offer bounded channels and priority queues, not per-sender

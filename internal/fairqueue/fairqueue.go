@@ -2,6 +2,7 @@ package fairqueue
 
 import (
 	"context"
+	"slices"
 	"sync"
 )
 
@@ -28,8 +29,12 @@ type Queue[K comparable, V any] struct {
 	max      int
 	total    int
 	byKey    map[K]*fifo[V]
-	ring     []K // keys with items, in turn order; ring[0] is next
-	closed   bool
+	ring     []K // keys with items not held, in turn order; ring[0] is next
+	// held holds the keys Hold set aside until Release; parked, those
+	// of them with items, in the order they were held.
+	held   map[K]struct{}
+	parked []K
+	closed bool
 	// room, when a Wait waits, is closed as an item leaves (or the
 	// queue closes) and set to nil.
 	room chan struct{}
@@ -39,7 +44,7 @@ type fifo[V any] struct{ items []V }
 
 // New returns a Queue holding at most size items (at least 1).
 func New[K comparable, V any](size int) *Queue[K, V] {
-	q := &Queue[K, V]{max: max(1, size), byKey: make(map[K]*fifo[V])}
+	q := &Queue[K, V]{max: max(1, size), byKey: make(map[K]*fifo[V]), held: make(map[K]struct{})}
 	q.nonEmpty = sync.NewCond(&q.mu)
 	return q
 }
@@ -134,15 +139,89 @@ func (q *Queue[K, V]) Wait(ctx context.Context, key K, v V) bool {
 
 // add adds v at the end of key's turn. q.mu is held, and there is room.
 func (q *Queue[K, V]) add(key K, v V) {
+	f := q.fifo(key)
+	f.items = append(f.items, v)
+	q.total++
+	q.nonEmpty.Signal()
+}
+
+// fifo returns key's items, made and given a turn (or parked, when key
+// is held) when it has none. q.mu is held.
+func (q *Queue[K, V]) fifo(key K) *fifo[V] {
 	f, ok := q.byKey[key]
 	if !ok {
 		f = &fifo[V]{}
 		q.byKey[key] = f
-		q.ring = append(q.ring, key)
+		if _, held := q.held[key]; held {
+			q.parked = append(q.parked, key)
+		} else {
+			q.ring = append(q.ring, key)
+		}
 	}
-	f.items = append(f.items, v)
-	q.total++
+	return f
+}
+
+// Return puts vs, items of key popped before, back at the head of key's
+// turn, in their order, before the items key still has waiting. They go
+// past the queue's bound when it is full: they had their place in it,
+// and so the queue holds at most its size and what its poppers hold at
+// once. Return reports false, adding nothing, once the queue is closed.
+func (q *Queue[K, V]) Return(key K, vs ...V) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return false
+	}
+	if len(vs) == 0 {
+		return true
+	}
+	f := q.fifo(key)
+	f.items = append(slices.Clone(vs), f.items...)
+	q.total += len(vs)
 	q.nonEmpty.Signal()
+	return true
+}
+
+// Hold sets key's items aside until Release: Pop and TryPop pass over
+// them, and over those key adds meanwhile, while they still count
+// against the bound and may be pushed out as any others. The keys not
+// held go on being served in turn. Close releases every key. A key held
+// already stays so.
+func (q *Queue[K, V]) Hold(key K) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return
+	}
+	if _, held := q.held[key]; held {
+		return
+	}
+	q.held[key] = struct{}{}
+	if i := slices.Index(q.ring, key); i >= 0 {
+		q.ring = slices.Delete(q.ring, i, i+1)
+		q.parked = append(q.parked, key)
+	}
+}
+
+// Release ends Hold for key: its items take their turn again, at the end
+// of the round.
+func (q *Queue[K, V]) Release(key K) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.release(key)
+}
+
+// release is Release with q.mu held.
+func (q *Queue[K, V]) release(key K) {
+	if _, held := q.held[key]; !held {
+		return
+	}
+	delete(q.held, key)
+	if i := slices.Index(q.parked, key); i >= 0 {
+		q.parked = slices.Delete(q.parked, i, i+1)
+		q.ring = append(q.ring, key)
+		q.nonEmpty.Signal()
+	}
 }
 
 // roomMade wakes the Waits, if any. q.mu is held.
@@ -153,13 +232,13 @@ func (q *Queue[K, V]) roomMade() {
 	}
 }
 
-// Pop waits for an item and returns the oldest of the key whose turn it
-// is; that key's turn then passes to the next. After Close it returns the
-// items still queued, then false.
+// Pop waits for an item of a key not held and returns the oldest of the
+// key whose turn it is; that key's turn then passes to the next. After
+// Close it returns the items still queued, then false.
 func (q *Queue[K, V]) Pop() (v V, ok bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for q.total == 0 {
+	for len(q.ring) == 0 {
 		if q.closed {
 			return v, false
 		}
@@ -169,17 +248,18 @@ func (q *Queue[K, V]) Pop() (v V, ok bool) {
 }
 
 // TryPop is Pop without the wait: it reports false at once when no item
-// is queued.
+// of a key not held is queued.
 func (q *Queue[K, V]) TryPop() (v V, ok bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.total == 0 {
+	if len(q.ring) == 0 {
 		return v, false
 	}
 	return q.pop(), true
 }
 
-// pop removes and returns the next item. q.mu is held and q.total > 0.
+// pop removes and returns the next item. q.mu is held and q.ring is not
+// empty.
 func (q *Queue[K, V]) pop() (v V) {
 	key := q.ring[0]
 	f := q.byKey[key]
@@ -196,18 +276,21 @@ func (q *Queue[K, V]) pop() (v V) {
 	return v
 }
 
-// Len returns the number of items waiting.
+// Len returns the number of items waiting, those of keys held included.
 func (q *Queue[K, V]) Len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.total
 }
 
-// Close refuses further items and wakes the waiting Pops; the items
-// queued are still popped.
+// Close refuses further items, releases the keys held and wakes the
+// waiting Pops; the items queued are still popped.
 func (q *Queue[K, V]) Close() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	for key := range q.held {
+		q.release(key)
+	}
 	q.closed = true
 	q.nonEmpty.Broadcast()
 	q.roomMade()
@@ -220,25 +303,28 @@ func (q *Queue[K, V]) len(key K) int {
 	return 0
 }
 
-// busiest returns the key with the most items (the first in turn order
-// among equals). q.total > 0.
+// busiest returns the key with the most items, held or not (the first in
+// turn order among equals, then the first held). q.total > 0.
 func (q *Queue[K, V]) busiest() (K, int) {
 	var best K
 	n := -1
-	for _, k := range q.ring {
-		if l := len(q.byKey[k].items); l > n {
-			best, n = k, l
+	for _, keys := range [][]K{q.ring, q.parked} {
+		for _, k := range keys {
+			if l := len(q.byKey[k].items); l > n {
+				best, n = k, l
+			}
 		}
 	}
 	return best, n
 }
 
-// drop removes key, which has no items, from the map and the ring.
+// drop removes key, which has no items, from the map and the ring (or
+// the keys parked); a key held stays held.
 func (q *Queue[K, V]) drop(key K) {
 	delete(q.byKey, key)
-	for i, k := range q.ring {
-		if k == key {
-			q.ring = append(q.ring[:i], q.ring[i+1:]...)
+	for _, keys := range []*[]K{&q.ring, &q.parked} {
+		if i := slices.Index(*keys, key); i >= 0 {
+			*keys = slices.Delete(*keys, i, i+1)
 			return
 		}
 	}

@@ -278,3 +278,67 @@ func TestTryPop(t *testing.T) {
 		t.Errorf("order %v, want %v", got, want)
 	}
 }
+
+// A key held is passed over by Pop and TryPop while the other keys are
+// served in turn; its items still count, may be pushed out, and are
+// served again, in order, once it is released. Return puts items back at
+// the head of their key's turn, past the bound.
+func TestHoldReleaseReturn(t *testing.T) {
+	q := fairqueue.New[string, string](4)
+	for _, it := range []string{"a1", "a2", "b1"} {
+		q.Push(it[:1], it)
+	}
+	a1, _ := q.Pop()
+	q.Hold("a")
+	if !q.Return("a", a1) {
+		t.Fatal("Return refused on an open queue")
+	}
+	q.Push("a", "a3")
+	if v, ok := q.TryPop(); !ok || v != "b1" {
+		t.Fatalf("TryPop = %q, %v, want b1: a is held", v, ok)
+	}
+	if v, ok := q.TryPop(); ok {
+		t.Fatalf("TryPop = %q with only a held key's items", v)
+	}
+	if n := q.Len(); n != 3 {
+		t.Fatalf("Len = %d, want the held key's 3", n)
+	}
+	// The held key is the busiest: a newcomer pushes out its newest.
+	q.Push("c", "c1")
+	if out, res := q.Push("d", "d1"); res != fairqueue.Displaced || out != "a3" {
+		t.Fatalf("a newcomer on a full queue: %v pushing out %q, want a3", res, out)
+	}
+	popped := make(chan string)
+	go func() {
+		for range 4 {
+			v, _ := q.Pop()
+			popped <- v
+		}
+	}()
+	var got []string
+	got = append(got, <-popped, <-popped) // c1, d1: a still held
+	q.Release("a")
+	got = append(got, <-popped, <-popped)
+	if want := []string{"c1", "d1", "a1", "a2"}; !slices.Equal(got, want) {
+		t.Errorf("order %v, want %v", got, want)
+	}
+	// Return goes past the bound, and Close releases what is held.
+	for _, it := range []string{"e1", "e2", "e3", "e4"} {
+		q.Push("e", it)
+	}
+	q.Hold("f")
+	if !q.Return("f", "f1", "f2") || q.Len() != 6 {
+		t.Fatalf("Len = %d after returning 2 to a full queue of 4, want 6", q.Len())
+	}
+	q.Close()
+	if q.Return("f", "f3") {
+		t.Error("Return added to a closed queue")
+	}
+	var rest []string
+	for v, ok := q.Pop(); ok; v, ok = q.Pop() {
+		rest = append(rest, v)
+	}
+	if want := []string{"e1", "f1", "e2", "f2", "e3", "e4"}; !slices.Equal(rest, want) {
+		t.Errorf("after Close: %v, want %v", rest, want)
+	}
+}

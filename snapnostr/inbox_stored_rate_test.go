@@ -1,0 +1,194 @@
+package snapnostr
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/snapnode/snapnode/internal/ratelimit"
+)
+
+// feeding runs the backlog's feeder of r until the test ends.
+func (r *backlogRig) feeding(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(r.ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { r.in.feed(ctx, r.wait, r.jobs, r.refusals) })
+	t.Cleanup(func() { cancel(); r.wait.q.Close(); wg.Wait() })
+}
+
+// refused returns the refusals the inbox of r sent, once those waiting
+// are sent.
+func (r *backlogRig) refused() int32 {
+	synctest.Wait()
+	return r.in.cfg.Transport.(*publishCounter).published.Load()
+}
+
+// The stored requests of a key past its burst, which it sent while the
+// node was down, wait in the backlog for its allowance and are then
+// queued, none refused; another key's stored requests are queued
+// meanwhile, not held behind that wait; a live request over the rate is
+// still refused at once. Before, the stored requests past the burst were
+// answered 5002, and their requester had to send them again, though
+// nothing was in a hurry.
+func TestStoredRequestsOverTheirKeysRateWaitForIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lim := ratelimit.New(ratelimit.Config{Rate: 1, Burst: 2})
+		r := newBacklogRig(t, InboxConfig{KeyLimiter: lim}, 64, 64, 1<<20)
+		for i := range 5 {
+			r.in.receive(r.ctx, r.signed(r.peer, fmt.Sprint("stored ", i)), r.jobs, r.wait, true, r.refusals)
+		}
+		r.in.receive(r.ctx, r.signed(r.other, "other's stored"), r.jobs, r.wait, true, r.refusals)
+		r.feeding(t)
+		synctest.Wait()
+		if n := r.jobs.Len(); n != 3 {
+			t.Fatalf("%d requests queued, want 3: the peer's burst and the other key's", n)
+		}
+		if n := r.wait.q.Len(); n != 3 {
+			t.Fatalf("%d requests in the backlog, want the peer's 3 past its burst", n)
+		}
+		// Another key's stored request is queued while the peer waits.
+		r.in.receive(r.ctx, r.signed(r.other, "other's second"), r.jobs, r.wait, true, r.refusals)
+		synctest.Wait()
+		if n := r.jobs.Len(); n != 4 {
+			t.Fatalf("%d requests queued, want 4: the other key's second is not held behind the peer's wait", n)
+		}
+		for i := range 3 {
+			time.Sleep(time.Second) // the peer's allowance: one more a second
+			synctest.Wait()
+			if n := r.jobs.Len(); n != 5+i {
+				t.Fatalf("%d requests queued after %d s, want %d", n, i+1, 5+i)
+			}
+		}
+		if n := r.refused(); n != 0 {
+			t.Fatalf("%d refusals sent, want none: the stored requests waited", n)
+		}
+		if n := inFlight(t, r.in); n != 7 {
+			t.Errorf("%d requests counted in flight, want the 7 queued", n)
+		}
+		if n := entries(&r.in.unchecked); n != 0 {
+			t.Errorf("%d requests left marked unchecked", n)
+		}
+		// Live traffic over the rate is refused at once, as before.
+		time.Sleep(time.Second)
+		r.in.receive(r.ctx, r.signed(r.peer, "live"), r.jobs, r.wait, false, r.refusals)
+		r.in.receive(r.ctx, r.signed(r.peer, "live 2"), r.jobs, r.wait, false, r.refusals)
+		if n := r.refused(); n != 1 {
+			t.Fatalf("%d refusals sent, want 1: the live request over the rate", n)
+		}
+		if n := r.jobs.Len(); n != 8 {
+			t.Errorf("%d requests queued, want 8: the live request within the rate and the 7 stored", n)
+		}
+	})
+}
+
+// A stored request waiting for its key's allowance stays counted in the
+// watermark, and the backlog's bounds still apply to it: another key's
+// stored request pushes it out of a full backlog, and it is refused 5003
+// and finished. What waits as the inbox stops is dropped, left counted,
+// unanswered: the next start asks the relays for it again.
+func TestStoredRequestsWaitingForTheirRateStayBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lim := ratelimit.New(ratelimit.Config{Rate: 0.001, Burst: 1})
+		r := newBacklogRig(t, InboxConfig{KeyLimiter: lim}, 64, 2, 1<<20)
+		first, second, third := r.signed(r.peer, "first"), r.signed(r.peer, "second"), r.signed(r.peer, "third")
+		r.in.receive(r.ctx, first, r.jobs, r.wait, true, r.refusals)
+		r.in.receive(r.ctx, second, r.jobs, r.wait, true, r.refusals)
+		ctx, cancel := context.WithCancel(r.ctx)
+		var wg sync.WaitGroup
+		wg.Go(func() { r.in.feed(ctx, r.wait, r.jobs, r.refusals) })
+		stop := func() { cancel(); r.wait.q.Close(); wg.Wait() }
+		defer stop()
+		synctest.Wait()
+		r.in.receive(r.ctx, third, r.jobs, r.wait, true, r.refusals)
+		synctest.Wait()
+		if n := r.jobs.Len(); n != 1 {
+			t.Fatalf("%d requests queued, want the peer's first", n)
+		}
+		if n := r.wait.q.Len(); n != 2 {
+			t.Fatalf("%d requests in the backlog, want the peer's 2 waiting for its rate", n)
+		}
+		if n := inFlight(t, r.in); n != 3 {
+			t.Fatalf("%d requests counted in flight, want 3: the queued and the 2 waiting", n)
+		}
+		// The backlog is full: the other key's request pushes out the
+		// peer's newest.
+		r.in.receive(r.ctx, r.signed(r.other, "other"), r.jobs, r.wait, true, r.refusals)
+		synctest.Wait()
+		if n := r.refused(); n != 1 {
+			t.Fatalf("%d refusals sent, want 1: the waiting request pushed out", n)
+		}
+		if n := r.jobs.Len(); n != 2 {
+			t.Fatalf("%d requests queued, want 2: the peer's first and the other key's", n)
+		}
+		if n := inFlight(t, r.in); n != 3 {
+			t.Fatalf("%d requests counted in flight, want 3: the one pushed out is finished", n)
+		}
+		// The stop: the one still waiting is dropped, left counted.
+		stop()
+		if n := r.refused(); n != 1 {
+			t.Errorf("%d refusals sent, want still 1: the one waiting at the stop is not answered", n)
+		}
+		if n := inFlight(t, r.in); n != 3 {
+			t.Errorf("%d requests counted in flight after the stop, want 3", n)
+		}
+		if _, ok := r.in.unchecked.Load(second); ok {
+			t.Error("the request dropped at the stop is still marked")
+		}
+	})
+}
+
+// panickyLimiter panics for one key and allows the others.
+type panickyLimiter struct{ key string }
+
+func (l panickyLimiter) Allow(key string) (bool, time.Duration) {
+	if key == l.key {
+		panic("the limiter fails for " + key)
+	}
+	return true, 0
+}
+
+// A panic while the feeder handles one stored request (here the key
+// limiter's) refuses that request with an internal error, finishes it in
+// the watermark, and the feeder goes on with the others. Before, the
+// panic ended the feeder's goroutine, and with it the node.
+func TestFeederSurvivesAPanicOnOneRequest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newBacklogRig(t, InboxConfig{Checkpoint: NewMemoryCheckpoint()}, 64, 64, 1<<20)
+		r.in.cfg.KeyLimiter = panickyLimiter{key: r.peer.NostrPublicKey()}
+		for _, ev := range []*nostr.Event{r.storedBefore(r.other, time.Minute, "before"),
+			r.storedBefore(r.peer, time.Minute, "panics"), r.storedBefore(r.other, time.Minute, "after")} {
+			r.in.receive(r.ctx, ev, r.jobs, r.wait, true, r.refusals)
+		}
+		r.feeding(t)
+		synctest.Wait()
+		if n := r.jobs.Len(); n != 2 {
+			t.Fatalf("%d requests queued, want the other key's 2", n)
+		}
+		if n := r.refused(); n != 1 {
+			t.Fatalf("%d refusals sent, want 1: the request whose feeding panicked", n)
+		}
+		if n := inFlight(t, r.in); n != 2 {
+			t.Fatalf("%d requests counted in flight, want the 2 queued", n)
+		}
+		// The feeder still runs.
+		r.in.receive(r.ctx, r.storedBefore(r.other, time.Minute, "later"), r.jobs, r.wait, true, r.refusals)
+		synctest.Wait()
+		if n := r.jobs.Len(); n != 3 {
+			t.Fatalf("%d requests queued, want 3: the feeder stopped after the panic", n)
+		}
+		for r.jobs.Len() > 0 {
+			ev, _ := r.jobs.Pop()
+			r.in.serve(&running{stop: r.ctx, work: r.ctx}, ev)
+		}
+		if n := inFlight(t, r.in); n != 0 {
+			t.Errorf("%d requests counted in flight once the queued are served", n)
+		}
+		noMarks(t, r.in)
+	})
+}
