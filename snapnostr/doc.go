@@ -17,7 +17,8 @@
 // refused at once (5003, 5002) rather than left to time out. Stored
 // requests, those a relay sends before its stored events are all read
 // (the catch-up after a start or an outage), wait for room in the queue
-// instead, in a bounded backlog (InboxConfig.Backlog).
+// instead, and for their key's allowance, in a bounded backlog
+// (InboxConfig.Backlog).
 //
 //	pool := relay.NewPool(relay.PoolConfig{URLs: urls, Logger: log})
 //	pool.Start(ctx)
