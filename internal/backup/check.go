@@ -43,11 +43,12 @@ const maxManifest = 1 << 20
 //     the manifest says the key was SNAPNODE_KEY, that SNAPNODE_KEY is),
 //     the key read into memory and never written anywhere;
 //   - a copy of tasks.db, made in a private folder (0700) of the data
-//     folder (made, 0700, if missing) and opened there, passes SQLite's
-//     integrity check, and its audit chain verifies, against the backup's
-//     record of the last seal when it has one, to the manifest's head and
-//     number of entries. The folder is removed when Check returns; one a
-//     killed check left is removed by the next check or restore.
+//     folder (which must exist: Check makes none) and opened there,
+//     passes SQLite's integrity check, and its audit chain verifies,
+//     against the backup's record of the last seal when it has one, to
+//     the manifest's head and number of entries. The folder is removed
+//     when Check returns; one a killed check left is removed by the next
+//     check or restore, or by the node's start.
 //
 // Check writes nothing in dir. It holds a shared lock on dir while it
 // reads it: ErrBusy while Run writes a backup there.

@@ -360,3 +360,23 @@ func TestCheckWritesNoKey(t *testing.T) {
 		t.Error("no step saw the private folder the copy of tasks.db is made in")
 	}
 }
+
+// A check given settings whose data folder does not exist makes none:
+// run as root it would be root's, a folder the node's user could not use;
+// it says so instead. A restore, which checks first, makes it.
+func TestCheckMissingDataFolder(t *testing.T) {
+	cfg, out := sealedBackup(t)
+	if err := os.Rename(cfg.DataDir, cfg.DataDir+".moved"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := backup.Check(context.Background(), cfg, out)
+	if err == nil || !strings.Contains(err.Error(), cfg.DataDir) || !strings.Contains(err.Error(), "does not exist") {
+		t.Errorf("the check returned %v, want an error saying the data folder %s does not exist", err, cfg.DataDir)
+	}
+	if _, err := os.Lstat(cfg.DataDir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the check made the data folder: %v", err)
+	}
+	if _, err := backup.Restore(context.Background(), cfg, out, backup.RestoreOptions{}); err != nil {
+		t.Fatalf("the restore into a missing data folder: %v", err)
+	}
+}

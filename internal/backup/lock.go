@@ -3,6 +3,7 @@ package backup
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -42,15 +43,24 @@ func lockBackup(dir string, exclusive bool) (unlock func(), err error) {
 // the next check (or restore) removes it.
 const scratchPrefix = ".backup-check-"
 
-// scratchDir makes a private folder (0700) in dataDir, made (0700) if
-// missing, for the copies Check verifies, locked until done is called,
-// which removes it. It first removes the folders checks that were killed
-// left there: those no running check holds locked (where the file system
-// keeps no locks, all of them: a check running beside this one then
-// fails, its copies gone; it never passes for that).
+// scratchDir makes a private folder (0700) in dataDir for the copies
+// Check verifies, locked until done is called, which removes it. It first
+// removes the folders checks that were killed left there: those no
+// running check holds locked (where the file system keeps no locks, all
+// of them: a check running beside this one then fails, its copies gone;
+// it never passes for that).
+//
+// A missing dataDir is an error, not made: a check writes no folder of
+// the node's (run as root, it would be root's, one the node's user could
+// not use). Restore makes it before it checks.
 func scratchDir(dataDir string) (string, func(), error) {
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+	switch fi, err := os.Stat(dataDir); {
+	case errors.Is(err, fs.ErrNotExist):
+		return "", nil, fmt.Errorf("backup: the data folder %s does not exist: the check copies tasks.db into it to verify the copy. Give the node's settings (--config, --data-dir); on a new machine, restore the backup (the restore checks it first, and makes the folder)", dataDir)
+	case err != nil:
 		return "", nil, fmt.Errorf("backup: data folder: %w", err)
+	case !fi.IsDir():
+		return "", nil, fmt.Errorf("backup: the data folder %s is not a folder", dataDir)
 	}
 	removeLeftovers(dataDir)
 	// Another check may take the new folder for a leftover between its
