@@ -4,6 +4,7 @@ package backup_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/snapnode/snapnode/internal/backup"
 	"github.com/snapnode/snapnode/internal/config"
+	"github.com/snapnode/snapnode/internal/flock"
 	"github.com/snapnode/snapnode/internal/testutil"
 )
 
@@ -161,4 +163,76 @@ func entries(t *testing.T, dir string) []fs.DirEntry {
 		t.Fatal(err)
 	}
 	return es
+}
+
+// A check removes from the data folder only the folders killed checks
+// left: not a file or a symbolic link named as they are (nor what the
+// link names), nor the folder of a check still running (which holds its
+// lock: here the test holds it).
+func TestCheckRemovesOnlyLeftovers(t *testing.T) {
+	if !flock.Supported {
+		t.Skip("no flock on this system")
+	}
+	cfg, out := sealedBackup(t)
+	at := func(name string) string { return filepath.Join(cfg.DataDir, name) }
+	outside := t.TempDir()
+	if err := os.WriteFile(filepath.Join(outside, "keep"), []byte("mine"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, at(".backup-check-link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(at(".backup-check-file"), []byte("mine"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{".backup-check-held", ".backup-check-left"} {
+		if err := os.Mkdir(at(d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(at(d), "tasks.db"), []byte("copy"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held, err := os.Open(at(".backup-check-held"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	if err := flock.TryExclusive(held); err != nil {
+		t.Skipf("no lock on the data folder's file system: %v", err)
+	}
+
+	if _, err := backup.Check(context.Background(), cfg, out); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{at(".backup-check-link"), at(".backup-check-file"), filepath.Join(at(".backup-check-held"), "tasks.db"), filepath.Join(outside, "keep")} {
+		if _, err := os.Lstat(p); err != nil {
+			t.Errorf("the check removed %s: %v", p, err)
+		}
+	}
+	if _, err := os.Lstat(at(".backup-check-left")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the check left the folder a killed check left: %v", err)
+	}
+}
+
+// Checks run at once on one data folder each pass: none takes another's
+// private folder for a leftover and removes it. None stays once they end.
+func TestChecksAtOnce(t *testing.T) {
+	cfg, out := sealedBackup(t)
+	before := files(t, cfg.DataDir)
+	errs := make(chan error, 8)
+	for range cap(errs) {
+		go func() {
+			_, err := backup.Check(context.Background(), cfg, out)
+			errs <- err
+		}()
+	}
+	for range cap(errs) {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if after := files(t, cfg.DataDir); !slices.Equal(before, after) {
+		t.Errorf("after the checks the data folder holds %v, want %v", after, before)
+	}
 }
