@@ -113,7 +113,7 @@ func (c *cli) backupRestore(ctx context.Context, name string, cfg config.Config,
 	case errors.Is(err, backup.ErrBad):
 		fmt.Fprintf(c.stderr, "%s: %s: %s; nothing was restored\n", name, dir, strings.TrimPrefix(msg, "not a sound backup: "))
 		return exitFail
-	case errors.Is(err, backup.ErrRunning), errors.Is(err, backup.ErrUnfinished):
+	case errors.Is(err, backup.ErrRunning), errors.Is(err, backup.ErrUnfinished), errors.Is(err, backup.ErrBusy):
 		fmt.Fprintf(c.stderr, "%s: %s; nothing was restored\n", name, msg)
 		return exitFail
 	case err != nil:

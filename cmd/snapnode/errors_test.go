@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/snapnode/snapnode/internal/flock"
 	"github.com/snapnode/snapnode/internal/sqldb"
 	"github.com/snapnode/snapnode/tasks/sqlstore"
 )
@@ -29,6 +30,7 @@ func TestErrorMessages(t *testing.T) {
 	wrongValue := writeFile(t, dir, "value.toml", "log_level = \"loud\"\n", 0o600)
 	const peer = "bc1pnl7eeyeujrj5dj3sylpkx4jnq5rgtunu66la2kyjg2anarn2sn9skwqymj"
 	otherNode := otherNodesFolder(t, filepath.Join(dir, "other-node"), peer)
+	busy := busyBackupFolder(t, filepath.Join(dir, "busy"))
 	tests := []struct {
 		name string
 		args []string
@@ -51,6 +53,8 @@ func TestErrorMessages(t *testing.T) {
 		{"backup-not-empty", []string{"backup", "--data-dir", filepath.Join(dir, "elsewhere"), "--out", dir}, 2},
 		{"backup-out-and-check", []string{"backup", "--data-dir", filepath.Join(dir, "elsewhere"), "--out", filepath.Join(dir, "b3"), "--check", dir}, 2},
 		{"backup-check-no-manifest", []string{"backup", "--data-dir", filepath.Join(dir, "elsewhere"), "--check", dir}, 1},
+		{"backup-check-busy", []string{"backup", "--data-dir", filepath.Join(dir, "elsewhere"), "--check", busy}, 1},
+		{"backup-restore-busy", []string{"backup", "--data-dir", filepath.Join(dir, "restored-node"), "--restore", busy}, 1},
 		{"unreachable-relay", []string{"send", "--key", key, "--to", peer, "--relay", "ws://127.0.0.1:1", "--timeout", "5s", "hello"}, 3},
 		{"unreachable-relay-discover", []string{"discover", "--identity", peer, "--relay", "ws://127.0.0.1:1", "--timeout", "3s"}, 1},
 		{"missing-key-sign", []string{"sign", "--key", filepath.Join(dir, "nope.key")}, 2},
@@ -66,6 +70,9 @@ func TestErrorMessages(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			if strings.HasSuffix(tt.name, "-busy") && busy == "" {
+				t.Skip("no lock can be taken on the temporary folder")
+			}
 			r := runCLI(t, "", tt.args...)
 			if r.code != tt.code {
 				t.Errorf("exit %d, want %d\n%s", r.code, tt.code, r)
@@ -96,6 +103,25 @@ func TestErrorMessages(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "elsewhere")); !os.IsNotExist(err) {
 		t.Errorf("an operator command created the folder it did not find: %v", err)
 	}
+}
+
+// busyBackupFolder makes the folder dir and holds the lock a backup
+// being written into it holds (snapnode backup --out), until the test
+// ends; it returns dir, or "" where no lock can be taken.
+func busyBackupFolder(t *testing.T, dir string) string {
+	t.Helper()
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	if err := flock.TryExclusive(f); err != nil {
+		return "" // no locks here: the cases that need one are skipped
+	}
+	return dir
 }
 
 // otherNodesFolder makes the data folder dir with a task database that
