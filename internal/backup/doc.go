@@ -41,7 +41,8 @@
 // verifies the audit chain of a copy of its tasks.db to the manifest's
 // head, its seals signed by the manifest's address. The copy is made in
 // a private folder of the data folder, not in a temporary folder others
-// share; one a killed check left there is removed by the next.
+// share; one a killed check left there is removed by the next, or by
+// the node's start (RemoveCheckLeftovers).
 //
 // Restore puts a backup back for a node that is stopped (ErrRunning
 // otherwise): Check first, then every file staged beside its source and

@@ -62,7 +62,7 @@ func scratchDir(dataDir string) (string, func(), error) {
 	case !fi.IsDir():
 		return "", nil, fmt.Errorf("backup: the data folder %s is not a folder", dataDir)
 	}
-	removeLeftovers(dataDir)
+	RemoveCheckLeftovers(dataDir) // what stays is left for the next
 	// Another check may take the new folder for a leftover between its
 	// making and its lock, and remove it: then make another.
 	for range 3 {
@@ -100,13 +100,23 @@ func sameDir(f *os.File, path string) bool {
 	return err == nil && os.SameFile(a, b)
 }
 
-// removeLeftovers removes the folders of checks that were killed from
-// dataDir: see scratchDir. What it cannot remove stays, for the next.
-func removeLeftovers(dataDir string) {
+// RemoveCheckLeftovers removes from the data folder dataDir the private
+// folders (.backup-check-*) checks that were killed left there, each
+// holding a copy of the node's tasks.db, and returns their paths. Check
+// calls it, and so Restore; a node calls it when it starts, once the
+// data folder is its own. A folder a running check holds locked is left
+// to it (where the file system keeps no locks, none is held: all are
+// removed, and a check running meanwhile fails, its copies gone; it
+// never passes for that). Only folders are removed, never a file or a
+// symbolic link named like them. Those it cannot remove (a check run as
+// another user, root, left them) are named in the error; the others are
+// removed all the same.
+func RemoveCheckLeftovers(dataDir string) (removed []string, err error) {
 	entries, err := os.ReadDir(dataDir)
 	if err != nil {
-		return
+		return nil, fmt.Errorf("backup: %w", err)
 	}
+	var errs []error
 	for _, e := range entries {
 		if !e.IsDir() || !strings.HasPrefix(e.Name(), scratchPrefix) {
 			continue
@@ -114,11 +124,21 @@ func removeLeftovers(dataDir string) {
 		path := filepath.Join(dataDir, e.Name())
 		f, err := os.Open(path)
 		if err != nil {
+			errs = append(errs, fmt.Errorf("backup: a killed check's folder: %w", err))
 			continue
 		}
-		if err := flock.TryExclusive(f); err == nil || errors.Is(err, flock.ErrNoLocks) {
-			os.RemoveAll(path)
+		switch err := flock.TryExclusive(f); {
+		case errors.Is(err, flock.ErrHeld): // a running check's
+		case err == nil, errors.Is(err, flock.ErrNoLocks):
+			if err := os.RemoveAll(path); err != nil {
+				errs = append(errs, fmt.Errorf("backup: a killed check's folder: %w", err))
+			} else {
+				removed = append(removed, path)
+			}
+		default:
+			errs = append(errs, fmt.Errorf("backup: a killed check's folder %s: %w", path, err))
 		}
 		f.Close()
 	}
+	return removed, errors.Join(errs...)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/snapnode/snapnode/agent"
 	"github.com/snapnode/snapnode/identity"
+	"github.com/snapnode/snapnode/internal/backup"
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/metrics"
 	"github.com/snapnode/snapnode/internal/sqldb"
@@ -60,6 +61,15 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger, with ...
 		return nil, err
 	}
 	n.parts.push("data folder lock", unlock)
+	// The copies of the node's history a killed `snapnode backup --check`
+	// left in the data folder (those a running check holds stay).
+	removed, lerr := backup.RemoveCheckLeftovers(cfg.DataDir)
+	for _, dir := range removed {
+		logger.Info("removed the folder a killed backup check left", "dir", dir)
+	}
+	if lerr != nil {
+		logger.Warn("a folder a killed backup check left in the data folder stays, with a copy of the task database: remove it as the user who ran the check (root, for one run with sudo)", "err", lerr)
+	}
 	// A restore stopped midway leaves its journal: some of the files may
 	// be the backup's, others not.
 	if err := unfinishedRestore(cfg.DataDir, "the node does not start on them"); err != nil {
