@@ -280,8 +280,8 @@ func (e *AnsweredError) Error() string { return e.Err.Error() }
 func (e *AnsweredError) Unwrap() error { return e.Err }
 
 // ContextSizer is implemented by models that can tell their context
-// length (in tokens), as the server's /v1/models entry gives it; 0 when
-// the server does not say.
+// length (in tokens), as the server gives it (its /v1/models entry, or
+// llama-server's /props); 0 when the server does not say.
 type ContextSizer interface {
 	ContextTokens(ctx context.Context) (int, error)
 }

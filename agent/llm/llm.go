@@ -109,6 +109,7 @@ func (c Config) LogValue() slog.Value {
 type Client struct {
 	cfg  Config
 	base string // BaseURL without a trailing slash
+	root string // base without its /v1: where llama-server serves /props
 	api  *openai.Client
 	doer *doer
 	log  *slog.Logger
@@ -184,6 +185,7 @@ func New(cfg Config) (*Client, error) {
 	return &Client{
 		cfg:       cfg,
 		base:      oc.BaseURL,
+		root:      strings.TrimSuffix(oc.BaseURL, "/v1"),
 		api:       openai.NewClientWithConfig(oc),
 		doer:      d,
 		log:       log,

@@ -414,21 +414,30 @@ func TestNoChoices(t *testing.T) {
 }
 
 func TestContextTokens(t *testing.T) {
+	// props is llama-server's GET /props, at the server's root, of a
+	// server run with -c 8192; the others have none (404). It is asked
+	// when the model list gives no context the server runs with (only
+	// llama.cpp's n_ctx_train, or nothing): those cases make two
+	// requests, the others one.
+	const props = `{"default_generation_settings":{"id":0,"n_ctx":8192,"params":{"n_predict":-1}},"total_slots":1,"model_path":"/models/qwen.gguf"}`
 	tests := []struct {
 		name   string
 		status int
 		body   string
+		props  string // "" for a 404
 		want   int
+		hits   int
 	}{
-		{"vLLM", 200, `{"object":"list","data":[{"id":"other","max_model_len":1},{"id":"m1","object":"model","max_model_len":32768}]}`, 32768},
-		{"llama.cpp", 200, `{"object":"list","data":[{"id":"/models/qwen.gguf","object":"model","meta":{"vocab_type":2,"n_ctx_train":40960,"n_embd":4096}}]}`, 40960},
-		{"llama.cpp n_ctx", 200, `{"data":[{"id":"m1","meta":{"n_ctx_train":40960,"n_ctx":8192}}]}`, 8192},
-		{"LM Studio", 200, `{"data":[{"id":"m1","max_context_length":16384}]}`, 16384},
-		{"generic", 200, `{"data":[{"id":"m1","context_length":8192.0}]}`, 8192},
-		{"context_window", 200, `{"data":[{"id":"m1","context_window":200000}]}`, 200000},
-		{"Ollama: none", 200, `{"object":"list","data":[{"id":"m1","object":"model","created":1,"owned_by":"library"}]}`, 0},
-		{"model not listed", 200, `{"data":[{"id":"a","max_model_len":1},{"id":"b","max_model_len":2}]}`, 0},
-		{"no /models", 404, `404 page not found`, 0},
+		{"vLLM", 200, `{"object":"list","data":[{"id":"other","max_model_len":1},{"id":"m1","object":"model","max_model_len":32768}]}`, props, 32768, 1},
+		{"llama.cpp", 200, `{"object":"list","data":[{"id":"/models/qwen.gguf","object":"model","meta":{"vocab_type":2,"n_ctx_train":40960,"n_embd":4096}}]}`, props, 8192, 2},
+		{"llama.cpp without /props", 200, `{"object":"list","data":[{"id":"/models/qwen.gguf","object":"model","meta":{"vocab_type":2,"n_ctx_train":40960,"n_embd":4096}}]}`, "", 40960, 2},
+		{"llama.cpp n_ctx", 200, `{"data":[{"id":"m1","meta":{"n_ctx_train":40960,"n_ctx":8192}}]}`, props, 8192, 1},
+		{"LM Studio", 200, `{"data":[{"id":"m1","max_context_length":16384}]}`, props, 16384, 1},
+		{"generic", 200, `{"data":[{"id":"m1","context_length":8192.0}]}`, props, 8192, 1},
+		{"context_window", 200, `{"data":[{"id":"m1","context_window":200000}]}`, props, 200000, 1},
+		{"Ollama: none", 200, `{"object":"list","data":[{"id":"m1","object":"model","created":1,"owned_by":"library"}]}`, "", 0, 2},
+		{"model not listed", 200, `{"data":[{"id":"a","max_model_len":1},{"id":"b","max_model_len":2}]}`, props, 0, 1},
+		{"no /models", 404, `404 page not found`, props, 0, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -438,12 +447,18 @@ func TestContextTokens(t *testing.T) {
 				mu.Lock()
 				hits++
 				mu.Unlock()
-				if r.Method != "GET" || r.URL.Path != "/v1/models" {
+				switch {
+				case r.Method == "GET" && r.URL.Path == "/v1/models":
+					w.WriteHeader(tt.status)
+					fmt.Fprint(w, tt.body)
+				case r.Method == "GET" && r.URL.Path == "/props" && tt.props != "":
+					w.Header().Set("Content-Type", "application/json")
+					fmt.Fprint(w, tt.props)
+				case r.Method == "GET" && r.URL.Path == "/props":
+					http.NotFound(w, r)
+				default:
 					http.Error(w, "bad request "+r.URL.Path, 400)
-					return
 				}
-				w.WriteHeader(tt.status)
-				fmt.Fprint(w, tt.body)
 			}))
 			defer srv.Close()
 			c, err := llm.New(llm.Config{BaseURL: srv.URL + "/v1/", Model: "m1"})
@@ -458,8 +473,8 @@ func TestContextTokens(t *testing.T) {
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			if hits != 1 {
-				t.Errorf("%d requests for two calls, want 1 (cached)", hits)
+			if hits != tt.hits {
+				t.Errorf("%d requests for two calls, want %d (kept)", hits, tt.hits)
 			}
 		})
 	}

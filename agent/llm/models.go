@@ -10,30 +10,66 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/snapnode/snapnode/agent"
+	"github.com/snapnode/snapnode/internal/config"
 )
 
-// ContextTokens returns the model's context length in tokens, as the
-// server's GET /models entry for the model gives it: vLLM's
-// max_model_len, llama.cpp's meta.n_ctx (else meta.n_ctx_train), LM
-// Studio's max_context_length, or a generic context_length or
-// context_window. The entry is the one whose id is Config.Model, or the
-// only entry of a one-model server such as llama-server, whose id is a
-// file name or an alias. It returns 0 and no error when the server does
-// not say (or has no /models). What the client needs of the server's
-// answer is kept (a modelList), and shared with Check (see
-// Client.modelList); a failure is not.
+// ContextTokens returns the context length, in tokens, of the server's
+// model, as ContextTokensFrom finds it, 0 when the server does not say.
 func (c *Client) ContextTokens(ctx context.Context) (int, error) {
+	n, _, err := c.ContextTokensFrom(ctx)
+	return n, err
+}
+
+// ContextFrom says where ContextTokensFrom's figure comes from.
+type ContextFrom int
+
+const (
+	// ContextFromNone: the server gives no context length (0).
+	ContextFromNone ContextFrom = iota
+	// ContextFromModelList: the model's entry of GET /models, as a
+	// server that gives the context it runs with writes it.
+	ContextFromModelList
+	// ContextFromProps: llama-server's GET /props, the context each of
+	// its slots runs with (its -c, shared by its --parallel slots).
+	ContextFromProps
+	// ContextFromTrained: llama.cpp's meta.n_ctx_train, the context the
+	// model was trained with, which the server's -c may make smaller.
+	ContextFromTrained
+)
+
+// ContextTokensFrom returns the model's context length in tokens, and
+// where it comes from. The server's GET /models entry for the model
+// gives it: vLLM's max_model_len, llama.cpp's meta.n_ctx, LM Studio's
+// max_context_length, or a generic context_length or context_window.
+// The entry is the one whose id is Config.Model, or the only entry of a
+// one-model server such as llama-server, whose id is a file name or an
+// alias. When the entry gives none of these (llama-server's gives only
+// meta.n_ctx_train, the model's trained context; Ollama's nothing), the
+// client asks GET /props at the server's root (the base URL without its
+// /v1), where llama-server gives the context it runs with
+// (default_generation_settings.n_ctx); a server without it (a 404), or
+// an answer that cannot be read, leaves n_ctx_train, or nothing, with a
+// debug line. It returns 0 and no error when the server does not say
+// (or has no /models). What the client needs of the server's answers is
+// kept, and shared with Check (see Client.modelList); a failure is not.
+func (c *Client) ContextTokensFrom(ctx context.Context) (int, ContextFrom, error) {
 	list, err := c.modelList(ctx)
 	if errors.Is(err, ErrNoModelList) {
-		return 0, nil
+		return 0, ContextFromNone, nil
 	}
 	if err != nil {
-		return 0, err
+		return 0, ContextFromNone, err
+	}
+	if list.served > 0 {
+		return list.served, ContextFromProps, nil
 	}
 	if e := list.entry(); e != nil {
-		return e.contextTokens(), nil
+		n, from := e.contextTokens()
+		return n, from, nil
 	}
-	return 0, nil
+	return 0, ContextFromNone, nil
 }
 
 // modelsLook is one GET /models: its answer, once done is closed.
@@ -46,7 +82,8 @@ type modelsLook struct {
 	canceled bool
 }
 
-// modelList returns the server's model list, asked once: a caller that
+// modelList returns the server's model list (with llama-server's
+// /props, see lookAtServer), asked once: a caller that
 // comes while a GET /models is in flight (Check and ContextTokens at
 // start) waits for its answer, and an answer (a list, or ErrNoModelList)
 // is kept for later callers. A failure is not kept: the next caller asks
@@ -59,7 +96,7 @@ func (c *Client) modelList(ctx context.Context) (*modelList, error) {
 			l = &modelsLook{done: make(chan struct{})}
 			c.look = l
 			c.lookMu.Unlock()
-			list, err := c.models(ctx)
+			list, err := c.lookAtServer(ctx)
 			err = c.scrub(err)
 			c.lookMu.Lock()
 			l.list, l.err, l.canceled = list, err, err != nil && ctx.Err() != nil
@@ -97,11 +134,24 @@ type modelEntry struct {
 	ContextWindow    float64 `json:"context_window"`
 }
 
-func (e *modelEntry) contextTokens() int {
-	for _, v := range []float64{e.MaxModelLen, e.Meta.NCtx, e.Meta.NCtxTrain, e.MaxContextLength, e.ContextLength, e.ContextWindow} {
-		if v >= 1 && v < 1<<31 {
-			return int(v)
+// contextTokens is the context length the entry gives, and where it
+// comes from: n_ctx_train last, the model's and not the server's.
+func (e *modelEntry) contextTokens() (int, ContextFrom) {
+	for _, v := range []float64{e.MaxModelLen, e.Meta.NCtx, e.MaxContextLength, e.ContextLength, e.ContextWindow} {
+		if n := windowSize(v); n > 0 {
+			return n, ContextFromModelList
 		}
+	}
+	if n := windowSize(e.Meta.NCtxTrain); n > 0 {
+		return n, ContextFromTrained
+	}
+	return 0, ContextFromNone
+}
+
+// windowSize is v as a number of tokens, 0 when it is out of range.
+func windowSize(v float64) int {
+	if v >= 1 && v < 1<<31 {
+		return int(v)
 	}
 	return 0
 }
@@ -114,6 +164,9 @@ type modelList struct {
 	// first is the first entry, and named the one of Config.Model's id
 	// (nil when none has it).
 	first, named *modelEntry
+	// served is the context llama-server's GET /props gives, 0 when it
+	// was not asked or gave none.
+	served int
 }
 
 // entry is the entry of the list that serves Config.Model: the one of
@@ -171,13 +224,73 @@ func readModels(body []byte, model string, redact func(string) string) (*modelLi
 	return l, nil
 }
 
-// models returns the server's GET /models list, or ErrNoModelList when
-// the server has none (404).
-func (c *Client) models(ctx context.Context) (*modelList, error) {
+// lookAtServer is one look at the server: its GET /models list and,
+// when the list's entry for the model gives no context the server runs
+// with (only n_ctx_train, or nothing), llama-server's GET /props. A
+// /props that fails leaves the list as it is, with a debug line, unless
+// the caller gave up (ctx ended): its look is then not kept.
+func (c *Client) lookAtServer(ctx context.Context) (*modelList, error) {
+	list, err := c.models(ctx)
+	if err != nil {
+		return nil, err
+	}
+	e := list.entry()
+	if e == nil && list.n > 0 {
+		return list, nil // the model is not listed: Check's error
+	}
+	if e != nil {
+		if _, from := e.contextTokens(); from == ContextFromModelList {
+			return list, nil
+		}
+	}
+	n, err := c.props(ctx)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return nil, err
+	case err != nil:
+		c.log.Debug("llm: the server's GET /props gives no context length (only llama-server has one); the model list's figure stands",
+			"url", config.ShowURL(c.root+"/props"), "err", c.scrub(err))
+	default:
+		list.served = n
+	}
+	return list, nil
+}
+
+// errNoContext is props' error for an answer without a context length.
+var errNoContext = errors.New("no default_generation_settings.n_ctx in its answer")
+
+// props returns the context llama-server runs with, as its GET /props
+// gives it (default_generation_settings.n_ctx: each slot's context),
+// within the bounds of every request of the client (Config.Timeout,
+// Config.MaxResponseBytes).
+func (c *Client) props(ctx context.Context) (int, error) {
+	body, err := c.get(ctx, c.root+"/props")
+	if err != nil {
+		return 0, err
+	}
+	var p struct {
+		Settings struct {
+			NCtx float64 `json:"n_ctx"`
+		} `json:"default_generation_settings"`
+	}
+	if err := json.Unmarshal(body, &p); err != nil {
+		return 0, fmt.Errorf("llm: reading GET /props: %w", err)
+	}
+	n := windowSize(p.Settings.NCtx)
+	if n == 0 {
+		return 0, fmt.Errorf("llm: GET /props: %w", errNoContext)
+	}
+	return n, nil
+}
+
+// get makes a GET request of url, with the API key, and returns the
+// body of its 200 answer (read by the doer, within its cap, as one JSON
+// value), else the failure: a *agent.ModelError for another status.
+func (c *Client) get(ctx context.Context, url string) ([]byte, error) {
 	cl := &call{}
 	rctx, cancel := context.WithTimeout(withCall(ctx, cl), c.cfg.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(rctx, http.MethodGet, c.base+"/models", nil)
+	req, err := http.NewRequestWithContext(rctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, fmt.Errorf("llm: %w", err)
 	}
@@ -194,11 +307,22 @@ func (c *Client) models(ctx context.Context) (*modelList, error) {
 	if err != nil {
 		return nil, fmt.Errorf("llm: %w", err)
 	}
-	switch {
-	case resp.StatusCode == http.StatusNotFound:
-		return nil, ErrNoModelList
-	case resp.StatusCode != http.StatusOK:
+	if resp.StatusCode != http.StatusOK {
 		return nil, c.modelError(resp.StatusCode, resp.Header, bodyMessage(body), "")
+	}
+	return body, nil
+}
+
+// models returns the server's GET /models list, or ErrNoModelList when
+// the server has none (404).
+func (c *Client) models(ctx context.Context) (*modelList, error) {
+	body, err := c.get(ctx, c.base+"/models")
+	var me *agent.ModelError
+	if errors.As(err, &me) && me.Status == http.StatusNotFound {
+		return nil, ErrNoModelList
+	}
+	if err != nil {
+		return nil, err
 	}
 	list, err := readModels(body, c.cfg.Model, c.redactKey)
 	if err != nil {

@@ -247,8 +247,10 @@ func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queu
 // (agent.ModelError.Advice). A server reached is logged with the
 // context length the agent's runtime works with and where it comes from
 // (agent.Runtime.ContextLength): agent.context_tokens when set, else the
-// server's if it came within agent.ContextWait, else
-// agent.DefaultContextTokens.
+// server's if it came within agent.ContextWait (named by where the
+// client found it: llama-server's /props, or the model's trained
+// context, which a server run with a smaller -c refuses prompts of),
+// else agent.DefaultContextTokens.
 func checkModelServer(ctx context.Context, c *llm.Client, url string, rt contextUser, logger *slog.Logger) {
 	err := c.Check(ctx)
 	var me *agent.ModelError
@@ -283,6 +285,16 @@ func checkModelServer(ctx context.Context, c *llm.Client, url string, rt context
 			from = "agent.context_tokens"
 		case agent.ContextModel:
 			from = "the model server"
+			// Which of its answers: the look is kept, so this asks
+			// nothing more of the server.
+			if _, src, err := c.ContextTokensFrom(ctx); err == nil {
+				switch src {
+				case llm.ContextFromProps:
+					from = "llama-server /props"
+				case llm.ContextFromTrained:
+					from = "the model's trained context (n_ctx_train): set agent.context_tokens if the server runs with a smaller -c"
+				}
+			}
 		case agent.ContextNotTold:
 			from = fmt.Sprintf("the default: the server did not give its context length within %s of the start (agent.context_tokens sets one)", agent.ContextWait)
 		default:

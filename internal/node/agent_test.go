@@ -1080,11 +1080,31 @@ func TestModelServerLookedAtStart(t *testing.T) {
 		t.Cleanup(srv.Close)
 		return srv.URL + "/v1"
 	}
+	// llama is a server shaped like llama-server, run with -c 16384 for
+	// a model trained with 32768: its model list gives the latter
+	// (meta.n_ctx_train), its GET /props (when props) the former.
+	llama := func(props bool) string {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch {
+			case r.URL.Path == "/v1/models":
+				fmt.Fprint(w, `{"object":"list","data":[{"id":"/models/qwen.gguf","object":"model","owned_by":"llamacpp","meta":{"n_ctx_train":32768}}]}`)
+			case r.URL.Path == "/props" && props:
+				fmt.Fprint(w, `{"default_generation_settings":{"id":0,"n_ctx":16384},"total_slots":1,"model_path":"/models/qwen.gguf"}`)
+			default:
+				http.Error(w, `{"error":{"code":404,"message":"File Not Found","type":"not_found_error"}}`, http.StatusNotFound)
+			}
+		}))
+		t.Cleanup(srv.Close)
+		return srv.URL + "/v1"
+	}
 	for _, c := range []struct {
 		name, url     string
 		contextTokens int // agent.context_tokens
 		want          []string
 	}{
+		{"llama-server", llama(true), 0, []string{"model server reached", "context_tokens=16384", `context_tokens_from="llama-server /props"`}},
+		{"llama-server without /props", llama(false), 0, []string{"model server reached", "context_tokens=32768",
+			`context_tokens_from="the model's trained context (n_ctx_train): set agent.context_tokens if the server runs with a smaller -c"`}},
 		{"nothing there", closed, 0, []string{"level=WARN", "the model server does not answer", "--llm-url"}},
 		{"model not listed", two.URL + "/v1", 0, []string{"level=WARN", "does not list the model", `\"llama3:8b\", \"qwen3:4b\"`, "ollama pull"}},
 		{"listed", listed.URL(), 0, []string{"model server reached", "context_tokens=8192", `context_tokens_from="the model server"`}},

@@ -1,0 +1,184 @@
+package llm_test
+
+import (
+	"bytes"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/snapnode/snapnode/agent/llm"
+)
+
+// llamaModels is llama-server's GET /v1/models: one entry, whose meta
+// gives the context the model was trained with, not the server's -c.
+const llamaModels = `{"object":"list","data":[{"id":"/models/qwen.gguf","object":"model","owned_by":"llamacpp","created":1,` +
+	`"meta":{"vocab_type":2,"n_vocab":151936,"n_ctx_train":32768,"n_embd":4096,"n_params":7615616512,"size":4677120000}}]}`
+
+// llamaProps is llama-server's GET /props of a server run with -c 16384.
+const llamaProps = `{"default_generation_settings":{"id":0,"id_task":-1,"n_ctx":16384,"speculative":false,"is_processing":false,` +
+	`"params":{"n_predict":-1,"temperature":0.8,"max_tokens":-1}},"total_slots":1,` +
+	`"model_path":"/models/qwen.gguf","chat_template":"…","modalities":{"vision":false},"build_info":"b6000-abc","is_sleeping":false}`
+
+// scriptedLlama is a server shaped like llama-server: /v1/models and, at
+// its root, /props, which answers as props says. It counts the requests
+// of each path.
+type scriptedLlama struct {
+	srv   *httptest.Server
+	mu    sync.Mutex
+	hits  map[string]int
+	auths []string
+}
+
+func newScriptedLlama(t *testing.T, models string, props http.HandlerFunc) *scriptedLlama {
+	t.Helper()
+	s := &scriptedLlama{hits: map[string]int{}}
+	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.hits[r.URL.Path]++
+		s.auths = append(s.auths, r.Header.Get("Authorization"))
+		s.mu.Unlock()
+		switch {
+		case r.Method == http.MethodGet && r.URL.Path == "/v1/models":
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, models)
+		case r.Method == http.MethodGet && r.URL.Path == "/props" && props != nil:
+			props(w, r)
+		default:
+			http.Error(w, `{"error":{"code":404,"message":"File Not Found","type":"not_found_error"}}`, http.StatusNotFound)
+		}
+	}))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+func (s *scriptedLlama) count(path string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.hits[path]
+}
+
+func jsonBody(body string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, body)
+	}
+}
+
+// llama-server's model list gives only the model's trained context
+// (meta.n_ctx_train): the client asks the server's GET /props, at its
+// root, for the context it runs with (default_generation_settings.n_ctx),
+// once. Before, the client took 32768, and a prompt built for it was
+// refused by a server run with -c 16384.
+func TestContextTokensLlamaServerProps(t *testing.T) {
+	s := newScriptedLlama(t, llamaModels, jsonBody(llamaProps))
+	c, err := llm.New(llm.Config{BaseURL: s.srv.URL + "/v1", Model: "qwen", APIKey: "sk-local"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		n, from, err := c.ContextTokensFrom(t.Context())
+		if err != nil || n != 16384 || from != llm.ContextFromProps {
+			t.Errorf("ContextTokensFrom = %d, %v, %v; want 16384 from llama-server's /props", n, from, err)
+		}
+		if n, err := c.ContextTokens(t.Context()); err != nil || n != 16384 {
+			t.Errorf("ContextTokens = %d, %v; want 16384", n, err)
+		}
+	}
+	if err := c.Check(t.Context()); err != nil {
+		t.Errorf("Check = %v", err)
+	}
+	if m, p := s.count("/v1/models"), s.count("/props"); m != 1 || p != 1 {
+		t.Errorf("%d GET /v1/models and %d GET /props, want one each (kept)", m, p)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, a := range s.auths {
+		if a != "Bearer sk-local" {
+			t.Errorf("request %d: Authorization %q", i, a)
+		}
+	}
+}
+
+// A server without llama-server's /props (Ollama, vLLM, OpenAI answer
+// 404), or whose /props cannot be read, leaves the model list's figure
+// (llama.cpp's n_ctx_train, or none), with a debug line and no error;
+// the answer is kept all the same, so that /props is asked once.
+func TestContextTokensPropsFallback(t *testing.T) {
+	const ollamaModels = `{"object":"list","data":[{"id":"m1","object":"model","created":1,"owned_by":"library"}]}`
+	tests := []struct {
+		name   string
+		models string
+		props  http.HandlerFunc
+		cfg    llm.Config
+		want   int
+		from   llm.ContextFrom
+	}{
+		{"404 (Ollama)", ollamaModels, nil, llm.Config{}, 0, llm.ContextFromNone},
+		{"404 (llama.cpp model list)", llamaModels, nil, llm.Config{}, 32768, llm.ContextFromTrained},
+		{"not JSON", llamaModels, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "<html>hello</html>") }, llm.Config{}, 32768, llm.ContextFromTrained},
+		{"n_ctx not a number", llamaModels, jsonBody(`{"default_generation_settings":{"n_ctx":"16384"}}`), llm.Config{}, 32768, llm.ContextFromTrained},
+		{"no n_ctx (router mode)", llamaModels, jsonBody(`{"role":"router"}`), llm.Config{}, 32768, llm.ContextFromTrained},
+		{"n_ctx out of range", llamaModels, jsonBody(`{"default_generation_settings":{"n_ctx":1e12}}`), llm.Config{}, 32768, llm.ContextFromTrained},
+		{"500", llamaModels, func(w http.ResponseWriter, r *http.Request) { http.Error(w, "boom", 500) }, llm.Config{}, 32768, llm.ContextFromTrained},
+		{"over the cap", llamaModels, jsonBody(`{"default_generation_settings":{"n_ctx":16384},"chat_template":"` + strings.Repeat("x", 4096) + `"}`),
+			llm.Config{MaxResponseBytes: 2048}, 32768, llm.ContextFromTrained},
+		{"too slow", llamaModels, func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() },
+			llm.Config{Timeout: 200 * time.Millisecond}, 32768, llm.ContextFromTrained},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newScriptedLlama(t, tt.models, tt.props)
+			var logs bytes.Buffer
+			cfg := tt.cfg
+			cfg.BaseURL, cfg.Model = s.srv.URL+"/v1/", "m1"
+			cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+			c, err := llm.New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 2 {
+				n, from, err := c.ContextTokensFrom(t.Context())
+				if err != nil || n != tt.want || from != tt.from {
+					t.Errorf("ContextTokensFrom = %d, %v, %v; want %d, %v", n, from, err, tt.want, tt.from)
+				}
+			}
+			if err := c.Check(t.Context()); err != nil {
+				t.Errorf("Check = %v", err)
+			}
+			if m, p := s.count("/v1/models"), s.count("/props"); m != 1 || p != 1 {
+				t.Errorf("%d GET /v1/models and %d GET /props, want one each (kept)", m, p)
+			}
+			if !strings.Contains(logs.String(), "level=DEBUG") || !strings.Contains(logs.String(), "/props") || strings.Contains(logs.String(), "level=WARN") {
+				t.Errorf("logs = %s; want a debug line naming /props, no warning", logs.String())
+			}
+		})
+	}
+}
+
+// A model list that gives a context the server runs with (vLLM's
+// max_model_len, a llama.cpp build's meta.n_ctx), or that does not list
+// the model, is not followed by GET /props.
+func TestContextTokensNoPropsNeeded(t *testing.T) {
+	for _, models := range []string{
+		`{"data":[{"id":"m1","max_model_len":8192}]}`,
+		`{"data":[{"id":"m1","meta":{"n_ctx_train":40960,"n_ctx":8192}}]}`,
+		`{"data":[{"id":"a"},{"id":"b"}]}`,
+	} {
+		s := newScriptedLlama(t, models, jsonBody(llamaProps))
+		c, err := llm.New(llm.Config{BaseURL: s.srv.URL + "/v1", Model: "m1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.ContextTokens(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if p := s.count("/props"); p != 0 {
+			t.Errorf("%s: %d GET /props, want none", models, p)
+		}
+	}
+}
