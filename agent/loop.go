@@ -29,6 +29,9 @@ type jobRun struct {
 	j      *Job
 	its    []Interaction
 	shrink float64 // the prompt budget's factor, halved after a context-length error
+	// builtFor is the context length, in tokens, the last prompt was
+	// built for (Runtime.budget then).
+	builtFor int
 	// files are the context files the task message holds.
 	files []string
 	// fresh is where this claim's own steps begin in its when a human's
@@ -621,7 +624,8 @@ func (jr *jobRun) prompt(ctx context.Context) []ChatMessage {
 		}
 		steps = append(steps, s)
 	}
-	budget := int(float64(r.budget-r.cfg.MaxTokens) * jr.shrink)
+	jr.builtFor = int(r.budget.Load())
+	budget := int(float64(jr.builtFor-r.cfg.MaxTokens) * jr.shrink)
 	if budget < 512 {
 		budget = 512
 	}
@@ -859,6 +863,12 @@ func refusedForGood(me *ModelError, err error, role string) string {
 // because the prompt was longer than the model's context.
 const contextLengthMark = "the prompt is over the model's context: "
 
+// serverContextMark starts the recorded error of a model call refused
+// because the prompt was longer than the context the server named, a
+// smaller one than the prompt was built for: the next prompts are built
+// for the server's.
+const serverContextMark = "the prompt is over the model server's context, which the next prompts are built for: "
+
 // apiFailure records a failed model call and decides: retry after a
 // backoff (doubling, the server's Retry-After when longer, each wait at
 // most MaxRetryWait), shrink
@@ -868,7 +878,15 @@ func (jr *jobRun) apiFailure(ctx context.Context, it *Interaction, callErr error
 	r := jr.r
 	var me *ModelError
 	ctxLen := errors.As(callErr, &me) && me.ContextLength
-	if ctxLen {
+	// The server named its context, smaller than the one the prompt was
+	// built for: the next prompt is built for the server's, and this
+	// refusal is not counted against condensing.
+	smaller := ctxLen && me.ContextTokens > 0 && me.ContextTokens < jr.builtFor
+	switch {
+	case smaller:
+		r.lowerBudget(me.ContextTokens)
+		it.Response.Error = cut(fmt.Sprintf("%s%d tokens, the prompt built for %d: ", serverContextMark, me.ContextTokens, jr.builtFor)+it.Response.Error, 1000)
+	case ctxLen:
 		// Marked in the history, which the count below reads (the
 		// server's own words vary, and "context" is in a time-out's).
 		it.Response.Error = cut(contextLengthMark+it.Response.Error, 1000)
@@ -901,6 +919,9 @@ func (jr *jobRun) apiFailure(ctx context.Context, it *Interaction, callErr error
 	if errors.Is(callErr, ErrWorkerFailed) {
 		// The worker was stopped: retrying would start it again.
 		return true, jr.stuckShowing(ctx, it.Response.Error, "the worker failed and was stopped; the node's operator has its reason")
+	}
+	if smaller {
+		return false, nil
 	}
 	if ctxLen {
 		if ctxFails >= 2 {

@@ -207,6 +207,11 @@ type ModelError struct {
 	// takes (HTTP 413, which the runtime answers alike: the prompt is
 	// condensed and sent again once).
 	ContextLength bool
+	// ContextTokens is, with ContextLength, the server's context in
+	// tokens as its refusal gives it (llama-server's n_ctx), 0 when it
+	// gives none: the runtime builds the following prompts for it when
+	// it is smaller than its own.
+	ContextTokens int
 	// Message is the server's error message, cut to a few hundred bytes.
 	Message string
 }

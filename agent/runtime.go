@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/snapnode/snapnode/executor"
@@ -208,7 +209,11 @@ type Runtime struct {
 	// forgetting goroutine's only).
 	endedCursor Job
 	wg          sync.WaitGroup
-	budget      int
+	// budget is the context length, in tokens, prompts are built for:
+	// ContextLength's, lowered to a model server's own when it refuses a
+	// prompt naming a smaller one (see lowerBudget). Jobs read it at
+	// each step.
+	budget atomic.Int64
 	// contextLen is the context length the runtime works with, settled
 	// once (see ContextLength).
 	contextOnce sync.Once
@@ -271,6 +276,25 @@ func (r *Runtime) settleContext(ctx context.Context) ContextLength {
 	return ContextLength{Tokens: n, From: ContextModel}
 }
 
+// lowerBudget makes n the context length prompts are built for from now
+// on, when it is smaller than the one they are: the context a model
+// server gave in its refusal of a prompt too long (llama-server's n_ctx,
+// its -c, which its model list does not give). Another job's refusal
+// may have lowered it already.
+func (r *Runtime) lowerBudget(n int) {
+	for {
+		old := r.budget.Load()
+		if old <= int64(n) {
+			return
+		}
+		if r.budget.CompareAndSwap(old, int64(n)) {
+			r.log.Warn("agent: the model server refused a prompt as over its context, which is smaller than the one the agent built it for; the following prompts are built for the server's (set agent.context_tokens to it to start with it)",
+				"context_tokens", old, "server_context_tokens", n)
+			return
+		}
+	}
+}
+
 // The runtime is what proposals reach its jobs through.
 var _ proposals.Jobs = (*Runtime)(nil)
 
@@ -326,7 +350,8 @@ func New(cfg Config) (*Runtime, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	r := &Runtime{cfg: cfg, wake: cfg.Queue.wake, slots: make(chan struct{}, cfg.MaxJobs),
-		running: map[string]context.CancelCauseFunc{}, resuming: map[string]bool{}, served: map[string]time.Time{}, busy: map[string]int{}, budget: cfg.ContextTokens}
+		running: map[string]context.CancelCauseFunc{}, resuming: map[string]bool{}, served: map[string]time.Time{}, busy: map[string]int{}}
+	r.budget.Store(int64(cfg.ContextTokens))
 	// Its lines carry errors of the model server and the node, which may
 	// name a secret: redacted as the history is.
 	r.log = RedactingLogger(cfg.Logger, r.redact)
@@ -806,15 +831,15 @@ func (r *Runtime) Wake() { r.cfg.Queue.Wake() }
 // so a restart takes them up at once).
 func (r *Runtime) Run(ctx context.Context) error {
 	cl := r.ContextLength(ctx)
-	r.budget = cl.Tokens
+	r.budget.Store(int64(cl.Tokens))
 	if cl.From != ContextConfigured {
-		if r.budget < 2*r.cfg.MaxTokens {
+		if cl.Tokens < 2*r.cfg.MaxTokens {
 			// A context the server gives (a model loaded with a small
 			// window) that an answer of MaxTokens would mostly fill:
 			// answers get a quarter of it, so the prompt keeps room.
 			r.log.Warn("agent: the model's context is small for max_tokens; answers are capped at a quarter of it",
-				"context_tokens", r.budget, "max_tokens", r.cfg.MaxTokens, "now", r.budget/4)
-			r.cfg.MaxTokens = max(r.budget/4, 1) // 0 would send no cap at all
+				"context_tokens", cl.Tokens, "max_tokens", r.cfg.MaxTokens, "now", cl.Tokens/4)
+			r.cfg.MaxTokens = max(cl.Tokens/4, 1) // 0 would send no cap at all
 		}
 	}
 	defer r.wg.Wait()

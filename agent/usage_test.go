@@ -309,3 +309,69 @@ func TestHugeUsageSaturates(t *testing.T) {
 		})
 	}
 }
+
+// llamaServer is a model whose server runs with a smaller context than
+// its model list gives (llama-server run with -c 8192 for a model
+// trained with 32768): it refuses a prompt of more tokens than nCtx (four
+// bytes a token, as the runtime counts them) as llama-server does, its
+// context in the refusal; it reads in-1.md … in-reads.md (readAnswer),
+// then finishes.
+type llamaServer struct {
+	mu      sync.Mutex
+	nCtx    int
+	reads   int
+	done    int   // the answers given
+	prompts []int // each call's prompt, in tokens
+}
+
+func (s *llamaServer) ContextTokens(context.Context) (int, error) { return 32768, nil }
+
+func (s *llamaServer) Complete(_ context.Context, p agent.Prompt) (*agent.Completion, error) {
+	n := 0
+	for _, m := range p.Messages {
+		n += len(m.Content)
+	}
+	n /= 4
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.prompts = append(s.prompts, n)
+	if n > s.nCtx {
+		return nil, &agent.ModelError{Status: 400, ContextLength: true, ContextTokens: s.nCtx,
+			Message: fmt.Sprintf("request (%d tokens) exceeds the available context size (%d tokens), try increasing it", n, s.nCtx)}
+	}
+	if s.done++; s.done <= s.reads {
+		return &agent.Completion{Text: readAnswer(s.done)}, nil
+	}
+	return &agent.Completion{Text: `{"schema_version":"1.0.0","id":"00000000-0000-4000-8000-000000000099","reasoning":"done","action":"FINISH","args":{"response":"done"}}`}, nil
+}
+
+// A server that refuses a prompt as over its context and names that
+// context (llama-server's n_ctx), smaller than the one the prompt was
+// built for, has the next prompts built for its own: the job goes on.
+// Before, the prompt was built for half the context it was, still over
+// the server's, and the job was STUCK (context_window) at the second
+// refusal.
+func TestServerContextFromRefusal(t *testing.T) {
+	r := newRig(t, testdb.SQLite(t))
+	const reads = 6
+	task := readingJob(t, r, reads)
+	for i := range reads {
+		if err := os.WriteFile(filepath.Join(r.dir, fmt.Sprintf("in-%d.md", i+1)), []byte(strings.Repeat("a line of the input\n", 700)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := &llamaServer{nCtx: 8192, reads: reads}
+	got := r.runWith(t, func(c *agent.Config) { c.ContextTokens, c.Backoff = 0, time.Hour }, m, task.ID,
+		tasks.StateCompleted, tasks.StateFailed, tasks.StateInputRequired)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	refused := 0
+	for _, n := range m.prompts {
+		if n > m.nCtx {
+			refused++
+		}
+	}
+	if got.Status.State != tasks.StateCompleted || refused != 1 {
+		t.Fatalf("task %s %q, prompts of %v tokens; want completed, one prompt over %d tokens", got.Status.State, got.Status.Message, m.prompts, m.nCtx)
+	}
+}

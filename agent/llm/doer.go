@@ -44,6 +44,10 @@ type call struct {
 	status int
 	header http.Header
 	body   []byte
+	// errBody is the body of an error status (400 and over), within the
+	// cap: llama-server's refusal of a prompt too long gives its context
+	// there, which go-openai's error does not keep.
+	errBody []byte
 	// size is the length of a success body, read or not (the cap when
 	// it was over it): what the server sent, for the estimate of a
 	// refused answer's cost.
@@ -91,6 +95,9 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if c != nil && resp.StatusCode >= http.StatusBadRequest {
+		c.errBody = body
 	}
 	switch {
 	case success:

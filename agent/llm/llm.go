@@ -370,7 +370,26 @@ func (c *Client) failure(ctx context.Context, cl *call, err error) error {
 	default:
 		msg = err.Error()
 	}
-	return c.modelError(cl.status, cl.header, msg, details)
+	me := c.modelError(cl.status, cl.header, msg, details)
+	if me.ContextLength {
+		me.ContextTokens = refusalContext(cl.errBody)
+	}
+	return me
+}
+
+// refusalContext is the server's context in tokens as its refusal of a
+// prompt too long gives it, 0 when it does not: llama-server's
+// {"error":{"type":"exceed_context_size_error","n_prompt_tokens":…,"n_ctx":…}}.
+func refusalContext(body []byte) int {
+	var b struct {
+		Error struct {
+			NCtx float64 `json:"n_ctx"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &b) != nil {
+		return 0
+	}
+	return windowSize(b.Error.NCtx)
 }
 
 // modelError makes the ModelError of an answer of status. A 413 is a

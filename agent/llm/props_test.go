@@ -2,6 +2,7 @@ package llm_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snapnode/snapnode/agent"
 	"github.com/snapnode/snapnode/agent/llm"
 )
 
@@ -180,5 +182,41 @@ func TestContextTokensNoPropsNeeded(t *testing.T) {
 		if p := s.count("/props"); p != 0 {
 			t.Errorf("%s: %d GET /props, want none", models, p)
 		}
+	}
+}
+
+// llama-server refuses a prompt longer than its context with HTTP 400
+// and its context in the body (n_ctx): the ModelError gives it, for the
+// runtime to build the next prompts for it. A refusal without it, or
+// one that is not of the context, gives none.
+func TestContextRefusalGivesTheServersContext(t *testing.T) {
+	tests := []struct {
+		name   string
+		body   string
+		ctxLen bool
+		want   int
+	}{
+		{"llama-server", `{"error":{"code":400,"message":"request (20480 tokens) exceeds the available context size (16384 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":20480,"n_ctx":16384}}`, true, 16384},
+		{"vLLM", `{"object":"error","message":"This model's maximum context length is 8192 tokens. However, you requested 9000 tokens.","type":"BadRequestError","code":400}`, true, 0},
+		{"other refusal", `{"error":{"code":400,"message":"bad grammar","type":"invalid_request_error","n_ctx":16384}}`, false, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusBadRequest)
+				fmt.Fprint(w, tt.body)
+			}))
+			defer srv.Close()
+			c, err := llm.New(llm.Config{BaseURL: srv.URL + "/v1", Model: "m1", ResponseFormat: llm.FormatNone})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = c.Complete(t.Context(), prompt("x"))
+			var me *agent.ModelError
+			if !errors.As(err, &me) || me.Status != 400 || me.ContextLength != tt.ctxLen || me.ContextTokens != tt.want {
+				t.Errorf("err = %#v; want a ModelError 400, ContextLength %v, ContextTokens %d", err, tt.ctxLen, tt.want)
+			}
+		})
 	}
 }
