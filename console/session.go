@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"strings"
 	"sync"
@@ -110,11 +111,7 @@ func (a *auth) issue(operator string, user int) (string, time.Time, error) {
 	now := a.cfg.Now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for k, g := range a.tokens {
-		if !now.Before(g.expires) {
-			delete(a.tokens, k)
-		}
-	}
+	dropExpired(a.tokens, now, func(g grant) time.Time { return g.expires })
 	makeRoom(a.tokens, a.cfg.MaxTokens, func(g grant) time.Time { return g.issued })
 	g := grant{operator: operator, user: user, issued: now, expires: now.Add(a.cfg.TokenTTL)}
 	a.tokens[tok] = g
@@ -166,11 +163,7 @@ func (a *auth) redeem(tok string, p *peer) (s *session, ended *spent, err error)
 	now := a.cfg.Now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for k, sp := range a.spent {
-		if !now.Before(sp.expires) {
-			delete(a.spent, k)
-		}
-	}
+	dropExpired(a.spent, now, func(sp spent) time.Time { return sp.expires })
 	g, ok := a.tokens[tok]
 	if tok == "" || !ok {
 		if sp, used := a.spent[tok]; tok != "" && used {
@@ -193,7 +186,7 @@ func (a *auth) redeem(tok string, p *peer) (s *session, ended *spent, err error)
 		return nil, nil, err
 	}
 	delete(a.tokens, tok) // one use
-	a.prune(now)
+	dropExpired(a.sessions, now, func(s *session) time.Time { return s.expires })
 	makeRoom(a.sessions, a.cfg.MaxSessions, func(s *session) time.Time { return s.created })
 	s = &session{id: id, seg: seg, operator: g.operator, csrf: csrf, created: now, expires: now.Add(a.cfg.SessionTTL)}
 	a.sessions[id] = s
@@ -219,13 +212,11 @@ func makeRoom[K comparable, V any](m map[K]V, max int, at func(V) time.Time) {
 	}
 }
 
-// prune drops the expired sessions. a.mu is held.
-func (a *auth) prune(now time.Time) {
-	for k, s := range a.sessions {
-		if !now.Before(s.expires) {
-			delete(a.sessions, k)
-		}
-	}
+// dropExpired deletes from m the entries that have expired by now, by the
+// expiry expires gives each: the sweep of the tokens, the spent tokens
+// and the sessions alike.
+func dropExpired[K comparable, V any](m map[K]V, now time.Time, expires func(V) time.Time) {
+	maps.DeleteFunc(m, func(_ K, v V) bool { return !now.Before(expires(v)) })
 }
 
 // lookup returns the live session id names if its segment is seg, or
