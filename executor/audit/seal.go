@@ -278,10 +278,8 @@ func (l *Log) walk(ctx context.Context, tx *sql.Tx, h head, from int64, anchors 
 // them rewritten leave a chain that verifies; the Log that wrote them
 // does not seal it.
 func (l *Log) checkOwnSeal(ctx context.Context, tx *sql.Tx, h head) error {
-	l.sealMu.Lock()
-	own := l.ownSeal
-	l.sealMu.Unlock()
-	if own.Seq == 0 || own.Seq < h.first {
+	own, ok := l.ownAnchor(&l.ownSeal, h)
+	if !ok {
 		return nil
 	}
 	var hash string
@@ -305,10 +303,8 @@ func (l *Log) checkOwnSeal(ctx context.Context, tx *sql.Tx, h head) error {
 // opened afterwards (the node restarted) knows only the record of the
 // last seal (Options.SealRecord).
 func (l *Log) checkOwnHead(ctx context.Context, tx *sql.Tx, h head) error {
-	l.sealMu.Lock()
-	own := l.ownHead
-	l.sealMu.Unlock()
-	if own.Seq == 0 || own.Seq < h.first {
+	own, ok := l.ownAnchor(&l.ownHead, h)
+	if !ok {
 		return nil
 	}
 	wrote := fmt.Sprintf("this node appended entry %d (hash %s) since it started", own.Seq, own.Hash)
@@ -327,6 +323,16 @@ func (l *Log) checkOwnHead(ctx context.Context, tx *sql.Tx, h head) error {
 		return &VerifyError{Seq: own.Seq, Kind: KindAnchor, Detail: fmt.Sprintf("%s; the chain has hash %s there: it was rewritten", wrote, x.Hash)}
 	}
 	return nil
+}
+
+// ownAnchor reads *a, l.ownSeal or l.ownHead, under l.sealMu, and
+// reports whether there is one to check in the chain of h: this Log
+// wrote one, and it was not pruned since.
+func (l *Log) ownAnchor(a *Anchor, h head) (Anchor, bool) {
+	l.sealMu.Lock()
+	own := *a
+	l.sealMu.Unlock()
+	return own, own.Seq != 0 && own.Seq >= h.first
 }
 
 // RunSealer seals the head (Seal) at every tick until ctx is done, and
