@@ -73,12 +73,9 @@ func (w *watermark) accepted(req any) {
 func (w *watermark) finished(req any) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	e, ok := w.of[req]
-	if !ok {
-		return
+	if e, ok := w.take(req); ok {
+		w.release(e)
 	}
-	delete(w.of, req)
-	w.release(e)
 }
 
 // handOver counts to, in from's place and epoch: a request kept aside
@@ -87,16 +84,26 @@ func (w *watermark) finished(req any) {
 func (w *watermark) handOver(from, to any) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	e, ok := w.of[from]
+	e, ok := w.take(from)
 	if !ok {
 		return
 	}
-	delete(w.of, from)
 	if old, ok := w.of[to]; ok {
 		w.release(max(e, old))
 		e = min(e, old)
 	}
 	w.of[to] = e
+}
+
+// take removes req from the requests counted and returns its epoch;
+// false: it was not counted. Its epoch's count is left to the caller
+// (release, or the request it hands over to). w.mu is held.
+func (w *watermark) take(req any) (uint64, bool) {
+	e, ok := w.of[req]
+	if ok {
+		delete(w.of, req)
+	}
+	return e, ok
 }
 
 // release uncounts one request of epoch e. w.mu is held.
