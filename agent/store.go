@@ -1144,18 +1144,11 @@ func (s *Store) addInput(ctx context.Context, taskID, text string, onlyWaiting b
 // before it was counted), whose task id comes after after, in task id
 // order: a caller pages through them, limit at a time.
 func (s *Store) Uncounted(ctx context.Context, after string, limit int) ([]string, error) {
-	var out []string
-	for rows, err := range sqldb.Rows(s.db.R.QueryContext(ctx, s.d.Rebind(`SELECT task_id FROM agent_jobs
+	out, err := sqldb.Column[string](s.db.R.QueryContext(ctx, s.d.Rebind(`SELECT task_id FROM agent_jobs
 		WHERE told < 0 AND status NOT IN (?, ?, ?, ?) AND task_id > ? ORDER BY task_id LIMIT ?`),
-		string(Success), string(Canceled), string(HaltedCost), string(HaltedTime), after, limit)) {
-		var id string
-		if err == nil {
-			err = rows.Scan(&id)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("agent: jobs of uncounted messages: %w", err)
-		}
-		out = append(out, id)
+		string(Success), string(Canceled), string(HaltedCost), string(HaltedTime), after, limit))
+	if err != nil {
+		return nil, fmt.Errorf("agent: jobs of uncounted messages: %w", err)
 	}
 	return out, nil
 }

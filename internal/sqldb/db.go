@@ -310,3 +310,23 @@ func IntsByKey[K ~string](rows *sql.Rows, err error) (map[K]int64, error) {
 	}
 	return out, nil
 }
+
+// Column reads a query of one column, from what QueryContext returned,
+// into a slice in the order of the rows (nil when there are none), and
+// closes the rows:
+//
+//	ids, err := sqldb.Column[string](db.R.QueryContext(ctx, "SELECT id FROM t ORDER BY id"))
+func Column[T any](rows *sql.Rows, err error) ([]T, error) {
+	var out []T
+	for rows, err := range Rows(rows, err) {
+		var v T
+		if err == nil {
+			err = rows.Scan(&v)
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}

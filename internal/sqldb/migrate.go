@@ -255,16 +255,9 @@ func (db *DB) SchemaVersion(ctx context.Context, component string) (int, error) 
 func appliedVersions(ctx context.Context, q interface {
 	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
 }, d *Dialect, component string) ([]int, error) {
-	var out []int
-	for rows, err := range Rows(q.QueryContext(ctx, d.Rebind("SELECT version FROM "+MigrationsTable+" WHERE component = ? ORDER BY version"), component)) {
-		var v int
-		if err == nil {
-			err = rows.Scan(&v)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("sqldb: read %s: %w", MigrationsTable, err)
-		}
-		out = append(out, v)
+	out, err := Column[int](q.QueryContext(ctx, d.Rebind("SELECT version FROM "+MigrationsTable+" WHERE component = ? ORDER BY version"), component))
+	if err != nil {
+		return nil, fmt.Errorf("sqldb: read %s: %w", MigrationsTable, err)
 	}
 	return out, nil
 }

@@ -277,6 +277,26 @@ func TestRows(t *testing.T) {
 	}
 }
 
+func TestColumn(t *testing.T) {
+	db := sqliteWith(t, "CREATE TABLE t (s TEXT, x INTEGER); INSERT INTO t VALUES ('a', 1), ('b', 2), ('c', 3)")
+	got, err := Column[string](db.R.QueryContext(t.Context(), "SELECT s FROM t ORDER BY x"))
+	if err != nil || !slices.Equal(got, []string{"a", "b", "c"}) {
+		t.Errorf("Column = %v, %v; want [a b c]", got, err)
+	}
+	if got, err := Column[int](db.R.QueryContext(t.Context(), "SELECT x FROM t WHERE x > 9")); err != nil || got != nil {
+		t.Errorf("no row: %v, %v; want nil and no error", got, err)
+	}
+	if got, err := Column[int](db.R.QueryContext(t.Context(), "SELECT s, x FROM t")); err == nil {
+		t.Errorf("two columns: %v, want an error", got)
+	}
+	if got, err := Column[int](db.R.QueryContext(t.Context(), "SELECT x FROM missing")); err == nil {
+		t.Errorf("a failed query: %v, want its error", got)
+	}
+	if n := db.R.Stats().InUse; n != 0 {
+		t.Errorf("%d read connections still in use", n)
+	}
+}
+
 func TestIntsByKey(t *testing.T) {
 	type state string
 	db := sqliteWith(t, "CREATE TABLE t (s TEXT, x INTEGER); INSERT INTO t VALUES ('a', 1), ('b', 2), ('a', 3)")

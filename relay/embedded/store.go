@@ -472,16 +472,9 @@ func (s *store) trim(ctx context.Context) error {
 
 // overShare returns the peers that hold more than events or bytes.
 func overShare(ctx context.Context, tx *sql.Tx, events, bytes int64) ([]string, error) {
-	var peers []string
-	for rows, err := range sqldb.Rows(tx.QueryContext(ctx, "SELECT peer FROM peer_usage WHERE events > ? OR bytes > ?", events, bytes)) {
-		var p string
-		if err == nil {
-			err = rows.Scan(&p)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("find the peers past their share: %w", err)
-		}
-		peers = append(peers, p)
+	peers, err := sqldb.Column[string](tx.QueryContext(ctx, "SELECT peer FROM peer_usage WHERE events > ? OR bytes > ?", events, bytes))
+	if err != nil {
+		return nil, fmt.Errorf("find the peers past their share: %w", err)
 	}
 	return peers, nil
 }
