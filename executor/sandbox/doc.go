@@ -181,8 +181,11 @@
 // Total bytes count regular files only (the sandbox's own temporary
 // files left out); total entries count regular files and directories.
 // Both are checked against a running count that every promotion and
-// rollback keeps exact: Stage and Promote walk the tree only when there
-// is none (the first check, or after a change that failed half-way).
-// Changes made from outside are counted by Recount, which the caller runs
-// outside the actions, from time to time.
+// rollback keeps exact, one that fails half-way included: Stage and
+// Promote walk the tree only when there is none yet (before the first
+// Recount). Changes made from outside are counted by Recount, which the
+// caller runs outside the actions, from time to time; a Recount during
+// which promotions ran counts what they may have added unseen, so the
+// count may stand above the workspace by the paths they changed, never
+// below it, until the next one.
 package sandbox

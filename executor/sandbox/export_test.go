@@ -27,6 +27,15 @@ func SetTestHooks(s *Sandbox, beforeOp func(kind, path string) error, beforeRena
 // the step's effect is done).
 func SetSyncHook(s *Sandbox, syncDir func() error) { s.core.hooks.syncDir = syncDir }
 
+// SetWalkHook installs a hook called as a walk of the tree (a count, a
+// sweep) comes to each path, before it looks at it (nil: none).
+func SetWalkHook(s *Sandbox, visit func(path string)) {
+	s.core.hooks.walk = nil
+	if visit != nil {
+		s.core.hooks.walk = func(rel string) { visit(Virtual(rel)) }
+	}
+}
+
 // RunningCounts returns the running count without walking, and whether
 // there is one.
 func RunningCounts(s *Sandbox) (Counts, bool) {

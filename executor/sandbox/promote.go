@@ -434,6 +434,20 @@ type op struct {
 	tmp     *tempFile
 }
 
+// delta is how the step changes the workspace's counts, once done.
+func (o op) delta() Counts {
+	switch o.kind {
+	case opUnlink:
+		return Counts{}.add(o.was, Image{Kind: KindAbsent})
+	case opRmdir:
+		return Counts{Dirs: -1}
+	case opMkdir:
+		return Counts{Dirs: 1}
+	default: // opWrite
+		return Counts{}.add(o.was, o.img)
+	}
+}
+
 // plan orders the steps that take every path of steps from pre to post:
 // files removed, directories removed deepest first, directories created
 // shallowest first, files written. undo[i] reverses ops[i].
@@ -478,7 +492,11 @@ func plan(steps []entry) (ops, undo []op) {
 // write of a path in temps renames the temporary file Prepare wrote.
 func (s *Sandbox) transition(ctx context.Context, opName string, steps []entry, temps map[string]*tempFile) (err error) {
 	s.changing()
-	defer func() { s.applied(steps, err == nil) }()
+	// What the steps done and the undos done changed, counted as they
+	// are done: exact whether the transition succeeds, is undone, or
+	// stops half-way (ErrIncomplete).
+	var delta Counts
+	defer func() { s.applied(steps, delta) }()
 	ops, undo := plan(steps)
 	changed := ErrDiverged
 	if opName == "promote" {
@@ -499,6 +517,9 @@ func (s *Sandbox) transition(ctx context.Context, opName string, steps []entry, 
 		if err == nil {
 			applied, err = s.do(ctx, o)
 		}
+		if applied {
+			delta = delta.plus(o.delta())
+		}
 		if err == nil {
 			continue
 		}
@@ -512,7 +533,11 @@ func (s *Sandbox) transition(ctx context.Context, opName string, steps []entry, 
 		bg := context.WithoutCancel(ctx)
 		var undoErrs []error
 		for j := last; j >= 0; j-- {
-			if _, uerr := s.do(bg, undo[j]); uerr != nil {
+			done, uerr := s.do(bg, undo[j])
+			if done {
+				delta = delta.plus(undo[j].delta())
+			}
+			if uerr != nil {
 				undoErrs = append(undoErrs, opErr("undo", undo[j].rel, uerr))
 			}
 		}

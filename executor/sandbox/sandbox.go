@@ -109,6 +109,9 @@ type hooks struct {
 	// removing runs before the sandbox removes a file of its own (set
 	// aside, temporary): open, whether it still holds it open.
 	removing func(name string, open bool)
+	// walk runs as a walk of the tree comes to each entry, before its
+	// Lstat.
+	walk func(rel string)
 }
 
 // Open opens the workspace folder dir (which must exist) as a sandbox with
@@ -547,6 +550,9 @@ func (s *Sandbox) walk(ctx context.Context, fn func(rel string, fi fs.FileInfo) 
 			}
 			names, rerr := f.Readdirnames(listBatch)
 			for _, name := range names {
+				if s.core.hooks.walk != nil {
+					s.core.hooks.walk(join(dir, name))
+				}
 				fi, err := d.r.Lstat(name)
 				if errors.Is(err, fs.ErrNotExist) {
 					continue

@@ -31,23 +31,48 @@ func (c Counts) add(pre, post Image) Counts {
 	return c
 }
 
+// plus returns c and d added.
+func (c Counts) plus(d Counts) Counts {
+	return Counts{Bytes: c.Bytes + d.Bytes, Files: c.Files + d.Files, Dirs: c.Dirs + d.Dirs}
+}
+
+// most returns the larger of what pre and what post count, each figure
+// apart: the most one path going from pre to post may add to a count
+// that saw it in either image, or in neither (a file set aside).
+func most(pre, post Image) Counts {
+	a, b := Counts{}.add(Image{}, pre), Counts{}.add(Image{}, post)
+	return Counts{Bytes: max(a.Bytes, b.Bytes), Files: max(a.Files, b.Files), Dirs: max(a.Dirs, b.Dirs)}
+}
+
 // tally is the workspace's running count, shared by every view of one
 // sandbox. Without it every growing write would walk the whole tree, a
 // cost that grows with the workspace (a tree of 100,000 directories made
 // every write miss its deadline). The sandbox keeps it exact for every
-// change it makes itself; what changes the folder from outside (an
-// operator copying files in or removing them) is counted at the next
+// change it makes itself, a change that fails half-way included (each
+// step done or undone is counted); what changes the folder from outside
+// (an operator copying files in or removing them) is counted at the next
 // Recount, which the caller runs outside the actions (the node, every
-// minute). An action walks the tree only when there is no count: before
-// the first one, after a change that failed half-way, or once the folder
-// was made again.
+// minute). An action walks the tree only when there is no count yet.
 type tally struct {
 	mu    sync.Mutex
 	known bool
 	c     Counts
 	// gen is bumped when a transition starts and when it ends (odd while
-	// one runs): a walk is kept only if gen was even and stayed the same.
+	// one runs).
 	gen uint64
+	// walks are the walks of the tree under way (recount): each
+	// transition that ends during one adds to its grow what it may have
+	// added that the walk did not see.
+	walks map[*walking]bool
+}
+
+// walking is one walk of the tree that will become the running count.
+type walking struct {
+	grow Counts
+	// ended is set when the walk ended while a transition ran: the
+	// transition's end (applied) makes c, plus grow, the count.
+	ended bool
+	c     Counts
 }
 
 // counts returns the running count, walking the tree first when there is
@@ -64,25 +89,38 @@ func (s *Sandbox) counts(ctx context.Context) (Counts, error) {
 	return s.recount(ctx)
 }
 
-// recount walks the tree and keeps what it found as the running count,
-// unless a change of the sandbox's ran meanwhile.
+// recount walks the tree and keeps what it found as the running count.
+// The sandbox's own changes may run during the walk (nothing holds them
+// back: the walk may be long), and the walk may have seen each path they
+// touched before or after the change: what each change may have added
+// unseen (for each path, the larger of its two images) is added to what
+// the walk found. The count kept is then never below what the workspace
+// holds (a cap is never passed for a change the walk missed), and above
+// it by no more than the images of the paths changed during the walk,
+// until the next recount. A walk that ends while a change runs is kept
+// once that change ends.
 func (s *Sandbox) recount(ctx context.Context) (Counts, error) {
 	t := &s.core.tally
+	w := &walking{}
 	t.mu.Lock()
-	gen := t.gen
+	if t.walks == nil {
+		t.walks = make(map[*walking]bool)
+	}
+	t.walks[w] = true
 	t.mu.Unlock()
 	c, err := s.walkCounts(ctx)
-	if err != nil {
-		return Counts{}, err
-	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	// A change made during the walk may or may not be in what the walk
-	// saw: the count stays as it was (exact for the sandbox's own
-	// changes, or unknown, and the next check walks again).
-	if t.gen == gen && gen%2 == 0 {
-		t.known, t.c = true, c
+	if err != nil {
+		delete(t.walks, w)
+		return Counts{}, err
 	}
+	if t.gen%2 == 1 {
+		w.ended, w.c = true, c
+		return c, nil
+	}
+	delete(t.walks, w)
+	t.known, t.c = true, c.plus(w.grow)
 	return c, nil
 }
 
@@ -115,20 +153,26 @@ func (s *Sandbox) changing() {
 	t.gen++
 }
 
-// applied records the steps of a transition carried out in full (ok) or,
-// when it failed part-way, forgets the count so that the next use walks
-// the tree.
-func (s *Sandbox) applied(steps []entry, ok bool) {
+// applied records the end of a transition of steps, done in full or
+// not: delta is what the steps it did, and the undos it did of them,
+// changed. The walks under way each add what the steps may have added
+// unseen (see recount); a walk that ended while it ran becomes the count.
+func (s *Sandbox) applied(steps []entry, delta Counts) {
 	t := &s.core.tally
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.gen++
-	if !ok {
-		t.known = false
-		return
-	}
+	t.c = t.c.plus(delta)
+	var grow Counts
 	for _, e := range steps {
-		t.c = t.c.add(e.pre, e.post)
+		grow = grow.plus(most(e.pre, e.post))
+	}
+	for w := range t.walks {
+		w.grow = w.grow.plus(grow)
+		if w.ended {
+			delete(t.walks, w)
+			t.known, t.c = true, w.c.plus(w.grow)
+		}
 	}
 }
 
@@ -147,9 +191,10 @@ func (s *Sandbox) Counts(ctx context.Context) (Counts, error) {
 // (files an operator copied in or removed). It is meant to run outside
 // the actions, from time to time (the node runs it every minute): a walk
 // costs time in proportion to the tree, and no Stage or Promote walks
-// while there is a count. A walk during which a promotion or rollback of
-// this sandbox ran leaves the running count as it was (still exact for
-// the sandbox's own changes); the Counts returned are then the walk's.
+// while there is a count. Promotions and rollbacks of this sandbox may
+// run during the walk: the count kept adds what they may have added
+// unseen (see recount), so it is never below what the workspace holds.
+// The Counts returned are the walk's.
 func (s *Sandbox) Recount(ctx context.Context) (Counts, error) {
 	return s.recount(ctx)
 }

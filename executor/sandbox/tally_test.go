@@ -134,7 +134,8 @@ func TestRunningCountOutside(t *testing.T) {
 		t.Fatalf("after the Recount: %+v, want 40 bytes", c)
 	}
 
-	// A promotion that fails half-way leaves no count to trust.
+	// A promotion that fails and is undone leaves the workspace as it
+	// was: the count stays, and no action walks the tree.
 	boom := errors.New("boom")
 	sandbox.SetTestHooks(sb, func(kind, path string) error {
 		if path == "/sandbox/e.txt" {
@@ -149,13 +150,95 @@ func TestRunningCountOutside(t *testing.T) {
 	if _, err := sb.Promote(ctx, st); !errors.Is(err, boom) {
 		t.Fatalf("promote: %v", err)
 	}
-	if _, known := sandbox.RunningCounts(sb); known {
-		t.Fatal("a count kept after a promotion that failed")
+	if c, known := sandbox.RunningCounts(sb); !known || c.Bytes != 40 {
+		t.Fatalf("after a promotion that failed and was undone: %+v (known %v), want the 40 bytes it held", c, known)
 	}
-	if _, err := sb.Stage(ctx, []sandbox.Change{sandbox.Write{Path: "/sandbox/d.txt", Content: []byte("d")}}); err != nil {
+}
+
+// TestRunningCountIncomplete: a promotion that fails half-way and whose
+// undo fails too (ErrIncomplete) keeps a count of what it did and
+// undid, equal to a walk of the tree: an action after it does not walk
+// the whole tree on its own time (under the promotion locks), and a
+// rollback of the promotion brings the count back.
+func TestRunningCountIncomplete(t *testing.T) {
+	ctx := context.Background()
+	_, sb := newSandbox(t, sandbox.Limits{}, map[string]string{"a.txt": "aaaa", "d/b.txt": "bb"})
+	if _, err := sb.Recount(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if c, known := sandbox.RunningCounts(sb); !known || c.Bytes != 40 {
-		t.Fatalf("after the next staging: %+v (known %v), want the 40 bytes of a walk", c, known)
+	st := stage(t, sb, []sandbox.Change{
+		sandbox.Delete{Path: "/sandbox/a.txt"},
+		sandbox.Mkdir{Path: "/sandbox/e"},
+		sandbox.Write{Path: "/sandbox/e/f.txt", Content: []byte("ffffff")},
+		sandbox.Write{Path: "/sandbox/g.txt", Content: []byte("g")},
+	})
+	// Every directory sync fails from the mkdir on: the mkdir is done and
+	// fails, its undo (the rmdir) is done and fails too; the unlink
+	// before it was done and its undo (the write back) fails.
+	syncs := 0
+	sandbox.SetSyncHook(sb, func() error {
+		if syncs++; syncs >= 2 {
+			return errors.New("sync failed")
+		}
+		return nil
+	})
+	if _, err := sb.Promote(ctx, st); !errors.Is(err, sandbox.ErrIncomplete) {
+		t.Fatalf("promote: %v, want ErrIncomplete", err)
+	}
+	sandbox.SetSyncHook(sb, nil)
+	c, known := sandbox.RunningCounts(sb)
+	walked, err := sb.Counts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !known || c != walked {
+		t.Fatalf("after ErrIncomplete: running count %+v (known %v), the tree holds %+v", c, known, walked)
+	}
+}
+
+// TestRecountDuringPromotion: a Recount during whose walk promotions
+// ran is kept, not thrown away (under a steady stream of actions no walk
+// would ever be kept, and what an operator copied in or removed would
+// never count): what the walk found, plus at most what the promotions
+// during it could have added that the walk did not see. The count is
+// then never below what the workspace holds, and above it by no more
+// than those promotions' images.
+func TestRecountDuringPromotion(t *testing.T) {
+	ctx := context.Background()
+	dir, sb := newSandbox(t, sandbox.Limits{}, map[string]string{"a/x.txt": "xx", "b/y.txt": "yyyy", "c/z.txt": "z"})
+	if _, err := sb.Recount(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The operator's file, and a promotion in the middle of the walk.
+	if err := os.WriteFile(filepath.Join(dir, "op.txt"), make([]byte, 30), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ran := false
+	sandbox.SetWalkHook(sb, func(path string) {
+		if ran {
+			return
+		}
+		ran = true
+		promote(t, sb, sandbox.Write{Path: "/sandbox/new.txt", Content: make([]byte, 10)},
+			sandbox.Delete{Path: "/sandbox/c/z.txt"})
+	})
+	if _, err := sb.Recount(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sandbox.SetWalkHook(sb, nil)
+	if !ran {
+		t.Fatal("no promotion during the walk")
+	}
+	c, known := sandbox.RunningCounts(sb)
+	walked, err := sb.Counts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if walked.Bytes != 46 {
+		t.Fatalf("the tree holds %+v, want 46 bytes", walked)
+	}
+	if !known || c.Bytes < walked.Bytes || c.Files < walked.Files || c.Dirs < walked.Dirs ||
+		c.Bytes > walked.Bytes+10+1 || c.Files > walked.Files+2 || c.Dirs != walked.Dirs {
+		t.Fatalf("after a Recount during a promotion: %+v (known %v), the tree holds %+v", c, known, walked)
 	}
 }
