@@ -2,6 +2,8 @@ package sandbox
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io/fs"
 	"strings"
 	"sync"
@@ -57,6 +59,9 @@ type tally struct {
 	mu    sync.Mutex
 	known bool
 	c     Counts
+	// partial: c is what a walk cut short counted (see recount), a lower
+	// bound, until a walk completes.
+	partial bool
 	// gen is bumped when a transition starts and when it ends (odd while
 	// one runs).
 	gen uint64
@@ -113,16 +118,33 @@ func (s *Sandbox) recount(ctx context.Context) (Counts, error) {
 	defer t.mu.Unlock()
 	if err != nil {
 		delete(t.walks, w)
-		return Counts{}, err
+		// Cut short (its time limit, a stop) with no complete count to
+		// go on: what it counted is a lower bound, and the caps are
+		// enforced with it rather than by a walk on each action's time.
+		if ctx.Err() == nil || (t.known && !t.partial) || t.gen%2 == 1 {
+			return Counts{}, err
+		}
+		c = c.plus(w.grow)
+		if !t.known || c.Files+c.Dirs > t.c.Files+t.c.Dirs {
+			t.known, t.partial, t.c = true, true, c
+		}
+		return t.c, fmt.Errorf("%w (%d files, %d folders, %d bytes): %w", ErrPartialCount, t.c.Files, t.c.Dirs, t.c.Bytes, err)
 	}
 	if t.gen%2 == 1 {
 		w.ended, w.c = true, c
 		return c, nil
 	}
 	delete(t.walks, w)
-	t.known, t.c = true, c.plus(w.grow)
+	t.known, t.partial, t.c = true, false, c.plus(w.grow)
 	return c, nil
 }
+
+// ErrPartialCount: a walk that counts the workspace (Recount, Counts, or
+// the first check of a cap) was cut short by its context while there
+// was no complete count: what it counted became the running count, a
+// lower bound, with which the caps are enforced until a walk completes.
+// The error also carries the cause.
+var ErrPartialCount = errors.New("sandbox: the workspace was counted in part, its walk cut short; the caps are enforced from that partial count until a count completes")
 
 // walkCounts counts the tree by walking it.
 func (s *Sandbox) walkCounts(ctx context.Context) (Counts, error) {
@@ -171,7 +193,7 @@ func (s *Sandbox) applied(steps []entry, delta Counts) {
 		w.grow = w.grow.plus(grow)
 		if w.ended {
 			delete(t.walks, w)
-			t.known, t.c = true, w.c.plus(w.grow)
+			t.known, t.partial, t.c = true, false, w.c.plus(w.grow)
 		}
 	}
 }
@@ -194,7 +216,9 @@ func (s *Sandbox) Counts(ctx context.Context) (Counts, error) {
 // while there is a count. Promotions and rollbacks of this sandbox may
 // run during the walk: the count kept adds what they may have added
 // unseen (see recount), so it is never below what the workspace holds.
-// The Counts returned are the walk's.
+// The Counts returned are the walk's. A walk that ctx cuts short while
+// there is no complete count yet keeps what it counted as the running
+// count, a lower bound (see ErrPartialCount), and returns it.
 func (s *Sandbox) Recount(ctx context.Context) (Counts, error) {
 	return s.recount(ctx)
 }

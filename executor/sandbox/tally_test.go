@@ -3,6 +3,7 @@ package sandbox_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -240,5 +241,57 @@ func TestRecountDuringPromotion(t *testing.T) {
 	if !known || c.Bytes < walked.Bytes || c.Files < walked.Files || c.Dirs < walked.Dirs ||
 		c.Bytes > walked.Bytes+10+1 || c.Files > walked.Files+2 || c.Dirs != walked.Dirs {
 		t.Fatalf("after a Recount during a promotion: %+v (known %v), the tree holds %+v", c, known, walked)
+	}
+}
+
+// TestPartialCount: a walk cut short (its time limit, a stop) while there
+// is no count yet, as at start-up on a folder too large to count in
+// time, leaves what it counted as the running count: a lower bound, with
+// which the caps are enforced (an action it already puts past a cap is
+// refused, and no action walks the tree again), and Recount's error says
+// so (ErrPartialCount). A complete walk replaces it; a walk cut short
+// never replaces a complete count.
+func TestPartialCount(t *testing.T) {
+	files := map[string]string{}
+	for i := range 20 {
+		files[fmt.Sprintf("d%02d/f.txt", i)] = "ffff"
+	}
+	_, sb := newSandbox(t, sandbox.Limits{MaxTotalEntries: 10}, files)
+	cut := func() (sandbox.Counts, error) {
+		t.Helper()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		seen := 0
+		sandbox.SetWalkHook(sb, func(string) {
+			if seen++; seen == 13 {
+				cancel()
+			}
+		})
+		defer sandbox.SetWalkHook(sb, nil)
+		return sb.Recount(ctx)
+	}
+	c, err := cut()
+	if !errors.Is(err, sandbox.ErrPartialCount) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("a walk cut short: %v, want ErrPartialCount and the cause", err)
+	}
+	running, known := sandbox.RunningCounts(sb)
+	if !known || running != c || c.Files+c.Dirs < 10 || c.Files+c.Dirs >= 40 {
+		t.Fatalf("running count %+v (known %v), the walk's %+v: want the partial count", running, known, c)
+	}
+	sandbox.SetWalkHook(sb, func(string) { t.Fatal("an action walked the tree") })
+	_, err = sb.Stage(context.Background(), []sandbox.Change{sandbox.Write{Path: "/sandbox/x.txt", Content: []byte("x")}})
+	var le *sandbox.LimitError
+	if !errors.As(err, &le) || le.Limit != sandbox.LimitTotalEntries {
+		t.Fatalf("past the cap on the partial count: %v", err)
+	}
+	sandbox.SetWalkHook(sb, nil)
+	if c, err := sb.Recount(context.Background()); err != nil || c.Files+c.Dirs != 40 {
+		t.Fatalf("a complete walk: %+v, %v", c, err)
+	}
+	if _, err := cut(); errors.Is(err, sandbox.ErrPartialCount) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("a walk cut short after a complete one: %v, want the cause alone", err)
+	}
+	if running, _ := sandbox.RunningCounts(sb); running.Files+running.Dirs != 40 {
+		t.Fatalf("a walk cut short replaced the complete count: %+v", running)
 	}
 }

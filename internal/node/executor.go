@@ -90,12 +90,19 @@ func startExecutor(ctx context.Context, cfg config.Config, db *sqldb.DB, key *id
 	if err := sandboxApart(cfg, dir); err != nil {
 		return nil, nil, err
 	}
-	sb, err := sandbox.Open(dir, sandbox.Limits{MaxTotalBytes: cfg.Executor.WorkspaceMaxBytes, MaxTotalEntries: cfg.Executor.WorkspaceMaxEntries})
+	sb, err := sandbox.Open(dir, sandbox.Limits{MaxTotalBytes: cfg.Executor.WorkspaceMaxBytes, MaxTotalEntries: cfg.Executor.WorkspaceMaxEntries,
+		MaxDuration: o.sandboxDuration})
 	if err != nil {
 		return nil, nil, fmt.Errorf("node: sandbox: %w", err)
 	}
 	closers = append(closers, sb.Close)
-	if n, err := sb.Sweep(ctx); err != nil {
+	// A workspace too large to walk within the sandbox's time limit does
+	// not stop the start: the temporary files left are never counted nor
+	// read, and the next start removes them.
+	if n, err := sb.Sweep(ctx); errors.Is(err, sandbox.ErrLimit) && ctx.Err() == nil {
+		logger.Warn("sandbox: temporary files left by an interrupted run not all removed: the walk of the workspace was cut short; the next start tries again",
+			"removed", n, "err", err)
+	} else if err != nil {
 		return nil, nil, fmt.Errorf("node: sandbox: %w", err)
 	} else if n > 0 {
 		logger.Info("sandbox: removed temporary files left by an interrupted run", "count", n)
@@ -166,6 +173,11 @@ func startWorkspaceRecount(ctx context.Context, sb *sandbox.Sandbox, at loopTimi
 	every(ctx, "workspace recount", at, false, func(ctx context.Context, _ time.Time) (sandbox.Counts, error) {
 		return sb.Recount(ctx)
 	}, func(c sandbox.Counts, err error) {
+		if errors.Is(err, sandbox.ErrPartialCount) {
+			logger.Warn("sandbox: the workspace counted in part, its walk cut short by background_timeout: workspace_max_bytes and workspace_max_entries are enforced from this partial count (a lower bound) until a count completes",
+				"bytes", c.Bytes, "files", c.Files, "dirs", c.Dirs, "err", err)
+			return
+		}
 		if err != nil {
 			logger.Warn("sandbox: count the workspace", "err", err)
 			return

@@ -60,3 +60,10 @@ func WithLoopInterval(d time.Duration) Option {
 
 // LoopPasses returns how the passes of each periodic loop ended so far.
 func (n *Node) LoopPasses() map[string]LoopCount { return n.loops.snapshot() }
+
+// WithSandboxMaxDuration sets the sandbox's time limit of one operation
+// (sandbox.Limits.MaxDuration): a short one stands in for a workspace too
+// large to walk in time.
+func WithSandboxMaxDuration(d time.Duration) Option {
+	return func(o *options) { o.sandboxDuration = d }
+}

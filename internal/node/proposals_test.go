@@ -1,13 +1,16 @@
 package node_test
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +19,7 @@ import (
 
 	"github.com/snapnode/snapnode/executor/audit"
 	execproposal "github.com/snapnode/snapnode/executor/proposal"
+	"github.com/snapnode/snapnode/executor/sandbox"
 	"github.com/snapnode/snapnode/internal/admin"
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/node"
@@ -430,4 +434,54 @@ func TestHeldReasonIsTheHosts(t *testing.T) {
 	if got.Status.Message != held.Status.Message {
 		t.Errorf("tasks/get: %q, want %q", got.Status.Message, held.Status.Message)
 	}
+}
+
+// lockedLog is a log the node's goroutines write to at once.
+type lockedLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// TestStartOnAWorkspaceTooLargeToWalk: a workspace the sandbox cannot
+// walk within its time limit (here a limit of a nanosecond, at start as
+// on a folder of millions of files) does not stop the node's start: the
+// sweep of the temporary files a crash left is cut short with a warning
+// (they are never counted nor read, and the next start removes them),
+// and the workspace's count, cut short too, is a partial count with
+// which the caps are enforced, logged as such.
+func TestStartOnAWorkspaceTooLargeToWalk(t *testing.T) {
+	dataDir := filepath.Join(t.TempDir(), "data")
+	ws := filepath.Join(dataDir, "sandbox")
+	if err := os.MkdirAll(filepath.Join(ws, "a", "b"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "a", "b", sandbox.ReservedPrefix+"tmp-0123456789abcdef01234567"), []byte("t"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logs lockedLog
+	cfg := config.Default()
+	cfg.DataDir = dataDir
+	cfg.RelayListen = "127.0.0.1:0"
+	cfg.HTTPListen = ""
+	cfg.BackgroundTimeout = config.Duration{Duration: time.Nanosecond}
+	_, stop := startConfigured(t, cfg, slog.New(slog.NewTextHandler(&logs, nil)), node.WithSandboxMaxDuration(time.Nanosecond))
+	defer stop()
+	if !strings.Contains(logs.String(), "sandbox: temporary files left by an interrupted run not all removed") {
+		t.Fatalf("no warning of the sweep cut short:\n%s", logs.String())
+	}
+	waitFor(t, 20*time.Second, "the warning of the partial count", func() bool {
+		return strings.Contains(logs.String(), "sandbox: the workspace counted in part")
+	})
 }

@@ -33,6 +33,8 @@ type options struct {
 	// loopEvery, when set (tests), replaces the interval of each of the
 	// node's periodic loops on the database (options.loopInterval).
 	loopEvery time.Duration
+	// sandboxDuration, when set (tests), is the sandbox's MaxDuration.
+	sandboxDuration time.Duration
 }
 
 type namedService struct {
