@@ -54,10 +54,9 @@ func (s *Sandbox) unstash(ctx context.Context, e entry, keep bool) (hidden strin
 	fn, err := d.r.Lstat(name)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		if err := s.renameNoReplace(d.r, a, name); err != nil {
+		if err := s.moveCounted(d.r, a, true, func() error { return s.renameNoReplace(d.r, a, name) }); err != nil {
 			return "", err
 		}
-		s.core.tally.forget() // a file counted in again
 		return "", s.syncDir(d.r)
 	case err == nil && os.SameFile(fa, fn):
 		// A rename done as a link and a removal (linkRename, off Linux),
@@ -93,8 +92,7 @@ func (s *Sandbox) unkeep(ctx context.Context, k *keptFile, cause error) (_ error
 	d, _, err := s.openParent(ctx, k.kept)
 	if err == nil {
 		defer d.close()
-		if err = s.renameAside(d.r, base(k.kept), base(k.hidden)); err == nil {
-			s.core.tally.forget() // a file counted out
+		if err = s.moveCounted(d.r, base(k.kept), false, func() error { return s.renameAside(d.r, base(k.kept), base(k.hidden)) }); err == nil {
 			err = s.syncDir(d.r)
 		}
 	}
@@ -170,7 +168,7 @@ const maxKeptTries = 100
 // counted, and free for proposals to read, replace or delete.
 func (s *Sandbox) keepVisible(d *os.Root, rel, hidden string) (string, error) {
 	kept, err := firstKeptName(rel, s.core.now(), func(kept string) (bool, error) {
-		err := s.renameAside(d, hidden, base(kept))
+		err := s.moveCounted(d, hidden, true, func() error { return s.renameAside(d, hidden, base(kept)) })
 		if errors.Is(err, fs.ErrExist) {
 			return false, nil
 		}
@@ -179,7 +177,6 @@ func (s *Sandbox) keepVisible(d *os.Root, rel, hidden string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	s.core.tally.forget() // a file counted in
 	return kept, nil
 }
 

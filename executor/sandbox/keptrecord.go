@@ -356,14 +356,13 @@ func (s *Sandbox) moveKept(ctx context.Context, k keptEntry) (*keptFile, error) 
 		return nil, err
 	}
 	defer d.close()
-	err = s.renameAside(d.r, base(k.Hidden), base(k.Kept))
+	err = s.moveCounted(d.r, base(k.Hidden), true, func() error { return s.renameAside(d.r, base(k.Hidden), base(k.Kept)) })
 	if errors.Is(err, fs.ErrExist) {
 		err = fmt.Errorf("%s was made while the recovery ran", Virtual(k.Kept))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s in the workspace folder, the file the interrupted change set aside under its private name for this path, holds neither image and could not be moved to a visible name: %w", k.Hidden, err)
 	}
-	s.core.tally.forget() // a file counted in
 	return &keptFile{hidden: k.Hidden, kept: k.Kept}, s.syncDir(d.r)
 }
 

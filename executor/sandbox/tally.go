@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"strings"
 	"sync"
 )
@@ -54,7 +55,9 @@ func most(pre, post Image) Counts {
 // step done or undone is counted); what changes the folder from outside
 // (an operator copying files in or removing them) is counted at the next
 // Recount, which the caller runs outside the actions (the node, every
-// minute). An action walks the tree only when there is no count yet.
+// minute). A file a recovery moves in or out of sight is counted as it
+// moves (shift). An action walks the tree only when there is no count:
+// before the first one, or once the folder was made again.
 type tally struct {
 	mu    sync.Mutex
 	known bool
@@ -78,6 +81,8 @@ type walking struct {
 	// transition's end (applied) makes c, plus grow, the count.
 	ended bool
 	c     Counts
+	// stale: the folder it walked is gone (forget); it is not kept.
+	stale bool
 }
 
 // counts returns the running count, walking the tree first when there is
@@ -116,6 +121,9 @@ func (s *Sandbox) recount(ctx context.Context) (Counts, error) {
 	c, err := s.walkCounts(ctx)
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if w.stale {
+		return c, err
+	}
 	if err != nil {
 		delete(t.walks, w)
 		// Cut short (its time limit, a stop) with no complete count to
@@ -196,6 +204,43 @@ func (s *Sandbox) applied(steps []entry, delta Counts) {
 			t.known, t.partial, t.c = true, false, w.c.plus(w.grow)
 		}
 	}
+}
+
+// shift records a file the sandbox moved in or out of the workspace's
+// count outside a transition (a file set aside by a crash that a
+// recovery puts back or keeps under a visible name, or takes back):
+// d is the file's counts, negative when it goes out. A walk under way
+// may have seen it either way: it counts it in (see recount).
+func (t *tally) shift(d Counts) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.c = t.c.plus(d)
+	up := Counts{Bytes: max(d.Bytes, 0), Files: max(d.Files, 0), Dirs: max(d.Dirs, 0)}
+	for w := range t.walks {
+		w.grow = w.grow.plus(up)
+	}
+}
+
+// moveCounted renames from to to in d (with rename) and records in the
+// running count that the file enters it (in) or leaves it: a name of the
+// sandbox's own (ReservedPrefix) is not counted, a visible one is. A
+// file whose size cannot be told makes the count forgotten, as before.
+func (s *Sandbox) moveCounted(d *os.Root, from string, in bool, rename func() error) error {
+	fi, lerr := d.Lstat(from)
+	if err := rename(); err != nil {
+		return err
+	}
+	t := &s.core.tally
+	if lerr != nil || !fi.Mode().IsRegular() {
+		t.forget()
+		return nil
+	}
+	c := Counts{Files: 1, Bytes: fi.Size()}
+	if !in {
+		c = Counts{Files: -1, Bytes: -fi.Size()}
+	}
+	t.shift(c)
+	return nil
 }
 
 // Counts returns what the workspace holds, from a walk of the whole tree

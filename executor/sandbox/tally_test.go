@@ -295,3 +295,32 @@ func TestPartialCount(t *testing.T) {
 		t.Fatalf("a walk cut short replaced the complete count: %+v", running)
 	}
 }
+
+// TestRunningCountAcrossRecoverAround: a recovery that moves a file a
+// crash left set aside to a visible name (it holds an edit made
+// meanwhile) counts it in, and the count stays: before, it was
+// forgotten, and the next action walked the whole tree on its own time.
+func TestRunningCountAcrossRecoverAround(t *testing.T) {
+	ctx := context.Background()
+	eachWayKept(t, func(t *testing.T, dir string, sb *sandbox.Sandbox) {
+		snap := crashAsideEdited(t, dir, sb, "edited by hand\n")
+		if _, err := sb.Recount(ctx); err != nil {
+			t.Fatal(err)
+		}
+		left, err := sb.RecoverAround(ctx, snap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(left) != 1 || left[0].Kept == "" {
+			t.Fatalf("RecoverAround left %+v, want the file kept", left)
+		}
+		c, known := sandbox.RunningCounts(sb)
+		walked, err := sb.Counts(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !known || c != walked {
+			t.Fatalf("after RecoverAround: running count %+v (known %v), the tree holds %+v", c, known, walked)
+		}
+	})
+}

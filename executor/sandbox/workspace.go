@@ -146,10 +146,14 @@ func (w *workspace) close() error {
 }
 
 // forget drops the running count of the workspace, which described the
-// folder that is gone: the next Stage walks the new one.
+// folder that is gone: the next Stage walks the new one. A walk of the
+// old folder running now is not kept.
 func (t *tally) forget() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.known = false
-	t.gen += 2 // a walk of the old folder running now is not kept
+	t.known, t.partial = false, false
+	for w := range t.walks {
+		w.stale = true
+		delete(t.walks, w)
+	}
 }
