@@ -259,29 +259,18 @@ func (s *Sandbox) ForgetKeptExcept(ctx context.Context, live func(context.Contex
 // removed while it is read (a directory changed as it is read may skip
 // names).
 func staleKept(ctx context.Context, root dir, keep map[string]bool) ([]string, error) {
-	f, err := root.r.Open(".")
-	if err != nil {
-		return nil, opErr("recover", "", bare(err))
-	}
-	defer f.Close()
 	var stale []string
-	for {
-		if err := alive(ctx); err != nil {
-			return nil, err
+	readErr := func(err error) error { return opErr("recover", "", bare(err)) }
+	err := eachName(ctx, root.r, readErr, func(name string) error {
+		if isKeptRecord(name) && !keep[name] {
+			stale = append(stale, name)
 		}
-		names, err := f.Readdirnames(listBatch)
-		for _, name := range names {
-			if isKeptRecord(name) && !keep[name] {
-				stale = append(stale, name)
-			}
-		}
-		if err == io.EOF || (err == nil && len(names) == 0) {
-			return stale, nil
-		}
-		if err != nil {
-			return nil, opErr("recover", "", bare(err))
-		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	return stale, nil
 }
 
 // isKeptRecord reports whether name is one keptRecordName gives.

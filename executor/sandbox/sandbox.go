@@ -344,6 +344,45 @@ type Entry struct {
 // listBatch is how many names List reads from the directory at once.
 const listBatch = 256
 
+// errStop, returned by the function eachName calls, ends the read early:
+// eachName then returns nil.
+var errStop = errors.New("sandbox: stop reading the directory")
+
+// eachName calls fn with each name in the directory r, read listBatch
+// names at a time (a directory of any size is held a batch at a time),
+// checking ctx before each batch. It stops at fn's first error, returned
+// as it is (errStop: nil), or at ctx's end, whose cause it returns as it
+// is. An error opening or reading the directory is returned through
+// readErr. The names of a batch read with an error are given to fn
+// before the error is returned.
+func eachName(ctx context.Context, r *os.Root, readErr func(error) error, fn func(name string) error) error {
+	f, err := r.Open(".")
+	if err != nil {
+		return readErr(err)
+	}
+	defer f.Close()
+	for {
+		if err := alive(ctx); err != nil {
+			return err
+		}
+		names, rerr := f.Readdirnames(listBatch)
+		for _, name := range names {
+			if err := fn(name); err != nil {
+				if err == errStop {
+					return nil
+				}
+				return err
+			}
+		}
+		if rerr == io.EOF || (rerr == nil && len(names) == 0) {
+			return nil
+		}
+		if rerr != nil {
+			return readErr(rerr)
+		}
+	}
+}
+
 // List returns the entries of the directory at the virtual path p, sorted
 // by name, without following any symbolic link (a link is listed as
 // "symlink"). The sandbox's own temporary files are not shown. A directory
@@ -379,44 +418,31 @@ func (s *Sandbox) list(ctx context.Context, p string, first int) ([]Entry, int, 
 		return nil, 0, opErr("list", rel, err)
 	}
 	defer d.close()
-	f, err := d.r.Open(".")
-	if err != nil {
-		return nil, 0, opErr("list", rel, err)
-	}
-	defer f.Close()
 	// The names kept, sorted: every one (first 0), or the first smallest.
 	var kept []string
 	total := 0
-	for {
-		if err := alive(ctx); err != nil {
-			return nil, 0, opErr("list", rel, err)
+	err = eachName(ctx, d.r, func(err error) error { return err }, func(name string) error {
+		if strings.HasPrefix(name, ReservedPrefix) {
+			return nil
 		}
-		names, err := f.Readdirnames(listBatch)
-		for _, name := range names {
-			if strings.HasPrefix(name, ReservedPrefix) {
-				continue
+		total++
+		if first == 0 {
+			if total > s.lim.MaxEntries {
+				return &LimitError{Limit: LimitEntries, Path: Virtual(rel), Max: int64(s.lim.MaxEntries), Got: int64(total)}
 			}
-			total++
-			if first == 0 {
-				if total > s.lim.MaxEntries {
-					return nil, 0, &LimitError{Limit: LimitEntries, Path: Virtual(rel), Max: int64(s.lim.MaxEntries), Got: int64(total)}
-				}
-				kept = append(kept, name)
-				continue
-			}
-			if at, _ := slices.BinarySearch(kept, name); at < first {
-				kept = slices.Insert(kept, at, name)
-				if len(kept) > first {
-					kept = kept[:first]
-				}
+			kept = append(kept, name)
+			return nil
+		}
+		if at, _ := slices.BinarySearch(kept, name); at < first {
+			kept = slices.Insert(kept, at, name)
+			if len(kept) > first {
+				kept = kept[:first]
 			}
 		}
-		if err == io.EOF || (err == nil && len(names) == 0) {
-			break
-		}
-		if err != nil {
-			return nil, 0, opErr("list", rel, err)
-		}
+		return nil
+	})
+	if err != nil {
+		return nil, 0, opErr("list", rel, err)
 	}
 	if first == 0 {
 		slices.Sort(kept)
@@ -539,47 +565,32 @@ func (s *Sandbox) walk(ctx context.Context, fn func(rel string, fi fs.FileInfo) 
 			return opErr("walk", dir, err)
 		}
 		defer d.close()
-		f, err := d.r.Open(".")
-		if err != nil {
-			return opErr("walk", dir, err)
-		}
-		defer f.Close()
-		for {
-			if err := alive(ctx); err != nil {
-				return err
+		readErr := func(err error) error { return opErr("walk", dir, err) }
+		return eachName(ctx, d.r, readErr, func(name string) error {
+			if s.core.hooks.walk != nil {
+				s.core.hooks.walk(join(dir, name))
 			}
-			names, rerr := f.Readdirnames(listBatch)
-			for _, name := range names {
-				if s.core.hooks.walk != nil {
-					s.core.hooks.walk(join(dir, name))
-				}
-				fi, err := d.r.Lstat(name)
-				if errors.Is(err, fs.ErrNotExist) {
-					continue
-				}
-				if err != nil {
-					return opErr("walk", join(dir, name), err)
-				}
-				rel := join(dir, name)
-				if err := fn(rel, fi); err != nil {
-					return err
-				}
-				if fi.IsDir() {
-					err := visit(rel)
-					// Replaced by a link or a file, or removed, since the
-					// Lstat: there is no directory left to count.
-					if err != nil && !errors.Is(err, ErrSymlink) && !errors.Is(err, ErrNotDir) && !errors.Is(err, fs.ErrNotExist) {
-						return err
-					}
-				}
-			}
-			if rerr == io.EOF || (rerr == nil && len(names) == 0) {
+			fi, err := d.r.Lstat(name)
+			if errors.Is(err, fs.ErrNotExist) {
 				return nil
 			}
-			if rerr != nil {
-				return opErr("walk", dir, rerr)
+			if err != nil {
+				return opErr("walk", join(dir, name), err)
 			}
-		}
+			rel := join(dir, name)
+			if err := fn(rel, fi); err != nil {
+				return err
+			}
+			if fi.IsDir() {
+				err := visit(rel)
+				// Replaced by a link or a file, or removed, since the
+				// Lstat: there is no directory left to count.
+				if err != nil && !errors.Is(err, ErrSymlink) && !errors.Is(err, ErrNotDir) && !errors.Is(err, fs.ErrNotExist) {
+					return err
+				}
+			}
+			return nil
+		})
 	}
 	return visit("")
 }

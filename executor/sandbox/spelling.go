@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"io"
 	"io/fs"
 	"os"
 	"strings"
@@ -81,28 +80,21 @@ func (s *Sandbox) spelled(ctx context.Context, d dir, name string) error {
 	if _, err := d.r.Lstat(s.sysName(d.r, name)); err != nil {
 		return nil // absent (a new name), or the caller's own error
 	}
-	f, err := d.r.Open(".")
-	if err != nil {
-		return bare(err)
+	found := false
+	err := eachName(ctx, d.r, bare, func(n string) error {
+		if n == name || (!ascii(n) && norm.NFC.String(n) == name) {
+			found = true
+			return errStop
+		}
+		return nil
+	})
+	switch {
+	case err != nil:
+		return err
+	case !found:
+		return ErrSpelling
 	}
-	defer f.Close()
-	for {
-		if err := alive(ctx); err != nil {
-			return err
-		}
-		names, err := f.Readdirnames(listBatch)
-		for _, n := range names {
-			if n == name || (!ascii(n) && norm.NFC.String(n) == name) {
-				return nil
-			}
-		}
-		if err == io.EOF || (err == nil && len(names) == 0) {
-			return ErrSpelling
-		}
-		if err != nil {
-			return bare(err)
-		}
-	}
+	return nil
 }
 
 func ascii(s string) bool {
