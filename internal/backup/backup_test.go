@@ -65,6 +65,28 @@ func dataDir(t *testing.T, entries int) config.Config {
 	return cfg
 }
 
+// signedLog opens the task database of the node cfg and its audit log as
+// the node does: signed by the node's key, its seals recorded at the
+// node's seal record. The caller closes both, the log first.
+func signedLog(t *testing.T, cfg config.Config) (*sqldb.DB, *audit.Log) {
+	t.Helper()
+	ctx := context.Background()
+	k, err := identity.FromHex(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sqldb.Open(ctx, cfg.DatabaseDSN(), sqldb.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, err := audit.New(ctx, db, audit.Options{Signer: audit.IdentitySigner(k, identity.Mainnet), SealRecord: cfg.SealRecordPath()})
+	if err != nil {
+		db.Close()
+		t.Fatal(err)
+	}
+	return db, log
+}
+
 func TestRunCopiesAndDescribes(t *testing.T) {
 	cfg := dataDir(t, 5)
 	cfg.Policy = filepath.Join(t.TempDir(), "mine.cedar")
@@ -308,19 +330,8 @@ func TestRunPercentInPath(t *testing.T) {
 func TestRunCarriesTheSealRecord(t *testing.T) {
 	cfg := dataDir(t, 3)
 	ctx := context.Background()
-	k, err := identity.FromHex(secret)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := sqldb.Open(ctx, cfg.DatabaseDSN(), sqldb.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, log := signedLog(t, cfg)
 	defer db.Close()
-	log, err := audit.New(ctx, db, audit.Options{Signer: audit.IdentitySigner(k, identity.Mainnet), SealRecord: cfg.SealRecordPath()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	defer log.Close()
 	s, err := log.Seal(ctx)
 	if err != nil {

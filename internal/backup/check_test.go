@@ -19,7 +19,6 @@ import (
 	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/backup"
 	"github.com/snapnode/snapnode/internal/config"
-	"github.com/snapnode/snapnode/internal/sqldb"
 )
 
 // sealedBackup makes a node's data folder whose audit log its key sealed,
@@ -33,18 +32,7 @@ func sealedBackup(t *testing.T) (config.Config, string) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	k, err := identity.FromHex(secret)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := sqldb.Open(ctx, cfg.DatabaseDSN(), sqldb.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	log, err := audit.New(ctx, db, audit.Options{Signer: audit.IdentitySigner(k, identity.Mainnet), SealRecord: cfg.SealRecordPath()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, log := signedLog(t, cfg)
 	if _, err := log.Seal(ctx); err != nil {
 		t.Fatal(err)
 	}

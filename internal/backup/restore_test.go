@@ -14,7 +14,6 @@ import (
 	"testing"
 
 	"github.com/snapnode/snapnode/executor/audit"
-	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/backup"
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/flock"
@@ -32,18 +31,7 @@ func restoreOpts() backup.RestoreOptions { return backup.RestoreOptions{Now: opt
 func changeAfterBackup(t *testing.T, cfg config.Config) map[string]string {
 	t.Helper()
 	ctx := context.Background()
-	k, err := identity.FromHex(secret)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := sqldb.Open(ctx, cfg.DatabaseDSN(), sqldb.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	log, err := audit.New(ctx, db, audit.Options{Signer: audit.IdentitySigner(k, identity.Mainnet), SealRecord: cfg.SealRecordPath()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, log := signedLog(t, cfg)
 	for range 3 {
 		if _, err := log.Append(ctx, audit.Entry{Actor: address, Task: "t2", Action: "b", Step: audit.StepReceived}); err != nil {
 			t.Fatal(err)
