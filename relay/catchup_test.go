@@ -1,7 +1,6 @@
 package relay
 
 import (
-	"errors"
 	"maps"
 	"strings"
 	"testing"
@@ -30,6 +29,18 @@ func eoseClosed(s *Subscription) bool {
 	default:
 		return false
 	}
+}
+
+// ptLive has the relay a send a live event on sub's own REQ and checks
+// that it is delivered at once; it returns the event.
+func ptLive(t *testing.T, a *ptConn, sub *Subscription) *nostr.Event {
+	t.Helper()
+	live := ptEvent(t, ptNow(), "live")
+	a.event(sub.wireID, live)
+	if ev := ptRecv(t, sub); ev.ID != live.ID {
+		t.Fatalf("got %q, want the live event", ev.Content)
+	}
+	return live
 }
 
 // catchUpFixture subscribes from an hour ago on one relay whose pages
@@ -77,11 +88,7 @@ func TestPoolCatchUpPagesBackAndDeliversLiveEventsMeanwhile(t *testing.T) {
 			t.Fatal("EOSE before the catch-up ended")
 		}
 
-		live := ptEvent(t, ptNow(), "live")
-		a.event(sub.wireID, live)
-		if ev := ptRecv(t, sub); ev.ID != live.ID {
-			t.Fatalf("got %q, want the live event", ev.Content)
-		}
+		live := ptLive(t, a, sub)
 		if got := sub.Resume(); len(got) != 0 {
 			t.Fatalf("Resume = %v while the catch-up goes on, want none", got)
 		}
@@ -138,11 +145,7 @@ func TestPoolCatchUpCutAtTheBoundKeepsThePoint(t *testing.T) {
 		if len(a.pages()) != 1 {
 			t.Fatalf("pages asked: %+v, want 1", a.pages())
 		}
-		live := ptEvent(t, ptNow(), "live")
-		a.event(sub.wireID, live)
-		if ev := ptRecv(t, sub); ev.ID != live.ID {
-			t.Fatalf("got %q, want the live event", ev.Content)
-		}
+		ptLive(t, a, sub)
 		if got := sub.Resume(); len(got) != 0 {
 			t.Fatalf("Resume = %v after a cut catch-up, want none", got)
 		}
@@ -150,13 +153,7 @@ func TestPoolCatchUpCutAtTheBoundKeepsThePoint(t *testing.T) {
 			t.Fatalf("%d catch-ups cut, want 1", st.CatchUpsCut)
 		}
 
-		a.drop(errors.New("reset"))
-		time.Sleep(2 * time.Second)
-		synctest.Wait()
-		a2 := n.last(t, "ws://a")
-		if a2 == a {
-			t.Fatal("no reconnect")
-		}
+		a2 := ptReconnect(t, n, a, 2*time.Second)
 		if got := a2.lastReq(t, sub.wireID); got.Since == nil || *got.Since != *sub.filter.Since {
 			t.Fatalf("resubscribed with %v, want the first since %d", got, *sub.filter.Since)
 		}
@@ -178,11 +175,7 @@ func TestPoolCatchUpPageRefusedKeepsThePoint(t *testing.T) {
 		if st := ptStatus(sub.p, "ws://a"); st.CatchUpsCut != 1 {
 			t.Fatalf("%d catch-ups cut, want 1", st.CatchUpsCut)
 		}
-		live := ptEvent(t, ptNow(), "live")
-		a.event(sub.wireID, live)
-		if ev := ptRecv(t, sub); ev.ID != live.ID {
-			t.Fatalf("got %q, want the live event", ev.Content)
-		}
+		ptLive(t, a, sub)
 		if a.closedSub(sub.wireID) {
 			t.Fatal("the subscription's own REQ was closed")
 		}

@@ -1,7 +1,6 @@
 package relay
 
 import (
-	"errors"
 	"log/slog"
 	"maps"
 	"slices"
@@ -70,6 +69,29 @@ func (x *storedAndTaken) subscribe(t *testing.T, p *Pool, since nostr.Timestamp)
 	return sub
 }
 
+// storedThenPaged subscribes from an hour ago on p, whose relay ws://a
+// (on n, its pages answered by the test) sends one stored event,
+// "stored", and its EOSE, is asked one catch-up page, and answers it with
+// one older event, "paged", and EOSE. It returns the subscription, the
+// relay's connection and the time the events are dated from.
+func (x *storedAndTaken) storedThenPaged(t *testing.T, n *ptNet, p *Pool) (*Subscription, *ptConn, nostr.Timestamp) {
+	t.Helper()
+	now := ptNow()
+	sub := x.subscribe(t, p, now-3600)
+	a := n.last(t, "ws://a")
+	a.event(sub.wireID, ptEvent(t, now-10, "stored"))
+	a.eose(sub.wireID)
+	synctest.Wait()
+	pages := a.pages()
+	if len(pages) != 1 {
+		t.Fatalf("pages asked: %+v, want one", pages)
+	}
+	a.event(pages[0].id, ptEvent(t, now-20, "paged"))
+	a.eose(pages[0].id)
+	synctest.Wait()
+	return sub, a, now
+}
+
 func (x *storedAndTaken) check(t *testing.T, stored, taken []string) {
 	t.Helper()
 	synctest.Wait()
@@ -109,14 +131,20 @@ func TestPoolRelayWithoutEOSEIsCut(t *testing.T) {
 			t.Fatalf("%d catch-ups cut before EOSETimeout, want none", st.CatchUpsCut)
 		}
 
-		time.Sleep(time.Second)
-		synctest.Wait()
-		if st := ptStatus(p, "ws://a"); st.CatchUpsCut != 1 {
-			t.Fatalf("%d catch-ups cut after EOSETimeout without EOSE, want 1", st.CatchUpsCut)
+		// cutOnce lets d pass and checks that the relay was cut once and
+		// its missing EOSE logged once.
+		cutOnce := func(d time.Duration, when string) {
+			t.Helper()
+			time.Sleep(d)
+			synctest.Wait()
+			if st := ptStatus(p, "ws://a"); st.CatchUpsCut != 1 {
+				t.Fatalf("%d catch-ups cut %s, want 1", st.CatchUpsCut, when)
+			}
+			if n := eoseLateWarnings(h); n != 1 {
+				t.Fatalf("%d warnings of the missing EOSE %s, want 1", n, when)
+			}
 		}
-		if n := eoseLateWarnings(h); n != 1 {
-			t.Fatalf("%d warnings of the missing EOSE, want 1", n)
-		}
+		cutOnce(time.Second, "after EOSETimeout without EOSE")
 		if !eoseClosed(sub) {
 			t.Fatal("EOSE not closed")
 		}
@@ -127,23 +155,10 @@ func TestPoolRelayWithoutEOSEIsCut(t *testing.T) {
 		}
 
 		// Neither counted nor logged again on this connection.
-		time.Sleep(time.Minute)
-		synctest.Wait()
-		if st := ptStatus(p, "ws://a"); st.CatchUpsCut != 1 {
-			t.Fatalf("%d catch-ups cut, want still 1", st.CatchUpsCut)
-		}
-		if n := eoseLateWarnings(h); n != 1 {
-			t.Fatalf("%d warnings of the missing EOSE, want still 1", n)
-		}
+		cutOnce(time.Minute, "a minute later")
 
 		// The next connection reads from the first point again.
-		a.drop(errors.New("reset"))
-		time.Sleep(2 * time.Second)
-		synctest.Wait()
-		a2 := n.last(t, "ws://a")
-		if a2 == a {
-			t.Fatal("no reconnect")
-		}
+		a2 := ptReconnect(t, n, a, 2*time.Second)
 		if got := a2.lastReq(t, sub.wireID); got.Since == nil || *got.Since != since {
 			t.Fatalf("resubscribed with %v, want since %d", got, since)
 		}
@@ -171,13 +186,7 @@ func TestPoolRelayWithoutEOSEKeepsItsPoint(t *testing.T) {
 			t.Fatalf("Resume = %v, want %v", got, want)
 		}
 
-		a.drop(errors.New("reset"))
-		time.Sleep(2 * time.Second)
-		synctest.Wait()
-		a2 := n.last(t, "ws://a")
-		if a2 == a {
-			t.Fatal("no reconnect")
-		}
+		a2 := ptReconnect(t, n, a, 2*time.Second)
 		a2.event(sub.wireID, ptEvent(t, now-50, "missed"))
 		time.Sleep(DefaultEOSETimeout)
 		synctest.Wait()
@@ -219,11 +228,7 @@ func TestPoolCatchUpPageWithoutEOSEIsCut(t *testing.T) {
 		if !eoseClosed(sub) {
 			t.Fatal("EOSE not closed")
 		}
-		live := ptEvent(t, ptNow(), "live")
-		a.event(sub.wireID, live)
-		if ev := ptRecv(t, sub); ev.ID != live.ID {
-			t.Fatalf("got %q, want the live event", ev.Content)
-		}
+		ptLive(t, a, sub)
 		if got := sub.Resume(); len(got) != 0 {
 			t.Fatalf("Resume = %v, want none", got)
 		}

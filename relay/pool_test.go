@@ -191,6 +191,21 @@ func (c *ptConn) drop(err error) {
 
 func (c *ptConn) Close() error { c.drop(ErrConnClosed); return nil }
 
+// ptReconnect drops the connection a from the relay's side, lets the
+// pool's backoff pass, and returns the connection the pool made again to
+// the same relay.
+func ptReconnect(t *testing.T, n *ptNet, a *ptConn, backoff time.Duration) *ptConn {
+	t.Helper()
+	a.drop(errors.New("reset"))
+	time.Sleep(backoff)
+	synctest.Wait()
+	again := n.last(t, a.url)
+	if again == a {
+		t.Fatal("no reconnect")
+	}
+	return again
+}
+
 // send plays one relay message; it is lost if the connection is gone.
 func (c *ptConn) send(m ConnMessage) {
 	c.sendMu.Lock()
@@ -1026,13 +1041,7 @@ func TestPoolResumePointWaitsForEOSEAfterReconnect(t *testing.T) {
 		// and before EOSE.
 		a2.event(sub.wireID, newer)
 		ptRecv(t, sub)
-		a2.drop(errors.New("reset"))
-		time.Sleep(4 * time.Second)
-		synctest.Wait()
-		a3 := n.last(t, "ws://a")
-		if a3 == a2 {
-			t.Fatal("no reconnect")
-		}
+		a3 := ptReconnect(t, n, a2, 4*time.Second)
 		if got := a3.lastReq(t, sub.wireID); got.Since == nil || *got.Since != e1.CreatedAt-10 {
 			t.Fatalf("resubscribed with %v, want since %d again: the older event was not sent yet", got, e1.CreatedAt-10)
 		}

@@ -145,20 +145,9 @@ func TestPoolSubscribeWithStored(t *testing.T) {
 			t.Fatal("SubscribeWith with Stored and no Take: no error")
 		}
 		var x storedAndTaken
-		now := ptNow()
-		sub := x.subscribe(t, p, now-3600)
-		a := n.last(t, "ws://a")
-		a.event(sub.wireID, ptEvent(t, now-10, "stored"))
-		a.eose(sub.wireID)
-		synctest.Wait()
+		sub, a, now := x.storedThenPaged(t, n, p)
 		pages := a.pages()
-		if len(pages) != 1 {
-			t.Fatalf("pages asked: %+v, want one", pages)
-		}
-		a.event(pages[0].id, ptEvent(t, now-20, "paged"))
-		a.eose(pages[0].id)
-		synctest.Wait()
-		if pages = a.pages(); len(pages) != 2 {
+		if len(pages) != 2 {
 			t.Fatalf("pages asked: %+v, want two", pages)
 		}
 		a.event(sub.wireID, ptEvent(t, now-5, "live during the catch-up"))
@@ -178,19 +167,7 @@ func TestPoolSubscribeWithStoredAfterACut(t *testing.T) {
 		n.manualPages = true
 		p := newPTPool(t, n, PoolConfig{URLs: []string{"ws://a"}, MaxCatchUpPages: 1})
 		var x storedAndTaken
-		now := ptNow()
-		sub := x.subscribe(t, p, now-3600)
-		a := n.last(t, "ws://a")
-		a.event(sub.wireID, ptEvent(t, now-10, "stored"))
-		a.eose(sub.wireID)
-		synctest.Wait()
-		pages := a.pages()
-		if len(pages) != 1 {
-			t.Fatalf("pages asked: %+v, want one", pages)
-		}
-		a.event(pages[0].id, ptEvent(t, now-20, "paged"))
-		a.eose(pages[0].id) // more to read, but no page left: cut
-		synctest.Wait()
+		sub, a, now := x.storedThenPaged(t, n, p) // more to read, but no page left: cut
 		if st := ptStatus(p, "ws://a"); st.CatchUpsCut != 1 {
 			t.Fatalf("%d catch-ups cut, want 1", st.CatchUpsCut)
 		}
