@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -367,23 +366,15 @@ func paramSyntaxError(path string, err error) *Error {
 }
 
 // ParseResubscribeParams decodes and validates a tasks/resubscribe
-// payload: taskId required, afterVersion an integer in 0…MaxAfterVersion,
-// no other member (constraint "additionalProperties", naming the first in
-// byte order). Failures are as for ParseSendParams.
+// payload: taskId required, afterVersion an integer in 0…MaxAfterVersion.
+// Other members are ignored, as SNAP's receivers must ignore the fields
+// they do not define, and as the other methods' params do: the reference
+// SDK types this payload as tasks/get's, with its historyLength. Failures
+// are as for ParseSendParams.
 func ParseResubscribeParams(payload []byte) (*ResubscribeParams, error) {
 	top, e := object(payload, root)
 	if e != nil {
 		return nil, e
-	}
-	names := make([]string, 0, len(top))
-	for name := range top {
-		if name != "taskId" && name != "afterVersion" {
-			names = append(names, name)
-		}
-	}
-	if len(names) > 0 {
-		slices.Sort(names)
-		return nil, FieldError(root+"."+names[0], "additionalProperties", []string{"taskId", "afterVersion"}, names[0])
 	}
 	id, e := requiredString(top, "taskId", root)
 	if e != nil {

@@ -773,7 +773,15 @@ var transportCases = []struct {
 		if got := after.summary(); got != "current:completed 4:diff 5:completed" {
 			t.Errorf("resubscribe after version 3: %s", got)
 		}
-		for _, r := range []streamed{all, after} {
+		// Members the node does not define are ignored, as SNAP's
+		// receivers must: the reference SDK types tasks/resubscribe's
+		// payload as tasks/get's (historyLength), and a sender may add
+		// x- extensions. Before, each was refused 1004.
+		sdk := e.mustStream(t, "tasks/resubscribe", map[string]any{"taskId": id, "historyLength": 1, "x-trace": "t1"})
+		if got := sdk.summary(); got != "current:completed 1:submitted 2:working 3:result 4:diff 5:completed" {
+			t.Errorf("resubscribe with members the node does not define: %s", got)
+		}
+		for _, r := range []streamed{all, after, sdk} {
 			if ft := taskOf(t, r.final); ft.ID != id || ft.Status.State != "completed" {
 				t.Errorf("final %v", r.final)
 			}
