@@ -103,10 +103,13 @@ type FallbackConfig struct {
 // one, has none set aside.
 //
 // A stream that failed after an event reached onEvent is not sent again:
-// its error is returned. Each attempt is a request signed anew (an
-// exchange over another transport is another message): a message/send
-// that must make one task whichever attempt arrives carries an
-// idempotencyKey.
+// its error is returned. Nor is a request of a method SNAP does not call
+// idempotent (message/send, message/stream, service/call…) that an
+// endpoint took and answered with HTTP 500 or 204, as an agent of the
+// reference SDK answers its failures: its error is returned. Each
+// attempt is a request signed anew (an exchange over another transport is
+// another message): a message/send that must make one task whichever
+// attempt arrives carries an idempotencyKey.
 func ToCard(card *snap.Card, h *HTTP, nostr Transport, cfg FallbackConfig) (Transport, error) {
 	if err := card.Validate(); err != nil {
 		return nil, fmt.Errorf("client: %w", err)
@@ -160,7 +163,7 @@ func (s *aside) skip() error {
 }
 
 func (a *cardAgent) Send(ctx context.Context, method string, payload []byte) (*snap.Message, error) {
-	return a.exchange(ctx, func(t Transport) (*snap.Message, error) { return t.Send(ctx, method, payload) }, nil)
+	return a.exchange(ctx, method, func(t Transport) (*snap.Message, error) { return t.Send(ctx, method, payload) }, nil)
 }
 
 func (a *cardAgent) Stream(ctx context.Context, method string, payload []byte, onEvent func(*snap.Message) error) (*snap.Message, error) {
@@ -168,7 +171,7 @@ func (a *cardAgent) Stream(ctx context.Context, method string, payload []byte, o
 		onEvent = func(*snap.Message) error { return nil }
 	}
 	st := &streamState{onEvent: onEvent}
-	return a.exchange(ctx, func(t Transport) (*snap.Message, error) { return t.Stream(ctx, method, payload, st.event) }, st)
+	return a.exchange(ctx, method, func(t Transport) (*snap.Message, error) { return t.Stream(ctx, method, payload, st.event) }, st)
 }
 
 // streamState tells whether a stream's events reached the caller, and the
@@ -192,8 +195,9 @@ func (s *streamState) event(m *snap.Message) error {
 	return nil
 }
 
-// exchange runs try on each transport of the card in turn (see ToCard).
-func (a *cardAgent) exchange(ctx context.Context, try func(Transport) (*snap.Message, error), st *streamState) (*snap.Message, error) {
+// exchange runs try, an exchange of method, on each transport of the
+// card in turn (see ToCard).
+func (a *cardAgent) exchange(ctx context.Context, method string, try func(Transport) (*snap.Message, error), st *streamState) (*snap.Message, error) {
 	var (
 		tried  []string
 		failed []error
@@ -233,6 +237,11 @@ func (a *cardAgent) exchange(ctx context.Context, try func(Transport) (*snap.Mes
 			}
 			if st != nil && st.delivered {
 				return nil, fmt.Errorf("client: the stream from %s failed after its first events: %w", tg.name, err)
+			}
+			if took(err) && !repeatable(method) {
+				// The endpoint took the request and acted on it, or
+				// may have: sent again, anywhere, it could act twice.
+				return nil, fmt.Errorf("client: %s took the %s and answered without a SNAP response; it is not sent again: %w", tg.name, method, err)
 			}
 			if a.cfg.OnRefused != nil && errors.Is(err, ErrPrivateAddress) {
 				a.cfg.OnRefused(tg.name, err)
@@ -380,6 +389,32 @@ func (a *cardAgent) endpoint(ep snap.Endpoint) Transport {
 		return httpAgent{c: a.h, url: ep.URL, to: a.card.Identity, ws: true}
 	}
 	return httpAgent{c: a.h, url: httpURL(ep.URL), to: a.card.Identity}
+}
+
+// took reports whether an endpoint's failure is an HTTP answer saying it
+// took the request, yet carrying no SNAP response: a 500 (an agent of the
+// reference SDK answers {"error":"Internal server error"} to every
+// failure of a request it read, its handler's included, after the
+// handler acted) or a 204 (its handler returned nothing).
+func took(err error) bool {
+	if st, ok := errors.AsType[*StatusError](err); ok {
+		return st.StatusCode == http.StatusInternalServerError
+	}
+	return errors.Is(err, errNoContent)
+}
+
+// repeatable reports whether a request of method may be sent again after
+// an endpoint took it (see took): the SNAP specification's idempotent
+// methods. A message/send or message/stream makes a task each time it is
+// taken unless the agent keeps idempotency keys, which SNAP v0.1 makes
+// optional and the reference SDK does not do; a service/call acts as its
+// service does; an unknown method may do anything.
+func repeatable(method string) bool {
+	switch method {
+	case "tasks/get", "tasks/cancel", "tasks/resubscribe":
+		return true
+	}
+	return false
 }
 
 // retryable reports whether an endpoint's failure may pass when tried

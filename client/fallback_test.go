@@ -382,3 +382,63 @@ func TestFallbackWaitsForRateLimit(t *testing.T) {
 		t.Errorf("no retryAfter: %s after %d posts, want the 5002 at once", resp.Payload, posts.Load())
 	}
 }
+
+// An agent of the reference SDK answers HTTP 500 {"error":"Internal
+// server error"} to every failure of a request it took, its handler's
+// included (after the task was made), and 204 when its handler returned
+// nothing; it keeps no idempotency keys. A message/send, message/stream
+// or service/call answered so is not sent again, to that endpoint or
+// another transport: each attempt could make another task. A request
+// safe to repeat (tasks/get, tasks/cancel, tasks/resubscribe) is retried
+// as any 5xx is.
+func TestFallbackDoesNotRepeatWhatAPeerTook(t *testing.T) {
+	for _, status := range []int{http.StatusInternalServerError, http.StatusNoContent} {
+		log := &attempts{}
+		ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			log.add("sdk post")
+			if status == http.StatusNoContent {
+				w.WriteHeader(status)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			w.Write([]byte(`{"error":"Internal server error"}`))
+		}))
+		t.Cleanup(ts.Close)
+		card := fallbackCard([]snap.Endpoint{{Protocol: "http", URL: ts.URL + "/"}}, "wss://relay.example")
+		h := client.NewHTTP(client.HTTPConfig{Key: clientKey})
+		for _, tc := range []struct {
+			method, payload string
+			want            []string
+		}{
+			{"message/send", `{"message":{"messageId":"m1","role":"user","parts":[{"text":"x"}]}}`, []string{"sdk post"}},
+			{"message/send", `{"message":{"messageId":"m2","role":"user","parts":[{"text":"x"}]},"idempotencyKey":"k1"}`, []string{"sdk post"}},
+			{"service/call", `{"name":"q"}`, []string{"sdk post"}},
+			{"tasks/get", `{"taskId":"t"}`, []string{"sdk post", "sdk post", "sdk post", "nostr"}},
+		} {
+			log.list = nil
+			agent, err := client.ToCard(card, h, nostrStub{log: log, err: errors.New("no relay")}, quickFallback)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = agent.Send(t.Context(), tc.method, []byte(tc.payload))
+			if err == nil {
+				t.Errorf("HTTP %d, %s: no error", status, tc.method)
+			}
+			if got := log.get(); !slices.Equal(got, tc.want) {
+				t.Errorf("HTTP %d, %s: attempts %q, want %q (%v)", status, tc.method, got, tc.want, err)
+			}
+		}
+		if status == http.StatusInternalServerError {
+			// A stream too: the SDK answers 500 before any event.
+			log.list = nil
+			agent, _ := client.ToCard(card, h, nostrStub{log: log, err: errors.New("no relay")}, quickFallback)
+			if _, err := agent.Stream(t.Context(), "message/stream", []byte(`{"message":{"messageId":"m3","role":"user","parts":[{"text":"x"}]}}`), nil); err == nil {
+				t.Error("message/stream: no error")
+			}
+			if got := log.get(); !slices.Equal(got, []string{"sdk post"}) {
+				t.Errorf("HTTP 500, message/stream: attempts %q, want one", got)
+			}
+		}
+	}
+}

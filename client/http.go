@@ -31,6 +31,11 @@ var (
 	ErrIdleTimeout = errors.New("client: stream idle for too long")
 )
 
+// errNoContent is an HTTP 204: the server took the message and has no
+// answer to it (an agent of the reference SDK whose handler returned
+// nothing).
+var errNoContent = errors.New("HTTP 204")
+
 // StatusError is an HTTP answer other than 200 (or 202): the server did
 // not take the message as a SNAP exchange.
 type StatusError struct {
@@ -186,7 +191,10 @@ func (c *HTTP) post(ctx context.Context, url string, x *exchange, accept string)
 	switch resp.StatusCode {
 	case http.StatusOK:
 		return resp, nil
-	case http.StatusAccepted, http.StatusNoContent:
+	case http.StatusNoContent:
+		resp.Body.Close()
+		return nil, fmt.Errorf("%w: %w", ErrNoAnswer, errNoContent)
+	case http.StatusAccepted:
 		resp.Body.Close()
 		return nil, fmt.Errorf("%w: HTTP %d", ErrNoAnswer, resp.StatusCode)
 	}
