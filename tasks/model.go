@@ -108,17 +108,29 @@ func (s Status) MarshalJSON() ([]byte, error) {
 }
 
 // UnmarshalJSON reads {state, timestamp, message?}; the timestamp may carry
-// any offset and is kept in UTC.
+// any offset and is kept in UTC. An absent timestamp is read as the zero
+// time, which Validate refuses: the SNAP schema requires it, yet the
+// specification's own examples of a message/stream's final response and
+// of a deduplicated answer leave it out, and a peer's task is read for
+// its state and content all the same.
 func (s *Status) UnmarshalJSON(b []byte) error {
-	var w statusJSON
+	var w struct {
+		State     State   `json:"state"`
+		Timestamp *string `json:"timestamp"`
+		Message   string  `json:"message,omitempty"`
+	}
 	if err := jsonv2.Unmarshal(b, &w); err != nil {
 		return err
 	}
-	ts, err := time.Parse(time.RFC3339Nano, w.Timestamp)
-	if err != nil {
-		return fmt.Errorf("tasks: status timestamp: %w", err)
+	var ts time.Time
+	if w.Timestamp != nil {
+		t, err := time.Parse(time.RFC3339Nano, *w.Timestamp)
+		if err != nil {
+			return fmt.Errorf("tasks: status timestamp: %w", err)
+		}
+		ts = t.UTC()
 	}
-	*s = Status{State: w.State, Timestamp: ts.UTC(), Message: w.Message}
+	*s = Status{State: w.State, Timestamp: ts, Message: w.Message}
 	return nil
 }
 
