@@ -17,20 +17,31 @@ var ErrEventTooLarge = errors.New("client: server-sent event too large")
 // field's value loses one leading space; several data lines join with LF;
 // a blank line ends the event; comments (":…") and other fields (event,
 // id, retry) are ignored, as is an event without data. Lines end with LF,
-// CRLF or CR. An event cut short by the end of the body is dropped.
+// CRLF or CR. One byte order mark at the start of the body is ignored. An
+// event cut short by the end of the body is dropped.
 type sseReader struct {
 	r       *bufio.Reader
 	max     int
 	afterCR bool // the last line ended with a CR
+	started bool // the start of the body, and a byte order mark there, was read
 }
 
 func newSSEReader(r io.Reader, max int) *sseReader {
 	return &sseReader{r: bufio.NewReaderSize(r, 16<<10), max: max}
 }
 
+// bom is UTF-8's byte order mark, U+FEFF.
+const bom = "\xef\xbb\xbf"
+
 // next returns the data of the next event, or io.EOF at the end of the
 // body.
 func (s *sseReader) next() ([]byte, error) {
+	if !s.started {
+		s.started = true
+		if b, _ := s.r.Peek(len(bom)); string(b) == bom {
+			s.r.Discard(len(bom))
+		}
+	}
 	var (
 		data    []byte
 		hasData bool

@@ -46,6 +46,10 @@ func TestSSEReader(t *testing.T) {
 		{"at the limit", "data: 0123456789\n\n", []string{"0123456789"}, nil},
 		{"too large", "data: 01234567890\n\n", nil, ErrEventTooLarge},
 		{"too large over lines", "data: 01234\ndata: 56789\n\n", nil, ErrEventTooLarge}, // 11 with the LF
+		// The event-stream format ignores one byte order mark at the
+		// start of the stream, and only there.
+		{"byte order mark", "\ufeffdata: x\n\n", []string{"x"}, nil},
+		{"byte order mark later", "data: x\n\n\ufeffdata: y\n\n", []string{"x"}, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
