@@ -98,8 +98,9 @@ type InboxConfig struct {
 	// checkpoint has told it was not processed (one processed before
 	// costs its key nothing), and one over it is not refused: it waits
 	// in the backlog, still counted in the relays' points, for as long
-	// as the limiter says, while the other keys' stored requests go on
-	// being queued. It stays within the backlog's bounds meanwhile, and
+	// as the limiter says (asked again at least once a second, so that a
+	// rate raised meanwhile reaches it), while the other keys' stored
+	// requests go on being queued. It stays within the backlog's bounds meanwhile, and
 	// is refused 5003 when they push it out, as any request waiting
 	// there; one the backlog had no room for is refused 5002 at once.
 	KeyLimiter snap.Limiter
@@ -930,8 +931,8 @@ func (b *backlog) add(ev *nostr.Event) (out []*nostr.Event, res fairqueue.Result
 //
 // A key over its rate is not refused: its requests go back to the head
 // of its turn in the backlog, held there (fairqueue.Queue.Hold) for as
-// long as the key limiter says, while the other keys' requests go on
-// being fed. They stay counted in the watermark, and in the backlog's
+// long as the key limiter says, but at most maxHold before it is asked
+// again, while the other keys' requests go on being fed. They stay counted in the watermark, and in the backlog's
 // bounds: a request the bounds push out is refused 5003 as any other
 // there (see wait).
 //
@@ -992,8 +993,17 @@ type heldBack struct {
 }
 
 // minHold is the shortest a key over its rate is held: a limiter that
-// says no wait would otherwise have the feeder ask it in a loop.
-const minHold = 10 * time.Millisecond
+// says no wait would otherwise have the feeder ask it in a loop. maxHold
+// is the longest before the limiter is asked again: its wait may outlast
+// the rate it was reckoned at (a reload, or a replica leaving, raises a
+// key's allowance), or never end (rate.InfDuration, of a rate near
+// zero), and the key's requests, counted in the watermark all the while,
+// hold every relay's point back. Asking again costs the key nothing: a
+// refused Allow takes no allowance.
+const (
+	minHold = 10 * time.Millisecond
+	maxHold = time.Second
+)
 
 // feedOne moves ev, of a batch the feeder took, into the queue, unless ctx
 // ended (it is then dropped, left counted, and feedOne reports true), it
@@ -1041,7 +1051,7 @@ func (in *Inbox) feedOne(ctx context.Context, ev *nostr.Event, limit bool, seen 
 			return false
 		}
 		if ok, after := in.cfg.KeyLimiter.Allow(ev.PubKey); !ok {
-			held[ev.PubKey] = &heldBack{evs: []*nostr.Event{ev}, after: max(after, minHold)}
+			held[ev.PubKey] = &heldBack{evs: []*nostr.Event{ev}, after: min(max(after, minHold), maxHold)}
 			back = true
 			return false
 		}

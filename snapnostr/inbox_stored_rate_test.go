@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
+	"golang.org/x/time/rate"
 
 	"github.com/snapnode/snapnode/internal/ratelimit"
 )
@@ -191,4 +193,54 @@ func TestFeederSurvivesAPanicOnOneRequest(t *testing.T) {
 		}
 		noMarks(t, r.in)
 	})
+}
+
+// switchLimiter refuses every request, asking a wait of wait, until
+// open is set; it then allows them all.
+type switchLimiter struct {
+	wait time.Duration
+	open atomic.Bool
+}
+
+func (l *switchLimiter) Allow(string) (bool, time.Duration) {
+	if l.open.Load() {
+		return true, 0
+	}
+	return false, l.wait
+}
+
+// A stored request waiting for its key's allowance is queued within a
+// second of the limiter allowing it, whatever wait the limiter said
+// before: a rate raised meanwhile (a reload, or a replica leaving, which
+// raises each one's share) reaches it, and a limiter that said "never"
+// (rate.InfDuration, of a rate near zero) holds no key for good. Before,
+// the key was held for the whole wait first said: 1,000 s after a
+// reload had lifted the limit, and, for a wait of InfDuration, until the
+// inbox stopped, its requests counted in the watermark all along and
+// holding every relay's point back.
+func TestStoredRequestsWaitingForTheirRateFollowTheLimiter(t *testing.T) {
+	for _, wait := range []time.Duration{1000 * time.Second, rate.InfDuration} {
+		t.Run(wait.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				lim := &switchLimiter{wait: wait}
+				r := newBacklogRig(t, InboxConfig{KeyLimiter: lim}, 64, 64, 1<<20)
+				r.in.receive(r.ctx, r.signed(r.peer, "stored"), r.jobs, r.wait, true, r.refusals)
+				r.feeding(t)
+				synctest.Wait()
+				if n := r.wait.q.Len(); n != 1 {
+					t.Fatalf("%d requests in the backlog, want the one waiting for its rate", n)
+				}
+				time.Sleep(time.Minute)
+				lim.open.Store(true) // the limit lifted at a reload, say
+				time.Sleep(time.Second)
+				synctest.Wait()
+				if n := r.jobs.Len(); n != 1 {
+					t.Fatalf("%d requests queued a second after the limiter allows it, want 1", n)
+				}
+				if n := r.refused(); n != 0 {
+					t.Errorf("%d refusals sent, want none", n)
+				}
+			})
+		})
+	}
 }
