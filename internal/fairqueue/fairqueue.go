@@ -178,7 +178,9 @@ func (q *Queue[K, V]) Return(key K, vs ...V) bool {
 	f := q.fifo(key)
 	f.items = append(slices.Clone(vs), f.items...)
 	q.total += len(vs)
-	q.nonEmpty.Signal()
+	// Several items may be poppable now: a Signal would wake one Pop,
+	// and the others would sleep on beside the rest.
+	q.nonEmpty.Broadcast()
 	return true
 }
 
@@ -220,7 +222,7 @@ func (q *Queue[K, V]) release(key K) {
 	if i := slices.Index(q.parked, key); i >= 0 {
 		q.parked = slices.Delete(q.parked, i, i+1)
 		q.ring = append(q.ring, key)
-		q.nonEmpty.Signal()
+		q.nonEmpty.Broadcast() // its items, all poppable now (see Return)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 
 	"github.com/snapnode/snapnode/internal/fairqueue"
 )
@@ -340,5 +341,45 @@ func TestHoldReleaseReturn(t *testing.T) {
 	}
 	if want := []string{"e1", "f1", "e2", "f2", "e3", "e4"}; !slices.Equal(rest, want) {
 		t.Errorf("after Close: %v, want %v", rest, want)
+	}
+}
+
+// Release and Return make several items poppable at once, and wake as
+// many of the Pops waiting: before, they woke one, and the other Pops
+// slept on beside an item waiting for them until something else was
+// added.
+func TestReleaseAndReturnWakeEveryPopTheyFeed(t *testing.T) {
+	for _, how := range []string{"Release", "Return"} {
+		t.Run(how, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				q := fairqueue.New[string, string](8)
+				popped := make(chan string, 2)
+				var wg sync.WaitGroup
+				for range 2 {
+					wg.Go(func() {
+						if v, ok := q.Pop(); ok {
+							popped <- v
+						}
+					})
+				}
+				synctest.Wait()
+				switch how {
+				case "Release":
+					q.Hold("a")
+					q.Push("a", "a1")
+					q.Push("a", "a2")
+					synctest.Wait()
+					q.Release("a")
+				case "Return":
+					q.Return("a", "a1", "a2")
+				}
+				synctest.Wait()
+				if n := len(popped); n != 2 {
+					t.Errorf("%d of the 2 Pops waiting got an item, with 2 items there", n)
+				}
+				q.Close()
+				wg.Wait()
+			})
+		})
 	}
 }
