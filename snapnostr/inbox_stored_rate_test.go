@@ -12,6 +12,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 	"golang.org/x/time/rate"
 
+	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/ratelimit"
 )
 
@@ -243,4 +244,47 @@ func TestStoredRequestsWaitingForTheirRateFollowTheLimiter(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A key with a thousand stored requests over its rate does not keep the
+// other keys' stored requests out of the backlog: each of theirs pushes
+// out one of its newest (refused 5003), and is queued, while the backlog
+// holds at most its bound and the batch its feeder put back. The
+// watermark and the backlog's marks count what is left, and only that.
+func TestAKeyWaitingForItsRateKeepsNoOtherKeyOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const backlogLen, others = 64, 100
+		lim := ratelimit.New(ratelimit.Config{Rate: 0.001, Burst: 1})
+		r := newBacklogRig(t, InboxConfig{KeyLimiter: lim}, 1000, backlogLen, 1<<30)
+		for i := range 1000 {
+			r.in.receive(r.ctx, r.signed(r.peer, fmt.Sprint("flood ", i)), r.jobs, r.wait, true, r.refusals)
+		}
+		r.feeding(t)
+		synctest.Wait()
+		if n := r.wait.q.Len(); n < backlogLen || n > backlogLen+seenBatch {
+			t.Fatalf("%d requests in the backlog, want %d to %d", n, backlogLen, backlogLen+seenBatch)
+		}
+		flooded := r.jobs.Len() // the peer's one within its burst
+		for i := range others {
+			k, err := identity.Generate()
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.in.receive(r.ctx, r.signed(k, fmt.Sprint("other ", i)), r.jobs, r.wait, true, r.refusals)
+			synctest.Wait()
+			if n := r.wait.q.Len(); n > backlogLen+seenBatch {
+				t.Fatalf("%d requests in the backlog after the other keys' %d, past %d", n, i+1, backlogLen+seenBatch)
+			}
+		}
+		if n := r.jobs.Len() - flooded; n != others {
+			t.Fatalf("%d of the other keys' %d stored requests queued", n, others)
+		}
+		left := r.wait.q.Len()
+		if n := inFlight(t, r.in); n != r.jobs.Len()+left {
+			t.Errorf("%d requests counted in flight, want the %d queued and the %d left waiting", n, r.jobs.Len(), left)
+		}
+		if n := entries(&r.in.unchecked); n != left {
+			t.Errorf("%d requests marked for their rate, want the %d waiting", n, left)
+		}
+	})
 }
