@@ -288,3 +288,50 @@ func TestAKeyWaitingForItsRateKeepsNoOtherKeyOut(t *testing.T) {
 		}
 	})
 }
+
+// deniesThenPanics refuses its first request a second's wait, then
+// panics on every other.
+type deniesThenPanics struct{ calls atomic.Int32 }
+
+func (l *deniesThenPanics) Allow(key string) (bool, time.Duration) {
+	if l.calls.Add(1) == 1 {
+		return false, time.Second
+	}
+	panic("the limiter fails for " + key)
+}
+
+// Requests that waited for their key's rate and whose feeding then
+// panics are each refused 5001 (one answer a second to a key, as any
+// refusal) and finished once, and leave nothing behind: no bytes counted
+// in the backlog, no mark.
+func TestFeederPanicAfterAWaitForTheRate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lim := &deniesThenPanics{}
+		r := newBacklogRig(t, InboxConfig{KeyLimiter: lim}, 64, 64, 1<<20)
+		for i := range 2 {
+			r.in.receive(r.ctx, r.signed(r.peer, fmt.Sprint("stored ", i)), r.jobs, r.wait, true, r.refusals)
+		}
+		r.feeding(t)
+		synctest.Wait()
+		if n := r.wait.q.Len(); n != 2 {
+			t.Fatalf("%d requests in the backlog, want the 2 waiting for their rate", n)
+		}
+		time.Sleep(time.Second)
+		if n := r.refused(); n != 1 {
+			t.Fatalf("%d refusals sent, want 1 (5001, once a second to a key)", n)
+		}
+		if n := lim.calls.Load(); n != 3 {
+			t.Errorf("the limiter asked %d times, want 3: once held, then once each", n)
+		}
+		if n := r.jobs.Len() + r.wait.q.Len(); n != 0 {
+			t.Errorf("%d requests queued or waiting, want none", n)
+		}
+		if n := inFlight(t, r.in); n != 0 {
+			t.Errorf("%d requests counted in flight, want none", n)
+		}
+		if n := r.wait.bytes.Load(); n != 0 {
+			t.Errorf("the backlog counts %d bytes with nothing in it", n)
+		}
+		noMarks(t, r.in)
+	})
+}
