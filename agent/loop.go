@@ -625,10 +625,7 @@ func (jr *jobRun) prompt(ctx context.Context) []ChatMessage {
 		steps = append(steps, s)
 	}
 	jr.builtFor = int(r.budget.Load())
-	budget := int(float64(jr.builtFor-r.cfg.MaxTokens) * jr.shrink)
-	if budget < 512 {
-		budget = 512
-	}
+	budget := max(int(float64(jr.builtFor-r.cfg.MaxTokens)*jr.shrink), minPromptTokens)
 	task, files := jr.taskMessage(ctx, budget)
 	if jr.reviewing() {
 		task, files = jr.reviewMessage(ctx, budget)
@@ -859,6 +856,10 @@ func refusedForGood(me *ModelError, err error, role string) string {
 	return ""
 }
 
+// minPromptTokens is the least budget, in tokens, a prompt is built
+// for, however small the context.
+const minPromptTokens = 512
+
 // contextLengthMark starts the recorded error of a model call refused
 // because the prompt was longer than the model's context.
 const contextLengthMark = "the prompt is over the model's context: "
@@ -879,13 +880,21 @@ func (jr *jobRun) apiFailure(ctx context.Context, it *Interaction, callErr error
 	var me *ModelError
 	ctxLen := errors.As(callErr, &me) && me.ContextLength
 	// The server named its context, smaller than the one the prompt was
-	// built for: the next prompt is built for the server's, and this
-	// refusal is not counted against condensing.
-	smaller := ctxLen && me.ContextTokens > 0 && me.ContextTokens < jr.builtFor
+	// built for: the next prompts are built for the server's, and the
+	// first such refusal of a run of failures is not counted against
+	// condensing (see below). A context too small for the answer's cap
+	// and the smallest prompt is not taken: every prompt built for it
+	// would be refused all the same, and it would hold every job's
+	// prompts to the floor.
+	named := 0
+	if ctxLen && me.ContextTokens >= r.cfg.MaxTokens+minPromptTokens {
+		named = me.ContextTokens
+	}
+	smaller := named > 0 && named < jr.builtFor
 	switch {
 	case smaller:
-		r.lowerBudget(me.ContextTokens)
-		it.Response.Error = cut(fmt.Sprintf("%s%d tokens, the prompt built for %d: ", serverContextMark, me.ContextTokens, jr.builtFor)+it.Response.Error, 1000)
+		r.lowerBudget(named)
+		it.Response.Error = cut(fmt.Sprintf("%s%d tokens, the prompt built for %d: ", serverContextMark, named, jr.builtFor)+it.Response.Error, 1000)
 	case ctxLen:
 		// Marked in the history, which the count below reads (the
 		// server's own words vary, and "context" is in a time-out's).
@@ -895,13 +904,20 @@ func (jr *jobRun) apiFailure(ctx context.Context, it *Interaction, callErr error
 	if err := jr.record(ctx, it); err != nil {
 		return true, err
 	}
-	fails, ctxFails := 0, 0
+	fails, ctxFails, lowered := 0, 0, 0
 	for i := len(jr.its) - 1; i >= jr.fresh && jr.its[i].Response.Kind == KindAPIError; i-- {
 		fails++
-		if strings.HasPrefix(jr.its[i].Response.Error, contextLengthMark) {
+		switch e := jr.its[i].Response.Error; {
+		case strings.HasPrefix(e, contextLengthMark):
 			ctxFails++
+		case strings.HasPrefix(e, serverContextMark):
+			lowered++
 		}
 	}
+	// Only the first refusal naming a smaller context goes uncounted: a
+	// server that names a smaller one at each refusal (broken, or
+	// hostile) would otherwise be asked again at once, step after step.
+	ctxFails += max(lowered-1, 0)
 	if jr.timeLeft() <= 0 {
 		// The call ran to the job's time limit (a worker stopped there
 		// did not fail): the job halts at its next step (checkLimits).
@@ -920,7 +936,7 @@ func (jr *jobRun) apiFailure(ctx context.Context, it *Interaction, callErr error
 		// The worker was stopped: retrying would start it again.
 		return true, jr.stuckShowing(ctx, it.Response.Error, "the worker failed and was stopped; the node's operator has its reason")
 	}
-	if smaller {
+	if smaller && lowered == 1 {
 		return false, nil
 	}
 	if ctxLen {
