@@ -30,7 +30,7 @@ type jobRun struct {
 	its    []Interaction
 	shrink float64 // the prompt budget's factor, halved after a context-length error
 	// builtFor is the context length, in tokens, the last prompt was
-	// built for (Runtime.budget then).
+	// built for (Runtime.contextFor its model then).
 	builtFor int
 	// files are the context files the task message holds.
 	files []string
@@ -624,7 +624,8 @@ func (jr *jobRun) prompt(ctx context.Context) []ChatMessage {
 		}
 		steps = append(steps, s)
 	}
-	jr.builtFor = int(r.budget.Load())
+	_, _, name := jr.turn()
+	jr.builtFor = r.contextFor(name)
 	budget := max(int(float64(jr.builtFor-r.cfg.MaxTokens)*jr.shrink), minPromptTokens)
 	task, files := jr.taskMessage(ctx, budget)
 	if jr.reviewing() {
@@ -893,7 +894,8 @@ func (jr *jobRun) apiFailure(ctx context.Context, it *Interaction, callErr error
 	smaller := named > 0 && named < jr.builtFor
 	switch {
 	case smaller:
-		r.lowerBudget(named)
+		_, _, name := jr.turn()
+		r.lowerBudget(name, named)
 		it.Response.Error = cut(fmt.Sprintf("%s%d tokens, the prompt built for %d: ", serverContextMark, named, jr.builtFor)+it.Response.Error, 1000)
 	case ctxLen:
 		// Marked in the history, which the count below reads (the

@@ -210,10 +210,14 @@ type Runtime struct {
 	endedCursor Job
 	wg          sync.WaitGroup
 	// budget is the context length, in tokens, prompts are built for:
-	// ContextLength's, lowered to a model server's own when it refuses a
-	// prompt naming a smaller one (see lowerBudget). Jobs read it at
-	// each step.
+	// ContextLength's, unless a model's server named a smaller one
+	// (lowered). Jobs read it at each step.
 	budget atomic.Int64
+	// lowered is, by model name, the context a model's server named
+	// when it refused a prompt as over it, smaller than budget (see
+	// lowerBudget): that model's prompts are built for it.
+	lowMu   sync.Mutex
+	lowered map[string]int
 	// contextLen is the context length the runtime works with, settled
 	// once (see ContextLength).
 	contextOnce sync.Once
@@ -276,23 +280,38 @@ func (r *Runtime) settleContext(ctx context.Context) ContextLength {
 	return ContextLength{Tokens: n, From: ContextModel}
 }
 
-// lowerBudget makes n the context length prompts are built for from now
-// on, when it is smaller than the one they are: the context a model
-// server gave in its refusal of a prompt too long (llama-server's n_ctx,
-// its -c, which its model list does not give). Another job's refusal
-// may have lowered it already.
-func (r *Runtime) lowerBudget(n int) {
-	for {
-		old := r.budget.Load()
-		if old <= int64(n) {
-			return
-		}
-		if r.budget.CompareAndSwap(old, int64(n)) {
-			r.log.Warn("agent: the model server refused a prompt as over its context, which is smaller than the one the agent built it for; the following prompts are built for the server's (set agent.context_tokens to it to start with it)",
-				"context_tokens", old, "server_context_tokens", n)
-			return
-		}
+// lowerBudget makes n the context length the prompts of the model
+// named model are built for from now on, when it is smaller than the
+// one they are: the context its server gave in its refusal of a prompt
+// too long (llama-server's n_ctx, its -c, which its model list does not
+// give). Another job's refusal may have lowered it already. Another
+// model (the supervisor's) keeps its own.
+func (r *Runtime) lowerBudget(model string, n int) {
+	r.lowMu.Lock()
+	defer r.lowMu.Unlock()
+	old := r.contextForLocked(model)
+	if old <= n {
+		return
 	}
+	r.lowered[model] = n
+	r.log.Warn("agent: the model server refused a prompt as over its context, which is smaller than the one the agent built it for; the following prompts are built for the server's (set agent.context_tokens to it to start with it)",
+		"model", model, "context_tokens", old, "server_context_tokens", n)
+}
+
+// contextFor is the context length, in tokens, the prompts of the model
+// named model are built for.
+func (r *Runtime) contextFor(model string) int {
+	r.lowMu.Lock()
+	defer r.lowMu.Unlock()
+	return r.contextForLocked(model)
+}
+
+func (r *Runtime) contextForLocked(model string) int {
+	n := int(r.budget.Load())
+	if l, ok := r.lowered[model]; ok && l < n {
+		return l
+	}
+	return n
 }
 
 // The runtime is what proposals reach its jobs through.
@@ -350,7 +369,7 @@ func New(cfg Config) (*Runtime, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	r := &Runtime{cfg: cfg, wake: cfg.Queue.wake, slots: make(chan struct{}, cfg.MaxJobs),
-		running: map[string]context.CancelCauseFunc{}, resuming: map[string]bool{}, served: map[string]time.Time{}, busy: map[string]int{}}
+		running: map[string]context.CancelCauseFunc{}, resuming: map[string]bool{}, served: map[string]time.Time{}, busy: map[string]int{}, lowered: map[string]int{}}
 	r.budget.Store(int64(cfg.ContextTokens))
 	// Its lines carry errors of the model server and the node, which may
 	// name a secret: redacted as the history is.

@@ -105,3 +105,51 @@ type modelFunc func(context.Context, agent.Prompt) (*agent.Completion, error)
 func (f modelFunc) Complete(ctx context.Context, p agent.Prompt) (*agent.Completion, error) {
 	return f(ctx, p)
 }
+
+// A server's refusal naming a smaller context lowers the context of the
+// prompts of the model that was refused, not of another: the
+// supervisor's model (agent.review_model) may be another, with a context
+// of its own. Here the worker's model is refused naming 4096 tokens, the
+// supervisor's prompt is still built for 16384 and holds the evidence
+// files whole. Before, it was built for 4096: the files cut to 2048
+// bytes in all.
+func TestServerContextPerModel(t *testing.T) {
+	r := newRig(t, testdb.SQLite(t))
+	var evidence []string
+	for i := range 3 {
+		name := fmt.Sprintf("in-%d.md", i+1)
+		if err := os.WriteFile(filepath.Join(r.dir, name), []byte(strings.Repeat("a line of the input\n", 200)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		evidence = append(evidence, `"/sandbox/`+name+`"`)
+	}
+	task := r.send(t, "go")
+	var mu sync.Mutex
+	workerCalls, reviewPrompt := 0, 0
+	worker := modelFunc(func(context.Context, agent.Prompt) (*agent.Completion, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if workerCalls++; workerCalls == 1 {
+			return nil, &agent.ModelError{Status: 400, ContextLength: true, ContextTokens: 4096, Message: "request exceeds the available context size (4096 tokens)"}
+		}
+		return &agent.Completion{Text: `{"action":"COMPLETED","evidence_files":[` + strings.Join(evidence, ",") + `],"summary_for_supervisor":"done"}`}, nil
+	})
+	judge := modelFunc(func(_ context.Context, p agent.Prompt) (*agent.Completion, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, m := range p.Messages {
+			reviewPrompt += len(m.Content)
+		}
+		return nil, &agent.ModelError{Status: 401, Message: "invalid api key"}
+	})
+	set := func(c *agent.Config) {
+		c.ContextTokens, c.Backoff = 16384, time.Hour
+		c.Review, c.ReviewModel, c.ReviewModelName, c.ModelName = true, judge, "judge", "coder"
+	}
+	got := r.runWith(t, set, worker, task.ID, tasks.StateInputRequired, tasks.StateFailed, tasks.StateCompleted)
+	mu.Lock()
+	defer mu.Unlock()
+	if got.Status.State != tasks.StateInputRequired || workerCalls != 2 || reviewPrompt < 12000 {
+		t.Fatalf("task %s %q, %d worker calls, the supervisor's prompt of %d bytes; want input_required after 2 worker calls, the supervisor's prompt holding its 12000 bytes of evidence", got.Status.State, got.Status.Message, workerCalls, reviewPrompt)
+	}
+}
