@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/snapnode/snapnode/agent"
 	"github.com/snapnode/snapnode/internal/config"
@@ -259,12 +260,25 @@ func (c *Client) lookAtServer(ctx context.Context) (*modelList, error) {
 // errNoContext is props' error for an answer without a context length.
 var errNoContext = errors.New("no default_generation_settings.n_ctx in its answer")
 
+// propsTimeout bounds GET /props, which llama-server answers at once:
+// one that does not answer must not use up the time its caller has for
+// the model list's figure (the runtime's wait at start,
+// agent.ContextWait).
+const propsTimeout = 2 * time.Second
+
 // props returns the context llama-server runs with, as its GET /props
 // gives it (default_generation_settings.n_ctx: each slot's context),
 // within the bounds of every request of the client (Config.Timeout,
-// Config.MaxResponseBytes).
+// Config.MaxResponseBytes), in at most propsTimeout and half the time
+// ctx has left.
 func (c *Client) props(ctx context.Context) (int, error) {
-	body, err := c.get(ctx, c.root+"/props")
+	d := min(propsTimeout, c.cfg.Timeout)
+	if dl, ok := ctx.Deadline(); ok {
+		d = min(d, time.Until(dl)/2)
+	}
+	pctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	body, err := c.get(pctx, c.root+"/props")
 	if err != nil {
 		return 0, err
 	}

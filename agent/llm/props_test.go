@@ -2,6 +2,7 @@ package llm_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -218,5 +219,71 @@ func TestContextRefusalGivesTheServersContext(t *testing.T) {
 				t.Errorf("err = %#v; want a ModelError 400, ContextLength %v, ContextTokens %d", err, tt.ctxLen, tt.want)
 			}
 		})
+	}
+}
+
+// A /props that does not answer (a proxy that holds the request, a
+// server busy loading) is given less time than the caller has: the
+// model list's figure (n_ctx_train) is still had within the caller's
+// deadline, as the runtime's wait at start (agent.ContextWait) is.
+// Before, /props had the client's whole time-out (2 minutes by
+// default), the caller's deadline passed, and the model list's figure
+// was lost with it: the runtime took the default.
+func TestContextTokensPropsHanging(t *testing.T) {
+	release := make(chan struct{})
+	s := newScriptedLlama(t, llamaModels, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	})
+	defer close(release)
+	c, err := llm.New(llm.Config{BaseURL: s.srv.URL + "/v1", Model: "qwen"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	n, from, err := c.ContextTokensFrom(ctx)
+	if err != nil || n != 32768 || from != llm.ContextFromTrained {
+		t.Errorf("ContextTokensFrom = %d, %v, %v; want 32768 from the model's trained context", n, from, err)
+	}
+}
+
+// GET /props is asked at the configured base URL less its /v1, on its
+// host: a base with a path before /v1 (a proxy's /api/v1) has it at
+// that path's /props, a base without /v1 at its own /props.
+func TestPropsPath(t *testing.T) {
+	for _, tt := range []struct{ base, want string }{
+		{"/v1", "/props"},
+		{"/v1/", "/props"},
+		{"/api/v1", "/api/props"},
+		{"/llama", "/llama/props"},
+		{"", "/props"},
+	} {
+		var mu sync.Mutex
+		var paths []string
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			paths = append(paths, r.URL.Path)
+			mu.Unlock()
+			w.Header().Set("Content-Type", "application/json")
+			if strings.HasSuffix(r.URL.Path, "/models") {
+				fmt.Fprint(w, llamaModels)
+				return
+			}
+			fmt.Fprint(w, llamaProps)
+		}))
+		c, err := llm.New(llm.Config{BaseURL: srv.URL + tt.base, Model: "qwen"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := c.ContextTokens(t.Context())
+		srv.Close()
+		mu.Lock()
+		if err != nil || len(paths) != 2 || paths[1] != tt.want {
+			t.Errorf("base %q: ContextTokens = %d, %v after requests of %q; want GET %s second", tt.base, n, err, paths, tt.want)
+		}
+		mu.Unlock()
 	}
 }
