@@ -76,6 +76,10 @@ type Config struct {
 	// turn thinking off). Which a server takes depends on the server
 	// and the model.
 	ReasoningEffort string
+	// ContextSet reports that the model's context length is set apart
+	// (the operator's agent.context_tokens): the client then asks no
+	// GET /props for it, and ContextTokens gives only the model list's.
+	ContextSet bool
 	// HTTPClient sends the requests (when nil, a new http.Client that
 	// follows no redirect and reads at most 64 KiB of response headers).
 	HTTPClient *http.Client

@@ -227,7 +227,8 @@ func readModels(body []byte, model string, redact func(string) string) (*modelLi
 
 // lookAtServer is one look at the server: its GET /models list and,
 // when the list's entry for the model gives no context the server runs
-// with (only n_ctx_train, or nothing), llama-server's GET /props. A
+// with (only n_ctx_train, or nothing) and Config.ContextSet is not set,
+// llama-server's GET /props. A
 // /props that fails leaves the list as it is, with a debug line, unless
 // the caller gave up (ctx ended): its look is then not kept.
 func (c *Client) lookAtServer(ctx context.Context) (*modelList, error) {
@@ -238,6 +239,9 @@ func (c *Client) lookAtServer(ctx context.Context) (*modelList, error) {
 	e := list.entry()
 	if e == nil && list.n > 0 {
 		return list, nil // the model is not listed: Check's error
+	}
+	if c.cfg.ContextSet {
+		return list, nil // a context of /props would not be used
 	}
 	if e != nil {
 		if _, from := e.contextTokens(); from == ContextFromModelList {

@@ -165,7 +165,8 @@ func TestContextTokensPropsFallback(t *testing.T) {
 
 // A model list that gives a context the server runs with (vLLM's
 // max_model_len, a llama.cpp build's meta.n_ctx), or that does not list
-// the model, is not followed by GET /props.
+// the model, is not followed by GET /props; nor is any with
+// Config.ContextSet.
 func TestContextTokensNoPropsNeeded(t *testing.T) {
 	for _, models := range []string{
 		`{"data":[{"id":"m1","max_model_len":8192}]}`,
@@ -183,6 +184,19 @@ func TestContextTokensNoPropsNeeded(t *testing.T) {
 		if p := s.count("/props"); p != 0 {
 			t.Errorf("%s: %d GET /props, want none", models, p)
 		}
+	}
+	// Nor is a list of llama-server's when the context is set apart
+	// (Config.ContextSet: the operator's agent.context_tokens).
+	s := newScriptedLlama(t, llamaModels, jsonBody(llamaProps))
+	c, err := llm.New(llm.Config{BaseURL: s.srv.URL + "/v1", Model: "qwen", ContextSet: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Check(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if p := s.count("/props"); p != 0 {
+		t.Errorf("ContextSet: %d GET /props, want none", p)
 	}
 }
 

@@ -156,7 +156,7 @@ func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queu
 		}
 		client, err = llm.New(llm.Config{BaseURL: a.LLMURL, Model: a.LLMModel, APIKey: key,
 			Timeout: a.RequestTimeout.Duration, MaxResponseBytes: responseCap(a.MaxAnswerBytes),
-			ResponseFormat: a.ResponseFormat, ReasoningEffort: a.ReasoningEffort, Logger: logger.With("part", "llm")})
+			ContextSet: a.ContextTokens > 0, ResponseFormat: a.ResponseFormat, ReasoningEffort: a.ReasoningEffort, Logger: logger.With("part", "llm")})
 		model = client
 	}
 	if err != nil {
@@ -179,7 +179,7 @@ func startAgent(ctx context.Context, cfg config.Config, store *agent.Store, queu
 	if a.Review && (reviewName != a.LLMModel || reviewEffort != a.ReasoningEffort) {
 		if review, err = llm.New(llm.Config{BaseURL: a.LLMURL, Model: reviewName, APIKey: key,
 			Timeout: a.RequestTimeout.Duration, MaxResponseBytes: responseCap(a.MaxAnswerBytes),
-			ResponseFormat: a.ResponseFormat, ReasoningEffort: reviewEffort, Logger: logger.With("part", "llm", "role", "supervisor")}); err != nil {
+			ContextSet: a.ContextTokens > 0, ResponseFormat: a.ResponseFormat, ReasoningEffort: reviewEffort, Logger: logger.With("part", "llm", "role", "supervisor")}); err != nil {
 			return nil, nil, fmt.Errorf("node: agent: review model: %w", err)
 		}
 	}

@@ -1143,3 +1143,42 @@ func TestModelServerLookedAtStart(t *testing.T) {
 		})
 	}
 }
+
+// With agent.context_tokens set, the look at the model server at start
+// asks its model list (Check) and not llama-server's GET /props, whose
+// context the agent would not use. Before, it asked it all the same.
+func TestModelServerLookSkipsPropsWhenContextSet(t *testing.T) {
+	var props atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/models":
+			fmt.Fprint(w, `{"object":"list","data":[{"id":"/models/qwen.gguf","object":"model","owned_by":"llamacpp","meta":{"n_ctx_train":32768}}]}`)
+		case "/props":
+			props.Add(1)
+			fmt.Fprint(w, `{"default_generation_settings":{"id":0,"n_ctx":16384},"total_slots":1}`)
+		default:
+			http.Error(w, `{"error":{"code":404,"message":"File Not Found","type":"not_found_error"}}`, http.StatusNotFound)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	var logs testutil.LockedBuffer
+	cfg := config.Default()
+	cfg.DataDir, cfg.RelayListen, cfg.HTTPListen = filepath.Join(t.TempDir(), "data"), "127.0.0.1:0", ""
+	cfg.Agent.LLMURL, cfg.Agent.LLMModel, cfg.Agent.ContextTokens = srv.URL+"/v1", "qwen", 8192
+	cfg.Agent.Review, cfg.Agent.ReviewModel = true, "judge"
+	ctx, cancel := context.WithCancel(context.Background())
+	n, err := node.Start(ctx, cfg, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(logs.String(), "model server reached") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond) // the look runs beside the start
+	}
+	cancel()
+	n.Wait()
+	if !strings.Contains(logs.String(), "context_tokens=8192") || props.Load() != 0 {
+		t.Errorf("%d GET /props; want none, and context_tokens=8192 in the log:\n%s", props.Load(), logs.String())
+	}
+}
