@@ -295,11 +295,20 @@ func (c *Client) props(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("llm: reading GET /props: %w", err)
 	}
 	n := windowSize(p.Settings.NCtx)
-	if n == 0 {
+	switch {
+	case n == 0:
 		return 0, fmt.Errorf("llm: GET /props: %w", errNoContext)
+	case n < minServedContext:
+		return 0, fmt.Errorf("llm: GET /props: a context of %d tokens, too small for an agent's prompt and answer", n)
 	}
 	return n, nil
 }
+
+// minServedContext is the smallest context, in tokens, taken from
+// llama-server's GET /props: a smaller one (a broken server's n_ctx of 1)
+// would cap the answers at a quarter of it, each cut short, and leave no
+// room for a prompt.
+const minServedContext = 1024
 
 // get makes a GET request of url, with the API key, and returns the
 // body of its 200 answer (read by the doer, within its cap, as one JSON
