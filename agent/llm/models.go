@@ -136,14 +136,15 @@ type modelEntry struct {
 }
 
 // contextTokens is the context length the entry gives, and where it
-// comes from: n_ctx_train last, the model's and not the server's.
+// comes from: n_ctx_train last, the model's and not the server's. A
+// figure under minServedContext is passed over as /props's is.
 func (e *modelEntry) contextTokens() (int, ContextFrom) {
 	for _, v := range []float64{e.MaxModelLen, e.Meta.NCtx, e.MaxContextLength, e.ContextLength, e.ContextWindow} {
-		if n := windowSize(v); n > 0 {
+		if n := windowSize(v); n >= minServedContext {
 			return n, ContextFromModelList
 		}
 	}
-	if n := windowSize(e.Meta.NCtxTrain); n > 0 {
+	if n := windowSize(e.Meta.NCtxTrain); n >= minServedContext {
 		return n, ContextFromTrained
 	}
 	return 0, ContextFromNone
@@ -304,8 +305,9 @@ func (c *Client) props(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// minServedContext is the smallest context, in tokens, taken from
-// llama-server's GET /props: a smaller one (a broken server's n_ctx of 1)
+// minServedContext is the smallest context, in tokens, taken from a
+// model list or llama-server's GET /props: a smaller one (a broken
+// server's n_ctx or max_model_len of 1)
 // would cap the answers at a quarter of it, each cut short, and leave no
 // room for a prompt.
 const minServedContext = 1024

@@ -132,6 +132,8 @@ func TestContextTokensPropsFallback(t *testing.T) {
 		{"n_ctx negative", llamaModels, jsonBody(`{"default_generation_settings":{"n_ctx":-4096}}`), llm.Config{}, 32768, llm.ContextFromTrained},
 		{"n_ctx 1", llamaModels, jsonBody(`{"default_generation_settings":{"n_ctx":1}}`), llm.Config{}, 32768, llm.ContextFromTrained},
 		{"n_ctx 1023", llamaModels, jsonBody(`{"default_generation_settings":{"n_ctx":1023}}`), llm.Config{}, 32768, llm.ContextFromTrained},
+		{"max_model_len 1 (vLLM)", `{"object":"list","data":[{"id":"m1","object":"model","max_model_len":1}]}`, nil, llm.Config{}, 0, llm.ContextFromNone},
+		{"n_ctx 1023 in the model list", `{"object":"list","data":[{"id":"m1","object":"model","meta":{"n_ctx":1023,"n_ctx_train":32768}}]}`, nil, llm.Config{}, 32768, llm.ContextFromTrained},
 		{"500", llamaModels, func(w http.ResponseWriter, r *http.Request) { http.Error(w, "boom", 500) }, llm.Config{}, 32768, llm.ContextFromTrained},
 		{"over the cap", llamaModels, jsonBody(`{"default_generation_settings":{"n_ctx":16384},"chat_template":"` + strings.Repeat("x", 4096) + `"}`),
 			llm.Config{MaxResponseBytes: 2048}, 32768, llm.ContextFromTrained},
