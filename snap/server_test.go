@@ -183,9 +183,6 @@ func TestServerLongFieldNamesInErrors(t *testing.T) {
 		code   int
 		field  string // data.field begins so
 	}{
-		{"payload member unknown to tasks/resubscribe", fill(func(n string) []byte {
-			return request(t, "r-1", snap.MethodTasksResubscribe, `{"`+n+`":1,"taskId":"t1"}`)
-		}), snap.MethodTasksResubscribe, 1004, "payload.kkk"},
 		{"lone surrogate under an unknown envelope member", fill(func(n string) []byte {
 			return []byte(strings.Replace(string(request(t, "e-1", "message/send", `{}`)), `{"id"`, `{"`+n+`":"\ud800","id"`, 1))
 		}), "snap/error", 1003, "kkk"},
