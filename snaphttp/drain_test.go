@@ -572,3 +572,31 @@ func TestShutdownPipelinedRequestAfterStream(t *testing.T) {
 		t.Errorf("Serve: %v", err)
 	}
 }
+
+// Once the message begun at shutdown is read, nothing more is read from
+// the socket: messages the peer sends after it (here right behind its
+// rest, each larger than the reader's buffer, so none is held whole
+// there) are neither read nor answered; the close 1001 follows the
+// begun message's refusal. Before, each message whose header came into
+// the reader's buffer while it finished the one before was finished in
+// turn, until ShutdownReadTimeout ran out: a peer that kept sending had
+// every message read and a signed refusal written for each.
+func TestWebSocketShutdownReadsNothingAfterFrameBegun(t *testing.T) {
+	c, rest, stopped := halfFrameAtShutdown(t, func(c *snaphttp.Config) { c.ShutdownReadTimeout = time.Minute })
+	wire := rest
+	for range 16 {
+		wire = append(wire, clientFrame(true, 0x1, []byte(strings.Repeat("x", 2048)))...)
+	}
+	if _, err := c.Write(wire); err != nil {
+		t.Fatal(err)
+	}
+	op, p, err := nettest.ReadAnswer(c)
+	if err != nil || op != 0x1 {
+		t.Fatalf("the request half received at shutdown: op %#x %q %v, want its refusal", op, p, err)
+	}
+	shutdownRefusal(t, p)
+	readGoingAway(t, c)
+	if err := <-stopped; err != nil {
+		t.Errorf("Serve: %v", err)
+	}
+}

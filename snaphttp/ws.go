@@ -202,10 +202,12 @@ type wsConn struct {
 	// deadline guards the read deadline: once stopped is set (shutdown
 	// began), the deadline is finishBy while the reader is in a message
 	// (inMessage), so that it reads that message to its end, and in the
-	// past otherwise: the reader reads nothing more from the socket.
+	// past otherwise, or once it read a message to its end after it was
+	// stopped (finished): the reader reads nothing more from the socket.
 	deadline  sync.Mutex
 	stopped   bool
 	inMessage bool
+	finished  bool
 	finishBy  time.Time
 }
 
@@ -423,9 +425,10 @@ func (wc *wsConn) stopReading() {
 }
 
 // setStoppedDeadline sets the read deadline of a stopped reader: finishBy
-// in a message, else in the past. The caller holds wc.deadline.
+// in the message it finishes, else in the past. The caller holds
+// wc.deadline.
 func (wc *wsConn) setStoppedDeadline() {
-	if wc.inMessage {
+	if wc.inMessage && !wc.finished {
 		_ = wc.c.SetReadDeadline(wc.finishBy)
 	} else {
 		_ = wc.c.SetReadDeadline(time.Unix(1, 0))
@@ -438,7 +441,12 @@ func (wc *wsConn) setStoppedDeadline() {
 // by finishBy, then nothing more from the socket: a message whose header
 // was already received (into the reader's buffer) is finished, whether
 // shutdown began before or after the reader took that header from its
-// buffer. A frame whose header had only partly come is not waited for.
+// buffer. A frame whose header had only partly come is not waited for,
+// nor one whose header came while the reader finished the one before it
+// (reading that one's rest from the socket): one message at most is
+// finished (the one the reader is in when stopped, or else the next it
+// takes from its buffer), and a peer that goes on sending after it is not
+// read on until finishBy.
 func (wc *wsConn) beginMessage() { wc.markMessage(true) }
 func (wc *wsConn) endMessage()   { wc.markMessage(false) }
 
@@ -447,6 +455,9 @@ func (wc *wsConn) markMessage(in bool) {
 	defer wc.deadline.Unlock()
 	wc.inMessage = in
 	if wc.stopped {
+		if !in {
+			wc.finished = true
+		}
 		wc.setStoppedDeadline()
 	}
 }
