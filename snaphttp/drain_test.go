@@ -600,3 +600,60 @@ func TestWebSocketShutdownReadsNothingAfterFrameBegun(t *testing.T) {
 		t.Errorf("Serve: %v", err)
 	}
 }
+
+// An answer written once shutdown began says Connection: close, as the
+// operator's guide says of every answer from then on: its client sends
+// its next request on a new connection, not on this one, which the
+// shutdown closes once idle (a POST lost on it is not retried). Here a
+// keep-alive POST's handler answers as soon as the streams ended, while
+// Serve is held right after shutdown began. Before, keep-alives were
+// turned off only after the streams ended and WebSocket connections
+// were told: an answer written in between kept its connection open.
+func TestShutdownAnswerInFlightSaysClose(t *testing.T) {
+	h, began := shutdownSignal()
+	entered := make(chan struct{}, 1)
+	h.send = func(context.Context) {
+		entered <- struct{}{}
+		<-began
+	}
+	e := start(t, h, nil)
+	answered := make(chan struct{})
+	snaphttp.SetDrained(e.srv, func() {
+		select {
+		case <-answered:
+		case <-time.After(10 * time.Second):
+		}
+	})
+	streaming := make(chan struct{}, 1)
+	go e.client.Stream(context.Background(), e.base+"/snap", request(t, "message/stream", `{}`), func(*snap.Message) error {
+		select {
+		case streaming <- struct{}{}:
+		default:
+		}
+		return nil
+	})
+	<-streaming
+	c, err := net.Dial("tcp", strings.TrimPrefix(e.base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	postCut(t, c, raw(t, request(t, "message/send", sendPayload)), -1)
+	<-entered
+	stopped := make(chan error, 1)
+	go func() { stopped <- e.stop() }()
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	close(answered)
+	if err != nil {
+		t.Fatalf("the request in flight: no answer: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !resp.Close {
+		t.Errorf("the request in flight: %d %v %s, want 200 and Connection: close", resp.StatusCode, resp.Header, b)
+	}
+	if err := <-stopped; err != nil {
+		t.Errorf("Serve: %v", err)
+	}
+}

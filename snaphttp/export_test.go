@@ -8,3 +8,7 @@ func AnswerMemoryHeld(s *Server) (used int64, peers int, waiting int64, waitingP
 	defer s.answers.mu.Unlock()
 	return s.answers.used, len(s.answers.peers), s.answers.waiting, len(s.answers.peerWaiting)
 }
+
+// SetDrained makes Serve call f once shutdown began (streams ended,
+// WebSocket connections told), before it waits for anything.
+func SetDrained(s *Server, f func()) { s.drained = f }

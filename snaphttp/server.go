@@ -328,6 +328,9 @@ type Server struct {
 	draining chan struct{}
 	drain    sync.Once
 	serving  atomic.Bool
+	// drained, set by tests only, is called by Serve once shutdown
+	// began, before it waits for anything.
+	drained func()
 
 	mu      sync.Mutex
 	ws      map[*wsConn]struct{}
@@ -618,16 +621,22 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	case serveErr = <-served:
 	}
 
+	// Every answer closes its connection from now (idle ones close now),
+	// before streams end and handlers see the drain: an answer written
+	// once shutdown began must not leave its connection open for a next
+	// request that Shutdown would cut, unanswered, once it is idle.
+	srv.SetKeepAlivesEnabled(false)
 	s.beginDrain()
+	if s.drained != nil {
+		s.drained()
+	}
 	grace, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()
 	// Shutdown drops, unanswered, a request it reads on a connection
-	// that had sent none before it began. So first: every answer closes
-	// its connection from now (idle ones close now), accepting stops,
-	// and the connections yet to send their first request are waited
-	// for as long as Shutdown would wait for them: their request is
-	// answered, a POST /snap refused (503, the shutdown's 5003).
-	srv.SetKeepAlivesEnabled(false)
+	// that had sent none before it began. So first: accepting stops, and
+	// the connections yet to send their first request are waited for as
+	// long as Shutdown would wait for them: their request is answered, a
+	// POST /snap refused (503, the shutdown's 5003).
 	stopped := accepting.Close() == nil
 	fresh.await(grace, newConnWait)
 	shutErr := srv.Shutdown(grace)
