@@ -525,8 +525,8 @@ func pipelined(t *testing.T, first *snap.Message, sse bool) (br *bufio.Reader, s
 // A request pipelined behind one in flight when shutdown begins (HTTP/1.1
 // pipelining, which SDK clients, Go's and browsers' do not use) is not
 // answered: net/http, shutting down, closes the connection once the
-// answer in flight is written, without reading what follows
-// (docs/operator.md tells this limit). The answer in flight, written once
+// answer in flight is written, without handling what follows, though it
+// read it (docs/operator.md tells this limit). The answer in flight, written once
 // shutdown began, says Connection: close: its peer knows the requests it
 // pipelined behind it were not handled (RFC 9112 §9.3.2).
 func TestShutdownPipelinedRequestAfterPost(t *testing.T) {

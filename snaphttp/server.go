@@ -199,10 +199,12 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// ShutdownReadTimeout bounds, once shutdown began, the wait for the
 	// rest of a WebSocket message the server had begun to read (default
-	// DefaultShutdownReadTimeout): a message that comes whole within it,
-	// and within MaxBody, is refused (5003, the shutdown's) before the
-	// close 1001; one that does not gets the close alone. Shutdown waits
-	// no longer than ShutdownTimeout in any case.
+	// DefaultShutdownReadTimeout), from the answer to the connection's
+	// request in flight (until then its messages are read as usual): a
+	// message that comes whole within it, and within MaxBody, is refused
+	// (5003, the shutdown's) before the close 1001; one that does not gets
+	// the close alone. Nothing sent after it is read. Shutdown waits no
+	// longer than ShutdownTimeout in any case.
 	ShutdownReadTimeout time.Duration
 	// AllowedOrigins are the origins ("scheme://host[:port]", as
 	// browsers send Origin; "*": every one) of the web pages that may

@@ -46,9 +46,9 @@ import (
 // close 1003 (unsupported data).
 //
 // When shutdown begins, the request being handled is answered as usual
-// (within ShutdownTimeout); the message being read, when one has begun
-// (its frame half received), is read to its end if that comes within
-// ShutdownReadTimeout, and nothing more is read from the socket. Each
+// (within ShutdownTimeout); then the message being read, when one has
+// begun (its frame half received), is read to its end if that comes
+// within ShutdownReadTimeout, and nothing more is read from the socket. Each
 // request read ahead but not yet handled, that one included, gets, in
 // order, the signed refusal 5003 {retryAfter, reason: "shutdown"}; then
 // the connection closes with 1001 (going away). A message whose rest does
