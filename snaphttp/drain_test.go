@@ -350,7 +350,9 @@ func TestShutdownAnswersRequestOnNewConnection(t *testing.T) {
 // the server stopped reading.
 func halfFrameAtShutdown(t *testing.T, mutate func(*snaphttp.Config)) (c net.Conn, rest []byte, stopped chan error) {
 	t.Helper()
+	entered := make(chan struct{})
 	h := &hooks{stream: func(ctx context.Context, req *snap.Verified, emit func(any) error) (any, error) {
+		close(entered)
 		<-ctx.Done() // shutdown began
 		return map[string]any{"task": map[string]any{"id": "t-sd", "status": map[string]any{"state": "working", "timestamp": "2026-01-01T00:00:00Z"}}}, nil
 	}}
@@ -382,6 +384,8 @@ func halfFrameAtShutdown(t *testing.T, mutate func(*snaphttp.Config)) (c net.Con
 	case <-time.After(10 * time.Second):
 		t.Fatal("the server did not read the requests")
 	}
+	// The stream is being handled: before, shutdown would refuse it.
+	<-entered
 	stopped = make(chan error, 1)
 	go func() { stopped <- e.stop() }()
 
@@ -653,6 +657,87 @@ func TestShutdownAnswerInFlightSaysClose(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !resp.Close {
 		t.Errorf("the request in flight: %d %v %s, want 200 and Connection: close", resp.StatusCode, resp.Header, b)
 	}
+	if err := <-stopped; err != nil {
+		t.Errorf("Serve: %v", err)
+	}
+}
+
+// A message whose header the reader had received (in its buffer) before
+// shutdown began is finished, though the reader, held by a full queue of
+// requests read ahead, took a whole message from its buffer before it
+// after the stop: here a stream in flight, a request read ahead (the
+// queue, MaxPending 1, full), one the reader holds, a small message and
+// half of a last request's frame, which came together with that small
+// one. Each is refused in order once the last one's rest comes; then the
+// close 1001.
+func TestWebSocketShutdownFinishesFrameBehindWholeOne(t *testing.T) {
+	entered := make(chan struct{})
+	h := &hooks{stream: func(ctx context.Context, req *snap.Verified, emit func(any) error) (any, error) {
+		close(entered)
+		<-ctx.Done() // shutdown began
+		return map[string]any{"task": map[string]any{"id": "t-sd", "status": map[string]any{"state": "working", "timestamp": "2026-01-01T00:00:00Z"}}}, nil
+	}}
+	counter := &readCounter{}
+	e := start(t, h, func(c *snaphttp.Config) {
+		c.MaxPending = 1
+		c.ShutdownReadTimeout = time.Minute
+	}, func(l net.Listener) net.Listener { counter.Listener = l; return counter })
+	c, err := nettest.DialWebSocket(strings.TrimPrefix(e.base, "http://"), "/snap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	counter.mu.Lock()
+	base := counter.n
+	counter.mu.Unlock()
+
+	held := raw(t, request(t, "tasks/get", `{"taskId":"t-3"}`))
+	last := clientFrame(true, 0x1, raw(t, request(t, "tasks/get", `{"taskId":"t-5"}`)))
+	wire := clientFrame(true, 0x1, raw(t, request(t, "message/stream", `{}`)))
+	wire = append(wire, clientFrame(true, 0x1, raw(t, request(t, "tasks/get", `{"taskId":"t-2"}`)))...)
+	// The held request's last fragment is small: the read of it from the
+	// socket brings the small message and the last frame's half into
+	// the reader's buffer.
+	wire = append(wire, clientFrame(false, 0x1, held[:len(held)-10])...)
+	wire = append(wire, clientFrame(true, 0x0, held[len(held)-10:])...)
+	wire = append(wire, clientFrame(true, 0x1, []byte(`{}`))...)
+	wire = append(wire, last[:len(last)/2]...)
+	rest := last[len(last)/2:]
+	if _, err := c.Write(wire); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-counter.reached(base + int64(len(wire))):
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server did not read the requests")
+	}
+	<-entered
+	stopped := make(chan error, 1)
+	go func() { stopped <- e.stop() }()
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	op, p, err := nettest.ReadAnswer(c)
+	if err != nil || op != 0x1 {
+		t.Fatalf("the stream in flight: op %#x %q %v", op, p, err)
+	}
+	if v := verify(t, p); v.Method != snap.MethodMessageStream || errCode(v.Payload) != 0 {
+		t.Fatalf("the stream in flight: %s %s", v.Method, v.Payload)
+	}
+	for _, what := range []string{"the request read ahead", "the request held", "the small message"} {
+		op, p, err = nettest.ReadAnswer(c)
+		if err != nil || op != 0x1 {
+			t.Fatalf("%s: op %#x %q %v, want its refusal", what, op, p, err)
+		}
+		shutdownRefusal(t, p)
+	}
+	if _, err := c.Write(rest); err != nil {
+		t.Fatal(err)
+	}
+	op, p, err = nettest.ReadAnswer(c)
+	if err != nil || op != 0x1 {
+		t.Fatalf("the request half received at shutdown: op %#x %q %v, want its refusal", op, p, err)
+	}
+	shutdownRefusal(t, p)
+	readGoingAway(t, c)
 	if err := <-stopped; err != nil {
 		t.Errorf("Serve: %v", err)
 	}

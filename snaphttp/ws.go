@@ -1,6 +1,7 @@
 package snaphttp
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
@@ -109,12 +110,13 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 	// once the upgrader's refusal is written: ServeHTTP must not read what
 	// is left of the request's body (discardBody) after a hijack.
 	w.Header().Set("Connection", "close")
-	c, err := s.upgrader.Upgrade(w, r, http.Header{"SNAP-Version": {snap.ProtocolVersion}})
+	hj := &countingHijacker{ResponseWriter: w}
+	c, err := s.upgrader.Upgrade(hj, r, http.Header{"SNAP-Version": {snap.ProtocolVersion}})
 	if err != nil {
 		release()
 		return // the upgrader answered with an HTTP error
 	}
-	wc := &wsConn{s: s, c: c, key: key, remote: r.RemoteAddr, waited: make(chan struct{}, 1)}
+	wc := &wsConn{s: s, c: c, sock: hj.conn, key: key, remote: r.RemoteAddr, waited: make(chan struct{}, 1)}
 	wc.ctx, wc.cancel = context.WithCancel(s.base)
 	wc.readCtx, wc.stopWaiting = context.WithCancel(wc.ctx)
 	s.mu.Lock()
@@ -199,17 +201,59 @@ type wsConn struct {
 	// shutdown, or with ctx: a wait for BodyMemory ends with it.
 	readCtx     context.Context
 	stopWaiting context.CancelFunc
+	// sock is the socket under c: it counts the reads that brought
+	// bytes, so that the reader, once stopped, knows whether the header
+	// of a message it begins came before the stop (still in its buffer)
+	// or after.
+	sock *countingConn
 	// deadline guards the read deadline: once stopped is set (shutdown
 	// began), the deadline is finishBy while the reader is in a message
-	// (inMessage), so that it reads that message to its end, and in the
-	// past otherwise, or once it read a message to its end after it was
-	// stopped (finished): the reader reads nothing more from the socket.
-	deadline  sync.Mutex
-	stopped   bool
-	inMessage bool
-	finished  bool
-	finishBy  time.Time
+	// it finishes (finish: one it was in when stopped, or one whose
+	// header was in its buffer then), so that it reads that message to
+	// its end, and in the past otherwise: the reader reads nothing more
+	// from the socket.
+	deadline    sync.Mutex
+	stopped     bool
+	inMessage   bool
+	finish      bool
+	finishBy    time.Time
+	readsAtStop uint64
 }
+
+// countingConn counts the reads of its Conn that brought bytes.
+type countingConn struct {
+	net.Conn
+	reads atomic.Uint64
+}
+
+func (c *countingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.reads.Add(1)
+	}
+	return n, err
+}
+
+// countingHijacker is a ResponseWriter whose Hijack, which the upgrader
+// calls, returns the connection as a countingConn (conn, once hijacked).
+// The WebSocket reads through it because the upgrader has a
+// ReadBufferSize (wsReadBuffer) of its own: without one it would reuse
+// net/http's reader, on the connection underneath.
+type countingHijacker struct {
+	http.ResponseWriter
+	conn *countingConn
+}
+
+func (h *countingHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, brw, err := http.NewResponseController(h.ResponseWriter).Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	h.conn = &countingConn{Conn: c}
+	return h.conn, brw, nil
+}
+
+func (h *countingHijacker) Unwrap() http.ResponseWriter { return h.ResponseWriter }
 
 // shutdownRetryAfter is the retryAfter, in seconds, of the refusals sent
 // once shutdown began: a node that is restarted is back within seconds.
@@ -419,16 +463,18 @@ func (wc *wsConn) stopReading() {
 	wc.deadline.Lock()
 	wc.stopped = true
 	wc.finishBy = time.Now().Add(wc.s.cfg.ShutdownReadTimeout)
+	wc.readsAtStop = wc.sock.reads.Load()
+	wc.finish = wc.inMessage
 	wc.setStoppedDeadline()
 	wc.deadline.Unlock()
 	wc.stopWaiting()
 }
 
 // setStoppedDeadline sets the read deadline of a stopped reader: finishBy
-// in the message it finishes, else in the past. The caller holds
+// in a message it finishes, else in the past. The caller holds
 // wc.deadline.
 func (wc *wsConn) setStoppedDeadline() {
-	if wc.inMessage && !wc.finished {
+	if wc.inMessage && wc.finish {
 		_ = wc.c.SetReadDeadline(wc.finishBy)
 	} else {
 		_ = wc.c.SetReadDeadline(time.Unix(1, 0))
@@ -437,16 +483,14 @@ func (wc *wsConn) setStoppedDeadline() {
 
 // beginMessage and endMessage tell when the reader is in a message: once
 // its first frame's header is read, until the message is read whole (or
-// its read failed). A stopped reader reads a message it is in to its end,
-// by finishBy, then nothing more from the socket: a message whose header
-// was already received (into the reader's buffer) is finished, whether
-// shutdown began before or after the reader took that header from its
-// buffer. A frame whose header had only partly come is not waited for,
-// nor one whose header came while the reader finished the one before it
-// (reading that one's rest from the socket): one message at most is
-// finished (the one the reader is in when stopped, or else the next it
-// takes from its buffer), and a peer that goes on sending after it is not
-// read on until finishBy.
+// its read failed). A stopped reader reads to its end, by finishBy, a
+// message whose header it had received (into its buffer) before the
+// stop, whether the stop came before or after it took that header from
+// its buffer; then nothing more from the socket. A frame whose header
+// had only partly come is not waited for, nor one whose header came with
+// a read from the socket after the stop (the rest of a message it
+// finished brought it): a peer that goes on sending is not read on until
+// finishBy.
 func (wc *wsConn) beginMessage() { wc.markMessage(true) }
 func (wc *wsConn) endMessage()   { wc.markMessage(false) }
 
@@ -455,9 +499,7 @@ func (wc *wsConn) markMessage(in bool) {
 	defer wc.deadline.Unlock()
 	wc.inMessage = in
 	if wc.stopped {
-		if !in {
-			wc.finished = true
-		}
+		wc.finish = in && wc.sock.reads.Load() == wc.readsAtStop
 		wc.setStoppedDeadline()
 	}
 }
