@@ -142,7 +142,7 @@ func aheadFile(t testing.TB, dir, content string) string {
 		return ""
 	}
 	for _, e := range ents {
-		if !strings.HasPrefix(e.Name(), sandbox.ReservedPrefix) || e.Name() == sandbox.LockFile {
+		if !strings.HasPrefix(e.Name(), sandbox.ReservedPrefix) || e.Name() == sandbox.LockFile || e.Name() == sandbox.CountFile {
 			continue
 		}
 		if content == "" {

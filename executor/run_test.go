@@ -115,12 +115,12 @@ func TestRunExamples(t *testing.T) {
 }
 
 // workspace maps every path of the folder to its content ("<dir>" for a
-// directory), the sandbox's lock file left out.
+// directory), the sandbox's lock file and count left out.
 func workspace(t testing.TB, dir string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || p == dir || p == filepath.Join(dir, sandbox.LockFile) {
+		if err != nil || p == dir || p == filepath.Join(dir, sandbox.LockFile) || p == filepath.Join(dir, sandbox.CountFile) {
 			return err
 		}
 		rel, _ := filepath.Rel(dir, p)

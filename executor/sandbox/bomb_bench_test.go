@@ -111,3 +111,45 @@ func growingWrites(b *testing.B, sb *sandbox.Sandbox, content []byte, stale bool
 		i++
 	}
 }
+
+// BenchmarkSharedCount measures a growing write (Stage and Promote of a
+// new 64-byte file) with the count shared with the other processes
+// opening the folder (CountFile read by Stage and Promote, read and
+// written by the promotion, under the folder lock), and with the
+// process's own count only, as where the folder is not locked: the cost
+// of keeping the caps across processes.
+//
+//	go test ./executor/sandbox/ -run '^$' -bench BenchmarkSharedCount -benchtime 2000x -count 6
+func BenchmarkSharedCount(b *testing.B) {
+	if !sandbox.FolderLocks() {
+		b.Skip("no folder lock here: nothing is shared")
+	}
+	content := []byte("a line of a note, sixty-four bytes long, written again and again\n")[:64]
+	for _, shared := range []bool{false, true} {
+		name := "own"
+		if shared {
+			name = "shared"
+		}
+		b.Run(name, func(b *testing.B) {
+			_, sb := newSandbox(b, sandbox.Limits{}, nil)
+			ctx := context.Background()
+			if _, err := sb.Recount(ctx); err != nil {
+				b.Fatal(err)
+			}
+			i := 0
+			for b.Loop() {
+				if !shared {
+					sandbox.SetUnshared(sb) // each promotion finds the lock again
+				}
+				st, err := sb.Stage(ctx, []sandbox.Change{sandbox.Write{Path: fmt.Sprintf("/sandbox/n%07d.txt", i), Content: content}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := sb.Promote(ctx, st); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
+	}
+}

@@ -187,5 +187,12 @@
 // caller runs outside the actions, from time to time; a Recount during
 // which promotions ran counts what they may have added unseen, so the
 // count may stand above the workspace by the paths they changed, never
-// below it, until the next one.
+// below it, until the next one. Where the folder is locked, the count is
+// shared by every process that opened it: kept in CountFile, in the
+// folder's root, which each promotion and rollback reads and writes
+// under the folder lock, so that processes sharing the folder never
+// together pass a cap; one that finds it missing or unreadable counts
+// the tree again. Where it is not locked, each process keeps a count of
+// its own, which sees another's changes only at its next Recount: the
+// caps hold per process only.
 package sandbox

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"errors"
 	"os"
 	"strings"
 	"time"
@@ -148,3 +149,17 @@ func KeptRecordName(snap *Snapshot, id string) string {
 
 // ListBatch is how many names a listing reads from a directory at once.
 const ListBatch = listBatch
+
+// SharedCounts returns the count in CountFile, the one the processes
+// sharing the folder check their caps with; an error when there is none.
+func SharedCounts(s *Sandbox) (Counts, error) {
+	r, ok := s.readCount()
+	if !ok || !r.Known {
+		return Counts{}, errors.New("no count in " + CountFile)
+	}
+	return r.Counts, nil
+}
+
+// SetUnshared makes s keep its count as where the folder is not locked
+// (no CountFile), until a promotion takes the folder lock again.
+func SetUnshared(s *Sandbox) { s.core.shared.Store(false) }

@@ -29,12 +29,13 @@ const (
 // sharing their workspace never check and change it at the same time. It
 // waits while another process holds it, until ctx ends (its cause, a
 // *LimitError for MaxDuration, is returned). The caller holds core.mu
-// and calls the returned function to release the lock. A file system that
-// keeps no locks (and a platform without flock) gets no lock: the
-// promotion goes ahead as before.
-func (s *Sandbox) lockFolder(ctx context.Context) (func(), error) {
+// (or, to keep a count, nothing) and calls the returned function to
+// release the lock. A file system that keeps no locks (and a platform
+// without flock) gets no lock, held false: the promotion goes ahead as
+// before, and the count is no longer shared (CountFile).
+func (s *Sandbox) lockFolder(ctx context.Context) (unlock func(), held bool, _ error) {
 	if !folderLocks {
-		return func() {}, nil
+		return func() {}, false, nil
 	}
 	wait := lockPollMin
 	var timer *time.Timer
@@ -46,17 +47,18 @@ func (s *Sandbox) lockFolder(ctx context.Context) (func(), error) {
 	for {
 		f, err := s.openLock()
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		for {
 			held, err := tryLockFolder(f)
 			if errors.Is(err, flock.ErrNoLocks) { // documented: one process a folder
 				f.Close()
-				return func() {}, nil
+				s.core.shared.Store(false)
+				return func() {}, false, nil
 			}
 			if err != nil {
 				f.Close()
-				return nil, err
+				return nil, false, err
 			}
 			if held {
 				break
@@ -72,7 +74,7 @@ func (s *Sandbox) lockFolder(ctx context.Context) (func(), error) {
 			select {
 			case <-ctx.Done():
 				f.Close()
-				return nil, context.Cause(ctx)
+				return nil, false, context.Cause(ctx)
 			case <-timer.C:
 			}
 			wait = min(2*wait, lockPollMax)
@@ -83,10 +85,11 @@ func (s *Sandbox) lockFolder(ctx context.Context) (func(), error) {
 		same, err := s.lockNamed(f)
 		if err != nil {
 			f.Close()
-			return nil, err
+			return nil, false, err
 		}
 		if same {
-			return func() { f.Close() }, nil
+			s.core.shared.Store(true)
+			return func() { f.Close() }, true, nil
 		}
 		f.Close()
 	}

@@ -10,8 +10,9 @@ import (
 // folderLocks: the folder lock (lockFolder) is taken here. Where the
 // system has no flock, the temporary files are not locked (Sweep removes
 // every one) nor is the folder: promotions and rollbacks run one at a
-// time within a process only, and processes must not share a workspace
-// folder.
+// time within a process only, the count the caps are checked with is
+// the process's own (CountFile is not kept: the caps hold per process),
+// and processes must not share a workspace folder.
 const folderLocks = flock.Supported
 
 // lockTemp takes the writer's lock of the temporary file f, which it

@@ -59,8 +59,13 @@ func (s *Sandbox) promote(ctx context.Context, st *Staged, temps map[string]*tem
 	}
 	// Stage judged the room against the workspace as it was then; other
 	// stagings may have been promoted since (other workers, other
-	// replicas). Judged again under the locks, no two fill it past the cap.
-	if err := s.room(ctx, delta); err != nil {
+	// replicas). Judged again under the locks, no two of this process fill
+	// it past the cap; nor two of processes sharing the folder, where it
+	// is locked: the count is then the one in CountFile, which every
+	// change, in every process, writes under the folder lock. Where it is
+	// not, another process's promotions count only from this process's
+	// next Recount.
+	if err := s.room(ctx, delta, s.core.locked); err != nil {
 		return nil, err
 	}
 	if err := s.transition(ctx, "promote", steps, temps); err != nil {
@@ -606,13 +611,14 @@ func (s *Sandbox) do(ctx context.Context, o op) (applied bool, err error) {
 func (s *Sandbox) exclusive(ctx context.Context, op string) (_ context.Context, done func(), _ error) {
 	ctx, cancel := s.bound(ctx)
 	s.core.mu.Lock()
-	unlock, err := s.lockFolder(ctx)
+	unlock, held, err := s.lockFolder(ctx)
 	if err != nil {
 		s.core.mu.Unlock()
 		cancel()
 		return nil, nil, opErr(op, "", err)
 	}
-	done = func() { unlock(); s.core.mu.Unlock(); cancel() }
+	s.core.locked = held
+	done = func() { s.core.locked = false; unlock(); s.core.mu.Unlock(); cancel() }
 	if s.check != nil {
 		if err := s.check(ctx); err != nil {
 			done()

@@ -69,11 +69,16 @@ type Sandbox struct {
 
 // core is what the views of one sandbox (see Narrow) share.
 type core struct {
-	ws    *workspace
-	mu    sync.Mutex // held by Promote, Rollback and Recover
-	tally tally
-	hooks hooks
-	now   func() time.Time // the time kept files are named with (keptName)
+	ws *workspace
+	mu sync.Mutex // held by Promote, Rollback and Recover
+	// locked: the holder of mu holds the folder lock too (lockFolder).
+	locked bool
+	// shared: the folder is locked (its file system keeps locks), and
+	// the count is kept in CountFile too, for every process sharing it.
+	shared atomic.Bool
+	tally  tally
+	hooks  hooks
+	now    func() time.Time // the time kept files are named with (keptName)
 	// spelling is what probeFolds found of the workspace folder, at Open
 	// and each time the folder is opened again.
 	spelling atomic.Pointer[spelling]
@@ -136,9 +141,12 @@ func Open(dir string, lim Limits) (*Sandbox, error) {
 		c.spelling.Store(s.probeFolds(root))
 	}
 	// The folder lock's file is made now, when it can be, rather than
-	// at the first promotion (which makes it otherwise).
+	// at the first promotion (which makes it otherwise), and tried: a
+	// file system that keeps locks shares the count (CountFile).
 	if folderLocks {
 		if f, err := s.openLock(); err == nil {
+			_, err := tryLockFolder(f)
+			c.shared.Store(err == nil)
 			f.Close()
 		}
 	}
@@ -495,8 +503,10 @@ func (s *Sandbox) Sweep(ctx context.Context) (int, error) {
 	err := s.walk(ctx, func(rel string, fi fs.FileInfo) error {
 		// A file set aside (asideName) is the workspace's, not the
 		// sandbox's: Recover puts it back. A record of the files kept
-		// (keptRecordName) is what a recovery reads.
-		if fi.Mode().IsRegular() && strings.HasPrefix(base(rel), ReservedPrefix) && rel != LockFile && !strings.HasPrefix(base(rel), asidePrefix) &&
+		// (keptRecordName) is what a recovery reads. The shared count
+		// (CountFile) is kept; a copy of it left half-written (countTemp)
+		// is removed by its next write.
+		if fi.Mode().IsRegular() && strings.HasPrefix(base(rel), ReservedPrefix) && rel != LockFile && rel != CountFile && rel != countTemp && !strings.HasPrefix(base(rel), asidePrefix) &&
 			!strings.HasPrefix(rel, keptRecordPrefix) {
 			stale = append(stale, rel)
 		}

@@ -208,7 +208,7 @@ func (s *Sandbox) Stage(ctx context.Context, changes []Change) (*Staged, error) 
 		st.entries = append(st.entries, *e)
 	}
 	slices.SortFunc(st.entries, func(a, b entry) int { return strings.Compare(a.rel, b.rel) })
-	if err := s.room(ctx, st.Delta()); err != nil {
+	if err := s.room(ctx, st.Delta(), false); err != nil {
 		return nil, err
 	}
 	st.diffs = make([]Diff, len(st.entries))
@@ -226,12 +226,13 @@ func (s *Sandbox) Stage(ctx context.Context, changes []Change) (*Staged, error) 
 // delta adds to it (a change that frees room always may). The running
 // count answers, without a walk of the tree unless there is none (see
 // counts): what changed from outside is counted at the next Recount.
-func (s *Sandbox) room(ctx context.Context, delta Counts) error {
+// locked: the caller holds the folder lock (see counts).
+func (s *Sandbox) room(ctx context.Context, delta Counts, locked bool) error {
 	grow := delta.Files + delta.Dirs
 	if delta.Bytes <= 0 && grow <= 0 {
 		return nil
 	}
-	c, err := s.counts(ctx)
+	c, err := s.counts(ctx, locked)
 	if err != nil {
 		return err
 	}

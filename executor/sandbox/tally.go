@@ -57,7 +57,9 @@ func most(pre, post Image) Counts {
 // Recount, which the caller runs outside the actions (the node, every
 // minute). A file a recovery moves in or out of sight is counted as it
 // moves (shift). An action walks the tree only when there is no count:
-// before the first one, or once the folder was made again.
+// before the first one, or once the folder was made again. Where the
+// folder is shared with other processes (see CountFile), the count they
+// share is the one checked, and the tally follows it.
 type tally struct {
 	mu    sync.Mutex
 	known bool
@@ -86,8 +88,19 @@ type walking struct {
 }
 
 // counts returns the running count, walking the tree first when there is
-// none.
-func (s *Sandbox) counts(ctx context.Context) (Counts, error) {
+// none. Where the folder is shared (see CountFile), the count is the one
+// in CountFile, and there is none when it is missing or unreadable.
+// locked: the caller holds the folder lock (a promotion).
+func (s *Sandbox) counts(ctx context.Context, locked bool) (Counts, error) {
+	if s.core.shared.Load() {
+		if c, ok := s.sharedCounts(); ok {
+			return c, nil
+		}
+		if locked {
+			return s.recountLocked(ctx)
+		}
+		return s.recount(ctx)
+	}
 	t := &s.core.tally
 	t.mu.Lock()
 	if t.known {
@@ -108,9 +121,17 @@ func (s *Sandbox) counts(ctx context.Context) (Counts, error) {
 // holds (a cap is never passed for a change the walk missed), and above
 // it by no more than the images of the paths changed during the walk,
 // until the next recount. A walk that ends while a change runs is kept
-// once that change ends.
+// once that change ends. Where the folder is shared, the changes of the
+// other processes are added too, and the count kept in CountFile (see
+// recountShared).
 func (s *Sandbox) recount(ctx context.Context) (Counts, error) {
 	t := &s.core.tally
+	shared := s.core.shared.Load()
+	var start countRecord
+	var startOK bool
+	if shared {
+		start, startOK = s.readCount()
+	}
 	w := &walking{}
 	t.mu.Lock()
 	if t.walks == nil {
@@ -119,6 +140,11 @@ func (s *Sandbox) recount(ctx context.Context) (Counts, error) {
 	t.walks[w] = true
 	t.mu.Unlock()
 	c, err := s.walkCounts(ctx)
+	if shared {
+		if got, kept, err := s.recountShared(ctx, w, start, startOK, c, err); kept {
+			return got, err
+		}
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if w.stale {
@@ -175,7 +201,8 @@ func (s *Sandbox) walkCounts(ctx context.Context) (Counts, error) {
 }
 
 // changing marks a transition as started; applied marks it ended. Both
-// are called with core.mu held, so transitions do not overlap.
+// are called with core.mu held, so transitions do not overlap, and with
+// the folder lock where there is one (core.locked).
 func (s *Sandbox) changing() {
 	t := &s.core.tally
 	t.mu.Lock()
@@ -187,16 +214,20 @@ func (s *Sandbox) changing() {
 // not: delta is what the steps it did, and the undos it did of them,
 // changed. The walks under way each add what the steps may have added
 // unseen (see recount); a walk that ended while it ran becomes the count.
+// Where the folder is shared, CountFile records it too.
 func (s *Sandbox) applied(steps []entry, delta Counts) {
+	var grow Counts
+	for _, e := range steps {
+		grow = grow.plus(most(e.pre, e.post))
+	}
+	if s.core.locked {
+		defer s.shareChange(delta, grow)
+	}
 	t := &s.core.tally
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.gen++
 	t.c = t.c.plus(delta)
-	var grow Counts
-	for _, e := range steps {
-		grow = grow.plus(most(e.pre, e.post))
-	}
 	for w := range t.walks {
 		w.grow = w.grow.plus(grow)
 		if w.ended {
@@ -224,7 +255,8 @@ func (t *tally) shift(d Counts) {
 // moveCounted renames from to to in d (with rename) and records in the
 // running count that the file enters it (in) or leaves it: a name of the
 // sandbox's own (ReservedPrefix) is not counted, a visible one is. A
-// file whose size cannot be told makes the count forgotten, as before.
+// file whose size cannot be told makes the count forgotten, as before
+// (CountFile removed with it). Called under the locks of a change.
 func (s *Sandbox) moveCounted(d *os.Root, from string, in bool, rename func() error) error {
 	fi, lerr := d.Lstat(from)
 	if err := rename(); err != nil {
@@ -233,6 +265,9 @@ func (s *Sandbox) moveCounted(d *os.Root, from string, in bool, rename func() er
 	t := &s.core.tally
 	if lerr != nil || !fi.Mode().IsRegular() {
 		t.forget()
+		if s.core.locked {
+			s.dropCount()
+		}
 		return nil
 	}
 	c := Counts{Files: 1, Bytes: fi.Size()}
@@ -240,6 +275,9 @@ func (s *Sandbox) moveCounted(d *os.Root, from string, in bool, rename func() er
 		c = Counts{Files: -1, Bytes: -fi.Size()}
 	}
 	t.shift(c)
+	if s.core.locked {
+		s.shareChange(c, Counts{Files: max(c.Files, 0), Bytes: max(c.Bytes, 0)})
+	}
 	return nil
 }
 
@@ -260,7 +298,10 @@ func (s *Sandbox) Counts(ctx context.Context) (Counts, error) {
 // costs time in proportion to the tree, and no Stage or Promote walks
 // while there is a count. Promotions and rollbacks of this sandbox may
 // run during the walk: the count kept adds what they may have added
-// unseen (see recount), so it is never below what the workspace holds.
+// unseen (see recount), so it is never below what the workspace holds;
+// where the folder is shared (see CountFile), so may those of the other
+// processes, and the count is kept for them too, once the walk is done,
+// under the folder lock (Recount waits for a promotion under way to end).
 // The Counts returned are the walk's. A walk that ctx cuts short while
 // there is no complete count yet keeps what it counted as the running
 // count, a lower bound (see ErrPartialCount), and returns it.

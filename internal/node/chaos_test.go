@@ -472,13 +472,14 @@ func chaosRecords(t *testing.T, ctx context.Context, db *sqldb.DB) (records map[
 }
 
 // workspaceEntries lists the sandbox folder dir as a requester sees it:
-// without the sandbox's folder lock (sandbox.LockFile), which the node
-// keeps there for the processes that share it.
+// without the sandbox's folder lock (sandbox.LockFile) and count
+// (sandbox.CountFile), which the node keeps there for the processes that
+// share it.
 func workspaceEntries(t *testing.T, dir string) []os.DirEntry {
 	t.Helper()
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return slices.DeleteFunc(ents, func(e os.DirEntry) bool { return e.Name() == sandbox.LockFile })
+	return slices.DeleteFunc(ents, func(e os.DirEntry) bool { return e.Name() == sandbox.LockFile || e.Name() == sandbox.CountFile })
 }

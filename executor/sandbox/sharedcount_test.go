@@ -1,0 +1,233 @@
+package sandbox_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/snapnode/snapnode/executor/sandbox"
+)
+
+// openAgain opens a second sandbox on dir, as another process (a replica
+// of the node sharing its workspace) would.
+func openAgain(t *testing.T, dir string, lim sandbox.Limits) *sandbox.Sandbox {
+	t.Helper()
+	sb, err := sandbox.Open(dir, lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sb.Close() })
+	return sb
+}
+
+// wantLimit fails unless err is a *LimitError of limit with Got got.
+func wantLimit(t *testing.T, err error, limit sandbox.Limit, got int64) {
+	t.Helper()
+	var le *sandbox.LimitError
+	if !errors.As(err, &le) || le.Limit != limit || le.Got != got {
+		t.Fatalf("err = %v, want a %s LimitError (got %d)", err, limit, got)
+	}
+}
+
+// TestTotalCapsAcrossProcesses: two sandboxes open on one folder, as two
+// replicas of a node sharing their workspace, each with a count of its
+// own. What one promotes counts in the other's check at once, not at its
+// next Recount: together they never take the workspace past
+// MaxTotalBytes or MaxTotalEntries, and what one removes frees room for
+// the other.
+func TestTotalCapsAcrossProcesses(t *testing.T) {
+	if !sandbox.FolderLocks() {
+		t.Skip("no folder lock here: the caps hold per process only")
+	}
+	ctx := context.Background()
+	lim := sandbox.Limits{MaxTotalBytes: 100, MaxTotalEntries: 5}
+	dir, a := newSandbox(t, lim, map[string]string{"a.txt": string(make([]byte, 50))})
+	b := openAgain(t, dir, lim)
+	for _, sb := range []*sandbox.Sandbox{a, b} {
+		if c, err := sb.Recount(ctx); err != nil || c.Bytes != 50 {
+			t.Fatalf("Recount = %+v, %v", c, err)
+		}
+	}
+
+	// Each stages 40 bytes while the other has not promoted: both fit.
+	stA := stage(t, a, []sandbox.Change{sandbox.Write{Path: "/sandbox/x.txt", Content: make([]byte, 40)}})
+	stB := stage(t, b, []sandbox.Change{sandbox.Write{Path: "/sandbox/y.txt", Content: make([]byte, 40)}})
+	if _, err := a.Promote(ctx, stA); err != nil {
+		t.Fatal(err)
+	}
+	_, err := b.Promote(ctx, stB)
+	wantLimit(t, err, sandbox.LimitTotalBytes, 130)
+	// And a staging after it is refused too.
+	_, err = b.Stage(ctx, []sandbox.Change{sandbox.Write{Path: "/sandbox/y.txt", Content: make([]byte, 40)}})
+	wantLimit(t, err, sandbox.LimitTotalBytes, 130)
+
+	// Entries: 2 now (a.txt, x.txt), cap 5.
+	promote(t, a, sandbox.Mkdir{Path: "/sandbox/d"}, sandbox.Mkdir{Path: "/sandbox/d/e"}) // 4
+	_, err = b.Stage(ctx, []sandbox.Change{sandbox.Mkdir{Path: "/sandbox/f"}, sandbox.Mkdir{Path: "/sandbox/g"}})
+	wantLimit(t, err, sandbox.LimitTotalEntries, 6)
+
+	// a removes x.txt: b may write its 40 bytes at once.
+	promote(t, a, sandbox.Delete{Path: "/sandbox/x.txt"})
+	promote(t, b, sandbox.Write{Path: "/sandbox/y.txt", Content: make([]byte, 40)})
+	for _, sb := range []*sandbox.Sandbox{a, b} {
+		walked, err := sb.Counts(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := sandbox.Counts{Bytes: 90, Files: 2, Dirs: 2}
+		if walked != want {
+			t.Fatalf("the tree holds %+v, want %+v", walked, want)
+		}
+	}
+}
+
+// TestTotalCapsAcrossProcessesConcurrent: replicas promoting at once, each
+// a file that fits alone, never pass the cap together.
+func TestTotalCapsAcrossProcessesConcurrent(t *testing.T) {
+	if !sandbox.FolderLocks() {
+		t.Skip("no folder lock here: the caps hold per process only")
+	}
+	ctx := context.Background()
+	lim := sandbox.Limits{MaxTotalBytes: 100}
+	dir, first := newSandbox(t, lim, nil)
+	sbs := []*sandbox.Sandbox{first}
+	for range 3 {
+		sbs = append(sbs, openAgain(t, dir, lim))
+	}
+	for _, sb := range sbs {
+		if _, err := sb.Recount(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	errs := make(chan error, 4*10)
+	for i, sb := range sbs {
+		go func() {
+			for j := range 10 {
+				st, err := sb.Stage(ctx, []sandbox.Change{sandbox.Write{Path: fmt.Sprintf("/sandbox/f%d-%d.txt", i, j), Content: make([]byte, 10)}})
+				if err == nil {
+					_, err = sb.Promote(ctx, st)
+				}
+				errs <- err
+			}
+		}()
+	}
+	refused := 0
+	for range 4 * 10 {
+		if err := <-errs; err != nil {
+			var le *sandbox.LimitError
+			if !errors.As(err, &le) {
+				t.Fatal(err)
+			}
+			refused++
+		}
+	}
+	c, err := first.Counts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Bytes != 100 || refused != 30 {
+		t.Fatalf("the workspace holds %d bytes (cap 100), %d writes refused (want 30)", c.Bytes, refused)
+	}
+}
+
+// TestRecountDuringAnotherProcessPromotion: a Recount in one process
+// during whose walk another process promotes a file the walk already
+// passed counts that file: the count kept is never below the workspace.
+func TestRecountDuringAnotherProcessPromotion(t *testing.T) {
+	if !sandbox.FolderLocks() {
+		t.Skip("no folder lock here: the caps hold per process only")
+	}
+	ctx := context.Background()
+	dir, a := newSandbox(t, sandbox.Limits{}, map[string]string{"a/1.txt": "1", "z/2.txt": "2"})
+	b := openAgain(t, dir, sandbox.Limits{})
+	if _, err := b.Recount(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The walk's order is the directories': b writes into whichever of
+	// a and z the walk came to first, once it comes to the other.
+	first, done := "", false
+	sandbox.SetWalkHook(a, func(path string) {
+		if path != "/sandbox/a" && path != "/sandbox/z" {
+			return
+		}
+		if first == "" {
+			first = path
+			return
+		}
+		if !done {
+			done = true
+			promote(t, b, sandbox.Write{Path: first + "/new.txt", Content: []byte("abc")})
+		}
+	})
+	if _, err := a.Recount(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sandbox.SetWalkHook(a, nil)
+	if !done {
+		t.Fatal("the walk never came to both folders")
+	}
+	want := sandbox.Counts{Bytes: 5, Files: 3, Dirs: 2}
+	for name, sb := range map[string]*sandbox.Sandbox{"a": a, "b": b} {
+		if c, err := sandbox.SharedCounts(sb); err != nil || c.Bytes < want.Bytes || c.Files < want.Files || c.Dirs < want.Dirs {
+			t.Fatalf("%s: the count is %+v, %v; the workspace holds %+v", name, c, err, want)
+		}
+	}
+}
+
+// TestCountFileMissingOrCorrupt: a count file removed, or holding
+// anything but a count, makes the next check count the workspace again,
+// and write it anew; Sweep and List leave it alone.
+func TestCountFileMissingOrCorrupt(t *testing.T) {
+	if !sandbox.FolderLocks() {
+		t.Skip("no folder lock here: the caps hold per process only")
+	}
+	ctx := context.Background()
+	lim := sandbox.Limits{MaxTotalBytes: 100}
+	dir, a := newSandbox(t, lim, map[string]string{"a.txt": string(make([]byte, 50))})
+	b := openAgain(t, dir, lim)
+	promote(t, a, sandbox.Write{Path: "/sandbox/x.txt", Content: make([]byte, 10)})
+	name := filepath.Join(dir, sandbox.CountFile)
+	if _, err := os.Stat(name); err != nil {
+		t.Fatalf("no count file after a promotion: %v", err)
+	}
+	if n, err := b.Sweep(ctx); err != nil || n != 0 {
+		t.Fatalf("Sweep = %d, %v", n, err)
+	}
+	entries, err := b.List(ctx, "/sandbox/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.Path == "/sandbox/"+sandbox.CountFile {
+			t.Fatal("List shows the count file")
+		}
+	}
+	for _, bad := range []string{"", "{", `{"bytes":-5,"files":1,"dirs":0,"id":"x"}`, "not a count at all"} {
+		if err := os.WriteFile(name, []byte(bad), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		// An operator's 30 bytes meanwhile: the recount sees them.
+		if err := os.WriteFile(filepath.Join(dir, "op.txt"), make([]byte, 30), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := b.Stage(ctx, []sandbox.Change{sandbox.Write{Path: "/sandbox/y.txt", Content: make([]byte, 20)}})
+		wantLimit(t, err, sandbox.LimitTotalBytes, 110)
+		if err := os.Remove(filepath.Join(dir, "op.txt")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Recount(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Remove(name); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "op.txt"), make([]byte, 30), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.Stage(ctx, []sandbox.Change{sandbox.Write{Path: "/sandbox/y.txt", Content: make([]byte, 20)}})
+	wantLimit(t, err, sandbox.LimitTotalBytes, 110)
+}
