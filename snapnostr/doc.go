@@ -12,13 +12,14 @@
 // binds the SNAP sender to the event's author and hands each to a
 // snap.Handler; every answer is sealed for the requester and published as
 // the request's kind, tagged p (requester) and e (request), with a NIP-40
-// expiration on stored kinds. Requests wait in a bounded queue served by
-// Nostr key in turn; what does not fit, or exceeds a key's rate limit, is
-// refused at once (5003, 5002) rather than left to time out. Stored
-// requests, those a relay sends before its stored events are all read
-// (the catch-up after a start or an outage), wait for room in the queue
-// instead, and for their key's allowance, in a bounded backlog
-// (InboxConfig.Backlog).
+// expiration on stored kinds. A request whose own NIP-40 expiration has
+// passed, as it arrives or by its turn, is dropped unanswered. Requests
+// wait in a bounded queue served by Nostr key in turn; what does not
+// fit, or exceeds a key's rate limit, is refused at once (5003, 5002)
+// rather than left to time out. Stored requests, those a relay sends
+// before its stored events are all read (the catch-up after a start or
+// an outage), wait for room in the queue instead, and for their key's
+// allowance, in a bounded backlog (InboxConfig.Backlog).
 //
 //	pool := relay.NewPool(relay.PoolConfig{URLs: urls, Logger: log})
 //	pool.Start(ctx)

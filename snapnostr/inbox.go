@@ -174,6 +174,12 @@ type Recorded interface {
 // publishes each answer as the same kind with tags p (requester) and e
 // (request), plus a NIP-40 expiration on stored kinds.
 //
+// A request whose own NIP-40 expiration has passed by Now, which a relay
+// that does not drop expired events may deliver, is dropped unopened and
+// unanswered, as NIP-40 asks of clients; so is one that expires while it
+// waits in the queue or the backlog, when its turn comes. Either is
+// counted (Expired) and logged, and finished for the relays' points.
+//
 // Every answer stays within NIP-44's relay.MaxNIP44Plain bytes of plaintext: a
 // larger result is shrunk (a task drops its oldest history), else the
 // requester gets 5001 {reason, size, limit: 65535, transport: "nostr",
@@ -220,10 +226,13 @@ type Inbox struct {
 	// points it may write then.
 	reachEvery time.Duration
 	marks      *watermark
-	// panicLog and unpublishedLog bound the lines of requests whose
-	// handling panicked, or whose reply the relays refused: a peer
-	// decides how many requests it sends.
-	panicLog, unpublishedLog logcap.Limiter
+	// panicLog, unpublishedLog and expiredLog bound the lines of
+	// requests whose handling panicked, whose reply the relays refused,
+	// or that expired: a peer decides how many requests it sends.
+	panicLog, unpublishedLog, expiredLog logcap.Limiter
+	// expired counts the requests dropped unprocessed because their
+	// NIP-40 expiration had passed (see Expired).
+	expired atomic.Int64
 }
 
 // NewInbox returns an Inbox for cfg.
@@ -264,6 +273,10 @@ type running struct {
 	stop, work context.Context
 	streams    sync.WaitGroup
 }
+
+// Expired returns how many requests the inbox dropped unprocessed, since
+// it was made, because their NIP-40 expiration had passed.
+func (in *Inbox) Expired() int64 { return in.expired.Load() }
 
 // Ready is closed once the inbox's subscription is in place on the relays
 // (every connected relay sent its stored requests and EOSE, or 10 s
@@ -576,7 +589,7 @@ func (in *Inbox) take(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Queu
 func (in *Inbox) receive(ctx context.Context, ev *nostr.Event, jobs *fairqueue.Queue[string, *nostr.Event], wait *backlog, stored bool, refusals *refuser) {
 	// Each event once, across resubscriptions too.
 	id, ok := in.requestID(ev)
-	if !ok || !in.firstSight(id) {
+	if !ok || !in.firstSight(id) || in.dropExpired(ctx, ev, "received") {
 		return
 	}
 	if size := relay.EventSize(ev); size > MaxRequestEventSize {
@@ -1039,6 +1052,10 @@ func (in *Inbox) feedOne(ctx context.Context, ev *nostr.Event, limit bool, seen 
 	case ctx.Err() != nil:
 		in.late.Delete(ev)
 		return true
+	case in.dropExpired(ctx, ev, "backlog"):
+		in.late.Delete(ev)
+		in.marks.finished(ev)
+		return false
 	case seen[ev.ID]:
 		in.late.Delete(ev)
 		in.marks.finished(ev)
@@ -1298,6 +1315,45 @@ func (in *Inbox) reach(ctx context.Context, rc RelayCheckpoint, points map[strin
 	}
 }
 
+// dropExpired reports whether the NIP-40 expiration of the request ev has
+// passed by the inbox's clock (it is at or before now, as relays count
+// it), counting and logging it so; the caller then drops it unprocessed
+// and unanswered: NIP-40 asks clients to ignore expired events, and the
+// requester said it wanted nothing of the request past then. step tells
+// the log where it was dropped: as it was received, or as its turn came
+// in the backlog or the queue.
+func (in *Inbox) dropExpired(ctx context.Context, ev *nostr.Event, step string) bool {
+	exp, ok := expiration(ev)
+	if !ok {
+		return false
+	}
+	now := in.cfg.Now()
+	if int64(exp) > now.Unix() {
+		return false
+	}
+	in.expired.Add(1)
+	in.expiredLog.Log(ctx, in.cfg.Logger, now, slog.LevelInfo, "inbox: request expired (NIP-40); dropped unprocessed",
+		"event", ev.ID, "peer", ev.PubKey, "expiration", exp.Time().UTC(), "step", step)
+	return true
+}
+
+// expiration returns the NIP-40 expiration of ev: the unix time of its
+// first "expiration" tag. A tag whose value is not a unix time counts as
+// none (relays that support NIP-40 refuse such an event).
+func expiration(ev *nostr.Event) (nostr.Timestamp, bool) {
+	for _, t := range ev.Tags {
+		if len(t) < 2 || t[0] != "expiration" {
+			continue
+		}
+		n, err := strconv.ParseInt(t[1], 10, 64)
+		if err != nil || n < 0 {
+			return 0, false
+		}
+		return nostr.Timestamp(n), true
+	}
+	return 0, false
+}
+
 func (in *Inbox) addressedToUs(ev *nostr.Event) bool {
 	return (ev.Kind == relay.KindEphemeral || ev.Kind == relay.KindMessage) && hasTag(ev, "p", in.cfg.Key.NostrPublicKey())
 }
@@ -1314,6 +1370,10 @@ func (in *Inbox) serve(run *running, ev *nostr.Event) {
 	// catch-up's backlog or a request taken up late.
 	in.fed.Delete(ev)
 	_, late := in.late.LoadAndDelete(ev)
+	if in.dropExpired(run.work, ev, "queue") {
+		in.marks.finished(ev)
+		return
+	}
 	streaming := false
 	// After survive: the request is finished once its answer is sent
 	// (a stream's, when the stream ends).

@@ -66,6 +66,8 @@ type Metrics struct {
 	// checkpoints counts the database's WAL checkpoints.
 	checkpoints func() (done, failed int64)
 	shares      func() Shares
+	// expired counts the Nostr requests dropped as expired (NIP-40).
+	expired func() int64
 	// staleLines counts the external workers' lines for past steps.
 	staleLines func() int64
 	timeout    time.Duration
@@ -223,6 +225,15 @@ func (m *Metrics) SetShares(f func() Shares) {
 	m.shares = f
 }
 
+// SetInboxExpired sets where the count of the Nostr requests the inbox
+// dropped unprocessed because their NIP-40 expiration had passed is read
+// at each scrape.
+func (m *Metrics) SetInboxExpired(f func() int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.expired = f
+}
+
 // SetWorkerStaleLines sets where the count of the lines for past steps
 // the agent's external workers wrote (each skipped, never run) is read at
 // each scrape.
@@ -248,6 +259,7 @@ var (
 	cpDesc       = prometheus.NewDesc("snapnode_database_checkpoints_total", "WAL checkpoints of the SQLite database run beside its writer, by result (done, failed).", []string{"result"}, nil)
 	aliveDesc    = prometheus.NewDesc("snapnode_replicas_alive", "Processes of this identity sharing the Nostr requests, as this one counts them (itself included while it receives).", nil, nil)
 	sharedDesc   = prometheus.NewDesc("snapnode_inbox_shared_total", "Nostr requests that were another replica's share, by outcome: kept (passed over unopened), taken_up (their owner stopped, this process answered them), left (their owner had them).", []string{"outcome"}, nil)
+	expiredDesc  = prometheus.NewDesc("snapnode_inbox_expired_total", "Nostr requests dropped unprocessed because their NIP-40 expiration had passed, as they were received or as their turn came.", nil, nil)
 	staleDesc    = prometheus.NewDesc("snapnode_agent_worker_stale_lines_total", "Lines the agent's external workers wrote for a past step: each skipped, never run.", nil, nil)
 )
 
@@ -265,6 +277,7 @@ func (g *gauges) Describe(ch chan<- *prometheus.Desc) {
 	ch <- cpDesc
 	ch <- aliveDesc
 	ch <- sharedDesc
+	ch <- expiredDesc
 	ch <- staleDesc
 }
 
@@ -272,7 +285,7 @@ func (g *gauges) Describe(ch chan<- *prometheus.Desc) {
 // reported to the scraper as an invalid metric; the others still are.
 func (g *gauges) Collect(ch chan<- prometheus.Metric) {
 	g.mu.Lock()
-	relays, tasks, replay, jobs, checkpoints, shares, stale, timeout := g.relays, g.tasks, g.replay, g.jobs, g.checkpoints, g.shares, g.staleLines, g.timeout
+	relays, tasks, replay, jobs, checkpoints, shares, expired, stale, timeout := g.relays, g.tasks, g.replay, g.jobs, g.checkpoints, g.shares, g.expired, g.staleLines, g.timeout
 	g.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -309,6 +322,9 @@ func (g *gauges) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(sharedDesc, prometheus.CounterValue, float64(sh.Kept), "kept")
 		ch <- prometheus.MustNewConstMetric(sharedDesc, prometheus.CounterValue, float64(sh.Taken), "taken_up")
 		ch <- prometheus.MustNewConstMetric(sharedDesc, prometheus.CounterValue, float64(sh.Left), "left")
+	}
+	if expired != nil {
+		ch <- prometheus.MustNewConstMetric(expiredDesc, prometheus.CounterValue, float64(expired()))
 	}
 	if stale != nil {
 		ch <- prometheus.MustNewConstMetric(staleDesc, prometheus.CounterValue, float64(stale()))

@@ -84,6 +84,7 @@ func TestGaugesAtScrape(t *testing.T) {
 	m.SetCheckpoints(func() (int64, int64) { return 7, 1 })
 	m.SetShares(func() metrics.Shares { return metrics.Shares{Alive: 2, Kept: 10, Taken: 3, Left: 6} })
 	m.SetWorkerStaleLines(func() int64 { return 4 })
+	m.SetInboxExpired(func() int64 { return 5 })
 	want := `
 # HELP snapnode_agent_worker_stale_lines_total Lines the agent's external workers wrote for a past step: each skipped, never run.
 # TYPE snapnode_agent_worker_stale_lines_total counter
@@ -92,6 +93,9 @@ snapnode_agent_worker_stale_lines_total 4
 # TYPE snapnode_database_checkpoints_total counter
 snapnode_database_checkpoints_total{result="done"} 7
 snapnode_database_checkpoints_total{result="failed"} 1
+# HELP snapnode_inbox_expired_total Nostr requests dropped unprocessed because their NIP-40 expiration had passed, as they were received or as their turn came.
+# TYPE snapnode_inbox_expired_total counter
+snapnode_inbox_expired_total 5
 # HELP snapnode_inbox_shared_total Nostr requests that were another replica's share, by outcome: kept (passed over unopened), taken_up (their owner stopped, this process answered them), left (their owner had them).
 # TYPE snapnode_inbox_shared_total counter
 snapnode_inbox_shared_total{outcome="kept"} 10
@@ -137,7 +141,7 @@ snapnode_tasks{state="completed"} 1
 snapnode_tasks{state="submitted"} 3
 `
 	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want),
-		"snapnode_agent_worker_stale_lines_total", "snapnode_database_checkpoints_total", "snapnode_inbox_shared_total", "snapnode_relay_catchup_pages_total", "snapnode_relay_catchups_cut_total", "snapnode_relay_connections",
+		"snapnode_agent_worker_stale_lines_total", "snapnode_database_checkpoints_total", "snapnode_inbox_expired_total", "snapnode_inbox_shared_total", "snapnode_relay_catchup_pages_total", "snapnode_relay_catchups_cut_total", "snapnode_relay_connections",
 		"snapnode_relay_events_dropped_total", "snapnode_relay_events_received_total", "snapnode_relay_publish_failed_total", "snapnode_replay_records", "snapnode_replicas_alive", "snapnode_tasks"); err != nil {
 		t.Error(err)
 	}

@@ -574,6 +574,9 @@ func (w *wiring) startInbox(ctx context.Context) error {
 		icfg.Shares, icfg.Replay = shares, rec
 	}
 	in = snapnostr.NewInbox(icfg)
+	if w.mx != nil {
+		w.mx.SetInboxExpired(in.Expired)
+	}
 	ictx, stop := context.WithCancel(ctx)
 	var runErr error
 	done := make(chan struct{})
