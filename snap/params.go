@@ -77,16 +77,11 @@ func ParseSendParams(payload []byte) (*SendParams, error) {
 // required, historyLength an integer in 0…1000. Failures are as for
 // ParseSendParams.
 func ParseGetParams(payload []byte) (*GetParams, error) {
-	top, e := object(payload, root)
+	top, id, e := taskPayload(payload)
 	if e != nil {
 		return nil, e
 	}
-	var r GetParams
-	id, e := requiredString(top, "taskId", root)
-	if e != nil {
-		return nil, e
-	}
-	r.TaskID = id
+	r := GetParams{TaskID: id}
 	if r.HistoryLength, e = optionalInt[int](top, "historyLength", MaxHistoryLength); e != nil {
 		return nil, e
 	}
@@ -99,11 +94,7 @@ func ParseGetParams(payload []byte) (*GetParams, error) {
 // ParseCancelParams decodes and validates a tasks/cancel payload: taskId
 // required. Failures are as for ParseSendParams.
 func ParseCancelParams(payload []byte) (*CancelParams, error) {
-	top, e := object(payload, root)
-	if e != nil {
-		return nil, e
-	}
-	id, e := requiredString(top, "taskId", root)
+	_, id, e := taskPayload(payload)
 	if e != nil {
 		return nil, e
 	}
@@ -111,6 +102,20 @@ func ParseCancelParams(payload []byte) (*CancelParams, error) {
 		return nil, e
 	}
 	return &CancelParams{TaskID: id}, nil
+}
+
+// taskPayload decodes the payload of a method on one task (tasks/get,
+// tasks/cancel, tasks/resubscribe): an object with the string taskId,
+// whose length and pattern (CheckID) its caller checks after the other
+// members' types, as every payload's structure comes before its formats.
+func taskPayload(payload []byte) (top map[string]jsontext.Value, taskID string, e *Error) {
+	if top, e = object(payload, root); e != nil {
+		return nil, "", e
+	}
+	if taskID, e = requiredString(top, "taskId", root); e != nil {
+		return nil, "", e
+	}
+	return top, taskID, nil
 }
 
 func parseSend(payload []byte) (*SendParams, *Error) {
@@ -372,11 +377,7 @@ func paramSyntaxError(path string, err error) *Error {
 // SDK types this payload as tasks/get's, with its historyLength. Failures
 // are as for ParseSendParams.
 func ParseResubscribeParams(payload []byte) (*ResubscribeParams, error) {
-	top, e := object(payload, root)
-	if e != nil {
-		return nil, e
-	}
-	id, e := requiredString(top, "taskId", root)
+	top, id, e := taskPayload(payload)
 	if e != nil {
 		return nil, e
 	}
