@@ -165,25 +165,20 @@ func (s *Sandbox) Limits() Limits { return s.lim }
 // keeps s's check (see Checked).
 func (s *Sandbox) Narrow(lim Limits) *Sandbox {
 	n := s.lim
-	if lim.MaxFileSize > 0 {
-		n.MaxFileSize = min(n.MaxFileSize, lim.MaxFileSize)
-	}
-	if lim.MaxTotalBytes > 0 {
-		n.MaxTotalBytes = min(n.MaxTotalBytes, lim.MaxTotalBytes)
-	}
-	if lim.MaxTotalEntries > 0 {
-		n.MaxTotalEntries = min(n.MaxTotalEntries, lim.MaxTotalEntries)
-	}
-	if lim.MaxEntries > 0 {
-		n.MaxEntries = min(n.MaxEntries, lim.MaxEntries)
-	}
-	if lim.MaxChanges > 0 {
-		n.MaxChanges = min(n.MaxChanges, lim.MaxChanges)
-	}
-	if lim.MaxDuration > 0 {
-		n.MaxDuration = min(n.MaxDuration, lim.MaxDuration)
-	}
+	narrow(&n.MaxFileSize, lim.MaxFileSize)
+	narrow(&n.MaxTotalBytes, lim.MaxTotalBytes)
+	narrow(&n.MaxTotalEntries, lim.MaxTotalEntries)
+	narrow(&n.MaxEntries, lim.MaxEntries)
+	narrow(&n.MaxChanges, lim.MaxChanges)
+	narrow(&n.MaxDuration, lim.MaxDuration)
 	return &Sandbox{core: s.core, lim: n, check: s.check}
+}
+
+// narrow lowers *cap to lim when lim is set (above 0) and smaller.
+func narrow[T int | int64 | time.Duration](cap *T, lim T) {
+	if lim > 0 {
+		*cap = min(*cap, lim)
+	}
 }
 
 // Checked returns a view of the same sandbox, with the same caps, whose
