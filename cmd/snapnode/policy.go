@@ -50,7 +50,7 @@ func (c *cli) policyCheck(args []string) int {
 	if err != nil {
 		return c.ioError("policy check", err)
 	}
-	pol, err := node.PolicyEngine(cfg.Policy)
+	pol, err := node.PolicyEngine(cfg.Policy, node.Network(*cfg))
 	if err != nil {
 		return c.fail("policy check", err)
 	}

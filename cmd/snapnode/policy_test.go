@@ -18,6 +18,14 @@ func TestPolicyCheck(t *testing.T) {
 	outside := writeFile(t, dir, "outside.json", proposal("WRITE_FILE", `{"path":"/etc/a.txt","content":"x"}`), 0o600)
 	readOnly := writeFile(t, dir, "ro.cedar", `permit (principal, action in Action::"read", resource in Path::"/sandbox/");`, 0o600)
 	broken := writeFile(t, dir, "broken.cedar", "permit (principal, action, resource)\n", 0o600)
+	// A forbid naming an agent of one network, which a node of the other
+	// never sees a request from: refused on that node.
+	const mainAgent, testAgent = "bc1ps8wkka66lnxtdkac5fd9365ygfcmhmawaf7trkguz6raw3g0s5xqm72e9v", "tb1ps8wkka66lnxtdkac5fd9365ygfcmhmawaf7trkguz6raw3g0s5xqvkuklr"
+	forbid := func(agent string) string {
+		return "permit (principal, action, resource);\nforbid (principal == Agent::\"" + agent + "\", action, resource);\n"
+	}
+	mainForbid := writeFile(t, dir, "main.cedar", forbid(mainAgent), 0o600)
+	testForbid := writeFile(t, dir, "test.cedar", forbid(testAgent), 0o600)
 
 	tests := []struct {
 		name string
@@ -32,6 +40,12 @@ func TestPolicyCheck(t *testing.T) {
 		{"read-only policy denies write", []string{"--from", testAddress, "--policy", readOnly, write}, exitPolicyDeny, []string{"decision: DENY", "ro.cedar"}},
 		{"stdin", []string{"--from", testAddress, "-"}, exitOK, []string{"decision: PERMIT"}},
 		{"broken policy", []string{"--from", testAddress, "--policy", broken, write}, exitFail, []string{"broken.cedar:"}},
+		{"mainnet agent on mainnet", []string{"--from", mainAgent, "--policy", mainForbid, write}, exitPolicyDeny, []string{"decision: DENY", "main.cedar:2:1"}},
+		{"testnet agent on mainnet", []string{"--from", testAddress, "--policy", testForbid, write}, exitFail,
+			[]string{"test.cedar:2:1", testAgent, "testnet address", "runs on mainnet", mainAgent}},
+		{"testnet agent on testnet", []string{"--testnet", "--from", testAgent, "--policy", testForbid, write}, exitPolicyDeny, []string{"decision: DENY", "test.cedar:2:1"}},
+		{"mainnet agent on testnet", []string{"--testnet", "--from", testAgent, "--policy", mainForbid, write}, exitFail,
+			[]string{"main.cedar:2:1", mainAgent, "mainnet address", "runs on testnet", testAgent}},
 		{"no --from", []string{write}, exitUsage, []string{"--from"}},
 		{"bad --from", []string{"--from", "bc1qnotp2tr", write}, exitUsage, []string{"--from"}},
 		{"no file", []string{"--from", testAddress}, exitUsage, []string{"FILE"}},

@@ -6,7 +6,7 @@
 // fills a Request with the proposer's identity, the action, the paths it
 // touches and the facts of its descriptor.
 //
-//	engine, err := policy.Load("/etc/snapnode/policy.cedar") // or policy.Default()
+//	engine, err := policy.Load("/etc/snapnode/policy.cedar", policy.WithNetwork(identity.Mainnet)) // or policy.Default()
 //	if err != nil {
 //		return err // *policy.ParseError: "policy.cedar:12:7: …"
 //	}
@@ -116,7 +116,10 @@
 // Path::"/sandbox/secrets/"` never holds: no request's path ends in a
 // slash, but /sandbox/ itself), an Agent that is not a P2TR address as
 // requests carry it (an uppercase address, valid bech32 as it is, or a
-// mistyped one is nobody's), and a Path no request can carry: one
+// mistyped one is nobody's) or an address of another network than the
+// node's (WithNetwork: a tb1p… address on a mainnet node, a bc1p… one on
+// a testnet or signet node, is nobody's there), and a Path no request
+// can carry: one
 // outside /sandbox/ other than "/" (the host denies those first; paths
 // are case-sensitive, so Path::"/Sandbox/secrets/" holds nothing), one
 // not in Unicode NFC (a name copied in decomposed form, "cafe" and

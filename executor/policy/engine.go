@@ -13,6 +13,7 @@ import (
 
 	cedar "github.com/cedar-policy/cedar-go"
 
+	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/readfile"
 )
 
@@ -62,12 +63,29 @@ const MaxFileBytes = 4 << 20
 // decisions' reasons name it by its base name alone, since those reasons
 // reach the peers whose requests they decide, who have no business
 // learning the node's folders or its user's name.
-func Load(path string) (*Engine, error) {
+func Load(path string, opts ...Option) (*Engine, error) {
 	src, err := readfile.Regular(path, MaxFileBytes)
 	if err != nil {
 		return nil, fmt.Errorf("policy: %w", err)
 	}
-	return parse(path, filepath.Base(path), src)
+	return parse(path, filepath.Base(path), src, opts)
+}
+
+// Option is an option of Load and Parse.
+type Option func(*options)
+
+type options struct {
+	network identity.Network
+}
+
+// WithNetwork gives the network of the node the policy judges requests
+// for; without it, that is identity.Mainnet, as a node's is unless it
+// runs on testnet. A request's principal is an address of the node's
+// network, so an Agent literal of the other one (tb1p… on mainnet, bc1p…
+// on testnet or signet) would never match, and a forbid naming it would
+// guard nothing: the text is refused.
+func WithNetwork(n identity.Network) Option {
+	return func(o *options) { o.network = n }
 }
 
 // Default returns an Engine with the built-in policy (default.cedar).
@@ -83,12 +101,16 @@ func Default() *Engine {
 // positions. A text with no policy is valid and denies everything. Errors
 // are *ParseError (errors.Is(err, ErrInvalidPolicy)) naming name, line and
 // column.
-func Parse(name string, src []byte) (*Engine, error) {
-	return parse(name, name, src)
+func Parse(name string, src []byte, opts ...Option) (*Engine, error) {
+	return parse(name, name, src, opts)
 }
 
 // parse is Parse naming the text name in errors and shown in positions.
-func parse(name, shown string, src []byte) (*Engine, error) {
+func parse(name, shown string, src []byte, opts []Option) (*Engine, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	list, err := cedar.NewPolicyListFromBytes(name, src)
 	if err != nil {
 		return nil, syntaxError(name, src, err)
@@ -128,7 +150,7 @@ func parse(name, shown string, src []byte) (*Engine, error) {
 			first := list[e.meta[cedar.PolicyID(id)].index].Position()
 			return nil, bad("duplicate @id %q (first at %s:%d:%d)", id, name, first.Line, first.Column)
 		}
-		if err := checkRefs(p); err != nil {
+		if err := checkRefs(p, o.network); err != nil {
 			return nil, bad("%v", err)
 		}
 		confirmText, confirm := ann[annotConfirm]

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/snapnode/snapnode/executor/policy"
+	"github.com/snapnode/snapnode/identity"
 )
 
 func TestParseErrors(t *testing.T) {
@@ -147,4 +148,59 @@ func TestVersionFollowsText(t *testing.T) {
 func sha256Prefix(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:8])
+}
+
+// A node judges requests from addresses of its own network only: an Agent
+// literal of the other one (tb1p… on a mainnet node, bc1p… on a testnet
+// or signet one) is nobody's there, and a forbid naming it would guard
+// nothing. Parse refuses it, naming where, the address and both networks.
+func TestParseOtherNetwork(t *testing.T) {
+	const (
+		main = "bc1ps8wkka66lnxtdkac5fd9365ygfcmhmawaf7trkguz6raw3g0s5xqm72e9v"
+		test = "tb1ps8wkka66lnxtdkac5fd9365ygfcmhmawaf7trkguz6raw3g0s5xqvkuklr" // the same key's
+	)
+	for _, tc := range []struct {
+		name    string
+		opts    []policy.Option
+		agent   string
+		refused string // "": it parses; else the node's network, named in the error
+	}{
+		{"mainnet by default, mainnet agent", nil, main, ""},
+		{"mainnet by default, testnet agent", nil, test, "mainnet"},
+		{"mainnet, mainnet agent", []policy.Option{policy.WithNetwork(identity.Mainnet)}, main, ""},
+		{"mainnet, testnet agent", []policy.Option{policy.WithNetwork(identity.Mainnet)}, test, "mainnet"},
+		{"testnet, testnet agent", []policy.Option{policy.WithNetwork(identity.Testnet)}, test, ""},
+		{"testnet, mainnet agent", []policy.Option{policy.WithNetwork(identity.Testnet)}, main, "testnet"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, src := range []string{
+				"permit (principal, action, resource);\n\nforbid (principal == Agent::%q, action, resource);",
+				"permit (principal, action, resource);\n\nforbid (principal, action, resource) when { principal == Agent::%q };",
+				"permit (principal, action, resource);\n\nforbid (principal, action, resource) when { [Agent::%q].contains(principal) && context.size > 0 };",
+			} {
+				src = fmt.Sprintf(src, tc.agent)
+				_, err := policy.Parse("net.cedar", []byte(src), tc.opts...)
+				if tc.refused == "" {
+					if err != nil {
+						t.Fatalf("Parse(%q): %v", src, err)
+					}
+					continue
+				}
+				var pe *policy.ParseError
+				if !errors.As(err, &pe) || !errors.Is(err, policy.ErrInvalidPolicy) {
+					t.Fatalf("Parse(%q) = %v, want a *ParseError", src, err)
+				}
+				other, mine := "testnet", tc.refused
+				if mine == "testnet" {
+					other = "mainnet"
+				}
+				msg := err.Error()
+				for _, want := range []string{"net.cedar:3:1: ", tc.agent, other, "runs on " + mine} {
+					if !strings.Contains(msg, want) {
+						t.Errorf("Parse(%q) = %q, want it to name %q", src, msg, want)
+					}
+				}
+			}
+		})
+	}
 }

@@ -14,15 +14,15 @@ import (
 	"github.com/snapnode/snapnode/identity"
 )
 
-// checkRefs finds the entities policy p names that no request can ever
-// have: an unknown entity type, action or role, an agent that is not an
-// address, or a path that is not absolute, not in NFC, outside /sandbox/
+// checkRefs finds the entities policy p names that no request to a node
+// of network can ever have: an unknown entity type, action or role, an
+// agent that is not an address of network, or a path that is not absolute, not in NFC, outside /sandbox/
 // (other than "/"), or not clean under it. Cedar itself accepts them, and
 // the policy then silently never matches: a typo in `Action::"WRTE_FILE"`
 // would turn a permit into deny by default without a word, and one in a
 // forbid's agent or path would guard nothing. The policy's JSON form (cedar-go's) lists
 // every entity literal, in the scope and in the conditions alike.
-func checkRefs(p *cedar.Policy) error {
+func checkRefs(p *cedar.Policy, network identity.Network) error {
 	b, err := p.MarshalJSON()
 	if err != nil {
 		return fmt.Errorf("policy: cannot inspect the policy: %w", err)
@@ -34,7 +34,7 @@ func checkRefs(p *cedar.Policy) error {
 	var first error
 	walkEntities(tree, func(typ, id string) {
 		if first == nil {
-			first = checkRef(typ, id)
+			first = checkRef(typ, id, network)
 		}
 	})
 	if first == nil {
@@ -156,7 +156,7 @@ var knownActions = []string{ActionThink, ActionFinish, ActionReadFile, ActionLis
 	ActionCreateDirectory, ActionDeleteFile, ActionRenameFile, ActionComposite,
 	groupRead, groupWrite, groupDestructive}
 
-func checkRef(typ, id string) error {
+func checkRef(typ, id string, network identity.Network) error {
 	switch cedar.EntityType(typ) {
 	case typeAction:
 		if !slices.Contains(knownActions, id) {
@@ -200,7 +200,8 @@ func checkRef(typ, id string) error {
 		// takes it: lowercase, its checksum right. Another spelling
 		// (an uppercase address, valid bech32 as it is, or one
 		// mistyped) is nobody's, and a forbid on it guards nothing.
-		if _, err := identity.ParseAddress(id); err != nil {
+		a, err := identity.ParseAddress(id)
+		if err != nil {
 			why := err
 			if ae, ok := errors.AsType[*identity.AddressError](err); ok {
 				why = ae.Rule
@@ -209,6 +210,12 @@ func checkRef(typ, id string) error {
 				}
 			}
 			return fmt.Errorf("Agent::%q is not an address a request carries: %v; write the agent's P2TR address in lowercase, bc1p… or tb1p…", id, why)
+		}
+		if a.Network != network {
+			// Every request's principal is an address of the node's
+			// network: one of the other never matches.
+			return fmt.Errorf("Agent::%q is a %s address, and this node runs on %s: no request it judges comes from it (the same key's %s address is Agent::%q)",
+				id, a.Network, network, network, identity.EncodeAddress(network, a.Key))
 		}
 	default:
 		return fmt.Errorf("unknown entity type %s::%q (known: Agent, Role, Action, Path)", typ, id)

@@ -31,13 +31,14 @@ func noBoundIfZero[T time.Duration | int64](v T) T {
 	return v
 }
 
-// PolicyEngine loads the operator's policy from path (--policy), or
-// returns the built-in default policy when path is empty.
-func PolicyEngine(path string) (*policy.Engine, error) {
+// PolicyEngine loads the operator's policy from path (--policy) for a
+// node on network (Network), or returns the built-in default policy when
+// path is empty.
+func PolicyEngine(path string, network identity.Network) (*policy.Engine, error) {
 	if path == "" {
 		return policy.Default(), nil
 	}
-	e, err := policy.Load(path)
+	e, err := policy.Load(path, policy.WithNetwork(network))
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
@@ -108,7 +109,7 @@ func startExecutor(ctx context.Context, cfg config.Config, db *sqldb.DB, key *id
 		logger.Info("sandbox: removed temporary files left by an interrupted run", "count", n)
 	}
 	startWorkspaceRecount(ctx, sb, loopTiming{o.loopInterval(workspaceRecountInterval), cfg.BackgroundTimeout.Duration}, logger, &closers)
-	engine, err := PolicyEngine(cfg.Policy)
+	engine, err := PolicyEngine(cfg.Policy, network)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -67,3 +67,10 @@ func (n *Node) LoopPasses() map[string]LoopCount { return n.loops.snapshot() }
 func WithSandboxMaxDuration(d time.Duration) Option {
 	return func(o *options) { o.sandboxDuration = d }
 }
+
+// PolicyInForce is the name and version of the policy the node's executor
+// judges with.
+func (n *Node) PolicyInForce() (name, version string) {
+	e := n.exec.policy.Engine()
+	return e.Name(), e.Version()
+}

@@ -58,6 +58,16 @@ func checkIdentity(cfg config.Config, recorded string, key *identity.Key, networ
 		ErrOtherIdentity, db, recorded, mine, recorded, recorded, mine)
 }
 
+// Network is the network a node on cfg runs on: identity.Testnet with
+// the setting testnet (a testnet or signet node, tb1p… addresses), else
+// identity.Mainnet (bc1p…).
+func Network(cfg config.Config) identity.Network {
+	if cfg.Testnet {
+		return identity.Testnet
+	}
+	return identity.Mainnet
+}
+
 func networkName(n identity.Network) string {
 	if n == identity.Testnet {
 		return "testnet"

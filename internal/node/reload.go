@@ -80,7 +80,7 @@ func (n *Node) Reload(ctx context.Context, cfg config.Config) (restart []string,
 	}
 	var engine *policy.Engine
 	if n.exec != nil {
-		if engine, err = PolicyEngine(next.Policy); err != nil {
+		if engine, err = PolicyEngine(next.Policy, n.network); err != nil {
 			return refused(err)
 		}
 	}

@@ -2,8 +2,10 @@ package node_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -86,6 +88,37 @@ func TestReload(t *testing.T) {
 	bad.Workers = 0
 	if _, err := n.Reload(context.Background(), bad); err == nil || !strings.Contains(err.Error(), "workers") {
 		t.Errorf("settings that do not validate: %v", err)
+	}
+}
+
+// A reload to a policy naming an agent of the other network (tb1p… on a
+// mainnet node) is refused, naming where, and the policy in force stays;
+// one naming the node's own network's address is put in force.
+func TestReloadRefusesAPolicyOfTheOtherNetwork(t *testing.T) {
+	var cfg config.Config
+	n, _ := startNode(t, func(c *config.Config) { cfg = *c })
+	forbid := func(agent string) string {
+		path := filepath.Join(t.TempDir(), "forbid.cedar")
+		src := "permit (principal, action, resource);\nforbid (principal == Agent::\"" + agent + "\", action, resource);\n"
+		if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	cfg.Policy = forbid(testnetAgent)
+	_, err := n.Reload(context.Background(), cfg)
+	if !errors.Is(err, node.ErrNotReloaded) || !strings.Contains(err.Error(), "forbid.cedar:2:1: Agent::\""+testnetAgent+"\" is a testnet address, and this node runs on mainnet") {
+		t.Fatalf("reload to a policy naming a testnet agent: %v", err)
+	}
+	if name, _ := n.PolicyInForce(); name != "default.cedar" {
+		t.Fatalf("a refused reload put %q in force", name)
+	}
+	cfg.Policy = forbid(mainnetAgent)
+	if _, err := n.Reload(context.Background(), cfg); err != nil {
+		t.Fatalf("reload to a policy naming a mainnet agent: %v", err)
+	}
+	if name, _ := n.PolicyInForce(); name != cfg.Policy {
+		t.Fatalf("after the reload, %q in force; want %q", name, cfg.Policy)
 	}
 }
 

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/snapnode/snapnode/agent"
-	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/backup"
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/metrics"
@@ -52,9 +51,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger, with ...
 		identityLimits: limiter(cfg.IdentityRate, cfg.IdentityBurst),
 		nostrKeyLimits: limiter(cfg.NostrKeyRate, cfg.NostrKeyBurst)}
 	n.nostrKeyShare = newKeyLimitShare(n.nostrKeyLimits, cfg.NostrKeyRate, cfg.NostrKeyBurst)
-	if cfg.Testnet {
-		n.network = identity.Testnet
-	}
+	n.network = Network(cfg)
 	// One node per data folder, taken before anything in it is opened.
 	unlock, err := lockDataDir(cfg.DataDir, logger)
 	if err != nil {

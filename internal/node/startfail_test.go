@@ -14,6 +14,12 @@ import (
 	"github.com/snapnode/snapnode/internal/node"
 )
 
+// mainnetAgent and testnetAgent are one key's addresses on each network.
+const (
+	mainnetAgent = "bc1ps8wkka66lnxtdkac5fd9365ygfcmhmawaf7trkguz6raw3g0s5xqm72e9v"
+	testnetAgent = "tb1ps8wkka66lnxtdkac5fd9365ygfcmhmawaf7trkguz6raw3g0s5xqvkuklr"
+)
+
 // A node whose executor cannot start (its policy file missing, its sandbox
 // a file) returns an error naming what was wrong, and the parts started
 // before it stop; it does not panic.
@@ -26,6 +32,16 @@ func TestStartFailsCleanlyWhenTheExecutorCannotStart(t *testing.T) {
 		{"missing policy", func(t *testing.T, c *config.Config) {
 			c.Policy = filepath.Join(t.TempDir(), "nope.cedar")
 		}, "nope.cedar"},
+		{"policy naming an agent of the other network", func(t *testing.T, c *config.Config) {
+			// No request to a testnet node comes from a bc1p… address: a
+			// forbid naming one would guard nothing.
+			c.Testnet = true
+			c.Policy = filepath.Join(t.TempDir(), "mainnet.cedar")
+			src := "permit (principal, action, resource);\nforbid (principal == Agent::\"" + mainnetAgent + "\", action, resource);\n"
+			if err := os.WriteFile(c.Policy, []byte(src), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, "mainnet.cedar:2:1: Agent::\"" + mainnetAgent + "\" is a mainnet address, and this node runs on testnet"},
 		{"sandbox is a file", func(t *testing.T, c *config.Config) {
 			c.SandboxDir = filepath.Join(t.TempDir(), "file")
 			if err := os.WriteFile(c.SandboxDir, []byte("x"), 0o600); err != nil {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/snapnode/snapnode/agent"
 	"github.com/snapnode/snapnode/executor/audit"
-	"github.com/snapnode/snapnode/identity"
 	"github.com/snapnode/snapnode/internal/backup"
 	"github.com/snapnode/snapnode/internal/config"
 	"github.com/snapnode/snapnode/internal/sqldb"
@@ -122,11 +121,7 @@ func (s *Stores) Audit(ctx context.Context) (*audit.Log, error) {
 	case err != nil:
 		return nil, err
 	case key != nil:
-		network := identity.Mainnet
-		if s.cfg.Testnet {
-			network = identity.Testnet
-		}
-		opts = AuditOptions(s.cfg, key, network)
+		opts = AuditOptions(s.cfg, key, Network(s.cfg))
 	}
 	log, err := audit.New(ctx, s.db, opts)
 	if err != nil {
