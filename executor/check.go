@@ -46,13 +46,14 @@ func Check(pol *policy.Engine, defaults proposal.Defaults, requester string, ope
 	if err := checkIdentity("requester", requester, true); err != nil {
 		return nil, err
 	}
+	holder := &policy.Holder{}
+	holder.Set(policy.InForce{Engine: pol, Operator: func(string) bool { return operator }})
 	e := &Executor{
-		policy:     policy.NewHolder(pol),
-		defaults:   defaults,
-		isOperator: func(string) bool { return operator },
-		levels:     DefaultAuditLevels(),
-		cpu:        threadCPU,
-		now:        time.Now,
+		policy:   holder,
+		defaults: defaults,
+		levels:   DefaultAuditLevels(),
+		cpu:      threadCPU,
+		now:      time.Now,
 	}
 	it, err := e.parse(data, "00000000-0000-4000-8000-000000000000")
 	if err != nil {
@@ -62,10 +63,11 @@ func Check(pol *policy.Engine, defaults proposal.Defaults, requester string, ope
 		}
 		return nil, fmt.Errorf("executor: check: %w", err)
 	}
+	decision, _ := e.judge(context.Background(), it, requester, false)
 	return &Verdict{
 		ProposalID: it.proposalID, Action: it.action, Risk: string(it.risk),
 		Requests: it.requests(requester, operator, false),
-		Decision: e.judge(context.Background(), it, requester, false),
+		Decision: decision,
 	}, nil
 }
 

@@ -117,7 +117,7 @@ func (e *Executor) authorize(ctx context.Context, actionID, approver string, app
 	switch {
 	case approve && strings.EqualFold(approver, r.Requester):
 		refusal = ErrSelfApproval
-	case approver != Host && !e.isOperator(approver):
+	case approver != Host && !e.policy.InForce().IsOperator(approver):
 		refusal = ErrNotOperator
 	}
 	if refusal == nil {
@@ -279,8 +279,8 @@ func (e *Executor) approve(ctx context.Context, j *journal, r *record, actor str
 	}
 	j.setRisk(e.levels, it.risk)
 	res := &Result{ActionID: r.ActionID, ProposalID: it.proposalID, Action: it.action}
-	dec := e.judge(ctx, it, r.Requester, false)
-	j.add(e.judgedEntry(actor, r.Requester, dec, false))
+	dec, operator := e.judge(ctx, it, r.Requester, false)
+	j.add(judgedEntry(actor, dec, operator, false))
 	if dec.Effect == policy.Deny {
 		return e.failRecord(ctx, j, r, res, actor, policyFailure(dec))
 	}

@@ -7,10 +7,11 @@
 // SNAP or Nostr: the task service hands it the bytes of a proposal and
 // turns the Result into task state and artifacts.
 //
-//	ex, err := executor.New(ctx, executor.Config{
-//		DB: db, Sandbox: sb, Policy: policy.NewHolder(policy.Default()), Audit: log,
-//		IsOperator: func(addr string) bool { return operators[addr] },
-//	})
+//	holder := &policy.Holder{}
+//	holder.Set(policy.InForce{Engine: policy.Default(), Operator: policy.Operators(operators)})
+//	ex, err := executor.New(ctx, executor.Config{DB: db, Sandbox: sb, Policy: holder, Audit: log})
+//	// on a reload, the new policy and operators in one step:
+//	holder.Set(policy.InForce{Engine: newPolicy, Operator: policy.Operators(newOperators)})
 //	res, err := ex.Run(ctx, executor.Request{TaskID: task, Requester: "bc1p…", Data: raw})
 //	switch res.Outcome {
 //	case executor.Completed: // res.Output ({"status":"success",…}), res.Diff, res.Response (FINISH)

@@ -42,10 +42,9 @@ func Example() {
 	}
 	defer log.Close()
 	const agent, operator = "bc1pagent", "bc1poperator"
-	ex, err := executor.New(ctx, executor.Config{
-		DB: db, Sandbox: sb, Policy: policy.NewHolder(policy.Default()), Audit: log,
-		IsOperator: func(addr string) bool { return addr == operator },
-	})
+	holder := &policy.Holder{}
+	holder.Set(policy.InForce{Engine: policy.Default(), Operator: policy.Operators([]string{operator})})
+	ex, err := executor.New(ctx, executor.Config{DB: db, Sandbox: sb, Policy: holder, Audit: log})
 	if err != nil {
 		panic(err)
 	}

@@ -49,7 +49,12 @@ type Config struct {
 	DB *sqldb.DB
 	// Sandbox is the workspace every action reads and changes.
 	Sandbox *sandbox.Sandbox
-	// Policy judges each action (host rules, then the operator's policy).
+	// Policy judges each action (host rules, then the operator's policy),
+	// and says who has the operator role (policy.InForce.Operator): who
+	// may approve and deny, and whom the policy sees in
+	// Role::"operator". With no operator, only Host approves. A
+	// reload puts a new policy and new operators in force together
+	// (policy.Holder.Set).
 	Policy *policy.Holder
 	// Audit receives one entry per step of every action. It must keep its
 	// log in DB: the entries of a step commit with the action's record.
@@ -62,10 +67,6 @@ type Config struct {
 	// entries of an action hold. Risks it does not name take
 	// DefaultAuditLevels'.
 	AuditLevels AuditLevels
-	// IsOperator reports whether an address has the operator role: it may
-	// approve and deny, and the policy sees it in Role::"operator". Nil:
-	// nobody has it, and only Host approves.
-	IsOperator func(addr string) bool
 	// Facts are what the operator says of the host, for the
 	// preconditions user_idle and network_available a peer's descriptor
 	// may ask for. The zero value reports neither: such a precondition
@@ -108,23 +109,22 @@ type Config struct {
 // for concurrent use; several Executors (in one process or several) may
 // share one database.
 type Executor struct {
-	store      store
-	sb         *sandbox.Sandbox
-	policy     *policy.Holder
-	audit      *audit.Log
-	levels     AuditLevels
-	defaults   proposal.Defaults
-	isOperator func(string) bool
-	facts      Facts
-	cpu        cpuClock // nil where the host cannot measure CPU time
-	cooldown   time.Duration
-	snapAge    time.Duration // < 0: no bound
-	snapBytes  int64         // < 0: no bound
-	skew       time.Duration // created_at window; 0 (Check) skips the check
-	now        func() time.Time
-	logger     *slog.Logger
-	newID      func() string
-	quotas     Quotas
+	store     store
+	sb        *sandbox.Sandbox
+	policy    *policy.Holder
+	audit     *audit.Log
+	levels    AuditLevels
+	defaults  proposal.Defaults
+	facts     Facts
+	cpu       cpuClock // nil where the host cannot measure CPU time
+	cooldown  time.Duration
+	snapAge   time.Duration // < 0: no bound
+	snapBytes int64         // < 0: no bound
+	skew      time.Duration // created_at window; 0 (Check) skips the check
+	now       func() time.Time
+	logger    *slog.Logger
+	newID     func() string
+	quotas    Quotas
 	// beforeStep, set by tests only, runs before each read or listing of
 	// an action and before its staging (a clock moves there).
 	beforeStep func()
@@ -172,26 +172,22 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 		return nil, fmt.Errorf("executor: %w", err)
 	}
 	e := &Executor{
-		levels:     levels,
-		store:      store{db: cfg.DB, d: cfg.DB.Dialect},
-		sb:         cfg.Sandbox,
-		policy:     cfg.Policy,
-		audit:      cfg.Audit,
-		defaults:   cfg.Defaults,
-		isOperator: cfg.IsOperator,
-		facts:      cfg.Facts,
-		cpu:        threadCPU,
-		cooldown:   cfg.RollbackCooldown,
-		snapAge:    cfg.SnapshotMaxAge,
-		snapBytes:  cfg.SnapshotMaxBytes,
-		skew:       cfg.MaxClockSkew,
-		now:        cfg.Now,
-		logger:     cfg.Logger,
-		newID:      cfg.Defaults.NewID,
-		quotas:     quotas,
-	}
-	if e.isOperator == nil {
-		e.isOperator = func(string) bool { return false }
+		levels:    levels,
+		store:     store{db: cfg.DB, d: cfg.DB.Dialect},
+		sb:        cfg.Sandbox,
+		policy:    cfg.Policy,
+		audit:     cfg.Audit,
+		defaults:  cfg.Defaults,
+		facts:     cfg.Facts,
+		cpu:       threadCPU,
+		cooldown:  cfg.RollbackCooldown,
+		snapAge:   cfg.SnapshotMaxAge,
+		snapBytes: cfg.SnapshotMaxBytes,
+		skew:      cfg.MaxClockSkew,
+		now:       cfg.Now,
+		logger:    cfg.Logger,
+		newID:     cfg.Defaults.NewID,
+		quotas:    quotas,
 	}
 	e.cooldown = cmp.Or(e.cooldown, DefaultRollbackCooldown)
 	e.snapAge = cmp.Or(e.snapAge, DefaultSnapshotMaxAge)
@@ -435,8 +431,8 @@ func (e *Executor) Run(ctx context.Context, req Request) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	dec := e.judge(ctx, it, req.Requester, recently)
-	j.add(e.judgedEntry(actor, req.Requester, dec, recently))
+	dec, operator := e.judge(ctx, it, req.Requester, recently)
+	j.add(judgedEntry(actor, dec, operator, recently))
 	if dec.Effect == policy.Deny {
 		f := policyFailure(dec)
 		res.Outcome, res.Output, res.Reason = Failed, mustJSON(f), reasonText(dec)
@@ -497,19 +493,21 @@ func (e *Executor) validated(it *item) validatedDetail {
 
 // judge asks the policy about every request of the item and combines the
 // answers: the strictest wins. Every request is judged by the one policy
-// in force when judge began, whatever a reload swaps in meanwhile: two
-// policies, each permitting one step of a composite, never permit it
-// together. A Permit becomes a Confirm when a descriptor requires
-// confirmation (the host's threshold, or a peer's descriptor asking for
-// it).
-func (e *Executor) judge(ctx context.Context, it *item, requester string, recently bool) policy.Decision {
-	reqs := it.requests(requester, e.isOperator(requester), recently)
-	pol := e.policy.Engine()
+// and the one list of operators in force when judge began, whatever a
+// reload swaps in meanwhile: two policies, each permitting one step of a
+// composite, never permit it together, and new operators are never
+// judged by the old policy. A Permit becomes a Confirm when a descriptor
+// requires confirmation (the host's threshold, or a peer's descriptor
+// asking for it). operator is whether requester was judged an operator.
+func (e *Executor) judge(ctx context.Context, it *item, requester string, recently bool) (d policy.Decision, operator bool) {
+	in := e.policy.InForce()
+	operator = in.IsOperator(requester)
+	reqs := it.requests(requester, operator, recently)
 	ds := make([]policy.Decision, len(reqs))
 	for i, r := range reqs {
-		ds[i] = pol.Decide(ctx, r)
+		ds[i] = in.Engine.Decide(ctx, r)
 	}
-	d := ds[0]
+	d = ds[0]
 	if len(ds) > 1 {
 		d = policy.Combine(ds...)
 	}
@@ -517,14 +515,14 @@ func (e *Executor) judge(ctx context.Context, it *item, requester string, recent
 		d.Effect = policy.Confirm
 		d.Reasons = append(append([]string(nil), it.confirm...), d.Reasons...)
 	}
-	return d
+	return d, operator
 }
 
-func (e *Executor) judgedEntry(actor, requester string, d policy.Decision, recently bool) audit.Entry {
+func judgedEntry(actor string, d policy.Decision, operator, recently bool) audit.Entry {
 	return audit.Entry{Actor: actor, Step: audit.StepJudged, Decision: decisionWord(d.Effect),
 		Reason: reasonText(d), PolicyVersion: d.PolicyVersion,
 		Detail: detail(judgedDetail{Reasons: nonNil(d.Reasons), DecidedBy: nonNil(d.DecidedBy), Sandbox: d.Sandbox,
-			Operator: e.isOperator(requester), RecentlyRolledBack: recently})}
+			Operator: operator, RecentlyRolledBack: recently})}
 }
 
 func sandboxedEntry(actor string, diffs []sandbox.Diff) audit.Entry {

@@ -74,7 +74,7 @@ type env struct {
 
 func newEnv(t testing.TB, dsn string) *env {
 	t.Helper()
-	v := &env{t: t, dsn: dsn, dir: t.TempDir(), clock: newClock(), holder: policy.NewHolder(policy.Default()),
+	v := &env{t: t, dsn: dsn, dir: t.TempDir(), clock: newClock(), holder: operatorHolder(policy.Default()),
 		cooldown: 10 * time.Minute, defaults: proposal.NewDefaults()}
 	v.open()
 	t.Cleanup(v.close)
@@ -103,7 +103,6 @@ func (v *env) open() {
 		Facts:            v.facts,
 		AuditLevels:      v.levels,
 		Quotas:           v.quotas,
-		IsOperator:       func(addr string) bool { return addr == operator },
 		RollbackCooldown: v.cooldown,
 		SnapshotMaxAge:   v.snapAge,
 		SnapshotMaxBytes: v.snapBytes,
@@ -259,4 +258,11 @@ func (v *env) stagedRewrite(ctx context.Context) (*sandbox.Staged, []byte) {
 		v.t.Fatal(err)
 	}
 	return st, snap
+}
+
+// operatorHolder holds e with one operator, operator.
+func operatorHolder(e *policy.Engine) *policy.Holder {
+	h := &policy.Holder{}
+	h.Set(policy.InForce{Engine: e, Operator: func(addr string) bool { return addr == operator }})
+	return h
 }

@@ -87,7 +87,8 @@ func (e *Executor) checkPreconditions(parent context.Context, it *item, requeste
 	if len(it.pre) == 0 {
 		return nil, nil
 	}
-	pol, operator := e.policy.Engine(), e.isOperator(requester)
+	in := e.policy.InForce()
+	pol, operator := in.Engine, in.IsOperator(requester)
 	// may reports whether the requester may list the folder rel, below
 	// the one a pattern is judged in (lookedInto): a folder it may not is
 	// one its wildcards do not see into. Only a plain permit will do: no

@@ -121,13 +121,14 @@ func newReplicaWith(t *testing.T, dsn string, claims bool, dir string, memory bo
 	}
 	t.Cleanup(func() { log.Close() })
 	r := &replica{db: db, sandbox: dir}
-	ex, err := executor.New(ctx, executor.Config{DB: db, Sandbox: sb, Policy: policy.NewHolder(policy.Default()), Audit: log,
-		IsOperator: func(addr string) bool {
-			if f := r.during.Swap(nil); f != nil {
-				(*f)()
-			}
-			return addr == operator
-		}})
+	holder := &policy.Holder{}
+	holder.Set(policy.InForce{Engine: policy.Default(), Operator: func(addr string) bool {
+		if f := r.during.Swap(nil); f != nil {
+			(*f)()
+		}
+		return addr == operator
+	}})
+	ex, err := executor.New(ctx, executor.Config{DB: db, Sandbox: sb, Policy: holder, Audit: log})
 	if err != nil {
 		t.Fatal(err)
 	}

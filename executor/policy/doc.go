@@ -146,12 +146,15 @@
 // # Reloading
 //
 // An Engine is immutable and safe for concurrent use. A Holder keeps the
-// one in force and swaps it when the operator's file changes; each request
-// is judged wholly by one Engine:
+// one in force with the operators (an InForce) and replaces both in one
+// step when the operator's settings change; each request is judged wholly
+// by one Engine and one list of operators, taken together:
 //
-//	h := policy.NewHolder(engine)
-//	d := h.Decide(ctx, req)
-//	if _, err := h.Reload(path); err != nil { … } // the old policy stays
+//	h := &policy.Holder{}
+//	h.Set(policy.InForce{Engine: engine, Operator: policy.Operators(operators)})
+//	in := h.InForce() // once per request
+//	d := in.Engine.Decide(ctx, policy.Request{Principal: addr, Operator: in.IsOperator(addr), …})
+//	if _, err := h.Reload(path, policy.WithNetwork(network)); err != nil { … } // the old policy stays
 //
 // Explain gives the same judgement as lines for a person, for `snapnode
 // policy check --from ADDR FILE`.

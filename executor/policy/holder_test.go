@@ -201,3 +201,37 @@ func TestDeepPath(t *testing.T) {
 		t.Errorf("deep forbidden path: %+v", d)
 	}
 }
+
+// Set puts a policy and its operators in force in one step; Swap and
+// Reload change the policy alone, keeping the operators in force.
+func TestHolderSetKeepsPolicyAndOperatorsTogether(t *testing.T) {
+	const alice, bob = "bc1palice", "bc1pbob"
+	var h policy.Holder
+	if f := h.InForce(); f.Engine != nil || f.IsOperator(alice) {
+		t.Fatalf("an empty holder holds %+v", f)
+	}
+	a := policy.Default()
+	if old := h.Set(policy.InForce{Engine: a, Operator: policy.Operators([]string{alice})}); old.Engine != nil {
+		t.Fatalf("Set on an empty holder returned %+v", old)
+	}
+	if old := h.Set(policy.InForce{Operator: policy.Operators([]string{bob})}); old.Engine != nil || h.Engine() != a || !h.InForce().IsOperator(alice) {
+		t.Fatal("Set with no engine changed the holder")
+	}
+	b, err := policy.Parse("b.cedar", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if old := h.Swap(b); old != a {
+		t.Fatal("Swap did not return the engine it replaced")
+	}
+	if f := h.InForce(); f.Engine != b || !f.IsOperator(alice) || f.IsOperator(bob) {
+		t.Fatal("Swap did not keep the operators in force")
+	}
+	old := h.Set(policy.InForce{Engine: a, Operator: policy.Operators([]string{bob})})
+	if old.Engine != b || !old.IsOperator(alice) {
+		t.Fatalf("Set did not return what it replaced: %+v", old)
+	}
+	if f := h.InForce(); f.Engine != a || f.IsOperator(alice) || !f.IsOperator(bob) {
+		t.Fatal("Set did not put the policy and the operators in force")
+	}
+}

@@ -50,8 +50,8 @@ func PolicyEngine(path string, network identity.Network) (*policy.Engine, error)
 const auditPruneInterval = time.Hour
 
 // executorPart is the executor the node carries proposals out with, and
-// what it was built on that other parts use: the policy holder (swapped
-// on reload) and the audit log (read by the console).
+// what it was built on that other parts use: the policy holder (the
+// policy and the operators, swapped together on reload) and the audit log (read by the console).
 type executorPart struct {
 	exec   *executor.Executor
 	policy *policy.Holder
@@ -65,11 +65,12 @@ type executorPart struct {
 // finishes the promotions a crash interrupted (on PostgreSQL, those
 // older than reconcile_after). bind is called once the audit log passed
 // its check at start, before anything is written to it (the record of
-// the node's address, see recordIdentity). isOperator tells the
-// executor who may decide on held actions (the task service's operators,
-// which Reload changes). stop stops the pruning and closes what was
+// the node's address, see recordIdentity). The executor's policy holder
+// holds the policy with the operators of cfg, who may decide on held
+// actions and whom the policy sees in Role::"operator": Reload puts new
+// ones in force together. stop stops the pruning and closes what was
 // opened.
-func startExecutor(ctx context.Context, cfg config.Config, db *sqldb.DB, key *identity.Key, network identity.Network, isOperator func(string) bool, bind func(context.Context) error, o options, logger *slog.Logger) (_ *executorPart, stop func() error, err error) {
+func startExecutor(ctx context.Context, cfg config.Config, db *sqldb.DB, key *identity.Key, network identity.Network, bind func(context.Context) error, o options, logger *slog.Logger) (_ *executorPart, stop func() error, err error) {
 	var closers []func() error
 	// closeAll, not the result stop, which an error's return sets to nil.
 	closeAll := func() error {
@@ -125,13 +126,13 @@ func startExecutor(ctx context.Context, cfg config.Config, db *sqldb.DB, key *id
 		return nil, nil, err
 	}
 	startAuditSealer(ctx, log, loopTiming{o.loopInterval(auditSealInterval), cfg.BackgroundTimeout.Duration}, logger, &closers)
-	holder := policy.NewHolder(engine)
+	holder := &policy.Holder{}
+	holder.Set(policy.InForce{Engine: engine, Operator: policy.Operators(cfg.Operators)})
 	exec, err := executor.New(ctx, executor.Config{
 		DB: db, Sandbox: sb, Policy: holder, Audit: log,
 		AuditLevels: auditLevels(cfg.Audit),
 		// What derived descriptors state of retention: the host's.
 		Defaults:     proposal.Defaults{RetainDays: cfg.Audit.RetainDays},
-		IsOperator:   isOperator,
 		MaxClockSkew: cfg.MaxDrift.Duration,
 		Facts:        executor.Facts{UserIdle: cfg.Executor.UserIdle, NetworkAvailable: cfg.Executor.NetworkAvailable},
 		Quotas:       executor.Quotas{Bytes: cfg.Executor.QuotaBytes, Files: cfg.Executor.QuotaFiles, Dirs: cfg.Executor.QuotaDirs},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/snapnode/snapnode/executor"
 	"github.com/snapnode/snapnode/executor/audit"
 )
 
@@ -73,4 +74,10 @@ func WithSandboxMaxDuration(d time.Duration) Option {
 func (n *Node) PolicyInForce() (name, version string) {
 	e := n.exec.policy.Engine()
 	return e.Name(), e.Version()
+}
+
+// RunProposal runs the proposal data of requester through the node's
+// executor, outside any task.
+func (n *Node) RunProposal(ctx context.Context, requester string, data []byte) (*executor.Result, error) {
+	return n.exec.exec.Run(ctx, executor.Request{Requester: requester, Data: data})
 }

@@ -132,7 +132,10 @@ func (n *Node) Reload(ctx context.Context, cfg config.Config) (restart []string,
 		n.level.Set(level)
 	}
 	if engine != nil {
-		old := n.exec.policy.Swap(engine)
+		// The policy and the operators it judges with, in one step: no
+		// action is judged by the new operators under the old policy,
+		// nor by the old ones under the new.
+		old := n.exec.policy.Set(policy.InForce{Engine: engine, Operator: policy.Operators(next.Operators)}).Engine
 		n.logger.Info("policy in force", "policy", engine.Name(), "policy_version", engine.Version(), "previous_version", old.Version())
 		if engine.Version() != old.Version() && !slices.Contains(changed, "policy") {
 			// The same file, another text: the setting is the file's

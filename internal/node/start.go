@@ -297,9 +297,6 @@ func (w *wiring) startExecutor(ctx context.Context) error {
 	if n.DB == nil {
 		return nil
 	}
-	// The executor asks the task service's operators (set before the
-	// first request; Reload changes them for both).
-	isOperator := func(addr string) bool { return n.Tasks != nil && n.Tasks.IsOperator(addr) }
 	// A database without the record gets the node's address once the
 	// audit log's check passed, before the executor writes.
 	bind := func(ctx context.Context) error {
@@ -308,7 +305,7 @@ func (w *wiring) startExecutor(ctx context.Context) error {
 		}
 		return recordIdentity(ctx, n.cfg, w.sqlStore, n.key, n.network, n.logger)
 	}
-	ex, stop, err := startExecutor(ctx, n.cfg, n.DB, n.key, n.network, isOperator, bind, w.o, n.logger)
+	ex, stop, err := startExecutor(ctx, n.cfg, n.DB, n.key, n.network, bind, w.o, n.logger)
 	if err != nil {
 		return err
 	}
