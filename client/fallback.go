@@ -106,7 +106,8 @@ type FallbackConfig struct {
 // its error is returned. Nor is a request of a method SNAP does not call
 // idempotent (message/send, message/stream, service/call…) that an
 // endpoint took and answered with HTTP 500 or 204, as an agent of the
-// reference SDK answers its failures: its error is returned. Each
+// reference SDK answers its failures: its error, wrapping
+// ErrNotSentAgain, is returned. Each
 // attempt is a request signed anew (an exchange over another transport is
 // another message): a message/send that must make one task whichever
 // attempt arrives carries an idempotencyKey.
@@ -241,7 +242,7 @@ func (a *cardAgent) exchange(ctx context.Context, method string, try func(Transp
 			if took(err) && !repeatable(method) {
 				// The endpoint took the request and acted on it, or
 				// may have: sent again, anywhere, it could act twice.
-				return nil, fmt.Errorf("client: %s took the %s and answered without a SNAP response; it is not sent again: %w", tg.name, method, err)
+				return nil, fmt.Errorf("client: %s took the %s: %w: %w", tg.name, method, ErrNotSentAgain, err)
 			}
 			if a.cfg.OnRefused != nil && errors.Is(err, ErrPrivateAddress) {
 				a.cfg.OnRefused(tg.name, err)
@@ -390,6 +391,14 @@ func (a *cardAgent) endpoint(ep snap.Endpoint) Transport {
 	}
 	return httpAgent{c: a.h, url: httpURL(ep.URL), to: a.card.Identity}
 }
+
+// ErrNotSentAgain is wrapped by the error of an exchange of ToCard's
+// Transport that an endpoint took and answered without a SNAP response
+// (HTTP 500 or 204), for a method SNAP does not call idempotent: the agent
+// may have acted on the request (made or continued a task), and the
+// request was not sent again, to that endpoint or any other transport.
+// Whoever sends it again chooses to, knowing the agent may act twice.
+var ErrNotSentAgain = errors.New("it answered without a SNAP response and may have acted on the request, which is not sent again")
 
 // took reports whether an endpoint's failure is an HTTP answer saying it
 // took the request, yet carrying no SNAP response: a 500 (an agent of the

@@ -428,6 +428,9 @@ func TestFallbackDoesNotRepeatWhatAPeerTook(t *testing.T) {
 			if got := log.get(); !slices.Equal(got, tc.want) {
 				t.Errorf("HTTP %d, %s: attempts %q, want %q (%v)", status, tc.method, got, tc.want, err)
 			}
+			if once := len(tc.want) == 1; errors.Is(err, client.ErrNotSentAgain) != once {
+				t.Errorf("HTTP %d, %s: %v; want client.ErrNotSentAgain wrapped: %v", status, tc.method, err, once)
+			}
 		}
 		if status == http.StatusInternalServerError {
 			// A stream too: the SDK answers 500 before any event.

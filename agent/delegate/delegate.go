@@ -791,7 +791,9 @@ func NewHTTP(key *identity.Key, address string, private bool, logger *slog.Logge
 
 // failed is the error of a step the delegate did not answer: past the
 // step time-out (step's deadline) or the caller's deadline (outer's) it is
-// a violation, and the job waits for a human; a canceled step (the node
+// a violation, and the job waits for a human; so is a step an endpoint
+// took and answered without a SNAP response (client.ErrNotSentAgain),
+// which the delegate may have acted on; a canceled step (the node
 // stops) or a failed exchange is returned as it is, and the runtime
 // retries the step. When the node gives up on the step (a time-out, the
 // job's time limit, the job canceled: agent.ErrCanceled), the job's task
@@ -844,6 +846,17 @@ func (d *Delegate) failed(outer, step context.Context, to client.Transport, job,
 			if note := cancelTask("the job was canceled"); note != "" {
 				err = fmt.Errorf("%w; %s", err, note)
 			}
+		case outer.Err() == nil && errors.Is(err, client.ErrNotSentAgain):
+			// An endpoint took the step and answered without a SNAP
+			// response: the delegate may have acted on it, and may
+			// keep no idempotency keys (an agent of the reference
+			// SDK answers so when its handler failed, after it made
+			// or continued the task). The runtime would send the step
+			// again: the job waits for a human instead, its record
+			// keeping the task the step continued, which the step that
+			// resumes it continues with a key of its own.
+			d.EndJob(job)
+			return d.violation(job, "unanswered", fmt.Sprintf("the delegate did not answer step %d: %v; a delegate may keep no idempotency keys, and the job's task there may have been made or changed: a message to the job sends its next step", seq, err))
 		case outer.Err() != nil && to != nil:
 			d.log.Info("delegate: the step was stopped (the node stops, or the job went to another process); the job's task on the delegate is left at work, for the step sent again when the job is taken up",
 				"job", job, "step", seq, "task", task)

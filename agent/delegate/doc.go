@@ -17,6 +17,11 @@
 // attempt sent again after an answer was lost does not make a second
 // task; a step whose exchange failed on every transport keeps them when
 // the runtime tries it again, until it is answered or the job leaves it.
+// A step an endpoint took and answered without a SNAP response (HTTP 500
+// or 204, as an agent of the reference SDK, which keeps no idempotency
+// keys, answers its handler's failures) is not sent again: the job waits
+// for a human with the reason, keeping the task the step continued, and
+// the step that resumes it continues that task with a key of its own.
 // They are recorded in the job's row before the step is sent, and again
 // before each time it is sent again (agent.Prompt.KeepSent, which fails
 // once the process no longer holds the job: another node of a shared
